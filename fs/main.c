@@ -1,0 +1,273 @@
+/* main — the ckptfs daemon: check the command line, open the store and the
+ * catalog, mount, serve FUSE requests on a thread pool, and on unmount or
+ * SIGINT/SIGTERM close everything cleanly.
+ *
+ * Errors that can be found before mounting are reported on the terminal as
+ * one line and a non-zero exit (options.c). Once in the background, the log
+ * goes to CACHE/ckptfs.log (or -o log=FILE). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+#include "log.h"
+#include "node.h"
+#include "ops.h"
+#include "options.h"
+#include "reader.h"
+
+#define MAIN_STORE_MARKER "ckptfs.store"
+#define MAIN_CACHE_OWNER "backing"
+
+static int main_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	return store_remove(arg, hash);
+}
+
+/* Reads a small text file into buf; returns its length or -errno. */
+static int main_read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, size - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	buf[n] = '\0';
+	return (int)n;
+}
+
+static int main_write_small(const char *path, const char *text)
+{
+	char tmp[PATH_MAX + 16];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(text);
+	int rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	return rc;
+}
+
+/* The store on BACKING carries its format version; a cache belongs to one
+ * BACKING (its catalog names chunks only that store holds). */
+static int main_check_bindings(const struct ckptfs_options *o)
+{
+	char path[PATH_MAX + 32], buf[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", o->backing, MAIN_STORE_MARKER);
+	int n = main_read_small(path, buf, sizeof(buf));
+	if (n >= 0) {
+		int version = 0;
+		if (sscanf(buf, "ckptfs store format %d", &version) != 1) {
+			fprintf(stderr, "ckptfs: BACKING %s: %s is not a ckptfs store marker\n", o->backing,
+				path);
+			return -1;
+		}
+		if (version > STORE_FORMAT_VERSION) {
+			fprintf(stderr, "ckptfs: BACKING %s: store format %d is newer than this ckptfs "
+					"understands (%d): upgrade ckptfs\n",
+				o->backing, version, STORE_FORMAT_VERSION);
+			return -1;
+		}
+	} else {
+		snprintf(buf, sizeof(buf), "ckptfs store format %d\n", STORE_FORMAT_VERSION);
+		int rc = main_write_small(path, buf);
+		if (rc != 0) {
+			fprintf(stderr, "ckptfs: BACKING %s: cannot write %s: %s\n", o->backing, path,
+				strerror(-rc));
+			return -1;
+		}
+	}
+
+	snprintf(path, sizeof(path), "%s/%s", o->cache, MAIN_CACHE_OWNER);
+	n = main_read_small(path, buf, sizeof(buf));
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (n >= 0 && strcmp(buf, o->backing) != 0) {
+		fprintf(stderr, "ckptfs: cache %s: belongs to BACKING %s, not %s (give another -o cache=DIR)\n",
+			o->cache, buf, o->backing);
+		return -1;
+	}
+	if (n < 0) {
+		snprintf(buf, sizeof(buf), "%s\n", o->backing);
+		int rc = main_write_small(path, buf);
+		if (rc != 0) {
+			fprintf(stderr, "ckptfs: cache %s: cannot write %s: %s\n", o->cache, path,
+				strerror(-rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int main_open_catalog(struct ckptfs *fs)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/catalog.db", fs->opt.cache);
+	int rc = cat_open(path, getuid(), getgid(), main_reclaim, fs->store, &fs->cat);
+	if (rc == -EPROTO)
+		fprintf(stderr, "ckptfs: catalog %s: written by a newer ckptfs; upgrade ckptfs\n", path);
+	else if (rc != 0)
+		fprintf(stderr, "ckptfs: catalog %s: cannot open: %s\n", path, strerror(-rc));
+	return rc;
+}
+
+static int main_open_state(struct ckptfs *fs)
+{
+	if (main_check_bindings(&fs->opt) != 0)
+		return -1;
+	snprintf(fs->staging_dir, sizeof(fs->staging_dir), "%s/staging", fs->opt.cache);
+	if (mkdir(fs->staging_dir, 0700) != 0 && errno != EEXIST) {
+		fprintf(stderr, "ckptfs: cache %s: cannot create staging/: %s\n", fs->opt.cache,
+			strerror(errno));
+		return -1;
+	}
+	int rc = store_open(fs->opt.backing, &fs->store);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot open the store: %s\n", fs->opt.backing,
+			strerror(-rc));
+		return -1;
+	}
+	if (main_open_catalog(fs) != 0)
+		return -1;
+	if (node_table_new(fs, &fs->nodes) != 0 ||
+	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0) {
+		fprintf(stderr, "ckptfs: out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
+static void main_close_state(struct ckptfs *fs)
+{
+	chunk_cache_free(fs->chunks);
+	node_table_free(fs->nodes);
+	cat_close(fs->cat);
+	store_close(fs->store);
+}
+
+/* FUSE's own arguments: ours first, then what the user passed through. */
+static int main_fuse_args(const struct options_result *r, struct fuse_args *args)
+{
+	char opts[sizeof(r->fuse_opts) + PATH_MAX + 128];
+	const char *backing = r->opt.backing;
+	if (strchr(backing, ','))
+		backing = "ckptfs";
+	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=ckptfs%s%s", backing,
+		 r->fuse_opts[0] ? "," : "", r->fuse_opts);
+	if (fuse_opt_add_arg(args, "ckptfs") != 0 || fuse_opt_add_arg(args, "-o") != 0 ||
+	    fuse_opt_add_arg(args, opts) != 0)
+		return -1;
+	if (r->opt.debug && fuse_opt_add_arg(args, "-d") != 0)
+		return -1;
+	return 0;
+}
+
+static FILE *main_open_log(struct ckptfs *fs)
+{
+	char path[PATH_MAX + 16];
+	if (fs->opt.log_path[0])
+		snprintf(path, sizeof(path), "%s", fs->opt.log_path);
+	else
+		snprintf(path, sizeof(path), "%s/ckptfs.log", fs->opt.cache);
+	FILE *f = fopen(path, "ae");
+	if (f)
+		setvbuf(f, NULL, _IOLBF, 0);
+	return f;
+}
+
+int main(int argc, char **argv)
+{
+	struct options_result r;
+	int rc = options_parse(argc, argv, &r);
+	if (rc != 0)
+		return rc > 0 ? 0 : 1;
+
+	struct ckptfs fs;
+	memset(&fs, 0, sizeof(fs));
+	fs.opt = r.opt;
+	fs.chunking = chunker_default_params;
+	log_setup(stderr, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+
+	FILE *logf = NULL;
+	if (!fs.opt.foreground || fs.opt.log_path[0]) {
+		logf = main_open_log(&fs);
+		if (!logf) {
+			fprintf(stderr, "ckptfs: log %s: cannot open: %s\n",
+				fs.opt.log_path[0] ? fs.opt.log_path : fs.opt.cache, strerror(errno));
+			return 1;
+		}
+		if (fs.opt.log_path[0])
+			log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	}
+	if (main_open_state(&fs) != 0) {
+		main_close_state(&fs);
+		return 1;
+	}
+
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	int mounted = 0, exit_code = 1;
+	if (main_fuse_args(&r, &args) != 0)
+		goto out;
+	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &fs);
+	if (!se) {
+		fprintf(stderr, "ckptfs: FUSE rejected the options '%s'\n", r.fuse_opts);
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out;
+	if (fuse_session_mount(se, fs.opt.mountpoint) != 0) {
+		fprintf(stderr, "ckptfs: mountpoint %s: mount failed (see the line above)\n",
+			fs.opt.mountpoint);
+		goto out;
+	}
+	mounted = 1;
+
+	if (!fs.opt.foreground) {
+		/* SQLite's POSIX locks do not survive fork: reopen in the child */
+		cat_close(fs.cat);
+		fs.cat = NULL;
+		fuse_daemonize(0);
+		log_setup(logf, LOG_LVL_INFO);
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof(path), "%s/catalog.db", fs.opt.cache);
+		if (cat_open(path, getuid(), getgid(), main_reclaim, fs.store, &fs.cat) != 0) {
+			log_error("catalog %s: cannot reopen after daemonizing", path);
+			goto out;
+		}
+	}
+	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
+
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	exit_code = rc == 0 ? 0 : 1;
+	log_info("unmounting %s (%s)", fs.opt.mountpoint, rc == 0 ? "clean" : "loop error");
+
+out:
+	if (se) {
+		if (mounted)
+			fuse_session_unmount(se);
+		fuse_remove_signal_handlers(se);
+		fuse_session_destroy(se);
+	}
+	fuse_opt_free_args(&args);
+	main_close_state(&fs);
+	if (logf)
+		fclose(logf);
+	return exit_code;
+}

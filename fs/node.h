@@ -1,0 +1,68 @@
+/* node — the daemon's in-memory view of inodes the kernel knows about.
+ *
+ * The catalog holds what an inode is; a node holds what is happening to it:
+ * how many lookups the kernel holds (FUSE forget protocol), how many handles
+ * are open, the writer of a file being written, and the lock that orders
+ * reads against writes and commits.
+ *
+ * Invariants:
+ *  1. A node exists while nlookup > 0 or open_count > 0; when both reach 0 it
+ *     is freed, and an inode with no links left is deleted from the catalog
+ *     (cat_inode_release) — so an unlinked file stays readable through open
+ *     handles until the last one closes.
+ *  2. node->writer is only touched with node->rw held for writing; reading file
+ *     bytes holds it for reading, so a commit never reclaims a chunk that a
+ *     read of the same file is using.
+ *  3. A node is handed out with a reference (node_get/node_put); the table
+ *     lock is never held while the rwlock is taken. */
+#ifndef CKPTFS_NODE_H
+#define CKPTFS_NODE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct ckptfs;
+struct writer;
+struct node_table;
+
+struct node {
+	uint64_t ino;
+	uint64_t nlookup;    /* kernel references (lookup/create/mknod…) minus forgets */
+	uint32_t open_count; /* open file handles */
+	uint32_t refs;       /* temporary references held by running operations */
+	pthread_rwlock_t rw;
+	struct writer *writer; /* non-NULL while a handle has written or truncated */
+	struct node *next;     /* hash chain */
+};
+
+int node_table_new(struct ckptfs *fs, struct node_table **out);
+void node_table_free(struct node_table *t);
+
+/* Returns the node with a temporary reference, creating it. NULL on ENOMEM. */
+struct node *node_get(struct node_table *t, uint64_t ino);
+/* Drops a temporary reference. */
+void node_put(struct node_table *t, struct node *n);
+
+/* Kernel lookup counting: +1 per entry replied, -n per forget. */
+void node_lookup_add(struct node_table *t, uint64_t ino);
+void node_forget(struct node_table *t, uint64_t ino, uint64_t nlookup);
+
+/* Handle counting. node_open returns the node with open_count incremented.
+ * node_close decrements it and returns how many handles remain; the caller
+ * keeps a temporary reference (to finish the writer when 0 remain, under
+ * n->rw) and drops it with node_put. */
+struct node *node_open(struct node_table *t, uint64_t ino);
+uint32_t node_close(struct node_table *t, struct node *n);
+
+/* The node if the kernel or a handle holds it, with a temporary reference;
+ * NULL otherwise (nothing is created). */
+struct node *node_peek(struct node_table *t, uint64_t ino);
+
+/* After an entry was removed: deletes the inode at once if it has no links
+ * and no node (nobody can reach it); otherwise its last node_put/forget will. */
+void node_unlinked(struct node_table *t, uint64_t ino);
+
+/* Number of nodes (for stats and leak checks in tests). */
+uint64_t node_count(struct node_table *t);
+
+#endif

@@ -1,0 +1,337 @@
+/* options — the command line of the ckptfs daemon, and the checks that run
+ * before anything is mounted.
+ *
+ *   ckptfs [-f] [-d] [-o OPT[,OPT...]] BACKING MOUNTPOINT
+ *
+ * ckptfs's own options are taken out; FUSE's mount options pass through to
+ * libfuse. Anything else is refused by name, before mounting. Each failure is
+ * one line, "ckptfs: <what>: <reason>", and a non-zero exit: nothing is left
+ * half-mounted because nothing is mounted until every check passed. */
+#define _GNU_SOURCE
+#include "options.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hash.h"
+
+/* FUSE and mount(8) options accepted as they are (name, or name= prefix). */
+static const char *const options_fuse_passthrough[] = {
+	"allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev",
+	"ro", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec", "atime", "noatime",
+	"relatime", "norelatime", "strictatime", "sync", "async", "dirsync", "lazytime",
+	"fsname=", "subtype=", "max_read=", "max_idle_threads=", "blksize=",
+	NULL,
+};
+/* fstab / mount.fuse3 options that mean nothing to the daemon: dropped. */
+static const char *const options_ignored[] = {
+	"defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "x-", "comment=",
+	NULL,
+};
+
+static bool options_match(const char *const *list, const char *opt)
+{
+	for (int i = 0; list[i]; i++) {
+		size_t n = strlen(list[i]);
+		bool prefix = list[i][n - 1] == '=' || list[i][n - 1] == '-';
+		if (prefix ? strncmp(opt, list[i], n) == 0 : strcmp(opt, list[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int options_fail(const char *fmt, const char *a, const char *b)
+{
+	fprintf(stderr, "ckptfs: ");
+	fprintf(stderr, fmt, a, b);
+	fputc('\n', stderr);
+	return -1;
+}
+
+static int options_copy(char *dst, size_t size, const char *src, const char *what)
+{
+	if (snprintf(dst, size, "%s", src) >= (int)size)
+		return options_fail("%s '%s': path too long", what, src);
+	return 0;
+}
+
+static int options_add_fuse(struct options_result *r, const char *opt)
+{
+	size_t have = strlen(r->fuse_opts), need = strlen(opt);
+	if (have + need + 2 > sizeof(r->fuse_opts))
+		return options_fail("%s%s: too many options", "-o ", opt);
+	if (have)
+		r->fuse_opts[have++] = ',';
+	memcpy(r->fuse_opts + have, opt, need + 1);
+	return 0;
+}
+
+/* Parses a size like 64M, 1G, 4096. */
+static int options_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int options_one(struct options_result *r, const char *opt)
+{
+	struct ckptfs_options *o = &r->opt;
+	if (strncmp(opt, "cache=", 6) == 0)
+		return options_copy(o->cache, sizeof(o->cache), opt + 6, "cache");
+	if (strncmp(opt, "log=", 4) == 0)
+		return options_copy(o->log_path, sizeof(o->log_path), opt + 4, "log");
+	if (strncmp(opt, "chunk_cache=", 12) == 0) {
+		if (options_size(opt + 12, &o->chunk_cache_bytes) != 0 || o->chunk_cache_bytes < (8u << 20))
+			return options_fail("option '%s': %s", opt, "expects a size of at least 8M, like 64M");
+		return 0;
+	}
+	if (strcmp(opt, "nonempty") == 0) {
+		o->nonempty = true;
+		return 0;
+	}
+	if (options_match(options_ignored, opt))
+		return 0;
+	if (options_match(options_fuse_passthrough, opt))
+		return options_add_fuse(r, opt);
+	return options_fail("unknown option '%s'%s", opt, " (see ckptfs --help)");
+}
+
+static int options_list(struct options_result *r, const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+	if (!copy)
+		return -1;
+	int rc = 0;
+	for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save))
+		rc = options_one(r, tok);
+	free(copy);
+	return rc;
+}
+
+void options_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ckptfs [-f] [-d] [-o OPT[,OPT...]] BACKING MOUNTPOINT\n"
+		"\n"
+		"Mounts a checkpoint filesystem at MOUNTPOINT whose chunks are stored in BACKING.\n"
+		"\n"
+		"  -f                 stay in the foreground, log to stderr\n"
+		"  -d                 debug: foreground, FUSE request trace\n"
+		"  -h, --help         this text\n"
+		"  -V, --version      the version\n"
+		"\n"
+		"ckptfs options (-o):\n"
+		"  cache=DIR          local directory for the catalog and staging files\n"
+		"                     (default: /var/cache/ckptfs/<id of BACKING> for root,\n"
+		"                     else $XDG_CACHE_HOME/ckptfs/<id>)\n"
+		"  log=FILE           log file when in the background (default CACHE/ckptfs.log)\n"
+		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
+		"  nonempty           allow mounting over a non-empty directory\n"
+		"\n"
+		"FUSE options passed through: allow_other, allow_root, default_permissions (on by\n"
+		"default), auto_unmount, ro, nosuid, nodev, noexec, noatime, fsname=, max_read=, ...\n"
+		"\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root).\n");
+}
+
+/* ---- checks ---- */
+
+static int options_absolute(char *path, size_t size, const char *what)
+{
+	char real[PATH_MAX];
+	if (!realpath(path, real))
+		return options_fail("%s: %s", what, strerror(errno));
+	return options_copy(path, size, real, what);
+}
+
+static int options_check_dir(const char *path, const char *what)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return options_fail("%s: %s", what, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return options_fail("%s: %s", what, "not a directory");
+	return 0;
+}
+
+/* Writes, fsyncs, reads back and removes a probe file: a directory that
+ * cannot take a save is found now, not at the first checkpoint. */
+static int options_probe_dir(const char *dir, const char *what)
+{
+	char path[PATH_MAX + 64], back[32];
+	const char probe[] = "ckptfs write probe\n";
+	snprintf(path, sizeof(path), "%s/.ckptfs-probe.%ld", dir, (long)getpid());
+	int fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return options_fail("%s: cannot create a file: %s", what, strerror(errno));
+	int err = 0;
+	if (write(fd, probe, sizeof(probe)) != (ssize_t)sizeof(probe) || fsync(fd) != 0 ||
+	    pread(fd, back, sizeof(back), 0) != (ssize_t)sizeof(probe) ||
+	    memcmp(back, probe, sizeof(probe)) != 0)
+		err = errno ? errno : EIO;
+	close(fd);
+	unlink(path);
+	if (err)
+		return options_fail("%s: write probe failed: %s", what, strerror(err));
+	return 0;
+}
+
+static int options_mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int options_default_cache(struct options_result *r)
+{
+	struct ckptfs_options *o = &r->opt;
+	uint8_t h[HASH_LEN];
+	char hex[HASH_HEX_LEN + 1];
+	hash_sha256(o->backing, strlen(o->backing), h);
+	hash_to_hex(h, hex);
+	const char *base;
+	char home[PATH_MAX];
+	if (geteuid() == 0) {
+		base = "/var/cache/ckptfs";
+	} else if (getenv("XDG_CACHE_HOME") && getenv("XDG_CACHE_HOME")[0] == '/') {
+		snprintf(home, sizeof(home), "%s/ckptfs", getenv("XDG_CACHE_HOME"));
+		base = home;
+	} else if (getenv("HOME")) {
+		snprintf(home, sizeof(home), "%s/.cache/ckptfs", getenv("HOME"));
+		base = home;
+	} else {
+		return options_fail("%s: %s", "cache", "no default (no HOME): give -o cache=DIR");
+	}
+	if (snprintf(o->cache, sizeof(o->cache), "%s/%.16s", base, hex) >= (int)sizeof(o->cache))
+		return options_fail("%s: %s", "cache", "path too long");
+	return 0;
+}
+
+static int options_check_mountpoint(struct options_result *r)
+{
+	char what[PATH_MAX + 32];
+	snprintf(what, sizeof(what), "mountpoint %s", r->opt.mountpoint);
+	if (options_check_dir(r->opt.mountpoint, what) != 0)
+		return -1;
+	if (options_absolute(r->opt.mountpoint, sizeof(r->opt.mountpoint), what) != 0)
+		return -1;
+	if (r->opt.nonempty)
+		return 0;
+	DIR *d = opendir(r->opt.mountpoint);
+	if (!d)
+		return options_fail("%s: %s", what, strerror(errno));
+	struct dirent *de;
+	int entries = 0;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			entries++;
+	closedir(d);
+	if (entries)
+		return options_fail("%s: %s", what, "not empty (use -o nonempty to mount over it)");
+	return 0;
+}
+
+static int options_check(struct options_result *r)
+{
+	struct ckptfs_options *o = &r->opt;
+	char what[PATH_MAX + 32];
+
+	snprintf(what, sizeof(what), "BACKING %s", o->backing);
+	if (options_check_dir(o->backing, what) != 0 ||
+	    options_absolute(o->backing, sizeof(o->backing), what) != 0 ||
+	    options_probe_dir(o->backing, what) != 0)
+		return -1;
+	if (options_check_mountpoint(r) != 0)
+		return -1;
+
+	if (!o->cache[0] && options_default_cache(r) != 0)
+		return -1;
+	snprintf(what, sizeof(what), "cache %s", o->cache);
+	int rc = options_mkdirs(o->cache);
+	if (rc != 0)
+		return options_fail("%s: cannot create: %s", what, strerror(-rc));
+	if (options_check_dir(o->cache, what) != 0 ||
+	    options_absolute(o->cache, sizeof(o->cache), what) != 0 ||
+	    options_probe_dir(o->cache, what) != 0)
+		return -1;
+	if (strcmp(o->cache, o->mountpoint) == 0 || strcmp(o->backing, o->mountpoint) == 0)
+		return options_fail("%s: %s", o->mountpoint, "BACKING and cache must not be the mountpoint");
+	if (o->log_path[0] && o->log_path[0] != '/')
+		return options_fail("log %s: %s", o->log_path, "must be an absolute path");
+	return 0;
+}
+
+int options_parse(int argc, char **argv, struct options_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->opt.chunk_cache_bytes = 64u << 20;
+	const char *pos[3] = { 0 };
+	int npos = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			options_usage(stdout);
+			return 1;
+		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("ckptfs %s (catalog schema %d, store format %d)\n", CKPTFS_VERSION,
+			       CAT_SCHEMA_VERSION, STORE_FORMAT_VERSION);
+			return 1;
+		} else if (strcmp(a, "-f") == 0) {
+			r->opt.foreground = true;
+		} else if (strcmp(a, "-d") == 0) {
+			r->opt.foreground = r->opt.debug = true;
+		} else if (strcmp(a, "-o") == 0) {
+			if (++i == argc)
+				return options_fail("%s: %s", "-o", "needs a list of options");
+			if (options_list(r, argv[i]) != 0)
+				return -1;
+		} else if (strncmp(a, "-o", 2) == 0) {
+			if (options_list(r, a + 2) != 0)
+				return -1;
+		} else if (a[0] == '-' && a[1]) {
+			return options_fail("unknown argument '%s'%s", a, " (see ckptfs --help)");
+		} else if (npos < 3) {
+			pos[npos++] = a;
+		}
+	}
+	if (npos != 2)
+		return options_fail("%s%s", npos < 2 ? "expected BACKING and MOUNTPOINT" : "too many arguments",
+				    " (see ckptfs --help)");
+	if (options_copy(r->opt.backing, sizeof(r->opt.backing), pos[0], "BACKING") != 0 ||
+	    options_copy(r->opt.mountpoint, sizeof(r->opt.mountpoint), pos[1], "mountpoint") != 0)
+		return -1;
+	return options_check(r);
+}

@@ -1,0 +1,207 @@
+/* reader — see reader.h. The cache is a short array searched linearly: it
+ * holds a handful of MiB-sized chunks, the ones sequential readers are in. */
+#include "reader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs.h"
+#include "hash.h"
+#include "log.h"
+
+#define CHUNK_CACHE_SLOTS 32
+
+struct chunk_entry {
+	uint8_t hash[HASH_LEN];
+	char *data; /* NULL: free slot */
+	size_t len;
+	uint32_t users;
+	uint64_t last_use;
+};
+
+struct chunk_cache {
+	pthread_mutex_t lock;
+	uint64_t budget, bytes, clock, hits, misses;
+	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
+};
+
+int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out)
+{
+	struct chunk_cache *cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return -ENOMEM;
+	pthread_mutex_init(&cc->lock, NULL);
+	cc->budget = budget_bytes;
+	*out = cc;
+	return 0;
+}
+
+void chunk_cache_free(struct chunk_cache *cc)
+{
+	if (!cc)
+		return;
+	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
+		free(cc->slot[i].data);
+	pthread_mutex_destroy(&cc->lock);
+	free(cc);
+}
+
+void chunk_cache_stats(struct chunk_cache *cc, struct chunk_cache_stats *out)
+{
+	pthread_mutex_lock(&cc->lock);
+	out->hits = cc->hits;
+	out->misses = cc->misses;
+	out->bytes = cc->bytes;
+	pthread_mutex_unlock(&cc->lock);
+}
+
+/* With the lock held: frees least recently used idle entries until `need`
+ * more bytes fit the budget. Returns a free slot index, or -1. */
+static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
+{
+	for (;;) {
+		int free_slot = -1, victim = -1;
+		for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
+			struct chunk_entry *e = &cc->slot[i];
+			if (!e->data) {
+				free_slot = i;
+				continue;
+			}
+			if (e->users == 0 && (victim < 0 || e->last_use < cc->slot[victim].last_use))
+				victim = i;
+		}
+		if (free_slot >= 0 && cc->bytes + need <= cc->budget)
+			return free_slot;
+		if (victim < 0)
+			return -1;
+		cc->bytes -= cc->slot[victim].len;
+		free(cc->slot[victim].data);
+		cc->slot[victim].data = NULL;
+	}
+}
+
+/* Returns decoded chunk bytes, pinned in the cache (release with
+ * chunk_cache_release) or, when the cache is full of busy entries, a private
+ * copy (*owned set: the caller frees it). */
+static int chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext, char **data,
+			   int *slot, int *owned)
+{
+	struct chunk_cache *cc = fs->chunks;
+	pthread_mutex_lock(&cc->lock);
+	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
+		struct chunk_entry *e = &cc->slot[i];
+		if (e->data && memcmp(e->hash, ext->hash, HASH_LEN) == 0) {
+			e->users++;
+			e->last_use = ++cc->clock;
+			cc->hits++;
+			*data = e->data;
+			*slot = i;
+			*owned = 0;
+			pthread_mutex_unlock(&cc->lock);
+			return 0;
+		}
+	}
+	cc->misses++;
+	pthread_mutex_unlock(&cc->lock);
+
+	char *buf = malloc(ext->chunk_len ? ext->chunk_len : 1);
+	if (!buf)
+		return -ENOMEM;
+	size_t got;
+	int rc = store_get(fs->store, ext->hash, buf, ext->chunk_len, &got);
+	if (rc == 0 && got != ext->chunk_len)
+		rc = -EIO;
+	if (rc != 0) {
+		free(buf);
+		return rc;
+	}
+
+	pthread_mutex_lock(&cc->lock);
+	int i = chunk_cache_make_room(cc, got);
+	if (i >= 0) {
+		struct chunk_entry *e = &cc->slot[i];
+		memcpy(e->hash, ext->hash, HASH_LEN);
+		e->data = buf;
+		e->len = got;
+		e->users = 1;
+		e->last_use = ++cc->clock;
+		cc->bytes += got;
+		*owned = 0;
+	} else {
+		*owned = 1;
+	}
+	pthread_mutex_unlock(&cc->lock);
+	*data = buf;
+	*slot = i;
+	return 0;
+}
+
+static void chunk_cache_release(struct chunk_cache *cc, int slot, char *data, int owned)
+{
+	if (owned) {
+		free(data);
+		return;
+	}
+	pthread_mutex_lock(&cc->lock);
+	cc->slot[slot].users--;
+	pthread_mutex_unlock(&cc->lock);
+}
+
+int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent *ext,
+		       uint64_t chunk_off, size_t len, char *out)
+{
+	char *data;
+	int slot, owned;
+	int rc = chunk_cache_get(fs, ext, &data, &slot, &owned);
+	if (rc != 0) {
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(ext->hash, hex);
+		log_error("read inode %llu at offset %llu: chunk %s unreadable: %s",
+			  (unsigned long long)ino, (unsigned long long)(ext->off + chunk_off - ext->chunk_off),
+			  hex, strerror(-rc));
+		return rc == -ENOMEM ? rc : -EIO;
+	}
+	memcpy(out, data + chunk_off, len);
+	chunk_cache_release(fs->chunks, slot, data, owned);
+	return 0;
+}
+
+#define READER_BATCH 16
+
+int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
+		size_t len, char *out)
+{
+	struct cat_extent ext[READER_BATCH];
+	uint64_t pos = off, end = off + len;
+	while (pos < end) {
+		int n = src == READER_PENDING ? cat_pending_extents(fs->cat, ino, pos, ext, READER_BATCH)
+					      : cat_extents(fs->cat, ino, pos, ext, READER_BATCH);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		int i;
+		for (i = 0; i < n && pos < end; i++) {
+			if (ext[i].off >= end)
+				break;
+			if (ext[i].off > pos) { /* hole before this extent */
+				memset(out + (pos - off), 0, ext[i].off - pos);
+				pos = ext[i].off;
+			}
+			uint64_t ext_end = ext[i].off + ext[i].len;
+			uint64_t take = (ext_end < end ? ext_end : end) - pos;
+			int rc = reader_copy_extent(fs, ino, &ext[i], ext[i].chunk_off + (pos - ext[i].off),
+						    take, out + (pos - off));
+			if (rc != 0)
+				return rc;
+			pos += take;
+		}
+		if (n < READER_BATCH || i < n)
+			break; /* no more extents, or the rest lie past the range */
+	}
+	if (pos < end)
+		memset(out + (pos - off), 0, end - pos);
+	return 0;
+}

@@ -1,0 +1,470 @@
+/* store — content-addressed chunk objects; see store.h for the layout, the
+ * object format and the invariants.
+ *
+ * Durability follows the rdbSave pattern: write to tmp/, (fsync), rename into
+ * chunks/ab/cd/, (fsync the directory). Without STORE_SYNC the writeback of the
+ * object is started at once so that a later store_sync is cheap and dirty
+ * memory stays bounded. */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "log.h"
+
+struct store {
+	char root[PATH_MAX];
+	char host[64];
+	int root_fd;
+	atomic_ulong tmp_seq;
+	pthread_key_t scratch_key;
+};
+
+/* Per-thread encode/decode buffer, so a busy write path does not mmap and
+ * fault a fresh multi-MiB buffer per chunk. Freed when the thread exits. */
+struct store_scratch {
+	uint8_t *buf;
+	size_t cap;
+};
+
+static void store_scratch_free(void *p)
+{
+	struct store_scratch *s = p;
+	free(s->buf);
+	free(s);
+}
+
+static uint8_t *store_scratch(struct store *st, size_t need)
+{
+	struct store_scratch *s = pthread_getspecific(st->scratch_key);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s || pthread_setspecific(st->scratch_key, s) != 0) {
+			free(s);
+			return NULL;
+		}
+	}
+	if (s->cap < need) {
+		uint8_t *nb = realloc(s->buf, need);
+		if (!nb)
+			return NULL;
+		s->buf = nb;
+		s->cap = need;
+	}
+	return s->buf;
+}
+
+/* ---- header encoding ---- */
+
+static void put_le16(uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
+static void put_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
+static void put_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = v >> (8 * i); }
+static uint16_t get_le16(const uint8_t *p) { return p[0] | (uint16_t)p[1] << 8; }
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+	return v;
+}
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+	return v;
+}
+
+static void store_header_encode(uint8_t h[STORE_HEADER_LEN], const uint8_t hash[HASH_LEN],
+				uint8_t codec, uint64_t plain_len, uint64_t stored_len)
+{
+	memset(h, 0, STORE_HEADER_LEN);
+	memcpy(h, STORE_MAGIC, 8);
+	put_le16(h + 8, STORE_FORMAT_VERSION);
+	h[10] = codec;
+	put_le32(h + 12, STORE_HEADER_LEN);
+	put_le64(h + 16, plain_len);
+	put_le64(h + 24, stored_len);
+	memcpy(h + 32, hash, HASH_LEN);
+}
+
+/* Returns 0 or a reason for the log. */
+static const char *store_header_decode(const uint8_t h[STORE_HEADER_LEN],
+				       const uint8_t hash[HASH_LEN],
+				       struct store_object_info *info)
+{
+	if (memcmp(h, STORE_MAGIC, 8) != 0)
+		return "bad magic";
+	if (get_le16(h + 8) != STORE_FORMAT_VERSION)
+		return "unknown format version";
+	if (get_le32(h + 12) != STORE_HEADER_LEN)
+		return "bad header length";
+	if (memcmp(h + 32, hash, HASH_LEN) != 0)
+		return "header names another chunk";
+	info->codec = h[10];
+	info->plain_len = get_le64(h + 16);
+	info->stored_len = get_le64(h + 24);
+	return NULL;
+}
+
+/* ---- paths ---- */
+
+static void store_rel_path(const uint8_t hash[HASH_LEN], char *buf, size_t size)
+{
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	snprintf(buf, size, "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
+}
+
+void store_object_path(const struct store *st, const uint8_t hash[HASH_LEN], char *buf,
+		       size_t size)
+{
+	char rel[128];
+	store_rel_path(hash, rel, sizeof(rel));
+	snprintf(buf, size, "%s/%s", st->root, rel);
+}
+
+const char *store_root(const struct store *st)
+{
+	return st->root;
+}
+
+static int store_mkdirat(int dirfd, const char *path)
+{
+	if (mkdirat(dirfd, path, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Creates chunks/ab and chunks/ab/cd for a rel path "chunks/ab/cd/…". */
+static int store_make_shard(struct store *st, const char *rel)
+{
+	char dir[16];
+	memcpy(dir, rel, 9); /* "chunks/ab" */
+	dir[9] = '\0';
+	int rc = store_mkdirat(st->root_fd, dir);
+	if (rc == 0) {
+		memcpy(dir, rel, 12); /* "chunks/ab/cd" */
+		dir[12] = '\0';
+		rc = store_mkdirat(st->root_fd, dir);
+	}
+	return rc;
+}
+
+static int store_fsync_dir(struct store *st, const char *rel_dir)
+{
+	int fd = openat(st->root_fd, rel_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
+/* ---- open / close ---- */
+
+/* Removes tmp files left by dead processes of this host ("<hex>.<host>.<pid>.<n>"). */
+static void store_clean_tmp(struct store *st)
+{
+	int fd = openat(st->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	struct dirent *de;
+	size_t hl = strlen(st->host);
+	while ((de = readdir(d)) != NULL) {
+		const char *p = strchr(de->d_name, '.');
+		if (!p || strncmp(p + 1, st->host, hl) != 0 || p[1 + hl] != '.')
+			continue;
+		long pid = strtol(p + 2 + hl, NULL, 10);
+		if (pid > 0 && kill((pid_t)pid, 0) == 0)
+			continue; /* a live writer on this host */
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			log_info("store %s: removed stale temporary object tmp/%s", st->root, de->d_name);
+	}
+	closedir(d);
+}
+
+int store_open(const char *root, struct store **out)
+{
+	struct store *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	int rc = 0;
+	if (snprintf(st->root, sizeof(st->root), "%s", root) >= (int)sizeof(st->root)) {
+		rc = -ENAMETOOLONG;
+		goto err;
+	}
+	if (gethostname(st->host, sizeof(st->host)) != 0 || !st->host[0])
+		strcpy(st->host, "localhost");
+	for (char *p = st->host; *p; p++)
+		if (*p == '.' || *p == '/')
+			*p = '_';
+	st->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->root_fd < 0) {
+		rc = -errno;
+		log_error("store %s: cannot open: %s", root, strerror(-rc));
+		goto err;
+	}
+	if ((rc = store_mkdirat(st->root_fd, "chunks")) != 0 ||
+	    (rc = store_mkdirat(st->root_fd, "tmp")) != 0) {
+		log_error("store %s: cannot create chunks/ or tmp/: %s", root, strerror(-rc));
+		close(st->root_fd);
+		goto err;
+	}
+	if (pthread_key_create(&st->scratch_key, store_scratch_free) != 0) {
+		rc = -ENOMEM;
+		close(st->root_fd);
+		goto err;
+	}
+	store_clean_tmp(st);
+	*out = st;
+	return 0;
+err:
+	free(st);
+	return rc;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	struct store_scratch *s = pthread_getspecific(st->scratch_key);
+	if (s) {
+		store_scratch_free(s);
+		pthread_setspecific(st->scratch_key, NULL);
+	}
+	pthread_key_delete(st->scratch_key);
+	close(st->root_fd);
+	free(st);
+}
+
+/* ---- write ---- */
+
+static int store_write_all(int fd, const struct iovec *iov, int cnt)
+{
+	struct iovec v[2];
+	assert(cnt <= 2);
+	memcpy(v, iov, sizeof(*iov) * cnt);
+	int i = 0;
+	while (i < cnt) {
+		ssize_t n = writev(fd, v + i, cnt - i);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (i < cnt && (size_t)n >= v[i].iov_len) {
+			n -= v[i].iov_len;
+			i++;
+		}
+		if (i < cnt) {
+			v[i].iov_base = (char *)v[i].iov_base + n;
+			v[i].iov_len -= n;
+		}
+	}
+	return 0;
+}
+
+int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
+	      int flags, struct store_object_info *info)
+{
+	uint8_t *payload = store_scratch(st, codec_bound(len));
+	if (!payload)
+		return -ENOMEM;
+	uint8_t codec;
+	size_t stored_len;
+	int rc = codec_encode(plain, len, payload, codec_bound(len), &codec, &stored_len);
+	if (rc != 0)
+		return rc;
+
+	uint8_t header[STORE_HEADER_LEN];
+	store_header_encode(header, hash, codec, len, stored_len);
+
+	char rel[128], tmp[192], hex[HASH_HEX_LEN + 1];
+	store_rel_path(hash, rel, sizeof(rel));
+	hash_to_hex(hash, hex);
+	snprintf(tmp, sizeof(tmp), "tmp/%s.%s.%ld.%lu", hex, st->host, (long)getpid(),
+		 (unsigned long)atomic_fetch_add(&st->tmp_seq, 1));
+
+	int fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0) {
+		rc = -errno;
+		log_error("store %s: create %s: %s", st->root, tmp, strerror(-rc));
+		return rc;
+	}
+	struct iovec iov[2] = { { header, sizeof(header) }, { payload, stored_len } };
+	rc = store_write_all(fd, iov, 2);
+	if (rc == 0) {
+		if (flags & STORE_SYNC)
+			rc = fdatasync(fd) == 0 ? 0 : -errno;
+		else
+			sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	}
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(st->root_fd, tmp, st->root_fd, rel) != 0) {
+		rc = -errno;
+		if (rc == -ENOENT && store_make_shard(st, rel) == 0)
+			rc = renameat(st->root_fd, tmp, st->root_fd, rel) == 0 ? 0 : -errno;
+	}
+	if (rc == 0 && (flags & STORE_SYNC)) {
+		char dir[16];
+		memcpy(dir, rel, 12);
+		dir[12] = '\0';
+		rc = store_fsync_dir(st, dir);
+	}
+	if (rc != 0) {
+		log_error("store %s: write chunk %s: %s", st->root, hex, strerror(-rc));
+		unlinkat(st->root_fd, tmp, 0);
+		return rc;
+	}
+	if (info) {
+		info->codec = codec;
+		info->plain_len = len;
+		info->stored_len = stored_len;
+	}
+	return 0;
+}
+
+int store_sync(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	char rel[128];
+	store_rel_path(hash, rel, sizeof(rel));
+	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fdatasync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	if (rc == 0) {
+		rel[12] = '\0';
+		rc = store_fsync_dir(st, rel);
+	}
+	return rc;
+}
+
+int store_syncfs(struct store *st)
+{
+	return syncfs(st->root_fd) == 0 ? 0 : -errno;
+}
+
+/* ---- read ---- */
+
+static int store_pread_all(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ENODATA; /* truncated */
+		done += n;
+	}
+	return 0;
+}
+
+/* Opens the object and decodes its header. */
+static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
+			     struct store_object_info *info, int *fd_out)
+{
+	char rel[128];
+	store_rel_path(hash, rel, sizeof(rel));
+	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint8_t header[STORE_HEADER_LEN];
+	int rc = store_pread_all(fd, header, sizeof(header), 0);
+	const char *why = rc == 0 ? store_header_decode(header, hash, info) : "truncated header";
+	if (rc == 0 && !why) {
+		*fd_out = fd;
+		return 0;
+	}
+	log_error("store %s: chunk %s is corrupt: %s", st->root, rel, why ? why : strerror(-rc));
+	close(fd);
+	return -EIO;
+}
+
+int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info)
+{
+	int fd;
+	int rc = store_open_object(st, hash, info, &fd);
+	if (rc == 0)
+		close(fd);
+	return rc;
+}
+
+int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
+	      size_t *len)
+{
+	struct store_object_info info;
+	char hex[HASH_HEX_LEN + 1];
+	int fd;
+	int rc = store_open_object(st, hash, &info, &fd);
+	hash_to_hex(hash, hex);
+	if (rc == -ENOENT) {
+		log_error("store %s: chunk %s is missing", st->root, hex);
+		return -EIO;
+	}
+	if (rc != 0)
+		return rc;
+	const char *why = NULL;
+	if (info.plain_len > cap) {
+		why = "plain length larger than the caller expects";
+	} else {
+		uint8_t *payload = store_scratch(st, info.stored_len ? info.stored_len : 1);
+		if (!payload) {
+			close(fd);
+			return -ENOMEM;
+		}
+		rc = store_pread_all(fd, payload, info.stored_len, STORE_HEADER_LEN);
+		if (rc != 0)
+			why = "truncated payload";
+		else if (codec_decode(info.codec, payload, info.stored_len, plain, info.plain_len) != 0)
+			why = "payload does not decode";
+		else {
+			uint8_t got[HASH_LEN];
+			hash_sha256(plain, info.plain_len, got);
+			if (memcmp(got, hash, HASH_LEN) != 0)
+				why = "bytes do not match their hash";
+		}
+	}
+	close(fd);
+	if (why) {
+		log_error("store %s: chunk %s is corrupt: %s", st->root, hex, why);
+		return -EIO;
+	}
+	*len = info.plain_len;
+	return 0;
+}
+
+int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	char rel[128];
+	store_rel_path(hash, rel, sizeof(rel));
+	if (unlinkat(st->root_fd, rel, 0) != 0 && errno != ENOENT) {
+		int rc = -errno;
+		log_error("store %s: remove %s: %s", st->root, rel, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}

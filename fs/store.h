@@ -1,0 +1,72 @@
+/* store — content-addressed chunk objects in a directory.
+ *
+ * Layout under the root:   chunks/ab/cd/abcd…(64 hex)   one immutable object per chunk
+ *                          tmp/                          objects being written
+ *
+ * An object is self-describing: a 64-byte little-endian header, then the
+ * payload (docs/FORMAT.md):
+ *   0  magic "CKPTCHNK"      8  u16 format version (1)   10 u8 codec   11 u8 0
+ *   12 u32 header length (64) 16 u64 plain length         24 u64 payload length
+ *   32 SHA-256 of the plain bytes (32 bytes)
+ *
+ * Invariants:
+ *  1. An object's name is the SHA-256 of its plain bytes, and it is never
+ *     modified: it is written under tmp/ and renamed into place whole.
+ *  2. store_get returns bytes only after re-hashing them: a missing, truncated
+ *     or corrupt object is -EIO and a log line naming the chunk and the reason.
+ *  3. Writing an object that already exists is harmless (same name, same bytes). */
+#ifndef CKPTFS_STORE_H
+#define CKPTFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash.h"
+
+#define STORE_HEADER_LEN 64
+#define STORE_FORMAT_VERSION 1
+#define STORE_MAGIC "CKPTCHNK"
+
+struct store;
+
+struct store_object_info {
+	uint8_t codec;
+	uint64_t plain_len;
+	uint64_t stored_len; /* payload bytes, header excluded */
+};
+
+/* Opens the store at root (creating chunks/ and tmp/); clears stale tmp files
+ * of this host. */
+int store_open(const char *root, struct store **out);
+void store_close(struct store *st);
+const char *store_root(const struct store *st);
+
+/* Writes the object for plain bytes whose hash is given (the caller hashed
+ * them). With STORE_SYNC the object and its directory are fsync'd before the
+ * return; otherwise write-back is started (sync_file_range) and store_sync
+ * finishes it later. */
+#define STORE_SYNC 1
+int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
+	      int flags, struct store_object_info *info);
+
+/* Makes an object written earlier durable (fdatasync object + directory). */
+int store_sync(struct store *st, const uint8_t hash[HASH_LEN]);
+
+/* Makes every object written so far durable (syncfs of the store's filesystem). */
+int store_syncfs(struct store *st);
+
+/* Reads, decodes and verifies an object into plain (capacity cap). Sets *len. */
+int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
+	      size_t *len);
+
+/* Reads and checks only the header. -ENOENT if absent, -EIO if malformed. */
+int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info);
+
+/* Removes an object; absent is success. */
+int store_remove(struct store *st, const uint8_t hash[HASH_LEN]);
+
+/* Path of the object (for messages and tools). */
+void store_object_path(const struct store *st, const uint8_t hash[HASH_LEN], char *buf,
+		       size_t size);
+
+#endif

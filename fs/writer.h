@@ -1,0 +1,61 @@
+/* writer — the state of a file being written, from its first write (or
+ * truncate) through an open handle until its last handle closes.
+ *
+ * Two modes:
+ *
+ *   STREAM ──(write behind the stream end, i.e. out of order)──▶ STAGING
+ *
+ *   STREAM   the file is [pending extents 0..stream_base) [buffer] [holes to size].
+ *            Writes at the stream end are appended to the buffer and cut into
+ *            content-defined chunks as they arrive; a chunk is hashed,
+ *            compressed and stored at once and added to the catalog's pending
+ *            extents, so memory is bounded by the largest chunk. A write past
+ *            the end cuts the buffer and leaves a hole. All-zero chunks are
+ *            stored as holes.
+ *   STAGING  the file's bytes live in a sparse local file (CACHE/staging/);
+ *            writes and truncates go there, and every commit re-chunks it
+ *            (data regions only: holes stay holes).
+ *
+ * Invariants:
+ *  1. Readers of the file see exactly the bytes written so far, through
+ *     writer_read, in either mode.
+ *  2. The committed version (what a reader sees after the writer is gone, or
+ *     after a crash) changes only in writer_commit, in one catalog transaction:
+ *     a crash leaves the file as of its last flush/fsync, never a mix.
+ *  3. writer_commit(durable) returns only when the file's chunks and the
+ *     catalog are fsync'd.
+ *  4. The first error of the data path is kept and returned by every later
+ *     call: a failed write is never reported as committed. */
+#ifndef CKPTFS_WRITER_H
+#define CKPTFS_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ckptfs;
+struct writer;
+
+/* Starts writing the existing file ino of the given size. */
+int writer_new(struct ckptfs *fs, uint64_t ino, uint64_t size, struct writer **out);
+
+/* Drops the writer's uncommitted state (pending extents, staging file). */
+void writer_free(struct writer *w);
+
+int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off);
+int writer_truncate(struct writer *w, uint64_t new_size);
+int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *got);
+
+/* Commits what was written so far as the file's content (no-op when nothing
+ * changed and !durable). */
+int writer_commit(struct writer *w, bool durable);
+
+uint64_t writer_size(const struct writer *w);
+bool writer_dirty(const struct writer *w);
+int64_t writer_mtime_ns(const struct writer *w);
+/* An explicit mtime (utimens) that the next commit keeps. */
+void writer_set_mtime_ns(struct writer *w, int64_t mtime_ns);
+/* Marks the file changed (mtime) without data, e.g. a truncate to the same size. */
+void writer_touch(struct writer *w);
+
+#endif

@@ -1,0 +1,2161 @@
+/* catalog — the SQLite catalog behind ckptfs: the namespace (inodes,
+ * dirents), file contents as lists of chunk extents (committed in `extents`,
+ * a writer's in `pending`), and chunks with reference counts. The public face
+ * is catalog.h; the tables, columns and the versioning rule are in SCHEMA.md.
+ *
+ * One connection, opened SQLITE_OPEN_NOMUTEX, guarded by cat->lock. Every
+ * statement is prepared once at open (SQLITE_PREPARE_PERSISTENT) and reused.
+ * A public call moves through:
+ *
+ *     lock ──▶ BEGIN IMMEDIATE ──▶ work ──┬──▶ COMMIT ───▶ sweep? ──▶ unlock
+ *                                         └──▶ ROLLBACK ───────────▶ unlock
+ *
+ * Read-only calls run their statements without BEGIN IMMEDIATE (a plain
+ * deferred read; one explicit read transaction where several statements must
+ * agree). The sweep runs in its own transaction after the commit that dropped
+ * counts, so a crash in between leaves only refcount-0 rows, which the next
+ * sweep (at the latest, the one at open) finishes.
+ *
+ * Invariants (numbered as in catalog.h; cat_check verifies 1–3 and the
+ * namespace ones below):
+ *  1. chunks.refcount == rows of extents + pending naming the hash. Every
+ *     statement that adds or removes extent rows adjusts the counts in the same
+ *     transaction, aggregated per hash (a file may name one chunk many times).
+ *  2. Committed extents name only chunks with stored_len set: cat_file_commit
+ *     refuses a pending list that names an unstored chunk. A row at refcount 0
+ *     may have lost its object already (reclaim ran, then a crash or a failed
+ *     reclaim kept the row), so taking a reference on it clears stored_len
+ *     and the writer stores the object again.
+ *  3. Extents of one inode never overlap, in extents or pending: pending rows
+ *     are added only past their predecessor's end, and extents are copies of
+ *     pending; truncation only drops or shortens.
+ *  4. cat_open drops all pending rows and inodes with nlink 0.
+ *  5. Root is inode 1; AUTOINCREMENT keeps inode numbers and dirent ids (the
+ *     readdir cookies) from ever being reused.
+ *  6. A live directory has exactly one dirent (root none) and nlink 2 + its
+ *     subdirectories; a removed one has nlink 0. Other inodes have nlink equal
+ *     to their dirents.
+ *
+ * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
+ * fetched in batches), so they may call back into the catalog; the reclaim
+ * callback runs under the lock and must not. */
+#define _GNU_SOURCE
+#include "catalog.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define CAT_APPLICATION_ID 0x636b7074 /* 'ckpt' */
+#define CAT_BUSY_TIMEOUT_MS 5000
+#define CAT_CACHE_KIB 16384
+#define CAT_SWEEP_BATCH 64
+#define CAT_READDIR_BATCH 32
+#define CAT_CHUNKS_BATCH 128
+#define CAT_MAX_DEPTH 4096 /* a parent walk longer than this is a cycle */
+#define CAT_MAX_ARGS 8
+
+/* ---- statements ---- */
+
+/* One list for the extent statements of both tables. */
+#define CAT_EXTENT_COLS "ino, off, len, hash, chunk_off"
+#define CAT_INODE_COLS "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns"
+#define CAT_INODE_COLS_I \
+	"i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns"
+
+/* Extents of ?1 that end after ?2, in order, at most ?3 (one more than
+ * wanted: the first row may end at or before ?2 and is skipped). */
+#define CAT_SQL_LIST(T)                                                                    \
+	"SELECT e.off, e.len, e.chunk_off, c.plain_len, e.hash FROM " T " e"               \
+	" LEFT JOIN chunks c ON c.hash = e.hash WHERE e.ino = ?1 AND e.off >= COALESCE("   \
+	"(SELECT off FROM " T " WHERE ino = ?1 AND off <= ?2 ORDER BY off DESC LIMIT 1), ?2)" \
+	" ORDER BY e.off LIMIT ?3"
+/* Truncation at ?2: release the counts of the rows at or past it, drop them,
+ * shorten the one that straddles it. */
+#define CAT_SQL_TRUNC_DECREF(T)                                                            \
+	"UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash, COUNT(*) AS n FROM " T \
+	" WHERE ino = ?1 AND off >= ?2 GROUP BY hash) AS g WHERE chunks.hash = g.hash"
+#define CAT_SQL_TRUNC_DELETE(T) "DELETE FROM " T " WHERE ino = ?1 AND off >= ?2"
+#define CAT_SQL_TRUNC_SHORTEN(T)                                                   \
+	"UPDATE " T " SET len = ?2 - off WHERE ino = ?1 AND off = (SELECT off FROM " T \
+	" WHERE ino = ?1 AND off < ?2 ORDER BY off DESC LIMIT 1) AND off + len > ?2"
+/* Makes DST of ?1 equal to SRC of ?1 touching only rows that differ: release
+ * and drop DST rows without an identical SRC row, then take references for and
+ * copy SRC rows without an identical DST row. */
+#define CAT_SQL_SAME(A, B)                                                              \
+	"EXISTS (SELECT 1 FROM " B " s WHERE s.ino = " A ".ino AND s.off = " A ".off"       \
+	" AND s.len = " A ".len AND s.hash = " A ".hash AND s.chunk_off = " A ".chunk_off)"
+#define CAT_SQL_SYNC_DECREF(DST, SRC)                                                      \
+	"UPDATE chunks SET refcount = refcount - g.n FROM (SELECT d.hash, COUNT(*) AS n FROM " \
+	DST " d WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", SRC) " GROUP BY d.hash) AS g"     \
+	" WHERE chunks.hash = g.hash"
+#define CAT_SQL_SYNC_DELETE(DST, SRC) \
+	"DELETE FROM " DST " WHERE ino = ?1 AND NOT " CAT_SQL_SAME(DST, SRC)
+#define CAT_SQL_SYNC_INCREF(DST, SRC)                                                      \
+	"UPDATE chunks SET refcount = refcount + g.n FROM (SELECT d.hash, COUNT(*) AS n FROM " \
+	SRC " d WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", DST) " GROUP BY d.hash) AS g"     \
+	" WHERE chunks.hash = g.hash"
+#define CAT_SQL_SYNC_INSERT(DST, SRC)                                                  \
+	"INSERT INTO " DST "(" CAT_EXTENT_COLS ") SELECT " CAT_EXTENT_COLS " FROM " SRC " d" \
+	" WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", DST)
+
+enum cat_sid {
+	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+
+	S_INODE_GET, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
+	S_INODE_SETATTR, S_INODE_SETSIZE, S_INODE_DELETE,
+
+	S_DIRENT_GET, S_DIRENT_INSERT, S_DIRENT_DELETE, S_DIRENT_MOVE, S_DIRENT_SET_INO,
+	S_DIRENT_PARENT, S_DIR_HAS_ENTRY, S_READDIR,
+
+	S_X_LIST, S_X_TRUNC_DECREF, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
+	S_P_LIST, S_P_TRUNC_DECREF, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
+	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST,
+	S_TO_X_DECREF, S_TO_X_DELETE, S_TO_X_INCREF, S_TO_X_INSERT,
+	S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF, S_TO_P_INSERT,
+
+	S_CHUNK_REF, S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
+
+	S_RECOVER_P_DECREF, S_RECOVER_P_DELETE, S_RECOVER_X_DECREF, S_RECOVER_X_DELETE,
+	S_RECOVER_INODES,
+
+	S_STATS_INODES, S_STATS_CHUNKS, S_STATS_EXTENTS,
+
+	S_CHECK_REFCOUNT, S_CHECK_DANGLING, S_CHECK_UNSTORED, S_CHECK_OVERLAP,
+	S_CHECK_BAD_EXTENT, S_CHECK_EXTENT_OWNER, S_CHECK_DIRENT, S_CHECK_NLINK,
+
+	S_COUNT
+};
+
+static const struct cat_sql {
+	const char *purpose; /* completes "cannot …" in a log line */
+	const char *sql;
+} cat_sql[S_COUNT] = {
+	[S_BEGIN] = { "begin a write transaction", "BEGIN IMMEDIATE" },
+	[S_BEGIN_READ] = { "begin a read transaction", "BEGIN" },
+	[S_COMMIT] = { "commit", "COMMIT" },
+	[S_ROLLBACK] = { "roll back", "ROLLBACK" },
+	[S_SYNC_FULL] = { "set synchronous=FULL for a durable commit", "PRAGMA synchronous=FULL" },
+	[S_SYNC_NORMAL] = { "set synchronous=NORMAL", "PRAGMA synchronous=NORMAL" },
+
+	[S_INODE_GET] = { "read an inode",
+			  "SELECT " CAT_INODE_COLS " FROM inodes WHERE ino = ?1" },
+	[S_INODE_TARGET] = { "read a symlink target",
+			     "SELECT mode, target FROM inodes WHERE ino = ?1" },
+	[S_INODE_INSERT] = { "insert an inode",
+			     "INSERT INTO inodes(mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
+			     " ctime_ns, target) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8)" },
+	[S_INODE_NLINK] = { "change an inode's link count",
+			    "UPDATE inodes SET nlink = nlink + ?2, ctime_ns = ?3 WHERE ino = ?1" },
+	[S_DIR_TOUCH] = { "update a directory's link count and times",
+			  "UPDATE inodes SET nlink = nlink + ?2, mtime_ns = ?3, ctime_ns = ?3"
+			  " WHERE ino = ?1" },
+	[S_INODE_SETATTR] = { "set inode attributes",
+			      "UPDATE inodes SET mode = ?2, uid = ?3, gid = ?4, atime_ns = ?5,"
+			      " mtime_ns = ?6, ctime_ns = ?7 WHERE ino = ?1" },
+	[S_INODE_SETSIZE] = { "set a file's size and times",
+			      "UPDATE inodes SET size = ?2, mtime_ns = ?3, ctime_ns = ?4 WHERE ino = ?1" },
+	[S_INODE_DELETE] = { "delete an inode", "DELETE FROM inodes WHERE ino = ?1" },
+
+	[S_DIRENT_GET] = { "look up a directory entry",
+			   "SELECT d.id, " CAT_INODE_COLS_I " FROM dirents d"
+			   " LEFT JOIN inodes i ON i.ino = d.ino WHERE d.parent = ?1 AND d.name = ?2" },
+	[S_DIRENT_INSERT] = { "insert a directory entry",
+			      "INSERT INTO dirents(parent, name, ino) VALUES(?1, ?2, ?3)" },
+	[S_DIRENT_DELETE] = { "delete a directory entry", "DELETE FROM dirents WHERE id = ?1" },
+	[S_DIRENT_MOVE] = { "move a directory entry",
+			    "UPDATE dirents SET parent = ?2, name = ?3 WHERE id = ?1" },
+	[S_DIRENT_SET_INO] = { "point a directory entry at another inode",
+			       "UPDATE dirents SET ino = ?2 WHERE id = ?1" },
+	[S_DIRENT_PARENT] = { "find a directory's parent",
+			      "SELECT parent FROM dirents WHERE ino = ?1 LIMIT 1" },
+	[S_DIR_HAS_ENTRY] = { "test whether a directory is empty",
+			      "SELECT 1 FROM dirents WHERE parent = ?1 LIMIT 1" },
+	[S_READDIR] = { "list a directory",
+			"SELECT d.id, d.name, " CAT_INODE_COLS_I " FROM dirents d"
+			" JOIN inodes i ON i.ino = d.ino WHERE d.parent = ?1 AND d.id > ?2"
+			" ORDER BY d.id LIMIT ?3" },
+
+	[S_X_LIST] = { "list a file's extents", CAT_SQL_LIST("extents") },
+	[S_X_TRUNC_DECREF] = { "release the chunks of truncated extents",
+			       CAT_SQL_TRUNC_DECREF("extents") },
+	[S_X_TRUNC_DELETE] = { "delete truncated extents", CAT_SQL_TRUNC_DELETE("extents") },
+	[S_X_TRUNC_SHORTEN] = { "shorten the extent at a truncation point",
+				CAT_SQL_TRUNC_SHORTEN("extents") },
+	[S_P_LIST] = { "list a file's pending extents", CAT_SQL_LIST("pending") },
+	[S_P_TRUNC_DECREF] = { "release the chunks of truncated pending extents",
+			       CAT_SQL_TRUNC_DECREF("pending") },
+	[S_P_TRUNC_DELETE] = { "delete truncated pending extents",
+			       CAT_SQL_TRUNC_DELETE("pending") },
+	[S_P_TRUNC_SHORTEN] = { "shorten the pending extent at a truncation point",
+				CAT_SQL_TRUNC_SHORTEN("pending") },
+	[S_P_BEFORE] = { "find the pending extent before an offset",
+			 "SELECT off, len FROM pending WHERE ino = ?1 AND off < ?2"
+			 " ORDER BY off DESC LIMIT 1" },
+	[S_P_INSERT] = { "insert a pending extent",
+			 "INSERT INTO pending(" CAT_EXTENT_COLS ") VALUES(?1, ?2, ?3, ?4, ?5)" },
+	[S_P_UNSTORED] = { "find pending extents whose chunk is not stored",
+			   "SELECT p.off, p.hash FROM pending p LEFT JOIN chunks c ON c.hash = p.hash"
+			   " WHERE p.ino = ?1 AND c.stored_len IS NULL LIMIT 1" },
+	[S_P_LAST] = { "find the end of a file's pending extents",
+		       "SELECT off + len FROM pending WHERE ino = ?1 ORDER BY off DESC LIMIT 1" },
+	[S_TO_X_DECREF] = { "release the chunks of replaced extents",
+			    CAT_SQL_SYNC_DECREF("extents", "pending") },
+	[S_TO_X_DELETE] = { "delete replaced extents", CAT_SQL_SYNC_DELETE("extents", "pending") },
+	[S_TO_X_INCREF] = { "reference the chunks of committed extents",
+			    CAT_SQL_SYNC_INCREF("extents", "pending") },
+	[S_TO_X_INSERT] = { "copy pending extents to extents",
+			    CAT_SQL_SYNC_INSERT("extents", "pending") },
+	[S_TO_P_DECREF] = { "release the chunks of replaced pending extents",
+			    CAT_SQL_SYNC_DECREF("pending", "extents") },
+	[S_TO_P_DELETE] = { "delete replaced pending extents",
+			    CAT_SQL_SYNC_DELETE("pending", "extents") },
+	[S_TO_P_INCREF] = { "reference the chunks of copied extents",
+			    CAT_SQL_SYNC_INCREF("pending", "extents") },
+	[S_TO_P_INSERT] = { "copy extents to pending", CAT_SQL_SYNC_INSERT("pending", "extents") },
+
+	[S_CHUNK_REF] = { "reference a chunk",
+			  "INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount)"
+			  " VALUES(?1, ?2, 0, NULL, 1) ON CONFLICT(hash) DO UPDATE"
+			  " SET refcount = refcount + 1,"
+			  " stored_len = CASE WHEN refcount = 0 THEN NULL ELSE stored_len END"
+			  " RETURNING plain_len, stored_len" },
+	[S_CHUNK_STORED] = { "record a stored chunk",
+			     "UPDATE chunks SET codec = ?2, stored_len = ?3 WHERE hash = ?1" },
+	[S_CHUNK_LIST] = { "list chunks",
+			   "SELECT hash, plain_len, codec, stored_len, refcount FROM chunks"
+			   " WHERE hash > ?1 ORDER BY hash LIMIT ?2" },
+	[S_GARBAGE_LIST] = { "list unreferenced chunks",
+			     "SELECT hash FROM chunks WHERE refcount = 0 AND hash > ?1"
+			     " ORDER BY hash LIMIT ?2" },
+	[S_GARBAGE_DELETE] = { "delete an unreferenced chunk",
+			       "DELETE FROM chunks WHERE hash = ?1 AND refcount = 0" },
+
+	[S_RECOVER_P_DECREF] = { "release the chunks of pending extents",
+				 "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash,"
+				 " COUNT(*) AS n FROM pending GROUP BY hash) AS g"
+				 " WHERE chunks.hash = g.hash" },
+	[S_RECOVER_P_DELETE] = { "delete pending extents", "DELETE FROM pending" },
+	[S_RECOVER_X_DECREF] = { "release the chunks of unlinked inodes",
+				 "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash,"
+				 " COUNT(*) AS n FROM extents WHERE ino IN (SELECT ino FROM inodes"
+				 " WHERE nlink = 0) GROUP BY hash) AS g WHERE chunks.hash = g.hash" },
+	[S_RECOVER_X_DELETE] = { "delete the extents of unlinked inodes",
+				 "DELETE FROM extents WHERE ino IN (SELECT ino FROM inodes"
+				 " WHERE nlink = 0)" },
+	[S_RECOVER_INODES] = { "delete unlinked inodes", "DELETE FROM inodes WHERE nlink = 0" },
+
+	[S_STATS_INODES] = { "count inodes",
+			     "SELECT COUNT(*), COALESCE(SUM((mode & 61440) = 32768), 0),"
+			     " COALESCE(SUM(CASE WHEN (mode & 61440) = 32768 THEN size END), 0)"
+			     " FROM inodes" },
+	[S_STATS_CHUNKS] = { "count chunks",
+			     "SELECT COUNT(*), COALESCE(SUM(plain_len), 0), COALESCE(SUM(stored_len), 0)"
+			     " FROM chunks" },
+	[S_STATS_EXTENTS] = { "count referenced bytes", "SELECT COALESCE(SUM(len), 0) FROM extents" },
+
+	[S_CHECK_REFCOUNT] = { "check reference counts",
+			       "SELECT c.hash, c.refcount, COALESCE(r.n, 0) FROM chunks c LEFT JOIN"
+			       " (SELECT hash, COUNT(*) AS n FROM (SELECT hash FROM extents UNION ALL"
+			       " SELECT hash FROM pending) GROUP BY hash) r ON r.hash = c.hash"
+			       " WHERE c.refcount IS NOT COALESCE(r.n, 0)" },
+	[S_CHECK_DANGLING] = { "check extents for missing chunks",
+			       "SELECT 'extents', ino, off, hash FROM extents WHERE hash NOT IN"
+			       " (SELECT hash FROM chunks) UNION ALL SELECT 'pending', ino, off, hash"
+			       " FROM pending WHERE hash NOT IN (SELECT hash FROM chunks)" },
+	[S_CHECK_UNSTORED] = { "check committed extents for unstored chunks",
+			       "SELECT e.ino, e.off, e.hash FROM extents e JOIN chunks c"
+			       " ON c.hash = e.hash WHERE c.stored_len IS NULL" },
+	[S_CHECK_OVERLAP] = { "check extents for overlaps",
+			      "SELECT t, ino, off, prev_end FROM (SELECT 'extents' AS t, ino, off,"
+			      " LAG(off + len) OVER (PARTITION BY ino ORDER BY off) AS prev_end"
+			      " FROM extents UNION ALL SELECT 'pending', ino, off,"
+			      " LAG(off + len) OVER (PARTITION BY ino ORDER BY off) FROM pending)"
+			      " WHERE off < prev_end" },
+	[S_CHECK_BAD_EXTENT] = { "check extents against their chunks",
+				 "SELECT 'extents', e.ino, e.off, e.len, e.chunk_off, c.plain_len"
+				 " FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.off < 0"
+				 " OR e.len <= 0 OR e.chunk_off < 0 OR e.chunk_off + e.len > c.plain_len"
+				 " UNION ALL SELECT 'pending', e.ino, e.off, e.len, e.chunk_off,"
+				 " c.plain_len FROM pending e JOIN chunks c ON c.hash = e.hash"
+				 " WHERE e.off < 0 OR e.len <= 0 OR e.chunk_off < 0"
+				 " OR e.chunk_off + e.len > c.plain_len" },
+	[S_CHECK_EXTENT_OWNER] = { "check extents' inodes",
+				   "SELECT t, ino FROM (SELECT DISTINCT 'extents' AS t, ino FROM extents"
+				   " UNION ALL SELECT DISTINCT 'pending', ino FROM pending) x"
+				   " WHERE NOT EXISTS (SELECT 1 FROM inodes i WHERE i.ino = x.ino"
+				   " AND (i.mode & 61440) = 32768)" },
+	[S_CHECK_DIRENT] = { "check directory entries",
+			     "SELECT d.parent, d.name, d.ino, i.ino IS NULL, p.ino IS NULL"
+			     " OR (p.mode & 61440) != 16384 OR p.nlink = 0 FROM dirents d"
+			     " LEFT JOIN inodes i ON i.ino = d.ino LEFT JOIN inodes p ON p.ino = d.parent"
+			     " WHERE i.ino IS NULL OR p.ino IS NULL OR (p.mode & 61440) != 16384"
+			     " OR p.nlink = 0" },
+	[S_CHECK_NLINK] = { "check link counts",
+			    "SELECT i.ino, i.mode, i.nlink, (SELECT COUNT(*) FROM dirents d"
+			    " WHERE d.ino = i.ino), (SELECT COUNT(*) FROM dirents d JOIN inodes c"
+			    " ON c.ino = d.ino WHERE d.parent = i.ino AND (c.mode & 61440) = 16384)"
+			    " FROM inodes i" },
+};
+
+/* The schema of version 1 (SCHEMA.md). Version fields are set separately. */
+static const char cat_schema_sql[] =
+	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
+	"CREATE TABLE inodes(ino INTEGER PRIMARY KEY AUTOINCREMENT, mode INTEGER NOT NULL,"
+	" uid INTEGER NOT NULL, gid INTEGER NOT NULL, nlink INTEGER NOT NULL,"
+	" size INTEGER NOT NULL DEFAULT 0, rdev INTEGER NOT NULL DEFAULT 0,"
+	" atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+	" target TEXT);"
+	"CREATE TABLE dirents(id INTEGER PRIMARY KEY AUTOINCREMENT, parent INTEGER NOT NULL,"
+	" name TEXT NOT NULL, ino INTEGER NOT NULL, UNIQUE(parent, name));"
+	"CREATE INDEX dirents_by_parent ON dirents(parent, id);"
+	"CREATE INDEX dirents_by_ino ON dirents(ino);"
+	"CREATE TABLE chunks(hash BLOB PRIMARY KEY, plain_len INTEGER NOT NULL,"
+	" codec INTEGER NOT NULL DEFAULT 0, stored_len INTEGER, refcount INTEGER NOT NULL)"
+	" WITHOUT ROWID;"
+	"CREATE INDEX chunks_unreferenced ON chunks(hash) WHERE refcount = 0;"
+	"CREATE TABLE extents(ino INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,"
+	" hash BLOB NOT NULL, chunk_off INTEGER NOT NULL, PRIMARY KEY(ino, off)) WITHOUT ROWID;"
+	"CREATE TABLE pending(ino INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,"
+	" hash BLOB NOT NULL, chunk_off INTEGER NOT NULL, PRIMARY KEY(ino, off)) WITHOUT ROWID;";
+
+/* ---- the handle ---- */
+
+struct cat {
+	sqlite3 *db;
+	char *path;
+	pthread_mutex_t lock;
+	sqlite3_stmt *stmt[S_COUNT];
+	cat_reclaim_fn reclaim;
+	void *reclaim_arg;
+	int schema_version;
+	bool in_txn; /* between cat_begin and cat_end */
+};
+
+/* An argument for cat_bind, typed by the macros below. */
+struct cat_arg {
+	char type; /* 'i' integer, 't' text, 'b' blob, 'n' null */
+	int len;   /* blob length */
+	union {
+		int64_t i;
+		const char *t;
+		const void *b;
+	};
+};
+#define A_INT(v) ((struct cat_arg){ .type = 'i', .i = (int64_t)(v) })
+#define A_TEXT(v) ((struct cat_arg){ .type = 't', .t = (v) })
+#define A_HASH(v) ((struct cat_arg){ .type = 'b', .len = CAT_HASH_LEN, .b = (v) })
+#define A_BLOB(v, n) ((struct cat_arg){ .type = 'b', .len = (n), .b = (v) })
+#define A_NULL ((struct cat_arg){ .type = 'n' })
+#define cat_bind(cat, id, ...)                                                   \
+	cat_bind_args((cat), (id), (const struct cat_arg[]){ __VA_ARGS__ },      \
+		      (int)(sizeof((const struct cat_arg[]){ __VA_ARGS__ }) /    \
+			    sizeof(struct cat_arg)))
+
+static int64_t cat_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < CAT_HASH_LEN; i++) {
+		out[2 * i] = digits[hash[i] >> 4];
+		out[2 * i + 1] = digits[hash[i] & 15];
+	}
+	out[2 * CAT_HASH_LEN] = 0;
+}
+
+static void cat_lock(struct cat *cat)
+{
+	pthread_mutex_lock(&cat->lock);
+}
+
+static void cat_unlock(struct cat *cat)
+{
+	assert(!cat->in_txn);
+	pthread_mutex_unlock(&cat->lock);
+}
+
+/* ---- statement helpers ---- */
+
+/* Logs a failed statement with its purpose, its SQL with the bound values
+ * (inode, name, hash) and SQLite's message. */
+static int cat_sql_fail(struct cat *cat, enum cat_sid id, int src)
+{
+	char *sql = cat->stmt[id] ? sqlite3_expanded_sql(cat->stmt[id]) : NULL;
+	log_error("catalog %s: cannot %s: %s (sqlite %d) [%s]", cat->path, cat_sql[id].purpose,
+		  sqlite3_errmsg(cat->db), src, sql ? sql : cat_sql[id].sql);
+	sqlite3_free(sql);
+	return -EIO;
+}
+
+static void cat_reset(struct cat *cat, enum cat_sid id)
+{
+	sqlite3_reset(cat->stmt[id]);
+	sqlite3_clear_bindings(cat->stmt[id]);
+}
+
+static int cat_bind_args(struct cat *cat, enum cat_sid id, const struct cat_arg *args, int n)
+{
+	sqlite3_stmt *st = cat->stmt[id];
+	int src = SQLITE_OK;
+	assert(st != NULL);
+	assert(n <= CAT_MAX_ARGS && n <= sqlite3_bind_parameter_count(st));
+	for (int i = 0; i < n && src == SQLITE_OK; i++) {
+		switch (args[i].type) {
+		case 'i': src = sqlite3_bind_int64(st, i + 1, args[i].i); break;
+		case 't': src = sqlite3_bind_text(st, i + 1, args[i].t, -1, SQLITE_STATIC); break;
+		case 'b':
+			assert(args[i].b != NULL); /* NULL would bind SQL NULL, not a blob */
+			src = sqlite3_bind_blob(st, i + 1, args[i].b, args[i].len, SQLITE_STATIC);
+			break;
+		default: src = sqlite3_bind_null(st, i + 1); break;
+		}
+	}
+	if (src != SQLITE_OK) {
+		int rc = cat_sql_fail(cat, id, src);
+		cat_reset(cat, id);
+		return rc;
+	}
+	return 0;
+}
+
+/* Steps a statement that yields rows: 1 for a row, 0 at the end, -EIO on a
+ * failure (logged). The caller resets the statement when done with it. */
+static int cat_next(struct cat *cat, enum cat_sid id)
+{
+	int src = sqlite3_step(cat->stmt[id]);
+	if (src == SQLITE_ROW)
+		return 1;
+	if (src == SQLITE_DONE)
+		return 0;
+	return cat_sql_fail(cat, id, src);
+}
+
+/* Runs a statement to completion and resets it. */
+static int cat_run(struct cat *cat, enum cat_sid id)
+{
+	int src;
+	do
+		src = sqlite3_step(cat->stmt[id]);
+	while (src == SQLITE_ROW);
+	int rc = src == SQLITE_DONE ? 0 : cat_sql_fail(cat, id, src);
+	cat_reset(cat, id);
+	return rc;
+}
+
+static int64_t cat_col_int(struct cat *cat, enum cat_sid id, int col)
+{
+	return sqlite3_column_int64(cat->stmt[id], col);
+}
+
+static int cat_changes(struct cat *cat)
+{
+	return sqlite3_changes(cat->db);
+}
+
+/* Reads the ten inode columns starting at col. */
+static void cat_col_inode(struct cat *cat, enum cat_sid id, int col, struct cat_inode *out)
+{
+	sqlite3_stmt *st = cat->stmt[id];
+	out->ino = (uint64_t)sqlite3_column_int64(st, col);
+	out->mode = (uint32_t)sqlite3_column_int64(st, col + 1);
+	out->uid = (uint32_t)sqlite3_column_int64(st, col + 2);
+	out->gid = (uint32_t)sqlite3_column_int64(st, col + 3);
+	out->nlink = (uint32_t)sqlite3_column_int64(st, col + 4);
+	out->size = (uint64_t)sqlite3_column_int64(st, col + 5);
+	out->rdev = (uint64_t)sqlite3_column_int64(st, col + 6);
+	out->atime_ns = sqlite3_column_int64(st, col + 7);
+	out->mtime_ns = sqlite3_column_int64(st, col + 8);
+	out->ctime_ns = sqlite3_column_int64(st, col + 9);
+}
+
+/* Copies a hash column; -EIO (logged) if it is not a hash. */
+static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[CAT_HASH_LEN])
+{
+	const void *blob = sqlite3_column_blob(cat->stmt[id], col);
+	if (blob == NULL || sqlite3_column_bytes(cat->stmt[id], col) != CAT_HASH_LEN) {
+		log_error("catalog %s: corrupt: a hash of %d bytes (%s)", cat->path,
+			  sqlite3_column_bytes(cat->stmt[id], col), cat_sql[id].purpose);
+		return -EIO;
+	}
+	memcpy(out, blob, CAT_HASH_LEN);
+	return 0;
+}
+
+/* ---- transactions ---- */
+
+static int cat_begin(struct cat *cat)
+{
+	assert(!cat->in_txn);
+	int rc = cat_run(cat, S_BEGIN);
+	cat->in_txn = rc == 0;
+	return rc;
+}
+
+static int cat_begin_read(struct cat *cat)
+{
+	assert(!cat->in_txn);
+	int rc = cat_run(cat, S_BEGIN_READ);
+	cat->in_txn = rc == 0;
+	return rc;
+}
+
+/* Commits when rc is 0, else rolls back; returns rc, or -EIO if the commit
+ * fails. Does nothing outside a transaction (cat_begin failed). */
+static int cat_end(struct cat *cat, int rc)
+{
+	if (!cat->in_txn)
+		return rc;
+	if (rc == 0)
+		rc = cat_run(cat, S_COMMIT);
+	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
+		cat_run(cat, S_ROLLBACK); /* logs its own failure */
+	cat->in_txn = false;
+	return rc;
+}
+
+/* Calls reclaim for every chunk whose count is zero and deletes the rows it
+ * accepts, a batch per transaction. A refused chunk stays for a later sweep.
+ * Failures are logged; the call that triggered the sweep has already
+ * committed, so they are not its result. */
+static int cat_sweep(struct cat *cat)
+{
+	uint8_t batch[CAT_SWEEP_BATCH][CAT_HASH_LEN];
+	uint8_t after[CAT_HASH_LEN] = { 0 };
+	int after_len = 0; /* the empty blob sorts before every hash */
+	int n, rc = 0;
+	uint64_t reclaimed = 0, kept = 0;
+
+	do {
+		n = 0;
+		rc = cat_bind(cat, S_GARBAGE_LIST, A_BLOB(after, after_len), A_INT(CAT_SWEEP_BATCH));
+		while (rc == 0 && (rc = cat_next(cat, S_GARBAGE_LIST)) == 1) {
+			rc = cat_col_hash(cat, S_GARBAGE_LIST, 0, batch[n]);
+			n++;
+		}
+		cat_reset(cat, S_GARBAGE_LIST);
+		if (rc != 0 || n == 0)
+			break;
+		rc = cat_begin(cat);
+		for (int i = 0; i < n && rc == 0; i++) {
+			int rrc = cat->reclaim ? cat->reclaim(cat->reclaim_arg, batch[i]) : 0;
+			if (rrc != 0) {
+				char hex[2 * CAT_HASH_LEN + 1];
+				cat_hex(batch[i], hex);
+				log_warn("catalog %s: chunk %s has no references but reclaiming it"
+					 " failed (%s); keeping it for a later sweep",
+					 cat->path, hex, strerror(rrc < 0 ? -rrc : rrc));
+				kept++;
+				continue;
+			}
+			rc = cat_bind(cat, S_GARBAGE_DELETE, A_HASH(batch[i]));
+			if (rc == 0)
+				rc = cat_run(cat, S_GARBAGE_DELETE);
+			reclaimed += rc == 0;
+		}
+		rc = cat_end(cat, rc);
+		memcpy(after, batch[n - 1], CAT_HASH_LEN);
+		after_len = CAT_HASH_LEN;
+	} while (rc == 0 && n == CAT_SWEEP_BATCH);
+
+	if (rc != 0)
+		log_warn("catalog %s: sweep of unreferenced chunks stopped early; the next one"
+			 " finishes it", cat->path);
+	else if (reclaimed + kept > 0)
+		log_debug("catalog %s: swept %" PRIu64 " unreferenced chunks, kept %" PRIu64,
+			  cat->path, reclaimed, kept);
+	return rc;
+}
+
+/* Ends a transaction that may have dropped counts: commit, then sweep. */
+static int cat_end_sweep(struct cat *cat, int rc)
+{
+	rc = cat_end(cat, rc);
+	if (rc == 0)
+		cat_sweep(cat);
+	return rc;
+}
+
+/* ---- namespace helpers (inside a transaction or a read) ---- */
+
+static bool cat_is_dir(const struct cat_inode *inode)
+{
+	return S_ISDIR(inode->mode);
+}
+
+/* -EINVAL for "", ".", "..", or a name with '/'; -ENAMETOOLONG. */
+static int cat_name_check(const char *name)
+{
+	if (name == NULL)
+		return -EINVAL;
+	size_t len = strnlen(name, CAT_NAME_MAX + 1);
+	if (len > CAT_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (len == 0 || strchr(name, '/') != NULL || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0)
+		return -EINVAL;
+	return 0;
+}
+
+static int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	int rc = cat_bind(cat, S_INODE_GET, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_INODE_GET);
+	if (rc == 1) {
+		cat_col_inode(cat, S_INODE_GET, 0, out);
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_INODE_GET);
+	return rc;
+}
+
+/* A live directory: -ENOENT if missing or removed, -ENOTDIR. */
+static int cat_dir_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	int rc = cat_inode_get(cat, ino, out);
+	if (rc == 0 && !cat_is_dir(out))
+		rc = -ENOTDIR;
+	if (rc == 0 && out->nlink == 0)
+		rc = -ENOENT;
+	return rc;
+}
+
+/* The entry `name` in `parent` and its inode; -ENOENT if absent. */
+static int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
+			  struct cat_inode *out)
+{
+	int rc = cat_bind(cat, S_DIRENT_GET, A_INT(parent), A_TEXT(name));
+	if (rc == 0)
+		rc = cat_next(cat, S_DIRENT_GET);
+	if (rc == 1) {
+		*id = (uint64_t)cat_col_int(cat, S_DIRENT_GET, 0);
+		if (sqlite3_column_type(cat->stmt[S_DIRENT_GET], 1) == SQLITE_NULL) {
+			log_error("catalog %s: corrupt: entry %" PRIu64 "/\"%s\" names a missing"
+				  " inode", cat->path, parent, name);
+			rc = -EIO;
+		} else {
+			cat_col_inode(cat, S_DIRENT_GET, 1, out);
+			rc = 0;
+		}
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_DIRENT_GET);
+	return rc;
+}
+
+/* The parent of a directory (the root is its own parent). */
+static int cat_parent_of(struct cat *cat, uint64_t dir, uint64_t *parent)
+{
+	if (dir == CAT_ROOT_INO) {
+		*parent = CAT_ROOT_INO;
+		return 0;
+	}
+	int rc = cat_bind(cat, S_DIRENT_PARENT, A_INT(dir));
+	if (rc == 0)
+		rc = cat_next(cat, S_DIRENT_PARENT);
+	if (rc == 1) {
+		*parent = (uint64_t)cat_col_int(cat, S_DIRENT_PARENT, 0);
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_DIRENT_PARENT);
+	return rc;
+}
+
+/* 0 if the directory has no entries, -ENOTEMPTY if it has. */
+static int cat_dir_empty(struct cat *cat, uint64_t dir)
+{
+	int rc = cat_bind(cat, S_DIR_HAS_ENTRY, A_INT(dir));
+	if (rc == 0)
+		rc = cat_next(cat, S_DIR_HAS_ENTRY);
+	cat_reset(cat, S_DIR_HAS_ENTRY);
+	return rc == 1 ? -ENOTEMPTY : rc;
+}
+
+/* -EINVAL if dir is `ancestor` or lies below it. */
+static int cat_not_within(struct cat *cat, uint64_t dir, uint64_t ancestor)
+{
+	for (int depth = 0; depth < CAT_MAX_DEPTH; depth++) {
+		if (dir == ancestor)
+			return -EINVAL;
+		if (dir == CAT_ROOT_INO)
+			return 0;
+		int rc = cat_parent_of(cat, dir, &dir);
+		if (rc == -ENOENT) {
+			log_error("catalog %s: corrupt: directory %" PRIu64 " has no entry",
+				  cat->path, dir);
+			return -EIO;
+		}
+		if (rc != 0)
+			return rc;
+	}
+	log_error("catalog %s: corrupt: directory %" PRIu64 " is more than %d levels deep"
+		  " (a cycle?)", cat->path, dir, CAT_MAX_DEPTH);
+	return -EIO;
+}
+
+static int cat_nlink_add(struct cat *cat, uint64_t ino, int delta, int64_t now)
+{
+	int rc = cat_bind(cat, S_INODE_NLINK, A_INT(ino), A_INT(delta), A_INT(now));
+	if (rc == 0)
+		rc = cat_run(cat, S_INODE_NLINK);
+	assert(rc != 0 || cat_changes(cat) == 1);
+	return rc;
+}
+
+/* A directory's entries changed: mtime, ctime, and nlink by delta. */
+static int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now)
+{
+	int rc = cat_bind(cat, S_DIR_TOUCH, A_INT(dir), A_INT(delta), A_INT(now));
+	if (rc == 0)
+		rc = cat_run(cat, S_DIR_TOUCH);
+	assert(rc != 0 || cat_changes(cat) == 1);
+	return rc;
+}
+
+static int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64_t ino)
+{
+	int rc = cat_bind(cat, S_DIRENT_INSERT, A_INT(parent), A_TEXT(name), A_INT(ino));
+	if (rc == 0)
+		rc = cat_run(cat, S_DIRENT_INSERT);
+	return rc;
+}
+
+static int cat_dirent_delete(struct cat *cat, uint64_t id)
+{
+	int rc = cat_bind(cat, S_DIRENT_DELETE, A_INT(id));
+	if (rc == 0)
+		rc = cat_run(cat, S_DIRENT_DELETE);
+	assert(rc != 0 || cat_changes(cat) == 1);
+	return rc;
+}
+
+/* ---- open / close ---- */
+
+/* SQLite takes a file shorter than its header for an empty database and would
+ * write a catalog over it: refuse any non-empty file without the magic. */
+static int cat_sniff(const char *path)
+{
+	static const char magic[16] = "SQLite format 3";
+	char head[sizeof(magic)];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* missing: created; unreadable: sqlite3_open_v2 reports it */
+	ssize_t n = read(fd, head, sizeof(head));
+	int err = errno;
+	close(fd);
+	if (n < 0) {
+		log_error("catalog %s: cannot read: %s", path, strerror(err));
+		return -err;
+	}
+	if (n > 0 && (n < (ssize_t)sizeof(magic) || memcmp(head, magic, sizeof(magic)) != 0)) {
+		log_error("catalog %s: not a ckptfs catalog: the file is not an SQLite database",
+			  path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Reads one integer from a one-off query (schema checks at open). A file that
+ * is not an SQLite database fails here with SQLITE_NOTADB → -EINVAL. */
+static int cat_query_int(struct cat *cat, const char *what, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *st = NULL;
+	int src = sqlite3_prepare_v2(cat->db, sql, -1, &st, NULL);
+	if (src == SQLITE_OK) {
+		src = sqlite3_step(st);
+		if (src == SQLITE_ROW) {
+			*out = sqlite3_column_int64(st, 0);
+			src = SQLITE_OK;
+		} else if (src == SQLITE_DONE) {
+			*out = 0;
+			src = SQLITE_OK;
+		}
+	}
+	int rc = 0;
+	if (src == SQLITE_NOTADB) {
+		log_error("catalog %s: not a ckptfs catalog: the file is not an SQLite database",
+			  cat->path);
+		rc = -EINVAL;
+	} else if (src != SQLITE_OK) {
+		log_error("catalog %s: cannot read %s: %s (sqlite %d)", cat->path, what,
+			  sqlite3_errmsg(cat->db), src);
+		rc = -EIO;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int cat_exec(struct cat *cat, const char *what, const char *sql)
+{
+	char *err = NULL;
+	int src = sqlite3_exec(cat->db, sql, NULL, NULL, &err);
+	if (src != SQLITE_OK) {
+		log_error("catalog %s: cannot %s: %s (sqlite %d)", cat->path, what,
+			  err ? err : sqlite3_errmsg(cat->db), src);
+		sqlite3_free(err);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Creates the schema, the version fields and the root directory. */
+static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_gid)
+{
+	int64_t now = cat_now_ns();
+	char *sql = sqlite3_mprintf(
+		"BEGIN IMMEDIATE;%s"
+		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
+		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
+		" ('created_ns', %lld), ('application', 'ckptfs');"
+		"INSERT INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
+		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
+		"COMMIT;",
+		cat_schema_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION, CAT_SCHEMA_VERSION,
+		(long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
+		(long long)root_gid, (long long)now, (long long)now, (long long)now);
+	if (sql == NULL) {
+		log_error("catalog %s: cannot create the schema: out of memory", cat->path);
+		return -ENOMEM;
+	}
+	int rc = cat_exec(cat, "create the schema", sql);
+	sqlite3_free(sql);
+	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
+		cat_exec(cat, "roll back the schema", "ROLLBACK");
+	if (rc == 0) {
+		cat->schema_version = CAT_SCHEMA_VERSION;
+		log_info("catalog %s: created (schema version %d)", cat->path, CAT_SCHEMA_VERSION);
+	}
+	return rc;
+}
+
+/* Tells a ckptfs catalog from anything else, and refuses a newer schema.
+ * The versioning rule (SCHEMA.md): application_id, user_version and the meta
+ * table keep their meaning in every version. */
+static int cat_schema_check(struct cat *cat, uint32_t root_uid, uint32_t root_gid)
+{
+	int64_t app_id = 0, user_version = 0, tables = 0, version = 0, is_ckptfs = 0;
+	int rc = cat_query_int(cat, "the application id", "PRAGMA application_id", &app_id);
+	if (rc == 0)
+		rc = cat_query_int(cat, "the schema version", "PRAGMA user_version", &user_version);
+	if (rc == 0)
+		rc = cat_query_int(cat, "the schema", "SELECT COUNT(*) FROM sqlite_master", &tables);
+	if (rc != 0)
+		return rc;
+	if (app_id == 0 && user_version == 0 && tables == 0)
+		return cat_schema_create(cat, root_uid, root_gid);
+	if (app_id == 0) {
+		log_error("catalog %s: not a ckptfs catalog: an SQLite database without a ckptfs"
+			  " application_id or meta table", cat->path);
+		return -EINVAL;
+	}
+	if (app_id != CAT_APPLICATION_ID) {
+		log_error("catalog %s: not a ckptfs catalog: an SQLite database with application_id"
+			  " 0x%08" PRIx64 " (ckptfs uses 0x%08x)", cat->path, (uint64_t)app_id,
+			  CAT_APPLICATION_ID);
+		return -EINVAL;
+	}
+	if (user_version > CAT_SCHEMA_VERSION) {
+		log_error("catalog %s has schema version %" PRId64 ", this ckptfs understands up"
+			  " to %d: upgrade ckptfs", cat->path, user_version, CAT_SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	rc = cat_query_int(cat, "the schema", "SELECT COUNT(*) FROM sqlite_master WHERE"
+			   " type = 'table' AND name = 'meta'", &tables);
+	if (rc == 0 && tables == 1)
+		rc = cat_query_int(cat, "the catalog's application",
+				   "SELECT value = 'ckptfs' FROM meta WHERE key = 'application'",
+				   &is_ckptfs);
+	if (rc == 0 && is_ckptfs == 1)
+		rc = cat_query_int(cat, "the catalog's schema version",
+				   "SELECT value FROM meta WHERE key = 'schema_version'", &version);
+	if (rc != 0)
+		return rc;
+	if (is_ckptfs != 1) {
+		log_error("catalog %s: not a ckptfs catalog: no ckptfs meta table", cat->path);
+		return -EINVAL;
+	}
+	if (version > CAT_SCHEMA_VERSION) {
+		log_error("catalog %s has schema version %" PRId64 ", this ckptfs understands up"
+			  " to %d: upgrade ckptfs", cat->path, version, CAT_SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	if (version < 1 || version != user_version) {
+		log_error("catalog %s: corrupt: schema version %" PRId64 " in meta, %" PRId64
+			  " in user_version", cat->path, version, user_version);
+		return -EINVAL;
+	}
+	cat->schema_version = (int)version;
+	return 0;
+}
+
+static int cat_configure(struct cat *cat)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=OFF;PRAGMA cache_size=-%d;"
+		 "PRAGMA temp_store=MEMORY;", CAT_CACHE_KIB);
+	int rc = cat_exec(cat, "configure the connection", sql);
+	if (rc != 0)
+		return rc;
+	sqlite3_stmt *st = NULL;
+	int src = sqlite3_prepare_v2(cat->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+	if (src == SQLITE_OK)
+		src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		const char *mode = (const char *)sqlite3_column_text(st, 0);
+		if (mode == NULL || strcmp(mode, "wal") != 0)
+			log_warn("catalog %s: WAL journal unavailable (journal_mode %s): commits are"
+				 " slower", cat->path, mode ? mode : "?");
+		src = SQLITE_OK;
+	}
+	if (src != SQLITE_OK) {
+		log_error("catalog %s: cannot set journal_mode=WAL: %s (sqlite %d)", cat->path,
+			  sqlite3_errmsg(cat->db), src);
+		rc = -EIO;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int cat_prepare_all(struct cat *cat)
+{
+	for (int id = 0; id < S_COUNT; id++) {
+		assert(cat_sql[id].sql != NULL);
+		int src = sqlite3_prepare_v3(cat->db, cat_sql[id].sql, -1,
+					     SQLITE_PREPARE_PERSISTENT, &cat->stmt[id], NULL);
+		if (src != SQLITE_OK) {
+			log_error("catalog %s: cannot prepare the statement to %s: %s (sqlite %d)"
+				  " [%s]", cat->path, cat_sql[id].purpose, sqlite3_errmsg(cat->db),
+				  src, cat_sql[id].sql);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/* Invariant 4: pending rows belonged to writers of a process that is gone,
+ * and inodes with nlink 0 to handles that are closed. */
+static int cat_recover(struct cat *cat)
+{
+	int pending = 0, inodes = 0;
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_run(cat, S_RECOVER_P_DECREF);
+	if (rc == 0)
+		rc = cat_run(cat, S_RECOVER_P_DELETE);
+	pending = cat_changes(cat);
+	if (rc == 0)
+		rc = cat_run(cat, S_RECOVER_X_DECREF);
+	if (rc == 0)
+		rc = cat_run(cat, S_RECOVER_X_DELETE);
+	if (rc == 0)
+		rc = cat_run(cat, S_RECOVER_INODES);
+	inodes = cat_changes(cat);
+	rc = cat_end(cat, rc);
+	if (rc == 0 && (pending > 0 || inodes > 0))
+		log_info("catalog %s: recovery dropped %d pending extents and %d unlinked inodes",
+			 cat->path, pending, inodes);
+	if (rc == 0)
+		rc = cat_sweep(cat);
+	return rc;
+}
+
+static int cat_db_open(struct cat *cat)
+{
+	int src = sqlite3_open_v2(cat->path, &cat->db,
+				  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+				  NULL);
+	if (src == SQLITE_OK)
+		return 0;
+	int err = cat->db ? sqlite3_system_errno(cat->db) : 0;
+	log_error("catalog %s: cannot open: %s (sqlite %d%s%s)", cat->path,
+		  cat->db ? sqlite3_errmsg(cat->db) : sqlite3_errstr(src), src, err ? ", " : "",
+		  err ? strerror(err) : "");
+	return err > 0 ? -err : -EIO;
+}
+
+int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
+	     void *reclaim_arg, struct cat **out)
+{
+	*out = NULL;
+	struct cat *cat = calloc(1, sizeof(*cat));
+	if (cat == NULL || (cat->path = strdup(path)) == NULL) {
+		log_error("catalog %s: cannot open: out of memory", path);
+		free(cat);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&cat->lock, NULL);
+	cat->reclaim = reclaim;
+	cat->reclaim_arg = reclaim_arg;
+
+	int rc = cat_sniff(path);
+	if (rc == 0)
+		rc = cat_db_open(cat);
+	if (rc == 0)
+		sqlite3_busy_timeout(cat->db, CAT_BUSY_TIMEOUT_MS);
+	if (rc == 0)
+		rc = cat_schema_check(cat, root_uid, root_gid);
+	if (rc == 0)
+		rc = cat_configure(cat);
+	if (rc == 0)
+		rc = cat_prepare_all(cat);
+	if (rc == 0) {
+		cat_lock(cat);
+		rc = cat_recover(cat);
+		cat_unlock(cat);
+	}
+	if (rc != 0) {
+		cat_close(cat);
+		return rc;
+	}
+	*out = cat;
+	return 0;
+}
+
+int cat_open_readonly(const char *path, struct cat **out)
+{
+	*out = NULL;
+	struct cat *cat = calloc(1, sizeof(*cat));
+	if (cat == NULL || (cat->path = strdup(path)) == NULL) {
+		free(cat);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&cat->lock, NULL);
+	int rc = cat_sniff(path);
+	if (rc == 0 && access(path, F_OK) != 0)
+		rc = -errno;
+	if (rc == 0) {
+		int src = sqlite3_open_v2(path, &cat->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+					  NULL);
+		if (src != SQLITE_OK) {
+			log_error("catalog %s: cannot open read-only: %s", path,
+				  cat->db ? sqlite3_errmsg(cat->db) : sqlite3_errstr(src));
+			rc = -EIO;
+		}
+	}
+	if (rc == 0) {
+		sqlite3_busy_timeout(cat->db, CAT_BUSY_TIMEOUT_MS);
+		rc = cat_schema_check(cat, 0, 0);
+	}
+	if (rc == 0)
+		rc = cat_prepare_all(cat);
+	if (rc != 0) {
+		cat_close(cat);
+		return rc;
+	}
+	*out = cat;
+	return 0;
+}
+
+int cat_sync(struct cat *cat)
+{
+	cat_lock(cat);
+	/* a committed write with synchronous=FULL fsyncs the WAL, and with it
+	 * every transaction committed before */
+	int rc = cat_run(cat, S_SYNC_FULL);
+	if (rc == 0)
+		rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_exec(cat, "make the catalog durable",
+			      "UPDATE meta SET value = value WHERE key = 'schema_version'");
+	rc = cat_end(cat, rc);
+	int src = cat_run(cat, S_SYNC_NORMAL);
+	cat_unlock(cat);
+	return rc ? rc : src;
+}
+
+void cat_close(struct cat *cat)
+{
+	if (cat == NULL)
+		return;
+	assert(!cat->in_txn);
+	for (int id = 0; id < S_COUNT; id++)
+		sqlite3_finalize(cat->stmt[id]);
+	if (cat->db != NULL && sqlite3_close(cat->db) != SQLITE_OK)
+		log_error("catalog %s: cannot close: %s", cat->path, sqlite3_errmsg(cat->db));
+	pthread_mutex_destroy(&cat->lock);
+	free(cat->path);
+	free(cat);
+}
+
+int cat_schema_version(struct cat *cat)
+{
+	return cat->schema_version;
+}
+
+/* ---- namespace ---- */
+
+int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	cat_lock(cat);
+	int rc = cat_inode_get(cat, ino, out);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
+			     struct cat_inode *out)
+{
+	struct cat_inode dir;
+	uint64_t id, up;
+	int rc;
+	if (strcmp(name, ".") == 0)
+		return cat_dir_get(cat, parent, out);
+	if (strcmp(name, "..") == 0) {
+		rc = cat_dir_get(cat, parent, &dir);
+		if (rc == 0)
+			rc = cat_parent_of(cat, parent, &up);
+		return rc == 0 ? cat_inode_get(cat, up, out) : rc;
+	}
+	rc = cat_name_check(name);
+	if (rc == 0)
+		rc = cat_dirent_get(cat, parent, name, &id, out);
+	if (rc == -ENOENT) {
+		/* Only a miss pays for telling "no such parent" from "no such name". */
+		int drc = cat_dir_get(cat, parent, &dir);
+		if (drc != 0)
+			rc = drc;
+	}
+	return rc;
+}
+
+int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out)
+{
+	if (name == NULL)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = cat_lookup_locked(cat, parent, name, out);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
+			  uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+			  struct cat_inode *out)
+{
+	struct cat_inode dir, old;
+	uint64_t id;
+	int64_t now = cat_now_ns();
+	bool is_dir = S_ISDIR(mode);
+	int rc = cat_dir_get(cat, parent, &dir);
+	if (rc == 0) {
+		rc = cat_dirent_get(cat, parent, name, &id, &old);
+		if (rc == 0)
+			rc = -EEXIST;
+		else if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc != 0)
+		return rc;
+
+	*out = (struct cat_inode){ .mode = mode, .uid = uid, .gid = gid,
+				   .nlink = is_dir ? 2 : 1, .size = target ? strlen(target) : 0,
+				   .rdev = rdev, .atime_ns = now, .mtime_ns = now,
+				   .ctime_ns = now };
+	rc = cat_bind(cat, S_INODE_INSERT, A_INT(mode), A_INT(uid), A_INT(gid), A_INT(out->nlink),
+		      A_INT(out->size), A_INT(rdev), A_INT(now), target ? A_TEXT(target) : A_NULL);
+	if (rc == 0)
+		rc = cat_run(cat, S_INODE_INSERT);
+	if (rc == 0) {
+		out->ino = (uint64_t)sqlite3_last_insert_rowid(cat->db);
+		assert(out->ino > CAT_ROOT_INO);
+		rc = cat_dirent_insert(cat, parent, name, out->ino);
+	}
+	if (rc == 0)
+		rc = cat_dir_touch(cat, parent, is_dir ? 1 : 0, now);
+	return rc;
+}
+
+int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+	       uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
+{
+	int rc = cat_name_check(name);
+	if (rc != 0)
+		return rc;
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFIFO: case S_IFSOCK: case S_IFCHR: case S_IFBLK:
+		if (target != NULL)
+			return -EINVAL;
+		break;
+	case S_IFLNK:
+		if (target == NULL || mode != (S_IFLNK | 0777) || target[0] == 0)
+			return -EINVAL;
+		if (strnlen(target, 4096) >= 4096)
+			return -ENAMETOOLONG;
+		break;
+	default:
+		return -EINVAL;
+	}
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, out);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int cat_link_txn(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
+			struct cat_inode *out)
+{
+	struct cat_inode dir, old;
+	uint64_t id;
+	int64_t now = cat_now_ns();
+	int rc = cat_inode_get(cat, ino, out);
+	if (rc == 0 && cat_is_dir(out))
+		rc = -EPERM;
+	if (rc == 0 && out->nlink == 0)
+		rc = -ENOENT; /* like link(2) of an unlinked file */
+	if (rc == 0)
+		rc = cat_dir_get(cat, newparent, &dir);
+	if (rc == 0) {
+		rc = cat_dirent_get(cat, newparent, newname, &id, &old);
+		if (rc == 0)
+			rc = -EEXIST;
+		else if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = cat_dirent_insert(cat, newparent, newname, ino);
+	if (rc == 0)
+		rc = cat_nlink_add(cat, ino, 1, now);
+	if (rc == 0)
+		rc = cat_dir_touch(cat, newparent, 0, now);
+	if (rc == 0) {
+		out->nlink++;
+		out->ctime_ns = now;
+	}
+	return rc;
+}
+
+int cat_link(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
+	     struct cat_inode *out)
+{
+	int rc = cat_name_check(newname);
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_link_txn(cat, ino, newparent, newname, out);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* unlink and rmdir. */
+static int cat_remove_txn(struct cat *cat, uint64_t parent, const char *name, bool want_dir,
+			  uint64_t *ino_out)
+{
+	struct cat_inode dir, victim;
+	uint64_t id;
+	int64_t now = cat_now_ns();
+	int rc = cat_dir_get(cat, parent, &dir);
+	if (rc == 0)
+		rc = cat_dirent_get(cat, parent, name, &id, &victim);
+	if (rc == 0 && want_dir && !cat_is_dir(&victim))
+		rc = -ENOTDIR;
+	if (rc == 0 && !want_dir && cat_is_dir(&victim))
+		rc = -EISDIR;
+	if (rc == 0 && want_dir)
+		rc = cat_dir_empty(cat, victim.ino);
+	if (rc == 0)
+		rc = cat_dirent_delete(cat, id);
+	if (rc == 0) /* a removed directory drops both its links at once */
+		rc = cat_nlink_add(cat, victim.ino, want_dir ? -(int)victim.nlink : -1, now);
+	if (rc == 0)
+		rc = cat_dir_touch(cat, parent, want_dir ? -1 : 0, now);
+	if (rc == 0 && ino_out)
+		*ino_out = victim.ino;
+	return rc;
+}
+
+static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool want_dir,
+		      uint64_t *ino_out)
+{
+	int rc;
+	if (name != NULL && strcmp(name, "..") == 0 && want_dir)
+		return -ENOTEMPTY;
+	rc = cat_name_check(name);
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	return cat_remove(cat, parent, name, false, ino_out);
+}
+
+int cat_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	return cat_remove(cat, parent, name, true, ino_out);
+}
+
+/* Directories' nlink changes of a rename: -1 for a directory leaving one,
+ * +1 for one arriving; the two parents may be one. */
+static int cat_rename_touch(struct cat *cat, uint64_t parent, int parent_delta,
+			    uint64_t newparent, int newparent_delta, int64_t now)
+{
+	if (parent == newparent)
+		return cat_dir_touch(cat, parent, parent_delta + newparent_delta, now);
+	int rc = cat_dir_touch(cat, parent, parent_delta, now);
+	if (rc == 0)
+		rc = cat_dir_touch(cat, newparent, newparent_delta, now);
+	return rc;
+}
+
+static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+			  const char *newname, unsigned flags, uint64_t *replaced)
+{
+	struct cat_inode pdir, npdir, src, dst;
+	uint64_t src_id, dst_id = 0;
+	int64_t now = cat_now_ns();
+	bool have_dst = false;
+	int rc = cat_dir_get(cat, parent, &pdir);
+	if (rc == 0)
+		rc = cat_dir_get(cat, newparent, &npdir);
+	if (rc == 0)
+		rc = cat_dirent_get(cat, parent, name, &src_id, &src);
+	if (rc == 0) {
+		rc = cat_dirent_get(cat, newparent, newname, &dst_id, &dst);
+		have_dst = rc == 0;
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (!have_dst && (flags & CAT_RENAME_EXCHANGE))
+		return -ENOENT;
+	if (have_dst && (flags & CAT_RENAME_NOREPLACE))
+		return -EEXIST;
+	if (have_dst && dst.ino == src.ino)
+		return 0; /* the same file under both names: POSIX says do nothing */
+
+	bool src_dir = cat_is_dir(&src), dst_dir = have_dst && cat_is_dir(&dst);
+	int moved = parent != newparent;
+	if (src_dir && moved)
+		rc = cat_not_within(cat, newparent, src.ino);
+	if (rc == 0 && dst_dir && moved && (flags & CAT_RENAME_EXCHANGE))
+		rc = cat_not_within(cat, parent, dst.ino);
+	if (rc != 0)
+		return rc;
+
+	if (flags & CAT_RENAME_EXCHANGE) {
+		rc = cat_bind(cat, S_DIRENT_SET_INO, A_INT(src_id), A_INT(dst.ino));
+		if (rc == 0)
+			rc = cat_run(cat, S_DIRENT_SET_INO);
+		if (rc == 0)
+			rc = cat_bind(cat, S_DIRENT_SET_INO, A_INT(dst_id), A_INT(src.ino));
+		if (rc == 0)
+			rc = cat_run(cat, S_DIRENT_SET_INO);
+		if (rc == 0)
+			rc = cat_nlink_add(cat, src.ino, 0, now);
+		if (rc == 0)
+			rc = cat_nlink_add(cat, dst.ino, 0, now);
+		if (rc == 0 && moved)
+			rc = cat_rename_touch(cat, parent, dst_dir - src_dir, newparent,
+					      src_dir - dst_dir, now);
+		else if (rc == 0)
+			rc = cat_dir_touch(cat, parent, 0, now);
+		return rc;
+	}
+
+	if (have_dst) {
+		if (src_dir && !dst_dir)
+			return -ENOTDIR;
+		if (!src_dir && dst_dir)
+			return -EISDIR;
+		if (dst_dir)
+			rc = cat_dir_empty(cat, dst.ino);
+		if (rc == 0)
+			rc = cat_dirent_delete(cat, dst_id);
+		if (rc == 0)
+			rc = cat_nlink_add(cat, dst.ino, dst_dir ? -(int)dst.nlink : -1, now);
+		if (rc != 0)
+			return rc;
+		*replaced = dst.ino;
+	}
+	rc = cat_bind(cat, S_DIRENT_MOVE, A_INT(src_id), A_INT(newparent), A_TEXT(newname));
+	if (rc == 0)
+		rc = cat_run(cat, S_DIRENT_MOVE);
+	if (rc == 0)
+		rc = cat_nlink_add(cat, src.ino, 0, now);
+	if (rc == 0)
+		rc = cat_rename_touch(cat, parent, src_dir && moved ? -1 : 0, newparent,
+				      (src_dir && moved ? 1 : 0) - (dst_dir ? 1 : 0), now);
+	return rc;
+}
+
+int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+	       const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	uint64_t replaced = 0;
+	int rc = cat_name_check(name);
+	if (rc == 0)
+		rc = cat_name_check(newname);
+	if (rc == 0 && ((flags & ~(CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE)) != 0 ||
+			flags == (CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE)))
+		rc = -EINVAL;
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_rename_txn(cat, parent, name, newparent, newname, flags, &replaced);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	if (replaced_ino)
+		*replaced_ino = rc == 0 ? replaced : 0;
+	return rc;
+}
+
+static int cat_setattr_txn(struct cat *cat, uint64_t ino, unsigned what,
+			   const struct cat_inode *in, struct cat_inode *out)
+{
+	int rc = cat_inode_get(cat, ino, out);
+	if (rc != 0)
+		return rc;
+	if (what & CAT_SET_MODE)
+		out->mode = (out->mode & S_IFMT) | (in->mode & 07777);
+	if (what & CAT_SET_UID)
+		out->uid = in->uid;
+	if (what & CAT_SET_GID)
+		out->gid = in->gid;
+	if (what & CAT_SET_ATIME)
+		out->atime_ns = in->atime_ns;
+	if (what & CAT_SET_MTIME)
+		out->mtime_ns = in->mtime_ns;
+	out->ctime_ns = (what & CAT_SET_CTIME) ? in->ctime_ns : cat_now_ns();
+	rc = cat_bind(cat, S_INODE_SETATTR, A_INT(ino), A_INT(out->mode), A_INT(out->uid),
+		      A_INT(out->gid), A_INT(out->atime_ns), A_INT(out->mtime_ns),
+		      A_INT(out->ctime_ns));
+	if (rc == 0)
+		rc = cat_run(cat, S_INODE_SETATTR);
+	return rc;
+}
+
+int cat_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_inode *in,
+		struct cat_inode *out)
+{
+	struct cat_inode scratch;
+	if (out == NULL)
+		out = &scratch;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_setattr_txn(cat, ino, what, in, out);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size)
+{
+	if (size == 0)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = cat_bind(cat, S_INODE_TARGET, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_INODE_TARGET);
+	if (rc == 1) {
+		const char *target = (const char *)sqlite3_column_text(cat->stmt[S_INODE_TARGET], 1);
+		if (!S_ISLNK(cat_col_int(cat, S_INODE_TARGET, 0)) || target == NULL) {
+			rc = -EINVAL;
+		} else {
+			size_t len = strnlen(target, size - 1);
+			memcpy(buf, target, len);
+			buf[len] = 0;
+			rc = 0;
+		}
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_INODE_TARGET);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* One batch of readdir entries, copied out so the callback runs unlocked. */
+struct cat_readdir_ent {
+	struct cat_inode attr;
+	uint64_t next_cookie;
+	char name[CAT_NAME_MAX + 1];
+};
+
+/* Copies the entries after cookie, at most max (max > 2). check: verify dir
+ * first (always done when "." and ".." are wanted). A removed directory lists
+ * "." and ".." only, its ".." being itself. */
+static int cat_readdir_fill(struct cat *cat, uint64_t dir, uint64_t cookie, bool check,
+			    struct cat_readdir_ent *ents, int max)
+{
+	struct cat_inode self = { 0 };
+	uint64_t up = dir;
+	int n = 0;
+	int rc = 0;
+	assert(max > 2);
+	if (check || cookie < 2) {
+		rc = cat_inode_get(cat, dir, &self);
+		if (rc == 0 && !cat_is_dir(&self))
+			rc = -ENOTDIR;
+	}
+	if (rc == 0 && cookie == 0) {
+		ents[n].attr = self;
+		strcpy(ents[n].name, ".");
+		ents[n++].next_cookie = 1;
+	}
+	if (rc == 0 && cookie < 2) {
+		rc = self.nlink > 0 ? cat_parent_of(cat, dir, &up) : 0;
+		if (rc == 0)
+			rc = cat_inode_get(cat, up, &ents[n].attr);
+		if (rc == 0) {
+			strcpy(ents[n].name, "..");
+			ents[n++].next_cookie = 2;
+		}
+	}
+	if (rc == 0)
+		rc = cat_bind(cat, S_READDIR, A_INT(dir), A_INT(cookie >= 2 ? cookie - 2 : 0),
+			      A_INT(max - n));
+	while (rc == 0 && n < max && (rc = cat_next(cat, S_READDIR)) == 1) {
+		sqlite3_stmt *st = cat->stmt[S_READDIR];
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+		int len = sqlite3_column_bytes(st, 1);
+		if (name == NULL || len > CAT_NAME_MAX) {
+			log_error("catalog %s: corrupt: a bad name in directory %" PRIu64,
+				  cat->path, dir);
+			rc = -EIO;
+			break;
+		}
+		ents[n].next_cookie = (uint64_t)sqlite3_column_int64(st, 0) + 2;
+		memcpy(ents[n].name, name, (size_t)len + 1);
+		cat_col_inode(cat, S_READDIR, 2, &ents[n].attr);
+		n++;
+		rc = 0;
+	}
+	cat_reset(cat, S_READDIR);
+	return rc < 0 ? rc : n;
+}
+
+int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg)
+{
+	struct cat_readdir_ent ents[CAT_READDIR_BATCH];
+	bool first = true;
+	for (;;) {
+		cat_lock(cat);
+		int n = cat_readdir_fill(cat, dir, cookie, first, ents, CAT_READDIR_BATCH);
+		cat_unlock(cat);
+		if (n < 0)
+			return n;
+		first = false;
+		for (int i = 0; i < n; i++) {
+			if (fn(arg, ents[i].name, &ents[i].attr, ents[i].next_cookie) != 0)
+				return 0;
+			cookie = ents[i].next_cookie;
+		}
+		if (n < CAT_READDIR_BATCH)
+			return 0;
+	}
+}
+
+int cat_inode_release(struct cat *cat, uint64_t ino)
+{
+	struct cat_inode inode;
+	bool deleted = false;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_inode_get(cat, ino, &inode);
+	if (rc == 0 && inode.nlink == 0) {
+		assert(ino != CAT_ROOT_INO);
+		static const enum cat_sid drop[] = { S_X_TRUNC_DECREF, S_X_TRUNC_DELETE,
+						     S_P_TRUNC_DECREF, S_P_TRUNC_DELETE };
+		for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]) && rc == 0; i++) {
+			rc = cat_bind(cat, drop[i], A_INT(ino), A_INT(0));
+			if (rc == 0)
+				rc = cat_run(cat, drop[i]);
+		}
+		if (rc == 0)
+			rc = cat_bind(cat, S_INODE_DELETE, A_INT(ino));
+		if (rc == 0)
+			rc = cat_run(cat, S_INODE_DELETE);
+		deleted = rc == 0;
+	}
+	rc = deleted ? cat_end_sweep(cat, rc) : cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* ---- file contents ---- */
+
+/* A regular file: -ENOENT, -EISDIR, or -EINVAL for other types. */
+static int cat_file_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	int rc = cat_inode_get(cat, ino, out);
+	if (rc == 0 && cat_is_dir(out))
+		rc = -EISDIR;
+	if (rc == 0 && !S_ISREG(out->mode))
+		rc = -EINVAL;
+	return rc;
+}
+
+static int cat_list(struct cat *cat, enum cat_sid id, uint64_t ino, uint64_t off,
+		    struct cat_extent *out, int max)
+{
+	if (max < 0 || off > INT64_MAX)
+		return -EINVAL;
+	if (max == 0)
+		return 0;
+	cat_lock(cat);
+	int n = 0;
+	int rc = cat_bind(cat, id, A_INT(ino), A_INT(off), A_INT((int64_t)max + 1));
+	while (rc == 0 && n < max && (rc = cat_next(cat, id)) == 1) {
+		struct cat_extent *e = &out[n];
+		e->off = (uint64_t)cat_col_int(cat, id, 0);
+		e->len = (uint64_t)cat_col_int(cat, id, 1);
+		e->chunk_off = (uint64_t)cat_col_int(cat, id, 2);
+		e->chunk_len = (uint64_t)cat_col_int(cat, id, 3);
+		rc = cat_col_hash(cat, id, 4, e->hash);
+		if (rc == 0 && sqlite3_column_type(cat->stmt[id], 3) == SQLITE_NULL) {
+			char hex[2 * CAT_HASH_LEN + 1];
+			cat_hex(e->hash, hex);
+			log_error("catalog %s: corrupt: inode %" PRIu64 " offset %" PRIu64
+				  " names chunk %s, which has no row", cat->path, ino, e->off, hex);
+			rc = -EIO;
+		}
+		if (rc == 0 && e->off + e->len > off)
+			n++; /* else the extent before off ends at or before it */
+	}
+	cat_reset(cat, id);
+	if (rc == 0 && n == 0) {
+		struct cat_inode inode;
+		rc = cat_inode_get(cat, ino, &inode);
+	}
+	cat_unlock(cat);
+	return rc < 0 ? rc : n;
+}
+
+int cat_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out, int max)
+{
+	return cat_list(cat, S_X_LIST, ino, off, out, max);
+}
+
+int cat_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out,
+			int max)
+{
+	return cat_list(cat, S_P_LIST, ino, off, out, max);
+}
+
+static int cat_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+			       bool *must_store)
+{
+	struct cat_inode inode;
+	int rc = cat_file_get(cat, ino, &inode);
+	if (rc != 0)
+		return rc;
+
+	/* The last extent starting before ours ends must end before ours starts;
+	 * by invariant 3 every earlier one then does too. */
+	rc = cat_bind(cat, S_P_BEFORE, A_INT(ino), A_INT(ext->off + ext->len));
+	if (rc == 0)
+		rc = cat_next(cat, S_P_BEFORE);
+	if (rc == 1) {
+		uint64_t prev_off = (uint64_t)cat_col_int(cat, S_P_BEFORE, 0);
+		uint64_t prev_len = (uint64_t)cat_col_int(cat, S_P_BEFORE, 1);
+		rc = 0;
+		if (prev_off + prev_len > ext->off) {
+			log_warn("catalog %s: inode %" PRIu64 ": pending extent [%" PRIu64 ", +%" PRIu64
+				 ") overlaps [%" PRIu64 ", +%" PRIu64 ")", cat->path, ino, ext->off,
+				 ext->len, prev_off, prev_len);
+			rc = -EINVAL;
+		}
+	}
+	cat_reset(cat, S_P_BEFORE);
+
+	if (rc == 0)
+		rc = cat_bind(cat, S_CHUNK_REF, A_HASH(ext->hash), A_INT(ext->chunk_len));
+	if (rc == 0)
+		rc = cat_next(cat, S_CHUNK_REF);
+	if (rc == 1) {
+		uint64_t plain_len = (uint64_t)cat_col_int(cat, S_CHUNK_REF, 0);
+		*must_store = sqlite3_column_type(cat->stmt[S_CHUNK_REF], 1) == SQLITE_NULL;
+		rc = 0;
+		if (plain_len != ext->chunk_len) {
+			char hex[2 * CAT_HASH_LEN + 1];
+			cat_hex(ext->hash, hex);
+			log_error("catalog %s: inode %" PRIu64 ": chunk %s has plain length %" PRIu64
+				  ", the extent says %" PRIu64, cat->path, ino, hex, plain_len,
+				  ext->chunk_len);
+			rc = -EINVAL;
+		}
+	} else if (rc == 0) {
+		rc = cat_sql_fail(cat, S_CHUNK_REF, SQLITE_DONE); /* RETURNING gave no row */
+	}
+	cat_reset(cat, S_CHUNK_REF);
+
+	if (rc == 0)
+		rc = cat_bind(cat, S_P_INSERT, A_INT(ino), A_INT(ext->off), A_INT(ext->len),
+			      A_HASH(ext->hash), A_INT(ext->chunk_off));
+	if (rc == 0)
+		rc = cat_run(cat, S_P_INSERT);
+	return rc;
+}
+
+int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+		    bool *must_store)
+{
+	if (ext->len == 0 || ext->off > INT64_MAX || ext->len > INT64_MAX - ext->off ||
+	    ext->chunk_len > INT64_MAX || ext->chunk_off > ext->chunk_len ||
+	    ext->len > ext->chunk_len - ext->chunk_off)
+		return -EINVAL;
+	bool store = false;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_pending_add_txn(cat, ino, ext, &store);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	if (rc == 0)
+		*must_store = store;
+	return rc;
+}
+
+int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t codec,
+		     uint64_t stored_len)
+{
+	if (stored_len > INT64_MAX)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = cat_bind(cat, S_CHUNK_STORED, A_HASH(hash), A_INT(codec), A_INT(stored_len));
+	if (rc == 0)
+		rc = cat_run(cat, S_CHUNK_STORED);
+	if (rc == 0 && cat_changes(cat) == 0) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(hash, hex);
+		log_warn("catalog %s: chunk %s was stored but has no row (its references were"
+			 " dropped first)", cat->path, hex);
+		rc = -ENOENT;
+	}
+	cat_unlock(cat);
+	return rc;
+}
+
+/* Runs the four statements that make one extent table equal to the other. */
+static int cat_sync_extents(struct cat *cat, const enum cat_sid steps[4], uint64_t ino)
+{
+	int rc = 0;
+	for (int i = 0; i < 4 && rc == 0; i++) {
+		rc = cat_bind(cat, steps[i], A_INT(ino));
+		if (rc == 0)
+			rc = cat_run(cat, steps[i]);
+	}
+	return rc;
+}
+
+/* Cuts extents (or pending) of ino at size. */
+static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uint64_t size)
+{
+	static const enum cat_sid steps[2][3] = {
+		{ S_X_TRUNC_DECREF, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN },
+		{ S_P_TRUNC_DECREF, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN },
+	};
+	int rc = 0;
+	for (int i = 0; i < 3 && rc == 0; i++) {
+		rc = cat_bind(cat, steps[pending][i], A_INT(ino), A_INT(size));
+		if (rc == 0)
+			rc = cat_run(cat, steps[pending][i]);
+	}
+	return rc;
+}
+
+int cat_pending_from_committed(struct cat *cat, uint64_t ino)
+{
+	static const enum cat_sid steps[4] = { S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF,
+					       S_TO_P_INSERT };
+	struct cat_inode inode;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_file_get(cat, ino, &inode);
+	if (rc == 0)
+		rc = cat_sync_extents(cat, steps, ino);
+	rc = cat_end_sweep(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
+{
+	struct cat_inode inode;
+	if (size > INT64_MAX)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_file_get(cat, ino, &inode);
+	if (rc == 0)
+		rc = cat_truncate_extents(cat, true, ino, size);
+	rc = cat_end_sweep(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_pending_drop(struct cat *cat, uint64_t ino)
+{
+	return cat_pending_cut(cat, ino, 0);
+}
+
+int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
+{
+	return cat_pending_cut(cat, ino, new_size);
+}
+
+static int cat_file_commit_txn(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns)
+{
+	static const enum cat_sid steps[4] = { S_TO_X_DECREF, S_TO_X_DELETE, S_TO_X_INCREF,
+					       S_TO_X_INSERT };
+	struct cat_inode inode;
+	int rc = cat_file_get(cat, ino, &inode);
+
+	/* Invariant 2: every chunk the commit will name must be stored. */
+	if (rc == 0)
+		rc = cat_bind(cat, S_P_UNSTORED, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_P_UNSTORED);
+	if (rc == 1) {
+		uint8_t hash[CAT_HASH_LEN];
+		char hex[2 * CAT_HASH_LEN + 1];
+		uint64_t off = (uint64_t)cat_col_int(cat, S_P_UNSTORED, 0);
+		rc = cat_col_hash(cat, S_P_UNSTORED, 1, hash);
+		if (rc == 0) {
+			cat_hex(hash, hex);
+			log_error("catalog %s: cannot commit inode %" PRIu64 ": chunk %s at offset %"
+				  PRIu64 " is not stored", cat->path, ino, hex, off);
+			rc = -EIO;
+		}
+	}
+	cat_reset(cat, S_P_UNSTORED);
+
+	/* Extents past the size would come back as data if the file grew. */
+	if (rc == 0)
+		rc = cat_bind(cat, S_P_LAST, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_P_LAST);
+	if (rc == 1) {
+		uint64_t end = (uint64_t)cat_col_int(cat, S_P_LAST, 0);
+		rc = 0;
+		if (end > size) {
+			log_error("catalog %s: cannot commit inode %" PRIu64 " at size %" PRIu64
+				  ": its pending extents reach %" PRIu64, cat->path, ino, size, end);
+			rc = -EINVAL;
+		}
+	}
+	cat_reset(cat, S_P_LAST);
+
+	if (rc == 0)
+		rc = cat_sync_extents(cat, steps, ino);
+	if (rc == 0)
+		rc = cat_bind(cat, S_INODE_SETSIZE, A_INT(ino), A_INT(size), A_INT(mtime_ns),
+			      A_INT(cat_now_ns()));
+	if (rc == 0)
+		rc = cat_run(cat, S_INODE_SETSIZE);
+	return rc;
+}
+
+int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns, bool durable)
+{
+	if (size > INT64_MAX)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = durable ? cat_run(cat, S_SYNC_FULL) : 0;
+	if (rc == 0)
+		rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_file_commit_txn(cat, ino, size, mtime_ns);
+	rc = cat_end(cat, rc);
+	if (durable) {
+		int src = cat_run(cat, S_SYNC_NORMAL);
+		rc = rc ? rc : src;
+	}
+	if (rc == 0)
+		cat_sweep(cat);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
+{
+	struct cat_inode inode;
+	if (new_size > INT64_MAX)
+		return -EINVAL;
+	cat_lock(cat);
+	int64_t now = cat_now_ns();
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_file_get(cat, ino, &inode);
+	if (rc == 0 && new_size < inode.size)
+		rc = cat_truncate_extents(cat, false, ino, new_size);
+	if (rc == 0)
+		rc = cat_bind(cat, S_INODE_SETSIZE, A_INT(ino), A_INT(new_size), A_INT(now),
+			      A_INT(now));
+	if (rc == 0)
+		rc = cat_run(cat, S_INODE_SETSIZE);
+	rc = cat_end_sweep(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* ---- accounting and checks ---- */
+
+int cat_stats(struct cat *cat, struct cat_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	cat_lock(cat);
+	int rc = cat_begin_read(cat);
+	if (rc == 0 && (rc = cat_next(cat, S_STATS_INODES)) == 1) {
+		out->inodes = (uint64_t)cat_col_int(cat, S_STATS_INODES, 0);
+		out->files = (uint64_t)cat_col_int(cat, S_STATS_INODES, 1);
+		out->logical_bytes = (uint64_t)cat_col_int(cat, S_STATS_INODES, 2);
+		rc = 0;
+	}
+	cat_reset(cat, S_STATS_INODES);
+	if (rc == 0 && (rc = cat_next(cat, S_STATS_CHUNKS)) == 1) {
+		out->chunks = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 0);
+		out->chunk_plain_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 1);
+		out->chunk_stored_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 2);
+		rc = 0;
+	}
+	cat_reset(cat, S_STATS_CHUNKS);
+	if (rc == 0 && (rc = cat_next(cat, S_STATS_EXTENTS)) == 1) {
+		out->referenced_bytes = (uint64_t)cat_col_int(cat, S_STATS_EXTENTS, 0);
+		rc = 0;
+	}
+	cat_reset(cat, S_STATS_EXTENTS);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+struct cat_chunk_row {
+	uint8_t hash[CAT_HASH_LEN];
+	uint64_t plain_len, refcount;
+	int64_t stored_len;
+	uint8_t codec;
+};
+
+int cat_chunks(struct cat *cat, cat_chunk_fn fn, void *arg)
+{
+	struct cat_chunk_row rows[CAT_CHUNKS_BATCH];
+	uint8_t after[CAT_HASH_LEN] = { 0 };
+	int after_len = 0;
+	int n;
+	do {
+		n = 0;
+		cat_lock(cat);
+		int rc = cat_bind(cat, S_CHUNK_LIST, A_BLOB(after, after_len),
+				  A_INT(CAT_CHUNKS_BATCH));
+		while (rc == 0 && (rc = cat_next(cat, S_CHUNK_LIST)) == 1) {
+			struct cat_chunk_row *r = &rows[n++];
+			sqlite3_stmt *st = cat->stmt[S_CHUNK_LIST];
+			rc = cat_col_hash(cat, S_CHUNK_LIST, 0, r->hash);
+			r->plain_len = (uint64_t)sqlite3_column_int64(st, 1);
+			r->codec = (uint8_t)sqlite3_column_int64(st, 2);
+			r->stored_len = sqlite3_column_type(st, 3) == SQLITE_NULL
+						? -1 : sqlite3_column_int64(st, 3);
+			r->refcount = (uint64_t)sqlite3_column_int64(st, 4);
+		}
+		cat_reset(cat, S_CHUNK_LIST);
+		cat_unlock(cat);
+		if (rc != 0)
+			return rc;
+		for (int i = 0; i < n; i++) {
+			int frc = fn(arg, rows[i].hash, rows[i].plain_len, rows[i].codec,
+				     rows[i].stored_len, rows[i].refcount);
+			if (frc != 0)
+				return frc;
+		}
+		if (n > 0) {
+			memcpy(after, rows[n - 1].hash, CAT_HASH_LEN);
+			after_len = CAT_HASH_LEN;
+		}
+	} while (n == CAT_CHUNKS_BATCH);
+	return 0;
+}
+
+/* Runs one check query; report logs a row and counts it as a violation. */
+static int cat_check_rows(struct cat *cat, enum cat_sid id, int *violations,
+			  void (*report)(struct cat *cat, sqlite3_stmt *st, int *violations))
+{
+	int rc;
+	while ((rc = cat_next(cat, id)) == 1)
+		report(cat, cat->stmt[id], violations);
+	cat_reset(cat, id);
+	return rc;
+}
+
+static void cat_col_hex(sqlite3_stmt *st, int col, char out[2 * CAT_HASH_LEN + 1])
+{
+	if (sqlite3_column_bytes(st, col) == CAT_HASH_LEN)
+		cat_hex(sqlite3_column_blob(st, col), out);
+	else
+		snprintf(out, 2 * CAT_HASH_LEN + 1, "(a %d-byte hash)", sqlite3_column_bytes(st, col));
+}
+
+static void cat_report_refcount(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_col_hex(st, 0, hex);
+	log_error("catalog %s: check: chunk %s has refcount %lld but %lld references", cat->path,
+		  hex, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+	(*violations)++;
+}
+
+static void cat_report_dangling(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_col_hex(st, 3, hex);
+	log_error("catalog %s: check: %s of inode %lld at offset %lld name chunk %s, which has"
+		  " no row", cat->path, sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+		  sqlite3_column_int64(st, 2), hex);
+	(*violations)++;
+}
+
+static void cat_report_unstored(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_col_hex(st, 2, hex);
+	log_error("catalog %s: check: committed extent of inode %lld at offset %lld names chunk"
+		  " %s, which is not stored", cat->path, sqlite3_column_int64(st, 0),
+		  sqlite3_column_int64(st, 1), hex);
+	(*violations)++;
+}
+
+static void cat_report_overlap(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	log_error("catalog %s: check: %s of inode %lld: the extent at %lld starts before the"
+		  " previous one ends (%lld)", cat->path, sqlite3_column_text(st, 0),
+		  sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+		  sqlite3_column_int64(st, 3));
+	(*violations)++;
+}
+
+static void cat_report_bad_extent(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	log_error("catalog %s: check: %s of inode %lld: extent at %lld of %lld bytes from chunk"
+		  " offset %lld does not fit its chunk of %lld bytes", cat->path,
+		  sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+		  sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+		  sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5));
+	(*violations)++;
+}
+
+static void cat_report_extent_owner(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	log_error("catalog %s: check: %s belong to inode %lld, which is missing or not a regular"
+		  " file", cat->path, sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1));
+	(*violations)++;
+}
+
+static void cat_report_dirent(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	log_error("catalog %s: check: entry %lld/\"%s\" → inode %lld:%s%s", cat->path,
+		  sqlite3_column_int64(st, 0), sqlite3_column_text(st, 1),
+		  sqlite3_column_int64(st, 2),
+		  sqlite3_column_int(st, 3) ? " the inode is missing" : "",
+		  sqlite3_column_int(st, 4) ? " the parent is not a live directory" : "");
+	(*violations)++;
+}
+
+static void cat_report_nlink(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	int64_t ino = sqlite3_column_int64(st, 0);
+	uint32_t mode = (uint32_t)sqlite3_column_int64(st, 1);
+	int64_t nlink = sqlite3_column_int64(st, 2);
+	int64_t links = sqlite3_column_int64(st, 3);
+	int64_t subdirs = sqlite3_column_int64(st, 4);
+	int64_t want = links;
+	if (S_ISDIR(mode)) {
+		bool live = links == 1 || ino == CAT_ROOT_INO;
+		want = live ? 2 + subdirs : 0;
+		if (links > (ino == CAT_ROOT_INO ? 0 : 1)) {
+			log_error("catalog %s: check: directory %lld has %lld entries", cat->path,
+				  (long long)ino, (long long)links);
+			(*violations)++;
+		}
+	}
+	if (ino == CAT_ROOT_INO && !S_ISDIR(mode)) {
+		log_error("catalog %s: check: the root inode is not a directory", cat->path);
+		(*violations)++;
+	}
+	if (nlink != want) {
+		log_error("catalog %s: check: inode %lld has nlink %lld, expected %lld (%lld"
+			  " entries, %lld subdirectories)", cat->path, (long long)ino,
+			  (long long)nlink, (long long)want, (long long)links, (long long)subdirs);
+		(*violations)++;
+	}
+}
+
+int cat_check(struct cat *cat)
+{
+	static const struct {
+		enum cat_sid id;
+		void (*report)(struct cat *, sqlite3_stmt *, int *);
+	} checks[] = {
+		{ S_CHECK_REFCOUNT, cat_report_refcount },
+		{ S_CHECK_DANGLING, cat_report_dangling },
+		{ S_CHECK_UNSTORED, cat_report_unstored },
+		{ S_CHECK_OVERLAP, cat_report_overlap },
+		{ S_CHECK_BAD_EXTENT, cat_report_bad_extent },
+		{ S_CHECK_EXTENT_OWNER, cat_report_extent_owner },
+		{ S_CHECK_DIRENT, cat_report_dirent },
+		{ S_CHECK_NLINK, cat_report_nlink },
+	};
+	struct cat_inode root;
+	int violations = 0;
+	cat_lock(cat);
+	int rc = cat_begin_read(cat);
+	if (rc == 0) {
+		rc = cat_inode_get(cat, CAT_ROOT_INO, &root);
+		if (rc == -ENOENT) {
+			log_error("catalog %s: check: the root inode is missing", cat->path);
+			violations++;
+			rc = 0;
+		}
+	}
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]) && rc == 0; i++)
+		rc = cat_check_rows(cat, checks[i].id, &violations, checks[i].report);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	if (rc == 0 && violations > 0) {
+		log_error("catalog %s: check found %d violations", cat->path, violations);
+		rc = -EUCLEAN;
+	}
+	return rc;
+}

@@ -1,0 +1,218 @@
+/* catalog — the SQLite catalog: namespace, file contents as chunk lists, chunk
+ * reference counts. The schema and its versioning are documented in
+ * meta/SCHEMA.md; this header is the only way the rest of ckptfs touches it.
+ *
+ * Concurrency: one connection, one mutex. Every cat_* call is one transaction
+ * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
+ * calls are serialized. Journal: WAL, synchronous=NORMAL (a commit survives a
+ * crash of the daemon; a `durable` commit also survives a crash of the machine).
+ *
+ * Invariants (asserted by cat_check):
+ *  1. chunks.refcount == number of rows in extents + pending referencing the
+ *     hash. A chunk row with refcount 0 is garbage: the reclaim callback is
+ *     called for it (the object is removed) and then the row is deleted — at
+ *     the end of every call that can drop a count, and at open.
+ *  2. A committed file's extents reference only chunks with stored_len set
+ *     (the object is written).
+ *  3. Extents of one inode, in extents or in pending, never overlap; bytes of a
+ *     file not covered by an extent read as zeros (holes).
+ *  4. pending rows belong to writers of this process only: cat_open drops them
+ *     all (and the counts they held), and deletes inodes with nlink 0.
+ *  5. The root directory is inode 1; inode numbers are never reused.
+ *
+ * Errors: 0 or a negative errno (-ENOENT, -EEXIST, -ENOTEMPTY, -ENOTDIR,
+ * -EISDIR, -EINVAL, -EIO for an SQLite failure, which is logged). */
+#ifndef CKPTFS_CATALOG_H
+#define CKPTFS_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CAT_SCHEMA_VERSION 1
+#define CAT_ROOT_INO 1
+#define CAT_HASH_LEN 32
+#define CAT_NAME_MAX 255
+
+struct cat;
+
+struct cat_inode {
+	uint64_t ino;
+	uint32_t mode;   /* type and permission bits, as in st_mode */
+	uint32_t uid, gid;
+	uint32_t nlink;
+	uint64_t size;
+	uint64_t rdev;
+	int64_t atime_ns, mtime_ns, ctime_ns; /* since the epoch */
+};
+
+/* One piece of a file: file bytes [off, off+len) are chunk `hash` bytes
+ * [chunk_off, chunk_off+len). */
+struct cat_extent {
+	uint64_t off;
+	uint64_t len;
+	uint64_t chunk_off;
+	uint64_t chunk_len; /* the chunk's plain length */
+	uint8_t hash[CAT_HASH_LEN];
+};
+
+/* Called under the catalog mutex, once per chunk whose count reached zero,
+ * before its row is deleted. Must remove the object (ENOENT is success). A
+ * non-zero return keeps the row for a later sweep. */
+typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
+
+/* ---- open / close ---- */
+
+/* Opens or creates the catalog file at path. Creates the schema and the root
+ * directory (mode 0755, owner root_uid/root_gid) on first use. Refuses a
+ * catalog whose schema version is newer than CAT_SCHEMA_VERSION with -EPROTO
+ * (and a log line naming the file and both versions), and a file that is not a
+ * catalog with -EINVAL. Runs the recovery of invariant 4 and a zero-count
+ * sweep (with the reclaim callback, if given). */
+int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
+	     cat_reclaim_fn reclaim, void *reclaim_arg, struct cat **out);
+/* Opens an existing catalog read-only (no recovery, no sweep): for tools
+ * that look while the daemon runs. Write calls on it fail with -EROFS. */
+int cat_open_readonly(const char *path, struct cat **out);
+void cat_close(struct cat *cat); /* NULL is allowed */
+int cat_schema_version(struct cat *cat); /* the version stored in the file */
+
+/* ---- namespace ---- */
+
+int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out);
+int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out);
+
+/* Creates a directory entry and a new inode (regular file, directory, fifo,
+ * socket, device node, or symlink when target != NULL — then mode must be
+ * S_IFLNK|0777 and size is strlen(target)). Times are now; the parent's mtime
+ * and ctime are updated, its nlink too for a directory. -EEXIST if the name
+ * exists, -ENOTDIR if parent is not a directory, -ENOENT if it does not exist. */
+int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
+	       uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+	       struct cat_inode *out);
+
+/* Hard link: a new entry for an existing non-directory inode; nlink++. */
+int cat_link(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
+	     struct cat_inode *out);
+
+/* Removes a non-directory entry (-EISDIR for a directory); nlink--. The inode
+ * itself stays (nlink may reach 0) until cat_inode_release. *ino_out gets the
+ * inode the name referred to. */
+int cat_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out);
+
+/* Removes an empty directory (-ENOTEMPTY, -ENOTDIR). The inode gets nlink 0
+ * and is deleted by cat_inode_release. */
+int cat_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out);
+
+#define CAT_RENAME_NOREPLACE 1u /* = RENAME_NOREPLACE */
+#define CAT_RENAME_EXCHANGE 2u  /* = RENAME_EXCHANGE */
+
+/* POSIX rename, atomically: over an existing target (a file over a file, a
+ * directory over an empty directory: else -EISDIR / -ENOTDIR / -ENOTEMPTY), a
+ * directory never into its own subtree (-EINVAL), flags as above (-EEXIST for
+ * NOREPLACE over an existing name, -ENOENT for EXCHANGE with a missing one).
+ * Renaming a name onto itself (same inode) is a no-op success. *replaced_ino
+ * gets the inode whose entry was replaced (its nlink dropped), else 0. */
+int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+	       const char *newname, unsigned flags, uint64_t *replaced_ino);
+
+#define CAT_SET_MODE  (1u << 0)
+#define CAT_SET_UID   (1u << 1)
+#define CAT_SET_GID   (1u << 2)
+#define CAT_SET_ATIME (1u << 3)
+#define CAT_SET_MTIME (1u << 4)
+#define CAT_SET_CTIME (1u << 5)
+
+/* Sets the fields named in `what` from `in` (mode keeps the file type bits of
+ * the inode; only permission bits 07777 are taken from in->mode). ctime is set
+ * to now unless CAT_SET_CTIME is given. Size is not set here (cat_file_truncate). */
+int cat_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_inode *in,
+		struct cat_inode *out);
+
+int cat_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size); /* -EINVAL if not a symlink; truncates like readlink(2), NUL-terminated */
+
+/* Lists directory entries after `cookie` (0 = from the start, including "."
+ * and ".."). The callback gets each entry with the cookie that resumes after
+ * it, and returns non-zero to stop (buffer full). Cookies are stable across
+ * concurrent creates and unlinks. */
+typedef int (*cat_dirent_fn)(void *arg, const char *name, const struct cat_inode *attr,
+			     uint64_t next_cookie);
+int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg);
+
+/* Deletes the inode if its nlink is 0 (the kernel has forgotten it and no
+ * handle is open): its extents are dropped (counts decremented, chunks at zero
+ * reclaimed). A no-op for an inode that still has links. */
+int cat_inode_release(struct cat *cat, uint64_t ino);
+
+/* ---- file contents ---- */
+
+/* Fills up to max extents of the committed file ino that end after `off`,
+ * in offset order. Returns how many (0 past the last), or a negative errno. */
+int cat_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out, int max);
+/* The same for the writer's pending extents. */
+int cat_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out,
+			int max);
+
+/* Adds a pending extent to a file being written: takes a reference on the
+ * chunk (creating its row with stored_len unset if new). *must_store is set
+ * when the chunk's object is not known to be written: the caller must write
+ * it and then call cat_chunk_stored. */
+int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+		    bool *must_store);
+
+/* Records that a chunk's object is written. */
+int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t codec,
+		     uint64_t stored_len);
+
+/* Makes pending equal to the committed extents (a writer starting on an
+ * existing file), taking references. */
+int cat_pending_from_committed(struct cat *cat, uint64_t ino);
+
+/* Drops all pending extents of ino (writer gone, or switching to a staging
+ * file), releasing their references. */
+int cat_pending_drop(struct cat *cat, uint64_t ino);
+
+/* Cuts the pending extents at new_size: drops those at or after it, shortens
+ * one that straddles it. */
+int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);
+
+/* Commits a writer's state: the committed extents become a copy of pending
+ * (pending stays, for the writer to go on from), size and mtime/ctime are set.
+ * -EIO if a pending chunk has no stored object. With durable, the commit is
+ * fsync'd (synchronous=FULL for this transaction). */
+int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		    bool durable);
+
+/* Sets the size of a file with no writer: extents at or past new_size are
+ * dropped, a straddling one shortened; growing leaves a hole. Sets mtime and
+ * ctime to now. */
+int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);
+
+/* Makes every committed transaction durable (fsync of the WAL and database),
+ * for fsync/fsyncdir of anything that has no writer. */
+int cat_sync(struct cat *cat);
+
+/* ---- accounting and checks ---- */
+
+struct cat_stats {
+	uint64_t inodes;
+	uint64_t files;
+	uint64_t logical_bytes; /* sum of regular file sizes */
+	uint64_t chunks;
+	uint64_t chunk_plain_bytes;  /* sum of chunks' plain lengths: unique data */
+	uint64_t chunk_stored_bytes; /* sum of stored (compressed) lengths */
+	uint64_t referenced_bytes;   /* sum of committed extent lengths */
+};
+int cat_stats(struct cat *cat, struct cat_stats *out);
+
+/* Calls fn for every chunk row (for verification). */
+typedef int (*cat_chunk_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+			    uint8_t codec, int64_t stored_len, uint64_t refcount);
+int cat_chunks(struct cat *cat, cat_chunk_fn fn, void *arg);
+
+/* Checks invariants 1–3 in full. Returns 0, or -EUCLEAN with a log line per
+ * violation. For tests and `ckptfs-admin check`. */
+int cat_check(struct cat *cat);
+
+#endif

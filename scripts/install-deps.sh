@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ckptfs needs to build, test, demo and bench.
+# Quiet and quick when everything is already there; needs root otherwise.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev sqlite3 liblz4-dev \
+	 libssl-dev libcriterion-dev stress-ng python3-torch python3-numpy attr; do
+	have_pkg "$p" || need+=("$p")
+done
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "ckptfs: missing packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
+	exit 1
+fi
+echo "ckptfs: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,581 @@
+# lib.sh — helpers sourced by every tests/integration/t_*.sh group.
+#
+# A group file defines its cases as shell functions named test_*, then ends
+# with `ck_main "$@"`. Each case runs in its own process (`bash t_x.sh --one
+# test_name`) under a timeout, with its own temp dir, so a failing or hanging
+# case cannot take the others down:
+#
+#   bash tests/integration/t_ops.sh                 run every case of the group
+#   bash tests/integration/t_ops.sh test_a test_b   run only these cases
+#   CKPTFS_BUILD=build-asan bash t_ops.sh           choose the build (default: build)
+#
+# Inside a case:
+#   - `set -eE`: any command that fails unexpectedly fails the case, and the
+#     ERR trap prints which command, with its status and line.
+#   - ck_fail / assert_* print "FAIL: why" and end the case.
+#   - ck_skip "why" ends the case as skipped (exit 77): for behaviour the
+#     environment cannot provide, never to hide a failure.
+#   - ck_mount / ck_umount / ck_kill9 start and stop the daemon on $CK_MNT over
+#     $CK_BACKING with cache $CK_CACHE. The EXIT trap unmounts and kills only
+#     what this case started (PIDs it recorded), then removes its temp dir.
+#   - Every daemon PID and mountpoint is also written to a state file that the
+#     case runner reads after the case ends, to clean up even after a kill -9
+#     by the timeout.
+#
+# Group-level declarations (call at top level of the group file):
+#   ck_slow test_name       skipped when CKPTFS_TEST_QUICK=1
+#   ck_timeout test_name S  per-case timeout in seconds (default 120; x2 with ASan/quick)
+
+set -u
+
+CK_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CK_HELPERS=$CK_LIB_DIR/helpers
+CK_REPO=$(cd "$CK_LIB_DIR/../.." && pwd)
+PY=/usr/bin/python3
+CK_GROUP=$(basename "${0%.sh}")
+
+# The build under test. run.sh exports CKPTFS_BIN / CKPTFS_ADMIN.
+if [ -z "${CKPTFS_BIN:-}" ]; then
+	_b=${CKPTFS_BUILD:-build}
+	case $_b in /*) ;; *) _b=$CK_REPO/$_b ;; esac
+	CKPTFS_BIN=$_b/ckptfs
+	CKPTFS_ADMIN=$_b/ckptfs-admin
+	unset _b
+fi
+CKPTFS_ADMIN=${CKPTFS_ADMIN:-$(dirname "$CKPTFS_BIN")/ckptfs-admin}
+export CKPTFS_BIN CKPTFS_ADMIN
+
+CK_QUICK=${CKPTFS_TEST_QUICK:-0}
+# Seconds to wait for a mount to appear / a daemon to exit after unmount.
+CK_MOUNT_TIMEOUT=${CK_MOUNT_TIMEOUT:-30}
+CK_EXIT_TIMEOUT=${CK_EXIT_TIMEOUT:-90}
+# Pass log=FILE to the daemon (its log is printed when a case fails).
+CK_LOG_OPT=${CK_LOG_OPT:-1}
+# Where per-case logs and state files go (run.sh sets one for the whole run).
+_CK_OWN_ARTIFACTS=0
+if [ -z "${CK_ARTIFACTS:-}" ]; then
+	CK_ARTIFACTS=$(mktemp -d /tmp/ckptfs-it-logs.XXXXXX)
+	export CK_ARTIFACTS
+	_CK_OWN_ARTIFACTS=1
+fi
+
+declare -A _CK_SLOW=()
+declare -A _CK_TIMEOUT=()
+ck_slow() { _CK_SLOW[$1]=1; }
+ck_timeout() { _CK_TIMEOUT[$1]=$2; }
+
+MiB=$((1024 * 1024))
+KiB=1024
+GiB=$((1024 * MiB))
+
+# ---------------------------------------------------------------- messages
+
+ck_log() { printf '  %s\n' "$*" >&2; }
+
+ck_fail() {
+	printf 'FAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+ck_skip() {
+	printf 'SKIP: %s\n' "$*" >&2
+	exit 77
+}
+
+_ck_err_trap() {
+	local rc=$1 cmd=$2 line=$3
+	printf 'FAIL: command exited with status %s at %s.sh:%s: %s\n' "$rc" "$CK_GROUP" "$line" "$cmd" >&2
+}
+
+# ---------------------------------------------------------------- processes
+
+# True if PID is running (a zombie counts as gone).
+_ck_pid_alive() {
+	local pid=$1 st
+	[ -r "/proc/$pid/stat" ] || return 1
+	st=$(sed -E 's/^[0-9]+ \(.*\) (.).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# True if PATH is a fuse mount point right now (reads the mount table, never
+# touches the path itself, so a hung daemon cannot hang the check).
+ck_is_mounted() {
+	awk -v m="$1" '$5 == m { split($0, a, " - "); split(a[2], b, " "); if (b[1] ~ /^fuse/) f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+# True if anything at all is mounted on PATH.
+_ck_any_mount() {
+	awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+
+_ck_state() { [ -n "${CK_STATE:-}" ] && echo "$*" >>"$CK_STATE" || true; }
+
+# Starts a helper command in the background; its PID is in $CK_BG_PID and is
+# killed (only it) when the case ends.
+_CK_BG=()
+ck_bg() {
+	"$@" &
+	CK_BG_PID=$!
+	_CK_BG+=("$CK_BG_PID")
+	_ck_state "bg $CK_BG_PID"
+}
+
+# Waits up to $2 seconds (default 30) for the background PID $1, returns its
+# status; fails the case on timeout.
+ck_bg_wait() {
+	local pid=$1 t=${2:-30} i=0 rc=0
+	while _ck_pid_alive "$pid"; do
+		i=$((i + 1))
+		[ $i -le $((t * 20)) ] || ck_fail "background process $pid still running after ${t}s: $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null)"
+		sleep 0.05
+	done
+	wait "$pid" || rc=$?
+	return $rc
+}
+
+# Waits until file $1 exists (a helper's "ready" signal), up to $2 s.
+ck_wait_file() {
+	local f=$1 t=${2:-30} i=0
+	while [ ! -e "$f" ]; do
+		i=$((i + 1))
+		[ $i -le $((t * 20)) ] || ck_fail "timed out after ${t}s waiting for $f"
+		sleep 0.05
+	done
+}
+
+# ---------------------------------------------------------------- the daemon
+
+# Per-case directories (set in _ck_case_setup): CK_TMP (0755), CK_BACKING,
+# CK_CACHE, CK_MNT, CK_REF (reference files on the local disk).
+_CK_NMOUNT=0
+CK_PID=
+CK_DERR=
+CK_DLOG=
+_CK_DAEMONS=() # "pid:mnt:stderr:log" of every daemon this case started
+
+# ck_mount [extra,-o,opts] — mounts CK_BACKING on CK_MNT (cache CK_CACHE) with
+# the daemon in the foreground (-f) in the background; returns once the mount
+# is in the mount table and the root answers stat.
+ck_mount() {
+	local extra=${1:-} opts i
+	_CK_NMOUNT=$((_CK_NMOUNT + 1))
+	CK_DERR=$CK_TMP/daemon.$_CK_NMOUNT.stderr
+	CK_DLOG=$CK_TMP/daemon.$_CK_NMOUNT.log
+	opts="cache=$CK_CACHE"
+	[ "$CK_LOG_OPT" = 1 ] && opts+=",log=$CK_DLOG"
+	[ -n "$extra" ] && opts+=",$extra"
+	[ -x "$CKPTFS_BIN" ] || ck_fail "daemon binary $CKPTFS_BIN is missing (build it first)"
+	ck_is_mounted "$CK_MNT" && ck_fail "ck_mount: $CK_MNT is already mounted"
+	"$CKPTFS_BIN" -f -o "$opts" "$CK_BACKING" "$CK_MNT" >"$CK_DERR" 2>&1 </dev/null &
+	CK_PID=$!
+	_CK_DAEMONS+=("$CK_PID:$CK_MNT:$CK_DERR:$CK_DLOG")
+	_ck_state "pid $CK_PID $CKPTFS_BIN"
+	_ck_state "mnt $CK_MNT"
+	i=0
+	until ck_is_mounted "$CK_MNT"; do
+		if ! _ck_pid_alive "$CK_PID"; then
+			local rc=0
+			wait "$CK_PID" || rc=$?
+			ck_fail "daemon exited with status $rc before mounting $CK_MNT (-o $opts); stderr: $(tail -n 5 "$CK_DERR" | tr '\n' '|')"
+		fi
+		i=$((i + 1))
+		[ $i -le $((CK_MOUNT_TIMEOUT * 20)) ] || ck_fail "mount did not appear on $CK_MNT within ${CK_MOUNT_TIMEOUT}s (daemon pid $CK_PID alive)"
+		sleep 0.05
+	done
+	timeout 20 stat "$CK_MNT" >/dev/null || ck_fail "stat of the fresh mount $CK_MNT failed or hung"
+}
+
+# Checks a daemon's stderr and log for sanitizer reports.
+_ck_check_sanitizer() {
+	local f
+	for f in "$@"; do
+		[ -f "$f" ] || continue
+		if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: UndefinedBehaviorSanitizer' "$f"; then
+			ck_fail "sanitizer report in $f: $(grep -m 3 -E 'ERROR:|runtime error:|#[0-4] ' "$f" | tr '\n' '|')"
+		fi
+	done
+}
+
+# Waits for our daemon PID to exit; sets _ck_rc to its status.
+_ck_wait_daemon() {
+	local pid=$1 t=$2 i=0
+	_ck_rc=0
+	while _ck_pid_alive "$pid"; do
+		i=$((i + 1))
+		[ $i -le $((t * 20)) ] || return 1
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null || _ck_rc=$?
+	return 0
+}
+
+# ck_umount — fusermount3 -u, then the daemon must exit with status 0 (and no
+# sanitizer report) within CK_EXIT_TIMEOUT seconds.
+ck_umount() {
+	local i=0 out
+	[ -n "$CK_PID" ] || ck_fail "ck_umount: no daemon started"
+	until out=$(fusermount3 -u "$CK_MNT" 2>&1); do
+		i=$((i + 1))
+		# EBUSY: a helper may still be closing a file; retry briefly.
+		[ $i -le 40 ] || ck_fail "fusermount3 -u $CK_MNT failed: $out"
+		sleep 0.1
+	done
+	_ck_wait_daemon "$CK_PID" "$CK_EXIT_TIMEOUT" ||
+		ck_fail "daemon $CK_PID did not exit within ${CK_EXIT_TIMEOUT}s of fusermount3 -u; stderr: $(tail -n 5 "$CK_DERR" | tr '\n' '|')"
+	local pid=$CK_PID
+	CK_PID=
+	_ck_state "exited $pid"
+	[ "$_ck_rc" = 0 ] || ck_fail "daemon exited with status $_ck_rc after a clean unmount; stderr: $(tail -n 8 "$CK_DERR" | tr '\n' '|')"
+	_ck_check_sanitizer "$CK_DERR" "$CK_DLOG"
+	ck_is_mounted "$CK_MNT" && ck_fail "$CK_MNT still mounted after the daemon exited"
+	return 0
+}
+
+ck_remount() {
+	ck_umount
+	ck_mount "${1:-}"
+}
+
+# ck_kill9 [PID...] — SIGKILL the daemon we started, then the given helper
+# PIDs (writers that must not go on into whatever is mounted next), and clear
+# the dead mount.
+ck_kill9() {
+	local p
+	[ -n "$CK_PID" ] || ck_fail "ck_kill9: no daemon started"
+	kill -9 "$CK_PID"
+	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon $CK_PID survived kill -9 for 20s"
+	_ck_state "exited $CK_PID"
+	CK_PID=
+	for p in "$@"; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	for p in "$@"; do
+		wait "$p" 2>/dev/null || true
+	done
+	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
+	ck_is_mounted "$CK_MNT" && ck_fail "could not clear the mount $CK_MNT after kill -9"
+	_ck_check_sanitizer "$CK_DERR"
+	return 0
+}
+
+# Prints the tail of every daemon's stderr/log of this case (on failure).
+_ck_dump_daemon_logs() {
+	local d pid mnt err log
+	for d in "${_CK_DAEMONS[@]}"; do
+		IFS=: read -r pid mnt err log <<<"$d"
+		if [ -s "$err" ]; then
+			echo "---- daemon $pid stderr ($err), last 25 lines:"
+			tail -n 25 "$err"
+		fi
+		if [ -s "$log" ]; then
+			echo "---- daemon $pid log ($log), last 25 lines:"
+			tail -n 25 "$log"
+		fi
+	done
+}
+
+# Removes every mount and process this case started (EXIT trap).
+_ck_cleanup() {
+	local d pid mnt err log p
+	for p in "${_CK_BG[@]}"; do
+		_ck_pid_alive "$p" && kill -9 "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	for d in "${_CK_DAEMONS[@]}"; do
+		IFS=: read -r pid mnt err log <<<"$d"
+		if _ck_pid_alive "$pid"; then
+			ck_is_mounted "$mnt" && timeout 10 fusermount3 -u "$mnt" 2>/dev/null
+			_ck_wait_daemon "$pid" 10 || { kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+		fi
+		ck_is_mounted "$mnt" && { timeout 10 fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; }
+	done
+	# Extra mounts a case registered (ck_register_mount), e.g. bind mounts.
+	for mnt in "${_CK_EXTRA_MOUNTS[@]}"; do
+		if ck_is_mounted "$mnt"; then
+			timeout 10 fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+		fi
+		_ck_any_mount "$mnt" && umount -l "$mnt" 2>/dev/null
+	done
+	if [ -n "${CK_TMP:-}" ] && [ -d "$CK_TMP" ]; then
+		if awk -v t="$CK_TMP/" 'index($5, t) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
+			echo "WARNING: something is still mounted under $CK_TMP; not removing it" >&2
+		else
+			chmod -R u+rwX "$CK_TMP" 2>/dev/null
+			rm -rf --one-file-system "$CK_TMP"
+		fi
+	fi
+	return 0
+}
+
+# Registers a path on which this case may mount something other than through
+# ck_mount (bind mounts, a daemon started in daemon mode): unmounted at exit.
+_CK_EXTRA_MOUNTS=()
+ck_register_mount() {
+	[[ " ${_CK_EXTRA_MOUNTS[*]} " == *" $1 "* ]] && return 0
+	_CK_EXTRA_MOUNTS+=("$1")
+	_ck_state "mnt $1"
+}
+
+_ck_exit_trap() {
+	local rc=$?
+	trap - ERR
+	set +eE
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+		_ck_dump_daemon_logs >&2
+	fi
+	_ck_cleanup
+	exit $rc
+}
+
+# ---------------------------------------------------------------- assertions
+
+assert_eq() { # expected actual [what]
+	[ "$1" == "$2" ] || ck_fail "${3:-value}: expected '$1', got '$2'"
+}
+assert_ne() {
+	[ "$1" != "$2" ] || ck_fail "${3:-value}: expected something other than '$1'"
+}
+assert_lt() { # a b [what]: integer a < b
+	[ "$1" -lt "$2" ] || ck_fail "${3:-value}: expected $1 < $2"
+}
+assert_le() {
+	[ "$1" -le "$2" ] || ck_fail "${3:-value}: expected $1 <= $2"
+}
+assert_ge() {
+	[ "$1" -ge "$2" ] || ck_fail "${3:-value}: expected $1 >= $2"
+}
+assert_contains() { # haystack needle [what]
+	[[ "$1" == *"$2"* ]] || ck_fail "${3:-text}: '$1' does not contain '$2'"
+}
+assert_not_contains() {
+	[[ "$1" != *"$2"* ]] || ck_fail "${3:-text}: '$1' contains '$2'"
+}
+
+# Byte-for-byte equality of two files (expected first).
+assert_file_eq() {
+	local exp=$1 act=$2 out se sa
+	[ -e "$act" ] || ck_fail "$act does not exist (expected a copy of $exp)"
+	if ! out=$(cmp -- "$exp" "$act" 2>&1); then
+		se=$(stat -c %s "$exp" 2>/dev/null)
+		sa=$(stat -c %s "$act" 2>/dev/null)
+		ck_fail "content differs: $act vs $exp (sizes $sa vs $se): $out"
+	fi
+}
+
+assert_size() { # path size
+	local s
+	s=$(stat -c %s "$1") || ck_fail "stat $1 failed"
+	[ "$s" = "$2" ] || ck_fail "size of $1: expected $2, got $s"
+}
+
+assert_exists() { [ -e "$1" ] || [ -L "$1" ] || ck_fail "$1 should exist"; }
+assert_not_exists() {
+	local r
+	r=$(fsop lstat "$1")
+	[ "$r" = ENOENT ] || ck_fail "$1 should not exist (lstat: $r)"
+}
+
+# assert_ok cmd... : the command succeeds (its output is shown if not).
+assert_ok() {
+	local out rc=0
+	out=$("$@" 2>&1) || rc=$?
+	[ $rc -eq 0 ] || ck_fail "'$*' failed with status $rc: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+}
+# assert_fails cmd... : the command exits non-zero.
+assert_fails() {
+	local rc=0
+	"$@" >/dev/null 2>&1 || rc=$?
+	[ $rc -ne 0 ] || ck_fail "'$*' succeeded, expected a failure"
+}
+
+# fsop OP ARGS... : runs one syscall through helpers/fsop.py; prints OK (or a
+# value) or the errno name (ENOENT, ...).
+fsop() { "$PY" "$CK_HELPERS/fsop.py" "$@"; }
+# assert_op EXPECTED OP ARGS... : e.g. assert_op ENOTEMPTY rmdir "$CK_MNT/d"
+assert_op() {
+	local exp=$1 got
+	shift
+	got=$(fsop "$@") || ck_fail "fsop $* crashed"
+	[ "$got" = "$exp" ] || ck_fail "$*: expected $exp, got $got"
+}
+
+# ---------------------------------------------------------------- data
+
+# ck_rand PATH SIZE — SIZE random bytes into PATH.
+ck_rand() {
+	head -c "$2" /dev/urandom >"$1"
+	[ "$(stat -c %s "$1")" = "$2" ] || ck_fail "could not write $2 random bytes to $1"
+}
+ck_sha256() { "$PY" "$CK_HELPERS/sha256.py" "$@"; }
+ck_size() { stat -c %s "$1"; }
+# Disk usage in bytes (blocks actually allocated) of a tree.
+ck_du() { du -s --block-size=1 "$1" | cut -f1; }
+
+# ---------------------------------------------------------------- catalog
+
+ck_catalog() { echo "$CK_CACHE/catalog.db"; }
+# ck_sql "SELECT ..." — one query on the catalog (read only use).
+ck_sql() {
+	[ -f "$CK_CACHE/catalog.db" ] || ck_fail "no catalog at $CK_CACHE/catalog.db"
+	sqlite3 -batch -bail "$CK_CACHE/catalog.db" "$1" || ck_fail "catalog query failed: $1"
+}
+# Sum of the plain lengths of all distinct chunks: the unique data stored.
+ck_unique_bytes() { ck_sql 'SELECT coalesce(sum(plain_len), 0) FROM chunks'; }
+ck_chunk_count() { ck_sql 'SELECT count(*) FROM chunks'; }
+
+# ck_admin_stat KEY — the value of line "KEY N" of `ckptfs-admin stats`.
+ck_admin_stat() {
+	local out
+	out=$("$CKPTFS_ADMIN" stats --cache "$CK_CACHE" 2>&1) || ck_fail "ckptfs-admin stats --cache $CK_CACHE failed: $out"
+	echo "$out" | awk -v k="$1" '($1 == k || $1 == k":") { print $2; f = 1; exit } END { exit !f }' ||
+		ck_fail "ckptfs-admin stats has no line '$1 N'; output: $(echo "$out" | tr '\n' '|')"
+}
+
+# Does ckptfs-admin know COMMAND? (looks at its usage text)
+ck_admin_has() {
+	[ -x "$CKPTFS_ADMIN" ] || return 1
+	"$CKPTFS_ADMIN" --help 2>&1 | grep -q -w -- "$1" && return 0
+	"$CKPTFS_ADMIN" 2>&1 | grep -q -w -- "$1"
+}
+
+# ---------------------------------------------------------------- running
+
+_ck_case_setup() {
+	CK_TMP=$(mktemp -d /tmp/ckptfs-it.XXXXXX)
+	chmod 755 "$CK_TMP" # other users (t_perms) must reach the mountpoint
+	_ck_state "tmp $CK_TMP"
+	CK_BACKING=$CK_TMP/backing
+	CK_CACHE=$CK_TMP/cache
+	CK_MNT=$CK_TMP/mnt
+	CK_REF=$CK_TMP/ref
+	mkdir -p "$CK_BACKING" "$CK_CACHE" "$CK_MNT" "$CK_REF"
+	chmod 755 "$CK_MNT"
+	export TMPDIR=$CK_TMP
+}
+
+# Lists the test_* functions of the group file in the order they are defined.
+_ck_cases() {
+	grep -o -E '^test_[A-Za-z0-9_]+ *\(\)' "$0" | sed -E 's/ *\(\)//'
+}
+
+# Kills/unmounts whatever a finished case left behind, from its state file.
+# Prints a line per leftover.
+_ck_reap() {
+	local state=$1 kind a b alive
+	[ -f "$state" ] || return 0
+	declare -A exited=()
+	while read -r kind a b; do
+		[ "$kind" = exited ] && exited[$a]=1
+	done <"$state"
+	while read -r kind a b; do
+		case $kind in
+		bg | pid)
+			[ -n "${exited[$a]:-}" ] && continue
+			_ck_pid_alive "$a" || continue
+			# Only a process this case started: its command line must still
+			# be ours (the PID was not reused).
+			alive=$(tr '\0' ' ' <"/proc/$a/cmdline" 2>/dev/null)
+			if [ "$kind" = bg ] || [[ "$alive" == *"${b:-ckptfs}"* ]]; then
+				echo "leftover process $a ($alive): killed"
+				kill -9 "$a" 2>/dev/null
+			fi
+			;;
+		mnt)
+			if _ck_any_mount "$a"; then
+				echo "leftover mount $a: lazily unmounted"
+				fusermount3 -u -z "$a" 2>/dev/null || umount -l "$a" 2>/dev/null
+			fi
+			;;
+		esac
+	done <"$state"
+	while read -r kind a b; do
+		if [ "$kind" = tmp ] && [ -d "$a" ]; then
+			if ! awk -v t="$a/" 'index($5, t) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
+				rm -rf --one-file-system "$a"
+			fi
+		fi
+	done <"$state"
+}
+
+_ck_run_one() {
+	local name=$1
+	declare -F "$name" >/dev/null || {
+		echo "FAIL: no case named $name in $0" >&2
+		exit 2
+	}
+	trap _ck_exit_trap EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+	_ck_case_setup
+	set -eE
+	trap '_ck_err_trap $? "$BASH_COMMAND" $LINENO' ERR
+	cd "$CK_TMP"
+	"$name"
+	set +eE
+	trap - ERR
+	exit 0
+}
+
+# Runs the cases (all, or those named) one process each, prints one line per
+# case, appends "PASS|FAIL|SKIP group/case" to $CK_RESULTS if set.
+_ck_run_group() {
+	local names=("$@") name t rc start end secs log state why leftover npass=0 nfail=0 nskip=0
+	[ ${#names[@]} -gt 0 ] || mapfile -t names < <(_ck_cases)
+	for name in "${names[@]}"; do
+		log=$CK_ARTIFACTS/$CK_GROUP.$name.log
+		state=$CK_ARTIFACTS/$CK_GROUP.$name.state
+		: >"$state"
+		if [ "$CK_QUICK" = 1 ] && [ -n "${_CK_SLOW[$name]:-}" ]; then
+			printf 'SKIP %s/%s (slow case, CKPTFS_TEST_QUICK=1)\n' "$CK_GROUP" "$name"
+			[ -n "${CK_RESULTS:-}" ] && echo "SKIP $CK_GROUP/$name" >>"$CK_RESULTS"
+			nskip=$((nskip + 1))
+			continue
+		fi
+		t=${_CK_TIMEOUT[$name]:-120}
+		# ASan builds and the quick run are slower per byte: more time.
+		[[ "$CKPTFS_BIN" == *asan* ]] && t=$((t * 2))
+		start=$(date +%s.%N)
+		rc=0
+		CK_STATE=$state timeout -k 10 "$t" bash "$0" --one "$name" >"$log" 2>&1 </dev/null || rc=$?
+		end=$(date +%s.%N)
+		secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+		leftover=$(_ck_reap "$state")
+		if [ $rc -eq 0 ] && [ -z "$leftover" ]; then
+			printf 'ok   %s/%s (%ss)\n' "$CK_GROUP" "$name" "$secs"
+			[ -n "${CK_RESULTS:-}" ] && echo "PASS $CK_GROUP/$name $secs" >>"$CK_RESULTS"
+			npass=$((npass + 1))
+			rm -f "$state"
+		elif [ $rc -eq 77 ]; then
+			why=$(grep -m1 '^SKIP:' "$log" | sed 's/^SKIP: //')
+			printf 'SKIP %s/%s (%s)\n' "$CK_GROUP" "$name" "$why"
+			[ -n "${CK_RESULTS:-}" ] && echo "SKIP $CK_GROUP/$name $secs" >>"$CK_RESULTS"
+			nskip=$((nskip + 1))
+		else
+			printf 'FAIL %s/%s (%ss)\n' "$CK_GROUP" "$name" "$secs"
+			if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+				printf '     timed out after %ss\n' "$t"
+			fi
+			[ -n "$leftover" ] && printf '     %s\n' "$leftover"
+			if grep -q -E '^(FAIL|WARNING):' "$log"; then
+				grep -E '^(FAIL|WARNING):' "$log" | head -n 5 | sed 's/^/     /'
+			fi
+			printf '     full log: %s; last lines:\n' "$log"
+			grep -v -E '^(FAIL):' "$log" | tail -n 30 | sed 's/^/     | /'
+			[ -n "${CK_RESULTS:-}" ] && echo "FAIL $CK_GROUP/$name $secs" >>"$CK_RESULTS"
+			nfail=$((nfail + 1))
+		fi
+	done
+	printf '%s: %d passed, %d failed, %d skipped\n' "$CK_GROUP" "$npass" "$nfail" "$nskip"
+	if [ $_CK_OWN_ARTIFACTS = 1 ]; then
+		if [ $nfail -eq 0 ]; then rm -rf "$CK_ARTIFACTS"; else echo "logs kept in $CK_ARTIFACTS"; fi
+	fi
+	[ $nfail -eq 0 ]
+}
+
+# The last line of every group file.
+ck_main() {
+	if [ "${1:-}" = --one ]; then
+		_ck_run_one "$2"
+	else
+		_ck_run_group "$@"
+	fi
+}

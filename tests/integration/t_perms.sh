@@ -1,0 +1,133 @@
+#!/bin/bash
+# t_perms — ownership and permission checks for users other than the one that
+# mounted (root), with allow_other: new files belong to their creator, and a
+# user cannot write, create, chmod or chown what the modes do not allow.
+. "$(dirname "$0")/lib.sh"
+
+NOBODY=65534
+as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
+fsop_nobody() { as_nobody "$PY" "$CK_HELPERS/fsop.py" "$@"; }
+assert_op_nobody() { # EXPECTED OP ARGS...
+	local exp=$1 got
+	shift
+	got=$(fsop_nobody "$@") || ck_fail "fsop $* as uid $NOBODY crashed"
+	[ "$got" = "$exp" ] || ck_fail "$* as uid $NOBODY: expected $exp, got $got"
+}
+
+test_files_created_by_another_user_are_owned_by_that_user() {
+	ck_mount allow_other,default_permissions
+	mkdir "$CK_MNT/shared"
+	chmod 1777 "$CK_MNT/shared"
+	as_nobody sh -c "echo hello >'$CK_MNT/shared/f' && mkdir '$CK_MNT/shared/d' && ln -s f '$CK_MNT/shared/l'" ||
+		ck_fail "uid $NOBODY could not create entries in a 1777 directory"
+	assert_eq "$NOBODY:$NOBODY" "$(stat -c %u:%g "$CK_MNT/shared/f")" "owner of a file created by uid $NOBODY"
+	assert_eq "$NOBODY:$NOBODY" "$(stat -c %u:%g "$CK_MNT/shared/d")" "owner of a directory created by uid $NOBODY"
+	assert_eq "$NOBODY:$NOBODY" "$(stat -c %u:%g "$CK_MNT/shared/l")" "owner of a symlink created by uid $NOBODY"
+	assert_eq hello "$(as_nobody cat "$CK_MNT/shared/f")" "content read back by its creator"
+	# The creator may chmod its own file.
+	assert_op_nobody OK chmod "$CK_MNT/shared/f" 600
+	assert_eq 600 "$(fsop mode "$CK_MNT/shared/f")" "mode after chmod by the owner"
+	ck_remount allow_other,default_permissions
+	assert_eq "$NOBODY:$NOBODY" "$(stat -c %u:%g "$CK_MNT/shared/f")" "owner after remount"
+	assert_eq hello "$(as_nobody cat "$CK_MNT/shared/f")" "content after remount"
+	ck_umount
+}
+
+test_other_user_cannot_write_a_root_owned_0644_file() {
+	ck_mount allow_other,default_permissions
+	echo original >"$CK_MNT/rootfile"
+	chmod 644 "$CK_MNT/rootfile"
+	assert_eq original "$(as_nobody cat "$CK_MNT/rootfile")" "uid $NOBODY reading a 0644 file"
+	assert_op_nobody EACCES write "$CK_MNT/rootfile" changed
+	assert_op_nobody EACCES open "$CK_MNT/rootfile" trunc
+	assert_op_nobody EACCES open "$CK_MNT/rootfile" append
+	assert_op_nobody EACCES truncate "$CK_MNT/rootfile" 0
+	assert_op_nobody EPERM utime "$CK_MNT/rootfile" 1 1
+	assert_eq original "$(cat "$CK_MNT/rootfile")" "content after the refused writes"
+	chmod 600 "$CK_MNT/rootfile"
+	assert_op_nobody EACCES open "$CK_MNT/rootfile" r
+	ck_umount
+}
+
+test_other_user_cannot_create_or_remove_in_a_root_owned_0755_dir() {
+	ck_mount allow_other,default_permissions
+	mkdir "$CK_MNT/rootdir"
+	chmod 755 "$CK_MNT/rootdir"
+	echo x >"$CK_MNT/rootdir/existing"
+	assert_op_nobody EACCES create "$CK_MNT/rootdir/new"
+	assert_op_nobody EACCES mkdir "$CK_MNT/rootdir/newdir"
+	assert_op_nobody EACCES symlink x "$CK_MNT/rootdir/newlink"
+	assert_op_nobody EACCES unlink "$CK_MNT/rootdir/existing"
+	assert_op_nobody EACCES rename "$CK_MNT/rootdir/existing" "$CK_MNT/rootdir/moved"
+	# The mount root itself is root's 0755 directory.
+	assert_op_nobody EACCES create "$CK_MNT/at-root"
+	assert_eq existing "$(ls "$CK_MNT/rootdir")" "entries after the refused changes"
+	mkdir "$CK_MNT/private"
+	chmod 700 "$CK_MNT/private"
+	assert_op_nobody EACCES lstat "$CK_MNT/private/anything"
+	ck_umount
+}
+
+test_chmod_and_chown_by_non_owner_fail() {
+	ck_mount allow_other,default_permissions
+	echo x >"$CK_MNT/rootfile"
+	chmod 666 "$CK_MNT/rootfile"
+	assert_op_nobody EPERM chmod "$CK_MNT/rootfile" 777
+	assert_op_nobody EPERM chown "$CK_MNT/rootfile" $NOBODY $NOBODY
+	assert_eq 666 "$(fsop mode "$CK_MNT/rootfile")" "mode after a refused chmod"
+	assert_eq "0:0" "$(stat -c %u:%g "$CK_MNT/rootfile")" "owner after a refused chown"
+	# Even its owner cannot give a file away.
+	mkdir -m 1777 "$CK_MNT/shared"
+	as_nobody touch "$CK_MNT/shared/mine"
+	assert_op_nobody EPERM chown "$CK_MNT/shared/mine" 0 0
+	# A world-writable file can be written by others (0666), not chmod'ed.
+	assert_op_nobody OK write "$CK_MNT/rootfile" y
+	ck_umount
+}
+
+test_sticky_directory_protects_other_users_files() {
+	ck_mount allow_other,default_permissions
+	mkdir -m 1777 "$CK_MNT/tmp"
+	echo x >"$CK_MNT/tmp/roots"
+	chmod 666 "$CK_MNT/tmp/roots"
+	local got
+	got=$(fsop_nobody unlink "$CK_MNT/tmp/roots")
+	[ "$got" = EPERM ] || [ "$got" = EACCES ] || ck_fail "uid $NOBODY unlinking root's file in a sticky dir: got $got, expected EPERM"
+	assert_op OK lstat "$CK_MNT/tmp/roots"
+	ck_umount
+}
+
+test_permissions_are_enforced_with_allow_other_alone() {
+	# default_permissions is documented as on by default: allow_other alone
+	# must not let every user write every file.
+	ck_mount allow_other
+	echo original >"$CK_MNT/rootfile"
+	chmod 644 "$CK_MNT/rootfile"
+	assert_op_nobody EACCES write "$CK_MNT/rootfile" changed
+	assert_op_nobody EACCES create "$CK_MNT/new"
+	assert_eq original "$(cat "$CK_MNT/rootfile")" "content after the refused write"
+	ck_umount
+}
+
+test_other_users_are_refused_without_allow_other() {
+	ck_mount
+	echo x >"$CK_MNT/f"
+	chmod 644 "$CK_MNT/f"
+	assert_op_nobody EACCES lstat "$CK_MNT/f"
+	ck_umount
+}
+
+test_setgid_directory_passes_its_group_to_new_entries() {
+	ck_mount allow_other,default_permissions
+	mkdir "$CK_MNT/proj"
+	chown 0:4321 "$CK_MNT/proj"
+	chmod 2777 "$CK_MNT/proj"
+	as_nobody touch "$CK_MNT/proj/f"
+	as_nobody mkdir "$CK_MNT/proj/sub"
+	assert_eq "$NOBODY:4321" "$(stat -c %u:%g "$CK_MNT/proj/f")" "owner of a file created in a setgid directory"
+	assert_eq "$NOBODY:4321" "$(stat -c %u:%g "$CK_MNT/proj/sub")" "owner of a directory created in a setgid directory"
+	[ -g "$CK_MNT/proj/sub" ] || ck_fail "a directory created in a setgid directory did not inherit the setgid bit"
+	ck_umount
+}
+
+ck_main "$@"

@@ -1,0 +1,280 @@
+#!/bin/bash
+# t_persist — what survives: a clean unmount (whole trees, metadata included),
+# a kill -9 of the daemon (every file closed or fsync'd before it, every
+# namespace change), and what BACKING and the catalog hold afterwards (valid,
+# self-describing chunk objects; chunks released when files go; corrupt or
+# missing objects read as EIO, never as data).
+. "$(dirname "$0")/lib.sh"
+
+_objcheck() { # [--allow-orphans]
+	local out rc=0
+	out=$("$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" "$@" 2>&1) || rc=$?
+	[ $rc = 0 ] || ck_fail "BACKING objects vs catalog: $(echo "$out" | head -n 8 | tr '\n' '|')"
+	ck_log "$(echo "$out" | tail -n 1)"
+}
+
+_catalog_checks() {
+	local out
+	assert_eq ok "$(ck_sql 'PRAGMA integrity_check')" "SQLite integrity_check of the catalog"
+	out=$("$CKPTFS_ADMIN" check --cache "$CK_CACHE" 2>&1) || ck_fail "ckptfs-admin check --cache failed: $(echo "$out" | head -n 8 | tr '\n' '|')"
+	out=$("$CKPTFS_ADMIN" verify --cache "$CK_CACHE" 2>&1) || ck_fail "ckptfs-admin verify --cache failed: $(echo "$out" | head -n 8 | tr '\n' '|')"
+}
+
+_make_tree() { # DIR: ~400 files over 30 dirs, symlinks, a hard link, modes, times
+	"$PY" - "$1" <<'EOF'
+import os, random, sys
+rnd = random.Random(11)
+root = sys.argv[1]
+os.makedirs(root)
+dirs = [root]
+for i in range(30):
+    d = os.path.join(rnd.choice(dirs), "dir%02d" % i)
+    os.makedirs(d)
+    dirs.append(d)
+os.makedirs(os.path.join(root, "empty", "deeper"))
+for i in range(400):
+    d = rnd.choice(dirs)
+    p = os.path.join(d, "file%03d.pt" % i)
+    size = rnd.choice([0, 1, rnd.randint(1, 5000), rnd.randint(1, 300000), rnd.randint(1, 2 << 20)])
+    with open(p, "wb") as f:
+        f.write(rnd.randbytes(size))
+    os.chmod(p, rnd.choice([0o644, 0o600, 0o755, 0o444]))
+    if i % 50 == 0:
+        os.symlink("file%03d.pt" % i, os.path.join(d, "link%03d" % i))
+    os.utime(p, ns=(1600000000 * 10**9 + i, 1600000000 * 10**9 + i * 1000003))
+os.link(p, os.path.join(root, "hardlink"))
+for i, d in enumerate(sorted(dirs, reverse=True)):
+    os.utime(d, ns=(1700000000 * 10**9, 1700000000 * 10**9 + i))
+EOF
+}
+
+test_tree_of_many_files_survives_unmount_and_mount() {
+	_make_tree "$CK_REF/tree"
+	ck_mount
+	cp -a "$CK_REF/tree" "$CK_MNT/tree"
+	local want before after
+	want=$("$PY" "$CK_HELPERS/treesum.py" "$CK_REF/tree")
+	before=$("$PY" "$CK_HELPERS/treesum.py" "$CK_MNT/tree")
+	[ "$want" = "$before" ] || ck_fail "tree copied with cp -a differs from its source: $(diff <(echo "$want") <(echo "$before") | head -n 6 | tr '\n' '|')"
+	ck_remount
+	after=$("$PY" "$CK_HELPERS/treesum.py" "$CK_MNT/tree")
+	[ "$before" = "$after" ] || ck_fail "tree differs after remount: $(diff <(echo "$before") <(echo "$after") | head -n 6 | tr '\n' '|')"
+	assert_eq 2 "$(stat -c %h "$CK_MNT/tree/hardlink")" "nlink of the hard link after remount"
+	ck_umount
+	_catalog_checks
+	_objcheck
+}
+
+test_kill9_keeps_every_closed_or_fsynced_file() {
+	local f
+	ck_rand "$CK_REF/closed_big" $((5 * MiB + 3))
+	ck_rand "$CK_REF/closed_small" 777
+	ck_rand "$CK_REF/rewritten_old" $((2 * MiB))
+	ck_rand "$CK_REF/rewritten" $((MiB + 1))
+	ck_rand "$CK_REF/fsynced_open" $((7 * MiB + 11))
+	ck_rand "$CK_REF/partly_fsynced" $((4 * MiB))
+	ck_rand "$CK_REF/never_synced" $((3 * MiB))
+	ck_mount
+	cp "$CK_REF/closed_big" "$CK_MNT/closed_big"
+	cp "$CK_REF/closed_small" "$CK_MNT/closed_small"
+	: >"$CK_MNT/closed_empty"
+	cp "$CK_REF/rewritten_old" "$CK_MNT/rewritten"
+	cp "$CK_REF/rewritten" "$CK_MNT/rewritten" # O_TRUNC rewrite, closed
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/closed_big" "$CK_MNT/presized_random" random 65536 --presize
+	cp "$CK_REF/closed_big" "$CK_MNT/truncated"
+	truncate -s 1000000 "$CK_MNT/truncated"
+	head -c 1000000 "$CK_REF/closed_big" >"$CK_REF/truncated"
+	# Namespace changes, all completed before the kill.
+	mkdir -p "$CK_MNT/step-2/sub"
+	cp "$CK_REF/closed_small" "$CK_MNT/step-2/.metadata.tmp"
+	mv "$CK_MNT/step-2/.metadata.tmp" "$CK_MNT/step-2/.metadata"
+	ln -s step-2 "$CK_MNT/latest"
+	echo gone >"$CK_MNT/deleted"
+	rm "$CK_MNT/deleted"
+	chmod 600 "$CK_MNT/closed_small"
+	# Files still open at the kill: fsync'd whole; fsync'd then more written;
+	# never synced.
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/fsynced_open" "$CK_MNT/fsynced_open" "$CK_TMP/r1" --fsync
+	local h1=$CK_BG_PID
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/partly_fsynced" "$CK_MNT/partly_fsynced" "$CK_TMP/r2" --fsync-at $((3 * MiB)) --then-write $MiB
+	local h2=$CK_BG_PID
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/never_synced" "$CK_MNT/never_synced" "$CK_TMP/r3"
+	local h3=$CK_BG_PID
+	ck_wait_file "$CK_TMP/r1"
+	ck_wait_file "$CK_TMP/r2"
+	ck_wait_file "$CK_TMP/r3"
+	ck_kill9 $h1 $h2 $h3
+	ck_mount
+	for f in closed_big closed_small rewritten fsynced_open truncated; do
+		assert_file_eq "$CK_REF/$f" "$CK_MNT/$f"
+	done
+	assert_file_eq "$CK_REF/closed_big" "$CK_MNT/presized_random"
+	assert_size "$CK_MNT/closed_empty" 0
+	assert_eq 600 "$(fsop mode "$CK_MNT/closed_small")" "mode set before the kill"
+	assert_file_eq "$CK_REF/closed_small" "$CK_MNT/step-2/.metadata"
+	assert_not_exists "$CK_MNT/step-2/.metadata.tmp"
+	[ -d "$CK_MNT/step-2/sub" ] || ck_fail "directory made before the kill is gone"
+	assert_eq step-2 "$(readlink "$CK_MNT/latest")" "symlink made before the kill"
+	assert_not_exists "$CK_MNT/deleted"
+	# fsync'd 3 MiB then 1 MiB more: the 3 MiB, or all 4 MiB; never a mix.
+	local n
+	n=$(ck_size "$CK_MNT/partly_fsynced")
+	[ "$n" = $((3 * MiB)) ] || [ "$n" = $((4 * MiB)) ] ||
+		ck_fail "partly_fsynced has $n bytes after the kill: expected the fsync'd 3 MiB (or all 4 MiB)"
+	cmp -n "$n" "$CK_REF/partly_fsynced" "$CK_MNT/partly_fsynced" || ck_fail "partly_fsynced: the fsync'd bytes differ after the kill"
+	# Never synced nor closed: some committed state, readable, not garbage.
+	n=$(ck_size "$CK_MNT/never_synced")
+	cmp -n "$n" "$CK_REF/never_synced" "$CK_MNT/never_synced" || ck_fail "never_synced: $n bytes after the kill that are not a prefix of what was written"
+	# The recovered file system works, and stops cleanly.
+	echo after >"$CK_MNT/after"
+	ck_umount
+	_catalog_checks
+	_objcheck --allow-orphans
+}
+
+test_kill9_during_parallel_writes_recovers_a_consistent_catalog() {
+	local i writers=()
+	# Each writer records a file in done.N once close() returned.
+	cat >"$CK_TMP/writer.py" <<'EOF'
+import os, sys
+mnt, ref, w = sys.argv[1], sys.argv[2], sys.argv[3]
+for k in range(1000):
+    data = os.urandom(((k * 7919) % 3000 + 1) * 1000)
+    name = "w%s_%d" % (w, k)
+    try:
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(data)
+        with open(os.path.join(ref, name), "wb") as f:
+            f.write(data)
+        with open(os.path.join(ref, "done.%s" % w), "a") as f:
+            f.write(name + "\n")
+    except OSError:
+        break
+EOF
+	ck_mount
+	for i in 1 2 3 4; do
+		ck_bg "$PY" "$CK_TMP/writer.py" "$CK_MNT" "$CK_REF" $i
+		writers+=("$CK_BG_PID")
+	done
+	sleep 3
+	ck_kill9 "${writers[@]}"
+	ck_mount
+	local names bad=0 total=0 n
+	names=$(cat "$CK_REF"/done.* 2>/dev/null) || true
+	for n in $names; do
+		total=$((total + 1))
+		cmp -s "$CK_REF/$n" "$CK_MNT/$n" || {
+			bad=$((bad + 1))
+			ck_log "closed before the kill but differs after: $n"
+		}
+	done
+	[ $total -gt 0 ] || ck_fail "no writer finished a file in 3 s"
+	[ $bad = 0 ] || ck_fail "$bad of $total files closed before the kill differ after recovery"
+	# Every file present reads without error (committed state, not garbage).
+	find "$CK_MNT" -type f -exec cat {} + >/dev/null || ck_fail "reading the files present after recovery failed"
+	ck_umount
+	_catalog_checks
+	# Nothing leaked: deleting everything leaves no chunk behind.
+	ck_mount
+	find "$CK_MNT" -mindepth 1 -delete
+	ck_umount
+	assert_eq 0 "$(ck_chunk_count)" "chunks left in the catalog after deleting every file"
+	ck_log "$total files were closed before the kill"
+}
+ck_timeout test_kill9_during_parallel_writes_recovers_a_consistent_catalog 240
+
+test_clean_unmount_leaves_valid_objects_for_every_chunk_in_backing() {
+	ck_mount
+	ck_rand "$CK_REF/a" $((9 * MiB + 1))
+	cp "$CK_REF/a" "$CK_MNT/a"
+	yes "compressible line of a json or log file" | head -c $((3 * MiB)) >"$CK_MNT/text"
+	"$PY" -c 'import os, sys; open(sys.argv[1], "wb").write(os.urandom(5000) + bytes(2 << 20) + os.urandom(5000))' "$CK_MNT/zeros"
+	ck_umount
+	_objcheck
+	_catalog_checks
+	local stored unique
+	stored=$(ck_admin_stat stored_bytes)
+	unique=$(ck_admin_stat unique_bytes)
+	ck_log "unique_bytes $unique stored_bytes $stored"
+	# The 3 MiB of repeated text compresses (LZ4): stored < unique.
+	assert_lt "$stored" "$unique" "stored_bytes (LZ4 on repetitive text) vs unique_bytes"
+}
+
+test_deleting_files_releases_their_chunks() {
+	ck_mount
+	ck_rand "$CK_REF/a" $((3 * MiB))
+	ck_rand "$CK_REF/b" $((3 * MiB))
+	cp "$CK_REF/a" "$CK_MNT/a"
+	cp "$CK_REF/a" "$CK_MNT/a_copy"
+	cp "$CK_REF/b" "$CK_MNT/b"
+	ck_umount
+	local full
+	full=$(ck_unique_bytes)
+	assert_lt "$full" $((7 * MiB)) "unique bytes of a, a_copy, b"
+	ck_mount
+	rm "$CK_MNT/b"
+	rm "$CK_MNT/a"
+	ck_umount
+	local u
+	u=$(ck_unique_bytes)
+	assert_eq $((3 * MiB)) "$u" "unique bytes once b and a are deleted (a_copy still holds a's chunks)"
+	_objcheck
+	ck_mount
+	assert_file_eq "$CK_REF/a" "$CK_MNT/a_copy"
+	rm "$CK_MNT/a_copy"
+	ck_umount
+	assert_eq 0 "$(ck_chunk_count)" "chunk rows after deleting every file"
+	assert_eq 0 "$(find "$CK_BACKING/chunks" -type f | wc -l)" "chunk objects left in BACKING after deleting every file"
+}
+
+test_corrupt_or_missing_chunk_object_reads_as_eio() {
+	ck_mount
+	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/other" $((2 * MiB))
+	cp "$CK_REF/victim" "$CK_MNT/victim"
+	cp "$CK_REF/other" "$CK_MNT/other"
+	ck_umount
+	# The chunks of victim only.
+	local hashes obj h
+	hashes=$(ck_sql "SELECT DISTINCT lower(hex(e.hash)) FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = 'victim'")
+	[ -n "$hashes" ] || ck_fail "no extents for victim in the catalog"
+	h=$(echo "$hashes" | head -n 1)
+	obj=$CK_BACKING/chunks/${h:0:2}/${h:2:2}/$h
+	[ -f "$obj" ] || ck_fail "object $obj not found"
+	# Flip one payload byte.
+	"$PY" -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(1064); b = f.read(1); f.seek(1064); f.write(bytes([b[0] ^ 0x5a]))' "$obj"
+	ck_mount
+	local out rc=0
+	out=$(cat "$CK_MNT/victim" 2>&1 >/dev/null) || rc=$?
+	[ $rc != 0 ] || ck_fail "reading a file whose chunk object is corrupt succeeded (the data must not be served)"
+	assert_contains "$out" "Input/output error" "error reading a corrupt chunk"
+	assert_file_eq "$CK_REF/other" "$CK_MNT/other"
+	ck_umount
+	grep -q -i "${h:0:12}" "$CK_DLOG" "$CK_DERR" 2>/dev/null ||
+		ck_fail "no log line names the corrupt chunk ${h:0:12}... (log $CK_DLOG)"
+	# A missing object: EIO as well.
+	rm -f "$obj"
+	ck_mount
+	rc=0
+	out=$(cat "$CK_MNT/victim" 2>&1 >/dev/null) || rc=$?
+	[ $rc != 0 ] || ck_fail "reading a file whose chunk object is missing succeeded"
+	assert_contains "$out" "Input/output error" "error reading a missing chunk"
+	ck_umount
+}
+
+test_admin_tools_work_on_a_live_mount() {
+	ck_mount
+	ck_rand "$CK_REF/a" $((2 * MiB))
+	cp "$CK_REF/a" "$CK_MNT/a"
+	local out
+	out=$("$CKPTFS_ADMIN" stats "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin stats MOUNTPOINT failed: $out"
+	assert_contains "$out" "logical_bytes $((2 * MiB))" "ckptfs-admin stats on the mount"
+	out=$("$CKPTFS_ADMIN" check "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin check MOUNTPOINT failed: $out"
+	out=$("$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin verify MOUNTPOINT failed: $out"
+	local rc=0
+	"$CKPTFS_ADMIN" stats "$CK_TMP" >/dev/null 2>&1 || rc=$?
+	assert_eq 3 "$rc" "exit status of ckptfs-admin stats on a directory that is not a ckptfs mount"
+	ck_umount
+}
+
+ck_main "$@"

@@ -1,0 +1,225 @@
+#!/bin/bash
+# t_roundtrip — bytes written through the mount read back byte-identical, before
+# and after unmount + remount: sizes around page and chunk boundaries, large and
+# sparse files, pre-sized (safetensors), out-of-order, overwrite, append.
+. "$(dirname "$0")/lib.sh"
+
+# ck_write_cmp_remount NAME... : each $CK_REF/NAME was copied to $CK_MNT/NAME;
+# compares them now, remounts, compares again.
+_cmp_all() {
+	local n
+	for n in "$@"; do
+		assert_file_eq "$CK_REF/$n" "$CK_MNT/$n"
+		assert_size "$CK_MNT/$n" "$(ck_size "$CK_REF/$n")"
+	done
+}
+
+_roundtrip_sizes() {
+	local names=() s
+	ck_mount
+	for s in "$@"; do
+		ck_rand "$CK_REF/f$s" "$s"
+		cat "$CK_REF/f$s" >"$CK_MNT/f$s"
+		names+=("f$s")
+	done
+	_cmp_all "${names[@]}"
+	ck_remount
+	_cmp_all "${names[@]}"
+	ck_umount
+}
+
+test_small_sizes_roundtrip_and_survive_remount() {
+	_roundtrip_sizes 0 1 2 511 4095 4096 4097 65535 65536 65537 131073 1000000
+}
+
+test_sizes_around_chunk_boundaries_roundtrip() {
+	local sizes=() b
+	for b in $((512 * KiB)) $MiB $((4 * MiB)) $((8 * MiB)); do
+		sizes+=($((b - 1)) $b $((b + 1)))
+	done
+	_roundtrip_sizes "${sizes[@]}"
+}
+
+test_random_64mib_file_roundtrips() {
+	ck_mount
+	ck_rand "$CK_REF/big" $((64 * MiB))
+	dd if="$CK_REF/big" of="$CK_MNT/big" bs=1M status=none
+	_cmp_all big
+	ck_remount
+	_cmp_all big
+	# A second, concurrent-free read through a fresh open (no page cache of
+	# this mount yet after the remount above) gives the same hash.
+	assert_eq "$(ck_sha256 "$CK_REF/big")" "$(ck_sha256 "$CK_MNT/big")" "sha256 of the 64 MiB file"
+	ck_umount
+}
+
+test_unaligned_sequential_writes_roundtrip() {
+	ck_mount
+	ck_rand "$CK_REF/src" $((20 * MiB + 4321))
+	# One stream of writes of random sizes 1 B .. 300 KB, never page aligned.
+	"$PY" - "$CK_REF/src" "$CK_MNT/src" <<'EOF'
+import os, random, sys
+src = open(sys.argv[1], "rb").read()
+rnd = random.Random(7)
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+pos = 0
+while pos < len(src):
+    n = rnd.choice([1, 3, 100, 4095, 4097, rnd.randint(1, 300000)])
+    pos += os.write(fd, src[pos:pos + n])
+os.close(fd)
+EOF
+	_cmp_all src
+	ck_remount
+	_cmp_all src
+	ck_umount
+}
+
+test_sparse_3gib_file_keeps_holes_and_content() {
+	local size=$((3 * GiB)) off f
+	ck_mount
+	local before
+	before=$(($(ck_du "$CK_BACKING") + $(ck_du "$CK_CACHE")))
+	truncate -s 3G "$CK_MNT/sparse"
+	truncate -s 3G "$CK_REF/sparse"
+	assert_size "$CK_MNT/sparse" $size
+	ck_rand "$CK_REF/blk" $((4 * MiB))
+	# A few MiB at the start, unaligned in the middle, across the 2 GiB mark
+	# and ending exactly at the end.
+	for off in 0 $((GiB + 12345)) $((2 * GiB - 2 * MiB)) $((size - 4 * MiB)); do
+		for f in "$CK_MNT/sparse" "$CK_REF/sparse"; do
+			dd if="$CK_REF/blk" of="$f" bs=1M seek="$off" oflag=seek_bytes conv=notrunc status=none
+		done
+	done
+	assert_size "$CK_MNT/sparse" $size
+	# The written ranges now; the whole file (holes included) after a remount.
+	for off in 0 $((GiB + 12345)) $((2 * GiB - 2 * MiB)) $((size - 4 * MiB)); do
+		cmp -n $((4 * MiB)) -i "$off:0" "$CK_MNT/sparse" "$CK_REF/blk" ||
+			ck_fail "the 4 MiB written at offset $off of the sparse file read back differently"
+	done
+	local want
+	want=$(ck_sha256 "$CK_REF/sparse")
+	ck_remount
+	assert_size "$CK_MNT/sparse" $size
+	assert_eq "$want" "$(ck_sha256 "$CK_MNT/sparse")" "sha256 of the 3 GiB sparse file after remount"
+	ck_umount
+	local grown
+	grown=$(($(ck_du "$CK_BACKING") + $(ck_du "$CK_CACHE") - before))
+	ck_log "BACKING+cache grew by $grown bytes for 16 MiB of data in a 3 GiB file"
+	assert_lt "$grown" $((128 * MiB)) "bytes allocated in BACKING+cache for a 3 GiB sparse file with 16 MiB of data"
+}
+ck_slow test_sparse_3gib_file_keeps_holes_and_content
+ck_timeout test_sparse_3gib_file_keeps_holes_and_content 240
+
+test_presized_file_written_sequentially_roundtrips() {
+	# safetensors >= 0.8: ftruncate to the final size, then write from 0.
+	ck_mount
+	ck_rand "$CK_REF/model.safetensors" $((24 * MiB + 12345))
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/model.safetensors" "$CK_MNT/model.safetensors" seq $MiB --presize
+	ck_rand "$CK_REF/small.safetensors" 100001
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/small.safetensors" "$CK_MNT/small.safetensors" seq 4096 --presize --fsync
+	_cmp_all model.safetensors small.safetensors
+	ck_remount
+	_cmp_all model.safetensors small.safetensors
+	ck_umount
+}
+
+test_out_of_order_pwrites_roundtrip() {
+	ck_mount
+	ck_rand "$CK_REF/random_1m" $((32 * MiB + 777))
+	ck_rand "$CK_REF/reverse_4k" $((8 * MiB))
+	ck_rand "$CK_REF/interleave_64k" $((6 * MiB + 1))
+	ck_rand "$CK_REF/presized_reverse" $((10 * MiB))
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/random_1m" "$CK_MNT/random_1m" random $MiB --seed 3
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/reverse_4k" "$CK_MNT/reverse_4k" reverse 4096
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/interleave_64k" "$CK_MNT/interleave_64k" interleave 65536
+	"$PY" "$CK_HELPERS/pwrite.py" "$CK_REF/presized_reverse" "$CK_MNT/presized_reverse" reverse 1000000 --presize
+	_cmp_all random_1m reverse_4k interleave_64k presized_reverse
+	ck_remount
+	_cmp_all random_1m reverse_4k interleave_64k presized_reverse
+	ck_umount
+}
+
+test_overwrite_in_the_middle_keeps_the_rest() {
+	local f
+	ck_mount
+	ck_rand "$CK_REF/f" $((10 * MiB))
+	cp "$CK_REF/f" "$CK_MNT/f"
+	ck_rand "$CK_REF/patch" $((MiB + 17))
+	ck_rand "$CK_REF/tiny" 100
+	for f in "$CK_REF/f" "$CK_MNT/f"; do
+		# Unaligned, straddling the 4 MiB mark; a tiny one; and zeros over
+		# data (an all-zero range must read back as zeros, not old bytes).
+		dd if="$CK_REF/patch" of="$f" bs=1M seek=$((4 * MiB - 5)) oflag=seek_bytes conv=notrunc status=none
+		dd if="$CK_REF/tiny" of="$f" bs=100 seek=$((7 * MiB + 3)) oflag=seek_bytes conv=notrunc status=none
+		dd if=/dev/zero of="$f" bs=1M count=2 seek=$((MiB + 1)) oflag=seek_bytes conv=notrunc status=none
+	done
+	_cmp_all f
+	ck_remount
+	_cmp_all f
+	# Overwrite again after the remount (a writer starting from committed data).
+	for f in "$CK_REF/f" "$CK_MNT/f"; do
+		dd if="$CK_REF/tiny" of="$f" bs=100 seek=$((9 * MiB)) oflag=seek_bytes conv=notrunc status=none
+	done
+	_cmp_all f
+	ck_remount
+	_cmp_all f
+	ck_umount
+}
+
+test_append_extends_an_existing_file() {
+	local f
+	ck_mount
+	ck_rand "$CK_REF/log" $((3 * MiB + 5))
+	cp "$CK_REF/log" "$CK_MNT/log"
+	ck_rand "$CK_REF/a1" 1
+	ck_rand "$CK_REF/a2" $((2 * MiB + 3))
+	for f in "$CK_REF/log" "$CK_MNT/log"; do
+		cat "$CK_REF/a1" >>"$f"
+		cat "$CK_REF/a2" >>"$f"
+	done
+	_cmp_all log
+	ck_remount
+	cat "$CK_REF/a1" >>"$CK_MNT/log"
+	cat "$CK_REF/a1" >>"$CK_REF/log"
+	_cmp_all log
+	ck_remount
+	_cmp_all log
+	ck_umount
+}
+
+test_random_operations_match_a_reference_file() {
+	local seed ops=300
+	[ "$CK_QUICK" = 1 ] && ops=150
+	ck_mount
+	for seed in 1 2 3; do
+		assert_ok "$PY" "$CK_HELPERS/fsx.py" "$CK_MNT/fsx$seed" "$CK_REF/fsx$seed" --seed $seed --ops $ops
+	done
+	ck_remount
+	_cmp_all fsx1 fsx2 fsx3
+	ck_umount
+}
+ck_timeout test_random_operations_match_a_reference_file 240
+
+test_readers_see_bytes_written_before_close() {
+	ck_mount
+	ck_rand "$CK_REF/f" $((6 * MiB))
+	# The writer keeps the file open; another process reads the prefix.
+	"$PY" - "$CK_REF/f" "$CK_MNT/f" <<'EOF'
+import os, subprocess, sys
+src = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for n in (1 << 20, 3 << 20, (5 << 20) + 1):
+    os.write(fd, src[os.lseek(fd, 0, os.SEEK_CUR):n])
+    with open(sys.argv[2], "rb") as r:
+        got = r.read()
+    if got != src[:n]:
+        sys.exit("reader of the open file saw %d bytes (%s), expected the first %d written" %
+                 (len(got), "a prefix" if src.startswith(got) else "different bytes", n))
+os.write(fd, src[os.lseek(fd, 0, os.SEEK_CUR):])
+os.close(fd)
+EOF
+	_cmp_all f
+	ck_umount
+}
+
+ck_main "$@"

@@ -1,0 +1,404 @@
+/* Unit tests for fs/codec.c: every input round-trips byte for byte, LZ4 is
+ * kept only when it saves CODEC_MIN_SAVING_PCT, incompressible input is stored
+ * raw, and malformed input fails with -EIO without writing past plain_len. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lz4.h>
+
+#include "codec.h"
+
+#define MiB ((size_t)1024 * 1024)
+#define KiB ((size_t)1024)
+#define CANARY_LEN 64
+#define CANARY_BYTE 0xA5
+
+/* ---- helpers ---- */
+
+static uint64_t tk_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static void tk_fill_random(uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t state = seed;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (uint8_t)(tk_splitmix64(&state) >> 56);
+}
+
+static uint8_t *tk_alloc(size_t len)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+
+	cr_assert_not_null(buf);
+	return buf;
+}
+
+/* Text-like data: words from a small vocabulary in a pseudo-random order. */
+static void tk_fill_text(uint8_t *buf, size_t len, uint64_t seed)
+{
+	static const char *const words[] = { "model.", "layers.", "weight ", "bias ",
+					     "attn.q_proj ", "mlp.up ", "norm ", "0.125 " };
+	uint64_t state = seed;
+	size_t off = 0;
+
+	while (off < len) {
+		const char *w = words[tk_splitmix64(&state) % 8];
+		size_t n = strlen(w);
+
+		if (n > len - off)
+			n = len - off;
+		memcpy(buf + off, w, n);
+		off += n;
+	}
+}
+
+struct tk_encoded {
+	uint8_t *data;
+	size_t len;
+	uint8_t codec;
+};
+
+static struct tk_encoded tk_encode(const uint8_t *src, size_t len)
+{
+	struct tk_encoded enc = { 0 };
+	size_t cap = codec_bound(len);
+
+	enc.data = tk_alloc(cap);
+	enc.codec = 0xEE;
+	enc.len = (size_t)-1;
+	cr_assert_eq(codec_encode(src, len, enc.data, cap, &enc.codec, &enc.len), 0);
+	cr_assert(enc.codec == CODEC_RAW || enc.codec == CODEC_LZ4, "codec %u", enc.codec);
+	cr_assert(enc.len <= cap);
+	if (enc.codec == CODEC_RAW) {
+		cr_assert_eq(enc.len, len);
+		if (len)
+			cr_assert_arr_eq(enc.data, src, len, "RAW must be a byte copy");
+	}
+	return enc;
+}
+
+/* Decodes into a buffer of exactly plain_len bytes followed by a canary, so a
+ * write past plain_len shows even without ASan. */
+static int tk_decode_guarded(uint8_t codec, const uint8_t *src, size_t src_len,
+			     size_t plain_len, uint8_t **out)
+{
+	uint8_t *dst = tk_alloc(plain_len + CANARY_LEN);
+	size_t i;
+	int rc;
+
+	memset(dst + plain_len, CANARY_BYTE, CANARY_LEN);
+	rc = codec_decode(codec, src, src_len, dst, plain_len);
+	for (i = 0; i < CANARY_LEN; i++)
+		cr_assert_eq(dst[plain_len + i], CANARY_BYTE, "decode wrote past plain_len");
+	if (out)
+		*out = dst;
+	else
+		free(dst);
+	return rc;
+}
+
+/* Encodes, decodes, and asserts the bytes came back; returns the encoding. */
+static struct tk_encoded tk_round_trip(const uint8_t *src, size_t len)
+{
+	struct tk_encoded enc = tk_encode(src, len);
+	uint8_t *plain;
+
+	cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, len, &plain), 0);
+	if (len)
+		cr_assert_arr_eq(plain, src, len, "decoded bytes differ");
+	free(plain);
+	return enc;
+}
+
+static void tk_assert_saves_min_pct(const struct tk_encoded *enc, size_t len)
+{
+	cr_assert_eq(enc->codec, CODEC_LZ4);
+	cr_assert(enc->len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100,
+		  "LZ4 kept at %zu of %zu bytes", enc->len, len);
+}
+
+/* A small, valid LZ4 encoding of compressible data, for corruption tests. */
+static struct tk_encoded tk_lz4_sample(uint8_t **plain, size_t *plain_len)
+{
+	struct tk_encoded enc;
+
+	*plain_len = 64 * KiB;
+	*plain = tk_alloc(*plain_len);
+	tk_fill_text(*plain, *plain_len, 8);
+	enc = tk_encode(*plain, *plain_len);
+	cr_assert_eq(enc.codec, CODEC_LZ4);
+	return enc;
+}
+
+/* ---- round trips and the codec choice ---- */
+
+Test(codec, empty_input_round_trips_as_raw)
+{
+	struct tk_encoded enc = tk_round_trip(NULL, 0);
+
+	cr_assert_eq(enc.codec, CODEC_RAW);
+	cr_assert_eq(enc.len, 0);
+	free(enc.data);
+}
+
+Test(codec, one_byte_round_trips_as_raw)
+{
+	uint8_t byte = 0x42;
+	struct tk_encoded enc = tk_round_trip(&byte, 1);
+
+	cr_assert_eq(enc.codec, CODEC_RAW);
+	cr_assert_eq(enc.len, 1);
+	cr_assert_eq(enc.data[0], 0x42);
+	free(enc.data);
+}
+
+Test(codec, random_1mib_is_stored_raw)
+{
+	uint8_t *src = tk_alloc(MiB);
+	struct tk_encoded enc;
+
+	tk_fill_random(src, MiB, 1);
+	enc = tk_round_trip(src, MiB);
+	cr_assert_eq(enc.codec, CODEC_RAW);
+	cr_assert_eq(enc.len, MiB);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, zeros_1mib_choose_lz4_and_shrink)
+{
+	uint8_t *src = calloc(1, MiB);
+	struct tk_encoded enc;
+
+	cr_assert_not_null(src);
+	enc = tk_round_trip(src, MiB);
+	tk_assert_saves_min_pct(&enc, MiB);
+	cr_assert_lt(enc.len, MiB / 100);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, repeated_text_chooses_lz4_and_shrinks)
+{
+	size_t len = MiB + 13;
+	uint8_t *src = tk_alloc(len);
+	struct tk_encoded enc;
+
+	tk_fill_text(src, len, 2);
+	enc = tk_round_trip(src, len);
+	tk_assert_saves_min_pct(&enc, len);
+	cr_assert_lt(enc.len, len / 2);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, small_compressible_input_below_sample_size_chooses_lz4)
+{
+	size_t len = 1000;
+	uint8_t *src = tk_alloc(len);
+	struct tk_encoded enc;
+
+	tk_fill_text(src, len, 3);
+	enc = tk_round_trip(src, len);
+	tk_assert_saves_min_pct(&enc, len);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, interleaved_random_and_zero_blocks_round_trip_as_lz4)
+{
+	size_t len = MiB, block = 4 * KiB, off;
+	uint8_t *src = calloc(1, len);
+	struct tk_encoded enc;
+
+	cr_assert_not_null(src);
+	for (off = 0; off < len; off += 2 * block)
+		tk_fill_random(src + off, block, off);
+	enc = tk_round_trip(src, len);
+	tk_assert_saves_min_pct(&enc, len);
+	cr_assert_lt(enc.len, len * 6 / 10);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, mixed_sizes_and_contents_all_round_trip)
+{
+	static const size_t sizes[] = { 2, 3, 15, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1,
+					300 * KiB, 4 * MiB };
+	size_t i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = sizes[i];
+		uint8_t *src = tk_alloc(len);
+		struct tk_encoded enc;
+
+		/* Thirds: text, random, zeros. */
+		tk_fill_text(src, len / 3, i);
+		tk_fill_random(src + len / 3, len / 3, i);
+		memset(src + 2 * (len / 3), 0, len - 2 * (len / 3));
+		enc = tk_round_trip(src, len);
+		free(enc.data);
+		free(src);
+	}
+}
+
+Test(codec, incompressible_sample_stores_raw_without_compressing_the_rest)
+{
+	/* Judged by its first 64 KiB: a random head means raw, even though the
+	 * zeros after it would compress. This is the price of the cheap test. */
+	size_t len = MiB;
+	uint8_t *src = calloc(1, len);
+	struct tk_encoded enc;
+
+	cr_assert_not_null(src);
+	tk_fill_random(src, 64 * KiB, 4);
+	enc = tk_round_trip(src, len);
+	cr_assert_eq(enc.codec, CODEC_RAW);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, lz4_kept_only_when_it_saves_the_minimum_percent)
+{
+	size_t len = MiB;
+	uint8_t *src = tk_alloc(len);
+	struct tk_encoded enc;
+
+	/* 16 KiB of zeros then random: the sample looks good, but the whole saves
+	 * about 1.5% < CODEC_MIN_SAVING_PCT, so raw. */
+	tk_fill_random(src, len, 5);
+	memset(src, 0, 16 * KiB);
+	enc = tk_round_trip(src, len);
+	cr_assert_eq(enc.codec, CODEC_RAW);
+	free(enc.data);
+
+	/* 128 KiB of zeros saves about 12%: LZ4. */
+	memset(src, 0, 128 * KiB);
+	enc = tk_round_trip(src, len);
+	tk_assert_saves_min_pct(&enc, len);
+	free(enc.data);
+	free(src);
+}
+
+Test(codec, bound_covers_input_and_lz4_worst_case)
+{
+	static const size_t sizes[] = { 0, 1, 100, 64 * KiB, MiB, 4 * MiB };
+	size_t i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		cr_assert_geq(codec_bound(sizes[i]), sizes[i]);
+		cr_assert_geq(codec_bound(sizes[i]), (size_t)LZ4_compressBound((int)sizes[i]));
+	}
+}
+
+/* ---- malformed input ---- */
+
+Test(codec, truncated_lz4_returns_eio_at_every_length)
+{
+	uint8_t *plain;
+	size_t plain_len, cut;
+	struct tk_encoded enc = tk_lz4_sample(&plain, &plain_len);
+
+	for (cut = 0; cut < enc.len; cut++)
+		cr_assert_eq(tk_decode_guarded(CODEC_LZ4, enc.data, cut, plain_len, NULL), -EIO,
+			     "truncated to %zu of %zu bytes", cut, enc.len);
+	free(enc.data);
+	free(plain);
+}
+
+Test(codec, corrupted_lz4_never_writes_past_plain_len)
+{
+	uint8_t *plain, *bad;
+	size_t plain_len, trial, failures = 0;
+	struct tk_encoded enc = tk_lz4_sample(&plain, &plain_len);
+	uint64_t rng = 6;
+
+	/* LZ4 has no checksum: a flipped literal decodes "fine" to wrong bytes
+	 * (the chunk's SHA-256 catches that). What must hold is: 0 or -EIO, and
+	 * nothing written outside dst. */
+	bad = tk_alloc(enc.len);
+	for (trial = 0; trial < 2000; trial++) {
+		size_t flips = 1 + tk_splitmix64(&rng) % 4, f;
+		int rc;
+
+		memcpy(bad, enc.data, enc.len);
+		for (f = 0; f < flips; f++)
+			bad[tk_splitmix64(&rng) % enc.len] ^= (uint8_t)(1 + tk_splitmix64(&rng) % 255);
+		rc = tk_decode_guarded(CODEC_LZ4, bad, enc.len, plain_len, NULL);
+		cr_assert(rc == 0 || rc == -EIO, "rc %d", rc);
+		failures += rc == -EIO;
+	}
+	cr_assert_gt(failures, 0, "no corruption was ever detected");
+	free(bad);
+	free(enc.data);
+	free(plain);
+}
+
+Test(codec, lz4_with_impossible_lengths_or_offsets_returns_eio)
+{
+	/* Token says 15+255+255 literals, but only a few bytes follow. */
+	static const uint8_t long_literals[] = { 0xF0, 0xFF, 0xFF, 0x00, 'a', 'b', 'c' };
+	/* One literal, then a match 0xFFFF bytes back: before the output's start. */
+	static const uint8_t far_offset[] = { 0x14, 'a', 0xFF, 0xFF, 0x50, 'x', 'y', 'z', 'w', 'v' };
+	/* Valid block of 5 literals, decoded into a smaller plain_len. */
+	static const uint8_t five_literals[] = { 0x50, 'h', 'e', 'l', 'l', 'o' };
+
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, long_literals, sizeof(long_literals), 600, NULL),
+		     -EIO);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, far_offset, sizeof(far_offset), 14, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, five_literals, sizeof(five_literals), 5, NULL), 0);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, five_literals, sizeof(five_literals), 4, NULL),
+		     -EIO);
+}
+
+Test(codec, wrong_plain_len_returns_eio)
+{
+	uint8_t *plain;
+	size_t plain_len;
+	struct tk_encoded enc = tk_lz4_sample(&plain, &plain_len);
+
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, enc.data, enc.len, plain_len - 1, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, enc.data, enc.len, plain_len + 1, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, enc.data, enc.len, 0, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, enc.data, enc.len, plain_len, NULL), 0);
+	/* RAW: the stored bytes are the plain bytes, so lengths must match. */
+	cr_assert_eq(tk_decode_guarded(CODEC_RAW, plain, plain_len, plain_len - 1, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(CODEC_RAW, plain, plain_len - 1, plain_len, NULL), -EIO);
+	free(enc.data);
+	free(plain);
+}
+
+Test(codec, empty_lz4_input_returns_eio)
+{
+	uint8_t dummy = 0;
+
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, &dummy, 0, 10, NULL), -EIO);
+}
+
+Test(codec, unknown_codec_returns_einval)
+{
+	uint8_t src[4] = { 1, 2, 3, 4 };
+
+	cr_assert_eq(tk_decode_guarded(2, src, sizeof(src), sizeof(src), NULL), -EINVAL);
+	cr_assert_eq(tk_decode_guarded(255, src, sizeof(src), sizeof(src), NULL), -EINVAL);
+}
+
+Test(codec, names_are_raw_lz4_unknown)
+{
+	cr_assert_str_eq(codec_name(CODEC_RAW), "raw");
+	cr_assert_str_eq(codec_name(CODEC_LZ4), "lz4");
+	cr_assert_str_eq(codec_name(2), "unknown");
+	cr_assert_str_eq(codec_name(255), "unknown");
+}

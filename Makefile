@@ -76,9 +76,8 @@ bench: deps all
 	scripts/bench.sh $(BUILD)
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin
+	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BUILD)/ckptfs $(BUILD)/ckptfs-admin $(DESTDIR)$(PREFIX)/bin/
-	ln -sf $(PREFIX)/bin/ckptfs $(DESTDIR)/sbin/mount.fuse.ckptfs 2>/dev/null || true
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ckptfs $(DESTDIR)$(PREFIX)/bin/ckptfs-admin

@@ -208,8 +208,7 @@ int main(int argc, char **argv)
 				fs.opt.log_path[0] ? fs.opt.log_path : fs.opt.cache, strerror(errno));
 			return 1;
 		}
-		if (fs.opt.log_path[0])
-			log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+		log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	}
 	if (main_open_state(&fs) != 0) {
 		main_close_state(&fs);

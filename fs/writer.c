@@ -327,6 +327,7 @@ static int writer_rechunk(struct writer *w)
 	int rc = cat_pending_drop(w->fs->cat, w->ino);
 	if (rc != 0)
 		return writer_fail(w, rc, "dropping old pending extents");
+	w->n_unsynced = 0; /* every chunk the file keeps is noted again below */
 	uint8_t *block = malloc(WRITER_IO_BLOCK);
 	if (!block)
 		return -ENOMEM;
@@ -475,6 +476,8 @@ int writer_commit(struct writer *w, bool durable)
 		rc = w->staging ? writer_rechunk(w) : writer_cut(w);
 	for (size_t i = 0; rc == 0 && durable && i < w->n_unsynced; i++) {
 		rc = store_sync(w->fs->store, w->unsynced[i]);
+		if (rc == -ENOENT)
+			rc = 0; /* reclaimed: no extent references it any more */
 		if (rc != 0)
 			writer_fail(w, rc, "syncing a chunk");
 	}

@@ -1,0 +1,1314 @@
+/* Unit tests for fs/store.c: objects round-trip byte for byte, land at
+ * chunks/ab/cd/<hex> with the 64-byte header of docs/FORMAT.md (parsed here
+ * from the file's bytes, independently of the store's own decoder), and every
+ * missing, truncated or corrupt object reads as -EIO with a log line naming
+ * the chunk; store_open creates its directories and clears the stale tmp/
+ * files of dead processes of this host only; concurrent writers of one object
+ * leave one valid object. Every test works in its own temporary directory. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <lz4.h>
+
+#include "codec.h"
+#include "hash.h"
+#include "log.h"
+#include "store.h"
+
+#define MiB ((size_t)1024 * 1024)
+#define KiB ((size_t)1024)
+#define SKIPPED_EXIT 77
+
+#define OK(expr)                                                                          \
+	do {                                                                              \
+		int rc_ = (expr);                                                         \
+		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
+	} while (0)
+#define FAILS(expr, err)                                                                   \
+	do {                                                                               \
+		int rc_ = (expr);                                                          \
+		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_, \
+			     strerror(-rc_), #err);                                        \
+	} while (0)
+
+#define MAX_OWNED 64
+
+static struct fixture {
+	char dir[64];
+	struct store *st;
+	FILE *log; /* the store's log lines, to check what they name */
+	void *owned[MAX_OWNED]; /* test buffers, freed at teardown if a test fails */
+	int n_owned;
+} fx;
+
+/* ---- data ---- */
+
+static uint64_t tk_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static void tk_fill_random(uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t state = seed;
+
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(tk_splitmix64(&state) >> 56);
+}
+
+/* Text-like data: words from a small vocabulary in a pseudo-random order. */
+static void tk_fill_text(uint8_t *buf, size_t len, uint64_t seed)
+{
+	static const char *const words[] = { "model.", "layers.", "weight ", "bias ",
+					     "attn.q_proj ", "mlp.up ", "norm ", "0.125 " };
+	uint64_t state = seed;
+	size_t off = 0;
+
+	while (off < len) {
+		const char *w = words[tk_splitmix64(&state) % 8];
+		size_t n = strlen(w);
+
+		if (n > len - off)
+			n = len - off;
+		memcpy(buf + off, w, n);
+		off += n;
+	}
+}
+
+/* A buffer that teardown frees unless tk_release did, so that a failed
+ * assertion does not add a leak report under ASan. */
+static uint8_t *tk_alloc(size_t len)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+
+	cr_assert_not_null(buf);
+	cr_assert_lt(fx.n_owned, MAX_OWNED);
+	fx.owned[fx.n_owned++] = buf;
+	return buf;
+}
+
+static void tk_release(void *buf)
+{
+	for (int i = 0; i < fx.n_owned; i++) {
+		if (fx.owned[i] == buf) {
+			fx.owned[i] = fx.owned[--fx.n_owned];
+			break;
+		}
+	}
+	free(buf);
+}
+
+static uint8_t *tk_random(size_t len, uint64_t seed)
+{
+	uint8_t *buf = tk_alloc(len);
+
+	tk_fill_random(buf, len, seed);
+	return buf;
+}
+
+static uint8_t *tk_text(size_t len, uint64_t seed)
+{
+	uint8_t *buf = tk_alloc(len);
+
+	tk_fill_text(buf, len, seed);
+	return buf;
+}
+
+/* ---- files ---- */
+
+static uint8_t *tk_read_file(const char *path, size_t *len)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint8_t *buf;
+	size_t done = 0;
+
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &sb), 0);
+	buf = tk_alloc((size_t)sb.st_size);
+	while (done < (size_t)sb.st_size) {
+		ssize_t n = read(fd, buf + done, (size_t)sb.st_size - done);
+
+		cr_assert_gt(n, 0, "read %s: %s", path, strerror(errno));
+		done += (size_t)n;
+	}
+	close(fd);
+	*len = done;
+	return buf;
+}
+
+/* Replaces the file at path (objects are 0444, so not opened for writing). */
+static void tk_write_file(const char *path, const void *data, size_t len)
+{
+	size_t done = 0;
+	int fd;
+
+	cr_assert(unlink(path) == 0 || errno == ENOENT, "unlink %s: %s", path, strerror(errno));
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	cr_assert_geq(fd, 0, "create %s: %s", path, strerror(errno));
+	while (done < len) {
+		ssize_t n = write(fd, (const uint8_t *)data + done, len - done);
+
+		cr_assert_gt(n, 0, "write %s: %s", path, strerror(errno));
+		done += (size_t)n;
+	}
+	cr_assert_eq(close(fd), 0);
+}
+
+static int tk_remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int tk_files_found;
+static int tk_count_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	if (flag == FTW_F)
+		tk_files_found++;
+	return 0;
+}
+
+/* Regular files under fx.dir/sub. */
+static int tk_count_files(const char *sub)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/%s", fx.dir, sub);
+	tk_files_found = 0;
+	cr_assert_eq(nftw(path, tk_count_entry, 8, FTW_PHYS), 0, "walk %s", path);
+	return tk_files_found;
+}
+
+/* ---- the fixture ---- */
+
+static void tk_open(void)
+{
+	OK(store_open(fx.dir, &fx.st));
+}
+
+static void tk_close(void)
+{
+	store_close(fx.st);
+	fx.st = NULL;
+}
+
+static void setup(void)
+{
+	fx.log = tmpfile();
+	cr_assert_not_null(fx.log);
+	log_setup(fx.log, LOG_LVL_DEBUG);
+	strcpy(fx.dir, "/tmp/ckptfs-store-XXXXXX");
+	cr_assert_not_null(mkdtemp(fx.dir));
+	tk_open();
+}
+
+static void teardown(void)
+{
+	tk_close();
+	nftw(fx.dir, tk_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	while (fx.n_owned > 0)
+		free(fx.owned[--fx.n_owned]);
+	log_setup(stderr, LOG_LVL_WARN);
+	if (fx.log)
+		fclose(fx.log);
+	fx.log = NULL;
+}
+
+/* Everything logged so far (caller frees). */
+static char *tk_log_text(void)
+{
+	long n;
+	char *text;
+
+	cr_assert_eq(fflush(fx.log), 0);
+	cr_assert_eq(fseek(fx.log, 0, SEEK_END), 0);
+	n = ftell(fx.log);
+	cr_assert_geq(n, 0);
+	text = (char *)tk_alloc((size_t)n + 1);
+	text[n] = '\0';
+	rewind(fx.log);
+	cr_assert_eq(fread(text, 1, (size_t)n, fx.log), (size_t)n);
+	cr_assert_eq(fseek(fx.log, 0, SEEK_END), 0);
+	return text;
+}
+
+/* Some log line holds both needles. */
+static void tk_assert_logged(const char *needle1, const char *needle2)
+{
+	char *text = tk_log_text();
+	char *save = NULL, *line;
+	int found = 0;
+
+	for (line = strtok_r(text, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save))
+		found = strstr(line, needle1) && strstr(line, needle2);
+	cr_assert(found, "no log line names both '%s' and '%s'; log:\n%s", needle1, needle2,
+		  tk_log_text());
+	tk_release(text);
+}
+
+/* The host part of tmp names: gethostname with '.' and '/' made '_'. */
+static void tk_host(char *buf, size_t size)
+{
+	cr_assert_eq(gethostname(buf, size), 0);
+	buf[size - 1] = '\0';
+	for (char *p = buf; *p; p++)
+		if (*p == '.' || *p == '/')
+			*p = '_';
+}
+
+/* A PID no process has right now (scanned down from pid_max). */
+static pid_t tk_free_pid(void)
+{
+	long pid_max = 32768;
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &pid_max) != 1)
+			pid_max = 32768;
+		fclose(f);
+	}
+	for (long pid = pid_max - 1; pid > 300; pid--)
+		if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+			return (pid_t)pid;
+	cr_assert_fail("no free PID below %ld", pid_max);
+	return -1;
+}
+
+static void tk_touch_tmp(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/tmp/%s", fx.dir, name);
+	tk_write_file(path, "partial", 7);
+}
+
+static int tk_tmp_exists(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/tmp/%s", fx.dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* ---- objects ---- */
+
+struct tk_obj {
+	uint8_t hash[HASH_LEN];
+	char hex[HASH_HEX_LEN + 1];
+	char path[192]; /* built here, not by store_object_path */
+	uint8_t *plain;
+	size_t len;
+	struct store_object_info info; /* as store_put reported it */
+};
+
+/* Puts plain (owned by the object from now on) and checks what put reported. */
+static struct tk_obj tk_put(uint8_t *plain, size_t len, int flags)
+{
+	struct tk_obj o = { .plain = plain, .len = len };
+
+	hash_sha256(plain, len, o.hash);
+	hash_to_hex(o.hash, o.hex);
+	snprintf(o.path, sizeof(o.path), "%s/chunks/%.2s/%.2s/%s", fx.dir, o.hex, o.hex + 2, o.hex);
+	memset(&o.info, 0xEE, sizeof(o.info));
+	OK(store_put(fx.st, o.hash, plain, len, flags, &o.info));
+	cr_assert(o.info.codec == CODEC_RAW || o.info.codec == CODEC_LZ4, "codec %u", o.info.codec);
+	cr_assert_eq(o.info.plain_len, len);
+	if (o.info.codec == CODEC_RAW)
+		cr_assert_eq(o.info.stored_len, len);
+	return o;
+}
+
+static void tk_free(struct tk_obj *o)
+{
+	tk_release(o->plain);
+	o->plain = NULL;
+}
+
+/* store_get returns exactly the plain bytes (into a buffer with slack after it). */
+static void tk_assert_get_ok(const struct tk_obj *o)
+{
+	size_t cap = o->len + 16, got = (size_t)-1;
+	uint8_t *buf = tk_alloc(cap);
+
+	memset(buf, 0xA5, cap);
+	OK(store_get(fx.st, o->hash, buf, cap, &got));
+	cr_assert_eq(got, o->len);
+	if (o->len)
+		cr_assert_arr_eq(buf, o->plain, o->len, "store_get returned other bytes");
+	for (size_t i = o->len; i < cap; i++)
+		cr_assert_eq(buf[i], 0xA5, "store_get wrote past the plain length");
+	tk_release(buf);
+}
+
+/* store_get fails with -EIO and logs a line naming the chunk. */
+static void tk_assert_get_eio(const struct tk_obj *o, const char *what)
+{
+	size_t cap = o->len + 16, got = 12345;
+	uint8_t *buf = tk_alloc(cap);
+	int rc = store_get(fx.st, o->hash, buf, cap, &got);
+
+	cr_assert_eq(rc, -EIO, "%s: store_get returned %d (%s), expected -EIO", what, rc,
+		     strerror(-rc));
+	cr_assert_eq(got, 12345, "%s: store_get set *len on failure", what);
+	tk_assert_logged(o->hex, "corrupt");
+	tk_release(buf);
+}
+
+static uint8_t *tk_object_bytes(const struct tk_obj *o, size_t *len)
+{
+	return tk_read_file(o->path, len);
+}
+
+static void tk_set_object_bytes(const struct tk_obj *o, const uint8_t *bytes, size_t len)
+{
+	tk_write_file(o->path, bytes, len);
+}
+
+/* ---- the header, parsed from bytes as docs/FORMAT.md lays it out ---- */
+
+static uint64_t tk_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void tk_put_le(uint8_t *p, int n, uint64_t v)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+struct tk_header {
+	uint8_t magic[8];
+	uint64_t version, codec, reserved, header_len, plain_len, payload_len;
+	uint8_t hash[HASH_LEN];
+};
+
+static struct tk_header tk_parse_header(const uint8_t *b)
+{
+	struct tk_header h;
+
+	memcpy(h.magic, b, 8);
+	h.version = tk_le(b + 8, 2);
+	h.codec = b[10];
+	h.reserved = b[11];
+	h.header_len = tk_le(b + 12, 4);
+	h.plain_len = tk_le(b + 16, 8);
+	h.payload_len = tk_le(b + 24, 8);
+	memcpy(h.hash, b + 32, HASH_LEN);
+	return h;
+}
+
+/* The object file is a valid header for o, then payload_len bytes. Returns
+ * the header. */
+static struct tk_header tk_assert_object_file(const struct tk_obj *o, uint8_t **bytes_out,
+					      size_t *len_out)
+{
+	size_t len;
+	uint8_t *b = tk_object_bytes(o, &len);
+	struct tk_header h;
+
+	cr_assert_geq(len, 64, "object of %zu bytes has no whole header", len);
+	h = tk_parse_header(b);
+	cr_assert_arr_eq(h.magic, "CKPTCHNK", 8, "magic");
+	cr_assert_eq(h.version, 1, "format version");
+	cr_assert_eq(h.codec, o->info.codec, "codec byte");
+	cr_assert_eq(h.reserved, 0, "reserved byte 11");
+	cr_assert_eq(h.header_len, 64, "header length");
+	cr_assert_eq(h.plain_len, o->len, "plain length");
+	cr_assert_eq(h.payload_len, o->info.stored_len, "payload length");
+	cr_assert_eq(len, 64 + h.payload_len, "file size vs header + payload length");
+	cr_assert_arr_eq(h.hash, o->hash, HASH_LEN, "hash in the header");
+	if (bytes_out) {
+		*bytes_out = b;
+		*len_out = len;
+	} else {
+		tk_release(b);
+	}
+	return h;
+}
+
+/* Rewrites the object with one change made by edit(bytes, &len). */
+static void tk_corrupt(const struct tk_obj *o, void (*edit)(uint8_t *b, size_t *len, uint64_t arg),
+		       uint64_t arg)
+{
+	size_t len;
+	uint8_t *b = tk_object_bytes(o, &len);
+
+	edit(b, &len, arg);
+	tk_set_object_bytes(o, b, len);
+	tk_release(b);
+}
+
+static void tk_edit_flip(uint8_t *b, size_t *len, uint64_t off)
+{
+	cr_assert_lt(off, *len);
+	b[off] ^= 0x5A;
+}
+
+static void tk_edit_truncate(uint8_t *b, size_t *len, uint64_t new_len)
+{
+	cr_assert_leq(new_len, *len);
+	*len = new_len;
+}
+
+static void tk_edit_version(uint8_t *b, size_t *len, uint64_t v) { tk_put_le(b + 8, 2, v); }
+static void tk_edit_codec(uint8_t *b, size_t *len, uint64_t v) { b[10] = (uint8_t)v; }
+static void tk_edit_header_len(uint8_t *b, size_t *len, uint64_t v) { tk_put_le(b + 12, 4, v); }
+static void tk_edit_plain_len(uint8_t *b, size_t *len, uint64_t v) { tk_put_le(b + 16, 8, v); }
+static void tk_edit_payload_len(uint8_t *b, size_t *len, uint64_t v) { tk_put_le(b + 24, 8, v); }
+
+/* ---- round trips ---- */
+
+Test(store, empty_object_round_trips_as_a_bare_header, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_alloc(0), 0, 0);
+	struct store_object_info info;
+	size_t got = 99;
+
+	cr_assert_str_eq(o.hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	cr_assert_eq(o.info.stored_len, 0);
+	tk_assert_object_file(&o, NULL, NULL);
+	tk_assert_get_ok(&o);
+	OK(store_get(fx.st, o.hash, NULL, 0, &got)); /* cap 0 is enough */
+	cr_assert_eq(got, 0);
+	OK(store_stat(fx.st, o.hash, &info));
+	cr_assert_eq(info.codec, CODEC_RAW);
+	cr_assert_eq(info.plain_len, 0);
+	cr_assert_eq(info.stored_len, 0);
+	tk_free(&o);
+}
+
+Test(store, one_byte_round_trips_raw, .init = setup, .fini = teardown)
+{
+	uint8_t *b = tk_alloc(1);
+	struct tk_obj o;
+	uint8_t *bytes;
+	size_t len;
+
+	b[0] = 0x42;
+	o = tk_put(b, 1, 0);
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	tk_assert_object_file(&o, &bytes, &len);
+	cr_assert_eq(len, 65);
+	cr_assert_eq(bytes[64], 0x42, "raw payload is the plain byte");
+	tk_assert_get_ok(&o);
+	tk_release(bytes);
+	tk_free(&o);
+}
+
+Test(store, four_kib_random_round_trips_raw, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 1), 4 * KiB, 0);
+	uint8_t *bytes;
+	size_t len;
+
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	tk_assert_object_file(&o, &bytes, &len);
+	cr_assert_arr_eq(bytes + 64, o.plain, o.len, "raw payload is the plain bytes");
+	tk_assert_get_ok(&o);
+	tk_release(bytes);
+	tk_free(&o);
+}
+
+Test(store, one_mib_random_is_stored_raw_byte_for_byte, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(MiB, 2), MiB, 0);
+	struct store_object_info info;
+	uint8_t *bytes;
+	size_t len;
+
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	tk_assert_object_file(&o, &bytes, &len);
+	cr_assert_eq(len, 64 + MiB);
+	cr_assert_arr_eq(bytes + 64, o.plain, MiB, "raw payload is the plain bytes");
+	OK(store_stat(fx.st, o.hash, &info));
+	cr_assert_eq(info.codec, CODEC_RAW);
+	cr_assert_eq(info.plain_len, MiB);
+	cr_assert_eq(info.stored_len, MiB);
+	tk_assert_get_ok(&o);
+	tk_release(bytes);
+	tk_free(&o);
+}
+
+Test(store, one_mib_compressible_is_stored_lz4_and_smaller, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(MiB, 3), MiB, 0);
+	struct store_object_info info;
+	struct stat sb;
+	uint8_t *bytes, *decoded;
+	size_t len;
+	int n;
+
+	cr_assert_eq(o.info.codec, CODEC_LZ4);
+	cr_assert_lt(o.info.stored_len, MiB);
+	cr_assert_eq(stat(o.path, &sb), 0);
+	cr_assert_lt((size_t)sb.st_size, MiB, "object file of %zu bytes for %zu plain bytes",
+		     (size_t)sb.st_size, MiB);
+	OK(store_stat(fx.st, o.hash, &info));
+	cr_assert_eq(info.codec, 1, "store_stat codec");
+	cr_assert_eq(info.plain_len, MiB);
+	cr_assert_eq(info.stored_len, (uint64_t)sb.st_size - 64, "store_stat stored_len");
+	cr_assert_eq(info.stored_len, o.info.stored_len);
+	tk_assert_object_file(&o, &bytes, &len);
+	/* The payload is one LZ4 block that decodes to exactly the plain length. */
+	decoded = tk_alloc(MiB);
+	n = LZ4_decompress_safe((const char *)bytes + 64, (char *)decoded, (int)(len - 64), (int)MiB);
+	cr_assert_eq(n, (int)MiB, "payload decodes with plain LZ4 to %d bytes", n);
+	cr_assert_arr_eq(decoded, o.plain, MiB);
+	tk_assert_get_ok(&o);
+	tk_release(decoded);
+	tk_release(bytes);
+	tk_free(&o);
+}
+
+Test(store, object_lands_at_chunks_ab_cd_hex_and_tmp_is_left_empty, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(5000, 4), 5000, 0);
+	char path[256];
+	struct stat sb;
+
+	cr_assert_eq(stat(o.path, &sb), 0, "no object at %s", o.path);
+	cr_assert(S_ISREG(sb.st_mode));
+	cr_assert_eq(sb.st_mode & 0222, 0, "objects are immutable: mode %o", sb.st_mode & 07777);
+	store_object_path(fx.st, o.hash, path, sizeof(path));
+	cr_assert_str_eq(path, o.path);
+	cr_assert_str_eq(store_root(fx.st), fx.dir);
+	cr_assert_eq(tk_count_files("chunks"), 1);
+	cr_assert_eq(tk_count_files("tmp"), 0);
+	tk_free(&o);
+}
+
+Test(store, header_fields_match_the_format_byte_for_byte, .init = setup, .fini = teardown)
+{
+	/* 0x010203 plain bytes: each byte of the length field is distinct, so a
+	 * byte-order mistake shows. */
+	size_t plain_len = 0x010203;
+	struct tk_obj raw = tk_put(tk_random(plain_len, 5), plain_len, 0);
+	struct tk_obj lz4 = tk_put(tk_text(plain_len, 5), plain_len, 0);
+	static const uint8_t fixed[16] = { 'C', 'K', 'P', 'T', 'C', 'H', 'N', 'K', 0x01, 0x00,
+					   0x00, 0x00, 0x40, 0x00, 0x00, 0x00 };
+	static const uint8_t plain_le[8] = { 0x03, 0x02, 0x01, 0, 0, 0, 0, 0 };
+	uint8_t payload_le[8];
+	uint8_t *b;
+	size_t len;
+
+	cr_assert_eq(raw.info.codec, CODEC_RAW);
+	tk_assert_object_file(&raw, &b, &len);
+	cr_assert_arr_eq(b, fixed, 16, "bytes 0-15 of a raw object");
+	cr_assert_arr_eq(b + 16, plain_le, 8, "plain length, little-endian");
+	cr_assert_arr_eq(b + 24, plain_le, 8, "payload length of a raw object, little-endian");
+	cr_assert_arr_eq(b + 32, raw.hash, HASH_LEN);
+	tk_release(b);
+
+	cr_assert_eq(lz4.info.codec, CODEC_LZ4);
+	tk_assert_object_file(&lz4, &b, &len);
+	cr_assert_arr_eq(b, fixed, 10, "bytes 0-9 of an LZ4 object");
+	cr_assert_eq(b[10], 1, "codec byte of an LZ4 object");
+	cr_assert_eq(b[11], 0);
+	cr_assert_arr_eq(b + 12, fixed + 12, 4);
+	cr_assert_arr_eq(b + 16, plain_le, 8);
+	tk_put_le(payload_le, 8, len - 64);
+	cr_assert_arr_eq(b + 24, payload_le, 8, "payload length of an LZ4 object");
+	cr_assert_arr_eq(b + 32, lz4.hash, HASH_LEN);
+	tk_release(b);
+	tk_free(&raw);
+	tk_free(&lz4);
+}
+
+Test(store, putting_the_same_object_twice_is_harmless, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(300 * KiB, 6), 300 * KiB, 0);
+	struct store_object_info again;
+	uint8_t *before, *after;
+	size_t before_len, after_len;
+
+	before = tk_object_bytes(&o, &before_len);
+	OK(store_put(fx.st, o.hash, o.plain, o.len, 0, &again));
+	OK(store_put(fx.st, o.hash, o.plain, o.len, STORE_SYNC, NULL));
+	cr_assert_eq(again.codec, o.info.codec);
+	cr_assert_eq(again.stored_len, o.info.stored_len);
+	after = tk_object_bytes(&o, &after_len);
+	cr_assert_eq(after_len, before_len);
+	cr_assert_arr_eq(after, before, before_len, "the object changed when put again");
+	cr_assert_eq(tk_count_files("chunks"), 1);
+	cr_assert_eq(tk_count_files("tmp"), 0);
+	tk_assert_get_ok(&o);
+	tk_release(before);
+	tk_release(after);
+	tk_free(&o);
+}
+
+Test(store, putting_again_over_a_corrupt_object_repairs_it, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(10000, 7), 10000, 0);
+
+	tk_corrupt(&o, tk_edit_flip, 64 + 5000);
+	tk_assert_get_eio(&o, "flipped byte");
+	OK(store_put(fx.st, o.hash, o.plain, o.len, 0, NULL));
+	tk_assert_object_file(&o, NULL, NULL);
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}
+
+Test(store, sync_put_and_store_sync_make_a_readable_object, .init = setup, .fini = teardown)
+{
+	struct tk_obj synced = tk_put(tk_random(MiB, 8), MiB, STORE_SYNC);
+	struct tk_obj later = tk_put(tk_text(MiB, 8), MiB, 0);
+	uint8_t missing[HASH_LEN] = { 0x77 };
+
+	tk_assert_object_file(&synced, NULL, NULL);
+	tk_assert_get_ok(&synced);
+	OK(store_sync(fx.st, later.hash));
+	OK(store_sync(fx.st, synced.hash));
+	OK(store_syncfs(fx.st));
+	tk_assert_get_ok(&later);
+	cr_assert_lt(store_sync(fx.st, missing), 0, "store_sync of a missing object succeeded");
+	cr_assert_eq(tk_count_files("tmp"), 0);
+	tk_free(&synced);
+	tk_free(&later);
+}
+
+Test(store, failed_put_returns_the_error_and_leaves_no_tmp_file, .init = setup, .fini = teardown)
+{
+	uint8_t *plain = tk_random(4 * KiB, 28);
+	uint8_t hash[HASH_LEN];
+	char hex[HASH_HEX_LEN + 1], shard[128];
+	struct tk_obj o;
+	int rc;
+
+	hash_sha256(plain, 4 * KiB, hash);
+	hash_to_hex(hash, hex);
+	/* A file where the shard directory chunks/ab must go. */
+	snprintf(shard, sizeof(shard), "%s/chunks/%.2s", fx.dir, hex);
+	tk_write_file(shard, "x", 1);
+	rc = store_put(fx.st, hash, plain, 4 * KiB, 0, NULL);
+	cr_assert_lt(rc, 0, "store_put over a blocked shard returned %d", rc);
+	cr_assert_eq(tk_count_files("tmp"), 0, "a failed put left its tmp file");
+	tk_assert_logged(hex, "write chunk");
+	cr_assert_eq(unlink(shard), 0);
+	o = tk_put(plain, 4 * KiB, 0);
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}
+
+/* ---- missing, truncated and corrupt objects ---- */
+
+Test(store, missing_object_is_eio_and_logged, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = { .plain = NULL, .len = 100 };
+	struct store_object_info info;
+
+	tk_fill_random(o.hash, HASH_LEN, 9);
+	hash_to_hex(o.hash, o.hex);
+	{
+		uint8_t buf[128];
+		size_t got = 7;
+
+		FAILS(store_get(fx.st, o.hash, buf, sizeof(buf), &got), EIO);
+		cr_assert_eq(got, 7);
+		tk_assert_logged(o.hex, "missing");
+	}
+	FAILS(store_stat(fx.st, o.hash, &info), ENOENT);
+	/* Its shard directories exist, the object does not. */
+	{
+		struct tk_obj other = tk_put(tk_random(10, 9), 10, 0);
+
+		memcpy(o.hash, other.hash, 2);
+		hash_to_hex(o.hash, o.hex);
+		FAILS(store_get(fx.st, o.hash, NULL, 0, &(size_t){ 0 }), EIO);
+		tk_assert_logged(o.hex, "missing");
+		tk_free(&other);
+	}
+}
+
+Test(store, flipped_payload_byte_of_raw_object_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(MiB, 10), MiB, 0);
+	static const size_t at[] = { 0, 1, MiB / 2, MiB - 1 };
+
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		tk_corrupt(&o, tk_edit_flip, 64 + at[i]);
+		tk_assert_get_eio(&o, "raw payload byte flipped");
+		tk_assert_logged(o.hex, "bytes do not match their hash");
+		tk_corrupt(&o, tk_edit_flip, 64 + at[i]); /* restored */
+		tk_assert_get_ok(&o);
+	}
+	tk_free(&o);
+}
+
+Test(store, flipped_payload_byte_of_lz4_object_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(MiB, 11), MiB, 0);
+	size_t stored = o.info.stored_len;
+	const size_t at[] = { 0, 1, stored / 3, stored / 2, stored - 2, stored - 1 };
+
+	cr_assert_eq(o.info.codec, CODEC_LZ4);
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		tk_corrupt(&o, tk_edit_flip, 64 + at[i]);
+		tk_assert_get_eio(&o, "LZ4 payload byte flipped");
+		tk_corrupt(&o, tk_edit_flip, 64 + at[i]);
+		tk_assert_get_ok(&o);
+	}
+	tk_free(&o);
+}
+
+Test(store, truncated_payload_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj raw = tk_put(tk_random(64 * KiB, 12), 64 * KiB, 0);
+	struct tk_obj lz4 = tk_put(tk_text(256 * KiB, 12), 256 * KiB, 0);
+	struct tk_obj *objs[] = { &raw, &lz4 };
+
+	cr_assert_eq(lz4.info.codec, CODEC_LZ4);
+	for (size_t k = 0; k < 2; k++) {
+		struct tk_obj *o = objs[k];
+		size_t full = 64 + o->info.stored_len;
+		const size_t cuts[] = { full - 1, full - 100, 64 + o->info.stored_len / 2, 65, 64 };
+		uint8_t *orig;
+		size_t len;
+
+		orig = tk_object_bytes(o, &len);
+		for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+			tk_corrupt(o, tk_edit_truncate, cuts[i]);
+			tk_assert_get_eio(o, "truncated payload");
+			tk_assert_logged(o->hex, "truncated payload");
+			tk_set_object_bytes(o, orig, len);
+		}
+		tk_assert_get_ok(o);
+		tk_release(orig);
+	}
+	tk_free(&raw);
+	tk_free(&lz4);
+}
+
+Test(store, truncated_header_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 13), 4 * KiB, 0);
+	struct store_object_info info;
+	static const size_t cuts[] = { 63, 32, 16, 1, 0 };
+
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		tk_corrupt(&o, tk_edit_truncate, cuts[i]);
+		tk_assert_get_eio(&o, "truncated header");
+		tk_assert_logged(o.hex, "truncated header");
+		FAILS(store_stat(fx.st, o.hash, &info), EIO);
+	}
+	tk_free(&o);
+}
+
+Test(store, wrong_magic_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 14), 4 * KiB, 0);
+	struct store_object_info info;
+
+	for (uint64_t at = 0; at < 8; at++) {
+		tk_corrupt(&o, tk_edit_flip, at);
+		tk_assert_get_eio(&o, "magic");
+		tk_assert_logged(o.hex, "bad magic");
+		FAILS(store_stat(fx.st, o.hash, &info), EIO);
+		tk_corrupt(&o, tk_edit_flip, at);
+	}
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}
+
+Test(store, wrong_version_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 15), 4 * KiB, 0);
+	struct store_object_info info;
+	/* 0x0100 is version 1 written big-endian. */
+	static const uint64_t versions[] = { 0, 2, 0x0100, 0xFFFF };
+
+	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
+		tk_corrupt(&o, tk_edit_version, versions[i]);
+		tk_assert_get_eio(&o, "version");
+		tk_assert_logged(o.hex, "version");
+		FAILS(store_stat(fx.st, o.hash, &info), EIO);
+	}
+	tk_corrupt(&o, tk_edit_version, 1);
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}
+
+Test(store, wrong_header_length_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 16), 4 * KiB, 0);
+	struct store_object_info info;
+	static const uint64_t lens[] = { 0, 63, 65, 128, 0x40000000 };
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		tk_corrupt(&o, tk_edit_header_len, lens[i]);
+		tk_assert_get_eio(&o, "header length");
+		FAILS(store_stat(fx.st, o.hash, &info), EIO);
+	}
+	tk_free(&o);
+}
+
+Test(store, header_naming_another_hash_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj a = tk_put(tk_random(4 * KiB, 17), 4 * KiB, 0);
+	struct tk_obj b = tk_put(tk_random(4 * KiB, 18), 4 * KiB, 0);
+	struct store_object_info info;
+	uint8_t *bytes;
+	size_t len;
+
+	/* One bit of the hash field changed. */
+	tk_corrupt(&a, tk_edit_flip, 32 + 31);
+	tk_assert_get_eio(&a, "hash field");
+	tk_assert_logged(a.hex, "another chunk");
+	FAILS(store_stat(fx.st, a.hash, &info), EIO);
+	/* A whole valid object of another chunk under a's name. */
+	bytes = tk_object_bytes(&b, &len);
+	tk_set_object_bytes(&a, bytes, len);
+	tk_assert_get_eio(&a, "b's object under a's name");
+	FAILS(store_stat(fx.st, a.hash, &info), EIO);
+	tk_assert_get_ok(&b);
+	tk_release(bytes);
+	tk_free(&a);
+	tk_free(&b);
+}
+
+Test(store, wrong_codec_or_lengths_in_header_are_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj raw = tk_put(tk_random(4 * KiB, 19), 4 * KiB, 0);
+	struct tk_obj lz4 = tk_put(tk_text(64 * KiB, 19), 64 * KiB, 0);
+	struct tk_obj *objs[] = { &raw, &lz4 };
+
+	cr_assert_eq(lz4.info.codec, CODEC_LZ4);
+	for (size_t k = 0; k < 2; k++) {
+		struct tk_obj *o = objs[k];
+		uint8_t *orig;
+		size_t len;
+
+		orig = tk_object_bytes(o, &len);
+		/* The other codec, and an unknown one. */
+		tk_corrupt(o, tk_edit_codec, o->info.codec == CODEC_RAW ? CODEC_LZ4 : CODEC_RAW);
+		tk_assert_get_eio(o, "other codec");
+		tk_set_object_bytes(o, orig, len);
+		tk_corrupt(o, tk_edit_codec, 2);
+		tk_assert_get_eio(o, "unknown codec");
+		tk_set_object_bytes(o, orig, len);
+		/* Plain length off by one either way. */
+		tk_corrupt(o, tk_edit_plain_len, o->len - 1);
+		tk_assert_get_eio(o, "plain length - 1");
+		tk_set_object_bytes(o, orig, len);
+		tk_corrupt(o, tk_edit_plain_len, o->len + 1);
+		tk_assert_get_eio(o, "plain length + 1");
+		tk_set_object_bytes(o, orig, len);
+		/* Payload length off by one either way. */
+		tk_corrupt(o, tk_edit_payload_len, o->info.stored_len - 1);
+		tk_assert_get_eio(o, "payload length - 1");
+		tk_set_object_bytes(o, orig, len);
+		tk_corrupt(o, tk_edit_payload_len, o->info.stored_len + 1);
+		tk_assert_get_eio(o, "payload length + 1");
+		tk_set_object_bytes(o, orig, len);
+		tk_assert_get_ok(o);
+		tk_release(orig);
+	}
+	tk_free(&raw);
+	tk_free(&lz4);
+}
+
+/* A corrupt header must not make store_get allocate what it claims: a payload
+ * length far past the file's size is corruption (-EIO), not -ENOMEM, and not a
+ * multi-GiB buffer kept for the rest of the thread's life. */
+Test(store, absurd_payload_length_in_header_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 20), 4 * KiB, 0);
+	static const uint64_t lens[] = { (uint64_t)1 << 40, (uint64_t)1 << 62, UINT64_MAX };
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		tk_corrupt(&o, tk_edit_payload_len, lens[i]);
+		tk_assert_get_eio(&o, "absurd payload length");
+	}
+	tk_free(&o);
+}
+
+Test(store, cap_smaller_than_plain_length_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(4 * KiB, 21), 4 * KiB, 0);
+	uint8_t *buf = tk_alloc(8 * KiB);
+	size_t got = 5;
+
+	FAILS(store_get(fx.st, o.hash, buf, 4 * KiB - 1, &got), EIO);
+	cr_assert_eq(got, 5);
+	tk_assert_logged(o.hex, "plain length larger than the caller expects");
+	FAILS(store_get(fx.st, o.hash, buf, 0, &got), EIO);
+	OK(store_get(fx.st, o.hash, buf, 4 * KiB, &got));
+	cr_assert_eq(got, 4 * KiB);
+	cr_assert_arr_eq(buf, o.plain, 4 * KiB);
+	OK(store_get(fx.st, o.hash, buf, 8 * KiB, &got));
+	cr_assert_eq(got, 4 * KiB);
+	tk_release(buf);
+	tk_free(&o);
+}
+
+/* ---- remove ---- */
+
+Test(store, removing_a_missing_object_succeeds, .init = setup, .fini = teardown)
+{
+	uint8_t hash[HASH_LEN];
+	struct tk_obj o = tk_put(tk_random(100, 22), 100, 0);
+
+	tk_fill_random(hash, HASH_LEN, 22);
+	OK(store_remove(fx.st, hash)); /* no shard directory either */
+	memcpy(hash, o.hash, 2);
+	OK(store_remove(fx.st, hash)); /* shard exists, object does not */
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}
+
+Test(store, removing_an_object_makes_it_missing, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(100, 23), 100, 0);
+	struct store_object_info info;
+
+	OK(store_remove(fx.st, o.hash));
+	cr_assert_neq(access(o.path, F_OK), 0);
+	FAILS(store_stat(fx.st, o.hash, &info), ENOENT);
+	FAILS(store_get(fx.st, o.hash, o.plain, o.len, &(size_t){ 0 }), EIO);
+	OK(store_remove(fx.st, o.hash));
+	tk_free(&o);
+}
+
+/* ---- open and the tmp/ directory ---- */
+
+Test(store, open_creates_chunks_and_tmp, .init = setup, .fini = teardown)
+{
+	char root[128], path[160];
+	struct store *st;
+	struct stat sb;
+
+	snprintf(root, sizeof(root), "%s/fresh", fx.dir);
+	cr_assert_eq(mkdir(root, 0755), 0);
+	OK(store_open(root, &st));
+	cr_assert_str_eq(store_root(st), root);
+	snprintf(path, sizeof(path), "%s/chunks", root);
+	cr_assert(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode), "no directory %s", path);
+	snprintf(path, sizeof(path), "%s/tmp", root);
+	cr_assert(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode), "no directory %s", path);
+	store_close(st);
+	OK(store_open(root, &st)); /* again, over what exists */
+	store_close(st);
+}
+
+Test(store, open_fails_on_a_missing_root, .init = setup, .fini = teardown)
+{
+	char root[128];
+	struct store *st = NULL;
+
+	snprintf(root, sizeof(root), "%s/no/such/dir", fx.dir);
+	FAILS(store_open(root, &st), ENOENT);
+}
+
+Test(store, open_removes_stale_tmp_files_of_dead_processes_of_this_host, .init = setup,
+     .fini = teardown)
+{
+	char host[256], dead[512], live[512], other_host[512], stray[] = "README";
+	char hex[HASH_HEX_LEN + 1];
+	uint8_t hash[HASH_LEN];
+	pid_t dead_pid = tk_free_pid();
+
+	tk_host(host, sizeof(host));
+	tk_fill_random(hash, HASH_LEN, 24);
+	hash_to_hex(hash, hex);
+	snprintf(dead, sizeof(dead), "%s.%s.%ld.3", hex, host, (long)dead_pid);
+	snprintf(live, sizeof(live), "%s.%s.%ld.0", hex, host, (long)getpid());
+	/* Another host's writer may be alive: its PIDs mean nothing here. */
+	snprintf(other_host, sizeof(other_host), "%s.%sx.%ld.3", hex, host, (long)dead_pid);
+	tk_close();
+	tk_touch_tmp(dead);
+	tk_touch_tmp(live);
+	tk_touch_tmp(other_host);
+	tk_touch_tmp(stray);
+	tk_open();
+	cr_assert_not(tk_tmp_exists(dead), "tmp/%s of dead PID %ld survived store_open", dead,
+		      (long)dead_pid);
+	cr_assert(tk_tmp_exists(live), "tmp/%s of this live process was removed", live);
+	cr_assert(tk_tmp_exists(other_host), "tmp/%s of another host was removed", other_host);
+	cr_assert(tk_tmp_exists(stray), "tmp/%s (not a tmp object name) was removed", stray);
+	tk_assert_logged("removed stale", dead);
+}
+
+/* A tmp file whose writer is alive but not ours to signal (kill gives EPERM,
+ * e.g. a daemon of another user over the same BACKING) is in use. */
+Test(store, open_keeps_tmp_files_of_a_live_process_of_another_user, .init = setup,
+     .fini = teardown)
+{
+	char host[256], name[512], path[640];
+	char hex[HASH_HEX_LEN + 1];
+	uint8_t hash[HASH_LEN];
+	int status;
+	pid_t child;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run store_open as another user");
+	tk_host(host, sizeof(host));
+	tk_fill_random(hash, HASH_LEN, 25);
+	hash_to_hex(hash, hex);
+	/* This (root) process is the live writer. */
+	snprintf(name, sizeof(name), "%s.%s.%ld.0", hex, host, (long)getpid());
+	tk_touch_tmp(name);
+	cr_assert_eq(chmod(fx.dir, 0777), 0);
+	snprintf(path, sizeof(path), "%s/tmp", fx.dir);
+	cr_assert_eq(chmod(path, 0777), 0);
+	snprintf(path, sizeof(path), "%s/chunks", fx.dir);
+	cr_assert_eq(chmod(path, 0777), 0);
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		struct store *st;
+
+		if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(SKIPPED_EXIT);
+		if (kill(getppid(), 0) == 0 || errno != EPERM)
+			_exit(SKIPPED_EXIT);
+		if (store_open(fx.dir, &st) != 0)
+			_exit(2);
+		store_close(st);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status), "child status %d", status);
+	if (WEXITSTATUS(status) == SKIPPED_EXIT)
+		cr_skip_test("cannot become uid 65534 or it may signal root");
+	cr_assert_eq(WEXITSTATUS(status), 0, "store_open as uid 65534 failed");
+	cr_assert(tk_tmp_exists(name),
+		  "store_open (uid 65534) removed tmp/%s of live PID %ld (kill gave EPERM)", name,
+		  (long)getpid());
+}
+
+/* The host part of tmp names has '.' and '/' replaced by '_' (a new UTS
+ * namespace gives the child a host name with both). */
+Test(store, open_matches_the_host_with_dots_and_slashes_replaced, .init = setup,
+     .fini = teardown)
+{
+	static const char odd_host[] = "ckpt.test/host";
+	char hex[HASH_HEX_LEN + 1], dead[512], other[512];
+	uint8_t hash[HASH_LEN];
+	pid_t dead_pid = tk_free_pid(), child;
+	int status;
+
+	tk_fill_random(hash, HASH_LEN, 26);
+	hash_to_hex(hash, hex);
+	snprintf(dead, sizeof(dead), "%s.ckpt_test_host.%ld.0", hex, (long)dead_pid);
+	snprintf(other, sizeof(other), "%s.ckpt_test_hostx.%ld.0", hex, (long)dead_pid);
+	tk_touch_tmp(dead);
+	tk_touch_tmp(other);
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		struct store *st;
+
+		if (unshare(CLONE_NEWUTS) != 0 || sethostname(odd_host, strlen(odd_host)) != 0)
+			_exit(SKIPPED_EXIT);
+		if (store_open(fx.dir, &st) != 0)
+			_exit(2);
+		store_close(st);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status), "child status %d", status);
+	if (WEXITSTATUS(status) == SKIPPED_EXIT)
+		cr_skip_test("cannot set a host name in a new UTS namespace");
+	cr_assert_eq(WEXITSTATUS(status), 0, "store_open under host %s failed", odd_host);
+	cr_assert_not(tk_tmp_exists(dead), "tmp/%s survived a store_open on host %s", dead,
+		      odd_host);
+	cr_assert(tk_tmp_exists(other), "tmp/%s of another host was removed", other);
+}
+
+/* A tmp name that is already taken (a leftover of an earlier process that had
+ * this PID, e.g. a daemon restarted in a container, or another store handle of
+ * this process) must not make writing the object fail. */
+Test(store, put_succeeds_when_its_tmp_name_is_already_taken, .init = setup, .fini = teardown)
+{
+	char host[256], name[512];
+	uint8_t *plain = tk_random(4 * KiB, 27);
+	uint8_t hash[HASH_LEN];
+	char hex[HASH_HEX_LEN + 1];
+	struct tk_obj o;
+
+	hash_sha256(plain, 4 * KiB, hash);
+	hash_to_hex(hash, hex);
+	tk_host(host, sizeof(host));
+	tk_close();
+	for (int n = 0; n < 4; n++) {
+		snprintf(name, sizeof(name), "%s.%s.%ld.%d", hex, host, (long)getpid(), n);
+		tk_touch_tmp(name);
+	}
+	tk_open(); /* our PID is alive: the files stay */
+	cr_assert(tk_tmp_exists(name));
+	o = tk_put(plain, 4 * KiB, 0);
+	tk_assert_object_file(&o, NULL, NULL);
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}
+
+/* ---- concurrency ---- */
+
+#define CONC_THREADS 4
+#define CONC_ROUNDS 12
+#define CONC_LEN (256 * KiB)
+
+struct conc_shared {
+	struct store *st;
+	pthread_barrier_t barrier;
+	uint8_t *plain[CONC_ROUNDS];
+	uint8_t hash[CONC_ROUNDS][HASH_LEN];
+};
+
+struct conc_thread {
+	struct conc_shared *sh;
+	int id;
+	int failures;
+	int first_rc;
+};
+
+/* Every thread puts the object of round r at the same moment, so they also
+ * race to create its shard directories. */
+static void *conc_put_same(void *arg)
+{
+	struct conc_thread *t = arg;
+	struct conc_shared *sh = t->sh;
+
+	for (int r = 0; r < CONC_ROUNDS; r++) {
+		int rc;
+
+		pthread_barrier_wait(&sh->barrier);
+		rc = store_put(sh->st, sh->hash[r], sh->plain[r], CONC_LEN,
+			       (t->id + r) % 4 == 0 ? STORE_SYNC : 0, NULL);
+		if (rc != 0) {
+			if (!t->failures)
+				t->first_rc = rc;
+			t->failures++;
+		}
+	}
+	return NULL;
+}
+
+Test(store, concurrent_puts_of_the_same_object_leave_one_valid_object, .init = setup,
+     .fini = teardown)
+{
+	struct conc_shared sh = { .st = fx.st };
+	struct conc_thread t[CONC_THREADS];
+	pthread_t th[CONC_THREADS];
+
+	for (int r = 0; r < CONC_ROUNDS; r++) {
+		sh.plain[r] = r % 2 ? tk_text(CONC_LEN, 100 + r) : tk_random(CONC_LEN, 100 + r);
+		hash_sha256(sh.plain[r], CONC_LEN, sh.hash[r]);
+	}
+	cr_assert_eq(pthread_barrier_init(&sh.barrier, NULL, CONC_THREADS), 0);
+	for (int i = 0; i < CONC_THREADS; i++) {
+		t[i] = (struct conc_thread){ .sh = &sh, .id = i };
+		cr_assert_eq(pthread_create(&th[i], NULL, conc_put_same, &t[i]), 0);
+	}
+	for (int i = 0; i < CONC_THREADS; i++)
+		cr_assert_eq(pthread_join(th[i], NULL), 0);
+	pthread_barrier_destroy(&sh.barrier);
+	for (int i = 0; i < CONC_THREADS; i++)
+		cr_assert_eq(t[i].failures, 0, "thread %d: %d puts failed, the first with %d (%s)", i,
+			     t[i].failures, t[i].first_rc, strerror(-t[i].first_rc));
+	cr_assert_eq(tk_count_files("chunks"), CONC_ROUNDS, "one object per distinct chunk");
+	cr_assert_eq(tk_count_files("tmp"), 0, "tmp files left behind");
+	for (int r = 0; r < CONC_ROUNDS; r++) {
+		struct tk_obj o = { .plain = sh.plain[r], .len = CONC_LEN };
+
+		memcpy(o.hash, sh.hash[r], HASH_LEN);
+		hash_to_hex(o.hash, o.hex);
+		snprintf(o.path, sizeof(o.path), "%s/chunks/%.2s/%.2s/%s", fx.dir, o.hex, o.hex + 2,
+			 o.hex);
+		OK(store_stat(fx.st, o.hash, &o.info));
+		cr_assert_eq(o.info.codec, r % 2 ? CODEC_LZ4 : CODEC_RAW);
+		tk_assert_object_file(&o, NULL, NULL);
+		tk_assert_get_ok(&o);
+		tk_free(&o);
+	}
+}
+
+#define REREAD_WRITES 40
+
+struct reread_shared {
+	struct store *st;
+	const uint8_t *plain;
+	uint8_t hash[HASH_LEN];
+	atomic_int writers_left;
+	atomic_int put_failures, get_failures, wrong_bytes;
+};
+
+static void *reread_writer(void *arg)
+{
+	struct reread_shared *sh = arg;
+
+	for (int i = 0; i < REREAD_WRITES; i++)
+		if (store_put(sh->st, sh->hash, sh->plain, CONC_LEN, 0, NULL) != 0)
+			atomic_fetch_add(&sh->put_failures, 1);
+	atomic_fetch_sub(&sh->writers_left, 1);
+	return NULL;
+}
+
+static void *reread_reader(void *arg)
+{
+	struct reread_shared *sh = arg;
+	uint8_t *buf = malloc(CONC_LEN);
+
+	if (!buf) {
+		atomic_fetch_add(&sh->get_failures, 1);
+		return NULL;
+	}
+	while (atomic_load(&sh->writers_left) > 0) {
+		size_t got = 0;
+
+		if (store_get(sh->st, sh->hash, buf, CONC_LEN, &got) != 0)
+			atomic_fetch_add(&sh->get_failures, 1);
+		else if (got != CONC_LEN || memcmp(buf, sh->plain, CONC_LEN) != 0)
+			atomic_fetch_add(&sh->wrong_bytes, 1);
+	}
+	free(buf);
+	return NULL;
+}
+
+Test(store, gets_while_the_object_is_rewritten_always_succeed, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(CONC_LEN, 200), CONC_LEN, 0);
+	struct reread_shared sh = { .st = fx.st, .plain = o.plain };
+	pthread_t th[4];
+
+	memcpy(sh.hash, o.hash, HASH_LEN);
+	atomic_init(&sh.writers_left, 2);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, i < 2 ? reread_writer : reread_reader, &sh), 0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(pthread_join(th[i], NULL), 0);
+	cr_assert_eq(atomic_load(&sh.put_failures), 0);
+	cr_assert_eq(atomic_load(&sh.get_failures), 0, "store_get failed while the object was re-put");
+	cr_assert_eq(atomic_load(&sh.wrong_bytes), 0);
+	cr_assert_eq(tk_count_files("tmp"), 0);
+	tk_assert_get_ok(&o);
+	tk_free(&o);
+}

@@ -26,24 +26,38 @@
 #include "codec.h"
 #include "log.h"
 
+/* Per-thread encode/decode buffer, so a busy write path does not mmap and
+ * fault a fresh multi-MiB buffer per chunk. Freed when the thread exits, or
+ * at store_close for threads still alive then. */
+struct store_scratch {
+	struct store *st;
+	uint8_t *buf;
+	size_t cap;
+	struct store_scratch *prev, *next;
+};
+
 struct store {
 	char root[PATH_MAX];
 	char host[64];
 	int root_fd;
 	atomic_ulong tmp_seq;
 	pthread_key_t scratch_key;
-};
-
-/* Per-thread encode/decode buffer, so a busy write path does not mmap and
- * fault a fresh multi-MiB buffer per chunk. Freed when the thread exits. */
-struct store_scratch {
-	uint8_t *buf;
-	size_t cap;
+	pthread_mutex_t scratch_lock;
+	struct store_scratch *scratch_list;
 };
 
 static void store_scratch_free(void *p)
 {
 	struct store_scratch *s = p;
+	struct store *st = s->st;
+	pthread_mutex_lock(&st->scratch_lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		st->scratch_list = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pthread_mutex_unlock(&st->scratch_lock);
 	free(s->buf);
 	free(s);
 }
@@ -57,6 +71,13 @@ static uint8_t *store_scratch(struct store *st, size_t need)
 			free(s);
 			return NULL;
 		}
+		s->st = st;
+		pthread_mutex_lock(&st->scratch_lock);
+		s->next = st->scratch_list;
+		if (s->next)
+			s->next->prev = s;
+		st->scratch_list = s;
+		pthread_mutex_unlock(&st->scratch_lock);
 	}
 	if (s->cap < need) {
 		uint8_t *nb = realloc(s->buf, need);
@@ -148,21 +169,6 @@ static int store_mkdirat(int dirfd, const char *path)
 	return 0;
 }
 
-/* Creates chunks/ab and chunks/ab/cd for a rel path "chunks/ab/cd/…". */
-static int store_make_shard(struct store *st, const char *rel)
-{
-	char dir[16];
-	memcpy(dir, rel, 9); /* "chunks/ab" */
-	dir[9] = '\0';
-	int rc = store_mkdirat(st->root_fd, dir);
-	if (rc == 0) {
-		memcpy(dir, rel, 12); /* "chunks/ab/cd" */
-		dir[12] = '\0';
-		rc = store_mkdirat(st->root_fd, dir);
-	}
-	return rc;
-}
-
 static int store_fsync_dir(struct store *st, const char *rel_dir)
 {
 	int fd = openat(st->root_fd, rel_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -170,6 +176,26 @@ static int store_fsync_dir(struct store *st, const char *rel_dir)
 		return -errno;
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
+	return rc;
+}
+
+/* Creates chunks/ab and chunks/ab/cd for a rel path "chunks/ab/cd/…", and
+ * makes their entries durable at once (this happens once per shard), so that
+ * a later fsync of an object and of chunks/ab/cd is all a sync needs. */
+static int store_make_shard(struct store *st, const char *rel)
+{
+	char outer[16], inner[16];
+	memcpy(outer, rel, 9); /* "chunks/ab" */
+	outer[9] = '\0';
+	memcpy(inner, rel, 12); /* "chunks/ab/cd" */
+	inner[12] = '\0';
+	int rc = store_mkdirat(st->root_fd, outer);
+	if (rc == 0)
+		rc = store_mkdirat(st->root_fd, inner);
+	if (rc == 0)
+		rc = store_fsync_dir(st, outer);
+	if (rc == 0)
+		rc = store_fsync_dir(st, "chunks");
 	return rc;
 }
 
@@ -193,8 +219,8 @@ static void store_clean_tmp(struct store *st)
 		if (!p || strncmp(p + 1, st->host, hl) != 0 || p[1 + hl] != '.')
 			continue;
 		long pid = strtol(p + 2 + hl, NULL, 10);
-		if (pid > 0 && kill((pid_t)pid, 0) == 0)
-			continue; /* a live writer on this host */
+		if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+			continue; /* a live writer on this host (maybe another user's) */
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 			log_info("store %s: removed stale temporary object tmp/%s", st->root, de->d_name);
 	}
@@ -233,6 +259,7 @@ int store_open(const char *root, struct store **out)
 		close(st->root_fd);
 		goto err;
 	}
+	pthread_mutex_init(&st->scratch_lock, NULL);
 	store_clean_tmp(st);
 	*out = st;
 	return 0;
@@ -245,12 +272,10 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
-	struct store_scratch *s = pthread_getspecific(st->scratch_key);
-	if (s) {
-		store_scratch_free(s);
-		pthread_setspecific(st->scratch_key, NULL);
-	}
-	pthread_key_delete(st->scratch_key);
+	pthread_key_delete(st->scratch_key); /* no destructor runs after this */
+	while (st->scratch_list)
+		store_scratch_free(st->scratch_list);
+	pthread_mutex_destroy(&st->scratch_lock);
 	close(st->root_fd);
 	free(st);
 }
@@ -300,10 +325,12 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 	char rel[128], tmp[192], hex[HASH_HEX_LEN + 1];
 	store_rel_path(hash, rel, sizeof(rel));
 	hash_to_hex(hash, hex);
-	snprintf(tmp, sizeof(tmp), "tmp/%s.%s.%ld.%lu", hex, st->host, (long)getpid(),
-		 (unsigned long)atomic_fetch_add(&st->tmp_seq, 1));
-
-	int fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	int fd;
+	do { /* a name left by an earlier process with our pid is skipped */
+		snprintf(tmp, sizeof(tmp), "tmp/%s.%s.%ld.%lu", hex, st->host, (long)getpid(),
+			 (unsigned long)atomic_fetch_add(&st->tmp_seq, 1));
+		fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	} while (fd < 0 && errno == EEXIST);
 	if (fd < 0) {
 		rc = -errno;
 		log_error("store %s: create %s: %s", st->root, tmp, strerror(-rc));
@@ -395,6 +422,15 @@ static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
 	uint8_t header[STORE_HEADER_LEN];
 	int rc = store_pread_all(fd, header, sizeof(header), 0);
 	const char *why = rc == 0 ? store_header_decode(header, hash, info) : "truncated header";
+	struct stat sb;
+	if (!why && fstat(fd, &sb) != 0)
+		why = "cannot stat";
+	else if (!why && (uint64_t)sb.st_size < STORE_HEADER_LEN + info->stored_len)
+		why = "truncated payload";
+	else if (!why && (uint64_t)sb.st_size > STORE_HEADER_LEN + info->stored_len)
+		why = "trailing bytes after the payload";
+	else if (!why && info->codec == CODEC_RAW && info->stored_len != info->plain_len)
+		why = "raw payload length differs from the plain length";
 	if (rc == 0 && !why) {
 		*fd_out = fd;
 		return 0;

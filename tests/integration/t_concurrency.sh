@@ -103,6 +103,34 @@ test_admin_stats_match_the_catalog() {
 	assert_lt "$unique" $((7 * MiB)) "unique_bytes of two identical 6 MiB files"
 }
 
+test_two_processes_pwrite_disjoint_parts_of_one_file() {
+	# Two writers (e.g. DCP writer threads, or async save processes) share one
+	# pre-sized file, each filling alternate 1 MiB blocks.
+	local size=$((24 * MiB)) p1 p2
+	ck_rand "$CK_REF/f" $size
+	ck_mount
+	truncate -s $size "$CK_MNT/f"
+	cat >"$CK_TMP/half.py" <<'EOF'
+import os, sys
+src, dst, parity = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = open(src, "rb").read()
+fd = os.open(dst, os.O_WRONLY)
+for off in range(parity << 20, len(data), 2 << 20):
+    os.pwrite(fd, data[off:off + (1 << 20)], off)
+os.close(fd)
+EOF
+	ck_bg "$PY" "$CK_TMP/half.py" "$CK_REF/f" "$CK_MNT/f" 0
+	p1=$CK_BG_PID
+	ck_bg "$PY" "$CK_TMP/half.py" "$CK_REF/f" "$CK_MNT/f" 1
+	p2=$CK_BG_PID
+	ck_bg_wait $p1 120 || ck_fail "writer of the even blocks failed"
+	ck_bg_wait $p2 120 || ck_fail "writer of the odd blocks failed"
+	assert_file_eq "$CK_REF/f" "$CK_MNT/f"
+	ck_remount
+	assert_file_eq "$CK_REF/f" "$CK_MNT/f"
+	ck_umount
+}
+
 test_concurrent_o_append_writers_keep_whole_records() {
 	ck_mount
 	local i pids=()

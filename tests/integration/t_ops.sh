@@ -97,6 +97,27 @@ test_rename_over_existing_file_replaces_it() {
 	ck_umount
 }
 
+test_rename_of_a_file_being_written_keeps_its_data() {
+	ck_mount
+	ck_rand "$CK_REF/f" $((3 * MiB + 1))
+	mkdir "$CK_MNT/other"
+	"$PY" - "$CK_REF/f" "$CK_MNT" <<'EOF'
+import os, sys
+src = open(sys.argv[1], "rb").read()
+d = sys.argv[2]
+fd = os.open(os.path.join(d, "tmpname"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, src[:2 << 20])
+os.rename(os.path.join(d, "tmpname"), os.path.join(d, "other", "final"))
+os.write(fd, src[2 << 20:])
+os.close(fd)
+EOF
+	assert_not_exists "$CK_MNT/tmpname"
+	assert_file_eq "$CK_REF/f" "$CK_MNT/other/final"
+	ck_remount
+	assert_file_eq "$CK_REF/f" "$CK_MNT/other/final"
+	ck_umount
+}
+
 test_dcp_metadata_commit_by_unlink_and_rename() {
 	# PyTorch DCP coordinator: .metadata.tmp, fsync, unlink .metadata, rename.
 	ck_mount

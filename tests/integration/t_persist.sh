@@ -262,6 +262,41 @@ test_corrupt_or_missing_chunk_object_reads_as_eio() {
 	ck_umount
 }
 
+test_full_backing_fails_writes_instead_of_losing_them() {
+	# BACKING on a 40 MiB tmpfs; 5 x 12 MiB of incompressible data cannot all
+	# fit. Every file whose write, fsync and close succeeded must read back
+	# intact (also after a remount); the others must have reported an error;
+	# the mount must stay usable once space is freed.
+	local small=$CK_TMP/small i ok=() failed=()
+	mkdir "$small"
+	mount -t tmpfs -o size=40m tmpfs "$small"
+	ck_register_mount "$small"
+	CK_BACKING=$small
+	ck_mount
+	for i in 1 2 3 4 5; do
+		ck_rand "$CK_REF/f$i" $((12 * MiB))
+		if dd if="$CK_REF/f$i" of="$CK_MNT/f$i" bs=1M conv=fsync status=none 2>"$CK_TMP/dd$i.err"; then
+			ok+=("$i")
+		else
+			failed+=("$i")
+			ck_log "f$i: $(head -n 1 "$CK_TMP/dd$i.err")"
+		fi
+	done
+	ck_log "writes that succeeded: ${ok[*]:-none}; failed: ${failed[*]:-none}"
+	[ ${#failed[@]} -gt 0 ] || ck_fail "60 MiB of random data all 'succeeded' on a 40 MiB BACKING"
+	[ ${#ok[@]} -gt 0 ] || ck_fail "not even the first 12 MiB file fit on a 40 MiB BACKING"
+	for i in "${ok[@]}"; do assert_file_eq "$CK_REF/f$i" "$CK_MNT/f$i"; done
+	for i in "${failed[@]}"; do rm -f "$CK_MNT/f$i"; done
+	ck_remount
+	for i in "${ok[@]}"; do assert_file_eq "$CK_REF/f$i" "$CK_MNT/f$i"; done
+	# Space freed: writing works again.
+	rm -f "$CK_MNT/f${ok[0]}"
+	ck_rand "$CK_REF/after" $((4 * MiB))
+	dd if="$CK_REF/after" of="$CK_MNT/after" bs=1M conv=fsync status=none || ck_fail "writing after freeing space failed"
+	assert_file_eq "$CK_REF/after" "$CK_MNT/after"
+	ck_umount
+}
+
 test_admin_tools_work_on_a_live_mount() {
 	ck_mount
 	ck_rand "$CK_REF/a" $((2 * MiB))

@@ -145,7 +145,9 @@ def main():
         same(want, got, "2-rank dcp state")
     elif cmd == "two-names":
         torch.manual_seed(2)
-        sd = {"layer%d.weight" % i: torch.randn(1024, 1024) for i in range(8)}  # 32 MiB
+        # 4 tensors of 16 MiB: each record header (whose name differs) costs
+        # about one ~1 MiB chunk of its own; the tensor bytes are shared.
+        sd = {"layer%d.weight" % i: torch.randn(4096, 1024) for i in range(4)}  # 64 MiB
         torch.save(sd, os.path.join(d, "a.pt"))
         torch.save(sd, os.path.join(d, "checkpoint-with-a-much-longer-name-epoch=12-step=34567.ckpt"))
         for n in ("a.pt", "checkpoint-with-a-much-longer-name-epoch=12-step=34567.ckpt"):

@@ -1,0 +1,252 @@
+#!/bin/bash
+# t_integrity — a chunk object damaged on BACKING (a flipped payload byte, a
+# truncated or deleted object, a bad header) makes reads of the file using it
+# fail with EIO, never return wrong bytes, and leave a daemon log line naming
+# the inode, the offset and the chunk; files whose chunks are intact still read
+# byte-identical; `ckptfs-admin verify MOUNTPOINT` exits 1 naming the chunk;
+# once the object is whole again, reads and verify succeed again (no failure
+# is cached).
+#
+# Objects are damaged only while nothing is mounted (the kernel would serve
+# pages it cached earlier), and repaired while mounted.
+. "$(dirname "$0")/lib.sh"
+
+# ---------------------------------------------------------------- helpers
+
+# _extents NAME — "hash|off|len" of each extent of the file NAME, in file order.
+_extents() {
+	ck_sql "SELECT lower(hex(e.hash)), e.off, e.len FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = '$1' ORDER BY e.off"
+}
+_ino_of() { ck_sql "SELECT ino FROM dirents WHERE name = '$1'"; }
+_obj() { echo "$CK_BACKING/chunks/${1:0:2}/${1:2:2}/$1"; }
+
+# _pick_victim NAME — chooses a chunk of NAME (the middle extent, so that the
+# file has intact chunks before it) and saves a copy of its object. Sets
+# V_HASH, V_OFF, V_LEN, V_INO, V_OBJ, V_SAVED.
+_pick_victim() {
+	local ext n line
+	ext=$(_extents "$1")
+	n=$(echo "$ext" | grep -c .) || true
+	[ "$n" -ge 1 ] || ck_fail "no extents for $1 in the catalog"
+	line=$(echo "$ext" | sed -n "$((n / 2 + 1))p")
+	IFS='|' read -r V_HASH V_OFF V_LEN <<<"$line"
+	V_INO=$(_ino_of "$1")
+	V_OBJ=$(_obj "$V_HASH")
+	V_SAVED=$CK_TMP/saved.$V_HASH
+	[ -f "$V_OBJ" ] || ck_fail "object of chunk $V_HASH (extent at $V_OFF of $1) not found at $V_OBJ"
+	[ "$(echo "$ext" | cut -d'|' -f1 | grep -c -x "$V_HASH")" = 1 ] ||
+		ck_fail "chunk $V_HASH is used twice by $1 (random data should not repeat)"
+	cp -p "$V_OBJ" "$V_SAVED"
+	ck_log "$1 (inode $V_INO): $n extents; damaging chunk $V_HASH at offset $V_OFF (+$V_LEN)"
+}
+
+# _assert_chunk_not_used_by NAME — the victim chunk is not one of NAME's.
+_assert_chunk_not_used_by() {
+	assert_not_contains "$(_extents "$1" | cut -d'|' -f1)" "$V_HASH" "chunks of $1"
+}
+
+# _xor_byte FILE POS — flips bits of one byte in place (twice restores it).
+_xor_byte() {
+	"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
+assert len(b) == 1, "offset past the end"
+f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
+}
+
+_payload_len() { echo $(($(ck_size "$1") - 64)); }
+
+# _restore — puts the saved object back, byte-identical.
+_restore() {
+	cp -p "$V_SAVED" "$V_OBJ"
+	cmp -s "$V_SAVED" "$V_OBJ" || ck_fail "could not restore $V_OBJ"
+}
+
+# _read_fails NAME WHAT — reading $CK_MNT/NAME fails with EIO, and what it gave
+# before failing is a prefix of the reference that stops before the damaged
+# chunk (no byte of it, right or wrong, is served).
+_read_fails() {
+	local name=$1 what=$2 rc=0 got
+	timeout 60 cat "$CK_MNT/$name" >"$CK_TMP/partial" 2>"$CK_TMP/read.err" || rc=$?
+	[ $rc != 124 ] || ck_fail "$what: reading $name hung for 60 s"
+	[ $rc != 0 ] || ck_fail "$what: reading $name succeeded (the damaged chunk's data must not be served)"
+	assert_contains "$(cat "$CK_TMP/read.err")" "Input/output error" "$what: error reading $name"
+	got=$(ck_size "$CK_TMP/partial")
+	assert_le "$got" "$V_OFF" "$what: bytes of $name read before the error (the damaged chunk starts at $V_OFF)"
+	cmp -s -n "$got" "$CK_REF/$name" "$CK_TMP/partial" ||
+		ck_fail "$what: the $got bytes of $name read before the error differ from what was written"
+}
+
+# _read_ok NAME — $CK_MNT/NAME reads back byte-identical.
+_read_ok() { assert_file_eq "$CK_REF/$1" "$CK_MNT/$1"; }
+
+# _assert_logged_read_error WHAT — the current daemon's log has a line naming
+# the victim's inode, an offset inside the damaged extent, and the chunk.
+_assert_logged_read_error() {
+	local what=$1 lines o found=0
+	lines=$(cat "$CK_DLOG" "$CK_DERR" 2>/dev/null | grep -F -- "$V_HASH" | grep -E "inode $V_INO([^0-9]|$)") || true
+	[ -n "$lines" ] || ck_fail "$what: no daemon log line names inode $V_INO and chunk $V_HASH; log: $(tail -n 5 "$CK_DLOG" 2>/dev/null | tr '\n' '|')"
+	for o in $(echo "$lines" | grep -o -E 'offset [0-9]+' | awk '{ print $2 }'); do
+		[ "$o" -ge "$V_OFF" ] && [ "$o" -lt $((V_OFF + V_LEN)) ] && found=1
+	done
+	[ $found = 1 ] || ck_fail "$what: the log lines naming inode $V_INO and chunk $V_HASH give no offset in [$V_OFF, $((V_OFF + V_LEN))): $(echo "$lines" | head -n 3 | tr '\n' '|')"
+}
+
+# _verify_reports WHAT — `ckptfs-admin verify MNT` exits 1 and names the chunk
+# (and only it).
+_verify_reports() {
+	local what=$1 out rc=0
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "$what: exit status of ckptfs-admin verify (output: $(echo "$out" | tr '\n' '|'))"
+	assert_contains "$out" "$V_HASH" "$what: ckptfs-admin verify output"
+	assert_eq 1 "$(echo "$out" | awk '$1 == "chunks_bad" { print $2 }')" "$what: chunks_bad of ckptfs-admin verify (output: $(echo "$out" | tr '\n' '|'))"
+}
+
+_verify_ok() {
+	local out rc=0
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || rc=$?
+	assert_eq 0 "$rc" "exit status of ckptfs-admin verify on a whole store (output: $(echo "$out" | tr '\n' '|'))"
+	assert_eq 0 "$(echo "$out" | awk '$1 == "chunks_bad" { print $2 }')" "chunks_bad on a whole store"
+}
+
+# _setup_files — victim (3 MiB random) and other (2 MiB random), written
+# through a mount that is then unmounted; picks the victim chunk.
+_setup_files() {
+	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/other" $((2 * MiB))
+	ck_mount
+	cp "$CK_REF/victim" "$CK_MNT/victim"
+	cp "$CK_REF/other" "$CK_MNT/other"
+	ck_umount
+	_pick_victim victim
+	_assert_chunk_not_used_by other
+}
+
+# ---------------------------------------------------------------- cases
+
+test_flipped_payload_byte_reads_as_eio_until_restored() {
+	_setup_files
+	local pos=$((64 + $(_payload_len "$V_OBJ") / 2))
+	_xor_byte "$V_OBJ" $pos
+	ck_mount
+	_read_fails victim "payload byte $pos flipped"
+	_assert_logged_read_error "payload byte flipped"
+	_read_ok other
+	_verify_reports "payload byte flipped"
+	# Still failing on a second try (nothing served from a cache).
+	_read_fails victim "payload byte flipped, second read"
+	# The original byte back, while mounted: reads work again.
+	_xor_byte "$V_OBJ" $pos
+	cmp -s "$V_SAVED" "$V_OBJ" || ck_fail "flipping the byte back did not restore $V_OBJ"
+	_read_ok victim
+	_read_ok other
+	_verify_ok
+	ck_umount
+}
+
+test_flipped_byte_in_a_compressed_chunk_reads_as_eio() {
+	# Repetitive text: stored as LZ4.
+	"$PY" -c 'import random, sys
+r = random.Random(7); words = [b"layer.", b"weight ", b"bias ", b"0.125 ", b"norm\n"]
+out = bytearray()
+while len(out) < 3 << 20: out += r.choice(words)
+open(sys.argv[1], "wb").write(out[:3 << 20])' "$CK_REF/victim"
+	ck_rand "$CK_REF/other" $((2 * MiB))
+	ck_mount
+	cp "$CK_REF/victim" "$CK_MNT/victim"
+	cp "$CK_REF/other" "$CK_MNT/other"
+	ck_umount
+	_pick_victim victim
+	_assert_chunk_not_used_by other
+	local codec
+	codec=$(od -A n -t u1 -j 10 -N 1 "$V_OBJ" | tr -d ' ')
+	assert_eq 1 "$codec" "codec byte of a chunk of repetitive text (LZ4)"
+	assert_lt "$(_payload_len "$V_OBJ")" "$V_LEN" "LZ4 payload vs plain length"
+	local pos=$((64 + $(_payload_len "$V_OBJ") / 2))
+	_xor_byte "$V_OBJ" $pos
+	ck_mount
+	_read_fails victim "LZ4 payload byte flipped"
+	_assert_logged_read_error "LZ4 payload byte flipped"
+	_read_ok other
+	_verify_reports "LZ4 payload byte flipped"
+	_restore
+	_read_ok victim
+	_verify_ok
+	ck_umount
+}
+
+test_truncated_chunk_object_reads_as_eio() {
+	_setup_files
+	truncate -s $((64 + $(_payload_len "$V_OBJ") / 2)) "$V_OBJ"
+	ck_mount
+	_read_fails victim "payload cut in half"
+	_assert_logged_read_error "payload cut in half"
+	_read_ok other
+	_verify_reports "payload cut in half"
+	# Cut inside the header, then to nothing at all.
+	truncate -s 40 "$V_OBJ"
+	_read_fails victim "header cut at 40 bytes"
+	_verify_reports "header cut at 40 bytes"
+	truncate -s 0 "$V_OBJ"
+	_read_fails victim "empty object"
+	_restore
+	_read_ok victim
+	_verify_ok
+	ck_umount
+}
+
+test_deleted_chunk_object_reads_as_eio() {
+	_setup_files
+	rm -f "$V_OBJ"
+	ck_mount
+	_read_fails victim "object deleted"
+	_assert_logged_read_error "object deleted"
+	_read_ok other
+	_verify_reports "object deleted"
+	_restore
+	_read_ok victim
+	_verify_ok
+	ck_umount
+}
+
+test_bad_header_reads_as_eio() {
+	_setup_files
+	# Magic, format version, header length, the hash field: each alone.
+	local pos
+	for pos in 0 8 12 40; do
+		_xor_byte "$V_OBJ" $pos
+		ck_mount
+		_read_fails victim "header byte $pos flipped"
+		_assert_logged_read_error "header byte $pos flipped"
+		_read_ok other
+		_xor_byte "$V_OBJ" $pos
+		_read_ok victim
+		ck_umount
+	done
+	# Another chunk's whole, valid object under the victim's name.
+	local other_hash
+	other_hash=$(_extents other | head -n 1 | cut -d'|' -f1)
+	cp -p "$(_obj "$other_hash")" "$V_OBJ"
+	ck_mount
+	_read_fails victim "another chunk's object under this name"
+	_read_ok other
+	_verify_reports "another chunk's object under this name"
+	ck_umount
+}
+
+# A payload length far past the object's size is corruption like any other:
+# EIO, not ENOMEM from trying to allocate it (nor an abort under ASan).
+test_absurd_payload_length_in_header_reads_as_eio() {
+	_setup_files
+	"$PY" -c 'import struct, sys
+f = open(sys.argv[1], "r+b"); f.seek(24); f.write(struct.pack("<Q", 1 << 40)); f.close()' "$V_OBJ"
+	ck_mount
+	_read_fails victim "payload length 2^40 in the header"
+	_assert_logged_read_error "payload length 2^40 in the header"
+	_read_ok other
+	_verify_reports "payload length 2^40 in the header"
+	_restore
+	_read_ok victim
+	ck_umount
+}
+
+ck_main "$@"

@@ -39,6 +39,7 @@ struct ckptfs {
 	struct chunk_cache *chunks;
 	struct chunker_params chunking;
 	char staging_dir[PATH_MAX]; /* CACHE/staging: files being rewritten out of order */
+	int lock_fd;                /* flock on CACHE/lock: one daemon per cache */
 };
 
 #endif

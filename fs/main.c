@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,40 @@ static int main_check_bindings(const struct ckptfs_options *o)
 	return 0;
 }
 
+/* One daemon per cache: its catalog's recovery would drop another daemon's
+ * pending writes and open-but-unlinked files. The flock is held for the
+ * daemon's life (it survives fuse_daemonize: the child shares the fd). */
+static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
+{
+	char path[PATH_MAX + 16], pid[32];
+	snprintf(path, sizeof(path), "%s/lock", o->cache);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "ckptfs: cache %s: cannot open %s: %s\n", o->cache, path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		ssize_t n = errno == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs%s%s%s\n", o->cache,
+			pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+		close(fd);
+		return -1;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+/* Records the serving pid in the lock file (after daemonizing). */
+static void main_lock_note_pid(int fd)
+{
+	char pid[32];
+	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
+}
+
 static int main_open_catalog(struct ckptfs *fs)
 {
 	char path[PATH_MAX + 16];
@@ -125,6 +160,9 @@ static int main_open_catalog(struct ckptfs *fs)
 
 static int main_open_state(struct ckptfs *fs)
 {
+	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
+		return -1;
+	main_lock_note_pid(fs->lock_fd);
 	if (main_check_bindings(&fs->opt) != 0)
 		return -1;
 	snprintf(fs->staging_dir, sizeof(fs->staging_dir), "%s/staging", fs->opt.cache);
@@ -155,6 +193,8 @@ static void main_close_state(struct ckptfs *fs)
 	node_table_free(fs->nodes);
 	cat_close(fs->cat);
 	store_close(fs->store);
+	if (fs->lock_fd > 0)
+		close(fs->lock_fd);
 }
 
 /* FUSE's own arguments: ours first, then what the user passed through. */
@@ -240,6 +280,7 @@ int main(int argc, char **argv)
 		fs.cat = NULL;
 		fuse_daemonize(0);
 		log_setup(logf, LOG_LVL_INFO);
+		main_lock_note_pid(fs.lock_fd);
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/catalog.db", fs.opt.cache);
 		if (cat_open(path, getuid(), getgid(), main_reclaim, fs.store, &fs.cat) != 0) {

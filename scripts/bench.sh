@@ -30,6 +30,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
 IO="$HERE/bench_io.py"
 MiB=1048576
+HZ=$(getconf CLK_TCK)
 
 case "${BENCH_SCALE:-full}" in
 full) div=1 ;;
@@ -104,10 +105,13 @@ check_daemon() {
 	fi
 }
 
-# Cold state before every timed phase: nothing dirty, nothing cached.
+# Cold state before every timed phase: nothing dirty, nothing cached. The
+# pause lets a VM's free-page reporting (virtio-balloon) hand the dropped pages
+# back to the host, so that every timed phase starts from the same state.
 settle() {
 	sync
 	if [ "$can_drop" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
+	sleep 3
 }
 
 # run_group NAME CMD... — runs each "|"-separated command line concurrently,
@@ -130,6 +134,7 @@ run_group() {
 }
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+sys_ticks() { awk '{ print $15 }' "/proc/$pid/stat"; }
 stat_of() { "$BIN/ckptfs-admin" stats "$mnt" | awk -v k="$1" '$1 == k { print $2 }'; }
 chunks_du() { du -sb "$backing/chunks" 2>/dev/null | cut -f1 || echo 0; }
 chunks_files() { find "$backing/chunks" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
@@ -167,6 +172,23 @@ gen+=("$PY $IO gen $shm/payload $REPLICA 2000")
 t=$(run_group "${gen[@]}")
 echo "   in ${t}s"
 
+# How much a page-cache fill costs here. On a VM whose balloon reports free
+# pages to the host, a write into pages the host took back (after a drop or
+# a few idle seconds) costs several times more than into pages just freed.
+# Every byte ckptfs writes fills page cache twice (the FUSE file, the chunk
+# object on the local disk); a plain directory once.
+echo
+echo "== page-cache fill cost (buffered write of $((UNIQUE_FILE / MiB)) MiB, no fsync, one writer)"
+calib() {
+	local t
+	t=$(run_group "$PY $IO fill $shm/unique0 $work/calib")
+	rm -f "$work/calib"
+	mbps "$UNIQUE_FILE" "$t"
+}
+sync; sleep 5
+fresh=$(calib) recycled=$(calib)
+echo "   into fresh pages (after 5 s idle): $fresh MB/s; into pages just freed: $recycled MB/s"
+
 # Replica i: header of hlen(i) bytes (0..200, growing with the name) + payload.
 rname() { printf 'checkpoint-step-%06d/rank%02d/model_states%s.pt' 1000 "$1" "$(printf '%*s' "$1" '' | tr ' ' '_')"; }
 hlen() { echo $(( $1 * 200 / (NREPLICAS - 1) )); }
@@ -177,10 +199,10 @@ declare -A R # R[metric,side,round]
 
 # phase_unique SIDE DIR ROUND
 phase_unique_write() {
-	local side=$1 dir=$2 r=$3 c0 c1 t cmds=() i
+	local side=$1 dir=$2 r=$3 c0 c1 k0 k1 t cmds=() i
 	settle
 	for i in $(seq 0 $((NWRITERS - 1))); do cmds+=("$PY $IO write $shm/unique$i $dir/unique$i.bin 0 -"); done
-	[ "$side" = ckptfs ] && c0=$(cpu_ticks)
+	[ "$side" = ckptfs ] && c0=$(cpu_ticks) k0=$(sys_ticks)
 	if [ "$side" = ckptfs ] && [ "${BENCH_PERF:-0}" = 1 ] && [ "$r" = 1 ]; then
 		perf record -g -o "$work/perf.data" -p "$pid" 2>"$work/perf.log" >/dev/null &
 		perf_pid=$!
@@ -189,21 +211,29 @@ phase_unique_write() {
 	t=$(run_group "${cmds[@]}")
 	if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; perf_pid=; fi
 	R[uw,$side,$r]=$(mbps $((NWRITERS * UNIQUE_FILE)) "$t")
-	if [ "$side" = ckptfs ]; then c1=$(cpu_ticks); R[uwcpu,$side,$r]=$(div $((c1 - c0)) "$(getconf CLK_TCK)"); check_daemon; fi
+	if [ "$side" = ckptfs ]; then
+		c1=$(cpu_ticks) k1=$(sys_ticks)
+		R[uwcpu,$side,$r]=$(div $((c1 - c0)) "$HZ") R[uwsys,$side,$r]=$(div $((k1 - k0)) "$HZ")
+		check_daemon
+	fi
 	printf '   %-7s unique write     %6.2fs  %5s MB/s%s\n' "$side" "$t" "${R[uw,$side,$r]}" \
-		"$([ "$side" = ckptfs ] && echo "   (daemon CPU ${R[uwcpu,$side,$r]}s)")"
+		"$([ "$side" = ckptfs ] && echo "   (daemon CPU ${R[uwcpu,$side,$r]}s, of which kernel ${R[uwsys,$side,$r]}s)")"
 }
 
 phase_cold_read() {
-	local side=$1 dir=$2 r=$3 c0 c1 t cmds=() i
+	local side=$1 dir=$2 r=$3 c0 c1 k0 k1 t cmds=() i
 	settle
 	for i in $(seq 0 $((NWRITERS - 1))); do cmds+=("$PY $IO read $dir/unique$i.bin"); done
-	[ "$side" = ckptfs ] && c0=$(cpu_ticks)
+	[ "$side" = ckptfs ] && c0=$(cpu_ticks) k0=$(sys_ticks)
 	t=$(run_group "${cmds[@]}")
 	R[cr,$side,$r]=$(mbps $((NWRITERS * UNIQUE_FILE)) "$t")
-	if [ "$side" = ckptfs ]; then c1=$(cpu_ticks); R[crcpu,$side,$r]=$(div $((c1 - c0)) "$(getconf CLK_TCK)"); check_daemon; fi
+	if [ "$side" = ckptfs ]; then
+		c1=$(cpu_ticks) k1=$(sys_ticks)
+		R[crcpu,$side,$r]=$(div $((c1 - c0)) "$HZ") R[crsys,$side,$r]=$(div $((k1 - k0)) "$HZ")
+		check_daemon
+	fi
 	printf '   %-7s cold read        %6.2fs  %5s MB/s%s\n' "$side" "$t" "${R[cr,$side,$r]}" \
-		"$([ "$side" = ckptfs ] && echo "   (daemon CPU ${R[crcpu,$side,$r]}s)")"
+		"$([ "$side" = ckptfs ] && echo "   (daemon CPU ${R[crcpu,$side,$r]}s, of which kernel ${R[crsys,$side,$r]}s)")"
 	# untimed: every byte read back equals what was written
 	cmds=()
 	for i in $(seq 0 $((NWRITERS - 1))); do cmds+=("$PY $IO verify $shm/unique$i $dir/unique$i.bin 0 -"); done
@@ -211,7 +241,7 @@ phase_cold_read() {
 }
 
 phase_replicated_write() {
-	local side=$1 dir=$2 r=$3 c0 c1 t cmds=() i du0 du1 f0 f1 s0 s1 u0 u1 logical=0
+	local side=$1 dir=$2 r=$3 c0 c1 k0 k1 t cmds=() i du0 du1 f0 f1 s0 s1 u0 u1 logical=0
 	mkdir -p "$dir/replicas"
 	settle
 	for i in $(seq 0 $((NREPLICAS - 1))); do
@@ -220,13 +250,13 @@ phase_replicated_write() {
 		logical=$((logical + REPLICA + $(hlen "$i")))
 	done
 	if [ "$side" = ckptfs ]; then
-		c0=$(cpu_ticks) du0=$(chunks_du) f0=$(chunks_files) s0=$(stat_of stored_bytes) u0=$(stat_of unique_bytes)
+		c0=$(cpu_ticks) k0=$(sys_ticks) du0=$(chunks_du) f0=$(chunks_files) s0=$(stat_of stored_bytes) u0=$(stat_of unique_bytes)
 	fi
 	t=$(run_group "${cmds[@]}")
 	R[rw,$side,$r]=$(mbps "$logical" "$t")
 	if [ "$side" = ckptfs ]; then
-		c1=$(cpu_ticks) du1=$(chunks_du) f1=$(chunks_files) s1=$(stat_of stored_bytes) u1=$(stat_of unique_bytes)
-		R[rwcpu,$side,$r]=$(div $((c1 - c0)) "$(getconf CLK_TCK)")
+		c1=$(cpu_ticks) k1=$(sys_ticks) du1=$(chunks_du) f1=$(chunks_files) s1=$(stat_of stored_bytes) u1=$(stat_of unique_bytes)
+		R[rwcpu,$side,$r]=$(div $((c1 - c0)) "$HZ") R[rwsys,$side,$r]=$(div $((k1 - k0)) "$HZ")
 		R[rs,$side,$r]=$(div $((du1 - du0)) $((REPLICA + $(hlen $((NREPLICAS - 1))))))
 		R[rsdu,$side,$r]=$((du1 - du0)) R[rsfiles,$side,$r]=$((f1 - f0))
 		R[rsstored,$side,$r]=$((s1 - s0)) R[rsunique,$side,$r]=$((u1 - u0))
@@ -237,7 +267,7 @@ phase_replicated_write() {
 		R[rsdu,$side,$r]=$du1
 	fi
 	printf '   %-7s replicated write %6.2fs  %5s MB/s%s\n' "$side" "$t" "${R[rw,$side,$r]}" \
-		"$([ "$side" = ckptfs ] && echo "   (daemon CPU ${R[rwcpu,$side,$r]}s)")"
+		"$([ "$side" = ckptfs ] && echo "   (daemon CPU ${R[rwcpu,$side,$r]}s, of which kernel ${R[rwsys,$side,$r]}s)")"
 	if [ "$side" = ckptfs ]; then
 		printf '   %-7s   growth: du -sb BACKING/chunks %d, object files %d, catalog stored_bytes %d, unique_bytes %d (one replica %d)\n' \
 			"$side" $((du1 - du0)) $((f1 - f0)) $((s1 - s0)) $((u1 - u0)) $((REPLICA + $(hlen $((NREPLICAS - 1)))))

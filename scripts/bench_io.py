@@ -8,6 +8,7 @@ lives in tmpfs (/dev/shm), so that producing the data costs only a memcpy.
 
   gen    PATH SIZE SEED            incompressible bytes (numpy SFC64) into PATH
   write  SRC DST HEADER_LEN NAME   stream -> DST in 1 MiB writes, fsync, close
+  fill   SRC DST                   SRC -> DST in 1 MiB writes, close (no fsync)
   read   PATH                      read PATH in 1 MiB reads, discard
   verify SRC DST HEADER_LEN NAME   DST must equal the stream, byte for byte
 
@@ -59,7 +60,7 @@ def write_all(fd, buf):
         view = view[n:]
 
 
-def cmd_write(src, dst, header_len, name):
+def cmd_write(src, dst, header_len, name, sync=True):
     mm, size = open_src(src)
     head = header_bytes(int(header_len), name)
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -72,10 +73,15 @@ def cmd_write(src, dst, header_len, name):
     while off < size:
         write_all(fd, view[off:off + IO])
         off += IO
-    os.fsync(fd)
+    if sync:
+        os.fsync(fd)
     os.close(fd)
     view.release()
     return 0
+
+
+def cmd_fill(src, dst):
+    return cmd_write(src, dst, 0, "-", sync=False)
 
 
 def cmd_read(path):
@@ -119,7 +125,7 @@ def cmd_verify(src, dst, header_len, name):
 
 
 def main(argv):
-    cmds = {"gen": (cmd_gen, 3), "write": (cmd_write, 4), "read": (cmd_read, 1),
+    cmds = {"gen": (cmd_gen, 3), "write": (cmd_write, 4), "fill": (cmd_fill, 2), "read": (cmd_read, 1),
             "verify": (cmd_verify, 4)}
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         print(__doc__, file=sys.stderr)

@@ -535,7 +535,14 @@ _ck_run_group() {
 		[[ "$CKPTFS_BIN" == *asan* ]] && t=$((t * 2))
 		start=$(date +%s.%N)
 		rc=0
-		CK_STATE=$state timeout -k 10 "$t" bash "$0" --one "$name" >"$log" 2>&1 </dev/null || rc=$?
+		# timeout runs the case in its own process group (a hang is ended with
+		# TERM, then KILL, to the whole group); an interrupt of this runner is
+		# passed on to it, and its leftovers reaped.
+		CK_STATE=$state timeout -k 10 "$t" bash "$0" --one "$name" >"$log" 2>&1 </dev/null &
+		_ck_tpid=$!
+		trap 'kill -TERM $_ck_tpid 2>/dev/null; wait $_ck_tpid; _ck_reap "$state"; echo "interrupted in $CK_GROUP/$name"; exit 130' INT TERM
+		wait $_ck_tpid || rc=$?
+		trap - INT TERM
 		end=$(date +%s.%N)
 		secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 		leftover=$(_ck_reap "$state")

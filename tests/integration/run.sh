@@ -75,6 +75,7 @@ fi
 
 echo "ckptfs integration tests: $CKPTFS_BIN$([ "$CKPTFS_TEST_QUICK" = 1 ] && echo ' (quick)')"
 t0=$(date +%s)
+trap 'echo "run.sh: interrupted; logs in $CK_ARTIFACTS"; echo "$(grep -c "^PASS " "$CK_RESULTS") passed, $(grep -c "^FAIL " "$CK_RESULTS") failed"; exit 130' INT TERM
 for g in "${groups[@]}"; do
 	echo "== $g"
 	# shellcheck disable=SC2086

@@ -10,6 +10,7 @@
 _our_daemons() {
 	local p
 	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" != "${CK_PID:-}" ] || continue # the daemon ck_mount started
 		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -F -- "$CKPTFS_BIN" || continue
 		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -F -- "$CK_TMP" && echo "${p#/proc/}"
 	done

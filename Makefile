@@ -4,6 +4,7 @@
 #   make demo       install packages if missing, build, mount a local dir, save sample checkpoints
 #   make test       install packages if missing, build, run unit + integration tests (also ASan+UBSan)
 #   make bench      ratios against a plain directory, measured in the same run
+#   make torture    the crash torture loop, 500 kill -9 cycles
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -68,6 +69,11 @@ test-asan:
 	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 2
 	ASAN_OPTIONS=detect_leaks=0 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
+
+# The crash torture loop, longer than in `make test` (CYCLES=N to change).
+CYCLES ?= 500
+torture: deps all
+	CKPTFS_TORTURE_CYCLES=$(CYCLES) tests/integration/run.sh $(BUILD) t_torture
 
 demo: deps all
 	scripts/demo.sh $(BUILD)

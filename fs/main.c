@@ -7,6 +7,8 @@
  * goes to CACHE/ckptfs.log (or -o log=FILE). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdio.h>
@@ -179,6 +181,8 @@ static int main_open_state(struct ckptfs *fs)
 	}
 	if (main_open_catalog(fs) != 0)
 		return -1;
+	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
+		return -1;
 	if (node_table_new(fs, &fs->nodes) != 0 ||
 	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
@@ -189,6 +193,10 @@ static int main_open_state(struct ckptfs *fs)
 
 static void main_close_state(struct ckptfs *fs)
 {
+	/* generations first: ending one releases inodes through the node table */
+	if (fs->gen && fs->cat && fs->nodes)
+		gen_policy_shutdown(fs->gen);
+	gen_policy_free(fs->gen);
 	chunk_cache_free(fs->chunks);
 	node_table_free(fs->nodes);
 	cat_close(fs->cat);
@@ -290,13 +298,20 @@ int main(int argc, char **argv)
 	}
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 
+	if (gen_policy_start(fs.gen, se) != 0) { /* after fork: threads do not survive it */
+		log_error("cannot start the generation thread");
+		goto out;
+	}
+
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, 16);
 	fuse_loop_cfg_set_idle_threads(cfg, 8);
 	rc = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
-	exit_code = rc == 0 ? 0 : 1;
-	log_info("unmounting %s (%s)", fs.opt.mountpoint, rc == 0 ? "clean" : "loop error");
+	/* libfuse returns the signal number after SIGINT/SIGTERM/SIGHUP: a clean stop */
+	bool clean = rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP;
+	exit_code = clean ? 0 : 1;
+	log_info("unmounting %s (%s)", fs.opt.mountpoint, clean ? "clean" : "loop error");
 
 out:
 	if (se) {

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,6 +197,29 @@ void node_unlinked(struct node_table *t, uint64_t ino)
 	int rc = cat_inode_release(t->fs->cat, ino);
 	if (rc != 0)
 		log_error("inode %llu: releasing after unlink failed: %d", (unsigned long long)ino, rc);
+}
+
+void node_note_name(struct node_table *t, uint64_t ino, uint64_t parent, const char *name)
+{
+	pthread_mutex_lock(&t->lock);
+	struct node *n = *node_slot(t, ino);
+	if (n) {
+		n->trigger_parent = parent;
+		snprintf(n->trigger_name, sizeof(n->trigger_name), "%s", name);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool node_trigger(struct node_table *t, struct node *n, uint64_t *parent, char *name, size_t size)
+{
+	pthread_mutex_lock(&t->lock);
+	bool have = n->trigger_name[0] != '\0';
+	if (have) {
+		*parent = n->trigger_parent;
+		snprintf(name, size, "%s", n->trigger_name);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return have;
 }
 
 uint64_t node_count(struct node_table *t)

@@ -19,6 +19,8 @@
 #define CKPTFS_NODE_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct ckptfs;
@@ -32,6 +34,10 @@ struct node {
 	uint32_t refs;       /* temporary references held by running operations */
 	pthread_rwlock_t rw;
 	struct writer *writer; /* non-NULL while a handle has written or truncated */
+	/* a file whose close may commit a generation (gen_is_trigger_name):
+	 * its name and directory as last looked up; under the table lock */
+	uint64_t trigger_parent;
+	char trigger_name[40];
 	struct node *next;     /* hash chain */
 };
 
@@ -61,6 +67,11 @@ struct node *node_peek(struct node_table *t, uint64_t ino);
 /* After an entry was removed: deletes the inode at once if it has no links
  * and no node (nobody can reach it); otherwise its last node_put/forget will. */
 void node_unlinked(struct node_table *t, uint64_t ino);
+
+/* Remembers (parent, name) for a node whose name is a commit trigger. */
+void node_note_name(struct node_table *t, uint64_t ino, uint64_t parent, const char *name);
+/* Copies the remembered trigger name; false if none. */
+bool node_trigger(struct node_table *t, struct node *n, uint64_t *parent, char *name, size_t size);
 
 /* Number of nodes (for stats and leak checks in tests). */
 uint64_t node_count(struct node_table *t);

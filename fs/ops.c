@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "gen.h"
+#include "generation.h"
 #include "log.h"
 #include "node.h"
 #include "reader.h"
@@ -32,6 +34,22 @@
 #define OPS_MAX_WRITE (1u << 20)
 #define OPS_XATTR_CACHE "user.ckptfs.cache"
 #define OPS_XATTR_BACKING "user.ckptfs.backing"
+#define OPS_XATTR_GEN "user.ckptfs.generation"
+#define OPS_XATTR_COMMIT "user.ckptfs.commit"
+#define OPS_XATTR_PIN "user.ckptfs.pin"
+
+/* An open file: its node, and what it means for the file's generation. */
+struct ops_handle {
+	struct node *n;
+	uint64_t gen_id;  /* the generation the file was in when opened (0: none) */
+	bool writable;    /* counted among the generation's writers */
+	bool wrote;       /* created, wrote or truncated through this handle */
+};
+
+static struct ops_handle *ops_h(struct fuse_file_info *fi)
+{
+	return (struct ops_handle *)(uintptr_t)fi->fh;
+}
 
 static struct ckptfs *ops_fs(fuse_req_t req)
 {
@@ -98,6 +116,24 @@ static void ops_reply_attr(fuse_req_t req, const struct cat_inode *in)
 	fuse_reply_attr(req, &st, OPS_TIMEOUT);
 }
 
+static uint64_t ops_gen_of(struct ckptfs *fs, uint64_t ino)
+{
+	uint64_t gen = 0;
+	return cat_gen_of(fs->cat, ino, &gen) == 0 ? gen : 0;
+}
+
+/* Before a change to ino (or an entry of the directory ino): a committed
+ * generation is reopened as a new version. Returns its generation. */
+static int ops_gen_change(fuse_req_t req, uint64_t ino, uint64_t *gen_id)
+{
+	struct ckptfs *fs = ops_fs(req);
+	*gen_id = ops_gen_of(fs, ino);
+	int rc = gen_before_change(fs->gen, *gen_id);
+	if (rc == 0)
+		gen_activity(fs->gen, *gen_id, fuse_req_ctx(req)->pid);
+	return rc;
+}
+
 static void ops_name_check_reply(fuse_req_t req, const char *name, int *bad)
 {
 	*bad = strlen(name) > CAT_NAME_MAX;
@@ -127,10 +163,13 @@ static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc = cat_lookup(ops_fs(req)->cat, parent, name, &in);
 	if (rc == 0)
 		rc = ops_attr(ops_fs(req), in.ino, &in);
-	if (rc != 0)
+	if (rc != 0) {
 		fuse_reply_err(req, -rc);
-	else
-		ops_reply_entry(req, &in);
+		return;
+	}
+	ops_reply_entry(req, &in);
+	if (gen_is_trigger_name(name))
+		node_note_name(ops_fs(req)->nodes, in.ino, parent, name);
 }
 
 static void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -185,7 +224,12 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 {
 	struct ckptfs *fs = ops_fs(req);
 	struct cat_inode in, out;
-	int rc = cat_getattr(fs->cat, ino, &in);
+	uint64_t gen_id;
+	int rc = ops_gen_change(req, ino, &gen_id);
+	if (rc == 0)
+		rc = cat_getattr(fs->cat, ino, &in);
+	if (rc == 0 && fi && (to_set & FUSE_SET_ATTR_SIZE))
+		((struct ops_handle *)(uintptr_t)fi->fh)->wrote = true;
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		if (S_ISDIR(in.mode))
 			rc = -EISDIR;
@@ -260,7 +304,10 @@ static int ops_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 		return -ENAMETOOLONG;
 	uint32_t gid = ctx->gid;
 	struct cat_inode dir;
-	int rc = cat_getattr(fs->cat, parent, &dir);
+	uint64_t parent_gen, gen_id = 0;
+	int rc = ops_gen_change(req, parent, &parent_gen);
+	if (rc == 0)
+		rc = cat_getattr(fs->cat, parent, &dir);
 	if (rc != 0)
 		return rc;
 	if (dir.mode & S_ISGID) {
@@ -268,7 +315,18 @@ static int ops_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 		if (S_ISDIR(mode))
 			mode |= S_ISGID;
 	}
-	return cat_create(fs->cat, parent, name, mode, ctx->uid, gid, rdev, target, out);
+	struct cat_gen_spec spec_buf;
+	const struct cat_gen_spec *spec =
+		parent_gen ? NULL : gen_spec_for(fs->gen, parent, name, &spec_buf);
+	rc = cat_create_in_gen(fs->cat, parent, name, mode, ctx->uid, gid, rdev, target, spec, out,
+			       &gen_id);
+	if (rc != 0)
+		return rc;
+	if (spec)
+		gen_started(fs->gen, gen_id, parent, false, ctx->pid);
+	else
+		gen_file_created(fs->gen, gen_id, name);
+	return 0;
 }
 
 static void ops_reply_made(fuse_req_t req, int rc, const struct cat_inode *in)
@@ -306,28 +364,39 @@ static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	ops_name_check_reply(req, newname, &bad);
 	if (bad)
 		return;
-	int rc = cat_link(ops_fs(req)->cat, ino, newparent, newname, &in);
+	uint64_t gen_id;
+	int rc = ops_gen_change(req, newparent, &gen_id);
+	if (rc == 0)
+		rc = cat_link(ops_fs(req)->cat, ino, newparent, newname, &in);
 	if (rc == 0)
 		rc = ops_attr(ops_fs(req), ino, &in);
 	ops_reply_made(req, rc, &in);
 }
 
+/* Removes a name: a change inside the parent's generation (which is reopened
+ * if committed); a generation root removed ends its generation (catalog). */
+static void ops_remove(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
+{
+	struct ckptfs *fs = ops_fs(req);
+	uint64_t ino = 0, gen_id;
+	int rc = ops_gen_change(req, parent, &gen_id);
+	if (rc == 0)
+		rc = dir ? cat_rmdir(fs->cat, parent, name, &ino) : cat_unlink(fs->cat, parent, name, &ino);
+	if (rc == 0) {
+		gen_root_removed(fs->gen, parent, name);
+		node_unlinked(fs->nodes, ino);
+	}
+	fuse_reply_err(req, -rc);
+}
+
 static void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	uint64_t ino = 0;
-	int rc = cat_unlink(ops_fs(req)->cat, parent, name, &ino);
-	if (rc == 0)
-		node_unlinked(ops_fs(req)->nodes, ino);
-	fuse_reply_err(req, -rc);
+	ops_remove(req, parent, name, false);
 }
 
 static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	uint64_t ino = 0;
-	int rc = cat_rmdir(ops_fs(req)->cat, parent, name, &ino);
-	if (rc == 0)
-		node_unlinked(ops_fs(req)->nodes, ino);
-	fuse_reply_err(req, -rc);
+	ops_remove(req, parent, name, true);
 }
 
 static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -341,12 +410,29 @@ static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	struct ckptfs *fs = ops_fs(req);
 	unsigned cflags = (flags & RENAME_NOREPLACE ? CAT_RENAME_NOREPLACE : 0) |
 			  (flags & RENAME_EXCHANGE ? CAT_RENAME_EXCHANGE : 0);
-	uint64_t replaced = 0;
-	int rc = cat_rename(ops_fs(req)->cat, parent, name, newparent, newname, cflags, &replaced);
-	if (rc == 0 && replaced)
-		node_unlinked(ops_fs(req)->nodes, replaced);
+	uint64_t replaced = 0, new_gen = 0, from_gen, to_gen;
+	int rc = ops_gen_change(req, parent, &from_gen);
+	if (rc == 0)
+		rc = ops_gen_change(req, newparent, &to_gen);
+	struct cat_gen_spec spec_buf;
+	const struct cat_gen_spec *spec =
+		rc == 0 && !to_gen && !(flags & RENAME_EXCHANGE)
+			? gen_spec_for(fs->gen, newparent, newname, &spec_buf) : NULL;
+	if (rc == 0)
+		rc = cat_rename_gen(fs->cat, parent, name, newparent, newname, cflags, spec, &replaced,
+				    &new_gen);
+	if (rc == 0) {
+		gen_root_removed(fs->gen, parent, name);
+		if (replaced)
+			node_unlinked(fs->nodes, replaced);
+		if (new_gen)
+			gen_started(fs->gen, new_gen, newparent, true, fuse_req_ctx(req)->pid);
+		else
+			gen_renamed(fs->gen, to_gen, newparent, newname);
+	}
 	fuse_reply_err(req, -rc);
 }
 
@@ -354,6 +440,7 @@ static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 
 struct ops_dirbuf {
 	fuse_req_t req;
+	uint64_t dir;
 	char *buf;
 	size_t size, used;
 	int plus;
@@ -364,6 +451,8 @@ static int ops_dirent_add(void *arg, const char *name, const struct cat_inode *a
 {
 	struct ops_dirbuf *d = arg;
 	size_t need;
+	if (gen_hidden(ops_fs(d->req)->gen, d->dir, name))
+		return 0; /* an OPEN generation: reachable by name, not listed */
 	if (d->plus) {
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
@@ -393,7 +482,7 @@ static int ops_dirent_add(void *arg, const char *name, const struct cat_inode *a
 
 static void ops_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
-	struct ops_dirbuf d = { .req = req, .size = size, .plus = plus };
+	struct ops_dirbuf d = { .req = req, .dir = ino, .size = size, .plus = plus };
 	d.buf = malloc(size);
 	if (!d.buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -431,7 +520,9 @@ static int ops_writer(struct ckptfs *fs, struct node *n, struct writer **out)
 {
 	if (!n->writer) {
 		struct cat_inode in;
-		int rc = cat_getattr(fs->cat, n->ino, &in);
+		int rc = gen_before_change(fs->gen, ops_gen_of(fs, n->ino));
+		if (rc == 0)
+			rc = cat_getattr(fs->cat, n->ino, &in);
 		if (rc == 0)
 			rc = writer_new(fs, n->ino, in.size, &n->writer);
 		if (rc != 0)
@@ -441,27 +532,44 @@ static int ops_writer(struct ckptfs *fs, struct node *n, struct writer **out)
 	return 0;
 }
 
-static int ops_open_node(struct ckptfs *fs, uint64_t ino, struct fuse_file_info *fi)
+static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
-	struct node *n = node_open(fs->nodes, ino);
-	if (!n)
+	struct ckptfs *fs = ops_fs(req);
+	struct ops_handle *h = calloc(1, sizeof(*h));
+	if (!h)
 		return -ENOMEM;
+	h->writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+	h->gen_id = h->writable ? ops_gen_of(fs, ino) : 0;
 	int rc = 0;
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+	if (h->writable && (fi->flags & O_TRUNC))
+		rc = gen_before_change(fs->gen, h->gen_id);
+	struct node *n = rc == 0 ? node_open(fs->nodes, ino) : NULL;
+	if (!n) {
+		free(h);
+		return rc ? rc : -ENOMEM;
+	}
+	h->n = n;
+	if (h->writable && (fi->flags & O_TRUNC)) {
 		pthread_rwlock_wrlock(&n->rw);
 		rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(fs->cat, ino, 0);
 		pthread_rwlock_unlock(&n->rw);
+		h->wrote = true;
 	}
 	if (rc != 0) {
 		node_close(fs->nodes, n);
 		node_put(fs->nodes, n);
+		free(h);
 		return rc;
+	}
+	if (h->writable) {
+		gen_writer_opened(fs->gen, h->gen_id);
+		gen_activity(fs->gen, h->gen_id, fuse_req_ctx(req)->pid);
 	}
 	pthread_rwlock_rdlock(&n->rw);
 	/* pages cached from an earlier open stay valid unless someone writes */
 	fi->keep_cache = !n->writer;
 	pthread_rwlock_unlock(&n->rw);
-	fi->fh = (uint64_t)(uintptr_t)n;
+	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
 }
 
@@ -472,7 +580,7 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc == 0 && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (rc == 0)
-		rc = ops_open_node(ops_fs(req), ino, fi);
+		rc = ops_open_node(req, ino, fi);
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -486,7 +594,11 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	int rc = ops_make(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
 	if (rc == 0) {
 		fi->flags &= ~O_TRUNC; /* it is new */
-		rc = ops_open_node(ops_fs(req), in.ino, fi);
+		rc = ops_open_node(req, in.ino, fi);
+		if (rc == 0)
+			ops_h(fi)->wrote = true; /* creating is writing (an empty marker counts) */
+		if (rc == 0 && gen_is_trigger_name(name))
+			node_note_name(ops_fs(req)->nodes, in.ino, parent, name);
 	}
 	if (rc != 0) {
 		fuse_reply_err(req, -rc);
@@ -503,7 +615,7 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 
 static struct node *ops_handle(struct fuse_file_info *fi)
 {
-	return (struct node *)(uintptr_t)fi->fh;
+	return ops_h(fi)->n;
 }
 
 static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -552,6 +664,8 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		rc = writer_write(w, buf, size, at);
 	}
 	pthread_rwlock_unlock(&n->rw);
+	ops_h(fi)->wrote = true;
+	gen_activity(fs->gen, ops_h(fi)->gen_id, fuse_req_ctx(req)->pid);
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -586,13 +700,22 @@ static void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckptfs *fs = ops_fs(req);
-	struct node *n = ops_handle(fi);
+	struct ops_handle *h = ops_h(fi);
+	struct node *n = h->n;
 	int rc = ops_commit(fs, n, false, node_close(fs->nodes, n) == 0);
 	if (rc != 0)
 		log_error("inode %llu: commit at last close failed: %s", (unsigned long long)ino,
 			  strerror(-rc));
-	node_put(fs->nodes, n);
 	fuse_reply_err(req, -rc);
+	/* after the reply: a commit it triggers must not delay the close */
+	uint64_t parent;
+	char name[40];
+	if (rc == 0 && h->wrote && node_trigger(fs->nodes, n, &parent, name, sizeof(name)))
+		gen_file_closed(fs->gen, ino, parent, name, h->gen_id);
+	if (h->writable)
+		gen_writer_closed(fs->gen, h->gen_id);
+	node_put(fs->nodes, n);
+	free(h);
 }
 
 static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -617,6 +740,7 @@ static void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, o
 		if (rc == 0 && (uint64_t)(off + len) > writer_size(w))
 			rc = writer_truncate(w, (uint64_t)(off + len));
 		pthread_rwlock_unlock(&n->rw);
+		ops_h(fi)->wrote = true;
 	}
 	fuse_reply_err(req, -rc);
 }
@@ -643,10 +767,19 @@ static void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 {
 	struct ckptfs *fs = ops_fs(req);
 	const char *val = NULL;
+	char desc[512];
 	if (ino == CAT_ROOT_INO && strcmp(name, OPS_XATTR_CACHE) == 0)
 		val = fs->opt.cache;
 	else if (ino == CAT_ROOT_INO && strcmp(name, OPS_XATTR_BACKING) == 0)
 		val = fs->opt.backing;
+	else if (strcmp(name, OPS_XATTR_GEN) == 0) {
+		int rc = gen_describe(fs->gen, ops_gen_of(fs, ino), desc, sizeof(desc));
+		if (rc != 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		val = desc;
+	}
 	if (!val) {
 		fuse_reply_err(req, ENODATA);
 		return;
@@ -663,19 +796,41 @@ static void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 static void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	static const char names[] = OPS_XATTR_CACHE "\0" OPS_XATTR_BACKING;
-	size_t len = ino == CAT_ROOT_INO ? sizeof(names) : 0;
+	static const char gen_names[] = OPS_XATTR_GEN;
+	const char *list = ino == CAT_ROOT_INO ? names : gen_names;
+	size_t len = ino == CAT_ROOT_INO ? sizeof(names) : ops_gen_of(ops_fs(req), ino) ? sizeof(gen_names) : 0;
 	if (size == 0)
 		fuse_reply_xattr(req, len);
 	else if (size < len)
 		fuse_reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, names, len);
+		fuse_reply_buf(req, list, len);
 }
 
+/* Control of generations for scripts: on any inode of a generation,
+ * user.ckptfs.commit (any value) commits it, user.ckptfs.pin = 1 / 0 pins. Only
+ * root and the daemon's owner may. */
 static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
-	fuse_reply_err(req, ENOTSUP);
+	struct ckptfs *fs = ops_fs(req);
+	bool commit = strcmp(name, OPS_XATTR_COMMIT) == 0, pin = strcmp(name, OPS_XATTR_PIN) == 0;
+	if (!commit && !pin) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	uid_t uid = fuse_req_ctx(req)->uid;
+	if (uid != 0 && uid != getuid()) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	uint64_t gen_id = ops_gen_of(fs, ino);
+	int rc = -EINVAL; /* not in a generation */
+	if (gen_id && commit)
+		rc = gen_commit_explicit(fs->gen, gen_id, "explicit");
+	else if (gen_id && pin)
+		rc = gen_pin(fs->gen, gen_id, size > 0 && value[0] == '1');
+	fuse_reply_err(req, -rc);
 }
 
 static void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

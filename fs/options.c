@@ -95,9 +95,39 @@ static int options_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+static int options_seconds(const char *opt, const char *val, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(val, &end);
+	if (errno || end == val || *end || v < 0)
+		return options_fail("option '%s': %s", opt, "expects a number of seconds, like 2 or 0.5");
+	*out = v;
+	return 0;
+}
+
 static int options_one(struct options_result *r, const char *opt)
 {
 	struct ckptfs_options *o = &r->opt;
+	if (strncmp(opt, "keep=", 5) == 0) {
+		char *end;
+		errno = 0;
+		unsigned long k = strtoul(opt + 5, &end, 10);
+		if (errno || end == opt + 5 || *end || k > 1000000)
+			return options_fail("option '%s': %s", opt, "expects a count, like 3 (0 keeps all)");
+		o->gen.keep = (unsigned)k;
+		return 0;
+	}
+	if (strncmp(opt, "gen_pattern=", 12) == 0)
+		return options_copy(o->gen.pattern, sizeof(o->gen.pattern), opt + 12, "gen_pattern");
+	if (strncmp(opt, "quiet=", 6) == 0)
+		return options_seconds(opt, opt + 6, &o->gen.quiet_s);
+	if (strncmp(opt, "abandon=", 8) == 0)
+		return options_seconds(opt, opt + 8, &o->gen.abandon_s);
+	if (strcmp(opt, "show_open") == 0) {
+		o->gen.show_open = true;
+		return 0;
+	}
 	if (strncmp(opt, "cache=", 6) == 0)
 		return options_copy(o->cache, sizeof(o->cache), opt + 6, "cache");
 	if (strncmp(opt, "log=", 4) == 0)
@@ -118,15 +148,28 @@ static int options_one(struct options_result *r, const char *opt)
 	return options_fail("unknown option '%s'%s", opt, " (see ckptfs --help)");
 }
 
+/* Splits on commas; "\," is a comma inside an option (a gen_pattern). */
 static int options_list(struct options_result *r, const char *list)
 {
-	char *copy = strdup(list), *save = NULL;
-	if (!copy)
+	char *tok = malloc(strlen(list) + 1);
+	if (!tok)
 		return -1;
 	int rc = 0;
-	for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save))
-		rc = options_one(r, tok);
-	free(copy);
+	const char *p = list;
+	while (rc == 0 && *p) {
+		size_t n = 0;
+		for (; *p && *p != ','; p++) {
+			if (p[0] == '\\' && p[1] == ',')
+				p++;
+			tok[n++] = *p;
+		}
+		tok[n] = '\0';
+		if (n)
+			rc = options_one(r, tok);
+		if (*p == ',')
+			p++;
+	}
+	free(tok);
 	return rc;
 }
 
@@ -149,6 +192,13 @@ void options_usage(FILE *f)
 		"  log=FILE           log file when in the background (default CACHE/ckptfs.log)\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
+		"  keep=K             keep the newest K committed generations per series (0: all)\n"
+		"  gen_pattern=RE     names that start a generation (POSIX ERE; the step is the\n"
+		"                     last all-digit group; write a comma as \\,)\n"
+		"  quiet=S            quiet period of quiet commit rules (default 2)\n"
+		"  abandon=S          abort an open generation idle this long whose writers\n"
+		"                     are gone (default 600; 0 never)\n"
+		"  show_open          list open generations in directory listings\n"
 		"\n"
 		"FUSE options passed through: allow_other, allow_root, default_permissions (on by\n"
 		"default), auto_unmount, ro, nosuid, nodev, noexec, noatime, fsname=, max_read=, ...\n"
@@ -298,6 +348,8 @@ int options_parse(int argc, char **argv, struct options_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->opt.chunk_cache_bytes = 64u << 20;
+	r->opt.gen.quiet_s = 2.0;
+	r->opt.gen.abandon_s = 600.0;
 	const char *pos[3] = { 0 };
 	int npos = 0;
 	for (int i = 1; i < argc; i++) {

@@ -34,13 +34,20 @@
  *     readdir cookies) from ever being reused.
  *  6. A live directory has exactly one dirent (root none) and nlink 2 + its
  *     subdirectories; a removed one has nlink 0. Other inodes have nlink equal
- *     to their dirents.
+ *     to their dirents. The root of a generation's backup tree (G3) counts as
+ *     having one entry.
+ *  7. Generations (generation.h, G1–G4) are kept by generation.c; the
+ *     namespace calls here tell it what they did inside their transaction:
+ *     a create takes the parent's generation (or starts one), a rename moves
+ *     its subtree to the generation of its new place, removing a root ends
+ *     its generation, and an inode whose nlink reaches 0 leaves its
+ *     generation. A hard link never crosses a generation boundary (-EXDEV).
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim
  * callback runs under the lock and must not. */
 #define _GNU_SOURCE
-#include "catalog.h"
+#include "catalog_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -64,7 +71,6 @@
 #define CAT_READDIR_BATCH 32
 #define CAT_CHUNKS_BATCH 128
 #define CAT_MAX_DEPTH 4096 /* a parent walk longer than this is a cycle */
-#define CAT_MAX_ARGS 8
 
 /* ---- statements ---- */
 
@@ -110,38 +116,7 @@
 	"INSERT INTO " DST "(" CAT_EXTENT_COLS ") SELECT " CAT_EXTENT_COLS " FROM " SRC " d" \
 	" WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", DST)
 
-enum cat_sid {
-	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
-
-	S_INODE_GET, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
-	S_INODE_SETATTR, S_INODE_SETSIZE, S_INODE_DELETE,
-
-	S_DIRENT_GET, S_DIRENT_INSERT, S_DIRENT_DELETE, S_DIRENT_MOVE, S_DIRENT_SET_INO,
-	S_DIRENT_PARENT, S_DIR_HAS_ENTRY, S_READDIR,
-
-	S_X_LIST, S_X_TRUNC_DECREF, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
-	S_P_LIST, S_P_TRUNC_DECREF, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
-	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST,
-	S_TO_X_DECREF, S_TO_X_DELETE, S_TO_X_INCREF, S_TO_X_INSERT,
-	S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF, S_TO_P_INSERT,
-
-	S_CHUNK_REF, S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
-
-	S_RECOVER_P_DECREF, S_RECOVER_P_DELETE, S_RECOVER_X_DECREF, S_RECOVER_X_DELETE,
-	S_RECOVER_INODES,
-
-	S_STATS_INODES, S_STATS_CHUNKS, S_STATS_EXTENTS,
-
-	S_CHECK_REFCOUNT, S_CHECK_DANGLING, S_CHECK_UNSTORED, S_CHECK_OVERLAP,
-	S_CHECK_BAD_EXTENT, S_CHECK_EXTENT_OWNER, S_CHECK_DIRENT, S_CHECK_NLINK,
-
-	S_COUNT
-};
-
-static const struct cat_sql {
-	const char *purpose; /* completes "cannot …" in a log line */
-	const char *sql;
-} cat_sql[S_COUNT] = {
+static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_BEGIN] = { "begin a write transaction", "BEGIN IMMEDIATE" },
 	[S_BEGIN_READ] = { "begin a read transaction", "BEGIN" },
 	[S_COMMIT] = { "commit", "COMMIT" },
@@ -155,9 +130,11 @@ static const struct cat_sql {
 			     "SELECT mode, target FROM inodes WHERE ino = ?1" },
 	[S_INODE_INSERT] = { "insert an inode",
 			     "INSERT INTO inodes(mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
-			     " ctime_ns, target) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8)" },
+			     " ctime_ns, target, gen) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9)" },
+	/* An inode without links leaves its generation (G1, G2). */
 	[S_INODE_NLINK] = { "change an inode's link count",
-			    "UPDATE inodes SET nlink = nlink + ?2, ctime_ns = ?3 WHERE ino = ?1" },
+			    "UPDATE inodes SET nlink = nlink + ?2, ctime_ns = ?3,"
+			    " gen = CASE WHEN nlink + ?2 > 0 THEN gen END WHERE ino = ?1" },
 	[S_DIR_TOUCH] = { "update a directory's link count and times",
 			  "UPDATE inodes SET nlink = nlink + ?2, mtime_ns = ?3, ctime_ns = ?3"
 			  " WHERE ino = ?1" },
@@ -302,14 +279,18 @@ static const struct cat_sql {
 			     " LEFT JOIN inodes i ON i.ino = d.ino LEFT JOIN inodes p ON p.ino = d.parent"
 			     " WHERE i.ino IS NULL OR p.ino IS NULL OR (p.mode & 61440) != 16384"
 			     " OR p.nlink = 0" },
+	/* The root of a backup tree (G3) has no entry but counts as linked once. */
 	[S_CHECK_NLINK] = { "check link counts",
 			    "SELECT i.ino, i.mode, i.nlink, (SELECT COUNT(*) FROM dirents d"
-			    " WHERE d.ino = i.ino), (SELECT COUNT(*) FROM dirents d JOIN inodes c"
+			    " WHERE d.ino = i.ino) + (i.ino IN (SELECT backup_root FROM generations)),"
+			    " (SELECT COUNT(*) FROM dirents d JOIN inodes c"
 			    " ON c.ino = d.ino WHERE d.parent = i.ino AND (c.mode & 61440) = 16384)"
 			    " FROM inodes i" },
 };
 
-/* The schema of version 1 (SCHEMA.md). Version fields are set separately. */
+/* The schema of version 1 (SCHEMA.md). Version fields are set separately. A
+ * new catalog runs every step from version 1 up, so it ends up exactly like a
+ * migrated one. */
 static const char cat_schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
 	"CREATE TABLE inodes(ino INTEGER PRIMARY KEY AUTOINCREMENT, mode INTEGER NOT NULL,"
@@ -330,47 +311,34 @@ static const char cat_schema_sql[] =
 	"CREATE TABLE pending(ino INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,"
 	" hash BLOB NOT NULL, chunk_off INTEGER NOT NULL, PRIMARY KEY(ino, off)) WITHOUT ROWID;";
 
-/* ---- the handle ---- */
+/* Version 1 → 2: generations (generation.h). Inodes outside generations have
+ * gen NULL and stay out of the partial index. */
+static const char cat_schema_v2_sql[] =
+	"ALTER TABLE inodes ADD COLUMN gen INTEGER;"
+	"CREATE INDEX inodes_by_gen ON inodes(gen) WHERE gen IS NOT NULL;"
+	"CREATE TABLE generations(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" series INTEGER NOT NULL, root INTEGER NOT NULL, name TEXT NOT NULL,"
+	" step INTEGER NOT NULL, state INTEGER NOT NULL, version INTEGER NOT NULL,"
+	" pinned INTEGER NOT NULL DEFAULT 0, created_ns INTEGER NOT NULL,"
+	" committed_ns INTEGER NOT NULL DEFAULT 0, ended_ns INTEGER NOT NULL DEFAULT 0,"
+	" rule TEXT NOT NULL DEFAULT '', backup_root INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX generations_by_series ON generations(series, state, step);"
+	"CREATE INDEX generations_by_root ON generations(root);";
 
-struct cat {
-	sqlite3 *db;
-	char *path;
-	pthread_mutex_t lock;
-	sqlite3_stmt *stmt[S_COUNT];
-	cat_reclaim_fn reclaim;
-	void *reclaim_arg;
-	int schema_version;
-	bool in_txn; /* between cat_begin and cat_end */
-};
+static const struct cat_sql *cat_sql_of(enum cat_sid id)
+{
+	assert((unsigned)id < S_COUNT);
+	return id < S_GEN_FIRST ? &cat_sql[id] : &cat_gen_sql[id - S_GEN_FIRST];
+}
 
-/* An argument for cat_bind, typed by the macros below. */
-struct cat_arg {
-	char type; /* 'i' integer, 't' text, 'b' blob, 'n' null */
-	int len;   /* blob length */
-	union {
-		int64_t i;
-		const char *t;
-		const void *b;
-	};
-};
-#define A_INT(v) ((struct cat_arg){ .type = 'i', .i = (int64_t)(v) })
-#define A_TEXT(v) ((struct cat_arg){ .type = 't', .t = (v) })
-#define A_HASH(v) ((struct cat_arg){ .type = 'b', .len = CAT_HASH_LEN, .b = (v) })
-#define A_BLOB(v, n) ((struct cat_arg){ .type = 'b', .len = (n), .b = (v) })
-#define A_NULL ((struct cat_arg){ .type = 'n' })
-#define cat_bind(cat, id, ...)                                                   \
-	cat_bind_args((cat), (id), (const struct cat_arg[]){ __VA_ARGS__ },      \
-		      (int)(sizeof((const struct cat_arg[]){ __VA_ARGS__ }) /    \
-			    sizeof(struct cat_arg)))
-
-static int64_t cat_now_ns(void)
+int64_t cat_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1])
+void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1])
 {
 	static const char digits[] = "0123456789abcdef";
 	for (int i = 0; i < CAT_HASH_LEN; i++) {
@@ -380,12 +348,12 @@ static void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1])
 	out[2 * CAT_HASH_LEN] = 0;
 }
 
-static void cat_lock(struct cat *cat)
+void cat_lock(struct cat *cat)
 {
 	pthread_mutex_lock(&cat->lock);
 }
 
-static void cat_unlock(struct cat *cat)
+void cat_unlock(struct cat *cat)
 {
 	assert(!cat->in_txn);
 	pthread_mutex_unlock(&cat->lock);
@@ -395,22 +363,22 @@ static void cat_unlock(struct cat *cat)
 
 /* Logs a failed statement with its purpose, its SQL with the bound values
  * (inode, name, hash) and SQLite's message. */
-static int cat_sql_fail(struct cat *cat, enum cat_sid id, int src)
+int cat_sql_fail(struct cat *cat, enum cat_sid id, int src)
 {
 	char *sql = cat->stmt[id] ? sqlite3_expanded_sql(cat->stmt[id]) : NULL;
-	log_error("catalog %s: cannot %s: %s (sqlite %d) [%s]", cat->path, cat_sql[id].purpose,
-		  sqlite3_errmsg(cat->db), src, sql ? sql : cat_sql[id].sql);
+	log_error("catalog %s: cannot %s: %s (sqlite %d) [%s]", cat->path, cat_sql_of(id)->purpose,
+		  sqlite3_errmsg(cat->db), src, sql ? sql : cat_sql_of(id)->sql);
 	sqlite3_free(sql);
 	return -EIO;
 }
 
-static void cat_reset(struct cat *cat, enum cat_sid id)
+void cat_reset(struct cat *cat, enum cat_sid id)
 {
 	sqlite3_reset(cat->stmt[id]);
 	sqlite3_clear_bindings(cat->stmt[id]);
 }
 
-static int cat_bind_args(struct cat *cat, enum cat_sid id, const struct cat_arg *args, int n)
+int cat_bind_args(struct cat *cat, enum cat_sid id, const struct cat_arg *args, int n)
 {
 	sqlite3_stmt *st = cat->stmt[id];
 	int src = SQLITE_OK;
@@ -437,7 +405,7 @@ static int cat_bind_args(struct cat *cat, enum cat_sid id, const struct cat_arg 
 
 /* Steps a statement that yields rows: 1 for a row, 0 at the end, -EIO on a
  * failure (logged). The caller resets the statement when done with it. */
-static int cat_next(struct cat *cat, enum cat_sid id)
+int cat_next(struct cat *cat, enum cat_sid id)
 {
 	int src = sqlite3_step(cat->stmt[id]);
 	if (src == SQLITE_ROW)
@@ -448,7 +416,7 @@ static int cat_next(struct cat *cat, enum cat_sid id)
 }
 
 /* Runs a statement to completion and resets it. */
-static int cat_run(struct cat *cat, enum cat_sid id)
+int cat_run(struct cat *cat, enum cat_sid id)
 {
 	int src;
 	do
@@ -459,12 +427,12 @@ static int cat_run(struct cat *cat, enum cat_sid id)
 	return rc;
 }
 
-static int64_t cat_col_int(struct cat *cat, enum cat_sid id, int col)
+int64_t cat_col_int(struct cat *cat, enum cat_sid id, int col)
 {
 	return sqlite3_column_int64(cat->stmt[id], col);
 }
 
-static int cat_changes(struct cat *cat)
+int cat_changes(struct cat *cat)
 {
 	return sqlite3_changes(cat->db);
 }
@@ -491,7 +459,7 @@ static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[C
 	const void *blob = sqlite3_column_blob(cat->stmt[id], col);
 	if (blob == NULL || sqlite3_column_bytes(cat->stmt[id], col) != CAT_HASH_LEN) {
 		log_error("catalog %s: corrupt: a hash of %d bytes (%s)", cat->path,
-			  sqlite3_column_bytes(cat->stmt[id], col), cat_sql[id].purpose);
+			  sqlite3_column_bytes(cat->stmt[id], col), cat_sql_of(id)->purpose);
 		return -EIO;
 	}
 	memcpy(out, blob, CAT_HASH_LEN);
@@ -500,7 +468,7 @@ static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[C
 
 /* ---- transactions ---- */
 
-static int cat_begin(struct cat *cat)
+int cat_begin(struct cat *cat)
 {
 	assert(!cat->in_txn);
 	int rc = cat_run(cat, S_BEGIN);
@@ -508,7 +476,7 @@ static int cat_begin(struct cat *cat)
 	return rc;
 }
 
-static int cat_begin_read(struct cat *cat)
+int cat_begin_read(struct cat *cat)
 {
 	assert(!cat->in_txn);
 	int rc = cat_run(cat, S_BEGIN_READ);
@@ -518,7 +486,7 @@ static int cat_begin_read(struct cat *cat)
 
 /* Commits when rc is 0, else rolls back; returns rc, or -EIO if the commit
  * fails. Does nothing outside a transaction (cat_begin failed). */
-static int cat_end(struct cat *cat, int rc)
+int cat_end(struct cat *cat, int rc)
 {
 	if (!cat->in_txn)
 		return rc;
@@ -584,7 +552,7 @@ static int cat_sweep(struct cat *cat)
 }
 
 /* Ends a transaction that may have dropped counts: commit, then sweep. */
-static int cat_end_sweep(struct cat *cat, int rc)
+int cat_end_sweep(struct cat *cat, int rc)
 {
 	rc = cat_end(cat, rc);
 	if (rc == 0)
@@ -600,7 +568,7 @@ static bool cat_is_dir(const struct cat_inode *inode)
 }
 
 /* -EINVAL for "", ".", "..", or a name with '/'; -ENAMETOOLONG. */
-static int cat_name_check(const char *name)
+int cat_name_check(const char *name)
 {
 	if (name == NULL)
 		return -EINVAL;
@@ -613,7 +581,7 @@ static int cat_name_check(const char *name)
 	return 0;
 }
 
-static int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
 {
 	int rc = cat_bind(cat, S_INODE_GET, A_INT(ino));
 	if (rc == 0)
@@ -640,8 +608,8 @@ static int cat_dir_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
 }
 
 /* The entry `name` in `parent` and its inode; -ENOENT if absent. */
-static int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
-			  struct cat_inode *out)
+int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
+		   struct cat_inode *out)
 {
 	int rc = cat_bind(cat, S_DIRENT_GET, A_INT(parent), A_TEXT(name));
 	if (rc == 0)
@@ -725,7 +693,7 @@ static int cat_nlink_add(struct cat *cat, uint64_t ino, int delta, int64_t now)
 }
 
 /* A directory's entries changed: mtime, ctime, and nlink by delta. */
-static int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now)
+int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now)
 {
 	int rc = cat_bind(cat, S_DIR_TOUCH, A_INT(dir), A_INT(delta), A_INT(now));
 	if (rc == 0)
@@ -734,7 +702,7 @@ static int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now)
 	return rc;
 }
 
-static int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64_t ino)
+int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64_t ino)
 {
 	int rc = cat_bind(cat, S_DIRENT_INSERT, A_INT(parent), A_TEXT(name), A_INT(ino));
 	if (rc == 0)
@@ -742,7 +710,7 @@ static int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name,
 	return rc;
 }
 
-static int cat_dirent_delete(struct cat *cat, uint64_t id)
+int cat_dirent_delete(struct cat *cat, uint64_t id)
 {
 	int rc = cat_bind(cat, S_DIRENT_DELETE, A_INT(id));
 	if (rc == 0)
@@ -825,15 +793,15 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 {
 	int64_t now = cat_now_ns();
 	char *sql = sqlite3_mprintf(
-		"BEGIN IMMEDIATE;%s"
+		"BEGIN IMMEDIATE;%s%s"
 		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
 		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
 		" ('created_ns', %lld), ('application', 'ckptfs');"
 		"INSERT INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
 		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
 		"COMMIT;",
-		cat_schema_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION, CAT_SCHEMA_VERSION,
-		(long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
+		cat_schema_sql, cat_schema_v2_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
+		CAT_SCHEMA_VERSION, (long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
 		(long long)root_gid, (long long)now, (long long)now, (long long)now);
 	if (sql == NULL) {
 		log_error("catalog %s: cannot create the schema: out of memory", cat->path);
@@ -910,6 +878,32 @@ static int cat_schema_check(struct cat *cat, uint32_t root_uid, uint32_t root_gi
 	return 0;
 }
 
+/* Brings an older catalog to CAT_SCHEMA_VERSION in one transaction (the
+ * versioning rule in SCHEMA.md). */
+static int cat_schema_migrate(struct cat *cat)
+{
+	if (cat->schema_version == CAT_SCHEMA_VERSION)
+		return 0;
+	assert(cat->schema_version == 1);
+	char *sql = sqlite3_mprintf("BEGIN IMMEDIATE;%sPRAGMA user_version=%d;"
+				    "UPDATE meta SET value = %d WHERE key = 'schema_version';COMMIT;",
+				    cat_schema_v2_sql, CAT_SCHEMA_VERSION, CAT_SCHEMA_VERSION);
+	if (sql == NULL) {
+		log_error("catalog %s: cannot migrate the schema: out of memory", cat->path);
+		return -ENOMEM;
+	}
+	int rc = cat_exec(cat, "migrate the schema from version 1 to 2", sql);
+	sqlite3_free(sql);
+	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
+		cat_exec(cat, "roll back the schema migration", "ROLLBACK");
+	if (rc == 0) {
+		log_info("catalog %s: migrated from schema version %d to %d (generations)",
+			 cat->path, cat->schema_version, CAT_SCHEMA_VERSION);
+		cat->schema_version = CAT_SCHEMA_VERSION;
+	}
+	return rc;
+}
+
 static int cat_configure(struct cat *cat)
 {
 	char sql[160];
@@ -941,14 +935,18 @@ static int cat_configure(struct cat *cat)
 
 static int cat_prepare_all(struct cat *cat)
 {
+	int rc = cat_exec(cat, "create the temporary tables", cat_gen_temp_sql);
+	if (rc != 0)
+		return rc;
 	for (int id = 0; id < S_COUNT; id++) {
-		assert(cat_sql[id].sql != NULL);
-		int src = sqlite3_prepare_v3(cat->db, cat_sql[id].sql, -1,
+		const struct cat_sql *q = cat_sql_of(id);
+		assert(q->sql != NULL);
+		int src = sqlite3_prepare_v3(cat->db, q->sql, -1,
 					     SQLITE_PREPARE_PERSISTENT, &cat->stmt[id], NULL);
 		if (src != SQLITE_OK) {
 			log_error("catalog %s: cannot prepare the statement to %s: %s (sqlite %d)"
-				  " [%s]", cat->path, cat_sql[id].purpose, sqlite3_errmsg(cat->db),
-				  src, cat_sql[id].sql);
+				  " [%s]", cat->path, q->purpose, sqlite3_errmsg(cat->db),
+				  src, q->sql);
 			return -EIO;
 		}
 	}
@@ -956,11 +954,14 @@ static int cat_prepare_all(struct cat *cat)
 }
 
 /* Invariant 4: pending rows belonged to writers of a process that is gone,
- * and inodes with nlink 0 to handles that are closed. */
+ * and inodes with nlink 0 to handles that are closed. G4 first: open
+ * generations are rolled back, and the inodes that removes go with the rest. */
 static int cat_recover(struct cat *cat)
 {
 	int pending = 0, inodes = 0;
 	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_gen_recover_txn(cat);
 	if (rc == 0)
 		rc = cat_run(cat, S_RECOVER_P_DECREF);
 	if (rc == 0)
@@ -1020,6 +1021,8 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 	if (rc == 0)
 		rc = cat_configure(cat);
 	if (rc == 0)
+		rc = cat_schema_migrate(cat);
+	if (rc == 0)
 		rc = cat_prepare_all(cat);
 	if (rc == 0) {
 		cat_lock(cat);
@@ -1058,6 +1061,12 @@ int cat_open_readonly(const char *path, struct cat **out)
 	if (rc == 0) {
 		sqlite3_busy_timeout(cat->db, CAT_BUSY_TIMEOUT_MS);
 		rc = cat_schema_check(cat, 0, 0);
+	}
+	if (rc == 0 && cat->schema_version < CAT_SCHEMA_VERSION) {
+		log_error("catalog %s has schema version %d: it becomes version %d when ckptfs"
+			  " opens it read-write (mount it once); read-only, it cannot be read",
+			  path, cat->schema_version, CAT_SCHEMA_VERSION);
+		rc = -EPROTO;
 	}
 	if (rc == 0)
 		rc = cat_prepare_all(cat);
@@ -1151,9 +1160,22 @@ int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_in
 	return rc;
 }
 
+/* A generation is rooted at a directory or a regular file, named as its
+ * entry (spec->name NULL or the same), with a step SQLite can hold. */
+static int cat_gen_spec_check(const struct cat_gen_spec *spec, const char *name, uint32_t mode)
+{
+	if (spec == NULL)
+		return 0;
+	if (!S_ISDIR(mode) && !S_ISREG(mode))
+		return -EINVAL;
+	if (spec->name != NULL && strcmp(spec->name, name) != 0)
+		return -EINVAL;
+	return spec->step > INT64_MAX ? -EINVAL : 0;
+}
+
 static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
 			  uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
-			  struct cat_inode *out)
+			  const struct cat_gen_spec *spec, struct cat_inode *out, uint64_t *gen)
 {
 	struct cat_inode dir, old;
 	uint64_t id;
@@ -1167,6 +1189,10 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 		else if (rc == -ENOENT)
 			rc = 0;
 	}
+	if (rc == 0)
+		rc = cat_gen_of_txn(cat, parent, gen);
+	if (rc == 0 && spec != NULL && *gen != 0)
+		rc = -EINVAL; /* a series is outside every generation */
 	if (rc != 0)
 		return rc;
 
@@ -1175,7 +1201,8 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 				   .rdev = rdev, .atime_ns = now, .mtime_ns = now,
 				   .ctime_ns = now };
 	rc = cat_bind(cat, S_INODE_INSERT, A_INT(mode), A_INT(uid), A_INT(gid), A_INT(out->nlink),
-		      A_INT(out->size), A_INT(rdev), A_INT(now), target ? A_TEXT(target) : A_NULL);
+		      A_INT(out->size), A_INT(rdev), A_INT(now), target ? A_TEXT(target) : A_NULL,
+		      A_ID(*gen));
 	if (rc == 0)
 		rc = cat_run(cat, S_INODE_INSERT);
 	if (rc == 0) {
@@ -1185,13 +1212,19 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 	}
 	if (rc == 0)
 		rc = cat_dir_touch(cat, parent, is_dir ? 1 : 0, now);
+	if (rc == 0 && spec != NULL)
+		rc = cat_gen_start_txn(cat, parent, out->ino, name, spec->step, gen);
 	return rc;
 }
 
-int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
-	       uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
+int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
+		      uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		      const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id)
 {
+	uint64_t in_gen = 0;
 	int rc = cat_name_check(name);
+	if (rc == 0)
+		rc = cat_gen_spec_check(gen, name, mode);
 	if (rc != 0)
 		return rc;
 	switch (mode & S_IFMT) {
@@ -1211,17 +1244,26 @@ int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, out);
+		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, gen, out,
+				    &in_gen);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
+	if (gen_id != NULL)
+		*gen_id = rc == 0 ? in_gen : 0;
 	return rc;
+}
+
+int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+	       uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
+{
+	return cat_create_in_gen(cat, parent, name, mode, uid, gid, rdev, target, NULL, out, NULL);
 }
 
 static int cat_link_txn(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
 			struct cat_inode *out)
 {
 	struct cat_inode dir, old;
-	uint64_t id;
+	uint64_t id, gen = 0, dir_gen = 0;
 	int64_t now = cat_now_ns();
 	int rc = cat_inode_get(cat, ino, out);
 	if (rc == 0 && cat_is_dir(out))
@@ -1230,6 +1272,12 @@ static int cat_link_txn(struct cat *cat, uint64_t ino, uint64_t newparent, const
 		rc = -ENOENT; /* like link(2) of an unlinked file */
 	if (rc == 0)
 		rc = cat_dir_get(cat, newparent, &dir);
+	if (rc == 0) /* G1: all links of an inode lie in its generation */
+		rc = cat_gen_of_txn(cat, ino, &gen);
+	if (rc == 0)
+		rc = cat_gen_of_txn(cat, newparent, &dir_gen);
+	if (rc == 0 && gen != dir_gen)
+		rc = -EXDEV;
 	if (rc == 0) {
 		rc = cat_dirent_get(cat, newparent, newname, &id, &old);
 		if (rc == 0)
@@ -1287,6 +1335,8 @@ static int cat_remove_txn(struct cat *cat, uint64_t parent, const char *name, bo
 		rc = cat_nlink_add(cat, victim.ino, want_dir ? -(int)victim.nlink : -1, now);
 	if (rc == 0)
 		rc = cat_dir_touch(cat, parent, want_dir ? -1 : 0, now);
+	if (rc == 0)
+		rc = cat_gen_unlinked_txn(cat, victim.ino, "trainer");
 	if (rc == 0 && ino_out)
 		*ino_out = victim.ino;
 	return rc;
@@ -1305,7 +1355,7 @@ static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool w
 	rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
-	rc = cat_end(cat, rc);
+	rc = cat_end_sweep(cat, rc); /* a removed generation root drops its backup */
 	cat_unlock(cat);
 	return rc;
 }
@@ -1334,7 +1384,8 @@ static int cat_rename_touch(struct cat *cat, uint64_t parent, int parent_delta,
 }
 
 static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
-			  const char *newname, unsigned flags, uint64_t *replaced)
+			  const char *newname, unsigned flags, const struct cat_gen_spec *spec,
+			  uint64_t *replaced, uint64_t *new_gen)
 {
 	struct cat_inode pdir, npdir, src, dst;
 	uint64_t src_id, dst_id = 0;
@@ -1359,6 +1410,9 @@ static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, ui
 		return -EEXIST;
 	if (have_dst && dst.ino == src.ino)
 		return 0; /* the same file under both names: POSIX says do nothing */
+	rc = cat_gen_spec_check(spec, newname, src.mode);
+	if (rc != 0)
+		return rc;
 
 	bool src_dir = cat_is_dir(&src), dst_dir = have_dst && cat_is_dir(&dst);
 	int moved = parent != newparent;
@@ -1386,6 +1440,10 @@ static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, ui
 					      src_dir - dst_dir, now);
 		else if (rc == 0)
 			rc = cat_dir_touch(cat, parent, 0, now);
+		if (rc == 0)
+			rc = cat_gen_moved_txn(cat, &src, newparent, newname, spec, new_gen);
+		if (rc == 0)
+			rc = cat_gen_moved_txn(cat, &dst, parent, name, NULL, NULL);
 		return rc;
 	}
 
@@ -1400,6 +1458,8 @@ static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, ui
 			rc = cat_dirent_delete(cat, dst_id);
 		if (rc == 0)
 			rc = cat_nlink_add(cat, dst.ino, dst_dir ? -(int)dst.nlink : -1, now);
+		if (rc == 0)
+			rc = cat_gen_unlinked_txn(cat, dst.ino, "replaced");
 		if (rc != 0)
 			return rc;
 		*replaced = dst.ino;
@@ -1412,13 +1472,16 @@ static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, ui
 	if (rc == 0)
 		rc = cat_rename_touch(cat, parent, src_dir && moved ? -1 : 0, newparent,
 				      (src_dir && moved ? 1 : 0) - (dst_dir ? 1 : 0), now);
+	if (rc == 0)
+		rc = cat_gen_moved_txn(cat, &src, newparent, newname, spec, new_gen);
 	return rc;
 }
 
-int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
-	       const char *newname, unsigned flags, uint64_t *replaced_ino)
+int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+		   const char *newname, unsigned flags, const struct cat_gen_spec *gen,
+		   uint64_t *replaced_ino, uint64_t *new_gen_id)
 {
-	uint64_t replaced = 0;
+	uint64_t replaced = 0, new_gen = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)
 		rc = cat_name_check(newname);
@@ -1430,12 +1493,22 @@ int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newp
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = cat_rename_txn(cat, parent, name, newparent, newname, flags, &replaced);
-	rc = cat_end(cat, rc);
+		rc = cat_rename_txn(cat, parent, name, newparent, newname, flags, gen, &replaced,
+				    &new_gen);
+	rc = cat_end_sweep(cat, rc); /* an ended generation drops its backup */
 	cat_unlock(cat);
 	if (replaced_ino)
 		*replaced_ino = rc == 0 ? replaced : 0;
+	if (new_gen_id)
+		*new_gen_id = rc == 0 ? new_gen : 0;
 	return rc;
+}
+
+int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+	       const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	return cat_rename_gen(cat, parent, name, newparent, newname, flags, NULL, replaced_ino,
+			      NULL);
 }
 
 static int cat_setattr_txn(struct cat *cat, uint64_t ino, unsigned what,
@@ -2151,6 +2224,8 @@ int cat_check(struct cat *cat)
 	}
 	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]) && rc == 0; i++)
 		rc = cat_check_rows(cat, checks[i].id, &violations, checks[i].report);
+	if (rc == 0)
+		rc = cat_gen_check_txn(cat, &violations);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	if (rc == 0 && violations > 0) {

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CAT_SCHEMA_VERSION 1
+#define CAT_SCHEMA_VERSION 2
 #define CAT_ROOT_INO 1
 #define CAT_HASH_LEN 32
 #define CAT_NAME_MAX 255
@@ -68,12 +68,16 @@ typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
  * directory (mode 0755, owner root_uid/root_gid) on first use. Refuses a
  * catalog whose schema version is newer than CAT_SCHEMA_VERSION with -EPROTO
  * (and a log line naming the file and both versions), and a file that is not a
- * catalog with -EINVAL. Runs the recovery of invariant 4 and a zero-count
- * sweep (with the reclaim callback, if given). */
+ * catalog with -EINVAL. Migrates an older catalog in place, in one transaction
+ * (SCHEMA.md). Rolls back open generations (G4 of generation.h), then runs the
+ * recovery of invariant 4 and a zero-count sweep (with the reclaim callback,
+ * if given). */
 int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
 	     cat_reclaim_fn reclaim, void *reclaim_arg, struct cat **out);
 /* Opens an existing catalog read-only (no recovery, no sweep): for tools
- * that look while the daemon runs. Write calls on it fail with -EROFS. */
+ * that look while the daemon runs. Write calls on it fail with -EROFS. An
+ * older schema version is refused with -EPROTO (it cannot be migrated
+ * read-only). */
 int cat_open_readonly(const char *path, struct cat **out);
 void cat_close(struct cat *cat); /* NULL is allowed */
 int cat_schema_version(struct cat *cat); /* the version stored in the file */
@@ -92,7 +96,8 @@ int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode
 	       uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 	       struct cat_inode *out);
 
-/* Hard link: a new entry for an existing non-directory inode; nlink++. */
+/* Hard link: a new entry for an existing non-directory inode; nlink++.
+ * -EXDEV if the inode and newparent are in different generations. */
 int cat_link(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
 	     struct cat_inode *out);
 
@@ -113,7 +118,9 @@ int cat_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_
  * directory never into its own subtree (-EINVAL), flags as above (-EEXIST for
  * NOREPLACE over an existing name, -ENOENT for EXCHANGE with a missing one).
  * Renaming a name onto itself (same inode) is a no-op success. *replaced_ino
- * gets the inode whose entry was replaced (its nlink dropped), else 0. */
+ * gets the inode whose entry was replaced (its nlink dropped), else 0.
+ * Generations follow as in cat_rename_gen (generation.h) with no new one;
+ * -EXDEV if the move would carry a hard link across a generation boundary. */
 int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 	       const char *newname, unsigned flags, uint64_t *replaced_ino);
 

@@ -1,0 +1,796 @@
+/* gen — the generation policy; see gen.h for the rules and invariants.
+ *
+ * In memory, one `gen_live` per OPEN generation (is_open), and per committed
+ * one that has write handles open (a handle opened for writing may write
+ * later, which reopens the generation): its open write handles, last
+ * activity, the processes that wrote to it, and a commit waiting for the
+ * writers to close (or for a quiet period). The catalog holds everything
+ * durable; this state starts empty because no generation is OPEN after
+ * recovery (generation.h, G4). */
+#define _GNU_SOURCE
+#include "gen.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "ckptfs.h"
+#include "generation.h"
+#include "log.h"
+#include "node.h"
+#include "reader.h"
+
+#define GEN_MAX_PIDS 16
+#define GEN_TICK_MS 200
+#define GEN_TRACKER_MAX 256
+
+struct gen_live {
+	uint64_t id, series;
+	bool is_open;   /* OPEN in the catalog; else committed with writers */
+	uint32_t writers;
+	int64_t last_activity_ns;
+	char pending_rule[GEN_RULE_MAX]; /* a commit waiting for the writers */
+	bool pending_quiet;
+	bool expects_marker; /* saw *.distcp or .metadata.tmp: a marker layout */
+	pid_t pids[GEN_MAX_PIDS];
+	int npids;
+	struct gen_live *next;
+};
+
+struct gen_inval {
+	uint64_t parent;
+	char name[CAT_NAME_MAX + 1];
+	struct gen_inval *next;
+};
+
+struct gen_policy {
+	struct ckptfs *fs;
+	struct gen_options opt;
+	regex_t re;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct gen_live *live;
+	struct gen_inval *inval;
+	struct fuse_session *se;
+	pthread_t thread;
+	bool running, stop;
+};
+
+static int64_t gen_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- matching ---- */
+
+int gen_policy_new(struct ckptfs *fs, const struct gen_options *o, struct gen_policy **out)
+{
+	struct gen_policy *g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->fs = fs;
+	g->opt = *o;
+	const char *pat = o->pattern[0] ? o->pattern : GEN_DEFAULT_PATTERN;
+	int rc = regcomp(&g->re, pat, REG_EXTENDED);
+	if (rc != 0) {
+		char why[256];
+		regerror(rc, &g->re, why, sizeof(why));
+		fprintf(stderr, "ckptfs: option 'gen_pattern=%s': not a regular expression: %s\n", pat, why);
+		free(g);
+		return -EINVAL;
+	}
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->wake, NULL);
+	*out = g;
+	return 0;
+}
+
+bool gen_name_matches(struct gen_policy *g, const char *name, uint64_t *step)
+{
+	regmatch_t m[10];
+	if (regexec(&g->re, name, 10, m, 0) != 0)
+		return false;
+	/* the step: the last capture group that is all digits */
+	for (int i = 9; i >= 1; i--) {
+		if (m[i].rm_so < 0 || m[i].rm_eo <= m[i].rm_so)
+			continue;
+		uint64_t v = 0;
+		bool digits = true;
+		for (regoff_t k = m[i].rm_so; k < m[i].rm_eo && digits; k++) {
+			char c = name[k];
+			digits = c >= '0' && c <= '9';
+			v = v * 10 + (uint64_t)(c - '0');
+		}
+		if (digits) {
+			*step = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+const struct cat_gen_spec *gen_spec_for(struct gen_policy *g, uint64_t parent, const char *name,
+					struct cat_gen_spec *spec)
+{
+	uint64_t step, parent_gen = 0;
+	if (!gen_name_matches(g, name, &step))
+		return NULL;
+	if (cat_gen_of(g->fs->cat, parent, &parent_gen) != 0 || parent_gen != 0)
+		return NULL; /* inside a generation: an ordinary entry of it */
+	spec->name = name;
+	spec->step = step;
+	return spec;
+}
+
+bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name)
+{
+	uint64_t step;
+	if (g->opt.show_open || !gen_name_matches(g, name, &step))
+		return false;
+	struct cat_gen gen;
+	return cat_gen_find(g->fs->cat, dir, name, &gen) == 0 && gen.state == GEN_OPEN;
+}
+
+bool gen_is_trigger_name(const char *name)
+{
+	static const char *const names[] = { "metadata.json", "meta.pt", "trainer_state.json", "latest",
+					     "latest_checkpointed_iteration.txt", ".ckptfs-commit", NULL };
+	for (int i = 0; names[i]; i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* ---- live state (g->lock held) ---- */
+
+static struct gen_live *gen_live_find(struct gen_policy *g, uint64_t id)
+{
+	for (struct gen_live *l = g->live; l; l = l->next)
+		if (l->id == id)
+			return l;
+	return NULL;
+}
+
+static struct gen_live *gen_live_get(struct gen_policy *g, uint64_t id, uint64_t series)
+{
+	struct gen_live *l = gen_live_find(g, id);
+	if (l || !(l = calloc(1, sizeof(*l))))
+		return l;
+	l->id = id;
+	l->series = series;
+	l->is_open = true;
+	l->last_activity_ns = gen_now_ns();
+	l->next = g->live;
+	g->live = l;
+	return l;
+}
+
+static void gen_live_drop(struct gen_policy *g, uint64_t id)
+{
+	for (struct gen_live **pp = &g->live; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == id) {
+			struct gen_live *l = *pp;
+			*pp = l->next;
+			free(l);
+			return;
+		}
+	}
+}
+
+static void gen_note_pid(struct gen_live *l, pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	for (int i = 0; i < l->npids; i++)
+		if (l->pids[i] == pid)
+			return;
+	if (l->npids < GEN_MAX_PIDS)
+		l->pids[l->npids++] = pid;
+	else
+		l->pids[pid % GEN_MAX_PIDS] = pid;
+}
+
+static bool gen_writers_alive(const struct gen_live *l)
+{
+	for (int i = 0; i < l->npids; i++)
+		if (kill(l->pids[i], 0) == 0 || errno == EPERM)
+			return true;
+	return false;
+}
+
+/* ---- acting on the catalog (no g->lock held) ---- */
+
+struct gen_inos {
+	uint64_t *ino;
+	size_t n, cap;
+};
+
+static void gen_collect_ino(void *arg, uint64_t ino)
+{
+	struct gen_inos *v = arg;
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 64;
+		uint64_t *p = realloc(v->ino, cap * sizeof(*p));
+		if (!p)
+			return; /* the inode stays until the next start's recovery */
+		v->ino = p;
+		v->cap = cap;
+	}
+	v->ino[v->n++] = ino;
+}
+
+static void gen_queue_inval(struct gen_policy *g, uint64_t parent, const char *name)
+{
+	struct gen_inval *iv = calloc(1, sizeof(*iv));
+	if (!iv)
+		return;
+	iv->parent = parent;
+	snprintf(iv->name, sizeof(iv->name), "%s", name);
+	pthread_mutex_lock(&g->lock);
+	iv->next = g->inval;
+	g->inval = iv;
+	pthread_cond_signal(&g->wake);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* After a tree left the namespace: release inodes nobody holds, and tell the
+ * kernel to forget the root's name. */
+static void gen_after_removal(struct gen_policy *g, const struct cat_gen *gen, struct gen_inos *v)
+{
+	for (size_t i = 0; i < v->n; i++)
+		node_unlinked(g->fs->nodes, v->ino[i]);
+	free(v->ino);
+	gen_queue_inval(g, gen->series, gen->name);
+}
+
+static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool abort)
+{
+	struct cat_gen gen;
+	if (cat_gen_get(g->fs->cat, id, &gen) != 0)
+		return;
+	struct gen_inos v = { 0 };
+	int rc = abort ? cat_gen_abort(g->fs->cat, id, rule, gen_collect_ino, &v)
+		       : cat_gen_delete(g->fs->cat, id, rule, gen_collect_ino, &v);
+	if (rc != 0) {
+		log_error("generation %s (series inode %llu, step %llu): %s (%s) failed: %s", gen.name,
+			  (unsigned long long)gen.series, (unsigned long long)gen.step,
+			  abort ? "abort" : "delete", rule, strerror(-rc));
+		free(v.ino);
+		return;
+	}
+	log_info("generation %s (series inode %llu, step %llu) %s: %s", gen.name,
+		 (unsigned long long)gen.series, (unsigned long long)gen.step,
+		 abort ? "aborted" : "deleted", rule);
+	pthread_mutex_lock(&g->lock);
+	gen_live_drop(g, id);
+	pthread_mutex_unlock(&g->lock);
+	gen_after_removal(g, &gen, &v);
+}
+
+static int gen_keep_cmp(const void *a, const void *b)
+{
+	const struct cat_gen *x = a, *y = b;
+	if (x->step != y->step)
+		return x->step > y->step ? -1 : 1;
+	if (x->committed_ns != y->committed_ns)
+		return x->committed_ns > y->committed_ns ? -1 : 1;
+	return x->id > y->id ? -1 : (x->id < y->id);
+}
+
+struct gen_list {
+	struct cat_gen *v;
+	size_t n, cap;
+};
+
+static int gen_list_add(void *arg, const struct cat_gen *gen)
+{
+	struct gen_list *l = arg;
+	if (gen->state != GEN_COMMITTED)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct cat_gen *p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *gen;
+	return 0;
+}
+
+/* keep-latest-k over one series (invariant 3). */
+static void gen_keep(struct gen_policy *g, uint64_t series)
+{
+	if (g->opt.keep == 0)
+		return;
+	struct gen_list l = { 0 };
+	if (cat_gen_list(g->fs->cat, series, false, gen_list_add, &l) != 0) {
+		free(l.v);
+		return;
+	}
+	qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
+	for (size_t i = g->opt.keep; i < l.n; i++)
+		if (!l.v[i].pinned && i > 0)
+			gen_end(g, l.v[i].id, "keep", false);
+	free(l.v);
+}
+
+static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
+{
+	struct cat_gen gen;
+	int rc = cat_gen_commit(g->fs->cat, id, rule);
+	pthread_mutex_lock(&g->lock);
+	gen_live_drop(g, id); /* invariant 2: no writer is open when a commit runs */
+	pthread_mutex_unlock(&g->lock);
+	if (rc == 0)
+		rc = cat_gen_get(g->fs->cat, id, &gen);
+	if (rc != 0) {
+		log_error("generation %llu: commit (%s) failed: %s", (unsigned long long)id, rule,
+			  strerror(-rc));
+		return;
+	}
+	log_info("generation %s (series inode %llu, step %llu) committed: %s, %llu files, %llu bytes",
+		 gen.name, (unsigned long long)gen.series, (unsigned long long)gen.step, rule,
+		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes);
+	gen_keep(g, gen.series);
+}
+
+/* A rule fired: commit now if no writer is open, else when the last closes. */
+static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *rule, bool quiet)
+{
+	struct cat_gen gen;
+	if (cat_gen_get(g->fs->cat, id, &gen) != 0 || gen.state != GEN_OPEN)
+		return;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_get(g, id, gen.series);
+	if (l)
+		l->is_open = true;
+	bool now = l && l->writers == 0 && !quiet;
+	if (l && !now) {
+		snprintf(l->pending_rule, sizeof(l->pending_rule), "%s", rule);
+		l->pending_quiet = quiet;
+		l->last_activity_ns = gen_now_ns();
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (now)
+		gen_commit_now(g, id, rule);
+	else
+		log_debug("generation %s: %s seen, commit waits for writers%s", gen.name, rule,
+			  quiet ? " and a quiet period" : "");
+}
+
+/* Rules that come from a layout's own completion marker. */
+static bool gen_rule_is_marker(const char *rule)
+{
+	static const char *const rules[] = { "dcp-metadata", "dcp-rank-metadata", "metadata-json",
+					     "lightning-meta", "hf-trainer-state", "tracker", NULL };
+	for (int i = 0; rules[i]; i++)
+		if (strcmp(rule, rules[i]) == 0)
+			return true;
+	return false;
+}
+
+/* ---- hooks ---- */
+
+int gen_before_change(struct gen_policy *g, uint64_t gen_id)
+{
+	if (gen_id == 0)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *known = gen_live_find(g, gen_id);
+	bool open = known && known->is_open;
+	pthread_mutex_unlock(&g->lock);
+	if (open)
+		return 0;
+	struct cat_gen gen;
+	int rc = cat_gen_get(g->fs->cat, gen_id, &gen);
+	if (rc != 0 || gen.state != GEN_COMMITTED)
+		return rc == -ENOENT ? 0 : rc;
+	rc = cat_gen_reopen(g->fs->cat, gen_id);
+	if (rc != 0) {
+		log_error("generation %s: reopening for a rewrite failed: %s", gen.name, strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_get(g, gen_id, gen.series);
+	if (l) {
+		l->is_open = true;
+		/* a layout that committed by a marker commits its rewrite by one too */
+		l->expects_marker = gen_rule_is_marker(gen.rule);
+		l->last_activity_ns = gen_now_ns();
+	}
+	pthread_mutex_unlock(&g->lock);
+	log_info("generation %s (step %llu) is being rewritten: version %u open, version %u kept"
+		 " until it commits", gen.name, (unsigned long long)gen.step, gen.version + 1,
+		 gen.version);
+	return 0;
+}
+
+void gen_activity(struct gen_policy *g, uint64_t gen_id, pid_t pid)
+{
+	if (gen_id == 0)
+		return;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, gen_id);
+	if (l) {
+		l->last_activity_ns = gen_now_ns();
+		gen_note_pid(l, pid);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by_rename, pid_t pid)
+{
+	uint64_t older[64];
+	int n = 0;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *me = gen_live_get(g, gen_id, series);
+	if (me)
+		gen_note_pid(me, pid);
+	for (struct gen_live *l = g->live; l && n < 64; l = l->next)
+		if (l->is_open && l->id != gen_id && l->series == series && l->writers == 0 &&
+		    !l->expects_marker && !l->pending_rule[0])
+			older[n++] = l->id;
+	pthread_mutex_unlock(&g->lock);
+	for (int i = 0; i < n; i++)
+		gen_commit_now(g, older[i], "next-gen");
+	if (by_rename)
+		gen_request_commit(g, gen_id, "rename", false);
+}
+
+void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name)
+{
+	uint64_t step, ids[64];
+	int n = 0;
+	if (!gen_name_matches(g, name, &step))
+		return;
+	pthread_mutex_lock(&g->lock);
+	for (struct gen_live *l = g->live; l && n < 64; l = l->next)
+		if (l->series == parent)
+			ids[n++] = l->id;
+	pthread_mutex_unlock(&g->lock);
+	for (int i = 0; i < n; i++) {
+		struct cat_gen gen;
+		if (cat_gen_get(g->fs->cat, ids[i], &gen) == 0 && gen.state == GEN_OPEN)
+			continue;
+		pthread_mutex_lock(&g->lock);
+		gen_live_drop(g, ids[i]);
+		pthread_mutex_unlock(&g->lock);
+	}
+}
+
+int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
+{
+	static const char *const states[] = { "open", "committed", "aborted", "deleted" };
+	struct cat_gen gen;
+	int rc = gen_id ? cat_gen_get(g->fs->cat, gen_id, &gen) : -ENODATA;
+	if (rc != 0)
+		return rc == -ENOENT ? -ENODATA : rc;
+	snprintf(buf, size, "name=%s step=%llu state=%s version=%u pinned=%d files=%llu bytes=%llu rule=%s",
+		 gen.name, (unsigned long long)gen.step,
+		 gen.state >= 0 && gen.state <= 3 ? states[gen.state] : "?", gen.version, gen.pinned,
+		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes,
+		 gen.rule[0] ? gen.rule : "-");
+	return 0;
+}
+
+void gen_file_created(struct gen_policy *g, uint64_t gen_id, const char *name)
+{
+	size_t len = strlen(name);
+	bool marker = strcmp(name, ".metadata.tmp") == 0 ||
+		      (len > 7 && strcmp(name + len - 7, ".distcp") == 0);
+	if (gen_id == 0 || !marker)
+		return;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, gen_id);
+	if (l)
+		l->expects_marker = true;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
+{
+	if (gen_id == 0)
+		return;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, gen_id);
+	pthread_mutex_unlock(&g->lock);
+	struct cat_gen gen;
+	if (!l && (cat_gen_get(g->fs->cat, gen_id, &gen) != 0 ||
+		   (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)))
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (!l && (l = gen_live_get(g, gen_id, gen.series)) != NULL)
+		l->is_open = gen.state == GEN_OPEN;
+	if (l) {
+		l->writers++;
+		l->last_activity_ns = gen_now_ns();
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
+{
+	if (gen_id == 0)
+		return;
+	char rule[GEN_RULE_MAX] = "";
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, gen_id);
+	if (l) {
+		if (l->writers)
+			l->writers--;
+		l->last_activity_ns = gen_now_ns();
+		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet)
+			memcpy(rule, l->pending_rule, sizeof(rule));
+		if (l->writers == 0 && !l->is_open)
+			gen_live_drop(g, gen_id); /* committed, nobody writing */
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (rule[0])
+		gen_commit_now(g, gen_id, rule);
+}
+
+static bool gen_is_lightning_dir(struct gen_policy *g, uint64_t gen_id)
+{
+	struct cat_gen gen;
+	size_t n;
+	return cat_gen_get(g->fs->cat, gen_id, &gen) == 0 && (n = strlen(gen.name)) > 5 &&
+	       strcmp(gen.name + n - 5, ".ckpt") == 0;
+}
+
+void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, const char *newname)
+{
+	if (gen_id == 0)
+		return;
+	unsigned rank;
+	char tail[16];
+	if (strcmp(newname, ".metadata") == 0) {
+		if (!gen_is_lightning_dir(g, gen_id)) /* Lightning FSDP: meta.pt follows */
+			gen_request_commit(g, gen_id, "dcp-metadata", false);
+	} else if (sscanf(newname, "__%u.metadat%15s", &rank, tail) == 2 && strcmp(tail, "a") == 0) {
+		gen_request_commit(g, gen_id, "dcp-rank-metadata", true);
+	}
+}
+
+/* Reads a small tracker file (DeepSpeed `latest`, Megatron's iteration file). */
+static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_t size)
+{
+	struct cat_inode in;
+	int rc = cat_getattr(g->fs->cat, ino, &in);
+	if (rc != 0)
+		return rc;
+	size_t len = in.size < size - 1 ? (size_t)in.size : size - 1;
+	rc = reader_read(g->fs, ino, READER_COMMITTED, 0, len, buf);
+	if (rc != 0)
+		return rc;
+	buf[len] = '\0';
+	char *s = buf, *e;
+	while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
+		s++;
+	for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' || e[-1] == '\t');)
+		*--e = '\0';
+	memmove(buf, s, strlen(s) + 1);
+	return 0;
+}
+
+static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t parent)
+{
+	char tag[GEN_TRACKER_MAX];
+	if (gen_read_tracker(g, ino, tag, sizeof(tag)) != 0 || !tag[0])
+		return;
+	struct cat_gen gen;
+	int rc = cat_gen_find(g->fs->cat, parent, tag, &gen); /* DeepSpeed: the tag is the name */
+	if (rc != 0) {
+		char *end;
+		unsigned long long step = strtoull(tag, &end, 10);
+		if (*end == '\0' && end != tag) /* Megatron: the iteration */
+			rc = cat_gen_find_step(g->fs->cat, parent, step, &gen);
+	}
+	if (rc == 0 && gen.state == GEN_OPEN)
+		gen_request_commit(g, gen.id, "tracker", false);
+}
+
+void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const char *name,
+		     uint64_t gen_id)
+{
+	if (gen_id == 0) {
+		if (strcmp(name, "latest") == 0 || strcmp(name, "latest_checkpointed_iteration.txt") == 0)
+			gen_tracker_closed(g, ino, parent);
+		return;
+	}
+	if (strcmp(name, "metadata.json") == 0)
+		gen_request_commit(g, gen_id, "metadata-json", false);
+	else if (strcmp(name, "meta.pt") == 0 && gen_is_lightning_dir(g, gen_id))
+		gen_request_commit(g, gen_id, "lightning-meta", false);
+	else if (strcmp(name, "trainer_state.json") == 0)
+		gen_request_commit(g, gen_id, "hf-trainer-state", true);
+	else if (strcmp(name, ".ckptfs-commit") == 0)
+		gen_request_commit(g, gen_id, "marker", false);
+}
+
+int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule)
+{
+	struct cat_gen gen;
+	int rc = cat_gen_get(g->fs->cat, gen_id, &gen);
+	if (rc != 0)
+		return rc;
+	if (gen.state == GEN_COMMITTED)
+		return 0;
+	if (gen.state != GEN_OPEN)
+		return -ENOENT;
+	gen_request_commit(g, gen_id, rule, false);
+	return 0;
+}
+
+int gen_pin(struct gen_policy *g, uint64_t gen_id, bool pinned)
+{
+	return cat_gen_pin(g->fs->cat, gen_id, pinned);
+}
+
+int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
+{
+	struct cat_gen gen;
+	int rc = cat_gen_get(g->fs->cat, gen_id, &gen);
+	if (rc != 0)
+		return rc;
+	if (gen.state == GEN_OPEN && !force)
+		return -EBUSY;
+	if (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)
+		return -ENOENT;
+	gen_end(g, gen_id, gen.state == GEN_OPEN ? "admin-abort" : "admin", gen.state == GEN_OPEN);
+	return 0;
+}
+
+/* ---- background: timers and kernel invalidations ---- */
+
+static void gen_tick(struct gen_policy *g)
+{
+	struct {
+		uint64_t id;
+		char rule[GEN_RULE_MAX];
+		bool abort;
+	} todo[32];
+	int n = 0;
+	int64_t now = gen_now_ns();
+	int64_t quiet = (int64_t)(g->opt.quiet_s * 1e9), abandon = (int64_t)(g->opt.abandon_s * 1e9);
+	pthread_mutex_lock(&g->lock);
+	for (struct gen_live *l = g->live; l && n < 32; l = l->next) {
+		if (l->writers || !l->is_open)
+			continue;
+		int64_t idle = now - l->last_activity_ns;
+		if (l->pending_rule[0] && l->pending_quiet && idle >= quiet) {
+			todo[n].id = l->id;
+			memcpy(todo[n].rule, l->pending_rule, GEN_RULE_MAX);
+			todo[n++].abort = false;
+		} else if (abandon > 0 && idle >= abandon && !gen_writers_alive(l)) {
+			todo[n].id = l->id;
+			snprintf(todo[n].rule, GEN_RULE_MAX, "abandoned");
+			todo[n++].abort = true;
+		}
+	}
+	pthread_mutex_unlock(&g->lock);
+	for (int i = 0; i < n; i++) {
+		if (todo[i].abort)
+			gen_end(g, todo[i].id, todo[i].rule, true);
+		else
+			gen_commit_now(g, todo[i].id, todo[i].rule);
+	}
+}
+
+static void gen_send_invals(struct gen_policy *g)
+{
+	pthread_mutex_lock(&g->lock);
+	struct gen_inval *list = g->inval;
+	g->inval = NULL;
+	pthread_mutex_unlock(&g->lock);
+	while (list) {
+		struct gen_inval *next = list->next;
+		if (g->se)
+			fuse_lowlevel_notify_inval_entry(g->se, list->parent, list->name, strlen(list->name));
+		free(list);
+		list = next;
+	}
+}
+
+static void *gen_thread(void *arg)
+{
+	struct gen_policy *g = arg;
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += GEN_TICK_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (!g->inval)
+			pthread_cond_timedwait(&g->wake, &g->lock, &until);
+		if (g->stop)
+			break;
+		pthread_mutex_unlock(&g->lock);
+		gen_send_invals(g);
+		gen_tick(g);
+		pthread_mutex_lock(&g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+int gen_policy_start(struct gen_policy *g, struct fuse_session *se)
+{
+	g->se = se;
+	if (pthread_create(&g->thread, NULL, gen_thread, g) != 0)
+		return -errno;
+	g->running = true;
+	return 0;
+}
+
+static void gen_stop_thread(struct gen_policy *g)
+{
+	if (!g->running)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->stop = true;
+	pthread_cond_signal(&g->wake);
+	pthread_mutex_unlock(&g->lock);
+	pthread_join(g->thread, NULL);
+	g->running = false;
+	g->se = NULL; /* the session is going away: no more invalidations */
+}
+
+void gen_policy_shutdown(struct gen_policy *g)
+{
+	gen_stop_thread(g);
+	/* The last save of a finished job is kept; a save still being written,
+	 * or a marker layout without its marker, is not shown. */
+	for (;;) {
+		pthread_mutex_lock(&g->lock);
+		struct gen_live *l = g->live;
+		while (l && !l->is_open) { /* committed, only held open for writing */
+			uint64_t drop = l->id;
+			l = l->next;
+			gen_live_drop(g, drop);
+		}
+		uint64_t id = l ? l->id : 0;
+		bool incomplete = l && (l->writers > 0 || l->expects_marker);
+		char rule[GEN_RULE_MAX];
+		snprintf(rule, sizeof(rule), "%s", l && l->pending_rule[0] ? l->pending_rule : "unmount");
+		pthread_mutex_unlock(&g->lock);
+		if (!id)
+			break;
+		if (incomplete)
+			gen_end(g, id, "unmount-incomplete", true);
+		else
+			gen_commit_now(g, id, rule);
+		pthread_mutex_lock(&g->lock);
+		gen_live_drop(g, id); /* in case the catalog call failed */
+		pthread_mutex_unlock(&g->lock);
+	}
+	gen_send_invals(g);
+}
+
+void gen_policy_free(struct gen_policy *g)
+{
+	if (!g)
+		return;
+	gen_stop_thread(g);
+	while (g->live)
+		gen_live_drop(g, g->live->id);
+	gen_send_invals(g);
+	regfree(&g->re);
+	pthread_mutex_destroy(&g->lock);
+	pthread_cond_destroy(&g->wake);
+	free(g);
+}

@@ -1,0 +1,124 @@
+/* gen — when checkpoint generations commit, abort and go: the daemon's policy
+ * over the catalog's generations (meta/generation.h).
+ *
+ * Recognition: a name matching the pattern (default below, or -o gen_pattern)
+ * created or renamed into a directory outside any generation starts an OPEN
+ * generation; the directory is its series. The step is the pattern's last
+ * all-digit capture group.
+ *
+ * Commit rules (docs/GENERATIONS.md has the table per trainer):
+ *   dcp-metadata       rename onto `.metadata` inside the generation (not in a
+ *                      Lightning `X.ckpt/` dir, which waits for meta.pt)
+ *   dcp-rank-metadata  rename onto `__N.metadata`: quiet commit
+ *   metadata-json      close of a written `metadata.json` (Megatron torch_dist)
+ *   lightning-meta     close of a written `meta.pt` in a `*.ckpt` generation dir
+ *   hf-trainer-state   close of a written `trainer_state.json`: quiet commit
+ *   tracker            close of a rewritten `latest` / `latest_checkpointed_iteration.txt`
+ *                      naming a generation of the same directory
+ *   rename             a temporary directory or file renamed to a generation name
+ *   next-gen           a new generation starts in the series while this one has
+ *                      no open writer and no sign of an unfinished marker layout
+ *   marker / explicit  close of `.ckptfs-commit`, or `setfattr -n user.ckptfs.commit`
+ *   unmount            at a clean unmount, for generations with no open writer
+ *                      and no unfinished marker layout (others are aborted)
+ * A rule that fires while write handles are open in the generation commits
+ * when the last one closes. A quiet commit waits `quiet` seconds after that.
+ *
+ * Abort: at start (crash), an OPEN generation is rolled back by the catalog;
+ * while running, one with no open write handle, no activity for `abandon`
+ * seconds and none of the processes that wrote to it alive is aborted.
+ *
+ * keep-latest-k: after each commit, committed generations of the series past
+ * the newest `keep` (by step, then commit time) are deleted, except pinned ones.
+ *
+ * Invariants:
+ *  1. Only gen.c decides state changes; it calls the catalog, never the other
+ *     way round; kernel cache invalidations are queued and sent from the
+ *     background thread (never inside a request that may hold the dir lock).
+ *  2. A generation never commits while a write handle in it is open.
+ *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
+ *     committed one. */
+#ifndef CKPTFS_GEN_H
+#define CKPTFS_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GEN_DEFAULT_PATTERN                                                          \
+	"^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)" \
+	"(-v[0-9]+)?(\\.(ckpt|pt|pth|bin|safetensors))?$"
+
+struct ckptfs;
+struct fuse_session;
+struct gen_policy;
+struct cat_gen_spec;
+
+struct gen_options {
+	char pattern[1024]; /* empty: GEN_DEFAULT_PATTERN */
+	unsigned keep;      /* 0: keep all */
+	double quiet_s;     /* quiet period of quiet commits */
+	double abandon_s;   /* inactivity before an unwritten open generation is aborted */
+	bool show_open;     /* list OPEN generations in readdir */
+};
+
+/* Compiles the pattern (-EINVAL with a line naming it if it does not). */
+int gen_policy_new(struct ckptfs *fs, const struct gen_options *o, struct gen_policy **out);
+/* Starts the background thread (timers, invalidations) once mounted. */
+int gen_policy_start(struct gen_policy *g, struct fuse_session *se);
+/* Clean unmount: decides every OPEN generation (commit or abort), stops the thread. */
+void gen_policy_shutdown(struct gen_policy *g);
+void gen_policy_free(struct gen_policy *g);
+
+/* Does a name start a generation (in a directory outside any)? Sets *step. */
+bool gen_name_matches(struct gen_policy *g, const char *name, uint64_t *step);
+
+/* The generation spec for creating or renaming `name` into `parent`, or NULL
+ * when the new entry is not a generation root. spec must outlive the call. */
+const struct cat_gen_spec *gen_spec_for(struct gen_policy *g, uint64_t parent, const char *name,
+					struct cat_gen_spec *spec);
+
+/* Should readdir of `dir` hide the entry `name` (an OPEN generation root)? */
+bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name);
+
+/* Before changing anything inside generation gen_id: a COMMITTED one is
+ * reopened as a new version (backup kept). Returns 0 or -errno. */
+int gen_before_change(struct gen_policy *g, uint64_t gen_id);
+
+/* Activity: a write, create or other change in a generation by pid. */
+void gen_activity(struct gen_policy *g, uint64_t gen_id, pid_t pid);
+
+/* A new generation was created (or renamed in) in series; by_rename says how. */
+void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by_rename, pid_t pid);
+
+/* A file named `name` was created in gen_id (marks like *.distcp). */
+void gen_file_created(struct gen_policy *g, uint64_t gen_id, const char *name);
+
+/* Write handles in a generation. */
+void gen_writer_opened(struct gen_policy *g, uint64_t gen_id);
+void gen_writer_closed(struct gen_policy *g, uint64_t gen_id);
+
+/* A name was removed from (or renamed out of) parent: live state of a
+ * generation whose root it was is dropped (the catalog ended it). */
+void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name);
+
+/* One line describing the generation of an inode (for the xattr). */
+int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size);
+
+/* A renamed entry arrived as `newname` in generation gen_id (0: outside). */
+void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, const char *newname);
+
+/* A written file was closed (last write handle): name and parent as last seen. */
+void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const char *name,
+		     uint64_t gen_id);
+
+/* Trigger names the daemon must remember per node (see gen_file_closed). */
+bool gen_is_trigger_name(const char *name);
+
+/* Explicit control (xattrs on a generation root, ckptfs-admin). */
+int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule);
+int gen_pin(struct gen_policy *g, uint64_t gen_id, bool pinned);
+int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force);
+
+#endif

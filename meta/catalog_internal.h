@@ -1,0 +1,161 @@
+/* catalog_internal — what meta/catalog.c shares with meta/generation.c, and
+ * nothing outside meta/ may include: the handle, the ids of the prepared
+ * statements, and the helpers that bind, step and wrap transactions.
+ *
+ * Statements live in one array, cat->stmt, indexed by enum cat_sid. The SQL of
+ * catalog.c's statements is in its cat_sql table; generation.c's (the G_ ids)
+ * is in cat_gen_sql, indexed from S_GEN_FIRST. All are prepared at open.
+ *
+ * The *_txn functions run inside a transaction the caller opened with
+ * cat_begin (or cat_begin_read) under cat_lock, and leave ending it to the
+ * caller: an error rolls everything back. */
+#ifndef CKPTFS_CATALOG_INTERNAL_H
+#define CKPTFS_CATALOG_INTERNAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalog.h"
+#include "generation.h"
+
+#define CAT_MAX_ARGS 10
+
+enum cat_sid {
+	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+
+	S_INODE_GET, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
+	S_INODE_SETATTR, S_INODE_SETSIZE, S_INODE_DELETE,
+
+	S_DIRENT_GET, S_DIRENT_INSERT, S_DIRENT_DELETE, S_DIRENT_MOVE, S_DIRENT_SET_INO,
+	S_DIRENT_PARENT, S_DIR_HAS_ENTRY, S_READDIR,
+
+	S_X_LIST, S_X_TRUNC_DECREF, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
+	S_P_LIST, S_P_TRUNC_DECREF, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
+	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST,
+	S_TO_X_DECREF, S_TO_X_DELETE, S_TO_X_INCREF, S_TO_X_INSERT,
+	S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF, S_TO_P_INSERT,
+
+	S_CHUNK_REF, S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
+
+	S_RECOVER_P_DECREF, S_RECOVER_P_DELETE, S_RECOVER_X_DECREF, S_RECOVER_X_DELETE,
+	S_RECOVER_INODES,
+
+	S_STATS_INODES, S_STATS_CHUNKS, S_STATS_EXTENTS,
+
+	S_CHECK_REFCOUNT, S_CHECK_DANGLING, S_CHECK_UNSTORED, S_CHECK_OVERLAP,
+	S_CHECK_BAD_EXTENT, S_CHECK_EXTENT_OWNER, S_CHECK_DIRENT, S_CHECK_NLINK,
+
+	/* generation.c's statements (SQL in its cat_gen_sql) */
+	S_GEN_FIRST,
+	G_INODE_GEN = S_GEN_FIRST, G_SET_INODE_GEN, G_ROOT_OF,
+	G_INSERT, G_GET, G_PUT, G_FIND_NAME, G_FIND_STEP, G_LIST, G_OPEN_IDS,
+
+	G_TREE_CLEAR, G_TREE_FILL, G_TREE_FILL_NUMBERED, G_TREE_IDS, G_TREE_COPY_OF,
+	G_TREE_SET_GEN, G_TREE_XDEV, G_TREE_NESTED, G_TREE_UNLINK, G_TREE_DIRENTS_DELETE,
+	G_TREE_X_DECREF, G_TREE_X_DELETE, G_TREE_P_DECREF, G_TREE_P_DELETE,
+	G_TREE_INODES_DELETE,
+
+	G_INODE_SEQ, G_CLONE_INODES, G_CLONE_DIRENTS, G_CLONE_INCREF, G_CLONE_EXTENTS,
+
+	G_STATS_FILES, G_STATS_TREE_FILES, G_STATS_EXCL,
+
+	G_CHECK_ROWS, G_CHECK_TREES,
+
+	S_COUNT
+};
+
+struct cat_sql {
+	const char *purpose; /* completes "cannot …" in a log line */
+	const char *sql;
+};
+
+extern const struct cat_sql cat_gen_sql[S_COUNT - S_GEN_FIRST];
+
+/* Temporary tables generation.c's statements use (created at open). */
+extern const char cat_gen_temp_sql[];
+
+struct cat {
+	sqlite3 *db;
+	char *path;
+	pthread_mutex_t lock;
+	sqlite3_stmt *stmt[S_COUNT];
+	cat_reclaim_fn reclaim;
+	void *reclaim_arg;
+	int schema_version;
+	bool in_txn; /* between cat_begin and cat_end */
+};
+
+/* An argument for cat_bind, typed by the macros below. */
+struct cat_arg {
+	char type; /* 'i' integer, 't' text, 'b' blob, 'n' null */
+	int len;   /* blob length */
+	union {
+		int64_t i;
+		const char *t;
+		const void *b;
+	};
+};
+#define A_INT(v) ((struct cat_arg){ .type = 'i', .i = (int64_t)(v) })
+#define A_TEXT(v) ((struct cat_arg){ .type = 't', .t = (v) })
+#define A_HASH(v) ((struct cat_arg){ .type = 'b', .len = CAT_HASH_LEN, .b = (v) })
+#define A_BLOB(v, n) ((struct cat_arg){ .type = 'b', .len = (n), .b = (v) })
+#define A_NULL ((struct cat_arg){ .type = 'n' })
+/* An integer id where 0 means none: bound as NULL (inodes.gen). */
+#define A_ID(v) ((v) != 0 ? A_INT(v) : A_NULL)
+#define cat_bind(cat, id, ...)                                                   \
+	cat_bind_args((cat), (id), (const struct cat_arg[]){ __VA_ARGS__ },      \
+		      (int)(sizeof((const struct cat_arg[]){ __VA_ARGS__ }) /    \
+			    sizeof(struct cat_arg)))
+
+/* ---- helpers of catalog.c ---- */
+
+int64_t cat_now_ns(void);
+void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1]);
+void cat_lock(struct cat *cat);
+void cat_unlock(struct cat *cat);
+
+int cat_sql_fail(struct cat *cat, enum cat_sid id, int src);
+void cat_reset(struct cat *cat, enum cat_sid id);
+int cat_bind_args(struct cat *cat, enum cat_sid id, const struct cat_arg *args, int n);
+int cat_next(struct cat *cat, enum cat_sid id);
+int cat_run(struct cat *cat, enum cat_sid id);
+int64_t cat_col_int(struct cat *cat, enum cat_sid id, int col);
+int cat_changes(struct cat *cat);
+
+int cat_begin(struct cat *cat);
+int cat_begin_read(struct cat *cat);
+int cat_end(struct cat *cat, int rc);
+int cat_end_sweep(struct cat *cat, int rc);
+
+int cat_name_check(const char *name);
+int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out);
+int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
+		   struct cat_inode *out);
+int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64_t ino);
+int cat_dirent_delete(struct cat *cat, uint64_t id);
+int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now);
+
+/* ---- generation bookkeeping of generation.c, called by catalog.c ---- */
+
+/* The generation of ino (0 for none); -ENOENT if there is no such inode. */
+int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id);
+/* Starts an OPEN generation rooted at the new inode root, just linked as
+ * series/name (cat_create_in_gen). */
+int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const char *name,
+		      uint64_t step, uint64_t *gen_id);
+/* After inode `moved` (with attributes *attr) was linked as newparent/newname
+ * by a rename: ends a generation it was the root of, starts a new one for
+ * spec, and gives its subtree the generation of its new place. */
+int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t newparent,
+		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id);
+/* After ino lost an entry (unlink, rmdir, rename over it): if it was a
+ * generation root, that generation is DELETED with rule. */
+int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule);
+/* G4 at open: rolls back every OPEN generation. */
+int cat_gen_recover_txn(struct cat *cat);
+/* G1–G3, counting violations (each logged). */
+int cat_gen_check_txn(struct cat *cat, int *violations);
+
+#endif

@@ -1,0 +1,995 @@
+/* generation — checkpoint generations in the catalog: the bookkeeping behind
+ * generation.h (its states and invariants G1–G4 are the contract), on the
+ * `generations` table and the `inodes.gen` column of schema version 2
+ * (SCHEMA.md). catalog.c owns the connection, the lock and the namespace
+ * calls; it calls the cat_gen_*_txn hooks ("hooks for catalog.c" below) from
+ * inside its own transactions (catalog_internal.h), so a create, rename or
+ * unlink and its generation bookkeeping commit together.
+ *
+ * Trees. A call that works on a whole tree first lists it in temp.gen_tree
+ * with one recursive query over dirents from the root (UNION, so an inode
+ * with several links is listed once and a corrupt cycle still ends), then
+ * runs one set statement per step over that list: unlink, copy, count, delete.
+ * Chunk counts move per hash (GROUP BY) in the same transaction as the
+ * extent rows, as everywhere in the catalog.
+ *
+ * Backup trees (G3). cat_gen_reopen copies the committed tree: every inode
+ * gets a new number past sqlite_sequence (so numbers are never reused,
+ * catalog invariant 5), entries are copied with both ends renumbered, extents
+ * are copied and each chunk's count goes up by its number of copies — no
+ * bytes move. The live tree keeps the original numbers, which the kernel and
+ * open writers hold. The copy has no entry: its root is only in backup_root.
+ * As none of its numbers was ever handed out, dropping it (commit, delete,
+ * its root unlinked or renamed away) deletes its rows outright and releases
+ * their counts at once; restoring it (abort, crash) links its root under the
+ * generation's name, so the generation's root inode changes.
+ *
+ * Removing a live tree (abort, delete) deletes its entries and gives its
+ * inodes nlink 0 and gen NULL: their rows and extents stay until
+ * cat_inode_release (the kernel may hold them) or the next cat_open. The
+ * callers' fn gets their numbers after the commit, with the lock released.
+ *
+ * Hard links never cross a generation boundary (catalog.c refuses them with
+ * -EXDEV, and so does a rename that would carry one across), so a tree and
+ * its copy hold every link of their inodes. */
+#define _GNU_SOURCE
+#include "catalog_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+
+#define GEN_COLS                                                                   \
+	"id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
+	" ended_ns, rule, backup_root"
+#define GEN_LIVE "state IN (0, 1)" /* OPEN or COMMITTED */
+#define GEN_IS_FILE "(mode & 61440) = 32768"
+/* t(ino): the tree under `start` (an expression). A join with temp.gen_tree
+ * is written CROSS JOIN, which makes SQLite walk the list and search the big
+ * table by key: it has no statistics on the temporary table and would
+ * otherwise scan every extent or dirent. */
+#define GEN_TREE(start)                                                             \
+	"WITH RECURSIVE t(ino) AS (SELECT " start " UNION SELECT d.ino FROM dirents d" \
+	" JOIN t ON d.parent = t.ino) "
+/* (gen, hash) of every extent and pending row of the inodes matching `where`. */
+#define GEN_REFS(where)                                                             \
+	"SELECT i.gen AS gen, e.hash AS hash FROM inodes i JOIN extents e ON e.ino = i.ino" \
+	" WHERE " where " UNION ALL SELECT i.gen, p.hash FROM inodes i JOIN pending p"     \
+	" ON p.ino = i.ino WHERE " where
+
+const char cat_gen_temp_sql[] =
+	"CREATE TEMP TABLE IF NOT EXISTS gen_tree(ino INTEGER PRIMARY KEY, copy INTEGER);";
+
+#define G(id) [(id) - S_GEN_FIRST]
+const struct cat_sql cat_gen_sql[S_COUNT - S_GEN_FIRST] = {
+	G(G_INODE_GEN) = { "read an inode's generation", "SELECT gen FROM inodes WHERE ino = ?1" },
+	G(G_SET_INODE_GEN) = { "set an inode's generation",
+			       "UPDATE inodes SET gen = ?2 WHERE ino = ?1" },
+	G(G_ROOT_OF) = { "find the generation rooted at an inode",
+			 "SELECT id FROM generations WHERE root = ?1 AND " GEN_LIVE
+			 " ORDER BY id LIMIT 1" },
+	G(G_INSERT) = { "insert a generation",
+			"INSERT INTO generations(series, root, name, step, state, version, pinned,"
+			" created_ns) VALUES(?1, ?2, ?3, ?4, 0, 1, 0, ?5)" },
+	G(G_GET) = { "read a generation", "SELECT " GEN_COLS " FROM generations WHERE id = ?1" },
+	G(G_PUT) = { "update a generation",
+		     "UPDATE generations SET root = ?2, state = ?3, version = ?4, pinned = ?5,"
+		     " committed_ns = ?6, ended_ns = ?7, rule = ?8, backup_root = ?9 WHERE id = ?1" },
+	G(G_FIND_NAME) = { "find a generation by name",
+			   "SELECT " GEN_COLS " FROM generations WHERE series = ?1 AND " GEN_LIVE
+			   " AND name = ?2 ORDER BY id DESC LIMIT 1" },
+	G(G_FIND_STEP) = { "find a generation by step",
+			   "SELECT " GEN_COLS " FROM generations WHERE series = ?1 AND " GEN_LIVE
+			   " AND step = ?2 ORDER BY id DESC LIMIT 1" },
+	G(G_LIST) = { "list generations",
+		      "SELECT " GEN_COLS " FROM generations WHERE (?1 = 0 OR series = ?1)"
+		      " AND (?2 OR " GEN_LIVE ") ORDER BY series, step, id" },
+	G(G_OPEN_IDS) = { "list open generations",
+			  "SELECT id FROM generations WHERE state = 0 ORDER BY id" },
+
+	G(G_TREE_CLEAR) = { "clear the tree list", "DELETE FROM temp.gen_tree" },
+	G(G_TREE_FILL) = { "list a tree",
+			   "INSERT INTO temp.gen_tree(ino) " GEN_TREE("?1") "SELECT ino FROM t" },
+	G(G_TREE_FILL_NUMBERED) = { "list a tree and number its copy",
+				    "INSERT INTO temp.gen_tree(ino, copy) " GEN_TREE("?1")
+				    "SELECT ino, ?2 + row_number() OVER (ORDER BY ino) FROM t" },
+	G(G_TREE_IDS) = { "read a tree's inodes", "SELECT ino FROM temp.gen_tree ORDER BY ino" },
+	G(G_TREE_COPY_OF) = { "find an inode's copy",
+			      "SELECT copy FROM temp.gen_tree WHERE ino = ?1" },
+	G(G_TREE_SET_GEN) = { "set a tree's generation",
+			      "UPDATE inodes SET gen = ?1 WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
+	G(G_TREE_XDEV) = { "look for hard links out of a tree",
+			   "SELECT t.ino FROM temp.gen_tree t CROSS JOIN dirents d ON d.ino = t.ino"
+			   " WHERE t.ino != ?1 AND d.parent NOT IN (SELECT ino FROM temp.gen_tree)"
+			   " LIMIT 1" },
+	G(G_TREE_NESTED) = { "find generations rooted in a tree",
+			     "SELECT id FROM generations WHERE " GEN_LIVE " AND id != ?1"
+			     " AND root IN (SELECT ino FROM temp.gen_tree) ORDER BY id" },
+	G(G_TREE_UNLINK) = { "unlink a tree's inodes",
+			     "UPDATE inodes SET nlink = 0, gen = NULL, ctime_ns = ?1"
+			     " WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
+	G(G_TREE_DIRENTS_DELETE) = { "delete a tree's entries",
+				     "DELETE FROM dirents WHERE parent IN"
+				     " (SELECT ino FROM temp.gen_tree)" },
+	G(G_TREE_X_DECREF) = { "release the chunks of a tree's extents",
+			       "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT e.hash,"
+			       " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN extents e"
+			       " ON e.ino = t.ino GROUP BY e.hash) AS g WHERE chunks.hash = g.hash" },
+	G(G_TREE_X_DELETE) = { "delete a tree's extents",
+			       "DELETE FROM extents WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
+	G(G_TREE_P_DECREF) = { "release the chunks of a tree's pending extents",
+			       "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT p.hash,"
+			       " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN pending p"
+			       " ON p.ino = t.ino GROUP BY p.hash) AS g WHERE chunks.hash = g.hash" },
+	G(G_TREE_P_DELETE) = { "delete a tree's pending extents",
+			       "DELETE FROM pending WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
+	G(G_TREE_INODES_DELETE) = { "delete a tree's inodes",
+				    "DELETE FROM inodes WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
+
+	G(G_INODE_SEQ) = { "read the last inode number",
+			   "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inodes'),"
+			   " 0), COALESCE((SELECT MAX(ino) FROM inodes), 0))" },
+	G(G_CLONE_INODES) = { "copy a tree's inodes",
+			      "INSERT INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
+			      " mtime_ns, ctime_ns, target, gen) SELECT t.copy, i.mode, i.uid, i.gid,"
+			      " i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns, i.target,"
+			      " i.gen FROM temp.gen_tree t CROSS JOIN inodes i ON i.ino = t.ino"
+			      " ORDER BY t.copy" },
+	G(G_CLONE_DIRENTS) = { "copy a tree's entries",
+			       "INSERT INTO dirents(parent, name, ino) SELECT p.copy, d.name, c.copy"
+			       " FROM temp.gen_tree p CROSS JOIN dirents d ON d.parent = p.ino"
+			       " CROSS JOIN temp.gen_tree c ON c.ino = d.ino ORDER BY d.id" },
+	G(G_CLONE_INCREF) = { "reference the chunks of a tree's copied extents",
+			      "UPDATE chunks SET refcount = refcount + g.n FROM (SELECT e.hash,"
+			      " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN extents e"
+			      " ON e.ino = t.ino GROUP BY e.hash) AS g WHERE chunks.hash = g.hash" },
+	G(G_CLONE_EXTENTS) = { "copy a tree's extents",
+			       "INSERT INTO extents(ino, off, len, hash, chunk_off) SELECT t.copy,"
+			       " e.off, e.len, e.hash, e.chunk_off FROM temp.gen_tree t"
+			       " CROSS JOIN extents e ON e.ino = t.ino" },
+
+	G(G_STATS_FILES) = { "count a generation's files",
+			     "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM inodes WHERE gen = ?1"
+			     " AND " GEN_IS_FILE },
+	G(G_STATS_TREE_FILES) = { "count a backup tree's files",
+				  GEN_TREE("?1") "SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM t"
+				  " CROSS JOIN inodes i ON i.ino = t.ino WHERE " GEN_IS_FILE },
+	/* A chunk is exclusive when the generation's rows are all its references. */
+	G(G_STATS_EXCL) = { "sum a generation's exclusive chunks",
+			    "SELECT COALESCE(SUM(c.plain_len), 0) FROM (SELECT hash, COUNT(*) AS n"
+			    " FROM (" GEN_REFS("i.gen = ?1") ") GROUP BY hash) g"
+			    " JOIN chunks c ON c.hash = g.hash WHERE c.refcount = g.n" },
+
+	/* G1–G3 on each row: linked where it says (or owning nothing when
+	 * ended), a backup only on a rewritten OPEN one and unlinked, its
+	 * series outside generations. */
+	G(G_CHECK_ROWS) = { "check generations",
+			    "SELECT id, series, name, root, backup_root, state, version, unlinked,"
+			    " owns, bad_backup, backup_linked, nested FROM (SELECT g.*,"
+			    " (" GEN_LIVE " AND NOT EXISTS (SELECT 1 FROM dirents d WHERE"
+			    " d.parent = g.series AND d.name = g.name AND d.ino = g.root)) AS unlinked,"
+			    " (state IN (2, 3) AND (root != 0 OR backup_root != 0)) AS owns,"
+			    " (backup_root != 0 AND (state != 0 OR version < 2)) AS bad_backup,"
+			    " (backup_root != 0 AND EXISTS (SELECT 1 FROM dirents d"
+			    " WHERE d.ino = g.backup_root)) AS backup_linked,"
+			    " (" GEN_LIVE " AND EXISTS (SELECT 1 FROM inodes s WHERE s.ino = g.series"
+			    " AND s.gen IS NOT NULL)) AS nested FROM generations g)"
+			    " WHERE unlinked OR owns OR bad_backup OR backup_linked OR nested"
+			    " OR state NOT BETWEEN 0 AND 3 OR version < 1" },
+	/* G1–G3 on inodes: what the trees of live generations (and backups)
+	 * reach must carry their id, and nothing else may carry one. */
+	G(G_CHECK_TREES) = { "check generations' trees",
+			     "WITH RECURSIVE t(ino, g) AS MATERIALIZED (SELECT root, id FROM generations"
+			     " WHERE " GEN_LIVE " AND root != 0 UNION SELECT backup_root, id"
+			     " FROM generations WHERE backup_root != 0 UNION SELECT d.ino, t.g"
+			     " FROM dirents d JOIN t ON d.parent = t.ino)"
+			     " SELECT t.ino, t.g, i.gen, i.ino IS NULL FROM t LEFT JOIN inodes i"
+			     " ON i.ino = t.ino WHERE i.gen IS NOT t.g"
+			     " UNION ALL SELECT i.ino, NULL, i.gen, 0 FROM inodes i LEFT JOIN t"
+			     " ON t.ino = i.ino AND t.g = i.gen WHERE i.gen IS NOT NULL AND t.ino IS NULL" },
+};
+#undef G
+
+/* ---- small helpers ---- */
+
+/* A growable list of ids: a removed tree can have tens of thousands. */
+struct gen_ids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int gen_ids_push(struct gen_ids *ids, uint64_t id)
+{
+	if (ids->n == ids->cap) {
+		size_t cap = ids->cap ? 2 * ids->cap : 64;
+		uint64_t *v = realloc(ids->v, cap * sizeof(*v));
+		if (v == NULL)
+			return -ENOMEM;
+		ids->v = v;
+		ids->cap = cap;
+	}
+	ids->v[ids->n++] = id;
+	return 0;
+}
+
+static void gen_ids_free(struct gen_ids *ids)
+{
+	free(ids->v);
+	*ids = (struct gen_ids){ 0 };
+}
+
+/* Collects the first column of every row of a bound statement. */
+static int gen_ids_collect(struct cat *cat, enum cat_sid id, struct gen_ids *ids)
+{
+	int rc;
+	while ((rc = cat_next(cat, id)) == 1) {
+		rc = gen_ids_push(ids, (uint64_t)cat_col_int(cat, id, 0));
+		if (rc != 0) {
+			assert(id >= S_GEN_FIRST);
+			log_error("catalog %s: cannot %s: out of memory", cat->path,
+				  cat_gen_sql[id - S_GEN_FIRST].purpose);
+			break;
+		}
+	}
+	cat_reset(cat, id);
+	return rc;
+}
+
+/* The single integer a statement yields (0 for no row or NULL). bound is
+ * the result of binding it. */
+static int gen_query_int(struct cat *cat, enum cat_sid id, int bound, uint64_t *out)
+{
+	int rc = bound;
+	*out = 0;
+	if (rc == 0)
+		rc = cat_next(cat, id);
+	if (rc == 1) {
+		*out = (uint64_t)cat_col_int(cat, id, 0);
+		rc = 0;
+	}
+	cat_reset(cat, id);
+	return rc;
+}
+
+static int gen_rule_check(const char *rule)
+{
+	return rule != NULL && strlen(rule) < GEN_RULE_MAX ? 0 : -EINVAL;
+}
+
+static void gen_set_rule(struct cat_gen *g, const char *rule, const char *suffix)
+{
+	snprintf(g->rule, sizeof(g->rule), "%s%s", rule, suffix);
+}
+
+/* Reads the GEN_COLS of the current row. */
+static int gen_col_row(struct cat *cat, enum cat_sid id, struct cat_gen *out)
+{
+	sqlite3_stmt *st = cat->stmt[id];
+	const char *name = (const char *)sqlite3_column_text(st, 3);
+	int name_len = sqlite3_column_bytes(st, 3);
+	const char *rule = (const char *)sqlite3_column_text(st, 11);
+	int rule_len = sqlite3_column_bytes(st, 11);
+	memset(out, 0, sizeof(*out));
+	out->id = (uint64_t)sqlite3_column_int64(st, 0);
+	if (name == NULL || name_len > CAT_NAME_MAX || rule == NULL || rule_len >= GEN_RULE_MAX) {
+		log_error("catalog %s: corrupt: generation %" PRIu64 " has a bad name or rule",
+			  cat->path, out->id);
+		return -EIO;
+	}
+	out->series = (uint64_t)sqlite3_column_int64(st, 1);
+	out->root = (uint64_t)sqlite3_column_int64(st, 2);
+	memcpy(out->name, name, (size_t)name_len + 1);
+	out->step = (uint64_t)sqlite3_column_int64(st, 4);
+	out->state = (int)sqlite3_column_int64(st, 5);
+	out->version = (uint32_t)sqlite3_column_int64(st, 6);
+	out->pinned = sqlite3_column_int64(st, 7) != 0;
+	out->created_ns = sqlite3_column_int64(st, 8);
+	out->committed_ns = sqlite3_column_int64(st, 9);
+	out->ended_ns = sqlite3_column_int64(st, 10);
+	memcpy(out->rule, rule, (size_t)rule_len + 1);
+	out->backup_root = (uint64_t)sqlite3_column_int64(st, 12);
+	return 0;
+}
+
+/* The one row of a bound statement; -ENOENT if none. */
+static int gen_fetch(struct cat *cat, enum cat_sid id, int bound, struct cat_gen *out)
+{
+	int rc = bound;
+	if (rc == 0)
+		rc = cat_next(cat, id);
+	if (rc == 1)
+		rc = gen_col_row(cat, id, out);
+	else if (rc == 0)
+		rc = -ENOENT;
+	cat_reset(cat, id);
+	return rc;
+}
+
+static int gen_get(struct cat *cat, uint64_t id, struct cat_gen *out)
+{
+	return gen_fetch(cat, G_GET, cat_bind(cat, G_GET, A_INT(id)), out);
+}
+
+static int gen_put(struct cat *cat, const struct cat_gen *g)
+{
+	int rc = cat_bind(cat, G_PUT, A_INT(g->id), A_INT(g->root), A_INT(g->state),
+			  A_INT(g->version), A_INT(g->pinned), A_INT(g->committed_ns),
+			  A_INT(g->ended_ns), A_TEXT(g->rule), A_INT(g->backup_root));
+	if (rc == 0)
+		rc = cat_run(cat, G_PUT);
+	assert(rc != 0 || cat_changes(cat) == 1);
+	return rc;
+}
+
+/* The OPEN or COMMITTED generation rooted at ino, 0 if none. */
+static int gen_root_of(struct cat *cat, uint64_t ino, uint64_t *id)
+{
+	return gen_query_int(cat, G_ROOT_OF, cat_bind(cat, G_ROOT_OF, A_INT(ino)), id);
+}
+
+static int gen_set_inode_gen(struct cat *cat, uint64_t ino, uint64_t gen)
+{
+	int rc = cat_bind(cat, G_SET_INODE_GEN, A_INT(ino), A_ID(gen));
+	if (rc == 0)
+		rc = cat_run(cat, G_SET_INODE_GEN);
+	return rc;
+}
+
+/* ---- trees ---- */
+
+/* Lists the tree under root in temp.gen_tree; numbered: each inode's copy
+ * gets a number after `last`, in inode order. */
+static int gen_tree_list(struct cat *cat, uint64_t root, bool numbered, uint64_t last)
+{
+	int rc = cat_run(cat, G_TREE_CLEAR);
+	if (rc == 0 && numbered)
+		rc = cat_bind(cat, G_TREE_FILL_NUMBERED, A_INT(root), A_INT(last));
+	else if (rc == 0)
+		rc = cat_bind(cat, G_TREE_FILL, A_INT(root));
+	if (rc == 0)
+		rc = cat_run(cat, numbered ? G_TREE_FILL_NUMBERED : G_TREE_FILL);
+	return rc;
+}
+
+static int gen_tree_steps(struct cat *cat, const enum cat_sid *steps, size_t n)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = cat_run(cat, steps[i]);
+	return rc;
+}
+
+/* Deletes g's backup tree outright (its numbers were never handed out, so
+ * it has no pending rows either; dropped all the same, should a caller have
+ * written to one), releasing its chunk counts. */
+static int gen_backup_drop(struct cat *cat, struct cat_gen *g)
+{
+	static const enum cat_sid steps[] = { G_TREE_X_DECREF, G_TREE_X_DELETE, G_TREE_P_DECREF,
+					      G_TREE_P_DELETE, G_TREE_DIRENTS_DELETE,
+					      G_TREE_INODES_DELETE };
+	if (g->backup_root == 0)
+		return 0;
+	int rc = gen_tree_list(cat, g->backup_root, false, 0);
+	if (rc == 0)
+		rc = gen_tree_steps(cat, steps, sizeof(steps) / sizeof(steps[0]));
+	if (rc == 0)
+		g->backup_root = 0;
+	return rc;
+}
+
+/* Copies g's committed tree as its backup (see the top of the file). */
+static int gen_backup_make(struct cat *cat, struct cat_gen *g)
+{
+	static const enum cat_sid steps[] = { G_CLONE_INODES, G_CLONE_DIRENTS, G_CLONE_INCREF,
+					      G_CLONE_EXTENTS };
+	uint64_t last = 0, copy = 0;
+	assert(g->backup_root == 0 && g->root != 0);
+	int rc = gen_query_int(cat, G_INODE_SEQ, 0, &last);
+	if (rc == 0)
+		rc = gen_tree_list(cat, g->root, true, last);
+	if (rc == 0)
+		rc = gen_tree_steps(cat, steps, sizeof(steps) / sizeof(steps[0]));
+	if (rc == 0)
+		rc = gen_query_int(cat, G_TREE_COPY_OF, cat_bind(cat, G_TREE_COPY_OF, A_INT(g->root)),
+				   &copy);
+	assert(rc != 0 || copy > last);
+	if (rc == 0)
+		g->backup_root = copy;
+	return rc;
+}
+
+/* Unlinks g's root from its series; every inode of its tree gets nlink 0 and
+ * leaves the generation. ids (if not NULL) gets their numbers. */
+static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now, struct gen_ids *ids)
+{
+	struct cat_inode root, named;
+	uint64_t entry = 0;
+	int rc = cat_inode_get(cat, g->root, &root);
+	if (rc == 0)
+		rc = cat_dirent_get(cat, g->series, g->name, &entry, &named);
+	if (rc == 0 && named.ino != g->root)
+		rc = -ENOENT;
+	if (rc == -ENOENT) {
+		log_error("catalog %s: corrupt: generation %" PRIu64 " has root %" PRIu64 ", but"
+			  " entry %" PRIu64 "/\"%s\" does not name it", cat->path, g->id, g->root,
+			  g->series, g->name);
+		return -EIO;
+	}
+	if (rc == 0)
+		rc = gen_tree_list(cat, g->root, false, 0);
+	if (rc == 0 && ids != NULL)
+		rc = gen_ids_collect(cat, G_TREE_IDS, ids);
+	if (rc == 0)
+		rc = cat_dirent_delete(cat, entry);
+	if (rc == 0)
+		rc = cat_run(cat, G_TREE_DIRENTS_DELETE);
+	if (rc == 0)
+		rc = cat_bind(cat, G_TREE_UNLINK, A_INT(now));
+	if (rc == 0)
+		rc = cat_run(cat, G_TREE_UNLINK);
+	if (rc == 0)
+		rc = cat_dir_touch(cat, g->series, S_ISDIR(root.mode) ? -1 : 0, now);
+	if (rc == 0)
+		g->root = 0;
+	return rc;
+}
+
+/* Links g's backup under its name: the previous version is back. */
+static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
+{
+	struct cat_inode backup;
+	assert(g->root == 0 && g->backup_root != 0 && g->version > 1);
+	int rc = cat_inode_get(cat, g->backup_root, &backup);
+	if (rc == 0)
+		rc = cat_dirent_insert(cat, g->series, g->name, g->backup_root);
+	if (rc == 0)
+		rc = cat_dir_touch(cat, g->series, S_ISDIR(backup.mode) ? 1 : 0, now);
+	if (rc == 0) {
+		g->root = g->backup_root;
+		g->backup_root = 0;
+		g->state = GEN_COMMITTED;
+		g->version--;
+	}
+	return rc;
+}
+
+/* Ends g where its tree stands (renamed away, replaced, its root removed):
+ * DELETED, backup dropped, the tree left to the caller. */
+static int gen_end_in_place(struct cat *cat, struct cat_gen *g, const char *rule, int64_t now)
+{
+	int rc = gen_backup_drop(cat, g);
+	if (rc == 0) {
+		g->state = GEN_DELETED;
+		g->root = 0;
+		g->ended_ns = now;
+		gen_set_rule(g, rule, "");
+		rc = gen_put(cat, g);
+	}
+	return rc;
+}
+
+/* ---- state changes, inside a transaction ---- */
+
+/* The state a call needs, else: -EALREADY if it is already where the call
+ * leads, -ENOENT if ended, -EINVAL otherwise. */
+static int gen_want(const struct cat_gen *g, int want, int already)
+{
+	if (g->state == want)
+		return 0;
+	if (g->state == already)
+		return -EALREADY;
+	return g->state == GEN_ABORTED || g->state == GEN_DELETED ? -ENOENT : -EINVAL;
+}
+
+static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct gen_ids *ids,
+			 struct cat_gen *g)
+{
+	int64_t now = cat_now_ns();
+	int rc = gen_get(cat, id, g);
+	if (rc == 0)
+		rc = gen_want(g, GEN_OPEN, GEN_ABORTED);
+	if (rc == 0)
+		rc = gen_tree_remove(cat, g, now, ids);
+	if (rc == 0 && g->backup_root != 0) {
+		rc = gen_backup_restore(cat, g, now);
+		gen_set_rule(g, rule, "-restored");
+	} else if (rc == 0) {
+		g->state = GEN_ABORTED;
+		g->ended_ns = now;
+		gen_set_rule(g, rule, "");
+	}
+	if (rc == 0)
+		rc = gen_put(cat, g);
+	return rc;
+}
+
+static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, struct gen_ids *ids)
+{
+	struct cat_gen g;
+	int64_t now = cat_now_ns();
+	int rc = gen_get(cat, id, &g);
+	if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED)
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = gen_tree_remove(cat, &g, now, ids);
+	if (rc == 0)
+		rc = gen_end_in_place(cat, &g, rule, now);
+	return rc;
+}
+
+static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
+{
+	struct cat_gen g;
+	int rc = gen_get(cat, id, &g);
+	if (rc == 0)
+		rc = gen_want(&g, GEN_OPEN, GEN_COMMITTED);
+	if (rc == 0)
+		rc = gen_backup_drop(cat, &g);
+	if (rc == 0) {
+		g.state = GEN_COMMITTED;
+		g.committed_ns = cat_now_ns();
+		gen_set_rule(&g, rule, "");
+		rc = gen_put(cat, &g);
+	}
+	return rc;
+}
+
+static int gen_reopen_txn(struct cat *cat, uint64_t id)
+{
+	struct cat_gen g;
+	int rc = gen_get(cat, id, &g);
+	if (rc == 0)
+		rc = gen_want(&g, GEN_COMMITTED, GEN_OPEN);
+	if (rc == 0)
+		rc = gen_backup_make(cat, &g);
+	if (rc == 0) {
+		g.state = GEN_OPEN;
+		g.version++;
+		rc = gen_put(cat, &g);
+	}
+	return rc;
+}
+
+/* ---- hooks for catalog.c ---- */
+
+int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id)
+{
+	int rc = cat_bind(cat, G_INODE_GEN, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, G_INODE_GEN);
+	if (rc == 1) {
+		*gen_id = (uint64_t)cat_col_int(cat, G_INODE_GEN, 0); /* NULL reads as 0 */
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, G_INODE_GEN);
+	return rc;
+}
+
+int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const char *name,
+		      uint64_t step, uint64_t *gen_id)
+{
+	assert(step <= INT64_MAX);
+	int rc = cat_bind(cat, G_INSERT, A_INT(series), A_INT(root), A_TEXT(name), A_INT(step),
+			  A_INT(cat_now_ns()));
+	if (rc == 0)
+		rc = cat_run(cat, G_INSERT);
+	if (rc == 0) {
+		*gen_id = (uint64_t)sqlite3_last_insert_rowid(cat->db);
+		rc = gen_set_inode_gen(cat, root, *gen_id);
+	}
+	return rc;
+}
+
+int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t newparent,
+		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id)
+{
+	struct cat_gen g;
+	struct gen_ids nested = { 0 };
+	uint64_t old = 0, target = 0, rooted = 0, leak = 0;
+	int64_t now = cat_now_ns();
+	int rc = cat_gen_of_txn(cat, attr->ino, &old);
+	if (rc == 0)
+		rc = cat_gen_of_txn(cat, newparent, &target);
+	if (rc == 0 && spec != NULL && target != 0)
+		rc = -EINVAL; /* a series is outside every generation */
+	if (rc == 0 && old != 0)
+		rc = gen_root_of(cat, attr->ino, &rooted);
+	if (rc == 0 && rooted != 0) /* moved, so no longer the root it was */
+		rc = gen_get(cat, rooted, &g);
+	if (rc == 0 && rooted != 0)
+		rc = gen_end_in_place(cat, &g, "renamed", now);
+	if (rc == 0 && spec != NULL)
+		rc = cat_gen_start_txn(cat, newparent, attr->ino, newname, spec->step, &target);
+	if (rc == 0 && new_gen_id != NULL)
+		*new_gen_id = spec != NULL ? target : 0;
+	if (rc != 0 || old == target)
+		return rc;
+
+	/* The subtree changes generation: it must hold all its links, and the
+	 * generations rooted inside it (a series moved into one) end. */
+	rc = gen_tree_list(cat, attr->ino, false, 0);
+	if (rc == 0 && !S_ISDIR(attr->mode) && attr->nlink > 1)
+		rc = -EXDEV;
+	if (rc == 0)
+		rc = gen_query_int(cat, G_TREE_XDEV, cat_bind(cat, G_TREE_XDEV, A_INT(attr->ino)),
+				   &leak);
+	if (rc == 0 && leak != 0)
+		rc = -EXDEV;
+	if (rc == 0)
+		rc = cat_bind(cat, G_TREE_NESTED, A_INT(target));
+	if (rc == 0)
+		rc = gen_ids_collect(cat, G_TREE_NESTED, &nested);
+	if (rc == 0)
+		rc = cat_bind(cat, G_TREE_SET_GEN, A_ID(target));
+	if (rc == 0)
+		rc = cat_run(cat, G_TREE_SET_GEN);
+	for (size_t i = 0; i < nested.n && rc == 0; i++) {
+		rc = gen_get(cat, nested.v[i], &g);
+		if (rc == 0)
+			rc = gen_end_in_place(cat, &g, "renamed", now);
+	}
+	gen_ids_free(&nested);
+	return rc;
+}
+
+int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
+{
+	struct cat_gen g;
+	uint64_t id = 0;
+	int rc = gen_root_of(cat, ino, &id);
+	if (rc != 0 || id == 0)
+		return rc;
+	rc = gen_get(cat, id, &g);
+	if (rc == 0)
+		rc = gen_end_in_place(cat, &g, rule, cat_now_ns());
+	if (rc == 0) /* had it links left, it still leaves the generation */
+		rc = gen_set_inode_gen(cat, ino, 0);
+	return rc;
+}
+
+int cat_gen_recover_txn(struct cat *cat)
+{
+	struct gen_ids open = { 0 };
+	int rc = gen_ids_collect(cat, G_OPEN_IDS, &open);
+	for (size_t i = 0; i < open.n && rc == 0; i++) {
+		struct cat_gen g;
+		rc = gen_abort_txn(cat, open.v[i], "crash", NULL, &g);
+		if (rc == 0 && g.state == GEN_COMMITTED)
+			log_info("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
+				 " the last stop: version %" PRIu32 " rolled back, version %" PRIu32
+				 " restored from its backup", cat->path, g.id, g.series, g.name,
+				 g.version + 1, g.version);
+		else if (rc == 0)
+			log_info("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
+				 " the last stop: aborted, its files removed", cat->path, g.id,
+				 g.series, g.name);
+	}
+	gen_ids_free(&open);
+	return rc;
+}
+
+/* ---- sizes ---- */
+
+static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g);
+
+/* files and logical_bytes of g's live tree (an index range), and with
+ * exclusive, exclusive_bytes of all it owns (backup included: deleting g
+ * would free it too), about 3 µs per extent: every chunk g names is looked
+ * up. Ended generations own nothing (G2). */
+static int gen_stats(struct cat *cat, struct cat_gen *g, bool exclusive)
+{
+	sqlite3_stmt *st;
+	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED)
+		return 0;
+	int rc = cat_bind(cat, G_STATS_FILES, A_INT(g->id));
+	if (rc == 0 && (rc = cat_next(cat, G_STATS_FILES)) == 1) {
+		st = cat->stmt[G_STATS_FILES];
+		g->files = (uint64_t)sqlite3_column_int64(st, 0);
+		g->logical_bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		rc = 0;
+	}
+	cat_reset(cat, G_STATS_FILES);
+	if (rc == 0 && exclusive)
+		rc = gen_query_int(cat, G_STATS_EXCL, cat_bind(cat, G_STATS_EXCL, A_INT(g->id)),
+				   &g->exclusive_bytes);
+	if (rc == 0)
+		rc = gen_stats_minus_backup(cat, g);
+	return rc;
+}
+
+/* The backup tree carries the id too, but is no part of what a generation
+ * shows: its files come off the counts (a rare case: OPEN, version > 1). */
+static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g)
+{
+	if (g->backup_root == 0)
+		return 0;
+	int rc = cat_bind(cat, G_STATS_TREE_FILES, A_INT(g->backup_root));
+	if (rc == 0 && (rc = cat_next(cat, G_STATS_TREE_FILES)) == 1) {
+		sqlite3_stmt *st = cat->stmt[G_STATS_TREE_FILES];
+		uint64_t files = (uint64_t)sqlite3_column_int64(st, 0);
+		uint64_t bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		g->files -= files <= g->files ? files : g->files;
+		g->logical_bytes -= bytes <= g->logical_bytes ? bytes : g->logical_bytes;
+		rc = 0;
+	}
+	cat_reset(cat, G_STATS_TREE_FILES);
+	return rc;
+}
+
+/* ---- public calls ---- */
+
+int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id)
+{
+	cat_lock(cat);
+	int rc = cat_gen_of_txn(cat, ino, gen_id);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int gen_get_sized(struct cat *cat, uint64_t id, bool exclusive, struct cat_gen *out)
+{
+	cat_lock(cat);
+	int rc = cat_begin_read(cat);
+	if (rc == 0)
+		rc = gen_get(cat, id, out);
+	if (rc == 0)
+		rc = gen_stats(cat, out, exclusive);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_gen_get(struct cat *cat, uint64_t id, struct cat_gen *out)
+{
+	return gen_get_sized(cat, id, true, out);
+}
+
+int cat_gen_get_brief(struct cat *cat, uint64_t id, struct cat_gen *out)
+{
+	return gen_get_sized(cat, id, false, out);
+}
+
+int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_gen *out)
+{
+	if (name == NULL)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = gen_fetch(cat, G_FIND_NAME, cat_bind(cat, G_FIND_NAME, A_INT(series),
+						       A_TEXT(name)), out);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct cat_gen *out)
+{
+	if (step > INT64_MAX)
+		return -ENOENT;
+	cat_lock(cat);
+	int rc = gen_fetch(cat, G_FIND_STEP, cat_bind(cat, G_FIND_STEP, A_INT(series),
+						       A_INT(step)), out);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* Rows in one read; then each live generation's row again with its sizes,
+ * one generation per lock hold: sizes cost about 2 µs per extent, and a list
+ * of hundreds of large generations must not stall every other call for
+ * seconds. Each entry is consistent in itself, as of when it was sized. */
+static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, cat_gen_fn fn,
+		    void *arg)
+{
+	struct cat_gen *rows = NULL;
+	size_t n = 0, cap = 0;
+	cat_lock(cat);
+	int rc = cat_bind(cat, G_LIST, A_INT(series), A_INT(all));
+	while (rc == 0 && (rc = cat_next(cat, G_LIST)) == 1) {
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct cat_gen *more = realloc(rows, ncap * sizeof(*rows));
+			if (more == NULL) {
+				log_error("catalog %s: cannot list generations: out of memory",
+					  cat->path);
+				rc = -ENOMEM;
+				break;
+			}
+			rows = more;
+			cap = ncap;
+		}
+		rc = gen_col_row(cat, G_LIST, &rows[n++]);
+	}
+	cat_reset(cat, G_LIST);
+	cat_unlock(cat);
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (rows[i].state == GEN_OPEN || rows[i].state == GEN_COMMITTED) {
+			cat_lock(cat);
+			rc = cat_begin_read(cat);
+			if (rc == 0)
+				rc = gen_get(cat, rows[i].id, &rows[i]);
+			if (rc == 0)
+				rc = gen_stats(cat, &rows[i], exclusive);
+			rc = cat_end(cat, rc);
+			cat_unlock(cat);
+		}
+		int frc = rc == 0 ? fn(arg, &rows[i]) : 0;
+		if (frc != 0) {
+			rc = frc < 0 ? frc : 0;
+			break;
+		}
+	}
+	free(rows);
+	return rc;
+}
+
+int cat_gen_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg)
+{
+	return gen_list(cat, series, all, true, fn, arg);
+}
+
+int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg)
+{
+	return gen_list(cat, series, all, false, fn, arg);
+}
+
+int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule)
+{
+	int rc = gen_rule_check(rule);
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_commit_txn(cat, id, rule);
+	rc = cat_end_sweep(cat, rc); /* the backup's chunks may be garbage now */
+	cat_unlock(cat);
+	return rc;
+}
+
+static void gen_ids_call(const struct gen_ids *ids, cat_ino_fn fn, void *arg)
+{
+	for (size_t i = 0; i < ids->n; i++)
+		fn(arg, ids->v[i]);
+}
+
+int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	struct gen_ids ids = { 0 };
+	struct cat_gen g;
+	int rc = gen_rule_check(rule);
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_abort_txn(cat, id, rule, fn ? &ids : NULL, &g);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	if (rc == 0 && fn != NULL)
+		gen_ids_call(&ids, fn, arg);
+	gen_ids_free(&ids);
+	return rc;
+}
+
+int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	struct gen_ids ids = { 0 };
+	int rc = gen_rule_check(rule);
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_delete_txn(cat, id, rule, fn ? &ids : NULL);
+	rc = cat_end_sweep(cat, rc); /* the backup's chunks may be garbage now */
+	cat_unlock(cat);
+	if (rc == 0 && fn != NULL)
+		gen_ids_call(&ids, fn, arg);
+	gen_ids_free(&ids);
+	return rc;
+}
+
+int cat_gen_reopen(struct cat *cat, uint64_t id)
+{
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_reopen_txn(cat, id);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
+{
+	struct cat_gen g;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_get(cat, id, &g);
+	if (rc == 0) {
+		g.pinned = pinned;
+		rc = gen_put(cat, &g);
+	}
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* ---- checks ---- */
+
+static int gen_check_rows(struct cat *cat, int *violations)
+{
+	int rc;
+	while ((rc = cat_next(cat, G_CHECK_ROWS)) == 1) {
+		sqlite3_stmt *st = cat->stmt[G_CHECK_ROWS];
+		log_error("catalog %s: check: generation %lld %lld/\"%s\" (root %lld, backup %lld,"
+			  " state %lld, version %lld):%s%s%s%s%s", cat->path,
+			  sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+			  sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3),
+			  sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
+			  sqlite3_column_int64(st, 6),
+			  sqlite3_column_int(st, 7) ? " its root is not linked under its name" : "",
+			  sqlite3_column_int(st, 8) ? " ended but still owns a tree" : "",
+			  sqlite3_column_int(st, 9) ? " a backup outside a rewritten open version" : "",
+			  sqlite3_column_int(st, 10) ? " its backup is linked" : "",
+			  sqlite3_column_int(st, 11) ? " its series lies in a generation" : "");
+		(*violations)++;
+	}
+	cat_reset(cat, G_CHECK_ROWS);
+	return rc;
+}
+
+static int gen_check_trees(struct cat *cat, int *violations)
+{
+	int rc;
+	while ((rc = cat_next(cat, G_CHECK_TREES)) == 1) {
+		sqlite3_stmt *st = cat->stmt[G_CHECK_TREES];
+		if (sqlite3_column_int(st, 3))
+			log_error("catalog %s: check: generation %lld reaches inode %lld, which is"
+				  " missing", cat->path, sqlite3_column_int64(st, 1),
+				  sqlite3_column_int64(st, 0));
+		else if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+			log_error("catalog %s: check: inode %lld says generation %lld, whose tree"
+				  " does not reach it", cat->path, sqlite3_column_int64(st, 0),
+				  sqlite3_column_int64(st, 2));
+		else
+			log_error("catalog %s: check: inode %lld is in the tree of generation %lld"
+				  " but says generation %lld", cat->path, sqlite3_column_int64(st, 0),
+				  sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+		(*violations)++;
+	}
+	cat_reset(cat, G_CHECK_TREES);
+	return rc;
+}
+
+int cat_gen_check_txn(struct cat *cat, int *violations)
+{
+	int rc = gen_check_rows(cat, violations);
+	if (rc == 0)
+		rc = gen_check_trees(cat, violations);
+	return rc;
+}
+
+int cat_gen_check(struct cat *cat)
+{
+	int violations = 0;
+	cat_lock(cat);
+	int rc = cat_begin_read(cat);
+	if (rc == 0)
+		rc = cat_gen_check_txn(cat, &violations);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	if (rc == 0 && violations > 0) {
+		log_error("catalog %s: generation check found %d violations", cat->path, violations);
+		rc = -EUCLEAN;
+	}
+	return rc;
+}

@@ -1,0 +1,140 @@
+/* generation — checkpoint generations in the catalog (schema version 2).
+ *
+ * A generation is a directory or a single file whose name carries a step
+ * (step-100, checkpoint-500, iter_0000100, epoch=1-step=30.ckpt…), created or
+ * renamed into a directory that is not itself inside a generation: its series.
+ * Every inode under a generation's root carries the generation's id
+ * (inodes.gen); inodes outside generations have gen NULL.
+ *
+ *          create / rename-in           commit (a trainer's completion signal)
+ *   (none) ─────────────────▶ OPEN ──────────────────────────────▶ COMMITTED
+ *                               │  abort (crash, abandoned, incomplete)   │ write into it
+ *                               ▼                                         ▼
+ *                            ABORTED          delete (keep-k, trainer, admin) → DELETED
+ *
+ * Writing into a COMMITTED generation makes it OPEN again as version+1, after
+ * a backup copy of its committed tree (sharing chunks, no bytes copied) is
+ * kept aside; committing the new version drops the backup, aborting it (or a
+ * crash) puts the backup back under the same name. So a crash never shows a
+ * mix of two versions.
+ *
+ * Invariants (cat_gen_check verifies them):
+ *  G1. Every OPEN or COMMITTED generation has exactly one root, linked under its
+ *      series with its name; every inode reachable from the root has
+ *      inodes.gen = its id, and no other inode does.
+ *  G2. ABORTED and DELETED generations own no inode (their rows stay, for
+ *      listing with --all).
+ *  G3. A backup tree (backup_root != 0) exists only for an OPEN generation of
+ *      version > 1; its inodes have gen = the generation's id too but are not
+ *      reachable from the namespace.
+ *  G4. After cat_open, no generation is OPEN: each was rolled back (aborted,
+ *      or restored from its backup).
+ *
+ * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
+#ifndef CKPTFS_GENERATION_H
+#define CKPTFS_GENERATION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalog.h"
+
+enum cat_gen_state {
+	GEN_OPEN = 0,
+	GEN_COMMITTED = 1,
+	GEN_ABORTED = 2,
+	GEN_DELETED = 3,
+};
+
+#define GEN_RULE_MAX 32
+
+struct cat_gen {
+	uint64_t id;
+	uint64_t series;      /* directory inode holding the root */
+	uint64_t root;        /* root inode (0 once aborted/deleted) */
+	char name[CAT_NAME_MAX + 1];
+	uint64_t step;
+	int state;            /* enum cat_gen_state */
+	uint32_t version;     /* 1, then +1 per rewrite of a committed generation */
+	bool pinned;
+	int64_t created_ns, committed_ns, ended_ns; /* 0 when not (yet) */
+	char rule[GEN_RULE_MAX]; /* what committed or ended it: "dcp-metadata", "keep", … */
+	uint64_t backup_root; /* G3 */
+	/* computed by cat_gen_get/cat_gen_list */
+	uint64_t files;
+	uint64_t logical_bytes;   /* sum of its regular files' sizes */
+	uint64_t exclusive_bytes; /* plain bytes of chunks referenced only by this generation */
+};
+
+/* Names a generation at creation or rename: its name and step. */
+struct cat_gen_spec {
+	const char *name;
+	uint64_t step;
+};
+
+/* cat_create in a directory, with one addition: if gen is non-NULL the new
+ * inode becomes the root of a new OPEN generation (series = parent) in the same
+ * transaction; if gen is NULL the new inode inherits the parent's gen. Sets
+ * *gen_id to the inode's generation (0 for none). */
+int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
+		      uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		      const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id);
+
+/* cat_rename, plus generation bookkeeping in the same transaction:
+ *  - the moved subtree takes the gen of its new parent (0 outside generations);
+ *  - if gen is non-NULL (the new name makes it a generation root in a series),
+ *    it becomes a new OPEN generation instead, *new_gen_id set;
+ *  - a generation root moved to a name or place where it is no longer a root
+ *    ends that generation (DELETED, rule "renamed") and its subtree takes the
+ *    gen of its new place;
+ *  - a generation root renamed over by another one: the replaced generation is
+ *    DELETED (rule "replaced").
+ * *replaced_ino as in cat_rename. */
+int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+		   const char *newname, unsigned flags, const struct cat_gen_spec *gen,
+		   uint64_t *replaced_ino, uint64_t *new_gen_id);
+
+/* The generation an inode belongs to (0 for none). */
+int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id);
+
+int cat_gen_get(struct cat *cat, uint64_t id, struct cat_gen *out);
+/* By series and name, among OPEN and COMMITTED ones. -ENOENT if none. */
+int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_gen *out);
+/* OPEN or COMMITTED generation of a series with this step (the newest if several). */
+int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct cat_gen *out);
+
+/* Lists generations: of one series (series != 0) or all; with all == false
+ * only OPEN and COMMITTED. Ordered by series, step, id. The callback may call
+ * back into the catalog (rows are fetched first). Non-zero stops. */
+typedef int (*cat_gen_fn)(void *arg, const struct cat_gen *gen);
+int cat_gen_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);
+
+/* cat_gen_get and cat_gen_list with exclusive_bytes left 0: files and
+ * logical_bytes are an index range, exclusive_bytes costs ~3 µs per extent
+ * of the generation (every chunk it names is looked up) under the catalog
+ * lock. For hot paths (FUSE callbacks, keep-k after each commit). */
+int cat_gen_get_brief(struct cat *cat, uint64_t id, struct cat_gen *out);
+int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);
+
+/* OPEN → COMMITTED with the rule; drops the backup tree of a new version. */
+int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule);
+
+/* Ends a generation: OPEN → ABORTED (its tree is removed; a new version's
+ * backup is put back under the name and the generation is COMMITTED again at
+ * its previous version), or OPEN/COMMITTED → DELETED (tree and backup removed,
+ * root unlinked from the series). The removed inodes get nlink 0: their ids are
+ * passed to fn (the caller releases those the kernel does not hold, like
+ * after an unlink). rule says why ("crash", "abandoned", "keep", "trainer"). */
+typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
+int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
+int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
+
+/* COMMITTED → OPEN as version+1, keeping a backup of the committed tree. */
+int cat_gen_reopen(struct cat *cat, uint64_t id);
+
+int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
+
+/* Checks G1–G3; -EUCLEAN with a log line per violation. */
+int cat_gen_check(struct cat *cat);
+
+#endif

@@ -1,0 +1,714 @@
+#!/bin/bash
+# t_generations — checkpoint generations (fs/gen.h, meta/generation.h): every
+# commit rule driven by a scripted replica of the trainer that relies on it
+# (helpers/gen_trainers.py follows /work/shared/TRAINERS.md call by call),
+# OPEN generations hidden from listings but reachable by name, rewrites of a
+# committed generation (new version, old one kept until the commit, restored
+# after a crash), trainer deletes (also racing a save), clean unmount, SIGTERM,
+# kill -9 and abandoned saves. State is read from the user.ckptfs.generation
+# xattr and from the catalog's generations table; bytes are always compared
+# with a reference copy written by the same helper.
+. "$(dirname "$0")/lib.sh"
+
+# quiet commits after 0.5 s keep the cases fast
+GEN_OPTS=quiet=0.5
+
+GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }
+# gen_expect PATH KEY=VAL... [--wait S] [--stable S]: the generation line of PATH
+gen_expect() {
+	local out
+	out=$("$PY" "$CK_HELPERS/gen_trainers.py" expect "$@" 2>&1) || ck_fail "$out"
+}
+gen_line() { "$PY" "$CK_HELPERS/gen_trainers.py" gen "$1"; }
+# PATH exists and is in no generation
+gen_none() {
+	local out
+	out=$("$PY" "$CK_HELPERS/gen_trainers.py" noattr "$1" 2>&1) || ck_fail "$out"
+}
+# The newest catalog row of a generation name: "STATE RULE VERSION" (STATE 0
+# open, 1 committed, 2 aborted, 3 deleted), or nothing.
+cat_gen() {
+	ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') || ' ' || version FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
+}
+# assert_cat_gen NAME STATE [RULE]
+assert_cat_gen() {
+	local got
+	got=$(cat_gen "$1")
+	[ -n "$got" ] || ck_fail "no catalog row for generation $1"
+	assert_eq "$2" "${got%% *}" "catalog state of generation $1 (row: $got)"
+	if [ -n "${3:-}" ]; then
+		local rest=${got#* }
+		assert_eq "$3" "${rest%% *}" "catalog rule of generation $1 (row: $got)"
+	fi
+}
+listed() { ls -a "$1" | grep -qxF -- "$2"; }
+assert_listed() { listed "$1" "$2" || ck_fail "$2 is not listed in $1: $(ls -a "$1" | tr '\n' ' ')"; }
+assert_not_listed() { ! listed "$1" "$2" || ck_fail "$2 (an OPEN generation) is listed in $1"; }
+# same REL: the mount's REL has exactly the reference's bytes and entries
+same() {
+	local out
+	out=$(diff -r --no-dereference "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
+		ck_fail "$CK_MNT/$1 differs from what the trainer wrote: $(echo "$out" | head -n 5 | tr '\n' '|')"
+}
+tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+tree_files() { find "$1" -type f | wc -l; }
+
+# ---------------------------------------------------------------- DCP
+
+test_dcp_metadata_rename_commits_a_torchtitan_step() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/ckpt"
+	local g=$CK_MNT/ckpt/step-100
+	# Two ranks mkdir(exist_ok) at once and write their shards, fsync, close.
+	GT dcp ckpt/step-100 --phase files
+	# fsync and close prove nothing: still OPEN after more than the quiet period
+	gen_expect "$g" name=step-100 step=100 state=open version=1 --stable 1.2
+	gen_expect "$g/__1_0.distcp" name=step-100 state=open
+	assert_not_listed "$CK_MNT/ckpt" step-100
+	local names
+	names=$(ls -A "$g" | tr '\n' ' ')
+	assert_eq "__0_0.distcp __1_0.distcp " "$names" "ls of the OPEN generation itself"
+	assert_eq none "$(GT titan-resume ckpt)" "TorchTitan resume step while step-100 has no .metadata"
+	# rank 0: .metadata.tmp, fsync, rename -> committed at once
+	GT dcp ckpt/step-100 --phase final
+	gen_expect "$g" name=step-100 state=committed rule=dcp-metadata version=1 files=3 \
+		bytes="$(tree_bytes "$CK_REF/ckpt/step-100")" --wait 3
+	assert_listed "$CK_MNT/ckpt" step-100
+	assert_eq 100 "$(GT titan-resume ckpt)" "TorchTitan resume step"
+	same ckpt
+	# the next save: step-100 stays as it was
+	GT dcp ckpt/step-200
+	gen_expect "$CK_MNT/ckpt/step-200" state=committed rule=dcp-metadata version=1 --wait 3
+	gen_expect "$g" state=committed rule=dcp-metadata version=1
+	assert_eq 200 "$(GT titan-resume ckpt)" "TorchTitan resume step"
+	assert_cat_gen step-100 1 dcp-metadata
+	ck_remount "$GEN_OPTS"
+	gen_expect "$g" state=committed rule=dcp-metadata version=1
+	gen_expect "$CK_MNT/ckpt/step-200" state=committed rule=dcp-metadata version=1
+	same ckpt
+	ck_umount
+}
+
+test_dcp_rank_metadata_commits_after_the_quiet_period() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/ckpt"
+	local g=$CK_MNT/ckpt/step-10
+	GT dcp-rank-meta ckpt/step-10 --phase files
+	gen_expect "$g" state=open --stable 1.0
+	# use_collectives=False: each rank renames __{rank}.metadata.tmp -> __{rank}.metadata
+	GT dcp-rank-meta ckpt/step-10 --phase final
+	gen_expect "$g" state=committed rule=dcp-rank-metadata version=1 files=4 --wait 5
+	assert_listed "$CK_MNT/ckpt" step-10
+	same ckpt
+	ck_umount
+}
+
+test_dcp_overwrite_in_place_commits_a_new_version() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/ckpt"
+	local g=$CK_MNT/ckpt/step-100
+	GT dcp ckpt/step-100
+	gen_expect "$g" state=committed version=1 --wait 3
+	cp -a "$CK_REF/ckpt/step-100" "$CK_TMP/v1"
+	# the same step saved again: shards opened 'wb' over the old ones
+	GT --salt s1 dcp ckpt/step-100 --phase files
+	gen_expect "$g" state=open version=2 --stable 1.0
+	# the previous version's .metadata is still there until rank 0 replaces it
+	GT --salt s1 dcp ckpt/step-100 --phase final
+	gen_expect "$g" state=committed rule=dcp-metadata version=2 files=3 --wait 3
+	same ckpt
+	cmp -s "$CK_TMP/v1/__0_0.distcp" "$CK_MNT/ckpt/step-100/__0_0.distcp" && ck_fail "version 2 still shows version 1's shard"
+	assert_eq 0 "$(ck_sql "SELECT backup_root FROM generations WHERE name = 'step-100' ORDER BY id DESC LIMIT 1")" "backup_root once version 2 committed"
+	ck_remount "$GEN_OPTS"
+	gen_expect "$g" state=committed version=2
+	same ckpt
+	ck_umount
+}
+
+# ---------------------------------------------------------------- HF Trainer
+
+test_hf_trainer_state_commits_after_quiet_and_resume_sees_only_committed() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/out"
+	local t0 a=$CK_MNT/out/checkpoint-500 b=$CK_MNT/out/checkpoint-1000
+	t0=$(date +%s%N)
+	GT hf out/checkpoint-500
+	# 7 files: config, model (pre-sized), optimizer, scheduler, rng 0,
+	# trainer_state.json, then rank 1's rng file after it
+	gen_expect "$a" name=checkpoint-500 step=500 state=committed rule=hf-trainer-state version=1 files=7 \
+		bytes="$(tree_bytes "$CK_REF/out/checkpoint-500")" --wait 5
+	assert_eq checkpoint-500 "$(GT hf-last out)" "HF get_last_checkpoint"
+	GT hf out/checkpoint-1000 --phase files
+	gen_expect "$b" state=open --stable 1.0
+	assert_not_listed "$CK_MNT/out" checkpoint-1000
+	assert_eq checkpoint-500 "$(GT hf-last out)" "HF get_last_checkpoint while checkpoint-1000 is being written"
+	GT hf out/checkpoint-1000 --phase final
+	gen_expect "$b" state=committed rule=hf-trainer-state version=1 files=7 --wait 5
+	assert_eq checkpoint-1000 "$(GT hf-last out)" "HF get_last_checkpoint"
+	same out
+	# rotation sorts checkpoint-* by directory mtime: sane and in save order
+	local sorted now m1 m2
+	now=$(date +%s%N)
+	sorted=$(GT hf-sorted out)
+	assert_eq "checkpoint-500 checkpoint-1000" "$(echo "$sorted" | awk '{ print $1 }' | tr '\n' ' ' | sed 's/ $//')" "checkpoint-* sorted by mtime"
+	m1=$(echo "$sorted" | awk 'NR == 1 { print $2 }')
+	m2=$(echo "$sorted" | awk 'NR == 2 { print $2 }')
+	assert_le "$t0" "$m1" "mtime of checkpoint-500 vs the start of the case"
+	assert_lt "$m1" "$m2" "mtimes of checkpoint-500 and checkpoint-1000"
+	assert_le "$m2" "$now" "mtime of checkpoint-1000 vs now"
+	ck_remount "$GEN_OPTS"
+	assert_eq "$m1 $m2" "$(fsop mtime_ns "$a") $(fsop mtime_ns "$b")" "directory mtimes after remount"
+	assert_eq checkpoint-1000 "$(GT hf-last out)" "HF get_last_checkpoint after remount"
+	same out
+	ck_umount
+}
+
+# ---------------------------------------------------------------- DeepSpeed, Megatron
+
+test_deepspeed_latest_rewritten_in_place_commits_by_tracker() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/ds"
+	local g=$CK_MNT/ds/global_step100
+	GT deepspeed ds global_step100 --phase files
+	gen_expect "$g" name=global_step100 step=100 state=open --stable 1.0
+	gen_none "$CK_MNT/ds/zero_to_fp32.py"
+	GT deepspeed ds global_step100 --phase final
+	gen_expect "$g" state=committed rule=tracker version=1 files=3 --wait 3
+	gen_none "$CK_MNT/ds/latest"
+	# the next save rewrites `latest` in place (open 'w') again
+	GT deepspeed ds global_step200
+	gen_expect "$CK_MNT/ds/global_step200" state=committed rule=tracker version=1 files=3 --wait 3
+	gen_expect "$g" state=committed rule=tracker version=1
+	assert_eq global_step200 "$(cat "$CK_MNT/ds/latest")" "content of latest"
+	same ds
+	ck_umount
+}
+
+test_megatron_tracker_file_and_torch_dist_metadata_json() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/mg" "$CK_MNT/mgd"
+	local g=$CK_MNT/mg/iter_0000100
+	GT megatron mg 100 --phase files
+	gen_expect "$g" name=iter_0000100 step=100 state=open --stable 1.0
+	gen_expect "$g/mp_rank_00/model_optim_rng.pt" name=iter_0000100 state=open
+	GT megatron mg 100 --phase final
+	gen_expect "$g" state=committed rule=tracker version=1 files=1 --wait 3
+	gen_none "$CK_MNT/mg/latest_checkpointed_iteration.txt"
+	# Megatron's ensure_directory_exists (makedirs exist_ok) on a committed
+	# checkpoint creates nothing: it must not reopen it
+	"$PY" -c 'import os, sys; os.makedirs(sys.argv[1], exist_ok=True)' "$g/mp_rank_00"
+	gen_expect "$g" state=committed version=1 --stable 0.3
+	# torch_dist: DCP shard (fsync) + common.pt, then metadata.json last
+	local d=$CK_MNT/mgd/iter_0000200
+	GT megatron-dist mgd 200 --phase files
+	gen_expect "$d" name=iter_0000200 step=200 state=open --stable 1.0
+	GT megatron-dist mgd 200 --phase final
+	gen_expect "$d" state=committed rule=metadata-json version=1 files=3 --wait 3
+	same mg
+	same mgd
+	ck_remount "$GEN_OPTS"
+	gen_expect "$g" state=committed rule=tracker version=1
+	gen_expect "$d" state=committed rule=metadata-json version=1
+	same mg
+	same mgd
+	ck_umount
+}
+
+# ---------------------------------------------------------------- Lightning
+
+test_lightning_single_file_commits_when_the_next_save_starts() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/lt"
+	local a="$CK_MNT/lt/epoch=0-step=10.ckpt" b="$CK_MNT/lt/epoch=0-step=20.ckpt" c="$CK_MNT/lt/epoch=0-step=20-v1.ckpt"
+	# torch.save into $TMPDIR, shutil.move across devices (copy + unlink)
+	GT lightning-file lt epoch=0-step=10.ckpt
+	gen_expect "$a" name=epoch=0-step=10.ckpt step=10 state=open files=1 --stable 1.0
+	assert_not_listed "$CK_MNT/lt" "epoch=0-step=10.ckpt"
+	GT lightning-link lt last.ckpt epoch=0-step=10.ckpt
+	GT lightning-file lt epoch=0-step=20.ckpt
+	gen_expect "$a" state=committed rule=next-gen version=1 --wait 3
+	gen_expect "$b" step=20 state=open
+	assert_listed "$CK_MNT/lt" "epoch=0-step=10.ckpt"
+	# save_last="link": os.remove + relative os.symlink, an ordinary entry
+	GT lightning-link lt last.ckpt epoch=0-step=20.ckpt
+	assert_eq "epoch=0-step=20.ckpt" "$(readlink "$CK_MNT/lt/last.ckpt")" "last.ckpt link"
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM generations WHERE name = 'last.ckpt'")" "generations named last.ckpt"
+	cmp "$CK_REF/lt/epoch=0-step=20.ckpt" "$CK_MNT/lt/last.ckpt" || ck_fail "reading through last.ckpt"
+	# -vN on a name clash
+	GT lightning-file lt epoch=0-step=20-v1.ckpt
+	gen_expect "$b" state=committed rule=next-gen --wait 3
+	gen_expect "$c" name=epoch=0-step=20-v1.ckpt step=20 state=open
+	# save_top_k: the older file removed by the trainer
+	rm "$a"
+	rm "$CK_REF/lt/epoch=0-step=10.ckpt"
+	assert_cat_gen "epoch=0-step=10.ckpt" 3
+	# the OPEN one is not listed (diff -r would miss it): compare by name
+	cmp "$CK_REF/lt/epoch=0-step=20.ckpt" "$b" || ck_fail "epoch=0-step=20.ckpt differs"
+	cmp "$CK_REF/lt/epoch=0-step=20-v1.ckpt" "$c" || ck_fail "epoch=0-step=20-v1.ckpt differs"
+	ck_remount "$GEN_OPTS"
+	# the last save, no writer open, no marker layout: committed at unmount
+	gen_expect "$c" state=committed rule=unmount version=1
+	gen_expect "$b" state=committed rule=next-gen version=1
+	assert_not_exists "$a"
+	same lt
+	ck_umount
+}
+
+test_lightning_fsdp_dir_commits_on_meta_pt_not_on_metadata() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/lf"
+	local g="$CK_MNT/lf/epoch=0-step=30.ckpt"
+	GT lightning-fsdp "lf/epoch=0-step=30.ckpt" --phase files
+	[ -f "$g/.metadata" ] || ck_fail ".metadata missing in $g"
+	# .metadata renamed into a Lightning X.ckpt/ dir does not commit it
+	gen_expect "$g" name=epoch=0-step=30.ckpt step=30 state=open --stable 1.0
+	GT lightning-fsdp "lf/epoch=0-step=30.ckpt" --phase final
+	gen_expect "$g" state=committed rule=lightning-meta version=1 files=4 --wait 3
+	same lf
+	ck_umount
+}
+
+# ---------------------------------------------------------------- rename, explicit, marker
+
+test_rename_of_a_temp_dir_or_file_commits() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/rn/step-300.tmp" "$CK_REF/rn/step-300.tmp"
+	GT put rn/step-300.tmp/model.pt
+	GT put rn/step-300.tmp/optim.pt
+	gen_none "$CK_MNT/rn/step-300.tmp"
+	gen_none "$CK_MNT/rn/step-300.tmp/model.pt"
+	mv "$CK_MNT/rn/step-300.tmp" "$CK_MNT/rn/step-300"
+	mv "$CK_REF/rn/step-300.tmp" "$CK_REF/rn/step-300"
+	gen_expect "$CK_MNT/rn/step-300" name=step-300 step=300 state=committed rule=rename version=1 files=2 --wait 3
+	gen_expect "$CK_MNT/rn/step-300/model.pt" name=step-300 state=committed
+	# a single file: step-400.pt.tmp is no generation, step-400.pt is
+	GT put rn/step-400.pt.tmp
+	gen_none "$CK_MNT/rn/step-400.pt.tmp"
+	mv "$CK_MNT/rn/step-400.pt.tmp" "$CK_MNT/rn/step-400.pt"
+	mv "$CK_REF/rn/step-400.pt.tmp" "$CK_REF/rn/step-400.pt"
+	gen_expect "$CK_MNT/rn/step-400.pt" name=step-400.pt step=400 state=committed rule=rename version=1 files=1 --wait 3
+	assert_listed "$CK_MNT/rn" step-400.pt
+	same rn
+	# saved again to the temp name and os.replace()d over the committed file
+	GT --salt s2 put rn/step-400.pt.tmp
+	mv "$CK_MNT/rn/step-400.pt.tmp" "$CK_MNT/rn/step-400.pt"
+	mv "$CK_REF/rn/step-400.pt.tmp" "$CK_REF/rn/step-400.pt"
+	gen_expect "$CK_MNT/rn/step-400.pt" name=step-400.pt state=committed rule=rename version=1 --wait 3
+	assert_eq 2 "$(ck_sql "SELECT count(*) FROM generations WHERE name = 'step-400.pt'")" "generations named step-400.pt (the replaced one and the new one)"
+	assert_eq "3 replaced" "$(ck_sql "SELECT state || ' ' || rule FROM generations WHERE name = 'step-400.pt' ORDER BY id LIMIT 1")" "the replaced step-400.pt"
+	same rn
+	ck_remount "$GEN_OPTS"
+	gen_expect "$CK_MNT/rn/step-300" state=committed rule=rename
+	gen_expect "$CK_MNT/rn/step-400.pt" state=committed rule=rename
+	same rn
+	ck_umount
+}
+
+test_explicit_commit_xattr_and_marker_file() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/ex1/step-600" "$CK_MNT/ex2/step-700" "$CK_MNT/ex3/step-800"
+	GT put ex1/step-600/model.pt
+	gen_expect "$CK_MNT/ex1/step-600" state=open --stable 1.0
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/ex1/step-600"
+	gen_expect "$CK_MNT/ex1/step-600" state=committed rule=explicit version=1 files=1 --wait 3
+	# committing a committed one again: no error, nothing changes
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/ex1/step-600"
+	gen_expect "$CK_MNT/ex1/step-600" state=committed rule=explicit version=1
+	# outside any generation: refused
+	assert_fails setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/ex1"
+	# a marker with content
+	GT put ex2/step-700/model.pt
+	printf 'done\n' >"$CK_MNT/ex2/step-700/.ckptfs-commit"
+	gen_expect "$CK_MNT/ex2/step-700" state=committed rule=marker version=1 --wait 3
+	# an empty marker created with touch (no write at all)
+	GT put ex3/step-800/model.pt
+	gen_expect "$CK_MNT/ex3/step-800" state=open
+	touch "$CK_MNT/ex3/step-800/.ckptfs-commit"
+	gen_expect "$CK_MNT/ex3/step-800" state=committed rule=marker version=1 --wait 3
+	ck_umount
+}
+
+# ---------------------------------------------------------------- names and series
+
+test_nested_series_and_default_generation_names() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/run-42" "$CK_MNT/a/b/c"
+	GT dcp run-42/step-100
+	gen_expect "$CK_MNT/run-42/step-100" name=step-100 step=100 state=committed rule=dcp-metadata --wait 3
+	gen_none "$CK_MNT/run-42"
+	GT dcp a/b/c/step-5
+	gen_expect "$CK_MNT/a/b/c/step-5" name=step-5 step=5 state=committed rule=dcp-metadata --wait 3
+	gen_none "$CK_MNT/a/b"
+	assert_eq 2 "$(ck_sql "SELECT count(DISTINCT series) FROM generations WHERE name IN ('step-100', 'step-5')")" "series of run-42/step-100 and a/b/c/step-5"
+	# every default name, one series each (so that next-gen stays out of it)
+	local spec name step i=0
+	for spec in step-1:1 step_2:2 checkpoint-3:3 global_step4:4 iter_0000005:5 \
+		"epoch=1-step=6.ckpt:6" "epoch=1-step=7-v2.ckpt:7" ckpt-8:8 step-9.pt:9 \
+		checkpoint_10.safetensors:10 iteration-11:11; do
+		name=${spec%:*}
+		step=${spec##*:}
+		i=$((i + 1))
+		mkdir "$CK_MNT/n$i"
+		case $name in
+		*.pt | *.safetensors) echo x >"$CK_MNT/n$i/$name" ;;
+		*) mkdir "$CK_MNT/n$i/$name" ;;
+		esac
+		gen_expect "$CK_MNT/n$i/$name" "name=$name" "step=$step" state=open
+	done
+	# names that are no generation
+	mkdir "$CK_MNT/neg"
+	for name in step-300.tmp step-400.pt.tmp checkpoint latest run-42 mystep-5 step-5.txt step- "model-step-5"; do
+		mkdir "$CK_MNT/neg/$name"
+		gen_none "$CK_MNT/neg/$name"
+	done
+	# a step-like name inside a generation is an ordinary entry of it
+	mkdir -p "$CK_MNT/in/step-21/step-22/checkpoint-23"
+	gen_expect "$CK_MNT/in/step-21/step-22/checkpoint-23" name=step-21 step=21 state=open
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM generations WHERE name IN ('step-22', 'checkpoint-23')")" "generations made inside step-21"
+	ck_umount
+}
+
+test_gen_pattern_option_and_show_open() {
+	ck_mount "$GEN_OPTS,gen_pattern=^save([0-9]+)$,show_open"
+	mkdir "$CK_MNT/s" "$CK_MNT/s/save12" "$CK_MNT/s/step-5"
+	gen_expect "$CK_MNT/s/save12" name=save12 step=12 state=open
+	gen_none "$CK_MNT/s/step-5"
+	# show_open: the OPEN generation is listed
+	assert_listed "$CK_MNT/s" save12
+	ck_umount
+}
+
+test_renaming_a_generation_root_away_ends_it() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/ckpt"
+	GT dcp ckpt/step-5
+	gen_expect "$CK_MNT/ckpt/step-5" state=committed --wait 3
+	mv "$CK_MNT/ckpt/step-5" "$CK_MNT/ckpt/old-5"
+	mv "$CK_REF/ckpt/step-5" "$CK_REF/ckpt/old-5"
+	gen_none "$CK_MNT/ckpt/old-5"
+	gen_none "$CK_MNT/ckpt/old-5/.metadata"
+	assert_cat_gen step-5 3 renamed
+	same ckpt
+	ck_remount "$GEN_OPTS"
+	gen_none "$CK_MNT/ckpt/old-5"
+	same ckpt
+	ck_umount
+}
+
+# ---------------------------------------------------------------- rewrites
+
+test_rewrite_of_a_committed_generation_is_a_new_version_restored_after_a_crash() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/rw"
+	local g=$CK_MNT/rw/step-100
+	GT dcp rw/step-100
+	gen_expect "$g" state=committed rule=dcp-metadata version=1 --wait 3
+	cp -a "$CK_REF/rw/step-100" "$CK_TMP/v1"
+	# overwrite one file: version 2 OPEN, version 1 kept as a backup
+	GT --salt v2 put rw/step-100/__0_0.distcp
+	gen_expect "$g" state=open version=2 --stable 1.0
+	local backup
+	backup=$(ck_sql "SELECT backup_root FROM generations WHERE name = 'step-100' ORDER BY id DESC LIMIT 1")
+	assert_ne 0 "$backup" "backup_root while version 2 is open"
+	# reachable by name, new bytes visible to readers
+	same rw/step-100
+	setfattr -n user.ckptfs.commit -v 1 "$g"
+	gen_expect "$g" state=committed rule=explicit version=2 files=3 --wait 3
+	assert_eq 0 "$(ck_sql "SELECT backup_root FROM generations WHERE name = 'step-100' ORDER BY id DESC LIMIT 1")" "backup_root once version 2 committed"
+	same rw
+	cp -a "$CK_REF/rw/step-100" "$CK_TMP/v2"
+	cmp -s "$CK_TMP/v1/__0_0.distcp" "$CK_TMP/v2/__0_0.distcp" && ck_fail "the test did not change the shard"
+	# a third version, half written, then kill -9: version 2 comes back
+	GT --salt v3 put rw/step-100/__1_0.distcp
+	GT --salt v3 put rw/step-100/extra.pt
+	gen_expect "$g" state=open version=3
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	gen_expect "$g" state=committed version=2
+	local out
+	out=$(diff -r "$CK_TMP/v2" "$g" 2>&1) || ck_fail "after the crash step-100 is not version 2: $(echo "$out" | head -n 5 | tr '\n' '|')"
+	assert_listed "$CK_MNT/rw" step-100
+	ck_umount
+}
+
+test_next_gen_does_not_commit_a_half_rewritten_dcp_generation() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/ckpt"
+	local g=$CK_MNT/ckpt/step-100
+	GT dcp ckpt/step-100
+	gen_expect "$g" state=committed version=1 --wait 3
+	cp -a "$CK_REF/ckpt/step-100" "$CK_TMP/v1"
+	# step-100 saved again in place: rank 0 has rewritten its shard ('wb'),
+	# rank 1 has not yet, no new .metadata: a DCP save in progress
+	GT --salt v2 put ckpt/step-100/__0_0.distcp
+	gen_expect "$g" state=open version=2
+	# another save starts in the series: step-100 is not a finished save
+	# (its marker layout has shards newer than its .metadata), so next-gen
+	# must not commit this mix of version 1 and version 2 shards
+	GT dcp ckpt/step-200 --phase files
+	gen_expect "$g" state=open version=2 --stable 0.6
+	# a crash now: version 1 as it was
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	gen_expect "$g" state=committed version=1
+	local out
+	out=$(diff -r "$CK_TMP/v1" "$g" 2>&1) || ck_fail "after the crash step-100 is not version 1: $(echo "$out" | head -n 5 | tr '\n' '|')"
+	ck_umount
+}
+
+test_commit_waits_for_every_open_write_handle() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/w"
+	local g=$CK_MNT/w/step-1
+	# rank 1 (slow async writer) still has its shard open when rank 0 renames .metadata
+	GT dcp w/step-1 --phase files
+	ck_rand "$CK_REF/late" $((200 * KiB))
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/late" "$g/__2_0.distcp" "$CK_TMP/ready"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/ready"
+	GT dcp w/step-1 --phase final
+	gen_expect "$g" state=open --stable 1.0
+	setfattr -n user.ckptfs.commit -v 1 "$g"
+	gen_expect "$g" state=open --stable 0.5
+	kill -9 "$holder"
+	wait "$holder" 2>/dev/null || true
+	gen_expect "$g" state=committed version=1 files=4 --wait 3
+	cmp "$CK_REF/late" "$g/__2_0.distcp" || ck_fail "the late shard differs"
+	ck_umount
+}
+
+test_write_handle_opened_on_a_committed_file_holds_the_commit() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/h"
+	local g=$CK_MNT/h/step-1
+	GT dcp h/step-1
+	gen_expect "$g" state=committed version=1 --wait 3
+	# an in-place update through a handle opened without O_TRUNC ('r+b'):
+	# the first write reopens step-1 as version 2 while the handle is open
+	ck_bg "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" --salt upd \
+		hold h/step-1/__0_0.distcp "$CK_TMP/ready" "$CK_TMP/go"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/ready"
+	gen_expect "$g" state=open version=2
+	# invariant 2: no commit while a write handle in it is open
+	setfattr -n user.ckptfs.commit -v 1 "$g"
+	gen_expect "$g" state=open version=2 --stable 0.8
+	touch "$CK_TMP/go"
+	ck_bg_wait "$holder" 30 || ck_fail "the writer holding __0_0.distcp failed"
+	gen_expect "$g" state=committed rule=explicit version=2 --wait 3
+	same h
+	# nothing written after that commit: a crash keeps exactly version 2
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	gen_expect "$g" state=committed version=2
+	same h
+	ck_umount
+}
+
+test_hard_link_inside_a_committed_generation_is_a_change() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/l"
+	local g=$CK_MNT/l/step-1
+	GT dcp l/step-1
+	gen_expect "$g" state=committed version=1 --wait 3
+	# a new name in a committed generation: refused, or a new OPEN version
+	local r
+	r=$(fsop link "$g/__0_0.distcp" "$g/copy.distcp")
+	if [ "$r" = OK ]; then
+		gen_expect "$g" state=open version=2
+	else
+		ck_log "link inside a committed generation refused: $r"
+		gen_expect "$g" state=committed version=1
+	fi
+	# links across a generation's boundary would put one inode in two places
+	assert_ne OK "$(fsop link "$g/__1_0.distcp" "$CK_MNT/l/outside")" "link from a generation to outside"
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	gen_expect "$g" state=committed version=1
+	same l
+	ck_umount
+}
+
+# ---------------------------------------------------------------- deletes
+
+test_trainer_rm_rf_deletes_and_reclaims_even_after_a_crash() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/td"
+	GT dcp td/step-1
+	GT dcp td/step-2
+	gen_expect "$CK_MNT/td/step-2" state=committed --wait 3
+	ck_umount
+	local chunks_before objs_before
+	chunks_before=$(ck_chunk_count)
+	objs_before=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	ck_mount "$GEN_OPTS"
+	gen_expect "$CK_MNT/td/step-1" state=committed
+	rm -rf "$CK_MNT/td/step-1"
+	rm -rf "$CK_REF/td/step-1"
+	assert_not_exists "$CK_MNT/td/step-1"
+	assert_cat_gen step-1 3
+	ck_log "trainer delete recorded as: $(cat_gen step-1)"
+	# a crash right after: the deleted checkpoint must not come back
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	assert_not_exists "$CK_MNT/td/step-1"
+	assert_cat_gen step-1 3
+	gen_expect "$CK_MNT/td/step-2" state=committed version=1
+	same td
+	ck_umount
+	local chunks_after objs_after
+	chunks_after=$(ck_chunk_count)
+	objs_after=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	ck_log "chunks $chunks_before -> $chunks_after, objects $objs_before -> $objs_after"
+	assert_lt "$chunks_after" "$chunks_before" "catalog chunks after deleting step-1"
+	assert_lt "$objs_after" "$objs_before" "chunk objects in BACKING after deleting step-1"
+	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the bytes of the files left"
+}
+
+test_torchtitan_purge_thread_races_a_new_save() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/tt"
+	local s
+	for s in 1 2 3 4; do GT dcp "tt/step-$s"; done
+	gen_expect "$CK_MNT/tt/step-4" state=committed --wait 3
+	# keep_latest_k=2: rank 0's purge thread rmtree()s the oldest while the
+	# newest save is being written by the ranks
+	GT titan-race tt --purge step-1,step-2 --save step-5
+	GT titan-race tt --purge step-3 --save step-6
+	GT titan-race tt --purge step-4 --save step-7
+	for s in 1 2 3 4; do
+		assert_not_exists "$CK_MNT/tt/step-$s"
+		assert_cat_gen "step-$s" 3
+	done
+	for s in 5 6 7; do
+		gen_expect "$CK_MNT/tt/step-$s" state=committed rule=dcp-metadata version=1 --wait 3
+	done
+	assert_eq 7 "$(GT titan-resume tt)" "TorchTitan resume step"
+	same tt
+	ck_umount
+	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the bytes of the files left"
+}
+
+# ---------------------------------------------------------------- unmount, SIGTERM, crash, abandon
+
+test_clean_unmount_commits_markerless_and_aborts_unfinished_dcp() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/ua/step-7" "$CK_MNT/ub"
+	GT put ua/step-7/model.pt
+	GT dcp ub/step-8 --phase files
+	gen_expect "$CK_MNT/ua/step-7" state=open
+	gen_expect "$CK_MNT/ub/step-8" state=open
+	ck_umount
+	ck_mount "$GEN_OPTS"
+	# no marker layout, no writer: the last save of a finished job is kept
+	gen_expect "$CK_MNT/ua/step-7" state=committed rule=unmount version=1 files=1
+	assert_listed "$CK_MNT/ua" step-7
+	same ua
+	# .distcp without .metadata: incomplete, aborted
+	assert_not_exists "$CK_MNT/ub/step-8"
+	assert_cat_gen step-8 2
+	ck_log "DCP without .metadata at unmount: $(cat_gen step-8)"
+	ck_umount
+}
+
+# SIGTERM to our daemon; waits for it to exit and clears the mount.
+_sigterm_daemon() {
+	kill -TERM "$CK_PID"
+	_ck_wait_daemon "$CK_PID" 60 || ck_fail "daemon $CK_PID did not exit within 60 s of SIGTERM"
+	_ck_state "exited $CK_PID"
+	ck_log "daemon exit status after SIGTERM: $_ck_rc"
+	CK_PID=
+	_ck_check_sanitizer "$CK_DERR" "$CK_DLOG"
+	if ck_is_mounted "$CK_MNT"; then
+		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
+	fi
+	ck_is_mounted "$CK_MNT" && ck_fail "$CK_MNT still mounted after SIGTERM"
+	return 0
+}
+
+test_sigterm_with_an_open_writer_aborts_its_generation() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/ua/step-7" "$CK_MNT/uc/step-9"
+	GT put ua/step-7/model.pt
+	ck_rand "$CK_REF/big" $((300 * KiB))
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/big" "$CK_MNT/uc/step-9/model.pt" "$CK_TMP/ready"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/ready"
+	gen_expect "$CK_MNT/uc/step-9" state=open
+	_sigterm_daemon
+	kill -9 "$holder" 2>/dev/null || true
+	wait "$holder" 2>/dev/null || true
+	ck_mount "$GEN_OPTS"
+	gen_expect "$CK_MNT/ua/step-7" state=committed rule=unmount version=1
+	same ua
+	assert_not_exists "$CK_MNT/uc/step-9"
+	assert_cat_gen step-9 2
+	ck_log "write handle open at SIGTERM: $(cat_gen step-9)"
+	ck_umount
+}
+
+test_kill9_rolls_back_open_generations_and_keeps_committed_ones() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/cr" "$CK_MNT/hf" "$CK_MNT/cm/step-3"
+	GT dcp cr/step-1
+	GT hf hf/checkpoint-10
+	gen_expect "$CK_MNT/cr/step-1" state=committed --wait 3
+	gen_expect "$CK_MNT/hf/checkpoint-10" state=committed --wait 5
+	GT dcp cr/step-2 --phase files
+	GT put cm/step-3/model.pt
+	GT hf hf/checkpoint-20 --phase files
+	gen_expect "$CK_MNT/cr/step-2" state=open
+	gen_expect "$CK_MNT/cm/step-3" state=open
+	# committed by the .metadata rename, the daemon killed right after it
+	mkdir "$CK_MNT/cn"
+	GT dcp cn/step-4
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	local n
+	for n in cr/step-2 cm/step-3 hf/checkpoint-20; do
+		assert_not_exists "$CK_MNT/$n"
+		assert_cat_gen "${n#*/}" 2 crash
+		rm -rf "${CK_REF:?}/$n"
+	done
+	gen_expect "$CK_MNT/cr/step-1" state=committed rule=dcp-metadata version=1
+	gen_expect "$CK_MNT/hf/checkpoint-10" state=committed rule=hf-trainer-state version=1
+	gen_expect "$CK_MNT/cn/step-4" state=committed rule=dcp-metadata version=1
+	same cr
+	same hf
+	same cn
+	assert_eq 1 "$(GT titan-resume cr)" "TorchTitan resume step after the crash"
+	assert_eq checkpoint-10 "$(GT hf-last hf)" "HF get_last_checkpoint after the crash"
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM generations WHERE state = 0")" "OPEN generations after recovery"
+	ck_umount
+}
+
+test_abandoned_open_generation_is_aborted_but_not_while_its_writer_lives() {
+	ck_mount "$GEN_OPTS,abandon=1"
+	mkdir -p "$CK_MNT/ab" "$CK_MNT/al/step-2" "$CK_MNT/ah/step-3"
+	# writers gone, no handle open: aborted after 1 s
+	GT dcp ab/step-1 --phase files
+	# a live process that wrote and closed, and one still holding a handle
+	ck_bg "$PY" -c 'import os, sys, time
+open(sys.argv[1], "wb").write(os.urandom(5000)); open(sys.argv[2], "w").close(); time.sleep(600)' \
+		"$CK_MNT/al/step-2/model.pt" "$CK_TMP/ready1"
+	local alive=$CK_BG_PID
+	ck_rand "$CK_REF/big" 5000
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/big" "$CK_MNT/ah/step-3/model.pt" "$CK_TMP/ready2"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/ready1"
+	ck_wait_file "$CK_TMP/ready2"
+	local i=0
+	while [ -e "$CK_MNT/ab/step-1" ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "ab/step-1 (writers exited, idle) still exists 10 s after abandon=1: $(gen_line "$CK_MNT/ab/step-1")"
+		sleep 0.1
+	done
+	assert_cat_gen step-1 2 abandoned
+	gen_expect "$CK_MNT/al/step-2" state=open
+	gen_expect "$CK_MNT/ah/step-3" state=open
+	kill -9 "$alive" "$holder" 2>/dev/null || true
+	wait "$alive" "$holder" 2>/dev/null || true
+	ck_umount
+}
+
+ck_main "$@"

@@ -1,0 +1,215 @@
+#!/bin/bash
+# t_keep — keep-latest-k (-o keep=K, fs/gen.h): after each commit, committed
+# generations of the series past the newest K by step are deleted (state
+# deleted, rule keep) and their unique chunks reclaimed; pinned and OPEN
+# generations are never deleted; keep=0 keeps all; a trainer's own deletes may
+# race it. Saves are scripted DCP saves (helpers/gen_trainers.py).
+. "$(dirname "$0")/lib.sh"
+
+GEN_OPTS=quiet=0.5
+
+GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }
+gen_expect() {
+	local out
+	out=$("$PY" "$CK_HELPERS/gen_trainers.py" expect "$@" 2>&1) || ck_fail "$out"
+}
+cat_gen() {
+	ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') || ' ' || version FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
+}
+assert_cat_gen() { # NAME STATE [RULE]  (0 open, 1 committed, 2 aborted, 3 deleted)
+	local got
+	got=$(cat_gen "$1")
+	[ -n "$got" ] || ck_fail "no catalog row for generation $1"
+	assert_eq "$2" "${got%% *}" "catalog state of generation $1 (row: $got)"
+	if [ -n "${3:-}" ]; then
+		local rest=${got#* }
+		assert_eq "$3" "${rest%% *}" "catalog rule of generation $1 (row: $got)"
+	fi
+}
+same() {
+	local out
+	out=$(diff -r --no-dereference "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
+		ck_fail "$CK_MNT/$1 differs from what the trainer wrote: $(echo "$out" | head -n 5 | tr '\n' '|')"
+}
+tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# The entries of a series directory, sorted, on one line.
+entries() { ls -A "$1" | sort -V | tr '\n' ' ' | sed 's/ $//'; }
+# A full DCP save that must commit.
+save() {
+	GT dcp "$1"
+	gen_expect "$CK_MNT/$1" state=committed rule=dcp-metadata --wait 3
+}
+# The trainer's copy of a generation deleted by keep goes from the reference too.
+forget_ref() { rm -rf "${CK_REF:?}/$1"; }
+
+test_keep_2_leaves_the_newest_two_and_reclaims_the_rest() {
+	ck_mount "$GEN_OPTS,keep=2"
+	mkdir "$CK_MNT/k"
+	local s
+	for s in 100 200 300 400 500; do save "k/step-$s"; done
+	assert_eq "step-400 step-500" "$(entries "$CK_MNT/k")" "series k after 5 saves with keep=2"
+	for s in 100 200 300; do
+		assert_not_exists "$CK_MNT/k/step-$s"
+		assert_cat_gen "step-$s" 3 keep
+		forget_ref "k/step-$s"
+	done
+	assert_cat_gen step-400 1 dcp-metadata
+	assert_cat_gen step-500 1 dcp-metadata
+	same k
+	ck_umount
+	# only the kept generations' chunks are left (all contents are distinct)
+	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the kept generations' bytes"
+	assert_eq "$(ck_chunk_count)" "$(find "$CK_BACKING/chunks" -type f | wc -l)" "chunk objects in BACKING vs catalog chunks"
+	ck_mount "$GEN_OPTS,keep=2"
+	same k
+	ck_umount
+}
+
+test_pinned_generation_survives_keep() {
+	ck_mount "$GEN_OPTS,keep=2"
+	mkdir "$CK_MNT/p"
+	save p/step-1
+	setfattr -n user.ckptfs.pin -v 1 "$CK_MNT/p/step-1"
+	gen_expect "$CK_MNT/p/step-1" state=committed pinned=1
+	save p/step-2
+	save p/step-3
+	save p/step-4
+	assert_eq "step-1 step-3 step-4" "$(entries "$CK_MNT/p")" "series with step-1 pinned, keep=2"
+	assert_cat_gen step-2 3 keep
+	forget_ref p/step-2
+	gen_expect "$CK_MNT/p/step-1" state=committed pinned=1 version=1
+	same p
+	# the pin survives a remount
+	ck_remount "$GEN_OPTS,keep=2"
+	gen_expect "$CK_MNT/p/step-1" state=committed pinned=1
+	# unpinned: the next commit applies keep to it
+	setfattr -n user.ckptfs.pin -v 0 "$CK_MNT/p/step-1"
+	gen_expect "$CK_MNT/p/step-1" state=committed pinned=0
+	save p/step-5
+	assert_eq "step-4 step-5" "$(entries "$CK_MNT/p")" "series after unpinning step-1 and one more save"
+	assert_cat_gen step-1 3 keep
+	assert_cat_gen step-3 3 keep
+	forget_ref p/step-1
+	forget_ref p/step-3
+	same p
+	ck_umount
+}
+
+test_open_generation_is_never_deleted_by_keep() {
+	ck_mount "$GEN_OPTS,keep=2"
+	mkdir "$CK_MNT/o"
+	save o/step-1
+	save o/step-2
+	# step-3: shards written, no .metadata yet (an async save still going)
+	GT dcp o/step-3 --phase files
+	gen_expect "$CK_MNT/o/step-3" state=open
+	save o/step-4
+	save o/step-5
+	gen_expect "$CK_MNT/o/step-3" state=open version=1
+	same o/step-3
+	assert_cat_gen step-1 3 keep
+	assert_cat_gen step-2 3 keep
+	# a committed generation being rewritten (OPEN version 2, a shard still
+	# open for writing 'wb') is not deleted either
+	ck_rand "$CK_REF/v2shard" $((100 * KiB))
+	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/v2shard" "$CK_MNT/o/step-4/__0_0.distcp" "$CK_TMP/ready"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/ready"
+	gen_expect "$CK_MNT/o/step-4" state=open version=2
+	save o/step-6
+	save o/step-7
+	gen_expect "$CK_MNT/o/step-4" state=open version=2
+	cmp "$CK_REF/v2shard" "$CK_MNT/o/step-4/__0_0.distcp" || ck_fail "step-4's new shard differs"
+	gen_expect "$CK_MNT/o/step-3" state=open version=1
+	assert_cat_gen step-5 3 keep
+	assert_eq "step-6 step-7" "$(entries "$CK_MNT/o")" "listed generations (OPEN ones hidden)"
+	kill -9 "$holder"
+	wait "$holder" 2>/dev/null || true
+	ck_umount
+}
+
+test_keep_counts_by_step_not_by_commit_time() {
+	ck_mount "$GEN_OPTS,keep=2"
+	mkdir "$CK_MNT/t"
+	save t/step-100
+	save t/step-300
+	save t/step-200
+	assert_eq "step-200 step-300" "$(entries "$CK_MNT/t")" "series after saving steps 100, 300, 200 with keep=2"
+	assert_cat_gen step-100 3 keep
+	forget_ref t/step-100
+	same t
+	# an older step committed late is itself past the newest two by step
+	# (gen.h does not say whether it survives as "the newest committed one")
+	GT dcp t/step-150
+	sleep 0.3
+	ck_log "step-150 committed after 300 and 200: catalog row $(cat_gen step-150)"
+	assert_cat_gen step-300 1
+	assert_cat_gen step-200 1
+	ck_umount
+}
+
+test_keep_0_keeps_everything() {
+	ck_mount "$GEN_OPTS,keep=0"
+	mkdir "$CK_MNT/z"
+	local s
+	for s in 1 2 3 4 5; do save "z/step-$s"; done
+	assert_eq "step-1 step-2 step-3 step-4 step-5" "$(entries "$CK_MNT/z")" "series with keep=0"
+	same z
+	ck_umount
+	# the default keeps everything too
+	ck_mount "$GEN_OPTS"
+	save z/step-6
+	assert_eq "step-1 step-2 step-3 step-4 step-5 step-6" "$(entries "$CK_MNT/z")" "series with no keep option"
+	ck_umount
+}
+
+test_keep_is_per_series() {
+	ck_mount "$GEN_OPTS,keep=1"
+	mkdir -p "$CK_MNT/a" "$CK_MNT/b"
+	save a/step-1
+	save b/step-1
+	save a/step-2
+	assert_eq "step-2" "$(entries "$CK_MNT/a")" "series a with keep=1"
+	assert_eq "step-1" "$(entries "$CK_MNT/b")" "series b (untouched by a's saves)"
+	forget_ref a/step-1
+	same a
+	same b
+	ck_umount
+}
+
+test_trainer_delete_racing_keep() {
+	ck_mount "$GEN_OPTS,keep=2"
+	mkdir "$CK_MNT/r"
+	save r/step-1
+	save r/step-2
+	local s out errors=0
+	# the trainer purges the same steps the daemon's keep deletes, while it
+	# writes the next save (rmtree with ignore_errors, as HF rotation does)
+	local when=shards
+	for s in 3 4 5 6 7 8 9 10; do
+		# half of the purges run while rank 0 renames .metadata, when keep runs
+		[ $((s % 2)) = 0 ] && when=metadata || when=shards
+		out=$(GT titan-race r --purge "step-$((s - 2))" --save "step-$s" --ignore-errors --purge-when $when)
+		if [ -n "$out" ]; then
+			errors=$((errors + 1))
+			ck_log "save step-$s: $out"
+		fi
+		gen_expect "$CK_MNT/r/step-$s" state=committed --wait 3
+	done
+	ck_log "$errors of 8 purges saw the directory vanish under them"
+	# every save but the newest two gone, whoever deleted it
+	assert_eq "step-9 step-10" "$(entries "$CK_MNT/r")" "series after racing deletes"
+	for s in 1 2 3 4 5 6 7 8; do
+		assert_cat_gen "step-$s" 3
+		forget_ref "r/step-$s"
+	done
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM generations WHERE state = 0")" "OPEN generations left"
+	same r
+	ck_umount
+	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the kept generations' bytes"
+	if ck_admin_has check; then
+		out=$("$CKPTFS_ADMIN" check --cache "$CK_CACHE" 2>&1) || ck_fail "ckptfs-admin check after racing deletes: $(echo "$out" | head -n 5 | tr '\n' '|')"
+	fi
+}
+
+ck_main "$@"

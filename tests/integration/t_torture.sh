@@ -1,0 +1,116 @@
+#!/bin/bash
+# t_torture — the crash torture loop over checkpoint generations: a DCP-style
+# trainer (helpers/torture_writer.py) saves, rewrites and deletes step-N
+# generations while the daemon is killed with -9 at a random moment, cycle
+# after cycle, over the same BACKING and cache (-o keep=3, so keep-latest-k runs
+# too). After each kill and remount (helpers/torture_check.py): no generation is
+# OPEN, the listing shows exactly the committed ones, every committed one is
+# byte-identical to what the writer logged for its version (a rewrite cut by the
+# kill shows the previous version), nothing the writer saw committed is lost;
+# then ckptfs-admin check, a clean unmount, and objcheck.py: no leaked or
+# missing chunk object on BACKING.
+#
+#   CKPTFS_TORTURE_CYCLES=N   cycles (default 50; `make torture` runs 500)
+#   CKPTFS_TEST_QUICK=1       15 cycles
+#   CKPTFS_TORTURE_SEED=S     replay a run (the seed is printed)
+. "$(dirname "$0")/lib.sh"
+
+TORTURE_KEEP=3
+if [ -n "${CKPTFS_TORTURE_CYCLES:-}" ]; then
+	TORTURE_CYCLES=$CKPTFS_TORTURE_CYCLES
+elif [ "$CK_QUICK" = 1 ]; then
+	TORTURE_CYCLES=15
+else
+	TORTURE_CYCLES=50
+fi
+
+_torture_objcheck() {
+	local out rc=0
+	out=$("$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" 2>&1) || rc=$?
+	[ $rc = 0 ] || ck_fail "cycle $1: BACKING objects vs catalog after a clean unmount: $(echo "$out" | head -n 8 | tr '\n' '|')"
+	_TORTURE_OBJ=$(echo "$out" | tail -n 1 | sed -E 's/^objcheck: ([0-9]+) chunks.*/\1 chunks/')
+}
+
+# What the writer was doing when the daemon died (the last "begin" of this
+# cycle without its "commit" / "deleted"), and what became of it after the
+# remount, from the catalog.
+_torture_inflight() { # LOG CYCLE
+	"$PY" - "$1" "$2" "$CK_CACHE/catalog.db" <<'EOF'
+import json, sqlite3, sys
+cycle = int(sys.argv[2])
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.endswith("\n")]
+recs = [r for r in recs if r.get("cycle") == cycle]
+done = sum(1 for r in recs if r["ev"] in ("commit", "deleted"))
+last = None
+for r in recs:
+    if r["ev"] == "begin":
+        last = r
+    elif r["ev"] in ("commit", "deleted"):
+        last = None
+    elif r["ev"] == "intent" and last is not None:
+        last = dict(last, renaming=True)
+if last is None:
+    print("%d ops done, killed between two" % done)
+    sys.exit(0)
+db = sqlite3.connect("file:%s?mode=ro" % sys.argv[3], uri=True)
+row = db.execute("SELECT state, rule, version FROM generations WHERE name = ? ORDER BY id DESC LIMIT 1",
+                 (last["name"],)).fetchone()
+states = {0: "open", 1: "committed", 2: "aborted", 3: "deleted"}
+became = "no generation" if row is None else "%s v%d (%s)" % (states.get(row[0]), row[2], row[1])
+print("%d ops done, killed in %s %s%s -> %s" % (done, last["op"], last["name"],
+      " after the intent (at the .metadata rename)" if last.get("renaming") else "", became))
+EOF
+}
+
+test_kill9_torture_loop_over_generations() {
+	local seed=${CKPTFS_TORTURE_SEED:-$((RANDOM * 32768 + RANDOM))}
+	local state=$CK_TMP/torture c delay t0 t1 w out rc summary inflight total0
+	mkdir -p "$state"
+	: >"$state/log"
+	ck_log "$TORTURE_CYCLES cycles, keep=$TORTURE_KEEP, seed $seed (CKPTFS_TORTURE_SEED=$seed to replay)"
+	total0=$(date +%s.%N)
+	for ((c = 1; c <= TORTURE_CYCLES; c++)); do
+		t0=$(date +%s.%N)
+		delay=$(awk -v s=$((seed + c)) 'BEGIN { srand(s); printf "%.3f", 0.05 + rand() * 1.45 }')
+		ck_mount "keep=$TORTURE_KEEP"
+		ck_bg "$PY" "$CK_HELPERS/torture_writer.py" "$CK_MNT" "$state" $((seed * 1000 + c)) $c $TORTURE_KEEP
+		w=$CK_BG_PID
+		sleep "$delay"
+		_ck_pid_alive "$w" || {
+			rc=0
+			wait "$w" || rc=$?
+			ck_fail "cycle $c: the writer stopped by itself before the kill (status $rc): $(grep '"problem"' "$state/log" | tail -n 3 | tr '\n' '|')"
+		}
+		ck_kill9 "$w"
+		ck_mount "keep=$TORTURE_KEEP"
+		inflight=$(_torture_inflight "$state/log" $c)
+		rc=0
+		out=$("$PY" "$CK_HELPERS/torture_check.py" "$CK_MNT" "$CK_CACHE/catalog.db" "$state" $TORTURE_KEEP $c 2>&1) || rc=$?
+		if [ $rc != 0 ]; then
+			ck_log "cycle $c: $inflight; $(echo "$out" | head -n 1)"
+			echo "$out" | grep '^PROBLEM' | head -n 20 | sed 's/^/    /' >&2
+			ck_log "writer log, last 8 records of cycle $c:"
+			grep "\"cycle\": $c[,}]" "$state/log" | tail -n 8 | cut -c1-300 | sed 's/^/    /' >&2
+			ck_log "daemon log of the killed mount:"
+			grep -i -E 'generation|recover|error|warn' "$CK_TMP/daemon.$((_CK_NMOUNT - 1)).log" 2>/dev/null | tail -n 12 | sed 's/^/    /' >&2
+			ck_log "daemon log of the remount:"
+			grep -i -E 'generation|recover|error|warn' "$CK_DLOG" 2>/dev/null | tail -n 12 | sed 's/^/    /' >&2
+			ck_fail "cycle $c (seed $seed): generations after kill -9 and remount: $(echo "$out" | grep -m 1 '^PROBLEM' | cut -c 10-400)"
+		fi
+		summary=$(echo "$out" | tail -n 1)
+		out=$("$CKPTFS_ADMIN" check "$CK_MNT" 2>&1) || ck_fail "cycle $c (seed $seed): ckptfs-admin check on the remounted file system: $(echo "$out" | head -n 8 | tr '\n' '|')"
+		ck_umount
+		_torture_objcheck $c
+		t1=$(date +%s.%N)
+		printf '  cycle %d/%d: kill at %ss, %s; after remount %s; %s ok (%ss)\n' "$c" "$TORTURE_CYCLES" "$delay" \
+			"$inflight" "$summary" "$_TORTURE_OBJ" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" >&2
+		# Old daemon logs of passed cycles: only the last two are of interest.
+		rm -f "$CK_TMP/daemon.$((_CK_NMOUNT - 3)).log" "$CK_TMP/daemon.$((_CK_NMOUNT - 3)).stderr"
+	done
+	"$CKPTFS_ADMIN" check --cache "$CK_CACHE" >/dev/null 2>&1 || ck_fail "ckptfs-admin check --cache after the last cycle: $("$CKPTFS_ADMIN" check --cache "$CK_CACHE" 2>&1 | head -n 5 | tr '\n' '|')"
+	ck_log "$(grep -c '"ev": "commit"' "$state/log") commits confirmed by the writer over $TORTURE_CYCLES cycles," \
+		"$(awk -v a="$total0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')s"
+}
+ck_timeout test_kill9_torture_loop_over_generations $((90 + TORTURE_CYCLES * 8))
+
+ck_main "$@"

@@ -40,7 +40,8 @@ struct gen_live {
 	char pending_rule[GEN_RULE_MAX]; /* a commit waiting for the writers */
 	bool pending_quiet;
 	bool expects_marker; /* saw *.distcp or .metadata.tmp: a marker layout */
-	pid_t pids[GEN_MAX_PIDS];
+	pid_t tids[GEN_MAX_PIDS]; /* threads seen writing */
+	pid_t pids[GEN_MAX_PIDS]; /* their processes */
 	int npids;
 	struct gen_live *next;
 };
@@ -187,17 +188,33 @@ static void gen_live_drop(struct gen_policy *g, uint64_t id)
 	}
 }
 
-static void gen_note_pid(struct gen_live *l, pid_t pid)
+/* FUSE names the calling thread; a save thread (DCP async_save) may exit
+ * while its process lives on, so liveness is judged by the thread group. */
+static pid_t gen_tgid(pid_t tid)
 {
-	if (pid <= 0)
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "re");
+	pid_t tgid = tid;
+	if (!f)
+		return tid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
+static void gen_note_pid(struct gen_live *l, pid_t tid)
+{
+	if (tid <= 0)
 		return;
 	for (int i = 0; i < l->npids; i++)
-		if (l->pids[i] == pid)
+		if (l->tids[i] == tid)
 			return;
-	if (l->npids < GEN_MAX_PIDS)
-		l->pids[l->npids++] = pid;
-	else
-		l->pids[pid % GEN_MAX_PIDS] = pid;
+	int at = l->npids < GEN_MAX_PIDS ? l->npids++ : (int)(tid % GEN_MAX_PIDS);
+	l->tids[at] = tid;
+	l->pids[at] = gen_tgid(tid);
 }
 
 static bool gen_writers_alive(const struct gen_live *l)

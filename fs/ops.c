@@ -565,10 +565,12 @@ static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi
 		gen_writer_opened(fs->gen, h->gen_id);
 		gen_activity(fs->gen, h->gen_id, fuse_req_ctx(req)->pid);
 	}
-	pthread_rwlock_rdlock(&n->rw);
-	/* pages cached from an earlier open stay valid unless someone writes */
-	fi->keep_cache = !n->writer;
-	pthread_rwlock_unlock(&n->rw);
+	/* Write-only handles bypass the page cache: writes arrive as they were
+	 * issued (up to max_write), not split at every partly covered page, and
+	 * are not copied into pages nobody reads. Pages are dropped at each open
+	 * (no keep_cache), so a reader never sees bytes older than a write. */
+	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+	fi->keep_cache = 0;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
 }

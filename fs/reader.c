@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,8 @@
 
 struct chunk_entry {
 	uint8_t hash[HASH_LEN];
-	char *data; /* NULL: free slot */
+	char *data;   /* NULL and !loading: free slot */
+	bool loading; /* one thread is reading it; others wait on `loaded` */
 	size_t len;
 	uint32_t users;
 	uint64_t last_use;
@@ -23,6 +25,7 @@ struct chunk_entry {
 
 struct chunk_cache {
 	pthread_mutex_t lock;
+	pthread_cond_t loaded;
 	uint64_t budget, bytes, clock, hits, misses;
 	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
 };
@@ -33,6 +36,7 @@ int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out)
 	if (!cc)
 		return -ENOMEM;
 	pthread_mutex_init(&cc->lock, NULL);
+	pthread_cond_init(&cc->loaded, NULL);
 	cc->budget = budget_bytes;
 	*out = cc;
 	return 0;
@@ -44,6 +48,7 @@ void chunk_cache_free(struct chunk_cache *cc)
 		return;
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
 		free(cc->slot[i].data);
+	pthread_cond_destroy(&cc->loaded);
 	pthread_mutex_destroy(&cc->lock);
 	free(cc);
 }
@@ -65,11 +70,12 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
 		int free_slot = -1, victim = -1;
 		for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 			struct chunk_entry *e = &cc->slot[i];
-			if (!e->data) {
+			if (!e->data && !e->loading) {
 				free_slot = i;
 				continue;
 			}
-			if (e->users == 0 && (victim < 0 || e->last_use < cc->slot[victim].last_use))
+			if (!e->loading && e->users == 0 &&
+			    (victim < 0 || e->last_use < cc->slot[victim].last_use))
 				victim = i;
 		}
 		if (free_slot >= 0 && cc->bytes + need <= cc->budget)
@@ -84,57 +90,75 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
 
 /* Returns decoded chunk bytes, pinned in the cache (release with
  * chunk_cache_release) or, when the cache is full of busy entries, a private
- * copy (*owned set: the caller frees it). */
+ * copy (*owned set: the caller frees it). A chunk is read and verified once
+ * however many readers (readahead of one file, several files sharing it) ask
+ * for it at the same time: the first loads it, the others wait. */
 static int chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext, char **data,
 			   int *slot, int *owned)
 {
 	struct chunk_cache *cc = fs->chunks;
 	pthread_mutex_lock(&cc->lock);
-	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
+	int i;
+again:
+	for (i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 		struct chunk_entry *e = &cc->slot[i];
-		if (e->data && memcmp(e->hash, ext->hash, HASH_LEN) == 0) {
-			e->users++;
-			e->last_use = ++cc->clock;
-			cc->hits++;
-			*data = e->data;
-			*slot = i;
-			*owned = 0;
-			pthread_mutex_unlock(&cc->lock);
-			return 0;
+		if ((e->data || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0)
+			break;
+	}
+	if (i < CHUNK_CACHE_SLOTS) {
+		struct chunk_entry *e = &cc->slot[i];
+		if (e->loading) {
+			pthread_cond_wait(&cc->loaded, &cc->lock);
+			goto again; /* loaded, or failed and gone */
 		}
+		e->users++;
+		e->last_use = ++cc->clock;
+		cc->hits++;
+		*data = e->data;
+		*slot = i;
+		*owned = 0;
+		pthread_mutex_unlock(&cc->lock);
+		return 0;
 	}
 	cc->misses++;
+	i = chunk_cache_make_room(cc, ext->chunk_len);
+	if (i >= 0) { /* reserve the slot so that others wait for this load */
+		struct chunk_entry *e = &cc->slot[i];
+		memcpy(e->hash, ext->hash, HASH_LEN);
+		e->loading = true;
+		e->len = ext->chunk_len;
+		e->users = 1;
+		cc->bytes += e->len;
+	}
 	pthread_mutex_unlock(&cc->lock);
 
 	char *buf = malloc(ext->chunk_len ? ext->chunk_len : 1);
-	if (!buf)
-		return -ENOMEM;
-	size_t got;
-	int rc = store_get(fs->store, ext->hash, buf, ext->chunk_len, &got);
+	size_t got = 0;
+	int rc = buf ? store_get(fs->store, ext->hash, buf, ext->chunk_len, &got) : -ENOMEM;
 	if (rc == 0 && got != ext->chunk_len)
 		rc = -EIO;
+
+	pthread_mutex_lock(&cc->lock);
+	if (i >= 0) {
+		struct chunk_entry *e = &cc->slot[i];
+		e->loading = false;
+		if (rc == 0) {
+			e->data = buf;
+			e->last_use = ++cc->clock;
+		} else {
+			cc->bytes -= e->len;
+			e->users = 0;
+		}
+		pthread_cond_broadcast(&cc->loaded);
+	}
+	pthread_mutex_unlock(&cc->lock);
 	if (rc != 0) {
 		free(buf);
 		return rc;
 	}
-
-	pthread_mutex_lock(&cc->lock);
-	int i = chunk_cache_make_room(cc, got);
-	if (i >= 0) {
-		struct chunk_entry *e = &cc->slot[i];
-		memcpy(e->hash, ext->hash, HASH_LEN);
-		e->data = buf;
-		e->len = got;
-		e->users = 1;
-		e->last_use = ++cc->clock;
-		cc->bytes += got;
-		*owned = 0;
-	} else {
-		*owned = 1;
-	}
-	pthread_mutex_unlock(&cc->lock);
 	*data = buf;
 	*slot = i;
+	*owned = i < 0;
 	return 0;
 }
 

@@ -29,10 +29,10 @@ struct writer {
 	bool staging;
 	int err; /* first data-path error, returned from then on */
 
-	/* stream: file = pending [0, stream_base) + buf + holes */
+	/* stream: file = pending [0, stream_base) + buf[buf_off, buf_off+buf_len) + holes */
 	uint64_t stream_base;
 	uint8_t *buf;
-	size_t buf_len, buf_cap, scanned;
+	size_t buf_off, buf_len, buf_cap, scanned; /* scanned counts from buf_off */
 	struct chunker ck;
 
 	/* chunks written since the last durable commit */
@@ -170,18 +170,21 @@ static int writer_scan(struct writer *w)
 {
 	while (w->scanned < w->buf_len) {
 		bool boundary;
-		w->scanned += chunker_scan(&w->ck, w->buf + w->scanned, w->buf_len - w->scanned,
+		uint8_t *start = w->buf + w->buf_off;
+		w->scanned += chunker_scan(&w->ck, start + w->scanned, w->buf_len - w->scanned,
 					   &boundary);
 		if (!boundary)
 			break;
 		size_t len = w->scanned;
-		int rc = writer_emit(w, w->buf, len, w->stream_base);
+		int rc = writer_emit(w, start, len, w->stream_base);
 		if (rc != 0)
 			return rc;
-		memmove(w->buf, w->buf + len, w->buf_len - len);
+		w->buf_off += len; /* no copy: the next chunk starts where this one ended */
 		w->buf_len -= len;
 		w->stream_base += len;
 		w->scanned = 0;
+		if (w->buf_len == 0)
+			w->buf_off = 0;
 	}
 	return 0;
 }
@@ -191,10 +194,10 @@ static int writer_cut(struct writer *w)
 {
 	int rc = 0;
 	if (w->buf_len)
-		rc = writer_emit(w, w->buf, w->buf_len, w->stream_base);
+		rc = writer_emit(w, w->buf + w->buf_off, w->buf_len, w->stream_base);
 	if (rc == 0) {
 		w->stream_base += w->buf_len;
-		w->buf_len = w->scanned = 0;
+		w->buf_off = w->buf_len = w->scanned = 0;
 		chunker_reset(&w->ck);
 	}
 	return rc;
@@ -219,15 +222,21 @@ static int writer_grow(struct writer *w, size_t need)
  * chunk plus one block: the chunker cuts at max_size at the latest. */
 static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 {
-	size_t limit = w->fs->chunking.max_size + WRITER_IO_BLOCK;
+	size_t limit = w->fs->chunking.max_size + 2 * WRITER_IO_BLOCK;
 	while (len) {
 		size_t n = len < WRITER_IO_BLOCK ? len : WRITER_IO_BLOCK;
-		int rc = writer_grow(w, w->buf_len + n <= limit ? w->buf_len + n : limit);
+		if (w->buf_off && w->buf_off + w->buf_len + n > w->buf_cap) {
+			/* compact rarely: once per buffer's worth of chunks */
+			memmove(w->buf, w->buf + w->buf_off, w->buf_len);
+			w->buf_off = 0;
+		}
+		size_t need = w->buf_off + w->buf_len + n;
+		int rc = writer_grow(w, need <= limit ? need : limit);
 		if (rc != 0)
 			return writer_fail(w, rc, "growing the write buffer");
-		if (n > w->buf_cap - w->buf_len)
-			n = w->buf_cap - w->buf_len;
-		memcpy(w->buf + w->buf_len, data, n);
+		if (n > w->buf_cap - w->buf_off - w->buf_len)
+			n = w->buf_cap - w->buf_off - w->buf_len;
+		memcpy(w->buf + w->buf_off + w->buf_len, data, n);
 		w->buf_len += n;
 		data += n;
 		len -= n;
@@ -309,13 +318,13 @@ static int writer_to_staging(struct writer *w)
 	if (rc == 0)
 		rc = writer_copy_pending(w, w->staging_fd);
 	if (rc == 0 && w->buf_len)
-		rc = writer_pwrite_all(w->staging_fd, w->buf, w->buf_len, w->stream_base);
+		rc = writer_pwrite_all(w->staging_fd, w->buf + w->buf_off, w->buf_len, w->stream_base);
 	if (rc == 0)
 		rc = cat_pending_drop(w->fs->cat, w->ino);
 	if (rc != 0)
 		return writer_fail(w, rc, "moving the file to a staging file for out-of-order writes");
 	w->staging = true;
-	w->buf_len = w->scanned = 0;
+	w->buf_off = w->buf_len = w->scanned = 0;
 	chunker_reset(&w->ck);
 	log_debug("inode %llu: out-of-order write, now staged locally", (unsigned long long)w->ino);
 	return 0;
@@ -342,7 +351,7 @@ static int writer_rechunk(struct writer *w)
 		if (hole < 0 || (uint64_t)hole > w->size)
 			hole = (off_t)w->size;
 		w->stream_base = (uint64_t)data;
-		w->buf_len = w->scanned = 0;
+		w->buf_off = w->buf_len = w->scanned = 0;
 		chunker_reset(&w->ck);
 		for (uint64_t at = (uint64_t)data; rc == 0 && at < (uint64_t)hole;) {
 			size_t want = (uint64_t)hole - at < WRITER_IO_BLOCK ? (size_t)((uint64_t)hole - at)
@@ -409,7 +418,7 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 		if (rc != 0)
 			return writer_fail(w, rc, "truncating pending extents");
 		w->stream_base = new_size;
-		w->buf_len = w->scanned = 0;
+		w->buf_off = w->buf_len = w->scanned = 0;
 		chunker_reset(&w->ck);
 	} else if (new_size < w->stream_base + w->buf_len) {
 		w->buf_len = new_size - w->stream_base;
@@ -456,7 +465,7 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
 	uint64_t buf_end = w->stream_base + w->buf_len;
 	if (pos < end && pos < buf_end) { /* from the buffer */
 		uint64_t to = end < buf_end ? end : buf_end;
-		memcpy(out + (pos - off), w->buf + (pos - w->stream_base), to - pos);
+		memcpy(out + (pos - off), w->buf + w->buf_off + (pos - w->stream_base), to - pos);
 		pos = to;
 	}
 	if (pos < end)

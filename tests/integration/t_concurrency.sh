@@ -46,10 +46,10 @@ test_identical_content_from_4_processes_is_stored_once() {
 	[ "$CK_QUICK" = 1 ] && size=$((16 * MiB))
 	ck_rand "$CK_REF/a" $size
 	ck_mount
-	mkdir "$CK_MNT/step-1"
+	mkdir "$CK_MNT/replicas" # not a generation name: this case is about dedup
 	# Four ranks write the same replicated shard to their own files at once.
 	for i in 0 1 2 3; do
-		ck_bg dd if="$CK_REF/a" of="$CK_MNT/step-1/__${i}_0.distcp" bs=1M status=none conv=fsync
+		ck_bg dd if="$CK_REF/a" of="$CK_MNT/replicas/__${i}_0.distcp" bs=1M status=none conv=fsync
 		pids+=("$CK_BG_PID")
 	done
 	for i in "${pids[@]}"; do ck_bg_wait "$i" 300 || ck_fail "a writer failed"; done
@@ -61,7 +61,7 @@ test_identical_content_from_4_processes_is_stored_once() {
 	assert_ge "$unique" "$size" "unique chunk bytes (catalog) cannot be less than one copy of random data"
 	assert_lt "$stored" $((size * 11 / 10)) "object bytes in BACKING for 4 identical files"
 	ck_mount
-	for i in 0 1 2 3; do assert_file_eq "$CK_REF/a" "$CK_MNT/step-1/__${i}_0.distcp"; done
+	for i in 0 1 2 3; do assert_file_eq "$CK_REF/a" "$CK_MNT/replicas/__${i}_0.distcp"; done
 	ck_umount
 }
 ck_timeout test_identical_content_from_4_processes_is_stored_once 300

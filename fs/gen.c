@@ -273,7 +273,7 @@ static void gen_after_removal(struct gen_policy *g, const struct cat_gen *gen, s
 static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool abort)
 {
 	struct cat_gen gen;
-	if (cat_gen_get(g->fs->cat, id, &gen) != 0)
+	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
 		return;
 	struct gen_inos v = { 0 };
 	int rc = abort ? cat_gen_abort(g->fs->cat, id, rule, gen_collect_ino, &v)
@@ -332,7 +332,7 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 	if (g->opt.keep == 0)
 		return;
 	struct gen_list l = { 0 };
-	if (cat_gen_list(g->fs->cat, series, false, gen_list_add, &l) != 0) {
+	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add, &l) != 0) {
 		free(l.v);
 		return;
 	}
@@ -351,7 +351,7 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	gen_live_drop(g, id); /* invariant 2: no writer is open when a commit runs */
 	pthread_mutex_unlock(&g->lock);
 	if (rc == 0)
-		rc = cat_gen_get(g->fs->cat, id, &gen);
+		rc = cat_gen_get_brief(g->fs->cat, id, &gen);
 	if (rc != 0) {
 		log_error("generation %llu: commit (%s) failed: %s", (unsigned long long)id, rule,
 			  strerror(-rc));
@@ -367,7 +367,7 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *rule, bool quiet)
 {
 	struct cat_gen gen;
-	if (cat_gen_get(g->fs->cat, id, &gen) != 0 || gen.state != GEN_OPEN)
+	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0 || gen.state != GEN_OPEN)
 		return;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_get(g, id, gen.series);
@@ -411,7 +411,7 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 	if (open)
 		return 0;
 	struct cat_gen gen;
-	int rc = cat_gen_get(g->fs->cat, gen_id, &gen);
+	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
 	if (rc != 0 || gen.state != GEN_COMMITTED)
 		return rc == -ENOENT ? 0 : rc;
 	rc = cat_gen_reopen(g->fs->cat, gen_id);
@@ -479,7 +479,7 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name)
 	pthread_mutex_unlock(&g->lock);
 	for (int i = 0; i < n; i++) {
 		struct cat_gen gen;
-		if (cat_gen_get(g->fs->cat, ids[i], &gen) == 0 && gen.state == GEN_OPEN)
+		if (cat_gen_get_brief(g->fs->cat, ids[i], &gen) == 0 && gen.state == GEN_OPEN)
 			continue;
 		pthread_mutex_lock(&g->lock);
 		gen_live_drop(g, ids[i]);
@@ -491,7 +491,7 @@ int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 {
 	static const char *const states[] = { "open", "committed", "aborted", "deleted" };
 	struct cat_gen gen;
-	int rc = gen_id ? cat_gen_get(g->fs->cat, gen_id, &gen) : -ENODATA;
+	int rc = gen_id ? cat_gen_get_brief(g->fs->cat, gen_id, &gen) : -ENODATA;
 	if (rc != 0)
 		return rc == -ENOENT ? -ENODATA : rc;
 	snprintf(buf, size, "name=%s step=%llu state=%s version=%u pinned=%d files=%llu bytes=%llu rule=%s",
@@ -524,7 +524,7 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 	struct gen_live *l = gen_live_find(g, gen_id);
 	pthread_mutex_unlock(&g->lock);
 	struct cat_gen gen;
-	if (!l && (cat_gen_get(g->fs->cat, gen_id, &gen) != 0 ||
+	if (!l && (cat_gen_get_brief(g->fs->cat, gen_id, &gen) != 0 ||
 		   (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)))
 		return;
 	pthread_mutex_lock(&g->lock);
@@ -562,7 +562,7 @@ static bool gen_is_lightning_dir(struct gen_policy *g, uint64_t gen_id)
 {
 	struct cat_gen gen;
 	size_t n;
-	return cat_gen_get(g->fs->cat, gen_id, &gen) == 0 && (n = strlen(gen.name)) > 5 &&
+	return cat_gen_get_brief(g->fs->cat, gen_id, &gen) == 0 && (n = strlen(gen.name)) > 5 &&
 	       strcmp(gen.name + n - 5, ".ckpt") == 0;
 }
 
@@ -639,7 +639,7 @@ void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const 
 int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule)
 {
 	struct cat_gen gen;
-	int rc = cat_gen_get(g->fs->cat, gen_id, &gen);
+	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
 	if (rc != 0)
 		return rc;
 	if (gen.state == GEN_COMMITTED)
@@ -658,7 +658,7 @@ int gen_pin(struct gen_policy *g, uint64_t gen_id, bool pinned)
 int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
 {
 	struct cat_gen gen;
-	int rc = cat_gen_get(g->fs->cat, gen_id, &gen);
+	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
 	if (rc != 0)
 		return rc;
 	if (gen.state == GEN_OPEN && !force)

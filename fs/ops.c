@@ -167,9 +167,10 @@ static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	ops_reply_entry(req, &in);
+	/* before the reply: it frees req */
 	if (gen_is_trigger_name(name))
 		node_note_name(ops_fs(req)->nodes, in.ino, parent, name);
+	ops_reply_entry(req, &in);
 }
 
 static void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

@@ -19,6 +19,7 @@
 
 #define WRITER_BUF_MIN (64u << 10)
 #define WRITER_IO_BLOCK (1u << 20)
+#define WRITER_SYNC_EACH_MAX 8 /* more unsynced chunks than this: syncfs */
 
 struct writer {
 	struct ckptfs *fs;
@@ -483,7 +484,15 @@ int writer_commit(struct writer *w, bool durable)
 	int rc = 0;
 	if (w->dirty)
 		rc = w->staging ? writer_rechunk(w) : writer_cut(w);
-	for (size_t i = 0; rc == 0 && durable && i < w->n_unsynced; i++) {
+	if (rc == 0 && durable && w->n_unsynced > WRITER_SYNC_EACH_MAX) {
+		/* many objects: one syncfs is one journal commit instead of two
+		 * flushes per object (their write-back started when written) */
+		rc = store_syncfs(w->fs->store);
+		if (rc != 0)
+			writer_fail(w, rc, "syncing the store");
+	}
+	for (size_t i = 0; rc == 0 && durable && w->n_unsynced <= WRITER_SYNC_EACH_MAX &&
+			   i < w->n_unsynced; i++) {
 		rc = store_sync(w->fs->store, w->unsynced[i]);
 		if (rc == -ENOENT)
 			rc = 0; /* reclaimed: no extent references it any more */

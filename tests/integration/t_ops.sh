@@ -230,7 +230,7 @@ import os, random, sys
 rnd = random.Random(5)
 root = sys.argv[1]
 for d in range(20):
-    p = os.path.join(root, "step-%d" % d, "shard")
+    p = os.path.join(root, "part-%d" % d, "shard")  # not generation names
     os.makedirs(p)
     for f in range(25):
         with open(os.path.join(p if f % 2 else os.path.dirname(p), "f%d.pt" % f), "wb") as fh:
@@ -403,7 +403,9 @@ test_utimens_sets_exact_times() {
 
 test_directory_mtime_advances_on_create_unlink_rename() {
 	local old=946684800000000000 m # 2000-01-01
-	ck_mount
+	# show_open: the checkpoint-N directories below are generations that
+	# commit a quiet period after trainer_state.json; this case is about mtimes
+	ck_mount show_open
 	mkdir "$CK_MNT/d" "$CK_MNT/other"
 	_dir_mtime_advanced() { # what
 		m=$(fsop mtime_ns "$CK_MNT/d")

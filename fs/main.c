@@ -305,7 +305,6 @@ int main(int argc, char **argv)
 
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, 16);
-	fuse_loop_cfg_set_idle_threads(cfg, 8);
 	rc = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	/* libfuse returns the signal number after SIGINT/SIGTERM/SIGHUP: a clean stop */

@@ -31,6 +31,67 @@ _torture_objcheck() {
 	_TORTURE_OBJ=$(echo "$out" | tail -n 1 | sed -E 's/^objcheck: ([0-9]+) chunks.*/\1 chunks/')
 }
 
+# ck_kill9 WRITER, except that a daemon which cannot finish dying is diagnosed
+# and failed within seconds instead of hanging the case: after SIGKILL a
+# daemon thread stuck in the kernel keeps the process (and so /dev/fuse, the
+# mount and the cache's lock) alive, and `wait` would block for ever. The
+# stuck FUSE connection is then aborted through fusectl to free the mount.
+_torture_kill9() {
+	local pid=$CK_PID w=$1 i=0
+	kill -9 "$pid"
+	# Dead = no thread left but a zombie leader (then wait returns at once).
+	until [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -le 1 ] && ! _ck_pid_alive "$pid"; do
+		i=$((i + 1))
+		[ $i -le 200 ] || _torture_stuck_daemon "$pid" "$w"
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null || true
+	_ck_state "exited $pid"
+	CK_PID=
+	kill -9 "$w" 2>/dev/null || true
+	wait "$w" 2>/dev/null || true
+	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
+	ck_is_mounted "$CK_MNT" && ck_fail "could not clear the mount $CK_MNT after kill -9"
+	_ck_check_sanitizer "$CK_DERR"
+	return 0
+}
+
+_torture_stack() { # /proc/PID/task/TID: "TID state: frame <- frame <- ..."
+	printf '%s %s: %s' "$(basename "$1")" "$(awk '{ print $3 }' "$1/stat" 2>/dev/null)" \
+		"$(sed -E 's/^\[<[0-9a-f]+>\] //; s/\+0x.*//' "$1/stack" 2>/dev/null | head -n 5 | paste -sd '<' | sed 's/</ <- /g')"
+}
+
+_torture_stuck_daemon() { # PID WRITER
+	local pid=$1 w=$2 t why dev i=0
+	why="daemon $pid did not finish dying 10 s after kill -9 (threads:"
+	for t in /proc/"$pid"/task/*; do why+=" [$(_torture_stack "$t")]"; done
+	why+="); the writer $w:"
+	for t in /proc/"$w"/task/*; do why+=" [$(_torture_stack "$t")]"; done
+	local nr a1 rest
+	if read -r nr a1 rest <"/proc/$w/syscall" 2>/dev/null && [[ "$a1" == 0x* ]]; then
+		why+=" in syscall $nr on fd $((a1)) = $(readlink "/proc/$w/fd/$((a1))" 2>/dev/null)"
+	fi
+	ck_log "$why"
+	# Free the mount: abort the FUSE connection (fusectl, by the mount's minor device).
+	dev=$(awk -v m="$CK_MNT" '$5 == m { print $3 }' /proc/self/mountinfo | head -n 1)
+	mountpoint -q /sys/fs/fuse/connections || mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true
+	if [ -n "$dev" ] && [ -w "/sys/fs/fuse/connections/${dev#*:}/abort" ]; then
+		echo 1 >"/sys/fs/fuse/connections/${dev#*:}/abort"
+		ck_log "aborted FUSE connection ${dev#*:} of $CK_MNT"
+		while [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -gt 1 ] && [ $i -lt 200 ]; do
+			i=$((i + 1))
+			sleep 0.05
+		done
+	fi
+	if [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -le 1 ]; then
+		wait "$pid" 2>/dev/null || true
+		_ck_state "exited $pid"
+		CK_PID=
+	fi
+	kill -9 "$w" 2>/dev/null || true
+	ck_fail "$why"
+}
+
 # What the writer was doing when the daemon died (the last "begin" of this
 # cycle without its "commit" / "deleted"), and what became of it after the
 # remount, from the catalog.
@@ -81,7 +142,7 @@ test_kill9_torture_loop_over_generations() {
 			wait "$w" || rc=$?
 			ck_fail "cycle $c: the writer stopped by itself before the kill (status $rc): $(grep '"problem"' "$state/log" | tail -n 3 | tr '\n' '|')"
 		}
-		ck_kill9 "$w"
+		_torture_kill9 "$w"
 		ck_mount "keep=$TORTURE_KEEP"
 		inflight=$(_torture_inflight "$state/log" $c)
 		rc=0

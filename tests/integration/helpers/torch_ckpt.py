@@ -126,9 +126,11 @@ def main():
         sd = {"w": make_state()["model"]["0.weight"].clone(), "b": torch.arange(1000), "x": torch.randn(4096, 256)}
         torch.manual_seed(5)
         dcp().save_state_dict(sd, dcp().FileSystemWriter(d), no_dist=True)
-        torch.save(sd, os.path.join(d, "expected.pt"))  # the reference, beside it
+        # the reference goes beside the generation, not into it: a file added
+        # to a committed step would open a rewrite of it
+        torch.save(sd, os.path.join(os.path.dirname(d.rstrip("/")), "expected.pt"))
     elif cmd == "dcp-load":
-        want = torch.load(os.path.join(d, "expected.pt"))
+        want = torch.load(os.path.join(os.path.dirname(d.rstrip("/")), "expected.pt"))
         got = {k: torch.zeros_like(v) for k, v in want.items()}
         dcp().load_state_dict(got, dcp().FileSystemReader(d), no_dist=True)
         same(want, got, "dcp state")

@@ -54,8 +54,7 @@ size_t codec_bound(size_t plain_len)
 	return lz4_bound > plain_len ? lz4_bound : plain_len;
 }
 
-int codec_encode(const void *src, size_t len, void *dst, size_t cap,
-		 uint8_t *codec, size_t *out_len)
+bool codec_compress(const void *src, size_t len, void *dst, size_t cap, size_t *out_len)
 {
 	size_t lz4_len = 0;
 
@@ -71,11 +70,18 @@ int codec_encode(const void *src, size_t len, void *dst, size_t cap,
 		if (promising)
 			lz4_len = codec_lz4_try(src, len, dst);
 	}
+	if (lz4_len == 0)
+		return false;
+	assert(lz4_len <= codec_lz4_limit(len));
+	*out_len = lz4_len;
+	return true;
+}
 
-	if (lz4_len > 0) {
-		assert(lz4_len <= codec_lz4_limit(len));
+int codec_encode(const void *src, size_t len, void *dst, size_t cap,
+		 uint8_t *codec, size_t *out_len)
+{
+	if (codec_compress(src, len, dst, cap, out_len)) {
 		*codec = CODEC_LZ4;
-		*out_len = lz4_len;
 	} else {
 		if (len > 0)
 			memcpy(dst, src, len);

@@ -10,6 +10,7 @@
 #ifndef CKPTFS_CODEC_H
 #define CKPTFS_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,11 @@ size_t codec_bound(size_t plain_len);
  * *out_len. When the choice is CODEC_RAW, dst holds a copy of src. Returns 0. */
 int codec_encode(const void *src, size_t len, void *dst, size_t cap,
 		 uint8_t *codec, size_t *out_len);
+
+/* The same choice without the copy: true if dst (capacity >=
+ * codec_bound(len)) holds an LZ4 block of *out_len bytes worth storing; false
+ * if the bytes are best stored raw (dst then holds nothing useful). */
+bool codec_compress(const void *src, size_t len, void *dst, size_t cap, size_t *out_len);
 
 /* Decodes exactly plain_len bytes into dst. Returns 0, -EIO on malformed or
  * short input, -EINVAL on an unknown codec. */

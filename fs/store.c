@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,14 +311,17 @@ static int store_write_all(int fd, const struct iovec *iov, int cnt)
 int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
 	      int flags, struct store_object_info *info)
 {
-	uint8_t *payload = store_scratch(st, codec_bound(len));
-	if (!payload)
+	uint8_t *scratch = store_scratch(st, codec_bound(len));
+	if (!scratch)
 		return -ENOMEM;
-	uint8_t codec;
-	size_t stored_len;
-	int rc = codec_encode(plain, len, payload, codec_bound(len), &codec, &stored_len);
-	if (rc != 0)
-		return rc;
+	size_t stored_len = len;
+	uint8_t codec = CODEC_RAW;
+	const void *payload = plain; /* raw chunks are written from the caller's bytes */
+	if (codec_compress(plain, len, scratch, codec_bound(len), &stored_len)) {
+		codec = CODEC_LZ4;
+		payload = scratch;
+	}
+	int rc;
 
 	uint8_t header[STORE_HEADER_LEN];
 	store_header_encode(header, hash, codec, len, stored_len);
@@ -336,7 +340,7 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 		log_error("store %s: create %s: %s", st->root, tmp, strerror(-rc));
 		return rc;
 	}
-	struct iovec iov[2] = { { header, sizeof(header) }, { payload, stored_len } };
+	struct iovec iov[2] = { { header, sizeof(header) }, { (void *)payload, stored_len } };
 	rc = store_write_all(fd, iov, 2);
 	if (rc == 0) {
 		if (flags & STORE_SYNC)
@@ -467,15 +471,18 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	if (info.plain_len > cap) {
 		why = "plain length larger than the caller expects";
 	} else {
-		uint8_t *payload = store_scratch(st, info.stored_len ? info.stored_len : 1);
-		if (!payload) {
+		/* raw payloads are read straight into the caller's buffer */
+		bool raw = info.codec == CODEC_RAW;
+		uint8_t *payload = raw ? plain : store_scratch(st, info.stored_len ? info.stored_len : 1);
+		if (!payload && info.stored_len) {
 			close(fd);
 			return -ENOMEM;
 		}
 		rc = store_pread_all(fd, payload, info.stored_len, STORE_HEADER_LEN);
 		if (rc != 0)
 			why = "truncated payload";
-		else if (codec_decode(info.codec, payload, info.stored_len, plain, info.plain_len) != 0)
+		else if (!raw &&
+			 codec_decode(info.codec, payload, info.stored_len, plain, info.plain_len) != 0)
 			why = "payload does not decode";
 		else {
 			uint8_t got[HASH_LEN];

@@ -8,10 +8,14 @@
 # byte-identical to what the writer logged for its version (a rewrite cut by the
 # kill shows the previous version), nothing the writer saw committed is lost;
 # then ckptfs-admin check, a clean unmount, and objcheck.py: no leaked or
-# missing chunk object on BACKING.
+# missing chunk object on BACKING. A second case aims the kill at a reader
+# listing the series while keep deletions are being invalidated in the kernel.
+# A daemon that cannot finish dying after kill -9 fails the case with the
+# kernel stacks of its threads (and its FUSE connection is aborted).
 #
-#   CKPTFS_TORTURE_CYCLES=N   cycles (default 50; `make torture` runs 500)
-#   CKPTFS_TEST_QUICK=1       15 cycles
+#   CKPTFS_TORTURE_CYCLES=N   cycles (default 50; `make torture` runs 500); the
+#                             listing case runs N/5 (default 40)
+#   CKPTFS_TEST_QUICK=1       15 cycles each
 #   CKPTFS_TORTURE_SEED=S     replay a run (the seed is printed)
 . "$(dirname "$0")/lib.sh"
 
@@ -36,20 +40,20 @@ _torture_objcheck() {
 # daemon thread stuck in the kernel keeps the process (and so /dev/fuse, the
 # mount and the cache's lock) alive, and `wait` would block for ever. The
 # stuck FUSE connection is then aborted through fusectl to free the mount.
-_torture_kill9() {
-	local pid=$CK_PID w=$1 i=0
+_torture_kill9() { # HELPER_PID...
+	local pid=$CK_PID i=0 p
 	kill -9 "$pid"
 	# Dead = no thread left but a zombie leader (then wait returns at once).
 	until [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -le 1 ] && ! _ck_pid_alive "$pid"; do
 		i=$((i + 1))
-		[ $i -le 200 ] || _torture_stuck_daemon "$pid" "$w"
+		[ $i -le 200 ] || _torture_stuck_daemon "$pid" "$@"
 		sleep 0.05
 	done
 	wait "$pid" 2>/dev/null || true
 	_ck_state "exited $pid"
 	CK_PID=
-	kill -9 "$w" 2>/dev/null || true
-	wait "$w" 2>/dev/null || true
+	for p in "$@"; do kill -9 "$p" 2>/dev/null || true; done
+	for p in "$@"; do wait "$p" 2>/dev/null || true; done
 	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
 	ck_is_mounted "$CK_MNT" && ck_fail "could not clear the mount $CK_MNT after kill -9"
 	_ck_check_sanitizer "$CK_DERR"
@@ -61,16 +65,21 @@ _torture_stack() { # /proc/PID/task/TID: "TID state: frame <- frame <- ..."
 		"$(sed -E 's/^\[<[0-9a-f]+>\] //; s/\+0x.*//' "$1/stack" 2>/dev/null | head -n 5 | paste -sd '<' | sed 's/</ <- /g')"
 }
 
-_torture_stuck_daemon() { # PID WRITER
-	local pid=$1 w=$2 t why dev i=0
+_torture_stuck_daemon() { # PID HELPER_PID...
+	local pid=$1 t why dev i=0 w nr a1 rest
+	shift
+	set +eE # diagnosing; the case fails at the end anyway
+	trap - ERR
 	why="daemon $pid did not finish dying 10 s after kill -9 (threads:"
 	for t in /proc/"$pid"/task/*; do why+=" [$(_torture_stack "$t")]"; done
-	why+="); the writer $w:"
-	for t in /proc/"$w"/task/*; do why+=" [$(_torture_stack "$t")]"; done
-	local nr a1 rest
-	if read -r nr a1 rest <"/proc/$w/syscall" 2>/dev/null && [[ "$a1" == 0x* ]]; then
-		why+=" in syscall $nr on fd $((a1)) = $(readlink "/proc/$w/fd/$((a1))" 2>/dev/null)"
-	fi
+	why+=")"
+	for w in "$@"; do
+		why+="; helper $w:"
+		for t in /proc/"$w"/task/*; do why+=" [$(_torture_stack "$t")]"; done
+		if read -r nr a1 rest <"/proc/$w/syscall" 2>/dev/null && [[ "$a1" == 0x* ]] && [ $((a1)) -lt 65536 ]; then
+			why+=" in syscall $nr on fd $((a1)) = $(readlink "/proc/$w/fd/$((a1))" 2>/dev/null || echo '?')"
+		fi
+	done
 	ck_log "$why"
 	# Free the mount: abort the FUSE connection (fusectl, by the mount's minor device).
 	dev=$(awk -v m="$CK_MNT" '$5 == m { print $3 }' /proc/self/mountinfo | head -n 1)
@@ -88,7 +97,7 @@ _torture_stuck_daemon() { # PID WRITER
 		_ck_state "exited $pid"
 		CK_PID=
 	fi
-	kill -9 "$w" 2>/dev/null || true
+	for w in "$@"; do kill -9 "$w" 2>/dev/null || true; done
 	ck_fail "$why"
 }
 
@@ -173,5 +182,68 @@ test_kill9_torture_loop_over_generations() {
 		"$(awk -v a="$total0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')s"
 }
 ck_timeout test_kill9_torture_loop_over_generations $((90 + TORTURE_CYCLES * 8))
+
+# The same kill -9, aimed at one window: a reader listing the series (holding
+# the directory's lock while it waits for the daemon's READDIR answer) while
+# commits with keep=1 delete generations, so the daemon's background thread is
+# telling the kernel to forget their names (which needs that same lock). The
+# daemon must still die at once, and recover like any other kill.
+test_kill9_while_a_reader_lists_the_series_during_keep_deletions() {
+	local cycles=40 c delay out lister saver t0
+	[ "$CK_QUICK" = 1 ] && cycles=15
+	[ -n "${CKPTFS_TORTURE_CYCLES:-}" ] && cycles=$(((CKPTFS_TORTURE_CYCLES + 4) / 5))
+	cat >"$CK_TMP/lister.py" <<'EOF'
+import os, sys
+while True:
+    try:
+        os.listdir(sys.argv[1])
+    except FileNotFoundError:
+        pass
+    except OSError:  # the daemon was killed
+        break
+EOF
+	cat >"$CK_TMP/saver.py" <<'EOF'
+import errno, os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+try:
+    while True:
+        n += 1
+        g = os.path.join(d, "step-%d" % n)
+        os.makedirs(g)
+        with open(os.path.join(g, "__0_0.distcp"), "wb") as f:
+            f.write(os.urandom(4096))
+        with open(os.path.join(g, ".metadata.tmp"), "wb") as f:
+            f.write(b"m")
+        os.rename(os.path.join(g, ".metadata.tmp"), os.path.join(g, ".metadata"))
+except OSError as e:  # the daemon was killed
+    if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED):
+        raise
+EOF
+	for ((c = 1; c <= cycles; c++)); do
+		t0=$(date +%s.%N)
+		ck_mount keep=1
+		mkdir -p "$CK_MNT/run"
+		ck_bg "$PY" "$CK_TMP/lister.py" "$CK_MNT/run"
+		lister=$CK_BG_PID
+		ck_bg "$PY" "$CK_TMP/saver.py" "$CK_MNT/run" $((c * 100000))
+		saver=$CK_BG_PID
+		delay=$(awk -v s="$c$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.2 + rand() * 0.6 }')
+		sleep "$delay"
+		_torture_kill9 "$lister" "$saver"
+		ck_mount keep=1
+		assert_eq 0 "$(ck_sql 'SELECT count(*) FROM generations WHERE state = 0')" "cycle $c: OPEN generations after kill -9 and remount"
+		out=$(ls "$CK_MNT/run" | LC_ALL=C sort | tr '\n' ' ')
+		assert_eq "$(ck_sql "SELECT name FROM generations WHERE state = 1 ORDER BY name" | tr '\n' ' ')" "$out" "cycle $c: series listing vs committed generations"
+		assert_le "$(echo $out | wc -w)" 2 "cycle $c: committed generations with keep=1 (one more if the kill cut a keep pass)"
+		out=$("$CKPTFS_ADMIN" check "$CK_MNT" 2>&1) || ck_fail "cycle $c: ckptfs-admin check: $out"
+		rm -rf "$CK_MNT/run"/* # a fresh series each cycle
+		ck_umount
+		_torture_objcheck $c
+		printf '  cycle %d/%d: kill at %ss, %s generations so far; ok (%ss)\n' "$c" "$cycles" "$delay" \
+			"$(ck_sql 'SELECT count(*) FROM generations')" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" >&2
+		rm -f "$CK_TMP/daemon.$((_CK_NMOUNT - 3)).log" "$CK_TMP/daemon.$((_CK_NMOUNT - 3)).stderr"
+	done
+}
+ck_timeout test_kill9_while_a_reader_lists_the_series_during_keep_deletions 600
 
 ck_main "$@"

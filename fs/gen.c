@@ -20,8 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <fuse_lowlevel.h>
-
 #include "ckptfs.h"
 #include "generation.h"
 #include "log.h"
@@ -46,12 +44,6 @@ struct gen_live {
 	struct gen_live *next;
 };
 
-struct gen_inval {
-	uint64_t parent;
-	char name[CAT_NAME_MAX + 1];
-	struct gen_inval *next;
-};
-
 struct gen_policy {
 	struct ckptfs *fs;
 	struct gen_options opt;
@@ -59,8 +51,6 @@ struct gen_policy {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct gen_live *live;
-	struct gen_inval *inval;
-	struct fuse_session *se;
 	pthread_t thread;
 	bool running, stop;
 };
@@ -246,28 +236,15 @@ static void gen_collect_ino(void *arg, uint64_t ino)
 	v->ino[v->n++] = ino;
 }
 
-static void gen_queue_inval(struct gen_policy *g, uint64_t parent, const char *name)
-{
-	struct gen_inval *iv = calloc(1, sizeof(*iv));
-	if (!iv)
-		return;
-	iv->parent = parent;
-	snprintf(iv->name, sizeof(iv->name), "%s", name);
-	pthread_mutex_lock(&g->lock);
-	iv->next = g->inval;
-	g->inval = iv;
-	pthread_cond_signal(&g->wake);
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* After a tree left the namespace: release inodes nobody holds, and tell the
- * kernel to forget the root's name. */
-static void gen_after_removal(struct gen_policy *g, const struct cat_gen *gen, struct gen_inos *v)
+/* After a tree left the namespace: release inodes nobody holds. The kernel
+ * is not told (no notify_inval_entry): that call waits for the directory's
+ * lock, and a daemon killed while it waits can never exit, hanging the
+ * mount. Entries expire by themselves within the entry timeout (1 s). */
+static void gen_after_removal(struct gen_policy *g, struct gen_inos *v)
 {
 	for (size_t i = 0; i < v->n; i++)
 		node_unlinked(g->fs->nodes, v->ino[i]);
 	free(v->ino);
-	gen_queue_inval(g, gen->series, gen->name);
 }
 
 static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool abort)
@@ -291,7 +268,7 @@ static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool ab
 	pthread_mutex_lock(&g->lock);
 	gen_live_drop(g, id);
 	pthread_mutex_unlock(&g->lock);
-	gen_after_removal(g, &gen, &v);
+	gen_after_removal(g, &v);
 }
 
 static int gen_keep_cmp(const void *a, const void *b)
@@ -343,6 +320,22 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 	free(l.v);
 }
 
+/* Is a file of generation id open for writing? The per-generation count
+ * misses handles opened before their file joined the generation (a temp dir
+ * renamed to a step name while a shard is still being written); the node
+ * table knows every handle. */
+static bool gen_files_being_written(struct gen_policy *g, uint64_t id)
+{
+	uint64_t inos[256];
+	size_t n = node_writing(g->fs->nodes, inos, 256);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t gen = 0;
+		if (cat_gen_of(g->fs->cat, inos[i], &gen) == 0 && gen == id)
+			return true;
+	}
+	return n == 256; /* too many to tell: assume so, the tick retries */
+}
+
 static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
@@ -380,6 +373,15 @@ static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *ru
 		l->last_activity_ns = gen_now_ns();
 	}
 	pthread_mutex_unlock(&g->lock);
+	if (now && gen_files_being_written(g, id)) {
+		now = false; /* the background tick commits once they close */
+		pthread_mutex_lock(&g->lock);
+		if ((l = gen_live_find(g, id)) != NULL) {
+			snprintf(l->pending_rule, sizeof(l->pending_rule), "%s", rule);
+			l->pending_quiet = false;
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
 	if (now)
 		gen_commit_now(g, id, rule);
 	else
@@ -554,8 +556,8 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
 	}
 	pthread_mutex_unlock(&g->lock);
-	if (rule[0])
-		gen_commit_now(g, gen_id, rule);
+	if (rule[0] && !gen_files_being_written(g, gen_id))
+		gen_commit_now(g, gen_id, rule); /* else the background tick does */
 }
 
 static bool gen_is_lightning_dir(struct gen_policy *g, uint64_t gen_id)
@@ -686,7 +688,7 @@ static void gen_tick(struct gen_policy *g)
 		if (l->writers || !l->is_open)
 			continue;
 		int64_t idle = now - l->last_activity_ns;
-		if (l->pending_rule[0] && l->pending_quiet && idle >= quiet) {
+		if (l->pending_rule[0] && (!l->pending_quiet || idle >= quiet)) {
 			todo[n].id = l->id;
 			memcpy(todo[n].rule, l->pending_rule, GEN_RULE_MAX);
 			todo[n++].abort = false;
@@ -698,25 +700,12 @@ static void gen_tick(struct gen_policy *g)
 	}
 	pthread_mutex_unlock(&g->lock);
 	for (int i = 0; i < n; i++) {
+		if (gen_files_being_written(g, todo[i].id))
+			continue; /* a handle opened before the file joined it */
 		if (todo[i].abort)
 			gen_end(g, todo[i].id, todo[i].rule, true);
 		else
 			gen_commit_now(g, todo[i].id, todo[i].rule);
-	}
-}
-
-static void gen_send_invals(struct gen_policy *g)
-{
-	pthread_mutex_lock(&g->lock);
-	struct gen_inval *list = g->inval;
-	g->inval = NULL;
-	pthread_mutex_unlock(&g->lock);
-	while (list) {
-		struct gen_inval *next = list->next;
-		if (g->se)
-			fuse_lowlevel_notify_inval_entry(g->se, list->parent, list->name, strlen(list->name));
-		free(list);
-		list = next;
 	}
 }
 
@@ -732,12 +721,10 @@ static void *gen_thread(void *arg)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		if (!g->inval)
-			pthread_cond_timedwait(&g->wake, &g->lock, &until);
+		pthread_cond_timedwait(&g->wake, &g->lock, &until);
 		if (g->stop)
 			break;
 		pthread_mutex_unlock(&g->lock);
-		gen_send_invals(g);
 		gen_tick(g);
 		pthread_mutex_lock(&g->lock);
 	}
@@ -745,9 +732,8 @@ static void *gen_thread(void *arg)
 	return NULL;
 }
 
-int gen_policy_start(struct gen_policy *g, struct fuse_session *se)
+int gen_policy_start(struct gen_policy *g)
 {
-	g->se = se;
 	if (pthread_create(&g->thread, NULL, gen_thread, g) != 0)
 		return -errno;
 	g->running = true;
@@ -764,7 +750,6 @@ static void gen_stop_thread(struct gen_policy *g)
 	pthread_mutex_unlock(&g->lock);
 	pthread_join(g->thread, NULL);
 	g->running = false;
-	g->se = NULL; /* the session is going away: no more invalidations */
 }
 
 void gen_policy_shutdown(struct gen_policy *g)
@@ -795,7 +780,6 @@ void gen_policy_shutdown(struct gen_policy *g)
 		gen_live_drop(g, id); /* in case the catalog call failed */
 		pthread_mutex_unlock(&g->lock);
 	}
-	gen_send_invals(g);
 }
 
 void gen_policy_free(struct gen_policy *g)
@@ -805,7 +789,6 @@ void gen_policy_free(struct gen_policy *g)
 	gen_stop_thread(g);
 	while (g->live)
 		gen_live_drop(g, g->live->id);
-	gen_send_invals(g);
 	regfree(&g->re);
 	pthread_mutex_destroy(&g->lock);
 	pthread_cond_destroy(&g->wake);

@@ -33,8 +33,8 @@
  *
  * Invariants:
  *  1. Only gen.c decides state changes; it calls the catalog, never the other
- *     way round; kernel cache invalidations are queued and sent from the
- *     background thread (never inside a request that may hold the dir lock).
+ *     way round. It never calls into the kernel (no entry invalidation: see
+ *     gen_after_removal); removed names expire from the kernel's cache.
  *  2. A generation never commits while a write handle in it is open.
  *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
  *     committed one. */
@@ -51,7 +51,6 @@
 	"(-v[0-9]+)?(\\.(ckpt|pt|pth|bin|safetensors))?$"
 
 struct ckptfs;
-struct fuse_session;
 struct gen_policy;
 struct cat_gen_spec;
 
@@ -65,8 +64,8 @@ struct gen_options {
 
 /* Compiles the pattern (-EINVAL with a line naming it if it does not). */
 int gen_policy_new(struct ckptfs *fs, const struct gen_options *o, struct gen_policy **out);
-/* Starts the background thread (timers, invalidations) once mounted. */
-int gen_policy_start(struct gen_policy *g, struct fuse_session *se);
+/* Starts the background thread (timers) once mounted and daemonized. */
+int gen_policy_start(struct gen_policy *g);
 /* Clean unmount: decides every OPEN generation (commit or abort), stops the thread. */
 void gen_policy_shutdown(struct gen_policy *g);
 void gen_policy_free(struct gen_policy *g);

@@ -298,7 +298,7 @@ int main(int argc, char **argv)
 	}
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 
-	if (gen_policy_start(fs.gen, se) != 0) { /* after fork: threads do not survive it */
+	if (gen_policy_start(fs.gen) != 0) { /* after fork: threads do not survive it */
 		log_error("cannot start the generation thread");
 		goto out;
 	}

@@ -199,6 +199,26 @@ void node_unlinked(struct node_table *t, uint64_t ino)
 		log_error("inode %llu: releasing after unlink failed: %d", (unsigned long long)ino, rc);
 }
 
+void node_writers_add(struct node_table *t, struct node *n, int delta)
+{
+	pthread_mutex_lock(&t->lock);
+	assert(delta > 0 || n->write_handles > 0);
+	n->write_handles += delta;
+	pthread_mutex_unlock(&t->lock);
+}
+
+size_t node_writing(struct node_table *t, uint64_t *inos, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < NODE_BUCKETS && n < max; i++)
+		for (struct node *x = t->bucket[i]; x && n < max; x = x->next)
+			if (x->write_handles)
+				inos[n++] = x->ino;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 void node_note_name(struct node_table *t, uint64_t ino, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&t->lock);

@@ -31,6 +31,7 @@ struct node {
 	uint64_t ino;
 	uint64_t nlookup;    /* kernel references (lookup/create/mknod…) minus forgets */
 	uint32_t open_count; /* open file handles */
+	uint32_t write_handles; /* of them, opened for writing */
 	uint32_t refs;       /* temporary references held by running operations */
 	pthread_rwlock_t rw;
 	struct writer *writer; /* non-NULL while a handle has written or truncated */
@@ -67,6 +68,11 @@ struct node *node_peek(struct node_table *t, uint64_t ino);
 /* After an entry was removed: deletes the inode at once if it has no links
  * and no node (nobody can reach it); otherwise its last node_put/forget will. */
 void node_unlinked(struct node_table *t, uint64_t ino);
+
+/* Counts a handle opened (+1) or closed (-1) for writing. */
+void node_writers_add(struct node_table *t, struct node *n, int delta);
+/* Inodes with a write handle open: fills up to max, returns how many. */
+size_t node_writing(struct node_table *t, uint64_t *inos, size_t max);
 
 /* Remembers (parent, name) for a node whose name is a commit trigger. */
 void node_note_name(struct node_table *t, uint64_t ino, uint64_t parent, const char *name);

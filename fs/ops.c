@@ -97,13 +97,23 @@ static int ops_attr(struct ckptfs *fs, uint64_t ino, struct cat_inode *out)
 	return 0;
 }
 
-static void ops_reply_entry(fuse_req_t req, const struct cat_inode *in)
+/* How long the kernel may cache a name. Generation roots: not at all, so a
+ * generation removed or restored behind the kernel's back (keep-latest-k,
+ * abort, crash recovery) is seen at the next path walk, without calling into
+ * the kernel (see gen.c, gen_after_removal). */
+static double ops_entry_timeout(struct ckptfs *fs, const char *name)
+{
+	uint64_t step;
+	return name && gen_name_matches(fs->gen, name, &step) ? 0.0 : OPS_TIMEOUT;
+}
+
+static void ops_reply_entry(fuse_req_t req, const char *name, const struct cat_inode *in)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
 	e.ino = in->ino;
 	e.attr_timeout = OPS_TIMEOUT;
-	e.entry_timeout = OPS_TIMEOUT;
+	e.entry_timeout = ops_entry_timeout(ops_fs(req), name);
 	ops_to_stat(in, &e.attr);
 	node_lookup_add(ops_fs(req)->nodes, in->ino);
 	fuse_reply_entry(req, &e);
@@ -170,7 +180,7 @@ static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* before the reply: it frees req */
 	if (gen_is_trigger_name(name))
 		node_note_name(ops_fs(req)->nodes, in.ino, parent, name);
-	ops_reply_entry(req, &in);
+	ops_reply_entry(req, name, &in);
 }
 
 static void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -330,24 +340,24 @@ static int ops_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 	return 0;
 }
 
-static void ops_reply_made(fuse_req_t req, int rc, const struct cat_inode *in)
+static void ops_reply_made(fuse_req_t req, int rc, const char *name, const struct cat_inode *in)
 {
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
 	else
-		ops_reply_entry(req, in);
+		ops_reply_entry(req, name, in);
 }
 
 static void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct cat_inode in;
-	ops_reply_made(req, ops_make(req, parent, name, mode, rdev, NULL, &in), &in);
+	ops_reply_made(req, ops_make(req, parent, name, mode, rdev, NULL, &in), name, &in);
 }
 
 static void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct cat_inode in;
-	ops_reply_made(req, ops_make(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &in), &in);
+	ops_reply_made(req, ops_make(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &in), name, &in);
 }
 
 static void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -355,7 +365,7 @@ static void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	struct cat_inode in;
 	int rc = strlen(link) > PATH_MAX ? -ENAMETOOLONG
 					 : ops_make(req, parent, name, S_IFLNK | 0777, 0, link, &in);
-	ops_reply_made(req, rc, &in);
+	ops_reply_made(req, rc, name, &in);
 }
 
 static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -371,7 +381,7 @@ static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 		rc = cat_link(ops_fs(req)->cat, ino, newparent, newname, &in);
 	if (rc == 0)
 		rc = ops_attr(ops_fs(req), ino, &in);
-	ops_reply_made(req, rc, &in);
+	ops_reply_made(req, rc, newname, &in);
 }
 
 /* Removes a name: a change inside the parent's generation (which is reopened
@@ -461,7 +471,8 @@ static int ops_dirent_add(void *arg, const char *name, const struct cat_inode *a
 		int dot = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
 		if (!dot) {
 			e.ino = attr->ino;
-			e.attr_timeout = e.entry_timeout = OPS_TIMEOUT;
+			e.attr_timeout = OPS_TIMEOUT;
+			e.entry_timeout = ops_entry_timeout(ops_fs(d->req), name);
 		}
 		need = fuse_add_direntry_plus(d->req, d->buf + d->used, d->size - d->used, name, &e,
 					      (off_t)next_cookie);
@@ -563,6 +574,7 @@ static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi
 		return rc;
 	}
 	if (h->writable) {
+		node_writers_add(fs->nodes, n, 1);
 		gen_writer_opened(fs->gen, h->gen_id);
 		gen_activity(fs->gen, h->gen_id, fuse_req_ctx(req)->pid);
 	}
@@ -610,7 +622,8 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
 	e.ino = in.ino;
-	e.attr_timeout = e.entry_timeout = OPS_TIMEOUT;
+	e.attr_timeout = OPS_TIMEOUT;
+	e.entry_timeout = ops_entry_timeout(ops_fs(req), name);
 	ops_to_stat(&in, &e.attr);
 	node_lookup_add(ops_fs(req)->nodes, in.ino);
 	fuse_reply_create(req, &e, fi);
@@ -715,8 +728,10 @@ static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	char name[40];
 	if (rc == 0 && h->wrote && node_trigger(fs->nodes, n, &parent, name, sizeof(name)))
 		gen_file_closed(fs->gen, ino, parent, name, h->gen_id);
-	if (h->writable)
+	if (h->writable) {
+		node_writers_add(fs->nodes, n, -1);
 		gen_writer_closed(fs->gen, h->gen_id);
+	}
 	node_put(fs->nodes, n);
 	free(h);
 }

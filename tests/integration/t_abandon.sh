@@ -7,7 +7,9 @@
 # process whose writing thread has exited. A markerless generation left by a
 # dead writer is committed instead if the next generation of its series starts
 # first (next-gen); an abandoned rewrite of a committed generation gives back
-# the committed version.
+# the committed version. And the other half of the open-handle rule (gen.h
+# invariant 2): no commit while a write handle in the generation is open, for
+# handles opened before a rewrite reopened it or before a rename made it one.
 . "$(dirname "$0")/lib.sh"
 
 _gen_field() { # PATH FIELD ("gone" if PATH no longer exists)
@@ -307,6 +309,44 @@ test_rewrite_through_a_handle_opened_before_it_does_not_commit_while_open() {
 		sleep 0.05
 	done
 	assert_eq 2 "$(_gen_field "$CK_MNT/run/step-3" version)" "version of step-3 once committed"
+	ck_umount
+}
+
+# A file opened for writing before its directory became a generation (a temp
+# dir renamed to step-N while a writer still has a file in it open): that
+# handle is a write handle in the generation from the rename on, so the rename
+# rule waits for it (invariant 2) and the committed version holds every byte
+# written through it.
+test_temp_dir_renamed_to_a_generation_with_a_write_handle_open_commits_after_close() {
+	ck_mount abandon=0
+	mkdir -p "$CK_MNT/run/tmp.save"
+	cat >"$CK_TMP/late.py" <<'EOF'
+import os, sys, time
+run, ready, go = sys.argv[1], sys.argv[2], sys.argv[3]
+fd = os.open(os.path.join(run, "tmp.save", "model.pt"), os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"x" * 100000)
+os.rename(os.path.join(run, "tmp.save"), os.path.join(run, "step-5"))
+open(ready, "w").close()
+while not os.path.exists(go):
+    time.sleep(0.05)
+os.write(fd, b"y" * 100000)
+os.fsync(fd)
+os.close(fd)
+EOF
+	ck_bg "$PY" "$CK_TMP/late.py" "$CK_MNT/run" "$CK_TMP/renamed" "$CK_TMP/go"
+	local w=$CK_BG_PID
+	ck_wait_file "$CK_TMP/renamed" 10
+	sleep 0.5
+	assert_eq open "$(_gen_field "$CK_MNT/run/step-5" state)" "state of step-5 renamed in while a write handle in it is open (invariant 2; xattr: $(getfattr --only-values -n user.ckptfs.generation "$CK_MNT/run/step-5" 2>/dev/null))"
+	touch "$CK_TMP/go"
+	ck_bg_wait "$w" 30 || ck_fail "the late writer failed"
+	local i=0
+	until [ "$(_gen_field "$CK_MNT/run/step-5" state)" = committed ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "step-5 not committed 5 s after its write handle closed"
+		sleep 0.05
+	done
+	assert_eq "rename 1 200000" "$(_gen_field "$CK_MNT/run/step-5" rule) $(_gen_field "$CK_MNT/run/step-5" version) $(_gen_field "$CK_MNT/run/step-5" bytes)" "rule, version and bytes of step-5 once committed"
 	ck_umount
 }
 

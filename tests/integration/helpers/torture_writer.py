@@ -130,6 +130,10 @@ def wait_committed(path, name, version):
         except OSError as e:
             if e.errno in DEAD or not daemon_alive():
                 raise DaemonGone()
+            if e.errno == errno.ENOENT and keep and newer_listed(name) >= keep:
+                # a rewrite of an old step: it committed, and keep-latest-k
+                # deleted it at once, being older than the newest `keep`
+                return None
             problem("%s: getxattr after the .metadata rename failed: %s" % (name, e))
             raise DaemonGone()
         last = info
@@ -143,6 +147,12 @@ def wait_committed(path, name, version):
         time.sleep(0.005)
     problem("%s v%d not committed 15 s after the .metadata rename; last xattr %s" % (name, version, last))
     raise DaemonGone()
+
+
+def newer_listed(name):
+    """How many listed (committed) steps are newer than `name`."""
+    step = int(STEP_RE.match(name).group(1))
+    return sum(1 for n in listing() if int(STEP_RE.match(n).group(1)) > step)
 
 
 def listing():

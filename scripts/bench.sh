@@ -8,8 +8,10 @@
 #   BENCH_ROUNDS=N      rounds (default 3); the table shows medians
 #   BENCH_TMP=DIR       where the plain directory, BACKING and cache live
 #                       (default /var/tmp; one filesystem for all three)
-#   BENCH_PERF=1        in round 1, perf-record the daemon during the three ckptfs
+#   BENCH_PERF=1        in round 1, perf-record the daemon during the ckptfs
 #                       phases and count the FUSE requests; print the profile
+#   BENCH_ONLY=io|gen   only the I/O phases (1-4) or only the generation
+#                       phases (5-8); default both
 #
 # Per round, on a fresh mount (fresh BACKING and cache), each workload runs on
 # the plain directory and on the mount back to back, the order alternating
@@ -22,6 +24,34 @@
 #                       same 512 MiB random payload, 8 concurrent writers, fsync;
 #                       then (untimed) compared byte for byte
 #   4. daemon peak RSS  VmHWM of the daemon at the end of the round
+# The generation phases (scripts/bench_gen.py; sizes for full, BENCH_SCALE=small
+# divides the file counts and save sizes by 8), each round on fresh mounts
+# (8 on one with -o keep=1). Phase 5 runs first, before phases 1-4, because
+# files the bench deletes slow down creates on the plain side (see there);
+# 6-8 run last:
+#   5. metadata rate    10 000 files: create + one 4 KiB write + close, one
+#                       process, in one generation directory (meta/step-1) and
+#                       in a plain directory (flat/); files/s; also with the
+#                       syncfs after each block counted. The two sides run in
+#                       10 blocks each, interleaved (A B B A ...), so that they
+#                       share the background load
+#   6. rm -rf           a committed generation of 10 000 files of 1 KiB in 10
+#                       subdirectories (+ its DCP files) against the same tree
+#                       in the plain directory; seconds
+#   7. commit latency   20 DCP-style saves (ckptfs only): 2 x 64 MiB written,
+#                       fsync'd, closed, then .metadata.tmp written, fsync'd,
+#                       closed and renamed onto .metadata; ms from the start of
+#                       that rename until user.ckptfs.generation says
+#                       state=committed; median and p95 over all rounds' saves
+#   8. keep-latest-k    keep=1: with a committed generation of 10 000 files
+#                       (as in 6), commit a small one; seconds from the start
+#                       of its rename until the old one is out of the
+#                       namespace (stat ENOENT, not listed), and when the new
+#                       one showed as committed. Once just after writing the
+#                       old one, once after a remount (its inodes not cached)
+# These phases wait for `sync` + 1 s before each timed part but do not drop
+# the caches: they measure the daemon's metadata work, not cold reads of the
+# (shared, virtual) disk.
 #
 # A benchmark, not a test: a missed target prints "no" and the exit status is
 # still 0. It is 1 when something breaks: data read back differs from what was
@@ -33,6 +63,7 @@ BIN=$(cd "$BUILD" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
 IO="$HERE/bench_io.py"
+GEN="$HERE/bench_gen.py"
 MiB=1048576
 HZ=$(getconf CLK_TCK)
 
@@ -48,6 +79,19 @@ NREPLICAS=8
 UNIQUE_FILE=$((1024 * MiB / div)) # per writer
 REPLICA=$((512 * MiB / div))      # payload per replica
 TMPROOT=${BENCH_TMP:-/var/tmp}
+case "${BENCH_ONLY:-all}" in
+all) run_io=1 run_gen=1 ;;
+io) run_io=1 run_gen=0 ;;
+gen) run_io=0 run_gen=1 ;;
+*) echo "bench: BENCH_ONLY must be io or gen (or unset: both)" >&2; exit 2 ;;
+esac
+NFILES=$((10000 / div))     # phases 5, 6, 8: files per directory / generation
+META_SIZE=4096              # phase 5: bytes per file
+META_BLOCKS=10              # phase 5: blocks per side, alternating between the sides
+DEL_SIZE=1024               # phases 6, 8: bytes per file
+DEL_SUBDIRS=10              # phases 6, 8: subdirectories of the generation
+NSAVES=20                   # phase 7: saves per round
+SAVE_FILE=$((64 * MiB / div)) # phase 7: bytes per .distcp file (2 per save)
 
 die() { echo "bench: $*" >&2; exit 1; }
 if [ ! -x "$BIN/ckptfs" ] || [ ! -x "$BIN/ckptfs-admin" ]; then die "no ckptfs in $BIN (run make first)"; fi
@@ -98,13 +142,14 @@ trap 'exit 130' INT TERM
 
 now_ns() { date +%s%N; }
 
-# Starts the daemon on a fresh BACKING and cache under $1; sets mnt, pid,
-# backing, conn (the FUSE connection number, for tracepoint filtering).
+# Starts the daemon on BACKING and cache under $1 (fresh unless a daemon ran
+# there before), with the mount options $2 if given; sets mnt, pid, backing,
+# conn (the FUSE connection number, for tracepoint filtering).
 start_daemon() {
 	local d=$1 i
 	backing=$d/backing cache=$d/cache mnt=$d/mnt
 	mkdir -p "$backing" "$cache" "$mnt"
-	"$BIN/ckptfs" -f -o cache="$cache" "$backing" "$mnt" 2>"$d/daemon.log" &
+	"$BIN/ckptfs" -f -o cache="$cache${2:+,$2}" "$backing" "$mnt" 2>>"$d/daemon.log" &
 	pid=$!
 	for i in $(seq 200); do
 		if mountpoint -q "$mnt"; then
@@ -206,7 +251,7 @@ perf_print() {
 can_drop=0
 if [ -w /proc/sys/vm/drop_caches ]; then can_drop=1; fi
 dev=$(df --output=source "$work" | tail -1)
-echo "== ckptfs bench $(date -u '+%Y-%m-%d %H:%M:%S UTC'), scale ${BENCH_SCALE:-full}, $ROUNDS round(s)"
+echo "== ckptfs bench $(date -u '+%Y-%m-%d %H:%M:%S UTC'), scale ${BENCH_SCALE:-full}, $ROUNDS round(s), phases ${BENCH_ONLY:-all}"
 echo "commit   $(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$HERE/.." diff --quiet HEAD -- fs meta 2>/dev/null || echo ' (fs/ or meta/ differ from it in the work tree)'); binaries $BIN"
 echo "kernel   $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")"
 echo "cpu      $(nproc) x $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo); load average $(loadavg)"
@@ -215,12 +260,15 @@ echo "disk     $work: $dev ($(df --output=fstype "$work" | tail -1)), $(df -h --
 echo "data     generated into tmpfs $shm"
 [ "$can_drop" = 1 ] || echo "WARNING: cannot write /proc/sys/vm/drop_caches (not root): the 'cold' read is not cold"
 
-need=$((2 * NWRITERS * UNIQUE_FILE + 2 * NREPLICAS * REPLICA + 2 * REPLICA))
+need=0
+if [ "$run_io" = 1 ]; then need=$((2 * NWRITERS * UNIQUE_FILE + 2 * NREPLICAS * REPLICA + 2 * REPLICA)); fi
+if [ "$run_gen" = 1 ]; then need=$((need + 2 * NSAVES * SAVE_FILE + 512 * MiB)); fi
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt "$need" ] || die "$work: $((avail / MiB)) MiB free, the bench needs about $((need / MiB)) MiB"
 
 # ---- the data: generated once, in tmpfs -------------------------------------
 
+if [ "$run_io" = 1 ]; then
 echo
 echo "== generating $((NWRITERS * UNIQUE_FILE / MiB + REPLICA / MiB)) MiB of random data (numpy SFC64, one seed per file)"
 gen=()
@@ -247,6 +295,7 @@ sleep 5
 fresh=$(fill)
 recycled=$(fill)
 echo "   into fresh pages (after 5 s idle): $fresh MB/s; into pages just freed: $recycled MB/s"
+fi
 
 # Replica i: a header of hlen(i) bytes (0..200, growing with the name), then
 # the payload.
@@ -336,6 +385,156 @@ phase_replicated_write() {
 	run_group "${cmds[@]}" # dies on a difference
 }
 
+# ---- the generation phases (5-8) -------------------------------------------
+
+# kv KEY: the value of KEY in the KEY=VALUE words on stdin (first match).
+kv() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2; exit }'; }
+# gen_run ARGS: scripts/bench_gen.py ARGS; its stdout. Dies if it fails.
+gen_run() { "$PY" "$GEN" "$@" || die "bench_gen.py $1 failed (see above)"; }
+fps() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
+imedian() { median | awk '{ printf "%.0f\n", $1 }'; }
+pct() { tr ' ' '\n' | grep -v '^$' | sort -g | awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100); if (i < NR * p / 100) i++; if (i < 1) i = 1; print v[i] }'; }
+# Nothing dirty, caches kept (see the top of this file).
+quiesce() { sync; sleep 1; }
+
+# 5. create + 4 KiB write + close of NFILES files on each side, in META_BLOCKS
+# blocks alternating between the sides (A B B A ..., A = the first side of
+# this round), each block followed by a syncfs of the local filesystem: KIND
+# mg in a generation directory (meta/step-1), mf in a plain one (flat/).
+phase_meta() { # phase_meta KIND
+	local kind=$1 sub side out t ts
+	if [ "$kind" = mg ]; then sub=meta/step-1; else sub=flat; fi
+	quiesce
+	[ "$kind" = mf ] || perf_start "$kind"
+	out=$(gen_run meta "$NFILES" "$META_SIZE" "$META_BLOCKS" "$pid" "${order%% *}" "$rd/plain/$sub" "$mnt/$sub" "$rd/plain")
+	perf_stop
+	check_daemon
+	R[${kind}cpu,ckptfs,$r]=$(kv cpu_s <<<"$out") R[${kind}sys,ckptfs,$r]=$(kv sys_s <<<"$out")
+	for side in $order; do
+		t=$(kv "${side}_s" <<<"$out") ts=$(kv "${side}_syncfs_s" <<<"$out")
+		R[$kind,$side,$r]=$(fps "$NFILES" "$t")
+		R[${kind}s,$side,$r]=$(fps "$NFILES" "$(awk -v a="$t" -v b="$ts" 'BEGIN { print a + b }')")
+		printf '   %-7s %-24s %7.2fs %6s files/s; with the syncfs %.2fs more: %s files/s' "$side" \
+			"$([ "$kind" = mg ] && echo "create, generation dir" || echo "create, plain dir")" \
+			"$t" "${R[$kind,$side,$r]}" "$ts" "${R[${kind}s,$side,$r]}"
+		if [ "$side" = ckptfs ]; then printf '   (daemon CPU %ss, kernel %ss of it)' "${R[${kind}cpu,ckptfs,$r]}" "${R[${kind}sys,ckptfs,$r]}"; fi
+		echo
+	done
+}
+
+# A generation of NFILES files of DEL_SIZE bytes in DEL_SUBDIRS subdirectories
+# plus DCP files (__0_0.distcp, .metadata), committed on the mount.
+make_tree() { # make_tree SIDE GENDIR
+	gen_run mkfiles "$2" "$NFILES" "$DEL_SIZE" "$DEL_SUBDIRS" - >/dev/null
+	gen_run dcpprep "$2" "$DEL_SIZE" >/dev/null
+	if [ "$1" = ckptfs ]; then
+		gen_run dcpcommit "$2" >/dev/null
+	else
+		mv "$2/.metadata.tmp" "$2/.metadata"
+	fi
+}
+
+# 6. rm -rf of that generation.
+phase_rm() {
+	local side=$1 dir=$2 out t
+	quiesce
+	if [ "$side" = ckptfs ]; then perf_start rm; cpu_begin; fi
+	out=$(gen_run rmrf "$dir/del/step-1")
+	if [ "$side" = ckptfs ]; then cpu_end rm; perf_stop; check_daemon; fi
+	t=$(kv seconds <<<"$out")
+	R[rm,$side,$r]=$t
+	printf '   %-7s %-24s %7.3fs' "$side" "rm -rf $((NFILES + 2))-file gen." "$t"
+	if [ "$side" = ckptfs ]; then printf '   (daemon CPU %ss, kernel %ss of it)' "${R[rmcpu,ckptfs,$r]}" "${R[rmsys,ckptfs,$r]}"; fi
+	echo
+}
+
+# 7. commit latency of NSAVES DCP saves (ckptfs only).
+CMS='' RMS='' FSS='' # commit ms, rename ms, fsync s of every save of every round
+phase_commit() {
+	local out cms rms fss
+	quiesce
+	out=$(gen_run saves "$mnt/ckpt" "$NSAVES" "$SAVE_FILE" $((3000 + r)))
+	check_daemon
+	cms=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^commit_ms=/) print substr($i, 11) }' <<<"$out" | tr '\n' ' ')
+	rms=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^rename_ms=/) print substr($i, 11) }' <<<"$out" | tr '\n' ' ')
+	fss=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^fsync_s=/) print substr($i, 9) }' <<<"$out" | tr '\n' ' ')
+	[ "$(wc -w <<<"$cms")" = "$NSAVES" ] || die "phase 7: expected $NSAVES saves, got: $out"
+	CMS+="$cms" RMS+="$rms" FSS+="$fss"
+	R[cm,ckptfs,$r]=$(median <<<"$cms") R[cp,ckptfs,$r]=$(pct 95 <<<"$cms")
+	printf '   %-7s %-24s median %s ms, p95 %s ms, max %s ms (rename() alone: median %s ms); fsyncs per save: median %s s\n' \
+		ckptfs "commit of $NSAVES saves" "${R[cm,ckptfs,$r]}" "${R[cp,ckptfs,$r]}" "$(max <<<"$cms")" \
+		"$(median <<<"$rms")" "$(median <<<"$fss")"
+}
+
+# 8. keep-latest-k, on a fresh keep=1 mount: a committed NFILES-file
+# generation, then a small one committed: the seconds until the big one is
+# gone (KEY kp), and when the new one showed as committed (kpc, ms). Twice: kp
+# with the old generation's inodes still in the kernel's cache (it was just
+# written), kr after a remount (the daemon knows none of them: the usual case
+# for a generation written long ago).
+keep_once() { # keep_once KEY OLD NEW
+	local key=$1 out
+	quiesce
+	perf_start "$key"
+	cpu_begin
+	out=$(gen_run keepwait "$mnt/keep" "$2" "$3")
+	cpu_end "$key"
+	perf_stop
+	check_daemon
+	R[$key,ckptfs,$r]=$(awk -v m="$(kv gone_ms <<<"$out")" 'BEGIN { printf "%.3f", m / 1000 }')
+	R[${key}c,ckptfs,$r]=$(kv new_committed_ms <<<"$out")
+	printf '   %-7s %-24s %7.3fs   (ms: rename() of %s %s, committed %s, %s stat ENOENT %s, unlisted %s; daemon CPU %ss)\n' \
+		ckptfs "keep=1 deletes $2" "${R[$key,ckptfs,$r]}" "$3" "$(kv rename_ms <<<"$out")" "${R[${key}c,ckptfs,$r]}" \
+		"$2" "$(kv stat_enoent_ms <<<"$out")" "$(kv unlisted_ms <<<"$out")" "${R[${key}cpu,ckptfs,$r]}"
+}
+phase_keep() {
+	make_tree ckptfs "$mnt/keep/step-1"
+	gen_run dcpprep "$mnt/keep/step-2" "$DEL_SIZE" >/dev/null
+	keep_once kp step-1 step-2
+	make_tree ckptfs "$mnt/keep/step-3" # its commit deletes step-2
+	stop_daemon
+	start_daemon "$rd" keep=1 # the same BACKING and cache
+	echo "   ckptfs  (remounted)"
+	# after the remount: an open DCP save is aborted at a clean unmount
+	gen_run dcpprep "$mnt/keep/step-4" "$DEL_SIZE" >/dev/null
+	keep_once kr step-3 step-4
+}
+
+daemon_log_check() {
+	if grep -qiE ' (error|warn)' "$1/daemon.log"; then
+		echo "   ckptfs  daemon log (errors/warnings):"
+		grep -m 5 -iE ' (error|warn)' "$1/daemon.log" | sed 's/^/     /'
+	fi
+}
+
+# Phase 5 runs first, before anything of this bench deletes files: on this
+# ext4 (no journal) the inode allocator skips inodes deleted in the last 60 s
+# (360 s while their inode table block is dirty), so that after a mass
+# deletion every create on the plain side scans them (recently_deleted() in
+# fs/ext4/ialloc.c) and slows down up to 10x. ckptfs creates no local inode per
+# small file. Its rounds' directories stay until the end.
+if [ "$run_gen" = 1 ]; then
+	for r in $(seq 1 "$ROUNDS"); do
+		echo
+		echo "== generations, metadata round $r/$ROUNDS: $NFILES files per side (load average $(loadavg))"
+		rd=$work/rmeta$r
+		mkdir -p "$rd/plain"
+		start_daemon "$rd"
+		if [ $((r % 2)) = 1 ]; then order="plain ckptfs"; else order="ckptfs plain"; fi
+		phase_meta mg
+		phase_meta mf
+		gen_run dcpprep "$mnt/meta/step-1" "$DEL_SIZE" >/dev/null # commit it, untimed
+		gen_run dcpcommit "$mnt/meta/step-1" >/dev/null
+		daemon_log_check "$rd"
+		stop_daemon
+	done
+	if [ "$PERF" = 1 ]; then
+		perf_print mg "creates in a generation directory"
+		echo "   (round 1's ckptfs timings include the profiling overhead)"
+	fi
+fi
+
+if [ "$run_io" = 1 ]; then
 for r in $(seq 1 "$ROUNDS"); do
 	echo
 	echo "== round $r/$ROUNDS (load average $(loadavg))"
@@ -353,7 +552,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	echo "   ckptfs  daemon VmHWM  ${R[rss,ckptfs,$r]} MiB"
 	if grep -qiE ' (error|warn)' "$rd/daemon.log"; then
 		echo "   ckptfs  daemon log (errors/warnings):"
-		grep -iE ' (error|warn)' "$rd/daemon.log" | head -5 | sed 's/^/     /'
+		grep -m 5 -iE ' (error|warn)' "$rd/daemon.log" | sed 's/^/     /'
 	fi
 	stop_daemon
 	rm -rf "$rd"
@@ -365,6 +564,43 @@ if [ "$PERF" = 1 ]; then
 	perf_print rw "replicated write"
 	echo "   (round 1's ckptfs timings include the profiling overhead)"
 fi
+fi # run_io
+
+if [ "$run_gen" = 1 ]; then
+	echo
+	echo "== generations: $NFILES-file generations to delete, $NSAVES saves of 2 x $((SAVE_FILE / MiB)) MiB per round"
+	for r in $(seq 1 "$ROUNDS"); do
+		echo
+		echo "== generations, round $r/$ROUNDS (load average $(loadavg))"
+		rd=$work/rgen$r
+		mkdir -p "$rd/plain"
+		start_daemon "$rd"
+		if [ $((r % 2)) = 1 ]; then order="plain ckptfs"; else order="ckptfs plain"; fi
+		make_tree plain "$rd/plain/del/step-1"
+		make_tree ckptfs "$mnt/del/step-1"
+		for side in $order; do
+			if [ "$side" = plain ]; then phase_rm plain "$rd/plain"; else phase_rm ckptfs "$mnt"; fi
+		done
+		phase_commit
+		daemon_log_check "$rd"
+		stop_daemon
+		rm -rf "$rd"
+
+		rd=$work/rkeep$r
+		mkdir -p "$rd/plain"
+		start_daemon "$rd" keep=1
+		phase_keep
+		daemon_log_check "$rd"
+		stop_daemon
+		rm -rf "$rd"
+	done
+	if [ "$PERF" = 1 ]; then
+		perf_print rm "rm -rf of a generation"
+		perf_print kp "keep=1 deletion of a generation"
+		perf_print kr "keep=1 deletion of a generation, after a remount"
+		echo "   (round 1's ckptfs timings include the profiling overhead)"
+	fi
+fi # run_gen
 
 # ---- the table --------------------------------------------------------------
 
@@ -375,6 +611,7 @@ row() { printf '%-34s %10s %10s %8s %8s %5s\n' "$@"; }
 
 echo
 echo "== per round: plain / ckptfs / ratio"
+if [ "$run_io" = 1 ]; then
 for m in uw cr rw; do
 	case $m in uw) n="unique write MB/s" ;; cr) n="cold read MB/s" ;; rw) n="replicated write MB/s" ;; esac
 	line=''
@@ -383,11 +620,29 @@ for m in uw cr rw; do
 done
 printf '   %-23s%s\n' "stored / one replica" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s / %s' "$i" "${R[rs,plain,$i]}" "${R[rs,ckptfs,$i]}"; done)"
 printf '   %-23s%s\n' "daemon VmHWM MiB" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s' "$i" "${R[rss,ckptfs,$i]}"; done)"
+fi
+if [ "$run_gen" = 1 ]; then
+	for m in mg mf mgs mfs rm kp kr; do
+		case $m in
+		mg) n="creates gen dir files/s" ;; mf) n="creates flat files/s" ;;
+		mgs) n="  gen dir + syncfs" ;; mfs) n="  flat + syncfs" ;;
+		rm) n="rm -rf gen. s" ;; kp) n="keep=1 deletion s" ;; kr) n="  after a remount s" ;;
+		esac
+		p=$m
+		if [ $m = kp ] || [ $m = kr ]; then p='rm'; fi # against the plain rm -rf of the same round
+		line=''
+		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$p,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$p,plain,$i]}")"; done
+		printf '   %-23s%s\n' "$n" "$line"
+	done
+	printf '   %-23s%s\n' "commit ms median, p95" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, %s' "$i" "${R[cm,ckptfs,$i]}" "${R[cp,ckptfs,$i]}"; done)"
+	printf '   %-23s%s\n' "keep=1 commit ms" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, remounted %s' "$i" "${R[kpc,ckptfs,$i]}" "${R[krc,ckptfs,$i]}"; done)"
+fi
 
 echo
 echo "== result ($ROUNDS round(s), scale ${BENCH_SCALE:-full}; MB = 10^6 bytes; ratio = median of the per-round ckptfs/plain)"
 row metric plain ckptfs ratio target "met?"
 row --------------------------------- ---------- ---------- -------- -------- -----
+if [ "$run_io" = 1 ]; then
 for m in uw cr rw; do
 	case $m in
 	uw) n="unique write (MB/s)" tgt=0.8 ;;
@@ -401,7 +656,50 @@ rs=$(vals rs ckptfs | max)
 row "replicated: stored / one replica" "$(vals rs plain | median)x" "${rs}x" "-" "<=1.05x" "$(met "$rs" 1.05 '<=')"
 rss=$(vals rss ckptfs | max)
 row "daemon peak RSS (MiB, VmHWM)" "-" "$rss" "-" "<256" "$(met "$rss" 256 '<')"
+fi
+if [ "$run_gen" = 1 ]; then
+	for m in mg mf mgs mfs; do
+		case $m in
+		mg) n="create+4K+close, gen dir (files/s)" tgt=0.3 ;;
+		mf) n="create+4K+close, flat (files/s)" tgt=0.3 ;;
+		mgs) n="  gen dir, then syncfs (files/s)" tgt='' ;;
+		mfs) n="  flat, then syncfs (files/s)" tgt='' ;;
+		esac
+		ratio=$(ratios $m | median)
+		if [ -n "$tgt" ]; then
+			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" ">=${tgt}x" "$(met "$ratio" "$tgt" '>=')"
+		else
+			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" "-" "-"
+		fi
+	done
+	rmp=$(vals rm plain | median) rmc=$(vals rm ckptfs | median)
+	row "rm -rf of a $((NFILES + 2))-file gen. (s)" "$rmp" "$rmc" "$(ratios rm | median)x" "<1s" "$(met "$rmc" 1 '<')"
+	for m in kp kr; do
+		case $m in kp) n="keep=1 deletion of it (s)" ;; kr) n="  the same after a remount (s)" ;; esac
+		kr=''
+		for i in $(seq 1 "$ROUNDS"); do kr+="$(div "${R[$m,ckptfs,$i]}" "${R[rm,plain,$i]}") "; done
+		kpc=$(vals $m ckptfs | median)
+		row "$n" "$rmp" "$kpc" "$(median <<<"$kr")x" "<1s" "$(met "$kpc" 1 '<')"
+	done
+	cm=$(median <<<"$CMS") cp=$(pct 95 <<<"$CMS")
+	row "commit latency, median (ms)" "-" "$cm" "-" "<100ms" "$(met "$cm" 100 '<')"
+	row "commit latency, p95 (ms)" "-" "$cp" "-" "<100ms" "$(met "$cp" 100 '<')"
+	for m in kpc krc; do
+		case $m in kpc) n="  when keep=1 deletes (ms)" ;; krc) n="  the same after a remount (ms)" ;; esac
+		cm=$(vals $m ckptfs | median)
+		row "$n" "-" "$cm" "-" "<100ms" "$(met "$cm" 100 '<')"
+	done
+fi
 echo
+if [ "$run_io" = 1 ]; then
 echo "stored: growth of du -sb BACKING/chunks during the replicated write (worst round); plain: du -sb of its replicas."
 echo "daemon CPU seconds, median (kernel part): unique write $(vals uwcpu ckptfs | median) ($(vals uwsys ckptfs | median)), cold read $(vals crcpu ckptfs | median) ($(vals crsys ckptfs | median)), replicated write $(vals rwcpu ckptfs | median) ($(vals rwsys ckptfs | median))"
+fi
+if [ "$run_gen" = 1 ]; then
+	echo "generations: for times (s) the ratio is ckptfs/plain, above 1 = ckptfs slower; keep=1 deletion against the plain rm -rf."
+	echo "commit latency: from the start of the rename of .metadata.tmp onto .metadata to the first read of state=committed,"
+	echo "  over all $(wc -w <<<"$CMS") saves; rename() alone: median $(median <<<"$RMS") ms, p95 $(pct 95 <<<"$RMS") ms; the fsyncs before it: median $(median <<<"$FSS") s per save."
+	echo "  'when keep=1 deletes': the commit of the small generation that makes keep=1 delete the $((NFILES + 2))-file one (phase 8), median of the rounds."
+	echo "daemon CPU seconds, median (kernel part): creates in a gen dir $(vals mgcpu ckptfs | median) ($(vals mgsys ckptfs | median)), flat $(vals mfcpu ckptfs | median) ($(vals mfsys ckptfs | median)), rm -rf $(vals rmcpu ckptfs | median) ($(vals rmsys ckptfs | median)), keep=1 deletion $(vals kpcpu ckptfs | median) ($(vals kpsys ckptfs | median)), after a remount $(vals krcpu ckptfs | median) ($(vals krsys ckptfs | median))"
+fi
 echo "load average at the end: $(loadavg)"

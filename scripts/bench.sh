@@ -425,7 +425,7 @@ phase_meta() { # phase_meta KIND
 # A generation of NFILES files of DEL_SIZE bytes in DEL_SUBDIRS subdirectories
 # plus DCP files (__0_0.distcp, .metadata), committed on the mount.
 make_tree() { # make_tree SIDE GENDIR
-	gen_run mkfiles "$2" "$NFILES" "$DEL_SIZE" "$DEL_SUBDIRS" - >/dev/null
+	gen_run mkfiles "$2" "$NFILES" "$DEL_SIZE" "$DEL_SUBDIRS" - 4 >/dev/null # 4 processes
 	gen_run dcpprep "$2" "$DEL_SIZE" >/dev/null
 	if [ "$1" = ckptfs ]; then
 		gen_run dcpcommit "$2" >/dev/null

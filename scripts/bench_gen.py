@@ -6,12 +6,13 @@ prints its results as KEY=VALUE words on one line of stdout; bench.sh parses
 them. Anything unexpected (a generation that does not commit, a tree that is
 still there) is an error: a line on stderr and exit status 1.
 
-  mkfiles DIR N SIZE NSUB SYNCDIR
+  mkfiles DIR N SIZE NSUB SYNCDIR [NPROC]
         create N files in DIR (in NSUB subdirectories d00.. of DIR, or directly
         in DIR if NSUB is 0): for each, open(O_CREAT|O_EXCL|O_WRONLY), one
         write() of SIZE bytes, close(). Every file's content differs (random
         bytes with the file's number in front), so that ckptfs cannot
-        deduplicate them. Prints seconds= (the creates), and
+        deduplicate them. With NPROC > 1, that many processes share the
+        files (for untimed set-up). Prints seconds= (the creates), and
         syncfs_seconds= (then syncfs() on the filesystem holding SYNCDIR;
         '-' skips it).
   meta N SIZE BLOCKS DAEMONPID FIRST PLAINDIR CKPTDIR SYNCDIR
@@ -128,8 +129,8 @@ def contents(n, size, seed):
     return [(seed * (1 << 32) + i).to_bytes(16, "little")[:size] + base[16:] for i in range(n)]
 
 
-def cmd_mkfiles(d, n, size, nsub, syncdir):
-    n, size, nsub = int(n), int(size), int(nsub)
+def cmd_mkfiles(d, n, size, nsub, syncdir, nproc="1"):
+    n, size, nsub, nproc = int(n), int(size), int(nsub), int(nproc)
     datas = contents(n, size, 1)
     dirs = [os.path.join(d, f"d{i:02d}") for i in range(nsub)] if nsub else [d]
     os.makedirs(d, exist_ok=True)
@@ -138,10 +139,30 @@ def cmd_mkfiles(d, n, size, nsub, syncdir):
     paths = [os.path.join(dirs[i % len(dirs)], f"f{i:06d}") for i in range(n)]
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY
     t0 = now()
-    for p, data in zip(paths, datas):
-        fd = os.open(p, flags, 0o644)
-        write_all(fd, data)
-        os.close(fd)
+    if nproc <= 1:
+        for p, data in zip(paths, datas):
+            fd = os.open(p, flags, 0o644)
+            write_all(fd, data)
+            os.close(fd)
+    else:
+        kids = []
+        for w in range(nproc):
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    for i in range(w, n, nproc):
+                        fd = os.open(paths[i], flags, 0o644)
+                        write_all(fd, datas[i])
+                        os.close(fd)
+                except OSError as e:
+                    print(f"bench_gen: mkfiles: {e}", file=sys.stderr)
+                    code = 1
+                os._exit(code)
+            kids.append(pid)
+        bad = [pid for pid in kids if os.waitpid(pid, 0)[1] != 0]
+        if bad:
+            raise BenchError(f"{len(bad)} of {nproc} processes failed")
     t1 = now()
     out = f"seconds={(t1 - t0) / 1e9:.4f}"
     if syncdir != "-":
@@ -316,12 +337,14 @@ def cmd_rmrf(path):
 
 
 def main(argv):
-    cmds = {"mkfiles": (cmd_mkfiles, 5), "meta": (cmd_meta, 8), "dcpprep": (cmd_dcpprep, 2), "dcpcommit": (cmd_dcpcommit, 1),
-            "saves": (cmd_saves, 4), "keepwait": (cmd_keepwait, 3), "rmrf": (cmd_rmrf, 1)}
-    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
+    cmds = {  # name: (function, fewest arguments, most arguments)
+        "mkfiles": (cmd_mkfiles, 5, 6), "meta": (cmd_meta, 8, 8), "dcpprep": (cmd_dcpprep, 2, 2),
+        "dcpcommit": (cmd_dcpcommit, 1, 1), "saves": (cmd_saves, 4, 4), "keepwait": (cmd_keepwait, 3, 3),
+        "rmrf": (cmd_rmrf, 1, 1)}
+    if len(argv) < 2 or argv[1] not in cmds or not cmds[argv[1]][1] <= len(argv) - 2 <= cmds[argv[1]][2]:
         print(__doc__, file=sys.stderr)
         return 2
-    fn, _ = cmds[argv[1]]
+    fn = cmds[argv[1]][0]
     try:
         return fn(*argv[2:])
     except (OSError, BenchError, ValueError) as e:

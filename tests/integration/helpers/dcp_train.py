@@ -23,44 +23,13 @@ torch.multiprocessing.spawn, gloo on 127.0.0.1 (a free port).
       Prints "resumed step-N". --expect: the step it must pick.
 Exit 0 = ok; 1 = a check failed (message on stderr)."""
 import argparse
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
 import re
 import socket
 import sys
 import time
 
-# Python 3.11 rejects a mutable dataclass default in torch 1.13's
-# sharded_tensor/metadata.py; load that one module with default_factory
-# (the same shim as torch_ckpt.py).
-_SHIM_TARGET = "torch.distributed._shard.sharded_tensor.metadata"
-
-
-class _ShimLoader(importlib.abc.SourceLoader):
-    def __init__(self, path):
-        self.path = path
-
-    def get_filename(self, fullname):
-        return self.path
-
-    def get_data(self, path):
-        src = open(path, "rb").read()
-        return src.replace(b"field(default=TensorProperties())", b"field(default_factory=TensorProperties)")
-
-
-class _ShimFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _SHIM_TARGET:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None:
-            return None
-        return importlib.util.spec_from_file_location(fullname, spec.origin, loader=_ShimLoader(spec.origin))
-
-
-sys.meta_path.insert(0, _ShimFinder())
+import torch_shim  # noqa: F401,E402  (before torch: see torch_shim.py)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

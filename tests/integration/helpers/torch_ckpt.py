@@ -13,43 +13,13 @@ Run with /usr/bin/python3 (Debian's python3-torch 1.13). Exit 0 = ok,
   two-names DIR      the same state_dict saved as a.pt and a much longer name
   lightning DIR      torch.save into $TMPDIR, shutil.move into DIR, load, compare
 """
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import inspect
 import os
 import shutil
 import sys
 import tempfile
 
-# Python 3.11 rejects a mutable dataclass default in torch 1.13's
-# sharded_tensor/metadata.py; load that one module with default_factory.
-_SHIM_TARGET = "torch.distributed._shard.sharded_tensor.metadata"
-
-
-class _ShimLoader(importlib.abc.SourceLoader):
-    def __init__(self, path):
-        self.path = path
-
-    def get_filename(self, fullname):
-        return self.path
-
-    def get_data(self, path):
-        src = open(path, "rb").read()
-        return src.replace(b"field(default=TensorProperties())", b"field(default_factory=TensorProperties)")
-
-
-class _ShimFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _SHIM_TARGET:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None:
-            return None
-        return importlib.util.spec_from_file_location(fullname, spec.origin, loader=_ShimLoader(spec.origin))
-
-
-sys.meta_path.insert(0, _ShimFinder())
+import torch_shim  # noqa: F401,E402  (before torch: see torch_shim.py)
 
 import torch  # noqa: E402
 

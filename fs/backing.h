@@ -1,0 +1,64 @@
+/* backing — BACKING, the shared store where durable data lives: a directory
+ * (in production an NFS mount) or an nfs://server/export/path URL reached with
+ * libnfs (NFSv3). Everything else in ckptfs sees only these calls.
+ *
+ * Paths are relative to BACKING's root ("chunks/ab/cd/abcd…",
+ * "manifests/gen/12.3.ckm"), '/'-separated, never absolute, never with "..".
+ *
+ * Invariants:
+ *  1. backing_put is atomic and durable: the data goes to a temporary name
+ *     under tmp/, is fsync'd, renamed over relpath, and the directory is
+ *     fsync'd (the rdbSave pattern). A reader sees the old file or the whole
+ *     new one, never a part; after a successful return it survives a crash of
+ *     the server. Missing parent directories are created.
+ *  2. No call blocks forever: each fails after the timeout given at open
+ *     (-ETIMEDOUT, or the server's error) when BACKING does not answer, and a
+ *     later call reconnects by itself.
+ *  3. Every call is safe from many threads at once.
+ *
+ * Errors are 0 or a negative errno; -ENOENT means "not there" and is not
+ * logged, other failures are logged with the path and the reason. */
+#ifndef CKPTFS_BACKING_H
+#define CKPTFS_BACKING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct backing;
+
+/* spec: an absolute directory path, or nfs://server[:port]/export/path.
+ * timeout_ms bounds every call (0: 30 s). Fails with a logged line naming the
+ * spec and the reason (not a directory, cannot mount the export, ...). */
+int backing_open(const char *spec, unsigned timeout_ms, struct backing **out);
+void backing_close(struct backing *b); /* NULL is allowed */
+const char *backing_spec(const struct backing *b); /* as given, for messages */
+bool backing_is_nfs(const struct backing *b);
+
+/* Writes len bytes as relpath (invariant 1). */
+int backing_put(struct backing *b, const char *relpath, const void *data, size_t len);
+
+/* Reads the whole of relpath into buf (capacity cap); *len gets its size.
+ * -ENOENT if absent, -EFBIG if larger than cap. */
+int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len);
+
+/* Size of relpath; -ENOENT if absent. */
+int backing_stat(struct backing *b, const char *relpath, uint64_t *size);
+
+/* Removes relpath; absent is success. */
+int backing_remove(struct backing *b, const char *relpath);
+
+/* Calls fn for each entry name of directory reldir ("" is the root), "." and
+ * ".." excluded, in no particular order; fn returning non-zero stops the walk
+ * and is returned. -ENOENT if reldir does not exist. */
+typedef int (*backing_list_fn)(void *arg, const char *name);
+int backing_list(struct backing *b, const char *reldir, backing_list_fn fn, void *arg);
+
+/* The mount-time health check: writes a probe file under tmp/, fsyncs it,
+ * reads it back and compares, renames it, deletes it. On failure returns the
+ * error and writes one line into msg naming the step, the path and the reason
+ * ("BACKING nfs://127.0.0.1/export: rename tmp/probe.X → tmp/probe.X.done
+ * failed: Permission denied"). */
+int backing_probe(struct backing *b, char *msg, size_t msgsize);
+
+#endif

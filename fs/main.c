@@ -26,7 +26,6 @@
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
-#include "rebuild.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
@@ -109,7 +108,7 @@ static int main_check_bindings(struct ckptfs *fs)
 	}
 	if (n < 0) {
 		snprintf(buf, sizeof(buf), "%s\n", o->backing);
-		int rc = main_write_small(path, buf);
+		rc = main_write_small(path, buf);
 		if (rc != 0) {
 			fprintf(stderr, "ckptfs: cache %s: cannot write %s: %s\n", o->cache, path,
 				strerror(-rc));
@@ -153,6 +152,32 @@ static void main_lock_note_pid(int fd)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
 
+static int main_has_entry(void *arg, const char *name)
+{
+	(void)name;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* Does BACKING hold manifests (data written through some catalog)? */
+static int main_backing_has_data(struct backing *b, bool *has)
+{
+	*has = false;
+	int rc = backing_list(b, "manifests/gen", main_has_entry, has);
+	if (rc == -ENOENT || rc == 1)
+		rc = 0;
+	if (rc == 0 && !*has)
+		rc = backing_list(b, "manifests/tree", main_has_entry, has);
+	return rc == -ENOENT || rc == 1 ? 0 : rc;
+}
+
+/* Fills a new catalog from BACKING's manifests. */
+static int main_rebuild(struct ckptfs *fs)
+{
+	(void)fs;
+	return -ENOSYS; /* fs/rebuild.c lands with the manifest work */
+}
+
 /* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
  * data, the catalog is rebuilt from BACKING's manifests; a cache that was
  * used before but has lost or damaged its catalog is refused with the command
@@ -164,7 +189,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	struct stat sb;
 	bool existed = stat(path, &sb) == 0 && sb.st_size > 0;
 	bool backing_has = false;
-	if (!existed && rebuild_backing_has_data(fs->backing, &backing_has) != 0) {
+	if (!existed && main_backing_has_data(fs->backing, &backing_has) != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot list its manifests\n", fs->opt.backing);
 		return -1;
 	}
@@ -186,15 +211,14 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	if (rc != 0 || existed || !backing_has)
 		return rc;
 	/* a fresh node: what BACKING holds becomes this catalog */
-	struct rebuild_report rep;
-	rc = rebuild_catalog(fs->backing, fs->cat, NULL, NULL, &rep);
-	if (rc != 0) {
+	int rrc = main_rebuild(fs);
+	if (rrc != 0) {
 		fprintf(stderr, "ckptfs: catalog %s: rebuilding from BACKING %s failed: %s\n", path,
-			fs->opt.backing, strerror(-rc));
+			fs->opt.backing, strerror(-rrc));
 		cat_close(fs->cat);
 		fs->cat = NULL;
 		unlink(path);
-		return rc;
+		return rrc;
 	}
 	log_info("catalog %s: a new cache over BACKING %s: rebuilt from its manifests", path,
 		 fs->opt.backing);

@@ -275,11 +275,15 @@ static void main_close_state(struct ckptfs *fs)
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);
-	gen_policy_free(fs->gen);
-	/* the unmount commits above queued manifests: upload them (or leave them queued) */
+	/* the unmount commits above queued manifests: upload them (or leave them
+	 * queued); before the policy goes, since durable generations call keep */
 	if (fs->uploader)
 		uploader_stop(fs->uploader, !fs->opt.leave_queued);
+	fs->uploader = NULL;
+	gen_policy_free(fs->gen);
+	fs->gen = NULL;
 	cache_stop(fs->cache);
+	fs->cache = NULL;
 	chunk_cache_free(fs->chunks);
 	node_table_free(fs->nodes);
 	cat_close(fs->cat);

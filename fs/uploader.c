@@ -15,6 +15,7 @@
 #include "cache.h"
 #include "ckptfs.h"
 #include "codec.h"
+#include "gen.h"
 #include "log.h"
 #include "manifest.h"
 #include "store.h"
@@ -308,8 +309,12 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
 			cat_upload_failed(u->fs->cat, row->seq, "the cache copy is missing or damaged");
-		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0 && row->kind == UP_CHUNK)
-			cache_dirty_done(u->fs->cache, bytes);
+		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0) {
+			if (row->kind == UP_CHUNK)
+				cache_dirty_done(u->fs->cache, bytes);
+			else if (row->kind == UP_GEN_MANIFEST)
+				gen_durable(u->fs->gen, row->gen);
+		}
 	} else {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "%s", strerror(-rc));
@@ -515,6 +520,8 @@ void uploader_stop(struct uploader *u, bool drain)
 
 void uploader_kick(struct uploader *u)
 {
+	if (!u)
+		return;
 	pthread_mutex_lock(&u->lock);
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);

@@ -7,6 +7,7 @@
  * goes to CACHE/ckptfs.log (or -o log=FILE). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
+#include "rebuild.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
@@ -152,30 +154,18 @@ static void main_lock_note_pid(int fd)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
 
-static int main_has_entry(void *arg, const char *name)
-{
-	(void)name;
-	*(bool *)arg = true;
-	return 1;
-}
-
-/* Does BACKING hold manifests (data written through some catalog)? */
-static int main_backing_has_data(struct backing *b, bool *has)
-{
-	*has = false;
-	int rc = backing_list(b, "manifests/gen", main_has_entry, has);
-	if (rc == -ENOENT || rc == 1)
-		rc = 0;
-	if (rc == 0 && !*has)
-		rc = backing_list(b, "manifests/tree", main_has_entry, has);
-	return rc == -ENOENT || rc == 1 ? 0 : rc;
-}
-
-/* Fills a new catalog from BACKING's manifests. */
+/* Fills a new catalog from BACKING's manifests (a fresh node). */
 static int main_rebuild(struct ckptfs *fs)
 {
-	(void)fs;
-	return -ENOSYS; /* fs/rebuild.c lands with the manifest work */
+	struct rebuild_report rep;
+	int rc = rebuild_catalog(fs->backing, fs->cat, 0, NULL, NULL, &rep);
+	if (rc == 0)
+		log_info("catalog: rebuilt from BACKING %s: %" PRIu64 " generations, %" PRIu64
+			 " files, %" PRIu64 " MiB%s; %" PRIu64 " corrupt manifests skipped",
+			 fs->opt.backing, rep.generations, rep.files, rep.bytes >> 20,
+			 rep.tree_applied ? ", the tree outside generations" : "",
+			 rep.manifests_corrupt);
+	return rc;
 }
 
 /* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
@@ -189,7 +179,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	struct stat sb;
 	bool existed = stat(path, &sb) == 0 && sb.st_size > 0;
 	bool backing_has = false;
-	if (!existed && main_backing_has_data(fs->backing, &backing_has) != 0) {
+	if (!existed && rebuild_backing_has_data(fs->backing, &backing_has) != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot list its manifests\n", fs->opt.backing);
 		return -1;
 	}

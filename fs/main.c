@@ -215,19 +215,26 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	return 0;
 }
 
-static int main_open_state(struct ckptfs *fs)
+static int main_open_state(struct ckptfs *fs, FILE *logf)
 {
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
 	main_lock_note_pid(fs->lock_fd);
+	/* the health check: one line on the terminal says what failed, so the
+	 * backing's own log lines go only to a log file */
+	if (!logf)
+		log_setup(stderr, LOG_LVL_OFF);
 	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
+	char msg[PATH_MAX + 256];
+	int probe = rc == 0 ? backing_probe(fs->backing, msg, sizeof(msg)) : 0;
+	if (!logf)
+		log_setup(stderr, fs->opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot open: %s\n", fs->opt.backing,
 			strerror(-rc));
 		return -1;
 	}
-	char msg[PATH_MAX + 256];
-	if (backing_probe(fs->backing, msg, sizeof(msg)) != 0) {
+	if (probe != 0) {
 		fprintf(stderr, "ckptfs: %s\n", msg);
 		return -1;
 	}
@@ -336,7 +343,7 @@ int main(int argc, char **argv)
 		}
 		log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	}
-	if (main_open_state(&fs) != 0) {
+	if (main_open_state(&fs, logf) != 0) {
 		main_close_state(&fs);
 		return 1;
 	}

@@ -475,7 +475,7 @@ void uploader_stop(struct uploader *u, bool drain)
 {
 	if (!u)
 		return;
-	double started = up_mono_s(), said = started;
+	double started = up_mono_s(), said = started - 3; /* the first line at once */
 	pthread_mutex_lock(&u->lock);
 	u->stopping = true;
 	u->draining = drain;

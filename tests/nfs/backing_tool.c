@@ -157,7 +157,8 @@ static int bt_command(struct backing *b, const char *cmd, int nargs, char **args
 		struct bt_names ns = { 0 };
 		rc = backing_list(b, nargs ? args[0] : "", bt_collect, &ns);
 		*secs = bt_now() - t1;
-		qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
+		if (ns.n)
+			qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
 		for (size_t i = 0; i < ns.n; i++) {
 			if (rc == 0)
 				fprintf(out, inline_out ? " %s" : "%s\n", ns.v[i]);

@@ -4,7 +4,8 @@
 # Starts ganesha (tests/nfs/ganesha.sh) on 127.0.0.1, then through
 # BUILD/backing-tool: probe; round trips of 0 B, 1 B, 5 MiB and 64 MiB, byte
 # for byte, also as seen in the exported directory itself; overwrite; list;
-# remove; -ENOENT cases; no temporaries left. Then, with ONE backing kept open
+# remove; -ENOENT cases; 8 threads sharing the 4-connection pool; no
+# temporaries left. Then, with ONE backing kept open
 # (backing-tool serve, 2 s timeout): the server is stopped and calls fail
 # within the timeout instead of hanging; it is restarted and the same open
 # backing works again; the server is frozen (SIGSTOP: connections accepted,
@@ -96,6 +97,7 @@ T ls nodir >/dev/null 2>&1
 check "list of an absent directory is ENOENT (exit 3)" [ $? -eq 3 ]
 T put "$data/v1" "../escape" 2>/dev/null
 check "a path with .. is refused" [ $? -eq 1 -a ! -e "$srv/escape" ]
+check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
 check "no temporaries left in tmp/" [ -z "$(ls -A "$export_dir/tmp")" ]
 
 # ---- one open backing across an outage ----

@@ -8,6 +8,7 @@
  *   backing-tool ... SPEC rm REL
  *   backing-tool ... SPEC probe
  *   backing-tool ... SPEC serve                             commands from stdin
+ *   backing-tool ... SPEC stress THREADS COUNT              concurrent put/get/compare
  *
  * SPEC is a directory or nfs://server[:port]/export/path. Exits 0 on success,
  * 3 for "not there" (-ENOENT), 1 otherwise, with one line on stderr naming
@@ -21,6 +22,8 @@
  * is away and working again once it is back. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +104,7 @@ static int bt_cmp(const void *a, const void *b)
 static void usage(void)
 {
 	fprintf(stderr, "usage: backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL | get REL FILE | "
-			"stat REL | ls [REL] | rm REL | probe | serve\n");
+			"stat REL | ls [REL] | rm REL | probe | serve | stress THREADS COUNT\n");
 	exit(2);
 }
 
@@ -157,7 +160,8 @@ static int bt_command(struct backing *b, const char *cmd, int nargs, char **args
 		struct bt_names ns = { 0 };
 		rc = backing_list(b, nargs ? args[0] : "", bt_collect, &ns);
 		*secs = bt_now() - t1;
-		qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
+		if (ns.n)
+			qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
 		for (size_t i = 0; i < ns.n; i++) {
 			if (rc == 0)
 				fprintf(out, inline_out ? " %s" : "%s\n", ns.v[i]);
@@ -211,6 +215,69 @@ static int bt_serve(struct backing *b)
 	return 0;
 }
 
+/* ---- stress: THREADS threads, each COUNT put + get + compare of its own
+ * files under shared, new parent directories (more threads than the NFS
+ * backend has connections, so they also wait for one another) ---- */
+
+struct bt_stress {
+	struct backing *b;
+	int id, count, failures;
+};
+
+static void *bt_stress_run(void *arg)
+{
+	struct bt_stress *s = arg;
+	size_t cap = 300 * 1024;
+	uint8_t *data = malloc(cap), *got = malloc(cap + 1);
+	if (!data || !got) {
+		s->failures = s->count;
+		goto out;
+	}
+	for (int i = 0; i < s->count; i++) {
+		char rel[96];
+		snprintf(rel, sizeof(rel), "stress/%02x/%02x/t%d-%d", i % 3, i % 5, s->id, i);
+		size_t len = ((size_t)i * 7919 + (size_t)s->id * 104729) % cap;
+		uint64_t x = (uint64_t)s->id << 32 | (uint64_t)i;
+		for (size_t k = 0; k < len; k++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			data[k] = (uint8_t)(x >> 56);
+		}
+		size_t got_len = 0;
+		int rc = backing_put(s->b, rel, data, len);
+		if (rc == 0)
+			rc = backing_get(s->b, rel, got, cap + 1, &got_len);
+		if (rc != 0 || got_len != len || memcmp(got, data, len) != 0) {
+			fprintf(stderr, "backing-tool: stress %s: %s\n", rel,
+				rc ? strerror(-rc) : "bytes differ");
+			s->failures++;
+		}
+	}
+out:
+	free(data);
+	free(got);
+	return NULL;
+}
+
+static int bt_stress(struct backing *b, int threads, int count)
+{
+	if (threads < 1 || threads > 64 || count < 1)
+		return BT_USAGE;
+	pthread_t t[64];
+	struct bt_stress s[64];
+	int failures = 0;
+	for (int i = 0; i < threads; i++) {
+		s[i] = (struct bt_stress){ .b = b, .id = i, .count = count };
+		if (pthread_create(&t[i], NULL, bt_stress_run, &s[i]) != 0)
+			return -EAGAIN; /* the threads already started are detached by exit */
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+		failures += s[i].failures;
+	}
+	printf("%d of %d round trips failed\n", failures, threads * count);
+	return failures ? -EIO : 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned timeout_ms = 0;
@@ -238,6 +305,13 @@ int main(int argc, char **argv)
 		rc = bt_serve(b);
 		backing_close(b);
 		return rc;
+	}
+	if (!strcmp(cmd, "stress") && argc - optind == 4) {
+		rc = bt_stress(b, atoi(argv[optind + 2]), atoi(argv[optind + 3]));
+		backing_close(b);
+		if (rc == BT_USAGE)
+			usage();
+		return rc == 0 ? 0 : 1;
 	}
 	size_t bytes = 0;
 	double secs = 0;

@@ -793,3 +793,22 @@ Test(manifest, paths_on_backing, .init = setup, .fini = teardown)
 	FAILS(manifest_gen_name_parse("0.1.ckm", &id, &v), EINVAL);
 	FAILS(manifest_tree_name_parse("42.ckm", &seq), EINVAL);
 }
+
+Test(manifest, a_read_only_handle_builds_the_same_manifests, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct cat *ro;
+	OK(cat_open_readonly(fx.src_path, &ro));
+	char *p;
+	size_t len;
+	struct text gen = gen_manifest(id, 1), tree = tree_manifest();
+	OK(manifest_gen_build(ro, id, 1, &p, &len));
+	cr_assert(len == gen.len && memcmp(p, gen.p, len) == 0);
+	free(p);
+	OK(manifest_tree_build(ro, &p, &len));
+	cr_assert(len == tree.len && memcmp(p, tree.p, len) == 0);
+	free(p);
+	cat_close(ro);
+	free(gen.p);
+	free(tree.p);
+}

@@ -104,3 +104,15 @@ clean:
 	rm -rf build build-asan
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- faultfs, Docker and packaging checks (tests/faultfs/README.md, docs/DOCKER.md)
+.PHONY: test-faultfs check-docker check-examples
+
+# The fault-injecting passthrough mount that integration tests put under BACKING.
+$(BUILD)/faultfs: tests/faultfs/faultfs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(shell pkg-config --cflags fuse3) $< -o $@ \
+		$(shell pkg-config --libs fuse3)
+
+test-faultfs: deps $(BUILD)/faultfs
+	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs

@@ -7,13 +7,21 @@
  *   backing-tool ... SPEC ls [REL]                          one name a line, sorted
  *   backing-tool ... SPEC rm REL
  *   backing-tool ... SPEC probe
+ *   backing-tool ... SPEC serve                             commands from stdin
  *
  * SPEC is a directory or nfs://server[:port]/export/path. Exits 0 on success,
  * 3 for "not there" (-ENOENT), 1 otherwise, with one line on stderr naming
  * the call and the reason; -v also prints the time the call took (to stderr:
- * "<call> <bytes> bytes <seconds> s"). */
+ * "<call> <bytes> bytes <seconds> s").
+ *
+ * serve keeps ONE backing open and runs the commands above read from stdin,
+ * one a line (names without spaces), answering each with one line:
+ *   ok <ms> [size | names separated by spaces]      or      err <ms> <errno>
+ * so that a test can show one open BACKING failing in time while the server
+ * is away and working again once it is back. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +96,119 @@ static int bt_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+#define BT_USAGE 1 /* not an errno: the command line is wrong */
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL | get REL FILE | "
-			"stat REL | ls [REL] | rm REL | probe\n");
+			"stat REL | ls [REL] | rm REL | probe | serve\n");
 	exit(2);
+}
+
+/* Runs one command; `out` gets what it prints (stat's size, ls's names, one
+ * per line, or space-separated when `inline_out`); *bytes the bytes moved
+ * and *secs the time of the backing call itself. BT_USAGE for a bad command. */
+static int bt_command(struct backing *b, const char *cmd, int nargs, char **args, FILE *out,
+		      bool inline_out, size_t *bytes, double *secs)
+{
+	int rc = 0;
+	double t1 = bt_now();
+	*bytes = 0;
+	if (!strcmp(cmd, "put") && nargs == 2) {
+		FILE *f = strcmp(args[0], "-") ? fopen(args[0], "rb") : stdin;
+		char *buf = NULL;
+		if (!f)
+			rc = -errno;
+		else
+			rc = bt_slurp(f, &buf, bytes);
+		if (f && f != stdin)
+			fclose(f);
+		t1 = bt_now();
+		if (rc == 0)
+			rc = backing_put(b, args[1], buf, *bytes);
+		free(buf);
+		*secs = bt_now() - t1;
+	} else if (!strcmp(cmd, "get") && nargs == 2) {
+		uint64_t size = 0;
+		rc = backing_stat(b, args[0], &size);
+		char *buf = rc == 0 ? malloc(size + 1) : NULL;
+		if (rc == 0 && !buf)
+			rc = -ENOMEM;
+		t1 = bt_now();
+		if (rc == 0)
+			rc = backing_get(b, args[0], buf, size + 1, bytes);
+		*secs = bt_now() - t1;
+		if (rc == 0) {
+			FILE *f = strcmp(args[1], "-") ? fopen(args[1], "wb") : stdout;
+			if (!f || fwrite(buf, 1, *bytes, f) != *bytes || fflush(f) != 0)
+				rc = errno ? -errno : -EIO;
+			if (f && f != stdout && fclose(f) != 0 && rc == 0)
+				rc = -errno;
+		}
+		free(buf);
+	} else if (!strcmp(cmd, "stat") && nargs == 1) {
+		uint64_t size;
+		rc = backing_stat(b, args[0], &size);
+		*secs = bt_now() - t1;
+		if (rc == 0)
+			fprintf(out, "%s%llu%s", inline_out ? " " : "", (unsigned long long)size,
+				inline_out ? "" : "\n");
+	} else if (!strcmp(cmd, "ls") && nargs <= 1) {
+		struct bt_names ns = { 0 };
+		rc = backing_list(b, nargs ? args[0] : "", bt_collect, &ns);
+		*secs = bt_now() - t1;
+		qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
+		for (size_t i = 0; i < ns.n; i++) {
+			if (rc == 0)
+				fprintf(out, inline_out ? " %s" : "%s\n", ns.v[i]);
+			free(ns.v[i]);
+		}
+		free(ns.v);
+	} else if (!strcmp(cmd, "rm") && nargs == 1) {
+		rc = backing_remove(b, args[0]);
+		*secs = bt_now() - t1;
+	} else if (!strcmp(cmd, "probe") && nargs == 0) {
+		char msg[1024];
+		rc = backing_probe(b, msg, sizeof(msg));
+		*secs = bt_now() - t1;
+		if (rc != 0)
+			fprintf(stderr, "backing-tool: %s\n", msg);
+	} else {
+		return BT_USAGE;
+	}
+	return rc;
+}
+
+static int bt_serve(struct backing *b)
+{
+	char line[4096];
+	while (fgets(line, sizeof(line), stdin)) {
+		char *args[4], *save = NULL;
+		int n = 0;
+		for (char *tok = strtok_r(line, " \t\n", &save); tok && n < 4;
+		     tok = strtok_r(NULL, " \t\n", &save))
+			args[n++] = tok;
+		if (n == 0)
+			continue;
+		if (!strcmp(args[0], "quit"))
+			break;
+		size_t bytes;
+		double secs = 0;
+		char extra[65536] = "";
+		FILE *out = fmemopen(extra, sizeof(extra), "w");
+		if (!out)
+			return 1;
+		int rc = bt_command(b, args[0], n - 1, args + 1, out, true, &bytes, &secs);
+		fclose(out);
+		if (rc == BT_USAGE)
+			printf("err 0 usage\n");
+		else if (rc == 0)
+			printf("ok %.0f%s\n", secs * 1000, extra);
+		else
+			printf("err %.0f %s\n", secs * 1000, strerrorname_np(-rc));
+		fflush(stdout);
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -110,8 +226,6 @@ int main(int argc, char **argv)
 	if (argc - optind < 2)
 		usage();
 	const char *spec = argv[optind], *cmd = argv[optind + 1];
-	char **args = argv + optind + 2;
-	int nargs = argc - optind - 2;
 	log_setup(stderr, verbose ? LOG_LVL_INFO : LOG_LVL_ERROR);
 
 	struct backing *b;
@@ -120,71 +234,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "backing-tool: open %s: %s\n", spec, strerror(-rc));
 		return 1;
 	}
-	double t1 = bt_now();
+	if (!strcmp(cmd, "serve")) {
+		rc = bt_serve(b);
+		backing_close(b);
+		return rc;
+	}
 	size_t bytes = 0;
-	if (!strcmp(cmd, "put") && nargs == 2) {
-		FILE *f = strcmp(args[0], "-") ? fopen(args[0], "rb") : stdin;
-		char *buf = NULL;
-		if (!f)
-			rc = -errno;
-		else
-			rc = bt_slurp(f, &buf, &bytes);
-		if (f && f != stdin)
-			fclose(f);
-		t1 = bt_now();
-		if (rc == 0)
-			rc = backing_put(b, args[1], buf, bytes);
-		free(buf);
-	} else if (!strcmp(cmd, "get") && nargs == 2) {
-		uint64_t size = 0;
-		rc = backing_stat(b, args[0], &size);
-		char *buf = rc == 0 ? malloc(size + 1) : NULL;
-		if (rc == 0 && !buf)
-			rc = -ENOMEM;
-		t1 = bt_now();
-		if (rc == 0)
-			rc = backing_get(b, args[0], buf, size + 1, &bytes);
-		double t2 = bt_now();
-		if (rc == 0) {
-			FILE *f = strcmp(args[1], "-") ? fopen(args[1], "wb") : stdout;
-			if (!f || fwrite(buf, 1, bytes, f) != bytes || fflush(f) != 0)
-				rc = -errno ? -errno : -EIO;
-			if (f && f != stdout && fclose(f) != 0 && rc == 0)
-				rc = -errno;
-		}
-		free(buf);
-		if (verbose && rc == 0)
-			fprintf(stderr, "get %zu bytes %.3f s\n", bytes, t2 - t1);
-		verbose = 0;
-	} else if (!strcmp(cmd, "stat") && nargs == 1) {
-		uint64_t size;
-		rc = backing_stat(b, args[0], &size);
-		if (rc == 0)
-			printf("%llu\n", (unsigned long long)size);
-	} else if (!strcmp(cmd, "ls") && nargs <= 1) {
-		struct bt_names ns = { 0 };
-		rc = backing_list(b, nargs ? args[0] : "", bt_collect, &ns);
-		qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
-		for (size_t i = 0; i < ns.n; i++) {
-			if (rc == 0)
-				printf("%s\n", ns.v[i]);
-			free(ns.v[i]);
-		}
-		free(ns.v);
-	} else if (!strcmp(cmd, "rm") && nargs == 1) {
-		rc = backing_remove(b, args[0]);
-	} else if (!strcmp(cmd, "probe") && nargs == 0) {
-		char msg[1024];
-		rc = backing_probe(b, msg, sizeof(msg));
-		if (rc != 0)
-			fprintf(stderr, "backing-tool: %s\n", msg);
-	} else {
+	double secs = 0;
+	rc = bt_command(b, cmd, argc - optind - 2, argv + optind + 2, stdout, false, &bytes, &secs);
+	if (rc == BT_USAGE) {
 		backing_close(b);
 		usage();
 	}
-	double t2 = bt_now();
 	if (verbose && rc == 0)
-		fprintf(stderr, "%s %zu bytes %.3f s\n", cmd, bytes, t2 - t1);
+		fprintf(stderr, "%s %zu bytes %.3f s\n", cmd, bytes, secs);
 	if (rc != 0 && rc != -ENOENT)
 		fprintf(stderr, "backing-tool: %s %s: %s\n", cmd, spec, strerror(-rc));
 	backing_close(b);

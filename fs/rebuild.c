@@ -106,7 +106,8 @@ static int rb_list(struct backing *b, const char *dir, bool gen, struct rb_list 
 			  strerror(-rc));
 		return rc;
 	}
-	qsort(l->v, l->n, sizeof(*l->v), rb_name_cmp);
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), rb_name_cmp);
 	return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
+#include "upload.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 
@@ -792,4 +793,59 @@ Test(manifest, paths_on_backing, .init = setup, .fini = teardown)
 	FAILS(manifest_gen_name_parse("12.3.ckm.tmp", &id, &v), EINVAL);
 	FAILS(manifest_gen_name_parse("0.1.ckm", &id, &v), EINVAL);
 	FAILS(manifest_tree_name_parse("42.ckm", &seq), EINVAL);
+}
+
+Test(manifest, a_read_only_handle_builds_the_same_manifests, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct cat *ro;
+	OK(cat_open_readonly(fx.src_path, &ro));
+	char *p;
+	size_t len;
+	struct text gen = gen_manifest(id, 1), tree = tree_manifest();
+	OK(manifest_gen_build(ro, id, 1, &p, &len));
+	cr_assert(len == gen.len && memcmp(p, gen.p, len) == 0);
+	free(p);
+	OK(manifest_tree_build(ro, &p, &len));
+	cr_assert(len == tree.len && memcmp(p, tree.p, len) == 0);
+	free(p);
+	cat_close(ro);
+	free(gen.p);
+	free(tree.p);
+}
+
+Test(manifest, applied_chunks_are_on_backing_and_generations_durable, .init = setup,
+     .fini = teardown)
+{
+	cr_assert_geq(cat_schema_version(fx.dst), 3);
+	uint64_t id = rich_generation(NULL);
+	/* dst already has chunk 1 in its cache (a file of its own) */
+	struct cat_inode own;
+	OK(cat_create(fx.dst, ROOT, "own", S_IFREG | 0644, 0, 0, 0, NULL, &own));
+	struct cat_extent e = { .off = 0, .len = 1000, .chunk_off = 500, .chunk_len = 2000 };
+	bool must;
+	mkhash(e.hash, 1);
+	OK(cat_pending_add(fx.dst, own.ino, &e, &must));
+	OK(cat_chunk_stored(fx.dst, e.hash, 0, 2000));
+	OK(cat_file_commit(fx.dst, own.ino, 1000, now_ns(), false));
+	OK(cat_pending_drop(fx.dst, own.ino));
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.dst, e.hash, &w));
+	cr_assert(w.cached && !w.uploaded);
+
+	apply_take(gen_manifest(id, 1));
+	bool durable = false;
+	OK(cat_gen_durable(fx.dst, id, &durable));
+	cr_assert(durable, "an applied generation is durable at its version");
+	OK(cat_chunk_where(fx.dst, e.hash, &w));
+	cr_assert(w.cached, "the cached copy stays");
+	cr_assert(w.uploaded, "and it is on BACKING");
+	cr_assert_eq(w.codec, 0, "the cached object's codec is kept");
+	cr_assert_eq(w.stored_len, 2000);
+	cr_assert_eq(w.refcount, 1 + 2, "own + w.bin (one inode, three links) + shared.pt");
+	mkhash(e.hash, 2);
+	OK(cat_chunk_where(fx.dst, e.hash, &w));
+	cr_assert(!w.cached && w.uploaded, "a chunk known only from BACKING");
+	cr_assert_eq(w.codec, 1);
+	cr_assert_eq(w.stored_len, 1001);
 }

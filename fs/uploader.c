@@ -208,7 +208,11 @@ static void up_tree(struct uploader *u)
 	size_t len = 0;
 	if (manifest_tree_build(u->fs->cat, &buf, &len) != 0)
 		return;
+	pthread_mutex_lock(&u->lock);
 	uint64_t seq = (uint64_t)up_now_ns();
+	if (seq <= u->tree_seq) /* the clock went back: names must still grow */
+		seq = u->tree_seq + 1;
+	pthread_mutex_unlock(&u->lock);
 	char path[MANIFEST_PATH_MAX];
 	manifest_tree_path(seq, path, sizeof(path));
 	int rc = backing_put(u->fs->backing, path, buf, len);

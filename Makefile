@@ -65,17 +65,18 @@ test: deps
 	$(MAKE) all $(BUILD)/unit-tests
 	$(MAKE) test-unit
 	$(MAKE) test-integration
+	$(MAKE) test-faultfs test-nfs check-docker check-examples
 	$(MAKE) test-asan
 
 test-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests --jobs 2
 
-test-integration: all
+test-integration: all $(BUILD)/faultfs
 	tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
 test-asan:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 2
 	ASAN_OPTIONS=detect_leaks=0 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
 
@@ -101,7 +102,7 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-dev
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

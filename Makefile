@@ -107,3 +107,7 @@ $(BUILD)/faultfs: tests/faultfs/faultfs.c
 
 test-faultfs: deps $(BUILD)/faultfs
 	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs
+
+# Docker files, checked as far as a machine without a Docker daemon can (docs/DOCKER.md).
+check-docker: deps all
+	docker/check.sh $(BUILD)

@@ -9,6 +9,8 @@ for p in build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev sqlite3 li
 	 libssl-dev libcriterion-dev stress-ng python3-torch python3-numpy attr; do
 	have_pkg "$p" || need+=("$p")
 done
+# make check-docker parses docker/compose.yaml with /usr/bin/python3.
+have_pkg python3-yaml || need+=(python3-yaml)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -117,3 +117,11 @@ $(BUILD)/faultfs: tests/faultfs/faultfs.c
 
 test-faultfs: deps $(BUILD)/faultfs
 	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs
+
+# Docker files, checked as far as a machine without a Docker daemon can (docs/DOCKER.md).
+check-docker: deps all
+	docker/check.sh $(BUILD)
+
+# docs/examples (fstab line, systemd mount unit) mounted for real through mount(8); root.
+check-examples: deps all
+	docs/examples/check_fstab.sh $(BUILD)

@@ -115,6 +115,8 @@ static void control_hello(struct control *c, int fd)
 	control_send(fd, "data mountpoint %s", c->fs->opt.mountpoint);
 	control_send(fd, "data cache %s", c->fs->opt.cache);
 	control_send(fd, "data backing %s", c->fs->opt.backing);
+	control_send(fd, "data gen_pattern %s",
+		     c->fs->opt.gen.pattern[0] ? c->fs->opt.gen.pattern : GEN_DEFAULT_PATTERN);
 	control_send(fd, "data protocol 1");
 	control_send(fd, "ok");
 }

@@ -14,7 +14,8 @@
  *              ( "ok\n" | "error " ERRNO " " MESSAGE "\n" )   (exactly one, last)
  *
  *   VERB                 ARGS               does
- *   hello                -                  data pid/uid/mountpoint/cache/backing/protocol
+ *   hello                -                  data pid/uid/mountpoint/cache/backing/
+ *                                           gen_pattern/protocol
  *   commit               GEN_ID             gen_commit_explicit(rule "admin"); data state
  *   pin                  GEN_ID 0|1         gen_pin; data pinned
  *   rm                   GEN_ID [force]     gen_remove; -EBUSY for an OPEN one without force

@@ -359,8 +359,10 @@ static bool aq_parse_name(const char *name, uint8_t hash[CAT_HASH_LEN])
 	return true;
 }
 
-static int aq_gc_dir(struct aq *q, int dfd, const char *path, bool dry_run, aq_remove_fn remove,
-		     void *remove_arg, struct aq_gc_result *out)
+/* One leaf directory chunks/ab/cd: prefix is "abcd"; a name that does not
+ * start with it is no object the store could read (it is left alone). */
+static int aq_gc_dir(struct aq *q, int dfd, const char *path, const char *prefix, bool dry_run,
+		     aq_remove_fn remove, void *remove_arg, struct aq_gc_result *out)
 {
 	DIR *d = fdopendir(dfd);
 	if (!d) {
@@ -371,7 +373,7 @@ static int aq_gc_dir(struct aq *q, int dfd, const char *path, bool dry_run, aq_r
 	int rc = 0;
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		uint8_t hash[CAT_HASH_LEN];
-		if (!aq_parse_name(de->d_name, hash))
+		if (!aq_parse_name(de->d_name, hash) || strncmp(de->d_name, prefix, 4) != 0)
 			continue;
 		struct stat sb;
 		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
@@ -415,8 +417,10 @@ int aq_gc_walk(struct aq *q, const char *objects_dir, bool dry_run, aq_remove_fn
 				int ifd = openat(ofd, inner, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 				if (ifd < 0)
 					continue;
+				char prefix[5];
 				snprintf(path, sizeof(path), "%s/%s/%s", objects_dir, outer, inner);
-				rc = aq_gc_dir(q, ifd, path, dry_run, remove, remove_arg, out);
+				snprintf(prefix, sizeof(prefix), "%s%s", outer, inner);
+				rc = aq_gc_dir(q, ifd, path, prefix, dry_run, remove, remove_arg, out);
 			}
 			close(ofd);
 		}

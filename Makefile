@@ -12,7 +12,7 @@ DESTDIR ?=
 BUILD   ?= build
 CC      ?= cc
 
-PKGS     := fuse3 sqlite3 liblz4 libcrypto
+PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -21,7 +21,8 @@ SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanit
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
-CORE_SRC   := $(wildcard fs/hash.c fs/chunker.c fs/codec.c fs/store.c meta/*.c fs/log.c fs/util.c)
+CORE_SRC   := $(wildcard fs/hash.c fs/chunker.c fs/codec.c fs/store.c meta/*.c fs/log.c fs/util.c \
+			fs/backing.c fs/backing_nfs.c)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
@@ -31,7 +32,7 @@ DAEMON_OBJ = $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 ADMIN_OBJ  = $(ADMIN_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps demo test test-unit test-integration test-asan bench install uninstall clean lint torture
+.PHONY: all deps demo test test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture
 
 all: $(BUILD)/ckptfs $(BUILD)/ckptfs-admin
 
@@ -47,6 +48,14 @@ $(BUILD)/ckptfs-admin: $(ADMIN_OBJ) $(CORE_OBJ)
 
 $(BUILD)/unit-tests: $(UNIT_OBJ) $(CORE_OBJ)
 	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcriterion
+
+# A small CLI over fs/backing.h, for tests/nfs/t_nfs.sh and by hand.
+$(BUILD)/backing-tool: $(BUILD)/obj/tests/nfs/backing_tool.o $(CORE_OBJ)
+	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# BACKING over nfs:// against a private nfs-ganesha on 127.0.0.1 (tests/nfs/README.md).
+test-nfs: deps $(BUILD)/backing-tool
+	tests/nfs/t_nfs.sh $(BUILD)
 
 # Installs what building and testing need (Debian). Quiet when all is there.
 deps:

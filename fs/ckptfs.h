@@ -5,7 +5,11 @@
  *   writer.c  a file being written: streaming chunking or a staging file
  *   reader.c  reading file bytes from chunks, with a decoded-chunk cache
  *   gen.c     checkpoint generations: when they commit, abort and go
- *   store.c   chunk objects on BACKING        meta/catalog.c  the SQLite catalog
+ *   store.c   chunk objects in the local cache directory
+ *   cache.c   the cache in front of BACKING: fetch on miss, eviction, backpressure
+ *   uploader.c  cache → BACKING: chunk objects, then manifests, in queue order
+ *   backing.c BACKING itself: a directory or an nfs:// URL
+ *   meta/catalog.c  the SQLite catalog (meta/upload.c: its upload queue)
  */
 #ifndef CKPTFS_CKPTFS_H
 #define CKPTFS_CKPTFS_H
@@ -22,6 +26,9 @@
 struct node_table;
 struct chunk_cache;
 struct gen_policy;
+struct backing;
+struct cache;
+struct uploader;
 
 struct ckptfs_options {
 	char backing[PATH_MAX];  /* absolute */
@@ -33,12 +40,23 @@ struct ckptfs_options {
 	bool nonempty;
 	uint64_t chunk_cache_bytes; /* decoded chunks kept in memory */
 	struct gen_options gen;
+	/* the write-back cache (issue 4) */
+	uint64_t cache_size;          /* bound of cached chunk bytes; 0: what the disk holds */
+	uint64_t dirty_max;           /* bound of bytes not yet on BACKING; 0: 3/4 of cache_size */
+	bool sync_backing;            /* fsync waits until the data is on BACKING */
+	bool leave_queued;            /* unmount does not wait for uploads */
+	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */
+	unsigned upload_threads;
+	unsigned upload_deadline_s;   /* an upload older than this is logged */
 };
 
 struct ckptfs {
 	struct ckptfs_options opt;
 	struct cat *cat;
-	struct store *store;
+	struct store *store;         /* the local cache's objects (CACHE/chunks) */
+	struct backing *backing;
+	struct cache *cache;
+	struct uploader *uploader;
 	struct node_table *nodes;
 	struct chunk_cache *chunks;
 	struct gen_policy *gen;

@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing.h"
+#include "cache.h"
 #include "ckptfs.h"
 #include "control.h"
 #include "log.h"
@@ -25,6 +27,7 @@
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
+#include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 #define MAIN_CACHE_OWNER "backing"
@@ -66,16 +69,18 @@ static int main_write_small(const char *path, const char *text)
 
 /* The store on BACKING carries its format version; a cache belongs to one
  * BACKING (its catalog names chunks only that store holds). */
-static int main_check_bindings(const struct ckptfs_options *o)
+static int main_check_bindings(struct ckptfs *fs)
 {
+	const struct ckptfs_options *o = &fs->opt;
 	char path[PATH_MAX + 32], buf[PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/%s", o->backing, MAIN_STORE_MARKER);
-	int n = main_read_small(path, buf, sizeof(buf));
-	if (n >= 0) {
+	size_t len = 0;
+	int rc = backing_get(fs->backing, MAIN_STORE_MARKER, buf, sizeof(buf) - 1, &len);
+	if (rc == 0) {
 		int version = 0;
+		buf[len] = '\0';
 		if (sscanf(buf, "ckptfs store format %d", &version) != 1) {
 			fprintf(stderr, "ckptfs: BACKING %s: %s is not a ckptfs store marker\n", o->backing,
-				path);
+				MAIN_STORE_MARKER);
 			return -1;
 		}
 		if (version > STORE_FORMAT_VERSION) {
@@ -84,18 +89,17 @@ static int main_check_bindings(const struct ckptfs_options *o)
 				o->backing, version, STORE_FORMAT_VERSION);
 			return -1;
 		}
-	} else {
-		snprintf(buf, sizeof(buf), "ckptfs store format %d\n", STORE_FORMAT_VERSION);
-		int rc = main_write_small(path, buf);
-		if (rc != 0) {
-			fprintf(stderr, "ckptfs: BACKING %s: cannot write %s: %s\n", o->backing, path,
-				strerror(-rc));
-			return -1;
-		}
+	} else if (rc == -ENOENT) {
+		int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", STORE_FORMAT_VERSION);
+		rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
 	}
-
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot read or write %s: %s\n", o->backing,
+			MAIN_STORE_MARKER, strerror(-rc));
+		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/%s", o->cache, MAIN_CACHE_OWNER);
-	n = main_read_small(path, buf, sizeof(buf));
+	int n = main_read_small(path, buf, sizeof(buf));
 	if (n > 0 && buf[n - 1] == '\n')
 		buf[n - 1] = '\0';
 	if (n >= 0 && strcmp(buf, o->backing) != 0) {
@@ -105,7 +109,7 @@ static int main_check_bindings(const struct ckptfs_options *o)
 	}
 	if (n < 0) {
 		snprintf(buf, sizeof(buf), "%s\n", o->backing);
-		int rc = main_write_small(path, buf);
+		rc = main_write_small(path, buf);
 		if (rc != 0) {
 			fprintf(stderr, "ckptfs: cache %s: cannot write %s: %s\n", o->cache, path,
 				strerror(-rc));
@@ -149,16 +153,77 @@ static void main_lock_note_pid(int fd)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
 
-static int main_open_catalog(struct ckptfs *fs)
+static int main_has_entry(void *arg, const char *name)
+{
+	(void)name;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* Does BACKING hold manifests (data written through some catalog)? */
+static int main_backing_has_data(struct backing *b, bool *has)
+{
+	*has = false;
+	int rc = backing_list(b, "manifests/gen", main_has_entry, has);
+	if (rc == -ENOENT || rc == 1)
+		rc = 0;
+	if (rc == 0 && !*has)
+		rc = backing_list(b, "manifests/tree", main_has_entry, has);
+	return rc == -ENOENT || rc == 1 ? 0 : rc;
+}
+
+/* Fills a new catalog from BACKING's manifests. */
+static int main_rebuild(struct ckptfs *fs)
+{
+	(void)fs;
+	return -ENOSYS; /* fs/rebuild.c lands with the manifest work */
+}
+
+/* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
+ * data, the catalog is rebuilt from BACKING's manifests; a cache that was
+ * used before but has lost or damaged its catalog is refused with the command
+ * that rebuilds it, rather than mounted as an empty tree. */
+static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 {
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/catalog.db", fs->opt.cache);
+	struct stat sb;
+	bool existed = stat(path, &sb) == 0 && sb.st_size > 0;
+	bool backing_has = false;
+	if (!existed && main_backing_has_data(fs->backing, &backing_has) != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot list its manifests\n", fs->opt.backing);
+		return -1;
+	}
+	if (!existed && backing_has && cache_was_used) {
+		fprintf(stderr, "ckptfs: catalog %s is missing but BACKING %s holds checkpoints:"
+				" rebuild it with `ckptfs-admin rebuild --cache %s %s`\n",
+			path, fs->opt.backing, fs->opt.cache, fs->opt.backing);
+		return -1;
+	}
 	int rc = cat_open(path, getuid(), getgid(), main_reclaim, fs->store, &fs->cat);
 	if (rc == -EPROTO)
 		fprintf(stderr, "ckptfs: catalog %s: written by a newer ckptfs; upgrade ckptfs\n", path);
+	else if (rc == -EINVAL || rc == -EIO)
+		fprintf(stderr, "ckptfs: catalog %s is damaged (see the log): move it aside and rebuild"
+				" it from BACKING with `ckptfs-admin rebuild --cache %s %s`\n",
+			path, fs->opt.cache, fs->opt.backing);
 	else if (rc != 0)
 		fprintf(stderr, "ckptfs: catalog %s: cannot open: %s\n", path, strerror(-rc));
-	return rc;
+	if (rc != 0 || existed || !backing_has)
+		return rc;
+	/* a fresh node: what BACKING holds becomes this catalog */
+	int rrc = main_rebuild(fs);
+	if (rrc != 0) {
+		fprintf(stderr, "ckptfs: catalog %s: rebuilding from BACKING %s failed: %s\n", path,
+			fs->opt.backing, strerror(-rrc));
+		cat_close(fs->cat);
+		fs->cat = NULL;
+		unlink(path);
+		return rrc;
+	}
+	log_info("catalog %s: a new cache over BACKING %s: rebuilt from its manifests", path,
+		 fs->opt.backing);
+	return 0;
 }
 
 static int main_open_state(struct ckptfs *fs)
@@ -166,7 +231,21 @@ static int main_open_state(struct ckptfs *fs)
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
 	main_lock_note_pid(fs->lock_fd);
-	if (main_check_bindings(&fs->opt) != 0)
+	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot open: %s\n", fs->opt.backing,
+			strerror(-rc));
+		return -1;
+	}
+	char msg[PATH_MAX + 256];
+	if (backing_probe(fs->backing, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "ckptfs: %s\n", msg);
+		return -1;
+	}
+	char owner[PATH_MAX + 32];
+	snprintf(owner, sizeof(owner), "%s/%s", fs->opt.cache, MAIN_CACHE_OWNER);
+	bool cache_was_used = access(owner, F_OK) == 0;
+	if (main_check_bindings(fs) != 0)
 		return -1;
 	snprintf(fs->staging_dir, sizeof(fs->staging_dir), "%s/staging", fs->opt.cache);
 	if (mkdir(fs->staging_dir, 0700) != 0 && errno != EEXIST) {
@@ -174,13 +253,13 @@ static int main_open_state(struct ckptfs *fs)
 			strerror(errno));
 		return -1;
 	}
-	int rc = store_open(fs->opt.backing, &fs->store);
+	rc = store_open(fs->opt.cache, &fs->store);
 	if (rc != 0) {
-		fprintf(stderr, "ckptfs: BACKING %s: cannot open the store: %s\n", fs->opt.backing,
+		fprintf(stderr, "ckptfs: cache %s: cannot open the chunk store: %s\n", fs->opt.cache,
 			strerror(-rc));
 		return -1;
 	}
-	if (main_open_catalog(fs) != 0)
+	if (main_open_catalog(fs, cache_was_used) != 0)
 		return -1;
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
 		return -1;
@@ -198,10 +277,15 @@ static void main_close_state(struct ckptfs *fs)
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);
 	gen_policy_free(fs->gen);
+	/* the unmount commits above queued manifests: upload them (or leave them queued) */
+	if (fs->uploader)
+		uploader_stop(fs->uploader, !fs->opt.leave_queued);
+	cache_stop(fs->cache);
 	chunk_cache_free(fs->chunks);
 	node_table_free(fs->nodes);
 	cat_close(fs->cat);
 	store_close(fs->store);
+	backing_close(fs->backing);
 	if (fs->lock_fd > 0)
 		close(fs->lock_fd);
 }
@@ -302,6 +386,10 @@ int main(int argc, char **argv)
 
 	if (gen_policy_start(fs.gen) != 0) { /* after fork: threads do not survive it */
 		log_error("cannot start the generation thread");
+		goto out;
+	}
+	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {
+		log_error("cannot start the cache and upload threads");
 		goto out;
 	}
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */

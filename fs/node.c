@@ -207,16 +207,27 @@ void node_writers_add(struct node_table *t, struct node *n, int delta)
 	pthread_mutex_unlock(&t->lock);
 }
 
-size_t node_writing(struct node_table *t, uint64_t *inos, size_t max)
+/* Inodes whose node has write handles (writing) or any open handle. */
+static size_t node_list_open(struct node_table *t, bool writing, uint64_t *inos, size_t max)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&t->lock);
 	for (int i = 0; i < NODE_BUCKETS && n < max; i++)
 		for (struct node *x = t->bucket[i]; x && n < max; x = x->next)
-			if (x->write_handles)
+			if (writing ? x->write_handles > 0 : x->open_count > 0)
 				inos[n++] = x->ino;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+size_t node_writing(struct node_table *t, uint64_t *inos, size_t max)
+{
+	return node_list_open(t, true, inos, max);
+}
+
+size_t node_opened(struct node_table *t, uint64_t *inos, size_t max)
+{
+	return node_list_open(t, false, inos, max);
 }
 
 void node_note_name(struct node_table *t, uint64_t ino, uint64_t parent, const char *name)

@@ -73,6 +73,8 @@ void node_unlinked(struct node_table *t, uint64_t ino);
 void node_writers_add(struct node_table *t, struct node *n, int delta);
 /* Inodes with a write handle open: fills up to max, returns how many. */
 size_t node_writing(struct node_table *t, uint64_t *inos, size_t max);
+/* Inodes with any handle open (their chunks are not evicted from the cache). */
+size_t node_opened(struct node_table *t, uint64_t *inos, size_t max);
 
 /* Remembers (parent, name) for a node whose name is a commit trigger. */
 void node_note_name(struct node_table *t, uint64_t ino, uint64_t parent, const char *name);

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "node.h"
 #include "reader.h"
+#include "uploader.h"
 #include "writer.h"
 
 #define OPS_TIMEOUT 1.0
@@ -738,7 +739,11 @@ static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 
 static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -ops_commit(ops_fs(req), ops_handle(fi), true, false));
+	struct ckptfs *fs = ops_fs(req);
+	int rc = ops_commit(fs, ops_handle(fi), true, false);
+	if (rc == 0 && fs->opt.sync_backing) /* -o sync=backing: on BACKING before we return */
+		rc = uploader_wait_file(fs->uploader, ino, fs->opt.backing_timeout_ms);
+	fuse_reply_err(req, -rc);
 }
 
 static void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,

@@ -141,6 +141,51 @@ static int options_one(struct options_result *r, const char *opt)
 		o->nonempty = true;
 		return 0;
 	}
+	if (strncmp(opt, "cache_size=", 11) == 0) {
+		if (options_size(opt + 11, &o->cache_size) != 0 || o->cache_size < (64u << 20))
+			return options_fail("option '%s': %s", opt, "expects a size of at least 64M, like 20G");
+		return 0;
+	}
+	if (strncmp(opt, "dirty_max=", 10) == 0) {
+		if (options_size(opt + 10, &o->dirty_max) != 0 || o->dirty_max < (16u << 20))
+			return options_fail("option '%s': %s", opt, "expects a size of at least 16M, like 8G");
+		return 0;
+	}
+	if (strncmp(opt, "sync=", 5) == 0) {
+		if (strcmp(opt + 5, "local") != 0 && strcmp(opt + 5, "backing") != 0)
+			return options_fail("option '%s': %s", opt, "expects sync=local or sync=backing");
+		o->sync_backing = strcmp(opt + 5, "backing") == 0;
+		return 0;
+	}
+	if (strncmp(opt, "backing_timeout=", 16) == 0) {
+		double s;
+		if (options_seconds(opt, opt + 16, &s) != 0)
+			return -1;
+		if (s < 1 || s > 86400)
+			return options_fail("option '%s': %s", opt, "expects 1 to 86400 seconds");
+		o->backing_timeout_ms = (unsigned)(s * 1000);
+		return 0;
+	}
+	if (strncmp(opt, "upload_deadline=", 16) == 0) {
+		double s;
+		if (options_seconds(opt, opt + 16, &s) != 0)
+			return -1;
+		o->upload_deadline_s = (unsigned)s;
+		return 0;
+	}
+	if (strncmp(opt, "upload_threads=", 15) == 0) {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(opt + 15, &end, 10);
+		if (errno || end == opt + 15 || *end || n < 1 || n > 16)
+			return options_fail("option '%s': %s", opt, "expects 1 to 16");
+		o->upload_threads = (unsigned)n;
+		return 0;
+	}
+	if (strcmp(opt, "leave_queued") == 0) {
+		o->leave_queued = true;
+		return 0;
+	}
 	if (options_match(options_ignored, opt))
 		return 0;
 	if (options_match(options_fuse_passthrough, opt))
@@ -178,7 +223,9 @@ void options_usage(FILE *f)
 	fprintf(f,
 		"usage: ckptfs [-f] [-d] [-o OPT[,OPT...]] BACKING MOUNTPOINT\n"
 		"\n"
-		"Mounts a checkpoint filesystem at MOUNTPOINT whose chunks are stored in BACKING.\n"
+		"Mounts a checkpoint filesystem at MOUNTPOINT whose data is stored in BACKING, a\n"
+		"directory (an NFS mount) or nfs://SERVER/EXPORT/PATH (NFSv3 through libnfs),\n"
+		"behind a write-back cache on local disk.\n"
 		"\n"
 		"  -f                 stay in the foreground, log to stderr\n"
 		"  -d                 debug: foreground, FUSE request trace\n"
@@ -186,12 +233,23 @@ void options_usage(FILE *f)
 		"  -V, --version      the version\n"
 		"\n"
 		"ckptfs options (-o):\n"
-		"  cache=DIR          local directory for the catalog and staging files\n"
+		"  cache=DIR          local directory for the catalog, cached chunks and staging\n"
 		"                     (default: /var/cache/ckptfs/<id of BACKING> for root,\n"
 		"                     else $XDG_CACHE_HOME/ckptfs/<id>)\n"
 		"  log=FILE           log file when in the background (default CACHE/ckptfs.log)\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
+		"  cache_size=SIZE    bound of chunk data kept in the cache (default: what its disk\n"
+		"                     holds); least recently used clean chunks go first\n"
+		"  dirty_max=SIZE     data not yet on BACKING before writers wait (default 3/4 of\n"
+		"                     cache_size)\n"
+		"  sync=local|backing fsync makes data durable on the local disk (default), or\n"
+		"                     returns only when it is on BACKING\n"
+		"  backing_timeout=S  reads that need BACKING wait this long, then EIO (default 60)\n"
+		"  upload_threads=N   parallel uploads to BACKING (default 2)\n"
+		"  upload_deadline=S  log uploads older than this (default 300)\n"
+		"  leave_queued       unmount without waiting for uploads (they resume at the next\n"
+		"                     mount)\n"
 		"  keep=K             keep the newest K committed generations per series (0: all)\n"
 		"  gen_pattern=RE     names that start a generation (POSIX ERE; the step is the\n"
 		"                     last all-digit group; write a comma as \\,)\n"
@@ -226,25 +284,43 @@ static int options_check_dir(const char *path, const char *what)
 	return 0;
 }
 
-/* Writes, fsyncs, reads back and removes a probe file: a directory that
- * cannot take a save is found now, not at the first checkpoint. */
+/* Writes, fsyncs, reads back, renames and removes a probe file: a directory
+ * that cannot take a save is found now, not at the first checkpoint. The
+ * message names the step that failed. */
 static int options_probe_dir(const char *dir, const char *what)
 {
-	char path[PATH_MAX + 64], back[32];
+	char path[PATH_MAX + 64], renamed[PATH_MAX + 80], back[32];
 	const char probe[] = "ckptfs write probe\n";
 	snprintf(path, sizeof(path), "%s/.ckptfs-probe.%ld", dir, (long)getpid());
-	int fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return options_fail("%s: cannot create a file: %s", what, strerror(errno));
+	snprintf(renamed, sizeof(renamed), "%s.done", path);
+	const char *step = "create";
 	int err = 0;
-	if (write(fd, probe, sizeof(probe)) != (ssize_t)sizeof(probe) || fsync(fd) != 0 ||
-	    pread(fd, back, sizeof(back), 0) != (ssize_t)sizeof(probe) ||
-	    memcmp(back, probe, sizeof(probe)) != 0)
-		err = errno ? errno : EIO;
-	close(fd);
-	unlink(path);
-	if (err)
-		return options_fail("%s: write probe failed: %s", what, strerror(err));
+	int fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		err = errno;
+	} else {
+		step = "write";
+		if (write(fd, probe, sizeof(probe)) != (ssize_t)sizeof(probe))
+			err = errno ? errno : EIO;
+		if (!err && (step = "fsync", fsync(fd) != 0))
+			err = errno;
+		if (!err && (step = "read back", pread(fd, back, sizeof(back), 0) != (ssize_t)sizeof(probe) ||
+						 memcmp(back, probe, sizeof(probe)) != 0))
+			err = errno ? errno : EIO;
+		close(fd);
+		if (!err && (step = "rename", rename(path, renamed) != 0))
+			err = errno;
+		if (!err && (step = "delete", unlink(renamed) != 0))
+			err = errno;
+		unlink(path);
+		unlink(renamed);
+	}
+	if (err) {
+		char msg[PATH_MAX + 160];
+		snprintf(msg, sizeof(msg), "%s of the probe file %s failed: %s", step, path,
+			 strerror(err));
+		return options_fail("%s: %s", what, msg);
+	}
 	return 0;
 }
 
@@ -320,9 +396,10 @@ static int options_check(struct options_result *r)
 	char what[PATH_MAX + 32];
 
 	snprintf(what, sizeof(what), "BACKING %s", o->backing);
-	if (options_check_dir(o->backing, what) != 0 ||
-	    options_absolute(o->backing, sizeof(o->backing), what) != 0 ||
-	    options_probe_dir(o->backing, what) != 0)
+	/* An nfs:// URL is checked when it is opened (main: backing_open, backing_probe). */
+	if (strncmp(o->backing, "nfs://", 6) != 0 &&
+	    (options_check_dir(o->backing, what) != 0 ||
+	     options_absolute(o->backing, sizeof(o->backing), what) != 0))
 		return -1;
 	if (options_check_mountpoint(r) != 0)
 		return -1;
@@ -350,6 +427,9 @@ int options_parse(int argc, char **argv, struct options_result *r)
 	r->opt.chunk_cache_bytes = 64u << 20;
 	r->opt.gen.quiet_s = 2.0;
 	r->opt.gen.abandon_s = 600.0;
+	r->opt.backing_timeout_ms = 60000;
+	r->opt.upload_threads = 2;
+	r->opt.upload_deadline_s = 300;
 	const char *pos[3] = { 0 };
 	int npos = 0;
 	for (int i = 1; i < argc; i++) {

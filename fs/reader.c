@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "ckptfs.h"
 #include "hash.h"
 #include "log.h"
@@ -134,7 +135,7 @@ again:
 
 	char *buf = malloc(ext->chunk_len ? ext->chunk_len : 1);
 	size_t got = 0;
-	int rc = buf ? store_get(fs->store, ext->hash, buf, ext->chunk_len, &got) : -ENOMEM;
+	int rc = buf ? cache_get(fs->cache, ext->hash, buf, ext->chunk_len, &got) : -ENOMEM;
 	if (rc == 0 && got != ext->chunk_len)
 		rc = -EIO;
 
@@ -193,6 +194,7 @@ int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent 
 }
 
 #define READER_BATCH 16
+#define READER_AHEAD 4 /* chunks prefetched past a read */
 
 int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
 		size_t len, char *out)
@@ -222,6 +224,10 @@ int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_
 				return rc;
 			pos += take;
 		}
+		/* readahead: the chunks after this read come from BACKING in the background */
+		if (src == READER_COMMITTED)
+			for (int j = i; j < n && j < i + READER_AHEAD; j++)
+				cache_prefetch(fs->cache, ext[j].hash);
 		if (n < READER_BATCH || i < n)
 			break; /* no more extents, or the rest lie past the range */
 	}

@@ -150,6 +150,11 @@ static void store_rel_path(const uint8_t hash[HASH_LEN], char *buf, size_t size)
 	snprintf(buf, size, "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
 }
 
+void store_object_relpath(const uint8_t hash[HASH_LEN], char *buf, size_t size)
+{
+	store_rel_path(hash, buf, size);
+}
+
 void store_object_path(const struct store *st, const uint8_t hash[HASH_LEN], char *buf,
 		       size_t size)
 {
@@ -308,24 +313,12 @@ static int store_write_all(int fd, const struct iovec *iov, int cnt)
 	return 0;
 }
 
-int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
-	      int flags, struct store_object_info *info)
+/* Writes an object image (iov) under tmp/ and renames it into place; with
+ * STORE_SYNC the object and its directory are fsync'd first. */
+static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
+			      const struct iovec *iov, int cnt, int flags)
 {
-	uint8_t *scratch = store_scratch(st, codec_bound(len));
-	if (!scratch)
-		return -ENOMEM;
-	size_t stored_len = len;
-	uint8_t codec = CODEC_RAW;
-	const void *payload = plain; /* raw chunks are written from the caller's bytes */
-	if (codec_compress(plain, len, scratch, codec_bound(len), &stored_len)) {
-		codec = CODEC_LZ4;
-		payload = scratch;
-	}
 	int rc;
-
-	uint8_t header[STORE_HEADER_LEN];
-	store_header_encode(header, hash, codec, len, stored_len);
-
 	char rel[128], tmp[192], hex[HASH_HEX_LEN + 1];
 	store_rel_path(hash, rel, sizeof(rel));
 	hash_to_hex(hash, hex);
@@ -340,8 +333,7 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 		log_error("store %s: create %s: %s", st->root, tmp, strerror(-rc));
 		return rc;
 	}
-	struct iovec iov[2] = { { header, sizeof(header) }, { (void *)payload, stored_len } };
-	rc = store_write_all(fd, iov, 2);
+	rc = store_write_all(fd, iov, cnt);
 	if (rc == 0) {
 		if (flags & STORE_SYNC)
 			rc = fdatasync(fd) == 0 ? 0 : -errno;
@@ -366,6 +358,31 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 		unlinkat(st->root_fd, tmp, 0);
 		return rc;
 	}
+	return 0;
+}
+
+int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
+	      int flags, struct store_object_info *info)
+{
+	uint8_t *scratch = store_scratch(st, codec_bound(len));
+	if (!scratch)
+		return -ENOMEM;
+	size_t stored_len = len;
+	uint8_t codec = CODEC_RAW;
+	const void *payload = plain; /* raw chunks are written from the caller's bytes */
+	if (codec_compress(plain, len, scratch, codec_bound(len), &stored_len)) {
+		codec = CODEC_LZ4;
+		payload = scratch;
+	}
+	int rc;
+
+	uint8_t header[STORE_HEADER_LEN];
+	store_header_encode(header, hash, codec, len, stored_len);
+
+	struct iovec iov[2] = { { header, sizeof(header) }, { (void *)payload, stored_len } };
+	rc = store_write_object(st, hash, iov, 2, flags);
+	if (rc != 0)
+		return rc;
 	if (info) {
 		info->codec = codec;
 		info->plain_len = len;
@@ -461,11 +478,7 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	int fd;
 	int rc = store_open_object(st, hash, &info, &fd);
 	hash_to_hex(hash, hex);
-	if (rc == -ENOENT) {
-		log_error("store %s: chunk %s is missing", st->root, hex);
-		return -EIO;
-	}
-	if (rc != 0)
+	if (rc != 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
 		return rc;
 	const char *why = NULL;
 	if (info.plain_len > cap) {
@@ -498,6 +511,61 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	}
 	*len = info.plain_len;
 	return 0;
+}
+
+/* ---- whole object images (the write-back cache's uploads and fetches) ---- */
+
+int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		      size_t *len)
+{
+	struct store_object_info info;
+	int fd;
+	int rc = store_open_object(st, hash, &info, &fd);
+	if (rc != 0)
+		return rc;
+	size_t total = STORE_HEADER_LEN + info.stored_len;
+	if (total > cap)
+		rc = -EFBIG;
+	else if ((rc = store_pread_all(fd, buf, total, 0)) != 0)
+		rc = -EIO;
+	close(fd);
+	if (rc == 0)
+		*len = total;
+	return rc;
+}
+
+int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
+		       size_t cap, size_t *plain_len, const char **why)
+{
+	struct store_object_info info;
+	const uint8_t *o = obj;
+	*why = len < STORE_HEADER_LEN ? "truncated header" : store_header_decode(o, hash, &info);
+	if (!*why && len != STORE_HEADER_LEN + info.stored_len)
+		*why = len < STORE_HEADER_LEN + info.stored_len ? "truncated payload"
+								 : "trailing bytes after the payload";
+	else if (!*why && info.codec == CODEC_RAW && info.stored_len != info.plain_len)
+		*why = "raw payload length differs from the plain length";
+	else if (!*why && info.plain_len > cap)
+		*why = "plain length larger than a chunk can be";
+	else if (!*why && codec_decode(info.codec, o + STORE_HEADER_LEN, info.stored_len, plain,
+				       info.plain_len) != 0)
+		*why = "payload does not decode";
+	if (!*why) {
+		uint8_t got[HASH_LEN];
+		hash_sha256(plain, info.plain_len, got);
+		if (memcmp(got, hash, HASH_LEN) != 0)
+			*why = "bytes do not match their hash";
+	}
+	if (*why)
+		return -EIO;
+	*plain_len = info.plain_len;
+	return 0;
+}
+
+int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void *obj, size_t len)
+{
+	struct iovec iov[1] = { { (void *)obj, len } };
+	return store_write_object(st, hash, iov, 1, 0);
 }
 
 int store_remove(struct store *st, const uint8_t hash[HASH_LEN])

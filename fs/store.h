@@ -55,9 +55,31 @@ int store_sync(struct store *st, const uint8_t hash[HASH_LEN]);
 /* Makes every object written so far durable (syncfs of the store's filesystem). */
 int store_syncfs(struct store *st);
 
-/* Reads, decodes and verifies an object into plain (capacity cap). Sets *len. */
+/* Reads, decodes and verifies an object into plain (capacity cap). Sets *len.
+ * -ENOENT (not logged) if the object is not in this store; -EIO (logged) if
+ * it is corrupt. */
 int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
 	      size_t *len);
+
+/* Reads the whole object image (header and payload) after checking its
+ * header and length; -ENOENT if absent, -EIO if malformed, -EFBIG if larger
+ * than cap. */
+int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		      size_t *len);
+
+/* Checks an object image named hash (from BACKING, or before uploading it):
+ * header, lengths, decodes it into plain (capacity cap) and compares the
+ * hash. 0 with *plain_len set, or -EIO with *why saying what is wrong. */
+int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
+		       size_t cap, size_t *plain_len, const char **why);
+
+/* Writes an object image that passed store_object_check into the store, not
+ * fsync'd: it is a cache copy of an object that is on BACKING. */
+int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void *obj, size_t len);
+
+/* "chunks/ab/cd/abcd…": where the object of hash lives under a store's root,
+ * here and on BACKING. */
+void store_object_relpath(const uint8_t hash[HASH_LEN], char *buf, size_t size);
 
 /* Reads and checks only the header. -ENOENT if absent, -EIO if malformed. */
 int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info);

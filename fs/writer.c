@@ -11,11 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "chunker.h"
 #include "ckptfs.h"
 #include "hash.h"
 #include "log.h"
 #include "reader.h"
+#include "uploader.h"
 
 #define WRITER_BUF_MIN (64u << 10)
 #define WRITER_IO_BLOCK (1u << 20)
@@ -156,9 +158,14 @@ static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64
 		return writer_fail(w, rc, "recording a chunk");
 	if (must_store) {
 		struct store_object_info info;
+		cache_dirty_wait(w->fs->cache, len); /* backpressure: never a failure */
 		rc = store_put(w->fs->store, ext.hash, data, len, 0, &info);
 		if (rc == 0)
 			rc = cat_chunk_stored(w->fs->cat, ext.hash, info.codec, info.stored_len);
+		if (rc == 0) {
+			cache_dirty_add(w->fs->cache, info.stored_len);
+			uploader_kick(w->fs->uploader);
+		}
 		if (rc != 0)
 			return writer_fail(w, rc, "storing a chunk");
 	}

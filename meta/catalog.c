@@ -209,7 +209,8 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			  " stored_len = CASE WHEN refcount = 0 THEN NULL ELSE stored_len END"
 			  " RETURNING plain_len, stored_len" },
 	[S_CHUNK_STORED] = { "record a stored chunk",
-			     "UPDATE chunks SET codec = ?2, stored_len = ?3 WHERE hash = ?1" },
+			     "UPDATE chunks SET codec = ?2, stored_len = ?3, cached = 1, uploaded = 0"
+			     " WHERE hash = ?1" },
 	[S_CHUNK_LIST] = { "list chunks",
 			   "SELECT hash, plain_len, codec, stored_len, refcount FROM chunks"
 			   " WHERE hash > ?1 ORDER BY hash LIMIT ?2" },
@@ -325,10 +326,40 @@ static const char cat_schema_v2_sql[] =
 	"CREATE INDEX generations_by_series ON generations(series, state, step);"
 	"CREATE INDEX generations_by_root ON generations(root);";
 
+/* Version 2 → 3: the write-back cache (upload.h). A chunk's object may be in
+ * the local cache (cached), on BACKING (uploaded), or both; uploads is the
+ * queue of work for BACKING, in order. Objects of a version-2 catalog were
+ * written straight to BACKING: they are uploaded and not cached, and every
+ * committed generation and the tree outside generations still need their
+ * manifests (seq order: before anything queued later). */
+static const char cat_schema_v3_sql[] =
+	"ALTER TABLE chunks ADD COLUMN cached INTEGER NOT NULL DEFAULT 1;"
+	"ALTER TABLE chunks ADD COLUMN uploaded INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE chunks ADD COLUMN used_ns INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX chunks_evictable ON chunks(used_ns) WHERE cached = 1 AND uploaded = 1;"
+	"CREATE INDEX chunks_dirty ON chunks(hash) WHERE cached = 1 AND uploaded = 0;"
+	"ALTER TABLE generations ADD COLUMN durable_version INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE uploads(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL,"
+	" hash BLOB, gen INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL DEFAULT 0,"
+	" enqueued_ns INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, error TEXT);"
+	"CREATE INDEX uploads_by_hash ON uploads(hash) WHERE hash IS NOT NULL;"
+	"CREATE INDEX inodes_outside_gens ON inodes(ctime_ns) WHERE gen IS NULL;"
+	"UPDATE chunks SET cached = 0, uploaded = 1 WHERE stored_len IS NOT NULL;"
+	"INSERT INTO uploads(kind, gen, version, enqueued_ns)"
+	" SELECT 2, id, version, 0 FROM generations WHERE state = 1 ORDER BY committed_ns;";
+
+/* The migration steps: cat_schema_steps[v] brings version v to v+1. */
+static const char *const cat_schema_steps[CAT_SCHEMA_VERSION] = {
+	[1] = cat_schema_v2_sql,
+	[2] = cat_schema_v3_sql,
+};
+
 static const struct cat_sql *cat_sql_of(enum cat_sid id)
 {
 	assert((unsigned)id < S_COUNT);
-	return id < S_GEN_FIRST ? &cat_sql[id] : &cat_gen_sql[id - S_GEN_FIRST];
+	if (id < S_GEN_FIRST)
+		return &cat_sql[id];
+	return id < S_UP_FIRST ? &cat_gen_sql[id - S_GEN_FIRST] : &cat_up_sql[id - S_UP_FIRST];
 }
 
 int64_t cat_now_ns(void)
@@ -532,7 +563,9 @@ static int cat_sweep(struct cat *cat)
 				kept++;
 				continue;
 			}
-			rc = cat_bind(cat, S_GARBAGE_DELETE, A_HASH(batch[i]));
+			rc = cat_up_chunk_gone_txn(cat, batch[i]);
+			if (rc == 0)
+				rc = cat_bind(cat, S_GARBAGE_DELETE, A_HASH(batch[i]));
 			if (rc == 0)
 				rc = cat_run(cat, S_GARBAGE_DELETE);
 			reclaimed += rc == 0;
@@ -793,14 +826,14 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 {
 	int64_t now = cat_now_ns();
 	char *sql = sqlite3_mprintf(
-		"BEGIN IMMEDIATE;%s%s"
+		"BEGIN IMMEDIATE;%s%s%s"
 		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
 		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
 		" ('created_ns', %lld), ('application', 'ckptfs');"
 		"INSERT INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
 		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
 		"COMMIT;",
-		cat_schema_sql, cat_schema_v2_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
+		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
 		CAT_SCHEMA_VERSION, (long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
 		(long long)root_gid, (long long)now, (long long)now, (long long)now);
 	if (sql == NULL) {
@@ -879,26 +912,37 @@ static int cat_schema_check(struct cat *cat, uint32_t root_uid, uint32_t root_gi
 }
 
 /* Brings an older catalog to CAT_SCHEMA_VERSION in one transaction (the
- * versioning rule in SCHEMA.md). */
+ * versioning rule in SCHEMA.md): every step from its version up. */
 static int cat_schema_migrate(struct cat *cat)
 {
 	if (cat->schema_version == CAT_SCHEMA_VERSION)
 		return 0;
-	assert(cat->schema_version == 1);
-	char *sql = sqlite3_mprintf("BEGIN IMMEDIATE;%sPRAGMA user_version=%d;"
-				    "UPDATE meta SET value = %d WHERE key = 'schema_version';COMMIT;",
-				    cat_schema_v2_sql, CAT_SCHEMA_VERSION, CAT_SCHEMA_VERSION);
+	assert(cat->schema_version >= 1 && cat->schema_version < CAT_SCHEMA_VERSION);
+	char *steps = sqlite3_mprintf("%s", "");
+	for (int v = cat->schema_version; v < CAT_SCHEMA_VERSION && steps; v++) {
+		char *more = sqlite3_mprintf("%s%s", steps, cat_schema_steps[v]);
+		sqlite3_free(steps);
+		steps = more;
+	}
+	char *sql = steps ? sqlite3_mprintf("BEGIN IMMEDIATE;%sPRAGMA user_version=%d;"
+					    "UPDATE meta SET value = %d WHERE key = 'schema_version';"
+					    "COMMIT;", steps, CAT_SCHEMA_VERSION, CAT_SCHEMA_VERSION)
+			  : NULL;
+	sqlite3_free(steps);
 	if (sql == NULL) {
 		log_error("catalog %s: cannot migrate the schema: out of memory", cat->path);
 		return -ENOMEM;
 	}
-	int rc = cat_exec(cat, "migrate the schema from version 1 to 2", sql);
+	char what[64];
+	snprintf(what, sizeof(what), "migrate the schema from version %d to %d", cat->schema_version,
+		 CAT_SCHEMA_VERSION);
+	int rc = cat_exec(cat, what, sql);
 	sqlite3_free(sql);
 	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
 		cat_exec(cat, "roll back the schema migration", "ROLLBACK");
 	if (rc == 0) {
-		log_info("catalog %s: migrated from schema version %d to %d (generations)",
-			 cat->path, cat->schema_version, CAT_SCHEMA_VERSION);
+		log_info("catalog %s: migrated from schema version %d to %d", cat->path,
+			 cat->schema_version, CAT_SCHEMA_VERSION);
 		cat->schema_version = CAT_SCHEMA_VERSION;
 	}
 	return rc;
@@ -936,6 +980,8 @@ static int cat_configure(struct cat *cat)
 static int cat_prepare_all(struct cat *cat)
 {
 	int rc = cat_exec(cat, "create the temporary tables", cat_gen_temp_sql);
+	if (rc == 0)
+		rc = cat_exec(cat, "create the temporary tables", cat_up_temp_sql);
 	if (rc != 0)
 		return rc;
 	for (int id = 0; id < S_COUNT; id++) {
@@ -1826,7 +1872,9 @@ int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t 
 	if (stored_len > INT64_MAX)
 		return -EINVAL;
 	cat_lock(cat);
-	int rc = cat_bind(cat, S_CHUNK_STORED, A_HASH(hash), A_INT(codec), A_INT(stored_len));
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_bind(cat, S_CHUNK_STORED, A_HASH(hash), A_INT(codec), A_INT(stored_len));
 	if (rc == 0)
 		rc = cat_run(cat, S_CHUNK_STORED);
 	if (rc == 0 && cat_changes(cat) == 0) {
@@ -1836,6 +1884,9 @@ int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t 
 			 " dropped first)", cat->path, hex);
 		rc = -ENOENT;
 	}
+	if (rc == 0)
+		rc = cat_up_chunk_stored_txn(cat, hash);
+	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
 }

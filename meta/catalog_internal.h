@@ -63,6 +63,14 @@ enum cat_sid {
 
 	G_CHECK_ROWS, G_CHECK_TREES,
 
+	/* upload.c's statements (SQL in its cat_up_sql) */
+	S_UP_FIRST,
+	U_ENQ_CHUNK = S_UP_FIRST, U_ENQ_GEN, U_ENQ_CHUNK_DELETE, U_LIST, U_GEN_STATE,
+	U_GEN_UNUPLOADED, U_OLDER_MANIFEST_DELETE, U_ROW_DELETE, U_CHUNK_UPLOADED,
+	U_GEN_DURABLE_SET, U_FAILED, U_WHERE, U_SET_CACHED, U_TOUCH, U_KEEP_CLEAR,
+	U_KEEP_PINNED, U_KEEP_INO, U_EVICT, U_STATS_CHUNKS, U_STATS_QUEUE, U_STATS_GENS,
+	U_FILE_UNUPLOADED, U_GEN_NOT_DURABLE, U_TREE_FP, U_TREE_UNUPLOADED,
+
 	S_COUNT
 };
 
@@ -71,10 +79,13 @@ struct cat_sql {
 	const char *sql;
 };
 
-extern const struct cat_sql cat_gen_sql[S_COUNT - S_GEN_FIRST];
+extern const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST];
+extern const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST];
 
 /* Temporary tables generation.c's statements use (created at open). */
 extern const char cat_gen_temp_sql[];
+/* Temporary tables upload.c's statements use (created at open). */
+extern const char cat_up_temp_sql[];
 
 struct cat {
 	sqlite3 *db;
@@ -157,5 +168,17 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule);
 int cat_gen_recover_txn(struct cat *cat);
 /* G1–G3, counting violations (each logged). */
 int cat_gen_check_txn(struct cat *cat, int *violations);
+
+/* ---- write-back bookkeeping of upload.c, called by catalog.c and generation.c ---- */
+
+/* A chunk's object was just written to the cache: dirty, queued for upload. */
+int cat_up_chunk_stored_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* A chunk row is about to be deleted (count zero, object reclaimed from the
+ * cache): queue its removal from BACKING if it is or may be there. */
+int cat_up_chunk_gone_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* A generation was committed at version: queue its manifest. */
+int cat_up_gen_committed_txn(struct cat *cat, uint64_t gen, uint32_t version);
+/* A generation was deleted: queue removal of its manifests up to version. */
+int cat_up_gen_deleted_txn(struct cat *cat, uint64_t gen, uint32_t version);
 
 #endif

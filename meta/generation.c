@@ -67,7 +67,7 @@ const char cat_gen_temp_sql[] =
 	"CREATE TEMP TABLE IF NOT EXISTS gen_tree(ino INTEGER PRIMARY KEY, copy INTEGER);";
 
 #define G(id) [(id) - S_GEN_FIRST]
-const struct cat_sql cat_gen_sql[S_COUNT - S_GEN_FIRST] = {
+const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_INODE_GEN) = { "read an inode's generation", "SELECT gen FROM inodes WHERE ino = ?1" },
 	G(G_SET_INODE_GEN) = { "set an inode's generation",
 			       "UPDATE inodes SET gen = ?2 WHERE ino = ?1" },
@@ -471,6 +471,8 @@ static int gen_end_in_place(struct cat *cat, struct cat_gen *g, const char *rule
 		gen_set_rule(g, rule, "");
 		rc = gen_put(cat, g);
 	}
+	if (rc == 0)
+		rc = cat_up_gen_deleted_txn(cat, g->id, g->version);
 	return rc;
 }
 
@@ -537,6 +539,8 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 		gen_set_rule(&g, rule, "");
 		rc = gen_put(cat, &g);
 	}
+	if (rc == 0)
+		rc = cat_up_gen_committed_txn(cat, g.id, g.version);
 	return rc;
 }
 

@@ -1314,8 +1314,8 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	struct cat *cat = NULL;
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 2);
-	cr_assert_eq(CAT_SCHEMA_VERSION, 2);
+	cr_assert_eq(cat_schema_version(cat), 3);
+	cr_assert_eq(CAT_SCHEMA_VERSION, 3);
 	struct cat_inode in;
 	OK(cat_lookup(cat, 2, "model.pt", &in));
 	cr_assert_eq(in.ino, 3);
@@ -1339,15 +1339,20 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 	OK(cat_check(cat));
 	cat_close(cat);
 
-	cr_assert_eq(read_int(path, "PRAGMA user_version"), 2);
-	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+	cr_assert_eq(read_int(path, "PRAGMA user_version"), 3);
+	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+	/* v1/v2 objects were written straight to BACKING: uploaded, not cached;
+	 * the committed generation waits for its manifest. */
+	cr_assert_eq(read_int(path, "SELECT COUNT(*) FROM chunks WHERE cached = 0 AND uploaded = 1"),
+		     read_int(path, "SELECT COUNT(*) FROM chunks"));
+	cr_assert_eq(read_int(path, "SELECT COUNT(*) FROM uploads WHERE kind = 2"), 1);
 	cr_assert_eq(read_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE name IN"
 				    " ('inodes_by_gen', 'generations_by_series', 'generations_by_root')"),
 		     3);
 
 	/* Opening again migrates nothing; read-only works now. */
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 2);
+	cr_assert_eq(cat_schema_version(cat), 3);
 	cat_close(cat);
 	OK(cat_open_readonly(path, &ro));
 	struct cat_gen g;

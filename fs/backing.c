@@ -1,0 +1,570 @@
+/* backing — the dispatch of backing.h over two backends, and the directory
+ * backend itself; the NFS backend (libnfs) is fs/backing_nfs.c.
+ *
+ * Both backends offer the primitives of backing_internal.h; this file builds
+ * the calls of backing.h out of them once:
+ *
+ *   put:   write_file tmp/<host>.<pid>.<n>   (write all, fsync, close)
+ *          rename tmp/… → relpath            (+ fsync of relpath's directory)
+ *            └ -ENOENT: mkdir -p the parent (each new directory's parent
+ *              fsync'd), rename again
+ *          any failure: unlink the temporary, log, return the error
+ *   probe: write_file, read_file + compare, rename, unlink, each step named.
+ *
+ * Invariants (numbers of backing.h):
+ *  1. A relpath only ever changes by rename of a complete, fsync'd temporary
+ *     (so readers see old or new bytes), and put returns 0 only after the
+ *     rename and the fsync of the directory holding it.
+ *  2. Temporary names are unique per host, process and call (a process-wide
+ *     counter, so two backings on one root cannot collide); at open, those
+ *     left by dead processes of this host are removed.
+ *  3. Every relpath is checked before any I/O: relative, non-empty, no empty,
+ *     "." or ".." component (so never "//", a leading or trailing '/', or an
+ *     escape from the root): -EINVAL otherwise.
+ *  4. The directory backend does everything relative to one O_DIRECTORY fd
+ *     (openat & co), so it is thread-safe and unaffected by chdir.
+ *
+ * Timeouts: the NFS backend bounds every RPC. The directory backend cannot
+ * bound a syscall on a hung kernel mount; a directory on NFS should be
+ * mounted so that it fails rather than hangs (soft,timeo=…), or use nfs://. */
+#define _GNU_SOURCE
+#include "backing.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backing_internal.h"
+#include "log.h"
+
+#define BACKING_DEFAULT_TIMEOUT_MS 30000u
+#define BACKING_TMP_DIR "tmp"
+#define BACKING_PROBE_LEN (64 * 1024 + 3) /* > 4 KiB: the size where libnfs's v4 broke */
+
+struct backing {
+	char *spec;
+	char host[64];
+	unsigned timeout_ms;
+	struct backing_nfs *nfs; /* NULL: directory backend */
+	int root_fd;		 /* directory backend */
+};
+
+/* Process-wide, so that two backings on one root never pick one name. */
+static atomic_ulong backing_tmp_seq;
+
+/* ---- paths ---- */
+
+static int backing_check_path(const char *rel, bool allow_root)
+{
+	if (!rel)
+		return -EINVAL;
+	if (!rel[0])
+		return allow_root ? 0 : -EINVAL;
+	if (rel[0] == '/')
+		return -EINVAL;
+	if (strlen(rel) >= PATH_MAX - 64) /* room for the tmp/ and .done names */
+		return -ENAMETOOLONG;
+	const char *p = rel;
+	while (*p) {
+		const char *end = strchrnul(p, '/');
+		size_t n = (size_t)(end - p);
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return -EINVAL;
+		if (n > NAME_MAX)
+			return -ENAMETOOLONG;
+		if (!*end)
+			break;
+		p = end + 1;
+		if (!*p)
+			return -EINVAL; /* trailing '/' */
+	}
+	return 0;
+}
+
+/* The directory part of rel into buf ("" for a top-level name). */
+static void backing_parent(const char *rel, char *buf, size_t size)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+	assert(n < size);
+	memcpy(buf, rel, n);
+	buf[n] = '\0';
+}
+
+static void backing_tmp_name(const struct backing *b, const char *prefix, char *buf, size_t size)
+{
+	snprintf(buf, size, BACKING_TMP_DIR "/%s%s.%ld.%lu", prefix, b->host, (long)getpid(),
+		 (unsigned long)atomic_fetch_add(&backing_tmp_seq, 1));
+}
+
+static const char *backing_detail(const struct backing *b)
+{
+	return b->nfs ? backing_nfs_detail() : "";
+}
+
+/* ---- directory backend ---- */
+
+static int bdir_fsync_dir(struct backing *b, const char *reldir)
+{
+	int fd = openat(b->root_fd, reldir[0] ? reldir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
+static int bdir_write_file(struct backing *b, const char *rel, const void *data, size_t len)
+{
+	int fd = openat(b->root_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(fd, (const char *)data + done, len - done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		done += (size_t)n;
+	}
+	if (rc == 0 && fsync(fd) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t cap, size_t *len)
+{
+	int fd = openat(b->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		rc = -errno;
+	else if (S_ISDIR(st.st_mode))
+		rc = -EISDIR;
+	else if ((uint64_t)st.st_size > cap)
+		rc = -EFBIG;
+	size_t done = 0;
+	while (rc == 0) {
+		if (done == cap) {
+			char extra; /* the file grew past cap since fstat */
+			ssize_t n = pread(fd, &extra, 1, (off_t)done);
+			if (n > 0)
+				rc = -EFBIG;
+			else if (n < 0)
+				rc = -errno;
+			break;
+		}
+		ssize_t n = pread(fd, (char *)buf + done, cap - done, (off_t)done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+		} else if (n == 0) {
+			break;
+		} else {
+			done += (size_t)n;
+		}
+	}
+	close(fd);
+	if (rc == 0)
+		*len = done;
+	return rc;
+}
+
+static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
+{
+	struct stat st;
+	if (fstatat(b->root_fd, rel, &st, 0) != 0)
+		return -errno;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int bdir_rename(struct backing *b, const char *from, const char *to)
+{
+	if (renameat(b->root_fd, from, b->root_fd, to) != 0)
+		return -errno;
+	char dir[PATH_MAX];
+	backing_parent(to, dir, sizeof(dir));
+	return bdir_fsync_dir(b, dir);
+}
+
+static int bdir_mkdir(struct backing *b, const char *rel)
+{
+	if (mkdirat(b->root_fd, rel, 0755) != 0)
+		return errno == EEXIST ? 0 : -errno;
+	char dir[PATH_MAX]; /* a new directory must outlive a crash like its files */
+	backing_parent(rel, dir, sizeof(dir));
+	return bdir_fsync_dir(b, dir);
+}
+
+static int bdir_unlink(struct backing *b, const char *rel)
+{
+	return unlinkat(b->root_fd, rel, 0) == 0 ? 0 : -errno;
+}
+
+static int bdir_list(struct backing *b, const char *reldir, backing_list_fn fn, void *arg)
+{
+	int fd = openat(b->root_fd, reldir[0] ? reldir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	int rc = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			rc = errno ? -errno : 0;
+			break;
+		}
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if ((rc = fn(arg, de->d_name)) != 0)
+			break;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* ---- primitives: one switch per call ---- */
+
+static int backing_write_file(struct backing *b, const char *rel, const void *data, size_t len)
+{
+	return b->nfs ? backing_nfs_write_file(b->nfs, rel, data, len)
+		      : bdir_write_file(b, rel, data, len);
+}
+
+static int backing_read_file(struct backing *b, const char *rel, void *buf, size_t cap,
+			     size_t *len)
+{
+	return b->nfs ? backing_nfs_read_file(b->nfs, rel, buf, cap, len)
+		      : bdir_read_file(b, rel, buf, cap, len);
+}
+
+static int backing_rename(struct backing *b, const char *from, const char *to)
+{
+	return b->nfs ? backing_nfs_rename(b->nfs, from, to) : bdir_rename(b, from, to);
+}
+
+static int backing_mkdir(struct backing *b, const char *rel)
+{
+	return b->nfs ? backing_nfs_mkdir(b->nfs, rel) : bdir_mkdir(b, rel);
+}
+
+static int backing_unlink(struct backing *b, const char *rel)
+{
+	return b->nfs ? backing_nfs_unlink(b->nfs, rel) : bdir_unlink(b, rel);
+}
+
+/* mkdir -p: every prefix of reldir, top down; a directory made meanwhile by
+ * another thread or node counts as made. */
+static int backing_mkdirs(struct backing *b, const char *reldir)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(reldir);
+	if (n == 0)
+		return 0;
+	assert(n < sizeof(path));
+	memcpy(path, reldir, n + 1);
+	for (char *p = strchr(path, '/');; p = strchr(p + 1, '/')) {
+		if (p)
+			*p = '\0';
+		int rc = backing_mkdir(b, path);
+		if (rc != 0)
+			return rc;
+		if (!p)
+			return 0;
+		*p = '/';
+	}
+}
+
+/* ---- open / close ---- */
+
+static int backing_drop_stale_tmp(void *arg, const char *name)
+{
+	struct backing *b = arg;
+	const char *p = name;
+	if (!strncmp(p, "probe.", 6))
+		p += 6;
+	size_t hl = strlen(b->host);
+	if (strncmp(p, b->host, hl) != 0 || p[hl] != '.')
+		return 0; /* another host's, or not ours at all */
+	char *end;
+	long pid = strtol(p + hl + 1, &end, 10);
+	if (pid <= 0 || *end != '.' || pid == (long)getpid())
+		return 0;
+	if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
+		return 0; /* a live writer on this host */
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), BACKING_TMP_DIR "/%s", name);
+	if (backing_unlink(b, rel) == 0)
+		log_info("BACKING %s: removed stale temporary %s", b->spec, rel);
+	return 0;
+}
+
+int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
+{
+	if (!spec || !out)
+		return -EINVAL;
+	struct backing *b = calloc(1, sizeof(*b));
+	if (!b || !(b->spec = strdup(spec))) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->root_fd = -1;
+	b->timeout_ms = timeout_ms ? timeout_ms : BACKING_DEFAULT_TIMEOUT_MS;
+	if (gethostname(b->host, sizeof(b->host)) != 0 || !b->host[0])
+		strcpy(b->host, "localhost");
+	b->host[sizeof(b->host) - 1] = '\0';
+	for (char *p = b->host; *p; p++)
+		if (*p == '.' || *p == '/')
+			*p = '_';
+
+	int rc;
+	if (!strncmp(spec, "nfs://", 6)) {
+		char why[256] = "";
+		rc = backing_nfs_open(spec, b->timeout_ms, &b->nfs, why, sizeof(why));
+		if (rc != 0)
+			log_error("BACKING %s: cannot mount the export: %s", spec, why);
+	} else if (spec[0] != '/') {
+		rc = -EINVAL;
+		log_error("BACKING %s: neither an absolute directory path nor an nfs:// URL", spec);
+	} else {
+		b->root_fd = open(spec, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = b->root_fd >= 0 ? 0 : -errno;
+		if (rc != 0)
+			log_error("BACKING %s: cannot open the directory: %s", spec, strerror(-rc));
+	}
+	if (rc == 0) {
+		rc = backing_mkdir(b, BACKING_TMP_DIR);
+		if (rc != 0)
+			log_error("BACKING %s: cannot create %s/: %s%s%s", spec, BACKING_TMP_DIR,
+				  strerror(-rc), *backing_detail(b) ? " — " : "", backing_detail(b));
+	}
+	if (rc != 0) {
+		backing_close(b);
+		return rc;
+	}
+	if (b->nfs)
+		backing_nfs_list(b->nfs, BACKING_TMP_DIR, backing_drop_stale_tmp, b);
+	else
+		bdir_list(b, BACKING_TMP_DIR, backing_drop_stale_tmp, b);
+	*out = b;
+	return 0;
+}
+
+void backing_close(struct backing *b)
+{
+	if (!b)
+		return;
+	backing_nfs_close(b->nfs);
+	if (b->root_fd >= 0)
+		close(b->root_fd);
+	free(b->spec);
+	free(b);
+}
+
+const char *backing_spec(const struct backing *b)
+{
+	return b->spec;
+}
+
+bool backing_is_nfs(const struct backing *b)
+{
+	return b->nfs != NULL;
+}
+
+/* ---- calls ---- */
+
+static void backing_log_failure(const struct backing *b, const char *call, const char *rel,
+				const char *step, int rc)
+{
+	const char *detail = backing_detail(b);
+	log_error("BACKING %s: %s %s: %s failed: %s%s%s", b->spec, call, rel, step, strerror(-rc),
+		  *detail ? " — " : "", detail);
+}
+
+int backing_put(struct backing *b, const char *relpath, const void *data, size_t len)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc != 0) {
+		log_error("BACKING %s: put %s: invalid path: %s", b->spec, relpath ? relpath : "(null)",
+			  strerror(-rc));
+		return rc;
+	}
+	char tmp[128], step[PATH_MAX + 160];
+	backing_tmp_name(b, "", tmp, sizeof(tmp));
+	snprintf(step, sizeof(step), "write %s", tmp);
+	rc = backing_write_file(b, tmp, data, len);
+	if (rc == -ENOENT) { /* tmp/ removed under us */
+		rc = backing_mkdir(b, BACKING_TMP_DIR);
+		if (rc == 0)
+			rc = backing_write_file(b, tmp, data, len);
+	}
+	if (rc == 0) {
+		snprintf(step, sizeof(step), "rename %s → %s", tmp, relpath);
+		rc = backing_rename(b, tmp, relpath);
+		if (rc == -ENOENT) {
+			char dir[PATH_MAX];
+			backing_parent(relpath, dir, sizeof(dir));
+			rc = backing_mkdirs(b, dir);
+			if (rc != 0)
+				snprintf(step, sizeof(step), "mkdir -p %s", dir);
+			else
+				rc = backing_rename(b, tmp, relpath);
+		}
+	}
+	if (rc != 0) {
+		backing_log_failure(b, "put", relpath, step, rc);
+		backing_unlink(b, tmp);
+	}
+	return rc;
+}
+
+int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc == 0)
+		rc = backing_read_file(b, relpath, buf, cap, len);
+	if (rc != 0 && rc != -ENOENT)
+		backing_log_failure(b, "get", relpath ? relpath : "(null)", "read", rc);
+	return rc;
+}
+
+int backing_stat(struct backing *b, const char *relpath, uint64_t *size)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc == 0)
+		rc = b->nfs ? backing_nfs_stat(b->nfs, relpath, size) : bdir_stat(b, relpath, size);
+	if (rc != 0 && rc != -ENOENT)
+		backing_log_failure(b, "stat", relpath ? relpath : "(null)", "stat", rc);
+	return rc;
+}
+
+int backing_remove(struct backing *b, const char *relpath)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc == 0)
+		rc = backing_unlink(b, relpath);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0)
+		backing_log_failure(b, "remove", relpath ? relpath : "(null)", "unlink", rc);
+	return rc;
+}
+
+/* The walk's own failures are told apart from fn's non-zero returns, which
+ * are passed through unlogged. */
+struct backing_list_walk {
+	backing_list_fn fn;
+	void *arg;
+	int fn_rc;
+};
+
+static int backing_list_step(void *arg, const char *name)
+{
+	struct backing_list_walk *w = arg;
+	w->fn_rc = w->fn(w->arg, name);
+	return w->fn_rc;
+}
+
+int backing_list(struct backing *b, const char *reldir, backing_list_fn fn, void *arg)
+{
+	int rc = backing_check_path(reldir, true);
+	if (rc == 0 && !fn)
+		rc = -EINVAL;
+	struct backing_list_walk w = { fn, arg, 0 };
+	if (rc == 0)
+		rc = b->nfs ? backing_nfs_list(b->nfs, reldir, backing_list_step, &w)
+			    : bdir_list(b, reldir, backing_list_step, &w);
+	if (rc != 0 && rc != -ENOENT && rc != w.fn_rc)
+		backing_log_failure(b, "list", reldir ? (reldir[0] ? reldir : "/") : "(null)",
+				    "readdir", rc);
+	return rc;
+}
+
+int backing_probe(struct backing *b, char *msg, size_t msgsize)
+{
+	char tmp[128], done_name[160], step[PATH_MAX + 160];
+	backing_tmp_name(b, "probe.", tmp, sizeof(tmp));
+	snprintf(done_name, sizeof(done_name), "%s.done", tmp);
+
+	uint8_t *want = malloc(BACKING_PROBE_LEN), *got = malloc(BACKING_PROBE_LEN + 1);
+	int rc = 0;
+	if (!want || !got) {
+		rc = -ENOMEM;
+		snprintf(step, sizeof(step), "allocate buffers for %s", tmp);
+		goto out;
+	}
+	/* Different bytes every probe, so a stale file cannot pass the check. */
+	uint64_t x = ((uint64_t)getpid() << 32) ^ atomic_load(&backing_tmp_seq) ^ (uintptr_t)want;
+	for (size_t i = 0; i < BACKING_PROBE_LEN; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		want[i] = (uint8_t)(x >> 56);
+	}
+
+	snprintf(step, sizeof(step), "mkdir %s", BACKING_TMP_DIR);
+	rc = backing_mkdir(b, BACKING_TMP_DIR);
+	if (rc == 0) {
+		snprintf(step, sizeof(step), "write+fsync %s", tmp);
+		rc = backing_write_file(b, tmp, want, BACKING_PROBE_LEN);
+	}
+	if (rc == 0) {
+		size_t len = 0;
+		snprintf(step, sizeof(step), "read back %s", tmp);
+		rc = backing_read_file(b, tmp, got, BACKING_PROBE_LEN + 1, &len);
+		if (rc == 0 && (len != BACKING_PROBE_LEN || memcmp(got, want, len) != 0)) {
+			rc = -EIO;
+			snprintf(step, sizeof(step), "compare %s (%zu bytes read, %d written)", tmp, len,
+				 BACKING_PROBE_LEN);
+		}
+	}
+	if (rc == 0) {
+		snprintf(step, sizeof(step), "rename %s → %s", tmp, done_name);
+		rc = backing_rename(b, tmp, done_name);
+	}
+	if (rc == 0) {
+		snprintf(step, sizeof(step), "unlink %s", done_name);
+		rc = backing_unlink(b, done_name);
+	}
+out:
+	if (rc != 0) {
+		const char *detail = rc == -EIO && !strncmp(step, "compare", 7) ? "" : backing_detail(b);
+		char line[PATH_MAX + 512];
+		snprintf(line, sizeof(line), "BACKING %s: %s failed: %s%s%s", b->spec, step,
+			 rc == -EIO && !strncmp(step, "compare", 7) ? "the bytes differ" : strerror(-rc),
+			 *detail ? " — " : "", detail);
+		log_error("%s", line);
+		if (msg && msgsize)
+			snprintf(msg, msgsize, "%s", line);
+		backing_unlink(b, tmp);
+		backing_unlink(b, done_name);
+	} else if (msg && msgsize) {
+		msg[0] = '\0';
+	}
+	free(want);
+	free(got);
+	return rc;
+}

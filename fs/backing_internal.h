@@ -1,0 +1,43 @@
+/* backing_internal — what fs/backing.c (the dispatch and the directory
+ * backend) needs from fs/backing_nfs.c. Not for other modules: they use
+ * backing.h.
+ *
+ * A backend offers primitives; backing.c builds put, get, probe and the
+ * rdbSave pattern out of them once, for both backends:
+ *   write_file  create or truncate rel, write all of data, fsync, close
+ *   read_file   the whole of rel into buf (-EFBIG past cap)
+ *   rename      atomically replace `to` by `from`, durably
+ *   mkdir       one level; an existing directory is success
+ * Every primitive returns 0 or a negative errno and logs nothing itself,
+ * except connection events (the dispatch logs the failure of the call). A
+ * backend may leave a detail of its last failure (libnfs's own message) in a
+ * per-thread string, see backing_nfs_detail. */
+#ifndef CKPTFS_BACKING_INTERNAL_H
+#define CKPTFS_BACKING_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backing.h"
+
+struct backing_nfs;
+
+/* url: nfs://server[:port]/export/path[?libnfs-args]. On failure *why gets
+ * the reason for the caller's log line. */
+int backing_nfs_open(const char *url, unsigned timeout_ms, struct backing_nfs **out, char *why,
+		     size_t whysize);
+void backing_nfs_close(struct backing_nfs *n);
+
+int backing_nfs_write_file(struct backing_nfs *n, const char *rel, const void *data, size_t len);
+int backing_nfs_read_file(struct backing_nfs *n, const char *rel, void *buf, size_t cap,
+			  size_t *len);
+int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size);
+int backing_nfs_rename(struct backing_nfs *n, const char *from, const char *to);
+int backing_nfs_unlink(struct backing_nfs *n, const char *rel);
+int backing_nfs_mkdir(struct backing_nfs *n, const char *rel);
+int backing_nfs_list(struct backing_nfs *n, const char *reldir, backing_list_fn fn, void *arg);
+
+/* libnfs's message for this thread's last failed NFS call ("" if none). */
+const char *backing_nfs_detail(void);
+
+#endif

@@ -1,0 +1,472 @@
+/* cache — the local disk cache of chunk objects; see cache.h for the
+ * invariants C1–C4.
+ *
+ * Byte counts (cached, dirty) are kept in memory, moved by the writers, the
+ * fetches, the uploader and the evictor, and re-read from the catalog by the
+ * evictor every CACHE_RESYNC_S so that a drift (objects reclaimed, a crash)
+ * cannot accumulate.
+ *
+ * Threads: one evictor (wakes every second, or when a put crosses the high
+ * watermark) and CACHE_FETCHERS prefetchers serving a small queue. */
+#define _GNU_SOURCE
+#include "cache.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "ckptfs.h"
+#include "codec.h"
+#include "log.h"
+#include "node.h"
+#include "store.h"
+#include "upload.h"
+
+#define CACHE_FETCHERS 4
+#define CACHE_PREFETCH_QUEUE 32
+#define CACHE_EVICT_BATCH 256
+#define CACHE_MAX_OPEN 4096
+#define CACHE_RESYNC_S 10
+#define CACHE_TOUCH_BATCH 256
+#define CACHE_HIGH_PCT 90 /* evict above this share of the bound … */
+#define CACHE_LOW_PCT 75  /* … down to this one */
+
+struct cache {
+	struct ckptfs *fs;
+	uint64_t bound, dirty_bound;
+	size_t object_cap; /* largest object image: header + codec_bound(max chunk) */
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;       /* evictor and fetchers */
+	pthread_cond_t dirty_room; /* writers waiting for dirty bytes to fall */
+	bool stopping;
+	uint64_t cached_bytes, dirty_bytes;
+	struct cache_stats st;
+
+	uint8_t queue[CACHE_PREFETCH_QUEUE][HASH_LEN]; /* prefetch ring */
+	int q_head, q_len;
+	uint8_t busy[CACHE_FETCHERS][HASH_LEN]; /* being prefetched */
+	bool busy_set[CACHE_FETCHERS];
+
+	uint8_t touched[CACHE_TOUCH_BATCH][HASH_LEN]; /* used since the last flush */
+	int n_touched;
+
+	pthread_t evictor, fetcher[CACHE_FETCHERS];
+	int n_fetchers;
+	bool evictor_started;
+};
+
+static int64_t cache_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double cache_mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- fetching from BACKING ---- */
+
+/* Remembers that a chunk was used, for least-recently-used eviction. */
+static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->n_touched < CACHE_TOUCH_BATCH)
+		memcpy(c->touched[c->n_touched++], hash, HASH_LEN);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* One attempt: BACKING → check → cache. -ENOENT: BACKING does not have it;
+ * -EIO: it has a corrupt copy; other errors: BACKING did not answer. */
+static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8_t *obj,
+			    void *plain, size_t cap, size_t *len)
+{
+	char rel[128], hex[HASH_HEX_LEN + 1];
+	store_object_relpath(hash, rel, sizeof(rel));
+	size_t obj_len = 0;
+	int rc = backing_get(c->fs->backing, rel, obj, c->object_cap, &obj_len);
+	if (rc != 0)
+		return rc == -EFBIG ? -EIO : rc;
+	const char *why = NULL;
+	rc = store_object_check(hash, obj, obj_len, plain, cap, len, &why);
+	if (rc != 0) {
+		hash_to_hex(hash, hex);
+		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->fs->backing), hex,
+			  why);
+		return -EIO;
+	}
+	if (store_put_object(c->fs->store, hash, obj, obj_len) == 0 &&
+	    cat_chunk_set_cached(c->fs->cat, hash, true) == 0) {
+		pthread_mutex_lock(&c->lock);
+		c->cached_bytes += obj_len - STORE_HEADER_LEN; /* payload bytes, as the catalog counts */
+		c->st.fetched_bytes += obj_len;
+		pthread_mutex_unlock(&c->lock);
+	} /* else: the bytes are good, only keeping a copy failed (logged by store) */
+	return 0;
+}
+
+/* Fetches with retries while BACKING does not answer, up to the timeout (C4). */
+static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
+		       size_t *len)
+{
+	uint8_t *obj = malloc(c->object_cap);
+	if (!obj)
+		return -ENOMEM;
+	double deadline = cache_mono_s() + c->fs->opt.backing_timeout_ms / 1000.0;
+	unsigned delay_ms = 50;
+	int rc;
+	bool said = false;
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	for (;;) {
+		rc = cache_fetch_once(c, hash, obj, plain, cap, len);
+		if (rc == 0 || rc == -ENOENT || rc == -EIO || rc == -ENOMEM)
+			break;
+		if (cache_mono_s() >= deadline)
+			break;
+		if (!said) {
+			log_warn("BACKING %s: reading chunk %s failed (%s); retrying for up to %u s",
+				 backing_spec(c->fs->backing), hex, strerror(-rc),
+				 c->fs->opt.backing_timeout_ms / 1000);
+			said = true;
+		}
+		usleep(delay_ms * 1000);
+		delay_ms = delay_ms < 2000 ? delay_ms * 2 : 2000;
+	}
+	free(obj);
+	if (rc == -ENOENT)
+		log_error("chunk %s is in neither the cache nor BACKING %s", hex,
+			  backing_spec(c->fs->backing));
+	else if (rc != 0 && rc != -EIO)
+		log_error("BACKING %s: chunk %s unreadable: %s", backing_spec(c->fs->backing), hex,
+			  strerror(-rc));
+	if (rc != 0) {
+		pthread_mutex_lock(&c->lock);
+		c->st.fetch_errors++;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return rc == 0 ? 0 : rc == -ENOMEM ? rc : -EIO;
+}
+
+int cache_get(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
+	      size_t *len)
+{
+	int rc = store_get(c->fs->store, hash, plain, cap, len);
+	bool hit = rc == 0;
+	if (rc == -ENOENT || rc == -EIO) {
+		/* not cached, or the cached copy is damaged: BACKING has the truth */
+		if (rc == -EIO)
+			store_remove(c->fs->store, hash);
+		rc = cache_fetch(c, hash, plain, cap, len);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (hit)
+		c->st.hits++;
+	else
+		c->st.misses++;
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0)
+		cache_touch(c, hash);
+	return rc;
+}
+
+/* ---- prefetch ---- */
+
+static bool cache_known_locked(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	for (int i = 0; i < c->q_len; i++)
+		if (memcmp(c->queue[(c->q_head + i) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN) == 0)
+			return true;
+	for (int i = 0; i < CACHE_FETCHERS; i++)
+		if (c->busy_set[i] && memcmp(c->busy[i], hash, HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
+void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	struct store_object_info info;
+	if (store_stat(c->fs->store, hash, &info) == 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (!c->stopping && c->q_len < CACHE_PREFETCH_QUEUE && !cache_known_locked(c, hash)) {
+		memcpy(c->queue[(c->q_head + c->q_len) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN);
+		c->q_len++;
+		pthread_cond_broadcast(&c->wake);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+struct cache_fetcher_arg {
+	struct cache *c;
+	int id;
+};
+
+static void *cache_fetcher_main(void *p)
+{
+	struct cache_fetcher_arg *a = p;
+	struct cache *c = a->c;
+	int id = a->id;
+	free(a);
+	size_t cap = c->fs->chunking.max_size;
+	uint8_t *plain = malloc(cap);
+	pthread_mutex_lock(&c->lock);
+	while (plain && !c->stopping) {
+		if (c->q_len == 0) {
+			pthread_cond_wait(&c->wake, &c->lock);
+			continue;
+		}
+		memcpy(c->busy[id], c->queue[c->q_head], HASH_LEN);
+		c->busy_set[id] = true;
+		c->q_head = (c->q_head + 1) % CACHE_PREFETCH_QUEUE;
+		c->q_len--;
+		pthread_mutex_unlock(&c->lock);
+		size_t len;
+		struct store_object_info info;
+		if (store_stat(c->fs->store, c->busy[id], &info) != 0)
+			cache_fetch(c, c->busy[id], plain, cap, &len);
+		pthread_mutex_lock(&c->lock);
+		c->busy_set[id] = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(plain);
+	return NULL;
+}
+
+/* ---- dirty bytes and backpressure ---- */
+
+void cache_dirty_wait(struct cache *c, uint64_t len)
+{
+	pthread_mutex_lock(&c->lock);
+	bool waited = false;
+	double said_at = 0;
+	while (!c->stopping && c->dirty_bytes > 0 && c->dirty_bytes + len > c->dirty_bound) {
+		if (!waited) {
+			c->st.dirty_waits++;
+			waited = true;
+		}
+		if (cache_mono_s() - said_at > 30) {
+			log_info("cache: %" PRIu64 " MiB not yet on BACKING (bound %" PRIu64
+				 " MiB): writers wait for uploads", c->dirty_bytes >> 20,
+				 c->dirty_bound >> 20);
+			said_at = cache_mono_s();
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->dirty_room, &c->lock, &ts);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_dirty_add(struct cache *c, uint64_t stored_len)
+{
+	pthread_mutex_lock(&c->lock);
+	c->dirty_bytes += stored_len;
+	c->cached_bytes += stored_len;
+	if (c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT)
+		pthread_cond_broadcast(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_dirty_done(struct cache *c, uint64_t stored_len)
+{
+	pthread_mutex_lock(&c->lock);
+	c->dirty_bytes = c->dirty_bytes > stored_len ? c->dirty_bytes - stored_len : 0;
+	pthread_cond_broadcast(&c->dirty_room);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_get_stats(struct cache *c, struct cache_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->st;
+	out->cached_bytes = c->cached_bytes;
+	out->dirty_bytes = c->dirty_bytes;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- eviction ---- */
+
+/* Re-reads the byte counts from the catalog. */
+static void cache_resync(struct cache *c)
+{
+	struct cat_cache_stats cs;
+	if (cat_cache_stats(c->fs->cat, &cs) != 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->cached_bytes = cs.cached_bytes;
+	c->dirty_bytes = cs.dirty_bytes;
+	pthread_cond_broadcast(&c->dirty_room);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void cache_flush_touched(struct cache *c)
+{
+	uint8_t batch[CACHE_TOUCH_BATCH][HASH_LEN];
+	pthread_mutex_lock(&c->lock);
+	int n = c->n_touched;
+	memcpy(batch, c->touched, (size_t)n * HASH_LEN);
+	c->n_touched = 0;
+	pthread_mutex_unlock(&c->lock);
+	if (n > 0)
+		cat_chunks_touch(c->fs->cat, (const uint8_t(*)[HASH_LEN])batch, n, cache_now_ns());
+}
+
+/* Evicts least-recently-used clean chunks until cached bytes are under the
+ * low watermark (C2). */
+static void cache_evict(struct cache *c)
+{
+	uint64_t low = c->bound / 100 * CACHE_LOW_PCT;
+	uint64_t *open = malloc(CACHE_MAX_OPEN * sizeof(*open));
+	uint8_t(*cand)[HASH_LEN] = malloc(CACHE_EVICT_BATCH * HASH_LEN);
+	uint64_t *lens = malloc(CACHE_EVICT_BATCH * sizeof(*lens));
+	uint64_t freed = 0, chunks = 0;
+	while (open && cand && lens) {
+		pthread_mutex_lock(&c->lock);
+		uint64_t cached = c->cached_bytes;
+		bool stop = c->stopping;
+		pthread_mutex_unlock(&c->lock);
+		if (stop || cached <= low)
+			break;
+		size_t n_open = node_opened(c->fs->nodes, open, CACHE_MAX_OPEN);
+		int n = cat_evict_candidates(c->fs->cat, open, (int)n_open, cand, lens,
+					     CACHE_EVICT_BATCH);
+		if (n <= 0)
+			break; /* nothing clean left to evict: dirty, pinned or open */
+		for (int i = 0; i < n && cached > low; i++) {
+			/* catalog first: a reader that misses fetches it again (C2) */
+			if (cat_chunk_set_cached(c->fs->cat, cand[i], false) != 0)
+				continue;
+			store_remove(c->fs->store, cand[i]);
+			freed += lens[i];
+			chunks++;
+			cached = cached > lens[i] ? cached - lens[i] : 0;
+			pthread_mutex_lock(&c->lock);
+			c->cached_bytes = c->cached_bytes > lens[i] ? c->cached_bytes - lens[i] : 0;
+			pthread_mutex_unlock(&c->lock);
+		}
+	}
+	free(open);
+	free(cand);
+	free(lens);
+	if (chunks) {
+		pthread_mutex_lock(&c->lock);
+		c->st.evicted_chunks += chunks;
+		c->st.evicted_bytes += freed;
+		pthread_mutex_unlock(&c->lock);
+		log_debug("cache: evicted %" PRIu64 " chunks, %" PRIu64 " MiB", chunks, freed >> 20);
+	}
+}
+
+static void *cache_evictor_main(void *p)
+{
+	struct cache *c = p;
+	double last_resync = 0;
+	pthread_mutex_lock(&c->lock);
+	while (!c->stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+		if (c->stopping)
+			break;
+		bool over = c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT;
+		pthread_mutex_unlock(&c->lock);
+		cache_flush_touched(c);
+		if (over || cache_mono_s() - last_resync > CACHE_RESYNC_S) {
+			cache_resync(c);
+			last_resync = cache_mono_s();
+		}
+		pthread_mutex_lock(&c->lock);
+		over = c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT;
+		pthread_mutex_unlock(&c->lock);
+		if (over)
+			cache_evict(c);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	cache_flush_touched(c);
+	return NULL;
+}
+
+/* ---- start / stop ---- */
+
+/* The bound when none is given: what the cache's filesystem can hold. */
+static uint64_t cache_default_bound(struct cache *c)
+{
+	struct statvfs sv;
+	if (statvfs(c->fs->opt.cache, &sv) != 0)
+		return UINT64_MAX / 2;
+	return ((uint64_t)sv.f_bavail * sv.f_frsize + c->cached_bytes) / 100 * 90;
+}
+
+int cache_start(struct ckptfs *fs, struct cache **out)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fs = fs;
+	c->object_cap = STORE_HEADER_LEN + codec_bound(fs->chunking.max_size);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	pthread_cond_init(&c->dirty_room, NULL);
+	cache_resync(c);
+	c->bound = fs->opt.cache_size ? fs->opt.cache_size : cache_default_bound(c);
+	c->dirty_bound = fs->opt.dirty_max ? fs->opt.dirty_max : c->bound / 4 * 3;
+	if (c->dirty_bound > c->bound)
+		c->dirty_bound = c->bound;
+	log_info("cache %s: %" PRIu64 " MiB cached (%" PRIu64 " MiB not yet on BACKING), bound %"
+		 PRIu64 " MiB, dirty bound %" PRIu64 " MiB", fs->opt.cache, c->cached_bytes >> 20,
+		 c->dirty_bytes >> 20, c->bound >> 20, c->dirty_bound >> 20);
+	int rc = pthread_create(&c->evictor, NULL, cache_evictor_main, c);
+	c->evictor_started = rc == 0;
+	for (int i = 0; rc == 0 && i < CACHE_FETCHERS; i++) {
+		struct cache_fetcher_arg *a = malloc(sizeof(*a));
+		if (!a)
+			break;
+		*a = (struct cache_fetcher_arg){ c, i };
+		if (pthread_create(&c->fetcher[i], NULL, cache_fetcher_main, a) != 0) {
+			free(a);
+			break;
+		}
+		c->n_fetchers++;
+	}
+	if (rc != 0) {
+		cache_stop(c);
+		return -rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void cache_stop(struct cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stopping = true;
+	pthread_cond_broadcast(&c->wake);
+	pthread_cond_broadcast(&c->dirty_room);
+	pthread_mutex_unlock(&c->lock);
+	if (c->evictor_started)
+		pthread_join(c->evictor, NULL);
+	for (int i = 0; i < c->n_fetchers; i++)
+		pthread_join(c->fetcher[i], NULL);
+	pthread_cond_destroy(&c->wake);
+	pthread_cond_destroy(&c->dirty_room);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

@@ -1,0 +1,557 @@
+/* uploader — the cache's work for BACKING, in queue order; see uploader.h. */
+#define _GNU_SOURCE
+#include "uploader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "cache.h"
+#include "ckptfs.h"
+#include "codec.h"
+#include "log.h"
+#include "manifest.h"
+#include "store.h"
+#include "upload.h"
+
+#define UP_WORKERS_MAX 16
+#define UP_LOOKAHEAD 64 /* queued rows considered per pick */
+#define UP_BACKOFF_MIN_MS 100
+#define UP_BACKOFF_MAX_MS 30000
+#define UP_TREE_EVERY_S 1.0
+
+struct up_busy {
+	bool set;
+	uint64_t seq, gen;
+	int kind;
+	uint8_t hash[HASH_LEN];
+};
+
+struct uploader {
+	struct ckptfs *fs;
+	pthread_mutex_t lock;
+	pthread_cond_t kick;    /* new work, or a row finished */
+	pthread_cond_t changed; /* a row finished (waiters of uploader_wait_file) */
+	bool stopping, draining;
+	int n_workers;
+	pthread_t worker[UP_WORKERS_MAX];
+	struct up_busy busy[UP_WORKERS_MAX];
+
+	double down_until;      /* monotonic s: back off until then */
+	unsigned backoff_ms;
+	bool down;
+	uint64_t deadline_warned; /* highest seq warned about */
+
+	char tree_fp[128];      /* fingerprint of the tree last written */
+	uint64_t tree_seq;      /* its manifest's seq on BACKING, 0 if none yet */
+	double tree_checked;
+
+	struct uploader_stats st;
+	size_t object_cap;
+	double last_progress; /* monotonic s of the last finished row */
+};
+
+static double up_mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int64_t up_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the work of one row ---- */
+
+/* A chunk object, cache → BACKING. The object is checked first: a damaged
+ * cache copy must not become the durable one. */
+static int up_chunk(struct uploader *u, const struct cat_upload *row, uint64_t *bytes)
+{
+	struct ckptfs *fs = u->fs;
+	struct cat_chunk_where w;
+	int rc = cat_chunk_where(fs->cat, row->hash, &w);
+	if (rc == -ENOENT || (rc == 0 && w.uploaded))
+		return 0; /* gone (reclaimed) or done: moot */
+	if (rc != 0)
+		return rc;
+	uint8_t *obj = malloc(u->object_cap);
+	uint8_t *plain = malloc(fs->chunking.max_size);
+	size_t len = 0, plain_len;
+	const char *why = NULL;
+	char rel[128], hex[HASH_HEX_LEN + 1];
+	hash_to_hex(row->hash, hex);
+	store_object_relpath(row->hash, rel, sizeof(rel));
+	rc = obj && plain ? store_read_object(fs->store, row->hash, obj, u->object_cap, &len)
+			  : -ENOMEM;
+	if (rc == 0 && store_object_check(row->hash, obj, len, plain, fs->chunking.max_size,
+					  &plain_len, &why) != 0) {
+		log_error("cache %s: chunk %s is corrupt before its upload: %s", fs->opt.cache, hex,
+			  why);
+		rc = -EUCLEAN;
+	} else if (rc == -ENOENT || rc == -EIO) {
+		log_error("cache %s: chunk %s is %s before its upload: the files naming it cannot"
+			  " become durable", fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
+		rc = -EUCLEAN;
+	}
+	if (rc == 0)
+		rc = backing_put(fs->backing, rel, obj, len);
+	free(obj);
+	free(plain);
+	if (rc == 0)
+		*bytes = w.stored_len;
+	return rc;
+}
+
+static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int rc = manifest_gen_build(u->fs->cat, row->gen, row->version, &buf, &len);
+	if (rc == -ESTALE || rc == -ENOENT)
+		return 0; /* rewritten or deleted since: a newer row covers it */
+	char path[MANIFEST_PATH_MAX];
+	manifest_gen_path(row->gen, row->version, path, sizeof(path));
+	if (rc == 0)
+		rc = backing_put(u->fs->backing, path, buf, len);
+	free(buf);
+	if (rc == 0 && row->version > 1) { /* the version it replaces */
+		manifest_gen_path(row->gen, row->version - 1, path, sizeof(path));
+		backing_remove(u->fs->backing, path);
+	}
+	return rc;
+}
+
+struct up_gen_list {
+	uint64_t gen;
+	struct backing *b;
+	int rc;
+};
+
+static int up_remove_gen_version(void *arg, const char *name)
+{
+	struct up_gen_list *l = arg;
+	uint64_t id;
+	uint32_t version;
+	if (manifest_gen_name_parse(name, &id, &version) == 0 && id == l->gen) {
+		char path[MANIFEST_PATH_MAX];
+		manifest_gen_path(id, version, path, sizeof(path));
+		int rc = backing_remove(l->b, path);
+		if (rc != 0 && l->rc == 0)
+			l->rc = rc;
+	}
+	return 0;
+}
+
+/* Every version's manifest of a deleted generation, so no rebuild brings
+ * it back. */
+static int up_gen_remove(struct uploader *u, const struct cat_upload *row)
+{
+	struct up_gen_list l = { row->gen, u->fs->backing, 0 };
+	int rc = backing_list(u->fs->backing, "manifests/gen", up_remove_gen_version, &l);
+	if (rc == -ENOENT)
+		rc = 0;
+	return rc ? rc : l.rc;
+}
+
+static int up_chunk_remove(struct uploader *u, const struct cat_upload *row)
+{
+	struct cat_chunk_where w;
+	int rc = cat_chunk_where(u->fs->cat, row->hash, &w);
+	if (rc == 0)
+		return 0; /* referenced again since: keep it */
+	if (rc != -ENOENT)
+		return rc;
+	char rel[128];
+	store_object_relpath(row->hash, rel, sizeof(rel));
+	return backing_remove(u->fs->backing, rel);
+}
+
+static int up_run(struct uploader *u, const struct cat_upload *row, uint64_t *bytes)
+{
+	switch (row->kind) {
+	case UP_CHUNK: return up_chunk(u, row, bytes);
+	case UP_GEN_MANIFEST: return up_gen_manifest(u, row);
+	case UP_DELETE_GEN_MANIFEST: return up_gen_remove(u, row);
+	case UP_DELETE_CHUNK: return up_chunk_remove(u, row);
+	default:
+		log_error("upload queue: row %" PRIu64 " has unknown kind %d; dropping it", row->seq,
+			  row->kind);
+		return 0;
+	}
+}
+
+/* ---- the tree manifest ---- */
+
+static void up_tree(struct uploader *u)
+{
+	char fp[128];
+	bool all_uploaded = false;
+	if (cat_tree_fingerprint(u->fs->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
+		return;
+	pthread_mutex_lock(&u->lock);
+	bool same = strcmp(fp, u->tree_fp) == 0;
+	pthread_mutex_unlock(&u->lock);
+	if (same)
+		return;
+	char *buf = NULL;
+	size_t len = 0;
+	if (manifest_tree_build(u->fs->cat, &buf, &len) != 0)
+		return;
+	uint64_t seq = (uint64_t)up_now_ns();
+	char path[MANIFEST_PATH_MAX];
+	manifest_tree_path(seq, path, sizeof(path));
+	int rc = backing_put(u->fs->backing, path, buf, len);
+	free(buf);
+	if (rc != 0)
+		return; /* retried on the next idle round */
+	pthread_mutex_lock(&u->lock);
+	uint64_t old = u->tree_seq;
+	u->tree_seq = seq;
+	snprintf(u->tree_fp, sizeof(u->tree_fp), "%s", fp);
+	u->st.manifests++;
+	pthread_mutex_unlock(&u->lock);
+	if (old) {
+		manifest_tree_path(old, path, sizeof(path));
+		backing_remove(u->fs->backing, path);
+	}
+}
+
+struct up_tree_scan {
+	uint64_t newest;
+	struct backing *b;
+	uint64_t keep_after; /* remove all but the newest */
+};
+
+static int up_tree_newest(void *arg, const char *name)
+{
+	struct up_tree_scan *s = arg;
+	uint64_t seq;
+	if (manifest_tree_name_parse(name, &seq) == 0 && seq > s->newest)
+		s->newest = seq;
+	return 0;
+}
+
+/* At start: the newest tree manifest on BACKING is ours to replace. */
+static void up_tree_find(struct uploader *u)
+{
+	struct up_tree_scan s = { 0, u->fs->backing, 0 };
+	if (backing_list(u->fs->backing, "manifests/tree", up_tree_newest, &s) == 0)
+		u->tree_seq = s.newest;
+}
+
+/* ---- workers ---- */
+
+static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
+{
+	for (int i = 0; i < u->n_workers; i++) {
+		const struct up_busy *b = &u->busy[i];
+		if (!b->set)
+			continue;
+		if (b->seq == row->seq)
+			return true;
+		bool b_chunk = b->kind == UP_CHUNK || b->kind == UP_DELETE_CHUNK;
+		bool r_chunk = row->kind == UP_CHUNK || row->kind == UP_DELETE_CHUNK;
+		if (b_chunk && r_chunk && memcmp(b->hash, row->hash, HASH_LEN) == 0)
+			return true;
+		if (!b_chunk && !r_chunk && b->gen == row->gen)
+			return true;
+	}
+	return false;
+}
+
+/* Picks the oldest row that may start; called with u->lock held. */
+static bool up_pick(struct uploader *u, struct cat_upload *out)
+{
+	struct cat_upload rows[UP_LOOKAHEAD];
+	int n = cat_upload_list(u->fs->cat, 0, rows, UP_LOOKAHEAD);
+	for (int i = 0; i < n; i++) {
+		if (up_conflicts(u, &rows[i]))
+			continue;
+		bool ready = false, stale = false;
+		if (cat_upload_ready(u->fs->cat, &rows[i], &ready, &stale) != 0)
+			continue;
+		if (stale) { /* moot: the generation changed since */
+			cat_upload_done(u->fs->cat, &rows[i]);
+			continue;
+		}
+		if (ready) {
+			*out = rows[i];
+			return true;
+		}
+	}
+	if (n > 0) {
+		int64_t age_s = (up_now_ns() - rows[0].enqueued_ns) / 1000000000;
+		if (rows[0].enqueued_ns > 0 && age_s > (int64_t)u->fs->opt.upload_deadline_s &&
+		    rows[0].seq > u->deadline_warned) {
+			u->deadline_warned = rows[0].seq;
+			log_warn("upload queue: the oldest upload (row %" PRIu64 ") has waited %" PRId64
+				 " s, past the %u s deadline; %s", rows[0].seq, age_s,
+				 u->fs->opt.upload_deadline_s,
+				 u->down ? "BACKING is not answering" : "BACKING is slow");
+		}
+	}
+	return false;
+}
+
+static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, uint64_t bytes)
+{
+	if (rc == 0 || rc == -EUCLEAN) {
+		if (rc != 0)
+			cat_upload_failed(u->fs->cat, row->seq, "the cache copy is missing or damaged");
+		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0 && row->kind == UP_CHUNK)
+			cache_dirty_done(u->fs->cache, bytes);
+	} else {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "%s", strerror(-rc));
+		cat_upload_failed(u->fs->cat, row->seq, msg);
+	}
+	pthread_mutex_lock(&u->lock);
+	u->last_progress = up_mono_s();
+	if (rc == 0 || rc == -EUCLEAN) {
+		if (u->down)
+			log_info("BACKING %s answers again; uploads go on",
+				 backing_spec(u->fs->backing));
+		u->down = false;
+		u->backoff_ms = 0;
+		if (rc == 0 && row->kind == UP_CHUNK) {
+			u->st.chunks++;
+			u->st.chunk_bytes += bytes;
+		} else if (rc == 0 && row->kind == UP_GEN_MANIFEST) {
+			u->st.manifests++;
+		} else if (rc == 0) {
+			u->st.removals++;
+		}
+	} else {
+		u->st.failures++;
+		snprintf(u->st.last_error, sizeof(u->st.last_error), "%s", strerror(-rc));
+		u->backoff_ms = u->backoff_ms ? u->backoff_ms * 2 : UP_BACKOFF_MIN_MS;
+		if (u->backoff_ms > UP_BACKOFF_MAX_MS)
+			u->backoff_ms = UP_BACKOFF_MAX_MS;
+		u->down_until = up_mono_s() + u->backoff_ms / 1000.0;
+		if (!u->down)
+			log_warn("BACKING %s: upload failed (%s); retrying with backoff, nothing is"
+				 " dropped", backing_spec(u->fs->backing), strerror(-rc));
+		u->down = true;
+	}
+	pthread_cond_broadcast(&u->changed);
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+}
+
+struct up_worker_arg {
+	struct uploader *u;
+	int id;
+};
+
+static void up_wait(struct uploader *u, double seconds)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	long ns = ts.tv_nsec + (long)((seconds - (long)seconds) * 1e9);
+	ts.tv_sec += (time_t)seconds + ns / 1000000000;
+	ts.tv_nsec = ns % 1000000000;
+	pthread_cond_timedwait(&u->kick, &u->lock, &ts);
+}
+
+static void *up_worker_main(void *p)
+{
+	struct up_worker_arg *a = p;
+	struct uploader *u = a->u;
+	int id = a->id;
+	free(a);
+	pthread_mutex_lock(&u->lock);
+	for (;;) {
+		if (u->stopping && !u->draining)
+			break;
+		double now = up_mono_s();
+		if (now < u->down_until) {
+			up_wait(u, u->down_until - now);
+			continue;
+		}
+		struct cat_upload row;
+		if (!up_pick(u, &row)) {
+			if (u->stopping) { /* draining: done when nothing is queued or in hand */
+				struct cat_upload any;
+				bool busy = false;
+				for (int i = 0; i < u->n_workers; i++)
+					busy |= u->busy[i].set;
+				if (!busy && cat_upload_list(u->fs->cat, 0, &any, 1) == 0)
+					break;
+			}
+			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
+				u->tree_checked = now;
+				pthread_mutex_unlock(&u->lock);
+				up_tree(u);
+				pthread_mutex_lock(&u->lock);
+				continue;
+			}
+			up_wait(u, 0.2);
+			continue;
+		}
+		u->busy[id] = (struct up_busy){ true, row.seq, row.gen, row.kind, { 0 } };
+		memcpy(u->busy[id].hash, row.hash, HASH_LEN);
+		pthread_mutex_unlock(&u->lock);
+		uint64_t bytes = 0;
+		int rc = up_run(u, &row, &bytes);
+		up_finish(u, &row, rc, bytes);
+		pthread_mutex_lock(&u->lock);
+		u->busy[id].set = false;
+	}
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+	return NULL;
+}
+
+/* ---- public ---- */
+
+int uploader_start(struct ckptfs *fs, struct uploader **out)
+{
+	struct uploader *u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->fs = fs;
+	u->object_cap = STORE_HEADER_LEN + codec_bound(fs->chunking.max_size);
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->kick, NULL);
+	pthread_cond_init(&u->changed, NULL);
+	up_tree_find(u);
+	int want = fs->opt.upload_threads ? (int)fs->opt.upload_threads : 2;
+	if (want > UP_WORKERS_MAX)
+		want = UP_WORKERS_MAX;
+	pthread_mutex_lock(&u->lock);
+	for (int i = 0; i < want; i++) {
+		struct up_worker_arg *a = malloc(sizeof(*a));
+		if (!a)
+			break;
+		*a = (struct up_worker_arg){ u, i };
+		if (pthread_create(&u->worker[i], NULL, up_worker_main, a) != 0) {
+			free(a);
+			break;
+		}
+		u->n_workers++;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (u->n_workers == 0) {
+		uploader_stop(u, false);
+		return -EAGAIN;
+	}
+	struct cat_cache_stats cs;
+	if (cat_cache_stats(fs->cat, &cs) == 0 && cs.queued > 0)
+		log_info("upload queue: %" PRIu64 " uploads pending from before (%" PRIu64
+			 " MiB of chunks): resuming", cs.queued, cs.dirty_bytes >> 20);
+	*out = u;
+	return 0;
+}
+
+static void up_progress(struct uploader *u, double started)
+{
+	struct cat_cache_stats cs;
+	if (cat_cache_stats(u->fs->cat, &cs) != 0)
+		return;
+	fprintf(stderr, "ckptfs: waiting for %" PRIu64 " uploads (%" PRIu64
+		" MiB of chunks) to BACKING %s before exiting (%.0f s)%s\n", cs.queued,
+		cs.dirty_bytes >> 20, backing_spec(u->fs->backing), up_mono_s() - started,
+		u->down ? ": BACKING is not answering, retrying" : "");
+	log_info("unmount: %" PRIu64 " uploads (%" PRIu64 " MiB) still queued", cs.queued,
+		 cs.dirty_bytes >> 20);
+}
+
+void uploader_stop(struct uploader *u, bool drain)
+{
+	if (!u)
+		return;
+	double started = up_mono_s(), said = started;
+	pthread_mutex_lock(&u->lock);
+	u->stopping = true;
+	u->draining = drain;
+	pthread_cond_broadcast(&u->kick);
+	if (drain) {
+		/* workers leave when the queue is empty; report while they work */
+		for (;;) {
+			bool any = false;
+			struct cat_upload row;
+			for (int i = 0; i < u->n_workers; i++)
+				any |= u->busy[i].set;
+			if (!any && cat_upload_list(u->fs->cat, 0, &row, 1) == 0)
+				break;
+			if (!any && !u->down && up_mono_s() - u->last_progress > 5 &&
+			    up_mono_s() - started > 5) {
+				log_warn("unmount: the upload queue makes no progress (a generation"
+					 " waits for a chunk that cannot be uploaded); leaving it"
+					 " queued for the next mount");
+				break;
+			}
+			up_wait(u, 0.5);
+			if (up_mono_s() - said >= 3) {
+				said = up_mono_s();
+				pthread_mutex_unlock(&u->lock);
+				up_progress(u, started);
+				pthread_mutex_lock(&u->lock);
+			}
+		}
+		u->draining = false;
+		pthread_cond_broadcast(&u->kick);
+	}
+	pthread_mutex_unlock(&u->lock);
+	for (int i = 0; i < u->n_workers; i++)
+		pthread_join(u->worker[i], NULL);
+	if (drain)
+		up_tree(u); /* the last state of the files outside generations */
+	pthread_cond_destroy(&u->kick);
+	pthread_cond_destroy(&u->changed);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
+
+void uploader_kick(struct uploader *u)
+{
+	pthread_mutex_lock(&u->lock);
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+}
+
+int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
+{
+	double deadline = up_mono_s() + timeout_ms / 1000.0;
+	for (;;) {
+		bool done = false;
+		int rc = cat_file_uploaded(u->fs->cat, ino, &done);
+		if (rc != 0 || done)
+			return rc;
+		if (up_mono_s() >= deadline) {
+			log_error("fsync of inode %" PRIu64 " with sync=backing: its data is not on"
+				  " BACKING %s after %u s", ino, backing_spec(u->fs->backing),
+				  timeout_ms / 1000);
+			return -EIO;
+		}
+		pthread_mutex_lock(&u->lock);
+		pthread_cond_broadcast(&u->kick);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&u->changed, &u->lock, &ts);
+		pthread_mutex_unlock(&u->lock);
+	}
+}
+
+void uploader_get_stats(struct uploader *u, struct uploader_stats *out)
+{
+	pthread_mutex_lock(&u->lock);
+	*out = u->st;
+	out->backing_down = u->down;
+	pthread_mutex_unlock(&u->lock);
+}

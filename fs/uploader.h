@@ -1,0 +1,48 @@
+/* uploader — copies the cache's work to BACKING, in queue order: chunk
+ * objects, then the manifest of each committed generation version, then
+ * removals (meta/upload.h has the queue, its kinds and invariants U1–U4).
+ *
+ * Worker threads take the oldest queued row that may start (cat_upload_ready)
+ * and that touches no hash or generation another worker has in hand (U4), so
+ * an old row is never starved by newer ones. A failure that looks like BACKING
+ * being away (anything but a missing local object) backs every worker off,
+ * doubling from 100 ms to 30 s, and is logged once; the first success after
+ * it is logged too. Nothing is dropped: a row leaves the queue only when its
+ * work is done or has become moot (the chunk or generation is gone).
+ *
+ * When idle, a worker also rewrites the tree manifest (the files outside
+ * generations) if that tree changed and its chunks are all on BACKING.
+ *
+ * A row whose age passes the upload deadline is logged once (the generation
+ * is not durable in time); stats show the lag. */
+#ifndef CKPTFS_UPLOADER_H
+#define CKPTFS_UPLOADER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ckptfs;
+struct uploader;
+
+int uploader_start(struct ckptfs *fs, struct uploader **out);
+
+/* Stops the workers. With drain, first waits until the queue is empty,
+ * printing progress on stderr every few seconds (unmount); without, the rows
+ * stay queued for the next mount. */
+void uploader_stop(struct uploader *u, bool drain);
+
+/* New work was queued. */
+void uploader_kick(struct uploader *u);
+
+/* Waits until every chunk of the committed file ino is on BACKING (fsync
+ * with -o sync=backing). -EIO after timeout_ms. */
+int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms);
+
+struct uploader_stats {
+	uint64_t chunks, chunk_bytes, manifests, removals, failures;
+	bool backing_down;
+	char last_error[160];
+};
+void uploader_get_stats(struct uploader *u, struct uploader_stats *out);
+
+#endif

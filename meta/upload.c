@@ -1,0 +1,439 @@
+/* upload — the catalog side of the write-back cache: chunk locations, the
+ * upload queue, durable generation versions. See upload.h for the states and
+ * the invariants U1–U4; SCHEMA.md for the columns. */
+#include "upload.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog_internal.h"
+#include "generation.h"
+#include "log.h"
+
+#define U(id) [(id) - S_UP_FIRST]
+/* Inodes outside generations, by the partial index inodes_outside_gens. */
+#define UP_TREE_INODES "inodes INDEXED BY inodes_outside_gens WHERE gen IS NULL"
+
+const char cat_up_temp_sql[] =
+	"CREATE TEMP TABLE IF NOT EXISTS evict_keep(hash BLOB PRIMARY KEY) WITHOUT ROWID;";
+
+const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST] = {
+	U(U_ENQ_CHUNK) = { "queue a chunk upload",
+			   "INSERT INTO uploads(kind, hash, enqueued_ns) VALUES(1, ?1, ?2)" },
+	U(U_ENQ_GEN) = { "queue a manifest",
+			 "INSERT INTO uploads(kind, gen, version, enqueued_ns) VALUES(?1, ?2, ?3, ?4)" },
+	U(U_ENQ_CHUNK_DELETE) = { "queue a chunk removal",
+				  "INSERT INTO uploads(kind, hash, enqueued_ns)"
+				  " SELECT 3, ?1, ?2 FROM chunks WHERE hash = ?1 AND (uploaded = 1"
+				  " OR EXISTS(SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 1))" },
+	U(U_LIST) = { "list the upload queue",
+		      "SELECT seq, kind, hash, gen, version, enqueued_ns, attempts FROM uploads"
+		      " WHERE seq > ?1 ORDER BY seq LIMIT ?2" },
+	U(U_GEN_STATE) = { "read a generation's state",
+			   "SELECT state, version FROM generations WHERE id = ?1" },
+	U(U_GEN_UNUPLOADED) = { "look for chunks of a generation not on BACKING",
+				"SELECT 1 FROM inodes i JOIN extents e ON e.ino = i.ino"
+				" JOIN chunks c ON c.hash = e.hash"
+				" WHERE i.gen = ?1 AND c.uploaded = 0 LIMIT 1" },
+	U(U_OLDER_MANIFEST_DELETE) = { "look for an older manifest removal",
+				       "SELECT 1 FROM uploads WHERE kind = 4 AND seq < ?1 LIMIT 1" },
+	U(U_ROW_DELETE) = { "end an upload", "DELETE FROM uploads WHERE seq = ?1" },
+	U(U_CHUNK_UPLOADED) = { "record an uploaded chunk",
+				"UPDATE chunks SET uploaded = 1 WHERE hash = ?1"
+				" AND stored_len IS NOT NULL" },
+	U(U_GEN_DURABLE_SET) = { "record a durable generation",
+				 "UPDATE generations SET durable_version = ?2"
+				 " WHERE id = ?1 AND state = 1 AND version = ?2" },
+	U(U_FAILED) = { "record a failed upload",
+			"UPDATE uploads SET attempts = attempts + 1, error = ?2 WHERE seq = ?1" },
+	U(U_WHERE) = { "locate a chunk",
+		       "SELECT cached, uploaded, codec, plain_len, stored_len, refcount FROM chunks"
+		       " WHERE hash = ?1 AND stored_len IS NOT NULL" },
+	U(U_SET_CACHED) = { "record a chunk's presence in the cache",
+			    "UPDATE chunks SET cached = ?2 WHERE hash = ?1"
+			    " AND stored_len IS NOT NULL AND (?2 = 1 OR uploaded = 1)" },
+	U(U_TOUCH) = { "record a chunk's use", "UPDATE chunks SET used_ns = ?2 WHERE hash = ?1" },
+	U(U_KEEP_CLEAR) = { "clear the eviction keep list", "DELETE FROM temp.evict_keep" },
+	U(U_KEEP_PINNED) = { "list the chunks of pinned generations",
+			     "INSERT OR IGNORE INTO temp.evict_keep(hash) SELECT e.hash"
+			     " FROM generations g JOIN inodes i ON i.gen = g.id"
+			     " JOIN extents e ON e.ino = i.ino WHERE g.pinned = 1 AND g.state IN (0, 1)" },
+	U(U_KEEP_INO) = { "list the chunks of an open file",
+			  "INSERT OR IGNORE INTO temp.evict_keep(hash) SELECT hash FROM extents"
+			  " WHERE ino = ?1 UNION SELECT hash FROM pending WHERE ino = ?1" },
+	U(U_EVICT) = { "list chunks to evict",
+		       "SELECT hash, stored_len FROM chunks INDEXED BY chunks_evictable"
+		       " WHERE cached = 1 AND uploaded = 1 AND stored_len IS NOT NULL"
+		       " AND hash NOT IN (SELECT hash FROM temp.evict_keep)"
+		       " ORDER BY used_ns LIMIT ?1" },
+	U(U_STATS_CHUNKS) = { "sum up the cache",
+			      "SELECT COALESCE(SUM(cached), 0),"
+			      " COALESCE(SUM(CASE WHEN cached = 1 THEN stored_len END), 0),"
+			      " COALESCE(SUM(cached = 1 AND uploaded = 0), 0),"
+			      " COALESCE(SUM(CASE WHEN cached = 1 AND uploaded = 0 THEN stored_len END), 0),"
+			      " COALESCE(SUM(uploaded), 0),"
+			      " COALESCE(SUM(CASE WHEN uploaded = 1 THEN stored_len END), 0)"
+			      " FROM chunks WHERE stored_len IS NOT NULL" },
+	U(U_STATS_QUEUE) = { "sum up the upload queue",
+			     "SELECT COUNT(*), COALESCE(MIN(enqueued_ns), 0) FROM uploads" },
+	U(U_STATS_GENS) = { "count durable generations",
+			    "SELECT COALESCE(SUM(durable_version = version), 0), COUNT(*)"
+			    " FROM generations WHERE state = 1" },
+	U(U_FILE_UNUPLOADED) = { "look for chunks of a file not on BACKING",
+				 "SELECT 1 FROM extents e JOIN chunks c ON c.hash = e.hash"
+				 " WHERE e.ino = ?1 AND c.uploaded = 0 LIMIT 1" },
+	U(U_GEN_NOT_DURABLE) = { "look for generations not durable",
+				 "SELECT COUNT(*) FROM generations WHERE (?1 = 0 OR id = ?1)"
+				 " AND (state = 0 OR (state = 1 AND durable_version != version))" },
+	U(U_TREE_FP) = { "fingerprint the tree outside generations",
+			 "SELECT COUNT(*), COALESCE(MAX(ctime_ns), 0), COALESCE(SUM(ctime_ns % 1000003), 0),"
+			 " COALESCE(SUM(size), 0) FROM " UP_TREE_INODES },
+	U(U_TREE_UNUPLOADED) = { "look for chunks outside generations not on BACKING",
+				 "SELECT 1 FROM " UP_TREE_INODES " AND EXISTS(SELECT 1 FROM extents e"
+				 " JOIN chunks c ON c.hash = e.hash WHERE e.ino = inodes.ino"
+				 " AND c.uploaded = 0) LIMIT 1" },
+};
+
+/* ---- hooks for catalog.c and generation.c (inside their transactions) ---- */
+
+int cat_up_chunk_stored_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	int rc = cat_bind(cat, U_ENQ_CHUNK, A_HASH(hash), A_INT(cat_now_ns()));
+	return rc == 0 ? cat_run(cat, U_ENQ_CHUNK) : rc;
+}
+
+int cat_up_chunk_gone_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	int rc = cat_bind(cat, U_ENQ_CHUNK_DELETE, A_HASH(hash), A_INT(cat_now_ns()));
+	return rc == 0 ? cat_run(cat, U_ENQ_CHUNK_DELETE) : rc;
+}
+
+static int up_enqueue_gen(struct cat *cat, int kind, uint64_t gen, uint32_t version)
+{
+	int rc = cat_bind(cat, U_ENQ_GEN, A_INT(kind), A_INT(gen), A_INT(version),
+			  A_INT(cat_now_ns()));
+	return rc == 0 ? cat_run(cat, U_ENQ_GEN) : rc;
+}
+
+int cat_up_gen_committed_txn(struct cat *cat, uint64_t gen, uint32_t version)
+{
+	return up_enqueue_gen(cat, UP_GEN_MANIFEST, gen, version);
+}
+
+int cat_up_gen_deleted_txn(struct cat *cat, uint64_t gen, uint32_t version)
+{
+	return up_enqueue_gen(cat, UP_DELETE_GEN_MANIFEST, gen, version);
+}
+
+/* ---- small helpers ---- */
+
+/* Runs a statement bound to one integer and tells whether it gave a row. */
+static int up_exists(struct cat *cat, enum cat_sid id, int64_t arg, bool *found)
+{
+	int rc = cat_bind(cat, id, A_INT(arg));
+	if (rc == 0)
+		rc = cat_next(cat, id);
+	cat_reset(cat, id);
+	if (rc >= 0)
+		*found = rc == 1;
+	return rc < 0 ? rc : 0;
+}
+
+/* A read call: lock, read transaction, fn, end. */
+#define UP_READ(cat, expr)                         \
+	({                                         \
+		cat_lock(cat);                     \
+		int up_rc_ = cat_begin_read(cat);  \
+		if (up_rc_ == 0)                   \
+			up_rc_ = (expr);           \
+		up_rc_ = cat_end(cat, up_rc_);     \
+		cat_unlock(cat);                   \
+		up_rc_;                            \
+	})
+
+/* ---- the queue ---- */
+
+static int up_list_txn(struct cat *cat, uint64_t after, struct cat_upload *out, int max)
+{
+	int n = 0;
+	int rc = cat_bind(cat, U_LIST, A_INT(after), A_INT(max));
+	sqlite3_stmt *st = cat->stmt[U_LIST];
+	while (rc == 0 && n < max && (rc = cat_next(cat, U_LIST)) == 1) {
+		struct cat_upload *u = &out[n];
+		memset(u, 0, sizeof(*u));
+		u->seq = (uint64_t)sqlite3_column_int64(st, 0);
+		u->kind = sqlite3_column_int(st, 1);
+		if (sqlite3_column_bytes(st, 2) == CAT_HASH_LEN)
+			memcpy(u->hash, sqlite3_column_blob(st, 2), CAT_HASH_LEN);
+		u->gen = (uint64_t)sqlite3_column_int64(st, 3);
+		u->version = (uint32_t)sqlite3_column_int64(st, 4);
+		u->enqueued_ns = sqlite3_column_int64(st, 5);
+		u->attempts = (uint32_t)sqlite3_column_int64(st, 6);
+		n++;
+		rc = 0;
+	}
+	cat_reset(cat, U_LIST);
+	return rc < 0 ? rc : n;
+}
+
+int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int max)
+{
+	if (max <= 0)
+		return 0;
+	return UP_READ(cat, up_list_txn(cat, after, out, max));
+}
+
+/* Is the generation COMMITTED at exactly this version? */
+static int up_gen_current(struct cat *cat, uint64_t gen, uint32_t version, bool *current)
+{
+	int rc = cat_bind(cat, U_GEN_STATE, A_INT(gen));
+	if (rc == 0)
+		rc = cat_next(cat, U_GEN_STATE);
+	*current = rc == 1 && cat_col_int(cat, U_GEN_STATE, 0) == GEN_COMMITTED &&
+		   cat_col_int(cat, U_GEN_STATE, 1) == (int64_t)version;
+	cat_reset(cat, U_GEN_STATE);
+	return rc < 0 ? rc : 0;
+}
+
+static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
+{
+	bool found = false;
+	int rc = 0;
+	*ready = true;
+	*stale = false;
+	switch (u->kind) {
+	case UP_GEN_MANIFEST:
+		rc = up_gen_current(cat, u->gen, u->version, &found);
+		if (rc == 0 && !found)
+			*stale = true;
+		else if (rc == 0)
+			rc = up_exists(cat, U_GEN_UNUPLOADED, (int64_t)u->gen, &found);
+		if (rc == 0 && !*stale)
+			*ready = !found;
+		break;
+	case UP_DELETE_CHUNK:
+		rc = up_exists(cat, U_OLDER_MANIFEST_DELETE, (int64_t)u->seq, &found);
+		*ready = !found;
+		break;
+	default:
+		break;
+	}
+	return rc;
+}
+
+int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
+{
+	return UP_READ(cat, up_ready_txn(cat, u, ready, stale));
+}
+
+static int up_done_txn(struct cat *cat, const struct cat_upload *u)
+{
+	int rc = cat_bind(cat, U_ROW_DELETE, A_INT(u->seq));
+	if (rc == 0)
+		rc = cat_run(cat, U_ROW_DELETE);
+	if (rc == 0 && u->kind == UP_CHUNK) {
+		rc = cat_bind(cat, U_CHUNK_UPLOADED, A_HASH(u->hash));
+		if (rc == 0)
+			rc = cat_run(cat, U_CHUNK_UPLOADED);
+	}
+	if (rc == 0 && u->kind == UP_GEN_MANIFEST) {
+		rc = cat_bind(cat, U_GEN_DURABLE_SET, A_INT(u->gen), A_INT(u->version));
+		if (rc == 0)
+			rc = cat_run(cat, U_GEN_DURABLE_SET);
+	}
+	return rc;
+}
+
+int cat_upload_done(struct cat *cat, const struct cat_upload *u)
+{
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = up_done_txn(cat, u);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_FAILED, A_INT(seq), A_TEXT(error ? error : ""));
+	if (rc == 0)
+		rc = cat_run(cat, U_FAILED);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* ---- chunk locations and eviction ---- */
+
+int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_WHERE, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_next(cat, U_WHERE);
+	if (rc == 1) {
+		out->cached = cat_col_int(cat, U_WHERE, 0) != 0;
+		out->uploaded = cat_col_int(cat, U_WHERE, 1) != 0;
+		out->codec = (uint8_t)cat_col_int(cat, U_WHERE, 2);
+		out->plain_len = (uint64_t)cat_col_int(cat, U_WHERE, 3);
+		out->stored_len = (uint64_t)cat_col_int(cat, U_WHERE, 4);
+		out->refcount = (uint64_t)cat_col_int(cat, U_WHERE, 5);
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, U_WHERE);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(cached));
+	if (rc == 0)
+		rc = cat_run(cat, U_SET_CACHED);
+	if (rc == 0 && cat_changes(cat) == 0)
+		rc = -ENOENT; /* no such chunk, or dirty (U1: never evicted) */
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_chunks_touch(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], int n, int64_t now_ns)
+{
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	for (int i = 0; i < n && rc == 0; i++) {
+		rc = cat_bind(cat, U_TOUCH, A_HASH(hashes[i]), A_INT(now_ns));
+		if (rc == 0)
+			rc = cat_run(cat, U_TOUCH);
+	}
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int up_evict_txn(struct cat *cat, const uint64_t *open_inos, int n_open,
+			uint8_t (*out)[CAT_HASH_LEN], uint64_t *lens, int max)
+{
+	int rc = cat_run(cat, U_KEEP_CLEAR);
+	if (rc == 0)
+		rc = cat_run(cat, U_KEEP_PINNED);
+	for (int i = 0; i < n_open && rc == 0; i++) {
+		rc = cat_bind(cat, U_KEEP_INO, A_INT(open_inos[i]));
+		if (rc == 0)
+			rc = cat_run(cat, U_KEEP_INO);
+	}
+	int n = 0;
+	if (rc == 0)
+		rc = cat_bind(cat, U_EVICT, A_INT(max));
+	sqlite3_stmt *st = cat->stmt[U_EVICT];
+	while (rc == 0 && n < max && (rc = cat_next(cat, U_EVICT)) == 1) {
+		if (sqlite3_column_bytes(st, 0) == CAT_HASH_LEN) {
+			memcpy(out[n], sqlite3_column_blob(st, 0), CAT_HASH_LEN);
+			lens[n] = (uint64_t)sqlite3_column_int64(st, 1);
+			n++;
+		}
+		rc = 0;
+	}
+	cat_reset(cat, U_EVICT);
+	return rc < 0 ? rc : n;
+}
+
+int cat_evict_candidates(struct cat *cat, const uint64_t *open_inos, int n_open,
+			 uint8_t (*out)[CAT_HASH_LEN], uint64_t *lens, int max)
+{
+	/* A write transaction: the keep list is a temp table. */
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	int n = rc == 0 ? up_evict_txn(cat, open_inos, n_open, out, lens, max) : rc;
+	rc = cat_end(cat, n < 0 ? n : 0);
+	cat_unlock(cat);
+	return rc < 0 ? rc : n;
+}
+
+/* ---- accounting ---- */
+
+static int up_stats_txn(struct cat *cat, struct cat_cache_stats *o)
+{
+	memset(o, 0, sizeof(*o));
+	int rc = cat_next(cat, U_STATS_CHUNKS);
+	if (rc == 1) {
+		o->cached_chunks = (uint64_t)cat_col_int(cat, U_STATS_CHUNKS, 0);
+		o->cached_bytes = (uint64_t)cat_col_int(cat, U_STATS_CHUNKS, 1);
+		o->dirty_chunks = (uint64_t)cat_col_int(cat, U_STATS_CHUNKS, 2);
+		o->dirty_bytes = (uint64_t)cat_col_int(cat, U_STATS_CHUNKS, 3);
+		o->uploaded_chunks = (uint64_t)cat_col_int(cat, U_STATS_CHUNKS, 4);
+		o->uploaded_bytes = (uint64_t)cat_col_int(cat, U_STATS_CHUNKS, 5);
+		rc = cat_next(cat, U_STATS_QUEUE);
+	}
+	if (rc == 1) {
+		o->queued = (uint64_t)cat_col_int(cat, U_STATS_QUEUE, 0);
+		o->oldest_queued_ns = cat_col_int(cat, U_STATS_QUEUE, 1);
+		rc = cat_next(cat, U_STATS_GENS);
+	}
+	if (rc == 1) {
+		o->durable_gens = (uint64_t)cat_col_int(cat, U_STATS_GENS, 0);
+		o->committed_gens = (uint64_t)cat_col_int(cat, U_STATS_GENS, 1);
+		rc = 0;
+	}
+	cat_reset(cat, U_STATS_CHUNKS);
+	cat_reset(cat, U_STATS_QUEUE);
+	cat_reset(cat, U_STATS_GENS);
+	return rc < 0 ? rc : 0;
+}
+
+int cat_cache_stats(struct cat *cat, struct cat_cache_stats *out)
+{
+	return UP_READ(cat, up_stats_txn(cat, out));
+}
+
+int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
+{
+	bool missing = true;
+	int rc = UP_READ(cat, up_exists(cat, U_FILE_UNUPLOADED, (int64_t)ino, &missing));
+	if (rc == 0)
+		*uploaded = !missing;
+	return rc;
+}
+
+int cat_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_GEN_NOT_DURABLE, A_INT(gen));
+	if (rc == 0)
+		rc = cat_next(cat, U_GEN_NOT_DURABLE);
+	if (rc == 1) {
+		*durable = cat_col_int(cat, U_GEN_NOT_DURABLE, 0) == 0;
+		rc = 0;
+	}
+	cat_reset(cat, U_GEN_NOT_DURABLE);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
+{
+	int rc = cat_next(cat, U_TREE_FP);
+	if (rc == 1) {
+		snprintf(buf, size, "%" PRId64 ":%" PRId64 ":%" PRId64 ":%" PRId64,
+			 cat_col_int(cat, U_TREE_FP, 0), cat_col_int(cat, U_TREE_FP, 1),
+			 cat_col_int(cat, U_TREE_FP, 2), cat_col_int(cat, U_TREE_FP, 3));
+		rc = cat_next(cat, U_TREE_UNUPLOADED);
+		if (rc >= 0)
+			*all_uploaded = rc == 0;
+	}
+	cat_reset(cat, U_TREE_FP);
+	cat_reset(cat, U_TREE_UNUPLOADED);
+	return rc < 0 ? rc : 0;
+}
+
+int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
+{
+	return UP_READ(cat, up_tree_txn(cat, buf, size, all_uploaded));
+}

@@ -1,0 +1,110 @@
+/* upload — the catalog side of the write-back cache (schema version 3): where
+ * each chunk's object is, the queue of work for BACKING, and which generation
+ * versions are durable.
+ *
+ * A chunk object is in the local cache (chunks.cached), on BACKING
+ * (chunks.uploaded), or both. The queue (table uploads) is served oldest
+ * first by fs/uploader.c:
+ *
+ *   UP_CHUNK              copy the object cache → BACKING; then uploaded = 1
+ *   UP_GEN_MANIFEST       write the manifest of generation version (gen, version)
+ *                         once all its chunks are uploaded; then durable_version
+ *   UP_DELETE_GEN_MANIFEST  remove a deleted generation's manifest from BACKING
+ *   UP_DELETE_CHUNK       remove an object no file references any more, once no
+ *                         older manifest deletion is queued (so BACKING never
+ *                         holds a manifest naming a missing chunk)
+ *
+ * Invariants:
+ *  U1. A chunk row with stored_len set has cached = 1 or uploaded = 1: its
+ *      bytes exist somewhere. Only an uploaded chunk may be evicted (cached 0).
+ *  U2. A chunk with cached = 1, uploaded = 0 (dirty) has an UP_CHUNK row queued.
+ *  U3. durable_version = version only after the manifest of that version and
+ *      every chunk it names are on BACKING.
+ *  U4. Work on one hash is done in seq order (the uploader never runs two rows
+ *      of one hash at once).
+ *
+ * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
+#ifndef CKPTFS_UPLOAD_H
+#define CKPTFS_UPLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalog.h"
+
+enum cat_upload_kind {
+	UP_CHUNK = 1,
+	UP_GEN_MANIFEST = 2,
+	UP_DELETE_CHUNK = 3,
+	UP_DELETE_GEN_MANIFEST = 4,
+};
+
+struct cat_upload {
+	uint64_t seq;
+	int kind;                   /* enum cat_upload_kind */
+	uint8_t hash[CAT_HASH_LEN]; /* chunk kinds */
+	uint64_t gen;               /* manifest kinds */
+	uint32_t version;
+	int64_t enqueued_ns;
+	uint32_t attempts;
+};
+
+/* The oldest queued rows with seq > after, up to max, in seq order. */
+int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int max);
+
+/* Whether row u may start now: a manifest when every chunk its generation
+ * version names is uploaded (and the generation is still COMMITTED at that
+ * version: else *stale); a chunk deletion when no older manifest deletion is
+ * queued; others always. */
+int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
+
+/* Ends row u: removes it and records the outcome (UP_CHUNK: uploaded = 1 if
+ * the chunk row still has stored_len; UP_GEN_MANIFEST: durable_version =
+ * version if the generation is still COMMITTED at it). */
+int cat_upload_done(struct cat *cat, const struct cat_upload *u);
+
+/* Records a failed attempt (attempts + 1, the error text). */
+int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error);
+
+/* Where a chunk is. -ENOENT if there is no row (or it has no object yet). */
+struct cat_chunk_where {
+	bool cached, uploaded;
+	uint8_t codec;
+	uint64_t plain_len, stored_len;
+	uint64_t refcount;
+};
+int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out);
+
+/* A chunk fetched from BACKING is cached again / an evicted one is not. */
+int cat_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached);
+
+/* Records that the chunks were used at now_ns (for least-recently-used eviction). */
+int cat_chunks_touch(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], int n, int64_t now_ns);
+
+/* Up to max cached, uploaded chunks least recently used first, that no pinned
+ * generation and no inode in open_inos references. *lens gets stored lengths. */
+int cat_evict_candidates(struct cat *cat, const uint64_t *open_inos, int n_open,
+			 uint8_t (*out)[CAT_HASH_LEN], uint64_t *lens, int max);
+
+struct cat_cache_stats {
+	uint64_t cached_chunks, cached_bytes; /* stored bytes of objects in the cache */
+	uint64_t dirty_chunks, dirty_bytes;   /* cached and not yet uploaded */
+	uint64_t uploaded_chunks, uploaded_bytes;
+	uint64_t queued;                      /* rows in the upload queue */
+	int64_t oldest_queued_ns;             /* enqueued_ns of the oldest row, 0 if none */
+	uint64_t durable_gens, committed_gens;
+};
+int cat_cache_stats(struct cat *cat, struct cat_cache_stats *out);
+
+/* All chunks of a file's committed extents uploaded? (for fsync with sync=backing) */
+int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
+
+/* Is a generation version durable (COMMITTED with durable_version = version)?
+ * With gen 0: are all COMMITTED generations durable? */
+int cat_gen_durable(struct cat *cat, uint64_t gen, bool *durable);
+
+/* The tree outside generations: a fingerprint that changes with any change
+ * to it, and whether every chunk its files name is uploaded. */
+int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded);
+
+#endif

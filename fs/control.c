@@ -20,11 +20,14 @@
 #include <unistd.h>
 
 #include "admin_query.h"
+#include "backing.h"
+#include "cache.h"
 #include "ckptfs.h"
 #include "control.h"
 #include "generation.h"
 #include "log.h"
 #include "reader.h"
+#include "uploader.h"
 
 #define CONTROL_RECV_TIMEOUT_S 5
 #define CONTROL_MAX_ARGS 8
@@ -177,9 +180,37 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 	control_send(fd, "ok");
 }
 
-static int control_remove_object(void *arg, const uint8_t hash[CAT_HASH_LEN])
+/* BACKING as aq_objects (backing.h's calls take a struct backing *) */
+static int control_backing_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
+				void *fnarg)
 {
-	return store_remove(arg, hash);
+	return backing_list(arg, reldir, fn, fnarg);
+}
+
+static int control_backing_size(void *arg, const char *rel, uint64_t *size)
+{
+	return backing_stat(arg, rel, size);
+}
+
+static int control_backing_remove(void *arg, const char *rel)
+{
+	return backing_remove(arg, rel);
+}
+
+static int control_dir_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
+			    void *fnarg)
+{
+	return aq_dir_list(arg, reldir, fn, fnarg);
+}
+
+static int control_dir_size(void *arg, const char *rel, uint64_t *size)
+{
+	return aq_dir_size(arg, rel, size);
+}
+
+static int control_dir_remove(void *arg, const char *rel)
+{
+	return aq_dir_remove(arg, rel);
 }
 
 static void control_gc(struct control *c, int fd, char **argv, int argc)
@@ -189,35 +220,65 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, EINVAL, "expected gc dry|run");
 		return;
 	}
-	char dir[PATH_MAX + 16];
-	snprintf(dir, sizeof(dir), "%s/chunks", store_root(c->fs->store));
-	struct aq_gc_result r;
-	int rc = aq_gc_walk(c->aq, dir, dry, control_remove_object, c->fs->store, control_progress,
-			    &fd, &r);
-	if (rc != 0) {
-		control_error(fd, -rc, "gc stopped on a catalog error");
-		return;
+	const struct aq_objects sides[2] = {
+		{ control_dir_list, control_dir_size, control_dir_remove, c->fs->opt.cache, "cache",
+		  false },
+		{ control_backing_list, control_backing_size, control_backing_remove, c->fs->backing,
+		  "BACKING", true },
+	};
+	struct aq_gc_result r[2];
+	for (int i = 0; i < 2; i++) {
+		int rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
+		if (rc != 0) {
+			control_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
+			return;
+		}
+		log_info("gc%s of the %s: %" PRIu64 " objects, %" PRIu64 " orphans (%" PRIu64
+			 " bytes), %" PRIu64 " removed, %" PRIu64 " failed",
+			 dry ? " (dry run)" : "", sides[i].where, r[i].objects, r[i].orphans,
+			 r[i].orphan_bytes, r[i].removed, r[i].failed);
+		control_send(fd, "data %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			     " %" PRIu64, i ? "backing" : "cache", r[i].objects, r[i].orphans,
+			     r[i].orphan_bytes, r[i].removed, r[i].freed_bytes, r[i].failed);
 	}
-	log_info("gc%s: %" PRIu64 " objects, %" PRIu64 " orphans (%" PRIu64 " bytes), %" PRIu64
-		 " removed, %" PRIu64 " failed",
-		 dry ? " (dry run)" : "", r.objects, r.orphans, r.orphan_bytes, r.removed, r.failed);
-	control_send(fd, "data objects %" PRIu64, r.objects);
-	control_send(fd, "data orphans %" PRIu64, r.orphans);
-	control_send(fd, "data orphan_bytes %" PRIu64, r.orphan_bytes);
-	control_send(fd, "data removed %" PRIu64, r.removed);
-	control_send(fd, "data failed %" PRIu64, r.failed);
 	control_send(fd, "ok");
 }
 
 static void control_stats(struct control *c, int fd)
 {
+	struct ckptfs *fs = c->fs;
 	struct chunk_cache_stats cs;
-	chunk_cache_stats(c->fs->chunks, &cs);
+	chunk_cache_stats(fs->chunks, &cs);
 	control_send(fd, "data chunk_cache_bytes %" PRIu64, cs.bytes);
-	control_send(fd, "data chunk_cache_budget %" PRIu64, c->fs->opt.chunk_cache_bytes);
+	control_send(fd, "data chunk_cache_budget %" PRIu64, fs->opt.chunk_cache_bytes);
 	control_send(fd, "data chunk_cache_hits %" PRIu64, cs.hits);
 	control_send(fd, "data chunk_cache_misses %" PRIu64, cs.misses);
-	control_send(fd, "data write_back 0");
+	control_send(fd, "data write_back 1");
+	control_send(fd, "data cache_bound %" PRIu64, fs->opt.cache_size);
+	control_send(fd, "data dirty_bound %" PRIu64,
+		     fs->opt.dirty_max ? fs->opt.dirty_max : fs->opt.cache_size / 4 * 3);
+	if (fs->cache) {
+		struct cache_stats st;
+		cache_get_stats(fs->cache, &st);
+		control_send(fd, "data cache_hits %" PRIu64, st.hits);
+		control_send(fd, "data cache_misses %" PRIu64, st.misses);
+		control_send(fd, "data fetched_bytes %" PRIu64, st.fetched_bytes);
+		control_send(fd, "data fetch_errors %" PRIu64, st.fetch_errors);
+		control_send(fd, "data evicted_chunks %" PRIu64, st.evicted_chunks);
+		control_send(fd, "data evicted_bytes %" PRIu64, st.evicted_bytes);
+		control_send(fd, "data dirty_waits %" PRIu64, st.dirty_waits);
+	}
+	if (fs->uploader) {
+		struct uploader_stats us;
+		uploader_get_stats(fs->uploader, &us);
+		control_send(fd, "data uploaded_chunks %" PRIu64, us.chunks);
+		control_send(fd, "data uploaded_bytes %" PRIu64, us.chunk_bytes);
+		control_send(fd, "data uploaded_manifests %" PRIu64, us.manifests);
+		control_send(fd, "data upload_failures %" PRIu64, us.failures);
+		control_send(fd, "data backing_down %d", us.backing_down ? 1 : 0);
+		if (us.last_error[0])
+			control_send(fd, "data upload_last_error %s", us.last_error);
+	}
 	control_send(fd, "ok");
 }
 
@@ -293,8 +354,9 @@ static void control_serve(struct control *c, int fd)
 		control_gc(c, fd, argv, argc);
 	else if (strcmp(argv[0], "stats") == 0)
 		control_stats(c, fd);
-	else if (strcmp(argv[0], "wait") == 0 || strcmp(argv[0], "rebuild") == 0)
-		control_error(fd, ENOSYS, "not available: this daemon has no write-back cache");
+	else if (strcmp(argv[0], "rebuild") == 0)
+		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
+					 "offline with --cache");
 	else
 		control_error(fd, EINVAL, "unknown verb");
 }

@@ -19,11 +19,16 @@
  *   commit               GEN_ID             gen_commit_explicit(rule "admin"); data state
  *   pin                  GEN_ID 0|1         gen_pin; data pinned
  *   rm                   GEN_ID [force]     gen_remove; -EBUSY for an OPEN one without force
- *   gc                   dry|run            orphan chunk objects on BACKING: data objects,
- *                                           orphans, orphan_bytes, removed
- *   stats                -                  the daemon's live counters (chunk cache …)
- *   wait                 GEN_ID|all MS      (write-back: blocks until durable) — ENOSYS today
- *   rebuild              -                  (from BACKING's manifests) — ENOSYS today
+ *   gc                   dry|run            orphan chunk objects in the cache, then on
+ *                                           BACKING: "data cache|backing OBJECTS ORPHANS
+ *                                           ORPHAN_BYTES REMOVED FREED_BYTES FAILED"
+ *   stats                -                  the daemon's live counters: memory chunk cache,
+ *                                           disk cache hits/fetches/evictions, bounds,
+ *                                           uploader totals and health
+ *   rebuild              -                  EBUSY: a live catalog is never rebuilt
+ *
+ * wait needs no verb: durability is in the catalog (cat_gen_durable), which
+ * the tool polls read-only.
  *
  * ERRNO is a positive errno number: ENOENT unknown generation, EBUSY open
  * generation without force, EPERM peer not allowed, EINVAL bad request,

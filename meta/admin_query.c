@@ -19,7 +19,7 @@
 
 enum aq_sid {
 	AQ_USAGE, AQ_SHARES, AQ_FILES, AQ_GEN_CHUNKS, AQ_CHUNK_USERS, AQ_DIRENT_OF, AQ_CHUNK_KNOWN,
-	AQ_GEN_STATE, AQ_COUNT
+	AQ_COUNT
 };
 
 #define AQ_IS_FILE "(i.mode & 61440) = 32768"
@@ -55,8 +55,11 @@ static const char *const aq_sql[AQ_COUNT] = {
 	[AQ_CHUNK_USERS] = "SELECT DISTINCT e.ino, COALESCE(i.gen, 0) FROM extents e"
 			   " JOIN inodes i ON i.ino = e.ino WHERE e.hash = ?1 ORDER BY e.ino",
 	[AQ_DIRENT_OF] = "SELECT parent, name FROM dirents WHERE ino = ?1 ORDER BY id LIMIT 1",
-	[AQ_CHUNK_KNOWN] = "SELECT 1 FROM chunks WHERE hash = ?1",
-	[AQ_GEN_STATE] = "SELECT state FROM generations WHERE id = ?1",
+	/* on BACKING an object is also kept while the uploader has work on its hash
+	 * or a manifest removal queued (it removes objects itself, in order) */
+	[AQ_CHUNK_KNOWN] = "SELECT (SELECT COUNT(*) FROM chunks WHERE hash = ?1)"
+			   " + CASE WHEN ?2 THEN (SELECT COUNT(*) FROM uploads WHERE hash = ?1)"
+			   " + (SELECT COUNT(*) FROM uploads WHERE kind = 4) ELSE 0 END",
 };
 
 struct aq {
@@ -296,8 +299,8 @@ int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size)
 	return 0;
 }
 
-int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool dry_run, aq_remove_fn remove,
-		void *arg, bool *orphan)
+int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing, bool dry_run,
+		aq_remove_fn remove, void *arg, bool *orphan)
 {
 	int rc;
 	*orphan = false;
@@ -305,34 +308,21 @@ int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool dry_run, aq
 	if (!st)
 		return rc;
 	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, on_backing);
 	rc = aq_step(q, AQ_CHUNK_KNOWN);
-	if (rc == 0) {
-		*orphan = true;
-		if (!dry_run)
-			rc = remove(arg, hash); /* still under the lock: invariant 2 */
-	} else if (rc == 1) {
+	if (rc == 1) {
 		rc = 0;
+		if (sqlite3_column_int64(st, 0) == 0) {
+			*orphan = true;
+			if (!dry_run)
+				rc = remove(arg, hash); /* still under the lock: invariant 2 */
+		}
+	} else if (rc == 0) {
+		rc = -EIO;
 	}
 	return aq_finish(q, AQ_CHUNK_KNOWN, rc);
 }
 
-int aq_gen_durable(struct aq *q, uint64_t gen_id, bool *durable)
-{
-	int rc;
-	*durable = false;
-	sqlite3_stmt *st = aq_start(q, AQ_GEN_STATE, &rc);
-	if (!st)
-		return rc;
-	sqlite3_bind_int64(st, 1, (int64_t)gen_id);
-	rc = aq_step(q, AQ_GEN_STATE);
-	if (rc == 1) {
-		*durable = sqlite3_column_int(st, 0) == GEN_COMMITTED;
-		rc = 0;
-	} else if (rc == 0) {
-		rc = -ENOENT;
-	}
-	return aq_finish(q, AQ_GEN_STATE, rc);
-}
 
 /* ---- garbage collection of chunk objects ---- */
 
@@ -359,74 +349,156 @@ static bool aq_parse_name(const char *name, uint8_t hash[CAT_HASH_LEN])
 	return true;
 }
 
-/* One leaf directory chunks/ab/cd: prefix is "abcd"; a name that does not
- * start with it is no object the store could read (it is left alone). */
-static int aq_gc_dir(struct aq *q, int dfd, const char *path, const char *prefix, bool dry_run,
-		     aq_remove_fn remove, void *remove_arg, struct aq_gc_result *out)
+/* Names of a listing, collected (the lister's callback must not block). */
+struct aq_names {
+	char (*v)[2 * CAT_HASH_LEN + 1];
+	size_t n, cap;
+};
+
+static int aq_names_add(void *arg, const char *name)
 {
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return -errno;
-	}
-	struct dirent *de;
-	int rc = 0;
-	while (rc == 0 && (de = readdir(d)) != NULL) {
+	struct aq_names *l = arg;
+	if (strlen(name) > 2 * CAT_HASH_LEN)
+		return 0;
+	if (aq_grow((void **)&l->v, l->n, &l->cap, sizeof(*l->v)) != 0)
+		return -ENOMEM;
+	snprintf(l->v[l->n++], sizeof(*l->v), "%s", name);
+	return 0;
+}
+
+static bool aq_is_hex2(const char *s)
+{
+	return strlen(s) == 2 && aq_hexval(s[0]) >= 0 && aq_hexval(s[1]) >= 0;
+}
+
+struct aq_gc_walk {
+	struct aq *q;
+	const struct aq_objects *o;
+	bool dry_run;
+	struct aq_gc_result *out;
+};
+
+struct aq_gc_remove {
+	const struct aq_objects *o;
+	const char *rel;
+};
+
+static int aq_gc_remove_rel(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct aq_gc_remove *r = arg;
+	return r->o->remove(r->o->arg, r->rel);
+}
+
+/* One leaf directory chunks/ab/cd: a name that does not start with "abcd" is
+ * no object the store could read (it is left alone). */
+static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *prefix)
+{
+	struct aq_names l = { 0 };
+	int rc = w->o->list(w->o->arg, reldir, aq_names_add, &l);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (size_t i = 0; i < l.n && rc == 0; i++) {
 		uint8_t hash[CAT_HASH_LEN];
-		if (!aq_parse_name(de->d_name, hash) || strncmp(de->d_name, prefix, 4) != 0)
+		if (!aq_parse_name(l.v[i], hash) || strncmp(l.v[i], prefix, 4) != 0)
 			continue;
-		struct stat sb;
-		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
-			continue;
-		out->objects++;
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "%s/%s", reldir, l.v[i]);
+		w->out->objects++;
 		bool orphan;
-		int rrc = aq_gc_check(q, hash, dry_run, remove, remove_arg, &orphan);
+		struct aq_gc_remove r = { w->o, rel };
+		uint64_t size = 0;
+		int rrc = aq_gc_check(w->q, hash, w->o->on_backing, true, NULL, NULL, &orphan);
+		if (rrc == 0 && orphan) {
+			w->o->size(w->o->arg, rel, &size);
+			/* decided again, and removed, in one hold of the lock */
+			rrc = aq_gc_check(w->q, hash, w->o->on_backing, w->dry_run, aq_gc_remove_rel, &r,
+					  &orphan);
+		}
 		if (orphan) {
-			out->orphans++;
-			out->orphan_bytes += (uint64_t)sb.st_size;
-			if (!dry_run && rrc == 0)
-				out->removed++;
+			w->out->orphans++;
+			w->out->orphan_bytes += size;
+			if (!w->dry_run && rrc == 0) {
+				w->out->removed++;
+				w->out->freed_bytes += size;
+			}
 		}
 		if (rrc != 0 && !orphan) { /* the catalog failed: stop */
 			rc = rrc;
 		} else if (rrc != 0) {
-			log_error("gc: cannot remove %s/%s: %s", path, de->d_name, strerror(-rrc));
-			out->failed++;
+			log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
+			w->out->failed++;
 		}
 	}
+	free(l.v);
+	return rc;
+}
+
+int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,
+	       void *progress_arg, struct aq_gc_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct aq_gc_walk w = { q, o, dry_run, out };
+	struct aq_names outer = { 0 };
+	int rc = o->list(o->arg, "chunks", aq_names_add, &outer);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (size_t a = 0; a < outer.n && rc == 0; a++) {
+		if (!aq_is_hex2(outer.v[a]))
+			continue;
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/%s", outer.v[a]);
+		struct aq_names inner = { 0 };
+		rc = o->list(o->arg, rel, aq_names_add, &inner);
+		if (rc == -ENOENT)
+			rc = 0;
+		for (size_t b = 0; b < inner.n && rc == 0; b++) {
+			if (!aq_is_hex2(inner.v[b]))
+				continue;
+			char leaf[64], prefix[5];
+			snprintf(leaf, sizeof(leaf), "%s/%s", rel, inner.v[b]);
+			snprintf(prefix, sizeof(prefix), "%s%s", outer.v[a], inner.v[b]);
+			rc = aq_gc_leaf(&w, leaf, prefix);
+		}
+		free(inner.v);
+		if (progress)
+			progress(progress_arg, (uint64_t)a + 1, outer.n);
+	}
+	free(outer.v);
+	return rc;
+}
+
+/* ---- a local directory as an object store (the cache) ---- */
+
+int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", (const char *)root, reldir);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			rc = fn(arg, de->d_name);
 	closedir(d);
 	return rc;
 }
 
-int aq_gc_walk(struct aq *q, const char *objects_dir, bool dry_run, aq_remove_fn remove,
-	       void *remove_arg, aq_progress_fn progress, void *progress_arg,
-	       struct aq_gc_result *out)
+int aq_dir_size(void *root, const char *rel, uint64_t *size)
 {
-	memset(out, 0, sizeof(*out));
-	int root = open(objects_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return errno == ENOENT ? 0 : -errno;
-	int rc = 0;
-	for (int a = 0; a < 256 && rc == 0; a++) {
-		char outer[3], inner[3], path[PATH_MAX];
-		snprintf(outer, sizeof(outer), "%02x", a);
-		int ofd = openat(root, outer, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (ofd >= 0) {
-			for (int b = 0; b < 256 && rc == 0; b++) {
-				snprintf(inner, sizeof(inner), "%02x", b);
-				int ifd = openat(ofd, inner, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-				if (ifd < 0)
-					continue;
-				char prefix[5];
-				snprintf(path, sizeof(path), "%s/%s/%s", objects_dir, outer, inner);
-				snprintf(prefix, sizeof(prefix), "%s%s", outer, inner);
-				rc = aq_gc_dir(q, ifd, path, prefix, dry_run, remove, remove_arg, out);
-			}
-			close(ofd);
-		}
-		if (progress)
-			progress(progress_arg, (uint64_t)a + 1, 256);
-	}
-	close(root);
-	return rc;
+	char path[PATH_MAX];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
+	if (lstat(path, &sb) != 0)
+		return -errno;
+	*size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+int aq_dir_remove(void *root, const char *rel)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
+	return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 }

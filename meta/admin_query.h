@@ -82,30 +82,43 @@ int aq_chunk_users(struct aq *q, const uint8_t hash[CAT_HASH_LEN], struct aq_use
  * with no entry (unlinked, or a backup root) ends the walk with "?". */
 int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size);
 
-/* Garbage collection of one object found on BACKING (invariant 2). If no
- * chunks row names hash, *orphan is set and — unless dry_run — remove(arg,
- * hash) is called under the lock. Returns remove's result or 0. */
+/* Garbage collection of one object found in the cache or on BACKING
+ * (invariant 2). It is an orphan if no chunks row names hash — and, on
+ * BACKING, no upload row names it and no manifest removal is queued (the
+ * uploader removes BACKING objects itself, after the manifests naming them).
+ * For an orphan, *orphan is set and — unless dry_run — remove(arg, hash) is
+ * called under the lock. Returns remove's result or 0. */
 typedef int (*aq_remove_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
-int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool dry_run, aq_remove_fn remove,
-		void *arg, bool *orphan);
+int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing, bool dry_run,
+		aq_remove_fn remove, void *arg, bool *orphan);
 
-/* Walks the chunk objects under objects_dir (BACKING's chunks/ab/cd/HEX, or
- * a cache's) and runs aq_gc_check on each. progress(arg, done, total) is
- * called per top-level shard (256 of them) if given. */
+/* Where chunk objects are: chunks/ab/cd/HEX under a root, listed, sized and
+ * removed through these (backing_list/backing_stat/backing_remove fit, and
+ * aq_dir_* below for a local directory). */
+struct aq_objects {
+	int (*list)(void *arg, const char *reldir, int (*fn)(void *, const char *), void *fnarg);
+	int (*size)(void *arg, const char *relpath, uint64_t *size);
+	int (*remove)(void *arg, const char *relpath);
+	void *arg;
+	const char *where; /* "cache" or "BACKING", for messages */
+	bool on_backing;
+};
+int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg);
+int aq_dir_size(void *root, const char *rel, uint64_t *size);
+int aq_dir_remove(void *root, const char *rel);
+
+/* Walks every chunk object of o and runs aq_gc_check on each. progress(arg,
+ * done, total) is called per top-level shard if given. */
 struct aq_gc_result {
 	uint64_t objects;      /* chunk objects seen */
-	uint64_t orphans;      /* named by no catalog row */
-	uint64_t orphan_bytes; /* their size on disk */
+	uint64_t orphans;      /* named by nothing */
+	uint64_t orphan_bytes; /* their size */
 	uint64_t removed;      /* orphans removed (0 with dry_run) */
+	uint64_t freed_bytes;  /* their size */
 	uint64_t failed;       /* removals that failed (logged) */
 };
 typedef void (*aq_progress_fn)(void *arg, uint64_t done, uint64_t total);
-int aq_gc_walk(struct aq *q, const char *objects_dir, bool dry_run, aq_remove_fn remove,
-	       void *remove_arg, aq_progress_fn progress, void *progress_arg,
-	       struct aq_gc_result *out);
-
-/* Is a generation durable on BACKING? Today BACKING is written through: a
- * COMMITTED generation is durable. (Schema v3 adds durable_version.) */
-int aq_gen_durable(struct aq *q, uint64_t gen_id, bool *durable);
+int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,
+	       void *progress_arg, struct aq_gc_result *out);
 
 #endif

@@ -29,12 +29,14 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "backing.h"
 #include "control.h"
 #include "log.h"
 #include "store.h"
 
-#define ADMIN_NEED_STORE 4u /* opens the chunk store on BACKING */
+#define ADMIN_NEED_STORE 4u /* opens the cache's chunk store and BACKING */
 #define ADMIN_NEED_READ 8u  /* reads the catalog (every command but rebuild) */
+#define ADMIN_NEED_REBUILD 16u /* takes the cache lock; the catalog may be missing */
 
 struct admin_command {
 	const char *name;
@@ -112,11 +114,14 @@ static const struct admin_command admin_commands[] = {
 	  "commits; if it is aborted or deleted meanwhile, exit 1. --timeout S gives up\n"
 	  "after S seconds with exit 9. Today BACKING is written through: committed is\n"
 	  "durable.\n" },
-	{ "rebuild", admin_cmd_rebuild, 0, "rebuild",
-	  "recreate the catalog from BACKING (needs the write-back manifests: not yet)",
-	  "Recreates the catalog from what BACKING holds. Needs the generation\n"
-	  "manifests the write-back cache writes to BACKING; until they exist it exits\n"
-	  "10 and changes nothing.\n" },
+	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD, "rebuild [BACKING]",
+	  "recreate the catalog from BACKING's manifests (offline, --cache DIR)",
+	  "Recreates the cache's catalog from what BACKING holds: the newest tree\n"
+	  "manifest and the newest version of every generation manifest. Offline only\n"
+	  "(--cache DIR, no daemon: exit 8 otherwise). The old catalog is moved aside as\n"
+	  "catalog.db.before-rebuild-TIME, never deleted. BACKING defaults to the one\n"
+	  "the cache belongs to (CACHE/backing). A manifest that fails its checks is\n"
+	  "reported and skipped (exit 1).\n" },
 	{ "export", admin_cmd_export, ADMIN_NEED_READ, "export [--force] GEN DIR",
 	  "write a generation out as plain files: DIR/NAME",
 	  "Writes the generation as plain files to DIR/NAME (DIR is created if needed;\n"
@@ -381,7 +386,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
 			running = true;
 			close(fd);
-		} else if (need & ADMIN_NEED_CHANGE) {
+		} else if (need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) {
 			if (fd < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0 &&
 			    flock(fd, LOCK_EX | LOCK_NB) != 0) {
 				close(fd); /* a daemon started this instant */
@@ -400,8 +405,8 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 		a->daemon = true;
 		return ADMIN_OK;
 	}
-	if (!(need & ADMIN_NEED_CHANGE))
-		return ADMIN_OK; /* reading needs only the catalog */
+	if (!(need & ADMIN_NEED_CHANGE) || (need & ADMIN_NEED_REBUILD))
+		return ADMIN_OK; /* reading needs only the catalog; rebuild refuses a daemon itself */
 	if (rc == -EACCES || rc == -EPERM) {
 		admin_err("%s: permission denied on the control channel %s (only root and the "
 			  "daemon's user may)", a->mount[0] ? a->mount : a->cache, a->sock);
@@ -410,6 +415,21 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 	admin_err("%s: the daemon does not answer on its control channel %s (%s): is it running?",
 		  a->mount[0] ? a->mount : a->cache, a->sock, strerror(-rc));
 	return ADMIN_NO_DAEMON;
+}
+
+int admin_need_objects(struct admin *a)
+{
+	int err = a->store ? 0 : store_open(a->cache, &a->store);
+	if (err != 0) {
+		admin_err("cache %s: cannot open its chunk store: %s", a->cache, strerror(-err));
+		return err == -EACCES ? ADMIN_PERM : ADMIN_PROBLEM;
+	}
+	err = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
+	if (err != 0) {
+		admin_err("BACKING %s: cannot open: %s", a->backing, strerror(-err));
+		return err == -EACCES ? ADMIN_PERM : ADMIN_PROBLEM;
+	}
+	return ADMIN_OK;
 }
 
 static int admin_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
@@ -433,13 +453,9 @@ static int admin_open(struct admin *a, unsigned need)
 	if (rc != ADMIN_OK || !(need & ADMIN_NEED_READ))
 		return rc;
 	bool offline_change = (need & ADMIN_NEED_CHANGE) && !a->daemon;
-	if ((need & ADMIN_NEED_STORE) || offline_change) {
-		int err = store_open(a->backing, &a->store);
-		if (err != 0) {
-			admin_err("BACKING %s: cannot open the store: %s", a->backing, strerror(-err));
-			return err == -EACCES ? ADMIN_PERM : ADMIN_PROBLEM;
-		}
-	}
+	/* offline, the catalog's reclaim removes cache objects, as the daemon's does */
+	if (((need & ADMIN_NEED_STORE) || offline_change) && admin_need_objects(a) != ADMIN_OK)
+		return ADMIN_PROBLEM;
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/catalog.db", a->cache);
 	int err = offline_change
@@ -475,6 +491,7 @@ int main(int argc, char **argv)
 	aq_close(a.aq);
 	cat_close(a.cat);
 	store_close(a.store);
+	backing_close(a.bk);
 	if (a.lock_fd >= 0)
 		close(a.lock_fd);
 	return rc;

@@ -63,8 +63,13 @@ struct admin {
 	int lock_fd;  /* offline changes hold the cache lock, else -1 */
 	struct cat *cat;
 	struct aq *aq;
-	struct store *store; /* opened by commands that need it */
+	struct store *store;     /* the cache's chunk objects (CACHE/chunks), if opened */
+	struct backing *bk;      /* BACKING, if opened */
 };
+
+/* ---- admin.c ---- */
+/* Opens the cache's chunk store and BACKING if not yet (prints the error). */
+int admin_need_objects(struct admin *a);
 
 /* ---- admin_util.c ---- */
 void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -88,6 +93,14 @@ int admin_ctl(struct admin *a, const char *request, admin_data_fn fn, void *arg,
 	      size_t msgsize);
 /* Connects to see whether the daemon answers: 0, or -errno. */
 int admin_ctl_probe(const char *sock);
+
+/* ---- admin_verify.c ---- */
+/* Where a chunk object copy is checked or read from. */
+enum admin_where { ADMIN_IN_CACHE, ADMIN_ON_BACKING };
+/* Reads and verifies one copy of a chunk into plain (capacity cap): 0 with
+ * *len set, -ENOENT if that copy is missing, -EIO with *why if corrupt. */
+int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash[CAT_HASH_LEN],
+		     void *plain, size_t cap, size_t *len, const char **why);
 
 /* ---- admin_gen.c ---- */
 /* Resolves GEN (SERIES/NAME, a path in the mount, or id:N) to a generation.

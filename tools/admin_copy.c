@@ -4,8 +4,9 @@
  * export writes DIR/NAME (a directory tree, or one file for a single-file
  * generation) under a temporary name DIR/.NAME.export-PID and renames it into
  * place when complete. Mounted, it reads through the mount (the daemon
- * verifies every chunk against its hash); offline (--cache) it reads the
- * catalog and the chunk objects itself, and store_get verifies each chunk.
+ * verifies every chunk against its hash and fetches evicted ones from
+ * BACKING); offline (--cache) it reads the catalog and the chunk objects
+ * itself — the cache's copy, else BACKING's — and verifies each one.
  *
  * import goes through the mount only, the way a trainer saves: it copies DIR
  * into SERIES/.NAME.import-PID (not a generation name), then renames that to
@@ -221,7 +222,12 @@ static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *i
 		}
 		for (int i = 0; i < n && rc == 0; i++) {
 			size_t got;
-			rc = store_get(a->store, ext[i].hash, chunk, 16u << 20, &got);
+			const char *why;
+			/* the cache's copy, else BACKING's; each verified against its hash */
+			rc = admin_chunk_read(a, ADMIN_IN_CACHE, ext[i].hash, chunk, 16u << 20, &got, &why);
+			if (rc == -ENOENT)
+				rc = admin_chunk_read(a, ADMIN_ON_BACKING, ext[i].hash, chunk, 16u << 20,
+						      &got, &why);
 			if (rc == 0 && (got != ext[i].chunk_len || ext[i].chunk_off + ext[i].len > got))
 				rc = -EIO;
 			if (rc == 0 && pwrite(out, chunk + ext[i].chunk_off, ext[i].len, (off_t)ext[i].off) !=
@@ -326,13 +332,8 @@ int admin_cmd_export(struct admin *a)
 		admin_err("export: %s already exists: remove it or choose another DIR", dst);
 		return ADMIN_BUSY;
 	}
-	if (!a->mount[0] && !a->store) {
-		int err = store_open(a->backing, &a->store);
-		if (err != 0) {
-			admin_err("export: BACKING %s: cannot open: %s", a->backing, strerror(-err));
-			return ADMIN_PROBLEM;
-		}
-	}
+	if (!a->mount[0] && (rc = admin_need_objects(a)) != ADMIN_OK)
+		return rc;
 	struct admin_copy c = { .a = a, .label = "export", .total = g.logical_bytes };
 	c.buf = malloc(ADMIN_COPY_BUF);
 	if (!c.buf)

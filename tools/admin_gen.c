@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "upload.h"
 
 int admin_check_relpath(const char *what, const char *rel)
 {
@@ -159,8 +160,20 @@ static int admin_gens_add(void *arg, const struct cat_gen *gen)
 	return 0;
 }
 
+/* "durable" for a COMMITTED generation whose manifest and chunks are all on
+ * BACKING, else the catalog state. */
+static const char *admin_gen_state(struct admin *a, const struct cat_gen *g, bool *durable)
+{
+	*durable = false;
+	if (g->state == GEN_COMMITTED && cat_gen_durable(a->cat, g->id, durable) == 0 && *durable)
+		return "durable";
+	return admin_state_name(g->state);
+}
+
 static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struct aq_gen_usage *u)
 {
+	bool durable;
+	const char *state = admin_gen_state(a, g, &durable);
 	char series[PATH_MAX], t[32];
 	if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
 		snprintf(series, sizeof(series), "/?");
@@ -168,13 +181,15 @@ static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struc
 	admin_json_str(stdout, series + 1);
 	printf(", \"name\": ");
 	admin_json_str(stdout, g->name);
-	printf(", \"step\": %" PRIu64 ", \"state\": \"%s\", \"version\": %u, \"pinned\": %s"
+	printf(", \"step\": %" PRIu64 ", \"state\": \"%s\", \"durable\": %s, \"version\": %u"
+	       ", \"pinned\": %s"
 	       ", \"files\": %" PRIu64 ", \"logical_bytes\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
 	       ", \"exclusive_bytes\": %" PRIu64 ", \"unique_bytes\": %" PRIu64
 	       ", \"chunks\": %" PRIu64 ", \"dedup_ratio\": %.3f"
 	       ", \"created_ns\": %" PRId64 ", \"committed_ns\": %" PRId64 ", \"ended_ns\": %" PRId64
 	       ", \"committed\": ",
-	       g->step, admin_state_name(g->state), g->version, g->pinned ? "true" : "false", g->files,
+	       g->step, state, durable ? "true" : "false", g->version, g->pinned ? "true" : "false",
+	       g->files,
 	       g->logical_bytes, u->exclusive_stored, u->exclusive_bytes, u->unique_bytes, u->chunks,
 	       admin_ratio(g->logical_bytes, u->unique_bytes), g->created_ns, g->committed_ns,
 	       g->ended_ns);
@@ -229,6 +244,7 @@ int admin_cmd_list(struct admin *a)
 			continue;
 		}
 		char series_path[PATH_MAX], s1[32], s2[32], t[32], dedup[16];
+		bool durable;
 		if (aq_path(a->aq, g->series, series_path, sizeof(series_path)) != 0)
 			snprintf(series_path, sizeof(series_path), "/?");
 		if (u.unique_bytes)
@@ -237,7 +253,7 @@ int admin_cmd_list(struct admin *a)
 			snprintf(dedup, sizeof(dedup), "-");
 		printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s\n",
 		       series_path[1] ? series_path + 1 : "/", g->name, g->step,
-		       admin_state_name(g->state), g->pinned ? "yes" : "-", g->files,
+		       admin_gen_state(a, g, &durable), g->pinned ? "yes" : "-", g->files,
 		       admin_size(g->logical_bytes, s1), admin_size(u.exclusive_stored, s2), dedup,
 		       admin_time(g->committed_ns, t), g->rule[0] ? g->rule : "-");
 	}
@@ -308,7 +324,8 @@ int admin_cmd_show(struct admin *a)
 		printf("%s]}\n", nshares ? "\n " : "");
 	} else {
 		printf("generation %s (id %" PRIu64 ")\n", label, g.id);
-		printf("  step %" PRIu64 ", %s, version %u%s\n", g.step, admin_state_name(g.state),
+		bool durable;
+		printf("  step %" PRIu64 ", %s, version %u%s\n", g.step, admin_gen_state(a, &g, &durable),
 		       g.version, g.pinned ? ", pinned" : "");
 		printf("  created %s, committed %s, rule %s\n", admin_time(g.created_ns, t),
 		       admin_time(g.committed_ns, s3), g.rule[0] ? g.rule : "-");

@@ -1,17 +1,15 @@
 /* admin_wait — wait [GEN] [--timeout S] and rebuild.
  *
  * wait blocks until a generation is durable on BACKING: for job scripts
- * before they exit. It polls the catalog read-only (each question is a new
- * read transaction, so it sees the daemon's commits), so it needs no daemon
- * request and never holds one up. Today BACKING is written through, so a
- * generation is durable as soon as it is COMMITTED: waiting on an OPEN one
- * waits for its commit. Without GEN it waits for every generation that is
- * COMMITTED when it starts; OPEN ones are named on stderr and not waited for
- * (a save with no completion signal stays open until the unmount decides).
- *
- * rebuild (recreate the catalog from BACKING) needs the generation
- * manifests on BACKING that the write-back work adds; until then it says so
- * and exits ADMIN_UNSUPPORTED without touching anything. */
+ * before they exit. Durable means COMMITTED with its manifest and every chunk
+ * it names on BACKING (meta/upload.h, U3: cat_gen_durable). It polls the
+ * catalog read-only (each question is a new read transaction, so it sees the
+ * uploader's progress), so it needs no daemon request and never holds one
+ * up. Waiting on an OPEN generation waits for its commit, then its upload.
+ * Without GEN it waits for every generation that is COMMITTED when it starts;
+ * OPEN ones are named on stderr and not waited for (a save with no completion
+ * signal stays open until the unmount decides). Offline (no daemon) nothing
+ * uploads: wait then only reports, and times out if something is not durable. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +18,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "upload.h"
 
 static double admin_now(void)
 {
@@ -91,7 +90,7 @@ int admin_cmd_wait(struct admin *a)
 		for (size_t i = 0; i < l.n && ec == ADMIN_OK; i++) {
 			bool d = false;
 			struct cat_gen g;
-			rc = aq_gen_durable(a->aq, l.id[i], &d);
+			rc = cat_gen_durable(a->cat, l.id[i], &d);
 			if (rc == 0 && !d && cat_gen_get_brief(a->cat, l.id[i], &g) == 0 &&
 			    g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
 				char label[PATH_MAX + CAT_NAME_MAX + 2];
@@ -126,11 +125,4 @@ int admin_cmd_wait(struct admin *a)
 			printf("%zu generation%s durable on BACKING\n", durable, durable == 1 ? "" : "s");
 	}
 	return ec;
-}
-
-int admin_cmd_rebuild(struct admin *a)
-{
-	admin_err("rebuild: needs generation manifests on BACKING, which this ckptfs does not write "
-		  "yet (write-back cache, issue #4); nothing changed");
-	return ADMIN_UNSUPPORTED;
 }

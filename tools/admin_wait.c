@@ -90,9 +90,11 @@ int admin_cmd_wait(struct admin *a)
 		for (size_t i = 0; i < l.n && ec == ADMIN_OK; i++) {
 			bool d = false;
 			struct cat_gen g;
-			rc = cat_gen_durable(a->cat, l.id[i], &d);
-			if (rc == 0 && !d && cat_gen_get_brief(a->cat, l.id[i], &g) == 0 &&
-			    g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
+			/* cat_gen_durable says "nothing left to upload": only a COMMITTED one counts */
+			rc = cat_gen_get_brief(a->cat, l.id[i], &g);
+			if (rc == 0 && g.state == GEN_COMMITTED)
+				rc = cat_gen_durable(a->cat, l.id[i], &d);
+			if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
 				char label[PATH_MAX + CAT_NAME_MAX + 2];
 				admin_gen_label(a, &g, label, sizeof(label));
 				admin_err("wait: %s was %s (rule %s) while waiting", label,

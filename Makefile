@@ -22,7 +22,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 CORE_SRC   := $(wildcard fs/hash.c fs/chunker.c fs/codec.c fs/store.c meta/*.c fs/log.c fs/util.c \
-			fs/backing.c fs/backing_nfs.c)
+			fs/backing.c fs/backing_nfs.c fs/rebuild.c)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
@@ -65,17 +65,18 @@ test: deps
 	$(MAKE) all $(BUILD)/unit-tests
 	$(MAKE) test-unit
 	$(MAKE) test-integration
+	$(MAKE) test-faultfs test-nfs check-docker check-examples
 	$(MAKE) test-asan
 
 test-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests --jobs 2
 
-test-integration: all
+test-integration: all $(BUILD)/faultfs
 	tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
 test-asan:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 2
 	ASAN_OPTIONS=detect_leaks=0 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
 
@@ -104,6 +105,26 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-dev
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- faultfs, Docker and packaging checks (tests/faultfs/README.md, docs/DOCKER.md)
+.PHONY: test-faultfs check-docker check-examples
+
+# The fault-injecting passthrough mount that integration tests put under BACKING.
+$(BUILD)/faultfs: tests/faultfs/faultfs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(shell pkg-config --cflags fuse3) $< -o $@ \
+		$(shell pkg-config --libs fuse3)
+
+test-faultfs: deps $(BUILD)/faultfs
+	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs
+
+# Docker files, checked as far as a machine without a Docker daemon can (docs/DOCKER.md).
+check-docker: deps all
+	docker/check.sh $(BUILD)
+
+# docs/examples (fstab line, systemd mount unit) mounted for real through mount(8); root.
+check-examples: deps all
+	docs/examples/check_fstab.sh $(BUILD)

@@ -21,7 +21,11 @@
  *  3. Every relpath is checked before any I/O: relative, non-empty, no empty,
  *     "." or ".." component (so never "//", a leading or trailing '/', or an
  *     escape from the root): -EINVAL otherwise.
- *  4. The directory backend does everything relative to one O_DIRECTORY fd
+ *  4. A failed put or probe removes its temporary, except when BACKING does
+ *     not answer (-ETIMEDOUT, -EIO): removing it then would cost another
+ *     timeout, so the name is kept (a bounded list) and removed by a later
+ *     put; what is left when the process dies, open removes.
+ *  5. The directory backend does everything relative to one O_DIRECTORY fd
  *     (openat & co), so it is thread-safe and unaffected by chdir.
  *
  * Timeouts: the NFS backend bounds every RPC. The directory backend cannot
@@ -35,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +54,8 @@
 #define BACKING_DEFAULT_TIMEOUT_MS 30000u
 #define BACKING_TMP_DIR "tmp"
 #define BACKING_PROBE_LEN (64 * 1024 + 3) /* > 4 KiB: the size where libnfs's v4 broke */
+#define BACKING_MAX_ORPHANS 64
+#define BACKING_TMP_NAME 128
 
 struct backing {
 	char *spec;
@@ -56,6 +63,9 @@ struct backing {
 	unsigned timeout_ms;
 	struct backing_nfs *nfs; /* NULL: directory backend */
 	int root_fd;		 /* directory backend */
+	pthread_mutex_t orphan_lock; /* invariant 4 */
+	int n_orphans;
+	char orphans[BACKING_MAX_ORPHANS][BACKING_TMP_NAME];
 };
 
 /* Process-wide, so that two backings on one root never pick one name. */
@@ -300,6 +310,46 @@ static int backing_mkdirs(struct backing *b, const char *reldir)
 	}
 }
 
+/* ---- temporaries left by failed calls (invariant 4) ---- */
+
+static bool backing_unreachable(int rc)
+{
+	return rc == -ETIMEDOUT || rc == -EIO;
+}
+
+/* Removes tmp now, or later if BACKING is not answering (rc is why the call
+ * failed). */
+static void backing_discard_tmp(struct backing *b, const char *tmp, int rc)
+{
+	if (!backing_unreachable(rc)) {
+		backing_unlink(b, tmp);
+		return;
+	}
+	pthread_mutex_lock(&b->orphan_lock);
+	if (b->n_orphans < BACKING_MAX_ORPHANS)
+		snprintf(b->orphans[b->n_orphans++], BACKING_TMP_NAME, "%s", tmp);
+	pthread_mutex_unlock(&b->orphan_lock);
+}
+
+static void backing_reap_orphans(struct backing *b)
+{
+	for (;;) {
+		char tmp[BACKING_TMP_NAME];
+		pthread_mutex_lock(&b->orphan_lock);
+		if (b->n_orphans == 0) {
+			pthread_mutex_unlock(&b->orphan_lock);
+			return;
+		}
+		memcpy(tmp, b->orphans[--b->n_orphans], sizeof(tmp));
+		pthread_mutex_unlock(&b->orphan_lock);
+		int rc = backing_unlink(b, tmp);
+		if (rc != 0 && rc != -ENOENT) {
+			backing_discard_tmp(b, tmp, -EIO); /* keep it for the next put */
+			return;
+		}
+	}
+}
+
 /* ---- open / close ---- */
 
 static int backing_drop_stale_tmp(void *arg, const char *name)
@@ -334,6 +384,7 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 		return -ENOMEM;
 	}
 	b->root_fd = -1;
+	pthread_mutex_init(&b->orphan_lock, NULL);
 	b->timeout_ms = timeout_ms ? timeout_ms : BACKING_DEFAULT_TIMEOUT_MS;
 	if (gethostname(b->host, sizeof(b->host)) != 0 || !b->host[0])
 		strcpy(b->host, "localhost");
@@ -382,6 +433,7 @@ void backing_close(struct backing *b)
 	backing_nfs_close(b->nfs);
 	if (b->root_fd >= 0)
 		close(b->root_fd);
+	pthread_mutex_destroy(&b->orphan_lock);
 	free(b->spec);
 	free(b);
 }
@@ -414,7 +466,8 @@ int backing_put(struct backing *b, const char *relpath, const void *data, size_t
 			  strerror(-rc));
 		return rc;
 	}
-	char tmp[128], step[PATH_MAX + 160];
+	backing_reap_orphans(b);
+	char tmp[BACKING_TMP_NAME], step[PATH_MAX + 160];
 	backing_tmp_name(b, "", tmp, sizeof(tmp));
 	snprintf(step, sizeof(step), "write %s", tmp);
 	rc = backing_write_file(b, tmp, data, len);
@@ -438,7 +491,7 @@ int backing_put(struct backing *b, const char *relpath, const void *data, size_t
 	}
 	if (rc != 0) {
 		backing_log_failure(b, "put", relpath, step, rc);
-		backing_unlink(b, tmp);
+		backing_discard_tmp(b, tmp, rc);
 	}
 	return rc;
 }
@@ -507,7 +560,7 @@ int backing_list(struct backing *b, const char *reldir, backing_list_fn fn, void
 
 int backing_probe(struct backing *b, char *msg, size_t msgsize)
 {
-	char tmp[128], done_name[160], step[PATH_MAX + 160];
+	char tmp[BACKING_TMP_NAME], done_name[BACKING_TMP_NAME], step[PATH_MAX + 160];
 	backing_tmp_name(b, "probe.", tmp, sizeof(tmp));
 	snprintf(done_name, sizeof(done_name), "%s.done", tmp);
 
@@ -559,8 +612,8 @@ out:
 		log_error("%s", line);
 		if (msg && msgsize)
 			snprintf(msg, msgsize, "%s", line);
-		backing_unlink(b, tmp);
-		backing_unlink(b, done_name);
+		backing_discard_tmp(b, tmp, rc);
+		backing_discard_tmp(b, done_name, rc);
 	} else if (msg && msgsize) {
 		msg[0] = '\0';
 	}

@@ -17,7 +17,15 @@
  *  3. Every call is safe from many threads at once.
  *
  * Errors are 0 or a negative errno; -ENOENT means "not there" and is not
- * logged, other failures are logged with the path and the reason. */
+ * logged, other failures are logged with the path and the reason. An NFS
+ * server that does not answer gives -ETIMEDOUT, a lost or refused connection
+ * -EIO; both mean "try again later", not "the data is bad".
+ *
+ * Backends: fs/backing.c (dispatch, directory), fs/backing_nfs.c (libnfs,
+ * NFSv3, a pool of up to 4 connections). Layout kept by the module itself:
+ * tmp/ holds temporaries "<host>.<pid>.<n>" and "probe.<host>.<pid>.<n>";
+ * open removes those of dead processes of this host. Tested by
+ * tests/unit/test_backing.c (directory) and tests/nfs/ (nfs://, ganesha). */
 #ifndef CKPTFS_BACKING_H
 #define CKPTFS_BACKING_H
 
@@ -27,8 +35,12 @@
 
 struct backing;
 
-/* spec: an absolute directory path, or nfs://server[:port]/export/path.
- * timeout_ms bounds every call (0: 30 s). Fails with a logged line naming the
+/* spec: an absolute directory path, or nfs://server[:port]/export/path
+ * (port: the NFS port; libnfs URL arguments may follow, e.g. ?mountport=N,
+ * which spares the portmapper; NFSv3 is used whatever they say; the path is
+ * the export's real path on the server, or a directory below it).
+ * timeout_ms bounds every call (0: 30 s): for nfs://, each RPC and connect;
+ * a directory on a kernel NFS mount is bounded only by its mount options. Fails with a logged line naming the
  * spec and the reason (not a directory, cannot mount the export, ...). */
 int backing_open(const char *spec, unsigned timeout_ms, struct backing **out);
 void backing_close(struct backing *b); /* NULL is allowed */

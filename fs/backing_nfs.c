@@ -62,6 +62,7 @@
 #include "log.h"
 
 #define BNFS_POOL_SIZE 4
+#define BNFS_RECONNECTS 3
 
 struct bnfs_slot {
 	struct nfs_context *ctx; /* NULL: not connected */
@@ -165,7 +166,14 @@ static int bnfs_connect(struct backing_nfs *n, struct nfs_context **out)
 		nfs_destroy_context(ctx);
 		return rc;
 	}
-	/* After parsing: a ?version=4 in the URL must not win. */
+	/* After parsing, so that ?version=4 or ?dircache=1 in the URL cannot win.
+	 * libnfs's directory cache would answer stat and lookups from READDIRPLUS
+	 * results without asking the server: stale as soon as another node (or
+	 * another context of ours) changes BACKING. */
+	nfs_set_dircache(ctx, 0);
+	/* A few reconnects absorb a server restart; then the queued RPCs fail at
+	 * once (rather than spinning on refused connects until they time out). */
+	nfs_set_autoreconnect(ctx, BNFS_RECONNECTS);
 	rc = nfs_set_version(ctx, NFS_V3);
 	if (rc == 0)
 		rc = nfs_mount(ctx, url->server, url->path);

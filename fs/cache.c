@@ -37,6 +37,7 @@
 #define CACHE_TOUCH_BATCH 256
 #define CACHE_HIGH_PCT 90 /* evict above this share of the bound … */
 #define CACHE_LOW_PCT 75  /* … down to this one */
+#define CACHE_MAX_JOBS 64 /* reads waiting for BACKING at once */
 
 struct cache {
 	struct ckptfs *fs;
@@ -46,6 +47,8 @@ struct cache {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;       /* evictor and fetchers */
 	pthread_cond_t dirty_room; /* writers waiting for dirty bytes to fall */
+	pthread_cond_t job_done;   /* a bounded fetch finished */
+	int jobs;                  /* bounded fetches running */
 	bool stopping;
 	uint64_t cached_bytes, dirty_bytes;
 	struct cache_stats st;
@@ -160,6 +163,105 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plai
 	return rc == 0 ? 0 : rc == -ENOMEM ? rc : -EIO;
 }
 
+/* A fetch run on its own thread, so that a reader can give up on a BACKING
+ * whose syscalls hang (a hard NFS mount) after the timeout (C4); the thread
+ * finishes whenever BACKING answers, and frees the job if nobody waits. */
+struct cache_job {
+	struct cache *c;
+	uint8_t hash[HASH_LEN];
+	uint8_t *plain;
+	size_t cap, len;
+	int rc;
+	bool done, abandoned;
+};
+
+static void cache_job_free(struct cache_job *j)
+{
+	free(j->plain);
+	free(j);
+}
+
+static void *cache_job_main(void *p)
+{
+	struct cache_job *j = p;
+	struct cache *c = j->c;
+	int rc = cache_fetch(c, j->hash, j->plain, j->cap, &j->len);
+	pthread_mutex_lock(&c->lock);
+	j->rc = rc;
+	j->done = true;
+	bool abandoned = j->abandoned;
+	c->jobs--;
+	pthread_cond_broadcast(&c->job_done);
+	pthread_mutex_unlock(&c->lock);
+	if (abandoned)
+		cache_job_free(j);
+	return NULL;
+}
+
+static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], void *plain,
+			       size_t cap, size_t *len)
+{
+	struct cache_job *j = calloc(1, sizeof(*j));
+	if (j)
+		j->plain = malloc(cap ? cap : 1);
+	if (!j || !j->plain) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->c = c;
+	j->cap = cap;
+	memcpy(j->hash, hash, HASH_LEN);
+	pthread_mutex_lock(&c->lock);
+	if (c->jobs >= CACHE_MAX_JOBS) { /* BACKING hangs and readers pile up */
+		pthread_mutex_unlock(&c->lock);
+		cache_job_free(j);
+		log_error("BACKING %s: %d reads already wait for it; failing this one",
+			  backing_spec(c->fs->backing), CACHE_MAX_JOBS);
+		return -EIO;
+	}
+	c->jobs++;
+	pthread_mutex_unlock(&c->lock);
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int prc = pthread_create(&t, &attr, cache_job_main, j);
+	pthread_attr_destroy(&attr);
+	if (prc != 0) {
+		pthread_mutex_lock(&c->lock);
+		c->jobs--;
+		pthread_mutex_unlock(&c->lock);
+		cache_job_free(j);
+		return cache_fetch(c, hash, plain, cap, len);
+	}
+	/* the job's own retries stop at the timeout; this waits a little longer */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += c->fs->opt.backing_timeout_ms / 1000 + 2;
+	pthread_mutex_lock(&c->lock);
+	while (!j->done && pthread_cond_timedwait(&c->job_done, &c->lock, &ts) != ETIMEDOUT)
+		;
+	int rc;
+	if (j->done) {
+		rc = j->rc;
+		pthread_mutex_unlock(&c->lock);
+		if (rc == 0) {
+			memcpy(plain, j->plain, j->len);
+			*len = j->len;
+		}
+		cache_job_free(j);
+	} else {
+		j->abandoned = true;
+		pthread_mutex_unlock(&c->lock);
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(hash, hex);
+		log_error("BACKING %s: chunk %s: no answer within %u s; the read fails with EIO",
+			  backing_spec(c->fs->backing), hex, c->fs->opt.backing_timeout_ms / 1000);
+		rc = -EIO;
+	}
+	return rc;
+}
+
 int cache_get(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
 	      size_t *len)
 {
@@ -169,7 +271,7 @@ int cache_get(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t
 		/* not cached, or the cached copy is damaged: BACKING has the truth */
 		if (rc == -EIO)
 			store_remove(c->fs->store, hash);
-		rc = cache_fetch(c, hash, plain, cap, len);
+		rc = cache_fetch_bounded(c, hash, plain, cap, len);
 	}
 	pthread_mutex_lock(&c->lock);
 	if (hit)
@@ -423,6 +525,7 @@ int cache_start(struct ckptfs *fs, struct cache **out)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->dirty_room, NULL);
+	pthread_cond_init(&c->job_done, NULL);
 	cache_resync(c);
 	c->bound = fs->opt.cache_size ? fs->opt.cache_size : cache_default_bound(c);
 	c->dirty_bound = fs->opt.dirty_max ? fs->opt.dirty_max : c->bound / 4 * 3;
@@ -465,6 +568,12 @@ void cache_stop(struct cache *c)
 		pthread_join(c->evictor, NULL);
 	for (int i = 0; i < c->n_fetchers; i++)
 		pthread_join(c->fetcher[i], NULL);
+	/* bounded fetches still blocked on BACKING keep the cache alive: wait */
+	pthread_mutex_lock(&c->lock);
+	while (c->jobs > 0)
+		pthread_cond_wait(&c->job_done, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	pthread_cond_destroy(&c->job_done);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->dirty_room);
 	pthread_mutex_destroy(&c->lock);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "node.h"
 #include "reader.h"
+#include "upload.h"
 
 #define GEN_MAX_PIDS 16
 #define GEN_TICK_MS 200
@@ -314,10 +315,24 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 		return;
 	}
 	qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
+	/* the newest durable one stays while newer ones are only in the cache */
+	size_t newest_durable = l.n;
+	for (size_t i = 0; i < l.n && newest_durable == l.n; i++) {
+		bool durable = false;
+		if (cat_gen_durable(g->fs->cat, l.v[i].id, &durable) == 0 && durable)
+			newest_durable = i;
+	}
 	for (size_t i = g->opt.keep; i < l.n; i++)
-		if (!l.v[i].pinned && i > 0)
+		if (!l.v[i].pinned && i > 0 && i != newest_durable)
 			gen_end(g, l.v[i].id, "keep", false);
 	free(l.v);
+}
+
+void gen_durable(struct gen_policy *g, uint64_t id)
+{
+	struct cat_gen gen;
+	if (cat_gen_get_brief(g->fs->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
+		gen_keep(g, gen.series);
 }
 
 /* Is a file of generation id open for writing? The per-generation count

@@ -28,8 +28,11 @@
  * while running, one with no open write handle, no activity for `abandon`
  * seconds and none of the processes that wrote to it alive is aborted.
  *
- * keep-latest-k: after each commit, committed generations of the series past
- * the newest `keep` (by step, then commit time) are deleted, except pinned ones.
+ * keep-latest-k: after each commit, and when a generation becomes durable on
+ * BACKING, committed generations of the series past the newest `keep` (by
+ * step, then commit time) are deleted, except pinned ones and the newest
+ * durable one (while BACKING lags, the last checkpoint that is safe off this
+ * node stays).
  *
  * Invariants:
  *  1. Only gen.c decides state changes; it calls the catalog, never the other
@@ -37,7 +40,7 @@
  *     gen_after_removal); removed names expire from the kernel's cache.
  *  2. A generation never commits while a write handle in it is open.
  *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
- *     committed one. */
+ *     committed one, nor the newest durable one. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 
@@ -119,5 +122,9 @@ bool gen_is_trigger_name(const char *name);
 int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule);
 int gen_pin(struct gen_policy *g, uint64_t gen_id, bool pinned);
 int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force);
+
+/* A generation became durable on BACKING: keep-latest-k may now end the
+ * older durable one it was keeping (invariant 3). */
+void gen_durable(struct gen_policy *g, uint64_t id);
 
 #endif

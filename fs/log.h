@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN = 1, LOG_LVL_INFO = 2, LOG_LVL_DEBUG = 3 };
+enum log_level { LOG_LVL_OFF = -1, LOG_LVL_ERROR = 0, LOG_LVL_WARN = 1, LOG_LVL_INFO = 2, LOG_LVL_DEBUG = 3 };
 
 /* Sends log lines to `f` (default stderr) and drops those above `max`. */
 void log_setup(FILE *f, enum log_level max);

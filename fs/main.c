@@ -7,6 +7,7 @@
  * goes to CACHE/ckptfs.log (or -o log=FILE). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
+#include "rebuild.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
@@ -153,30 +155,18 @@ static void main_lock_note_pid(int fd)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
 
-static int main_has_entry(void *arg, const char *name)
-{
-	(void)name;
-	*(bool *)arg = true;
-	return 1;
-}
-
-/* Does BACKING hold manifests (data written through some catalog)? */
-static int main_backing_has_data(struct backing *b, bool *has)
-{
-	*has = false;
-	int rc = backing_list(b, "manifests/gen", main_has_entry, has);
-	if (rc == -ENOENT || rc == 1)
-		rc = 0;
-	if (rc == 0 && !*has)
-		rc = backing_list(b, "manifests/tree", main_has_entry, has);
-	return rc == -ENOENT || rc == 1 ? 0 : rc;
-}
-
-/* Fills a new catalog from BACKING's manifests. */
+/* Fills a new catalog from BACKING's manifests (a fresh node). */
 static int main_rebuild(struct ckptfs *fs)
 {
-	(void)fs;
-	return -ENOSYS; /* fs/rebuild.c lands with the manifest work */
+	struct rebuild_report rep;
+	int rc = rebuild_catalog(fs->backing, fs->cat, 0, NULL, NULL, &rep);
+	if (rc == 0)
+		log_info("catalog: rebuilt from BACKING %s: %" PRIu64 " generations, %" PRIu64
+			 " files, %" PRIu64 " MiB%s; %" PRIu64 " corrupt manifests skipped",
+			 fs->opt.backing, rep.generations, rep.files, rep.bytes >> 20,
+			 rep.tree_applied ? ", the tree outside generations" : "",
+			 rep.manifests_corrupt);
+	return rc;
 }
 
 /* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
@@ -190,7 +180,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	struct stat sb;
 	bool existed = stat(path, &sb) == 0 && sb.st_size > 0;
 	bool backing_has = false;
-	if (!existed && main_backing_has_data(fs->backing, &backing_has) != 0) {
+	if (!existed && rebuild_backing_has_data(fs->backing, &backing_has) != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot list its manifests\n", fs->opt.backing);
 		return -1;
 	}
@@ -226,19 +216,26 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	return 0;
 }
 
-static int main_open_state(struct ckptfs *fs)
+static int main_open_state(struct ckptfs *fs, FILE *logf)
 {
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
 	main_lock_note_pid(fs->lock_fd);
+	/* the health check: one line on the terminal says what failed, so the
+	 * backing's own log lines go only to a log file */
+	if (!logf)
+		log_setup(stderr, LOG_LVL_OFF);
 	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
+	char msg[PATH_MAX + 256];
+	int probe = rc == 0 ? backing_probe(fs->backing, msg, sizeof(msg)) : 0;
+	if (!logf)
+		log_setup(stderr, fs->opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot open: %s\n", fs->opt.backing,
 			strerror(-rc));
 		return -1;
 	}
-	char msg[PATH_MAX + 256];
-	if (backing_probe(fs->backing, msg, sizeof(msg)) != 0) {
+	if (probe != 0) {
 		fprintf(stderr, "ckptfs: %s\n", msg);
 		return -1;
 	}
@@ -276,11 +273,15 @@ static void main_close_state(struct ckptfs *fs)
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);
-	gen_policy_free(fs->gen);
-	/* the unmount commits above queued manifests: upload them (or leave them queued) */
+	/* the unmount commits above queued manifests: upload them (or leave them
+	 * queued); before the policy goes, since durable generations call keep */
 	if (fs->uploader)
 		uploader_stop(fs->uploader, !fs->opt.leave_queued);
+	fs->uploader = NULL;
+	gen_policy_free(fs->gen);
+	fs->gen = NULL;
 	cache_stop(fs->cache);
+	fs->cache = NULL;
 	chunk_cache_free(fs->chunks);
 	node_table_free(fs->nodes);
 	cat_close(fs->cat);
@@ -343,7 +344,7 @@ int main(int argc, char **argv)
 		}
 		log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	}
-	if (main_open_state(&fs) != 0) {
+	if (main_open_state(&fs, logf) != 0) {
 		main_close_state(&fs);
 		return 1;
 	}

@@ -15,6 +15,7 @@
 #include "cache.h"
 #include "ckptfs.h"
 #include "codec.h"
+#include "gen.h"
 #include "log.h"
 #include "manifest.h"
 #include "store.h"
@@ -207,7 +208,11 @@ static void up_tree(struct uploader *u)
 	size_t len = 0;
 	if (manifest_tree_build(u->fs->cat, &buf, &len) != 0)
 		return;
+	pthread_mutex_lock(&u->lock);
 	uint64_t seq = (uint64_t)up_now_ns();
+	if (seq <= u->tree_seq) /* the clock went back: names must still grow */
+		seq = u->tree_seq + 1;
+	pthread_mutex_unlock(&u->lock);
 	char path[MANIFEST_PATH_MAX];
 	manifest_tree_path(seq, path, sizeof(path));
 	int rc = backing_put(u->fs->backing, path, buf, len);
@@ -308,8 +313,12 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
 			cat_upload_failed(u->fs->cat, row->seq, "the cache copy is missing or damaged");
-		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0 && row->kind == UP_CHUNK)
-			cache_dirty_done(u->fs->cache, bytes);
+		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0) {
+			if (row->kind == UP_CHUNK)
+				cache_dirty_done(u->fs->cache, bytes);
+			else if (row->kind == UP_GEN_MANIFEST)
+				gen_durable(u->fs->gen, row->gen);
+		}
 	} else {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "%s", strerror(-rc));
@@ -470,7 +479,7 @@ void uploader_stop(struct uploader *u, bool drain)
 {
 	if (!u)
 		return;
-	double started = up_mono_s(), said = started;
+	double started = up_mono_s(), said = started - 3; /* the first line at once */
 	pthread_mutex_lock(&u->lock);
 	u->stopping = true;
 	u->draining = drain;
@@ -515,6 +524,8 @@ void uploader_stop(struct uploader *u, bool drain)
 
 void uploader_kick(struct uploader *u)
 {
+	if (!u)
+		return;
 	pthread_mutex_lock(&u->lock);
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);

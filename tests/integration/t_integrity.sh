@@ -1,8 +1,9 @@
 #!/bin/bash
 # t_integrity — a chunk object damaged on BACKING (a flipped payload byte, a
-# truncated or deleted object, a bad header) makes reads of the file using it
-# fail with EIO, never return wrong bytes, and leave a daemon log line naming
-# the inode, the offset and the chunk; files whose chunks are intact still read
+# truncated or deleted object, a bad header), its cache copy evicted, makes
+# reads of the file using it fail with EIO, never return wrong bytes, and
+# leave a daemon log line naming the inode, the offset and the chunk; a
+# damaged cache copy is replaced from BACKING's good one; files whose chunks are intact still read
 # byte-identical; `ckptfs-admin verify MOUNTPOINT` exits 1 naming the chunk;
 # once the object is whole again, reads and verify succeed again (no failure
 # is cached).
@@ -37,7 +38,15 @@ _pick_victim() {
 	[ "$(echo "$ext" | cut -d'|' -f1 | grep -c -x "$V_HASH")" = 1 ] ||
 		ck_fail "chunk $V_HASH is used twice by $1 (random data should not repeat)"
 	cp -p "$V_OBJ" "$V_SAVED"
+	_evict_victim
 	ck_log "$1 (inode $V_INO): $n extents; damaging chunk $V_HASH at offset $V_OFF (+$V_LEN)"
+}
+
+# _evict_victim — drops the victim's cache copy (as cache_size would), while
+# unmounted: reads then fetch BACKING's copy, the one the cases damage.
+_evict_victim() {
+	rm -f "$CK_CACHE/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH"
+	ck_sql "UPDATE chunks SET cached = 0 WHERE lower(hex(hash)) = '$V_HASH'" >/dev/null
 }
 
 # _assert_chunk_not_used_by NAME — the victim chunk is not one of NAME's.
@@ -122,6 +131,24 @@ _setup_files() {
 }
 
 # ---------------------------------------------------------------- cases
+
+test_damaged_cache_copy_is_replaced_from_backing() {
+	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_mount
+	cp "$CK_REF/victim" "$CK_MNT/victim"
+	ck_umount
+	local ext hash cached
+	ext=$(_extents victim | sed -n 2p)
+	hash=${ext%%|*}
+	cached=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
+	[ -f "$cached" ] || ck_fail "no cache copy of chunk $hash at $cached"
+	_xor_byte "$cached" $((64 + 1000))
+	ck_mount
+	_read_ok victim
+	assert_contains "$(cat "$CK_DLOG")" "$hash" "a log line naming the damaged cache copy"
+	ck_umount
+	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE" >/dev/null || ck_fail "the cache copy was not replaced by a good one"
+}
 
 test_flipped_payload_byte_reads_as_eio_until_restored() {
 	_setup_files
@@ -214,6 +241,7 @@ test_bad_header_reads_as_eio() {
 	local pos
 	for pos in 0 8 12 40; do
 		_xor_byte "$V_OBJ" $pos
+		_evict_victim # the read after the last repair cached a good copy
 		ck_mount
 		_read_fails victim "header byte $pos flipped"
 		_assert_logged_read_error "header byte $pos flipped"
@@ -226,6 +254,7 @@ test_bad_header_reads_as_eio() {
 	local other_hash
 	other_hash=$(_extents other | head -n 1 | cut -d'|' -f1)
 	cp -p "$(_obj "$other_hash")" "$V_OBJ"
+	_evict_victim
 	ck_mount
 	_read_fails victim "another chunk's object under this name"
 	_read_ok other

@@ -34,6 +34,17 @@ same() {
 tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 # The entries of a series directory, sorted, on one line.
 entries() { ls -A "$1" | sort -V | tr '\n' ' ' | sed 's/ $//'; }
+# assert_entries DIR EXPECTED WHAT — keep runs after each commit and again
+# when a generation becomes durable on BACKING (until then the newest durable
+# one is kept too): the series must reach EXPECTED within 20 s.
+assert_entries() {
+	local i=0
+	while [ "$(entries "$1")" != "$2" ] && [ $i -lt 200 ]; do
+		i=$((i + 1))
+		sleep 0.1
+	done
+	assert_eq "$2" "$(entries "$1")" "$3"
+}
 # A full DCP save that must commit.
 save() {
 	GT dcp "$1"
@@ -47,7 +58,7 @@ test_keep_2_leaves_the_newest_two_and_reclaims_the_rest() {
 	mkdir "$CK_MNT/k"
 	local s
 	for s in 100 200 300 400 500; do save "k/step-$s"; done
-	assert_eq "step-400 step-500" "$(entries "$CK_MNT/k")" "series k after 5 saves with keep=2"
+	assert_entries "$CK_MNT/k" "step-400 step-500" "series k after 5 saves with keep=2"
 	for s in 100 200 300; do
 		assert_not_exists "$CK_MNT/k/step-$s"
 		assert_cat_gen "step-$s" 3 keep
@@ -59,7 +70,8 @@ test_keep_2_leaves_the_newest_two_and_reclaims_the_rest() {
 	ck_umount
 	# only the kept generations' chunks are left (all contents are distinct)
 	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the kept generations' bytes"
-	assert_eq "$(ck_chunk_count)" "$(find "$CK_BACKING/chunks" -type f | wc -l)" "chunk objects in BACKING vs catalog chunks"
+	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE" >"$CK_TMP/obj" 2>&1 ||
+		ck_fail "chunk objects in the cache and BACKING vs the catalog: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
 	ck_mount "$GEN_OPTS,keep=2"
 	same k
 	ck_umount
@@ -74,7 +86,7 @@ test_pinned_generation_survives_keep() {
 	save p/step-2
 	save p/step-3
 	save p/step-4
-	assert_eq "step-1 step-3 step-4" "$(entries "$CK_MNT/p")" "series with step-1 pinned, keep=2"
+	assert_entries "$CK_MNT/p" "step-1 step-3 step-4" "series with step-1 pinned, keep=2"
 	assert_cat_gen step-2 3 keep
 	forget_ref p/step-2
 	gen_expect "$CK_MNT/p/step-1" state=committed pinned=1 version=1
@@ -86,7 +98,7 @@ test_pinned_generation_survives_keep() {
 	setfattr -n user.ckptfs.pin -v 0 "$CK_MNT/p/step-1"
 	gen_expect "$CK_MNT/p/step-1" state=committed pinned=0
 	save p/step-5
-	assert_eq "step-4 step-5" "$(entries "$CK_MNT/p")" "series after unpinning step-1 and one more save"
+	assert_entries "$CK_MNT/p" "step-4 step-5" "series after unpinning step-1 and one more save"
 	assert_cat_gen step-1 3 keep
 	assert_cat_gen step-3 3 keep
 	forget_ref p/step-1
@@ -122,7 +134,7 @@ test_open_generation_is_never_deleted_by_keep() {
 	cmp "$CK_REF/v2shard" "$CK_MNT/o/step-4/__0_0.distcp" || ck_fail "step-4's new shard differs"
 	gen_expect "$CK_MNT/o/step-3" state=open version=1
 	assert_cat_gen step-5 3 keep
-	assert_eq "step-6 step-7" "$(entries "$CK_MNT/o")" "listed generations (OPEN ones hidden)"
+	assert_entries "$CK_MNT/o" "step-6 step-7" "listed generations (OPEN ones hidden)"
 	kill -9 "$holder"
 	wait "$holder" 2>/dev/null || true
 	ck_umount
@@ -134,7 +146,7 @@ test_keep_counts_by_step_not_by_commit_time() {
 	save t/step-100
 	save t/step-300
 	save t/step-200
-	assert_eq "step-200 step-300" "$(entries "$CK_MNT/t")" "series after saving steps 100, 300, 200 with keep=2"
+	assert_entries "$CK_MNT/t" "step-200 step-300" "series after saving steps 100, 300, 200 with keep=2"
 	assert_cat_gen step-100 3 keep
 	forget_ref t/step-100
 	same t
@@ -153,13 +165,13 @@ test_keep_0_keeps_everything() {
 	mkdir "$CK_MNT/z"
 	local s
 	for s in 1 2 3 4 5; do save "z/step-$s"; done
-	assert_eq "step-1 step-2 step-3 step-4 step-5" "$(entries "$CK_MNT/z")" "series with keep=0"
+	assert_entries "$CK_MNT/z" "step-1 step-2 step-3 step-4 step-5" "series with keep=0"
 	same z
 	ck_umount
 	# the default keeps everything too
 	ck_mount "$GEN_OPTS"
 	save z/step-6
-	assert_eq "step-1 step-2 step-3 step-4 step-5 step-6" "$(entries "$CK_MNT/z")" "series with no keep option"
+	assert_entries "$CK_MNT/z" "step-1 step-2 step-3 step-4 step-5 step-6" "series with no keep option"
 	ck_umount
 }
 
@@ -169,8 +181,8 @@ test_keep_is_per_series() {
 	save a/step-1
 	save b/step-1
 	save a/step-2
-	assert_eq "step-2" "$(entries "$CK_MNT/a")" "series a with keep=1"
-	assert_eq "step-1" "$(entries "$CK_MNT/b")" "series b (untouched by a's saves)"
+	assert_entries "$CK_MNT/a" "step-2" "series a with keep=1"
+	assert_entries "$CK_MNT/b" "step-1" "series b (untouched by a's saves)"
 	forget_ref a/step-1
 	same a
 	same b
@@ -198,7 +210,7 @@ test_trainer_delete_racing_keep() {
 	done
 	ck_log "$errors of 8 purges saw the directory vanish under them"
 	# every save but the newest two gone, whoever deleted it
-	assert_eq "step-9 step-10" "$(entries "$CK_MNT/r")" "series after racing deletes"
+	assert_entries "$CK_MNT/r" "step-9 step-10" "series after racing deletes"
 	for s in 1 2 3 4 5 6 7 8; do
 		assert_cat_gen "step-$s" 3
 		forget_ref "r/step-$s"

@@ -7,13 +7,24 @@
  *   backing-tool ... SPEC ls [REL]                          one name a line, sorted
  *   backing-tool ... SPEC rm REL
  *   backing-tool ... SPEC probe
+ *   backing-tool ... SPEC serve                             commands from stdin
+ *   backing-tool ... SPEC stress THREADS COUNT              concurrent put/get/compare
  *
  * SPEC is a directory or nfs://server[:port]/export/path. Exits 0 on success,
  * 3 for "not there" (-ENOENT), 1 otherwise, with one line on stderr naming
  * the call and the reason; -v also prints the time the call took (to stderr:
- * "<call> <bytes> bytes <seconds> s"). */
+ * "<call> <bytes> bytes <seconds> s").
+ *
+ * serve keeps ONE backing open and runs the commands above read from stdin,
+ * one a line (names without spaces), answering each with one line:
+ *   ok <ms> [size | names separated by spaces]      or      err <ms> <errno>
+ * so that a test can show one open BACKING failing in time while the server
+ * is away and working again once it is back. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +99,183 @@ static int bt_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+#define BT_USAGE 1 /* not an errno: the command line is wrong */
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL | get REL FILE | "
-			"stat REL | ls [REL] | rm REL | probe\n");
+			"stat REL | ls [REL] | rm REL | probe | serve | stress THREADS COUNT\n");
 	exit(2);
+}
+
+/* Runs one command; `out` gets what it prints (stat's size, ls's names, one
+ * per line, or space-separated when `inline_out`); *bytes the bytes moved
+ * and *secs the time of the backing call itself. BT_USAGE for a bad command. */
+static int bt_command(struct backing *b, const char *cmd, int nargs, char **args, FILE *out,
+		      bool inline_out, size_t *bytes, double *secs)
+{
+	int rc = 0;
+	double t1 = bt_now();
+	*bytes = 0;
+	if (!strcmp(cmd, "put") && nargs == 2) {
+		FILE *f = strcmp(args[0], "-") ? fopen(args[0], "rb") : stdin;
+		char *buf = NULL;
+		if (!f)
+			rc = -errno;
+		else
+			rc = bt_slurp(f, &buf, bytes);
+		if (f && f != stdin)
+			fclose(f);
+		t1 = bt_now();
+		if (rc == 0)
+			rc = backing_put(b, args[1], buf, *bytes);
+		free(buf);
+		*secs = bt_now() - t1;
+	} else if (!strcmp(cmd, "get") && nargs == 2) {
+		uint64_t size = 0;
+		rc = backing_stat(b, args[0], &size);
+		char *buf = rc == 0 ? malloc(size + 1) : NULL;
+		if (rc == 0 && !buf)
+			rc = -ENOMEM;
+		t1 = bt_now();
+		if (rc == 0)
+			rc = backing_get(b, args[0], buf, size + 1, bytes);
+		*secs = bt_now() - t1;
+		if (rc == 0) {
+			FILE *f = strcmp(args[1], "-") ? fopen(args[1], "wb") : stdout;
+			if (!f || fwrite(buf, 1, *bytes, f) != *bytes || fflush(f) != 0)
+				rc = errno ? -errno : -EIO;
+			if (f && f != stdout && fclose(f) != 0 && rc == 0)
+				rc = -errno;
+		}
+		free(buf);
+	} else if (!strcmp(cmd, "stat") && nargs == 1) {
+		uint64_t size;
+		rc = backing_stat(b, args[0], &size);
+		*secs = bt_now() - t1;
+		if (rc == 0)
+			fprintf(out, "%s%llu%s", inline_out ? " " : "", (unsigned long long)size,
+				inline_out ? "" : "\n");
+	} else if (!strcmp(cmd, "ls") && nargs <= 1) {
+		struct bt_names ns = { 0 };
+		rc = backing_list(b, nargs ? args[0] : "", bt_collect, &ns);
+		*secs = bt_now() - t1;
+		if (ns.n)
+			qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
+		for (size_t i = 0; i < ns.n; i++) {
+			if (rc == 0)
+				fprintf(out, inline_out ? " %s" : "%s\n", ns.v[i]);
+			free(ns.v[i]);
+		}
+		free(ns.v);
+	} else if (!strcmp(cmd, "rm") && nargs == 1) {
+		rc = backing_remove(b, args[0]);
+		*secs = bt_now() - t1;
+	} else if (!strcmp(cmd, "probe") && nargs == 0) {
+		char msg[1024];
+		rc = backing_probe(b, msg, sizeof(msg));
+		*secs = bt_now() - t1;
+		if (rc != 0)
+			fprintf(stderr, "backing-tool: %s\n", msg);
+	} else {
+		return BT_USAGE;
+	}
+	return rc;
+}
+
+static int bt_serve(struct backing *b)
+{
+	char line[4096];
+	while (fgets(line, sizeof(line), stdin)) {
+		char *args[4], *save = NULL;
+		int n = 0;
+		for (char *tok = strtok_r(line, " \t\n", &save); tok && n < 4;
+		     tok = strtok_r(NULL, " \t\n", &save))
+			args[n++] = tok;
+		if (n == 0)
+			continue;
+		if (!strcmp(args[0], "quit"))
+			break;
+		size_t bytes;
+		double secs = 0;
+		char extra[65536] = "";
+		FILE *out = fmemopen(extra, sizeof(extra), "w");
+		if (!out)
+			return 1;
+		int rc = bt_command(b, args[0], n - 1, args + 1, out, true, &bytes, &secs);
+		fclose(out);
+		if (rc == BT_USAGE)
+			printf("err 0 usage\n");
+		else if (rc == 0)
+			printf("ok %.0f%s\n", secs * 1000, extra);
+		else
+			printf("err %.0f %s\n", secs * 1000, strerrorname_np(-rc));
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* ---- stress: THREADS threads, each COUNT put + get + compare of its own
+ * files under shared, new parent directories (more threads than the NFS
+ * backend has connections, so they also wait for one another) ---- */
+
+struct bt_stress {
+	struct backing *b;
+	int id, count, failures;
+};
+
+static void *bt_stress_run(void *arg)
+{
+	struct bt_stress *s = arg;
+	size_t cap = 300 * 1024;
+	uint8_t *data = malloc(cap), *got = malloc(cap + 1);
+	if (!data || !got) {
+		s->failures = s->count;
+		goto out;
+	}
+	for (int i = 0; i < s->count; i++) {
+		char rel[96];
+		snprintf(rel, sizeof(rel), "stress/%02x/%02x/t%d-%d", i % 3, i % 5, s->id, i);
+		size_t len = ((size_t)i * 7919 + (size_t)s->id * 104729) % cap;
+		uint64_t x = (uint64_t)s->id << 32 | (uint64_t)i;
+		for (size_t k = 0; k < len; k++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			data[k] = (uint8_t)(x >> 56);
+		}
+		size_t got_len = 0;
+		int rc = backing_put(s->b, rel, data, len);
+		if (rc == 0)
+			rc = backing_get(s->b, rel, got, cap + 1, &got_len);
+		if (rc != 0 || got_len != len || memcmp(got, data, len) != 0) {
+			fprintf(stderr, "backing-tool: stress %s: %s\n", rel,
+				rc ? strerror(-rc) : "bytes differ");
+			s->failures++;
+		}
+	}
+out:
+	free(data);
+	free(got);
+	return NULL;
+}
+
+static int bt_stress(struct backing *b, int threads, int count)
+{
+	if (threads < 1 || threads > 64 || count < 1)
+		return BT_USAGE;
+	pthread_t t[64];
+	struct bt_stress s[64];
+	int failures = 0;
+	for (int i = 0; i < threads; i++) {
+		s[i] = (struct bt_stress){ .b = b, .id = i, .count = count };
+		if (pthread_create(&t[i], NULL, bt_stress_run, &s[i]) != 0)
+			return -EAGAIN; /* the threads already started are detached by exit */
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+		failures += s[i].failures;
+	}
+	printf("%d of %d round trips failed\n", failures, threads * count);
+	return failures ? -EIO : 0;
 }
 
 int main(int argc, char **argv)
@@ -110,8 +293,6 @@ int main(int argc, char **argv)
 	if (argc - optind < 2)
 		usage();
 	const char *spec = argv[optind], *cmd = argv[optind + 1];
-	char **args = argv + optind + 2;
-	int nargs = argc - optind - 2;
 	log_setup(stderr, verbose ? LOG_LVL_INFO : LOG_LVL_ERROR);
 
 	struct backing *b;
@@ -120,71 +301,27 @@ int main(int argc, char **argv)
 		fprintf(stderr, "backing-tool: open %s: %s\n", spec, strerror(-rc));
 		return 1;
 	}
-	double t1 = bt_now();
+	if (!strcmp(cmd, "serve")) {
+		rc = bt_serve(b);
+		backing_close(b);
+		return rc;
+	}
+	if (!strcmp(cmd, "stress") && argc - optind == 4) {
+		rc = bt_stress(b, atoi(argv[optind + 2]), atoi(argv[optind + 3]));
+		backing_close(b);
+		if (rc == BT_USAGE)
+			usage();
+		return rc == 0 ? 0 : 1;
+	}
 	size_t bytes = 0;
-	if (!strcmp(cmd, "put") && nargs == 2) {
-		FILE *f = strcmp(args[0], "-") ? fopen(args[0], "rb") : stdin;
-		char *buf = NULL;
-		if (!f)
-			rc = -errno;
-		else
-			rc = bt_slurp(f, &buf, &bytes);
-		if (f && f != stdin)
-			fclose(f);
-		t1 = bt_now();
-		if (rc == 0)
-			rc = backing_put(b, args[1], buf, bytes);
-		free(buf);
-	} else if (!strcmp(cmd, "get") && nargs == 2) {
-		uint64_t size = 0;
-		rc = backing_stat(b, args[0], &size);
-		char *buf = rc == 0 ? malloc(size + 1) : NULL;
-		if (rc == 0 && !buf)
-			rc = -ENOMEM;
-		t1 = bt_now();
-		if (rc == 0)
-			rc = backing_get(b, args[0], buf, size + 1, &bytes);
-		double t2 = bt_now();
-		if (rc == 0) {
-			FILE *f = strcmp(args[1], "-") ? fopen(args[1], "wb") : stdout;
-			if (!f || fwrite(buf, 1, bytes, f) != bytes || fflush(f) != 0)
-				rc = -errno ? -errno : -EIO;
-			if (f && f != stdout && fclose(f) != 0 && rc == 0)
-				rc = -errno;
-		}
-		free(buf);
-		if (verbose && rc == 0)
-			fprintf(stderr, "get %zu bytes %.3f s\n", bytes, t2 - t1);
-		verbose = 0;
-	} else if (!strcmp(cmd, "stat") && nargs == 1) {
-		uint64_t size;
-		rc = backing_stat(b, args[0], &size);
-		if (rc == 0)
-			printf("%llu\n", (unsigned long long)size);
-	} else if (!strcmp(cmd, "ls") && nargs <= 1) {
-		struct bt_names ns = { 0 };
-		rc = backing_list(b, nargs ? args[0] : "", bt_collect, &ns);
-		qsort(ns.v, ns.n, sizeof(*ns.v), bt_cmp);
-		for (size_t i = 0; i < ns.n; i++) {
-			if (rc == 0)
-				printf("%s\n", ns.v[i]);
-			free(ns.v[i]);
-		}
-		free(ns.v);
-	} else if (!strcmp(cmd, "rm") && nargs == 1) {
-		rc = backing_remove(b, args[0]);
-	} else if (!strcmp(cmd, "probe") && nargs == 0) {
-		char msg[1024];
-		rc = backing_probe(b, msg, sizeof(msg));
-		if (rc != 0)
-			fprintf(stderr, "backing-tool: %s\n", msg);
-	} else {
+	double secs = 0;
+	rc = bt_command(b, cmd, argc - optind - 2, argv + optind + 2, stdout, false, &bytes, &secs);
+	if (rc == BT_USAGE) {
 		backing_close(b);
 		usage();
 	}
-	double t2 = bt_now();
 	if (verbose && rc == 0)
-		fprintf(stderr, "%s %zu bytes %.3f s\n", cmd, bytes, t2 - t1);
+		fprintf(stderr, "%s %zu bytes %.3f s\n", cmd, bytes, secs);
 	if (rc != 0 && rc != -ENOENT)
 		fprintf(stderr, "backing-tool: %s %s: %s\n", cmd, spec, strerror(-rc));
 	backing_close(b);

@@ -1,0 +1,173 @@
+#!/bin/bash
+# docs/examples/check_fstab.sh [BUILD_DIR] — proves the packaging examples
+# mount for real, through mount(8) and mount.fuse3, with BUILD_DIR/ckptfs on
+# PATH as `ckptfs` (what `make install` provides). Needs root and /dev/fuse.
+# `make check-examples` runs it.
+#
+#   1. mnt-ckpt.mount passes `systemd-analyze verify` (skipped without it);
+#   2. `mount -t fuse.ckptfs BACKING MNT -o cache=…,allow_other,_netdev`
+#      mounts; a file written is read back byte-identical, also by another
+#      user (allow_other); after umount the daemon exits, and after a second
+#      mount the file is still there;
+#   3. the line of fstab.example, its paths swapped for temporary ones,
+#      mounts with `mount --fstab FILE MNT`;
+#   4. What=/Where=/Type=/Options= of mnt-ckpt.mount, paths swapped, mount
+#      the way systemd mounts them (`mount What Where -t Type -o Options`).
+# Every path unmounts (trap); only ckptfs daemons serving this script's own
+# temp mountpoint are waited for or killed, by PID. Ends with "N passed, N failed".
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$repo/$build ;; esac
+passed=0 failed=0 skipped=0
+
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	echo "check_fstab: needs root and /dev/fuse (mount(8) of a FUSE type)" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+if [ ! -x "$build/ckptfs" ]; then
+	echo "check_fstab: $build/ckptfs not built (make all)" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+export PATH=$build:$PATH
+
+T=$(mktemp -d /tmp/ckptfs-fstab-check.XXXXXX)
+chmod 755 "$T" # allow_other is checked as user nobody
+B=$T/backing M=$T/mnt C=$T/cache
+mkdir -p "$B" "$M" "$C"
+DAEMONS=()
+
+is_mounted() { awk -v m="$M" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+fstype() { awk -v m="$M" '$5 == m { split($0, a, " - "); split(a[2], b, " "); print b[1] }' /proc/self/mountinfo; }
+
+# PIDs of ckptfs processes whose arguments include our own mountpoint.
+our_daemons() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "$(basename "$(readlink "$p/exe" 2>/dev/null)")" = ckptfs ] || continue
+		tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -qxF "$M" && echo "${p#/proc/}"
+	done
+}
+
+cleanup() {
+	local pid
+	if is_mounted; then umount "$M" 2>/dev/null || fusermount3 -u -z "$M" 2>/dev/null; fi
+	for pid in "${DAEMONS[@]}" $(our_daemons); do
+		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill "$pid" 2>/dev/null
+	done
+	is_mounted && echo "check_fstab: WARNING: $M still mounted" >&2
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
+skip() { echo "SKIP $1: $2"; skipped=$((skipped + 1)); }
+
+# After a mount(8) returned: the mount is there, with type fuse.ckptfs, and
+# the daemon's PID is remembered.
+after_mount() {
+	is_mounted || { echo "nothing mounted on $M"; return 1; }
+	[ "$(fstype)" = fuse.ckptfs ] || { echo "mounted as $(fstype), not fuse.ckptfs"; return 1; }
+	local pids
+	pids=$(our_daemons)
+	[ -n "$pids" ] || { echo "no ckptfs process serves $M"; return 1; }
+	read -ra DAEMONS <<<"$(echo "$pids" | tr '\n' ' ')"
+}
+
+# umount(8), then wait (60 s) for the daemon to exit: the cache lock is free again.
+unmount_and_wait() {
+	umount "$M" || { echo "umount $M failed"; return 1; }
+	local pid
+	for pid in "${DAEMONS[@]}"; do
+		for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$pid" 2>/dev/null && { echo "ckptfs (pid $pid) still running 60 s after umount"; return 1; }
+	done
+	DAEMONS=()
+}
+
+# The example's paths, swapped for this run's temporary ones.
+swap_paths() { sed -e "s#/data/ckpt-backing#$B#g" -e "s#/mnt/ckpt#$M#g" -e "s#/var/cache/ckptfs#$C#g"; }
+
+# ---------------------------------------------------------------- 1. unit file
+
+if command -v systemd-analyze >/dev/null; then
+	if out=$(cd "$here" && systemd-analyze verify --man=no ./mnt-ckpt.mount 2>&1); then
+		pass "mnt-ckpt.mount: systemd-analyze verify"
+	else
+		fail "mnt-ckpt.mount: systemd-analyze verify" "$out"
+	fi
+else
+	skip "mnt-ckpt.mount: systemd-analyze verify" "systemd-analyze is not installed"
+fi
+
+# ---------------------------------------------------------------- 2. mount -t fuse.ckptfs
+
+head -c $((5 * 1024 * 1024 + 3)) /dev/urandom >"$T/ref"
+mount_t() {
+	mount -t fuse.ckptfs "$B" "$M" -o "cache=$C,allow_other,_netdev" || { echo "mount(8) failed"; return 1; }
+	after_mount || return 1
+	cp "$T/ref" "$M/model.pt" || { echo "cp into the mount failed"; return 1; }
+	cmp "$T/ref" "$M/model.pt" || { echo "read back differs"; return 1; }
+	chmod 644 "$M/model.pt"
+	setpriv --reuid=65534 --regid=65534 --clear-groups cmp "$T/ref" "$M/model.pt" ||
+		{ echo "user nobody cannot read the file (allow_other)"; return 1; }
+	unmount_and_wait || return 1
+	mount -t fuse.ckptfs "$B" "$M" -o "cache=$C,allow_other,_netdev" || { echo "second mount failed"; return 1; }
+	after_mount || return 1
+	cmp "$T/ref" "$M/model.pt" || { echo "file differs after remount"; return 1; }
+	unmount_and_wait
+}
+if out=$(mount_t 2>&1); then
+	pass "mount -t fuse.ckptfs … -o cache=…,allow_other,_netdev: write, read (root and nobody), umount, remount"
+else
+	fail "mount -t fuse.ckptfs" "$out"
+fi
+
+# ---------------------------------------------------------------- 3. fstab line
+
+mount_fstab() {
+	grep -Ev '^\s*(#|$)' "$here/fstab.example" | swap_paths >"$T/fstab"
+	[ "$(wc -l <"$T/fstab")" = 1 ] || { echo "fstab.example should have exactly one line: $(cat "$T/fstab")"; return 1; }
+	mount --fstab "$T/fstab" "$M" || { echo "mount --fstab failed for: $(cat "$T/fstab")"; return 1; }
+	after_mount || return 1
+	cmp "$T/ref" "$M/model.pt" || { echo "file from the earlier mount differs"; return 1; }
+	echo fstab >"$M/via-fstab" || { echo "write failed"; return 1; }
+	[ "$(cat "$M/via-fstab")" = fstab ] || { echo "read back differs"; return 1; }
+	unmount_and_wait
+}
+if out=$(mount_fstab 2>&1); then
+	pass "fstab.example line mounts (mount --fstab), reads, writes, unmounts"
+else
+	fail "fstab.example line" "$out"
+fi
+
+# ---------------------------------------------------------------- 4. unit's mount
+
+mount_unit() {
+	local what where type options
+	what=$(sed -n 's/^What=//p' "$here/mnt-ckpt.mount" | swap_paths)
+	where=$(sed -n 's/^Where=//p' "$here/mnt-ckpt.mount" | swap_paths)
+	type=$(sed -n 's/^Type=//p' "$here/mnt-ckpt.mount")
+	options=$(sed -n 's/^Options=//p' "$here/mnt-ckpt.mount" | swap_paths)
+	[ "$where" = "$M" ] || { echo "Where= is not /mnt/ckpt"; return 1; }
+	mount "$what" "$where" -t "$type" -o "$options" || { echo "mount $what $where -t $type -o $options failed"; return 1; }
+	after_mount || return 1
+	[ "$(cat "$M/via-fstab")" = fstab ] || { echo "earlier file missing"; return 1; }
+	unmount_and_wait
+}
+if out=$(mount_unit 2>&1); then
+	pass "mnt-ckpt.mount What/Where/Type/Options mount as systemd mounts them"
+else
+	fail "mnt-ckpt.mount mount" "$out"
+fi
+
+echo "$skipped skipped"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

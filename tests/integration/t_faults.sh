@@ -1,0 +1,251 @@
+#!/bin/bash
+# t_faults — BACKING misbehaving, through tests/faultfs (a fault-injecting
+# passthrough mount used as BACKING): slow, failing with EIO or ENOSPC, or
+# hanging. Saves go on into the cache (backpressure, never an error), uploads
+# retry and resume by themselves, nothing is lost, keep-latest-k keeps the
+# newest durable generation, reads that need a hung BACKING fail with EIO after
+# backing_timeout (never wrong data), a kill -9 mid-upload loses nothing, and
+# the mount-time health check refuses a BACKING that cannot rename, naming the
+# step. Also: ckptfs over nfs:// against a private nfs-ganesha.
+. "$(dirname "$0")/lib.sh"
+
+ck_timeout test_backing_hung_for_a_while_saves_go_on_and_uploads_resume 240
+ck_timeout test_nfs_url_backing_round_trip_and_fresh_node 240
+ck_slow test_nfs_url_backing_round_trip_and_fresh_node
+
+FAULTFS=$(dirname "$CKPTFS_BIN")/faultfs
+
+# Mounts faultfs over $CK_TMP/store and makes its mount the BACKING.
+_faultfs_up() {
+	[ -x "$FAULTFS" ] || ck_fail "$FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
+	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
+	: >"$CK_TMP/ctl"
+	ck_register_mount "$CK_TMP/fmnt"
+	ck_bg "$FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
+	FAULTFS_PID=$CK_BG_PID
+	local i=0
+	until ck_is_mounted "$CK_TMP/fmnt"; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
+		sleep 0.05
+	done
+	CK_BACKING=$CK_TMP/fmnt
+}
+
+_fault() { # "key=value" ... — replaces the whole fault configuration
+	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
+	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
+	sleep 0.3 # faultfs looks at most every 100 ms
+}
+
+_durable_count() { ck_sql "SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version = version"; }
+
+_wait_durable() { # [timeout s]
+	local t=${1:-60} i=0 left
+	while :; do
+		left=$(ck_sql "SELECT (SELECT COUNT(*) FROM uploads) + (SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version != version)")
+		[ "$left" = 0 ] && return 0
+		i=$((i + 1))
+		[ $i -le $((t * 10)) ] || ck_fail "after ${t}s, $left uploads or generations are still not durable"
+		sleep 0.1
+	done
+}
+
+_save_step() { # N SIZE_MIB
+	local n=$1 mib=$2
+	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
+	head -c $((mib * MiB)) /dev/urandom >"$CK_REF/run/step-$n/model.pt"
+	cp "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$n"
+}
+
+_assert_steps_eq() { # N... — these steps read back byte-identical
+	local n
+	for n in "$@"; do
+		cmp -s "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt" ||
+			ck_fail "run/step-$n/model.pt differs from what was saved"
+	done
+}
+
+_fresh_node_reads() { # N... — a new cache over the same BACKING sees them
+	local saved=$CK_CACHE
+	CK_CACHE=$CK_TMP/cache.fresh.$RANDOM
+	ck_mount
+	_assert_steps_eq "$@"
+	ck_umount
+	CK_CACHE=$saved
+}
+
+test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
+	_faultfs_up
+	ck_mount "upload_threads=2"
+	_save_step 1 4
+	_wait_durable
+	_fault hang=1
+	local t0 t1
+	t0=$(date +%s)
+	_save_step 2 16
+	_save_step 3 16
+	t1=$(date +%s)
+	assert_lt $((t1 - t0)) 30 "seconds for two saves while BACKING hangs (they go to the cache)"
+	_assert_steps_eq 1 2 3
+	sleep 2
+	assert_eq 1 "$(_durable_count)" "durable generations while BACKING hangs"
+	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "nothing queued while BACKING hangs"
+	_fault hang=0
+	_wait_durable 120
+	assert_eq 3 "$(_durable_count)" "durable generations once BACKING answers"
+	ck_umount
+	_fresh_node_reads 1 2 3
+}
+
+test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
+	_faultfs_up
+	ck_mount
+	_fault eio=write,fsync,rename
+	_save_step 1 6
+	sleep 2
+	assert_eq 0 "$(_durable_count)" "durable generations while every write to BACKING fails"
+	grep -q "retrying with backoff" "$CK_DLOG" || ck_fail "no log line about retrying the failed upload"
+	_fault enospc=write,create,mkdir
+	_save_step 2 6
+	sleep 2
+	assert_eq 0 "$(_durable_count)" "durable generations while BACKING is full"
+	[ "$(ck_sql 'SELECT MAX(attempts) FROM uploads')" -gt 0 ] || ck_fail "no failed attempt recorded"
+	_fault
+	_wait_durable 90
+	assert_eq 2 "$(_durable_count)" "durable generations after the faults clear"
+	grep -q "answers again" "$CK_DLOG" || ck_fail "no log line about BACKING answering again"
+	_assert_steps_eq 1 2
+	ck_umount
+	_fresh_node_reads 1 2
+}
+
+test_keep_never_deletes_the_newest_durable_generation() {
+	_faultfs_up
+	ck_mount "keep=1"
+	_save_step 1 2
+	_wait_durable
+	_fault eio=all
+	_save_step 2 2
+	_save_step 3 2
+	sleep 1
+	# step-1 is the only durable one: kept, though keep=1 and two are newer
+	assert_eq "step-1 step-3" "$(ck_sql "SELECT group_concat(name, ' ') FROM (SELECT name FROM generations WHERE state = 1 ORDER BY step)")" "generations kept while BACKING fails"
+	_fault
+	_wait_durable 90
+	local i=0
+	while [ "$(ck_sql "SELECT group_concat(name, ' ') FROM generations WHERE state = 1")" != step-3 ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "keep=1 left $(ck_sql "SELECT group_concat(name, ' ') FROM generations WHERE state = 1") once step-3 was durable"
+		sleep 0.1
+	done
+	ck_umount
+	_fresh_node_reads 3
+}
+
+test_reads_that_need_a_hung_backing_fail_with_eio_after_the_timeout() {
+	_faultfs_up
+	ck_mount
+	_save_step 1 6
+	ck_umount
+	# an empty cache: every read needs BACKING
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount "backing_timeout=3"
+	_fault hang=1
+	local rc=0 t0 t1
+	t0=$(date +%s)
+	timeout 60 cat "$CK_MNT/run/step-1/model.pt" >"$CK_TMP/out" 2>"$CK_TMP/err" || rc=$?
+	t1=$(date +%s)
+	[ $rc != 124 ] || ck_fail "the read hung past 60 s"
+	[ $rc != 0 ] || ck_fail "the read succeeded while BACKING hangs"
+	assert_contains "$(cat "$CK_TMP/err")" "Input/output error" "error of the read"
+	assert_le $((t1 - t0)) 20 "seconds before EIO with backing_timeout=3"
+	[ "$(ck_size "$CK_TMP/out")" = 0 ] || cmp -s -n "$(ck_size "$CK_TMP/out")" "$CK_TMP/out" "$CK_REF/run/step-1/model.pt" ||
+		ck_fail "bytes served before the error are not the file's"
+	_fault hang=0
+	_assert_steps_eq 1
+	ck_umount
+}
+
+test_kill9_mid_upload_to_a_slow_backing_loses_nothing() {
+	_faultfs_up
+	_fault bw=4000000
+	ck_mount "upload_threads=1"
+	_save_step 1 12
+	_save_step 2 12
+	sleep 1
+	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "the uploads finished before the kill; the test proves nothing"
+	ck_kill9
+	_fault
+	ck_mount
+	_wait_durable 90
+	_assert_steps_eq 1 2
+	ck_umount
+	"$PY" "$CK_HELPERS/objcheck.py" "$CK_TMP/store" "$CK_CACHE" --allow-orphans >"$CK_TMP/obj" 2>&1 ||
+		ck_fail "objcheck: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
+	_fresh_node_reads 1 2
+}
+
+test_unmount_waits_for_uploads_to_a_slow_backing_with_progress() {
+	_faultfs_up
+	_fault bw=8000000
+	ck_mount
+	_save_step 1 24
+	ck_umount
+	assert_eq 0 "$(ck_sql 'SELECT COUNT(*) FROM uploads')" "uploads left after unmount"
+	grep -q "waiting for .* uploads" "$CK_DERR" || ck_fail "no progress line on stderr during the unmount wait: $(tail -n 3 "$CK_DERR" | tr '\n' '|')"
+}
+
+test_leave_queued_unmounts_at_once_and_the_next_mount_resumes() {
+	_faultfs_up
+	_fault bw=2000000
+	ck_mount "leave_queued"
+	_save_step 1 12
+	ck_umount
+	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "leave_queued: nothing was left queued"
+	_fault
+	ck_mount
+	grep -q "resuming" "$CK_DLOG" || ck_fail "the next mount did not say it resumes the queue"
+	_wait_durable 60
+	ck_umount
+	_fresh_node_reads 1
+}
+
+test_health_check_refuses_a_backing_that_cannot_rename() {
+	_faultfs_up
+	_fault eio=rename
+	local out rc=0
+	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	assert_ne 0 "$rc" "exit status"
+	assert_eq 1 "$(echo "$out" | wc -l)" "lines of error output: $out"
+	assert_contains "$out" "rename"
+	assert_contains "$out" "$CK_BACKING"
+	ck_is_mounted "$CK_MNT" && ck_fail "mounted over a BACKING that cannot rename"
+	_fault eio=fsync
+	rc=0
+	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	assert_ne 0 "$rc" "exit status"
+	assert_contains "$out" "fsync"
+	return 0
+}
+
+test_nfs_url_backing_round_trip_and_fresh_node() {
+	command -v ganesha.nfsd >/dev/null || ck_skip "nfs-ganesha is not installed"
+	local url
+	url=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
+		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
+	trap '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; _ck_exit_trap' EXIT
+	CK_BACKING=$url
+	ck_mount
+	_save_step 1 20
+	_save_step 2 3
+	_wait_durable 120
+	_assert_steps_eq 1 2
+	ck_umount
+	find "$CK_TMP/nfs/export/chunks" -type f | grep -q . || ck_fail "no chunk objects in the NFS export"
+	_fresh_node_reads 1 2
+	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null
+}
+
+ck_main "$@"

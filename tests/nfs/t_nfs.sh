@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# t_nfs.sh [BUILD] — BACKING over nfs:// against a private nfs-ganesha.
+#
+# Starts ganesha (tests/nfs/ganesha.sh) on 127.0.0.1, then through
+# BUILD/backing-tool: probe; round trips of 0 B, 1 B, 5 MiB and 64 MiB, byte
+# for byte, also as seen in the exported directory itself; overwrite; list;
+# remove; -ENOENT cases; 8 threads sharing the 4-connection pool; no
+# temporaries left. Then, with ONE backing kept open
+# (backing-tool serve, 2 s timeout): the server is stopped and calls fail
+# within the timeout instead of hanging; it is restarted and the same open
+# backing works again; the server is frozen (SIGSTOP: connections accepted,
+# nothing answered) and calls fail by timeout; it is thawed and they work.
+# ganesha is always stopped on exit. Ends with "N passed, N failed".
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-build}
+tool=$(cd "$build" && pwd)/backing-tool
+[ -x "$tool" ] || { echo "t_nfs: $tool is missing (make $build/backing-tool)" >&2; exit 1; }
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+check() { # check NAME CMD...: passes when CMD succeeds
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else bad "$name"; fi
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+work=$(mktemp -d /tmp/ckptfs-nfs-XXXXXX)
+srv=$work/server
+data=$work/data
+mkdir -p "$srv" "$data"
+serve_pid=
+cleanup() {
+	[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
+	[ -f "$srv/ganesha.pid" ] && kill -CONT "$(cat "$srv/ganesha.pid")" 2>/dev/null
+	"$here/ganesha.sh" stop "$srv" || echo "t_nfs: stopping ganesha failed" >&2
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if ! url=$("$here/ganesha.sh" start "$srv"); then
+	bad "ganesha starts"
+	echo "$passed passed, $failed failed"
+	exit 1
+fi
+ok "ganesha starts: $url"
+export_dir=$srv/export
+T() { "$tool" -t 5000 "$url" "$@"; }
+
+# ---- one-shot calls ----
+check "probe" T probe
+
+for size in 0 1 $((5 * 1024 * 1024 + 1)); do
+	head -c "$size" /dev/urandom >"$data/in.$size"
+	T put "$data/in.$size" "rt/f.$size" &&
+		T get "rt/f.$size" "$data/out.$size" &&
+		cmp -s "$data/in.$size" "$data/out.$size" &&
+		cmp -s "$data/in.$size" "$export_dir/rt/f.$size"
+	check "round trip of $size bytes, also as stored in the export" [ $? -eq 0 ]
+done
+
+head -c $((64 * 1024 * 1024)) /dev/urandom >"$data/big"
+put_out=$("$tool" -v -t 5000 "$url" put "$data/big" "chunks/ab/cd/big" 2>&1)
+put_rc=$?
+get_out=$("$tool" -v -t 5000 "$url" get "chunks/ab/cd/big" "$data/big.out" 2>&1)
+get_rc=$?
+[ $put_rc -eq 0 ] && [ $get_rc -eq 0 ] && cmp -s "$data/big" "$data/big.out" && cmp -s "$data/big" "$export_dir/chunks/ab/cd/big"
+check "64 MiB put + get byte for byte, also as stored in the export" [ $? -eq 0 ]
+put_s=$(echo "$put_out" | awk '/^put .* bytes/ {print $4}')
+get_s=$(echo "$get_out" | awk '/^get .* bytes/ {print $4}')
+if [ -n "$put_s" ] && [ -n "$get_s" ]; then
+	echo "     64 MiB: put $put_s s ($(awk -v s="$put_s" 'BEGIN{printf "%.0f", 64/s}') MiB/s incl. COMMIT), get $get_s s ($(awk -v s="$get_s" 'BEGIN{printf "%.0f", 64/s}') MiB/s)"
+fi
+
+printf 'first version, longer than the second\n' >"$data/v1"
+printf 'second\n' >"$data/v2"
+T put "$data/v1" over/f && T put "$data/v2" over/f && T get over/f "$data/v.out"
+check "overwrite replaces the whole file" cmp -s "$data/v2" "$data/v.out"
+check "stat gives the new size" [ "$(T stat over/f)" = "$(stat -c %s "$data/v2")" ]
+
+T put "$data/v1" ls/b && T put "$data/v1" ls/a && T put "$data/v1" ls/sub/c
+check "list names each entry once" [ "$(T ls ls | tr '\n' ' ')" = "a b sub " ]
+check "list of the root" bash -c "'$tool' '$url' ls | grep -qx chunks"
+
+T rm ls/a
+T stat ls/a >/dev/null 2>&1
+check "remove, then stat is ENOENT (exit 3)" [ $? -eq 3 ]
+check "remove of an absent file succeeds" T rm ls/a
+T get nope/x "$data/nope" 2>/dev/null
+check "get of an absent file is ENOENT (exit 3)" [ $? -eq 3 ]
+T ls nodir >/dev/null 2>&1
+check "list of an absent directory is ENOENT (exit 3)" [ $? -eq 3 ]
+T put "$data/v1" "../escape" 2>/dev/null
+check "a path with .. is refused" [ $? -eq 1 -a ! -e "$srv/escape" ]
+check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
+check "no temporaries left in tmp/" [ -z "$(ls -A "$export_dir/tmp")" ]
+
+# ---- one open backing across an outage ----
+# reply LIMIT_S: reads the next reply of the serve process within LIMIT_S s
+# (a hang fails the test instead of hanging it) into $reply, wall time in $took.
+coproc SERVE { exec "$tool" -t 2000 "$url" serve 2>"$work/serve.err"; }
+serve_pid=$SERVE_PID
+ask() { # ask LIMIT_S COMMAND...
+	local limit=$1 t0
+	shift
+	t0=$(now_ms)
+	echo "$*" >&"${SERVE[1]}"
+	reply=
+	read -r -t "$limit" -u "${SERVE[0]}" reply || reply="(no reply within ${limit} s)"
+	took=$(($(now_ms) - t0))
+}
+expect() { # expect NAME PATTERN: the last reply matches PATTERN
+	if [[ $reply == $2 ]]; then ok "$1 [$reply, ${took} ms]"; else bad "$1 [$reply, ${took} ms]"; fi
+}
+
+ask 10 stat over/f
+expect "serve: stat while the server is up" "ok * 7"
+"$here/ganesha.sh" stop "$srv"
+ask 10 stat over/f
+expect "server stopped: stat fails" "err *"
+check "server stopped: stat fails within the 2 s timeout (+1 s slack)" [ "$took" -le 3000 ]
+ask 10 put "$data/v1" outage/f
+expect "server stopped: put fails" "err *"
+check "server stopped: put fails within the timeout (+1 s slack)" [ "$took" -le 3000 ]
+t0=$(now_ms)
+"$tool" -t 2000 "$url" stat over/f >/dev/null 2>&1
+rc=$?
+took=$(($(now_ms) - t0))
+check "server stopped: a fresh open fails within the timeout [$took ms]" [ $rc -ne 0 -a "$took" -le 3000 ]
+
+if url2=$("$here/ganesha.sh" start "$srv"); then ok "ganesha restarts"; else bad "ganesha restarts"; fi
+check "the URL is the same after the restart" [ "$url2" = "$url" ]
+ask 10 stat over/f
+expect "server back: the same open backing works again (stat)" "ok * 7"
+ask 10 put "$data/v1" outage/f
+expect "server back: put" "ok *"
+ask 10 get outage/f "$data/outage.out"
+expect "server back: get" "ok *"
+check "server back: bytes intact" cmp -s "$data/v1" "$data/outage.out"
+ask 10 probe
+expect "server back: probe" "ok *"
+
+gpid=$(cat "$srv/ganesha.pid")
+kill -STOP "$gpid"
+ask 10 stat over/f
+expect "server frozen: stat fails" "err * ETIMEDOUT"
+check "server frozen: stat fails by the 2 s timeout, not before 1 s, not after 3.5 s" \
+	[ "$took" -ge 1000 -a "$took" -le 3500 ]
+ask 10 put "$data/v2" frozen/f
+expect "server frozen: put fails" "err *"
+check "server frozen: put fails within the timeout (+1.5 s slack)" [ "$took" -le 3500 ]
+kill -CONT "$gpid"
+ask 10 stat over/f
+expect "server thawed: stat works again" "ok * 7"
+ask 10 put "$data/v2" frozen/f
+expect "server thawed: put works again" "ok *"
+ask 10 ls frozen
+expect "server thawed: list" "ok * f"
+ask 10 quit
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+check "no temporaries left in tmp/ after the outages" [ -z "$(ls -A "$export_dir/tmp")" ]
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,565 @@
+/* Unit tests for fs/backing.c, the directory backend of BACKING (the nfs://
+ * backend is tested against a real NFS server by tests/nfs/t_nfs.sh): bytes
+ * round-trip exactly (0 B, 1 B, 5 MiB) and land as plain files under the
+ * root; put creates missing parents and replaces a file atomically (a reader
+ * racing the writer only ever sees one whole version) without leaving
+ * temporaries; get/stat/remove/list keep their -ENOENT/-EFBIG contracts;
+ * bad paths are -EINVAL before any I/O; the probe passes on a healthy root
+ * and, on a broken one, names the step and the path; open removes the
+ * temporaries of dead processes of this host only. Every test works in its
+ * own temporary directory. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "log.h"
+
+#define MiB ((size_t)1024 * 1024)
+
+#define OK(expr)                                                                          \
+	do {                                                                              \
+		int rc_ = (expr);                                                         \
+		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
+	} while (0)
+#define FAILS(expr, err)                                                                   \
+	do {                                                                               \
+		int rc_ = (expr);                                                          \
+		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_, \
+			     strerror(-rc_), #err);                                        \
+	} while (0)
+
+static struct fixture {
+	char dir[64];
+	struct backing *b;
+	FILE *log;
+	char immutable[128]; /* a directory whose immutable flag teardown clears */
+} fx;
+
+/* ---- helpers ---- */
+
+static void tb_fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed;
+	for (size_t i = 0; i < len; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		buf[i] = (uint8_t)(x >> 56);
+	}
+}
+
+static int tb_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void tb_path(char *buf, size_t size, const char *rel)
+{
+	snprintf(buf, size, "%s/%s", fx.dir, rel);
+}
+
+/* The bytes of the plain file root/rel, read without the backing. */
+static uint8_t *tb_read_plain(const char *rel, size_t *len)
+{
+	char path[256];
+	tb_path(path, sizeof(path), rel);
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
+	struct stat st;
+	cr_assert_eq(fstat(fileno(f), &st), 0);
+	uint8_t *buf = malloc(st.st_size + 1);
+	cr_assert_not_null(buf);
+	*len = fread(buf, 1, st.st_size, f);
+	fclose(f);
+	return buf;
+}
+
+static int tb_count_entries(void *arg, const char *name)
+{
+	(void)name;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static int tb_tmp_entries(void)
+{
+	int n = 0;
+	OK(backing_list(fx.b, "tmp", tb_count_entries, &n));
+	return n;
+}
+
+static bool tb_log_contains(const char *needle)
+{
+	fflush(fx.log);
+	rewind(fx.log);
+	char line[4096];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), fx.log))
+		found = strstr(line, needle) != NULL;
+	fseek(fx.log, 0, SEEK_END);
+	return found;
+}
+
+static void tb_roundtrip(const char *rel, size_t len, uint64_t seed)
+{
+	uint8_t *want = malloc(len + 1), *got = malloc(len + 1);
+	cr_assert(want && got);
+	tb_fill(want, len, seed);
+	OK(backing_put(fx.b, rel, want, len));
+
+	size_t got_len = 12345;
+	OK(backing_get(fx.b, rel, got, len + 1, &got_len));
+	cr_assert_eq(got_len, len);
+	cr_assert(memcmp(got, want, len) == 0, "%s: bytes differ after get", rel);
+
+	uint64_t size = 0;
+	OK(backing_stat(fx.b, rel, &size));
+	cr_assert_eq(size, len);
+
+	size_t plain_len;
+	uint8_t *plain = tb_read_plain(rel, &plain_len);
+	cr_assert_eq(plain_len, len);
+	cr_assert(memcmp(plain, want, len) == 0, "%s: the file on disk differs", rel);
+	cr_assert_eq(tb_tmp_entries(), 0, "put left a temporary behind");
+	free(plain);
+	free(want);
+	free(got);
+}
+
+static void setup(void)
+{
+	fx.log = tmpfile();
+	cr_assert_not_null(fx.log);
+	log_setup(fx.log, LOG_LVL_DEBUG);
+	strcpy(fx.dir, "/tmp/ckptfs-backing-XXXXXX");
+	cr_assert_not_null(mkdtemp(fx.dir));
+	fx.immutable[0] = '\0';
+	OK(backing_open(fx.dir, 0, &fx.b));
+}
+
+static void tb_set_immutable(const char *path, bool on)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return;
+	int flags = 0;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+		flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+		ioctl(fd, FS_IOC_SETFLAGS, &flags);
+	}
+	close(fd);
+}
+
+static void teardown(void)
+{
+	if (fx.immutable[0])
+		tb_set_immutable(fx.immutable, false);
+	backing_close(fx.b);
+	fx.b = NULL;
+	nftw(fx.dir, tb_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	log_setup(stderr, LOG_LVL_WARN);
+	if (fx.log)
+		fclose(fx.log);
+	fx.log = NULL;
+}
+
+TestSuite(backing, .init = setup, .fini = teardown);
+
+/* ---- round trips ---- */
+
+Test(backing, test_put_get_roundtrips_empty_one_byte_and_5mib_files)
+{
+	tb_roundtrip("empty", 0, 1);
+	tb_roundtrip("one", 1, 2);
+	tb_roundtrip("five-mib", 5 * MiB, 3);
+}
+
+Test(backing, test_put_creates_missing_parent_directories)
+{
+	tb_roundtrip("chunks/ab/cd/abcdef", 4096, 4);
+	tb_roundtrip("chunks/ab/ce/abcef0", 10, 5); /* a sibling of an existing parent */
+	tb_roundtrip("manifests/gen/12.3.ckm", 100, 6);
+	char path[256];
+	struct stat st;
+	tb_path(path, sizeof(path), "chunks/ab/cd");
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+}
+
+Test(backing, test_put_over_existing_file_replaces_it_whole)
+{
+	tb_roundtrip("m", 3 * MiB, 7);
+	tb_roundtrip("m", 10, 8); /* shorter: no tail of the old bytes */
+	tb_roundtrip("m", 2 * MiB, 9);
+}
+
+struct tb_race {
+	atomic_bool stop;
+	uint8_t *a, *b;
+	size_t a_len, b_len;
+	int torn; /* reads that were neither version whole */
+	int reads;
+};
+
+static void *tb_reader(void *arg)
+{
+	struct tb_race *r = arg;
+	size_t cap = r->a_len > r->b_len ? r->a_len : r->b_len;
+	uint8_t *buf = malloc(cap);
+	while (!atomic_load(&r->stop)) {
+		size_t len = 0;
+		int rc = backing_get(fx.b, "race/file", buf, cap, &len);
+		if (rc != 0) {
+			r->torn++;
+			continue;
+		}
+		r->reads++;
+		bool is_a = len == r->a_len && memcmp(buf, r->a, len) == 0;
+		bool is_b = len == r->b_len && memcmp(buf, r->b, len) == 0;
+		if (!is_a && !is_b)
+			r->torn++;
+	}
+	free(buf);
+	return NULL;
+}
+
+Test(backing, test_overwrite_is_atomic_for_a_concurrent_reader)
+{
+	struct tb_race r = { .a_len = 1 * MiB, .b_len = 3 * MiB + 17 };
+	r.a = malloc(r.a_len);
+	r.b = malloc(r.b_len);
+	tb_fill(r.a, r.a_len, 10);
+	tb_fill(r.b, r.b_len, 11);
+	OK(backing_put(fx.b, "race/file", r.a, r.a_len));
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, tb_reader, &r), 0);
+	for (int i = 0; i < 40; i++) {
+		OK(backing_put(fx.b, "race/file", i % 2 ? r.a : r.b, i % 2 ? r.a_len : r.b_len));
+	}
+	atomic_store(&r.stop, true);
+	pthread_join(t, NULL);
+	cr_assert_eq(r.torn, 0, "%d of %d reads saw a partial file or failed", r.torn,
+		     r.reads + r.torn);
+	cr_assert_gt(r.reads, 0);
+	cr_assert_eq(tb_tmp_entries(), 0);
+	free(r.a);
+	free(r.b);
+}
+
+struct tb_worker {
+	int id;
+	int failures;
+};
+
+static void *tb_worker_run(void *arg)
+{
+	struct tb_worker *w = arg;
+	uint8_t data[3000], got[3001];
+	for (int i = 0; i < 50; i++) {
+		char rel[64];
+		/* shared parents, so the threads race to create them */
+		snprintf(rel, sizeof(rel), "chunks/%02x/%02x/w%d-%d", i % 4, i % 3, w->id, i);
+		size_t len = (size_t)(i * 59 + w->id) % sizeof(data);
+		tb_fill(data, len, (uint64_t)w->id << 16 | (uint64_t)i);
+		size_t got_len = 0;
+		if (backing_put(fx.b, rel, data, len) != 0 ||
+		    backing_get(fx.b, rel, got, sizeof(got), &got_len) != 0 || got_len != len ||
+		    memcmp(got, data, len) != 0)
+			w->failures++;
+	}
+	return NULL;
+}
+
+Test(backing, test_concurrent_puts_into_shared_new_directories_all_land)
+{
+	pthread_t t[4];
+	struct tb_worker w[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct tb_worker){ .id = i };
+		cr_assert_eq(pthread_create(&t[i], NULL, tb_worker_run, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(w[i].failures, 0, "worker %d: %d failures", i, w[i].failures);
+	}
+	int n = 0;
+	OK(backing_list(fx.b, "chunks/00/00", tb_count_entries, &n));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(tb_tmp_entries(), 0);
+}
+
+/* ---- get / stat / remove ---- */
+
+Test(backing, test_get_larger_than_cap_is_efbig_and_exact_cap_fits)
+{
+	uint8_t data[100], buf[100];
+	tb_fill(data, sizeof(data), 12);
+	OK(backing_put(fx.b, "f", data, sizeof(data)));
+	size_t len = 0;
+	FAILS(backing_get(fx.b, "f", buf, 99, &len), EFBIG);
+	FAILS(backing_get(fx.b, "f", buf, 0, &len), EFBIG);
+	OK(backing_get(fx.b, "f", buf, 100, &len));
+	cr_assert_eq(len, 100);
+	cr_assert(memcmp(buf, data, 100) == 0);
+}
+
+Test(backing, test_absent_file_is_enoent_for_get_and_stat_and_not_logged)
+{
+	uint8_t buf[8];
+	size_t len;
+	uint64_t size;
+	FAILS(backing_get(fx.b, "no/such/file", buf, sizeof(buf), &len), ENOENT);
+	FAILS(backing_stat(fx.b, "no/such/file", &size), ENOENT);
+	FAILS(backing_stat(fx.b, "nofile", &size), ENOENT);
+	cr_assert(!tb_log_contains("no/such/file"), "-ENOENT must not be logged");
+}
+
+Test(backing, test_remove_deletes_and_absent_is_success)
+{
+	OK(backing_put(fx.b, "d/f", "x", 1));
+	OK(backing_remove(fx.b, "d/f"));
+	uint64_t size;
+	FAILS(backing_stat(fx.b, "d/f", &size), ENOENT);
+	OK(backing_remove(fx.b, "d/f"));
+	OK(backing_remove(fx.b, "never/was"));
+}
+
+Test(backing, test_get_of_a_directory_fails_with_a_logged_line)
+{
+	OK(backing_put(fx.b, "dir/f", "x", 1));
+	uint8_t buf[8];
+	size_t len;
+	FAILS(backing_get(fx.b, "dir", buf, sizeof(buf), &len), EISDIR);
+	cr_assert(tb_log_contains("get dir"), "the failure names the path");
+	cr_assert(tb_log_contains(fx.dir), "the failure names BACKING");
+}
+
+/* ---- list ---- */
+
+struct tb_names {
+	char names[16][32];
+	int n;
+	int stop_after; /* 0: never */
+};
+
+static int tb_collect(void *arg, const char *name)
+{
+	struct tb_names *ns = arg;
+	cr_assert_lt(ns->n, 16);
+	snprintf(ns->names[ns->n++], sizeof(ns->names[0]), "%s", name);
+	return ns->stop_after && ns->n >= ns->stop_after ? 42 : 0;
+}
+
+static bool tb_has(const struct tb_names *ns, const char *name)
+{
+	for (int i = 0; i < ns->n; i++)
+		if (!strcmp(ns->names[i], name))
+			return true;
+	return false;
+}
+
+Test(backing, test_list_gives_each_entry_once_without_dot_entries)
+{
+	OK(backing_put(fx.b, "dir/a", "1", 1));
+	OK(backing_put(fx.b, "dir/b", "22", 2));
+	OK(backing_put(fx.b, "dir/sub/c", "333", 3));
+	struct tb_names ns = { 0 };
+	OK(backing_list(fx.b, "dir", tb_collect, &ns));
+	cr_assert_eq(ns.n, 3);
+	cr_assert(tb_has(&ns, "a") && tb_has(&ns, "b") && tb_has(&ns, "sub"));
+
+	struct tb_names root = { 0 };
+	OK(backing_list(fx.b, "", tb_collect, &root));
+	cr_assert(tb_has(&root, "dir") && tb_has(&root, "tmp"));
+	cr_assert(!tb_has(&root, ".") && !tb_has(&root, ".."));
+}
+
+Test(backing, test_list_stops_when_fn_returns_nonzero_and_returns_it)
+{
+	for (int i = 0; i < 5; i++) {
+		char rel[32];
+		snprintf(rel, sizeof(rel), "dir/f%d", i);
+		OK(backing_put(fx.b, rel, "x", 1));
+	}
+	struct tb_names ns = { .stop_after = 2 };
+	cr_assert_eq(backing_list(fx.b, "dir", tb_collect, &ns), 42);
+	cr_assert_eq(ns.n, 2);
+}
+
+Test(backing, test_list_of_absent_directory_is_enoent)
+{
+	struct tb_names ns = { 0 };
+	FAILS(backing_list(fx.b, "nodir", tb_collect, &ns), ENOENT);
+	cr_assert_eq(ns.n, 0);
+}
+
+/* ---- paths ---- */
+
+Test(backing, test_bad_relpaths_are_einval_before_any_io)
+{
+	static const char *const bad[] = { "",	   "/abs", "/",	   "a//b",   "a/",   "..",
+					   "../x", "a/..", "a/../b", "./a", "a/./b", "//" };
+	uint8_t buf[8];
+	size_t len;
+	uint64_t size;
+	struct tb_names ns = { 0 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(backing_put(fx.b, bad[i], "x", 1), -EINVAL, "put \"%s\"", bad[i]);
+		cr_assert_eq(backing_get(fx.b, bad[i], buf, sizeof(buf), &len), -EINVAL, "get \"%s\"",
+			     bad[i]);
+		cr_assert_eq(backing_stat(fx.b, bad[i], &size), -EINVAL, "stat \"%s\"", bad[i]);
+		cr_assert_eq(backing_remove(fx.b, bad[i]), -EINVAL, "remove \"%s\"", bad[i]);
+		if (bad[i][0]) /* "" is the root for list */
+			cr_assert_eq(backing_list(fx.b, bad[i], tb_collect, &ns), -EINVAL,
+				     "list \"%s\"", bad[i]);
+	}
+	FAILS(backing_put(fx.b, NULL, "x", 1), EINVAL);
+	/* nothing escaped the root */
+	char up[256];
+	snprintf(up, sizeof(up), "%s/../x", fx.dir);
+	cr_assert_neq(access(up, F_OK), 0);
+	/* names that merely contain dots are fine */
+	OK(backing_put(fx.b, "a..b/.hidden/12.3.ckm", "x", 1));
+}
+
+/* ---- open ---- */
+
+Test(backing, test_open_refuses_missing_relative_and_non_directory_specs)
+{
+	struct backing *b = NULL;
+	FAILS(backing_open("/nonexistent/ckptfs-backing", 0, &b), ENOENT);
+	FAILS(backing_open("relative/dir", 0, &b), EINVAL);
+	OK(backing_put(fx.b, "plainfile", "x", 1));
+	char path[256];
+	tb_path(path, sizeof(path), "plainfile");
+	FAILS(backing_open(path, 0, &b), ENOTDIR);
+	cr_assert(tb_log_contains(path), "the failure names the spec");
+	cr_assert_null(b);
+}
+
+Test(backing, test_spec_and_kind_are_reported)
+{
+	cr_assert_str_eq(backing_spec(fx.b), fx.dir);
+	cr_assert(!backing_is_nfs(fx.b));
+	backing_close(NULL);
+}
+
+static pid_t tb_dead_pid(void)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	return pid;
+}
+
+Test(backing, test_open_removes_temporaries_of_dead_processes_of_this_host_only)
+{
+	char host[64];
+	gethostname(host, sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	for (char *p = host; *p; p++)
+		if (*p == '.' || *p == '/')
+			*p = '_';
+	pid_t dead = tb_dead_pid();
+	char dead_tmp[160], dead_probe[160], live_tmp[160], other_host[160];
+	snprintf(dead_tmp, sizeof(dead_tmp), "tmp/%s.%d.0", host, (int)dead);
+	snprintf(dead_probe, sizeof(dead_probe), "tmp/probe.%s.%d.3.done", host, (int)dead);
+	snprintf(live_tmp, sizeof(live_tmp), "tmp/%s.%d.0", host, (int)getppid());
+	snprintf(other_host, sizeof(other_host), "tmp/otherhost-xyz.%d.0", (int)dead);
+	const char *all[] = { dead_tmp, dead_probe, live_tmp, other_host };
+	for (int i = 0; i < 4; i++) {
+		char path[256];
+		tb_path(path, sizeof(path), all[i]);
+		FILE *f = fopen(path, "w");
+		cr_assert_not_null(f, "%s", path);
+		fclose(f);
+	}
+	backing_close(fx.b);
+	fx.b = NULL;
+	OK(backing_open(fx.dir, 0, &fx.b));
+	uint64_t size;
+	FAILS(backing_stat(fx.b, dead_tmp, &size), ENOENT);
+	FAILS(backing_stat(fx.b, dead_probe, &size), ENOENT);
+	OK(backing_stat(fx.b, live_tmp, &size));
+	OK(backing_stat(fx.b, other_host, &size));
+}
+
+/* ---- probe ---- */
+
+Test(backing, test_probe_passes_on_a_healthy_root_and_leaves_nothing)
+{
+	char msg[512] = "untouched";
+	OK(backing_probe(fx.b, msg, sizeof(msg)));
+	cr_assert_str_eq(msg, "");
+	cr_assert_eq(tb_tmp_entries(), 0);
+	OK(backing_probe(fx.b, NULL, 0));
+}
+
+Test(backing, test_probe_recreates_a_missing_tmp_directory)
+{
+	char path[256];
+	tb_path(path, sizeof(path), "tmp");
+	cr_assert_eq(rmdir(path), 0);
+	OK(backing_probe(fx.b, NULL, 0));
+	OK(backing_put(fx.b, "after", "x", 1)); /* put too */
+}
+
+/* Root is not stopped by mode bits, so the broken root is one where tmp is a
+ * plain file: every create under tmp/ fails with ENOTDIR. */
+Test(backing, test_probe_on_a_broken_root_names_step_path_and_reason)
+{
+	char path[256];
+	tb_path(path, sizeof(path), "tmp");
+	cr_assert_eq(rmdir(path), 0);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	char msg[512] = "";
+	FAILS(backing_probe(fx.b, msg, sizeof(msg)), ENOTDIR);
+	cr_assert(strstr(msg, fx.dir), "msg names BACKING: %s", msg);
+	cr_assert(strstr(msg, "write+fsync tmp/probe."), "msg names step and path: %s", msg);
+	cr_assert(strstr(msg, strerror(ENOTDIR)), "msg names the reason: %s", msg);
+	cr_assert(tb_log_contains("tmp/probe."), "the failure is logged");
+	/* and put fails the same way, without pretending */
+	cr_assert_neq(backing_put(fx.b, "x", "x", 1), 0);
+}
+
+/* An immutable directory refuses even root; needs CAP_LINUX_IMMUTABLE and a
+ * file system with the flag (ext4, xfs, btrfs; not tmpfs or overlayfs). */
+Test(backing, test_probe_on_an_immutable_root_fails)
+{
+	char path[256];
+	tb_path(path, sizeof(path), "tmp");
+	tb_set_immutable(path, true);
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
+	int flags = 0;
+	bool set = fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_IMMUTABLE_FL);
+	if (fd >= 0)
+		close(fd);
+	if (!set)
+		cr_skip_test("cannot set the immutable flag on %s here", path);
+	snprintf(fx.immutable, sizeof(fx.immutable), "%s", path);
+	char msg[512] = "";
+	FAILS(backing_probe(fx.b, msg, sizeof(msg)), EPERM);
+	cr_assert(strstr(msg, "write+fsync tmp/probe."), "%s", msg);
+	FAILS(backing_put(fx.b, "x", "x", 1), EPERM);
+}

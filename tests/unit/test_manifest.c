@@ -1,0 +1,851 @@
+/* Tests of meta/manifest.c: manifests of generations and of the tree outside
+ * generations are built from one catalog and applied into a fresh one, and
+ * the two namespaces are compared in full (names byte for byte, attributes,
+ * hard links, symlinks, holes, extents, generation rows); malformed,
+ * corrupt, truncated and conflicting manifests are rejected with the catalog
+ * unchanged. Every test ends with cat_check and cat_gen_check on both
+ * catalogs. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "generation.h"
+#include "hash.h"
+#include "log.h"
+#include "manifest.h"
+#include "upload.h"
+
+#define ROOT ((uint64_t)CAT_ROOT_INO)
+
+static struct fixture {
+	char dir[64];
+	char src_path[128], dst_path[128];
+	struct cat *src, *dst;
+} fx;
+
+#define OK(expr)                                                                          \
+	do {                                                                              \
+		int rc_ = (expr);                                                         \
+		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
+	} while (0)
+#define FAILS(expr, err)                                                                     \
+	do {                                                                                 \
+		int rc_ = (expr);                                                            \
+		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_,   \
+			     strerror(-rc_), #err);                                          \
+	} while (0)
+
+static void setup(void)
+{
+	log_setup(stderr, LOG_LVL_WARN);
+	strcpy(fx.dir, "/tmp/ckptfs-mf-XXXXXX");
+	cr_assert_not_null(mkdtemp(fx.dir));
+	snprintf(fx.src_path, sizeof(fx.src_path), "%s/src.db", fx.dir);
+	snprintf(fx.dst_path, sizeof(fx.dst_path), "%s/dst.db", fx.dir);
+	OK(cat_open(fx.src_path, 0, 0, NULL, NULL, &fx.src));
+	OK(cat_open(fx.dst_path, 0, 0, NULL, NULL, &fx.dst));
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void teardown(void)
+{
+	if (fx.src)
+		OK(cat_check(fx.src));
+	if (fx.dst)
+		OK(cat_check(fx.dst));
+	cat_close(fx.src);
+	cat_close(fx.dst);
+	fx.src = fx.dst = NULL;
+	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void mkhash(uint8_t out[CAT_HASH_LEN], int seed)
+{
+	memset(out, 0x5a, CAT_HASH_LEN);
+	out[0] = (uint8_t)(seed >> 8);
+	out[1] = (uint8_t)seed;
+}
+
+static uint64_t mk(uint64_t parent, const char *name, uint32_t mode, const char *target)
+{
+	struct cat_inode in;
+	OK(cat_create(fx.src, parent, name, mode, 1000, 1001, S_ISCHR(mode) ? makedev(1, 3) : 0,
+		      target, &in));
+	return in.ino;
+}
+
+static uint64_t mkgen(uint64_t series, const char *name, uint64_t step, bool dir, uint64_t *ino)
+{
+	struct cat_gen_spec spec = { .name = name, .step = step };
+	struct cat_inode in;
+	uint64_t id = 0;
+	OK(cat_create_in_gen(fx.src, series, name, dir ? S_IFDIR | 0750 : S_IFREG | 0640, 1000,
+			     1001, 0, NULL, &spec, &in, &id));
+	cr_assert_neq(id, 0);
+	*ino = in.ino;
+	return id;
+}
+
+/* Writes n extents of len bytes each at off, off + stride, … from chunks
+ * seed, seed+1, … (each chunk of plain length 2*len, extent at chunk_off
+ * len/2), then commits size. A stride > len leaves holes. */
+static void write_extents(uint64_t ino, int seed, int n, uint64_t off, uint64_t len,
+			  uint64_t stride, uint64_t size)
+{
+	OK(cat_pending_drop(fx.src, ino));
+	for (int i = 0; i < n; i++) {
+		struct cat_extent e = { .off = off + (uint64_t)i * stride, .len = len,
+					.chunk_off = len / 2, .chunk_len = 2 * len };
+		bool must = false;
+		mkhash(e.hash, seed + i);
+		OK(cat_pending_add(fx.src, ino, &e, &must));
+		if (must)
+			OK(cat_chunk_stored(fx.src, e.hash, (uint8_t)(i & 1), len + (uint64_t)i));
+	}
+	OK(cat_file_commit(fx.src, ino, size, now_ns(), false));
+	OK(cat_pending_drop(fx.src, ino));
+}
+
+/* ---- a canonical dump of a catalog, for byte-for-byte comparison ---- */
+
+struct dump {
+	char *p;
+	size_t len;
+	FILE *f;
+	/* inodes seen, for hard links: catalog inode → first path */
+	int n_seen;
+	uint64_t seen_ino[1024];
+	char *seen_path[1024];
+};
+
+struct child {
+	char name[CAT_NAME_MAX + 1];
+	uint64_t ino;
+};
+
+struct children {
+	int n;
+	struct child c[256];
+};
+
+static int collect(void *arg, const char *name, const struct cat_inode *a, uint64_t next)
+{
+	struct children *l = arg;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return 0;
+	cr_assert_lt(l->n, 256);
+	strcpy(l->c[l->n].name, name);
+	l->c[l->n++].ino = a->ino;
+	return 0;
+}
+
+static int child_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct child *)a)->name, ((const struct child *)b)->name);
+}
+
+static void dump_escaped(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c <= 0x20 || c >= 0x7f || c == '\\')
+			fprintf(f, "\\x%02x", c);
+		else
+			fputc(c, f);
+	}
+}
+
+static void dump_inode(struct cat *cat, struct dump *d, const char *path, uint64_t ino)
+{
+	for (int i = 0; i < d->n_seen; i++)
+		if (d->seen_ino[i] == ino) {
+			fprintf(d->f, "%s => link to %s\n", path, d->seen_path[i]);
+			return;
+		}
+	cr_assert_lt(d->n_seen, 1024);
+	d->seen_ino[d->n_seen] = ino;
+	d->seen_path[d->n_seen++] = strdup(path);
+
+	struct cat_inode a;
+	uint64_t gen = 0;
+	OK(cat_getattr(cat, ino, &a));
+	OK(cat_gen_of(cat, ino, &gen));
+	fprintf(d->f, "%s mode %o uid %u gid %u nlink %u size %llu rdev %llu a %lld m %lld c %lld gen %llu",
+		path, a.mode, a.uid, a.gid, a.nlink, (unsigned long long)a.size,
+		(unsigned long long)a.rdev, (long long)a.atime_ns, (long long)a.mtime_ns,
+		(long long)a.ctime_ns, (unsigned long long)gen);
+	if (S_ISLNK(a.mode)) {
+		char target[4096];
+		OK(cat_readlink(cat, ino, target, sizeof(target)));
+		fprintf(d->f, " -> ");
+		dump_escaped(d->f, target);
+	}
+	fputc('\n', d->f);
+	if (S_ISREG(a.mode)) {
+		struct cat_extent e[64];
+		int n = cat_extents(cat, ino, 0, e, 64);
+		cr_assert_geq(n, 0);
+		cr_assert_lt(n, 64);
+		for (int i = 0; i < n; i++) {
+			char hex[HASH_HEX_LEN + 1];
+			hash_to_hex(e[i].hash, hex);
+			fprintf(d->f, "  ext %llu +%llu %s@%llu/%llu\n", (unsigned long long)e[i].off,
+				(unsigned long long)e[i].len, hex, (unsigned long long)e[i].chunk_off,
+				(unsigned long long)e[i].chunk_len);
+		}
+	}
+	if (!S_ISDIR(a.mode))
+		return;
+	struct children *l = calloc(1, sizeof(*l));
+	OK(cat_readdir(cat, ino, 0, collect, l));
+	qsort(l->c, (size_t)l->n, sizeof(l->c[0]), child_cmp);
+	for (int i = 0; i < l->n; i++) {
+		char *child = NULL;
+		char name[4 * CAT_NAME_MAX + 1];
+		FILE *nf = fmemopen(name, sizeof(name), "w");
+		dump_escaped(nf, l->c[i].name);
+		fclose(nf);
+		cr_assert_gt(asprintf(&child, "%s/%s", path, name), 0);
+		dump_inode(cat, d, child, l->c[i].ino);
+		free(child);
+	}
+	free(l);
+}
+
+static int dump_gen(void *arg, const struct cat_gen *g)
+{
+	struct dump *d = arg;
+	fprintf(d->f, "gen %llu name ", (unsigned long long)g->id);
+	dump_escaped(d->f, g->name);
+	fprintf(d->f, " step %llu state %d version %u pinned %d created %lld committed %lld"
+		" ended %lld rule %s backup %llu files %llu logical %llu exclusive %llu\n",
+		(unsigned long long)g->step, g->state, g->version, g->pinned,
+		(long long)g->created_ns, (long long)g->committed_ns, (long long)g->ended_ns,
+		g->rule, (unsigned long long)g->backup_root, (unsigned long long)g->files,
+		(unsigned long long)g->logical_bytes, (unsigned long long)g->exclusive_bytes);
+	return 0;
+}
+
+/* The namespace under ino (as `path`), and, with gens, the live generations. */
+static char *dump_from(struct cat *cat, uint64_t ino, const char *path, bool gens)
+{
+	struct dump *d = calloc(1, sizeof(*d));
+	d->f = open_memstream(&d->p, &d->len);
+	dump_inode(cat, d, path, ino);
+	if (gens)
+		OK(cat_gen_list(cat, 0, false, dump_gen, d));
+	fclose(d->f);
+	for (int i = 0; i < d->n_seen; i++)
+		free(d->seen_path[i]);
+	char *out = d->p;
+	free(d);
+	return out;
+}
+
+static char *dump(struct cat *cat)
+{
+	return dump_from(cat, ROOT, "", true);
+}
+
+static void expect_same(struct cat *a, struct cat *b)
+{
+	char *x = dump(a), *y = dump(b);
+	cr_assert_str_eq(x, y, "catalogs differ:\n--- source\n%s--- rebuilt\n%s", x, y);
+	free(x);
+	free(y);
+}
+
+/* ---- manifests ---- */
+
+struct text {
+	char *p;
+	size_t len;
+};
+
+static struct text gen_manifest(uint64_t id, uint32_t version)
+{
+	struct text t;
+	OK(manifest_gen_build(fx.src, id, version, &t.p, &t.len));
+	cr_assert_eq(strlen(t.p), t.len, "no NUL inside a manifest");
+	return t;
+}
+
+static struct text tree_manifest(void)
+{
+	struct text t;
+	OK(manifest_tree_build(fx.src, &t.p, &t.len));
+	return t;
+}
+
+static int apply(struct text t)
+{
+	char err[MANIFEST_ERR_MAX];
+	int rc = manifest_apply(fx.dst, t.p, t.len, err, sizeof(err));
+	if (rc != 0)
+		cr_log_info("apply: %s", err);
+	return rc;
+}
+
+static void apply_ok(struct text t)
+{
+	char err[MANIFEST_ERR_MAX] = "";
+	int rc = manifest_apply(fx.dst, t.p, t.len, err, sizeof(err));
+	cr_assert_eq(rc, 0, "apply returned %d: %s\n%s", rc, err, t.p);
+	OK(cat_check(fx.dst));
+	OK(cat_gen_check(fx.dst));
+}
+
+/* apply_ok, then frees the text. */
+static void apply_take(struct text t)
+{
+	apply_ok(t);
+	free(t.p);
+}
+
+/* Rewrites the checksum line after an edit, so the edit itself is judged. */
+static void resum(struct text *t)
+{
+	char *sum = t->p + t->len - (4 + HASH_HEX_LEN + 1);
+	cr_assert(memcmp(sum, "sum ", 4) == 0);
+	uint8_t h[HASH_LEN];
+	char hex[HASH_HEX_LEN + 1];
+	hash_sha256(t->p, (size_t)(sum - t->p), h);
+	hash_to_hex(h, hex);
+	memcpy(sum + 4, hex, HASH_HEX_LEN);
+}
+
+/* Replaces the first occurrence of from by to (any lengths), then resums. */
+static void edit(struct text *t, const char *from, const char *to)
+{
+	char *at = strstr(t->p, from);
+	cr_assert_not_null(at, "\"%s\" not in the manifest", from);
+	size_t pre = (size_t)(at - t->p), fl = strlen(from), tl = strlen(to);
+	char *n = malloc(t->len - fl + tl + 1);
+	memcpy(n, t->p, pre);
+	memcpy(n + pre, to, tl);
+	memcpy(n + pre + tl, at + fl, t->len - pre - fl + 1);
+	free(t->p);
+	t->p = n;
+	t->len = t->len - fl + tl;
+	resum(t);
+}
+
+/* A generation tree with everything a manifest must carry. Returns its id. */
+static const char weird[] = "we\tird\nname %41 \xff\xfe-\x01";
+
+static uint64_t rich_generation(uint64_t *series_out)
+{
+	uint64_t run = mk(ROOT, "run1", S_IFDIR | 0755, NULL);
+	uint64_t series = mk(run, "ckpt", S_IFDIR | 0700, NULL);
+	uint64_t root;
+	uint64_t id = mkgen(series, "step-100", 100, true, &root);
+	uint64_t sub = mk(root, "model", S_IFDIR | 0755, NULL);
+	uint64_t deep = mk(sub, "deep", S_IFDIR | 0711, NULL);
+	uint64_t w = mk(sub, weird, S_IFREG | 0600, NULL);
+	write_extents(w, 1, 3, 0, 1000, 1000, 3000);
+	uint64_t sparse = mk(deep, "sparse.bin", S_IFREG | 0644, NULL);
+	write_extents(sparse, 10, 2, 4096, 500, 100000, 1 << 20); /* holes around */
+	mk(root, "empty", S_IFREG | 0644, NULL);
+	uint64_t shared = mk(root, "shared.pt", S_IFREG | 0644, NULL);
+	write_extents(shared, 1, 1, 0, 1000, 1000, 1000); /* chunk 1 again */
+	struct cat_inode l;
+	OK(cat_link(fx.src, w, root, "hardlink", &l));
+	OK(cat_link(fx.src, w, deep, "-", &l));
+	mk(root, "link", S_IFLNK | 0777, "model/we\tird\n ../%");
+	mk(root, "fifo", S_IFIFO | 0644, NULL);
+	mk(root, "null", S_IFCHR | 0666, NULL);
+	struct cat_inode set = { .mode = 0751, .uid = 42, .gid = 43, .atime_ns = -5,
+				 .mtime_ns = 123456789, .ctime_ns = 987654321 };
+	OK(cat_setattr(fx.src, root, CAT_SET_MODE | CAT_SET_UID | CAT_SET_GID | CAT_SET_ATIME |
+			       CAT_SET_MTIME | CAT_SET_CTIME, &set, &l));
+	OK(cat_gen_commit(fx.src, id, "dcp-metadata"));
+	OK(cat_gen_pin(fx.src, id, true));
+	if (series_out)
+		*series_out = series;
+	return id;
+}
+
+/* ---- round trips ---- */
+
+Test(manifest, generation_and_tree_round_trip_into_a_fresh_catalog, .init = setup,
+     .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	uint64_t latest = mk(ROOT, "latest", S_IFREG | 0644, NULL);
+	write_extents(latest, 1, 1, 0, 1000, 1000, 1000); /* shares chunk 1 with the generation */
+	mk(ROOT, "latest-link", S_IFLNK | 0777, "run1/ckpt/step-100");
+	uint64_t side = mk(ROOT, "notes", S_IFDIR | 0755, NULL);
+	uint64_t n = mk(side, "a", S_IFREG | 0644, NULL);
+	struct cat_inode l;
+	OK(cat_link(fx.src, n, ROOT, "a-too", &l));
+
+	struct text tree = tree_manifest(), gen = gen_manifest(id, 1);
+	cr_assert_null(strstr(tree.p, "step-100 "), "the tree leaves generation roots out:\n%s",
+		       tree.p);
+	cr_assert_not_null(strstr(gen.p, "\ngen 1 1 100 1 "), "%s", gen.p);
+	cr_assert_not_null(strstr(gen.p, " run1/ckpt step-100 dcp-metadata\n"), "%s", gen.p);
+	cr_assert_not_null(strstr(gen.p, " we%09ird%0Aname%20%2541%20%FF%FE-%01\n"), "%s", gen.p);
+	cr_assert_not_null(strstr(gen.p, " %2D\n"), "a name \"-\" is escaped: %s", gen.p);
+
+	apply_ok(tree);
+	apply_ok(gen);
+	expect_same(fx.src, fx.dst);
+
+	/* ids given out after a rebuild do not collide with the applied ones */
+	struct cat_gen_spec spec = { .name = "step-200", .step = 200 };
+	struct cat_inode in;
+	uint64_t series, next = 0;
+	OK(cat_lookup(fx.dst, ROOT, "run1", &in));
+	OK(cat_lookup(fx.dst, in.ino, "ckpt", &in));
+	series = in.ino;
+	OK(cat_create_in_gen(fx.dst, series, "step-200", S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in,
+			     &next));
+	cr_assert_gt(next, id);
+	free(tree.p);
+	free(gen.p);
+}
+
+Test(manifest, generation_alone_creates_its_series_directories, .init = setup, .fini = teardown)
+{
+	uint64_t series;
+	uint64_t id = rich_generation(&series);
+	struct text gen = gen_manifest(id, 1);
+	apply_ok(gen);
+
+	struct cat_inode a, b, s;
+	OK(cat_lookup(fx.dst, ROOT, "run1", &a));
+	cr_assert(S_ISDIR(a.mode));
+	OK(cat_lookup(fx.dst, a.ino, "ckpt", &s));
+	cr_assert(S_ISDIR(s.mode));
+	cr_assert_eq(s.nlink, 3, "the series counts the generation's root directory");
+	OK(cat_lookup(fx.dst, s.ino, "step-100", &b));
+	OK(cat_lookup(fx.src, series, "step-100", &a));
+	char *x = dump_from(fx.src, a.ino, "", false), *y = dump_from(fx.dst, b.ino, "", false);
+	cr_assert_str_eq(x, y);
+	struct cat_gen g;
+	OK(cat_gen_get(fx.dst, id, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.series, s.ino);
+	cr_assert_eq(g.root, b.ino);
+	cr_assert(g.pinned);
+	free(x);
+	free(y);
+	free(gen.p);
+}
+
+Test(manifest, a_single_file_generation_round_trips, .init = setup, .fini = teardown)
+{
+	uint64_t series = mk(ROOT, "lightning", S_IFDIR | 0755, NULL);
+	uint64_t f1, f2;
+	uint64_t g1 = mkgen(series, "epoch=1-step=30.ckpt", 30, false, &f1);
+	write_extents(f1, 100, 4, 0, 2048, 2048, 4 * 2048);
+	OK(cat_gen_commit(fx.src, g1, "trainer"));
+	uint64_t g2 = mkgen(series, "epoch=2-step=60.ckpt", 60, false, &f2);
+	write_extents(f2, 102, 4, 0, 2048, 2048, 4 * 2048 + 7); /* shares 2 chunks, tail hole */
+	OK(cat_gen_commit(fx.src, g2, "trainer"));
+
+	struct text tree = tree_manifest(), m1 = gen_manifest(g1, 1), m2 = gen_manifest(g2, 1);
+	apply_ok(tree);
+	apply_ok(m2);
+	apply_ok(m1);
+	expect_same(fx.src, fx.dst);
+	free(tree.p);
+	free(m1.p);
+	free(m2.p);
+}
+
+Test(manifest, a_rewritten_generation_is_built_at_its_new_version_only, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mk(ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t id = mkgen(series, "step-5", 5, true, &root);
+	uint64_t f = mk(root, "w.pt", S_IFREG | 0644, NULL);
+	write_extents(f, 1, 2, 0, 100, 100, 200);
+	OK(cat_gen_commit(fx.src, id, "trainer"));
+	struct text v1 = gen_manifest(id, 1);
+
+	OK(cat_gen_reopen(fx.src, id));
+	char *p;
+	size_t len;
+	FAILS(manifest_gen_build(fx.src, id, 1, &p, &len), ESTALE);
+	FAILS(manifest_gen_build(fx.src, id, 2, &p, &len), ESTALE); /* open */
+	write_extents(f, 7, 3, 0, 100, 100, 300);
+	OK(cat_gen_commit(fx.src, id, "trainer"));
+	FAILS(manifest_gen_build(fx.src, id, 1, &p, &len), ESTALE);
+	struct text v2 = gen_manifest(id, 2);
+	cr_assert_not_null(strstr(v2.p, "\ngen 1 2 5 0 "), "%s", v2.p);
+
+	apply_take(tree_manifest());
+	apply_ok(v2);
+	expect_same(fx.src, fx.dst);
+	struct cat_gen g;
+	OK(cat_gen_get(fx.dst, id, &g));
+	cr_assert_eq(g.version, 2);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.backup_root, 0);
+	/* the older version cannot be applied over it: same id */
+	FAILS(apply(v1), EEXIST);
+	free(v1.p);
+	free(v2.p);
+}
+
+Test(manifest, only_committed_generations_have_manifests, .init = setup, .fini = teardown)
+{
+	uint64_t series = mk(ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t r1, r2;
+	uint64_t open = mkgen(series, "step-1", 1, true, &r1);
+	uint64_t gone = mkgen(series, "step-2", 2, true, &r2);
+	OK(cat_gen_commit(fx.src, gone, "trainer"));
+	OK(cat_gen_delete(fx.src, gone, "keep", NULL, NULL));
+	char *p;
+	size_t len;
+	FAILS(manifest_gen_build(fx.src, open, 1, &p, &len), ESTALE);
+	FAILS(manifest_gen_build(fx.src, gone, 1, &p, &len), ESTALE);
+	FAILS(manifest_gen_build(fx.src, 99, 1, &p, &len), ENOENT);
+	/* the open generation's root is not in the tree either */
+	struct text tree = tree_manifest();
+	cr_assert_null(strstr(tree.p, "step-1"), "%s", tree.p);
+	OK(cat_gen_abort(fx.src, open, "abandoned", NULL, NULL));
+	free(tree.p);
+}
+
+Test(manifest, every_byte_of_a_name_round_trips, .init = setup, .fini = teardown)
+{
+	char name[256];
+	int n = 0;
+	for (int c = 1; c < 256; c++)
+		if (c != '/')
+			name[n++] = (char)c;
+	name[n] = 0;
+	cr_assert_eq(n, 254);
+	uint64_t d = mk(ROOT, name, S_IFDIR | 0755, NULL);
+	mk(d, "%", S_IFREG | 0644, NULL);
+	mk(d, "%%25", S_IFREG | 0644, NULL);
+	mk(d, " ", S_IFREG | 0644, NULL);
+	mk(d, "-", S_IFREG | 0644, NULL);
+	mk(d, "--", S_IFREG | 0644, NULL);
+	mk(d, "\xc3\x28 not utf-8", S_IFREG | 0644, NULL);
+	mk(d, "t", S_IFLNK | 0777, name);
+	struct text tree = tree_manifest();
+	for (const char *c = tree.p; *c; c++)
+		cr_assert(*c == '\n' || (*c > 0x20 && *c < 0x7f) || *c == ' ',
+			  "only printable ASCII, spaces and newlines");
+	apply_ok(tree);
+	expect_same(fx.src, fx.dst);
+	free(tree.p);
+}
+
+Test(manifest, tree_manifest_merges_with_existing_directories, .init = setup, .fini = teardown)
+{
+	uint64_t series;
+	uint64_t id = rich_generation(&series);
+	mk(series, "latest", S_IFLNK | 0777, "step-100");
+	struct cat_inode set = { .mode = 0711, .uid = 7, .gid = 8, .atime_ns = 1, .mtime_ns = 2,
+				 .ctime_ns = 3 };
+	struct cat_inode out;
+	OK(cat_setattr(fx.src, ROOT, CAT_SET_MODE | CAT_SET_UID | CAT_SET_GID | CAT_SET_ATIME |
+			       CAT_SET_MTIME | CAT_SET_CTIME, &set, &out));
+	struct text tree = tree_manifest(), gen = gen_manifest(id, 1);
+	/* generation first: its series directories exist when the tree comes */
+	apply_ok(gen);
+	apply_ok(tree);
+	expect_same(fx.src, fx.dst);
+	/* applying the tree again conflicts on its files: rejected whole */
+	char *before = dump(fx.dst);
+	FAILS(apply(tree), EEXIST);
+	char *after = dump(fx.dst);
+	cr_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	free(tree.p);
+	free(gen.p);
+}
+
+/* ---- rejections: the catalog is unchanged ---- */
+
+static void expect_rejected(struct text t, int err, const char *why)
+{
+	char *before = dump(fx.dst);
+	struct cat_stats s0, s1;
+	OK(cat_stats(fx.dst, &s0));
+	char msg[MANIFEST_ERR_MAX] = "";
+	int rc = manifest_apply(fx.dst, t.p, t.len, msg, sizeof(msg));
+	cr_assert_eq(rc, -err, "%s: apply returned %d (%s), expected %d", why, rc, msg, -err);
+	cr_assert_neq(msg[0], 0, "%s: a message", why);
+	char *after = dump(fx.dst);
+	cr_assert_str_eq(before, after, "%s: the catalog changed", why);
+	OK(cat_stats(fx.dst, &s1));
+	cr_assert(memcmp(&s0, &s1, sizeof(s0)) == 0, "%s: stats changed", why);
+	OK(cat_check(fx.dst));
+	free(before);
+	free(after);
+}
+
+static struct text copy(struct text t)
+{
+	struct text c = { .p = malloc(t.len + 1), .len = t.len };
+	memcpy(c.p, t.p, t.len + 1);
+	return c;
+}
+
+Test(manifest, corrupt_or_truncated_manifests_are_rejected, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct text gen = gen_manifest(id, 1);
+	mk(ROOT, "already", S_IFDIR | 0755, NULL); /* dst has something to keep */
+	OK(cat_create(fx.dst, ROOT, "mine", S_IFREG | 0644, 0, 0, 0, NULL, &(struct cat_inode){ 0 }));
+
+	/* every truncation */
+	for (size_t len = 0; len < gen.len; len += (len < 64 || gen.len - len < 80) ? 1 : 37) {
+		struct text t = { .p = strndup(gen.p, len), .len = len };
+		expect_rejected(t, len < 22 ? EINVAL : EBADMSG, "truncated");
+		free(t.p);
+	}
+	/* a flipped bit anywhere after the header */
+	for (size_t at = 30; at < gen.len; at += 53) {
+		struct text t = copy(gen);
+		t.p[at] ^= 0x04;
+		char msg[MANIFEST_ERR_MAX];
+		int rc = manifest_apply(fx.dst, t.p, t.len, msg, sizeof(msg));
+		cr_assert(rc == -EBADMSG || rc == -EINVAL, "bit flip at %zu: %d", at, rc);
+		free(t.p);
+	}
+	/* trailing garbage after the sum line */
+	struct text t = copy(gen);
+	t.p = realloc(t.p, t.len + 2);
+	strcat(t.p, "x");
+	t.len++;
+	expect_rejected(t, EBADMSG, "trailing bytes");
+	free(t.p);
+	free(gen.p);
+}
+
+Test(manifest, malformed_manifests_are_rejected_naming_the_line, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct text gen = gen_manifest(id, 1);
+	static const struct {
+		const char *from, *to;
+		int err;
+		const char *why;
+	} cases[] = {
+		{ "ckptfs-manifest 1 gen", "ckptfs-manifest 2 gen", EPROTONOSUPPORT, "version" },
+		{ "ckptfs-manifest 1 gen", "ckptfs-manifest 1 tree", EINVAL, "kind" },
+		{ " %2D\n", " a%2Fb\n", EINVAL, "a name with '/'" },
+		{ " %2D\n", " ..\n", EINVAL, "a name \"..\"" },
+		{ " %2D\n", " .\n", EINVAL, "a name \".\"" },
+		{ " %2D\n", " a%00b\n", EINVAL, "a NUL" },
+		{ " %2D\n", " a%zzb\n", EINVAL, "a bad escape" },
+		{ " %2D\n", " a b\n", EINVAL, "a raw space" },
+		{ " %2D\n", " sparse.bin\n", EINVAL, "a duplicate name" },
+		{ " run1/ckpt ", " run1/../ckpt ", EINVAL, "a series with .." },
+		{ " run1/ckpt ", " /run1/ckpt ", EINVAL, "an absolute series" },
+		{ "\nino 0 ", "\nino 1 ", EINVAL, "inode ids out of order" },
+		{ "\nent 0 ", "\nent 9999 ", EINVAL, "an entry in a missing inode" },
+		{ "\next ", "\next 0 ", EINVAL, "an extra field" },
+		{ "\nchunk ", "\nchunk 00", EINVAL, "a short hash" },
+		{ "\ngen 1 1 ", "\ngen 1 0 ", EINVAL, "version 0" },
+		{ "\ngen 1 1 ", "\ngen 1 1 -", EINVAL, "a negative step" },
+		{ "\ngen ", "\nnope ", EINVAL, "an unknown record" },
+		{ "\nino 1 ", "\nino  1 ", EINVAL, "an empty field" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct text t = copy(gen);
+		edit(&t, cases[i].from, cases[i].to);
+		expect_rejected(t, cases[i].err, cases[i].why);
+		char msg[MANIFEST_ERR_MAX];
+		manifest_apply(fx.dst, t.p, t.len, msg, sizeof(msg));
+		if (cases[i].err == EINVAL)
+			cr_assert(strncmp(msg, "line ", 5) == 0 || strncmp(msg, "inode ", 6) == 0 ||
+					  strncmp(msg, "chunk ", 6) == 0,
+				  "%s: \"%s\" names the line or the object", cases[i].why, msg);
+		free(t.p);
+	}
+	/* a chunk that extends past the chunk's plain length */
+	struct text t = copy(gen);
+	char *x = strstr(t.p, "\next ");
+	char *nl = strchr(x + 1, '\n');
+	char line[256];
+	memcpy(line, x + 1, (size_t)(nl - x - 1));
+	line[nl - x - 1] = 0;
+	unsigned long long ino, off, len, coff;
+	char hex[65];
+	cr_assert_eq(sscanf(line, "ext %llu %llu %llu %llu %64s", &ino, &off, &len, &coff, hex), 5);
+	char bad[256];
+	snprintf(bad, sizeof(bad), "ext %llu %llu %llu %llu %s", ino, off, len, coff + len + 1, hex);
+	edit(&t, line, bad);
+	expect_rejected(t, EINVAL, "an extent past its chunk");
+	free(t.p);
+	free(gen.p);
+}
+
+Test(manifest, conflicts_with_the_catalog_are_rejected_whole, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct text gen = gen_manifest(id, 1);
+	apply_ok(gen);
+	expect_rejected(gen, EEXIST, "the same generation id again");
+
+	struct text other = copy(gen);
+	edit(&other, "\ngen 1 ", "\ngen 77 ");
+	expect_rejected(other, EEXIST, "the same series/name");
+	free(other.p);
+
+	/* a series path through a file */
+	struct text t = copy(gen);
+	edit(&t, "\ngen 1 ", "\ngen 78 ");
+	edit(&t, " run1/ckpt ", " run1/ckpt/step-100/model ");
+	expect_rejected(t, EEXIST, "a series inside a generation");
+	free(t.p);
+
+	/* a chunk whose plain length disagrees with the catalog's row */
+	t = copy(gen);
+	edit(&t, "\ngen 1 ", "\ngen 79 ");
+	edit(&t, " run1/ckpt ", " run2 ");
+	char *c = strstr(t.p, "\nchunk ");
+	char hex[65];
+	unsigned long long plain;
+	cr_assert_eq(sscanf(c + 1, "chunk %64s %llu", hex, &plain), 2);
+	char from[128], to[128];
+	snprintf(from, sizeof(from), "chunk %s %llu ", hex, plain);
+	snprintf(to, sizeof(to), "chunk %s %llu ", hex, plain * 4);
+	edit(&t, from, to);
+	expect_rejected(t, EIO, "a chunk of another plain length");
+	free(t.p);
+	free(gen.p);
+}
+
+Test(manifest, refcounts_add_up_over_shared_chunks, .init = setup, .fini = teardown)
+{
+	uint64_t series = mk(ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t ids[3];
+	for (int i = 0; i < 3; i++) {
+		char name[32];
+		uint64_t root;
+		snprintf(name, sizeof(name), "step-%d", i);
+		ids[i] = mkgen(series, name, (uint64_t)i, true, &root);
+		for (int k = 0; k < 3; k++) {
+			char fname[16];
+			snprintf(fname, sizeof(fname), "rank%d", k);
+			write_extents(mk(root, fname, S_IFREG | 0644, NULL), 500 + i, 4, 0, 64, 64, 256);
+		}
+		OK(cat_gen_commit(fx.src, ids[i], "trainer"));
+	}
+	apply_take(tree_manifest());
+	for (int i = 2; i >= 0; i--)
+		apply_take(gen_manifest(ids[i], 1));
+	expect_same(fx.src, fx.dst);
+	struct cat_stats a, b;
+	OK(cat_stats(fx.src, &a));
+	OK(cat_stats(fx.dst, &b));
+	cr_assert_eq(a.chunks, b.chunks);
+	cr_assert_eq(a.referenced_bytes, b.referenced_bytes);
+	cr_assert_eq(a.chunk_stored_bytes, b.chunk_stored_bytes);
+	/* deleting in the rebuilt catalog frees exactly what the source would */
+	OK(cat_gen_delete(fx.src, ids[0], "keep", NULL, NULL));
+	OK(cat_gen_delete(fx.dst, ids[0], "keep", NULL, NULL));
+	OK(cat_stats(fx.src, &a));
+	OK(cat_stats(fx.dst, &b));
+	cr_assert_eq(a.chunks, b.chunks, "%llu chunks, rebuilt %llu", (unsigned long long)a.chunks,
+		     (unsigned long long)b.chunks);
+	cr_assert_eq(a.referenced_bytes, b.referenced_bytes);
+}
+
+Test(manifest, paths_on_backing, .init = setup, .fini = teardown)
+{
+	char buf[MANIFEST_PATH_MAX];
+	uint64_t id, seq;
+	uint32_t v;
+	manifest_gen_path(12, 3, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "manifests/gen/12.3.ckm");
+	OK(manifest_gen_name_parse("12.3.ckm", &id, &v));
+	cr_assert(id == 12 && v == 3);
+	manifest_tree_path(42, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "manifests/tree/00000000000000000042.ckm");
+	OK(manifest_tree_name_parse(buf + strlen("manifests/tree/"), &seq));
+	cr_assert_eq(seq, 42);
+	manifest_tree_path(UINT64_MAX, buf, sizeof(buf));
+	OK(manifest_tree_name_parse(buf + strlen("manifests/tree/"), &seq));
+	cr_assert_eq(seq, UINT64_MAX);
+	FAILS(manifest_gen_name_parse("12.ckm", &id, &v), EINVAL);
+	FAILS(manifest_gen_name_parse("12.3.ckm.tmp", &id, &v), EINVAL);
+	FAILS(manifest_gen_name_parse("0.1.ckm", &id, &v), EINVAL);
+	FAILS(manifest_tree_name_parse("42.ckm", &seq), EINVAL);
+}
+
+Test(manifest, a_read_only_handle_builds_the_same_manifests, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct cat *ro;
+	OK(cat_open_readonly(fx.src_path, &ro));
+	char *p;
+	size_t len;
+	struct text gen = gen_manifest(id, 1), tree = tree_manifest();
+	OK(manifest_gen_build(ro, id, 1, &p, &len));
+	cr_assert(len == gen.len && memcmp(p, gen.p, len) == 0);
+	free(p);
+	OK(manifest_tree_build(ro, &p, &len));
+	cr_assert(len == tree.len && memcmp(p, tree.p, len) == 0);
+	free(p);
+	cat_close(ro);
+	free(gen.p);
+	free(tree.p);
+}
+
+Test(manifest, applied_chunks_are_on_backing_and_generations_durable, .init = setup,
+     .fini = teardown)
+{
+	cr_assert_geq(cat_schema_version(fx.dst), 3);
+	uint64_t id = rich_generation(NULL);
+	/* dst already has chunk 1 in its cache (a file of its own) */
+	struct cat_inode own;
+	OK(cat_create(fx.dst, ROOT, "own", S_IFREG | 0644, 0, 0, 0, NULL, &own));
+	struct cat_extent e = { .off = 0, .len = 1000, .chunk_off = 500, .chunk_len = 2000 };
+	bool must;
+	mkhash(e.hash, 1);
+	OK(cat_pending_add(fx.dst, own.ino, &e, &must));
+	OK(cat_chunk_stored(fx.dst, e.hash, 0, 2000));
+	OK(cat_file_commit(fx.dst, own.ino, 1000, now_ns(), false));
+	OK(cat_pending_drop(fx.dst, own.ino));
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.dst, e.hash, &w));
+	cr_assert(w.cached && !w.uploaded);
+
+	apply_take(gen_manifest(id, 1));
+	bool durable = false;
+	OK(cat_gen_durable(fx.dst, id, &durable));
+	cr_assert(durable, "an applied generation is durable at its version");
+	OK(cat_chunk_where(fx.dst, e.hash, &w));
+	cr_assert(w.cached, "the cached copy stays");
+	cr_assert(w.uploaded, "and it is on BACKING");
+	cr_assert_eq(w.codec, 0, "the cached object's codec is kept");
+	cr_assert_eq(w.stored_len, 2000);
+	cr_assert_eq(w.refcount, 1 + 2, "own + w.bin (one inode, three links) + shared.pt");
+	mkhash(e.hash, 2);
+	OK(cat_chunk_where(fx.dst, e.hash, &w));
+	cr_assert(!w.cached && w.uploaded, "a chunk known only from BACKING");
+	cr_assert_eq(w.codec, 1);
+	cr_assert_eq(w.stored_len, 1001);
+}

@@ -6,11 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "admin.h"
 #include "control.h"
+
+#define ADMIN_CTL_TIMEOUT_S 300 /* longest silence between two answer lines */
 
 static int admin_ctl_connect(const char *sock)
 {
@@ -26,6 +29,9 @@ static int admin_ctl_connect(const char *sock)
 		close(fd);
 		return -err;
 	}
+	/* a hung daemon must not hang the tool: long jobs send progress lines */
+	struct timeval tv = { .tv_sec = ADMIN_CTL_TIMEOUT_S };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
 }
 

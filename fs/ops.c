@@ -773,8 +773,9 @@ static void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, o
 static void ops_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ckptfs *fs = ops_fs(req);
+	/* the cache's disk: saves land there (BACKING may be a URL, or hung) */
 	struct statvfs sv;
-	if (statvfs(fs->opt.backing, &sv) != 0) {
+	if (statvfs(fs->opt.cache, &sv) != 0) {
 		fuse_reply_err(req, errno);
 		return;
 	}

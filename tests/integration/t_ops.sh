@@ -459,13 +459,13 @@ test_statfs_reports_sane_numbers() {
 	[ "$bfree" -le "$blocks" ] && [ "$bavail" -le "$bfree" ] || ck_fail "statvfs free counts: blocks $blocks bfree $bfree bavail $bavail"
 	[ "$namemax" -ge 255 ] || ck_fail "statvfs f_namemax $namemax < 255"
 	[ "$ffree" -le "$files" ] || ck_fail "statvfs f_ffree $ffree > f_files $files"
-	# Free space is that of a real disk (the one holding BACKING), not 0 and
-	# not made up: within 10% of BACKING's file system.
+	# Free space is that of a real disk (the cache's, where saves land), not 0
+	# and not made up: within 10% of the cache's file system.
 	local want
-	want=$(df -B1 --output=avail "$CK_BACKING" | tail -n 1)
+	want=$(df -B1 --output=avail "$CK_CACHE" | tail -n 1)
 	local got=$((bavail * frsize))
 	[ "$got" -gt $((want / 10 * 9)) ] && [ "$got" -lt $((want / 10 * 11 + 1)) ] ||
-		ck_log "note: free space $got differs from BACKING's $want by more than 10%"
+		ck_fail "free space $got differs from the cache disk's $want by more than 10%"
 	ck_umount
 }
 

@@ -94,9 +94,12 @@ bench: deps all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BUILD)/ckptfs $(BUILD)/ckptfs-admin $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 docs/ckptfs-admin.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ckptfs $(DESTDIR)$(PREFIX)/bin/ckptfs-admin
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs-admin.1
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools

@@ -22,6 +22,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "ckptfs.h"
+#include "control.h"
 #include "log.h"
 #include "node.h"
 #include "ops.h"
@@ -351,6 +352,7 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
 	int mounted = 0, exit_code = 1;
+	struct control *ctl = NULL;
 	if (main_fuse_args(&r, &args) != 0)
 		goto out;
 	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &fs);
@@ -391,6 +393,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the cache and upload threads");
 		goto out;
 	}
+	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
 
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, 16);
@@ -402,6 +405,7 @@ int main(int argc, char **argv)
 	log_info("unmounting %s (%s)", fs.opt.mountpoint, clean ? "clean" : "loop error");
 
 out:
+	control_stop(ctl);
 	if (se) {
 		if (mounted)
 			fuse_session_unmount(se);

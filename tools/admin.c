@@ -1,209 +1,498 @@
-/* ckptfs-admin — look into a ckptfs catalog and store.
+/* ckptfs-admin — look into and manage a ckptfs file system: its generations,
+ * chunks, cache and BACKING.
  *
- *   ckptfs-admin stats  (MOUNTPOINT | --cache DIR)   totals: files, bytes, dedup, compression
- *   ckptfs-admin check  (MOUNTPOINT | --cache DIR)   catalog invariants (counts, extents)
- *   ckptfs-admin verify (MOUNTPOINT | --cache DIR)   re-hash every chunk object on BACKING
+ *   ckptfs-admin [--json] COMMAND (MOUNTPOINT | --cache DIR) [ARGS]
  *
- * The catalog is opened read-only, so these work while the filesystem is
- * mounted (SQLite WAL readers do not block the daemon) and offline alike.
- * Exit codes: 0 ok, 1 a check found a problem, 2 bad usage, 3 not a ckptfs
- * mount or cache. */
+ * This file: the command table and help, the command line, and finding what
+ * a command works on. MOUNTPOINT leads to the cache through the xattr
+ * user.ckptfs.cache on the mount's root (so "not a ckptfs mount" and "the
+ * daemon is dead" are told apart: no xattr vs ENOTCONN); --cache DIR names
+ * the cache directly (offline use, or a mount whose path is unknown).
+ *
+ * Where each command runs (docs/ADMIN.md):
+ *  - reading commands open the catalog read-only (SQLite WAL readers do not
+ *    block the daemon), mounted or not;
+ *  - changing commands go through the daemon's control channel when it runs
+ *    (fs/control.h) and never write the catalog behind it; with no daemon
+ *    (--cache) they take the cache lock the daemon would hold, open the
+ *    catalog read-write and change it directly;
+ *  - import goes through the mount only.
+ * Only root and the daemon's user (the owner of the cache) may use it. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
-#include "catalog.h"
+#include "admin.h"
+#include "backing.h"
+#include "control.h"
 #include "log.h"
 #include "store.h"
 
-#define ADMIN_OK 0
-#define ADMIN_PROBLEM 1
-#define ADMIN_USAGE 2
-#define ADMIN_NOT_CKPTFS 3
+#define ADMIN_NEED_STORE 4u /* opens the cache's chunk store and BACKING */
+#define ADMIN_NEED_READ 8u  /* reads the catalog (every command but rebuild) */
+#define ADMIN_NEED_REBUILD 16u /* takes the cache lock; the catalog may be missing */
+
+struct admin_command {
+	const char *name;
+	int (*fn)(struct admin *a);
+	unsigned need;
+	const char *synopsis;
+	const char *summary;
+	const char *help;
+};
+
+static const struct admin_command admin_commands[] = {
+	{ "list", admin_cmd_list, ADMIN_NEED_READ, "list [--all] [SERIES]",
+	  "one row per generation: state, pin, size, what it alone holds, dedup, commit",
+	  "Lists the open and committed generations (with --all also aborted and deleted\n"
+	  "ones), of one SERIES (a directory relative to the mount) or of all series.\n"
+	  "Columns: series, name, step, state, pinned, files, logical size, ALONE (stored\n"
+	  "bytes of the chunks only this generation holds: what rm frees on BACKING),\n"
+	  "dedup (logical size / plain bytes of the distinct chunks it names), when it\n"
+	  "committed and by which rule (or why it ended). --json prints an array of\n"
+	  "objects with exact numbers: id, series, name, step, state, version, pinned,\n"
+	  "files, logical_bytes, stored_bytes (= ALONE), exclusive_bytes, unique_bytes,\n"
+	  "chunks, dedup_ratio, created_ns, committed_ns, ended_ns, committed, rule.\n" },
+	{ "show", admin_cmd_show, ADMIN_NEED_READ, "show GEN",
+	  "a generation's files with sizes and chunks, and what it shares with others",
+	  "Shows one generation: its state and sizes, each regular file with its size,\n"
+	  "extents and distinct chunks, and for every other generation that names some\n"
+	  "of the same chunks, how many and their plain bytes.\n" },
+	{ "commit", admin_cmd_commit, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "commit GEN",
+	  "commit an open generation now (rule \"admin\")",
+	  "Commits an OPEN generation as if its trainer's completion signal had arrived\n"
+	  "(rule \"admin\"). If a file in it is still open for writing, it commits when\n"
+	  "the last one closes (the state printed is then \"open\"). A committed one is\n"
+	  "left as it is.\n" },
+	{ "pin", admin_cmd_pin, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "pin GEN",
+	  "keep a generation: keep-latest-k never deletes a pinned one",
+	  "Pins a generation: keep-latest-k (-o keep=K) never deletes it.\n" },
+	{ "unpin", admin_cmd_unpin, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "unpin GEN",
+	  "undo pin", "Unpins a generation: keep-latest-k may delete it again.\n" },
+	{ "rm", admin_cmd_rm, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "rm [--force] GEN",
+	  "delete a generation (an open one needs --force)",
+	  "Deletes a committed generation (rule \"admin\"): its tree goes and chunks no\n"
+	  "other file names are reclaimed. An OPEN generation (still being written) is\n"
+	  "refused unless --force, which aborts it (rule \"admin-abort\"; a rewrite of a\n"
+	  "committed step gets its previous version back).\n" },
+	{ "gc", admin_cmd_gc, ADMIN_NEED_READ | ADMIN_NEED_CHANGE | ADMIN_NEED_STORE, "gc [--dry-run]",
+	  "remove chunk objects on BACKING that nothing names; report what it freed",
+	  "Walks the chunk objects on BACKING and removes those that no catalog row\n"
+	  "names (left by a crash or a failed removal; chunks whose count reaches zero\n"
+	  "are reclaimed at once by the catalog itself). Prints how many objects were\n"
+	  "seen, how many were orphans and the bytes freed. --dry-run removes nothing.\n" },
+	{ "verify", admin_cmd_verify, ADMIN_NEED_READ | ADMIN_NEED_STORE, "verify [GEN]",
+	  "re-hash every chunk (of GEN); report missing or corrupt ones; exit 1 if any",
+	  "Reads every chunk object (of all chunks, or those GEN names), decodes it and\n"
+	  "checks its SHA-256. Each missing or corrupt chunk is printed with the files and\n"
+	  "generations that name it. Prints chunks_ok / chunks_bad / chunks_skipped.\n"
+	  "Exit status 1 if any chunk is bad.\n" },
+	{ "check", admin_cmd_check, ADMIN_NEED_READ, "check",
+	  "check the catalog's invariants (reference counts, extents, generations)",
+	  "Checks the catalog's invariants (meta/SCHEMA.md): reference counts, extents,\n"
+	  "links, generations. Exit status 1 on a violation (each is printed).\n" },
+	{ "stats", admin_cmd_stats, ADMIN_NEED_READ, "stats [--prometheus]",
+	  "files, bytes, dedup and compression, generations, the daemon's cache counters",
+	  "Prints \"key value\" lines (a human size after byte counts): files, logical,\n"
+	  "unique (after dedup) and stored (after compression) bytes, ratios, generation\n"
+	  "counts and, when the daemon runs, its memory chunk cache (use, bound, hits,\n"
+	  "misses, hit rate). --json: one object. --prometheus: the Prometheus text\n"
+	  "format (ckptfs_* metrics, label cache=...) for node_exporter's textfile\n"
+	  "collector. write_back is 0 until the write-back cache exists; then dirty\n"
+	  "bytes and the upload queue and lag are listed too.\n" },
+	{ "wait", admin_cmd_wait, ADMIN_NEED_READ, "wait [GEN] [--timeout S]",
+	  "block until GEN (default: all committed ones) is durable on BACKING",
+	  "Blocks until the generation is durable on BACKING (for job scripts, before\n"
+	  "they exit). Without GEN: every generation committed when it starts (open ones\n"
+	  "are named on stderr and not waited for). An open GEN is waited for until it\n"
+	  "commits; if it is aborted or deleted meanwhile, exit 1. --timeout S gives up\n"
+	  "after S seconds with exit 9. Today BACKING is written through: committed is\n"
+	  "durable.\n" },
+	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD, "rebuild [BACKING]",
+	  "recreate the catalog from BACKING's manifests (offline, --cache DIR)",
+	  "Recreates the cache's catalog from what BACKING holds: the newest tree\n"
+	  "manifest and the newest version of every generation manifest. Offline only\n"
+	  "(--cache DIR, no daemon: exit 8 otherwise). The old catalog is moved aside as\n"
+	  "catalog.db.before-rebuild-TIME, never deleted. BACKING defaults to the one\n"
+	  "the cache belongs to (CACHE/backing). A manifest that fails its checks is\n"
+	  "reported and skipped (exit 1).\n" },
+	{ "export", admin_cmd_export, ADMIN_NEED_READ, "export [--force] GEN DIR",
+	  "write a generation out as plain files: DIR/NAME",
+	  "Writes the generation as plain files to DIR/NAME (DIR is created if needed;\n"
+	  "DIR/NAME must not exist), first under a temporary name, renamed when\n"
+	  "complete. Mounted it reads through the mount; with --cache it reads the\n"
+	  "catalog and the chunk objects. Every chunk is verified against its hash.\n"
+	  "An open generation needs --force.\n" },
+	{ "import", admin_cmd_import, ADMIN_NEED_READ | ADMIN_NEED_MOUNT,
+	  "import [--name NAME] DIR SERIES",
+	  "take a plain checkpoint directory (or file) in as a committed generation",
+	  "Copies DIR (a directory, or a single checkpoint file) through the mount into\n"
+	  "SERIES (created if missing) under a temporary name, then renames it to\n"
+	  "SERIES/NAME, which makes it a generation and commits it (rule \"rename\").\n"
+	  "NAME is DIR's last part unless --name is given; it must be a generation name\n"
+	  "on this mount (gen_pattern) and SERIES/NAME must not exist. Needs the mount.\n" },
+};
+
+#define ADMIN_NCOMMANDS (sizeof(admin_commands) / sizeof(admin_commands[0]))
+
+static const char admin_exit_help[] =
+	"exit codes: 0 ok; 1 a problem was found or an operation failed; 2 bad usage;\n"
+	"  3 not a ckptfs mount or cache; 4 the daemon is not running (or does not answer);\n"
+	"  5 permission denied; 6 no such generation or series; 7 a bad name (\"..\", an\n"
+	"  empty or \".\" part, a slash in NAME, a path outside the mount); 8 busy: an open\n"
+	"  generation without --force, a target that exists, a cache in use; 9 wait timed\n"
+	"  out; 10 not available in this build\n";
 
 static void admin_usage(FILE *f)
 {
-	fprintf(f, "usage: ckptfs-admin COMMAND (MOUNTPOINT | --cache DIR)\n"
-		   "\n"
-		   "commands:\n"
-		   "  stats    files, logical bytes, unique and stored bytes, dedup and compression\n"
-		   "  check    check the catalog's invariants (reference counts, extents)\n"
-		   "  verify   re-read and re-hash every chunk object on BACKING\n"
-		   "\n"
-		   "exit codes: 0 ok, 1 a problem was found, 2 bad usage, 3 not a ckptfs mount/cache\n");
+	fprintf(f, "usage: ckptfs-admin [--json] COMMAND (MOUNTPOINT | --cache DIR) [ARGS]\n"
+		   "       ckptfs-admin COMMAND --help\n\ncommands:\n");
+	for (size_t i = 0; i < ADMIN_NCOMMANDS; i++)
+		fprintf(f, "  %-32s %s\n", admin_commands[i].synopsis, admin_commands[i].summary);
+	fprintf(f, "\nGEN: SERIES/NAME relative to the mount (run1/step-200), a path inside the\n"
+		   "mount (/mnt/ckpt/run1/step-200/model.pt), or id:N (the id list --json shows).\n"
+		   "\noptions: --json (any command), --cache DIR (instead of MOUNTPOINT: the cache\n"
+		   "directory; without a running daemon, changes are made offline)\n\n%s"
+		   "\nSee ckptfs-admin(1) and docs/ADMIN.md.\n",
+		admin_exit_help);
 }
 
-struct admin_ctx {
-	char cache[PATH_MAX];
-	char backing[PATH_MAX];
-	struct cat *cat;
-};
-
-static int admin_locate(const char *target, int by_cache, struct admin_ctx *a)
+static void admin_command_help(const struct admin_command *c)
 {
-	if (by_cache) {
-		snprintf(a->cache, sizeof(a->cache), "%s", target);
-	} else {
-		ssize_t n = getxattr(target, "user.ckptfs.cache", a->cache, sizeof(a->cache) - 1);
-		if (n < 0) {
-			fprintf(stderr, "ckptfs-admin: %s: not a ckptfs mount (%s)\n", target,
-				strerror(errno == ENODATA || errno == ENOTSUP ? EINVAL : errno));
-			return ADMIN_NOT_CKPTFS;
+	char syn[128];
+	const char *sp = strchr(c->synopsis, ' ');
+	snprintf(syn, sizeof(syn), "%.*s (MOUNTPOINT | --cache DIR)%s",
+		 sp ? (int)(sp - c->synopsis) : (int)strlen(c->synopsis), c->synopsis, sp ? sp : "");
+	printf("usage: ckptfs-admin [--json] %s\n\n%s\n%s", syn, c->summary, c->help);
+	if (c->need & ADMIN_NEED_CHANGE)
+		printf("\nMounted, the change is made by the daemon (control channel); with --cache\n"
+		       "and no daemon running, offline under the cache lock.\n");
+	printf("\n%s", admin_exit_help);
+}
+
+static const struct admin_command *admin_find(const char *name)
+{
+	for (size_t i = 0; i < ADMIN_NCOMMANDS; i++)
+		if (strcmp(admin_commands[i].name, name) == 0)
+			return &admin_commands[i];
+	return NULL;
+}
+
+/* ---- the command line ---- */
+
+static int admin_parse(int argc, char **argv, struct admin *a, const struct admin_command **cmd)
+{
+	int i = 1;
+	bool help = false;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			a->json = true;
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			help = true;
+		} else {
+			admin_err("unknown option '%s' (see ckptfs-admin --help)", argv[i]);
+			return ADMIN_USAGE;
 		}
-		a->cache[n] = '\0';
 	}
+	if (i >= argc) {
+		if (help) {
+			admin_usage(stdout);
+			return -1;
+		}
+		admin_err("expected a COMMAND (see ckptfs-admin --help)");
+		return ADMIN_USAGE;
+	}
+	if (strcmp(argv[i], "help") == 0) {
+		const struct admin_command *c = i + 1 < argc ? admin_find(argv[i + 1]) : NULL;
+		if (c)
+			admin_command_help(c);
+		else
+			admin_usage(stdout);
+		return -1;
+	}
+	a->cmd = argv[i];
+	*cmd = admin_find(argv[i]);
+	if (!*cmd) {
+		admin_err("unknown command '%s' (see ckptfs-admin --help)", argv[i]);
+		return ADMIN_USAGE;
+	}
+	if (help) {
+		admin_command_help(*cmd);
+		return -1;
+	}
+	bool opts = true;
+	for (i++; i < argc; i++) {
+		const char *s = argv[i];
+		if (opts && s[0] == '-' && s[1]) {
+			const char *val = NULL;
+			if (strcmp(s, "--") == 0)
+				opts = false;
+			else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+				admin_command_help(*cmd);
+				return -1;
+			} else if (strcmp(s, "--json") == 0)
+				a->json = true;
+			else if (strcmp(s, "--all") == 0 && *cmd == admin_find("list"))
+				a->all = true;
+			else if (strcmp(s, "--force") == 0 &&
+				 (*cmd == admin_find("rm") || *cmd == admin_find("export")))
+				a->force = true;
+			else if (strcmp(s, "--dry-run") == 0 && *cmd == admin_find("gc"))
+				a->dry_run = true;
+			else if (strcmp(s, "--prometheus") == 0 && *cmd == admin_find("stats"))
+				a->prometheus = true;
+			else if ((strcmp(s, "--timeout") == 0 || strncmp(s, "--timeout=", 10) == 0) &&
+				 *cmd == admin_find("wait")) {
+				val = s[9] == '=' ? s + 10 : (i + 1 < argc ? argv[++i] : NULL);
+				char *end;
+				a->timeout_s = val ? strtod(val, &end) : -1;
+				if (!val || end == val || *end || a->timeout_s < 0) {
+					admin_err("wait: --timeout needs a number of seconds");
+					return ADMIN_USAGE;
+				}
+			} else if (strcmp(s, "--name") == 0 && *cmd == admin_find("import")) {
+				if (i + 1 >= argc) {
+					admin_err("import: --name needs a NAME");
+					return ADMIN_USAGE;
+				}
+				a->name = argv[++i];
+			} else if (strcmp(s, "--cache") == 0) {
+				if (i + 1 >= argc || a->target) {
+					admin_err("--cache needs a DIR, instead of MOUNTPOINT");
+					return ADMIN_USAGE;
+				}
+				a->target = argv[++i];
+				a->by_cache = true;
+			} else {
+				admin_err("%s: unknown option '%s' (see ckptfs-admin %s --help)", a->cmd, s,
+					  a->cmd);
+				return ADMIN_USAGE;
+			}
+			continue;
+		}
+		if (!a->target) {
+			a->target = s;
+		} else if (a->npos < (int)(sizeof(a->pos) / sizeof(a->pos[0]))) {
+			a->pos[a->npos++] = s;
+		} else {
+			admin_err("%s: too many arguments (see ckptfs-admin %s --help)", a->cmd, a->cmd);
+			return ADMIN_USAGE;
+		}
+	}
+	if (!a->target) {
+		admin_err("%s: expected MOUNTPOINT or --cache DIR (see ckptfs-admin %s --help)", a->cmd,
+			  a->cmd);
+		return ADMIN_USAGE;
+	}
+	return ADMIN_OK;
+}
+
+/* ---- finding the cache, the daemon and the catalog ---- */
+
+static int admin_from_mount(struct admin *a)
+{
+	if (!realpath(a->target, a->mount)) {
+		int err = errno;
+		if (err == ENOTCONN) {
+			admin_err("%s: the ckptfs daemon is not running (the mount is stale: %s); "
+				  "unmount it with fusermount3 -u",
+				  a->target, strerror(err));
+			return ADMIN_NO_DAEMON;
+		}
+		admin_err("%s: %s", a->target, strerror(err));
+		return err == EACCES ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
+	}
+	ssize_t n = getxattr(a->mount, "user.ckptfs.cache", a->cache, sizeof(a->cache) - 1);
+	if (n < 0) {
+		int err = errno;
+		if (err == ENOTCONN) {
+			admin_err("%s: the ckptfs daemon is not running (the mount is stale: %s); "
+				  "unmount it with fusermount3 -u",
+				  a->mount, strerror(err));
+			return ADMIN_NO_DAEMON;
+		}
+		if (err == EACCES || err == EPERM) {
+			admin_err("%s: permission denied (only root and the daemon's user may)", a->mount);
+			return ADMIN_PERM;
+		}
+		admin_err("%s: not a ckptfs mount (no user.ckptfs.cache on it: %s); for a cache with "
+			  "no mount give --cache DIR",
+			  a->mount, strerror(err == ENODATA ? EINVAL : err));
+		return ADMIN_NOT_CKPTFS;
+	}
+	a->cache[n] = '\0';
+	return ADMIN_OK;
+}
+
+static int admin_read_backing(struct admin *a)
+{
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/backing", a->cache);
 	FILE *f = fopen(path, "re");
 	if (!f || !fgets(a->backing, sizeof(a->backing), f)) {
-		fprintf(stderr, "ckptfs-admin: cache %s: not a ckptfs cache (no %s)\n", a->cache, path);
+		int err = errno;
 		if (f)
 			fclose(f);
+		if (err == EACCES) {
+			admin_err("cache %s: permission denied (only root and the daemon's user may)",
+				  a->cache);
+			return ADMIN_PERM;
+		}
+		admin_err("%s: not a ckptfs cache (no %s)", a->cache, path);
 		return ADMIN_NOT_CKPTFS;
 	}
 	fclose(f);
 	a->backing[strcspn(a->backing, "\n")] = '\0';
+	return ADMIN_OK;
+}
+
+/* Only root and the owner of the cache (the daemon's user) may. */
+static int admin_check_owner(struct admin *a)
+{
+	struct stat sb;
+	if (stat(a->cache, &sb) != 0) {
+		admin_err("cache %s: %s", a->cache, strerror(errno));
+		return errno == EACCES ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
+	}
+	if (getuid() != 0 && getuid() != sb.st_uid) {
+		admin_err("%s: permission denied: only root and the daemon's user (uid %ld) may use "
+			  "ckptfs-admin on it",
+			  a->mount[0] ? a->mount : a->cache, (long)sb.st_uid);
+		return ADMIN_PERM;
+	}
+	return ADMIN_OK;
+}
+
+/* Is the daemon there? With a mount it answers (we got the xattr); its
+ * channel must too. With --cache, the cache lock says. */
+static int admin_find_daemon(struct admin *a, unsigned need)
+{
+	snprintf(a->sock, sizeof(a->sock), "%s/%s", a->cache, CONTROL_SOCK_NAME);
+	bool running = !a->by_cache;
+	if (a->by_cache) {
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof(path), "%s/lock", a->cache);
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 && errno == EACCES) {
+			admin_err("cache %s: permission denied on %s", a->cache, path);
+			return ADMIN_PERM;
+		}
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			running = true;
+			close(fd);
+		} else if (need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) {
+			if (fd < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0 &&
+			    flock(fd, LOCK_EX | LOCK_NB) != 0) {
+				close(fd); /* a daemon started this instant */
+				admin_err("cache %s: in use (a daemon is starting); try again", a->cache);
+				return ADMIN_BUSY;
+			}
+			a->lock_fd = fd; /* held until exit: no daemon starts meanwhile */
+		} else if (fd >= 0) {
+			close(fd);
+		}
+	}
+	if (!running)
+		return ADMIN_OK;
+	int rc = admin_ctl_probe(a->sock);
+	if (rc == 0) {
+		a->daemon = true;
+		return ADMIN_OK;
+	}
+	if (!(need & ADMIN_NEED_CHANGE) || (need & ADMIN_NEED_REBUILD))
+		return ADMIN_OK; /* reading needs only the catalog; rebuild refuses a daemon itself */
+	if (rc == -EACCES || rc == -EPERM) {
+		admin_err("%s: permission denied on the control channel %s (only root and the "
+			  "daemon's user may)", a->mount[0] ? a->mount : a->cache, a->sock);
+		return ADMIN_PERM;
+	}
+	admin_err("%s: the daemon does not answer on its control channel %s (%s): is it running?",
+		  a->mount[0] ? a->mount : a->cache, a->sock, strerror(-rc));
+	return ADMIN_NO_DAEMON;
+}
+
+int admin_need_objects(struct admin *a)
+{
+	int err = a->store ? 0 : store_open(a->cache, &a->store);
+	if (err != 0) {
+		admin_err("cache %s: cannot open its chunk store: %s", a->cache, strerror(-err));
+		return err == -EACCES ? ADMIN_PERM : ADMIN_PROBLEM;
+	}
+	err = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
+	if (err != 0) {
+		admin_err("BACKING %s: cannot open: %s", a->backing, strerror(-err));
+		return err == -EACCES ? ADMIN_PERM : ADMIN_PROBLEM;
+	}
+	return ADMIN_OK;
+}
+
+static int admin_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	return store_remove(arg, hash);
+}
+
+static int admin_open(struct admin *a, unsigned need)
+{
+	int rc = a->by_cache ? ADMIN_OK : admin_from_mount(a);
+	if (rc == ADMIN_OK && a->by_cache && !realpath(a->target, a->cache)) {
+		admin_err("--cache %s: %s", a->target, strerror(errno));
+		return errno == EACCES ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
+	}
+	if (rc == ADMIN_OK)
+		rc = admin_read_backing(a);
+	if (rc == ADMIN_OK)
+		rc = admin_check_owner(a);
+	if (rc == ADMIN_OK)
+		rc = admin_find_daemon(a, need);
+	if (rc != ADMIN_OK || !(need & ADMIN_NEED_READ))
+		return rc;
+	bool offline_change = (need & ADMIN_NEED_CHANGE) && !a->daemon;
+	/* offline, the catalog's reclaim removes cache objects, as the daemon's does */
+	if (((need & ADMIN_NEED_STORE) || offline_change) && admin_need_objects(a) != ADMIN_OK)
+		return ADMIN_PROBLEM;
+	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/catalog.db", a->cache);
-	int rc = cat_open_readonly(path, &a->cat);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs-admin: catalog %s: cannot open: %s\n", path, strerror(-rc));
-		return ADMIN_NOT_CKPTFS;
+	int err = offline_change
+			  ? cat_open(path, getuid(), getgid(), admin_reclaim, a->store, &a->cat)
+			  : cat_open_readonly(path, &a->cat);
+	if (err == 0)
+		err = aq_open(a->cat, &a->aq);
+	if (err != 0) {
+		admin_err("catalog %s: cannot open: %s", path, strerror(-err));
+		return err == -EACCES || err == -EPERM ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
 	}
 	return ADMIN_OK;
-}
-
-static double admin_ratio(uint64_t a, uint64_t b)
-{
-	return b ? (double)a / (double)b : 0.0;
-}
-
-static int admin_stats(struct admin_ctx *a)
-{
-	struct cat_stats s;
-	int rc = cat_stats(a->cat, &s);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs-admin: stats: %s\n", strerror(-rc));
-		return ADMIN_PROBLEM;
-	}
-	printf("cache %s\n", a->cache);
-	printf("backing %s\n", a->backing);
-	printf("inodes %" PRIu64 "\n", s.inodes);
-	printf("files %" PRIu64 "\n", s.files);
-	printf("logical_bytes %" PRIu64 "\n", s.logical_bytes);
-	printf("referenced_bytes %" PRIu64 "\n", s.referenced_bytes);
-	printf("chunks %" PRIu64 "\n", s.chunks);
-	printf("unique_bytes %" PRIu64 "\n", s.chunk_plain_bytes);
-	printf("stored_bytes %" PRIu64 "\n", s.chunk_stored_bytes);
-	printf("dedup_ratio %.3f\n", admin_ratio(s.referenced_bytes, s.chunk_plain_bytes));
-	printf("compression_ratio %.3f\n", admin_ratio(s.chunk_plain_bytes, s.chunk_stored_bytes));
-	return ADMIN_OK;
-}
-
-static int admin_check(struct admin_ctx *a)
-{
-	int rc = cat_check(a->cat);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs-admin: check: the catalog has problems (see the lines above)\n");
-		return ADMIN_PROBLEM;
-	}
-	printf("catalog ok\n");
-	return ADMIN_OK;
-}
-
-struct admin_verify {
-	struct store *store;
-	uint64_t ok, bad, skipped;
-	char *buf;
-	size_t cap;
-};
-
-static int admin_verify_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
-			    uint8_t codec, int64_t stored_len, uint64_t refcount)
-{
-	struct admin_verify *v = arg;
-	if (stored_len < 0 || refcount == 0) { /* being written, or about to go */
-		v->skipped++;
-		return 0;
-	}
-	if (v->cap < plain_len) {
-		char *nb = realloc(v->buf, plain_len ? plain_len : 1);
-		if (!nb)
-			return -ENOMEM;
-		v->buf = nb;
-		v->cap = plain_len;
-	}
-	size_t got;
-	char hex[HASH_HEX_LEN + 1];
-	int rc = store_get(v->store, hash, v->buf, v->cap, &got);
-	if (rc == 0 && got == plain_len) {
-		v->ok++;
-		return 0;
-	}
-	hash_to_hex(hash, hex);
-	printf("corrupt chunk %s (%s)\n", hex, rc ? strerror(-rc) : "wrong length");
-	v->bad++;
-	return 0;
-}
-
-static int admin_verify_store(struct admin_ctx *a)
-{
-	struct admin_verify v = { 0 };
-	int rc = store_open(a->backing, &v.store);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs-admin: BACKING %s: cannot open: %s\n", a->backing, strerror(-rc));
-		return ADMIN_PROBLEM;
-	}
-	rc = cat_chunks(a->cat, admin_verify_one, &v);
-	store_close(v.store);
-	free(v.buf);
-	printf("chunks_ok %" PRIu64 "\nchunks_bad %" PRIu64 "\nchunks_skipped %" PRIu64 "\n", v.ok,
-	       v.bad, v.skipped);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs-admin: verify: %s\n", strerror(-rc));
-		return ADMIN_PROBLEM;
-	}
-	return v.bad ? ADMIN_PROBLEM : ADMIN_OK;
 }
 
 int main(int argc, char **argv)
 {
 	log_setup(stderr, LOG_LVL_WARN);
-	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		admin_usage(stdout);
-		return ADMIN_OK;
+	struct admin a = { .timeout_s = -1, .lock_fd = -1 };
+	const struct admin_command *cmd = NULL;
+	int rc = admin_parse(argc, argv, &a, &cmd);
+	if (rc < 0)
+		return ADMIN_OK; /* help was printed */
+	if (rc == ADMIN_OK && (cmd->need & ADMIN_NEED_MOUNT) && a.by_cache) {
+		admin_err("%s: works only through the mounted file system: give MOUNTPOINT, not --cache",
+			  a.cmd);
+		rc = ADMIN_USAGE;
 	}
-	const char *cmd = argc >= 2 ? argv[1] : NULL, *target = NULL;
-	int by_cache = 0;
-	if (argc == 3) {
-		target = argv[2];
-	} else if (argc == 4 && strcmp(argv[2], "--cache") == 0) {
-		target = argv[3];
-		by_cache = 1;
-	}
-	int (*fn)(struct admin_ctx *) = NULL;
-	if (cmd && strcmp(cmd, "stats") == 0)
-		fn = admin_stats;
-	else if (cmd && strcmp(cmd, "check") == 0)
-		fn = admin_check;
-	else if (cmd && strcmp(cmd, "verify") == 0)
-		fn = admin_verify_store;
-	if (!fn || !target) {
-		if (cmd && !fn)
-			fprintf(stderr, "ckptfs-admin: unknown command '%s' (see ckptfs-admin --help)\n", cmd);
-		else
-			fprintf(stderr, "ckptfs-admin: expected COMMAND and MOUNTPOINT or --cache DIR "
-					"(see ckptfs-admin --help)\n");
-		return ADMIN_USAGE;
-	}
-	struct admin_ctx a = { 0 };
-	int rc = admin_locate(target, by_cache, &a);
 	if (rc == ADMIN_OK)
-		rc = fn(&a);
+		rc = admin_open(&a, cmd->need);
+	if (rc == ADMIN_OK)
+		rc = cmd->fn(&a);
+	fflush(stdout);
+	aq_close(a.aq);
 	cat_close(a.cat);
+	store_close(a.store);
+	backing_close(a.bk);
+	if (a.lock_fd >= 0)
+		close(a.lock_fd);
 	return rc;
 }

@@ -1,0 +1,458 @@
+/* control — the daemon's control channel (protocol and rules in control.h).
+ *
+ * One thread: poll on the listening socket and a stop pipe, accept, check the
+ * peer, read one request line, run it through the module that owns the
+ * change (gen.c, the catalog, the store), write the answer, close. Requests
+ * are served one at a time; a slow client is cut off by a receive timeout. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "admin_query.h"
+#include "backing.h"
+#include "cache.h"
+#include "ckptfs.h"
+#include "control.h"
+#include "generation.h"
+#include "log.h"
+#include "reader.h"
+#include "uploader.h"
+
+#define CONTROL_RECV_TIMEOUT_S 5
+#define CONTROL_MAX_ARGS 8
+
+struct control {
+	struct ckptfs *fs;
+	struct aq *aq;
+	int listen_fd;
+	int stop_pipe[2];
+	pthread_t thread;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+/* ---- answering ---- */
+
+static void control_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void control_send(int fd, const char *fmt, ...)
+{
+	char line[CONTROL_LINE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	for (int off = 0; off < n;) {
+		ssize_t w = send(fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
+		if (w <= 0) {
+			if (w < 0 && errno == EINTR)
+				continue;
+			return; /* the client went away: nothing more to tell it */
+		}
+		off += (int)w;
+	}
+}
+
+static int control_error(int fd, int err, const char *what)
+{
+	control_send(fd, "error %d %s", err, what);
+	return err;
+}
+
+static void control_progress(void *arg, uint64_t done, uint64_t total)
+{
+	control_send(*(int *)arg, "progress %" PRIu64 " %" PRIu64, done, total);
+}
+
+/* ---- verbs ---- */
+
+static int control_parse_id(const char *s, uint64_t *id)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+	if (!s || errno || end == s || *end || v == 0)
+		return -EINVAL;
+	*id = v;
+	return 0;
+}
+
+/* A generation that is OPEN or COMMITTED (the ones a verb may change). */
+static int control_live_gen(struct control *c, int fd, const char *arg, struct cat_gen *gen)
+{
+	uint64_t id;
+	if (control_parse_id(arg, &id) != 0)
+		return control_error(fd, EINVAL, "expected a generation id");
+	int rc = cat_gen_get_brief(c->fs->cat, id, gen);
+	if (rc == -ENOENT || (rc == 0 && gen->state != GEN_OPEN && gen->state != GEN_COMMITTED))
+		return control_error(fd, ENOENT, "no such live generation");
+	if (rc != 0)
+		return control_error(fd, -rc, "catalog error");
+	return 0;
+}
+
+static const char *control_state_name(int state)
+{
+	static const char *const names[] = { "open", "committed", "aborted", "deleted" };
+	return state >= 0 && state <= 3 ? names[state] : "?";
+}
+
+static void control_hello(struct control *c, int fd)
+{
+	control_send(fd, "data pid %ld", (long)getpid());
+	control_send(fd, "data uid %ld", (long)getuid());
+	control_send(fd, "data mountpoint %s", c->fs->opt.mountpoint);
+	control_send(fd, "data cache %s", c->fs->opt.cache);
+	control_send(fd, "data backing %s", c->fs->opt.backing);
+	control_send(fd, "data gen_pattern %s",
+		     c->fs->opt.gen.pattern[0] ? c->fs->opt.gen.pattern : GEN_DEFAULT_PATTERN);
+	control_send(fd, "data protocol 1");
+	control_send(fd, "ok");
+}
+
+static void control_commit(struct control *c, int fd, char **argv, int argc)
+{
+	struct cat_gen gen;
+	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
+		return;
+	int rc = gen_commit_explicit(c->fs->gen, gen.id, "admin");
+	if (rc != 0) {
+		control_error(fd, -rc, "commit failed");
+		return;
+	}
+	/* a commit waits for write handles still open in the generation */
+	if (cat_gen_get_brief(c->fs->cat, gen.id, &gen) == 0)
+		control_send(fd, "data state %s", control_state_name(gen.state));
+	control_send(fd, "ok");
+}
+
+static void control_pin(struct control *c, int fd, char **argv, int argc)
+{
+	struct cat_gen gen;
+	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
+		return;
+	if (argc < 3 || (strcmp(argv[2], "0") != 0 && strcmp(argv[2], "1") != 0)) {
+		control_error(fd, EINVAL, "expected pin GEN_ID 0|1");
+		return;
+	}
+	int rc = gen_pin(c->fs->gen, gen.id, argv[2][0] == '1');
+	if (rc != 0) {
+		control_error(fd, -rc, "pin failed");
+		return;
+	}
+	control_send(fd, "data pinned %c", argv[2][0]);
+	control_send(fd, "ok");
+}
+
+static void control_rm(struct control *c, int fd, char **argv, int argc)
+{
+	struct cat_gen gen;
+	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
+		return;
+	bool force = argc > 2 && strcmp(argv[2], "force") == 0;
+	if (gen.state == GEN_OPEN && !force) {
+		control_error(fd, EBUSY, "the generation is open (still being written): use --force");
+		return;
+	}
+	int rc = gen_remove(c->fs->gen, gen.id, force);
+	if (rc == 0 && cat_gen_get_brief(c->fs->cat, gen.id, &gen) == 0 &&
+	    (gen.state == GEN_OPEN || gen.state == GEN_COMMITTED))
+		rc = -EIO; /* gen_end logged why */
+	if (rc != 0) {
+		control_error(fd, -rc, "remove failed (see the daemon's log)");
+		return;
+	}
+	control_send(fd, "data state %s", control_state_name(gen.state));
+	control_send(fd, "ok");
+}
+
+/* BACKING as aq_objects (backing.h's calls take a struct backing *) */
+static int control_backing_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
+				void *fnarg)
+{
+	return backing_list(arg, reldir, fn, fnarg);
+}
+
+static int control_backing_size(void *arg, const char *rel, uint64_t *size)
+{
+	return backing_stat(arg, rel, size);
+}
+
+static int control_backing_remove(void *arg, const char *rel)
+{
+	return backing_remove(arg, rel);
+}
+
+static int control_dir_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
+			    void *fnarg)
+{
+	return aq_dir_list(arg, reldir, fn, fnarg);
+}
+
+static int control_dir_size(void *arg, const char *rel, uint64_t *size)
+{
+	return aq_dir_size(arg, rel, size);
+}
+
+static int control_dir_remove(void *arg, const char *rel)
+{
+	return aq_dir_remove(arg, rel);
+}
+
+static void control_gc(struct control *c, int fd, char **argv, int argc)
+{
+	bool dry = argc > 1 && strcmp(argv[1], "dry") == 0;
+	if (argc < 2 || (!dry && strcmp(argv[1], "run") != 0)) {
+		control_error(fd, EINVAL, "expected gc dry|run");
+		return;
+	}
+	const struct aq_objects sides[2] = {
+		{ control_dir_list, control_dir_size, control_dir_remove, c->fs->opt.cache, "cache",
+		  false },
+		{ control_backing_list, control_backing_size, control_backing_remove, c->fs->backing,
+		  "BACKING", true },
+	};
+	struct aq_gc_result r[2];
+	for (int i = 0; i < 2; i++) {
+		int rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
+		if (rc != 0) {
+			control_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
+			return;
+		}
+		log_info("gc%s of the %s: %" PRIu64 " objects, %" PRIu64 " orphans (%" PRIu64
+			 " bytes), %" PRIu64 " removed, %" PRIu64 " failed",
+			 dry ? " (dry run)" : "", sides[i].where, r[i].objects, r[i].orphans,
+			 r[i].orphan_bytes, r[i].removed, r[i].failed);
+		control_send(fd, "data %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			     " %" PRIu64, i ? "backing" : "cache", r[i].objects, r[i].orphans,
+			     r[i].orphan_bytes, r[i].removed, r[i].freed_bytes, r[i].failed);
+	}
+	control_send(fd, "ok");
+}
+
+static void control_stats(struct control *c, int fd)
+{
+	struct ckptfs *fs = c->fs;
+	struct chunk_cache_stats cs;
+	chunk_cache_stats(fs->chunks, &cs);
+	control_send(fd, "data chunk_cache_bytes %" PRIu64, cs.bytes);
+	control_send(fd, "data chunk_cache_budget %" PRIu64, fs->opt.chunk_cache_bytes);
+	control_send(fd, "data chunk_cache_hits %" PRIu64, cs.hits);
+	control_send(fd, "data chunk_cache_misses %" PRIu64, cs.misses);
+	control_send(fd, "data write_back 1");
+	control_send(fd, "data cache_bound %" PRIu64, fs->opt.cache_size);
+	control_send(fd, "data dirty_bound %" PRIu64,
+		     fs->opt.dirty_max ? fs->opt.dirty_max : fs->opt.cache_size / 4 * 3);
+	if (fs->cache) {
+		struct cache_stats st;
+		cache_get_stats(fs->cache, &st);
+		control_send(fd, "data cache_hits %" PRIu64, st.hits);
+		control_send(fd, "data cache_misses %" PRIu64, st.misses);
+		control_send(fd, "data fetched_bytes %" PRIu64, st.fetched_bytes);
+		control_send(fd, "data fetch_errors %" PRIu64, st.fetch_errors);
+		control_send(fd, "data evicted_chunks %" PRIu64, st.evicted_chunks);
+		control_send(fd, "data evicted_bytes %" PRIu64, st.evicted_bytes);
+		control_send(fd, "data dirty_waits %" PRIu64, st.dirty_waits);
+	}
+	if (fs->uploader) {
+		struct uploader_stats us;
+		uploader_get_stats(fs->uploader, &us);
+		control_send(fd, "data uploaded_chunks %" PRIu64, us.chunks);
+		control_send(fd, "data uploaded_bytes %" PRIu64, us.chunk_bytes);
+		control_send(fd, "data uploaded_manifests %" PRIu64, us.manifests);
+		control_send(fd, "data upload_failures %" PRIu64, us.failures);
+		control_send(fd, "data backing_down %d", us.backing_down ? 1 : 0);
+		if (us.last_error[0])
+			control_send(fd, "data upload_last_error %s", us.last_error);
+	}
+	control_send(fd, "ok");
+}
+
+/* ---- serving ---- */
+
+/* Reads one line (without its \n) into buf; -errno on failure or EOF. */
+static int control_read_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+	while (n < size - 1) {
+		ssize_t r = recv(fd, buf + n, size - 1 - n, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r == 0 ? -ECONNRESET : -errno;
+		char *nl = memchr(buf + n, '\n', (size_t)r);
+		n += (size_t)r;
+		if (nl) {
+			*nl = '\0';
+			return 0;
+		}
+	}
+	return -E2BIG;
+}
+
+static bool control_peer_allowed(int fd, struct ucred *cred)
+{
+	socklen_t len = sizeof(*cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0)
+		return false;
+	return cred->uid == 0 || cred->uid == getuid();
+}
+
+static void control_serve(struct control *c, int fd)
+{
+	struct ucred cred;
+	if (!control_peer_allowed(fd, &cred)) {
+		log_warn("control: refused a request from uid %ld (pid %ld): only root and uid %ld may",
+			 (long)cred.uid, (long)cred.pid, (long)getuid());
+		control_error(fd, EPERM, "only root and the daemon's user may control it");
+		return;
+	}
+	struct timeval tv = { .tv_sec = CONTROL_RECV_TIMEOUT_S };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char line[CONTROL_LINE_MAX];
+	int rc = control_read_line(fd, line, sizeof(line));
+	size_t magic = strlen(CONTROL_MAGIC);
+	if (rc != 0 || strncmp(line, CONTROL_MAGIC, magic) != 0 ||
+	    (line[magic] != ' ' && line[magic] != '\0')) {
+		control_error(fd, EINVAL, rc != 0 ? "no request line" : "not a ckptfs-control 1 request");
+		return;
+	}
+	char *argv[CONTROL_MAX_ARGS], *save = NULL;
+	int argc = 0;
+	for (char *t = strtok_r(line + magic, " ", &save); t && argc < CONTROL_MAX_ARGS;
+	     t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	if (argc == 0) {
+		control_error(fd, EINVAL, "no verb");
+		return;
+	}
+	log_info("control: %s%s%s (uid %ld, pid %ld)", argv[0], argc > 1 ? " " : "",
+		 argc > 1 ? argv[1] : "", (long)cred.uid, (long)cred.pid);
+	if (strcmp(argv[0], "hello") == 0)
+		control_hello(c, fd);
+	else if (strcmp(argv[0], "commit") == 0)
+		control_commit(c, fd, argv, argc);
+	else if (strcmp(argv[0], "pin") == 0)
+		control_pin(c, fd, argv, argc);
+	else if (strcmp(argv[0], "rm") == 0)
+		control_rm(c, fd, argv, argc);
+	else if (strcmp(argv[0], "gc") == 0)
+		control_gc(c, fd, argv, argc);
+	else if (strcmp(argv[0], "stats") == 0)
+		control_stats(c, fd);
+	else if (strcmp(argv[0], "rebuild") == 0)
+		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
+					 "offline with --cache");
+	else
+		control_error(fd, EINVAL, "unknown verb");
+}
+
+static void *control_thread(void *arg)
+{
+	struct control *c = arg;
+	for (;;) {
+		struct pollfd p[2] = { { c->listen_fd, POLLIN, 0 }, { c->stop_pipe[0], POLLIN, 0 } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("control %s: poll: %s", c->path, strerror(errno));
+			break;
+		}
+		if (p[1].revents)
+			break;
+		int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		control_serve(c, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+int control_start(struct ckptfs *fs, struct control **out)
+{
+	*out = NULL;
+	struct control *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fs = fs;
+	c->listen_fd = -1;
+	c->stop_pipe[0] = c->stop_pipe[1] = -1;
+	int n = snprintf(c->path, sizeof(c->path), "%s/%s", fs->opt.cache, CONTROL_SOCK_NAME);
+	int rc = 0;
+	const char *step = "path";
+	if (n < 0 || (size_t)n >= sizeof(c->path)) {
+		rc = -ENAMETOOLONG;
+	} else if ((rc = aq_open(fs->cat, &c->aq)) != 0) {
+		step = "queries";
+	} else if (pipe2(c->stop_pipe, O_CLOEXEC) != 0) {
+		rc = -errno;
+		step = "pipe";
+	} else if ((c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		rc = -errno;
+		step = "socket";
+	} else {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
+		unlink(c->path); /* stale, from a daemon that died: we hold the cache lock */
+		if (bind(c->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			rc = -errno;
+			step = "bind";
+		} else if (chmod(c->path, 0600) != 0) {
+			rc = -errno;
+			step = "chmod";
+		} else if (listen(c->listen_fd, 16) != 0) {
+			rc = -errno;
+			step = "listen";
+		} else if ((rc = -pthread_create(&c->thread, NULL, control_thread, c)) != 0) {
+			step = "thread";
+		}
+	}
+	if (rc != 0) {
+		log_error("control channel %s: %s failed: %s; ckptfs-admin cannot change this mount",
+			  c->path, step, strerror(-rc));
+		if (c->listen_fd >= 0 && strcmp(step, "bind") != 0)
+			unlink(c->path);
+		if (c->listen_fd >= 0)
+			close(c->listen_fd);
+		if (c->stop_pipe[0] >= 0) {
+			close(c->stop_pipe[0]);
+			close(c->stop_pipe[1]);
+		}
+		aq_close(c->aq);
+		free(c);
+		return rc;
+	}
+	log_info("control channel %s", c->path);
+	*out = c;
+	return 0;
+}
+
+void control_stop(struct control *c)
+{
+	if (!c)
+		return;
+	if (write(c->stop_pipe[1], "x", 1) != 1)
+		log_warn("control %s: cannot signal the thread: %s", c->path, strerror(errno));
+	pthread_join(c->thread, NULL);
+	unlink(c->path);
+	close(c->listen_fd);
+	close(c->stop_pipe[0]);
+	close(c->stop_pipe[1]);
+	aq_close(c->aq);
+	free(c);
+}

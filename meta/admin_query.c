@@ -1,0 +1,504 @@
+/* admin_query — read-only catalog questions of ckptfs-admin (see admin_query.h).
+ *
+ * Statements are prepared on first use on the catalog's own connection and
+ * kept until aq_close. Every call: cat_lock, a read transaction, step rows
+ * into a malloc'd array, end, unlock. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin_query.h"
+#include "catalog_internal.h"
+#include "log.h"
+
+enum aq_sid {
+	AQ_USAGE, AQ_SHARES, AQ_FILES, AQ_GEN_CHUNKS, AQ_CHUNK_USERS, AQ_DIRENT_OF, AQ_CHUNK_KNOWN,
+	AQ_COUNT
+};
+
+#define AQ_IS_FILE "(i.mode & 61440) = 32768"
+/* (hash) of every extent and pending row of generation ?1's inodes */
+#define AQ_REFS                                                                          \
+	"SELECT e.hash AS hash FROM inodes i JOIN extents e ON e.ino = i.ino WHERE i.gen = ?1" \
+	" UNION ALL SELECT p.hash FROM inodes i JOIN pending p ON p.ino = i.ino WHERE i.gen = ?1"
+
+static const char *const aq_sql[AQ_COUNT] = {
+	[AQ_USAGE] = "SELECT COALESCE(SUM(g.n), 0), COUNT(*), COALESCE(SUM(c.plain_len), 0),"
+		     " COALESCE(SUM(c.refcount = g.n), 0),"
+		     " COALESCE(SUM(CASE WHEN c.refcount = g.n THEN c.plain_len ELSE 0 END), 0),"
+		     " COALESCE(SUM(CASE WHEN c.refcount = g.n THEN COALESCE(c.stored_len, 0)"
+		     " ELSE 0 END), 0)"
+		     " FROM (SELECT hash, COUNT(*) AS n FROM (" AQ_REFS ") GROUP BY hash) g"
+		     " JOIN chunks c ON c.hash = g.hash",
+	[AQ_SHARES] = "WITH mine AS (SELECT DISTINCT e.hash AS hash FROM inodes i JOIN extents e"
+		      " ON e.ino = i.ino WHERE i.gen = ?1),"
+		      " pairs AS (SELECT DISTINCT COALESCE(i.gen, 0) AS gen, e.hash AS hash"
+		      " FROM extents e JOIN inodes i ON i.ino = e.ino"
+		      " WHERE e.hash IN (SELECT hash FROM mine) AND COALESCE(i.gen, 0) <> ?1)"
+		      " SELECT p.gen, COUNT(*), COALESCE(SUM(c.plain_len), 0) FROM pairs p"
+		      " JOIN chunks c ON c.hash = p.hash GROUP BY p.gen ORDER BY p.gen",
+	[AQ_FILES] = "WITH RECURSIVE t(ino) AS (SELECT root FROM generations WHERE id = ?1"
+		     " AND root <> 0 UNION SELECT d.ino FROM dirents d JOIN t ON d.parent = t.ino)"
+		     " SELECT i.ino, i.size, (SELECT COUNT(*) FROM extents x WHERE x.ino = i.ino),"
+		     " (SELECT COUNT(DISTINCT x.hash) FROM extents x WHERE x.ino = i.ino)"
+		     " FROM t CROSS JOIN inodes i ON i.ino = t.ino WHERE " AQ_IS_FILE
+		     " ORDER BY i.ino",
+	[AQ_GEN_CHUNKS] = "SELECT DISTINCT c.hash, c.plain_len, COALESCE(c.stored_len, -1)"
+			  " FROM inodes i JOIN extents e ON e.ino = i.ino"
+			  " JOIN chunks c ON c.hash = e.hash WHERE i.gen = ?1",
+	[AQ_CHUNK_USERS] = "SELECT DISTINCT e.ino, COALESCE(i.gen, 0) FROM extents e"
+			   " JOIN inodes i ON i.ino = e.ino WHERE e.hash = ?1 ORDER BY e.ino",
+	[AQ_DIRENT_OF] = "SELECT parent, name FROM dirents WHERE ino = ?1 ORDER BY id LIMIT 1",
+	/* on BACKING an object is also kept while the uploader has work on its hash
+	 * or a manifest removal queued (it removes objects itself, in order) */
+	[AQ_CHUNK_KNOWN] = "SELECT (SELECT COUNT(*) FROM chunks WHERE hash = ?1)"
+			   " + CASE WHEN ?2 THEN (SELECT COUNT(*) FROM uploads WHERE hash = ?1)"
+			   " + (SELECT COUNT(*) FROM uploads WHERE kind = 4) ELSE 0 END",
+};
+
+struct aq {
+	struct cat *cat;
+	sqlite3_stmt *stmt[AQ_COUNT];
+};
+
+int aq_open(struct cat *cat, struct aq **out)
+{
+	struct aq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->cat = cat;
+	*out = q;
+	return 0;
+}
+
+void aq_close(struct aq *q)
+{
+	if (!q)
+		return;
+	for (int i = 0; i < AQ_COUNT; i++)
+		sqlite3_finalize(q->stmt[i]);
+	free(q);
+}
+
+/* ---- running a statement: under cat_lock, in a read transaction ---- */
+
+static int aq_fail(struct aq *q, enum aq_sid id, int src)
+{
+	log_error("catalog %s: admin query %d failed: %s", q->cat->path, (int)id,
+		  sqlite3_errstr(src));
+	return src == SQLITE_BUSY ? -EBUSY : -EIO;
+}
+
+/* Locks, begins, returns the statement ready to bind (or NULL with *rc). */
+static sqlite3_stmt *aq_start(struct aq *q, enum aq_sid id, int *rc)
+{
+	cat_lock(q->cat);
+	*rc = cat_begin_read(q->cat);
+	if (*rc == 0 && !q->stmt[id]) {
+		int src = sqlite3_prepare_v2(q->cat->db, aq_sql[id], -1, &q->stmt[id], NULL);
+		if (src != SQLITE_OK) {
+			log_error("catalog %s: cannot prepare an admin query: %s", q->cat->path,
+				  sqlite3_errmsg(q->cat->db));
+			*rc = -EIO;
+		}
+	}
+	if (*rc != 0) {
+		cat_end(q->cat, *rc);
+		cat_unlock(q->cat);
+		return NULL;
+	}
+	return q->stmt[id];
+}
+
+static int aq_finish(struct aq *q, enum aq_sid id, int rc)
+{
+	sqlite3_reset(q->stmt[id]);
+	sqlite3_clear_bindings(q->stmt[id]);
+	rc = cat_end(q->cat, rc);
+	cat_unlock(q->cat);
+	return rc;
+}
+
+/* Steps once: 1 for a row, 0 at the end, or -errno. */
+static int aq_step(struct aq *q, enum aq_sid id)
+{
+	int src = sqlite3_step(q->stmt[id]);
+	if (src == SQLITE_ROW)
+		return 1;
+	if (src == SQLITE_DONE)
+		return 0;
+	return aq_fail(q, id, src);
+}
+
+static uint64_t aq_u64(sqlite3_stmt *st, int col)
+{
+	int64_t v = sqlite3_column_int64(st, col);
+	return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* Grows a malloc'd array of elem-sized items to hold one more. */
+static int aq_grow(void **v, size_t n, size_t *cap, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *p = realloc(*v, ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = ncap;
+	return 0;
+}
+
+/* ---- queries ---- */
+
+int aq_gen_usage(struct aq *q, uint64_t gen_id, struct aq_gen_usage *out)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	sqlite3_stmt *st = aq_start(q, AQ_USAGE, &rc);
+	if (!st)
+		return rc;
+	sqlite3_bind_int64(st, 1, (int64_t)gen_id);
+	rc = aq_step(q, AQ_USAGE);
+	if (rc == 1) {
+		out->extents = aq_u64(st, 0);
+		out->chunks = aq_u64(st, 1);
+		out->unique_bytes = aq_u64(st, 2);
+		out->exclusive_chunks = aq_u64(st, 3);
+		out->exclusive_bytes = aq_u64(st, 4);
+		out->exclusive_stored = aq_u64(st, 5);
+		rc = 0;
+	}
+	return aq_finish(q, AQ_USAGE, rc);
+}
+
+int aq_gen_shares(struct aq *q, uint64_t gen_id, struct aq_share **out, size_t *n)
+{
+	int rc;
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	sqlite3_stmt *st = aq_start(q, AQ_SHARES, &rc);
+	if (!st)
+		return rc;
+	sqlite3_bind_int64(st, 1, (int64_t)gen_id);
+	while ((rc = aq_step(q, AQ_SHARES)) == 1) {
+		if ((rc = aq_grow((void **)out, *n, &cap, sizeof(**out))) != 0)
+			break;
+		(*out)[*n] = (struct aq_share){ aq_u64(st, 0), aq_u64(st, 1), aq_u64(st, 2) };
+		(*n)++;
+	}
+	return aq_finish(q, AQ_SHARES, rc);
+}
+
+int aq_gen_files(struct aq *q, uint64_t gen_id, struct aq_file **out, size_t *n)
+{
+	int rc;
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	sqlite3_stmt *st = aq_start(q, AQ_FILES, &rc);
+	if (!st)
+		return rc;
+	sqlite3_bind_int64(st, 1, (int64_t)gen_id);
+	while ((rc = aq_step(q, AQ_FILES)) == 1) {
+		if ((rc = aq_grow((void **)out, *n, &cap, sizeof(**out))) != 0)
+			break;
+		(*out)[*n] = (struct aq_file){ aq_u64(st, 0), aq_u64(st, 1), aq_u64(st, 2),
+					       aq_u64(st, 3) };
+		(*n)++;
+	}
+	return aq_finish(q, AQ_FILES, rc);
+}
+
+int aq_gen_chunks(struct aq *q, uint64_t gen_id, struct aq_chunk **out, size_t *n)
+{
+	int rc;
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	sqlite3_stmt *st = aq_start(q, AQ_GEN_CHUNKS, &rc);
+	if (!st)
+		return rc;
+	sqlite3_bind_int64(st, 1, (int64_t)gen_id);
+	while ((rc = aq_step(q, AQ_GEN_CHUNKS)) == 1) {
+		if (sqlite3_column_bytes(st, 0) != CAT_HASH_LEN)
+			continue;
+		if ((rc = aq_grow((void **)out, *n, &cap, sizeof(**out))) != 0)
+			break;
+		struct aq_chunk *c = &(*out)[(*n)++];
+		memcpy(c->hash, sqlite3_column_blob(st, 0), CAT_HASH_LEN);
+		c->plain_len = aq_u64(st, 1);
+		c->stored_len = sqlite3_column_int64(st, 2);
+	}
+	return aq_finish(q, AQ_GEN_CHUNKS, rc);
+}
+
+int aq_chunk_users(struct aq *q, const uint8_t hash[CAT_HASH_LEN], struct aq_user **out,
+		   size_t *n)
+{
+	int rc;
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	sqlite3_stmt *st = aq_start(q, AQ_CHUNK_USERS, &rc);
+	if (!st)
+		return rc;
+	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
+	while ((rc = aq_step(q, AQ_CHUNK_USERS)) == 1) {
+		if ((rc = aq_grow((void **)out, *n, &cap, sizeof(**out))) != 0)
+			break;
+		(*out)[*n] = (struct aq_user){ aq_u64(st, 0), aq_u64(st, 1) };
+		(*n)++;
+	}
+	return aq_finish(q, AQ_CHUNK_USERS, rc);
+}
+
+int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size)
+{
+	/* built right to left in tmp, then copied */
+	char tmp[4096];
+	size_t pos = sizeof(tmp) - 1;
+	tmp[pos] = '\0';
+	int rc = 0;
+	for (int depth = 0; ino != CAT_ROOT_INO && depth < 1024 && rc == 0; depth++) {
+		sqlite3_stmt *st = aq_start(q, AQ_DIRENT_OF, &rc);
+		if (!st)
+			break;
+		sqlite3_bind_int64(st, 1, (int64_t)ino);
+		rc = aq_step(q, AQ_DIRENT_OF);
+		const char *name = "?";
+		char namebuf[CAT_NAME_MAX + 1];
+		uint64_t parent = CAT_ROOT_INO;
+		if (rc == 1) {
+			snprintf(namebuf, sizeof(namebuf), "%s",
+				 (const char *)sqlite3_column_text(st, 1));
+			name = namebuf;
+			parent = aq_u64(st, 0);
+			rc = 0;
+		}
+		rc = aq_finish(q, AQ_DIRENT_OF, rc);
+		size_t len = strlen(name);
+		if (rc != 0 || len + 1 > pos)
+			break;
+		pos -= len;
+		memcpy(tmp + pos, name, len);
+		tmp[--pos] = '/';
+		ino = parent;
+	}
+	if (rc != 0)
+		return rc;
+	snprintf(buf, size, "%s", pos == sizeof(tmp) - 1 ? "/" : tmp + pos);
+	return 0;
+}
+
+int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing, bool dry_run,
+		aq_remove_fn remove, void *arg, bool *orphan)
+{
+	int rc;
+	*orphan = false;
+	sqlite3_stmt *st = aq_start(q, AQ_CHUNK_KNOWN, &rc);
+	if (!st)
+		return rc;
+	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, on_backing);
+	rc = aq_step(q, AQ_CHUNK_KNOWN);
+	if (rc == 1) {
+		rc = 0;
+		if (sqlite3_column_int64(st, 0) == 0) {
+			*orphan = true;
+			if (!dry_run)
+				rc = remove(arg, hash); /* still under the lock: invariant 2 */
+		}
+	} else if (rc == 0) {
+		rc = -EIO;
+	}
+	return aq_finish(q, AQ_CHUNK_KNOWN, rc);
+}
+
+
+/* ---- garbage collection of chunk objects ---- */
+
+static int aq_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* A chunk object's name: 64 lowercase hex digits, nothing else. */
+static bool aq_parse_name(const char *name, uint8_t hash[CAT_HASH_LEN])
+{
+	if (strlen(name) != 2 * CAT_HASH_LEN)
+		return false;
+	for (int i = 0; i < CAT_HASH_LEN; i++) {
+		int hi = aq_hexval(name[2 * i]), lo = aq_hexval(name[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		hash[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return true;
+}
+
+/* Names of a listing, collected (the lister's callback must not block). */
+struct aq_names {
+	char (*v)[2 * CAT_HASH_LEN + 1];
+	size_t n, cap;
+};
+
+static int aq_names_add(void *arg, const char *name)
+{
+	struct aq_names *l = arg;
+	if (strlen(name) > 2 * CAT_HASH_LEN)
+		return 0;
+	if (aq_grow((void **)&l->v, l->n, &l->cap, sizeof(*l->v)) != 0)
+		return -ENOMEM;
+	snprintf(l->v[l->n++], sizeof(*l->v), "%s", name);
+	return 0;
+}
+
+static bool aq_is_hex2(const char *s)
+{
+	return strlen(s) == 2 && aq_hexval(s[0]) >= 0 && aq_hexval(s[1]) >= 0;
+}
+
+struct aq_gc_walk {
+	struct aq *q;
+	const struct aq_objects *o;
+	bool dry_run;
+	struct aq_gc_result *out;
+};
+
+struct aq_gc_remove {
+	const struct aq_objects *o;
+	const char *rel;
+};
+
+static int aq_gc_remove_rel(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct aq_gc_remove *r = arg;
+	return r->o->remove(r->o->arg, r->rel);
+}
+
+/* One leaf directory chunks/ab/cd: a name that does not start with "abcd" is
+ * no object the store could read (it is left alone). */
+static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *prefix)
+{
+	struct aq_names l = { 0 };
+	int rc = w->o->list(w->o->arg, reldir, aq_names_add, &l);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (size_t i = 0; i < l.n && rc == 0; i++) {
+		uint8_t hash[CAT_HASH_LEN];
+		if (!aq_parse_name(l.v[i], hash) || strncmp(l.v[i], prefix, 4) != 0)
+			continue;
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "%s/%s", reldir, l.v[i]);
+		w->out->objects++;
+		bool orphan;
+		struct aq_gc_remove r = { w->o, rel };
+		uint64_t size = 0;
+		int rrc = aq_gc_check(w->q, hash, w->o->on_backing, true, NULL, NULL, &orphan);
+		if (rrc == 0 && orphan) {
+			w->o->size(w->o->arg, rel, &size);
+			/* decided again, and removed, in one hold of the lock */
+			rrc = aq_gc_check(w->q, hash, w->o->on_backing, w->dry_run, aq_gc_remove_rel, &r,
+					  &orphan);
+		}
+		if (orphan) {
+			w->out->orphans++;
+			w->out->orphan_bytes += size;
+			if (!w->dry_run && rrc == 0) {
+				w->out->removed++;
+				w->out->freed_bytes += size;
+			}
+		}
+		if (rrc != 0 && !orphan) { /* the catalog failed: stop */
+			rc = rrc;
+		} else if (rrc != 0) {
+			log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
+			w->out->failed++;
+		}
+	}
+	free(l.v);
+	return rc;
+}
+
+int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,
+	       void *progress_arg, struct aq_gc_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct aq_gc_walk w = { q, o, dry_run, out };
+	struct aq_names outer = { 0 };
+	int rc = o->list(o->arg, "chunks", aq_names_add, &outer);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (size_t a = 0; a < outer.n && rc == 0; a++) {
+		if (!aq_is_hex2(outer.v[a]))
+			continue;
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/%s", outer.v[a]);
+		struct aq_names inner = { 0 };
+		rc = o->list(o->arg, rel, aq_names_add, &inner);
+		if (rc == -ENOENT)
+			rc = 0;
+		for (size_t b = 0; b < inner.n && rc == 0; b++) {
+			if (!aq_is_hex2(inner.v[b]))
+				continue;
+			char leaf[64], prefix[5];
+			snprintf(leaf, sizeof(leaf), "%s/%s", rel, inner.v[b]);
+			snprintf(prefix, sizeof(prefix), "%s%s", outer.v[a], inner.v[b]);
+			rc = aq_gc_leaf(&w, leaf, prefix);
+		}
+		free(inner.v);
+		if (progress)
+			progress(progress_arg, (uint64_t)a + 1, outer.n);
+	}
+	free(outer.v);
+	return rc;
+}
+
+/* ---- a local directory as an object store (the cache) ---- */
+
+int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", (const char *)root, reldir);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			rc = fn(arg, de->d_name);
+	closedir(d);
+	return rc;
+}
+
+int aq_dir_size(void *root, const char *rel, uint64_t *size)
+{
+	char path[PATH_MAX];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
+	if (lstat(path, &sb) != 0)
+		return -errno;
+	*size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+int aq_dir_remove(void *root, const char *rel)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
+	return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+}

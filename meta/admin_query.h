@@ -1,0 +1,124 @@
+/* admin_query — read-only catalog questions that ckptfs-admin asks and the
+ * daemon does not: what a generation holds alone and shares with others,
+ * which files name a chunk, where an inode is, whether an object on BACKING
+ * is still named by the catalog.
+ *
+ * It prepares its own statements on the catalog's connection (never touching
+ * catalog.c's) and runs each call as one read transaction under the catalog
+ * lock, so it can be used on a read-only catalog in the tool and on the
+ * daemon's live catalog from its control thread alike. Results are copied out
+ * before the lock is dropped: no callback runs under it.
+ *
+ * Invariants:
+ *  1. Nothing here writes the catalog.
+ *  2. aq_gc_check decides "no row names this hash" and removes the object in
+ *     one hold of the catalog lock, so a writer that adds a reference to the
+ *     same chunk either comes first (the object is kept) or after (it sees no
+ *     row and stores the object again). */
+#ifndef CKPTFS_ADMIN_QUERY_H
+#define CKPTFS_ADMIN_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog.h"
+
+struct aq;
+
+int aq_open(struct cat *cat, struct aq **out);
+void aq_close(struct aq *q); /* NULL is allowed; before cat_close */
+
+/* What a generation's chunks cost. A chunk is exclusive when every reference
+ * to it (extent or pending row) comes from inodes of the generation: deleting
+ * the generation frees it. */
+struct aq_gen_usage {
+	uint64_t extents;          /* extent rows of its files */
+	uint64_t chunks;           /* distinct chunks it names */
+	uint64_t unique_bytes;     /* plain bytes of those chunks */
+	uint64_t exclusive_chunks;
+	uint64_t exclusive_bytes;  /* plain bytes of its exclusive chunks */
+	uint64_t exclusive_stored; /* stored (compressed) bytes of them */
+};
+int aq_gen_usage(struct aq *q, uint64_t gen_id, struct aq_gen_usage *out);
+
+/* Other generations sharing chunks with gen_id, by id: how many distinct
+ * chunks and their plain bytes. *out is malloc'd (free it), *n its length. */
+struct aq_share {
+	uint64_t gen_id;
+	uint64_t chunks;
+	uint64_t bytes;
+};
+int aq_gen_shares(struct aq *q, uint64_t gen_id, struct aq_share **out, size_t *n);
+
+/* The regular files of a generation (its live tree, not a backup): inode,
+ * size, extents and distinct chunks. *out malloc'd. */
+struct aq_file {
+	uint64_t ino;
+	uint64_t size;
+	uint64_t extents;
+	uint64_t chunks;
+};
+int aq_gen_files(struct aq *q, uint64_t gen_id, struct aq_file **out, size_t *n);
+
+/* Distinct chunks named by a generation's extents (for verify GEN). */
+struct aq_chunk {
+	uint8_t hash[CAT_HASH_LEN];
+	uint64_t plain_len;
+	int64_t stored_len; /* -1: not written yet */
+};
+int aq_gen_chunks(struct aq *q, uint64_t gen_id, struct aq_chunk **out, size_t *n);
+
+/* Inodes whose committed extents name a chunk, with their generation (0 for
+ * none). Scans all extents (no index on hash): for reporting bad chunks. */
+struct aq_user {
+	uint64_t ino;
+	uint64_t gen_id;
+};
+int aq_chunk_users(struct aq *q, const uint8_t hash[CAT_HASH_LEN], struct aq_user **out,
+		   size_t *n);
+
+/* The path of an inode from the root ("/run1/step-200/model.pt"); an inode
+ * with no entry (unlinked, or a backup root) ends the walk with "?". */
+int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size);
+
+/* Garbage collection of one object found in the cache or on BACKING
+ * (invariant 2). It is an orphan if no chunks row names hash — and, on
+ * BACKING, no upload row names it and no manifest removal is queued (the
+ * uploader removes BACKING objects itself, after the manifests naming them).
+ * For an orphan, *orphan is set and — unless dry_run — remove(arg, hash) is
+ * called under the lock. Returns remove's result or 0. */
+typedef int (*aq_remove_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
+int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing, bool dry_run,
+		aq_remove_fn remove, void *arg, bool *orphan);
+
+/* Where chunk objects are: chunks/ab/cd/HEX under a root, listed, sized and
+ * removed through these (backing_list/backing_stat/backing_remove fit, and
+ * aq_dir_* below for a local directory). */
+struct aq_objects {
+	int (*list)(void *arg, const char *reldir, int (*fn)(void *, const char *), void *fnarg);
+	int (*size)(void *arg, const char *relpath, uint64_t *size);
+	int (*remove)(void *arg, const char *relpath);
+	void *arg;
+	const char *where; /* "cache" or "BACKING", for messages */
+	bool on_backing;
+};
+int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg);
+int aq_dir_size(void *root, const char *rel, uint64_t *size);
+int aq_dir_remove(void *root, const char *rel);
+
+/* Walks every chunk object of o and runs aq_gc_check on each. progress(arg,
+ * done, total) is called per top-level shard if given. */
+struct aq_gc_result {
+	uint64_t objects;      /* chunk objects seen */
+	uint64_t orphans;      /* named by nothing */
+	uint64_t orphan_bytes; /* their size */
+	uint64_t removed;      /* orphans removed (0 with dry_run) */
+	uint64_t freed_bytes;  /* their size */
+	uint64_t failed;       /* removals that failed (logged) */
+};
+typedef void (*aq_progress_fn)(void *arg, uint64_t done, uint64_t total);
+int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,
+	       void *progress_arg, struct aq_gc_result *out);
+
+#endif

@@ -1,0 +1,517 @@
+#!/bin/bash
+# t_admin — ckptfs-admin (docs/ADMIN.md) on a real mount: every command, its
+# --json form, the daemon's control channel, offline use with --cache, and
+# every bad input (unknown generation, not a ckptfs mount, daemon not
+# running, permission denied, names with ".." or a slash): one line on
+# stderr, its own exit code, nothing changed. Bytes are compared with the
+# reference copies the case wrote; catalog state is read with sqlite3.
+. "$(dirname "$0")/lib.sh"
+
+# Exit codes (tools/admin.h)
+E_PROBLEM=1 E_USAGE=2 E_NOT_CKPTFS=3 E_NO_DAEMON=4 E_PERM=5 E_NO_GEN=6 E_BAD_NAME=7 E_BUSY=8 E_TIMEOUT=9
+
+# adm [setpriv_admin] ARGS... — runs ckptfs-admin (as nobody after
+# setpriv_admin); stdout in $CK_TMP/out, stderr in $CK_TMP/err; prints the
+# exit status.
+adm() {
+	local rc=0 as=()
+	if [ "${1:-}" = setpriv_admin ]; then
+		shift
+		as=(setpriv --reuid nobody --regid nogroup --clear-groups)
+	fi
+	"${as[@]}" "$CKPTFS_ADMIN" "$@" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	echo "$rc"
+}
+out() { cat "$CK_TMP/out"; }
+err() { cat "$CK_TMP/err"; }
+# assert_adm RC ARGS... — the exit status is RC (output shown if not)
+assert_adm() {
+	local exp=$1 rc
+	shift
+	rc=$(adm "$@")
+	[ "$rc" = "$exp" ] || ck_fail "ckptfs-admin $*: exit $rc, expected $exp; stdout: $(out | head -n 8 | tr '\n' '|') stderr: $(err | head -n 5 | tr '\n' '|')"
+}
+# A bad input: RC, exactly one line on stderr containing WORDS, no stdout.
+assert_bad() {
+	local exp=$1 words=$2 rc
+	shift 2
+	rc=$(adm "$@")
+	[ "$rc" = "$exp" ] || ck_fail "ckptfs-admin $*: exit $rc, expected $exp; stderr: $(err | tr '\n' '|')"
+	assert_eq 1 "$(err | wc -l)" "lines on stderr of ckptfs-admin $* ($(err | tr '\n' '|'))"
+	assert_contains "$(err)" "$words" "stderr of ckptfs-admin $*"
+	assert_eq "" "$(out)" "stdout of ckptfs-admin $*"
+}
+# json EXPR — evaluates a python expression on the JSON in $CK_TMP/out (as j)
+json() { "$PY" -c "import json,sys; j = json.load(open(sys.argv[1])); print($1)" "$CK_TMP/out"; }
+
+# mk_gen SERIES/NAME FILE:SIZE... — writes the files (random bytes, kept in
+# $CK_REF) and commits the generation with the xattr.
+mk_gen() {
+	local g=$1 f
+	shift
+	mkdir -p "$CK_MNT/$g" "$CK_REF/$g"
+	for f in "$@"; do
+		ck_rand "$CK_REF/$g/${f%%:*}" "${f##*:}"
+		cp "$CK_REF/$g/${f%%:*}" "$CK_MNT/$g/${f%%:*}"
+	done
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/$g"
+}
+gen_state() { # NAME → "state pinned rule" of its newest catalog row
+	ck_sql "SELECT state || ' ' || pinned || ' ' || coalesce(nullif(rule, ''), '-') FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
+}
+gens_dump() { ck_sql "SELECT id, state, pinned, rule, version FROM generations ORDER BY id" | md5sum; }
+# The object path of the first chunk of a file (by its catalog inode).
+chunk_of() { # PATH-IN-MOUNT → hex hash of its first extent's chunk
+	local ino
+	ino=$(stat -c %i "$1")
+	ck_sql "SELECT hex(hash) FROM extents WHERE ino = $ino ORDER BY off LIMIT 1" | tr 'A-F' 'a-f'
+}
+obj_rel() { echo "chunks/${1:0:2}/${1:2:2}/$1"; }
+
+# ---------------------------------------------------------------- list, show
+
+test_list_shows_each_generation_with_state_sizes_and_json_numbers() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((3 * MiB)) b.txt:100
+	mkdir -p "$CK_REF/run1/step-200" "$CK_MNT/run1/step-200"
+	cp "$CK_REF/run1/step-100/a.pt" "$CK_REF/run1/step-200/a.pt"
+	cp "$CK_REF/run1/step-200/a.pt" "$CK_MNT/run1/step-200/a.pt"
+	ck_rand "$CK_REF/run1/step-200/c.pt" $((MiB + 7))
+	cp "$CK_REF/run1/step-200/c.pt" "$CK_MNT/run1/step-200/c.pt"
+	# step-200 stays OPEN (no completion signal; the next-gen rule needs a next one)
+	assert_adm 0 list "$CK_MNT"
+	assert_contains "$(out)" "SERIES" "list header"
+	out | grep -E '^run1 +step-100 +100 +(committed|durable) ' >/dev/null || ck_fail "list has no committed row for step-100: $(out | tr '\n' '|')"
+	out | grep -E '^run1 +step-200 +200 +open ' >/dev/null || ck_fail "list has no open row for step-200: $(out | tr '\n' '|')"
+	assert_adm 0 --json list "$CK_MNT"
+	assert_eq 2 "$(json 'len(j)')" "generations in list --json"
+	assert_eq "run1 step-100 100 False 2 $((3 * MiB + 100))" \
+		"$(json '" ".join(str(x) for x in (j[0]["series"], j[0]["name"], j[0]["step"], j[0]["pinned"], j[0]["files"], j[0]["logical_bytes"]))')" "list --json step-100"
+	# step-200 alone holds c.pt (random, incompressible); a.pt is shared
+	assert_eq "open 2 $((4 * MiB + 7)) $((MiB + 7))" \
+		"$(json '" ".join(str(x) for x in (j[1]["state"], j[1]["files"], j[1]["logical_bytes"], j[1]["exclusive_bytes"]))')" "list --json step-200"
+	assert_ge "$(json 'j[1]["stored_bytes"]')" "$((MiB + 7))" "stored_bytes of step-200 (what it alone holds on disk)"
+	# one series only, by name
+	assert_adm 0 --json list "$CK_MNT" run1
+	assert_eq 2 "$(json 'len(j)')" "list run1"
+	mkdir "$CK_MNT/other"
+	assert_adm 0 --json list "$CK_MNT" other
+	assert_eq 0 "$(json 'len(j)')" "list of an empty series"
+	# --all shows ended ones
+	assert_adm 0 rm --force "$CK_MNT" run1/step-200
+	assert_adm 0 --json list "$CK_MNT"
+	assert_eq 1 "$(json 'len(j)')" "list without --all after rm"
+	assert_adm 0 --json list --all "$CK_MNT"
+	assert_eq "aborted admin-abort" "$(json 'j[1]["state"] + " " + j[1]["rule"]')" "list --all shows the aborted one"
+	ck_umount
+}
+
+test_show_lists_files_with_chunks_and_what_is_shared_with_which_generation() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((2 * MiB)) small:10
+	mkdir -p "$CK_MNT/run1/step-200/sub"
+	cp "$CK_REF/run1/step-100/a.pt" "$CK_MNT/run1/step-200/sub/a.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-200"
+	assert_adm 0 --json show "$CK_MNT" run1/step-200
+	assert_eq "run1/step-200" "$(json 'j["generation"]["series"] + "/" + j["generation"]["name"]')" "show names the generation"
+	assert_eq "/run1/step-200/sub/a.pt $((2 * MiB))" "$(json 'j["files"][0]["path"] + " " + str(j["files"][0]["size"])')" "show lists the file"
+	assert_ge "$(json 'j["files"][0]["chunks"]')" 1 "chunks of the file"
+	assert_eq "run1/step-100 $((2 * MiB))" "$(json 'j["shares"][0]["generation"] + " " + str(j["shares"][0]["bytes"])')" "shared with step-100: all of a.pt"
+	# the same through a path inside the mount, in the text form
+	assert_adm 0 show "$CK_MNT" "$CK_MNT/run1/step-200/sub/a.pt"
+	assert_contains "$(out)" "generation run1/step-200" "show by a path inside the generation"
+	assert_contains "$(out)" "run1/step-100" "show's sharing section"
+	# and by id
+	local id
+	id=$(ck_sql "SELECT id FROM generations WHERE name = 'step-100'")
+	assert_adm 0 show "$CK_MNT" "id:$id"
+	assert_contains "$(out)" "generation run1/step-100" "show id:N"
+	ck_umount
+}
+
+# ---------------------------------------------------------------- changes
+
+test_commit_pin_unpin_rm_go_through_the_daemon() {
+	ck_mount
+	mk_gen run1/step-100 a:1000
+	mkdir -p "$CK_MNT/run1/step-200" && echo x >"$CK_MNT/run1/step-200/f"
+	assert_eq "0 0 -" "$(gen_state step-200)" "step-200 before commit"
+	assert_adm 0 --json commit "$CK_MNT" run1/step-200
+	assert_eq "committed online" "$(json 'j["state"] + " " + j["mode"]')" "commit's answer"
+	assert_eq "1 0 admin" "$(gen_state step-200)" "step-200 after commit"
+	assert_contains "$(tail -n 50 "$CK_DLOG")" "control: commit" "the daemon's log names the request"
+	assert_adm 0 pin "$CK_MNT" run1/step-100
+	assert_eq 1 "$(gen_state step-100 | cut -d' ' -f2)" "pinned in the catalog"
+	assert_adm 0 unpin "$CK_MNT" run1/step-100
+	assert_eq 0 "$(gen_state step-100 | cut -d' ' -f2)" "unpinned in the catalog"
+	assert_adm 0 rm "$CK_MNT" run1/step-100
+	assert_eq "3 0 admin" "$(gen_state step-100)" "step-100 deleted by rm"
+	assert_not_exists "$CK_MNT/run1/step-100"
+	# an open one needs --force; refused = unchanged
+	mkdir -p "$CK_MNT/run1/step-300" && echo y >"$CK_MNT/run1/step-300/f"
+	assert_bad $E_BUSY "--force" rm "$CK_MNT" run1/step-300
+	assert_eq "0 0 -" "$(gen_state step-300)" "open step-300 after a refused rm"
+	assert_adm 0 rm --force "$CK_MNT" run1/step-300
+	assert_eq "2 0 admin-abort" "$(gen_state step-300)" "rm --force aborts an open generation"
+	# a commit of an ended generation is refused
+	local id
+	id=$(ck_sql "SELECT id FROM generations WHERE name = 'step-100'")
+	assert_bad $E_NO_GEN "deleted" commit "$CK_MNT" "id:$id"
+	same_file "$CK_MNT/run1/step-200/f" x
+	ck_umount
+}
+same_file() { assert_eq "$2" "$(cat "$1")" "content of $1"; }
+
+test_offline_changes_take_the_cache_lock_and_online_ones_use_the_daemon() {
+	ck_mount
+	mk_gen run1/step-100 a:5000
+	mk_gen run1/step-200 b:5000
+	# --cache while mounted: the daemon does it
+	assert_adm 0 --json pin --cache "$CK_CACHE" run1/step-100
+	assert_eq online "$(json 'j["mode"]')" "pin --cache with a daemon running"
+	ck_umount
+	assert_adm 0 --json unpin --cache "$CK_CACHE" run1/step-100
+	assert_eq offline "$(json 'j["mode"]')" "unpin --cache with no daemon"
+	assert_eq 0 "$(gen_state step-100 | cut -d' ' -f2)" "unpinned offline"
+	assert_adm 0 rm --cache "$CK_CACHE" run1/step-200
+	assert_eq "3 0 admin" "$(gen_state step-200)" "deleted offline"
+	assert_adm 0 check --cache "$CK_CACHE"
+	ck_mount
+	assert_not_exists "$CK_MNT/run1/step-200"
+	assert_file_eq "$CK_REF/run1/step-100/a" "$CK_MNT/run1/step-100/a"
+	ck_umount
+}
+
+# ---------------------------------------------------------------- gc, verify
+
+test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
+	local h fake
+	h=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
+	fake=abababababababababababababababababababababababababababababababab
+	mkdir -p "$CK_CACHE/chunks/ab/ab" "$CK_BACKING/chunks/ab/ab"
+	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
+	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+	local size
+	size=$(stat -c %s "$CK_CACHE/$(obj_rel $fake)")
+	assert_adm 0 --json gc --dry-run "$CK_MNT"
+	assert_eq "1 1 0 0" "$(json '" ".join(str(x) for x in (j["cache"]["orphans"], j["backing"]["orphans"], j["cache"]["removed"], j["backing"]["removed"]))')" "gc --dry-run"
+	assert_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_adm 0 --json gc "$CK_MNT"
+	assert_eq "1 1 $((2 * size))" "$(json '" ".join(str(x) for x in (j["cache"]["removed"], j["backing"]["removed"], j["freed_bytes"]))')" "gc"
+	[ ! -e "$CK_CACHE/$(obj_rel $fake)" ] || ck_fail "gc left the orphan in the cache"
+	[ ! -e "$CK_BACKING/$(obj_rel $fake)" ] || ck_fail "gc left the orphan on BACKING"
+	assert_exists "$CK_BACKING/$(obj_rel "$h")"
+	assert_adm 0 gc "$CK_MNT"
+	assert_contains "$(out)" "0 named by nothing" "a second gc finds nothing"
+	assert_adm 0 verify "$CK_MNT"
+	ck_umount
+	ck_mount
+	assert_file_eq "$CK_REF/run1/step-100/a.pt" "$CK_MNT/run1/step-100/a.pt"
+	ck_umount
+	# offline: the same walk under the cache lock
+	mkdir -p "$CK_BACKING/chunks/ab/ab"
+	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+	assert_adm 0 --json gc --cache "$CK_CACHE"
+	assert_eq "offline 1" "$(json 'j["mode"] + " " + str(j["backing"]["removed"])')" "offline gc"
+}
+
+test_verify_names_corrupt_and_missing_copies_by_file_and_generation() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((MiB + 11))
+	mk_gen run1/step-200 b.pt:$((MiB + 13))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	assert_adm 0 verify "$CK_MNT"
+	assert_contains "$(out)" "chunks_bad 0" "verify of a whole store"
+	local ha hb
+	ha=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
+	hb=$(chunk_of "$CK_MNT/run1/step-200/b.pt")
+	# corrupt the BACKING copy of a's chunk (a byte of its payload), remove b's cache copy
+	"$PY" - "$CK_BACKING/$(obj_rel "$ha")" <<'EOF'
+import os, sys
+p = sys.argv[1]
+os.chmod(p, 0o644)
+with open(p, "r+b") as f:
+    f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0xff]))
+EOF
+	rm -f "$CK_CACHE/$(obj_rel "$hb")"
+	assert_adm $E_PROBLEM verify "$CK_MNT"
+	assert_contains "$(out)" "corrupt chunk $ha in BACKING" "verify names the corrupt copy"
+	assert_contains "$(out)" "in /run1/step-100/a.pt (generation run1/step-100)" "verify names the file and generation"
+	assert_contains "$(out)" "missing chunk $hb in cache" "verify names the missing copy"
+	assert_contains "$(out)" "chunks_bad 2" "verify's count"
+	assert_adm $E_PROBLEM --json verify "$CK_MNT" run1/step-100
+	assert_eq "$ha BACKING corrupt run1/step-100" "$(json 'j["bad"][0]["chunk"] + " " + j["bad"][0]["where"] + " " + j["bad"][0]["problem"] + " " + j["bad"][0]["files"][0]["generation"]')" "verify GEN --json"
+	assert_eq 1 "$(json 'len(j["bad"])')" "verify GEN checks only that generation's chunks"
+	ck_umount
+}
+
+# ---------------------------------------------------------------- stats, wait
+
+test_stats_prints_key_values_json_and_prometheus() {
+	ck_mount
+	mk_gen run1/step-100 a:$((MiB))
+	mkdir -p "$CK_MNT/run1/step-200" && cp "$CK_REF/run1/step-100/a" "$CK_MNT/run1/step-200/a"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-200"
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	cat "$CK_MNT/run1/step-100/a" >/dev/null
+	assert_adm 0 stats "$CK_MNT"
+	local k
+	for k in logical_bytes unique_bytes stored_bytes dedup_ratio compression_ratio cache_bytes \
+		dirty_bytes upload_queue upload_lag_seconds cache_hit_rate chunk_cache_hit_rate generations_durable; do
+		out | grep -qE "^$k [0-9.]+" || ck_fail "stats has no line '$k N': $(out | tr '\n' '|')"
+	done
+	assert_contains "$(out)" "mode online" "stats mode"
+	assert_eq "$((2 * MiB))" "$(out | awk '$1 == "logical_bytes" { print $2 }')" "logical_bytes"
+	assert_eq "$((MiB))" "$(out | awk '$1 == "unique_bytes" { print $2 }')" "unique_bytes (dedup)"
+	assert_adm 0 --json stats "$CK_MNT"
+	assert_eq "2.0 0 2" "$(json '" ".join(str(x) for x in (round(j["dedup_ratio"], 1), j["dirty_bytes"], j["generations_durable"]))')" "stats --json"
+	assert_adm 0 stats --prometheus "$CK_MNT"
+	out | grep -v '^#' | grep -vE '^ckptfs_[a-z_]+\{cache="[^"]*"\} [0-9]+(\.[0-9]+)?$' >"$CK_TMP/badlines" || true
+	[ ! -s "$CK_TMP/badlines" ] || ck_fail "not Prometheus text format: $(head -n 3 "$CK_TMP/badlines" | tr '\n' '|')"
+	assert_contains "$(out)" "# TYPE ckptfs_logical_bytes gauge" "prometheus TYPE line"
+	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\"} 1" "prometheus daemon_up"
+	ck_umount
+	assert_adm 0 stats --prometheus --cache "$CK_CACHE"
+	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\"} 0" "prometheus offline"
+}
+
+test_wait_blocks_until_durable_and_times_out() {
+	ck_mount
+	mk_gen run1/step-100 a:$((MiB))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	assert_contains "$(out)" "1 generation durable" "wait for all"
+	mkdir -p "$CK_MNT/run1/step-200" && echo z >"$CK_MNT/run1/step-200/f"
+	local t0 t1
+	t0=$(date +%s.%N)
+	assert_bad $E_TIMEOUT "timeout" wait "$CK_MNT" run1/step-200 --timeout 1
+	t1=$(date +%s.%N)
+	assert_eq 1 "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a >= 0.9 && b - a < 10) }')" "wait --timeout 1 took $t0..$t1"
+	# committed while wait blocks: it returns 0 once durable
+	ck_bg bash -c "sleep 1; setfattr -n user.ckptfs.commit -v 1 '$CK_MNT/run1/step-200'"
+	assert_adm 0 wait "$CK_MNT" run1/step-200 --timeout 60
+	assert_eq "1 0 explicit" "$(gen_state step-200)" "committed while waiting"
+	assert_eq 1 "$(ck_sql "SELECT durable_version = version FROM generations WHERE name = 'step-200'")" "durable when wait returned"
+	# an open one aborted while waiting: exit 1
+	mkdir -p "$CK_MNT/run1/step-300" && echo q >"$CK_MNT/run1/step-300/f"
+	ck_bg bash -c "sleep 1; '$CKPTFS_ADMIN' rm --force '$CK_MNT' run1/step-300"
+	assert_bad $E_PROBLEM "aborted" wait "$CK_MNT" run1/step-300 --timeout 60
+	ck_umount
+}
+
+# ---------------------------------------------------------------- export, import
+
+test_export_writes_plain_files_mounted_and_offline() {
+	ck_mount
+	mk_gen run1/step-100 model.pt:$((3 * MiB + 5)) opt.pt:4097
+	mkdir "$CK_MNT/run1/step-200"
+	mkdir -p "$CK_REF/run1/step-200/d" "$CK_MNT/run1/step-200/d"
+	ck_rand "$CK_REF/run1/step-200/d/x" 77777
+	cp "$CK_REF/run1/step-200/d/x" "$CK_MNT/run1/step-200/d/x"
+	ln -s d/x "$CK_MNT/run1/step-200/link"
+	ln -s d/x "$CK_REF/run1/step-200/link"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-200"
+	assert_adm 0 export "$CK_MNT" run1/step-100 "$CK_TMP/exp"
+	diff -r "$CK_REF/run1/step-100" "$CK_TMP/exp/step-100" || ck_fail "export through the mount differs"
+	assert_file_eq "$CK_REF/run1/step-100/model.pt" "$CK_TMP/exp/step-100/model.pt"
+	# DIR/NAME exists: refused, unchanged
+	assert_bad $E_BUSY "already exists" export "$CK_MNT" run1/step-100 "$CK_TMP/exp"
+	ck_umount
+	assert_adm 0 export --cache "$CK_CACHE" run1/step-200 "$CK_TMP/off"
+	diff -r --no-dereference "$CK_REF/run1/step-200" "$CK_TMP/off/step-200" || ck_fail "offline export differs"
+	assert_eq "d/x" "$(readlink "$CK_TMP/off/step-200/link")" "symlink exported"
+	# an evicted cache copy: the offline export reads BACKING's
+	rm -rf "$CK_CACHE/chunks"
+	assert_adm 0 export --cache "$CK_CACHE" run1/step-100 "$CK_TMP/off"
+	assert_file_eq "$CK_REF/run1/step-100/model.pt" "$CK_TMP/off/step-100/model.pt"
+	ls -A "$CK_TMP/off" | grep -q export && ck_fail "a temporary export directory was left: $(ls -A "$CK_TMP/off")"
+	return 0
+}
+
+test_import_takes_a_plain_checkpoint_in_as_a_committed_generation() {
+	ck_mount
+	mkdir -p "$CK_TMP/src/step-500/sub"
+	ck_rand "$CK_TMP/src/step-500/sub/w.pt" $((2 * MiB + 3))
+	ck_rand "$CK_TMP/src/step-500/meta" 10
+	ck_rand "$CK_TMP/src/epoch=1-step=30.ckpt" 5000
+	assert_adm 0 import "$CK_MNT" "$CK_TMP/src/step-500" runs/imported
+	assert_eq "1 0 rename" "$(gen_state step-500)" "imported generation"
+	diff -r "$CK_TMP/src/step-500" "$CK_MNT/runs/imported/step-500" || ck_fail "imported bytes differ"
+	# a single-file checkpoint
+	assert_adm 0 --json import "$CK_MNT" "$CK_TMP/src/epoch=1-step=30.ckpt" runs/imported
+	assert_eq committed "$(json 'j["state"]')" "single-file import"
+	assert_file_eq "$CK_TMP/src/epoch=1-step=30.ckpt" "$CK_MNT/runs/imported/epoch=1-step=30.ckpt"
+	# --name
+	assert_adm 0 import --name step-600 "$CK_MNT" "$CK_TMP/src/step-500" runs/imported
+	diff -r "$CK_TMP/src/step-500" "$CK_MNT/runs/imported/step-600" || ck_fail "import --name differs"
+	# refused, each leaving nothing behind
+	local before
+	before=$(gens_dump)
+	assert_bad $E_BUSY "already exists" import "$CK_MNT" "$CK_TMP/src/step-500" runs/imported
+	assert_bad $E_BAD_NAME "not a generation name" import --name notastep "$CK_MNT" "$CK_TMP/src/step-500" runs/imported
+	assert_bad $E_BAD_NAME "'..'" import "$CK_MNT" "$CK_TMP/src/step-500" runs/../x
+	assert_bad $E_BAD_NAME "no '/'" import --name a/step-1 "$CK_MNT" "$CK_TMP/src/step-500" runs
+	assert_bad $E_BAD_NAME "inside a generation" import --name step-700 "$CK_MNT" "$CK_TMP/src/step-500" runs/imported/step-500
+	assert_bad $E_USAGE "MOUNTPOINT" import --cache "$CK_CACHE" "$CK_TMP/src/step-500" runs
+	assert_eq "$before" "$(gens_dump)" "generations after refused imports"
+	assert_eq "epoch=1-step=30.ckpt step-500 step-600" "$(ls -A "$CK_MNT/runs/imported" | tr '\n' ' ' | sed 's/ $//')" "series after refused imports"
+	ck_remount
+	diff -r "$CK_TMP/src/step-500" "$CK_MNT/runs/imported/step-500" || ck_fail "imported bytes differ after remount"
+	ck_umount
+}
+
+# ---------------------------------------------------------------- rebuild
+
+test_rebuild_recreates_the_catalog_from_backing() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((MiB + 1))
+	# pinned while open, so its manifest carries the pin (a pin after the
+	# commit is not written to BACKING: see docs/ADMIN.md, limits)
+	mkdir -p "$CK_MNT/run1/step-200" "$CK_REF/run1/step-200"
+	ck_rand "$CK_REF/run1/step-200/b.pt" $((2 * MiB))
+	cp "$CK_REF/run1/step-200/b.pt" "$CK_MNT/run1/step-200/b.pt"
+	assert_adm 0 pin "$CK_MNT" run1/step-200
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-200"
+	echo 200 >"$CK_MNT/run1/latest"
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	# the tree manifest (files outside generations) is rewritten by an idle uploader
+	local i=0
+	until grep -qs latest "$CK_BACKING"/manifests/tree/*.ckm; do
+		i=$((i + 1))
+		[ $i -le 600 ] || ck_fail "no tree manifest naming 'latest' on BACKING after 30 s"
+		sleep 0.05
+	done
+	assert_bad $E_BUSY "unmount first" rebuild "$CK_MNT"
+	assert_bad $E_BUSY "unmount first" rebuild --cache "$CK_CACHE"
+	ck_umount
+	assert_adm 0 --json list --cache "$CK_CACHE"
+	json '[(g["name"], g["pinned"], g["logical_bytes"]) for g in j]' >"$CK_TMP/before"
+	mv "$CK_CACHE/catalog.db" "$CK_TMP/lost.db"
+	rm -f "$CK_CACHE/catalog.db-wal" "$CK_CACHE/catalog.db-shm"
+	assert_adm 0 rebuild --cache "$CK_CACHE" "$CK_BACKING"
+	assert_contains "$(out)" "2 generations" "rebuild's report"
+	assert_adm 0 --json list --cache "$CK_CACHE"
+	assert_eq "$(cat "$CK_TMP/before")" "$(json '[(g["name"], g["pinned"], g["logical_bytes"]) for g in j]')" "generations after rebuild"
+	assert_adm 0 check --cache "$CK_CACHE"
+	# a second rebuild keeps the first one's catalog aside
+	assert_adm 0 rebuild --cache "$CK_CACHE"
+	assert_contains "$(out)" "kept as" "the old catalog is kept"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' || ck_fail "no catalog.db.before-rebuild-* in $CK_CACHE"
+	ck_mount
+	assert_file_eq "$CK_REF/run1/step-100/a.pt" "$CK_MNT/run1/step-100/a.pt"
+	assert_file_eq "$CK_REF/run1/step-200/b.pt" "$CK_MNT/run1/step-200/b.pt"
+	assert_eq 200 "$(cat "$CK_MNT/run1/latest")" "a file outside generations"
+	ck_umount
+}
+
+# ---------------------------------------------------------------- bad input
+
+test_bad_input_is_one_line_with_its_own_exit_code_and_changes_nothing() {
+	ck_mount
+	mk_gen run1/step-100 a:1000
+	local before
+	before=$(gens_dump)
+	assert_bad $E_NO_GEN "no such generation" show "$CK_MNT" run1/step-999
+	assert_bad $E_NO_GEN "no such generation" rm "$CK_MNT" run1/step-999
+	assert_bad $E_NO_GEN "no such generation" pin "$CK_MNT" nosuch/step-1
+	assert_bad $E_NO_GEN "no such generation" commit "$CK_MNT" id:99999
+	assert_bad $E_NO_GEN "no such directory" list "$CK_MNT" nosuch
+	assert_bad $E_BAD_NAME "'..'" rm "$CK_MNT" run1/../run1/step-100
+	assert_bad $E_BAD_NAME "'..'" pin "$CK_MNT" ../step-100
+	assert_bad $E_BAD_NAME "'..'" show "$CK_MNT" run1//step-100
+	assert_bad $E_BAD_NAME "not inside the mount" rm "$CK_MNT" /etc/step-100
+	assert_bad $E_USAGE "unknown command" frobnicate "$CK_MNT"
+	assert_bad $E_USAGE "unknown option" rm --bogus "$CK_MNT" run1/step-100
+	assert_bad $E_USAGE "expected one GEN" rm "$CK_MNT"
+	assert_bad $E_USAGE "MOUNTPOINT" list
+	assert_bad $E_NOT_CKPTFS "not a ckptfs mount" list "$CK_TMP"
+	assert_bad $E_NOT_CKPTFS "not a ckptfs mount" rm "$CK_TMP" run1/step-100
+	assert_bad $E_NOT_CKPTFS "not a ckptfs cache" list --cache "$CK_TMP"
+	# permission denied: another user, whether or not the mount lets them in
+	assert_bad $E_PERM "ermission denied" setpriv_admin rm "$CK_MNT" run1/step-100
+	assert_eq "$before" "$(gens_dump)" "generations after bad input"
+	ck_umount
+	ck_mount allow_other
+	assert_bad $E_PERM "ermission denied" setpriv_admin pin "$CK_MNT" run1/step-100
+	assert_bad $E_PERM "ermission denied" setpriv_admin list "$CK_MNT"
+	assert_eq "$before" "$(gens_dump)" "generations after a refused user"
+	# the daemon is gone, the mount stale
+	kill -9 "$CK_PID"
+	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon survived kill -9"
+	_ck_state "exited $CK_PID"
+	CK_PID=
+	assert_bad $E_NO_DAEMON "not running" rm "$CK_MNT" run1/step-100
+	assert_bad $E_NO_DAEMON "not running" list "$CK_MNT"
+	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
+	assert_eq "$before" "$(gens_dump)" "generations after the daemon died"
+}
+test_control_channel_is_a_0600_socket_that_refuses_other_users() {
+	ck_mount allow_other
+	local sock=$CK_CACHE/control.sock
+	[ -S "$sock" ] || ck_fail "no control socket at $sock"
+	assert_eq "600 0" "$(stat -c '%a %u' "$sock")" "mode and owner of the control socket"
+	# a protocol exchange by hand
+	local ans
+	ans=$(printf 'ckptfs-control 1 hello\n' | timeout 10 "$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.stdin.buffer.read())
+print(s.makefile().read(), end="")' "$sock")
+	assert_contains "$ans" "data pid $CK_PID" "hello names the daemon"
+	assert_eq ok "$(echo "$ans" | tail -n 1)" "last line of the answer"
+	ans=$(printf 'ckptfs-control 1 frob\n' | timeout 10 "$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.stdin.buffer.read())
+print(s.makefile().read(), end="")' "$sock")
+	assert_contains "$ans" "error 22 " "an unknown verb is EINVAL"
+	# another user cannot even connect
+	ans=$(setpriv --reuid nobody --regid nogroup --clear-groups "$PY" -c '
+import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print("connected")
+except OSError as e:
+    print(e.errno)' "$sock")
+	assert_eq 13 "$ans" "connect as nobody (EACCES)"
+	ck_umount
+	[ ! -e "$sock" ] || ck_fail "the control socket is left after unmount"
+}
+
+# ---------------------------------------------------------------- help, man, progress
+
+test_help_and_man_page_cover_every_command_and_exit_code() {
+	local c
+	assert_adm 0 --help
+	for c in list show commit pin unpin rm gc verify stats wait rebuild export import; do
+		assert_contains "$(out)" "  $c" "ckptfs-admin --help lists $c"
+	done
+	assert_contains "$(out)" "exit codes" "--help documents exit codes"
+	for c in list show commit pin unpin rm gc verify check stats wait rebuild export import; do
+		assert_adm 0 "$c" --help
+		assert_contains "$(out)" "usage: ckptfs-admin [--json] $c" "$c --help"
+		assert_contains "$(out)" "exit codes" "$c --help"
+	done
+	local man=$CK_REPO/docs/ckptfs-admin.1
+	[ -f "$man" ] || ck_fail "no man page at $man"
+	MANWIDTH=100 man -l "$man" >"$CK_TMP/man.txt" 2>"$CK_TMP/man.err" || ck_fail "man -l $man failed: $(head -n 3 "$CK_TMP/man.err")"
+	for c in list show commit pin unpin rm gc verify stats wait rebuild export import; do
+		grep -qE "^ +$c( |$)" "$CK_TMP/man.txt" || ck_fail "the man page has no entry for $c"
+	done
+	for c in 0 1 2 3 4 5 6 7 8 9 10; do
+		grep -qE "^ +$c +" "$CK_TMP/man.txt" || ck_fail "the man page does not document exit code $c"
+	done
+}
+
+test_progress_bar_only_when_stderr_is_a_terminal() {
+	ck_mount
+	mk_gen run1/step-100 a:$((2 * MiB))
+	assert_adm 0 verify "$CK_MNT"
+	[ ! -s "$CK_TMP/err" ] || ck_fail "verify printed on a non-terminal stderr: $(err | head -c 200)"
+	# under a pseudo-terminal: a bar drawn with \r
+	script -q -e -c "'$CKPTFS_ADMIN' verify '$CK_MNT' >/dev/null" "$CK_TMP/typescript" >/dev/null 2>&1 </dev/null ||
+		ck_fail "verify under script(1) failed: $(tail -c 300 "$CK_TMP/typescript")"
+	grep -q 'verify *\[' "$CK_TMP/typescript" || ck_fail "no progress bar on a terminal: $(tail -c 300 "$CK_TMP/typescript" | tr '\r' '|')"
+	ck_umount
+}
+
+ck_main "$@"

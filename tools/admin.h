@@ -1,0 +1,129 @@
+/* admin — what the files of ckptfs-admin share: the context of one run
+ * (where the cache and BACKING are, the catalog, the daemon), exit codes,
+ * output helpers.
+ *
+ *   admin.c         main: arguments, help, finding the cache, dispatch
+ *   admin_util.c    sizes, times, JSON strings, progress bar, errors → exit codes
+ *   admin_ctl.c     client of the daemon's control channel (fs/control.h)
+ *   admin_gen.c     naming generations (GEN), list, show
+ *   admin_change.c  commit, pin, unpin, rm — through the daemon, or offline
+ *   admin_gc.c      gc
+ *   admin_verify.c  verify, check
+ *   admin_stats.c   stats (text, --json, --prometheus)
+ *   admin_copy.c    export, import
+ *   admin_wait.c    wait, rebuild
+ */
+#ifndef CKPTFS_ADMIN_H
+#define CKPTFS_ADMIN_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "admin_query.h"
+#include "catalog.h"
+#include "generation.h"
+
+/* Exit codes (docs/ADMIN.md, ckptfs-admin(1)). */
+enum admin_exit {
+	ADMIN_OK = 0,
+	ADMIN_PROBLEM = 1,     /* verify/check found a problem, or an operation failed */
+	ADMIN_USAGE = 2,       /* bad command line */
+	ADMIN_NOT_CKPTFS = 3,  /* MOUNTPOINT is not a ckptfs mount, DIR not a ckptfs cache */
+	ADMIN_NO_DAEMON = 4,   /* the command needs the daemon and it is not running */
+	ADMIN_PERM = 5,        /* permission denied (not root or the daemon's user) */
+	ADMIN_NO_GEN = 6,      /* no such generation or series */
+	ADMIN_BAD_NAME = 7,    /* a name with "..", an empty or "." part, a slash in NAME */
+	ADMIN_BUSY = 8,        /* open generation without --force, target exists, cache in use */
+	ADMIN_TIMEOUT = 9,     /* wait --timeout ran out */
+	ADMIN_UNSUPPORTED = 10 /* not available in this build (rebuild before write-back) */
+};
+
+/* What a command needs from the context. */
+#define ADMIN_NEED_CHANGE 1u /* changes state: the daemon if it runs, else offline read-write */
+#define ADMIN_NEED_MOUNT 2u  /* works only through a mounted file system */
+
+struct admin {
+	/* from the command line */
+	bool json, all, force, dry_run, prometheus;
+	double timeout_s; /* wait; < 0 none */
+	const char *name; /* import --name */
+	const char *cmd;
+	const char *target; /* MOUNTPOINT or the --cache DIR */
+	bool by_cache;
+	const char *pos[4]; /* positional arguments after MOUNTPOINT */
+	int npos;
+	/* found */
+	char mount[PATH_MAX]; /* "" when offline */
+	char cache[PATH_MAX];
+	char backing[PATH_MAX];
+	char sock[PATH_MAX + 32];
+	bool daemon;  /* the daemon runs: changes go through its control channel */
+	int lock_fd;  /* offline changes hold the cache lock, else -1 */
+	struct cat *cat;
+	struct aq *aq;
+	struct store *store;     /* the cache's chunk objects (CACHE/chunks), if opened */
+	struct backing *bk;      /* BACKING, if opened */
+};
+
+/* ---- admin.c ---- */
+/* Opens the cache's chunk store and BACKING if not yet (prints the error). */
+int admin_need_objects(struct admin *a);
+
+/* ---- admin_util.c ---- */
+void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Exit code for an errno (EACCES/EPERM → ADMIN_PERM, ENOENT → ADMIN_NO_GEN, …). */
+int admin_exit_for(int err);
+const char *admin_size(uint64_t bytes, char buf[32]);   /* "1.5 GiB" */
+const char *admin_time(int64_t ns, char buf[32]);       /* "2026-11-22 05:41:02" or "-" */
+void admin_json_str(FILE *f, const char *s);             /* a JSON string literal */
+const char *admin_state_name(int state);
+double admin_ratio(uint64_t a, uint64_t b);
+/* Progress on stderr when it is a terminal; nothing otherwise. */
+void admin_progress(const char *label, uint64_t done, uint64_t total);
+void admin_progress_end(void);
+
+/* ---- admin_ctl.c ---- */
+/* One request; data lines go to fn(arg, key, value); progress lines to the
+ * bar. Returns 0, or the positive errno of an "error" answer (message copied
+ * into msg), or a negative errno if the channel failed. */
+typedef void (*admin_data_fn)(void *arg, const char *key, const char *value);
+int admin_ctl(struct admin *a, const char *request, admin_data_fn fn, void *arg, char *msg,
+	      size_t msgsize);
+/* Connects to see whether the daemon answers: 0, or -errno. */
+int admin_ctl_probe(const char *sock);
+
+/* ---- admin_verify.c ---- */
+/* Where a chunk object copy is checked or read from. */
+enum admin_where { ADMIN_IN_CACHE, ADMIN_ON_BACKING };
+/* Reads and verifies one copy of a chunk into plain (capacity cap): 0 with
+ * *len set, -ENOENT if that copy is missing, -EIO with *why if corrupt. */
+int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash[CAT_HASH_LEN],
+		     void *plain, size_t cap, size_t *len, const char **why);
+
+/* ---- admin_gen.c ---- */
+/* Resolves GEN (SERIES/NAME, a path in the mount, or id:N) to a generation.
+ * Prints the error and returns an exit code when it cannot. */
+int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out);
+/* "series/name" of a generation. */
+void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t size);
+/* Checks a relative path of names; ADMIN_BAD_NAME (printed) if one is "..", ".", empty. */
+int admin_check_relpath(const char *what, const char *rel);
+
+int admin_cmd_list(struct admin *a);
+int admin_cmd_show(struct admin *a);
+int admin_cmd_commit(struct admin *a);
+int admin_cmd_pin(struct admin *a);
+int admin_cmd_unpin(struct admin *a);
+int admin_cmd_rm(struct admin *a);
+int admin_cmd_gc(struct admin *a);
+int admin_cmd_verify(struct admin *a);
+int admin_cmd_check(struct admin *a);
+int admin_cmd_stats(struct admin *a);
+int admin_cmd_export(struct admin *a);
+int admin_cmd_import(struct admin *a);
+int admin_cmd_wait(struct admin *a);
+int admin_cmd_rebuild(struct admin *a);
+
+#endif

@@ -1,0 +1,198 @@
+/* admin_change — commit, pin, unpin, rm.
+ *
+ * With the daemon running they are requests on its control channel, carried
+ * out by gen.c exactly like the xattrs and keep-latest-k (the catalog is never
+ * written behind a live daemon). Offline (--cache DIR, no daemon: admin.c
+ * holds the cache lock and opened the catalog read-write, which rolled back
+ * any OPEN generation as a mount would) they are single catalog calls. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+
+struct admin_answer {
+	char state[32];
+};
+
+static void admin_answer_data(void *arg, const char *key, const char *value)
+{
+	struct admin_answer *ans = arg;
+	if (strcmp(key, "state") == 0)
+		snprintf(ans->state, sizeof(ans->state), "%s", value);
+}
+
+/* Sends "VERB ID ARGS" to the daemon; prints the error line if refused. */
+static int admin_change_online(struct admin *a, const char *label, const char *verb, uint64_t id,
+			       const char *args, struct admin_answer *ans)
+{
+	char req[256], msg[512];
+	snprintf(req, sizeof(req), "%s %" PRIu64 "%s%s", verb, id, args[0] ? " " : "", args);
+	int rc = admin_ctl(a, req, admin_answer_data, ans, msg, sizeof(msg));
+	if (rc == 0)
+		return ADMIN_OK;
+	if (rc < 0) {
+		admin_err("%s %s: the daemon did not answer: %s", verb, label, msg);
+		return ADMIN_NO_DAEMON;
+	}
+	if (rc == EBUSY)
+		admin_err("%s %s: it is open (still being written); add --force to remove it anyway",
+			  verb, label);
+	else if (rc == ENOENT)
+		admin_err("%s %s: no such generation (it ended meanwhile)", verb, label);
+	else if (rc == EPERM || rc == EACCES)
+		admin_err("%s %s: permission denied: only root and the daemon's user may", verb, label);
+	else
+		admin_err("%s %s: %s (%s)", verb, label, msg, strerror(rc));
+	return admin_exit_for(rc);
+}
+
+struct admin_inos {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/* Called by cat_gen_delete under the catalog lock: only collects. */
+static void admin_collect_ino(void *arg, uint64_t ino)
+{
+	struct admin_inos *l = arg;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		uint64_t *p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return; /* the next open releases what is left */
+		l->v = p;
+		l->cap = cap;
+	}
+	l->v[l->n++] = ino;
+}
+
+static void admin_change_report(struct admin *a, const char *label, const struct cat_gen *g,
+				const char *verb, const char *state, bool pinned)
+{
+	if (a->json) {
+		printf("{\"generation\": ");
+		admin_json_str(stdout, label);
+		printf(", \"id\": %" PRIu64 ", \"action\": \"%s\", \"state\": \"%s\", \"pinned\": %s, "
+		       "\"mode\": \"%s\"}\n",
+		       g->id, verb, state, pinned ? "true" : "false", a->daemon ? "online" : "offline");
+	} else {
+		printf("%s: %s (%s%s)%s\n", label, verb, state, pinned ? ", pinned" : "",
+		       a->daemon ? "" : " [offline]");
+	}
+}
+
+/* The shared start of each command: one GEN, live, its label. */
+static int admin_change_gen(struct admin *a, const char *verb, struct cat_gen *g, char *label,
+			    size_t size)
+{
+	if (a->npos != 1) {
+		admin_err("%s: expected one GEN (see ckptfs-admin %s --help)", verb, verb);
+		return ADMIN_USAGE;
+	}
+	int rc = admin_resolve_gen(a, a->pos[0], g);
+	if (rc != ADMIN_OK)
+		return rc;
+	admin_gen_label(a, g, label, size);
+	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED) {
+		admin_err("%s %s: it is %s (rule %s): nothing to %s", verb, label,
+			  admin_state_name(g->state), g->rule[0] ? g->rule : "-", verb);
+		return ADMIN_NO_GEN;
+	}
+	return ADMIN_OK;
+}
+
+int admin_cmd_commit(struct admin *a)
+{
+	struct cat_gen g;
+	char label[PATH_MAX + CAT_NAME_MAX + 2];
+	int rc = admin_change_gen(a, "commit", &g, label, sizeof(label));
+	if (rc != ADMIN_OK)
+		return rc;
+	struct admin_answer ans = { "committed" };
+	if (g.state == GEN_COMMITTED) {
+		snprintf(ans.state, sizeof(ans.state), "committed");
+	} else if (a->daemon) {
+		if ((rc = admin_change_online(a, label, "commit", g.id, "", &ans)) != ADMIN_OK)
+			return rc;
+	} else { /* not reached: an offline open rolled every OPEN generation back */
+		int err = cat_gen_commit(a->cat, g.id, "admin");
+		if (err != 0) {
+			admin_err("commit %s: %s", label, strerror(-err));
+			return admin_exit_for(err);
+		}
+	}
+	admin_change_report(a, label, &g, "commit", ans.state, g.pinned);
+	if (!a->json && strcmp(ans.state, "open") == 0)
+		fprintf(stderr, "ckptfs-admin: %s commits when its last write handle closes\n", label);
+	return ADMIN_OK;
+}
+
+static int admin_pin_set(struct admin *a, bool pinned)
+{
+	const char *verb = pinned ? "pin" : "unpin";
+	struct cat_gen g;
+	char label[PATH_MAX + CAT_NAME_MAX + 2];
+	int rc = admin_change_gen(a, verb, &g, label, sizeof(label));
+	if (rc != ADMIN_OK)
+		return rc;
+	struct admin_answer ans = { "" };
+	if (a->daemon) {
+		rc = admin_change_online(a, label, "pin", g.id, pinned ? "1" : "0", &ans);
+		if (rc != ADMIN_OK)
+			return rc;
+	} else {
+		int err = cat_gen_pin(a->cat, g.id, pinned);
+		if (err != 0) {
+			admin_err("%s %s: %s", verb, label, strerror(-err));
+			return admin_exit_for(err);
+		}
+	}
+	admin_change_report(a, label, &g, verb, admin_state_name(g.state), pinned);
+	return ADMIN_OK;
+}
+
+int admin_cmd_pin(struct admin *a)
+{
+	return admin_pin_set(a, true);
+}
+
+int admin_cmd_unpin(struct admin *a)
+{
+	return admin_pin_set(a, false);
+}
+
+int admin_cmd_rm(struct admin *a)
+{
+	struct cat_gen g;
+	char label[PATH_MAX + CAT_NAME_MAX + 2];
+	int rc = admin_change_gen(a, "rm", &g, label, sizeof(label));
+	if (rc != ADMIN_OK)
+		return rc;
+	if (g.state == GEN_OPEN && !a->force) {
+		admin_err("rm %s: it is open (still being written); add --force to remove it anyway",
+			  label);
+		return ADMIN_BUSY;
+	}
+	struct admin_answer ans = { "deleted" };
+	if (a->daemon) {
+		rc = admin_change_online(a, label, "rm", g.id, a->force ? "force" : "", &ans);
+		if (rc != ADMIN_OK)
+			return rc;
+	} else {
+		struct admin_inos inos = { 0 };
+		int err = cat_gen_delete(a->cat, g.id, "admin", admin_collect_ino, &inos);
+		/* offline no kernel holds them: release now (chunks reclaimed) */
+		for (size_t i = 0; err == 0 && i < inos.n; i++)
+			cat_inode_release(a->cat, inos.v[i]);
+		free(inos.v);
+		if (err != 0) {
+			admin_err("rm %s: %s", label, strerror(-err));
+			return admin_exit_for(err);
+		}
+	}
+	admin_change_report(a, label, &g, "rm", ans.state, false);
+	return ADMIN_OK;
+}

@@ -1,0 +1,524 @@
+/* admin_copy — export GEN DIR and import DIR SERIES: generations to and from
+ * plain files.
+ *
+ * export writes DIR/NAME (a directory tree, or one file for a single-file
+ * generation) under a temporary name DIR/.NAME.export-PID and renames it into
+ * place when complete. Mounted, it reads through the mount (the daemon
+ * verifies every chunk against its hash and fetches evicted ones from
+ * BACKING); offline (--cache) it reads the catalog and the chunk objects
+ * itself — the cache's copy, else BACKING's — and verifies each one.
+ *
+ * import goes through the mount only, the way a trainer saves: it copies DIR
+ * into SERIES/.NAME.import-PID (not a generation name), then renames that to
+ * SERIES/NAME, which starts the generation and commits it (rule "rename").
+ * Everything is checked before the first byte is written: NAME must be a
+ * generation name for this mount (the daemon's gen_pattern), SERIES must not
+ * be inside a generation, SERIES/NAME must not exist. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "store.h"
+
+#define ADMIN_COPY_BUF (1u << 20)
+
+struct admin_copy {
+	struct admin *a;
+	const char *label; /* for the progress bar */
+	uint64_t done, total;
+	char *buf;
+	int err;              /* first failure, -errno */
+	char where[PATH_MAX]; /* where it happened */
+};
+
+static int admin_copy_fail(struct admin_copy *c, const char *where, int err)
+{
+	if (c->err == 0) {
+		c->err = err;
+		snprintf(c->where, sizeof(c->where), "%s", where);
+	}
+	return err;
+}
+
+/* ---- plain tree → plain tree (export through the mount, import) ---- */
+
+static int admin_copy_file(struct admin_copy *c, const char *src, const char *dst,
+			   const struct stat *sb)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return admin_copy_fail(c, src, -errno);
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		close(in);
+		return admin_copy_fail(c, dst, -errno);
+	}
+	int rc = 0;
+	for (;;) {
+		ssize_t n = read(in, c->buf, ADMIN_COPY_BUF);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = admin_copy_fail(c, src, -errno);
+			break;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(out, c->buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				rc = admin_copy_fail(c, dst, w < 0 ? -errno : -EIO);
+				break;
+			}
+			off += w;
+		}
+		if (rc)
+			break;
+		c->done += (uint64_t)n;
+		admin_progress(c->label, c->done, c->total);
+	}
+	if (rc == 0 && fsync(out) != 0)
+		rc = admin_copy_fail(c, dst, -errno);
+	if (rc == 0) {
+		struct timespec ts[2] = { sb->st_atim, sb->st_mtim };
+		fchmod(out, sb->st_mode & 07777);
+		futimens(out, ts);
+	}
+	if (close(out) != 0 && rc == 0)
+		rc = admin_copy_fail(c, dst, -errno);
+	close(in);
+	return rc;
+}
+
+static int admin_copy_tree(struct admin_copy *c, const char *src, const char *dst)
+{
+	struct stat sb;
+	if (lstat(src, &sb) != 0)
+		return admin_copy_fail(c, src, -errno);
+	if (S_ISREG(sb.st_mode))
+		return admin_copy_file(c, src, dst, &sb);
+	if (S_ISLNK(sb.st_mode)) {
+		char target[PATH_MAX];
+		ssize_t n = readlink(src, target, sizeof(target) - 1);
+		if (n < 0)
+			return admin_copy_fail(c, src, -errno);
+		target[n] = '\0';
+		return symlink(target, dst) == 0 ? 0 : admin_copy_fail(c, dst, -errno);
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		fprintf(stderr, "ckptfs-admin: %s: skipped (not a file, directory or symlink)\n", src);
+		return 0;
+	}
+	if (mkdir(dst, 0700) != 0)
+		return admin_copy_fail(c, dst, -errno);
+	DIR *d = opendir(src);
+	if (!d)
+		return admin_copy_fail(c, src, -errno);
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char s[PATH_MAX], t[PATH_MAX];
+		if (snprintf(s, sizeof(s), "%s/%s", src, de->d_name) >= (int)sizeof(s) ||
+		    snprintf(t, sizeof(t), "%s/%s", dst, de->d_name) >= (int)sizeof(t))
+			rc = admin_copy_fail(c, src, -ENAMETOOLONG);
+		else
+			rc = admin_copy_tree(c, s, t);
+	}
+	closedir(d);
+	if (rc == 0) {
+		struct timespec ts[2] = { sb.st_atim, sb.st_mtim };
+		chmod(dst, sb.st_mode & 07777);
+		utimensat(AT_FDCWD, dst, ts, AT_SYMLINK_NOFOLLOW);
+	}
+	return rc;
+}
+
+static int admin_rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : 0; /* best effort */
+}
+
+static void admin_rm_tree(const char *path)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0)
+		return;
+	if (S_ISDIR(sb.st_mode))
+		nftw(path, admin_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	else
+		unlink(path);
+}
+
+static uint64_t admin_sum_bytes; /* nftw has no argument for its callback */
+
+static int admin_sum_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	if (flag == FTW_F && S_ISREG(sb->st_mode))
+		admin_sum_bytes += (uint64_t)sb->st_size;
+	return 0;
+}
+
+/* ---- catalog + store → plain tree (export offline) ---- */
+
+struct admin_entry {
+	char name[CAT_NAME_MAX + 1];
+	uint64_t ino;
+};
+struct admin_entries {
+	struct admin_entry *v;
+	size_t n, cap;
+};
+
+static int admin_entry_add(void *arg, const char *name, const struct cat_inode *attr,
+			   uint64_t next_cookie)
+{
+	struct admin_entries *l = arg;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		struct admin_entry *p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	snprintf(l->v[l->n].name, sizeof(l->v[l->n].name), "%s", name);
+	l->v[l->n++].ino = attr->ino;
+	return 0;
+}
+
+static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *in, const char *dst)
+{
+	struct admin *a = c->a;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0)
+		return admin_copy_fail(c, dst, -errno);
+	char *chunk = malloc(16u << 20); /* the chunker's maximum is 4 MiB; room to spare */
+	int rc = chunk ? 0 : -ENOMEM;
+	struct cat_extent ext[64];
+	uint64_t off = 0;
+	while (rc == 0) {
+		int n = cat_extents(a->cat, in->ino, off, ext, 64);
+		if (n <= 0) {
+			rc = n;
+			break;
+		}
+		for (int i = 0; i < n && rc == 0; i++) {
+			size_t got;
+			const char *why;
+			/* the cache's copy, else BACKING's; each verified against its hash */
+			rc = admin_chunk_read(a, ADMIN_IN_CACHE, ext[i].hash, chunk, 16u << 20, &got, &why);
+			if (rc == -ENOENT)
+				rc = admin_chunk_read(a, ADMIN_ON_BACKING, ext[i].hash, chunk, 16u << 20,
+						      &got, &why);
+			if (rc == 0 && (got != ext[i].chunk_len || ext[i].chunk_off + ext[i].len > got))
+				rc = -EIO;
+			if (rc == 0 && pwrite(out, chunk + ext[i].chunk_off, ext[i].len, (off_t)ext[i].off) !=
+					       (ssize_t)ext[i].len)
+				rc = -EIO;
+			if (rc != 0) {
+				char hex[HASH_HEX_LEN + 1], where[PATH_MAX + 96];
+				hash_to_hex(ext[i].hash, hex);
+				snprintf(where, sizeof(where), "%s (chunk %s)", dst, hex);
+				admin_copy_fail(c, where, rc);
+			}
+			off = ext[i].off + ext[i].len;
+			c->done += ext[i].len;
+			admin_progress(c->label, c->done, c->total);
+		}
+	}
+	if (rc == 0 && (ftruncate(out, (off_t)in->size) != 0 || fsync(out) != 0))
+		rc = admin_copy_fail(c, dst, -errno);
+	if (rc == 0) {
+		struct timespec ts[2] = { { in->atime_ns / 1000000000, in->atime_ns % 1000000000 },
+					  { in->mtime_ns / 1000000000, in->mtime_ns % 1000000000 } };
+		fchmod(out, in->mode & 07777);
+		futimens(out, ts);
+	}
+	free(chunk);
+	close(out);
+	return rc ? admin_copy_fail(c, dst, rc) : 0;
+}
+
+static int admin_export_cat(struct admin_copy *c, uint64_t ino, const char *dst)
+{
+	struct admin *a = c->a;
+	struct cat_inode in;
+	int rc = cat_getattr(a->cat, ino, &in);
+	if (rc != 0)
+		return admin_copy_fail(c, dst, rc);
+	if (S_ISREG(in.mode))
+		return admin_export_file_cat(c, &in, dst);
+	if (S_ISLNK(in.mode)) {
+		char target[PATH_MAX];
+		rc = cat_readlink(a->cat, ino, target, sizeof(target));
+		if (rc < 0)
+			return admin_copy_fail(c, dst, rc);
+		return symlink(target, dst) == 0 ? 0 : admin_copy_fail(c, dst, -errno);
+	}
+	if (!S_ISDIR(in.mode))
+		return 0;
+	if (mkdir(dst, 0700) != 0)
+		return admin_copy_fail(c, dst, -errno);
+	struct admin_entries l = { 0 };
+	rc = cat_readdir(a->cat, ino, 0, admin_entry_add, &l);
+	for (size_t i = 0; i < l.n && rc == 0; i++) {
+		char t[PATH_MAX];
+		if (snprintf(t, sizeof(t), "%s/%s", dst, l.v[i].name) >= (int)sizeof(t))
+			rc = admin_copy_fail(c, dst, -ENAMETOOLONG);
+		else
+			rc = admin_export_cat(c, l.v[i].ino, t);
+	}
+	free(l.v);
+	if (rc == 0) {
+		struct timespec ts[2] = { { in.atime_ns / 1000000000, in.atime_ns % 1000000000 },
+					  { in.mtime_ns / 1000000000, in.mtime_ns % 1000000000 } };
+		chmod(dst, in.mode & 07777);
+		utimensat(AT_FDCWD, dst, ts, 0);
+	}
+	return rc ? admin_copy_fail(c, dst, rc) : 0;
+}
+
+/* ---- export ---- */
+
+int admin_cmd_export(struct admin *a)
+{
+	if (a->npos != 2) {
+		admin_err("export: expected GEN DIR (see ckptfs-admin export --help)");
+		return ADMIN_USAGE;
+	}
+	struct cat_gen g;
+	int rc = admin_resolve_gen(a, a->pos[0], &g);
+	if (rc != ADMIN_OK)
+		return rc;
+	char label[PATH_MAX + CAT_NAME_MAX + 2];
+	admin_gen_label(a, &g, label, sizeof(label));
+	if (g.state == GEN_OPEN && !a->force) {
+		admin_err("export %s: it is open (still being written): its files may be incomplete; "
+			  "add --force to export it anyway", label);
+		return ADMIN_BUSY;
+	}
+	if (g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
+		admin_err("export %s: it is %s: nothing left to export", label, admin_state_name(g.state));
+		return ADMIN_NO_GEN;
+	}
+	const char *dir = a->pos[1];
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		admin_err("export: DIR %s: cannot create: %s", dir, strerror(errno));
+		return admin_exit_for(errno);
+	}
+	char dst[PATH_MAX], tmp[PATH_MAX];
+	snprintf(dst, sizeof(dst), "%s/%s", dir, g.name);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.export-%ld", dir, g.name, (long)getpid());
+	struct stat sb;
+	if (lstat(dst, &sb) == 0) {
+		admin_err("export: %s already exists: remove it or choose another DIR", dst);
+		return ADMIN_BUSY;
+	}
+	if (!a->mount[0] && (rc = admin_need_objects(a)) != ADMIN_OK)
+		return rc;
+	struct admin_copy c = { .a = a, .label = "export", .total = g.logical_bytes };
+	c.buf = malloc(ADMIN_COPY_BUF);
+	if (!c.buf)
+		return ADMIN_PROBLEM;
+	if (a->mount[0]) {
+		char src[PATH_MAX * 2];
+		snprintf(src, sizeof(src), "%s/%s", a->mount, label);
+		rc = admin_copy_tree(&c, src, tmp);
+	} else {
+		rc = admin_export_cat(&c, g.root, tmp);
+	}
+	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) != 0)
+		rc = admin_copy_fail(&c, dst, -errno);
+	admin_progress_end();
+	free(c.buf);
+	if (rc != 0) {
+		admin_rm_tree(tmp);
+		admin_err("export %s: %s: %s; nothing left in %s", label, c.where, strerror(-c.err), dir);
+		return c.err == -EEXIST ? ADMIN_BUSY : ADMIN_PROBLEM;
+	}
+	if (a->json) {
+		printf("{\"generation\": ");
+		admin_json_str(stdout, label);
+		printf(", \"path\": ");
+		admin_json_str(stdout, dst);
+		printf(", \"bytes\": %" PRIu64 ", \"files\": %" PRIu64 ", \"mode\": \"%s\"}\n", c.done,
+		       g.files, a->mount[0] ? "mounted" : "offline");
+	} else {
+		char s[32];
+		printf("exported %s to %s (%" PRIu64 " files, %s)%s\n", label, dst, g.files,
+		       admin_size(g.logical_bytes, s), a->mount[0] ? "" : " [offline]");
+	}
+	return ADMIN_OK;
+}
+
+/* ---- import ---- */
+
+static void admin_pattern_data(void *arg, const char *key, const char *value)
+{
+	if (strcmp(key, "gen_pattern") == 0)
+		snprintf(arg, 1024, "%s", value);
+}
+
+/* The generation line of a path (user.ckptfs.generation): state=...; "" if none. */
+static void admin_gen_xattr(const char *path, char *buf, size_t size)
+{
+	ssize_t n = getxattr(path, "user.ckptfs.generation", buf, size - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+int admin_cmd_import(struct admin *a)
+{
+	if (a->npos != 2) {
+		admin_err("import: expected DIR SERIES (see ckptfs-admin import --help)");
+		return ADMIN_USAGE;
+	}
+	if (!a->mount[0]) {
+		admin_err("import: works only through the mounted file system: give MOUNTPOINT, "
+			  "not --cache");
+		return ADMIN_USAGE;
+	}
+	const char *src = a->pos[0], *series = a->pos[1];
+	struct stat sb;
+	if (lstat(src, &sb) != 0 || (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))) {
+		admin_err("import: DIR %s: %s", src,
+			  errno && lstat(src, &sb) != 0 ? strerror(errno) : "not a directory or a file");
+		return ADMIN_USAGE;
+	}
+	/* NAME: --name, or the last part of DIR */
+	char base[PATH_MAX];
+	snprintf(base, sizeof(base), "%s", src);
+	size_t bl = strlen(base);
+	while (bl > 1 && base[bl - 1] == '/')
+		base[--bl] = '\0';
+	const char *name = a->name ? a->name : (strrchr(base, '/') ? strrchr(base, '/') + 1 : base);
+	if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+	    strlen(name) > CAT_NAME_MAX) {
+		admin_err("import: NAME '%s': a generation name is one part: no '/', not '.' or '..'",
+			  name);
+		return ADMIN_BAD_NAME;
+	}
+	int rc = admin_check_relpath("SERIES", series);
+	if (rc != ADMIN_OK)
+		return rc;
+	/* the daemon's naming rule: refuse a name that would not be a generation */
+	char pattern[1024] = "", msg[512];
+	int err = admin_ctl(a, "hello", admin_pattern_data, pattern, msg, sizeof(msg));
+	if (err != 0) {
+		admin_err("import: the daemon did not answer: %s", msg);
+		return err < 0 ? ADMIN_NO_DAEMON : admin_exit_for(err);
+	}
+	regex_t re;
+	if (pattern[0] && regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) == 0) {
+		int match = regexec(&re, name, 0, NULL, 0) == 0;
+		regfree(&re);
+		if (!match) {
+			admin_err("import: NAME '%s' is not a generation name on this mount (pattern %s): "
+				  "give --name NAME", name, pattern);
+			return ADMIN_BAD_NAME;
+		}
+	}
+	/* SERIES must be outside generations: its deepest existing part decides */
+	char walk[PATH_MAX], *save = NULL;
+	snprintf(walk, sizeof(walk), "%s", series);
+	uint64_t at = CAT_ROOT_INO, gen_id = 0;
+	for (char *t = strtok_r(walk, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		struct cat_inode in;
+		if (cat_lookup(a->cat, at, t, &in) != 0)
+			break;
+		if (!S_ISDIR(in.mode)) {
+			admin_err("import: SERIES '%s': '%s' is not a directory", series, t);
+			return ADMIN_BAD_NAME;
+		}
+		at = in.ino;
+	}
+	if (cat_gen_of(a->cat, at, &gen_id) == 0 && gen_id != 0) {
+		admin_err("import: SERIES '%s' is inside a generation: a series is a directory outside "
+			  "generations", series);
+		return ADMIN_BAD_NAME;
+	}
+	char sdir[PATH_MAX * 2], dst[PATH_MAX * 3], tmp[PATH_MAX * 3];
+	snprintf(sdir, sizeof(sdir), "%s/%s", a->mount, series);
+	snprintf(dst, sizeof(dst), "%s/%s", sdir, name);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.import-%ld", sdir, name, (long)getpid());
+	if (lstat(dst, &sb) == 0) {
+		admin_err("import: %s/%s already exists", series, name);
+		return ADMIN_BUSY;
+	}
+	/* mkdir -p SERIES through the mount */
+	snprintf(walk, sizeof(walk), "%s", sdir);
+	for (char *p = walk + strlen(a->mount) + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char ch = *p;
+			*p = '\0';
+			if (mkdir(walk, 0755) != 0 && errno != EEXIST) {
+				admin_err("import: cannot create %s: %s", walk, strerror(errno));
+				return admin_exit_for(errno);
+			}
+			*p = ch;
+			if (!ch)
+				break;
+		}
+	}
+	admin_sum_bytes = 0;
+	nftw(src, admin_sum_one, 16, FTW_PHYS);
+	struct admin_copy c = { .a = a, .label = "import", .total = admin_sum_bytes };
+	c.buf = malloc(ADMIN_COPY_BUF);
+	if (!c.buf)
+		return ADMIN_PROBLEM;
+	rc = admin_copy_tree(&c, src, tmp);
+	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) != 0)
+		rc = admin_copy_fail(&c, dst, -errno);
+	admin_progress_end();
+	free(c.buf);
+	if (rc != 0) {
+		admin_rm_tree(tmp);
+		admin_err("import %s: %s: %s; nothing imported", src, c.where, strerror(-c.err));
+		return c.err == -EEXIST ? ADMIN_BUSY : admin_exit_for(c.err);
+	}
+	/* the rename commits it (rule "rename") once no write handle is open */
+	char line[512] = "";
+	for (int i = 0; i < 200; i++) {
+		admin_gen_xattr(dst, line, sizeof(line));
+		if (strstr(line, "state=committed"))
+			break;
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	bool committed = strstr(line, "state=committed") != NULL;
+	if (a->json) {
+		printf("{\"generation\": ");
+		char label[PATH_MAX * 2];
+		snprintf(label, sizeof(label), "%s/%s", series, name);
+		admin_json_str(stdout, label);
+		printf(", \"bytes\": %" PRIu64 ", \"state\": \"%s\"}\n", c.done,
+		       committed ? "committed" : "open");
+	} else {
+		char s[32];
+		printf("imported %s as %s/%s (%s, %s)\n", src, series, name, admin_size(c.done, s),
+		       committed ? "committed" : "not committed yet");
+	}
+	if (!committed) {
+		admin_err("import: %s/%s did not commit within 10 s (%s)", series, name,
+			  line[0] ? line : "no generation line");
+		return ADMIN_PROBLEM;
+	}
+	return ADMIN_OK;
+}

@@ -1,0 +1,136 @@
+/* admin_gc — gc: remove chunk objects that nothing names, in the cache
+ * (CACHE/chunks) and on BACKING. Left by a crash between writing an object
+ * and recording it, or by a failed removal: chunks whose count reaches zero
+ * are reclaimed by the catalog itself (cache copy at once, BACKING copy
+ * through the upload queue, after the manifests that name it).
+ *
+ * With the daemon running, the daemon walks both (control verb gc) so each
+ * "named by nothing → remove" decision is taken under its catalog lock
+ * (admin_query.h, invariant 2). Offline, the tool does the same walks against
+ * the catalog it opened read-write under the cache lock. On BACKING an object
+ * is kept while the upload queue has work on it or a manifest removal queued. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "backing.h"
+
+struct admin_gc {
+	struct aq_gc_result side[2]; /* cache, BACKING */
+};
+
+static void admin_gc_data(void *arg, const char *key, const char *value)
+{
+	struct admin_gc *g = arg;
+	int i = strcmp(key, "cache") == 0 ? 0 : strcmp(key, "backing") == 0 ? 1 : -1;
+	if (i < 0)
+		return;
+	struct aq_gc_result *r = &g->side[i];
+	unsigned long long v[6];
+	if (sscanf(value, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) ==
+	    6)
+		*r = (struct aq_gc_result){ v[0], v[1], v[2], v[3], v[4], v[5] };
+}
+
+static int admin_bk_list(void *arg, const char *reldir, int (*fn)(void *, const char *), void *fnarg)
+{
+	return backing_list(arg, reldir, fn, fnarg);
+}
+
+static int admin_bk_size(void *arg, const char *rel, uint64_t *size)
+{
+	return backing_stat(arg, rel, size);
+}
+
+static int admin_bk_remove(void *arg, const char *rel)
+{
+	return backing_remove(arg, rel);
+}
+
+static int admin_dir_list(void *arg, const char *reldir, int (*fn)(void *, const char *), void *fnarg)
+{
+	return aq_dir_list(arg, reldir, fn, fnarg);
+}
+
+static int admin_dir_size(void *arg, const char *rel, uint64_t *size)
+{
+	return aq_dir_size(arg, rel, size);
+}
+
+static int admin_dir_remove(void *arg, const char *rel)
+{
+	return aq_dir_remove(arg, rel);
+}
+
+static void admin_gc_progress(void *arg, uint64_t done, uint64_t total)
+{
+	admin_progress(arg, done, total);
+}
+
+int admin_cmd_gc(struct admin *a)
+{
+	if (a->npos != 0) {
+		admin_err("gc: takes no argument besides --dry-run");
+		return ADMIN_USAGE;
+	}
+	struct admin_gc g;
+	memset(&g, 0, sizeof(g));
+	static const char *const names[2] = { "cache", "BACKING" };
+	if (a->daemon) {
+		char msg[512];
+		int rc = admin_ctl(a, a->dry_run ? "gc dry" : "gc run", admin_gc_data, &g, msg,
+				   sizeof(msg));
+		if (rc != 0) {
+			admin_err("gc: %s", msg);
+			return rc < 0 ? ADMIN_NO_DAEMON : admin_exit_for(rc);
+		}
+	} else {
+		const struct aq_objects sides[2] = {
+			{ admin_dir_list, admin_dir_size, admin_dir_remove, a->cache, "cache", false },
+			{ admin_bk_list, admin_bk_size, admin_bk_remove, a->bk, "BACKING", true },
+		};
+		for (int i = 0; i < 2; i++) {
+			int rc = aq_gc_walk(a->aq, &sides[i], a->dry_run, admin_gc_progress,
+					    i ? "gc BACKING" : "gc cache", &g.side[i]);
+			admin_progress_end();
+			if (rc != 0) {
+				admin_err("gc of the %s: stopped: %s", names[i], strerror(-rc));
+				return admin_exit_for(rc);
+			}
+		}
+	}
+	uint64_t failed = g.side[0].failed + g.side[1].failed;
+	if (a->json) {
+		printf("{\"dry_run\": %s, \"mode\": \"%s\"", a->dry_run ? "true" : "false",
+		       a->daemon ? "online" : "offline");
+		for (int i = 0; i < 2; i++) {
+			const struct aq_gc_result *r = &g.side[i];
+			printf(", \"%s\": {\"objects\": %" PRIu64 ", \"orphans\": %" PRIu64
+			       ", \"orphan_bytes\": %" PRIu64 ", \"removed\": %" PRIu64
+			       ", \"freed_bytes\": %" PRIu64 ", \"failed\": %" PRIu64 "}",
+			       i ? "backing" : "cache", r->objects, r->orphans, r->orphan_bytes, r->removed,
+			       r->freed_bytes, r->failed);
+		}
+		printf(", \"freed_bytes\": %" PRIu64 "}\n", g.side[0].freed_bytes + g.side[1].freed_bytes);
+	} else {
+		for (int i = 0; i < 2; i++) {
+			const struct aq_gc_result *r = &g.side[i];
+			char s1[32], s2[32];
+			printf("gc %-7s: %" PRIu64 " chunk objects, %" PRIu64 " named by nothing (%s); ",
+			       names[i], r->objects, r->orphans, admin_size(r->orphan_bytes, s1));
+			if (a->dry_run)
+				printf("dry run: would free %s\n", s1);
+			else
+				printf("removed %" PRIu64 ", freed %s\n", r->removed,
+				       admin_size(r->freed_bytes, s2));
+		}
+		if (!a->daemon)
+			printf("(offline: no daemon was running)\n");
+		if (failed)
+			printf("%" PRIu64 " removals failed (see above)\n", failed);
+	}
+	return failed ? ADMIN_PROBLEM : ADMIN_OK;
+}

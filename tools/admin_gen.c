@@ -1,0 +1,358 @@
+/* admin_gen — naming generations on the command line, and the two commands
+ * that look at them: list and show.
+ *
+ * GEN is one of
+ *   SERIES/NAME       relative to the mount: the series directory (any depth)
+ *                     and the generation's name, e.g. run1/step-200;
+ *   /mnt/run1/step-200[/file]  an absolute path inside the mount: the
+ *                     generation of what it names (a file inside counts);
+ *   id:N              the generation with catalog id N (list --json shows
+ *                     it), also for aborted and deleted ones.
+ * A part that is empty, "." or ".." is refused (ADMIN_BAD_NAME): GEN never
+ * leaves the mount. Names are looked up in the catalog, so OPEN generations,
+ * hidden from listings, are found too. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "upload.h"
+
+int admin_check_relpath(const char *what, const char *rel)
+{
+	const char *p = rel;
+	if (!*p) {
+		admin_err("%s '%s': empty name", what, rel);
+		return ADMIN_BAD_NAME;
+	}
+	for (;;) {
+		size_t len = strcspn(p, "/");
+		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.')) {
+			admin_err("%s '%s': a part is empty, '.' or '..' (names are relative to the mount "
+				  "and may not leave it)",
+				  what, rel);
+			return ADMIN_BAD_NAME;
+		}
+		if (len > CAT_NAME_MAX) {
+			admin_err("%s '%s': a part is longer than %d bytes", what, rel, CAT_NAME_MAX);
+			return ADMIN_BAD_NAME;
+		}
+		if (!p[len])
+			return ADMIN_OK;
+		p += len + 1;
+	}
+}
+
+/* Turns SPEC into a path relative to the mount root in rel (no leading or
+ * trailing slash). */
+static int admin_relpath(struct admin *a, const char *what, const char *spec, char *rel,
+			 size_t size)
+{
+	if (spec[0] == '/') {
+		size_t ml = strlen(a->mount);
+		if (!a->mount[0]) {
+			admin_err("%s '%s': an absolute path needs MOUNTPOINT, not --cache (give "
+				  "SERIES/NAME)", what, spec);
+			return ADMIN_BAD_NAME;
+		}
+		if (strncmp(spec, a->mount, ml) != 0 || (spec[ml] != '/' && spec[ml] != '\0')) {
+			admin_err("%s '%s': not inside the mount %s", what, spec, a->mount);
+			return ADMIN_BAD_NAME;
+		}
+		spec += ml;
+		while (*spec == '/')
+			spec++;
+	}
+	snprintf(rel, size, "%s", spec);
+	size_t len = strlen(rel);
+	while (len > 0 && rel[len - 1] == '/')
+		rel[--len] = '\0';
+	return admin_check_relpath(what, rel);
+}
+
+/* Walks rel from the root; *ino gets what it names. */
+static int admin_walk(struct admin *a, const char *rel, uint64_t *ino)
+{
+	char buf[PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", rel);
+	uint64_t at = CAT_ROOT_INO;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		struct cat_inode in;
+		int rc = cat_lookup(a->cat, at, t, &in);
+		if (rc != 0)
+			return rc;
+		at = in.ino;
+	}
+	*ino = at;
+	return 0;
+}
+
+int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
+{
+	int rc;
+	if (strncmp(spec, "id:", 3) == 0) {
+		char *end;
+		errno = 0;
+		unsigned long long id = strtoull(spec + 3, &end, 10);
+		if (errno || end == spec + 3 || *end || id == 0) {
+			admin_err("GEN '%s': id: needs a positive number", spec);
+			return ADMIN_USAGE;
+		}
+		rc = cat_gen_get_brief(a->cat, id, out);
+		if (rc == 0)
+			return ADMIN_OK;
+		admin_err("GEN '%s': no such generation%s", spec, rc == -ENOENT ? "" : strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	char rel[PATH_MAX];
+	if ((rc = admin_relpath(a, "GEN", spec, rel, sizeof(rel))) != ADMIN_OK)
+		return rc;
+	uint64_t ino, gen_id = 0;
+	rc = admin_walk(a, rel, &ino);
+	if (rc == 0)
+		rc = cat_gen_of(a->cat, ino, &gen_id);
+	if (rc == 0 && gen_id == 0)
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = cat_gen_get_brief(a->cat, gen_id, out);
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		admin_err("GEN '%s': no such generation in %s (see ckptfs-admin list)", spec,
+			  a->mount[0] ? a->mount : a->cache);
+		return ADMIN_NO_GEN;
+	}
+	if (rc != 0) {
+		admin_err("GEN '%s': %s", spec, strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	return ADMIN_OK;
+}
+
+void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t size)
+{
+	char series[PATH_MAX];
+	if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
+		snprintf(series, sizeof(series), "/?");
+	snprintf(buf, size, "%s%s%s", series + 1, series[1] ? "/" : "", g->name);
+}
+
+/* ---- list ---- */
+
+struct admin_gens {
+	struct cat_gen *v;
+	size_t n, cap;
+};
+
+static int admin_gens_add(void *arg, const struct cat_gen *gen)
+{
+	struct admin_gens *l = arg;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		struct cat_gen *p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *gen;
+	return 0;
+}
+
+/* "durable" for a COMMITTED generation whose manifest and chunks are all on
+ * BACKING, else the catalog state. */
+static const char *admin_gen_state(struct admin *a, const struct cat_gen *g, bool *durable)
+{
+	*durable = false;
+	if (g->state == GEN_COMMITTED && cat_gen_durable(a->cat, g->id, durable) == 0 && *durable)
+		return "durable";
+	return admin_state_name(g->state);
+}
+
+static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struct aq_gen_usage *u)
+{
+	bool durable;
+	const char *state = admin_gen_state(a, g, &durable);
+	char series[PATH_MAX], t[32];
+	if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
+		snprintf(series, sizeof(series), "/?");
+	printf("{\"id\": %" PRIu64 ", \"series\": ", g->id);
+	admin_json_str(stdout, series + 1);
+	printf(", \"name\": ");
+	admin_json_str(stdout, g->name);
+	printf(", \"step\": %" PRIu64 ", \"state\": \"%s\", \"durable\": %s, \"version\": %u"
+	       ", \"pinned\": %s"
+	       ", \"files\": %" PRIu64 ", \"logical_bytes\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
+	       ", \"exclusive_bytes\": %" PRIu64 ", \"unique_bytes\": %" PRIu64
+	       ", \"chunks\": %" PRIu64 ", \"dedup_ratio\": %.3f"
+	       ", \"created_ns\": %" PRId64 ", \"committed_ns\": %" PRId64 ", \"ended_ns\": %" PRId64
+	       ", \"committed\": ",
+	       g->step, state, durable ? "true" : "false", g->version, g->pinned ? "true" : "false",
+	       g->files,
+	       g->logical_bytes, u->exclusive_stored, u->exclusive_bytes, u->unique_bytes, u->chunks,
+	       admin_ratio(g->logical_bytes, u->unique_bytes), g->created_ns, g->committed_ns,
+	       g->ended_ns);
+	if (g->committed_ns > 0)
+		admin_json_str(stdout, admin_time(g->committed_ns, t));
+	else
+		printf("null");
+	printf(", \"rule\": ");
+	admin_json_str(stdout, g->rule);
+	printf("}");
+}
+
+int admin_cmd_list(struct admin *a)
+{
+	uint64_t series = 0;
+	if (a->npos > 1) {
+		admin_err("list: expected at most one SERIES");
+		return ADMIN_USAGE;
+	}
+	if (a->npos == 1) {
+		char rel[PATH_MAX];
+		int rc = admin_relpath(a, "SERIES", a->pos[0], rel, sizeof(rel));
+		if (rc != ADMIN_OK)
+			return rc;
+		if ((rc = admin_walk(a, rel, &series)) != 0) {
+			admin_err("SERIES '%s': no such directory in %s", a->pos[0],
+				  a->mount[0] ? a->mount : a->cache);
+			return rc == -ENOENT || rc == -ENOTDIR ? ADMIN_NO_GEN : admin_exit_for(rc);
+		}
+	}
+	struct admin_gens l = { 0 };
+	int rc = cat_gen_list_brief(a->cat, series, a->all, admin_gens_add, &l);
+	if (rc != 0) {
+		free(l.v);
+		admin_err("list: cannot read the catalog: %s", strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	if (a->json)
+		printf("[");
+	else
+		printf("%-20s %-24s %8s %-9s %3s %6s %10s %10s %6s %-19s %s\n", "SERIES", "NAME", "STEP",
+		       "STATE", "PIN", "FILES", "LOGICAL", "ALONE", "DEDUP", "COMMITTED", "RULE");
+	for (size_t i = 0; i < l.n && rc == 0; i++) {
+		const struct cat_gen *g = &l.v[i];
+		struct aq_gen_usage u;
+		rc = aq_gen_usage(a->aq, g->id, &u);
+		if (rc != 0)
+			break;
+		if (a->json) {
+			printf("%s\n  ", i ? "," : "");
+			admin_json_gen(a, g, &u);
+			continue;
+		}
+		char series_path[PATH_MAX], s1[32], s2[32], t[32], dedup[16];
+		bool durable;
+		if (aq_path(a->aq, g->series, series_path, sizeof(series_path)) != 0)
+			snprintf(series_path, sizeof(series_path), "/?");
+		if (u.unique_bytes)
+			snprintf(dedup, sizeof(dedup), "%.2fx", admin_ratio(g->logical_bytes, u.unique_bytes));
+		else
+			snprintf(dedup, sizeof(dedup), "-");
+		printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s\n",
+		       series_path[1] ? series_path + 1 : "/", g->name, g->step,
+		       admin_gen_state(a, g, &durable), g->pinned ? "yes" : "-", g->files,
+		       admin_size(g->logical_bytes, s1), admin_size(u.exclusive_stored, s2), dedup,
+		       admin_time(g->committed_ns, t), g->rule[0] ? g->rule : "-");
+	}
+	if (a->json)
+		printf("%s]\n", l.n ? "\n" : "");
+	free(l.v);
+	if (rc != 0) {
+		admin_err("list: cannot read the catalog: %s", strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	return ADMIN_OK;
+}
+
+/* ---- show ---- */
+
+int admin_cmd_show(struct admin *a)
+{
+	if (a->npos != 1) {
+		admin_err("show: expected one GEN (see ckptfs-admin show --help)");
+		return ADMIN_USAGE;
+	}
+	struct cat_gen g;
+	int rc = admin_resolve_gen(a, a->pos[0], &g);
+	if (rc != ADMIN_OK)
+		return rc;
+	struct aq_gen_usage u;
+	struct aq_file *files = NULL;
+	struct aq_share *shares = NULL;
+	size_t nfiles = 0, nshares = 0;
+	int err = aq_gen_usage(a->aq, g.id, &u);
+	if (err == 0)
+		err = aq_gen_files(a->aq, g.id, &files, &nfiles);
+	if (err == 0)
+		err = aq_gen_shares(a->aq, g.id, &shares, &nshares);
+	if (err != 0) {
+		admin_err("show: cannot read the catalog: %s", strerror(-err));
+		free(files);
+		free(shares);
+		return admin_exit_for(err);
+	}
+	char label[PATH_MAX + CAT_NAME_MAX + 2], path[PATH_MAX], s1[32], s2[32], s3[32], t[32];
+	admin_gen_label(a, &g, label, sizeof(label));
+	if (a->json) {
+		printf("{\"generation\": ");
+		admin_json_gen(a, &g, &u);
+		printf(",\n \"files\": [");
+		for (size_t i = 0; i < nfiles; i++) {
+			if (aq_path(a->aq, files[i].ino, path, sizeof(path)) != 0)
+				snprintf(path, sizeof(path), "?");
+			printf("%s\n  {\"path\": ", i ? "," : "");
+			admin_json_str(stdout, path);
+			printf(", \"size\": %" PRIu64 ", \"extents\": %" PRIu64 ", \"chunks\": %" PRIu64 "}",
+			       files[i].size, files[i].extents, files[i].chunks);
+		}
+		printf("%s],\n \"shares\": [", nfiles ? "\n " : "");
+		for (size_t i = 0; i < nshares; i++) {
+			struct cat_gen o;
+			printf("%s\n  {\"id\": %" PRIu64 ", \"generation\": ", i ? "," : "", shares[i].gen_id);
+			if (shares[i].gen_id && cat_gen_get_brief(a->cat, shares[i].gen_id, &o) == 0) {
+				admin_gen_label(a, &o, label, sizeof(label));
+				admin_json_str(stdout, label);
+			} else {
+				printf("null");
+			}
+			printf(", \"chunks\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", shares[i].chunks,
+			       shares[i].bytes);
+		}
+		printf("%s]}\n", nshares ? "\n " : "");
+	} else {
+		printf("generation %s (id %" PRIu64 ")\n", label, g.id);
+		bool durable;
+		printf("  step %" PRIu64 ", %s, version %u%s\n", g.step, admin_gen_state(a, &g, &durable),
+		       g.version, g.pinned ? ", pinned" : "");
+		printf("  created %s, committed %s, rule %s\n", admin_time(g.created_ns, t),
+		       admin_time(g.committed_ns, s3), g.rule[0] ? g.rule : "-");
+		printf("  %" PRIu64 " files, %s logical, %" PRIu64 " chunks (%s unique, dedup %.2fx)\n",
+		       g.files, admin_size(g.logical_bytes, s1), u.chunks, admin_size(u.unique_bytes, s2),
+		       admin_ratio(g.logical_bytes, u.unique_bytes));
+		printf("  held by it alone: %" PRIu64 " chunks, %s (%s stored)\n", u.exclusive_chunks,
+		       admin_size(u.exclusive_bytes, s1), admin_size(u.exclusive_stored, s2));
+		printf("\n  %12s %8s %8s  %s\n", "SIZE", "EXTENTS", "CHUNKS", "FILE");
+		for (size_t i = 0; i < nfiles; i++) {
+			if (aq_path(a->aq, files[i].ino, path, sizeof(path)) != 0)
+				snprintf(path, sizeof(path), "?");
+			printf("  %12" PRIu64 " %8" PRIu64 " %8" PRIu64 "  %s\n", files[i].size,
+			       files[i].extents, files[i].chunks, path);
+		}
+		printf("\n  shares with:%s\n", nshares ? "" : " no other generation");
+		for (size_t i = 0; i < nshares; i++) {
+			struct cat_gen o;
+			if (shares[i].gen_id && cat_gen_get_brief(a->cat, shares[i].gen_id, &o) == 0)
+				admin_gen_label(a, &o, label, sizeof(label));
+			else
+				snprintf(label, sizeof(label), "(files outside generations)");
+			printf("  %8" PRIu64 " chunks %10s  %s\n", shares[i].chunks,
+			       admin_size(shares[i].bytes, s1), label);
+		}
+	}
+	free(files);
+	free(shares);
+	return ADMIN_OK;
+}

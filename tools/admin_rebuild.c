@@ -1,0 +1,158 @@
+/* admin_rebuild — rebuild: recreate a cache's catalog from BACKING alone
+ * (chunk objects + manifests, DESIGN invariant 5), for a lost or damaged
+ * catalog. The work is fs/rebuild.c's rebuild_catalog, the same the daemon
+ * runs on a fresh node; this command adds the safe swap around it.
+ *
+ * Offline only: a live daemon's catalog is never replaced (exit 8). Under the
+ * cache lock it builds the new catalog as catalog.db.rebuilding, then moves
+ * the old one (and its -wal/-shm) aside as catalog.db.before-rebuild-<time>
+ * — never deleting it — and renames the new one into place. A rebuild that
+ * fails leaves the old catalog where it was. Manifests that are corrupt or
+ * conflict are reported (exit 1) but do not stop the others; every chunk
+ * object named is looked up on BACKING (REBUILD_CHECK_CHUNKS) and files
+ * naming a missing one are counted. Chunks come in as on BACKING only
+ * (cached 0): the daemon fetches them on first read.
+ *
+ * Limits: a generation deleted while its manifest removal was still queued
+ * comes back (delete it again); data that was only in the cache (dirty,
+ * never uploaded) is in no manifest and is not recovered. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "backing.h"
+#include "rebuild.h"
+
+static const char *const admin_db_tails[] = { "", "-wal", "-shm" };
+
+static int admin_move_aside(const char *cache, char *aside, size_t size)
+{
+	char path[PATH_MAX + 32], from[PATH_MAX + 48], to[PATH_MAX + 96], stamp[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	snprintf(path, sizeof(path), "%s/catalog.db", cache);
+	snprintf(aside, size, "%s.before-rebuild-%s", path, stamp);
+	struct stat sb;
+	if (lstat(path, &sb) != 0) {
+		aside[0] = '\0';
+		return 0;
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(from, sizeof(from), "%s%s", path, admin_db_tails[i]);
+		snprintf(to, sizeof(to), "%s%s", aside, admin_db_tails[i]);
+		if (rename(from, to) != 0 && errno != ENOENT)
+			return -errno;
+	}
+	return 0;
+}
+
+static void admin_unlink_db(const char *path)
+{
+	char p[PATH_MAX + 16];
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s%s", path, admin_db_tails[i]);
+		unlink(p);
+	}
+}
+
+static void admin_rebuild_progress(void *arg, uint64_t done, uint64_t total)
+{
+	admin_progress("rebuild", done, total);
+}
+
+int admin_cmd_rebuild(struct admin *a)
+{
+	if (a->daemon || !a->by_cache || a->lock_fd < 0) {
+		admin_err("rebuild: the catalog is in use by a running daemon: unmount first, then "
+			  "ckptfs-admin rebuild --cache %s", a->cache);
+		return ADMIN_BUSY;
+	}
+	if (a->npos > 1) {
+		admin_err("rebuild: expected at most BACKING after --cache DIR");
+		return ADMIN_USAGE;
+	}
+	if (a->npos == 1 && strcmp(a->pos[0], a->backing) != 0) {
+		admin_err("rebuild: cache %s belongs to BACKING %s, not %s", a->cache, a->backing,
+			  a->pos[0]);
+		return ADMIN_USAGE;
+	}
+	int rc = admin_need_objects(a);
+	if (rc != ADMIN_OK)
+		return rc;
+	bool has = false;
+	int err = rebuild_backing_has_data(a->bk, &has);
+	if (err != 0 || !has) {
+		admin_err("rebuild: BACKING %s %s; nothing changed", a->backing,
+			  err ? strerror(-err) : "holds no manifests: nothing to rebuild from");
+		return ADMIN_PROBLEM;
+	}
+	char path[PATH_MAX + 16], tmp[PATH_MAX + 32], aside[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/catalog.db", a->cache);
+	snprintf(tmp, sizeof(tmp), "%s.rebuilding", path);
+	admin_unlink_db(tmp); /* an earlier rebuild that died */
+	struct cat *cat = NULL;
+	err = cat_open(tmp, getuid(), getgid(), NULL, NULL, &cat);
+	if (err != 0) {
+		admin_err("rebuild: cannot create %s: %s; nothing changed", tmp, strerror(-err));
+		return ADMIN_PROBLEM;
+	}
+	struct rebuild_report rep;
+	memset(&rep, 0, sizeof(rep));
+	err = rebuild_catalog(a->bk, cat, REBUILD_CHECK_CHUNKS, admin_rebuild_progress, NULL, &rep);
+	admin_progress_end();
+	int check = err == 0 ? cat_check(cat) : 0;
+	cat_close(cat);
+	if (err != 0 || check != 0) {
+		admin_unlink_db(tmp);
+		admin_err("rebuild: %s; the old catalog is untouched",
+			  err ? strerror(-err) : "the rebuilt catalog fails its checks (see above)");
+		return ADMIN_PROBLEM;
+	}
+	if ((err = admin_move_aside(a->cache, aside, sizeof(aside))) != 0 || rename(tmp, path) != 0) {
+		admin_err("rebuild: cannot put the new catalog in place: %s",
+			  strerror(err ? -err : errno));
+		return ADMIN_PROBLEM;
+	}
+	bool damaged = rep.manifests_corrupt || rep.manifests_rejected || rep.generations_lost ||
+		       rep.chunks_missing;
+	if (a->json) {
+		printf("{\"generations\": %" PRIu64 ", \"tree\": %s, \"files\": %" PRIu64
+		       ", \"bytes\": %" PRIu64 ", \"manifests_seen\": %" PRIu64
+		       ", \"manifests_corrupt\": %" PRIu64 ", \"manifests_rejected\": %" PRIu64
+		       ", \"generations_lost\": %" PRIu64 ", \"chunks_checked\": %" PRIu64
+		       ", \"chunks_missing\": %" PRIu64 ", \"files_damaged\": %" PRIu64
+		       ", \"old_catalog\": ",
+		       rep.generations, rep.tree_applied ? "true" : "false", rep.files, rep.bytes,
+		       rep.manifests_seen, rep.manifests_corrupt, rep.manifests_rejected,
+		       rep.generations_lost, rep.chunks_checked, rep.chunks_missing, rep.files_damaged);
+		if (aside[0])
+			admin_json_str(stdout, aside);
+		else
+			printf("null");
+		printf("}\n");
+	} else {
+		char s[32];
+		printf("rebuilt %s from BACKING %s: %" PRIu64 " generations%s, %" PRIu64
+		       " files, %s\n",
+		       path, a->backing, rep.generations,
+		       rep.tree_applied ? " and the tree outside them" : "", rep.files,
+		       admin_size(rep.bytes, s));
+		if (damaged)
+			printf("problems: %" PRIu64 " corrupt and %" PRIu64 " conflicting manifests, %" PRIu64
+			       " generations lost, %" PRIu64 " chunks missing (%" PRIu64
+			       " files damaged): see above\n",
+			       rep.manifests_corrupt, rep.manifests_rejected, rep.generations_lost,
+			       rep.chunks_missing, rep.files_damaged);
+		if (aside[0])
+			printf("the old catalog is kept as %s\n", aside);
+	}
+	return damaged ? ADMIN_PROBLEM : ADMIN_OK;
+}

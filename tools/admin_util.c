@@ -1,0 +1,134 @@
+/* admin_util — output helpers of ckptfs-admin: one-line errors, exit codes,
+ * human sizes and times, JSON strings, the progress bar. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+
+void admin_err(const char *fmt, ...)
+{
+	va_list ap;
+	admin_progress_end();
+	fputs("ckptfs-admin: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int admin_exit_for(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case 0: return ADMIN_OK;
+	case EACCES:
+	case EPERM: return ADMIN_PERM;
+	case ENOENT: return ADMIN_NO_GEN;
+	case EBUSY:
+	case EEXIST:
+	case ENOTEMPTY: return ADMIN_BUSY;
+	case ENOTCONN:
+	case ECONNREFUSED: return ADMIN_NO_DAEMON;
+	case ETIMEDOUT: return ADMIN_TIMEOUT;
+	case ENOSYS: return ADMIN_UNSUPPORTED;
+	case EINVAL: return ADMIN_USAGE;
+	default: return ADMIN_PROBLEM;
+	}
+}
+
+const char *admin_size(uint64_t bytes, char buf[32])
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)bytes;
+	int u = 0;
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, 32, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, 32, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+const char *admin_time(int64_t ns, char buf[32])
+{
+	if (ns <= 0) {
+		snprintf(buf, 32, "-");
+		return buf;
+	}
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(buf, 32, "%Y-%m-%d %H:%M:%S", &tm);
+	return buf;
+}
+
+void admin_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+const char *admin_state_name(int state)
+{
+	static const char *const names[] = { "open", "committed", "aborted", "deleted" };
+	return state >= 0 && state <= 3 ? names[state] : "?";
+}
+
+double admin_ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+/* ---- progress bar ---- */
+
+static bool admin_bar_shown;
+
+void admin_progress(const char *label, uint64_t done, uint64_t total)
+{
+	static int tty = -1;
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	if (!tty)
+		return;
+	const int width = 30;
+	int fill = total ? (int)((double)done / (double)total * width) : 0;
+	if (fill > width)
+		fill = width;
+	char bar[64];
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, '.', (size_t)(width - fill));
+	bar[width] = '\0';
+	if (total)
+		fprintf(stderr, "\r%-8s [%s] %3d%% (%llu/%llu)", label, bar,
+			(int)(done * 100 / total), (unsigned long long)done,
+			(unsigned long long)total);
+	else
+		fprintf(stderr, "\r%-8s %llu", label, (unsigned long long)done);
+	fflush(stderr);
+	admin_bar_shown = true;
+}
+
+void admin_progress_end(void)
+{
+	if (admin_bar_shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		admin_bar_shown = false;
+	}
+}

@@ -1,0 +1,232 @@
+/* admin_verify — verify [GEN]: re-read and re-hash every copy of every chunk
+ * (of all chunks, or of one generation's): the cache's copy where the catalog
+ * says it is cached, BACKING's where it says it is uploaded. Each missing or
+ * corrupt copy is reported with where it is and the files and generations
+ * that name the chunk. check: the catalog's invariants.
+ *
+ * Read-only: works mounted (the catalog is opened read-only; WAL readers do
+ * not block the daemon) and offline alike. A copy the daemon removes while
+ * verify runs (eviction, a deleted generation) is re-checked against the
+ * catalog before it is reported. Exit 1 if anything is bad. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "backing.h"
+#include "store.h"
+#include "upload.h"
+
+static char *admin_obj_buf;
+static size_t admin_obj_cap;
+
+int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash[CAT_HASH_LEN],
+		     void *plain, size_t cap, size_t *len, const char **why)
+{
+	*why = NULL;
+	size_t need = 2 * cap + STORE_HEADER_LEN + 4096; /* LZ4's worst case is far below */
+	if (admin_obj_cap < need) {
+		char *nb = realloc(admin_obj_buf, need);
+		if (!nb)
+			return -ENOMEM;
+		admin_obj_buf = nb;
+		admin_obj_cap = need;
+	}
+	size_t olen = 0;
+	int rc;
+	if (where == ADMIN_IN_CACHE) {
+		rc = a->store ? store_read_object(a->store, hash, admin_obj_buf, admin_obj_cap, &olen)
+			      : -ENOENT;
+	} else {
+		char rel[128];
+		store_object_relpath(hash, rel, sizeof(rel));
+		rc = a->bk ? backing_get(a->bk, rel, admin_obj_buf, admin_obj_cap, &olen) : -ENOENT;
+	}
+	if (rc == -EIO)
+		*why = "malformed header or length";
+	if (rc != 0)
+		return rc;
+	return store_object_check(hash, admin_obj_buf, olen, plain, cap, len, why);
+}
+
+struct admin_verify {
+	struct admin *a;
+	uint64_t ok, bad, skipped, done, total;
+	uint64_t cache_copies, backing_copies; /* verified good */
+	char *buf;
+	size_t cap;
+	bool first_bad;
+};
+
+static void admin_verify_report(struct admin_verify *v, const uint8_t hash[CAT_HASH_LEN],
+				const char *where, const char *problem, const char *why)
+{
+	struct admin *a = v->a;
+	char hex[HASH_HEX_LEN + 1], path[PATH_MAX], label[PATH_MAX + CAT_NAME_MAX + 2];
+	hash_to_hex(hash, hex);
+	struct aq_user *users = NULL;
+	size_t n = 0;
+	aq_chunk_users(a->aq, hash, &users, &n);
+	admin_progress_end();
+	if (a->json) {
+		printf("%s\n  {\"chunk\": \"%s\", \"where\": \"%s\", \"problem\": \"%s\", \"why\": ",
+		       v->first_bad ? "" : ",", hex, where, problem);
+		admin_json_str(stdout, why ? why : problem);
+		printf(", \"files\": [");
+	} else {
+		printf("%s chunk %s in %s (%s)\n", problem, hex, where, why ? why : problem);
+	}
+	v->first_bad = false;
+	for (size_t i = 0; i < n; i++) {
+		struct cat_gen g;
+		bool has_gen = users[i].gen_id && cat_gen_get_brief(a->cat, users[i].gen_id, &g) == 0;
+		if (aq_path(a->aq, users[i].ino, path, sizeof(path)) != 0)
+			snprintf(path, sizeof(path), "?");
+		if (has_gen)
+			admin_gen_label(a, &g, label, sizeof(label));
+		if (a->json) {
+			printf("%s{\"path\": ", i ? ", " : "");
+			admin_json_str(stdout, path);
+			printf(", \"generation\": ");
+			if (has_gen)
+				admin_json_str(stdout, label);
+			else
+				printf("null");
+			printf("}");
+		} else {
+			printf("  in %s (%s%s)\n", path, has_gen ? "generation " : "no generation",
+			       has_gen ? label : "");
+		}
+	}
+	if (a->json)
+		printf("]}");
+	free(users);
+}
+
+/* Checks one copy; a failure is re-checked against the catalog (the daemon
+ * may have evicted or removed it meanwhile) before it counts. */
+static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH_LEN],
+			     uint64_t plain_len, enum admin_where where)
+{
+	size_t got = 0;
+	const char *why = NULL;
+	int rc = admin_chunk_read(v->a, where, hash, v->buf, v->cap, &got, &why);
+	if (rc == 0 && got == plain_len)
+		return 0;
+	if (rc == -ENOMEM)
+		return rc;
+	struct cat_chunk_where w;
+	if (cat_chunk_where(v->a->cat, hash, &w) != 0 || w.refcount == 0 ||
+	    (where == ADMIN_IN_CACHE ? !w.cached : !w.uploaded))
+		return 1; /* gone or moved meanwhile: nothing to report */
+	v->bad++;
+	admin_verify_report(v, hash, where == ADMIN_IN_CACHE ? "cache" : "BACKING",
+			    rc == -ENOENT ? "missing" : "corrupt",
+			    rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : strerror(-rc));
+	return 1;
+}
+
+static int admin_verify_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+			    uint8_t codec, int64_t stored_len, uint64_t refcount)
+{
+	struct admin_verify *v = arg;
+	admin_progress("verify", ++v->done, v->total);
+	struct cat_chunk_where w;
+	if (stored_len < 0 || refcount == 0 || cat_chunk_where(v->a->cat, hash, &w) != 0) {
+		v->skipped++; /* being written, or about to go */
+		return 0;
+	}
+	if (v->cap < plain_len || !v->buf) {
+		char *nb = realloc(v->buf, plain_len ? plain_len : 1);
+		if (!nb)
+			return -ENOMEM;
+		v->buf = nb;
+		v->cap = plain_len ? plain_len : 1;
+	}
+	int bad = 0, rc = 0;
+	if (w.cached && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_IN_CACHE)) < 0)
+		return rc;
+	bad |= rc;
+	if (w.uploaded && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_ON_BACKING)) < 0)
+		return rc;
+	bad |= rc;
+	if (!bad) {
+		v->ok++;
+		v->cache_copies += w.cached;
+		v->backing_copies += w.uploaded;
+	}
+	return 0;
+}
+
+int admin_cmd_verify(struct admin *a)
+{
+	if (a->npos > 1) {
+		admin_err("verify: expected at most one GEN");
+		return ADMIN_USAGE;
+	}
+	struct admin_verify v = { .a = a, .first_bad = true };
+	struct aq_chunk *chunks = NULL;
+	size_t n = 0;
+	int rc = 0;
+	if (a->npos == 1) {
+		struct cat_gen g;
+		int ec = admin_resolve_gen(a, a->pos[0], &g);
+		if (ec != ADMIN_OK)
+			return ec;
+		rc = aq_gen_chunks(a->aq, g.id, &chunks, &n);
+		v.total = n;
+	} else {
+		struct cat_stats s;
+		if ((rc = cat_stats(a->cat, &s)) == 0)
+			v.total = s.chunks;
+	}
+	if (rc == 0 && a->json)
+		printf("{\"bad\": [");
+	if (rc == 0 && a->npos == 1) {
+		for (size_t i = 0; i < n && rc == 0; i++)
+			rc = admin_verify_one(&v, chunks[i].hash, chunks[i].plain_len, 0,
+					      chunks[i].stored_len, 1);
+	} else if (rc == 0) {
+		rc = cat_chunks(a->cat, admin_verify_one, &v);
+	}
+	admin_progress_end();
+	free(chunks);
+	free(v.buf);
+	free(admin_obj_buf);
+	admin_obj_buf = NULL;
+	admin_obj_cap = 0;
+	if (a->json)
+		printf("%s], \"chunks_ok\": %" PRIu64 ", \"chunks_bad\": %" PRIu64
+		       ", \"chunks_skipped\": %" PRIu64 ", \"cache_copies_ok\": %" PRIu64
+		       ", \"backing_copies_ok\": %" PRIu64 "}\n",
+		       v.first_bad ? "" : "\n ", v.ok, v.bad, v.skipped, v.cache_copies, v.backing_copies);
+	else
+		printf("chunks_ok %" PRIu64 "\nchunks_bad %" PRIu64 "\nchunks_skipped %" PRIu64
+		       "\ncache_copies_ok %" PRIu64 "\nbacking_copies_ok %" PRIu64 "\n",
+		       v.ok, v.bad, v.skipped, v.cache_copies, v.backing_copies);
+	if (rc != 0) {
+		admin_err("verify: stopped: %s", strerror(-rc));
+		return ADMIN_PROBLEM;
+	}
+	return v.bad ? ADMIN_PROBLEM : ADMIN_OK;
+}
+
+int admin_cmd_check(struct admin *a)
+{
+	if (a->npos != 0) {
+		admin_err("check: takes no argument");
+		return ADMIN_USAGE;
+	}
+	int rc = cat_check(a->cat); /* with G1–G3 of the generations */
+	if (rc != 0) {
+		admin_err("check: the catalog has problems (see the lines above)");
+		return ADMIN_PROBLEM;
+	}
+	if (a->json)
+		printf("{\"catalog\": \"ok\"}\n");
+	else
+		printf("catalog ok\n");
+	return ADMIN_OK;
+}

@@ -1,0 +1,130 @@
+/* admin_wait — wait [GEN] [--timeout S] and rebuild.
+ *
+ * wait blocks until a generation is durable on BACKING: for job scripts
+ * before they exit. Durable means COMMITTED with its manifest and every chunk
+ * it names on BACKING (meta/upload.h, U3: cat_gen_durable). It polls the
+ * catalog read-only (each question is a new read transaction, so it sees the
+ * uploader's progress), so it needs no daemon request and never holds one
+ * up. Waiting on an OPEN generation waits for its commit, then its upload.
+ * Without GEN it waits for every generation that is COMMITTED when it starts;
+ * OPEN ones are named on stderr and not waited for (a save with no completion
+ * signal stays open until the unmount decides). Offline (no daemon) nothing
+ * uploads: wait then only reports, and times out if something is not durable. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "admin.h"
+#include "upload.h"
+
+static double admin_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct admin_wait_list {
+	uint64_t *id;
+	size_t n, cap;
+	struct admin *a;
+};
+
+static int admin_wait_add(void *arg, const struct cat_gen *g)
+{
+	struct admin_wait_list *l = arg;
+	if (g->state == GEN_OPEN) {
+		char label[PATH_MAX + CAT_NAME_MAX + 2];
+		admin_gen_label(l->a, g, label, sizeof(label));
+		fprintf(stderr, "ckptfs-admin: wait: %s is open (not committed): not waited for\n", label);
+		return 0;
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		uint64_t *p = realloc(l->id, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->id = p;
+		l->cap = cap;
+	}
+	l->id[l->n++] = g->id;
+	return 0;
+}
+
+int admin_cmd_wait(struct admin *a)
+{
+	if (a->npos > 1) {
+		admin_err("wait: expected at most one GEN");
+		return ADMIN_USAGE;
+	}
+	struct admin_wait_list l = { .a = a };
+	int rc;
+	if (a->npos == 1) {
+		struct cat_gen g;
+		if ((rc = admin_resolve_gen(a, a->pos[0], &g)) != ADMIN_OK)
+			return rc;
+		if (g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
+			char label[PATH_MAX + CAT_NAME_MAX + 2];
+			admin_gen_label(a, &g, label, sizeof(label));
+			admin_err("wait %s: it is %s (rule %s): it will never be durable", label,
+				  admin_state_name(g.state), g.rule[0] ? g.rule : "-");
+			return ADMIN_PROBLEM;
+		}
+		l.id = malloc(sizeof(*l.id));
+		if (!l.id)
+			return ADMIN_PROBLEM;
+		l.id[l.n++] = g.id;
+	} else if ((rc = cat_gen_list_brief(a->cat, 0, false, admin_wait_add, &l)) != 0) {
+		admin_err("wait: cannot read the catalog: %s", strerror(-rc));
+		free(l.id);
+		return admin_exit_for(rc);
+	}
+	double start = admin_now();
+	size_t durable = 0;
+	int ec = ADMIN_OK;
+	for (;;) {
+		durable = 0;
+		for (size_t i = 0; i < l.n && ec == ADMIN_OK; i++) {
+			bool d = false;
+			struct cat_gen g;
+			/* cat_gen_durable says "nothing left to upload": only a COMMITTED one counts */
+			rc = cat_gen_get_brief(a->cat, l.id[i], &g);
+			if (rc == 0 && g.state == GEN_COMMITTED)
+				rc = cat_gen_durable(a->cat, l.id[i], &d);
+			if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
+				char label[PATH_MAX + CAT_NAME_MAX + 2];
+				admin_gen_label(a, &g, label, sizeof(label));
+				admin_err("wait: %s was %s (rule %s) while waiting", label,
+					  admin_state_name(g.state), g.rule[0] ? g.rule : "-");
+				ec = ADMIN_PROBLEM;
+			} else if (rc != 0) {
+				admin_err("wait: cannot read the catalog: %s", strerror(-rc));
+				ec = admin_exit_for(rc);
+			}
+			durable += d;
+		}
+		admin_progress("wait", durable, l.n);
+		if (ec != ADMIN_OK || durable == l.n)
+			break;
+		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {
+			admin_err("wait: %zu of %zu generations durable after %.1f s (--timeout)",
+				  durable, l.n, a->timeout_s);
+			ec = ADMIN_TIMEOUT;
+			break;
+		}
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	admin_progress_end();
+	free(l.id);
+	if (ec == ADMIN_OK) {
+		if (a->json)
+			printf("{\"durable\": %zu, \"waited_s\": %.3f}\n", durable, admin_now() - start);
+		else
+			printf("%zu generation%s durable on BACKING\n", durable, durable == 1 ? "" : "s");
+	}
+	return ec;
+}

@@ -918,10 +918,14 @@ int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
 	int rc = cat_begin(cat);
 	if (rc == 0)
 		rc = gen_get(cat, id, &g);
+	bool changed = rc == 0 && g.pinned != pinned;
 	if (rc == 0) {
 		g.pinned = pinned;
 		rc = gen_put(cat, &g);
 	}
+	/* the manifest on BACKING carries the pin: write it again */
+	if (rc == 0 && changed && g.state == GEN_COMMITTED)
+		rc = cat_up_gen_committed_txn(cat, g.id, g.version);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;

@@ -102,6 +102,19 @@ test_fresh_node_with_an_empty_cache_sees_every_durable_generation() {
 	_objcheck
 }
 
+test_pin_after_commit_reaches_backing_and_a_fresh_node() {
+	ck_mount
+	_save_step 1 2
+	_wait_durable
+	setfattr -n user.ckptfs.pin -v 1 "$CK_MNT/run/step-1"
+	_wait_durable
+	ck_umount
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount
+	assert_eq 1 "$(ck_sql "SELECT pinned FROM generations WHERE name = 'step-1'")" "pin of step-1 on a fresh node"
+	ck_umount
+}
+
 test_lost_catalog_is_refused_with_the_rebuild_command() {
 	ck_mount
 	_save_step 1 2

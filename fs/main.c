@@ -280,9 +280,10 @@ static void main_close_state(struct ckptfs *fs)
 	fs->uploader = NULL;
 	gen_policy_free(fs->gen);
 	fs->gen = NULL;
+	chunk_cache_free(fs->chunks); /* its readahead threads read through the cache */
+	fs->chunks = NULL;
 	cache_stop(fs->cache);
 	fs->cache = NULL;
-	chunk_cache_free(fs->chunks);
 	node_table_free(fs->nodes);
 	cat_close(fs->cat);
 	store_close(fs->store);

@@ -14,6 +14,8 @@
 #include "log.h"
 
 #define CHUNK_CACHE_SLOTS 32
+#define READER_PREFETCH_THREADS 2
+#define READER_PREFETCH_QUEUE 16
 
 struct chunk_entry {
 	uint8_t hash[HASH_LEN];
@@ -29,6 +31,16 @@ struct chunk_cache {
 	pthread_cond_t loaded;
 	uint64_t budget, bytes, clock, hits, misses;
 	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
+
+	/* readahead: chunks decoded ahead of a sequential reader, by threads
+	 * started at the first request (after the daemon forked) */
+	struct ckptfs *fs;
+	struct cat_extent queue[READER_PREFETCH_QUEUE];
+	int q_head, q_len;
+	pthread_cond_t work;
+	pthread_t thread[READER_PREFETCH_THREADS];
+	int n_threads;
+	bool stopping;
 };
 
 int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out)
@@ -38,6 +50,7 @@ int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out)
 		return -ENOMEM;
 	pthread_mutex_init(&cc->lock, NULL);
 	pthread_cond_init(&cc->loaded, NULL);
+	pthread_cond_init(&cc->work, NULL);
 	cc->budget = budget_bytes;
 	*out = cc;
 	return 0;
@@ -47,8 +60,15 @@ void chunk_cache_free(struct chunk_cache *cc)
 {
 	if (!cc)
 		return;
+	pthread_mutex_lock(&cc->lock);
+	cc->stopping = true;
+	pthread_cond_broadcast(&cc->work);
+	pthread_mutex_unlock(&cc->lock);
+	for (int i = 0; i < cc->n_threads; i++)
+		pthread_join(cc->thread[i], NULL);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
 		free(cc->slot[i].data);
+	pthread_cond_destroy(&cc->work);
 	pthread_cond_destroy(&cc->loaded);
 	pthread_mutex_destroy(&cc->lock);
 	free(cc);
@@ -193,8 +213,61 @@ int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent 
 	return 0;
 }
 
+/* ---- readahead ---- */
+
+static void *chunk_cache_prefetch_main(void *p)
+{
+	struct chunk_cache *cc = p;
+	pthread_mutex_lock(&cc->lock);
+	while (!cc->stopping) {
+		if (cc->q_len == 0) {
+			pthread_cond_wait(&cc->work, &cc->lock);
+			continue;
+		}
+		struct cat_extent ext = cc->queue[cc->q_head];
+		cc->q_head = (cc->q_head + 1) % READER_PREFETCH_QUEUE;
+		cc->q_len--;
+		pthread_mutex_unlock(&cc->lock);
+		char *data;
+		int slot, owned;
+		if (chunk_cache_get(cc->fs, &ext, &data, &slot, &owned) == 0)
+			chunk_cache_release(cc, slot, data, owned); /* stays cached, unpinned */
+		pthread_mutex_lock(&cc->lock);
+	}
+	pthread_mutex_unlock(&cc->lock);
+	return NULL;
+}
+
+/* Asks for ext's chunk to be decoded into the cache in the background; a
+ * no-op if it is there, being loaded, queued, or the queue is full. */
+static void chunk_cache_prefetch(struct ckptfs *fs, const struct cat_extent *ext)
+{
+	struct chunk_cache *cc = fs->chunks;
+	pthread_mutex_lock(&cc->lock);
+	bool known = cc->stopping || cc->q_len == READER_PREFETCH_QUEUE;
+	for (int i = 0; i < CHUNK_CACHE_SLOTS && !known; i++) {
+		const struct chunk_entry *e = &cc->slot[i];
+		known = (e->data || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0;
+	}
+	for (int i = 0; i < cc->q_len && !known; i++)
+		known = memcmp(cc->queue[(cc->q_head + i) % READER_PREFETCH_QUEUE].hash, ext->hash,
+			       HASH_LEN) == 0;
+	if (!known) {
+		cc->fs = fs;
+		cc->queue[(cc->q_head + cc->q_len) % READER_PREFETCH_QUEUE] = *ext;
+		cc->q_len++;
+		while (cc->n_threads < READER_PREFETCH_THREADS &&
+		       pthread_create(&cc->thread[cc->n_threads], NULL, chunk_cache_prefetch_main,
+				      cc) == 0)
+			cc->n_threads++;
+		pthread_cond_signal(&cc->work);
+	}
+	pthread_mutex_unlock(&cc->lock);
+}
+
 #define READER_BATCH 16
-#define READER_AHEAD 4 /* chunks prefetched past a read */
+#define READER_AHEAD_DECODED 2 /* chunks past a read decoded into memory */
+#define READER_AHEAD 6          /* chunks past a read brought into the disk cache */
 
 int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
 		size_t len, char *out)
@@ -224,10 +297,15 @@ int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_
 				return rc;
 			pos += take;
 		}
-		/* readahead: the chunks after this read come from BACKING in the background */
+		/* readahead: the next chunks are decoded and verified while the kernel
+		 * takes this read; those after them come from BACKING meanwhile */
 		if (src == READER_COMMITTED)
-			for (int j = i; j < n && j < i + READER_AHEAD; j++)
-				cache_prefetch(fs->cache, ext[j].hash);
+			for (int j = i; j < n && j < i + READER_AHEAD; j++) {
+				if (j < i + READER_AHEAD_DECODED)
+					chunk_cache_prefetch(fs, &ext[j]);
+				else
+					cache_prefetch(fs->cache, ext[j].hash);
+			}
 		if (n < READER_BATCH || i < n)
 			break; /* no more extents, or the rest lie past the range */
 	}

@@ -34,12 +34,15 @@
  *   1. An op that is failed by a fault has not touched SRCDIR.
  *   2. Every op is counted in `ops` exactly once, after hang and latency.
  *   3. Faults never leak a file descriptor: release always closes.
+ *   4. No op outlives the session: when faultfs is told to exit (SIGTERM,
+ *      unmount), ops held by hang fail with EIO, so the daemon can exit.
  */
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 31
 #endif
 #define _GNU_SOURCE
 #include <fuse.h>
+#include <fuse_lowlevel.h> /* fuse_session_exited */
 
 #include <dirent.h>
 #include <errno.h>
@@ -220,6 +223,16 @@ static struct fault_config fault_config_get(void)
 
 /* ---------------------------------------------------------------- faults */
 
+/* True once the session is told to end: libfuse joins its workers at exit,
+ * so none may stay held by hang=1. */
+static int fault_exiting(void)
+{
+	struct fuse_context *ctx = fuse_get_context();
+	if (atomic_load(&g.stop))
+		return 1;
+	return ctx && ctx->fuse && fuse_session_exited(fuse_get_session(ctx->fuse));
+}
+
 /* Hang, latency, counting, then error injection. Returns 0 to go on, or a
  * negative errno that the op returns without touching SRCDIR. */
 static int fault_gate(enum fault_op op)
@@ -228,12 +241,14 @@ static int fault_gate(enum fault_op op)
 	if (c.hang) {
 		fault_bump(&g.hung, 1);
 		fault_bump(&g.hanging, 1);
-		while (c.hang && !atomic_load(&g.stop)) {
+		while (c.hang && !fault_exiting()) {
 			fault_sleep(0.05);
 			c = fault_config_get();
 		}
 		atomic_fetch_sub(&g.hanging, 1);
 		atomic_fetch_add(&g.change_seq, 1);
+		if (c.hang)
+			return -EIO; /* faultfs is exiting (SIGTERM, unmount) */
 	}
 	fault_sleep(c.latency_ms / 1000.0);
 	fault_bump(&g.ops[op], 1);
@@ -387,13 +402,14 @@ static int fault_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_
 	DIR *d = (DIR *)(uintptr_t)fi->fh;
 	struct dirent *de;
 	rewinddir(d); /* offset 0 mode: libfuse asks once and buffers the listing */
-	errno = 0;
-	while ((de = readdir(d)) != NULL) {
+	for (;;) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL)
+			return -errno;
 		struct stat st = { .st_ino = de->d_ino, .st_mode = (mode_t)DTTOIF(de->d_type) };
 		if (fill(buf, de->d_name, &st, 0, 0))
-			break;
+			return 0;
 	}
-	return -errno;
 }
 
 static int fault_releasedir(const char *path, struct fuse_file_info *fi)

@@ -30,7 +30,8 @@ SRC=$T/src MNT=$T/mnt CTL=$T/ctl STATS=$T/ctl.stats REF=$T/ref
 mkdir -p "$SRC" "$MNT" "$REF"
 : >"$CTL"
 FS_PID=
-BG_PIDS=() # of the running case
+BG_PIDS=()   # of the running case
+CASE_MNTS=() # extra mounts of the running case
 
 is_mounted() { awk -v m="$MNT" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
@@ -90,8 +91,9 @@ now_ms() { date +%s%3N; }
 # background PIDs and clears the faults it set.
 fail() { echo "    $*" >&2; exit 1; }
 case_cleanup() {
-	local pid
+	local pid m
 	for pid in "${BG_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
+	for m in "${CASE_MNTS[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
 	ctl_clear >/dev/null 2>&1
 }
 
@@ -268,6 +270,29 @@ test_hang_blocks_cat_until_cleared() {
 	rm -f "$MNT/h"
 }
 
+test_sigterm_ends_faultfs_even_with_an_op_held_by_hang() {
+	# A second faultfs of its own, so the shared one stays up.
+	local d=$T/term pid cat_pid i
+	mkdir -p "$d/src" "$d/mnt"
+	echo data >"$d/src/f"
+	echo hang=1 >"$d/ctl"
+	"$FAULTFS" -f -o "ctl=$d/ctl" "$d/src" "$d/mnt" 2>"$d/log" &
+	pid=$!
+	BG_PIDS+=("$pid")
+	CASE_MNTS+=("$d/mnt")
+	for i in $(seq 100); do awk -v m="$d/mnt" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo && break; sleep 0.05; done
+	cat "$d/mnt/f" >/dev/null 2>&1 &
+	cat_pid=$!
+	BG_PIDS+=("$cat_pid")
+	for i in $(seq 100); do [ "$(sed -n 's/^hanging=//p' "$d/ctl.stats" 2>/dev/null)" = 1 ] && break; sleep 0.05; done
+	[ "$(sed -n 's/^hanging=//p' "$d/ctl.stats")" = 1 ] || fail "the cat is not held (stats: $(head -n 6 "$d/ctl.stats" | tr '\n' ' '))"
+	kill -TERM "$pid"
+	for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	kill -0 "$pid" 2>/dev/null && fail "faultfs still runs 5 s after SIGTERM with an op held by hang"
+	wait "$cat_pid" && fail "the held cat succeeded; expected an error once faultfs exits"
+	return 0
+}
+
 test_missing_control_file_means_no_faults() {
 	ctl_set eio=all || return 1
 	local before i
@@ -301,5 +326,24 @@ for t in $(declare -F | awk '$3 ~ /^test_/ { print $3 }'); do
 		failed=$((failed + 1))
 	fi
 done
+
+# Last: the shared faultfs unmounts and exits 0, with no sanitizer report
+# in its stderr (leaks are reported at exit, so this comes after unmount).
+exit_rc=0
+if ! fusermount3 -u "$MNT"; then
+	exit_rc=unmount-failed
+else
+	for _ in $(seq 100); do kill -0 "$FS_PID" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$FS_PID" 2>/dev/null; then exit_rc=still-running; else wait "$FS_PID" || exit_rc=$?; fi
+	FS_PID=
+fi
+if [ "$exit_rc" = 0 ] && ! grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$T/faultfs.log"; then
+	echo "PASS faultfs unmounts and exits 0, stderr clean"
+	passed=$((passed + 1))
+else
+	echo "FAIL faultfs unmounts and exits 0, stderr clean (exit: $exit_rc)"
+	head -n 20 "$T/faultfs.log"
+	failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,6 +5,7 @@
 #   make test       install packages if missing, build, run unit + integration tests (also ASan+UBSan)
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
+#   make test-trainers  real trainers end to end (tests/trainers/README.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -116,3 +117,8 @@ $(BUILD)/faultfs: tests/faultfs/faultfs.c
 
 test-faultfs: deps $(BUILD)/faultfs
 	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs
+
+# ---- real trainers end to end (tests/trainers/README.md)
+.PHONY: test-trainers
+test-trainers: deps all
+	tests/trainers/run.sh $(BUILD)

@@ -5,6 +5,7 @@
 #   make test       install packages if missing, build, run unit + integration tests (also ASan+UBSan)
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
+#   make test-trainers  real trainers end to end (tests/trainers/README.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -128,3 +129,8 @@ check-docker: deps all
 # docs/examples (fstab line, systemd mount unit) mounted for real through mount(8); root.
 check-examples: deps all
 	docs/examples/check_fstab.sh $(BUILD)
+
+# ---- real trainers end to end (tests/trainers/README.md)
+.PHONY: test-trainers
+test-trainers: deps all
+	tests/trainers/run.sh $(BUILD)

@@ -38,7 +38,7 @@ struct gen_live {
 	int64_t last_activity_ns;
 	char pending_rule[GEN_RULE_MAX]; /* a commit waiting for the writers */
 	bool pending_quiet;
-	bool expects_marker; /* saw *.distcp or .metadata.tmp: a marker layout */
+	bool expects_marker; /* saw a file of a marker layout (gen_name_implies_marker) */
 	pid_t tids[GEN_MAX_PIDS]; /* threads seen writing */
 	pid_t pids[GEN_MAX_PIDS]; /* their processes */
 	int npids;
@@ -519,11 +519,31 @@ int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 	return 0;
 }
 
-void gen_file_created(struct gen_policy *g, uint64_t gen_id, const char *name)
+static bool gen_ends_with(const char *name, size_t len, const char *suffix)
+{
+	size_t n = strlen(suffix);
+	return len >= n && strcmp(name + len - n, suffix) == 0;
+}
+
+/* A file that only layouts with a completion marker write: DCP's shards and
+ * metadata temp, HF Trainer's rng states (marker trainer_state.json),
+ * DeepSpeed's model/optimizer states and Megatron's legacy shard (marker: the
+ * tracker file). A generation that has one and no marker yet is unfinished
+ * at unmount (docs/GENERATIONS.md). */
+static bool gen_name_implies_marker(const char *name)
 {
 	size_t len = strlen(name);
-	bool marker = strcmp(name, ".metadata.tmp") == 0 ||
-		      (len > 7 && strcmp(name + len - 7, ".distcp") == 0);
+	return strcmp(name, ".metadata.tmp") == 0 || gen_ends_with(name, len, ".distcp") ||
+	       (strncmp(name, "rng_state", 9) == 0 && gen_ends_with(name, len, ".pth")) ||
+	       strcmp(name, "training_args.bin") == 0 ||
+	       gen_ends_with(name, len, "_model_states.pt") ||
+	       gen_ends_with(name, len, "_optim_states.pt") ||
+	       strcmp(name, "model_optim_rng.pt") == 0;
+}
+
+void gen_file_created(struct gen_policy *g, uint64_t gen_id, const char *name)
+{
+	bool marker = gen_name_implies_marker(name);
 	if (gen_id == 0 || !marker)
 		return;
 	pthread_mutex_lock(&g->lock);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckptfs.h"
 #include "log.h"
@@ -191,12 +192,28 @@ void node_unlinked(struct node_table *t, uint64_t ino)
 {
 	struct node *n = node_peek(t, ino);
 	if (n) {
+		/* The kernel may hold lookups on it for long (a generation removed
+		 * behind its back): with no handle open nothing can read the data any
+		 * more, so the chunks are released now, the inode row at FORGET. */
+		pthread_mutex_lock(&t->lock);
+		bool idle = n->open_count == 0;
+		pthread_mutex_unlock(&t->lock);
+		struct cat_inode attr;
+		if (idle && cat_getattr(t->fs->cat, ino, &attr) == 0 && S_ISREG(attr.mode) &&
+		    attr.nlink == 0 && attr.size > 0) {
+			int rc = cat_file_truncate(t->fs->cat, ino, 0);
+			if (rc != 0 && rc != -ENOENT)
+				log_warn("inode %llu: releasing the data of an unlinked file failed: %s"
+					 "; it goes when the kernel forgets the inode",
+					 (unsigned long long)ino, strerror(-rc));
+		}
 		node_put(t, n); /* frees and releases if it was the last holder */
 		return;
 	}
 	int rc = cat_inode_release(t->fs->cat, ino);
-	if (rc != 0)
-		log_error("inode %llu: releasing after unlink failed: %d", (unsigned long long)ino, rc);
+	if (rc != 0 && rc != -ENOENT) /* gone already: released by an earlier holder */
+		log_error("inode %llu: releasing after unlink failed: %s", (unsigned long long)ino,
+			  strerror(-rc));
 }
 
 void node_writers_add(struct node_table *t, struct node *n, int delta)

@@ -178,22 +178,17 @@ test_new_node_with_empty_cache_resumes_from_backing_bitwise() {
 	_assert_same_as_uninterrupted "$CK_TMP/out2"
 	_assert_kept "step-8 step-10"
 	ck_umount
-	# --allow-orphans: step-2's chunk objects, deleted by keep on node 1, are
-	# leaked on BACKING (a ckptfs bug: test_BUG_keep_deleted_chunks_leak_on_backing_for_a_new_node).
-	tr_objcheck --allow-orphans
+	tr_objcheck
 }
 ck_timeout test_new_node_with_empty_cache_resumes_from_backing_bitwise 240
 
-# KNOWN CKPTFS BUG — this case fails until it is fixed.
-# keep-latest-k deletes step-2; its files become nlink=0 inodes that keep their
-# extents (and so their chunks' references) until the kernel FORGETs them,
-# which it need not do before unmount; a clean unmount does not reap them
-# either. So after the job, uploads = 0 and a clean unmount, step-2's chunk
-# objects are still on BACKING and still referenced in node 1's catalog; only
-# node 1's *next* mount (startup recovery) releases them and queues their
-# removal. A new node (empty cache, catalog rebuilt from BACKING's manifests)
-# never learns of them: they are leaked on BACKING for good.
-test_BUG_keep_deleted_chunks_leak_on_backing_for_a_new_node() {
+# Regression (found by this suite): keep-latest-k deletes step-2; its files
+# become nlink=0 inodes the kernel may hold for long. Their chunks must be
+# released at once (no handle is open), their removal from BACKING queued and
+# done, so that after the job BACKING holds exactly the kept generations' chunks
+# — a new node (catalog rebuilt from BACKING's manifests) would never learn of
+# leftovers.
+test_keep_deleted_generations_leave_no_chunks_on_backing_for_a_new_node() {
 	ck_mount "keep=$TR_KEEP"
 	job train "$CK_MNT/run" "$CK_TMP/out1" --steps $STEPS --every $EVERY --stop-at 6 --check >"$CK_TMP/job.out" 2>&1 ||
 		ck_fail "the job failed: $(tail -n 8 "$CK_TMP/job.out" | tr '\n' '|')"

@@ -92,16 +92,11 @@ test_hf_trainer_checkpoints_kept_and_resumed() {
 }
 ck_timeout test_hf_trainer_checkpoints_kept_and_resumed 180
 
-# KNOWN CKPTFS BUG — this case fails until it is fixed.
-# An HF save interrupted before trainer_state.json (checkpoint-60: config,
-# model.safetensors, optimizer.pt, scheduler.pt, rng_state_0.pth, all closed)
-# is OPEN and hidden while mounted, but a clean unmount (the job's end, or a
-# node drain) commits it with rule=unmount: it has no open handle and the
-# unmount decision only knows DCP's unfinished layout (docs/GENERATIONS.md
-# "Clean unmount"), not HF's missing trainer_state.json. After the remount
-# HF's get_last_checkpoint picks checkpoint-60, which has no
-# trainer_state.json (resume crashes), and keep=2 has deleted checkpoint-40 for it.
-test_BUG_hf_checkpoint_without_trainer_state_is_committed_by_clean_unmount() {
+# Regression (found by this suite): a clean unmount must abort an HF
+# checkpoint-N without trainer_state.json (its rng_state files mark the HF
+# layout), else HF's get_last_checkpoint picks it after the remount (resume
+# crashes) and keep=2 deletes a complete checkpoint to make room for it.
+test_hf_checkpoint_without_trainer_state_is_aborted_by_clean_unmount() {
 	ck_mount "keep=$TR_KEEP,quiet=1"
 	_save hf out 40,50
 	_kept out "checkpoint-40 checkpoint-50" "checkpoint-40 checkpoint-50"
@@ -113,7 +108,7 @@ test_BUG_hf_checkpoint_without_trainer_state_is_committed_by_clean_unmount() {
 	_resume hf out 50
 	ck_umount
 }
-ck_timeout test_BUG_hf_checkpoint_without_trainer_state_is_committed_by_clean_unmount 180
+ck_timeout test_hf_checkpoint_without_trainer_state_is_aborted_by_clean_unmount 180
 
 test_deepspeed_latest_tag_kept_and_resumed_on_a_new_node() {
 	ck_mount "keep=$TR_KEEP"

@@ -432,6 +432,8 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 	if (rc != 0 || gen.state != GEN_COMMITTED)
 		return rc == -ENOENT ? 0 : rc;
 	rc = cat_gen_reopen(g->fs->cat, gen_id);
+	if (rc == -EALREADY)
+		return 0; /* another writer of the rewrite (a second rank) reopened it first */
 	if (rc != 0) {
 		log_error("generation %s: reopening for a rewrite failed: %s", gen.name, strerror(-rc));
 		return rc;

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "reader.h"
 #include "uploader.h"
+#include "zipcut.h"
 
 #define WRITER_BUF_MIN (64u << 10)
 #define WRITER_IO_BLOCK (1u << 20)
@@ -37,6 +38,7 @@ struct writer {
 	uint8_t *buf;
 	size_t buf_off, buf_len, buf_cap, scanned; /* scanned counts from buf_off */
 	struct chunker ck;
+	struct zipcut zc; /* forced cuts around torch.save's tensor records */
 
 	/* chunks written since the last durable commit */
 	uint8_t (*unsynced)[HASH_LEN];
@@ -82,6 +84,8 @@ int writer_new(struct ckptfs *fs, uint64_t ino, uint64_t size, struct writer **o
 			rc = n;
 		/* an existing file is appended at its end; a file of holes from 0 */
 		w->stream_base = n > 0 ? size : 0;
+		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
+		w->zc.active = w->stream_base == 0;
 	}
 	if (rc != 0) {
 		cat_pending_drop(fs->cat, ino);
@@ -173,16 +177,31 @@ static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64
 	return rc ? writer_fail(w, rc, "tracking a chunk") : 0;
 }
 
-/* Runs the chunker over the unscanned buffer, emitting every complete chunk. */
+/* Runs the chunker over the unscanned buffer, emitting every complete chunk:
+ * at the chunker's boundaries and at zipcut's forced cuts. */
 static int writer_scan(struct writer *w)
 {
 	while (w->scanned < w->buf_len) {
-		bool boundary;
 		uint8_t *start = w->buf + w->buf_off;
-		w->scanned += chunker_scan(&w->ck, start + w->scanned, w->buf_len - w->scanned,
-					   &boundary);
-		if (!boundary)
+		uint64_t pos = w->stream_base + w->scanned;
+		bool cut, boundary = false;
+		uint64_t stop = zipcut_next_stop(&w->zc, start, w->stream_base, w->buf_len, pos, &cut);
+		if (stop == pos && !cut)
+			break; /* a zip header, or a record's size, is not all here yet */
+		size_t room = w->buf_len - w->scanned;
+		if (stop - pos < room)
+			room = (size_t)(stop - pos);
+		if (room)
+			w->scanned += chunker_scan(&w->ck, start + w->scanned, room, &boundary);
+		if (!boundary && cut && w->stream_base + w->scanned == stop) {
+			boundary = true;
+			chunker_reset(&w->ck);
+		}
+		if (!boundary) {
+			if (w->stream_base + w->scanned == stop)
+				continue; /* at a zip header: parse it */
 			break;
+		}
 		size_t len = w->scanned;
 		int rc = writer_emit(w, start, len, w->stream_base);
 		if (rc != 0)
@@ -361,6 +380,8 @@ static int writer_rechunk(struct writer *w)
 		w->stream_base = (uint64_t)data;
 		w->buf_off = w->buf_len = w->scanned = 0;
 		chunker_reset(&w->ck);
+		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
+		w->zc.active = data == 0;
 		for (uint64_t at = (uint64_t)data; rc == 0 && at < (uint64_t)hole;) {
 			size_t want = (uint64_t)hole - at < WRITER_IO_BLOCK ? (size_t)((uint64_t)hole - at)
 									     : WRITER_IO_BLOCK;
@@ -392,6 +413,7 @@ int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off)
 		if (off > stream_end) { /* a gap: it stays a hole */
 			rc = writer_cut(w);
 			w->stream_base = off;
+			w->zc.active = false;
 		} else if (off < stream_end) {
 			rc = writer_to_staging(w);
 		}
@@ -428,10 +450,14 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 		w->stream_base = new_size;
 		w->buf_off = w->buf_len = w->scanned = 0;
 		chunker_reset(&w->ck);
+		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
+		w->zc.active = new_size == 0; /* a rewrite from the start */
 	} else if (new_size < w->stream_base + w->buf_len) {
 		w->buf_len = new_size - w->stream_base;
 		w->scanned = 0; /* re-scan what is left from the chunk's start */
 		chunker_reset(&w->ck);
+		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
+		w->zc.active = new_size == 0;
 	}
 	w->size = new_size;
 	writer_touch(w);

@@ -4,7 +4,6 @@
 # tests/integration/run.sh (whose harness, lib.sh, every group sources; that
 # runner only looks in its own directory). The last line printed is exactly
 # "N passed, N failed"; the exit status is non-zero if any case failed.
-# Cases named test_BUG_* reproduce known ckptfs bugs and fail until fixed.
 set -u
 if [ $# -lt 1 ]; then
 	echo "usage: $0 BUILD_DIR [GROUP[:CASE]...]" >&2

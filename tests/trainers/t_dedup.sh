@@ -35,16 +35,12 @@ test_replicas_saved_through_file_objects_are_stored_once() {
 }
 ck_timeout test_replicas_saved_through_file_objects_are_stored_once 180
 
-# KNOWN CKPTFS LIMITATION/BUG — this case fails until it is fixed.
-# torch.save(state, path) names the archive's top folder after the file, and
-# that name is in the local header of *every* record of the zip (one record
-# per tensor). With chunks of 512 KiB..4 MiB (avg 1 MiB) and tensors of a few
-# MiB, every chunk holds some record header, so no chunk is shared between
-# ranks: 8 replicas are stored 8 times (measured: 100.8 MB unique for a
-# 12.6 MB replica, 48 chunks, 6 per file).
-test_BUG_per_rank_torch_save_by_path_replicas_are_stored_once() {
+# Regression (found by this suite): torch.save(obj, path) names every zip
+# record after the file, so replicas under other names differ in every header;
+# without zip-aware cuts (fs/zipcut.c) no chunk of a few-MB tensor was shared.
+test_per_rank_torch_save_by_path_replicas_are_stored_once() {
 	_replicas_dedup path
 }
-ck_timeout test_BUG_per_rank_torch_save_by_path_replicas_are_stored_once 180
+ck_timeout test_per_rank_torch_save_by_path_replicas_are_stored_once 180
 
 ck_main "$@"

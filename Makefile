@@ -66,6 +66,7 @@ test: deps
 	$(MAKE) all $(BUILD)/unit-tests
 	$(MAKE) test-unit
 	$(MAKE) test-integration
+	$(MAKE) test-trainers
 	$(MAKE) test-faultfs test-nfs check-docker check-examples
 	$(MAKE) test-asan
 

@@ -218,34 +218,15 @@ static bool gen_writers_alive(const struct gen_live *l)
 
 /* ---- acting on the catalog (no g->lock held) ---- */
 
-struct gen_inos {
-	uint64_t *ino;
-	size_t n, cap;
-};
-
-static void gen_collect_ino(void *arg, uint64_t ino)
-{
-	struct gen_inos *v = arg;
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 64;
-		uint64_t *p = realloc(v->ino, cap * sizeof(*p));
-		if (!p)
-			return; /* the inode stays until the next start's recovery */
-		v->ino = p;
-		v->cap = cap;
-	}
-	v->ino[v->n++] = ino;
-}
-
 /* After a tree left the namespace: release inodes nobody holds. The kernel
  * is not told (no notify_inval_entry): that call waits for the directory's
  * lock, and a daemon killed while it waits can never exit, hanging the
  * mount. Entries expire by themselves within the entry timeout (1 s). */
-static void gen_after_removal(struct gen_policy *g, struct gen_inos *v)
+static void gen_after_removal(struct gen_policy *g, struct cat_id_vec *v)
 {
 	for (size_t i = 0; i < v->n; i++)
-		node_unlinked(g->fs->nodes, v->ino[i]);
-	free(v->ino);
+		node_unlinked(g->fs->nodes, v->v[i]);
+	cat_id_vec_free(v);
 }
 
 static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool abort)
@@ -253,14 +234,14 @@ static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool ab
 	struct cat_gen gen;
 	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
 		return;
-	struct gen_inos v = { 0 };
-	int rc = abort ? cat_gen_abort(g->fs->cat, id, rule, gen_collect_ino, &v)
-		       : cat_gen_delete(g->fs->cat, id, rule, gen_collect_ino, &v);
+	struct cat_id_vec v = { 0 };
+	int rc = abort ? cat_gen_abort(g->fs->cat, id, rule, cat_id_vec_add_ino, &v)
+		       : cat_gen_delete(g->fs->cat, id, rule, cat_id_vec_add_ino, &v);
 	if (rc != 0) {
 		log_error("generation %s (series inode %llu, step %llu): %s (%s) failed: %s", gen.name,
 			  (unsigned long long)gen.series, (unsigned long long)gen.step,
 			  abort ? "abort" : "delete", rule, strerror(-rc));
-		free(v.ino);
+		cat_id_vec_free(&v);
 		return;
 	}
 	log_info("generation %s (series inode %llu, step %llu) %s: %s", gen.name,
@@ -282,26 +263,9 @@ static int gen_keep_cmp(const void *a, const void *b)
 	return x->id > y->id ? -1 : (x->id < y->id);
 }
 
-struct gen_list {
-	struct cat_gen *v;
-	size_t n, cap;
-};
-
-static int gen_list_add(void *arg, const struct cat_gen *gen)
+static int gen_list_add_committed(void *arg, const struct cat_gen *gen)
 {
-	struct gen_list *l = arg;
-	if (gen->state != GEN_COMMITTED)
-		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct cat_gen *p = realloc(l->v, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-		l->cap = cap;
-	}
-	l->v[l->n++] = *gen;
-	return 0;
+	return gen->state == GEN_COMMITTED ? cat_gen_vec_add(arg, gen) : 0;
 }
 
 /* keep-latest-k over one series (invariant 3). */
@@ -309,9 +273,9 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 {
 	if (g->opt.keep == 0)
 		return;
-	struct gen_list l = { 0 };
-	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add, &l) != 0) {
-		free(l.v);
+	struct cat_gen_vec l = { 0 };
+	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add_committed, &l) != 0) {
+		cat_gen_vec_free(&l);
 		return;
 	}
 	qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
@@ -325,7 +289,7 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 	for (size_t i = g->opt.keep; i < l.n; i++)
 		if (!l.v[i].pinned && i > 0 && i != newest_durable)
 			gen_end(g, l.v[i].id, "keep", false);
-	free(l.v);
+	cat_gen_vec_free(&l);
 }
 
 void gen_durable(struct gen_policy *g, uint64_t id)

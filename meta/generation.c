@@ -198,13 +198,8 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 
 /* ---- small helpers ---- */
 
-/* A growable list of ids: a removed tree can have tens of thousands. */
-struct gen_ids {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int gen_ids_push(struct gen_ids *ids, uint64_t id)
+/* A removed tree can have tens of thousands of inodes: lists grow by doubling. */
+int cat_id_vec_push(struct cat_id_vec *ids, uint64_t id)
 {
 	if (ids->n == ids->cap) {
 		size_t cap = ids->cap ? 2 * ids->cap : 64;
@@ -218,18 +213,44 @@ static int gen_ids_push(struct gen_ids *ids, uint64_t id)
 	return 0;
 }
 
-static void gen_ids_free(struct gen_ids *ids)
+void cat_id_vec_add_ino(void *arg, uint64_t ino)
+{
+	(void)cat_id_vec_push(arg, ino); /* on -ENOMEM: left to the next open's recovery */
+}
+
+void cat_id_vec_free(struct cat_id_vec *ids)
 {
 	free(ids->v);
-	*ids = (struct gen_ids){ 0 };
+	*ids = (struct cat_id_vec){ 0 };
+}
+
+int cat_gen_vec_add(void *arg, const struct cat_gen *gen)
+{
+	struct cat_gen_vec *gens = arg;
+	if (gens->n == gens->cap) {
+		size_t cap = gens->cap ? 2 * gens->cap : 16;
+		struct cat_gen *v = realloc(gens->v, cap * sizeof(*v));
+		if (v == NULL)
+			return -ENOMEM;
+		gens->v = v;
+		gens->cap = cap;
+	}
+	gens->v[gens->n++] = *gen;
+	return 0;
+}
+
+void cat_gen_vec_free(struct cat_gen_vec *gens)
+{
+	free(gens->v);
+	*gens = (struct cat_gen_vec){ 0 };
 }
 
 /* Collects the first column of every row of a bound statement. */
-static int gen_ids_collect(struct cat *cat, enum cat_sid id, struct gen_ids *ids)
+static int gen_ids_collect(struct cat *cat, enum cat_sid id, struct cat_id_vec *ids)
 {
 	int rc;
 	while ((rc = cat_next(cat, id)) == 1) {
-		rc = gen_ids_push(ids, (uint64_t)cat_col_int(cat, id, 0));
+		rc = cat_id_vec_push(ids, (uint64_t)cat_col_int(cat, id, 0));
 		if (rc != 0) {
 			assert(id >= S_GEN_FIRST);
 			log_error("catalog %s: cannot %s: out of memory", cat->path,
@@ -406,7 +427,8 @@ static int gen_backup_make(struct cat *cat, struct cat_gen *g)
 
 /* Unlinks g's root from its series; every inode of its tree gets nlink 0 and
  * leaves the generation. ids (if not NULL) gets their numbers. */
-static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now, struct gen_ids *ids)
+static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
+			   struct cat_id_vec *ids)
 {
 	struct cat_inode root, named;
 	uint64_t entry = 0;
@@ -489,7 +511,7 @@ static int gen_want(const struct cat_gen *g, int want, int already)
 	return g->state == GEN_ABORTED || g->state == GEN_DELETED ? -ENOENT : -EINVAL;
 }
 
-static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct gen_ids *ids,
+static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct cat_id_vec *ids,
 			 struct cat_gen *g)
 {
 	int64_t now = cat_now_ns();
@@ -511,7 +533,7 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 	return rc;
 }
 
-static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, struct gen_ids *ids)
+static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, struct cat_id_vec *ids)
 {
 	struct cat_gen g;
 	int64_t now = cat_now_ns();
@@ -596,7 +618,7 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id)
 {
 	struct cat_gen g;
-	struct gen_ids nested = { 0 };
+	struct cat_id_vec nested = { 0 };
 	uint64_t old = 0, target = 0, rooted = 0, leak = 0;
 	int64_t now = cat_now_ns();
 	int rc = cat_gen_of_txn(cat, attr->ino, &old);
@@ -640,7 +662,7 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 		if (rc == 0)
 			rc = gen_end_in_place(cat, &g, "renamed", now);
 	}
-	gen_ids_free(&nested);
+	cat_id_vec_free(&nested);
 	return rc;
 }
 
@@ -661,7 +683,7 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 
 int cat_gen_recover_txn(struct cat *cat)
 {
-	struct gen_ids open = { 0 };
+	struct cat_id_vec open = { 0 };
 	int rc = gen_ids_collect(cat, G_OPEN_IDS, &open);
 	for (size_t i = 0; i < open.n && rc == 0; i++) {
 		struct cat_gen g;
@@ -676,7 +698,7 @@ int cat_gen_recover_txn(struct cat *cat)
 				 " the last stop: aborted, its files removed", cat->path, g.id,
 				 g.series, g.name);
 	}
-	gen_ids_free(&open);
+	cat_id_vec_free(&open);
 	return rc;
 }
 
@@ -790,29 +812,20 @@ int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct ca
 static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, cat_gen_fn fn,
 		    void *arg)
 {
-	struct cat_gen *rows = NULL;
-	size_t n = 0, cap = 0;
+	struct cat_gen_vec list = { 0 };
+	struct cat_gen row;
 	cat_lock(cat);
 	int rc = cat_bind(cat, G_LIST, A_INT(series), A_INT(all));
 	while (rc == 0 && (rc = cat_next(cat, G_LIST)) == 1) {
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 16;
-			struct cat_gen *more = realloc(rows, ncap * sizeof(*rows));
-			if (more == NULL) {
-				log_error("catalog %s: cannot list generations: out of memory",
-					  cat->path);
-				rc = -ENOMEM;
-				break;
-			}
-			rows = more;
-			cap = ncap;
-		}
-		rc = gen_col_row(cat, G_LIST, &rows[n++]);
+		rc = gen_col_row(cat, G_LIST, &row);
+		if (rc == 0 && (rc = cat_gen_vec_add(&list, &row)) != 0)
+			log_error("catalog %s: cannot list generations: out of memory", cat->path);
 	}
 	cat_reset(cat, G_LIST);
 	cat_unlock(cat);
 
-	for (size_t i = 0; i < n && rc == 0; i++) {
+	struct cat_gen *rows = list.v;
+	for (size_t i = 0; i < list.n && rc == 0; i++) {
 		if (rows[i].state == GEN_OPEN || rows[i].state == GEN_COMMITTED) {
 			cat_lock(cat);
 			rc = cat_begin_read(cat);
@@ -829,7 +842,7 @@ static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, 
 			break;
 		}
 	}
-	free(rows);
+	cat_gen_vec_free(&list);
 	return rc;
 }
 
@@ -857,7 +870,7 @@ int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule)
 	return rc;
 }
 
-static void gen_ids_call(const struct gen_ids *ids, cat_ino_fn fn, void *arg)
+static void gen_ids_call(const struct cat_id_vec *ids, cat_ino_fn fn, void *arg)
 {
 	for (size_t i = 0; i < ids->n; i++)
 		fn(arg, ids->v[i]);
@@ -865,7 +878,7 @@ static void gen_ids_call(const struct gen_ids *ids, cat_ino_fn fn, void *arg)
 
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
-	struct gen_ids ids = { 0 };
+	struct cat_id_vec ids = { 0 };
 	struct cat_gen g;
 	int rc = gen_rule_check(rule);
 	if (rc != 0)
@@ -878,13 +891,13 @@ int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 	cat_unlock(cat);
 	if (rc == 0 && fn != NULL)
 		gen_ids_call(&ids, fn, arg);
-	gen_ids_free(&ids);
+	cat_id_vec_free(&ids);
 	return rc;
 }
 
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
-	struct gen_ids ids = { 0 };
+	struct cat_id_vec ids = { 0 };
 	int rc = gen_rule_check(rule);
 	if (rc != 0)
 		return rc;
@@ -896,7 +909,7 @@ int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn
 	cat_unlock(cat);
 	if (rc == 0 && fn != NULL)
 		gen_ids_call(&ids, fn, arg);
-	gen_ids_free(&ids);
+	cat_id_vec_free(&ids);
 	return rc;
 }
 

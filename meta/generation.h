@@ -137,4 +137,36 @@ int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
 /* Checks G1–G3; -EUCLEAN with a log line per violation. */
 int cat_gen_check(struct cat *cat);
 
+/* ---- growable lists, for the callbacks above ---- */
+
+/* Ids (of inodes or generations) in the order added. Starts zeroed; freed by
+ * cat_id_vec_free. */
+struct cat_id_vec {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/* Appends id; -ENOMEM, the list unchanged, if it cannot grow. */
+int cat_id_vec_push(struct cat_id_vec *ids, uint64_t id);
+
+/* A cat_ino_fn into the struct cat_id_vec arg: collects the inodes an abort
+ * or delete removed. One it has no memory for is left out; it keeps nlink 0
+ * until the next cat_open's recovery releases it. */
+void cat_id_vec_add_ino(void *arg, uint64_t ino);
+
+void cat_id_vec_free(struct cat_id_vec *ids);
+
+/* Generation rows in the order listed. Starts zeroed; freed by
+ * cat_gen_vec_free. */
+struct cat_gen_vec {
+	struct cat_gen *v;
+	size_t n, cap;
+};
+
+/* A cat_gen_fn into the struct cat_gen_vec arg: appends a copy of *gen;
+ * -ENOMEM (which stops the listing) if it cannot grow. */
+int cat_gen_vec_add(void *arg, const struct cat_gen *gen);
+
+void cat_gen_vec_free(struct cat_gen_vec *gens);
+
 #endif

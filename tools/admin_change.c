@@ -49,26 +49,6 @@ static int admin_change_online(struct admin *a, const char *label, const char *v
 	return admin_exit_for(rc);
 }
 
-struct admin_inos {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-/* Called by cat_gen_delete under the catalog lock: only collects. */
-static void admin_collect_ino(void *arg, uint64_t ino)
-{
-	struct admin_inos *l = arg;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		uint64_t *p = realloc(l->v, cap * sizeof(*p));
-		if (!p)
-			return; /* the next open releases what is left */
-		l->v = p;
-		l->cap = cap;
-	}
-	l->v[l->n++] = ino;
-}
-
 static void admin_change_report(struct admin *a, const char *label, const struct cat_gen *g,
 				const char *verb, const char *state, bool pinned)
 {
@@ -182,12 +162,12 @@ int admin_cmd_rm(struct admin *a)
 		if (rc != ADMIN_OK)
 			return rc;
 	} else {
-		struct admin_inos inos = { 0 };
-		int err = cat_gen_delete(a->cat, g.id, "admin", admin_collect_ino, &inos);
+		struct cat_id_vec inos = { 0 };
+		int err = cat_gen_delete(a->cat, g.id, "admin", cat_id_vec_add_ino, &inos);
 		/* offline no kernel holds them: release now (chunks reclaimed) */
 		for (size_t i = 0; err == 0 && i < inos.n; i++)
 			cat_inode_release(a->cat, inos.v[i]);
-		free(inos.v);
+		cat_id_vec_free(&inos);
 		if (err != 0) {
 			admin_err("rm %s: %s", label, strerror(-err));
 			return admin_exit_for(err);

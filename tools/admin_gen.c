@@ -140,26 +140,6 @@ void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t
 
 /* ---- list ---- */
 
-struct admin_gens {
-	struct cat_gen *v;
-	size_t n, cap;
-};
-
-static int admin_gens_add(void *arg, const struct cat_gen *gen)
-{
-	struct admin_gens *l = arg;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		struct cat_gen *p = realloc(l->v, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-		l->cap = cap;
-	}
-	l->v[l->n++] = *gen;
-	return 0;
-}
-
 /* "durable" for a COMMITTED generation whose manifest and chunks are all on
  * BACKING, else the catalog state. */
 static const char *admin_gen_state(struct admin *a, const struct cat_gen *g, bool *durable)
@@ -220,10 +200,10 @@ int admin_cmd_list(struct admin *a)
 			return rc == -ENOENT || rc == -ENOTDIR ? ADMIN_NO_GEN : admin_exit_for(rc);
 		}
 	}
-	struct admin_gens l = { 0 };
-	int rc = cat_gen_list_brief(a->cat, series, a->all, admin_gens_add, &l);
+	struct cat_gen_vec l = { 0 };
+	int rc = cat_gen_list_brief(a->cat, series, a->all, cat_gen_vec_add, &l);
 	if (rc != 0) {
-		free(l.v);
+		cat_gen_vec_free(&l);
 		admin_err("list: cannot read the catalog: %s", strerror(-rc));
 		return admin_exit_for(rc);
 	}
@@ -259,7 +239,7 @@ int admin_cmd_list(struct admin *a)
 	}
 	if (a->json)
 		printf("%s]\n", l.n ? "\n" : "");
-	free(l.v);
+	cat_gen_vec_free(&l);
 	if (rc != 0) {
 		admin_err("list: cannot read the catalog: %s", strerror(-rc));
 		return admin_exit_for(rc);

@@ -28,8 +28,7 @@ static double admin_now(void)
 }
 
 struct admin_wait_list {
-	uint64_t *id;
-	size_t n, cap;
+	struct cat_id_vec ids; /* the generations waited for */
 	struct admin *a;
 };
 
@@ -42,16 +41,7 @@ static int admin_wait_add(void *arg, const struct cat_gen *g)
 		fprintf(stderr, "ckptfs-admin: wait: %s is open (not committed): not waited for\n", label);
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		uint64_t *p = realloc(l->id, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->id = p;
-		l->cap = cap;
-	}
-	l->id[l->n++] = g->id;
-	return 0;
+	return cat_id_vec_push(&l->ids, g->id);
 }
 
 int admin_cmd_wait(struct admin *a)
@@ -73,13 +63,11 @@ int admin_cmd_wait(struct admin *a)
 				  admin_state_name(g.state), g.rule[0] ? g.rule : "-");
 			return ADMIN_PROBLEM;
 		}
-		l.id = malloc(sizeof(*l.id));
-		if (!l.id)
+		if (cat_id_vec_push(&l.ids, g.id) != 0)
 			return ADMIN_PROBLEM;
-		l.id[l.n++] = g.id;
 	} else if ((rc = cat_gen_list_brief(a->cat, 0, false, admin_wait_add, &l)) != 0) {
 		admin_err("wait: cannot read the catalog: %s", strerror(-rc));
-		free(l.id);
+		cat_id_vec_free(&l.ids);
 		return admin_exit_for(rc);
 	}
 	double start = admin_now();
@@ -87,13 +75,13 @@ int admin_cmd_wait(struct admin *a)
 	int ec = ADMIN_OK;
 	for (;;) {
 		durable = 0;
-		for (size_t i = 0; i < l.n && ec == ADMIN_OK; i++) {
+		for (size_t i = 0; i < l.ids.n && ec == ADMIN_OK; i++) {
 			bool d = false;
 			struct cat_gen g;
 			/* cat_gen_durable says "nothing left to upload": only a COMMITTED one counts */
-			rc = cat_gen_get_brief(a->cat, l.id[i], &g);
+			rc = cat_gen_get_brief(a->cat, l.ids.v[i], &g);
 			if (rc == 0 && g.state == GEN_COMMITTED)
-				rc = cat_gen_durable(a->cat, l.id[i], &d);
+				rc = cat_gen_durable(a->cat, l.ids.v[i], &d);
 			if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
 				char label[PATH_MAX + CAT_NAME_MAX + 2];
 				admin_gen_label(a, &g, label, sizeof(label));
@@ -106,12 +94,12 @@ int admin_cmd_wait(struct admin *a)
 			}
 			durable += d;
 		}
-		admin_progress("wait", durable, l.n);
-		if (ec != ADMIN_OK || durable == l.n)
+		admin_progress("wait", durable, l.ids.n);
+		if (ec != ADMIN_OK || durable == l.ids.n)
 			break;
 		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {
 			admin_err("wait: %zu of %zu generations durable after %.1f s (--timeout)",
-				  durable, l.n, a->timeout_s);
+				  durable, l.ids.n, a->timeout_s);
 			ec = ADMIN_TIMEOUT;
 			break;
 		}
@@ -119,7 +107,7 @@ int admin_cmd_wait(struct admin *a)
 		nanosleep(&ts, NULL);
 	}
 	admin_progress_end();
-	free(l.id);
+	cat_id_vec_free(&l.ids);
 	if (ec == ADMIN_OK) {
 		if (a->json)
 			printf("{\"durable\": %zu, \"waited_s\": %.3f}\n", durable, admin_now() - start);

@@ -422,6 +422,30 @@ ck_sql() {
 ck_unique_bytes() { ck_sql 'SELECT coalesce(sum(plain_len), 0) FROM chunks'; }
 ck_chunk_count() { ck_sql 'SELECT count(*) FROM chunks'; }
 
+# ck_wait_durable [TIMEOUT_S] — waits (60 s by default) until the upload queue
+# is empty and every committed generation's current version is durable on
+# BACKING; fails the case saying how many are not.
+ck_wait_durable() {
+	local t=${1:-60} i=0 left
+	while :; do
+		left=$(ck_sql "SELECT (SELECT COUNT(*) FROM uploads) + (SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version != version)")
+		[ "$left" = 0 ] && return 0
+		i=$((i + 1))
+		[ $i -le $((t * 10)) ] || ck_fail "after ${t}s, $left uploads or generations are still not durable on BACKING"
+		sleep 0.1
+	done
+}
+
+# ck_objcheck [--allow-orphans] — the chunk objects in the cache and on
+# CK_BACKING against the catalog (helpers/objcheck.py; the daemon stopped):
+# logs its summary, or fails the case with its first problems.
+ck_objcheck() {
+	local out rc=0
+	out=$("$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE" "$@" 2>&1) || rc=$?
+	[ $rc = 0 ] || ck_fail "chunk objects in the cache and on BACKING vs the catalog: $(echo "$out" | head -n 8 | tr '\n' '|')"
+	ck_log "$(echo "$out" | tail -n 1)"
+}
+
 # ck_admin_stat KEY — the value of line "KEY N" of `ckptfs-admin stats`.
 ck_admin_stat() {
 	local out

@@ -67,7 +67,7 @@ test_markerless_generation_of_a_dead_writer_is_aborted_as_abandoned() {
 	ck_umount
 	assert_eq 0 "$(ck_chunk_count)" "chunks left after the only file's generation was aborted"
 	"$CKPTFS_ADMIN" check --cache "$CK_CACHE" >"$CK_TMP/chk" 2>&1 || ck_fail "ckptfs-admin check: $(head -n 5 "$CK_TMP/chk" | tr '\n' '|')"
-	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" >"$CK_TMP/obj" 2>&1 || ck_fail "objcheck: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
+	ck_objcheck
 }
 
 test_markerless_generation_of_a_dead_writer_commits_when_the_next_one_starts() {
@@ -235,7 +235,7 @@ test_abandoned_rewrite_of_a_committed_generation_restores_it() {
 	ck_remount
 	assert_file_eq "$CK_REF/v1" "$CK_MNT/run/step-3/__0_0.distcp"
 	ck_umount
-	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" >"$CK_TMP/obj" 2>&1 || ck_fail "objcheck: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
+	ck_objcheck
 }
 
 # A committed generation written through a handle opened BEFORE the first

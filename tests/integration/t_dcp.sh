@@ -118,7 +118,7 @@ test_dcp_trainer_killed_mid_save_then_daemon_crash_rolls_back() {
 	dcp_train train "$CK_MNT/run" "$CK_REF/ref" --steps 6 --every 6 >/dev/null || ck_fail "saving step-6 again after the rollback failed"
 	_check_committed_steps "$CK_MNT/run" 6
 	ck_umount
-	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" >"$CK_TMP/obj" 2>&1 || ck_fail "objcheck: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
+	ck_objcheck
 }
 ck_timeout test_dcp_trainer_killed_mid_save_then_daemon_crash_rolls_back 300
 
@@ -146,7 +146,7 @@ test_dcp_trainer_killed_mid_save_is_abandoned_without_restart() {
 	out=$(dcp_train resume "$CK_MNT/run" "$CK_REF/ref" --expect 4) || ck_fail "resume after the abandonment failed: $out"
 	ck_umount
 	"$CKPTFS_ADMIN" check --cache "$CK_CACHE" >"$CK_TMP/chk" 2>&1 || ck_fail "ckptfs-admin check: $(head -n 5 "$CK_TMP/chk" | tr '\n' '|')"
-	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" >"$CK_TMP/obj" 2>&1 || ck_fail "objcheck: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
+	ck_objcheck
 }
 ck_timeout test_dcp_trainer_killed_mid_save_is_abandoned_without_restart 300
 
@@ -174,7 +174,7 @@ test_dcp_trainer_and_daemon_killed_at_a_random_point() {
 	out=$(dcp_train resume "$CK_MNT/run" "$CK_REF/ref" --expect "$newest") || ck_fail "resume of the newest committed step-$newest failed: $out"
 	out=$("$CKPTFS_ADMIN" check "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin check: $out"
 	ck_umount
-	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" >"$CK_TMP/obj" 2>&1 || ck_fail "objcheck: $(head -n 5 "$CK_TMP/obj" | tr '\n' '|')"
+	ck_objcheck
 }
 ck_timeout test_dcp_trainer_and_daemon_killed_at_a_random_point 240
 

@@ -40,17 +40,6 @@ _fault() { # "key=value" ... — replaces the whole fault configuration
 
 _durable_count() { ck_sql "SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version = version"; }
 
-_wait_durable() { # [timeout s]
-	local t=${1:-60} i=0 left
-	while :; do
-		left=$(ck_sql "SELECT (SELECT COUNT(*) FROM uploads) + (SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version != version)")
-		[ "$left" = 0 ] && return 0
-		i=$((i + 1))
-		[ $i -le $((t * 10)) ] || ck_fail "after ${t}s, $left uploads or generations are still not durable"
-		sleep 0.1
-	done
-}
-
 _save_step() { # N SIZE_MIB
 	local n=$1 mib=$2
 	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
@@ -80,7 +69,7 @@ test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 	_faultfs_up
 	ck_mount "upload_threads=2"
 	_save_step 1 4
-	_wait_durable
+	ck_wait_durable
 	_fault hang=1
 	local t0 t1
 	t0=$(date +%s)
@@ -93,7 +82,7 @@ test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 	assert_eq 1 "$(_durable_count)" "durable generations while BACKING hangs"
 	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "nothing queued while BACKING hangs"
 	_fault hang=0
-	_wait_durable 120
+	ck_wait_durable 120
 	assert_eq 3 "$(_durable_count)" "durable generations once BACKING answers"
 	ck_umount
 	_fresh_node_reads 1 2 3
@@ -113,7 +102,7 @@ test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
 	assert_eq 0 "$(_durable_count)" "durable generations while BACKING is full"
 	[ "$(ck_sql 'SELECT MAX(attempts) FROM uploads')" -gt 0 ] || ck_fail "no failed attempt recorded"
 	_fault
-	_wait_durable 90
+	ck_wait_durable 90
 	assert_eq 2 "$(_durable_count)" "durable generations after the faults clear"
 	grep -q "answers again" "$CK_DLOG" || ck_fail "no log line about BACKING answering again"
 	_assert_steps_eq 1 2
@@ -125,7 +114,7 @@ test_keep_never_deletes_the_newest_durable_generation() {
 	_faultfs_up
 	ck_mount "keep=1"
 	_save_step 1 2
-	_wait_durable
+	ck_wait_durable
 	_fault eio=all
 	_save_step 2 2
 	_save_step 3 2
@@ -133,7 +122,7 @@ test_keep_never_deletes_the_newest_durable_generation() {
 	# step-1 is the only durable one: kept, though keep=1 and two are newer
 	assert_eq "step-1 step-3" "$(ck_sql "SELECT group_concat(name, ' ') FROM (SELECT name FROM generations WHERE state = 1 ORDER BY step)")" "generations kept while BACKING fails"
 	_fault
-	_wait_durable 90
+	ck_wait_durable 90
 	local i=0
 	while [ "$(ck_sql "SELECT group_concat(name, ' ') FROM generations WHERE state = 1")" != step-3 ]; do
 		i=$((i + 1))
@@ -179,7 +168,7 @@ test_kill9_mid_upload_to_a_slow_backing_loses_nothing() {
 	ck_kill9
 	_fault
 	ck_mount
-	_wait_durable 90
+	ck_wait_durable 90
 	_assert_steps_eq 1 2
 	ck_umount
 	"$PY" "$CK_HELPERS/objcheck.py" "$CK_TMP/store" "$CK_CACHE" --allow-orphans >"$CK_TMP/obj" 2>&1 ||
@@ -207,7 +196,7 @@ test_leave_queued_unmounts_at_once_and_the_next_mount_resumes() {
 	_fault
 	ck_mount
 	grep -q "resuming" "$CK_DLOG" || ck_fail "the next mount did not say it resumes the queue"
-	_wait_durable 60
+	ck_wait_durable 60
 	ck_umount
 	_fresh_node_reads 1
 }
@@ -240,7 +229,7 @@ test_nfs_url_backing_round_trip_and_fresh_node() {
 	ck_mount
 	_save_step 1 20
 	_save_step 2 3
-	_wait_durable 120
+	ck_wait_durable 120
 	_assert_steps_eq 1 2
 	ck_umount
 	find "$CK_TMP/nfs/export/chunks" -type f | grep -q . || ck_fail "no chunk objects in the NFS export"

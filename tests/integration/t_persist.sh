@@ -6,13 +6,6 @@
 # missing objects read as EIO, never as data).
 . "$(dirname "$0")/lib.sh"
 
-_objcheck() { # [--allow-orphans]
-	local out rc=0
-	out=$("$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE/catalog.db" "$@" 2>&1) || rc=$?
-	[ $rc = 0 ] || ck_fail "BACKING objects vs catalog: $(echo "$out" | head -n 8 | tr '\n' '|')"
-	ck_log "$(echo "$out" | tail -n 1)"
-}
-
 _catalog_checks() {
 	local out
 	assert_eq ok "$(ck_sql 'PRAGMA integrity_check')" "SQLite integrity_check of the catalog"
@@ -62,7 +55,7 @@ test_tree_of_many_files_survives_unmount_and_mount() {
 	assert_eq 2 "$(stat -c %h "$CK_MNT/tree/hardlink")" "nlink of the hard link after remount"
 	ck_umount
 	_catalog_checks
-	_objcheck
+	ck_objcheck
 }
 
 test_kill9_keeps_every_closed_or_fsynced_file() {
@@ -129,7 +122,7 @@ test_kill9_keeps_every_closed_or_fsynced_file() {
 	echo after >"$CK_MNT/after"
 	ck_umount
 	_catalog_checks
-	_objcheck --allow-orphans
+	ck_objcheck --allow-orphans
 }
 
 test_kill9_during_parallel_writes_recovers_a_consistent_catalog() {
@@ -190,7 +183,7 @@ test_clean_unmount_leaves_valid_objects_for_every_chunk_in_backing() {
 	yes "compressible line of a json or log file" | head -c $((3 * MiB)) >"$CK_MNT/text"
 	"$PY" -c 'import os, sys; open(sys.argv[1], "wb").write(os.urandom(5000) + bytes(2 << 20) + os.urandom(5000))' "$CK_MNT/zeros"
 	ck_umount
-	_objcheck
+	ck_objcheck
 	_catalog_checks
 	local stored unique
 	stored=$(ck_admin_stat stored_bytes)
@@ -218,7 +211,7 @@ test_deleting_files_releases_their_chunks() {
 	local u
 	u=$(ck_unique_bytes)
 	assert_eq $((3 * MiB)) "$u" "unique bytes once b and a are deleted (a_copy still holds a's chunks)"
-	_objcheck
+	ck_objcheck
 	ck_mount
 	assert_file_eq "$CK_REF/a" "$CK_MNT/a_copy"
 	rm "$CK_MNT/a_copy"
@@ -287,7 +280,7 @@ test_small_cache_disk_saves_succeed_through_backpressure_and_eviction() {
 	ck_remount
 	for i in 1 2 3 4 5; do assert_file_eq "$CK_REF/f$i" "$CK_MNT/f$i"; done
 	ck_umount
-	_objcheck
+	ck_objcheck
 }
 
 test_admin_tools_work_on_a_live_mount() {

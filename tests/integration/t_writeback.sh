@@ -12,25 +12,6 @@
 
 ck_slow test_cache_size_bounds_the_cache_and_evicted_chunks_are_fetched_back
 
-# Waits until every committed generation is durable and the queue is empty.
-_wait_durable() { # [timeout s]
-	local t=${1:-60} i=0 left
-	while :; do
-		left=$(ck_sql "SELECT (SELECT COUNT(*) FROM uploads) + (SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version != version)")
-		[ "$left" = 0 ] && return 0
-		i=$((i + 1))
-		[ $i -le $((t * 10)) ] || ck_fail "after ${t}s, $left uploads or generations are still not durable on BACKING"
-		sleep 0.1
-	done
-}
-
-_objcheck() { # [--allow-orphans]
-	local out rc=0
-	out=$("$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE" "$@" 2>&1) || rc=$?
-	[ $rc = 0 ] || ck_fail "objects vs catalog: $(echo "$out" | head -n 8 | tr '\n' '|')"
-	ck_log "$(echo "$out" | tail -n 1)"
-}
-
 # Saves step-N of series run/ the way torch.save does (temp name, rename),
 # with a tracker file `latest` outside generations; copies land in CK_REF.
 _save_step() { # N SIZE_MIB
@@ -60,13 +41,13 @@ _assert_tree_eq() { # REF DIR
 test_save_reaches_backing_as_objects_and_a_manifest_and_becomes_durable() {
 	ck_mount
 	_save_step 1 6
-	_wait_durable
+	ck_wait_durable
 	assert_eq 1 "$(ck_sql "SELECT durable_version FROM generations WHERE name = 'step-1'")" "durable_version of step-1"
 	assert_exists "$CK_BACKING/manifests/gen/1.1.ckm"
 	[ -n "$(find "$CK_BACKING/manifests/tree" -name '*.ckm')" ] || ck_fail "no tree manifest on BACKING (for run/latest)"
 	assert_eq 0 "$(ck_sql 'SELECT COUNT(*) FROM chunks WHERE uploaded = 0')" "chunks not on BACKING"
 	ck_umount
-	_objcheck
+	ck_objcheck
 }
 
 test_unmount_waits_for_uploads_and_nothing_stays_queued() {
@@ -76,7 +57,7 @@ test_unmount_waits_for_uploads_and_nothing_stays_queued() {
 	ck_umount
 	assert_eq 0 "$(ck_sql 'SELECT COUNT(*) FROM uploads')" "rows left in the upload queue after unmount"
 	assert_eq 2 "$(ck_sql 'SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version = version')" "durable generations"
-	_objcheck
+	ck_objcheck
 }
 
 test_fresh_node_with_an_empty_cache_sees_every_durable_generation() {
@@ -99,15 +80,15 @@ test_fresh_node_with_an_empty_cache_sees_every_durable_generation() {
 	ck_mount
 	_assert_tree_eq "$CK_REF/run" "$CK_MNT/run"
 	ck_umount
-	_objcheck
+	ck_objcheck
 }
 
 test_pin_after_commit_reaches_backing_and_a_fresh_node() {
 	ck_mount
 	_save_step 1 2
-	_wait_durable
+	ck_wait_durable
 	setfattr -n user.ckptfs.pin -v 1 "$CK_MNT/run/step-1"
-	_wait_durable
+	ck_wait_durable
 	ck_umount
 	CK_CACHE=$CK_TMP/cache2
 	ck_mount
@@ -139,10 +120,10 @@ test_kill9_with_uploads_queued_loses_nothing_and_the_queue_resumes() {
 	ck_log "uploads queued at kill -9: $queued"
 	ck_kill9
 	ck_mount
-	_wait_durable 120
+	ck_wait_durable 120
 	_assert_tree_eq "$CK_REF/run" "$CK_MNT/run"
 	ck_umount
-	_objcheck --allow-orphans
+	ck_objcheck --allow-orphans
 	# BACKING alone is enough
 	CK_CACHE=$CK_TMP/cache2
 	ck_mount
@@ -156,7 +137,7 @@ test_cache_size_bounds_the_cache_and_evicted_chunks_are_fetched_back() {
 	for n in 1 2 3 4 5 6; do
 		_save_step "$n" 24
 	done
-	_wait_durable 120
+	ck_wait_durable 120
 	sleep 3 # the evictor runs every second
 	local cached
 	cached=$(ck_sql 'SELECT COALESCE(SUM(stored_len), 0) FROM chunks WHERE cached = 1')
@@ -166,7 +147,7 @@ test_cache_size_bounds_the_cache_and_evicted_chunks_are_fetched_back() {
 	# every byte reads back: evicted chunks come from BACKING, checked by hash
 	_assert_tree_eq "$CK_REF/run" "$CK_MNT/run"
 	ck_umount
-	_objcheck
+	ck_objcheck
 }
 
 test_sync_backing_fsync_returns_once_the_file_is_on_backing() {
@@ -187,16 +168,16 @@ EOF
 	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" "chunks of the fsync'd file not on BACKING"
 	[ "$(ck_sql "SELECT COUNT(*) FROM extents WHERE ino = $ino")" -gt 0 ] || ck_fail "the file has no extents"
 	ck_umount
-	_objcheck
+	ck_objcheck
 }
 
 test_keep_deletes_older_generations_and_their_manifests_on_backing() {
 	ck_mount "keep=1"
 	_save_step 1 2
-	_wait_durable
+	ck_wait_durable
 	_save_step 2 2
 	_save_step 3 2
-	_wait_durable
+	ck_wait_durable
 	# once newer ones are durable, only the newest is kept
 	local i=0
 	while [ "$(ck_sql "SELECT COUNT(*) FROM generations WHERE state = 1")" != 1 ]; do
@@ -209,7 +190,7 @@ test_keep_deletes_older_generations_and_their_manifests_on_backing() {
 	# the deleted generations' manifests are gone from BACKING too
 	assert_not_exists "$CK_BACKING/manifests/gen/1.1.ckm"
 	assert_exists "$CK_BACKING/manifests/gen/3.1.ckm"
-	_objcheck
+	ck_objcheck
 }
 
 test_catalog_of_schema_2_upgrades_and_its_generations_become_durable() {
@@ -221,7 +202,7 @@ test_catalog_of_schema_2_upgrades_and_its_generations_become_durable() {
 	rm -rf "$CK_BACKING/manifests" "$CK_CACHE/chunks"
 	ck_sql "UPDATE chunks SET cached = 0, uploaded = 1; UPDATE generations SET durable_version = 0; INSERT INTO uploads(kind, gen, version, enqueued_ns) SELECT 2, id, version, 0 FROM generations WHERE state = 1" >/dev/null
 	ck_mount
-	_wait_durable
+	ck_wait_durable
 	assert_exists "$CK_BACKING/manifests/gen/1.1.ckm"
 	_assert_tree_eq "$CK_REF/run" "$CK_MNT/run"
 	ck_umount

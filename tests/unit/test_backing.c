@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,20 +27,9 @@
 
 #include "backing.h"
 #include "log.h"
+#include "support.h"
 
 #define MiB ((size_t)1024 * 1024)
-
-#define OK(expr)                                                                          \
-	do {                                                                              \
-		int rc_ = (expr);                                                         \
-		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
-	} while (0)
-#define FAILS(expr, err)                                                                   \
-	do {                                                                               \
-		int rc_ = (expr);                                                          \
-		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_, \
-			     strerror(-rc_), #err);                                        \
-	} while (0)
 
 static struct fixture {
 	char dir[64];
@@ -59,15 +47,6 @@ static void tb_fill(uint8_t *buf, size_t len, uint64_t seed)
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		buf[i] = (uint8_t)(x >> 56);
 	}
-}
-
-static int tb_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
 }
 
 static void tb_path(char *buf, size_t size, const char *rel)
@@ -148,8 +127,7 @@ static void setup(void)
 	fx.log = tmpfile();
 	cr_assert_not_null(fx.log);
 	log_setup(fx.log, LOG_LVL_DEBUG);
-	strcpy(fx.dir, "/tmp/ckptfs-backing-XXXXXX");
-	cr_assert_not_null(mkdtemp(fx.dir));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "backing");
 	fx.immutable[0] = '\0';
 	OK(backing_open(fx.dir, 0, &fx.b));
 }
@@ -173,7 +151,7 @@ static void teardown(void)
 		tb_set_immutable(fx.immutable, false);
 	backing_close(fx.b);
 	fx.b = NULL;
-	nftw(fx.dir, tb_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	ts_tmpdir_remove(fx.dir);
 	log_setup(stderr, LOG_LVL_WARN);
 	if (fx.log)
 		fclose(fx.log);

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -15,13 +14,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "catalog.h"
 #include "log.h"
+#include "support.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
+#define HASH_FILL 0x5a /* the fill of this file's chunk hashes (ts_hash) */
 #define MAX_RECLAIMS 4096
 
 struct reclaims {
@@ -36,18 +36,6 @@ static struct fixture {
 	struct cat *cat;
 	struct reclaims rec;
 } fx;
-
-#define OK(expr)                                                                          \
-	do {                                                                              \
-		int rc_ = (expr);                                                         \
-		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
-	} while (0)
-#define FAILS(expr, err)                                                                     \
-	do {                                                                                 \
-		int rc_ = (expr);                                                            \
-		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_,   \
-			     strerror(-rc_), #err);                                          \
-	} while (0)
 
 static int record_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 {
@@ -69,23 +57,17 @@ static void open_catalog(void)
 static void setup(void)
 {
 	log_setup(stderr, LOG_LVL_WARN);
-	strcpy(fx.dir, "/tmp/ckptfs-catalog-XXXXXX");
-	cr_assert_not_null(mkdtemp(fx.dir));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "catalog");
 	snprintf(fx.path, sizeof(fx.path), "%s/catalog.db", fx.dir);
 	memset(&fx.rec, 0, sizeof(fx.rec));
 	open_catalog();
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
 }
 
 static void teardown(void)
 {
 	cat_close(fx.cat);
 	fx.cat = NULL;
-	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	ts_tmpdir_remove(fx.dir);
 }
 
 /* Every test ends here: the invariants hold after whatever it did. */
@@ -101,25 +83,11 @@ static void reopen(void)
 	open_catalog();
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void mkhash(uint8_t out[CAT_HASH_LEN], int seed)
-{
-	memset(out, 0x5a, CAT_HASH_LEN);
-	out[0] = (uint8_t)(seed >> 8);
-	out[1] = (uint8_t)seed;
-}
-
 static int times_reclaimed(int seed)
 {
 	uint8_t h[CAT_HASH_LEN];
 	int n = 0;
-	mkhash(h, seed);
+	ts_hash(h, HASH_FILL, seed);
 	for (int i = 0; i < fx.rec.n; i++)
 		n += memcmp(fx.rec.hash[i], h, CAT_HASH_LEN) == 0;
 	return n;
@@ -161,7 +129,7 @@ static bool add_ext(uint64_t ino, uint64_t off, uint64_t len, int seed, uint64_t
 	struct cat_extent e = { .off = off, .len = len, .chunk_off = chunk_off,
 				.chunk_len = chunk_len };
 	bool must = false;
-	mkhash(e.hash, seed);
+	ts_hash(e.hash, HASH_FILL, seed);
 	OK(cat_pending_add(fx.cat, ino, &e, &must));
 	if (must && store)
 		OK(cat_chunk_stored(fx.cat, e.hash, 1, chunk_len / 2 + 1));
@@ -194,7 +162,7 @@ static int chunk_find_fn(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t p
 static int64_t refcount(int seed)
 {
 	struct chunk_find f = { .refcount = -1 };
-	mkhash(f.hash, seed);
+	ts_hash(f.hash, HASH_FILL, seed);
 	OK(cat_chunks(fx.cat, chunk_find_fn, &f));
 	return f.refcount;
 }
@@ -203,7 +171,7 @@ static void expect_extent(const struct cat_extent *e, uint64_t off, uint64_t len
 			  uint64_t chunk_off)
 {
 	uint8_t h[CAT_HASH_LEN];
-	mkhash(h, seed);
+	ts_hash(h, HASH_FILL, seed);
 	cr_assert_eq(e->off, off, "extent off %lu, want %lu", e->off, off);
 	cr_assert_eq(e->len, len, "extent len %lu, want %lu", e->len, len);
 	cr_assert_eq(e->chunk_off, chunk_off);
@@ -236,10 +204,10 @@ Test(catalog, create_lookup_getattr_every_type, .init = setup, .fini = teardown)
 	uint64_t last = ROOT;
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		struct cat_inode made, found, got;
-		int64_t before = now_ns();
+		int64_t before = ts_now_ns();
 		OK(cat_create(fx.cat, ROOT, kinds[i].name, kinds[i].mode, 42, 43, kinds[i].rdev,
 			      kinds[i].target, &made));
-		int64_t after = now_ns();
+		int64_t after = ts_now_ns();
 		cr_assert_gt(made.ino, last, "inode numbers grow");
 		last = made.ino;
 		cr_assert_eq(made.mode, kinds[i].mode);
@@ -335,7 +303,7 @@ Test(catalog, hard_link_counts_and_times, .init = setup, .fini = teardown)
 	uint64_t ino;
 	uint64_t dir = mkdir_(ROOT, "dir");
 	uint64_t file = mkfile(ROOT, "a");
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	OK(cat_link(fx.cat, file, dir, "b", &in));
 	cr_assert_eq(in.ino, file);
 	cr_assert_eq(in.nlink, 2);
@@ -349,7 +317,7 @@ Test(catalog, hard_link_counts_and_times, .init = setup, .fini = teardown)
 	FAILS(cat_link(fx.cat, 9999, ROOT, "x", &in), ENOENT);
 	FAILS(cat_link(fx.cat, file, file, "x", &in), ENOTDIR);
 
-	before = now_ns();
+	before = ts_now_ns();
 	OK(cat_unlink(fx.cat, ROOT, "a", &ino));
 	cr_assert_eq(ino, file);
 	in = attr(file);
@@ -377,8 +345,8 @@ Test(catalog, unlink_then_release_drops_chunks_once, .init = setup, .fini = tear
 	add_chunk(a, 100, 100, 2);
 	add_chunk(a, 200, 100, 1); /* chunk 1 twice */
 	add_chunk(b, 0, 100, 2);   /* chunk 2 shared with b */
-	OK(cat_file_commit(fx.cat, a, 300, now_ns(), false));
-	OK(cat_file_commit(fx.cat, b, 100, now_ns(), false));
+	OK(cat_file_commit(fx.cat, a, 300, ts_now_ns(), false));
+	OK(cat_file_commit(fx.cat, b, 100, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.cat, a));
 	OK(cat_pending_drop(fx.cat, b));
 	cr_assert_eq(refcount(1), 2);
@@ -410,7 +378,7 @@ Test(catalog, rmdir_updates_counts_and_release_deletes, .init = setup, .fini = t
 	uint64_t ino;
 	uint64_t dir = mkdir_(ROOT, "d");
 	cr_assert_eq(attr(ROOT).nlink, 3);
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	OK(cat_rmdir(fx.cat, ROOT, "d", &ino));
 	cr_assert_eq(ino, dir);
 	cr_assert_eq(attr(ROOT).nlink, 2);
@@ -439,7 +407,7 @@ Test(catalog, setattr_fields, .init = setup, .fini = teardown)
 {
 	struct cat_inode in = { 0 }, out;
 	uint64_t f = mkfile(ROOT, "f");
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	in.mode = S_IFDIR | 04711; /* the type bits must be ignored */
 	in.uid = 7;
 	in.gid = 8;
@@ -473,10 +441,10 @@ Test(catalog, rename_over_file_replaces_it, .init = setup, .fini = teardown)
 	uint64_t src = mkfile(d1, "src");
 	uint64_t dst = mkfile(d2, "dst");
 	add_chunk(dst, 0, 10, 5);
-	OK(cat_file_commit(fx.cat, dst, 10, now_ns(), false));
+	OK(cat_file_commit(fx.cat, dst, 10, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.cat, dst));
 
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	OK(cat_rename(fx.cat, d1, "src", d2, "dst", 0, &replaced));
 	cr_assert_eq(replaced, dst);
 	cr_assert_eq(lookup(d2, "dst"), src);
@@ -577,7 +545,7 @@ Test(catalog, rename_exchange, .init = setup, .fini = teardown)
 	cr_assert_eq(attr(p1).nlink, 2);
 	cr_assert_eq(attr(p2).nlink, 3);
 
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	OK(cat_rename(fx.cat, p1, "x", p2, "y", CAT_RENAME_EXCHANGE, &replaced));
 	cr_assert_eq(replaced, 0);
 	cr_assert_eq(lookup(p1, "x"), dir);
@@ -808,7 +776,7 @@ Test(catalog, pending_add_rejects_overlaps_and_bad_extents, .init = setup, .fini
 	uint64_t f = mkfile(ROOT, "f");
 	add_chunk(f, 200, 100, 1);
 	add_chunk(f, 100, 100, 2); /* before, touching: fine */
-	mkhash(e.hash, 3);
+	ts_hash(e.hash, HASH_FILL, 3);
 	static const struct {
 		uint64_t off, len;
 	} overlapping[] = { { 150, 10 }, { 50, 51 }, { 290, 20 }, { 0, 1000 }, { 299, 1 } };
@@ -840,7 +808,7 @@ Test(catalog, pending_add_rejects_overlaps_and_bad_extents, .init = setup, .fini
 	FAILS(cat_pending_add(fx.cat, ROOT, &e, &must), EISDIR);
 	FAILS(cat_pending_add(fx.cat, 9999, &e, &must), ENOENT);
 	uint8_t unknown[CAT_HASH_LEN];
-	mkhash(unknown, 999);
+	ts_hash(unknown, HASH_FILL, 999);
 	FAILS(cat_chunk_stored(fx.cat, unknown, 1, 5), ENOENT);
 	cr_assert_eq(refcount(3), 2);
 	check_invariants();
@@ -852,17 +820,17 @@ Test(catalog, commit_requires_stored_chunks_and_fitting_size, .init = setup, .fi
 	uint64_t f = mkfile(ROOT, "f");
 	bool must = add_ext(f, 0, 100, 1, 0, 100, false);
 	cr_assert(must);
-	FAILS(cat_file_commit(fx.cat, f, 100, now_ns(), false), EIO);
+	FAILS(cat_file_commit(fx.cat, f, 100, ts_now_ns(), false), EIO);
 	cr_assert_eq(cat_extents(fx.cat, f, 0, &e, 1), 0, "nothing committed");
 	uint8_t h[CAT_HASH_LEN];
-	mkhash(h, 1);
+	ts_hash(h, HASH_FILL, 1);
 	OK(cat_chunk_stored(fx.cat, h, 2, 60));
-	FAILS(cat_file_commit(fx.cat, f, 99, now_ns(), false), EINVAL);
-	OK(cat_file_commit(fx.cat, f, 100, now_ns(), true));
-	OK(cat_file_commit(fx.cat, f, 150, now_ns(), false)); /* a hole at the end */
+	FAILS(cat_file_commit(fx.cat, f, 99, ts_now_ns(), false), EINVAL);
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), true));
+	OK(cat_file_commit(fx.cat, f, 150, ts_now_ns(), false)); /* a hole at the end */
 	cr_assert_eq(attr(f).size, 150);
 	cr_assert_eq(cat_extents(fx.cat, f, 0, &e, 1), 1);
-	FAILS(cat_file_commit(fx.cat, ROOT, 0, now_ns(), false), EISDIR);
+	FAILS(cat_file_commit(fx.cat, ROOT, 0, ts_now_ns(), false), EISDIR);
 	check_invariants();
 }
 
@@ -873,7 +841,7 @@ Test(catalog, commit_replaces_extents_and_reclaims_unreferenced, .init = setup,
 	uint64_t f = mkfile(ROOT, "f");
 	add_chunk(f, 0, 100, 1);
 	add_chunk(f, 100, 100, 2);
-	OK(cat_file_commit(fx.cat, f, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 200, ts_now_ns(), false));
 	cr_assert_eq(refcount(1), 2, "pending + committed");
 	/* The writer rewrites the file: chunk 3 replaces chunk 1. */
 	OK(cat_pending_drop(fx.cat, f));
@@ -881,7 +849,7 @@ Test(catalog, commit_replaces_extents_and_reclaims_unreferenced, .init = setup,
 	add_chunk(f, 0, 100, 3);
 	add_chunk(f, 100, 100, 2);
 	cr_assert_eq(fx.rec.n, 0);
-	OK(cat_file_commit(fx.cat, f, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 200, ts_now_ns(), false));
 	cr_assert_eq(times_reclaimed(1), 1);
 	cr_assert_eq(fx.rec.n, 1);
 	cr_assert_eq(refcount(1), -1);
@@ -891,7 +859,7 @@ Test(catalog, commit_replaces_extents_and_reclaims_unreferenced, .init = setup,
 	expect_extent(&e[0], 0, 100, 3, 0);
 	expect_extent(&e[1], 100, 100, 2, 0);
 	/* Committing again unchanged changes no count. */
-	OK(cat_file_commit(fx.cat, f, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 200, ts_now_ns(), false));
 	cr_assert_eq(refcount(2), 2);
 	OK(cat_pending_drop(fx.cat, f));
 	cr_assert_eq(refcount(2), 1);
@@ -910,7 +878,7 @@ Test(catalog, one_chunk_referenced_many_times, .init = setup, .fini = teardown)
 		add_chunk(f, (uint64_t)i * LEN, LEN, 7);
 	add_chunk(g, 0, LEN, 7);
 	cr_assert_eq(refcount(7), N + 1);
-	OK(cat_file_commit(fx.cat, f, (uint64_t)N * LEN, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, (uint64_t)N * LEN, ts_now_ns(), false));
 	cr_assert_eq(refcount(7), 2 * N + 1);
 	cr_assert_eq(cat_extents(fx.cat, f, (uint64_t)N * LEN - 1, e, 4), 1);
 	OK(cat_pending_drop(fx.cat, f));
@@ -944,7 +912,7 @@ Test(catalog, pending_truncate_straddling, .init = setup, .fini = teardown)
 	OK(cat_pending_truncate(fx.cat, f, 1000)); /* past the end: nothing */
 	cr_assert_eq(cat_pending_extents(fx.cat, f, 0, e, 4), 1);
 	add_chunk(f, 100, 100, 4); /* the writer goes on from the cut */
-	OK(cat_file_commit(fx.cat, f, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 200, ts_now_ns(), false));
 	OK(cat_pending_truncate(fx.cat, f, 0));
 	cr_assert_eq(cat_pending_extents(fx.cat, f, 0, e, 4), 0);
 	cr_assert_eq(cat_extents(fx.cat, f, 0, e, 4), 2, "committed extents untouched");
@@ -958,9 +926,9 @@ Test(catalog, file_truncate_straddling_and_growing, .init = setup, .fini = teard
 	add_chunk(f, 0, 100, 1);
 	add_chunk(f, 100, 100, 2);
 	add_chunk(f, 200, 100, 3);
-	OK(cat_file_commit(fx.cat, f, 300, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 300, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.cat, f));
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	OK(cat_file_truncate(fx.cat, f, 150));
 	struct cat_inode in = attr(f);
 	cr_assert_eq(in.size, 150);
@@ -987,7 +955,7 @@ Test(catalog, pending_from_committed_copies_and_counts, .init = setup, .fini = t
 	uint64_t f = mkfile(ROOT, "f");
 	add_chunk(f, 0, 100, 1);
 	add_chunk(f, 100, 100, 2);
-	OK(cat_file_commit(fx.cat, f, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 200, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.cat, f));
 	cr_assert_eq(cat_pending_extents(fx.cat, f, 0, e, 4), 0);
 	cr_assert_eq(refcount(1), 1);
@@ -1003,7 +971,7 @@ Test(catalog, pending_from_committed_copies_and_counts, .init = setup, .fini = t
 	cr_assert_eq(refcount(2), 2);
 	/* Appending and committing. */
 	add_chunk(f, 200, 100, 3);
-	OK(cat_file_commit(fx.cat, f, 300, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 300, ts_now_ns(), false));
 	cr_assert_eq(cat_extents(fx.cat, f, 0, e, 4), 3);
 	cr_assert_eq(refcount(3), 2);
 	OK(cat_pending_from_committed(fx.cat, f)); /* already equal: no change */
@@ -1022,7 +990,7 @@ Test(catalog, reopen_drops_pending_and_unlinked_inodes, .init = setup, .fini = t
 	uint64_t keep = mkfile(ROOT, "keep");
 	add_chunk(keep, 0, 100, 1);
 	add_chunk(keep, 100, 100, 2);
-	OK(cat_file_commit(fx.cat, keep, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, keep, 200, ts_now_ns(), false));
 	add_chunk(keep, 200, 100, 3); /* appended, never committed */
 	uint64_t fresh = mkfile(ROOT, "fresh");
 	add_ext(fresh, 0, 100, 4, 0, 100, false); /* a writer that never committed */
@@ -1030,7 +998,7 @@ Test(catalog, reopen_drops_pending_and_unlinked_inodes, .init = setup, .fini = t
 	uint64_t gone = mkfile(ROOT, "gone");
 	add_chunk(gone, 0, 100, 5);
 	add_chunk(gone, 100, 100, 1);
-	OK(cat_file_commit(fx.cat, gone, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, gone, 200, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.cat, gone));
 	OK(cat_unlink(fx.cat, ROOT, "gone", &ino)); /* open when the daemon died */
 	uint64_t dir = mkdir_(ROOT, "d");
@@ -1077,14 +1045,14 @@ Test(catalog, referencing_a_zero_count_chunk_requires_storing_it_again, .init = 
 {
 	uint64_t f = mkfile(ROOT, "f");
 	add_chunk(f, 0, 10, 2);
-	OK(cat_file_commit(fx.cat, f, 10, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 10, ts_now_ns(), false));
 	OK(cat_file_truncate(fx.cat, f, 0));
 	fx.rec.fail_next = 1;
 	OK(cat_pending_drop(fx.cat, f));
 	cr_assert_eq(refcount(2), 0);
 	cr_assert(add_ext(f, 0, 10, 2, 0, 10, false), "must store again");
 	cr_assert_eq(refcount(2), 1);
-	FAILS(cat_file_commit(fx.cat, f, 10, now_ns(), false), EIO);
+	FAILS(cat_file_commit(fx.cat, f, 10, ts_now_ns(), false), EIO);
 	OK(cat_pending_drop(fx.cat, f));
 	cr_assert_eq(times_reclaimed(2), 1);
 	check_invariants();
@@ -1190,7 +1158,7 @@ Test(catalog, stats_and_chunk_iteration, .init = setup, .fini = teardown)
 	add_chunk(f, 3000, 10, 100); /* a duplicate */
 	add_ext(f, 3010, 10, 999, 0, 20, false); /* not stored */
 	OK(cat_pending_truncate(fx.cat, f, 3010));
-	OK(cat_file_commit(fx.cat, f, 4000, now_ns(), false));
+	OK(cat_file_commit(fx.cat, f, 4000, ts_now_ns(), false));
 	OK(cat_stats(fx.cat, &s));
 	cr_assert_eq(s.inodes, 3);
 	cr_assert_eq(s.files, 1);
@@ -1220,7 +1188,7 @@ static void *create_many(void *arg)
 		snprintf(name, sizeof(name), "t%d-%d", c->id, i);
 		if (cat_create(c->cat, ROOT, name, S_IFREG | 0644, 0, 0, 0, NULL, &in) != 0)
 			return (void *)1;
-		mkhash(e.hash, i);
+		ts_hash(e.hash, HASH_FILL, i);
 		if (cat_pending_add(c->cat, in.ino, &e, &must) != 0)
 			return (void *)2;
 		if (cat_getattr(c->cat, in.ino, &in) != 0)

@@ -11,7 +11,6 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +22,10 @@
 #include "catalog.h"
 #include "generation.h"
 #include "log.h"
+#include "support.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
+#define HASH_FILL 0xa5 /* the fill of this file's chunk hashes (ts_hash) */
 #define MAX_RECLAIMS 4096
 #define MAX_INOS 4096
 
@@ -45,18 +46,6 @@ static struct fixture {
 	struct cat *cat;
 	struct reclaims rec;
 } fx;
-
-#define OK(expr)                                                                          \
-	do {                                                                              \
-		int rc_ = (expr);                                                         \
-		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
-	} while (0)
-#define FAILS(expr, err)                                                                     \
-	do {                                                                                 \
-		int rc_ = (expr);                                                            \
-		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_,   \
-			     strerror(-rc_), #err);                                          \
-	} while (0)
 
 static int record_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 {
@@ -89,23 +78,17 @@ static void open_catalog(void)
 static void setup(void)
 {
 	log_setup(stderr, LOG_LVL_WARN);
-	strcpy(fx.dir, "/tmp/ckptfs-gen-XXXXXX");
-	cr_assert_not_null(mkdtemp(fx.dir));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "gen");
 	snprintf(fx.path, sizeof(fx.path), "%s/catalog.db", fx.dir);
 	memset(&fx.rec, 0, sizeof(fx.rec));
 	open_catalog();
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
 }
 
 static void teardown(void)
 {
 	cat_close(fx.cat);
 	fx.cat = NULL;
-	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	ts_tmpdir_remove(fx.dir);
 }
 
 static void check_invariants(void)
@@ -120,25 +103,11 @@ static void reopen_catalog(void)
 	open_catalog();
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void mkhash(uint8_t out[CAT_HASH_LEN], int seed)
-{
-	memset(out, 0xa5, CAT_HASH_LEN);
-	out[0] = (uint8_t)(seed >> 8);
-	out[1] = (uint8_t)seed;
-}
-
 static int times_reclaimed(int seed)
 {
 	uint8_t h[CAT_HASH_LEN];
 	int n = 0;
-	mkhash(h, seed);
+	ts_hash(h, HASH_FILL, seed);
 	for (int i = 0; i < fx.rec.n; i++)
 		n += memcmp(fx.rec.hash[i], h, CAT_HASH_LEN) == 0;
 	return n;
@@ -161,7 +130,7 @@ static int chunk_find_fn(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t p
 static int64_t refcount(int seed)
 {
 	struct chunk_find f = { .refcount = -1 };
-	mkhash(f.hash, seed);
+	ts_hash(f.hash, HASH_FILL, seed);
 	OK(cat_chunks(fx.cat, chunk_find_fn, &f));
 	return f.refcount;
 }
@@ -227,17 +196,7 @@ static uint64_t mkgen(uint64_t series, const char *name, uint64_t step, bool dir
  * (a writer's pending list, then a commit). */
 static void write_chunks(uint64_t ino, int seed, int n, uint64_t len)
 {
-	OK(cat_pending_drop(fx.cat, ino));
-	for (int i = 0; i < n; i++) {
-		struct cat_extent e = { .off = (uint64_t)i * len, .len = len, .chunk_len = len };
-		bool must = false;
-		mkhash(e.hash, seed + i);
-		OK(cat_pending_add(fx.cat, ino, &e, &must));
-		if (must)
-			OK(cat_chunk_stored(fx.cat, e.hash, 1, len / 2 + 1));
-	}
-	OK(cat_file_commit(fx.cat, ino, (uint64_t)n * len, now_ns(), false));
-	OK(cat_pending_drop(fx.cat, ino)); /* the writer closes */
+	ts_write_chunks(fx.cat, ino, HASH_FILL, seed, n, len, NULL, NULL);
 }
 
 static uint64_t put_file(uint64_t parent, const char *name, int seed, int n, uint64_t len)
@@ -386,7 +345,7 @@ Test(gen, create_roots_a_generation_that_its_tree_inherits, .init = setup, .fini
 	uint64_t series = mkdir_(ROOT, "run");
 	uint64_t outside = mkfile(series, "latest");
 	uint64_t root;
-	int64_t before = now_ns();
+	int64_t before = ts_now_ns();
 	uint64_t id = mkgen(series, "step-100", 100, true, &root);
 	uint64_t sub = mkdir_(root, "model");
 	uint64_t deep = mkdir_(sub, "layers");
@@ -1022,10 +981,10 @@ Test(gen, reopen_then_commit_drops_the_backup, .init = setup, .fini = teardown)
 	OK(cat_pending_from_committed(fx.cat, a));
 	struct cat_extent e = { .off = 100, .len = 100, .chunk_len = 100 };
 	bool must;
-	mkhash(e.hash, 4);
+	ts_hash(e.hash, HASH_FILL, 4);
 	OK(cat_pending_add(fx.cat, a, &e, &must));
 	OK(cat_chunk_stored(fx.cat, e.hash, 1, 51));
-	OK(cat_file_commit(fx.cat, a, 200, now_ns(), false));
+	OK(cat_file_commit(fx.cat, a, 200, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.cat, a));
 	cr_assert_eq(fx.rec.n, 0, "the backup holds chunks 2 and 3");
 	check_invariants();
@@ -1127,7 +1086,7 @@ Test(gen, crash_recovery_rolls_back_open_generations, .init = setup, .fini = tea
 	uint64_t half = mkfile(root, "being-written");
 	struct cat_extent e = { .off = 0, .len = 100, .chunk_len = 100 };
 	bool must;
-	mkhash(e.hash, 62);
+	ts_hash(e.hash, HASH_FILL, 62);
 	OK(cat_pending_add(fx.cat, half, &e, &must)); /* a writer when the daemon died */
 
 	reopen_catalog();

@@ -9,13 +9,10 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -23,9 +20,11 @@
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
+#include "support.h"
 #include "upload.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
+#define HASH_FILL 0x5a /* the fill of this file's chunk hashes (ts_hash) */
 
 static struct fixture {
 	char dir[64];
@@ -33,78 +32,19 @@ static struct fixture {
 	struct cat *src, *dst;
 } fx;
 
-#define OK(expr)                                                                          \
-	do {                                                                              \
-		int rc_ = (expr);                                                         \
-		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
-	} while (0)
-#define FAILS(expr, err)                                                                     \
-	do {                                                                                 \
-		int rc_ = (expr);                                                            \
-		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_,   \
-			     strerror(-rc_), #err);                                          \
-	} while (0)
-
 static void setup(void)
 {
 	log_setup(stderr, LOG_LVL_WARN);
-	strcpy(fx.dir, "/tmp/ckptfs-mf-XXXXXX");
-	cr_assert_not_null(mkdtemp(fx.dir));
-	snprintf(fx.src_path, sizeof(fx.src_path), "%s/src.db", fx.dir);
-	snprintf(fx.dst_path, sizeof(fx.dst_path), "%s/dst.db", fx.dir);
-	OK(cat_open(fx.src_path, 0, 0, NULL, NULL, &fx.src));
-	OK(cat_open(fx.dst_path, 0, 0, NULL, NULL, &fx.dst));
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "mf");
+	ts_cat_open_in(fx.dir, "src.db", fx.src_path, sizeof(fx.src_path), &fx.src);
+	ts_cat_open_in(fx.dir, "dst.db", fx.dst_path, sizeof(fx.dst_path), &fx.dst);
 }
 
 static void teardown(void)
 {
-	if (fx.src)
-		OK(cat_check(fx.src));
-	if (fx.dst)
-		OK(cat_check(fx.dst));
-	cat_close(fx.src);
-	cat_close(fx.dst);
-	fx.src = fx.dst = NULL;
-	nftw(fx.dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void mkhash(uint8_t out[CAT_HASH_LEN], int seed)
-{
-	memset(out, 0x5a, CAT_HASH_LEN);
-	out[0] = (uint8_t)(seed >> 8);
-	out[1] = (uint8_t)seed;
-}
-
-static uint64_t mk(uint64_t parent, const char *name, uint32_t mode, const char *target)
-{
-	struct cat_inode in;
-	OK(cat_create(fx.src, parent, name, mode, 1000, 1001, S_ISCHR(mode) ? makedev(1, 3) : 0,
-		      target, &in));
-	return in.ino;
-}
-
-static uint64_t mkgen(uint64_t series, const char *name, uint64_t step, bool dir, uint64_t *ino)
-{
-	struct cat_gen_spec spec = { .name = name, .step = step };
-	struct cat_inode in;
-	uint64_t id = 0;
-	OK(cat_create_in_gen(fx.src, series, name, dir ? S_IFDIR | 0750 : S_IFREG | 0640, 1000,
-			     1001, 0, NULL, &spec, &in, &id));
-	cr_assert_neq(id, 0);
-	*ino = in.ino;
-	return id;
+	ts_cat_close_checked(&fx.src);
+	ts_cat_close_checked(&fx.dst);
+	ts_tmpdir_remove(fx.dir);
 }
 
 /* Writes n extents of len bytes each at off, off + stride, … from chunks
@@ -118,162 +58,13 @@ static void write_extents(uint64_t ino, int seed, int n, uint64_t off, uint64_t 
 		struct cat_extent e = { .off = off + (uint64_t)i * stride, .len = len,
 					.chunk_off = len / 2, .chunk_len = 2 * len };
 		bool must = false;
-		mkhash(e.hash, seed + i);
+		ts_hash(e.hash, HASH_FILL, seed + i);
 		OK(cat_pending_add(fx.src, ino, &e, &must));
 		if (must)
 			OK(cat_chunk_stored(fx.src, e.hash, (uint8_t)(i & 1), len + (uint64_t)i));
 	}
-	OK(cat_file_commit(fx.src, ino, size, now_ns(), false));
+	OK(cat_file_commit(fx.src, ino, size, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.src, ino));
-}
-
-/* ---- a canonical dump of a catalog, for byte-for-byte comparison ---- */
-
-struct dump {
-	char *p;
-	size_t len;
-	FILE *f;
-	/* inodes seen, for hard links: catalog inode → first path */
-	int n_seen;
-	uint64_t seen_ino[1024];
-	char *seen_path[1024];
-};
-
-struct child {
-	char name[CAT_NAME_MAX + 1];
-	uint64_t ino;
-};
-
-struct children {
-	int n;
-	struct child c[256];
-};
-
-static int collect(void *arg, const char *name, const struct cat_inode *a, uint64_t next)
-{
-	struct children *l = arg;
-	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return 0;
-	cr_assert_lt(l->n, 256);
-	strcpy(l->c[l->n].name, name);
-	l->c[l->n++].ino = a->ino;
-	return 0;
-}
-
-static int child_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct child *)a)->name, ((const struct child *)b)->name);
-}
-
-static void dump_escaped(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c <= 0x20 || c >= 0x7f || c == '\\')
-			fprintf(f, "\\x%02x", c);
-		else
-			fputc(c, f);
-	}
-}
-
-static void dump_inode(struct cat *cat, struct dump *d, const char *path, uint64_t ino)
-{
-	for (int i = 0; i < d->n_seen; i++)
-		if (d->seen_ino[i] == ino) {
-			fprintf(d->f, "%s => link to %s\n", path, d->seen_path[i]);
-			return;
-		}
-	cr_assert_lt(d->n_seen, 1024);
-	d->seen_ino[d->n_seen] = ino;
-	d->seen_path[d->n_seen++] = strdup(path);
-
-	struct cat_inode a;
-	uint64_t gen = 0;
-	OK(cat_getattr(cat, ino, &a));
-	OK(cat_gen_of(cat, ino, &gen));
-	fprintf(d->f, "%s mode %o uid %u gid %u nlink %u size %llu rdev %llu a %lld m %lld c %lld gen %llu",
-		path, a.mode, a.uid, a.gid, a.nlink, (unsigned long long)a.size,
-		(unsigned long long)a.rdev, (long long)a.atime_ns, (long long)a.mtime_ns,
-		(long long)a.ctime_ns, (unsigned long long)gen);
-	if (S_ISLNK(a.mode)) {
-		char target[4096];
-		OK(cat_readlink(cat, ino, target, sizeof(target)));
-		fprintf(d->f, " -> ");
-		dump_escaped(d->f, target);
-	}
-	fputc('\n', d->f);
-	if (S_ISREG(a.mode)) {
-		struct cat_extent e[64];
-		int n = cat_extents(cat, ino, 0, e, 64);
-		cr_assert_geq(n, 0);
-		cr_assert_lt(n, 64);
-		for (int i = 0; i < n; i++) {
-			char hex[HASH_HEX_LEN + 1];
-			hash_to_hex(e[i].hash, hex);
-			fprintf(d->f, "  ext %llu +%llu %s@%llu/%llu\n", (unsigned long long)e[i].off,
-				(unsigned long long)e[i].len, hex, (unsigned long long)e[i].chunk_off,
-				(unsigned long long)e[i].chunk_len);
-		}
-	}
-	if (!S_ISDIR(a.mode))
-		return;
-	struct children *l = calloc(1, sizeof(*l));
-	OK(cat_readdir(cat, ino, 0, collect, l));
-	qsort(l->c, (size_t)l->n, sizeof(l->c[0]), child_cmp);
-	for (int i = 0; i < l->n; i++) {
-		char *child = NULL;
-		char name[4 * CAT_NAME_MAX + 1];
-		FILE *nf = fmemopen(name, sizeof(name), "w");
-		dump_escaped(nf, l->c[i].name);
-		fclose(nf);
-		cr_assert_gt(asprintf(&child, "%s/%s", path, name), 0);
-		dump_inode(cat, d, child, l->c[i].ino);
-		free(child);
-	}
-	free(l);
-}
-
-static int dump_gen(void *arg, const struct cat_gen *g)
-{
-	struct dump *d = arg;
-	fprintf(d->f, "gen %llu name ", (unsigned long long)g->id);
-	dump_escaped(d->f, g->name);
-	fprintf(d->f, " step %llu state %d version %u pinned %d created %lld committed %lld"
-		" ended %lld rule %s backup %llu files %llu logical %llu exclusive %llu\n",
-		(unsigned long long)g->step, g->state, g->version, g->pinned,
-		(long long)g->created_ns, (long long)g->committed_ns, (long long)g->ended_ns,
-		g->rule, (unsigned long long)g->backup_root, (unsigned long long)g->files,
-		(unsigned long long)g->logical_bytes, (unsigned long long)g->exclusive_bytes);
-	return 0;
-}
-
-/* The namespace under ino (as `path`), and, with gens, the live generations. */
-static char *dump_from(struct cat *cat, uint64_t ino, const char *path, bool gens)
-{
-	struct dump *d = calloc(1, sizeof(*d));
-	d->f = open_memstream(&d->p, &d->len);
-	dump_inode(cat, d, path, ino);
-	if (gens)
-		OK(cat_gen_list(cat, 0, false, dump_gen, d));
-	fclose(d->f);
-	for (int i = 0; i < d->n_seen; i++)
-		free(d->seen_path[i]);
-	char *out = d->p;
-	free(d);
-	return out;
-}
-
-static char *dump(struct cat *cat)
-{
-	return dump_from(cat, ROOT, "", true);
-}
-
-static void expect_same(struct cat *a, struct cat *b)
-{
-	char *x = dump(a), *y = dump(b);
-	cr_assert_str_eq(x, y, "catalogs differ:\n--- source\n%s--- rebuilt\n%s", x, y);
-	free(x);
-	free(y);
 }
 
 /* ---- manifests ---- */
@@ -356,25 +147,25 @@ static const char weird[] = "we\tird\nname %41 \xff\xfe-\x01";
 
 static uint64_t rich_generation(uint64_t *series_out)
 {
-	uint64_t run = mk(ROOT, "run1", S_IFDIR | 0755, NULL);
-	uint64_t series = mk(run, "ckpt", S_IFDIR | 0700, NULL);
+	uint64_t run = ts_mk(fx.src, ROOT, "run1", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.src, run, "ckpt", S_IFDIR | 0700, NULL);
 	uint64_t root;
-	uint64_t id = mkgen(series, "step-100", 100, true, &root);
-	uint64_t sub = mk(root, "model", S_IFDIR | 0755, NULL);
-	uint64_t deep = mk(sub, "deep", S_IFDIR | 0711, NULL);
-	uint64_t w = mk(sub, weird, S_IFREG | 0600, NULL);
+	uint64_t id = ts_mkgen(fx.src, series, "step-100", 100, true, &root);
+	uint64_t sub = ts_mk(fx.src, root, "model", S_IFDIR | 0755, NULL);
+	uint64_t deep = ts_mk(fx.src, sub, "deep", S_IFDIR | 0711, NULL);
+	uint64_t w = ts_mk(fx.src, sub, weird, S_IFREG | 0600, NULL);
 	write_extents(w, 1, 3, 0, 1000, 1000, 3000);
-	uint64_t sparse = mk(deep, "sparse.bin", S_IFREG | 0644, NULL);
+	uint64_t sparse = ts_mk(fx.src, deep, "sparse.bin", S_IFREG | 0644, NULL);
 	write_extents(sparse, 10, 2, 4096, 500, 100000, 1 << 20); /* holes around */
-	mk(root, "empty", S_IFREG | 0644, NULL);
-	uint64_t shared = mk(root, "shared.pt", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, root, "empty", S_IFREG | 0644, NULL);
+	uint64_t shared = ts_mk(fx.src, root, "shared.pt", S_IFREG | 0644, NULL);
 	write_extents(shared, 1, 1, 0, 1000, 1000, 1000); /* chunk 1 again */
 	struct cat_inode l;
 	OK(cat_link(fx.src, w, root, "hardlink", &l));
 	OK(cat_link(fx.src, w, deep, "-", &l));
-	mk(root, "link", S_IFLNK | 0777, "model/we\tird\n ../%");
-	mk(root, "fifo", S_IFIFO | 0644, NULL);
-	mk(root, "null", S_IFCHR | 0666, NULL);
+	ts_mk(fx.src, root, "link", S_IFLNK | 0777, "model/we\tird\n ../%");
+	ts_mk(fx.src, root, "fifo", S_IFIFO | 0644, NULL);
+	ts_mk(fx.src, root, "null", S_IFCHR | 0666, NULL);
 	struct cat_inode set = { .mode = 0751, .uid = 42, .gid = 43, .atime_ns = -5,
 				 .mtime_ns = 123456789, .ctime_ns = 987654321 };
 	OK(cat_setattr(fx.src, root, CAT_SET_MODE | CAT_SET_UID | CAT_SET_GID | CAT_SET_ATIME |
@@ -392,11 +183,11 @@ Test(manifest, generation_and_tree_round_trip_into_a_fresh_catalog, .init = setu
      .fini = teardown)
 {
 	uint64_t id = rich_generation(NULL);
-	uint64_t latest = mk(ROOT, "latest", S_IFREG | 0644, NULL);
+	uint64_t latest = ts_mk(fx.src, ROOT, "latest", S_IFREG | 0644, NULL);
 	write_extents(latest, 1, 1, 0, 1000, 1000, 1000); /* shares chunk 1 with the generation */
-	mk(ROOT, "latest-link", S_IFLNK | 0777, "run1/ckpt/step-100");
-	uint64_t side = mk(ROOT, "notes", S_IFDIR | 0755, NULL);
-	uint64_t n = mk(side, "a", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, ROOT, "latest-link", S_IFLNK | 0777, "run1/ckpt/step-100");
+	uint64_t side = ts_mk(fx.src, ROOT, "notes", S_IFDIR | 0755, NULL);
+	uint64_t n = ts_mk(fx.src, side, "a", S_IFREG | 0644, NULL);
 	struct cat_inode l;
 	OK(cat_link(fx.src, n, ROOT, "a-too", &l));
 
@@ -410,7 +201,7 @@ Test(manifest, generation_and_tree_round_trip_into_a_fresh_catalog, .init = setu
 
 	apply_ok(tree);
 	apply_ok(gen);
-	expect_same(fx.src, fx.dst);
+	ts_expect_same(fx.src, fx.dst);
 
 	/* ids given out after a rebuild do not collide with the applied ones */
 	struct cat_gen_spec spec = { .name = "step-200", .step = 200 };
@@ -441,7 +232,8 @@ Test(manifest, generation_alone_creates_its_series_directories, .init = setup, .
 	cr_assert_eq(s.nlink, 3, "the series counts the generation's root directory");
 	OK(cat_lookup(fx.dst, s.ino, "step-100", &b));
 	OK(cat_lookup(fx.src, series, "step-100", &a));
-	char *x = dump_from(fx.src, a.ino, "", false), *y = dump_from(fx.dst, b.ino, "", false);
+	char *x = ts_dump_from(fx.src, a.ino, "", false);
+	char *y = ts_dump_from(fx.dst, b.ino, "", false);
 	cr_assert_str_eq(x, y);
 	struct cat_gen g;
 	OK(cat_gen_get(fx.dst, id, &g));
@@ -456,12 +248,12 @@ Test(manifest, generation_alone_creates_its_series_directories, .init = setup, .
 
 Test(manifest, a_single_file_generation_round_trips, .init = setup, .fini = teardown)
 {
-	uint64_t series = mk(ROOT, "lightning", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.src, ROOT, "lightning", S_IFDIR | 0755, NULL);
 	uint64_t f1, f2;
-	uint64_t g1 = mkgen(series, "epoch=1-step=30.ckpt", 30, false, &f1);
+	uint64_t g1 = ts_mkgen(fx.src, series, "epoch=1-step=30.ckpt", 30, false, &f1);
 	write_extents(f1, 100, 4, 0, 2048, 2048, 4 * 2048);
 	OK(cat_gen_commit(fx.src, g1, "trainer"));
-	uint64_t g2 = mkgen(series, "epoch=2-step=60.ckpt", 60, false, &f2);
+	uint64_t g2 = ts_mkgen(fx.src, series, "epoch=2-step=60.ckpt", 60, false, &f2);
 	write_extents(f2, 102, 4, 0, 2048, 2048, 4 * 2048 + 7); /* shares 2 chunks, tail hole */
 	OK(cat_gen_commit(fx.src, g2, "trainer"));
 
@@ -469,7 +261,7 @@ Test(manifest, a_single_file_generation_round_trips, .init = setup, .fini = tear
 	apply_ok(tree);
 	apply_ok(m2);
 	apply_ok(m1);
-	expect_same(fx.src, fx.dst);
+	ts_expect_same(fx.src, fx.dst);
 	free(tree.p);
 	free(m1.p);
 	free(m2.p);
@@ -478,10 +270,10 @@ Test(manifest, a_single_file_generation_round_trips, .init = setup, .fini = tear
 Test(manifest, a_rewritten_generation_is_built_at_its_new_version_only, .init = setup,
      .fini = teardown)
 {
-	uint64_t series = mk(ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.src, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t root;
-	uint64_t id = mkgen(series, "step-5", 5, true, &root);
-	uint64_t f = mk(root, "w.pt", S_IFREG | 0644, NULL);
+	uint64_t id = ts_mkgen(fx.src, series, "step-5", 5, true, &root);
+	uint64_t f = ts_mk(fx.src, root, "w.pt", S_IFREG | 0644, NULL);
 	write_extents(f, 1, 2, 0, 100, 100, 200);
 	OK(cat_gen_commit(fx.src, id, "trainer"));
 	struct text v1 = gen_manifest(id, 1);
@@ -499,7 +291,7 @@ Test(manifest, a_rewritten_generation_is_built_at_its_new_version_only, .init = 
 
 	apply_take(tree_manifest());
 	apply_ok(v2);
-	expect_same(fx.src, fx.dst);
+	ts_expect_same(fx.src, fx.dst);
 	struct cat_gen g;
 	OK(cat_gen_get(fx.dst, id, &g));
 	cr_assert_eq(g.version, 2);
@@ -513,10 +305,10 @@ Test(manifest, a_rewritten_generation_is_built_at_its_new_version_only, .init = 
 
 Test(manifest, only_committed_generations_have_manifests, .init = setup, .fini = teardown)
 {
-	uint64_t series = mk(ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.src, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t r1, r2;
-	uint64_t open = mkgen(series, "step-1", 1, true, &r1);
-	uint64_t gone = mkgen(series, "step-2", 2, true, &r2);
+	uint64_t open = ts_mkgen(fx.src, series, "step-1", 1, true, &r1);
+	uint64_t gone = ts_mkgen(fx.src, series, "step-2", 2, true, &r2);
 	OK(cat_gen_commit(fx.src, gone, "trainer"));
 	OK(cat_gen_delete(fx.src, gone, "keep", NULL, NULL));
 	char *p;
@@ -540,20 +332,20 @@ Test(manifest, every_byte_of_a_name_round_trips, .init = setup, .fini = teardown
 			name[n++] = (char)c;
 	name[n] = 0;
 	cr_assert_eq(n, 254);
-	uint64_t d = mk(ROOT, name, S_IFDIR | 0755, NULL);
-	mk(d, "%", S_IFREG | 0644, NULL);
-	mk(d, "%%25", S_IFREG | 0644, NULL);
-	mk(d, " ", S_IFREG | 0644, NULL);
-	mk(d, "-", S_IFREG | 0644, NULL);
-	mk(d, "--", S_IFREG | 0644, NULL);
-	mk(d, "\xc3\x28 not utf-8", S_IFREG | 0644, NULL);
-	mk(d, "t", S_IFLNK | 0777, name);
+	uint64_t d = ts_mk(fx.src, ROOT, name, S_IFDIR | 0755, NULL);
+	ts_mk(fx.src, d, "%", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, d, "%%25", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, d, " ", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, d, "-", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, d, "--", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, d, "\xc3\x28 not utf-8", S_IFREG | 0644, NULL);
+	ts_mk(fx.src, d, "t", S_IFLNK | 0777, name);
 	struct text tree = tree_manifest();
 	for (const char *c = tree.p; *c; c++)
 		cr_assert(*c == '\n' || (*c > 0x20 && *c < 0x7f) || *c == ' ',
 			  "only printable ASCII, spaces and newlines");
 	apply_ok(tree);
-	expect_same(fx.src, fx.dst);
+	ts_expect_same(fx.src, fx.dst);
 	free(tree.p);
 }
 
@@ -561,7 +353,7 @@ Test(manifest, tree_manifest_merges_with_existing_directories, .init = setup, .f
 {
 	uint64_t series;
 	uint64_t id = rich_generation(&series);
-	mk(series, "latest", S_IFLNK | 0777, "step-100");
+	ts_mk(fx.src, series, "latest", S_IFLNK | 0777, "step-100");
 	struct cat_inode set = { .mode = 0711, .uid = 7, .gid = 8, .atime_ns = 1, .mtime_ns = 2,
 				 .ctime_ns = 3 };
 	struct cat_inode out;
@@ -571,11 +363,11 @@ Test(manifest, tree_manifest_merges_with_existing_directories, .init = setup, .f
 	/* generation first: its series directories exist when the tree comes */
 	apply_ok(gen);
 	apply_ok(tree);
-	expect_same(fx.src, fx.dst);
+	ts_expect_same(fx.src, fx.dst);
 	/* applying the tree again conflicts on its files: rejected whole */
-	char *before = dump(fx.dst);
+	char *before = ts_dump(fx.dst);
 	FAILS(apply(tree), EEXIST);
-	char *after = dump(fx.dst);
+	char *after = ts_dump(fx.dst);
 	cr_assert_str_eq(before, after);
 	free(before);
 	free(after);
@@ -587,14 +379,14 @@ Test(manifest, tree_manifest_merges_with_existing_directories, .init = setup, .f
 
 static void expect_rejected(struct text t, int err, const char *why)
 {
-	char *before = dump(fx.dst);
+	char *before = ts_dump(fx.dst);
 	struct cat_stats s0, s1;
 	OK(cat_stats(fx.dst, &s0));
 	char msg[MANIFEST_ERR_MAX] = "";
 	int rc = manifest_apply(fx.dst, t.p, t.len, msg, sizeof(msg));
 	cr_assert_eq(rc, -err, "%s: apply returned %d (%s), expected %d", why, rc, msg, -err);
 	cr_assert_neq(msg[0], 0, "%s: a message", why);
-	char *after = dump(fx.dst);
+	char *after = ts_dump(fx.dst);
 	cr_assert_str_eq(before, after, "%s: the catalog changed", why);
 	OK(cat_stats(fx.dst, &s1));
 	cr_assert(memcmp(&s0, &s1, sizeof(s0)) == 0, "%s: stats changed", why);
@@ -614,7 +406,7 @@ Test(manifest, corrupt_or_truncated_manifests_are_rejected, .init = setup, .fini
 {
 	uint64_t id = rich_generation(NULL);
 	struct text gen = gen_manifest(id, 1);
-	mk(ROOT, "already", S_IFDIR | 0755, NULL); /* dst has something to keep */
+	ts_mk(fx.src, ROOT, "already", S_IFDIR | 0755, NULL); /* dst has something to keep */
 	OK(cat_create(fx.dst, ROOT, "mine", S_IFREG | 0644, 0, 0, 0, NULL, &(struct cat_inode){ 0 }));
 
 	/* every truncation */
@@ -739,24 +531,25 @@ Test(manifest, conflicts_with_the_catalog_are_rejected_whole, .init = setup, .fi
 
 Test(manifest, refcounts_add_up_over_shared_chunks, .init = setup, .fini = teardown)
 {
-	uint64_t series = mk(ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.src, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t ids[3];
 	for (int i = 0; i < 3; i++) {
 		char name[32];
 		uint64_t root;
 		snprintf(name, sizeof(name), "step-%d", i);
-		ids[i] = mkgen(series, name, (uint64_t)i, true, &root);
+		ids[i] = ts_mkgen(fx.src, series, name, (uint64_t)i, true, &root);
 		for (int k = 0; k < 3; k++) {
 			char fname[16];
 			snprintf(fname, sizeof(fname), "rank%d", k);
-			write_extents(mk(root, fname, S_IFREG | 0644, NULL), 500 + i, 4, 0, 64, 64, 256);
+			uint64_t f = ts_mk(fx.src, root, fname, S_IFREG | 0644, NULL);
+			write_extents(f, 500 + i, 4, 0, 64, 64, 256);
 		}
 		OK(cat_gen_commit(fx.src, ids[i], "trainer"));
 	}
 	apply_take(tree_manifest());
 	for (int i = 2; i >= 0; i--)
 		apply_take(gen_manifest(ids[i], 1));
-	expect_same(fx.src, fx.dst);
+	ts_expect_same(fx.src, fx.dst);
 	struct cat_stats a, b;
 	OK(cat_stats(fx.src, &a));
 	OK(cat_stats(fx.dst, &b));
@@ -824,10 +617,10 @@ Test(manifest, applied_chunks_are_on_backing_and_generations_durable, .init = se
 	OK(cat_create(fx.dst, ROOT, "own", S_IFREG | 0644, 0, 0, 0, NULL, &own));
 	struct cat_extent e = { .off = 0, .len = 1000, .chunk_off = 500, .chunk_len = 2000 };
 	bool must;
-	mkhash(e.hash, 1);
+	ts_hash(e.hash, HASH_FILL, 1);
 	OK(cat_pending_add(fx.dst, own.ino, &e, &must));
 	OK(cat_chunk_stored(fx.dst, e.hash, 0, 2000));
-	OK(cat_file_commit(fx.dst, own.ino, 1000, now_ns(), false));
+	OK(cat_file_commit(fx.dst, own.ino, 1000, ts_now_ns(), false));
 	OK(cat_pending_drop(fx.dst, own.ino));
 	struct cat_chunk_where w;
 	OK(cat_chunk_where(fx.dst, e.hash, &w));
@@ -843,7 +636,7 @@ Test(manifest, applied_chunks_are_on_backing_and_generations_durable, .init = se
 	cr_assert_eq(w.codec, 0, "the cached object's codec is kept");
 	cr_assert_eq(w.stored_len, 2000);
 	cr_assert_eq(w.refcount, 1 + 2, "own + w.bin (one inode, three links) + shared.pt");
-	mkhash(e.hash, 2);
+	ts_hash(e.hash, HASH_FILL, 2);
 	OK(cat_chunk_where(fx.dst, e.hash, &w));
 	cr_assert(!w.cached && w.uploaded, "a chunk known only from BACKING");
 	cr_assert_eq(w.codec, 1);

@@ -30,22 +30,11 @@
 #include "hash.h"
 #include "log.h"
 #include "store.h"
+#include "support.h"
 
 #define MiB ((size_t)1024 * 1024)
 #define KiB ((size_t)1024)
 #define SKIPPED_EXIT 77
-
-#define OK(expr)                                                                          \
-	do {                                                                              \
-		int rc_ = (expr);                                                         \
-		cr_assert_eq(rc_, 0, "%s returned %d (%s)", #expr, rc_, strerror(-rc_)); \
-	} while (0)
-#define FAILS(expr, err)                                                                   \
-	do {                                                                               \
-		int rc_ = (expr);                                                          \
-		cr_assert_eq(rc_, -(err), "%s returned %d (%s), expected -%s", #expr, rc_, \
-			     strerror(-rc_), #err);                                        \
-	} while (0)
 
 #define MAX_OWNED 64
 
@@ -175,11 +164,6 @@ static void tk_write_file(const char *path, const void *data, size_t len)
 	cr_assert_eq(close(fd), 0);
 }
 
-static int tk_remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 static int tk_files_found;
 static int tk_count_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -217,15 +201,14 @@ static void setup(void)
 	fx.log = tmpfile();
 	cr_assert_not_null(fx.log);
 	log_setup(fx.log, LOG_LVL_DEBUG);
-	strcpy(fx.dir, "/tmp/ckptfs-store-XXXXXX");
-	cr_assert_not_null(mkdtemp(fx.dir));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "store");
 	tk_open();
 }
 
 static void teardown(void)
 {
 	tk_close();
-	nftw(fx.dir, tk_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	ts_tmpdir_remove(fx.dir);
 	while (fx.n_owned > 0)
 		free(fx.owned[--fx.n_owned]);
 	log_setup(stderr, LOG_LVL_WARN);

@@ -28,6 +28,8 @@
 #include "admin.h"
 #include "backing.h"
 #include "rebuild.h"
+#include "store.h"
+#include "upload.h"
 
 static const char *const admin_db_tails[] = { "", "-wal", "-shm" };
 
@@ -66,6 +68,37 @@ static void admin_unlink_db(const char *path)
 static void admin_rebuild_progress(void *arg, uint64_t done, uint64_t total)
 {
 	admin_progress("rebuild", done, total);
+}
+
+struct admin_recache {
+	struct store *st;
+	struct cat *cat;
+	uint64_t chunks;
+};
+
+static int admin_recache_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+			     uint8_t codec, int64_t stored_len, uint64_t refcount)
+{
+	struct admin_recache *r = arg;
+	struct store_object_info info;
+	(void)refcount;
+	if (stored_len >= 0 && store_stat(r->st, hash, &info) == 0 && info.codec == codec &&
+	    info.plain_len == plain_len && (int64_t)info.stored_len == stored_len &&
+	    cat_chunk_set_cached(r->cat, hash, true) == 0)
+		r->chunks++;
+	return 0;
+}
+
+/* The manifests say where chunks are durable (BACKING); the objects still in
+ * this cache are used again rather than fetched (and gc'd) anew. */
+static uint64_t admin_recache(struct admin *a, struct cat *cat)
+{
+	struct admin_recache r = { NULL, cat, 0 };
+	if (store_open(a->cache, &r.st) != 0)
+		return 0;
+	cat_chunks(cat, admin_recache_one, &r);
+	store_close(r.st);
+	return r.chunks;
 }
 
 int admin_cmd_rebuild(struct admin *a)
@@ -108,6 +141,7 @@ int admin_cmd_rebuild(struct admin *a)
 	memset(&rep, 0, sizeof(rep));
 	err = rebuild_catalog(a->bk, cat, REBUILD_CHECK_CHUNKS, admin_rebuild_progress, NULL, &rep);
 	admin_progress_end();
+	uint64_t recached = err == 0 ? admin_recache(a, cat) : 0;
 	int check = err == 0 ? cat_check(cat) : 0;
 	cat_close(cat);
 	if (err != 0 || check != 0) {
@@ -151,6 +185,8 @@ int admin_cmd_rebuild(struct admin *a)
 			       " files damaged): see above\n",
 			       rep.manifests_corrupt, rep.manifests_rejected, rep.generations_lost,
 			       rep.chunks_missing, rep.files_damaged);
+		if (recached)
+			printf("%" PRIu64 " chunks still in the cache are used again\n", recached);
 		if (aside[0])
 			printf("the old catalog is kept as %s\n", aside);
 	}

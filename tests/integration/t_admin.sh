@@ -367,8 +367,8 @@ test_import_takes_a_plain_checkpoint_in_as_a_committed_generation() {
 test_rebuild_recreates_the_catalog_from_backing() {
 	ck_mount
 	mk_gen run1/step-100 a.pt:$((MiB + 1))
-	# pinned while open, so its manifest carries the pin (a pin after the
-	# commit is not written to BACKING: see docs/ADMIN.md, limits)
+	# pinned while open (a pin after the commit rewrites the manifest too:
+	# t_writeback)
 	mkdir -p "$CK_MNT/run1/step-200" "$CK_REF/run1/step-200"
 	ck_rand "$CK_REF/run1/step-200/b.pt" $((2 * MiB))
 	cp "$CK_REF/run1/step-200/b.pt" "$CK_MNT/run1/step-200/b.pt"
@@ -392,6 +392,8 @@ test_rebuild_recreates_the_catalog_from_backing() {
 	rm -f "$CK_CACHE/catalog.db-wal" "$CK_CACHE/catalog.db-shm"
 	assert_adm 0 rebuild --cache "$CK_CACHE" "$CK_BACKING"
 	assert_contains "$(out)" "2 generations" "rebuild's report"
+	assert_contains "$(out)" "chunks still in the cache are used again" "rebuild's report"
+	[ "$(ck_sql 'SELECT COUNT(*) FROM chunks WHERE cached = 1')" -gt 0 ] || ck_fail "no chunk of the cache was taken back after rebuild"
 	assert_adm 0 --json list --cache "$CK_CACHE"
 	assert_eq "$(cat "$CK_TMP/before")" "$(json '[(g["name"], g["pinned"], g["logical_bytes"]) for g in j]')" "generations after rebuild"
 	assert_adm 0 check --cache "$CK_CACHE"

@@ -38,6 +38,7 @@
 #define CACHE_HIGH_PCT 90 /* evict above this share of the bound … */
 #define CACHE_LOW_PCT 75  /* … down to this one */
 #define CACHE_MAX_JOBS 64 /* reads waiting for BACKING at once */
+#define CACHE_INFLIGHT (CACHE_MAX_JOBS + CACHE_FETCHERS)
 
 struct cache {
 	struct ckptfs *fs;
@@ -55,8 +56,10 @@ struct cache {
 
 	uint8_t queue[CACHE_PREFETCH_QUEUE][HASH_LEN]; /* prefetch ring */
 	int q_head, q_len;
-	uint8_t busy[CACHE_FETCHERS][HASH_LEN]; /* being prefetched */
-	bool busy_set[CACHE_FETCHERS];
+	/* chunks being fetched from BACKING: one fetch per chunk at a time */
+	uint8_t inflight[CACHE_INFLIGHT][HASH_LEN];
+	bool inflight_set[CACHE_INFLIGHT];
+	pthread_cond_t fetched; /* a fetch ended */
 
 	uint8_t touched[CACHE_TOUCH_BATCH][HASH_LEN]; /* used since the last flush */
 	int n_touched;
@@ -121,8 +124,8 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8
 }
 
 /* Fetches with retries while BACKING does not answer, up to the timeout (C4). */
-static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
-		       size_t *len)
+static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], void *plain,
+				size_t cap, size_t *len)
 {
 	uint8_t *obj = malloc(c->object_cap);
 	if (!obj)
@@ -161,6 +164,47 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plai
 		pthread_mutex_unlock(&c->lock);
 	}
 	return rc == 0 ? 0 : rc == -ENOMEM ? rc : -EIO;
+}
+
+static int cache_inflight_find_locked(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	for (int i = 0; i < CACHE_INFLIGHT; i++)
+		if (c->inflight_set[i] && memcmp(c->inflight[i], hash, HASH_LEN) == 0)
+			return i;
+	return -1;
+}
+
+/* One fetch per chunk at a time, whoever asks (readers, prefetchers): a
+ * caller that finds the chunk in flight waits for that fetch, then reads the
+ * copy it left in the cache — a chunk is downloaded once, not once per
+ * asker. (The fetch it waits for gives up after the BACKING timeout.) */
+static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
+		       size_t *len)
+{
+	bool waited = false;
+	pthread_mutex_lock(&c->lock);
+	while (cache_inflight_find_locked(c, hash) >= 0) {
+		waited = true;
+		pthread_cond_wait(&c->fetched, &c->lock);
+	}
+	int slot = -1;
+	for (int i = 0; i < CACHE_INFLIGHT && slot < 0; i++)
+		if (!c->inflight_set[i])
+			slot = i;
+	if (slot >= 0) {
+		memcpy(c->inflight[slot], hash, HASH_LEN);
+		c->inflight_set[slot] = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	int rc = waited ? store_get(c->fs->store, hash, plain, cap, len) : -ENOENT;
+	if (rc != 0)
+		rc = cache_fetch_retrying(c, hash, plain, cap, len);
+	pthread_mutex_lock(&c->lock);
+	if (slot >= 0)
+		c->inflight_set[slot] = false;
+	pthread_cond_broadcast(&c->fetched);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 /* A fetch run on its own thread, so that a reader can give up on a BACKING
@@ -291,10 +335,7 @@ static bool cache_known_locked(struct cache *c, const uint8_t hash[HASH_LEN])
 	for (int i = 0; i < c->q_len; i++)
 		if (memcmp(c->queue[(c->q_head + i) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN) == 0)
 			return true;
-	for (int i = 0; i < CACHE_FETCHERS; i++)
-		if (c->busy_set[i] && memcmp(c->busy[i], hash, HASH_LEN) == 0)
-			return true;
-	return false;
+	return cache_inflight_find_locked(c, hash) >= 0;
 }
 
 void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
@@ -311,17 +352,9 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 	pthread_mutex_unlock(&c->lock);
 }
 
-struct cache_fetcher_arg {
-	struct cache *c;
-	int id;
-};
-
 static void *cache_fetcher_main(void *p)
 {
-	struct cache_fetcher_arg *a = p;
-	struct cache *c = a->c;
-	int id = a->id;
-	free(a);
+	struct cache *c = p;
 	size_t cap = c->fs->chunking.max_size;
 	uint8_t *plain = malloc(cap);
 	pthread_mutex_lock(&c->lock);
@@ -330,17 +363,17 @@ static void *cache_fetcher_main(void *p)
 			pthread_cond_wait(&c->wake, &c->lock);
 			continue;
 		}
-		memcpy(c->busy[id], c->queue[c->q_head], HASH_LEN);
-		c->busy_set[id] = true;
+		uint8_t hash[HASH_LEN];
+		memcpy(hash, c->queue[c->q_head], HASH_LEN);
 		c->q_head = (c->q_head + 1) % CACHE_PREFETCH_QUEUE;
 		c->q_len--;
+		bool inflight = cache_inflight_find_locked(c, hash) >= 0;
 		pthread_mutex_unlock(&c->lock);
 		size_t len;
 		struct store_object_info info;
-		if (store_stat(c->fs->store, c->busy[id], &info) != 0)
-			cache_fetch(c, c->busy[id], plain, cap, &len);
+		if (!inflight && store_stat(c->fs->store, hash, &info) != 0)
+			cache_fetch(c, hash, plain, cap, &len);
 		pthread_mutex_lock(&c->lock);
-		c->busy_set[id] = false;
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(plain);
@@ -526,6 +559,7 @@ int cache_start(struct ckptfs *fs, struct cache **out)
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->dirty_room, NULL);
 	pthread_cond_init(&c->job_done, NULL);
+	pthread_cond_init(&c->fetched, NULL);
 	cache_resync(c);
 	c->bound = fs->opt.cache_size ? fs->opt.cache_size : cache_default_bound(c);
 	c->dirty_bound = fs->opt.dirty_max ? fs->opt.dirty_max : c->bound / 4 * 3;
@@ -537,14 +571,8 @@ int cache_start(struct ckptfs *fs, struct cache **out)
 	int rc = pthread_create(&c->evictor, NULL, cache_evictor_main, c);
 	c->evictor_started = rc == 0;
 	for (int i = 0; rc == 0 && i < CACHE_FETCHERS; i++) {
-		struct cache_fetcher_arg *a = malloc(sizeof(*a));
-		if (!a)
+		if (pthread_create(&c->fetcher[i], NULL, cache_fetcher_main, c) != 0)
 			break;
-		*a = (struct cache_fetcher_arg){ c, i };
-		if (pthread_create(&c->fetcher[i], NULL, cache_fetcher_main, a) != 0) {
-			free(a);
-			break;
-		}
 		c->n_fetchers++;
 	}
 	if (rc != 0) {
@@ -574,6 +602,7 @@ void cache_stop(struct cache *c)
 		pthread_cond_wait(&c->job_done, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	pthread_cond_destroy(&c->job_done);
+	pthread_cond_destroy(&c->fetched);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->dirty_room);
 	pthread_mutex_destroy(&c->lock);

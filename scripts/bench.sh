@@ -1006,9 +1006,9 @@ if [ "$run_wb" = 1 ]; then
 		esac
 		ratio=$(ratios $m | median)
 		if [ -n "$tgt" ]; then
-			row "$n" "$(vals $m plain | median)" "$(vals $m ckptfs | median)" "${ratio}x" ">=${tgt}x" "$(met "$ratio" "$tgt" '>=')"
+			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" ">=${tgt}x" "$(met "$ratio" "$tgt" '>=')"
 		else
-			row "$n" "$(vals $m plain | median)" "$(vals $m ckptfs | median)" "${ratio}x" "-" "-"
+			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" "-" "-"
 		fi
 	done
 fi

@@ -10,8 +10,9 @@
 #                       (default /var/tmp; one filesystem for all three)
 #   BENCH_PERF=1        in round 1, perf-record the daemon during the ckptfs
 #                       phases and count the FUSE requests; print the profile
-#   BENCH_ONLY=io|gen   only the I/O phases (1-4) or only the generation
-#                       phases (5-8); default both
+#   BENCH_ONLY=io|gen|wb  only the I/O phases (1-4), the generation phases
+#                       (5-8) or the write-back phases (9-12); default all
+#   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
 #
 # Per round, on a fresh mount (fresh BACKING and cache), each workload runs on
 # the plain directory and on the mount back to back, the order alternating
@@ -52,6 +53,26 @@
 # These phases wait for `sync` + 1 s before each timed part but do not drop
 # the caches: they measure the daemon's metadata work, not cold reads of the
 # (shared, virtual) disk.
+# The write-back phases (scripts/bench_wb.py), per round; BACKING is a slow
+# network store: tests/faultfs over a local directory throttled to
+# BENCH_WB_BW (100 MB/s), then nfs:// to a private nfs-ganesha on 127.0.0.1
+# (tests/nfs/ganesha.sh). A save is 4 files x 512 MiB of random data (small:
+# x 64 MiB), 4 concurrent writers, 1 MiB writes, fsync, close, into step-1/
+# of a fresh ckptfs (default -o sync=local), then the commit xattr:
+#   9. save             seconds until the save returns through the mount, and
+#                       until it is durable on BACKING (catalog: no upload
+#                       queued, durable_version = version), against the same
+#                       files written (fsync) straight into the throttled mount
+#  10. cold restore     unmount; a fresh node (new empty cache: the catalog is
+#                       rebuilt from BACKING's manifests); drop_caches; 4
+#                       concurrent readers through the mount, against reading
+#                       the straight copy from the throttled mount
+#  11. warm restore     drop_caches, read again (chunks now in the local
+#                       cache), against a plain local directory with the same
+#                       files; then (untimed) compared byte for byte
+#  12. nfs://           9 and 10 with BACKING = the ganesha URL, against
+#                       ganesha's own speed through libnfs for the same bytes
+#                       (build/backing-tool put / get, 4 at once)
 #
 # A benchmark, not a test: a missed target prints "no" and the exit status is
 # still 0. It is 1 when something breaks: data read back differs from what was
@@ -80,11 +101,19 @@ UNIQUE_FILE=$((1024 * MiB / div)) # per writer
 REPLICA=$((512 * MiB / div))      # payload per replica
 TMPROOT=${BENCH_TMP:-/var/tmp}
 case "${BENCH_ONLY:-all}" in
-all) run_io=1 run_gen=1 ;;
-io) run_io=1 run_gen=0 ;;
-gen) run_io=0 run_gen=1 ;;
-*) echo "bench: BENCH_ONLY must be io or gen (or unset: both)" >&2; exit 2 ;;
+all) run_io=1 run_gen=1 run_wb=1 ;;
+io) run_io=1 run_gen=0 run_wb=0 ;;
+gen) run_io=0 run_gen=1 run_wb=0 ;;
+wb) run_io=0 run_gen=0 run_wb=1 ;;
+*) echo "bench: BENCH_ONLY must be io, gen or wb (or unset: all)" >&2; exit 2 ;;
 esac
+WB_NFILES=4                    # phases 9-12: files per save (concurrent writers)
+WB_FILE=$((512 * MiB / div))   # phases 9-12: bytes per file
+WB_BW=${BENCH_WB_BW:-100000000} # phases 9-11: faultfs bw= (bytes/s)
+WB=$HERE/bench_wb.py
+FAULTFS=$BIN/faultfs
+BTOOL=$BIN/backing-tool
+GANESHA=$HERE/../tests/nfs/ganesha.sh
 NFILES=$((10000 / div))     # phases 5, 6, 8: files per directory / generation
 META_SIZE=4096              # phase 5: bytes per file
 META_BLOCKS=10              # phase 5: blocks per side, alternating between the sides
@@ -97,6 +126,17 @@ die() { echo "bench: $*" >&2; exit 1; }
 if [ ! -x "$BIN/ckptfs" ] || [ ! -x "$BIN/ckptfs-admin" ]; then die "no ckptfs in $BIN (run make first)"; fi
 "$PY" -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (apt-get install python3-numpy)"
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null; then die "BENCH_PERF=1 needs perf (apt-get install linux-perf)"; fi
+if [ "$run_wb" = 1 ] && { [ ! -x "$FAULTFS" ] || [ ! -x "$BTOOL" ]; }; then
+	echo "bench: building $BUILD/faultfs and $BUILD/backing-tool for the write-back phases"
+	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/faultfs" "$BUILD/backing-tool" >/dev/null ||
+		die "could not build $FAULTFS and $BTOOL"
+fi
+wb_nfs=0
+if [ "$run_wb" = 1 ]; then
+	if command -v ganesha.nfsd >/dev/null && [ -x "$GANESHA" ]; then wb_nfs=1; else
+		echo "bench: nfs-ganesha is not installed: phase 12 (nfs://) is skipped (apt-get install nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils)"
+	fi
+fi
 
 # ---- temp space, cleanup: only what this script started ---------------------
 
@@ -104,6 +144,7 @@ work=$(mktemp -d "$TMPROOT/ckptfs-bench.XXXXXX")
 shm=$(mktemp -d /dev/shm/ckptfs-bench.XXXXXX)
 mnt='' pid='' perf_pids=()
 workers=()
+fmnt='' fpid='' gdir='' # the faultfs mount and its PID, ganesha's directory (phases 9-12)
 
 stop_daemon() {
 	if [ -n "$mnt" ] && mountpoint -q "$mnt" 2>/dev/null; then
@@ -128,11 +169,32 @@ perf_stop() {
 	perf_pids=()
 }
 
+# The faultfs mount of phases 9-11 (after the daemon that uses it as BACKING).
+faultfs_down() {
+	if [ -n "$fmnt" ] && mountpoint -q "$fmnt" 2>/dev/null; then
+		fusermount3 -u "$fmnt" 2>/dev/null || umount -l "$fmnt" 2>/dev/null || true
+	fi
+	if [ -n "$fpid" ]; then
+		local i
+		for i in $(seq 50); do kill -0 "$fpid" 2>/dev/null || break; sleep 0.1; done
+		kill "$fpid" 2>/dev/null || true
+		wait "$fpid" 2>/dev/null || true
+	fi
+	fmnt='' fpid=''
+}
+
+ganesha_down() {
+	if [ -n "$gdir" ]; then "$GANESHA" stop "$gdir" >/dev/null 2>&1 || true; fi
+	gdir=''
+}
+
 cleanup() {
 	local w
 	for w in "${workers[@]}"; do kill "$w" 2>/dev/null || true; done
 	perf_stop
 	stop_daemon
+	faultfs_down
+	ganesha_down
 	rm -rf "$work" "$shm"
 }
 trap cleanup EXIT
@@ -143,12 +205,14 @@ trap 'exit 130' INT TERM
 now_ns() { date +%s%N; }
 
 # Starts the daemon on BACKING and cache under $1 (fresh unless a daemon ran
-# there before), with the mount options $2 if given; sets mnt, pid, backing,
-# conn (the FUSE connection number, for tracepoint filtering).
+# there before), with the mount options $2 if given; BACKING $3 and cache $4
+# instead if given; sets mnt, pid, backing, conn (the FUSE connection number,
+# for tracepoint filtering).
 start_daemon() {
 	local d=$1 i
-	backing=$d/backing cache=$d/cache mnt=$d/mnt
-	mkdir -p "$backing" "$cache" "$mnt"
+	backing=${3:-$d/backing} cache=${4:-$d/cache} mnt=$d/mnt
+	case $backing in nfs://*) ;; *) mkdir -p "$backing" ;; esac
+	mkdir -p "$cache" "$mnt"
 	"$BIN/ckptfs" -f -o cache="$cache${2:+,$2}" "$backing" "$mnt" 2>>"$d/daemon.log" &
 	pid=$!
 	for i in $(seq 200); do
@@ -186,11 +250,13 @@ run_group() {
 	local t0 t1 rc=0 w
 	workers=()
 	t0=$(now_ns)
+	set -f # nfs:// URLs hold a '?'
 	for w in "$@"; do
 		# shellcheck disable=SC2086
 		$w &
 		workers+=($!)
 	done
+	set +f
 	for w in "${workers[@]}"; do wait "$w" || rc=1; done
 	t1=$(now_ns)
 	workers=()
@@ -263,6 +329,7 @@ echo "data     generated into tmpfs $shm"
 need=0
 if [ "$run_io" = 1 ]; then need=$((2 * NWRITERS * UNIQUE_FILE + 2 * NREPLICAS * REPLICA + 2 * REPLICA)); fi
 if [ "$run_gen" = 1 ]; then need=$((need + 2 * NSAVES * SAVE_FILE + 512 * MiB)); fi
+if [ "$run_wb" = 1 ]; then need=$((need + 6 * WB_NFILES * WB_FILE + 512 * MiB)); fi
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt "$need" ] || die "$work: $((avail / MiB)) MiB free, the bench needs about $((need / MiB)) MiB"
 
@@ -602,6 +669,227 @@ if [ "$run_gen" = 1 ]; then
 	fi
 fi # run_gen
 
+# ---- the write-back phases (9-12) -------------------------------------------
+
+# wb_files DIR: the save's file paths under DIR, one per writer.
+wb_files() { local i; for i in $(seq 0 $((WB_NFILES - 1))); do echo "$1/part$i.bin"; done; }
+fstat() { awk -F= -v k="$1" '$1 == k { print $2 }' "$fctl.stats" 2>/dev/null || echo 0; }
+secs_since() { awk -v a="$1" -v b="$(now_ns)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
+wb_line() { # SIDE WHAT SECONDS [EXTRA]: one result line, MB/s of the save's bytes
+	printf '   %-7s %-34s %7.2fs %6s MB/s%s\n' "$1" "$2" "$3" "$(mbps "$WB_BYTES" "$3")" "${4:+   ($4)}"
+}
+WB_BYTES=$((WB_NFILES * WB_FILE))
+
+# faultfs over DIR/store, mounted on DIR/fmnt, throttled to WB_BW.
+faultfs_up() {
+	local d=$1 i
+	mkdir -p "$d/store" "$d/fmnt"
+	fctl=$d/fctl
+	printf 'bw=%s\n' "$WB_BW" >"$fctl"
+	"$FAULTFS" -f -o "ctl=$fctl" "$d/store" "$d/fmnt" 2>>"$d/faultfs.log" &
+	fpid=$! fmnt=$d/fmnt
+	for i in $(seq 200); do
+		mountpoint -q "$fmnt" && return 0
+		kill -0 "$fpid" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$d/faultfs.log" >&2
+	die "faultfs did not mount on $fmnt"
+}
+
+# wb_straight_write KEY DIR|URL: the save's files written straight into the
+# throttled mount (DIR) or put into ganesha through libnfs (URL); R[KEY,plain].
+wb_straight_write() {
+	local key=$1 dst=$2 cmds=() i
+	settle
+	for i in $(seq 0 $((WB_NFILES - 1))); do
+		case $dst in
+		nfs://*) cmds+=("$BTOOL $dst put $shm/wb$i straight$r/part$i.bin") ;;
+		*) cmds+=("$PY $IO write $shm/wb$i $dst/part$i.bin 0 -") ;;
+		esac
+	done
+	case $dst in nfs://*) "$BTOOL" "$dst" probe >/dev/null ;; *) mkdir -p "$dst" ;; esac
+	run_group "${cmds[@]}"
+	R[$key,plain,$r]=$(mbps "$WB_BYTES" "$elapsed")
+	wb_line "$pname" \
+		"save, straight (fsync each)" "$elapsed" "$([ "$key" = ns ] && echo "backing-tool put: temp, COMMIT, rename")"
+}
+
+# wb_save SKEY DKEY: the save through the mount into run/step-1, the commit
+# xattr, then the wait until the catalog says it is durable on BACKING.
+wb_save() {
+	local skey=$1 dkey=$2 cmds=() i t0 ts tc out b0=0 b1=0 c1 ks
+	mkdir -p "$mnt/run/step-1"
+	for i in $(seq 0 $((WB_NFILES - 1))); do cmds+=("$PY $IO write $shm/wb$i $mnt/run/step-1/part$i.bin 0 -"); done
+	settle
+	[ -z "$fmnt" ] || b0=$(fstat bytes_written)
+	cpu_begin
+	t0=$(now_ns)
+	run_group "${cmds[@]}"
+	ts=$elapsed
+	setfattr -n user.ckptfs.commit -v 1 "$mnt/run/step-1"
+	tc=$(secs_since "$t0")
+	cpu_end "${skey}"
+	c1=$(cpu_ticks) ks=$(sys_ticks)
+	out=$("$PY" "$WB" durable "$cache/catalog.db" 1800) || die "the save did not become durable on BACKING"
+	R[$dkey,ckptfs,$r]=$(mbps "$WB_BYTES" "$(secs_since "$t0")")
+	local td; td=$(secs_since "$t0")
+	R[${dkey}cpu,ckptfs,$r]=$(div $(($(cpu_ticks) - c1)) "$HZ") R[${dkey}sys,ckptfs,$r]=$(div $(($(sys_ticks) - ks)) "$HZ")
+	check_daemon
+	if [ -n "$fmnt" ]; then sleep 1.2; b1=$(fstat bytes_written); fi
+	R[$skey,ckptfs,$r]=$(mbps "$WB_BYTES" "$tc")
+	wb_line ckptfs "save returns (writers + commit)" "$tc" \
+		"writers ${ts}s; daemon CPU ${R[${skey}cpu,ckptfs,$r]}s, kernel ${R[${skey}sys,ckptfs,$r]}s of it"
+	wb_line ckptfs "  durable on BACKING" "$td" \
+		"after the save returned: daemon CPU ${R[${dkey}cpu,ckptfs,$r]}s, kernel ${R[${dkey}sys,ckptfs,$r]}s$([ -z "$fmnt" ] || echo "; faultfs got $(((b1 - b0) / 1000000)) MB")"
+}
+
+# wb_read KEY SIDE LABEL FILES...: concurrent cold readers (drop_caches first).
+wb_read() {
+	local key=$1 side=$2 label=$3 cmds=() f
+	shift 3
+	for f in "$@"; do
+		case $f in
+		nfs://*) cmds+=("$BTOOL ${f%% *} get ${f#* } /dev/null") ;;
+		*) cmds+=("$PY $IO read $f") ;;
+		esac
+	done
+	settle
+	local b0=0 extra=''
+	[ -z "$fmnt" ] || b0=$(fstat bytes_read)
+	if [ "$side" = ckptfs ]; then cpu_begin; fi
+	run_group "${cmds[@]}"
+	if [ "$side" = ckptfs ]; then
+		cpu_end "$key"
+		check_daemon
+		extra="daemon CPU ${R[${key}cpu,ckptfs,$r]}s, kernel ${R[${key}sys,ckptfs,$r]}s of it"
+	fi
+	if [ -n "$fmnt" ] && [ "$key" = wc ]; then
+		sleep 1.2 # faultfs rewrites its stats every second
+		extra+="${extra:+; }faultfs served $((($(fstat bytes_read) - b0) / 1000000)) MB"
+	fi
+	R[$key,$side,$r]=$(mbps "$WB_BYTES" "$elapsed")
+	wb_line "$([ "$side" = plain ] && echo "$pname" || echo ckptfs)" "$label" "$elapsed" "$extra"
+}
+
+wb_verify() { # DIR: the save's files equal the sources
+	local cmds=() i
+	for i in $(seq 0 $((WB_NFILES - 1))); do cmds+=("$PY $IO verify $shm/wb$i $1/part$i.bin 0 -"); done
+	run_group "${cmds[@]}" # dies on a difference
+}
+
+# A fresh node over BACKING $1: a new empty cache $2; R[mt|nmt] = seconds
+# until the mount answers (includes the rebuild of the catalog).
+wb_fresh_node() {
+	local key=$1 t0 n
+	t0=$(now_ns)
+	start_daemon "$rd" "" "$2" "$3"
+	n=$(find "$mnt/run/step-1" -name 'part*.bin' | wc -l)
+	R[$key,ckptfs,$r]=$(secs_since "$t0")
+	[ "$n" = "$WB_NFILES" ] || die "the fresh node over $2 sees $n of the $WB_NFILES files"
+	printf '   %-7s %-34s %7.2fs   (new empty cache; catalog rebuilt from BACKING)\n' ckptfs "fresh node: mount + lookup" "${R[$key,ckptfs,$r]}"
+}
+
+if [ "$run_wb" = 1 ]; then
+	echo
+	echo "== generating $((WB_BYTES / MiB)) MiB of random data for the write-back phases ($WB_NFILES x $((WB_FILE / MiB)) MiB)"
+	gen=()
+	for i in $(seq 0 $((WB_NFILES - 1))); do gen+=("$PY $IO gen $shm/wb$i $WB_FILE $((4000 + i))"); done
+	run_group "${gen[@]}"
+	echo "   in ${elapsed}s"
+	if [ "$wb_nfs" = 1 ]; then
+		gdir=$work/ganesha
+		url=$("$GANESHA" start "$gdir" 2>"$work/ganesha.err") || { cat "$work/ganesha.err" >&2; gdir=''; die "ganesha did not start"; }
+		echo "   nfs-ganesha: $url"
+	fi
+	for r in $(seq 1 "$ROUNDS"); do
+		echo
+		echo "== write-back, round $r/$ROUNDS: BACKING = faultfs bw=$WB_BW B/s (load average $(loadavg))"
+		rd=$work/rwb$r
+		mkdir -p "$rd/plain"
+		faultfs_up "$rd"
+		pname=plain
+		if [ $((r % 2)) = 1 ]; then order="plain ckptfs"; else order="ckptfs plain"; fi
+		# 9. the save
+		for side in $order; do
+			if [ "$side" = plain ]; then
+				wb_straight_write ws "$fmnt/straight/step-1"
+			else
+				start_daemon "$rd" "" "$fmnt/ck" "$rd/cache1"
+				wb_save ws wd
+				t0=$(now_ns)
+				stop_daemon
+				printf '   %-7s %-34s %7.2fs\n' ckptfs "unmount (nothing left to upload)" "$(secs_since "$t0")"
+			fi
+		done
+		R[wd,plain,$r]=${R[ws,plain,$r]}
+		# 10. cold restore: a fresh node against the throttled mount
+		wb_fresh_node mt "$fmnt/ck" "$rd/cache2"
+		for side in $order; do
+			if [ "$side" = plain ]; then
+				# shellcheck disable=SC2046
+				wb_read wc plain "cold read, straight from BACKING" $(wb_files "$fmnt/straight/step-1")
+			else
+				# shellcheck disable=SC2046
+				wb_read wc ckptfs "cold restore through the mount" $(wb_files "$mnt/run/step-1")
+			fi
+		done
+		# 11. warm restore: the chunks are in the cache now
+		cp "$shm"/wb* "$rd/plain/"
+		for i in $(seq 0 $((WB_NFILES - 1))); do mv "$rd/plain/wb$i" "$rd/plain/part$i.bin"; done
+		for side in $order; do
+			if [ "$side" = plain ]; then
+				# shellcheck disable=SC2046
+				wb_read ww plain "warm: plain local directory" $(wb_files "$rd/plain")
+			else
+				# shellcheck disable=SC2046
+				wb_read ww ckptfs "warm restore (chunks in the cache)" $(wb_files "$mnt/run/step-1")
+			fi
+		done
+		wb_verify "$mnt/run/step-1"
+		echo "   ckptfs  faultfs: $(fstat bytes_written) bytes written, $(fstat bytes_read) read, throttled $(fstat throttle_ms) ms"
+		daemon_log_check "$rd"
+		stop_daemon
+		faultfs_down
+		rm -rf "$rd"
+
+		# 12. the same over nfs://
+		[ "$wb_nfs" = 1 ] || continue
+		echo
+		echo "== write-back, round $r/$ROUNDS: BACKING = nfs:// (nfs-ganesha on 127.0.0.1, unthrottled; load average $(loadavg))"
+		rd=$work/rwbn$r
+		mkdir -p "$rd" "$gdir/export/ck$r" "$gdir/export/straight$r"
+		pname=ganesha
+		nurl="${url%%\?*}/ck$r?${url#*\?}"
+		for side in $order; do
+			if [ "$side" = plain ]; then
+				wb_straight_write ns "$url"
+			else
+				start_daemon "$rd" "" "$nurl" "$rd/cache1"
+				wb_save ns nd
+				stop_daemon
+			fi
+		done
+		R[nd,plain,$r]=${R[ns,plain,$r]}
+		wb_fresh_node nmt "$nurl" "$rd/cache2"
+		for side in $order; do
+			if [ "$side" = plain ]; then
+				nf=()
+				for i in $(seq 0 $((WB_NFILES - 1))); do nf+=("$url straight$r/part$i.bin"); done
+				wb_read nc plain "cold read, straight (backing-tool get)" "${nf[@]}"
+			else
+				# shellcheck disable=SC2046
+				wb_read nc ckptfs "cold restore through the mount" $(wb_files "$mnt/run/step-1")
+			fi
+		done
+		wb_verify "$mnt/run/step-1"
+		daemon_log_check "$rd"
+		stop_daemon
+		rm -rf "$rd" "$gdir/export/ck$r" "$gdir/export/straight$r"
+	done
+	ganesha_down
+fi # run_wb
+
 # ---- the table --------------------------------------------------------------
 
 vals() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="${R[$1,$2,$i]:-} "; done; echo "$out"; }
@@ -636,6 +924,20 @@ if [ "$run_gen" = 1 ]; then
 	done
 	printf '   %-23s%s\n' "commit ms median, p95" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, %s' "$i" "${R[cm,ckptfs,$i]}" "${R[cp,ckptfs,$i]}"; done)"
 	printf '   %-23s%s\n' "keep=1 commit ms" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, remounted %s' "$i" "${R[kpc,ckptfs,$i]}" "${R[krc,ckptfs,$i]}"; done)"
+fi
+if [ "$run_wb" = 1 ]; then
+	for m in ws wd wc ww ns nd nc; do
+		[ "$wb_nfs" = 1 ] || case $m in n*) continue ;; esac
+		case $m in
+		ws) n="wb save returns MB/s" ;; wd) n="  durable on BACKING" ;; wc) n="wb cold restore MB/s" ;;
+		ww) n="wb warm restore MB/s" ;; ns) n="nfs save returns MB/s" ;; nd) n="  durable on nfs://" ;;
+		nc) n="nfs cold restore MB/s" ;;
+		esac
+		line=''
+		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$m,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$m,plain,$i]}")"; done
+		printf '   %-23s%s\n' "$n" "$line"
+	done
+	printf '   %-23s%s\n' "fresh-node mount s" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s%s' "$i" "${R[mt,ckptfs,$i]}" "$([ "$wb_nfs" = 0 ] || echo ", nfs:// ${R[nmt,ckptfs,$i]}")"; done)"
 fi
 
 echo
@@ -690,6 +992,26 @@ if [ "$run_gen" = 1 ]; then
 		row "$n" "-" "$cm" "-" "<100ms" "$(met "$cm" 100 '<')"
 	done
 fi
+if [ "$run_wb" = 1 ]; then
+	for m in ws wd wc ww ns nd nc; do
+		[ "$wb_nfs" = 1 ] || case $m in n*) continue ;; esac
+		case $m in
+		ws) n="wb: save returns (MB/s)" tgt=5 ;;
+		wd) n="wb:   durable on BACKING (MB/s)" tgt='' ;;
+		wc) n="wb: cold restore (MB/s)" tgt=0.8 ;;
+		ww) n="wb: warm restore (MB/s)" tgt=0.8 ;;
+		ns) n="nfs://: save returns (MB/s)" tgt='' ;;
+		nd) n="nfs://:   durable (MB/s)" tgt='' ;;
+		nc) n="nfs://: cold restore (MB/s)" tgt='' ;;
+		esac
+		ratio=$(ratios $m | median)
+		if [ -n "$tgt" ]; then
+			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" ">=${tgt}x" "$(met "$ratio" "$tgt" '>=')"
+		else
+			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" "-" "-"
+		fi
+	done
+fi
 echo
 if [ "$run_io" = 1 ]; then
 echo "stored: growth of du -sb BACKING/chunks during the replicated write (worst round); plain: du -sb of its replicas."
@@ -701,5 +1023,13 @@ if [ "$run_gen" = 1 ]; then
 	echo "  over all $(wc -w <<<"$CMS") saves; rename() alone: median $(median <<<"$RMS") ms, p95 $(pct 95 <<<"$RMS") ms; the fsyncs before it: median $(median <<<"$FSS") s per save."
 	echo "  'when keep=1 deletes': the commit of the small generation that makes keep=1 delete the $((NFILES + 2))-file one (phase 8), median of the rounds."
 	echo "daemon CPU seconds, median (kernel part): creates in a gen dir $(vals mgcpu ckptfs | median) ($(vals mgsys ckptfs | median)), flat $(vals mfcpu ckptfs | median) ($(vals mfsys ckptfs | median)), rm -rf $(vals rmcpu ckptfs | median) ($(vals rmsys ckptfs | median)), keep=1 deletion $(vals kpcpu ckptfs | median) ($(vals kpsys ckptfs | median)), after a remount $(vals krcpu ckptfs | median) ($(vals krsys ckptfs | median))"
+fi
+if [ "$run_wb" = 1 ]; then
+	echo "write-back: $WB_NFILES x $((WB_FILE / MiB)) MiB per save; plain = the same files straight into BACKING (faultfs bw=$WB_BW B/s) with fsync,"
+	echo "  read back from it cold; warm restore against a plain local directory; 'durable': save start to the catalog saying nothing is queued"
+	echo "  and the generation durable (plain: its straight write); cold restore on a fresh node (new empty cache), after drop_caches."
+	[ "$wb_nfs" = 0 ] || echo "  nfs://: plain = ganesha's own speed through libnfs (build/backing-tool put/get, 4 at once, unthrottled loopback)."
+	echo "  fresh-node mount (median): $(vals mt ckptfs | median) s$([ "$wb_nfs" = 0 ] || echo ", nfs:// $(vals nmt ckptfs | median) s");" \
+		"daemon CPU seconds, median (kernel part): save $(vals wscpu ckptfs | median) ($(vals wssys ckptfs | median)), upload tail $(vals wdcpu ckptfs | median) ($(vals wdsys ckptfs | median)), cold restore $(vals wccpu ckptfs | median) ($(vals wcsys ckptfs | median)), warm $(vals wwcpu ckptfs | median) ($(vals wwsys ckptfs | median))"
 fi
 echo "load average at the end: $(loadavg)"

@@ -384,6 +384,8 @@ static void *cache_fetcher_main(void *p)
 
 void cache_dirty_wait(struct cache *c, uint64_t len)
 {
+	if (!c)
+		return; /* the daemon is exiting: a writer flushes at teardown */
 	pthread_mutex_lock(&c->lock);
 	bool waited = false;
 	double said_at = 0;
@@ -408,6 +410,8 @@ void cache_dirty_wait(struct cache *c, uint64_t len)
 
 void cache_dirty_add(struct cache *c, uint64_t stored_len)
 {
+	if (!c)
+		return; /* at teardown: the catalog counts it, the next mount reads that */
 	pthread_mutex_lock(&c->lock);
 	c->dirty_bytes += stored_len;
 	c->cached_bytes += stored_len;
@@ -418,6 +422,8 @@ void cache_dirty_add(struct cache *c, uint64_t stored_len)
 
 void cache_dirty_done(struct cache *c, uint64_t stored_len)
 {
+	if (!c)
+		return;
 	pthread_mutex_lock(&c->lock);
 	c->dirty_bytes = c->dirty_bytes > stored_len ? c->dirty_bytes - stored_len : 0;
 	pthread_cond_broadcast(&c->dirty_room);

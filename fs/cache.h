@@ -48,7 +48,8 @@ int cache_get(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t
 void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN]);
 
 /* Writers: before storing a new object of about len bytes, waits while dirty
- * bytes are over the bound (C3); after storing it, counts it. */
+ * bytes are over the bound (C3); after storing it, counts it. With c NULL (the
+ * daemon's teardown, after cache_stop) they do nothing. */
 void cache_dirty_wait(struct cache *c, uint64_t len);
 void cache_dirty_add(struct cache *c, uint64_t stored_len);
 /* The uploader: an object became clean. */

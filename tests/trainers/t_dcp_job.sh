@@ -112,7 +112,10 @@ test_daemon_kill9_mid_save_then_remount_resumes_bitwise() {
 	done
 	wait "$_JOB" || rc=$?
 	assert_ne 0 "$rc" "exit status of the job whose mount died under it"
-	assert_contains "$(cat "$CK_TMP/job.out")" "Transport endpoint is not connected" "the job's error"
+	# the kernel answers ENOTCONN once the FUSE connection is gone, and
+	# ECONNABORTED to a request that was in flight when it died
+	grep -q -E "Transport endpoint is not connected|Software caused connection abort" "$CK_TMP/job.out" ||
+		ck_fail "the job did not fail because its mount died: $(tail -n 3 "$CK_TMP/job.out" | tr '\n' '|')"
 	tr_daemon_killed
 	ck_mount "keep=$TR_KEEP"
 	assert_not_exists "$CK_MNT/run/step-6"

@@ -59,6 +59,10 @@ import os, torch
 s = torch.load(os.path.join(os.environ["CKPT_DIR"], "step-300", "rank1.pt"))
 print("  loaded step", s["step"], "with", sum(v.numel() for v in s["model"].values()), "parameters")'
 
+say "uploads to BACKING run behind the saves; wait until every generation is durable"
+"$BIN/ckptfs-admin" wait "$mnt" --timeout 120
+"$BIN/ckptfs-admin" list "$mnt"
+
 say "what ckptfs stored (ckptfs-admin stats)"
 "$BIN/ckptfs-admin" stats "$mnt"
 logical=$("$BIN/ckptfs-admin" stats "$mnt" | awk '$1=="referenced_bytes"{print $2}')

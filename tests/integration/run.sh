@@ -9,6 +9,8 @@
 #
 #   CKPTFS_TEST_QUICK=1   skip the slowest cases (multi-GiB, long stress) and
 #                         shorten the rest (the ASan run uses this)
+#   CK_GROUPS_DIR=DIR     run the t_*.sh groups of another directory that use
+#   CK_SUITE=NAME         this harness (tests/trainers/run.sh), named NAME
 #   run.sh build t_ops t_perms:test_x   run only these groups / cases
 #
 # Needs root (FUSE mounts, other users via setpriv, bind mounts), fuse3,
@@ -19,7 +21,8 @@ if [ $# -lt 1 ]; then
 	echo "usage: $0 BUILD_DIR [GROUP[:CASE]...]" >&2
 	exit 2
 fi
-here=$(cd "$(dirname "$0")" && pwd)
+here=${CK_GROUPS_DIR:-$(cd "$(dirname "$0")" && pwd)}
+suite=${CK_SUITE:-integration}
 build=$1
 shift
 case $build in /*) ;; *) build=$(pwd)/$build ;; esac
@@ -73,7 +76,7 @@ else
 	done
 fi
 
-echo "ckptfs integration tests: $CKPTFS_BIN$([ "$CKPTFS_TEST_QUICK" = 1 ] && echo ' (quick)')"
+echo "ckptfs $suite tests: $CKPTFS_BIN$([ "$CKPTFS_TEST_QUICK" = 1 ] && echo ' (quick)')"
 t0=$(date +%s)
 trap 'echo "run.sh: interrupted; logs in $CK_ARTIFACTS"; echo "$(grep -c "^PASS " "$CK_RESULTS") passed, $(grep -c "^FAIL " "$CK_RESULTS") failed"; exit 130' INT TERM
 for g in "${groups[@]}"; do
@@ -94,6 +97,6 @@ if [ "$nfail" -gt 0 ]; then
 fi
 [ "$nskip" -gt 0 ] && echo "$nskip skipped: $(grep '^SKIP ' "$CK_RESULTS" | awk '{ print $2 }' | tr '\n' ' ')"
 [ "$nfail" -eq 0 ] && rm -rf "$CK_ARTIFACTS"
-echo "integration tests took $((t1 - t0))s"
+echo "$suite tests took $((t1 - t0))s"
 echo "$npass passed, $nfail failed"
 [ "$nfail" -eq 0 ]

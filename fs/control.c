@@ -197,22 +197,6 @@ static int control_backing_remove(void *arg, const char *rel)
 	return backing_remove(arg, rel);
 }
 
-static int control_dir_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
-			    void *fnarg)
-{
-	return aq_dir_list(arg, reldir, fn, fnarg);
-}
-
-static int control_dir_size(void *arg, const char *rel, uint64_t *size)
-{
-	return aq_dir_size(arg, rel, size);
-}
-
-static int control_dir_remove(void *arg, const char *rel)
-{
-	return aq_dir_remove(arg, rel);
-}
-
 static void control_gc(struct control *c, int fd, char **argv, int argc)
 {
 	bool dry = argc > 1 && strcmp(argv[1], "dry") == 0;
@@ -221,8 +205,7 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		return;
 	}
 	const struct aq_objects sides[2] = {
-		{ control_dir_list, control_dir_size, control_dir_remove, c->fs->opt.cache, "cache",
-		  false },
+		{ aq_dir_list, aq_dir_size, aq_dir_remove, c->fs->opt.cache, "cache", false },
 		{ control_backing_list, control_backing_size, control_backing_remove, c->fs->backing,
 		  "BACKING", true },
 	};

@@ -50,21 +50,6 @@ static int admin_bk_remove(void *arg, const char *rel)
 	return backing_remove(arg, rel);
 }
 
-static int admin_dir_list(void *arg, const char *reldir, int (*fn)(void *, const char *), void *fnarg)
-{
-	return aq_dir_list(arg, reldir, fn, fnarg);
-}
-
-static int admin_dir_size(void *arg, const char *rel, uint64_t *size)
-{
-	return aq_dir_size(arg, rel, size);
-}
-
-static int admin_dir_remove(void *arg, const char *rel)
-{
-	return aq_dir_remove(arg, rel);
-}
-
 static void admin_gc_progress(void *arg, uint64_t done, uint64_t total)
 {
 	admin_progress(arg, done, total);
@@ -89,7 +74,7 @@ int admin_cmd_gc(struct admin *a)
 		}
 	} else {
 		const struct aq_objects sides[2] = {
-			{ admin_dir_list, admin_dir_size, admin_dir_remove, a->cache, "cache", false },
+			{ aq_dir_list, aq_dir_size, aq_dir_remove, a->cache, "cache", false },
 			{ admin_bk_list, admin_bk_size, admin_bk_remove, a->bk, "BACKING", true },
 		};
 		for (int i = 0; i < 2; i++) {

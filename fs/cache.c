@@ -31,6 +31,7 @@
 
 #define CACHE_FETCHERS 4
 #define CACHE_PREFETCH_QUEUE 32
+#define CACHE_PREFETCH_RECENT 64 /* chunks asked for lately (cache_prefetch) */
 #define CACHE_EVICT_BATCH 256
 #define CACHE_MAX_OPEN 4096
 #define CACHE_RESYNC_S 10
@@ -56,6 +57,8 @@ struct cache {
 
 	uint8_t queue[CACHE_PREFETCH_QUEUE][HASH_LEN]; /* prefetch ring */
 	int q_head, q_len;
+	uint8_t recent[CACHE_PREFETCH_RECENT][HASH_LEN]; /* asked for lately */
+	int recent_next;
 	/* chunks being fetched from BACKING: one fetch per chunk at a time */
 	uint8_t inflight[CACHE_INFLIGHT][HASH_LEN];
 	bool inflight_set[CACHE_INFLIGHT];
@@ -340,8 +343,19 @@ static bool cache_known_locked(struct cache *c, const uint8_t hash[HASH_LEN])
 
 void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 {
+	/* every read of a chunk's MiB asks for the same few chunks ahead: look
+	 * in the store once per chunk, not once per request */
+	pthread_mutex_lock(&c->lock);
+	bool seen = false;
+	for (int i = 0; i < CACHE_PREFETCH_RECENT && !seen; i++)
+		seen = memcmp(c->recent[i], hash, HASH_LEN) == 0;
+	if (!seen) {
+		memcpy(c->recent[c->recent_next], hash, HASH_LEN);
+		c->recent_next = (c->recent_next + 1) % CACHE_PREFETCH_RECENT;
+	}
+	pthread_mutex_unlock(&c->lock);
 	struct store_object_info info;
-	if (store_stat(c->fs->store, hash, &info) == 0)
+	if (seen || store_stat(c->fs->store, hash, &info) == 0)
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (!c->stopping && c->q_len < CACHE_PREFETCH_QUEUE && !cache_known_locked(c, hash)) {

@@ -76,7 +76,14 @@ static int64_t up_now_ns(void)
 
 /* A chunk object, cache → BACKING. The object is checked first: a damaged
  * cache copy must not become the durable one. */
-static int up_chunk(struct uploader *u, const struct cat_upload *row, uint64_t *bytes)
+/* A worker's buffers for one chunk object and its decoded bytes, allocated
+ * once per worker (a chunk is up to 4 MiB: not worth a fresh mapping each). */
+struct up_buffers {
+	uint8_t *obj, *plain;
+};
+
+static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
+		    uint64_t *bytes)
 {
 	struct ckptfs *fs = u->fs;
 	struct cat_chunk_where w;
@@ -85,8 +92,7 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, uint64_t *
 		return 0; /* gone (reclaimed) or done: moot */
 	if (rc != 0)
 		return rc;
-	uint8_t *obj = malloc(u->object_cap);
-	uint8_t *plain = malloc(fs->chunking.max_size);
+	uint8_t *obj = b->obj, *plain = b->plain;
 	size_t len = 0, plain_len;
 	const char *why = NULL;
 	char rel[128], hex[HASH_HEX_LEN + 1];
@@ -106,8 +112,6 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, uint64_t *
 	}
 	if (rc == 0)
 		rc = backing_put(fs->backing, rel, obj, len);
-	free(obj);
-	free(plain);
 	if (rc == 0)
 		*bytes = w.stored_len;
 	return rc;
@@ -177,10 +181,11 @@ static int up_chunk_remove(struct uploader *u, const struct cat_upload *row)
 	return backing_remove(u->fs->backing, rel);
 }
 
-static int up_run(struct uploader *u, const struct cat_upload *row, uint64_t *bytes)
+static int up_run(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
+		  uint64_t *bytes)
 {
 	switch (row->kind) {
-	case UP_CHUNK: return up_chunk(u, row, bytes);
+	case UP_CHUNK: return up_chunk(u, row, b, bytes);
 	case UP_GEN_MANIFEST: return up_gen_manifest(u, row);
 	case UP_DELETE_GEN_MANIFEST: return up_gen_remove(u, row);
 	case UP_DELETE_CHUNK: return up_chunk_remove(u, row);
@@ -231,27 +236,20 @@ static void up_tree(struct uploader *u)
 	}
 }
 
-struct up_tree_scan {
-	uint64_t newest;
-	struct backing *b;
-	uint64_t keep_after; /* remove all but the newest */
-};
-
 static int up_tree_newest(void *arg, const char *name)
 {
-	struct up_tree_scan *s = arg;
-	uint64_t seq;
-	if (manifest_tree_name_parse(name, &seq) == 0 && seq > s->newest)
-		s->newest = seq;
+	uint64_t *newest = arg, seq;
+	if (manifest_tree_name_parse(name, &seq) == 0 && seq > *newest)
+		*newest = seq;
 	return 0;
 }
 
 /* At start: the newest tree manifest on BACKING is ours to replace. */
 static void up_tree_find(struct uploader *u)
 {
-	struct up_tree_scan s = { 0, u->fs->backing, 0 };
-	if (backing_list(u->fs->backing, "manifests/tree", up_tree_newest, &s) == 0)
-		u->tree_seq = s.newest;
+	uint64_t newest = 0;
+	if (backing_list(u->fs->backing, "manifests/tree", up_tree_newest, &newest) == 0)
+		u->tree_seq = newest;
 }
 
 /* ---- workers ---- */
@@ -378,6 +376,8 @@ static void *up_worker_main(void *p)
 	struct uploader *u = a->u;
 	int id = a->id;
 	free(a);
+	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
+	struct up_buffers bufs = { malloc(u->object_cap), malloc(u->fs->chunking.max_size) };
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
 		if (u->stopping && !u->draining)
@@ -411,13 +411,15 @@ static void *up_worker_main(void *p)
 		memcpy(u->busy[id].hash, row.hash, HASH_LEN);
 		pthread_mutex_unlock(&u->lock);
 		uint64_t bytes = 0;
-		int rc = up_run(u, &row, &bytes);
+		int rc = up_run(u, &row, &bufs, &bytes);
 		up_finish(u, &row, rc, bytes);
 		pthread_mutex_lock(&u->lock);
 		u->busy[id].set = false;
 	}
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
+	free(bufs.obj);
+	free(bufs.plain);
 	return NULL;
 }
 

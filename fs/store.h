@@ -18,6 +18,7 @@
 #ifndef CKPTFS_STORE_H
 #define CKPTFS_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +73,23 @@ int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
  * hash. 0 with *plain_len set, or -EIO with *why saying what is wrong. */
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
 		       size_t cap, size_t *plain_len, const char **why);
+
+/* The same checks when the caller only needs the verdict: scratch (capacity
+ * cap) is used for decoding, and its contents are unspecified afterwards (a
+ * raw payload is hashed in place, without a copy). hash_known (from
+ * store_read_upload): only the header and lengths are checked. */
+int store_object_verify(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
+			void *scratch, size_t cap, bool hash_known, size_t *plain_len,
+			const char **why);
+
+/* store_read_object for an upload: *hashed says the bytes read are known to
+ * be those hashed when this process wrote the object (invariant S2 in
+ * store.c), so they need not be hashed again. */
+int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		      size_t *len, bool *hashed);
+
+/* The object is on BACKING: it leaves the fresh set (S2). */
+void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN]);
 
 /* Writes an object image that passed store_object_check into the store, not
  * fsync'd: it is a cache copy of an object that is on BACKING. */

@@ -98,10 +98,11 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	char rel[128], hex[HASH_HEX_LEN + 1];
 	hash_to_hex(row->hash, hex);
 	store_object_relpath(row->hash, rel, sizeof(rel));
-	rc = obj && plain ? store_read_object(fs->store, row->hash, obj, u->object_cap, &len)
+	bool hashed = false; /* the bytes are those hashed when written (store.c S2) */
+	rc = obj && plain ? store_read_upload(fs->store, row->hash, obj, u->object_cap, &len, &hashed)
 			  : -ENOMEM;
-	if (rc == 0 && store_object_check(row->hash, obj, len, plain, fs->chunking.max_size,
-					  &plain_len, &why) != 0) {
+	if (rc == 0 && store_object_verify(row->hash, obj, len, plain, fs->chunking.max_size, hashed,
+					   &plain_len, &why) != 0) {
 		log_error("cache %s: chunk %s is corrupt before its upload: %s", fs->opt.cache, hex,
 			  why);
 		rc = -EUCLEAN;
@@ -112,8 +113,10 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	}
 	if (rc == 0)
 		rc = backing_put(fs->backing, rel, obj, len);
-	if (rc == 0)
+	if (rc == 0) {
+		store_uploaded(fs->store, row->hash);
 		*bytes = w.stored_len;
+	}
 	return rc;
 }
 
@@ -376,6 +379,7 @@ static void *up_worker_main(void *p)
 	struct uploader *u = a->u;
 	int id = a->id;
 	free(a);
+	pthread_setname_np(pthread_self(), "ckptfs-upload"); /* for top -H and perf */
 	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
 	struct up_buffers bufs = { malloc(u->object_cap), malloc(u->fs->chunking.max_size) };
 	pthread_mutex_lock(&u->lock);

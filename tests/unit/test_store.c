@@ -1325,3 +1325,130 @@ Test(store, gets_while_the_object_is_rewritten_always_succeed, .init = setup, .f
 	tk_assert_get_ok(&o);
 	tk_free(&o);
 }
+
+/* ---- uploads: what store_read_upload may call already hashed (store.c S2) ---- */
+
+/* store_read_upload + store_object_verify as the uploader does them: returns
+ * the verdict and whether the hash was taken as known. */
+static int tk_upload_check(const struct tk_obj *o, bool *hashed)
+{
+	size_t cap = STORE_HEADER_LEN + o->len + o->len / 200 + 64, len = 0, plain_len = 0;
+	uint8_t *obj = tk_alloc(cap), *scratch = tk_alloc(o->len + 1);
+	const char *why = NULL;
+	int rc = store_read_upload(fx.st, o->hash, obj, cap, &len, hashed);
+
+	if (rc == 0)
+		rc = store_object_verify(o->hash, obj, len, scratch, o->len + 1, *hashed, &plain_len,
+					 &why);
+	if (rc == 0)
+		cr_assert_eq(plain_len, o->len);
+	tk_release(obj);
+	tk_release(scratch);
+	return rc;
+}
+
+/* Flips one byte of the object file in place: same inode, same path. */
+static void tk_flip_in_place(const struct tk_obj *o, off_t off)
+{
+	uint8_t b;
+	int fd = open(o->path, O_RDWR | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0, "open %s: %s", o->path, strerror(errno));
+	cr_assert_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x5A;
+	cr_assert_eq(pwrite(fd, &b, 1, off), 1);
+	cr_assert_eq(close(fd), 0);
+}
+
+Test(store, upload_of_an_object_just_put_needs_no_second_hash, .init = setup, .fini = teardown)
+{
+	struct tk_obj raw = tk_put(tk_random(MiB, 40), MiB, 0);
+	struct tk_obj lz4 = tk_put(tk_text(MiB, 41), MiB, 0);
+	bool hashed = false;
+
+	OK(tk_upload_check(&raw, &hashed));
+	cr_assert(hashed, "an object this store just wrote was not taken as hashed");
+	OK(tk_upload_check(&lz4, &hashed));
+	cr_assert(hashed);
+	store_uploaded(fx.st, raw.hash); /* once on BACKING it is verified in full again */
+	OK(tk_upload_check(&raw, &hashed));
+	cr_assert_not(hashed, "an uploaded object stayed fresh");
+	tk_free(&raw);
+	tk_free(&lz4);
+}
+
+Test(store, upload_of_an_object_changed_in_place_is_verified_and_refused, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(MiB, 42), MiB, 0);
+	bool hashed = true;
+
+	tk_flip_in_place(&o, 64 + MiB / 3); /* the page cache now holds the damaged byte */
+	cr_assert_eq(tk_upload_check(&o, &hashed), -EIO, "a damaged object passed for upload");
+	cr_assert_not(hashed);
+	tk_flip_in_place(&o, 64 + MiB / 3);
+	OK(tk_upload_check(&o, &hashed)); /* repaired: fine, but checked in full */
+	cr_assert_not(hashed);
+	tk_free(&o);
+}
+
+Test(store, upload_of_a_replaced_or_fetched_object_is_verified, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(64 * KiB, 43), 64 * KiB, 0);
+	bool hashed = true;
+
+	tk_corrupt(&o, tk_edit_flip, 64 + 5); /* a new file under the object's name */
+	cr_assert_eq(tk_upload_check(&o, &hashed), -EIO);
+	cr_assert_not(hashed);
+	tk_corrupt(&o, tk_edit_flip, 64 + 5);
+	size_t len;
+	uint8_t *img = tk_object_bytes(&o, &len);
+	OK(store_remove(fx.st, o.hash));
+	OK(store_put_object(fx.st, o.hash, img, len)); /* as a fetch from BACKING writes it */
+	OK(tk_upload_check(&o, &hashed));
+	cr_assert_not(hashed, "an object image from elsewhere was taken as hashed here");
+	tk_release(img);
+	tk_free(&o);
+}
+
+Test(store, a_corrupt_read_takes_an_object_out_of_the_fresh_set, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(64 * KiB, 44), 64 * KiB, 0);
+	bool hashed = false;
+
+	tk_flip_in_place(&o, 64 + 7);
+	tk_assert_get_eio(&o, "payload byte flipped in place");
+	tk_flip_in_place(&o, 64 + 7);
+	OK(tk_upload_check(&o, &hashed));
+	cr_assert_not(hashed);
+	tk_free(&o);
+}
+
+/* Many fresh objects, half leaving in a scattered order: the open-addressing
+ * set must still find every one that stays (deletion shifts probe runs). */
+Test(store, fresh_set_keeps_every_remaining_object_through_deletions, .init = setup,
+     .fini = teardown)
+{
+	enum { N = 3000 };
+	static uint8_t hashes[N][HASH_LEN];
+	uint8_t data[64], obj[STORE_HEADER_LEN + 128], scratch[128];
+
+	for (int i = 0; i < N; i++) {
+		tk_fill_random(data, sizeof(data), 1000 + (uint64_t)i);
+		hash_sha256(data, sizeof(data), hashes[i]);
+		OK(store_put(fx.st, hashes[i], data, sizeof(data), 0, NULL));
+	}
+	for (int i = 0; i < N; i += 2)
+		store_uploaded(fx.st, hashes[(i * 7) % N]); /* every even i, scattered (7 ⊥ N) */
+	for (int i = 0; i < N; i++) {
+		size_t len, plain_len;
+		const char *why;
+		bool hashed;
+		OK(store_read_upload(fx.st, hashes[i], obj, sizeof(obj), &len, &hashed));
+		OK(store_object_verify(hashes[i], obj, len, scratch, sizeof(scratch), hashed,
+				       &plain_len, &why));
+		bool left = i % 2 == 0;
+		cr_assert_eq(hashed, !left, "object %d: hashed=%d after %s", i, hashed,
+			     left ? "its upload" : "other uploads");
+	}
+}

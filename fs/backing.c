@@ -133,7 +133,8 @@ static int bdir_fsync_dir(struct backing *b, const char *reldir)
 	return rc;
 }
 
-static int bdir_write_file(struct backing *b, const char *rel, const void *data, size_t len)
+static int bdir_write_file(struct backing *b, const char *rel, const void *data, size_t len,
+			   bool sync)
 {
 	int fd = openat(b->root_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
@@ -150,7 +151,7 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 		}
 		done += (size_t)n;
 	}
-	if (rc == 0 && fsync(fd) != 0)
+	if (rc == 0 && sync && fsync(fd) != 0)
 		rc = -errno;
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
@@ -207,19 +208,23 @@ static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
 	return 0;
 }
 
-static int bdir_rename(struct backing *b, const char *from, const char *to)
+static int bdir_rename(struct backing *b, const char *from, const char *to, bool sync)
 {
 	if (renameat(b->root_fd, from, b->root_fd, to) != 0)
 		return -errno;
+	if (!sync)
+		return 0;
 	char dir[PATH_MAX];
 	backing_parent(to, dir, sizeof(dir));
 	return bdir_fsync_dir(b, dir);
 }
 
-static int bdir_mkdir(struct backing *b, const char *rel)
+static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 {
 	if (mkdirat(b->root_fd, rel, 0755) != 0)
 		return errno == EEXIST ? 0 : -errno;
+	if (!sync)
+		return 0;
 	char dir[PATH_MAX]; /* a new directory must outlive a crash like its files */
 	backing_parent(rel, dir, sizeof(dir));
 	return bdir_fsync_dir(b, dir);
@@ -260,10 +265,13 @@ static int bdir_list(struct backing *b, const char *reldir, backing_list_fn fn, 
 
 /* ---- primitives: one switch per call ---- */
 
-static int backing_write_file(struct backing *b, const char *rel, const void *data, size_t len)
+/* sync false: the directory backend leaves the fsyncs to a later backing_sync
+ * (invariant 1b); nfs:// always commits. */
+static int backing_write_file(struct backing *b, const char *rel, const void *data, size_t len,
+			      bool sync)
 {
 	return b->nfs ? backing_nfs_write_file(b->nfs, rel, data, len)
-		      : bdir_write_file(b, rel, data, len);
+		      : bdir_write_file(b, rel, data, len, sync);
 }
 
 static int backing_read_file(struct backing *b, const char *rel, void *buf, size_t cap,
@@ -273,14 +281,19 @@ static int backing_read_file(struct backing *b, const char *rel, void *buf, size
 		      : bdir_read_file(b, rel, buf, cap, len);
 }
 
-static int backing_rename(struct backing *b, const char *from, const char *to)
+static int backing_rename(struct backing *b, const char *from, const char *to, bool sync)
 {
-	return b->nfs ? backing_nfs_rename(b->nfs, from, to) : bdir_rename(b, from, to);
+	return b->nfs ? backing_nfs_rename(b->nfs, from, to) : bdir_rename(b, from, to, sync);
+}
+
+static int backing_mkdir_sync(struct backing *b, const char *rel, bool sync)
+{
+	return b->nfs ? backing_nfs_mkdir(b->nfs, rel) : bdir_mkdir(b, rel, sync);
 }
 
 static int backing_mkdir(struct backing *b, const char *rel)
 {
-	return b->nfs ? backing_nfs_mkdir(b->nfs, rel) : bdir_mkdir(b, rel);
+	return backing_mkdir_sync(b, rel, true);
 }
 
 static int backing_unlink(struct backing *b, const char *rel)
@@ -290,7 +303,7 @@ static int backing_unlink(struct backing *b, const char *rel)
 
 /* mkdir -p: every prefix of reldir, top down; a directory made meanwhile by
  * another thread or node counts as made. */
-static int backing_mkdirs(struct backing *b, const char *reldir)
+static int backing_mkdirs(struct backing *b, const char *reldir, bool sync)
 {
 	char path[PATH_MAX];
 	size_t n = strlen(reldir);
@@ -301,7 +314,7 @@ static int backing_mkdirs(struct backing *b, const char *reldir)
 	for (char *p = strchr(path, '/');; p = strchr(p + 1, '/')) {
 		if (p)
 			*p = '\0';
-		int rc = backing_mkdir(b, path);
+		int rc = backing_mkdir_sync(b, path, sync);
 		if (rc != 0)
 			return rc;
 		if (!p)
@@ -458,8 +471,12 @@ static void backing_log_failure(const struct backing *b, const char *call, const
 		  *detail ? " — " : "", detail);
 }
 
-int backing_put(struct backing *b, const char *relpath, const void *data, size_t len)
+static int backing_put_mode(struct backing *b, const char *relpath, const void *data, size_t len,
+			    bool sync)
 {
+	struct stat st;
+	if (!sync && !b->nfs && fstatat(b->root_fd, relpath, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		sync = true; /* 1b: never replace a file that may be durable by one that is not */
 	int rc = backing_check_path(relpath, false);
 	if (rc != 0) {
 		log_error("BACKING %s: put %s: invalid path: %s", b->spec, relpath ? relpath : "(null)",
@@ -470,23 +487,23 @@ int backing_put(struct backing *b, const char *relpath, const void *data, size_t
 	char tmp[BACKING_TMP_NAME], step[PATH_MAX + 160];
 	backing_tmp_name(b, "", tmp, sizeof(tmp));
 	snprintf(step, sizeof(step), "write %s", tmp);
-	rc = backing_write_file(b, tmp, data, len);
+	rc = backing_write_file(b, tmp, data, len, sync);
 	if (rc == -ENOENT) { /* tmp/ removed under us */
 		rc = backing_mkdir(b, BACKING_TMP_DIR);
 		if (rc == 0)
-			rc = backing_write_file(b, tmp, data, len);
+			rc = backing_write_file(b, tmp, data, len, sync);
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "rename %s → %s", tmp, relpath);
-		rc = backing_rename(b, tmp, relpath);
+		rc = backing_rename(b, tmp, relpath, sync);
 		if (rc == -ENOENT) {
 			char dir[PATH_MAX];
 			backing_parent(relpath, dir, sizeof(dir));
-			rc = backing_mkdirs(b, dir);
+			rc = backing_mkdirs(b, dir, sync);
 			if (rc != 0)
 				snprintf(step, sizeof(step), "mkdir -p %s", dir);
 			else
-				rc = backing_rename(b, tmp, relpath);
+				rc = backing_rename(b, tmp, relpath, sync);
 		}
 	}
 	if (rc != 0) {
@@ -494,6 +511,28 @@ int backing_put(struct backing *b, const char *relpath, const void *data, size_t
 		backing_discard_tmp(b, tmp, rc);
 	}
 	return rc;
+}
+
+int backing_put(struct backing *b, const char *relpath, const void *data, size_t len)
+{
+	return backing_put_mode(b, relpath, data, len, true);
+}
+
+int backing_put_unsynced(struct backing *b, const char *relpath, const void *data, size_t len)
+{
+	return backing_put_mode(b, relpath, data, len, false);
+}
+
+int backing_sync(struct backing *b)
+{
+	if (b->nfs)
+		return 0; /* every put was committed (COMMIT) before it returned */
+	if (syncfs(b->root_fd) != 0) {
+		int rc = -errno;
+		log_error("BACKING %s: syncfs: %s", b->spec, strerror(-rc));
+		return rc;
+	}
+	return 0;
 }
 
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)
@@ -582,7 +621,7 @@ int backing_probe(struct backing *b, char *msg, size_t msgsize)
 	rc = backing_mkdir(b, BACKING_TMP_DIR);
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "write+fsync %s", tmp);
-		rc = backing_write_file(b, tmp, want, BACKING_PROBE_LEN);
+		rc = backing_write_file(b, tmp, want, BACKING_PROBE_LEN, true);
 	}
 	if (rc == 0) {
 		size_t len = 0;
@@ -596,7 +635,7 @@ int backing_probe(struct backing *b, char *msg, size_t msgsize)
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "rename %s → %s", tmp, done_name);
-		rc = backing_rename(b, tmp, done_name);
+		rc = backing_rename(b, tmp, done_name, true);
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "unlink %s", done_name);

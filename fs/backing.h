@@ -11,6 +11,13 @@
  *     fsync'd (the rdbSave pattern). A reader sees the old file or the whole
  *     new one, never a part; after a successful return it survives a crash of
  *     the server. Missing parent directories are created.
+ *  1b. backing_put_unsynced is atomic like backing_put, but durable only once
+ *     a later backing_sync has returned 0 (the directory backend fsyncs
+ *     nothing until then, and backing_sync is one syncfs of BACKING's
+ *     filesystem; over nfs:// every put is committed and backing_sync does
+ *     nothing). Many small objects then cost one sync instead of three
+ *     fsyncs each. A file already at relpath is replaced only by a durable
+ *     put, so a crash before the sync cannot damage what was durable.
  *  2. No call blocks forever: each fails after the timeout given at open
  *     (-ETIMEDOUT, or the server's error) when BACKING does not answer, and a
  *     later call reconnects by itself.
@@ -49,6 +56,10 @@ bool backing_is_nfs(const struct backing *b);
 
 /* Writes len bytes as relpath (invariant 1). */
 int backing_put(struct backing *b, const char *relpath, const void *data, size_t len);
+
+/* Invariant 1b: put now, durable after the next successful backing_sync. */
+int backing_put_unsynced(struct backing *b, const char *relpath, const void *data, size_t len);
+int backing_sync(struct backing *b);
 
 /* Reads the whole of relpath into buf (capacity cap); *len gets its size.
  * -ENOENT if absent, -EFBIG if larger than cap. */

@@ -26,6 +26,8 @@
 #define UP_BACKOFF_MIN_MS 100
 #define UP_BACKOFF_MAX_MS 30000
 #define UP_TREE_EVERY_S 1.0
+#define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
+#define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
 
 struct up_busy {
 	bool set;
@@ -42,7 +44,7 @@ struct uploader {
 	bool stopping, draining;
 	int n_workers;
 	pthread_t worker[UP_WORKERS_MAX];
-	struct up_busy busy[UP_WORKERS_MAX];
+	struct up_busy busy[UP_WORKERS_MAX][UP_BATCH_MAX]; /* rows each worker has in hand */
 
 	double down_until;      /* monotonic s: back off until then */
 	unsigned backoff_ms;
@@ -82,8 +84,9 @@ struct up_buffers {
 	uint8_t *obj, *plain;
 };
 
+/* sync false: put with backing_put_unsynced; the caller syncs (batches). */
 static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
-		    uint64_t *bytes)
+		    bool sync, uint64_t *bytes)
 {
 	struct ckptfs *fs = u->fs;
 	struct cat_chunk_where w;
@@ -112,7 +115,8 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 		rc = -EUCLEAN;
 	}
 	if (rc == 0)
-		rc = backing_put(fs->backing, rel, obj, len);
+		rc = sync ? backing_put(fs->backing, rel, obj, len)
+			  : backing_put_unsynced(fs->backing, rel, obj, len);
 	if (rc == 0) {
 		store_uploaded(fs->store, row->hash);
 		*bytes = w.stored_len;
@@ -188,7 +192,7 @@ static int up_run(struct uploader *u, const struct cat_upload *row, struct up_bu
 		  uint64_t *bytes)
 {
 	switch (row->kind) {
-	case UP_CHUNK: return up_chunk(u, row, b, bytes);
+	case UP_CHUNK: return up_chunk(u, row, b, true, bytes);
 	case UP_GEN_MANIFEST: return up_gen_manifest(u, row);
 	case UP_DELETE_GEN_MANIFEST: return up_gen_remove(u, row);
 	case UP_DELETE_CHUNK: return up_chunk_remove(u, row);
@@ -257,10 +261,25 @@ static void up_tree_find(struct uploader *u)
 
 /* ---- workers ---- */
 
+static bool up_any_busy(struct uploader *u)
+{
+	for (int i = 0; i < u->n_workers; i++)
+		for (int k = 0; k < UP_BATCH_MAX; k++)
+			if (u->busy[i][k].set)
+				return true;
+	return false;
+}
+
+static void up_busy_set(struct uploader *u, int id, int k, const struct cat_upload *row)
+{
+	u->busy[id][k] = (struct up_busy){ true, row->seq, row->gen, row->kind, { 0 } };
+	memcpy(u->busy[id][k].hash, row->hash, HASH_LEN);
+}
+
 static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 {
-	for (int i = 0; i < u->n_workers; i++) {
-		const struct up_busy *b = &u->busy[i];
+	for (int i = 0; i < u->n_workers * UP_BATCH_MAX; i++) {
+		const struct up_busy *b = &u->busy[i / UP_BATCH_MAX][i % UP_BATCH_MAX];
 		if (!b->set)
 			continue;
 		if (b->seq == row->seq)
@@ -373,6 +392,59 @@ static void up_wait(struct uploader *u, double seconds)
 	pthread_cond_timedwait(&u->kick, &u->lock, &ts);
 }
 
+/* Chunk rows a worker has put unsynced (backing invariant 1b): they stay in
+ * the queue and busy until one backing_sync makes them all durable (U1). */
+struct up_batch {
+	int n;
+	uint64_t total;
+	struct cat_upload row[UP_BATCH_MAX];
+	uint64_t bytes[UP_BATCH_MAX];
+};
+
+/* Syncs BACKING and finishes the batch's rows; u->lock held, dropped inside. */
+static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
+{
+	pthread_mutex_unlock(&u->lock);
+	int rc = backing_sync(u->fs->backing);
+	for (int k = 0; k < bt->n; k++) {
+		if (rc == 0 || k == 0) /* one failure, one backoff */
+			up_finish(u, &bt->row[k], rc, bt->bytes[k]);
+		else
+			cat_upload_failed(u->fs->cat, bt->row[k].seq, strerror(-rc));
+	}
+	pthread_mutex_lock(&u->lock);
+	for (int k = 0; k < bt->n; k++)
+		u->busy[id][k].set = false;
+	bt->n = 0;
+	bt->total = 0;
+	pthread_cond_broadcast(&u->kick);
+}
+
+/* Puts one chunk row into the batch (or finishes it at once if it failed);
+ * u->lock held, dropped inside. */
+static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
+			 const struct cat_upload *row, struct up_buffers *bufs)
+{
+	int k = bt->n;
+	up_busy_set(u, id, k, row);
+	pthread_mutex_unlock(&u->lock);
+	uint64_t bytes = 0;
+	int rc = up_chunk(u, row, bufs, false, &bytes);
+	if (rc != 0)
+		up_finish(u, row, rc, bytes);
+	pthread_mutex_lock(&u->lock);
+	if (rc != 0) {
+		u->busy[id][k].set = false;
+		return;
+	}
+	bt->row[k] = *row;
+	bt->bytes[k] = bytes;
+	bt->n++;
+	bt->total += bytes;
+	if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES)
+		up_batch_flush(u, id, bt);
+}
+
 static void *up_worker_main(void *p)
 {
 	struct up_worker_arg *a = p;
@@ -382,23 +454,30 @@ static void *up_worker_main(void *p)
 	pthread_setname_np(pthread_self(), "ckptfs-upload"); /* for top -H and perf */
 	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
 	struct up_buffers bufs = { malloc(u->object_cap), malloc(u->fs->chunking.max_size) };
+	/* over nfs:// every put commits by itself: nothing to batch */
+	bool batching = !backing_is_nfs(u->fs->backing);
+	struct up_batch *bt = calloc(1, sizeof(*bt));
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
 		if (u->stopping && !u->draining)
-			break;
+			break; /* a batch not synced stays queued for the next mount */
 		double now = up_mono_s();
 		if (now < u->down_until) {
-			up_wait(u, u->down_until - now);
+			if (bt && bt->n)
+				up_batch_flush(u, id, bt);
+			else
+				up_wait(u, u->down_until - now);
 			continue;
 		}
 		struct cat_upload row;
 		if (!up_pick(u, &row)) {
+			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
+				up_batch_flush(u, id, bt);
+				continue;
+			}
 			if (u->stopping) { /* draining: done when nothing is queued or in hand */
 				struct cat_upload any;
-				bool busy = false;
-				for (int i = 0; i < u->n_workers; i++)
-					busy |= u->busy[i].set;
-				if (!busy && cat_upload_list(u->fs->cat, 0, &any, 1) == 0)
+				if (!up_any_busy(u) && cat_upload_list(u->fs->cat, 0, &any, 1) == 0)
 					break;
 			}
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
@@ -411,17 +490,25 @@ static void *up_worker_main(void *p)
 			up_wait(u, 0.2);
 			continue;
 		}
-		u->busy[id] = (struct up_busy){ true, row.seq, row.gen, row.kind, { 0 } };
-		memcpy(u->busy[id].hash, row.hash, HASH_LEN);
+		if (batching && bt && row.kind == UP_CHUNK) {
+			up_batch_add(u, id, bt, &row, &bufs);
+			continue;
+		}
+		if (bt && bt->n) { /* other work waits for the batch (it may need its chunks) */
+			up_batch_flush(u, id, bt);
+			continue;
+		}
+		up_busy_set(u, id, 0, &row);
 		pthread_mutex_unlock(&u->lock);
 		uint64_t bytes = 0;
 		int rc = up_run(u, &row, &bufs, &bytes);
 		up_finish(u, &row, rc, bytes);
 		pthread_mutex_lock(&u->lock);
-		u->busy[id].set = false;
+		u->busy[id][0].set = false;
 	}
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
+	free(bt);
 	free(bufs.obj);
 	free(bufs.plain);
 	return NULL;
@@ -493,10 +580,8 @@ void uploader_stop(struct uploader *u, bool drain)
 	if (drain) {
 		/* workers leave when the queue is empty; report while they work */
 		for (;;) {
-			bool any = false;
+			bool any = up_any_busy(u);
 			struct cat_upload row;
-			for (int i = 0; i < u->n_workers; i++)
-				any |= u->busy[i].set;
 			if (!any && cat_upload_list(u->fs->cat, 0, &row, 1) == 0)
 				break;
 			if (!any && !u->down && up_mono_s() - u->last_progress > 5 &&

@@ -181,6 +181,37 @@ Test(backing, test_put_creates_missing_parent_directories)
 	cr_assert(S_ISDIR(st.st_mode));
 }
 
+/* Invariant 1b: the same atomic put without fsyncs, durable after backing_sync. */
+Test(backing, test_unsynced_puts_land_whole_in_new_directories_and_sync_succeeds)
+{
+	enum { N = 40 };
+	uint8_t *want = malloc(64 * 1024), *got = malloc(64 * 1024 + 1);
+	cr_assert(want && got);
+	for (int i = 0; i < N; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/%02x/%02x/obj%d", i % 7, i, i);
+		tb_fill(want, 1000 + (size_t)i * 1500, 100 + (uint64_t)i);
+		OK(backing_put_unsynced(fx.b, rel, want, 1000 + (size_t)i * 1500));
+	}
+	tb_fill(want, 10, 999);
+	OK(backing_put_unsynced(fx.b, "chunks/00/00/obj0", want, 10)); /* replaced whole */
+	OK(backing_sync(fx.b));
+	cr_assert_eq(tb_tmp_entries(), 0, "an unsynced put left a temporary behind");
+	for (int i = 0; i < N; i++) {
+		char rel[64];
+		size_t len = 1000 + (size_t)i * 1500, got_len = 0;
+		snprintf(rel, sizeof(rel), "chunks/%02x/%02x/obj%d", i % 7, i, i);
+		if (i == 0)
+			len = 10;
+		tb_fill(want, len, i == 0 ? 999 : 100 + (uint64_t)i);
+		OK(backing_get(fx.b, rel, got, 64 * 1024 + 1, &got_len));
+		cr_assert_eq(got_len, len, "%s", rel);
+		cr_assert(memcmp(got, want, len) == 0, "%s: bytes differ", rel);
+	}
+	free(want);
+	free(got);
+}
+
 Test(backing, test_put_over_existing_file_replaces_it_whole)
 {
 	tb_roundtrip("m", 3 * MiB, 7);

@@ -59,6 +59,7 @@ struct ckptfs {
 	struct uploader *uploader;
 	struct node_table *nodes;
 	struct chunk_cache *chunks;
+	struct recent *recent;       /* hashes of chunks just written (replicated saves) */
 	struct gen_policy *gen;
 	struct chunker_params chunking;
 	char staging_dir[PATH_MAX]; /* CACHE/staging: files being rewritten out of order */

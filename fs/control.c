@@ -27,6 +27,7 @@
 #include "generation.h"
 #include "log.h"
 #include "reader.h"
+#include "recent.h"
 #include "uploader.h"
 
 #define CONTROL_RECV_TIMEOUT_S 5
@@ -236,6 +237,12 @@ static void control_stats(struct control *c, int fd)
 	control_send(fd, "data chunk_cache_budget %" PRIu64, fs->opt.chunk_cache_bytes);
 	control_send(fd, "data chunk_cache_hits %" PRIu64, cs.hits);
 	control_send(fd, "data chunk_cache_misses %" PRIu64, cs.misses);
+	struct recent_stats rs = { 0 };
+	if (fs->recent)
+		recent_stats(fs->recent, &rs);
+	control_send(fd, "data chunk_hashes_reused %" PRIu64, rs.hits);
+	control_send(fd, "data chunk_hashes_computed %" PRIu64, rs.misses);
+	control_send(fd, "data chunk_hash_waits %" PRIu64, rs.waits);
 	control_send(fd, "data write_back 1");
 	control_send(fd, "data cache_bound %" PRIu64, fs->opt.cache_size);
 	control_send(fd, "data dirty_bound %" PRIu64,

@@ -28,6 +28,7 @@
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
+#include "recent.h"
 #include "rebuild.h"
 #include "uploader.h"
 
@@ -261,7 +262,8 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
 		return -1;
 	if (node_table_new(fs, &fs->nodes) != 0 ||
-	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0) {
+	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0 ||
+	    recent_new(0, &fs->recent) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return -1;
 	}
@@ -282,6 +284,8 @@ static void main_close_state(struct ckptfs *fs)
 	fs->gen = NULL;
 	chunk_cache_free(fs->chunks); /* its readahead threads read through the cache */
 	fs->chunks = NULL;
+	recent_free(fs->recent);
+	fs->recent = NULL;
 	cache_stop(fs->cache);
 	fs->cache = NULL;
 	node_table_free(fs->nodes);

@@ -16,6 +16,7 @@
 #include "ckptfs.h"
 #include "hash.h"
 #include "log.h"
+#include "recent.h"
 #include "reader.h"
 #include "uploader.h"
 #include "zipcut.h"
@@ -155,7 +156,11 @@ static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64
 	if (writer_all_zero(data, len))
 		return 0; /* a hole: reads as zeros, stores nothing */
 	struct cat_extent ext = { .off = off, .len = len, .chunk_off = 0, .chunk_len = len };
-	hash_sha256(data, len, ext.hash);
+	struct recent_ticket ticket;
+	if (!recent_lookup(w->fs->recent, data, len, ext.hash, &ticket)) { /* replicas: R1 */
+		hash_sha256(data, len, ext.hash);
+		recent_publish(w->fs->recent, &ticket, data, len, ext.hash);
+	}
 	bool must_store;
 	int rc = cat_pending_add(w->fs->cat, w->ino, &ext, &must_store);
 	if (rc != 0)

@@ -35,7 +35,7 @@ enum {
 	K_UPLOADED_CHUNKS_CAT, K_UPLOADED_BYTES_CAT, K_QUEUE, K_LAG, K_GEN_DURABLE,
 	K_CACHE_HITS, K_CACHE_MISSES, K_CACHE_HIT_RATE, K_FETCHED, K_FETCH_ERRORS, K_EVICTED_CHUNKS,
 	K_EVICTED_BYTES, K_DIRTY_WAITS, K_UP_CHUNKS, K_UP_BYTES, K_UP_MANIFESTS, K_UP_FAILURES,
-	K_BACKING_DOWN, K_COUNT
+	K_BACKING_DOWN, K_HASH_REUSED, K_HASH_COMPUTED, K_COUNT
 };
 
 static struct admin_stat admin_stats_table[K_COUNT] = {
@@ -104,6 +104,11 @@ static struct admin_stat admin_stats_table[K_COUNT] = {
 	S(K_UP_FAILURES, "upload_failures", "Failed upload attempts since the mount.", ST_COUNTER,
 	  false),
 	S(K_BACKING_DOWN, "backing_down", "1 while BACKING does not answer.", ST_GAUGE, false),
+	S(K_HASH_REUSED, "chunk_hashes_reused",
+	  "Chunks of 64 KiB or more whose SHA-256 came from a byte-equal chunk hashed moments"
+	  " before (replicated saves).", ST_COUNTER, false),
+	S(K_HASH_COMPUTED, "chunk_hashes_computed",
+	  "Chunks of 64 KiB or more hashed by the writers.", ST_COUNTER, false),
 #undef S
 };
 

@@ -401,15 +401,42 @@ struct up_batch {
 	uint64_t bytes[UP_BATCH_MAX];
 };
 
+/* The batch is durable on BACKING: its rows end in one transaction, then
+ * the bookkeeping of up_finish for uploaded chunks. */
+static void up_batch_done(struct uploader *u, const struct up_batch *bt)
+{
+	if (cat_upload_done_many(u->fs->cat, bt->row, (size_t)bt->n) != 0) {
+		for (int k = 0; k < bt->n; k++) /* one at a time, as up_finish would */
+			up_finish(u, &bt->row[k], 0, bt->bytes[k]);
+		return;
+	}
+	uint64_t total = 0;
+	for (int k = 0; k < bt->n; k++) {
+		cache_dirty_done(u->fs->cache, bt->bytes[k]);
+		total += bt->bytes[k];
+	}
+	pthread_mutex_lock(&u->lock);
+	u->last_progress = up_mono_s();
+	if (u->down)
+		log_info("BACKING %s answers again; uploads go on", backing_spec(u->fs->backing));
+	u->down = false;
+	u->backoff_ms = 0;
+	u->st.chunks += (uint64_t)bt->n;
+	u->st.chunk_bytes += total;
+	pthread_cond_broadcast(&u->changed);
+	pthread_mutex_unlock(&u->lock);
+}
+
 /* Syncs BACKING and finishes the batch's rows; u->lock held, dropped inside. */
 static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 {
 	pthread_mutex_unlock(&u->lock);
 	int rc = backing_sync(u->fs->backing);
-	for (int k = 0; k < bt->n; k++) {
-		if (rc == 0 || k == 0) /* one failure, one backoff */
-			up_finish(u, &bt->row[k], rc, bt->bytes[k]);
-		else
+	if (rc == 0) {
+		up_batch_done(u, bt);
+	} else {
+		up_finish(u, &bt->row[0], rc, bt->bytes[0]); /* one failure, one backoff */
+		for (int k = 1; k < bt->n; k++)
 			cat_upload_failed(u->fs->cat, bt->row[k].seq, strerror(-rc));
 	}
 	pthread_mutex_lock(&u->lock);

@@ -258,6 +258,17 @@ int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 	return rc;
 }
 
+int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n)
+{
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = up_done_txn(cat, &rows[i]);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
 int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error)
 {
 	cat_lock(cat);

@@ -63,6 +63,9 @@ int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, b
  * version if the generation is still COMMITTED at it). */
 int cat_upload_done(struct cat *cat, const struct cat_upload *u);
 
+/* cat_upload_done of n rows in one transaction: all or none. */
+int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
+
 /* Records a failed attempt (attempts + 1, the error text). */
 int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error);
 

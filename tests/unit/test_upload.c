@@ -1,0 +1,75 @@
+/* Unit tests for the upload queue's batched end (meta/upload.c,
+ * cat_upload_done_many): the rows of a batch leave the queue and their chunks
+ * count as uploaded together, as one transaction. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include "catalog.h"
+#include "log.h"
+#include "support.h"
+#include "upload.h"
+
+#define HASH_FILL 0x5B
+
+static struct fixture {
+	char dir[64], path[128];
+	struct cat *cat;
+} fx;
+
+static void setup(void)
+{
+	log_setup(stderr, LOG_LVL_WARN);
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "upload");
+	ts_cat_open_in(fx.dir, "catalog.db", fx.path, sizeof(fx.path), &fx.cat);
+}
+
+static void teardown(void)
+{
+	ts_cat_close_checked(&fx.cat);
+	ts_tmpdir_remove(fx.dir);
+}
+
+/* A file of n new chunks: n UP_CHUNK rows in the queue. */
+static void tu_file_of_chunks(const char *name, int seed, int n)
+{
+	uint64_t ino = ts_mk(fx.cat, CAT_ROOT_INO, name, 0100644, NULL);
+	for (int i = 0; i < n; i++) {
+		struct cat_extent e = { .off = (uint64_t)i * 4096, .len = 4096, .chunk_len = 4096 };
+		bool must = false;
+		ts_hash(e.hash, HASH_FILL, seed + i);
+		OK(cat_pending_add(fx.cat, ino, &e, &must));
+		cr_assert(must);
+		OK(cat_chunk_stored(fx.cat, e.hash, 0, 4096));
+	}
+	OK(cat_file_commit(fx.cat, ino, (uint64_t)n * 4096, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.cat, ino));
+}
+
+static bool tu_uploaded(int seed)
+{
+	struct cat_chunk_where w;
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, HASH_FILL, seed);
+	OK(cat_chunk_where(fx.cat, h, &w));
+	return w.uploaded;
+}
+
+TestSuite(upload, .init = setup, .fini = teardown);
+
+Test(upload, done_many_ends_every_row_of_the_batch_and_no_other)
+{
+	struct cat_upload rows[16];
+	tu_file_of_chunks("f", 100, 10);
+	int n = cat_upload_list(fx.cat, 0, rows, 16);
+	cr_assert_eq(n, 10);
+	OK(cat_upload_done_many(fx.cat, rows, 6));
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(tu_uploaded(100 + i), i < 6, "chunk %d uploaded=%d", i, !(i < 6));
+	struct cat_upload left[16];
+	cr_assert_eq(cat_upload_list(fx.cat, 0, left, 16), 4);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(left[i].seq, rows[6 + i].seq);
+	OK(cat_upload_done_many(fx.cat, left, 4));
+	cr_assert_eq(cat_upload_list(fx.cat, 0, left, 16), 0);
+	OK(cat_upload_done_many(fx.cat, left, 0)); /* an empty batch is nothing */
+}

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -513,6 +514,156 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	return 0;
 }
 
+/* ---- whole-chunk loads (the read path) ---- */
+
+/* Checks the header and the lengths of an object image in memory. Returns
+ * NULL, or a reason for the log. */
+static const char *store_image_why(const uint8_t hash[HASH_LEN], const uint8_t *obj, size_t len,
+				   size_t cap, struct store_object_info *info)
+{
+	const char *why = len < STORE_HEADER_LEN ? "truncated header"
+						 : store_header_decode(obj, hash, info);
+	if (!why && len != STORE_HEADER_LEN + info->stored_len)
+		why = len < STORE_HEADER_LEN + info->stored_len ? "truncated payload"
+								: "trailing bytes after the payload";
+	else if (!why && info->codec == CODEC_RAW && info->stored_len != info->plain_len)
+		why = "raw payload length differs from the plain length";
+	else if (!why && info->plain_len > cap)
+		why = "plain length larger than a chunk can be";
+	return why;
+}
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* Linux 6.5; the same number on every architecture */
+#endif
+#define STORE_IO_ALIGN 4096 /* O_DIRECT: buffer, offset and length */
+
+static size_t store_align_up(size_t n)
+{
+	return (n + STORE_IO_ALIGN - 1) & ~(size_t)(STORE_IO_ALIGN - 1);
+}
+
+/* Whether [0, len) of the object is all in the page cache: then a buffered
+ * read is a copy from memory. True when the kernel cannot say (no cachestat):
+ * buffered reads, as before. */
+static bool store_pages_cached(int fd, size_t len)
+{
+	struct { uint64_t off, len; } range = { 0, len };
+	struct { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recent; } cs;
+	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
+		return true;
+	long page = sysconf(_SC_PAGESIZE);
+	return cs.nr_cache * (uint64_t)page >= len;
+}
+
+/* Reads [0, len) of fd into buf (STORE_IO_ALIGN-aligned, capacity
+ * store_align_up(len)) with O_DIRECT: the object's pages are not cached
+ * beside the decoded chunk and the FUSE file's pages. Where the filesystem
+ * refuses O_DIRECT, or a read ends short of the file, the rest is read
+ * buffered. */
+static int store_read_direct(int fd, uint8_t *buf, size_t len)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
+		return store_pread_all(fd, buf, len, 0);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, buf + done, store_align_up(len - done), (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (done + (size_t)n < len && n % STORE_IO_ALIGN != 0))
+			break;
+		done += (size_t)n;
+	}
+	if (done >= len)
+		return 0;
+	fcntl(fd, F_SETFL, fl);
+	return store_pread_all(fd, buf + done, len - done, (off_t)done);
+}
+
+/* Verifies an image read into c->image; sets c->plain and c->len. Returns 0,
+ * -ENOMEM, or -EIO with *why set. */
+static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t cap,
+			      struct store_chunk *c, const char **why)
+{
+	struct store_object_info info;
+	const uint8_t *img = c->image;
+	*why = store_image_why(hash, img, len, cap, &info);
+	if (*why)
+		return -EIO;
+	if (info.codec == CODEC_RAW) {
+		c->plain = img + STORE_HEADER_LEN;
+	} else {
+		c->decoded = malloc(info.plain_len ? info.plain_len : 1);
+		if (!c->decoded)
+			return -ENOMEM;
+		if (codec_decode(info.codec, img + STORE_HEADER_LEN, info.stored_len, c->decoded,
+				 info.plain_len) != 0) {
+			*why = "payload does not decode";
+			return -EIO;
+		}
+		c->plain = c->decoded;
+		free(c->image); /* the plain bytes are all that is used */
+		c->image = NULL;
+	}
+	uint8_t got[HASH_LEN];
+	hash_sha256(c->plain, info.plain_len, got);
+	if (memcmp(got, hash, HASH_LEN) != 0) {
+		*why = "bytes do not match their hash";
+		return -EIO;
+	}
+	c->len = info.plain_len;
+	return 0;
+}
+
+int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
+	       struct store_chunk *out)
+{
+	char rel[128];
+	memset(out, 0, sizeof(*out));
+	store_rel_path(hash, rel, sizeof(rel));
+	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
+		return -errno;
+	const char *why = NULL;
+	int rc = 0;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0)
+		why = "cannot stat";
+	else if ((uint64_t)sb.st_size > STORE_HEADER_LEN + codec_bound(cap))
+		why = "object larger than a chunk can be"; /* before allocating its size */
+	size_t len = why ? 0 : (size_t)sb.st_size;
+	if (!why && posix_memalign(&out->image, STORE_IO_ALIGN, store_align_up(len ? len : 1)) != 0) {
+		out->image = NULL;
+		rc = -ENOMEM;
+	}
+	if (!why && rc == 0) {
+		int io = store_pages_cached(fd, len) ? store_pread_all(fd, out->image, len, 0)
+						     : store_read_direct(fd, out->image, len);
+		if (io != 0)
+			why = io == -ENODATA ? "truncated payload" : strerror(-io);
+		else
+			rc = store_chunk_verify(hash, len, cap, out, &why);
+	}
+	close(fd);
+	if (why) {
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(hash, hex);
+		log_error("store %s: chunk %s is corrupt: %s", st->root, hex, why);
+		rc = -EIO;
+	}
+	if (rc != 0)
+		store_chunk_free(out);
+	return rc;
+}
+
+void store_chunk_free(struct store_chunk *c)
+{
+	free(c->image);
+	free(c->decoded);
+	memset(c, 0, sizeof(*c));
+}
+
 /* ---- whole object images (the write-back cache's uploads and fetches) ---- */
 
 int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
@@ -539,15 +690,8 @@ int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len
 {
 	struct store_object_info info;
 	const uint8_t *o = obj;
-	*why = len < STORE_HEADER_LEN ? "truncated header" : store_header_decode(o, hash, &info);
-	if (!*why && len != STORE_HEADER_LEN + info.stored_len)
-		*why = len < STORE_HEADER_LEN + info.stored_len ? "truncated payload"
-								 : "trailing bytes after the payload";
-	else if (!*why && info.codec == CODEC_RAW && info.stored_len != info.plain_len)
-		*why = "raw payload length differs from the plain length";
-	else if (!*why && info.plain_len > cap)
-		*why = "plain length larger than a chunk can be";
-	else if (!*why && codec_decode(info.codec, o + STORE_HEADER_LEN, info.stored_len, plain,
+	*why = store_image_why(hash, o, len, cap, &info);
+	if (!*why && codec_decode(info.codec, o + STORE_HEADER_LEN, info.stored_len, plain,
 				       info.plain_len) != 0)
 		*why = "payload does not decode";
 	if (!*why) {

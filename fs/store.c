@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -543,6 +544,63 @@ static size_t store_align_up(size_t n)
 	return (n + STORE_IO_ALIGN - 1) & ~(size_t)(STORE_IO_ALIGN - 1);
 }
 
+/* Object image buffers: page aligned, each its own mapping (populated at
+ * once: O_DIRECT would fault its pages in one by one). Not from malloc:
+ * MiB-sized buffers freed by other threads than allocated them stayed in
+ * glibc's per-thread arenas, and the daemon's RSS grew to 400+ MiB. Up to
+ * STORE_POOL freed mappings are kept for the next loads, so that a steady
+ * read does not map, fault in and zero a fresh buffer per chunk; a kept one
+ * is reused for a chunk at least half its size. */
+#define STORE_POOL 8
+static struct {
+	pthread_mutex_t lock;
+	void *buf[STORE_POOL];
+	size_t cap[STORE_POOL];
+	int n;
+} store_pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int store_image_alloc(struct store_chunk *c, size_t len)
+{
+	size_t need = store_align_up(len ? len : 1);
+	int best = -1;
+	pthread_mutex_lock(&store_pool.lock);
+	for (int i = 0; i < store_pool.n; i++)
+		if (store_pool.cap[i] >= need && store_pool.cap[i] / 2 <= need &&
+		    (best < 0 || store_pool.cap[i] < store_pool.cap[best]))
+			best = i;
+	if (best >= 0) {
+		c->image = store_pool.buf[best];
+		c->image_cap = store_pool.cap[best];
+		store_pool.n--;
+		store_pool.buf[best] = store_pool.buf[store_pool.n];
+		store_pool.cap[best] = store_pool.cap[store_pool.n];
+	}
+	pthread_mutex_unlock(&store_pool.lock);
+	if (best >= 0)
+		return 0;
+	c->image_cap = need;
+	c->image = mmap(NULL, need, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	return c->image == MAP_FAILED ? -ENOMEM : 0;
+}
+
+static void store_image_release(struct store_chunk *c)
+{
+	if (!c->image)
+		return;
+	pthread_mutex_lock(&store_pool.lock);
+	bool kept = store_pool.n < STORE_POOL;
+	if (kept) {
+		store_pool.buf[store_pool.n] = c->image;
+		store_pool.cap[store_pool.n] = c->image_cap;
+		store_pool.n++;
+	}
+	pthread_mutex_unlock(&store_pool.lock);
+	if (!kept)
+		munmap(c->image, c->image_cap);
+	c->image = NULL;
+}
+
 /* Whether [0, len) of the object is all in the page cache: then a buffered
  * read is a copy from memory. True when the kernel cannot say (no cachestat):
  * buffered reads, as before. */
@@ -603,8 +661,7 @@ static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t c
 			return -EIO;
 		}
 		c->plain = c->decoded;
-		free(c->image); /* the plain bytes are all that is used */
-		c->image = NULL;
+		store_image_release(c); /* the plain bytes are all that is used */
 	}
 	uint8_t got[HASH_LEN];
 	hash_sha256(c->plain, info.plain_len, got);
@@ -633,10 +690,8 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	else if ((uint64_t)sb.st_size > STORE_HEADER_LEN + codec_bound(cap))
 		why = "object larger than a chunk can be"; /* before allocating its size */
 	size_t len = why ? 0 : (size_t)sb.st_size;
-	if (!why && posix_memalign(&out->image, STORE_IO_ALIGN, store_align_up(len ? len : 1)) != 0) {
+	if (!why && (rc = store_image_alloc(out, len)) != 0)
 		out->image = NULL;
-		rc = -ENOMEM;
-	}
 	if (!why && rc == 0) {
 		int io = store_pages_cached(fd, len) ? store_pread_all(fd, out->image, len, 0)
 						     : store_read_direct(fd, out->image, len);
@@ -659,7 +714,7 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 
 void store_chunk_free(struct store_chunk *c)
 {
-	free(c->image);
+	store_image_release(c);
 	free(c->decoded);
 	memset(c, 0, sizeof(*c));
 }

@@ -61,11 +61,13 @@ int store_syncfs(struct store *st);
 int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
 	      size_t *len);
 
-/* A chunk loaded by store_load: the object image in `image` (page aligned;
- * free() it), and the verified plain bytes at `plain` — inside the image for a
- * raw chunk (no copy), in `decoded` (free() it too) for a compressed one. */
+/* A chunk loaded by store_load: the object image in `image` (its own
+ * mapping of image_cap bytes), and the verified plain bytes at `plain` —
+ * inside the image for a raw chunk (no copy), in `decoded` (malloc'd) for a
+ * compressed one. store_chunk_free releases both. */
 struct store_chunk {
 	void *image;
+	size_t image_cap;
 	void *decoded;
 	const uint8_t *plain;
 	size_t len;

@@ -245,8 +245,9 @@ static void *cache_job_main(void *p)
 	return NULL;
 }
 
-static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], void *plain,
-			       size_t cap, size_t *len)
+/* Fetches into a buffer it hands over in out->decoded (out->plain). */
+static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+			       struct store_chunk *out)
 {
 	struct cache_job *j = calloc(1, sizeof(*j));
 	if (j)
@@ -279,7 +280,13 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], vo
 		c->jobs--;
 		pthread_mutex_unlock(&c->lock);
 		cache_job_free(j);
-		return cache_fetch(c, hash, plain, cap, len);
+		out->decoded = malloc(cap ? cap : 1);
+		int rc = out->decoded ? cache_fetch(c, hash, out->decoded, cap, &out->len) : -ENOMEM;
+		if (rc == 0)
+			out->plain = out->decoded;
+		else
+			store_chunk_free(out);
+		return rc;
 	}
 	/* the job's own retries stop at the timeout; this waits a little longer */
 	struct timespec ts;
@@ -292,9 +299,11 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], vo
 	if (j->done) {
 		rc = j->rc;
 		pthread_mutex_unlock(&c->lock);
-		if (rc == 0) {
-			memcpy(plain, j->plain, j->len);
-			*len = j->len;
+		if (rc == 0) { /* the job's buffer becomes the caller's */
+			out->decoded = j->plain;
+			out->plain = j->plain;
+			out->len = j->len;
+			j->plain = NULL;
 		}
 		cache_job_free(j);
 	} else {
@@ -309,16 +318,15 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], vo
 	return rc;
 }
 
-int cache_get(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
-	      size_t *len)
+int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct store_chunk *out)
 {
-	int rc = store_get(c->fs->store, hash, plain, cap, len);
+	int rc = store_load(c->fs->store, hash, cap, out);
 	bool hit = rc == 0;
 	if (rc == -ENOENT || rc == -EIO) {
 		/* not cached, or the cached copy is damaged: BACKING has the truth */
 		if (rc == -EIO)
 			store_remove(c->fs->store, hash);
-		rc = cache_fetch_bounded(c, hash, plain, cap, len);
+		rc = cache_fetch_bounded(c, hash, cap, out);
 	}
 	pthread_mutex_lock(&c->lock);
 	if (hit)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "store.h"
 
 struct ckptfs;
 struct cache;
@@ -37,11 +38,10 @@ struct cache_stats {
 int cache_start(struct ckptfs *fs, struct cache **out);
 void cache_stop(struct cache *c); /* NULL is allowed */
 
-/* The plain bytes of a chunk (capacity cap, *len set): from the cache, else
- * from BACKING (C1, C4). -EIO (logged with the reason) if the chunk cannot be
- * had. */
-int cache_get(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
-	      size_t *len);
+/* The plain bytes of a chunk (at most cap), in buffers handed to the caller
+ * (store_chunk_free): from the cache (store_load), else from BACKING (C1, C4).
+ * -EIO (logged with the reason) if the chunk cannot be had. */
+int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct store_chunk *out);
 
 /* Asks for a chunk to be brought into the cache in the background (readahead);
  * a no-op if it is there, queued, or the queue is full. */

@@ -373,6 +373,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mounted = 1;
+	ops_tune_readahead(fs.opt.mountpoint);
 
 	if (!fs.opt.foreground) {
 		/* SQLite's POSIX locks do not survive fork: reopen in the child */

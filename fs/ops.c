@@ -14,7 +14,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,6 +35,7 @@
 
 #define OPS_TIMEOUT 1.0
 #define OPS_MAX_WRITE (1u << 20)
+#define OPS_READAHEAD (1u << 20) /* one FUSE_READ of max_pages (= max_write) */
 #define OPS_XATTR_CACHE "user.ckptfs.cache"
 #define OPS_XATTR_BACKING "user.ckptfs.backing"
 #define OPS_XATTR_GEN "user.ckptfs.generation"
@@ -161,9 +164,71 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	/* write order matters to the streaming chunker: no kernel write-back cache */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = OPS_MAX_WRITE;
-	conn->max_readahead = 1u << 20;
+	conn->max_readahead = OPS_READAHEAD;
 	conn->time_gran = 1;
 	log_info("mounted: max_write %u, readahead %u", conn->max_write, conn->max_readahead);
+}
+
+/* mountinfo escapes blanks and backslashes in paths as \ooo (octal). */
+static void ops_mountinfo_unescape(char *s)
+{
+	char *out = s;
+	for (; *s; s++, out++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* The device number ("major:minor") of the newest mount at mountpoint. */
+static int ops_mount_dev(const char *mountpoint, char *dev, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	char line[2 * PATH_MAX + 512], id[64], path[PATH_MAX + 1];
+	int rc = -ENOENT;
+	while (fgets(line, sizeof(line), f)) {
+		/* "36 35 0:44 / /mnt/ckpt rw,... - fuse.ckptfs ..." */
+		if (sscanf(line, "%*s %*s %63s %*s %4096s", id, path) != 2)
+			continue;
+		ops_mountinfo_unescape(path);
+		if (strcmp(path, mountpoint) == 0) {
+			snprintf(dev, size, "%s", id);
+			rc = 0;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+void ops_tune_readahead(const char *mountpoint)
+{
+	char dev[64], sysfs[128];
+	int rc = ops_mount_dev(mountpoint, dev, sizeof(dev));
+	if (rc != 0) {
+		log_warn("mount %s: not found in /proc/self/mountinfo (%s): readahead stays at the "
+			 "kernel's default", mountpoint, strerror(-rc));
+		return;
+	}
+	snprintf(sysfs, sizeof(sysfs), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	FILE *f = fopen(sysfs, "we");
+	bool ok = f && fprintf(f, "%u\n", OPS_READAHEAD >> 10) > 0;
+	int err = errno;
+	if (f && fclose(f) != 0 && ok) {
+		ok = false;
+		err = errno;
+	}
+	if (ok)
+		log_info("mount %s: readahead %u KiB (%s)", mountpoint, OPS_READAHEAD >> 10, sysfs);
+	else
+		log_info("mount %s: readahead stays at the kernel's default: %s: %s", mountpoint,
+			 sysfs, strerror(err));
 }
 
 /* ---- namespace ---- */
@@ -635,35 +700,55 @@ static struct node *ops_handle(struct fuse_file_info *fi)
 	return ops_h(fi)->n;
 }
 
+/* What a read replies with: pinned pieces of chunks, written into the reply
+ * without a copy; or a buffer (a file being written, or a range of more
+ * pieces than one map holds). */
+struct ops_read_out {
+	size_t got;
+	char *buf;
+	struct reader_map m;
+};
+
+/* With n->rw held. */
+static int ops_read_fill(struct ckptfs *fs, struct node *n, size_t size, off_t off,
+			 struct ops_read_out *o)
+{
+	if (n->writer) {
+		o->buf = malloc(size ? size : 1);
+		return o->buf ? writer_read(n->writer, o->buf, size, (uint64_t)off, &o->got) : -ENOMEM;
+	}
+	struct cat_inode in;
+	int rc = cat_getattr(fs->cat, n->ino, &in);
+	if (rc != 0 || (uint64_t)off >= in.size)
+		return rc;
+	o->got = in.size - (uint64_t)off < size ? (size_t)(in.size - (uint64_t)off) : size;
+	rc = reader_map(fs, n->ino, READER_COMMITTED, (uint64_t)off, o->got, &o->m);
+	if (rc == 0 && o->m.len < o->got) {
+		reader_unmap(fs, &o->m);
+		o->buf = malloc(o->got);
+		rc = o->buf ? reader_read(fs, n->ino, READER_COMMITTED, (uint64_t)off, o->got, o->buf)
+			    : -ENOMEM;
+	}
+	return rc;
+}
+
 static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct ckptfs *fs = ops_fs(req);
 	struct node *n = ops_handle(fi);
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	size_t got = 0;
-	int rc = 0;
+	struct ops_read_out o = { 0 };
 	pthread_rwlock_rdlock(&n->rw);
-	if (n->writer) {
-		rc = writer_read(n->writer, buf, size, (uint64_t)off, &got);
-	} else {
-		struct cat_inode in;
-		rc = cat_getattr(fs->cat, ino, &in);
-		if (rc == 0 && (uint64_t)off < in.size) {
-			got = in.size - (uint64_t)off < size ? (size_t)(in.size - (uint64_t)off) : size;
-			rc = reader_read(fs, ino, READER_COMMITTED, (uint64_t)off, got, buf);
-		}
-	}
+	int rc = ops_read_fill(fs, n, size, off, &o);
 	pthread_rwlock_unlock(&n->rw);
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
+	else if (o.buf || o.got == 0)
+		fuse_reply_buf(req, o.buf, o.got);
 	else
-		fuse_reply_buf(req, buf, got);
-	free(buf);
+		fuse_reply_iov(req, o.m.iov, o.m.n);
+	reader_unmap(fs, &o.m); /* after the reply, which was written from the pinned chunks */
+	free(o.buf);
 }
 
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

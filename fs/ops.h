@@ -6,4 +6,10 @@
 
 extern const struct fuse_lowlevel_ops ckptfs_ops;
 
+/* After the mount, before the session loop: raises the kernel's readahead
+ * window of the mount at mountpoint to what ops asks for (it starts at
+ * 128 KiB, so sequential reads arrive as 128 KiB FUSE_READs). Needs root; logs
+ * and leaves the default otherwise. */
+void ops_tune_readahead(const char *mountpoint);
+
 #endif

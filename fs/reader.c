@@ -2,6 +2,7 @@
  * holds a handful of MiB-sized chunks, the ones sequential readers are in. */
 #include "reader.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -19,10 +20,10 @@
 
 struct chunk_entry {
 	uint8_t hash[HASH_LEN];
-	char *data;   /* NULL and !loading: free slot */
-	bool loading; /* one thread is reading it; others wait on `loaded` */
+	struct store_chunk chunk; /* chunk.plain NULL and !loading: free slot */
+	bool loading;             /* one thread is reading it; others wait on `loaded` */
 	size_t len;
-	uint32_t users;
+	uint32_t users;           /* pins */
 	uint64_t last_use;
 };
 
@@ -67,7 +68,7 @@ void chunk_cache_free(struct chunk_cache *cc)
 	for (int i = 0; i < cc->n_threads; i++)
 		pthread_join(cc->thread[i], NULL);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
-		free(cc->slot[i].data);
+		store_chunk_free(&cc->slot[i].chunk);
 	pthread_cond_destroy(&cc->work);
 	pthread_cond_destroy(&cc->loaded);
 	pthread_mutex_destroy(&cc->lock);
@@ -91,7 +92,7 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
 		int free_slot = -1, victim = -1;
 		for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 			struct chunk_entry *e = &cc->slot[i];
-			if (!e->data && !e->loading) {
+			if (!e->chunk.plain && !e->loading) {
 				free_slot = i;
 				continue;
 			}
@@ -104,18 +105,17 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
 		if (victim < 0)
 			return -1;
 		cc->bytes -= cc->slot[victim].len;
-		free(cc->slot[victim].data);
-		cc->slot[victim].data = NULL;
+		store_chunk_free(&cc->slot[victim].chunk);
 	}
 }
 
-/* Returns decoded chunk bytes, pinned in the cache (release with
- * chunk_cache_release) or, when the cache is full of busy entries, a private
- * copy (*owned set: the caller frees it). A chunk is read and verified once
- * however many readers (readahead of one file, several files sharing it) ask
- * for it at the same time: the first loads it, the others wait. */
-static int chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext, char **data,
-			   int *slot, int *owned)
+/* Pins ext's decoded chunk in the cache, or, when the cache is full of pinned
+ * entries, loads a private copy into pin->own. A chunk is read and verified
+ * once however many readers (readahead of one file, several files sharing
+ * it) ask for it at the same time: the first loads it, the others wait.
+ * Returns the plain bytes, or NULL with *rc set. */
+static const char *chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext,
+				   struct reader_pin *pin, int *rc)
 {
 	struct chunk_cache *cc = fs->chunks;
 	pthread_mutex_lock(&cc->lock);
@@ -123,7 +123,7 @@ static int chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext, char
 again:
 	for (i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 		struct chunk_entry *e = &cc->slot[i];
-		if ((e->data || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0)
+		if ((e->chunk.plain || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0)
 			break;
 	}
 	if (i < CHUNK_CACHE_SLOTS) {
@@ -135,11 +135,10 @@ again:
 		e->users++;
 		e->last_use = ++cc->clock;
 		cc->hits++;
-		*data = e->data;
-		*slot = i;
-		*owned = 0;
+		pin->slot = i;
+		const char *data = (const char *)e->chunk.plain;
 		pthread_mutex_unlock(&cc->lock);
-		return 0;
+		return data;
 	}
 	cc->misses++;
 	i = chunk_cache_make_room(cc, ext->chunk_len);
@@ -153,18 +152,19 @@ again:
 	}
 	pthread_mutex_unlock(&cc->lock);
 
-	char *buf = malloc(ext->chunk_len ? ext->chunk_len : 1);
-	size_t got = 0;
-	int rc = buf ? cache_get(fs->cache, ext->hash, buf, ext->chunk_len, &got) : -ENOMEM;
-	if (rc == 0 && got != ext->chunk_len)
-		rc = -EIO;
+	struct store_chunk chunk;
+	*rc = cache_load(fs->cache, ext->hash, ext->chunk_len, &chunk);
+	if (*rc == 0 && chunk.len != ext->chunk_len) {
+		store_chunk_free(&chunk);
+		*rc = -EIO;
+	}
 
 	pthread_mutex_lock(&cc->lock);
 	if (i >= 0) {
 		struct chunk_entry *e = &cc->slot[i];
 		e->loading = false;
-		if (rc == 0) {
-			e->data = buf;
+		if (*rc == 0) {
+			e->chunk = chunk;
 			e->last_use = ++cc->clock;
 		} else {
 			cc->bytes -= e->len;
@@ -173,43 +173,55 @@ again:
 		pthread_cond_broadcast(&cc->loaded);
 	}
 	pthread_mutex_unlock(&cc->lock);
-	if (rc != 0) {
-		free(buf);
-		return rc;
-	}
-	*data = buf;
-	*slot = i;
-	*owned = i < 0;
-	return 0;
+	if (*rc != 0)
+		return NULL;
+	pin->slot = i >= 0 ? i : READER_PIN_OWN;
+	if (i < 0)
+		pin->own = chunk;
+	return (const char *)chunk.plain;
 }
 
-static void chunk_cache_release(struct chunk_cache *cc, int slot, char *data, int owned)
+static void chunk_cache_release(struct chunk_cache *cc, struct reader_pin *pin)
 {
-	if (owned) {
-		free(data);
-		return;
+	if (pin->slot == READER_PIN_OWN) {
+		store_chunk_free(&pin->own);
+	} else if (pin->slot >= 0) {
+		pthread_mutex_lock(&cc->lock);
+		assert(cc->slot[pin->slot].users > 0);
+		cc->slot[pin->slot].users--;
+		pthread_mutex_unlock(&cc->lock);
 	}
-	pthread_mutex_lock(&cc->lock);
-	cc->slot[slot].users--;
-	pthread_mutex_unlock(&cc->lock);
+	pin->slot = READER_PIN_NONE;
+}
+
+/* Pins ext's chunk for a read of inode ino; a chunk that cannot be had is
+ * logged with the file, the offset and the chunk (invariant 1). */
+static const char *reader_pin_extent(struct ckptfs *fs, uint64_t ino,
+				     const struct cat_extent *ext, uint64_t chunk_off,
+				     struct reader_pin *pin, int *rc)
+{
+	const char *data = chunk_cache_get(fs, ext, pin, rc);
+	if (data)
+		return data;
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(ext->hash, hex);
+	log_error("read inode %llu at offset %llu: chunk %s unreadable: %s",
+		  (unsigned long long)ino, (unsigned long long)(ext->off + chunk_off - ext->chunk_off),
+		  hex, strerror(-*rc));
+	*rc = *rc == -ENOMEM ? *rc : -EIO;
+	return NULL;
 }
 
 int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent *ext,
 		       uint64_t chunk_off, size_t len, char *out)
 {
-	char *data;
-	int slot, owned;
-	int rc = chunk_cache_get(fs, ext, &data, &slot, &owned);
-	if (rc != 0) {
-		char hex[HASH_HEX_LEN + 1];
-		hash_to_hex(ext->hash, hex);
-		log_error("read inode %llu at offset %llu: chunk %s unreadable: %s",
-			  (unsigned long long)ino, (unsigned long long)(ext->off + chunk_off - ext->chunk_off),
-			  hex, strerror(-rc));
-		return rc == -ENOMEM ? rc : -EIO;
-	}
+	struct reader_pin pin = { .slot = READER_PIN_NONE };
+	int rc;
+	const char *data = reader_pin_extent(fs, ino, ext, chunk_off, &pin, &rc);
+	if (!data)
+		return rc;
 	memcpy(out, data + chunk_off, len);
-	chunk_cache_release(fs->chunks, slot, data, owned);
+	chunk_cache_release(fs->chunks, &pin);
 	return 0;
 }
 
@@ -228,10 +240,10 @@ static void *chunk_cache_prefetch_main(void *p)
 		cc->q_head = (cc->q_head + 1) % READER_PREFETCH_QUEUE;
 		cc->q_len--;
 		pthread_mutex_unlock(&cc->lock);
-		char *data;
-		int slot, owned;
-		if (chunk_cache_get(cc->fs, &ext, &data, &slot, &owned) == 0)
-			chunk_cache_release(cc, slot, data, owned); /* stays cached, unpinned */
+		struct reader_pin pin = { .slot = READER_PIN_NONE };
+		int rc;
+		if (chunk_cache_get(cc->fs, &ext, &pin, &rc))
+			chunk_cache_release(cc, &pin); /* stays cached, unpinned */
 		pthread_mutex_lock(&cc->lock);
 	}
 	pthread_mutex_unlock(&cc->lock);
@@ -247,7 +259,7 @@ static void chunk_cache_prefetch(struct ckptfs *fs, const struct cat_extent *ext
 	bool known = cc->stopping || cc->q_len == READER_PREFETCH_QUEUE;
 	for (int i = 0; i < CHUNK_CACHE_SLOTS && !known; i++) {
 		const struct chunk_entry *e = &cc->slot[i];
-		known = (e->data || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0;
+		known = (e->chunk.plain || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0;
 	}
 	for (int i = 0; i < cc->q_len && !known; i++)
 		known = memcmp(cc->queue[(cc->q_head + i) % READER_PREFETCH_QUEUE].hash, ext->hash,
@@ -265,51 +277,114 @@ static void chunk_cache_prefetch(struct ckptfs *fs, const struct cat_extent *ext
 	pthread_mutex_unlock(&cc->lock);
 }
 
+/* ---- mapping reads onto chunks ---- */
+
 #define READER_BATCH 16
 #define READER_AHEAD_DECODED 2 /* chunks past a read decoded into memory */
 #define READER_AHEAD 6          /* chunks past a read brought into the disk cache */
+#define READER_ZEROS (64u << 10)
+
+static const char reader_zeros[READER_ZEROS]; /* holes */
+
+/* Readahead: the next chunks are decoded and verified while the kernel takes
+ * this read; those after them come from BACKING meanwhile. */
+static void reader_readahead(struct ckptfs *fs, const struct cat_extent *ext, int n)
+{
+	for (int j = 0; j < n && j < READER_AHEAD; j++) {
+		if (j < READER_AHEAD_DECODED)
+			chunk_cache_prefetch(fs, &ext[j]);
+		else
+			cache_prefetch(fs->cache, ext[j].hash);
+	}
+}
+
+static void reader_add_piece(struct reader_map *m, const char *data, size_t len)
+{
+	assert(m->n < READER_MAX_PIECES && len > 0);
+	m->iov[m->n].iov_base = (void *)data;
+	m->iov[m->n].iov_len = len;
+	m->n++;
+	m->len += len;
+}
+
+int reader_map(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off, size_t len,
+	       struct reader_map *m)
+{
+	struct cat_extent ext[READER_BATCH];
+	uint64_t pos = off, end = off + len;
+	int n = 0, k = 0, rc = 0;
+	bool last_batch = false;
+	m->n = 0;
+	m->len = 0;
+	while (pos < end && m->n < READER_MAX_PIECES) {
+		if (k == n && !last_batch) {
+			n = src == READER_PENDING ? cat_pending_extents(fs->cat, ino, pos, ext, READER_BATCH)
+						  : cat_extents(fs->cat, ino, pos, ext, READER_BATCH);
+			if (n < 0) {
+				rc = n;
+				break;
+			}
+			k = 0;
+			last_batch = n < READER_BATCH;
+		}
+		if (k < n && ext[k].off + ext[k].len <= pos) { /* empty, or behind the read */
+			k++;
+			continue;
+		}
+		struct reader_pin *pin = &m->pin[m->n];
+		pin->slot = READER_PIN_NONE;
+		uint64_t hole_end = k < n && ext[k].off < end ? ext[k].off : end;
+		if (pos < hole_end) { /* a hole, or past the last extent */
+			uint64_t take = hole_end - pos < READER_ZEROS ? hole_end - pos : READER_ZEROS;
+			reader_add_piece(m, reader_zeros, take);
+			pos += take;
+			continue;
+		}
+		assert(k < n && ext[k].off <= pos && pos < ext[k].off + ext[k].len);
+		uint64_t ext_end = ext[k].off + ext[k].len;
+		uint64_t take = (ext_end < end ? ext_end : end) - pos;
+		uint64_t chunk_off = ext[k].chunk_off + (pos - ext[k].off);
+		const char *data = reader_pin_extent(fs, ino, &ext[k], chunk_off, pin, &rc);
+		if (!data)
+			break;
+		reader_add_piece(m, data + chunk_off, take);
+		pos += take;
+		k++;
+	}
+	if (rc != 0) {
+		reader_unmap(fs, m);
+		return rc;
+	}
+	if (src == READER_COMMITTED)
+		reader_readahead(fs, ext + k, n - k);
+	return 0;
+}
+
+void reader_unmap(struct ckptfs *fs, struct reader_map *m)
+{
+	for (int i = 0; i < m->n; i++)
+		chunk_cache_release(fs->chunks, &m->pin[i]);
+	m->n = 0;
+	m->len = 0;
+}
 
 int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
 		size_t len, char *out)
 {
-	struct cat_extent ext[READER_BATCH];
-	uint64_t pos = off, end = off + len;
-	while (pos < end) {
-		int n = src == READER_PENDING ? cat_pending_extents(fs->cat, ino, pos, ext, READER_BATCH)
-					      : cat_extents(fs->cat, ino, pos, ext, READER_BATCH);
-		if (n < 0)
-			return n;
-		if (n == 0)
-			break;
-		int i;
-		for (i = 0; i < n && pos < end; i++) {
-			if (ext[i].off >= end)
-				break;
-			if (ext[i].off > pos) { /* hole before this extent */
-				memset(out + (pos - off), 0, ext[i].off - pos);
-				pos = ext[i].off;
-			}
-			uint64_t ext_end = ext[i].off + ext[i].len;
-			uint64_t take = (ext_end < end ? ext_end : end) - pos;
-			int rc = reader_copy_extent(fs, ino, &ext[i], ext[i].chunk_off + (pos - ext[i].off),
-						    take, out + (pos - off));
-			if (rc != 0)
-				return rc;
-			pos += take;
+	while (len > 0) {
+		struct reader_map m;
+		int rc = reader_map(fs, ino, src, off, len, &m);
+		if (rc != 0)
+			return rc;
+		size_t at = 0;
+		for (int i = 0; i < m.n; i++) {
+			memcpy(out + at, m.iov[i].iov_base, m.iov[i].iov_len);
+			at += m.iov[i].iov_len;
 		}
-		/* readahead: the next chunks are decoded and verified while the kernel
-		 * takes this read; those after them come from BACKING meanwhile */
-		if (src == READER_COMMITTED)
-			for (int j = i; j < n && j < i + READER_AHEAD; j++) {
-				if (j < i + READER_AHEAD_DECODED)
-					chunk_cache_prefetch(fs, &ext[j]);
-				else
-					cache_prefetch(fs->cache, ext[j].hash);
-			}
-		if (n < READER_BATCH || i < n)
-			break; /* no more extents, or the rest lie past the range */
+		reader_unmap(fs, &m);
+		off += at;
+		out += at;
+		len -= at;
 	}
-	if (pos < end)
-		memset(out + (pos - off), 0, end - pos);
 	return 0;
 }

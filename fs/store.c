@@ -38,7 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -695,6 +697,211 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	return 0;
 }
 
+/* ---- whole-chunk loads (the read path) ---- */
+
+/* Checks the header and the lengths of an object image in memory. Returns
+ * NULL, or a reason for the log. */
+static const char *store_image_why(const uint8_t hash[HASH_LEN], const uint8_t *obj, size_t len,
+				   size_t cap, struct store_object_info *info)
+{
+	const char *why = len < STORE_HEADER_LEN ? "truncated header"
+						 : store_header_decode(obj, hash, info);
+	if (!why && len != STORE_HEADER_LEN + info->stored_len)
+		why = len < STORE_HEADER_LEN + info->stored_len ? "truncated payload"
+								: "trailing bytes after the payload";
+	else if (!why && info->codec == CODEC_RAW && info->stored_len != info->plain_len)
+		why = "raw payload length differs from the plain length";
+	else if (!why && info->plain_len > cap)
+		why = "plain length larger than a chunk can be";
+	return why;
+}
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* Linux 6.5; the same number on every architecture */
+#endif
+#define STORE_IO_ALIGN 4096 /* O_DIRECT: buffer, offset and length */
+
+static size_t store_align_up(size_t n)
+{
+	return (n + STORE_IO_ALIGN - 1) & ~(size_t)(STORE_IO_ALIGN - 1);
+}
+
+/* Object image buffers: page aligned, each its own mapping (populated at
+ * once: O_DIRECT would fault its pages in one by one). Not from malloc:
+ * MiB-sized buffers freed by other threads than allocated them stayed in
+ * glibc's per-thread arenas, and the daemon's RSS grew to 400+ MiB. Up to
+ * STORE_POOL freed mappings are kept for the next loads, so that a steady
+ * read does not map, fault in and zero a fresh buffer per chunk; a kept one
+ * is reused for a chunk at least half its size. */
+#define STORE_POOL 8
+static struct {
+	pthread_mutex_t lock;
+	void *buf[STORE_POOL];
+	size_t cap[STORE_POOL];
+	int n;
+} store_pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int store_image_alloc(struct store_chunk *c, size_t len)
+{
+	size_t need = store_align_up(len ? len : 1);
+	int best = -1;
+	pthread_mutex_lock(&store_pool.lock);
+	for (int i = 0; i < store_pool.n; i++)
+		if (store_pool.cap[i] >= need && store_pool.cap[i] / 2 <= need &&
+		    (best < 0 || store_pool.cap[i] < store_pool.cap[best]))
+			best = i;
+	if (best >= 0) {
+		c->image = store_pool.buf[best];
+		c->image_cap = store_pool.cap[best];
+		store_pool.n--;
+		store_pool.buf[best] = store_pool.buf[store_pool.n];
+		store_pool.cap[best] = store_pool.cap[store_pool.n];
+	}
+	pthread_mutex_unlock(&store_pool.lock);
+	if (best >= 0)
+		return 0;
+	c->image_cap = need;
+	c->image = mmap(NULL, need, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	return c->image == MAP_FAILED ? -ENOMEM : 0;
+}
+
+static void store_image_release(struct store_chunk *c)
+{
+	if (!c->image)
+		return;
+	pthread_mutex_lock(&store_pool.lock);
+	bool kept = store_pool.n < STORE_POOL;
+	if (kept) {
+		store_pool.buf[store_pool.n] = c->image;
+		store_pool.cap[store_pool.n] = c->image_cap;
+		store_pool.n++;
+	}
+	pthread_mutex_unlock(&store_pool.lock);
+	if (!kept)
+		munmap(c->image, c->image_cap);
+	c->image = NULL;
+}
+
+/* Whether [0, len) of the object is all in the page cache: then a buffered
+ * read is a copy from memory. True when the kernel cannot say (no cachestat):
+ * buffered reads, as before. */
+static bool store_pages_cached(int fd, size_t len)
+{
+	struct { uint64_t off, len; } range = { 0, len };
+	struct { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recent; } cs;
+	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
+		return true;
+	long page = sysconf(_SC_PAGESIZE);
+	return cs.nr_cache * (uint64_t)page >= len;
+}
+
+/* Reads [0, len) of fd into buf (STORE_IO_ALIGN-aligned, capacity
+ * store_align_up(len)) with O_DIRECT: the object's pages are not cached
+ * beside the decoded chunk and the FUSE file's pages. Where the filesystem
+ * refuses O_DIRECT, or a read ends short of the file, the rest is read
+ * buffered. */
+static int store_read_direct(int fd, uint8_t *buf, size_t len)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
+		return store_pread_all(fd, buf, len, 0);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, buf + done, store_align_up(len - done), (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (done + (size_t)n < len && n % STORE_IO_ALIGN != 0))
+			break;
+		done += (size_t)n;
+	}
+	if (done >= len)
+		return 0;
+	fcntl(fd, F_SETFL, fl);
+	return store_pread_all(fd, buf + done, len - done, (off_t)done);
+}
+
+/* Verifies an image read into c->image; sets c->plain and c->len. Returns 0,
+ * -ENOMEM, or -EIO with *why set. */
+static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t cap,
+			      struct store_chunk *c, const char **why)
+{
+	struct store_object_info info;
+	const uint8_t *img = c->image;
+	*why = store_image_why(hash, img, len, cap, &info);
+	if (*why)
+		return -EIO;
+	if (info.codec == CODEC_RAW) {
+		c->plain = img + STORE_HEADER_LEN;
+	} else {
+		c->decoded = malloc(info.plain_len ? info.plain_len : 1);
+		if (!c->decoded)
+			return -ENOMEM;
+		if (codec_decode(info.codec, img + STORE_HEADER_LEN, info.stored_len, c->decoded,
+				 info.plain_len) != 0) {
+			*why = "payload does not decode";
+			return -EIO;
+		}
+		c->plain = c->decoded;
+		store_image_release(c); /* the plain bytes are all that is used */
+	}
+	uint8_t got[HASH_LEN];
+	hash_sha256(c->plain, info.plain_len, got);
+	if (memcmp(got, hash, HASH_LEN) != 0) {
+		*why = "bytes do not match their hash";
+		return -EIO;
+	}
+	c->len = info.plain_len;
+	return 0;
+}
+
+int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
+	       struct store_chunk *out)
+{
+	char rel[128];
+	memset(out, 0, sizeof(*out));
+	store_rel_path(hash, rel, sizeof(rel));
+	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
+		return -errno;
+	const char *why = NULL;
+	int rc = 0;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0)
+		why = "cannot stat";
+	else if ((uint64_t)sb.st_size > STORE_HEADER_LEN + codec_bound(cap))
+		why = "object larger than a chunk can be"; /* before allocating its size */
+	size_t len = why ? 0 : (size_t)sb.st_size;
+	if (!why && (rc = store_image_alloc(out, len)) != 0)
+		out->image = NULL;
+	if (!why && rc == 0) {
+		int io = store_pages_cached(fd, len) ? store_pread_all(fd, out->image, len, 0)
+						     : store_read_direct(fd, out->image, len);
+		if (io != 0)
+			why = io == -ENODATA ? "truncated payload" : strerror(-io);
+		else
+			rc = store_chunk_verify(hash, len, cap, out, &why);
+	}
+	close(fd);
+	if (why) {
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(hash, hex);
+		log_error("store %s: chunk %s is corrupt: %s", st->root, hex, why);
+		store_fresh_del(st, hash); /* S2 */
+		rc = -EIO;
+	}
+	if (rc != 0)
+		store_chunk_free(out);
+	return rc;
+}
+
+void store_chunk_free(struct store_chunk *c)
+{
+	store_image_release(c);
+	free(c->decoded);
+	memset(c, 0, sizeof(*c));
+}
+
 /* ---- whole object images (the write-back cache's uploads and fetches) ---- */
 
 int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
@@ -727,15 +934,8 @@ static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj
 	struct store_object_info info;
 	const uint8_t *o = obj;
 	const void *bytes = plain;
-	*why = len < STORE_HEADER_LEN ? "truncated header" : store_header_decode(o, hash, &info);
-	if (!*why && len != STORE_HEADER_LEN + info.stored_len)
-		*why = len < STORE_HEADER_LEN + info.stored_len ? "truncated payload"
-								 : "trailing bytes after the payload";
-	else if (!*why && info.codec == CODEC_RAW && info.stored_len != info.plain_len)
-		*why = "raw payload length differs from the plain length";
-	else if (!*why && info.plain_len > cap)
-		*why = "plain length larger than a chunk can be";
-	else if (!*why && hash_known && !keep_plain)
+	*why = store_image_why(hash, o, len, cap, &info);
+	if (!*why && hash_known && !keep_plain)
 		bytes = NULL;
 	else if (!*why && info.codec == CODEC_RAW && !keep_plain)
 		bytes = o + STORE_HEADER_LEN;

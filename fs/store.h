@@ -62,6 +62,27 @@ int store_syncfs(struct store *st);
 int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
 	      size_t *len);
 
+/* A chunk loaded by store_load: the object image in `image` (its own
+ * mapping of image_cap bytes), and the verified plain bytes at `plain` —
+ * inside the image for a raw chunk (no copy), in `decoded` (malloc'd) for a
+ * compressed one. store_chunk_free releases both. */
+struct store_chunk {
+	void *image;
+	size_t image_cap;
+	void *decoded;
+	const uint8_t *plain;
+	size_t len;
+};
+
+/* Like store_get, for the read path: reads the whole object with one read,
+ * from the page cache when all of it is there, else with O_DIRECT (the chunk
+ * is about to be cached by its reader: its object pages are not kept twice);
+ * verifies it (invariant 2) and hands out a buffer it allocated. Release with
+ * store_chunk_free. -ENOENT (not logged) if absent, -EIO (logged) if corrupt. */
+int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
+	       struct store_chunk *out);
+void store_chunk_free(struct store_chunk *c);
+
 /* Reads the whole object image (header and payload) after checking its
  * header and length; -ENOENT if absent, -EIO if malformed, -EFBIG if larger
  * than cap. */

@@ -170,6 +170,32 @@ test_flipped_payload_byte_reads_as_eio_until_restored() {
 	ck_umount
 }
 
+# The read path loads a cache copy whose pages are not in memory with
+# O_DIRECT: a byte flipped on the disk is caught there too (the copy is
+# dropped and BACKING's fetched), and when BACKING's copy is damaged as well
+# the read fails with EIO, logged with the inode, the offset and the chunk.
+test_damaged_cache_copy_read_from_disk_is_caught() {
+	_setup_files
+	local cached=$CK_CACHE/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
+	local pos=$((64 + $(_payload_len "$V_OBJ") / 3))
+	cp -p "$V_SAVED" "$cached"
+	ck_sql "UPDATE chunks SET cached = 1 WHERE lower(hex(hash)) = '$V_HASH'" >/dev/null
+	_xor_byte "$cached" $pos
+	_xor_byte "$V_OBJ" $pos
+	"$PY" -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$cached"
+	ck_mount
+	_read_fails victim "payload byte $pos flipped in the cache copy and on BACKING"
+	_assert_logged_read_error "payload byte flipped in both copies"
+	assert_contains "$(grep -F "$CK_CACHE" "$CK_DLOG" | grep -F "$V_HASH")" "bytes do not match their hash" \
+		"log line of the damaged cache copy"
+	_read_ok other
+	_xor_byte "$V_OBJ" $pos # BACKING whole again: the read fetches it
+	_read_ok victim
+	ck_umount
+}
+
 test_flipped_byte_in_a_compressed_chunk_reads_as_eio() {
 	# Repetitive text: stored as LZ4.
 	"$PY" -c 'import random, sys

@@ -40,6 +40,60 @@ test_sizes_around_chunk_boundaries_roundtrip() {
 	_roundtrip_sizes "${sizes[@]}"
 }
 
+# _chunk_edges NAME — the file offsets where NAME's extents start.
+_chunk_edges() {
+	ck_sql "SELECT e.off FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = '$1' ORDER BY e.off" | tr '\n' ' '
+}
+
+# _evict_objects — drops the cache's chunk objects from the page cache, so
+# that the daemon reads them from the disk (with O_DIRECT).
+_evict_objects() {
+	"$PY" - "$CK_CACHE/chunks" <<'EOF'
+import os, sys
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        fd = os.open(os.path.join(root, f), os.O_RDONLY)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+EOF
+}
+
+# Reads at odd offsets and of odd sizes, half of them across chunk edges,
+# return exactly what was written: through the page cache (1 MiB FUSE_READs),
+# and with O_DIRECT, where the daemon gets each read's own offset and size;
+# in a file with holes too, whose reads are more pieces (64 KiB of zeros
+# each) than one reply maps, so the daemon copies them instead.
+test_odd_reads_across_chunk_edges_are_byte_exact() {
+	ck_mount
+	ck_rand "$CK_REF/f" $((9 * MiB + 777))
+	cp "$CK_REF/f" "$CK_MNT/f"
+	local f
+	for f in "$CK_REF/holes" "$CK_MNT/holes"; do
+		head -c $((MiB + 5)) "$CK_REF/f" | dd of="$f" status=none
+		dd if="$CK_REF/f" of="$f" bs=1M skip=2 count=2 seek=$((4 * MiB + 3)) oflag=seek_bytes conv=notrunc status=none
+		truncate -s $((9 * MiB)) "$f"
+	done
+	ck_umount
+	local edges hole_edges
+	edges=$(_chunk_edges f)
+	hole_edges="$(_chunk_edges holes) $((MiB + 5)) $((4 * MiB + 3)) $((6 * MiB + 3))"
+	[ "$(echo "$edges" | wc -w)" -ge 3 ] || ck_fail "f has fewer than 3 chunks: $edges"
+	_evict_objects
+	ck_mount
+	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 1 300 $edges ||
+		ck_fail "buffered reads of f differ from what was written"
+	_evict_objects
+	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 2 300 --direct $edges ||
+		ck_fail "O_DIRECT reads of f differ from what was written"
+	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/holes" "$CK_MNT/holes" 3 200 $hole_edges ||
+		ck_fail "buffered reads of the file with holes differ"
+	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/holes" "$CK_MNT/holes" 4 200 --direct $hole_edges ||
+		ck_fail "O_DIRECT reads of the file with holes differ"
+	_cmp_all f holes
+	ck_umount
+}
+
 test_random_64mib_file_roundtrips() {
 	ck_mount
 	ck_rand "$CK_REF/big" $((64 * MiB))

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -327,7 +328,82 @@ static void tk_free(struct tk_obj *o)
 	o->plain = NULL;
 }
 
-/* store_get returns exactly the plain bytes (into a buffer with slack after it). */
+/* Drops the object's pages from the page cache, so that store_load reads it
+ * with O_DIRECT. */
+static void tk_evict_pages(const struct tk_obj *o)
+{
+	int fd = open(o->path, O_RDONLY);
+
+	cr_assert_geq(fd, 0, "%s: %s", o->path, strerror(errno));
+	cr_assert_eq(fdatasync(fd), 0);
+	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+}
+
+/* How many of the object's pages are in the page cache (mincore). */
+static size_t tk_cached_pages(const struct tk_obj *o)
+{
+	int fd = open(o->path, O_RDONLY);
+	struct stat sb;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n, cached = 0;
+	unsigned char *vec;
+	void *map;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &sb), 0);
+	n = ((size_t)sb.st_size + page - 1) / page;
+	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(map, MAP_FAILED);
+	vec = tk_alloc(n);
+	cr_assert_eq(mincore(map, (size_t)sb.st_size, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		cached += vec[i] & 1;
+	tk_release(vec);
+	munmap(map, (size_t)sb.st_size);
+	close(fd);
+	return cached;
+}
+
+/* store_load hands out exactly the plain bytes, with its pages cached (a
+ * buffered read) and not (O_DIRECT). */
+static void tk_assert_load_ok(const struct tk_obj *o)
+{
+	for (int cold = 0; cold < 2; cold++) {
+		struct store_chunk c;
+
+		if (cold)
+			tk_evict_pages(o);
+		OK(store_load(fx.st, o->hash, o->len, &c));
+		cr_assert_eq(c.len, o->len);
+		cr_assert_not_null(c.plain);
+		if (o->len)
+			cr_assert_arr_eq(c.plain, o->plain, o->len, "store_load returned other bytes");
+		store_chunk_free(&c);
+		cr_assert_null(c.image);
+		cr_assert_null(c.decoded);
+	}
+}
+
+/* store_load fails with -EIO, cached or not, and logs a line naming the chunk;
+ * it hands out no buffer. */
+static void tk_assert_load_eio(const struct tk_obj *o, const char *what)
+{
+	for (int cold = 0; cold < 2; cold++) {
+		struct store_chunk c;
+		int rc;
+
+		if (cold)
+			tk_evict_pages(o);
+		rc = store_load(fx.st, o->hash, o->len + 16, &c);
+		cr_assert_eq(rc, -EIO, "%s (%s): store_load returned %d (%s), expected -EIO", what,
+			     cold ? "not cached" : "cached", rc, strerror(-rc));
+		cr_assert(!c.image && !c.decoded && !c.plain, "%s: store_load left a buffer", what);
+		tk_assert_logged(o->hex, "corrupt");
+	}
+}
+
+/* store_get returns exactly the plain bytes (into a buffer with slack after
+ * it); so does store_load. */
 static void tk_assert_get_ok(const struct tk_obj *o)
 {
 	size_t cap = o->len + 16, got = (size_t)-1;
@@ -341,6 +417,7 @@ static void tk_assert_get_ok(const struct tk_obj *o)
 	for (size_t i = o->len; i < cap; i++)
 		cr_assert_eq(buf[i], 0xA5, "store_get wrote past the plain length");
 	tk_release(buf);
+	tk_assert_load_ok(o);
 }
 
 /* store_get fails with -EIO and logs a line naming the chunk. */
@@ -355,6 +432,7 @@ static void tk_assert_get_eio(const struct tk_obj *o, const char *what)
 	cr_assert_eq(got, 12345, "%s: store_get set *len on failure", what);
 	tk_assert_logged(o->hex, "corrupt");
 	tk_release(buf);
+	tk_assert_load_eio(o, what);
 }
 
 static uint8_t *tk_object_bytes(const struct tk_obj *o, size_t *len)
@@ -980,6 +1058,105 @@ Test(store, cap_smaller_than_plain_length_is_eio, .init = setup, .fini = teardow
 	cr_assert_eq(got, 4 * KiB);
 	tk_release(buf);
 	tk_free(&o);
+}
+
+/* ---- store_load: the read path's whole-chunk loads ---- */
+
+Test(store, load_of_an_uncached_raw_object_leaves_the_page_cache_empty, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(3 * MiB + 123, 30), 3 * MiB + 123, 0);
+	struct store_chunk c;
+
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	tk_evict_pages(&o);
+	if (tk_cached_pages(&o) != 0)
+		cr_skip_test("the page cache keeps the object's pages after POSIX_FADV_DONTNEED");
+	OK(store_load(fx.st, o.hash, o.len, &c));
+	cr_assert_eq(c.len, o.len);
+	cr_assert_arr_eq(c.plain, o.plain, o.len);
+	/* a raw chunk is handed out where it was read: no copy */
+	cr_assert_eq((const uint8_t *)c.plain, (uint8_t *)c.image + STORE_HEADER_LEN);
+	cr_assert_eq((uintptr_t)c.image % 4096, 0);
+	store_chunk_free(&c);
+	cr_assert_eq(tk_cached_pages(&o), 0, "the object was read through the page cache");
+	tk_free(&o);
+}
+
+Test(store, load_of_a_cached_object_reads_it_from_memory, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(MiB, 31), MiB, STORE_SYNC);
+	size_t pages = (64 + MiB + 4095) / 4096;
+	struct store_chunk c;
+	uint8_t *bytes;
+	size_t len;
+
+	bytes = tk_object_bytes(&o, &len); /* reads every page in */
+	tk_release(bytes);
+	cr_assert_eq(tk_cached_pages(&o), pages);
+	OK(store_load(fx.st, o.hash, o.len, &c));
+	cr_assert_arr_eq(c.plain, o.plain, o.len);
+	store_chunk_free(&c);
+	cr_assert_eq(tk_cached_pages(&o), pages, "a cached object was read around the page cache");
+	tk_free(&o);
+}
+
+Test(store, load_of_an_lz4_object_hands_out_only_the_decoded_bytes, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(2 * MiB + 7, 32), 2 * MiB + 7, 0);
+	struct store_chunk c;
+
+	cr_assert_eq(o.info.codec, CODEC_LZ4);
+	for (int cold = 0; cold < 2; cold++) {
+		if (cold)
+			tk_evict_pages(&o);
+		OK(store_load(fx.st, o.hash, o.len, &c));
+		cr_assert_eq(c.len, o.len);
+		cr_assert_eq((const void *)c.plain, c.decoded);
+		cr_assert_null(c.image, "the image is freed once decoded");
+		cr_assert_arr_eq(c.plain, o.plain, o.len);
+		store_chunk_free(&c);
+	}
+	tk_free(&o);
+}
+
+Test(store, load_of_objects_of_every_length_around_a_page_round_trips, .init = setup,
+     .fini = teardown)
+{
+	/* object lengths around the O_DIRECT alignment: 64-byte header + payload */
+	static const size_t lens[] = { 0, 1, 4096 - 64 - 1, 4096 - 64, 4096 - 64 + 1, 4096,
+				       8192 - 64, 8192 - 63, 65536 + 4000 };
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		struct tk_obj o = tk_put(tk_random(lens[i] ? lens[i] : 1, 33 + i), lens[i], 0);
+
+		tk_assert_load_ok(&o);
+		tk_free(&o);
+	}
+}
+
+Test(store, load_with_cap_smaller_than_the_chunk_is_eio, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(64 * KiB, 34), 64 * KiB, 0);
+	struct store_chunk c;
+
+	FAILS(store_load(fx.st, o.hash, 64 * KiB - 1, &c), EIO);
+	tk_assert_logged(o.hex, "plain length larger than a chunk can be");
+	FAILS(store_load(fx.st, o.hash, 4 * KiB, &c), EIO);
+	tk_assert_logged(o.hex, "object larger than a chunk can be");
+	cr_assert(!c.image && !c.decoded && !c.plain);
+	tk_free(&o);
+}
+
+Test(store, load_of_a_missing_object_is_enoent, .init = setup, .fini = teardown)
+{
+	uint8_t hash[HASH_LEN];
+	struct store_chunk c;
+
+	tk_fill_random(hash, HASH_LEN, 35);
+	FAILS(store_load(fx.st, hash, MiB, &c), ENOENT);
+	cr_assert(!c.image && !c.decoded && !c.plain);
 }
 
 /* ---- remove ---- */

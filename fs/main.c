@@ -386,8 +386,9 @@ int main(int argc, char **argv)
 	}
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 
-	if (gen_policy_start(fs.gen) != 0) { /* after fork: threads do not survive it */
-		log_error("cannot start the generation thread");
+	if (gen_policy_start(fs.gen) != 0 || node_table_start(fs.nodes) != 0) {
+		/* after fork: threads do not survive it */
+		log_error("cannot start the generation and inode release threads");
 		goto out;
 	}
 	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {

@@ -152,6 +152,19 @@ int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn
  * reclaimed). A no-op for an inode that still has links. */
 int cat_inode_release(struct cat *cat, uint64_t ino);
 
+/* cat_inode_release for many inodes at once: those of inos[0..n) with nlink
+ * 0 are deleted, others (and missing ones) are skipped. Runs in transactions
+ * of a few hundred inodes, each followed by the sweep, with the lock
+ * released in between. A crash part way leaves the rest with nlink 0, which
+ * the next cat_open releases. */
+int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n);
+
+/* Drops the committed contents of the unlinked (nlink 0) regular files among
+ * inos[0..n), as cat_file_truncate to 0 would, keeping their rows: for
+ * inodes the kernel still holds with no handle open, which nothing can read
+ * any more. Batched like cat_inodes_release. */
+int cat_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n);
+
 /* ---- file contents ---- */
 
 /* Fills up to max extents of the committed file ino that end after `off`,

@@ -16,8 +16,13 @@
 #include "writer.h"
 
 #define NODE_BUCKETS 4096
-#define NODE_RELEASE_BATCH 1024  /* queued releases that wake the reaper at once */
-#define NODE_RELEASE_DELAY_MS 50 /* else it waits this long for more */
+/* The reaper releases the queue once no inode joined it for QUIET_MS (a
+ * burst of deletions, like rm -rf, is over: its object unlinks, which hold
+ * the catalog lock, no longer slow it down), or once the oldest has waited
+ * MAX_WAIT_MS, or once MAX are queued. */
+#define NODE_RELEASE_QUIET_MS 200
+#define NODE_RELEASE_MAX_WAIT_MS 5000
+#define NODE_RELEASE_MAX 65536
 
 struct node_table {
 	struct ckptfs *fs;
@@ -26,12 +31,11 @@ struct node_table {
 	struct node *bucket[NODE_BUCKETS];
 	/* inodes whose last holder is gone, for the reaper (invariant 4) */
 	struct cat_id_vec dead;
+	int64_t first_dead_ns, last_dead_ns; /* when the oldest and newest were queued */
 	pthread_cond_t reap_wake;
 	pthread_t reaper;
 	bool reaper_running, reaper_stop;
 };
-
-static void node_reaper_stop(struct node_table *t);
 
 static struct node **node_slot(struct node_table *t, uint64_t ino)
 {
@@ -57,7 +61,7 @@ void node_table_free(struct node_table *t)
 {
 	if (!t)
 		return;
-	node_reaper_stop(t);
+	node_table_stop(t);
 	for (int i = 0; i < NODE_BUCKETS; i++) {
 		struct node *n = t->bucket[i];
 		while (n) {
@@ -110,6 +114,14 @@ static struct node *node_maybe_unlink_locked(struct node_table *t, struct node *
 
 /* ---- deferred release (invariant 4) ---- */
 
+/* The clock of pthread_cond_timedwait's default. */
+static int64_t node_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Releases the inodes among inos[0..n) that have no node (again): the
  * catalog deletes those with no link left and skips the others. */
 static void node_release_now(struct node_table *t, uint64_t *inos, size_t n)
@@ -131,10 +143,16 @@ static void node_release_now(struct node_table *t, uint64_t *inos, size_t n)
  * released at once. */
 static void node_release_later(struct node_table *t, uint64_t ino)
 {
+	int64_t now = node_now_ns();
 	pthread_mutex_lock(&t->lock);
 	bool queued = t->reaper_running && cat_id_vec_push(&t->dead, ino) == 0;
-	if (queued && (t->dead.n == 1 || t->dead.n == NODE_RELEASE_BATCH))
-		pthread_cond_signal(&t->reap_wake);
+	if (queued) {
+		t->last_dead_ns = now;
+		if (t->dead.n == 1)
+			t->first_dead_ns = now;
+		if (t->dead.n == 1 || t->dead.n == NODE_RELEASE_MAX)
+			pthread_cond_signal(&t->reap_wake);
+	}
 	pthread_mutex_unlock(&t->lock);
 	if (!queued)
 		node_release_now(t, &ino, 1);
@@ -150,13 +168,24 @@ static struct cat_id_vec node_take_dead(struct node_table *t)
 
 static void node_release_taken(struct node_table *t, struct cat_id_vec *v)
 {
+	int64_t t0 = node_now_ns();
 	if (v->n)
 		node_release_now(t, v->v, v->n);
+	if (v->n)
+		log_debug("released %zu inodes nobody holds in %.1f ms", v->n,
+			  (double)(node_now_ns() - t0) / 1e6);
 	cat_id_vec_free(v);
 }
 
-/* The reaper: waits NODE_RELEASE_DELAY_MS after the first inode queued (or
- * until NODE_RELEASE_BATCH are), then releases them all in a few transactions. */
+/* When the queue is due for release (table lock held). */
+static int64_t node_release_due_ns(const struct node_table *t)
+{
+	int64_t quiet = t->last_dead_ns + NODE_RELEASE_QUIET_MS * 1000000LL;
+	int64_t oldest = t->first_dead_ns + NODE_RELEASE_MAX_WAIT_MS * 1000000LL;
+	return quiet < oldest ? quiet : oldest;
+}
+
+/* The reaper: releases the queue when it is due (see NODE_RELEASE_QUIET_MS). */
 static void *node_reaper(void *arg)
 {
 	struct node_table *t = arg;
@@ -166,15 +195,12 @@ static void *node_reaper(void *arg)
 			pthread_cond_wait(&t->reap_wake, &t->lock);
 			continue;
 		}
-		if (t->dead.n < NODE_RELEASE_BATCH) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += NODE_RELEASE_DELAY_MS * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+		int64_t due = node_release_due_ns(t);
+		if (t->dead.n < NODE_RELEASE_MAX && node_now_ns() < due) {
+			struct timespec until = { .tv_sec = due / 1000000000,
+						  .tv_nsec = due % 1000000000 };
 			pthread_cond_timedwait(&t->reap_wake, &t->lock, &until);
+			continue;
 		}
 		struct cat_id_vec v = node_take_dead(t);
 		pthread_mutex_unlock(&t->lock);
@@ -202,8 +228,7 @@ void node_release_flush(struct node_table *t)
 	node_release_taken(t, &v);
 }
 
-/* Stops the reaper and releases what it had queued. */
-static void node_reaper_stop(struct node_table *t)
+void node_table_stop(struct node_table *t)
 {
 	pthread_mutex_lock(&t->lock);
 	bool running = t->reaper_running;

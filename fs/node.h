@@ -16,9 +16,10 @@
  *  3. A node is handed out with a reference (node_get/node_put); the table
  *     lock is never held while the rwlock is taken.
  *  4. Inodes are released (cat_inodes_release) in batches: a freed node's
- *     inode is queued, and the reaper thread releases the queue after
- *     NODE_RELEASE_DELAY_MS or once NODE_RELEASE_BATCH are waiting, skipping
- *     any that has a node again. Until then the inode only has nlink 0 (or
+ *     inode is queued, and the reaper thread releases the queue once a burst
+ *     of deletions is over (nothing queued for 200 ms), at the latest 5 s
+ *     after the oldest was queued or once 65 536 are, skipping any that has
+ *     a node again. Until then the inode only has nlink 0 (or
  *     is still linked, and the catalog skips it); a crash leaves it to the
  *     next cat_open. Before node_table_start, and after the reaper stops
  *     (node_table_free flushes the queue), release is immediate. */
@@ -52,7 +53,11 @@ struct node {
 int node_table_new(struct ckptfs *fs, struct node_table **out);
 /* Starts the reaper (invariant 4) once mounted and daemonized. */
 int node_table_start(struct node_table *t);
-/* Stops the reaper, releases what it had queued, frees every node. */
+/* Stops the reaper and releases what it had queued (before the uploader
+ * stops: the chunks this frees queue their removal from BACKING). Later
+ * releases are immediate. node_table_free calls it too. */
+void node_table_stop(struct node_table *t);
+/* Frees every node (the reaper stopped first). */
 void node_table_free(struct node_table *t);
 /* Releases the queued inodes now (before a check or statistics). */
 void node_release_flush(struct node_table *t);

@@ -54,6 +54,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1805,6 +1806,7 @@ static int cat_release_batches(struct cat *cat, const enum cat_sid *steps, size_
 	for (size_t at = 0; at < n && rc == 0; at += CAT_RELEASE_BATCH) {
 		size_t k = n - at < CAT_RELEASE_BATCH ? n - at : CAT_RELEASE_BATCH;
 		rc = cat_release_batch(cat, steps, nsteps, inos + at, k);
+		sched_yield(); /* let a waiting request take the lock before the next batch */
 	}
 	return rc;
 }

@@ -16,6 +16,13 @@
  * counts, so a crash in between leaves only refcount-0 rows, which the next
  * sweep (at the latest, the one at open) finishes.
  *
+ * Batched release. cat_inodes_release (and cat_inodes_drop_data) binds a
+ * JSON list of inode numbers to a few set statements, CAT_RELEASE_BATCH
+ * inodes per transaction, each transaction followed by its sweep: the sweep
+ * unlinks one object per chunk freed, under the lock, and an unlink costs
+ * up to a few tenths of a millisecond, so a batch bounds how long a FUSE
+ * request can wait behind a large deletion.
+ *
  * Invariants (numbered as in catalog.h; cat_check verifies 1–3 and the
  * namespace ones below):
  *  1. chunks.refcount == rows of extents + pending naming the hash. Every

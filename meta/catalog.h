@@ -4,7 +4,8 @@
  *
  * Concurrency: one connection, one mutex. Every cat_* call is one transaction
  * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
- * calls are serialized. Journal: WAL, synchronous=NORMAL (a commit survives a
+ * calls are serialized — except cat_inodes_release and cat_inodes_drop_data,
+ * a few transactions each (every one of them atomic). Journal: WAL, synchronous=NORMAL (a commit survives a
  * crash of the daemon; a `durable` commit also survives a crash of the machine).
  *
  * Invariants (asserted by cat_check):

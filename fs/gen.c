@@ -223,8 +223,9 @@ static bool gen_writers_alive(const struct gen_live *l)
 
 /* ---- acting on the catalog (no g->lock held) ---- */
 
-/* After a tree left the namespace: release inodes nobody holds, in a few
- * large transactions (node_unlinked_many). The kernel is not told (no
+/* After a tree left the namespace: its inodes go to the node table
+ * (node_unlinked_many), which releases them in a few large transactions on
+ * its reaper thread, not on this one. The kernel is not told (no
  * notify_inval_entry): that call waits for the directory's lock, and a daemon
  * killed while it waits can never exit, hanging the mount. Entries expire by
  * themselves within the entry timeout (1 s). */
@@ -281,8 +282,8 @@ static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum ge
 	pthread_mutex_unlock(&g->lock);
 	size_t inodes = v.n;
 	gen_after_removal(g, &v);
-	log_info("generation %s (series inode %llu, step %llu) %s: %s (removed in %.1f ms, %zu"
-		 " inodes released in %.1f ms)", gen.name, (unsigned long long)gen.series,
+	log_info("generation %s (series inode %llu, step %llu) %s: %s (removed in %.1f ms; %zu"
+		 " inodes handed to release in %.1f ms)", gen.name, (unsigned long long)gen.series,
 		 (unsigned long long)gen.step, how == GEN_END_ABORT ? "aborted" : "deleted", rule,
 		 (double)(t1 - t0) / 1e6, inodes, (double)(gen_now_ns() - t1) / 1e6);
 }

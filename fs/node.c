@@ -139,23 +139,26 @@ static void node_release_now(struct node_table *t, uint64_t *inos, size_t n)
 			  strerror(-rc));
 }
 
-/* Queues ino for the reaper; without one (not started, or no memory), it is
- * released at once. */
-static void node_release_later(struct node_table *t, uint64_t ino)
+/* Queues inos[0..n) for the reaper; those it cannot queue (no reaper
+ * running, or no memory) are released at once. */
+static void node_release_later(struct node_table *t, uint64_t *inos, size_t n)
 {
 	int64_t now = node_now_ns();
+	size_t queued = 0;
 	pthread_mutex_lock(&t->lock);
-	bool queued = t->reaper_running && cat_id_vec_push(&t->dead, ino) == 0;
+	size_t before = t->dead.n;
+	while (t->reaper_running && queued < n && cat_id_vec_push(&t->dead, inos[queued]) == 0)
+		queued++;
 	if (queued) {
 		t->last_dead_ns = now;
-		if (t->dead.n == 1)
+		if (before == 0)
 			t->first_dead_ns = now;
-		if (t->dead.n == 1 || t->dead.n == NODE_RELEASE_MAX)
+		if (before == 0 || (before < NODE_RELEASE_MAX && t->dead.n >= NODE_RELEASE_MAX))
 			pthread_cond_signal(&t->reap_wake);
 	}
 	pthread_mutex_unlock(&t->lock);
-	if (!queued)
-		node_release_now(t, &ino, 1);
+	if (queued < n)
+		node_release_now(t, inos + queued, n - queued);
 }
 
 /* Takes the queue (table lock held). */
@@ -251,7 +254,7 @@ static void node_free(struct node_table *t, struct node *n)
 	uint64_t ino = n->ino;
 	pthread_rwlock_destroy(&n->rw);
 	free(n);
-	node_release_later(t, ino);
+	node_release_later(t, &ino, 1);
 }
 
 struct node *node_get(struct node_table *t, uint64_t ino)
@@ -340,7 +343,7 @@ void node_unlinked(struct node_table *t, uint64_t ino)
 	if (n)
 		node_put(t, n); /* the kernel unlinked it: its FORGET follows */
 	else
-		node_release_later(t, ino);
+		node_release_later(t, &ino, 1);
 }
 
 void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
@@ -366,8 +369,8 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 		log_warn("releasing the data of %zu unlinked files (first inode %llu) failed: %s;"
 			 " it goes when the kernel forgets them", idle.n,
 			 (unsigned long long)idle.v[0], strerror(-rc));
-	if (unheld.n)
-		node_release_now(t, unheld.v, unheld.n);
+	if (unheld.n) /* by the reaper: the caller (the generation thread) goes on */
+		node_release_later(t, unheld.v, unheld.n);
 	cat_id_vec_free(&idle);
 	cat_id_vec_free(&unheld);
 }

@@ -88,9 +88,9 @@ struct node *node_peek(struct node_table *t, uint64_t ino);
 void node_unlinked(struct node_table *t, uint64_t ino);
 
 /* After a tree was removed behind the kernel's back (a generation deleted or
- * aborted): the inodes of inos[0..n) that nobody holds are released now, in
- * a few large transactions; the files the kernel still holds without a
- * handle open lose their data now and their rows at FORGET. */
+ * aborted): the inodes of inos[0..n) that nobody holds go to the reaper
+ * (invariant 4); the files the kernel still holds without a handle open lose
+ * their data now (a few large transactions) and their rows at FORGET. */
 void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n);
 
 /* Counts a handle opened (+1) or closed (-1) for writing. */

@@ -32,6 +32,7 @@ struct node_table {
 	/* inodes whose last holder is gone, for the reaper (invariant 4) */
 	struct cat_id_vec dead;
 	int64_t first_dead_ns, last_dead_ns; /* when the oldest and newest were queued */
+	bool release_soon; /* a removed tree is queued: no quiet period */
 	pthread_cond_t reap_wake;
 	pthread_t reaper;
 	bool reaper_running, reaper_stop;
@@ -140,8 +141,9 @@ static void node_release_now(struct node_table *t, uint64_t *inos, size_t n)
 }
 
 /* Queues inos[0..n) for the reaper; those it cannot queue (no reaper
- * running, or no memory) are released at once. */
-static void node_release_later(struct node_table *t, uint64_t *inos, size_t n)
+ * running, or no memory) are released at once. soon: known to be unlinked
+ * (a removed tree), released without waiting for a quiet period. */
+static void node_release_later(struct node_table *t, uint64_t *inos, size_t n, bool soon)
 {
 	int64_t now = node_now_ns();
 	size_t queued = 0;
@@ -153,7 +155,8 @@ static void node_release_later(struct node_table *t, uint64_t *inos, size_t n)
 		t->last_dead_ns = now;
 		if (before == 0)
 			t->first_dead_ns = now;
-		if (before == 0 || (before < NODE_RELEASE_MAX && t->dead.n >= NODE_RELEASE_MAX))
+		t->release_soon = t->release_soon || soon;
+		if (before == 0 || soon || (before < NODE_RELEASE_MAX && t->dead.n >= NODE_RELEASE_MAX))
 			pthread_cond_signal(&t->reap_wake);
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -166,6 +169,7 @@ static struct cat_id_vec node_take_dead(struct node_table *t)
 {
 	struct cat_id_vec v = t->dead;
 	t->dead = (struct cat_id_vec){ 0 };
+	t->release_soon = false;
 	return v;
 }
 
@@ -199,7 +203,7 @@ static void *node_reaper(void *arg)
 			continue;
 		}
 		int64_t due = node_release_due_ns(t);
-		if (t->dead.n < NODE_RELEASE_MAX && node_now_ns() < due) {
+		if (!t->release_soon && t->dead.n < NODE_RELEASE_MAX && node_now_ns() < due) {
 			struct timespec until = { .tv_sec = due / 1000000000,
 						  .tv_nsec = due % 1000000000 };
 			pthread_cond_timedwait(&t->reap_wake, &t->lock, &until);
@@ -254,7 +258,7 @@ static void node_free(struct node_table *t, struct node *n)
 	uint64_t ino = n->ino;
 	pthread_rwlock_destroy(&n->rw);
 	free(n);
-	node_release_later(t, &ino, 1);
+	node_release_later(t, &ino, 1, false);
 }
 
 struct node *node_get(struct node_table *t, uint64_t ino)
@@ -343,7 +347,7 @@ void node_unlinked(struct node_table *t, uint64_t ino)
 	if (n)
 		node_put(t, n); /* the kernel unlinked it: its FORGET follows */
 	else
-		node_release_later(t, &ino, 1);
+		node_release_later(t, &ino, 1, false);
 }
 
 void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
@@ -370,7 +374,7 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 			 " it goes when the kernel forgets them", idle.n,
 			 (unsigned long long)idle.v[0], strerror(-rc));
 	if (unheld.n) /* by the reaper: the caller (the generation thread) goes on */
-		node_release_later(t, unheld.v, unheld.n);
+		node_release_later(t, unheld.v, unheld.n, true);
 	cat_id_vec_free(&idle);
 	cat_id_vec_free(&unheld);
 }

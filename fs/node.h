@@ -18,8 +18,9 @@
  *  4. Inodes are released (cat_inodes_release) in batches: a freed node's
  *     inode is queued, and the reaper thread releases the queue once a burst
  *     of deletions is over (nothing queued for 200 ms), at the latest 5 s
- *     after the oldest was queued or once 65 536 are, skipping any that has
- *     a node again. Until then the inode only has nlink 0 (or
+ *     after the oldest was queued or once 65 536 are (at once when a removed
+ *     tree was queued: node_unlinked_many), skipping any that has a node
+ *     again. Until then the inode only has nlink 0 (or
  *     is still linked, and the catalog skips it); a crash leaves it to the
  *     next cat_open. Before node_table_start, and after the reaper stops
  *     (node_table_free flushes the queue), release is immediate. */

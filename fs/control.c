@@ -26,6 +26,7 @@
 #include "control.h"
 #include "generation.h"
 #include "log.h"
+#include "node.h"
 #include "reader.h"
 #include "recent.h"
 #include "uploader.h"
@@ -211,6 +212,7 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		  "BACKING", true },
 	};
 	struct aq_gc_result r[2];
+	node_release_flush(c->fs->nodes); /* objects of released inodes go now, not as orphans */
 	for (int i = 0; i < 2; i++) {
 		int rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
 		if (rc != 0) {
@@ -232,6 +234,7 @@ static void control_stats(struct control *c, int fd)
 {
 	struct ckptfs *fs = c->fs;
 	struct chunk_cache_stats cs;
+	node_release_flush(fs->nodes); /* the catalog's counts, as of now */
 	chunk_cache_stats(fs->chunks, &cs);
 	control_send(fd, "data chunk_cache_bytes %" PRIu64, cs.bytes);
 	control_send(fd, "data chunk_cache_budget %" PRIu64, fs->opt.chunk_cache_bytes);

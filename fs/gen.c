@@ -30,6 +30,7 @@
 #define GEN_MAX_PIDS 16
 #define GEN_TICK_MS 200
 #define GEN_TRACKER_MAX 256
+#define GEN_KEEP_QUEUE 16 /* series waiting for keep-latest-k; more: all of them */
 
 struct gen_live {
 	uint64_t id, series;
@@ -54,6 +55,10 @@ struct gen_policy {
 	struct gen_live *live;
 	pthread_t thread;
 	bool running, stop;
+	/* keep-latest-k waiting for the thread (gen_keep_request) */
+	uint64_t keep_series[GEN_KEEP_QUEUE];
+	int nkeep;
+	bool keep_all;
 };
 
 static int64_t gen_now_ns(void)
@@ -218,39 +223,69 @@ static bool gen_writers_alive(const struct gen_live *l)
 
 /* ---- acting on the catalog (no g->lock held) ---- */
 
-/* After a tree left the namespace: release inodes nobody holds. The kernel
- * is not told (no notify_inval_entry): that call waits for the directory's
- * lock, and a daemon killed while it waits can never exit, hanging the
- * mount. Entries expire by themselves within the entry timeout (1 s). */
+/* After a tree left the namespace: its inodes go to the node table
+ * (node_unlinked_many), which releases them in a few large transactions on
+ * its reaper thread, not on this one. The kernel is not told (no
+ * notify_inval_entry): that call waits for the directory's lock, and a daemon
+ * killed while it waits can never exit, hanging the mount. Entries expire by
+ * themselves within the entry timeout (1 s). */
 static void gen_after_removal(struct gen_policy *g, struct cat_id_vec *v)
 {
-	for (size_t i = 0; i < v->n; i++)
-		node_unlinked(g->fs->nodes, v->v[i]);
+	node_unlinked_many(g->fs->nodes, v->v, v->n);
 	cat_id_vec_free(v);
 }
 
-static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, bool abort)
+enum gen_end_how {
+	GEN_END_ABORT,  /* OPEN → ABORTED (or the previous version restored) */
+	GEN_END_DELETE, /* OPEN or COMMITTED → DELETED */
+	GEN_END_EXPIRE, /* keep-latest-k: COMMITTED and unpinned → DELETED, else nothing */
+};
+
+static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how,
+			struct cat_id_vec *v)
+{
+	switch (how) {
+	case GEN_END_ABORT:
+		return cat_gen_abort(g->fs->cat, id, rule, cat_id_vec_add_ino, v);
+	case GEN_END_DELETE:
+		return cat_gen_delete(g->fs->cat, id, rule, cat_id_vec_add_ino, v);
+	case GEN_END_EXPIRE:
+		return cat_gen_expire(g->fs->cat, id, rule, cat_id_vec_add_ino, v);
+	}
+	return -EINVAL;
+}
+
+static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how)
 {
 	struct cat_gen gen;
 	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
 		return;
+	const char *verb = how == GEN_END_ABORT ? "abort" : "delete";
 	struct cat_id_vec v = { 0 };
-	int rc = abort ? cat_gen_abort(g->fs->cat, id, rule, cat_id_vec_add_ino, &v)
-		       : cat_gen_delete(g->fs->cat, id, rule, cat_id_vec_add_ino, &v);
+	int64_t t0 = gen_now_ns();
+	int rc = gen_end_call(g, id, rule, how, &v);
+	if (rc == -EBUSY && how == GEN_END_EXPIRE) {
+		log_debug("generation %s: kept: reopened or pinned since keep-latest-k chose it",
+			  gen.name);
+		return;
+	}
 	if (rc != 0) {
 		log_error("generation %s (series inode %llu, step %llu): %s (%s) failed: %s", gen.name,
-			  (unsigned long long)gen.series, (unsigned long long)gen.step,
-			  abort ? "abort" : "delete", rule, strerror(-rc));
+			  (unsigned long long)gen.series, (unsigned long long)gen.step, verb, rule,
+			  strerror(-rc));
 		cat_id_vec_free(&v);
 		return;
 	}
-	log_info("generation %s (series inode %llu, step %llu) %s: %s", gen.name,
-		 (unsigned long long)gen.series, (unsigned long long)gen.step,
-		 abort ? "aborted" : "deleted", rule);
+	int64_t t1 = gen_now_ns();
 	pthread_mutex_lock(&g->lock);
 	gen_live_drop(g, id);
 	pthread_mutex_unlock(&g->lock);
+	size_t inodes = v.n;
 	gen_after_removal(g, &v);
+	log_info("generation %s (series inode %llu, step %llu) %s: %s (removed in %.1f ms; %zu"
+		 " inodes handed to release in %.1f ms)", gen.name, (unsigned long long)gen.series,
+		 (unsigned long long)gen.step, how == GEN_END_ABORT ? "aborted" : "deleted", rule,
+		 (double)(t1 - t0) / 1e6, inodes, (double)(gen_now_ns() - t1) / 1e6);
 }
 
 static int gen_keep_cmp(const void *a, const void *b)
@@ -288,15 +323,79 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 	}
 	for (size_t i = g->opt.keep; i < l.n; i++)
 		if (!l.v[i].pinned && i > 0 && i != newest_durable)
-			gen_end(g, l.v[i].id, "keep", false);
+			gen_end(g, l.v[i].id, "keep", GEN_END_EXPIRE);
 	cat_gen_vec_free(&l);
+}
+
+static int gen_list_add_series(void *arg, const struct cat_gen *gen)
+{
+	struct cat_id_vec *series = arg;
+	for (size_t i = 0; i < series->n; i++)
+		if (series->v[i] == gen->series)
+			return 0;
+	return gen->state == GEN_COMMITTED ? cat_id_vec_push(series, gen->series) : 0;
+}
+
+/* keep-latest-k over every series: at start, it finishes what a crash (or
+ * a stop) cut short; and when the queue of requests overflowed. */
+static void gen_keep_all(struct gen_policy *g)
+{
+	struct cat_id_vec series = { 0 };
+	if (g->opt.keep == 0)
+		return;
+	if (cat_gen_list_brief(g->fs->cat, 0, false, gen_list_add_series, &series) == 0)
+		for (size_t i = 0; i < series.n; i++)
+			gen_keep(g, series.v[i]);
+	cat_id_vec_free(&series);
+}
+
+/* Asks the thread to run keep-latest-k over series (invariant 4): the
+ * request that committed is answered first. Without the thread (before it
+ * starts, after it stopped) it runs here. */
+static void gen_keep_request(struct gen_policy *g, uint64_t series)
+{
+	if (g->opt.keep == 0)
+		return;
+	pthread_mutex_lock(&g->lock);
+	bool queued = g->running && !g->stop;
+	bool known = false;
+	for (int i = 0; queued && i < g->nkeep; i++)
+		known = known || g->keep_series[i] == series;
+	if (queued && !known && g->nkeep < GEN_KEEP_QUEUE)
+		g->keep_series[g->nkeep++] = series;
+	else if (queued && !known)
+		g->keep_all = true;
+	if (queued)
+		pthread_cond_signal(&g->wake);
+	pthread_mutex_unlock(&g->lock);
+	if (!queued)
+		gen_keep(g, series);
+}
+
+/* The thread's part: runs the queued keep-latest-k requests. */
+static void gen_run_keeps(struct gen_policy *g)
+{
+	for (;;) {
+		pthread_mutex_lock(&g->lock);
+		bool all = g->keep_all;
+		uint64_t series = g->nkeep > 0 ? g->keep_series[--g->nkeep] : 0;
+		bool any = all || series != 0;
+		g->keep_all = false;
+		pthread_mutex_unlock(&g->lock);
+		if (!any)
+			return;
+		if (all)
+			gen_keep_all(g);
+		if (series != 0)
+			gen_keep(g, series);
+	}
 }
 
 void gen_durable(struct gen_policy *g, uint64_t id)
 {
 	struct cat_gen gen;
 	if (cat_gen_get_brief(g->fs->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
-		gen_keep(g, gen.series);
+		gen_keep_request(g, gen.series);
 }
 
 /* Is a file of generation id open for writing? The per-generation count
@@ -332,7 +431,7 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	log_info("generation %s (series inode %llu, step %llu) committed: %s, %llu files, %llu bytes",
 		 gen.name, (unsigned long long)gen.series, (unsigned long long)gen.step, rule,
 		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes);
-	gen_keep(g, gen.series);
+	gen_keep_request(g, gen.series);
 }
 
 /* A rule fired: commit now if no writer is open, else when the last closes. */
@@ -668,7 +767,8 @@ int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
 		return -EBUSY;
 	if (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)
 		return -ENOENT;
-	gen_end(g, gen_id, gen.state == GEN_OPEN ? "admin-abort" : "admin", gen.state == GEN_OPEN);
+	gen_end(g, gen_id, gen.state == GEN_OPEN ? "admin-abort" : "admin",
+		gen.state == GEN_OPEN ? GEN_END_ABORT : GEN_END_DELETE);
 	return 0;
 }
 
@@ -704,7 +804,7 @@ static void gen_tick(struct gen_policy *g)
 		if (gen_files_being_written(g, todo[i].id))
 			continue; /* a handle opened before the file joined it */
 		if (todo[i].abort)
-			gen_end(g, todo[i].id, todo[i].rule, true);
+			gen_end(g, todo[i].id, todo[i].rule, GEN_END_ABORT);
 		else
 			gen_commit_now(g, todo[i].id, todo[i].rule);
 	}
@@ -722,10 +822,12 @@ static void *gen_thread(void *arg)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&g->wake, &g->lock, &until);
+		if (g->nkeep == 0 && !g->keep_all) /* a request made while busy is not lost */
+			pthread_cond_timedwait(&g->wake, &g->lock, &until);
 		if (g->stop)
 			break;
 		pthread_mutex_unlock(&g->lock);
+		gen_run_keeps(g);
 		gen_tick(g);
 		pthread_mutex_lock(&g->lock);
 	}
@@ -735,10 +837,12 @@ static void *gen_thread(void *arg)
 
 int gen_policy_start(struct gen_policy *g)
 {
-	if (pthread_create(&g->thread, NULL, gen_thread, g) != 0)
-		return -errno;
-	g->running = true;
-	return 0;
+	pthread_mutex_lock(&g->lock);
+	g->keep_all = g->opt.keep > 0; /* a deletion a crash cut short is finished */
+	int rc = pthread_create(&g->thread, NULL, gen_thread, g);
+	g->running = rc == 0;
+	pthread_mutex_unlock(&g->lock);
+	return -rc;
 }
 
 static void gen_stop_thread(struct gen_policy *g)
@@ -750,7 +854,10 @@ static void gen_stop_thread(struct gen_policy *g)
 	pthread_cond_signal(&g->wake);
 	pthread_mutex_unlock(&g->lock);
 	pthread_join(g->thread, NULL);
+	pthread_mutex_lock(&g->lock);
 	g->running = false;
+	pthread_mutex_unlock(&g->lock);
+	gen_run_keeps(g); /* what the thread had not got to */
 }
 
 void gen_policy_shutdown(struct gen_policy *g)
@@ -774,7 +881,7 @@ void gen_policy_shutdown(struct gen_policy *g)
 		if (!id)
 			break;
 		if (incomplete)
-			gen_end(g, id, "unmount-incomplete", true);
+			gen_end(g, id, "unmount-incomplete", GEN_END_ABORT);
 		else
 			gen_commit_now(g, id, rule);
 		pthread_mutex_lock(&g->lock);

@@ -32,7 +32,8 @@
  * BACKING, committed generations of the series past the newest `keep` (by
  * step, then commit time) are deleted, except pinned ones and the newest
  * durable one (while BACKING lags, the last checkpoint that is safe off this
- * node stays).
+ * node stays). It also runs over every series when the thread starts, which
+ * finishes a deletion that a crash or a stop cut short.
  *
  * Invariants:
  *  1. Only gen.c decides state changes; it calls the catalog, never the other
@@ -40,7 +41,13 @@
  *     gen_after_removal); removed names expire from the kernel's cache.
  *  2. A generation never commits while a write handle in it is open.
  *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
- *     committed one, nor the newest durable one. */
+ *     committed one, nor the newest durable one. It decides from a listing
+ *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
+ *     in the deleting transaction (a rewrite or a pin in between wins).
+ *  4. keep-latest-k never runs inside the request that commits (nor in the
+ *     uploader's durability callback): they queue the series, and the
+ *     generation thread deletes after the reply. Only before the thread
+ *     starts and after it stops (unmount) does it run in the caller. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -275,6 +275,8 @@ static void main_close_state(struct ckptfs *fs)
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);
+	if (fs->nodes) /* inodes waiting for release: their chunks' removal is queued now */
+		node_table_stop(fs->nodes);
 	/* the unmount commits above queued manifests: upload them (or leave them
 	 * queued); before the policy goes, since durable generations call keep */
 	if (fs->uploader)
@@ -391,8 +393,9 @@ int main(int argc, char **argv)
 	}
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 
-	if (gen_policy_start(fs.gen) != 0) { /* after fork: threads do not survive it */
-		log_error("cannot start the generation thread");
+	if (gen_policy_start(fs.gen) != 0 || node_table_start(fs.nodes) != 0) {
+		/* after fork: threads do not survive it */
+		log_error("cannot start the generation and inode release threads");
 		goto out;
 	}
 	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {

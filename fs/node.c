@@ -8,17 +8,34 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <time.h>
+
 #include "ckptfs.h"
+#include "generation.h"
 #include "log.h"
 #include "writer.h"
 
 #define NODE_BUCKETS 4096
+/* The reaper releases the queue once no inode joined it for QUIET_MS (a
+ * burst of deletions, like rm -rf, is over: its object unlinks, which hold
+ * the catalog lock, no longer slow it down), or once the oldest has waited
+ * MAX_WAIT_MS, or once MAX are queued. */
+#define NODE_RELEASE_QUIET_MS 200
+#define NODE_RELEASE_MAX_WAIT_MS 5000
+#define NODE_RELEASE_MAX 65536
 
 struct node_table {
 	struct ckptfs *fs;
 	pthread_mutex_t lock;
 	uint64_t count;
 	struct node *bucket[NODE_BUCKETS];
+	/* inodes whose last holder is gone, for the reaper (invariant 4) */
+	struct cat_id_vec dead;
+	int64_t first_dead_ns, last_dead_ns; /* when the oldest and newest were queued */
+	bool release_soon; /* a removed tree is queued: no quiet period */
+	pthread_cond_t reap_wake;
+	pthread_t reaper;
+	bool reaper_running, reaper_stop;
 };
 
 static struct node **node_slot(struct node_table *t, uint64_t ino)
@@ -36,6 +53,7 @@ int node_table_new(struct ckptfs *fs, struct node_table **out)
 		return -ENOMEM;
 	t->fs = fs;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->reap_wake, NULL);
 	*out = t;
 	return 0;
 }
@@ -44,6 +62,7 @@ void node_table_free(struct node_table *t)
 {
 	if (!t)
 		return;
+	node_table_stop(t);
 	for (int i = 0; i < NODE_BUCKETS; i++) {
 		struct node *n = t->bucket[i];
 		while (n) {
@@ -61,6 +80,7 @@ void node_table_free(struct node_table *t)
 			n = next;
 		}
 	}
+	pthread_cond_destroy(&t->reap_wake);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -93,19 +113,152 @@ static struct node *node_maybe_unlink_locked(struct node_table *t, struct node *
 	return n;
 }
 
-/* Frees an unlinked node and deletes its inode if it has no links left. */
+/* ---- deferred release (invariant 4) ---- */
+
+/* The clock of pthread_cond_timedwait's default. */
+static int64_t node_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Releases the inodes among inos[0..n) that have no node (again): the
+ * catalog deletes those with no link left and skips the others. */
+static void node_release_now(struct node_table *t, uint64_t *inos, size_t n)
+{
+	size_t k = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < n; i++)
+		if (*node_slot(t, inos[i]) == NULL)
+			inos[k++] = inos[i];
+	pthread_mutex_unlock(&t->lock);
+	int rc = k ? cat_inodes_release(t->fs->cat, inos, k) : 0;
+	if (rc != 0)
+		log_error("releasing %zu inodes nobody holds (first %llu) failed: %s; those with no"
+			  " link left are released at the next start", k, (unsigned long long)inos[0],
+			  strerror(-rc));
+}
+
+/* Queues inos[0..n) for the reaper; those it cannot queue (no reaper
+ * running, or no memory) are released at once. soon: known to be unlinked
+ * (a removed tree), released without waiting for a quiet period. */
+static void node_release_later(struct node_table *t, uint64_t *inos, size_t n, bool soon)
+{
+	int64_t now = node_now_ns();
+	size_t queued = 0;
+	pthread_mutex_lock(&t->lock);
+	size_t before = t->dead.n;
+	while (t->reaper_running && queued < n && cat_id_vec_push(&t->dead, inos[queued]) == 0)
+		queued++;
+	if (queued) {
+		t->last_dead_ns = now;
+		if (before == 0)
+			t->first_dead_ns = now;
+		t->release_soon = t->release_soon || soon;
+		if (before == 0 || soon || (before < NODE_RELEASE_MAX && t->dead.n >= NODE_RELEASE_MAX))
+			pthread_cond_signal(&t->reap_wake);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (queued < n)
+		node_release_now(t, inos + queued, n - queued);
+}
+
+/* Takes the queue (table lock held). */
+static struct cat_id_vec node_take_dead(struct node_table *t)
+{
+	struct cat_id_vec v = t->dead;
+	t->dead = (struct cat_id_vec){ 0 };
+	t->release_soon = false;
+	return v;
+}
+
+static void node_release_taken(struct node_table *t, struct cat_id_vec *v)
+{
+	int64_t t0 = node_now_ns();
+	if (v->n)
+		node_release_now(t, v->v, v->n);
+	if (v->n)
+		log_debug("released %zu inodes nobody holds in %.1f ms", v->n,
+			  (double)(node_now_ns() - t0) / 1e6);
+	cat_id_vec_free(v);
+}
+
+/* When the queue is due for release (table lock held). */
+static int64_t node_release_due_ns(const struct node_table *t)
+{
+	int64_t quiet = t->last_dead_ns + NODE_RELEASE_QUIET_MS * 1000000LL;
+	int64_t oldest = t->first_dead_ns + NODE_RELEASE_MAX_WAIT_MS * 1000000LL;
+	return quiet < oldest ? quiet : oldest;
+}
+
+/* The reaper: releases the queue when it is due (see NODE_RELEASE_QUIET_MS). */
+static void *node_reaper(void *arg)
+{
+	struct node_table *t = arg;
+	pthread_mutex_lock(&t->lock);
+	while (!t->reaper_stop) {
+		if (t->dead.n == 0) {
+			pthread_cond_wait(&t->reap_wake, &t->lock);
+			continue;
+		}
+		int64_t due = node_release_due_ns(t);
+		if (!t->release_soon && t->dead.n < NODE_RELEASE_MAX && node_now_ns() < due) {
+			struct timespec until = { .tv_sec = due / 1000000000,
+						  .tv_nsec = due % 1000000000 };
+			pthread_cond_timedwait(&t->reap_wake, &t->lock, &until);
+			continue;
+		}
+		struct cat_id_vec v = node_take_dead(t);
+		pthread_mutex_unlock(&t->lock);
+		node_release_taken(t, &v);
+		pthread_mutex_lock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+int node_table_start(struct node_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	int rc = pthread_create(&t->reaper, NULL, node_reaper, t);
+	t->reaper_running = rc == 0;
+	pthread_mutex_unlock(&t->lock);
+	return -rc;
+}
+
+void node_release_flush(struct node_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	struct cat_id_vec v = node_take_dead(t);
+	pthread_mutex_unlock(&t->lock);
+	node_release_taken(t, &v);
+}
+
+void node_table_stop(struct node_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	bool running = t->reaper_running;
+	t->reaper_stop = true;
+	pthread_cond_signal(&t->reap_wake);
+	pthread_mutex_unlock(&t->lock);
+	if (running)
+		pthread_join(t->reaper, NULL);
+	pthread_mutex_lock(&t->lock);
+	t->reaper_running = false;
+	pthread_mutex_unlock(&t->lock);
+	node_release_flush(t);
+}
+
+/* Frees a node nothing holds any more; its inode is released (later, in a
+ * batch) if it has no links left. */
 static void node_free(struct node_table *t, struct node *n)
 {
 	assert(!n->writer);
 	uint64_t ino = n->ino;
 	pthread_rwlock_destroy(&n->rw);
 	free(n);
-	struct cat_inode attr;
-	if (cat_getattr(t->fs->cat, ino, &attr) != 0 || attr.nlink > 0)
-		return; /* still linked: nothing to delete */
-	int rc = cat_inode_release(t->fs->cat, ino);
-	if (rc != 0)
-		log_error("inode %llu: releasing after last use failed: %d", (unsigned long long)ino, rc);
+	node_release_later(t, &ino, 1, false);
 }
 
 struct node *node_get(struct node_table *t, uint64_t ino)
@@ -191,29 +344,39 @@ struct node *node_peek(struct node_table *t, uint64_t ino)
 void node_unlinked(struct node_table *t, uint64_t ino)
 {
 	struct node *n = node_peek(t, ino);
-	if (n) {
-		/* The kernel may hold lookups on it for long (a generation removed
-		 * behind its back): with no handle open nothing can read the data any
-		 * more, so the chunks are released now, the inode row at FORGET. */
-		pthread_mutex_lock(&t->lock);
-		bool idle = n->open_count == 0;
-		pthread_mutex_unlock(&t->lock);
-		struct cat_inode attr;
-		if (idle && cat_getattr(t->fs->cat, ino, &attr) == 0 && S_ISREG(attr.mode) &&
-		    attr.nlink == 0 && attr.size > 0) {
-			int rc = cat_file_truncate(t->fs->cat, ino, 0);
-			if (rc != 0 && rc != -ENOENT)
-				log_warn("inode %llu: releasing the data of an unlinked file failed: %s"
-					 "; it goes when the kernel forgets the inode",
-					 (unsigned long long)ino, strerror(-rc));
-		}
-		node_put(t, n); /* frees and releases if it was the last holder */
-		return;
+	if (n)
+		node_put(t, n); /* the kernel unlinked it: its FORGET follows */
+	else
+		node_release_later(t, &ino, 1, false);
+}
+
+void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
+{
+	struct cat_id_vec unheld = { 0 }, idle = { 0 };
+	int rc = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct node *x = *node_slot(t, inos[i]);
+		if (x == NULL)
+			rc = cat_id_vec_push(&unheld, inos[i]);
+		else if (x->open_count == 0)
+			rc = cat_id_vec_push(&idle, inos[i]);
 	}
-	int rc = cat_inode_release(t->fs->cat, ino);
-	if (rc != 0 && rc != -ENOENT) /* gone already: released by an earlier holder */
-		log_error("inode %llu: releasing after unlink failed: %s", (unsigned long long)ino,
-			  strerror(-rc));
+	pthread_mutex_unlock(&t->lock);
+	if (rc != 0)
+		log_warn("releasing %zu removed inodes: out of memory; those not released now are"
+			 " released when the kernel forgets them or at the next start", n);
+	/* The kernel may hold lookups on removed inodes for long (a generation
+	 * removed behind its back): with no handle open nothing can read their
+	 * data any more, so the chunks go now, the rows at FORGET. */
+	if (idle.n && (rc = cat_inodes_drop_data(t->fs->cat, idle.v, idle.n)) != 0)
+		log_warn("releasing the data of %zu unlinked files (first inode %llu) failed: %s;"
+			 " it goes when the kernel forgets them", idle.n,
+			 (unsigned long long)idle.v[0], strerror(-rc));
+	if (unheld.n) /* by the reaper: the caller (the generation thread) goes on */
+		node_release_later(t, unheld.v, unheld.n, true);
+	cat_id_vec_free(&idle);
+	cat_id_vec_free(&unheld);
 }
 
 void node_writers_add(struct node_table *t, struct node *n, int delta)

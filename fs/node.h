@@ -8,13 +8,22 @@
  * Invariants:
  *  1. A node exists while nlookup > 0 or open_count > 0; when both reach 0 it
  *     is freed, and an inode with no links left is deleted from the catalog
- *     (cat_inode_release) — so an unlinked file stays readable through open
- *     handles until the last one closes.
+ *     — so an unlinked file stays readable through open handles until the
+ *     last one closes.
  *  2. node->writer is only touched with node->rw held for writing; reading file
  *     bytes holds it for reading, so a commit never reclaims a chunk that a
  *     read of the same file is using.
  *  3. A node is handed out with a reference (node_get/node_put); the table
- *     lock is never held while the rwlock is taken. */
+ *     lock is never held while the rwlock is taken.
+ *  4. Inodes are released (cat_inodes_release) in batches: a freed node's
+ *     inode is queued, and the reaper thread releases the queue once a burst
+ *     of deletions is over (nothing queued for 200 ms), at the latest 5 s
+ *     after the oldest was queued or once 65 536 are (at once when a removed
+ *     tree was queued: node_unlinked_many), skipping any that has a node
+ *     again. Until then the inode only has nlink 0 (or
+ *     is still linked, and the catalog skips it); a crash leaves it to the
+ *     next cat_open. Before node_table_start, and after the reaper stops
+ *     (node_table_free flushes the queue), release is immediate. */
 #ifndef CKPTFS_NODE_H
 #define CKPTFS_NODE_H
 
@@ -43,7 +52,16 @@ struct node {
 };
 
 int node_table_new(struct ckptfs *fs, struct node_table **out);
+/* Starts the reaper (invariant 4) once mounted and daemonized. */
+int node_table_start(struct node_table *t);
+/* Stops the reaper and releases what it had queued (before the uploader
+ * stops: the chunks this frees queue their removal from BACKING). Later
+ * releases are immediate. node_table_free calls it too. */
+void node_table_stop(struct node_table *t);
+/* Frees every node (the reaper stopped first). */
 void node_table_free(struct node_table *t);
+/* Releases the queued inodes now (before a check or statistics). */
+void node_release_flush(struct node_table *t);
 
 /* Returns the node with a temporary reference, creating it. NULL on ENOMEM. */
 struct node *node_get(struct node_table *t, uint64_t ino);
@@ -65,9 +83,16 @@ uint32_t node_close(struct node_table *t, struct node *n);
  * NULL otherwise (nothing is created). */
 struct node *node_peek(struct node_table *t, uint64_t ino);
 
-/* After an entry was removed: deletes the inode at once if it has no links
- * and no node (nobody can reach it); otherwise its last node_put/forget will. */
+/* After the kernel removed an entry (unlink, rmdir, rename over it): an
+ * inode without a node is released (with the next batch) if it has no
+ * links; otherwise its last node_put/forget does that. */
 void node_unlinked(struct node_table *t, uint64_t ino);
+
+/* After a tree was removed behind the kernel's back (a generation deleted or
+ * aborted): the inodes of inos[0..n) that nobody holds go to the reaper
+ * (invariant 4); the files the kernel still holds without a handle open lose
+ * their data now (a few large transactions) and their rows at FORGET. */
+void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n);
 
 /* Counts a handle opened (+1) or closed (-1) for writing. */
 void node_writers_add(struct node_table *t, struct node *n, int delta);

@@ -16,6 +16,13 @@
  * counts, so a crash in between leaves only refcount-0 rows, which the next
  * sweep (at the latest, the one at open) finishes.
  *
+ * Batched release. cat_inodes_release (and cat_inodes_drop_data) binds a
+ * JSON list of inode numbers to a few set statements, CAT_RELEASE_BATCH
+ * inodes per transaction, each transaction followed by its sweep: the sweep
+ * unlinks one object per chunk freed, under the lock, and an unlink costs
+ * up to a few tenths of a millisecond, so a batch bounds how long a FUSE
+ * request can wait behind a large deletion.
+ *
  * Invariants (numbered as in catalog.h; cat_check verifies 1–3 and the
  * namespace ones below):
  *  1. chunks.refcount == rows of extents + pending naming the hash. Every
@@ -54,6 +61,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -70,6 +78,8 @@
 #define CAT_SWEEP_BATCH 64
 #define CAT_READDIR_BATCH 32
 #define CAT_CHUNKS_BATCH 128
+#define CAT_RELEASE_BATCH 64 /* inodes per transaction of cat_inodes_release: its sweep
+			     * unlinks up to as many objects under the lock */
 #define CAT_MAX_DEPTH 4096 /* a parent walk longer than this is a cycle */
 
 /* ---- statements ---- */
@@ -115,6 +125,15 @@
 #define CAT_SQL_SYNC_INSERT(DST, SRC)                                                  \
 	"INSERT INTO " DST "(" CAT_EXTENT_COLS ") SELECT " CAT_EXTENT_COLS " FROM " SRC " d" \
 	" WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", DST)
+
+/* The inodes of the JSON array ?1 that have no link left. */
+#define CAT_SQL_RELEASED \
+	"SELECT ino FROM inodes WHERE ino IN (SELECT value FROM json_each(?1)) AND nlink = 0"
+#define CAT_SQL_REL_DECREF(T)                                                              \
+	"UPDATE chunks SET refcount = refcount - g.n FROM (SELECT e.hash, COUNT(*) AS n FROM (" \
+	CAT_SQL_RELEASED ") r CROSS JOIN " T " e ON e.ino = r.ino GROUP BY e.hash) AS g"         \
+	" WHERE chunks.hash = g.hash"
+#define CAT_SQL_REL_DELETE(T) "DELETE FROM " T " WHERE ino IN (" CAT_SQL_RELEASED ")"
 
 static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_BEGIN] = { "begin a write transaction", "BEGIN IMMEDIATE" },
@@ -233,6 +252,21 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 				 "DELETE FROM extents WHERE ino IN (SELECT ino FROM inodes"
 				 " WHERE nlink = 0)" },
 	[S_RECOVER_INODES] = { "delete unlinked inodes", "DELETE FROM inodes WHERE nlink = 0" },
+
+	/* Batched release (cat_inodes_release): ?1 is a JSON array of inode
+	 * numbers; only those with nlink 0 are touched. */
+	[S_REL_X_DECREF] = { "release the chunks of unlinked inodes' extents",
+			     CAT_SQL_REL_DECREF("extents") },
+	[S_REL_X_DELETE] = { "delete the extents of unlinked inodes", CAT_SQL_REL_DELETE("extents") },
+	[S_REL_P_DECREF] = { "release the chunks of unlinked inodes' pending extents",
+			     CAT_SQL_REL_DECREF("pending") },
+	[S_REL_P_DELETE] = { "delete the pending extents of unlinked inodes",
+			     CAT_SQL_REL_DELETE("pending") },
+	[S_REL_INODES_DELETE] = { "delete unlinked inodes",
+				  "DELETE FROM inodes WHERE ino IN (" CAT_SQL_RELEASED ")" },
+	[S_REL_SETSIZE] = { "empty unlinked files",
+			    "UPDATE inodes SET size = 0 WHERE ino IN (" CAT_SQL_RELEASED ")"
+			    " AND (mode & 61440) = 32768" },
 
 	[S_STATS_INODES] = { "count inodes",
 			     "SELECT COUNT(*), COALESCE(SUM((mode & 61440) = 32768), 0),"
@@ -1730,6 +1764,72 @@ int cat_inode_release(struct cat *cat, uint64_t ino)
 	rc = deleted ? cat_end_sweep(cat, rc) : cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
+}
+
+/* Writes inos[0..n) as a JSON array (json_each binds a list to one
+ * statement: no temporary table, one statement per step for the batch). */
+static char *cat_ids_json(const uint64_t *inos, size_t n)
+{
+	size_t cap = 2 + n * 21, used = 0;
+	char *json = malloc(cap);
+	if (json == NULL)
+		return NULL;
+	json[used++] = '[';
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(json + used, cap - used, "%s%" PRIu64, i ? "," : "", inos[i]);
+	json[used++] = ']';
+	json[used] = '\0';
+	return json;
+}
+
+/* One batch: the steps, each bound to the same list, in one transaction
+ * that ends with a sweep (catalog invariant 1: counts and extent rows move
+ * together; objects go only after the commit that dropped their last count). */
+static int cat_release_batch(struct cat *cat, const enum cat_sid *steps, size_t nsteps,
+			     const uint64_t *inos, size_t n)
+{
+	char *json = cat_ids_json(inos, n);
+	if (json == NULL)
+		return -ENOMEM;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	for (size_t i = 0; i < nsteps && rc == 0; i++) {
+		rc = cat_bind(cat, steps[i], A_TEXT(json));
+		if (rc == 0)
+			rc = cat_run(cat, steps[i]);
+	}
+	rc = cat_end_sweep(cat, rc);
+	cat_unlock(cat);
+	free(json);
+	return rc;
+}
+
+/* Runs the steps over inos in batches of CAT_RELEASE_BATCH, the lock
+ * released between them so that FUSE requests are not held up for long. */
+static int cat_release_batches(struct cat *cat, const enum cat_sid *steps, size_t nsteps,
+			       const uint64_t *inos, size_t n)
+{
+	int rc = 0;
+	for (size_t at = 0; at < n && rc == 0; at += CAT_RELEASE_BATCH) {
+		size_t k = n - at < CAT_RELEASE_BATCH ? n - at : CAT_RELEASE_BATCH;
+		rc = cat_release_batch(cat, steps, nsteps, inos + at, k);
+		sched_yield(); /* let a waiting request take the lock before the next batch */
+	}
+	return rc;
+}
+
+int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n)
+{
+	/* the inode rows last: every step selects by nlink = 0 on them */
+	static const enum cat_sid steps[] = { S_REL_X_DECREF, S_REL_X_DELETE, S_REL_P_DECREF,
+					      S_REL_P_DELETE, S_REL_INODES_DELETE };
+	return cat_release_batches(cat, steps, sizeof(steps) / sizeof(steps[0]), inos, n);
+}
+
+int cat_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n)
+{
+	static const enum cat_sid steps[] = { S_REL_X_DECREF, S_REL_X_DELETE, S_REL_SETSIZE };
+	return cat_release_batches(cat, steps, sizeof(steps) / sizeof(steps[0]), inos, n);
 }
 
 /* ---- file contents ---- */

@@ -4,7 +4,8 @@
  *
  * Concurrency: one connection, one mutex. Every cat_* call is one transaction
  * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
- * calls are serialized. Journal: WAL, synchronous=NORMAL (a commit survives a
+ * calls are serialized — except cat_inodes_release and cat_inodes_drop_data,
+ * a few transactions each (every one of them atomic). Journal: WAL, synchronous=NORMAL (a commit survives a
  * crash of the daemon; a `durable` commit also survives a crash of the machine).
  *
  * Invariants (asserted by cat_check):
@@ -151,6 +152,19 @@ int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn
  * handle is open): its extents are dropped (counts decremented, chunks at zero
  * reclaimed). A no-op for an inode that still has links. */
 int cat_inode_release(struct cat *cat, uint64_t ino);
+
+/* cat_inode_release for many inodes at once: those of inos[0..n) with nlink
+ * 0 are deleted, others (and missing ones) are skipped. Runs in transactions
+ * of a few hundred inodes, each followed by the sweep, with the lock
+ * released in between. A crash part way leaves the rest with nlink 0, which
+ * the next cat_open releases. */
+int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n);
+
+/* Drops the committed contents of the unlinked (nlink 0) regular files among
+ * inos[0..n), as cat_file_truncate to 0 would, keeping their rows: for
+ * inodes the kernel still holds with no handle open, which nothing can read
+ * any more. Batched like cat_inodes_release. */
+int cat_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n);
 
 /* ---- file contents ---- */
 

@@ -533,13 +533,18 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 	return rc;
 }
 
-static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, struct cat_id_vec *ids)
+/* expire: keep-latest-k's delete, decided outside this transaction: the
+ * generation must still be COMMITTED and unpinned (-EBUSY otherwise). */
+static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool expire,
+			  struct cat_id_vec *ids)
 {
 	struct cat_gen g;
 	int64_t now = cat_now_ns();
 	int rc = gen_get(cat, id, &g);
 	if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED)
 		rc = -ENOENT;
+	if (rc == 0 && expire && (g.state != GEN_COMMITTED || g.pinned))
+		rc = -EBUSY;
 	if (rc == 0)
 		rc = gen_tree_remove(cat, &g, now, ids);
 	if (rc == 0)
@@ -895,7 +900,8 @@ int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 	return rc;
 }
 
-int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expire, cat_ino_fn fn,
+		      void *arg)
 {
 	struct cat_id_vec ids = { 0 };
 	int rc = gen_rule_check(rule);
@@ -904,13 +910,23 @@ int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = gen_delete_txn(cat, id, rule, fn ? &ids : NULL);
+		rc = gen_delete_txn(cat, id, rule, expire, fn ? &ids : NULL);
 	rc = cat_end_sweep(cat, rc); /* the backup's chunks may be garbage now */
 	cat_unlock(cat);
 	if (rc == 0 && fn != NULL)
 		gen_ids_call(&ids, fn, arg);
 	cat_id_vec_free(&ids);
 	return rc;
+}
+
+int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	return gen_delete(cat, id, rule, false, fn, arg);
+}
+
+int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	return gen_delete(cat, id, rule, true, fn, arg);
 }
 
 int cat_gen_reopen(struct cat *cat, uint64_t id)

@@ -128,6 +128,10 @@ int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule);
 typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
+/* cat_gen_delete for keep-latest-k, which decides before it deletes: in the
+ * same transaction the generation must still be COMMITTED and unpinned, else
+ * -EBUSY and nothing changes (a rewrite reopened it, or it was pinned, since). */
+int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 
 /* COMMITTED → OPEN as version+1, keeping a backup of the committed tree. */
 int cat_gen_reopen(struct cat *cat, uint64_t id);

@@ -164,9 +164,10 @@ int admin_cmd_rm(struct admin *a)
 	} else {
 		struct cat_id_vec inos = { 0 };
 		int err = cat_gen_delete(a->cat, g.id, "admin", cat_id_vec_add_ino, &inos);
-		/* offline no kernel holds them: release now (chunks reclaimed) */
-		for (size_t i = 0; err == 0 && i < inos.n; i++)
-			cat_inode_release(a->cat, inos.v[i]);
+		/* offline no kernel holds them: release now (chunks reclaimed); what
+		 * fails here keeps nlink 0 and goes at the next open */
+		if (err == 0)
+			cat_inodes_release(a->cat, inos.v, inos.n);
 		cat_id_vec_free(&inos);
 		if (err != 0) {
 			admin_err("rm %s: %s", label, strerror(-err));

@@ -935,6 +935,151 @@ Test(gen, delete_ignores_pins_and_removes_tree_and_backup, .init = setup, .fini 
 	check_invariants();
 }
 
+/* keep-latest-k decides, then deletes on another thread: what changed in
+ * between (a rewrite, a pin) must win. */
+Test(gen, expire_refuses_a_generation_reopened_or_pinned_since, .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root;
+	uint64_t id = mkgen(series, "step-1", 1, true, &root);
+	put_file(root, "w.pt", 1, 2, 100);
+	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), EBUSY); /* OPEN */
+	OK(cat_gen_commit(fx.cat, id, "test"));
+	OK(cat_gen_pin(fx.cat, id, true));
+	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id).state, GEN_COMMITTED);
+	OK(cat_gen_pin(fx.cat, id, false));
+	OK(cat_gen_reopen(fx.cat, id));
+	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id).state, GEN_OPEN);
+	cr_assert_eq(lookup(series, "step-1"), root);
+	OK(cat_gen_commit(fx.cat, id, "test"));
+	OK(cat_gen_expire(fx.cat, id, "keep", NULL, NULL));
+	struct cat_gen g = gen_get(id);
+	cr_assert_eq(g.state, GEN_DELETED);
+	cr_assert_str_eq(g.rule, "keep");
+	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), ENOENT);
+	check_invariants();
+}
+
+#define BATCH_FILES 300 /* several of catalog.c's release batches */
+
+/* A file of two 64-byte chunks: seeds a, then b. */
+static void write_two_chunks(uint64_t ino, int a, int b)
+{
+	for (int i = 0; i < 2; i++) {
+		struct cat_extent e = { .off = (uint64_t)i * 64, .len = 64, .chunk_len = 64 };
+		bool must = false;
+		ts_hash(e.hash, HASH_FILL, i ? b : a);
+		OK(cat_pending_add(fx.cat, ino, &e, &must));
+		if (must)
+			OK(cat_chunk_stored(fx.cat, e.hash, 1, 33));
+	}
+	OK(cat_file_commit(fx.cat, ino, 128, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.cat, ino));
+}
+
+/* A committed generation of BATCH_FILES files: file i holds chunk 100 + i
+ * (its own) and chunk 1 + i % 3 (shared by a third of them); a file outside
+ * it shares chunk 1. Returns the generation. */
+static uint64_t many_files_gen(uint64_t series, uint64_t *root, uint64_t *outside)
+{
+	uint64_t id = mkgen(series, "step-1", 1, true, root);
+	uint64_t sub = mkdir_(*root, "sub");
+	char name[32];
+	for (int i = 0; i < BATCH_FILES; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		write_two_chunks(mkfile(sub, name), 100 + i, 1 + i % 3);
+	}
+	OK(cat_gen_commit(fx.cat, id, "test"));
+	*outside = put_file(ROOT, "outside", 1, 1, 64);
+	return id;
+}
+
+Test(gen, batched_release_of_a_deleted_generation_frees_each_chunk_once, .init = setup,
+     .fini = teardown)
+{
+	static struct inos removed;
+	memset(&removed, 0, sizeof(removed));
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root, outside;
+	uint64_t id = many_files_gen(series, &root, &outside);
+	cr_assert_eq(refcount(1), BATCH_FILES / 3 + 1);
+	OK(cat_gen_delete(fx.cat, id, "keep", record_ino, &removed));
+	cr_assert_eq(removed.n, BATCH_FILES + 2);
+	cr_assert_eq(fx.rec.n, 0, "nothing goes before the release");
+	/* with a still-linked inode and a missing one in the list: skipped */
+	removed.ino[removed.n++] = outside;
+	removed.ino[removed.n++] = 999999;
+	OK(cat_inodes_release(fx.cat, removed.ino, (size_t)removed.n));
+	cr_assert_eq(fx.rec.n, BATCH_FILES + 2, "own chunks and two of the shared ones");
+	for (int i = 0; i < BATCH_FILES; i++)
+		cr_assert_eq(times_reclaimed(100 + i), 1);
+	cr_assert_eq(times_reclaimed(1), 0);
+	cr_assert_eq(refcount(1), 1, "the file outside keeps it");
+	cr_assert_eq(times_reclaimed(2), 1);
+	cr_assert_eq(times_reclaimed(3), 1);
+	cr_assert_eq(attr(outside).nlink, 1);
+	struct cat_stats st;
+	OK(cat_stats(fx.cat, &st));
+	cr_assert_eq(st.inodes, 3, "root, run, outside");
+	OK(cat_inodes_release(fx.cat, removed.ino, (size_t)removed.n)); /* again: nothing left to do */
+	cr_assert_eq(fx.rec.n, BATCH_FILES + 2);
+	check_invariants();
+}
+
+Test(gen, release_cut_short_is_finished_at_the_next_open, .init = setup, .fini = teardown)
+{
+	static struct inos removed;
+	memset(&removed, 0, sizeof(removed));
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root, outside;
+	uint64_t id = many_files_gen(series, &root, &outside);
+	OK(cat_gen_delete(fx.cat, id, "keep", record_ino, &removed));
+	OK(cat_inodes_release(fx.cat, removed.ino, removed.n / 2)); /* then "a crash" */
+	check_invariants();
+	reopen_catalog();
+	struct cat_stats st;
+	OK(cat_stats(fx.cat, &st));
+	cr_assert_eq(st.inodes, 3, "root, run, outside");
+	cr_assert_eq(refcount(1), 1);
+	for (int i = 0; i < BATCH_FILES; i++)
+		cr_assert_eq(refcount(100 + i), -1, "chunk %d leaked", 100 + i);
+	for (int i = 0; i < BATCH_FILES; i++)
+		cr_assert_eq(times_reclaimed(100 + i), 1, "chunk %d reclaimed once", 100 + i);
+	check_invariants();
+}
+
+Test(gen, drop_data_empties_unlinked_files_and_keeps_their_rows, .init = setup, .fini = teardown)
+{
+	static struct inos removed;
+	memset(&removed, 0, sizeof(removed));
+	struct cat_extent ext[2];
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root, outside;
+	uint64_t id = many_files_gen(series, &root, &outside);
+	OK(cat_gen_delete(fx.cat, id, "keep", record_ino, &removed));
+	removed.ino[removed.n++] = outside;
+	OK(cat_inodes_drop_data(fx.cat, removed.ino, (size_t)removed.n));
+	cr_assert_eq(fx.rec.n, BATCH_FILES + 2);
+	cr_assert_eq(attr(outside).size, 64, "a linked file keeps its data");
+	cr_assert_eq(cat_extents(fx.cat, outside, 0, ext, 2), 1);
+	for (int i = 0; i + 1 < removed.n; i++) {
+		struct cat_inode in = attr(removed.ino[i]); /* the row stays, for the kernel */
+		cr_assert_eq(in.nlink, 0);
+		cr_assert_eq(in.size, 0);
+		if (S_ISREG(in.mode))
+			cr_assert_eq(cat_extents(fx.cat, removed.ino[i], 0, ext, 2), 0);
+	}
+	check_invariants();
+	OK(cat_inodes_release(fx.cat, removed.ino, (size_t)removed.n)); /* at FORGET */
+	struct cat_stats st;
+	OK(cat_stats(fx.cat, &st));
+	cr_assert_eq(st.inodes, 3);
+	cr_assert_eq(fx.rec.n, BATCH_FILES + 2);
+	check_invariants();
+}
+
 /* ---- rewriting a committed generation ---- */
 
 /* step-1 with sub/, two files and a hard link; returns the generation. */

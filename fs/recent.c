@@ -16,7 +16,7 @@
 #include <time.h>
 
 #define RECENT_SLOTS 64
-#define RECENT_DEFAULT_BUDGET ((size_t)32 << 20)
+#define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* the daemon stays < 256 MiB */
 #define RECENT_WAIT_MS 200 /* R2: how long a writer waits for another's hash */
 
 enum recent_state { RS_EMPTY, RS_PENDING, RS_READY };

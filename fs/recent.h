@@ -38,7 +38,7 @@ struct recent_ticket {
 	uint64_t epoch;
 };
 
-/* budget: bytes of chunk copies kept (0: a default of 32 MiB). */
+/* budget: bytes of chunk copies kept (0: a default of 16 MiB). */
 int recent_new(size_t budget, struct recent **out);
 void recent_free(struct recent *r); /* NULL is allowed */
 

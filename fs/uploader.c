@@ -28,6 +28,11 @@
 #define UP_TREE_EVERY_S 1.0
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
+/* Only objects smaller than this wait for a batch's sync: for larger ones an
+ * fsync each costs little beside their bytes, while a syncfs of a BACKING
+ * that shares its filesystem with the cache would also flush (and wait for)
+ * everything the writers have just put there. */
+#define UP_DEFER_MAX (256u << 10)
 
 struct up_busy {
 	bool set;
@@ -84,10 +89,12 @@ struct up_buffers {
 	uint8_t *obj, *plain;
 };
 
-/* sync false: put with backing_put_unsynced; the caller syncs (batches). */
+/* may_defer: an object under UP_DEFER_MAX is put with backing_put_unsynced
+ * and *deferred says so (the caller syncs it with its batch). */
 static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
-		    bool sync, uint64_t *bytes)
+		    bool may_defer, bool *deferred, uint64_t *bytes)
 {
+	*deferred = false;
 	struct ckptfs *fs = u->fs;
 	struct cat_chunk_where w;
 	int rc = cat_chunk_where(fs->cat, row->hash, &w);
@@ -114,9 +121,12 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 			  " become durable", fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
 		rc = -EUCLEAN;
 	}
-	if (rc == 0)
-		rc = sync ? backing_put(fs->backing, rel, obj, len)
-			  : backing_put_unsynced(fs->backing, rel, obj, len);
+	if (rc == 0 && may_defer && len < UP_DEFER_MAX) {
+		*deferred = true;
+		rc = backing_put_unsynced(fs->backing, rel, obj, len);
+	} else if (rc == 0) {
+		rc = backing_put(fs->backing, rel, obj, len);
+	}
 	if (rc == 0) {
 		store_uploaded(fs->store, row->hash);
 		*bytes = w.stored_len;
@@ -192,7 +202,10 @@ static int up_run(struct uploader *u, const struct cat_upload *row, struct up_bu
 		  uint64_t *bytes)
 {
 	switch (row->kind) {
-	case UP_CHUNK: return up_chunk(u, row, b, true, bytes);
+	case UP_CHUNK: {
+		bool deferred;
+		return up_chunk(u, row, b, false, &deferred, bytes);
+	}
 	case UP_GEN_MANIFEST: return up_gen_manifest(u, row);
 	case UP_DELETE_GEN_MANIFEST: return up_gen_remove(u, row);
 	case UP_DELETE_CHUNK: return up_chunk_remove(u, row);
@@ -447,8 +460,8 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 	pthread_cond_broadcast(&u->kick);
 }
 
-/* Puts one chunk row into the batch (or finishes it at once if it failed);
- * u->lock held, dropped inside. */
+/* Puts one chunk row: a small object joins the batch, a large one (or a
+ * failure) is finished at once; u->lock held, dropped inside. */
 static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 			 const struct cat_upload *row, struct up_buffers *bufs)
 {
@@ -456,11 +469,12 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 	up_busy_set(u, id, k, row);
 	pthread_mutex_unlock(&u->lock);
 	uint64_t bytes = 0;
-	int rc = up_chunk(u, row, bufs, false, &bytes);
-	if (rc != 0)
+	bool deferred = false;
+	int rc = up_chunk(u, row, bufs, true, &deferred, &bytes);
+	if (rc != 0 || !deferred) /* failed, or durable already (a large object) */
 		up_finish(u, row, rc, bytes);
 	pthread_mutex_lock(&u->lock);
-	if (rc != 0) {
+	if (rc != 0 || !deferred) {
 		u->busy[id][k].set = false;
 		return;
 	}

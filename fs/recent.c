@@ -18,6 +18,8 @@
 #define RECENT_SLOTS 64
 #define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* the daemon stays < 256 MiB */
 #define RECENT_WAIT_MS 200 /* R2: how long a writer waits for another's hash */
+#define RECENT_SPARES 2    /* copy buffers kept for reuse (no mmap and fault per chunk) */
+#define RECENT_ROUND ((size_t)1 << 20)
 
 enum recent_state { RS_EMPTY, RS_PENDING, RS_READY };
 
@@ -27,6 +29,7 @@ struct recent_slot {
 	size_t len;
 	int pins; /* comparisons running against copy */
 	uint8_t *copy;
+	size_t cap; /* of copy */
 	uint8_t hash[HASH_LEN];
 };
 
@@ -37,6 +40,8 @@ struct recent {
 	uint64_t clock;
 	struct recent_stats st;
 	struct recent_slot slot[RECENT_SLOTS];
+	uint8_t *spare[RECENT_SPARES]; /* buffers of evicted copies, for the next ones */
+	size_t spare_cap[RECENT_SPARES];
 };
 
 int recent_new(size_t budget, struct recent **out)
@@ -61,6 +66,8 @@ void recent_free(struct recent *r)
 		return;
 	for (int i = 0; i < RECENT_SLOTS; i++)
 		free(r->slot[i].copy);
+	for (int i = 0; i < RECENT_SPARES; i++)
+		free(r->spare[i]);
 	pthread_cond_destroy(&r->settled);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -85,11 +92,38 @@ static uint64_t recent_fingerprint(const uint8_t *data, size_t len)
 	return h;
 }
 
+/* Keeps a buffer for reuse if there is room among the spares. Lock held. */
+static void recent_spare_put(struct recent *r, uint8_t *buf, size_t cap)
+{
+	for (int i = 0; buf && i < RECENT_SPARES; i++) {
+		if (!r->spare[i]) {
+			r->spare[i] = buf;
+			r->spare_cap[i] = cap;
+			return;
+		}
+	}
+	free(buf);
+}
+
+/* A spare buffer of at least len bytes, or NULL. Lock held. */
+static uint8_t *recent_spare_take(struct recent *r, size_t len, size_t *cap)
+{
+	for (int i = 0; i < RECENT_SPARES; i++) {
+		if (r->spare[i] && r->spare_cap[i] >= len) {
+			uint8_t *buf = r->spare[i];
+			*cap = r->spare_cap[i];
+			r->spare[i] = NULL;
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 static void recent_slot_clear(struct recent *r, struct recent_slot *s)
 {
 	if (s->state == RS_READY)
 		r->used -= s->len;
-	free(s->copy);
+	recent_spare_put(r, s->copy, s->cap);
 	s->copy = NULL;
 	s->state = RS_EMPTY;
 }
@@ -207,7 +241,7 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 
 /* Ends a ticket; with copy, the slot becomes READY holding it (R3 permitting). */
 static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
-			  const uint8_t hash[HASH_LEN])
+			  size_t cap, const uint8_t hash[HASH_LEN])
 {
 	pthread_mutex_lock(&r->lock);
 	struct recent_slot *s = &r->slot[t->slot];
@@ -220,6 +254,7 @@ static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 		}
 		if (copy && r->used + s->len <= r->budget) {
 			s->copy = copy;
+			s->cap = cap;
 			copy = NULL;
 			memcpy(s->hash, hash, HASH_LEN);
 			s->state = RS_READY;
@@ -230,8 +265,8 @@ static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 		}
 		pthread_cond_broadcast(&r->settled);
 	}
+	recent_spare_put(r, copy, cap); /* not kept: reused next time, or freed */
 	pthread_mutex_unlock(&r->lock);
-	free(copy);
 }
 
 void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8_t *data,
@@ -239,16 +274,23 @@ void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8
 {
 	if (!r || t->slot < 0)
 		return;
-	uint8_t *copy = malloc(len); /* none: the slot just empties */
+	size_t cap = 0;
+	pthread_mutex_lock(&r->lock);
+	uint8_t *copy = recent_spare_take(r, len, &cap);
+	pthread_mutex_unlock(&r->lock);
+	if (!copy) {
+		cap = (len + RECENT_ROUND - 1) / RECENT_ROUND * RECENT_ROUND;
+		copy = malloc(cap); /* none: the slot just empties */
+	}
 	if (copy)
 		memcpy(copy, data, len);
-	recent_settle(r, t, copy, hash);
+	recent_settle(r, t, copy, cap, hash);
 }
 
 void recent_abandon(struct recent *r, const struct recent_ticket *t)
 {
 	if (r && t->slot >= 0)
-		recent_settle(r, t, NULL, NULL);
+		recent_settle(r, t, NULL, 0, NULL);
 }
 
 void recent_stats(struct recent *r, struct recent_stats *out)

@@ -16,7 +16,8 @@
  *      bytes as well; a ticket always ends with recent_publish or
  *      recent_abandon.
  *  R3. Copies use at most the byte budget given at creation; the oldest
- *      published entries go first.
+ *      published entries go first. Up to two buffers of evicted copies are
+ *      kept for the next copies (no fresh mapping per chunk).
  *
  * Thread-safe. Chunks under RECENT_MIN_LEN are not worth it and always miss. */
 #ifndef CKPTFS_RECENT_H

@@ -580,9 +580,7 @@ int store_syncfs(struct store *st)
 	 * (S1), one made before is covered by the syncfs. */
 	enum { WORDS = STORE_SHARDS / 64 };
 	static_assert(WORDS * 64 == STORE_SHARDS, "whole words");
-	uint64_t *taken = calloc(WORDS, sizeof(uint64_t));
-	if (!taken)
-		return -ENOMEM;
+	uint64_t taken[WORDS] = { 0 }; /* 8 KiB */
 	for (size_t i = 0; i < WORDS; i++)
 		if (atomic_load(&st->shard_fresh[i]))
 			taken[i] = atomic_exchange(&st->shard_fresh[i], 0);
@@ -590,7 +588,6 @@ int store_syncfs(struct store *st)
 	for (size_t i = 0; rc != 0 && i < WORDS; i++)
 		if (taken[i])
 			atomic_fetch_or(&st->shard_fresh[i], taken[i]);
-	free(taken);
 	return rc;
 }
 
@@ -904,25 +901,6 @@ void store_chunk_free(struct store_chunk *c)
 
 /* ---- whole object images (the write-back cache's uploads and fetches) ---- */
 
-int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
-		      size_t *len)
-{
-	struct store_object_info info;
-	int fd;
-	int rc = store_open_object(st, hash, &info, &fd);
-	if (rc != 0)
-		return rc;
-	size_t total = STORE_HEADER_LEN + info.stored_len;
-	if (total > cap)
-		rc = -EFBIG;
-	else if ((rc = store_pread_all(fd, buf, total, 0)) != 0)
-		rc = -EIO;
-	close(fd);
-	if (rc == 0)
-		*len = total;
-	return rc;
-}
-
 /* The checks of store_object_check. With keep_plain false a raw payload is
  * hashed where it lies instead of being copied into plain first; with
  * hash_known the bytes are known to be those hashed when the object was
@@ -971,10 +949,13 @@ static bool store_pread_cached(int fd, void *buf, size_t len, off_t off)
 	return true;
 }
 
-int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
-		      size_t *len, bool *hashed)
+/* Reads a whole object image into buf. hashed NULL: a plain read; else
+ * *hashed says whether the bytes are known hashed at write time (S2). */
+static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
+			    size_t cap, size_t *len, bool *hashed)
 {
-	*hashed = false;
+	if (hashed)
+		*hashed = false;
 	struct store_object_info info;
 	int fd;
 	int rc = store_open_object(st, hash, &info, &fd);
@@ -983,7 +964,8 @@ int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 	size_t total = STORE_HEADER_LEN + info.stored_len;
 	if (total > cap) {
 		rc = -EFBIG;
-	} else if (store_fresh_has_fd(st, hash, fd) && store_pread_cached(fd, buf, total, 0)) {
+	} else if (hashed && store_fresh_has_fd(st, hash, fd) &&
+		   store_pread_cached(fd, buf, total, 0)) {
 		*hashed = true; /* S2 */
 	} else if ((rc = store_pread_all(fd, buf, total, 0)) != 0) {
 		rc = -EIO;
@@ -992,6 +974,18 @@ int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 	if (rc == 0)
 		*len = total;
 	return rc;
+}
+
+int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		      size_t *len)
+{
+	return store_read_image(st, hash, buf, cap, len, NULL);
+}
+
+int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		      size_t *len, bool *hashed)
+{
+	return store_read_image(st, hash, buf, cap, len, hashed);
 }
 
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,

@@ -341,6 +341,15 @@ static bool up_pick(struct uploader *u, struct cat_upload *out)
 	return false;
 }
 
+/* BACKING took a row: a recovery logged, backoff reset. u->lock held. */
+static void up_note_success(struct uploader *u)
+{
+	if (u->down)
+		log_info("BACKING %s answers again; uploads go on", backing_spec(u->fs->backing));
+	u->down = false;
+	u->backoff_ms = 0;
+}
+
 static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, uint64_t bytes)
 {
 	if (rc == 0 || rc == -EUCLEAN) {
@@ -360,11 +369,7 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 	pthread_mutex_lock(&u->lock);
 	u->last_progress = up_mono_s();
 	if (rc == 0 || rc == -EUCLEAN) {
-		if (u->down)
-			log_info("BACKING %s answers again; uploads go on",
-				 backing_spec(u->fs->backing));
-		u->down = false;
-		u->backoff_ms = 0;
+		up_note_success(u);
 		if (rc == 0 && row->kind == UP_CHUNK) {
 			u->st.chunks++;
 			u->st.chunk_bytes += bytes;
@@ -430,10 +435,7 @@ static void up_batch_done(struct uploader *u, const struct up_batch *bt)
 	}
 	pthread_mutex_lock(&u->lock);
 	u->last_progress = up_mono_s();
-	if (u->down)
-		log_info("BACKING %s answers again; uploads go on", backing_spec(u->fs->backing));
-	u->down = false;
-	u->backoff_ms = 0;
+	up_note_success(u);
 	u->st.chunks += (uint64_t)bt->n;
 	u->st.chunk_bytes += total;
 	pthread_cond_broadcast(&u->changed);

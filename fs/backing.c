@@ -474,15 +474,15 @@ static void backing_log_failure(const struct backing *b, const char *call, const
 static int backing_put_mode(struct backing *b, const char *relpath, const void *data, size_t len,
 			    bool sync)
 {
-	struct stat st;
-	if (!sync && !b->nfs && fstatat(b->root_fd, relpath, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		sync = true; /* 1b: never replace a file that may be durable by one that is not */
 	int rc = backing_check_path(relpath, false);
 	if (rc != 0) {
 		log_error("BACKING %s: put %s: invalid path: %s", b->spec, relpath ? relpath : "(null)",
 			  strerror(-rc));
 		return rc;
 	}
+	struct stat st;
+	if (!sync && !b->nfs && fstatat(b->root_fd, relpath, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		sync = true; /* 1b: never replace a file that may be durable by one that is not */
 	backing_reap_orphans(b);
 	char tmp[BACKING_TMP_NAME], step[PATH_MAX + 160];
 	backing_tmp_name(b, "", tmp, sizeof(tmp));

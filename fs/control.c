@@ -245,7 +245,6 @@ static void control_stats(struct control *c, int fd)
 		recent_stats(fs->recent, &rs);
 	control_send(fd, "data chunk_hashes_reused %" PRIu64, rs.hits);
 	control_send(fd, "data chunk_hashes_computed %" PRIu64, rs.misses);
-	control_send(fd, "data chunk_hash_waits %" PRIu64, rs.waits);
 	control_send(fd, "data write_back 1");
 	control_send(fd, "data cache_bound %" PRIu64, fs->opt.cache_size);
 	control_send(fd, "data dirty_bound %" PRIu64,

@@ -27,6 +27,11 @@
  *     put; what is left when the process dies, open removes.
  *  5. The directory backend does everything relative to one O_DIRECTORY fd
  *     (openat & co), so it is thread-safe and unaffected by chdir.
+ *  6. A linked put (backing_put_link) differs from a put only in how the
+ *     temporary gets its bytes: it is a hard link to the caller's finished
+ *     file, fsync'd like a written one, then renamed the same way. Once a
+ *     link has failed with EXDEV (another filesystem, another mount), every
+ *     later linked put answers -EXDEV at once; nfs:// always does.
  *
  * Timeouts: the NFS backend bounds every RPC. The directory backend cannot
  * bound a syscall on a hung kernel mount; a directory on NFS should be
@@ -63,6 +68,7 @@ struct backing {
 	unsigned timeout_ms;
 	struct backing_nfs *nfs; /* NULL: directory backend */
 	int root_fd;		 /* directory backend */
+	atomic_int link_state;	 /* invariant 6: 0 untried, 1 links work, -1 they cannot */
 	pthread_mutex_t orphan_lock; /* invariant 4 */
 	int n_orphans;
 	char orphans[BACKING_MAX_ORPHANS][BACKING_TMP_NAME];
@@ -155,6 +161,22 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 		rc = -errno;
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
+	return rc;
+}
+
+/* The temporary rel as a hard link to src_rel under src_dirfd, fsync'd when
+ * sync (its inode: the bytes were written by the caller). */
+static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, const char *src_rel,
+			  bool sync)
+{
+	if (linkat(src_dirfd, src_rel, b->root_fd, rel, 0) != 0)
+		return -errno;
+	if (!sync)
+		return 0;
+	int fd = openat(b->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 
@@ -471,7 +493,59 @@ static void backing_log_failure(const struct backing *b, const char *call, const
 		  *detail ? " — " : "", detail);
 }
 
-static int backing_put_mode(struct backing *b, const char *relpath, const void *data, size_t len,
+/* Where a put's bytes come from: data, or (dirfd >= 0) the finished file
+ * rel under dirfd, hard-linked (invariant 6). */
+struct backing_src {
+	const void *data;
+	size_t len;
+	int dirfd;
+	const char *rel;
+};
+
+static int backing_fill_tmp(struct backing *b, const char *tmp, const struct backing_src *src,
+			    bool sync)
+{
+	return src->dirfd < 0 ? backing_write_file(b, tmp, src->data, src->len, sync)
+			      : bdir_link_file(b, tmp, src->dirfd, src->rel, sync);
+}
+
+/* A linked put whose relpath already is the source's inode (an upload
+ * repeated after a crash): only the syncs are left to do. 1 if so. */
+static int backing_link_done(struct backing *b, const char *relpath, const struct backing_src *src,
+			     bool sync, int *rc)
+{
+	struct stat have, want;
+	if (src->dirfd < 0 || fstatat(b->root_fd, relpath, &have, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    fstatat(src->dirfd, src->rel, &want, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    have.st_dev != want.st_dev || have.st_ino != want.st_ino)
+		return 0;
+	*rc = 0;
+	if (sync) {
+		int fd = openat(b->root_fd, relpath, O_RDONLY | O_CLOEXEC);
+		*rc = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
+		if (fd >= 0)
+			close(fd);
+		char dir[PATH_MAX];
+		backing_parent(relpath, dir, sizeof(dir));
+		if (*rc == 0)
+			*rc = bdir_fsync_dir(b, dir);
+	}
+	return 1;
+}
+
+/* Invariant 6: a link refused for good (another filesystem, a filesystem
+ * without hard links, not allowed) turns linked puts off; -EXDEV then. */
+static int backing_link_refused(struct backing *b, int rc)
+{
+	if (rc != -EXDEV && rc != -EPERM && rc != -EOPNOTSUPP && rc != -EMLINK)
+		return rc;
+	if (rc != -EMLINK && atomic_exchange(&b->link_state, -1) != -1)
+		log_info("BACKING %s: chunk objects are copied from the cache (a hard link is "
+			 "refused: %s)", b->spec, strerror(-rc));
+	return -EXDEV;
+}
+
+static int backing_put_mode(struct backing *b, const char *relpath, const struct backing_src *src,
 			    bool sync)
 {
 	int rc = backing_check_path(relpath, false);
@@ -481,17 +555,24 @@ static int backing_put_mode(struct backing *b, const char *relpath, const void *
 		return rc;
 	}
 	struct stat st;
-	if (!sync && !b->nfs && fstatat(b->root_fd, relpath, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (!sync && !b->nfs && fstatat(b->root_fd, relpath, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		sync = true; /* 1b: never replace a file that may be durable by one that is not */
+		if (backing_link_done(b, relpath, src, sync, &rc))
+			return rc;
+	}
 	backing_reap_orphans(b);
 	char tmp[BACKING_TMP_NAME], step[PATH_MAX + 160];
 	backing_tmp_name(b, "", tmp, sizeof(tmp));
-	snprintf(step, sizeof(step), "write %s", tmp);
-	rc = backing_write_file(b, tmp, data, len, sync);
+	snprintf(step, sizeof(step), "%s %s", src->dirfd < 0 ? "write" : "link", tmp);
+	rc = backing_fill_tmp(b, tmp, src, sync);
 	if (rc == -ENOENT) { /* tmp/ removed under us */
 		rc = backing_mkdir(b, BACKING_TMP_DIR);
 		if (rc == 0)
-			rc = backing_write_file(b, tmp, data, len, sync);
+			rc = backing_fill_tmp(b, tmp, src, sync);
+	}
+	if (src->dirfd >= 0 && rc != 0 && backing_link_refused(b, rc) == -EXDEV) {
+		unlinkat(b->root_fd, tmp, 0); /* a link made before its fsync failed */
+		return -EXDEV;
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "rename %s → %s", tmp, relpath);
@@ -509,18 +590,49 @@ static int backing_put_mode(struct backing *b, const char *relpath, const void *
 	if (rc != 0) {
 		backing_log_failure(b, "put", relpath, step, rc);
 		backing_discard_tmp(b, tmp, rc);
+	} else if (src->dirfd >= 0) {
+		/* rename of two links to one inode does nothing: the temporary
+		 * would stay if relpath became this inode meanwhile */
+		unlinkat(b->root_fd, tmp, 0);
+		if (atomic_exchange(&b->link_state, 1) == 0)
+			log_info("BACKING %s shares the cache's filesystem: chunk objects are hard "
+				 "links to the cache's, one copy on disk (-o copy_uploads for two)",
+				 b->spec);
 	}
 	return rc;
 }
 
 int backing_put(struct backing *b, const char *relpath, const void *data, size_t len)
 {
-	return backing_put_mode(b, relpath, data, len, true);
+	struct backing_src src = { data, len, -1, NULL };
+	return backing_put_mode(b, relpath, &src, true);
 }
 
 int backing_put_unsynced(struct backing *b, const char *relpath, const void *data, size_t len)
 {
-	return backing_put_mode(b, relpath, data, len, false);
+	struct backing_src src = { data, len, -1, NULL };
+	return backing_put_mode(b, relpath, &src, false);
+}
+
+bool backing_shares_fs(struct backing *b, const char *path)
+{
+	struct stat mine, theirs;
+	return !b->nfs && fstat(b->root_fd, &mine) == 0 && stat(path, &theirs) == 0 &&
+	       mine.st_dev == theirs.st_dev;
+}
+
+bool backing_can_link(struct backing *b)
+{
+	return !b->nfs && atomic_load(&b->link_state) >= 0;
+}
+
+int backing_put_link(struct backing *b, const char *relpath, int dirfd, const char *src_rel,
+		     bool sync)
+{
+	if (b->nfs || atomic_load(&b->link_state) < 0)
+		return -EXDEV;
+	struct backing_src src = { NULL, 0, dirfd, src_rel };
+	return backing_put_mode(b, relpath, &src, sync);
 }
 
 int backing_sync(struct backing *b)

@@ -18,6 +18,10 @@
  *     nothing). Many small objects then cost one sync instead of three
  *     fsyncs each. A file already at relpath is replaced only by a durable
  *     put, so a crash before the sync cannot damage what was durable.
+ *  1c. backing_put_link makes the same put out of a hard link to a file of
+ *     the caller, when BACKING is a directory on the caller's filesystem: one
+ *     copy of the bytes on the disk, no bytes read or written. The two names
+ *     then share an inode: damage to one is damage to both.
  *  2. No call blocks forever: each fails after the timeout given at open
  *     (-ETIMEDOUT, or the server's error) when BACKING does not answer, and a
  *     later call reconnects by itself.
@@ -60,6 +64,22 @@ int backing_put(struct backing *b, const char *relpath, const void *data, size_t
 /* Invariant 1b: put now, durable after the next successful backing_sync. */
 int backing_put_unsynced(struct backing *b, const char *relpath, const void *data, size_t len);
 int backing_sync(struct backing *b);
+
+/* Invariant 1c: puts relpath as a hard link to the finished file src_rel
+ * under dirfd (a chunk object of the cache, which nobody changes in place)
+ * instead of a copy of its bytes: the same temporary, fsync, rename and
+ * directory fsync as backing_put (sync true) or backing_put_unsynced (sync
+ * false), so invariants 1 and 1b hold alike. -EXDEV, with nothing done, when
+ * a link is impossible (nfs://, another filesystem): the caller copies. */
+int backing_put_link(struct backing *b, const char *relpath, int dirfd, const char *src_rel,
+		     bool sync);
+/* Whether BACKING is a directory on the filesystem holding path (so that
+ * backing_put_link can work). */
+bool backing_shares_fs(struct backing *b, const char *path);
+
+/* False once backing_put_link can only answer -EXDEV (nfs://, or a link was
+ * refused); true before the first try. */
+bool backing_can_link(struct backing *b);
 
 /* Reads the whole of relpath into buf (capacity cap); *len gets its size.
  * -ENOENT if absent, -EFBIG if larger than cap. */

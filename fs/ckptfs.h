@@ -45,6 +45,7 @@ struct ckptfs_options {
 	uint64_t dirty_max;           /* bound of bytes not yet on BACKING; 0: 3/4 of cache_size */
 	bool sync_backing;            /* fsync waits until the data is on BACKING */
 	bool leave_queued;            /* unmount does not wait for uploads */
+	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */

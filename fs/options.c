@@ -186,6 +186,10 @@ static int options_one(struct options_result *r, const char *opt)
 		o->leave_queued = true;
 		return 0;
 	}
+	if (strcmp(opt, "copy_uploads") == 0) {
+		o->copy_uploads = true;
+		return 0;
+	}
 	if (options_match(options_ignored, opt))
 		return 0;
 	if (options_match(options_fuse_passthrough, opt))
@@ -250,6 +254,8 @@ void options_usage(FILE *f)
 		"  upload_deadline=S  log uploads older than this (default 300)\n"
 		"  leave_queued       unmount without waiting for uploads (they resume at the next\n"
 		"                     mount)\n"
+		"  copy_uploads       copy chunk objects to a BACKING directory on the cache's\n"
+		"                     filesystem (default: hard links, one copy on the disk)\n"
 		"  keep=K             keep the newest K committed generations per series (0: all)\n"
 		"  gen_pattern=RE     names that start a generation (POSIX ERE; the step is the\n"
 		"                     last all-digit group; write a comma as \\,)\n"

@@ -22,7 +22,19 @@
  * came from the page cache (preadv2 RWF_NOWAIT): those are the bytes written,
  * not a copy that went to the disk and back. The uploader then skips a second
  * SHA-256 pass over every byte it uploads (issue 4's measurements: ~1.3 CPU
- * seconds per GiB on these machines). Anything else is verified in full. */
+ * seconds per GiB on these machines). Anything else is verified in full.
+ * store_check_unread vouches for an object by the set alone, without reading
+ * it: it serves an upload by hard link, where no byte moves and BACKING gets
+ * the very file written from the hashed bytes (inode and mtime unchanged).
+ *
+ * Invariant S3 (direct writes): with store_set_direct_writes on, an object of
+ * STORE_DIRECT_MIN bytes or more is built whole in the thread's page-aligned
+ * scratch buffer and its whole blocks go to the disk with O_DIRECT; only the
+ * last partial block passes through the page cache. Meant for a BACKING that
+ * hard-links the objects (nobody reads them back soon): filling fresh page
+ * cache pages was half the daemon's CPU time of a large save on these VMs
+ * (see docs/BENCH.md). The file is the same either way; readers and the
+ * uploader see no difference except that the bytes come from the disk. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -53,6 +65,10 @@
  * (small files) are left to the kernel's write-back, which batches them: one
  * I/O submission per 4 KiB object cost more than the rest of its write. */
 #define STORE_EARLY_WRITEBACK_MIN (256 * 1024)
+/* S3: objects at least this large bypass the page cache when asked */
+#define STORE_DIRECT_MIN STORE_EARLY_WRITEBACK_MIN
+#define STORE_DIO_ALIGN 4096
+#define STORE_DIRECT_IO 0x100 /* store_write_object's own flag: iov[0] is aligned, S3 */
 
 /* Per-thread encode/decode buffer, so a busy write path does not mmap and
  * fault a fresh multi-MiB buffer per chunk. Freed when the thread exits, or
@@ -84,6 +100,7 @@ struct store {
 	pthread_key_t scratch_key;
 	pthread_mutex_t scratch_lock;
 	struct store_scratch *scratch_list;
+	atomic_bool direct_writes; /* S3 */
 };
 
 static void store_scratch_free(void *p)
@@ -119,12 +136,14 @@ static uint8_t *store_scratch(struct store *st, size_t need)
 		st->scratch_list = s;
 		pthread_mutex_unlock(&st->scratch_lock);
 	}
-	if (s->cap < need) {
-		uint8_t *nb = realloc(s->buf, need);
+	if (s->cap < need) { /* page-aligned, for O_DIRECT (S3); the old bytes are not kept */
+		size_t cap = (need + STORE_DIO_ALIGN - 1) & ~(size_t)(STORE_DIO_ALIGN - 1);
+		uint8_t *nb = aligned_alloc(STORE_DIO_ALIGN, cap);
 		if (!nb)
 			return NULL;
+		free(s->buf);
 		s->buf = nb;
-		s->cap = need;
+		s->cap = cap;
 	}
 	return s->buf;
 }
@@ -472,6 +491,37 @@ static int store_write_all(int fd, const struct iovec *iov, int cnt)
 	return 0;
 }
 
+/* S3: the image's whole blocks with O_DIRECT, from the caller's aligned
+ * buffer straight to the disk, then its last partial block through the page
+ * cache. A filesystem that refuses O_DIRECT gets it all buffered. */
+static int store_write_direct(int fd, const uint8_t *img, size_t len)
+{
+	size_t head = len & ~(size_t)(STORE_DIO_ALIGN - 1), done = 0;
+	int fl = fcntl(fd, F_GETFL);
+	if (head && fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
+		while (done < head) {
+			ssize_t n = pwrite(fd, img + done, head - done, (off_t)done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			done += (size_t)n;
+		}
+		done &= ~(size_t)(STORE_DIO_ALIGN - 1); /* a short write: redo its block buffered */
+		if (fcntl(fd, F_SETFL, fl) != 0)
+			return -errno;
+	}
+	while (done < len) {
+		ssize_t n = pwrite(fd, img + done, len - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 /* Writes an object image (iov) under tmp/ and renames it into place; with
  * STORE_SYNC the object and its directory are fsync'd first. */
 static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
@@ -492,11 +542,13 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 		log_error("store %s: create %s: %s", st->root, tmp, strerror(-rc));
 		return rc;
 	}
-	rc = store_write_all(fd, iov, cnt);
+	bool direct = flags & STORE_DIRECT_IO;
+	rc = direct ? store_write_direct(fd, iov[0].iov_base, iov[0].iov_len)
+		    : store_write_all(fd, iov, cnt);
 	if (rc == 0) {
 		if (flags & STORE_SYNC)
 			rc = fdatasync(fd) == 0 ? 0 : -errno;
-		else if (iov[cnt - 1].iov_len >= STORE_EARLY_WRITEBACK_MIN)
+		else if (!direct && iov[cnt - 1].iov_len >= STORE_EARLY_WRITEBACK_MIN)
 			sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	}
 	if (rc == 0 && written && fstat(fd, written) != 0)
@@ -524,9 +576,46 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 	return 0;
 }
 
+/* S3: the image is built whole in the aligned scratch buffer (a raw payload
+ * copied there: cheaper than a page-cache fill) and written with O_DIRECT. */
+static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
+			    size_t len, int flags, struct store_object_info *info)
+{
+	uint8_t *img = store_scratch(st, STORE_HEADER_LEN + codec_bound(len));
+	if (!img)
+		return -ENOMEM;
+	size_t stored_len = len;
+	uint8_t codec = CODEC_LZ4;
+	if (!codec_compress(plain, len, img + STORE_HEADER_LEN, codec_bound(len), &stored_len)) {
+		codec = CODEC_RAW;
+		stored_len = len;
+		memcpy(img + STORE_HEADER_LEN, plain, len);
+	}
+	store_header_encode(img, hash, codec, len, stored_len);
+	struct iovec iov[1] = { { img, STORE_HEADER_LEN + stored_len } };
+	struct stat written;
+	int rc = store_write_object(st, hash, iov, 1, flags | STORE_DIRECT_IO, &written);
+	if (rc != 0)
+		return rc;
+	store_fresh_add(st, hash, &written); /* S2: the caller hashed these bytes */
+	if (info) {
+		info->codec = codec;
+		info->plain_len = len;
+		info->stored_len = stored_len;
+	}
+	return 0;
+}
+
+void store_set_direct_writes(struct store *st, bool on)
+{
+	atomic_store(&st->direct_writes, on);
+}
+
 int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
 	      int flags, struct store_object_info *info)
 {
+	if (len >= STORE_DIRECT_MIN && atomic_load(&st->direct_writes))
+		return store_put_direct(st, hash, plain, len, flags, info);
 	uint8_t *scratch = store_scratch(st, codec_bound(len));
 	if (!scratch)
 		return -ENOMEM;
@@ -986,6 +1075,28 @@ int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 		      size_t *len, bool *hashed)
 {
 	return store_read_image(st, hash, buf, cap, len, hashed);
+}
+
+int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *len)
+{
+	struct store_object_info info;
+	int fd;
+	int rc = store_open_object(st, hash, &info, &fd); /* the header and the lengths */
+	if (rc != 0)
+		return rc;
+	size_t total = STORE_HEADER_LEN + info.stored_len;
+	bool vouched = store_fresh_has_fd(st, hash, fd); /* S2, for a link: no byte moves */
+	close(fd);
+	if (!vouched)
+		return -EAGAIN;
+	*len = total;
+	return 0;
+}
+
+int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, size_t size)
+{
+	store_rel_path(hash, rel, size);
+	return st->root_fd;
 }
 
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,

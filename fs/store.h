@@ -50,6 +50,10 @@ const char *store_root(const struct store *st);
 int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
 	      int flags, struct store_object_info *info);
 
+/* S3 in store.c: objects of 256 KiB or more bypass the page cache (O_DIRECT)
+ * when on; for a BACKING that hard-links them (backing.h 1c). Off at open. */
+void store_set_direct_writes(struct store *st, bool on);
+
 /* Makes an object written earlier durable (fdatasync object + directory). */
 int store_sync(struct store *st, const uint8_t hash[HASH_LEN]);
 
@@ -108,6 +112,18 @@ int store_object_verify(const uint8_t hash[HASH_LEN], const void *obj, size_t le
  * store.c), so they need not be hashed again. */
 int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
 		      size_t *len, bool *hashed);
+
+/* Before an upload by hard link (backing_put_link): 0 when S2 vouches for
+ * the object's bytes without reading them — this process wrote it, its file
+ * is unchanged and every page of it is still in the page cache — after its
+ * header and lengths were checked (*len: its size). -EAGAIN when it must be
+ * read and verified in full (store_read_upload + store_object_verify);
+ * -ENOENT, or -EIO for a damaged header. */
+int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *len);
+
+/* The directory fd and the path under it of the object named hash, for
+ * backing_put_link; rel has room for 128 bytes. */
+int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, size_t size);
 
 /* The object is on BACKING: it leaves the fresh set (S2). */
 void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN]);

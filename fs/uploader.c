@@ -28,10 +28,13 @@
 #define UP_TREE_EVERY_S 1.0
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
-/* Only objects smaller than this wait for a batch's sync: for larger ones an
- * fsync each costs little beside their bytes, while a syncfs of a BACKING
- * that shares its filesystem with the cache would also flush (and wait for)
- * everything the writers have just put there. */
+/* Only objects smaller than this wait for a batch's sync when they are
+ * copied: for larger ones an fsync each costs little beside their bytes,
+ * while a syncfs of a BACKING that shares its filesystem with the cache would
+ * also flush (and wait for) everything the writers have just put there.
+ * Linked objects all wait for it: their bytes went to the disk with O_DIRECT
+ * (store.c S3), so a syncfs has little to flush, and an fsync each was a
+ * synchronous inode write each (ext4 without a journal). */
 #define UP_DEFER_MAX (256u << 10)
 
 struct up_busy {
@@ -81,16 +84,59 @@ static int64_t up_now_ns(void)
 
 /* ---- the work of one row ---- */
 
-/* A chunk object, cache → BACKING. The object is checked first: a damaged
- * cache copy must not become the durable one. */
 /* A worker's buffers for one chunk object and its decoded bytes, allocated
  * once per worker (a chunk is up to 4 MiB: not worth a fresh mapping each). */
 struct up_buffers {
 	uint8_t *obj, *plain;
 };
 
-/* may_defer: an object under UP_DEFER_MAX is put with backing_put_unsynced
- * and *deferred says so (the caller syncs it with its batch). */
+/* Reads the cache's object into b->obj and checks it: a damaged cache copy
+ * must not become the durable one. 0 with *len, or -EUCLEAN (logged). */
+static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struct up_buffers *b,
+			 size_t *len)
+{
+	struct ckptfs *fs = u->fs;
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	const char *why = NULL;
+	size_t plain_len;
+	bool hashed = false; /* the bytes are those hashed when written (store.c S2) */
+	int rc = b->obj && b->plain
+			 ? store_read_upload(fs->store, hash, b->obj, u->object_cap, len, &hashed)
+			 : -ENOMEM;
+	if (rc == 0 && store_object_verify(hash, b->obj, *len, b->plain, fs->chunking.max_size,
+					   hashed, &plain_len, &why) != 0) {
+		log_error("cache %s: chunk %s is corrupt before its upload: %s", fs->opt.cache, hex,
+			  why);
+		rc = -EUCLEAN;
+	}
+	return rc;
+}
+
+/* The checks of an upload by hard link: S2 vouches for the bytes without a
+ * read, or they are read and verified in full (*read then says b->obj holds
+ * them). */
+static int up_chunk_check(struct uploader *u, const uint8_t hash[HASH_LEN], bool link,
+			  struct up_buffers *b, size_t *len, bool *read)
+{
+	int rc = link ? store_check_unread(u->fs->store, hash, len) : -EAGAIN;
+	*read = rc == -EAGAIN;
+	if (*read)
+		rc = up_chunk_read(u, hash, b, len);
+	if (rc == -ENOENT || rc == -EIO) {
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(hash, hex);
+		log_error("cache %s: chunk %s is %s before its upload: the files naming it cannot"
+			  " become durable", u->fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
+		rc = -EUCLEAN;
+	}
+	return rc;
+}
+
+/* A chunk object, cache → BACKING: a hard link when BACKING is a directory on
+ * the cache's filesystem (backing.h 1c; -o copy_uploads says copy anyway),
+ * else a copy of its bytes. may_defer: a linked object, or one under
+ * UP_DEFER_MAX, is put unsynced and *deferred says so (the caller syncs it with its batch). */
 static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
 		    bool may_defer, bool *deferred, uint64_t *bytes)
 {
@@ -102,31 +148,25 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 		return 0; /* gone (reclaimed) or done: moot */
 	if (rc != 0)
 		return rc;
-	uint8_t *obj = b->obj, *plain = b->plain;
-	size_t len = 0, plain_len;
-	const char *why = NULL;
-	char rel[128], hex[HASH_HEX_LEN + 1];
-	hash_to_hex(row->hash, hex);
+	char rel[128];
 	store_object_relpath(row->hash, rel, sizeof(rel));
-	bool hashed = false; /* the bytes are those hashed when written (store.c S2) */
-	rc = obj && plain ? store_read_upload(fs->store, row->hash, obj, u->object_cap, &len, &hashed)
-			  : -ENOMEM;
-	if (rc == 0 && store_object_verify(row->hash, obj, len, plain, fs->chunking.max_size, hashed,
-					   &plain_len, &why) != 0) {
-		log_error("cache %s: chunk %s is corrupt before its upload: %s", fs->opt.cache, hex,
-			  why);
-		rc = -EUCLEAN;
-	} else if (rc == -ENOENT || rc == -EIO) {
-		log_error("cache %s: chunk %s is %s before its upload: the files naming it cannot"
-			  " become durable", fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
-		rc = -EUCLEAN;
+	bool link = !fs->opt.copy_uploads && backing_can_link(fs->backing), read = false;
+	size_t len = 0;
+	rc = up_chunk_check(u, row->hash, link, b, &len, &read);
+	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link);
+	bool copy = !link;
+	if (rc == 0 && link) {
+		char src[128];
+		int dirfd = store_object_at(fs->store, row->hash, src, sizeof(src));
+		rc = backing_put_link(fs->backing, rel, dirfd, src, !*deferred);
+		if (rc == -EXDEV) { /* refused: copy the bytes after all */
+			copy = true;
+			rc = read ? 0 : up_chunk_read(u, row->hash, b, &len);
+		}
 	}
-	if (rc == 0 && may_defer && len < UP_DEFER_MAX) {
-		*deferred = true;
-		rc = backing_put_unsynced(fs->backing, rel, obj, len);
-	} else if (rc == 0) {
-		rc = backing_put(fs->backing, rel, obj, len);
-	}
+	if (rc == 0 && copy)
+		rc = *deferred ? backing_put_unsynced(fs->backing, rel, b->obj, len)
+			       : backing_put(fs->backing, rel, b->obj, len);
 	if (rc == 0) {
 		store_uploaded(fs->store, row->hash);
 		*bytes = w.stored_len;

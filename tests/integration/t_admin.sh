@@ -219,7 +219,7 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 }
 
 test_verify_names_corrupt_and_missing_copies_by_file_and_generation() {
-	ck_mount
+	ck_mount copy_uploads # two independent copies (BACKING shares the cache's filesystem here)
 	mk_gen run1/step-100 a.pt:$((MiB + 11))
 	mk_gen run1/step-200 b.pt:$((MiB + 13))
 	assert_adm 0 wait "$CK_MNT" --timeout 60

@@ -134,9 +134,10 @@ _setup_files() {
 
 test_damaged_cache_copy_is_replaced_from_backing() {
 	ck_rand "$CK_REF/victim" $((3 * MiB))
-	ck_mount
+	ck_mount copy_uploads # two copies: BACKING shares the cache's filesystem here
 	cp "$CK_REF/victim" "$CK_MNT/victim"
 	ck_umount
+	assert_eq 0 "$(find "$CK_BACKING/chunks" -type f -links +1 | wc -l)" "objects on BACKING linked despite copy_uploads"
 	local ext hash cached
 	ext=$(_extents victim | sed -n 2p)
 	hash=${ext%%|*}
@@ -148,6 +149,39 @@ test_damaged_cache_copy_is_replaced_from_backing() {
 	assert_contains "$(cat "$CK_DLOG")" "$hash" "a log line naming the damaged cache copy"
 	ck_umount
 	"$PY" "$CK_HELPERS/objcheck.py" "$CK_BACKING" "$CK_CACHE" >/dev/null || ck_fail "the cache copy was not replaced by a good one"
+}
+
+# BACKING on the cache's filesystem (the default here): every uploaded object
+# is one file under two names, so a damaged cache copy is damage on BACKING
+# too. Reads fail with EIO, never wrong bytes; verify names both copies;
+# the byte restored, all is well again.
+test_linked_copies_share_their_damage_and_read_as_eio() {
+	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_mount
+	cp "$CK_REF/victim" "$CK_MNT/victim"
+	timeout 120 "$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null || ck_fail "the uploads did not finish"
+	assert_contains "$(cat "$CK_DLOG")" "hard links" "a log line saying objects are linked"
+	ck_umount
+	local n_obj n_linked ext hash cached V_OFF
+	n_obj=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	n_linked=$(find "$CK_BACKING/chunks" -type f -links 2 | wc -l)
+	[ "$n_obj" -ge 2 ] || ck_fail "only $n_obj objects on BACKING"
+	assert_eq "$n_obj" "$n_linked" "objects on BACKING that are links to the cache's"
+	ext=$(_extents victim | sed -n 2p)
+	IFS='|' read -r hash V_OFF _ <<<"$ext"
+	cached=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
+	[ "$cached" -ef "$(_obj "$hash")" ] || ck_fail "the cache copy of $hash is not BACKING's file"
+	_xor_byte "$cached" $((64 + 1000))
+	ck_mount
+	_read_fails victim "payload byte flipped in the one linked copy"
+	assert_contains "$(grep -F "$hash" "$CK_DLOG")" "bytes do not match their hash" "log line of the damaged copy"
+	timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" >"$CK_TMP/verify.out" 2>&1 && ck_fail "verify passed with a damaged linked copy"
+	assert_contains "$(cat "$CK_TMP/verify.out")" "corrupt chunk $hash in BACKING" "verify names BACKING's copy"
+	ck_umount
+	_xor_byte "$(_obj "$hash")" $((64 + 1000)) # the one file, whatever names it has left
+	ck_mount
+	_read_ok victim
+	ck_umount
 }
 
 test_flipped_payload_byte_reads_as_eio_until_restored() {

@@ -579,3 +579,127 @@ Test(backing, test_probe_on_an_immutable_root_fails)
 	cr_assert(strstr(msg, "write+fsync tmp/probe."), "%s", msg);
 	FAILS(backing_put(fx.b, "x", "x", 1), EPERM);
 }
+
+/* ---- linked puts (invariant 1c) ---- */
+
+/* A finished file of the caller's, rel under the returned directory fd. */
+static int tb_source(const char *dir, const char *name, size_t len, uint64_t seed, uint8_t **bytes)
+{
+	cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dfd, 0);
+	*bytes = malloc(len);
+	cr_assert_not_null(*bytes);
+	tb_fill(*bytes, len, seed);
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0444);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, *bytes, len), (ssize_t)len);
+	cr_assert_eq(close(fd), 0);
+	return dfd;
+}
+
+static void tb_assert_same_inode(int dfd, const char *src, const char *rel, const char *what)
+{
+	struct stat a, b;
+	char path[256];
+	tb_path(path, sizeof(path), rel);
+	cr_assert_eq(fstatat(dfd, src, &a, 0), 0);
+	cr_assert_eq(stat(path, &b), 0, "%s: %s is missing", what, rel);
+	cr_assert(a.st_ino == b.st_ino && a.st_dev == b.st_dev, "%s: %s is not a link to %s", what,
+		  rel, src);
+	cr_assert_eq(b.st_nlink, 2, "%s: %s has %ju links", what, rel, (uintmax_t)b.st_nlink);
+}
+
+Test(backing, test_linked_puts_share_the_inode_and_leave_no_temporary, .init = setup,
+     .fini = teardown)
+{
+	char src_dir[128];
+	uint8_t *a, *b, *got = malloc(MiB + 1);
+	size_t got_len = 0;
+	snprintf(src_dir, sizeof(src_dir), "%s/src", fx.dir);
+	int dfd = tb_source(src_dir, "a", MiB, 1, &a);
+	tb_source(src_dir, "b", 777, 2, &b);
+
+	cr_assert(backing_shares_fs(fx.b, src_dir));
+	cr_assert(backing_can_link(fx.b));
+	OK(backing_put_link(fx.b, "chunks/aa/bb/a", dfd, "a", true));
+	OK(backing_put_link(fx.b, "chunks/aa/cc/b", dfd, "b", false));
+	OK(backing_sync(fx.b));
+	tb_assert_same_inode(dfd, "a", "chunks/aa/bb/a", "synced linked put");
+	tb_assert_same_inode(dfd, "b", "chunks/aa/cc/b", "unsynced linked put");
+	OK(backing_get(fx.b, "chunks/aa/bb/a", got, MiB + 1, &got_len));
+	cr_assert(got_len == MiB && memcmp(got, a, MiB) == 0, "the linked object reads other bytes");
+	cr_assert_eq(tb_tmp_entries(), 0, "a linked put left a temporary behind");
+	cr_assert(tb_log_contains("hard links"), "no log line says objects are linked");
+	close(dfd);
+	free(a);
+	free(b);
+	free(got);
+}
+
+/* An upload repeated after a crash finds its relpath already linked: synced
+ * or not, nothing changes and no temporary stays (a rename of two links to
+ * one inode does nothing at all). A copy already there is replaced whole. */
+Test(backing, test_a_linked_put_repeated_or_over_a_copy_lands_whole, .init = setup,
+     .fini = teardown)
+{
+	char src_dir[128];
+	uint8_t *a, *old = malloc(5000);
+	size_t got_len = 0;
+	snprintf(src_dir, sizeof(src_dir), "%s/src", fx.dir);
+	int dfd = tb_source(src_dir, "a", 300000, 3, &a);
+	uint8_t *got = malloc(300001);
+
+	OK(backing_put_link(fx.b, "chunks/01/02/a", dfd, "a", true));
+	OK(backing_put_link(fx.b, "chunks/01/02/a", dfd, "a", true));
+	OK(backing_put_link(fx.b, "chunks/01/02/a", dfd, "a", false));
+	tb_assert_same_inode(dfd, "a", "chunks/01/02/a", "repeated linked puts");
+	cr_assert_eq(tb_tmp_entries(), 0, "a repeated linked put left a temporary behind");
+
+	tb_fill(old, 5000, 4);
+	OK(backing_put(fx.b, "chunks/01/03/a", old, 5000)); /* a copy, from before */
+	OK(backing_put_link(fx.b, "chunks/01/03/a", dfd, "a", false));
+	OK(backing_get(fx.b, "chunks/01/03/a", got, 300001, &got_len));
+	cr_assert(got_len == 300000 && memcmp(got, a, 300000) == 0);
+	cr_assert_eq(tb_tmp_entries(), 0);
+	close(dfd);
+	free(a);
+	free(old);
+	free(got);
+}
+
+/* Another filesystem: -EXDEV with nothing made, once logged, and linked puts
+ * are off from then on, even from a directory where one would work. */
+Test(backing, test_a_link_across_filesystems_is_refused_for_good, .init = setup,
+     .fini = teardown)
+{
+	char shm[64], src_dir[128];
+	snprintf(shm, sizeof(shm), "/dev/shm/ckptfs-tb-%d", (int)getpid());
+	snprintf(src_dir, sizeof(src_dir), "%s/src", fx.dir);
+	uint8_t *a, *b;
+	int far = tb_source(shm, "a", 4096, 5, &a);
+	int near = tb_source(src_dir, "b", 4096, 6, &b);
+	struct stat st_shm, st_dir;
+	cr_assert_eq(stat(shm, &st_shm), 0);
+	cr_assert_eq(stat(fx.dir, &st_dir), 0);
+	if (st_shm.st_dev == st_dir.st_dev)
+		cr_skip_test("/dev/shm is on the test directory's filesystem");
+
+	cr_assert_not(backing_shares_fs(fx.b, shm));
+	cr_assert_eq(backing_put_link(fx.b, "chunks/aa/bb/a", far, "a", true), -EXDEV);
+	char path[256];
+	tb_path(path, sizeof(path), "chunks/aa/bb/a");
+	cr_assert_neq(access(path, F_OK), 0, "a refused link left a file at its relpath");
+	cr_assert_eq(tb_tmp_entries(), 0);
+	cr_assert(tb_log_contains("copied"), "no log line says objects are copied");
+	cr_assert_not(backing_can_link(fx.b));
+	cr_assert_eq(backing_put_link(fx.b, "chunks/aa/bb/b", near, "b", true), -EXDEV);
+	close(far);
+	close(near);
+	char rm[128];
+	snprintf(rm, sizeof(rm), "%s/a", shm);
+	unlink(rm);
+	rmdir(shm);
+	free(a);
+	free(b);
+}

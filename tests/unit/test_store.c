@@ -1629,3 +1629,96 @@ Test(store, fresh_set_keeps_every_remaining_object_through_deletions, .init = se
 			     left ? "its upload" : "other uploads");
 	}
 }
+
+/* ---- direct writes (store.c S3) and checks without a read ---- */
+
+/* The object file of a direct put is byte for byte the one a buffered put
+ * writes (a second store, direct writes off, is the reference), whatever
+ * the length's remainder modulo a block; of a large one only the last partial
+ * block went through the page cache. */
+Test(store, direct_writes_store_the_same_objects_without_filling_the_page_cache, .init = setup,
+     .fini = teardown)
+{
+	static const size_t sizes[] = { 256 * KiB, 256 * KiB - 64, MiB + 1, 3 * MiB + 4095, 100 * KiB };
+	char ref_root[128];
+	struct store *ref;
+
+	snprintf(ref_root, sizeof(ref_root), "%s/reference", fx.dir);
+	cr_assert_eq(mkdir(ref_root, 0755), 0);
+	OK(store_open(ref_root, &ref));
+	store_set_direct_writes(fx.st, true);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		for (int text = 0; text < 2; text++) {
+			size_t len = sizes[i], got_len, want_len;
+			uint8_t *plain = text ? tk_text(len, 50 + i) : tk_random(len, 60 + i);
+			struct tk_obj o = tk_put(plain, len, 0);
+			char ref_path[256];
+
+			cr_assert_eq(o.info.codec, text ? CODEC_LZ4 : CODEC_RAW, "size %zu", len);
+			if (len >= 256 * KiB && !text) /* before anything reads it */
+				cr_assert_leq(tk_cached_pages(&o), 1,
+					      "size %zu: %zu pages of a direct put are cached", len,
+					      tk_cached_pages(&o));
+			OK(store_put(ref, o.hash, plain, len, 0, NULL));
+			snprintf(ref_path, sizeof(ref_path), "%s/chunks/%.2s/%.2s/%s", ref_root, o.hex,
+				 o.hex + 2, o.hex);
+			uint8_t *got = tk_object_bytes(&o, &got_len);
+			uint8_t *want = tk_read_file(ref_path, &want_len);
+			cr_assert_eq(got_len, want_len, "size %zu: object sizes differ", len);
+			cr_assert_arr_eq(got, want, got_len, "size %zu: the direct put wrote other bytes",
+					 len);
+			tk_release(got);
+			tk_release(want);
+			tk_assert_get_ok(&o);
+			tk_free(&o);
+		}
+	}
+	store_close(ref);
+}
+
+Test(store, a_direct_put_is_fresh_and_durable_with_store_sync, .init = setup, .fini = teardown)
+{
+	store_set_direct_writes(fx.st, true);
+	struct tk_obj o = tk_put(tk_random(2 * MiB + 17, 70), 2 * MiB + 17, STORE_SYNC);
+	size_t len = 0;
+
+	OK(store_check_unread(fx.st, o.hash, &len));
+	cr_assert_eq(len, STORE_HEADER_LEN + o.info.stored_len);
+	OK(store_sync(fx.st, o.hash));
+	tk_assert_load_ok(&o);
+	tk_free(&o);
+}
+
+/* store_check_unread vouches only for what S2 vouches for: an object this
+ * store wrote, its file unchanged, not yet uploaded; the header is checked
+ * in any case. */
+Test(store, check_unread_vouches_only_for_fresh_unchanged_objects, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj a = tk_put(tk_random(MiB, 71), MiB, 0);
+	struct tk_obj b = tk_put(tk_random(64 * KiB, 72), 64 * KiB, 0);
+	struct tk_obj c = tk_put(tk_text(64 * KiB, 73), 64 * KiB, 0);
+	uint8_t missing[HASH_LEN] = { 0x42 };
+	size_t len = 0;
+
+	OK(store_check_unread(fx.st, a.hash, &len));
+	cr_assert_eq(len, STORE_HEADER_LEN + MiB);
+	tk_flip_in_place(&a, 64 + MiB / 2); /* same inode, new mtime */
+	cr_assert_eq(store_check_unread(fx.st, a.hash, &len), -EAGAIN,
+		     "an object changed in place was vouched for unread");
+	tk_flip_in_place(&a, 64 + MiB / 2);
+	cr_assert_eq(store_check_unread(fx.st, a.hash, &len), -EAGAIN);
+
+	store_uploaded(fx.st, b.hash);
+	cr_assert_eq(store_check_unread(fx.st, b.hash, &len), -EAGAIN,
+		     "an uploaded object stayed fresh");
+
+	tk_flip_in_place(&c, 0); /* the magic */
+	cr_assert_eq(store_check_unread(fx.st, c.hash, &len), -EIO);
+	tk_assert_logged(c.hex, "corrupt");
+
+	cr_assert_eq(store_check_unread(fx.st, missing, &len), -ENOENT);
+	tk_free(&a);
+	tk_free(&b);
+	tk_free(&c);
+}

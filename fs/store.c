@@ -28,8 +28,8 @@
  * the very file written from the hashed bytes (inode and mtime unchanged).
  *
  * Invariant S3 (direct writes): with store_set_direct_writes on, an object of
- * STORE_DIRECT_MIN bytes or more is built whole in the thread's page-aligned
- * scratch buffer and its whole blocks go to the disk with O_DIRECT; only the
+ * STORE_DIRECT_MIN bytes or more is built whole in one of STORE_DIO_BUFS
+ * page-aligned buffers and its whole blocks go to the disk with O_DIRECT; only the
  * last partial block passes through the page cache. Meant for a BACKING that
  * hard-links the objects (nobody reads them back soon): filling fresh page
  * cache pages was half the daemon's CPU time of a large save on these VMs
@@ -67,8 +67,15 @@
 #define STORE_EARLY_WRITEBACK_MIN (256 * 1024)
 /* S3: objects at least this large bypass the page cache when asked */
 #define STORE_DIRECT_MIN STORE_EARLY_WRITEBACK_MIN
-#define STORE_DIO_ALIGN 4096
+#define STORE_DIO_BUFS 4 /* S3 image buffers: writers beyond this many wait */
 #define STORE_DIRECT_IO 0x100 /* store_write_object's own flag: iov[0] is aligned, S3 */
+
+#define STORE_IO_ALIGN 4096 /* O_DIRECT: buffer, offset and length */
+
+static size_t store_align_up(size_t n)
+{
+	return (n + STORE_IO_ALIGN - 1) & ~(size_t)(STORE_IO_ALIGN - 1);
+}
 
 /* Per-thread encode/decode buffer, so a busy write path does not mmap and
  * fault a fresh multi-MiB buffer per chunk. Freed when the thread exits, or
@@ -101,6 +108,11 @@ struct store {
 	pthread_mutex_t scratch_lock;
 	struct store_scratch *scratch_list;
 	atomic_bool direct_writes; /* S3 */
+	pthread_mutex_t dio_lock;  /* S3: the image buffers */
+	pthread_cond_t dio_free;
+	uint8_t *dio_buf[STORE_DIO_BUFS];
+	size_t dio_cap[STORE_DIO_BUFS];
+	bool dio_busy[STORE_DIO_BUFS];
 };
 
 static void store_scratch_free(void *p)
@@ -136,14 +148,12 @@ static uint8_t *store_scratch(struct store *st, size_t need)
 		st->scratch_list = s;
 		pthread_mutex_unlock(&st->scratch_lock);
 	}
-	if (s->cap < need) { /* page-aligned, for O_DIRECT (S3); the old bytes are not kept */
-		size_t cap = (need + STORE_DIO_ALIGN - 1) & ~(size_t)(STORE_DIO_ALIGN - 1);
-		uint8_t *nb = aligned_alloc(STORE_DIO_ALIGN, cap);
+	if (s->cap < need) {
+		uint8_t *nb = realloc(s->buf, need);
 		if (!nb)
 			return NULL;
-		free(s->buf);
 		s->buf = nb;
-		s->cap = cap;
+		s->cap = need;
 	}
 	return s->buf;
 }
@@ -441,6 +451,8 @@ int store_open(const char *root, struct store **out)
 	}
 	pthread_mutex_init(&st->scratch_lock, NULL);
 	pthread_mutex_init(&st->fresh_lock, NULL);
+	pthread_mutex_init(&st->dio_lock, NULL);
+	pthread_cond_init(&st->dio_free, NULL);
 	st->fresh = calloc(STORE_FRESH_CAP, sizeof(*st->fresh)); /* none: all uploads verified */
 	store_clean_tmp(st);
 	*out = st;
@@ -459,6 +471,10 @@ void store_close(struct store *st)
 		store_scratch_free(st->scratch_list);
 	pthread_mutex_destroy(&st->scratch_lock);
 	pthread_mutex_destroy(&st->fresh_lock);
+	for (int i = 0; i < STORE_DIO_BUFS; i++)
+		free(st->dio_buf[i]);
+	pthread_cond_destroy(&st->dio_free);
+	pthread_mutex_destroy(&st->dio_lock);
 	free(st->fresh);
 	close(st->root_fd);
 	free(st);
@@ -496,7 +512,7 @@ static int store_write_all(int fd, const struct iovec *iov, int cnt)
  * cache. A filesystem that refuses O_DIRECT gets it all buffered. */
 static int store_write_direct(int fd, const uint8_t *img, size_t len)
 {
-	size_t head = len & ~(size_t)(STORE_DIO_ALIGN - 1), done = 0;
+	size_t head = len & ~(size_t)(STORE_IO_ALIGN - 1), done = 0;
 	int fl = fcntl(fd, F_GETFL);
 	if (head && fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
 		while (done < head) {
@@ -507,7 +523,7 @@ static int store_write_direct(int fd, const uint8_t *img, size_t len)
 				break;
 			done += (size_t)n;
 		}
-		done &= ~(size_t)(STORE_DIO_ALIGN - 1); /* a short write: redo its block buffered */
+		done &= ~(size_t)(STORE_IO_ALIGN - 1); /* a short write: redo its block buffered */
 		if (fcntl(fd, F_SETFL, fl) != 0)
 			return -errno;
 	}
@@ -576,14 +592,57 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 	return 0;
 }
 
-/* S3: the image is built whole in the aligned scratch buffer (a raw payload
- * copied there: cheaper than a page-cache fill) and written with O_DIRECT. */
+/* S3: takes a free page-aligned image buffer of at least need bytes (one of
+ * STORE_DIO_BUFS: their memory is bounded however many threads write), or
+ * -1 when none can be had. */
+static int store_dio_take(struct store *st, size_t need)
+{
+	pthread_mutex_lock(&st->dio_lock);
+	int i;
+	for (;;) {
+		for (i = 0; i < STORE_DIO_BUFS && st->dio_busy[i]; i++)
+			;
+		if (i < STORE_DIO_BUFS)
+			break;
+		pthread_cond_wait(&st->dio_free, &st->dio_lock);
+	}
+	st->dio_busy[i] = true;
+	pthread_mutex_unlock(&st->dio_lock);
+	if (st->dio_cap[i] < need) { /* grown outside the lock: the slot is ours */
+		size_t cap = store_align_up(need);
+		uint8_t *nb = aligned_alloc(STORE_IO_ALIGN, cap);
+		if (nb) {
+			free(st->dio_buf[i]);
+			st->dio_buf[i] = nb;
+			st->dio_cap[i] = cap;
+		} else {
+			pthread_mutex_lock(&st->dio_lock);
+			st->dio_busy[i] = false;
+			pthread_cond_signal(&st->dio_free);
+			pthread_mutex_unlock(&st->dio_lock);
+			return -1;
+		}
+	}
+	return i;
+}
+
+static void store_dio_give(struct store *st, int i)
+{
+	pthread_mutex_lock(&st->dio_lock);
+	st->dio_busy[i] = false;
+	pthread_cond_signal(&st->dio_free);
+	pthread_mutex_unlock(&st->dio_lock);
+}
+
+/* S3: the image is built whole in an aligned buffer (a raw payload copied
+ * there: cheaper than a page-cache fill) and written with O_DIRECT. */
 static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 			    size_t len, int flags, struct store_object_info *info)
 {
-	uint8_t *img = store_scratch(st, STORE_HEADER_LEN + codec_bound(len));
-	if (!img)
+	int slot = store_dio_take(st, STORE_HEADER_LEN + codec_bound(len));
+	if (slot < 0)
 		return -ENOMEM;
+	uint8_t *img = st->dio_buf[slot];
 	size_t stored_len = len;
 	uint8_t codec = CODEC_LZ4;
 	if (!codec_compress(plain, len, img + STORE_HEADER_LEN, codec_bound(len), &stored_len)) {
@@ -595,6 +654,7 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 	struct iovec iov[1] = { { img, STORE_HEADER_LEN + stored_len } };
 	struct stat written;
 	int rc = store_write_object(st, hash, iov, 1, flags | STORE_DIRECT_IO, &written);
+	store_dio_give(st, slot);
 	if (rc != 0)
 		return rc;
 	store_fresh_add(st, hash, &written); /* S2: the caller hashed these bytes */
@@ -805,12 +865,6 @@ static const char *store_image_why(const uint8_t hash[HASH_LEN], const uint8_t *
 #ifndef __NR_cachestat
 #define __NR_cachestat 451 /* Linux 6.5; the same number on every architecture */
 #endif
-#define STORE_IO_ALIGN 4096 /* O_DIRECT: buffer, offset and length */
-
-static size_t store_align_up(size_t n)
-{
-	return (n + STORE_IO_ALIGN - 1) & ~(size_t)(STORE_IO_ALIGN - 1);
-}
 
 /* Object image buffers: page aligned, each its own mapping (populated at
  * once: O_DIRECT would fault its pages in one by one). Not from malloc:

@@ -1722,3 +1722,52 @@ Test(store, check_unread_vouches_only_for_fresh_unchanged_objects, .init = setup
 	tk_free(&b);
 	tk_free(&c);
 }
+
+/* More writers than S3 has image buffers: each waits its turn, none fails,
+ * every object reads back whole. */
+struct tk_direct_job {
+	int id;
+	uint8_t *plain[4];
+	uint8_t hash[4][HASH_LEN];
+	int rc;
+};
+
+static void *tk_direct_writer(void *arg)
+{
+	struct tk_direct_job *j = arg;
+	for (int k = 0; k < 4 && j->rc == 0; k++)
+		j->rc = store_put(fx.st, j->hash[k], j->plain[k], 512 * KiB + (size_t)k, 0, NULL);
+	return NULL;
+}
+
+Test(store, more_direct_writers_than_image_buffers_all_succeed, .init = setup, .fini = teardown)
+{
+	enum { N = 10 };
+	struct tk_direct_job jobs[N];
+	pthread_t th[N];
+
+	store_set_direct_writes(fx.st, true);
+	for (int i = 0; i < N; i++) {
+		jobs[i].id = i;
+		jobs[i].rc = 0;
+		for (int k = 0; k < 4; k++) {
+			jobs[i].plain[k] = tk_random(512 * KiB + (size_t)k, 1000 + (uint64_t)(i * 4 + k));
+			hash_sha256(jobs[i].plain[k], 512 * KiB + (size_t)k, jobs[i].hash[k]);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, tk_direct_writer, &jobs[i]), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(pthread_join(th[i], NULL), 0);
+		cr_assert_eq(jobs[i].rc, 0, "writer %d: %s", i, strerror(-jobs[i].rc));
+	}
+	for (int i = 0; i < N; i++)
+		for (int k = 0; k < 4; k++) {
+			struct store_chunk c;
+			OK(store_load(fx.st, jobs[i].hash[k], 512 * KiB + 4, &c));
+			cr_assert_eq(c.len, 512 * KiB + (size_t)k);
+			cr_assert_arr_eq(c.plain, jobs[i].plain[k], c.len, "writer %d object %d", i, k);
+			store_chunk_free(&c);
+			tk_release(jobs[i].plain[k]);
+		}
+}

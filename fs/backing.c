@@ -614,13 +614,6 @@ int backing_put_unsynced(struct backing *b, const char *relpath, const void *dat
 	return backing_put_mode(b, relpath, &src, false);
 }
 
-bool backing_shares_fs(struct backing *b, const char *path)
-{
-	struct stat mine, theirs;
-	return !b->nfs && fstat(b->root_fd, &mine) == 0 && stat(path, &theirs) == 0 &&
-	       mine.st_dev == theirs.st_dev;
-}
-
 bool backing_can_link(struct backing *b)
 {
 	return !b->nfs && atomic_load(&b->link_state) >= 0;

@@ -73,10 +73,6 @@ int backing_sync(struct backing *b);
  * a link is impossible (nfs://, another filesystem): the caller copies. */
 int backing_put_link(struct backing *b, const char *relpath, int dirfd, const char *src_rel,
 		     bool sync);
-/* Whether BACKING is a directory on the filesystem holding path (so that
- * backing_put_link can work). */
-bool backing_shares_fs(struct backing *b, const char *path);
-
 /* False once backing_put_link can only answer -EXDEV (nfs://, or a link was
  * refused); true before the first try. */
 bool backing_can_link(struct backing *b);

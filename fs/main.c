@@ -257,9 +257,8 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 			strerror(-rc));
 		return -1;
 	}
-	/* S3: objects that BACKING will hard-link need not fill the page cache */
-	store_set_direct_writes(fs->store, !fs->opt.copy_uploads &&
-					       backing_shares_fs(fs->backing, fs->opt.cache));
+	/* S3: large objects go to the disk without filling the page cache */
+	store_set_direct_writes(fs->store, true);
 	if (main_open_catalog(fs, cache_was_used) != 0)
 		return -1;
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)

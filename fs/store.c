@@ -27,14 +27,16 @@
  * it: it serves an upload by hard link, where no byte moves and BACKING gets
  * the very file written from the hashed bytes (inode and mtime unchanged).
  *
- * Invariant S3 (direct writes): with store_set_direct_writes on, an object of
- * STORE_DIRECT_MIN bytes or more is built whole in one of STORE_DIO_BUFS
- * page-aligned buffers and its whole blocks go to the disk with O_DIRECT; only the
- * last partial block passes through the page cache. Meant for a BACKING that
- * hard-links the objects (nobody reads them back soon): filling fresh page
- * cache pages was half the daemon's CPU time of a large save on these VMs
- * (see docs/BENCH.md). The file is the same either way; readers and the
- * uploader see no difference except that the bytes come from the disk. */
+ * Invariant S3 (direct writes): with store_set_direct_writes on (the daemon
+ * turns it on), an object of STORE_DIRECT_MIN bytes or more is built whole in
+ * one of STORE_DIO_BUFS page-aligned buffers and its whole blocks go to the
+ * disk with O_DIRECT; only the last partial block passes through the page
+ * cache. Filling fresh page-cache pages was half the daemon's CPU time of a
+ * large save on these VMs (see docs/BENCH.md), and the save's critical path
+ * is what users wait for. The file is the same either way. Readers and the
+ * uploader read such objects back with O_DIRECT too (store_read_whole); an
+ * upload by copy then verifies them in full (S2 needs page-cache bytes), at
+ * BACKING's pace, off the save's path. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -1092,6 +1094,17 @@ static bool store_pread_cached(int fd, void *buf, size_t len, off_t off)
 	return true;
 }
 
+/* Reads [0, len) of fd into buf (capacity cap): with O_DIRECT when its pages
+ * are not cached (S3 wrote it past the page cache, or it was evicted) and buf
+ * allows, so that an upload does not fill the page cache either. */
+static int store_read_whole(int fd, void *buf, size_t cap, size_t len)
+{
+	if ((uintptr_t)buf % STORE_IO_ALIGN == 0 && cap >= store_align_up(len) &&
+	    !store_pages_cached(fd, len))
+		return store_read_direct(fd, buf, len);
+	return store_pread_all(fd, buf, len, 0);
+}
+
 /* Reads a whole object image into buf. hashed NULL: a plain read; else
  * *hashed says whether the bytes are known hashed at write time (S2). */
 static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
@@ -1110,7 +1123,7 @@ static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void
 	} else if (hashed && store_fresh_has_fd(st, hash, fd) &&
 		   store_pread_cached(fd, buf, total, 0)) {
 		*hashed = true; /* S2 */
-	} else if ((rc = store_pread_all(fd, buf, total, 0)) != 0) {
+	} else if ((rc = store_read_whole(fd, buf, cap, total)) != 0) {
 		rc = -EIO;
 	}
 	close(fd);

@@ -51,7 +51,7 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 	      int flags, struct store_object_info *info);
 
 /* S3 in store.c: objects of 256 KiB or more bypass the page cache (O_DIRECT)
- * when on; for a BACKING that hard-links them (backing.h 1c). Off at open. */
+ * when on. Off at open; the daemon turns it on. */
 void store_set_direct_writes(struct store *st, bool on);
 
 /* Makes an object written earlier durable (fdatasync object + directory). */

@@ -90,6 +90,12 @@ struct up_buffers {
 	uint8_t *obj, *plain;
 };
 
+/* An object buffer the store can read into with O_DIRECT (store.c S3). */
+static uint8_t *up_aligned(size_t cap)
+{
+	return aligned_alloc(4096, cap); /* cap: a multiple of 4096 (uploader_start) */
+}
+
 /* Reads the cache's object into b->obj and checks it: a damaged cache copy
  * must not become the durable one. 0 with *len, or -EUCLEAN (logged). */
 static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struct up_buffers *b,
@@ -536,7 +542,7 @@ static void *up_worker_main(void *p)
 	free(a);
 	pthread_setname_np(pthread_self(), "ckptfs-upload"); /* for top -H and perf */
 	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
-	struct up_buffers bufs = { malloc(u->object_cap), malloc(u->fs->chunking.max_size) };
+	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->fs->chunking.max_size) };
 	/* over nfs:// every put commits by itself: nothing to batch */
 	bool batching = !backing_is_nfs(u->fs->backing);
 	struct up_batch *bt = calloc(1, sizeof(*bt));
@@ -605,7 +611,8 @@ int uploader_start(struct ckptfs *fs, struct uploader **out)
 	if (!u)
 		return -ENOMEM;
 	u->fs = fs;
-	u->object_cap = STORE_HEADER_LEN + codec_bound(fs->chunking.max_size);
+	/* whole O_DIRECT blocks: see up_aligned */
+	u->object_cap = (STORE_HEADER_LEN + codec_bound(fs->chunking.max_size) + 4095) & ~(size_t)4095;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);

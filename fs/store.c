@@ -594,6 +594,22 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 	return 0;
 }
 
+/* Writes the image a put built (iov), adds it to the fresh set and tells the
+ * caller what was stored. */
+static int store_put_image(struct store *st, const uint8_t hash[HASH_LEN], const struct iovec *iov,
+			   int cnt, int flags, const struct store_object_info *what,
+			   struct store_object_info *info)
+{
+	struct stat written;
+	int rc = store_write_object(st, hash, iov, cnt, flags, &written);
+	if (rc != 0)
+		return rc;
+	store_fresh_add(st, hash, &written); /* S2: the caller hashed these bytes */
+	if (info)
+		*info = *what;
+	return 0;
+}
+
 /* S3: takes a free page-aligned image buffer of at least need bytes (one of
  * STORE_DIO_BUFS: their memory is bounded however many threads write), or
  * -1 when none can be had. */
@@ -654,18 +670,10 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 	}
 	store_header_encode(img, hash, codec, len, stored_len);
 	struct iovec iov[1] = { { img, STORE_HEADER_LEN + stored_len } };
-	struct stat written;
-	int rc = store_write_object(st, hash, iov, 1, flags | STORE_DIRECT_IO, &written);
+	struct store_object_info what = { .codec = codec, .plain_len = len, .stored_len = stored_len };
+	int rc = store_put_image(st, hash, iov, 1, flags | STORE_DIRECT_IO, &what, info);
 	store_dio_give(st, slot);
-	if (rc != 0)
-		return rc;
-	store_fresh_add(st, hash, &written); /* S2: the caller hashed these bytes */
-	if (info) {
-		info->codec = codec;
-		info->plain_len = len;
-		info->stored_len = stored_len;
-	}
-	return 0;
+	return rc;
 }
 
 void store_set_direct_writes(struct store *st, bool on)
@@ -688,23 +696,11 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 		codec = CODEC_LZ4;
 		payload = scratch;
 	}
-	int rc;
-
 	uint8_t header[STORE_HEADER_LEN];
 	store_header_encode(header, hash, codec, len, stored_len);
-
 	struct iovec iov[2] = { { header, sizeof(header) }, { (void *)payload, stored_len } };
-	struct stat written;
-	rc = store_write_object(st, hash, iov, 2, flags, &written);
-	if (rc != 0)
-		return rc;
-	store_fresh_add(st, hash, &written); /* S2: the caller hashed these bytes */
-	if (info) {
-		info->codec = codec;
-		info->plain_len = len;
-		info->stored_len = stored_len;
-	}
-	return 0;
+	struct store_object_info what = { .codec = codec, .plain_len = len, .stored_len = stored_len };
+	return store_put_image(st, hash, iov, 2, flags, &what, info);
 }
 
 int store_sync(struct store *st, const uint8_t hash[HASH_LEN])

@@ -164,6 +164,16 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 	return rc;
 }
 
+/* fsync of the file rel, which the caller did not write through a fd. */
+static int bdir_fsync_file(struct backing *b, const char *rel)
+{
+	int fd = openat(b->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 /* The temporary rel as a hard link to src_rel under src_dirfd, fsync'd when
  * sync (its inode: the bytes were written by the caller). */
 static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, const char *src_rel,
@@ -171,13 +181,7 @@ static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, con
 {
 	if (linkat(src_dirfd, src_rel, b->root_fd, rel, 0) != 0)
 		return -errno;
-	if (!sync)
-		return 0;
-	int fd = openat(b->root_fd, rel, O_RDONLY | O_CLOEXEC);
-	int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
-	if (fd >= 0)
-		close(fd);
-	return rc;
+	return sync ? bdir_fsync_file(b, rel) : 0;
 }
 
 static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t cap, size_t *len)
@@ -519,16 +523,11 @@ static int backing_link_done(struct backing *b, const char *relpath, const struc
 	    fstatat(src->dirfd, src->rel, &want, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    have.st_dev != want.st_dev || have.st_ino != want.st_ino)
 		return 0;
-	*rc = 0;
-	if (sync) {
-		int fd = openat(b->root_fd, relpath, O_RDONLY | O_CLOEXEC);
-		*rc = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
-		if (fd >= 0)
-			close(fd);
+	*rc = sync ? bdir_fsync_file(b, relpath) : 0;
+	if (sync && *rc == 0) {
 		char dir[PATH_MAX];
 		backing_parent(relpath, dir, sizeof(dir));
-		if (*rc == 0)
-			*rc = bdir_fsync_dir(b, dir);
+		*rc = bdir_fsync_dir(b, dir);
 	}
 	return 1;
 }
@@ -622,7 +621,7 @@ bool backing_can_link(struct backing *b)
 int backing_put_link(struct backing *b, const char *relpath, int dirfd, const char *src_rel,
 		     bool sync)
 {
-	if (b->nfs || atomic_load(&b->link_state) < 0)
+	if (!backing_can_link(b))
 		return -EXDEV;
 	struct backing_src src = { NULL, 0, dirfd, src_rel };
 	return backing_put_mode(b, relpath, &src, sync);

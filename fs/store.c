@@ -72,8 +72,6 @@
 #define STORE_DIO_BUFS 4 /* S3 image buffers: writers beyond this many wait */
 #define STORE_DIRECT_IO 0x100 /* store_write_object's own flag: iov[0] is aligned, S3 */
 
-#define STORE_IO_ALIGN 4096 /* O_DIRECT: buffer, offset and length */
-
 static size_t store_align_up(size_t n)
 {
 	return (n + STORE_IO_ALIGN - 1) & ~(size_t)(STORE_IO_ALIGN - 1);
@@ -610,6 +608,14 @@ static int store_put_image(struct store *st, const uint8_t hash[HASH_LEN], const
 	return 0;
 }
 
+static void store_dio_give(struct store *st, int i)
+{
+	pthread_mutex_lock(&st->dio_lock);
+	st->dio_busy[i] = false;
+	pthread_cond_signal(&st->dio_free);
+	pthread_mutex_unlock(&st->dio_lock);
+}
+
 /* S3: takes a free page-aligned image buffer of at least need bytes (one of
  * STORE_DIO_BUFS: their memory is bounded however many threads write), or
  * -1 when none can be had. */
@@ -634,22 +640,11 @@ static int store_dio_take(struct store *st, size_t need)
 			st->dio_buf[i] = nb;
 			st->dio_cap[i] = cap;
 		} else {
-			pthread_mutex_lock(&st->dio_lock);
-			st->dio_busy[i] = false;
-			pthread_cond_signal(&st->dio_free);
-			pthread_mutex_unlock(&st->dio_lock);
+			store_dio_give(st, i);
 			return -1;
 		}
 	}
 	return i;
-}
-
-static void store_dio_give(struct store *st, int i)
-{
-	pthread_mutex_lock(&st->dio_lock);
-	st->dio_busy[i] = false;
-	pthread_cond_signal(&st->dio_free);
-	pthread_mutex_unlock(&st->dio_lock);
 }
 
 /* S3: the image is built whole in an aligned buffer (a raw payload copied
@@ -665,7 +660,6 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 	uint8_t codec = CODEC_LZ4;
 	if (!codec_compress(plain, len, img + STORE_HEADER_LEN, codec_bound(len), &stored_len)) {
 		codec = CODEC_RAW;
-		stored_len = len;
 		memcpy(img + STORE_HEADER_LEN, plain, len);
 	}
 	store_header_encode(img, hash, codec, len, stored_len);

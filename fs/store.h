@@ -50,6 +50,11 @@ const char *store_root(const struct store *st);
 int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
 	      int flags, struct store_object_info *info);
 
+/* O_DIRECT alignment of buffers, offsets and lengths (S3 in store.c): a
+ * buffer the store may read an object into with O_DIRECT is aligned to it and
+ * a multiple of it long. */
+#define STORE_IO_ALIGN 4096
+
 /* S3 in store.c: objects of 256 KiB or more bypass the page cache (O_DIRECT)
  * when on. Off at open; the daemon turns it on. */
 void store_set_direct_writes(struct store *st, bool on);
@@ -114,9 +119,9 @@ int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 		      size_t *len, bool *hashed);
 
 /* Before an upload by hard link (backing_put_link): 0 when S2 vouches for
- * the object's bytes without reading them — this process wrote it, its file
- * is unchanged and every page of it is still in the page cache — after its
- * header and lengths were checked (*len: its size). -EAGAIN when it must be
+ * the object's bytes without reading them — this process wrote it from the
+ * bytes it hashed and its file is unchanged (inode and mtime): no byte moves
+ * in a link — after its header and lengths were checked (*len: its size). -EAGAIN when it must be
  * read and verified in full (store_read_upload + store_object_verify);
  * -ENOENT, or -EIO for a damaged header. */
 int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *len);

@@ -93,7 +93,7 @@ struct up_buffers {
 /* An object buffer the store can read into with O_DIRECT (store.c S3). */
 static uint8_t *up_aligned(size_t cap)
 {
-	return aligned_alloc(4096, cap); /* cap: a multiple of 4096 (uploader_start) */
+	return aligned_alloc(STORE_IO_ALIGN, cap); /* cap: a multiple of it (uploader_start) */
 }
 
 /* Reads the cache's object into b->obj and checks it: a damaged cache copy
@@ -612,7 +612,8 @@ int uploader_start(struct ckptfs *fs, struct uploader **out)
 		return -ENOMEM;
 	u->fs = fs;
 	/* whole O_DIRECT blocks: see up_aligned */
-	u->object_cap = (STORE_HEADER_LEN + codec_bound(fs->chunking.max_size) + 4095) & ~(size_t)4095;
+	size_t cap = STORE_HEADER_LEN + codec_bound(fs->chunking.max_size);
+	u->object_cap = (cap + STORE_IO_ALIGN - 1) / STORE_IO_ALIGN * STORE_IO_ALIGN;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);

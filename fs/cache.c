@@ -1,5 +1,5 @@
 /* cache — the local disk cache of chunk objects; see cache.h for the
- * invariants C1–C4.
+ * invariants C1–C5.
  *
  * Byte counts (cached, dirty) are kept in memory, moved by the writers, the
  * fetches, the uploader and the evictor, and re-read from the catalog by the
@@ -97,6 +97,40 @@ static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Keeps a checked copy of a fetched object when there is room for it (C5).
+ * The room is reserved before the object is written, so concurrent fetches
+ * cannot together push the cache past its high watermark; without room the
+ * bytes are served all the same and the evictor is woken. A copy the catalog
+ * cannot record (say its disk is full) is removed again. -ENOENT from the
+ * catalog means the chunk lost its row, or a writer is storing it anew: the
+ * file is then left to that writer, or to gc. */
+static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const uint8_t *obj,
+			    size_t obj_len)
+{
+	uint64_t payload = obj_len - STORE_HEADER_LEN; /* as the catalog counts */
+	pthread_mutex_lock(&c->lock);
+	c->st.fetched_bytes += obj_len;
+	bool room = c->cached_bytes + payload <= c->bound / 100 * CACHE_HIGH_PCT;
+	if (room)
+		c->cached_bytes += payload;
+	else
+		pthread_cond_broadcast(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+	if (!room)
+		return;
+	int rc = store_put_object(c->fs->store, hash, obj, obj_len);
+	if (rc == 0) {
+		rc = cat_chunk_set_cached(c->fs->cat, hash, true);
+		if (rc != 0 && rc != -ENOENT)
+			store_remove(c->fs->store, hash);
+	}
+	if (rc != 0) { /* the bytes are good; only keeping a copy failed */
+		pthread_mutex_lock(&c->lock);
+		c->cached_bytes = c->cached_bytes > payload ? c->cached_bytes - payload : 0;
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
 /* One attempt: BACKING → check → cache. -ENOENT: BACKING does not have it;
  * -EIO: it has a corrupt copy; other errors: BACKING did not answer. */
 static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8_t *obj,
@@ -116,13 +150,7 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8
 			  why);
 		return -EIO;
 	}
-	if (store_put_object(c->fs->store, hash, obj, obj_len) == 0 &&
-	    cat_chunk_set_cached(c->fs->cat, hash, true) == 0) {
-		pthread_mutex_lock(&c->lock);
-		c->cached_bytes += obj_len - STORE_HEADER_LEN; /* payload bytes, as the catalog counts */
-		c->st.fetched_bytes += obj_len;
-		pthread_mutex_unlock(&c->lock);
-	} /* else: the bytes are good, only keeping a copy failed (logged by store) */
+	cache_keep_copy(c, hash, obj, obj_len);
 	return 0;
 }
 

@@ -14,7 +14,10 @@
  *  C3. A writer never fails because the cache is full of dirty data: it waits
  *      (cache_dirty_wait) until uploads bring dirty bytes under the bound.
  *  C4. A read that needs BACKING while it is away waits up to the backing
- *      timeout, then fails with EIO; it never returns other bytes. */
+ *      timeout, then fails with EIO; it never returns other bytes.
+ *  C5. A fetch keeps a copy only while the cache is under its high watermark,
+ *      and only a copy the catalog records as cached: an object file in the
+ *      cache that the catalog does not call cached is a leak (cache_keep_copy). */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

@@ -146,6 +146,13 @@ test_cache_size_bounds_the_cache_and_evicted_chunks_are_fetched_back() {
 	[ "$(ck_sql 'SELECT COUNT(*) FROM chunks WHERE cached = 0')" -gt 0 ] || ck_fail "nothing was evicted"
 	# every byte reads back: evicted chunks come from BACKING, checked by hash
 	_assert_tree_eq "$CK_REF/run" "$CK_MNT/run"
+	# reading it all back again from the daemon (a remount empties the page
+	# cache) keeps no more than the bound: fetches stop at the watermark (C5)
+	ck_remount "cache_size=64M"
+	_assert_tree_eq "$CK_REF/run" "$CK_MNT/run"
+	cached=$(ck_sql 'SELECT COALESCE(SUM(stored_len), 0) FROM chunks WHERE cached = 1')
+	ck_log "cached bytes right after reading 144 MiB back with cache_size=64M: $cached"
+	assert_le "$cached" $((64 * MiB)) "cached bytes vs cache_size after a read-back"
 	ck_umount
 	ck_objcheck
 }

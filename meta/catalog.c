@@ -142,6 +142,9 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_ROLLBACK] = { "roll back", "ROLLBACK" },
 	[S_SYNC_FULL] = { "set synchronous=FULL for a durable commit", "PRAGMA synchronous=FULL" },
 	[S_SYNC_NORMAL] = { "set synchronous=NORMAL", "PRAGMA synchronous=NORMAL" },
+	[S_SAVEPOINT] = { "open a savepoint", "SAVEPOINT cat_op" },
+	[S_RELEASE] = { "release a savepoint", "RELEASE cat_op" },
+	[S_ROLLBACK_TO] = { "roll back to a savepoint", "ROLLBACK TO cat_op" },
 
 	[S_INODE_GET] = { "read an inode",
 			  "SELECT " CAT_INODE_COLS " FROM inodes WHERE ino = ?1" },
@@ -416,6 +419,12 @@ void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1])
 void cat_lock(struct cat *cat)
 {
 	pthread_mutex_lock(&cat->lock);
+	cat_defer_flush(cat);
+}
+
+void cat_lock_view(struct cat *cat)
+{
+	pthread_mutex_lock(&cat->lock);
 }
 
 void cat_unlock(struct cat *cat)
@@ -536,6 +545,7 @@ static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[C
 int cat_begin(struct cat *cat)
 {
 	assert(!cat->in_txn);
+	cat_defer_flush(cat);
 	int rc = cat_run(cat, S_BEGIN);
 	cat->in_txn = rc == 0;
 	return rc;
@@ -544,6 +554,7 @@ int cat_begin(struct cat *cat)
 int cat_begin_read(struct cat *cat)
 {
 	assert(!cat->in_txn);
+	cat_defer_flush(cat);
 	int rc = cat_run(cat, S_BEGIN_READ);
 	cat->in_txn = rc == 0;
 	return rc;
@@ -1180,6 +1191,7 @@ void cat_close(struct cat *cat)
 	if (cat == NULL)
 		return;
 	assert(!cat->in_txn);
+	cat_defer_stop(cat);
 	for (int id = 0; id < S_COUNT; id++)
 		sqlite3_finalize(cat->stmt[id]);
 	if (cat->db != NULL && sqlite3_close(cat->db) != SQLITE_OK)
@@ -1198,7 +1210,7 @@ int cat_schema_version(struct cat *cat)
 
 int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
 {
-	cat_lock(cat);
+	cat_lock_view(cat);
 	int rc = cat_inode_get(cat, ino, out);
 	cat_unlock(cat);
 	return rc;
@@ -1234,7 +1246,7 @@ int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_in
 {
 	if (name == NULL)
 		return -EINVAL;
-	cat_lock(cat);
+	cat_lock_view(cat);
 	int rc = cat_lookup_locked(cat, parent, name, out);
 	cat_unlock(cat);
 	return rc;
@@ -1431,11 +1443,18 @@ static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool w
 	rc = cat_name_check(name);
 	if (rc != 0)
 		return rc;
-	cat_lock(cat);
-	rc = cat_begin(cat);
-	if (rc == 0)
+	cat_lock_view(cat);
+	bool defer = false;
+	rc = cat_gen_in_open_txn(cat, parent, &defer);
+	if (rc == 0 && defer && (rc = cat_defer_begin(cat)) == 0) {
 		rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
-	rc = cat_end_sweep(cat, rc); /* a removed generation root drops its backup */
+		rc = cat_defer_end(cat, rc);
+	} else if (rc == 0 || rc == -EAGAIN) {
+		rc = cat_begin(cat); /* commits the deferred transaction first */
+		if (rc == 0)
+			rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
+		rc = cat_end_sweep(cat, rc); /* a removed generation root drops its backup */
+	}
 	cat_unlock(cat);
 	return rc;
 }
@@ -1635,7 +1654,7 @@ int cat_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size)
 {
 	if (size == 0)
 		return -EINVAL;
-	cat_lock(cat);
+	cat_lock_view(cat);
 	int rc = cat_bind(cat, S_INODE_TARGET, A_INT(ino));
 	if (rc == 0)
 		rc = cat_next(cat, S_INODE_TARGET);
@@ -1722,7 +1741,7 @@ int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn
 	struct cat_readdir_ent ents[CAT_READDIR_BATCH];
 	bool first = true;
 	for (;;) {
-		cat_lock(cat);
+		cat_lock_view(cat);
 		int n = cat_readdir_fill(cat, dir, cookie, first, ents, CAT_READDIR_BATCH);
 		cat_unlock(cat);
 		if (n < 0)

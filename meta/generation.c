@@ -69,6 +69,7 @@ const char cat_gen_temp_sql[] =
 #define G(id) [(id) - S_GEN_FIRST]
 const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_INODE_GEN) = { "read an inode's generation", "SELECT gen FROM inodes WHERE ino = ?1" },
+	G(G_STATE) = { "read a generation's state", "SELECT state FROM generations WHERE id = ?1" },
 	G(G_SET_INODE_GEN) = { "set an inode's generation",
 			       "UPDATE inodes SET gen = ?2 WHERE ino = ?1" },
 	G(G_ROOT_OF) = { "find the generation rooted at an inode",
@@ -604,6 +605,24 @@ int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 	return rc;
 }
 
+int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open)
+{
+	uint64_t id = 0;
+	*open = false;
+	int rc = cat_gen_of_txn(cat, ino, &id);
+	if (rc != 0 || id == 0)
+		return rc;
+	rc = cat_bind(cat, G_STATE, A_INT(id));
+	if (rc == 0)
+		rc = cat_next(cat, G_STATE);
+	if (rc == 1) {
+		*open = cat_col_int(cat, G_STATE, 0) == GEN_OPEN;
+		rc = 0;
+	}
+	cat_reset(cat, G_STATE);
+	return rc;
+}
+
 int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const char *name,
 		      uint64_t step, uint64_t *gen_id)
 {
@@ -759,7 +778,7 @@ static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g)
 
 int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 {
-	cat_lock(cat);
+	cat_lock_view(cat); /* asked by FUSE requests (catalog_defer.c, D2) */
 	int rc = cat_gen_of_txn(cat, ino, gen_id);
 	cat_unlock(cat);
 	return rc;
@@ -792,7 +811,7 @@ int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_
 {
 	if (name == NULL)
 		return -EINVAL;
-	cat_lock(cat);
+	cat_lock_view(cat); /* readdir of a series asks (catalog_defer.c, D2) */
 	int rc = gen_fetch(cat, G_FIND_NAME, cat_bind(cat, G_FIND_NAME, A_INT(series),
 						       A_TEXT(name)), out);
 	cat_unlock(cat);

@@ -10,6 +10,10 @@
  *     lock ──▶ BEGIN IMMEDIATE ──▶ work ──┬──▶ COMMIT ───▶ sweep? ──▶ unlock
  *                                         └──▶ ROLLBACK ───────────▶ unlock
  *
+ * Removals inside an OPEN generation take another path: a savepoint in a
+ * write transaction left open and committed later, by the flusher or by the
+ * next write (catalog_defer.c, D1-D4). Reads run inside it.
+ *
  * Read-only calls run their statements without BEGIN IMMEDIATE (a plain
  * deferred read; one explicit read transaction where several statements must
  * agree). The sweep runs in its own transaction after the commit that dropped
@@ -419,17 +423,12 @@ void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1])
 void cat_lock(struct cat *cat)
 {
 	pthread_mutex_lock(&cat->lock);
-	cat_defer_flush(cat);
-}
-
-void cat_lock_view(struct cat *cat)
-{
-	pthread_mutex_lock(&cat->lock);
 }
 
 void cat_unlock(struct cat *cat)
 {
 	assert(!cat->in_txn);
+	cat_defer_settle(cat); /* a write outside a transaction commits now (D2) */
 	pthread_mutex_unlock(&cat->lock);
 }
 
@@ -551,11 +550,13 @@ int cat_begin(struct cat *cat)
 	return rc;
 }
 
+/* Inside a deferred transaction (catalog_defer.c) a read runs in it, with no
+ * BEGIN of its own: it sees what FUSE was told, and commits nothing. */
 int cat_begin_read(struct cat *cat)
 {
 	assert(!cat->in_txn);
-	cat_defer_flush(cat);
-	int rc = cat_run(cat, S_BEGIN_READ);
+	cat->in_read_of_deferred = cat->deferred > 0;
+	int rc = cat->in_read_of_deferred ? 0 : cat_run(cat, S_BEGIN_READ);
 	cat->in_txn = rc == 0;
 	return rc;
 }
@@ -566,6 +567,11 @@ int cat_end(struct cat *cat, int rc)
 {
 	if (!cat->in_txn)
 		return rc;
+	if (cat->in_read_of_deferred) { /* cat_begin_read: nothing of its own to end */
+		cat->in_read_of_deferred = false;
+		cat->in_txn = false;
+		return rc;
+	}
 	if (rc == 0)
 		rc = cat_run(cat, S_COMMIT);
 	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
@@ -1172,6 +1178,7 @@ int cat_open_readonly(const char *path, struct cat **out)
 int cat_sync(struct cat *cat)
 {
 	cat_lock(cat);
+	cat_defer_flush(cat); /* the pragma below is not for inside a transaction */
 	/* a committed write with synchronous=FULL fsyncs the WAL, and with it
 	 * every transaction committed before */
 	int rc = cat_run(cat, S_SYNC_FULL);
@@ -1210,7 +1217,7 @@ int cat_schema_version(struct cat *cat)
 
 int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
 {
-	cat_lock_view(cat);
+	cat_lock(cat);
 	int rc = cat_inode_get(cat, ino, out);
 	cat_unlock(cat);
 	return rc;
@@ -1246,7 +1253,7 @@ int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_in
 {
 	if (name == NULL)
 		return -EINVAL;
-	cat_lock_view(cat);
+	cat_lock(cat);
 	int rc = cat_lookup_locked(cat, parent, name, out);
 	cat_unlock(cat);
 	return rc;
@@ -1443,7 +1450,7 @@ static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool w
 	rc = cat_name_check(name);
 	if (rc != 0)
 		return rc;
-	cat_lock_view(cat);
+	cat_lock(cat);
 	bool defer = false;
 	rc = cat_gen_in_open_txn(cat, parent, &defer);
 	if (rc == 0 && defer && (rc = cat_defer_begin(cat)) == 0) {
@@ -1654,7 +1661,7 @@ int cat_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size)
 {
 	if (size == 0)
 		return -EINVAL;
-	cat_lock_view(cat);
+	cat_lock(cat);
 	int rc = cat_bind(cat, S_INODE_TARGET, A_INT(ino));
 	if (rc == 0)
 		rc = cat_next(cat, S_INODE_TARGET);
@@ -1741,7 +1748,7 @@ int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn
 	struct cat_readdir_ent ents[CAT_READDIR_BATCH];
 	bool first = true;
 	for (;;) {
-		cat_lock_view(cat);
+		cat_lock(cat);
 		int n = cat_readdir_fill(cat, dir, cookie, first, ents, CAT_READDIR_BATCH);
 		cat_unlock(cat);
 		if (n < 0)

@@ -5,7 +5,9 @@
  * Concurrency: one connection, one mutex. Every cat_* call is one transaction
  * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
  * calls are serialized — except cat_inodes_release and cat_inodes_drop_data,
- * a few transactions each (every one of them atomic). Journal: WAL, synchronous=NORMAL (a commit survives a
+ * a few transactions each (every one of them atomic), and removals inside an
+ * OPEN generation, which are group committed a moment after they return
+ * (cat_unlink, meta/catalog_defer.c). Journal: WAL, synchronous=NORMAL (a commit survives a
  * crash of the daemon; a `durable` commit also survives a crash of the machine).
  *
  * Invariants (asserted by cat_check):

@@ -15,24 +15,28 @@
  * Invariants:
  *  D1. The deferred transaction holds only removals whose parent was, inside
  *      that transaction, in an OPEN generation (the check and the removal
- *      are one lock hold). No other change ever joins it, and such a
- *      removal drops no chunk count (the inode keeps its extents until
- *      released; a generation root is never inside a generation, so no
- *      generation ends in it): there is nothing to sweep after its commit.
- *  D2. Nothing is committed after it without it. cat_lock, cat_begin and
- *      cat_begin_read commit it first, so every other transaction, and every
- *      statement run outside one, starts from a catalog where it is
- *      committed; a generation's commit, abort or deletion is such a
- *      transaction. On disk the catalog is therefore always a prefix of
- *      what was answered, and the only part a crash can drop is removals
- *      inside generations that are still OPEN, which recovery rolls back
- *      anyway. Only reads that answer FUSE requests (cat_lock_view:
- *      attributes, lookups, listings, an inode's generation) run inside it:
- *      the connection sees its own changes, as the kernel was told.
- *  D3. It is committed at the latest CAT_DEFER_MS (cat_defer_window) after its first removal
- *      (the flusher thread, started with the first one), or when it holds
- *      CAT_DEFER_MAX removals, or at cat_close. Other processes reading the
- *      catalog file (ckptfs-admin, sqlite3) see removals that late.
+ *      are one lock hold); any other change that joins it is committed with
+ *      them before the lock is released (D2). Such a removal drops no chunk
+ *      count (the inode keeps its extents until released; a generation
+ *      root is never inside a generation, so no generation ends in it):
+ *      there is nothing to sweep after its commit.
+ *  D2. Nothing is committed after it without it. cat_begin commits it
+ *      before its BEGIN, so every write transaction (a generation's commit,
+ *      abort or deletion among them) starts from a catalog where the
+ *      removals before it are committed. A write outside a transaction
+ *      (an autocommit statement) joins it, and cat_unlock commits both
+ *      before the lock is released (rows changed since the last removal:
+ *      sqlite3_total_changes64). Reads, cat_begin_read's included, run
+ *      inside it and commit nothing: the connection sees its own changes,
+ *      as FUSE was told. On disk the catalog is therefore always a prefix
+ *      of what was answered, and the only part a crash can drop is
+ *      removals inside generations that are still OPEN, which recovery
+ *      rolls back anyway.
+ *  D3. It is committed at the latest CAT_DEFER_MS (cat_defer_window) after
+ *      its first removal (the flusher thread, started with the first one),
+ *      when it holds CAT_DEFER_MAX removals, or at cat_close. Other
+ *      processes reading the catalog file (ckptfs-admin, sqlite3) see
+ *      removals that late.
  *  D4. A failed removal is rolled back to its savepoint and leaves the
  *      others in place. If SQLite drops the whole transaction (an I/O
  *      error), the deferred removals are lost, which is logged: their names
@@ -94,6 +98,19 @@ int cat_defer_flush(struct cat *cat)
 			  " they are undone (their names are back)", cat->path, n);
 	cat_defer_forget(cat);
 	return rc;
+}
+
+void cat_defer_settle(struct cat *cat)
+{
+	if (cat->deferred == 0)
+		return;
+	if (sqlite3_get_autocommit(cat->db) != 0) { /* SQLite dropped it (an I/O error) */
+		log_error("catalog %s: the transaction of %u removals inside open generations was"
+			  " rolled back; their names are back", cat->path, cat->deferred);
+		cat_defer_forget(cat);
+	} else if (sqlite3_total_changes64(cat->db) != cat->deferred_changes) {
+		cat_defer_flush(cat);
+	}
 }
 
 /* The flusher (D3): commits the deferred transaction CAT_DEFER_MS after its
@@ -183,6 +200,7 @@ int cat_defer_end(struct cat *cat, int rc)
 		cat_defer_forget(cat);
 		return rc ? rc : -EIO;
 	}
+	cat->deferred_changes = sqlite3_total_changes64(cat->db);
 	if (rc != 0)
 		return rc;
 	if (cat->deferred++ == 0) {

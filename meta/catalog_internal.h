@@ -100,9 +100,11 @@ struct cat {
 	void *reclaim_arg;
 	int schema_version;
 	bool in_txn; /* between cat_begin and cat_end */
+	bool in_read_of_deferred; /* a cat_begin_read inside the deferred transaction */
 	/* the deferred transaction (catalog_defer.c): removals in it, since when */
 	unsigned deferred;
 	int64_t deferred_since_ns; /* CLOCK_MONOTONIC */
+	int64_t deferred_changes;  /* sqlite3_total_changes64 after the last removal */
 	unsigned defer_ms;         /* the window, if defer_ms_set (cat_defer_window) */
 	bool defer_ms_set;
 	pthread_cond_t defer_wake; /* the flusher waits on it with lock */
@@ -136,11 +138,9 @@ struct cat_arg {
 
 int64_t cat_now_ns(void);
 void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1]);
-/* Takes the lock and commits the deferred transaction (catalog_defer.c, D2). */
 void cat_lock(struct cat *cat);
-/* Takes the lock and leaves a deferred transaction open: only for reads that
- * answer FUSE requests (D2). cat_begin still commits it. */
-void cat_lock_view(struct cat *cat);
+/* Releases the lock; a write made outside a transaction while removals are
+ * deferred is committed with them first (catalog_defer.c, D2). */
 void cat_unlock(struct cat *cat);
 
 int cat_sql_fail(struct cat *cat, enum cat_sid id, int src);
@@ -169,6 +169,9 @@ int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now);
 /* Commits the deferred transaction, if any (D2; a failure is logged, its
  * removals are lost). */
 int cat_defer_flush(struct cat *cat);
+/* At cat_unlock (D2): commits the deferred transaction if anything but
+ * deferred removals changed rows in it; notes it if SQLite dropped it. */
+void cat_defer_settle(struct cat *cat);
 /* Opens a savepoint for one removal in the deferred transaction (opening
  * that first); -EAGAIN if there is no flusher thread (then commit as usual). */
 int cat_defer_begin(struct cat *cat);

@@ -778,7 +778,7 @@ static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g)
 
 int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 {
-	cat_lock_view(cat); /* asked by FUSE requests (catalog_defer.c, D2) */
+	cat_lock(cat);
 	int rc = cat_gen_of_txn(cat, ino, gen_id);
 	cat_unlock(cat);
 	return rc;
@@ -811,7 +811,7 @@ int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_
 {
 	if (name == NULL)
 		return -EINVAL;
-	cat_lock_view(cat); /* readdir of a series asks (catalog_defer.c, D2) */
+	cat_lock(cat);
 	int rc = gen_fetch(cat, G_FIND_NAME, cat_bind(cat, G_FIND_NAME, A_INT(series),
 						       A_TEXT(name)), out);
 	cat_unlock(cat);

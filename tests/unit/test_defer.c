@@ -22,6 +22,7 @@
 #include "generation.h"
 #include "log.h"
 #include "support.h"
+#include "upload.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 #define FILL 0xd3
@@ -185,6 +186,28 @@ Test(defer, any_other_transaction_commits_the_deferred_removals_first, .init = s
 	cr_assert_eq(committed_entries(sub), NFILES - 3);
 	FAILS(cat_rmdir(fx.cat, gen_get(id).series, "step-1", NULL), ENOTEMPTY);
 	cr_assert_eq(committed_entries(sub), NFILES - 5, "a removal outside commits them, failed or not");
+}
+
+Test(defer, reads_run_inside_and_a_write_outside_a_transaction_commits_with_them,
+     .init = setup, .fini = teardown)
+{
+	uint64_t root, sub, notes;
+	uint64_t id = make_tree(true, &root, &sub, &notes);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	remove_files(id, sub, 0, 2);
+	struct cat_gen g = gen_get(id); /* a read transaction */
+	cr_assert_eq(g.files, NFILES - 2, "it sees the removals");
+	struct cat_upload u;
+	cr_assert_eq(cat_upload_list(fx.cat, 0, &u, 1), 1);
+	struct cat_stats st;
+	OK(cat_stats(fx.cat, &st));
+	cr_assert_eq(committed_entries(sub), NFILES, "reads commit nothing");
+	OK(cat_upload_failed(fx.cat, u.seq, "test")); /* an autocommit write */
+	cr_assert_eq(committed_entries(sub), NFILES - 2, "committed with the write, at unlock");
+	char sql[96];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM uploads WHERE seq = %llu AND attempts > 0",
+		 (unsigned long long)u.seq);
+	cr_assert_eq(committed(sql), 1);
 }
 
 Test(defer, a_failed_removal_leaves_the_deferred_ones, .init = setup, .fini = teardown)

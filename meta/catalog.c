@@ -1175,20 +1175,27 @@ int cat_open_readonly(const char *path, struct cat **out)
 	return 0;
 }
 
+/* Sets synchronous=FULL or back to NORMAL. SQLite refuses that inside a
+ * transaction, so removals still deferred are committed first. */
+static int cat_synchronous(struct cat *cat, bool full)
+{
+	cat_defer_flush(cat);
+	return cat_run(cat, full ? S_SYNC_FULL : S_SYNC_NORMAL);
+}
+
 int cat_sync(struct cat *cat)
 {
 	cat_lock(cat);
-	cat_defer_flush(cat); /* the pragma below is not for inside a transaction */
 	/* a committed write with synchronous=FULL fsyncs the WAL, and with it
 	 * every transaction committed before */
-	int rc = cat_run(cat, S_SYNC_FULL);
+	int rc = cat_synchronous(cat, true);
 	if (rc == 0)
 		rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_exec(cat, "make the catalog durable",
 			      "UPDATE meta SET value = value WHERE key = 'schema_version'");
 	rc = cat_end(cat, rc);
-	int src = cat_run(cat, S_SYNC_NORMAL);
+	int src = cat_synchronous(cat, false);
 	cat_unlock(cat);
 	return rc ? rc : src;
 }
@@ -2144,14 +2151,14 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 	if (size > INT64_MAX)
 		return -EINVAL;
 	cat_lock(cat);
-	int rc = durable ? cat_run(cat, S_SYNC_FULL) : 0;
+	int rc = durable ? cat_synchronous(cat, true) : 0;
 	if (rc == 0)
 		rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_file_commit_txn(cat, ino, size, mtime_ns);
 	rc = cat_end(cat, rc);
 	if (durable) {
-		int src = cat_run(cat, S_SYNC_NORMAL);
+		int src = cat_synchronous(cat, false);
 		rc = rc ? rc : src;
 	}
 	if (rc == 0)

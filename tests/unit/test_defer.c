@@ -210,6 +210,32 @@ Test(defer, reads_run_inside_and_a_write_outside_a_transaction_commits_with_them
 	cr_assert_eq(committed(sql), 1);
 }
 
+/* fsync of a file (a durable commit) and of a directory switch SQLite to
+ * synchronous=FULL, which it refuses inside a transaction. */
+Test(defer, durable_commits_and_syncs_work_while_removals_are_deferred, .init = setup,
+     .fini = teardown)
+{
+	uint64_t root, sub, notes;
+	uint64_t id = make_tree(true, &root, &sub, &notes);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	remove_files(id, sub, 0, 2);
+	uint64_t f = ts_mk(fx.cat, root, "shard.pt", S_IFREG | 0644, NULL);
+	remove_files(id, sub, 2, 4);
+	OK(cat_pending_drop(fx.cat, f));
+	struct cat_extent e = { .off = 0, .len = 100, .chunk_len = 100 };
+	bool must;
+	ts_hash(e.hash, FILL, 99);
+	OK(cat_pending_add(fx.cat, f, &e, &must));
+	OK(cat_chunk_stored(fx.cat, e.hash, 1, 51));
+	remove_files(id, sub, 4, 6);
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), true));
+	cr_assert_eq(committed_entries(sub), NFILES - 6);
+	remove_files(id, sub, 6, 8);
+	OK(cat_sync(fx.cat));
+	cr_assert_eq(committed_entries(sub), NFILES - 8);
+	OK(cat_pending_drop(fx.cat, f));
+}
+
 Test(defer, a_failed_removal_leaves_the_deferred_ones, .init = setup, .fini = teardown)
 {
 	uint64_t root, sub, notes;

@@ -10,6 +10,10 @@
  *     lock ──▶ BEGIN IMMEDIATE ──▶ work ──┬──▶ COMMIT ───▶ sweep? ──▶ unlock
  *                                         └──▶ ROLLBACK ───────────▶ unlock
  *
+ * Removals inside an OPEN generation take another path: a savepoint in a
+ * write transaction left open and committed later, by the flusher or by the
+ * next write (catalog_defer.c, D1-D4). Reads run inside it.
+ *
  * Read-only calls run their statements without BEGIN IMMEDIATE (a plain
  * deferred read; one explicit read transaction where several statements must
  * agree). The sweep runs in its own transaction after the commit that dropped
@@ -142,6 +146,9 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_ROLLBACK] = { "roll back", "ROLLBACK" },
 	[S_SYNC_FULL] = { "set synchronous=FULL for a durable commit", "PRAGMA synchronous=FULL" },
 	[S_SYNC_NORMAL] = { "set synchronous=NORMAL", "PRAGMA synchronous=NORMAL" },
+	[S_SAVEPOINT] = { "open a savepoint", "SAVEPOINT cat_op" },
+	[S_RELEASE] = { "release a savepoint", "RELEASE cat_op" },
+	[S_ROLLBACK_TO] = { "roll back to a savepoint", "ROLLBACK TO cat_op" },
 
 	[S_INODE_GET] = { "read an inode",
 			  "SELECT " CAT_INODE_COLS " FROM inodes WHERE ino = ?1" },
@@ -421,6 +428,7 @@ void cat_lock(struct cat *cat)
 void cat_unlock(struct cat *cat)
 {
 	assert(!cat->in_txn);
+	cat_defer_settle(cat); /* a write outside a transaction commits now (D2) */
 	pthread_mutex_unlock(&cat->lock);
 }
 
@@ -536,15 +544,19 @@ static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[C
 int cat_begin(struct cat *cat)
 {
 	assert(!cat->in_txn);
+	cat_defer_flush(cat);
 	int rc = cat_run(cat, S_BEGIN);
 	cat->in_txn = rc == 0;
 	return rc;
 }
 
+/* Inside a deferred transaction (catalog_defer.c) a read runs in it, with no
+ * BEGIN of its own: it sees what FUSE was told, and commits nothing. */
 int cat_begin_read(struct cat *cat)
 {
 	assert(!cat->in_txn);
-	int rc = cat_run(cat, S_BEGIN_READ);
+	cat->in_read_of_deferred = cat->deferred > 0;
+	int rc = cat->in_read_of_deferred ? 0 : cat_run(cat, S_BEGIN_READ);
 	cat->in_txn = rc == 0;
 	return rc;
 }
@@ -555,6 +567,11 @@ int cat_end(struct cat *cat, int rc)
 {
 	if (!cat->in_txn)
 		return rc;
+	if (cat->in_read_of_deferred) { /* cat_begin_read: nothing of its own to end */
+		cat->in_read_of_deferred = false;
+		cat->in_txn = false;
+		return rc;
+	}
 	if (rc == 0)
 		rc = cat_run(cat, S_COMMIT);
 	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
@@ -1158,19 +1175,27 @@ int cat_open_readonly(const char *path, struct cat **out)
 	return 0;
 }
 
+/* Sets synchronous=FULL or back to NORMAL. SQLite refuses that inside a
+ * transaction, so removals still deferred are committed first. */
+static int cat_synchronous(struct cat *cat, bool full)
+{
+	cat_defer_flush(cat);
+	return cat_run(cat, full ? S_SYNC_FULL : S_SYNC_NORMAL);
+}
+
 int cat_sync(struct cat *cat)
 {
 	cat_lock(cat);
 	/* a committed write with synchronous=FULL fsyncs the WAL, and with it
 	 * every transaction committed before */
-	int rc = cat_run(cat, S_SYNC_FULL);
+	int rc = cat_synchronous(cat, true);
 	if (rc == 0)
 		rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_exec(cat, "make the catalog durable",
 			      "UPDATE meta SET value = value WHERE key = 'schema_version'");
 	rc = cat_end(cat, rc);
-	int src = cat_run(cat, S_SYNC_NORMAL);
+	int src = cat_synchronous(cat, false);
 	cat_unlock(cat);
 	return rc ? rc : src;
 }
@@ -1180,6 +1205,7 @@ void cat_close(struct cat *cat)
 	if (cat == NULL)
 		return;
 	assert(!cat->in_txn);
+	cat_defer_stop(cat);
 	for (int id = 0; id < S_COUNT; id++)
 		sqlite3_finalize(cat->stmt[id]);
 	if (cat->db != NULL && sqlite3_close(cat->db) != SQLITE_OK)
@@ -1432,10 +1458,17 @@ static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool w
 	if (rc != 0)
 		return rc;
 	cat_lock(cat);
-	rc = cat_begin(cat);
-	if (rc == 0)
+	bool defer = false;
+	rc = cat_gen_in_open_txn(cat, parent, &defer);
+	if (rc == 0 && defer && (rc = cat_defer_begin(cat)) == 0) {
 		rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
-	rc = cat_end_sweep(cat, rc); /* a removed generation root drops its backup */
+		rc = cat_defer_end(cat, rc);
+	} else if (rc == 0 || rc == -EAGAIN) {
+		rc = cat_begin(cat); /* commits the deferred transaction first */
+		if (rc == 0)
+			rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
+		rc = cat_end_sweep(cat, rc); /* a removed generation root drops its backup */
+	}
 	cat_unlock(cat);
 	return rc;
 }
@@ -2118,14 +2151,14 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 	if (size > INT64_MAX)
 		return -EINVAL;
 	cat_lock(cat);
-	int rc = durable ? cat_run(cat, S_SYNC_FULL) : 0;
+	int rc = durable ? cat_synchronous(cat, true) : 0;
 	if (rc == 0)
 		rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_file_commit_txn(cat, ino, size, mtime_ns);
 	rc = cat_end(cat, rc);
 	if (durable) {
-		int src = cat_run(cat, S_SYNC_NORMAL);
+		int src = cat_synchronous(cat, false);
 		rc = rc ? rc : src;
 	}
 	if (rc == 0)

@@ -5,7 +5,9 @@
  * Concurrency: one connection, one mutex. Every cat_* call is one transaction
  * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
  * calls are serialized — except cat_inodes_release and cat_inodes_drop_data,
- * a few transactions each (every one of them atomic). Journal: WAL, synchronous=NORMAL (a commit survives a
+ * a few transactions each (every one of them atomic), and removals inside an
+ * OPEN generation, which are group committed a moment after they return
+ * (cat_unlink, meta/catalog_defer.c). Journal: WAL, synchronous=NORMAL (a commit survives a
  * crash of the daemon; a `durable` commit also survives a crash of the machine).
  *
  * Invariants (asserted by cat_check):
@@ -80,7 +82,10 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
  * older schema version is refused with -EPROTO (it cannot be migrated
  * read-only). */
 int cat_open_readonly(const char *path, struct cat **out);
-void cat_close(struct cat *cat); /* NULL is allowed */
+void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
+/* The group-commit window of removals inside OPEN generations (cat_unlink);
+ * 0 commits each on its own. For tests and tuning. */
+void cat_defer_window(struct cat *cat, unsigned ms);
 int cat_schema_version(struct cat *cat); /* the version stored in the file */
 
 /* ---- namespace ---- */
@@ -104,7 +109,14 @@ int cat_link(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newn
 
 /* Removes a non-directory entry (-EISDIR for a directory); nlink--. The inode
  * itself stays (nlink may reach 0) until cat_inode_release. *ino_out gets the
- * inode the name referred to. */
+ * inode the name referred to.
+ *
+ * cat_unlink and cat_rmdir with a parent inside an OPEN generation are group
+ * committed (meta/catalog_defer.c): the call returns before its commit, which
+ * follows within the window (10 ms by default), or before any other
+ * transaction. A crash can lose only such removals, and recovery rolls back
+ * their generation anyway (G4), so what a crash leaves is unchanged. Every
+ * other removal commits before it returns. */
 int cat_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out);
 
 /* Removes an empty directory (-ENOTEMPTY, -ENOTDIR). The inode gets nlink 0

@@ -24,6 +24,7 @@
 
 enum cat_sid {
 	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
 
 	S_INODE_GET, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
 	S_INODE_SETATTR, S_INODE_SETSIZE, S_INODE_DELETE,
@@ -52,7 +53,7 @@ enum cat_sid {
 
 	/* generation.c's statements (SQL in its cat_gen_sql) */
 	S_GEN_FIRST,
-	G_INODE_GEN = S_GEN_FIRST, G_SET_INODE_GEN, G_ROOT_OF,
+	G_INODE_GEN = S_GEN_FIRST, G_STATE, G_SET_INODE_GEN, G_ROOT_OF,
 	G_INSERT, G_GET, G_PUT, G_FIND_NAME, G_FIND_STEP, G_LIST, G_OPEN_IDS,
 
 	G_TREE_CLEAR, G_TREE_FILL, G_TREE_FILL_NUMBERED, G_TREE_IDS, G_TREE_COPY_OF,
@@ -99,6 +100,16 @@ struct cat {
 	void *reclaim_arg;
 	int schema_version;
 	bool in_txn; /* between cat_begin and cat_end */
+	bool in_read_of_deferred; /* a cat_begin_read inside the deferred transaction */
+	/* the deferred transaction (catalog_defer.c): removals in it, since when */
+	unsigned deferred;
+	int64_t deferred_since_ns; /* CLOCK_MONOTONIC */
+	int64_t deferred_changes;  /* sqlite3_total_changes64 after the last removal */
+	unsigned defer_ms;         /* the window, if defer_ms_set (cat_defer_window) */
+	bool defer_ms_set;
+	pthread_cond_t defer_wake; /* the flusher waits on it with lock */
+	pthread_t flusher;
+	bool flusher_running, flusher_failed, flusher_stop;
 };
 
 /* An argument for cat_bind, typed by the macros below. */
@@ -128,6 +139,8 @@ struct cat_arg {
 int64_t cat_now_ns(void);
 void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1]);
 void cat_lock(struct cat *cat);
+/* Releases the lock; a write made outside a transaction while removals are
+ * deferred is committed with them first (catalog_defer.c, D2). */
 void cat_unlock(struct cat *cat);
 
 int cat_sql_fail(struct cat *cat, enum cat_sid id, int src);
@@ -151,10 +164,30 @@ int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64
 int cat_dirent_delete(struct cat *cat, uint64_t id);
 int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now);
 
+/* ---- deferred removals of catalog_defer.c (lock held) ---- */
+
+/* Commits the deferred transaction, if any (D2; a failure is logged, its
+ * removals are lost). */
+int cat_defer_flush(struct cat *cat);
+/* At cat_unlock (D2): commits the deferred transaction if anything but
+ * deferred removals changed rows in it; notes it if SQLite dropped it. */
+void cat_defer_settle(struct cat *cat);
+/* Opens a savepoint for one removal in the deferred transaction (opening
+ * that first); -EAGAIN if there is no flusher thread (then commit as usual). */
+int cat_defer_begin(struct cat *cat);
+/* Ends the removal: kept in the deferred transaction when rc is 0, rolled
+ * back to its savepoint otherwise (D4). Returns rc. */
+int cat_defer_end(struct cat *cat, int rc);
+/* At close: stops the flusher and commits what is deferred. */
+void cat_defer_stop(struct cat *cat);
+
 /* ---- generation bookkeeping of generation.c, called by catalog.c ---- */
 
 /* The generation of ino (0 for none); -ENOENT if there is no such inode. */
 int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id);
+/* Whether ino is in an OPEN generation: a crash would undo any change under
+ * it (G4), so its removals may be deferred (catalog_defer.c). */
+int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open);
 /* Starts an OPEN generation rooted at the new inode root, just linked as
  * series/name (cat_create_in_gen). */
 int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const char *name,

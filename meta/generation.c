@@ -69,6 +69,7 @@ const char cat_gen_temp_sql[] =
 #define G(id) [(id) - S_GEN_FIRST]
 const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_INODE_GEN) = { "read an inode's generation", "SELECT gen FROM inodes WHERE ino = ?1" },
+	G(G_STATE) = { "read a generation's state", "SELECT state FROM generations WHERE id = ?1" },
 	G(G_SET_INODE_GEN) = { "set an inode's generation",
 			       "UPDATE inodes SET gen = ?2 WHERE ino = ?1" },
 	G(G_ROOT_OF) = { "find the generation rooted at an inode",
@@ -601,6 +602,24 @@ int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 		rc = -ENOENT;
 	}
 	cat_reset(cat, G_INODE_GEN);
+	return rc;
+}
+
+int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open)
+{
+	uint64_t id = 0;
+	*open = false;
+	int rc = cat_gen_of_txn(cat, ino, &id);
+	if (rc != 0 || id == 0)
+		return rc;
+	rc = cat_bind(cat, G_STATE, A_INT(id));
+	if (rc == 0)
+		rc = cat_next(cat, G_STATE);
+	if (rc == 1) {
+		*open = cat_col_int(cat, G_STATE, 0) == GEN_OPEN;
+		rc = 0;
+	}
+	cat_reset(cat, G_STATE);
 	return rc;
 }
 

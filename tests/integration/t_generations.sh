@@ -565,6 +565,100 @@ test_trainer_rm_rf_deletes_and_reclaims_even_after_a_crash() {
 	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the bytes of the files left"
 }
 
+# files_both REL N: N files of 1 KiB in 10 subdirectories of REL, written to
+# the mount and to the reference alike.
+files_both() {
+	"$PY" - "$CK_MNT/$1" "$CK_REF/$1" "$2" <<'PYEOF'
+import os, sys
+mnt, ref, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+base = os.urandom(1024)
+for i in range(n):
+    data = i.to_bytes(8, "little") + os.urandom(8) + base[16:]
+    for top in (mnt, ref):
+        sub = os.path.join(top, "d%02d" % (i % 10))
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, "f%06d" % i), "wb") as f:
+            f.write(data)
+PYEOF
+}
+# Files still listed in generation NAME's subdirectories, as committed.
+gen_files_committed() {
+	ck_sql "SELECT count(*) FROM dirents WHERE parent IN (SELECT d.ino FROM dirents d JOIN generations g ON d.parent = g.root WHERE g.name = '$1' AND g.state IN (0, 1))"
+}
+
+# The removals of a trainer's rm -rf inside the generation it reopened are
+# group committed (meta/catalog_defer.c): kill -9 half-way must bring the
+# committed generation back whole, version 1, with every byte and nothing
+# leaked; a complete rm -rf, then kill -9 at once, must stay deleted.
+test_kill9_during_rm_rf_of_a_committed_generation_brings_it_back_whole() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/rr" "$CK_REF/rr"
+	files_both rr/step-1 4000
+	GT dcp rr/step-1
+	gen_expect "$CK_MNT/rr/step-1" state=committed version=1 --wait 3
+	GT dcp rr/step-2
+	gen_expect "$CK_MNT/rr/step-2" state=committed --wait 3
+	ck_wait_durable
+	ck_remount "$GEN_OPTS"
+	local objs0 left i=0
+	objs0=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	rm -rf "$CK_MNT/rr/step-1" &
+	local rmpid=$!
+	while left=$(gen_files_committed step-1) && [ "$left" -gt 3800 ] && [ $i -lt 1000 ]; do
+		i=$((i + 1))
+		sleep 0.01
+	done
+	kill -0 "$rmpid" 2>/dev/null || ck_fail "rm -rf of 4000 files finished before the kill (committed files left: $left)"
+	ck_kill9 "$rmpid"
+	ck_log "killed with $left of 4000 files committed in step-1 (uncommitted removals not counted)"
+	ck_mount "$GEN_OPTS"
+	gen_expect "$CK_MNT/rr/step-1" state=committed version=1
+	assert_cat_gen step-1 1 crash-restored
+	same rr
+	ck_umount
+	assert_eq 0 "$(ck_sql 'SELECT count(*) FROM inodes WHERE nlink = 0')" "unlinked inodes left"
+	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the bytes of the files"
+	ck_objcheck
+
+	ck_mount "$GEN_OPTS"
+	rm -rf "$CK_MNT/rr/step-1"
+	rm -rf "${CK_REF:?}/rr/step-1"
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	assert_not_exists "$CK_MNT/rr/step-1"
+	assert_cat_gen step-1 3 trainer
+	gen_expect "$CK_MNT/rr/step-2" state=committed version=1
+	same rr
+	ck_umount
+	assert_eq 0 "$(ck_sql 'SELECT count(*) FROM inodes WHERE nlink = 0')" "unlinked inodes left"
+	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the bytes of the files left"
+	ck_objcheck
+	ck_log "objects on BACKING: $objs0 before, $(find "$CK_BACKING/chunks" -type f | wc -l) after"
+}
+
+# A removal inside an OPEN generation, then its commit, then kill -9: the
+# commit carries the removal (D2 of meta/catalog_defer.c).
+test_kill9_after_a_commit_keeps_the_removals_before_it() {
+	ck_mount "$GEN_OPTS"
+	mkdir "$CK_MNT/rk"
+	GT dcp rk/step-1 --phase files
+	mkdir "$CK_MNT/rk/step-1/sub"
+	GT put rk/step-1/stale.bin
+	GT put rk/step-1/sub/old.bin
+	gen_expect "$CK_MNT/rk/step-1" state=open
+	rm "$CK_MNT/rk/step-1/stale.bin" "$CK_REF/rk/step-1/stale.bin"
+	rm -r "$CK_MNT/rk/step-1/sub" "$CK_REF/rk/step-1/sub"
+	GT dcp rk/step-1 --phase final
+	gen_expect "$CK_MNT/rk/step-1" state=committed version=1 --wait 3
+	ck_kill9
+	ck_mount "$GEN_OPTS"
+	gen_expect "$CK_MNT/rk/step-1" state=committed version=1
+	assert_not_exists "$CK_MNT/rk/step-1/stale.bin"
+	assert_not_exists "$CK_MNT/rk/step-1/sub"
+	same rk
+	ck_umount
+}
+
 test_torchtitan_purge_thread_races_a_new_save() {
 	ck_mount "$GEN_OPTS"
 	mkdir "$CK_MNT/tt"

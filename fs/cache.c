@@ -107,7 +107,7 @@ static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
 static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const uint8_t *obj,
 			    size_t obj_len)
 {
-	uint64_t payload = obj_len - STORE_HEADER_LEN; /* as the catalog counts */
+	uint64_t payload = obj_len - store_object_header_len(obj); /* as the catalog counts */
 	pthread_mutex_lock(&c->lock);
 	c->st.fetched_bytes += obj_len;
 	bool room = c->cached_bytes + payload <= c->bound / 100 * CACHE_HIGH_PCT;

@@ -44,6 +44,7 @@ struct ckptfs_options {
 	uint64_t cache_size;          /* bound of cached chunk bytes; 0: what the disk holds */
 	uint64_t dirty_max;           /* bound of bytes not yet on BACKING; 0: 3/4 of cache_size */
 	bool sync_backing;            /* fsync waits until the data is on BACKING */
+	bool verify_sha256;           /* local reads re-hash chunks (store.c S4) */
 	bool leave_queued;            /* unmount does not wait for uploads */
 	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */

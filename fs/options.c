@@ -157,6 +157,12 @@ static int options_one(struct options_result *r, const char *opt)
 		o->sync_backing = strcmp(opt + 5, "backing") == 0;
 		return 0;
 	}
+	if (strncmp(opt, "verify=", 7) == 0) {
+		if (strcmp(opt + 7, "crc32c") != 0 && strcmp(opt + 7, "sha256") != 0)
+			return options_fail("option '%s': %s", opt, "expects verify=crc32c or verify=sha256");
+		o->verify_sha256 = strcmp(opt + 7, "sha256") == 0;
+		return 0;
+	}
 	if (strncmp(opt, "backing_timeout=", 16) == 0) {
 		double s;
 		if (options_seconds(opt, opt + 16, &s) != 0)
@@ -249,6 +255,9 @@ void options_usage(FILE *f)
 		"                     cache_size)\n"
 		"  sync=local|backing fsync makes data durable on the local disk (default), or\n"
 		"                     returns only when it is on BACKING\n"
+		"  verify=crc32c|sha256 how chunks read back from the cache are checked: by the\n"
+		"                     CRC-32C their objects carry (default), or by re-hashing;\n"
+		"                     chunks from BACKING are always re-hashed\n"
 		"  backing_timeout=S  reads that need BACKING wait this long, then EIO (default 60)\n"
 		"  upload_threads=N   parallel uploads to BACKING (default 2)\n"
 		"  upload_deadline=S  log uploads older than this (default 300)\n"

@@ -215,9 +215,12 @@ static int rb_chunk_present(struct backing *b, const struct manifest_chunk *c, b
 		*present = false;
 		return 0;
 	}
-	if (rc == 0 && size != STORE_HEADER_LEN + c->stored_len) {
-		log_warn("rebuild: BACKING %s: %s is %" PRIu64 " bytes, its manifest says %" PRIu64,
-			 backing_spec(b), path, size, (uint64_t)STORE_HEADER_LEN + c->stored_len);
+	/* either header: objects of format 1 and 2 live side by side */
+	if (rc == 0 && size != STORE_HEADER_LEN + c->stored_len &&
+	    size != STORE_HEADER_LEN_V1 + c->stored_len) {
+		log_warn("rebuild: BACKING %s: %s is %" PRIu64 " bytes, its manifest says %" PRIu64
+			 " of payload",
+			 backing_spec(b), path, size, c->stored_len);
 		*present = false;
 		return 0;
 	}

@@ -35,8 +35,20 @@
  * large save on these VMs (see docs/BENCH.md), and the save's critical path
  * is what users wait for. The file is the same either way. Readers and the
  * uploader read such objects back with O_DIRECT too (store_read_whole); an
- * upload by copy then verifies them in full (S2 needs page-cache bytes), at
- * BACKING's pace, off the save's path. */
+ * upload by copy then verifies them (S2 needs page-cache bytes), at
+ * BACKING's pace, off the save's path.
+ *
+ * Invariant S4 (checksums): every object this version writes (format 2)
+ * carries the CRC-32C of its payload, computed from the bytes it writes,
+ * which are the bytes its caller hashed (or their LZ4 encoding). An object
+ * read back from this store (store_load, store_get, the uploader's copy) is
+ * checked by that CRC, a few times faster than SHA-256: a chunk that rotted
+ * or was torn on the local disk is never returned (EIO), as the SHA-256 check
+ * would ensure. SHA-256 stays the check of every object that comes from
+ * BACKING (store_object_check: another node, another disk) and of
+ * `ckptfs-admin verify`; -o verify=sha256 makes it the check of local reads
+ * too (store_set_local_check). A version-1 object (no CRC) is always checked
+ * by SHA-256. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -59,6 +71,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "crc32c.h"
 #include "log.h"
 
 #define STORE_SHARDS 65536 /* chunks/ab/cd: the first two bytes of the hash */
@@ -113,6 +126,7 @@ struct store {
 	uint8_t *dio_buf[STORE_DIO_BUFS];
 	size_t dio_cap[STORE_DIO_BUFS];
 	bool dio_busy[STORE_DIO_BUFS];
+	_Atomic int local_check; /* S4: enum store_check */
 };
 
 static void store_scratch_free(void *p)
@@ -177,8 +191,10 @@ static uint64_t get_le64(const uint8_t *p)
 	return v;
 }
 
+/* A format-2 header; the payload follows at STORE_HEADER_LEN (S4: its
+ * CRC-32C is crc). */
 static void store_header_encode(uint8_t h[STORE_HEADER_LEN], const uint8_t hash[HASH_LEN],
-				uint8_t codec, uint64_t plain_len, uint64_t stored_len)
+				uint8_t codec, uint64_t plain_len, uint64_t stored_len, uint32_t crc)
 {
 	memset(h, 0, STORE_HEADER_LEN);
 	memcpy(h, STORE_MAGIC, 8);
@@ -188,25 +204,65 @@ static void store_header_encode(uint8_t h[STORE_HEADER_LEN], const uint8_t hash[
 	put_le64(h + 16, plain_len);
 	put_le64(h + 24, stored_len);
 	memcpy(h + 32, hash, HASH_LEN);
+	put_le32(h + 64, crc);
 }
 
-/* Returns 0 or a reason for the log. */
-static const char *store_header_decode(const uint8_t h[STORE_HEADER_LEN],
+/* Decodes the header of a format 1 or 2 object from its first avail bytes
+ * (at most STORE_HEADER_LEN are looked at). Returns 0 or a reason for the
+ * log. */
+static const char *store_header_decode(const uint8_t *h, size_t avail,
 				       const uint8_t hash[HASH_LEN],
 				       struct store_object_info *info)
 {
+	if (avail < STORE_HEADER_LEN_V1)
+		return "truncated header";
 	if (memcmp(h, STORE_MAGIC, 8) != 0)
 		return "bad magic";
-	if (get_le16(h + 8) != STORE_FORMAT_VERSION)
+	unsigned version = get_le16(h + 8);
+	uint32_t hlen = get_le32(h + 12);
+	if (version != 1 && version != STORE_FORMAT_VERSION)
 		return "unknown format version";
-	if (get_le32(h + 12) != STORE_HEADER_LEN)
+	if (hlen != (version == 1 ? STORE_HEADER_LEN_V1 : STORE_HEADER_LEN))
 		return "bad header length";
+	if (avail < hlen)
+		return "truncated header";
 	if (memcmp(h + 32, hash, HASH_LEN) != 0)
 		return "header names another chunk";
 	info->codec = h[10];
 	info->plain_len = get_le64(h + 16);
 	info->stored_len = get_le64(h + 24);
+	info->header_len = hlen;
+	info->has_crc = version >= 2;
+	info->crc = info->has_crc ? get_le32(h + 64) : 0;
 	return NULL;
+}
+
+/* S4: the first check of a payload (stored_len bytes) read back: its CRC,
+ * if it has one and the check is more than the header's. NULL or a reason. */
+static const char *store_payload_why(enum store_check how, const struct store_object_info *info,
+				     const uint8_t *payload)
+{
+	if (how == STORE_CHECK_HEADER || !info->has_crc)
+		return NULL;
+	return crc32c(0, payload, info->stored_len) == info->crc
+		       ? NULL
+		       : "payload does not match its CRC-32C";
+}
+
+/* S4: whether the plain bytes must also be hashed. */
+static bool store_needs_sha(enum store_check how, const struct store_object_info *info)
+{
+	return how == STORE_CHECK_SHA || (how == STORE_CHECK_CRC && !info->has_crc);
+}
+
+void store_set_local_check(struct store *st, enum store_check how)
+{
+	atomic_store(&st->local_check, (int)how);
+}
+
+enum store_check store_local_check(struct store *st)
+{
+	return (enum store_check)atomic_load(&st->local_check);
 }
 
 /* ---- paths ---- */
@@ -422,6 +478,7 @@ int store_open(const char *root, struct store **out)
 	struct store *st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	atomic_init(&st->local_check, STORE_CHECK_CRC); /* S4 */
 	int rc = 0;
 	if (snprintf(st->root, sizeof(st->root), "%s", root) >= (int)sizeof(st->root)) {
 		rc = -ENAMETOOLONG;
@@ -662,9 +719,11 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 		codec = CODEC_RAW;
 		memcpy(img + STORE_HEADER_LEN, plain, len);
 	}
-	store_header_encode(img, hash, codec, len, stored_len);
+	uint32_t crc = crc32c(0, img + STORE_HEADER_LEN, stored_len); /* S4 */
+	store_header_encode(img, hash, codec, len, stored_len, crc);
 	struct iovec iov[1] = { { img, STORE_HEADER_LEN + stored_len } };
-	struct store_object_info what = { .codec = codec, .plain_len = len, .stored_len = stored_len };
+	struct store_object_info what = { .codec = codec, .plain_len = len, .stored_len = stored_len,
+					  .header_len = STORE_HEADER_LEN, .has_crc = true, .crc = crc };
 	int rc = store_put_image(st, hash, iov, 1, flags | STORE_DIRECT_IO, &what, info);
 	store_dio_give(st, slot);
 	return rc;
@@ -691,9 +750,11 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 		payload = scratch;
 	}
 	uint8_t header[STORE_HEADER_LEN];
-	store_header_encode(header, hash, codec, len, stored_len);
+	uint32_t crc = crc32c(0, payload, stored_len); /* S4 */
+	store_header_encode(header, hash, codec, len, stored_len, crc);
 	struct iovec iov[2] = { { header, sizeof(header) }, { (void *)payload, stored_len } };
-	struct store_object_info what = { .codec = codec, .plain_len = len, .stored_len = stored_len };
+	struct store_object_info what = { .codec = codec, .plain_len = len, .stored_len = stored_len,
+					  .header_len = STORE_HEADER_LEN, .has_crc = true, .crc = crc };
 	return store_put_image(st, hash, iov, 2, flags, &what, info);
 }
 
@@ -761,16 +822,18 @@ static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
 	if (fd < 0)
 		return -errno;
 	uint8_t header[STORE_HEADER_LEN];
-	int rc = store_pread_all(fd, header, sizeof(header), 0);
-	const char *why = rc == 0 ? store_header_decode(header, hash, info) : "truncated header";
 	struct stat sb;
-	if (!why && fstat(fd, &sb) != 0)
-		why = "cannot stat";
-	else if (!why && (uint64_t)sb.st_size < STORE_HEADER_LEN + info->stored_len)
+	int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+	size_t avail = rc == 0 && (uint64_t)sb.st_size < sizeof(header) ? (size_t)sb.st_size
+									 : sizeof(header);
+	if (rc == 0)
+		rc = store_pread_all(fd, header, avail, 0);
+	const char *why = rc == 0 ? store_header_decode(header, avail, hash, info) : NULL;
+	if (!why && rc == 0 && (uint64_t)sb.st_size < info->header_len + info->stored_len)
 		why = "truncated payload";
-	else if (!why && (uint64_t)sb.st_size > STORE_HEADER_LEN + info->stored_len)
+	else if (!why && rc == 0 && (uint64_t)sb.st_size > info->header_len + info->stored_len)
 		why = "trailing bytes after the payload";
-	else if (!why && info->codec == CODEC_RAW && info->stored_len != info->plain_len)
+	else if (!why && rc == 0 && info->codec == CODEC_RAW && info->stored_len != info->plain_len)
 		why = "raw payload length differs from the plain length";
 	if (rc == 0 && !why) {
 		*fd_out = fd;
@@ -812,13 +875,16 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 			close(fd);
 			return -ENOMEM;
 		}
-		rc = store_pread_all(fd, payload, info.stored_len, STORE_HEADER_LEN);
+		enum store_check how = store_local_check(st);
+		rc = store_pread_all(fd, payload, info.stored_len, info.header_len);
 		if (rc != 0)
 			why = "truncated payload";
+		else if ((why = store_payload_why(how, &info, payload)) != NULL)
+			;
 		else if (!raw &&
 			 codec_decode(info.codec, payload, info.stored_len, plain, info.plain_len) != 0)
 			why = "payload does not decode";
-		else {
+		else if (store_needs_sha(how, &info)) {
 			uint8_t got[HASH_LEN];
 			hash_sha256(plain, info.plain_len, got);
 			if (memcmp(got, hash, HASH_LEN) != 0)
@@ -842,10 +908,9 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 static const char *store_image_why(const uint8_t hash[HASH_LEN], const uint8_t *obj, size_t len,
 				   size_t cap, struct store_object_info *info)
 {
-	const char *why = len < STORE_HEADER_LEN ? "truncated header"
-						 : store_header_decode(obj, hash, info);
-	if (!why && len != STORE_HEADER_LEN + info->stored_len)
-		why = len < STORE_HEADER_LEN + info->stored_len ? "truncated payload"
+	const char *why = store_header_decode(obj, len, hash, info);
+	if (!why && len != info->header_len + info->stored_len)
+		why = len < info->header_len + info->stored_len ? "truncated payload"
 								: "trailing bytes after the payload";
 	else if (!why && info->codec == CODEC_RAW && info->stored_len != info->plain_len)
 		why = "raw payload length differs from the plain length";
@@ -956,20 +1021,22 @@ static int store_read_direct(int fd, uint8_t *buf, size_t len)
 /* Verifies an image read into c->image; sets c->plain and c->len. Returns 0,
  * -ENOMEM, or -EIO with *why set. */
 static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t cap,
-			      struct store_chunk *c, const char **why)
+			      enum store_check how, struct store_chunk *c, const char **why)
 {
 	struct store_object_info info;
 	const uint8_t *img = c->image;
 	*why = store_image_why(hash, img, len, cap, &info);
+	if (!*why)
+		*why = store_payload_why(how, &info, img + info.header_len); /* S4 */
 	if (*why)
 		return -EIO;
 	if (info.codec == CODEC_RAW) {
-		c->plain = img + STORE_HEADER_LEN;
+		c->plain = img + info.header_len;
 	} else {
 		c->decoded = malloc(info.plain_len ? info.plain_len : 1);
 		if (!c->decoded)
 			return -ENOMEM;
-		if (codec_decode(info.codec, img + STORE_HEADER_LEN, info.stored_len, c->decoded,
+		if (codec_decode(info.codec, img + info.header_len, info.stored_len, c->decoded,
 				 info.plain_len) != 0) {
 			*why = "payload does not decode";
 			return -EIO;
@@ -978,10 +1045,12 @@ static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t c
 		store_image_release(c); /* the plain bytes are all that is used */
 	}
 	uint8_t got[HASH_LEN];
-	hash_sha256(c->plain, info.plain_len, got);
-	if (memcmp(got, hash, HASH_LEN) != 0) {
-		*why = "bytes do not match their hash";
-		return -EIO;
+	if (store_needs_sha(how, &info)) {
+		hash_sha256(c->plain, info.plain_len, got);
+		if (memcmp(got, hash, HASH_LEN) != 0) {
+			*why = "bytes do not match their hash";
+			return -EIO;
+		}
 	}
 	c->len = info.plain_len;
 	return 0;
@@ -1012,7 +1081,7 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 		if (io != 0)
 			why = io == -ENODATA ? "truncated payload" : strerror(-io);
 		else
-			rc = store_chunk_verify(hash, len, cap, out, &why);
+			rc = store_chunk_verify(hash, len, cap, store_local_check(st), out, &why);
 	}
 	close(fd);
 	if (why) {
@@ -1036,26 +1105,28 @@ void store_chunk_free(struct store_chunk *c)
 
 /* ---- whole object images (the write-back cache's uploads and fetches) ---- */
 
-/* The checks of store_object_check. With keep_plain false a raw payload is
- * hashed where it lies instead of being copied into plain first; with
- * hash_known the bytes are known to be those hashed when the object was
- * written (S2), so only the header and the lengths are checked. */
+/* The checks of store_object_check and store_object_verify, as how says
+ * (S2, S4). With keep_plain false a raw payload is hashed where it lies
+ * instead of being copied into plain first, and a payload whose CRC settles
+ * it is not decoded at all. */
 static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-				   void *plain, size_t cap, bool keep_plain, bool hash_known,
+				   void *plain, size_t cap, bool keep_plain, enum store_check how,
 				   size_t *plain_len, const char **why)
 {
 	struct store_object_info info;
 	const uint8_t *o = obj;
 	const void *bytes = plain;
 	*why = store_image_why(hash, o, len, cap, &info);
-	if (!*why && hash_known && !keep_plain)
+	if (!*why)
+		*why = store_payload_why(how, &info, o + info.header_len);
+	if (!*why && !keep_plain && !store_needs_sha(how, &info))
 		bytes = NULL;
 	else if (!*why && info.codec == CODEC_RAW && !keep_plain)
-		bytes = o + STORE_HEADER_LEN;
-	else if (!*why && codec_decode(info.codec, o + STORE_HEADER_LEN, info.stored_len, plain,
+		bytes = o + info.header_len;
+	else if (!*why && codec_decode(info.codec, o + info.header_len, info.stored_len, plain,
 				       info.plain_len) != 0)
 		*why = "payload does not decode";
-	if (!*why && bytes) {
+	if (!*why && bytes && store_needs_sha(how, &info)) {
 		uint8_t got[HASH_LEN];
 		hash_sha256(bytes, info.plain_len, got);
 		if (memcmp(got, hash, HASH_LEN) != 0)
@@ -1107,7 +1178,7 @@ static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void
 	int rc = store_open_object(st, hash, &info, &fd);
 	if (rc != 0)
 		return rc;
-	size_t total = STORE_HEADER_LEN + info.stored_len;
+	size_t total = info.header_len + info.stored_len;
 	if (total > cap) {
 		rc = -EFBIG;
 	} else if (hashed && store_fresh_has_fd(st, hash, fd) &&
@@ -1141,7 +1212,7 @@ int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *l
 	int rc = store_open_object(st, hash, &info, &fd); /* the header and the lengths */
 	if (rc != 0)
 		return rc;
-	size_t total = STORE_HEADER_LEN + info.stored_len;
+	size_t total = info.header_len + info.stored_len;
 	bool vouched = store_fresh_has_fd(st, hash, fd); /* S2, for a link: no byte moves */
 	close(fd);
 	if (!vouched)
@@ -1159,15 +1230,20 @@ int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, s
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
 		       size_t cap, size_t *plain_len, const char **why)
 {
-	return store_object_check_into(hash, obj, len, plain, cap, true, false, plain_len, why);
+	return store_object_check_into(hash, obj, len, plain, cap, true, STORE_CHECK_SHA, plain_len,
+				       why);
 }
 
 int store_object_verify(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-			void *scratch, size_t cap, bool hash_known, size_t *plain_len,
+			void *scratch, size_t cap, enum store_check how, size_t *plain_len,
 			const char **why)
 {
-	return store_object_check_into(hash, obj, len, scratch, cap, false, hash_known, plain_len,
-				       why);
+	return store_object_check_into(hash, obj, len, scratch, cap, false, how, plain_len, why);
+}
+
+size_t store_object_header_len(const void *obj)
+{
+	return get_le32((const uint8_t *)obj + 12);
 }
 
 int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void *obj, size_t len)

@@ -24,8 +24,12 @@
 
 #include "hash.h"
 
-#define STORE_HEADER_LEN 64
-#define STORE_FORMAT_VERSION 1
+/* Chunk objects (docs/FORMAT.md): version 2, written by this version, has a
+ * 72-byte header ending in a CRC-32C of the payload; version 1 (64 bytes, no
+ * CRC) is still read. */
+#define STORE_HEADER_LEN 72 /* the header this version writes */
+#define STORE_HEADER_LEN_V1 64
+#define STORE_FORMAT_VERSION 2
 #define STORE_MAGIC "CKPTCHNK"
 
 struct store;
@@ -34,6 +38,18 @@ struct store_object_info {
 	uint8_t codec;
 	uint64_t plain_len;
 	uint64_t stored_len; /* payload bytes, header excluded */
+	uint32_t header_len; /* STORE_HEADER_LEN, or STORE_HEADER_LEN_V1 */
+	bool has_crc;        /* version 2: crc is the payload's CRC-32C */
+	uint32_t crc;
+};
+
+/* How an object read back from the local store is checked (S4 in store.c):
+ * by its CRC-32C when it has one (the default), or by SHA-256 of every byte.
+ * Objects from BACKING are always checked by SHA-256 (store_object_check). */
+enum store_check {
+	STORE_CHECK_HEADER, /* S2 vouches for the bytes: header and lengths only */
+	STORE_CHECK_CRC,    /* CRC-32C of the payload; SHA-256 for a v1 object */
+	STORE_CHECK_SHA,    /* SHA-256 of the plain bytes (and the CRC, if any) */
 };
 
 /* Opens the store at root (creating chunks/ and tmp/); clears stale tmp files
@@ -104,13 +120,19 @@ int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
 		       size_t cap, size_t *plain_len, const char **why);
 
-/* The same checks when the caller only needs the verdict: scratch (capacity
- * cap) is used for decoding, and its contents are unspecified afterwards (a
- * raw payload is hashed in place, without a copy). hash_known (from
- * store_read_upload): only the header and lengths are checked. */
+/* Checks of an object read back from the local store, when the caller only
+ * needs the verdict: as `how` says (STORE_CHECK_HEADER when store_read_upload
+ * said hashed; else store_local_check). scratch (capacity cap) is used for
+ * decoding, and its contents are unspecified afterwards (a raw payload is
+ * hashed in place, without a copy). */
 int store_object_verify(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-			void *scratch, size_t cap, bool hash_known, size_t *plain_len,
+			void *scratch, size_t cap, enum store_check how, size_t *plain_len,
 			const char **why);
+
+/* How reads (store_load, store_get) and uploads check objects of this store:
+ * STORE_CHECK_CRC (the default) or STORE_CHECK_SHA (-o verify=sha256). */
+void store_set_local_check(struct store *st, enum store_check how);
+enum store_check store_local_check(struct store *st);
 
 /* store_read_object for an upload: *hashed says the bytes read are known to
  * be those hashed when this process wrote the object (invariant S2 in
@@ -132,6 +154,9 @@ int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, s
 
 /* The object is on BACKING: it leaves the fresh set (S2). */
 void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN]);
+
+/* The header length of an object image that passed store_object_check. */
+size_t store_object_header_len(const void *obj);
 
 /* Writes an object image that passed store_object_check into the store, not
  * fsync'd: it is a cache copy of an object that is on BACKING. */

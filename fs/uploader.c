@@ -110,8 +110,9 @@ static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struc
 	int rc = b->obj && b->plain
 			 ? store_read_upload(fs->store, hash, b->obj, u->object_cap, len, &hashed)
 			 : -ENOMEM;
-	if (rc == 0 && store_object_verify(hash, b->obj, *len, b->plain, fs->chunking.max_size,
-					   hashed, &plain_len, &why) != 0) {
+	enum store_check how = hashed ? STORE_CHECK_HEADER : store_local_check(fs->store);
+	if (rc == 0 && store_object_verify(hash, b->obj, *len, b->plain, fs->chunking.max_size, how,
+					   &plain_len, &why) != 0) {
 		log_error("cache %s: chunk %s is corrupt before its upload: %s", fs->opt.cache, hex,
 			  why);
 		rc = -EUCLEAN;

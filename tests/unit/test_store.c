@@ -1,5 +1,5 @@
 /* Unit tests for fs/store.c: objects round-trip byte for byte, land at
- * chunks/ab/cd/<hex> with the 64-byte header of docs/FORMAT.md (parsed here
+ * chunks/ab/cd/<hex> with the 72-byte header of docs/FORMAT.md (parsed here
  * from the file's bytes, independently of the store's own decoder), and every
  * missing, truncated or corrupt object reads as -EIO with a log line naming
  * the chunk; store_open creates its directories and clears the stale tmp/
@@ -28,6 +28,7 @@
 #include <lz4.h>
 
 #include "codec.h"
+#include "crc32c.h"
 #include "hash.h"
 #include "log.h"
 #include "store.h"
@@ -464,9 +465,13 @@ static void tk_put_le(uint8_t *p, int n, uint64_t v)
 
 struct tk_header {
 	uint8_t magic[8];
-	uint64_t version, codec, reserved, header_len, plain_len, payload_len;
+	uint64_t version, codec, reserved, header_len, plain_len, payload_len, crc, reserved2;
 	uint8_t hash[HASH_LEN];
 };
+
+/* The header length of format 2, from docs/FORMAT.md (not from store.h, so
+ * that the format is checked, not the store against itself). */
+#define TK_HDR 72
 
 static struct tk_header tk_parse_header(const uint8_t *b)
 {
@@ -480,6 +485,8 @@ static struct tk_header tk_parse_header(const uint8_t *b)
 	h.plain_len = tk_le(b + 16, 8);
 	h.payload_len = tk_le(b + 24, 8);
 	memcpy(h.hash, b + 32, HASH_LEN);
+	h.crc = tk_le(b + 64, 4);
+	h.reserved2 = tk_le(b + 68, 4);
 	return h;
 }
 
@@ -492,17 +499,20 @@ static struct tk_header tk_assert_object_file(const struct tk_obj *o, uint8_t **
 	uint8_t *b = tk_object_bytes(o, &len);
 	struct tk_header h;
 
-	cr_assert_geq(len, 64, "object of %zu bytes has no whole header", len);
+	cr_assert_geq(len, TK_HDR, "object of %zu bytes has no whole header", len);
 	h = tk_parse_header(b);
 	cr_assert_arr_eq(h.magic, "CKPTCHNK", 8, "magic");
-	cr_assert_eq(h.version, 1, "format version");
+	cr_assert_eq(h.version, 2, "format version");
 	cr_assert_eq(h.codec, o->info.codec, "codec byte");
 	cr_assert_eq(h.reserved, 0, "reserved byte 11");
-	cr_assert_eq(h.header_len, 64, "header length");
+	cr_assert_eq(h.header_len, TK_HDR, "header length");
 	cr_assert_eq(h.plain_len, o->len, "plain length");
 	cr_assert_eq(h.payload_len, o->info.stored_len, "payload length");
-	cr_assert_eq(len, 64 + h.payload_len, "file size vs header + payload length");
+	cr_assert_eq(len, TK_HDR + h.payload_len, "file size vs header + payload length");
 	cr_assert_arr_eq(h.hash, o->hash, HASH_LEN, "hash in the header");
+	cr_assert_eq(h.crc, crc32c_sw(0, b + TK_HDR, h.payload_len),
+		     "CRC-32C in the header vs the payload's (table version)");
+	cr_assert_eq(h.reserved2, 0, "reserved bytes 68-71");
 	if (bytes_out) {
 		*bytes_out = b;
 		*len_out = len;
@@ -575,8 +585,8 @@ Test(store, one_byte_round_trips_raw, .init = setup, .fini = teardown)
 	o = tk_put(b, 1, 0);
 	cr_assert_eq(o.info.codec, CODEC_RAW);
 	tk_assert_object_file(&o, &bytes, &len);
-	cr_assert_eq(len, 65);
-	cr_assert_eq(bytes[64], 0x42, "raw payload is the plain byte");
+	cr_assert_eq(len, TK_HDR + 1);
+	cr_assert_eq(bytes[TK_HDR], 0x42, "raw payload is the plain byte");
 	tk_assert_get_ok(&o);
 	tk_release(bytes);
 	tk_free(&o);
@@ -590,7 +600,7 @@ Test(store, four_kib_random_round_trips_raw, .init = setup, .fini = teardown)
 
 	cr_assert_eq(o.info.codec, CODEC_RAW);
 	tk_assert_object_file(&o, &bytes, &len);
-	cr_assert_arr_eq(bytes + 64, o.plain, o.len, "raw payload is the plain bytes");
+	cr_assert_arr_eq(bytes + TK_HDR, o.plain, o.len, "raw payload is the plain bytes");
 	tk_assert_get_ok(&o);
 	tk_release(bytes);
 	tk_free(&o);
@@ -605,8 +615,8 @@ Test(store, one_mib_random_is_stored_raw_byte_for_byte, .init = setup, .fini = t
 
 	cr_assert_eq(o.info.codec, CODEC_RAW);
 	tk_assert_object_file(&o, &bytes, &len);
-	cr_assert_eq(len, 64 + MiB);
-	cr_assert_arr_eq(bytes + 64, o.plain, MiB, "raw payload is the plain bytes");
+	cr_assert_eq(len, TK_HDR + MiB);
+	cr_assert_arr_eq(bytes + TK_HDR, o.plain, MiB, "raw payload is the plain bytes");
 	OK(store_stat(fx.st, o.hash, &info));
 	cr_assert_eq(info.codec, CODEC_RAW);
 	cr_assert_eq(info.plain_len, MiB);
@@ -633,12 +643,13 @@ Test(store, one_mib_compressible_is_stored_lz4_and_smaller, .init = setup, .fini
 	OK(store_stat(fx.st, o.hash, &info));
 	cr_assert_eq(info.codec, 1, "store_stat codec");
 	cr_assert_eq(info.plain_len, MiB);
-	cr_assert_eq(info.stored_len, (uint64_t)sb.st_size - 64, "store_stat stored_len");
+	cr_assert_eq(info.stored_len, (uint64_t)sb.st_size - TK_HDR, "store_stat stored_len");
 	cr_assert_eq(info.stored_len, o.info.stored_len);
 	tk_assert_object_file(&o, &bytes, &len);
 	/* The payload is one LZ4 block that decodes to exactly the plain length. */
 	decoded = tk_alloc(MiB);
-	n = LZ4_decompress_safe((const char *)bytes + 64, (char *)decoded, (int)(len - 64), (int)MiB);
+	n = LZ4_decompress_safe((const char *)bytes + TK_HDR, (char *)decoded, (int)(len - TK_HDR),
+				(int)MiB);
 	cr_assert_eq(n, (int)MiB, "payload decodes with plain LZ4 to %d bytes", n);
 	cr_assert_arr_eq(decoded, o.plain, MiB);
 	tk_assert_get_ok(&o);
@@ -672,8 +683,8 @@ Test(store, header_fields_match_the_format_byte_for_byte, .init = setup, .fini =
 	size_t plain_len = 0x010203;
 	struct tk_obj raw = tk_put(tk_random(plain_len, 5), plain_len, 0);
 	struct tk_obj lz4 = tk_put(tk_text(plain_len, 5), plain_len, 0);
-	static const uint8_t fixed[16] = { 'C', 'K', 'P', 'T', 'C', 'H', 'N', 'K', 0x01, 0x00,
-					   0x00, 0x00, 0x40, 0x00, 0x00, 0x00 };
+	static const uint8_t fixed[16] = { 'C', 'K', 'P', 'T', 'C', 'H', 'N', 'K', 0x02, 0x00,
+					   0x00, 0x00, 0x48, 0x00, 0x00, 0x00 };
 	static const uint8_t plain_le[8] = { 0x03, 0x02, 0x01, 0, 0, 0, 0, 0 };
 	uint8_t payload_le[8];
 	uint8_t *b;
@@ -694,7 +705,7 @@ Test(store, header_fields_match_the_format_byte_for_byte, .init = setup, .fini =
 	cr_assert_eq(b[11], 0);
 	cr_assert_arr_eq(b + 12, fixed + 12, 4);
 	cr_assert_arr_eq(b + 16, plain_le, 8);
-	tk_put_le(payload_le, 8, len - 64);
+	tk_put_le(payload_le, 8, len - TK_HDR);
 	cr_assert_arr_eq(b + 24, payload_le, 8, "payload length of an LZ4 object");
 	cr_assert_arr_eq(b + 32, lz4.hash, HASH_LEN);
 	tk_release(b);
@@ -729,7 +740,7 @@ Test(store, putting_again_over_a_corrupt_object_repairs_it, .init = setup, .fini
 {
 	struct tk_obj o = tk_put(tk_random(10000, 7), 10000, 0);
 
-	tk_corrupt(&o, tk_edit_flip, 64 + 5000);
+	tk_corrupt(&o, tk_edit_flip, TK_HDR + 5000);
 	tk_assert_get_eio(&o, "flipped byte");
 	OK(store_put(fx.st, o.hash, o.plain, o.len, 0, NULL));
 	tk_assert_object_file(&o, NULL, NULL);
@@ -812,13 +823,94 @@ Test(store, flipped_payload_byte_of_raw_object_is_eio, .init = setup, .fini = te
 	static const size_t at[] = { 0, 1, MiB / 2, MiB - 1 };
 
 	cr_assert_eq(o.info.codec, CODEC_RAW);
-	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
-		tk_corrupt(&o, tk_edit_flip, 64 + at[i]);
-		tk_assert_get_eio(&o, "raw payload byte flipped");
-		tk_assert_logged(o.hex, "bytes do not match their hash");
-		tk_corrupt(&o, tk_edit_flip, 64 + at[i]); /* restored */
-		tk_assert_get_ok(&o);
+	cr_assert_eq(store_local_check(fx.st), STORE_CHECK_CRC, "the default check of local reads");
+	for (int sha = 0; sha < 2; sha++) { /* S4: the CRC is checked either way */
+		store_set_local_check(fx.st, sha ? STORE_CHECK_SHA : STORE_CHECK_CRC);
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			tk_corrupt(&o, tk_edit_flip, TK_HDR + at[i]);
+			tk_assert_get_eio(&o, "raw payload byte flipped");
+			tk_assert_logged(o.hex, "payload does not match its CRC-32C");
+			tk_corrupt(&o, tk_edit_flip, TK_HDR + at[i]); /* restored */
+			tk_assert_get_ok(&o);
+		}
 	}
+	tk_free(&o);
+}
+
+static int tk_upload_check(const struct tk_obj *o, bool *hashed);
+
+/* Rewrites a format-2 object as format 1 (docs/FORMAT.md: a 64-byte header,
+ * no CRC), as an older ckptfs wrote it. */
+static void tk_make_format_1(const struct tk_obj *o)
+{
+	size_t len;
+	uint8_t *b = tk_object_bytes(o, &len);
+	uint8_t *v1 = tk_alloc(len - TK_HDR + 64);
+
+	memcpy(v1, b, 64);
+	tk_put_le(v1 + 8, 2, 1);
+	tk_put_le(v1 + 12, 4, 64);
+	memcpy(v1 + 64, b + TK_HDR, len - TK_HDR);
+	tk_set_object_bytes(o, v1, len - TK_HDR + 64);
+	tk_release(b);
+	tk_release(v1);
+}
+
+/* S4: objects of format 1 (no CRC) stay readable, and are re-hashed. */
+Test(store, format_1_objects_are_read_and_checked_by_their_hash, .init = setup, .fini = teardown)
+{
+	struct tk_obj raw = tk_put(tk_random(64 * KiB, 19), 64 * KiB, 0);
+	struct tk_obj lz4 = tk_put(tk_text(300 * KiB, 19), 300 * KiB, 0);
+	struct tk_obj *objs[] = { &raw, &lz4 };
+	struct store_object_info info;
+	bool hashed = true;
+
+	for (size_t k = 0; k < 2; k++) {
+		struct tk_obj *o = objs[k];
+		tk_make_format_1(o);
+		OK(store_stat(fx.st, o->hash, &info));
+		cr_assert_eq(info.header_len, 64);
+		cr_assert_not(info.has_crc);
+		cr_assert_eq(info.stored_len, o->info.stored_len);
+		tk_assert_get_ok(o);
+		OK(tk_upload_check(o, &hashed));
+		cr_assert_not(hashed, "a rewritten object was taken as hashed");
+		tk_corrupt(o, tk_edit_flip, 64 + 9);
+		tk_assert_get_eio(o, "format 1 payload byte flipped");
+		if (o->info.codec == CODEC_RAW)
+			tk_assert_logged(o->hex, "bytes do not match their hash");
+		cr_assert_eq(tk_upload_check(o, &hashed), -EIO);
+	}
+	tk_free(&raw);
+	tk_free(&lz4);
+}
+
+/* S4: the CRC stands for the bytes written, not for their name. A payload
+ * changed and given a matching CRC is refused wherever SHA-256 is the check:
+ * an object image from BACKING (store_object_check), and local reads and
+ * uploads under -o verify=sha256. */
+Test(store, a_forged_crc_is_caught_by_sha256, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(64 * KiB, 20), 64 * KiB, 0);
+	size_t len, plain_len;
+	uint8_t *b = tk_object_bytes(&o, &len);
+	uint8_t *plain = tk_alloc(o.len);
+	const char *why = NULL;
+	bool hashed = true;
+
+	OK(store_object_check(o.hash, b, len, plain, o.len, &plain_len, &why));
+	b[TK_HDR + 100] ^= 0x01;
+	tk_put_le(b + 64, 4, crc32c(0, b + TK_HDR, len - TK_HDR));
+	cr_assert_eq(store_object_check(o.hash, b, len, plain, o.len, &plain_len, &why), -EIO,
+		     "a forged image from BACKING passed");
+	cr_assert_str_eq(why, "bytes do not match their hash");
+	tk_set_object_bytes(&o, b, len);
+	store_set_local_check(fx.st, STORE_CHECK_SHA);
+	tk_assert_get_eio(&o, "forged payload, verify=sha256");
+	tk_assert_logged(o.hex, "bytes do not match their hash");
+	cr_assert_eq(tk_upload_check(&o, &hashed), -EIO, "a forged object passed for upload");
+	tk_release(b);
+	tk_release(plain);
 	tk_free(&o);
 }
 
@@ -830,9 +922,9 @@ Test(store, flipped_payload_byte_of_lz4_object_is_eio, .init = setup, .fini = te
 
 	cr_assert_eq(o.info.codec, CODEC_LZ4);
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
-		tk_corrupt(&o, tk_edit_flip, 64 + at[i]);
+		tk_corrupt(&o, tk_edit_flip, TK_HDR + at[i]);
 		tk_assert_get_eio(&o, "LZ4 payload byte flipped");
-		tk_corrupt(&o, tk_edit_flip, 64 + at[i]);
+		tk_corrupt(&o, tk_edit_flip, TK_HDR + at[i]);
 		tk_assert_get_ok(&o);
 	}
 	tk_free(&o);
@@ -847,8 +939,9 @@ Test(store, truncated_payload_is_eio, .init = setup, .fini = teardown)
 	cr_assert_eq(lz4.info.codec, CODEC_LZ4);
 	for (size_t k = 0; k < 2; k++) {
 		struct tk_obj *o = objs[k];
-		size_t full = 64 + o->info.stored_len;
-		const size_t cuts[] = { full - 1, full - 100, 64 + o->info.stored_len / 2, 65, 64 };
+		size_t full = TK_HDR + o->info.stored_len;
+		const size_t cuts[] = { full - 1, full - 100, TK_HDR + o->info.stored_len / 2,
+					TK_HDR + 1, TK_HDR };
 		uint8_t *orig;
 		size_t len;
 
@@ -870,7 +963,7 @@ Test(store, truncated_header_is_eio, .init = setup, .fini = teardown)
 {
 	struct tk_obj o = tk_put(tk_random(4 * KiB, 13), 4 * KiB, 0);
 	struct store_object_info info;
-	static const size_t cuts[] = { 63, 32, 16, 1, 0 };
+	static const size_t cuts[] = { 71, 64, 63, 32, 16, 1, 0 };
 
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
 		tk_corrupt(&o, tk_edit_truncate, cuts[i]);
@@ -901,8 +994,8 @@ Test(store, wrong_version_is_eio, .init = setup, .fini = teardown)
 {
 	struct tk_obj o = tk_put(tk_random(4 * KiB, 15), 4 * KiB, 0);
 	struct store_object_info info;
-	/* 0x0100 is version 1 written big-endian. */
-	static const uint64_t versions[] = { 0, 2, 0x0100, 0xFFFF };
+	/* 0x0200 is version 2 written big-endian. */
+	static const uint64_t versions[] = { 0, 3, 0x0200, 0xFFFF };
 
 	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
 		tk_corrupt(&o, tk_edit_version, versions[i]);
@@ -910,7 +1003,11 @@ Test(store, wrong_version_is_eio, .init = setup, .fini = teardown)
 		tk_assert_logged(o.hex, "version");
 		FAILS(store_stat(fx.st, o.hash, &info), EIO);
 	}
+	/* version 1 has a 64-byte header: a 72-byte one that says 1 is refused */
 	tk_corrupt(&o, tk_edit_version, 1);
+	tk_assert_get_eio(&o, "version 1 with a version 2 header");
+	tk_assert_logged(o.hex, "header length");
+	tk_corrupt(&o, tk_edit_version, 2);
 	tk_assert_get_ok(&o);
 	tk_free(&o);
 }
@@ -919,7 +1016,7 @@ Test(store, wrong_header_length_is_eio, .init = setup, .fini = teardown)
 {
 	struct tk_obj o = tk_put(tk_random(4 * KiB, 16), 4 * KiB, 0);
 	struct store_object_info info;
-	static const uint64_t lens[] = { 0, 63, 65, 128, 0x40000000 };
+	static const uint64_t lens[] = { 0, 63, 64, 65, 71, 73, 128, 0x40000000 };
 
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		tk_corrupt(&o, tk_edit_header_len, lens[i]);
@@ -1124,9 +1221,9 @@ Test(store, load_of_an_lz4_object_hands_out_only_the_decoded_bytes, .init = setu
 Test(store, load_of_objects_of_every_length_around_a_page_round_trips, .init = setup,
      .fini = teardown)
 {
-	/* object lengths around the O_DIRECT alignment: 64-byte header + payload */
-	static const size_t lens[] = { 0, 1, 4096 - 64 - 1, 4096 - 64, 4096 - 64 + 1, 4096,
-				       8192 - 64, 8192 - 63, 65536 + 4000 };
+	/* object lengths around the O_DIRECT alignment: 72-byte header + payload */
+	static const size_t lens[] = { 0, 1, 4096 - 72 - 1, 4096 - 72, 4096 - 72 + 1, 4096,
+				       8192 - 72, 8192 - 71, 65536 + 4000 };
 
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		struct tk_obj o = tk_put(tk_random(lens[i] ? lens[i] : 1, 33 + i), lens[i], 0);
@@ -1515,8 +1612,9 @@ static int tk_upload_check(const struct tk_obj *o, bool *hashed)
 	int rc = store_read_upload(fx.st, o->hash, obj, cap, &len, hashed);
 
 	if (rc == 0)
-		rc = store_object_verify(o->hash, obj, len, scratch, o->len + 1, *hashed, &plain_len,
-					 &why);
+		rc = store_object_verify(o->hash, obj, len, scratch, o->len + 1,
+					 *hashed ? STORE_CHECK_HEADER : store_local_check(fx.st),
+					 &plain_len, &why);
 	if (rc == 0)
 		cr_assert_eq(plain_len, o->len);
 	tk_release(obj);
@@ -1560,10 +1658,10 @@ Test(store, upload_of_an_object_changed_in_place_is_verified_and_refused, .init 
 	struct tk_obj o = tk_put(tk_random(MiB, 42), MiB, 0);
 	bool hashed = true;
 
-	tk_flip_in_place(&o, 64 + MiB / 3); /* the page cache now holds the damaged byte */
+	tk_flip_in_place(&o, TK_HDR + MiB / 3); /* the page cache now holds the damaged byte */
 	cr_assert_eq(tk_upload_check(&o, &hashed), -EIO, "a damaged object passed for upload");
 	cr_assert_not(hashed);
-	tk_flip_in_place(&o, 64 + MiB / 3);
+	tk_flip_in_place(&o, TK_HDR + MiB / 3);
 	OK(tk_upload_check(&o, &hashed)); /* repaired: fine, but checked in full */
 	cr_assert_not(hashed);
 	tk_free(&o);
@@ -1574,10 +1672,10 @@ Test(store, upload_of_a_replaced_or_fetched_object_is_verified, .init = setup, .
 	struct tk_obj o = tk_put(tk_random(64 * KiB, 43), 64 * KiB, 0);
 	bool hashed = true;
 
-	tk_corrupt(&o, tk_edit_flip, 64 + 5); /* a new file under the object's name */
+	tk_corrupt(&o, tk_edit_flip, TK_HDR + 5); /* a new file under the object's name */
 	cr_assert_eq(tk_upload_check(&o, &hashed), -EIO);
 	cr_assert_not(hashed);
-	tk_corrupt(&o, tk_edit_flip, 64 + 5);
+	tk_corrupt(&o, tk_edit_flip, TK_HDR + 5);
 	size_t len;
 	uint8_t *img = tk_object_bytes(&o, &len);
 	OK(store_remove(fx.st, o.hash));
@@ -1593,9 +1691,9 @@ Test(store, a_corrupt_read_takes_an_object_out_of_the_fresh_set, .init = setup, 
 	struct tk_obj o = tk_put(tk_random(64 * KiB, 44), 64 * KiB, 0);
 	bool hashed = false;
 
-	tk_flip_in_place(&o, 64 + 7);
+	tk_flip_in_place(&o, TK_HDR + 7);
 	tk_assert_get_eio(&o, "payload byte flipped in place");
-	tk_flip_in_place(&o, 64 + 7);
+	tk_flip_in_place(&o, TK_HDR + 7);
 	OK(tk_upload_check(&o, &hashed));
 	cr_assert_not(hashed);
 	tk_free(&o);
@@ -1622,8 +1720,8 @@ Test(store, fresh_set_keeps_every_remaining_object_through_deletions, .init = se
 		const char *why;
 		bool hashed;
 		OK(store_read_upload(fx.st, hashes[i], obj, sizeof(obj), &len, &hashed));
-		OK(store_object_verify(hashes[i], obj, len, scratch, sizeof(scratch), hashed,
-				       &plain_len, &why));
+		OK(store_object_verify(hashes[i], obj, len, scratch, sizeof(scratch),
+				       hashed ? STORE_CHECK_HEADER : STORE_CHECK_SHA, &plain_len, &why));
 		bool left = i % 2 == 0;
 		cr_assert_eq(hashed, !left, "object %d: hashed=%d after %s", i, hashed,
 			     left ? "its upload" : "other uploads");
@@ -1639,7 +1737,7 @@ Test(store, fresh_set_keeps_every_remaining_object_through_deletions, .init = se
 Test(store, direct_writes_store_the_same_objects_without_filling_the_page_cache, .init = setup,
      .fini = teardown)
 {
-	static const size_t sizes[] = { 256 * KiB, 256 * KiB - 64, MiB + 1, 3 * MiB + 4095, 100 * KiB };
+	static const size_t sizes[] = { 256 * KiB, 256 * KiB - 72, MiB + 1, 3 * MiB + 4095, 100 * KiB };
 	char ref_root[128];
 	struct store *ref;
 
@@ -1703,10 +1801,10 @@ Test(store, check_unread_vouches_only_for_fresh_unchanged_objects, .init = setup
 
 	OK(store_check_unread(fx.st, a.hash, &len));
 	cr_assert_eq(len, STORE_HEADER_LEN + MiB);
-	tk_flip_in_place(&a, 64 + MiB / 2); /* same inode, new mtime */
+	tk_flip_in_place(&a, TK_HDR + MiB / 2); /* same inode, new mtime */
 	cr_assert_eq(store_check_unread(fx.st, a.hash, &len), -EAGAIN,
 		     "an object changed in place was vouched for unread");
-	tk_flip_in_place(&a, 64 + MiB / 2);
+	tk_flip_in_place(&a, TK_HDR + MiB / 2);
 	cr_assert_eq(store_check_unread(fx.st, a.hash, &len), -EAGAIN);
 
 	store_uploaded(fx.st, b.hash);

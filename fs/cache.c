@@ -346,6 +346,24 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	return rc;
 }
 
+/* A cache copy that failed its check: the catalog stops calling it cached,
+ * then the file goes, as an eviction would (C5: no object file the catalog
+ * does not call cached, and no cached row without its file), so a fetch from
+ * BACKING can keep a good copy. A copy not yet on BACKING stays: its only
+ * trace, for the uploader to report as damaged. */
+static void cache_drop_damaged(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	struct cat_chunk_where w;
+	if (cat_chunk_where(c->fs->cat, hash, &w) != 0 || !w.uploaded || !w.cached)
+		return;
+	if (cat_chunk_set_cached(c->fs->cat, hash, false) != 0)
+		return;
+	store_remove(c->fs->store, hash);
+	pthread_mutex_lock(&c->lock);
+	c->cached_bytes = c->cached_bytes > w.stored_len ? c->cached_bytes - w.stored_len : 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct store_chunk *out)
 {
 	int rc = store_load(c->fs->store, hash, cap, out);
@@ -353,7 +371,7 @@ int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct
 	if (rc == -ENOENT || rc == -EIO) {
 		/* not cached, or the cached copy is damaged: BACKING has the truth */
 		if (rc == -EIO)
-			store_remove(c->fs->store, hash);
+			cache_drop_damaged(c, hash);
 		rc = cache_fetch_bounded(c, hash, cap, out);
 	}
 	pthread_mutex_lock(&c->lock);

@@ -62,7 +62,10 @@ assert len(b) == 1, "offset past the end"
 f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
 }
 
-_payload_len() { echo $(($(ck_size "$1") - 64)); }
+# _hdr_len OBJ — the header length an object's header gives (72 for format
+# 2, 64 for format 1); its payload starts there.
+_hdr_len() { od -A n -t u4 -j 12 -N 4 "$1" | tr -d ' '; }
+_payload_len() { echo $(($(ck_size "$1") - $(_hdr_len "$1"))); }
 
 # _restore — puts the saved object back, byte-identical.
 _restore() {
@@ -143,7 +146,7 @@ test_damaged_cache_copy_is_replaced_from_backing() {
 	hash=${ext%%|*}
 	cached=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
 	[ -f "$cached" ] || ck_fail "no cache copy of chunk $hash at $cached"
-	_xor_byte "$cached" $((64 + 1000))
+	_xor_byte "$cached" $(($(_hdr_len "$cached") + 1000))
 	ck_mount
 	_read_ok victim
 	assert_contains "$(cat "$CK_DLOG")" "$hash" "a log line naming the damaged cache copy"
@@ -171,14 +174,14 @@ test_linked_copies_share_their_damage_and_read_as_eio() {
 	IFS='|' read -r hash V_OFF _ <<<"$ext"
 	cached=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
 	[ "$cached" -ef "$(_obj "$hash")" ] || ck_fail "the cache copy of $hash is not BACKING's file"
-	_xor_byte "$cached" $((64 + 1000))
+	_xor_byte "$cached" $(($(_hdr_len "$cached") + 1000))
 	ck_mount
 	_read_fails victim "payload byte flipped in the one linked copy"
-	assert_contains "$(grep -F "$hash" "$CK_DLOG")" "bytes do not match their hash" "log line of the damaged copy"
+	assert_contains "$(grep -F "$hash" "$CK_DLOG")" "payload does not match its CRC-32C" "log line of the damaged copy"
 	timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" >"$CK_TMP/verify.out" 2>&1 && ck_fail "verify passed with a damaged linked copy"
 	assert_contains "$(cat "$CK_TMP/verify.out")" "corrupt chunk $hash in BACKING" "verify names BACKING's copy"
 	ck_umount
-	_xor_byte "$(_obj "$hash")" $((64 + 1000)) # the one file, whatever names it has left
+	_xor_byte "$(_obj "$hash")" $(($(_hdr_len "$(_obj "$hash")") + 1000)) # the one file, whatever names it has left
 	ck_mount
 	_read_ok victim
 	ck_umount
@@ -186,7 +189,7 @@ test_linked_copies_share_their_damage_and_read_as_eio() {
 
 test_flipped_payload_byte_reads_as_eio_until_restored() {
 	_setup_files
-	local pos=$((64 + $(_payload_len "$V_OBJ") / 2))
+	local pos=$(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 2))
 	_xor_byte "$V_OBJ" $pos
 	ck_mount
 	_read_fails victim "payload byte $pos flipped"
@@ -211,7 +214,7 @@ test_flipped_payload_byte_reads_as_eio_until_restored() {
 test_damaged_cache_copy_read_from_disk_is_caught() {
 	_setup_files
 	local cached=$CK_CACHE/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
-	local pos=$((64 + $(_payload_len "$V_OBJ") / 3))
+	local pos=$(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 3))
 	cp -p "$V_SAVED" "$cached"
 	ck_sql "UPDATE chunks SET cached = 1 WHERE lower(hex(hash)) = '$V_HASH'" >/dev/null
 	_xor_byte "$cached" $pos
@@ -222,11 +225,86 @@ os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$cached"
 	ck_mount
 	_read_fails victim "payload byte $pos flipped in the cache copy and on BACKING"
 	_assert_logged_read_error "payload byte flipped in both copies"
-	assert_contains "$(grep -F "$CK_CACHE" "$CK_DLOG" | grep -F "$V_HASH")" "bytes do not match their hash" \
+	assert_contains "$(grep -F "$CK_CACHE" "$CK_DLOG" | grep -F "$V_HASH")" "payload does not match its CRC-32C" \
 		"log line of the damaged cache copy"
 	_read_ok other
 	_xor_byte "$V_OBJ" $pos # BACKING whole again: the read fetches it
 	_read_ok victim
+	ck_umount
+}
+
+# The CRC-32C field of a format-2 header (bytes 64-67) is checked like the
+# payload it covers: damaged, the object is corrupt (EIO), however whole its
+# payload is.
+test_flipped_crc_field_reads_as_eio() {
+	_setup_files
+	assert_eq 72 "$(_hdr_len "$V_OBJ")" "header length of a new object (format 2)"
+	_xor_byte "$V_OBJ" 65
+	ck_mount
+	_read_fails victim "CRC-32C field byte flipped"
+	_assert_logged_read_error "CRC-32C field byte flipped"
+	assert_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "payload does not match its CRC-32C" "log line of the damaged header"
+	_read_ok other
+	_verify_reports "CRC-32C field byte flipped"
+	_xor_byte "$V_OBJ" 65
+	_read_ok victim
+	ck_umount
+}
+
+# _forge_crc OBJ POS — flips the payload byte at POS of a format-2 object and
+# rewrites the CRC-32C in its header to match the damaged payload: damage a
+# CRC cannot see, only SHA-256 can.
+_forge_crc() {
+	"$PY" - "$1" "$2" <<'PYEOF'
+import struct, sys
+t = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    t.append(c)
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = t[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+path, pos = sys.argv[1], int(sys.argv[2])
+data = bytearray(open(path, "rb").read())
+assert struct.unpack_from("<H", data, 8)[0] == 2 and struct.unpack_from("<I", data, 12)[0] == 72
+data[pos] ^= 0x5A
+struct.pack_into("<I", data, 64, crc32c(bytes(data[72:])))
+open(path, "r+b").write(bytes(data))
+PYEOF
+}
+
+# -o verify=sha256: reads from the local cache re-hash every chunk, so a
+# payload changed together with its CRC (which the default CRC-32C check
+# would pass: it catches rot and torn writes, not a rewritten object) reads
+# as EIO, logged as a hash mismatch; ckptfs-admin verify (always SHA-256)
+# reports it too. BACKING is on the cache's filesystem (the default here):
+# the one linked copy holds the damage, so nothing can repair it.
+test_verify_sha256_catches_a_payload_rewritten_with_its_crc() {
+	ck_rand "$CK_REF/victim" $((200 * 1024)) # one chunk, small enough for Python's CRC
+	ck_rand "$CK_REF/other" $((2 * MiB))
+	ck_mount verify=sha256
+	cp "$CK_REF/victim" "$CK_MNT/victim"
+	cp "$CK_REF/other" "$CK_MNT/other"
+	timeout 120 "$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null || ck_fail "the uploads did not finish"
+	ck_umount
+	local ext cached
+	ext=$(_extents victim)
+	assert_eq 1 "$(echo "$ext" | grep -c .)" "extents of a 200 KiB file"
+	IFS='|' read -r V_HASH V_OFF V_LEN <<<"$ext"
+	V_INO=$(_ino_of victim)
+	cached=$CK_CACHE/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
+	[ -f "$cached" ] || ck_fail "no cache copy of chunk $V_HASH"
+	_forge_crc "$cached" $((72 + 5000))
+	ck_mount verify=sha256
+	_read_fails victim "payload rewritten with a matching CRC, verify=sha256"
+	_assert_logged_read_error "payload rewritten with a matching CRC"
+	assert_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "bytes do not match their hash" "log line of the rewritten object"
+	_read_ok other
+	_verify_reports "payload rewritten with a matching CRC"
 	ck_umount
 }
 
@@ -248,7 +326,7 @@ open(sys.argv[1], "wb").write(out[:3 << 20])' "$CK_REF/victim"
 	codec=$(od -A n -t u1 -j 10 -N 1 "$V_OBJ" | tr -d ' ')
 	assert_eq 1 "$codec" "codec byte of a chunk of repetitive text (LZ4)"
 	assert_lt "$(_payload_len "$V_OBJ")" "$V_LEN" "LZ4 payload vs plain length"
-	local pos=$((64 + $(_payload_len "$V_OBJ") / 2))
+	local pos=$(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 2))
 	_xor_byte "$V_OBJ" $pos
 	ck_mount
 	_read_fails victim "LZ4 payload byte flipped"
@@ -263,7 +341,7 @@ open(sys.argv[1], "wb").write(out[:3 << 20])' "$CK_REF/victim"
 
 test_truncated_chunk_object_reads_as_eio() {
 	_setup_files
-	truncate -s $((64 + $(_payload_len "$V_OBJ") / 2)) "$V_OBJ"
+	truncate -s $(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 2)) "$V_OBJ"
 	ck_mount
 	_read_fails victim "payload cut in half"
 	_assert_logged_read_error "payload cut in half"

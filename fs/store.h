@@ -3,17 +3,21 @@
  * Layout under the root:   chunks/ab/cd/abcd…(64 hex)   one immutable object per chunk
  *                          tmp/                          objects being written
  *
- * An object is self-describing: a 64-byte little-endian header, then the
+ * An object is self-describing: a 72-byte little-endian header, then the
  * payload (docs/FORMAT.md):
- *   0  magic "CKPTCHNK"      8  u16 format version (1)   10 u8 codec   11 u8 0
- *   12 u32 header length (64) 16 u64 plain length         24 u64 payload length
+ *   0  magic "CKPTCHNK"      8  u16 format version (2)   10 u8 codec   11 u8 0
+ *   12 u32 header length (72) 16 u64 plain length         24 u64 payload length
  *   32 SHA-256 of the plain bytes (32 bytes)
+ *   64 u32 CRC-32C of the payload                         68 u32 0
+ * (format 1: the same without bytes 64-71; still read.)
  *
  * Invariants:
  *  1. An object's name is the SHA-256 of its plain bytes, and it is never
  *     modified: it is written under tmp/ and renamed into place whole.
- *  2. store_get returns bytes only after re-hashing them: a missing, truncated
- *     or corrupt object is -EIO and a log line naming the chunk and the reason.
+ *  2. store_get and store_load return bytes only after checking them (S4 in
+ *     store.c: by the CRC-32C, or SHA-256 as store_set_local_check says): a
+ *     missing, truncated or corrupt object is -EIO and a log line naming the
+ *     chunk and the reason.
  *  3. Writing an object that already exists is harmless (same name, same bytes). */
 #ifndef CKPTFS_STORE_H
 #define CKPTFS_STORE_H

@@ -70,6 +70,31 @@ static int main_write_small(const char *path, const char *text)
 	return rc;
 }
 
+/* Parses the store marker: "ckptfs store format N" with N a decimal ≥ 1
+ * that fits, and nothing after it but one newline. Anything else (a sign, a
+ * zero, trailing words, an overflow) is not a marker: a store is never
+ * "upgraded" from a version misread. */
+static bool main_parse_marker(const char *text, unsigned long *version)
+{
+	static const char prefix[] = "ckptfs store format ";
+	if (strncmp(text, prefix, sizeof(prefix) - 1) != 0)
+		return false;
+	const char *p = text + sizeof(prefix) - 1;
+	if (*p < '0' || *p > '9')
+		return false;
+	char *end = NULL;
+	errno = 0;
+	unsigned long v = strtoul(p, &end, 10);
+	if (errno != 0 || v == 0)
+		return false;
+	if (*end == '\n')
+		end++;
+	if (*end != '\0')
+		return false;
+	*version = v;
+	return true;
+}
+
 /* The store on BACKING carries its format version; a cache belongs to one
  * BACKING (its catalog names chunks only that store holds). */
 static int main_check_bindings(struct ckptfs *fs)
@@ -79,15 +104,15 @@ static int main_check_bindings(struct ckptfs *fs)
 	size_t len = 0;
 	int rc = backing_get(fs->backing, MAIN_STORE_MARKER, buf, sizeof(buf) - 1, &len);
 	if (rc == 0) {
-		int version = 0;
+		unsigned long version = 0;
 		buf[len] = '\0';
-		if (sscanf(buf, "ckptfs store format %d", &version) != 1) {
+		if (!main_parse_marker(buf, &version)) {
 			fprintf(stderr, "ckptfs: BACKING %s: %s is not a ckptfs store marker\n", o->backing,
 				MAIN_STORE_MARKER);
 			return -1;
 		}
 		if (version > STORE_FORMAT_VERSION) {
-			fprintf(stderr, "ckptfs: BACKING %s: store format %d is newer than this ckptfs "
+			fprintf(stderr, "ckptfs: BACKING %s: store format %lu is newer than this ckptfs "
 					"understands (%d): upgrade ckptfs\n",
 				o->backing, version, STORE_FORMAT_VERSION);
 			return -1;
@@ -97,7 +122,7 @@ static int main_check_bindings(struct ckptfs *fs)
 					 STORE_FORMAT_VERSION);
 			rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
 			if (rc == 0)
-				log_info("BACKING %s: store format %d upgraded to %d (new chunk objects "
+				log_info("BACKING %s: store format %lu upgraded to %d (new chunk objects "
 					 "carry a CRC-32C; older ones are read as before)",
 					 o->backing, version, STORE_FORMAT_VERSION);
 		}

@@ -402,10 +402,16 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
 			cat_upload_failed(u->fs->cat, row->seq, "the cache copy is missing or damaged");
+		/* a manifest rewritten for a pin change leaves durability as it
+		 * was: only a generation that just became durable asks for keep
+		 * (keep runs after commits and at mount, not after an unpin) */
+		bool was_durable = false;
+		if (row->kind == UP_GEN_MANIFEST && cat_gen_durable(u->fs->cat, row->gen, &was_durable) != 0)
+			was_durable = false;
 		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0) {
 			if (row->kind == UP_CHUNK)
 				cache_dirty_done(u->fs->cache, bytes);
-			else if (row->kind == UP_GEN_MANIFEST)
+			else if (row->kind == UP_GEN_MANIFEST && !was_durable)
 				gen_durable(u->fs->gen, row->gen);
 		}
 	} else {

@@ -123,6 +123,82 @@ test_unknown_option_is_refused() {
 	_refused "cache" "$CK_MNT" -o cache "$CK_BACKING" "$CK_MNT"
 }
 
+# -o verify= takes crc32c or sha256 only: anything else is refused before
+# BACKING or the cache is touched, with one line naming the option and what it
+# expects.
+test_bad_verify_value_is_refused() {
+	local v
+	for v in md5 "" CRC32C sha256x; do
+		_refused "verify=$v" "$CK_MNT" -o cache="$CK_CACHE",verify="$v" "$CK_BACKING" "$CK_MNT"
+		assert_contains "$(head -n 1 "$CK_TMP/err")" "expects verify=crc32c or verify=sha256" "the reason given for verify=$v"
+	done
+	# In the foreground as well.
+	_refused "verify=md5" "$CK_MNT" -f -o cache="$CK_CACHE",verify=md5 "$CK_BACKING" "$CK_MNT"
+	assert_eq "" "$(ls -A "$CK_BACKING")" "BACKING after refused verify= values (nothing may be written)"
+	assert_eq "" "$(ls -A "$CK_CACHE")" "the cache after refused verify= values (nothing may be written)"
+}
+
+# Both verify= values mount, and what was written reads back byte-identical
+# after a remount (reads from the local cache, checked the chosen way).
+test_verify_crc32c_and_sha256_mount() {
+	local v
+	assert_contains "$(timeout 20 "$CKPTFS_BIN" --help 2>&1)" "verify=" "ckptfs --help"
+	for v in crc32c sha256; do
+		ck_rand "$CK_REF/$v" $((3 * MiB + 17))
+		ck_mount verify=$v
+		cp "$CK_REF/$v" "$CK_MNT/$v"
+		assert_file_eq "$CK_REF/$v" "$CK_MNT/$v"
+		ck_remount verify=$v
+		assert_file_eq "$CK_REF/$v" "$CK_MNT/$v"
+		[ "$v" = crc32c ] || assert_file_eq "$CK_REF/crc32c" "$CK_MNT/crc32c"
+		ck_umount
+	done
+}
+
+# BACKING/ckptfs.store names the store's format. A newer one than this ckptfs
+# understands is refused with one line naming BACKING and saying so, and the
+# marker is left as it was (an older daemon must not downgrade a store).
+test_store_marker_of_a_newer_format_is_refused() {
+	printf 'ckptfs store format 3\n' >"$CK_BACKING/ckptfs.store"
+	cp -p "$CK_BACKING/ckptfs.store" "$CK_TMP/marker"
+	_refused "BACKING $CK_BACKING" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	assert_contains "$(head -n 1 "$CK_TMP/err")" "store format 3 is newer than this ckptfs" "the reason given for a format-3 store"
+	_refused "BACKING $CK_BACKING" "$CK_MNT" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	assert_contains "$(head -n 1 "$CK_TMP/err")" "newer" "the reason given for a format-3 store (foreground)"
+	cmp -s "$CK_TMP/marker" "$CK_BACKING/ckptfs.store" ||
+		ck_fail "the marker of a refused newer store changed: '$(cat "$CK_BACKING/ckptfs.store")'"
+	[ ! -e "$CK_BACKING/chunks" ] || ck_fail "a refused newer store got a chunks/ directory"
+	# a version past 32 bits is newer too, never read as a wrapped-around 1
+	printf 'ckptfs store format 4294967297\n' >"$CK_BACKING/ckptfs.store"
+	cp -p "$CK_BACKING/ckptfs.store" "$CK_TMP/marker"
+	_refused "BACKING $CK_BACKING" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	assert_contains "$(head -n 1 "$CK_TMP/err")" "store format 4294967297 is newer than this ckptfs" "the reason given for a format-4294967297 store"
+	cmp -s "$CK_TMP/marker" "$CK_BACKING/ckptfs.store" ||
+		ck_fail "the marker of a refused 4294967297 store changed: '$(cat "$CK_BACKING/ckptfs.store")'"
+}
+
+# A ckptfs.store that is not a marker (someone else's file, a damaged one) is
+# refused naming the file, and left as it was.
+test_store_marker_with_garbage_is_refused() {
+	local m=$CK_BACKING/ckptfs.store what
+	for what in empty text binary prefix zero negative junk overflow; do
+		case $what in
+		empty) : >"$m" ;;
+		text) printf 'hello, this is not a ckptfs store\n' >"$m" ;;
+		binary) head -c 200 /dev/urandom >"$m" ;;
+		prefix) printf 'ckptfs store format two\n' >"$m" ;;
+		zero) printf 'ckptfs store format 0\n' >"$m" ;;
+		negative) printf 'ckptfs store format -7\n' >"$m" ;;
+		junk) printf 'ckptfs store format 2 and junk\n' >"$m" ;;
+		overflow) printf 'ckptfs store format 99999999999999999999999\n' >"$m" ;;
+		esac
+		cp -p "$m" "$CK_TMP/marker"
+		_refused "ckptfs.store" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+		assert_contains "$(head -n 1 "$CK_TMP/err")" "BACKING $CK_BACKING: ckptfs.store is not a ckptfs store marker" "the line for a $what marker"
+		cmp -s "$CK_TMP/marker" "$m" || ck_fail "the $what marker of a refused store changed"
+	done
+}
+
 test_missing_arguments_are_refused_with_usage() {
 	local rc out
 	for args in "" "$CK_BACKING" "-o cache=$CK_CACHE $CK_BACKING" "$CK_BACKING $CK_MNT $CK_TMP/extra" "-o"; do

@@ -96,6 +96,11 @@ test_pinned_generation_survives_keep() {
 	# unpinned: the next commit applies keep to it
 	setfattr -n user.ckptfs.pin -v 0 "$CK_MNT/p/step-1"
 	gen_expect "$CK_MNT/p/step-1" state=committed pinned=0
+	# the unpin rewrites the manifest on BACKING; that upload finishing is
+	# not a commit, and keep does not run on it
+	ck_wait_durable
+	sleep 0.3
+	gen_expect "$CK_MNT/p/step-1" state=committed pinned=0
 	save p/step-5
 	assert_entries "$CK_MNT/p" "step-4 step-5" "series after unpinning step-1 and one more save"
 	assert_cat_gen step-1 3 keep

@@ -3,7 +3,8 @@
 # a kill -9 of the daemon (every file closed or fsync'd before it, every
 # namespace change), and what BACKING and the catalog hold afterwards (valid,
 # self-describing chunk objects; chunks released when files go; corrupt or
-# missing objects read as EIO, never as data).
+# missing objects read as EIO, never as data); a store of format 1 (marker
+# and objects without a CRC-32C) is upgraded at mount and still reads.
 . "$(dirname "$0")/lib.sh"
 
 _catalog_checks() {
@@ -279,6 +280,129 @@ test_small_cache_disk_saves_succeed_through_backpressure_and_eviction() {
 	[ "$(ck_sql 'SELECT COUNT(*) FROM chunks WHERE cached = 0')" -gt 0 ] || ck_fail "nothing was evicted from a 48 MiB cache after 60 MiB of saves"
 	ck_remount
 	for i in 1 2 3 4 5; do assert_file_eq "$CK_REF/f$i" "$CK_MNT/f$i"; done
+	ck_umount
+	ck_objcheck
+}
+
+# ---- store format 1 (before chunk objects carried a CRC-32C)
+
+# _obj HASH — the chunk object of HASH on BACKING; _cached HASH — its cache copy.
+_obj() { echo "$CK_BACKING/chunks/${1:0:2}/${1:2:2}/$1"; }
+_cached() { echo "$CK_CACHE/chunks/${1:0:2}/${1:2:2}/$1"; }
+# _hdr OBJ — "version header_length" from an object's header.
+_hdr() { "$PY" -c 'import struct, sys; h = open(sys.argv[1], "rb").read(16); print(*struct.unpack_from("<H", h, 8), *struct.unpack_from("<I", h, 12))' "$1"; }
+# _evict HASH — drops the cache copy of a chunk (as cache_size would), while
+# unmounted: reads then have only BACKING's object.
+_evict() {
+	rm -f "$(_cached "$1")"
+	ck_sql "UPDATE chunks SET cached = 0 WHERE lower(hex(hash)) = '$1'" >/dev/null
+}
+# _to_format1 OBJ — rewrites a format-2 object as the format-1 object of the
+# same chunk: version 1, a 64-byte header (no CRC-32C), the payload at 64. A
+# new file renamed over the old one (never a hard link the cache shares).
+_to_format1() {
+	"$PY" - "$1" <<'PYEOF'
+import os, shutil, struct, sys
+path = sys.argv[1]
+data = open(path, "rb").read()
+assert data[:8] == b"CKPTCHNK", "bad magic"
+assert struct.unpack_from("<H", data, 8)[0] == 2 and struct.unpack_from("<I", data, 12)[0] == 72, "not a format-2 object"
+assert struct.unpack_from("<Q", data, 24)[0] == len(data) - 72, "payload length"
+hdr = bytearray(data[:64])
+struct.pack_into("<H", hdr, 8, 1)
+struct.pack_into("<I", hdr, 12, 64)
+tmp = path + ".v1"
+with open(tmp, "wb") as f:
+    f.write(bytes(hdr) + data[72:])
+shutil.copymode(path, tmp)
+os.replace(tmp, path)
+PYEOF
+}
+# _xor_byte FILE POS — flips bits of one byte in place (twice restores it).
+_xor_byte() {
+	"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
+assert len(b) == 1, "offset past the end"
+f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
+}
+
+# A store written before chunk objects carried a CRC-32C: its marker says
+# format 1, its objects have 64-byte headers. Mounting it rewrites the marker
+# to format 2 (logged once), its files read back byte-identical, a format-1
+# object among them included; that object stays as it is and is checked by
+# SHA-256: a flipped payload byte on BACKING reads as EIO, and a damaged
+# format-1 cache copy is caught by the default verify=crc32c (it has no CRC,
+# so it is re-hashed) and replaced from BACKING.
+test_store_format_1_is_upgraded_and_its_objects_still_read() {
+	local f h mid n marker=$CK_BACKING/ckptfs.store
+	ck_rand "$CK_REF/a" $((6 * MiB)) # chunks are at most 4 MiB: two at least
+	ck_rand "$CK_REF/b" $((2 * MiB + 5))
+	ck_rand "$CK_REF/small" 777
+	yes "a compressible line of a json file" | head -c $((MiB + 3)) >"$CK_REF/text"
+	ck_mount
+	mkdir "$CK_MNT/d"
+	for f in a b small text; do cp "$CK_REF/$f" "$CK_MNT/d/$f"; done
+	ck_umount
+	assert_eq "ckptfs store format 2" "$(cat "$marker")" "the marker of a new store"
+	# Back to a format-1 store: its marker, and one chunk of a (not its
+	# first, so that a mixes format-2 and format-1 objects) as a format-1
+	# object.
+	printf 'ckptfs store format 1\n' >"$marker"
+	h=$(ck_sql "SELECT lower(hex(e.hash)) FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = 'a' ORDER BY e.off")
+	n=$(echo "$h" | grep -c .) || true
+	[ "$n" -ge 2 ] || ck_fail "a (6 MiB) has $n extents, expected at least 2"
+	mid=$(echo "$h" | sed -n "$((n / 2 + 1))p")
+	assert_eq 1 "$(echo "$h" | grep -c -x "$mid")" "uses of chunk $mid by a"
+	[ -f "$(_obj "$mid")" ] || ck_fail "no object for chunk $mid on BACKING"
+	_evict "$mid"
+	_to_format1 "$(_obj "$mid")"
+	assert_eq "1 64" "$(_hdr "$(_obj "$mid")")" "version and header length of the converted object"
+	cp -p "$(_obj "$mid")" "$CK_TMP/v1"
+	ck_log "chunk $mid (extent $((n / 2 + 1)) of $n of a) is now a format-1 object"
+
+	ck_mount
+	assert_contains "$(cat "$CK_DLOG")" "BACKING $CK_BACKING: store format 1 upgraded to 2" "the daemon log of the first mount of a format-1 store"
+	assert_eq "ckptfs store format 2" "$(cat "$marker")" "the marker after the upgrade"
+	assert_eq "$(printf 'ckptfs store format 2\nX')" "$(cat "$marker"; echo X)" "the marker's bytes after the upgrade"
+	for f in a b small text; do assert_file_eq "$CK_REF/$f" "$CK_MNT/d/$f"; done
+	local out
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin verify of a store with a format-1 object failed: $(echo "$out" | tr '\n' '|')"
+	ck_umount
+	cmp -s "$CK_TMP/v1" "$(_obj "$mid")" || ck_fail "the format-1 object of $mid was changed by reading it"
+	ck_objcheck
+
+	# Upgraded once: the next mount has nothing to upgrade.
+	ck_mount
+	assert_not_contains "$(cat "$CK_DLOG")" "upgraded" "the daemon log of a mount of an upgraded store"
+	assert_file_eq "$CK_REF/a" "$CK_MNT/d/a"
+	ck_umount
+
+	# A payload byte flipped in the format-1 object on BACKING, no cache
+	# copy: SHA-256 catches it, the read fails with EIO.
+	_evict "$mid"
+	_xor_byte "$(_obj "$mid")" $((64 + $(ck_size "$(_obj "$mid")") / 2))
+	ck_mount
+	local rc=0
+	out=$(timeout 60 cat "$CK_MNT/d/a" 2>&1 >/dev/null) || rc=$?
+	[ $rc != 124 ] || ck_fail "reading a with a damaged format-1 object hung"
+	[ $rc != 0 ] || ck_fail "reading a succeeded although its format-1 object has a flipped payload byte"
+	assert_contains "$out" "Input/output error" "error reading a with a damaged format-1 object"
+	assert_contains "$(grep -F "$mid" "$CK_DLOG")" "BACKING $CK_BACKING: chunk $mid is corrupt" "the log line of the damaged format-1 object"
+	assert_file_eq "$CK_REF/b" "$CK_MNT/d/b"
+	ck_umount
+
+	# BACKING's format-1 object whole again; a damaged format-1 copy of it
+	# in the cache (its own file): read with the default verify=crc32c, it
+	# is re-hashed, found wrong, and replaced from BACKING.
+	cp -p "$CK_TMP/v1" "$(_obj "$mid")"
+	mkdir -p "$(dirname "$(_cached "$mid")")"
+	cp "$CK_TMP/v1" "$(_cached "$mid")"
+	ck_sql "UPDATE chunks SET cached = 1 WHERE lower(hex(hash)) = '$mid'" >/dev/null
+	_xor_byte "$(_cached "$mid")" $((64 + 1000))
+	ck_mount
+	assert_file_eq "$CK_REF/a" "$CK_MNT/d/a"
+	assert_contains "$(grep -F "$mid" "$CK_DLOG")" "store $CK_CACHE: chunk $mid is corrupt: bytes do not match their hash" \
+		"the log line of the damaged format-1 cache copy (re-hashed under verify=crc32c)"
 	ck_umount
 	ck_objcheck
 }

@@ -4,6 +4,13 @@
 # PATH as `ckptfs` (what `make install` provides). Needs root and /dev/fuse.
 # `make check-examples` runs it.
 #
+# mount(8) runs its helper with no PATH, and mount.fuse3 starts `ckptfs`
+# through /bin/sh, which then searches its default path only. So the script
+# re-runs itself in a private mount namespace (unshare -m) and there binds a
+# directory holding links to BUILD_DIR's binaries over /usr/local/sbin, the
+# first directory of that path: the examples mount the ckptfs just built,
+# nothing is installed, and the system outside never sees the bind.
+#
 #   1. mnt-ckpt.mount passes `systemd-analyze verify` (skipped without it);
 #   2. `mount -t fuse.ckptfs BACKING MNT -o cache=…,allow_other,_netdev`
 #      mounts; a file written is read back byte-identical, also by another
@@ -34,12 +41,28 @@ if [ ! -x "$build/ckptfs" ]; then
 	exit 1
 fi
 export PATH=$build:$PATH
+if [ -z "${CKPTFS_FSTAB_NS:-}" ]; then
+	if ! command -v unshare >/dev/null; then
+		echo "check_fstab: unshare (util-linux) not found: needed for a private mount namespace" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	CKPTFS_FSTAB_NS=1 exec unshare --mount --propagation private "$0" "$build"
+fi
 
 T=$(mktemp -d /tmp/ckptfs-fstab-check.XXXXXX)
 chmod 755 "$T" # allow_other is checked as user nobody
 B=$T/backing M=$T/mnt C=$T/cache
-mkdir -p "$B" "$M" "$C"
+mkdir -p "$B" "$M" "$C" "$T/sbin"
 DAEMONS=()
+ln -s "$build/ckptfs" "$T/sbin/ckptfs"
+ln -s "$build/ckptfs-admin" "$T/sbin/ckptfs-admin"
+if ! mkdir -p /usr/local/sbin || ! mount --bind "$T/sbin" /usr/local/sbin; then
+	echo "check_fstab: cannot bind $T/sbin over /usr/local/sbin in the private namespace" >&2
+	rm -rf "$T"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
 
 is_mounted() { awk -v m="$M" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 fstype() { awk -v m="$M" '$5 == m { split($0, a, " - "); split(a[2], b, " "); print b[1] }' /proc/self/mountinfo; }
@@ -61,6 +84,7 @@ cleanup() {
 		kill "$pid" 2>/dev/null
 	done
 	is_mounted && echo "check_fstab: WARNING: $M still mounted" >&2
+	umount /usr/local/sbin 2>/dev/null
 	rm -rf "$T"
 }
 trap cleanup EXIT

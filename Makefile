@@ -67,7 +67,7 @@ test: deps
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	$(MAKE) test-trainers
-	$(MAKE) test-faultfs test-nfs check-docker check-examples
+	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples
 	$(MAKE) test-asan
 
 test-unit: $(BUILD)/unit-tests
@@ -112,7 +112,7 @@ clean:
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # ---- faultfs, Docker and packaging checks (tests/faultfs/README.md, docs/DOCKER.md)
-.PHONY: test-faultfs check-docker check-examples
+.PHONY: test-faultfs test-nullfs check-docker check-examples
 
 # The fault-injecting passthrough mount that integration tests put under BACKING.
 $(BUILD)/faultfs: tests/faultfs/faultfs.c
@@ -122,6 +122,15 @@ $(BUILD)/faultfs: tests/faultfs/faultfs.c
 
 test-faultfs: deps $(BUILD)/faultfs
 	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs
+
+# The FUSE floor: a filesystem that stores nothing, for make bench (docs/BENCH.md).
+$(BUILD)/nullfs: tests/nullfs/nullfs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(shell pkg-config --cflags fuse3) $< -o $@ \
+		$(shell pkg-config --libs fuse3) -lpthread
+
+test-nullfs: deps $(BUILD)/nullfs
+	tests/nullfs/t_nullfs.sh $(BUILD)/nullfs
 
 # Docker files, checked as far as a machine without a Docker daemon can (docs/DOCKER.md).
 check-docker: deps all

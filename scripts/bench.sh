@@ -114,6 +114,8 @@ WB=$HERE/bench_wb.py
 FAULTFS=$BIN/faultfs
 BTOOL=$BIN/backing-tool
 GANESHA=$HERE/../tests/nfs/ganesha.sh
+NULLFS=$BIN/nullfs
+FLOOR=${BENCH_FLOOR:-1}       # the FUSE floor (nullfs) beside phases 1-3 and 5
 NFILES=$((10000 / div))     # phases 5, 6, 8: files per directory / generation
 META_SIZE=4096              # phase 5: bytes per file
 META_BLOCKS=10              # phase 5: blocks per side, alternating between the sides
@@ -131,6 +133,10 @@ if [ "$run_wb" = 1 ] && { [ ! -x "$FAULTFS" ] || [ ! -x "$BTOOL" ]; }; then
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/faultfs" "$BUILD/backing-tool" >/dev/null ||
 		die "could not build $FAULTFS and $BTOOL"
 fi
+if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; } && [ ! -x "$NULLFS" ]; then
+	echo "bench: building $BUILD/nullfs for the FUSE floor"
+	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/nullfs" >/dev/null || die "could not build $NULLFS"
+fi
 wb_nfs=0
 if [ "$run_wb" = 1 ]; then
 	if command -v ganesha.nfsd >/dev/null && [ -x "$GANESHA" ]; then wb_nfs=1; else
@@ -145,6 +151,7 @@ shm=$(mktemp -d /dev/shm/ckptfs-bench.XXXXXX)
 mnt='' pid='' perf_pids=()
 workers=()
 fmnt='' fpid='' gdir='' # the faultfs mount and its PID, ganesha's directory (phases 9-12)
+nmnt='' npid=''         # the nullfs mount (the FUSE floor) and its PID
 
 stop_daemon() {
 	if [ -n "$mnt" ] && mountpoint -q "$mnt" 2>/dev/null; then
@@ -183,6 +190,38 @@ faultfs_down() {
 	fmnt='' fpid=''
 }
 
+# nullfs (tests/nullfs): the same requests as ckptfs, no storage behind them.
+nullfs_up() {
+	local i
+	mkdir -p "$work/null/mnt"
+	"$NULLFS" -f -o default_permissions "$work/null/mnt" 2>>"$work/null/nullfs.log" &
+	npid=$! nmnt=$work/null/mnt
+	for i in $(seq 200); do
+		if mountpoint -q "$nmnt"; then
+			# as ckptfs does at mount (ops_tune_readahead): 1 MiB FUSE reads
+			if [ "$(id -u)" = 0 ]; then echo 1024 >"/sys/class/bdi/$(mountpoint -d "$nmnt")/read_ahead_kb" || true; fi
+			return 0
+		fi
+		kill -0 "$npid" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$work/null/nullfs.log" >&2
+	die "nullfs did not mount on $nmnt"
+}
+
+nullfs_down() {
+	if [ -n "$nmnt" ] && mountpoint -q "$nmnt" 2>/dev/null; then
+		fusermount3 -u "$nmnt" 2>/dev/null || umount -l "$nmnt" 2>/dev/null || true
+	fi
+	if [ -n "$npid" ]; then
+		local i
+		for i in $(seq 50); do kill -0 "$npid" 2>/dev/null || break; sleep 0.1; done
+		kill "$npid" 2>/dev/null || true
+		wait "$npid" 2>/dev/null || true
+	fi
+	nmnt='' npid=''
+}
+
 ganesha_down() {
 	if [ -n "$gdir" ]; then "$GANESHA" stop "$gdir" >/dev/null 2>&1 || true; fi
 	gdir=''
@@ -194,6 +233,7 @@ cleanup() {
 	perf_stop
 	stop_daemon
 	faultfs_down
+	nullfs_down
 	ganesha_down
 	rm -rf "$work" "$shm"
 }
@@ -409,6 +449,7 @@ phase_cold_read() {
 	if [ "$side" = ckptfs ]; then cpu_end cr; perf_stop; check_daemon; fi
 	R[cr,$side,$r]=$(mbps $((NWRITERS * UNIQUE_FILE)) "$t")
 	report "$side" cr "cold read" "$t"
+	[ "$side" != nullfs ] || return 0 # it reads zeros
 	cmds=()
 	for i in $(seq 0 $((NWRITERS - 1))); do cmds+=("$PY $IO verify $shm/unique$i $dir/unique$i.bin 0 -"); done
 	run_group "${cmds[@]}" # dies on a difference
@@ -441,6 +482,9 @@ phase_replicated_write() {
 			"$side" "$NREPLICAS" $((du1 - du0)) $((f1 - f0))
 		printf ' catalog stored_bytes +%d, unique_bytes +%d; one replica %d\n' \
 			$((s1 - s0)) $((u1 - u0)) "$ONE_REPLICA"
+	elif [ "$side" = nullfs ]; then
+		report "$side" rw "replicated write" "$t"
+		return 0 # it stores nothing to verify
 	else
 		R[rs,$side,$r]=$(div "$(du -sb "$dir/replicas" | cut -f1)" "$ONE_REPLICA")
 		report "$side" rw "replicated write" "$t"
@@ -487,6 +531,20 @@ phase_meta() { # phase_meta KIND
 		if [ "$side" = ckptfs ]; then printf '   (daemon CPU %ss, kernel %ss of it)' "${R[${kind}cpu,ckptfs,$r]}" "${R[${kind}sys,ckptfs,$r]}"; fi
 		echo
 	done
+}
+
+# 5, the FUSE floor: the same creates into nullfs (a generation-like
+# directory), alternating with a fresh plain directory of the same run.
+phase_meta_floor() {
+	local out
+	quiesce
+	out=$(gen_run meta "$NFILES" "$META_SIZE" "$META_BLOCKS" "$npid" "${order%% *}" "$rd/plain/floor" "$nmnt/rmeta$r/meta/step-1" "$rd/plain")
+	R[nm,plain,$r]=$(fps "$NFILES" "$(kv plain_s <<<"$out")")
+	R[nm,nullfs,$r]=$(fps "$NFILES" "$(kv ckptfs_s <<<"$out")")
+	printf '   %-7s %-24s %7.2fs %6s files/s   (plain beside it: %s files/s; ratio %s)\n' nullfs \
+		"create, the FUSE floor" "$(kv ckptfs_s <<<"$out")" "${R[nm,nullfs,$r]}" "${R[nm,plain,$r]}" \
+		"$(div "${R[nm,nullfs,$r]}" "${R[nm,plain,$r]}")"
+	rm -rf "${nmnt:?}/rmeta$r"
 }
 
 # A generation of NFILES files of DEL_SIZE bytes in DEL_SUBDIRS subdirectories
@@ -574,6 +632,9 @@ daemon_log_check() {
 	fi
 }
 
+# The FUSE floor's mount, for phases 1-3 and 5 (tests/nullfs).
+if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; }; then nullfs_up; fi
+
 # Phase 5 runs first, before anything of this bench deletes files: on this
 # ext4 (no journal) the inode allocator skips inodes deleted in the last 60 s
 # (360 s while their inode table block is dirty), so that after a mass
@@ -590,6 +651,7 @@ if [ "$run_gen" = 1 ]; then
 		if [ $((r % 2)) = 1 ]; then order="plain ckptfs"; else order="ckptfs plain"; fi
 		phase_meta mg
 		phase_meta mf
+		if [ "$FLOOR" = 1 ]; then phase_meta_floor; fi
 		gen_run dcpprep "$mnt/meta/step-1" "$DEL_SIZE" >/dev/null # commit it, untimed
 		gen_run dcpcommit "$mnt/meta/step-1" >/dev/null
 		daemon_log_check "$rd"
@@ -613,7 +675,9 @@ for r in $(seq 1 "$ROUNDS"); do
 		for side in $order; do
 			if [ "$side" = plain ]; then $phase plain "$rd/plain"; else $phase ckptfs "$mnt"; fi
 		done
+		if [ "$FLOOR" = 1 ]; then mkdir -p "$nmnt/r$r"; $phase nullfs "$nmnt/r$r"; fi
 	done
+	if [ "$FLOOR" = 1 ]; then rm -rf "${nmnt:?}/r$r"; fi
 	check_daemon
 	R[rss,ckptfs,$r]=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
 	echo "   ckptfs  daemon VmHWM  ${R[rss,ckptfs,$r]} MiB"
@@ -894,6 +958,7 @@ fi # run_wb
 
 vals() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="${R[$1,$2,$i]:-} "; done; echo "$out"; }
 ratios() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="$(div "${R[$1,ckptfs,$i]}" "${R[$1,plain,$i]}") "; done; echo "$out"; }
+nratios() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="$(div "${R[$1,nullfs,$i]}" "${R[$1,plain,$i]}") "; done; echo "$out"; }
 met() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == ">=") ? v >= t : (op == "<=") ? v <= t : v < t; print ok ? "yes" : "no" }'; }
 row() { printf '%-34s %10s %10s %8s %8s %5s\n' "$@"; }
 
@@ -906,6 +971,14 @@ for m in uw cr rw; do
 	for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$m,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$m,plain,$i]}")"; done
 	printf '   %-23s%s\n' "$n" "$line"
 done
+if [ "$FLOOR" = 1 ]; then
+	for m in uw cr rw; do
+		case $m in uw) n="  nullfs unique write" ;; cr) n="  nullfs cold read" ;; rw) n="  nullfs replicated" ;; esac
+		line=''
+		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$m,plain,$i]} / ${R[$m,nullfs,$i]} / $(div "${R[$m,nullfs,$i]}" "${R[$m,plain,$i]}")"; done
+		printf '   %-23s%s\n' "$n" "$line"
+	done
+fi
 printf '   %-23s%s\n' "stored / one replica" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s / %s' "$i" "${R[rs,plain,$i]}" "${R[rs,ckptfs,$i]}"; done)"
 printf '   %-23s%s\n' "daemon VmHWM MiB" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s' "$i" "${R[rss,ckptfs,$i]}"; done)"
 fi
@@ -922,6 +995,11 @@ if [ "$run_gen" = 1 ]; then
 		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$p,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$p,plain,$i]}")"; done
 		printf '   %-23s%s\n' "$n" "$line"
 	done
+	if [ "$FLOOR" = 1 ]; then
+		line=''
+		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[nm,plain,$i]} / ${R[nm,nullfs,$i]} / $(div "${R[nm,nullfs,$i]}" "${R[nm,plain,$i]}")"; done
+		printf '   %-23s%s\n' "  nullfs creates" "$line"
+	fi
 	printf '   %-23s%s\n' "commit ms median, p95" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, %s' "$i" "${R[cm,ckptfs,$i]}" "${R[cp,ckptfs,$i]}"; done)"
 	printf '   %-23s%s\n' "keep=1 commit ms" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, remounted %s' "$i" "${R[kpc,ckptfs,$i]}" "${R[krc,ckptfs,$i]}"; done)"
 fi
@@ -953,6 +1031,9 @@ for m in uw cr rw; do
 	esac
 	ratio=$(ratios $m | median)
 	row "$n" "$(vals $m plain | median)" "$(vals $m ckptfs | median)" "${ratio}x" ">=${tgt}x" "$(met "$ratio" "$tgt" '>=')"
+	if [ "$FLOOR" = 1 ]; then
+		row "  FUSE floor: nullfs" "$(vals $m plain | median)" "$(vals $m nullfs | median)" "$(nratios $m | median)x" "-" "-"
+	fi
 done
 rs=$(vals rs ckptfs | max)
 row "replicated: stored / one replica" "$(vals rs plain | median)x" "${rs}x" "-" "<=1.05x" "$(met "$rs" 1.05 '<=')"
@@ -972,6 +1053,9 @@ if [ "$run_gen" = 1 ]; then
 			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" ">=${tgt}x" "$(met "$ratio" "$tgt" '>=')"
 		else
 			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" "-" "-"
+		fi
+		if [ "$m" = mg ] && [ "$FLOOR" = 1 ]; then
+			row "  FUSE floor: nullfs (files/s)" "$(vals nm plain | imedian)" "$(vals nm nullfs | imedian)" "$(nratios nm | median)x" "-" "-"
 		fi
 	done
 	rmp=$(vals rm plain | median) rmc=$(vals rm ckptfs | median)
@@ -1013,6 +1097,10 @@ if [ "$run_wb" = 1 ]; then
 	done
 fi
 echo
+if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; }; then
+	echo "FUSE floor: the same work on nullfs (tests/nullfs: ckptfs's FUSE settings, no storage: writes dropped, reads of zeros),"
+	echo "  against the plain directory of the same round: what any FUSE filesystem can reach here (BENCH_FLOOR=0 to skip)."
+fi
 if [ "$run_io" = 1 ]; then
 echo "stored: growth of du -sb BACKING/chunks during the replicated write (worst round); plain: du -sb of its replicas."
 echo "daemon CPU seconds, median (kernel part): unique write $(vals uwcpu ckptfs | median) ($(vals uwsys ckptfs | median)), cold read $(vals crcpu ckptfs | median) ($(vals crsys ckptfs | median)), replicated write $(vals rwcpu ckptfs | median) ($(vals rwsys ckptfs | median))"

@@ -94,6 +94,9 @@ void cat_defer_window(struct cat *cat, unsigned ms);
 /* Commits the changes deferred so far, now (catalog_defer.c): before an
  * unmount drains the upload queue, whose rows of them are hidden until then. */
 int cat_defer_commit(struct cat *cat);
+/* Whether changes are deferred right now (a hint, read without the lock): a
+ * chunk stored now is hidden from the uploader until their commit. */
+bool cat_defer_active(struct cat *cat);
 int cat_schema_version(struct cat *cat); /* the version stored in the file */
 
 /* ---- namespace ---- */

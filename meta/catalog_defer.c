@@ -130,6 +130,11 @@ int cat_defer_commit(struct cat *cat)
 	return rc;
 }
 
+bool cat_defer_active(struct cat *cat)
+{
+	return __atomic_load_n(&cat->deferred, __ATOMIC_RELAXED) != 0;
+}
+
 void cat_defer_window(struct cat *cat, unsigned ms)
 {
 	pthread_mutex_lock(&cat->lock);

@@ -431,8 +431,10 @@ Test(defer, small_files_inside_an_open_generation_are_group_committed, .init = s
 	cr_assert_eq(cat_upload_list(fx.cat, 0, u, NFILES + 1), uploads0);
 	cr_assert_eq(gen_get(id).files, NFILES, "reads see them");
 	cr_assert_eq(committed_entries(root), 0, "reads commit nothing");
+	cr_assert(cat_defer_active(fx.cat), "the writer does not announce these chunks");
 
 	OK(cat_defer_commit(fx.cat));
+	cr_assert(!cat_defer_active(fx.cat));
 	cr_assert_eq(committed_entries(root), NFILES);
 	for (int i = 0; i < NFILES; i++)
 		cr_assert(committed_small_file(ino[i], 100 + i), "file %d", i);

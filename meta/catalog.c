@@ -10,9 +10,12 @@
  *     lock ──▶ BEGIN IMMEDIATE ──▶ work ──┬──▶ COMMIT ───▶ sweep? ──▶ unlock
  *                                         └──▶ ROLLBACK ───────────▶ unlock
  *
- * Removals inside an OPEN generation take another path: a savepoint in a
- * write transaction left open and committed later, by the flusher or by the
- * next write (catalog_defer.c, D1-D4). Reads run inside it.
+ * Changes inside an OPEN generation take another path (cat_change_begin):
+ * a savepoint in a write transaction left open and committed later, by the
+ * flusher or by the next write (catalog_defer.c, D1-D7): removals, creates,
+ * a writer's pending extents and chunk references, chunk "stored" records,
+ * file commits that are not durable, truncation, attributes. Reads run
+ * inside it.
  *
  * Read-only calls run their statements without BEGIN IMMEDIATE (a plain
  * deferred read; one explicit read transaction where several statements must

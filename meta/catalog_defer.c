@@ -81,10 +81,12 @@
  *      sweep already reclaimed), and the inode and dirent sequences are
  *      moved past the CAT_DEFER_MAX numbers the lost transaction may have
  *      handed out, so that no number FUSE was given comes back (catalog
- *      invariant 5). An object deduplicated by a committed file was
- *      committed with its row before that file (D2), so it always has a
- *      row. Power loss is not covered: synchronous=NORMAL commits can be
- *      lost then too, and the orphans are `ckptfs-admin gc`'s.
+ *      invariant 5). An open without a reclaim callback (a tool's) leaves
+ *      the journal for the next open that has one. An object deduplicated
+ *      by a committed file was committed with its row before that file
+ *      (D2), so it always has a row. Power loss is not covered:
+ *      synchronous=NORMAL commits can be lost then too, and the orphans
+ *      are `ckptfs-admin gc`'s.
  *
  * Everything here runs with cat->lock held, the flusher included (it waits
  * on cat->defer_wake with that mutex). */
@@ -268,8 +270,12 @@ int cat_defer_recover(struct cat *cat)
 			failed += rc < 0; /* rc 1: it has a row, the catalog's own */
 			continue;
 		}
-		int rrc = cat->reclaim ? cat->reclaim(cat->reclaim_arg, hash) : 0;
-		if (rrc == 0) {
+		/* without a store to remove it from (a tool's catalog), the journal
+		 * waits for an open that has one */
+		int rrc = cat->reclaim ? cat->reclaim(cat->reclaim_arg, hash) : -EAGAIN;
+		if (rrc == -EAGAIN) {
+			failed++;
+		} else if (rrc == 0) {
 			reclaimed++;
 		} else {
 			failed++;

@@ -304,7 +304,7 @@ int cat_defer_recover(struct cat *cat)
 /* The deferred transaction is gone (committed, or dropped by SQLite). */
 static void cat_defer_forget(struct cat *cat)
 {
-	cat->deferred = 0;
+	__atomic_store_n(&cat->deferred, 0, __ATOMIC_RELAXED); /* cat_defer_active reads it unlocked */
 	cat->deferred_since_ns = 0;
 	cat->defer_sweep = false;
 	cat->n_defer_gens = 0;
@@ -504,7 +504,7 @@ int cat_defer_end(struct cat *cat, int rc)
 	cat->deferred_changes = sqlite3_total_changes64(cat->db);
 	if (rc != 0)
 		return rc;
-	if (cat->deferred++ == 0) {
+	if (__atomic_fetch_add(&cat->deferred, 1, __ATOMIC_RELAXED) == 0) {
 		cat->deferred_since_ns = cat_defer_now_ns();
 		pthread_cond_signal(&cat->defer_wake);
 	}

@@ -671,6 +671,8 @@ void uploader_stop(struct uploader *u, bool drain)
 	if (!u)
 		return;
 	double started = up_mono_s(), said = started - 3; /* the first line at once */
+	if (drain) /* rows of changes still deferred are hidden from the queue until committed */
+		cat_defer_commit(u->fs->cat);
 	pthread_mutex_lock(&u->lock);
 	u->stopping = true;
 	u->draining = drain;

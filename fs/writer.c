@@ -173,7 +173,11 @@ static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64
 			rc = cat_chunk_stored(w->fs->cat, ext.hash, info.codec, info.stored_len);
 		if (rc == 0) {
 			cache_dirty_add(w->fs->cache, info.stored_len);
-			uploader_kick(w->fs->uploader);
+			/* a chunk of a deferred transaction (small files of an open
+			 * generation) is not listed before its commit: the uploader
+			 * finds it at its next round, in a larger batch */
+			if (!cat_defer_active(w->fs->cat))
+				uploader_kick(w->fs->uploader);
 		}
 		if (rc != 0)
 			return writer_fail(w, rc, "storing a chunk");

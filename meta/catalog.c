@@ -10,9 +10,12 @@
  *     lock ──▶ BEGIN IMMEDIATE ──▶ work ──┬──▶ COMMIT ───▶ sweep? ──▶ unlock
  *                                         └──▶ ROLLBACK ───────────▶ unlock
  *
- * Removals inside an OPEN generation take another path: a savepoint in a
- * write transaction left open and committed later, by the flusher or by the
- * next write (catalog_defer.c, D1-D4). Reads run inside it.
+ * Changes inside an OPEN generation take another path (cat_change_begin):
+ * a savepoint in a write transaction left open and committed later, by the
+ * flusher or by the next write (catalog_defer.c, D1-D7): removals, creates,
+ * a writer's pending extents and chunk references, chunk "stored" records,
+ * file commits that are not durable, truncation, attributes. Reads run
+ * inside it.
  *
  * Read-only calls run their statements without BEGIN IMMEDIATE (a plain
  * deferred read; one explicit read transaction where several statements must
@@ -245,6 +248,12 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			     " ORDER BY hash LIMIT ?2" },
 	[S_GARBAGE_DELETE] = { "delete an unreferenced chunk",
 			       "DELETE FROM chunks WHERE hash = ?1 AND refcount = 0" },
+	/* catalog_defer.c D6, D7 */
+	[S_CHUNK_EXISTS] = { "look for a chunk row", "SELECT 1 FROM chunks WHERE hash = ?1" },
+	[S_UPLOAD_SEQ] = { "read the upload queue's sequence",
+			   "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'uploads'), 0)" },
+	[S_SEQ_BUMP] = { "skip inode and entry numbers",
+			 "UPDATE sqlite_sequence SET seq = seq + ?1 WHERE name IN ('inodes', 'dirents')" },
 
 	[S_RECOVER_P_DECREF] = { "release the chunks of pending extents",
 				 "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash,"
@@ -584,7 +593,7 @@ int cat_end(struct cat *cat, int rc)
  * accepts, a batch per transaction. A refused chunk stays for a later sweep.
  * Failures are logged; the call that triggered the sweep has already
  * committed, so they are not its result. */
-static int cat_sweep(struct cat *cat)
+int cat_sweep(struct cat *cat)
 {
 	uint8_t batch[CAT_SWEEP_BATCH][CAT_HASH_LEN];
 	uint8_t after[CAT_HASH_LEN] = { 0 };
@@ -1107,6 +1116,7 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 	pthread_mutex_init(&cat->lock, NULL);
 	cat->reclaim = reclaim;
 	cat->reclaim_arg = reclaim_arg;
+	cat->intent_fd = -1;
 
 	int rc = cat_sniff(path);
 	if (rc == 0)
@@ -1124,6 +1134,8 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 	if (rc == 0) {
 		cat_lock(cat);
 		rc = cat_recover(cat);
+		if (rc == 0) /* objects of deferred changes a crash lost (catalog_defer.c D7) */
+			rc = cat_defer_recover(cat);
 		cat_unlock(cat);
 	}
 	if (rc != 0) {
@@ -1143,6 +1155,7 @@ int cat_open_readonly(const char *path, struct cat **out)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&cat->lock, NULL);
+	cat->intent_fd = -1;
 	int rc = cat_sniff(path);
 	if (rc == 0 && access(path, F_OK) != 0)
 		rc = -errno;
@@ -1348,11 +1361,12 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 		return -EINVAL;
 	}
 	cat_lock(cat);
-	rc = cat_begin(cat);
+	bool deferred = false; /* a new generation root is never deferred (D1) */
+	rc = gen ? cat_begin(cat) : cat_change_begin(cat, parent, &deferred);
 	if (rc == 0)
 		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, gen, out,
 				    &in_gen);
-	rc = cat_end(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, false);
 	cat_unlock(cat);
 	if (gen_id != NULL)
 		*gen_id = rc == 0 ? in_gen : 0;
@@ -1458,17 +1472,13 @@ static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool w
 	if (rc != 0)
 		return rc;
 	cat_lock(cat);
-	bool defer = false;
-	rc = cat_gen_in_open_txn(cat, parent, &defer);
-	if (rc == 0 && defer && (rc = cat_defer_begin(cat)) == 0) {
+	bool deferred = false;
+	rc = cat_change_begin(cat, parent, &deferred);
+	if (rc == 0)
 		rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
-		rc = cat_defer_end(cat, rc);
-	} else if (rc == 0 || rc == -EAGAIN) {
-		rc = cat_begin(cat); /* commits the deferred transaction first */
-		if (rc == 0)
-			rc = cat_remove_txn(cat, parent, name, want_dir, ino_out);
-		rc = cat_end_sweep(cat, rc); /* a removed generation root drops its backup */
-	}
+	/* a deferred removal drops no count (the inode keeps its extents until
+	 * released); a removed generation root, never deferred, drops its backup */
+	rc = cat_change_end(cat, deferred, rc, !deferred);
 	cat_unlock(cat);
 	return rc;
 }
@@ -1656,10 +1666,11 @@ int cat_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_i
 	if (out == NULL)
 		out = &scratch;
 	cat_lock(cat);
-	int rc = cat_begin(cat);
+	bool deferred;
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_setattr_txn(cat, ino, what, in, out);
-	rc = cat_end(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, false);
 	cat_unlock(cat);
 	return rc;
 }
@@ -1987,12 +1998,14 @@ int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 	    ext->chunk_len > INT64_MAX || ext->chunk_off > ext->chunk_len ||
 	    ext->len > ext->chunk_len - ext->chunk_off)
 		return -EINVAL;
-	bool store = false;
+	bool store = false, deferred;
 	cat_lock(cat);
-	int rc = cat_begin(cat);
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_pending_add_txn(cat, ino, ext, &store);
-	rc = cat_end(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, false);
+	if (rc == 0 && deferred && store) /* the row may be uncommitted: D7 */
+		rc = cat_defer_intent(cat, ext->hash);
 	cat_unlock(cat);
 	if (rc == 0)
 		*must_store = store;
@@ -2005,7 +2018,9 @@ int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t 
 	if (stored_len > INT64_MAX)
 		return -EINVAL;
 	cat_lock(cat);
-	int rc = cat_begin(cat);
+	/* joins a deferred transaction (D1 c), whose upload rows stay hidden (D6) */
+	bool deferred = cat->deferred > 0 && cat_defer_begin(cat, 0) == 0;
+	int rc = deferred ? 0 : cat_begin(cat);
 	if (rc == 0)
 		rc = cat_bind(cat, S_CHUNK_STORED, A_HASH(hash), A_INT(codec), A_INT(stored_len));
 	if (rc == 0)
@@ -2019,7 +2034,7 @@ int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t 
 	}
 	if (rc == 0)
 		rc = cat_up_chunk_stored_txn(cat, hash);
-	rc = cat_end(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, false);
 	cat_unlock(cat);
 	return rc;
 }
@@ -2057,13 +2072,14 @@ int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 	static const enum cat_sid steps[4] = { S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF,
 					       S_TO_P_INSERT };
 	struct cat_inode inode;
+	bool deferred;
 	cat_lock(cat);
-	int rc = cat_begin(cat);
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0)
 		rc = cat_sync_extents(cat, steps, ino);
-	rc = cat_end_sweep(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;
 }
@@ -2073,13 +2089,14 @@ static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
 	struct cat_inode inode;
 	if (size > INT64_MAX)
 		return -EINVAL;
+	bool deferred;
 	cat_lock(cat);
-	int rc = cat_begin(cat);
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0)
 		rc = cat_truncate_extents(cat, true, ino, size);
-	rc = cat_end_sweep(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;
 }
@@ -2151,18 +2168,23 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 	if (size > INT64_MAX)
 		return -EINVAL;
 	cat_lock(cat);
-	int rc = durable ? cat_synchronous(cat, true) : 0;
+	bool deferred = false;
+	int rc = 0;
+	if (durable) /* commits the deferred transaction first, then this one with FULL */
+		rc = cat_synchronous(cat, true);
 	if (rc == 0)
-		rc = cat_begin(cat);
+		rc = durable ? cat_begin(cat) : cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_commit_txn(cat, ino, size, mtime_ns);
-	rc = cat_end(cat, rc);
 	if (durable) {
+		rc = cat_end(cat, rc);
 		int src = cat_synchronous(cat, false);
 		rc = rc ? rc : src;
+		if (rc == 0)
+			cat_sweep(cat);
+	} else {
+		rc = cat_change_end(cat, deferred, rc, true);
 	}
-	if (rc == 0)
-		cat_sweep(cat);
 	cat_unlock(cat);
 	return rc;
 }
@@ -2174,7 +2196,8 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 		return -EINVAL;
 	cat_lock(cat);
 	int64_t now = cat_now_ns();
-	int rc = cat_begin(cat);
+	bool deferred;
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0 && new_size < inode.size)
@@ -2184,7 +2207,7 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 			      A_INT(now));
 	if (rc == 0)
 		rc = cat_run(cat, S_INODE_SETSIZE);
-	rc = cat_end_sweep(cat, rc);
+	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;
 }

@@ -5,10 +5,14 @@
  * Concurrency: one connection, one mutex. Every cat_* call is one transaction
  * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
  * calls are serialized — except cat_inodes_release and cat_inodes_drop_data,
- * a few transactions each (every one of them atomic), and removals inside an
- * OPEN generation, which are group committed a moment after they return
- * (cat_unlink, meta/catalog_defer.c). Journal: WAL, synchronous=NORMAL (a commit survives a
- * crash of the daemon; a `durable` commit also survives a crash of the machine).
+ * a few transactions each (every one of them atomic), and changes inside an
+ * OPEN generation (removals, creates, a writer's pending extents and chunk
+ * references, file commits that are not durable, truncation, attributes),
+ * which are group committed a moment after they return (meta/catalog_defer.c,
+ * D1-D7): each is still atomic, and the catalog on disk is always a prefix of
+ * what the calls returned. Journal: WAL, synchronous=NORMAL (a commit
+ * survives a crash of the daemon; a `durable` commit also survives a crash of
+ * the machine).
  *
  * Invariants (asserted by cat_check):
  *  1. chunks.refcount == number of rows in extents + pending referencing the
@@ -83,9 +87,16 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
  * read-only). */
 int cat_open_readonly(const char *path, struct cat **out);
 void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
-/* The group-commit window of removals inside OPEN generations (cat_unlink);
- * 0 commits each on its own. For tests and tuning. */
+/* The group-commit window of changes inside OPEN generations (cat_unlink,
+ * cat_create, file contents: meta/catalog_defer.c); 0 commits each on its
+ * own. For tests and tuning. */
 void cat_defer_window(struct cat *cat, unsigned ms);
+/* Commits the changes deferred so far, now (catalog_defer.c): before an
+ * unmount drains the upload queue, whose rows of them are hidden until then. */
+int cat_defer_commit(struct cat *cat);
+/* Whether changes are deferred right now (a hint, read without the lock): a
+ * chunk stored now is hidden from the uploader until their commit. */
+bool cat_defer_active(struct cat *cat);
 int cat_schema_version(struct cat *cat); /* the version stored in the file */
 
 /* ---- namespace ---- */

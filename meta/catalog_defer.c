@@ -1,46 +1,92 @@
-/* catalog_defer — group commit of removals inside OPEN generations.
+/* catalog_defer — group commit of changes inside OPEN generations.
  *
  * Why it is safe. A crash rolls back every OPEN generation at the next open
  * (G4 of generation.h): its live tree is removed and its backup, if any, is
  * put back. Whatever changed inside an OPEN generation is undone by a crash
- * whether it was committed or not. So an unlink or rmdir whose parent is in
- * an OPEN generation (the trainer's own `rm -rf step-N`, which first reopens
- * the committed generation as a new version) needs no commit of its own
- * before FUSE is answered. It runs in a savepoint of a write transaction that
- * is left open (the deferred transaction); the next such removal joins it,
- * and the lot is committed once. An `rm -rf` of a generation then costs one
- * commit per batch instead of one per file (a commit was ~80 % of an unlink's
- * catalog time: the WAL writes, the file locks, the checkpoints).
+ * whether it was committed or not. So a change whose target is in an OPEN
+ * generation needs no commit of its own before FUSE is answered: the
+ * trainer's own `rm -rf step-N` (which first reopens the committed
+ * generation as a new version), and the small files of a save — their
+ * create, the writer's pending extents and chunk references, the chunk's
+ * "stored" record, the file's commit at close, the drop of the writer at the
+ * last release. Such a change runs in a savepoint of a write transaction
+ * that is left open (the deferred transaction); the next one joins it, and
+ * the lot is committed once. A commit is the WAL writes, SQLite's file locks
+ * and now and then a checkpoint: an `rm -rf` or a save of many small files
+ * costs one commit per batch instead of several per file.
  *
  * Invariants:
- *  D1. The deferred transaction holds only removals whose parent was, inside
- *      that transaction, in an OPEN generation (the check and the removal
- *      are one lock hold); any other change that joins it is committed with
- *      them before the lock is released (D2). Such a removal drops no chunk
- *      count (the inode keeps its extents until released; a generation
- *      root is never inside a generation, so no generation ends in it):
- *      there is nothing to sweep after its commit.
+ *  D1. The deferred transaction holds only (a) changes to inodes, or entries
+ *      of directories, that were in an OPEN generation inside that
+ *      transaction (cat_change_begin: the check and the change are one lock
+ *      hold), (b) the chunk rows, references and upload rows those changes
+ *      imply, and (c) cat_chunk_stored records, which join it while it is
+ *      open whatever file the chunk is for: the commit that makes a file
+ *      outside generations name the chunk commits the record first (D2).
+ *      Any other change that joins it is committed with it before the lock
+ *      is released (D2). Outside generations (latest, tracker files,
+ *      configs), in COMMITTED ones, for a generation root itself, and for
+ *      a durable commit (fsync) nothing is deferred: those commit before
+ *      FUSE is answered, as before.
  *  D2. Nothing is committed after it without it. cat_begin commits it
- *      before its BEGIN, so every write transaction (a generation's commit,
- *      abort or deletion among them) starts from a catalog where the
- *      removals before it are committed. A write outside a transaction
- *      (an autocommit statement) joins it, and cat_unlock commits both
- *      before the lock is released (rows changed since the last removal:
+ *      before its BEGIN, and so does a switch to synchronous=FULL, so every
+ *      write transaction (a generation's commit, abort or deletion, a file
+ *      commit outside generations, a durable commit, the uploader's
+ *      bookkeeping) starts from a catalog where the changes before it are
+ *      committed. A write outside a transaction (an autocommit statement)
+ *      joins it, and cat_unlock commits both before the lock is released
+ *      (rows changed since the last deferred change:
  *      sqlite3_total_changes64). Reads, cat_begin_read's included, run
  *      inside it and commit nothing: the connection sees its own changes,
  *      as FUSE was told. On disk the catalog is therefore always a prefix
- *      of what was answered, and the only part a crash can drop is
- *      removals inside generations that are still OPEN, which recovery
- *      rolls back anyway.
+ *      of what was answered, and the only part a crash can drop is changes
+ *      inside generations that are still OPEN, which recovery rolls back
+ *      anyway.
  *  D3. It is committed at the latest CAT_DEFER_MS (cat_defer_window) after
- *      its first removal (the flusher thread, started with the first one),
- *      when it holds CAT_DEFER_MAX removals, or at cat_close. Other
+ *      its first change (the flusher thread, started with the first one),
+ *      when it holds CAT_DEFER_MAX changes, or at cat_close. Other
  *      processes reading the catalog file (ckptfs-admin, sqlite3) see
- *      removals that late.
- *  D4. A failed removal is rolled back to its savepoint and leaves the
- *      others in place. If SQLite drops the whole transaction (an I/O
- *      error), the deferred removals are lost, which is logged: their names
- *      come back, inside a generation that is still OPEN.
+ *      changes that late.
+ *  D4. A failed change is rolled back to its savepoint and leaves the
+ *      others in place. If the commit fails or SQLite drops the whole
+ *      transaction (an I/O error, a full disk), the deferred changes are
+ *      lost, which is logged: removed names come back, created files
+ *      vanish, contents go back to their last commit. The generations they
+ *      were made in are marked (in memory): cat_gen_commit refuses them
+ *      (-EIO), so they stay OPEN and are rolled back, as after a crash — a
+ *      checkpoint that lost files is never committed. The inode and dirent
+ *      numbers it handed out are skipped (D7).
+ *  D5. Changes in it may drop chunk counts (a file's commit replaces
+ *      extents, a writer's drop releases its pending ones). The sweep of
+ *      counts at zero runs after its commit (cat_defer_flush), never before:
+ *      an object is removed only once the commit that dropped its last
+ *      reference is on disk.
+ *  D6. The upload queue rows it adds (a chunk stored) stay hidden from the
+ *      uploader until it commits: cat_upload_list lists only rows up to the
+ *      uploads sequence as it was when it began. So an object reaches
+ *      BACKING, and a row is marked uploaded, only for chunk rows a crash
+ *      cannot take away.
+ *  D7. A writer whose chunk row exists only in it (cat_pending_add said
+ *      must_store) writes the object before that row is committed: a crash
+ *      would leave an object no row names. Before the object is written,
+ *      its hash is appended to the intent journal (the catalog's path +
+ *      "-defer": a "begin" line when the transaction opens, an "object
+ *      <hex>" line per such object), written with plain write(2): it
+ *      survives a kill -9 of the daemon, as the cache's objects do. After
+ *      each successful commit it is emptied. At open, after recovery, a
+ *      journal that is not empty means a deferred transaction was lost:
+ *      every object it names that has no chunk row is reclaimed (the cache
+ *      copy removed; nothing was uploaded, D6), a named chunk that has a
+ *      row is left to the catalog (it is referenced, or a zero count the
+ *      sweep already reclaimed), and the inode and dirent sequences are
+ *      moved past the CAT_DEFER_MAX numbers the lost transaction may have
+ *      handed out, so that no number FUSE was given comes back (catalog
+ *      invariant 5). An open without a reclaim callback (a tool's) leaves
+ *      the journal for the next open that has one. An object deduplicated
+ *      by a committed file was committed with its row before that file
+ *      (D2), so it always has a row. Power loss is not covered:
+ *      synchronous=NORMAL commits can be lost then too, and the orphans
+ *      are `ckptfs-admin gc`'s.
  *
  * Everything here runs with cat->lock held, the flusher included (it waits
  * on cat->defer_wake with that mutex). */
@@ -48,13 +94,22 @@
 #include "catalog_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
 #define CAT_DEFER_MS 10 /* the default window (cat_defer_window) */
 #define CAT_DEFER_MAX 1024
+#define CAT_INTENT_TAIL "-defer"
+#define CAT_INTENT_BEGIN "begin\n"
+#define CAT_INTENT_OBJECT "object "
 
 static int64_t cat_defer_now_ns(void)
 {
@@ -69,6 +124,19 @@ static unsigned cat_defer_ms(const struct cat *cat)
 	return cat->defer_ms_set ? cat->defer_ms : CAT_DEFER_MS;
 }
 
+int cat_defer_commit(struct cat *cat)
+{
+	pthread_mutex_lock(&cat->lock);
+	int rc = cat_defer_flush(cat);
+	pthread_mutex_unlock(&cat->lock);
+	return rc;
+}
+
+bool cat_defer_active(struct cat *cat)
+{
+	return __atomic_load_n(&cat->deferred, __ATOMIC_RELAXED) != 0;
+}
+
 void cat_defer_window(struct cat *cat, unsigned ms)
 {
 	pthread_mutex_lock(&cat->lock);
@@ -78,11 +146,204 @@ void cat_defer_window(struct cat *cat, unsigned ms)
 	pthread_mutex_unlock(&cat->lock);
 }
 
+/* ---- the intent journal (D7) ---- */
+
+static void cat_intent_path(const struct cat *cat, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s" CAT_INTENT_TAIL, cat->path);
+}
+
+static int cat_intent_write(struct cat *cat, const char *text, size_t len)
+{
+	if (cat->intent_fd < 0) {
+		char path[4096];
+		cat_intent_path(cat, path, sizeof(path));
+		cat->intent_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (cat->intent_fd < 0) {
+			int err = errno;
+			log_warn("catalog %s: cannot open %s (%s): changes inside open generations"
+				 " commit one by one", cat->path, path, strerror(err));
+			return -err;
+		}
+		struct stat sb;
+		cat->intent_len = fstat(cat->intent_fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+	}
+	ssize_t n = pwrite(cat->intent_fd, text, len, (off_t)cat->intent_len);
+	if (n != (ssize_t)len) {
+		int err = n < 0 ? errno : ENOSPC;
+		log_warn("catalog %s: cannot write its intent journal (%s)", cat->path, strerror(err));
+		return -err;
+	}
+	cat->intent_len += len;
+	return 0;
+}
+
+/* A deferred transaction begins: the journal says so (D7: its numbers are
+ * skipped after a crash). */
+static int cat_intent_begin(struct cat *cat)
+{
+	if (cat->intent_len > 0)
+		return 0; /* not emptied (a lost transaction's): it says so already */
+	return cat_intent_write(cat, CAT_INTENT_BEGIN, sizeof(CAT_INTENT_BEGIN) - 1);
+}
+
+/* The deferred transaction committed: what the journal names has rows. */
+static void cat_intent_clear(struct cat *cat)
+{
+	if (cat->intent_len == 0 || cat->intent_sticky || cat->intent_fd < 0)
+		return;
+	if (ftruncate(cat->intent_fd, 0) == 0)
+		cat->intent_len = 0;
+	else
+		log_warn("catalog %s: cannot empty its intent journal (%s); the next open reads it",
+			 cat->path, strerror(errno));
+}
+
+int cat_defer_intent(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	if (cat->deferred == 0)
+		return 0; /* committed already: the row is there */
+	char line[sizeof(CAT_INTENT_OBJECT) + 2 * CAT_HASH_LEN + 1];
+	memcpy(line, CAT_INTENT_OBJECT, sizeof(CAT_INTENT_OBJECT) - 1);
+	cat_hex(hash, line + sizeof(CAT_INTENT_OBJECT) - 1);
+	line[sizeof(line) - 1] = '\n';
+	if (cat_intent_write(cat, line, sizeof(line)) == 0)
+		return 0;
+	return cat_defer_flush(cat) == 0 ? 0 : -EIO; /* the row committed instead */
+}
+
+static int cat_hex_parse(const char *s, uint8_t out[CAT_HASH_LEN])
+{
+	for (int i = 0; i < 2 * CAT_HASH_LEN; i++) {
+		int c = s[i], v;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else
+			return -EINVAL;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
+	}
+	return s[2 * CAT_HASH_LEN] == '\n' || s[2 * CAT_HASH_LEN] == '\0' ? 0 : -EINVAL;
+}
+
+/* Skips the inode and dirent numbers a lost transaction may have handed
+ * out (D4, D7; one statement, committed on its own). */
+static void cat_defer_skip_numbers(struct cat *cat)
+{
+	int rc = cat_bind(cat, S_SEQ_BUMP, A_INT(CAT_DEFER_MAX));
+	if (rc == 0)
+		rc = cat_run(cat, S_SEQ_BUMP);
+	if (rc != 0)
+		log_error("catalog %s: cannot skip the inode numbers of a lost transaction; new"
+			  " files may reuse them", cat->path);
+}
+
+int cat_defer_recover(struct cat *cat)
+{
+	char path[4096];
+	cat_intent_path(cat, path, sizeof(path));
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return errno == ENOENT ? 0 : -errno;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	uint64_t named = 0, reclaimed = 0, failed = 0;
+	bool any = false;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		any = true;
+		uint8_t hash[CAT_HASH_LEN];
+		size_t tag = sizeof(CAT_INTENT_OBJECT) - 1;
+		if (len < (ssize_t)(tag + 2 * CAT_HASH_LEN) ||
+		    strncmp(line, CAT_INTENT_OBJECT, tag) != 0 || cat_hex_parse(line + tag, hash) != 0)
+			continue; /* "begin", or a torn line */
+		named++;
+		int rc = cat_bind(cat, S_CHUNK_EXISTS, A_HASH(hash));
+		if (rc == 0)
+			rc = cat_next(cat, S_CHUNK_EXISTS);
+		cat_reset(cat, S_CHUNK_EXISTS);
+		if (rc != 0) {
+			failed += rc < 0; /* rc 1: it has a row, the catalog's own */
+			continue;
+		}
+		/* without a store to remove it from (a tool's catalog), the journal
+		 * waits for an open that has one */
+		int rrc = cat->reclaim ? cat->reclaim(cat->reclaim_arg, hash) : -EAGAIN;
+		if (rrc == -EAGAIN) {
+			failed++;
+		} else if (rrc == 0) {
+			reclaimed++;
+		} else {
+			failed++;
+			log_warn("catalog %s: cannot remove the object %.64s of a lost transaction"
+				 " (%s); the next open tries again", cat->path, line + tag,
+				 strerror(rrc < 0 ? -rrc : rrc));
+		}
+	}
+	free(line);
+	fclose(f);
+	if (any) {
+		cat_defer_skip_numbers(cat);
+		log_info("catalog %s: changes inside open generations were lost with the last run"
+			 " (rolled back with them): %" PRIu64 " objects written for them, %" PRIu64
+			 " without a row removed", cat->path, named, reclaimed);
+	}
+	if (failed > 0)
+		cat->intent_sticky = true; /* appended to, never emptied, read again next open */
+	else if (unlink(path) != 0 && errno != ENOENT)
+		log_warn("catalog %s: cannot remove %s: %s", cat->path, path, strerror(errno));
+	return 0;
+}
+
+/* ---- the deferred transaction ---- */
+
 /* The deferred transaction is gone (committed, or dropped by SQLite). */
 static void cat_defer_forget(struct cat *cat)
 {
-	cat->deferred = 0;
+	__atomic_store_n(&cat->deferred, 0, __ATOMIC_RELAXED); /* cat_defer_active reads it unlocked */
 	cat->deferred_since_ns = 0;
+	cat->defer_sweep = false;
+	cat->n_defer_gens = 0;
+	cat->defer_gens_all = false;
+}
+
+/* D4: the deferred transaction was rolled back. Its generations must not
+ * commit, the journal stays for the next open, its numbers are skipped. */
+static void cat_defer_lost(struct cat *cat, unsigned n)
+{
+	log_error("catalog %s: the transaction of %u changes inside open generations was rolled"
+		  " back: removed names are back, files created or written there since the last"
+		  " commit are gone or older; those generations cannot commit", cat->path, n);
+	if (cat->defer_gens_all) {
+		cat->lost_gens_all = true;
+	} else {
+		uint64_t *v = realloc(cat->lost_gens,
+				      (cat->n_lost_gens + cat->n_defer_gens + 1) * sizeof(*v));
+		if (v == NULL) {
+			cat->lost_gens_all = true;
+		} else {
+			cat->lost_gens = v;
+			for (unsigned i = 0; i < cat->n_defer_gens; i++)
+				v[cat->n_lost_gens++] = cat->defer_gens[i];
+		}
+	}
+	cat->intent_sticky = true;
+	cat_defer_forget(cat);
+	cat_defer_skip_numbers(cat);
+}
+
+bool cat_defer_gen_lost(struct cat *cat, uint64_t gen)
+{
+	if (cat->lost_gens_all)
+		return true;
+	for (size_t i = 0; i < cat->n_lost_gens; i++)
+		if (cat->lost_gens[i] == gen)
+			return true;
+	return false;
 }
 
 int cat_defer_flush(struct cat *cat)
@@ -90,31 +351,38 @@ int cat_defer_flush(struct cat *cat)
 	if (cat->deferred == 0)
 		return 0;
 	unsigned n = cat->deferred;
+	bool sweep = cat->defer_sweep;
 	int rc = cat_run(cat, S_COMMIT);
 	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
 		cat_run(cat, S_ROLLBACK);
-	if (rc != 0)
-		log_error("catalog %s: committing %u removals inside open generations failed;"
-			  " they are undone (their names are back)", cat->path, n);
+	if (rc != 0) {
+		cat_defer_lost(cat, n);
+		return rc;
+	}
 	cat_defer_forget(cat);
-	return rc;
+	cat_intent_clear(cat);
+	if (sweep) /* D5: after the commit that dropped the counts */
+		cat_sweep(cat);
+	return 0;
 }
 
 void cat_defer_settle(struct cat *cat)
 {
 	if (cat->deferred == 0)
 		return;
-	if (sqlite3_get_autocommit(cat->db) != 0) { /* SQLite dropped it (an I/O error) */
-		log_error("catalog %s: the transaction of %u removals inside open generations was"
-			  " rolled back; their names are back", cat->path, cat->deferred);
-		cat_defer_forget(cat);
-	} else if (sqlite3_total_changes64(cat->db) != cat->deferred_changes) {
+	if (sqlite3_get_autocommit(cat->db) != 0) /* SQLite dropped it (an I/O error) */
+		cat_defer_lost(cat, cat->deferred);
+	else if (sqlite3_total_changes64(cat->db) != cat->deferred_changes)
 		cat_defer_flush(cat);
-	}
+}
+
+int64_t cat_defer_upload_floor(struct cat *cat)
+{
+	return cat->deferred ? cat->defer_upload_floor : INT64_MAX;
 }
 
 /* The flusher (D3): commits the deferred transaction CAT_DEFER_MS after its
- * first removal. */
+ * first change. */
 static void *cat_defer_flusher(void *arg)
 {
 	struct cat *cat = arg;
@@ -138,7 +406,7 @@ static void *cat_defer_flusher(void *arg)
 }
 
 /* Starts the flusher with the first deferral. Without it (no thread),
- * removals are not deferred. */
+ * nothing is deferred. */
 static bool cat_defer_flusher_up(struct cat *cat)
 {
 	if (cat->flusher_running || cat->flusher_failed)
@@ -153,23 +421,58 @@ static bool cat_defer_flusher_up(struct cat *cat)
 	cat->flusher_failed = err != 0;
 	if (err != 0) {
 		pthread_cond_destroy(&cat->defer_wake);
-		log_warn("catalog %s: no thread to group commits (%s): every removal commits"
+		log_warn("catalog %s: no thread to group commits (%s): every change commits"
 			 " on its own", cat->path, strerror(err));
 	}
 	return cat->flusher_running;
 }
 
-int cat_defer_begin(struct cat *cat)
+/* A new deferred transaction: BEGIN, the upload floor (D6), the journal's
+ * begin line (D7). */
+static int cat_defer_open(struct cat *cat)
+{
+	int rc = cat_run(cat, S_BEGIN);
+	if (rc != 0)
+		return rc;
+	rc = cat_next(cat, S_UPLOAD_SEQ);
+	if (rc == 1)
+		cat->defer_upload_floor = cat_col_int(cat, S_UPLOAD_SEQ, 0);
+	cat_reset(cat, S_UPLOAD_SEQ);
+	rc = rc == 1 ? cat_intent_begin(cat) : (rc == 0 ? -EIO : rc);
+	if (rc != 0) {
+		cat_run(cat, S_ROLLBACK);
+		return -EAGAIN; /* commit as usual */
+	}
+	return 0;
+}
+
+static void cat_defer_note_gen(struct cat *cat, uint64_t gen)
+{
+	if (gen == 0 || cat->defer_gens_all)
+		return;
+	for (unsigned i = 0; i < cat->n_defer_gens; i++)
+		if (cat->defer_gens[i] == gen)
+			return;
+	unsigned cap = sizeof(cat->defer_gens) / sizeof(cat->defer_gens[0]);
+	if (cat->n_defer_gens < cap)
+		cat->defer_gens[cat->n_defer_gens++] = gen;
+	else
+		cat->defer_gens_all = true;
+}
+
+int cat_defer_begin(struct cat *cat, uint64_t gen)
 {
 	if (cat_defer_ms(cat) == 0 || (cat->deferred == 0 && !cat_defer_flusher_up(cat)))
 		return -EAGAIN;
-	int rc = cat->deferred ? 0 : cat_run(cat, S_BEGIN);
+	int rc = cat->deferred ? 0 : cat_defer_open(cat);
 	if (rc == 0) {
 		rc = cat_run(cat, S_SAVEPOINT);
 		if (rc != 0 && cat->deferred == 0)
 			cat_run(cat, S_ROLLBACK);
 	}
 	cat->in_txn = rc == 0;
+	if (rc == 0)
+		cat_defer_note_gen(cat, gen);
 	return rc;
 }
 
@@ -194,22 +497,47 @@ int cat_defer_end(struct cat *cat, int rc)
 		cat_defer_undo(cat);
 	if (sqlite3_get_autocommit(cat->db) != 0) { /* the transaction is gone */
 		if (cat->deferred)
-			log_error("catalog %s: the transaction of %u removals inside open"
-				  " generations was rolled back; their names are back", cat->path,
-				  cat->deferred);
+			cat_defer_lost(cat, cat->deferred);
 		cat_defer_forget(cat);
 		return rc ? rc : -EIO;
 	}
 	cat->deferred_changes = sqlite3_total_changes64(cat->db);
 	if (rc != 0)
 		return rc;
-	if (cat->deferred++ == 0) {
+	if (__atomic_fetch_add(&cat->deferred, 1, __ATOMIC_RELAXED) == 0) {
 		cat->deferred_since_ns = cat_defer_now_ns();
 		pthread_cond_signal(&cat->defer_wake);
 	}
 	if (cat->deferred >= CAT_DEFER_MAX)
-		cat_defer_flush(cat); /* its failure is logged; this removal was answered */
+		cat_defer_flush(cat); /* its failure is logged; this change was answered */
 	return 0;
+}
+
+int cat_change_begin(struct cat *cat, uint64_t ino, bool *deferred)
+{
+	bool open = false;
+	uint64_t gen = 0;
+	*deferred = false;
+	int rc = cat_defer_ms(cat) ? cat_gen_in_open_txn(cat, ino, &open, &gen) : 0;
+	if (rc == 0 && open) {
+		rc = cat_defer_begin(cat, gen);
+		if (rc == 0) {
+			*deferred = true;
+			return 0;
+		}
+	}
+	if (rc != 0 && rc != -EAGAIN && rc != -ENOENT)
+		return rc;
+	return cat_begin(cat); /* commits the deferred transaction first (D2) */
+}
+
+int cat_change_end(struct cat *cat, bool deferred, int rc, bool may_drop)
+{
+	if (!deferred)
+		return may_drop ? cat_end_sweep(cat, rc) : cat_end(cat, rc);
+	if (rc == 0 && may_drop)
+		cat->defer_sweep = true; /* before a flush cat_defer_end may do */
+	return cat_defer_end(cat, rc);
 }
 
 void cat_defer_stop(struct cat *cat)
@@ -220,12 +548,24 @@ void cat_defer_stop(struct cat *cat)
 	if (running)
 		pthread_cond_signal(&cat->defer_wake);
 	pthread_mutex_unlock(&cat->lock);
-	if (!running)
-		return;
-	pthread_join(cat->flusher, NULL);
+	if (running)
+		pthread_join(cat->flusher, NULL);
 	pthread_mutex_lock(&cat->lock);
 	cat->flusher_running = false;
 	cat_defer_flush(cat);
+	if (cat->intent_fd >= 0) {
+		close(cat->intent_fd);
+		cat->intent_fd = -1;
+		if (cat->intent_len == 0 && !cat->intent_sticky) { /* a clean stop leaves none */
+			char path[4096];
+			cat_intent_path(cat, path, sizeof(path));
+			unlink(path);
+		}
+	}
+	free(cat->lost_gens);
+	cat->lost_gens = NULL;
+	cat->n_lost_gens = 0;
 	pthread_mutex_unlock(&cat->lock);
-	pthread_cond_destroy(&cat->defer_wake);
+	if (running)
+		pthread_cond_destroy(&cat->defer_wake);
 }

@@ -39,6 +39,7 @@ enum cat_sid {
 	S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF, S_TO_P_INSERT,
 
 	S_CHUNK_REF, S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
+	S_CHUNK_EXISTS, S_UPLOAD_SEQ, S_SEQ_BUMP,
 
 	S_RECOVER_P_DECREF, S_RECOVER_P_DELETE, S_RECOVER_X_DECREF, S_RECOVER_X_DELETE,
 	S_RECOVER_INODES,
@@ -101,12 +102,26 @@ struct cat {
 	int schema_version;
 	bool in_txn; /* between cat_begin and cat_end */
 	bool in_read_of_deferred; /* a cat_begin_read inside the deferred transaction */
-	/* the deferred transaction (catalog_defer.c): removals in it, since when */
+	/* the deferred transaction (catalog_defer.c): changes in it, since when */
 	unsigned deferred;
 	int64_t deferred_since_ns; /* CLOCK_MONOTONIC */
-	int64_t deferred_changes;  /* sqlite3_total_changes64 after the last removal */
+	int64_t deferred_changes;  /* sqlite3_total_changes64 after the last change */
 	unsigned defer_ms;         /* the window, if defer_ms_set (cat_defer_window) */
 	bool defer_ms_set;
+	bool defer_sweep;          /* a change in it may have dropped counts (D5) */
+	int64_t defer_upload_floor; /* uploads.seq allocated before it began (D6) */
+	/* generations it changed, for D4 (defer_gens_all: more than fit) */
+	uint64_t defer_gens[8];
+	unsigned n_defer_gens;
+	bool defer_gens_all;
+	/* generations whose deferred changes were lost (D4): never committed */
+	uint64_t *lost_gens;
+	size_t n_lost_gens;
+	bool lost_gens_all;
+	/* the intent journal of objects written for deferred chunk rows (D7) */
+	int intent_fd;             /* -1 until the first deferral */
+	uint64_t intent_len;       /* bytes in it; 0: empty */
+	bool intent_sticky;        /* a deferred transaction was lost: kept to the next open */
 	pthread_cond_t defer_wake; /* the flusher waits on it with lock */
 	pthread_t flusher;
 	bool flusher_running, flusher_failed, flusher_stop;
@@ -155,6 +170,8 @@ int cat_begin(struct cat *cat);
 int cat_begin_read(struct cat *cat);
 int cat_end(struct cat *cat, int rc);
 int cat_end_sweep(struct cat *cat, int rc);
+/* Reclaims chunks at count zero, a batch per transaction (outside one). */
+int cat_sweep(struct cat *cat);
 
 int cat_name_check(const char *name);
 int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out);
@@ -164,30 +181,56 @@ int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64
 int cat_dirent_delete(struct cat *cat, uint64_t id);
 int cat_dir_touch(struct cat *cat, uint64_t dir, int delta, int64_t now);
 
-/* ---- deferred removals of catalog_defer.c (lock held) ---- */
+/* ---- the deferred transaction of catalog_defer.c (lock held) ---- */
 
 /* Commits the deferred transaction, if any (D2; a failure is logged, its
- * removals are lost). */
+ * changes are lost: D4), then sweeps if a change in it dropped counts (D5). */
 int cat_defer_flush(struct cat *cat);
 /* At cat_unlock (D2): commits the deferred transaction if anything but
- * deferred removals changed rows in it; notes it if SQLite dropped it. */
+ * deferred changes changed rows in it; notes it if SQLite dropped it. */
 void cat_defer_settle(struct cat *cat);
-/* Opens a savepoint for one removal in the deferred transaction (opening
- * that first); -EAGAIN if there is no flusher thread (then commit as usual). */
-int cat_defer_begin(struct cat *cat);
-/* Ends the removal: kept in the deferred transaction when rc is 0, rolled
+/* Opens a savepoint for one change in the deferred transaction (opening
+ * that first), on behalf of generation gen (0: a change no generation owns,
+ * cat_chunk_stored's); -EAGAIN if deferring is off or impossible (then
+ * commit as usual). */
+int cat_defer_begin(struct cat *cat, uint64_t gen);
+/* Ends the change: kept in the deferred transaction when rc is 0, rolled
  * back to its savepoint otherwise (D4). Returns rc. */
 int cat_defer_end(struct cat *cat, int rc);
 /* At close: stops the flusher and commits what is deferred. */
 void cat_defer_stop(struct cat *cat);
 
+/* A change to the inode ino, or to an entry of the directory ino: in the
+ * deferred transaction when ino is in an OPEN generation (D1), else in a
+ * transaction of its own (cat_begin). *deferred says which, for
+ * cat_change_end. */
+int cat_change_begin(struct cat *cat, uint64_t ino, bool *deferred);
+/* Ends what cat_change_begin opened. may_drop: the change may have dropped
+ * chunk counts, so a sweep follows its commit (at once, or after the
+ * deferred transaction's: D5). Returns rc, or the commit's failure. */
+int cat_change_end(struct cat *cat, bool deferred, int rc, bool may_drop);
+/* D7: an object is about to be written for a chunk row that exists only in
+ * the deferred transaction: its hash goes to the intent journal first.
+ * Commits the deferred transaction instead if the journal cannot take it
+ * (then the row is committed); -EIO if that fails too (the row is gone). */
+int cat_defer_intent(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* D7 at open, after recovery: objects of a deferred transaction a crash
+ * lost are reclaimed, inode numbers it may have handed out are skipped. */
+int cat_defer_recover(struct cat *cat);
+/* D6: the highest uploads.seq the uploader may see (the deferred
+ * transaction's rows stay hidden until it commits). */
+int64_t cat_defer_upload_floor(struct cat *cat);
+/* D4: were changes of generation gen lost with a deferred transaction? */
+bool cat_defer_gen_lost(struct cat *cat, uint64_t gen);
+
 /* ---- generation bookkeeping of generation.c, called by catalog.c ---- */
 
 /* The generation of ino (0 for none); -ENOENT if there is no such inode. */
 int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id);
-/* Whether ino is in an OPEN generation: a crash would undo any change under
- * it (G4), so its removals may be deferred (catalog_defer.c). */
-int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open);
+/* Whether ino is in an OPEN generation (*gen_id: which, if so): a crash
+ * would undo any change under it (G4), so its changes may be deferred
+ * (catalog_defer.c). */
+int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open, uint64_t *gen_id);
 /* Starts an OPEN generation rooted at the new inode root, just linked as
  * series/name (cat_create_in_gen). */
 int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const char *name,

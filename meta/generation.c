@@ -559,6 +559,13 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	int rc = gen_get(cat, id, &g);
 	if (rc == 0)
 		rc = gen_want(&g, GEN_OPEN, GEN_COMMITTED);
+	if (rc == 0 && cat_defer_gen_lost(cat, id)) {
+		/* catalog_defer.c D4: what FUSE answered inside it is not all there */
+		log_error("catalog %s: generation %s (step %" PRIu64 ") cannot commit: changes made"
+			  " in it were lost with a failed catalog transaction; it stays open and is"
+			  " rolled back", cat->path, g.name, g.step);
+		rc = -EIO;
+	}
 	if (rc == 0)
 		rc = gen_backup_drop(cat, &g);
 	if (rc == 0) {
@@ -605,10 +612,11 @@ int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 	return rc;
 }
 
-int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open)
+int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open, uint64_t *gen_id)
 {
 	uint64_t id = 0;
 	*open = false;
+	*gen_id = 0;
 	int rc = cat_gen_of_txn(cat, ino, &id);
 	if (rc != 0 || id == 0)
 		return rc;
@@ -617,6 +625,7 @@ int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open)
 		rc = cat_next(cat, G_STATE);
 	if (rc == 1) {
 		*open = cat_col_int(cat, G_STATE, 0) == GEN_OPEN;
+		*gen_id = *open ? id : 0;
 		rc = 0;
 	}
 	cat_reset(cat, G_STATE);

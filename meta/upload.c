@@ -31,7 +31,7 @@ const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST] = {
 				  " OR EXISTS(SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 1))" },
 	U(U_LIST) = { "list the upload queue",
 		      "SELECT seq, kind, hash, gen, version, enqueued_ns, attempts FROM uploads"
-		      " WHERE seq > ?1 ORDER BY seq LIMIT ?2" },
+		      " WHERE seq > ?1 AND seq <= ?3 ORDER BY seq LIMIT ?2" },
 	U(U_GEN_STATE) = { "read a generation's state",
 			   "SELECT state, version FROM generations WHERE id = ?1" },
 	U(U_GEN_UNUPLOADED) = { "look for chunks of a generation not on BACKING",
@@ -159,7 +159,8 @@ static int up_exists(struct cat *cat, enum cat_sid id, int64_t arg, bool *found)
 static int up_list_txn(struct cat *cat, uint64_t after, struct cat_upload *out, int max)
 {
 	int n = 0;
-	int rc = cat_bind(cat, U_LIST, A_INT(after), A_INT(max));
+	/* rows of the deferred transaction stay hidden until it commits (catalog_defer.c D6) */
+	int rc = cat_bind(cat, U_LIST, A_INT(after), A_INT(max), A_INT(cat_defer_upload_floor(cat)));
 	sqlite3_stmt *st = cat->stmt[U_LIST];
 	while (rc == 0 && n < max && (rc = cat_next(cat, U_LIST)) == 1) {
 		struct cat_upload *u = &out[n];

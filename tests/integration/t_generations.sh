@@ -659,6 +659,87 @@ test_kill9_after_a_commit_keeps_the_removals_before_it() {
 	ck_umount
 }
 
+# Small files inside an OPEN generation are group committed too (creates,
+# contents, commits at close: meta/catalog_defer.c D1, D7), files outside
+# generations are not. kill -9 while both are being written: every file whose
+# close returned outside generations is there byte for byte, the open
+# generation is rolled back, the committed one is whole, and no chunk object
+# leaked (objects written for rows the crash took are reclaimed at the next
+# mount) or went missing (one deduplicated by a committed file stays).
+test_kill9_during_small_files_keeps_every_file_closed_outside_generations() {
+	ck_mount "$GEN_OPTS"
+	mkdir -p "$CK_MNT/sf/out" "$CK_REF/sf/out" "$CK_MNT/sf/step-0" "$CK_REF/sf/step-0"
+	"$PY" - "$CK_MNT/sf/step-0" "$CK_REF/sf/step-0" <<'PYEOF'
+import os, sys
+for i in range(50):
+    data = b"step-0 %d " % i + os.urandom(4000)
+    for top in sys.argv[1:]:
+        with open(os.path.join(top, "c%02d" % i), "wb") as f:
+            f.write(data)
+PYEOF
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/sf/step-0"
+	gen_expect "$CK_MNT/sf/step-0" state=committed version=1 --wait 3
+	# the writer: 4 KiB files into the open step-1; every 5th, one outside
+	# generations, logged with its SHA-256 once close() returned; some
+	# contents repeat a committed file's, inside and outside generations
+	"$PY" - "$CK_MNT/sf" "$CK_TMP/closed" <<'PYEOF' &
+import hashlib, os, sys
+top, log = sys.argv[1], open(sys.argv[2], "a")
+os.makedirs(os.path.join(top, "step-1"), exist_ok=True)
+def put(path, data):
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+outside = []
+i = 0
+while True:
+    data = b"step-1 %d " % i + os.urandom(4086)
+    if i % 7 == 3:  # a committed generation's content
+        data = open(os.path.join(top, "step-0", "c%02d" % (i % 50)), "rb").read()
+    elif i % 7 == 5 and outside:  # a file's outside generations
+        data = open(outside[-1], "rb").read()
+    put(os.path.join(top, "step-1", "f%06d" % i), data)
+    if i % 5 == 0:
+        name = os.path.join(top, "out", "o%06d" % i)
+        odata = data if i % 10 == 0 else b"out %d " % i + os.urandom(4090)
+        put(name, odata)  # i % 10 == 0: a chunk first stored inside the open generation
+        outside.append(name)
+        log.write("%s %s\n" % (os.path.basename(name), hashlib.sha256(odata).hexdigest()))
+        log.flush()
+    i += 1
+PYEOF
+	local wpid=$! n=0 i=0
+	while n=$(ls "$CK_MNT/sf/step-1" 2>/dev/null | wc -l) && [ "$n" -lt 1500 ] && [ $i -lt 600 ]; do
+		kill -0 "$wpid" 2>/dev/null || ck_fail "the writer died after $n files"
+		i=$((i + 1))
+		sleep 0.05
+	done
+	ck_kill9 "$wpid"
+	local closed
+	closed=$(wc -l <"$CK_TMP/closed")
+	ck_log "killed after $n files in the open step-1, $closed closed outside generations"
+	[ "$closed" -gt 100 ] || ck_fail "only $closed files closed outside generations before the kill"
+	ck_mount "$GEN_OPTS"
+	grep -h "lost with the last run" "$CK_DERR" "$CK_DLOG" 2>/dev/null | head -n 1 | sed 's/^/  recovery: /' >&2 || true
+	assert_not_exists "$CK_MNT/sf/step-1"
+	assert_cat_gen step-1 2 crash
+	gen_expect "$CK_MNT/sf/step-0" state=committed version=1
+	same sf/step-0
+	local name sum got bad=0
+	while read -r name sum; do
+		got=$(sha256sum "$CK_MNT/sf/out/$name" 2>/dev/null | cut -d' ' -f1)
+		[ "$got" = "$sum" ] || { bad=$((bad + 1)); ck_log "sf/out/$name: ${got:-missing}, closed as $sum"; }
+	done <"$CK_TMP/closed"
+	assert_eq 0 "$bad" "files closed outside generations before the kill, missing or different"
+	"$CKPTFS_ADMIN" check "$CK_MNT" >"$CK_TMP/chk" 2>&1 || ck_fail "ckptfs-admin check: $(head -n 5 "$CK_TMP/chk" | tr '\n' '|')"
+	ck_umount
+	assert_eq 0 "$(ck_sql 'SELECT count(*) FROM inodes WHERE nlink = 0')" "unlinked inodes left"
+	assert_eq 0 "$(ck_sql 'SELECT count(*) FROM chunks WHERE refcount = 0')" "unreferenced chunks left"
+	[ ! -e "$CK_CACHE/catalog.db-defer" ] || ck_fail "the intent journal outlived a clean unmount"
+	"$CKPTFS_ADMIN" check --cache "$CK_CACHE" >"$CK_TMP/chk" 2>&1 || ck_fail "ckptfs-admin check --cache: $(head -n 5 "$CK_TMP/chk" | tr '\n' '|')"
+	ck_objcheck
+}
+
 test_torchtitan_purge_thread_races_a_new_save() {
 	ck_mount "$GEN_OPTS"
 	mkdir "$CK_MNT/tt"

@@ -1,10 +1,12 @@
-/* Tests of meta/catalog_defer.c: removals inside an OPEN generation are group
- * committed (D1-D4), every other change commits before it returns, and a
- * crash that loses deferred removals leaves the catalog as recovery would
- * have left it anyway: the generation rolled back, nothing leaked. "Another
- * process" is a plain sqlite3 connection on the same file, which sees only
- * what is committed. A crash is a child process that _exits with its
- * removals still deferred (a window of 60 s). */
+/* Tests of meta/catalog_defer.c: removals, creates and the small files'
+ * contents inside an OPEN generation are group committed (D1-D7), every
+ * other change commits before it returns, and a crash that loses deferred
+ * changes leaves the catalog as recovery would have left it anyway: the
+ * generation rolled back, nothing leaked, no referenced object removed, no
+ * inode number handed out twice. "Another process" is a plain sqlite3
+ * connection on the same file, which sees only what is committed. A crash is
+ * a child process that _exits with its changes still deferred (a window of
+ * 60 s). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "catalog_internal.h" /* a transaction dropped under the catalog (D4) */
 #include "generation.h"
 #include "log.h"
 #include "support.h"
@@ -29,17 +32,34 @@
 #define NFILES 40
 #define LONG_WINDOW_MS 60000
 
+#define MAX_RECLAIMED 256
+
 static struct fixture {
 	char dir[64];
 	char path[128];
 	struct cat *cat;
 	int reclaimed;
+	uint8_t reclaimed_hash[MAX_RECLAIMED][CAT_HASH_LEN];
 } fx;
 
 static int count_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 {
-	(*(int *)arg)++;
+	int *n = arg;
+	if (*n < MAX_RECLAIMED)
+		memcpy(fx.reclaimed_hash[*n], hash, CAT_HASH_LEN);
+	(*n)++;
 	return 0;
+}
+
+/* How many times the object of chunk seed was reclaimed. */
+static int reclaimed_times(int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, FILL, seed);
+	int n = 0;
+	for (int i = 0; i < fx.reclaimed && i < MAX_RECLAIMED; i++)
+		n += memcmp(fx.reclaimed_hash[i], h, CAT_HASH_LEN) == 0;
+	return n;
 }
 
 static void open_catalog(void)
@@ -324,4 +344,304 @@ Test(defer, a_crash_loses_only_what_recovery_rolls_back, .init = setup, .fini = 
 	OK(cat_rmdir(fx.cat, series, "step-1", NULL));
 	cr_assert_eq(committed_state(id), GEN_DELETED, "the root's removal commits before it returns");
 	cr_assert_eq(committed_entries(series), 0);
+}
+
+/* ---- small files inside an OPEN generation (D1 a-c, D5-D7) ---- */
+
+/* What a writer of one small file does, as fs/writer.c and fs/ops.c call the
+ * catalog: create (or open), one chunk of 100 bytes (seed), the object stored
+ * if asked, the commit at close, the drop of pending at the last release. 0
+ * or the first failure; *stored says whether an object was written. No
+ * assertions: it runs in crashing children too. */
+static int small_file_sync(struct cat *c, uint64_t parent, const char *name, int seed,
+			   bool durable, bool *stored, uint64_t *ino_out)
+{
+	struct cat_inode in;
+	int rc = cat_lookup(c, parent, name, &in);
+	if (rc == -ENOENT)
+		rc = cat_create(c, parent, name, S_IFREG | 0644, 1000, 1001, 0, NULL, &in);
+	if (rc == 0)
+		rc = cat_pending_from_committed(c, in.ino);
+	if (rc == 0)
+		rc = cat_pending_truncate(c, in.ino, 0); /* rewritten from the start */
+	struct cat_extent e = { .off = 0, .len = 100, .chunk_len = 100 };
+	bool must = false;
+	ts_hash(e.hash, FILL, seed);
+	if (rc == 0)
+		rc = cat_pending_add(c, in.ino, &e, &must);
+	if (rc == 0 && must) /* the object is written here, after the journal line (D7) */
+		rc = cat_chunk_stored(c, e.hash, 0, 100);
+	if (rc == 0) /* fsync, or close */
+		rc = cat_file_commit(c, in.ino, 100, ts_now_ns(), durable);
+	if (rc == 0)
+		rc = cat_pending_drop(c, in.ino);
+	if (stored)
+		*stored = must;
+	if (ino_out)
+		*ino_out = in.ino;
+	return rc;
+}
+
+static int small_file(struct cat *c, uint64_t parent, const char *name, int seed, bool *stored,
+		      uint64_t *ino_out)
+{
+	return small_file_sync(c, parent, name, seed, false, stored, ino_out);
+}
+
+/* A committed extent of ino at 0 names chunk seed, with size 100. */
+static bool committed_small_file(uint64_t ino, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	char hex[2 * CAT_HASH_LEN + 1], sql[256];
+	ts_hash(h, FILL, seed);
+	cat_hex(h, hex);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM extents e JOIN inodes i ON i.ino = e.ino"
+		 " WHERE e.ino = %llu AND e.off = 0 AND hex(e.hash) = upper('%s') AND i.size = 100",
+		 (unsigned long long)ino, hex);
+	return committed(sql) == 1;
+}
+
+static int64_t committed_uploads(void)
+{
+	return committed("SELECT count(*) FROM uploads");
+}
+
+Test(defer, small_files_inside_an_open_generation_are_group_committed, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root;
+	uint64_t id = ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	int64_t uploads0 = committed_uploads();
+	uint64_t ino[NFILES];
+	for (int i = 0; i < NFILES; i++) {
+		char name[16];
+		bool stored;
+		name_of(name, sizeof(name), i);
+		OK(small_file(fx.cat, root, name, 100 + i, &stored, &ino[i]));
+		cr_assert(stored);
+	}
+	struct cat_inode in;
+	OK(cat_lookup(fx.cat, root, "f000", &in)); /* this connection sees them, as FUSE was told */
+	cr_assert_eq(in.size, 100);
+	cr_assert_eq(committed_entries(root), 0, "nothing committed yet");
+	cr_assert_eq(committed_uploads(), uploads0);
+	/* D6: the upload rows of the deferred chunks are hidden from the uploader */
+	struct cat_upload u[NFILES + 1];
+	cr_assert_eq(cat_upload_list(fx.cat, 0, u, NFILES + 1), uploads0);
+	cr_assert_eq(gen_get(id).files, NFILES, "reads see them");
+	cr_assert_eq(committed_entries(root), 0, "reads commit nothing");
+	cr_assert(cat_defer_active(fx.cat), "the writer does not announce these chunks");
+
+	OK(cat_defer_commit(fx.cat));
+	cr_assert(!cat_defer_active(fx.cat));
+	cr_assert_eq(committed_entries(root), NFILES);
+	for (int i = 0; i < NFILES; i++)
+		cr_assert(committed_small_file(ino[i], 100 + i), "file %d", i);
+	cr_assert_eq(cat_upload_list(fx.cat, 0, u, NFILES + 1), uploads0 + NFILES);
+	cr_assert_eq(committed("SELECT count(*) FROM pending"), 0);
+	char jpath[160];
+	struct stat sb;
+	snprintf(jpath, sizeof(jpath), "%s-defer", fx.path);
+	cr_assert(stat(jpath, &sb) == 0 && sb.st_size == 0, "the intent journal is emptied");
+}
+
+Test(defer, small_files_outside_generations_and_durable_commits_commit_before_returning,
+     .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root, ino, latest;
+	ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	OK(small_file(fx.cat, root, "a", 1, NULL, &ino));
+	cr_assert_eq(committed_entries(root), 0);
+	/* latest, beside the generation: committed when its commit returns,
+	 * and everything answered before it with it (D2) */
+	OK(small_file(fx.cat, series, "latest", 2, NULL, &latest));
+	cr_assert(committed_small_file(latest, 2));
+	cr_assert(committed_small_file(ino, 1));
+	/* its create, already: before the contents */
+	struct cat_inode in;
+	OK(cat_create(fx.cat, series, "config.json", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	cr_assert_eq(committed_entries(series), 3);
+
+	/* inside the generation: deferred, until an fsync (a durable commit) */
+	OK(small_file(fx.cat, root, "b", 3, NULL, &ino));
+	cr_assert_eq(committed_entries(root), 1);
+	OK(small_file_sync(fx.cat, root, "b2", 5, true, NULL, &ino));
+	cr_assert(committed_small_file(ino, 5));
+	cr_assert_eq(committed_entries(root), 3, "and b before it");
+	OK(small_file(fx.cat, root, "c", 4, NULL, &ino));
+	OK(cat_sync(fx.cat)); /* fsync of a directory, or of a file without a writer */
+	cr_assert(committed_small_file(ino, 4));
+	/* a generation's commit commits what was answered before it */
+	OK(small_file(fx.cat, root, "d", 6, NULL, &ino));
+	uint64_t id2, root2;
+	id2 = ts_mkgen(fx.cat, series, "step-2", 2, true, &root2);
+	OK(cat_gen_commit(fx.cat, id2, "explicit"));
+	cr_assert(committed_small_file(ino, 6));
+	cr_assert_eq(committed_entries(root), 5, "the commit of another generation committed it too");
+}
+
+/* D5: a count that a deferred change drops to zero is swept only after the
+ * commit that dropped it. */
+Test(defer, chunks_freed_inside_an_open_generation_are_reclaimed_after_the_commit, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root, ino;
+	ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	OK(small_file(fx.cat, root, "a", 1, NULL, &ino));
+	OK(small_file(fx.cat, root, "a", 2, NULL, &ino)); /* rewritten: chunk 1 has no reference */
+	cr_assert_eq(fx.reclaimed, 0, "not before the commit");
+	OK(cat_defer_commit(fx.cat));
+	cr_assert_eq(fx.reclaimed, 1);
+	cr_assert_eq(reclaimed_times(1), 1);
+	cr_assert(committed_small_file(ino, 2));
+	OK(cat_check(fx.cat));
+}
+
+enum { CHILD_NEW = 1000, CHILD_LATEST = 2000, CHILD_SHARED = 4000, CHILD_LOST = 3000, NCHILD = 8 };
+
+/* The child's save of small files into step-2, cut by a kill -9. Writes the
+ * highest inode number it was given to fd. */
+static void crash_during_small_files(uint64_t series, int fd)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cat *c = NULL;
+		uint64_t root, ino, max_ino = 0, id = 0;
+		char name[16];
+		if (cat_open(fx.path, 0, 0, NULL, NULL, &c) != 0)
+			_exit(2);
+		cat_defer_window(c, LONG_WINDOW_MS);
+		struct cat_gen_spec spec = { .name = "step-2", .step = 2 };
+		struct cat_inode in;
+		int rc = cat_create_in_gen(c, series, "step-2", S_IFDIR | 0755, 0, 0, 0, NULL, &spec,
+					   &in, &id);
+		root = in.ino;
+		/* T1: new chunks, and two deduplicated against committed files */
+		for (int i = 0; i < NCHILD && rc == 0; i++) {
+			snprintf(name, sizeof(name), "new%d", i);
+			rc = small_file(c, root, name, CHILD_NEW + i, NULL, &ino);
+		}
+		if (rc == 0)
+			rc = small_file(c, root, "dup-step1", 1, NULL, &ino);
+		if (rc == 0)
+			rc = small_file(c, root, "dup-notes", 500, NULL, &ino);
+		/* outside generations: commits T1 before it (D2) */
+		if (rc == 0)
+			rc = small_file(c, series, "latest", CHILD_LATEST, NULL, &ino);
+		/* T2: a new chunk, then a file outside generations naming it too */
+		if (rc == 0)
+			rc = small_file(c, root, "shared", CHILD_SHARED, NULL, &ino);
+		if (rc == 0)
+			rc = small_file(c, series, "latest2", CHILD_SHARED, NULL, &ino);
+		/* T3, lost: new chunks whose rows never commit, objects written */
+		for (int i = 0; i < NCHILD && rc == 0; i++) {
+			snprintf(name, sizeof(name), "lost%d", i);
+			rc = small_file(c, root, name, CHILD_LOST + i, NULL, &ino);
+			max_ino = ino;
+		}
+		if (rc == 0 && write(fd, &max_ino, sizeof(max_ino)) != sizeof(max_ino))
+			rc = -EIO;
+		_exit(rc == 0 ? 0 : 3); /* kill -9: no close, T3 never commits */
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+}
+
+Test(defer, a_crash_during_small_files_leaks_no_object_and_removes_none_still_named,
+     .init = setup, .fini = teardown)
+{
+	uint64_t root1, sub, notes;
+	uint64_t id1 = make_tree(false, &root1, &sub, &notes); /* step-1 committed, seeds 1.. */
+	uint64_t series = gen_get(id1).series;
+	ts_write_chunks(fx.cat, notes, FILL, 500, 1, 100, NULL, NULL);
+	struct cat_stats st0;
+	OK(cat_stats(fx.cat, &st0));
+	cat_close(fx.cat);
+	fx.cat = NULL;
+
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	crash_during_small_files(series, p[1]);
+	uint64_t max_ino = 0;
+	cr_assert_eq(read(p[0], &max_ino, sizeof(max_ino)), (ssize_t)sizeof(max_ino));
+	close(p[0]);
+	close(p[1]);
+	char jpath[160];
+	struct stat sb;
+	snprintf(jpath, sizeof(jpath), "%s-defer", fx.path);
+	cr_assert(stat(jpath, &sb) == 0 && sb.st_size > 0, "the child left its intent journal");
+
+	open_catalog(); /* recovery: G4 rolls step-2 back; D7 reclaims T3's objects */
+	cr_assert(stat(jpath, &sb) != 0 && errno == ENOENT, "the journal is read and removed");
+	struct cat_inode in;
+	FAILS(cat_lookup(fx.cat, series, "step-2", &in), ENOENT);
+	struct cat_gen g = gen_get(id1);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.files, NFILES);
+	OK(cat_lookup(fx.cat, series, "latest", &in));
+	cr_assert(committed_small_file(in.ino, CHILD_LATEST), "latest was committed when it returned");
+	OK(cat_lookup(fx.cat, series, "latest2", &in));
+	cr_assert(committed_small_file(in.ino, CHILD_SHARED), "latest2 too, and its chunk");
+	OK(cat_lookup(fx.cat, series, "notes", &in));
+	cr_assert(committed_small_file(in.ino, 500));
+	for (int i = 0; i < NCHILD; i++) {
+		/* T1's objects: their rows committed, then the rollback freed them (sweep) */
+		cr_assert_eq(reclaimed_times(CHILD_NEW + i), 1, "chunk %d", CHILD_NEW + i);
+		/* T3's: their rows were lost, the journal named them (D7) */
+		cr_assert_eq(reclaimed_times(CHILD_LOST + i), 1, "chunk %d", CHILD_LOST + i);
+	}
+	cr_assert_eq(fx.reclaimed, 2 * NCHILD, "and nothing else: %d reclaimed", fx.reclaimed);
+	struct cat_stats st1;
+	OK(cat_stats(fx.cat, &st1));
+	cr_assert_eq(st1.chunks, st0.chunks + 2, "step-1's, notes', latest's and latest2's chunks");
+	OK(cat_check(fx.cat));
+	/* invariant 5: no inode number FUSE was given comes back */
+	uint64_t fresh = ts_mk(fx.cat, series, "after", S_IFREG | 0644, NULL);
+	cr_assert_gt(fresh, max_ino, "a new inode %llu, the child handed out up to %llu",
+		     (unsigned long long)fresh, (unsigned long long)max_ino);
+}
+
+/* D4: SQLite drops the deferred transaction (an I/O error, a full disk):
+ * what was answered inside the generation is gone, so the generation must
+ * not commit; its numbers are skipped; its objects wait for the next open. */
+Test(defer, a_lost_deferred_transaction_keeps_its_generation_from_committing, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root, ino = 0;
+	uint64_t id = ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	uint64_t other_root;
+	uint64_t other = ts_mkgen(fx.cat, series, "step-0", 0, true, &other_root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		name_of(name, sizeof(name), i);
+		OK(small_file(fx.cat, root, name, 100 + i, NULL, &ino));
+	}
+	pthread_mutex_lock(&fx.cat->lock); /* under the catalog: as SQLite would */
+	cr_assert_eq(sqlite3_exec(fx.cat->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_unlock(&fx.cat->lock);
+
+	FAILS(cat_gen_commit(fx.cat, id, "explicit"), EIO);
+	struct cat_inode in;
+	FAILS(cat_lookup(fx.cat, root, "f000", &in), ENOENT);
+	cr_assert_eq(gen_get(id).state, GEN_OPEN, "it stays open, to be rolled back");
+	OK(cat_gen_commit(fx.cat, other, "explicit")); /* another generation is not affected */
+	uint64_t fresh = ts_mk(fx.cat, root, "again", S_IFREG | 0644, NULL);
+	cr_assert_gt(fresh, ino, "numbers handed out before are skipped");
+	FAILS(cat_gen_commit(fx.cat, id, "explicit"), EIO);
+	OK(cat_check(fx.cat));
+	cr_assert_eq(fx.reclaimed, 0);
+
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	open_catalog();
+	cr_assert_eq(gen_get(id).state, GEN_ABORTED, "rolled back at the next open");
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(reclaimed_times(100 + i), 1, "the lost rows' objects: chunk %d", 100 + i);
+	OK(cat_check(fx.cat));
 }

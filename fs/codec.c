@@ -54,6 +54,18 @@ size_t codec_bound(size_t plain_len)
 	return lz4_bound > plain_len ? lz4_bound : plain_len;
 }
 
+size_t codec_probe_bound(void)
+{
+	return codec_bound(CODEC_SAMPLE_LEN);
+}
+
+bool codec_worth_trying(const void *src, size_t len, void *scratch)
+{
+	if (len == 0 || len > LZ4_MAX_INPUT_SIZE)
+		return false;
+	return len <= CODEC_SAMPLE_LEN || codec_lz4_try(src, CODEC_SAMPLE_LEN, scratch) > 0;
+}
+
 bool codec_compress(const void *src, size_t len, void *dst, size_t cap, size_t *out_len)
 {
 	size_t lz4_len = 0;
@@ -61,15 +73,10 @@ bool codec_compress(const void *src, size_t len, void *dst, size_t cap, size_t *
 	assert(cap >= codec_bound(len));
 	assert(src != NULL || len == 0);
 
-	if (len > 0 && len <= LZ4_MAX_INPUT_SIZE) {
-		/* dst doubles as the sample's scratch: its capacity covers
-		 * codec_bound(len), which exceeds any limit used below. */
-		bool promising = len <= CODEC_SAMPLE_LEN ||
-				 codec_lz4_try(src, CODEC_SAMPLE_LEN, dst) > 0;
-
-		if (promising)
-			lz4_len = codec_lz4_try(src, len, dst);
-	}
+	/* dst doubles as the sample's scratch: its capacity covers
+	 * codec_bound(len), which exceeds any limit used below. */
+	if (codec_worth_trying(src, len, dst))
+		lz4_len = codec_lz4_try(src, len, dst);
 	if (lz4_len == 0)
 		return false;
 	assert(lz4_len <= codec_lz4_limit(len));

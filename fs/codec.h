@@ -34,6 +34,12 @@ int codec_encode(const void *src, size_t len, void *dst, size_t cap,
  * if the bytes are best stored raw (dst then holds nothing useful). */
 bool codec_compress(const void *src, size_t len, void *dst, size_t cap, size_t *out_len);
 
+/* The sample test of codec_compress alone: false when src is best stored raw
+ * without trying (its sample did not compress), true when codec_compress
+ * would try LZ4 on all of it. scratch holds codec_probe_bound() bytes. */
+size_t codec_probe_bound(void);
+bool codec_worth_trying(const void *src, size_t len, void *scratch);
+
 /* Decodes exactly plain_len bytes into dst. Returns 0, -EIO on malformed or
  * short input, -EINVAL on an unknown codec. */
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,

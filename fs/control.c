@@ -245,6 +245,10 @@ static void control_stats(struct control *c, int fd)
 		recent_stats(fs->recent, &rs);
 	control_send(fd, "data chunk_hashes_reused %" PRIu64, rs.hits);
 	control_send(fd, "data chunk_hashes_computed %" PRIu64, rs.misses);
+	control_send(fd, "data chunk_follows %" PRIu64, rs.follows);
+	control_send(fd, "data chunk_follow_waits %" PRIu64, rs.follow_waits);
+	control_send(fd, "data chunk_follow_takeovers %" PRIu64, rs.takeovers);
+	control_send(fd, "data chunk_follow_wait_ms %" PRIu64, rs.follow_wait_ns / 1000000);
 	control_send(fd, "data write_back 1");
 	control_send(fd, "data cache_bound %" PRIu64, fs->opt.cache_size);
 	control_send(fd, "data dirty_bound %" PRIu64,

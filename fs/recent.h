@@ -17,7 +17,24 @@
  *      recent_abandon.
  *  R3. Copies use at most the byte budget given at creation; the oldest
  *      published entries go first. Up to two buffers of evicted copies are
- *      kept for the next copies (no fresh mapping per chunk).
+ *      kept for the next copies (no fresh mapping per chunk). An entry that is
+ *      pinned (a comparison or a prediction uses its copy) is not evicted.
+ *  R4. Chains. Each writer keeps a cursor on the entry of the chunk it emitted
+ *      last (recent_chain). The first writer to emit a chunk after entry E,
+ *      whatever that chunk is, links it as E's successor. A writer whose
+ *      cursor is at E gets E's successor from recent_follow as a prediction of
+ *      its next chunk, pinned; only entries whose end the chunker found
+ *      (RECENT_END_CHUNKER) are predictions. A link is a hint, never trusted:
+ *      the writer compares every byte of its chunk with the prediction's copy
+ *      (R1) before it takes the hash (recent_adopt), and takes it only where
+ *      its own chunker would have cut (writer.c).
+ *  R5. Claims. A writer at E that finds no successor claims it (one claim per
+ *      cursor: the successor of the entry it is at) and chunks and hashes its
+ *      bytes itself; another writer at E then waits for the link instead of
+ *      doing the same work (at most until the claim is RECENT_CLAIM_MS old or
+ *      its own wait ends; then it takes the claim over). A waiting writer
+ *      holds no claim, so waits cannot form a cycle; a claim ends when its
+ *      writer emits its chunk or drops its chain (recent_chain_drop).
  *
  * Thread-safe. Chunks under RECENT_MIN_LEN are not worth it and always miss. */
 #ifndef CKPTFS_RECENT_H
@@ -28,15 +45,48 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "store.h"
 
 #define RECENT_MIN_LEN (64 * 1024)
+#define RECENT_HEADROOM STORE_HEADER_LEN
 
 struct recent;
 
-/* A claim on hashing one chunk (R2); opaque. */
+/* A claim on hashing one chunk (R2); opaque. After a hit: the entry hit. */
 struct recent_ticket {
 	int slot; /* -1: nothing to publish */
 	uint64_t epoch;
+	bool hit; /* slot is the entry hit, not a claim */
+};
+
+/* R4: where a writer's stream is in the chains; opaque. Starts as
+ * RECENT_CURSOR_NONE. */
+struct recent_cursor {
+	int slot; /* -1: none */
+	uint64_t epoch;
+};
+#define RECENT_CURSOR_NONE ((struct recent_cursor){ .slot = -1, .epoch = 0 })
+
+/* How an emitted chunk ended (R4): only a chunk whose end its chunker found,
+ * scanning all of its bytes from a chunk start, predicts other writers'
+ * chunks: the same bytes from a chunk start end at the same place. */
+enum recent_end {
+	RECENT_END_OTHER = 0, /* a forced cut: a flush, a gap, a zip record, ... */
+	RECENT_END_CHUNKER = 1,
+};
+
+/* A pinned entry (a prediction, R4, or recent_pin): its copy stays valid
+ * until recent_unpin or recent_adopt. The copy sits at image +
+ * RECENT_HEADROOM in a buffer aligned to STORE_IO_ALIGN, so that the chunk's
+ * object can be written from it (store_put_headroom); the headroom is the
+ * only part of the buffer anyone may write. */
+struct recent_pred {
+	int slot;
+	uint64_t epoch;
+	const uint8_t *copy;
+	uint8_t *image;
+	size_t len;
+	uint8_t hash[HASH_LEN];
 };
 
 /* budget: bytes of chunk copies kept (0: a default of 16 MiB). */
@@ -52,8 +102,36 @@ void recent_publish(struct recent *r, const struct recent_ticket *ticket, const 
 		    size_t len, const uint8_t hash[HASH_LEN]);
 void recent_abandon(struct recent *r, const struct recent_ticket *ticket);
 
+/* R4/R5, for a writer at a chunk start whose cursor is *cur: true with a
+ * pinned prediction of its next chunk in *pred; false when it chunks the
+ * bytes itself (then it holds the claim on the successor, if it is in a
+ * chain). While another writer holds that claim this waits up to wait_ms for
+ * its link. */
+bool recent_follow(struct recent *r, struct recent_cursor *cur, unsigned wait_ms,
+		   struct recent_pred *pred);
+/* The caller's chunk is pred's chunk, every byte compared (R1): counts a
+ * reused hash, moves the cursor to it and unpins it. */
+void recent_adopt(struct recent *r, struct recent_cursor *cur, struct recent_pred *pred);
+void recent_unpin(struct recent *r, struct recent_pred *pred);
+/* Pins the entry a ticket names (the one hit, or just published), if it is
+ * still there; false if not. */
+bool recent_pin(struct recent *r, const struct recent_ticket *t, struct recent_pred *out);
+/* After emitting a chunk through recent_lookup (+ recent_publish): links the
+ * entry the ticket names (a hit, or the one just published) as the successor
+ * of *cur if it has none, ends the caller's claim and moves the cursor there
+ * (to none if the entry is not kept). end: how the chunk ended. */
+void recent_chain(struct recent *r, struct recent_cursor *cur, const struct recent_ticket *t,
+		  enum recent_end end);
+/* The caller's stream leaves the chains (a chunk not looked up, a cut, a
+ * truncate, the writer's end): its claim ends, the cursor becomes none. */
+void recent_chain_drop(struct recent *r, struct recent_cursor *cur);
+
 struct recent_stats {
 	uint64_t hits, misses, waits;
+	uint64_t follows;      /* hits by prediction (R4), counted in hits too */
+	uint64_t follow_waits; /* waits for another writer's link (R5) */
+	uint64_t takeovers;    /* ... that ended with the claim taken over */
+	uint64_t follow_wait_ns; /* ... the time they waited, in all */
 };
 void recent_stats(struct recent *r, struct recent_stats *out);
 

@@ -729,6 +729,26 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 	return rc;
 }
 
+int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *img, size_t len,
+		       int flags, struct store_object_info *info)
+{
+	const uint8_t *plain = img + STORE_HEADER_LEN;
+	if (len < STORE_DIRECT_MIN || !atomic_load(&st->direct_writes) ||
+	    ((uintptr_t)img & (STORE_IO_ALIGN - 1)))
+		return store_put(st, hash, plain, len, flags, info);
+	uint8_t *scratch = store_scratch(st, codec_probe_bound());
+	if (!scratch)
+		return -ENOMEM;
+	if (codec_worth_trying(plain, len, scratch)) /* maybe LZ4: the image buffer's way */
+		return store_put_direct(st, hash, plain, len, flags, info);
+	uint32_t crc = crc32c(0, plain, len); /* S4 */
+	store_header_encode(img, hash, CODEC_RAW, len, len, crc);
+	struct iovec iov[1] = { { img, STORE_HEADER_LEN + len } };
+	struct store_object_info what = { .codec = CODEC_RAW, .plain_len = len, .stored_len = len,
+					  .header_len = STORE_HEADER_LEN, .has_crc = true, .crc = crc };
+	return store_put_image(st, hash, iov, 1, flags | STORE_DIRECT_IO, &what, info);
+}
+
 void store_set_direct_writes(struct store *st, bool on)
 {
 	atomic_store(&st->direct_writes, on);

@@ -70,6 +70,14 @@ const char *store_root(const struct store *st);
 int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
 	      int flags, struct store_object_info *info);
 
+/* store_put for plain bytes that sit at img + STORE_HEADER_LEN in a buffer
+ * whose start img is aligned to STORE_IO_ALIGN (capacity STORE_HEADER_LEN +
+ * len at least): a raw object is written with O_DIRECT straight from img,
+ * its header put into img[0..STORE_HEADER_LEN) (S3 without the copy into an
+ * image buffer). The same object as store_put writes. */
+int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *img, size_t len,
+		       int flags, struct store_object_info *info);
+
 /* O_DIRECT alignment of buffers, offsets and lengths (S3 in store.c): a
  * buffer the store may read an object into with O_DIRECT is aligned to it and
  * a multiple of it long. */

@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,10 @@
 #define WRITER_BUF_MIN (64u << 10)
 #define WRITER_IO_BLOCK (1u << 20)
 #define WRITER_SYNC_EACH_MAX 8 /* more unsynced chunks than this: syncfs */
+/* recent.h R5: how long a writer waits for the chunk another writer of the
+ * same bytes is chunking, instead of chunking and hashing them as well */
+#define WRITER_FOLLOW_WAIT_MS 50
+#define WRITER_AWAITS 8 /* flights of other writers' stores one writer waits for at most */
 
 struct writer {
 	struct ckptfs *fs;
@@ -41,12 +46,32 @@ struct writer {
 	struct chunker ck;
 	struct zipcut zc; /* forced cuts around torch.save's tensor records */
 
+	/* Replicas written at once (recent.h R4/R5). Following: the chunk that
+	 * starts at stream_base is predicted to be pred's; its first `matched`
+	 * bytes were compared equal to pred's copy and live only there (buf is
+	 * empty, the chunker untouched at the chunk's start). */
+	struct recent_cursor cur; /* the chunk emitted last, in recent's chains */
+	struct recent_pred pred;  /* pinned while following */
+	bool following;
+	size_t matched;
+	bool led; /* this chunk is chunked here: recent_follow said so, or pred failed */
+
+	/* flights of chunks other writers are storing for this one (see
+	 * writer_store) */
+	struct {
+		int slot;
+		uint64_t gen;
+	} await[WRITER_AWAITS];
+	size_t n_await;
+
 	/* chunks written since the last durable commit */
 	uint8_t (*unsynced)[HASH_LEN];
 	size_t n_unsynced, cap_unsynced;
 
 	int staging_fd;
 };
+
+static int writer_awaits_reap(struct writer *w, bool wait, bool release);
 
 static int64_t writer_now_ns(void)
 {
@@ -75,6 +100,8 @@ int writer_new(struct ckptfs *fs, uint64_t ino, uint64_t size, struct writer **o
 	w->size = size;
 	w->mtime_ns = writer_now_ns();
 	w->staging_fd = -1;
+	w->cur = RECENT_CURSOR_NONE;
+	w->pred.slot = -1;
 	int rc = chunker_init(&w->ck, &fs->chunking);
 	if (rc == 0)
 		rc = cat_pending_from_committed(fs->cat, ino);
@@ -107,6 +134,10 @@ void writer_free(struct writer *w)
 			  (unsigned long long)w->ino, strerror(-rc));
 	if (w->staging_fd >= 0)
 		close(w->staging_fd);
+	if (w->following)
+		recent_unpin(w->fs->recent, &w->pred);
+	recent_chain_drop(w->fs->recent, &w->cur);
+	writer_awaits_reap(w, false, true);
 	free(w->buf);
 	free(w->unsynced);
 	free(w);
@@ -131,6 +162,8 @@ void writer_touch(struct writer *w)
 
 /* ---- stream: chunks out of the buffer ---- */
 
+static int writer_grow(struct writer *w, size_t need);
+
 static int writer_note_unsynced(struct writer *w, const uint8_t hash[HASH_LEN])
 {
 	if (w->n_unsynced == w->cap_unsynced) {
@@ -150,40 +183,294 @@ static bool writer_all_zero(const uint8_t *p, size_t len)
 	return len == 0 || (p[0] == 0 && p[len - 1] == 0 && memcmp(p, p + 1, len - 1) == 0);
 }
 
-/* Stores one chunk of the stream at file offset off and adds it to pending. */
-static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64_t off)
+/* ---- storing a chunk once (flights) ----
+ *
+ * cat_pending_add tells every writer whose reference comes before the
+ * object is recorded (cat_chunk_stored) to store it. Replicas written at
+ * once reach a chunk within a millisecond of each other: 8 writers wrote the
+ * same object 8 times, and each rename of one over another made the kernel
+ * free (and discard) the replaced copy under the filesystem's rename lock,
+ * stalling every store. A flight is a chunk being stored and recorded now;
+ * a second writer of it does not store it again: it keeps a reference on the
+ * flight (an await) and goes on. Its pending extent names a chunk that is
+ * not yet recorded as stored, so before anything reads the writer's pending
+ * chunks or commits them (writer_read, staging, writer_commit) the writer
+ * waits for its flights to land; a failed flight fails the writer, like a
+ * failed store of its own. Awaits are reaped without waiting at every chunk.
+ * Without a free flight slot (or await), a writer just stores. */
+
+#define WRITER_FLIGHTS 128 /* > FUSE's worker threads + their awaits */
+
+struct writer_flight {
+	uint8_t hash[HASH_LEN];
+	bool busy;
+	int rc;
+	int waiters;
+	uint64_t gen;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t landed;
+	uint64_t gen;
+	struct writer_flight f[WRITER_FLIGHTS];
+} writer_flights = { .lock = PTHREAD_MUTEX_INITIALIZER, .landed = PTHREAD_COND_INITIALIZER };
+
+/* The flight of hash: false if this writer is to store it (with *slot its
+ * new flight, or -1 if none was free); true when another writer is storing
+ * it, with a reference on that flight in *slot and *gen. */
+static bool writer_flight_join(const uint8_t hash[HASH_LEN], int *slot, uint64_t *gen)
 {
-	if (writer_all_zero(data, len))
+	pthread_mutex_lock(&writer_flights.lock);
+	int free_slot = -1, found = -1;
+	for (int i = 0; i < WRITER_FLIGHTS; i++) {
+		struct writer_flight *f = &writer_flights.f[i];
+		if (f->busy && memcmp(f->hash, hash, HASH_LEN) == 0) {
+			found = i;
+			break;
+		}
+		if (!f->busy && f->waiters == 0 && free_slot < 0)
+			free_slot = i;
+	}
+	if (found >= 0) {
+		struct writer_flight *f = &writer_flights.f[found];
+		f->waiters++; /* the slot and its result stay until released */
+		*gen = f->gen;
+		pthread_mutex_unlock(&writer_flights.lock);
+		*slot = found;
+		return true;
+	}
+	if (free_slot >= 0) {
+		struct writer_flight *f = &writer_flights.f[free_slot];
+		memcpy(f->hash, hash, HASH_LEN);
+		f->busy = true;
+		f->gen = ++writer_flights.gen;
+	}
+	pthread_mutex_unlock(&writer_flights.lock);
+	*slot = free_slot;
+	return false;
+}
+
+static void writer_flight_land(int slot, int rc)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&writer_flights.lock);
+	writer_flights.f[slot].busy = false;
+	writer_flights.f[slot].rc = rc;
+	pthread_cond_broadcast(&writer_flights.landed);
+	pthread_mutex_unlock(&writer_flights.lock);
+}
+
+/* Ends the writer's awaits whose flights landed (all of them with wait,
+ * waiting as needed; with release, without looking at the results). Returns
+ * the first failure of a landed flight. */
+static int writer_awaits_reap(struct writer *w, bool wait, bool release)
+{
+	int rc = 0;
+	if (w->n_await == 0)
+		return 0;
+	pthread_mutex_lock(&writer_flights.lock);
+	size_t kept = 0;
+	for (size_t i = 0; i < w->n_await; i++) {
+		struct writer_flight *f = &writer_flights.f[w->await[i].slot];
+		assert(f->gen == w->await[i].gen); /* our reference keeps the slot */
+		while (wait && !release && f->busy)
+			pthread_cond_wait(&writer_flights.landed, &writer_flights.lock);
+		if (f->busy && !release) {
+			w->await[kept++] = w->await[i];
+			continue;
+		}
+		if (!release && f->rc != 0 && rc == 0)
+			rc = f->rc;
+		f->waiters--;
+	}
+	w->n_await = kept;
+	pthread_mutex_unlock(&writer_flights.lock);
+	return rc;
+}
+
+/* For readers of the writer's pending chunks (under the node's read lock:
+ * w is not changed): waits until every flight it awaits has landed. */
+static void writer_awaits_wait(const struct writer *w)
+{
+	if (w->n_await == 0)
+		return;
+	pthread_mutex_lock(&writer_flights.lock);
+	for (size_t i = 0; i < w->n_await; i++)
+		while (writer_flights.f[w->await[i].slot].busy)
+			pthread_cond_wait(&writer_flights.landed, &writer_flights.lock);
+	pthread_mutex_unlock(&writer_flights.lock);
+}
+
+/* Writes the object of a chunk the catalog says must be stored, and records
+ * it (image: see writer_record). */
+static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const uint8_t *data,
+			size_t len, uint8_t *image)
+{
+	int slot;
+	uint64_t gen;
+	int rc = writer_awaits_reap(w, w->n_await == WRITER_AWAITS, false);
+	if (rc != 0)
+		return rc;
+	if (writer_flight_join(hash, &slot, &gen)) { /* another writer stores it now */
+		w->await[w->n_await].slot = slot;
+		w->await[w->n_await].gen = gen;
+		w->n_await++;
+		return 0;
+	}
+	struct store_object_info info;
+	cache_dirty_wait(w->fs->cache, len); /* backpressure: never a failure */
+	rc = image ? store_put_headroom(w->fs->store, hash, image, len, 0, &info)
+		       : store_put(w->fs->store, hash, data, len, 0, &info);
+	if (rc == 0)
+		rc = cat_chunk_stored(w->fs->cat, hash, info.codec, info.stored_len);
+	if (rc == 0) {
+		cache_dirty_add(w->fs->cache, info.stored_len);
+		/* a chunk of a deferred transaction (small files of an open
+		 * generation) is not listed before its commit: the uploader
+		 * finds it at its next round, in a larger batch */
+		if (!cat_defer_active(w->fs->cat))
+			uploader_kick(w->fs->uploader);
+	}
+	writer_flight_land(slot, rc);
+	return rc;
+}
+
+/* Adds a chunk whose hash is known (the SHA-256 of data[0..ext->len)) to
+ * pending, and stores its object if the catalog says it must be. image: the
+ * chunk's bytes in recent's copy (recent_pred: data == image +
+ * RECENT_HEADROOM), which the object can be written from without a copy;
+ * or NULL. */
+static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t *data,
+			 uint8_t *image)
+{
+	bool must_store;
+	int rc = cat_pending_add(w->fs->cat, w->ino, ext, &must_store);
+	if (rc != 0)
+		return writer_fail(w, rc, "recording a chunk");
+	if (must_store) {
+		rc = writer_store(w, ext->hash, data, ext->len, image);
+		if (rc != 0)
+			return writer_fail(w, rc, "storing a chunk");
+	}
+	rc = writer_note_unsynced(w, ext->hash);
+	return rc ? writer_fail(w, rc, "tracking a chunk") : 0;
+}
+
+/* Stores one chunk of the stream at file offset off and adds it to pending;
+ * end says how it ended (recent.h R4). The next chunk starts after it. */
+static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64_t off,
+		       enum recent_end end)
+{
+	w->led = false;
+	if (writer_all_zero(data, len)) {
+		recent_chain_drop(w->fs->recent, &w->cur);
 		return 0; /* a hole: reads as zeros, stores nothing */
+	}
 	struct cat_extent ext = { .off = off, .len = len, .chunk_off = 0, .chunk_len = len };
 	struct recent_ticket ticket;
 	if (!recent_lookup(w->fs->recent, data, len, ext.hash, &ticket)) { /* replicas: R1 */
 		hash_sha256(data, len, ext.hash);
 		recent_publish(w->fs->recent, &ticket, data, len, ext.hash);
 	}
-	bool must_store;
-	int rc = cat_pending_add(w->fs->cat, w->ino, &ext, &must_store);
-	if (rc != 0)
-		return writer_fail(w, rc, "recording a chunk");
-	if (must_store) {
-		struct store_object_info info;
-		cache_dirty_wait(w->fs->cache, len); /* backpressure: never a failure */
-		rc = store_put(w->fs->store, ext.hash, data, len, 0, &info);
-		if (rc == 0)
-			rc = cat_chunk_stored(w->fs->cat, ext.hash, info.codec, info.stored_len);
-		if (rc == 0) {
-			cache_dirty_add(w->fs->cache, info.stored_len);
-			/* a chunk of a deferred transaction (small files of an open
-			 * generation) is not listed before its commit: the uploader
-			 * finds it at its next round, in a larger batch */
-			if (!cat_defer_active(w->fs->cat))
-				uploader_kick(w->fs->uploader);
-		}
-		if (rc != 0)
-			return writer_fail(w, rc, "storing a chunk");
+	recent_chain(w->fs->recent, &w->cur, &ticket, end);
+	struct recent_pred copy; /* recent's copy of these bytes: stored without another copy */
+	if (!recent_pin(w->fs->recent, &ticket, &copy))
+		return writer_record(w, &ext, data, NULL);
+	int rc = writer_record(w, &ext, copy.copy, copy.image);
+	recent_unpin(w->fs->recent, &copy);
+	return rc;
+}
+
+/* ---- following another writer of the same bytes (recent.h R4/R5) ---- */
+
+/* May the chunk starting at stream_base be predicted? Only at a chunk start
+ * (the chunker reset), in the stream, in a chain, with no zip cut that could
+ * end the chunk where the prediction's chunker did not. */
+static bool writer_may_follow(const struct writer *w)
+{
+	return w->fs->recent && !w->staging && !w->following && !w->led && w->scanned == 0 &&
+	       w->cur.slot >= 0 && !w->zc.active && w->zc.ncut == 0;
+}
+
+/* The chunk being followed is pred's: all pred.len bytes compared equal, and
+ * pred's chunker cut there from a chunk start, so ours would too (chunker.h
+ * invariant 1) — no zip cut can intervene (writer_may_follow). Records it
+ * under pred's hash: the SHA-256 of these bytes. */
+static int writer_adopt(struct writer *w)
+{
+	size_t len = w->pred.len;
+	struct cat_extent ext = { .off = w->stream_base, .len = len, .chunk_off = 0, .chunk_len = len };
+	memcpy(ext.hash, w->pred.hash, HASH_LEN);
+	int rc = writer_record(w, &ext, w->pred.copy, w->pred.image); /* pinned until adopted */
+	recent_adopt(w->fs->recent, &w->cur, &w->pred);
+	w->following = false;
+	w->matched = 0;
+	w->led = false;
+	w->stream_base += len;
+	return rc;
+}
+
+/* Stops following: the bytes matched so far move into the (empty) buffer and
+ * the chunker will scan the chunk from its start, as if never predicted. */
+static int writer_unfollow(struct writer *w)
+{
+	if (!w->following)
+		return 0;
+	assert(w->buf_len == 0 && w->scanned == 0);
+	w->buf_off = 0;
+	int rc = writer_grow(w, w->matched ? w->matched : 1);
+	if (rc == 0) {
+		memcpy(w->buf, w->pred.copy, w->matched);
+		w->buf_len = w->matched;
 	}
-	rc = writer_note_unsynced(w, ext.hash);
-	return rc ? writer_fail(w, rc, "tracking a chunk") : 0;
+	recent_unpin(w->fs->recent, &w->pred);
+	w->following = false;
+	w->matched = 0;
+	w->led = true;
+	return rc ? writer_fail(w, rc, "growing the write buffer") : 0;
+}
+
+/* At a chunk start: asks recent for a prediction (waiting a little if
+ * another writer is chunking it). true: following, with the buffered bytes
+ * (if any) compared and taken over. */
+static bool writer_follow_start(struct writer *w)
+{
+	if (!writer_may_follow(w))
+		return false;
+	if (!recent_follow(w->fs->recent, &w->cur, WRITER_FOLLOW_WAIT_MS, &w->pred)) {
+		w->led = true; /* and the claim is ours (R5) */
+		return false;
+	}
+	size_t k = w->buf_len < w->pred.len ? w->buf_len : w->pred.len;
+	if (k && memcmp(w->buf + w->buf_off, w->pred.copy, k) != 0) {
+		recent_unpin(w->fs->recent, &w->pred);
+		w->led = true;
+		return false;
+	}
+	w->following = true;
+	w->matched = k; /* these bytes now live in pred's copy */
+	w->buf_off += k;
+	w->buf_len -= k;
+	if (w->buf_len == 0)
+		w->buf_off = 0;
+	return true;
+}
+
+/* Following: compares the next of len arriving bytes with pred's; *used
+ * says how many were taken. Adopts the chunk when all of it matched. */
+static int writer_follow_feed(struct writer *w, const uint8_t *data, size_t len, size_t *used)
+{
+	size_t k = w->pred.len - w->matched;
+	if (k > len)
+		k = len;
+	*used = 0;
+	if (memcmp(w->pred.copy + w->matched, data, k) != 0)
+		return writer_unfollow(w); /* the caller buffers the bytes instead */
+	w->matched += k;
+	*used = k;
+	return w->matched == w->pred.len ? writer_adopt(w) : 0;
 }
 
 /* Runs the chunker over the unscanned buffer, emitting every complete chunk:
@@ -191,6 +478,14 @@ static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64
 static int writer_scan(struct writer *w)
 {
 	while (w->scanned < w->buf_len) {
+		if (writer_follow_start(w)) { /* R4: another writer's chunk, maybe */
+			if (w->matched == w->pred.len) { /* all of it was buffered */
+				int rc = writer_adopt(w);
+				if (rc != 0)
+					return rc;
+			}
+			continue;
+		}
 		uint8_t *start = w->buf + w->buf_off;
 		uint64_t pos = w->stream_base + w->scanned;
 		bool cut, boundary = false;
@@ -202,8 +497,9 @@ static int writer_scan(struct writer *w)
 			room = (size_t)(stop - pos);
 		if (room)
 			w->scanned += chunker_scan(&w->ck, start + w->scanned, room, &boundary);
+		bool cut_here = false;
 		if (!boundary && cut && w->stream_base + w->scanned == stop) {
-			boundary = true;
+			boundary = cut_here = true;
 			chunker_reset(&w->ck);
 		}
 		if (!boundary) {
@@ -212,7 +508,8 @@ static int writer_scan(struct writer *w)
 			break;
 		}
 		size_t len = w->scanned;
-		int rc = writer_emit(w, start, len, w->stream_base);
+		int rc = writer_emit(w, start, len, w->stream_base,
+				     cut_here ? RECENT_END_OTHER : RECENT_END_CHUNKER);
 		if (rc != 0)
 			return rc;
 		w->buf_off += len; /* no copy: the next chunk starts where this one ended */
@@ -228,9 +525,10 @@ static int writer_scan(struct writer *w)
 /* Emits the buffer as a final chunk (a forced boundary). */
 static int writer_cut(struct writer *w)
 {
-	int rc = 0;
-	if (w->buf_len)
-		rc = writer_emit(w, w->buf + w->buf_off, w->buf_len, w->stream_base);
+	int rc = writer_unfollow(w);
+	if (rc == 0 && w->buf_len)
+		rc = writer_emit(w, w->buf + w->buf_off, w->buf_len, w->stream_base,
+				 RECENT_END_OTHER);
 	if (rc == 0) {
 		w->stream_base += w->buf_len;
 		w->buf_off = w->buf_len = w->scanned = 0;
@@ -260,6 +558,16 @@ static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 {
 	size_t limit = w->fs->chunking.max_size + 2 * WRITER_IO_BLOCK;
 	while (len) {
+		if (w->following || (w->buf_len == 0 && writer_follow_start(w))) {
+			/* R4: compared where they arrived, not copied */
+			size_t used;
+			int rc = writer_follow_feed(w, data, len, &used);
+			if (rc != 0)
+				return rc;
+			data += used;
+			len -= used;
+			continue;
+		}
 		size_t n = len < WRITER_IO_BLOCK ? len : WRITER_IO_BLOCK;
 		if (w->buf_off && w->buf_off + w->buf_len + n > w->buf_cap) {
 			/* compact rarely: once per buffer's worth of chunks */
@@ -348,7 +656,13 @@ static int writer_copy_pending(struct writer *w, int fd)
 static int writer_to_staging(struct writer *w)
 {
 	assert(!w->staging);
-	int rc = writer_open_staging(w);
+	int rc = writer_unfollow(w);
+	if (rc == 0)
+		rc = writer_awaits_reap(w, true, false); /* pending chunks are read below */
+	if (rc != 0)
+		return writer_fail(w, rc, "storing a chunk");
+	recent_chain_drop(w->fs->recent, &w->cur);
+	rc = writer_open_staging(w);
 	if (rc == 0 && ftruncate(w->staging_fd, (off_t)w->size) != 0)
 		rc = -errno;
 	if (rc == 0)
@@ -361,6 +675,7 @@ static int writer_to_staging(struct writer *w)
 		return writer_fail(w, rc, "moving the file to a staging file for out-of-order writes");
 	w->staging = true;
 	w->buf_off = w->buf_len = w->scanned = 0;
+	w->led = false;
 	chunker_reset(&w->ck);
 	log_debug("inode %llu: out-of-order write, now staged locally", (unsigned long long)w->ino);
 	return 0;
@@ -418,7 +733,7 @@ int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off)
 		return w->err;
 	int rc = 0;
 	if (!w->staging) {
-		uint64_t stream_end = w->stream_base + w->buf_len;
+		uint64_t stream_end = w->stream_base + w->matched + w->buf_len;
 		if (off > stream_end) { /* a gap: it stays a hole */
 			rc = writer_cut(w);
 			w->stream_base = off;
@@ -448,7 +763,13 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 {
 	if (w->err)
 		return w->err;
-	int rc = 0;
+	int rc = writer_unfollow(w); /* the stream's bytes back in the buffer */
+	if (rc != 0)
+		return rc;
+	if (!w->staging && new_size < w->stream_base + w->buf_len) {
+		recent_chain_drop(w->fs->recent, &w->cur);
+		w->led = false;
+	}
 	if (w->staging) {
 		if (ftruncate(w->staging_fd, (off_t)new_size) != 0)
 			return writer_fail(w, -errno, "truncating the staging file");
@@ -500,15 +821,22 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
 	uint64_t end = off + len, pos = off;
 	if (pos < w->stream_base) { /* from chunks already cut */
 		uint64_t to = end < w->stream_base ? end : w->stream_base;
+		writer_awaits_wait(w); /* their objects are all written */
 		int rc = reader_read(w->fs, w->ino, READER_PENDING, pos, to - pos, out);
 		if (rc != 0)
 			return rc;
 		pos = to;
 	}
-	uint64_t buf_end = w->stream_base + w->buf_len;
+	uint64_t pred_end = w->stream_base + w->matched; /* following: pred's copy (R4) */
+	if (pos < end && pos < pred_end) {
+		uint64_t to = end < pred_end ? end : pred_end;
+		memcpy(out + (pos - off), w->pred.copy + (pos - w->stream_base), to - pos);
+		pos = to;
+	}
+	uint64_t buf_end = pred_end + w->buf_len;
 	if (pos < end && pos < buf_end) { /* from the buffer */
 		uint64_t to = end < buf_end ? end : buf_end;
-		memcpy(out + (pos - off), w->buf + w->buf_off + (pos - w->stream_base), to - pos);
+		memcpy(out + (pos - off), w->buf + w->buf_off + (pos - pred_end), to - pos);
 		pos = to;
 	}
 	if (pos < end)
@@ -526,6 +854,11 @@ int writer_commit(struct writer *w, bool durable)
 	int rc = 0;
 	if (w->dirty)
 		rc = w->staging ? writer_rechunk(w) : writer_cut(w);
+	if (rc == 0) {
+		rc = writer_awaits_reap(w, true, false); /* commit only stored chunks */
+		if (rc != 0)
+			writer_fail(w, rc, "storing a chunk");
+	}
 	if (rc == 0 && durable && w->n_unsynced > WRITER_SYNC_EACH_MAX) {
 		/* many objects: one syncfs is one journal commit instead of two
 		 * flushes per object (their write-back started when written) */

@@ -35,7 +35,8 @@ enum {
 	K_UPLOADED_CHUNKS_CAT, K_UPLOADED_BYTES_CAT, K_QUEUE, K_LAG, K_GEN_DURABLE,
 	K_CACHE_HITS, K_CACHE_MISSES, K_CACHE_HIT_RATE, K_FETCHED, K_FETCH_ERRORS, K_EVICTED_CHUNKS,
 	K_EVICTED_BYTES, K_DIRTY_WAITS, K_UP_CHUNKS, K_UP_BYTES, K_UP_MANIFESTS, K_UP_FAILURES,
-	K_BACKING_DOWN, K_HASH_REUSED, K_HASH_COMPUTED, K_COUNT
+	K_BACKING_DOWN, K_HASH_REUSED, K_HASH_COMPUTED, K_FOLLOWS, K_FOLLOW_WAITS,
+	K_FOLLOW_TAKEOVERS, K_FOLLOW_WAIT_MS, K_COUNT
 };
 
 static struct admin_stat admin_stats_table[K_COUNT] = {
@@ -109,6 +110,15 @@ static struct admin_stat admin_stats_table[K_COUNT] = {
 	  " before (replicated saves).", ST_COUNTER, false),
 	S(K_HASH_COMPUTED, "chunk_hashes_computed",
 	  "Chunks of 64 KiB or more hashed by the writers.", ST_COUNTER, false),
+	S(K_FOLLOWS, "chunk_follows",
+	  "Of chunk_hashes_reused: chunks a writer predicted from another writer of the same"
+	  " bytes (compared byte for byte; neither chunked nor hashed).", ST_COUNTER, false),
+	S(K_FOLLOW_WAITS, "chunk_follow_waits",
+	  "Writers that waited for another writer chunking the same bytes.", ST_COUNTER, false),
+	S(K_FOLLOW_TAKEOVERS, "chunk_follow_takeovers",
+	  "... of them that waited too long and chunked the bytes themselves.", ST_COUNTER, false),
+	S(K_FOLLOW_WAIT_MS, "chunk_follow_wait_ms",
+	  "Milliseconds those writers waited, in all.", ST_COUNTER, false),
 #undef S
 };
 

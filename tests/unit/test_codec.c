@@ -270,6 +270,33 @@ Test(codec, incompressible_sample_stores_raw_without_compressing_the_rest)
 	free(src);
 }
 
+/* codec_worth_trying is codec_compress's sample test alone: false exactly
+ * when codec_compress would store raw without trying LZ4 on the whole. */
+Test(codec, worth_trying_says_what_the_sample_test_of_compress_says)
+{
+	size_t len = MiB;
+	uint8_t *scratch = tk_alloc(codec_probe_bound());
+	uint8_t *src = tk_alloc(len);
+	uint8_t *dst = tk_alloc(codec_bound(len));
+	size_t out;
+
+	cr_assert_geq(codec_probe_bound(), 64 * KiB);
+	tk_fill_random(src, len, 5); /* incompressible */
+	cr_assert_not(codec_worth_trying(src, len, scratch));
+	cr_assert_not(codec_compress(src, len, dst, codec_bound(len), &out));
+	memset(src + 64 * KiB, 0, len - 64 * KiB); /* judged by the head only */
+	cr_assert_not(codec_worth_trying(src, len, scratch));
+	tk_fill_text(src, len, 6); /* compressible */
+	cr_assert(codec_worth_trying(src, len, scratch));
+	cr_assert(codec_compress(src, len, dst, codec_bound(len), &out));
+	tk_fill_random(src, 1000, 7); /* at most a sample long: always tried */
+	cr_assert(codec_worth_trying(src, 1000, scratch));
+	cr_assert_not(codec_worth_trying(src, 0, scratch));
+	free(scratch);
+	free(src);
+	free(dst);
+}
+
 Test(codec, lz4_kept_only_when_it_saves_the_minimum_percent)
 {
 	size_t len = MiB;

@@ -49,6 +49,34 @@ Test(crc32c, fast_and_table_versions_agree_on_every_length_and_alignment)
 				     "offset %zu, length %zu", off, len);
 }
 
+/* The hardware path runs three chains over blocks of 3 x 256 and 3 x 8192
+ * bytes and combines them: lengths at and around those block sizes, and
+ * long random ones, at every alignment. */
+Test(crc32c, three_way_blocks_agree_with_the_table_version)
+{
+	enum { N = 200000 };
+	uint8_t *buf = malloc(N + 16);
+
+	cr_assert_not_null(buf);
+	for (size_t i = 0; i < N + 16; i++)
+		buf[i] = tc_byte();
+	static const size_t base[] = { 768, 1536, 24576, 24576 + 768, 49152, 73728, 98304 };
+	for (size_t off = 0; off < 16; off++) {
+		for (size_t b = 0; b < sizeof(base) / sizeof(base[0]); b++)
+			for (size_t len = base[b] - 9; len <= base[b] + 9; len++)
+				cr_assert_eq(crc32c(0, buf + off, len), crc32c_sw(0, buf + off, len),
+					     "offset %zu, length %zu", off, len);
+		for (int k = 0; k < 8; k++) {
+			size_t len = (size_t)tc_byte() << 9 | tc_byte();
+			len = len % N;
+			cr_assert_eq(crc32c(0x12345678u, buf + off, len),
+				     crc32c_sw(0x12345678u, buf + off, len), "offset %zu, length %zu",
+				     off, len);
+		}
+	}
+	free(buf);
+}
+
 Test(crc32c, a_checksum_continues_across_pieces)
 {
 	enum { N = 100000 };

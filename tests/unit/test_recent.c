@@ -1,7 +1,11 @@
 /* Unit tests for fs/recent.c: a hash is returned only for bytes equal to the
  * ones it was computed from (R1), also when the sampled fingerprint matches;
  * a writer waits for another writer hashing the same chunk and then gets its
- * hash (R2); the copies stay within the budget, oldest out first (R3). */
+ * hash (R2); the copies stay within the budget, oldest out first, and a
+ * pinned one stays (R3); chains predict another writer's next chunk, only one
+ * whose end the chunker found, and a lost chain predicts nothing (R4); a
+ * writer waits for a claimed chunk, takes a claim held too long over, and is
+ * woken when a claim ends (R5). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -182,5 +186,167 @@ Test(recent, an_abandoned_ticket_lets_the_waiter_hash_for_itself)
 	cr_assert_lt(w.waited_s, 0.15, "the waiter sat out the whole timeout");
 	cr_assert(tr_hash(r, a, MiB, h), "the waiter's own hash was not published");
 	free(a);
+	recent_free(r);
+}
+
+/* ---- chains (R4) and claims (R5) ---- */
+
+/* Emits a chunk as the writer does: lookup, hash if needed, chain. */
+static bool tr_emit(struct recent *r, struct recent_cursor *cur, const uint8_t *d, size_t len,
+		    enum recent_end end, uint8_t out[HASH_LEN])
+{
+	struct recent_ticket t;
+	bool hit = recent_lookup(r, d, len, out, &t);
+	if (!hit) {
+		hash_sha256(d, len, out);
+		recent_publish(r, &t, d, len, out);
+	}
+	recent_chain(r, cur, &t, end);
+	return hit;
+}
+
+Test(recent, a_chain_predicts_the_next_chunk_of_another_writer)
+{
+	struct recent *r;
+	cr_assert_eq(recent_new(0, &r), 0);
+	uint8_t *c[4], h[HASH_LEN], want[HASH_LEN];
+	for (int i = 0; i < 4; i++)
+		c[i] = tr_data(MiB, 30 + (uint64_t)i);
+	struct recent_cursor a = RECENT_CURSOR_NONE, b = RECENT_CURSOR_NONE;
+	struct recent_pred p;
+	cr_assert_not(recent_follow(r, &a, 0, &p), "a prediction without a chain");
+	for (int i = 0; i < 4; i++) /* writer a: c0 c1 c2 (its end the chunker's), c3 cut */
+		tr_emit(r, &a, c[i], MiB, i < 3 ? RECENT_END_CHUNKER : RECENT_END_OTHER, h);
+	cr_assert(tr_emit(r, &b, c[0], MiB, RECENT_END_CHUNKER, h), "b hashed c0 again");
+	for (int i = 1; i < 3; i++) {
+		cr_assert(recent_follow(r, &b, 0, &p), "no prediction of c%d", i);
+		cr_assert_eq(p.len, MiB);
+		cr_assert(memcmp(p.copy, c[i], MiB) == 0, "the prediction is not c%d", i);
+		cr_assert_eq((uintptr_t)p.image % STORE_IO_ALIGN, 0, "the copy's image is not aligned");
+		cr_assert_eq(p.copy, p.image + RECENT_HEADROOM);
+		hash_sha256(c[i], MiB, want);
+		cr_assert_arr_eq(p.hash, want, HASH_LEN);
+		recent_adopt(r, &b, &p);
+	}
+	cr_assert_not(recent_follow(r, &b, 0, &p), "a chunk cut by force was a prediction");
+	struct recent_stats st;
+	recent_stats(r, &st);
+	cr_assert_eq(st.follows, 2);
+	cr_assert_eq(st.hits, 3);
+	cr_assert_eq(st.misses, 4);
+	for (int i = 0; i < 4; i++)
+		free(c[i]);
+	recent_free(r);
+}
+
+struct tr_follower {
+	struct recent *r;
+	struct recent_cursor cur;
+	unsigned wait_ms;
+	bool found;
+	struct recent_pred p;
+	double waited_s;
+};
+
+static void *tr_follow_main(void *arg)
+{
+	struct tr_follower *f = arg;
+	double t0 = tr_now();
+	f->found = recent_follow(f->r, &f->cur, f->wait_ms, &f->p);
+	f->waited_s = tr_now() - t0;
+	return NULL;
+}
+
+Test(recent, a_writer_waits_for_the_chunk_another_writer_has_claimed)
+{
+	struct recent *r;
+	cr_assert_eq(recent_new(0, &r), 0);
+	uint8_t *c0 = tr_data(MiB, 40), *c1 = tr_data(MiB, 41), h[HASH_LEN];
+	struct recent_cursor a = RECENT_CURSOR_NONE;
+	struct recent_pred p;
+	tr_emit(r, &a, c0, MiB, RECENT_END_CHUNKER, h);
+	struct tr_follower f = { .r = r, .cur = a, .wait_ms = 2000 };
+	cr_assert_not(recent_follow(r, &a, 0, &p), "a's claim");
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, tr_follow_main, &f), 0);
+	usleep(30 * 1000); /* a chunks c1 */
+	tr_emit(r, &a, c1, MiB, RECENT_END_CHUNKER, h);
+	pthread_join(th, NULL);
+	cr_assert(f.found, "the waiting writer got no prediction");
+	cr_assert(memcmp(f.p.copy, c1, MiB) == 0);
+	cr_assert_geq(f.waited_s, 0.02, "it did not wait (%.3f s)", f.waited_s);
+	cr_assert_lt(f.waited_s, 1.0, "it waited for its own limit, not for the link");
+	recent_unpin(r, &f.p);
+	struct recent_stats st;
+	recent_stats(r, &st);
+	cr_assert_eq(st.follow_waits, 1);
+	cr_assert_eq(st.takeovers, 0);
+	free(c0);
+	free(c1);
+	recent_free(r);
+}
+
+Test(recent, a_claim_held_too_long_is_taken_over)
+{
+	struct recent *r;
+	cr_assert_eq(recent_new(0, &r), 0);
+	uint8_t *c0 = tr_data(MiB, 50), h[HASH_LEN];
+	struct recent_cursor a = RECENT_CURSOR_NONE;
+	struct recent_pred p;
+	tr_emit(r, &a, c0, MiB, RECENT_END_CHUNKER, h);
+	struct recent_cursor b = a;
+	cr_assert_not(recent_follow(r, &a, 0, &p)); /* a claims, then stalls */
+	double t0 = tr_now();
+	cr_assert_not(recent_follow(r, &b, 20, &p), "no chunk came, yet a prediction");
+	double waited = tr_now() - t0;
+	cr_assert_geq(waited, 0.015, "b did not wait for a's claim (%.3f s)", waited);
+	cr_assert_lt(waited, 0.5);
+	/* b holds the claim now: a third writer waits for b, not for a */
+	struct recent_cursor c = a;
+	t0 = tr_now();
+	cr_assert_not(recent_follow(r, &c, 10, &p));
+	cr_assert_geq(tr_now() - t0, 0.008);
+	/* a claim ends when its writer leaves the chain */
+	struct tr_follower f = { .r = r, .cur = a, .wait_ms = 2000 };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, tr_follow_main, &f), 0);
+	usleep(20 * 1000);
+	recent_chain_drop(r, &c);
+	pthread_join(th, NULL);
+	cr_assert_not(f.found);
+	cr_assert_lt(f.waited_s, 1.0, "the waiter was not told the claim ended");
+	struct recent_stats st;
+	recent_stats(r, &st);
+	cr_assert_geq(st.takeovers, 2);
+	free(c0);
+	recent_free(r);
+}
+
+Test(recent, a_pinned_prediction_is_not_evicted_and_a_lost_chain_predicts_nothing)
+{
+	struct recent *r;
+	cr_assert_eq(recent_new(2 * MiB, &r), 0);
+	uint8_t *c[5], h[HASH_LEN];
+	for (int i = 0; i < 5; i++)
+		c[i] = tr_data(MiB, 60 + (uint64_t)i);
+	struct recent_cursor a = RECENT_CURSOR_NONE, b = RECENT_CURSOR_NONE;
+	struct recent_pred p;
+	tr_emit(r, &a, c[0], MiB, RECENT_END_CHUNKER, h);
+	tr_emit(r, &a, c[1], MiB, RECENT_END_CHUNKER, h);
+	tr_emit(r, &b, c[0], MiB, RECENT_END_CHUNKER, h);
+	cr_assert(recent_follow(r, &b, 0, &p));
+	for (int i = 2; i < 5; i++) /* the budget holds two copies */
+		tr_emit(r, &a, c[i], MiB, RECENT_END_CHUNKER, h);
+	cr_assert(memcmp(p.copy, c[1], MiB) == 0, "a pinned copy changed under its reader");
+	recent_unpin(r, &p);
+	struct recent_cursor lost = RECENT_CURSOR_NONE;
+	tr_emit(r, &lost, c[0], MiB, RECENT_END_CHUNKER, h); /* c0 was evicted: hashed again */
+	tr_emit(r, &a, c[4], MiB, RECENT_END_CHUNKER, h);
+	for (int i = 0; i < 3; i++)
+		tr_emit(r, &a, c[1 + i], MiB, RECENT_END_CHUNKER, h);
+	cr_assert_not(recent_follow(r, &lost, 0, &p), "an evicted entry's chain predicted");
+	cr_assert_eq(lost.slot, -1, "the cursor still names an evicted entry");
+	for (int i = 0; i < 5; i++)
+		free(c[i]);
 	recent_free(r);
 }

@@ -1774,6 +1774,65 @@ Test(store, direct_writes_store_the_same_objects_without_filling_the_page_cache,
 	store_close(ref);
 }
 
+/* store_put_headroom writes, from the caller's aligned buffer, the very
+ * object store_put writes (raw or LZ4, large or small, aligned or not, direct
+ * writes on or off), touching only the headroom before the plain bytes. */
+Test(store, a_put_from_a_buffer_with_headroom_writes_the_same_object, .init = setup,
+     .fini = teardown)
+{
+	static const size_t sizes[] = { 256 * KiB, MiB + 1, 3 * MiB + 4095, 100 * KiB };
+	char ref_root[128];
+	struct store *ref;
+
+	snprintf(ref_root, sizeof(ref_root), "%s/reference", fx.dir);
+	cr_assert_eq(mkdir(ref_root, 0755), 0);
+	OK(store_open(ref_root, &ref));
+	for (int direct = 0; direct < 2; direct++) {
+		store_set_direct_writes(fx.st, direct);
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			for (int kind = 0; kind < 3; kind++) { /* random, text, random unaligned */
+				size_t len = sizes[i], got_len, want_len;
+				size_t skew = kind == 2 ? 8 : 0, cap = STORE_HEADER_LEN + len + 4096 + skew;
+				uint8_t *buf = aligned_alloc(4096, (cap + 4095) / 4096 * 4096);
+				cr_assert_not_null(buf);
+				uint8_t *img = buf + skew, *plain = img + STORE_HEADER_LEN;
+				if (kind == 1)
+					tk_fill_text(plain, len, 80 + i);
+				else
+					tk_fill_random(plain, len, 90 + i + 10 * (size_t)direct);
+				memset(img, 0xA5, STORE_HEADER_LEN);
+				uint8_t *before = malloc(len);
+				memcpy(before, plain, len);
+				uint8_t hash[HASH_LEN];
+				char hex[HASH_HEX_LEN + 1], path[256], ref_path[256];
+				hash_sha256(plain, len, hash);
+				hash_to_hex(hash, hex);
+				struct store_object_info info, want_info;
+				OK(store_put_headroom(fx.st, hash, img, len, 0, &info));
+				cr_assert(memcmp(plain, before, len) == 0, "the plain bytes were changed");
+				OK(store_put(ref, hash, before, len, 0, &want_info));
+				cr_assert_eq(info.codec, want_info.codec);
+				cr_assert_eq(info.stored_len, want_info.stored_len);
+				cr_assert_eq(info.crc, want_info.crc);
+				snprintf(path, sizeof(path), "%s/chunks/%.2s/%.2s/%s", fx.dir, hex, hex + 2,
+					 hex);
+				snprintf(ref_path, sizeof(ref_path), "%s/chunks/%.2s/%.2s/%s", ref_root, hex,
+					 hex + 2, hex);
+				uint8_t *got = tk_read_file(path, &got_len);
+				uint8_t *want = tk_read_file(ref_path, &want_len);
+				cr_assert_eq(got_len, want_len, "size %zu kind %d", len, kind);
+				cr_assert_arr_eq(got, want, got_len, "size %zu kind %d direct %d", len, kind,
+						 direct);
+				tk_release(got);
+				tk_release(want);
+				free(before);
+				free(buf);
+			}
+		}
+	}
+	store_close(ref);
+}
+
 Test(store, a_direct_put_is_fresh_and_durable_with_store_sync, .init = setup, .fini = teardown)
 {
 	store_set_direct_writes(fx.st, true);

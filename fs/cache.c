@@ -407,11 +407,13 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 		memcpy(c->recent[c->recent_next], hash, HASH_LEN);
 		c->recent_next = (c->recent_next + 1) % CACHE_PREFETCH_RECENT;
 	}
-	pthread_mutex_unlock(&c->lock);
-	struct store_object_info info;
-	if (seen || store_stat(c->fs->store, hash, &info) == 0)
+	/* whether the store has it is the fetcher's question: asked here, the
+	 * reader's reply would wait for the object's directory, inode and
+	 * header to come off the disk */
+	if (seen) {
+		pthread_mutex_unlock(&c->lock);
 		return;
-	pthread_mutex_lock(&c->lock);
+	}
 	if (!c->stopping && c->q_len < CACHE_PREFETCH_QUEUE && !cache_known_locked(c, hash)) {
 		memcpy(c->queue[(c->q_head + c->q_len) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN);
 		c->q_len++;
@@ -438,8 +440,9 @@ static void *cache_fetcher_main(void *p)
 		bool inflight = cache_inflight_find_locked(c, hash) >= 0;
 		pthread_mutex_unlock(&c->lock);
 		size_t len;
-		struct store_object_info info;
-		if (!inflight && store_stat(c->fs->store, hash, &info) != 0)
+		/* present: its entry and inode are now in memory for the load to
+		 * come (a damaged copy is the load's to find, and replace) */
+		if (!inflight && !store_has(c->fs->store, hash))
 			cache_fetch(c, hash, plain, cap, &len);
 		pthread_mutex_lock(&c->lock);
 	}

@@ -29,6 +29,7 @@ struct gen_policy;
 struct backing;
 struct cache;
 struct uploader;
+struct fuseinit;
 
 struct ckptfs_options {
 	char backing[PATH_MAX];  /* absolute */
@@ -47,6 +48,7 @@ struct ckptfs_options {
 	bool verify_sha256;           /* local reads re-hash chunks (store.c S4) */
 	bool leave_queued;            /* unmount does not wait for uploads */
 	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
+	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
@@ -66,6 +68,7 @@ struct ckptfs {
 	struct chunker_params chunking;
 	char staging_dir[PATH_MAX]; /* CACHE/staging: files being rewritten out of order */
 	int lock_fd;                /* flock on CACHE/lock: one daemon per cache */
+	struct fuseinit *fuse_init; /* the session's INIT: may read-only opens use direct_io */
 };
 
 #endif

@@ -23,6 +23,7 @@
 #include "cache.h"
 #include "ckptfs.h"
 #include "control.h"
+#include "fuseinit.h"
 #include "log.h"
 #include "node.h"
 #include "ops.h"
@@ -34,6 +35,72 @@
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 #define MAIN_CACHE_OWNER "backing"
+
+/* ---- /dev/fuse through our own read and writev (fuseinit.h) ----
+ *
+ * Both call the system call as libfuse would and return what it returned,
+ * errno included; only the reply to the kernel's INIT may be a patched copy.
+ * No splice hooks: libfuse then neither offers nor uses splice, as before
+ * (ckptfs has no write_buf and asks for no splice capability; replies are
+ * writev'd from the chunk cache by fuse_reply_iov). */
+static struct fuseinit main_fuseinit;
+static int main_fuseinit_logged;
+
+static ssize_t main_io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	if (n > 0) {
+		int err = errno;
+		fuseinit_saw_request(&main_fuseinit, buf, (size_t)n);
+		errno = err;
+	}
+	return n;
+}
+
+/* Once, when the INIT reply went out: what the kernel allowed, and what
+ * read-only opens therefore do (ops_open_node). */
+static void main_fuseinit_log(const struct ckptfs *fs)
+{
+	if (fuseinit_outcome(&main_fuseinit) == FUSEINIT_PENDING ||
+	    __atomic_exchange_n(&main_fuseinit_logged, 1, __ATOMIC_RELAXED))
+		return;
+	char line[160];
+	const char *what = fuseinit_describe(&main_fuseinit, line, sizeof(line));
+	if (!fuseinit_granted(&main_fuseinit))
+		log_info("%s: read-only opens keep the page cache", what);
+	else if (fs->opt.read_cache)
+		log_info("%s: read-only opens keep the page cache (-o read_cache)", what);
+	else
+		log_info("%s: read-only opens of files of %u MiB or more bypass the page cache "
+			 "(direct_io)", what, OPS_DIRECT_READ_MIN >> 20);
+}
+
+static ssize_t main_io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct iovec out[2];
+	unsigned char arg[FUSEINIT_OUT_MAX];
+	bool patched = count == 2 && fuseinit_patch_reply(&main_fuseinit, iov, count, out, arg);
+	ssize_t res = writev(fd, patched ? out : iov, count);
+	if (patched || !__atomic_load_n(&main_fuseinit_logged, __ATOMIC_RELAXED)) {
+		int err = errno;
+		if (patched)
+			fuseinit_reply_written(&main_fuseinit, res);
+		main_fuseinit_log(userdata);
+		errno = err;
+	}
+	return res;
+}
+
+/* After fuse_session_mount: the same descriptor, through the hooks above.
+ * Without them (an error here) read-only opens keep the page cache. */
+static void main_fuse_io(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = { .read = main_io_read, .writev = main_io_writev };
+	int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se));
+	if (rc != 0)
+		log_warn("FUSE: cannot install the INIT hook (%s): read-only opens keep the page cache",
+			 strerror(-rc));
+}
 
 static int main_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 {
@@ -374,6 +441,8 @@ int main(int argc, char **argv)
 
 	struct ckptfs fs;
 	memset(&fs, 0, sizeof(fs));
+	fuseinit_init(&main_fuseinit);
+	fs.fuse_init = &main_fuseinit;
 	fs.opt = r.opt;
 	fs.chunking = chunker_default_params;
 	log_setup(stderr, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
@@ -412,6 +481,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mounted = 1;
+	main_fuse_io(se);
 	ops_tune_readahead(fs.opt.mountpoint);
 
 	if (!fs.opt.foreground) {

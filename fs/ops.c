@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "fuseinit.h"
 #include "gen.h"
 #include "generation.h"
 #include "log.h"
@@ -610,7 +611,7 @@ static int ops_writer(struct ckptfs *fs, struct node *n, struct writer **out)
 	return 0;
 }
 
-static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi, bool big)
 {
 	struct ckptfs *fs = ops_fs(req);
 	struct ops_handle *h = calloc(1, sizeof(*h));
@@ -646,9 +647,16 @@ static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi
 	}
 	/* Write-only handles bypass the page cache: writes arrive as they were
 	 * issued (up to max_write), not split at every partly covered page, and
-	 * are not copied into pages nobody reads. Pages are dropped at each open
-	 * (no keep_cache), so a reader never sees bytes older than a write. */
-	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+	 * are not copied into pages nobody reads. Read-only handles of big files
+	 * bypass it too, once the kernel allows MAP_SHARED mmaps of such handles
+	 * (fuseinit.h): a read's bytes then go from the chunk cache straight into
+	 * the reader's buffer, not first into fresh FUSE page-cache pages (mmaps
+	 * still use the page cache). Read-write handles keep the page cache
+	 * (shared writable mmaps). Pages are dropped at each open (no
+	 * keep_cache), so a reader never sees bytes older than a write. */
+	int acc = fi->flags & O_ACCMODE;
+	fi->direct_io = acc == O_WRONLY || (acc == O_RDONLY && big && !fs->opt.read_cache &&
+					    fuseinit_granted(fs->fuse_init));
 	fi->keep_cache = 0;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
@@ -661,7 +669,7 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc == 0 && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (rc == 0)
-		rc = ops_open_node(req, ino, fi);
+		rc = ops_open_node(req, ino, fi, in.size >= OPS_DIRECT_READ_MIN);
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -675,7 +683,7 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	int rc = ops_make(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
 	if (rc == 0) {
 		fi->flags &= ~O_TRUNC; /* it is new */
-		rc = ops_open_node(req, in.ino, fi);
+		rc = ops_open_node(req, in.ino, fi, false);
 		if (rc == 0)
 			ops_h(fi)->wrote = true; /* creating is writing (an empty marker counts) */
 		if (rc == 0 && gen_is_trigger_name(name))

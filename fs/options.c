@@ -196,6 +196,10 @@ static int options_one(struct options_result *r, const char *opt)
 		o->copy_uploads = true;
 		return 0;
 	}
+	if (strcmp(opt, "read_cache") == 0) {
+		o->read_cache = true;
+		return 0;
+	}
 	if (options_match(options_ignored, opt))
 		return 0;
 	if (options_match(options_fuse_passthrough, opt))
@@ -265,6 +269,8 @@ void options_usage(FILE *f)
 		"                     mount)\n"
 		"  copy_uploads       copy chunk objects to a BACKING directory on the cache's\n"
 		"                     filesystem (default: hard links, one copy on the disk)\n"
+		"  read_cache         read-only opens go through the kernel's page cache (default:\n"
+		"                     they bypass it where the kernel allows, Linux 6.6 and later)\n"
 		"  keep=K             keep the newest K committed generations per series (0: all)\n"
 		"  gen_pattern=RE     names that start a generation (POSIX ERE; the step is the\n"
 		"                     last all-digit group; write a comma as \\,)\n"

@@ -14,26 +14,31 @@
 #include "hash.h"
 #include "log.h"
 
-#define CHUNK_CACHE_SLOTS 32
-#define READER_PREFETCH_THREADS 2
-#define READER_PREFETCH_QUEUE 16
+#define CHUNK_CACHE_SLOTS 64
+#define READER_PREFETCH_THREADS 4
+#define READER_PREFETCH_QUEUE 32
+/* An entry read ahead and not yet asked for counts as read (evictable by
+ * other readahead) once this many pins happened since it was loaded: the
+ * reader it was for has gone elsewhere. */
+#define CHUNK_AHEAD_STALE (4 * CHUNK_CACHE_SLOTS)
 
 struct chunk_entry {
 	uint8_t hash[HASH_LEN];
 	struct store_chunk chunk; /* chunk.plain NULL and !loading: free slot */
 	bool loading;             /* one thread is reading it; others wait on `loaded` */
+	bool ahead;               /* loaded by readahead, no reader has pinned it yet */
 	size_t len;
 	uint32_t users;           /* pins */
 	uint64_t last_use;
+	pthread_cond_t loaded;    /* the load of this slot finished (or failed) */
 };
 
 struct chunk_cache {
 	pthread_mutex_t lock;
-	pthread_cond_t loaded;
 	uint64_t budget, bytes, clock, hits, misses;
 	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
 
-	/* readahead: chunks decoded ahead of a sequential reader, by threads
+	/* readahead: chunks decoded ahead of sequential readers, by threads
 	 * started at the first request (after the daemon forked) */
 	struct ckptfs *fs;
 	struct cat_extent queue[READER_PREFETCH_QUEUE];
@@ -50,8 +55,9 @@ int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out)
 	if (!cc)
 		return -ENOMEM;
 	pthread_mutex_init(&cc->lock, NULL);
-	pthread_cond_init(&cc->loaded, NULL);
 	pthread_cond_init(&cc->work, NULL);
+	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
+		pthread_cond_init(&cc->slot[i].loaded, NULL);
 	cc->budget = budget_bytes;
 	*out = cc;
 	return 0;
@@ -67,10 +73,11 @@ void chunk_cache_free(struct chunk_cache *cc)
 	pthread_mutex_unlock(&cc->lock);
 	for (int i = 0; i < cc->n_threads; i++)
 		pthread_join(cc->thread[i], NULL);
-	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
+	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 		store_chunk_free(&cc->slot[i].chunk);
+		pthread_cond_destroy(&cc->slot[i].loaded);
+	}
 	pthread_cond_destroy(&cc->work);
-	pthread_cond_destroy(&cc->loaded);
 	pthread_mutex_destroy(&cc->lock);
 	free(cc);
 }
@@ -84,21 +91,38 @@ void chunk_cache_stats(struct chunk_cache *cc, struct chunk_cache_stats *out)
 	pthread_mutex_unlock(&cc->lock);
 }
 
-/* With the lock held: frees least recently used idle entries until `need`
- * more bytes fit the budget. Returns a free slot index, or -1. */
-static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
+/* Whether e, idle, may be evicted to make room for a load; readahead
+ * (prefetch) does not evict chunks read ahead for others that are still to be
+ * read, a reader's miss evicts them last. */
+static bool chunk_cache_read_already(const struct chunk_cache *cc, const struct chunk_entry *e)
+{
+	return !e->ahead || cc->clock - e->last_use > CHUNK_AHEAD_STALE;
+}
+
+/* With the lock held: frees least recently used idle entries (chunks already
+ * read first) until `need` more bytes fit the budget. Returns a free slot
+ * index, or -1. */
+static int chunk_cache_make_room(struct chunk_cache *cc, size_t need, bool prefetch)
 {
 	for (;;) {
 		int free_slot = -1, victim = -1;
+		bool victim_read = false;
 		for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 			struct chunk_entry *e = &cc->slot[i];
 			if (!e->chunk.plain && !e->loading) {
 				free_slot = i;
 				continue;
 			}
-			if (!e->loading && e->users == 0 &&
-			    (victim < 0 || e->last_use < cc->slot[victim].last_use))
+			if (e->loading || e->users > 0)
+				continue;
+			bool read = chunk_cache_read_already(cc, e);
+			if (prefetch && !read)
+				continue;
+			if (victim < 0 || (read && !victim_read) ||
+			    (read == victim_read && e->last_use < cc->slot[victim].last_use)) {
 				victim = i;
+				victim_read = read;
+			}
 		}
 		if (free_slot >= 0 && cc->bytes + need <= cc->budget)
 			return free_slot;
@@ -106,6 +130,7 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
 			return -1;
 		cc->bytes -= cc->slot[victim].len;
 		store_chunk_free(&cc->slot[victim].chunk);
+		cc->slot[victim].ahead = false;
 	}
 }
 
@@ -113,11 +138,16 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need)
  * entries, loads a private copy into pin->own. A chunk is read and verified
  * once however many readers (readahead of one file, several files sharing
  * it) ask for it at the same time: the first loads it, the others wait.
- * Returns the plain bytes, or NULL with *rc set. */
+ * Returns the plain bytes, or NULL with *rc set.
+ *
+ * prefetch (readahead): returns NULL with *rc 0 when the chunk is there or
+ * being loaded, or when room for it would cost a chunk still to be read;
+ * otherwise loads it into the cache and pins it. */
 static const char *chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext,
-				   struct reader_pin *pin, int *rc)
+				   struct reader_pin *pin, bool prefetch, int *rc)
 {
 	struct chunk_cache *cc = fs->chunks;
+	*rc = 0;
 	pthread_mutex_lock(&cc->lock);
 	int i;
 again:
@@ -128,11 +158,16 @@ again:
 	}
 	if (i < CHUNK_CACHE_SLOTS) {
 		struct chunk_entry *e = &cc->slot[i];
+		if (prefetch) {
+			pthread_mutex_unlock(&cc->lock);
+			return NULL;
+		}
 		if (e->loading) {
-			pthread_cond_wait(&cc->loaded, &cc->lock);
+			pthread_cond_wait(&e->loaded, &cc->lock);
 			goto again; /* loaded, or failed and gone */
 		}
 		e->users++;
+		e->ahead = false;
 		e->last_use = ++cc->clock;
 		cc->hits++;
 		pin->slot = i;
@@ -140,12 +175,17 @@ again:
 		pthread_mutex_unlock(&cc->lock);
 		return data;
 	}
+	i = chunk_cache_make_room(cc, ext->chunk_len, prefetch);
+	if (i < 0 && prefetch) {
+		pthread_mutex_unlock(&cc->lock);
+		return NULL;
+	}
 	cc->misses++;
-	i = chunk_cache_make_room(cc, ext->chunk_len);
 	if (i >= 0) { /* reserve the slot so that others wait for this load */
 		struct chunk_entry *e = &cc->slot[i];
 		memcpy(e->hash, ext->hash, HASH_LEN);
 		e->loading = true;
+		e->ahead = prefetch;
 		e->len = ext->chunk_len;
 		e->users = 1;
 		cc->bytes += e->len;
@@ -159,20 +199,25 @@ again:
 		*rc = -EIO;
 	}
 
-	pthread_mutex_lock(&cc->lock);
 	if (i >= 0) {
+		pthread_mutex_lock(&cc->lock);
 		struct chunk_entry *e = &cc->slot[i];
 		e->loading = false;
 		if (*rc == 0) {
 			e->chunk = chunk;
 			e->last_use = ++cc->clock;
+			/* what it holds, huge-page rounding included (store.c) */
+			size_t held = store_chunk_footprint(&chunk);
+			cc->bytes = cc->bytes - e->len + held;
+			e->len = held;
 		} else {
 			cc->bytes -= e->len;
 			e->users = 0;
+			e->ahead = false;
 		}
-		pthread_cond_broadcast(&cc->loaded);
+		pthread_cond_broadcast(&e->loaded);
+		pthread_mutex_unlock(&cc->lock);
 	}
-	pthread_mutex_unlock(&cc->lock);
 	if (*rc != 0)
 		return NULL;
 	pin->slot = i >= 0 ? i : READER_PIN_OWN;
@@ -200,7 +245,7 @@ static const char *reader_pin_extent(struct ckptfs *fs, uint64_t ino,
 				     const struct cat_extent *ext, uint64_t chunk_off,
 				     struct reader_pin *pin, int *rc)
 {
-	const char *data = chunk_cache_get(fs, ext, pin, rc);
+	const char *data = chunk_cache_get(fs, ext, pin, false, rc);
 	if (data)
 		return data;
 	char hex[HASH_HEX_LEN + 1];
@@ -242,8 +287,8 @@ static void *chunk_cache_prefetch_main(void *p)
 		pthread_mutex_unlock(&cc->lock);
 		struct reader_pin pin = { .slot = READER_PIN_NONE };
 		int rc;
-		if (chunk_cache_get(cc->fs, &ext, &pin, &rc))
-			chunk_cache_release(cc, &pin); /* stays cached, unpinned */
+		if (chunk_cache_get(cc->fs, &ext, &pin, true, &rc))
+			chunk_cache_release(cc, &pin); /* stays cached, unpinned, `ahead` */
 		pthread_mutex_lock(&cc->lock);
 	}
 	pthread_mutex_unlock(&cc->lock);
@@ -280,8 +325,8 @@ static void chunk_cache_prefetch(struct ckptfs *fs, const struct cat_extent *ext
 /* ---- mapping reads onto chunks ---- */
 
 #define READER_BATCH 16
-#define READER_AHEAD_DECODED 2 /* chunks past a read decoded into memory */
-#define READER_AHEAD 6          /* chunks past a read brought into the disk cache */
+#define READER_AHEAD_DECODED 4 /* chunks past a read decoded into memory */
+#define READER_AHEAD 8          /* chunks past a read brought into the disk cache */
 #define READER_ZEROS (64u << 10)
 
 static const char reader_zeros[READER_ZEROS]; /* holes */

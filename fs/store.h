@@ -120,6 +120,9 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	       struct store_chunk *out);
 void store_chunk_free(struct store_chunk *c);
 
+/* The memory a loaded chunk holds (its image mapping and decoded buffer). */
+size_t store_chunk_footprint(const struct store_chunk *c);
+
 /* Reads the whole object image (header and payload) after checking its
  * header and length; -ENOENT if absent, -EIO if malformed, -EFBIG if larger
  * than cap. */
@@ -177,6 +180,12 @@ int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void 
 /* "chunks/ab/cd/abcd…": where the object of hash lives under a store's root,
  * here and on BACKING. */
 void store_object_relpath(const uint8_t hash[HASH_LEN], char *buf, size_t size);
+
+/* Whether the object of hash is in this store, from its directory entry
+ * alone (no byte of it is read or checked; store_load checks). Brings the
+ * entry and the inode into memory, so that a load soon after needs only the
+ * data off the disk. */
+bool store_has(struct store *st, const uint8_t hash[HASH_LEN]);
 
 /* Reads and checks only the header. -ENOENT if absent, -EIO if malformed. */
 int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info);

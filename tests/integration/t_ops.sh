@@ -592,6 +592,155 @@ EOF
 	ck_umount
 }
 
+# ---- read-only opens with direct_io (fuseinit.h, ops_open_node) ----
+
+# _direct_reads_granted — skips the case unless this mount's kernel granted
+# FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6 and later): then read-only opens of
+# files of 8 MiB or more bypass the page cache.
+_direct_reads_granted() {
+	local line
+	line=$(grep -h "FUSE protocol" "$CK_DLOG" "$CK_DERR" 2>/dev/null | tail -n 1)
+	[ -n "$line" ] || ck_fail "the daemon logged no line about the FUSE INIT"
+	case $line in
+	*"FUSE_DIRECT_IO_ALLOW_MMAP granted"*) ;;
+	*)
+		ck_umount
+		ck_skip "read-only opens keep the page cache on this kernel: ${line#*info: }"
+		;;
+	esac
+}
+
+# _cached_pages FILE r|rw — opens FILE read-only or read-write, reads it
+# whole in 1 MiB reads, and prints how many of its pages the page cache
+# holds then (cachestat(2) on that same descriptor: another open would drop
+# them, as ckptfs does not keep a file's pages across opens).
+_cached_pages() {
+	"$PY" - "$1" "$2" <<'EOF'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+class Stat(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("cache", "dirty", "writeback", "evicted", "recent")]
+fd = os.open(sys.argv[1], os.O_RDONLY if sys.argv[2] == "r" else os.O_RDWR)
+while os.read(fd, 1 << 20):
+    pass
+r, s = Range(0, 0), Stat()
+if libc.syscall(451, fd, ctypes.byref(r), ctypes.byref(s), 0) != 0:  # cachestat, Linux 6.5
+    sys.exit("cachestat: " + os.strerror(ctypes.get_errno()))
+print(s.cache)
+EOF
+}
+
+test_big_read_only_opens_bypass_the_page_cache() {
+	ck_mount
+	_direct_reads_granted
+	assert_contains "$(cat "$CK_DLOG")" "read-only opens of files of 8 MiB or more bypass the page cache" "daemon log"
+	ck_rand "$CK_REF/big" $((9 * MiB + 1))
+	ck_rand "$CK_REF/small" $((2 * MiB + 1))
+	cp "$CK_REF/big" "$CK_REF/small" "$CK_MNT/"
+	assert_eq 0 "$(_cached_pages "$CK_MNT/big" r)" "cached pages after reading the 9 MiB file read-only"
+	assert_ne 0 "$(_cached_pages "$CK_MNT/small" r)" "cached pages after reading the 2 MiB file read-only"
+	assert_ne 0 "$(_cached_pages "$CK_MNT/big" rw)" "cached pages after reading the 9 MiB file read-write"
+	assert_file_eq "$CK_REF/big" "$CK_MNT/big"
+	ck_remount read_cache
+	assert_contains "$(cat "$CK_DLOG")" "read-only opens keep the page cache (-o read_cache)" "daemon log"
+	assert_ne 0 "$(_cached_pages "$CK_MNT/big" r)" "cached pages after a read-only read with -o read_cache"
+	assert_file_eq "$CK_REF/big" "$CK_MNT/big"
+	ck_umount
+}
+
+# One read-only descriptor of a direct_io file: read() at odd offsets and of
+# odd sizes into unaligned buffers, a MAP_SHARED and a MAP_PRIVATE mapping of
+# it (safetensors maps files shared, torch.load(mmap=True) private), and
+# read() again while the mappings exist: every byte is the file's, and a
+# write to the private mapping stays private.
+test_direct_io_file_reads_and_maps_alike() {
+	ck_mount
+	_direct_reads_granted
+	ck_rand "$CK_REF/f" $((11 * MiB + 333))
+	cp "$CK_REF/f" "$CK_MNT/f"
+	ck_remount # read from the store, not from what the write left
+	"$PY" - "$CK_REF/f" "$CK_MNT/f" <<'EOF'
+import mmap, os, random, sys
+want = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_RDONLY)
+rnd = random.Random(7)
+def reads(what):
+    for i in range(300):
+        n = rnd.choice([1, 2, 3, 4096, 4097, 65537, (1 << 20) - 1, (1 << 20) + 1, rnd.randrange(1, 5 << 20)])
+        off = rnd.randrange(0, len(want) + 10)
+        skew = rnd.randrange(0, 4096)  # the reader's buffer: not page aligned
+        buf = bytearray(n + skew)
+        got = os.preadv(fd, [memoryview(buf)[skew:]], off)
+        if bytes(buf[skew:skew + got]) != want[off:off + n]:
+            sys.exit("%s: read %d at offset %d size %d: %d bytes, differ" % (what, i, off, n, got))
+reads("before mapping")
+shared = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+private = mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_WRITE)
+for name, m in (("MAP_SHARED", shared), ("MAP_PRIVATE", private)):
+    if len(m) != len(want) or m[:] != want:
+        sys.exit(name + " mapping differs from the file")
+reads("while mapped")
+private[5:10] = b"XXXXX"
+if shared[5:10] != want[5:10] or os.pread(fd, 5, 5) != want[5:10]:
+    sys.exit("a write to the MAP_PRIVATE mapping reached the file")
+shared.close()
+private.close()
+reads("after unmapping")
+if os.pread(fd, 100, len(want) - 50) != want[-50:] or os.pread(fd, 10, len(want) + 1) != b"":
+    sys.exit("reads at and past the end of the file")
+os.close(fd)
+EOF
+	ck_umount
+}
+
+# A reader with direct_io never sees bytes older than the last close of a
+# writer: not through a descriptor opened before the rewrite, not through a
+# new one, not through a new shared mapping, and not through a shared mapping
+# made before the rewrite (direct_io writes drop the file's cached pages).
+test_direct_io_reader_sees_a_rewrite_after_the_writer_closes() {
+	ck_mount
+	_direct_reads_granted
+	ck_rand "$CK_REF/old" $((10 * MiB))
+	ck_rand "$CK_REF/patch" $((3 * MiB + 7))
+	cp "$CK_REF/old" "$CK_MNT/f"
+	"$PY" - "$CK_REF/old" "$CK_REF/patch" "$CK_MNT/f" <<'EOF'
+import mmap, os, sys
+old = open(sys.argv[1], "rb").read()
+patch = open(sys.argv[2], "rb").read()
+path = sys.argv[3]
+def check(what, fd, want, m=None):
+    got = os.pread(fd, len(want) + 1, 0)
+    if got != want:
+        sys.exit("%s: read() returned %d bytes, %s" % (what, len(got), "old ones" if got == old else "not the file's"))
+    if m is not None and m[:len(want)] != want[:len(m)]:
+        sys.exit("%s: the shared mapping shows %s" % (what, "old bytes" if m[:] == old[:len(m)] else "other bytes"))
+r = os.open(path, os.O_RDONLY)
+m = mmap.mmap(r, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+check("before", r, old, m)
+new = old[:2000001] + patch + old[2000001 + len(patch):]
+for flags in (os.O_WRONLY, os.O_RDWR):  # a write-only (direct_io) and a read-write (page cache) writer
+    w = os.open(path, flags)
+    os.pwrite(w, patch, 2000001)
+    os.close(w)
+    check("after a rewrite through %s" % ("O_WRONLY" if flags == os.O_WRONLY else "O_RDWR"), r, new, m)
+    patch = patch[::-1]
+    new = old[:2000001] + patch + old[2000001 + len(patch):]
+patch = patch[::-1]
+new = old[:2000001] + patch + old[2000001 + len(patch):]
+r2 = os.open(path, os.O_RDONLY)
+m2 = mmap.mmap(r2, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+check("a new descriptor and mapping", r2, new, m2)
+w = os.open(path, os.O_WRONLY | os.O_TRUNC)
+os.write(w, patch)
+os.close(w)
+check("after truncating to %d bytes" % len(patch), r2, patch)
+m.close(); m2.close(); os.close(r); os.close(r2)
+EOF
+	ck_umount
+}
+
 test_unlinked_open_file_stays_readable_through_its_fd() {
 	ck_mount
 	ck_rand "$CK_REF/f" $((3 * MiB + 3))

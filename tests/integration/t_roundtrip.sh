@@ -60,10 +60,12 @@ EOF
 }
 
 # Reads at odd offsets and of odd sizes, half of them across chunk edges,
-# return exactly what was written: through the page cache (1 MiB FUSE_READs),
-# and with O_DIRECT, where the daemon gets each read's own offset and size;
-# in a file with holes too, whose reads are more pieces (64 KiB of zeros
-# each) than one reply maps, so the daemon copies them instead.
+# return exactly what was written: with direct_io (a read-only open of a file
+# of 8 MiB or more: the daemon gets each read as issued, split at 1 MiB and,
+# for a buffer that is not page aligned, at its 257th page), through the page
+# cache (-o read_cache: 1 MiB FUSE_READs of readahead), and with O_DIRECT; in
+# a file with holes too, whose reads are more pieces (64 KiB of zeros each)
+# than one reply maps, so the daemon copies them instead.
 test_odd_reads_across_chunk_edges_are_byte_exact() {
 	ck_mount
 	ck_rand "$CK_REF/f" $((9 * MiB + 777))
@@ -75,23 +77,27 @@ test_odd_reads_across_chunk_edges_are_byte_exact() {
 		truncate -s $((9 * MiB)) "$f"
 	done
 	ck_umount
-	local edges hole_edges
+	local edges hole_edges opts
 	edges=$(_chunk_edges f)
 	hole_edges="$(_chunk_edges holes) $((MiB + 5)) $((4 * MiB + 3)) $((6 * MiB + 3))"
 	[ "$(echo "$edges" | wc -w)" -ge 3 ] || ck_fail "f has fewer than 3 chunks: $edges"
-	_evict_objects
-	ck_mount
-	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 1 300 $edges ||
-		ck_fail "buffered reads of f differ from what was written"
-	_evict_objects
-	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 2 300 --direct $edges ||
-		ck_fail "O_DIRECT reads of f differ from what was written"
-	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/holes" "$CK_MNT/holes" 3 200 $hole_edges ||
-		ck_fail "buffered reads of the file with holes differ"
-	"$PY" "$CK_HELPERS/randread.py" "$CK_REF/holes" "$CK_MNT/holes" 4 200 --direct $hole_edges ||
-		ck_fail "O_DIRECT reads of the file with holes differ"
-	_cmp_all f holes
-	ck_umount
+	for opts in "" read_cache; do
+		_evict_objects
+		ck_mount "$opts"
+		"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 1 300 $edges ||
+			ck_fail "reads of f differ from what was written (-o '$opts')"
+		"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 5 200 --unaligned $edges ||
+			ck_fail "reads of f into unaligned buffers differ from what was written (-o '$opts')"
+		_evict_objects
+		"$PY" "$CK_HELPERS/randread.py" "$CK_REF/f" "$CK_MNT/f" 2 300 --direct $edges ||
+			ck_fail "O_DIRECT reads of f differ from what was written (-o '$opts')"
+		"$PY" "$CK_HELPERS/randread.py" "$CK_REF/holes" "$CK_MNT/holes" 3 200 $hole_edges ||
+			ck_fail "reads of the file with holes differ (-o '$opts')"
+		"$PY" "$CK_HELPERS/randread.py" "$CK_REF/holes" "$CK_MNT/holes" 4 200 --direct --unaligned $hole_edges ||
+			ck_fail "O_DIRECT reads of the file with holes differ (-o '$opts')"
+		_cmp_all f holes
+		ck_umount
+	done
 }
 
 test_random_64mib_file_roundtrips() {

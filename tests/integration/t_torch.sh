@@ -36,6 +36,20 @@ test_torch_from_file_maps_the_bytes() {
 	ck_umount
 }
 
+# A state dict of 1000 small tensors (and two big ones) loads back equal
+# through direct_io reads (the file is over 8 MiB) and through the page
+# cache, by path and through Python files that read each record with reads
+# of their own.
+test_torch_load_of_many_small_tensors() {
+	ck_mount
+	torch_ckpt many-save "$CK_MNT"
+	ck_remount
+	torch_ckpt many-load "$CK_MNT"
+	ck_remount read_cache
+	torch_ckpt many-load "$CK_MNT"
+	ck_umount
+}
+
 test_dcp_save_and_load_from_one_process() {
 	ck_mount
 	mkdir "$CK_MNT/step-5"

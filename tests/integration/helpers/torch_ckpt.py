@@ -12,6 +12,10 @@ Run with /usr/bin/python3 (Debian's python3-torch 1.13). Exit 0 = ok,
   dcp-spawn DIR      2 ranks (mp.spawn, gloo on 127.0.0.1) save one DCP checkpoint together
   two-names DIR      the same state_dict saved as a.pt and a much longer name
   lightning DIR      torch.save into $TMPDIR, shutil.move into DIR, load, compare
+  many-save DIR      1000 small tensors and 2 of 8 MiB in one file (> 8 MiB: read
+                     with direct_io), and the same small ones alone (< 8 MiB)
+  many-load DIR      torch.load both: by path, through an unbuffered file (every
+                     record a read() of its own) and through a 4 KiB buffer; compare
 """
 import inspect
 import os
@@ -124,6 +128,19 @@ def main():
         torch.save(sd, os.path.join(d, "checkpoint-with-a-much-longer-name-epoch=12-step=34567.ckpt"))
         for n in ("a.pt", "checkpoint-with-a-much-longer-name-epoch=12-step=34567.ckpt"):
             same(sd, torch.load(os.path.join(d, n)), n)
+    elif cmd == "many-save":
+        big, small = _many_state()
+        torch.save(big, os.path.join(d, "many-big.pt"))
+        torch.save(small, os.path.join(d, "many-small.pt"))
+    elif cmd == "many-load":
+        import io
+        for name, want in zip(("many-big.pt", "many-small.pt"), _many_state()):
+            p = os.path.join(d, name)
+            same(want, torch.load(p), name)
+            with open(p, "rb", buffering=0) as f:
+                same(want, torch.load(f), name + " (unbuffered)")
+            with io.BufferedReader(open(p, "rb", buffering=0), buffer_size=4096) as f:
+                same(want, torch.load(f), name + " (4 KiB buffer)")
     elif cmd == "lightning":
         fd, tmp = tempfile.mkstemp(suffix=".ckpt")  # in $TMPDIR, outside the mount
         os.close(fd)
@@ -133,6 +150,15 @@ def main():
         same(make_state(), torch.load(dst))
     else:
         fail("unknown command " + cmd)
+
+
+def _many_state():
+    torch.manual_seed(3)
+    small = {"layer%d.%s" % (i, "weight" if i % 2 else "bias"): torch.randn(1 + (i * 37) % 700)
+             for i in range(1000)}
+    big = dict(small)
+    big.update({"embed": torch.randn(2 << 20), "head": torch.randn(2 << 20).to(torch.float64)[:1 << 20]})
+    return big, small
 
 
 def _rank_state(rank):

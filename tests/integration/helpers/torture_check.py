@@ -25,6 +25,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 
 mnt, catalog, statedir, keep, cycle = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 series = os.path.join(mnt, "run")
@@ -75,6 +76,19 @@ for r in log:
 # ---- the catalog (read-only; the daemon is running)
 db = sqlite3.connect("file:%s?mode=ro" % catalog, uri=True)
 db.row_factory = sqlite3.Row
+# keep-latest-k finishes at start, in the background, what the kill cut
+# short: wait until the committed set has been still for 1 s (10 s at most),
+# so that a generation its pass deletes is not read as lost half-way through
+# the checks below. What keep deleted is then checked as a deletion (c).
+QUERY_COMMITTED = "SELECT id FROM generations WHERE state = 1 ORDER BY id"
+last, still = None, 0
+for _ in range(100):
+    now = [r[0] for r in db.execute(QUERY_COMMITTED)]
+    still = still + 1 if now == last else 0
+    if still >= 10:
+        break
+    last = now
+    time.sleep(0.1)
 sid = db.execute("SELECT d.ino FROM dirents d WHERE d.parent = 1 AND d.name = 'run'").fetchone()
 rows = [dict(r) for r in db.execute("SELECT * FROM generations ORDER BY id")]
 if sid is None:

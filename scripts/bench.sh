@@ -176,17 +176,23 @@ perf_stop() {
 	perf_pids=()
 }
 
+# Unmounts the FUSE helper mounted on $1 (if it is) and stops its PID $2
+# (if set): it gets 5 s to exit by itself, then SIGTERM.
+helper_down() {
+	local m=$1 p=$2 i
+	if [ -n "$m" ] && mountpoint -q "$m" 2>/dev/null; then
+		fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	fi
+	if [ -n "$p" ]; then
+		for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	fi
+}
+
 # The faultfs mount of phases 9-11 (after the daemon that uses it as BACKING).
 faultfs_down() {
-	if [ -n "$fmnt" ] && mountpoint -q "$fmnt" 2>/dev/null; then
-		fusermount3 -u "$fmnt" 2>/dev/null || umount -l "$fmnt" 2>/dev/null || true
-	fi
-	if [ -n "$fpid" ]; then
-		local i
-		for i in $(seq 50); do kill -0 "$fpid" 2>/dev/null || break; sleep 0.1; done
-		kill "$fpid" 2>/dev/null || true
-		wait "$fpid" 2>/dev/null || true
-	fi
+	helper_down "$fmnt" "$fpid"
 	fmnt='' fpid=''
 }
 
@@ -210,15 +216,7 @@ nullfs_up() {
 }
 
 nullfs_down() {
-	if [ -n "$nmnt" ] && mountpoint -q "$nmnt" 2>/dev/null; then
-		fusermount3 -u "$nmnt" 2>/dev/null || umount -l "$nmnt" 2>/dev/null || true
-	fi
-	if [ -n "$npid" ]; then
-		local i
-		for i in $(seq 50); do kill -0 "$npid" 2>/dev/null || break; sleep 0.1; done
-		kill "$npid" 2>/dev/null || true
-		wait "$npid" 2>/dev/null || true
-	fi
+	helper_down "$nmnt" "$npid"
 	nmnt='' npid=''
 }
 

@@ -246,6 +246,15 @@ static void null_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_d
 	fuse_reply_none(req);
 }
 
+/* The attributes of a node found (st), or ENOENT. */
+static void null_reply_attr(fuse_req_t req, bool found, const struct stat *st)
+{
+	if (found)
+		fuse_reply_attr(req, st, NULL_TIMEOUT);
+	else
+		fuse_reply_err(req, ENOENT);
+}
+
 static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct null_fs *nf = null_of(req);
@@ -255,10 +264,7 @@ static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	if (n)
 		null_stat(n, &st);
 	pthread_mutex_unlock(&nf->lock);
-	if (n)
-		fuse_reply_attr(req, &st, NULL_TIMEOUT);
-	else
-		fuse_reply_err(req, ENOENT);
+	null_reply_attr(req, n != NULL, &st);
 }
 
 static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -284,10 +290,7 @@ static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 		null_stat(n, &st);
 	}
 	pthread_mutex_unlock(&nf->lock);
-	if (n)
-		fuse_reply_attr(req, &st, NULL_TIMEOUT);
-	else
-		fuse_reply_err(req, ENOENT);
+	null_reply_attr(req, n != NULL, &st);
 }
 
 /* A new name under parent; *e is filled for the reply. 0 or -errno. */

@@ -176,6 +176,19 @@ perf_stop() {
 	perf_pids=()
 }
 
+# Waits up to 10 s for a FUSE daemon (PID $2) to mount on $1. Returns 1,
+# after printing its log $3, if it exits or does not mount in time.
+wait_mounted() {
+	local m=$1 p=$2 log=$3 i
+	for i in $(seq 200); do
+		mountpoint -q "$m" && return 0
+		kill -0 "$p" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$log" >&2
+	return 1
+}
+
 # Unmounts the FUSE helper mounted on $1 (if it is) and stops its PID $2
 # (if set): it gets 5 s to exit by itself, then SIGTERM.
 helper_down() {
@@ -198,21 +211,12 @@ faultfs_down() {
 
 # nullfs (tests/nullfs): the same requests as ckptfs, no storage behind them.
 nullfs_up() {
-	local i
 	mkdir -p "$work/null/mnt"
 	"$NULLFS" -f -o default_permissions "$work/null/mnt" 2>>"$work/null/nullfs.log" &
 	npid=$! nmnt=$work/null/mnt
-	for i in $(seq 200); do
-		if mountpoint -q "$nmnt"; then
-			# as ckptfs does at mount (ops_tune_readahead): 1 MiB FUSE reads
-			if [ "$(id -u)" = 0 ]; then echo 1024 >"/sys/class/bdi/$(mountpoint -d "$nmnt")/read_ahead_kb" || true; fi
-			return 0
-		fi
-		kill -0 "$npid" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$work/null/nullfs.log" >&2
-	die "nullfs did not mount on $nmnt"
+	wait_mounted "$nmnt" "$npid" "$work/null/nullfs.log" || die "nullfs did not mount on $nmnt"
+	# as ckptfs does at mount (ops_tune_readahead): 1 MiB FUSE reads
+	if [ "$(id -u)" = 0 ]; then echo 1024 >"/sys/class/bdi/$(mountpoint -d "$nmnt")/read_ahead_kb" || true; fi
 }
 
 nullfs_down() {
@@ -247,21 +251,16 @@ now_ns() { date +%s%N; }
 # instead if given; sets mnt, pid, backing, conn (the FUSE connection number,
 # for tracepoint filtering).
 start_daemon() {
-	local d=$1 i
+	local d=$1
 	backing=${3:-$d/backing} cache=${4:-$d/cache} mnt=$d/mnt
 	case $backing in nfs://*) ;; *) mkdir -p "$backing" ;; esac
 	mkdir -p "$cache" "$mnt"
 	"$BIN/ckptfs" -f -o cache="$cache${2:+,$2}" "$backing" "$mnt" 2>>"$d/daemon.log" &
 	pid=$!
-	for i in $(seq 200); do
-		if mountpoint -q "$mnt"; then
-			conn=$(mountpoint -d "$mnt" | cut -d: -f2)
-			return 0
-		fi
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$d/daemon.log" >&2
+	if wait_mounted "$mnt" "$pid" "$d/daemon.log"; then
+		conn=$(mountpoint -d "$mnt" | cut -d: -f2)
+		return 0
+	fi
 	die "mount of $mnt failed"
 }
 
@@ -744,19 +743,13 @@ WB_BYTES=$((WB_NFILES * WB_FILE))
 
 # faultfs over DIR/store, mounted on DIR/fmnt, throttled to WB_BW.
 faultfs_up() {
-	local d=$1 i
+	local d=$1
 	mkdir -p "$d/store" "$d/fmnt"
 	fctl=$d/fctl
 	printf 'bw=%s\n' "$WB_BW" >"$fctl"
 	"$FAULTFS" -f -o "ctl=$fctl" "$d/store" "$d/fmnt" 2>>"$d/faultfs.log" &
 	fpid=$! fmnt=$d/fmnt
-	for i in $(seq 200); do
-		mountpoint -q "$fmnt" && return 0
-		kill -0 "$fpid" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$d/faultfs.log" >&2
-	die "faultfs did not mount on $fmnt"
+	wait_mounted "$fmnt" "$fpid" "$d/faultfs.log" || die "faultfs did not mount on $fmnt"
 }
 
 # wb_straight_write KEY DIR|URL: the save's files written straight into the

@@ -951,6 +951,8 @@ vals() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="${R[$1,$2,$i]:-} 
 ratios() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="$(div "${R[$1,ckptfs,$i]}" "${R[$1,plain,$i]}") "; done; echo "$out"; }
 nratios() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="$(div "${R[$1,nullfs,$i]}" "${R[$1,plain,$i]}") "; done; echo "$out"; }
 met() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == ">=") ? v >= t : (op == "<=") ? v <= t : v < t; print ok ? "yes" : "no" }'; }
+# round_line M SIDE: "   rN plain / SIDE / ratio" for every round of metric M.
+round_line() { local i; for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s / %s / %s' "$i" "${R[$1,plain,$i]}" "${R[$1,$2,$i]}" "$(div "${R[$1,$2,$i]}" "${R[$1,plain,$i]}")"; done; }
 row() { printf '%-34s %10s %10s %8s %8s %5s\n' "$@"; }
 
 echo
@@ -958,16 +960,12 @@ echo "== per round: plain / ckptfs / ratio"
 if [ "$run_io" = 1 ]; then
 for m in uw cr rw; do
 	case $m in uw) n="unique write MB/s" ;; cr) n="cold read MB/s" ;; rw) n="replicated write MB/s" ;; esac
-	line=''
-	for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$m,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$m,plain,$i]}")"; done
-	printf '   %-23s%s\n' "$n" "$line"
+	printf '   %-23s%s\n' "$n" "$(round_line $m ckptfs)"
 done
 if [ "$FLOOR" = 1 ]; then
 	for m in uw cr rw; do
 		case $m in uw) n="  nullfs unique write" ;; cr) n="  nullfs cold read" ;; rw) n="  nullfs replicated" ;; esac
-		line=''
-		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$m,plain,$i]} / ${R[$m,nullfs,$i]} / $(div "${R[$m,nullfs,$i]}" "${R[$m,plain,$i]}")"; done
-		printf '   %-23s%s\n' "$n" "$line"
+		printf '   %-23s%s\n' "$n" "$(round_line $m nullfs)"
 	done
 fi
 printf '   %-23s%s\n' "stored / one replica" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s / %s' "$i" "${R[rs,plain,$i]}" "${R[rs,ckptfs,$i]}"; done)"
@@ -987,9 +985,7 @@ if [ "$run_gen" = 1 ]; then
 		printf '   %-23s%s\n' "$n" "$line"
 	done
 	if [ "$FLOOR" = 1 ]; then
-		line=''
-		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[nm,plain,$i]} / ${R[nm,nullfs,$i]} / $(div "${R[nm,nullfs,$i]}" "${R[nm,plain,$i]}")"; done
-		printf '   %-23s%s\n' "  nullfs creates" "$line"
+		printf '   %-23s%s\n' "  nullfs creates" "$(round_line nm nullfs)"
 	fi
 	printf '   %-23s%s\n' "commit ms median, p95" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, %s' "$i" "${R[cm,ckptfs,$i]}" "${R[cp,ckptfs,$i]}"; done)"
 	printf '   %-23s%s\n' "keep=1 commit ms" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, remounted %s' "$i" "${R[kpc,ckptfs,$i]}" "${R[krc,ckptfs,$i]}"; done)"
@@ -1002,9 +998,7 @@ if [ "$run_wb" = 1 ]; then
 		ww) n="wb warm restore MB/s" ;; ns) n="nfs save returns MB/s" ;; nd) n="  durable on nfs://" ;;
 		nc) n="nfs cold restore MB/s" ;;
 		esac
-		line=''
-		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$m,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$m,plain,$i]}")"; done
-		printf '   %-23s%s\n' "$n" "$line"
+		printf '   %-23s%s\n' "$n" "$(round_line $m ckptfs)"
 	done
 	printf '   %-23s%s\n' "fresh-node mount s" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s%s' "$i" "${R[mt,ckptfs,$i]}" "$([ "$wb_nfs" = 0 ] || echo ", nfs:// ${R[nmt,ckptfs,$i]}")"; done)"
 fi

@@ -474,6 +474,77 @@ Test(chunker, boundaries_of_reference_stream_never_change)
 	free(data);
 }
 
+/* ---- the definition, byte at a time ---- */
+
+/* FastCDC as chunker.c's header defines it, one byte at a time, with the gear
+ * table regenerated from its definition (splitmix64 seeded "ckptfs01"): the
+ * reference that the chunker's block-at-a-time roll must match exactly. */
+static void tc_reference_cuts(const struct chunker_params *p, const uint8_t *data, size_t len,
+			      struct tc_cuts *cuts)
+{
+	uint64_t gear[256], state = 0x636b707466733031ull;
+	unsigned bits = 0;
+	size_t start = 0, i;
+	uint64_t fp = 0;
+
+	for (i = 0; i < 256; i++)
+		gear[i] = tc_splitmix64(&state);
+	while (((size_t)1 << bits) < p->avg_size)
+		bits++;
+	uint64_t small = ~(UINT64_MAX >> (bits + 2));
+	uint64_t large = ~(UINT64_MAX >> (bits > 2 ? bits - 2 : 1));
+	memset(cuts, 0, sizeof(*cuts));
+	for (i = 0; i < len; i++) {
+		size_t idx = i - start; /* of this byte in its chunk */
+		bool cut = false;
+
+		if (idx >= p->min_size) {
+			fp = (fp << 1) + gear[data[i]];
+			cut = (fp & (idx < p->avg_size ? small : large)) == 0;
+		}
+		if (cut || idx + 1 == p->max_size) {
+			tc_cuts_push(cuts, i + 1);
+			start = i + 1;
+			fp = 0;
+		}
+	}
+	if (cuts->n == 0 || cuts->end[cuts->n - 1] != len)
+		tc_cuts_push(cuts, len);
+}
+
+static void tc_assert_matches_reference(const struct chunker_params *p, size_t len,
+					uint64_t seed, size_t min_cuts)
+{
+	uint8_t *data = tc_random_stream(len, seed);
+	struct tc_cuts want, got;
+
+	tc_reference_cuts(p, data, len, &want);
+	cr_assert(want.n >= min_cuts, "only %zu cuts", want.n);
+	tc_chunk_whole(p, data, len, &got);
+	tc_assert_same_cuts(&want, &got);
+	tc_cuts_free(&got);
+	tc_chunk(p, data, len, (struct tc_pieces){ .rand_max = 37, .rng = seed }, &got);
+	tc_assert_same_cuts(&want, &got);
+	tc_cuts_free(&got);
+	tc_cuts_free(&want);
+	free(data);
+}
+
+Test(chunker, default_params_cut_where_the_byte_at_a_time_definition_does)
+{
+	tc_assert_matches_reference(&chunker_default_params, 16 * MiB, 4242, 10);
+}
+
+Test(chunker, small_params_cut_where_the_byte_at_a_time_definition_does)
+{
+	/* thousands of cuts, at every position inside an 8-byte block */
+	const struct chunker_params small = { .min_size = 64, .avg_size = 256, .max_size = 1024 };
+	const struct chunker_params tiny = { .min_size = 1, .avg_size = 4, .max_size = 16 };
+
+	tc_assert_matches_reference(&small, 4 * MiB, 31, 1000);
+	tc_assert_matches_reference(&tiny, 64 * KiB, 32, 1000);
+}
+
 /* ---- content shifted or edited is still cut the same way ---- */
 
 Test(chunker, shifted_stream_resyncs_and_dedups_90_percent)

@@ -6,6 +6,7 @@
  *   reader.c  reading file bytes from chunks, with a decoded-chunk cache
  *   gen.c     checkpoint generations: when they commit, abort and go
  *   store.c   chunk objects in the local cache directory
+ *   storeq.c  threads that write chunk objects behind the writers
  *   cache.c   the cache in front of BACKING: fetch on miss, eviction, backpressure
  *   uploader.c  cache → BACKING: chunk objects, then manifests, in queue order
  *   backing.c BACKING itself: a directory or an nfs:// URL
@@ -29,6 +30,7 @@ struct gen_policy;
 struct backing;
 struct cache;
 struct uploader;
+struct storeq;
 struct fuseinit;
 
 struct ckptfs_options {
@@ -61,6 +63,7 @@ struct ckptfs {
 	struct backing *backing;
 	struct cache *cache;
 	struct uploader *uploader;
+	struct storeq *storeq;       /* chunk objects written behind the writers */
 	struct node_table *nodes;
 	struct chunk_cache *chunks;
 	struct recent *recent;       /* hashes of chunks just written (replicated saves) */

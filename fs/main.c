@@ -31,10 +31,16 @@
 #include "reader.h"
 #include "recent.h"
 #include "rebuild.h"
+#include "storeq.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 #define MAIN_CACHE_OWNER "backing"
+/* storeq: threads writing chunk objects behind the writers, and how many
+ * objects may be queued or in writing at once (each pins about a MiB of
+ * recent's copies, whose budget is 16 MiB) */
+#define MAIN_STORE_THREADS 3
+#define MAIN_STORE_DEPTH 6
 
 /* ---- /dev/fuse through our own read and writev (fuseinit.h) ----
  *
@@ -376,6 +382,10 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 
 static void main_close_state(struct ckptfs *fs)
 {
+	/* storeq.h Q2: chunks still being stored behind land first (their jobs
+	 * use the catalog, the cache, the uploader and recent) */
+	storeq_stop(fs->storeq);
+	fs->storeq = NULL;
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);
@@ -507,6 +517,10 @@ int main(int argc, char **argv)
 	}
 	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {
 		log_error("cannot start the cache and upload threads");
+		goto out;
+	}
+	if (storeq_start(MAIN_STORE_THREADS, MAIN_STORE_DEPTH, &fs.storeq) != 0) {
+		log_error("cannot start the store threads");
 		goto out;
 	}
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */

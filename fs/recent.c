@@ -403,6 +403,18 @@ bool recent_pin(struct recent *r, const struct recent_ticket *t, struct recent_p
 	return x != NULL;
 }
 
+bool recent_pin_again(struct recent *r, const struct recent_pred *held, struct recent_pred *out)
+{
+	out->slot = -1;
+	if (!r || held->slot < 0)
+		return false;
+	pthread_mutex_lock(&r->lock);
+	r->slot[held->slot].pins++;
+	*out = *held;
+	pthread_mutex_unlock(&r->lock);
+	return true;
+}
+
 /* Ends the claim the cursor holds on its entry's successor, if any. Lock held. */
 static void recent_claim_end(struct recent *r, const struct recent_cursor *cur)
 {

@@ -116,6 +116,10 @@ void recent_unpin(struct recent *r, struct recent_pred *pred);
 /* Pins the entry a ticket names (the one hit, or just published), if it is
  * still there; false if not. */
 bool recent_pin(struct recent *r, const struct recent_ticket *t, struct recent_pred *out);
+/* A second pin of the entry the caller holds pinned in *held (that pin keeps
+ * it), with its own recent_unpin: for a job that writes the copy after the
+ * caller moved on (writer.c, store-behind). false if held pins nothing. */
+bool recent_pin_again(struct recent *r, const struct recent_pred *held, struct recent_pred *out);
 /* After emitting a chunk through recent_lookup (+ recent_publish): links the
  * entry the ticket names (a hit, or the one just published) as the successor
  * of *cur if it has none, ends the caller's claim and moves the cursor there

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "recent.h"
 #include "reader.h"
+#include "storeq.h"
 #include "uploader.h"
 #include "zipcut.h"
 
@@ -71,7 +72,7 @@ struct writer {
 	int staging_fd;
 };
 
-static int writer_awaits_reap(struct writer *w, bool wait, bool release);
+static int writer_awaits_reap(struct writer *w, bool wait);
 
 static int64_t writer_now_ns(void)
 {
@@ -128,6 +129,9 @@ void writer_free(struct writer *w)
 {
 	if (!w)
 		return;
+	/* own flights still storing (behind) record chunks that pending
+	 * references: they land before the references go */
+	writer_awaits_reap(w, true);
 	int rc = cat_pending_drop(w->fs->cat, w->ino);
 	if (rc != 0)
 		log_error("inode %llu: dropping the writer's pending extents failed: %s",
@@ -137,7 +141,6 @@ void writer_free(struct writer *w)
 	if (w->following)
 		recent_unpin(w->fs->recent, &w->pred);
 	recent_chain_drop(w->fs->recent, &w->cur);
-	writer_awaits_reap(w, false, true);
 	free(w->buf);
 	free(w->unsynced);
 	free(w);
@@ -217,8 +220,9 @@ static struct {
 } writer_flights = { .lock = PTHREAD_MUTEX_INITIALIZER, .landed = PTHREAD_COND_INITIALIZER };
 
 /* The flight of hash: false if this writer is to store it (with *slot its
- * new flight, or -1 if none was free); true when another writer is storing
- * it, with a reference on that flight in *slot and *gen. */
+ * new flight and *gen its generation, or *slot -1 if none was free); true
+ * when another writer is storing it, with a reference on that flight in
+ * *slot and *gen. */
 static bool writer_flight_join(const uint8_t hash[HASH_LEN], int *slot, uint64_t *gen)
 {
 	pthread_mutex_lock(&writer_flights.lock);
@@ -245,10 +249,20 @@ static bool writer_flight_join(const uint8_t hash[HASH_LEN], int *slot, uint64_t
 		memcpy(f->hash, hash, HASH_LEN);
 		f->busy = true;
 		f->gen = ++writer_flights.gen;
+		*gen = f->gen;
 	}
 	pthread_mutex_unlock(&writer_flights.lock);
 	*slot = free_slot;
 	return false;
+}
+
+/* A reference on the caller's own flight (store-behind: the writer awaits
+ * it like another writer's), or its end when the queue refused the job. */
+static void writer_flight_hold(int slot, int delta)
+{
+	pthread_mutex_lock(&writer_flights.lock);
+	writer_flights.f[slot].waiters += delta;
+	pthread_mutex_unlock(&writer_flights.lock);
 }
 
 static void writer_flight_land(int slot, int rc)
@@ -263,9 +277,8 @@ static void writer_flight_land(int slot, int rc)
 }
 
 /* Ends the writer's awaits whose flights landed (all of them with wait,
- * waiting as needed; with release, without looking at the results). Returns
- * the first failure of a landed flight. */
-static int writer_awaits_reap(struct writer *w, bool wait, bool release)
+ * waiting as needed). Returns the first failure of a landed flight. */
+static int writer_awaits_reap(struct writer *w, bool wait)
 {
 	int rc = 0;
 	if (w->n_await == 0)
@@ -275,13 +288,13 @@ static int writer_awaits_reap(struct writer *w, bool wait, bool release)
 	for (size_t i = 0; i < w->n_await; i++) {
 		struct writer_flight *f = &writer_flights.f[w->await[i].slot];
 		assert(f->gen == w->await[i].gen); /* our reference keeps the slot */
-		while (wait && !release && f->busy)
+		while (wait && f->busy)
 			pthread_cond_wait(&writer_flights.landed, &writer_flights.lock);
-		if (f->busy && !release) {
+		if (f->busy) {
 			w->await[kept++] = w->await[i];
 			continue;
 		}
-		if (!release && f->rc != 0 && rc == 0)
+		if (f->rc != 0 && rc == 0)
 			rc = f->rc;
 		f->waiters--;
 	}
@@ -303,14 +316,96 @@ static void writer_awaits_wait(const struct writer *w)
 	pthread_mutex_unlock(&writer_flights.lock);
 }
 
-/* Writes the object of a chunk the catalog says must be stored, and records
- * it (image: see writer_record). */
+/* Writes the object of a chunk and records it as stored; image: see
+ * writer_record. Runs on a FUSE thread, or on a storeq thread (behind). */
+static int writer_put(struct ckptfs *fs, const uint8_t hash[HASH_LEN], const uint8_t *data,
+		      size_t len, uint8_t *image)
+{
+	struct store_object_info info;
+	cache_dirty_wait(fs->cache, len); /* backpressure: never a failure */
+	int rc = image ? store_put_headroom(fs->store, hash, image, len, 0, &info)
+		       : store_put(fs->store, hash, data, len, 0, &info);
+	if (rc == 0)
+		rc = cat_chunk_stored(fs->cat, hash, info.codec, info.stored_len);
+	if (rc == 0) {
+		cache_dirty_add(fs->cache, info.stored_len);
+		/* a chunk of a deferred transaction (small files of an open
+		 * generation) is not listed before its commit: the uploader
+		 * finds it at its next round, in a larger batch */
+		if (!cat_defer_active(fs->cat))
+			uploader_kick(fs->uploader);
+	}
+	return rc;
+}
+
+/* ---- store-behind (storeq.h) ----
+ *
+ * A chunk whose bytes sit in recent's copy can be stored from there after
+ * the FUSE request that cut it has been answered: the job takes its own pin
+ * on the copy, so nothing the writer does next can change the bytes, and
+ * lands the writer's flight when the object is recorded. The writer awaits
+ * its own flight exactly like one another writer stores for it (see
+ * flights above): before anything reads, truncates, commits or drops its
+ * pending chunks, it waits, and a failed store fails the writer. */
+struct writer_job {
+	struct storeq_job q; /* first: the queue's pointer is the job's */
+	struct ckptfs *fs;
+	uint8_t hash[HASH_LEN];
+	size_t len;
+	struct recent_pred pin;
+	int slot;
+};
+
+static void writer_job_run(struct storeq_job *qj)
+{
+	struct writer_job *j = (struct writer_job *)qj;
+	int rc = writer_put(j->fs, j->hash, j->pin.copy, j->len, j->pin.image);
+	recent_unpin(j->fs->recent, &j->pin);
+	writer_flight_land(j->slot, rc);
+	free(j);
+}
+
+/* true: the chunk is being stored behind, as the writer's own flight (slot,
+ * gen), which it now awaits; false: the caller stores it. */
+static bool writer_store_behind(struct writer *w, const uint8_t hash[HASH_LEN], size_t len,
+				const struct recent_pred *pin, int slot, uint64_t gen)
+{
+	if (!w->fs->storeq || !pin || slot < 0 || w->n_await == WRITER_AWAITS)
+		return false;
+	struct writer_job *j = malloc(sizeof(*j));
+	if (!j)
+		return false;
+	if (!recent_pin_again(w->fs->recent, pin, &j->pin)) {
+		free(j);
+		return false;
+	}
+	j->q.run = writer_job_run;
+	j->fs = w->fs;
+	memcpy(j->hash, hash, HASH_LEN);
+	j->len = len;
+	j->slot = slot;
+	writer_flight_hold(slot, +1); /* before the job can land it */
+	if (!storeq_try_submit(w->fs->storeq, &j->q)) {
+		writer_flight_hold(slot, -1);
+		recent_unpin(w->fs->recent, &j->pin);
+		free(j);
+		return false;
+	}
+	w->await[w->n_await].slot = slot;
+	w->await[w->n_await].gen = gen;
+	w->n_await++;
+	return true;
+}
+
+/* Stores a chunk the catalog says must be stored: joins another writer's
+ * flight of it, hands it to storeq, or writes it here (pin: see
+ * writer_record). */
 static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const uint8_t *data,
-			size_t len, uint8_t *image)
+			size_t len, const struct recent_pred *pin)
 {
 	int slot;
-	uint64_t gen;
-	int rc = writer_awaits_reap(w, w->n_await == WRITER_AWAITS, false);
+	uint64_t gen = 0;
+	int rc = writer_awaits_reap(w, w->n_await == WRITER_AWAITS);
 	if (rc != 0)
 		return rc;
 	if (writer_flight_join(hash, &slot, &gen)) { /* another writer stores it now */
@@ -319,38 +414,27 @@ static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const ui
 		w->n_await++;
 		return 0;
 	}
-	struct store_object_info info;
-	cache_dirty_wait(w->fs->cache, len); /* backpressure: never a failure */
-	rc = image ? store_put_headroom(w->fs->store, hash, image, len, 0, &info)
-		       : store_put(w->fs->store, hash, data, len, 0, &info);
-	if (rc == 0)
-		rc = cat_chunk_stored(w->fs->cat, hash, info.codec, info.stored_len);
-	if (rc == 0) {
-		cache_dirty_add(w->fs->cache, info.stored_len);
-		/* a chunk of a deferred transaction (small files of an open
-		 * generation) is not listed before its commit: the uploader
-		 * finds it at its next round, in a larger batch */
-		if (!cat_defer_active(w->fs->cat))
-			uploader_kick(w->fs->uploader);
-	}
+	if (writer_store_behind(w, hash, len, pin, slot, gen))
+		return 0;
+	rc = writer_put(w->fs, hash, data, len, pin ? pin->image : NULL);
 	writer_flight_land(slot, rc);
 	return rc;
 }
 
 /* Adds a chunk whose hash is known (the SHA-256 of data[0..ext->len)) to
- * pending, and stores its object if the catalog says it must be. image: the
- * chunk's bytes in recent's copy (recent_pred: data == image +
- * RECENT_HEADROOM), which the object can be written from without a copy;
- * or NULL. */
+ * pending, and stores its object if the catalog says it must be. pin: the
+ * chunk's bytes pinned in recent's copy (data == pin->copy), which the
+ * object can be written from without a copy, and behind the writer; or
+ * NULL. */
 static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t *data,
-			 uint8_t *image)
+			 const struct recent_pred *pin)
 {
 	bool must_store;
 	int rc = cat_pending_add(w->fs->cat, w->ino, ext, &must_store);
 	if (rc != 0)
 		return writer_fail(w, rc, "recording a chunk");
 	if (must_store) {
-		rc = writer_store(w, ext->hash, data, ext->len, image);
+		rc = writer_store(w, ext->hash, data, ext->len, pin);
 		if (rc != 0)
 			return writer_fail(w, rc, "storing a chunk");
 	}
@@ -378,7 +462,7 @@ static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64
 	struct recent_pred copy; /* recent's copy of these bytes: stored without another copy */
 	if (!recent_pin(w->fs->recent, &ticket, &copy))
 		return writer_record(w, &ext, data, NULL);
-	int rc = writer_record(w, &ext, copy.copy, copy.image);
+	int rc = writer_record(w, &ext, copy.copy, &copy);
 	recent_unpin(w->fs->recent, &copy);
 	return rc;
 }
@@ -403,7 +487,7 @@ static int writer_adopt(struct writer *w)
 	size_t len = w->pred.len;
 	struct cat_extent ext = { .off = w->stream_base, .len = len, .chunk_off = 0, .chunk_len = len };
 	memcpy(ext.hash, w->pred.hash, HASH_LEN);
-	int rc = writer_record(w, &ext, w->pred.copy, w->pred.image); /* pinned until adopted */
+	int rc = writer_record(w, &ext, w->pred.copy, &w->pred); /* pinned until adopted */
 	recent_adopt(w->fs->recent, &w->cur, &w->pred);
 	w->following = false;
 	w->matched = 0;
@@ -658,7 +742,7 @@ static int writer_to_staging(struct writer *w)
 	assert(!w->staging);
 	int rc = writer_unfollow(w);
 	if (rc == 0)
-		rc = writer_awaits_reap(w, true, false); /* pending chunks are read below */
+		rc = writer_awaits_reap(w, true); /* pending chunks are read below */
 	if (rc != 0)
 		return writer_fail(w, rc, "storing a chunk");
 	recent_chain_drop(w->fs->recent, &w->cur);
@@ -774,6 +858,9 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 		if (ftruncate(w->staging_fd, (off_t)new_size) != 0)
 			return writer_fail(w, -errno, "truncating the staging file");
 	} else if (new_size < w->stream_base) {
+		rc = writer_awaits_reap(w, true); /* chunks recorded before cut */
+		if (rc != 0)
+			return writer_fail(w, rc, "storing a chunk");
 		rc = cat_pending_truncate(w->fs->cat, w->ino, new_size);
 		if (rc != 0)
 			return writer_fail(w, rc, "truncating pending extents");
@@ -855,7 +942,7 @@ int writer_commit(struct writer *w, bool durable)
 	if (w->dirty)
 		rc = w->staging ? writer_rechunk(w) : writer_cut(w);
 	if (rc == 0) {
-		rc = writer_awaits_reap(w, true, false); /* commit only stored chunks */
+		rc = writer_awaits_reap(w, true); /* commit only stored chunks */
 		if (rc != 0)
 			writer_fail(w, rc, "storing a chunk");
 	}

@@ -5,7 +5,9 @@
  * most chunks are taken from another writer's (recent.h R4, chunk_follows)
  * and each object is written once (flights); a replica that differs from the
  * others is not taken for them; reads, truncates, gaps and out-of-order
- * writes in the middle of a followed chunk see and keep the right bytes.
+ * writes in the middle of a followed chunk see and keep the right bytes;
+ * objects are written behind the writer (storeq) and a failure there fails
+ * the file's commit.
  *
  * writer.c is compiled into this file: it belongs to the daemon, not to the
  * core objects the unit tests link with. */
@@ -119,11 +121,13 @@ static void tw_setup(void)
 	fx.fs.chunking = (struct chunker_params){ .min_size = 64 * KiB, .avg_size = 128 * KiB,
 						  .max_size = 512 * KiB };
 	OK(recent_new(16 * MiB, &fx.fs.recent)); /* the daemon's budget */
+	OK(storeq_start(3, 6, &fx.fs.storeq)); /* the daemon's (main.c) */
 	tw_objects_written = 0;
 }
 
 static void tw_teardown(void)
 {
+	storeq_stop(fx.fs.storeq);
 	recent_free(fx.fs.recent);
 	store_close(fx.fs.store);
 	ts_cat_close_checked(&fx.fs.cat);
@@ -572,4 +576,64 @@ Test(writer, torch_style_replicas_at_once_keep_their_zip_cuts)
 	cr_assert_geq(same, n0 / 2, "replicas share %d of %d chunks", same, n0);
 	for (int i = 0; i < N; i++)
 		free(rep[i]);
+}
+
+/* ---- store-behind (storeq) ---- */
+
+static unsigned long long tw_behind(void)
+{
+	struct storeq_stats st;
+	storeq_stats(fx.fs.storeq, &st);
+	return st.behind;
+}
+
+Test(writer, objects_are_written_behind_the_writer_and_committed_whole)
+{
+	size_t len = 8 * MiB + 4321;
+	uint8_t *data = tw_random(len, 41);
+	uint64_t a = tw_file("a");
+	unsigned long long before = tw_behind();
+	tw_write_all(a, data, len, MiB, 1);
+	cr_assert_gt(tw_behind(), before, "no object was written behind the writer");
+	tw_check_file(a, data, len); /* every extent's object is there, named right */
+	free(data);
+}
+
+/* The store's tmp/ is made a file: every object write fails. Files of one
+ * or two chunks, one at a time, so that every object goes behind the writer
+ * (the queue is never full): the commit must fail (writer.h invariant 4)
+ * and keep the file's committed (empty) content. */
+Test(writer, a_store_failing_behind_the_writer_fails_its_commit)
+{
+	char tmp[256], away[256];
+	snprintf(tmp, sizeof(tmp), "%s/store/tmp", fx.dir);
+	snprintf(away, sizeof(away), "%s/store/tmp.away", fx.dir);
+	cr_assert_eq(rename(tmp, away), 0);
+	FILE *f = fopen(tmp, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	size_t len = 200 * KiB;
+	for (int i = 0; i < 3; i++) {
+		uint8_t *data = tw_random(len, 43 + (uint64_t)i);
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", i);
+		uint64_t ino = tw_file(name);
+		unsigned long long before = tw_behind();
+		struct writer *w;
+		OK(writer_new(&fx.fs, ino, 0, &w));
+		int rc = writer_write(w, (const char *)data, len, 0);
+		if (rc == 0)
+			rc = writer_commit(w, false);
+		/* the store's error, not the catalog's refusal of unstored chunks */
+		cr_assert_eq(rc, -ENOTDIR, "file %d: commit returned %d (%s)", i, rc, strerror(-rc));
+		cr_assert_eq(writer_commit(w, true), rc, "file %d: the first error is not kept", i);
+		writer_free(w); /* waits for its flights */
+		cr_assert_gt(tw_behind(), before, "file %d: no object was tried behind the writer", i);
+		struct cat_inode in;
+		OK(cat_getattr(fx.fs.cat, ino, &in));
+		cr_assert_eq(in.size, 0, "file %d: a failed file was committed", i);
+		free(data);
+	}
+	cr_assert_eq(unlink(tmp), 0);
+	cr_assert_eq(rename(away, tmp), 0);
 }

@@ -32,6 +32,11 @@
  *     file, fsync'd like a written one, then renamed the same way. Once a
  *     link has failed with EXDEV (another filesystem, another mount), every
  *     later linked put answers -EXDEV at once; nfs:// always does.
+ *  7. A linked put's source is the caller's: a source that is gone answers
+ *     -ENOENT, unlogged, with nothing made (the caller knows whether that is
+ *     an error). A source renamed over between linkat's lookup and its link
+ *     (the kernel then says ENOENT: the inode looked up lost its last name)
+ *     is linked again under its new inode, up to BACKING_LINK_TRIES times.
  *
  * Timeouts: the NFS backend bounds every RPC. The directory backend cannot
  * bound a syscall on a hung kernel mount; a directory on NFS should be
@@ -61,6 +66,7 @@
 #define BACKING_PROBE_LEN (64 * 1024 + 3) /* > 4 KiB: the size where libnfs's v4 broke */
 #define BACKING_MAX_ORPHANS 64
 #define BACKING_TMP_NAME 128
+#define BACKING_LINK_TRIES 16 /* invariant 7: links of a source renamed over meanwhile */
 
 struct backing {
 	char *spec;
@@ -174,13 +180,26 @@ static int bdir_fsync_file(struct backing *b, const char *rel)
 	return rc;
 }
 
+/* After a link failed with ENOENT: whether both its ends are there, so the
+ * source was renamed over between the lookup and the link (invariant 7). */
+static bool bdir_link_raced(struct backing *b, int src_dirfd, const char *src_rel)
+{
+	struct stat st;
+	return fstatat(src_dirfd, src_rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fstatat(b->root_fd, BACKING_TMP_DIR, &st, 0) == 0;
+}
+
 /* The temporary rel as a hard link to src_rel under src_dirfd, fsync'd when
  * sync (its inode: the bytes were written by the caller). */
 static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, const char *src_rel,
 			  bool sync)
 {
-	if (linkat(src_dirfd, src_rel, b->root_fd, rel, 0) != 0)
-		return -errno;
+	for (int tries = 1; linkat(src_dirfd, src_rel, b->root_fd, rel, 0) != 0; tries++) {
+		int rc = -errno;
+		if (rc != -ENOENT || tries == BACKING_LINK_TRIES ||
+		    !bdir_link_raced(b, src_dirfd, src_rel))
+			return rc;
+	}
 	return sync ? bdir_fsync_file(b, rel) : 0;
 }
 
@@ -506,11 +525,33 @@ struct backing_src {
 	const char *rel;
 };
 
-static int backing_fill_tmp(struct backing *b, const char *tmp, const struct backing_src *src,
-			    bool sync)
+/* Invariant 7: a linked put's source is not there. */
+static bool backing_src_gone(const struct backing_src *src)
+{
+	struct stat st;
+	return src->dirfd >= 0 && fstatat(src->dirfd, src->rel, &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+	       errno == ENOENT;
+}
+
+static int backing_fill_once(struct backing *b, const char *tmp, const struct backing_src *src,
+			     bool sync)
 {
 	return src->dirfd < 0 ? backing_write_file(b, tmp, src->data, src->len, sync)
 			      : bdir_link_file(b, tmp, src->dirfd, src->rel, sync);
+}
+
+/* The temporary's bytes; -ENOENT with the source there means tmp/ was
+ * removed under us: it is made again. */
+static int backing_fill_tmp(struct backing *b, const char *tmp, const struct backing_src *src,
+			    bool sync)
+{
+	int rc = backing_fill_once(b, tmp, src, sync);
+	if (rc == -ENOENT && !backing_src_gone(src)) {
+		rc = backing_mkdir(b, BACKING_TMP_DIR);
+		if (rc == 0)
+			rc = backing_fill_once(b, tmp, src, sync);
+	}
+	return rc;
 }
 
 /* A linked put whose relpath already is the source's inode (an upload
@@ -562,12 +603,14 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 	backing_reap_orphans(b);
 	char tmp[BACKING_TMP_NAME], step[PATH_MAX + 160];
 	backing_tmp_name(b, "", tmp, sizeof(tmp));
-	snprintf(step, sizeof(step), "%s %s", src->dirfd < 0 ? "write" : "link", tmp);
+	if (src->dirfd < 0)
+		snprintf(step, sizeof(step), "write %s", tmp);
+	else
+		snprintf(step, sizeof(step), "link %s (the caller's) to %s", src->rel, tmp);
 	rc = backing_fill_tmp(b, tmp, src, sync);
-	if (rc == -ENOENT) { /* tmp/ removed under us */
-		rc = backing_mkdir(b, BACKING_TMP_DIR);
-		if (rc == 0)
-			rc = backing_fill_tmp(b, tmp, src, sync);
+	if (rc == -ENOENT && backing_src_gone(src)) {
+		unlinkat(b->root_fd, tmp, 0); /* linked, then the source went: not ours to put */
+		return -ENOENT;
 	}
 	if (src->dirfd >= 0 && rc != 0 && backing_link_refused(b, rc) == -EXDEV) {
 		unlinkat(b->root_fd, tmp, 0); /* a link made before its fsync failed */

@@ -70,7 +70,10 @@ int backing_sync(struct backing *b);
  * instead of a copy of its bytes: the same temporary, fsync, rename and
  * directory fsync as backing_put (sync true) or backing_put_unsynced (sync
  * false), so invariants 1 and 1b hold alike. -EXDEV, with nothing done, when
- * a link is impossible (nfs://, another filesystem): the caller copies. */
+ * a link is impossible (nfs://, another filesystem): the caller copies.
+ * -ENOENT, unlogged, with nothing done, when src_rel is gone (the caller
+ * says whether that is an error); a src_rel replaced by rename meanwhile is
+ * linked under its new inode. */
 int backing_put_link(struct backing *b, const char *relpath, int dirfd, const char *src_rel,
 		     bool sync);
 /* False once backing_put_link can only answer -EXDEV (nfs://, or a link was

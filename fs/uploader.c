@@ -120,24 +120,58 @@ static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struc
 	return rc;
 }
 
+/* The cache's object went during its upload (-ENOENT): moot (*moot, 0) if
+ * the chunk was reclaimed (its files deleted) or uploaded meanwhile, as
+ * up_chunk's first look would have found; else the error of the caller. */
+static int up_chunk_gone(struct uploader *u, const uint8_t hash[HASH_LEN], bool *moot)
+{
+	struct cat_chunk_where w;
+	int rc = cat_chunk_where(u->fs->cat, hash, &w);
+	*moot = rc == -ENOENT || (rc == 0 && w.uploaded);
+	return *moot || rc == 0 ? -ENOENT : rc;
+}
+
+/* The cache's object is missing (-ENOENT) or damaged (-EIO) and the chunk
+ * is not on BACKING: -EUCLEAN, logged. */
+static int up_chunk_lost(struct uploader *u, const uint8_t hash[HASH_LEN], int rc)
+{
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	log_error("cache %s: chunk %s is %s before its upload: the files naming it cannot"
+		  " become durable", u->fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
+	return -EUCLEAN;
+}
+
 /* The checks of an upload by hard link: S2 vouches for the bytes without a
  * read, or they are read and verified in full (*read then says b->obj holds
- * them). */
+ * them). A missing object is -EUCLEAN (logged) unless up_chunk_gone finds
+ * the upload moot. */
 static int up_chunk_check(struct uploader *u, const uint8_t hash[HASH_LEN], bool link,
-			  struct up_buffers *b, size_t *len, bool *read)
+			  struct up_buffers *b, size_t *len, bool *read, bool *moot)
 {
+	*moot = false;
 	int rc = link ? store_check_unread(u->fs->store, hash, len) : -EAGAIN;
 	*read = rc == -EAGAIN;
 	if (*read)
 		rc = up_chunk_read(u, hash, b, len);
-	if (rc == -ENOENT || rc == -EIO) {
-		char hex[HASH_HEX_LEN + 1];
-		hash_to_hex(hash, hex);
-		log_error("cache %s: chunk %s is %s before its upload: the files naming it cannot"
-			  " become durable", u->fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
-		rc = -EUCLEAN;
+	if (rc == -ENOENT)
+		rc = up_chunk_gone(u, hash, moot);
+	if (*moot)
+		return 0;
+	return rc == -ENOENT || rc == -EIO ? up_chunk_lost(u, hash, rc) : rc;
+}
+
+/* backing_put_link found the cache's object gone: 1 (moot, nothing to put)
+ * if the chunk was reclaimed or uploaded meanwhile, else -EUCLEAN (logged). */
+static int up_chunk_vanished(struct uploader *u, const uint8_t hash[HASH_LEN], bool *deferred)
+{
+	bool moot;
+	int rc = up_chunk_gone(u, hash, &moot);
+	if (moot) {
+		*deferred = false;
+		return 1;
 	}
-	return rc;
+	return rc == -ENOENT ? up_chunk_lost(u, hash, rc) : rc;
 }
 
 /* A chunk object, cache → BACKING: a hard link when BACKING is a directory on
@@ -159,18 +193,25 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	store_object_relpath(row->hash, rel, sizeof(rel));
 	bool link = !fs->opt.copy_uploads && backing_can_link(fs->backing), read = false;
 	size_t len = 0;
-	rc = up_chunk_check(u, row->hash, link, b, &len, &read);
+	bool moot;
+	rc = up_chunk_check(u, row->hash, link, b, &len, &read, &moot);
+	if (moot)
+		return 0;
 	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link);
 	bool copy = !link;
 	if (rc == 0 && link) {
 		char src[128];
 		int dirfd = store_object_at(fs->store, row->hash, src, sizeof(src));
 		rc = backing_put_link(fs->backing, rel, dirfd, src, !*deferred);
+		if (rc == -ENOENT) /* the object went since the check (backing.h 1c) */
+			rc = up_chunk_vanished(u, row->hash, deferred);
 		if (rc == -EXDEV) { /* refused: copy the bytes after all */
 			copy = true;
 			rc = read ? 0 : up_chunk_read(u, row->hash, b, &len);
 		}
 	}
+	if (rc == 1)
+		return 0; /* moot: nothing put, nothing to count */
 	if (rc == 0 && copy)
 		rc = *deferred ? backing_put_unsynced(fs->backing, rel, b->obj, len)
 			       : backing_put(fs->backing, rel, b->obj, len);

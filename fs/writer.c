@@ -200,7 +200,16 @@ static bool writer_all_zero(const uint8_t *p, size_t len)
  * chunks or commits them (writer_read, staging, writer_commit) the writer
  * waits for its flights to land; a failed flight fails the writer, like a
  * failed store of its own. Awaits are reaped without waiting at every chunk.
- * Without a free flight slot (or await), a writer just stores. */
+ * Without a free flight slot (or await), a writer just stores.
+ *
+ * A flight that landed keeps its hash (until its slot is taken again) and
+ * when it landed: a writer told "store it" whose chunk landed after that
+ * answer does not store it again (writer_flight_join). The landing came
+ * after the chunk was recorded, and the lander's own pending reference held
+ * the chunk until then, so if it had been recorded before the answer, the
+ * answer would have been "stored"; it was recorded after, while the asking
+ * writer's reference already held it. Without this, a writer a moment late
+ * wrote the object again and renamed it over the first one. */
 
 #define WRITER_FLIGHTS 128 /* > FUSE's worker threads + their awaits */
 
@@ -210,50 +219,78 @@ struct writer_flight {
 	int rc;
 	int waiters;
 	uint64_t gen;
+	uint64_t landed; /* writer_flights.lands when it landed with rc 0; else 0 */
 };
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t landed;
 	uint64_t gen;
+	uint64_t lands; /* flights landed so far */
+	int next;       /* where a free slot is looked for first: landed ones last long */
 	struct writer_flight f[WRITER_FLIGHTS];
 } writer_flights = { .lock = PTHREAD_MUTEX_INITIALIZER, .landed = PTHREAD_COND_INITIALIZER };
 
-/* The flight of hash: false if this writer is to store it (with *slot its
- * new flight and *gen its generation, or *slot -1 if none was free); true
- * when another writer is storing it, with a reference on that flight in
- * *slot and *gen. */
-static bool writer_flight_join(const uint8_t hash[HASH_LEN], int *slot, uint64_t *gen)
+enum writer_join {
+	WRITER_JOIN_STORE,  /* this writer stores it (its own flight, if a slot was free) */
+	WRITER_JOIN_AWAIT,  /* another writer is storing it: awaited */
+	WRITER_JOIN_STORED, /* it landed after the caller was told to store it */
+};
+
+/* Landings so far: read after cat_pending_add says "store it". */
+static uint64_t writer_flights_lands(void)
+{
+	pthread_mutex_lock(&writer_flights.lock);
+	uint64_t n = writer_flights.lands;
+	pthread_mutex_unlock(&writer_flights.lock);
+	return n;
+}
+
+/* The flight of hash, for a writer told to store it when `since` landings
+ * had happened. STORE: *slot is its new flight and *gen its generation, or
+ * *slot is -1 if none was free. AWAIT: a reference on another writer's
+ * flight in *slot and *gen. STORED: nothing to do. */
+static enum writer_join writer_flight_join(const uint8_t hash[HASH_LEN], uint64_t since, int *slot,
+					   uint64_t *gen)
 {
 	pthread_mutex_lock(&writer_flights.lock);
 	int free_slot = -1, found = -1;
-	for (int i = 0; i < WRITER_FLIGHTS; i++) {
+	bool stored = false;
+	for (int k = 0; k < WRITER_FLIGHTS; k++) {
+		int i = (writer_flights.next + k) % WRITER_FLIGHTS;
 		struct writer_flight *f = &writer_flights.f[i];
-		if (f->busy && memcmp(f->hash, hash, HASH_LEN) == 0) {
-			found = i;
-			break;
+		if (memcmp(f->hash, hash, HASH_LEN) == 0) {
+			if (f->busy) {
+				found = i;
+				break;
+			}
+			stored |= f->landed > since;
 		}
 		if (!f->busy && f->waiters == 0 && free_slot < 0)
 			free_slot = i;
 	}
+	enum writer_join how = WRITER_JOIN_STORE;
 	if (found >= 0) {
 		struct writer_flight *f = &writer_flights.f[found];
 		f->waiters++; /* the slot and its result stay until released */
 		*gen = f->gen;
-		pthread_mutex_unlock(&writer_flights.lock);
-		*slot = found;
-		return true;
-	}
-	if (free_slot >= 0) {
+		free_slot = found;
+		how = WRITER_JOIN_AWAIT;
+	} else if (stored) {
+		free_slot = -1;
+		how = WRITER_JOIN_STORED;
+	} else if (free_slot >= 0) {
 		struct writer_flight *f = &writer_flights.f[free_slot];
 		memcpy(f->hash, hash, HASH_LEN);
 		f->busy = true;
+		f->landed = 0;
 		f->gen = ++writer_flights.gen;
 		*gen = f->gen;
+		writer_flights.next = (free_slot + 1) % WRITER_FLIGHTS;
 	}
 	pthread_mutex_unlock(&writer_flights.lock);
 	*slot = free_slot;
-	return false;
+	return how;
 }
 
 /* A reference on the caller's own flight (store-behind: the writer awaits
@@ -272,6 +309,7 @@ static void writer_flight_land(int slot, int rc)
 	pthread_mutex_lock(&writer_flights.lock);
 	writer_flights.f[slot].busy = false;
 	writer_flights.f[slot].rc = rc;
+	writer_flights.f[slot].landed = rc == 0 ? ++writer_flights.lands : 0;
 	pthread_cond_broadcast(&writer_flights.landed);
 	pthread_mutex_unlock(&writer_flights.lock);
 }
@@ -397,22 +435,27 @@ static bool writer_store_behind(struct writer *w, const uint8_t hash[HASH_LEN], 
 	return true;
 }
 
-/* Stores a chunk the catalog says must be stored: joins another writer's
- * flight of it, hands it to storeq, or writes it here (pin: see
- * writer_record). */
+/* Stores a chunk the catalog said must be stored when `since` flights had
+ * landed: joins another writer's flight of it, finds it landed since, hands
+ * it to storeq, or writes it here (pin: see writer_record). */
 static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const uint8_t *data,
-			size_t len, const struct recent_pred *pin)
+			size_t len, const struct recent_pred *pin, uint64_t since)
 {
 	int slot;
 	uint64_t gen = 0;
 	int rc = writer_awaits_reap(w, w->n_await == WRITER_AWAITS);
 	if (rc != 0)
 		return rc;
-	if (writer_flight_join(hash, &slot, &gen)) { /* another writer stores it now */
+	switch (writer_flight_join(hash, since, &slot, &gen)) {
+	case WRITER_JOIN_AWAIT: /* another writer stores it now */
 		w->await[w->n_await].slot = slot;
 		w->await[w->n_await].gen = gen;
 		w->n_await++;
 		return 0;
+	case WRITER_JOIN_STORED:
+		return 0;
+	case WRITER_JOIN_STORE:
+		break;
 	}
 	if (writer_store_behind(w, hash, len, pin, slot, gen))
 		return 0;
@@ -434,7 +477,7 @@ static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t
 	if (rc != 0)
 		return writer_fail(w, rc, "recording a chunk");
 	if (must_store) {
-		rc = writer_store(w, ext->hash, data, ext->len, pin);
+		rc = writer_store(w, ext->hash, data, ext->len, pin, writer_flights_lands());
 		if (rc != 0)
 			return writer_fail(w, rc, "storing a chunk");
 	}

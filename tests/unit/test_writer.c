@@ -637,3 +637,41 @@ Test(writer, a_store_failing_behind_the_writer_fails_its_commit)
 	cr_assert_eq(unlink(tmp), 0);
 	cr_assert_eq(rename(away, tmp), 0);
 }
+
+/* ---- a flight that landed after "store it" (writer.c flights) ---- */
+
+Test(writer, a_chunk_that_landed_after_the_store_it_answer_is_not_written_again)
+{
+	size_t len = 256 * KiB;
+	uint8_t *data = tw_random(len, 51);
+	struct cat_extent ext = { .off = 0, .len = len, .chunk_off = 0, .chunk_len = len };
+	hash_sha256(data, len, ext.hash);
+	uint64_t ino[3] = { tw_file("a"), tw_file("b"), tw_file("c") };
+	struct writer *w[3];
+	bool must[3];
+	for (int i = 0; i < 3; i++)
+		OK(writer_new(&fx.fs, ino[i], 0, &w[i]));
+	/* a and b are both told to store it; b is a moment late */
+	OK(cat_pending_add(fx.fs.cat, ino[0], &ext, &must[0]));
+	OK(cat_pending_add(fx.fs.cat, ino[1], &ext, &must[1]));
+	cr_assert(must[0] && must[1]);
+	uint64_t since_b = writer_flights_lands();
+	size_t objects = tw_objects_written;
+	OK(writer_store(w[0], ext.hash, data, len, NULL, writer_flights_lands()));
+	cr_assert_eq(tw_objects_written, objects + 1, "a did not store it");
+	OK(writer_store(w[1], ext.hash, data, len, NULL, since_b));
+	cr_assert_eq(tw_objects_written, objects + 1, "b wrote the object a had just stored");
+	cr_assert_eq(w[1]->n_await, 0);
+	/* a landing before the answer proves nothing (the chunk may have been
+	 * reclaimed and asked for again since): c stores it */
+	OK(writer_store(w[2], ext.hash, data, len, NULL, writer_flights_lands()));
+	cr_assert_eq(tw_objects_written, objects + 2, "c trusted a landing older than its answer");
+	uint8_t *buf = malloc(len);
+	size_t got;
+	OK(store_get(fx.fs.store, ext.hash, buf, len, &got));
+	cr_assert(got == len && memcmp(buf, data, len) == 0);
+	for (int i = 0; i < 3; i++)
+		writer_free(w[i]);
+	free(buf);
+	free(data);
+}

@@ -30,6 +30,7 @@ struct backing;
 struct cache;
 struct uploader;
 struct fuseinit;
+struct ops_handles;
 
 struct ckptfs_options {
 	char backing[PATH_MAX];  /* absolute */
@@ -62,6 +63,7 @@ struct ckptfs {
 	struct cache *cache;
 	struct uploader *uploader;
 	struct node_table *nodes;
+	struct ops_handles *handles; /* open file handles (ops.c): freed at teardown */
 	struct chunk_cache *chunks;
 	struct recent *recent;       /* hashes of chunks just written (replicated saves) */
 	struct gen_policy *gen;

@@ -365,7 +365,7 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 		return -1;
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
 		return -1;
-	if (node_table_new(fs, &fs->nodes) != 0 ||
+	if (node_table_new(fs, &fs->nodes) != 0 || ops_handles_new(&fs->handles) != 0 ||
 	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0 ||
 	    recent_new(0, &fs->recent) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
@@ -376,6 +376,10 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 
 static void main_close_state(struct ckptfs *fs)
 {
+	/* the session loop has returned: the handles the kernel never released
+	 * go first; what they held is ended below, as at any unmount */
+	ops_handles_free(fs->handles);
+	fs->handles = NULL;
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);

@@ -77,10 +77,13 @@ test-integration: all $(BUILD)/faultfs
 	tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
+# LeakSanitizer is on for the daemons too: a leak at exit makes the daemon's
+# status non-zero and puts a report in its stderr, and the case fails
+# (ck_daemon_exit in tests/integration/lib.sh).
 test-asan:
 	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 2
-	ASAN_OPTIONS=detect_leaks=0 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
+	ASAN_OPTIONS=detect_leaks=1 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
 
 # The crash torture loop, longer than in `make test` (CYCLES=N to change).
 CYCLES ?= 500

@@ -32,6 +32,7 @@ struct cache;
 struct uploader;
 struct storeq;
 struct fuseinit;
+struct ops_handles;
 
 struct ckptfs_options {
 	char backing[PATH_MAX];  /* absolute */
@@ -65,6 +66,7 @@ struct ckptfs {
 	struct uploader *uploader;
 	struct storeq *storeq;       /* chunk objects written behind the writers */
 	struct node_table *nodes;
+	struct ops_handles *handles; /* open file handles (ops.c): freed at teardown */
 	struct chunk_cache *chunks;
 	struct recent *recent;       /* hashes of chunks just written (replicated saves) */
 	struct gen_policy *gen;

@@ -371,7 +371,7 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 		return -1;
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
 		return -1;
-	if (node_table_new(fs, &fs->nodes) != 0 ||
+	if (node_table_new(fs, &fs->nodes) != 0 || ops_handles_new(&fs->handles) != 0 ||
 	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0 ||
 	    recent_new(0, &fs->recent) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
@@ -382,7 +382,11 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 
 static void main_close_state(struct ckptfs *fs)
 {
-	/* storeq.h Q2: chunks still being stored behind land first (their jobs
+	/* the session loop has returned: the handles the kernel never released
+	 * go first; what they held is ended below, as at any unmount */
+	ops_handles_free(fs->handles);
+	fs->handles = NULL;
+	/* storeq.h Q2: chunks still being stored behind land next (their jobs
 	 * use the catalog, the cache, the uploader and recent) */
 	storeq_stop(fs->storeq);
 	fs->storeq = NULL;

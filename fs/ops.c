@@ -3,7 +3,20 @@
  * negative errno turned into fuse_reply_err.
  *
  * Locking order: node->rw, then the catalog's mutex (inside cat_*). The node
- * table lock is never held across either.
+ * table lock is never held across either; the handle registry's lock is a
+ * leaf, held only to link or unlink a handle.
+ *
+ * Invariants:
+ *  1. Every handle handed to the kernel (fi->fh) is in fs->handles from
+ *     ops_open_node until ops_release unlinks and frees it, or, for those the
+ *     kernel never releases (SIGTERM, or a lazy unmount, with a file open),
+ *     until ops_handles_free at teardown.
+ *  2. At teardown (the session loop has returned, no request runs) a handle
+ *     still open is only freed: nothing a close does happens, since the
+ *     file was never closed. It still counts as an open writer, so
+ *     gen_policy_shutdown aborts an OPEN generation it writes in
+ *     (docs/GENERATIONS.md); no commit rule fires; node_table_free ends its
+ *     node and writer as it always has.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. Locks (flock, fcntl) are the kernel's: ckptfs
@@ -12,6 +25,7 @@
 #define _GNU_SOURCE
 #include "ops.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -49,6 +63,14 @@ struct ops_handle {
 	uint64_t gen_id;  /* the generation the file was in when opened (0: none) */
 	bool writable;    /* counted among the generation's writers */
 	bool wrote;       /* created, wrote or truncated through this handle */
+	struct ops_handle *prev, *next; /* in fs->handles (invariant 1) */
+};
+
+/* The handles the kernel holds (invariant 1). */
+struct ops_handles {
+	pthread_mutex_t lock;
+	struct ops_handle *head;
+	size_t count;
 };
 
 static struct ops_handle *ops_h(struct fuse_file_info *fi)
@@ -611,6 +633,69 @@ static int ops_writer(struct ckptfs *fs, struct node *n, struct writer **out)
 	return 0;
 }
 
+/* ---- the registry of open handles (invariant 1) ---- */
+
+int ops_handles_new(struct ops_handles **out)
+{
+	struct ops_handles *hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return -ENOMEM;
+	pthread_mutex_init(&hs->lock, NULL);
+	*out = hs;
+	return 0;
+}
+
+static void ops_handles_link(struct ops_handles *hs, struct ops_handle *h)
+{
+	pthread_mutex_lock(&hs->lock);
+	assert(!h->prev && !h->next && hs->head != h);
+	h->next = hs->head;
+	if (hs->head)
+		hs->head->prev = h;
+	hs->head = h;
+	hs->count++;
+	pthread_mutex_unlock(&hs->lock);
+}
+
+static void ops_handles_unlink(struct ops_handles *hs, struct ops_handle *h)
+{
+	pthread_mutex_lock(&hs->lock);
+	assert(hs->count > 0);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		hs->head = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	h->prev = h->next = NULL;
+	hs->count--;
+	pthread_mutex_unlock(&hs->lock);
+}
+
+void ops_handles_free(struct ops_handles *hs)
+{
+	if (!hs)
+		return;
+	size_t n = 0, writable = 0;
+	uint64_t first = 0;
+	struct ops_handle *h = hs->head;
+	while (h) { /* invariant 2: the handle only; its node and generation end later */
+		struct ops_handle *next = h->next;
+		if (n++ == 0)
+			first = h->n->ino;
+		writable += h->writable;
+		free(h);
+		h = next;
+	}
+	assert(n == hs->count);
+	if (n)
+		log_info("%zu file handles (%zu for writing, first inode %llu) still open at unmount,"
+			 " never released by the kernel: freed (their files are ended as at any"
+			 " unmount with a file open)", n, writable, (unsigned long long)first);
+	pthread_mutex_destroy(&hs->lock);
+	free(hs);
+}
+
 static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi, bool big)
 {
 	struct ckptfs *fs = ops_fs(req);
@@ -659,6 +744,7 @@ static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi
 					    fuseinit_granted(fs->fuse_init));
 	fi->keep_cache = 0;
 	fi->fh = (uint64_t)(uintptr_t)h;
+	ops_handles_link(fs->handles, h);
 	return 0;
 }
 
@@ -827,6 +913,7 @@ static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		gen_writer_closed(fs->gen, h->gen_id);
 	}
 	node_put(fs->nodes, n);
+	ops_handles_unlink(fs->handles, h);
 	free(h);
 }
 

@@ -6,6 +6,15 @@
 
 extern const struct fuse_lowlevel_ops ckptfs_ops;
 
+/* The handles the kernel holds open (ops.c, invariant 1): fs->handles. */
+struct ops_handles;
+int ops_handles_new(struct ops_handles **out);
+/* At teardown, once the session loop has returned (no request runs): frees
+ * the handles the kernel never released (SIGTERM, or a lazy unmount, with a
+ * file open), and the registry. Only the handles: their nodes, writers and
+ * generations are ended by node_table_free and gen_policy_shutdown. */
+void ops_handles_free(struct ops_handles *hs);
+
 /* After the mount, before the session loop: raises the kernel's readahead
  * window of the mount at mountpoint to what ops asks for (it starts at
  * 128 KiB, so sequential reads arrive as 128 KiB FUSE_READs). Needs root; logs

@@ -184,13 +184,19 @@ ck_mount() {
 	timeout 20 stat "$CK_MNT" >/dev/null || ck_fail "stat of the fresh mount $CK_MNT failed or hung"
 }
 
+# Prints the first lines of a sanitizer report (ASan, LeakSanitizer, UBSan)
+# in FILE; false if it has none.
+_ck_sanitizer_report() {
+	[ -f "$1" ] && grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: UndefinedBehaviorSanitizer' "$1" || return 1
+	grep -m 3 -E 'ERROR:|runtime error:|#[0-4] ' "$1" | tr '\n' '|'
+}
+
 # Checks a daemon's stderr and log for sanitizer reports.
 _ck_check_sanitizer() {
-	local f
+	local f out
 	for f in "$@"; do
-		[ -f "$f" ] || continue
-		if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: UndefinedBehaviorSanitizer' "$f"; then
-			ck_fail "sanitizer report in $f: $(grep -m 3 -E 'ERROR:|runtime error:|#[0-4] ' "$f" | tr '\n' '|')"
+		if out=$(_ck_sanitizer_report "$f"); then
+			ck_fail "sanitizer report in $f: $out"
 		fi
 	done
 }
@@ -208,6 +214,22 @@ _ck_wait_daemon() {
 	return 0
 }
 
+# ck_daemon_exit WHAT — after WHAT (an unmount, a signal) was done to our
+# daemon: it must exit with status 0, with no sanitizer report (a leak at
+# exit included, when ASAN_OPTIONS has detect_leaks=1), within
+# CK_EXIT_TIMEOUT seconds.
+ck_daemon_exit() {
+	local what=$1 pid=$CK_PID
+	[ -n "$pid" ] || ck_fail "ck_daemon_exit: no daemon started"
+	_ck_wait_daemon "$pid" "$CK_EXIT_TIMEOUT" ||
+		ck_fail "daemon $pid did not exit within ${CK_EXIT_TIMEOUT}s of $what; stderr: $(tail -n 5 "$CK_DERR" | tr '\n' '|')"
+	CK_PID=
+	_ck_state "exited $pid"
+	_ck_check_sanitizer "$CK_DERR" "$CK_DLOG"
+	[ "$_ck_rc" = 0 ] || ck_fail "daemon exited with status $_ck_rc after $what; stderr: $(tail -n 8 "$CK_DERR" | tr '\n' '|')"
+	return 0
+}
+
 # ck_umount — fusermount3 -u, then the daemon must exit with status 0 (and no
 # sanitizer report) within CK_EXIT_TIMEOUT seconds.
 ck_umount() {
@@ -219,14 +241,21 @@ ck_umount() {
 		[ $i -le 40 ] || ck_fail "fusermount3 -u $CK_MNT failed: $out"
 		sleep 0.1
 	done
-	_ck_wait_daemon "$CK_PID" "$CK_EXIT_TIMEOUT" ||
-		ck_fail "daemon $CK_PID did not exit within ${CK_EXIT_TIMEOUT}s of fusermount3 -u; stderr: $(tail -n 5 "$CK_DERR" | tr '\n' '|')"
-	local pid=$CK_PID
-	CK_PID=
-	_ck_state "exited $pid"
-	[ "$_ck_rc" = 0 ] || ck_fail "daemon exited with status $_ck_rc after a clean unmount; stderr: $(tail -n 8 "$CK_DERR" | tr '\n' '|')"
-	_ck_check_sanitizer "$CK_DERR" "$CK_DLOG"
+	ck_daemon_exit "a clean unmount (fusermount3 -u)"
 	ck_is_mounted "$CK_MNT" && ck_fail "$CK_MNT still mounted after the daemon exited"
+	return 0
+}
+
+# ck_term — SIGTERM to our daemon (a service or container stop), which must
+# exit as after ck_umount, even with files still open; then no mount is left.
+ck_term() {
+	[ -n "$CK_PID" ] || ck_fail "ck_term: no daemon started"
+	kill -TERM "$CK_PID"
+	ck_daemon_exit SIGTERM
+	if ck_is_mounted "$CK_MNT"; then
+		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
+	fi
+	ck_is_mounted "$CK_MNT" && ck_fail "$CK_MNT still mounted after SIGTERM"
 	return 0
 }
 
@@ -273,9 +302,26 @@ _ck_dump_daemon_logs() {
 	done
 }
 
-# Removes every mount and process this case started (EXIT trap).
+# A sanitizer report (a leak at exit included) of any daemon this case
+# started, also one the EXIT trap stopped: prints a FAIL line, returns 1.
+_ck_daemons_sanitizer_clean() {
+	local d pid mnt err log f out
+	for d in "${_CK_DAEMONS[@]}"; do
+		IFS=: read -r pid mnt err log <<<"$d"
+		for f in "$err" "$log"; do
+			if out=$(_ck_sanitizer_report "$f"); then
+				printf 'FAIL: sanitizer report in %s: %s\n' "$f" "$out" >&2
+				return 1
+			fi
+		done
+	done
+	return 0
+}
+
+# Removes every mount and process this case started (EXIT trap); returns 1
+# if a daemon of the case left a sanitizer report.
 _ck_cleanup() {
-	local d pid mnt err log p
+	local d pid mnt err log p rc=0
 	for p in "${_CK_BG[@]}"; do
 		_ck_pid_alive "$p" && kill -9 "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
@@ -288,6 +334,7 @@ _ck_cleanup() {
 		fi
 		ck_is_mounted "$mnt" && { timeout 10 fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; }
 	done
+	_ck_daemons_sanitizer_clean || rc=1
 	# Extra mounts a case registered (ck_register_mount), e.g. bind mounts.
 	for mnt in "${_CK_EXTRA_MOUNTS[@]}"; do
 		if ck_is_mounted "$mnt"; then
@@ -303,7 +350,7 @@ _ck_cleanup() {
 			rm -rf --one-file-system "$CK_TMP"
 		fi
 	fi
-	return 0
+	return $rc
 }
 
 # Registers a path on which this case may mount something other than through
@@ -322,7 +369,8 @@ _ck_exit_trap() {
 	if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
 		_ck_dump_daemon_logs >&2
 	fi
-	_ck_cleanup
+	# a passing case fails if a daemon it left for this trap to stop leaked
+	_ck_cleanup || { [ $rc -eq 0 ] && rc=1; }
 	exit $rc
 }
 

@@ -786,21 +786,6 @@ test_clean_unmount_commits_markerless_and_aborts_unfinished_dcp() {
 	ck_umount
 }
 
-# SIGTERM to our daemon; waits for it to exit and clears the mount.
-_sigterm_daemon() {
-	kill -TERM "$CK_PID"
-	_ck_wait_daemon "$CK_PID" 60 || ck_fail "daemon $CK_PID did not exit within 60 s of SIGTERM"
-	_ck_state "exited $CK_PID"
-	ck_log "daemon exit status after SIGTERM: $_ck_rc"
-	CK_PID=
-	_ck_check_sanitizer "$CK_DERR" "$CK_DLOG"
-	if ck_is_mounted "$CK_MNT"; then
-		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
-	fi
-	ck_is_mounted "$CK_MNT" && ck_fail "$CK_MNT still mounted after SIGTERM"
-	return 0
-}
-
 test_sigterm_with_an_open_writer_aborts_its_generation() {
 	ck_mount "$GEN_OPTS"
 	mkdir -p "$CK_MNT/ua/step-7" "$CK_MNT/uc/step-9"
@@ -810,7 +795,7 @@ test_sigterm_with_an_open_writer_aborts_its_generation() {
 	local holder=$CK_BG_PID
 	ck_wait_file "$CK_TMP/ready"
 	gen_expect "$CK_MNT/uc/step-9" state=open
-	_sigterm_daemon
+	ck_term
 	kill -9 "$holder" 2>/dev/null || true
 	wait "$holder" 2>/dev/null || true
 	ck_mount "$GEN_OPTS"

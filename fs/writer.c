@@ -355,12 +355,13 @@ static void writer_awaits_wait(const struct writer *w)
 }
 
 /* Writes the object of a chunk and records it as stored; image: see
- * writer_record. Runs on a FUSE thread, or on a storeq thread (behind). */
+ * writer_record. Runs on a FUSE thread, or on a storeq thread (behind). The
+ * cache's backpressure (cache_dirty_wait) is the writer's, before: a job
+ * never waits for uploads, so that storeq_stop cannot wait for BACKING. */
 static int writer_put(struct ckptfs *fs, const uint8_t hash[HASH_LEN], const uint8_t *data,
 		      size_t len, uint8_t *image)
 {
 	struct store_object_info info;
-	cache_dirty_wait(fs->cache, len); /* backpressure: never a failure */
 	int rc = image ? store_put_headroom(fs->store, hash, image, len, 0, &info)
 		       : store_put(fs->store, hash, data, len, 0, &info);
 	if (rc == 0)
@@ -457,6 +458,7 @@ static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const ui
 	case WRITER_JOIN_STORE:
 		break;
 	}
+	cache_dirty_wait(w->fs->cache, len); /* backpressure: never a failure */
 	if (writer_store_behind(w, hash, len, pin, slot, gen))
 		return 0;
 	rc = writer_put(w->fs, hash, data, len, pin ? pin->image : NULL);

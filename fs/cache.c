@@ -460,7 +460,10 @@ void cache_dirty_wait(struct cache *c, uint64_t len)
 	pthread_mutex_lock(&c->lock);
 	bool waited = false;
 	double said_at = 0;
-	while (!c->stopping && c->dirty_bytes > 0 && c->dirty_bytes + len > c->dirty_bound) {
+	/* the daemon stopping ends the wait: libfuse joins the FUSE threads
+	 * before anything else stops, and only BACKING could end it */
+	while (!c->stopping && !ckptfs_stopping(c->fs) && c->dirty_bytes > 0 &&
+	       c->dirty_bytes + len > c->dirty_bound) {
 		if (!waited) {
 			c->st.dirty_waits++;
 			waited = true;

@@ -32,6 +32,7 @@ struct cache;
 struct uploader;
 struct storeq;
 struct fuseinit;
+struct fuse_session;
 struct ops_handles;
 
 struct ckptfs_options {
@@ -74,6 +75,13 @@ struct ckptfs {
 	char staging_dir[PATH_MAX]; /* CACHE/staging: files being rewritten out of order */
 	int lock_fd;                /* flock on CACHE/lock: one daemon per cache */
 	struct fuseinit *fuse_init; /* the session's INIT: may read-only opens use direct_io */
+	struct fuse_session *se;    /* set while serving: ckptfs_stopping() asks it */
+	bool stopped;               /* the session is gone */
 };
+
+/* true once the daemon was told to stop (SIGTERM/SIGINT/SIGHUP, unmount):
+ * waits that only BACKING could end (cache backpressure) give up, since
+ * libfuse joins its workers before anything else stops (main.c). */
+bool ckptfs_stopping(const struct ckptfs *fs);
 
 #endif

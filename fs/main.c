@@ -416,6 +416,11 @@ static void main_close_state(struct ckptfs *fs)
 		close(fs->lock_fd);
 }
 
+bool ckptfs_stopping(const struct ckptfs *fs)
+{
+	return fs->stopped || (fs->se && fuse_session_exited(fs->se));
+}
+
 /* FUSE's own arguments: ours first, then what the user passed through. */
 static int main_fuse_args(const struct options_result *r, struct fuse_args *args)
 {
@@ -487,6 +492,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckptfs: FUSE rejected the options '%s'\n", r.fuse_opts);
 		goto out;
 	}
+	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out;
 	if (fuse_session_mount(se, fs.opt.mountpoint) != 0) {
@@ -540,6 +546,8 @@ int main(int argc, char **argv)
 
 out:
 	control_stop(ctl);
+	fs.stopped = true;
+	fs.se = NULL;
 	if (se) {
 		if (mounted)
 			fuse_session_unmount(se);

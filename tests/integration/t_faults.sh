@@ -88,6 +88,31 @@ test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 	_fresh_node_reads 1 2 3
 }
 
+# A writer past dirty_max waits for uploads that a failing BACKING never
+# finishes; with leave_queued, SIGTERM must still stop the daemon at once
+# (the wait gives up: libfuse joins its threads before anything else stops),
+# and what was committed before is there after a remount.
+test_sigterm_while_a_writer_waits_for_a_failing_backing_exits_at_once() {
+	_faultfs_up
+	ck_mount "upload_threads=2,dirty_max=16M,leave_queued"
+	_save_step 1 4
+	_fault eio=write,fsync,rename
+	head -c $((48 << 20)) /dev/urandom >"$CK_TMP/big"
+	dd if="$CK_TMP/big" of="$CK_MNT/big" bs=1M 2>/dev/null &
+	local wpid=$! t0 t1
+	sleep 4
+	kill -0 "$wpid" 2>/dev/null || ck_fail "48 MiB were written past dirty_max=16M while BACKING fails"
+	t0=$(date +%s)
+	ck_term
+	t1=$(date +%s)
+	wait "$wpid" 2>/dev/null || true # its write fails: the daemon is gone
+	assert_lt $((t1 - t0)) 15 "seconds from SIGTERM to exit while a writer waited for BACKING"
+	_fault
+	ck_mount
+	_assert_steps_eq 1
+	ck_umount
+}
+
 test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
 	_faultfs_up
 	ck_mount

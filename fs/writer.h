@@ -7,9 +7,10 @@
  *
  *   STREAM   the file is [pending extents 0..stream_base) [buffer] [holes to size].
  *            Writes at the stream end are appended to the buffer and cut into
- *            content-defined chunks as they arrive; a chunk is hashed,
- *            compressed and stored at once and added to the catalog's pending
- *            extents, so memory is bounded by the largest chunk. A write past
+ *            content-defined chunks as they arrive; a chunk is hashed and
+ *            added to the catalog's pending extents at once, and its object
+ *            written at once or behind the writer (storeq.h), so memory is
+ *            bounded by the largest chunk plus storeq's depth. A write past
  *            the end cuts the buffer and leaves a hole. All-zero chunks are
  *            stored as holes.
  *   STAGING  the file's bytes live in a sparse local file (CACHE/staging/);
@@ -25,7 +26,11 @@
  *  3. writer_commit(durable) returns only when the file's chunks and the
  *     catalog are fsync'd.
  *  4. The first error of the data path is kept and returned by every later
- *     call: a failed write is never reported as committed. */
+ *     call: a failed write is never reported as committed.
+ *  5. A pending chunk whose object is still being written (by this writer
+ *     behind it, or by another writer of the same bytes) is awaited before
+ *     anything reads, truncates, stages, commits or drops the pending
+ *     extents: they only ever name chunks recorded as stored by then. */
 #ifndef CKPTFS_WRITER_H
 #define CKPTFS_WRITER_H
 

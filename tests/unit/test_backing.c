@@ -618,8 +618,7 @@ static void tb_assert_same_inode(int dfd, const char *src, const char *rel, cons
 	cr_assert_eq(b.st_nlink, 2, "%s: %s has %ju links", what, rel, (uintmax_t)b.st_nlink);
 }
 
-Test(backing, test_linked_puts_share_the_inode_and_leave_no_temporary, .init = setup,
-     .fini = teardown)
+Test(backing, test_linked_puts_share_the_inode_and_leave_no_temporary)
 {
 	char src_dir[128];
 	uint8_t *a, *b;
@@ -644,8 +643,7 @@ Test(backing, test_linked_puts_share_the_inode_and_leave_no_temporary, .init = s
 /* An upload repeated after a crash finds its relpath already linked: synced
  * or not, nothing changes and no temporary stays (a rename of two links to
  * one inode does nothing at all). A copy already there is replaced whole. */
-Test(backing, test_a_linked_put_repeated_or_over_a_copy_lands_whole, .init = setup,
-     .fini = teardown)
+Test(backing, test_a_linked_put_repeated_or_over_a_copy_lands_whole)
 {
 	char src_dir[128];
 	uint8_t *a, *old = malloc(5000);
@@ -670,8 +668,7 @@ Test(backing, test_a_linked_put_repeated_or_over_a_copy_lands_whole, .init = set
 
 /* Another filesystem: -EXDEV with nothing made, once logged, and linked puts
  * are off from then on, even from a directory where one would work. */
-Test(backing, test_a_link_across_filesystems_is_refused_for_good, .init = setup,
-     .fini = teardown)
+Test(backing, test_a_link_across_filesystems_is_refused_for_good)
 {
 	char shm[64], src_dir[128];
 	snprintf(shm, sizeof(shm), "/dev/shm/ckptfs-tb-%d", (int)getpid());
@@ -740,7 +737,7 @@ static void *tb_replace_loop(void *arg)
  * a missing tmp/), 2-14 of the 120000-180000 puts of 6 s failed in 3 of 4
  * runs here. */
 Test(backing, test_a_linked_put_whose_source_is_renamed_over_meanwhile_lands_whole,
-     .init = setup, .fini = teardown, .timeout = 120)
+     .timeout = 120)
 {
 	enum { PUTS = 200000, SECONDS = 6, REPLACERS = 1 };
 	char src_dir[128], rel[64];
@@ -782,8 +779,7 @@ Test(backing, test_a_linked_put_whose_source_is_renamed_over_meanwhile_lands_who
 /* A source that is gone (the caller's object removed meanwhile) is the
  * caller's to judge, not a failure of BACKING: -ENOENT, nothing made,
  * nothing logged, and linked puts stay on. */
-Test(backing, test_a_linked_put_of_a_removed_source_is_enoent_unlogged, .init = setup,
-     .fini = teardown)
+Test(backing, test_a_linked_put_of_a_removed_source_is_enoent_unlogged)
 {
 	char src_dir[128], path[256];
 	uint8_t *a;

@@ -314,6 +314,16 @@ static void writer_flight_land(int slot, int rc)
 	pthread_mutex_unlock(&writer_flights.lock);
 }
 
+/* The writer now awaits flight (slot, gen), on which it holds a reference;
+ * writer_store reaped one first if all WRITER_AWAITS were taken. */
+static void writer_await_add(struct writer *w, int slot, uint64_t gen)
+{
+	assert(w->n_await < WRITER_AWAITS);
+	w->await[w->n_await].slot = slot;
+	w->await[w->n_await].gen = gen;
+	w->n_await++;
+}
+
 /* Ends the writer's awaits whose flights landed (all of them with wait,
  * waiting as needed). Returns the first failure of a landed flight. */
 static int writer_awaits_reap(struct writer *w, bool wait)
@@ -430,9 +440,7 @@ static bool writer_store_behind(struct writer *w, const uint8_t hash[HASH_LEN], 
 		free(j);
 		return false;
 	}
-	w->await[w->n_await].slot = slot;
-	w->await[w->n_await].gen = gen;
-	w->n_await++;
+	writer_await_add(w, slot, gen);
 	return true;
 }
 
@@ -449,9 +457,7 @@ static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const ui
 		return rc;
 	switch (writer_flight_join(hash, since, &slot, &gen)) {
 	case WRITER_JOIN_AWAIT: /* another writer stores it now */
-		w->await[w->n_await].slot = slot;
-		w->await[w->n_await].gen = gen;
-		w->n_await++;
+		writer_await_add(w, slot, gen);
 		return 0;
 	case WRITER_JOIN_STORED:
 		return 0;

@@ -409,8 +409,7 @@ bool recent_pin_again(struct recent *r, const struct recent_pred *held, struct r
 	if (!r || held->slot < 0)
 		return false;
 	pthread_mutex_lock(&r->lock);
-	r->slot[held->slot].pins++;
-	*out = *held;
+	recent_pin_slot(&r->slot[held->slot], held->slot, out);
 	pthread_mutex_unlock(&r->lock);
 	return true;
 }

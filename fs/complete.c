@@ -247,7 +247,20 @@ static uint64_t complete_npy_itemsize(const char *descr)
 	}
 	if (*p != '\0' && !((kind == 'M' || kind == 'm') && *p == '['))
 		return 0;
-	return kind == 'U' ? n * 4 : n;
+	static const struct {
+		char kind;
+		uint8_t sizes[6]; /* the item sizes numpy has; 0: any */
+	} known[] = {{'f', {2, 4, 8, 12, 16}}, {'i', {1, 2, 4, 8}}, {'u', {1, 2, 4, 8}},
+		     {'c', {8, 16, 24, 32}}, {'b', {1}}, {'M', {8}}, {'m', {8}}};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		if (known[i].kind != kind)
+			continue;
+		bool ok = false;
+		for (size_t j = 0; j < sizeof(known[i].sizes) && known[i].sizes[j]; j++)
+			ok |= known[i].sizes[j] == n;
+		return ok ? n : 0;
+	}
+	return kind == 'U' ? n * 4 : n; /* S, V, U: any length */
 }
 
 /* Finds 'key': in the header dict text and returns what follows it. */
@@ -628,6 +641,10 @@ static int complete_zip_end(const struct complete_src *src, struct complete_win 
 		if (complete_le32(p + 16) != 0 || complete_le32(p + 20) != 0 ||
 		    complete_le64(p + 24) != complete_le64(p + 32))
 			return complete_no(out, "zip spans several disks");
+		if ((z->entries != 0xFFFFu && z->entries != complete_le64(p + 32)) ||
+		    (z->cd_size != 0xFFFFFFFFu && z->cd_size != complete_le64(p + 40)) ||
+		    (z->cd_off != 0xFFFFFFFFu && z->cd_off != complete_le64(p + 48)))
+			return complete_no(out, "zip end record and zip64 end record disagree");
 		z->entries = complete_le64(p + 32);
 		z->cd_size = complete_le64(p + 40);
 		z->cd_off = complete_le64(p + 48);
@@ -915,6 +932,7 @@ struct complete_pkl {
 	uint32_t memo_next; /* MEMOIZE's index */
 	bool memo_full;
 	uint64_t storages;  /* persistent ids checked */
+	uint64_t op_at;     /* the current opcode's offset */
 };
 
 static const struct {
@@ -933,7 +951,7 @@ static const struct {
 static int complete_pkl_bad(struct complete_pkl *k, const char *why)
 {
 	return complete_no(k->out, "unparsable data.pkl: %s at byte %llu", why,
-			   (unsigned long long)(k->cs.pos - k->z->pkl_data));
+			   (unsigned long long)(k->op_at - k->z->pkl_data));
 }
 
 static int complete_push(struct complete_pkl *k, const struct complete_val *v)
@@ -1279,6 +1297,7 @@ static int complete_pkl_run(struct complete_pkl *k)
 {
 	for (;;) {
 		uint8_t op;
+		k->op_at = k->cs.pos;
 		int rc = complete_sbyte(&k->cs, &op);
 		if (rc != 0)
 			return rc < 0 ? rc : complete_no(k->out, "data.pkl ends before STOP");

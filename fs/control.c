@@ -93,14 +93,15 @@ static int control_parse_id(const char *s, uint64_t *id)
 	return 0;
 }
 
-/* A generation that is OPEN or COMMITTED (the ones a verb may change). */
+/* A generation that is OPEN, HELD or COMMITTED (the ones a verb may change). */
 static int control_live_gen(struct control *c, int fd, const char *arg, struct cat_gen *gen)
 {
 	uint64_t id;
 	if (control_parse_id(arg, &id) != 0)
 		return control_error(fd, EINVAL, "expected a generation id");
 	int rc = cat_gen_get_brief(c->fs->cat, id, gen);
-	if (rc == -ENOENT || (rc == 0 && gen->state != GEN_OPEN && gen->state != GEN_COMMITTED))
+	if (rc == -ENOENT || (rc == 0 && gen->state != GEN_OPEN && gen->state != GEN_COMMITTED &&
+			      gen->state != GEN_HELD))
 		return control_error(fd, ENOENT, "no such live generation");
 	if (rc != 0)
 		return control_error(fd, -rc, "catalog error");
@@ -109,8 +110,8 @@ static int control_live_gen(struct control *c, int fd, const char *arg, struct c
 
 static const char *control_state_name(int state)
 {
-	static const char *const names[] = { "open", "committed", "aborted", "deleted" };
-	return state >= 0 && state <= 3 ? names[state] : "?";
+	static const char *const names[] = { "open", "committed", "aborted", "deleted", "held" };
+	return state >= 0 && state <= 4 ? names[state] : "?";
 }
 
 static void control_hello(struct control *c, int fd)
@@ -172,7 +173,7 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 	}
 	int rc = gen_remove(c->fs->gen, gen.id, force);
 	if (rc == 0 && cat_gen_get_brief(c->fs->cat, gen.id, &gen) == 0 &&
-	    (gen.state == GEN_OPEN || gen.state == GEN_COMMITTED))
+	    (gen.state == GEN_OPEN || gen.state == GEN_COMMITTED || gen.state == GEN_HELD))
 		rc = -EIO; /* gen_end logged why */
 	if (rc != 0) {
 		control_error(fd, -rc, "remove failed (see the daemon's log)");

@@ -15,6 +15,7 @@
 #include <regex.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,6 +25,7 @@
 #include "generation.h"
 #include "log.h"
 #include "node.h"
+#include "proof.h"
 #include "reader.h"
 #include "upload.h"
 
@@ -31,6 +33,18 @@
 #define GEN_TICK_MS 200
 #define GEN_TRACKER_MAX 256
 #define GEN_KEEP_QUEUE 16 /* series waiting for keep-latest-k; more: all of them */
+#define GEN_MAX_GROUPS 32
+
+/* Who a commit acts for: the file system credentials of the last process
+ * seen changing the generation (keep-latest-k deletes only what they could
+ * delete by hand). uid 0, or unknown: the daemon's own judgement. */
+struct gen_cred {
+	bool known;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[GEN_MAX_GROUPS];
+};
 
 struct gen_live {
 	uint64_t id, series;
@@ -43,6 +57,9 @@ struct gen_live {
 	pid_t tids[GEN_MAX_PIDS]; /* threads seen writing */
 	pid_t pids[GEN_MAX_PIDS]; /* their processes */
 	int npids;
+	struct gen_cred cred;    /* of the last process seen writing */
+	int64_t proved_ns;       /* last_activity_ns when the content was last judged */
+	char unproven[GEN_HELD_MAX]; /* why that judgement did not prove it complete */
 	struct gen_live *next;
 };
 
@@ -57,6 +74,7 @@ struct gen_policy {
 	bool running, stop;
 	/* keep-latest-k waiting for the thread (gen_keep_request) */
 	uint64_t keep_series[GEN_KEEP_QUEUE];
+	struct gen_cred keep_cred[GEN_KEEP_QUEUE];
 	int nkeep;
 	bool keep_all;
 };
@@ -135,7 +153,8 @@ bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name)
 	if (g->opt.show_open || !gen_name_matches(g, name, &step))
 		return false;
 	struct cat_gen gen;
-	return cat_gen_find(g->fs->cat, dir, name, &gen) == 0 && gen.state == GEN_OPEN;
+	return cat_gen_find(g->fs->cat, dir, name, &gen) == 0 &&
+	       (gen.state == GEN_OPEN || gen.state == GEN_HELD);
 }
 
 bool gen_is_trigger_name(const char *name)
@@ -184,20 +203,52 @@ static void gen_live_drop(struct gen_policy *g, uint64_t id)
 	}
 }
 
-/* FUSE names the calling thread; a save thread (DCP async_save) may exit
- * while its process lives on, so liveness is judged by the thread group. */
-static pid_t gen_tgid(pid_t tid)
+/* "Groups:\t1 2 3" into c. */
+static void gen_cred_groups(struct gen_cred *c, const char *list)
 {
-	char path[64], line[128];
+	char *end;
+	c->ngroups = 0;
+	for (const char *p = list; c->ngroups < GEN_MAX_GROUPS;) {
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p)
+			break;
+		c->groups[c->ngroups++] = (gid_t)v;
+		p = end;
+	}
+}
+
+/* FUSE names the calling thread; a save thread (DCP async_save) may exit
+ * while its process lives on, so liveness is judged by the thread group.
+ * The same read gives the thread's file system credentials (what the kernel
+ * checks permissions with). */
+static pid_t gen_tgid(pid_t tid, struct gen_cred *cred)
+{
+	char path[64], line[1024];
+	unsigned long ids[4];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
 	FILE *f = fopen(path, "re");
 	pid_t tgid = tid;
 	if (!f)
 		return tid;
-	while (fgets(line, sizeof(line), f))
+	struct gen_cred c = { .known = false };
+	bool uid = false, gid = false;
+	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
+			continue;
+		if (sscanf(line, "Uid: %lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) == 4) {
+			c.uid = (uid_t)ids[3];
+			uid = true;
+		} else if (sscanf(line, "Gid: %lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) == 4) {
+			c.gid = (gid_t)ids[3];
+			gid = true;
+		} else if (strncmp(line, "Groups:", 7) == 0) {
+			gen_cred_groups(&c, line + 7);
+		}
+	}
 	fclose(f);
+	c.known = uid && gid;
+	if (c.known && cred)
+		*cred = c;
 	return tgid;
 }
 
@@ -210,7 +261,7 @@ static void gen_note_pid(struct gen_live *l, pid_t tid)
 			return;
 	int at = l->npids < GEN_MAX_PIDS ? l->npids++ : (int)(tid % GEN_MAX_PIDS);
 	l->tids[at] = tid;
-	l->pids[at] = gen_tgid(tid);
+	l->pids[at] = gen_tgid(tid, &l->cred);
 }
 
 static bool gen_writers_alive(const struct gen_live *l)
@@ -288,6 +339,39 @@ static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum ge
 		 (double)(t1 - t0) / 1e6, inodes, (double)(gen_now_ns() - t1) / 1e6);
 }
 
+/* OPEN → HELD (invariant 5): hidden, kept byte for byte, until a decision. */
+static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const char *reason)
+{
+	struct cat_gen gen;
+	struct cat_id_vec v = { 0 };
+	bool held = false;
+	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
+		return;
+	int rc = cat_gen_hold(g->fs->cat, id, rule, reason, cat_id_vec_add_ino, &v, &held);
+	if (rc != 0 && rc != -EALREADY) {
+		log_error("generation %s (series inode %llu, step %llu): hold (%s) failed: %s; it"
+			  " stays open", gen.name, (unsigned long long)gen.series,
+			  (unsigned long long)gen.step, reason, strerror(-rc));
+		cat_id_vec_free(&v);
+		return;
+	}
+	pthread_mutex_lock(&g->lock);
+	gen_live_drop(g, id);
+	pthread_mutex_unlock(&g->lock);
+	gen_after_removal(g, &v);
+	if (rc == -EALREADY)
+		return;
+	if (held)
+		log_warn("generation %s (series inode %llu, step %llu) held: %s. Not listed, kept"
+			 " byte for byte; `ckptfs-admin list --all` shows it, `ckptfs-admin commit`"
+			 " or `rm` decides", gen.name, (unsigned long long)gen.series,
+			 (unsigned long long)gen.step, reason);
+	else
+		log_warn("generation %s (series inode %llu, step %llu): version %u rolled back (%s);"
+			 " version %u restored", gen.name, (unsigned long long)gen.series,
+			 (unsigned long long)gen.step, gen.version, reason, gen.version - 1);
+}
+
 static int gen_keep_cmp(const void *a, const void *b)
 {
 	const struct cat_gen *x = a, *y = b;
@@ -303,8 +387,79 @@ static int gen_list_add_committed(void *arg, const struct cat_gen *gen)
 	return gen->state == GEN_COMMITTED ? cat_gen_vec_add(arg, gen) : 0;
 }
 
-/* keep-latest-k over one series (invariant 3). */
-static void gen_keep(struct gen_policy *g, uint64_t series)
+static int gen_list_add_held(void *arg, const struct cat_gen *gen)
+{
+	return gen->state == GEN_HELD ? cat_gen_vec_add(arg, gen) : 0;
+}
+
+static bool gen_cred_in_group(const struct gen_cred *c, gid_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* Does c have all of `want` (rwx bits, 07) on in, as the kernel checks? */
+static bool gen_cred_may(const struct gen_cred *c, const struct cat_inode *in, unsigned want)
+{
+	unsigned bits = in->uid == c->uid ? in->mode >> 6 : gen_cred_in_group(c, in->gid) ? in->mode >> 3
+											    : in->mode;
+	return (bits & want) == want;
+}
+
+/* Could the user of c remove the generation by hand (`rm -rf SERIES/NAME`)?
+ * Write and search on the series directory, the sticky bit's owner rule
+ * there, and read, write and search on a directory root. Root (or unknown
+ * credentials: the daemon's own pass) may. */
+static bool gen_may_delete(struct gen_policy *g, const struct gen_cred *c, const struct cat_gen *gen)
+{
+	struct cat_inode series, root;
+	if (!c->known || c->uid == 0)
+		return true;
+	if (cat_getattr(g->fs->cat, gen->series, &series) != 0 ||
+	    cat_getattr(g->fs->cat, gen->root, &root) != 0)
+		return false;
+	if (!gen_cred_may(c, &series, 03))
+		return false;
+	if ((series.mode & S_ISVTX) && c->uid != series.uid && c->uid != root.uid)
+		return false;
+	return !S_ISDIR(root.mode) || gen_cred_may(c, &root, 07);
+}
+
+static void gen_keep_end(struct gen_policy *g, const struct gen_cred *c, const struct cat_gen *gen,
+			 const char *rule)
+{
+	if (gen_may_delete(g, c, gen)) {
+		gen_end(g, gen->id, rule, GEN_END_EXPIRE);
+		return;
+	}
+	log_info("generation %s (series inode %llu, step %llu): kept by keep-latest-k: uid %u, whose"
+		 " commit triggered it, could not delete it by hand (directory permissions or"
+		 " the sticky bit)", gen->name, (unsigned long long)gen->series,
+		 (unsigned long long)gen->step, (unsigned)c->uid);
+}
+
+/* HELD ones of the series go once `keep` committed ones are newer (by step). */
+static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct cat_gen_vec *committed,
+			  const struct gen_cred *c)
+{
+	struct cat_gen_vec h = { 0 };
+	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add_held, &h) == 0)
+		for (size_t i = 0; i < h.n; i++) {
+			size_t newer = 0;
+			for (size_t j = 0; j < committed->n; j++)
+				newer += committed->v[j].step > h.v[i].step;
+			if (!h.v[i].pinned && newer >= g->opt.keep)
+				gen_keep_end(g, c, &h.v[i], "keep-held");
+		}
+	cat_gen_vec_free(&h);
+}
+
+/* keep-latest-k over one series (invariant 3), for the user of c. */
+static void gen_keep(struct gen_policy *g, uint64_t series, const struct gen_cred *c)
 {
 	if (g->opt.keep == 0)
 		return;
@@ -321,10 +476,28 @@ static void gen_keep(struct gen_policy *g, uint64_t series)
 		if (cat_gen_durable(g->fs->cat, l.v[i].id, &durable) == 0 && durable)
 			newest_durable = i;
 	}
+	gen_keep_held(g, series, &l, c);
 	for (size_t i = g->opt.keep; i < l.n; i++)
 		if (!l.v[i].pinned && i > 0 && i != newest_durable)
-			gen_end(g, l.v[i].id, "keep", GEN_END_EXPIRE);
+			gen_keep_end(g, c, &l.v[i], "keep");
 	cat_gen_vec_free(&l);
+}
+
+/* With no commit to act for (the pass at start, a durability callback, an
+ * overflowing queue): the owner of the newest committed generation's root,
+ * whose commit would have triggered it. */
+static void gen_keep_as_newest_owner(struct gen_policy *g, uint64_t series)
+{
+	struct cat_gen_vec l = { 0 };
+	struct gen_cred c = { .known = false };
+	struct cat_inode root;
+	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add_committed, &l) == 0 && l.n > 0) {
+		qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
+		if (cat_getattr(g->fs->cat, l.v[0].root, &root) == 0)
+			c = (struct gen_cred){ .known = true, .uid = root.uid, .gid = root.gid };
+	}
+	cat_gen_vec_free(&l);
+	gen_keep(g, series, &c);
 }
 
 static int gen_list_add_series(void *arg, const struct cat_gen *gen)
@@ -345,31 +518,40 @@ static void gen_keep_all(struct gen_policy *g)
 		return;
 	if (cat_gen_list_brief(g->fs->cat, 0, false, gen_list_add_series, &series) == 0)
 		for (size_t i = 0; i < series.n; i++)
-			gen_keep(g, series.v[i]);
+			gen_keep_as_newest_owner(g, series.v[i]);
 	cat_id_vec_free(&series);
 }
 
 /* Asks the thread to run keep-latest-k over series (invariant 4): the
  * request that committed is answered first. Without the thread (before it
  * starts, after it stopped) it runs here. */
-static void gen_keep_request(struct gen_policy *g, uint64_t series)
+static void gen_keep_request(struct gen_policy *g, uint64_t series, const struct gen_cred *cred)
 {
+	struct gen_cred unknown = { .known = false };
+	const struct gen_cred *c = cred ? cred : &unknown;
 	if (g->opt.keep == 0)
 		return;
 	pthread_mutex_lock(&g->lock);
 	bool queued = g->running && !g->stop;
-	bool known = false;
+	int at = -1;
 	for (int i = 0; queued && i < g->nkeep; i++)
-		known = known || g->keep_series[i] == series;
-	if (queued && !known && g->nkeep < GEN_KEEP_QUEUE)
-		g->keep_series[g->nkeep++] = series;
-	else if (queued && !known)
+		if (g->keep_series[i] == series)
+			at = i;
+	if (queued && at < 0 && g->nkeep < GEN_KEEP_QUEUE)
+		at = g->nkeep++;
+	if (queued && at >= 0) {
+		g->keep_series[at] = series;
+		g->keep_cred[at] = *c; /* the latest commit's user */
+	} else if (queued) {
 		g->keep_all = true;
+	}
 	if (queued)
 		pthread_cond_signal(&g->wake);
 	pthread_mutex_unlock(&g->lock);
-	if (!queued)
-		gen_keep(g, series);
+	if (!queued && c->known)
+		gen_keep(g, series, c);
+	else if (!queued)
+		gen_keep_as_newest_owner(g, series);
 }
 
 /* The thread's part: runs the queued keep-latest-k requests. */
@@ -378,7 +560,12 @@ static void gen_run_keeps(struct gen_policy *g)
 	for (;;) {
 		pthread_mutex_lock(&g->lock);
 		bool all = g->keep_all;
-		uint64_t series = g->nkeep > 0 ? g->keep_series[--g->nkeep] : 0;
+		struct gen_cred c = { .known = false };
+		uint64_t series = 0;
+		if (g->nkeep > 0) {
+			series = g->keep_series[--g->nkeep];
+			c = g->keep_cred[g->nkeep];
+		}
 		bool any = all || series != 0;
 		g->keep_all = false;
 		pthread_mutex_unlock(&g->lock);
@@ -386,8 +573,10 @@ static void gen_run_keeps(struct gen_policy *g)
 			return;
 		if (all)
 			gen_keep_all(g);
-		if (series != 0)
-			gen_keep(g, series);
+		if (series != 0 && c.known)
+			gen_keep(g, series, &c);
+		else if (series != 0)
+			gen_keep_as_newest_owner(g, series);
 	}
 }
 
@@ -395,7 +584,7 @@ void gen_durable(struct gen_policy *g, uint64_t id)
 {
 	struct cat_gen gen;
 	if (cat_gen_get_brief(g->fs->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
-		gen_keep_request(g, gen.series);
+		gen_keep_request(g, gen.series, NULL);
 }
 
 /* Is a file of generation id open for writing? The per-generation count
@@ -417,8 +606,12 @@ static bool gen_files_being_written(struct gen_policy *g, uint64_t id)
 static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
+	struct gen_cred cred = { .known = false };
 	int rc = cat_gen_commit(g->fs->cat, id, rule);
 	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, id);
+	if (l)
+		cred = l->cred;
 	gen_live_drop(g, id); /* invariant 2: no writer is open when a commit runs */
 	pthread_mutex_unlock(&g->lock);
 	if (rc == 0)
@@ -431,14 +624,66 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	log_info("generation %s (series inode %llu, step %llu) committed: %s, %llu files, %llu bytes",
 		 gen.name, (unsigned long long)gen.series, (unsigned long long)gen.step, rule,
 		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes);
-	gen_keep_request(g, gen.series);
+	gen_keep_request(g, gen.series, cred.known ? &cred : NULL);
+}
+
+/* ---- proof by content (proof.h) ---- */
+
+static int gen_proof_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	struct gen_policy *g = arg;
+	return reader_read(g->fs, ino, READER_COMMITTED, off, len, buf);
+}
+
+/* The root of the committed generation of gen's series with the largest step
+ * below gen's (0 if none): the save it is compared with. */
+static uint64_t gen_previous_root(struct gen_policy *g, const struct cat_gen *gen)
+{
+	struct cat_gen_vec l = { 0 };
+	uint64_t root = 0, best_step = 0;
+	int64_t best_ns = 0;
+	if (cat_gen_list_brief(g->fs->cat, gen->series, false, gen_list_add_committed, &l) == 0)
+		for (size_t i = 0; i < l.n; i++) {
+			const struct cat_gen *c = &l.v[i];
+			if (c->id == gen->id || c->step >= gen->step)
+				continue;
+			if (root == 0 || c->step > best_step ||
+			    (c->step == best_step && c->committed_ns > best_ns)) {
+				root = c->root;
+				best_step = c->step;
+				best_ns = c->committed_ns;
+			}
+		}
+	cat_gen_vec_free(&l);
+	return root;
+}
+
+/* Judges generation id by its content; an error is UNPROVEN with the reason. */
+static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *out)
+{
+	struct cat_gen gen;
+	int rc = cat_gen_get_brief(g->fs->cat, id, &gen);
+	if (rc == 0)
+		rc = proof_generation(g->fs->cat, gen.root, gen_previous_root(g, &gen), gen_proof_read,
+				      g, out);
+	if (rc != 0) {
+		out->verdict = PROOF_UNPROVEN;
+		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",
+			 strerror(-rc));
+	}
 }
 
 /* A rule fired: commit now if no writer is open, else when the last closes. */
 static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *rule, bool quiet)
 {
 	struct cat_gen gen;
-	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0 || gen.state != GEN_OPEN)
+	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
+		return;
+	if (gen.state == GEN_HELD) { /* nobody writes in it: a writer reopens it first */
+		gen_commit_now(g, id, rule);
+		return;
+	}
+	if (gen.state != GEN_OPEN)
 		return;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_get(g, id, gen.series);
@@ -492,7 +737,7 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 		return 0;
 	struct cat_gen gen;
 	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
-	if (rc != 0 || gen.state != GEN_COMMITTED)
+	if (rc != 0 || (gen.state != GEN_COMMITTED && gen.state != GEN_HELD))
 		return rc == -ENOENT ? 0 : rc;
 	rc = cat_gen_reopen(g->fs->cat, gen_id);
 	if (rc == -EALREADY)
@@ -510,9 +755,9 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 		l->last_activity_ns = gen_now_ns();
 	}
 	pthread_mutex_unlock(&g->lock);
-	log_info("generation %s (step %llu) is being rewritten: version %u open, version %u kept"
-		 " until it commits", gen.name, (unsigned long long)gen.step, gen.version + 1,
-		 gen.version);
+	log_info("generation %s (step %llu, %s) is being rewritten: version %u open, version %u"
+		 " kept until it commits", gen.name, (unsigned long long)gen.step,
+		 gen.state == GEN_HELD ? "held" : "committed", gen.version + 1, gen.version);
 	return 0;
 }
 
@@ -542,8 +787,15 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 		    !l->expects_marker && !l->pending_rule[0])
 			older[n++] = l->id;
 	pthread_mutex_unlock(&g->lock);
-	for (int i = 0; i < n; i++)
-		gen_commit_now(g, older[i], "next-gen");
+	for (int i = 0; i < n; i++) {
+		struct proof_result pr;
+		gen_prove(g, older[i], &pr);
+		if (pr.verdict == PROOF_BROKEN) /* a truncated save is not shown: abandon holds it */
+			log_warn("generation %llu: not committed by the next save: %s",
+				 (unsigned long long)older[i], pr.reason);
+		else
+			gen_commit_now(g, older[i], "next-gen");
+	}
 	if (by_rename)
 		gen_request_commit(g, gen_id, "rename", false);
 }
@@ -571,16 +823,17 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name)
 
 int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 {
-	static const char *const states[] = { "open", "committed", "aborted", "deleted" };
+	static const char *const states[] = { "open", "committed", "aborted", "deleted", "held" };
 	struct cat_gen gen;
 	int rc = gen_id ? cat_gen_get_brief(g->fs->cat, gen_id, &gen) : -ENODATA;
 	if (rc != 0)
 		return rc == -ENOENT ? -ENODATA : rc;
-	snprintf(buf, size, "name=%s step=%llu state=%s version=%u pinned=%d files=%llu bytes=%llu rule=%s",
+	snprintf(buf, size, "name=%s step=%llu state=%s version=%u pinned=%d files=%llu bytes=%llu rule=%s%s%s",
 		 gen.name, (unsigned long long)gen.step,
-		 gen.state >= 0 && gen.state <= 3 ? states[gen.state] : "?", gen.version, gen.pinned,
+		 gen.state >= 0 && gen.state <= 4 ? states[gen.state] : "?", gen.version, gen.pinned,
 		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes,
-		 gen.rule[0] ? gen.rule : "-");
+		 gen.rule[0] ? gen.rule : "-", gen.state == GEN_HELD ? " held=" : "",
+		 gen.state == GEN_HELD ? gen.held : "");
 	return 0;
 }
 
@@ -716,7 +969,7 @@ static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t pare
 		if (*end == '\0' && end != tag) /* Megatron: the iteration */
 			rc = cat_gen_find_step(g->fs->cat, parent, step, &gen);
 	}
-	if (rc == 0 && gen.state == GEN_OPEN)
+	if (rc == 0 && (gen.state == GEN_OPEN || gen.state == GEN_HELD))
 		gen_request_commit(g, gen.id, "tracker", false);
 }
 
@@ -746,7 +999,7 @@ int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule)
 		return rc;
 	if (gen.state == GEN_COMMITTED)
 		return 0;
-	if (gen.state != GEN_OPEN)
+	if (gen.state != GEN_OPEN && gen.state != GEN_HELD)
 		return -ENOENT;
 	gen_request_commit(g, gen_id, rule, false);
 	return 0;
@@ -765,7 +1018,7 @@ int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
 		return rc;
 	if (gen.state == GEN_OPEN && !force)
 		return -EBUSY;
-	if (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)
+	if (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED && gen.state != GEN_HELD)
 		return -ENOENT;
 	gen_end(g, gen_id, gen.state == GEN_OPEN ? "admin-abort" : "admin",
 		gen.state == GEN_OPEN ? GEN_END_ABORT : GEN_END_DELETE);
@@ -774,39 +1027,102 @@ int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
 
 /* ---- background: timers and kernel invalidations ---- */
 
+enum gen_todo_kind {
+	GEN_TODO_COMMIT, /* a rule fired: its writers are gone (and its quiet period over) */
+	GEN_TODO_PROVE,  /* quiet, no signal: does the content prove it complete? */
+	GEN_TODO_HOLD,   /* abandoned: held, never deleted */
+};
+
+struct gen_todo {
+	uint64_t id;
+	char rule[GEN_RULE_MAX];
+	int kind;             /* enum gen_todo_kind */
+	int64_t activity_ns;  /* last_activity_ns when chosen */
+	bool expects_marker;
+};
+
+/* Why an abandoned generation is held: the missing marker, and what its
+ * content shows. */
+static void gen_abandon_reason(struct gen_policy *g, const struct gen_todo *t, char *why,
+			       size_t size)
+{
+	struct proof_result pr;
+	gen_prove(g, t->id, &pr);
+	snprintf(why, size, "abandoned after %.0f s with no writer: %s%s", g->opt.abandon_s,
+		 t->expects_marker ? "its layout ends with a completion marker that never came; "
+				   : "",
+		 pr.verdict == PROOF_COMPLETE ? "its files are complete" : pr.reason);
+}
+
+static void gen_prove_and_commit(struct gen_policy *g, const struct gen_todo *t)
+{
+	struct proof_result pr;
+	gen_prove(g, t->id, &pr);
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, t->id);
+	if (l) {
+		l->proved_ns = t->activity_ns;
+		snprintf(l->unproven, sizeof(l->unproven), "%s", pr.reason);
+	}
+	bool still = l && l->writers == 0 && l->last_activity_ns == t->activity_ns;
+	pthread_mutex_unlock(&g->lock);
+	if (pr.verdict == PROOF_COMPLETE && still)
+		gen_commit_now(g, t->id, "content");
+	else if (pr.verdict != PROOF_COMPLETE)
+		log_debug("generation %llu: not proven complete by its content: %s",
+			  (unsigned long long)t->id, pr.reason);
+}
+
+/* What the live generation l needs now, if anything (g->lock held). */
+static bool gen_tick_choose(struct gen_policy *g, struct gen_live *l, int64_t now, struct gen_todo *t)
+{
+	int64_t quiet = (int64_t)(g->opt.quiet_s * 1e9), abandon = (int64_t)(g->opt.abandon_s * 1e9);
+	if (l->writers || !l->is_open)
+		return false;
+	int64_t idle = now - l->last_activity_ns;
+	t->id = l->id;
+	t->activity_ns = l->last_activity_ns;
+	t->expects_marker = l->expects_marker;
+	t->rule[0] = '\0';
+	if (l->pending_rule[0] && (!l->pending_quiet || idle >= quiet)) {
+		memcpy(t->rule, l->pending_rule, GEN_RULE_MAX);
+		t->kind = GEN_TODO_COMMIT;
+	} else if (abandon > 0 && idle >= abandon && !gen_writers_alive(l)) {
+		t->kind = GEN_TODO_HOLD;
+	} else if (!l->pending_rule[0] && !l->expects_marker && idle >= quiet &&
+		   l->proved_ns != l->last_activity_ns) {
+		t->kind = GEN_TODO_PROVE;
+	} else {
+		return false;
+	}
+	return true;
+}
+
 static void gen_tick(struct gen_policy *g)
 {
-	struct {
-		uint64_t id;
-		char rule[GEN_RULE_MAX];
-		bool abort;
-	} todo[32];
+	struct gen_todo todo[32];
 	int n = 0;
 	int64_t now = gen_now_ns();
-	int64_t quiet = (int64_t)(g->opt.quiet_s * 1e9), abandon = (int64_t)(g->opt.abandon_s * 1e9);
 	pthread_mutex_lock(&g->lock);
-	for (struct gen_live *l = g->live; l && n < 32; l = l->next) {
-		if (l->writers || !l->is_open)
-			continue;
-		int64_t idle = now - l->last_activity_ns;
-		if (l->pending_rule[0] && (!l->pending_quiet || idle >= quiet)) {
-			todo[n].id = l->id;
-			memcpy(todo[n].rule, l->pending_rule, GEN_RULE_MAX);
-			todo[n++].abort = false;
-		} else if (abandon > 0 && idle >= abandon && !gen_writers_alive(l)) {
-			todo[n].id = l->id;
-			snprintf(todo[n].rule, GEN_RULE_MAX, "abandoned");
-			todo[n++].abort = true;
-		}
-	}
+	for (struct gen_live *l = g->live; l && n < 32; l = l->next)
+		n += gen_tick_choose(g, l, now, &todo[n]);
 	pthread_mutex_unlock(&g->lock);
 	for (int i = 0; i < n; i++) {
+		char why[GEN_HELD_MAX];
 		if (gen_files_being_written(g, todo[i].id))
 			continue; /* a handle opened before the file joined it */
-		if (todo[i].abort)
-			gen_end(g, todo[i].id, todo[i].rule, GEN_END_ABORT);
-		else
+		switch (todo[i].kind) {
+		case GEN_TODO_COMMIT:
 			gen_commit_now(g, todo[i].id, todo[i].rule);
+			break;
+		case GEN_TODO_PROVE:
+			gen_prove_and_commit(g, &todo[i]);
+			break;
+		case GEN_TODO_HOLD:
+			gen_abandon_reason(g, &todo[i], why, sizeof(why));
+			gen_hold(g, todo[i].id, "abandoned", why);
+			break;
+		}
 	}
 }
 
@@ -835,8 +1151,32 @@ static void *gen_thread(void *arg)
 	return NULL;
 }
 
+/* After a crash, a generation that was open is held (generation.h, G4); the
+ * ones its content proves complete are committed as the content rule would
+ * have, had the daemon lived through their quiet period. */
+static int gen_add_crash_held(void *arg, const struct cat_gen *gen)
+{
+	return gen->state == GEN_HELD && strncmp(gen->held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) == 0
+		       ? cat_gen_vec_add(arg, gen)
+		       : 0;
+}
+
+static void gen_recheck_crash_held(struct gen_policy *g)
+{
+	struct cat_gen_vec l = { 0 };
+	if (cat_gen_list_brief(g->fs->cat, 0, false, gen_add_crash_held, &l) == 0)
+		for (size_t i = 0; i < l.n; i++) {
+			struct proof_result pr;
+			gen_prove(g, l.v[i].id, &pr);
+			if (pr.verdict == PROOF_COMPLETE)
+				gen_commit_now(g, l.v[i].id, "content");
+		}
+	cat_gen_vec_free(&l);
+}
+
 int gen_policy_start(struct gen_policy *g)
 {
+	gen_recheck_crash_held(g);
 	pthread_mutex_lock(&g->lock);
 	g->keep_all = g->opt.keep > 0; /* a deletion a crash cut short is finished */
 	int rc = pthread_create(&g->thread, NULL, gen_thread, g);
@@ -864,7 +1204,7 @@ void gen_policy_shutdown(struct gen_policy *g)
 {
 	gen_stop_thread(g);
 	/* The last save of a finished job is kept; a save still being written,
-	 * or a marker layout without its marker, is not shown. */
+	 * a marker layout without its marker, or a truncated file, is held. */
 	for (;;) {
 		pthread_mutex_lock(&g->lock);
 		struct gen_live *l = g->live;
@@ -874,16 +1214,27 @@ void gen_policy_shutdown(struct gen_policy *g)
 			gen_live_drop(g, drop);
 		}
 		uint64_t id = l ? l->id : 0;
-		bool incomplete = l && (l->writers > 0 || l->expects_marker);
+		const char *unfinished = !l ? NULL
+				   : l->writers > 0 ? "a file in it was still open for writing at unmount"
+				   : l->expects_marker && !l->pending_rule[0]
+					   ? "unfinished at unmount: its layout ends with a completion"
+					     " marker that never came"
+					   : NULL;
+		bool signalled = l && l->pending_rule[0];
 		char rule[GEN_RULE_MAX];
-		snprintf(rule, sizeof(rule), "%s", l && l->pending_rule[0] ? l->pending_rule : "unmount");
+		snprintf(rule, sizeof(rule), "%s", signalled ? l->pending_rule : "unmount");
 		pthread_mutex_unlock(&g->lock);
 		if (!id)
 			break;
-		if (incomplete)
-			gen_end(g, id, "unmount-incomplete", GEN_END_ABORT);
+		struct proof_result pr = { .verdict = PROOF_UNPROVEN };
+		if (!unfinished && !signalled)
+			gen_prove(g, id, &pr);
+		if (unfinished)
+			gen_hold(g, id, "unmount", unfinished);
+		else if (pr.verdict == PROOF_BROKEN)
+			gen_hold(g, id, "unmount", pr.reason);
 		else
-			gen_commit_now(g, id, rule);
+			gen_commit_now(g, id, pr.verdict == PROOF_COMPLETE ? "content" : rule);
 		pthread_mutex_lock(&g->lock);
 		gen_live_drop(g, id); /* in case the catalog call failed */
 		pthread_mutex_unlock(&g->lock);

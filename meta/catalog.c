@@ -398,10 +398,17 @@ static const char cat_schema_v3_sql[] =
 	"INSERT INTO uploads(kind, gen, version, enqueued_ns)"
 	" SELECT 2, id, version, 0 FROM generations WHERE state = 1 ORDER BY committed_ns;";
 
+/* Version 3 → 4: held generations (generation.h, GEN_HELD). `held` is the
+ * reason a generation is held, or, while it is OPEN as a new version, the
+ * reason its backup was held: the state an abort puts back. '' otherwise. */
+static const char cat_schema_v4_sql[] =
+	"ALTER TABLE generations ADD COLUMN held TEXT NOT NULL DEFAULT '';";
+
 /* The migration steps: cat_schema_steps[v] brings version v to v+1. */
 static const char *const cat_schema_steps[CAT_SCHEMA_VERSION] = {
 	[1] = cat_schema_v2_sql,
 	[2] = cat_schema_v3_sql,
+	[3] = cat_schema_v4_sql,
 };
 
 static const struct cat_sql *cat_sql_of(enum cat_sid id)
@@ -886,14 +893,14 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 {
 	int64_t now = cat_now_ns();
 	char *sql = sqlite3_mprintf(
-		"BEGIN IMMEDIATE;%s%s%s"
+		"BEGIN IMMEDIATE;%s%s%s%s"
 		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
 		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
 		" ('created_ns', %lld), ('application', 'ckptfs');"
 		"INSERT INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
 		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
 		"COMMIT;",
-		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
+		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, cat_schema_v4_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
 		CAT_SCHEMA_VERSION, (long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
 		(long long)root_gid, (long long)now, (long long)now, (long long)now);
 	if (sql == NULL) {

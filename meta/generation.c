@@ -47,8 +47,8 @@
 
 #define GEN_COLS                                                                   \
 	"id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
-	" ended_ns, rule, backup_root"
-#define GEN_LIVE "state IN (0, 1)" /* OPEN or COMMITTED */
+	" ended_ns, rule, backup_root, held"
+#define GEN_LIVE "state IN (0, 1, 4)" /* OPEN, COMMITTED or HELD: they have a tree */
 #define GEN_IS_FILE "(mode & 61440) = 32768"
 /* t(ino): the tree under `start` (an expression). A join with temp.gen_tree
  * is written CROSS JOIN, which makes SQLite walk the list and search the big
@@ -81,7 +81,8 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_GET) = { "read a generation", "SELECT " GEN_COLS " FROM generations WHERE id = ?1" },
 	G(G_PUT) = { "update a generation",
 		     "UPDATE generations SET root = ?2, state = ?3, version = ?4, pinned = ?5,"
-		     " committed_ns = ?6, ended_ns = ?7, rule = ?8, backup_root = ?9 WHERE id = ?1" },
+		     " committed_ns = ?6, ended_ns = ?7, rule = ?8, backup_root = ?9, held = ?10"
+		     " WHERE id = ?1" },
 	G(G_FIND_NAME) = { "find a generation by name",
 			   "SELECT " GEN_COLS " FROM generations WHERE series = ?1 AND " GEN_LIVE
 			   " AND name = ?2 ORDER BY id DESC LIMIT 1" },
@@ -172,7 +173,7 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	 * series outside generations. */
 	G(G_CHECK_ROWS) = { "check generations",
 			    "SELECT id, series, name, root, backup_root, state, version, unlinked,"
-			    " owns, bad_backup, backup_linked, nested FROM (SELECT g.*,"
+			    " owns, bad_backup, backup_linked, nested, bad_held FROM (SELECT g.*,"
 			    " (" GEN_LIVE " AND NOT EXISTS (SELECT 1 FROM dirents d WHERE"
 			    " d.parent = g.series AND d.name = g.name AND d.ino = g.root)) AS unlinked,"
 			    " (state IN (2, 3) AND (root != 0 OR backup_root != 0)) AS owns,"
@@ -180,9 +181,12 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			    " (backup_root != 0 AND EXISTS (SELECT 1 FROM dirents d"
 			    " WHERE d.ino = g.backup_root)) AS backup_linked,"
 			    " (" GEN_LIVE " AND EXISTS (SELECT 1 FROM inodes s WHERE s.ino = g.series"
-			    " AND s.gen IS NOT NULL)) AS nested FROM generations g)"
-			    " WHERE unlinked OR owns OR bad_backup OR backup_linked OR nested"
-			    " OR state NOT BETWEEN 0 AND 3 OR version < 1" },
+			    " AND s.gen IS NOT NULL)) AS nested,"
+			    " ((state = 4 AND held = '') OR (state NOT IN (0, 4) AND held != '')"
+			    " OR (state = 0 AND held != '' AND backup_root = 0)) AS bad_held"
+			    " FROM generations g)"
+			    " WHERE unlinked OR owns OR bad_backup OR backup_linked OR nested OR bad_held"
+			    " OR state NOT BETWEEN 0 AND 4 OR version < 1" },
 	/* G1–G3 on inodes: what the trees of live generations (and backups)
 	 * reach must carry their id, and nothing else may carry one. */
 	G(G_CHECK_TREES) = { "check generations' trees",
@@ -297,10 +301,13 @@ static int gen_col_row(struct cat *cat, enum cat_sid id, struct cat_gen *out)
 	int name_len = sqlite3_column_bytes(st, 3);
 	const char *rule = (const char *)sqlite3_column_text(st, 11);
 	int rule_len = sqlite3_column_bytes(st, 11);
+	const char *held = (const char *)sqlite3_column_text(st, 13);
+	int held_len = sqlite3_column_bytes(st, 13);
 	memset(out, 0, sizeof(*out));
 	out->id = (uint64_t)sqlite3_column_int64(st, 0);
-	if (name == NULL || name_len > CAT_NAME_MAX || rule == NULL || rule_len >= GEN_RULE_MAX) {
-		log_error("catalog %s: corrupt: generation %" PRIu64 " has a bad name or rule",
+	if (name == NULL || name_len > CAT_NAME_MAX || rule == NULL || rule_len >= GEN_RULE_MAX ||
+	    held == NULL || held_len >= GEN_HELD_MAX) {
+		log_error("catalog %s: corrupt: generation %" PRIu64 " has a bad name, rule or reason",
 			  cat->path, out->id);
 		return -EIO;
 	}
@@ -316,6 +323,7 @@ static int gen_col_row(struct cat *cat, enum cat_sid id, struct cat_gen *out)
 	out->ended_ns = sqlite3_column_int64(st, 10);
 	memcpy(out->rule, rule, (size_t)rule_len + 1);
 	out->backup_root = (uint64_t)sqlite3_column_int64(st, 12);
+	memcpy(out->held, held, (size_t)held_len + 1);
 	return 0;
 }
 
@@ -342,7 +350,7 @@ static int gen_put(struct cat *cat, const struct cat_gen *g)
 {
 	int rc = cat_bind(cat, G_PUT, A_INT(g->id), A_INT(g->root), A_INT(g->state),
 			  A_INT(g->version), A_INT(g->pinned), A_INT(g->committed_ns),
-			  A_INT(g->ended_ns), A_TEXT(g->rule), A_INT(g->backup_root));
+			  A_INT(g->ended_ns), A_TEXT(g->rule), A_INT(g->backup_root), A_TEXT(g->held));
 	if (rc == 0)
 		rc = cat_run(cat, G_PUT);
 	assert(rc != 0 || cat_changes(cat) == 1);
@@ -463,7 +471,8 @@ static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
 	return rc;
 }
 
-/* Links g's backup under its name: the previous version is back. */
+/* Links g's backup under its name: the previous version is back, COMMITTED,
+ * or HELD if it was (G5). */
 static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
 {
 	struct cat_inode backup;
@@ -476,7 +485,7 @@ static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
 	if (rc == 0) {
 		g->root = g->backup_root;
 		g->backup_root = 0;
-		g->state = GEN_COMMITTED;
+		g->state = g->held[0] ? GEN_HELD : GEN_COMMITTED;
 		g->version--;
 	}
 	return rc;
@@ -490,6 +499,7 @@ static int gen_end_in_place(struct cat *cat, struct cat_gen *g, const char *rule
 	if (rc == 0) {
 		g->state = GEN_DELETED;
 		g->root = 0;
+		g->held[0] = '\0';
 		g->ended_ns = now;
 		gen_set_rule(g, rule, "");
 		rc = gen_put(cat, g);
@@ -526,6 +536,7 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 		gen_set_rule(g, rule, "-restored");
 	} else if (rc == 0) {
 		g->state = GEN_ABORTED;
+		g->held[0] = '\0';
 		g->ended_ns = now;
 		gen_set_rule(g, rule, "");
 	}
@@ -542,9 +553,9 @@ static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool e
 	struct cat_gen g;
 	int64_t now = cat_now_ns();
 	int rc = gen_get(cat, id, &g);
-	if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED)
+	if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED && g.state != GEN_HELD)
 		rc = -ENOENT;
-	if (rc == 0 && expire && (g.state != GEN_COMMITTED || g.pinned))
+	if (rc == 0 && expire && ((g.state != GEN_COMMITTED && g.state != GEN_HELD) || g.pinned))
 		rc = -EBUSY;
 	if (rc == 0)
 		rc = gen_tree_remove(cat, &g, now, ids);
@@ -557,7 +568,7 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 {
 	struct cat_gen g;
 	int rc = gen_get(cat, id, &g);
-	if (rc == 0)
+	if (rc == 0 && g.state != GEN_HELD) /* HELD: an explicit decision promotes it */
 		rc = gen_want(&g, GEN_OPEN, GEN_COMMITTED);
 	if (rc == 0 && cat_defer_gen_lost(cat, id)) {
 		/* catalog_defer.c D4: what FUSE answered inside it is not all there */
@@ -570,6 +581,7 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 		rc = gen_backup_drop(cat, &g);
 	if (rc == 0) {
 		g.state = GEN_COMMITTED;
+		g.held[0] = '\0';
 		g.committed_ns = cat_now_ns();
 		gen_set_rule(&g, rule, "");
 		rc = gen_put(cat, &g);
@@ -579,11 +591,37 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	return rc;
 }
 
+/* OPEN → HELD; a new version is rolled back to its backup instead (G5). */
+static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const char *reason,
+			struct cat_id_vec *ids, struct cat_gen *g, bool *rolled_back)
+{
+	int64_t now = cat_now_ns();
+	int rc = gen_get(cat, id, g);
+	*rolled_back = false;
+	if (rc == 0)
+		rc = gen_want(g, GEN_OPEN, GEN_HELD);
+	if (rc == 0 && g->backup_root != 0) {
+		rc = gen_tree_remove(cat, g, now, ids);
+		if (rc == 0)
+			rc = gen_backup_restore(cat, g, now);
+		if (rc == 0)
+			gen_set_rule(g, rule, "-restored");
+		*rolled_back = rc == 0;
+	} else if (rc == 0) {
+		g->state = GEN_HELD;
+		snprintf(g->held, sizeof(g->held), "%s", reason[0] ? reason : "not proven complete");
+		gen_set_rule(g, rule, "");
+	}
+	if (rc == 0)
+		rc = gen_put(cat, g);
+	return rc;
+}
+
 static int gen_reopen_txn(struct cat *cat, uint64_t id)
 {
 	struct cat_gen g;
 	int rc = gen_get(cat, id, &g);
-	if (rc == 0)
+	if (rc == 0 && g.state != GEN_HELD) /* a HELD one keeps its reason for an abort */
 		rc = gen_want(&g, GEN_COMMITTED, GEN_OPEN);
 	if (rc == 0)
 		rc = gen_backup_make(cat, &g);
@@ -714,22 +752,29 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 	return rc;
 }
 
+/* G4: a crash proves nothing about an OPEN generation, so it is held (its
+ * files as their last close or fsync left them: what was written after is
+ * what the crash took); a new version gives way to its backup. */
 int cat_gen_recover_txn(struct cat *cat)
 {
 	struct cat_id_vec open = { 0 };
 	int rc = gen_ids_collect(cat, G_OPEN_IDS, &open);
 	for (size_t i = 0; i < open.n && rc == 0; i++) {
 		struct cat_gen g;
-		rc = gen_abort_txn(cat, open.v[i], "crash", NULL, &g);
-		if (rc == 0 && g.state == GEN_COMMITTED)
-			log_info("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
-				 " the last stop: version %" PRIu32 " rolled back, version %" PRIu32
-				 " restored from its backup", cat->path, g.id, g.series, g.name,
-				 g.version + 1, g.version);
+		bool rolled_back;
+		rc = gen_hold_txn(cat, open.v[i], "crash", GEN_CRASH_REASON " (crash or kill)", NULL,
+				  &g, &rolled_back);
+		if (rc == 0 && rolled_back)
+			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
+				 " the last stop as a new version: version %" PRIu32 " rolled back,"
+				 " version %" PRIu32 " restored (%s)", cat->path, g.id, g.series,
+				 g.name, g.version + 1, g.version,
+				 g.state == GEN_HELD ? "held" : "committed");
 		else if (rc == 0)
-			log_info("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
-				 " the last stop: aborted, its files removed", cat->path, g.id,
-				 g.series, g.name);
+			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
+				 " the last stop: held, not shown, its files kept (ckptfs-admin"
+				 " list --all; commit or rm decide)", cat->path, g.id, g.series,
+				 g.name);
 	}
 	cat_id_vec_free(&open);
 	return rc;
@@ -746,7 +791,7 @@ static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g);
 static int gen_stats(struct cat *cat, struct cat_gen *g, bool exclusive)
 {
 	sqlite3_stmt *st;
-	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED)
+	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED && g->state != GEN_HELD)
 		return 0;
 	int rc = cat_bind(cat, G_STATS_FILES, A_INT(g->id));
 	if (rc == 0 && (rc = cat_next(cat, G_STATS_FILES)) == 1) {
@@ -859,7 +904,7 @@ static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, 
 
 	struct cat_gen *rows = list.v;
 	for (size_t i = 0; i < list.n && rc == 0; i++) {
-		if (rows[i].state == GEN_OPEN || rows[i].state == GEN_COMMITTED) {
+		if (rows[i].state == GEN_OPEN || rows[i].state == GEN_COMMITTED || rows[i].state == GEN_HELD) {
 			cat_lock(cat);
 			rc = cat_begin_read(cat);
 			if (rc == 0)
@@ -907,6 +952,30 @@ static void gen_ids_call(const struct cat_id_vec *ids, cat_ino_fn fn, void *arg)
 {
 	for (size_t i = 0; i < ids->n; i++)
 		fn(arg, ids->v[i]);
+}
+
+int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
+		 cat_ino_fn fn, void *arg, bool *held_out)
+{
+	struct cat_id_vec ids = { 0 };
+	struct cat_gen g;
+	bool rolled_back = false;
+	int rc = gen_rule_check(rule);
+	if (rc != 0)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_hold_txn(cat, id, rule, reason ? reason : "", fn ? &ids : NULL, &g,
+				  &rolled_back);
+	rc = cat_end_sweep(cat, rc); /* a dropped new version's chunks may be garbage */
+	cat_unlock(cat);
+	if (rc == 0 && held_out != NULL)
+		*held_out = !rolled_back;
+	if (rc == 0 && fn != NULL)
+		gen_ids_call(&ids, fn, arg);
+	cat_id_vec_free(&ids);
+	return rc;
 }
 
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)

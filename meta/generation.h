@@ -8,9 +8,17 @@
  *
  *          create / rename-in           commit (a trainer's completion signal)
  *   (none) ─────────────────▶ OPEN ──────────────────────────────▶ COMMITTED
- *                               │  abort (crash, abandoned, incomplete)   │ write into it
- *                               ▼                                         ▼
- *                            ABORTED          delete (keep-k, trainer, admin) → DELETED
+ *                            │ │ ▲  hold (crash, abandoned,           ▲ │ write into it
+ *            admin abort     │ ▼ │  unfinished at unmount)   commit   │ ▼
+ *          ABORTED ◀─────────┘ HELD ──────────────────────────────────┘ delete (keep-k,
+ *                               │ write into it: OPEN again (version+1)   trainer, admin)
+ *                               └─ delete (admin rm, keep-k once K newer committed) → DELETED
+ *
+ * HELD is what could not be proven complete: kept byte for byte, linked
+ * under its name like an OPEN one (hidden from listings by the daemon), with
+ * the reason in `held`. Nothing but an explicit decision ends it: a commit,
+ * an admin rm, or keep-latest-k once K newer generations of its series are
+ * committed.
  *
  * Writing into a COMMITTED generation makes it OPEN again as version+1, after
  * a backup copy of its committed tree (sharing chunks, no bytes copied) is
@@ -19,7 +27,7 @@
  * mix of two versions.
  *
  * Invariants (cat_gen_check verifies them):
- *  G1. Every OPEN or COMMITTED generation has exactly one root, linked under its
+ *  G1. Every OPEN, HELD or COMMITTED generation has exactly one root, linked under its
  *      series with its name; every inode reachable from the root has
  *      inodes.gen = its id, and no other inode does.
  *  G2. ABORTED and DELETED generations own no inode (their rows stay, for
@@ -27,8 +35,11 @@
  *  G3. A backup tree (backup_root != 0) exists only for an OPEN generation of
  *      version > 1; its inodes have gen = the generation's id too but are not
  *      reachable from the namespace.
- *  G4. After cat_open, no generation is OPEN: each was rolled back (aborted,
- *      or restored from its backup).
+ *  G4. After cat_open, no generation is OPEN: each was held (a crash proves
+ *      nothing about it: its files are kept as their last close left them),
+ *      or, as a new version, had its backup restored (COMMITTED or HELD).
+ *  G5. A HELD generation has a non-empty reason; no other state has one,
+ *      except an OPEN new version whose backup was HELD.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -44,7 +55,12 @@ enum cat_gen_state {
 	GEN_COMMITTED = 1,
 	GEN_ABORTED = 2,
 	GEN_DELETED = 3,
+	GEN_HELD = 4,
 };
+
+#define GEN_HELD_MAX 256 /* the reason a generation is held, with its NUL */
+/* The reason G4 gives a generation open at a crash (a prefix of it). */
+#define GEN_CRASH_REASON "open when the daemon stopped"
 
 #define GEN_RULE_MAX 32
 
@@ -60,6 +76,9 @@ struct cat_gen {
 	int64_t created_ns, committed_ns, ended_ns; /* 0 when not (yet) */
 	char rule[GEN_RULE_MAX]; /* what committed or ended it: "dcp-metadata", "keep", … */
 	uint64_t backup_root; /* G3 */
+	/* HELD: why. OPEN with a backup: the backup was HELD (an abort puts back
+	 * HELD, not COMMITTED). "" otherwise. */
+	char held[GEN_HELD_MAX];
 	/* computed by cat_gen_get/cat_gen_list */
 	uint64_t files;
 	uint64_t logical_bytes;   /* sum of its regular files' sizes */
@@ -98,14 +117,15 @@ int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id);
 
 int cat_gen_get(struct cat *cat, uint64_t id, struct cat_gen *out);
-/* By series and name, among OPEN and COMMITTED ones. -ENOENT if none. */
+/* By series and name, among OPEN, HELD and COMMITTED ones. -ENOENT if none. */
 int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_gen *out);
-/* OPEN or COMMITTED generation of a series with this step (the newest if several). */
+/* OPEN, HELD or COMMITTED generation of a series with this step (the newest if several). */
 int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct cat_gen *out);
 
 /* Lists generations: of one series (series != 0) or all; with all == false
  * only OPEN and COMMITTED. Ordered by series, step, id. The callback may call
- * back into the catalog (rows are fetched first). Non-zero stops. */
+ * back into the catalog (rows are fetched first). Non-zero stops. all ==
+ * false lists OPEN, HELD and COMMITTED ones (those with a tree). */
 typedef int (*cat_gen_fn)(void *arg, const struct cat_gen *gen);
 int cat_gen_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 
@@ -116,8 +136,20 @@ int cat_gen_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void
 int cat_gen_get_brief(struct cat *cat, uint64_t id, struct cat_gen *out);
 int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 
-/* OPEN → COMMITTED with the rule; drops the backup tree of a new version. */
+typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
+
+/* OPEN or HELD → COMMITTED with the rule; drops the backup tree of a new
+ * version and the held reason. */
 int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule);
+
+/* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and
+ * the reason (truncated to GEN_HELD_MAX - 1 bytes): its tree stays, byte for
+ * byte. A new version (with a backup) is rolled back instead (its backup
+ * restored, COMMITTED or HELD as it was: the previous version is what was
+ * proven; rule "<rule>-restored", fn gets the dropped inodes); *held_out
+ * tells which happened (may be NULL). -EALREADY if already HELD. */
+int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
+		 cat_ino_fn fn, void *arg, bool *held_out);
 
 /* Ends a generation: OPEN → ABORTED (its tree is removed; a new version's
  * backup is put back under the name and the generation is COMMITTED again at
@@ -125,15 +157,16 @@ int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule);
  * root unlinked from the series). The removed inodes get nlink 0: their ids are
  * passed to fn (the caller releases those the kernel does not hold, like
  * after an unlink). rule says why ("crash", "abandoned", "keep", "trainer"). */
-typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 /* cat_gen_delete for keep-latest-k, which decides before it deletes: in the
- * same transaction the generation must still be COMMITTED and unpinned, else
+ * same transaction the generation must still be COMMITTED or HELD (as
+ * listed) and unpinned, else
  * -EBUSY and nothing changes (a rewrite reopened it, or it was pinned, since). */
 int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 
-/* COMMITTED → OPEN as version+1, keeping a backup of the committed tree. */
+/* COMMITTED or HELD → OPEN as version+1, keeping a backup of its tree (a
+ * HELD one keeps its reason, for an abort to put back). */
 int cat_gen_reopen(struct cat *cat, uint64_t id);
 
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);

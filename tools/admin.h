@@ -37,7 +37,9 @@ enum admin_exit {
 	ADMIN_BAD_NAME = 7,    /* a name with "..", an empty or "." part, a slash in NAME */
 	ADMIN_BUSY = 8,        /* open generation without --force, target exists, cache in use */
 	ADMIN_TIMEOUT = 9,     /* wait --timeout ran out */
-	ADMIN_UNSUPPORTED = 10 /* not available in this build (rebuild before write-back) */
+	ADMIN_UNSUPPORTED = 10, /* not available in this build (rebuild before write-back) */
+	ADMIN_UNSAVED = 11     /* wait: all it waited for is durable, but open or held
+				  generations were not waited for (they are not saved) */
 };
 
 /* What a command needs from the context. */

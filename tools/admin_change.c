@@ -76,7 +76,7 @@ static int admin_change_gen(struct admin *a, const char *verb, struct cat_gen *g
 	if (rc != ADMIN_OK)
 		return rc;
 	admin_gen_label(a, g, label, size);
-	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED) {
+	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED && g->state != GEN_HELD) {
 		admin_err("%s %s: it is %s (rule %s): nothing to %s", verb, label,
 			  admin_state_name(g->state), g->rule[0] ? g->rule : "-", verb);
 		return ADMIN_NO_GEN;
@@ -97,7 +97,7 @@ int admin_cmd_commit(struct admin *a)
 	} else if (a->daemon) {
 		if ((rc = admin_change_online(a, label, "commit", g.id, "", &ans)) != ADMIN_OK)
 			return rc;
-	} else { /* not reached: an offline open rolled every OPEN generation back */
+	} else { /* HELD (an offline open held every OPEN generation) */
 		int err = cat_gen_commit(a->cat, g.id, "admin");
 		if (err != 0) {
 			admin_err("commit %s: %s", label, strerror(-err));

@@ -179,6 +179,11 @@ static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struc
 		printf("null");
 	printf(", \"rule\": ");
 	admin_json_str(stdout, g->rule);
+	printf(", \"held_reason\": ");
+	if (g->state == GEN_HELD)
+		admin_json_str(stdout, g->held);
+	else
+		printf("null");
 	printf("}");
 }
 
@@ -215,6 +220,8 @@ int admin_cmd_list(struct admin *a)
 	for (size_t i = 0; i < l.n && rc == 0; i++) {
 		const struct cat_gen *g = &l.v[i];
 		struct aq_gen_usage u;
+		if (g->state == GEN_HELD && !a->all)
+			continue; /* held: not shown, like in directory listings (list --all) */
 		rc = aq_gen_usage(a->aq, g->id, &u);
 		if (rc != 0)
 			break;
@@ -231,11 +238,12 @@ int admin_cmd_list(struct admin *a)
 			snprintf(dedup, sizeof(dedup), "%.2fx", admin_ratio(g->logical_bytes, u.unique_bytes));
 		else
 			snprintf(dedup, sizeof(dedup), "-");
-		printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s\n",
+		printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s%s%s\n",
 		       series_path[1] ? series_path + 1 : "/", g->name, g->step,
 		       admin_gen_state(a, g, &durable), g->pinned ? "yes" : "-", g->files,
 		       admin_size(g->logical_bytes, s1), admin_size(u.exclusive_stored, s2), dedup,
-		       admin_time(g->committed_ns, t), g->rule[0] ? g->rule : "-");
+		       admin_time(g->committed_ns, t), g->rule[0] ? g->rule : "-",
+		       g->state == GEN_HELD ? ": " : "", g->state == GEN_HELD ? g->held : "");
 	}
 	if (a->json)
 		printf("%s]\n", l.n ? "\n" : "");

@@ -86,8 +86,8 @@ void admin_json_str(FILE *f, const char *s)
 
 const char *admin_state_name(int state)
 {
-	static const char *const names[] = { "open", "committed", "aborted", "deleted" };
-	return state >= 0 && state <= 3 ? names[state] : "?";
+	static const char *const names[] = { "open", "committed", "aborted", "deleted", "held" };
+	return state >= 0 && state <= 4 ? names[state] : "?";
 }
 
 double admin_ratio(uint64_t a, uint64_t b)

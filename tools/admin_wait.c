@@ -7,8 +7,10 @@
  * uploader's progress), so it needs no daemon request and never holds one
  * up. Waiting on an OPEN generation waits for its commit, then its upload.
  * Without GEN it waits for every generation that is COMMITTED when it starts;
- * OPEN ones are named on stderr and not waited for (a save with no completion
- * signal stays open until the unmount decides). Offline (no daemon) nothing
+ * OPEN and HELD ones are named on stderr (and listed under "not_waited" with
+ * --json) and not waited for: they are not saved. When everything waited for
+ * is durable but such ones exist, the exit code is ADMIN_UNSAVED (11), so a
+ * job script does not take its last save for safe. Offline (no daemon) nothing
  * uploads: wait then only reports, and times out if something is not durable. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,19 +31,42 @@ static double admin_now(void)
 
 struct admin_wait_list {
 	struct cat_id_vec ids; /* the generations waited for */
+	struct cat_gen_vec unsaved; /* OPEN or HELD: not waited for */
 	struct admin *a;
 };
 
 static int admin_wait_add(void *arg, const struct cat_gen *g)
 {
 	struct admin_wait_list *l = arg;
-	if (g->state == GEN_OPEN) {
+	if (g->state == GEN_OPEN || g->state == GEN_HELD) {
 		char label[PATH_MAX + CAT_NAME_MAX + 2];
 		admin_gen_label(l->a, g, label, sizeof(label));
-		fprintf(stderr, "ckptfs-admin: wait: %s is open (not committed): not waited for\n", label);
-		return 0;
+		if (g->state == GEN_OPEN)
+			fprintf(stderr, "ckptfs-admin: wait: %s is open (not committed): not waited"
+				" for\n", label);
+		else
+			fprintf(stderr, "ckptfs-admin: wait: %s is held (%s): not waited for\n",
+				label, g->held);
+		return cat_gen_vec_add(&l->unsaved, g);
 	}
 	return cat_id_vec_push(&l->ids, g->id);
+}
+
+/* The --json list of what was not waited for. */
+static void admin_wait_json_unsaved(struct admin_wait_list *l)
+{
+	printf("[");
+	for (size_t i = 0; i < l->unsaved.n; i++) {
+		const struct cat_gen *g = &l->unsaved.v[i];
+		char label[PATH_MAX + CAT_NAME_MAX + 2];
+		admin_gen_label(l->a, g, label, sizeof(label));
+		printf("%s{\"id\": %" PRIu64 ", \"generation\": ", i ? ", " : "", g->id);
+		admin_json_str(stdout, label);
+		printf(", \"state\": \"%s\", \"reason\": ", admin_state_name(g->state));
+		admin_json_str(stdout, g->state == GEN_HELD ? g->held : "not committed yet");
+		printf("}");
+	}
+	printf("]");
 }
 
 int admin_cmd_wait(struct admin *a)
@@ -56,6 +81,13 @@ int admin_cmd_wait(struct admin *a)
 		struct cat_gen g;
 		if ((rc = admin_resolve_gen(a, a->pos[0], &g)) != ADMIN_OK)
 			return rc;
+		if (g.state == GEN_HELD) {
+			char label[PATH_MAX + CAT_NAME_MAX + 2];
+			admin_gen_label(a, &g, label, sizeof(label));
+			admin_err("wait %s: it is held (%s): it is not saved until `ckptfs-admin commit`",
+				  label, g.held);
+			return ADMIN_UNSAVED;
+		}
 		if (g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
 			char label[PATH_MAX + CAT_NAME_MAX + 2];
 			admin_gen_label(a, &g, label, sizeof(label));
@@ -68,6 +100,7 @@ int admin_cmd_wait(struct admin *a)
 	} else if ((rc = cat_gen_list_brief(a->cat, 0, false, admin_wait_add, &l)) != 0) {
 		admin_err("wait: cannot read the catalog: %s", strerror(-rc));
 		cat_id_vec_free(&l.ids);
+		cat_gen_vec_free(&l.unsaved);
 		return admin_exit_for(rc);
 	}
 	double start = admin_now();
@@ -85,9 +118,10 @@ int admin_cmd_wait(struct admin *a)
 			if (rc == 0 && g.state != GEN_OPEN && g.state != GEN_COMMITTED) {
 				char label[PATH_MAX + CAT_NAME_MAX + 2];
 				admin_gen_label(a, &g, label, sizeof(label));
-				admin_err("wait: %s was %s (rule %s) while waiting", label,
-					  admin_state_name(g.state), g.rule[0] ? g.rule : "-");
-				ec = ADMIN_PROBLEM;
+				admin_err("wait: %s was %s (%s) while waiting", label,
+					  admin_state_name(g.state),
+					  g.state == GEN_HELD ? g.held : g.rule[0] ? g.rule : "-");
+				ec = g.state == GEN_HELD ? ADMIN_UNSAVED : ADMIN_PROBLEM;
 			} else if (rc != 0) {
 				admin_err("wait: cannot read the catalog: %s", strerror(-rc));
 				ec = admin_exit_for(rc);
@@ -109,10 +143,20 @@ int admin_cmd_wait(struct admin *a)
 	admin_progress_end();
 	cat_id_vec_free(&l.ids);
 	if (ec == ADMIN_OK) {
-		if (a->json)
-			printf("{\"durable\": %zu, \"waited_s\": %.3f}\n", durable, admin_now() - start);
-		else
+		if (a->json) {
+			printf("{\"durable\": %zu, \"waited_s\": %.3f, \"not_waited\": ", durable,
+			       admin_now() - start);
+			admin_wait_json_unsaved(&l);
+			printf("}\n");
+		} else {
 			printf("%zu generation%s durable on BACKING\n", durable, durable == 1 ? "" : "s");
+		}
+		if (l.unsaved.n > 0) {
+			admin_err("wait: %zu generation%s open or held, not saved (exit %d)",
+				  l.unsaved.n, l.unsaved.n == 1 ? " is" : "s are", ADMIN_UNSAVED);
+			ec = ADMIN_UNSAVED;
+		}
 	}
+	cat_gen_vec_free(&l.unsaved);
 	return ec;
 }

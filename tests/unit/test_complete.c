@@ -5,7 +5,7 @@
  *
  * complete.c is a daemon module the unit binary does not link (the Makefile
  * links only CORE_SRC), so it is included here, as test_writer.c does. */
-#include "complete.c"
+#include "complete.h"
 
 #include <criterion/criterion.h>
 
@@ -13,6 +13,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Little-endian readers and the zip end-record magic, for building test cases
+ * (complete.c keeps its own private). */
+#define ZIP_END 0x06054b50u
+static uint32_t complete_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t complete_le64(const uint8_t *p)
+{
+	return (uint64_t)complete_le32(p) | (uint64_t)complete_le32(p + 4) << 32;
+}
 
 /* ---- a file in memory, read through the callback ---- */
 

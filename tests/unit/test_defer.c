@@ -272,7 +272,7 @@ Test(defer, a_failed_removal_leaves_the_deferred_ones, .init = setup, .fini = te
 	fx.cat = NULL;
 	cr_assert_eq(committed_entries(sub), NFILES - 4);
 	open_catalog();
-	cr_assert_eq(gen_get(id).state, GEN_ABORTED, "the generation was open at the stop");
+	cr_assert_eq(gen_get(id).state, GEN_HELD, "the generation was open at the stop: held");
 }
 
 /* The child's rm -rf of a committed generation, cut by a crash. */
@@ -576,10 +576,18 @@ Test(defer, a_crash_during_small_files_leaks_no_object_and_removes_none_still_na
 	snprintf(jpath, sizeof(jpath), "%s-defer", fx.path);
 	cr_assert(stat(jpath, &sb) == 0 && sb.st_size > 0, "the child left its intent journal");
 
-	open_catalog(); /* recovery: G4 rolls step-2 back; D7 reclaims T3's objects */
+	open_catalog(); /* recovery: G4 holds step-2; D7 reclaims T3's objects */
 	cr_assert(stat(jpath, &sb) != 0 && errno == ENOENT, "the journal is read and removed");
-	struct cat_inode in;
-	FAILS(cat_lookup(fx.cat, series, "step-2", &in), ENOENT);
+	struct cat_inode in, step2;
+	OK(cat_lookup(fx.cat, series, "step-2", &step2));
+	for (int i = 0; i < NCHILD; i++) { /* T1 committed: held as it was */
+		char name[16];
+		snprintf(name, sizeof(name), "new%d", i);
+		OK(cat_lookup(fx.cat, step2.ino, name, &in));
+		cr_assert(committed_small_file(in.ino, CHILD_NEW + i));
+		snprintf(name, sizeof(name), "lost%d", i); /* T3 was lost */
+		FAILS(cat_lookup(fx.cat, step2.ino, name, &in), ENOENT);
+	}
 	struct cat_gen g = gen_get(id1);
 	cr_assert_eq(g.state, GEN_COMMITTED);
 	cr_assert_eq(g.files, NFILES);
@@ -590,15 +598,15 @@ Test(defer, a_crash_during_small_files_leaks_no_object_and_removes_none_still_na
 	OK(cat_lookup(fx.cat, series, "notes", &in));
 	cr_assert(committed_small_file(in.ino, 500));
 	for (int i = 0; i < NCHILD; i++) {
-		/* T1's objects: their rows committed, then the rollback freed them (sweep) */
-		cr_assert_eq(reclaimed_times(CHILD_NEW + i), 1, "chunk %d", CHILD_NEW + i);
+		/* T1's objects: their rows committed, and step-2 is held: kept */
+		cr_assert_eq(reclaimed_times(CHILD_NEW + i), 0, "chunk %d", CHILD_NEW + i);
 		/* T3's: their rows were lost, the journal named them (D7) */
 		cr_assert_eq(reclaimed_times(CHILD_LOST + i), 1, "chunk %d", CHILD_LOST + i);
 	}
-	cr_assert_eq(fx.reclaimed, 2 * NCHILD, "and nothing else: %d reclaimed", fx.reclaimed);
+	cr_assert_eq(fx.reclaimed, NCHILD, "and nothing else: %d reclaimed", fx.reclaimed);
 	struct cat_stats st1;
 	OK(cat_stats(fx.cat, &st1));
-	cr_assert_eq(st1.chunks, st0.chunks + 2, "step-1's, notes', latest's and latest2's chunks");
+	cr_assert_eq(st1.chunks, st0.chunks + 2 + NCHILD, "latest's, latest2's and the held step-2's new chunks");
 	OK(cat_check(fx.cat));
 	/* invariant 5: no inode number FUSE was given comes back */
 	uint64_t fresh = ts_mk(fx.cat, series, "after", S_IFREG | 0644, NULL);
@@ -640,7 +648,7 @@ Test(defer, a_lost_deferred_transaction_keeps_its_generation_from_committing, .i
 	cat_close(fx.cat);
 	fx.cat = NULL;
 	open_catalog();
-	cr_assert_eq(gen_get(id).state, GEN_ABORTED, "rolled back at the next open");
+	cr_assert_eq(gen_get(id).state, GEN_HELD, "held at the next open, as left by the rollback");
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(reclaimed_times(100 + i), 1, "the lost rows' objects: chunk %d", 100 + i);
 	OK(cat_check(fx.cat));

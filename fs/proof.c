@@ -1,0 +1,250 @@
+/* proof — is an open generation complete by its content; see proof.h. */
+#define _GNU_SOURCE
+#include "proof.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "complete.h"
+
+struct proof_file {
+	char *path; /* relative to the generation's root */
+	uint64_t ino, size;
+};
+
+struct proof_files {
+	struct proof_file *v;
+	size_t n, cap;
+	bool overflow; /* PROOF_MAX_FILES or PROOF_MAX_DEPTH reached */
+};
+
+/* One directory's entries, read before recursing (a readdir callback must
+ * not call back into the catalog). */
+struct proof_entry {
+	char name[CAT_NAME_MAX + 1];
+	struct cat_inode attr;
+};
+
+struct proof_dir {
+	struct proof_entry *v;
+	size_t n, cap;
+	int rc;
+};
+
+static void proof_files_free(struct proof_files *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		free(f->v[i].path);
+	free(f->v);
+	memset(f, 0, sizeof(*f));
+}
+
+static int proof_files_add(struct proof_files *f, const char *path, const struct cat_inode *in)
+{
+	if (f->n == PROOF_MAX_FILES) {
+		f->overflow = true;
+		return 0;
+	}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		struct proof_file *v = realloc(f->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	char *copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	f->v[f->n++] = (struct proof_file){ .path = copy, .ino = in->ino, .size = in->size };
+	return 0;
+}
+
+static int proof_dir_add(void *arg, const char *name, const struct cat_inode *attr,
+			 uint64_t next_cookie)
+{
+	struct proof_dir *d = arg;
+	(void)next_cookie;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return 0;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 16;
+		struct proof_entry *v = realloc(d->v, cap * sizeof(*v));
+		if (!v) {
+			d->rc = -ENOMEM;
+			return 1;
+		}
+		d->v = v;
+		d->cap = cap;
+	}
+	snprintf(d->v[d->n].name, sizeof(d->v[d->n].name), "%s", name);
+	d->v[d->n++].attr = *attr;
+	return 0;
+}
+
+/* Adds the regular files under dir (paths prefixed by `prefix`). */
+static int proof_walk(struct cat *cat, uint64_t dir, const char *prefix, int depth,
+		      struct proof_files *out)
+{
+	struct proof_dir d = { 0 };
+	if (depth > PROOF_MAX_DEPTH) {
+		out->overflow = true;
+		return 0;
+	}
+	int rc = cat_readdir(cat, dir, 0, proof_dir_add, &d);
+	if (rc == 0)
+		rc = d.rc;
+	for (size_t i = 0; i < d.n && rc == 0 && !out->overflow; i++) {
+		char path[4096];
+		int len = snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "/" : "",
+				   d.v[i].name);
+		if (len < 0 || (size_t)len >= sizeof(path)) {
+			out->overflow = true;
+			break;
+		}
+		if (S_ISREG(d.v[i].attr.mode))
+			rc = proof_files_add(out, path, &d.v[i].attr);
+		else if (S_ISDIR(d.v[i].attr.mode))
+			rc = proof_walk(cat, d.v[i].attr.ino, path, depth + 1, out);
+	}
+	free(d.v);
+	return rc;
+}
+
+/* The regular files of the tree at root (itself, when it is a file). */
+static int proof_list(struct cat *cat, uint64_t root, struct proof_files *out)
+{
+	struct cat_inode in;
+	int rc = cat_getattr(cat, root, &in);
+	if (rc != 0)
+		return rc;
+	if (S_ISREG(in.mode))
+		return proof_files_add(out, "", &in);
+	return S_ISDIR(in.mode) ? proof_walk(cat, root, "", 0, out) : 0;
+}
+
+struct proof_reader {
+	proof_read_fn rd;
+	void *arg;
+	uint64_t ino;
+};
+
+static int proof_read_file(void *arg, uint64_t off, size_t len, void *buf)
+{
+	struct proof_reader *r = arg;
+	return r->rd(r->arg, r->ino, off, len, buf);
+}
+
+static int proof_path_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct proof_file *)a)->path, ((const struct proof_file *)b)->path);
+}
+
+/* The first path of one set missing from the other, as a reason, or "". */
+static void proof_compare_sets(struct proof_files *now, struct proof_files *prev, char *why,
+			       size_t size)
+{
+	qsort(now->v, now->n, sizeof(*now->v), proof_path_cmp);
+	qsort(prev->v, prev->n, sizeof(*prev->v), proof_path_cmp);
+	size_t i = 0, j = 0;
+	why[0] = '\0';
+	while (i < now->n || j < prev->n) {
+		int c = i == now->n ? 1 : j == prev->n ? -1 : strcmp(now->v[i].path, prev->v[j].path);
+		if (c > 0) {
+			snprintf(why, size, "%s is missing (the previous committed save has it)",
+				 prev->v[j].path);
+			return;
+		}
+		if (c < 0) {
+			snprintf(why, size, "%s is new (the previous committed save has no such file)",
+				 now->v[i].path);
+			return;
+		}
+		i++;
+		j++;
+	}
+}
+
+/* Checks each file's content; *recognised counts the self-delimiting ones. */
+static int proof_check_files(struct proof_files *files, proof_read_fn rd, void *arg,
+			     size_t *recognised, struct proof_result *out)
+{
+	*recognised = 0;
+	for (size_t i = 0; i < files->n; i++) {
+		struct proof_reader r = { rd, arg, files->v[i].ino };
+		struct complete_result cr;
+		const char *path = files->v[i].path;
+		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		int rc = complete_check(base, files->v[i].size, proof_read_file, &r, &cr);
+		if (rc != 0)
+			return rc;
+		if (cr.format == COMPLETE_FMT_NONE)
+			continue;
+		if (!cr.complete) {
+			out->verdict = PROOF_BROKEN;
+			snprintf(out->reason, sizeof(out->reason), "%s%s%s file is incomplete: %s",
+				 path, path[0] ? ": " : "", complete_format_name(cr.format), cr.reason);
+			return 0;
+		}
+		(*recognised)++;
+	}
+	return 0;
+}
+
+int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_read_fn rd,
+		     void *arg, struct proof_result *out)
+{
+	struct proof_files now = { 0 }, prev = { 0 };
+	struct cat_inode in;
+	size_t recognised = 0;
+	memset(out, 0, sizeof(*out));
+	out->verdict = PROOF_UNPROVEN;
+	int rc = cat_getattr(cat, root, &in);
+	if (rc == 0)
+		rc = proof_list(cat, root, &now);
+	if (rc == 0 && now.overflow)
+		snprintf(out->reason, sizeof(out->reason), "more than %d files or %d levels: not"
+			 " checked by content", PROOF_MAX_FILES, PROOF_MAX_DEPTH);
+	if (rc == 0 && !now.overflow)
+		rc = proof_check_files(&now, rd, arg, &recognised, out);
+	if (rc != 0 || now.overflow || out->verdict == PROOF_BROKEN)
+		goto done;
+	if (S_ISREG(in.mode)) {
+		out->verdict = recognised == 1 ? PROOF_COMPLETE : PROOF_UNPROVEN;
+		if (recognised == 0)
+			snprintf(out->reason, sizeof(out->reason), "no completion signal, and not a"
+				 " self-delimiting format (torch.save, safetensors, npy, npz)");
+		goto done;
+	}
+	if (recognised == 0) {
+		snprintf(out->reason, sizeof(out->reason), "no completion signal, and no file of a"
+			 " self-delimiting format to check");
+		goto done;
+	}
+	if (prev_root == 0) {
+		snprintf(out->reason, sizeof(out->reason), "no completion signal; its %zu files are"
+			 " complete, but no earlier committed save of the series shows which files"
+			 " a save has", now.n);
+		goto done;
+	}
+	rc = proof_list(cat, prev_root, &prev);
+	if (rc == 0 && prev.overflow)
+		snprintf(out->reason, sizeof(out->reason), "the previous committed save is too"
+			 " large to compare with");
+	if (rc != 0 || prev.overflow)
+		goto done;
+	proof_compare_sets(&now, &prev, out->reason, sizeof(out->reason));
+	if (out->reason[0] == '\0')
+		out->verdict = PROOF_COMPLETE;
+done:
+	proof_files_free(&now);
+	proof_files_free(&prev);
+	if (out->verdict == PROOF_COMPLETE)
+		out->reason[0] = '\0';
+	return rc;
+}

@@ -1,0 +1,61 @@
+/* proof — is an open generation complete, judged by its content alone?
+ *
+ * The commit rules of gen.c wait for a trainer's own completion signal. Some
+ * saves send none (a torch.save per rank, a Lightning single file written in
+ * place). For those, the files themselves can be the proof, when their
+ * format delimits itself (complete.h: torch.save zips, safetensors, npy, npz):
+ *
+ *   single file   the generation is one file of such a format, complete.
+ *   directory     every file of such a format is complete, at least one is,
+ *                 and the set of file paths equals that of the previous
+ *                 committed generation of the series (a rank's missing file
+ *                 shows as a difference; a first save has nothing to compare
+ *                 with and is never proven this way).
+ *
+ * A file of such a format that is not complete (truncated, a record missing)
+ * makes the generation BROKEN: no weak rule (next-gen, unmount) may commit
+ * it. Anything else is UNPROVEN, with the reason. docs/GENERATIONS.md has the
+ * rule and the cases.
+ *
+ * Invariants:
+ *  1. COMPLETE only from complete_check's "complete" verdicts (and, for a
+ *     directory, the file set of a committed generation): never from names,
+ *     sizes, closes or timing alone.
+ *  2. It reads and decides; it changes nothing (no catalog write).
+ *  3. Bounded: at most PROOF_MAX_FILES files and PROOF_MAX_DEPTH levels are
+ *     looked at; past either, the generation is UNPROVEN. */
+#ifndef CKPTFS_PROOF_H
+#define CKPTFS_PROOF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "generation.h"
+
+#define PROOF_MAX_FILES 4096
+#define PROOF_MAX_DEPTH 32
+
+struct cat;
+
+enum proof_verdict {
+	PROOF_UNPROVEN = 0, /* nothing proves it complete, nothing shows it broken */
+	PROOF_COMPLETE,     /* the content proves it complete */
+	PROOF_BROKEN,       /* a self-delimiting file in it is incomplete */
+};
+
+struct proof_result {
+	int verdict;                 /* enum proof_verdict */
+	char reason[GEN_HELD_MAX];   /* why not COMPLETE (names the file); "" when COMPLETE */
+};
+
+/* Reads exactly len bytes of inode ino at off into buf (the caller clamps to
+ * the file's size); 0 or -errno. */
+typedef int (*proof_read_fn)(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf);
+
+/* Judges the tree at `root` (a file or a directory). prev_root is the root of
+ * the previous committed generation of the series, 0 if none. Returns 0 with
+ * *out set, or a negative errno when the catalog or a read failed. */
+int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_read_fn rd,
+		     void *arg, struct proof_result *out);
+
+#endif

@@ -1465,8 +1465,11 @@ int complete_check(const char *name, uint64_t size, complete_read_fn rd, void *a
 		rc = complete_safetensors(&src, out);
 	} else if (name && complete_ends_with(name, strlen(name), ".safetensors") && n >= 8) {
 		rc = complete_safetensors(&src, out);
-	} else {
+	} else if (n < 6) { /* too short for any magic: the name says what it was to be */
 		rc = complete_by_name(name, out);
+	} else { /* e.g. a legacy (pickle) torch.save file: not self-delimiting */
+		out->format = COMPLETE_FMT_NONE;
+		rc = complete_no(out, "not a recognised checkpoint format");
 	}
 	if (rc < 0)
 		return rc;

@@ -73,6 +73,7 @@ struct gen_policy {
 	pthread_t thread;
 	bool running, stop;
 	/* keep-latest-k waiting for the thread (gen_keep_request) */
+	bool recheck_held; /* gen_policy_ready: judge crash-held ones once */
 	uint64_t keep_series[GEN_KEEP_QUEUE];
 	struct gen_cred keep_cred[GEN_KEEP_QUEUE];
 	int nkeep;
@@ -790,8 +791,8 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 	for (int i = 0; i < n; i++) {
 		struct proof_result pr;
 		gen_prove(g, older[i], &pr);
-		if (pr.verdict == PROOF_BROKEN) /* a truncated save is not shown: abandon holds it */
-			log_warn("generation %llu: not committed by the next save: %s",
+		if (pr.verdict == PROOF_BROKEN || pr.verdict == PROOF_EMPTY) /* abandon holds it */
+			log_info("generation %llu: not committed by the next save: %s",
 				 (unsigned long long)older[i], pr.reason);
 		else
 			gen_commit_now(g, older[i], "next-gen");
@@ -1126,31 +1127,6 @@ static void gen_tick(struct gen_policy *g)
 	}
 }
 
-static void *gen_thread(void *arg)
-{
-	struct gen_policy *g = arg;
-	pthread_mutex_lock(&g->lock);
-	while (!g->stop) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += GEN_TICK_MS * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		if (g->nkeep == 0 && !g->keep_all) /* a request made while busy is not lost */
-			pthread_cond_timedwait(&g->wake, &g->lock, &until);
-		if (g->stop)
-			break;
-		pthread_mutex_unlock(&g->lock);
-		gen_run_keeps(g);
-		gen_tick(g);
-		pthread_mutex_lock(&g->lock);
-	}
-	pthread_mutex_unlock(&g->lock);
-	return NULL;
-}
-
 /* After a crash, a generation that was open is held (generation.h, G4); the
  * ones its content proves complete are committed as the content rule would
  * have, had the daemon lived through their quiet period. */
@@ -1174,9 +1150,45 @@ static void gen_recheck_crash_held(struct gen_policy *g)
 	cat_gen_vec_free(&l);
 }
 
+static void *gen_thread(void *arg)
+{
+	struct gen_policy *g = arg;
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += GEN_TICK_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (g->nkeep == 0 && !g->keep_all) /* a request made while busy is not lost */
+			pthread_cond_timedwait(&g->wake, &g->lock, &until);
+		if (g->stop)
+			break;
+		bool recheck = g->recheck_held;
+		g->recheck_held = false;
+		pthread_mutex_unlock(&g->lock);
+		if (recheck)
+			gen_recheck_crash_held(g);
+		gen_run_keeps(g);
+		gen_tick(g);
+		pthread_mutex_lock(&g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+void gen_policy_ready(struct gen_policy *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->recheck_held = true;
+	pthread_cond_signal(&g->wake);
+	pthread_mutex_unlock(&g->lock);
+}
+
 int gen_policy_start(struct gen_policy *g)
 {
-	gen_recheck_crash_held(g);
 	pthread_mutex_lock(&g->lock);
 	g->keep_all = g->opt.keep > 0; /* a deletion a crash cut short is finished */
 	int rc = pthread_create(&g->thread, NULL, gen_thread, g);
@@ -1231,7 +1243,7 @@ void gen_policy_shutdown(struct gen_policy *g)
 			gen_prove(g, id, &pr);
 		if (unfinished)
 			gen_hold(g, id, "unmount", unfinished);
-		else if (pr.verdict == PROOF_BROKEN)
+		else if (pr.verdict == PROOF_BROKEN || pr.verdict == PROOF_EMPTY)
 			gen_hold(g, id, "unmount", pr.reason);
 		else
 			gen_commit_now(g, id, pr.verdict == PROOF_COMPLETE ? "content" : rule);

@@ -76,6 +76,9 @@ struct gen_options {
 int gen_policy_new(struct ckptfs *fs, const struct gen_options *o, struct gen_policy **out);
 /* Starts the background thread (timers) once mounted and daemonized. */
 int gen_policy_start(struct gen_policy *g);
+/* Every service is up (cache, uploader, store queue): the thread may now
+ * read file contents (the held generations a crash left are judged). */
+void gen_policy_ready(struct gen_policy *g);
 /* Clean unmount: decides every OPEN generation (commit or abort), stops the thread. */
 void gen_policy_shutdown(struct gen_policy *g);
 void gen_policy_free(struct gen_policy *g);

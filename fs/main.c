@@ -533,6 +533,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the store threads");
 		goto out;
 	}
+	gen_policy_ready(fs.gen);
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
 
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();

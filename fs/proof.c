@@ -214,6 +214,11 @@ int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_r
 		rc = proof_check_files(&now, rd, arg, &recognised, out);
 	if (rc != 0 || now.overflow || out->verdict == PROOF_BROKEN)
 		goto done;
+	if (now.n == 0) {
+		out->verdict = PROOF_EMPTY;
+		snprintf(out->reason, sizeof(out->reason), "empty: no file was written in it");
+		goto done;
+	}
 	if (S_ISREG(in.mode)) {
 		out->verdict = recognised == 1 ? PROOF_COMPLETE : PROOF_UNPROVEN;
 		if (recognised == 0)

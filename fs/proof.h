@@ -13,8 +13,9 @@
  *                 with and is never proven this way).
  *
  * A file of such a format that is not complete (truncated, a record missing)
- * makes the generation BROKEN: no weak rule (next-gen, unmount) may commit
- * it. Anything else is UNPROVEN, with the reason. docs/GENERATIONS.md has the
+ * makes the generation BROKEN, and a tree with no file in it is EMPTY: no
+ * weak rule (next-gen, unmount) may commit either. Anything else is
+ * UNPROVEN, with the reason. docs/GENERATIONS.md has the
  * rule and the cases.
  *
  * Invariants:
@@ -41,6 +42,7 @@ enum proof_verdict {
 	PROOF_UNPROVEN = 0, /* nothing proves it complete, nothing shows it broken */
 	PROOF_COMPLETE,     /* the content proves it complete */
 	PROOF_BROKEN,       /* a self-delimiting file in it is incomplete */
+	PROOF_EMPTY,        /* it holds no file: nothing was saved in it */
 };
 
 struct proof_result {

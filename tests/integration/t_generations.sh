@@ -216,19 +216,21 @@ test_megatron_tracker_file_and_torch_dist_metadata_json() {
 
 # ---------------------------------------------------------------- Lightning
 
-test_lightning_single_file_commits_when_the_next_save_starts() {
+test_lightning_single_file_commits_by_content_once_closed_complete() {
 	ck_mount "$GEN_OPTS"
 	mkdir "$CK_MNT/lt"
 	local a="$CK_MNT/lt/epoch=0-step=10.ckpt" b="$CK_MNT/lt/epoch=0-step=20.ckpt" c="$CK_MNT/lt/epoch=0-step=20-v1.ckpt"
-	# torch.save into $TMPDIR, shutil.move across devices (copy + unlink)
+	# torch.save into $TMPDIR, shutil.move across devices (copy + unlink): a
+	# complete torch.save zip commits by its content after the quiet period
+	# (0.5 s), listed within quiet + 1 s of its close
 	GT lightning-file lt epoch=0-step=10.ckpt
-	gen_expect "$a" name=epoch=0-step=10.ckpt step=10 state=open files=1 --stable 1.0
-	assert_not_listed "$CK_MNT/lt" "epoch=0-step=10.ckpt"
+	gen_expect "$a" name=epoch=0-step=10.ckpt step=10 state=committed rule=content files=1 --wait 1.5
+	assert_listed "$CK_MNT/lt" "epoch=0-step=10.ckpt"
 	GT lightning-link lt last.ckpt epoch=0-step=10.ckpt
 	GT lightning-file lt epoch=0-step=20.ckpt
-	gen_expect "$a" state=committed rule=next-gen version=1 --wait 3
-	gen_expect "$b" step=20 state=open
-	assert_listed "$CK_MNT/lt" "epoch=0-step=10.ckpt"
+	gen_expect "$a" state=committed rule=content version=1
+	gen_expect "$b" step=20 state=committed rule=content --wait 1.5
+	assert_listed "$CK_MNT/lt" "epoch=0-step=20.ckpt"
 	# save_last="link": os.remove + relative os.symlink, an ordinary entry
 	GT lightning-link lt last.ckpt epoch=0-step=20.ckpt
 	assert_eq "epoch=0-step=20.ckpt" "$(readlink "$CK_MNT/lt/last.ckpt")" "last.ckpt link"
@@ -236,19 +238,17 @@ test_lightning_single_file_commits_when_the_next_save_starts() {
 	cmp "$CK_REF/lt/epoch=0-step=20.ckpt" "$CK_MNT/lt/last.ckpt" || ck_fail "reading through last.ckpt"
 	# -vN on a name clash
 	GT lightning-file lt epoch=0-step=20-v1.ckpt
-	gen_expect "$b" state=committed rule=next-gen --wait 3
-	gen_expect "$c" name=epoch=0-step=20-v1.ckpt step=20 state=open
+	gen_expect "$b" state=committed rule=content
+	gen_expect "$c" name=epoch=0-step=20-v1.ckpt step=20 state=committed rule=content --wait 1.5
 	# save_top_k: the older file removed by the trainer
 	rm "$a"
 	rm "$CK_REF/lt/epoch=0-step=10.ckpt"
 	assert_cat_gen "epoch=0-step=10.ckpt" 3
-	# the OPEN one is not listed (diff -r would miss it): compare by name
 	cmp "$CK_REF/lt/epoch=0-step=20.ckpt" "$b" || ck_fail "epoch=0-step=20.ckpt differs"
 	cmp "$CK_REF/lt/epoch=0-step=20-v1.ckpt" "$c" || ck_fail "epoch=0-step=20-v1.ckpt differs"
 	ck_remount "$GEN_OPTS"
-	# the last save, no writer open, no marker layout: committed at unmount
-	gen_expect "$c" state=committed rule=unmount version=1
-	gen_expect "$b" state=committed rule=next-gen version=1
+	gen_expect "$c" state=committed rule=content version=1
+	gen_expect "$b" state=committed rule=content version=1
 	assert_not_exists "$a"
 	same lt
 	ck_umount
@@ -721,8 +721,9 @@ PYEOF
 	[ "$closed" -gt 100 ] || ck_fail "only $closed files closed outside generations before the kill"
 	ck_mount "$GEN_OPTS"
 	grep -h "lost with the last run" "$CK_DERR" "$CK_DLOG" 2>/dev/null | head -n 1 | sed 's/^/  recovery: /' >&2 || true
-	assert_not_exists "$CK_MNT/sf/step-1"
-	assert_cat_gen step-1 2 crash
+	# the open step-1 is held (not listed, kept as its closed files left it)
+	assert_not_listed "$CK_MNT/sf" step-1
+	assert_cat_gen step-1 4 crash
 	gen_expect "$CK_MNT/sf/step-0" state=committed version=1
 	same sf/step-0
 	local name sum got bad=0
@@ -766,7 +767,7 @@ test_torchtitan_purge_thread_races_a_new_save() {
 
 # ---------------------------------------------------------------- unmount, SIGTERM, crash, abandon
 
-test_clean_unmount_commits_markerless_and_aborts_unfinished_dcp() {
+test_clean_unmount_commits_markerless_and_holds_unfinished_dcp() {
 	ck_mount "$GEN_OPTS"
 	mkdir -p "$CK_MNT/ua/step-7" "$CK_MNT/ub"
 	GT put ua/step-7/model.pt
@@ -779,14 +780,16 @@ test_clean_unmount_commits_markerless_and_aborts_unfinished_dcp() {
 	gen_expect "$CK_MNT/ua/step-7" state=committed rule=unmount version=1 files=1
 	assert_listed "$CK_MNT/ua" step-7
 	same ua
-	# .distcp without .metadata: incomplete, aborted
-	assert_not_exists "$CK_MNT/ub/step-8"
-	assert_cat_gen step-8 2
+	# .distcp without .metadata: incomplete, held (not listed, kept byte for byte)
+	assert_not_listed "$CK_MNT/ub" step-8
+	assert_cat_gen step-8 4 unmount
+	gen_expect "$CK_MNT/ub/step-8" state=held
+	diff -r "$CK_REF/ub/step-8" "$CK_MNT/ub/step-8" >/dev/null || ck_fail "the held ub/step-8 differs from what was written"
 	ck_log "DCP without .metadata at unmount: $(cat_gen step-8)"
 	ck_umount
 }
 
-test_sigterm_with_an_open_writer_aborts_its_generation() {
+test_sigterm_with_an_open_writer_holds_its_generation() {
 	ck_mount "$GEN_OPTS"
 	mkdir -p "$CK_MNT/ua/step-7" "$CK_MNT/uc/step-9"
 	GT put ua/step-7/model.pt
@@ -801,13 +804,13 @@ test_sigterm_with_an_open_writer_aborts_its_generation() {
 	ck_mount "$GEN_OPTS"
 	gen_expect "$CK_MNT/ua/step-7" state=committed rule=unmount version=1
 	same ua
-	assert_not_exists "$CK_MNT/uc/step-9"
-	assert_cat_gen step-9 2
+	assert_not_listed "$CK_MNT/uc" step-9
+	assert_cat_gen step-9 4 unmount
 	ck_log "write handle open at SIGTERM: $(cat_gen step-9)"
 	ck_umount
 }
 
-test_kill9_rolls_back_open_generations_and_keeps_committed_ones() {
+test_kill9_holds_open_generations_and_keeps_committed_ones() {
 	ck_mount "$GEN_OPTS"
 	mkdir -p "$CK_MNT/cr" "$CK_MNT/hf" "$CK_MNT/cm/step-3"
 	GT dcp cr/step-1
@@ -826,8 +829,10 @@ test_kill9_rolls_back_open_generations_and_keeps_committed_ones() {
 	ck_mount "$GEN_OPTS"
 	local n
 	for n in cr/step-2 cm/step-3 hf/checkpoint-20; do
-		assert_not_exists "$CK_MNT/$n"
-		assert_cat_gen "${n#*/}" 2 crash
+		# held: not listed (resume logic never picks it), kept byte for byte
+		assert_not_listed "$CK_MNT/${n%/*}" "${n#*/}"
+		assert_cat_gen "${n#*/}" 4 crash
+		same "$n"
 		rm -rf "${CK_REF:?}/$n"
 	done
 	gen_expect "$CK_MNT/cr/step-1" state=committed rule=dcp-metadata version=1
@@ -842,10 +847,10 @@ test_kill9_rolls_back_open_generations_and_keeps_committed_ones() {
 	ck_umount
 }
 
-test_abandoned_open_generation_is_aborted_but_not_while_its_writer_lives() {
+test_abandoned_open_generation_is_held_but_not_while_its_writer_lives() {
 	ck_mount "$GEN_OPTS,abandon=1"
 	mkdir -p "$CK_MNT/ab" "$CK_MNT/al/step-2" "$CK_MNT/ah/step-3"
-	# writers gone, no handle open: aborted after 1 s
+	# writers gone, no handle open: held after 1 s
 	GT dcp ab/step-1 --phase files
 	# a live process that wrote and closed, and one still holding a handle
 	ck_bg "$PY" -c 'import os, sys, time
@@ -858,12 +863,14 @@ open(sys.argv[1], "wb").write(os.urandom(5000)); open(sys.argv[2], "w").close();
 	ck_wait_file "$CK_TMP/ready1"
 	ck_wait_file "$CK_TMP/ready2"
 	local i=0
-	while [ -e "$CK_MNT/ab/step-1" ]; do
+	while [ "$(cat_gen step-1)" = "0 - 1" ]; do
 		i=$((i + 1))
-		[ $i -le 100 ] || ck_fail "ab/step-1 (writers exited, idle) still exists 10 s after abandon=1: $(gen_line "$CK_MNT/ab/step-1")"
+		[ $i -le 100 ] || ck_fail "ab/step-1 (writers exited, idle) still open 10 s after abandon=1: $(gen_line "$CK_MNT/ab/step-1")"
 		sleep 0.1
 	done
-	assert_cat_gen step-1 2 abandoned
+	assert_cat_gen step-1 4 abandoned
+	assert_not_listed "$CK_MNT/ab" step-1
+	same ab/step-1
 	gen_expect "$CK_MNT/al/step-2" state=open
 	gen_expect "$CK_MNT/ah/step-3" state=open
 	kill -9 "$alive" "$holder" 2>/dev/null || true

@@ -53,6 +53,7 @@ Read commands:
 import argparse
 import errno
 import io
+import pickle
 import multiprocessing as mp
 import os
 import random
@@ -87,7 +88,8 @@ def torch_like(rel, size=None):
     top = os.path.splitext(os.path.basename(rel))[0] or "archive"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-        z.writestr(top + "/data.pkl", b"\x80\x02}q\x00(X\x05\x00\x00\x00stateq\x01" + rel.encode() + b"u.")
+        # a real protocol-2 pickle, as torch.save writes (a dict naming no storage)
+        z.writestr(top + "/data.pkl", pickle.dumps({"state": rel}, protocol=2))
         z.writestr(top + "/data/0", blob(rel, size))
         z.writestr(top + "/version", b"3\n")
     return buf.getvalue()

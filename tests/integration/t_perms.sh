@@ -130,4 +130,42 @@ test_setgid_directory_passes_its_group_to_new_entries() {
 	ck_umount
 }
 
+# keep-latest-k deletes only what the user whose commit triggered it could
+# delete by hand: in a sticky (1777) series directory, another user's saves
+# do not delete root's generations (fs/gen.c, gen_may_delete).
+_gen_state() { ck_sql "SELECT state FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"; }
+_save_as() { # WHO STEP: a one-file save committed by its marker
+	local d="$CK_MNT/run/step-$2"
+	$1 sh -c "mkdir '$d' && head -c 70000 /dev/urandom >'$d/model.bin' && touch '$d/.ckptfs-commit'" ||
+		ck_fail "save step-$2 failed"
+	local i=0
+	while [ "$(_gen_state "step-$2")" != 1 ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "step-$2 not committed: state $(_gen_state "step-$2")"
+		sleep 0.05
+	done
+}
+test_keep_latest_k_deletes_only_what_the_committing_user_could_delete() {
+	ck_mount allow_other,default_permissions,keep=2,quiet=0.5
+	mkdir -m 1777 "$CK_MNT/run"
+	_save_as "" 1
+	_save_as "" 2
+	_save_as as_nobody 3
+	_save_as as_nobody 4
+	sleep 3 # keep ran after each commit, and again as each became durable
+	assert_eq 1 "$(_gen_state step-1)" "root's step-1 after uid $NOBODY's saves with keep=2 (sticky series)"
+	assert_eq 1 "$(_gen_state step-2)" "root's step-2 after uid $NOBODY's saves with keep=2 (sticky series)"
+	[ -f "$CK_MNT/run/step-1/model.bin" ] || ck_fail "root's step-1 lost its file"
+	# root's own commit: root may delete every one of them
+	_save_as "" 5
+	local i=0
+	while [ "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ')" != "step-4 step-5 " ]; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "series after root's step-5 (keep=2): $(ls "$CK_MNT/run" | tr '\n' ' ')"
+		sleep 0.1
+	done
+	assert_eq 3 "$(_gen_state step-3)" "uid $NOBODY's step-3 after root's commit"
+	ck_umount
+}
+
 ck_main "$@"

@@ -1279,6 +1279,95 @@ Test(gen, crash_recovery_rolls_back_open_generations, .init = setup, .fini = tea
 	check_invariants();
 }
 
+/* ---- held generations ---- */
+
+Test(gen, a_held_generation_keeps_its_tree_until_a_decision, .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run"), root;
+	uint64_t id = mkgen(series, "step-5", 5, true, &root);
+	put_file(root, "model.pt", 70, 2, 100);
+	bool held = false;
+	OK(cat_gen_hold(fx.cat, id, "abandoned", "model.pt: truncated", NULL, NULL, &held));
+	cr_assert(held);
+	struct cat_gen g = gen_get(id);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, "abandoned");
+	cr_assert_str_eq(g.held, "model.pt: truncated");
+	cr_assert_eq(g.root, root, "kept in place");
+	cr_assert_eq(g.files, 1);
+	cr_assert_eq(lookup(series, "step-5"), root);
+	FAILS(cat_gen_hold(fx.cat, id, "abandoned", "again", NULL, NULL, NULL), EALREADY);
+	check_invariants();
+	/* a crash keeps it held */
+	reopen_catalog();
+	cr_assert_eq(gen_get(id).state, GEN_HELD);
+	/* an explicit decision promotes it, and the reason goes */
+	OK(cat_gen_commit(fx.cat, id, "admin"));
+	g = gen_get(id);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_str_eq(g.held, "");
+	cr_assert_eq(times_reclaimed(70), 0);
+	check_invariants();
+}
+
+Test(gen, a_rewrite_of_a_held_generation_gives_it_back_held_when_it_ends_unproven,
+     .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run"), root;
+	uint64_t id = mkgen(series, "step-5", 5, true, &root);
+	put_file(root, "model.pt", 70, 1, 100);
+	OK(cat_gen_hold(fx.cat, id, "crash", "open when the daemon stopped", NULL, NULL, NULL));
+	/* a resumed job writes step-5 again: a new version over the held one */
+	OK(cat_gen_reopen(fx.cat, id));
+	struct cat_gen g = gen_get(id);
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.version, 2);
+	cr_assert_str_eq(g.held, "open when the daemon stopped", "kept for a rollback");
+	write_chunks(lookup(root, "model.pt"), 71, 1, 100);
+	check_invariants();
+	/* the rewrite is abandoned in turn: the held version 1 is back, held */
+	bool held = true;
+	OK(cat_gen_hold(fx.cat, id, "abandoned", "no writer", NULL, NULL, &held));
+	cr_assert(!held, "rolled back, not held as version 2");
+	g = gen_get(id);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_eq(g.version, 1);
+	cr_assert_str_eq(g.rule, "abandoned-restored");
+	cr_assert_str_eq(g.held, "open when the daemon stopped");
+	check_invariants();
+	/* reopened again and committed: the decision is made, the reason goes */
+	OK(cat_gen_reopen(fx.cat, id));
+	OK(cat_gen_commit(fx.cat, id, "dcp-metadata"));
+	g = gen_get(id);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_str_eq(g.held, "");
+	check_invariants();
+}
+
+Test(gen, a_held_generation_is_deleted_by_rm_or_expired_by_keep, .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run"), a, b;
+	uint64_t ida = mkgen(series, "step-1", 1, true, &a);
+	uint64_t idb = mkgen(series, "step-2", 2, true, &b);
+	put_file(a, "x", 80, 1, 100);
+	put_file(b, "y", 81, 1, 100);
+	OK(cat_gen_hold(fx.cat, ida, "unmount", "empty", NULL, NULL, NULL));
+	OK(cat_gen_hold(fx.cat, idb, "unmount", "empty", NULL, NULL, NULL));
+	OK(cat_gen_expire(fx.cat, ida, "keep-held", NULL, NULL));
+	cr_assert_eq(gen_get(ida).state, GEN_DELETED);
+	OK(cat_gen_pin(fx.cat, idb, true));
+	FAILS(cat_gen_expire(fx.cat, idb, "keep-held", NULL, NULL), EBUSY);
+	OK(cat_gen_delete(fx.cat, idb, "admin", NULL, NULL));
+	cr_assert_eq(gen_get(idb).state, GEN_DELETED);
+	struct cat_inode in;
+	FAILS(cat_lookup(fx.cat, series, "step-1", &in), ENOENT);
+	FAILS(cat_lookup(fx.cat, series, "step-2", &in), ENOENT);
+	reopen_catalog(); /* releases the unlinked inodes */
+	cr_assert_eq(times_reclaimed(80), 1);
+	cr_assert_eq(times_reclaimed(81), 1);
+	check_invariants();
+}
+
 /* ---- file generations ---- */
 
 Test(gen, a_file_is_a_generation_too, .init = setup, .fini = teardown)

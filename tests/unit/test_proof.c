@@ -1,0 +1,232 @@
+/* proof: a generation proven complete by its content (fs/proof.h), on a real
+ * catalog whose files' bytes are real checkpoint files (the complete/ fixtures,
+ * torch 1.13, numpy, hand-written safetensors), served by the read callback. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "generation.h"
+#include "proof.h"
+#include "support.h"
+
+#define FIXTURES "tests/unit/fixtures/complete/"
+#define MAX_FILES 16
+
+static struct {
+	char dir[128];
+	char path[192];
+	struct cat *cat;
+	struct {
+		uint64_t ino;
+		char *bytes;
+		size_t len;
+	} files[MAX_FILES];
+	int n;
+	int reads;
+} fx;
+
+static void setup(void)
+{
+	memset(&fx, 0, sizeof(fx));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "proof");
+	ts_cat_open_in(fx.dir, "catalog.db", fx.path, sizeof(fx.path), &fx.cat);
+}
+
+static void teardown(void)
+{
+	ts_cat_close_checked(&fx.cat);
+	for (int i = 0; i < fx.n; i++)
+		free(fx.files[i].bytes);
+	ts_tmpdir_remove(fx.dir);
+}
+
+static char *load(const char *name, size_t *len)
+{
+	char path[256];
+	snprintf(path, sizeof(path), FIXTURES "%s", name);
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "fixture %s", path);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = malloc((size_t)n + 1);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* ino's bytes are fixture `fixture`'s first `len` bytes (all when len is -1). */
+static void serve(uint64_t ino, const char *fixture, long len)
+{
+	size_t full;
+	char *bytes = load(fixture, &full);
+	cr_assert_lt(fx.n, MAX_FILES);
+	fx.files[fx.n].ino = ino;
+	fx.files[fx.n].bytes = bytes;
+	fx.files[fx.n].len = len < 0 ? full : (size_t)len;
+	cr_assert_leq(fx.files[fx.n].len, full);
+	cr_assert_eq(cat_file_truncate(fx.cat, ino, fx.files[fx.n].len), 0);
+	fx.n++;
+}
+
+static int read_fn(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	(void)arg;
+	fx.reads++;
+	for (int i = 0; i < fx.n; i++)
+		if (fx.files[i].ino == ino) {
+			if (off + len > fx.files[i].len)
+				return -EIO; /* proof must clamp to the catalog's size */
+			memcpy(buf, fx.files[i].bytes + off, len);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* A file named name in dir with a fixture's bytes. */
+static uint64_t put(uint64_t dir, const char *name, const char *fixture, long len)
+{
+	uint64_t ino = ts_mk(fx.cat, dir, name, S_IFREG | 0644, NULL);
+	serve(ino, fixture, len);
+	return ino;
+}
+
+static struct proof_result judge(uint64_t root, uint64_t prev_root)
+{
+	struct proof_result r;
+	cr_assert_eq(proof_generation(fx.cat, root, prev_root, read_fn, NULL, &r), 0);
+	return r;
+}
+
+/* A directory generation of the series with rank0.pt and rank1.pt. */
+static uint64_t two_ranks(uint64_t series, const char *name, uint64_t step, long len1)
+{
+	uint64_t root;
+	ts_mkgen(fx.cat, series, name, step, true, &root);
+	put(root, "rank0.pt", "torch_sd.pt", -1);
+	put(root, "rank1.pt", "torch_adam.pt", len1);
+	return root;
+}
+
+Test(proof, a_complete_single_torch_file_is_complete, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), root;
+	ts_mkgen(fx.cat, series, "epoch=1-step=30.ckpt", 30, false, &root);
+	serve(root, "torch_adam.pt", -1);
+	struct proof_result r = judge(root, 0);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+	cr_assert_str_empty(r.reason);
+	cr_assert_gt(fx.reads, 0, "the content was read");
+}
+
+Test(proof, a_truncated_single_file_is_broken_at_every_cut, .init = setup, .fini = teardown)
+{
+	static const char *const fixtures[] = { "torch_sd.pt", "model.safetensors", "arrays_f4.npy",
+						"savez.npz" };
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++) {
+		size_t full;
+		free(load(fixtures[f], &full));
+		for (int cut = 1; cut <= 10; cut++) {
+			char name[64];
+			uint64_t root;
+			long len = cut == 10 ? (long)full - 1 : (long)(full * (size_t)cut / 10);
+			snprintf(name, sizeof(name), "step-%zu%02d.pt", f, cut);
+			ts_mkgen(fx.cat, series, name, f * 100 + (size_t)cut, false, &root);
+			serve(root, fixtures[f], len);
+			struct proof_result r = judge(root, 0);
+			cr_assert_neq(r.verdict, PROOF_COMPLETE, "%s cut to %ld of %zu bytes", fixtures[f],
+				      len, full);
+			fx.n--; /* reuse the slot: one file per cut */
+			free(fx.files[fx.n].bytes);
+		}
+	}
+}
+
+Test(proof, a_torch_file_missing_a_storage_record_is_broken_and_named, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), root;
+	ts_mkgen(fx.cat, series, "step-7", 7, true, &root);
+	put(root, "model.pt", "torch_missing.pt", -1);
+	struct proof_result r = judge(root, 0);
+	cr_assert_eq(r.verdict, PROOF_BROKEN);
+	cr_assert(strstr(r.reason, "model.pt") != NULL, "the reason names the file: %s", r.reason);
+}
+
+Test(proof, a_directory_matching_the_previous_save_is_complete, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	uint64_t now = two_ranks(series, "step-200", 200, -1);
+	struct proof_result r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+	/* nothing to compare with: never complete this way, whatever the files */
+	r = judge(now, 0);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
+	cr_assert(strstr(r.reason, "no earlier committed save") != NULL, "%s", r.reason);
+}
+
+Test(proof, a_directory_missing_a_ranks_file_is_unproven_and_names_it, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), now;
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	ts_mkgen(fx.cat, series, "step-200", 200, true, &now);
+	put(now, "rank0.pt", "torch_sd.pt", -1);
+	struct proof_result r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
+	cr_assert(strstr(r.reason, "rank1.pt is missing") != NULL, "%s", r.reason);
+	/* an extra file is a difference too */
+	put(now, "rank1.pt", "torch_adam.pt", -1);
+	put(now, "rank2.pt", "torch_adam.pt", -1);
+	r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
+	cr_assert(strstr(r.reason, "rank2.pt is new") != NULL, "%s", r.reason);
+}
+
+Test(proof, a_directory_with_a_truncated_rank_file_is_broken, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	size_t full;
+	free(load("torch_adam.pt", &full));
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	uint64_t now = two_ranks(series, "step-200", 200, (long)full / 2);
+	struct proof_result r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_BROKEN);
+	cr_assert(strstr(r.reason, "rank1.pt") != NULL, "%s", r.reason);
+}
+
+Test(proof, nested_files_are_compared_by_their_paths, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), a, b;
+	ts_mkgen(fx.cat, series, "step-1", 1, true, &a);
+	ts_mkgen(fx.cat, series, "step-2", 2, true, &b);
+	put(ts_mk(fx.cat, a, "model", S_IFDIR | 0755, NULL), "w.safetensors", "model.safetensors", -1);
+	put(ts_mk(fx.cat, b, "optim", S_IFDIR | 0755, NULL), "w.safetensors", "model.safetensors", -1);
+	struct proof_result r = judge(b, a);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "model/w.safetensors vs optim/w.safetensors");
+	cr_assert(strstr(r.reason, "model/w.safetensors") != NULL, "%s", r.reason);
+}
+
+Test(proof, unrecognised_or_empty_saves_are_not_complete, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), a, b, c;
+	ts_mkgen(fx.cat, series, "step-1", 1, true, &a);
+	struct proof_result r = judge(a, 0);
+	cr_assert_eq(r.verdict, PROOF_EMPTY);
+	ts_mkgen(fx.cat, series, "step-2", 2, true, &b);
+	put(b, "notes.txt", "make_fixtures.py", -1);
+	r = judge(b, 0);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
+	/* the same unrecognised file set as a previous save proves nothing either */
+	ts_mkgen(fx.cat, series, "step-3", 3, true, &c);
+	put(c, "notes.txt", "make_fixtures.py", -1);
+	r = judge(c, b);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "no self-delimiting file: %s", r.reason);
+}

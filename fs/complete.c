@@ -409,6 +409,12 @@ static int complete_json_string(struct complete_stream *cs, char *dst, size_t ca
 	return rc;
 }
 
+static bool complete_json_scalar_byte(uint8_t c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       c == '-' || c == '+' || c == '.';
+}
+
 /* Skips one JSON value of any kind, nested at most COMPLETE_JSON_DEPTH deep. */
 static int complete_json_skip(struct complete_stream *cs)
 {
@@ -431,8 +437,10 @@ static int complete_json_skip(struct complete_stream *cs)
 			if (depth == 0)
 				return COMPLETE_NO;
 			cs->pos++;
-		} else { /* number, true, false, null */
-			while (rc == 0 && !strchr(",:]} \t\r\n\"{[", c)) {
+		} else { /* number, true, false, null: at least one byte of them */
+			if (!complete_json_scalar_byte(c))
+				return COMPLETE_NO;
+			while (rc == 0 && complete_json_scalar_byte(c)) {
 				cs->pos++;
 				rc = complete_speek(cs, &c);
 			}

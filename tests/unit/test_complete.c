@@ -474,3 +474,16 @@ Test(complete, presized_safetensors_with_zero_data_is_indistinguishable)
 	cr_expect(r.complete);
 	free(m.p);
 }
+
+/* Found by tests/fuzz/fuzz_complete.c: a NUL byte where a JSON value starts
+ * made the skipper loop forever. */
+Test(complete, safetensors_header_with_a_nul_byte_is_judged, .timeout = 10)
+{
+	struct mem m = load("model.safetensors");
+	uint64_t at = find(&m, ",\"note\"", 7);
+	m.p[at] = '\0';
+	struct complete_result r = judge(&m, "model.safetensors");
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "safetensors header is not valid JSON");
+	free(m.p);
+}

@@ -31,6 +31,7 @@
 
 #define COMPLETE_WIN_CAP (256u << 10)  /* a central entry with name and extra fits */
 #define COMPLETE_STREAM_CAP (64u << 10)
+#define COMPLETE_LOCAL_READ 1024u       /* a local header, name and extra, usually */
 #define COMPLETE_NAME_MAX 4096u        /* longest record name judged */
 #define COMPLETE_MAX_RECORDS (1u << 16) /* 24 bytes each */
 #define COMPLETE_MEMO_SLOTS (1u << 16)  /* 40 bytes each; filled to 3/4 */
@@ -60,6 +61,7 @@ struct complete_src {
 struct complete_win {
 	uint8_t *buf;
 	size_t cap, len;
+	size_t chunk; /* a refill reads at least this much (if the file has it) */
 	uint64_t off;
 };
 
@@ -81,7 +83,9 @@ static int complete_get(const struct complete_src *s, struct complete_win *w, ui
 	if (len > w->cap || off > s->size || len > s->size - off)
 		return COMPLETE_NO;
 	if (off < w->off || off + len > w->off + w->len) {
-		uint64_t want = s->size - off < w->cap ? s->size - off : w->cap;
+		uint64_t want = len > w->chunk ? len : w->chunk;
+		if (want > s->size - off)
+			want = s->size - off;
 		w->len = 0;
 		int rc = s->rd(s->arg, off, (size_t)want, w->buf);
 		if (rc < 0)
@@ -176,6 +180,7 @@ static int complete_stream_open(struct complete_stream *cs, const struct complet
 	if (!cs->win.buf)
 		return -ENOMEM;
 	cs->win.cap = COMPLETE_STREAM_CAP;
+	cs->win.chunk = COMPLETE_STREAM_CAP; /* read ahead: streams go forward */
 	cs->src = src;
 	cs->pos = start;
 	cs->end = start + len;
@@ -578,9 +583,8 @@ static int complete_safetensors(const struct complete_src *src, struct complete_
 
 /* ---- zip structure ---- */
 
-struct complete_rec {
-	uint64_t hash;    /* of the name */
-	uint64_t central; /* offset of its central entry */
+struct complete_rec { /* a record: its name by two independent hashes */
+	uint64_t hash, hash2;
 	uint64_t usize;
 };
 
@@ -605,10 +609,20 @@ struct complete_entry {
 
 static uint64_t complete_hash(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
 	return h;
+}
+
+static uint64_t complete_hash2(const char *s, size_t n)
+{
+	uint64_t h = n;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (uint8_t)s[i];
+		h = (h << 23 | h >> 41) * 0x9e3779b97f4a7c15ull;
+	}
+	return h ^ h >> 29;
 }
 
 /* Finds "PK\5\6" ending the file exactly, then a ZIP64 end record through its
@@ -804,7 +818,7 @@ static int complete_local(const struct complete_src *src, struct complete_win *w
 /* Notes what the entry means for the format: data.pkl, .npy members. */
 static int complete_note(const struct complete_src *src, struct complete_win *w,
 			 struct complete_zip *z, const struct complete_entry *ce, uint64_t data,
-			 uint64_t central, struct complete_result *out)
+			 struct complete_result *out)
 {
 	const char *slash = strchr(ce->name, '/');
 	if (!z->has_pkl && slash && strcmp(slash, "/data.pkl") == 0) {
@@ -820,8 +834,8 @@ static int complete_note(const struct complete_src *src, struct complete_win *w,
 		z->torch_records = true;
 	if (z->nrec >= COMPLETE_MAX_RECORDS)
 		return complete_no(out, "zip has over %u records; not judged", COMPLETE_MAX_RECORDS);
-	z->recs[z->nrec++] = (struct complete_rec){complete_hash(ce->name, ce->nlen), central,
-						  ce->usize};
+	z->recs[z->nrec++] = (struct complete_rec){complete_hash(ce->name, ce->nlen),
+						  complete_hash2(ce->name, ce->nlen), ce->usize};
 	if (!complete_ends_with(ce->name, ce->nlen, ".npy")) {
 		z->all_npy = false;
 	} else if (ce->method == ZIP_STORED) {
@@ -850,12 +864,12 @@ static int complete_zip_walk(const struct complete_src *src, struct complete_win
 	int rc = 0;
 	z->all_npy = true;
 	for (uint64_t i = 0; rc == 0 && i < z->entries; i++) {
-		uint64_t central = at, data = 0;
+		uint64_t data = 0;
 		rc = complete_central(src, cw, z, &at, ce, out);
 		if (rc == 0)
 			rc = complete_local(src, lw, z, ce, &data, out);
 		if (rc == 0)
-			rc = complete_note(src, lw, z, ce, data, central, out);
+			rc = complete_note(src, lw, z, ce, data, out);
 	}
 	if (rc == 0 && at != z->cd_end)
 		rc = complete_no(out, "central directory is %llu bytes, its %llu entries fill %llu",
@@ -867,12 +881,12 @@ static int complete_zip_walk(const struct complete_src *src, struct complete_win
 	return rc;
 }
 
-/* The uncompressed size of the record named name; 0 found, 1 absent. */
-static int complete_zip_find(const struct complete_src *src, struct complete_win *cw,
-			     const struct complete_zip *z, const char *name, size_t nlen,
+/* The uncompressed size of the record named name; 0 found, 1 absent. Found
+ * by its two hashes, without reading the central directory again. */
+static int complete_zip_find(const struct complete_zip *z, const char *name, size_t nlen,
 			     uint64_t *usize)
 {
-	uint64_t h = complete_hash(name, nlen);
+	uint64_t h = complete_hash(name, nlen), h2 = complete_hash2(name, nlen);
 	size_t lo = 0, hi = z->nrec;
 	while (lo < hi) { /* the first record with this hash */
 		size_t mid = lo + (hi - lo) / 2;
@@ -882,11 +896,7 @@ static int complete_zip_find(const struct complete_src *src, struct complete_win
 			hi = mid;
 	}
 	for (; lo < z->nrec && z->recs[lo].hash == h; lo++) {
-		const uint8_t *p;
-		int rc = complete_get(src, cw, z->recs[lo].central, 46 + nlen, &p);
-		if (rc < 0)
-			return rc;
-		if (rc == 0 && complete_le16(p + 28) == nlen && memcmp(p + 46, name, nlen) == 0) {
+		if (z->recs[lo].hash2 == h2) {
 			*usize = z->recs[lo].usize;
 			return 0;
 		}
@@ -927,8 +937,6 @@ struct complete_memo_slot {
 
 struct complete_pkl {
 	struct complete_stream cs;
-	const struct complete_src *src;
-	struct complete_win *cw;
 	const struct complete_zip *z;
 	struct complete_result *out;
 	struct complete_val *stack;
@@ -1107,9 +1115,7 @@ static int complete_persid(struct complete_pkl *k)
 	int len = snprintf(name, sizeof(name), "%.*s/data/%.*s", (int)k->z->prefix_len,
 			   k->z->prefix, v.slen, v.s);
 	uint64_t usize = 0;
-	rc = complete_zip_find(k->src, k->cw, k->z, name, (size_t)len, &usize);
-	if (rc < 0)
-		return rc;
+	rc = complete_zip_find(k->z, name, (size_t)len, &usize);
 	char shown[80];
 	complete_printable(name, (size_t)len, shown, sizeof(shown));
 	if (rc > 0)
@@ -1327,8 +1333,8 @@ static int complete_pkl_run(struct complete_pkl *k)
 }
 
 /* data.pkl is whole and every storage it names is in the archive. */
-static int complete_torch(const struct complete_src *src, struct complete_win *cw,
-			  const struct complete_zip *z, struct complete_result *out)
+static int complete_torch(const struct complete_src *src, const struct complete_zip *z,
+			  struct complete_result *out)
 {
 	if (z->pkl_method != ZIP_STORED)
 		return complete_no(out, "data.pkl is compressed (method %u); storages not judged",
@@ -1341,8 +1347,6 @@ static int complete_torch(const struct complete_src *src, struct complete_win *c
 	k->memo = calloc(COMPLETE_MEMO_SLOTS, sizeof(*k->memo));
 	if (rc == 0 && (!k->stack || !k->memo))
 		rc = -ENOMEM;
-	k->src = src;
-	k->cw = cw;
 	k->z = z;
 	k->out = out;
 	out->reason[0] = '\0';
@@ -1393,8 +1397,11 @@ static bool complete_by_name_is_torch(const char *name)
 static int complete_zip(const struct complete_src *src, const char *name,
 			struct complete_result *out)
 {
-	struct complete_win cw = {.buf = malloc(COMPLETE_WIN_CAP), .cap = COMPLETE_WIN_CAP};
-	struct complete_win lw = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP};
+	/* the central directory is read forward; local headers one by one */
+	struct complete_win cw = {.buf = malloc(COMPLETE_WIN_CAP), .cap = COMPLETE_WIN_CAP,
+				  .chunk = COMPLETE_WIN_CAP};
+	struct complete_win lw = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP,
+				  .chunk = COMPLETE_LOCAL_READ};
 	struct complete_zip *z = calloc(1, sizeof(*z));
 	int rc = cw.buf && lw.buf && z ? 0 : -ENOMEM;
 	out->format = COMPLETE_FMT_ZIP;
@@ -1414,7 +1421,7 @@ static int complete_zip(const struct complete_src *src, const char *name,
 			out->format = COMPLETE_FMT_NPZ;
 	}
 	if (rc == 0 && z->has_pkl)
-		rc = complete_torch(src, &cw, z, out);
+		rc = complete_torch(src, z, out);
 	else if (rc == 0 && (z->torch_records || (z->nrec == 0 && complete_by_name_is_torch(name)))) {
 		out->format = COMPLETE_FMT_TORCH;
 		rc = complete_no(out, "torch archive without data.pkl (save interrupted?)");
@@ -1465,7 +1472,8 @@ int complete_check(const char *name, uint64_t size, complete_read_fn rd, void *a
 	if (n >= 4 && (complete_le32(head) == ZIP_LOCAL || complete_le32(head) == ZIP_END)) {
 		rc = complete_zip(&src, name, out);
 	} else if (n >= 6 && memcmp(head, "\x93NUMPY", 6) == 0) {
-		struct complete_win w = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP};
+		struct complete_win w = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP,
+					 .chunk = COMPLETE_LOCAL_READ};
 		out->format = COMPLETE_FMT_NPY;
 		rc = w.buf ? complete_npy_region(&src, &w, 0, size, "npy", out) : -ENOMEM;
 		free(w.buf);

@@ -406,10 +406,10 @@ static int complete_json_string(struct complete_stream *cs, char *dst, size_t ca
 	while (rc == 0 && (rc = complete_sbyte(cs, &c)) == 0 && c != '"') {
 		if (c == '\\')
 			rc = complete_sbyte(cs, &c);
-		if (n + 1 < cap)
+		if (dst && n + 1 < cap)
 			dst[n++] = (char)c;
 	}
-	if (cap)
+	if (dst && cap)
 		dst[n] = '\0';
 	return rc;
 }

@@ -100,6 +100,7 @@ static const struct {
 } whole[] = {
 	{"torch_sd.pt", COMPLETE_FMT_TORCH},        {"torch_adam.pt", COMPLETE_FMT_TORCH},
 	{"torch_shared.pt", COMPLETE_FMT_TORCH},    {"torch_view.pt", COMPLETE_FMT_TORCH},
+	{"torch2_layout.pt", COMPLETE_FMT_TORCH},
 	{"savez.npz", COMPLETE_FMT_NPZ},            {"savez_c.npz", COMPLETE_FMT_NPZ},
 	{"plain.zip", COMPLETE_FMT_ZIP},            {"model.safetensors", COMPLETE_FMT_SAFETENSORS},
 	{"arrays_f4.npy", COMPLETE_FMT_NPY},        {"arrays_f2.npy", COMPLETE_FMT_NPY},
@@ -180,6 +181,12 @@ Test(complete, torch_storage_record_shorter_than_numel_is_incomplete)
 {
 	expect_incomplete("torch_short.pt", COMPLETE_FMT_TORCH,
 			  "record torch_sd/data/0 is 40 bytes, data.pkl says 80");
+}
+
+Test(complete, torch2_layout_storage_shorter_than_its_bytes_is_incomplete)
+{
+	expect_incomplete("torch2_short.pt", COMPLETE_FMT_TORCH,
+			  "record archive/data/1 is 3 bytes, data.pkl says 6");
 }
 
 Test(complete, torch_save_that_raised_mid_pickle_is_incomplete)

@@ -1,8 +1,9 @@
 /* complete — completion of a checkpoint file by its content; see complete.h.
  *
  * The file is read through windows: a window holds up to its capacity of
- * consecutive file bytes and is refilled (one read of exactly the bytes
- * wanted, never past size) when asked for bytes it does not hold. A stream is
+ * consecutive file bytes and is refilled (one read of the bytes wanted or its
+ * chunk, whichever is more, never past size) when asked for bytes it does not
+ * hold. A stream is
  * a window walked forward over a region [pos, end) of the file: the data.pkl
  * record, a safetensors header.
  *
@@ -1361,29 +1362,6 @@ static int complete_torch(const struct complete_src *src, const struct complete_
 
 /* ---- zip, whole ---- */
 
-/* The format of a zip whose end record is missing: from its first record's
- * name (torch writes data.pkl first), or the file's name. */
-static int complete_zip_guess(const struct complete_src *src, struct complete_win *w,
-			      const char *name)
-{
-	const uint8_t *p;
-	size_t len = name ? strlen(name) : 0;
-	if (complete_get(src, w, 0, 30, &p) == 0) {
-		uint16_t nlen = complete_le16(p + 26);
-		if (complete_get(src, w, 0, 30u + nlen, &p) == 0) {
-			if (complete_ends_with((const char *)p + 30, nlen, "/data.pkl"))
-				return COMPLETE_FMT_TORCH;
-			if (complete_ends_with((const char *)p + 30, nlen, ".npy"))
-				return COMPLETE_FMT_NPZ;
-		}
-	}
-	if (complete_ends_with(name ? name : "", len, ".npz"))
-		return COMPLETE_FMT_NPZ;
-	if (complete_ends_with(name ? name : "", len, ".zip"))
-		return COMPLETE_FMT_ZIP;
-	return COMPLETE_FMT_TORCH; /* .pt, .pth, .ckpt, .bin... all torch.save */
-}
-
 static bool complete_by_name_is_torch(const char *name)
 {
 	static const char *const torch[] = {".pt", ".pth", ".ckpt", ".bin"};
@@ -1392,6 +1370,42 @@ static bool complete_by_name_is_torch(const char *name)
 		if (complete_ends_with(name ? name : "", len, torch[i]))
 			return true;
 	return false;
+}
+
+/* The format of a zip whose records could not all be read: from its first
+ * record's name (torch writes data.pkl first), else from the file's name.
+ * A format, or a read's -errno. */
+static int complete_zip_guess(const struct complete_src *src, struct complete_win *w,
+			      const char *name)
+{
+	const uint8_t *p;
+	int rc = complete_get(src, w, 0, 30, &p);
+	if (rc == 0 && complete_le32(p) == ZIP_LOCAL) {
+		uint16_t nlen = complete_le16(p + 26);
+		rc = complete_get(src, w, 0, 30u + nlen, &p);
+		if (rc == 0 && complete_ends_with((const char *)p + 30, nlen, "/data.pkl"))
+			return COMPLETE_FMT_TORCH;
+		if (rc == 0 && complete_ends_with((const char *)p + 30, nlen, ".npy"))
+			return COMPLETE_FMT_NPZ;
+	}
+	if (rc < 0)
+		return rc;
+	if (complete_by_name_is_torch(name))
+		return COMPLETE_FMT_TORCH;
+	if (name && complete_ends_with(name, strlen(name), ".npz"))
+		return COMPLETE_FMT_NPZ;
+	return COMPLETE_FMT_ZIP;
+}
+
+/* The format from what the walk of the central directory saw. */
+static int complete_zip_format(const struct complete_src *src, struct complete_win *w,
+			       const struct complete_zip *z, const char *name)
+{
+	if (z->has_pkl || z->torch_records)
+		return COMPLETE_FMT_TORCH;
+	if (z->nrec > 0)
+		return z->all_npy ? COMPLETE_FMT_NPZ : COMPLETE_FMT_ZIP;
+	return complete_zip_guess(src, w, name);
 }
 
 static int complete_zip(const struct complete_src *src, const char *name,
@@ -1404,28 +1418,23 @@ static int complete_zip(const struct complete_src *src, const char *name,
 				  .chunk = COMPLETE_LOCAL_READ};
 	struct complete_zip *z = calloc(1, sizeof(*z));
 	int rc = cw.buf && lw.buf && z ? 0 : -ENOMEM;
-	out->format = COMPLETE_FMT_ZIP;
 	if (rc == 0)
 		rc = complete_zip_end(src, &cw, z, out);
-	if (rc == COMPLETE_NO)
-		out->format = complete_zip_guess(src, &lw, name);
 	if (rc == 0) {
 		size_t cap = z->entries < COMPLETE_MAX_RECORDS ? (size_t)z->entries : COMPLETE_MAX_RECORDS;
 		z->recs = malloc((cap ? cap : 1) * sizeof(*z->recs));
 		rc = z->recs ? complete_zip_walk(src, &cw, &lw, z, out) : -ENOMEM;
 	}
-	if (rc == 0 || rc == COMPLETE_NO) { /* the format, even of an inconsistent zip */
-		if (z->has_pkl)
-			out->format = COMPLETE_FMT_TORCH;
-		else if (z->nrec > 0 && z->all_npy)
-			out->format = COMPLETE_FMT_NPZ;
+	if (rc >= 0) { /* the format, even of an inconsistent zip */
+		int format = complete_zip_format(src, &lw, z, name);
+		if (format < 0)
+			rc = format;
+		out->format = format;
 	}
 	if (rc == 0 && z->has_pkl)
 		rc = complete_torch(src, z, out);
-	else if (rc == 0 && (z->torch_records || (z->nrec == 0 && complete_by_name_is_torch(name)))) {
-		out->format = COMPLETE_FMT_TORCH;
+	else if (rc == 0 && out->format == COMPLETE_FMT_TORCH)
 		rc = complete_no(out, "torch archive without data.pkl (save interrupted?)");
-	}
 	if (z)
 		free(z->recs);
 	free(z);

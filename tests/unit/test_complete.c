@@ -433,16 +433,21 @@ Test(complete, a_failed_read_is_returned_at_every_read)
 {
 	for (size_t i = 0; i < NWHOLE; i++) {
 		struct mem m = load(whole[i].name);
-		struct complete_result r;
-		m.fail_at = 0;
-		m.reads = 0;
-		cr_assert_eq(complete_check(whole[i].name, m.n, mem_read, &m, &r), 0);
-		long total = m.reads;
-		for (long k = 1; k <= total; k++) {
+		size_t whole_size = m.n;
+		for (int cut = 0; cut < 2; cut++) { /* whole, and 1 byte short */
+			struct complete_result r;
+			m.n = whole_size - (size_t)cut;
+			m.fail_at = 0;
 			m.reads = 0;
-			m.fail_at = k;
-			int rc = complete_check(whole[i].name, m.n, mem_read, &m, &r);
-			cr_expect_eq(rc, -EIO, "%s: read %ld failing gave %d", whole[i].name, k, rc);
+			cr_assert_eq(complete_check(whole[i].name, m.n, mem_read, &m, &r), 0);
+			long total = m.reads;
+			for (long k = 1; k <= total; k++) {
+				m.reads = 0;
+				m.fail_at = k;
+				int rc = complete_check(whole[i].name, m.n, mem_read, &m, &r);
+				cr_expect_eq(rc, -EIO, "%s (%zu bytes): read %ld failing gave %d",
+					     whole[i].name, m.n, k, rc);
+			}
 		}
 		free(m.p);
 	}

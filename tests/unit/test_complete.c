@@ -499,3 +499,160 @@ Test(complete, safetensors_header_with_a_nul_byte_is_judged, .timeout = 10)
 	cr_expect_str_eq(r.reason, "safetensors header is not valid JSON");
 	free(m.p);
 }
+
+/* ---- a large archive built here: many storages, a large memo ---- */
+
+struct buf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static void put(struct buf *b, const void *data, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2;
+		b->p = realloc(b->p, b->cap);
+		cr_assert_not_null(b->p);
+	}
+	memcpy(b->p + b->n, data, n);
+	b->n += n;
+}
+
+static void put_le(struct buf *b, uint64_t v, int bytes)
+{
+	uint8_t t[8];
+	for (int i = 0; i < bytes; i++)
+		t[i] = (uint8_t)(v >> (8 * i));
+	put(b, t, (size_t)bytes);
+}
+
+static void put_str(struct buf *b, const char *s) /* BINUNICODE */
+{
+	put(b, "X", 1);
+	put_le(b, strlen(s), 4);
+	put(b, s, strlen(s));
+}
+
+/* A data.pkl as torch writes one for {"t<i>": storage i of i % 5 + 1 floats}:
+ * 'storage', the class and 'cpu' memoized once and fetched back by BINGET,
+ * each key memoized with LONG_BINPUT, items set 1000 at a time. */
+static void big_pickle(struct buf *b, int n)
+{
+	put(b, "\x80\x02}q\x00(", 6);
+	for (int i = 0; i < n; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "t%d", i);
+		put_str(b, key);
+		put(b, "(", 1);
+		if (i == 0) {
+			put_str(b, "storage");
+			put(b, "q\x01" "ctorch\nFloatStorage\nq\x02", 24);
+		} else {
+			put(b, "h\x01h\x02", 4);
+		}
+		snprintf(key, sizeof(key), "%d", i);
+		put_str(b, key);
+		put(b, "r", 1);
+		put_le(b, 10 + (uint64_t)i, 4);
+		if (i == 0) {
+			put_str(b, "cpu");
+			put(b, "q\x03", 2);
+		} else {
+			put(b, "h\x03", 2);
+		}
+		put(b, "K", 1);
+		put_le(b, (uint64_t)(i % 5 + 1), 1);
+		put(b, "tQ", 2);
+		if (i % 1000 == 999)
+			put(b, "u(", 2);
+	}
+	put(b, "u.", 2);
+}
+
+struct central {
+	char name[32];
+	uint64_t size, off;
+};
+
+static void big_record(struct buf *b, struct central *c, const char *name, const void *data,
+		       size_t size)
+{
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->size = size;
+	c->off = b->n;
+	put(b, "PK\3\4", 4);
+	put_le(b, 20, 2);
+	put_le(b, 0, 2);  /* flags */
+	put_le(b, 0, 2);  /* stored */
+	put_le(b, 0, 8);  /* time, date, crc */
+	put_le(b, size, 4);
+	put_le(b, size, 4);
+	put_le(b, strlen(name), 2);
+	put_le(b, 0, 2);
+	put(b, name, strlen(name));
+	put(b, data, size);
+}
+
+/* The archive "big" with n storages, storage `drop` left out (-1: none). */
+static struct buf big_archive(int n, int drop)
+{
+	struct buf b = {0}, pkl = {0};
+	struct central *c = calloc((size_t)n + 1, sizeof(*c));
+	int nc = 0;
+	big_pickle(&pkl, n);
+	big_record(&b, &c[nc++], "big/data.pkl", pkl.p, pkl.n);
+	static const uint8_t zeros[20];
+	for (int i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "big/data/%d", i);
+		if (i != drop)
+			big_record(&b, &c[nc++], name, zeros, (size_t)(i % 5 + 1) * 4);
+	}
+	uint64_t cd = b.n;
+	for (int i = 0; i < nc; i++) {
+		put(&b, "PK\1\2", 4);
+		put_le(&b, 20, 2);
+		put_le(&b, 20, 2);
+		put_le(&b, 0, 2);
+		put_le(&b, 0, 2);
+		put_le(&b, 0, 8);
+		put_le(&b, c[i].size, 4);
+		put_le(&b, c[i].size, 4);
+		put_le(&b, strlen(c[i].name), 2);
+		put_le(&b, 0, 6);  /* extra, comment, disk */
+		put_le(&b, 0, 6);  /* attributes */
+		put_le(&b, c[i].off, 4);
+		put(&b, c[i].name, strlen(c[i].name));
+	}
+	uint64_t cd_size = b.n - cd;
+	put(&b, "PK\5\6", 4);
+	put_le(&b, 0, 4);
+	put_le(&b, (uint64_t)nc, 2);
+	put_le(&b, (uint64_t)nc, 2);
+	put_le(&b, cd_size, 4);
+	put_le(&b, cd, 4);
+	put_le(&b, 0, 2);
+	free(c);
+	free(pkl.p);
+	return b;
+}
+
+Test(complete, archive_of_5000_storages_with_a_large_memo_is_complete)
+{
+	struct buf b = big_archive(5000, -1);
+	struct mem m = {.p = b.p, .n = b.n};
+	struct complete_result r = judge(&m, "big.pt");
+	cr_expect(r.complete, "%s", r.reason);
+	cr_expect_eq(r.format, COMPLETE_FMT_TORCH);
+	free(b.p);
+}
+
+Test(complete, archive_of_5000_storages_missing_one_names_it)
+{
+	struct buf b = big_archive(5000, 4321);
+	struct mem m = {.p = b.p, .n = b.n};
+	struct complete_result r = judge(&m, "big.pt");
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "record big/data/4321 missing, data.pkl references it");
+	free(b.p);
+}

@@ -656,3 +656,133 @@ Test(complete, archive_of_5000_storages_missing_one_names_it)
 	cr_expect_str_eq(r.reason, "record big/data/4321 missing, data.pkl references it");
 	free(b.p);
 }
+
+/* ---- an 8 GiB archive, read sparsely ---- */
+
+struct sparse {
+	struct buf head, tail; /* file bytes [0, head.n) and [tail_off, tail_off+tail.n) */
+	uint64_t tail_off;
+	uint64_t bytes_read;
+	bool past_end;
+};
+
+static int sparse_read(void *arg, uint64_t off, size_t len, void *buf)
+{
+	struct sparse *s = arg;
+	uint64_t size = s->tail_off + s->tail.n;
+	if (off > size || len > size - off) {
+		s->past_end = true;
+		return -EFAULT;
+	}
+	s->bytes_read += len;
+	memset(buf, 0, len);
+	for (size_t i = 0; i < len; i++) {
+		uint64_t at = off + i;
+		if (at < s->head.n)
+			((uint8_t *)buf)[i] = s->head.p[at];
+		else if (at >= s->tail_off)
+			((uint8_t *)buf)[i] = s->tail.p[at - s->tail_off];
+	}
+	return 0;
+}
+
+/* huge/data.pkl naming one DoubleStorage of 2^30 elements, and the 8 GiB
+ * record huge/data/0 (ZIP64 sizes; `short_by` bytes less than it needs),
+ * then a ZIP64 central directory and end record. */
+static struct sparse huge_archive(uint64_t short_by)
+{
+	struct sparse s = {0};
+	struct buf pkl = {0};
+	put(&pkl, "\x80\x02(X\x07\x00\x00\x00storageq\x01" "ctorch\nDoubleStorage\n", 38);
+	put_str(&pkl, "0");
+	put_str(&pkl, "cpu");
+	put(&pkl, "J\x00\x00\x00\x40tQ.", 8); /* numel 2^30 */
+	uint64_t big = (1ull << 33) - short_by;
+	struct central c[2];
+	big_record(&s.head, &c[0], "huge/data.pkl", pkl.p, pkl.n);
+	c[1].off = s.head.n; /* the large record's local header, with a ZIP64 extra */
+	snprintf(c[1].name, sizeof(c[1].name), "huge/data/0");
+	c[1].size = big;
+	put(&s.head, "PK\3\4", 4);
+	put_le(&s.head, 45, 2);
+	put_le(&s.head, 0, 2);
+	put_le(&s.head, 0, 2);
+	put_le(&s.head, 0, 8);
+	put_le(&s.head, 0xFFFFFFFFu, 4);
+	put_le(&s.head, 0xFFFFFFFFu, 4);
+	put_le(&s.head, 11, 2);
+	put_le(&s.head, 20, 2);
+	put(&s.head, "huge/data/0", 11);
+	put_le(&s.head, 1, 2);
+	put_le(&s.head, 16, 2);
+	put_le(&s.head, big, 8);
+	put_le(&s.head, big, 8);
+	s.tail_off = s.head.n + big; /* the data: zeros never stored */
+	struct buf *t = &s.tail;
+	for (int i = 0; i < 2; i++) {
+		bool z64 = i == 1;
+		put(t, "PK\1\2", 4);
+		put_le(t, 45, 2);
+		put_le(t, 45, 2);
+		put_le(t, 0, 4); /* flags, method */
+		put_le(t, 0, 8);
+		put_le(t, z64 ? 0xFFFFFFFFu : c[i].size, 4);
+		put_le(t, z64 ? 0xFFFFFFFFu : c[i].size, 4);
+		put_le(t, strlen(c[i].name), 2);
+		put_le(t, z64 ? 20 : 0, 2);
+		put_le(t, 0, 4); /* comment, disk */
+		put_le(t, 0, 6);
+		put_le(t, c[i].off, 4);
+		put(t, c[i].name, strlen(c[i].name));
+		if (z64) {
+			put_le(t, 1, 2);
+			put_le(t, 16, 2);
+			put_le(t, big, 8);
+			put_le(t, big, 8);
+		}
+	}
+	uint64_t cd_size = t->n, z64_end = s.tail_off + t->n;
+	put(t, "PK\6\6", 4);
+	put_le(t, 44, 8);
+	put_le(t, 45, 2);
+	put_le(t, 45, 2);
+	put_le(t, 0, 8); /* disks */
+	put_le(t, 2, 8);
+	put_le(t, 2, 8);
+	put_le(t, cd_size, 8);
+	put_le(t, s.tail_off, 8);
+	put(t, "PK\6\7", 4);
+	put_le(t, 0, 4);
+	put_le(t, z64_end, 8);
+	put_le(t, 1, 4);
+	put(t, "PK\5\6", 4);
+	put_le(t, 0, 4);
+	put_le(t, 0xFFFF, 2);
+	put_le(t, 0xFFFF, 2);
+	put_le(t, 0xFFFFFFFFu, 4);
+	put_le(t, 0xFFFFFFFFu, 4);
+	put_le(t, 0, 2);
+	free(pkl.p);
+	return s;
+}
+
+Test(complete, an_8_gib_zip64_archive_is_judged_reading_under_a_mib)
+{
+	struct sparse s = huge_archive(0);
+	struct complete_result r;
+	uint64_t size = s.tail_off + s.tail.n;
+	cr_assert_eq(complete_check("huge.pt", size, sparse_read, &s, &r), 0);
+	cr_expect(r.complete, "%s", r.reason);
+	cr_expect(!s.past_end);
+	cr_expect_lt(s.bytes_read, 1u << 20, "read %llu bytes", (unsigned long long)s.bytes_read);
+	free(s.head.p);
+	free(s.tail.p);
+
+	s = huge_archive(8);
+	size = s.tail_off + s.tail.n;
+	cr_assert_eq(complete_check("huge.pt", size, sparse_read, &s, &r), 0);
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "record huge/data/0 is 8589934584 bytes, data.pkl says 8589934592");
+	free(s.head.p);
+	free(s.tail.p);
+}

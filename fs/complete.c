@@ -652,7 +652,7 @@ static int complete_zip_end(const struct complete_src *src, struct complete_win 
 	if (complete_le16(e + 4) != 0 || complete_le16(e + 6) != 0 ||
 	    complete_le16(e + 8) != complete_le16(e + 10))
 		return complete_no(out, "zip spans several disks");
-	if (pos >= 20 && complete_le32(e - 20) == ZIP64_LOCATOR) {
+	if (e - p >= 20 && complete_le32(e - 20) == ZIP64_LOCATOR) { /* in the window */
 		uint64_t z64 = complete_le64(e - 20 + 8);
 		if (z64 > pos - 20 || pos - 20 - z64 < 56)
 			return complete_no(out, "zip64 end record offset %llu out of bounds",

@@ -22,6 +22,7 @@
  * always the ZIP64 end record and locator. */
 #include "complete.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,8 +82,9 @@ static uint64_t complete_le64(const uint8_t *p)
 static int complete_get(const struct complete_src *s, struct complete_win *w, uint64_t off,
 			size_t len, const uint8_t **p)
 {
+	assert(w->buf && w->chunk <= w->cap);
 	if (len > w->cap || off > s->size || len > s->size - off)
-		return COMPLETE_NO;
+		return COMPLETE_NO; /* invariant 2 */
 	if (off < w->off || off + len > w->off + w->len) {
 		uint64_t want = len > w->chunk ? len : w->chunk;
 		if (want > s->size - off)
@@ -110,6 +112,7 @@ struct complete_stream {
  * COMPLETE_NO if the stream ends first, or -errno. */
 static int complete_sread(struct complete_stream *cs, void *dst, uint64_t n)
 {
+	assert(cs->pos <= cs->end && cs->end <= cs->src->size);
 	if (n > cs->end - cs->pos)
 		return COMPLETE_NO;
 	if (!dst) {
@@ -990,6 +993,7 @@ static int complete_push_other(struct complete_pkl *k)
 static int complete_pop(struct complete_pkl *k, size_t n, struct complete_val *v)
 {
 	size_t floor = k->nmark ? k->marks[k->nmark - 1] : 0;
+	assert(floor <= k->depth && k->depth <= COMPLETE_STACK_MAX);
 	if (k->depth < floor + n)
 		return complete_pkl_bad(k, "stack underflow");
 	k->depth -= n;
@@ -1495,8 +1499,11 @@ int complete_check(const char *name, uint64_t size, complete_read_fn rd, void *a
 	}
 	if (rc < 0)
 		return rc;
+	assert(rc == 0 || rc == COMPLETE_NO);
 	out->complete = rc == 0;
 	if (out->complete)
 		out->reason[0] = '\0';
+	assert(!out->complete || out->format != COMPLETE_FMT_NONE); /* invariant 1 */
+	assert(out->complete || out->reason[0] != '\0');
 	return 0;
 }

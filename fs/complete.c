@@ -473,14 +473,77 @@ static int complete_json_uint(struct complete_stream *cs, uint64_t *v)
 	return rc != 0 ? rc : digits ? 0 : COMPLETE_NO;
 }
 
-/* One tensor's entry {"dtype":..., "shape":..., "data_offsets":[b,e]}. */
-static int complete_st_tensor(struct complete_stream *cs, uint64_t *begin, uint64_t *end,
-			      bool *found)
+/* One tensor's entry {"dtype":..., "shape":[...], "data_offsets":[b,e]}. */
+struct complete_st_tensor {
+	uint64_t begin, end;
+	bool has_offsets;
+	uint64_t itemsize; /* from dtype; 0: not known (sub-byte types...) */
+	uint64_t count;    /* prod(shape) */
+	bool has_shape, overflow;
+};
+
+static uint64_t complete_st_itemsize(const char *dtype)
+{
+	static const struct {
+		const char *name;
+		uint8_t size;
+	} types[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+		     {"I16", 2}, {"I8", 1}, {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},
+		     {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"C64", 8}};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(dtype, types[i].name) == 0)
+			return types[i].size;
+	return 0;
+}
+
+static int complete_st_shape(struct complete_stream *cs, struct complete_st_tensor *t)
 {
 	uint8_t c;
-	char key[16];
+	int rc = complete_json_expect(cs, '[');
+	t->count = 1;
+	if (rc == 0 && (rc = complete_json_ws(cs)) == 0 && (rc = complete_speek(cs, &c)) == 0 &&
+	    c == ']') {
+		cs->pos++;
+		t->has_shape = true;
+		return 0;
+	}
+	while (rc == 0) {
+		uint64_t dim;
+		if ((rc = complete_json_uint(cs, &dim)) != 0)
+			break;
+		if (dim != 0 && t->count > UINT64_MAX / dim)
+			t->overflow = true;
+		else
+			t->count *= dim;
+		if ((rc = complete_json_ws(cs)) != 0 || (rc = complete_sbyte(cs, &c)) != 0)
+			break;
+		if (c == ']') {
+			t->has_shape = true;
+			return 0;
+		}
+		if (c != ',')
+			rc = COMPLETE_NO;
+	}
+	return rc;
+}
+
+static int complete_st_offsets(struct complete_stream *cs, struct complete_st_tensor *t)
+{
+	int rc = complete_json_expect(cs, '[');
+	if (rc == 0) rc = complete_json_uint(cs, &t->begin);
+	if (rc == 0) rc = complete_json_expect(cs, ',');
+	if (rc == 0) rc = complete_json_uint(cs, &t->end);
+	if (rc == 0) rc = complete_json_expect(cs, ']');
+	t->has_offsets = rc == 0;
+	return rc;
+}
+
+static int complete_st_tensor(struct complete_stream *cs, struct complete_st_tensor *t)
+{
+	uint8_t c;
+	char key[16], dtype[16];
 	int rc = complete_json_expect(cs, '{');
-	*found = false;
+	memset(t, 0, sizeof(*t));
 	while (rc == 0) {
 		if ((rc = complete_json_ws(cs)) != 0 || (rc = complete_speek(cs, &c)) != 0)
 			break;
@@ -492,12 +555,12 @@ static int complete_st_tensor(struct complete_stream *cs, uint64_t *begin, uint6
 		    (rc = complete_json_expect(cs, ':')) != 0)
 			break;
 		if (strcmp(key, "data_offsets") == 0) {
-			rc = complete_json_expect(cs, '[');
-			if (rc == 0) rc = complete_json_uint(cs, begin);
-			if (rc == 0) rc = complete_json_expect(cs, ',');
-			if (rc == 0) rc = complete_json_uint(cs, end);
-			if (rc == 0) rc = complete_json_expect(cs, ']');
-			*found = rc == 0;
+			rc = complete_st_offsets(cs, t);
+		} else if (strcmp(key, "shape") == 0) {
+			rc = complete_st_shape(cs, t);
+		} else if (strcmp(key, "dtype") == 0) {
+			rc = complete_json_string(cs, dtype, sizeof(dtype));
+			t->itemsize = rc == 0 ? complete_st_itemsize(dtype) : 0;
 		} else {
 			rc = complete_json_skip(cs);
 		}
@@ -506,6 +569,26 @@ static int complete_st_tensor(struct complete_stream *cs, uint64_t *begin, uint6
 			cs->pos++;
 	}
 	return rc;
+}
+
+/* A parsed tensor entry agrees with the data: 0 or COMPLETE_NO. */
+static int complete_st_judge(const struct complete_st_tensor *t, const char *shown,
+			     uint64_t data_len, struct complete_result *out)
+{
+	if (!t->has_offsets)
+		return complete_no(out, "safetensors tensor %s has no data_offsets", shown);
+	if (t->begin > t->end || t->end > data_len)
+		return complete_no(out, "safetensors tensor %s at [%llu, %llu] is outside the %llu "
+				   "data bytes", shown, (unsigned long long)t->begin,
+				   (unsigned long long)t->end, (unsigned long long)data_len);
+	if (t->itemsize && t->has_shape &&
+	    (t->overflow || (t->count && t->itemsize > UINT64_MAX / t->count) ||
+	     t->count * t->itemsize != t->end - t->begin))
+		return complete_no(out, "safetensors tensor %s is %llu bytes, dtype and shape need "
+				   "%s%llu", shown, (unsigned long long)(t->end - t->begin),
+				   t->overflow ? "over " : "",
+				   (unsigned long long)(t->count * t->itemsize));
+	return 0;
 }
 
 /* Walks the header object; *max_end is the largest data_offsets end. */
@@ -530,17 +613,12 @@ static int complete_st_header(struct complete_stream *cs, uint64_t data_len, uin
 		if (strcmp(key, "__metadata__") == 0) {
 			rc = complete_json_skip(cs);
 		} else {
-			uint64_t b = 0, e = 0;
-			bool found;
-			rc = complete_st_tensor(cs, &b, &e, &found);
-			if (rc == 0 && !found)
-				return complete_no(out, "safetensors tensor %s has no data_offsets", shown);
-			if (rc == 0 && (b > e || e > data_len))
-				return complete_no(out, "safetensors tensor %s at [%llu, %llu] is outside "
-						   "the %llu data bytes", shown, (unsigned long long)b,
-						   (unsigned long long)e, (unsigned long long)data_len);
-			if (rc == 0 && e > *max_end)
-				*max_end = e;
+			struct complete_st_tensor t;
+			rc = complete_st_tensor(cs, &t);
+			if (rc == 0 && complete_st_judge(&t, shown, data_len, out) != 0)
+				return COMPLETE_NO;
+			if (rc == 0 && t.end > *max_end)
+				*max_end = t.end;
 		}
 		if (rc == 0 && (rc = complete_json_ws(cs)) == 0 && (rc = complete_speek(cs, &c)) == 0 &&
 		    c == ',')

@@ -15,7 +15,8 @@
  *   npz, zip     the same zip structure; each stored .npy member's header
  *                shape x dtype equals the member's size.
  *   safetensors  8-byte header length N, a JSON header; the largest end of
- *                the tensors' data_offsets is exactly size - 8 - N.
+ *                the tensors' data_offsets is exactly size - 8 - N, and each
+ *                tensor of a known dtype spans dtype size x prod(shape) bytes.
  *   npy          header end + prod(shape) x itemsize == size.
  *
  * What it cannot tell: a safetensors file pre-sized with ftruncate whose data

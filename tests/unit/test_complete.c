@@ -786,3 +786,15 @@ Test(complete, an_8_gib_zip64_archive_is_judged_reading_under_a_mib)
 	free(s.head.p);
 	free(s.tail.p);
 }
+
+Test(complete, safetensors_shape_disagreeing_with_offsets_is_incomplete)
+{
+	struct mem m = load("model.safetensors");
+	uint64_t at = find(&m, "[8,4]", 5);
+	m.p[at + 1] = '7';
+	struct complete_result r = judge(&m, "model.safetensors");
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "safetensors tensor embed.weight is 128 bytes, dtype and shape "
+				   "need 112");
+	free(m.p);
+}

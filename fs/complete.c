@@ -1,8 +1,9 @@
 /* complete — completion of a checkpoint file by its content; see complete.h.
  *
  * The file is read through windows: a window holds up to its capacity of
- * consecutive file bytes and is refilled (one read of exactly the bytes
- * wanted, never past size) when asked for bytes it does not hold. A stream is
+ * consecutive file bytes and is refilled (one read of the bytes wanted or its
+ * chunk, whichever is more, never past size) when asked for bytes it does not
+ * hold. A stream is
  * a window walked forward over a region [pos, end) of the file: the data.pkl
  * record, a safetensors header.
  *
@@ -21,6 +22,7 @@
  * always the ZIP64 end record and locator. */
 #include "complete.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 
 #define COMPLETE_WIN_CAP (256u << 10)  /* a central entry with name and extra fits */
 #define COMPLETE_STREAM_CAP (64u << 10)
+#define COMPLETE_LOCAL_READ 1024u       /* a local header, name and extra, usually */
 #define COMPLETE_NAME_MAX 4096u        /* longest record name judged */
 #define COMPLETE_MAX_RECORDS (1u << 16) /* 24 bytes each */
 #define COMPLETE_MEMO_SLOTS (1u << 16)  /* 40 bytes each; filled to 3/4 */
@@ -60,6 +63,7 @@ struct complete_src {
 struct complete_win {
 	uint8_t *buf;
 	size_t cap, len;
+	size_t chunk; /* a refill reads at least this much (if the file has it) */
 	uint64_t off;
 };
 
@@ -78,10 +82,13 @@ static uint64_t complete_le64(const uint8_t *p)
 static int complete_get(const struct complete_src *s, struct complete_win *w, uint64_t off,
 			size_t len, const uint8_t **p)
 {
+	assert(w->buf && w->chunk <= w->cap);
 	if (len > w->cap || off > s->size || len > s->size - off)
-		return COMPLETE_NO;
+		return COMPLETE_NO; /* invariant 2 */
 	if (off < w->off || off + len > w->off + w->len) {
-		uint64_t want = s->size - off < w->cap ? s->size - off : w->cap;
+		uint64_t want = len > w->chunk ? len : w->chunk;
+		if (want > s->size - off)
+			want = s->size - off;
 		w->len = 0;
 		int rc = s->rd(s->arg, off, (size_t)want, w->buf);
 		if (rc < 0)
@@ -105,6 +112,7 @@ struct complete_stream {
  * COMPLETE_NO if the stream ends first, or -errno. */
 static int complete_sread(struct complete_stream *cs, void *dst, uint64_t n)
 {
+	assert(cs->pos <= cs->end && cs->end <= cs->src->size);
 	if (n > cs->end - cs->pos)
 		return COMPLETE_NO;
 	if (!dst) {
@@ -176,6 +184,7 @@ static int complete_stream_open(struct complete_stream *cs, const struct complet
 	if (!cs->win.buf)
 		return -ENOMEM;
 	cs->win.cap = COMPLETE_STREAM_CAP;
+	cs->win.chunk = COMPLETE_STREAM_CAP; /* read ahead: streams go forward */
 	cs->src = src;
 	cs->pos = start;
 	cs->end = start + len;
@@ -401,12 +410,18 @@ static int complete_json_string(struct complete_stream *cs, char *dst, size_t ca
 	while (rc == 0 && (rc = complete_sbyte(cs, &c)) == 0 && c != '"') {
 		if (c == '\\')
 			rc = complete_sbyte(cs, &c);
-		if (n + 1 < cap)
+		if (dst && n + 1 < cap)
 			dst[n++] = (char)c;
 	}
-	if (cap)
+	if (dst && cap)
 		dst[n] = '\0';
 	return rc;
+}
+
+static bool complete_json_scalar_byte(uint8_t c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       c == '-' || c == '+' || c == '.';
 }
 
 /* Skips one JSON value of any kind, nested at most COMPLETE_JSON_DEPTH deep. */
@@ -431,8 +446,10 @@ static int complete_json_skip(struct complete_stream *cs)
 			if (depth == 0)
 				return COMPLETE_NO;
 			cs->pos++;
-		} else { /* number, true, false, null */
-			while (rc == 0 && !strchr(",:]} \t\r\n\"{[", c)) {
+		} else { /* number, true, false, null: at least one byte of them */
+			if (!complete_json_scalar_byte(c))
+				return COMPLETE_NO;
+			while (rc == 0 && complete_json_scalar_byte(c)) {
 				cs->pos++;
 				rc = complete_speek(cs, &c);
 			}
@@ -456,14 +473,77 @@ static int complete_json_uint(struct complete_stream *cs, uint64_t *v)
 	return rc != 0 ? rc : digits ? 0 : COMPLETE_NO;
 }
 
-/* One tensor's entry {"dtype":..., "shape":..., "data_offsets":[b,e]}. */
-static int complete_st_tensor(struct complete_stream *cs, uint64_t *begin, uint64_t *end,
-			      bool *found)
+/* One tensor's entry {"dtype":..., "shape":[...], "data_offsets":[b,e]}. */
+struct complete_st_tensor {
+	uint64_t begin, end;
+	bool has_offsets;
+	uint64_t itemsize; /* from dtype; 0: not known (sub-byte types...) */
+	uint64_t count;    /* prod(shape) */
+	bool has_shape, overflow;
+};
+
+static uint64_t complete_st_itemsize(const char *dtype)
+{
+	static const struct {
+		const char *name;
+		uint8_t size;
+	} types[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+		     {"I16", 2}, {"I8", 1}, {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},
+		     {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"C64", 8}};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(dtype, types[i].name) == 0)
+			return types[i].size;
+	return 0;
+}
+
+static int complete_st_shape(struct complete_stream *cs, struct complete_st_tensor *t)
 {
 	uint8_t c;
-	char key[16];
+	int rc = complete_json_expect(cs, '[');
+	t->count = 1;
+	if (rc == 0 && (rc = complete_json_ws(cs)) == 0 && (rc = complete_speek(cs, &c)) == 0 &&
+	    c == ']') {
+		cs->pos++;
+		t->has_shape = true;
+		return 0;
+	}
+	while (rc == 0) {
+		uint64_t dim;
+		if ((rc = complete_json_uint(cs, &dim)) != 0)
+			break;
+		if (dim != 0 && t->count > UINT64_MAX / dim)
+			t->overflow = true;
+		else
+			t->count *= dim;
+		if ((rc = complete_json_ws(cs)) != 0 || (rc = complete_sbyte(cs, &c)) != 0)
+			break;
+		if (c == ']') {
+			t->has_shape = true;
+			return 0;
+		}
+		if (c != ',')
+			rc = COMPLETE_NO;
+	}
+	return rc;
+}
+
+static int complete_st_offsets(struct complete_stream *cs, struct complete_st_tensor *t)
+{
+	int rc = complete_json_expect(cs, '[');
+	if (rc == 0) rc = complete_json_uint(cs, &t->begin);
+	if (rc == 0) rc = complete_json_expect(cs, ',');
+	if (rc == 0) rc = complete_json_uint(cs, &t->end);
+	if (rc == 0) rc = complete_json_expect(cs, ']');
+	t->has_offsets = rc == 0;
+	return rc;
+}
+
+static int complete_st_tensor(struct complete_stream *cs, struct complete_st_tensor *t)
+{
+	uint8_t c;
+	char key[16], dtype[16];
 	int rc = complete_json_expect(cs, '{');
-	*found = false;
+	memset(t, 0, sizeof(*t));
 	while (rc == 0) {
 		if ((rc = complete_json_ws(cs)) != 0 || (rc = complete_speek(cs, &c)) != 0)
 			break;
@@ -475,12 +555,12 @@ static int complete_st_tensor(struct complete_stream *cs, uint64_t *begin, uint6
 		    (rc = complete_json_expect(cs, ':')) != 0)
 			break;
 		if (strcmp(key, "data_offsets") == 0) {
-			rc = complete_json_expect(cs, '[');
-			if (rc == 0) rc = complete_json_uint(cs, begin);
-			if (rc == 0) rc = complete_json_expect(cs, ',');
-			if (rc == 0) rc = complete_json_uint(cs, end);
-			if (rc == 0) rc = complete_json_expect(cs, ']');
-			*found = rc == 0;
+			rc = complete_st_offsets(cs, t);
+		} else if (strcmp(key, "shape") == 0) {
+			rc = complete_st_shape(cs, t);
+		} else if (strcmp(key, "dtype") == 0) {
+			rc = complete_json_string(cs, dtype, sizeof(dtype));
+			t->itemsize = rc == 0 ? complete_st_itemsize(dtype) : 0;
 		} else {
 			rc = complete_json_skip(cs);
 		}
@@ -489,6 +569,26 @@ static int complete_st_tensor(struct complete_stream *cs, uint64_t *begin, uint6
 			cs->pos++;
 	}
 	return rc;
+}
+
+/* A parsed tensor entry agrees with the data: 0 or COMPLETE_NO. */
+static int complete_st_judge(const struct complete_st_tensor *t, const char *shown,
+			     uint64_t data_len, struct complete_result *out)
+{
+	if (!t->has_offsets)
+		return complete_no(out, "safetensors tensor %s has no data_offsets", shown);
+	if (t->begin > t->end || t->end > data_len)
+		return complete_no(out, "safetensors tensor %s at [%llu, %llu] is outside the %llu "
+				   "data bytes", shown, (unsigned long long)t->begin,
+				   (unsigned long long)t->end, (unsigned long long)data_len);
+	if (t->itemsize && t->has_shape &&
+	    (t->overflow || (t->count && t->itemsize > UINT64_MAX / t->count) ||
+	     t->count * t->itemsize != t->end - t->begin))
+		return complete_no(out, "safetensors tensor %s is %llu bytes, dtype and shape need "
+				   "%s%llu", shown, (unsigned long long)(t->end - t->begin),
+				   t->overflow ? "over " : "",
+				   (unsigned long long)(t->count * t->itemsize));
+	return 0;
 }
 
 /* Walks the header object; *max_end is the largest data_offsets end. */
@@ -513,17 +613,12 @@ static int complete_st_header(struct complete_stream *cs, uint64_t data_len, uin
 		if (strcmp(key, "__metadata__") == 0) {
 			rc = complete_json_skip(cs);
 		} else {
-			uint64_t b = 0, e = 0;
-			bool found;
-			rc = complete_st_tensor(cs, &b, &e, &found);
-			if (rc == 0 && !found)
-				return complete_no(out, "safetensors tensor %s has no data_offsets", shown);
-			if (rc == 0 && (b > e || e > data_len))
-				return complete_no(out, "safetensors tensor %s at [%llu, %llu] is outside "
-						   "the %llu data bytes", shown, (unsigned long long)b,
-						   (unsigned long long)e, (unsigned long long)data_len);
-			if (rc == 0 && e > *max_end)
-				*max_end = e;
+			struct complete_st_tensor t;
+			rc = complete_st_tensor(cs, &t);
+			if (rc == 0 && complete_st_judge(&t, shown, data_len, out) != 0)
+				return COMPLETE_NO;
+			if (rc == 0 && t.end > *max_end)
+				*max_end = t.end;
 		}
 		if (rc == 0 && (rc = complete_json_ws(cs)) == 0 && (rc = complete_speek(cs, &c)) == 0 &&
 		    c == ',')
@@ -570,9 +665,8 @@ static int complete_safetensors(const struct complete_src *src, struct complete_
 
 /* ---- zip structure ---- */
 
-struct complete_rec {
-	uint64_t hash;    /* of the name */
-	uint64_t central; /* offset of its central entry */
+struct complete_rec { /* a record: its name by two independent hashes */
+	uint64_t hash, hash2;
 	uint64_t usize;
 };
 
@@ -597,10 +691,20 @@ struct complete_entry {
 
 static uint64_t complete_hash(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
 	return h;
+}
+
+static uint64_t complete_hash2(const char *s, size_t n)
+{
+	uint64_t h = n;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (uint8_t)s[i];
+		h = (h << 23 | h >> 41) * 0x9e3779b97f4a7c15ull;
+	}
+	return h ^ h >> 29;
 }
 
 /* Finds "PK\5\6" ending the file exactly, then a ZIP64 end record through its
@@ -629,7 +733,7 @@ static int complete_zip_end(const struct complete_src *src, struct complete_win 
 	if (complete_le16(e + 4) != 0 || complete_le16(e + 6) != 0 ||
 	    complete_le16(e + 8) != complete_le16(e + 10))
 		return complete_no(out, "zip spans several disks");
-	if (pos >= 20 && complete_le32(e - 20) == ZIP64_LOCATOR) {
+	if (e - p >= 20 && complete_le32(e - 20) == ZIP64_LOCATOR) { /* in the window */
 		uint64_t z64 = complete_le64(e - 20 + 8);
 		if (z64 > pos - 20 || pos - 20 - z64 < 56)
 			return complete_no(out, "zip64 end record offset %llu out of bounds",
@@ -796,7 +900,7 @@ static int complete_local(const struct complete_src *src, struct complete_win *w
 /* Notes what the entry means for the format: data.pkl, .npy members. */
 static int complete_note(const struct complete_src *src, struct complete_win *w,
 			 struct complete_zip *z, const struct complete_entry *ce, uint64_t data,
-			 uint64_t central, struct complete_result *out)
+			 struct complete_result *out)
 {
 	const char *slash = strchr(ce->name, '/');
 	if (!z->has_pkl && slash && strcmp(slash, "/data.pkl") == 0) {
@@ -812,8 +916,8 @@ static int complete_note(const struct complete_src *src, struct complete_win *w,
 		z->torch_records = true;
 	if (z->nrec >= COMPLETE_MAX_RECORDS)
 		return complete_no(out, "zip has over %u records; not judged", COMPLETE_MAX_RECORDS);
-	z->recs[z->nrec++] = (struct complete_rec){complete_hash(ce->name, ce->nlen), central,
-						  ce->usize};
+	z->recs[z->nrec++] = (struct complete_rec){complete_hash(ce->name, ce->nlen),
+						  complete_hash2(ce->name, ce->nlen), ce->usize};
 	if (!complete_ends_with(ce->name, ce->nlen, ".npy")) {
 		z->all_npy = false;
 	} else if (ce->method == ZIP_STORED) {
@@ -842,12 +946,12 @@ static int complete_zip_walk(const struct complete_src *src, struct complete_win
 	int rc = 0;
 	z->all_npy = true;
 	for (uint64_t i = 0; rc == 0 && i < z->entries; i++) {
-		uint64_t central = at, data = 0;
+		uint64_t data = 0;
 		rc = complete_central(src, cw, z, &at, ce, out);
 		if (rc == 0)
 			rc = complete_local(src, lw, z, ce, &data, out);
 		if (rc == 0)
-			rc = complete_note(src, lw, z, ce, data, central, out);
+			rc = complete_note(src, lw, z, ce, data, out);
 	}
 	if (rc == 0 && at != z->cd_end)
 		rc = complete_no(out, "central directory is %llu bytes, its %llu entries fill %llu",
@@ -859,12 +963,12 @@ static int complete_zip_walk(const struct complete_src *src, struct complete_win
 	return rc;
 }
 
-/* The uncompressed size of the record named name; 0 found, 1 absent. */
-static int complete_zip_find(const struct complete_src *src, struct complete_win *cw,
-			     const struct complete_zip *z, const char *name, size_t nlen,
+/* The uncompressed size of the record named name; 0 found, 1 absent. Found
+ * by its two hashes, without reading the central directory again. */
+static int complete_zip_find(const struct complete_zip *z, const char *name, size_t nlen,
 			     uint64_t *usize)
 {
-	uint64_t h = complete_hash(name, nlen);
+	uint64_t h = complete_hash(name, nlen), h2 = complete_hash2(name, nlen);
 	size_t lo = 0, hi = z->nrec;
 	while (lo < hi) { /* the first record with this hash */
 		size_t mid = lo + (hi - lo) / 2;
@@ -874,11 +978,7 @@ static int complete_zip_find(const struct complete_src *src, struct complete_win
 			hi = mid;
 	}
 	for (; lo < z->nrec && z->recs[lo].hash == h; lo++) {
-		const uint8_t *p;
-		int rc = complete_get(src, cw, z->recs[lo].central, 46 + nlen, &p);
-		if (rc < 0)
-			return rc;
-		if (rc == 0 && complete_le16(p + 28) == nlen && memcmp(p + 46, name, nlen) == 0) {
+		if (z->recs[lo].hash2 == h2) {
 			*usize = z->recs[lo].usize;
 			return 0;
 		}
@@ -919,8 +1019,6 @@ struct complete_memo_slot {
 
 struct complete_pkl {
 	struct complete_stream cs;
-	const struct complete_src *src;
-	struct complete_win *cw;
 	const struct complete_zip *z;
 	struct complete_result *out;
 	struct complete_val *stack;
@@ -973,6 +1071,7 @@ static int complete_push_other(struct complete_pkl *k)
 static int complete_pop(struct complete_pkl *k, size_t n, struct complete_val *v)
 {
 	size_t floor = k->nmark ? k->marks[k->nmark - 1] : 0;
+	assert(floor <= k->depth && k->depth <= COMPLETE_STACK_MAX);
 	if (k->depth < floor + n)
 		return complete_pkl_bad(k, "stack underflow");
 	k->depth -= n;
@@ -1099,9 +1198,7 @@ static int complete_persid(struct complete_pkl *k)
 	int len = snprintf(name, sizeof(name), "%.*s/data/%.*s", (int)k->z->prefix_len,
 			   k->z->prefix, v.slen, v.s);
 	uint64_t usize = 0;
-	rc = complete_zip_find(k->src, k->cw, k->z, name, (size_t)len, &usize);
-	if (rc < 0)
-		return rc;
+	rc = complete_zip_find(k->z, name, (size_t)len, &usize);
 	char shown[80];
 	complete_printable(name, (size_t)len, shown, sizeof(shown));
 	if (rc > 0)
@@ -1319,8 +1416,8 @@ static int complete_pkl_run(struct complete_pkl *k)
 }
 
 /* data.pkl is whole and every storage it names is in the archive. */
-static int complete_torch(const struct complete_src *src, struct complete_win *cw,
-			  const struct complete_zip *z, struct complete_result *out)
+static int complete_torch(const struct complete_src *src, const struct complete_zip *z,
+			  struct complete_result *out)
 {
 	if (z->pkl_method != ZIP_STORED)
 		return complete_no(out, "data.pkl is compressed (method %u); storages not judged",
@@ -1333,8 +1430,6 @@ static int complete_torch(const struct complete_src *src, struct complete_win *c
 	k->memo = calloc(COMPLETE_MEMO_SLOTS, sizeof(*k->memo));
 	if (rc == 0 && (!k->stack || !k->memo))
 		rc = -ENOMEM;
-	k->src = src;
-	k->cw = cw;
 	k->z = z;
 	k->out = out;
 	out->reason[0] = '\0';
@@ -1349,29 +1444,6 @@ static int complete_torch(const struct complete_src *src, struct complete_win *c
 
 /* ---- zip, whole ---- */
 
-/* The format of a zip whose end record is missing: from its first record's
- * name (torch writes data.pkl first), or the file's name. */
-static int complete_zip_guess(const struct complete_src *src, struct complete_win *w,
-			      const char *name)
-{
-	const uint8_t *p;
-	size_t len = name ? strlen(name) : 0;
-	if (complete_get(src, w, 0, 30, &p) == 0) {
-		uint16_t nlen = complete_le16(p + 26);
-		if (complete_get(src, w, 0, 30u + nlen, &p) == 0) {
-			if (complete_ends_with((const char *)p + 30, nlen, "/data.pkl"))
-				return COMPLETE_FMT_TORCH;
-			if (complete_ends_with((const char *)p + 30, nlen, ".npy"))
-				return COMPLETE_FMT_NPZ;
-		}
-	}
-	if (complete_ends_with(name ? name : "", len, ".npz"))
-		return COMPLETE_FMT_NPZ;
-	if (complete_ends_with(name ? name : "", len, ".zip"))
-		return COMPLETE_FMT_ZIP;
-	return COMPLETE_FMT_TORCH; /* .pt, .pth, .ckpt, .bin... all torch.save */
-}
-
 static bool complete_by_name_is_torch(const char *name)
 {
 	static const char *const torch[] = {".pt", ".pth", ".ckpt", ".bin"};
@@ -1382,35 +1454,69 @@ static bool complete_by_name_is_torch(const char *name)
 	return false;
 }
 
+/* The format of a zip whose records could not all be read: from its first
+ * record's name (torch writes data.pkl first), else from the file's name.
+ * A format, or a read's -errno. */
+static int complete_zip_guess(const struct complete_src *src, struct complete_win *w,
+			      const char *name)
+{
+	const uint8_t *p;
+	int rc = complete_get(src, w, 0, 30, &p);
+	if (rc == 0 && complete_le32(p) == ZIP_LOCAL) {
+		uint16_t nlen = complete_le16(p + 26);
+		rc = complete_get(src, w, 0, 30u + nlen, &p);
+		if (rc == 0 && complete_ends_with((const char *)p + 30, nlen, "/data.pkl"))
+			return COMPLETE_FMT_TORCH;
+		if (rc == 0 && complete_ends_with((const char *)p + 30, nlen, ".npy"))
+			return COMPLETE_FMT_NPZ;
+	}
+	if (rc < 0)
+		return rc;
+	if (complete_by_name_is_torch(name))
+		return COMPLETE_FMT_TORCH;
+	if (name && complete_ends_with(name, strlen(name), ".npz"))
+		return COMPLETE_FMT_NPZ;
+	return COMPLETE_FMT_ZIP;
+}
+
+/* The format from what the walk of the central directory saw. */
+static int complete_zip_format(const struct complete_src *src, struct complete_win *w,
+			       const struct complete_zip *z, const char *name)
+{
+	if (z->has_pkl || z->torch_records)
+		return COMPLETE_FMT_TORCH;
+	if (z->nrec > 0)
+		return z->all_npy ? COMPLETE_FMT_NPZ : COMPLETE_FMT_ZIP;
+	return complete_zip_guess(src, w, name);
+}
+
 static int complete_zip(const struct complete_src *src, const char *name,
 			struct complete_result *out)
 {
-	struct complete_win cw = {.buf = malloc(COMPLETE_WIN_CAP), .cap = COMPLETE_WIN_CAP};
-	struct complete_win lw = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP};
+	/* the central directory is read forward; local headers one by one */
+	struct complete_win cw = {.buf = malloc(COMPLETE_WIN_CAP), .cap = COMPLETE_WIN_CAP,
+				  .chunk = COMPLETE_WIN_CAP};
+	struct complete_win lw = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP,
+				  .chunk = COMPLETE_LOCAL_READ};
 	struct complete_zip *z = calloc(1, sizeof(*z));
 	int rc = cw.buf && lw.buf && z ? 0 : -ENOMEM;
-	out->format = COMPLETE_FMT_ZIP;
 	if (rc == 0)
 		rc = complete_zip_end(src, &cw, z, out);
-	if (rc == COMPLETE_NO)
-		out->format = complete_zip_guess(src, &lw, name);
 	if (rc == 0) {
 		size_t cap = z->entries < COMPLETE_MAX_RECORDS ? (size_t)z->entries : COMPLETE_MAX_RECORDS;
 		z->recs = malloc((cap ? cap : 1) * sizeof(*z->recs));
 		rc = z->recs ? complete_zip_walk(src, &cw, &lw, z, out) : -ENOMEM;
 	}
-	if (rc == 0 || rc == COMPLETE_NO) { /* the format, even of an inconsistent zip */
-		if (z->has_pkl)
-			out->format = COMPLETE_FMT_TORCH;
-		else if (z->nrec > 0 && z->all_npy)
-			out->format = COMPLETE_FMT_NPZ;
+	if (rc >= 0) { /* the format, even of an inconsistent zip */
+		int format = complete_zip_format(src, &lw, z, name);
+		if (format < 0)
+			rc = format;
+		out->format = format;
 	}
 	if (rc == 0 && z->has_pkl)
-		rc = complete_torch(src, &cw, z, out);
-	else if (rc == 0 && (z->torch_records || (z->nrec == 0 && complete_by_name_is_torch(name)))) {
-		out->format = COMPLETE_FMT_TORCH;
+		rc = complete_torch(src, z, out);
+	else if (rc == 0 && out->format == COMPLETE_FMT_TORCH)
 		rc = complete_no(out, "torch archive without data.pkl (save interrupted?)");
-	}
 	if (z)
 		free(z->recs);
 	free(z);
@@ -1457,7 +1563,8 @@ int complete_check(const char *name, uint64_t size, complete_read_fn rd, void *a
 	if (n >= 4 && (complete_le32(head) == ZIP_LOCAL || complete_le32(head) == ZIP_END)) {
 		rc = complete_zip(&src, name, out);
 	} else if (n >= 6 && memcmp(head, "\x93NUMPY", 6) == 0) {
-		struct complete_win w = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP};
+		struct complete_win w = {.buf = malloc(COMPLETE_STREAM_CAP), .cap = COMPLETE_STREAM_CAP,
+					 .chunk = COMPLETE_LOCAL_READ};
 		out->format = COMPLETE_FMT_NPY;
 		rc = w.buf ? complete_npy_region(&src, &w, 0, size, "npy", out) : -ENOMEM;
 		free(w.buf);
@@ -1473,8 +1580,11 @@ int complete_check(const char *name, uint64_t size, complete_read_fn rd, void *a
 	}
 	if (rc < 0)
 		return rc;
+	assert(rc == 0 || rc == COMPLETE_NO);
 	out->complete = rc == 0;
 	if (out->complete)
 		out->reason[0] = '\0';
+	assert(!out->complete || out->format != COMPLETE_FMT_NONE); /* invariant 1 */
+	assert(out->complete || out->reason[0] != '\0');
 	return 0;
 }

@@ -15,7 +15,8 @@
  *   npz, zip     the same zip structure; each stored .npy member's header
  *                shape x dtype equals the member's size.
  *   safetensors  8-byte header length N, a JSON header; the largest end of
- *                the tensors' data_offsets is exactly size - 8 - N.
+ *                the tensors' data_offsets is exactly size - 8 - N, and each
+ *                tensor of a known dtype spans dtype size x prod(shape) bytes.
  *   npy          header end + prod(shape) x itemsize == size.
  *
  * What it cannot tell: a safetensors file pre-sized with ftruncate whose data
@@ -28,7 +29,11 @@
  *  2. No read goes past size; every length read from the file is bounded
  *     before it is used as a size, an offset or an allocation.
  *  3. Memory is bounded (about 5 MiB at most) whatever the file size: bytes
- *     are streamed through fixed windows, and tables have fixed caps.
+ *     are streamed through fixed windows, and tables have fixed caps (65536
+ *     zip records, 49152 remembered pickle memo values, 16384 pickle stack
+ *     values); past a cap the file is "not complete: not judged". What is
+ *     read: the file's last 64 KiB, the central directory, about 1 KiB per
+ *     local header, data.pkl, npy and safetensors headers; never tensor data.
  *  4. A failed read is returned as its negative errno, never judged.
  *  5. The name is a hint only (for a file too short to carry its magic, or a
  *     zip without its end record); magic bytes decide. */

@@ -112,6 +112,7 @@ static const struct {
 } whole[] = {
 	{"torch_sd.pt", COMPLETE_FMT_TORCH},        {"torch_adam.pt", COMPLETE_FMT_TORCH},
 	{"torch_shared.pt", COMPLETE_FMT_TORCH},    {"torch_view.pt", COMPLETE_FMT_TORCH},
+	{"torch2_layout.pt", COMPLETE_FMT_TORCH},
 	{"savez.npz", COMPLETE_FMT_NPZ},            {"savez_c.npz", COMPLETE_FMT_NPZ},
 	{"plain.zip", COMPLETE_FMT_ZIP},            {"model.safetensors", COMPLETE_FMT_SAFETENSORS},
 	{"arrays_f4.npy", COMPLETE_FMT_NPY},        {"arrays_f2.npy", COMPLETE_FMT_NPY},
@@ -192,6 +193,12 @@ Test(complete, torch_storage_record_shorter_than_numel_is_incomplete)
 {
 	expect_incomplete("torch_short.pt", COMPLETE_FMT_TORCH,
 			  "record torch_sd/data/0 is 40 bytes, data.pkl says 80");
+}
+
+Test(complete, torch2_layout_storage_shorter_than_its_bytes_is_incomplete)
+{
+	expect_incomplete("torch2_short.pt", COMPLETE_FMT_TORCH,
+			  "record archive/data/1 is 3 bytes, data.pkl says 6");
 }
 
 Test(complete, torch_save_that_raised_mid_pickle_is_incomplete)
@@ -438,16 +445,21 @@ Test(complete, a_failed_read_is_returned_at_every_read)
 {
 	for (size_t i = 0; i < NWHOLE; i++) {
 		struct mem m = load(whole[i].name);
-		struct complete_result r;
-		m.fail_at = 0;
-		m.reads = 0;
-		cr_assert_eq(complete_check(whole[i].name, m.n, mem_read, &m, &r), 0);
-		long total = m.reads;
-		for (long k = 1; k <= total; k++) {
+		size_t whole_size = m.n;
+		for (int cut = 0; cut < 2; cut++) { /* whole, and 1 byte short */
+			struct complete_result r;
+			m.n = whole_size - (size_t)cut;
+			m.fail_at = 0;
 			m.reads = 0;
-			m.fail_at = k;
-			int rc = complete_check(whole[i].name, m.n, mem_read, &m, &r);
-			cr_expect_eq(rc, -EIO, "%s: read %ld failing gave %d", whole[i].name, k, rc);
+			cr_assert_eq(complete_check(whole[i].name, m.n, mem_read, &m, &r), 0);
+			long total = m.reads;
+			for (long k = 1; k <= total; k++) {
+				m.reads = 0;
+				m.fail_at = k;
+				int rc = complete_check(whole[i].name, m.n, mem_read, &m, &r);
+				cr_expect_eq(rc, -EIO, "%s (%zu bytes): read %ld failing gave %d",
+					     whole[i].name, m.n, k, rc);
+			}
 		}
 		free(m.p);
 	}
@@ -484,5 +496,317 @@ Test(complete, presized_safetensors_with_zero_data_is_indistinguishable)
 	memset(m.p + 8 + hlen, 0, m.n - 8 - hlen);
 	struct complete_result r = judge(&m, "model.safetensors");
 	cr_expect(r.complete);
+	free(m.p);
+}
+
+/* Found by tests/fuzz/fuzz_complete.c: a NUL byte where a JSON value starts
+ * made the skipper loop forever. */
+Test(complete, safetensors_header_with_a_nul_byte_is_judged, .timeout = 10)
+{
+	struct mem m = load("model.safetensors");
+	uint64_t at = find(&m, ",\"note\"", 7);
+	m.p[at] = '\0';
+	struct complete_result r = judge(&m, "model.safetensors");
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "safetensors header is not valid JSON");
+	free(m.p);
+}
+
+/* ---- a large archive built here: many storages, a large memo ---- */
+
+struct buf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static void put(struct buf *b, const void *data, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2;
+		b->p = realloc(b->p, b->cap);
+		cr_assert_not_null(b->p);
+	}
+	memcpy(b->p + b->n, data, n);
+	b->n += n;
+}
+
+static void put_le(struct buf *b, uint64_t v, int bytes)
+{
+	uint8_t t[8];
+	for (int i = 0; i < bytes; i++)
+		t[i] = (uint8_t)(v >> (8 * i));
+	put(b, t, (size_t)bytes);
+}
+
+static void put_str(struct buf *b, const char *s) /* BINUNICODE */
+{
+	put(b, "X", 1);
+	put_le(b, strlen(s), 4);
+	put(b, s, strlen(s));
+}
+
+/* A data.pkl as torch writes one for {"t<i>": storage i of i % 5 + 1 floats}:
+ * 'storage', the class and 'cpu' memoized once and fetched back by BINGET,
+ * each key memoized with LONG_BINPUT, items set 1000 at a time. */
+static void big_pickle(struct buf *b, int n)
+{
+	put(b, "\x80\x02}q\x00(", 6);
+	for (int i = 0; i < n; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "t%d", i);
+		put_str(b, key);
+		put(b, "(", 1);
+		if (i == 0) {
+			put_str(b, "storage");
+			put(b, "q\x01" "ctorch\nFloatStorage\nq\x02", 24);
+		} else {
+			put(b, "h\x01h\x02", 4);
+		}
+		snprintf(key, sizeof(key), "%d", i);
+		put_str(b, key);
+		put(b, "r", 1);
+		put_le(b, 10 + (uint64_t)i, 4);
+		if (i == 0) {
+			put_str(b, "cpu");
+			put(b, "q\x03", 2);
+		} else {
+			put(b, "h\x03", 2);
+		}
+		put(b, "K", 1);
+		put_le(b, (uint64_t)(i % 5 + 1), 1);
+		put(b, "tQ", 2);
+		if (i % 1000 == 999)
+			put(b, "u(", 2);
+	}
+	put(b, "u.", 2);
+}
+
+struct central {
+	char name[32];
+	uint64_t size, off;
+};
+
+static void big_record(struct buf *b, struct central *c, const char *name, const void *data,
+		       size_t size)
+{
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->size = size;
+	c->off = b->n;
+	put(b, "PK\3\4", 4);
+	put_le(b, 20, 2);
+	put_le(b, 0, 2);  /* flags */
+	put_le(b, 0, 2);  /* stored */
+	put_le(b, 0, 8);  /* time, date, crc */
+	put_le(b, size, 4);
+	put_le(b, size, 4);
+	put_le(b, strlen(name), 2);
+	put_le(b, 0, 2);
+	put(b, name, strlen(name));
+	put(b, data, size);
+}
+
+/* The archive "big" with n storages, storage `drop` left out (-1: none). */
+static struct buf big_archive(int n, int drop)
+{
+	struct buf b = {0}, pkl = {0};
+	struct central *c = calloc((size_t)n + 1, sizeof(*c));
+	int nc = 0;
+	big_pickle(&pkl, n);
+	big_record(&b, &c[nc++], "big/data.pkl", pkl.p, pkl.n);
+	static const uint8_t zeros[20];
+	for (int i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "big/data/%d", i);
+		if (i != drop)
+			big_record(&b, &c[nc++], name, zeros, (size_t)(i % 5 + 1) * 4);
+	}
+	uint64_t cd = b.n;
+	for (int i = 0; i < nc; i++) {
+		put(&b, "PK\1\2", 4);
+		put_le(&b, 20, 2);
+		put_le(&b, 20, 2);
+		put_le(&b, 0, 2);
+		put_le(&b, 0, 2);
+		put_le(&b, 0, 8);
+		put_le(&b, c[i].size, 4);
+		put_le(&b, c[i].size, 4);
+		put_le(&b, strlen(c[i].name), 2);
+		put_le(&b, 0, 6);  /* extra, comment, disk */
+		put_le(&b, 0, 6);  /* attributes */
+		put_le(&b, c[i].off, 4);
+		put(&b, c[i].name, strlen(c[i].name));
+	}
+	uint64_t cd_size = b.n - cd;
+	put(&b, "PK\5\6", 4);
+	put_le(&b, 0, 4);
+	put_le(&b, (uint64_t)nc, 2);
+	put_le(&b, (uint64_t)nc, 2);
+	put_le(&b, cd_size, 4);
+	put_le(&b, cd, 4);
+	put_le(&b, 0, 2);
+	free(c);
+	free(pkl.p);
+	return b;
+}
+
+Test(complete, archive_of_5000_storages_with_a_large_memo_is_complete)
+{
+	struct buf b = big_archive(5000, -1);
+	struct mem m = {.p = b.p, .n = b.n};
+	struct complete_result r = judge(&m, "big.pt");
+	cr_expect(r.complete, "%s", r.reason);
+	cr_expect_eq(r.format, COMPLETE_FMT_TORCH);
+	free(b.p);
+}
+
+Test(complete, archive_of_5000_storages_missing_one_names_it)
+{
+	struct buf b = big_archive(5000, 4321);
+	struct mem m = {.p = b.p, .n = b.n};
+	struct complete_result r = judge(&m, "big.pt");
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "record big/data/4321 missing, data.pkl references it");
+	free(b.p);
+}
+
+/* ---- an 8 GiB archive, read sparsely ---- */
+
+struct sparse {
+	struct buf head, tail; /* file bytes [0, head.n) and [tail_off, tail_off+tail.n) */
+	uint64_t tail_off;
+	uint64_t bytes_read;
+	bool past_end;
+};
+
+static int sparse_read(void *arg, uint64_t off, size_t len, void *buf)
+{
+	struct sparse *s = arg;
+	uint64_t size = s->tail_off + s->tail.n;
+	if (off > size || len > size - off) {
+		s->past_end = true;
+		return -EFAULT;
+	}
+	s->bytes_read += len;
+	memset(buf, 0, len);
+	for (size_t i = 0; i < len; i++) {
+		uint64_t at = off + i;
+		if (at < s->head.n)
+			((uint8_t *)buf)[i] = s->head.p[at];
+		else if (at >= s->tail_off)
+			((uint8_t *)buf)[i] = s->tail.p[at - s->tail_off];
+	}
+	return 0;
+}
+
+/* huge/data.pkl naming one DoubleStorage of 2^30 elements, and the 8 GiB
+ * record huge/data/0 (ZIP64 sizes; `short_by` bytes less than it needs),
+ * then a ZIP64 central directory and end record. */
+static struct sparse huge_archive(uint64_t short_by)
+{
+	struct sparse s = {0};
+	struct buf pkl = {0};
+	put(&pkl, "\x80\x02(X\x07\x00\x00\x00storageq\x01" "ctorch\nDoubleStorage\n", 38);
+	put_str(&pkl, "0");
+	put_str(&pkl, "cpu");
+	put(&pkl, "J\x00\x00\x00\x40tQ.", 8); /* numel 2^30 */
+	uint64_t big = (1ull << 33) - short_by;
+	struct central c[2];
+	big_record(&s.head, &c[0], "huge/data.pkl", pkl.p, pkl.n);
+	c[1].off = s.head.n; /* the large record's local header, with a ZIP64 extra */
+	snprintf(c[1].name, sizeof(c[1].name), "huge/data/0");
+	c[1].size = big;
+	put(&s.head, "PK\3\4", 4);
+	put_le(&s.head, 45, 2);
+	put_le(&s.head, 0, 2);
+	put_le(&s.head, 0, 2);
+	put_le(&s.head, 0, 8);
+	put_le(&s.head, 0xFFFFFFFFu, 4);
+	put_le(&s.head, 0xFFFFFFFFu, 4);
+	put_le(&s.head, 11, 2);
+	put_le(&s.head, 20, 2);
+	put(&s.head, "huge/data/0", 11);
+	put_le(&s.head, 1, 2);
+	put_le(&s.head, 16, 2);
+	put_le(&s.head, big, 8);
+	put_le(&s.head, big, 8);
+	s.tail_off = s.head.n + big; /* the data: zeros never stored */
+	struct buf *t = &s.tail;
+	for (int i = 0; i < 2; i++) {
+		bool z64 = i == 1;
+		put(t, "PK\1\2", 4);
+		put_le(t, 45, 2);
+		put_le(t, 45, 2);
+		put_le(t, 0, 4); /* flags, method */
+		put_le(t, 0, 8);
+		put_le(t, z64 ? 0xFFFFFFFFu : c[i].size, 4);
+		put_le(t, z64 ? 0xFFFFFFFFu : c[i].size, 4);
+		put_le(t, strlen(c[i].name), 2);
+		put_le(t, z64 ? 20 : 0, 2);
+		put_le(t, 0, 4); /* comment, disk */
+		put_le(t, 0, 6);
+		put_le(t, c[i].off, 4);
+		put(t, c[i].name, strlen(c[i].name));
+		if (z64) {
+			put_le(t, 1, 2);
+			put_le(t, 16, 2);
+			put_le(t, big, 8);
+			put_le(t, big, 8);
+		}
+	}
+	uint64_t cd_size = t->n, z64_end = s.tail_off + t->n;
+	put(t, "PK\6\6", 4);
+	put_le(t, 44, 8);
+	put_le(t, 45, 2);
+	put_le(t, 45, 2);
+	put_le(t, 0, 8); /* disks */
+	put_le(t, 2, 8);
+	put_le(t, 2, 8);
+	put_le(t, cd_size, 8);
+	put_le(t, s.tail_off, 8);
+	put(t, "PK\6\7", 4);
+	put_le(t, 0, 4);
+	put_le(t, z64_end, 8);
+	put_le(t, 1, 4);
+	put(t, "PK\5\6", 4);
+	put_le(t, 0, 4);
+	put_le(t, 0xFFFF, 2);
+	put_le(t, 0xFFFF, 2);
+	put_le(t, 0xFFFFFFFFu, 4);
+	put_le(t, 0xFFFFFFFFu, 4);
+	put_le(t, 0, 2);
+	free(pkl.p);
+	return s;
+}
+
+Test(complete, an_8_gib_zip64_archive_is_judged_reading_under_a_mib)
+{
+	struct sparse s = huge_archive(0);
+	struct complete_result r;
+	uint64_t size = s.tail_off + s.tail.n;
+	cr_assert_eq(complete_check("huge.pt", size, sparse_read, &s, &r), 0);
+	cr_expect(r.complete, "%s", r.reason);
+	cr_expect(!s.past_end);
+	cr_expect_lt(s.bytes_read, 1u << 20, "read %llu bytes", (unsigned long long)s.bytes_read);
+	free(s.head.p);
+	free(s.tail.p);
+
+	s = huge_archive(8);
+	size = s.tail_off + s.tail.n;
+	cr_assert_eq(complete_check("huge.pt", size, sparse_read, &s, &r), 0);
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "record huge/data/0 is 8589934584 bytes, data.pkl says 8589934592");
+	free(s.head.p);
+	free(s.tail.p);
+}
+
+Test(complete, safetensors_shape_disagreeing_with_offsets_is_incomplete)
+{
+	struct mem m = load("model.safetensors");
+	uint64_t at = find(&m, "[8,4]", 5);
+	m.p[at + 1] = '7';
+	struct complete_result r = judge(&m, "model.safetensors");
+	cr_expect(!r.complete);
+	cr_expect_str_eq(r.reason, "safetensors tensor embed.weight is 128 bytes, dtype and shape "
+				   "need 112");
 	free(m.p);
 }

@@ -67,6 +67,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sqlite3.h>
@@ -1124,6 +1125,11 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 	cat->reclaim_arg = reclaim_arg;
 	cat->intent_fd = -1;
 
+	/* a WAL left behind: the last writer did not close (a crash, kill -9) */
+	char wal[PATH_MAX + 8];
+	struct stat wst;
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	bool unclean = stat(wal, &wst) == 0 && wst.st_size > 0;
 	int rc = cat_sniff(path);
 	if (rc == 0)
 		rc = cat_db_open(cat);
@@ -1133,7 +1139,9 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 		rc = cat_schema_check(cat, root_uid, root_gid);
 	if (rc == 0)
 		rc = cat_configure(cat);
-	if (rc == 0 && cat_integrity(cat, false) != 0)
+	if (rc == 0 && unclean)
+		log_info("catalog %s was not closed cleanly: full integrity_check", path);
+	if (rc == 0 && cat_integrity(cat, unclean) != 0)
 		rc = -EIO; /* damaged: rebuilt from BACKING, never written further */
 	if (rc == 0)
 		rc = cat_schema_migrate(cat);
@@ -1278,7 +1286,9 @@ int cat_integrity(struct cat *cat, bool full)
 	cat_lock(cat);
 	int src = sqlite3_prepare_v2(cat->db, sql, -1, &st, NULL);
 	int findings = 0;
-	while (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+	while (src == SQLITE_OK || src == SQLITE_ROW) {
+		if ((src = sqlite3_step(st)) != SQLITE_ROW)
+			break;
 		const char *line = (const char *)sqlite3_column_text(st, 0);
 		if (line && strcmp(line, "ok") == 0)
 			continue;

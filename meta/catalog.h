@@ -77,7 +77,8 @@ typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
  * (and a log line naming the file and both versions), and a file that is not a
  * catalog with -EINVAL. Migrates an older catalog in place, in one transaction
  * (SCHEMA.md). A file that fails SQLite's quick_check (cat_integrity) is
- * refused with -EIO before anything is written to it. Rolls back open generations (G4 of generation.h), then runs the
+ * refused with -EIO before anything is written to it; after an unclean stop
+ * (a WAL file left behind) the full integrity_check runs instead. Rolls back open generations (G4 of generation.h), then runs the
  * recovery of invariant 4 and a zero-count sweep (with the reclaim callback,
  * if given). */
 int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,

@@ -1073,13 +1073,13 @@ Test(catalog, newer_schema_is_eproto, .init = setup, .fini = teardown)
 	struct cat *other = NULL;
 	cat_close(fx.cat);
 	fx.cat = NULL;
-	write_sql(fx.path, "UPDATE meta SET value = 4 WHERE key = 'schema_version';"
-			   "PRAGMA user_version = 4;");
+	write_sql(fx.path, "UPDATE meta SET value = 5 WHERE key = 'schema_version';"
+			   "PRAGMA user_version = 5;");
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &other), EPROTO);
 	cr_assert_null(other);
-	write_sql(fx.path, "PRAGMA user_version = 3;"); /* only meta says 4 */
+	write_sql(fx.path, "PRAGMA user_version = 4;"); /* only meta says 5 */
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &other), EPROTO);
-	write_sql(fx.path, "UPDATE meta SET value = 3 WHERE key = 'schema_version';");
+	write_sql(fx.path, "UPDATE meta SET value = 4 WHERE key = 'schema_version';");
 	open_catalog();
 	cr_assert_eq(cat_schema_version(fx.cat), CAT_SCHEMA_VERSION);
 	check_invariants();
@@ -1215,4 +1215,41 @@ Test(catalog, calls_from_threads_are_serialized, .init = setup, .fini = teardown
 	cr_assert_eq(s.files, 800);
 	cr_assert_eq(refcount(0), 4);
 	check_invariants();
+}
+
+Test(catalog, catalog_id_is_random_and_survives_reopening, .init = setup, .fini = teardown)
+{
+	char id[CAT_HASH_LEN + 1], again[CAT_HASH_LEN + 1];
+	cr_assert_eq(cat_catalog_id(fx.cat, id, sizeof(id)), 0);
+	cr_assert_eq(strlen(id), 32);
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	open_catalog();
+	cr_assert_eq(cat_catalog_id(fx.cat, again, sizeof(again)), 0);
+	cr_assert_str_eq(id, again);
+}
+
+/* Index rows missing (the index declared partial while rows moved): quick_check
+ * sees nothing, integrity_check does, and cat_check reports it. */
+Test(catalog, missing_index_rows_fail_integrity_check_and_cat_check, .init = setup,
+     .fini = teardown)
+{
+	struct cat_inode in;
+	OK(cat_create(fx.cat, CAT_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	OK(cat_create(fx.cat, CAT_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	OK(cat_integrity(fx.cat, true));
+	OK(cat_check(fx.cat));
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	write_sql(fx.path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql ="
+			   " 'CREATE INDEX dirents_by_ino ON dirents(ino) WHERE 0'"
+			   " WHERE name = 'dirents_by_ino';");
+	write_sql(fx.path, "CREATE TEMP TABLE x AS SELECT parent, name, ino FROM dirents;"
+			   "DELETE FROM dirents; INSERT INTO dirents(parent, name, ino) SELECT * FROM x;");
+	write_sql(fx.path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql ="
+			   " 'CREATE INDEX dirents_by_ino ON dirents(ino)' WHERE name = 'dirents_by_ino';");
+	open_catalog(); /* quick_check at open: index contents are not its business */
+	cr_assert_eq(cat_integrity(fx.cat, false), 0);
+	cr_assert_eq(cat_integrity(fx.cat, true), -EUCLEAN);
+	cr_assert_eq(cat_check(fx.cat), -EUCLEAN);
 }

@@ -121,6 +121,31 @@ test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
 	ck_umount
 }
 
+test_offline_admin_changes_respect_the_claim() {
+	ck_mount
+	_save step-1 1
+	_save step-2 1
+	ck_umount
+	# another catalog (a fresh cache) holds BACKING now
+	local first=$CK_CACHE first_pid
+	CK_CACHE=$CK_TMP/cache2 ck_mount
+	local before rc out
+	before=$(_backing_snapshot "$CK_BACKING")
+	for cmd in "rm --cache $first run/step-1" "gc --cache $first"; do
+		rc=0
+		out=$("$CKPTFS_ADMIN" $cmd 2>&1) || rc=$?
+		assert_eq 8 "$rc" "exit status of offline '$cmd' on a claimed BACKING ($out)"
+		assert_contains "$out" "ckptfs-admin: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_TMP/cache2, pid $CK_PID"
+	done
+	[ "$before" == "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
+	# reading commands claim nothing
+	"$CKPTFS_ADMIN" list --cache "$first" >/dev/null || ck_fail "list --cache of the other catalog failed"
+	ck_umount
+	# released: the offline change runs, and releases in turn
+	"$CKPTFS_ADMIN" rm --cache "$first" run/step-1 >/dev/null || ck_fail "offline rm failed once BACKING was free"
+	[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "offline rm left its claim: $(_claim)"
+}
+
 test_renewal_moves_the_heartbeat_and_records_the_daemon_pid() {
 	ck_mount claim_timeout=4
 	local r1 r2

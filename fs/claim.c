@@ -126,6 +126,60 @@ static bool claim_field(const char *value, size_t len, char *dst, size_t cap)
 	return true;
 }
 
+/* A decimal ≥ 0 up to max, nothing else. */
+static bool claim_number(const char *value, size_t len, int64_t max, int64_t *out)
+{
+	char num[24];
+	if (!claim_field(value, len, num, sizeof(num)) || num[0] < '0' || num[0] > '9')
+		return false;
+	char *end = NULL;
+	errno = 0;
+	long long x = strtoll(num, &end, 10);
+	if (errno != 0 || *end != '\0' || x > max)
+		return false;
+	*out = x;
+	return true;
+}
+
+/* Stores one line's value in out; *seen gets the field's bit. Unknown keys
+ * (a later format's) are accepted and ignored. */
+static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
+		       struct claim_rec *out, unsigned *seen)
+{
+	const struct {
+		const char *key;
+		char *dst;
+		size_t cap;
+	} text[] = {
+		{ "catalog", out->catalog, sizeof(out->catalog) },
+		{ "instance", out->instance, sizeof(out->instance) },
+		{ "host", out->host, sizeof(out->host) },
+		{ "boot", out->boot, sizeof(out->boot) },
+		{ "cache", out->cache, sizeof(out->cache) },
+	};
+	size_t n = sizeof(text) / sizeof(text[0]);
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(text[i].key) == kl && memcmp(key, text[i].key, kl) == 0) {
+			*seen |= 1u << i;
+			return claim_field(v, vl, text[i].dst, text[i].cap);
+		}
+	}
+	int64_t x = 0;
+	if (kl == 3 && memcmp(key, "pid", 3) == 0) {
+		*seen |= 1u << n;
+		bool ok = claim_number(v, vl, INT32_MAX, &x);
+		out->pid = (long)x;
+		return ok;
+	}
+	if (kl == 7 && memcmp(key, "renewed", 7) == 0) {
+		*seen |= 1u << (n + 1);
+		bool ok = claim_number(v, vl, INT64_MAX, &x);
+		out->renewed = x;
+		return ok;
+	}
+	return true;
+}
+
 int claim_parse(const char *text, size_t len, struct claim_rec *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -142,39 +196,11 @@ int claim_parse(const char *text, size_t len, struct claim_rec *out)
 		const char *sp = memchr(line, ' ', ll);
 		if (!sp)
 			return -EINVAL;
-		size_t kl = (size_t)(sp - line), vl = ll - kl - 1;
-		const char *v = sp + 1;
-		char num[32];
-		bool ok;
-#define CLAIM_KEY(k) (kl == sizeof(k) - 1 && memcmp(line, k, kl) == 0)
-		if (CLAIM_KEY("catalog"))
-			ok = claim_field(v, vl, out->catalog, sizeof(out->catalog)), seen |= 1;
-		else if (CLAIM_KEY("instance"))
-			ok = claim_field(v, vl, out->instance, sizeof(out->instance)), seen |= 2;
-		else if (CLAIM_KEY("host"))
-			ok = claim_field(v, vl, out->host, sizeof(out->host)), seen |= 4;
-		else if (CLAIM_KEY("boot"))
-			ok = claim_field(v, vl, out->boot, sizeof(out->boot)), seen |= 8;
-		else if (CLAIM_KEY("cache"))
-			ok = claim_field(v, vl, out->cache, sizeof(out->cache)), seen |= 16;
-		else if (CLAIM_KEY("pid") || CLAIM_KEY("renewed")) {
-			bool pid = CLAIM_KEY("pid");
-			char *end = NULL;
-			ok = claim_field(v, vl, num, sizeof(num)) && num[0] >= '0' && num[0] <= '9';
-			errno = 0;
-			long long x = ok ? strtoll(num, &end, 10) : 0;
-			ok = ok && errno == 0 && *end == '\0' && (!pid || x <= INT32_MAX);
-			if (pid)
-				out->pid = (long)x, seen |= 32;
-			else
-				out->renewed = x, seen |= 64;
-		} else
-			ok = true; /* a later format's field: ignored */
-#undef CLAIM_KEY
-		if (!ok)
+		size_t kl = (size_t)(sp - line);
+		if (!claim_line(line, kl, sp + 1, ll - kl - 1, out, &seen))
 			return -EINVAL;
 	}
-	if (seen != 127 || !claim_hex_id(out->catalog) || !claim_hex_id(out->instance) ||
+	if (seen != 0x7f || !claim_hex_id(out->catalog) || !claim_hex_id(out->instance) ||
 	    out->cache[0] != '/')
 		return -EINVAL;
 	return 0;

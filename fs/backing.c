@@ -10,6 +10,10 @@
  *              fsync'd), rename again
  *          any failure: unlink the temporary, log, return the error
  *   probe: write_file, read_file + compare, rename, unlink, each step named.
+ *   put_new: write_file tmp/…, link tmp/… → relpath (EEXIST: someone's
+ *          already; over NFS, one holding our very bytes is ours: a LINK
+ *          retransmitted after a lost reply), unlink the temporary.
+ *   move:  rename, durably; ENOENT unlogged.
  *
  * Invariants (numbers of backing.h):
  *  1. A relpath only ever changes by rename of a complete, fsync'd temporary

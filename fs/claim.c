@@ -291,6 +291,7 @@ static void claim_describe(const struct claim_rec *h, int parsed, int64_t now, c
  * now), 0 to read again, or -errno. */
 static int claim_take_stale(struct claim *c, const char *judged, size_t judged_len)
 {
+	assert(judged_len <= CLAIM_MAX && claim_hex_id(c->self.instance));
 	char aside[64 + CLAIM_ID_LEN], *moved = malloc(CLAIM_MAX);
 	if (!moved)
 		return -ENOMEM;
@@ -399,6 +400,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, 
 /* One renewal (invariant 3); called with c->lock not held. */
 static void claim_renew(struct claim *c)
 {
+	assert(c->written_len > 0 && !c->lost);
 	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;

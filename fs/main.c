@@ -298,8 +298,9 @@ static int main_claim(struct ckptfs *fs)
 
 /* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
  * data, the catalog is rebuilt from BACKING's manifests; a cache that was
- * used before but has lost or damaged its catalog is refused with the command
- * that rebuilds it, rather than mounted as an empty tree. */
+ * used before but has lost or damaged its catalog (cat_open's quick_check)
+ * is refused with the command that rebuilds it, rather than mounted as an
+ * empty tree. BACKING is claimed for the catalog before a rebuild reads it. */
 static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 {
 	char path[PATH_MAX + 16];

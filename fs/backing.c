@@ -10,6 +10,10 @@
  *              fsync'd), rename again
  *          any failure: unlink the temporary, log, return the error
  *   probe: write_file, read_file + compare, rename, unlink, each step named.
+ *   put_new: write_file tmp/…, link tmp/… → relpath (EEXIST: someone's
+ *          already; over NFS, one holding our very bytes is ours: a LINK
+ *          retransmitted after a lost reply), unlink the temporary.
+ *   move:  rename, durably; ENOENT unlogged.
  *
  * Invariants (numbers of backing.h):
  *  1. A relpath only ever changes by rename of a complete, fsync'd temporary
@@ -341,6 +345,19 @@ static int backing_mkdir(struct backing *b, const char *rel)
 	return backing_mkdir_sync(b, rel, true);
 }
 
+static int backing_link(struct backing *b, const char *from, const char *to, bool sync)
+{
+	if (b->nfs)
+		return backing_nfs_link(b->nfs, from, to);
+	if (linkat(b->root_fd, from, b->root_fd, to, 0) != 0)
+		return -errno;
+	if (!sync)
+		return 0;
+	char dir[PATH_MAX];
+	backing_parent(to, dir, sizeof(dir));
+	return bdir_fsync_dir(b, dir);
+}
+
 static int backing_unlink(struct backing *b, const char *rel)
 {
 	return b->nfs ? backing_nfs_unlink(b->nfs, rel) : bdir_unlink(b, rel);
@@ -668,6 +685,62 @@ int backing_put_link(struct backing *b, const char *relpath, int dirfd, const ch
 		return -EXDEV;
 	struct backing_src src = { NULL, 0, dirfd, src_rel };
 	return backing_put_mode(b, relpath, &src, sync);
+}
+
+/* An EEXIST from link: whether relpath already is our file (a LINK repeated
+ * after its reply was lost), by its bytes. */
+static bool backing_holds(struct backing *b, const char *relpath, const void *data, size_t len)
+{
+	char *have = malloc(len + 1);
+	size_t n = 0;
+	bool same = have && backing_read_file(b, relpath, have, len + 1, &n) == 0 && n == len &&
+		    memcmp(have, data, len) == 0;
+	free(have);
+	return same;
+}
+
+int backing_put_new(struct backing *b, const char *relpath, const void *data, size_t len)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc != 0) {
+		log_error("BACKING %s: put_new %s: invalid path: %s", b->spec,
+			  relpath ? relpath : "(null)", strerror(-rc));
+		return rc;
+	}
+	char tmp[BACKING_TMP_NAME], step[PATH_MAX + 160];
+	backing_tmp_name(b, "", tmp, sizeof(tmp));
+	struct backing_src src = { data, len, -1, NULL };
+	snprintf(step, sizeof(step), "write %s", tmp);
+	rc = backing_fill_tmp(b, tmp, &src, true);
+	if (rc == 0) {
+		snprintf(step, sizeof(step), "link %s → %s", tmp, relpath);
+		rc = backing_link(b, tmp, relpath, true);
+		if (rc == -ENOENT) {
+			char dir[PATH_MAX];
+			backing_parent(relpath, dir, sizeof(dir));
+			rc = backing_mkdirs(b, dir, true);
+			if (rc == 0)
+				rc = backing_link(b, tmp, relpath, true);
+		}
+		if (rc == -EEXIST && b->nfs && backing_holds(b, relpath, data, len))
+			rc = 0;
+	}
+	if (rc != 0 && rc != -EEXIST)
+		backing_log_failure(b, "put_new", relpath, step, rc);
+	backing_discard_tmp(b, tmp, rc == -EEXIST ? 0 : rc);
+	return rc;
+}
+
+int backing_move(struct backing *b, const char *from, const char *to)
+{
+	int rc = backing_check_path(from, false);
+	if (rc == 0)
+		rc = backing_check_path(to, false);
+	if (rc == 0)
+		rc = backing_rename(b, from, to, true);
+	if (rc != 0 && rc != -ENOENT)
+		backing_log_failure(b, "move", from ? from : "(null)", "rename", rc);
+	return rc;
 }
 
 int backing_sync(struct backing *b)

@@ -80,6 +80,20 @@ int backing_put_link(struct backing *b, const char *relpath, int dirfd, const ch
  * refused); true before the first try. */
 bool backing_can_link(struct backing *b);
 
+/* Creates relpath holding data only if no file has that name: -EEXIST,
+ * unlogged and with nothing changed, otherwise. Of several callers racing for
+ * one relpath (threads, processes, nodes), exactly one gets 0. Durable like
+ * backing_put: a temporary is written and fsync'd, then hard-linked as
+ * relpath (link(2), NFSv3 LINK: both refuse an existing name) and removed.
+ * For small files that name their writer (fs/claim.c): an NFS LINK repeated
+ * after a lost reply answers EEXIST, so relpath already holding exactly data
+ * counts as success. */
+int backing_put_new(struct backing *b, const char *relpath, const void *data, size_t len);
+
+/* Renames from to to (replacing to), durably. -ENOENT, unlogged, when from
+ * is not there: of several callers renaming one name, one succeeds. */
+int backing_move(struct backing *b, const char *from, const char *to);
+
 /* Reads the whole of relpath into buf (capacity cap); *len gets its size.
  * -ENOENT if absent, -EFBIG if larger than cap. */
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len);

@@ -7,6 +7,7 @@
  *   write_file  create or truncate rel, write all of data, fsync, close
  *   read_file   the whole of rel into buf (-EFBIG past cap)
  *   rename      atomically replace `to` by `from`, durably
+ *   link        a second name `to` for the file `from`; -EEXIST if `to` exists
  *   mkdir       one level; an existing directory is success
  * Every primitive returns 0 or a negative errno and logs nothing itself,
  * except connection events (the dispatch logs the failure of the call). A
@@ -33,6 +34,7 @@ int backing_nfs_read_file(struct backing_nfs *n, const char *rel, void *buf, siz
 			  size_t *len);
 int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size);
 int backing_nfs_rename(struct backing_nfs *n, const char *from, const char *to);
+int backing_nfs_link(struct backing_nfs *n, const char *from, const char *to);
 int backing_nfs_unlink(struct backing_nfs *n, const char *rel);
 int backing_nfs_mkdir(struct backing_nfs *n, const char *rel);
 int backing_nfs_list(struct backing_nfs *n, const char *reldir, backing_list_fn fn, void *arg);

@@ -380,6 +380,14 @@ static int bnfs_op_rename(struct nfs_context *ctx, struct bnfs_op *op)
 	return bnfs_result(ctx, nfs_rename(ctx, from, to));
 }
 
+static int bnfs_op_link(struct nfs_context *ctx, struct bnfs_op *op)
+{
+	char from[PATH_MAX + 2], to[PATH_MAX + 2];
+	bnfs_path(op->rel, from, sizeof(from));
+	bnfs_path(op->rel2, to, sizeof(to));
+	return bnfs_result(ctx, nfs_link(ctx, from, to));
+}
+
 static int bnfs_op_unlink(struct nfs_context *ctx, struct bnfs_op *op)
 {
 	char path[PATH_MAX + 2];
@@ -555,6 +563,12 @@ int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size)
 int backing_nfs_rename(struct backing_nfs *n, const char *from, const char *to)
 {
 	struct bnfs_op op = { .fn = bnfs_op_rename, .rel = from, .rel2 = to };
+	return bnfs_run(n, &op);
+}
+
+int backing_nfs_link(struct backing_nfs *n, const char *from, const char *to)
+{
+	struct bnfs_op op = { .fn = bnfs_op_link, .rel = from, .rel2 = to };
 	return bnfs_run(n, &op);
 }
 

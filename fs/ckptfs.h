@@ -56,6 +56,7 @@ struct ckptfs_options {
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
+	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/claim.h) */
 };
 
 struct ckptfs {
@@ -63,6 +64,7 @@ struct ckptfs {
 	struct cat *cat;
 	struct store *store;         /* the local cache's objects (CACHE/chunks) */
 	struct backing *backing;
+	struct claim *claim;         /* BACKING is this catalog's (fs/claim.h) */
 	struct cache *cache;
 	struct uploader *uploader;
 	struct storeq *storeq;       /* chunk objects written behind the writers */

@@ -22,6 +22,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "ckptfs.h"
+#include "claim.h"
 #include "control.h"
 #include "fuseinit.h"
 #include "log.h"
@@ -277,10 +278,29 @@ static int main_rebuild(struct ckptfs *fs)
 	return rc;
 }
 
+/* One catalog per BACKING (fs/claim.h): refused with one line naming the
+ * holder when another catalog's daemon holds it. */
+static int main_claim(struct ckptfs *fs)
+{
+	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
+	int rc = cat_catalog_id(fs->cat, id, sizeof(id));
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: catalog %s/catalog.db: no catalog id: %s\n", fs->opt.cache,
+			strerror(-rc));
+		return rc;
+	}
+	rc = claim_acquire(fs->backing, id, fs->opt.cache, fs->opt.claim_timeout_s, &fs->claim, msg,
+			   sizeof(msg));
+	if (rc != 0)
+		fprintf(stderr, "ckptfs: %s\n", msg);
+	return rc;
+}
+
 /* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
  * data, the catalog is rebuilt from BACKING's manifests; a cache that was
- * used before but has lost or damaged its catalog is refused with the command
- * that rebuilds it, rather than mounted as an empty tree. */
+ * used before but has lost or damaged its catalog (cat_open's quick_check)
+ * is refused with the command that rebuilds it, rather than mounted as an
+ * empty tree. BACKING is claimed for the catalog before a rebuild reads it. */
 static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 {
 	char path[PATH_MAX + 16];
@@ -307,6 +327,17 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 			path, fs->opt.cache, fs->opt.backing);
 	else if (rc != 0)
 		fprintf(stderr, "ckptfs: catalog %s: cannot open: %s\n", path, strerror(-rc));
+	if (rc == 0 && main_claim(fs) != 0) {
+		rc = -EBUSY;
+		cat_close(fs->cat);
+		fs->cat = NULL;
+		if (!existed) /* a fresh cache stays fresh: the next try rebuilds */
+			unlink(path);
+		if (!cache_was_used) {
+			snprintf(path, sizeof(path), "%s/%s", fs->opt.cache, MAIN_CACHE_OWNER);
+			unlink(path);
+		}
+	}
 	if (rc != 0 || existed || !backing_has)
 		return rc;
 	/* a fresh node: what BACKING holds becomes this catalog */
@@ -402,6 +433,8 @@ static void main_close_state(struct ckptfs *fs)
 	fs->uploader = NULL;
 	gen_policy_free(fs->gen);
 	fs->gen = NULL;
+	claim_end(fs->claim, true); /* nothing of ours writes BACKING any more */
+	fs->claim = NULL;
 	chunk_cache_free(fs->chunks); /* its readahead threads read through the cache */
 	fs->chunks = NULL;
 	recent_free(fs->recent);
@@ -519,6 +552,8 @@ int main(int argc, char **argv)
 		}
 	}
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
+	if (claim_start(fs.claim) != 0) /* after fork: the daemon's pid, renewed */
+		goto out;
 
 	if (gen_policy_start(fs.gen) != 0 || node_table_start(fs.nodes) != 0) {
 		/* after fork: threads do not survive it */

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "claim.h"
 #include "hash.h"
 
 /* FUSE and mount(8) options accepted as they are (name, or name= prefix). */
@@ -172,6 +173,15 @@ static int options_one(struct options_result *r, const char *opt)
 		o->backing_timeout_ms = (unsigned)(s * 1000);
 		return 0;
 	}
+	if (strncmp(opt, "claim_timeout=", 14) == 0) {
+		double s;
+		if (options_seconds(opt, opt + 14, &s) != 0)
+			return -1;
+		if (s < 4 || s > 86400)
+			return options_fail("option '%s': %s", opt, "expects 4 to 86400 seconds");
+		o->claim_timeout_s = (unsigned)s;
+		return 0;
+	}
 	if (strncmp(opt, "upload_deadline=", 16) == 0) {
 		double s;
 		if (options_seconds(opt, opt + 16, &s) != 0)
@@ -263,6 +273,8 @@ void options_usage(FILE *f)
 		"                     CRC-32C their objects carry (default), or by re-hashing;\n"
 		"                     chunks from BACKING are always re-hashed\n"
 		"  backing_timeout=S  reads that need BACKING wait this long, then EIO (default 60)\n"
+		"  claim_timeout=S    a claim on BACKING not renewed for this long, by a daemon\n"
+		"                     of another host, may be taken over (default 60)\n"
 		"  upload_threads=N   parallel uploads to BACKING (default 2)\n"
 		"  upload_deadline=S  log uploads older than this (default 300)\n"
 		"  leave_queued       unmount without waiting for uploads (they resume at the next\n"
@@ -451,6 +463,7 @@ int options_parse(int argc, char **argv, struct options_result *r)
 	r->opt.backing_timeout_ms = 60000;
 	r->opt.upload_threads = 2;
 	r->opt.upload_deadline_s = 300;
+	r->opt.claim_timeout_s = CLAIM_DEFAULT_TIMEOUT_S;
 	const char *pos[3] = { 0 };
 	int npos = 0;
 	for (int i = 1; i < argc; i++) {

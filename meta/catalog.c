@@ -67,6 +67,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sqlite3.h>
@@ -398,10 +399,15 @@ static const char cat_schema_v3_sql[] =
 	"INSERT INTO uploads(kind, gen, version, enqueued_ns)"
 	" SELECT 2, id, version, 0 FROM generations WHERE state = 1 ORDER BY committed_ns;";
 
-/* Version 3 → 4: held generations (generation.h, GEN_HELD). `held` is the
+/* Version 3 → 4: the catalog's random id, which claims BACKING for it
+ * (fs/claim.h). A migrated catalog gets its id here, a new one too. */
+static const char cat_schema_v4_sql[] =
+	"INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', lower(hex(randomblob(16))));";
+
+/* Version 4 → 5: held generations (generation.h, GEN_HELD). `held` is the
  * reason a generation is held, or, while it is OPEN as a new version, the
  * reason its backup was held: the state an abort puts back. '' otherwise. */
-static const char cat_schema_v4_sql[] =
+static const char cat_schema_v5_sql[] =
 	"ALTER TABLE generations ADD COLUMN held TEXT NOT NULL DEFAULT '';";
 
 /* The migration steps: cat_schema_steps[v] brings version v to v+1. */
@@ -409,6 +415,7 @@ static const char *const cat_schema_steps[CAT_SCHEMA_VERSION] = {
 	[1] = cat_schema_v2_sql,
 	[2] = cat_schema_v3_sql,
 	[3] = cat_schema_v4_sql,
+	[4] = cat_schema_v5_sql,
 };
 
 static const struct cat_sql *cat_sql_of(enum cat_sid id)
@@ -893,14 +900,15 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 {
 	int64_t now = cat_now_ns();
 	char *sql = sqlite3_mprintf(
-		"BEGIN IMMEDIATE;%s%s%s%s"
+		"BEGIN IMMEDIATE;%s%s%s%s%s"
 		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
 		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
 		" ('created_ns', %lld), ('application', 'ckptfs');"
 		"INSERT INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
 		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
 		"COMMIT;",
-		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, cat_schema_v4_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
+		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, cat_schema_v4_sql, cat_schema_v5_sql,
+		CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
 		CAT_SCHEMA_VERSION, (long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
 		(long long)root_gid, (long long)now, (long long)now, (long long)now);
 	if (sql == NULL) {
@@ -1125,6 +1133,11 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 	cat->reclaim_arg = reclaim_arg;
 	cat->intent_fd = -1;
 
+	/* a WAL left behind: the last writer did not close (a crash, kill -9) */
+	char wal[PATH_MAX + 8];
+	struct stat wst;
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	bool unclean = stat(wal, &wst) == 0 && wst.st_size > 0;
 	int rc = cat_sniff(path);
 	if (rc == 0)
 		rc = cat_db_open(cat);
@@ -1134,6 +1147,10 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 		rc = cat_schema_check(cat, root_uid, root_gid);
 	if (rc == 0)
 		rc = cat_configure(cat);
+	if (rc == 0 && unclean)
+		log_info("catalog %s was not closed cleanly: full integrity_check", path);
+	if (rc == 0 && cat_integrity(cat, unclean) != 0)
+		rc = -EIO; /* damaged: rebuilt from BACKING, never written further */
 	if (rc == 0)
 		rc = cat_schema_migrate(cat);
 	if (rc == 0)
@@ -1238,6 +1255,66 @@ void cat_close(struct cat *cat)
 int cat_schema_version(struct cat *cat)
 {
 	return cat->schema_version;
+}
+
+int cat_catalog_id(struct cat *cat, char *buf, size_t size)
+{
+	sqlite3_stmt *st = NULL;
+	cat_lock(cat);
+	int src = sqlite3_prepare_v2(cat->db, "SELECT value FROM meta WHERE key = 'catalog_id'", -1,
+				     &st, NULL);
+	int rc = -EIO;
+	if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+		size_t n = id ? strlen(id) : 0;
+		rc = n == 32 && strspn(id, "0123456789abcdef") == n ? 0 : -EINVAL;
+		if (rc == 0 && n >= size)
+			rc = -ENAMETOOLONG;
+		if (rc == 0)
+			memcpy(buf, id, n + 1);
+	} else if (src == SQLITE_DONE) {
+		rc = -ENOENT;
+	}
+	if (rc != 0)
+		log_error("catalog %s: cannot read its catalog_id: %s", cat->path,
+			  rc == -EIO ? sqlite3_errmsg(cat->db) : strerror(-rc));
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	return rc;
+}
+
+#define CAT_INTEGRITY_LINES 20
+
+int cat_integrity(struct cat *cat, bool full)
+{
+	const char *pragma = full ? "PRAGMA integrity_check(" : "PRAGMA quick_check(";
+	char sql[64];
+	snprintf(sql, sizeof(sql), "%s%d)", pragma, CAT_INTEGRITY_LINES);
+	sqlite3_stmt *st = NULL;
+	cat_lock(cat);
+	int src = sqlite3_prepare_v2(cat->db, sql, -1, &st, NULL);
+	int findings = 0;
+	while (src == SQLITE_OK || src == SQLITE_ROW) {
+		if ((src = sqlite3_step(st)) != SQLITE_ROW)
+			break;
+		const char *line = (const char *)sqlite3_column_text(st, 0);
+		if (line && strcmp(line, "ok") == 0)
+			continue;
+		findings++;
+		log_error("catalog %s: %s found: %s", cat->path, full ? "integrity_check" : "quick_check",
+			  line ? line : "(null)");
+	}
+	if (src != SQLITE_DONE) {
+		findings++; /* a check that cannot even run (SQLITE_CORRUPT) is a finding too */
+		log_error("catalog %s: %s cannot run: %s (sqlite %d)", cat->path,
+			  full ? "integrity_check" : "quick_check", sqlite3_errmsg(cat->db), src);
+	}
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	if (findings > 0)
+		log_error("catalog %s is damaged (SQLite %s: %d findings)", cat->path,
+			  full ? "integrity_check" : "quick_check", findings);
+	return findings > 0 ? -EUCLEAN : 0;
 }
 
 /* ---- namespace ---- */
@@ -2426,6 +2503,8 @@ int cat_check(struct cat *cat)
 	};
 	struct cat_inode root;
 	int violations = 0;
+	if (cat_integrity(cat, true) != 0)
+		violations++;
 	cat_lock(cat);
 	int rc = cat_begin_read(cat);
 	if (rc == 0) {

@@ -37,7 +37,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CAT_SCHEMA_VERSION 4
+#define CAT_SCHEMA_VERSION 5
 #define CAT_ROOT_INO 1
 #define CAT_HASH_LEN 32
 #define CAT_NAME_MAX 255
@@ -76,7 +76,9 @@ typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
  * catalog whose schema version is newer than CAT_SCHEMA_VERSION with -EPROTO
  * (and a log line naming the file and both versions), and a file that is not a
  * catalog with -EINVAL. Migrates an older catalog in place, in one transaction
- * (SCHEMA.md). Rolls back open generations (G4 of generation.h), then runs the
+ * (SCHEMA.md). A file that fails SQLite's quick_check (cat_integrity) is
+ * refused with -EIO before anything is written to it; after an unclean stop
+ * (a WAL file left behind) the full integrity_check runs instead. Rolls back open generations (G4 of generation.h), then runs the
  * recovery of invariant 4 and a zero-count sweep (with the reclaim callback,
  * if given). */
 int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
@@ -98,6 +100,10 @@ int cat_defer_commit(struct cat *cat);
  * chunk stored now is hidden from the uploader until their commit. */
 bool cat_defer_active(struct cat *cat);
 int cat_schema_version(struct cat *cat); /* the version stored in the file */
+/* The catalog's random id (meta.catalog_id, 32 lowercase hex digits, made
+ * when the catalog is created or migrated to version 4): what claims BACKING
+ * for this catalog (fs/claim.h). buf needs 33 bytes. */
+int cat_catalog_id(struct cat *cat, char *buf, size_t size);
 
 /* ---- namespace ---- */
 
@@ -255,7 +261,13 @@ typedef int (*cat_chunk_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_
 			    uint8_t codec, int64_t stored_len, uint64_t refcount);
 int cat_chunks(struct cat *cat, cat_chunk_fn fn, void *arg);
 
-/* Checks invariants 1–3 in full. Returns 0, or -EUCLEAN with a log line per
+/* SQLite's own check of the file: PRAGMA quick_check (full false: cheap,
+ * without index contents; cat_open runs it) or integrity_check (full true:
+ * every index row matches its table). 0, or -EUCLEAN with a log line per
+ * finding (at most 20) naming the catalog. */
+int cat_integrity(struct cat *cat, bool full);
+
+/* Checks SQLite's integrity (cat_integrity, full), then invariants 1–3 in full. Returns 0, or -EUCLEAN with a log line per
  * violation. For tests and `ckptfs-admin check`. */
 int cat_check(struct cat *cat);
 

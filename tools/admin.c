@@ -17,6 +17,12 @@
  *    (--cache) they take the cache lock the daemon would hold, open the
  *    catalog read-write and change it directly;
  *  - import goes through the mount only.
+ * Offline changes write BACKING (rm and gc remove objects and manifests), so
+ * they claim BACKING for the cache's catalog first, as the daemon does
+ * (fs/claim.h): refused, naming the holder, while another catalog holds it.
+ * rebuild only reads BACKING (it makes a new catalog, whose daemon then takes
+ * over the old catalog's claim on its own cache); reading commands claim
+ * nothing.
  * Only root and the daemon's user (the owner of the cache) may use it. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +36,7 @@
 
 #include "admin.h"
 #include "backing.h"
+#include "claim.h"
 #include "control.h"
 #include "log.h"
 #include "store.h"
@@ -437,6 +444,25 @@ static int admin_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 	return store_remove(arg, hash);
 }
 
+/* An offline change claims BACKING for this catalog, renewed until exit. */
+static int admin_claim(struct admin *a)
+{
+	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
+	int err = cat_catalog_id(a->cat, id, sizeof(id));
+	if (err == 0)
+		err = claim_acquire(a->bk, id, a->cache, 0, &a->claim, msg, sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg), "catalog %s/catalog.db: no catalog id: %s", a->cache,
+			 strerror(-err));
+	if (err == 0)
+		err = claim_start(a->claim);
+	if (err != 0) {
+		admin_err("%s", msg);
+		return err == -EBUSY ? ADMIN_BUSY : ADMIN_PROBLEM;
+	}
+	return ADMIN_OK;
+}
+
 static int admin_open(struct admin *a, unsigned need)
 {
 	int rc = a->by_cache ? ADMIN_OK : admin_from_mount(a);
@@ -467,7 +493,7 @@ static int admin_open(struct admin *a, unsigned need)
 		admin_err("catalog %s: cannot open: %s", path, strerror(-err));
 		return err == -EACCES || err == -EPERM ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
 	}
-	return ADMIN_OK;
+	return offline_change ? admin_claim(a) : ADMIN_OK;
 }
 
 int main(int argc, char **argv)
@@ -489,6 +515,7 @@ int main(int argc, char **argv)
 		rc = cmd->fn(&a);
 	fflush(stdout);
 	aq_close(a.aq);
+	claim_end(a.claim, true);
 	cat_close(a.cat);
 	store_close(a.store);
 	backing_close(a.bk);

@@ -67,6 +67,7 @@ struct admin {
 	struct aq *aq;
 	struct store *store;     /* the cache's chunk objects (CACHE/chunks), if opened */
 	struct backing *bk;      /* BACKING, if opened */
+	struct claim *claim;     /* offline changes claim BACKING for the catalog (fs/claim.h) */
 };
 
 /* ---- admin.c ---- */

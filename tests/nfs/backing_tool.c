@@ -9,6 +9,10 @@
  *   backing-tool ... SPEC probe
  *   backing-tool ... SPEC serve                             commands from stdin
  *   backing-tool ... SPEC stress THREADS COUNT              concurrent put/get/compare
+ *   backing-tool ... SPEC putnew FILE REL                   exclusive create (exit 4: exists)
+ *   backing-tool ... SPEC mv FROM TO                        rename (exit 3: FROM absent)
+ *   backing-tool ... SPEC race-new THREADS ROUNDS           THREADS putnew one name per
+ *                                                           round: exactly one must win
  *
  * SPEC is a directory or nfs://server[:port]/export/path. Exits 0 on success,
  * 3 for "not there" (-ENOENT), 1 otherwise, with one line on stderr naming
@@ -104,7 +108,7 @@ static int bt_cmp(const void *a, const void *b)
 static void usage(void)
 {
 	fprintf(stderr, "usage: backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL | get REL FILE | "
-			"stat REL | ls [REL] | rm REL | probe | serve | stress THREADS COUNT\n");
+			"stat REL | ls [REL] | rm REL | probe | serve | stress THREADS COUNT | putnew FILE REL | mv FROM TO | race-new THREADS ROUNDS\n");
 	exit(2);
 }
 
@@ -117,7 +121,7 @@ static int bt_command(struct backing *b, const char *cmd, int nargs, char **args
 	int rc = 0;
 	double t1 = bt_now();
 	*bytes = 0;
-	if (!strcmp(cmd, "put") && nargs == 2) {
+	if ((!strcmp(cmd, "put") || !strcmp(cmd, "putnew")) && nargs == 2) {
 		FILE *f = strcmp(args[0], "-") ? fopen(args[0], "rb") : stdin;
 		char *buf = NULL;
 		if (!f)
@@ -128,8 +132,12 @@ static int bt_command(struct backing *b, const char *cmd, int nargs, char **args
 			fclose(f);
 		t1 = bt_now();
 		if (rc == 0)
-			rc = backing_put(b, args[1], buf, *bytes);
+			rc = !strcmp(cmd, "put") ? backing_put(b, args[1], buf, *bytes)
+						 : backing_put_new(b, args[1], buf, *bytes);
 		free(buf);
+		*secs = bt_now() - t1;
+	} else if (!strcmp(cmd, "mv") && nargs == 2) {
+		rc = backing_move(b, args[0], args[1]);
 		*secs = bt_now() - t1;
 	} else if (!strcmp(cmd, "get") && nargs == 2) {
 		uint64_t size = 0;
@@ -278,6 +286,61 @@ static int bt_stress(struct backing *b, int threads, int count)
 	return failures ? -EIO : 0;
 }
 
+/* ---- race-new: THREADS threads put_new one name at once, ROUNDS times ---- */
+
+struct bt_racer {
+	struct backing *b;
+	pthread_barrier_t *go;
+	const char *rel;
+	int id;
+	int rc;
+};
+
+static void *bt_race_run(void *arg)
+{
+	struct bt_racer *r = arg;
+	char data[32];
+	int n = snprintf(data, sizeof(data), "racer %d\n", r->id);
+	pthread_barrier_wait(r->go);
+	r->rc = backing_put_new(r->b, r->rel, data, (size_t)n);
+	return NULL;
+}
+
+static int bt_race_new(struct backing *b, int threads, int rounds)
+{
+	if (threads < 2 || threads > 64 || rounds < 1)
+		return BT_USAGE;
+	int bad = 0;
+	for (int round = 0; round < rounds; round++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "race/r%d", round);
+		pthread_barrier_t go;
+		pthread_barrier_init(&go, NULL, (unsigned)threads);
+		pthread_t t[64];
+		struct bt_racer r[64];
+		for (int i = 0; i < threads; i++) {
+			r[i] = (struct bt_racer){ .b = b, .go = &go, .rel = rel, .id = i };
+			if (pthread_create(&t[i], NULL, bt_race_run, &r[i]) != 0)
+				return -EAGAIN;
+		}
+		int won = 0, other = 0;
+		for (int i = 0; i < threads; i++) {
+			pthread_join(t[i], NULL);
+			won += r[i].rc == 0;
+			other += r[i].rc != 0 && r[i].rc != -EEXIST;
+		}
+		pthread_barrier_destroy(&go);
+		if (won != 1 || other) {
+			fprintf(stderr, "backing-tool: race-new %s: %d winners, %d errors\n", rel, won,
+				other);
+			bad++;
+		}
+		backing_remove(b, rel);
+	}
+	printf("%d of %d rounds without exactly one winner\n", bad, rounds);
+	return bad ? -EIO : 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned timeout_ms = 0;
@@ -306,8 +369,10 @@ int main(int argc, char **argv)
 		backing_close(b);
 		return rc;
 	}
-	if (!strcmp(cmd, "stress") && argc - optind == 4) {
-		rc = bt_stress(b, atoi(argv[optind + 2]), atoi(argv[optind + 3]));
+	if ((!strcmp(cmd, "stress") || !strcmp(cmd, "race-new")) && argc - optind == 4) {
+		rc = !strcmp(cmd, "stress") ? bt_stress(b, atoi(argv[optind + 2]), atoi(argv[optind + 3]))
+					    : bt_race_new(b, atoi(argv[optind + 2]),
+							  atoi(argv[optind + 3]));
 		backing_close(b);
 		if (rc == BT_USAGE)
 			usage();
@@ -322,8 +387,8 @@ int main(int argc, char **argv)
 	}
 	if (verbose && rc == 0)
 		fprintf(stderr, "%s %zu bytes %.3f s\n", cmd, bytes, secs);
-	if (rc != 0 && rc != -ENOENT)
+	if (rc != 0 && rc != -ENOENT && rc != -EEXIST)
 		fprintf(stderr, "backing-tool: %s %s: %s\n", cmd, spec, strerror(-rc));
 	backing_close(b);
-	return rc == 0 ? 0 : rc == -ENOENT ? 3 : 1;
+	return rc == 0 ? 0 : rc == -ENOENT ? 3 : rc == -EEXIST ? 4 : 1;
 }

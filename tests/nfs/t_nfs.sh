@@ -98,6 +98,19 @@ check "list of an absent directory is ENOENT (exit 3)" [ $? -eq 3 ]
 T put "$data/v1" "../escape" 2>/dev/null
 check "a path with .. is refused" [ $? -eq 1 -a ! -e "$srv/escape" ]
 check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
+# exclusive create (NFSv3 LINK of a temporary) and rename: the claim's primitives
+T putnew "$data/v1" excl/f
+check "putnew of a new name" cmp -s "$data/v1" "$export_dir/excl/f"
+T putnew "$data/v2" excl/f
+rc=$?
+cmp -s "$data/v1" "$export_dir/excl/f" && same=1 || same=0
+check "putnew of an existing name is EEXIST (exit 4), the file unchanged" [ $rc -eq 4 -a $same = 1 ]
+T mv excl/f excl/g
+cmp -s "$data/v1" "$export_dir/excl/g" && same=1 || same=0
+check "mv renames" [ ! -e "$export_dir/excl/f" -a $same = 1 ]
+T mv excl/f excl/h
+check "mv of an absent name is ENOENT (exit 3)" [ $? -eq 3 ]
+check "8 threads putnew one name, 20 rounds: exactly one wins each" T race-new 8 20
 check "no temporaries left in tmp/" [ -z "$(ls -A "$export_dir/tmp")" ]
 
 # ---- one open backing across an outage ----

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -1073,13 +1074,13 @@ Test(catalog, newer_schema_is_eproto, .init = setup, .fini = teardown)
 	struct cat *other = NULL;
 	cat_close(fx.cat);
 	fx.cat = NULL;
-	write_sql(fx.path, "UPDATE meta SET value = 5 WHERE key = 'schema_version';"
-			   "PRAGMA user_version = 5;");
+	write_sql(fx.path, "UPDATE meta SET value = 6 WHERE key = 'schema_version';"
+			   "PRAGMA user_version = 6;");
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &other), EPROTO);
 	cr_assert_null(other);
-	write_sql(fx.path, "PRAGMA user_version = 4;"); /* only meta says 5 */
+	write_sql(fx.path, "PRAGMA user_version = 5;"); /* only meta says 6 */
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &other), EPROTO);
-	write_sql(fx.path, "UPDATE meta SET value = 4 WHERE key = 'schema_version';");
+	write_sql(fx.path, "UPDATE meta SET value = 5 WHERE key = 'schema_version';");
 	open_catalog();
 	cr_assert_eq(cat_schema_version(fx.cat), CAT_SCHEMA_VERSION);
 	check_invariants();
@@ -1215,4 +1216,66 @@ Test(catalog, calls_from_threads_are_serialized, .init = setup, .fini = teardown
 	cr_assert_eq(s.files, 800);
 	cr_assert_eq(refcount(0), 4);
 	check_invariants();
+}
+
+Test(catalog, catalog_id_is_random_and_survives_reopening, .init = setup, .fini = teardown)
+{
+	char id[CAT_HASH_LEN + 1], again[CAT_HASH_LEN + 1];
+	cr_assert_eq(cat_catalog_id(fx.cat, id, sizeof(id)), 0);
+	cr_assert_eq(strlen(id), 32);
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	open_catalog();
+	cr_assert_eq(cat_catalog_id(fx.cat, again, sizeof(again)), 0);
+	cr_assert_str_eq(id, again);
+}
+
+/* Index rows missing (the index declared partial while rows moved): quick_check
+ * sees nothing, integrity_check does, and cat_check reports it. */
+Test(catalog, missing_index_rows_pass_quick_check_fail_check_and_an_open_after_a_crash, .init = setup,
+     .fini = teardown)
+{
+	struct cat_inode in;
+	OK(cat_create(fx.cat, CAT_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	OK(cat_create(fx.cat, CAT_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	OK(cat_integrity(fx.cat, true));
+	OK(cat_check(fx.cat));
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	write_sql(fx.path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql ="
+			   " 'CREATE INDEX dirents_by_ino ON dirents(ino) WHERE 0'"
+			   " WHERE name = 'dirents_by_ino';");
+	write_sql(fx.path, "CREATE TEMP TABLE x AS SELECT parent, name, ino FROM dirents;"
+			   "DELETE FROM dirents; INSERT INTO dirents(parent, name, ino) SELECT * FROM x;");
+	write_sql(fx.path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql ="
+			   " 'CREATE INDEX dirents_by_ino ON dirents(ino)' WHERE name = 'dirents_by_ino';");
+	open_catalog(); /* quick_check at open: index contents are not its business */
+	cr_assert_eq(cat_integrity(fx.cat, false), 0);
+	cr_assert_eq(cat_integrity(fx.cat, true), -EUCLEAN);
+	cr_assert_eq(cat_check(fx.cat), -EUCLEAN);
+	cat_close(fx.cat);
+	fx.cat = NULL;
+
+	/* a writer that dies without closing leaves its WAL: the next open runs
+	 * the full integrity_check and refuses the file */
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		sqlite3 *db = NULL;
+		if (sqlite3_open(fx.path, &db) != SQLITE_OK ||
+		    sqlite3_exec(db, "INSERT INTO meta(key, value) VALUES('test', 1)", NULL,
+				 NULL, NULL) != SQLITE_OK)
+			_exit(1);
+		_exit(0); /* no sqlite3_close: as after kill -9 */
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char wal[sizeof(fx.path) + 8];
+	struct stat st;
+	snprintf(wal, sizeof(wal), "%s-wal", fx.path);
+	cr_assert(stat(wal, &st) == 0 && st.st_size > 0, "no WAL left behind");
+	struct cat *cat = NULL;
+	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &cat), EIO);
+	cr_assert_null(cat);
 }

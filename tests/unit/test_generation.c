@@ -1513,8 +1513,8 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	struct cat *cat = NULL;
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 4);
-	cr_assert_eq(CAT_SCHEMA_VERSION, 4);
+	cr_assert_eq(cat_schema_version(cat), 5);
+	cr_assert_eq(CAT_SCHEMA_VERSION, 5);
 	struct cat_inode in;
 	OK(cat_lookup(cat, 2, "model.pt", &in));
 	cr_assert_eq(in.ino, 3);
@@ -1538,8 +1538,10 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 	OK(cat_check(cat));
 	cat_close(cat);
 
-	cr_assert_eq(read_int(path, "PRAGMA user_version"), 4);
-	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 4);
+	cr_assert_eq(read_int(path, "PRAGMA user_version"), 5);
+	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 5);
+	/* version 4: a migrated catalog gets its random id */
+	cr_assert_eq(read_int(path, "SELECT length(value) FROM meta WHERE key = 'catalog_id'"), 32);
 	/* v1/v2 objects were written straight to BACKING: uploaded, not cached;
 	 * the committed generation waits for its manifest. */
 	cr_assert_eq(read_int(path, "SELECT COUNT(*) FROM chunks WHERE cached = 0 AND uploaded = 1"),
@@ -1551,7 +1553,7 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	/* Opening again migrates nothing; read-only works now. */
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 4);
+	cr_assert_eq(cat_schema_version(cat), 5);
 	cat_close(cat);
 	OK(cat_open_readonly(path, &ro));
 	struct cat_gen g;

@@ -1,0 +1,97 @@
+/* claim — one catalog per BACKING. A SQLite catalog names chunk objects and
+ * manifests on BACKING as if it were their only writer: a second catalog on
+ * the same BACKING would overwrite its manifests and delete its chunks. The
+ * claim is a small file on BACKING, CLAIM_FILE, naming the catalog that owns
+ * it (docs/FORMAT.md): its random id, the host, the cache, the pid and a
+ * heartbeat time the holder renews every timeout/4.
+ *
+ * A would-be holder judges the claim it finds (claim_judge):
+ *   absent ─────────────────────────────────────────▶ FREE   create it
+ *   same catalog id, host and cache ────────────────▶ OURS   rewrite it
+ *   same host: its cache lock is held (or, when the
+ *     lock cannot be looked at, its pid lives) ──────▶ HELD   refuse
+ *     otherwise (the holder is gone) ───────────────▶ STALE  take over
+ *   other host: renewed within the timeout ─────────▶ HELD   refuse
+ *     renewed longer ago ───────────────────────────▶ STALE  take over
+ *
+ * Invariants:
+ *  1. Only backing_put_new creates CLAIM_FILE where there is none, so of
+ *     several takers exactly one holds it.
+ *  2. A stale claim is taken over by moving it aside to a name unique to the
+ *     taker (one move of a name succeeds), then checking that what moved is,
+ *     byte for byte, what was judged stale; if another taker's fresh claim
+ *     moved instead, it is put back. Only then is CLAIM_FILE created (1).
+ *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
+ *     its bytes (our instance nonce): a claim taken over from a holder that
+ *     stopped renewing is never overwritten or removed by that holder.
+ *  4. "Same host" means same host name and same boot id: a host rebooted,
+ *     or a container of another kernel with the same name, waits the timeout.
+ *  5. Values read from the file are bounded: at most CLAIM_MAX bytes, each
+ *     field checked; a file that does not parse is HELD by "an unknown
+ *     holder" (never taken over by guess) until it is older than the timeout
+ *     by its own heartbeat — or, unreadable, removed by hand.
+ *
+ * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
+ * nodes' clocks must agree to well within the timeout (NTP). */
+#ifndef CKPTFS_CLAIM_H
+#define CKPTFS_CLAIM_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct backing;
+
+#define CLAIM_FILE "ckptfs.claim"
+#define CLAIM_MAX 8192
+#define CLAIM_DEFAULT_TIMEOUT_S 60
+#define CLAIM_ID_LEN 32 /* hex digits of a catalog id */
+
+struct claim_rec {
+	char catalog[CLAIM_ID_LEN + 1]; /* the catalog's id (meta.catalog_id) */
+	char instance[CLAIM_ID_LEN + 1]; /* random per acquisition (invariant 3) */
+	char host[256];
+	char boot[40]; /* /proc/sys/kernel/random/boot_id */
+	char cache[PATH_MAX];
+	long pid;
+	int64_t renewed; /* unix seconds */
+};
+
+enum claim_verdict { CLAIM_FREE, CLAIM_OURS, CLAIM_HELD, CLAIM_STALE };
+
+/* Whether the holder of rec, on this host, is alive (claim_holder_alive;
+ * tests give a fake). */
+typedef bool (*claim_alive_fn)(void *arg, const struct claim_rec *rec);
+
+/* The decision of the diagram above; holder NULL: no claim. now and
+ * holder->renewed in unix seconds. Pure: no I/O but through alive. */
+enum claim_verdict claim_judge(const struct claim_rec *holder, const struct claim_rec *self,
+			       int64_t now, unsigned timeout_s, claim_alive_fn alive, void *arg);
+/* The real liveness test: the holder's cache lock is held; if its lock file
+ * cannot be opened for another reason than absence, its pid lives. */
+bool claim_holder_alive(void *arg, const struct claim_rec *rec);
+
+/* The file's text, and back. claim_parse: 0, or -EINVAL for anything that
+ * is not a complete claim of format 1 (invariant 5). */
+int claim_format(const struct claim_rec *rec, char *buf, size_t size);
+int claim_parse(const char *text, size_t len, struct claim_rec *out);
+
+/* A claim held by this process. */
+struct claim;
+
+/* Takes the claim of BACKING b for catalog_id (this host, cache, our pid),
+ * with timeout_s as the lease (0: the default). 0 and *out when FREE, OURS
+ * or STALE (taken over; logged); -EBUSY when HELD, with one line in msg
+ * naming the holder (host, cache, pid, how long ago it renewed) and what to
+ * do; another -errno, with msg, when BACKING fails. */
+int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, unsigned timeout_s,
+		  struct claim **out, char *msg, size_t msgsize);
+/* Starts renewing every timeout/4 in a thread (after a fork: the pid is
+ * this process's from now on; the first renewal is at once). */
+int claim_start(struct claim *c);
+/* Stops renewing; release: removes the claim if it is still ours
+ * (invariant 3). NULL is allowed. */
+void claim_end(struct claim *c, bool release);
+
+#endif

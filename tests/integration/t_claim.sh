@@ -1,0 +1,321 @@
+#!/bin/bash
+# t_claim — one catalog per BACKING (fs/claim.h, docs/DESIGN.md "One catalog
+# per BACKING"): a second mount with another cache is refused with the holder
+# named and BACKING untouched; a clean unmount releases the claim; a holder
+# gone (kill -9 on this host, or another host's heartbeat older than
+# claim_timeout) is taken over, by exactly one of two racing mounts; the same
+# over nfs://. And a catalog.db with damaged bytes: the mount is refused
+# naming `ckptfs-admin rebuild`, `ckptfs-admin check` reports SQLite's
+# integrity_check and exits 1.
+. "$(dirname "$0")/lib.sh"
+
+ck_timeout test_nfs_url_second_catalog_refused_then_stale_claim_taken_over 240
+ck_slow test_nfs_url_second_catalog_refused_then_stale_claim_taken_over
+
+_claim() { cat "$CK_BACKING/ckptfs.claim"; }
+_claim_field() { sed -n "s/^$1 //p" "${2:-$CK_BACKING/ckptfs.claim}"; }
+
+# Every file of BACKING but temporaries and the claim (whose heartbeat moves).
+_backing_snapshot() {
+	(cd "$1" && find . -path ./tmp -prune -o -type f ! -name ckptfs.claim -print0 | sort -z |
+		xargs -0 -r sha256sum)
+}
+
+_save() { # NAME MiB
+	mkdir -p "$CK_MNT/run/$1" "$CK_REF/run/$1"
+	ck_rand "$CK_REF/run/$1/model.pt" $(($2 * 1024 * 1024))
+	cp "$CK_REF/run/$1/model.pt" "$CK_MNT/run/$1/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/$1"
+}
+
+# _start CACHE MNT [opts] — a daemon (foreground, in the background) that
+# the case's cleanup knows of; its pid in _SPID, stderr in $CACHE.stderr.
+_start() {
+	local cache=$1 mnt=$2 opts="cache=$1,log=$1.log"
+	[ -n "${3:-}" ] && opts+=",$3"
+	mkdir -p "$cache" "$mnt"
+	"$CKPTFS_BIN" -f -o "$opts" "$CK_BACKING" "$mnt" >"$cache.stderr" 2>&1 </dev/null &
+	_SPID=$!
+	_CK_DAEMONS+=("$_SPID:$mnt:$cache.stderr:$cache.log")
+	_ck_state "pid $_SPID $CKPTFS_BIN"
+	_ck_state "mnt $mnt"
+}
+
+# _settle PID MNT — waits until PID has mounted MNT (prints "mounted") or
+# exited (prints "exit N").
+_settle() {
+	local pid=$1 mnt=$2 i=0 rc=0
+	while :; do
+		if ck_is_mounted "$mnt"; then
+			echo mounted
+			return 0
+		fi
+		if ! _ck_pid_alive "$pid"; then
+			wait "$pid" || rc=$?
+			echo "exit $rc"
+			return 0
+		fi
+		i=$((i + 1))
+		[ $i -le 600 ] || ck_fail "daemon $pid neither mounted $mnt nor exited in 30 s"
+		sleep 0.05
+	done
+}
+
+# A claim of "another host" (FORMAT.md), renewed AGE seconds ago.
+_foreign_claim() { # AGE [FILE]
+	printf 'ckptfs claim 1\ncatalog %s\ninstance %s\nhost %s\nboot %s\ncache %s\npid %s\nrenewed %s\n' \
+		0123456789abcdef0123456789abcdef fedcba9876543210fedcba9876543210 node-elsewhere \
+		00000000-0000-0000-0000-000000000000 /var/cache/ckptfs/abc 1234 $(($(date +%s) - $1)) \
+		>"${2:-$CK_BACKING/ckptfs.claim}"
+}
+
+test_second_catalog_on_a_claimed_backing_is_refused_naming_the_holder() {
+	ck_mount
+	_save step-1 3
+	ck_wait_durable
+	local before after out
+	before=$(_backing_snapshot "$CK_BACKING")
+	_start "$CK_TMP/cache2" "$CK_TMP/mnt2"
+	out=$(_settle "$_SPID" "$CK_TMP/mnt2")
+	[ "$out" != mounted ] || ck_fail "a second catalog mounted the claimed BACKING"
+	assert_ne "exit 0" "$out" "exit status of the refused mount"
+	local err
+	err=$(cat "$CK_TMP/cache2.stderr")
+	assert_eq 1 "$(wc -l <"$CK_TMP/cache2.stderr")" "lines on stderr: $err"
+	assert_contains "$err" "ckptfs: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_CACHE, pid $CK_PID, renewed"
+	assert_contains "$err" "unmount it there, or wait 60 s if that node is gone"
+	after=$(_backing_snapshot "$CK_BACKING")
+	[ "$before" == "$after" ] || ck_fail "the refused mount changed BACKING"
+	assert_eq "$CK_CACHE" "$(_claim_field cache)" "the claim's cache"
+	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid"
+	# released by a clean unmount: the second cache mounts and sees step-1
+	ck_umount
+	[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "a clean unmount left the claim: $(_claim)"
+	CK_CACHE=$CK_TMP/cache2 ck_mount
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" ||
+		ck_fail "the next catalog does not read step-1"
+	assert_eq "$CK_TMP/cache2" "$(_claim_field cache)" "the claim's cache after the take-over"
+	ck_umount
+}
+
+test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
+	ck_mount
+	_save step-1 2
+	ck_wait_durable
+	ck_kill9
+	[ -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "no claim left by the killed daemon"
+	# the same catalog again: ours
+	ck_mount
+	ck_kill9
+	# a fresh node on this host: the holder's pid is dead, its cache unlocked
+	local first=$CK_CACHE
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" ||
+		ck_fail "the fresh cache does not read step-1"
+	grep -q "took over the claim of a gone holder" "$CK_DLOG" ||
+		ck_fail "no take-over logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	ck_umount
+	# and the first cache now meets the second's released claim: mounts
+	CK_CACHE=$first ck_mount
+	ck_umount
+}
+
+test_offline_admin_changes_respect_the_claim() {
+	ck_mount
+	_save step-1 1
+	_save step-2 1
+	ck_umount
+	# another catalog (a fresh cache) holds BACKING now
+	local first=$CK_CACHE first_pid
+	CK_CACHE=$CK_TMP/cache2 ck_mount
+	local before rc out
+	before=$(_backing_snapshot "$CK_BACKING")
+	for cmd in "rm --cache $first run/step-1" "gc --cache $first"; do
+		rc=0
+		out=$("$CKPTFS_ADMIN" $cmd 2>&1) || rc=$?
+		assert_eq 8 "$rc" "exit status of offline '$cmd' on a claimed BACKING ($out)"
+		assert_contains "$out" "ckptfs-admin: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_TMP/cache2, pid $CK_PID"
+	done
+	[ "$before" == "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
+	# reading commands claim nothing
+	"$CKPTFS_ADMIN" list --cache "$first" >/dev/null || ck_fail "list --cache of the other catalog failed"
+	ck_umount
+	# released: the offline change runs, and releases in turn
+	"$CKPTFS_ADMIN" rm --cache "$first" run/step-1 >/dev/null || ck_fail "offline rm failed once BACKING was free"
+	[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "offline rm left its claim: $(_claim)"
+}
+
+test_renewal_moves_the_heartbeat_and_records_the_daemon_pid() {
+	ck_mount claim_timeout=4
+	local r1 r2
+	r1=$(_claim_field renewed)
+	assert_eq "$CK_PID" "$(_claim_field pid)" "pid in the claim"
+	sleep 2.5
+	r2=$(_claim_field renewed)
+	assert_lt "$r1" "$r2" "heartbeat renewed within timeout/4"
+	ck_umount
+}
+
+test_claim_of_another_host_fresh_is_refused_stale_is_taken_over() {
+	_foreign_claim 5
+	_start "$CK_CACHE" "$CK_MNT"
+	local out
+	out=$(_settle "$_SPID" "$CK_MNT")
+	[ "$out" != mounted ] || ck_fail "mounted over another host's fresh claim"
+	assert_contains "$(cat "$CK_CACHE.stderr")" "is claimed by another catalog (host node-elsewhere, cache /var/cache/ckptfs/abc, pid 1234, renewed "
+	grep -qE "renewed [5-7] s ago\)" "$CK_CACHE.stderr" || ck_fail "the age of the heartbeat: $(cat "$CK_CACHE.stderr")"
+	assert_eq node-elsewhere "$(_claim_field host)" "the foreign claim is untouched"
+	# a retry of the same (refused, so still fresh) cache once the claim is stale
+	_foreign_claim 61
+	ck_mount
+	assert_eq "$(hostname)" "$(_claim_field host)" "host of the taken claim"
+	assert_eq "$CK_PID" "$(_claim_field pid)" "pid of the taken claim"
+	ls "$CK_BACKING/tmp" | grep -q '^claim\.' && ck_fail "the stale claim was left aside in tmp/"
+	ck_umount
+	# with a shorter lease: 10 s old is stale at claim_timeout=8
+	_foreign_claim 10
+	ck_mount claim_timeout=8
+	ck_umount
+}
+
+test_two_mounts_racing_for_a_stale_claim_exactly_one_wins() {
+	local round a b oa ob winners
+	for round in 1 2 3; do
+		rm -rf "$CK_TMP/ca$round" "$CK_TMP/cb$round"
+		_foreign_claim 100
+		_start "$CK_TMP/ca$round" "$CK_TMP/ma$round"
+		a=$_SPID
+		_start "$CK_TMP/cb$round" "$CK_TMP/mb$round"
+		b=$_SPID
+		oa=$(_settle "$a" "$CK_TMP/ma$round")
+		ob=$(_settle "$b" "$CK_TMP/mb$round")
+		winners=0
+		[ "$oa" == mounted ] && winners=$((winners + 1))
+		[ "$ob" == mounted ] && winners=$((winners + 1))
+		assert_eq 1 "$winners" "round $round: mounts that won (a: $oa, b: $ob)"
+		if [ "$oa" == mounted ]; then
+			assert_contains "$(cat "$CK_TMP/cb$round.stderr")" "claimed by another catalog (host $(hostname), cache $CK_TMP/ca$round, pid $a"
+			fusermount3 -u "$CK_TMP/ma$round"
+		else
+			assert_contains "$(cat "$CK_TMP/ca$round.stderr")" "claimed by another catalog (host $(hostname), cache $CK_TMP/cb$round, pid $b"
+			fusermount3 -u "$CK_TMP/mb$round"
+		fi
+		_ck_wait_daemon "$a" 30 || true
+		_ck_wait_daemon "$b" 30 || true
+		[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "round $round: the winner did not release"
+	done
+}
+
+test_malformed_catalog_refuses_the_mount_naming_rebuild_and_check_reports_it() {
+	ck_mount
+	local i
+	for i in $(seq 1 300); do echo "$i" >"$CK_MNT/f$i"; done
+	ck_umount
+	# overwrite 40 bytes inside the first leaf page of dirents_by_parent
+	local page pgsz
+	pgsz=$(sqlite3 "$(ck_catalog)" 'PRAGMA page_size')
+	page=$(sqlite3 "$(ck_catalog)" "SELECT pageno FROM dbstat WHERE name = 'dirents_by_parent' AND pagetype = 'leaf' LIMIT 1")
+	[ -n "$page" ] || page=$(sqlite3 "$(ck_catalog)" "SELECT rootpage FROM sqlite_master WHERE name = 'dirents_by_parent'")
+	printf '%040d' 0 | tr 0 '\377' |
+		dd of="$(ck_catalog)" bs=1 seek=$(((page - 1) * pgsz + 200)) conv=notrunc status=none
+	local ic
+	ic=$(sqlite3 "$(ck_catalog)" 'PRAGMA integrity_check' 2>&1 || true)
+	[ "$ic" != ok ] || ck_fail "the damage did not show in integrity_check"
+	# check: reports SQLite's findings, exits 1
+	local rc=0 out
+	out=$("$CKPTFS_ADMIN" check --cache "$CK_CACHE" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "exit status of check on a damaged catalog ($out)"
+	assert_contains "$out" "integrity_check"
+	assert_not_contains "$out" "catalog ok"
+	# mount: refused, naming the rebuild command
+	rc=0
+	out=$(timeout 30 "$CKPTFS_BIN" -f -o "cache=$CK_CACHE,log=$CK_TMP/bad.log" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	ck_is_mounted "$CK_MNT" && ck_fail "a damaged catalog was mounted"
+	assert_ne 0 "$rc" "exit status of the refused mount"
+	assert_contains "$out" "ckptfs-admin rebuild --cache $CK_CACHE $CK_BACKING"
+	grep -q "quick_check" "$CK_TMP/bad.log" || ck_fail "the log does not say what SQLite found"
+}
+
+test_index_rows_missing_are_reported_by_check_and_refused_after_an_unclean_stop() {
+	ck_mount
+	local i
+	for i in $(seq 1 20); do echo "$i" >"$CK_MNT/f$i"; done
+	ck_umount
+	# dirents_by_ino loses the entries of three rows (they move to new ids while
+	# the index is declared partial, WHERE 0): quick_check sees nothing, the
+	# namespace is unchanged, only integrity_check finds the missing rows
+	local db
+	db=$(ck_catalog)
+	sqlite3 "$db" "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX dirents_by_ino ON dirents(ino) WHERE 0' WHERE name = 'dirents_by_ino';"
+	sqlite3 "$db" "CREATE TEMP TABLE x AS SELECT parent, name, ino FROM dirents WHERE name IN ('f1', 'f2', 'f3');
+		DELETE FROM dirents WHERE name IN ('f1', 'f2', 'f3') AND parent = 1;
+		INSERT INTO dirents(parent, name, ino) SELECT parent, name, ino FROM x;"
+	sqlite3 "$db" "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX dirents_by_ino ON dirents(ino)' WHERE name = 'dirents_by_ino';"
+	assert_eq ok "$(sqlite3 "$db" 'PRAGMA quick_check')" "quick_check of the damaged catalog"
+	assert_contains "$(sqlite3 "$db" 'PRAGMA integrity_check')" "missing from index dirents_by_ino"
+	local rc=0 out
+	out=$("$CKPTFS_ADMIN" check --cache "$CK_CACHE" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "exit status of check ($out)"
+	assert_contains "$out" "integrity_check found: row"
+	assert_contains "$out" "missing from index dirents_by_ino"
+	# a clean catalog mounts after quick_check (FORMAT.md: the full check runs
+	# after an unclean stop); left by kill -9, the same damage is refused
+	ck_mount
+	cmp -s <(echo 1) "$CK_MNT/f1" || ck_fail "f1 does not read back"
+	ck_kill9
+	[ -s "$db-wal" ] || { sqlite3 "$db" 'PRAGMA journal_mode' >/dev/null; }
+	if [ -s "$db-wal" ]; then
+		rc=0
+		out=$(timeout 30 "$CKPTFS_BIN" -f -o "cache=$CK_CACHE,log=$CK_TMP/bad.log" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+		ck_is_mounted "$CK_MNT" && ck_fail "a damaged catalog was mounted after an unclean stop"
+		assert_ne 0 "$rc" "exit status of the refused mount"
+		assert_contains "$out" "ckptfs-admin rebuild --cache $CK_CACHE $CK_BACKING"
+		grep -q "integrity_check found" "$CK_TMP/bad.log" || ck_fail "the log does not say what integrity_check found"
+	else
+		ck_log "no WAL left by kill -9: the unclean-stop half is not exercised"
+	fi
+}
+
+test_nfs_url_second_catalog_refused_then_stale_claim_taken_over() {
+	command -v ganesha.nfsd >/dev/null || ck_skip "nfs-ganesha is not installed"
+	local url tool=$(dirname "$CKPTFS_BIN")/backing-tool
+	[ -x "$tool" ] || ck_skip "$tool is not built (make build/backing-tool)"
+	url=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
+		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
+	trap '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; _ck_exit_trap' EXIT
+	CK_BACKING=$url
+	ck_mount
+	_save step-1 2
+	ck_wait_durable 120
+	local out
+	_start "$CK_TMP/cache2" "$CK_TMP/mnt2"
+	out=$(_settle "$_SPID" "$CK_TMP/mnt2")
+	[ "$out" != mounted ] || ck_fail "a second catalog mounted the claimed nfs:// BACKING"
+	assert_contains "$(cat "$CK_TMP/cache2.stderr")" "is claimed by another catalog (host $(hostname), cache $CK_CACHE, pid $CK_PID"
+	ck_kill9
+	# another host's stale claim over nfs://: two racing fresh caches, one wins
+	_foreign_claim 100 "$CK_TMP/claim"
+	"$tool" "$url" put "$CK_TMP/claim" ckptfs.claim
+	rm -rf "$CK_TMP/cache2"
+	_start "$CK_TMP/cache2" "$CK_TMP/mnt2"
+	local a=$_SPID
+	_start "$CK_TMP/cache3" "$CK_TMP/mnt3"
+	local b=$_SPID oa ob
+	oa=$(_settle "$a" "$CK_TMP/mnt2")
+	ob=$(_settle "$b" "$CK_TMP/mnt3")
+	[ "$oa" == mounted ] && [ "$ob" != mounted ] || [ "$oa" != mounted ] && [ "$ob" == mounted ] ||
+		ck_fail "exactly one of two racing mounts should win over nfs:// (a: $oa, b: $ob)"
+	local m=$CK_TMP/mnt2
+	[ "$oa" == mounted ] || m=$CK_TMP/mnt3
+	cmp -s "$CK_REF/run/step-1/model.pt" "$m/run/step-1/model.pt" || ck_fail "the winner does not read step-1"
+	fusermount3 -u "$m"
+	_ck_wait_daemon "$a" 60 || true
+	_ck_wait_daemon "$b" 60 || true
+	rc=0
+	"$tool" "$url" stat ckptfs.claim >/dev/null 2>&1 || rc=$?
+	assert_eq 3 "$rc" "the claim is released over nfs:// (backing-tool stat: 3 = absent)"
+	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null
+}
+
+ck_main "$@"

@@ -1,0 +1,362 @@
+/* Unit tests for fs/claim.c, one catalog per BACKING: the decision
+ * (claim_judge) with a fake clock and a fake liveness test — absent is free,
+ * our own catalog is ours, a holder on this host is judged by liveness only,
+ * another host's by its heartbeat against the timeout; the file format
+ * round-trips and anything malformed is refused; and, on a directory BACKING,
+ * acquisition creates, refuses naming the holder, takes over a stale claim,
+ * releases only its own, and of racing takers exactly one wins. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "claim.h"
+#include "log.h"
+
+#define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define ID_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define NOW 1700000000
+
+static bool fake_alive(void *arg, const struct claim_rec *rec)
+{
+	(void)rec;
+	return *(bool *)arg;
+}
+
+static struct claim_rec rec_of(const char *catalog, const char *host, const char *boot,
+			       const char *cache, int64_t renewed)
+{
+	struct claim_rec r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.catalog, sizeof(r.catalog), "%s", catalog);
+	snprintf(r.instance, sizeof(r.instance), "%s", ID_B);
+	snprintf(r.host, sizeof(r.host), "%s", host);
+	snprintf(r.boot, sizeof(r.boot), "%s", boot);
+	snprintf(r.cache, sizeof(r.cache), "%s", cache);
+	r.pid = 1234;
+	r.renewed = renewed;
+	return r;
+}
+
+Test(claim_judge, absent_claim_is_free)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	bool alive = true;
+	cr_assert_eq(claim_judge(NULL, &self, NOW, 60, fake_alive, &alive), CLAIM_FREE);
+}
+
+Test(claim_judge, same_catalog_host_and_cache_is_ours_even_if_old)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec h = rec_of(ID_A, "n1", "b1", "/c1", NOW - 100000);
+	bool alive = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_OURS);
+}
+
+Test(claim_judge, our_cache_with_another_catalog_is_stale)
+{
+	/* the catalog was rebuilt: we hold that cache's lock, its old daemon is gone */
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec h = rec_of(ID_B, "n1", "b1", "/c1", NOW);
+	bool alive = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+}
+
+Test(claim_judge, same_host_is_judged_by_liveness_not_by_the_clock)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec fresh = rec_of(ID_B, "n1", "b1", "/c2", NOW);
+	struct claim_rec old = rec_of(ID_B, "n1", "b1", "/c2", NOW - 3600);
+	bool alive = true;
+	cr_assert_eq(claim_judge(&fresh, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	cr_assert_eq(claim_judge(&old, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	alive = false;
+	cr_assert_eq(claim_judge(&fresh, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	cr_assert_eq(claim_judge(&old, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+}
+
+Test(claim_judge, same_catalog_in_another_cache_is_not_ours)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec h = rec_of(ID_A, "n1", "b1", "/copy", NOW);
+	bool alive = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+}
+
+Test(claim_judge, other_host_is_held_until_the_heartbeat_is_older_than_the_timeout)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	bool alive = false; /* never asked for another host */
+	for (int64_t age = 0; age <= 60; age += 10) {
+		struct claim_rec h = rec_of(ID_B, "n2", "b2", "/c1", NOW - age);
+		cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD,
+			     "age %lld", (long long)age);
+	}
+	struct claim_rec h = rec_of(ID_B, "n2", "b2", "/c1", NOW - 61);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 120, fake_alive, &alive), CLAIM_HELD);
+	/* a clock ahead of ours: fresh */
+	h.renewed = NOW + 500;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+}
+
+Test(claim_judge, same_name_other_boot_is_another_host)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec h = rec_of(ID_B, "n1", "b-before-reboot", "/c2", NOW - 10);
+	bool alive = false;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	h.renewed = NOW - 61;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+}
+
+Test(claim_format, round_trips_and_ignores_unknown_fields)
+{
+	struct claim_rec r = rec_of(ID_A, "node1", "b-1", "/var/cache/ckptfs/x", NOW), back;
+	char buf[CLAIM_MAX];
+	int n = claim_format(&r, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(claim_parse(buf, (size_t)n, &back), 0);
+	cr_assert_eq(memcmp(&r, &back, sizeof(r)), 0);
+	strcat(buf, "future thing\n");
+	cr_assert_eq(claim_parse(buf, strlen(buf), &back), 0);
+}
+
+Test(claim_format, refuses_anything_malformed)
+{
+	static const char *const bad[] = {
+		"",
+		"ckptfs claim 2\n",
+		"ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B "\nhost h\nboot b\ncache /c\npid 1\n",
+		"ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B "\nhost h\nboot b\ncache /c\npid 1\nrenewed 5",
+		"ckptfs claim 1\ncatalog ABC\ninstance " ID_B "\nhost h\nboot b\ncache /c\npid 1\nrenewed 5\n",
+		"ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B "\nhost h\nboot b\ncache rel\npid 1\nrenewed 5\n",
+		"ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B "\nhost h\nboot b\ncache /c\npid -1\nrenewed 5\n",
+		"ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B "\nhost h\nboot b\ncache /c\npid 1\nrenewed 99999999999999999999\n",
+		"ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B "\nhost h\nboot b\ncache /c\npid 99999999999\nrenewed 5\n",
+		"ckptfs claim 1\nnospace\n",
+	};
+	struct claim_rec r;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(claim_parse(bad[i], strlen(bad[i]), &r), -EINVAL, "case %zu", i);
+	char big[CLAIM_MAX + 64];
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "ckptfs claim 1\n", 15);
+	cr_assert_eq(claim_parse(big, sizeof(big), &r), -EINVAL);
+}
+
+/* ---- acquisition on a directory BACKING ---- */
+
+static struct {
+	char dir[64];
+	char cache[3][96];
+	int lock_fd[3];
+	struct backing *b;
+	FILE *log;
+} fx;
+
+static void setup(void)
+{
+	snprintf(fx.dir, sizeof(fx.dir), "/tmp/test_claim.XXXXXX");
+	cr_assert_not_null(mkdtemp(fx.dir));
+	char path[160];
+	snprintf(path, sizeof(path), "%s/backing", fx.dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	for (int i = 0; i < 3; i++) {
+		/* a cache whose daemon lives: its lock is held (here, by us) */
+		snprintf(fx.cache[i], sizeof(fx.cache[i]), "%s/cache%d", fx.dir, i);
+		cr_assert_eq(mkdir(fx.cache[i], 0700), 0);
+		snprintf(path, sizeof(path), "%s/lock", fx.cache[i]);
+		fx.lock_fd[i] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		cr_assert_geq(fx.lock_fd[i], 0);
+		cr_assert_eq(flock(fx.lock_fd[i], LOCK_EX | LOCK_NB), 0);
+	}
+	fx.log = tmpfile();
+	log_setup(fx.log, LOG_LVL_INFO);
+	snprintf(path, sizeof(path), "%s/backing", fx.dir);
+	cr_assert_eq(backing_open(path, 0, &fx.b), 0);
+}
+
+static void teardown(void)
+{
+	backing_close(fx.b);
+	for (int i = 0; i < 3; i++)
+		close(fx.lock_fd[i]);
+	log_setup(stderr, LOG_LVL_INFO);
+	fclose(fx.log);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", fx.dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static int read_claim(struct claim_rec *r)
+{
+	char buf[CLAIM_MAX];
+	size_t len = 0;
+	int rc = backing_get(fx.b, CLAIM_FILE, buf, sizeof(buf), &len);
+	return rc ? rc : claim_parse(buf, len, r);
+}
+
+static void put_claim(const struct claim_rec *r)
+{
+	char buf[CLAIM_MAX];
+	int n = claim_format(r, buf, sizeof(buf));
+	cr_assert_eq(backing_put(fx.b, CLAIM_FILE, buf, (size_t)n), 0);
+}
+
+TestSuite(claim_acquire, .init = setup, .fini = teardown);
+
+Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
+{
+	struct claim *a = NULL, *b = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	cr_assert_eq(r.pid, (long)getpid());
+	cr_assert_eq(claim_acquire(fx.b, ID_B, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY);
+	cr_assert_null(b);
+	char want[PATH_MAX + 128];
+	snprintf(want, sizeof(want), "is claimed by another catalog (host %s, cache %s, pid %ld, "
+		 "renewed 0 s ago); unmount it there, or wait 60 s if that node is gone",
+		 r.host, fx.cache[0], (long)getpid());
+	cr_assert_not_null(strstr(msg, want), "%s", msg);
+	struct claim_rec after;
+	cr_assert_eq(read_claim(&after), 0);
+	cr_assert_eq(memcmp(&r, &after, sizeof(r)), 0, "the refused acquire changed the claim");
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), -ENOENT);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(b, true);
+}
+
+Test(claim_acquire, same_catalog_again_is_ours)
+{
+	struct claim *a = NULL, *again = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	claim_end(a, false); /* as after kill -9: the claim stays */
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &again, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(again, true);
+}
+
+Test(claim_acquire, a_gone_holder_on_this_host_is_taken_over)
+{
+	struct claim *a = NULL, *b = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	claim_end(a, false);
+	close(fx.lock_fd[0]); /* its daemon is gone */
+	fx.lock_fd[0] = -1;
+	cr_assert_eq(claim_acquire(fx.b, ID_B, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B);
+	claim_end(b, true);
+}
+
+Test(claim_acquire, another_hosts_claim_fresh_is_refused_stale_is_taken_over)
+{
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL) - 5);
+	put_claim(&other);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "host node-elsewhere, cache /var/cache/x, pid 1234"), "%s", msg);
+	other.renewed = time(NULL) - 61;
+	put_claim(&other);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &c, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	/* a holder that lost its claim does not remove the new one's */
+	put_claim(&other);
+	claim_end(c, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B);
+}
+
+Test(claim_acquire, unparsable_claim_is_never_taken_by_guess)
+{
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(backing_put(fx.b, CLAIM_FILE, "garbage\n", 8), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "does not parse"), "%s", msg);
+}
+
+struct racer {
+	int idx;
+	pthread_barrier_t *go;
+	struct claim *c;
+	int rc;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	char msg[PATH_MAX + 512], id[CLAIM_ID_LEN + 1];
+	memset(id, 'a' + r->idx, CLAIM_ID_LEN);
+	id[CLAIM_ID_LEN] = '\0';
+	pthread_barrier_wait(r->go);
+	r->rc = claim_acquire(fx.b, id, fx.cache[r->idx], 60, &r->c, msg, sizeof(msg));
+	return NULL;
+}
+
+Test(claim_acquire, of_racing_takers_of_a_stale_or_absent_claim_exactly_one_wins)
+{
+	for (int round = 0; round < 40; round++) {
+		if (round % 2) {
+			struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x",
+							time(NULL) - 1000);
+			put_claim(&other);
+		}
+		pthread_barrier_t go;
+		pthread_barrier_init(&go, NULL, 3);
+		struct racer r[3];
+		pthread_t t[3];
+		for (int i = 0; i < 3; i++) {
+			r[i] = (struct racer){ .idx = i, .go = &go };
+			cr_assert_eq(pthread_create(&t[i], NULL, race, &r[i]), 0);
+		}
+		int won = 0;
+		for (int i = 0; i < 3; i++) {
+			pthread_join(t[i], NULL);
+			if (r[i].rc == 0)
+				won++;
+			else
+				cr_assert(r[i].rc == -EBUSY || r[i].rc == -EAGAIN, "rc %d", r[i].rc);
+		}
+		pthread_barrier_destroy(&go);
+		cr_assert_eq(won, 1, "round %d: %d winners", round, won);
+		for (int i = 0; i < 3; i++)
+			claim_end(r[i].c, true);
+		struct claim_rec left;
+		cr_assert_eq(read_claim(&left), -ENOENT, "round %d", round);
+	}
+}
+
+Test(claim_acquire, backing_put_new_is_exclusive)
+{
+	cr_assert_eq(backing_put_new(fx.b, "x/one", "a", 1), 0);
+	cr_assert_eq(backing_put_new(fx.b, "x/one", "b", 1), -EEXIST);
+	char buf[4];
+	size_t len = 0;
+	cr_assert_eq(backing_get(fx.b, "x/one", buf, sizeof(buf), &len), 0);
+	cr_assert_eq(len, 1);
+	cr_assert_eq(buf[0], 'a');
+	cr_assert_eq(backing_move(fx.b, "x/one", "x/two"), 0);
+	cr_assert_eq(backing_move(fx.b, "x/one", "x/three"), -ENOENT);
+}

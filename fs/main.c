@@ -32,10 +32,12 @@
 #include "recent.h"
 #include "rebuild.h"
 #include "storeq.h"
+#include "upload.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 #define MAIN_CACHE_OWNER "backing"
+#define MAIN_LOCK_DRAINING "draining" /* after the pid in CACHE/lock, once unmounted */
 /* storeq: threads writing chunk objects behind the writers, and how many
  * objects may be queued or in writing at once (each pins about a MiB of
  * recent's copies, whose budget is 16 MiB) */
@@ -229,6 +231,24 @@ static int main_check_bindings(struct ckptfs *fs)
 	return 0;
 }
 
+/* A daemon that has unmounted and is still uploading: how much is left, from
+ * its catalog (read-only; a WAL reader never blocks it). */
+static void main_lock_refuse_draining(const struct ckptfs_options *o, const char *pid)
+{
+	char path[PATH_MAX + 16], left[96] = "";
+	snprintf(path, sizeof(path), "%s/catalog.db", o->cache);
+	struct cat *cat = NULL;
+	struct cat_cache_stats cs;
+	if (cat_open_readonly(path, &cat) == 0 && cat_cache_stats(cat, &cs) == 0)
+		snprintf(left, sizeof(left), ": %" PRIu64 " uploads, %" PRIu64 " bytes (%" PRIu64
+			 " MiB) of chunks left", cs.queued, cs.dirty_bytes, cs.dirty_bytes >> 20);
+	cat_close(cat);
+	fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs (pid %s) that has unmounted and "
+			"is still uploading to BACKING%s; wait for it to exit (ckptfs-admin umount "
+			"waits and shows progress)\n",
+		o->cache, pid, left);
+}
+
 /* One daemon per cache: its catalog's recovery would drop another daemon's
  * pending writes and open-but-unlinked files. The flock is held for the
  * daemon's life (it survives fuse_daemonize: the child shares the fd). */
@@ -245,8 +265,13 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 		ssize_t n = errno == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
-		fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs%s%s%s\n", o->cache,
-			pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+		bool draining = strstr(pid, " " MAIN_LOCK_DRAINING) != NULL;
+		pid[strcspn(pid, " ")] = '\0';
+		if (draining)
+			main_lock_refuse_draining(o, pid);
+		else
+			fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs%s%s%s\n", o->cache,
+				pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
 		close(fd);
 		return -1;
 	}
@@ -254,11 +279,14 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 	return 0;
 }
 
-/* Records the serving pid in the lock file (after daemonizing). */
-static void main_lock_note_pid(int fd)
+/* Records the serving pid in the lock file (after daemonizing), and once
+ * unmounted, that the daemon is draining its uploads (a remount is then told
+ * why it must wait). */
+static void main_lock_note_pid(int fd, bool draining)
 {
-	char pid[32];
-	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	char pid[48];
+	int n = snprintf(pid, sizeof(pid), "%ld%s\n", (long)getpid(),
+			 draining ? " " MAIN_LOCK_DRAINING : "");
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
@@ -328,7 +356,7 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 {
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
-	main_lock_note_pid(fs->lock_fd);
+	main_lock_note_pid(fs->lock_fd, false);
 	/* the health check: one line on the terminal says what failed, so the
 	 * backing's own log lines go only to a log file */
 	if (!logf)
@@ -414,6 +442,44 @@ static void main_close_state(struct ckptfs *fs)
 	backing_close(fs->backing);
 	if (fs->lock_fd > 0)
 		close(fs->lock_fd);
+}
+
+/* ---- the drain after the unmount ----
+ *
+ * Unmounted, the daemon uploads what is still queued (uploader_stop) before
+ * it exits. A stop signal then (systemd's, docker stop's, a user's Ctrl-C
+ * after umount) must not cut that short unasked: the first is logged and the
+ * drain goes on; a second exits at once, the rest staying queued in the
+ * catalog for the next mount (nothing in the cache is lost either way). */
+static volatile sig_atomic_t main_drain_signals;
+static int main_drain_log_fd = STDERR_FILENO;
+
+static void main_drain_signal(int sig)
+{
+	static const char msg[] =
+		"ckptfs: stop signal while uploads to BACKING drain: draining goes on (see "
+		"ckptfs-admin umount for progress); a second signal exits now and leaves the rest "
+		"queued for the next mount\n";
+	if (main_drain_signals++ == 0) {
+		if (write(main_drain_log_fd, msg, sizeof(msg) - 1) < 0) {
+			/* nowhere to say it: the drain goes on regardless */
+		}
+		return;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void main_drain_begin(struct ckptfs *fs, FILE *logf)
+{
+	main_drain_log_fd = logf ? fileno(logf) : STDERR_FILENO;
+	struct sigaction sa = { .sa_handler = main_drain_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	if (fs->lock_fd > 0 && !fs->opt.leave_queued)
+		main_lock_note_pid(fs->lock_fd, true);
 }
 
 bool ckptfs_stopping(const struct ckptfs *fs)
@@ -510,7 +576,7 @@ int main(int argc, char **argv)
 		fs.cat = NULL;
 		fuse_daemonize(0);
 		log_setup(logf, LOG_LVL_INFO);
-		main_lock_note_pid(fs.lock_fd);
+		main_lock_note_pid(fs.lock_fd, false);
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/catalog.db", fs.opt.cache);
 		if (cat_open(path, getuid(), getgid(), main_reclaim, fs.store, &fs.cat) != 0) {
@@ -554,6 +620,8 @@ out:
 		fuse_remove_signal_handlers(se);
 		fuse_session_destroy(se);
 	}
+	if (mounted)
+		main_drain_begin(&fs, logf);
 	fuse_opt_free_args(&args);
 	main_close_state(&fs);
 	if (logf)

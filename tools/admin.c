@@ -137,6 +137,17 @@ static const struct admin_command admin_commands[] = {
 	  "SERIES/NAME, which makes it a generation and commits it (rule \"rename\").\n"
 	  "NAME is DIR's last part unless --name is given; it must be a generation name\n"
 	  "on this mount (gen_pattern) and SERIES/NAME must not exist. Needs the mount.\n" },
+	{ "umount", admin_cmd_umount, ADMIN_NEED_READ, "umount [--timeout S]",
+	  "wait for the uploads (progress, rate, ETA), unmount, wait for the daemon to exit",
+	  "A stop that returns only when the data is safe: waits until the upload queue\n"
+	  "is empty (bytes left, rate and ETA on stderr; a plain line every 5 s when\n"
+	  "stderr is not a terminal), unmounts (as root umount2, else fusermount3 -u),\n"
+	  "then waits until the daemon has uploaded what the unmount committed and has\n"
+	  "exited. fusermount3 -u and umount return at once and leave the daemon\n"
+	  "draining in the background. --timeout S gives up after S seconds with exit 9:\n"
+	  "before the unmount nothing is changed; after it the daemon drains on by\n"
+	  "itself. With --cache DIR, waits for a daemon that already unmounted and is\n"
+	  "still uploading. Exit 8 if the mount is busy (a file open in it).\n" },
 };
 
 #define ADMIN_NCOMMANDS (sizeof(admin_commands) / sizeof(admin_commands[0]))
@@ -248,12 +259,12 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 			else if (strcmp(s, "--prometheus") == 0 && *cmd == admin_find("stats"))
 				a->prometheus = true;
 			else if ((strcmp(s, "--timeout") == 0 || strncmp(s, "--timeout=", 10) == 0) &&
-				 *cmd == admin_find("wait")) {
+				 (*cmd == admin_find("wait") || *cmd == admin_find("umount"))) {
 				val = s[9] == '=' ? s + 10 : (i + 1 < argc ? argv[++i] : NULL);
 				char *end;
 				a->timeout_s = val ? strtod(val, &end) : -1;
 				if (!val || end == val || *end || a->timeout_s < 0) {
-					admin_err("wait: --timeout needs a number of seconds");
+					admin_err("%s: --timeout needs a number of seconds", a->cmd);
 					return ADMIN_USAGE;
 				}
 			} else if (strcmp(s, "--name") == 0 && *cmd == admin_find("import")) {

@@ -12,6 +12,7 @@
  *   admin_stats.c   stats (text, --json, --prometheus)
  *   admin_copy.c    export, import
  *   admin_wait.c    wait, rebuild
+ *   admin_umount.c  umount: drain the uploads, unmount, wait for the daemon
  */
 #ifndef CKPTFS_ADMIN_H
 #define CKPTFS_ADMIN_H
@@ -125,5 +126,6 @@ int admin_cmd_export(struct admin *a);
 int admin_cmd_import(struct admin *a);
 int admin_cmd_wait(struct admin *a);
 int admin_cmd_rebuild(struct admin *a);
+int admin_cmd_umount(struct admin *a);
 
 #endif

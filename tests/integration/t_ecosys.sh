@@ -1,0 +1,217 @@
+#!/bin/bash
+# t_ecosys — ckptfs meets the conventions of rclone mount, sshfs and JuiceFS
+# (issue 19): a stop does not leave a user believing data is safe when it is
+# not. BACKING is slowed by tests/faultfs (bw=…, hang=1) so uploads are still
+# queued when the stop comes; every case checks the outcome in the catalog
+# (upload queue empty, generation durable) and on BACKING, not only the
+# messages.
+. "$(dirname "$0")/lib.sh"
+
+FAULTFS=$(dirname "$CKPTFS_BIN")/faultfs
+E_NO_DAEMON=4 E_BUSY=8 E_TIMEOUT=9
+
+_faultfs_up() {
+	[ -x "$FAULTFS" ] || ck_fail "$FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
+	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
+	: >"$CK_TMP/ctl"
+	ck_register_mount "$CK_TMP/fmnt"
+	ck_bg "$FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
+	local i=0
+	until ck_is_mounted "$CK_TMP/fmnt"; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
+		sleep 0.05
+	done
+	CK_BACKING=$CK_TMP/fmnt
+}
+
+_fault() { # "key=value" ... — replaces the whole fault configuration
+	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
+	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
+	sleep 0.3 # faultfs looks at most every 100 ms
+}
+
+# Waits until the daemon, unmounted, drains (CACHE/lock says "PID draining").
+_wait_draining() {
+	local i=0
+	until grep -q ' draining' "$CK_CACHE/lock" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "the daemon did not start draining within 10 s: $(cat "$CK_CACHE/lock")"
+		sleep 0.05
+	done
+}
+
+_queued() { ck_sql "SELECT count(*) FROM uploads"; }
+_durable_count() { ck_sql "SELECT count(*) FROM generations WHERE state = 1 AND durable_version = version"; }
+
+_save_step() { # N SIZE_MIB — a committed generation run/step-N of random bytes
+	local n=$1 mib=$2
+	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
+	head -c $((mib * MiB)) /dev/urandom >"$CK_REF/run/step-$n/model.pt"
+	cp "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$n"
+}
+
+# adm ARGS... — ckptfs-admin; stdout/stderr in $CK_TMP/out, err; prints the status
+adm() {
+	local rc=0
+	"$CKPTFS_ADMIN" "$@" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	echo "$rc"
+}
+
+# A second daemon on the same cache must be refused; its stderr in $CK_TMP/second.err.
+_second_mount_refused() {
+	local rc=0
+	timeout 30 "$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" \
+		>"$CK_TMP/second.err" 2>&1 </dev/null || rc=$?
+	[ "$rc" != 0 ] || ck_fail "a second ckptfs on the cache of a draining one started"
+	ck_is_mounted "$CK_MNT" && { fusermount3 -u "$CK_MNT"; ck_fail "a second ckptfs mounted $CK_MNT"; }
+	return 0
+}
+
+test_umount_waits_for_a_slow_backing_then_for_the_daemon() {
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "bw=3000000" # 3 MB/s: 12 MiB take about 4 s
+	_save_step 1 6
+	_save_step 2 6
+	local queued_before
+	queued_before=$(_queued)
+	[ "$queued_before" -gt 0 ] || ck_skip "the uploads finished before the stop: BACKING not slow enough here"
+	local rc
+	rc=$(adm umount "$CK_MNT")
+	[ "$rc" = 0 ] || ck_fail "umount: exit $rc; stderr: $(tr '\n' '|' <"$CK_TMP/err")"
+	# when it returns: unmounted, the daemon gone, nothing queued, both steps durable
+	ck_is_mounted "$CK_MNT" && ck_fail "still mounted after ckptfs-admin umount"
+	_ck_pid_alive "$CK_PID" && ck_fail "the daemon (pid $CK_PID) still runs after ckptfs-admin umount"
+	ck_daemon_exit "ckptfs-admin umount"
+	assert_eq 0 "$(_queued)" "uploads still queued after ckptfs-admin umount"
+	assert_eq 2 "$(_durable_count)" "durable generations after ckptfs-admin umount"
+	# progress: plain lines (stderr is no terminal) with bytes, rate and ETA
+	grep -q 'left to upload' "$CK_TMP/err" || ck_fail "no progress line: $(tr '\n' '|' <"$CK_TMP/err")"
+	grep -qE '[0-9.]+ ?[KMG]?i?B/s, ETA' "$CK_TMP/err" || ck_fail "no rate and ETA: $(tr '\n' '|' <"$CK_TMP/err")"
+	grep -q "unmounted; every upload is on BACKING" "$CK_TMP/out" || ck_fail "no final line: $(cat "$CK_TMP/out")"
+	_fault
+	# a fresh node over the same BACKING reads the bytes back
+	CK_CACHE=$CK_TMP/cache.fresh
+	ck_mount
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs on a fresh node"
+	cmp "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs on a fresh node"
+	ck_umount
+}
+
+test_remount_while_draining_says_so_with_bytes_left() {
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "bw=1000000"
+	_save_step 1 8
+	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
+	fusermount3 -u "$CK_MNT" # returns at once; the daemon drains in the background
+	_ck_pid_alive "$CK_PID" || ck_skip "the daemon drained before the remount"
+	_second_mount_refused
+	grep -q "still uploading to BACKING" "$CK_TMP/second.err" ||
+		ck_fail "the refusal does not say the other daemon is draining: $(cat "$CK_TMP/second.err")"
+	grep -qE '[0-9]+ bytes' "$CK_TMP/second.err" ||
+		ck_fail "the refusal does not say how much is left: $(cat "$CK_TMP/second.err")"
+	assert_eq 1 "$(wc -l <"$CK_TMP/second.err")" "lines of the refusal"
+	# ckptfs-admin umount --cache waits for that daemon
+	_fault "bw=20000000"
+	local rc
+	rc=$(adm umount --cache "$CK_CACHE")
+	[ "$rc" = 0 ] || ck_fail "umount --cache of a draining daemon: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
+	_ck_pid_alive "$CK_PID" && ck_fail "the daemon still runs after umount --cache returned"
+	ck_daemon_exit "fusermount3 -u and its drain"
+	assert_eq 0 "$(_queued)" "uploads queued after the drain"
+	assert_eq 1 "$(_durable_count)" "durable generations after the drain"
+	# now the remount works
+	ck_mount
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs after the remount"
+	ck_umount
+}
+
+test_sigterm_while_draining_lets_the_drain_finish() {
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "bw=1000000"
+	_save_step 1 6
+	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
+	fusermount3 -u "$CK_MNT"
+	_ck_pid_alive "$CK_PID" || ck_skip "the daemon drained before the signal"
+	_wait_draining
+	kill -TERM "$CK_PID"
+	sleep 0.5
+	_ck_pid_alive "$CK_PID" || ck_fail "one SIGTERM during the drain ended the daemon with $(_queued) uploads queued"
+	_fault "bw=20000000"
+	ck_daemon_exit "a SIGTERM during the drain"
+	assert_eq 0 "$(_queued)" "uploads queued after the drain"
+	assert_eq 1 "$(_durable_count)" "durable generations after the drain"
+	grep -q "stop signal while uploads to BACKING drain" "$CK_DERR" "$CK_DLOG" ||
+		ck_fail "the daemon did not say why it went on after SIGTERM"
+}
+
+test_second_sigterm_while_draining_exits_and_keeps_the_queue() {
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "hang=1"
+	_save_step 1 2
+	fusermount3 -u "$CK_MNT"
+	_wait_draining
+	kill -TERM "$CK_PID"
+	sleep 0.3
+	_ck_pid_alive "$CK_PID" || ck_fail "the first SIGTERM ended the draining daemon"
+	kill -TERM "$CK_PID"
+	sleep 0.3
+	# its threads in a request to the hung faultfs leave only when it answers
+	_fault
+	_ck_wait_daemon "$CK_PID" 20 || ck_fail "a second SIGTERM did not end the draining daemon"
+	CK_PID=
+	[ "$(_queued)" -gt 0 ] || ck_fail "the queue is empty although BACKING hung"
+	# nothing lost: the next mount resumes and uploads it
+	ck_mount
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 || ck_fail "the resumed uploads did not make step-1 durable"
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
+	ck_umount
+}
+
+test_umount_timeout_before_the_drain_changes_nothing() {
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "hang=1"
+	_save_step 1 2
+	local rc
+	rc=$(adm umount "$CK_MNT" --timeout 1)
+	assert_eq "$E_TIMEOUT" "$rc" "exit of umount --timeout 1 with BACKING hung"
+	grep -q "still mounted, nothing changed" "$CK_TMP/err" || ck_fail "timeout message: $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_is_mounted "$CK_MNT" || ck_fail "umount --timeout unmounted although it timed out"
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
+	_fault
+	rc=$(adm umount "$CK_MNT" --timeout 60)
+	[ "$rc" = 0 ] || ck_fail "umount after BACKING came back: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_daemon_exit "ckptfs-admin umount"
+	assert_eq 1 "$(_durable_count)" "durable generations"
+}
+
+test_umount_of_a_busy_mount_says_busy_and_stays_mounted() {
+	ck_mount
+	echo hi >"$CK_MNT/f"
+	exec 7<"$CK_MNT/f"
+	local rc
+	rc=$(adm umount "$CK_MNT")
+	exec 7<&-
+	assert_eq "$E_BUSY" "$rc" "exit of umount with a file open"
+	grep -q "busy" "$CK_TMP/err" || ck_fail "busy message: $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_is_mounted "$CK_MNT" || ck_fail "unmounted although busy"
+	ck_umount
+}
+
+test_umount_without_a_daemon_is_exit_4() {
+	mkdir -p "$CK_CACHE"
+	ck_mount
+	ck_umount
+	local rc
+	rc=$(adm umount --cache "$CK_CACHE")
+	assert_eq "$E_NO_DAEMON" "$rc" "exit of umount --cache with no daemon"
+	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines on stderr"
+}
+
+ck_main "$@"

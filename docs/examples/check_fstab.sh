@@ -19,7 +19,11 @@
 #   3. the line of fstab.example, its paths swapped for temporary ones,
 #      mounts with `mount --fstab FILE MNT`;
 #   4. What=/Where=/Type=/Options= of mnt-ckpt.mount, paths swapped, mount
-#      the way systemd mounts them (`mount What Where -t Type -o Options`).
+#      the way systemd mounts them (`mount What Where -t Type -o Options`);
+#   5. ckptfs-ckpt.service passes `systemd-analyze verify` (with 1.), and its
+#      ExecStart=/ExecStop= (ckptfs-admin umount), paths swapped, mount and
+#      stop with the upload queue empty and the daemon gone when the stop
+#      returns.
 # Every path unmounts (trap); only ckptfs daemons serving this script's own
 # temp mountpoint are waited for or killed, by PID. Ends with "N passed, N failed".
 set -u
@@ -131,6 +135,18 @@ else
 	skip "mnt-ckpt.mount: systemd-analyze verify" "systemd-analyze is not installed"
 fi
 
+if command -v systemd-analyze >/dev/null; then
+	# verify checks that ExecStart='s programs exist: point them at this build
+	sed "s#/usr/local/bin/#$build/#g" "$here/ckptfs-ckpt.service" >"$T/ckptfs-ckpt.service"
+	if out=$(cd "$T" && systemd-analyze verify --man=no ./ckptfs-ckpt.service 2>&1); then
+		pass "ckptfs-ckpt.service: systemd-analyze verify"
+	else
+		fail "ckptfs-ckpt.service: systemd-analyze verify" "$out"
+	fi
+else
+	skip "ckptfs-ckpt.service: systemd-analyze verify" "systemd-analyze is not installed"
+fi
+
 # ---------------------------------------------------------------- 2. mount -t fuse.ckptfs
 
 head -c $((5 * 1024 * 1024 + 3)) /dev/urandom >"$T/ref"
@@ -190,6 +206,42 @@ if out=$(mount_unit 2>&1); then
 	pass "mnt-ckpt.mount What/Where/Type/Options mount as systemd mounts them"
 else
 	fail "mnt-ckpt.mount mount" "$out"
+fi
+
+# ---------------------------------------------------------------- 5. the service's start and stop
+
+# ExecStart= then ExecStop= of ckptfs-ckpt.service, paths swapped, as systemd
+# runs them: the stop (ckptfs-admin umount) returns only once the daemon has
+# exited, with the upload queue empty and the generation durable on BACKING.
+service_start_stop() {
+	local start stop pid
+	start=$(sed -n 's/^ExecStart=//p' "$here/ckptfs-ckpt.service" | swap_paths | sed "s#/usr/local/bin/#$T/sbin/#g")
+	stop=$(sed -n 's/^ExecStop=//p' "$here/ckptfs-ckpt.service" | swap_paths | sed "s#/usr/local/bin/#$T/sbin/#g")
+	[ -n "$start" ] && [ -n "$stop" ] || { echo "no ExecStart= or ExecStop="; return 1; }
+	case $stop in *"ckptfs-admin umount"*) ;; *) echo "ExecStop= is not ckptfs-admin umount: $stop"; return 1 ;; esac
+	$start || { echo "ExecStart failed: $start"; return 1; }
+	after_mount || return 1
+	pid=${DAEMONS[0]}
+	mkdir "$M/svc" && mkdir "$M/svc/step-1" && head -c $((3 * 1024 * 1024)) /dev/urandom >"$M/svc/step-1/m.pt" &&
+		setfattr -n user.ckptfs.commit -v 1 "$M/svc/step-1" || { echo "writing a generation failed"; return 1; }
+	$stop || { echo "ExecStop failed: $stop"; return 1; }
+	is_mounted && { echo "still mounted after ExecStop"; return 1; }
+	# gone, or a zombie its reaper has not collected yet
+	if [ -r "/proc/$pid/stat" ] && [ "$(sed -E 's/^[0-9]+ \(.*\) (.).*/\1/' "/proc/$pid/stat")" != Z ]; then
+		echo "ckptfs (pid $pid) still runs after ExecStop returned"
+		return 1
+	fi
+	DAEMONS=()
+	local q
+	q=$(sqlite3 "file:$C/catalog.db?mode=ro" "SELECT count(*) FROM uploads" 2>&1)
+	[ "$q" = 0 ] || { echo "upload queue after ExecStop: $q"; return 1; }
+}
+if ! command -v setfattr >/dev/null || ! command -v sqlite3 >/dev/null; then
+	skip "ckptfs-ckpt.service ExecStart/ExecStop" "setfattr or sqlite3 not installed"
+elif out=$(service_start_stop 2>&1); then
+	pass "ckptfs-ckpt.service: ExecStart mounts, ExecStop (ckptfs-admin umount) returns with the uploads done and the daemon gone"
+else
+	fail "ckptfs-ckpt.service ExecStart/ExecStop" "$out"
 fi
 
 echo "$skipped skipped"

@@ -484,11 +484,11 @@ except OSError as e:
 test_help_and_man_page_cover_every_command_and_exit_code() {
 	local c
 	assert_adm 0 --help
-	for c in list show commit pin unpin rm gc verify stats wait rebuild export import; do
+	for c in list show commit pin unpin rm gc verify stats wait rebuild export import umount; do
 		assert_contains "$(out)" "  $c" "ckptfs-admin --help lists $c"
 	done
 	assert_contains "$(out)" "exit codes" "--help documents exit codes"
-	for c in list show commit pin unpin rm gc verify check stats wait rebuild export import; do
+	for c in list show commit pin unpin rm gc verify check stats wait rebuild export import umount; do
 		assert_adm 0 "$c" --help
 		assert_contains "$(out)" "usage: ckptfs-admin [--json] $c" "$c --help"
 		assert_contains "$(out)" "exit codes" "$c --help"
@@ -496,7 +496,7 @@ test_help_and_man_page_cover_every_command_and_exit_code() {
 	local man=$CK_REPO/docs/ckptfs-admin.1
 	[ -f "$man" ] || ck_fail "no man page at $man"
 	MANWIDTH=100 man -l "$man" >"$CK_TMP/man.txt" 2>"$CK_TMP/man.err" || ck_fail "man -l $man failed: $(head -n 3 "$CK_TMP/man.err")"
-	for c in list show commit pin unpin rm gc verify stats wait rebuild export import; do
+	for c in list show commit pin unpin rm gc verify stats wait rebuild export import umount; do
 		grep -qE "^ +$c( |$)" "$CK_TMP/man.txt" || ck_fail "the man page has no entry for $c"
 	done
 	for c in 0 1 2 3 4 5 6 7 8 9 10; do

@@ -13,7 +13,7 @@ DESTDIR ?=
 BUILD   ?= build
 CC      ?= cc
 
-PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs
+PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs libmicrohttpd
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -23,7 +23,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 CORE_SRC   := $(wildcard fs/hash.c fs/crc32c.c fs/chunker.c fs/zipcut.c fs/codec.c fs/store.c fs/fuseinit.c meta/*.c fs/log.c fs/util.c \
-			fs/backing.c fs/backing_nfs.c fs/rebuild.c fs/recent.c fs/storeq.c)
+			fs/backing.c fs/backing_nfs.c fs/rebuild.c fs/recent.c fs/storeq.c fs/statset.c)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)

@@ -56,6 +56,7 @@ struct ckptfs_options {
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
+	char metrics_addr[128];       /* -o metrics=ADDR:PORT; "" for none (fs/metrics.h) */
 };
 
 struct ckptfs {

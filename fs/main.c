@@ -25,6 +25,7 @@
 #include "control.h"
 #include "fuseinit.h"
 #include "log.h"
+#include "metrics.h"
 #include "node.h"
 #include "ops.h"
 #include "options.h"
@@ -551,6 +552,7 @@ int main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	int mounted = 0, exit_code = 1;
 	struct control *ctl = NULL;
+	struct metrics *metrics = NULL;
 	if (main_fuse_args(&r, &args) != 0)
 		goto out;
 	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &fs);
@@ -600,6 +602,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
+	metrics_start(&fs, ctl, &metrics); /* -o metrics=ADDR:PORT; likewise */
 
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, 16);
@@ -611,6 +614,7 @@ int main(int argc, char **argv)
 	log_info("unmounting %s (%s)", fs.opt.mountpoint, clean ? "clean" : "loop error");
 
 out:
+	metrics_stop(metrics);
 	control_stop(ctl);
 	fs.stopped = true;
 	fs.se = NULL;

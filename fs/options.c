@@ -9,6 +9,7 @@
  * half-mounted because nothing is mounted until every check passed. */
 #define _GNU_SOURCE
 #include "options.h"
+#include "metrics.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -188,6 +189,12 @@ static int options_one(struct options_result *r, const char *opt)
 		o->upload_threads = (unsigned)n;
 		return 0;
 	}
+	if (strncmp(opt, "metrics=", 8) == 0) {
+		const char *why = NULL;
+		if (metrics_check_addr(opt + 8, &why) != 0)
+			return options_fail("option '%s': %s", opt, why);
+		return options_copy(o->metrics_addr, sizeof(o->metrics_addr), opt + 8, "metrics");
+	}
 	if (strcmp(opt, "leave_queued") == 0) {
 		o->leave_queued = true;
 		return 0;
@@ -253,6 +260,8 @@ void options_usage(FILE *f)
 		"  log=FILE           log file when in the background (default CACHE/ckptfs.log)\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
+		"  metrics=ADDR:PORT  serve Prometheus metrics on http://ADDR:PORT/metrics\n"
+		"                     (like 127.0.0.1:9567)\n"
 		"  cache_size=SIZE    bound of chunk data kept in the cache (default: what its disk\n"
 		"                     holds); least recently used clean chunks go first\n"
 		"  dirty_max=SIZE     data not yet on BACKING before writers wait (default 3/4 of\n"

@@ -310,6 +310,7 @@ static int admin_from_mount(struct admin *a)
 {
 	if (!realpath(a->target, a->mount)) {
 		int err = errno;
+		a->mount[0] = '\0'; /* undefined after a failure */
 		if (err == ENOTCONN) {
 			admin_err("%s: the ckptfs daemon is not running (the mount is stale: %s); "
 				  "unmount it with fusermount3 -u",
@@ -496,6 +497,8 @@ int main(int argc, char **argv)
 	}
 	if (rc == ADMIN_OK)
 		rc = admin_open(&a, cmd->need);
+	if (rc == ADMIN_NO_DAEMON && a.prometheus && !a.by_cache)
+		admin_stats_stale(a.mount[0] ? a.mount : a.target);
 	if (rc == ADMIN_OK)
 		rc = cmd->fn(&a);
 	fflush(stdout);

@@ -122,6 +122,8 @@ int admin_cmd_gc(struct admin *a);
 int admin_cmd_verify(struct admin *a);
 int admin_cmd_check(struct admin *a);
 int admin_cmd_stats(struct admin *a);
+/* stats --prometheus on a stale mount: ckptfs_daemon_up 0 */
+void admin_stats_stale(const char *mountpoint);
 int admin_cmd_export(struct admin *a);
 int admin_cmd_import(struct admin *a);
 int admin_cmd_wait(struct admin *a);

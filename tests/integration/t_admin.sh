@@ -269,10 +269,10 @@ test_stats_prints_key_values_json_and_prometheus() {
 	assert_adm 0 --json stats "$CK_MNT"
 	assert_eq "2.0 0 2" "$(json '" ".join(str(x) for x in (round(j["dedup_ratio"], 1), j["dirty_bytes"], j["generations_durable"]))')" "stats --json"
 	assert_adm 0 stats --prometheus "$CK_MNT"
-	out | grep -v '^#' | grep -vE '^ckptfs_[a-z_]+\{cache="[^"]*"\} [0-9]+(\.[0-9]+)?$' >"$CK_TMP/badlines" || true
+	out | grep -v '^#' | grep -vE '^ckptfs_[a-z_]+\{cache="[^"]*"(,mountpoint="[^"]*")?\} [0-9]+(\.[0-9]+)?$' >"$CK_TMP/badlines" || true
 	[ ! -s "$CK_TMP/badlines" ] || ck_fail "not Prometheus text format: $(head -n 3 "$CK_TMP/badlines" | tr '\n' '|')"
 	assert_contains "$(out)" "# TYPE ckptfs_logical_bytes gauge" "prometheus TYPE line"
-	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\"} 1" "prometheus daemon_up"
+	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\",mountpoint=\"$(realpath "$CK_MNT")\"} 1" "prometheus daemon_up"
 	ck_umount
 	assert_adm 0 stats --prometheus --cache "$CK_CACHE"
 	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\"} 0" "prometheus offline"

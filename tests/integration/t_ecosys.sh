@@ -214,4 +214,108 @@ test_umount_without_a_daemon_is_exit_4() {
 	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines on stderr"
 }
 
+# ---------------------------------------------------------------- metrics
+
+# promtool (Debian's prometheus package ships it); PROMTOOL=path to use one
+# extracted from the .deb without installing the server.
+_promtool() {
+	if [ -n "${PROMTOOL:-}" ] && [ -x "$PROMTOOL" ]; then echo "$PROMTOOL"; return; fi
+	command -v promtool || true
+}
+
+# _check_exposition FILE WHAT — promcheck.py always; promtool check metrics
+# when it is there (its lint and ours: counters _total, base units, HELP/TYPE).
+_check_exposition() {
+	local f=$1 what=$2 pt out
+	out=$("$PY" "$CK_HELPERS/promcheck.py" "$f" 2>&1) || ck_fail "$what: not valid exposition format: $(echo "$out" | head -n 5 | tr '\n' '|')"
+	pt=$(_promtool)
+	if [ -n "$pt" ]; then
+		out=$("$pt" check metrics <"$f" 2>&1) || ck_fail "$what: promtool check metrics: $(echo "$out" | head -n 5 | tr '\n' '|')"
+	else
+		ck_log "promtool not found (set PROMTOOL=): checked with promcheck.py only"
+	fi
+}
+
+_free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+test_stats_prometheus_passes_promtool_and_shows_the_bounds_in_force() {
+	ck_mount
+	_save_step 1 2
+	cat "$CK_MNT/run/step-1/model.pt" >/dev/null
+	local rc
+	rc=$(adm stats --prometheus "$CK_MNT")
+	assert_eq 0 "$rc" "stats --prometheus"
+	cp "$CK_TMP/out" "$CK_TMP/stats.prom"
+	_check_exposition "$CK_TMP/stats.prom" "stats --prometheus"
+	grep -q '^ckptfs_chunk_follow_wait_seconds_total{' "$CK_TMP/stats.prom" || ck_fail "no chunk_follow_wait_seconds_total"
+	grep -q '^ckptfs_uploaded_bytes_total{' "$CK_TMP/stats.prom" || ck_fail "no uploaded_bytes_total"
+	# the bounds in force, not the options' 0: the figures the daemon logged
+	rc=$(adm stats "$CK_MNT")
+	local bound dirty logged_bound logged_dirty
+	bound=$(awk '$1 == "cache_bound" { print $2 }' "$CK_TMP/out")
+	dirty=$(awk '$1 == "dirty_bound" { print $2 }' "$CK_TMP/out")
+	[ "${bound:-0}" -gt 0 ] && [ "${dirty:-0}" -gt 0 ] || ck_fail "stats shows cache_bound ${bound:-none} dirty_bound ${dirty:-none}"
+	logged_bound=$(sed -n 's/.* bound \([0-9]*\) MiB, dirty bound \([0-9]*\) MiB.*/\1/p' "$CK_DLOG" | tail -n 1)
+	logged_dirty=$(sed -n 's/.* bound \([0-9]*\) MiB, dirty bound \([0-9]*\) MiB.*/\2/p' "$CK_DLOG" | tail -n 1)
+	assert_eq "$logged_bound" "$((bound >> 20))" "cache_bound (MiB) against the log"
+	assert_eq "$logged_dirty" "$((dirty >> 20))" "dirty_bound (MiB) against the log"
+	ck_umount
+	# with the bounds given
+	ck_mount "cache_size=512M,dirty_max=128M"
+	rc=$(adm stats "$CK_MNT")
+	assert_eq "$((512 * MiB))" "$(awk '$1 == "cache_bound" { print $2 }' "$CK_TMP/out")" "cache_bound with -o cache_size"
+	assert_eq "$((128 * MiB))" "$(awk '$1 == "dirty_bound" { print $2 }' "$CK_TMP/out")" "dirty_bound with -o dirty_max"
+	ck_umount
+}
+
+test_stale_mount_prometheus_says_daemon_up_0() {
+	ck_mount
+	ck_kill9_keep_mount
+	local rc
+	rc=$(adm stats --prometheus "$CK_MNT")
+	assert_eq 4 "$rc" "stats --prometheus on a stale mount"
+	grep -qx "ckptfs_daemon_up{mountpoint=\"$(realpath -s "$CK_MNT")\"} 0" "$CK_TMP/out" ||
+		ck_fail "no ckptfs_daemon_up 0 on a stale mount: $(tr '\n' '|' <"$CK_TMP/out")"
+	_check_exposition "$CK_TMP/out" "stats --prometheus on a stale mount"
+	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
+}
+
+# kill -9 the daemon but leave its dead mount in place (a stale mount).
+ck_kill9_keep_mount() {
+	kill -9 "$CK_PID"
+	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon survived kill -9"
+	CK_PID=
+}
+
+test_metrics_endpoint_serves_prometheus_over_http() {
+	command -v curl >/dev/null || ck_skip "curl is not installed"
+	local port
+	port=$(_free_port)
+	ck_mount "metrics=127.0.0.1:$port"
+	_save_step 1 2
+	cat "$CK_MNT/run/step-1/model.pt" >/dev/null
+	curl -sS -f -D "$CK_TMP/headers" -o "$CK_TMP/scrape.prom" "http://127.0.0.1:$port/metrics" ||
+		ck_fail "curl http://127.0.0.1:$port/metrics failed; log: $(grep metrics "$CK_DLOG" | tr '\n' '|')"
+	grep -qi '^content-type: text/plain; version=0.0.4' "$CK_TMP/headers" || ck_fail "content type: $(tr '\r\n' '||' <"$CK_TMP/headers")"
+	_check_exposition "$CK_TMP/scrape.prom" "GET /metrics"
+	grep -q "^ckptfs_daemon_up{.*} 1\$" "$CK_TMP/scrape.prom" || ck_fail "no daemon_up 1 in the scrape"
+	assert_eq "$((2 * MiB))" "$(awk -F'} ' '/^ckptfs_logical_bytes\{/ { print $2 }' "$CK_TMP/scrape.prom")" "logical_bytes in the scrape"
+	# the same families as stats --prometheus
+	adm stats --prometheus "$CK_MNT" >/dev/null
+	assert_eq "$(grep '^# TYPE' "$CK_TMP/out" | sort)" "$(grep '^# TYPE' "$CK_TMP/scrape.prom" | sort)" "families of stats --prometheus and /metrics"
+	assert_eq 404 "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/other")" "another path"
+	assert_eq 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/metrics")" "POST"
+	ck_umount
+	! curl -s -o /dev/null "http://127.0.0.1:$port/metrics" || ck_fail "the endpoint still answers after the daemon exited"
+}
+
+test_metrics_option_refuses_a_bad_address() {
+	local rc=0
+	"$CKPTFS_BIN" -f -o "cache=$CK_CACHE,metrics=localhost" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
+	[ "$rc" != 0 ] || ck_fail "metrics=localhost (no port) was accepted"
+	grep -q "metrics=localhost.*ADDR:PORT" "$CK_TMP/o" || ck_fail "message: $(cat "$CK_TMP/o")"
+	ck_is_mounted "$CK_MNT" && ck_fail "mounted despite a bad option"
+	return 0
+}
+
 ck_main "$@"

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,10 +397,62 @@ static int options_default_cache(struct options_result *r)
 	return 0;
 }
 
+/* The type of what is mounted on path ("fuse.ckptfs"), from
+ * /proc/self/mountinfo (its mount points escape space, tab, newline and
+ * backslash as \ooo); false if nothing is. The last mount there wins. */
+static bool options_mounted_type(const char *path, char *type, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char line[2 * PATH_MAX + 512], point[2 * PATH_MAX], fstype[64];
+	bool found = false;
+	while (fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %8191s", point) != 1 ||
+		    sscanf(sep + 3, "%63s", fstype) != 1)
+			continue;
+		char plain[2 * PATH_MAX];
+		size_t n = 0;
+		for (const char *p = point; *p && n < sizeof(plain) - 1; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				plain[n++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				plain[n++] = *p;
+			}
+		}
+		plain[n] = '\0';
+		if (strcmp(plain, path) == 0) {
+			snprintf(type, size, "%s", fstype);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 static int options_check_mountpoint(struct options_result *r)
 {
-	char what[PATH_MAX + 32];
+	char what[PATH_MAX + 32], type[64];
 	snprintf(what, sizeof(what), "mountpoint %s", r->opt.mountpoint);
+	/* before stat: a stale FUSE mount answers ENOTCONN */
+	char abs[PATH_MAX] = "";
+	bool resolved = realpath(r->opt.mountpoint, abs) != NULL;
+	int err = errno;
+	if (!resolved)
+		snprintf(abs, sizeof(abs), "%s", r->opt.mountpoint);
+	if (resolved || err == ENOTCONN) {
+		if (options_mounted_type(abs, type, sizeof(type)) && strcmp(type, "fuse.ckptfs") == 0) {
+			struct stat st;
+			if (stat(abs, &st) != 0 && errno == ENOTCONN)
+				return options_fail("%s: %s", what, "already mounted by a ckptfs that is no "
+								    "longer running (a stale mount): "
+								    "fusermount3 -u it first");
+			return options_fail("%s: %s", what, "already mounted (a ckptfs serves it): "
+							    "unmount it first (ckptfs-admin umount)");
+		}
+	}
 	if (options_check_dir(r->opt.mountpoint, what) != 0)
 		return -1;
 	if (options_absolute(r->opt.mountpoint, sizeof(r->opt.mountpoint), what) != 0)

@@ -32,6 +32,7 @@
 #include "backing.h"
 #include "control.h"
 #include "log.h"
+#include "options.h" /* CKPTFS_VERSION */
 #include "store.h"
 
 #define ADMIN_NEED_STORE 4u /* opens the cache's chunk store and BACKING */
@@ -163,7 +164,8 @@ static const char admin_exit_help[] =
 static void admin_usage(FILE *f)
 {
 	fprintf(f, "usage: ckptfs-admin [--json] COMMAND (MOUNTPOINT | --cache DIR) [ARGS]\n"
-		   "       ckptfs-admin COMMAND --help\n\ncommands:\n");
+		   "       ckptfs-admin COMMAND --help\n"
+		   "       ckptfs-admin --version\n\ncommands:\n");
 	for (size_t i = 0; i < ADMIN_NCOMMANDS; i++)
 		fprintf(f, "  %-32s %s\n", admin_commands[i].synopsis, admin_commands[i].summary);
 	fprintf(f, "\nGEN: SERIES/NAME relative to the mount (run1/step-200), a path inside the\n"
@@ -206,6 +208,10 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 			a->json = true;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			help = true;
+		} else if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+			printf("ckptfs-admin %s (catalog schema %d, store format %d, control protocol 1)\n",
+			       CKPTFS_VERSION, CAT_SCHEMA_VERSION, STORE_FORMAT_VERSION);
+			return -1;
 		} else {
 			admin_err("unknown option '%s' (see ckptfs-admin --help)", argv[i]);
 			return ADMIN_USAGE;

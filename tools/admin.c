@@ -82,12 +82,15 @@ static const struct admin_command admin_commands[] = {
 	  "other file names are reclaimed. An OPEN generation (still being written) is\n"
 	  "refused unless --force, which aborts it (rule \"admin-abort\"; a rewrite of a\n"
 	  "committed step gets its previous version back).\n" },
-	{ "gc", admin_cmd_gc, ADMIN_NEED_READ | ADMIN_NEED_CHANGE | ADMIN_NEED_STORE, "gc [--dry-run]",
-	  "remove chunk objects on BACKING that nothing names; report what it freed",
-	  "Walks the chunk objects on BACKING and removes those that no catalog row\n"
-	  "names (left by a crash or a failed removal; chunks whose count reaches zero\n"
-	  "are reclaimed at once by the catalog itself). Prints how many objects were\n"
-	  "seen, how many were orphans and the bytes freed. --dry-run removes nothing.\n" },
+	{ "gc", admin_cmd_gc, ADMIN_NEED_READ | ADMIN_NEED_CHANGE | ADMIN_NEED_STORE, "gc [--delete]",
+	  "chunk objects nothing names, in the cache and on BACKING: what --delete would free",
+	  "Walks the chunk objects in the cache and on BACKING and finds those that no\n"
+	  "catalog row names (left by a crash or a failed removal; chunks whose count\n"
+	  "reaches zero are reclaimed at once by the catalog itself). Without --delete\n"
+	  "it is a dry run: it prints how many objects it saw, how many are orphans and\n"
+	  "the bytes it would free, and removes nothing (JuiceFS's convention).\n"
+	  "--delete removes them and prints the bytes freed. (--dry-run is accepted and\n"
+	  "is the default.)\n" },
 	{ "verify", admin_cmd_verify, ADMIN_NEED_READ | ADMIN_NEED_STORE, "verify [GEN]",
 	  "re-hash every chunk (of GEN); report missing or corrupt ones; exit 1 if any",
 	  "Reads every chunk object (of all chunks, or those GEN names), decodes it and\n"
@@ -262,6 +265,8 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 				a->force = true;
 			else if (strcmp(s, "--dry-run") == 0 && *cmd == admin_find("gc"))
 				a->dry_run = true;
+			else if (strcmp(s, "--delete") == 0 && *cmd == admin_find("gc"))
+				a->gc_delete = true;
 			else if (strcmp(s, "--prometheus") == 0 && *cmd == admin_find("stats"))
 				a->prometheus = true;
 			else if ((strcmp(s, "--timeout") == 0 || strncmp(s, "--timeout=", 10) == 0) &&
@@ -496,6 +501,11 @@ int main(int argc, char **argv)
 	int rc = admin_parse(argc, argv, &a, &cmd);
 	if (rc < 0)
 		return ADMIN_OK; /* help was printed */
+	if (rc == ADMIN_OK && cmd->fn == admin_cmd_gc && a.dry_run && a.gc_delete) {
+		admin_err("gc: --dry-run and --delete contradict each other");
+		rc = ADMIN_USAGE;
+	}
+	a.dry_run = !a.gc_delete; /* gc removes only when told to */
 	if (rc == ADMIN_OK && (cmd->need & ADMIN_NEED_MOUNT) && a.by_cache) {
 		admin_err("%s: works only through the mounted file system: give MOUNTPOINT, not --cache",
 			  a.cmd);

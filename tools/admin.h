@@ -48,6 +48,7 @@ enum admin_exit {
 struct admin {
 	/* from the command line */
 	bool json, all, force, dry_run, prometheus;
+	bool gc_delete; /* gc --delete: without it gc is a dry run */
 	double timeout_s; /* wait; < 0 none */
 	const char *name; /* import --name */
 	const char *cmd;

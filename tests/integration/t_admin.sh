@@ -199,12 +199,18 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	assert_adm 0 --json gc --dry-run "$CK_MNT"
 	assert_eq "1 1 0 0" "$(json '" ".join(str(x) for x in (j["cache"]["orphans"], j["backing"]["orphans"], j["cache"]["removed"], j["backing"]["removed"]))')" "gc --dry-run"
 	assert_exists "$CK_CACHE/$(obj_rel $fake)"
-	assert_adm 0 --json gc "$CK_MNT"
+	# without --delete gc is a dry run (JuiceFS's convention): it says what it would free
+	assert_adm 0 gc "$CK_MNT"
+	assert_contains "$(out)" "would free" "gc without --delete"
+	assert_contains "$(out)" "--delete" "gc without --delete names the flag"
+	assert_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	assert_adm 0 --json gc --delete "$CK_MNT"
 	assert_eq "1 1 $((2 * size))" "$(json '" ".join(str(x) for x in (j["cache"]["removed"], j["backing"]["removed"], j["freed_bytes"]))')" "gc"
 	[ ! -e "$CK_CACHE/$(obj_rel $fake)" ] || ck_fail "gc left the orphan in the cache"
 	[ ! -e "$CK_BACKING/$(obj_rel $fake)" ] || ck_fail "gc left the orphan on BACKING"
 	assert_exists "$CK_BACKING/$(obj_rel "$h")"
-	assert_adm 0 gc "$CK_MNT"
+	assert_adm 0 gc --delete "$CK_MNT"
 	assert_contains "$(out)" "0 named by nothing" "a second gc finds nothing"
 	assert_adm 0 verify "$CK_MNT"
 	ck_umount
@@ -214,7 +220,7 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	# offline: the same walk under the cache lock
 	mkdir -p "$CK_BACKING/chunks/ab/ab"
 	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
-	assert_adm 0 --json gc --cache "$CK_CACHE"
+	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
 	assert_eq "offline 1" "$(json 'j["mode"] + " " + str(j["backing"]["removed"])')" "offline gc"
 }
 

@@ -41,6 +41,20 @@ _wait_draining() {
 	done
 }
 
+# kill -9 the daemon but leave its dead mount in place (a stale mount).
+ck_kill9_keep_mount() {
+	kill -9 "$CK_PID"
+	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon survived kill -9"
+	CK_PID=
+	# its threads leave after the leader; the mount is stale once the last has
+	local i=0
+	while stat "$CK_MNT" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "$CK_MNT still answers 5 s after kill -9"
+		sleep 0.05
+	done
+}
+
 _queued() { ck_sql "SELECT count(*) FROM uploads"; }
 _durable_count() { ck_sql "SELECT count(*) FROM generations WHERE state = 1 AND durable_version = version"; }
 
@@ -214,6 +228,47 @@ test_umount_without_a_daemon_is_exit_4() {
 	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines on stderr"
 }
 
+# ---------------------------------------------------------------- conventions
+
+test_rebuild_keeps_only_the_newest_3_old_catalogs() {
+	ck_mount
+	_save_step 1 1
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null
+	ck_umount
+	local i rc
+	for i in 1 2 3 4 5; do
+		rc=$(adm rebuild --cache "$CK_CACHE")
+		[ "$rc" = 0 ] || ck_fail "rebuild $i: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
+	done
+	assert_eq 3 "$(find "$CK_CACHE" -maxdepth 1 -name 'catalog.db.before-rebuild-*' ! -name '*-wal' ! -name '*-shm' | wc -l)" "old catalogs kept"
+	grep -q "older catalogs moved aside by earlier rebuilds removed" "$CK_TMP/out" || ck_fail "the last rebuild did not say it pruned: $(cat "$CK_TMP/out")"
+	# the one kept last is the catalog the 4th rebuild made: it still opens and names step-1
+	ck_mount
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs after the rebuilds"
+	ck_umount
+}
+
+test_mount_over_a_mounted_ckptfs_says_already_mounted() {
+	ck_mount
+	local rc=0
+	timeout 20 "$CKPTFS_BIN" -f -o "cache=$CK_TMP/other-cache" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
+	[ "$rc" != 0 ] || ck_fail "a second ckptfs mounted over the first"
+	grep -q "already mounted" "$CK_TMP/o" || ck_fail "message: $(cat "$CK_TMP/o")"
+	grep -q "nonempty" "$CK_TMP/o" && ck_fail "message suggests -o nonempty: $(cat "$CK_TMP/o")"
+	ck_kill9_keep_mount
+	rc=0
+	timeout 20 "$CKPTFS_BIN" -f -o "cache=$CK_TMP/other-cache" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
+	[ "$rc" != 0 ] || ck_fail "a ckptfs mounted over a stale one"
+	grep -q "stale mount" "$CK_TMP/o" || ck_fail "message for a stale mount: $(cat "$CK_TMP/o")"
+	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
+}
+
+test_version_of_both_tools() {
+	"$CKPTFS_BIN" --version | grep -qE '^ckptfs [0-9]+\.[0-9]+\.[0-9]+' || ck_fail "ckptfs --version: $("$CKPTFS_BIN" --version 2>&1)"
+	"$CKPTFS_ADMIN" --version | grep -qE '^ckptfs-admin [0-9]+\.[0-9]+\.[0-9]+' || ck_fail "ckptfs-admin --version: $("$CKPTFS_ADMIN" --version 2>&1)"
+	assert_eq "$("$CKPTFS_BIN" --version | awk '{ print $2 }')" "$("$CKPTFS_ADMIN" --version | awk '{ print $2 }')" "the same version"
+}
+
 # ---------------------------------------------------------------- metrics
 
 # promtool (Debian's prometheus package ships it); PROMTOOL=path to use one
@@ -278,13 +333,6 @@ test_stale_mount_prometheus_says_daemon_up_0() {
 		ck_fail "no ckptfs_daemon_up 0 on a stale mount: $(tr '\n' '|' <"$CK_TMP/out")"
 	_check_exposition "$CK_TMP/out" "stats --prometheus on a stale mount"
 	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
-}
-
-# kill -9 the daemon but leave its dead mount in place (a stale mount).
-ck_kill9_keep_mount() {
-	kill -9 "$CK_PID"
-	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon survived kill -9"
-	CK_PID=
 }
 
 test_metrics_endpoint_serves_prometheus_over_http() {

@@ -6,10 +6,13 @@
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
 #   make test-trainers  real trainers end to end (tests/trainers/README.md)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (binaries, man pages, docs; mount.ckptfs in SBINDIR=/sbin)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
+SBINDIR ?= /sbin
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/ckptfs
 BUILD   ?= build
 CC      ?= cc
 
@@ -96,15 +99,28 @@ demo: deps all
 bench: deps all
 	scripts/bench.sh $(BUILD)
 
+# mount(8) looks for its helpers in /sbin only (and runs them with no PATH),
+# whatever PREFIX is: mount.ckptfs carries the path of the ckptfs it starts.
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BUILD)/ckptfs $(BUILD)/ckptfs-admin $(DESTDIR)$(PREFIX)/bin/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 docs/ckptfs-admin.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
+	install -m 644 docs/ckptfs-admin.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 docs/ckptfs.8 $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(DOCDIR)/examples
+	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 644 docs/examples/mnt-ckpt.mount docs/examples/ckptfs-ckpt.service \
+		docs/examples/fstab.example $(DESTDIR)$(DOCDIR)/examples/
+	install -d $(DESTDIR)$(SBINDIR)
+	sed 's#@BINDIR@#$(PREFIX)/bin#g' scripts/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
+	chmod 755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
+	ln -sf mount.ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ckptfs $(DESTDIR)$(PREFIX)/bin/ckptfs-admin
-	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs-admin.1
+	rm -f $(DESTDIR)$(MANDIR)/man1/ckptfs-admin.1 $(DESTDIR)$(MANDIR)/man8/ckptfs.8
+	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(DESTDIR)$(SBINDIR)/mount.ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools

@@ -40,6 +40,7 @@ struct ckptfs_options {
 	char cache[PATH_MAX];    /* absolute */
 	char mountpoint[PATH_MAX];
 	char log_path[PATH_MAX]; /* empty: stderr in the foreground, CACHE/ckptfs.log otherwise */
+	bool use_syslog;         /* -o syslog: the log goes to syslog(3) */
 	bool foreground;
 	bool debug;
 	bool nonempty;

@@ -1,6 +1,6 @@
 /* main — the ckptfs daemon: check the command line, open the store and the
  * catalog, mount, serve FUSE requests on a thread pool, and on unmount or
- * SIGINT/SIGTERM close everything cleanly.
+ * SIGINT/SIGTERM close everything cleanly (SIGHUP reopens the log file).
  *
  * Errors that can be found before mounting are reported on the terminal as
  * one line and a non-zero exit (options.c). Once in the background, the log
@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -353,19 +354,19 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	return 0;
 }
 
-static int main_open_state(struct ckptfs *fs, FILE *logf)
+static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 {
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
 	main_lock_note_pid(fs->lock_fd, false);
 	/* the health check: one line on the terminal says what failed, so the
 	 * backing's own log lines go only to a log file */
-	if (!logf)
+	if (!log_elsewhere)
 		log_setup(stderr, LOG_LVL_OFF);
 	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
 	char msg[PATH_MAX + 256];
 	int probe = rc == 0 ? backing_probe(fs->backing, msg, sizeof(msg)) : 0;
-	if (!logf)
+	if (!log_elsewhere)
 		log_setup(stderr, fs->opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot open: %s\n", fs->opt.backing,
@@ -471,14 +472,13 @@ static void main_drain_signal(int sig)
 	raise(sig);
 }
 
-static void main_drain_begin(struct ckptfs *fs, FILE *logf)
+static void main_drain_begin(struct ckptfs *fs)
 {
-	main_drain_log_fd = logf ? fileno(logf) : STDERR_FILENO;
+	main_drain_log_fd = log_fileno();
 	struct sigaction sa = { .sa_handler = main_drain_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL); /* SIGHUP stays with main_hup_thread */
 	if (fs->lock_fd > 0 && !fs->opt.leave_queued)
 		main_lock_note_pid(fs->lock_fd, true);
 }
@@ -505,17 +505,79 @@ static int main_fuse_args(const struct options_result *r, struct fuse_args *args
 	return 0;
 }
 
-static FILE *main_open_log(struct ckptfs *fs)
+/* ---- the log: where it goes, and SIGHUP ----
+ *
+ * SIGHUP reopens the log file (logrotate's postrotate) instead of ending the
+ * session as libfuse's handler would: it is blocked in every thread from the
+ * start of main, and one thread takes it with sigwait. */
+static char main_log_path[PATH_MAX + 16]; /* "" when the log is stderr or syslog */
+
+/* 1: the log goes to a file or syslog; 0: to the terminal; -1: failed (said). */
+static int main_log_start(const struct ckptfs *fs)
 {
-	char path[PATH_MAX + 16];
+	enum log_level lvl = fs->opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
+	if (fs->opt.use_syslog) {
+		log_setup_syslog("ckptfs", lvl);
+		return 1;
+	}
+	if (fs->opt.foreground && !fs->opt.log_path[0])
+		return 0;
 	if (fs->opt.log_path[0])
-		snprintf(path, sizeof(path), "%s", fs->opt.log_path);
+		snprintf(main_log_path, sizeof(main_log_path), "%s", fs->opt.log_path);
 	else
-		snprintf(path, sizeof(path), "%s/ckptfs.log", fs->opt.cache);
-	FILE *f = fopen(path, "ae");
-	if (f)
-		setvbuf(f, NULL, _IOLBF, 0);
-	return f;
+		snprintf(main_log_path, sizeof(main_log_path), "%s/ckptfs.log", fs->opt.cache);
+	FILE *f = log_open_file(main_log_path);
+	if (!f) {
+		fprintf(stderr, "ckptfs: log %s: cannot open: %s\n", main_log_path, strerror(errno));
+		return -1;
+	}
+	log_setup(f, lvl);
+	return 1;
+}
+
+static void main_hup_block(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+static void *main_hup_thread(void *arg)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	pthread_setname_np(pthread_self(), "ckptfs-sighup");
+	for (;;) {
+		int sig = 0;
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (!main_log_path[0]) {
+			log_info("SIGHUP: the log goes to %s, nothing to reopen",
+				 arg ? "syslog" : "stderr");
+			continue;
+		}
+		int rc = log_reopen(main_log_path);
+		if (rc != 0)
+			log_error("SIGHUP: log %s: cannot reopen: %s; logging on to the old file",
+				  main_log_path, strerror(-rc));
+		else
+			log_info("SIGHUP: log %s reopened", main_log_path);
+	}
+	return NULL;
+}
+
+/* After daemonizing (threads do not survive fork). The thread is detached:
+ * it waits for SIGHUP until the process exits. */
+static void main_hup_start(const struct ckptfs *fs)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, main_hup_thread, fs->opt.use_syslog ? (void *)1 : NULL) != 0) {
+		log_warn("cannot start the SIGHUP thread: SIGHUP will not reopen the log");
+		return;
+	}
+	pthread_detach(t);
 }
 
 int main(int argc, char **argv)
@@ -532,18 +594,12 @@ int main(int argc, char **argv)
 	fs.opt = r.opt;
 	fs.chunking = chunker_default_params;
 	log_setup(stderr, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	main_hup_block(); /* before any thread: every thread inherits it */
 
-	FILE *logf = NULL;
-	if (!fs.opt.foreground || fs.opt.log_path[0]) {
-		logf = main_open_log(&fs);
-		if (!logf) {
-			fprintf(stderr, "ckptfs: log %s: cannot open: %s\n",
-				fs.opt.log_path[0] ? fs.opt.log_path : fs.opt.cache, strerror(errno));
-			return 1;
-		}
-		log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
-	}
-	if (main_open_state(&fs, logf) != 0) {
+	int log_elsewhere = main_log_start(&fs);
+	if (log_elsewhere < 0)
+		return 1;
+	if (main_open_state(&fs, log_elsewhere) != 0) {
 		main_close_state(&fs);
 		return 1;
 	}
@@ -577,7 +633,6 @@ int main(int argc, char **argv)
 		cat_close(fs.cat);
 		fs.cat = NULL;
 		fuse_daemonize(0);
-		log_setup(logf, LOG_LVL_INFO);
 		main_lock_note_pid(fs.lock_fd, false);
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/catalog.db", fs.opt.cache);
@@ -601,6 +656,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the store threads");
 		goto out;
 	}
+	main_hup_start(&fs);
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
 	metrics_start(&fs, ctl, &metrics); /* -o metrics=ADDR:PORT; likewise */
 
@@ -625,10 +681,9 @@ out:
 		fuse_session_destroy(se);
 	}
 	if (mounted)
-		main_drain_begin(&fs, logf);
+		main_drain_begin(&fs);
 	fuse_opt_free_args(&args);
 	main_close_state(&fs);
-	if (logf)
-		fclose(logf);
+	log_close();
 	return exit_code;
 }

@@ -139,6 +139,10 @@ static int options_one(struct options_result *r, const char *opt)
 			return options_fail("option '%s': %s", opt, "expects a size of at least 8M, like 64M");
 		return 0;
 	}
+	if (strcmp(opt, "syslog") == 0) {
+		o->use_syslog = true;
+		return 0;
+	}
 	if (strcmp(opt, "nonempty") == 0) {
 		o->nonempty = true;
 		return 0;
@@ -258,7 +262,9 @@ void options_usage(FILE *f)
 		"  cache=DIR          local directory for the catalog, cached chunks and staging\n"
 		"                     (default: /var/cache/ckptfs/<id of BACKING> for root,\n"
 		"                     else $XDG_CACHE_HOME/ckptfs/<id>)\n"
-		"  log=FILE           log file when in the background (default CACHE/ckptfs.log)\n"
+		"  log=FILE           log file when in the background (default CACHE/ckptfs.log);\n"
+		"                     SIGHUP reopens it (logrotate)\n"
+		"  syslog             log to syslog (facility daemon) instead of a file\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
 		"  metrics=ADDR:PORT  serve Prometheus metrics on http://ADDR:PORT/metrics\n"
@@ -292,7 +298,8 @@ void options_usage(FILE *f)
 		"FUSE options passed through: allow_other, allow_root, default_permissions (on by\n"
 		"default), auto_unmount, ro, nosuid, nodev, noexec, noatime, fsname=, max_read=, ...\n"
 		"\n"
-		"Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root).\n");
+		"Unmount with: ckptfs-admin umount MOUNTPOINT (waits for the uploads to BACKING and\n"
+		"for the daemon; fusermount3 -u and umount return at once). See ckptfs(8).\n");
 }
 
 /* ---- checks ---- */

@@ -269,6 +269,72 @@ test_version_of_both_tools() {
 	assert_eq "$("$CKPTFS_BIN" --version | awk '{ print $2 }')" "$("$CKPTFS_ADMIN" --version | awk '{ print $2 }')" "the same version"
 }
 
+test_sighup_reopens_the_log_file_and_does_not_unmount() {
+	ck_mount
+	echo a >"$CK_MNT/before"
+	mv "$CK_DLOG" "$CK_DLOG.1" # what logrotate does, then its postrotate: kill -HUP
+	kill -HUP "$CK_PID"
+	local i=0
+	until [ -s "$CK_DLOG" ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "no new log file $CK_DLOG 5 s after SIGHUP"
+		sleep 0.05
+	done
+	grep -q "SIGHUP: log .* reopened" "$CK_DLOG" || ck_fail "the new log does not say it was reopened: $(cat "$CK_DLOG")"
+	_ck_pid_alive "$CK_PID" || ck_fail "SIGHUP ended the daemon"
+	ck_is_mounted "$CK_MNT" || ck_fail "SIGHUP unmounted $CK_MNT"
+	echo b >"$CK_MNT/after"
+	assert_eq "a b" "$(cat "$CK_MNT/before") $(cat "$CK_MNT/after")" "files around the SIGHUP"
+	local old_lines
+	old_lines=$(wc -l <"$CK_DLOG.1")
+	ck_umount
+	assert_eq "$old_lines" "$(wc -l <"$CK_DLOG.1")" "lines written to the rotated log after SIGHUP"
+	grep -q "unmounting" "$CK_DLOG" || ck_fail "the unmount was not logged to the new file"
+}
+
+test_syslog_option_logs_to_syslog_not_a_file() {
+	command -v unshare >/dev/null || ck_skip "unshare (util-linux) not found"
+	# /dev/log of a private /dev, in a private mount namespace: a listener
+	# there receives what the daemon sends to syslog
+	cat >"$CK_TMP/ns.sh" <<-'NS'
+		set -eu
+		T=$1 BIN=$2 B=$3 M=$4 C=$5 PY=$6
+		mount -t tmpfs tmpfs "$T/dev"
+		mknod -m 666 "$T/dev/fuse" c 10 229
+		mknod -m 666 "$T/dev/null" c 1 3
+		mount --bind "$T/dev" /dev
+		"$PY" -c '
+		import socket, sys
+		s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+		s.bind("/dev/log")
+		s.settimeout(20)
+		out = open(sys.argv[1], "a")
+		while True:
+		    try:
+		        d = s.recv(65536)
+		    except socket.timeout:
+		        break
+		    out.write(d.decode(errors="replace") + "\n")
+		    out.flush()
+		' "$T/syslog.txt" &
+		listener=$!
+		for _ in $(seq 50); do [ -S /dev/log ] && break; sleep 0.1; done
+		"$BIN" -o "cache=$C,syslog" "$B" "$M"
+		echo hi >"$M/f"
+		fusermount3 -u "$M"
+		for _ in $(seq 100); do [ -e "$C/control.sock" ] || break; sleep 0.1; done
+		sleep 0.5
+		kill "$listener" 2>/dev/null || true
+	NS
+	mkdir -p "$CK_TMP/dev"
+	unshare --mount --propagation private bash "$CK_TMP/ns.sh" "$CK_TMP" "$CKPTFS_BIN" "$CK_BACKING" "$CK_MNT" "$CK_CACHE" "$PY" \
+		>"$CK_TMP/ns.out" 2>&1 || ck_skip "cannot set up a private /dev/log: $(tail -n 3 "$CK_TMP/ns.out" | tr '\n' '|')"
+	grep -q "ckptfs\[[0-9]*\]: serving $CK_MNT" "$CK_TMP/syslog.txt" ||
+		ck_fail "syslog did not get 'serving': $(head -n 5 "$CK_TMP/syslog.txt" 2>/dev/null | tr '\n' '|')"
+	grep -q "<30>" "$CK_TMP/syslog.txt" || ck_fail "no facility daemon, level info (<30>) in syslog"
+	[ ! -e "$CK_CACHE/ckptfs.log" ] || ck_fail "-o syslog still wrote $CK_CACHE/ckptfs.log"
+}
+
 # ---------------------------------------------------------------- metrics
 
 # promtool (Debian's prometheus package ships it); PROMTOOL=path to use one

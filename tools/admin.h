@@ -84,6 +84,8 @@ const char *admin_state_name(int state);
 double admin_ratio(uint64_t a, uint64_t b);
 /* Progress on stderr when it is a terminal; nothing otherwise. */
 void admin_progress(const char *label, uint64_t done, uint64_t total);
+/* The same for a copy of bytes: human sizes, rate and ETA (export, import). */
+void admin_progress_bytes(const char *label, uint64_t done, uint64_t total);
 void admin_progress_end(void);
 
 /* ---- admin_ctl.c ---- */

@@ -335,6 +335,28 @@ test_syslog_option_logs_to_syslog_not_a_file() {
 	[ ! -e "$CK_CACHE/ckptfs.log" ] || ck_fail "-o syslog still wrote $CK_CACHE/ckptfs.log"
 }
 
+test_export_and_import_progress_shows_sizes_rate_and_eta_on_a_terminal() {
+	command -v script >/dev/null || ck_skip "script(1) not installed"
+	ck_mount
+	_save_step 1 24
+	script -q -e -c "'$CKPTFS_ADMIN' export '$CK_MNT' run/step-1 '$CK_TMP/out-dir' >/dev/null" "$CK_TMP/ts.export" >/dev/null 2>&1 </dev/null ||
+		ck_fail "export under script(1) failed: $(tail -c 300 "$CK_TMP/ts.export")"
+	grep -qE 'MiB / 24\.0 MiB, [0-9.]+ [KMG]?i?B/s, ETA' "$CK_TMP/ts.export" ||
+		ck_fail "export: no human sizes, rate and ETA on a terminal: $(tail -c 300 "$CK_TMP/ts.export" | tr '\r' '|')"
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_TMP/out-dir/step-1/model.pt" || ck_fail "exported bytes differ"
+	script -q -e -c "'$CKPTFS_ADMIN' import '$CK_MNT' --name step-2 '$CK_TMP/out-dir/step-1' run >/dev/null" "$CK_TMP/ts.import" >/dev/null 2>&1 </dev/null ||
+		ck_fail "import under script(1) failed: $(tail -c 300 "$CK_TMP/ts.import")"
+	grep -qE 'MiB / 24\.0 MiB, [0-9.]+ [KMG]?i?B/s, ETA' "$CK_TMP/ts.import" ||
+		ck_fail "import: no human sizes, rate and ETA on a terminal: $(tail -c 300 "$CK_TMP/ts.import" | tr '\r' '|')"
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "imported bytes differ"
+	# not a terminal: nothing extra on stderr
+	local rc
+	rc=$(adm export "$CK_MNT" run/step-2 "$CK_TMP/out2")
+	assert_eq 0 "$rc" "export without a terminal"
+	[ ! -s "$CK_TMP/err" ] || ck_fail "export printed on a non-terminal stderr: $(head -c 200 "$CK_TMP/err")"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- metrics
 
 # promtool (Debian's prometheus package ships it); PROMTOOL=path to use one

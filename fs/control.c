@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -233,22 +232,13 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 	control_send(fd, "ok");
 }
 
-/* The cache's bounds in force, by cache_start's rule (cache.c: -o cache_size,
- * else 90% of what the cache's disk holds plus what is cached; dirty: -o
- * dirty_max, else 3/4 of that), taken just after cache_start so they are the
- * figures its log line gave. cache.c keeps its own copy private. */
+/* The cache's bounds in force, by cache_start's rule (cache.c): -o cache_size
+ * (main.c resolves "what the disk holds" into it before cache_start), and -o
+ * dirty_max, else 3/4 of the bound, never above it. */
 static void control_note_bounds(struct control *c)
 {
 	const struct ckptfs_options *o = &c->fs->opt;
-	uint64_t bound = o->cache_size;
-	if (!bound) {
-		struct statvfs sv;
-		struct cat_cache_stats cs = { 0 };
-		cat_cache_stats(c->fs->cat, &cs);
-		bound = statvfs(o->cache, &sv) == 0
-				? ((uint64_t)sv.f_bavail * sv.f_frsize + cs.cached_bytes) / 100 * 90
-				: UINT64_MAX / 2;
-	}
+	uint64_t bound = o->cache_size ? o->cache_size : UINT64_MAX / 2;
 	uint64_t dirty = o->dirty_max ? o->dirty_max : bound / 4 * 3;
 	c->cache_bound = bound;
 	c->dirty_bound = dirty < bound ? dirty : bound;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backing.h"
@@ -483,6 +484,20 @@ static void main_drain_begin(struct ckptfs *fs)
 		main_lock_note_pid(fs->lock_fd, true);
 }
 
+/* Without -o cache_size the cache's bound is what its disk holds: resolved
+ * here, once, by cache.c's own rule (90% of the free space plus what is
+ * already cached), so that the bound in force is one number the cache uses,
+ * its log line gives and ckptfs-admin stats shows. */
+static void main_resolve_cache_bound(struct ckptfs *fs)
+{
+	struct statvfs sv;
+	struct cat_cache_stats cs;
+	if (fs->opt.cache_size || statvfs(fs->opt.cache, &sv) != 0 ||
+	    cat_cache_stats(fs->cat, &cs) != 0)
+		return; /* given, or left to cache.c */
+	fs->opt.cache_size = ((uint64_t)sv.f_bavail * sv.f_frsize + cs.cached_bytes) / 100 * 90;
+}
+
 bool ckptfs_stopping(const struct ckptfs *fs)
 {
 	return fs->stopped || (fs->se && fuse_session_exited(fs->se));
@@ -648,6 +663,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the generation and inode release threads");
 		goto out;
 	}
+	main_resolve_cache_bound(&fs);
 	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {
 		log_error("cannot start the cache and upload threads");
 		goto out;

@@ -417,7 +417,7 @@ test_stale_mount_prometheus_says_daemon_up_0() {
 	local rc
 	rc=$(adm stats --prometheus "$CK_MNT")
 	assert_eq 4 "$rc" "stats --prometheus on a stale mount"
-	grep -qx "ckptfs_daemon_up{mountpoint=\"$(realpath -s "$CK_MNT")\"} 0" "$CK_TMP/out" ||
+	grep -qxF "ckptfs_daemon_up{mountpoint=\"$CK_MNT\"} 0" "$CK_TMP/out" ||
 		ck_fail "no ckptfs_daemon_up 0 on a stale mount: $(tr '\n' '|' <"$CK_TMP/out")"
 	_check_exposition "$CK_TMP/out" "stats --prometheus on a stale mount"
 	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"

@@ -270,6 +270,8 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 		pid[strcspn(pid, "\n")] = '\0';
 		bool draining = strstr(pid, " " MAIN_LOCK_DRAINING) != NULL;
 		pid[strcspn(pid, " ")] = '\0';
+		if (draining && kill((pid_t)strtol(pid, NULL, 10), 0) != 0 && errno == ESRCH)
+			draining = false; /* a note left behind: the holder is someone else */
 		if (draining)
 			main_lock_refuse_draining(o, pid);
 		else
@@ -443,8 +445,12 @@ static void main_close_state(struct ckptfs *fs)
 	cat_close(fs->cat);
 	store_close(fs->store);
 	backing_close(fs->backing);
-	if (fs->lock_fd > 0)
+	if (fs->lock_fd > 0) {
+		/* no pid, no "draining": whoever holds the lock next says who it is */
+		if (ftruncate(fs->lock_fd, 0) != 0)
+			log_warn("cannot clear the cache lock file: %s", strerror(errno));
 		close(fs->lock_fd);
+	}
 }
 
 /* ---- the drain after the unmount ----

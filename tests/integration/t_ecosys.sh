@@ -135,6 +135,7 @@ test_remount_while_draining_says_so_with_bytes_left() {
 	[ "$rc" = 0 ] || ck_fail "umount --cache of a draining daemon: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
 	_ck_pid_alive "$CK_PID" && ck_fail "the daemon still runs after umount --cache returned"
 	ck_daemon_exit "fusermount3 -u and its drain"
+	grep -q draining "$CK_CACHE/lock" && ck_fail "the lock file still says draining after the daemon exited: $(cat "$CK_CACHE/lock")"
 	assert_eq 0 "$(_queued)" "uploads queued after the drain"
 	assert_eq 1 "$(_durable_count)" "durable generations after the drain"
 	# now the remount works

@@ -114,6 +114,21 @@ test_umount_waits_for_a_slow_backing_then_for_the_daemon() {
 	ck_umount
 }
 
+test_umount_draws_a_progress_line_on_a_terminal() {
+	command -v script >/dev/null || ck_skip "script(1) not installed"
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "bw=2000000"
+	_save_step 1 6
+	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
+	script -q -e -c "'$CKPTFS_ADMIN' umount '$CK_MNT'" "$CK_TMP/ts" >/dev/null 2>&1 </dev/null ||
+		ck_fail "umount under script(1) failed: $(tail -c 400 "$CK_TMP/ts" | tr '\r' '|')"
+	grep -q $'\r.*left to upload' "$CK_TMP/ts" || ck_fail "no rewritten progress line on a terminal: $(tail -c 400 "$CK_TMP/ts" | tr '\r' '|')"
+	grep -q "unmounted; every upload is on BACKING" "$CK_TMP/ts" || ck_fail "no final line: $(tail -c 300 "$CK_TMP/ts")"
+	ck_daemon_exit "ckptfs-admin umount under a terminal"
+	assert_eq 0 "$(_queued)" "uploads queued"
+}
+
 test_remount_while_draining_says_so_with_bytes_left() {
 	_faultfs_up
 	ck_mount "upload_threads=1"

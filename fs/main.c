@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -34,6 +33,7 @@
 #include "reader.h"
 #include "recent.h"
 #include "rebuild.h"
+#include "sigs.h"
 #include "storeq.h"
 #include "upload.h"
 #include "uploader.h"
@@ -453,39 +453,11 @@ static void main_close_state(struct ckptfs *fs)
 	}
 }
 
-/* ---- the drain after the unmount ----
- *
- * Unmounted, the daemon uploads what is still queued (uploader_stop) before
- * it exits. A stop signal then (systemd's, docker stop's, a user's Ctrl-C
- * after umount) must not cut that short unasked: the first is logged and the
- * drain goes on; a second exits at once, the rest staying queued in the
- * catalog for the next mount (nothing in the cache is lost either way). */
-static volatile sig_atomic_t main_drain_signals;
-static int main_drain_log_fd = STDERR_FILENO;
-
-static void main_drain_signal(int sig)
-{
-	static const char msg[] =
-		"ckptfs: stop signal while uploads to BACKING drain: draining goes on (see "
-		"ckptfs-admin umount for progress); a second signal exits now and leaves the rest "
-		"queued for the next mount\n";
-	if (main_drain_signals++ == 0) {
-		if (write(main_drain_log_fd, msg, sizeof(msg) - 1) < 0) {
-			/* nowhere to say it: the drain goes on regardless */
-		}
-		return;
-	}
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
+/* Unmounted: the uploads drain next (main_close_state); a remount is told
+ * why it must wait, and stop signals wait for the drain (sigs.h). */
 static void main_drain_begin(struct ckptfs *fs)
 {
-	main_drain_log_fd = log_fileno();
-	struct sigaction sa = { .sa_handler = main_drain_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL); /* SIGHUP stays with main_hup_thread */
+	sigs_drain_begin();
 	if (fs->lock_fd > 0 && !fs->opt.leave_queued)
 		main_lock_note_pid(fs->lock_fd, true);
 }
@@ -526,12 +498,8 @@ static int main_fuse_args(const struct options_result *r, struct fuse_args *args
 	return 0;
 }
 
-/* ---- the log: where it goes, and SIGHUP ----
- *
- * SIGHUP reopens the log file (logrotate's postrotate) instead of ending the
- * session as libfuse's handler would: it is blocked in every thread from the
- * start of main, and one thread takes it with sigwait. */
-static char main_log_path[PATH_MAX + 16]; /* "" when the log is stderr or syslog */
+/* The log file's path; "" when the log is stderr or syslog. */
+static char main_log_path[PATH_MAX + 16];
 
 /* 1: the log goes to a file or syslog; 0: to the terminal; -1: failed (said). */
 static int main_log_start(const struct ckptfs *fs)
@@ -556,51 +524,6 @@ static int main_log_start(const struct ckptfs *fs)
 	return 1;
 }
 
-static void main_hup_block(void)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
-static void *main_hup_thread(void *arg)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGHUP);
-	pthread_setname_np(pthread_self(), "ckptfs-sighup");
-	for (;;) {
-		int sig = 0;
-		if (sigwait(&set, &sig) != 0)
-			continue;
-		if (!main_log_path[0]) {
-			log_info("SIGHUP: the log goes to %s, nothing to reopen",
-				 arg ? "syslog" : "stderr");
-			continue;
-		}
-		int rc = log_reopen(main_log_path);
-		if (rc != 0)
-			log_error("SIGHUP: log %s: cannot reopen: %s; logging on to the old file",
-				  main_log_path, strerror(-rc));
-		else
-			log_info("SIGHUP: log %s reopened", main_log_path);
-	}
-	return NULL;
-}
-
-/* After daemonizing (threads do not survive fork). The thread is detached:
- * it waits for SIGHUP until the process exits. */
-static void main_hup_start(const struct ckptfs *fs)
-{
-	pthread_t t;
-	if (pthread_create(&t, NULL, main_hup_thread, fs->opt.use_syslog ? (void *)1 : NULL) != 0) {
-		log_warn("cannot start the SIGHUP thread: SIGHUP will not reopen the log");
-		return;
-	}
-	pthread_detach(t);
-}
-
 int main(int argc, char **argv)
 {
 	struct options_result r;
@@ -615,7 +538,7 @@ int main(int argc, char **argv)
 	fs.opt = r.opt;
 	fs.chunking = chunker_default_params;
 	log_setup(stderr, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
-	main_hup_block(); /* before any thread: every thread inherits it */
+	sigs_block_hup(); /* before any thread: every thread inherits it */
 
 	int log_elsewhere = main_log_start(&fs);
 	if (log_elsewhere < 0)
@@ -678,7 +601,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the store threads");
 		goto out;
 	}
-	main_hup_start(&fs);
+	sigs_hup_start(main_log_path, fs.opt.use_syslog);
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
 	metrics_start(&fs, ctl, &metrics); /* -o metrics=ADDR:PORT; likewise */
 

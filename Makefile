@@ -6,14 +6,17 @@
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
 #   make test-trainers  real trainers end to end (tests/trainers/README.md)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (binaries, man pages, docs; mount.ckptfs in SBINDIR=/sbin)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
+SBINDIR ?= /sbin
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/ckptfs
 BUILD   ?= build
 CC      ?= cc
 
-PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs
+PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs libmicrohttpd
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -23,7 +26,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 CORE_SRC   := $(wildcard fs/hash.c fs/crc32c.c fs/chunker.c fs/zipcut.c fs/codec.c fs/store.c fs/fuseinit.c meta/*.c fs/log.c fs/util.c \
-			fs/backing.c fs/backing_nfs.c fs/claim.c fs/rebuild.c fs/recent.c fs/storeq.c fs/complete.c fs/proof.c)
+			fs/backing.c fs/backing_nfs.c fs/claim.c fs/rebuild.c fs/recent.c fs/storeq.c fs/complete.c fs/proof.c \
+			fs/statset.c)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
@@ -96,15 +100,28 @@ demo: deps all
 bench: deps all
 	scripts/bench.sh $(BUILD)
 
+# mount(8) looks for its helpers in /sbin only (and runs them with no PATH),
+# whatever PREFIX is: mount.ckptfs carries the path of the ckptfs it starts.
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BUILD)/ckptfs $(BUILD)/ckptfs-admin $(DESTDIR)$(PREFIX)/bin/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 docs/ckptfs-admin.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
+	install -m 644 docs/ckptfs-admin.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 docs/ckptfs.8 $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(DOCDIR)/examples
+	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 644 docs/examples/mnt-ckpt.mount docs/examples/ckptfs-ckpt.service \
+		docs/examples/fstab.example $(DESTDIR)$(DOCDIR)/examples/
+	install -d $(DESTDIR)$(SBINDIR)
+	sed 's#@BINDIR@#$(PREFIX)/bin#g' scripts/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
+	chmod 755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
+	ln -sf mount.ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ckptfs $(DESTDIR)$(PREFIX)/bin/ckptfs-admin
-	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs-admin.1
+	rm -f $(DESTDIR)$(MANDIR)/man1/ckptfs-admin.1 $(DESTDIR)$(MANDIR)/man8/ckptfs.8
+	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(DESTDIR)$(SBINDIR)/mount.ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools

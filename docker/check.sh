@@ -72,6 +72,14 @@ compose_and_copies() {
 		dep = t.get("depends_on", {})
 		if not (isinstance(dep, dict) and dep.get("ganesha", {}).get("condition") == "service_healthy"):
 		    errors.append("trainer: does not wait for a healthy ganesha")
+		# docker stop sends SIGTERM, then SIGKILL after the grace period
+		# (10 s by default): the daemon's drain of its uploads must fit in it
+		import re
+		g = str(t.get("stop_grace_period", ""))
+		m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", g)
+		secs = (int(m.group(1) or 0) * 3600 + int(m.group(2) or 0) * 60 + int(m.group(3) or 0)) if m and g else 0
+		if secs < 300:
+		    errors.append("trainer: stop_grace_period %r does not cover an upload drain (want >= 5m)" % g)
 		if "healthcheck" not in svcs.get("ganesha", {}):
 		    errors.append("ganesha: no healthcheck")
 

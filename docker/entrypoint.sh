@@ -2,9 +2,12 @@
 # ckptfs-entrypoint [COMMAND ARGS...] — the ckptfs image's entrypoint.
 #
 # With no COMMAND: runs `ckptfs -f [-o $CKPTFS_OPTIONS] $BACKING $MOUNTPOINT`
-# as PID 1's replacement; `docker stop` (SIGTERM) makes ckptfs unmount cleanly.
+# as PID 1's replacement; `docker stop` (SIGTERM) makes ckptfs unmount cleanly
+# and upload what is still queued before it exits (compose.yaml's
+# stop_grace_period gives it the time).
 # With a COMMAND (the tutorial's trainer): mounts, runs COMMAND against the
-# mount, then unmounts and waits for ckptfs to exit, so everything the command
+# mount, then unmounts with `ckptfs-admin umount` (waits for the uploads and for
+# ckptfs to exit, with progress), so everything the command
 # wrote is durable on BACKING when the container stops. Exit status: COMMAND's,
 # or ckptfs's if it fails.
 set -euo pipefail
@@ -46,7 +49,9 @@ wait "$cmd_pid" || rc=$?
 # A trapped signal interrupts wait; wait again for the command to finish.
 kill -0 "$cmd_pid" 2>/dev/null && { wait "$cmd_pid" || rc=$?; }
 
-fusermount3 -u "$MOUNTPOINT" || umount "$MOUNTPOINT" || true
+# ckptfs-admin umount returns once every upload is on BACKING and ckptfs has
+# exited (progress on stderr); fusermount3 -u would return at once.
+ckptfs-admin umount "$MOUNTPOINT" || fusermount3 -u "$MOUNTPOINT" || umount "$MOUNTPOINT" || true
 fs_rc=0
 wait "$fs_pid" || fs_rc=$?
 echo "ckptfs-entrypoint: unmounted; command status $rc, ckptfs status $fs_rc" >&2

@@ -40,6 +40,7 @@ struct ckptfs_options {
 	char cache[PATH_MAX];    /* absolute */
 	char mountpoint[PATH_MAX];
 	char log_path[PATH_MAX]; /* empty: stderr in the foreground, CACHE/ckptfs.log otherwise */
+	bool use_syslog;         /* -o syslog: the log goes to syslog(3) */
 	bool foreground;
 	bool debug;
 	bool nonempty;
@@ -57,6 +58,7 @@ struct ckptfs_options {
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
 	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/claim.h) */
+	char metrics_addr[128];       /* -o metrics=ADDR:PORT; "" for none (fs/metrics.h) */
 };
 
 struct ckptfs {

@@ -29,6 +29,7 @@
 #include "node.h"
 #include "reader.h"
 #include "recent.h"
+#include "upload.h"
 #include "uploader.h"
 
 #define CONTROL_RECV_TIMEOUT_S 5
@@ -40,6 +41,7 @@ struct control {
 	int listen_fd;
 	int stop_pipe[2];
 	pthread_t thread;
+	uint64_t cache_bound, dirty_bound; /* in force (control_note_bounds) */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
@@ -231,51 +233,79 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 	control_send(fd, "ok");
 }
 
-static void control_stats(struct control *c, int fd)
+/* The cache's bounds in force, by cache_start's rule (cache.c): -o cache_size
+ * (main.c resolves "what the disk holds" into it before cache_start), and -o
+ * dirty_max, else 3/4 of the bound, never above it. */
+static void control_note_bounds(struct control *c)
+{
+	const struct ckptfs_options *o = &c->fs->opt;
+	uint64_t bound = o->cache_size ? o->cache_size : UINT64_MAX / 2;
+	uint64_t dirty = o->dirty_max ? o->dirty_max : bound / 4 * 3;
+	c->cache_bound = bound;
+	c->dirty_bound = dirty < bound ? dirty : bound;
+}
+
+void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 {
 	struct ckptfs *fs = c->fs;
 	struct chunk_cache_stats cs;
-	node_release_flush(fs->nodes); /* the catalog's counts, as of now */
+	char v[32];
+#define PUT(key, val)                                            \
+	do {                                                     \
+		snprintf(v, sizeof(v), "%" PRIu64, (uint64_t)(val)); \
+		fn(arg, key, v);                                 \
+	} while (0)
 	chunk_cache_stats(fs->chunks, &cs);
-	control_send(fd, "data chunk_cache_bytes %" PRIu64, cs.bytes);
-	control_send(fd, "data chunk_cache_budget %" PRIu64, fs->opt.chunk_cache_bytes);
-	control_send(fd, "data chunk_cache_hits %" PRIu64, cs.hits);
-	control_send(fd, "data chunk_cache_misses %" PRIu64, cs.misses);
+	PUT("chunk_cache_bytes", cs.bytes);
+	PUT("chunk_cache_budget", fs->opt.chunk_cache_bytes);
+	PUT("chunk_cache_hits", cs.hits);
+	PUT("chunk_cache_misses", cs.misses);
 	struct recent_stats rs = { 0 };
 	if (fs->recent)
 		recent_stats(fs->recent, &rs);
-	control_send(fd, "data chunk_hashes_reused %" PRIu64, rs.hits);
-	control_send(fd, "data chunk_hashes_computed %" PRIu64, rs.misses);
-	control_send(fd, "data chunk_follows %" PRIu64, rs.follows);
-	control_send(fd, "data chunk_follow_waits %" PRIu64, rs.follow_waits);
-	control_send(fd, "data chunk_follow_takeovers %" PRIu64, rs.takeovers);
-	control_send(fd, "data chunk_follow_wait_ms %" PRIu64, rs.follow_wait_ns / 1000000);
-	control_send(fd, "data write_back 1");
-	control_send(fd, "data cache_bound %" PRIu64, fs->opt.cache_size);
-	control_send(fd, "data dirty_bound %" PRIu64,
-		     fs->opt.dirty_max ? fs->opt.dirty_max : fs->opt.cache_size / 4 * 3);
+	PUT("chunk_hashes_reused", rs.hits);
+	PUT("chunk_hashes_computed", rs.misses);
+	PUT("chunk_follows", rs.follows);
+	PUT("chunk_follow_waits", rs.follow_waits);
+	PUT("chunk_follow_takeovers", rs.takeovers);
+	PUT("chunk_follow_wait_ms", rs.follow_wait_ns / 1000000);
+	PUT("write_back", 1);
+	PUT("cache_bound", c->cache_bound);
+	PUT("dirty_bound", c->dirty_bound);
 	if (fs->cache) {
 		struct cache_stats st;
 		cache_get_stats(fs->cache, &st);
-		control_send(fd, "data cache_hits %" PRIu64, st.hits);
-		control_send(fd, "data cache_misses %" PRIu64, st.misses);
-		control_send(fd, "data fetched_bytes %" PRIu64, st.fetched_bytes);
-		control_send(fd, "data fetch_errors %" PRIu64, st.fetch_errors);
-		control_send(fd, "data evicted_chunks %" PRIu64, st.evicted_chunks);
-		control_send(fd, "data evicted_bytes %" PRIu64, st.evicted_bytes);
-		control_send(fd, "data dirty_waits %" PRIu64, st.dirty_waits);
+		PUT("cache_hits", st.hits);
+		PUT("cache_misses", st.misses);
+		PUT("fetched_bytes", st.fetched_bytes);
+		PUT("fetch_errors", st.fetch_errors);
+		PUT("evicted_chunks", st.evicted_chunks);
+		PUT("evicted_bytes", st.evicted_bytes);
+		PUT("dirty_waits", st.dirty_waits);
 	}
 	if (fs->uploader) {
 		struct uploader_stats us;
 		uploader_get_stats(fs->uploader, &us);
-		control_send(fd, "data uploaded_chunks %" PRIu64, us.chunks);
-		control_send(fd, "data uploaded_bytes %" PRIu64, us.chunk_bytes);
-		control_send(fd, "data uploaded_manifests %" PRIu64, us.manifests);
-		control_send(fd, "data upload_failures %" PRIu64, us.failures);
-		control_send(fd, "data backing_down %d", us.backing_down ? 1 : 0);
+		PUT("uploaded_chunks", us.chunks);
+		PUT("uploaded_bytes", us.chunk_bytes);
+		PUT("uploaded_manifests", us.manifests);
+		PUT("upload_failures", us.failures);
+		PUT("backing_down", us.backing_down ? 1 : 0);
 		if (us.last_error[0])
-			control_send(fd, "data upload_last_error %s", us.last_error);
+			fn(arg, "upload_last_error", us.last_error);
 	}
+#undef PUT
+}
+
+static void control_stat_send(void *arg, const char *key, const char *value)
+{
+	control_send(*(int *)arg, "data %s %s", key, value);
+}
+
+static void control_stats(struct control *c, int fd)
+{
+	node_release_flush(c->fs->nodes); /* the catalog's counts, as of now */
+	control_stats_each(c, control_stat_send, &fd);
 	control_send(fd, "ok");
 }
 
@@ -434,6 +464,7 @@ int control_start(struct ckptfs *fs, struct control **out)
 		free(c);
 		return rc;
 	}
+	control_note_bounds(c);
 	log_info("control channel %s", c->path);
 	*out = c;
 	return 0;

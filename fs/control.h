@@ -23,8 +23,8 @@
  *                                           BACKING: "data cache|backing OBJECTS ORPHANS
  *                                           ORPHAN_BYTES REMOVED FREED_BYTES FAILED"
  *   stats                -                  the daemon's live counters: memory chunk cache,
- *                                           disk cache hits/fetches/evictions, bounds,
- *                                           uploader totals and health
+ *                                           disk cache hits/fetches/evictions, the bounds
+ *                                           in force, uploader totals and health
  *   rebuild              -                  EBUSY: a live catalog is never rebuilt
  *
  * wait needs no verb: durability is in the catalog (cat_gen_durable), which
@@ -54,5 +54,11 @@ struct control;
 int control_start(struct ckptfs *fs, struct control **out);
 /* Stops the thread, removes the socket. NULL is allowed. */
 void control_stop(struct control *c);
+
+/* The daemon's live counters as the stats verb sends them ("KEY VALUE", the
+ * keys of fs/statset.h), to fn; for the metrics endpoint too (fs/metrics.c).
+ * Safe from any thread: each module's getter takes its own lock. */
+typedef void (*control_stat_fn)(void *arg, const char *key, const char *value);
+void control_stats_each(struct control *c, control_stat_fn fn, void *arg);
 
 #endif

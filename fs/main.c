@@ -1,6 +1,6 @@
 /* main — the ckptfs daemon: check the command line, open the store and the
  * catalog, mount, serve FUSE requests on a thread pool, and on unmount or
- * SIGINT/SIGTERM close everything cleanly.
+ * SIGINT/SIGTERM close everything cleanly (SIGHUP reopens the log file).
  *
  * Errors that can be found before mounting are reported on the terminal as
  * one line and a non-zero exit (options.c). Once in the background, the log
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backing.h"
@@ -26,17 +27,21 @@
 #include "control.h"
 #include "fuseinit.h"
 #include "log.h"
+#include "metrics.h"
 #include "node.h"
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
 #include "recent.h"
 #include "rebuild.h"
+#include "sigs.h"
 #include "storeq.h"
+#include "upload.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 #define MAIN_CACHE_OWNER "backing"
+#define MAIN_LOCK_DRAINING "draining" /* after the pid in CACHE/lock, once unmounted */
 /* storeq: threads writing chunk objects behind the writers, and how many
  * objects may be queued or in writing at once (each pins about a MiB of
  * recent's copies, whose budget is 16 MiB) */
@@ -230,6 +235,24 @@ static int main_check_bindings(struct ckptfs *fs)
 	return 0;
 }
 
+/* A daemon that has unmounted and is still uploading: how much is left, from
+ * its catalog (read-only; a WAL reader never blocks it). */
+static void main_lock_refuse_draining(const struct ckptfs_options *o, const char *pid)
+{
+	char path[PATH_MAX + 16], left[96] = "";
+	snprintf(path, sizeof(path), "%s/catalog.db", o->cache);
+	struct cat *cat = NULL;
+	struct cat_cache_stats cs;
+	if (cat_open_readonly(path, &cat) == 0 && cat_cache_stats(cat, &cs) == 0)
+		snprintf(left, sizeof(left), ": %" PRIu64 " uploads, %" PRIu64 " bytes (%" PRIu64
+			 " MiB) of chunks left", cs.queued, cs.dirty_bytes, cs.dirty_bytes >> 20);
+	cat_close(cat);
+	fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs (pid %s) that has unmounted and "
+			"is still uploading to BACKING%s; wait for it to exit (ckptfs-admin umount "
+			"waits and shows progress)\n",
+		o->cache, pid, left);
+}
+
 /* One daemon per cache: its catalog's recovery would drop another daemon's
  * pending writes and open-but-unlinked files. The flock is held for the
  * daemon's life (it survives fuse_daemonize: the child shares the fd). */
@@ -246,8 +269,15 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 		ssize_t n = errno == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
-		fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs%s%s%s\n", o->cache,
-			pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+		bool draining = strstr(pid, " " MAIN_LOCK_DRAINING) != NULL;
+		pid[strcspn(pid, " ")] = '\0';
+		if (draining && kill((pid_t)strtol(pid, NULL, 10), 0) != 0 && errno == ESRCH)
+			draining = false; /* a note left behind: the holder is someone else */
+		if (draining)
+			main_lock_refuse_draining(o, pid);
+		else
+			fprintf(stderr, "ckptfs: cache %s: in use by another ckptfs%s%s%s\n", o->cache,
+				pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
 		close(fd);
 		return -1;
 	}
@@ -255,11 +285,14 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 	return 0;
 }
 
-/* Records the serving pid in the lock file (after daemonizing). */
-static void main_lock_note_pid(int fd)
+/* Records the serving pid in the lock file (after daemonizing), and once
+ * unmounted, that the daemon is draining its uploads (a remount is then told
+ * why it must wait). */
+static void main_lock_note_pid(int fd, bool draining)
 {
-	char pid[32];
-	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	char pid[48];
+	int n = snprintf(pid, sizeof(pid), "%ld%s\n", (long)getpid(),
+			 draining ? " " MAIN_LOCK_DRAINING : "");
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
@@ -355,19 +388,19 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	return 0;
 }
 
-static int main_open_state(struct ckptfs *fs, FILE *logf)
+static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 {
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
-	main_lock_note_pid(fs->lock_fd);
+	main_lock_note_pid(fs->lock_fd, false);
 	/* the health check: one line on the terminal says what failed, so the
 	 * backing's own log lines go only to a log file */
-	if (!logf)
+	if (!log_elsewhere)
 		log_setup(stderr, LOG_LVL_OFF);
 	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
 	char msg[PATH_MAX + 256];
 	int probe = rc == 0 ? backing_probe(fs->backing, msg, sizeof(msg)) : 0;
-	if (!logf)
+	if (!log_elsewhere)
 		log_setup(stderr, fs->opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot open: %s\n", fs->opt.backing,
@@ -445,8 +478,35 @@ static void main_close_state(struct ckptfs *fs)
 	cat_close(fs->cat);
 	store_close(fs->store);
 	backing_close(fs->backing);
-	if (fs->lock_fd > 0)
+	if (fs->lock_fd > 0) {
+		/* no pid, no "draining": whoever holds the lock next says who it is */
+		if (ftruncate(fs->lock_fd, 0) != 0)
+			log_warn("cannot clear the cache lock file: %s", strerror(errno));
 		close(fs->lock_fd);
+	}
+}
+
+/* Unmounted: the uploads drain next (main_close_state); a remount is told
+ * why it must wait, and stop signals wait for the drain (sigs.h). */
+static void main_drain_begin(struct ckptfs *fs)
+{
+	sigs_drain_begin();
+	if (fs->lock_fd > 0 && !fs->opt.leave_queued)
+		main_lock_note_pid(fs->lock_fd, true);
+}
+
+/* Without -o cache_size the cache's bound is what its disk holds: resolved
+ * here, once, by cache.c's own rule (90% of the free space plus what is
+ * already cached), so that the bound in force is one number the cache uses,
+ * its log line gives and ckptfs-admin stats shows. */
+static void main_resolve_cache_bound(struct ckptfs *fs)
+{
+	struct statvfs sv;
+	struct cat_cache_stats cs;
+	if (fs->opt.cache_size || statvfs(fs->opt.cache, &sv) != 0 ||
+	    cat_cache_stats(fs->cat, &cs) != 0)
+		return; /* given, or left to cache.c */
+	fs->opt.cache_size = ((uint64_t)sv.f_bavail * sv.f_frsize + cs.cached_bytes) / 100 * 90;
 }
 
 bool ckptfs_stopping(const struct ckptfs *fs)
@@ -471,17 +531,30 @@ static int main_fuse_args(const struct options_result *r, struct fuse_args *args
 	return 0;
 }
 
-static FILE *main_open_log(struct ckptfs *fs)
+/* The log file's path; "" when the log is stderr or syslog. */
+static char main_log_path[PATH_MAX + 16];
+
+/* 1: the log goes to a file or syslog; 0: to the terminal; -1: failed (said). */
+static int main_log_start(const struct ckptfs *fs)
 {
-	char path[PATH_MAX + 16];
+	enum log_level lvl = fs->opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
+	if (fs->opt.use_syslog) {
+		log_setup_syslog("ckptfs", lvl);
+		return 1;
+	}
+	if (fs->opt.foreground && !fs->opt.log_path[0])
+		return 0;
 	if (fs->opt.log_path[0])
-		snprintf(path, sizeof(path), "%s", fs->opt.log_path);
+		snprintf(main_log_path, sizeof(main_log_path), "%s", fs->opt.log_path);
 	else
-		snprintf(path, sizeof(path), "%s/ckptfs.log", fs->opt.cache);
-	FILE *f = fopen(path, "ae");
-	if (f)
-		setvbuf(f, NULL, _IOLBF, 0);
-	return f;
+		snprintf(main_log_path, sizeof(main_log_path), "%s/ckptfs.log", fs->opt.cache);
+	FILE *f = log_open_file(main_log_path);
+	if (!f) {
+		fprintf(stderr, "ckptfs: log %s: cannot open: %s\n", main_log_path, strerror(errno));
+		return -1;
+	}
+	log_setup(f, lvl);
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -498,18 +571,12 @@ int main(int argc, char **argv)
 	fs.opt = r.opt;
 	fs.chunking = chunker_default_params;
 	log_setup(stderr, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	sigs_block_hup(); /* before any thread: every thread inherits it */
 
-	FILE *logf = NULL;
-	if (!fs.opt.foreground || fs.opt.log_path[0]) {
-		logf = main_open_log(&fs);
-		if (!logf) {
-			fprintf(stderr, "ckptfs: log %s: cannot open: %s\n",
-				fs.opt.log_path[0] ? fs.opt.log_path : fs.opt.cache, strerror(errno));
-			return 1;
-		}
-		log_setup(logf, fs.opt.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
-	}
-	if (main_open_state(&fs, logf) != 0) {
+	int log_elsewhere = main_log_start(&fs);
+	if (log_elsewhere < 0)
+		return 1;
+	if (main_open_state(&fs, log_elsewhere) != 0) {
 		main_close_state(&fs);
 		return 1;
 	}
@@ -518,6 +585,7 @@ int main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	int mounted = 0, exit_code = 1;
 	struct control *ctl = NULL;
+	struct metrics *metrics = NULL;
 	if (main_fuse_args(&r, &args) != 0)
 		goto out;
 	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &fs);
@@ -542,8 +610,7 @@ int main(int argc, char **argv)
 		cat_close(fs.cat);
 		fs.cat = NULL;
 		fuse_daemonize(0);
-		log_setup(logf, LOG_LVL_INFO);
-		main_lock_note_pid(fs.lock_fd);
+		main_lock_note_pid(fs.lock_fd, false);
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/catalog.db", fs.opt.cache);
 		if (cat_open(path, getuid(), getgid(), main_reclaim, fs.store, &fs.cat) != 0) {
@@ -560,6 +627,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the generation and inode release threads");
 		goto out;
 	}
+	main_resolve_cache_bound(&fs);
 	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {
 		log_error("cannot start the cache and upload threads");
 		goto out;
@@ -569,7 +637,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	gen_policy_ready(fs.gen);
+	sigs_hup_start(main_log_path, fs.opt.use_syslog);
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
+	metrics_start(&fs, ctl, &metrics); /* -o metrics=ADDR:PORT; likewise */
 
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, 16);
@@ -581,6 +651,7 @@ int main(int argc, char **argv)
 	log_info("unmounting %s (%s)", fs.opt.mountpoint, clean ? "clean" : "loop error");
 
 out:
+	metrics_stop(metrics);
 	control_stop(ctl);
 	fs.stopped = true;
 	fs.se = NULL;
@@ -590,9 +661,10 @@ out:
 		fuse_remove_signal_handlers(se);
 		fuse_session_destroy(se);
 	}
+	if (mounted)
+		main_drain_begin(&fs);
 	fuse_opt_free_args(&args);
 	main_close_state(&fs);
-	if (logf)
-		fclose(logf);
+	log_close();
 	return exit_code;
 }

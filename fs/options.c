@@ -9,10 +9,12 @@
  * half-mounted because nothing is mounted until every check passed. */
 #define _GNU_SOURCE
 #include "options.h"
+#include "metrics.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +140,10 @@ static int options_one(struct options_result *r, const char *opt)
 			return options_fail("option '%s': %s", opt, "expects a size of at least 8M, like 64M");
 		return 0;
 	}
+	if (strcmp(opt, "syslog") == 0) {
+		o->use_syslog = true;
+		return 0;
+	}
 	if (strcmp(opt, "nonempty") == 0) {
 		o->nonempty = true;
 		return 0;
@@ -197,6 +203,12 @@ static int options_one(struct options_result *r, const char *opt)
 			return options_fail("option '%s': %s", opt, "expects 1 to 16");
 		o->upload_threads = (unsigned)n;
 		return 0;
+	}
+	if (strncmp(opt, "metrics=", 8) == 0) {
+		const char *why = NULL;
+		if (metrics_check_addr(opt + 8, &why) != 0)
+			return options_fail("option '%s': %s", opt, why);
+		return options_copy(o->metrics_addr, sizeof(o->metrics_addr), opt + 8, "metrics");
 	}
 	if (strcmp(opt, "leave_queued") == 0) {
 		o->leave_queued = true;
@@ -260,9 +272,13 @@ void options_usage(FILE *f)
 		"  cache=DIR          local directory for the catalog, cached chunks and staging\n"
 		"                     (default: /var/cache/ckptfs/<id of BACKING> for root,\n"
 		"                     else $XDG_CACHE_HOME/ckptfs/<id>)\n"
-		"  log=FILE           log file when in the background (default CACHE/ckptfs.log)\n"
+		"  log=FILE           log file when in the background (default CACHE/ckptfs.log);\n"
+		"                     SIGHUP reopens it (logrotate)\n"
+		"  syslog             log to syslog (facility daemon) instead of a file\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
+		"  metrics=ADDR:PORT  serve Prometheus metrics on http://ADDR:PORT/metrics\n"
+		"                     (like 127.0.0.1:9567)\n"
 		"  cache_size=SIZE    bound of chunk data kept in the cache (default: what its disk\n"
 		"                     holds); least recently used clean chunks go first\n"
 		"  dirty_max=SIZE     data not yet on BACKING before writers wait (default 3/4 of\n"
@@ -294,7 +310,8 @@ void options_usage(FILE *f)
 		"FUSE options passed through: allow_other, allow_root, default_permissions (on by\n"
 		"default), auto_unmount, ro, nosuid, nodev, noexec, noatime, fsname=, max_read=, ...\n"
 		"\n"
-		"Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root).\n");
+		"Unmount with: ckptfs-admin umount MOUNTPOINT (waits for the uploads to BACKING and\n"
+		"for the daemon; fusermount3 -u and umount return at once). See ckptfs(8).\n");
 }
 
 /* ---- checks ---- */
@@ -399,10 +416,62 @@ static int options_default_cache(struct options_result *r)
 	return 0;
 }
 
+/* The type of what is mounted on path ("fuse.ckptfs"), from
+ * /proc/self/mountinfo (its mount points escape space, tab, newline and
+ * backslash as \ooo); false if nothing is. The last mount there wins. */
+static bool options_mounted_type(const char *path, char *type, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char line[2 * PATH_MAX + 512], point[2 * PATH_MAX], fstype[64];
+	bool found = false;
+	while (fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %8191s", point) != 1 ||
+		    sscanf(sep + 3, "%63s", fstype) != 1)
+			continue;
+		char plain[2 * PATH_MAX];
+		size_t n = 0;
+		for (const char *p = point; *p && n < sizeof(plain) - 1; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				plain[n++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				plain[n++] = *p;
+			}
+		}
+		plain[n] = '\0';
+		if (strcmp(plain, path) == 0) {
+			snprintf(type, size, "%s", fstype);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 static int options_check_mountpoint(struct options_result *r)
 {
-	char what[PATH_MAX + 32];
+	char what[PATH_MAX + 32], type[64];
 	snprintf(what, sizeof(what), "mountpoint %s", r->opt.mountpoint);
+	/* before stat: a stale FUSE mount answers ENOTCONN */
+	char abs[PATH_MAX] = "";
+	bool resolved = realpath(r->opt.mountpoint, abs) != NULL;
+	int err = errno;
+	if (!resolved)
+		snprintf(abs, sizeof(abs), "%s", r->opt.mountpoint);
+	if (resolved || err == ENOTCONN) {
+		if (options_mounted_type(abs, type, sizeof(type)) && strcmp(type, "fuse.ckptfs") == 0) {
+			struct stat st;
+			if (stat(abs, &st) != 0 && errno == ENOTCONN)
+				return options_fail("%s: %s", what, "already mounted by a ckptfs that is no "
+								    "longer running (a stale mount): "
+								    "fusermount3 -u it first");
+			return options_fail("%s: %s", what, "already mounted (a ckptfs serves it): "
+							    "unmount it first (ckptfs-admin umount)");
+		}
+	}
 	if (options_check_dir(r->opt.mountpoint, what) != 0)
 		return -1;
 	if (options_absolute(r->opt.mountpoint, sizeof(r->opt.mountpoint), what) != 0)

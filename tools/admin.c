@@ -39,6 +39,7 @@
 #include "claim.h"
 #include "control.h"
 #include "log.h"
+#include "options.h" /* CKPTFS_VERSION */
 #include "store.h"
 
 #define ADMIN_NEED_STORE 4u /* opens the cache's chunk store and BACKING */
@@ -88,12 +89,15 @@ static const struct admin_command admin_commands[] = {
 	  "other file names are reclaimed. An OPEN generation (still being written) is\n"
 	  "refused unless --force, which aborts it (rule \"admin-abort\"; a rewrite of a\n"
 	  "committed step gets its previous version back).\n" },
-	{ "gc", admin_cmd_gc, ADMIN_NEED_READ | ADMIN_NEED_CHANGE | ADMIN_NEED_STORE, "gc [--dry-run]",
-	  "remove chunk objects on BACKING that nothing names; report what it freed",
-	  "Walks the chunk objects on BACKING and removes those that no catalog row\n"
-	  "names (left by a crash or a failed removal; chunks whose count reaches zero\n"
-	  "are reclaimed at once by the catalog itself). Prints how many objects were\n"
-	  "seen, how many were orphans and the bytes freed. --dry-run removes nothing.\n" },
+	{ "gc", admin_cmd_gc, ADMIN_NEED_READ | ADMIN_NEED_CHANGE | ADMIN_NEED_STORE, "gc [--delete]",
+	  "chunk objects nothing names, in the cache and on BACKING: what --delete would free",
+	  "Walks the chunk objects in the cache and on BACKING and finds those that no\n"
+	  "catalog row names (left by a crash or a failed removal; chunks whose count\n"
+	  "reaches zero are reclaimed at once by the catalog itself). Without --delete\n"
+	  "it is a dry run: it prints how many objects it saw, how many are orphans and\n"
+	  "the bytes it would free, and removes nothing (JuiceFS's convention).\n"
+	  "--delete removes them and prints the bytes freed. (--dry-run is accepted and\n"
+	  "is the default.)\n" },
 	{ "verify", admin_cmd_verify, ADMIN_NEED_READ | ADMIN_NEED_STORE, "verify [GEN]",
 	  "re-hash every chunk (of GEN); report missing or corrupt ones; exit 1 if any",
 	  "Reads every chunk object (of all chunks, or those GEN names), decodes it and\n"
@@ -144,6 +148,17 @@ static const struct admin_command admin_commands[] = {
 	  "SERIES/NAME, which makes it a generation and commits it (rule \"rename\").\n"
 	  "NAME is DIR's last part unless --name is given; it must be a generation name\n"
 	  "on this mount (gen_pattern) and SERIES/NAME must not exist. Needs the mount.\n" },
+	{ "umount", admin_cmd_umount, ADMIN_NEED_READ, "umount [--timeout S]",
+	  "wait for the uploads (progress, rate, ETA), unmount, wait for the daemon to exit",
+	  "A stop that returns only when the data is safe: waits until the upload queue\n"
+	  "is empty (bytes left, rate and ETA on stderr; a plain line every 5 s when\n"
+	  "stderr is not a terminal), unmounts (as root umount2, else fusermount3 -u),\n"
+	  "then waits until the daemon has uploaded what the unmount committed and has\n"
+	  "exited. fusermount3 -u and umount return at once and leave the daemon\n"
+	  "draining in the background. --timeout S gives up after S seconds with exit 9:\n"
+	  "before the unmount nothing is changed; after it the daemon drains on by\n"
+	  "itself. With --cache DIR, waits for a daemon that already unmounted and is\n"
+	  "still uploading. Exit 8 if the mount is busy (a file open in it).\n" },
 };
 
 #define ADMIN_NCOMMANDS (sizeof(admin_commands) / sizeof(admin_commands[0]))
@@ -159,7 +174,8 @@ static const char admin_exit_help[] =
 static void admin_usage(FILE *f)
 {
 	fprintf(f, "usage: ckptfs-admin [--json] COMMAND (MOUNTPOINT | --cache DIR) [ARGS]\n"
-		   "       ckptfs-admin COMMAND --help\n\ncommands:\n");
+		   "       ckptfs-admin COMMAND --help\n"
+		   "       ckptfs-admin --version\n\ncommands:\n");
 	for (size_t i = 0; i < ADMIN_NCOMMANDS; i++)
 		fprintf(f, "  %-32s %s\n", admin_commands[i].synopsis, admin_commands[i].summary);
 	fprintf(f, "\nGEN: SERIES/NAME relative to the mount (run1/step-200), a path inside the\n"
@@ -202,6 +218,10 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 			a->json = true;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			help = true;
+		} else if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+			printf("ckptfs-admin %s (catalog schema %d, store format %d, control protocol 1)\n",
+			       CKPTFS_VERSION, CAT_SCHEMA_VERSION, STORE_FORMAT_VERSION);
+			return -1;
 		} else {
 			admin_err("unknown option '%s' (see ckptfs-admin --help)", argv[i]);
 			return ADMIN_USAGE;
@@ -252,15 +272,17 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 				a->force = true;
 			else if (strcmp(s, "--dry-run") == 0 && *cmd == admin_find("gc"))
 				a->dry_run = true;
+			else if (strcmp(s, "--delete") == 0 && *cmd == admin_find("gc"))
+				a->gc_delete = true;
 			else if (strcmp(s, "--prometheus") == 0 && *cmd == admin_find("stats"))
 				a->prometheus = true;
 			else if ((strcmp(s, "--timeout") == 0 || strncmp(s, "--timeout=", 10) == 0) &&
-				 *cmd == admin_find("wait")) {
+				 (*cmd == admin_find("wait") || *cmd == admin_find("umount"))) {
 				val = s[9] == '=' ? s + 10 : (i + 1 < argc ? argv[++i] : NULL);
 				char *end;
 				a->timeout_s = val ? strtod(val, &end) : -1;
 				if (!val || end == val || *end || a->timeout_s < 0) {
-					admin_err("wait: --timeout needs a number of seconds");
+					admin_err("%s: --timeout needs a number of seconds", a->cmd);
 					return ADMIN_USAGE;
 				}
 			} else if (strcmp(s, "--name") == 0 && *cmd == admin_find("import")) {
@@ -306,6 +328,7 @@ static int admin_from_mount(struct admin *a)
 {
 	if (!realpath(a->target, a->mount)) {
 		int err = errno;
+		a->mount[0] = '\0'; /* undefined after a failure */
 		if (err == ENOTCONN) {
 			admin_err("%s: the ckptfs daemon is not running (the mount is stale: %s); "
 				  "unmount it with fusermount3 -u",
@@ -504,6 +527,11 @@ int main(int argc, char **argv)
 	int rc = admin_parse(argc, argv, &a, &cmd);
 	if (rc < 0)
 		return ADMIN_OK; /* help was printed */
+	if (rc == ADMIN_OK && cmd->fn == admin_cmd_gc && a.dry_run && a.gc_delete) {
+		admin_err("gc: --dry-run and --delete contradict each other");
+		rc = ADMIN_USAGE;
+	}
+	a.dry_run = !a.gc_delete; /* gc removes only when told to */
 	if (rc == ADMIN_OK && (cmd->need & ADMIN_NEED_MOUNT) && a.by_cache) {
 		admin_err("%s: works only through the mounted file system: give MOUNTPOINT, not --cache",
 			  a.cmd);
@@ -511,6 +539,8 @@ int main(int argc, char **argv)
 	}
 	if (rc == ADMIN_OK)
 		rc = admin_open(&a, cmd->need);
+	if (rc == ADMIN_NO_DAEMON && a.prometheus && !a.by_cache)
+		admin_stats_stale(a.mount[0] ? a.mount : a.target);
 	if (rc == ADMIN_OK)
 		rc = cmd->fn(&a);
 	fflush(stdout);

@@ -12,6 +12,7 @@
  *   admin_stats.c   stats (text, --json, --prometheus)
  *   admin_copy.c    export, import
  *   admin_wait.c    wait, rebuild
+ *   admin_umount.c  umount: drain the uploads, unmount, wait for the daemon
  */
 #ifndef CKPTFS_ADMIN_H
 #define CKPTFS_ADMIN_H
@@ -49,6 +50,7 @@ enum admin_exit {
 struct admin {
 	/* from the command line */
 	bool json, all, force, dry_run, prometheus;
+	bool gc_delete; /* gc --delete: without it gc is a dry run */
 	double timeout_s; /* wait; < 0 none */
 	const char *name; /* import --name */
 	const char *cmd;
@@ -85,6 +87,8 @@ const char *admin_state_name(int state);
 double admin_ratio(uint64_t a, uint64_t b);
 /* Progress on stderr when it is a terminal; nothing otherwise. */
 void admin_progress(const char *label, uint64_t done, uint64_t total);
+/* The same for a copy of bytes: human sizes, rate and ETA (export, import). */
+void admin_progress_bytes(const char *label, uint64_t done, uint64_t total);
 void admin_progress_end(void);
 
 /* ---- admin_ctl.c ---- */
@@ -124,9 +128,12 @@ int admin_cmd_gc(struct admin *a);
 int admin_cmd_verify(struct admin *a);
 int admin_cmd_check(struct admin *a);
 int admin_cmd_stats(struct admin *a);
+/* stats --prometheus on a stale mount: ckptfs_daemon_up 0 */
+void admin_stats_stale(const char *mountpoint);
 int admin_cmd_export(struct admin *a);
 int admin_cmd_import(struct admin *a);
 int admin_cmd_wait(struct admin *a);
 int admin_cmd_rebuild(struct admin *a);
+int admin_cmd_umount(struct admin *a);
 
 #endif

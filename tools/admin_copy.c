@@ -89,7 +89,7 @@ static int admin_copy_file(struct admin_copy *c, const char *src, const char *ds
 		if (rc)
 			break;
 		c->done += (uint64_t)n;
-		admin_progress(c->label, c->done, c->total);
+		admin_progress_bytes(c->label, c->done, c->total);
 	}
 	if (rc == 0 && fsync(out) != 0)
 		rc = admin_copy_fail(c, dst, -errno);
@@ -241,7 +241,7 @@ static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *i
 			}
 			off = ext[i].off + ext[i].len;
 			c->done += ext[i].len;
-			admin_progress(c->label, c->done, c->total);
+			admin_progress_bytes(c->label, c->done, c->total);
 		}
 	}
 	if (rc == 0 && (ftruncate(out, (off_t)in->size) != 0 || fsync(out) != 0))

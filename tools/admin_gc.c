@@ -58,7 +58,7 @@ static void admin_gc_progress(void *arg, uint64_t done, uint64_t total)
 int admin_cmd_gc(struct admin *a)
 {
 	if (a->npos != 0) {
-		admin_err("gc: takes no argument besides --dry-run");
+		admin_err("gc: takes no argument besides --delete");
 		return ADMIN_USAGE;
 	}
 	struct admin_gc g;
@@ -112,6 +112,8 @@ int admin_cmd_gc(struct admin *a)
 				printf("removed %" PRIu64 ", freed %s\n", r->removed,
 				       admin_size(r->freed_bytes, s2));
 		}
+		if (a->dry_run)
+			printf("dry run: nothing removed; ckptfs-admin gc --delete removes them\n");
 		if (!a->daemon)
 			printf("(offline: no daemon was running)\n");
 		if (failed)

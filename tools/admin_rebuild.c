@@ -6,7 +6,8 @@
  * Offline only: a live daemon's catalog is never replaced (exit 8). Under the
  * cache lock it builds the new catalog as catalog.db.rebuilding, then moves
  * the old one (and its -wal/-shm) aside as catalog.db.before-rebuild-<time>
- * — never deleting it — and renames the new one into place. A rebuild that
+ * and renames the new one into place; of those moved aside, the newest 3 are
+ * kept and older ones removed (a rebuild in a loop must not fill the disk). A rebuild that
  * fails leaves the old catalog where it was. Manifests that are corrupt or
  * conflict are reported (exit 1) but do not stop the others; every chunk
  * object named is looked up on BACKING (REBUILD_CHECK_CHUNKS) and files
@@ -17,6 +18,7 @@
  * comes back (delete it again); data that was only in the cache (dirty,
  * never uploaded) is in no manifest and is not recovered. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -32,6 +34,8 @@
 #include "upload.h"
 
 static const char *const admin_db_tails[] = { "", "-wal", "-shm" };
+#define ADMIN_ASIDE_PREFIX "catalog.db.before-rebuild-"
+#define ADMIN_ASIDE_KEEP 3 /* old catalogs kept after a rebuild */
 
 static int admin_move_aside(const char *cache, char *aside, size_t size)
 {
@@ -43,6 +47,8 @@ static int admin_move_aside(const char *cache, char *aside, size_t size)
 	snprintf(path, sizeof(path), "%s/catalog.db", cache);
 	snprintf(aside, size, "%s.before-rebuild-%s", path, stamp);
 	struct stat sb;
+	for (int n = 2; lstat(aside, &sb) == 0 && n < 100; n++) /* two rebuilds in one second */
+		snprintf(aside, size, "%s.before-rebuild-%s-%d", path, stamp, n);
 	if (lstat(path, &sb) != 0) {
 		aside[0] = '\0';
 		return 0;
@@ -63,6 +69,42 @@ static void admin_unlink_db(const char *path)
 		snprintf(p, sizeof(p), "%s%s", path, admin_db_tails[i]);
 		unlink(p);
 	}
+}
+
+static int admin_aside_filter(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+	return strncmp(d->d_name, ADMIN_ASIDE_PREFIX, sizeof(ADMIN_ASIDE_PREFIX) - 1) == 0 &&
+	       !(n > 4 && (strcmp(d->d_name + n - 4, "-wal") == 0 ||
+			   strcmp(d->d_name + n - 4, "-shm") == 0));
+}
+
+/* Newest first: the names carry YYYYmmdd-HHMMSS, then -N for a second one
+ * in the same second (which sorts after the plain stamp). */
+static int admin_aside_newest_first(const struct dirent **a, const struct dirent **b)
+{
+	return -strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Keeps the newest ADMIN_ASIDE_KEEP old catalogs moved aside by rebuilds and
+ * removes the rest: each is a whole catalog, and repeated rebuilds (a script
+ * in a loop) would otherwise fill the cache's disk. Returns how many went. */
+static int admin_prune_asides(const char *cache)
+{
+	struct dirent **names = NULL;
+	int n = scandir(cache, &names, admin_aside_filter, admin_aside_newest_first);
+	int removed = 0;
+	for (int i = 0; i < n; i++) {
+		if (i >= ADMIN_ASIDE_KEEP) {
+			char p[PATH_MAX + 300];
+			snprintf(p, sizeof(p), "%s/%s", cache, names[i]->d_name);
+			admin_unlink_db(p);
+			removed++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return removed;
 }
 
 static void admin_rebuild_progress(void *arg, uint64_t done, uint64_t total)
@@ -155,6 +197,7 @@ int admin_cmd_rebuild(struct admin *a)
 			  strerror(err ? -err : errno));
 		return ADMIN_PROBLEM;
 	}
+	int pruned = admin_prune_asides(a->cache);
 	bool damaged = rep.manifests_corrupt || rep.manifests_rejected || rep.generations_lost ||
 		       rep.chunks_missing;
 	if (a->json) {
@@ -163,10 +206,11 @@ int admin_cmd_rebuild(struct admin *a)
 		       ", \"manifests_corrupt\": %" PRIu64 ", \"manifests_rejected\": %" PRIu64
 		       ", \"generations_lost\": %" PRIu64 ", \"chunks_checked\": %" PRIu64
 		       ", \"chunks_missing\": %" PRIu64 ", \"files_damaged\": %" PRIu64
-		       ", \"old_catalog\": ",
+		       ", \"old_catalogs_removed\": %d, \"old_catalog\": ",
 		       rep.generations, rep.tree_applied ? "true" : "false", rep.files, rep.bytes,
 		       rep.manifests_seen, rep.manifests_corrupt, rep.manifests_rejected,
-		       rep.generations_lost, rep.chunks_checked, rep.chunks_missing, rep.files_damaged);
+		       rep.generations_lost, rep.chunks_checked, rep.chunks_missing, rep.files_damaged,
+		       pruned);
 		if (aside[0])
 			admin_json_str(stdout, aside);
 		else
@@ -189,6 +233,9 @@ int admin_cmd_rebuild(struct admin *a)
 			printf("%" PRIu64 " chunks still in the cache are used again\n", recached);
 		if (aside[0])
 			printf("the old catalog is kept as %s\n", aside);
+		if (pruned > 0)
+			printf("%d older catalogs moved aside by earlier rebuilds removed (the newest %d "
+			       "are kept)\n", pruned, ADMIN_ASIDE_KEEP);
 	}
 	return damaged ? ADMIN_PROBLEM : ADMIN_OK;
 }

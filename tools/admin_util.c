@@ -124,6 +124,49 @@ void admin_progress(const char *label, uint64_t done, uint64_t total)
 	admin_bar_shown = true;
 }
 
+/* The bar of a byte copy: sizes in human units, the rate since the first call
+ * of this copy and the time left, throttled to 10 redraws a second. */
+void admin_progress_bytes(const char *label, uint64_t done, uint64_t total)
+{
+	static int tty = -1;
+	static double started, last;
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	if (!tty)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	if (!admin_bar_shown || started == 0)
+		started = now;
+	if (admin_bar_shown && done < total && now - last < 0.1)
+		return;
+	last = now;
+	const int width = 24;
+	int fill = total ? (int)((double)done / (double)total * width) : 0;
+	if (fill > width)
+		fill = width;
+	char bar[32], d[32], t[32], r[32], eta[32] = "?";
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, '.', (size_t)(width - fill));
+	bar[width] = '\0';
+	double secs = now - started, rate = secs > 0.2 ? (double)done / secs : 0;
+	if (rate > 0 && total >= done) {
+		long left = (long)((double)(total - done) / rate + 0.5);
+		if (left >= 3600)
+			snprintf(eta, sizeof(eta), "%ldh%02ldm", left / 3600, left / 60 % 60);
+		else if (left >= 60)
+			snprintf(eta, sizeof(eta), "%ldm%02lds", left / 60, left % 60);
+		else
+			snprintf(eta, sizeof(eta), "%lds", left);
+	}
+	fprintf(stderr, "\r\033[K%-8s [%s] %3d%% %s / %s, %s/s, ETA %s", label, bar,
+		total ? (int)(done * 100 / total) : 0, admin_size(done, d), admin_size(total, t),
+		admin_size((uint64_t)rate, r), eta);
+	fflush(stderr);
+	admin_bar_shown = true;
+}
+
 void admin_progress_end(void)
 {
 	if (admin_bar_shown) {

@@ -19,7 +19,15 @@
 #   3. the line of fstab.example, its paths swapped for temporary ones,
 #      mounts with `mount --fstab FILE MNT`;
 #   4. What=/Where=/Type=/Options= of mnt-ckpt.mount, paths swapped, mount
-#      the way systemd mounts them (`mount What Where -t Type -o Options`).
+#      the way systemd mounts them (`mount What Where -t Type -o Options`);
+#   5. ckptfs-ckpt.service passes `systemd-analyze verify` (with 1.), and its
+#      ExecStart=/ExecStop= (ckptfs-admin umount), paths swapped, mount and
+#      stop with the upload queue empty and the daemon gone when the stop
+#      returns;
+#   6. `make install PREFIX=<temp>` with SBINDIR=/sbin on an overlay private
+#      to the namespace: mount -t ckptfs, a type-ckptfs fstab line and -t
+#      fuse.ckptfs start the installed ckptfs through /sbin/mount.ckptfs
+#      (mount(8) gives its helpers no PATH); man pages and docs are there.
 # Every path unmounts (trap); only ckptfs daemons serving this script's own
 # temp mountpoint are waited for or killed, by PID. Ends with "N passed, N failed".
 set -u
@@ -131,6 +139,18 @@ else
 	skip "mnt-ckpt.mount: systemd-analyze verify" "systemd-analyze is not installed"
 fi
 
+if command -v systemd-analyze >/dev/null; then
+	# verify checks that ExecStart='s programs exist: point them at this build
+	sed "s#/usr/local/bin/#$build/#g" "$here/ckptfs-ckpt.service" >"$T/ckptfs-ckpt.service"
+	if out=$(cd "$T" && systemd-analyze verify --man=no ./ckptfs-ckpt.service 2>&1); then
+		pass "ckptfs-ckpt.service: systemd-analyze verify"
+	else
+		fail "ckptfs-ckpt.service: systemd-analyze verify" "$out"
+	fi
+else
+	skip "ckptfs-ckpt.service: systemd-analyze verify" "systemd-analyze is not installed"
+fi
+
 # ---------------------------------------------------------------- 2. mount -t fuse.ckptfs
 
 head -c $((5 * 1024 * 1024 + 3)) /dev/urandom >"$T/ref"
@@ -191,6 +211,99 @@ if out=$(mount_unit 2>&1); then
 else
 	fail "mnt-ckpt.mount mount" "$out"
 fi
+
+# ---------------------------------------------------------------- 5. the service's start and stop
+
+# ExecStart= then ExecStop= of ckptfs-ckpt.service, paths swapped, as systemd
+# runs them: the stop (ckptfs-admin umount) returns only once the daemon has
+# exited, with the upload queue empty and the generation durable on BACKING.
+service_start_stop() {
+	local start stop pid
+	start=$(sed -n 's/^ExecStart=//p' "$here/ckptfs-ckpt.service" | swap_paths | sed "s#/usr/local/bin/#$T/sbin/#g")
+	stop=$(sed -n 's/^ExecStop=//p' "$here/ckptfs-ckpt.service" | swap_paths | sed "s#/usr/local/bin/#$T/sbin/#g")
+	[ -n "$start" ] && [ -n "$stop" ] || { echo "no ExecStart= or ExecStop="; return 1; }
+	case $stop in *"ckptfs-admin umount"*) ;; *) echo "ExecStop= is not ckptfs-admin umount: $stop"; return 1 ;; esac
+	$start || { echo "ExecStart failed: $start"; return 1; }
+	after_mount || return 1
+	pid=${DAEMONS[0]}
+	mkdir "$M/svc" && mkdir "$M/svc/step-1" && head -c $((3 * 1024 * 1024)) /dev/urandom >"$M/svc/step-1/m.pt" &&
+		setfattr -n user.ckptfs.commit -v 1 "$M/svc/step-1" || { echo "writing a generation failed"; return 1; }
+	$stop || { echo "ExecStop failed: $stop"; return 1; }
+	is_mounted && { echo "still mounted after ExecStop"; return 1; }
+	# gone, or a zombie its reaper has not collected yet
+	if [ -r "/proc/$pid/stat" ] && [ "$(sed -E 's/^[0-9]+ \(.*\) (.).*/\1/' "/proc/$pid/stat")" != Z ]; then
+		echo "ckptfs (pid $pid) still runs after ExecStop returned"
+		return 1
+	fi
+	DAEMONS=()
+	local q
+	q=$(sqlite3 "file:$C/catalog.db?mode=ro" "SELECT count(*) FROM uploads" 2>&1)
+	[ "$q" = 0 ] || { echo "upload queue after ExecStop: $q"; return 1; }
+}
+if ! command -v setfattr >/dev/null || ! command -v sqlite3 >/dev/null; then
+	skip "ckptfs-ckpt.service ExecStart/ExecStop" "setfattr or sqlite3 not installed"
+elif out=$(service_start_stop 2>&1); then
+	pass "ckptfs-ckpt.service: ExecStart mounts, ExecStop (ckptfs-admin umount) returns with the uploads done and the daemon gone"
+else
+	fail "ckptfs-ckpt.service ExecStart/ExecStop" "$out"
+fi
+
+# ---------------------------------------------------------------- 6. make install, mount -t ckptfs
+
+# `make install PREFIX=$T/prefix` (a PREFIX mount(8) knows nothing of) with
+# SBINDIR=/sbin, where /sbin is an overlay private to this namespace: the
+# installed mount.ckptfs must start $T/prefix/bin/ckptfs with no PATH, for
+# type ckptfs (mount -t, an fstab line) and for fuse.ckptfs (mount.fuse.ckptfs).
+SBIN_REAL=$(readlink -f /sbin)
+install_and_mount() {
+	mkdir -p "$T/ovl" && mount -t tmpfs tmpfs "$T/ovl" && mkdir "$T/ovl/u" "$T/ovl/w" ||
+		{ echo "cannot make a tmpfs for the overlay"; return 1; }
+	mount -t overlay overlay -o "lowerdir=$SBIN_REAL,upperdir=$T/ovl/u,workdir=$T/ovl/w" "$SBIN_REAL" ||
+		{ echo "cannot put an overlay on $SBIN_REAL"; return 1; }
+	make -s -C "$repo" install BUILD="$build" PREFIX="$T/prefix" SBINDIR=/sbin >"$T/install.out" 2>&1 ||
+		{ echo "make install failed: $(tail -n 5 "$T/install.out")"; return 1; }
+	local f
+	for f in bin/ckptfs bin/ckptfs-admin share/man/man8/ckptfs.8 share/man/man1/ckptfs-admin.1 \
+		share/doc/ckptfs/README.md share/doc/ckptfs/ADMIN.md share/doc/ckptfs/examples/ckptfs-ckpt.service; do
+		[ -e "$T/prefix/$f" ] || { echo "make install did not install PREFIX/$f"; return 1; }
+	done
+	[ -x /sbin/mount.ckptfs ] && [ -L /sbin/mount.fuse.ckptfs ] || { echo "no /sbin/mount.ckptfs or mount.fuse.ckptfs"; return 1; }
+	grep -qF "$T/prefix/bin/ckptfs" /sbin/mount.ckptfs || { echo "mount.ckptfs does not name $T/prefix/bin/ckptfs"; return 1; }
+	if command -v man >/dev/null; then
+		local warn
+		warn=$(MANWIDTH=80 man -l --warnings "$T/prefix/share/man/man8/ckptfs.8" 2>&1 >/dev/null)
+		[ -z "$warn" ] || { echo "ckptfs.8 renders with warnings: $warn"; return 1; }
+	fi
+	# mount -t ckptfs
+	mount -t ckptfs "$B" "$M" -o "cache=$C,allow_other,_netdev,noauto" || { echo "mount -t ckptfs failed"; return 1; }
+	after_mount || return 1
+	[ "$(readlink "/proc/${DAEMONS[0]}/exe")" = "$T/prefix/bin/ckptfs" ] ||
+		{ echo "the daemon is $(readlink "/proc/${DAEMONS[0]}/exe"), not the installed $T/prefix/bin/ckptfs"; return 1; }
+	cmp "$T/ref" "$M/model.pt" || { echo "file from the earlier mounts differs"; return 1; }
+	unmount_and_wait || return 1
+	# an fstab line of type ckptfs
+	echo "$B $M ckptfs cache=$C,allow_other,_netdev,nofail 0 0" >"$T/fstab.ckptfs"
+	mount --fstab "$T/fstab.ckptfs" "$M" || { echo "mount --fstab (type ckptfs) failed"; return 1; }
+	after_mount || return 1
+	[ "$(cat "$M/via-fstab")" = fstab ] || { echo "earlier file missing"; return 1; }
+	unmount_and_wait || return 1
+	# type fuse.ckptfs now reaches mount.fuse.ckptfs, with /usr/local/sbin hiding nothing
+	umount /usr/local/sbin 2>/dev/null
+	mount -t fuse.ckptfs "$B" "$M" -o "cache=$C" || { echo "mount -t fuse.ckptfs (mount.fuse.ckptfs) failed"; return 1; }
+	after_mount || return 1
+	[ "$(readlink "/proc/${DAEMONS[0]}/exe")" = "$T/prefix/bin/ckptfs" ] ||
+		{ echo "fuse.ckptfs started $(readlink "/proc/${DAEMONS[0]}/exe")"; return 1; }
+	unmount_and_wait
+}
+if ! command -v make >/dev/null; then
+	skip "make install + mount -t ckptfs" "make is not installed"
+elif out=$(install_and_mount 2>&1); then
+	pass "make install PREFIX=elsewhere: mount -t ckptfs, an fstab line of type ckptfs and -t fuse.ckptfs start the installed ckptfs through /sbin/mount.ckptfs; man pages and docs installed"
+else
+	fail "make install + mount -t ckptfs" "$out"
+fi
+umount "$SBIN_REAL" 2>/dev/null
+umount "$T/ovl" 2>/dev/null
 
 echo "$skipped skipped"
 echo "$passed passed, $failed failed"

@@ -199,12 +199,18 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	assert_adm 0 --json gc --dry-run "$CK_MNT"
 	assert_eq "1 1 0 0" "$(json '" ".join(str(x) for x in (j["cache"]["orphans"], j["backing"]["orphans"], j["cache"]["removed"], j["backing"]["removed"]))')" "gc --dry-run"
 	assert_exists "$CK_CACHE/$(obj_rel $fake)"
-	assert_adm 0 --json gc "$CK_MNT"
+	# without --delete gc is a dry run (JuiceFS's convention): it says what it would free
+	assert_adm 0 gc "$CK_MNT"
+	assert_contains "$(out)" "would free" "gc without --delete"
+	assert_contains "$(out)" "--delete" "gc without --delete names the flag"
+	assert_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	assert_adm 0 --json gc --delete "$CK_MNT"
 	assert_eq "1 1 $((2 * size))" "$(json '" ".join(str(x) for x in (j["cache"]["removed"], j["backing"]["removed"], j["freed_bytes"]))')" "gc"
 	[ ! -e "$CK_CACHE/$(obj_rel $fake)" ] || ck_fail "gc left the orphan in the cache"
 	[ ! -e "$CK_BACKING/$(obj_rel $fake)" ] || ck_fail "gc left the orphan on BACKING"
 	assert_exists "$CK_BACKING/$(obj_rel "$h")"
-	assert_adm 0 gc "$CK_MNT"
+	assert_adm 0 gc --delete "$CK_MNT"
 	assert_contains "$(out)" "0 named by nothing" "a second gc finds nothing"
 	assert_adm 0 verify "$CK_MNT"
 	ck_umount
@@ -214,7 +220,7 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	# offline: the same walk under the cache lock
 	mkdir -p "$CK_BACKING/chunks/ab/ab"
 	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
-	assert_adm 0 --json gc --cache "$CK_CACHE"
+	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
 	assert_eq "offline 1" "$(json 'j["mode"] + " " + str(j["backing"]["removed"])')" "offline gc"
 }
 
@@ -269,10 +275,10 @@ test_stats_prints_key_values_json_and_prometheus() {
 	assert_adm 0 --json stats "$CK_MNT"
 	assert_eq "2.0 0 2" "$(json '" ".join(str(x) for x in (round(j["dedup_ratio"], 1), j["dirty_bytes"], j["generations_durable"]))')" "stats --json"
 	assert_adm 0 stats --prometheus "$CK_MNT"
-	out | grep -v '^#' | grep -vE '^ckptfs_[a-z_]+\{cache="[^"]*"\} [0-9]+(\.[0-9]+)?$' >"$CK_TMP/badlines" || true
+	out | grep -v '^#' | grep -vE '^ckptfs_[a-z_]+\{cache="[^"]*"(,mountpoint="[^"]*")?\} [0-9]+(\.[0-9]+)?$' >"$CK_TMP/badlines" || true
 	[ ! -s "$CK_TMP/badlines" ] || ck_fail "not Prometheus text format: $(head -n 3 "$CK_TMP/badlines" | tr '\n' '|')"
 	assert_contains "$(out)" "# TYPE ckptfs_logical_bytes gauge" "prometheus TYPE line"
-	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\"} 1" "prometheus daemon_up"
+	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\",mountpoint=\"$(realpath "$CK_MNT")\"} 1" "prometheus daemon_up"
 	ck_umount
 	assert_adm 0 stats --prometheus --cache "$CK_CACHE"
 	assert_contains "$(out)" "ckptfs_daemon_up{cache=\"$CK_CACHE\"} 0" "prometheus offline"
@@ -484,11 +490,11 @@ except OSError as e:
 test_help_and_man_page_cover_every_command_and_exit_code() {
 	local c
 	assert_adm 0 --help
-	for c in list show commit pin unpin rm gc verify stats wait rebuild export import; do
+	for c in list show commit pin unpin rm gc verify stats wait rebuild export import umount; do
 		assert_contains "$(out)" "  $c" "ckptfs-admin --help lists $c"
 	done
 	assert_contains "$(out)" "exit codes" "--help documents exit codes"
-	for c in list show commit pin unpin rm gc verify check stats wait rebuild export import; do
+	for c in list show commit pin unpin rm gc verify check stats wait rebuild export import umount; do
 		assert_adm 0 "$c" --help
 		assert_contains "$(out)" "usage: ckptfs-admin [--json] $c" "$c --help"
 		assert_contains "$(out)" "exit codes" "$c --help"
@@ -496,7 +502,7 @@ test_help_and_man_page_cover_every_command_and_exit_code() {
 	local man=$CK_REPO/docs/ckptfs-admin.1
 	[ -f "$man" ] || ck_fail "no man page at $man"
 	MANWIDTH=100 man -l "$man" >"$CK_TMP/man.txt" 2>"$CK_TMP/man.err" || ck_fail "man -l $man failed: $(head -n 3 "$CK_TMP/man.err")"
-	for c in list show commit pin unpin rm gc verify stats wait rebuild export import; do
+	for c in list show commit pin unpin rm gc verify stats wait rebuild export import umount; do
 		grep -qE "^ +$c( |$)" "$CK_TMP/man.txt" || ck_fail "the man page has no entry for $c"
 	done
 	for c in 0 1 2 3 4 5 6 7 8 9 10; do

@@ -29,9 +29,11 @@
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
+#include "safeopen.h"
 #include "recent.h"
 #include "rebuild.h"
 #include "storeq.h"
+#include "trust.h"
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
@@ -116,7 +118,7 @@ static int main_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 /* Reads a small text file into buf; returns its length or -errno. */
 static int main_read_small(const char *path, char *buf, size_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ssize_t n = read(fd, buf, size - 1);
@@ -130,16 +132,19 @@ static int main_read_small(const char *path, char *buf, size_t size)
 
 static int main_write_small(const char *path, const char *text)
 {
-	char tmp[PATH_MAX + 16];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+	char head[PATH_MAX + 16], tmp[PATH_MAX + 40];
+	snprintf(head, sizeof(head), "%s.tmp.", path);
+	int rc = safe_tmpname(tmp, sizeof(tmp), head); /* trust.h: unguessable, exclusive */
+	int fd = rc == 0 ? open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
 	if (fd < 0)
-		return -errno;
+		return rc ? rc : -errno;
 	size_t len = strlen(text);
-	int rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -errno;
+	rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = -errno;
+	if (rc != 0)
+		unlink(tmp);
 	return rc;
 }
 
@@ -236,7 +241,7 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 {
 	char path[PATH_MAX + 16], pid[32];
 	snprintf(path, sizeof(path), "%s/lock", o->cache);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		fprintf(stderr, "ckptfs: cache %s: cannot open %s: %s\n", o->cache, path, strerror(errno));
 		return -1;
@@ -331,6 +336,7 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 	main_lock_note_pid(fs->lock_fd);
 	/* the health check: one line on the terminal says what failed, so the
 	 * backing's own log lines go only to a log file */
+	trust_log_changes();
 	if (!logf)
 		log_setup(stderr, LOG_LVL_OFF);
 	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
@@ -445,7 +451,12 @@ static FILE *main_open_log(struct ckptfs *fs)
 		snprintf(path, sizeof(path), "%s", fs->opt.log_path);
 	else
 		snprintf(path, sizeof(path), "%s/ckptfs.log", fs->opt.cache);
-	FILE *f = fopen(path, "ae");
+	/* trust.h: the default log is ours and private; -o log=FILE is the user's */
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+				    (fs->opt.log_path[0] ? 0 : O_NOFOLLOW), 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+	if (fd >= 0 && !f)
+		close(fd);
 	if (f)
 		setvbuf(f, NULL, _IOLBF, 0);
 	return f;
@@ -453,6 +464,7 @@ static FILE *main_open_log(struct ckptfs *fs)
 
 int main(int argc, char **argv)
 {
+	umask(077); /* trust.h: nothing the daemon makes is for other users */
 	struct options_result r;
 	int rc = options_parse(argc, argv, &r);
 	if (rc != 0)

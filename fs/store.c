@@ -312,6 +312,25 @@ static int store_openat(const struct store *st, const char *rel, int flags, mode
 	return -1;
 }
 
+/* S5: an object to read. Something planted at its name (a symlink, a FIFO:
+ * O_NONBLOCK) is not an object this store made: -EIO like a damaged one, so
+ * that readers drop it and fetch BACKING's copy. */
+static int store_open_read(const struct store *st, const char *rel)
+{
+	int fd = store_openat(st, rel, O_RDONLY | O_NONBLOCK, 0);
+	struct stat sb;
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || S_ISREG(sb.st_mode)))
+		return fd;
+	if (fd < 0 && errno != ELOOP && errno != ENOTDIR)
+		return -1;
+	log_error("store %s: %s is not an object ckptfs made (a symlink or a special file): treated "
+		  "as damaged", st->root, rel);
+	if (fd >= 0)
+		close(fd);
+	errno = EIO;
+	return -1;
+}
+
 /* S5: a directory of ours, private; an existing symlink is -ELOOP. */
 static int store_mkdirat(int dirfd, const char *path)
 {
@@ -887,7 +906,7 @@ static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
 {
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
-	int fd = store_openat(st, rel, O_RDONLY, 0);
+	int fd = store_open_read(st, rel);
 	if (fd < 0)
 		return -errno;
 	uint8_t header[STORE_HEADER_LEN];
@@ -1187,7 +1206,7 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	char rel[128];
 	memset(out, 0, sizeof(*out));
 	store_rel_path(hash, rel, sizeof(rel));
-	int fd = store_openat(st, rel, O_RDONLY, 0);
+	int fd = store_open_read(st, rel);
 	if (fd < 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
 		return -errno;
 	const char *why = NULL;

@@ -336,7 +336,6 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 	main_lock_note_pid(fs->lock_fd);
 	/* the health check: one line on the terminal says what failed, so the
 	 * backing's own log lines go only to a log file */
-	trust_log_changes();
 	if (!logf)
 		log_setup(stderr, LOG_LVL_OFF);
 	int rc = backing_open(fs->opt.backing, fs->opt.backing_timeout_ms, &fs->backing);
@@ -383,6 +382,7 @@ static int main_open_state(struct ckptfs *fs, FILE *logf)
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return -1;
 	}
+	trust_log_changes(); /* after the checks: a refusal stays one line */
 	return 0;
 }
 

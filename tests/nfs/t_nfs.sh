@@ -97,6 +97,22 @@ T ls nodir >/dev/null 2>&1
 check "list of an absent directory is ENOENT (exit 3)" [ $? -eq 3 ]
 T put "$data/v1" "../escape" 2>/dev/null
 check "a path with .. is refused" [ $? -eq 1 -a ! -e "$srv/escape" ]
+# trust (backing_nfs.c invariant 5): a symlink planted on the export is never
+# read through or written through; what a put makes is private
+printf "root's secret\n" >"$export_dir/victim"
+chmod 600 "$export_dir/victim"
+ln -s victim "$export_dir/planted"
+T get planted "$data/planted.out" 2>/dev/null
+check "get of a symlink fails, and gives no bytes of its target" [ $? -ne 0 -a ! -s "$data/planted.out" ]
+T stat planted >/dev/null 2>&1
+check "stat of a symlink fails" [ $? -ne 0 ]
+T put "$data/v1" planted 2>/dev/null && cmp -s "$data/v1" "$export_dir/planted" && [ ! -L "$export_dir/planted" ]
+check "put over a symlink replaces the link, not its target" [ $? -eq 0 ]
+check "the symlink's target is untouched" [ "$(cat "$export_dir/victim")" = "root's secret" ]
+T put "$data/v1" private/d/f
+check "put makes files 0600 and directories 0700" \
+	[ "$(stat -c %a "$export_dir/private" "$export_dir/private/d" "$export_dir/private/d/f" | tr '\n' ' ')" = "700 700 600 " ]
+rm -f "$export_dir/victim" "$export_dir/planted"
 check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
 check "no temporaries left in tmp/" [ -z "$(ls -A "$export_dir/tmp")" ]
 

@@ -323,8 +323,9 @@ static int store_open_read(const struct store *st, const char *rel)
 		return fd;
 	if (fd < 0 && errno != ELOOP && errno != ENOTDIR)
 		return -1;
-	log_error("store %s: %s is not an object ckptfs made (a symlink or a special file): treated "
-		  "as damaged", st->root, rel);
+	const char *slash = strrchr(rel, '/');
+	log_error("store %s: chunk %s is corrupt: not a file this store made (a symlink or a "
+		  "special file at %s)", st->root, slash ? slash + 1 : rel, rel);
 	if (fd >= 0)
 		close(fd);
 	errno = EIO;

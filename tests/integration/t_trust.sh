@@ -121,6 +121,19 @@ os.close(fd)"
 	return 0
 }
 
+# A BACKING others can write (a group's shared export) is used, not refused:
+# nothing planted there is followed, and the log says what others can still do.
+test_a_backing_directory_others_can_write_is_used_with_a_warning() {
+	chmod 777 "$CK_BACKING"
+	ck_mount
+	echo hi >"$CK_MNT/f"
+	ck_wait_durable
+	grep -q "BACKING $CK_BACKING: writable by other users (mode 0777" "$CK_DLOG" ||
+		ck_fail "no warning about the writable BACKING in the log"
+	ck_umount
+	assert_eq "" "$(find "$CK_BACKING" -mindepth 1 -perm /077 -printf '%m %p\n' | head -n 3)" "what BACKING got that others can read"
+}
+
 # ---------------------------------------------------------------- planted symlinks
 
 test_symlinks_planted_at_the_cache_names_before_mounting_are_refused() {

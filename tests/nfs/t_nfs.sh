@@ -4,7 +4,9 @@
 # Starts ganesha (tests/nfs/ganesha.sh) on 127.0.0.1, then through
 # BUILD/backing-tool: probe; round trips of 0 B, 1 B, 5 MiB and 64 MiB, byte
 # for byte, also as seen in the exported directory itself; overwrite; list;
-# remove; -ENOENT cases; 8 threads sharing the 4-connection pool; no
+# remove; -ENOENT cases; a symlink on the export neither read, stat'ed nor
+# written through, and puts private (0600/0700); 8 threads sharing the
+# 4-connection pool; no
 # temporaries left. Then, with ONE backing kept open
 # (backing-tool serve, 2 s timeout): the server is stopped and calls fail
 # within the timeout instead of hanging; it is restarted and the same open

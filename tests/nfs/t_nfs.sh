@@ -6,8 +6,7 @@
 # for byte, also as seen in the exported directory itself; overwrite; list;
 # remove; -ENOENT cases; a symlink on the export neither read, stat'ed nor
 # written through, and puts private (0600/0700); 8 threads sharing the
-# 4-connection pool; no
-# temporaries left. Then, with ONE backing kept open
+# 4-connection pool; no temporaries left. Then, with ONE backing kept open
 # (backing-tool serve, 2 s timeout): the server is stopped and calls fail
 # within the timeout instead of hanging; it is restarted and the same open
 # backing works again; the server is frozen (SIGSTOP: connections accepted,

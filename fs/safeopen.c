@@ -19,7 +19,8 @@
 #include <linux/openat2.h>
 #endif
 
-/* -1 once openat2 answered ENOSYS: the walk from then on */
+/* -1 once openat2 is known not to work here (ENOSYS, or a seccomp filter's
+ * EPERM): the walk from then on */
 static atomic_int safe_openat2_state;
 
 /* Invariant 1: relative, non-empty, no "." or ".." or empty component. */
@@ -124,7 +125,14 @@ int safe_openat(int dirfd, const char *rel, int flags, mode_t mode)
 		return rc;
 #ifdef SYS_openat2
 	rc = safe_openat2(dirfd, rel, flags, mode);
-	if (rc == -ENOSYS)
+	if (rc == -EPERM) {
+		/* Old container runtimes' seccomp filters answer EPERM for system
+		 * calls they do not know. A real EPERM (an immutable file) comes
+		 * back from the walk too; anything else means openat2 is filtered. */
+		rc = safe_openat_walk(dirfd, rel, flags, mode);
+		if (rc != -EPERM)
+			atomic_store(&safe_openat2_state, -1);
+	} else if (rc == -ENOSYS)
 #endif
 		rc = safe_openat_walk(dirfd, rel, flags, mode);
 	return rc == -ENOTDIR ? safe_explain_enotdir(dirfd, rel) : rc;

@@ -533,6 +533,26 @@ static void bdir_warn_shared(const struct backing *b)
 			 b->spec, (unsigned)st.st_uid, (unsigned)me);
 }
 
+/* Invariant 8 for what an older ckptfs made: its top directories (0755,
+ * holding objects 0444 and manifests 0644) are made 0700 when they are ours,
+ * which closes everything below them to other users without a walk. */
+static void bdir_close_old_dirs(const struct backing *b)
+{
+	static const char *const dirs[] = { "chunks", "manifests", BACKING_TMP_DIR };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		struct stat st;
+		if (fstatat(b->root_fd, dirs[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid() || !(st.st_mode & 0077))
+			continue;
+		if (fchmodat(b->root_fd, dirs[i], BACKING_DIR_MODE, 0) == 0)
+			log_info("BACKING %s: %s/ made private (was mode %04o, as older ckptfs made it)",
+				 b->spec, dirs[i], (unsigned)(st.st_mode & 07777));
+		else
+			log_warn("BACKING %s: cannot make %s/ private (mode %04o): %s", b->spec, dirs[i],
+				 (unsigned)(st.st_mode & 07777), strerror(errno));
+	}
+}
+
 int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 {
 	if (!spec || !out)
@@ -568,6 +588,8 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 			log_error("BACKING %s: cannot open the directory: %s", spec, strerror(-rc));
 		else
 			bdir_warn_shared(b);
+		if (rc == 0)
+			bdir_close_old_dirs(b);
 	}
 	if (rc == 0) {
 		rc = backing_mkdir(b, BACKING_TMP_DIR);

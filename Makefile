@@ -26,8 +26,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 CORE_SRC   := $(wildcard fs/hash.c fs/crc32c.c fs/chunker.c fs/zipcut.c fs/codec.c fs/store.c fs/fuseinit.c meta/*.c fs/log.c fs/util.c \
-			fs/backing.c fs/backing_nfs.c fs/claim.c fs/rebuild.c fs/recent.c fs/storeq.c fs/complete.c fs/proof.c \
-			fs/statset.c)
+			fs/backing.c fs/backing_nfs.c fs/claim.c fs/safeopen.c fs/rebuild.c fs/recent.c fs/storeq.c \
+			fs/complete.c fs/proof.c fs/statset.c)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)

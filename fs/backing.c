@@ -19,9 +19,11 @@
  *  1. A relpath only ever changes by rename of a complete, fsync'd temporary
  *     (so readers see old or new bytes), and put returns 0 only after the
  *     rename and the fsync of the directory holding it.
- *  2. Temporary names are unique per host, process and call (a process-wide
- *     counter, so two backings on one root cannot collide); at open, those
- *     left by dead processes of this host are removed.
+ *  2. Temporary names are unique per host, process and call and cannot be
+ *     guessed: "<host>.<pid>.<64 random bits>" (safeopen.h 3), created with
+ *     O_EXCL, so a name planted by someone else fails the put instead of
+ *     being written through; at open, those left by dead processes of this
+ *     host are removed.
  *  3. Every relpath is checked before any I/O: relative, non-empty, no empty,
  *     "." or ".." component (so never "//", a leading or trailing '/', or an
  *     escape from the root): -EINVAL otherwise.
@@ -36,6 +38,14 @@
  *     file, fsync'd like a written one, then renamed the same way. Once a
  *     link has failed with EXDEV (another filesystem, another mount), every
  *     later linked put answers -EXDEV at once; nfs:// always does.
+ *  8. Nothing planted in a BACKING directory is followed (shared invariant
+ *     7): every path is opened beneath root_fd by safeopen.h (openat2
+ *     RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH, or O_NOFOLLOW per component),
+ *     and renames, links, mkdirs, unlinks and stats act on the last name
+ *     under a parent opened that way; a symlink is -ELOOP. What this backend
+ *     creates is private: files 0600, directories 0700. A BACKING others may
+ *     write (group/other-writable without the sticky bit, or another user's)
+ *     is used, with a warning at open: see docs/DESIGN.md "Trust model".
  *  7. A linked put's source is the caller's: a source that is gone answers
  *     -ENOENT, unlogged, with nothing made (the caller knows whether that is
  *     an error). A source renamed over between linkat's lookup and its link
@@ -64,6 +74,7 @@
 
 #include "backing_internal.h"
 #include "log.h"
+#include "safeopen.h"
 
 #define BACKING_DEFAULT_TIMEOUT_MS 30000u
 #define BACKING_TMP_DIR "tmp"
@@ -71,6 +82,8 @@
 #define BACKING_MAX_ORPHANS 64
 #define BACKING_TMP_NAME 128
 #define BACKING_LINK_TRIES 16 /* invariant 7: links of a source renamed over meanwhile */
+#define BACKING_FILE_MODE 0600 /* invariant 8: private to the mounting user */
+#define BACKING_DIR_MODE 0700
 
 struct backing {
 	char *spec;
@@ -126,10 +139,15 @@ static void backing_parent(const char *rel, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
+/* Invariant 2: "tmp/[probe.]<host>.<pid>.<16 random hex digits>". */
 static void backing_tmp_name(const struct backing *b, const char *prefix, char *buf, size_t size)
 {
-	snprintf(buf, size, BACKING_TMP_DIR "/%s%s.%ld.%lu", prefix, b->host, (long)getpid(),
-		 (unsigned long)atomic_fetch_add(&backing_tmp_seq, 1));
+	char head[BACKING_TMP_NAME];
+	snprintf(head, sizeof(head), BACKING_TMP_DIR "/%s%s.%ld.", prefix, b->host, (long)getpid());
+	atomic_fetch_add(&backing_tmp_seq, 1);
+	if (safe_tmpname(buf, size, head) != 0) /* no entropy: still exclusive, only guessable */
+		snprintf(buf, size, "%s%lu", head,
+			 (unsigned long)atomic_fetch_add(&backing_tmp_seq, 1));
 }
 
 static const char *backing_detail(const struct backing *b)
@@ -139,11 +157,21 @@ static const char *backing_detail(const struct backing *b)
 
 /* ---- directory backend ---- */
 
+/* Invariant 8: reldir ("" is the root) opened without following a symlink. */
+static int bdir_open_dir(struct backing *b, const char *reldir)
+{
+	if (!reldir[0]) {
+		int fd = fcntl(b->root_fd, F_DUPFD_CLOEXEC, 0);
+		return fd >= 0 ? fd : -errno;
+	}
+	return safe_openat(b->root_fd, reldir, O_RDONLY | O_DIRECTORY, 0);
+}
+
 static int bdir_fsync_dir(struct backing *b, const char *reldir)
 {
-	int fd = openat(b->root_fd, reldir[0] ? reldir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = bdir_open_dir(b, reldir);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
 	return rc;
@@ -152,9 +180,10 @@ static int bdir_fsync_dir(struct backing *b, const char *reldir)
 static int bdir_write_file(struct backing *b, const char *rel, const void *data, size_t len,
 			   bool sync)
 {
-	int fd = openat(b->root_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* invariant 8: only ever a new temporary, made here and private */
+	int fd = safe_openat(b->root_fd, rel, O_WRONLY | O_CREAT | O_EXCL, BACKING_FILE_MODE);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int rc = 0;
 	size_t done = 0;
 	while (done < len) {
@@ -177,10 +206,11 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 /* fsync of the file rel, which the caller did not write through a fd. */
 static int bdir_fsync_file(struct backing *b, const char *rel)
 {
-	int fd = openat(b->root_fd, rel, O_RDONLY | O_CLOEXEC);
-	int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
-	if (fd >= 0)
-		close(fd);
+	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
 	return rc;
 }
 
@@ -190,7 +220,8 @@ static bool bdir_link_raced(struct backing *b, int src_dirfd, const char *src_re
 {
 	struct stat st;
 	return fstatat(src_dirfd, src_rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       fstatat(b->root_fd, BACKING_TMP_DIR, &st, 0) == 0;
+	       fstatat(b->root_fd, BACKING_TMP_DIR, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISDIR(st.st_mode);
 }
 
 /* The temporary rel as a hard link to src_rel under src_dirfd, fsync'd when
@@ -198,26 +229,48 @@ static bool bdir_link_raced(struct backing *b, int src_dirfd, const char *src_re
 static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, const char *src_rel,
 			  bool sync)
 {
-	for (int tries = 1; linkat(src_dirfd, src_rel, b->root_fd, rel, 0) != 0; tries++) {
-		int rc = -errno;
+	const char *base;
+	int pfd = safe_parent(b->root_fd, rel, &base);
+	if (pfd < 0)
+		return pfd;
+	const char *src_base;
+	int spfd = safe_parent(src_dirfd, src_rel, &src_base);
+	if (spfd < 0) {
+		close(pfd);
+		return spfd;
+	}
+	int rc = 0;
+	for (int tries = 1; linkat(spfd, src_base, pfd, base, 0) != 0; tries++) {
+		rc = -errno;
 		if (rc != -ENOENT || tries == BACKING_LINK_TRIES ||
 		    !bdir_link_raced(b, src_dirfd, src_rel))
-			return rc;
+			break;
+		rc = 0;
 	}
-	return sync ? bdir_fsync_file(b, rel) : 0;
+	struct stat st; /* invariant 8: a link to a regular file, never to a symlink */
+	if (rc == 0 && (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))) {
+		unlinkat(pfd, base, 0);
+		rc = -ELOOP;
+	}
+	close(spfd);
+	close(pfd);
+	return rc == 0 && sync ? bdir_fsync_file(b, rel) : rc;
 }
 
 static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t cap, size_t *len)
 {
-	int fd = openat(b->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO planted here must not hang the open */
+	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int rc = 0;
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		rc = -errno;
 	else if (S_ISDIR(st.st_mode))
 		rc = -EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		rc = -EINVAL;
 	else if ((uint64_t)st.st_size > cap)
 		rc = -EFBIG;
 	size_t done = 0;
@@ -250,45 +303,75 @@ static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t 
 
 static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
 {
+	const char *base;
+	int pfd = safe_parent(b->root_fd, rel, &base);
+	if (pfd < 0)
+		return pfd;
 	struct stat st;
-	if (fstatat(b->root_fd, rel, &st, 0) != 0)
-		return -errno;
-	*size = (uint64_t)st.st_size;
-	return 0;
+	int rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+	close(pfd);
+	if (rc == 0 && !S_ISREG(st.st_mode))
+		rc = S_ISLNK(st.st_mode) ? -ELOOP : -EINVAL;
+	if (rc == 0)
+		*size = (uint64_t)st.st_size;
+	return rc;
 }
 
 static int bdir_rename(struct backing *b, const char *from, const char *to, bool sync)
 {
-	if (renameat(b->root_fd, from, b->root_fd, to) != 0)
-		return -errno;
-	if (!sync)
-		return 0;
-	char dir[PATH_MAX];
-	backing_parent(to, dir, sizeof(dir));
-	return bdir_fsync_dir(b, dir);
+	const char *from_base, *to_base;
+	int from_fd = safe_parent(b->root_fd, from, &from_base);
+	if (from_fd < 0)
+		return from_fd;
+	int to_fd = safe_parent(b->root_fd, to, &to_base);
+	if (to_fd < 0) {
+		close(from_fd);
+		return to_fd;
+	}
+	int rc = renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
+	if (rc == 0 && sync)
+		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	close(from_fd);
+	close(to_fd);
+	return rc;
 }
 
 static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 {
-	if (mkdirat(b->root_fd, rel, 0755) != 0)
-		return errno == EEXIST ? 0 : -errno;
-	if (!sync)
-		return 0;
-	char dir[PATH_MAX]; /* a new directory must outlive a crash like its files */
-	backing_parent(rel, dir, sizeof(dir));
-	return bdir_fsync_dir(b, dir);
+	const char *base;
+	int pfd = safe_parent(b->root_fd, rel, &base);
+	if (pfd < 0)
+		return pfd;
+	int rc = mkdirat(pfd, base, BACKING_DIR_MODE) == 0 ? 0 : -errno;
+	if (rc == 0 && sync) /* a new directory must outlive a crash like its files */
+		rc = fsync(pfd) == 0 ? 0 : -errno;
+	else if (rc == -EEXIST) { /* made by another thread or node: a directory, not a link */
+		struct stat st;
+		rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 ? -errno
+		     : S_ISDIR(st.st_mode)			    ? 0
+		     : S_ISLNK(st.st_mode)			    ? -ELOOP
+								    : -ENOTDIR;
+	}
+	close(pfd);
+	return rc;
 }
 
 static int bdir_unlink(struct backing *b, const char *rel)
 {
-	return unlinkat(b->root_fd, rel, 0) == 0 ? 0 : -errno;
+	const char *base;
+	int pfd = safe_parent(b->root_fd, rel, &base);
+	if (pfd < 0)
+		return pfd;
+	int rc = unlinkat(pfd, base, 0) == 0 ? 0 : -errno;
+	close(pfd);
+	return rc;
 }
 
 static int bdir_list(struct backing *b, const char *reldir, backing_list_fn fn, void *arg)
 {
-	int fd = openat(b->root_fd, reldir[0] ? reldir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = bdir_open_dir(b, reldir);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	DIR *d = fdopendir(fd);
 	if (!d) {
 		int rc = -errno;
@@ -449,6 +532,44 @@ static int backing_drop_stale_tmp(void *arg, const char *name)
 	return 0;
 }
 
+/* Invariant 8: a BACKING other users can write is used (a group's shared
+ * export is common), but said so once. */
+static void bdir_warn_shared(const struct backing *b)
+{
+	struct stat st;
+	if (fstat(b->root_fd, &st) != 0)
+		return;
+	uid_t me = geteuid();
+	if (safe_others_can_write(&st))
+		log_warn("BACKING %s: writable by other users (mode %04o, no sticky bit): nothing "
+			 "planted there is followed, but they can remove or replace checkpoints",
+			 b->spec, (unsigned)(st.st_mode & 07777));
+	else if (st.st_uid != me && st.st_uid != 0)
+		log_warn("BACKING %s: owned by uid %u, not by the mounting user (uid %u): nothing "
+			 "planted there is followed, but its owner can remove or replace checkpoints",
+			 b->spec, (unsigned)st.st_uid, (unsigned)me);
+}
+
+/* Invariant 8 for what an older ckptfs made: its top directories (0755,
+ * holding objects 0444 and manifests 0644) are made 0700 when they are ours,
+ * which closes everything below them to other users without a walk. */
+static void bdir_close_old_dirs(const struct backing *b)
+{
+	static const char *const dirs[] = { "chunks", "manifests", BACKING_TMP_DIR };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		struct stat st;
+		if (fstatat(b->root_fd, dirs[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid() || !(st.st_mode & 0077))
+			continue;
+		if (fchmodat(b->root_fd, dirs[i], BACKING_DIR_MODE, 0) == 0)
+			log_info("BACKING %s: %s/ made private (was mode %04o, as older ckptfs made it)",
+				 b->spec, dirs[i], (unsigned)(st.st_mode & 07777));
+		else
+			log_warn("BACKING %s: cannot make %s/ private (mode %04o): %s", b->spec, dirs[i],
+				 (unsigned)(st.st_mode & 07777), strerror(errno));
+	}
+}
+
 int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 {
 	if (!spec || !out)
@@ -482,6 +603,10 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 		rc = b->root_fd >= 0 ? 0 : -errno;
 		if (rc != 0)
 			log_error("BACKING %s: cannot open the directory: %s", spec, strerror(-rc));
+		else
+			bdir_warn_shared(b);
+		if (rc == 0)
+			bdir_close_old_dirs(b);
 	}
 	if (rc == 0) {
 		rc = backing_mkdir(b, BACKING_TMP_DIR);
@@ -626,11 +751,11 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 		snprintf(step, sizeof(step), "link %s (the caller's) to %s", src->rel, tmp);
 	rc = backing_fill_tmp(b, tmp, src, sync);
 	if (rc == -ENOENT && backing_src_gone(src)) {
-		unlinkat(b->root_fd, tmp, 0); /* linked, then the source went: not ours to put */
+		bdir_unlink(b, tmp); /* linked, then the source went: not ours to put */
 		return -ENOENT;
 	}
 	if (src->dirfd >= 0 && rc != 0 && backing_link_refused(b, rc) == -EXDEV) {
-		unlinkat(b->root_fd, tmp, 0); /* a link made before its fsync failed */
+		bdir_unlink(b, tmp); /* a link made before its fsync failed */
 		return -EXDEV;
 	}
 	if (rc == 0) {
@@ -652,7 +777,7 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 	} else if (src->dirfd >= 0) {
 		/* rename of two links to one inode does nothing: the temporary
 		 * would stay if relpath became this inode meanwhile */
-		unlinkat(b->root_fd, tmp, 0);
+		bdir_unlink(b, tmp);
 		if (atomic_exchange(&b->link_state, 1) == 0)
 			log_info("BACKING %s shares the cache's filesystem: chunk objects are hard "
 				 "links to the cache's, one copy on disk (-o copy_uploads for two)",

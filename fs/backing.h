@@ -34,7 +34,8 @@
  *
  * Backends: fs/backing.c (dispatch, directory), fs/backing_nfs.c (libnfs,
  * NFSv3, a pool of up to 4 connections). Layout kept by the module itself:
- * tmp/ holds temporaries "<host>.<pid>.<n>" and "probe.<host>.<pid>.<n>";
+ * tmp/ holds temporaries "<host>.<pid>.<random>" and "probe.<host>.<pid>.<random>"
+ * (unguessable, created exclusively; nothing is followed: backing.c 2, 8);
  * open removes those of dead processes of this host. Tested by
  * tests/unit/test_backing.c (directory) and tests/nfs/ (nfs://, ganesha). */
 #ifndef CKPTFS_BACKING_H

@@ -31,6 +31,18 @@
  *     would run their callbacks against stack frames that are gone): a small
  *     leak, counted and logged, instead of memory corruption.
  *
+ *  5. Nothing planted on the export is followed where libnfs lets us say so
+ *     (backing.c invariant 8): a temporary is created with O_EXCL (NFSv3
+ *     CREATE GUARDED: any entry at its unguessable name, a symlink included,
+ *     is EEXIST; a regular file there is taken as our own CREATE whose reply
+ *     a lost connection ate, invariant 3), reads open with O_NOFOLLOW and
+ *     read only a regular file, stat is lstat, and a directory found by mkdir
+ *     must be one. Files are created 0600, directories 0700. libnfs resolves
+ *     symlinks in the directory part of a path itself; they resolve on the
+ *     server's export, never on this host's filesystems, and ckptfs's own
+ *     directories (chunks/, manifests/, tmp/) are made by mkdir, which never
+ *     follows. docs/DESIGN.md "Trust model".
+ *
  * Durability: nfs_fsync sends COMMIT, after which the server has the file's
  * data on stable storage. No fsync of the directory is needed, nor possible:
  * NFSv3 CREATE, MKDIR, RENAME and REMOVE are synchronous — the server must
@@ -295,7 +307,16 @@ static int bnfs_op_write(struct nfs_context *ctx, struct bnfs_op *op)
 	char path[PATH_MAX + 2];
 	bnfs_path(op->rel, path, sizeof(path));
 	struct nfsfh *fh = NULL;
-	int rc = bnfs_result(ctx, nfs_create(ctx, path, O_RDWR | O_TRUNC, 0644, &fh));
+	/* invariant 5: a fresh temporary, made exclusively */
+	int rc = bnfs_result(ctx, nfs_create(ctx, path, O_RDWR | O_EXCL | O_NOFOLLOW, 0600, &fh));
+	if (rc == -EEXIST) { /* our own CREATE, replied to on a connection that was lost */
+		struct nfs_stat_64 st;
+		rc = bnfs_result(ctx, nfs_lstat64(ctx, path, &st));
+		if (rc == 0 && (st.nfs_mode & S_IFMT) != S_IFREG)
+			rc = -ELOOP;
+		if (rc == 0)
+			rc = bnfs_result(ctx, nfs_open(ctx, path, O_RDWR | O_TRUNC | O_NOFOLLOW, &fh));
+	}
 	if (rc != 0)
 		return rc;
 	uint64_t step = nfs_get_writemax(ctx);
@@ -327,13 +348,15 @@ static int bnfs_op_read(struct nfs_context *ctx, struct bnfs_op *op)
 	char path[PATH_MAX + 2];
 	bnfs_path(op->rel, path, sizeof(path));
 	struct nfsfh *fh = NULL;
-	int rc = bnfs_result(ctx, nfs_open(ctx, path, O_RDONLY, &fh));
+	int rc = bnfs_result(ctx, nfs_open(ctx, path, O_RDONLY | O_NOFOLLOW, &fh));
 	if (rc != 0)
 		return rc;
 	struct nfs_stat_64 st;
 	rc = bnfs_result(ctx, nfs_fstat64(ctx, fh, &st));
 	if (rc == 0 && (st.nfs_mode & S_IFMT) == S_IFDIR)
 		rc = -EISDIR;
+	else if (rc == 0 && (st.nfs_mode & S_IFMT) != S_IFREG)
+		rc = -ELOOP; /* never read through a symlink or a special file */
 	if (rc == 0 && st.nfs_size > op->cap)
 		rc = -EFBIG;
 	uint64_t step = nfs_get_readmax(ctx);
@@ -366,7 +389,9 @@ static int bnfs_op_stat(struct nfs_context *ctx, struct bnfs_op *op)
 	char path[PATH_MAX + 2];
 	bnfs_path(op->rel, path, sizeof(path));
 	struct nfs_stat_64 st;
-	int rc = bnfs_result(ctx, nfs_stat64(ctx, path, &st));
+	int rc = bnfs_result(ctx, nfs_lstat64(ctx, path, &st));
+	if (rc == 0 && (st.nfs_mode & S_IFMT) != S_IFREG)
+		rc = (st.nfs_mode & S_IFMT) == S_IFLNK ? -ELOOP : -EINVAL;
 	if (rc == 0)
 		op->size = st.nfs_size;
 	return rc;
@@ -399,8 +424,14 @@ static int bnfs_op_mkdir(struct nfs_context *ctx, struct bnfs_op *op)
 {
 	char path[PATH_MAX + 2];
 	bnfs_path(op->rel, path, sizeof(path));
-	int rc = bnfs_result(ctx, nfs_mkdir2(ctx, path, 0755));
-	return rc == -EEXIST ? 0 : rc;
+	int rc = bnfs_result(ctx, nfs_mkdir2(ctx, path, 0700));
+	if (rc == -EEXIST) { /* made meanwhile: a directory, never a symlink to one */
+		struct nfs_stat_64 st;
+		rc = bnfs_result(ctx, nfs_lstat64(ctx, path, &st));
+		if (rc == 0 && (st.nfs_mode & S_IFMT) != S_IFDIR)
+			rc = (st.nfs_mode & S_IFMT) == S_IFLNK ? -ELOOP : -ENOTDIR;
+	}
+	return rc;
 }
 
 static void bnfs_free_names(struct bnfs_op *op)

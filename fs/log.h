@@ -6,6 +6,7 @@
 #ifndef CKPTFS_LOG_H
 #define CKPTFS_LOG_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 enum log_level { LOG_LVL_OFF = -1, LOG_LVL_ERROR = 0, LOG_LVL_WARN = 1, LOG_LVL_INFO = 2, LOG_LVL_DEBUG = 3 };
@@ -16,11 +17,11 @@ void log_setup(FILE *f, enum log_level max);
  * instead; levels map to LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG. */
 void log_setup_syslog(const char *ident, enum log_level max);
 /* Opens `path` for appending, line-buffered (close-on-exec): the log file. */
-FILE *log_open_file(const char *path);
+FILE *log_open_file(const char *path, bool nofollow);
 /* After logrotate moved the file: opens `path` anew and switches to it under
  * the log lock, so no line is lost or split; the old stream is closed. 0 or
  * -errno (the old file stays in use). */
-int log_reopen(const char *path);
+int log_reopen(const char *path, bool nofollow);
 /* The descriptor lines go to now (2 for stderr or syslog): for a signal
  * handler's fixed message. */
 int log_fileno(void);

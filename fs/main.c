@@ -34,8 +34,10 @@
 #include "reader.h"
 #include "recent.h"
 #include "rebuild.h"
+#include "safeopen.h"
 #include "sigs.h"
 #include "storeq.h"
+#include "trust.h"
 #include "upload.h"
 #include "uploader.h"
 
@@ -122,7 +124,7 @@ static int main_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 /* Reads a small text file into buf; returns its length or -errno. */
 static int main_read_small(const char *path, char *buf, size_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ssize_t n = read(fd, buf, size - 1);
@@ -136,16 +138,19 @@ static int main_read_small(const char *path, char *buf, size_t size)
 
 static int main_write_small(const char *path, const char *text)
 {
-	char tmp[PATH_MAX + 16];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+	char head[PATH_MAX + 16], tmp[PATH_MAX + 40];
+	snprintf(head, sizeof(head), "%s.tmp.", path);
+	int rc = safe_tmpname(tmp, sizeof(tmp), head); /* trust.h: unguessable, exclusive */
+	int fd = rc == 0 ? open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
 	if (fd < 0)
-		return -errno;
+		return rc ? rc : -errno;
 	size_t len = strlen(text);
-	int rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -errno;
+	rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = -errno;
+	if (rc != 0)
+		unlink(tmp);
 	return rc;
 }
 
@@ -260,7 +265,7 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 {
 	char path[PATH_MAX + 16], pid[32];
 	snprintf(path, sizeof(path), "%s/lock", o->cache);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		fprintf(stderr, "ckptfs: cache %s: cannot open %s: %s\n", o->cache, path, strerror(errno));
 		return -1;
@@ -441,6 +446,7 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return -1;
 	}
+	trust_log_changes(); /* after the checks: a refusal stays one line */
 	return 0;
 }
 
@@ -548,7 +554,7 @@ static int main_log_start(const struct ckptfs *fs)
 		snprintf(main_log_path, sizeof(main_log_path), "%s", fs->opt.log_path);
 	else
 		snprintf(main_log_path, sizeof(main_log_path), "%s/ckptfs.log", fs->opt.cache);
-	FILE *f = log_open_file(main_log_path);
+	FILE *f = log_open_file(main_log_path, !fs->opt.log_path[0]);
 	if (!f) {
 		fprintf(stderr, "ckptfs: log %s: cannot open: %s\n", main_log_path, strerror(errno));
 		return -1;
@@ -559,6 +565,7 @@ static int main_log_start(const struct ckptfs *fs)
 
 int main(int argc, char **argv)
 {
+	umask(077); /* trust.h: nothing the daemon makes is for other users */
 	struct options_result r;
 	int rc = options_parse(argc, argv, &r);
 	if (rc != 0)
@@ -637,7 +644,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	gen_policy_ready(fs.gen);
-	sigs_hup_start(main_log_path, fs.opt.use_syslog);
+	sigs_hup_start(main_log_path, !fs.opt.log_path[0], fs.opt.use_syslog);
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
 	metrics_start(&fs, ctl, &metrics); /* -o metrics=ADDR:PORT; likewise */
 

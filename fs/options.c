@@ -24,6 +24,7 @@
 
 #include "claim.h"
 #include "hash.h"
+#include "trust.h"
 
 /* FUSE and mount(8) options accepted as they are (name, or name= prefix). */
 static const char *const options_fuse_passthrough[] = {
@@ -374,6 +375,15 @@ static int options_probe_dir(const char *dir, const char *what)
 	return 0;
 }
 
+/* trust.h: refused before anything is made in it, the probe included. */
+static int options_check_trust(const char *cache)
+{
+	char msg[PATH_MAX * 2 + 512];
+	if (trust_check_cache(cache, msg, sizeof(msg)) != 0)
+		return options_fail("%s%s", msg, "");
+	return 0;
+}
+
 static int options_mkdirs(const char *path)
 {
 	char tmp[PATH_MAX];
@@ -514,7 +524,7 @@ static int options_check(struct options_result *r)
 		return options_fail("%s: cannot create: %s", what, strerror(-rc));
 	if (options_check_dir(o->cache, what) != 0 ||
 	    options_absolute(o->cache, sizeof(o->cache), what) != 0 ||
-	    options_probe_dir(o->cache, what) != 0)
+	    options_check_trust(o->cache) != 0 || options_probe_dir(o->cache, what) != 0)
 		return -1;
 	if (strcmp(o->cache, o->mountpoint) == 0 || strcmp(o->backing, o->mountpoint) == 0)
 		return options_fail("%s: %s", o->mountpoint, "BACKING and cache must not be the mountpoint");

@@ -48,7 +48,14 @@
  * BACKING (store_object_check: another node, another disk) and of
  * `ckptfs-admin verify`; -o verify=sha256 makes it the check of local reads
  * too (store_set_local_check). A version-1 object (no CRC) is always checked
- * by SHA-256. */
+ * by SHA-256.
+ *
+ * Invariant S5 (trust, shared invariant 7): every path under the store's
+ * root is opened, renamed, made or removed beneath root_fd without following
+ * a symlink (safeopen.h); a planted one is -ELOOP, which readers treat like a
+ * damaged object (fetched again from BACKING). Temporaries get unguessable
+ * names and O_EXCL. Objects are created 0400 (private, and never changed in
+ * place), directories 0700. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -73,6 +80,7 @@
 #include "codec.h"
 #include "crc32c.h"
 #include "log.h"
+#include "safeopen.h"
 
 #define STORE_SHARDS 65536 /* chunks/ab/cd: the first two bytes of the hash */
 #define STORE_FRESH_CAP 16384 /* slots of the fresh set (a power of two) */
@@ -83,6 +91,8 @@
 /* S3: objects at least this large bypass the page cache when asked */
 #define STORE_DIRECT_MIN STORE_EARLY_WRITEBACK_MIN
 #define STORE_DIO_BUFS 4 /* S3 image buffers: writers beyond this many wait */
+#define STORE_OBJECT_MODE 0400 /* S5 */
+#define STORE_DIR_MODE 0700
 #define STORE_DIRECT_IO 0x100 /* store_write_object's own flag: iov[0] is aligned, S3 */
 
 static size_t store_align_up(size_t n)
@@ -292,16 +302,72 @@ const char *store_root(const struct store *st)
 	return st->root;
 }
 
+/* Invariant S5: like openat (-1 and errno), nothing planted is followed. */
+static int store_openat(const struct store *st, const char *rel, int flags, mode_t mode)
+{
+	int fd = safe_openat(st->root_fd, rel, flags, mode);
+	if (fd >= 0)
+		return fd;
+	errno = -fd;
+	return -1;
+}
+
+/* S5: an object to read. Something planted at its name (a symlink, a FIFO:
+ * O_NONBLOCK) is not an object this store made: -EIO like a damaged one, so
+ * that readers drop it and fetch BACKING's copy. */
+static int store_open_read(const struct store *st, const char *rel)
+{
+	int fd = store_openat(st, rel, O_RDONLY | O_NONBLOCK, 0);
+	struct stat sb;
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || S_ISREG(sb.st_mode)))
+		return fd;
+	if (fd < 0 && errno != ELOOP && errno != ENOTDIR)
+		return -1;
+	const char *slash = strrchr(rel, '/');
+	log_error("store %s: chunk %s is corrupt: not a file this store made (a symlink or a "
+		  "special file at %s)", st->root, slash ? slash + 1 : rel, rel);
+	if (fd >= 0)
+		close(fd);
+	errno = EIO;
+	return -1;
+}
+
+/* S5: a directory of ours, private; an existing symlink is -ELOOP. */
 static int store_mkdirat(int dirfd, const char *path)
 {
-	if (mkdirat(dirfd, path, 0755) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return safe_mkdirat(dirfd, path, STORE_DIR_MODE);
+}
+
+/* S5: renameat of two names beneath the root, each under a parent opened
+ * without following anything. */
+static int store_renameat(const struct store *st, const char *from, const char *to)
+{
+	const char *from_base, *to_base;
+	int from_fd = safe_parent(st->root_fd, from, &from_base);
+	if (from_fd < 0)
+		return from_fd;
+	int to_fd = safe_parent(st->root_fd, to, &to_base);
+	int rc = to_fd < 0 ? to_fd : renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
+	close(from_fd);
+	if (to_fd >= 0)
+		close(to_fd);
+	return rc;
+}
+
+static int store_unlinkat(const struct store *st, const char *rel)
+{
+	const char *base;
+	int pfd = safe_parent(st->root_fd, rel, &base);
+	if (pfd < 0)
+		return pfd;
+	int rc = unlinkat(pfd, base, 0) == 0 ? 0 : -errno;
+	close(pfd);
+	return rc;
 }
 
 static int store_fsync_dir(struct store *st, const char *rel_dir)
 {
-	int fd = openat(st->root_fd, rel_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = store_openat(st, rel_dir, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return -errno;
 	int rc = fsync(fd) == 0 ? 0 : -errno;
@@ -450,7 +516,7 @@ void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN])
 /* Removes tmp files left by dead processes of this host ("<hex>.<host>.<pid>.<n>"). */
 static void store_clean_tmp(struct store *st)
 {
-	int fd = openat(st->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = store_openat(st, "tmp", O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return;
 	DIR *d = fdopendir(fd);
@@ -605,10 +671,13 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 	store_rel_path(hash, rel, sizeof(rel));
 	hash_to_hex(hash, hex);
 	int fd;
-	do { /* a name left by an earlier process with our pid is skipped */
-		snprintf(tmp, sizeof(tmp), "tmp/%s.%s.%ld.%lu", hex, st->host, (long)getpid(),
-			 (unsigned long)atomic_fetch_add(&st->tmp_seq, 1));
-		fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	char head[160];
+	snprintf(head, sizeof(head), "tmp/%s.%s.%ld.", hex, st->host, (long)getpid());
+	do { /* S5: an unguessable name, made here; one taken is skipped */
+		if (safe_tmpname(tmp, sizeof(tmp), head) != 0)
+			snprintf(tmp, sizeof(tmp), "%s%lu", head,
+				 (unsigned long)atomic_fetch_add(&st->tmp_seq, 1));
+		fd = store_openat(st, tmp, O_WRONLY | O_CREAT | O_EXCL, STORE_OBJECT_MODE);
 	} while (fd < 0 && errno == EEXIST);
 	if (fd < 0) {
 		rc = -errno;
@@ -628,10 +697,10 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 		rc = -errno;
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && renameat(st->root_fd, tmp, st->root_fd, rel) != 0) {
-		rc = -errno;
+	if (rc == 0) {
+		rc = store_renameat(st, tmp, rel);
 		if (rc == -ENOENT && store_make_shard(st, hash, rel) == 0)
-			rc = renameat(st->root_fd, tmp, st->root_fd, rel) == 0 ? 0 : -errno;
+			rc = store_renameat(st, tmp, rel);
 	}
 	if (rc == 0 && (flags & STORE_SYNC)) {
 		char dir[16];
@@ -643,7 +712,7 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 	}
 	if (rc != 0) {
 		log_error("store %s: write chunk %s: %s", st->root, hex, strerror(-rc));
-		unlinkat(st->root_fd, tmp, 0);
+		store_unlinkat(st, tmp);
 		return rc;
 	}
 	return 0;
@@ -782,7 +851,7 @@ int store_sync(struct store *st, const uint8_t hash[HASH_LEN])
 {
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
-	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	int fd = store_openat(st, rel, O_RDONLY, 0);
 	if (fd < 0)
 		return -errno;
 	int rc = fdatasync(fd) == 0 ? 0 : -errno;
@@ -838,7 +907,7 @@ static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
 {
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
-	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	int fd = store_open_read(st, rel);
 	if (fd < 0)
 		return -errno;
 	uint8_t header[STORE_HEADER_LEN];
@@ -870,7 +939,7 @@ bool store_has(struct store *st, const uint8_t hash[HASH_LEN])
 	char rel[128];
 	struct stat sb;
 	store_rel_path(hash, rel, sizeof(rel));
-	return fstatat(st->root_fd, rel, &sb, 0) == 0 && S_ISREG(sb.st_mode);
+	return fstatat(st->root_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
 }
 
 int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info)
@@ -1138,7 +1207,7 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	char rel[128];
 	memset(out, 0, sizeof(*out));
 	store_rel_path(hash, rel, sizeof(rel));
-	int fd = openat(st->root_fd, rel, O_RDONLY | O_CLOEXEC);
+	int fd = store_open_read(st, rel);
 	if (fd < 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
 		return -errno;
 	const char *why = NULL;
@@ -1333,8 +1402,8 @@ int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
 	store_fresh_del(st, hash); /* S2: a later object of this name is written anew */
-	if (unlinkat(st->root_fd, rel, 0) != 0 && errno != ENOENT) {
-		int rc = -errno;
+	int rc = store_unlinkat(st, rel);
+	if (rc != 0 && rc != -ENOENT) {
 		log_error("store %s: remove %s: %s", st->root, rel, strerror(-rc));
 		return rc;
 	}

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "recent.h"
 #include "reader.h"
+#include "safeopen.h"
 #include "storeq.h"
 #include "uploader.h"
 #include "zipcut.h"
@@ -744,19 +745,30 @@ static int writer_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* An anonymous file in CACHE/staging (shared invariant 7: the directory is
+ * opened without following a symlink, and a named fallback is unguessable
+ * and exclusive). */
 static int writer_open_staging(struct writer *w)
 {
-	int fd = open(w->fs->staging_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/ino-%llu-XXXXXX", w->fs->staging_dir,
-			 (unsigned long long)w->ino);
-		fd = mkostemp(path, O_CLOEXEC);
-		if (fd >= 0)
-			unlink(path); /* private: gone with the process */
-	}
-	if (fd < 0)
+	int dfd = open(w->fs->staging_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
 		return -errno;
+	int fd = openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		char head[64], name[96];
+		snprintf(head, sizeof(head), "ino-%llu-", (unsigned long long)w->ino);
+		int rc = safe_tmpname(name, sizeof(name), head);
+		fd = rc == 0 ? openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+			     : -1;
+		if (fd >= 0)
+			unlinkat(dfd, name, 0); /* private: gone with the process */
+		else if (rc != 0)
+			errno = -rc;
+	}
+	int err = errno;
+	close(dfd);
+	if (fd < 0)
+		return -err;
 	w->staging_fd = fd;
 	return 0;
 }

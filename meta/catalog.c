@@ -834,7 +834,11 @@ static int cat_sniff(const char *path)
 {
 	static const char magic[16] = "SQLite format 3";
 	char head[sizeof(magic)];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP) {
+		log_error("catalog %s: a symlink, not a catalog ckptfs made: refused", path);
+		return -ELOOP;
+	}
 	if (fd < 0)
 		return 0; /* missing: created; unreadable: sqlite3_open_v2 reports it */
 	ssize_t n = read(fd, head, sizeof(head));
@@ -1104,10 +1108,17 @@ static int cat_recover(struct cat *cat)
 	return rc;
 }
 
+/* Shared invariant 7: a new catalog is made private (0600) before SQLite
+ * opens it, and SQLite gives its -wal and -shm the same mode; a symlink is
+ * never opened (SQLITE_OPEN_NOFOLLOW). */
 static int cat_db_open(struct cat *cat)
 {
+	int fd = open(cat->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
 	int src = sqlite3_open_v2(cat->path, &cat->db,
-				  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+				  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+					  SQLITE_OPEN_NOFOLLOW,
 				  NULL);
 	if (src == SQLITE_OK)
 		return 0;
@@ -1184,7 +1195,8 @@ int cat_open_readonly(const char *path, struct cat **out)
 	if (rc == 0 && access(path, F_OK) != 0)
 		rc = -errno;
 	if (rc == 0) {
-		int src = sqlite3_open_v2(path, &cat->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+		int src = sqlite3_open_v2(path, &cat->db,
+					  SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
 					  NULL);
 		if (src != SQLITE_OK) {
 			log_error("catalog %s: cannot open read-only: %s", path,

@@ -158,7 +158,7 @@ static int cat_intent_write(struct cat *cat, const char *text, size_t len)
 	if (cat->intent_fd < 0) {
 		char path[4096];
 		cat_intent_path(cat, path, sizeof(path));
-		cat->intent_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		cat->intent_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (cat->intent_fd < 0) {
 			int err = errno;
 			log_warn("catalog %s: cannot open %s (%s): changes inside open generations"
@@ -246,9 +246,14 @@ int cat_defer_recover(struct cat *cat)
 {
 	char path[4096];
 	cat_intent_path(cat, path, sizeof(path));
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return errno == ENOENT ? 0 : -errno;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (f == NULL) {
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		return err == ENOENT ? 0 : -err;
+	}
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;

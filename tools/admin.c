@@ -364,7 +364,10 @@ static int admin_read_backing(struct admin *a)
 {
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/backing", a->cache);
-	FILE *f = fopen(path, "re");
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* trust.h 3 */
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (fd >= 0 && !f)
+		close(fd);
 	if (!f || !fgets(a->backing, sizeof(a->backing), f)) {
 		int err = errno;
 		if (f)
@@ -408,7 +411,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 	if (a->by_cache) {
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/lock", a->cache);
-		int fd = open(path, O_RDWR | O_CLOEXEC);
+		int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == EACCES) {
 			admin_err("cache %s: permission denied on %s", a->cache, path);
 			return ADMIN_PERM;
@@ -417,7 +420,8 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 			running = true;
 			close(fd);
 		} else if (need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) {
-			if (fd < 0 && (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0 &&
+			if (fd < 0 &&
+			    (fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) >= 0 &&
 			    flock(fd, LOCK_EX | LOCK_NB) != 0) {
 				close(fd); /* a daemon started this instant */
 				admin_err("cache %s: in use (a daemon is starting); try again", a->cache);

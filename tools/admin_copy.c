@@ -2,14 +2,16 @@
  * plain files.
  *
  * export writes DIR/NAME (a directory tree, or one file for a single-file
- * generation) under a temporary name DIR/.NAME.export-PID and renames it into
- * place when complete. Mounted, it reads through the mount (the daemon
+ * generation) under a temporary name DIR/.NAME.export-RANDOM and renames it
+ * into place when complete. RANDOM is 64 bits from getrandom and every entry is
+ * made exclusively, so in a shared (sticky) DIR nothing another user made is
+ * written into, and a failed copy removes only what it made (made_top). Mounted, it reads through the mount (the daemon
  * verifies every chunk against its hash and fetches evicted ones from
  * BACKING); offline (--cache) it reads the catalog and the chunk objects
  * itself — the cache's copy, else BACKING's — and verifies each one.
  *
  * import goes through the mount only, the way a trainer saves: it copies DIR
- * into SERIES/.NAME.import-PID (not a generation name), then renames that to
+ * into SERIES/.NAME.import-RANDOM (not a generation name), then renames that to
  * SERIES/NAME, which starts the generation and commits it (rule "rename").
  * Everything is checked before the first byte is written: NAME must be a
  * generation name for this mount (the daemon's gen_pattern), SERIES must not
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "safeopen.h"
 #include "store.h"
 
 #define ADMIN_COPY_BUF (1u << 20)
@@ -41,7 +44,30 @@ struct admin_copy {
 	char *buf;
 	int err;              /* first failure, -errno */
 	char where[PATH_MAX]; /* where it happened */
+	const char *top;      /* the temporary name the copy goes to */
+	bool made_top;        /* it was made by this copy: only then is it removed */
 };
+
+/* Notes that dst was created by this copy (exclusively: O_EXCL, mkdir,
+ * symlink); returns 0. */
+static int admin_copy_made(struct admin_copy *c, const char *dst)
+{
+	if (dst == c->top)
+		c->made_top = true;
+	return 0;
+}
+
+/* "DIR/.NAME.<what>-<16 random hex digits>": a name nobody can guess, so
+ * nobody can have made it first in a shared (sticky) directory; and if
+ * someone did, the exclusive create fails and nothing of theirs is removed
+ * (admin_copy_made). */
+static int admin_copy_tmpname(char *buf, size_t size, const char *dir, const char *name,
+			      const char *what)
+{
+	char head[PATH_MAX];
+	snprintf(head, sizeof(head), "%s/.%s.%s-", dir, name, what);
+	return safe_tmpname(buf, size, head);
+}
 
 static int admin_copy_fail(struct admin_copy *c, const char *where, int err)
 {
@@ -60,11 +86,12 @@ static int admin_copy_file(struct admin_copy *c, const char *src, const char *ds
 	int in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return admin_copy_fail(c, src, -errno);
-	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0) {
 		close(in);
 		return admin_copy_fail(c, dst, -errno);
 	}
+	admin_copy_made(c, dst);
 	int rc = 0;
 	for (;;) {
 		ssize_t n = read(in, c->buf, ADMIN_COPY_BUF);
@@ -117,7 +144,8 @@ static int admin_copy_tree(struct admin_copy *c, const char *src, const char *ds
 		if (n < 0)
 			return admin_copy_fail(c, src, -errno);
 		target[n] = '\0';
-		return symlink(target, dst) == 0 ? 0 : admin_copy_fail(c, dst, -errno);
+		return symlink(target, dst) == 0 ? admin_copy_made(c, dst)
+						 : admin_copy_fail(c, dst, -errno);
 	}
 	if (!S_ISDIR(sb.st_mode)) {
 		fprintf(stderr, "ckptfs-admin: %s: skipped (not a file, directory or symlink)\n", src);
@@ -125,6 +153,7 @@ static int admin_copy_tree(struct admin_copy *c, const char *src, const char *ds
 	}
 	if (mkdir(dst, 0700) != 0)
 		return admin_copy_fail(c, dst, -errno);
+	admin_copy_made(c, dst);
 	DIR *d = opendir(src);
 	if (!d)
 		return admin_copy_fail(c, src, -errno);
@@ -207,9 +236,10 @@ static int admin_entry_add(void *arg, const char *name, const struct cat_inode *
 static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *in, const char *dst)
 {
 	struct admin *a = c->a;
-	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return admin_copy_fail(c, dst, -errno);
+	admin_copy_made(c, dst);
 	char *chunk = malloc(16u << 20); /* the chunker's maximum is 4 MiB; room to spare */
 	int rc = chunk ? 0 : -ENOMEM;
 	struct cat_extent ext[64];
@@ -271,12 +301,14 @@ static int admin_export_cat(struct admin_copy *c, uint64_t ino, const char *dst)
 		rc = cat_readlink(a->cat, ino, target, sizeof(target));
 		if (rc < 0)
 			return admin_copy_fail(c, dst, rc);
-		return symlink(target, dst) == 0 ? 0 : admin_copy_fail(c, dst, -errno);
+		return symlink(target, dst) == 0 ? admin_copy_made(c, dst)
+						 : admin_copy_fail(c, dst, -errno);
 	}
 	if (!S_ISDIR(in.mode))
 		return 0;
 	if (mkdir(dst, 0700) != 0)
 		return admin_copy_fail(c, dst, -errno);
+	admin_copy_made(c, dst);
 	struct admin_entries l = { 0 };
 	rc = cat_readdir(a->cat, ino, 0, admin_entry_add, &l);
 	for (size_t i = 0; i < l.n && rc == 0; i++) {
@@ -326,7 +358,10 @@ int admin_cmd_export(struct admin *a)
 	}
 	char dst[PATH_MAX], tmp[PATH_MAX];
 	snprintf(dst, sizeof(dst), "%s/%s", dir, g.name);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.export-%ld", dir, g.name, (long)getpid());
+	if (admin_copy_tmpname(tmp, sizeof(tmp), dir, g.name, "export") != 0) {
+		admin_err("export: DIR %s: no random bytes for a temporary name", dir);
+		return ADMIN_PROBLEM;
+	}
 	struct stat sb;
 	if (lstat(dst, &sb) == 0) {
 		admin_err("export: %s already exists: remove it or choose another DIR", dst);
@@ -334,7 +369,7 @@ int admin_cmd_export(struct admin *a)
 	}
 	if (!a->mount[0] && (rc = admin_need_objects(a)) != ADMIN_OK)
 		return rc;
-	struct admin_copy c = { .a = a, .label = "export", .total = g.logical_bytes };
+	struct admin_copy c = { .a = a, .label = "export", .total = g.logical_bytes, .top = tmp };
 	c.buf = malloc(ADMIN_COPY_BUF);
 	if (!c.buf)
 		return ADMIN_PROBLEM;
@@ -350,7 +385,8 @@ int admin_cmd_export(struct admin *a)
 	admin_progress_end();
 	free(c.buf);
 	if (rc != 0) {
-		admin_rm_tree(tmp);
+		if (c.made_top) /* never what another user made under that name */
+			admin_rm_tree(tmp);
 		admin_err("export %s: %s: %s; nothing left in %s", label, c.where, strerror(-c.err), dir);
 		return c.err == -EEXIST ? ADMIN_BUSY : ADMIN_PROBLEM;
 	}
@@ -457,7 +493,10 @@ int admin_cmd_import(struct admin *a)
 	char sdir[PATH_MAX * 2], dst[PATH_MAX * 3], tmp[PATH_MAX * 3];
 	snprintf(sdir, sizeof(sdir), "%s/%s", a->mount, series);
 	snprintf(dst, sizeof(dst), "%s/%s", sdir, name);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.import-%ld", sdir, name, (long)getpid());
+	if (admin_copy_tmpname(tmp, sizeof(tmp), sdir, name, "import") != 0) {
+		admin_err("import: no random bytes for a temporary name in %s", series);
+		return ADMIN_PROBLEM;
+	}
 	if (lstat(dst, &sb) == 0) {
 		admin_err("import: %s/%s already exists", series, name);
 		return ADMIN_BUSY;
@@ -479,7 +518,7 @@ int admin_cmd_import(struct admin *a)
 	}
 	admin_sum_bytes = 0;
 	nftw(src, admin_sum_one, 16, FTW_PHYS);
-	struct admin_copy c = { .a = a, .label = "import", .total = admin_sum_bytes };
+	struct admin_copy c = { .a = a, .label = "import", .total = admin_sum_bytes, .top = tmp };
 	c.buf = malloc(ADMIN_COPY_BUF);
 	if (!c.buf)
 		return ADMIN_PROBLEM;
@@ -489,7 +528,8 @@ int admin_cmd_import(struct admin *a)
 	admin_progress_end();
 	free(c.buf);
 	if (rc != 0) {
-		admin_rm_tree(tmp);
+		if (c.made_top) /* never what another user made under that name */
+			admin_rm_tree(tmp);
 		admin_err("import %s: %s: %s; nothing imported", src, c.where, strerror(-c.err));
 		return c.err == -EEXIST ? ADMIN_BUSY : admin_exit_for(c.err);
 	}

@@ -4,8 +4,9 @@
 # Starts ganesha (tests/nfs/ganesha.sh) on 127.0.0.1, then through
 # BUILD/backing-tool: probe; round trips of 0 B, 1 B, 5 MiB and 64 MiB, byte
 # for byte, also as seen in the exported directory itself; overwrite; list;
-# remove; -ENOENT cases; 8 threads sharing the 4-connection pool; no
-# temporaries left. Then, with ONE backing kept open
+# remove; -ENOENT cases; a symlink on the export neither read, stat'ed nor
+# written through, and puts private (0600/0700); 8 threads sharing the
+# 4-connection pool; no temporaries left. Then, with ONE backing kept open
 # (backing-tool serve, 2 s timeout): the server is stopped and calls fail
 # within the timeout instead of hanging; it is restarted and the same open
 # backing works again; the server is frozen (SIGSTOP: connections accepted,
@@ -97,6 +98,22 @@ T ls nodir >/dev/null 2>&1
 check "list of an absent directory is ENOENT (exit 3)" [ $? -eq 3 ]
 T put "$data/v1" "../escape" 2>/dev/null
 check "a path with .. is refused" [ $? -eq 1 -a ! -e "$srv/escape" ]
+# trust (backing_nfs.c invariant 5): a symlink planted on the export is never
+# read through or written through; what a put makes is private
+printf "root's secret\n" >"$export_dir/victim"
+chmod 600 "$export_dir/victim"
+ln -s victim "$export_dir/planted"
+T get planted "$data/planted.out" 2>/dev/null
+check "get of a symlink fails, and gives no bytes of its target" [ $? -ne 0 -a ! -s "$data/planted.out" ]
+T stat planted >/dev/null 2>&1
+check "stat of a symlink fails" [ $? -ne 0 ]
+T put "$data/v1" planted 2>/dev/null && cmp -s "$data/v1" "$export_dir/planted" && [ ! -L "$export_dir/planted" ]
+check "put over a symlink replaces the link, not its target" [ $? -eq 0 ]
+check "the symlink's target is untouched" [ "$(cat "$export_dir/victim")" = "root's secret" ]
+T put "$data/v1" private/d/f
+check "put makes files 0600 and directories 0700" \
+	[ "$(stat -c %a "$export_dir/private" "$export_dir/private/d" "$export_dir/private/d/f" | tr '\n' ' ')" = "700 700 600 " ]
+rm -f "$export_dir/victim" "$export_dir/planted"
 check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
 # exclusive create (NFSv3 LINK of a temporary) and rename: the claim's primitives
 T putnew "$data/v1" excl/f

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -560,9 +561,10 @@ Test(backing, test_probe_on_a_broken_root_names_step_path_and_reason)
 	char msg[512] = "";
 	FAILS(backing_probe(fx.b, msg, sizeof(msg)), ENOTDIR);
 	cr_assert(strstr(msg, fx.dir), "msg names BACKING: %s", msg);
-	cr_assert(strstr(msg, "write+fsync tmp/probe."), "msg names step and path: %s", msg);
+	/* mkdir finds tmp and checks it is a directory (backing.c 8) */
+	cr_assert(strstr(msg, "mkdir tmp failed"), "msg names step and path: %s", msg);
 	cr_assert(strstr(msg, strerror(ENOTDIR)), "msg names the reason: %s", msg);
-	cr_assert(tb_log_contains("tmp/probe."), "the failure is logged");
+	cr_assert(tb_log_contains("mkdir tmp"), "the failure is logged");
 	/* and put fails the same way, without pretending */
 	cr_assert_neq(backing_put(fx.b, "x", "x", 1), 0);
 }
@@ -796,4 +798,105 @@ Test(backing, test_a_linked_put_of_a_removed_source_is_enoent_unlogged)
 	cr_assert(backing_can_link(fx.b), "a missing source turned linked puts off");
 	close(dfd);
 	free(a);
+}
+
+/* ---- trust (backing.c invariants 2 and 8, shared invariant 7) ---- */
+
+static mode_t tb_mode(const char *rel)
+{
+	char path[256];
+	struct stat st;
+	tb_path(path, sizeof(path), rel);
+	cr_assert_eq(lstat(path, &st), 0, "%s: %s", path, strerror(errno));
+	return st.st_mode & 07777;
+}
+
+/* Whatever the umask: what BACKING gets from this daemon is its own. */
+Test(backing, test_puts_make_private_files_and_directories)
+{
+	mode_t old = umask(0);
+	static const char data[] = "manifest";
+	OK(backing_put(fx.b, "manifests/gen/1.ckm", data, sizeof(data)));
+	OK(backing_put_unsynced(fx.b, "chunks/ab/cd/abcd", data, sizeof(data)));
+	umask(old);
+	cr_assert_eq(tb_mode("manifests/gen/1.ckm"), 0600);
+	cr_assert_eq(tb_mode("chunks/ab/cd/abcd"), 0600);
+	cr_assert_eq(tb_mode("manifests"), 0700);
+	cr_assert_eq(tb_mode("manifests/gen"), 0700);
+	cr_assert_eq(tb_mode("chunks/ab/cd"), 0700);
+}
+
+/* A victim outside BACKING, and its bytes. */
+static void tb_victim(char *path, size_t size)
+{
+	snprintf(path, size, "%s.victim", fx.dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("root's secret", f);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+static void tb_assert_victim(const char *path)
+{
+	char buf[64] = "";
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	cr_assert_str_eq(buf, "root's secret", "a file outside BACKING was written through a symlink");
+	unlink(path);
+}
+
+/* Issue 16 item 3: another user who can write BACKING plants symlinks at the
+ * names a put would use (the old "<host>.<pid>.<n>" temporaries, the probe's)
+ * and at a directory and a file a put or get reaches. */
+Test(backing, test_symlinks_planted_in_backing_are_never_followed)
+{
+	char victim[128], victim_dir[128], path[256], host[64];
+	tb_victim(victim, sizeof(victim));
+	snprintf(victim_dir, sizeof(victim_dir), "%s.victimdir", fx.dir);
+	cr_assert_eq(mkdir(victim_dir, 0700), 0);
+	gethostname(host, sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	for (char *p = host; *p; p++)
+		if (*p == '.' || *p == '/')
+			*p = '_';
+	for (int n = 0; n < 256; n++) {
+		char rel[192];
+		snprintf(rel, sizeof(rel), "tmp/%s.%ld.%d", host, (long)getpid(), n);
+		tb_path(path, sizeof(path), rel);
+		cr_assert_eq(symlink(victim, path), 0);
+		snprintf(rel, sizeof(rel), "tmp/probe.%s.%ld.%d", host, (long)getpid(), n);
+		tb_path(path, sizeof(path), rel);
+		cr_assert_eq(symlink(victim, path), 0);
+	}
+	tb_path(path, sizeof(path), "manifests");
+	cr_assert_eq(symlink(victim_dir, path), 0);
+	tb_path(path, sizeof(path), "marker");
+	cr_assert_eq(symlink(victim, path), 0);
+
+	static const char data[] = "a manifest";
+	char msg[512];
+	OK(backing_probe(fx.b, msg, sizeof(msg)));
+	OK(backing_put(fx.b, "chunks/aa/bb/x", data, sizeof(data)));
+	FAILS(backing_put(fx.b, "manifests/gen/1.ckm", data, sizeof(data)), ELOOP);
+	char buf[64];
+	size_t len;
+	uint64_t size;
+	FAILS(backing_get(fx.b, "marker", buf, sizeof(buf), &len), ELOOP);
+	FAILS(backing_stat(fx.b, "marker", &size), ELOOP);
+	FAILS(backing_list(fx.b, "manifests", tb_count_entries, &(int){ 0 }), ELOOP);
+	OK(backing_put(fx.b, "marker", data, sizeof(data))); /* replaces the link itself */
+	tb_assert_bytes("marker", (const uint8_t *)data, sizeof(data));
+
+	tb_assert_victim(victim);
+	int entries = 0;
+	DIR *d = opendir(victim_dir);
+	cr_assert_not_null(d);
+	for (struct dirent *de; (de = readdir(d)) != NULL;)
+		entries += de->d_name[0] != '.';
+	closedir(d);
+	cr_assert_eq(entries, 0, "a put made entries in a directory outside BACKING");
+	rmdir(victim_dir);
 }

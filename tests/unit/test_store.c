@@ -1928,3 +1928,79 @@ Test(store, more_direct_writers_than_image_buffers_all_succeed, .init = setup, .
 			tk_release(jobs[i].plain[k]);
 		}
 }
+
+/* ---- trust (S5, shared invariant 7) ---- */
+
+Test(store, objects_and_shard_directories_are_private_whatever_the_umask, .init = setup,
+     .fini = teardown)
+{
+	mode_t old = umask(0);
+	struct tk_obj o = tk_put(tk_random(3000, 41), 3000, 0);
+	umask(old);
+	struct stat sb;
+	char dir[256];
+	cr_assert_eq(stat(o.path, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0400, "object mode %o", sb.st_mode & 07777);
+	snprintf(dir, sizeof(dir), "%s/chunks/%.2s", fx.dir, o.hex);
+	cr_assert_eq(stat(dir, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0700, "%s: mode %o", dir, sb.st_mode & 07777);
+	snprintf(dir, sizeof(dir), "%s/chunks/%.2s/%.2s", fx.dir, o.hex, o.hex + 2);
+	cr_assert_eq(stat(dir, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0700, "%s: mode %o", dir, sb.st_mode & 07777);
+	tk_free(&o);
+}
+
+/* A symlink at an object's name is not an object this store made: read as a
+ * damaged copy (-EIO: the cache then fetches BACKING's), never its target's
+ * bytes; a put replaces the link itself. */
+Test(store, a_symlink_planted_at_an_object_reads_as_eio_and_a_put_replaces_it, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_random(10000, 42), 10000, 0);
+	char victim[128];
+	snprintf(victim, sizeof(victim), "%s.victim", fx.dir);
+	FILE *f = fopen(victim, "w");
+	cr_assert_not_null(f);
+	fputs("root's secret", f);
+	fclose(f);
+	cr_assert_eq(unlink(o.path), 0);
+	cr_assert_eq(symlink(victim, o.path), 0);
+	tk_assert_get_eio(&o, "a symlinked object");
+	cr_assert_not(store_has(fx.st, o.hash), "a symlink counts as an object");
+	OK(store_put(fx.st, o.hash, o.plain, o.len, 0, NULL));
+	struct stat sb;
+	cr_assert_eq(lstat(o.path, &sb), 0);
+	cr_assert(S_ISREG(sb.st_mode), "the put left the link");
+	tk_assert_get_ok(&o);
+	char buf[32] = "";
+	f = fopen(victim, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	cr_assert_str_eq(buf, "root's secret");
+	unlink(victim);
+	tk_free(&o);
+}
+
+/* A shard directory replaced by a symlink to a directory outside: the put
+ * fails, and nothing lands outside. */
+Test(store, a_symlink_planted_at_a_shard_directory_is_not_followed, .init = setup,
+     .fini = teardown)
+{
+	uint8_t *plain = tk_random(5000, 43);
+	uint8_t hash[HASH_LEN];
+	char hex[HASH_HEX_LEN + 1], outer[256], inner[256], outside[128];
+	hash_sha256(plain, 5000, hash);
+	hash_to_hex(hash, hex);
+	snprintf(outside, sizeof(outside), "%s.outside", fx.dir);
+	cr_assert_eq(mkdir(outside, 0700), 0);
+	snprintf(outer, sizeof(outer), "%s/chunks/%.2s", fx.dir, hex);
+	snprintf(inner, sizeof(inner), "%s/%.2s", outer, hex + 2);
+	cr_assert(mkdir(outer, 0700) == 0 || errno == EEXIST);
+	cr_assert_eq(symlink(outside, inner), 0);
+	int rc = store_put(fx.st, hash, plain, 5000, 0, NULL);
+	cr_assert_eq(rc, -ELOOP, "store_put through a symlinked shard: %d (%s)", rc, strerror(-rc));
+	cr_assert_eq(tk_count_files("tmp"), 0, "the failed put left its temporary");
+	cr_assert_eq(rmdir(outside), 0, "the put made something outside the store");
+	tk_release(plain);
+}

@@ -37,6 +37,8 @@ const struct statset_desc statset_desc[SS_COUNT] = {
 			    1 },
 	[SS_GEN_ENDED] = { "generations_ended", "generations_ended",
 			   "Aborted or deleted generations (history).", G, false, 1 },
+	[SS_GEN_HELD] = { "generations_held", "generations_held",
+			  "Held generations: not proven complete, kept until a decision.", G, false, 1 },
 	[SS_CC_BYTES] = { "chunk_cache_bytes", "chunk_cache_bytes",
 			  "Decoded chunks held in the daemon's memory cache.", G, true, 1 },
 	[SS_CC_BUDGET] = { "chunk_cache_budget", "chunk_cache_budget_bytes",
@@ -134,7 +136,7 @@ static void statset_ratio(struct statset *s, int k, uint64_t a, uint64_t b)
 }
 
 struct statset_gens {
-	uint64_t open, committed, pinned, ended;
+	uint64_t open, committed, pinned, ended, held;
 };
 
 static int statset_count_gen(void *arg, const struct cat_gen *g)
@@ -144,9 +146,11 @@ static int statset_count_gen(void *arg, const struct cat_gen *g)
 		c->open++;
 	else if (g->state == GEN_COMMITTED)
 		c->committed++;
+	else if (g->state == GEN_HELD)
+		c->held++;
 	else
 		c->ended++;
-	if (g->pinned && (g->state == GEN_OPEN || g->state == GEN_COMMITTED))
+	if (g->pinned && (g->state == GEN_OPEN || g->state == GEN_COMMITTED || g->state == GEN_HELD))
 		c->pinned++;
 	return 0;
 }
@@ -176,6 +180,7 @@ int statset_from_catalog(struct statset *s, struct cat *cat)
 	statset_set(s, SS_GEN_COMMITTED, gc.committed);
 	statset_set(s, SS_GEN_PINNED, gc.pinned);
 	statset_set(s, SS_GEN_ENDED, gc.ended);
+	statset_set(s, SS_GEN_HELD, gc.held);
 	statset_set(s, SS_GEN_DURABLE, cs.durable_gens);
 	statset_set(s, SS_CACHED_CHUNKS, cs.cached_chunks);
 	statset_set(s, SS_CACHED_BYTES, cs.cached_bytes);

@@ -77,7 +77,7 @@ test: deps
 test-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests --jobs 2
 
-test-integration: all $(BUILD)/faultfs
+test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool
 	tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
@@ -85,7 +85,7 @@ test-integration: all $(BUILD)/faultfs
 # status non-zero and puts a report in its stderr, and the case fails
 # (ck_daemon_exit in tests/integration/lib.sh).
 test-asan:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 2
 	ASAN_OPTIONS=detect_leaks=1 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
 

@@ -99,7 +99,7 @@ _trainer_killed_mid_save() {
 	_HANG_FILES=$(ls -A "$CK_MNT/run/step-6" | wc -l)
 }
 
-test_dcp_trainer_killed_mid_save_then_daemon_crash_rolls_back() {
+test_dcp_trainer_killed_mid_save_then_daemon_crash_holds_it() {
 	ck_mount
 	_trainer_killed_mid_save
 	_kill_trainer
@@ -107,22 +107,24 @@ test_dcp_trainer_killed_mid_save_then_daemon_crash_rolls_back() {
 	assert_eq "step-2 step-4" "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ' | sed 's/ $//')" "series listing after the trainer died"
 	ck_kill9
 	ck_mount
-	assert_not_exists "$CK_MNT/run/step-6"
-	assert_eq "2|crash" "$(_gen_row step-6)" "catalog state|rule of the partial step-6 after kill -9 and remount"
-	assert_eq "step-2 step-4" "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ' | sed 's/ $//')" "series listing after the rollback"
+	# Held: hidden from the listing, its files kept (never deleted by a guess).
+	assert_eq "4|crash" "$(_gen_row step-6)" "catalog state|rule of the partial step-6 after kill -9 and remount"
+	assert_eq "step-2 step-4" "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ' | sed 's/ $//')" "series listing with step-6 held"
+	assert_eq "$_HANG_FILES" "$(ls -A "$CK_MNT/run/step-6" | wc -l)" "entries of the held step-6"
 	_check_committed_steps "$CK_MNT/run" 2 4
 	local out
 	out=$(dcp_train resume "$CK_MNT/run" "$CK_REF/ref" --expect 4) || ck_fail "resume after the crash failed: $out"
 	out=$("$CKPTFS_ADMIN" check "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin check: $out"
-	# The trainer saves step-6 again in the same series: a fresh generation.
-	dcp_train train "$CK_MNT/run" "$CK_REF/ref" --steps 6 --every 6 >/dev/null || ck_fail "saving step-6 again after the rollback failed"
+	# The trainer saves step-6 again in the same series: a new version of the
+	# held one, committed by its .metadata rename.
+	dcp_train train "$CK_MNT/run" "$CK_REF/ref" --steps 6 --every 6 >/dev/null || ck_fail "saving step-6 again over the held one failed"
 	_check_committed_steps "$CK_MNT/run" 6
 	ck_umount
 	ck_objcheck
 }
-ck_timeout test_dcp_trainer_killed_mid_save_then_daemon_crash_rolls_back 300
+ck_timeout test_dcp_trainer_killed_mid_save_then_daemon_crash_holds_it 300
 
-test_dcp_trainer_killed_mid_save_is_abandoned_without_restart() {
+test_dcp_trainer_killed_mid_save_is_held_as_abandoned_without_restart() {
 	ck_mount abandon=2
 	_trainer_killed_mid_save
 	# Alive but stuck (both ranks' processes live, no handle open): not abandoned.
@@ -138,9 +140,11 @@ test_dcp_trainer_killed_mid_save_is_abandoned_without_restart() {
 		sleep 0.1
 	done
 	ck_log "step-6 ended $(awk -v n=$i 'BEGIN { printf "%.1f", n / 10 }') s after the trainer's death: $row"
-	assert_eq "2|abandoned" "$row" "catalog state|rule of step-6 once its writers are dead"
-	assert_not_exists "$CK_MNT/run/step-6"
-	assert_eq "step-2 step-4" "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ' | sed 's/ $//')" "series listing after the abandoned step is aborted"
+	assert_eq "4|abandoned" "$row" "catalog state|rule of step-6 once its writers are dead"
+	assert_eq "step-2 step-4" "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ' | sed 's/ $//')" "series listing after the abandoned step is held"
+	assert_eq "$_HANG_FILES" "$(ls -A "$CK_MNT/run/step-6" | wc -l)" "entries of the held step-6"
+	"$CKPTFS_ADMIN" list --all "$CK_MNT" | grep "step-6" | grep -q "held.*marker that never came" ||
+		ck_fail "list --all: $("$CKPTFS_ADMIN" list --all "$CK_MNT")"
 	_check_committed_steps "$CK_MNT/run" 2 4
 	local out
 	out=$(dcp_train resume "$CK_MNT/run" "$CK_REF/ref" --expect 4) || ck_fail "resume after the abandonment failed: $out"
@@ -148,7 +152,7 @@ test_dcp_trainer_killed_mid_save_is_abandoned_without_restart() {
 	"$CKPTFS_ADMIN" check --cache "$CK_CACHE" >"$CK_TMP/chk" 2>&1 || ck_fail "ckptfs-admin check: $(head -n 5 "$CK_TMP/chk" | tr '\n' '|')"
 	ck_objcheck
 }
-ck_timeout test_dcp_trainer_killed_mid_save_is_abandoned_without_restart 300
+ck_timeout test_dcp_trainer_killed_mid_save_is_held_as_abandoned_without_restart 300
 
 test_dcp_trainer_and_daemon_killed_at_a_random_point() {
 	ck_mount

@@ -1572,7 +1572,7 @@ int complete_check(const char *name, uint64_t size, complete_read_fn rd, void *a
 		rc = complete_safetensors(&src, out);
 	} else if (name && complete_ends_with(name, strlen(name), ".safetensors") && n >= 8) {
 		rc = complete_safetensors(&src, out);
-	} else if (n < 6) { /* too short for any magic: the name says what it was to be */
+	} else if (n < 8) { /* too short for any magic: the name says what it was to be */
 		rc = complete_by_name(name, out);
 	} else { /* e.g. a legacy (pickle) torch.save file: not self-delimiting */
 		out->format = COMPLETE_FMT_NONE;

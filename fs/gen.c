@@ -665,8 +665,8 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 	struct cat_gen gen;
 	int rc = cat_gen_get_brief(g->fs->cat, id, &gen);
 	if (rc == 0)
-		rc = proof_generation(g->fs->cat, gen.root, gen_previous_root(g, &gen), gen_proof_read,
-				      g, out);
+		rc = proof_generation(g->fs->cat, gen.root, gen.name, gen_previous_root(g, &gen),
+				      gen_proof_read, g, out);
 	if (rc != 0) {
 		out->verdict = PROOF_UNPROVEN;
 		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",
@@ -822,19 +822,36 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name)
 	}
 }
 
+/* The held reason as one field of the key=value line: '%', spaces and
+ * control characters percent-encoded, so a split on whitespace still works. */
+static void gen_encode_reason(const char *in, char *out, size_t size)
+{
+	size_t n = 0;
+	for (; *in && n + 4 < size; in++) {
+		unsigned char c = (unsigned char)*in;
+		if (c <= ' ' || c == '%' || c == 0x7f)
+			n += (size_t)snprintf(out + n, size - n, "%%%02X", c);
+		else
+			out[n++] = (char)c;
+	}
+	out[n] = '\0';
+}
+
 int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 {
 	static const char *const states[] = { "open", "committed", "aborted", "deleted", "held" };
 	struct cat_gen gen;
+	char reason[3 * GEN_HELD_MAX];
 	int rc = gen_id ? cat_gen_get_brief(g->fs->cat, gen_id, &gen) : -ENODATA;
 	if (rc != 0)
 		return rc == -ENOENT ? -ENODATA : rc;
+	gen_encode_reason(gen.held, reason, sizeof(reason));
 	snprintf(buf, size, "name=%s step=%llu state=%s version=%u pinned=%d files=%llu bytes=%llu rule=%s%s%s",
 		 gen.name, (unsigned long long)gen.step,
 		 gen.state >= 0 && gen.state <= 4 ? states[gen.state] : "?", gen.version, gen.pinned,
 		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes,
 		 gen.rule[0] ? gen.rule : "-", gen.state == GEN_HELD ? " held=" : "",
-		 gen.state == GEN_HELD ? gen.held : "");
+		 gen.state == GEN_HELD ? reason : "");
 	return 0;
 }
 
@@ -1042,17 +1059,23 @@ struct gen_todo {
 	bool expects_marker;
 };
 
-/* Why an abandoned generation is held: the missing marker, and what its
- * content shows. */
-static void gen_abandon_reason(struct gen_policy *g, const struct gen_todo *t, char *why,
-			       size_t size)
+/* An abandoned generation: committed if its content proves it (abandon may
+ * come before the quiet period), else held with the reason — the missing
+ * marker, and what its content shows. */
+static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 {
 	struct proof_result pr;
+	char why[GEN_HELD_MAX];
 	gen_prove(g, t->id, &pr);
-	snprintf(why, size, "abandoned after %.0f s with no writer: %s%s", g->opt.abandon_s,
+	if (pr.verdict == PROOF_COMPLETE && !t->expects_marker) {
+		gen_commit_now(g, t->id, "content");
+		return;
+	}
+	snprintf(why, sizeof(why), "abandoned after %.0f s with no writer: %s%s", g->opt.abandon_s,
 		 t->expects_marker ? "its layout ends with a completion marker that never came; "
 				   : "",
 		 pr.verdict == PROOF_COMPLETE ? "its files are complete" : pr.reason);
+	gen_hold(g, t->id, "abandoned", why);
 }
 
 static void gen_prove_and_commit(struct gen_policy *g, const struct gen_todo *t)
@@ -1109,7 +1132,6 @@ static void gen_tick(struct gen_policy *g)
 		n += gen_tick_choose(g, l, now, &todo[n]);
 	pthread_mutex_unlock(&g->lock);
 	for (int i = 0; i < n; i++) {
-		char why[GEN_HELD_MAX];
 		if (gen_files_being_written(g, todo[i].id))
 			continue; /* a handle opened before the file joined it */
 		switch (todo[i].kind) {
@@ -1120,8 +1142,7 @@ static void gen_tick(struct gen_policy *g)
 			gen_prove_and_commit(g, &todo[i]);
 			break;
 		case GEN_TODO_HOLD:
-			gen_abandon_reason(g, &todo[i], why, sizeof(why));
-			gen_hold(g, todo[i].id, "abandoned", why);
+			gen_abandoned(g, &todo[i]);
 			break;
 		}
 	}

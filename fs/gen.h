@@ -58,7 +58,7 @@
 
 #define GEN_DEFAULT_PATTERN                                                          \
 	"^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)" \
-	"(-v[0-9]+)?(\\.(ckpt|pt|pth|bin|safetensors))?$"
+	"(-v[0-9]+)?(\\.(ckpt|pt|pth|bin|safetensors|npy|npz))?$"
 
 struct ckptfs;
 struct gen_policy;

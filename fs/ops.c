@@ -971,7 +971,7 @@ static void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 {
 	struct ckptfs *fs = ops_fs(req);
 	const char *val = NULL;
-	char desc[512];
+	char desc[1536]; /* the generation line, a held reason percent-encoded */
 	if (ino == CAT_ROOT_INO && strcmp(name, OPS_XATTR_CACHE) == 0)
 		val = fs->opt.cache;
 	else if (ino == CAT_ROOT_INO && strcmp(name, OPS_XATTR_BACKING) == 0)

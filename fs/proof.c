@@ -116,15 +116,16 @@ static int proof_walk(struct cat *cat, uint64_t dir, const char *prefix, int dep
 	return rc;
 }
 
-/* The regular files of the tree at root (itself, when it is a file). */
-static int proof_list(struct cat *cat, uint64_t root, struct proof_files *out)
+/* The regular files of the tree at root (itself, under `name`, when it is a
+ * file). */
+static int proof_list(struct cat *cat, uint64_t root, const char *name, struct proof_files *out)
 {
 	struct cat_inode in;
 	int rc = cat_getattr(cat, root, &in);
 	if (rc != 0)
 		return rc;
 	if (S_ISREG(in.mode))
-		return proof_files_add(out, "", &in);
+		return proof_files_add(out, name, &in);
 	return S_ISDIR(in.mode) ? proof_walk(cat, root, "", 0, out) : 0;
 }
 
@@ -196,8 +197,8 @@ static int proof_check_files(struct proof_files *files, proof_read_fn rd, void *
 	return 0;
 }
 
-int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_read_fn rd,
-		     void *arg, struct proof_result *out)
+int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t prev_root,
+		     proof_read_fn rd, void *arg, struct proof_result *out)
 {
 	struct proof_files now = { 0 }, prev = { 0 };
 	struct cat_inode in;
@@ -206,7 +207,7 @@ int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_r
 	out->verdict = PROOF_UNPROVEN;
 	int rc = cat_getattr(cat, root, &in);
 	if (rc == 0)
-		rc = proof_list(cat, root, &now);
+		rc = proof_list(cat, root, name ? name : "", &now);
 	if (rc == 0 && now.overflow)
 		snprintf(out->reason, sizeof(out->reason), "more than %d files or %d levels: not"
 			 " checked by content", PROOF_MAX_FILES, PROOF_MAX_DEPTH);
@@ -237,7 +238,7 @@ int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_r
 			 " a save has", now.n);
 		goto done;
 	}
-	rc = proof_list(cat, prev_root, &prev);
+	rc = proof_list(cat, prev_root, "", &prev);
 	if (rc == 0 && prev.overflow)
 		snprintf(out->reason, sizeof(out->reason), "the previous committed save is too"
 			 " large to compare with");

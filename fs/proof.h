@@ -54,10 +54,11 @@ struct proof_result {
  * the file's size); 0 or -errno. */
 typedef int (*proof_read_fn)(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf);
 
-/* Judges the tree at `root` (a file or a directory). prev_root is the root of
+/* Judges the tree at `root` (a file or a directory) named `name` (the
+ * generation's name: a single file's format hint). prev_root is the root of
  * the previous committed generation of the series, 0 if none. Returns 0 with
  * *out set, or a negative errno when the catalog or a read failed. */
-int proof_generation(struct cat *cat, uint64_t root, uint64_t prev_root, proof_read_fn rd,
-		     void *arg, struct proof_result *out);
+int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t prev_root,
+		     proof_read_fn rd, void *arg, struct proof_result *out);
 
 #endif

@@ -125,7 +125,7 @@ if last is None:
 db = sqlite3.connect("file:%s?mode=ro" % sys.argv[3], uri=True)
 row = db.execute("SELECT state, rule, version FROM generations WHERE name = ? ORDER BY id DESC LIMIT 1",
                  (last["name"],)).fetchone()
-states = {0: "open", 1: "committed", 2: "aborted", 3: "deleted"}
+states = {0: "open", 1: "committed", 2: "aborted", 3: "deleted", 4: "held"}
 became = "no generation" if row is None else "%s v%d (%s)" % (states.get(row[0]), row[2], row[1])
 print("%d ops done, killed in %s %s%s -> %s" % (done, last["op"], last["name"],
       " after the intent (at the .metadata rename)" if last.get("renaming") else "", became))
@@ -158,6 +158,7 @@ test_kill9_torture_loop_over_generations() {
 		out=$("$PY" "$CK_HELPERS/torture_check.py" "$CK_MNT" "$CK_CACHE/catalog.db" "$state" $TORTURE_KEEP $c 2>&1) || rc=$?
 		if [ $rc != 0 ]; then
 			ck_log "cycle $c: $inflight; $(echo "$out" | head -n 1)"
+			echo "$out" | grep -v "^PROBLEM" | head -n 30 | sed "s/^/    /" >&2
 			echo "$out" | grep '^PROBLEM' | head -n 20 | sed 's/^/    /' >&2
 			ck_log "writer log, last 8 records of cycle $c:"
 			grep "\"cycle\": $c[,}]" "$state/log" | tail -n 8 | cut -c1-300 | sed 's/^/    /' >&2

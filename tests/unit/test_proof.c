@@ -99,7 +99,7 @@ static uint64_t put(uint64_t dir, const char *name, const char *fixture, long le
 static struct proof_result judge(uint64_t root, uint64_t prev_root)
 {
 	struct proof_result r;
-	cr_assert_eq(proof_generation(fx.cat, root, prev_root, read_fn, NULL, &r), 0);
+	cr_assert_eq(proof_generation(fx.cat, root, "gen", prev_root, read_fn, NULL, &r), 0);
 	return r;
 }
 
@@ -229,4 +229,16 @@ Test(proof, unrecognised_or_empty_saves_are_not_complete, .init = setup, .fini =
 	put(c, "notes.txt", "make_fixtures.py", -1);
 	r = judge(c, b);
 	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "no self-delimiting file: %s", r.reason);
+}
+
+Test(proof, a_single_file_too_short_for_its_magic_is_judged_by_its_name, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), root;
+	ts_mkgen(fx.cat, series, "step-9.safetensors", 9, false, &root);
+	serve(root, "model.safetensors", 7);
+	struct proof_result r;
+	cr_assert_eq(proof_generation(fx.cat, root, "step-9.safetensors", 0, read_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_BROKEN, "7 bytes of a safetensors file: %s", r.reason);
+	cr_assert(strstr(r.reason, "step-9.safetensors") != NULL, "%s", r.reason);
 }

@@ -166,8 +166,8 @@ def train_rank(rank, port, a):
         dist.barrier()
         if rank == 0 and not a.no_check:
             raw, info = wait_committed(path)
-            if info.get("rule") != "dcp-metadata" or info.get("version") != "1":
-                fail("%s: %s (expected rule=dcp-metadata version=1)" % (path, raw))
+            if info.get("rule") != "dcp-metadata" or info.get("version") != a.version:
+                fail("%s: %s (expected rule=dcp-metadata version=%s)" % (path, raw, a.version))
             if "step-%d" % step not in os.listdir(a.run):
                 fail("%s is committed but not listed in %s" % (path, a.run))
             print("saved step-%d: %s" % (step, raw), flush=True)
@@ -236,6 +236,8 @@ def main():
     ap.add_argument("--ready", default="")
     ap.add_argument("--expect", type=int)
     ap.add_argument("--no-check", action="store_true")
+    # the version each save must commit as: 2 for a save over a held one
+    ap.add_argument("--version", default="1")
     a = ap.parse_args()
     port = free_port()
     mp.spawn(train_rank if a.cmd == "train" else resume_rank, args=(port, a), nprocs=WORLD, join=True)

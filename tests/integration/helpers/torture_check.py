@@ -5,7 +5,9 @@ and against what torture_writer.py logged in STATEDIR/log (see there):
 
  (a) no generation is OPEN in the catalog; the series listing holds exactly the
      COMMITTED generations (xattr state=committed for each), and no aborted or
-     deleted name is reachable by lookup (nothing hidden but present);
+     deleted name is reachable by lookup (nothing hidden but present); a save
+     open at the kill is HELD (rule crash): not listed, reachable by name, its
+     files readable (kept, never deleted by the crash);
  (b) every COMMITTED generation at catalog version V holds exactly the files
      and bytes (sha256) the writer logged for V — its confirmed commit, or the
      intent logged just before a rename that the daemon committed but the
@@ -16,7 +18,9 @@ and against what torture_writer.py logged in STATEDIR/log (see there):
  (c) keep=K: at most K committed, plus the commits whose keep pass the kill may
      have cut; keep never deleted one with fewer than K newer committed
      generations around (torture_writer checks K after each commit, live);
- rules: committed by dcp-metadata or crash-restored, aborted only by crash.
+ rules: committed by dcp-metadata or crash-restored, held only by crash,
+ deleted by keep (or keep-held: a held one with K newer committed) or the
+ writer.
 Prints one summary line; problems one per line; exit 1 if any."""
 import collections
 import errno
@@ -31,11 +35,13 @@ mnt, catalog, statedir, keep, cycle = sys.argv[1], sys.argv[2], sys.argv[3], int
 series = os.path.join(mnt, "run")
 XATTR = "user.ckptfs.generation"
 problems = []
-STATES = {0: "open", 1: "committed", 2: "aborted", 3: "deleted"}
+STATES = {0: "open", 1: "committed", 2: "aborted", 3: "deleted", 4: "held"}
+LIVE = (0, 1, 4)  # the states with a tree
 COMMIT_RULES = {"dcp-metadata", "crash-restored"}
-ABORT_RULES = {"crash"}
+ABORT_RULES = set()  # nothing is aborted here: a crash holds
+HOLD_RULES = {"crash"}
 # keep-latest-k, and the rmtree of a generation root by the writer.
-DELETE_RULES_KEEP = {"keep"}
+DELETE_RULES_KEEP = {"keep", "keep-held"}
 
 
 def bad(msg):
@@ -105,8 +111,9 @@ for r in rows:
     byname[r["name"]].append(r)
 committed = {r["name"]: r for r in rows if r["state"] == 1}
 for name, rs in byname.items():
-    if sum(1 for r in rs if r["state"] in (0, 1)) > 1:
-        bad("%s: %d live (open/committed) generation rows" % (name, sum(1 for r in rs if r["state"] in (0, 1))))
+    if sum(1 for r in rs if r["state"] in LIVE) > 1:
+        bad("%s: %d live (open/committed/held) generation rows" % (name, sum(1 for r in rs if r["state"] in LIVE)))
+held = {r["name"]: r for r in rows if r["state"] == 4}
 
 # (a) nothing open, listing == committed, nothing hidden but present
 for r in rows:
@@ -119,7 +126,9 @@ for r in rows:
         bad("%s (id %d v%d) committed by rule %r: only dcp-metadata or crash-restored can commit here"
             % (r["name"], r["id"], r["version"], r["rule"]))
     if r["state"] == 2 and r["rule"] not in ABORT_RULES:
-        bad("%s (id %d) aborted by rule %r: only crash can abort here" % (r["name"], r["id"], r["rule"]))
+        bad("%s (id %d) aborted by rule %r: nothing aborts here (a crash holds)" % (r["name"], r["id"], r["rule"]))
+    if r["state"] == 4 and (r["rule"] not in HOLD_RULES or not r["root"]):
+        bad("%s (id %d) held by rule %r, root %d: only crash holds here, in place" % (r["name"], r["id"], r["rule"], r["root"]))
     if r["state"] in (2, 3) and r["root"]:
         bad("%s (id %d) is %s but still has root inode %d (G2)" % (r["name"], r["id"], st, r["root"]))
 try:
@@ -141,6 +150,17 @@ for n, rs in sorted(byname.items()):
                 bad("%s: xattr says %s, catalog state committed version %d" % (n, v, committed[n]["version"]))
         except OSError as e:
             bad("%s: getxattr %s failed: %s" % (n, XATTR, e))
+        continue
+    if n in held:  # kept: reachable by name, every file readable
+        d = os.path.join(series, n)
+        try:
+            info = dict(kv.split("=", 1) for kv in os.getxattr(d, XATTR).decode().split())
+            if info.get("state") != "held":
+                bad("%s: xattr says state=%s, the catalog says held" % (n, info.get("state")))
+            for fn in os.listdir(d):
+                sha_file(os.path.join(d, fn))
+        except OSError as e:
+            bad("%s (held): its files cannot be read: %s" % (n, e))
         continue
     try:
         os.lstat(os.path.join(series, n))
@@ -218,7 +238,7 @@ if keep:
         bad("%d committed generations with keep=%d, %d new steps since the writer last saw keep applied: %s"
             % (len(committed), keep, since, sorted(committed)))
     for x in rows:
-        if x["state"] != 3 or x["rule"] != "keep":
+        if x["state"] != 3 or x["rule"] not in DELETE_RULES_KEEP:
             continue
         t = x["ended_ns"]
         newer = [y["name"] for y in rows if y is not x and y["state"] in (1, 3) and y["step"] > x["step"]
@@ -232,8 +252,8 @@ if keep:
                 % (x["name"], x["id"], x["rule"]))
 
 cnt = collections.Counter(STATES.get(r["state"]) for r in rows)
-print("%d committed (%d crash-restored), %d aborted, %d deleted; %d files verified"
-      % (cnt["committed"], restored, cnt["aborted"], cnt["deleted"], nfiles))
+print("%d committed (%d crash-restored), %d held, %d aborted, %d deleted; %d files verified"
+      % (cnt["committed"], restored, cnt["held"], cnt["aborted"], cnt["deleted"], nfiles))
 for p in problems[:25]:
     print("PROBLEM: " + p)
 sys.exit(1 if problems else 0)

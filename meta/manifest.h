@@ -43,6 +43,21 @@
 #define MANIFEST_PATH_MAX 96
 #define MANIFEST_ERR_MAX 512 /* a good size for err buffers */
 
+/* Bounds of what a manifest read back from BACKING may hold (DESIGN
+ * invariant 7; docs/FORMAT.md "Limits"). A manifest past any of them is
+ * refused whole, like a corrupt one.
+ *  - MANIFEST_SIZE_MAX: its bytes. At ~200 bytes per chunk (a chunk line and
+ *    an ext line) that is ~5 million chunks, 5 TiB of distinct data at the
+ *    chunker's 1 MiB average; a rebuild reads no file larger (backing_stat
+ *    first), and the builder writes none (it parses back what it built).
+ *  - MANIFEST_FILE_SIZE_MAX: an inode's size and an extent's end (256 TiB,
+ *    beyond any filesystem's checkpoint file).
+ *  - MANIFEST_BYTES_MAX: the sum of the sizes of a manifest's files, so that
+ *    sums over generations stay far from 2^63. */
+#define MANIFEST_SIZE_MAX ((size_t)1 << 30)
+#define MANIFEST_FILE_SIZE_MAX ((uint64_t)1 << 48)
+#define MANIFEST_BYTES_MAX ((uint64_t)1 << 52)
+
 /* ---- building (under the catalog lock, one read transaction) ---- */
 
 /* The manifest of generation gen_id at version: -ESTALE if it is not
@@ -128,7 +143,10 @@ struct manifest {
 	char *text;            /* owns the decoded strings */
 };
 
-/* Parses and verifies (checksum, format version, structure, names). */
+/* Parses and verifies (checksum, format version, structure, names, and the
+ * bounds above: a chunk's plain_len by the chunker's maximum, its stored_len
+ * by the codec's worst case, its codec a known one, depth by 4096). -EFBIG
+ * for len > MANIFEST_SIZE_MAX (no byte of buf is read). */
 int manifest_parse(const char *buf, size_t len, struct manifest **out, char *err, size_t errsz);
 void manifest_free(struct manifest *m); /* NULL is allowed */
 /* Applies a parsed manifest (manifest_apply without the parse). */

@@ -22,7 +22,8 @@
  *      state of the catalog.
  *  M2. manifest_apply changes the catalog in one write transaction, or not at
  *      all: a manifest that is malformed, fails its checksum, has an unknown
- *      format version, names a bad name, conflicts with the catalog (a
+ *      format version, names a bad name, holds a value past its bound (the
+ *      MANIFEST_*_MAX below), conflicts with the catalog (a
  *      generation id already present, a name that exists as something else)
  *      is rejected whole, with a message naming the line and the reason.
  *  M3. After an apply, cat_check and cat_gen_check hold: chunk counts equal
@@ -82,8 +83,9 @@ int manifest_tree_build(struct cat *cat, char **out, size_t *len);
  *    has one). -EEXIST if the id or series/name is taken.
  * Chunk rows are inserted as stored (codec, stored_len from the manifest; on
  * schema 3 and later cached = 0, uploaded = 1); an existing row keeps its
- * object fields and is marked uploaded. Errors: -EINVAL malformed (or bad
- * checksum, -EBADMSG), -EPROTONOSUPPORT unknown format version, -EEXIST
+ * object fields and is marked uploaded. Errors: -EINVAL malformed or out
+ * of bounds (or bad checksum, -EBADMSG; larger than MANIFEST_SIZE_MAX,
+ * -EFBIG), -EPROTONOSUPPORT unknown format version, -EEXIST
  * conflict; err (if errsz > 0) gets one line naming the line and reason. */
 int manifest_apply(struct cat *cat, const char *buf, size_t len, char *err, size_t errsz);
 

@@ -45,7 +45,9 @@ for h in "${harnesses[@]}"; do
 	else
 		failed=$((failed + 1))
 		echo "fuzz: $h FAILED (status $rc) after ${took}s; log $log:"
-		grep -m 12 -E "ERROR|runtime error|Assertion|SUMMARY|Test unit written|#[0-9]+ 0x" "$log" | sed 's/^/  /'
+		{ grep -m 4 -E "ERROR|runtime error|Assertion|SUMMARY" "$log"
+		  grep -E "#[0-9]+ 0x.* in .* [^ ]*(fs|meta|tests/fuzz)/" "$log" | head -8
+		  grep -m 1 "Test unit written" "$log"; } | sed 's/^/  /'
 	fi
 	if [ "${MERGE:-0}" = 1 ] && [ $rc -eq 0 ]; then
 		nice "$bin" -merge=1 -timeout=10 -rss_limit_mb=1024 "$corpus" "$work" \

@@ -1,7 +1,7 @@
 /* seedgen — writes the seed corpus of the fuzz harnesses with the project's
  * own encoders, so the seeds are real objects of the current formats:
- *   corpus/fuzz_manifest/    manifests built by manifest_gen_build and
- *                            manifest_tree_build from a small catalog
+ *   corpus/fuzz_manifest/,   manifests built by manifest_gen_build and
+ *   corpus/fuzz_manifest_apply/  manifest_tree_build from a small catalog
  *   corpus/fuzz_chunk/,      chunk objects written by store_put (raw, LZ4,
  *   corpus/fuzz_chunk_file/  empty, one byte)
  *   corpus/fuzz_journal/     intent journals as cat_defer_intent writes them
@@ -107,9 +107,11 @@ static void sg_manifests(const char *dir)
 	size_t len;
 	SG_OK(manifest_gen_build(cat, id, 1, &p, &len));
 	sg_write("fuzz_manifest", "gen", p, len);
+	sg_write("fuzz_manifest_apply", "gen", p, len);
 	free(p);
 	SG_OK(manifest_tree_build(cat, &p, &len));
 	sg_write("fuzz_manifest", "tree", p, len);
+	sg_write("fuzz_manifest_apply", "tree", p, len);
 	free(p);
 	cat_close(cat);
 }

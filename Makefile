@@ -6,6 +6,7 @@
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
 #   make test-trainers  real trainers end to end (tests/trainers/README.md)
+#   make fuzz       libFuzzer harnesses, FUZZ_SECONDS (600) each (tests/fuzz/README.md)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, man pages, docs; mount.ckptfs in SBINDIR=/sbin)
 
 PREFIX  ?= /usr/local
@@ -69,6 +70,7 @@ deps:
 test: deps
 	$(MAKE) all $(BUILD)/unit-tests
 	$(MAKE) test-unit
+	$(MAKE) fuzz-quick
 	$(MAKE) test-integration
 	$(MAKE) test-trainers
 	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples
@@ -164,3 +166,49 @@ check-examples: deps all
 .PHONY: test-trainers
 test-trainers: deps all
 	tests/trainers/run.sh $(BUILD)
+
+# ---- fuzzing (tests/fuzz/README.md)
+# Every tests/fuzz/fuzz_*.c is a harness. Each links the library below, built
+# with clang, coverage and ASan+UBSan: CORE_SRC and, when present,
+# fs/complete.c. An archive, so a harness pulls in only the objects it needs.
+.PHONY: fuzz fuzz-quick fuzz-build fuzz-seeds
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_QUICK_SECONDS ?= 20
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := $(filter-out -O2 -Werror -Wno-format-truncation,$(CFLAGS_BASE)) -O1 -g $(FUZZ_SAN)
+FUZZ_LIB_SRC  = $(sort $(CORE_SRC) $(wildcard fs/complete.c))
+FUZZ_LIB_OBJ  = $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard fs/*.h meta/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/libckptfs.a: $(FUZZ_LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+# the harnesses themselves build with -Werror, as the project's code does
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/libckptfs.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Werror -fsanitize=fuzzer $(PKG_CFLAGS) $< -o $@ \
+		$(FUZZ_BUILD)/libckptfs.a $(PKG_LIBS)
+
+fuzz-build: deps $(FUZZ_BIN)
+
+# Each harness FUZZ_QUICK_SECONDS from the committed corpus; fails on a finding.
+fuzz-quick: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_QUICK_SECONDS)
+
+# Each harness FUZZ_SECONDS; what adds coverage is merged into tests/fuzz/corpus.
+fuzz: fuzz-build
+	MERGE=1 tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The seeds, written by the project's own encoders (tests/fuzz/seedgen.c).
+$(BUILD)/seedgen: $(BUILD)/obj/tests/fuzz/seedgen.o $(CORE_OBJ)
+	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+fuzz-seeds: $(BUILD)/seedgen
+	$(BUILD)/seedgen tests/fuzz/corpus

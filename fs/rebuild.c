@@ -7,7 +7,8 @@
  *
  * A manifest is read whole (backing_stat for its size, then backing_get): a
  * text manifest of a generation of 100 000 chunks is ~15 MB, and the parse
- * needs it all anyway for its checksum.
+ * needs it all anyway for its checksum. One larger than MANIFEST_SIZE_MAX is
+ * judged by its size alone and never read (invariant 5).
  *
  * Invariants:
  *  1. Only a manifest that verifies (checksum, structure) is applied, and
@@ -19,7 +20,9 @@
  *  3. A failure of BACKING itself, or a manifest format newer than ours,
  *     stops the rebuild (never a silent fall-back to older data).
  *  4. Chunk checks (REBUILD_CHECK_CHUNKS) look up each distinct chunk once;
- *     a missing one is reported with every file and generation naming it. */
+ *     a missing one is reported with every file and generation naming it.
+ *  5. No manifest is read into memory before its size is known to be at most
+ *     MANIFEST_SIZE_MAX (DESIGN invariant 7). */
 #define _GNU_SOURCE
 #include "rebuild.h"
 
@@ -127,6 +130,13 @@ static int rb_read(struct backing *b, const char *path, struct manifest **out)
 		rc = backing_stat(b, path, &size);
 		if (rc != 0)
 			break;
+		if (size > MANIFEST_SIZE_MAX) { /* judged by its size, never read (invariant 5) */
+			log_warn("rebuild: BACKING %s: %s is corrupt (%" PRIu64 " bytes, more than a"
+				 " manifest may have: %zu); skipping it", backing_spec(b), path, size,
+				 MANIFEST_SIZE_MAX);
+			rc = -EBADMSG;
+			break;
+		}
 		free(buf);
 		buf = malloc(size + 1);
 		if (buf == NULL) {

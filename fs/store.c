@@ -55,7 +55,13 @@
  * a symlink (safeopen.h); a planted one is -ELOOP, which readers treat like a
  * damaged object (fetched again from BACKING). Temporaries get unguessable
  * names and O_EXCL. Objects are created 0400 (private, and never changed in
- * place), directories 0700. */
+ * place), directories 0700.
+ *
+ * Invariant S6 (bounded headers): a header read back (from the cache's disk
+ * or BACKING) names a known codec, a plain length of at most the chunker's
+ * maximum and a payload length of at most codec_bound of it, or it is a
+ * corrupt object (store_header_decode): no length from disk sizes a buffer,
+ * a read or a sum before it is bounded (DESIGN invariant 7). */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -77,6 +83,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "chunker.h"
 #include "codec.h"
 #include "crc32c.h"
 #include "log.h"
@@ -241,6 +248,13 @@ static const char *store_header_decode(const uint8_t *h, size_t avail,
 	info->codec = h[10];
 	info->plain_len = get_le64(h + 16);
 	info->stored_len = get_le64(h + 24);
+	/* S6: every length bounded before anything is sized or read by it */
+	if (info->codec != CODEC_RAW && info->codec != CODEC_LZ4)
+		return "unknown codec";
+	if (info->plain_len > chunker_default_params.max_size)
+		return "plain length larger than a chunk can be";
+	if (info->stored_len > codec_bound((size_t)info->plain_len))
+		return "payload length larger than its plain length can encode to";
 	info->header_len = hlen;
 	info->has_crc = version >= 2;
 	info->crc = info->has_crc ? get_le32(h + 64) : 0;

@@ -87,6 +87,11 @@
  *      (D2), so it always has a row. Power loss is not covered:
  *      synchronous=NORMAL commits can be lost then too, and the orphans
  *      are `ckptfs-admin gc`'s.
+ *  D8. The journal read back is bounded (DESIGN invariant 7): a file larger
+ *      than CAT_INTENT_MAX is not read at all (logged; its numbers are
+ *      skipped, its objects left to gc), a line is a record only at exactly
+ *      the length cat_defer_intent writes, and no line is held longer than
+ *      that, whatever the file holds.
  *
  * Everything here runs with cat->lock held, the flusher included (it waits
  * on cat->defer_wake with that mutex). */
@@ -110,6 +115,10 @@
 #define CAT_INTENT_TAIL "-defer"
 #define CAT_INTENT_BEGIN "begin\n"
 #define CAT_INTENT_OBJECT "object "
+/* D8: a journal larger than this is not read (~930 000 object lines) */
+#define CAT_INTENT_MAX ((off_t)64 << 20)
+/* "object <hex>" without its '\n'; cat_defer_intent writes one NUL after it */
+#define CAT_INTENT_LINE (sizeof(CAT_INTENT_OBJECT) - 1 + 2 * CAT_HASH_LEN)
 
 static int64_t cat_defer_now_ns(void)
 {
@@ -212,6 +221,7 @@ int cat_defer_intent(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	return cat_defer_flush(cat) == 0 ? 0 : -EIO; /* the row committed instead */
 }
 
+/* Exactly 2 * CAT_HASH_LEN lower-case hex digits, then '\n' or NUL. */
 static int cat_hex_parse(const char *s, uint8_t out[CAT_HASH_LEN])
 {
 	for (int i = 0; i < 2 * CAT_HASH_LEN; i++) {
@@ -242,6 +252,35 @@ static void cat_defer_skip_numbers(struct cat *cat)
 			  " files may reuse them", cat->path);
 }
 
+/* Reads one line of the journal into line (room for CAT_INTENT_LINE + 2
+ * bytes), NUL-terminated, without its '\n'. Returns its length (NUL bytes
+ * in it counted), CAT_INTENT_LINE + 2 for a longer line (skipped to its
+ * end: not a record), or -1 at the end of the file. */
+static ssize_t cat_intent_line(FILE *f, char *line)
+{
+	size_t n = 0;
+	int c;
+	while ((c = getc_unlocked(f)) != EOF && c != '\n')
+		if (n <= CAT_INTENT_LINE + 1)
+			line[n++] = (char)c;
+	if (c == EOF && n == 0)
+		return -1;
+	line[n <= CAT_INTENT_LINE ? n : CAT_INTENT_LINE + 1] = 0;
+	return (ssize_t)n;
+}
+
+/* Whether a line of the journal is an object record as cat_defer_intent
+ * writes it: "object <hex>", then one NUL (a last line torn after its
+ * digits may lack it and the '\n'). */
+static int cat_intent_record(const char *line, size_t len, uint8_t hash[CAT_HASH_LEN])
+{
+	size_t tag = sizeof(CAT_INTENT_OBJECT) - 1;
+	if ((len != CAT_INTENT_LINE && (len != CAT_INTENT_LINE + 1 || line[CAT_INTENT_LINE] != 0)) ||
+	    memcmp(line, CAT_INTENT_OBJECT, tag) != 0)
+		return -EINVAL;
+	return cat_hex_parse(line + tag, hash);
+}
+
 int cat_defer_recover(struct cat *cat)
 {
 	char path[4096];
@@ -254,17 +293,24 @@ int cat_defer_recover(struct cat *cat)
 			close(fd);
 		return err == ENOENT ? 0 : -err;
 	}
-	char *line = NULL;
-	size_t cap = 0;
+	char line[CAT_INTENT_LINE + 2];
 	ssize_t len;
 	uint64_t named = 0, reclaimed = 0, failed = 0;
 	bool any = false;
-	while ((len = getline(&line, &cap, f)) > 0) {
+	struct stat sb;
+	if (fstat(fileno(f), &sb) == 0 && sb.st_size > CAT_INTENT_MAX) {
+		/* D8: judged by its size, not read; its numbers are still skipped */
+		log_error("catalog %s: its intent journal %s is %lld bytes, more than one can be"
+			  " (%lld): not read; objects of a lost transaction it may name are left"
+			  " to ckptfs-admin gc", cat->path, path, (long long)sb.st_size,
+			  (long long)CAT_INTENT_MAX);
+		any = true;
+		fseeko(f, 0, SEEK_END);
+	}
+	while ((len = cat_intent_line(f, line)) >= 0) {
 		any = true;
 		uint8_t hash[CAT_HASH_LEN];
-		size_t tag = sizeof(CAT_INTENT_OBJECT) - 1;
-		if (len < (ssize_t)(tag + 2 * CAT_HASH_LEN) ||
-		    strncmp(line, CAT_INTENT_OBJECT, tag) != 0 || cat_hex_parse(line + tag, hash) != 0)
+		if (cat_intent_record(line, (size_t)len, hash) != 0)
 			continue; /* "begin", or a torn line */
 		named++;
 		int rc = cat_bind(cat, S_CHUNK_EXISTS, A_HASH(hash));
@@ -285,11 +331,11 @@ int cat_defer_recover(struct cat *cat)
 		} else {
 			failed++;
 			log_warn("catalog %s: cannot remove the object %.64s of a lost transaction"
-				 " (%s); the next open tries again", cat->path, line + tag,
+				 " (%s); the next open tries again", cat->path,
+				 line + sizeof(CAT_INTENT_OBJECT) - 1,
 				 strerror(rrc < 0 ? -rrc : rrc));
 		}
 	}
-	free(line);
 	fclose(f);
 	if (any) {
 		cat_defer_skip_numbers(cat);

@@ -26,6 +26,12 @@
  *     reachable from the root, chunks sorted by hash and each named by an
  *     extent, extents sorted by (inode, offset), non-overlapping, inside
  *     their chunk.
+ *  4. Every number read back is bounded before it is used (DESIGN
+ *     invariant 7): the text by MANIFEST_SIZE_MAX, a chunk's plain_len by
+ *     the chunker's maximum, its stored_len by codec_bound of it, its codec
+ *     a known one, sizes and extent ends by MANIFEST_FILE_SIZE_MAX, their
+ *     sum by MANIFEST_BYTES_MAX, a tree's depth by MF_MAX_DEPTH. A value
+ *     past its bound is a malformed manifest (M2).
  *  2. New inodes get their final nlink at insert (a directory 2 + its
  *     subdirectories, another inode its number of entries); only directories
  *     that existed before the apply get +1 per new subdirectory.
@@ -44,6 +50,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chunker.h"
+#include "codec.h"
 #include "hash.h"
 #include "log.h"
 
@@ -51,6 +59,7 @@
 #define MF_SUM_LINE_LEN (4 + HASH_HEX_LEN + 1) /* "sum " hex "\n" */
 #define MF_MAX_DEPTH 4096                      /* a parent walk longer than this is a cycle */
 #define MF_TARGET_MAX 4096
+#define MF_SERIES_MAX 4096 /* the series path, escaped bytes decoded */
 
 /* ---- small helpers ---- */
 
@@ -769,6 +778,8 @@ static int mf_parse_gen(struct mf_parse *p)
 		rc = mf_i64(p, 6, "committed_ns", &g->committed_ns);
 	if (rc == 0)
 		rc = mf_unescape(p, 7, "series");
+	if (rc == 0 && strlen(p->fields[7]) >= MF_SERIES_MAX)
+		rc = mf_bad(p, "series: longer than %d bytes", MF_SERIES_MAX - 1);
 	if (rc == 0) {
 		/* components: names, '/'-separated */
 		const char *s = p->fields[7];
@@ -820,7 +831,7 @@ static int mf_parse_ino(struct mf_parse *p)
 		rc = mf_u64(p, 4, "gid", UINT32_MAX, &v);
 	in->gid = (uint32_t)v;
 	if (rc == 0)
-		rc = mf_u64(p, 5, "size", INT64_MAX, &in->size);
+		rc = mf_u64(p, 5, "size", MANIFEST_FILE_SIZE_MAX, &in->size);
 	if (rc == 0)
 		rc = mf_u64(p, 6, "rdev", INT64_MAX, &in->rdev);
 	if (rc == 0)
@@ -849,6 +860,9 @@ static int mf_parse_ino(struct mf_parse *p)
 	    !S_ISREG(in->mode))
 		return mf_bad(p, "a generation's root is a directory or a regular file");
 	if (S_ISREG(in->mode)) {
+		if (in->size > MANIFEST_BYTES_MAX - m->bytes)
+			return mf_bad(p, "its files add up to more than %" PRIu64 " bytes",
+				      MANIFEST_BYTES_MAX);
 		m->files++;
 		m->bytes += in->size;
 	}
@@ -900,14 +914,16 @@ static int mf_parse_chunk(struct mf_parse *p)
 	if (rc == 0 && hash_from_hex(p->fields[1], c.hash) != 0)
 		rc = mf_bad(p, "chunk: \"%.70s\" is not 64 hex digits", p->fields[1]);
 	if (rc == 0)
-		rc = mf_u64(p, 2, "plain length", INT64_MAX, &c.plain_len);
+		rc = mf_u64(p, 2, "plain length", chunker_default_params.max_size, &c.plain_len);
 	if (rc == 0 && c.plain_len == 0)
 		rc = mf_bad(p, "chunk: plain length 0");
 	if (rc == 0)
 		rc = mf_u64(p, 3, "codec", 255, &v);
 	c.codec = (uint8_t)v;
+	if (rc == 0 && c.codec != CODEC_RAW && c.codec != CODEC_LZ4)
+		rc = mf_bad(p, "chunk: codec %u is not one this ckptfs knows", c.codec);
 	if (rc == 0)
-		rc = mf_u64(p, 4, "stored length", INT64_MAX, &c.stored_len);
+		rc = mf_u64(p, 4, "stored length", codec_bound((size_t)c.plain_len), &c.stored_len);
 	if (rc == 0 && m->n_chunks > 0 &&
 	    memcmp(m->chunks[m->n_chunks - 1].hash, c.hash, CAT_HASH_LEN) >= 0)
 		rc = mf_bad(p, "chunk %.16s…: chunks are listed once each, in hash order",
@@ -935,10 +951,10 @@ static int mf_parse_ext(struct mf_parse *p)
 	if (rc == 0 && !S_ISREG(m->inodes[x.inode].mode))
 		rc = mf_bad(p, "an extent of inode %" PRIu64 ", which is not a regular file", x.inode);
 	if (rc == 0)
-		rc = mf_u64(p, 2, "offset", INT64_MAX, &x.off);
+		rc = mf_u64(p, 2, "offset", MANIFEST_FILE_SIZE_MAX, &x.off);
 	if (rc == 0)
-		rc = mf_u64(p, 3, "length", INT64_MAX, &x.len);
-	if (rc == 0 && (x.len == 0 || x.off + x.len > (uint64_t)INT64_MAX))
+		rc = mf_u64(p, 3, "length", chunker_default_params.max_size, &x.len);
+	if (rc == 0 && (x.len == 0 || x.off + x.len > MANIFEST_FILE_SIZE_MAX))
 		rc = mf_bad(p, "an extent of length %" PRIu64 " at %" PRIu64, x.len, x.off);
 	if (rc == 0)
 		rc = mf_u64(p, 4, "chunk offset", INT64_MAX, &x.chunk_off);
@@ -947,7 +963,9 @@ static int mf_parse_ext(struct mf_parse *p)
 	if (rc != 0)
 		return rc;
 	const struct manifest_chunk *c =
-		bsearch(hash, m->chunks, m->n_chunks, sizeof(*m->chunks), mf_chunk_cmp);
+		m->n_chunks == 0 ? NULL /* bsearch's array may not be NULL */
+				 : bsearch(hash, m->chunks, m->n_chunks, sizeof(*m->chunks),
+					   mf_chunk_cmp);
 	if (c == NULL)
 		return mf_bad(p, "ext: chunk %.16s… is not listed", p->fields[5]);
 	if (x.chunk_off > c->plain_len || x.len > c->plain_len - x.chunk_off)
@@ -975,8 +993,9 @@ static int mf_header(struct mf_parse *p, const char *buf, size_t len)
 	size_t n = nl ? (size_t)(nl - buf) : len;
 	char line[64];
 	p->line = 1;
-	if (n >= sizeof(line) || strncmp(buf, MF_MAGIC " ", strlen(MF_MAGIC) + 1) != 0 ||
-	    memchr(buf, 0, n) != NULL)
+	/* n first: a buffer shorter than the magic is not read past its end */
+	if (n >= sizeof(line) || n < strlen(MF_MAGIC) + 1 ||
+	    memcmp(buf, MF_MAGIC " ", strlen(MF_MAGIC) + 1) != 0 || memchr(buf, 0, n) != NULL)
 		return mf_bad(p, "not a ckptfs manifest (no \"" MF_MAGIC "\" header)");
 	memcpy(line, buf, n);
 	line[n] = 0;
@@ -1040,18 +1059,33 @@ static int mf_reachable(struct mf_parse *p)
 			return -EINVAL;
 		}
 	/* Directories have exactly one entry, so walking up from each inode
-	 * ends at the root unless there is a cycle. */
-	for (size_t i = 1; i < m->n_inodes; i++) {
-		uint64_t at = m->inodes[i].parent;
-		size_t steps = 0;
-		while (at != 0 && steps++ <= m->n_inodes)
+	 * ends at the root unless there is a cycle. Each walk stops at an inode
+	 * whose depth is known, so the whole check is linear; one longer than
+	 * MF_MAX_DEPTH is a cycle or a tree too deep to be a real one. */
+	uint32_t *depth = calloc(m->n_inodes, sizeof(*depth)); /* 0: not known yet */
+	uint64_t *walk = malloc((MF_MAX_DEPTH + 1) * sizeof(*walk));
+	int rc = depth && walk ? 0 : -ENOMEM;
+	for (size_t i = 1; i < m->n_inodes && rc == 0; i++) {
+		size_t n = 0;
+		uint64_t at = i;
+		while (at != 0 && depth[at] == 0 && n <= MF_MAX_DEPTH) {
+			walk[n++] = at;
 			at = m->inodes[at].parent;
-		if (at != 0) {
-			mf_err(p->err, p->errsz, "inode %zu: its entries form a cycle unreachable"
-			       " from the root", i);
-			return -EINVAL;
 		}
+		uint32_t d = at == 0 ? 0 : depth[at];
+		if (n > MF_MAX_DEPTH || d + n > MF_MAX_DEPTH) {
+			mf_err(p->err, p->errsz, "inode %zu: its entries form a cycle unreachable"
+			       " from the root, or a tree deeper than %d", i, MF_MAX_DEPTH);
+			rc = -EINVAL;
+			break;
+		}
+		while (n > 0)
+			depth[walk[--n]] = ++d;
 	}
+	free(depth);
+	free(walk);
+	if (rc != 0)
+		return rc;
 	for (size_t i = 0; i < m->n_chunks; i++)
 		if (m->chunks[i].refs == 0) {
 			char hex[HASH_HEX_LEN + 1];
@@ -1127,6 +1161,11 @@ int manifest_parse(const char *buf, size_t len, struct manifest **out, char *err
 	if (errsz > 0)
 		err[0] = 0;
 	*out = NULL;
+	if (rc == 0 && len > MANIFEST_SIZE_MAX) {
+		mf_err(err, errsz, "%zu bytes, more than a manifest may have (%zu)", len,
+		       MANIFEST_SIZE_MAX);
+		rc = -EFBIG;
+	}
 	if (rc == 0)
 		rc = mf_header(&p, buf, len);
 	if (rc == 0)

@@ -22,7 +22,8 @@
  *      state of the catalog.
  *  M2. manifest_apply changes the catalog in one write transaction, or not at
  *      all: a manifest that is malformed, fails its checksum, has an unknown
- *      format version, names a bad name, conflicts with the catalog (a
+ *      format version, names a bad name, holds a value past its bound (the
+ *      MANIFEST_*_MAX below), conflicts with the catalog (a
  *      generation id already present, a name that exists as something else)
  *      is rejected whole, with a message naming the line and the reason.
  *  M3. After an apply, cat_check and cat_gen_check hold: chunk counts equal
@@ -42,6 +43,21 @@
 #define MANIFEST_FORMAT_VERSION 1
 #define MANIFEST_PATH_MAX 96
 #define MANIFEST_ERR_MAX 512 /* a good size for err buffers */
+
+/* Bounds of what a manifest read back from BACKING may hold (DESIGN
+ * invariant 7; docs/FORMAT.md "Limits"). A manifest past any of them is
+ * refused whole, like a corrupt one.
+ *  - MANIFEST_SIZE_MAX: its bytes. At ~200 bytes per chunk (a chunk line and
+ *    an ext line) that is ~5 million chunks, 5 TiB of distinct data at the
+ *    chunker's 1 MiB average; a rebuild reads no file larger (backing_stat
+ *    first), and the builder writes none (it parses back what it built).
+ *  - MANIFEST_FILE_SIZE_MAX: an inode's size and an extent's end (256 TiB,
+ *    beyond any filesystem's checkpoint file).
+ *  - MANIFEST_BYTES_MAX: the sum of the sizes of a manifest's files, so that
+ *    sums over generations stay far from 2^63. */
+#define MANIFEST_SIZE_MAX ((size_t)1 << 30)
+#define MANIFEST_FILE_SIZE_MAX ((uint64_t)1 << 48)
+#define MANIFEST_BYTES_MAX ((uint64_t)1 << 52)
 
 /* ---- building (under the catalog lock, one read transaction) ---- */
 
@@ -67,8 +83,9 @@ int manifest_tree_build(struct cat *cat, char **out, size_t *len);
  *    has one). -EEXIST if the id or series/name is taken.
  * Chunk rows are inserted as stored (codec, stored_len from the manifest; on
  * schema 3 and later cached = 0, uploaded = 1); an existing row keeps its
- * object fields and is marked uploaded. Errors: -EINVAL malformed (or bad
- * checksum, -EBADMSG), -EPROTONOSUPPORT unknown format version, -EEXIST
+ * object fields and is marked uploaded. Errors: -EINVAL malformed or out
+ * of bounds (or bad checksum, -EBADMSG; larger than MANIFEST_SIZE_MAX,
+ * -EFBIG), -EPROTONOSUPPORT unknown format version, -EEXIST
  * conflict; err (if errsz > 0) gets one line naming the line and reason. */
 int manifest_apply(struct cat *cat, const char *buf, size_t len, char *err, size_t errsz);
 
@@ -128,7 +145,10 @@ struct manifest {
 	char *text;            /* owns the decoded strings */
 };
 
-/* Parses and verifies (checksum, format version, structure, names). */
+/* Parses and verifies (checksum, format version, structure, names, and the
+ * bounds above: a chunk's plain_len by the chunker's maximum, its stored_len
+ * by the codec's worst case, its codec a known one, depth by 4096). -EFBIG
+ * for len > MANIFEST_SIZE_MAX (no byte of buf is read). */
 int manifest_parse(const char *buf, size_t len, struct manifest **out, char *err, size_t errsz);
 void manifest_free(struct manifest *m); /* NULL is allowed */
 /* Applies a parsed manifest (manifest_apply without the parse). */

@@ -10,6 +10,10 @@ for p in build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev sqlite3 li
 	 libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind libmicrohttpd-dev curl; do
 	have_pkg "$p" || need+=("$p")
 done
+# make fuzz / fuzz-quick: clang with libFuzzer (its runtime is libclang-rt-14-dev).
+for p in clang libclang-rt-14-dev; do
+	have_pkg "$p" || need+=("$p")
+done
 # make check-docker parses docker/compose.yaml with /usr/bin/python3.
 have_pkg python3-yaml || need+=(python3-yaml)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -653,3 +653,81 @@ Test(defer, a_lost_deferred_transaction_keeps_its_generation_from_committing, .i
 		cr_assert_eq(reclaimed_times(100 + i), 1, "the lost rows' objects: chunk %d", 100 + i);
 	OK(cat_check(fx.cat));
 }
+
+/* ---- the intent journal read back is bounded (DESIGN invariant 7) ---- */
+
+/* Closes the catalog, writes text as its intent journal (then makes the
+ * file size bytes long, sparse, when size > len), reopens it (recovery) and
+ * returns the seconds the open took. */
+static double reopen_with_journal(const char *text, size_t len, off_t size)
+{
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	char jpath[160];
+	snprintf(jpath, sizeof(jpath), "%s-defer", fx.path);
+	FILE *f = fopen(jpath, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(text, 1, len, f), len);
+	cr_assert_eq(fflush(f), 0);
+	if (size > (off_t)len)
+		cr_assert_eq(ftruncate(fileno(f), size), 0);
+	fclose(f);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	open_catalog();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	struct stat sb;
+	cr_assert(stat(jpath, &sb) != 0 && errno == ENOENT, "the journal is read and removed");
+	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+static size_t object_line(char *buf, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	char hex[2 * CAT_HASH_LEN + 1];
+	ts_hash(h, FILL, seed);
+	cat_hex(h, hex);
+	return (size_t)sprintf(buf, "object %s\n", hex);
+}
+
+Test(defer, a_huge_sparse_intent_journal_is_refused_by_its_size_unread, .init = setup,
+     .fini = teardown)
+{
+	char text[256];
+	size_t len = (size_t)sprintf(text, "begin\n");
+	len += object_line(text + len, 900);
+	uint64_t before = ts_mk(fx.cat, ROOT, "before", S_IFREG | 0644, NULL);
+	double secs = reopen_with_journal(text, len, (off_t)1 << 30);
+	cr_assert_lt(secs, 0.5, "%.2f s: the 1 GiB journal was read", secs);
+	cr_assert_eq(fx.reclaimed, 0, "a journal refused whole names nothing");
+	/* its numbers are still skipped (D7) */
+	uint64_t after = ts_mk(fx.cat, ROOT, "after", S_IFREG | 0644, NULL);
+	cr_assert_gt(after, before + 1000);
+	OK(cat_check(fx.cat));
+}
+
+Test(defer, only_whole_object_lines_of_the_journal_are_read, .init = setup, .fini = teardown)
+{
+	static char text[3 << 20];
+	size_t len = (size_t)sprintf(text, "begin\n");
+	len += object_line(text + len, 901);                   /* a record */
+	len += object_line(text + len, 902);
+	text[len - 1] = 0; /* "object <hex>\0junk": not a record */
+	len += (size_t)sprintf(text + len, "junk\n");
+	len += object_line(text + len, 903);
+	text[len - 1] = 'x'; /* a long line starting like a record */
+	memset(text + len, 'y', 2 << 20);
+	len += 2 << 20;
+	text[len++] = '\n';
+	len += object_line(text + len, 904); /* a record after it, as cat_defer_intent writes it */
+	text[len - 1] = 0;
+	text[len++] = '\n';
+	len += object_line(text + len, 905) - 1; /* torn: no newline, all its digits */
+	reopen_with_journal(text, len, 0);
+	cr_assert_eq(reclaimed_times(901), 1);
+	cr_assert_eq(reclaimed_times(902), 0, "bytes after the digits' NUL: not a record");
+	cr_assert_eq(reclaimed_times(903), 0, "a record is one line of its exact length");
+	cr_assert_eq(reclaimed_times(904), 1);
+	cr_assert_eq(reclaimed_times(905), 1, "a last line cut before its newline");
+	cr_assert_eq(fx.reclaimed, 3);
+}

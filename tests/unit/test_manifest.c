@@ -642,3 +642,116 @@ Test(manifest, applied_chunks_are_on_backing_and_generations_durable, .init = se
 	cr_assert_eq(w.codec, 1);
 	cr_assert_eq(w.stored_len, 1001);
 }
+
+/* ---- values read back from BACKING are bounded (DESIGN invariant 7) ---- */
+
+/* Replaces field `field` (0 = the tag) of the first line starting with tag,
+ * then resums. */
+static void edit_field(struct text *t, const char *tag, int field, const char *to)
+{
+	char *at = strstr(t->p, tag);
+	cr_assert_not_null(at, "no \"%s\" line", tag);
+	char *nl = strchr(at, '\n');
+	char line[512], out[512];
+	cr_assert_lt((size_t)(nl - at), sizeof(line));
+	memcpy(line, at, (size_t)(nl - at));
+	line[nl - at] = 0;
+	size_t o = 0;
+	int f = 0;
+	for (char *s = strtok(line, " "); s; s = strtok(NULL, " "), f++)
+		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s%s", f ? " " : "",
+				      f == field ? to : s);
+	char whole[512];
+	memcpy(whole, at, (size_t)(nl - at));
+	whole[nl - at] = 0;
+	edit(t, whole, out);
+}
+
+Test(manifest, absurd_values_with_a_valid_checksum_are_refused_whole, .init = setup,
+     .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct text gen = gen_manifest(id, 1);
+	static const struct {
+		const char *tag;
+		int field;
+		const char *to, *why;
+	} cases[] = {
+		{ "\nchunk ", 2, "9223372036854775807", "a chunk's plain_len 2^63-1" },
+		{ "\nchunk ", 2, "4194305", "a chunk's plain_len past the chunker's maximum" },
+		{ "\nchunk ", 4, "9200000000000000000", "a chunk's stored_len ~9.2e18" },
+		{ "\nchunk ", 4, "4300000", "a stored_len past the codec's worst case" },
+		{ "\nchunk ", 3, "7", "an unknown codec" },
+		{ "\nino 1 ", 5, "9223372036854775807", "a file size of 2^63-1" },
+		{ "\next ", 2, "9223372036854000000", "an extent offset near 2^63" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct text t = copy(gen);
+		edit_field(&t, cases[i].tag + 1, cases[i].field, cases[i].to);
+		expect_rejected(t, EINVAL, cases[i].why);
+		char msg[MANIFEST_ERR_MAX];
+		manifest_apply(fx.dst, t.p, t.len, msg, sizeof(msg));
+		cr_assert(strncmp(msg, "line ", 5) == 0, "%s: \"%s\" names the line", cases[i].why,
+			  msg);
+		free(t.p);
+	}
+	free(gen.p);
+}
+
+Test(manifest, a_manifest_shorter_than_its_magic_is_not_read_past_its_end, .init = setup,
+     .fini = teardown)
+{
+	/* exactly len bytes, no NUL after them: ASan sees any over-read */
+	for (size_t len = 0; len <= strlen("ckptfs-manifest 1 gen"); len++) {
+		char *p = malloc(len ? len : 1);
+		memcpy(p, "ckptfs-manifest 1 gen", len);
+		struct text t = { .p = p, .len = len };
+		expect_rejected(t, EINVAL, "shorter than its header");
+		free(p);
+	}
+}
+
+Test(manifest, an_extent_without_any_chunk_line_is_refused, .init = setup, .fini = teardown)
+{
+	uint64_t id = rich_generation(NULL);
+	struct text t = gen_manifest(id, 1);
+	char *c;
+	while ((c = strstr(t.p, "\nchunk ")) != NULL) { /* drop every chunk line */
+		char *nl = strchr(c + 1, '\n');
+		memmove(c, nl, strlen(nl) + 1);
+	}
+	t.len = strlen(t.p);
+	resum(&t);
+	expect_rejected(t, EINVAL, "ext lines and no chunk line");
+	free(t.p);
+}
+
+Test(manifest, a_manifest_larger_than_the_maximum_is_refused_unread)
+{
+	/* the length alone refuses it: not one byte is looked at */
+	static const char small[] = "ckptfs-manifest 1 gen\n";
+	struct manifest *m = (struct manifest *)1;
+	char msg[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(small, (size_t)MANIFEST_SIZE_MAX + 1, &m, msg, sizeof(msg)),
+		     -EFBIG);
+	cr_assert_null(m);
+	cr_assert(strstr(msg, "bytes") != NULL, "\"%s\" says how large", msg);
+}
+
+Test(manifest, a_deep_chain_of_directories_is_refused_past_the_depth_limit, .init = setup,
+     .fini = teardown)
+{
+	/* a tree manifest of 5000 nested directories, built by hand */
+	size_t cap = 1 << 20, len = 0;
+	char *p = malloc(cap);
+	len += (size_t)sprintf(p + len, "ckptfs-manifest 1 tree\n");
+	for (int i = 0; i <= 5000; i++)
+		len += (size_t)sprintf(p + len, "ino %d 40755 0 0 0 0 0 0 0 -\n", i);
+	for (int i = 1; i <= 5000; i++)
+		len += (size_t)sprintf(p + len, "ent %d %d d\n", i - 1, i);
+	len += (size_t)sprintf(p + len, "sum %064d\n", 0);
+	struct text t = { .p = p, .len = len };
+	resum(&t);
+	expect_rejected(t, EINVAL, "5000 levels deep");
+	free(p);
+}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backing.h"
@@ -306,4 +307,32 @@ Test(rebuild, has_data_tells_a_used_backing_from_an_empty_one, .init = setup, .f
 	OK(cat_lookup(fx.dst, s.ino, "model-5.pt", &f));
 	cr_assert_eq(f.size, 10);
 	OK(cat_gen_check(fx.dst));
+}
+
+Test(rebuild, a_sparse_huge_manifest_is_refused_by_its_size_unread, .init = setup,
+     .fini = teardown)
+{
+	uint64_t ids[3];
+	populate(ids);
+	/* a 3 GB sparse version 2 of the first generation: judged by its size
+	 * (MANIFEST_SIZE_MAX), never read into memory; version 1 comes back */
+	char path[MANIFEST_PATH_MAX], full[512];
+	manifest_gen_path(ids[0], 2, path, sizeof(path));
+	snprintf(full, sizeof(full), "%s/%s", fx.backing, path);
+	FILE *f = fopen(full, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(ftruncate(fileno(f), (off_t)3 << 30), 0);
+	fclose(f);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert_eq(rep.manifests_corrupt, 1);
+	cr_assert_eq(rep.generations, 3);
+	cr_assert_lt(secs, 2.0, "%.1f s: the 3 GB were read", secs);
+	struct cat_gen g;
+	OK(cat_gen_get(fx.dst, ids[0], &g));
+	cr_assert_eq(g.version, 1);
 }

@@ -27,6 +27,7 @@
 
 #include <lz4.h>
 
+#include "chunker.h"
 #include "codec.h"
 #include "crc32c.h"
 #include "hash.h"
@@ -2003,4 +2004,75 @@ Test(store, a_symlink_planted_at_a_shard_directory_is_not_followed, .init = setu
 	cr_assert_eq(tk_count_files("tmp"), 0, "the failed put left its temporary");
 	cr_assert_eq(rmdir(outside), 0, "the put made something outside the store");
 	tk_release(plain);
+}
+
+/* ---- header values are bounded before they are used (DESIGN invariant 7) ---- */
+
+/* An LZ4 header whose payload length is far past what its plain length can
+ * encode (codec_bound), over a sparse file of that size: refused from the
+ * header, before a payload buffer of its size is allocated and read. */
+Test(store, lz4_payload_length_past_the_codec_bound_is_refused_from_the_header, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(64 * KiB, 30), 64 * KiB, 0);
+	cr_assert_eq(o.info.codec, CODEC_LZ4);
+	uint64_t stored = (uint64_t)256 << 20;
+	tk_corrupt(&o, tk_edit_payload_len, stored);
+	cr_assert_eq(truncate(o.path, (off_t)(STORE_HEADER_LEN + stored)), 0);
+	tk_assert_get_eio(&o, "a payload of 256 MiB for 64 KiB");
+	tk_assert_logged(o.hex, "payload length larger than");
+	tk_free(&o);
+}
+
+Test(store, an_unknown_codec_is_refused_from_the_header, .init = setup, .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(64 * KiB, 31), 64 * KiB, 0);
+	tk_corrupt(&o, tk_edit_codec, 200);
+	tk_assert_get_eio(&o, "codec 200");
+	tk_assert_logged(o.hex, "unknown codec");
+	tk_free(&o);
+}
+
+Test(store, a_plain_length_past_the_chunkers_maximum_is_refused_from_the_header,
+     .init = setup, .fini = teardown)
+{
+	/* a raw object of the chunker's maximum + 1 bytes: no chunk is that long */
+	size_t len = chunker_default_params.max_size + 1;
+	struct tk_obj o = tk_put(tk_random(len, 32), len, 0);
+	struct store_object_info info;
+	FAILS(store_stat(fx.st, o.hash, &info), EIO);
+	tk_assert_logged(o.hex, "plain length larger than a chunk can be");
+	tk_free(&o);
+}
+
+/* store_object_check over every prefix and header edit of a real object:
+ * never a crash, a success only for the object itself. */
+Test(store, object_check_of_every_truncation_and_header_edit_is_eio, .init = setup,
+     .fini = teardown)
+{
+	struct tk_obj o = tk_put(tk_text(8 * KiB, 33), 8 * KiB, 0);
+	size_t len, got;
+	uint8_t *img = tk_object_bytes(&o, &len);
+	uint8_t *plain = tk_alloc(8 * KiB);
+	const char *why;
+	OK(store_object_check(o.hash, img, len, plain, 8 * KiB, &got, &why));
+	for (size_t n = 0; n < len; n++) {
+		uint8_t *cut = malloc(n ? n : 1); /* exactly n bytes: ASan sees over-reads */
+		memcpy(cut, img, n);
+		FAILS(store_object_check(o.hash, cut, n, plain, 8 * KiB, &got, &why), EIO);
+		free(cut);
+	}
+	for (size_t at = 8; at < STORE_HEADER_LEN; at++) {
+		for (int bit = 0; bit < 8; bit++) {
+			img[at] ^= (uint8_t)(1 << bit);
+			int rc = store_object_check(o.hash, img, len, plain, 8 * KiB, &got, &why);
+			bool reserved = at == 11 || at >= 68; /* not read */
+			cr_assert(rc == -EIO || (reserved && rc == 0), "byte %zu bit %d: %d", at, bit,
+				  rc);
+			img[at] ^= (uint8_t)(1 << bit);
+		}
+	}
+	tk_release(plain);
+	tk_release(img);
+	tk_free(&o);
 }

@@ -194,7 +194,11 @@ def cmd_job(a):
                 continue
             big = 48 << 20 if (r == 1 and step == slow_step) else 0
             obj = rank_obj(step, r, big)
-            torch.save(obj, os.path.join(rd, "rank%d.pt" % r))  # same base name: same bytes
+            if big:  # saved through a file object: the archive is named "archive"
+                with open(os.path.join(rd, "rank%d.pt" % r), "wb") as f:
+                    torch.save(obj, f)
+            else:
+                torch.save(obj, os.path.join(rd, "rank%d.pt" % r))  # same base name: same bytes
             if r == 0:
                 torch.save(obj, os.path.join(d, "rank0.pt"))
                 continue

@@ -368,7 +368,7 @@ test_keep_reclaims_a_held_save_only_once_k_newer_are_committed() {
 
 test_admin_wait_exits_11_naming_open_and_held_saves() {
 	ck_mount "quiet=0.5,abandon=2"
-	mkdir -p "$CK_MNT/c" "$CK_MNT/h" "$CK_MNT/o/step-7"
+	mkdir -p "$CK_MNT/c" "$CK_MNT/h" "$CK_MNT/o"
 	CF make torch "$CK_MNT/c/step-1.pt" >/dev/null
 	CF make torch "$CK_REF/whole.pt" >/dev/null
 	head -c 70000 "$CK_REF/whole.pt" >"$CK_MNT/h/step-2.pt"
@@ -376,6 +376,7 @@ test_admin_wait_exits_11_naming_open_and_held_saves() {
 	_wait_row step-2.pt "4|abandoned" 10
 	# an open one: a live process holds a write handle
 	ck_rand "$CK_REF/big" 5000
+	mkdir "$CK_MNT/o/step-7"
 	ck_bg "$PY" "$CK_HELPERS/holdopen.py" "$CK_REF/big" "$CK_MNT/o/step-7/model.pt" "$CK_TMP/ready"
 	local holder=$CK_BG_PID rc=0
 	ck_wait_file "$CK_TMP/ready"

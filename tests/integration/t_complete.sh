@@ -101,6 +101,26 @@ test_complete_single_files_commit_by_content_within_quiet() {
 	ck_umount
 }
 
+# abandon shorter than quiet (a user lowering abandon, quiet at its default):
+# a complete save must still commit by its content once quiet, never be held
+# by the abandon timer. Fails today: fs/gen.c gen_tick_choose checks the
+# abandon timer before the content proof, so the save is held with the reason
+# "abandoned after 1 s with no writer: its files are complete".
+test_complete_save_commits_by_content_even_when_abandon_is_shorter_than_quiet() {
+	ck_mount "quiet=3,abandon=1"
+	mkdir -p "$CK_MNT/lt" "$CK_MNT/run"
+	CF make torch "$CK_MNT/lt/epoch=0-step=10.ckpt" >/dev/null
+	CF job "$CK_MNT/run" "$CK_REF/run" --steps 100,200 >"$CK_TMP/job.out" 2>&1 || ck_fail "the job failed"
+	sleep 5
+	local r
+	r=$(_row "epoch=0-step=10.ckpt")
+	ck_log "single file 5 s after its close (quiet=3, abandon=1): $r $(_held "epoch=0-step=10.ckpt")"
+	ck_log "run/step-200 5 s after the job (quiet=3, abandon=1): $(_row step-200) $(_held step-200)"
+	assert_eq "1|content" "$r" "a complete torch.save single file (quiet=3, abandon=1; held: $(_held "epoch=0-step=10.ckpt"))"
+	assert_eq "1|content" "$(_row step-200)" "run/step-200, complete with the files of the committed step-100 (held: $(_held step-200))"
+	ck_umount
+}
+
 # _truncations KIND NAME_PREFIX NAME_SUFFIX [OPTS]: ten prefixes of a complete
 # KIND file, each a new generation DIR/tK/PREFIX<K>SUFFIX in its own series (a
 # new one in the same series would decide the previous one at once): none is

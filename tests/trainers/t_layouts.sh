@@ -91,9 +91,13 @@ _last_save_with_abandon_low() { # LAYOUT SERIES "LISTING" RULE
 	ck_mount "keep=$TR_KEEP,abandon=2"
 	_save "$1" "$2"
 	sleep 3 # the job exited; past abandon=2
-	_kept "$2" "$3" "$3"
 	local last=${3##* }
 	[ "$1" = lightning ] && last=epoch=2-step=50.ckpt
+	ck_log "the last save $last 3 s after the job (abandon=2, quiet 2 s by default): $(getfattr --only-values -n user.ckptfs.generation "$CK_MNT/$2/$last" 2>&1)"
+	# (fails today: the abandon timer is checked before the content proof, so
+	# with abandon <= quiet a complete last save is held "abandoned ...: its
+	# files are complete" instead of committed; fs/gen.c gen_tick_choose)
+	_kept "$2" "$3" "$3"
 	assert_eq committed "$(tr_gen_field "$CK_MNT/$2/$last" state)" "state of the last save $last (abandon=2)"
 	assert_eq "$4" "$(tr_gen_field "$CK_MNT/$2/$last" rule)" "commit rule of the last save $last (abandon=2)"
 	assert_eq 0 "$(ck_sql "SELECT count(*) FROM generations WHERE state IN (0, 4)")" "open or held generations after the job (abandon=2): $(ck_sql "SELECT name || ':' || state || ':' || coalesce(held, '') FROM generations WHERE state IN (0, 4)")"

@@ -190,6 +190,53 @@ test_truncated_npz_are_never_committed_but_held_intact() {
 	_truncations npz "step-" ".npz" "gen_pattern=$NP_PATTERN"
 }
 
+# The other weak rule: a clean unmount commits a markerless save with no
+# writer, but never one whose recognised file is truncated. Every cut of every
+# format, a single-file save each in its own series, then a clean unmount:
+# each must come back held (rule unmount), not listed, bytes as written.
+test_truncated_saves_are_never_committed_by_a_clean_unmount() {
+	local spec kind pre suf len label n k=0 bad=""
+	ck_mount "quiet=0.5,gen_pattern=$NP_PATTERN"
+	for spec in torch:step-:.pt torch:epoch=0-step=:.ckpt safetensors:step-:.safetensors npy:step-:.npy npz:step-:.npz; do
+		IFS=: read -r kind pre suf <<<"$spec"
+		CF make "$kind" "$CK_REF/whole$suf" >/dev/null
+		CF cuts "$kind" "$CK_REF/whole$suf" >"$CK_TMP/cuts$suf" || ck_fail "no cuts for $kind"
+		n=0
+		while read -r len label; do
+			n=$((n + 1))
+			k=$((k + 1))
+			mkdir -p "$CK_MNT/u$k" "$CK_REF/u$k"
+			head -c "$len" "$CK_REF/whole$suf" >"$CK_REF/u$k/$pre$n$suf"
+			cp "$CK_REF/u$k/$pre$n$suf" "$CK_MNT/u$k/"
+			echo "$k $pre$n$suf $len $label" >>"$CK_TMP/made"
+		done <"$CK_TMP/cuts$suf"
+	done
+	# the same short cuts as files of a directory save (their name is known there)
+	for spec in 1:model.pt 7:model.safetensors 8:model.safetensors 1:model.npy; do
+		len=${spec%%:*}
+		name=${spec#*:}
+		k=$((k + 1))
+		mkdir -p "$CK_MNT/u$k/step-1" "$CK_REF/u$k/step-1"
+		head -c "$len" "$CK_REF/whole${name##*model}" >"$CK_REF/u$k/step-1/$name"
+		cp "$CK_REF/u$k/step-1/$name" "$CK_MNT/u$k/step-1/"
+		echo "$k step-1 $len dir-$name" >>"$CK_TMP/made"
+	done
+	sleep 1.5 # past quiet: none commits by content
+	ck_umount
+	ck_mount "quiet=0.5,gen_pattern=$NP_PATTERN"
+	local name r
+	while read -r k name len label; do
+		r=$(_row "$name" "$CK_MNT/u$k")
+		diff -r "$CK_REF/u$k/$name" "$CK_MNT/u$k/$name" >/dev/null || ck_fail "$name cut at $len ($label) differs after the unmount"
+		if [ "$r" != "4|unmount" ]; then
+			bad+="$name cut at $len ($label): $r; "
+			ck_log "NOT HELD: $name cut at $len ($label): $r"
+		fi
+	done <"$CK_TMP/made"
+	ck_umount
+	[ -z "$bad" ] || ck_fail "truncated saves committed (or not held) by a clean unmount: $bad"
+}
+
 # ---------------------------------------------------------------- per-rank directories
 
 test_per_rank_torch_save_job_commits_by_content_and_resumes() {

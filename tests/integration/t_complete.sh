@@ -386,6 +386,7 @@ ck_timeout test_job_killed_mid_save_leaves_previous_newest_and_half_save_held 18
 # ---------------------------------------------------------------- crash, keep, wait
 
 test_daemon_kill9_holds_open_saves_and_remount_commits_a_complete_file() {
+	local out
 	# quiet=60: nothing commits by content before the kill
 	ck_mount "quiet=60"
 	mkdir -p "$CK_MNT/d/step-5" "$CK_MNT/f" "$CK_REF/f"
@@ -396,6 +397,11 @@ test_daemon_kill9_holds_open_saves_and_remount_commits_a_complete_file() {
 	head -c 100000 "$CK_REF/f/step-9.pt" >"$CK_REF/half.pt"
 	mkdir "$CK_MNT/h"
 	cp "$CK_REF/half.pt" "$CK_MNT/h/step-2.pt"
+	# a per-rank directory save whose previous save is committed (next-gen)
+	mkdir "$CK_MNT/run"
+	CF job "$CK_MNT/run" "$CK_REF/run" --steps 100,200 >"$CK_TMP/job.out" 2>&1 || ck_fail "the job failed"
+	assert_eq "1|next-gen" "$(_row step-100)" "run/step-100 before the crash"
+	assert_eq "0|" "$(_row step-200)" "run/step-200 before the crash (quiet=60)"
 	assert_eq "0|" "$(_row step-5)" "d/step-5 before the crash"
 	assert_eq "0|" "$(_row step-9.pt)" "f/step-9.pt before the crash (quiet=60)"
 	ck_kill9
@@ -407,6 +413,9 @@ test_daemon_kill9_holds_open_saves_and_remount_commits_a_complete_file() {
 	assert_eq "" "$(_listing "$CK_MNT/d")" "d listing"
 	# the daemon re-judges crash-held saves once its services are up
 	_wait_row step-9.pt "1|content" 10
+	_wait_row step-200 "1|content" 10
+	assert_eq "step-100 step-200" "$(_listing "$CK_MNT/run")" "run listing after the remount"
+	out=$(CF resume "$CK_MNT/run" "$CK_REF/run" --expect 200 2>&1) || ck_fail "resume after the crash: $out"
 	assert_eq "step-9.pt" "$(_listing "$CK_MNT/f")" "f listing after the remount"
 	cmp "$CK_REF/f/step-9.pt" "$CK_MNT/f/step-9.pt" || ck_fail "f/step-9.pt differs"
 	assert_eq held "$(_gen_field "$CK_MNT/d/step-5" state)" "xattr state of d/step-5"

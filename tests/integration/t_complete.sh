@@ -17,6 +17,12 @@
 #     commits a held complete single file by content;
 #   - keep-latest-k reclaims a held save only once K newer are committed;
 #   - `ckptfs-admin wait` exits 11 naming open and held saves.
+# Two cases fail on the daemon of 2026-11-26 (defects, left failing on purpose):
+#   test_complete_save_commits_by_content_even_when_abandon_is_shorter_than_quiet
+#     (gen_tick_choose checks the abandon timer before the content proof);
+#   test_truncated_saves_are_never_committed_by_a_clean_unmount (a single-file
+#     save is judged under the name "", so files too short for their magic
+#     are not recognised; a 6-7 byte .safetensors is not hinted by name).
 # State is read from the catalog (generations: state 0 open, 1 committed,
 # 3 deleted, 4 held) and from the user.ckptfs.generation xattr; bytes are
 # compared with cmp against what the test wrote.

@@ -87,13 +87,13 @@ ck_timeout test_lightning_moved_in_files_kept_and_resumed 180
 
 # The mount kept up after the job, abandon=2 and the check 3 s past it: the
 # last save of each layout is listed and loads; none is held.
-_last_save_with_abandon_low() { # LAYOUT SERIES "LISTING" RULE
-	ck_mount "keep=$TR_KEEP,abandon=2"
+_last_save_with_abandon_low() { # LAYOUT SERIES "LISTING" RULE [EXTRA_OPTS]
+	ck_mount "keep=$TR_KEEP,abandon=2${5:+,$5}"
 	_save "$1" "$2"
 	sleep 3 # the job exited; past abandon=2
 	local last=${3##* }
 	[ "$1" = lightning ] && last=epoch=2-step=50.ckpt
-	ck_log "the last save $last 3 s after the job (abandon=2, quiet 2 s by default): $(getfattr --only-values -n user.ckptfs.generation "$CK_MNT/$2/$last" 2>&1)"
+	ck_log "the last save $last 3 s after the job (abandon=2, quiet 2 s by default): $(getfattr --absolute-names --only-values -n user.ckptfs.generation "$CK_MNT/$2/$last" 2>&1)"
 	# (fails today: the abandon timer is checked before the content proof, so
 	# with abandon <= quiet a complete last save is held "abandoned ...: its
 	# files are complete" instead of committed; fs/gen.c gen_tick_choose)
@@ -135,6 +135,17 @@ test_plain_torch_save_per_rank_last_save_listed_with_the_mount_up_and_abandon_lo
 	_last_save_with_abandon_low torchsave ck "step-40 step-50" content
 }
 ck_timeout test_plain_torch_save_per_rank_last_save_listed_with_the_mount_up_and_abandon_low 180
+
+# The same with quiet=0.5 < abandon=2: the content proof comes first.
+test_lightning_last_save_listed_with_the_mount_up_abandon_low_above_quiet() {
+	_last_save_with_abandon_low lightning run "epoch=2-step=40.ckpt epoch=2-step=50.ckpt last.ckpt" content quiet=0.5
+}
+ck_timeout test_lightning_last_save_listed_with_the_mount_up_abandon_low_above_quiet 180
+
+test_plain_torch_save_per_rank_last_save_listed_with_the_mount_up_abandon_low_above_quiet() {
+	_last_save_with_abandon_low torchsave ck "step-40 step-50" content quiet=0.5
+}
+ck_timeout test_plain_torch_save_per_rank_last_save_listed_with_the_mount_up_abandon_low_above_quiet 180
 
 test_hf_trainer_checkpoints_kept_and_resumed() {
 	ck_mount "keep=$TR_KEEP,quiet=1"

@@ -97,6 +97,8 @@ _last_save_with_abandon_low() { # LAYOUT SERIES "LISTING" RULE [EXTRA_OPTS]
 	# (fails today: the abandon timer is checked before the content proof, so
 	# with abandon <= quiet a complete last save is held "abandoned ...: its
 	# files are complete" instead of committed; fs/gen.c gen_tick_choose)
+	[ "$(tr_gen_field "$CK_MNT/$2/$last" state)" != held ] ||
+		ck_fail "the complete last save $last was held by the abandon timer instead of committed by its content: $(getfattr --absolute-names --only-values -n user.ckptfs.generation "$CK_MNT/$2/$last" 2>&1)"
 	_kept "$2" "$3" "${3% last.ckpt}"
 	assert_eq committed "$(tr_gen_field "$CK_MNT/$2/$last" state)" "state of the last save $last (abandon=2)"
 	assert_eq "$4" "$(tr_gen_field "$CK_MNT/$2/$last" rule)" "commit rule of the last save $last (abandon=2)"

@@ -22,7 +22,8 @@ was saved.
       "resumed N".
   layouts.py hf partial SERIES N
       an HF save of checkpoint-N interrupted before trainer_state.json.
-LAYOUT: titan | lightning | hf | deepspeed | megatron
+LAYOUT: titan | lightning | hf | deepspeed | megatron | torchsave (plain torch.save per rank:
+  step-N/rank0.pt, rank1.pt, no marker)
 Exit 0 = ok; 1 = a check failed (message on stderr)."""
 import argparse
 import json
@@ -349,9 +350,46 @@ def mg_load(step):
             "rng": ck["rng_state"][0]["torch_rng_state"], "step": ck["iteration"]}
 
 
+# ---------------------------------------------------------------- plain torch.save per rank (step-N/rankR.pt)
+
+def ts_save(c, step):
+    """A script with no framework: every rank torch.saves its part in place
+    into step-N/rank{r}.pt (rank 1 another process), no marker, no fsync."""
+    d = p("step-%d" % step)
+    os.makedirs(d, exist_ok=True)
+
+    def rank(r):
+        if r == 0:
+            tsave_path({"model": c["model"], "scheduler": c["scheduler"], "rng": c["rng"], "step": step},
+                       os.path.join(d, "rank0.pt"))
+        else:
+            tsave_path({"optimizer": c["optimizer"]}, os.path.join(d, "rank1.pt"))
+            os._exit(0)
+
+    in_ranks(2, rank)
+
+
+def ts_pick():
+    """The script's resume: the highest step-N holding rank files."""
+    best = None
+    for name in os.listdir(A.series):
+        m = re.match(r"^step-(\d+)$", name)
+        if m and os.path.exists(p(name, "rank0.pt")):
+            best = int(m.group(1)) if best is None else max(best, int(m.group(1)))
+    return best
+
+
+def ts_load(step):
+    d = p("step-%d" % step)
+    r0 = torch.load(os.path.join(d, "rank0.pt"))
+    r1 = torch.load(os.path.join(d, "rank1.pt"))
+    return {"model": r0["model"], "optimizer": r1["optimizer"], "scheduler": r0["scheduler"], "rng": r0["rng"],
+            "step": r0["step"]}
+
+
 # ---------------------------------------------------------------- commands
 
-SAVE = {"titan": titan_save, "lightning": lightning_save, "hf": hf_save, "deepspeed": ds_save, "megatron": mg_save}
+SAVE = {"titan": titan_save, "torchsave": ts_save, "lightning": lightning_save, "hf": hf_save, "deepspeed": ds_save, "megatron": mg_save}
 
 
 def cmd_save():
@@ -371,7 +409,7 @@ def cmd_resume():
     if A.layout == "lightning":
         step, name = lightning_pick()
     else:
-        step = {"titan": titan_pick, "hf": hf_pick, "deepspeed": ds_pick, "megatron": mg_pick}[A.layout]()
+        step = {"titan": titan_pick, "torchsave": ts_pick, "hf": hf_pick, "deepspeed": ds_pick, "megatron": mg_pick}[A.layout]()
     if step is None:
         fail("no checkpoint to resume from in %s: %s" % (A.series, sorted(os.listdir(A.series))))
     if A.expect is not None and step != A.expect:
@@ -382,7 +420,7 @@ def cmd_resume():
     elif A.layout == "lightning":
         got = lightning_load(name)
     else:
-        got = {"hf": hf_load, "deepspeed": ds_load, "megatron": mg_load}[A.layout](step)
+        got = {"hf": hf_load, "deepspeed": ds_load, "megatron": mg_load, "torchsave": ts_load}[A.layout](step)
     same(ref, got, "%s step %d" % (A.layout, step))
     # and it trains on from there
     model, opt, sched = build(seed=99)

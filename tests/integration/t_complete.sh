@@ -17,20 +17,16 @@
 #     commits a held complete single file by content;
 #   - keep-latest-k reclaims a held save only once K newer are committed;
 #   - `ckptfs-admin wait` exits 11 naming open and held saves.
-# Two cases fail on the daemon of 2026-11-26 (defects, left failing on purpose):
-#   test_complete_save_commits_by_content_even_when_abandon_is_shorter_than_quiet
-#     (gen_tick_choose checks the abandon timer before the content proof);
-#   test_truncated_saves_are_never_committed_by_a_clean_unmount (a single-file
-#     save is judged under the name "", so files too short for their magic
-#     are not recognised; a 6-7 byte .safetensors is not hinted by name).
+# Two cases are regressions of defects this group found (fixed in fs/gen.c
+# and fs/proof.c): a complete save held as abandoned when abandon <= quiet,
+# and single files too short for their magic committed by a clean unmount.
 # State is read from the catalog (generations: state 0 open, 1 committed,
 # 3 deleted, 4 held) and from the user.ckptfs.generation xattr; bytes are
 # compared with cmp against what the test wrote.
 . "$(dirname "$0")/lib.sh"
 
 CF() { "$PY" "$CK_HELPERS/complete_files.py" "$@"; }
-# The default pattern with .npy and .npz added (the default one has neither:
-# a single-file numpy save is not a generation under it).
+# The default pattern (fs/gen.h), which names .npy and .npz saves too.
 NP_PATTERN='^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)(-v[0-9]+)?(\.(ckpt|pt|pth|bin|safetensors|npy|npz))?$'
 
 _gen_field() { # PATH FIELD

@@ -1,0 +1,124 @@
+#!/bin/bash
+# t_smallcache — a cache on a small disk (a 64 MiB tmpfs) takes saves many
+# times its size: writers wait for uploads and evicted clean chunks make room,
+# the catalog and staging keep their reserve, and nothing is lost. With
+# BACKING failing (tests/faultfs) and the cache full, writers wait, then get
+# ENOSPC (never EIO, never a silent loss): the catalog stays intact and what
+# was closed before is kept, also a file whose rewrite failed.
+. "$(dirname "$0")/lib.sh"
+
+ck_timeout test_a_64m_cache_takes_300m_of_saves 300
+ck_timeout test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest 300
+
+FAULTFS=$(dirname "$CKPTFS_BIN")/faultfs
+
+# The cache on its own 64 MiB tmpfs (owner only, as the daemon requires);
+# unmounted at the end of the case whatever happens (ck_register_mount).
+_small_cache() {
+	ck_register_mount "$CK_CACHE"
+	mount -t tmpfs -o size=64m,mode=0700 ckptfs-smallcache "$CK_CACHE" ||
+		ck_skip "cannot mount a tmpfs on $CK_CACHE"
+}
+
+_faultfs_up() {
+	[ -x "$FAULTFS" ] || ck_fail "$FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
+	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
+	: >"$CK_TMP/ctl"
+	ck_register_mount "$CK_TMP/fmnt"
+	ck_bg "$FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
+	local i=0
+	until ck_is_mounted "$CK_TMP/fmnt"; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
+		sleep 0.05
+	done
+	CK_BACKING=$CK_TMP/fmnt
+}
+
+_fault() { # "key=value" ... — replaces the whole fault configuration
+	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
+	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
+	sleep 0.3
+}
+
+_catalog_ok() {
+	assert_eq ok "$(ck_sql 'PRAGMA integrity_check')" "catalog integrity after a full cache"
+}
+
+_assert_same() { # NAME... — CK_MNT/NAME is byte-identical to CK_REF/NAME
+	local f
+	for f in "$@"; do
+		cmp -s "$CK_REF/$f" "$CK_MNT/$f" || ck_fail "$f differs from what was written"
+	done
+}
+
+test_a_64m_cache_takes_300m_of_saves() {
+	_small_cache
+	ck_mount
+	local i pids=() names=(p1 p2 p3 big)
+	for i in 1 2 3; do
+		ck_rand "$CK_REF/p$i" $((50 * MiB))
+	done
+	ck_rand "$CK_REF/big" $((150 * MiB))
+	# three writers at once, then one file of twice the cache's disk
+	for i in 1 2 3; do
+		cp "$CK_REF/p$i" "$CK_MNT/p$i" 2>"$CK_TMP/cp$i.err" &
+		pids+=($!)
+	done
+	for i in 1 2 3; do
+		wait "${pids[$((i - 1))]}" || ck_fail "writing p$i (50 MiB, beside two more) into a 64 MiB cache failed: $(cat "$CK_TMP/cp$i.err")"
+	done
+	cp "$CK_REF/big" "$CK_MNT/big" 2>"$CK_TMP/cp.err" || ck_fail "writing a 150 MiB file into a 64 MiB cache failed: $(cat "$CK_TMP/cp.err")"
+	_assert_same "${names[@]}"
+	ck_wait_durable 120
+	ck_umount
+	_catalog_ok
+	! grep -E "database or disk is full|No space left" "$CK_DLOG" ||
+		ck_fail "the daemon ran out of space on a cache it manages"
+	ck_mount
+	_assert_same "${names[@]}"
+	ck_umount
+	# BACKING alone has every byte
+	CK_CACHE=$CK_TMP/cache.fresh
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	_assert_same "${names[@]}"
+	ck_umount
+}
+
+test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest() {
+	_small_cache
+	_faultfs_up
+	ck_mount "backing_timeout=5"
+	ck_rand "$CK_REF/kept" $((8 * MiB))
+	cp "$CK_REF/kept" "$CK_MNT/kept"
+	ck_wait_durable 60
+	_fault eio=write,fsync,rename,create,link
+	ck_rand "$CK_REF/closed" $((8 * MiB))
+	cp "$CK_REF/closed" "$CK_MNT/closed" # not on BACKING, closed: must be kept
+	ck_rand "$CK_REF/big" $((120 * MiB))
+	local t0 t1 rc=0 err
+	t0=$(date +%s)
+	err=$(dd if="$CK_REF/big" of="$CK_MNT/big" bs=1M conv=fsync 2>&1) || rc=$?
+	t1=$(date +%s)
+	[ $rc != 0 ] || ck_fail "120 MiB went into a 64 MiB cache while BACKING takes nothing"
+	assert_contains "$err" "No space left on device" "dd's error writing past a full cache"
+	assert_lt $((t1 - t0)) 60 "seconds before the writer got ENOSPC"
+	# a rewrite in place of a closed file fails, and leaves it as it was
+	rc=0
+	err=$(dd if="$CK_REF/big" of="$CK_MNT/kept" bs=1M count=60 conv=notrunc,fsync 2>&1) || rc=$?
+	[ $rc != 0 ] || ck_fail "a 60 MiB rewrite went into a full cache while BACKING takes nothing"
+	assert_contains "$err" "No space left on device" "dd's error rewriting a file in a full cache"
+	_assert_same kept closed
+	! grep -E "database or disk is full" "$CK_DLOG" || ck_fail "the catalog ran out of space"
+	_fault
+	ck_wait_durable 120
+	_assert_same kept closed
+	ck_umount
+	_catalog_ok
+	ck_mount
+	_assert_same kept closed
+	ck_umount
+}
+
+ck_main "$@"

@@ -629,8 +629,9 @@ static bool cache_evict_more(struct cache *c, bool *short_of_room)
 	if (stop)
 		return false;
 	uint64_t disk_free = cache_disk_free(c);
-	*short_of_room = want > 0 || (disk_free != UINT64_MAX && disk_free < c->reserve + want);
-	return over || *short_of_room;
+	bool disk_short = disk_free != UINT64_MAX && disk_free < c->reserve + want;
+	*short_of_room = disk_short || (want > 0 && over);
+	return over || disk_short;
 }
 
 /* Evicts least-recently-used clean chunks (C2) while cache_evict_more says
@@ -655,6 +656,7 @@ static uint64_t cache_evict(struct cache *c)
 		}
 		if (n <= 0)
 			break; /* nothing clean left to evict: dirty or pinned */
+		uint64_t chunks_before = chunks;
 		for (int i = 0; i < n; i++) {
 			/* catalog first: a reader that misses fetches it again (C2) */
 			if (cat_chunk_set_cached(c->fs->cat, cand[i], false) != 0)
@@ -670,6 +672,8 @@ static uint64_t cache_evict(struct cache *c)
 			if ((i & 15) == 15 && !cache_evict_more(c, &short_of_room))
 				break;
 		}
+		if (chunks == chunks_before)
+			break; /* the catalog records no eviction (logged): its disk is full */
 	}
 	pthread_mutex_unlock(&c->evict_lock);
 	free(open);

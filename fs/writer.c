@@ -756,11 +756,14 @@ static int writer_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* A staging write that met a full cache disk evicts clean chunks and is
- * retried (cache.h C6) before it fails. */
+/* A staging write waits for room like a chunk's store (it takes the same
+ * disk); one that still meets a full disk evicts clean chunks and is retried
+ * (cache.h C6) before it fails. */
 static int writer_pwrite_room(struct writer *w, const void *buf, size_t len, uint64_t off)
 {
-	int rc = writer_pwrite_all(w->staging_fd, buf, len, off);
+	int rc = cache_dirty_wait(w->fs->cache, len);
+	if (rc == 0)
+		rc = writer_pwrite_all(w->staging_fd, buf, len, off);
 	for (int i = 0; (rc == -ENOSPC || rc == -EDQUOT) && i < WRITER_ROOM_RETRIES; i++) {
 		if (cache_make_room(w->fs->cache, len) != 0)
 			break;

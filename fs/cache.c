@@ -50,7 +50,6 @@
 #define CACHE_RESERVE_MIN (16ull << 20) /* C6: disk kept free for the catalog, staging, tmp/ */
 #define CACHE_RESERVE_MAX (1ull << 30)
 #define CACHE_RESERVE_SHARE 16          /* … or 1/16 of the disk, between the two */
-#define CACHE_ROOM_RETRIES 3            /* puts retried after an ENOSPC (cache_make_room) */
 
 struct cache {
 	struct ckptfs *fs;
@@ -477,20 +476,21 @@ static uint64_t cache_disk_free(const struct cache *c)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
-/* Whether an object of about len bytes may be stored now (C3, C6): dirty
- * bytes under their bound, cached bytes under theirs, and the disk's reserve
- * left free once it is written. The first object always passes the first two. */
-static bool cache_room_locked(const struct cache *c, uint64_t len, uint64_t disk_free,
+/* Whether len bytes may be written now (C3, C6): for a chunk object, dirty
+ * bytes under their bound and cached bytes under theirs (the first object
+ * always passes those); for any write, the disk's reserve left half free
+ * once it is written. */
+static bool cache_room_locked(const struct cache *c, uint64_t len, bool chunk, uint64_t disk_free,
 			      bool *evicting_helps)
 {
-	bool dirty_ok = c->dirty_bytes == 0 || c->dirty_bytes + len <= c->dirty_bound;
-	bool cached_ok = c->cached_bytes == 0 || c->cached_bytes + len <= c->bound;
+	bool dirty_ok = !chunk || c->dirty_bytes == 0 || c->dirty_bytes + len <= c->dirty_bound;
+	bool cached_ok = !chunk || c->cached_bytes == 0 || c->cached_bytes + len <= c->bound;
 	bool disk_ok = disk_free == UINT64_MAX || disk_free >= len + c->reserve / 2;
 	*evicting_helps = !cached_ok || !disk_ok;
 	return dirty_ok && cached_ok && disk_ok;
 }
 
-int cache_dirty_wait(struct cache *c, uint64_t len)
+static int cache_room_wait(struct cache *c, uint64_t len, bool chunk)
 {
 	if (!c)
 		return 0; /* the daemon is exiting: a writer flushes at teardown */
@@ -504,7 +504,7 @@ int cache_dirty_wait(struct cache *c, uint64_t len)
 	/* the daemon stopping ends the wait: libfuse joins the FUSE threads
 	 * before anything else stops, and only BACKING could end it */
 	while (!c->stopping && !ckptfs_stopping(c->fs) &&
-	       !cache_room_locked(c, len, disk_free, &evicting_helps)) {
+	       !cache_room_locked(c, len, chunk, disk_free, &evicting_helps)) {
 		if (!waited) {
 			c->st.dirty_waits++;
 			waited = true;
@@ -513,11 +513,12 @@ int cache_dirty_wait(struct cache *c, uint64_t len)
 			freed = c->freed;
 			progress_at = cache_mono_s();
 		} else if (cache_mono_s() - progress_at > stall_s) {
-			log_error("cache %s: no room for a chunk of %" PRIu64 " KiB: %" PRIu64
+			log_error("cache %s: no room for %s of %" PRIu64 " KiB: %" PRIu64
 				  " MiB cached, %" PRIu64 " MiB of it not yet on BACKING (bounds %"
 				  PRIu64 " / %" PRIu64 " MiB), %" PRIu64 " MiB free on its disk"
 				  " (reserve %" PRIu64 " MiB), and nothing uploaded or evicted for"
-				  " %.0f s: the write fails with ENOSPC", c->fs->opt.cache, len >> 10,
+				  " %.0f s: the write fails with ENOSPC", c->fs->opt.cache,
+				  chunk ? "a chunk" : "a staging write", len >> 10,
 				  c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
 				  c->dirty_bound >> 20, disk_free == UINT64_MAX ? 0 : disk_free >> 20,
 				  c->reserve >> 20, stall_s);
@@ -553,6 +554,16 @@ int cache_dirty_wait(struct cache *c, uint64_t len)
 		c->want_room = 0; /* the next waiter, if any, says again */
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+int cache_dirty_wait(struct cache *c, uint64_t len)
+{
+	return cache_room_wait(c, len, true);
+}
+
+int cache_disk_wait(struct cache *c, uint64_t len)
+{
+	return cache_room_wait(c, len, false);
 }
 
 void cache_dirty_add(struct cache *c, uint64_t stored_len)

@@ -65,6 +65,9 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN]);
  * after cache_stop) they do nothing. */
 int cache_dirty_wait(struct cache *c, uint64_t len);
 void cache_dirty_add(struct cache *c, uint64_t stored_len);
+/* Other writes to the cache's disk (staging files): the same wait, for the
+ * disk's reserve alone. */
+int cache_disk_wait(struct cache *c, uint64_t len);
 /* A store of about len bytes met a full disk: evicts clean chunks (open
  * files' too) now, on the caller's thread; 0 if anything was freed (retry
  * the store), else -ENOSPC. Never waits for BACKING. */

@@ -756,12 +756,12 @@ static int writer_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* A staging write waits for room like a chunk's store (it takes the same
- * disk); one that still meets a full disk evicts clean chunks and is retried
- * (cache.h C6) before it fails. */
+/* A staging write waits while the cache's disk is short of room (it takes
+ * the same disk as chunks); one that still meets a full disk evicts clean
+ * chunks and is retried (cache.h C6) before it fails. */
 static int writer_pwrite_room(struct writer *w, const void *buf, size_t len, uint64_t off)
 {
-	int rc = cache_dirty_wait(w->fs->cache, len);
+	int rc = cache_disk_wait(w->fs->cache, len);
 	if (rc == 0)
 		rc = writer_pwrite_all(w->staging_fd, buf, len, off);
 	for (int i = 0; (rc == -ENOSPC || rc == -EDQUOT) && i < WRITER_ROOM_RETRIES; i++) {

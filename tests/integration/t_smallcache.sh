@@ -86,6 +86,37 @@ test_a_64m_cache_takes_300m_of_saves() {
 	ck_umount
 }
 
+# Out-of-order writes (a header rewritten at the end, as torch.save and
+# safetensors writers do) move a file into a staging file on the cache's
+# disk; with the file's chunks there too, that is more than the disk holds
+# unless uploads and evictions make room.
+test_out_of_order_writes_of_files_near_the_cache_size_are_staged_and_kept() {
+	_small_cache
+	ck_mount
+	local i
+	for i in 1 2 3; do
+		ck_rand "$CK_REF/s$i" $((24 * MiB))
+		"$PY" - "$CK_REF/s$i" "$CK_MNT/s$i" <<'PYEOF' || ck_fail "writing s$i out of order into a 64 MiB cache failed"
+import os, sys
+src = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.pwrite(fd, b"\0" * 4096, 0)           # a placeholder header
+for off in range(4096, len(src), 1 << 20):
+    os.pwrite(fd, src[off:off + (1 << 20)], off)
+os.pwrite(fd, src[:4096], 0)              # the header, at the end
+os.fsync(fd)
+os.close(fd)
+PYEOF
+	done
+	_assert_same s1 s2 s3
+	ck_wait_durable 120
+	ck_umount
+	_catalog_ok
+	ck_mount
+	_assert_same s1 s2 s3
+	ck_umount
+}
+
 test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest() {
 	_small_cache
 	_faultfs_up

@@ -117,6 +117,28 @@ PYEOF
 	ck_umount
 }
 
+# Something else fills the cache's disk after the mount: the reserve is
+# gone, and writers get room by evicting clean chunks (here those of a file
+# still open for reading) instead of failing.
+test_a_disk_filled_behind_the_daemon_makes_room_by_evicting() {
+	_small_cache
+	ck_mount
+	ck_rand "$CK_REF/a" $((24 * MiB))
+	cp "$CK_REF/a" "$CK_MNT/a"
+	ck_wait_durable 60
+	exec {afd}<"$CK_MNT/a" # open: its chunks are evicted only when short of room
+	head -c $((24 * MiB)) /dev/zero >"$CK_CACHE/filler" || true
+	ck_rand "$CK_REF/b" $((24 * MiB))
+	cp "$CK_REF/b" "$CK_MNT/b" 2>"$CK_TMP/cp.err" || ck_fail "writing 24 MiB after the cache's disk was filled behind the daemon failed: $(cat "$CK_TMP/cp.err")"
+	_assert_same a b
+	exec {afd}<&-
+	rm -f "$CK_CACHE/filler"
+	ck_wait_durable 60
+	ck_umount
+	_catalog_ok
+	! grep -E "database or disk is full" "$CK_DLOG" || ck_fail "the catalog ran out of space"
+}
+
 test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest() {
 	_small_cache
 	_faultfs_up

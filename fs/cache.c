@@ -477,17 +477,17 @@ static uint64_t cache_disk_free(const struct cache *c)
 }
 
 /* Whether len bytes may be written now (C3, C6): for a chunk object, dirty
- * bytes under their bound and cached bytes under theirs (the first object
- * always passes those); for any write, the disk's reserve left half free
- * once it is written. */
+ * bytes under their bound (the first object always passes); for any write,
+ * the disk's reserve left half free once it is written. Cached bytes over
+ * their bound do not hold a writer up (pinned chunks may keep them there):
+ * the evictor brings them down where it can. */
 static bool cache_room_locked(const struct cache *c, uint64_t len, bool chunk, uint64_t disk_free,
 			      bool *evicting_helps)
 {
 	bool dirty_ok = !chunk || c->dirty_bytes == 0 || c->dirty_bytes + len <= c->dirty_bound;
-	bool cached_ok = !chunk || c->cached_bytes == 0 || c->cached_bytes + len <= c->bound;
 	bool disk_ok = disk_free == UINT64_MAX || disk_free >= len + c->reserve / 2;
-	*evicting_helps = !cached_ok || !disk_ok;
-	return dirty_ok && cached_ok && disk_ok;
+	*evicting_helps = !disk_ok;
+	return dirty_ok && disk_ok;
 }
 
 static int cache_room_wait(struct cache *c, uint64_t len, bool chunk)

@@ -59,8 +59,8 @@ int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct
 void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN]);
 
 /* Writers: before storing a new object of about len bytes, waits while it
- * would pass the dirty bound, the cache's bound or the disk's reserve (C3,
- * C6); 0, or -ENOSPC (logged) after backing_timeout without progress. After
+ * would pass the dirty bound or eat into the disk's reserve (C3, C6); 0, or
+ * -ENOSPC (logged) after backing_timeout without progress. After
  * storing it, cache_dirty_add counts it. With c NULL (the daemon's teardown,
  * after cache_stop) they do nothing. */
 int cache_dirty_wait(struct cache *c, uint64_t len);

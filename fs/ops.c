@@ -219,7 +219,7 @@ static int ops_killpriv(fuse_req_t req, uint64_t ino, bool *still)
 			  (unsigned)fuse_req_ctx(req)->uid, (unsigned)(in.mode & 07777),
 			  (unsigned)(set.mode & 07777), strerror(-rc));
 	if (still)
-		*still = (set.mode & (S_ISUID | S_ISGID)) != 0;
+		__atomic_store_n(still, (set.mode & (S_ISUID | S_ISGID)) != 0, __ATOMIC_RELAXED);
 	return rc;
 }
 
@@ -440,16 +440,18 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		rc = cat_setattr(fs->cat, ino, what, &set, &out);
 	if (rc == 0 && (what & (CAT_SET_MTIME | CAT_SET_MODE))) {
 		struct node *n = node_peek(fs->nodes, ino);
-		if (n) {
-			pthread_rwlock_wrlock(&n->rw);
+		if (n && (what & CAT_SET_MODE))
+			__atomic_store_n(&n->setid, (out.mode & (S_ISUID | S_ISGID)) != 0,
+					 __ATOMIC_RELAXED);
+		if (n && (what & CAT_SET_MTIME)) {
 			/* an explicit mtime outlives the writer's own clock */
-			if (n->writer && (what & CAT_SET_MTIME))
+			pthread_rwlock_wrlock(&n->rw);
+			if (n->writer)
 				writer_set_mtime_ns(n->writer, set.mtime_ns);
-			if (what & CAT_SET_MODE)
-				n->setid = (out.mode & (S_ISUID | S_ISGID)) != 0;
 			pthread_rwlock_unlock(&n->rw);
-			node_put(fs->nodes, n);
 		}
+		if (n)
+			node_put(fs->nodes, n);
 	}
 	if (rc == 0)
 		rc = ops_attr(fs, ino, &out);
@@ -790,15 +792,16 @@ static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi
 		return rc ? rc : -ENOMEM;
 	}
 	h->n = n;
-	pthread_rwlock_wrlock(&n->rw);
-	n->setid = (mode & (S_ISUID | S_ISGID)) != 0;
+	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
+	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);
 	if (h->writable && (fi->flags & O_TRUNC)) {
+		pthread_rwlock_wrlock(&n->rw);
 		rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(fs->cat, ino, 0);
-		if (rc == 0 && n->setid) /* invariant 3 */
+		if (rc == 0 && setid) /* invariant 3 */
 			rc = ops_killpriv(req, ino, &n->setid);
+		pthread_rwlock_unlock(&n->rw);
 		h->wrote = true;
 	}
-	pthread_rwlock_unlock(&n->rw);
 	if (rc != 0) {
 		node_close(fs->nodes, n);
 		node_put(fs->nodes, n);
@@ -940,7 +943,8 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		rc = writer_write(w, buf, size, at);
 	}
 	/* invariant 3; a write from the page cache (writepage) has no caller */
-	if (rc == 0 && n->setid && !fi->writepage && fuse_req_ctx(req)->uid != 0)
+	if (rc == 0 && __atomic_load_n(&n->setid, __ATOMIC_RELAXED) && !fi->writepage &&
+	    fuse_req_ctx(req)->uid != 0)
 		rc = ops_killpriv(req, ino, &n->setid);
 	pthread_rwlock_unlock(&n->rw);
 	ops_h(fi)->wrote = true;

@@ -157,6 +157,7 @@ test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest
 	[ $rc != 0 ] || ck_fail "120 MiB went into a 64 MiB cache while BACKING takes nothing"
 	assert_contains "$err" "No space left on device" "dd's error writing past a full cache"
 	assert_lt $((t1 - t0)) 60 "seconds before the writer got ENOSPC"
+	assert_ge $((t1 - t0)) 4 "seconds the writer waited for room (backing_timeout=5) before ENOSPC"
 	# a rewrite in place of a closed file fails, and leaves it as it was
 	rc=0
 	err=$(dd if="$CK_REF/big" of="$CK_MNT/kept" bs=1M count=60 conv=notrunc,fsync 2>&1) || rc=$?

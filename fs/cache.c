@@ -65,6 +65,7 @@ struct cache {
 	bool stopping;
 	uint64_t cached_bytes, dirty_bytes;
 	uint64_t want_room; /* bytes the largest waiting writer needs (0: none waits) */
+	uint64_t must_free; /* cache_make_room: bytes to evict whatever the counts say */
 	uint64_t freed;     /* bytes evicted or uploaded so far: waiting writers see progress */
 	pthread_mutex_t evict_lock; /* one eviction at a time */
 	struct cache_stats st;
@@ -634,11 +635,15 @@ static bool cache_evict_more(struct cache *c, bool *short_of_room)
 	uint64_t low = c->bound / 100 * CACHE_LOW_PCT;
 	pthread_mutex_lock(&c->lock);
 	uint64_t want = c->want_room;
-	bool stop = c->stopping;
+	bool stop = c->stopping, must = c->must_free > 0;
 	bool over = c->cached_bytes > (want < low ? low - want : 0);
 	pthread_mutex_unlock(&c->lock);
 	if (stop)
 		return false;
+	if (must) { /* the disk said ENOSPC: out of inodes, or filled behind our back */
+		*short_of_room = true;
+		return true;
+	}
 	uint64_t disk_free = cache_disk_free(c);
 	bool disk_short = disk_free != UINT64_MAX && disk_free < c->reserve + want;
 	*short_of_room = disk_short || (want > 0 && over);
@@ -678,6 +683,7 @@ static uint64_t cache_evict(struct cache *c)
 			pthread_mutex_lock(&c->lock);
 			c->cached_bytes = c->cached_bytes > lens[i] ? c->cached_bytes - lens[i] : 0;
 			c->freed += lens[i];
+			c->must_free = c->must_free > lens[i] ? c->must_free - lens[i] : 0;
 			pthread_cond_broadcast(&c->dirty_room);
 			pthread_mutex_unlock(&c->lock);
 			if ((i & 15) == 15 && !cache_evict_more(c, &short_of_room))
@@ -706,17 +712,35 @@ int cache_make_room(struct cache *c, uint64_t len)
 	if (!c)
 		return -ENOSPC;
 	pthread_mutex_lock(&c->lock);
-	if (len > c->want_room)
-		c->want_room = len;
+	c->must_free += 4 * len; /* a few objects, whatever the byte counts say */
+	uint64_t before = c->freed;
 	pthread_mutex_unlock(&c->lock);
 	uint64_t freed = cache_evict(c);
 	pthread_mutex_lock(&c->lock);
-	c->want_room = 0;
+	/* another writer's eviction, while this one waited for evict_lock, made
+	 * room too; with nothing clean left, an upload makes a chunk evictable:
+	 * wait for one as cache_room_wait does (C3), then evict it */
+	double until = cache_mono_s() + c->fs->opt.backing_timeout_ms / 1000.0;
+	while (c->freed == before && !c->stopping && !ckptfs_stopping(c->fs) &&
+	       cache_mono_s() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->dirty_room, &c->lock, &ts);
+		if (c->freed != before) {
+			c->must_free += 2 * len;
+			pthread_mutex_unlock(&c->lock);
+			freed += cache_evict(c);
+			pthread_mutex_lock(&c->lock);
+		}
+	}
+	c->must_free = 0;
+	bool room = c->freed != before;
 	pthread_mutex_unlock(&c->lock);
-	log_info("cache %s: its disk was full writing a chunk of %" PRIu64 " KiB: evicted %" PRIu64
+	log_info("cache %s: its disk was full writing %" PRIu64 " KiB: evicted %" PRIu64
 		 " KiB of chunks already on BACKING%s", c->fs->opt.cache, len >> 10, freed >> 10,
-		 freed ? "; the write is retried" : "");
-	return freed ? 0 : -ENOSPC;
+		 room ? "; the write is retried" : "");
+	return room ? 0 : -ENOSPC;
 }
 
 static void *cache_evictor_main(void *p)

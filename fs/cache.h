@@ -68,9 +68,11 @@ void cache_dirty_add(struct cache *c, uint64_t stored_len);
 /* Other writes to the cache's disk (staging files): the same wait, for the
  * disk's reserve alone. */
 int cache_disk_wait(struct cache *c, uint64_t len);
-/* A store of about len bytes met a full disk: evicts clean chunks (open
- * files' too) now, on the caller's thread; 0 if anything was freed (retry
- * the store), else -ENOSPC. Never waits for BACKING. */
+/* A write of about len bytes met a full disk (ENOSPC: no bytes or no
+ * inodes left): evicts clean chunks (open files' too) now, on the caller's
+ * thread, whatever the byte counts say; with none, waits up to
+ * backing_timeout for an upload to make one evictable (not at all once the
+ * daemon stops). 0 if anything was freed (retry the write), else -ENOSPC. */
 int cache_make_room(struct cache *c, uint64_t len);
 /* The uploader: an object became clean. */
 void cache_dirty_done(struct cache *c, uint64_t stored_len);

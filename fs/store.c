@@ -630,7 +630,9 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 		rc = -errno;
 	if (rc == 0 && renameat(st->root_fd, tmp, st->root_fd, rel) != 0) {
 		rc = -errno;
-		if (rc == -ENOENT && store_make_shard(st, hash, rel) == 0)
+		if (rc == -ENOENT) /* a new shard; a full disk refuses it with ENOSPC, not ENOENT */
+			rc = store_make_shard(st, hash, rel);
+		if (rc == 0)
 			rc = renameat(st->root_fd, tmp, st->root_fd, rel) == 0 ? 0 : -errno;
 	}
 	if (rc == 0 && (flags & STORE_SYNC)) {

@@ -30,7 +30,7 @@
  * same bytes is chunking, instead of chunking and hashing them as well */
 #define WRITER_FOLLOW_WAIT_MS 50
 #define WRITER_AWAITS 8 /* flights of other writers' stores one writer waits for at most */
-#define WRITER_ROOM_RETRIES 3 /* local writes retried after an ENOSPC (cache_make_room) */
+#define WRITER_ROOM_RETRIES 16 /* local writes retried after an ENOSPC, each after room was made */
 
 struct writer {
 	struct ckptfs *fs;

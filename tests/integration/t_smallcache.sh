@@ -139,6 +139,31 @@ test_a_disk_filled_behind_the_daemon_makes_room_by_evicting() {
 	! grep -E "database or disk is full" "$CK_DLOG" || ck_fail "the catalog ran out of space"
 }
 
+# An ENOSPC from the disk itself when a chunk object is written (here: a
+# tmpfs out of inodes, which statvfs's free bytes do not show) evicts clean
+# chunks and the object is written again: no EIO, no failed save. (Shard
+# directories are never removed, so the inodes are counted for three files:
+# the third runs out, and the first two's chunks make room.)
+test_enospc_writing_a_chunk_object_evicts_and_retries() {
+	ck_register_mount "$CK_CACHE"
+	mount -t tmpfs -o size=256m,nr_inodes=${CK_SMALLCACHE_INODES:-100},mode=0700 ckptfs-smallcache "$CK_CACHE" ||
+		ck_skip "cannot mount a tmpfs on $CK_CACHE"
+	ck_mount
+	local i names=()
+	for i in 1 2 3; do
+		ck_rand "$CK_REF/n$i" $((16 * MiB))
+		cp "$CK_REF/n$i" "$CK_MNT/n$i" 2>"$CK_TMP/cp.err" ||
+			ck_fail "writing n$i (16 MiB) failed on a cache disk out of inodes: $(cat "$CK_TMP/cp.err")"
+		names+=("n$i")
+		ck_wait_durable 60
+	done
+	grep -q "its disk was full writing .* the write is retried" "$CK_DLOG" ||
+		ck_fail "the disk never ran out of inodes: no eviction and retry in the log (raise the file count)"
+	_assert_same "${names[@]}"
+	ck_umount
+	_catalog_ok
+}
+
 test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest() {
 	_small_cache
 	_faultfs_up

@@ -711,8 +711,9 @@ int cache_make_room(struct cache *c, uint64_t len)
 {
 	if (!c)
 		return -ENOSPC;
+	uint64_t asked = 4 * len; /* a few objects, whatever the byte counts say */
 	pthread_mutex_lock(&c->lock);
-	c->must_free += 4 * len; /* a few objects, whatever the byte counts say */
+	c->must_free += asked;
 	uint64_t before = c->freed;
 	pthread_mutex_unlock(&c->lock);
 	uint64_t freed = cache_evict(c);
@@ -729,12 +730,13 @@ int cache_make_room(struct cache *c, uint64_t len)
 		pthread_cond_timedwait(&c->dirty_room, &c->lock, &ts);
 		if (c->freed != before) {
 			c->must_free += 2 * len;
+			asked += 2 * len;
 			pthread_mutex_unlock(&c->lock);
 			freed += cache_evict(c);
 			pthread_mutex_lock(&c->lock);
 		}
 	}
-	c->must_free = 0;
+	c->must_free = c->must_free > asked ? c->must_free - asked : 0; /* others' asks stay */
 	bool room = c->freed != before;
 	pthread_mutex_unlock(&c->lock);
 	log_info("cache %s: its disk was full writing %" PRIu64 " KiB: evicted %" PRIu64

@@ -6,8 +6,15 @@
  * evictor every CACHE_RESYNC_S so that a drift (objects reclaimed, a crash)
  * cannot accumulate.
  *
+ * Space (C6): the cache's disk also holds the catalog, staging files and
+ * objects being written, so a reserve of it (cache_reserve) is kept out of
+ * the bound and free. A writer short of room wakes the evictor, which then
+ * also evicts clean chunks of open files, and waits while that or the
+ * uploads make progress (cache_dirty_wait).
+ *
  * Threads: one evictor (wakes every second, or when a put crosses the high
- * watermark) and CACHE_FETCHERS prefetchers serving a small queue. */
+ * watermark, or a writer needs room) and CACHE_FETCHERS prefetchers serving
+ * a small queue. One eviction runs at a time (evict_lock). */
 #define _GNU_SOURCE
 #include "cache.h"
 
@@ -40,10 +47,14 @@
 #define CACHE_LOW_PCT 75  /* … down to this one */
 #define CACHE_MAX_JOBS 64 /* reads waiting for BACKING at once */
 #define CACHE_INFLIGHT (CACHE_MAX_JOBS + CACHE_FETCHERS)
+#define CACHE_RESERVE_MIN (16ull << 20) /* C6: disk kept free for the catalog, staging, tmp/ */
+#define CACHE_RESERVE_MAX (1ull << 30)
+#define CACHE_RESERVE_SHARE 16          /* … or 1/16 of the disk, between the two */
 
 struct cache {
 	struct ckptfs *fs;
 	uint64_t bound, dirty_bound;
+	uint64_t reserve; /* C6: disk bytes kept free for all but chunk objects */
 	size_t object_cap; /* largest object image: header + codec_bound(max chunk) */
 
 	pthread_mutex_t lock;
@@ -53,6 +64,10 @@ struct cache {
 	int jobs;                  /* bounded fetches running */
 	bool stopping;
 	uint64_t cached_bytes, dirty_bytes;
+	uint64_t want_room; /* bytes the largest waiting writer needs (0: none waits) */
+	uint64_t must_free; /* cache_make_room: bytes to evict whatever the counts say */
+	uint64_t freed;     /* bytes evicted or uploaded so far: waiting writers see progress */
+	pthread_mutex_t evict_lock; /* one eviction at a time */
 	struct cache_stats st;
 
 	uint8_t queue[CACHE_PREFETCH_QUEUE][HASH_LEN]; /* prefetch ring */
@@ -453,33 +468,103 @@ static void *cache_fetcher_main(void *p)
 
 /* ---- dirty bytes and backpressure ---- */
 
-void cache_dirty_wait(struct cache *c, uint64_t len)
+/* Free bytes on the cache's disk (UINT64_MAX if it cannot be asked). */
+static uint64_t cache_disk_free(const struct cache *c)
+{
+	struct statvfs sv;
+	if (statvfs(c->fs->opt.cache, &sv) != 0)
+		return UINT64_MAX;
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Whether len bytes may be written now (C3, C6): for a chunk object, dirty
+ * bytes under their bound (the first object always passes); for any write,
+ * the disk's reserve left half free once it is written. Cached bytes over
+ * their bound do not hold a writer up (pinned chunks may keep them there):
+ * the evictor brings them down where it can. */
+static bool cache_room_locked(const struct cache *c, uint64_t len, bool chunk, uint64_t disk_free,
+			      bool *evicting_helps)
+{
+	bool dirty_ok = !chunk || c->dirty_bytes == 0 || c->dirty_bytes + len <= c->dirty_bound;
+	bool disk_ok = disk_free == UINT64_MAX || disk_free >= len + c->reserve / 2;
+	*evicting_helps = !disk_ok;
+	return dirty_ok && disk_ok;
+}
+
+static int cache_room_wait(struct cache *c, uint64_t len, bool chunk)
 {
 	if (!c)
-		return; /* the daemon is exiting: a writer flushes at teardown */
+		return 0; /* the daemon is exiting: a writer flushes at teardown */
+	uint64_t disk_free = cache_disk_free(c);
 	pthread_mutex_lock(&c->lock);
-	bool waited = false;
-	double said_at = 0;
+	bool waited = false, evicting_helps;
+	double said_at = 0, woke_at = 0, progress_at = cache_mono_s();
+	double stall_s = c->fs->opt.backing_timeout_ms / 1000.0;
+	uint64_t freed = c->freed;
+	int rc = 0;
 	/* the daemon stopping ends the wait: libfuse joins the FUSE threads
 	 * before anything else stops, and only BACKING could end it */
-	while (!c->stopping && !ckptfs_stopping(c->fs) && c->dirty_bytes > 0 &&
-	       c->dirty_bytes + len > c->dirty_bound) {
+	while (!c->stopping && !ckptfs_stopping(c->fs) &&
+	       !cache_room_locked(c, len, chunk, disk_free, &evicting_helps)) {
 		if (!waited) {
 			c->st.dirty_waits++;
 			waited = true;
 		}
+		if (c->freed != freed) { /* uploads or evictions made room: wait on */
+			freed = c->freed;
+			progress_at = cache_mono_s();
+		} else if (cache_mono_s() - progress_at > stall_s) {
+			log_error("cache %s: no room for %s of %" PRIu64 " KiB: %" PRIu64
+				  " MiB cached, %" PRIu64 " MiB of it not yet on BACKING (bounds %"
+				  PRIu64 " / %" PRIu64 " MiB), %" PRIu64 " MiB free on its disk"
+				  " (reserve %" PRIu64 " MiB), and nothing uploaded or evicted for"
+				  " %.0f s: the write fails with ENOSPC", c->fs->opt.cache,
+				  chunk ? "a chunk" : "a staging write", len >> 10,
+				  c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
+				  c->dirty_bound >> 20, disk_free == UINT64_MAX ? 0 : disk_free >> 20,
+				  c->reserve >> 20, stall_s);
+			rc = -ENOSPC;
+			break;
+		}
 		if (cache_mono_s() - said_at > 30) {
-			log_info("cache: %" PRIu64 " MiB not yet on BACKING (bound %" PRIu64
-				 " MiB): writers wait for uploads", c->dirty_bytes >> 20,
-				 c->dirty_bound >> 20);
+			log_info("cache %s: %" PRIu64 " MiB not yet on BACKING (bound %" PRIu64
+				 " MiB), %" PRIu64 " MiB cached (bound %" PRIu64 " MiB): writers wait"
+				 " for uploads and evictions", c->fs->opt.cache, c->dirty_bytes >> 20,
+				 c->dirty_bound >> 20, c->cached_bytes >> 20, c->bound >> 20);
 			said_at = cache_mono_s();
+		}
+		if (evicting_helps && cache_mono_s() - woke_at >= 1) { /* the evictor's turn */
+			if (len > c->want_room)
+				c->want_room = len;
+			pthread_cond_broadcast(&c->wake);
+			woke_at = cache_mono_s();
 		}
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
+		ts.tv_nsec += 200 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
 		pthread_cond_timedwait(&c->dirty_room, &c->lock, &ts);
+		pthread_mutex_unlock(&c->lock);
+		disk_free = cache_disk_free(c);
+		pthread_mutex_lock(&c->lock);
 	}
+	if (waited)
+		c->want_room = 0; /* the next waiter, if any, says again */
 	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int cache_dirty_wait(struct cache *c, uint64_t len)
+{
+	return cache_room_wait(c, len, true);
+}
+
+int cache_disk_wait(struct cache *c, uint64_t len)
+{
+	return cache_room_wait(c, len, false);
 }
 
 void cache_dirty_add(struct cache *c, uint64_t stored_len)
@@ -500,6 +585,7 @@ void cache_dirty_done(struct cache *c, uint64_t stored_len)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->dirty_bytes = c->dirty_bytes > stored_len ? c->dirty_bytes - stored_len : 0;
+	c->freed += stored_len;
 	pthread_cond_broadcast(&c->dirty_room);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -522,6 +608,8 @@ static void cache_resync(struct cache *c)
 	if (cat_cache_stats(c->fs->cat, &cs) != 0)
 		return;
 	pthread_mutex_lock(&c->lock);
+	if (cs.cached_bytes < c->cached_bytes) /* drift: room waiting writers may use */
+		c->freed += c->cached_bytes - cs.cached_bytes;
 	c->cached_bytes = cs.cached_bytes;
 	c->dirty_bytes = cs.dirty_bytes;
 	pthread_cond_broadcast(&c->dirty_room);
@@ -540,40 +628,71 @@ static void cache_flush_touched(struct cache *c)
 		cat_chunks_touch(c->fs->cat, (const uint8_t(*)[HASH_LEN])batch, n, cache_now_ns());
 }
 
-/* Evicts least-recently-used clean chunks until cached bytes are under the
- * low watermark (C2). */
-static void cache_evict(struct cache *c)
+/* Whether the evictor should go on: cached bytes over the low watermark
+ * (lower by what a waiting writer needs), or the disk short of its reserve. */
+static bool cache_evict_more(struct cache *c, bool *short_of_room)
 {
 	uint64_t low = c->bound / 100 * CACHE_LOW_PCT;
+	pthread_mutex_lock(&c->lock);
+	uint64_t want = c->want_room;
+	bool stop = c->stopping, must = c->must_free > 0;
+	bool over = c->cached_bytes > (want < low ? low - want : 0);
+	pthread_mutex_unlock(&c->lock);
+	if (stop)
+		return false;
+	if (must) { /* the disk said ENOSPC: out of inodes, or filled behind our back */
+		*short_of_room = true;
+		return true;
+	}
+	uint64_t disk_free = cache_disk_free(c);
+	bool disk_short = disk_free != UINT64_MAX && disk_free < c->reserve + want;
+	*short_of_room = disk_short || (want > 0 && over);
+	return over || disk_short;
+}
+
+/* Evicts least-recently-used clean chunks (C2) while cache_evict_more says
+ * so: first those of files nobody has open; when the disk or a waiting writer
+ * is short of room, also those of open files (on BACKING: a reader fetches
+ * them again). Returns the bytes freed. */
+static uint64_t cache_evict(struct cache *c)
+{
 	uint64_t *open = malloc(CACHE_MAX_OPEN * sizeof(*open));
 	uint8_t(*cand)[HASH_LEN] = malloc(CACHE_EVICT_BATCH * HASH_LEN);
 	uint64_t *lens = malloc(CACHE_EVICT_BATCH * sizeof(*lens));
 	uint64_t freed = 0, chunks = 0;
-	while (open && cand && lens) {
-		pthread_mutex_lock(&c->lock);
-		uint64_t cached = c->cached_bytes;
-		bool stop = c->stopping;
-		pthread_mutex_unlock(&c->lock);
-		if (stop || cached <= low)
-			break;
-		size_t n_open = node_opened(c->fs->nodes, open, CACHE_MAX_OPEN);
+	bool short_of_room = false, with_open = false;
+	pthread_mutex_lock(&c->evict_lock);
+	while (open && cand && lens && cache_evict_more(c, &short_of_room)) {
+		size_t n_open = with_open ? 0 : node_opened(c->fs->nodes, open, CACHE_MAX_OPEN);
 		int n = cat_evict_candidates(c->fs->cat, open, (int)n_open, cand, lens,
 					     CACHE_EVICT_BATCH);
+		if (n <= 0 && !with_open && short_of_room) {
+			with_open = true;
+			continue;
+		}
 		if (n <= 0)
-			break; /* nothing clean left to evict: dirty, pinned or open */
-		for (int i = 0; i < n && cached > low; i++) {
+			break; /* nothing clean left to evict: dirty or pinned */
+		uint64_t chunks_before = chunks;
+		for (int i = 0; i < n; i++) {
 			/* catalog first: a reader that misses fetches it again (C2) */
 			if (cat_chunk_set_cached(c->fs->cat, cand[i], false) != 0)
 				continue;
 			store_remove(c->fs->store, cand[i]);
 			freed += lens[i];
 			chunks++;
-			cached = cached > lens[i] ? cached - lens[i] : 0;
 			pthread_mutex_lock(&c->lock);
 			c->cached_bytes = c->cached_bytes > lens[i] ? c->cached_bytes - lens[i] : 0;
+			c->freed += lens[i];
+			c->must_free = c->must_free > lens[i] ? c->must_free - lens[i] : 0;
+			pthread_cond_broadcast(&c->dirty_room);
 			pthread_mutex_unlock(&c->lock);
+			if ((i & 15) == 15 && !cache_evict_more(c, &short_of_room))
+				break;
 		}
+		if (chunks == chunks_before)
+			break; /* the catalog records no eviction (logged): its disk is full */
 	}
+	pthread_mutex_unlock(&c->evict_lock);
 	free(open);
 	free(cand);
 	free(lens);
@@ -582,8 +701,48 @@ static void cache_evict(struct cache *c)
 		c->st.evicted_chunks += chunks;
 		c->st.evicted_bytes += freed;
 		pthread_mutex_unlock(&c->lock);
-		log_debug("cache: evicted %" PRIu64 " chunks, %" PRIu64 " MiB", chunks, freed >> 20);
+		log_debug("cache: evicted %" PRIu64 " chunks, %" PRIu64 " MiB%s", chunks, freed >> 20,
+			  with_open ? " (open files' too: the disk was short of room)" : "");
 	}
+	return freed;
+}
+
+int cache_make_room(struct cache *c, uint64_t len)
+{
+	if (!c)
+		return -ENOSPC;
+	uint64_t asked = 4 * len; /* a few objects, whatever the byte counts say */
+	pthread_mutex_lock(&c->lock);
+	c->must_free += asked;
+	uint64_t before = c->freed;
+	pthread_mutex_unlock(&c->lock);
+	uint64_t freed = cache_evict(c);
+	pthread_mutex_lock(&c->lock);
+	/* another writer's eviction, while this one waited for evict_lock, made
+	 * room too; with nothing clean left, an upload makes a chunk evictable:
+	 * wait for one as cache_room_wait does (C3), then evict it */
+	double until = cache_mono_s() + c->fs->opt.backing_timeout_ms / 1000.0;
+	while (c->freed == before && !c->stopping && !ckptfs_stopping(c->fs) &&
+	       cache_mono_s() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->dirty_room, &c->lock, &ts);
+		if (c->freed != before) {
+			c->must_free += 2 * len;
+			asked += 2 * len;
+			pthread_mutex_unlock(&c->lock);
+			freed += cache_evict(c);
+			pthread_mutex_lock(&c->lock);
+		}
+	}
+	c->must_free = c->must_free > asked ? c->must_free - asked : 0; /* others' asks stay */
+	bool room = c->freed != before;
+	pthread_mutex_unlock(&c->lock);
+	log_info("cache %s: its disk was full writing %" PRIu64 " KiB: evicted %" PRIu64
+		 " KiB of chunks already on BACKING%s", c->fs->opt.cache, len >> 10, freed >> 10,
+		 room ? "; the write is retried" : "");
+	return room ? 0 : -ENOSPC;
 }
 
 static void *cache_evictor_main(void *p)
@@ -598,7 +757,7 @@ static void *cache_evictor_main(void *p)
 		pthread_cond_timedwait(&c->wake, &c->lock, &ts);
 		if (c->stopping)
 			break;
-		bool over = c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT;
+		bool over = c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT || c->want_room;
 		pthread_mutex_unlock(&c->lock);
 		cache_flush_touched(c);
 		if (over || cache_mono_s() - last_resync > CACHE_RESYNC_S) {
@@ -606,8 +765,12 @@ static void *cache_evictor_main(void *p)
 			last_resync = cache_mono_s();
 		}
 		pthread_mutex_lock(&c->lock);
-		over = c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT;
+		over = c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT || c->want_room;
 		pthread_mutex_unlock(&c->lock);
+		if (!over) {
+			uint64_t disk_free = cache_disk_free(c);
+			over = disk_free != UINT64_MAX && disk_free < c->reserve;
+		}
 		if (over)
 			cache_evict(c);
 		pthread_mutex_lock(&c->lock);
@@ -619,13 +782,27 @@ static void *cache_evictor_main(void *p)
 
 /* ---- start / stop ---- */
 
-/* The bound when none is given: what the cache's filesystem can hold. */
-static uint64_t cache_default_bound(struct cache *c)
+/* C6: what the cache's disk keeps free for the catalog (and its WAL),
+ * staging files and objects being written: 1/16 of the disk, at least
+ * CACHE_RESERVE_MIN, at most CACHE_RESERVE_MAX. */
+static uint64_t cache_reserve(const struct cache *c)
 {
 	struct statvfs sv;
 	if (statvfs(c->fs->opt.cache, &sv) != 0)
+		return CACHE_RESERVE_MIN;
+	uint64_t r = (uint64_t)sv.f_blocks * sv.f_frsize / CACHE_RESERVE_SHARE;
+	return r < CACHE_RESERVE_MIN ? CACHE_RESERVE_MIN : r > CACHE_RESERVE_MAX ? CACHE_RESERVE_MAX : r;
+}
+
+/* The most chunk data the cache's filesystem can hold beside the reserve:
+ * what is free at mount plus what the cache holds already. */
+static uint64_t cache_disk_bound(const struct cache *c)
+{
+	uint64_t disk_free = cache_disk_free(c);
+	if (disk_free == UINT64_MAX)
 		return UINT64_MAX / 2;
-	return ((uint64_t)sv.f_bavail * sv.f_frsize + c->cached_bytes) / 100 * 90;
+	uint64_t usable = disk_free + c->cached_bytes;
+	return usable > c->reserve ? usable - c->reserve : 0;
 }
 
 int cache_start(struct ckptfs *fs, struct cache **out)
@@ -640,14 +817,24 @@ int cache_start(struct ckptfs *fs, struct cache **out)
 	pthread_cond_init(&c->dirty_room, NULL);
 	pthread_cond_init(&c->job_done, NULL);
 	pthread_cond_init(&c->fetched, NULL);
+	pthread_mutex_init(&c->evict_lock, NULL);
 	cache_resync(c);
-	c->bound = fs->opt.cache_size ? fs->opt.cache_size : cache_default_bound(c);
+	c->reserve = cache_reserve(c);
+	uint64_t disk_bound = cache_disk_bound(c);
+	c->bound = fs->opt.cache_size ? fs->opt.cache_size : disk_bound / 100 * 90;
+	if (c->bound > disk_bound) {
+		log_warn("cache %s: cache_size %" PRIu64 " MiB is more than its disk can hold beside"
+			 " a reserve of %" PRIu64 " MiB for the catalog and staging: bound %" PRIu64
+			 " MiB", fs->opt.cache, c->bound >> 20, c->reserve >> 20, disk_bound >> 20);
+		c->bound = disk_bound;
+	}
 	c->dirty_bound = fs->opt.dirty_max ? fs->opt.dirty_max : c->bound / 4 * 3;
 	if (c->dirty_bound > c->bound)
 		c->dirty_bound = c->bound;
 	log_info("cache %s: %" PRIu64 " MiB cached (%" PRIu64 " MiB not yet on BACKING), bound %"
-		 PRIu64 " MiB, dirty bound %" PRIu64 " MiB", fs->opt.cache, c->cached_bytes >> 20,
-		 c->dirty_bytes >> 20, c->bound >> 20, c->dirty_bound >> 20);
+		 PRIu64 " MiB, dirty bound %" PRIu64 " MiB, %" PRIu64 " MiB of its disk kept free",
+		 fs->opt.cache, c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
+		 c->dirty_bound >> 20, c->reserve >> 20);
 	int rc = pthread_create(&c->evictor, NULL, cache_evictor_main, c);
 	c->evictor_started = rc == 0;
 	for (int i = 0; rc == 0 && i < CACHE_FETCHERS; i++) {
@@ -685,6 +872,7 @@ void cache_stop(struct cache *c)
 	pthread_cond_destroy(&c->fetched);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->dirty_room);
+	pthread_mutex_destroy(&c->evict_lock);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

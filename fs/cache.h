@@ -9,15 +9,23 @@
  *  C1. Bytes handed out always match their hash: a fetched object is checked
  *      (store_object_check) before it is used or kept.
  *  C2. Only clean objects (uploaded) are evicted, never those of a pinned
- *      generation or of a file with an open handle (cat_evict_candidates).
- *      An evicted object that a reader still needed is fetched again.
- *  C3. A writer never fails because the cache is full of dirty data: it waits
- *      (cache_dirty_wait) until uploads bring dirty bytes under the bound.
+ *      generation; those of a file with an open handle only when the disk or
+ *      a waiting writer is short of room (cat_evict_candidates). An evicted
+ *      object that a reader still needed is fetched again.
+ *  C3. A writer does not fail because the cache is full of dirty data: it waits
+ *      (cache_dirty_wait) while uploads or evictions make room. Only when
+ *      none is made for backing_timeout (BACKING takes nothing and nothing
+ *      clean is left) does it fail, with ENOSPC, never EIO.
  *  C4. A read that needs BACKING while it is away waits up to the backing
  *      timeout, then fails with EIO; it never returns other bytes.
  *  C5. A fetch keeps a copy only while the cache is under its high watermark,
  *      and only a copy the catalog records as cached: an object file in the
- *      cache that the catalog does not call cached is a leak (cache_keep_copy). */
+ *      cache that the catalog does not call cached is a leak (cache_keep_copy).
+ *  C6. A reserve of the cache's disk (1/16, 16 MiB to 1 GiB) is kept out of
+ *      the bound and free, for the catalog, staging files and objects being
+ *      written: a chunk is stored only while the disk keeps half of it free
+ *      after the write, and a store that still meets a full disk evicts and
+ *      retries (cache_make_room) before it fails. */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 
@@ -50,11 +58,22 @@ int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct
  * a no-op if it is there, queued, or the queue is full. */
 void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN]);
 
-/* Writers: before storing a new object of about len bytes, waits while dirty
- * bytes are over the bound (C3); after storing it, counts it. With c NULL (the
- * daemon's teardown, after cache_stop) they do nothing. */
-void cache_dirty_wait(struct cache *c, uint64_t len);
+/* Writers: before storing a new object of about len bytes, waits while it
+ * would pass the dirty bound or eat into the disk's reserve (C3, C6); 0, or
+ * -ENOSPC (logged) after backing_timeout without progress. After
+ * storing it, cache_dirty_add counts it. With c NULL (the daemon's teardown,
+ * after cache_stop) they do nothing. */
+int cache_dirty_wait(struct cache *c, uint64_t len);
 void cache_dirty_add(struct cache *c, uint64_t stored_len);
+/* Other writes to the cache's disk (staging files): the same wait, for the
+ * disk's reserve alone. */
+int cache_disk_wait(struct cache *c, uint64_t len);
+/* A write of about len bytes met a full disk (ENOSPC: no bytes or no
+ * inodes left): evicts clean chunks (open files' too) now, on the caller's
+ * thread, whatever the byte counts say; with none, waits up to
+ * backing_timeout for an upload to make one evictable (not at all once the
+ * daemon stops). 0 if anything was freed (retry the write), else -ENOSPC. */
+int cache_make_room(struct cache *c, uint64_t len);
 /* The uploader: an object became clean. */
 void cache_dirty_done(struct cache *c, uint64_t stored_len);
 

@@ -54,7 +54,8 @@ struct ckptfs_options {
 	bool leave_queued;            /* unmount does not wait for uploads */
 	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
 	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */
-	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO */
+	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO; writes */
+	                              /* short of cache room, then ENOSPC */
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
 	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/claim.h) */

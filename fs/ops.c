@@ -18,6 +18,10 @@
  *     (docs/GENERATIONS.md); no commit rule fires; node_table_free ends its
  *     node and writer as it always has.
  *
+ *  3. Setuid and setgid are cleared as the kernel clears them on a local
+ *     filesystem (FUSE_CAP_HANDLE_KILLPRIV, on by default, leaves it to us):
+ *     see ops_killpriv_mode. Only regular files.
+ *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. Locks (flock, fcntl) are the kernel's: ckptfs
  * does not implement getlk/setlk, so they work across the processes of this
@@ -157,6 +161,66 @@ static uint64_t ops_gen_of(struct ckptfs *fs, uint64_t ino)
 {
 	uint64_t gen = 0;
 	return cat_gen_of(fs->cat, ino, &gen) == 0 ? gen : 0;
+}
+
+/* ---- setuid and setgid after a change (invariant 3) ---- */
+
+/* Whether the caller of req is in group gid (its fsgid or a supplementary
+ * group). */
+static bool ops_in_group(fuse_req_t req, gid_t gid)
+{
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	gid_t groups[64];
+	int n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* The mode of in after a change by req's caller, by the kernel's rules
+ * (setattr_should_drop_suidgid, setattr_should_drop_sgid, chown_common):
+ *  - a write, a truncate or an O_TRUNC open by a caller without CAP_FSETID
+ *    clears setuid, and setgid if group-exec is set or the caller is not in
+ *    the file's group (setgid without group-exec is otherwise a locking mark);
+ *  - a chown (chown true) clears setuid whoever asks, and setgid by the same
+ *    rule, a caller with CAP_FSETID counting as in every group.
+ * A caller has CAP_FSETID when its uid is 0 (FUSE does not pass capabilities),
+ * unless the kernel asked to kill them anyway (kill: FUSE_SET_ATTR_KILL_*). */
+static mode_t ops_killpriv_mode(fuse_req_t req, const struct cat_inode *in, bool chown, bool kill)
+{
+	bool capable = fuse_req_ctx(req)->uid == 0 && !kill;
+	if (!S_ISREG(in->mode) || !(in->mode & (S_ISUID | S_ISGID)) || (capable && !chown))
+		return in->mode;
+	mode_t drop = S_ISUID;
+	if ((in->mode & S_ISGID) &&
+	    ((in->mode & S_IXGRP) || (!capable && !ops_in_group(req, in->gid))))
+		drop |= S_ISGID;
+	return in->mode & ~drop;
+}
+
+/* After a write or truncate of ino by req's caller: clears the bits in the
+ * catalog if the rules say so; *still* tells whether any is left. */
+static int ops_killpriv(fuse_req_t req, uint64_t ino, bool *still)
+{
+	struct ckptfs *fs = ops_fs(req);
+	struct cat_inode in, set;
+	int rc = cat_getattr(fs->cat, ino, &in);
+	if (rc != 0)
+		return rc;
+	memset(&set, 0, sizeof(set));
+	set.mode = ops_killpriv_mode(req, &in, false, false);
+	if (set.mode != in.mode)
+		rc = cat_setattr(fs->cat, ino, CAT_SET_MODE, &set, NULL);
+	if (rc != 0)
+		log_error("inode %llu: clearing setuid/setgid after a write by uid %u"
+			  " (mode %o to %o) failed: %s", (unsigned long long)ino,
+			  (unsigned)fuse_req_ctx(req)->uid, (unsigned)(in.mode & 07777),
+			  (unsigned)(set.mode & 07777), strerror(-rc));
+	if (still)
+		__atomic_store_n(still, (set.mode & (S_ISUID | S_ISGID)) != 0, __ATOMIC_RELAXED);
+	return rc;
 }
 
 /* Before a change to ino (or an entry of the directory ino): a committed
@@ -323,7 +387,7 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			struct fuse_file_info *fi)
 {
 	struct ckptfs *fs = ops_fs(req);
-	struct cat_inode in, out;
+	struct cat_inode in, set, out;
 	uint64_t gen_id;
 	int rc = ops_gen_change(req, ino, &gen_id);
 	if (rc == 0)
@@ -339,41 +403,55 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			rc = ops_truncate(fs, ino, (uint64_t)attr->st_size);
 	}
 	unsigned what = 0;
-	memset(&in, 0, sizeof(in));
+	memset(&set, 0, sizeof(set));
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		what |= CAT_SET_MODE;
-		in.mode = attr->st_mode;
+		set.mode = attr->st_mode;
 	}
 	if (to_set & FUSE_SET_ATTR_UID) {
 		what |= CAT_SET_UID;
-		in.uid = attr->st_uid;
+		set.uid = attr->st_uid;
 	}
 	if (to_set & FUSE_SET_ATTR_GID) {
 		what |= CAT_SET_GID;
-		in.gid = attr->st_gid;
+		set.gid = attr->st_gid;
 	}
 	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
 		struct timespec now = { 0, UTIME_NOW };
 		what |= CAT_SET_ATIME;
-		in.atime_ns = ops_ts_ns(to_set & FUSE_SET_ATTR_ATIME_NOW ? &now : &attr->st_atim);
+		set.atime_ns = ops_ts_ns(to_set & FUSE_SET_ATTR_ATIME_NOW ? &now : &attr->st_atim);
 	}
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
 		struct timespec now = { 0, UTIME_NOW };
 		what |= CAT_SET_MTIME;
-		in.mtime_ns = ops_ts_ns(to_set & FUSE_SET_ATTR_MTIME_NOW ? &now : &attr->st_mtim);
+		set.mtime_ns = ops_ts_ns(to_set & FUSE_SET_ATTR_MTIME_NOW ? &now : &attr->st_mtim);
+	}
+	/* invariant 3: a chown or truncate clears setuid/setgid in the same change */
+	bool chown = to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+	bool kill = to_set & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID);
+	if (rc == 0 && !(what & CAT_SET_MODE) && (chown || kill || (to_set & FUSE_SET_ATTR_SIZE))) {
+		mode_t mode = ops_killpriv_mode(req, &in, chown, kill);
+		if (mode != in.mode) {
+			what |= CAT_SET_MODE;
+			set.mode = mode;
+		}
 	}
 	if (rc == 0 && what)
-		rc = cat_setattr(fs->cat, ino, what, &in, &out);
-	if (rc == 0 && (what & CAT_SET_MTIME)) {
-		/* an explicit mtime outlives the writer's own clock */
+		rc = cat_setattr(fs->cat, ino, what, &set, &out);
+	if (rc == 0 && (what & (CAT_SET_MTIME | CAT_SET_MODE))) {
 		struct node *n = node_peek(fs->nodes, ino);
-		if (n) {
+		if (n && (what & CAT_SET_MODE))
+			__atomic_store_n(&n->setid, (out.mode & (S_ISUID | S_ISGID)) != 0,
+					 __ATOMIC_RELAXED);
+		if (n && (what & CAT_SET_MTIME)) {
+			/* an explicit mtime outlives the writer's own clock */
 			pthread_rwlock_wrlock(&n->rw);
 			if (n->writer)
-				writer_set_mtime_ns(n->writer, in.mtime_ns);
+				writer_set_mtime_ns(n->writer, set.mtime_ns);
 			pthread_rwlock_unlock(&n->rw);
-			node_put(fs->nodes, n);
 		}
+		if (n)
+			node_put(fs->nodes, n);
 	}
 	if (rc == 0)
 		rc = ops_attr(fs, ino, &out);
@@ -696,7 +774,8 @@ void ops_handles_free(struct ops_handles *hs)
 	free(hs);
 }
 
-static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi, bool big)
+static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi, bool big,
+			 mode_t mode)
 {
 	struct ckptfs *fs = ops_fs(req);
 	struct ops_handle *h = calloc(1, sizeof(*h));
@@ -713,9 +792,13 @@ static int ops_open_node(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi
 		return rc ? rc : -ENOMEM;
 	}
 	h->n = n;
+	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
+	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);
 	if (h->writable && (fi->flags & O_TRUNC)) {
 		pthread_rwlock_wrlock(&n->rw);
 		rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(fs->cat, ino, 0);
+		if (rc == 0 && setid) /* invariant 3 */
+			rc = ops_killpriv(req, ino, &n->setid);
 		pthread_rwlock_unlock(&n->rw);
 		h->wrote = true;
 	}
@@ -755,7 +838,7 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc == 0 && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (rc == 0)
-		rc = ops_open_node(req, ino, fi, in.size >= OPS_DIRECT_READ_MIN);
+		rc = ops_open_node(req, ino, fi, in.size >= OPS_DIRECT_READ_MIN, in.mode);
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -769,7 +852,7 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	int rc = ops_make(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
 	if (rc == 0) {
 		fi->flags &= ~O_TRUNC; /* it is new */
-		rc = ops_open_node(req, in.ino, fi, false);
+		rc = ops_open_node(req, in.ino, fi, false, in.mode);
 		if (rc == 0)
 			ops_h(fi)->wrote = true; /* creating is writing (an empty marker counts) */
 		if (rc == 0 && gen_is_trigger_name(name))
@@ -859,6 +942,10 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 			at = writer_size(w);
 		rc = writer_write(w, buf, size, at);
 	}
+	/* invariant 3; a write from the page cache (writepage) has no caller */
+	if (rc == 0 && __atomic_load_n(&n->setid, __ATOMIC_RELAXED) && !fi->writepage &&
+	    fuse_req_ctx(req)->uid != 0)
+		rc = ops_killpriv(req, ino, &n->setid);
 	pthread_rwlock_unlock(&n->rw);
 	ops_h(fi)->wrote = true;
 	gen_activity(fs->gen, ops_h(fi)->gen_id, fuse_req_ctx(req)->pid);

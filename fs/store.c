@@ -713,8 +713,11 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 		rc = -errno;
 	if (rc == 0) {
 		rc = store_renameat(st, tmp, rel);
-		if (rc == -ENOENT && store_make_shard(st, hash, rel) == 0)
-			rc = store_renameat(st, tmp, rel);
+		if (rc == -ENOENT) { /* a new shard; a full disk refuses it with ENOSPC, not ENOENT */
+			rc = store_make_shard(st, hash, rel);
+			if (rc == 0)
+				rc = store_renameat(st, tmp, rel);
+		}
 	}
 	if (rc == 0 && (flags & STORE_SYNC)) {
 		char dir[16];

@@ -31,6 +31,7 @@
  * same bytes is chunking, instead of chunking and hashing them as well */
 #define WRITER_FOLLOW_WAIT_MS 50
 #define WRITER_AWAITS 8 /* flights of other writers' stores one writer waits for at most */
+#define WRITER_ROOM_RETRIES 16 /* local writes retried after an ENOSPC, each after room was made */
 
 struct writer {
 	struct ckptfs *fs;
@@ -373,8 +374,15 @@ static int writer_put(struct ckptfs *fs, const uint8_t hash[HASH_LEN], const uin
 		      size_t len, uint8_t *image)
 {
 	struct store_object_info info;
-	int rc = image ? store_put_headroom(fs->store, hash, image, len, 0, &info)
-		       : store_put(fs->store, hash, data, len, 0, &info);
+	int rc = -ENOSPC;
+	/* a full disk: evict clean chunks and try again (cache.h C6); the
+	 * bytes are still the caller's, so a retry writes the same object */
+	for (int i = 0; (rc == -ENOSPC || rc == -EDQUOT) && i <= WRITER_ROOM_RETRIES; i++) {
+		if (i > 0 && cache_make_room(fs->cache, len) != 0)
+			break;
+		rc = image ? store_put_headroom(fs->store, hash, image, len, 0, &info)
+			   : store_put(fs->store, hash, data, len, 0, &info);
+	}
 	if (rc == 0)
 		rc = cat_chunk_stored(fs->cat, hash, info.codec, info.stored_len);
 	if (rc == 0) {
@@ -465,7 +473,11 @@ static int writer_store(struct writer *w, const uint8_t hash[HASH_LEN], const ui
 	case WRITER_JOIN_STORE:
 		break;
 	}
-	cache_dirty_wait(w->fs->cache, len); /* backpressure: never a failure */
+	rc = cache_dirty_wait(w->fs->cache, len); /* backpressure: fails only when nothing moves */
+	if (rc != 0) {
+		writer_flight_land(slot, rc);
+		return rc;
+	}
 	if (writer_store_behind(w, hash, len, pin, slot, gen))
 		return 0;
 	rc = writer_put(w->fs, hash, data, len, pin ? pin->image : NULL);
@@ -745,6 +757,22 @@ static int writer_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* A staging write waits while the cache's disk is short of room (it takes
+ * the same disk as chunks); one that still meets a full disk evicts clean
+ * chunks and is retried (cache.h C6) before it fails. */
+static int writer_pwrite_room(struct writer *w, const void *buf, size_t len, uint64_t off)
+{
+	int rc = cache_disk_wait(w->fs->cache, len);
+	if (rc == 0)
+		rc = writer_pwrite_all(w->staging_fd, buf, len, off);
+	for (int i = 0; (rc == -ENOSPC || rc == -EDQUOT) && i < WRITER_ROOM_RETRIES; i++) {
+		if (cache_make_room(w->fs->cache, len) != 0)
+			break;
+		rc = writer_pwrite_all(w->staging_fd, buf, len, off);
+	}
+	return rc;
+}
+
 /* An anonymous file in CACHE/staging (shared invariant 7: the directory is
  * opened without following a symlink, and a named fallback is unguessable
  * and exclusive). */
@@ -773,8 +801,8 @@ static int writer_open_staging(struct writer *w)
 	return 0;
 }
 
-/* Copies the pending extents of the stream into fd. */
-static int writer_copy_pending(struct writer *w, int fd)
+/* Copies the pending extents of the stream into the staging file. */
+static int writer_copy_pending(struct writer *w)
 {
 	struct cat_extent ext[16];
 	uint64_t pos = 0;
@@ -787,7 +815,7 @@ static int writer_copy_pending(struct writer *w, int fd)
 			rc = reader_copy_extent(w->fs, w->ino, &ext[i], ext[i].chunk_off, ext[i].len,
 						(char *)tmp);
 			if (rc == 0)
-				rc = writer_pwrite_all(fd, tmp, ext[i].len, ext[i].off);
+				rc = writer_pwrite_room(w, tmp, ext[i].len, ext[i].off);
 			pos = ext[i].off + ext[i].len;
 		}
 		if (n < 16)
@@ -813,9 +841,9 @@ static int writer_to_staging(struct writer *w)
 	if (rc == 0 && ftruncate(w->staging_fd, (off_t)w->size) != 0)
 		rc = -errno;
 	if (rc == 0)
-		rc = writer_copy_pending(w, w->staging_fd);
+		rc = writer_copy_pending(w);
 	if (rc == 0 && w->buf_len)
-		rc = writer_pwrite_all(w->staging_fd, w->buf + w->buf_off, w->buf_len, w->stream_base);
+		rc = writer_pwrite_room(w, w->buf + w->buf_off, w->buf_len, w->stream_base);
 	if (rc == 0)
 		rc = cat_pending_drop(w->fs->cat, w->ino);
 	if (rc != 0)
@@ -892,7 +920,7 @@ int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off)
 			return rc;
 	}
 	if (w->staging) {
-		rc = writer_pwrite_all(w->staging_fd, buf, len, off);
+		rc = writer_pwrite_room(w, buf, len, off);
 		if (rc != 0)
 			return writer_fail(w, rc, "writing the staging file");
 	} else {

@@ -465,7 +465,7 @@ int cat_sql_fail(struct cat *cat, enum cat_sid id, int src)
 	log_error("catalog %s: cannot %s: %s (sqlite %d) [%s]", cat->path, cat_sql_of(id)->purpose,
 		  sqlite3_errmsg(cat->db), src, sql ? sql : cat_sql_of(id)->sql);
 	sqlite3_free(sql);
-	return -EIO;
+	return (src & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO; /* a full disk is no I/O error */
 }
 
 void cat_reset(struct cat *cat, enum cat_sid id)

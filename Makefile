@@ -7,6 +7,8 @@
 #   make torture    the crash torture loop, 500 kill -9 cycles
 #   make test-trainers  real trainers end to end (tests/trainers/README.md)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, man pages, docs; mount.ckptfs in SBINDIR=/sbin)
+#   make deb        the Debian package, build/deb/ckptfs_VERSION_ARCH.deb (scripts/debian/)
+#   make test-deb   builds it, lintian, apt-get install, mounts with it, purges (root)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -71,7 +73,7 @@ test: deps
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	$(MAKE) test-trainers
-	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples
+	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples test-deb
 	$(MAKE) test-asan
 
 test-unit: $(BUILD)/unit-tests
@@ -164,3 +166,17 @@ check-examples: deps all
 .PHONY: test-trainers
 test-trainers: deps all
 	tests/trainers/run.sh $(BUILD)
+
+# ---- the Debian package (scripts/debian/, README "Debian package")
+.PHONY: deb test-deb
+
+# build/deb/ckptfs_VERSION_ARCH.deb (+ -dbgsym, .buildinfo, .changes), built by
+# dpkg-buildpackage in a copy of the sources (scripts/build-deb.sh).
+deb: deps
+	@scripts/install-pkg-deps.sh
+	scripts/build-deb.sh build/deb
+
+# lintian (no errors), apt-get install on this machine, mounts with the
+# installed binaries and mount helper, apt-get purge; root (scripts/test-deb.sh).
+test-deb: deb
+	scripts/test-deb.sh build/deb

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2015 # `A && B || fail` is meant: a failing A or B fails the step
 # scripts/test-deb.sh [DEB_DIR] — tests the Debian package `make deb` built
 # (`make test-deb`): root, /dev/fuse, a Debian 12 machine with the runtime
 # libraries installed (apt-get is not asked to download anything it has not

@@ -7,7 +7,7 @@
 # OUT_DIR/ckptfs-VERSION/, puts scripts/debian/ there as debian/, and runs
 # dpkg-buildpackage (binary only, unsigned). The results land in OUT_DIR
 # (default build/deb): ckptfs_VERSION_ARCH.deb, its -dbgsym .deb, .buildinfo
-# and .changes. The version is the one in fs/options.h (CKPTFS_VERSION),
+# and .changes, then runs lintian on the .deb (errors fail). The version is the one in fs/options.h (CKPTFS_VERSION),
 # which must match the top entry of scripts/debian/changelog.
 set -euo pipefail
 
@@ -39,5 +39,17 @@ nice dpkg-buildpackage -b -us -uc -j"$(nproc)" >"$out/build.log" 2>&1 || {
 	echo "build-deb: dpkg-buildpackage failed (full log: $out/build.log)" >&2
 	exit 1
 }
+cd "$out"
 rm -rf "$tree"
-ls "$out"/ckptfs_"$version"_*.deb
+deb=$(ls "$out"/ckptfs_"$version"_*.deb)
+echo "$deb"
+# lintian: errors fail `make deb`; warnings and info are shown
+if command -v lintian >/dev/null; then
+	lintian --fail-on error --display-info "$deb" 2> >(grep -v 'running with root privileges' >&2) || {
+		echo "build-deb: lintian reports errors for $deb" >&2
+		exit 1
+	}
+	echo "lintian: no errors"
+else
+	echo "build-deb: lintian is not installed; $deb not checked (scripts/install-pkg-deps.sh)" >&2
+fi

@@ -9,7 +9,8 @@
 #   2. the .deb holds the binaries, the mount helper, man pages, docs,
 #      examples, copyright and changelog, and Depends names fuse3 and the
 #      shared libraries ckptfs links (dpkg-shlibdeps);
-#   3. `apt-get install ./ckptfs_*.deb` installs it on this machine;
+#   3. `apt-get install ./ckptfs_*.deb` installs it on this machine; the
+#      packaged systemd examples pass `systemd-analyze verify`;
 #   4. the installed /usr/bin/ckptfs mounts a temp BACKING with a temp cache, a
 #      file written is read back byte for byte, the installed
 #      `ckptfs-admin umount` unmounts and the daemon is gone;
@@ -179,6 +180,17 @@ if out=$(/usr/bin/ckptfs --version 2>&1) && [[ $out == "ckptfs $version "* ]] &&
 	pass "/usr/bin/ckptfs --version: $out"
 else
 	fail "/usr/bin/ckptfs --version" "$out (package version $version)"
+fi
+
+# the packaged units name the installed binaries; systemd-analyze checks they exist
+if command -v systemd-analyze >/dev/null; then
+	if out=$(cd /usr/share/doc/ckptfs/examples && systemd-analyze verify --man=no ./ckptfs-ckpt.service ./mnt-ckpt.mount 2>&1); then
+		pass "packaged examples: systemd-analyze verify ckptfs-ckpt.service (ExecStart=/usr/bin/ckptfs) mnt-ckpt.mount"
+	else
+		fail "packaged examples: systemd-analyze verify" "$out"
+	fi
+else
+	skip "packaged examples: systemd-analyze verify" "systemd-analyze is not installed"
 fi
 
 # ---------------------------------------------------------------- 4.-5. mounts

@@ -65,7 +65,7 @@ installed() { case $(pkg_state) in "" | un | pn) return 1 ;; *) return 0 ;; esac
 if installed; then
 	if [ -f "$STAMP" ]; then
 		echo "test-deb: purging the ckptfs a killed earlier run left installed ($(cat "$STAMP"))" >&2
-		DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ckptfs >/dev/null 2>&1 || dpkg --purge ckptfs >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 purge -y -qq ckptfs >/dev/null 2>&1 || dpkg --purge ckptfs >/dev/null
 		rm -f "$STAMP"
 	else
 		give_up "the ckptfs package is installed on this machine (state $(pkg_state)), not by this test: not replacing and purging it"
@@ -106,7 +106,7 @@ cleanup() {
 		kill "$pid" 2>/dev/null
 	done
 	if [ "$we_installed" = 1 ] && installed; then
-		DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ckptfs >/dev/null 2>&1 || dpkg --purge ckptfs >/dev/null 2>&1
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 purge -y -qq ckptfs >/dev/null 2>&1 || dpkg --purge ckptfs >/dev/null 2>&1
 	fi
 	installed || rm -f "$STAMP"
 	rm -rf "$T"
@@ -161,7 +161,7 @@ fi
 
 echo "$DEB $(date -u +%FT%TZ) pid $$" >"$STAMP"
 we_installed=1
-if ! DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y -q --no-install-recommends "$DEB" >"$T/apt.out" 2>&1; then
+if ! DEBIAN_FRONTEND=noninteractive timeout 180 apt-get -o DPkg::Lock::Timeout=120 install -y -q --no-install-recommends "$DEB" >"$T/apt.out" 2>&1; then
 	fail "apt-get install $DEB" "$(tail -n 8 "$T/apt.out")"
 	echo "$skipped skipped"
 	echo "$passed passed, $failed failed"
@@ -278,7 +278,7 @@ fi
 # ---------------------------------------------------------------- 7. purge
 
 purge() {
-	DEBIAN_FRONTEND=noninteractive timeout 120 apt-get purge -y -q ckptfs >"$T/purge.out" 2>&1 ||
+	DEBIAN_FRONTEND=noninteractive timeout 180 apt-get -o DPkg::Lock::Timeout=120 purge -y -q ckptfs >"$T/purge.out" 2>&1 ||
 		{ echo "apt-get purge failed: $(tail -n 5 "$T/purge.out")"; return 1; }
 	installed && { echo "still installed: state $(pkg_state)"; return 1; }
 	local p left=()

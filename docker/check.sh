@@ -7,9 +7,10 @@
 #   - every build context and Dockerfile that compose names exists, and every
 #     file a Dockerfile COPYs exists in its context and is not excluded by the
 #     Dockerfile's .dockerignore;
-#   - the image's build steps: scripts/install-deps.sh passes `bash -n` (and
-#     ShellCheck), `make install DESTDIR=…` puts ckptfs and ckptfs-admin in
-#     /usr/local/bin, the scripts and trainer_demo.py are valid;
+#   - the scripts: install-deps.sh and build-deb.sh (the image's build
+#     stage) and the entrypoints pass `bash -n` (and ShellCheck),
+#     `make install DESTDIR=…` puts ckptfs and ckptfs-admin in
+#     /usr/local/bin, trainer_demo.py is valid;
 #   - the image's entrypoint, run here with BUILD_DIR on PATH, mounts a local
 #     BACKING, runs trainer_demo.py through it and unmounts (needs root + FUSE
 #     + torch; skipped otherwise);

@@ -8,6 +8,8 @@
 #   make test-trainers  real trainers end to end (tests/trainers/README.md)
 #   make fuzz       libFuzzer harnesses, FUZZ_SECONDS (600) each (tests/fuzz/README.md)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, man pages, docs; mount.ckptfs in SBINDIR=/sbin)
+#   make deb        the Debian package, build/deb/ckptfs_VERSION_ARCH.deb (scripts/debian/)
+#   make test-deb   builds it, lintian, apt-get install, mounts with it, purges (root)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -73,7 +75,7 @@ test: deps
 	$(MAKE) fuzz-quick
 	$(MAKE) test-integration
 	$(MAKE) test-trainers
-	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples
+	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples test-deb
 	$(MAKE) test-asan
 
 test-unit: $(BUILD)/unit-tests
@@ -129,7 +131,7 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools
 
 clean:
-	rm -rf build build-asan build-dev
+	rm -rf build build-asan build-dev build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -212,3 +214,17 @@ $(BUILD)/seedgen: $(BUILD)/obj/tests/fuzz/seedgen.o $(CORE_OBJ)
 
 fuzz-seeds: $(BUILD)/seedgen
 	$(BUILD)/seedgen tests/fuzz/corpus
+
+# ---- the Debian package (scripts/debian/, README "Debian package")
+.PHONY: deb test-deb
+
+# build/deb/ckptfs_VERSION_ARCH.deb (+ -dbgsym, .buildinfo, .changes), built by
+# dpkg-buildpackage in a copy of the sources (scripts/build-deb.sh).
+deb: deps
+	@scripts/install-pkg-deps.sh
+	scripts/build-deb.sh build/deb
+
+# lintian (no errors), apt-get install on this machine, mounts with the
+# installed binaries and mount helper, apt-get purge; root (scripts/test-deb.sh).
+test-deb: deb
+	scripts/test-deb.sh build/deb

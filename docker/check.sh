@@ -7,12 +7,27 @@
 #   - every build context and Dockerfile that compose names exists, and every
 #     file a Dockerfile COPYs exists in its context and is not excluded by the
 #     Dockerfile's .dockerignore;
-#   - the image's build steps: scripts/install-deps.sh passes `bash -n` (and
-#     ShellCheck), `make install DESTDIR=…` puts ckptfs and ckptfs-admin in
-#     /usr/local/bin, the scripts and trainer_demo.py are valid;
+#   - the scripts: install-deps.sh and build-deb.sh (the image's build
+#     stage) and the entrypoints pass `bash -n` (and ShellCheck),
+#     `make install DESTDIR=…` puts ckptfs and ckptfs-admin in
+#     /usr/local/bin, trainer_demo.py is valid;
 #   - the image's entrypoint, run here with BUILD_DIR on PATH, mounts a local
 #     BACKING, runs trainer_demo.py through it and unmounts (needs root + FUSE
 #     + torch; skipped otherwise);
+#   - docker/Dockerfile is multi-stage: the default target's stages (the
+#     runtime image) start FROM a plain debian image, install the .deb that
+#     the build stage made and nothing else — no -dev package, compiler,
+#     make, criterion, torch or ganesha, no COPY of the sources —, have a
+#     HEALTHCHECK, and run as root only with the reason written down; the
+#     build stage takes its packages from scripts/debian/control (apt-get
+#     build-dep) and builds with scripts/build-deb.sh; torch only in the
+#     tutorial stage, which compose.yaml's trainer builds;
+#   - the HEALTHCHECK's command, run here against a real mount, succeeds,
+#     and fails once unmounted (root + FUSE);
+#   - compose.shared.yaml shares the mount: the ckptfs service binds the
+#     host directory on MOUNTPOINT with propagation rshared (allow_other,
+#     FUSE device, SYS_ADMIN), the consumer binds it rslave/rshared and
+#     waits for ckptfs to be healthy;
 #   - hadolint and `docker compose config`, when available (skipped, and said
 #     so, when not).
 # Prints PASS/FAIL/SKIP per check, then "N passed, N failed"; exits non-zero
@@ -147,8 +162,155 @@ compose_and_copies() {
 	EOF
 }
 
+# Dockerfile stages: the runtime image carries the package and its runtime libraries only.
+dockerfile_stages() {
+	"$PY" - "$here" <<-'EOF'
+		import os, re, shlex, sys
+		import yaml
+		docker = sys.argv[1]
+		errors = []
+		# logical lines (continuations joined), with the comments kept apart
+		lines, comments, cur = [], [], ""
+		for raw in open(os.path.join(docker, "Dockerfile")):
+		    s = raw.rstrip("\n")
+		    if s.lstrip().startswith("#"):
+		        comments.append(s)
+		        continue
+		    if s.endswith("\\"):
+		        cur += s[:-1] + " "
+		        continue
+		    if (cur + s).strip():
+		        lines.append((cur + s).strip())
+		    cur = ""
+		stages = []  # [name, base, [(INSTR, rest)]]
+		for l in lines:
+		    instr, _, rest = l.partition(" ")
+		    instr = instr.upper()
+		    if instr == "FROM":
+		        w = rest.split()
+		        w = [x for x in w if not x.startswith("--")]
+		        name = w[2] if len(w) >= 3 and w[1].upper() == "AS" else None
+		        stages.append([name, w[0], []])
+		    elif stages:
+		        stages[-1][2].append((instr, rest))
+		byname = {st[0]: st for st in stages if st[0]}
+		if len(stages) < 2:
+		    errors.append("Dockerfile: not multi-stage (%d FROM)" % len(stages))
+		def chain(st):
+		    out = []
+		    while st is not None and st not in out:
+		        out.append(st)
+		        st = byname.get(st[1])
+		    return out
+		runtime = chain(stages[-1]) if stages else []
+		base = runtime[-1][1] if runtime else ""
+		if not re.fullmatch(r"debian:[\w.-]+", base) or re.search(r"buildpack|sdk|gcc|dev", base):
+		    errors.append("runtime: starts FROM %r, not a plain debian image" % base)
+		forbidden = re.compile(r"(?<![\w.+-])([\w.+-]+-dev|build-essential|gcc|g\+\+|clang|cc|make|cmake|"
+		                       r"pkg-config|debhelper|dpkg-dev|libcriterion[\w.-]*|criterion|python3-torch|torch|"
+		                       r"nfs-ganesha[\w.-]*|ganesha|install-deps\.sh|build-dep)(?![\w.+-])")
+		health = False
+		root_ok = False
+		for st in runtime:
+		    for instr, rest in st[2]:
+		        if instr == "RUN":
+		            bad = sorted(set(m.group(1) for m in forbidden.finditer(rest)))
+		            if bad:
+		                errors.append("runtime stage %s: RUN brings build/test tools: %s" % (st[0], ", ".join(bad)))
+		        if instr in ("COPY", "ADD"):
+		            w = shlex.split(rest)
+		            frm = [x for x in w if x.startswith("--from")]
+		            srcs = [x for x in w if not x.startswith("--")][:-1]
+		            if frm and not all(x.endswith(".deb") for x in srcs):
+		                errors.append("runtime: COPY %s from another stage: only the .deb belongs here" % rest)
+		            if not frm and any(x in (".", "./") or x.startswith(("fs", "meta", "tools", "tests")) for x in srcs):
+		                errors.append("runtime: COPY %s puts sources in the image" % rest)
+		        if instr == "HEALTHCHECK" and not rest.upper().startswith("NONE"):
+		            health = True
+		        if instr == "USER":
+		            root_ok = True
+		if not health:
+		    errors.append("runtime: no HEALTHCHECK")
+		if not any("CAP_SYS_ADMIN" in c for c in comments) and not root_ok:
+		    errors.append("runtime: runs as root with no comment saying why (CAP_SYS_ADMIN)")
+		if not any(i == "RUN" and re.search(r"apt-get install .*ckptfs_\*\.deb", r) for st in runtime for i, r in st[2]):
+		    errors.append("runtime: does not apt-get install the ckptfs .deb")
+		b = byname.get("build")
+		if not b:
+		    errors.append("no stage named build")
+		else:
+		    runs = " ".join(r for i, r in b[2] if i == "RUN")
+		    if "build-dep" not in runs or "scripts/build-deb.sh" not in runs:
+		        errors.append("build: not apt-get build-dep + scripts/build-deb.sh")
+		t = byname.get("tutorial")
+		if not t or "python3-torch" not in " ".join(r for i, r in t[2] if i == "RUN"):
+		    errors.append("no tutorial stage installing python3-torch")
+		with open(os.path.join(docker, "compose.yaml")) as f:
+		    c = yaml.safe_load(f)
+		tb = ((c.get("services") or {}).get("trainer") or {}).get("build") or {}
+		if not isinstance(tb, dict) or tb.get("target") != "tutorial":
+		    errors.append("compose.yaml: trainer does not build target tutorial (the runtime image has no torch)")
+		for e in errors:
+		    print(e)
+		print("%d stages; runtime = %s from %s" % (len(stages), " <- ".join(str(st[0]) for st in runtime), base))
+		sys.exit(1 if errors else 0)
+	EOF
+}
+
+# compose.shared.yaml: one ckptfs container, its mount used by another.
+compose_shared() {
+	"$PY" - "$here" <<-'EOF'
+		import os, sys
+		import yaml
+		docker = sys.argv[1]
+		errors = []
+		with open(os.path.join(docker, "compose.shared.yaml")) as f:
+		    c = yaml.safe_load(f)
+		svcs = c.get("services") or {}
+		fs = svcs.get("ckptfs") or {}
+		env = fs.get("environment") or {}
+		if isinstance(env, list):
+		    env = dict(e.split("=", 1) for e in env)
+		mnt = env.get("MOUNTPOINT", "/mnt/ckpt")
+		if "/dev/fuse" not in [str(d).split(":")[0] for d in fs.get("devices", [])]:
+		    errors.append("ckptfs: no /dev/fuse device")
+		if "SYS_ADMIN" not in fs.get("cap_add", []):
+		    errors.append("ckptfs: no SYS_ADMIN capability")
+		if "allow_other" not in str(env.get("CKPTFS_OPTIONS", "")).split(","):
+		    errors.append("ckptfs: CKPTFS_OPTIONS lacks allow_other (other containers' users)")
+		if (fs.get("healthcheck") or {}).get("disable"):
+		    errors.append("ckptfs: healthcheck disabled")
+		def binds(svc):
+		    for v in svc.get("volumes", []):
+		        if isinstance(v, dict) and v.get("type") == "bind":
+		            yield v.get("source"), v.get("target"), (v.get("bind") or {}).get("propagation")
+		        elif isinstance(v, str) and v.count(":") >= 2:
+		            src, tgt, opts = v.split(":", 2)
+		            prop = next((o for o in opts.split(",") if o.endswith(("shared", "slave", "private"))), None)
+		            yield src, tgt, prop
+		shared = [(s, p) for s, t, p in binds(fs) if t == mnt]
+		if not shared or shared[0][1] != "rshared":
+		    errors.append("ckptfs: MOUNTPOINT %s is not a bind with propagation rshared: %r" % (mnt, shared))
+		src = shared[0][0] if shared else None
+		users = [n for n, s in svcs.items() if n != "ckptfs"
+		         and any(b[0] == src and b[2] in ("rslave", "rshared") for b in binds(s))]
+		if not users:
+		    errors.append("no other service binds %r with propagation rslave or rshared" % src)
+		for n in users:
+		    dep = svcs[n].get("depends_on") or {}
+		    if not (isinstance(dep, dict) and (dep.get("ckptfs") or {}).get("condition") == "service_healthy"):
+		        errors.append("%s: does not wait for a healthy ckptfs" % n)
+		for e in errors:
+		    print(e)
+		print("shared %s -> %s, used by %s" % (src, mnt, ", ".join(users)))
+		sys.exit(1 if errors else 0)
+	EOF
+}
+
 if [ -x "$PY" ] && "$PY" -c 'import yaml' 2>/dev/null; then
 	check "compose.yaml parses; services, FUSE, nfs:// BACKING; every COPY source exists" compose_and_copies
+	check "Dockerfile: multi-stage; runtime = debian + the .deb (no -dev, compiler, criterion, torch, ganesha), HEALTHCHECK, root explained; torch in the tutorial stage only" dockerfile_stages
+	check "compose.shared.yaml: ckptfs binds MOUNTPOINT rshared (allow_other), another service binds it rslave and waits for healthy" compose_shared
 else
 	fail "compose.yaml" "/usr/bin/python3 with yaml is missing (make deps installs python3-yaml)"
 fi
@@ -164,7 +326,7 @@ check "ganesha.conf: balanced blocks, /export over NFSv3 with FSAL VFS" ganesha_
 
 # ---------------------------------------------------------------- build steps
 
-for s in "$repo/scripts/install-deps.sh" "$here/entrypoint.sh" "$here/ganesha/entrypoint.sh" "$here/check.sh"; do
+for s in "$repo/scripts/install-deps.sh" "$repo/scripts/build-deb.sh" "$here/entrypoint.sh" "$here/ganesha/entrypoint.sh" "$here/check.sh"; do
 	name=${s#"$repo"/}
 	check "$name: bash -n" bash -n "$s"
 	if command -v shellcheck >/dev/null; then
@@ -186,7 +348,7 @@ make_install() {
 		return 1
 	fi
 }
-check "make install DESTDIR=… puts ckptfs, ckptfs-admin in /usr/local/bin (the entrypoint's PATH)" make_install
+check "make install DESTDIR=… puts ckptfs, ckptfs-admin in /usr/local/bin" make_install
 
 # ---------------------------------------------------------------- entrypoint, for real
 
@@ -207,6 +369,36 @@ elif [ ! -x "$build/ckptfs" ]; then
 	fail "entrypoint.sh runs trainer_demo.py through a real mount" "$build/ckptfs not built"
 else
 	check "entrypoint.sh runs trainer_demo.py through a real mount (local BACKING)" entrypoint_demo
+fi
+
+# ---------------------------------------------------------------- HEALTHCHECK, for real
+
+# The Dockerfile's HEALTHCHECK CMD (shell form), run as Docker would (sh -c,
+# the image's ENV), with BUILD_DIR on PATH: 0 while ckptfs serves
+# MOUNTPOINT, non-zero once it is unmounted.
+health_cmd=$(awk '/^HEALTHCHECK/ { h = 1 } h { line = line $0 } h && !/\\$/ { print line; exit }' "$here/Dockerfile" |
+	sed -e 's/\\//g' -e 's/.*[[:space:]]CMD[[:space:]]\+//')
+healthcheck_real() {
+	local hm=$T/hmnt hb=$T/hbacking hc=$T/hcache rc
+	[ -n "$health_cmd" ] || { echo "no HEALTHCHECK CMD in the Dockerfile"; return 1; }
+	mkdir -p "$hm" "$hb" "$hc"
+	demo_mnt=$hm
+	"$build/ckptfs" "$hb" "$hm" -o "cache=$hc" || { echo "ckptfs did not mount"; return 1; }
+	rc=0
+	PATH=$build:$PATH MOUNTPOINT=$hm timeout 20 sh -c "$health_cmd" || rc=$?
+	"$build/ckptfs-admin" umount "$hm" --timeout 60 >/dev/null 2>&1 || fusermount3 -u -z "$hm"
+	[ "$rc" = 0 ] || { echo "healthcheck failed on a live mount (status $rc): $health_cmd"; return 1; }
+	if PATH=$build:$PATH MOUNTPOINT=$hm timeout 20 sh -c "$health_cmd" 2>/dev/null; then
+		echo "healthcheck passes with nothing mounted: $health_cmd"
+		return 1
+	fi
+}
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	skip "HEALTHCHECK command against a real mount" "needs root and /dev/fuse"
+elif [ ! -x "$build/ckptfs" ]; then
+	fail "HEALTHCHECK command against a real mount" "$build/ckptfs not built"
+else
+	check "HEALTHCHECK command ($health_cmd): 0 on a live mount, non-zero when unmounted" healthcheck_real
 fi
 
 # ---------------------------------------------------------------- optional linters

@@ -58,26 +58,29 @@ struct admin_command {
 static const struct admin_command admin_commands[] = {
 	{ "list", admin_cmd_list, ADMIN_NEED_READ, "list [--all] [SERIES]",
 	  "one row per generation: state, pin, size, what it alone holds, dedup, commit",
-	  "Lists the open and committed generations (with --all also aborted and deleted\n"
-	  "ones), of one SERIES (a directory relative to the mount) or of all series.\n"
+	  "Lists the open and committed generations (with --all also held ones, with the\n"
+	  "reason they could not be proven complete, and aborted and deleted ones), of\n"
+	  "one SERIES (a directory relative to the mount) or of all series.\n"
 	  "Columns: series, name, step, state, pinned, files, logical size, ALONE (stored\n"
 	  "bytes of the chunks only this generation holds: what rm frees on BACKING),\n"
 	  "dedup (logical size / plain bytes of the distinct chunks it names), when it\n"
 	  "committed and by which rule (or why it ended). --json prints an array of\n"
 	  "objects with exact numbers: id, series, name, step, state, version, pinned,\n"
 	  "files, logical_bytes, stored_bytes (= ALONE), exclusive_bytes, unique_bytes,\n"
-	  "chunks, dedup_ratio, created_ns, committed_ns, ended_ns, committed, rule.\n" },
+	  "chunks, dedup_ratio, created_ns, committed_ns, ended_ns, committed, rule,\n"
+	  "held_reason.\n" },
 	{ "show", admin_cmd_show, ADMIN_NEED_READ, "show GEN",
 	  "a generation's files with sizes and chunks, and what it shares with others",
 	  "Shows one generation: its state and sizes, each regular file with its size,\n"
 	  "extents and distinct chunks, and for every other generation that names some\n"
 	  "of the same chunks, how many and their plain bytes.\n" },
 	{ "commit", admin_cmd_commit, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "commit GEN",
-	  "commit an open generation now (rule \"admin\")",
+	  "commit an open or held generation now (rule \"admin\")",
 	  "Commits an OPEN generation as if its trainer's completion signal had arrived\n"
-	  "(rule \"admin\"). If a file in it is still open for writing, it commits when\n"
-	  "the last one closes (the state printed is then \"open\"). A committed one is\n"
-	  "left as it is.\n" },
+	  "(rule \"admin\"), or promotes a HELD one (kept because it could not be proven\n"
+	  "complete: see list --all). If a file in it is still open for writing, it\n"
+	  "commits when the last one closes (the state printed is then \"open\"). A\n"
+	  "committed one is left as it is.\n" },
 	{ "pin", admin_cmd_pin, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "pin GEN",
 	  "keep a generation: keep-latest-k never deletes a pinned one",
 	  "Pins a generation: keep-latest-k (-o keep=K) never deletes it.\n" },
@@ -324,6 +327,35 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 
 /* ---- finding the cache, the daemon and the catalog ---- */
 
+/* a->mount is a path inside a ckptfs mount, not its root: walks up to the
+ * root (the one directory with user.ckptfs.cache), staying on the same file
+ * system, and keeps the path it started from in a->inner. */
+static int admin_mount_root(struct admin *a)
+{
+	struct stat start, up;
+	char path[PATH_MAX];
+	if (stat(a->mount, &start) != 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s", a->mount);
+	for (;;) {
+		char *slash = strrchr(path, '/');
+		if (!slash || slash == path)
+			return -ENODATA;
+		*slash = '\0';
+		if (stat(path, &up) != 0 || up.st_dev != start.st_dev)
+			return -ENODATA;
+		ssize_t n = getxattr(path, "user.ckptfs.cache", a->cache, sizeof(a->cache) - 1);
+		if (n >= 0) {
+			a->cache[n] = '\0';
+			snprintf(a->inner, sizeof(a->inner), "%s", a->mount);
+			snprintf(a->mount, sizeof(a->mount), "%s", path);
+			return 0;
+		}
+		if (errno != ENODATA)
+			return -errno;
+	}
+}
+
 static int admin_from_mount(struct admin *a)
 {
 	if (!realpath(a->target, a->mount)) {
@@ -339,6 +371,8 @@ static int admin_from_mount(struct admin *a)
 		return err == EACCES ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
 	}
 	ssize_t n = getxattr(a->mount, "user.ckptfs.cache", a->cache, sizeof(a->cache) - 1);
+	if (n < 0 && errno == ENODATA && admin_mount_root(a) == 0)
+		return ADMIN_OK; /* a path inside the mount (like `juicefs info PATH`) */
 	if (n < 0) {
 		int err = errno;
 		if (err == ENOTCONN) {
@@ -523,6 +557,28 @@ static int admin_open(struct admin *a, unsigned need)
 	return offline_change ? admin_claim(a) : ADMIN_OK;
 }
 
+/* MOUNTPOINT was a path inside the mount: for the commands that name a
+ * generation or a series it is that GEN or SERIES (`ckptfs-admin show
+ * /mnt/ckpt/run1/step-5`); the others act on the whole mount. */
+static int admin_inner_path(struct admin *a, const struct admin_command *cmd)
+{
+	static const char *const takes[] = { "list", "show", "commit", "pin", "unpin", "rm",
+					     "wait", "export", NULL };
+	bool named = false;
+	for (int i = 0; takes[i]; i++)
+		named = named || strcmp(cmd->name, takes[i]) == 0;
+	if (!named)
+		return ADMIN_OK;
+	if (a->npos >= (int)(sizeof(a->pos) / sizeof(a->pos[0]))) {
+		admin_err("%s: too many arguments", a->cmd);
+		return ADMIN_USAGE;
+	}
+	memmove(&a->pos[1], &a->pos[0], (size_t)a->npos * sizeof(a->pos[0]));
+	a->pos[0] = a->inner;
+	a->npos++;
+	return ADMIN_OK;
+}
+
 int main(int argc, char **argv)
 {
 	log_setup(stderr, LOG_LVL_WARN);
@@ -543,6 +599,8 @@ int main(int argc, char **argv)
 	}
 	if (rc == ADMIN_OK)
 		rc = admin_open(&a, cmd->need);
+	if (rc == ADMIN_OK && a.inner[0])
+		rc = admin_inner_path(&a, cmd);
 	if (rc == ADMIN_NO_DAEMON && a.prometheus && !a.by_cache)
 		admin_stats_stale(a.mount[0] ? a.mount : a.target);
 	if (rc == ADMIN_OK)

@@ -60,6 +60,7 @@ struct admin {
 	int npos;
 	/* found */
 	char mount[PATH_MAX]; /* "" when offline */
+	char inner[PATH_MAX]; /* MOUNTPOINT given as a path inside the mount, else "" */
 	char cache[PATH_MAX];
 	char backing[PATH_MAX];
 	char sock[PATH_MAX + 32];

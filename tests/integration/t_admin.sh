@@ -129,6 +129,25 @@ test_show_lists_files_with_chunks_and_what_is_shared_with_which_generation() {
 	ck_umount
 }
 
+# Any path inside the mount stands for MOUNTPOINT (like `juicefs info PATH`):
+# for the commands that name a generation or a series it is that GEN/SERIES.
+test_any_path_inside_the_mount_names_the_mount_and_the_generation() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((MiB)) small:10
+	assert_adm 0 show "$CK_MNT/run1/step-100"
+	assert_contains "$(out)" "generation run1/step-100" "show PATH-INSIDE"
+	assert_adm 0 show "$CK_MNT/run1/step-100/a.pt"
+	assert_contains "$(out)" "generation run1/step-100" "show PATH-OF-A-FILE"
+	assert_adm 0 --json list "$CK_MNT/run1"
+	assert_eq "step-100" "$(json 'j[0]["name"]')" "list SERIES-PATH"
+	assert_adm 0 pin "$CK_MNT/run1/step-100"
+	assert_eq 1 "$(ck_sql "SELECT pinned FROM generations WHERE name = 'step-100'")" "pin PATH-INSIDE"
+	assert_adm 0 stats "$CK_MNT/run1"
+	assert_contains "$(out)" "generations_committed" "stats through a path inside"
+	assert_adm 3 list /tmp
+	ck_umount
+}
+
 # ---------------------------------------------------------------- changes
 
 test_commit_pin_unpin_rm_go_through_the_daemon() {

@@ -89,10 +89,12 @@ void node_table_free(struct node_table *t)
 static struct node *node_find_locked(struct node_table *t, uint64_t ino)
 {
 	struct node **pp = node_slot(t, ino);
-	if (*pp)
-		return *pp;
-	struct node *n = calloc(1, sizeof(*n));
-	if (!n)
+	struct node *n = *pp;
+	if (n == NULL)
+		n = calloc(1, sizeof(*n));
+	else
+		return n;
+	if (n == NULL)
 		return NULL;
 	n->ino = ino;
 	pthread_rwlock_init(&n->rw, NULL);

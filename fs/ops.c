@@ -591,7 +591,7 @@ static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	struct ckptfs *fs = ops_fs(req);
 	unsigned cflags = (flags & RENAME_NOREPLACE ? CAT_RENAME_NOREPLACE : 0) |
 			  (flags & RENAME_EXCHANGE ? CAT_RENAME_EXCHANGE : 0);
-	uint64_t replaced = 0, new_gen = 0, from_gen, to_gen;
+	uint64_t replaced = 0, new_gen = 0, from_gen = 0, to_gen = 0;
 	int rc = ops_gen_change(req, parent, &from_gen);
 	if (rc == 0)
 		rc = ops_gen_change(req, newparent, &to_gen);

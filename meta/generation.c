@@ -1039,7 +1039,7 @@ int cat_gen_reopen(struct cat *cat, uint64_t id)
 
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
 {
-	struct cat_gen g;
+	struct cat_gen g = { 0 };
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)

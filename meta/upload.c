@@ -88,6 +88,13 @@ const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST] = {
 	U(U_GEN_NOT_DURABLE) = { "look for generations not durable",
 				 "SELECT COUNT(*) FROM generations WHERE (?1 = 0 OR id = ?1)"
 				 " AND (state = 0 OR (state = 1 AND durable_version != version))" },
+	/* the distinct chunks of a generation's files (not a backup's: it names
+	 * the same hashes), their stored bytes, and those not on BACKING yet */
+	U(U_GEN_BYTES) = { "sum a generation's chunk bytes to upload",
+			   "SELECT COALESCE(SUM(COALESCE(c.stored_len, 0)), 0), COALESCE(SUM(CASE WHEN"
+			   " c.uploaded = 0 THEN COALESCE(c.stored_len, 0) ELSE 0 END), 0) FROM chunks c"
+			   " WHERE c.hash IN (SELECT e.hash FROM inodes i JOIN extents e ON e.ino = i.ino"
+			   " WHERE i.gen = ?1)" },
 	U(U_TREE_FP) = { "fingerprint the tree outside generations",
 			 "SELECT COUNT(*), COALESCE(MAX(ctime_ns), 0), COALESCE(SUM(ctime_ns % 1000003), 0),"
 			 " COALESCE(SUM(size), 0) FROM " UP_TREE_INODES },
@@ -425,6 +432,23 @@ int cat_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
 		rc = 0;
 	}
 	cat_reset(cat, U_GEN_NOT_DURABLE);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left)
+{
+	*total = *left = 0;
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_GEN_BYTES, A_INT(gen));
+	if (rc == 0)
+		rc = cat_next(cat, U_GEN_BYTES);
+	if (rc == 1) {
+		*total = (uint64_t)cat_col_int(cat, U_GEN_BYTES, 0);
+		*left = (uint64_t)cat_col_int(cat, U_GEN_BYTES, 1);
+		rc = 0;
+	}
+	cat_reset(cat, U_GEN_BYTES);
 	cat_unlock(cat);
 	return rc;
 }

@@ -106,6 +106,11 @@ int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
  * With gen 0: are all COMMITTED generations durable? */
 int cat_gen_durable(struct cat *cat, uint64_t gen, bool *durable);
 
+/* A generation's chunk objects: the stored bytes of the distinct chunks its
+ * files name, and how many of them are not on BACKING yet (for progress in
+ * bytes; the manifest is not counted). */
+int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left);
+
 /* The tree outside generations: a fingerprint that changes with any change
  * to it, and whether every chunk its files name is uploaded. */
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded);

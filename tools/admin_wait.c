@@ -6,6 +6,9 @@
  * catalog read-only (each question is a new read transaction, so it sees the
  * uploader's progress), so it needs no daemon request and never holds one
  * up. Waiting on an OPEN generation waits for its commit, then its upload.
+ * The progress bar counts bytes: the stored bytes of the distinct chunks the
+ * waited generations name, and how many of them are on BACKING (a big save
+ * moves the bar while it uploads, not only when it is done).
  * Without GEN it waits for every generation that is COMMITTED when it starts;
  * OPEN and HELD ones are named on stderr (and listed under "not_waited" with
  * --json) and not waited for: they are not saved. When everything waited for
@@ -107,6 +110,7 @@ int admin_cmd_wait(struct admin *a)
 	size_t durable = 0;
 	int ec = ADMIN_OK;
 	for (;;) {
+		uint64_t total = 0, left = 0;
 		durable = 0;
 		for (size_t i = 0; i < l.ids.n && ec == ADMIN_OK; i++) {
 			bool d = false;
@@ -127,8 +131,13 @@ int admin_cmd_wait(struct admin *a)
 				ec = admin_exit_for(rc);
 			}
 			durable += d;
+			uint64_t t = 0, n = 0;
+			if (ec == ADMIN_OK && cat_gen_upload_bytes(a->cat, l.ids.v[i], &t, &n) == 0) {
+				total += t;
+				left += d ? 0 : n;
+			}
 		}
-		admin_progress("wait", durable, l.ids.n);
+		admin_progress_bytes("wait", total - left, total);
 		if (ec != ADMIN_OK || durable == l.ids.n)
 			break;
 		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {

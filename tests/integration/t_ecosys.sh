@@ -129,6 +129,23 @@ test_umount_draws_a_progress_line_on_a_terminal() {
 	assert_eq 0 "$(_queued)" "uploads queued"
 }
 
+# wait's bar counts bytes (the stored bytes of the waited generations'
+# chunks on BACKING), so one big save moves it while it uploads.
+test_wait_progress_counts_bytes_on_a_terminal() {
+	command -v script >/dev/null || ck_skip "script(1) not installed"
+	_faultfs_up
+	ck_mount "upload_threads=1"
+	_fault "bw=2000000"
+	_save_step 1 6
+	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the wait"
+	script -q -e -c "'$CKPTFS_ADMIN' wait '$CK_MNT' --timeout 60" "$CK_TMP/ts" >/dev/null 2>&1 </dev/null ||
+		ck_fail "wait under script(1) failed: $(tail -c 400 "$CK_TMP/ts" | tr '\r' '|')"
+	grep -qE $'\r.*wait.*[0-9.]+ ?[KM]i?B / [0-9.]+ ?MiB' "$CK_TMP/ts" ||
+		ck_fail "no byte counts in wait's progress: $(tail -c 400 "$CK_TMP/ts" | tr '\r' '|')"
+	grep -q "1 generation durable on BACKING" "$CK_TMP/ts" || ck_fail "no final line: $(tail -c 300 "$CK_TMP/ts")"
+	ck_umount
+}
+
 test_remount_while_draining_says_so_with_bytes_left() {
 	_faultfs_up
 	ck_mount "upload_threads=1"

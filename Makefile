@@ -21,16 +21,24 @@ CC      ?= cc
 
 PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs libmicrohttpd
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
-	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs -Imeta
+	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs/lib -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # pkg-config is evaluated lazily so `make deps` can install it first.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
-CORE_SRC   := $(wildcard fs/hash.c fs/crc32c.c fs/chunker.c fs/zipcut.c fs/codec.c fs/store.c fs/fuseinit.c meta/*.c fs/log.c fs/util.c \
-			fs/backing.c fs/backing_nfs.c fs/claim.c fs/safeopen.c fs/rebuild.c fs/recent.c fs/storeq.c \
-			fs/complete.c fs/proof.c fs/statset.c)
+# Layers (docs/DESIGN.md "Layers"; `make check-layers` enforces the includes):
+#   fs/lib/  the library: log, hash, crc32c, chunker, zipcut, codec, complete,
+#            store, backing (dir | nfs://), safeopen. Includes only fs/lib/.
+#   meta/    the catalog (SQLite). Includes only meta/ and fs/lib/.
+#   fs/      the daemon. Its modules in SHARED_SRC are linked into
+#            ckptfs-admin too (rebuild, claim, statset, ...).
+#   tools/   ckptfs-admin. Includes fs/lib/, meta/ and SHARED_SRC's headers only.
+LIB_SRC    := $(wildcard fs/lib/*.c)
+META_SRC   := $(wildcard meta/*.c)
+SHARED_SRC := $(wildcard fs/fuseinit.c fs/claim.c fs/rebuild.c fs/recent.c fs/storeq.c fs/proof.c fs/statset.c)
+CORE_SRC   := $(LIB_SRC) $(META_SRC) $(SHARED_SRC)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
@@ -44,7 +52,7 @@ UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 all: $(BUILD)/ckptfs $(BUILD)/ckptfs-admin
 
-$(BUILD)/obj/%.o: %.c $(wildcard fs/*.h meta/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard fs/*.h fs/lib/*.h meta/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -MMD -c $< -o $@
 
@@ -57,7 +65,7 @@ $(BUILD)/ckptfs-admin: $(ADMIN_OBJ) $(CORE_OBJ)
 $(BUILD)/unit-tests: $(UNIT_OBJ) $(CORE_OBJ)
 	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcriterion
 
-# A small CLI over fs/backing.h, for tests/nfs/t_nfs.sh and by hand.
+# A small CLI over fs/lib/backing.h, for tests/nfs/t_nfs.sh and by hand.
 $(BUILD)/backing-tool: $(BUILD)/obj/tests/nfs/backing_tool.o $(CORE_OBJ)
 	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -128,7 +136,7 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/mount.ckptfs $(DESTDIR)$(SBINDIR)/mount.fuse.ckptfs
 
 lint:
-	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs -I meta fs meta tools
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs/lib -I fs -I meta fs meta tools
 
 clean:
 	rm -rf build build-asan build-dev build-fuzz
@@ -171,8 +179,8 @@ test-trainers: deps all
 
 # ---- fuzzing (tests/fuzz/README.md)
 # Every tests/fuzz/fuzz_*.c is a harness. Each links the library below, built
-# with clang, coverage and ASan+UBSan: CORE_SRC and, when present,
-# fs/complete.c. An archive, so a harness pulls in only the objects it needs.
+# with clang, coverage and ASan+UBSan: CORE_SRC (fs/lib/complete.c is in
+# it). An archive, so a harness pulls in only the objects it needs.
 .PHONY: fuzz fuzz-quick fuzz-build fuzz-seeds
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= build-fuzz
@@ -180,12 +188,12 @@ FUZZ_SECONDS ?= 600
 FUZZ_QUICK_SECONDS ?= 20
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := $(filter-out -O2 -Werror -Wno-format-truncation,$(CFLAGS_BASE)) -O1 -g $(FUZZ_SAN)
-FUZZ_LIB_SRC  = $(sort $(CORE_SRC) $(wildcard fs/complete.c))
+FUZZ_LIB_SRC  = $(sort $(CORE_SRC))
 FUZZ_LIB_OBJ  = $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard fs/*.h meta/*.h)
+$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard fs/*.h fs/lib/*.h meta/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
 

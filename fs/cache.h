@@ -1,6 +1,6 @@
 /* cache — the local disk cache of chunk objects in front of BACKING.
  *
- * The cache is a store (fs/store.c) under CACHE/. Writers put new objects
+ * The cache is a store (fs/lib/store.c) under CACHE/. Writers put new objects
  * into it (dirty until the uploader has copied them to BACKING); readers get
  * objects from it, and on a miss this module fetches the object from
  * BACKING, checks it against its hash, keeps a copy and hands out the bytes.

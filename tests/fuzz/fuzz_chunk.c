@@ -1,4 +1,4 @@
-/* fuzz_chunk — the chunk object decoder (fs/store.c) over an object image
+/* fuzz_chunk — the chunk object decoder (fs/lib/store.c) over an object image
  * in memory, as a fetch from BACKING or an upload's read hands it over:
  * store_object_check (SHA-256) and store_object_verify (CRC, header only).
  *

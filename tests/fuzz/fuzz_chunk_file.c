@@ -1,4 +1,4 @@
-/* fuzz_chunk_file — the chunk object decoder of fs/store.c over an object
+/* fuzz_chunk_file — the chunk object decoder of fs/lib/store.c over an object
  * file in the cache (what a crash, a bad disk or another process may leave
  * there): store_stat, store_get, store_load and store_read_object read it
  * back from a store in a private temporary directory.

@@ -1,4 +1,4 @@
-/* libFuzzer harness for fs/complete.c: complete_check() on arbitrary bytes.
+/* libFuzzer harness for fs/lib/complete.c: complete_check() on arbitrary bytes.
  *
  * The input is the file; its reads go through the callback, which fails the
  * harness (abort) on any read past the end, the module's invariant 2. The
@@ -6,7 +6,7 @@
  *
  * Build and run (from the repository root; seeds are the unit fixtures):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
- *         -I. -Ifs tests/fuzz/fuzz_complete.c fs/complete.c -o build/fuzz_complete
+ *         -I. -Ifs/lib tests/fuzz/fuzz_complete.c fs/lib/complete.c -o build/fuzz_complete
  *   build/fuzz_complete -max_total_time=30 -max_len=65536 tests/fuzz/corpus/complete
  * (tests/fuzz/corpus/complete is a copy of tests/unit/fixtures/complete made by
  * make_fixtures.py; use a scratch corpus directory to keep new inputs out of git.) */

@@ -1,4 +1,4 @@
-/* backing-tool — a small CLI over fs/backing.h, for tests/nfs/t_nfs.sh and
+/* backing-tool — a small CLI over fs/lib/backing.h, for tests/nfs/t_nfs.sh and
  * for poking at a BACKING by hand:
  *
  *   backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL     FILE ("-": stdin) → REL

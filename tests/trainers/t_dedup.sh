@@ -37,7 +37,7 @@ ck_timeout test_replicas_saved_through_file_objects_are_stored_once 180
 
 # Regression (found by this suite): torch.save(obj, path) names every zip
 # record after the file, so replicas under other names differ in every header;
-# without zip-aware cuts (fs/zipcut.c) no chunk of a few-MB tensor was shared.
+# without zip-aware cuts (fs/lib/zipcut.c) no chunk of a few-MB tensor was shared.
 test_per_rank_torch_save_by_path_replicas_are_stored_once() {
 	_replicas_dedup path
 }

@@ -1,4 +1,4 @@
-/* Unit tests for fs/backing.c, the directory backend of BACKING (the nfs://
+/* Unit tests for fs/lib/backing.c, the directory backend of BACKING (the nfs://
  * backend is tested against a real NFS server by tests/nfs/t_nfs.sh): bytes
  * round-trip exactly (0 B, 1 B, 5 MiB) and land as plain files under the
  * root; put creates missing parents and replaces a file atomically (a reader

@@ -1,4 +1,4 @@
-/* Unit tests for fs/chunker.c: FastCDC boundaries are a pure function of the
+/* Unit tests for fs/lib/chunker.c: FastCDC boundaries are a pure function of the
  * bytes (whatever the piece sizes), chunk sizes stay in [min, max], the gear
  * table is frozen, and content shifted or edited still cuts the same way. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* Unit tests for fs/codec.c: every input round-trips byte for byte, LZ4 is
+/* Unit tests for fs/lib/codec.c: every input round-trips byte for byte, LZ4 is
  * kept only when it saves CODEC_MIN_SAVING_PCT, incompressible input is stored
  * raw, and malformed input fails with -EIO without writing past plain_len. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* Tests of fs/complete.c: completion of a checkpoint file judged by its bytes,
+/* Tests of fs/lib/complete.c: completion of a checkpoint file judged by its bytes,
  * on real files (torch 1.13 torch.save, numpy np.save/savez/savez_compressed,
  * a hand-written safetensors; tests/unit/fixtures/complete/make_fixtures.py)
  * whole, truncated, with headers zeroed, bytes flipped and reads failing.

@@ -1,4 +1,4 @@
-/* Unit tests for fs/crc32c.c: the published check values of CRC-32C, the
+/* Unit tests for fs/lib/crc32c.c: the published check values of CRC-32C, the
  * hardware and table versions agree on every length and alignment, a
  * checksum continues across pieces, and it sees every single-bit error. */
 #include <criterion/criterion.h>

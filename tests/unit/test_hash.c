@@ -1,4 +1,4 @@
-/* Unit tests for fs/hash.c: SHA-256 matches the FIPS 180-2 vectors, hex is
+/* Unit tests for fs/lib/hash.c: SHA-256 matches the FIPS 180-2 vectors, hex is
  * lower-case and round-trips, and hash_from_hex takes exactly 64 hex digits. */
 #include <criterion/criterion.h>
 

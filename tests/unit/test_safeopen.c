@@ -1,4 +1,4 @@
-/* Unit tests for fs/safeopen.c (shared invariant 7): opens beneath a
+/* Unit tests for fs/lib/safeopen.c (shared invariant 7): opens beneath a
  * directory fd never follow a symlink in any component nor leave the
  * directory, with openat2 and with the O_NOFOLLOW walk alike; mkdirat refuses
  * a symlink where a directory is wanted; temporary names are random; the

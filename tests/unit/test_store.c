@@ -1,4 +1,4 @@
-/* Unit tests for fs/store.c: objects round-trip byte for byte, land at
+/* Unit tests for fs/lib/store.c: objects round-trip byte for byte, land at
  * chunks/ab/cd/<hex> with the 72-byte header of docs/FORMAT.md (parsed here
  * from the file's bytes, independently of the store's own decoder), and every
  * missing, truncated or corrupt object reads as -EIO with a log line naming

@@ -1,4 +1,4 @@
-/* Tests of fs/zipcut.c: forced cuts around the data of large records of a zip
+/* Tests of fs/lib/zipcut.c: forced cuts around the data of large records of a zip
  * stream, with sizes in the local header or in a data descriptor (what
  * torch.save writes), fed whole or in pieces; anything else turns it off. */
 #include <criterion/criterion.h>

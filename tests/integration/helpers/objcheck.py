@@ -8,7 +8,7 @@ stopped). CACHE may also be given as the catalog's path.
     uploaded, or both (meta/upload.h U1);
   - where the catalog says the object is (CACHE/chunks/ab/cd/<hex> when
     cached, BACKING/chunks/ab/cd/<hex> when uploaded), it exists, is header +
-    stored_len bytes, with a header (docs/FORMAT.md, fs/store.h) of magic
+    stored_len bytes, with a header (docs/FORMAT.md, fs/lib/store.h) of magic
     CKPTCHNK, version 2 and header length 72 (or version 1 and 64), the
     codec, the plain and payload lengths, the SHA-256 equal to the name and
     (version 2, payloads up to 256 KiB) the CRC-32C of the payload; a raw (codec 0) payload hashes to
@@ -49,7 +49,7 @@ raw_checked = 0
 
 
 def crc32c(data):
-    """CRC-32C (Castagnoli), bit by bit over a table: independent of fs/crc32c.c."""
+    """CRC-32C (Castagnoli), bit by bit over a table: independent of fs/lib/crc32c.c."""
     crc = 0xFFFFFFFF
     for b in data:
         crc = CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)

@@ -1,5 +1,5 @@
 /* backing — the dispatch of backing.h over two backends, and the directory
- * backend itself; the NFS backend (libnfs) is fs/backing_nfs.c.
+ * backend itself; the NFS backend (libnfs) is fs/lib/backing_nfs.c.
  *
  * Both backends offer the primitives of backing_internal.h; this file builds
  * the calls of backing.h out of them once:

@@ -32,7 +32,7 @@
  * server that does not answer gives -ETIMEDOUT, a lost or refused connection
  * -EIO; both mean "try again later", not "the data is bad".
  *
- * Backends: fs/backing.c (dispatch, directory), fs/backing_nfs.c (libnfs,
+ * Backends: fs/lib/backing.c (dispatch, directory), fs/lib/backing_nfs.c (libnfs,
  * NFSv3, a pool of up to 4 connections). Layout kept by the module itself:
  * tmp/ holds temporaries "<host>.<pid>.<random>" and "probe.<host>.<pid>.<random>"
  * (unguessable, created exclusively; nothing is followed: backing.c 2, 8);

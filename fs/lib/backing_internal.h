@@ -1,5 +1,5 @@
-/* backing_internal — what fs/backing.c (the dispatch and the directory
- * backend) needs from fs/backing_nfs.c. Not for other modules: they use
+/* backing_internal — what fs/lib/backing.c (the dispatch and the directory
+ * backend) needs from fs/lib/backing_nfs.c. Not for other modules: they use
  * backing.h.
  *
  * A backend offers primitives; backing.c builds put, get, probe and the

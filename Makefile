@@ -2,6 +2,7 @@
 #
 #   make            build build/ckptfs and build/ckptfs-admin
 #   make demo       install packages if missing, build, mount a local dir, save sample checkpoints
+#   make check-layers  the include directions of docs/DESIGN.md "Layers" (in make test)
 #   make test       install packages if missing, build, run unit + integration tests (also ASan+UBSan)
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
@@ -48,7 +49,7 @@ DAEMON_OBJ = $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 ADMIN_OBJ  = $(ADMIN_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps demo test test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture
+.PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture
 
 all: $(BUILD)/ckptfs $(BUILD)/ckptfs-admin
 
@@ -78,6 +79,7 @@ deps:
 	@scripts/install-deps.sh
 
 test: deps
+	$(MAKE) check-layers
 	$(MAKE) all $(BUILD)/unit-tests
 	$(MAKE) test-unit
 	$(MAKE) fuzz-quick
@@ -137,6 +139,10 @@ uninstall:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability -I fs/lib -I fs -I meta fs meta tools
+
+# meta/ and fs/lib/ include nothing of the daemon (scripts/check-layers.sh).
+check-layers:
+	scripts/check-layers.sh
 
 clean:
 	rm -rf build build-asan build-dev build-fuzz

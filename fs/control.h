@@ -6,33 +6,8 @@
  * mode is widened). One thread serves one request at a time; each connection
  * carries one request and its answer, then closes.
  *
- * Protocol (text, lines ending in \n, at most CONTROL_LINE_MAX bytes each):
- *
- *   request  = "ckptfs-control 1 " VERB *(" " ARG) "\n"
- *   answer   = *( "progress " DONE " " TOTAL "\n"     (long jobs; TOTAL 0: unknown)
- *               | "data " KEY " " VALUE "\n" )        (results, VALUE to end of line)
- *              ( "ok\n" | "error " ERRNO " " MESSAGE "\n" )   (exactly one, last)
- *
- *   VERB                 ARGS               does
- *   hello                -                  data pid/uid/mountpoint/cache/backing/
- *                                           gen_pattern/protocol
- *   commit               GEN_ID             gen_commit_explicit(rule "admin"); data state
- *   pin                  GEN_ID 0|1         gen_pin; data pinned
- *   rm                   GEN_ID [force]     gen_remove; -EBUSY for an OPEN one without force
- *   gc                   dry|run            orphan chunk objects in the cache, then on
- *                                           BACKING: "data cache|backing OBJECTS ORPHANS
- *                                           ORPHAN_BYTES REMOVED FREED_BYTES FAILED"
- *   stats                -                  the daemon's live counters: memory chunk cache,
- *                                           disk cache hits/fetches/evictions, the bounds
- *                                           in force, uploader totals and health
- *   rebuild              -                  EBUSY: a live catalog is never rebuilt
- *
- * wait needs no verb: durability is in the catalog (cat_gen_durable), which
- * the tool polls read-only.
- *
- * ERRNO is a positive errno number: ENOENT unknown generation, EBUSY open
- * generation without force, EPERM peer not allowed, EINVAL bad request,
- * ENOSYS verb not available in this daemon.
+ * The wire protocol (verbs, answers, the socket's name) is fs/lib/control_proto.h,
+ * shared with ckptfs-admin (tools/admin_ctl.c).
  *
  * Invariants:
  *  1. Every state change goes through the module that owns it (gen.c for
@@ -41,9 +16,7 @@
 #ifndef CKPTFS_CONTROL_H
 #define CKPTFS_CONTROL_H
 
-#define CONTROL_SOCK_NAME "control.sock"
-#define CONTROL_MAGIC "ckptfs-control 1"
-#define CONTROL_LINE_MAX 4096
+#include "control_proto.h"
 
 struct ckptfs;
 struct control;

@@ -5,8 +5,7 @@
 #include <stdio.h>
 
 #include "ckptfs.h"
-
-#define CKPTFS_VERSION "0.1.0"
+#include "version.h"
 
 struct options_result {
 	struct ckptfs_options opt;

@@ -7,7 +7,7 @@
 # OUT_DIR/ckptfs-VERSION/, puts scripts/debian/ there as debian/, and runs
 # dpkg-buildpackage (binary only, unsigned). The results land in OUT_DIR
 # (default build/deb): ckptfs_VERSION_ARCH.deb, its -dbgsym .deb, .buildinfo
-# and .changes, then runs lintian on the .deb (errors fail). The version is the one in fs/options.h (CKPTFS_VERSION),
+# and .changes, then runs lintian on the .deb (errors fail). The version is the one in fs/lib/version.h (CKPTFS_VERSION),
 # which must match the top entry of scripts/debian/changelog.
 set -euo pipefail
 
@@ -15,11 +15,11 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-build/deb}
 case $out in /*) ;; *) out=$repo/$out ;; esac
 
-version=$(sed -n 's/^#define CKPTFS_VERSION "\(.*\)"$/\1/p' "$repo/fs/options.h")
-[ -n "$version" ] || { echo "build-deb: no CKPTFS_VERSION in fs/options.h" >&2; exit 1; }
+version=$(sed -n 's/^#define CKPTFS_VERSION "\(.*\)"$/\1/p' "$repo/fs/lib/version.h")
+[ -n "$version" ] || { echo "build-deb: no CKPTFS_VERSION in fs/lib/version.h" >&2; exit 1; }
 chver=$(dpkg-parsechangelog -l "$repo/scripts/debian/changelog" -S Version)
 if [ "$chver" != "$version" ]; then
-	echo "build-deb: scripts/debian/changelog is at $chver, fs/options.h at $version: add a changelog entry (dch -v $version)" >&2
+	echo "build-deb: scripts/debian/changelog is at $chver, fs/lib/version.h at $version: add a changelog entry (dch -v $version)" >&2
 	exit 1
 fi
 

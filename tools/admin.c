@@ -37,10 +37,10 @@
 #include "admin.h"
 #include "backing.h"
 #include "claim.h"
-#include "control.h"
+#include "control_proto.h"
 #include "log.h"
-#include "options.h" /* CKPTFS_VERSION */
 #include "store.h"
+#include "version.h"
 
 #define ADMIN_NEED_STORE 4u /* opens the cache's chunk store and BACKING */
 #define ADMIN_NEED_READ 8u  /* reads the catalog (every command but rebuild) */

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "admin.h"
-#include "control.h"
+#include "control_proto.h"
 
 #define ADMIN_CTL_TIMEOUT_S 300 /* longest silence between two answer lines */
 

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "backing.h"
+#include "cachedir.h"
 #include "log.h"
 
 #define CLAIM_TRIES 8
@@ -86,7 +87,7 @@ bool claim_holder_alive(void *arg, const struct claim_rec *rec)
 {
 	(void)arg;
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/lock", rec->cache);
+	cachedir_path(rec->cache, CACHEDIR_LOCK, path, sizeof(path));
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)

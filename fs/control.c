@@ -22,6 +22,7 @@
 #include "admin_query.h"
 #include "backing.h"
 #include "cache.h"
+#include "cachedir.h"
 #include "ckptfs.h"
 #include "control.h"
 #include "generation.h"
@@ -419,7 +420,7 @@ int control_start(struct ckptfs *fs, struct control **out)
 	c->fs = fs;
 	c->listen_fd = -1;
 	c->stop_pipe[0] = c->stop_pipe[1] = -1;
-	int n = snprintf(c->path, sizeof(c->path), "%s/%s", fs->opt.cache, CONTROL_SOCK_NAME);
+	int n = cachedir_path(fs->opt.cache, CACHEDIR_CONTROL_SOCK, c->path, sizeof(c->path));
 	int rc = 0;
 	const char *step = "path";
 	if (n < 0 || (size_t)n >= sizeof(c->path)) {

@@ -22,6 +22,7 @@
 
 #include "backing.h"
 #include "cache.h"
+#include "cachedir.h"
 #include "ckptfs.h"
 #include "claim.h"
 #include "control.h"
@@ -42,8 +43,6 @@
 #include "uploader.h"
 
 #define MAIN_STORE_MARKER "ckptfs.store"
-#define MAIN_CACHE_OWNER "backing"
-#define MAIN_LOCK_DRAINING "draining" /* after the pid in CACHE/lock, once unmounted */
 /* storeq: threads writing chunk objects behind the writers, and how many
  * objects may be queued or in writing at once (each pins about a MiB of
  * recent's copies, whose budget is 16 MiB) */
@@ -219,7 +218,7 @@ static int main_check_bindings(struct ckptfs *fs)
 			MAIN_STORE_MARKER, strerror(-rc));
 		return -1;
 	}
-	snprintf(path, sizeof(path), "%s/%s", o->cache, MAIN_CACHE_OWNER);
+	cachedir_path(o->cache, CACHEDIR_BACKING, path, sizeof(path));
 	int n = main_read_small(path, buf, sizeof(buf));
 	if (n > 0 && buf[n - 1] == '\n')
 		buf[n - 1] = '\0';
@@ -245,7 +244,7 @@ static int main_check_bindings(struct ckptfs *fs)
 static void main_lock_refuse_draining(const struct ckptfs_options *o, const char *pid)
 {
 	char path[PATH_MAX + 16], left[96] = "";
-	snprintf(path, sizeof(path), "%s/catalog.db", o->cache);
+	cachedir_path(o->cache, CACHEDIR_CATALOG, path, sizeof(path));
 	struct cat *cat = NULL;
 	struct cat_cache_stats cs;
 	if (cat_open_readonly(path, &cat) == 0 && cat_cache_stats(cat, &cs) == 0)
@@ -264,7 +263,7 @@ static void main_lock_refuse_draining(const struct ckptfs_options *o, const char
 static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 {
 	char path[PATH_MAX + 16], pid[32];
-	snprintf(path, sizeof(path), "%s/lock", o->cache);
+	cachedir_path(o->cache, CACHEDIR_LOCK, path, sizeof(path));
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		fprintf(stderr, "ckptfs: cache %s: cannot open %s: %s\n", o->cache, path, strerror(errno));
@@ -274,7 +273,7 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 		ssize_t n = errno == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
-		bool draining = strstr(pid, " " MAIN_LOCK_DRAINING) != NULL;
+		bool draining = strstr(pid, " " CACHEDIR_LOCK_DRAINING) != NULL;
 		pid[strcspn(pid, " ")] = '\0';
 		if (draining && kill((pid_t)strtol(pid, NULL, 10), 0) != 0 && errno == ESRCH)
 			draining = false; /* a note left behind: the holder is someone else */
@@ -297,7 +296,7 @@ static void main_lock_note_pid(int fd, bool draining)
 {
 	char pid[48];
 	int n = snprintf(pid, sizeof(pid), "%ld%s\n", (long)getpid(),
-			 draining ? " " MAIN_LOCK_DRAINING : "");
+			 draining ? " " CACHEDIR_LOCK_DRAINING : "");
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
 		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
 }
@@ -323,7 +322,7 @@ static int main_claim(struct ckptfs *fs)
 	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
 	int rc = cat_catalog_id(fs->cat, id, sizeof(id));
 	if (rc != 0) {
-		fprintf(stderr, "ckptfs: catalog %s/catalog.db: no catalog id: %s\n", fs->opt.cache,
+		fprintf(stderr, "ckptfs: catalog %s/" CACHEDIR_CATALOG ": no catalog id: %s\n", fs->opt.cache,
 			strerror(-rc));
 		return rc;
 	}
@@ -342,7 +341,7 @@ static int main_claim(struct ckptfs *fs)
 static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/catalog.db", fs->opt.cache);
+	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
 	struct stat sb;
 	bool existed = stat(path, &sb) == 0 && sb.st_size > 0;
 	bool backing_has = false;
@@ -372,7 +371,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 		if (!existed) /* a fresh cache stays fresh: the next try rebuilds */
 			unlink(path);
 		if (!cache_was_used) {
-			snprintf(path, sizeof(path), "%s/%s", fs->opt.cache, MAIN_CACHE_OWNER);
+			cachedir_path(fs->opt.cache, CACHEDIR_BACKING, path, sizeof(path));
 			unlink(path);
 		}
 	}
@@ -417,11 +416,11 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 		return -1;
 	}
 	char owner[PATH_MAX + 32];
-	snprintf(owner, sizeof(owner), "%s/%s", fs->opt.cache, MAIN_CACHE_OWNER);
+	cachedir_path(fs->opt.cache, CACHEDIR_BACKING, owner, sizeof(owner));
 	bool cache_was_used = access(owner, F_OK) == 0;
 	if (main_check_bindings(fs) != 0)
 		return -1;
-	snprintf(fs->staging_dir, sizeof(fs->staging_dir), "%s/staging", fs->opt.cache);
+	cachedir_path(fs->opt.cache, CACHEDIR_STAGING, fs->staging_dir, sizeof(fs->staging_dir));
 	if (mkdir(fs->staging_dir, 0700) != 0 && errno != EEXIST) {
 		fprintf(stderr, "ckptfs: cache %s: cannot create staging/: %s\n", fs->opt.cache,
 			strerror(errno));
@@ -553,7 +552,7 @@ static int main_log_start(const struct ckptfs *fs)
 	if (fs->opt.log_path[0])
 		snprintf(main_log_path, sizeof(main_log_path), "%s", fs->opt.log_path);
 	else
-		snprintf(main_log_path, sizeof(main_log_path), "%s/ckptfs.log", fs->opt.cache);
+		cachedir_path(fs->opt.cache, CACHEDIR_LOG, main_log_path, sizeof(main_log_path));
 	FILE *f = log_open_file(main_log_path, !fs->opt.log_path[0]);
 	if (!f) {
 		fprintf(stderr, "ckptfs: log %s: cannot open: %s\n", main_log_path, strerror(errno));
@@ -619,7 +618,7 @@ int main(int argc, char **argv)
 		fuse_daemonize(0);
 		main_lock_note_pid(fs.lock_fd, false);
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof(path), "%s/catalog.db", fs.opt.cache);
+		cachedir_path(fs.opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
 		if (cat_open(path, getuid(), getgid(), main_reclaim, fs.store, &fs.cat) != 0) {
 			log_error("catalog %s: cannot reopen after daemonizing", path);
 			goto out;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "catalog.h"
+#include "cachedir.h"
 #include "ckptfs.h"
 #include "control.h"
 #include "log.h"
@@ -169,7 +170,7 @@ int metrics_start(struct ckptfs *fs, struct control *ctl, struct metrics **out)
 	m->fs = fs;
 	m->ctl = ctl;
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/catalog.db", fs->opt.cache);
+	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
 	rc = cat_open_readonly(path, &m->cat);
 	if (rc != 0)
 		log_warn("metrics: catalog %s: cannot open read-only: %s; scrapes carry the daemon's "

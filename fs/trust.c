@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cachedir.h"
 #include "log.h"
 #include "safeopen.h"
 
@@ -17,11 +18,19 @@ static const struct {
 	const char *name;
 	mode_t type;
 } trust_fixed[] = {
-	{ "lock", S_IFREG },	       { "catalog.db", S_IFREG },   { "catalog.db-wal", S_IFREG },
-	{ "catalog.db-shm", S_IFREG }, { "catalog.db-journal", S_IFREG },
-	{ "catalog.db-defer", S_IFREG }, { "backing", S_IFREG },    { "backing.tmp", S_IFREG },
-	{ "ckptfs.log", S_IFREG },     { "control.sock", S_IFSOCK }, { "staging", S_IFDIR },
-	{ "chunks", S_IFDIR },	       { "tmp", S_IFDIR },
+	{ CACHEDIR_LOCK, S_IFREG },
+	{ CACHEDIR_CATALOG, S_IFREG },
+	{ CACHEDIR_CATALOG "-wal", S_IFREG },
+	{ CACHEDIR_CATALOG "-shm", S_IFREG },
+	{ CACHEDIR_CATALOG "-journal", S_IFREG },
+	{ CACHEDIR_JOURNAL, S_IFREG },
+	{ CACHEDIR_BACKING, S_IFREG },
+	{ CACHEDIR_BACKING_TMP, S_IFREG },
+	{ CACHEDIR_LOG, S_IFREG },
+	{ CACHEDIR_CONTROL_SOCK, S_IFSOCK },
+	{ CACHEDIR_STAGING, S_IFDIR },
+	{ CACHEDIR_CHUNKS, S_IFDIR },
+	{ CACHEDIR_TMP, S_IFDIR },
 };
 
 static char trust_changes[512];

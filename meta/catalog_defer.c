@@ -96,6 +96,7 @@
  * Everything here runs with cat->lock held, the flusher included (it waits
  * on cat->defer_wake with that mutex). */
 #define _GNU_SOURCE
+#include "cachedir.h"
 #include "catalog_internal.h"
 
 #include <errno.h>
@@ -112,7 +113,7 @@
 
 #define CAT_DEFER_MS 10 /* the default window (cat_defer_window) */
 #define CAT_DEFER_MAX 1024
-#define CAT_INTENT_TAIL "-defer"
+#define CAT_INTENT_TAIL CACHEDIR_JOURNAL_TAIL
 #define CAT_INTENT_BEGIN "begin\n"
 #define CAT_INTENT_OBJECT "object "
 /* D8: a journal larger than this is not read (~930 000 object lines) */

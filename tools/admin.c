@@ -36,8 +36,8 @@
 
 #include "admin.h"
 #include "backing.h"
+#include "cachedir.h"
 #include "claim.h"
-#include "control_proto.h"
 #include "log.h"
 #include "store.h"
 #include "version.h"
@@ -397,7 +397,7 @@ static int admin_from_mount(struct admin *a)
 static int admin_read_backing(struct admin *a)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/backing", a->cache);
+	cachedir_path(a->cache, CACHEDIR_BACKING, path, sizeof(path));
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* trust.h 3 */
 	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	if (fd >= 0 && !f)
@@ -440,11 +440,11 @@ static int admin_check_owner(struct admin *a)
  * channel must too. With --cache, the cache lock says. */
 static int admin_find_daemon(struct admin *a, unsigned need)
 {
-	snprintf(a->sock, sizeof(a->sock), "%s/%s", a->cache, CONTROL_SOCK_NAME);
+	cachedir_path(a->cache, CACHEDIR_CONTROL_SOCK, a->sock, sizeof(a->sock));
 	bool running = !a->by_cache;
 	if (a->by_cache) {
 		char path[PATH_MAX + 16];
-		snprintf(path, sizeof(path), "%s/lock", a->cache);
+		cachedir_path(a->cache, CACHEDIR_LOCK, path, sizeof(path));
 		int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == EACCES) {
 			admin_err("cache %s: permission denied on %s", a->cache, path);
@@ -513,7 +513,7 @@ static int admin_claim(struct admin *a)
 	if (err == 0)
 		err = claim_acquire(a->bk, id, a->cache, 0, &a->claim, msg, sizeof(msg));
 	else
-		snprintf(msg, sizeof(msg), "catalog %s/catalog.db: no catalog id: %s", a->cache,
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": no catalog id: %s", a->cache,
 			 strerror(-err));
 	if (err == 0)
 		err = claim_start(a->claim);
@@ -544,7 +544,7 @@ static int admin_open(struct admin *a, unsigned need)
 	if (((need & ADMIN_NEED_STORE) || offline_change) && admin_need_objects(a) != ADMIN_OK)
 		return ADMIN_PROBLEM;
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/catalog.db", a->cache);
+	cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
 	int err = offline_change
 			  ? cat_open(path, getuid(), getgid(), admin_reclaim, a->store, &a->cat)
 			  : cat_open_readonly(path, &a->cat);

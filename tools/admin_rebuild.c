@@ -29,12 +29,13 @@
 
 #include "admin.h"
 #include "backing.h"
+#include "cachedir.h"
 #include "rebuild.h"
 #include "store.h"
 #include "upload.h"
 
 static const char *const admin_db_tails[] = { "", "-wal", "-shm" };
-#define ADMIN_ASIDE_PREFIX "catalog.db.before-rebuild-"
+#define ADMIN_ASIDE_PREFIX CACHEDIR_CATALOG ".before-rebuild-"
 #define ADMIN_ASIDE_KEEP 3 /* old catalogs kept after a rebuild */
 
 static int admin_move_aside(const char *cache, char *aside, size_t size)
@@ -44,7 +45,7 @@ static int admin_move_aside(const char *cache, char *aside, size_t size)
 	struct tm tm;
 	localtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	snprintf(path, sizeof(path), "%s/catalog.db", cache);
+	cachedir_path(cache, CACHEDIR_CATALOG, path, sizeof(path));
 	snprintf(aside, size, "%s.before-rebuild-%s", path, stamp);
 	struct stat sb;
 	for (int n = 2; lstat(aside, &sb) == 0 && n < 100; n++) /* two rebuilds in one second */
@@ -170,7 +171,7 @@ int admin_cmd_rebuild(struct admin *a)
 		return ADMIN_PROBLEM;
 	}
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 32], aside[PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/catalog.db", a->cache);
+	cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.rebuilding", path);
 	admin_unlink_db(tmp); /* an earlier rebuild that died */
 	struct cat *cat = NULL;

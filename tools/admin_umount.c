@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "cachedir.h"
 #include "upload.h"
 
 #define UMOUNT_POLL_MS 200
@@ -169,14 +170,14 @@ static void umount_hello_data(void *arg, const char *key, const char *value)
 static int umount_find_draining(struct umount_state *st)
 {
 	char path[PATH_MAX + 16], buf[64] = "";
-	snprintf(path, sizeof(path), "%s/lock", st->a->cache);
+	cachedir_path(st->a->cache, CACHEDIR_LOCK, path, sizeof(path));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (fd >= 0)
 		close(fd);
 	buf[n > 0 ? n : 0] = '\0';
 	long pid = strtol(buf, NULL, 10);
-	if (!strstr(buf, " draining") || pid <= 0 || umount_pid_gone(pid)) {
+	if (!strstr(buf, " " CACHEDIR_LOCK_DRAINING) || pid <= 0 || umount_pid_gone(pid)) {
 		admin_err("cache %s: no ckptfs daemon uses it (nothing to unmount or wait for)",
 			  st->a->cache);
 		return ADMIN_NO_DAEMON;

@@ -32,7 +32,9 @@
 #ifndef CKPTFS_CONTROL_PROTO_H
 #define CKPTFS_CONTROL_PROTO_H
 
-#define CONTROL_SOCK_NAME "control.sock"
+#include "cachedir.h"
+
+#define CONTROL_SOCK_NAME CACHEDIR_CONTROL_SOCK /* CACHE/control.sock */
 #define CONTROL_MAGIC "ckptfs-control 1"
 #define CONTROL_LINE_MAX 4096
 

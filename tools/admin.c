@@ -13,7 +13,7 @@
  *  - reading commands open the catalog read-only (SQLite WAL readers do not
  *    block the daemon), mounted or not;
  *  - changing commands go through the daemon's control channel when it runs
- *    (fs/control.h) and never write the catalog behind it; with no daemon
+ *    (fs/lib/control_proto.h) and never write the catalog behind it; with no daemon
  *    (--cache) they take the cache lock the daemon would hold, open the
  *    catalog read-write and change it directly;
  *  - import goes through the mount only.

@@ -4,7 +4,7 @@
  *
  *   admin.c         main: arguments, help, finding the cache, dispatch
  *   admin_util.c    sizes, times, JSON strings, progress bar, errors → exit codes
- *   admin_ctl.c     client of the daemon's control channel (fs/control.h)
+ *   admin_ctl.c     client of the daemon's control channel (fs/lib/control_proto.h)
  *   admin_gen.c     naming generations (GEN), list, show
  *   admin_change.c  commit, pin, unpin, rm — through the daemon, or offline
  *   admin_gc.c      gc

@@ -1,5 +1,5 @@
 /* admin_ctl — the client side of the daemon's control channel (protocol in
- * fs/control.h): connect, send one request line, read progress and data
+ * fs/lib/control_proto.h): connect, send one request line, read progress and data
  * lines until the final "ok" or "error ERRNO MESSAGE". */
 #define _GNU_SOURCE
 #include <errno.h>

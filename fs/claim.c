@@ -87,8 +87,7 @@ bool claim_holder_alive(void *arg, const struct claim_rec *rec)
 {
 	(void)arg;
 	char path[PATH_MAX + 16];
-	cachedir_path(rec->cache, CACHEDIR_LOCK, path, sizeof(path));
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = cachedir_lock_open(rec->cache, O_RDONLY | O_NOFOLLOW, path, sizeof(path));
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return false; /* that cache is gone */

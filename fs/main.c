@@ -263,8 +263,7 @@ static void main_lock_refuse_draining(const struct ckptfs_options *o, const char
 static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
 {
 	char path[PATH_MAX + 16], pid[32];
-	cachedir_path(o->cache, CACHEDIR_LOCK, path, sizeof(path));
-	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = cachedir_lock_open(o->cache, O_RDWR | O_CREAT | O_NOFOLLOW, path, sizeof(path));
 	if (fd < 0) {
 		fprintf(stderr, "ckptfs: cache %s: cannot open %s: %s\n", o->cache, path, strerror(errno));
 		return -1;
@@ -294,11 +293,9 @@ static int main_lock_cache(const struct ckptfs_options *o, int *fd_out)
  * why it must wait). */
 static void main_lock_note_pid(int fd, bool draining)
 {
-	char pid[48];
-	int n = snprintf(pid, sizeof(pid), "%ld%s\n", (long)getpid(),
-			 draining ? " " CACHEDIR_LOCK_DRAINING : "");
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		log_warn("cannot record the pid in the cache lock file: %s", strerror(errno));
+	int rc = cachedir_lock_note(fd, (long)getpid(), draining);
+	if (rc != 0)
+		log_warn("cannot record the pid in the cache lock file: %s", strerror(-rc));
 }
 
 /* Fills a new catalog from BACKING's manifests (a fresh node). */

@@ -444,8 +444,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 	bool running = !a->by_cache;
 	if (a->by_cache) {
 		char path[PATH_MAX + 16];
-		cachedir_path(a->cache, CACHEDIR_LOCK, path, sizeof(path));
-		int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		int fd = cachedir_lock_open(a->cache, O_RDWR | O_NOFOLLOW, path, sizeof(path));
 		if (fd < 0 && errno == EACCES) {
 			admin_err("cache %s: permission denied on %s", a->cache, path);
 			return ADMIN_PERM;
@@ -455,7 +454,8 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 			close(fd);
 		} else if (need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) {
 			if (fd < 0 &&
-			    (fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) >= 0 &&
+			    (fd = cachedir_lock_open(a->cache, O_RDWR | O_CREAT | O_NOFOLLOW, path,
+							sizeof(path))) >= 0 &&
 			    flock(fd, LOCK_EX | LOCK_NB) != 0) {
 				close(fd); /* a daemon started this instant */
 				admin_err("cache %s: in use (a daemon is starting); try again", a->cache);

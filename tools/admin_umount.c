@@ -170,8 +170,7 @@ static void umount_hello_data(void *arg, const char *key, const char *value)
 static int umount_find_draining(struct umount_state *st)
 {
 	char path[PATH_MAX + 16], buf[64] = "";
-	cachedir_path(st->a->cache, CACHEDIR_LOCK, path, sizeof(path));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = cachedir_lock_open(st->a->cache, O_RDONLY, path, sizeof(path));
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (fd >= 0)
 		close(fd);

@@ -20,6 +20,7 @@
 #ifndef CKPTFS_CACHEDIR_H
 #define CKPTFS_CACHEDIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define CACHEDIR_LOCK "lock"
@@ -38,5 +39,17 @@
 /* CACHE/NAME into buf, as snprintf does (the return value too: a value of
  * size or more means buf holds a truncated path). */
 int cachedir_path(const char *cache, const char *name, char *buf, size_t size);
+
+/* ---- CACHE/lock ----
+ * The daemon holds an exclusive flock on it for its life (one daemon per
+ * cache); ckptfs-admin --cache takes it to change a catalog with no daemon;
+ * a shared flock that fails tells claim.c the holder is alive. */
+
+/* Opens CACHE/lock with flags (O_CLOEXEC is added; mode 0600 if created),
+ * its path in path. The fd, or -1 with errno. */
+int cachedir_lock_open(const char *cache, int flags, char *path, size_t size);
+/* Replaces the lock file's note with "PID\n", or "PID draining\n" once the
+ * daemon has unmounted and is still uploading. 0 or a negative errno. */
+int cachedir_lock_note(int fd, long pid, bool draining);
 
 #endif

@@ -1,9 +1,15 @@
 /* Unit tests for fs/lib/cachedir.c: the cache directory's names are the ones
  * on disk since the first release (a renamed file would orphan a cache), and
- * cachedir_path() formats and truncates as snprintf does. */
+ * cachedir_path() formats and truncates as snprintf does; the lock file
+ * holds "PID\n" or "PID draining\n". */
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cachedir.h"
 #include "control_proto.h"
@@ -34,4 +40,27 @@ Test(cachedir, path_truncates_as_snprintf)
 	int n = cachedir_path("/cache", CACHEDIR_LOCK, buf, sizeof(buf));
 	cr_assert_eq(n, 11);
 	cr_assert_str_eq(buf, "/cache/");
+}
+
+Test(cachedir, lock_note_is_pid_then_draining)
+{
+	char dir[] = "/tmp/ckptfs-cachedir-XXXXXX", path[PATH_MAX + 16], buf[64];
+	cr_assert_not_null(mkdtemp(dir));
+	int fd = cachedir_lock_open(dir, O_RDWR | O_CREAT | O_NOFOLLOW, path, sizeof(path));
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(strcmp(path + strlen(dir), "/lock"), 0);
+
+	cr_assert_eq(cachedir_lock_note(fd, 4242, true), 0);
+	cr_assert_eq(cachedir_lock_note(fd, 77, false), 0); /* replaces, never appends */
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	cr_assert_str_eq(buf, "77\n");
+	cr_assert_eq(cachedir_lock_note(fd, 4242, true), 0);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	cr_assert_str_eq(buf, "4242 draining\n");
+
+	close(fd);
+	unlink(path);
+	rmdir(dir);
 }

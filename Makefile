@@ -31,14 +31,15 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 # Layers (docs/DESIGN.md "Layers"; `make check-layers` enforces the includes):
 #   fs/lib/  the library: log, hash, crc32c, chunker, zipcut, codec, complete,
-#            store, backing (dir | nfs://), safeopen. Includes only fs/lib/.
+#            store, backing (dir | nfs://), safeopen, claim, cachedir,
+#            control_proto, version. Includes only fs/lib/.
 #   meta/    the catalog (SQLite). Includes only meta/ and fs/lib/.
 #   fs/      the daemon. Its modules in SHARED_SRC are linked into
-#            ckptfs-admin too (rebuild, claim, statset, ...).
+#            ckptfs-admin, the unit tests and the fuzzers too (rebuild, statset, ...).
 #   tools/   ckptfs-admin. Includes fs/lib/, meta/ and SHARED_SRC's headers only.
 LIB_SRC    := $(wildcard fs/lib/*.c)
 META_SRC   := $(wildcard meta/*.c)
-SHARED_SRC := $(wildcard fs/fuseinit.c fs/claim.c fs/rebuild.c fs/recent.c fs/storeq.c fs/proof.c fs/statset.c)
+SHARED_SRC := $(wildcard fs/fuseinit.c fs/rebuild.c fs/recent.c fs/storeq.c fs/proof.c fs/statset.c)
 CORE_SRC   := $(LIB_SRC) $(META_SRC) $(SHARED_SRC)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)
@@ -55,7 +56,7 @@ all: $(BUILD)/ckptfs $(BUILD)/ckptfs-admin
 
 $(BUILD)/obj/%.o: %.c $(wildcard fs/*.h fs/lib/*.h meta/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/ckptfs: $(DAEMON_OBJ) $(CORE_OBJ)
 	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -148,6 +149,10 @@ clean:
 	rm -rf build build-asan build-dev build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# The .d files of a build older than fs/lib/ name headers that moved there:
+# such a name is stale, not missing (its object is rebuilt). -MP does this
+# for the .d files written since.
+fs/%.h: ;
 
 # ---- faultfs, Docker and packaging checks (tests/faultfs/README.md, docs/DOCKER.md)
 .PHONY: test-faultfs test-nullfs check-docker check-examples

@@ -58,7 +58,7 @@ struct ckptfs_options {
 	                              /* short of cache room, then ENOSPC */
 	unsigned upload_threads;
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
-	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/claim.h) */
+	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/lib/claim.h) */
 	char metrics_addr[128];       /* -o metrics=ADDR:PORT; "" for none (fs/metrics.h) */
 };
 
@@ -67,7 +67,7 @@ struct ckptfs {
 	struct cat *cat;
 	struct store *store;         /* the local cache's objects (CACHE/chunks) */
 	struct backing *backing;
-	struct claim *claim;         /* BACKING is this catalog's (fs/claim.h) */
+	struct claim *claim;         /* BACKING is this catalog's (fs/lib/claim.h) */
 	struct cache *cache;
 	struct uploader *uploader;
 	struct storeq *storeq;       /* chunk objects written behind the writers */

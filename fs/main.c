@@ -312,7 +312,7 @@ static int main_rebuild(struct ckptfs *fs)
 	return rc;
 }
 
-/* One catalog per BACKING (fs/claim.h): refused with one line naming the
+/* One catalog per BACKING (fs/lib/claim.h): refused with one line naming the
  * holder when another catalog's daemon holds it. */
 static int main_claim(struct ckptfs *fs)
 {

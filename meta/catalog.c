@@ -400,7 +400,7 @@ static const char cat_schema_v3_sql[] =
 	" SELECT 2, id, version, 0 FROM generations WHERE state = 1 ORDER BY committed_ns;";
 
 /* Version 3 → 4: the catalog's random id, which claims BACKING for it
- * (fs/claim.h). A migrated catalog gets its id here, a new one too. */
+ * (fs/lib/claim.h). A migrated catalog gets its id here, a new one too. */
 static const char cat_schema_v4_sql[] =
 	"INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', lower(hex(randomblob(16))));";
 

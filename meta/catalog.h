@@ -102,7 +102,7 @@ bool cat_defer_active(struct cat *cat);
 int cat_schema_version(struct cat *cat); /* the version stored in the file */
 /* The catalog's random id (meta.catalog_id, 32 lowercase hex digits, made
  * when the catalog is created or migrated to version 4): what claims BACKING
- * for this catalog (fs/claim.h). buf needs 33 bytes. */
+ * for this catalog (fs/lib/claim.h). buf needs 33 bytes. */
 int cat_catalog_id(struct cat *cat, char *buf, size_t size);
 
 /* ---- namespace ---- */

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # fs/ modules built into ckptfs-admin too (Makefile SHARED_SRC), whose headers tools/ may use.
-SHARED="fs/claim.h fs/rebuild.h fs/statset.h"
+SHARED="fs/rebuild.h fs/statset.h"
 
 resolve() { # FILE INCLUDE -> the path it names, or nothing if none is in the tree
 	local d

@@ -19,7 +19,7 @@
  *  - import goes through the mount only.
  * Offline changes write BACKING (rm and gc remove objects and manifests), so
  * they claim BACKING for the cache's catalog first, as the daemon does
- * (fs/claim.h): refused, naming the holder, while another catalog holds it.
+ * (fs/lib/claim.h): refused, naming the holder, while another catalog holds it.
  * rebuild only reads BACKING (it makes a new catalog, whose daemon then takes
  * over the old catalog's claim on its own cache); reading commands claim
  * nothing.

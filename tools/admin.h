@@ -70,7 +70,7 @@ struct admin {
 	struct aq *aq;
 	struct store *store;     /* the cache's chunk objects (CACHE/chunks), if opened */
 	struct backing *bk;      /* BACKING, if opened */
-	struct claim *claim;     /* offline changes claim BACKING for the catalog (fs/claim.h) */
+	struct claim *claim;     /* offline changes claim BACKING for the catalog (fs/lib/claim.h) */
 };
 
 /* ---- admin.c ---- */

@@ -86,7 +86,7 @@ bool backing_can_link(struct backing *b);
  * one relpath (threads, processes, nodes), exactly one gets 0. Durable like
  * backing_put: a temporary is written and fsync'd, then hard-linked as
  * relpath (link(2), NFSv3 LINK: both refuse an existing name) and removed.
- * For small files that name their writer (fs/claim.c): an NFS LINK repeated
+ * For small files that name their writer (fs/lib/claim.c): an NFS LINK repeated
  * after a lost reply answers EEXIST, so relpath already holding exactly data
  * counts as success. */
 int backing_put_new(struct backing *b, const char *relpath, const void *data, size_t len);

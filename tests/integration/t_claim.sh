@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_claim — one catalog per BACKING (fs/claim.h, docs/DESIGN.md "One catalog
+# t_claim — one catalog per BACKING (fs/lib/claim.h, docs/DESIGN.md "One catalog
 # per BACKING"): a second mount with another cache is refused with the holder
 # named and BACKING untouched; a clean unmount releases the claim; a holder
 # gone (kill -9 on this host, or another host's heartbeat older than

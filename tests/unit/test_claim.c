@@ -1,4 +1,4 @@
-/* Unit tests for fs/claim.c, one catalog per BACKING: the decision
+/* Unit tests for fs/lib/claim.c, one catalog per BACKING: the decision
  * (claim_judge) with a fake clock and a fake liveness test — absent is free,
  * our own catalog is ours, a holder on this host is judged by liveness only,
  * another host's by its heartbeat against the timeout; the file format

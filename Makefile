@@ -16,7 +16,7 @@ DOCDIR  ?= $(PREFIX)/share/doc/ckptfs
 BUILD   ?= build
 CC      ?= cc
 
-PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs libmicrohttpd
+PKGS     := fuse3 sqlite3 liblz4 blosc libcrypto libnfs libmicrohttpd
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

@@ -436,6 +436,7 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	/* S3: large objects go to the disk without filling the page cache */
 	store_set_direct_writes(fs->store, true);
 	store_set_local_check(fs->store, fs->opt.verify_sha256 ? STORE_CHECK_SHA : STORE_CHECK_CRC);
+	store_set_codec(fs->store, fs->opt.codec);
 	if (main_open_catalog(fs, cache_was_used) != 0)
 		return -1;
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)

@@ -58,6 +58,10 @@ $(BUILD)/unit-tests: $(UNIT_OBJ) $(CORE_OBJ)
 $(BUILD)/backing-tool: $(BUILD)/obj/tests/nfs/backing_tool.o $(CORE_OBJ)
 	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# fs/codec.c's speed and ratio on a file, for make bench (phase 13).
+$(BUILD)/codec-bench: $(BUILD)/obj/tests/bench/codec_bench.o $(CORE_OBJ)
+	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # BACKING over nfs:// against a private nfs-ganesha on 127.0.0.1 (tests/nfs/README.md).
 test-nfs: deps $(BUILD)/backing-tool
 	tests/nfs/t_nfs.sh $(BUILD)

@@ -42,6 +42,11 @@
 #define CODEC_BLOSC_LZ4_LEVEL 9   /* blosc's LZ4 acceleration 1: LZ4's default */
 #define CODEC_BLOSC_ZSTD_LEVEL 2  /* blosc maps 2 to zstd level 3 */
 #define CODEC_BLOSC_ZSTD_BLOCK (1024 * 1024)
+/* A blosc frame covers the chunk's first len - len % CODEC_BLOSC_ALIGN bytes;
+ * the rest follows it raw: blosc 1.x gives up on a whole frame (stores it
+ * uncompressed) when a bit-shuffled block is not a whole number of 8
+ * elements, and content-defined chunks have any length. */
+#define CODEC_BLOSC_ALIGN 32
 #define CODEC_BLOSC_FLAG_CODEC_SHIFT 5 /* bits 5-7 of the frame's flags: the inner codec */
 #define CODEC_BLOSC_FLAGS_KNOWN (BLOSC_DOSHUFFLE | BLOSC_MEMCPYED | BLOSC_DOBITSHUFFLE | 0x10 | 0xE0)
 
@@ -68,26 +73,34 @@ static size_t codec_try(enum codec_family family, enum codec_way way, const void
 {
 	size_t limit = codec_limit(len);
 	size_t width = way == CODEC_WAY_WIDTH4 ? 4 : way == CODEC_WAY_WIDTH2 ? 2 : 1;
+	size_t tail = len % CODEC_BLOSC_ALIGN, body = len - tail;
 	int out;
 
-	if (limit <= BLOSC_MAX_OVERHEAD)
+	if (limit <= BLOSC_MAX_OVERHEAD + CODEC_BLOSC_ALIGN)
 		return 0;
 	if (family == CODEC_FAMILY_LZ4 && way == CODEC_WAY_PLAIN) {
 		*codec = CODEC_LZ4;
 		out = LZ4_compress_default(src, dst, (int)len, (int)limit);
-	} else if (family == CODEC_FAMILY_LZ4) {
+		assert(out <= (int)limit);
+		return out > 0 ? (size_t)out : 0;
+	}
+	if (family == CODEC_FAMILY_LZ4) {
 		*codec = CODEC_BLOSC_LZ4;
-		out = blosc_compress_ctx(CODEC_BLOSC_LZ4_LEVEL, BLOSC_BITSHUFFLE, width, len, src, dst,
-					 limit, BLOSC_LZ4_COMPNAME, 0, 1);
+		out = blosc_compress_ctx(CODEC_BLOSC_LZ4_LEVEL, BLOSC_BITSHUFFLE, width, body, src, dst,
+					 limit - tail, BLOSC_LZ4_COMPNAME, 0, 1);
 	} else {
 		*codec = CODEC_BLOSC_ZSTD;
 		out = blosc_compress_ctx(CODEC_BLOSC_ZSTD_LEVEL,
 					 way == CODEC_WAY_PLAIN ? BLOSC_NOSHUFFLE : BLOSC_SHUFFLE, width,
-					 len, src, dst, limit, BLOSC_ZSTD_COMPNAME,
+					 body, src, dst, limit - tail, BLOSC_ZSTD_COMPNAME,
 					 CODEC_BLOSC_ZSTD_BLOCK, 1);
 	}
-	assert(out <= (int)limit);
-	return out > 0 ? (size_t)out : 0;
+	assert(out <= (int)(limit - tail));
+	/* a frame that blosc stored uncompressed is not worth keeping either */
+	if (out <= 0 || (((const uint8_t *)dst)[2] & BLOSC_MEMCPYED))
+		return 0;
+	memcpy((uint8_t *)dst + out, (const uint8_t *)src + body, tail);
+	return (size_t)out + tail;
 }
 
 /* The way that encodes the sample (the first CODEC_SAMPLE_LEN bytes, or all
@@ -201,16 +214,21 @@ static uint32_t codec_le32(const uint8_t *p)
 
 /* Invariant 3: the header of a blosc frame (16 bytes: version, LZ4 version,
  * flags, typesize, u32 nbytes, u32 blocksize, u32 cbytes) must describe
- * exactly this object before blosc reads the rest. NULL or a reason. */
+ * exactly this object (a frame of plain_len - tail bytes, then the tail's
+ * plain_len % CODEC_BLOSC_ALIGN raw bytes) before blosc reads the rest.
+ * NULL or a reason. */
 static const char *codec_blosc_why(uint8_t codec, const uint8_t *h, size_t src_len,
 				   size_t plain_len)
 {
 	unsigned inner = codec == CODEC_BLOSC_LZ4 ? BLOSC_LZ4_FORMAT : BLOSC_ZSTD_FORMAT;
+	size_t tail = plain_len % CODEC_BLOSC_ALIGN, body = plain_len - tail;
 	size_t nbytes = 0;
 
-	if (src_len < BLOSC_MIN_HEADER_LENGTH || src_len > (size_t)INT_MAX ||
-	    plain_len == 0 || plain_len > BLOSC_MAX_BUFFERSIZE)
+	if (src_len < BLOSC_MIN_HEADER_LENGTH + tail || src_len > (size_t)INT_MAX ||
+	    body == 0 || plain_len > BLOSC_MAX_BUFFERSIZE)
 		return "length out of range";
+	src_len -= tail; /* the frame's own length */
+	plain_len = body;
 	if (h[0] == 0 || h[0] > BLOSC_VERSION_FORMAT)
 		return "unknown frame version";
 	if ((h[2] & ~CODEC_BLOSC_FLAGS_KNOWN) != 0 || (unsigned)(h[2] >> CODEC_BLOSC_FLAG_CODEC_SHIFT) != inner)
@@ -229,6 +247,7 @@ static const char *codec_blosc_why(uint8_t codec, const uint8_t *h, size_t src_l
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		 size_t plain_len)
 {
+	size_t tail;
 	int got;
 
 	switch (codec) {
@@ -251,10 +270,12 @@ int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 	case CODEC_BLOSC_ZSTD:
 		if (codec_blosc_why(codec, src, src_len, plain_len) != NULL)
 			return -EIO;
-		/* destsize plain_len: blosc never writes past it. */
-		got = blosc_decompress_ctx(src, dst, plain_len, 1);
-		if (got < 0 || (size_t)got != plain_len)
+		/* destsize: the frame's part; blosc never writes past it. */
+		tail = plain_len % CODEC_BLOSC_ALIGN;
+		got = blosc_decompress_ctx(src, dst, plain_len - tail, 1);
+		if (got < 0 || (size_t)got != plain_len - tail)
 			return -EIO;
+		memcpy((uint8_t *)dst + got, (const uint8_t *)src + src_len - tail, tail);
 		return 0;
 	default:
 		return -EINVAL;

@@ -559,7 +559,7 @@ int options_parse(int argc, char **argv, struct options_result *r)
 			return 1;
 		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
 			printf("ckptfs %s (catalog schema %d, store format %d)\n", CKPTFS_VERSION,
-			       CAT_SCHEMA_VERSION, STORE_FORMAT_VERSION);
+			       CAT_SCHEMA_VERSION, STORE_MARKER_VERSION);
 			return 1;
 		} else if (strcmp(a, "-f") == 0) {
 			r->opt.foreground = true;

@@ -34,7 +34,11 @@
  * CRC) is still read. */
 #define STORE_HEADER_LEN 72 /* the header this version writes */
 #define STORE_HEADER_LEN_V1 64
-#define STORE_FORMAT_VERSION 2
+#define STORE_FORMAT_VERSION 2 /* the object header's version */
+/* The store's format, in BACKING's ckptfs.store marker (docs/FORMAT.md): 3
+ * since objects may hold the blosc codecs (codec.h), which a daemon of
+ * format 2 cannot decode; it refuses the store instead. */
+#define STORE_MARKER_VERSION 3
 #define STORE_MAGIC "CKPTCHNK"
 
 struct store;

@@ -993,7 +993,7 @@ if [ "$run_codec" = 1 ]; then
 			c0=$(cpu_ticks)
 			run_group "$PY $IO write $shm/$f $mnt/$f 0 -"
 			c1=$(cpu_ticks)
-			"$BIN/ckptfs-admin" umount "$mnt" >/dev/null || die "ckptfs-admin umount $mnt failed"
+			"$BIN/ckptfs-admin" umount "$mnt" >/dev/null 2>&1 || die "ckptfs-admin umount $mnt failed"
 			stop_daemon
 			stored=$(chunks_files)
 			C[ratio,$c,$f]=$(div "$stored" "$size")

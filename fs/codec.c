@@ -47,6 +47,9 @@
  * uncompressed) when a bit-shuffled block is not a whole number of 8
  * elements, and content-defined chunks have any length. */
 #define CODEC_BLOSC_ALIGN 32
+/* blosc never makes a block smaller than 128 bytes unless it is the whole
+ * frame; a frame claiming tiny blocks claims a huge table of offsets. */
+#define CODEC_BLOSC_MIN_BLOCK 64
 #define CODEC_BLOSC_FLAG_CODEC_SHIFT 5 /* bits 5-7 of the frame's flags: the inner codec */
 #define CODEC_BLOSC_FLAGS_KNOWN (BLOSC_DOSHUFFLE | BLOSC_MEMCPYED | BLOSC_DOBITSHUFFLE | 0x10 | 0xE0)
 
@@ -237,8 +240,14 @@ static const char *codec_blosc_why(uint8_t codec, const uint8_t *h, size_t src_l
 		return "element width out of range";
 	if (codec_le32(h + 4) != plain_len || codec_le32(h + 12) != src_len)
 		return "frame lengths differ from the object's";
-	if (codec_le32(h + 8) == 0 || codec_le32(h + 8) > plain_len)
+	uint32_t blocksize = codec_le32(h + 8);
+	if (blocksize == 0 || blocksize > plain_len ||
+	    (blocksize < CODEC_BLOSC_MIN_BLOCK && blocksize != plain_len))
 		return "block size out of range";
+	/* the table of block offsets follows the header (not in a copied frame) */
+	size_t nblocks = plain_len / blocksize + (plain_len % blocksize != 0);
+	if (!(h[2] & BLOSC_MEMCPYED) && BLOSC_MAX_OVERHEAD + nblocks * sizeof(int32_t) > src_len)
+		return "block table past the frame";
 	if (blosc_cbuffer_validate(h, src_len, &nbytes) != 0 || nbytes != plain_len)
 		return "frame does not validate";
 	return NULL;

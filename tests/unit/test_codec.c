@@ -626,6 +626,14 @@ Test(codec, blosc_frame_header_fields_out_of_bounds_return_eio)
 		cr_assert_eq(tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL), -EIO,
 			     "header byte %zu set to %u", edits[i].off, edits[i].val);
 	}
+	/* blocks of 1 and 63 bytes: a table of offsets far past the frame */
+	for (uint8_t b = 1; b < 64; b += 62) {
+		memcpy(bad, enc.data, enc.len);
+		bad[8] = b;
+		bad[9] = bad[10] = bad[11] = 0;
+		cr_assert_eq(tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL), -EIO,
+			     "block size %u", b);
+	}
 	/* a frame of the other inner codec under this id */
 	cr_assert_eq(tk_decode_guarded(CODEC_BLOSC_ZSTD, enc.data, enc.len, plain_len, NULL), -EIO);
 	free(bad);

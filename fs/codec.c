@@ -159,9 +159,19 @@ size_t codec_probe_bound(void)
 
 bool codec_worth_trying(const void *src, size_t len, void *scratch)
 {
+	/* the first way that saves enough settles it (codec_pick's answer is
+	 * CODEC_WAYS exactly when none does); floats first, the common case */
+	static const enum codec_way order[] = { CODEC_WAY_WIDTH4, CODEC_WAY_PLAIN, CODEC_WAY_WIDTH2 };
+	uint8_t codec;
+
 	if (len == 0 || len > LZ4_MAX_INPUT_SIZE)
 		return false;
-	return len <= CODEC_SAMPLE_LEN || codec_pick(src, len, scratch) != CODEC_WAYS;
+	if (len <= CODEC_SAMPLE_LEN)
+		return true;
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (codec_try(CODEC_FAMILY_LZ4, order[i], src, CODEC_SAMPLE_LEN, scratch, &codec) > 0)
+			return true;
+	return false;
 }
 
 uint8_t codec_compress(enum codec_family family, const void *src, size_t len, void *dst,

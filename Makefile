@@ -16,14 +16,16 @@ DOCDIR  ?= $(PREFIX)/share/doc/ckptfs
 BUILD   ?= build
 CC      ?= cc
 
-PKGS     := fuse3 sqlite3 liblz4 blosc libcrypto libnfs libmicrohttpd
+# c-blosc: by pkg-config when it has a blosc.pc (Debian's libblosc-dev), else -lblosc.
+BLOSC_PKG = $(shell pkg-config --exists blosc 2>/dev/null && echo blosc)
+PKGS      = fuse3 sqlite3 liblz4 $(BLOSC_PKG) libcrypto libnfs libmicrohttpd
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # pkg-config is evaluated lazily so `make deps` can install it first.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(if $(BLOSC_PKG),,-lblosc) -lpthread
 
 CORE_SRC   := $(wildcard fs/hash.c fs/crc32c.c fs/chunker.c fs/zipcut.c fs/codec.c fs/store.c fs/fuseinit.c meta/*.c fs/log.c fs/util.c \
 			fs/backing.c fs/backing_nfs.c fs/claim.c fs/safeopen.c fs/rebuild.c fs/recent.c fs/storeq.c \

@@ -61,6 +61,10 @@ int main(int argc, char **argv)
 			max_chunk = len;
 	}
 	uint8_t *enc = malloc(codec_bound(max_chunk)), *dec = malloc(max_chunk);
+	if (!cuts || !enc || !dec) {
+		fprintf(stderr, "codec-bench: out of memory\n");
+		return 1;
+	}
 	size_t counts[4] = { 0 }, stored = 0, rounds = 0;
 	double enc_s = 0, dec_s = 0;
 #ifndef CODEC_BENCH_BASE

@@ -50,6 +50,8 @@ int main(int argc, char **argv)
 		return 1;
 	/* chunk boundaries: the daemon's content-defined cuts */
 	size_t *cuts = malloc(sizeof(size_t) * (n / 4096 + 2)), ncuts = 0, off = 0, max_chunk = 0;
+	if (!cuts)
+		return 1;
 	struct chunker ck;
 	chunker_init(&ck, &chunker_default_params);
 	while (off < n) {
@@ -61,7 +63,7 @@ int main(int argc, char **argv)
 			max_chunk = len;
 	}
 	uint8_t *enc = malloc(codec_bound(max_chunk)), *dec = malloc(max_chunk);
-	if (!cuts || !enc || !dec) {
+	if (!enc || !dec) {
 		fprintf(stderr, "codec-bench: out of memory\n");
 		return 1;
 	}

@@ -20,14 +20,16 @@ DOCDIR  ?= $(PREFIX)/share/doc/ckptfs
 BUILD   ?= build
 CC      ?= cc
 
-PKGS     := fuse3 sqlite3 liblz4 libcrypto libnfs libmicrohttpd
+# c-blosc: by pkg-config when it has a blosc.pc (Debian's libblosc-dev), else -lblosc.
+BLOSC_PKG = $(shell pkg-config --exists blosc 2>/dev/null && echo blosc)
+PKGS      = fuse3 sqlite3 liblz4 $(BLOSC_PKG) libcrypto libnfs libmicrohttpd
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs/lib -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # pkg-config is evaluated lazily so `make deps` can install it first.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(if $(BLOSC_PKG),,-lblosc) -lpthread
 
 # Layers (docs/DESIGN.md "Layers"; `make check-layers` enforces the includes):
 #   fs/lib/  the library: log, hash, crc32c, chunker, zipcut, codec, complete,
@@ -69,6 +71,10 @@ $(BUILD)/unit-tests: $(UNIT_OBJ) $(CORE_OBJ)
 
 # A small CLI over fs/lib/backing.h, for tests/nfs/t_nfs.sh and by hand.
 $(BUILD)/backing-tool: $(BUILD)/obj/tests/nfs/backing_tool.o $(CORE_OBJ)
+	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# fs/lib/codec.c's speed and ratio on a file, for make bench (phase 13).
+$(BUILD)/codec-bench: $(BUILD)/obj/tests/bench/codec_bench.o $(CORE_OBJ)
 	$(CC) $(EXTRA_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # BACKING over nfs:// against a private nfs-ganesha on 127.0.0.1 (tests/nfs/README.md).

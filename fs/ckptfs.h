@@ -22,6 +22,7 @@
 #include "catalog.h"
 #include "gen.h"
 #include "chunker.h"
+#include "codec.h"
 #include "store.h"
 
 struct node_table;
@@ -51,6 +52,7 @@ struct ckptfs_options {
 	uint64_t dirty_max;           /* bound of bytes not yet on BACKING; 0: 3/4 of cache_size */
 	bool sync_backing;            /* fsync waits until the data is on BACKING */
 	bool verify_sha256;           /* local reads re-hash chunks (store.c S4) */
+	enum codec_family codec;      /* -o codec=: new chunks' compression (codec.h) */
 	bool leave_queued;            /* unmount does not wait for uploads */
 	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
 	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */

@@ -194,23 +194,23 @@ static int main_check_bindings(struct ckptfs *fs)
 				MAIN_STORE_MARKER);
 			return -1;
 		}
-		if (version > STORE_FORMAT_VERSION) {
+		if (version > STORE_MARKER_VERSION) {
 			fprintf(stderr, "ckptfs: BACKING %s: store format %lu is newer than this ckptfs "
 					"understands (%d): upgrade ckptfs\n",
-				o->backing, version, STORE_FORMAT_VERSION);
+				o->backing, version, STORE_MARKER_VERSION);
 			return -1;
 		}
-		if (version < STORE_FORMAT_VERSION) { /* older objects stay readable as they are */
+		if (version < STORE_MARKER_VERSION) { /* older objects stay readable as they are */
 			int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n",
-					 STORE_FORMAT_VERSION);
+					 STORE_MARKER_VERSION);
 			rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
 			if (rc == 0)
 				log_info("BACKING %s: store format %lu upgraded to %d (new chunk objects "
-					 "carry a CRC-32C; older ones are read as before)",
-					 o->backing, version, STORE_FORMAT_VERSION);
+					 "may use the blosc codecs and carry a CRC-32C; older ones are read as before)",
+					 o->backing, version, STORE_MARKER_VERSION);
 		}
 	} else if (rc == -ENOENT) {
-		int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", STORE_FORMAT_VERSION);
+		int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", STORE_MARKER_VERSION);
 		rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
 	}
 	if (rc != 0) {
@@ -432,6 +432,7 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	/* S3: large objects go to the disk without filling the page cache */
 	store_set_direct_writes(fs->store, true);
 	store_set_local_check(fs->store, fs->opt.verify_sha256 ? STORE_CHECK_SHA : STORE_CHECK_CRC);
+	store_set_codec(fs->store, fs->opt.codec);
 	if (main_open_catalog(fs, cache_was_used) != 0)
 		return -1;
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)

@@ -171,6 +171,11 @@ static int options_one(struct options_result *r, const char *opt)
 		o->verify_sha256 = strcmp(opt + 7, "sha256") == 0;
 		return 0;
 	}
+	if (strncmp(opt, "codec=", 6) == 0) {
+		if (codec_family_parse(opt + 6, &o->codec) != 0)
+			return options_fail("option '%s': %s", opt, "expects codec=lz4 or codec=zstd");
+		return 0;
+	}
 	if (strncmp(opt, "backing_timeout=", 16) == 0) {
 		double s;
 		if (options_seconds(opt, opt + 16, &s) != 0)
@@ -289,6 +294,8 @@ void options_usage(FILE *f)
 		"  verify=crc32c|sha256 how chunks read back from the cache are checked: by the\n"
 		"                     CRC-32C their objects carry (default), or by re-hashing;\n"
 		"                     chunks from BACKING are always re-hashed\n"
+		"  codec=lz4|zstd     how new chunks are compressed (floats shuffled first): LZ4\n"
+		"                     (default, fast) or zstd (smaller, more CPU)\n"
 		"  backing_timeout=S  reads that need BACKING wait this long, then EIO; writes\n"
 		"                     short of cache room, then ENOSPC (default 60)\n"
 		"  claim_timeout=S    a claim on BACKING not renewed for this long, by a daemon\n"
@@ -553,7 +560,7 @@ int options_parse(int argc, char **argv, struct options_result *r)
 			return 1;
 		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
 			printf("ckptfs %s (catalog schema %d, store format %d)\n", CKPTFS_VERSION,
-			       CAT_SCHEMA_VERSION, STORE_FORMAT_VERSION);
+			       CAT_SCHEMA_VERSION, STORE_MARKER_VERSION);
 			return 1;
 		} else if (strcmp(a, "-f") == 0) {
 			r->opt.foreground = true;

@@ -25,7 +25,10 @@
 struct ckptfs;
 struct chunk_cache;
 
-enum reader_source { READER_COMMITTED, READER_PENDING };
+/* READER_PROBE: the committed extents, with no readahead — a look at a few
+ * headers (proof.c, tracker files), not a stream: nothing is fetched or
+ * decoded ahead, so nothing comes back into the cache behind a reclaim. */
+enum reader_source { READER_COMMITTED, READER_PENDING, READER_PROBE };
 
 int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out);
 void chunk_cache_free(struct chunk_cache *cc);

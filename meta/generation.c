@@ -968,7 +968,7 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 	if (rc == 0)
 		rc = gen_hold_txn(cat, id, rule, reason ? reason : "", fn ? &ids : NULL, &g,
 				  &rolled_back);
-	rc = cat_end_sweep(cat, rc); /* a dropped new version's chunks may be garbage */
+	rc = cat_end(cat, rc); /* as an abort: the removed inodes keep their counts until released */
 	cat_unlock(cat);
 	if (rc == 0 && held_out != NULL)
 		*held_out = !rolled_back;

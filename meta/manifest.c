@@ -920,7 +920,7 @@ static int mf_parse_chunk(struct mf_parse *p)
 	if (rc == 0)
 		rc = mf_u64(p, 3, "codec", 255, &v);
 	c.codec = (uint8_t)v;
-	if (rc == 0 && c.codec != CODEC_RAW && c.codec != CODEC_LZ4)
+	if (rc == 0 && !codec_known(c.codec))
 		rc = mf_bad(p, "chunk: codec %u is not one this ckptfs knows", c.codec);
 	if (rc == 0)
 		rc = mf_u64(p, 4, "stored length", codec_bound((size_t)c.plain_len), &c.stored_len);

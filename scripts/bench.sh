@@ -10,9 +10,12 @@
 #                       (default /var/tmp; one filesystem for all three)
 #   BENCH_PERF=1        in round 1, perf-record the daemon during the ckptfs
 #                       phases and count the FUSE requests; print the profile
-#   BENCH_ONLY=io|gen|wb  only the I/O phases (1-4), the generation phases
-#                       (5-8) or the write-back phases (9-12); default all
+#   BENCH_ONLY=io|gen|wb|codec  only the I/O phases (1-4), the generation
+#                       phases (5-8), the write-back phases (9-12) or the codec
+#                       phase (13); default all
 #   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
+#   BENCH_CODECS="lz4 zstd"  the -o codec= values of phase 13 ("default": no
+#                       -o codec=, for a build that predates it)
 #
 # Per round, on a fresh mount (fresh BACKING and cache), each workload runs on
 # the plain directory and on the mount back to back, the order alternating
@@ -73,6 +76,20 @@
 #  12. nfs://           9 and 10 with BACKING = the ganesha URL, against
 #                       ganesha's own speed through libnfs for the same bytes
 #                       (build/backing-tool put / get, 4 at once)
+# The codec phase (scripts/bench_ckpt.py, build/codec-bench), once, < 3 min:
+#  13. real tensors     a small character-level model trained here for a few
+#                       hundred Adam steps, saved as a mixed-precision trainer
+#                       saves it (bf16 weights, fp32 master weights, fp32 Adam
+#                       exp_avg and exp_avg_sq) with torch.save and as
+#                       safetensors; each file, and 256 MiB of random bytes,
+#                       written (1 MiB writes, fsync) to a fresh mount per
+#                       -o codec= value; after `ckptfs-admin umount` (uploads
+#                       done): BACKING's chunk object bytes / logical bytes
+#                       (targets: <= 0.87 with lz4, <= 0.80 with zstd), write
+#                       MB/s and the daemon's CPU seconds per GiB; a remount
+#                       reads each file back byte for byte. Then codec-bench:
+#                       fs/lib/codec.c alone, encode and decode MB per CPU-second
+#                       on the same files.
 #
 # A benchmark, not a test: a missed target prints "no" and the exit status is
 # still 0. It is 1 when something breaks: data read back differs from what was
@@ -101,12 +118,18 @@ UNIQUE_FILE=$((1024 * MiB / div)) # per writer
 REPLICA=$((512 * MiB / div))      # payload per replica
 TMPROOT=${BENCH_TMP:-/var/tmp}
 case "${BENCH_ONLY:-all}" in
-all) run_io=1 run_gen=1 run_wb=1 ;;
-io) run_io=1 run_gen=0 run_wb=0 ;;
-gen) run_io=0 run_gen=1 run_wb=0 ;;
-wb) run_io=0 run_gen=0 run_wb=1 ;;
-*) echo "bench: BENCH_ONLY must be io, gen or wb (or unset: all)" >&2; exit 2 ;;
+all) run_io=1 run_gen=1 run_wb=1 run_codec=1 ;;
+io) run_io=1 run_gen=0 run_wb=0 run_codec=0 ;;
+gen) run_io=0 run_gen=1 run_wb=0 run_codec=0 ;;
+wb) run_io=0 run_gen=0 run_wb=1 run_codec=0 ;;
+codec) run_io=0 run_gen=0 run_wb=0 run_codec=1 ;;
+*) echo "bench: BENCH_ONLY must be io, gen, wb or codec (or unset: all)" >&2; exit 2 ;;
 esac
+CODECS=${BENCH_CODECS:-lz4 zstd} # phase 13
+CKPT=$HERE/bench_ckpt.py
+CKPT_STEPS=200                   # phase 13: Adam steps
+CKPT_HIDDEN=768                  # phase 13: the model's width (1.6 M parameters, 22 MB per file)
+CODEC_RANDOM=$((256 * MiB))      # phase 13: random bytes (the unique-write CPU)
 WB_NFILES=4                    # phases 9-12: files per save (concurrent writers)
 WB_FILE=$((512 * MiB / div))   # phases 9-12: bytes per file
 WB_BW=${BENCH_WB_BW:-100000000} # phases 9-11: faultfs bw= (bytes/s)
@@ -132,6 +155,9 @@ if [ "$run_wb" = 1 ] && { [ ! -x "$FAULTFS" ] || [ ! -x "$BTOOL" ]; }; then
 	echo "bench: building $BUILD/faultfs and $BUILD/backing-tool for the write-back phases"
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/faultfs" "$BUILD/backing-tool" >/dev/null ||
 		die "could not build $FAULTFS and $BTOOL"
+fi
+if [ "$run_codec" = 1 ] && [ ! -x "$BIN/codec-bench" ]; then
+	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/codec-bench" >/dev/null || echo "bench: no $BUILD/codec-bench: phase 13 skips the microbenchmark"
 fi
 if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; } && [ ! -x "$NULLFS" ]; then
 	echo "bench: building $BUILD/nullfs for the FUSE floor"
@@ -945,6 +971,51 @@ if [ "$run_wb" = 1 ]; then
 	ganesha_down
 fi # run_wb
 
+# ---- the codec phase (13) ---------------------------------------------------
+
+declare -A C # C[metric,codec,file]
+if [ "$run_codec" = 1 ]; then
+	echo
+	echo "== codec (phase 13): training the checkpoint ($CKPT_STEPS Adam steps, width $CKPT_HIDDEN; load average $(loadavg))"
+	line=$("$PY" "$CKPT" train "$shm/ckpt" "$CKPT_STEPS" "$CKPT_HIDDEN") || die "bench_ckpt.py train failed"
+	echo "   $line"
+	"$PY" "$IO" gen "$shm/random.bin" "$CODEC_RANDOM" 3000
+	cp "$shm/ckpt/ckpt.pt" "$shm/ckpt/ckpt.safetensors" "$shm/"
+	for c in $CODECS; do
+		opt=''
+		[ "$c" = default ] || opt="codec=$c"
+		for f in ckpt.pt ckpt.safetensors random.bin; do
+			rd=$work/codec-$c-$f # a fresh BACKING per file: no dedup between the two formats
+			mkdir -p "$rd"
+			start_daemon "$rd" "$opt"
+			size=$(stat -c %s "$shm/$f")
+			settle
+			c0=$(cpu_ticks)
+			run_group "$PY $IO write $shm/$f $mnt/$f 0 -"
+			c1=$(cpu_ticks)
+			"$BIN/ckptfs-admin" umount "$mnt" >/dev/null 2>&1 || die "ckptfs-admin umount $mnt failed"
+			stop_daemon
+			stored=$(chunks_files)
+			C[ratio,$c,$f]=$(div "$stored" "$size")
+			C[mbps,$c,$f]=$(mbps "$size" "$elapsed")
+			C[cpu,$c,$f]=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v b="$size" 'BEGIN { printf "%.2f", t / hz / (b / 1073741824) }')
+			start_daemon "$rd" "$opt" # the same BACKING and cache: read back after a remount
+			"$PY" "$IO" verify "$shm/$f" "$mnt/$f" 0 - || die "$f read back through a remount differs"
+			daemon_log_check "$rd"
+			stop_daemon
+			rm -rf "$rd"
+			printf '   %-5s %-17s %6.1f MB logical, BACKING %s x, write %s MB/s, daemon %s CPU-s/GiB\n' \
+				"$c" "$f" "$(div "$size" 1000000)" "${C[ratio,$c,$f]}" "${C[mbps,$c,$f]}" "${C[cpu,$c,$f]}"
+		done
+		if [ -x "$BIN/codec-bench" ] && [ "$c" != default ]; then
+			for f in ckpt.pt random.bin; do
+				echo "   codec-bench $f: $("$BIN/codec-bench" "$shm/$f" "$c")"
+			done
+		fi
+	done
+	rm -f "$shm/ckpt.pt" "$shm/ckpt.safetensors" "$shm/random.bin"
+fi # run_codec
+
 # ---- the table --------------------------------------------------------------
 
 vals() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="${R[$1,$2,$i]:-} "; done; echo "$out"; }
@@ -1104,5 +1175,17 @@ if [ "$run_wb" = 1 ]; then
 	[ "$wb_nfs" = 0 ] || echo "  nfs://: plain = ganesha's own speed through libnfs (build/backing-tool put/get, 4 at once, unthrottled loopback)."
 	echo "  fresh-node mount (median): $(vals mt ckptfs | median) s$([ "$wb_nfs" = 0 ] || echo ", nfs:// $(vals nmt ckptfs | median) s");" \
 		"daemon CPU seconds, median (kernel part): save $(vals wscpu ckptfs | median) ($(vals wssys ckptfs | median)), upload tail $(vals wdcpu ckptfs | median) ($(vals wdsys ckptfs | median)), cold restore $(vals wccpu ckptfs | median) ($(vals wcsys ckptfs | median)), warm $(vals wwcpu ckptfs | median) ($(vals wwsys ckptfs | median))"
+fi
+if [ "$run_codec" = 1 ]; then
+	echo "codec (phase 13): BACKING bytes / logical bytes of a trained checkpoint, one fresh mount per file and codec:"
+	for c in $CODECS; do
+		t=''
+		case $c in lz4) t=0.87 ;; zstd) t=0.80 ;; esac
+		for f in ckpt.pt ckpt.safetensors; do
+			printf '   %-5s %-17s %s x%s\n' "$c" "$f" "${C[ratio,$c,$f]}" \
+				"$([ -z "$t" ] || echo " (target <= $t: $(met "${C[ratio,$c,$f]}" "$t" "<="))")"
+		done
+		printf '   %-5s %-17s %s MB/s, daemon %s CPU-s/GiB (unique write)\n' "$c" random.bin "${C[mbps,$c,random.bin]}" "${C[cpu,$c,random.bin]}"
+	done
 fi
 echo "load average at the end: $(loadavg)"

@@ -223,7 +223,7 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 			help = true;
 		} else if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
 			printf("ckptfs-admin %s (catalog schema %d, store format %d, control protocol 1)\n",
-			       CKPTFS_VERSION, CAT_SCHEMA_VERSION, STORE_FORMAT_VERSION);
+			       CKPTFS_VERSION, CAT_SCHEMA_VERSION, STORE_MARKER_VERSION);
 			return -1;
 		} else {
 			admin_err("unknown option '%s' (see ckptfs-admin --help)", argv[i]);

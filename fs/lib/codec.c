@@ -1,53 +1,157 @@
-/* codec — stores a chunk as LZ4 when that saves space, raw when not.
+/* codec — stores a chunk compressed when that saves space, raw when not.
  *
- * Checkpoint chunks are mostly fp32/bf16 weights, which LZ4 cannot shrink, so
- * encode first compresses a sample (the first CODEC_SAMPLE_LEN bytes) and
- * stores raw at once if the sample does not save CODEC_MIN_SAVING_PCT percent:
- * incompressible input costs one sample's compression plus a memcpy. Both
- * compressions run with the output capacity capped at the size worth keeping,
- * so LZ4 itself gives up as soon as the result would be too large.
+ * Checkpoint chunks are mostly floats. Plain LZ4 cannot shrink them, but the
+ * same bytes shuffled (bit i of every element together, so the exponent bits,
+ * nearly constant across a tensor, form long runs) compress: c-blosc does
+ * the shuffle (SIMD) and the compression of each block in one frame, whose
+ * own header records the element width, the shuffle and the inner codec.
+ *
+ * encode first tries each way (plain LZ4, and blosc with elements of 4 and
+ * of 2 bytes) on a sample (the first CODEC_SAMPLE_LEN bytes) and keeps the
+ * smallest; if none saves CODEC_MIN_SAVING_PCT percent, the chunk is stored
+ * raw at once: incompressible input costs the sample's compressions plus a
+ * memcpy. The width is found from the bytes alone, so it works on any chunk,
+ * whatever its file format or where the chunker cut it (a misaligned start
+ * only relabels the byte positions). Every compression runs with the output
+ * capacity capped at the size worth keeping, so it gives up as soon as the
+ * result would be too large.
+ *
+ * The zstd family keeps the sample's choice of width (measured with LZ4,
+ * which is quick) and compresses with zstd -3 over a byte shuffle in 1 MiB
+ * blocks: zstd's entropy coder does better on bytes than on bit planes.
  *
  * Invariants (see codec.h):
  *  1. decode(encode(x)) == x; a RAW encoding is a byte copy of the input.
- *  2. CODEC_LZ4 only if out_len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100.
+ *  2. A compressed codec only if out_len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100.
  *  3. decode writes at most plain_len bytes and succeeds only when it
- *     produced exactly plain_len of them. */
+ *     produced exactly plain_len of them; a blosc frame is handed to blosc
+ *     only after its header was checked against the object (codec_blosc_why). */
 #include "codec.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include <blosc.h>
 #include <lz4.h>
 
 /* Large enough to judge (LZ4's window is 64 KiB), small next to a 1 MiB chunk. */
 #define CODEC_SAMPLE_LEN (64 * 1024)
+#define CODEC_BLOSC_LZ4_LEVEL 9   /* blosc's LZ4 acceleration 1: LZ4's default */
+#define CODEC_BLOSC_ZSTD_LEVEL 2  /* blosc maps 2 to zstd level 3 */
+#define CODEC_BLOSC_ZSTD_BLOCK (1024 * 1024)
+/* A blosc frame covers the chunk's first len - len % CODEC_BLOSC_ALIGN bytes;
+ * the rest follows it raw: blosc 1.x gives up on a whole frame (stores it
+ * uncompressed) when a bit-shuffled block is not a whole number of 8
+ * elements, and content-defined chunks have any length. */
+#define CODEC_BLOSC_ALIGN 32
+/* blosc never makes a block smaller than 128 bytes unless it is the whole
+ * frame; a frame claiming tiny blocks claims a huge table of offsets. */
+#define CODEC_BLOSC_MIN_BLOCK 64
+#define CODEC_BLOSC_FLAG_CODEC_SHIFT 5 /* bits 5-7 of the frame's flags: the inner codec */
+#define CODEC_BLOSC_FLAGS_KNOWN (BLOSC_DOSHUFFLE | BLOSC_MEMCPYED | BLOSC_DOBITSHUFFLE | 0x10 | 0xE0)
 
-/* The largest LZ4 output worth keeping for len plain bytes. */
-static size_t codec_lz4_limit(size_t len)
+/* How a chunk is compressed, chosen from its sample. */
+enum codec_way {
+	CODEC_WAY_PLAIN,  /* no shuffle: text, zeros, indices */
+	CODEC_WAY_WIDTH4, /* 4-byte elements: fp32 (and bf16 pairs) */
+	CODEC_WAY_WIDTH2, /* 2-byte elements: bf16, fp16 */
+	CODEC_WAYS,
+};
+
+/* The largest encoding worth keeping for len plain bytes. */
+static size_t codec_limit(size_t len)
 {
 	assert(len <= LZ4_MAX_INPUT_SIZE);
 	return len * (100 - CODEC_MIN_SAVING_PCT) / 100;
 }
 
-/* Compresses src into at most codec_lz4_limit(len) bytes of dst. Returns the
- * compressed size, or 0 when it would not fit (not worth keeping). */
-static size_t codec_lz4_try(const void *src, size_t len, void *dst)
+/* Compresses src the given way into at most codec_limit(len) bytes of dst,
+ * as the family says. Returns the size and sets *codec, or 0 when it would
+ * not fit (not worth keeping). */
+static size_t codec_try(enum codec_family family, enum codec_way way, const void *src,
+			size_t len, void *dst, uint8_t *codec)
 {
-	size_t limit = codec_lz4_limit(len);
+	size_t limit = codec_limit(len);
+	size_t width = way == CODEC_WAY_WIDTH4 ? 4 : way == CODEC_WAY_WIDTH2 ? 2 : 1;
+	size_t tail = len % CODEC_BLOSC_ALIGN, body = len - tail;
 	int out;
 
-	if (limit == 0)
+	if (limit <= BLOSC_MAX_OVERHEAD + CODEC_BLOSC_ALIGN)
 		return 0;
-	out = LZ4_compress_default(src, dst, (int)len, (int)limit);
-	assert(out >= 0 && (size_t)out <= limit);
-	return out > 0 ? (size_t)out : 0;
+	if (family == CODEC_FAMILY_LZ4 && way == CODEC_WAY_PLAIN) {
+		*codec = CODEC_LZ4;
+		out = LZ4_compress_default(src, dst, (int)len, (int)limit);
+		assert(out <= (int)limit);
+		return out > 0 ? (size_t)out : 0;
+	}
+	if (family == CODEC_FAMILY_LZ4) {
+		*codec = CODEC_BLOSC_LZ4;
+		out = blosc_compress_ctx(CODEC_BLOSC_LZ4_LEVEL, BLOSC_BITSHUFFLE, width, body, src, dst,
+					 limit - tail, BLOSC_LZ4_COMPNAME, 0, 1);
+	} else {
+		*codec = CODEC_BLOSC_ZSTD;
+		out = blosc_compress_ctx(CODEC_BLOSC_ZSTD_LEVEL,
+					 way == CODEC_WAY_PLAIN ? BLOSC_NOSHUFFLE : BLOSC_SHUFFLE, width,
+					 body, src, dst, limit - tail, BLOSC_ZSTD_COMPNAME,
+					 CODEC_BLOSC_ZSTD_BLOCK, 1);
+	}
+	assert(out <= (int)(limit - tail));
+	/* a frame that blosc stored uncompressed is not worth keeping either */
+	if (out <= 0 || (((const uint8_t *)dst)[2] & BLOSC_MEMCPYED))
+		return 0;
+	memcpy((uint8_t *)dst + out, (const uint8_t *)src + body, tail);
+	return (size_t)out + tail;
+}
+
+/* The way that encodes the sample (the first CODEC_SAMPLE_LEN bytes, or all
+ * of a shorter src) smallest with LZ4, or CODEC_WAYS when none is worth
+ * keeping. scratch holds codec_probe_bound() bytes. */
+static enum codec_way codec_pick(const void *src, size_t len, void *scratch)
+{
+	size_t sample = len < CODEC_SAMPLE_LEN ? len : CODEC_SAMPLE_LEN;
+	enum codec_way best = CODEC_WAYS;
+	size_t best_len = SIZE_MAX;
+	uint8_t codec;
+
+	for (enum codec_way way = CODEC_WAY_PLAIN; way < CODEC_WAYS; way++) {
+		size_t n = codec_try(CODEC_FAMILY_LZ4, way, src, sample, scratch, &codec);
+		if (n > 0 && n < best_len) {
+			best = way;
+			best_len = n;
+		}
+	}
+	return best;
+}
+
+int codec_family_parse(const char *name, enum codec_family *out)
+{
+	if (strcmp(name, "lz4") == 0)
+		*out = CODEC_FAMILY_LZ4;
+	else if (strcmp(name, "zstd") == 0)
+		*out = CODEC_FAMILY_ZSTD;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *codec_family_name(enum codec_family family)
+{
+	return family == CODEC_FAMILY_ZSTD ? "zstd" : "lz4";
+}
+
+bool codec_known(uint8_t codec)
+{
+	return codec == CODEC_RAW || codec == CODEC_LZ4 || codec == CODEC_BLOSC_LZ4 ||
+	       codec == CODEC_BLOSC_ZSTD;
 }
 
 size_t codec_bound(size_t plain_len)
 {
-	/* LZ4_compressBound is 0 past LZ4_MAX_INPUT_SIZE; such input goes raw. */
+	/* LZ4_compressBound is 0 past LZ4_MAX_INPUT_SIZE; such input goes raw.
+	 * A blosc frame is kept only below codec_limit(plain_len). */
 	size_t lz4_bound = plain_len <= LZ4_MAX_INPUT_SIZE ?
 			   (size_t)LZ4_compressBound((int)plain_len) : 0;
 
@@ -61,46 +165,114 @@ size_t codec_probe_bound(void)
 
 bool codec_worth_trying(const void *src, size_t len, void *scratch)
 {
+	/* the first way that saves enough settles it (codec_pick's answer is
+	 * CODEC_WAYS exactly when none does); floats first, the common case */
+	static const enum codec_way order[] = { CODEC_WAY_WIDTH4, CODEC_WAY_PLAIN, CODEC_WAY_WIDTH2 };
+	uint8_t codec;
+
 	if (len == 0 || len > LZ4_MAX_INPUT_SIZE)
 		return false;
-	return len <= CODEC_SAMPLE_LEN || codec_lz4_try(src, CODEC_SAMPLE_LEN, scratch) > 0;
+	if (len <= CODEC_SAMPLE_LEN)
+		return true;
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (codec_try(CODEC_FAMILY_LZ4, order[i], src, CODEC_SAMPLE_LEN, scratch, &codec) > 0)
+			return true;
+	return false;
 }
 
-bool codec_compress(const void *src, size_t len, void *dst, size_t cap, size_t *out_len)
+uint8_t codec_compress(enum codec_family family, const void *src, size_t len, void *dst,
+		       size_t cap, size_t *out_len)
 {
-	size_t lz4_len = 0;
+	enum codec_way way;
+	uint8_t codec = CODEC_RAW;
+	size_t n;
 
 	assert(cap >= codec_bound(len));
 	assert(src != NULL || len == 0);
+	assert(family == CODEC_FAMILY_LZ4 || family == CODEC_FAMILY_ZSTD);
 
+	if (len == 0 || len > LZ4_MAX_INPUT_SIZE)
+		return CODEC_RAW;
 	/* dst doubles as the sample's scratch: its capacity covers
-	 * codec_bound(len), which exceeds any limit used below. */
-	if (codec_worth_trying(src, len, dst))
-		lz4_len = codec_lz4_try(src, len, dst);
-	if (lz4_len == 0)
-		return false;
-	assert(lz4_len <= codec_lz4_limit(len));
-	*out_len = lz4_len;
-	return true;
+	 * codec_bound(len) >= codec_limit(min(len, CODEC_SAMPLE_LEN)). */
+	way = codec_pick(src, len, dst);
+	if (way == CODEC_WAYS && len > CODEC_SAMPLE_LEN)
+		return CODEC_RAW;
+	if (way == CODEC_WAYS) /* the sample was all of it: zstd may still do */
+		way = CODEC_WAY_PLAIN;
+	n = codec_try(family, way, src, len, dst, &codec);
+	if (n == 0)
+		return CODEC_RAW;
+	assert(n <= codec_limit(len) && codec != CODEC_RAW);
+	*out_len = n;
+	return codec;
 }
 
-int codec_encode(const void *src, size_t len, void *dst, size_t cap,
-		 uint8_t *codec, size_t *out_len)
+int codec_encode_as(enum codec_family family, const void *src, size_t len, void *dst, size_t cap,
+		    uint8_t *codec, size_t *out_len)
 {
-	if (codec_compress(src, len, dst, cap, out_len)) {
-		*codec = CODEC_LZ4;
-	} else {
+	*codec = codec_compress(family, src, len, dst, cap, out_len);
+	if (*codec == CODEC_RAW) {
 		if (len > 0)
 			memcpy(dst, src, len);
-		*codec = CODEC_RAW;
 		*out_len = len;
 	}
 	return 0;
 }
 
+int codec_encode(const void *src, size_t len, void *dst, size_t cap,
+		 uint8_t *codec, size_t *out_len)
+{
+	return codec_encode_as(CODEC_FAMILY_LZ4, src, len, dst, cap, codec, out_len);
+}
+
+static uint32_t codec_le32(const uint8_t *p)
+{
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Invariant 3: the header of a blosc frame (16 bytes: version, LZ4 version,
+ * flags, typesize, u32 nbytes, u32 blocksize, u32 cbytes) must describe
+ * exactly this object (a frame of plain_len - tail bytes, then the tail's
+ * plain_len % CODEC_BLOSC_ALIGN raw bytes) before blosc reads the rest.
+ * NULL or a reason. */
+static const char *codec_blosc_why(uint8_t codec, const uint8_t *h, size_t src_len,
+				   size_t plain_len)
+{
+	unsigned inner = codec == CODEC_BLOSC_LZ4 ? BLOSC_LZ4_FORMAT : BLOSC_ZSTD_FORMAT;
+	size_t tail = plain_len % CODEC_BLOSC_ALIGN, body = plain_len - tail;
+	size_t nbytes = 0;
+
+	if (src_len < BLOSC_MIN_HEADER_LENGTH + tail || src_len > (size_t)INT_MAX ||
+	    body == 0 || plain_len > BLOSC_MAX_BUFFERSIZE)
+		return "length out of range";
+	src_len -= tail; /* the frame's own length */
+	plain_len = body;
+	if (h[0] == 0 || h[0] > BLOSC_VERSION_FORMAT)
+		return "unknown frame version";
+	if ((h[2] & ~CODEC_BLOSC_FLAGS_KNOWN) != 0 || (unsigned)(h[2] >> CODEC_BLOSC_FLAG_CODEC_SHIFT) != inner)
+		return "frame of another codec";
+	if (h[3] != 1 && h[3] != 2 && h[3] != 4)
+		return "element width out of range";
+	if (codec_le32(h + 4) != plain_len || codec_le32(h + 12) != src_len)
+		return "frame lengths differ from the object's";
+	uint32_t blocksize = codec_le32(h + 8);
+	if (blocksize == 0 || blocksize > plain_len ||
+	    (blocksize < CODEC_BLOSC_MIN_BLOCK && blocksize != plain_len))
+		return "block size out of range";
+	/* the table of block offsets follows the header (not in a copied frame) */
+	size_t nblocks = plain_len / blocksize + (plain_len % blocksize != 0);
+	if (!(h[2] & BLOSC_MEMCPYED) && BLOSC_MAX_OVERHEAD + nblocks * sizeof(int32_t) > src_len)
+		return "block table past the frame";
+	if (blosc_cbuffer_validate(h, src_len, &nbytes) != 0 || nbytes != plain_len)
+		return "frame does not validate";
+	return NULL;
+}
+
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		 size_t plain_len)
 {
+	size_t tail;
 	int got;
 
 	switch (codec) {
@@ -119,6 +291,17 @@ int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		if (got < 0 || (size_t)got != plain_len)
 			return -EIO;
 		return 0;
+	case CODEC_BLOSC_LZ4:
+	case CODEC_BLOSC_ZSTD:
+		if (codec_blosc_why(codec, src, src_len, plain_len) != NULL)
+			return -EIO;
+		/* destsize: the frame's part; blosc never writes past it. */
+		tail = plain_len % CODEC_BLOSC_ALIGN;
+		got = blosc_decompress_ctx(src, dst, plain_len - tail, 1);
+		if (got < 0 || (size_t)got != plain_len - tail)
+			return -EIO;
+		memcpy((uint8_t *)dst + got, (const uint8_t *)src + src_len - tail, tail);
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -131,6 +314,10 @@ const char *codec_name(uint8_t codec)
 		return "raw";
 	case CODEC_LZ4:
 		return "lz4";
+	case CODEC_BLOSC_LZ4:
+		return "blosc-lz4";
+	case CODEC_BLOSC_ZSTD:
+		return "blosc-zstd";
 	default:
 		return "unknown";
 	}

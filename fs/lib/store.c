@@ -138,6 +138,7 @@ struct store {
 	pthread_mutex_t scratch_lock;
 	struct store_scratch *scratch_list;
 	atomic_bool direct_writes; /* S3 */
+	atomic_int codec_family; /* enum codec_family: what new objects are compressed with */
 	pthread_mutex_t dio_lock;  /* S3: the image buffers */
 	pthread_cond_t dio_free;
 	uint8_t *dio_buf[STORE_DIO_BUFS];
@@ -249,7 +250,7 @@ static const char *store_header_decode(const uint8_t *h, size_t avail,
 	info->plain_len = get_le64(h + 16);
 	info->stored_len = get_le64(h + 24);
 	/* S6: every length bounded before anything is sized or read by it */
-	if (info->codec != CODEC_RAW && info->codec != CODEC_LZ4)
+	if (!codec_known(info->codec))
 		return "unknown codec";
 	if (info->plain_len > chunker_default_params.max_size)
 		return "plain length larger than a chunk can be";
@@ -800,9 +801,9 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 		return -ENOMEM;
 	uint8_t *img = st->dio_buf[slot];
 	size_t stored_len = len;
-	uint8_t codec = CODEC_LZ4;
-	if (!codec_compress(plain, len, img + STORE_HEADER_LEN, codec_bound(len), &stored_len)) {
-		codec = CODEC_RAW;
+	uint8_t codec = codec_compress(atomic_load(&st->codec_family), plain, len,
+				       img + STORE_HEADER_LEN, codec_bound(len), &stored_len);
+	if (codec == CODEC_RAW) {
 		memcpy(img + STORE_HEADER_LEN, plain, len);
 	}
 	uint32_t crc = crc32c(0, img + STORE_HEADER_LEN, stored_len); /* S4 */
@@ -825,7 +826,7 @@ int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *
 	uint8_t *scratch = store_scratch(st, codec_probe_bound());
 	if (!scratch)
 		return -ENOMEM;
-	if (codec_worth_trying(plain, len, scratch)) /* maybe LZ4: the image buffer's way */
+	if (codec_worth_trying(plain, len, scratch)) /* maybe compressed: the image buffer's way */
 		return store_put_direct(st, hash, plain, len, flags, info);
 	uint32_t crc = crc32c(0, plain, len); /* S4 */
 	store_header_encode(img, hash, CODEC_RAW, len, len, crc);
@@ -840,6 +841,11 @@ void store_set_direct_writes(struct store *st, bool on)
 	atomic_store(&st->direct_writes, on);
 }
 
+void store_set_codec(struct store *st, enum codec_family family)
+{
+	atomic_store(&st->codec_family, (int)family);
+}
+
 int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain, size_t len,
 	      int flags, struct store_object_info *info)
 {
@@ -849,12 +855,11 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
 	if (!scratch)
 		return -ENOMEM;
 	size_t stored_len = len;
-	uint8_t codec = CODEC_RAW;
 	const void *payload = plain; /* raw chunks are written from the caller's bytes */
-	if (codec_compress(plain, len, scratch, codec_bound(len), &stored_len)) {
-		codec = CODEC_LZ4;
+	uint8_t codec = codec_compress(atomic_load(&st->codec_family), plain, len, scratch,
+				       codec_bound(len), &stored_len);
+	if (codec != CODEC_RAW)
 		payload = scratch;
-	}
 	uint8_t header[STORE_HEADER_LEN];
 	uint32_t crc = crc32c(0, payload, stored_len); /* S4 */
 	store_header_encode(header, hash, codec, len, stored_len, crc);

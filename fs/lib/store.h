@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "hash.h"
 
 /* Chunk objects (docs/FORMAT.md): version 2, written by this version, has a
@@ -33,7 +34,11 @@
  * CRC) is still read. */
 #define STORE_HEADER_LEN 72 /* the header this version writes */
 #define STORE_HEADER_LEN_V1 64
-#define STORE_FORMAT_VERSION 2
+#define STORE_FORMAT_VERSION 2 /* the object header's version */
+/* The store's format, in BACKING's ckptfs.store marker (docs/FORMAT.md): 3
+ * since objects may hold the blosc codecs (codec.h), which a daemon of
+ * format 2 cannot decode; it refuses the store instead. */
+#define STORE_MARKER_VERSION 3
 #define STORE_MAGIC "CKPTCHNK"
 
 struct store;
@@ -86,6 +91,9 @@ int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *
 /* S3 in store.c: objects of 256 KiB or more bypass the page cache (O_DIRECT)
  * when on. Off at open; the daemon turns it on. */
 void store_set_direct_writes(struct store *st, bool on);
+
+/* What new objects are compressed with (-o codec=); CODEC_FAMILY_LZ4 at open. */
+void store_set_codec(struct store *st, enum codec_family family);
 
 /* Makes an object written earlier durable (fdatasync object + directory). */
 int store_sync(struct store *st, const uint8_t hash[HASH_LEN]);

@@ -330,7 +330,7 @@ f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
 
 # A store written before chunk objects carried a CRC-32C: its marker says
 # format 1, its objects have 64-byte headers. Mounting it rewrites the marker
-# to format 2 (logged once), its files read back byte-identical, a format-1
+# to format 3 (logged once), its files read back byte-identical, a format-1
 # object among them included; that object stays as it is and is checked by
 # SHA-256: a flipped payload byte on BACKING reads as EIO, and a damaged
 # format-1 cache copy is caught by the default verify=crc32c (it has no CRC,
@@ -345,7 +345,7 @@ test_store_format_1_is_upgraded_and_its_objects_still_read() {
 	mkdir "$CK_MNT/d"
 	for f in a b small text; do cp "$CK_REF/$f" "$CK_MNT/d/$f"; done
 	ck_umount
-	assert_eq "ckptfs store format 2" "$(cat "$marker")" "the marker of a new store"
+	assert_eq "ckptfs store format 3" "$(cat "$marker")" "the marker of a new store"
 	# Back to a format-1 store: its marker, and one chunk of a (not its
 	# first, so that a mixes format-2 and format-1 objects) as a format-1
 	# object.
@@ -363,9 +363,9 @@ test_store_format_1_is_upgraded_and_its_objects_still_read() {
 	ck_log "chunk $mid (extent $((n / 2 + 1)) of $n of a) is now a format-1 object"
 
 	ck_mount
-	assert_contains "$(cat "$CK_DLOG")" "BACKING $CK_BACKING: store format 1 upgraded to 2" "the daemon log of the first mount of a format-1 store"
-	assert_eq "ckptfs store format 2" "$(cat "$marker")" "the marker after the upgrade"
-	assert_eq "$(printf 'ckptfs store format 2\nX')" "$(cat "$marker"; echo X)" "the marker's bytes after the upgrade"
+	assert_contains "$(cat "$CK_DLOG")" "BACKING $CK_BACKING: store format 1 upgraded to 3" "the daemon log of the first mount of a format-1 store"
+	assert_eq "ckptfs store format 3" "$(cat "$marker")" "the marker after the upgrade"
+	assert_eq "$(printf 'ckptfs store format 3\nX')" "$(cat "$marker"; echo X)" "the marker's bytes after the upgrade"
 	for f in a b small text; do assert_file_eq "$CK_REF/$f" "$CK_MNT/d/$f"; done
 	local out
 	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin verify of a store with a format-1 object failed: $(echo "$out" | tr '\n' '|')"

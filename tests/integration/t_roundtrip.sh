@@ -329,4 +329,44 @@ EOF
 	ck_umount
 }
 
+# Real tensors (bf16 and fp32 weights, fp32 Adam states) saved with
+# torch.save through a mount with -o codec=zstd: byte-identical after a
+# remount, the chunks are stored as blosc-zstd frames (codec 3), and BACKING
+# holds fewer bytes than the file.
+test_torch_tensors_with_codec_zstd_shrink_on_backing_and_read_back() {
+	ck_mount codec=zstd
+	"$PY" - "$CK_REF/ckpt.pt" <<'PYEOF'
+import sys, torch
+torch.manual_seed(7)
+w = {"l%d.weight" % i: torch.randn(512, 512) * 0.02 for i in range(4)}
+opt = {k: {"exp_avg": torch.randn_like(v) * 1e-3, "exp_avg_sq": (torch.randn_like(v) * 1e-3) ** 2}
+       for k, v in w.items()}
+torch.save({"model": {k: v.to(torch.bfloat16) for k, v in w.items()}, "master": w,
+            "optimizer": opt}, sys.argv[1])
+PYEOF
+	cp "$CK_REF/ckpt.pt" "$CK_MNT/ckpt.pt"
+	sync "$CK_MNT/ckpt.pt"
+	_cmp_all ckpt.pt
+	ck_wait_durable
+	ck_remount codec=zstd
+	_cmp_all ckpt.pt
+	ck_umount
+	local logical stored zstd
+	logical=$(ck_size "$CK_REF/ckpt.pt")
+	stored=$(find "$CK_BACKING/chunks" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }')
+	zstd=$(ck_sql 'SELECT count(*) FROM chunks WHERE codec = 3')
+	ck_log "BACKING holds $stored bytes of chunk objects for $logical logical bytes; $zstd blosc-zstd chunks"
+	[ "$stored" -lt $((logical * 90 / 100)) ] || ck_fail "BACKING holds $stored bytes for a $logical-byte checkpoint: not 10% smaller"
+	[ "$zstd" -gt 0 ] || ck_fail "no chunk was stored as blosc-zstd (codec 3)"
+	ck_objcheck
+}
+
+test_codec_option_rejects_an_unknown_value() {
+	local rc=0
+	"$CKPTFS_BIN" -f -o "cache=$CK_CACHE,codec=gzip" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/err" 2>&1 </dev/null || rc=$?
+	[ $rc != 0 ] || ck_fail "ckptfs accepted -o codec=gzip"
+	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the error for -o codec=gzip"
+	assert_contains "$(cat "$CK_TMP/err")" "expects codec=lz4 or codec=zstd" "the error for -o codec=gzip"
+}
+
 ck_main "$@"

@@ -79,7 +79,7 @@ static struct tk_encoded tk_encode(const uint8_t *src, size_t len)
 	enc.codec = 0xEE;
 	enc.len = (size_t)-1;
 	cr_assert_eq(codec_encode(src, len, enc.data, cap, &enc.codec, &enc.len), 0);
-	cr_assert(enc.codec == CODEC_RAW || enc.codec == CODEC_LZ4, "codec %u", enc.codec);
+	cr_assert(enc.codec <= CODEC_BLOSC_ZSTD, "codec %u", enc.codec);
 	cr_assert(enc.len <= cap);
 	if (enc.codec == CODEC_RAW) {
 		cr_assert_eq(enc.len, len);
@@ -124,7 +124,7 @@ static struct tk_encoded tk_round_trip(const uint8_t *src, size_t len)
 
 static void tk_assert_saves_min_pct(const struct tk_encoded *enc, size_t len)
 {
-	cr_assert_eq(enc->codec, CODEC_LZ4);
+	cr_assert_neq(enc->codec, CODEC_RAW);
 	cr_assert(enc->len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100,
 		  "LZ4 kept at %zu of %zu bytes", enc->len, len);
 }
@@ -283,12 +283,12 @@ Test(codec, worth_trying_says_what_the_sample_test_of_compress_says)
 	cr_assert_geq(codec_probe_bound(), 64 * KiB);
 	tk_fill_random(src, len, 5); /* incompressible */
 	cr_assert_not(codec_worth_trying(src, len, scratch));
-	cr_assert_not(codec_compress(src, len, dst, codec_bound(len), &out));
+	cr_assert_eq(codec_compress(CODEC_FAMILY_LZ4, src, len, dst, codec_bound(len), &out), CODEC_RAW);
 	memset(src + 64 * KiB, 0, len - 64 * KiB); /* judged by the head only */
 	cr_assert_not(codec_worth_trying(src, len, scratch));
 	tk_fill_text(src, len, 6); /* compressible */
 	cr_assert(codec_worth_trying(src, len, scratch));
-	cr_assert(codec_compress(src, len, dst, codec_bound(len), &out));
+	cr_assert_neq(codec_compress(CODEC_FAMILY_LZ4, src, len, dst, codec_bound(len), &out), CODEC_RAW);
 	tk_fill_random(src, 1000, 7); /* at most a sample long: always tried */
 	cr_assert(codec_worth_trying(src, 1000, scratch));
 	cr_assert_not(codec_worth_trying(src, 0, scratch));
@@ -418,14 +418,268 @@ Test(codec, unknown_codec_returns_einval)
 {
 	uint8_t src[4] = { 1, 2, 3, 4 };
 
-	cr_assert_eq(tk_decode_guarded(2, src, sizeof(src), sizeof(src), NULL), -EINVAL);
+	cr_assert_eq(tk_decode_guarded(4, src, sizeof(src), sizeof(src), NULL), -EINVAL);
 	cr_assert_eq(tk_decode_guarded(255, src, sizeof(src), sizeof(src), NULL), -EINVAL);
 }
 
-Test(codec, names_are_raw_lz4_unknown)
+Test(codec, names_are_raw_lz4_blosc_unknown)
 {
 	cr_assert_str_eq(codec_name(CODEC_RAW), "raw");
 	cr_assert_str_eq(codec_name(CODEC_LZ4), "lz4");
-	cr_assert_str_eq(codec_name(2), "unknown");
+	cr_assert_str_eq(codec_name(CODEC_BLOSC_LZ4), "blosc-lz4");
+	cr_assert_str_eq(codec_name(CODEC_BLOSC_ZSTD), "blosc-zstd");
+	cr_assert_str_eq(codec_name(4), "unknown");
 	cr_assert_str_eq(codec_name(255), "unknown");
+}
+
+/* ---- shuffled codecs (c-blosc frames) ---- */
+
+/* Weights-like floats: fp32 values spread like a trained layer's (a random
+ * sign, magnitudes over a few octaves below 0.05). As bf16 (width 2), the
+ * high halves of the same values. */
+static void tk_fill_floats(uint8_t *buf, size_t len, size_t width, uint64_t seed)
+{
+	uint64_t state = seed;
+	size_t off = 0;
+
+	while (off < len) {
+		uint64_t r = tk_splitmix64(&state);
+		float v = (float)((double)(r >> 11) / (double)(1ull << 53)) * 0.05f;
+		uint32_t bits;
+		uint8_t b[4];
+		size_t n;
+
+		v *= (float)(1 + (r & 7)) / 8.0f;
+		if (r & 8)
+			v = -v;
+		memcpy(&bits, &v, 4);
+		if (width == 2)
+			bits >>= 16;
+		memcpy(b, &bits, 4);
+		n = width < len - off ? width : len - off;
+		memcpy(buf + off, b, n);
+		off += n;
+	}
+}
+
+static struct tk_encoded tk_encode_as(enum codec_family family, const uint8_t *src, size_t len)
+{
+	struct tk_encoded enc = { 0 };
+	size_t cap = codec_bound(len);
+
+	enc.data = tk_alloc(cap);
+	enc.codec = 0xEE;
+	cr_assert_eq(codec_encode_as(family, src, len, enc.data, cap, &enc.codec, &enc.len), 0);
+	cr_assert(enc.codec <= CODEC_BLOSC_ZSTD, "codec %u", enc.codec);
+	if (enc.codec == CODEC_RAW)
+		cr_assert_eq(enc.len, len);
+	else
+		cr_assert(enc.len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100);
+	if (family == CODEC_FAMILY_LZ4)
+		cr_assert_neq(enc.codec, CODEC_BLOSC_ZSTD);
+	else
+		cr_assert(enc.codec == CODEC_RAW || enc.codec == CODEC_BLOSC_ZSTD, "codec %u", enc.codec);
+	return enc;
+}
+
+/* A blosc frame of float-like data, for the corruption tests. */
+static struct tk_encoded tk_blosc_sample(enum codec_family family, uint8_t **plain, size_t *plain_len)
+{
+	struct tk_encoded enc;
+
+	*plain_len = 96 * KiB + 3;
+	*plain = tk_alloc(*plain_len);
+	tk_fill_floats(*plain, *plain_len, 4, 21);
+	enc = tk_encode_as(family, *plain, *plain_len);
+	cr_assert_eq(enc.codec, family == CODEC_FAMILY_LZ4 ? CODEC_BLOSC_LZ4 : CODEC_BLOSC_ZSTD);
+	return enc;
+}
+
+Test(codec, every_family_round_trips_floats_random_and_zeros_at_odd_sizes)
+{
+	static const size_t sizes[] = { 0, 1, 2, 3, 5, 127, 128, 129, 1001, 64 * KiB - 1,
+					64 * KiB + 3, 300 * KiB + 1, MiB + 3, 4 * MiB - 1, 4 * MiB };
+	enum codec_family families[] = { CODEC_FAMILY_LZ4, CODEC_FAMILY_ZSTD };
+
+	for (size_t f = 0; f < 2; f++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			for (int kind = 0; kind < 4; kind++) {
+				size_t len = sizes[i];
+				uint8_t *src = tk_alloc(len), *plain;
+				struct tk_encoded enc;
+
+				if (kind == 0 || kind == 1)
+					tk_fill_floats(src, len, kind == 0 ? 4 : 2, i);
+				else if (kind == 2)
+					tk_fill_random(src, len, i);
+				else
+					memset(src, 0, len);
+				enc = tk_encode_as(families[f], src, len);
+				cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, len, &plain), 0,
+					     "family %zu size %zu kind %d codec %u", f, len, kind, enc.codec);
+				if (len)
+					cr_assert_arr_eq(plain, src, len, "family %zu size %zu kind %d", f,
+							 len, kind);
+				if (kind == 2 && len > 64 * KiB)
+					cr_assert_eq(enc.codec, CODEC_RAW);
+				if (kind == 3 && len > 1000)
+					cr_assert_lt(enc.len, len / 10);
+				free(plain);
+				free(enc.data);
+				free(src);
+			}
+}
+
+Test(codec, bf16_and_fp32_tensors_choose_a_shuffled_codec_smaller_than_lz4)
+{
+	size_t len = MiB;
+	uint8_t *src = tk_alloc(len), *lz4 = tk_alloc(codec_bound(len));
+
+	for (size_t width = 2; width <= 4; width += 2) {
+		tk_fill_floats(src, len, width, 30 + width);
+		int lz4_len = LZ4_compress_default((const char *)src, (char *)lz4, (int)len,
+						   (int)codec_bound(len));
+		cr_assert_gt(lz4_len, 0);
+		struct tk_encoded enc = tk_encode_as(CODEC_FAMILY_LZ4, src, len);
+		cr_assert_eq(enc.codec, CODEC_BLOSC_LZ4, "width %zu: codec %u", width, enc.codec);
+		cr_assert_lt(enc.len, (size_t)lz4_len * 95 / 100, "width %zu: %zu vs LZ4 %d", width,
+			     enc.len, lz4_len);
+		struct tk_encoded z = tk_encode_as(CODEC_FAMILY_ZSTD, src, len);
+		cr_assert_eq(z.codec, CODEC_BLOSC_ZSTD);
+		cr_assert_lt(z.len, (size_t)lz4_len * 95 / 100);
+		free(z.data);
+		free(enc.data);
+	}
+	free(lz4);
+	free(src);
+}
+
+Test(codec, text_keeps_plain_lz4_blocks_as_before)
+{
+	size_t len = MiB;
+	uint8_t *src = tk_alloc(len);
+
+	tk_fill_text(src, len, 40);
+	struct tk_encoded enc = tk_round_trip(src, len);
+	cr_assert_eq(enc.codec, CODEC_LZ4);
+	free(enc.data);
+	free(src);
+}
+
+/* Objects written before the shuffled codecs hold LZ4 blocks made by
+ * LZ4_compress_default (codec id 1): they decode as they always did. */
+Test(codec, lz4_block_of_the_old_encoder_still_decodes)
+{
+	size_t len = 200 * KiB + 7;
+	uint8_t *src = tk_alloc(len), *old = tk_alloc(codec_bound(len)), *plain;
+
+	tk_fill_floats(src, len, 4, 41);
+	memset(src, 0, 100 * KiB); /* compressible by plain LZ4, as old objects were */
+	int n = LZ4_compress_default((const char *)src, (char *)old, (int)len, (int)codec_bound(len));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(tk_decode_guarded(CODEC_LZ4, old, (size_t)n, len, &plain), 0);
+	cr_assert_arr_eq(plain, src, len);
+	free(plain);
+	free(old);
+	free(src);
+}
+
+Test(codec, truncated_blosc_frames_return_eio_at_every_length)
+{
+	for (int f = 0; f < 2; f++) {
+		uint8_t *plain;
+		size_t plain_len;
+		struct tk_encoded enc = tk_blosc_sample(f, &plain, &plain_len);
+
+		for (size_t cut = 0; cut < enc.len; cut += cut < 64 ? 1 : 97)
+			cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, cut, plain_len, NULL), -EIO,
+				     "truncated to %zu of %zu bytes", cut, enc.len);
+		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len - 1, NULL), -EIO);
+		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len + 1, NULL), -EIO);
+		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, 0, NULL), -EIO);
+		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len, NULL), 0);
+		free(enc.data);
+		free(plain);
+	}
+}
+
+Test(codec, blosc_frame_header_fields_out_of_bounds_return_eio)
+{
+	uint8_t *plain, *bad;
+	size_t plain_len;
+	struct tk_encoded enc = tk_blosc_sample(CODEC_FAMILY_LZ4, &plain, &plain_len);
+	/* offset, value: version 0 and 9, flags of another inner codec and a
+	 * reserved bit, typesize 0/3/8/255, nbytes, blocksize, cbytes off */
+	static const struct { size_t off; uint8_t val; } edits[] = {
+		{ 0, 0 }, { 0, 9 }, { 2, 0x01 }, { 2, 0x88 }, { 3, 0 }, { 3, 3 }, { 3, 8 },
+		{ 3, 255 }, { 4, 0xFF }, { 7, 0x7F }, { 8, 0 }, { 11, 0x7F }, { 12, 0 }, { 15, 0x7F },
+	};
+
+	bad = tk_alloc(enc.len);
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		memcpy(bad, enc.data, enc.len);
+		if (bad[edits[i].off] == edits[i].val)
+			continue;
+		bad[edits[i].off] = edits[i].val;
+		if (edits[i].off == 8) /* blocksize 0 */
+			memset(bad + 8, 0, 4);
+		cr_assert_eq(tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL), -EIO,
+			     "header byte %zu set to %u", edits[i].off, edits[i].val);
+	}
+	/* blocks of 1 and 63 bytes: a table of offsets far past the frame */
+	for (uint8_t b = 1; b < 64; b += 62) {
+		memcpy(bad, enc.data, enc.len);
+		bad[8] = b;
+		bad[9] = bad[10] = bad[11] = 0;
+		cr_assert_eq(tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL), -EIO,
+			     "block size %u", b);
+	}
+	/* a frame of the other inner codec under this id */
+	cr_assert_eq(tk_decode_guarded(CODEC_BLOSC_ZSTD, enc.data, enc.len, plain_len, NULL), -EIO);
+	free(bad);
+	free(enc.data);
+	free(plain);
+}
+
+Test(codec, corrupted_blosc_frames_never_crash_nor_write_past_plain_len)
+{
+	for (int f = 0; f < 2; f++) {
+		uint8_t *plain, *bad;
+		size_t plain_len, failures = 0;
+		struct tk_encoded enc = tk_blosc_sample(f, &plain, &plain_len);
+		uint64_t rng = 50 + f;
+
+		bad = tk_alloc(enc.len);
+		for (int trial = 0; trial < 1500; trial++) {
+			size_t flips = 1 + tk_splitmix64(&rng) % 4;
+			/* half the trials aim at the header and the block offsets */
+			size_t span = trial % 2 ? enc.len : (enc.len < 256 ? enc.len : 256);
+			int rc;
+
+			memcpy(bad, enc.data, enc.len);
+			for (size_t k = 0; k < flips; k++)
+				bad[tk_splitmix64(&rng) % span] ^= (uint8_t)(1 + tk_splitmix64(&rng) % 255);
+			rc = tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL);
+			cr_assert(rc == 0 || rc == -EIO, "rc %d", rc);
+			failures += rc == -EIO;
+		}
+		cr_assert_gt(failures, 0, "no corruption was ever detected");
+		free(bad);
+		free(enc.data);
+		free(plain);
+	}
+}
+
+Test(codec, family_names_parse_and_print)
+{
+	enum codec_family f;
+
+	cr_assert_eq(codec_family_parse("lz4", &f), 0);
+	cr_assert_eq(f, CODEC_FAMILY_LZ4);
+	cr_assert_eq(codec_family_parse("zstd", &f), 0);
+	cr_assert_eq(f, CODEC_FAMILY_ZSTD);
+	cr_assert_eq(codec_family_parse("gzip", &f), -EINVAL);
+	cr_assert_eq(codec_family_parse("", &f), -EINVAL);
+	cr_assert_str_eq(codec_family_name(CODEC_FAMILY_ZSTD), "zstd");
+	cr_assert_str_eq(codec_family_name(CODEC_FAMILY_LZ4), "lz4");
 }

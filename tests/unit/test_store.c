@@ -317,7 +317,7 @@ static struct tk_obj tk_put(uint8_t *plain, size_t len, int flags)
 	snprintf(o.path, sizeof(o.path), "%s/chunks/%.2s/%.2s/%s", fx.dir, o.hex, o.hex + 2, o.hex);
 	memset(&o.info, 0xEE, sizeof(o.info));
 	OK(store_put(fx.st, o.hash, plain, len, flags, &o.info));
-	cr_assert(o.info.codec == CODEC_RAW || o.info.codec == CODEC_LZ4, "codec %u", o.info.codec);
+	cr_assert(o.info.codec <= CODEC_BLOSC_ZSTD, "codec %u", o.info.codec);
 	cr_assert_eq(o.info.plain_len, len);
 	if (o.info.codec == CODEC_RAW)
 		cr_assert_eq(o.info.stored_len, len);
@@ -2074,5 +2074,79 @@ Test(store, object_check_of_every_truncation_and_header_edit_is_eio, .init = set
 	}
 	tk_release(plain);
 	tk_release(img);
+	tk_free(&o);
+}
+
+/* ---- shuffled codecs (codec.h) ---- */
+
+/* Weights-like fp32 bytes (magnitudes over a few octaves below 0.05). */
+static uint8_t *tk_floats(size_t len, uint64_t seed)
+{
+	uint8_t *buf = tk_alloc(len);
+	uint64_t state = seed;
+
+	for (size_t off = 0; off < len; off += 4) {
+		uint64_t r = tk_splitmix64(&state);
+		float v = (float)((double)(r >> 11) / (double)(1ull << 53)) * 0.05f * (float)(1 + (r & 7)) / 8.0f;
+		uint8_t b[4];
+
+		if (r & 8)
+			v = -v;
+		memcpy(b, &v, 4);
+		memcpy(buf + off, b, len - off < 4 ? len - off : 4);
+	}
+	return buf;
+}
+
+Test(store, float_chunks_are_stored_shuffled_as_the_store_codec_says, .init = setup,
+     .fini = teardown)
+{
+	/* both ways of writing: through the page cache and with O_DIRECT (S3) */
+	for (int direct = 0; direct < 2; direct++) {
+		store_set_direct_writes(fx.st, direct);
+		store_set_codec(fx.st, CODEC_FAMILY_LZ4);
+		struct tk_obj lz4 = tk_put(tk_floats(MiB + 7, 60 + direct), MiB + 7, 0);
+		store_set_codec(fx.st, CODEC_FAMILY_ZSTD);
+		struct tk_obj zstd = tk_put(tk_floats(MiB + 9, 62 + direct), MiB + 9, 0);
+
+		cr_assert_eq(lz4.info.codec, CODEC_BLOSC_LZ4);
+		cr_assert_eq(zstd.info.codec, CODEC_BLOSC_ZSTD);
+		cr_assert_lt(lz4.info.stored_len, lz4.len * 95 / 100);
+		cr_assert_lt(zstd.info.stored_len, zstd.len * 95 / 100);
+		tk_assert_get_ok(&lz4);
+		tk_assert_load_ok(&lz4);
+		tk_assert_get_ok(&zstd);
+		tk_assert_load_ok(&zstd);
+		tk_free(&lz4);
+		tk_free(&zstd);
+	}
+}
+
+/* An object written before the shuffled codecs: codec 1, one LZ4 block of
+ * the same float bytes (what the old encoder made of anything LZ4 could
+ * shrink). It reads back as it always did. */
+Test(store, lz4_object_of_the_previous_version_still_reads, .init = setup, .fini = teardown)
+{
+	size_t plain_len = 512 * KiB + 3, len;
+	uint8_t *plain = tk_floats(plain_len, 64);
+	memset(plain, 0, 128 * KiB); /* so that plain LZ4 saves enough */
+	struct tk_obj o = tk_put(plain, plain_len, 0);
+	uint8_t *b = tk_object_bytes(&o, &len);
+	uint8_t *old = tk_alloc(TK_HDR + (size_t)LZ4_compressBound((int)plain_len));
+	int n = LZ4_compress_default((const char *)plain, (char *)old + TK_HDR, (int)plain_len,
+				     LZ4_compressBound((int)plain_len));
+
+	cr_assert_gt(n, 0);
+	memcpy(old, b, TK_HDR);
+	old[10] = CODEC_LZ4;
+	tk_put_le(old + 24, 8, (uint64_t)n);
+	tk_put_le(old + 64, 4, crc32c(0, old + TK_HDR, (size_t)n));
+	tk_set_object_bytes(&o, old, TK_HDR + (size_t)n);
+	tk_assert_get_ok(&o);
+	tk_assert_load_ok(&o);
+	store_set_local_check(fx.st, STORE_CHECK_SHA);
+	tk_assert_get_ok(&o);
+	tk_release(old);
+	tk_release(b);
 	tk_free(&o);
 }

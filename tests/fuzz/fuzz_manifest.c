@@ -47,7 +47,7 @@ static void fz_check(const struct manifest *m)
 		const struct manifest_chunk *c = &m->chunks[i];
 		assert(c->plain_len > 0 && c->plain_len <= chunker_default_params.max_size);
 		assert(c->stored_len <= codec_bound((size_t)c->plain_len));
-		assert(c->codec == CODEC_RAW || c->codec == CODEC_LZ4);
+		assert(codec_known(c->codec));
 		assert(c->refs > 0);
 	}
 	for (size_t i = 0; i < m->n_entries; i++)

@@ -362,6 +362,38 @@ ck_register_mount() {
 	_ck_state "mnt $1"
 }
 
+# ---- shared by groups: BACKING behind tests/faultfs, and another user
+
+# ck_faultfs_up — mounts faultfs (store in CK_TMP/store, control file
+# CK_TMP/ctl) and makes it this case's BACKING; its pid in CK_FAULTFS_PID.
+CK_FAULTFS=$(dirname "${CKPTFS_BIN:-build/ckptfs}")/faultfs
+ck_faultfs_up() {
+	[ -x "$CK_FAULTFS" ] || ck_fail "$CK_FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
+	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
+	: >"$CK_TMP/ctl"
+	ck_register_mount "$CK_TMP/fmnt"
+	ck_bg "$CK_FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
+	CK_FAULTFS_PID=$CK_BG_PID
+	local i=0
+	until ck_is_mounted "$CK_TMP/fmnt"; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
+		sleep 0.05
+	done
+	CK_BACKING=$CK_TMP/fmnt
+}
+
+# ck_fault "key=value" ... — replaces faultfs's whole fault configuration.
+ck_fault() {
+	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
+	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
+	sleep 0.3 # faultfs looks at most every 100 ms
+}
+
+# Another user, for permission cases (allow_other mounts).
+NOBODY=65534
+as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
+
 _ck_exit_trap() {
 	local rc=$?
 	trap - ERR

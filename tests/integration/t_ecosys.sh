@@ -7,29 +7,7 @@
 # messages.
 . "$(dirname "$0")/lib.sh"
 
-FAULTFS=$(dirname "$CKPTFS_BIN")/faultfs
 E_NO_DAEMON=4 E_BUSY=8 E_TIMEOUT=9
-
-_faultfs_up() {
-	[ -x "$FAULTFS" ] || ck_fail "$FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
-	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
-	: >"$CK_TMP/ctl"
-	ck_register_mount "$CK_TMP/fmnt"
-	ck_bg "$FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
-	local i=0
-	until ck_is_mounted "$CK_TMP/fmnt"; do
-		i=$((i + 1))
-		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
-		sleep 0.05
-	done
-	CK_BACKING=$CK_TMP/fmnt
-}
-
-_fault() { # "key=value" ... — replaces the whole fault configuration
-	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
-	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
-	sleep 0.3 # faultfs looks at most every 100 ms
-}
 
 # Waits until the daemon, unmounted, drains (CACHE/lock says "PID draining").
 _wait_draining() {
@@ -84,9 +62,9 @@ _second_mount_refused() {
 }
 
 test_umount_waits_for_a_slow_backing_then_for_the_daemon() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "bw=3000000" # 3 MB/s: 12 MiB take about 4 s
+	ck_fault "bw=3000000" # 3 MB/s: 12 MiB take about 4 s
 	_save_step 1 6
 	_save_step 2 6
 	local queued_before
@@ -105,7 +83,7 @@ test_umount_waits_for_a_slow_backing_then_for_the_daemon() {
 	grep -q 'left to upload' "$CK_TMP/err" || ck_fail "no progress line: $(tr '\n' '|' <"$CK_TMP/err")"
 	grep -qE '[0-9.]+ ?[KMG]?i?B/s, ETA' "$CK_TMP/err" || ck_fail "no rate and ETA: $(tr '\n' '|' <"$CK_TMP/err")"
 	grep -q "unmounted; every upload is on BACKING" "$CK_TMP/out" || ck_fail "no final line: $(cat "$CK_TMP/out")"
-	_fault
+	ck_fault
 	# a fresh node over the same BACKING reads the bytes back
 	CK_CACHE=$CK_TMP/cache.fresh
 	ck_mount
@@ -116,9 +94,9 @@ test_umount_waits_for_a_slow_backing_then_for_the_daemon() {
 
 test_umount_draws_a_progress_line_on_a_terminal() {
 	command -v script >/dev/null || ck_skip "script(1) not installed"
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "bw=2000000"
+	ck_fault "bw=2000000"
 	_save_step 1 6
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
 	script -q -e -c "'$CKPTFS_ADMIN' umount '$CK_MNT'" "$CK_TMP/ts" >/dev/null 2>&1 </dev/null ||
@@ -133,9 +111,9 @@ test_umount_draws_a_progress_line_on_a_terminal() {
 # chunks on BACKING), so one big save moves it while it uploads.
 test_wait_progress_counts_bytes_on_a_terminal() {
 	command -v script >/dev/null || ck_skip "script(1) not installed"
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "bw=2000000"
+	ck_fault "bw=2000000"
 	_save_step 1 6
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the wait"
 	script -q -e -c "'$CKPTFS_ADMIN' wait '$CK_MNT' --timeout 60" "$CK_TMP/ts" >/dev/null 2>&1 </dev/null ||
@@ -147,9 +125,9 @@ test_wait_progress_counts_bytes_on_a_terminal() {
 }
 
 test_remount_while_draining_says_so_with_bytes_left() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "bw=1000000"
+	ck_fault "bw=1000000"
 	_save_step 1 8
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
 	fusermount3 -u "$CK_MNT" # returns at once; the daemon drains in the background
@@ -161,7 +139,7 @@ test_remount_while_draining_says_so_with_bytes_left() {
 		ck_fail "the refusal does not say how much is left: $(cat "$CK_TMP/second.err")"
 	assert_eq 1 "$(wc -l <"$CK_TMP/second.err")" "lines of the refusal"
 	# ckptfs-admin umount --cache waits for that daemon
-	_fault "bw=20000000"
+	ck_fault "bw=20000000"
 	local rc
 	rc=$(adm umount --cache "$CK_CACHE")
 	[ "$rc" = 0 ] || ck_fail "umount --cache of a draining daemon: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
@@ -177,9 +155,9 @@ test_remount_while_draining_says_so_with_bytes_left() {
 }
 
 test_sigterm_while_draining_lets_the_drain_finish() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "bw=1000000"
+	ck_fault "bw=1000000"
 	_save_step 1 6
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
 	fusermount3 -u "$CK_MNT"
@@ -188,7 +166,7 @@ test_sigterm_while_draining_lets_the_drain_finish() {
 	kill -TERM "$CK_PID"
 	sleep 0.5
 	_ck_pid_alive "$CK_PID" || ck_fail "one SIGTERM during the drain ended the daemon with $(_queued) uploads queued"
-	_fault "bw=20000000"
+	ck_fault "bw=20000000"
 	ck_daemon_exit "a SIGTERM during the drain"
 	assert_eq 0 "$(_queued)" "uploads queued after the drain"
 	assert_eq 1 "$(_durable_count)" "durable generations after the drain"
@@ -197,9 +175,9 @@ test_sigterm_while_draining_lets_the_drain_finish() {
 }
 
 test_second_sigterm_while_draining_exits_and_keeps_the_queue() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "hang=1"
+	ck_fault "hang=1"
 	_save_step 1 2
 	fusermount3 -u "$CK_MNT"
 	_wait_draining
@@ -209,7 +187,7 @@ test_second_sigterm_while_draining_exits_and_keeps_the_queue() {
 	kill -TERM "$CK_PID"
 	sleep 0.3
 	# its threads in a request to the hung faultfs leave only when it answers
-	_fault
+	ck_fault
 	_ck_wait_daemon "$CK_PID" 20 || ck_fail "a second SIGTERM did not end the draining daemon"
 	CK_PID=
 	[ "$(_queued)" -gt 0 ] || ck_fail "the queue is empty although BACKING hung"
@@ -221,9 +199,9 @@ test_second_sigterm_while_draining_exits_and_keeps_the_queue() {
 }
 
 test_umount_timeout_before_the_drain_changes_nothing() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=1"
-	_fault "hang=1"
+	ck_fault "hang=1"
 	_save_step 1 2
 	local rc
 	rc=$(adm umount "$CK_MNT" --timeout 1)
@@ -231,7 +209,7 @@ test_umount_timeout_before_the_drain_changes_nothing() {
 	grep -q "still mounted, nothing changed" "$CK_TMP/err" || ck_fail "timeout message: $(tr '\n' '|' <"$CK_TMP/err")"
 	ck_is_mounted "$CK_MNT" || ck_fail "umount --timeout unmounted although it timed out"
 	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
-	_fault
+	ck_fault
 	rc=$(adm umount "$CK_MNT" --timeout 60)
 	[ "$rc" = 0 ] || ck_fail "umount after BACKING came back: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
 	ck_daemon_exit "ckptfs-admin umount"

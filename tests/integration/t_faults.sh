@@ -13,31 +13,6 @@ ck_timeout test_backing_hung_for_a_while_saves_go_on_and_uploads_resume 240
 ck_timeout test_nfs_url_backing_round_trip_and_fresh_node 240
 ck_slow test_nfs_url_backing_round_trip_and_fresh_node
 
-FAULTFS=$(dirname "$CKPTFS_BIN")/faultfs
-
-# Mounts faultfs over $CK_TMP/store and makes its mount the BACKING.
-_faultfs_up() {
-	[ -x "$FAULTFS" ] || ck_fail "$FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
-	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
-	: >"$CK_TMP/ctl"
-	ck_register_mount "$CK_TMP/fmnt"
-	ck_bg "$FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
-	FAULTFS_PID=$CK_BG_PID
-	local i=0
-	until ck_is_mounted "$CK_TMP/fmnt"; do
-		i=$((i + 1))
-		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
-		sleep 0.05
-	done
-	CK_BACKING=$CK_TMP/fmnt
-}
-
-_fault() { # "key=value" ... — replaces the whole fault configuration
-	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
-	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
-	sleep 0.3 # faultfs looks at most every 100 ms
-}
-
 _durable_count() { ck_sql "SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version = version"; }
 
 _save_step() { # N SIZE_MIB
@@ -66,11 +41,11 @@ _fresh_node_reads() { # N... — a new cache over the same BACKING sees them
 }
 
 test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=2"
 	_save_step 1 4
 	ck_wait_durable
-	_fault hang=1
+	ck_fault hang=1
 	local t0 t1
 	t0=$(date +%s)
 	_save_step 2 16
@@ -81,7 +56,7 @@ test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 	sleep 2
 	assert_eq 1 "$(_durable_count)" "durable generations while BACKING hangs"
 	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "nothing queued while BACKING hangs"
-	_fault hang=0
+	ck_fault hang=0
 	ck_wait_durable 120
 	assert_eq 3 "$(_durable_count)" "durable generations once BACKING answers"
 	ck_umount
@@ -93,10 +68,10 @@ test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 # (the wait gives up: libfuse joins its threads before anything else stops),
 # and what was committed before is there after a remount.
 test_sigterm_while_a_writer_waits_for_a_failing_backing_exits_at_once() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "upload_threads=2,dirty_max=16M,leave_queued"
 	_save_step 1 4
-	_fault eio=write,fsync,rename
+	ck_fault eio=write,fsync,rename
 	head -c $((48 << 20)) /dev/urandom >"$CK_TMP/big"
 	dd if="$CK_TMP/big" of="$CK_MNT/big" bs=1M 2>/dev/null &
 	local wpid=$! t0 t1
@@ -107,26 +82,26 @@ test_sigterm_while_a_writer_waits_for_a_failing_backing_exits_at_once() {
 	t1=$(date +%s)
 	wait "$wpid" 2>/dev/null || true # its write fails: the daemon is gone
 	assert_lt $((t1 - t0)) 15 "seconds from SIGTERM to exit while a writer waited for BACKING"
-	_fault
+	ck_fault
 	ck_mount
 	_assert_steps_eq 1
 	ck_umount
 }
 
 test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount
-	_fault eio=write,fsync,rename
+	ck_fault eio=write,fsync,rename
 	_save_step 1 6
 	sleep 2
 	assert_eq 0 "$(_durable_count)" "durable generations while every write to BACKING fails"
 	grep -q "retrying with backoff" "$CK_DLOG" || ck_fail "no log line about retrying the failed upload"
-	_fault enospc=write,create,mkdir
+	ck_fault enospc=write,create,mkdir
 	_save_step 2 6
 	sleep 2
 	assert_eq 0 "$(_durable_count)" "durable generations while BACKING is full"
 	[ "$(ck_sql 'SELECT MAX(attempts) FROM uploads')" -gt 0 ] || ck_fail "no failed attempt recorded"
-	_fault
+	ck_fault
 	ck_wait_durable 90
 	assert_eq 2 "$(_durable_count)" "durable generations after the faults clear"
 	grep -q "answers again" "$CK_DLOG" || ck_fail "no log line about BACKING answering again"
@@ -136,17 +111,17 @@ test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
 }
 
 test_keep_never_deletes_the_newest_durable_generation() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "keep=1"
 	_save_step 1 2
 	ck_wait_durable
-	_fault eio=all
+	ck_fault eio=all
 	_save_step 2 2
 	_save_step 3 2
 	sleep 1
 	# step-1 is the only durable one: kept, though keep=1 and two are newer
 	assert_eq "step-1 step-3" "$(ck_sql "SELECT group_concat(name, ' ') FROM (SELECT name FROM generations WHERE state = 1 ORDER BY step)")" "generations kept while BACKING fails"
-	_fault
+	ck_fault
 	ck_wait_durable 90
 	local i=0
 	while [ "$(ck_sql "SELECT group_concat(name, ' ') FROM generations WHERE state = 1")" != step-3 ]; do
@@ -159,14 +134,14 @@ test_keep_never_deletes_the_newest_durable_generation() {
 }
 
 test_reads_that_need_a_hung_backing_fail_with_eio_after_the_timeout() {
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount
 	_save_step 1 6
 	ck_umount
 	# an empty cache: every read needs BACKING
 	CK_CACHE=$CK_TMP/cache2
 	ck_mount "backing_timeout=3"
-	_fault hang=1
+	ck_fault hang=1
 	local rc=0 t0 t1
 	t0=$(date +%s)
 	timeout 60 cat "$CK_MNT/run/step-1/model.pt" >"$CK_TMP/out" 2>"$CK_TMP/err" || rc=$?
@@ -177,21 +152,21 @@ test_reads_that_need_a_hung_backing_fail_with_eio_after_the_timeout() {
 	assert_le $((t1 - t0)) 20 "seconds before EIO with backing_timeout=3"
 	[ "$(ck_size "$CK_TMP/out")" = 0 ] || cmp -s -n "$(ck_size "$CK_TMP/out")" "$CK_TMP/out" "$CK_REF/run/step-1/model.pt" ||
 		ck_fail "bytes served before the error are not the file's"
-	_fault hang=0
+	ck_fault hang=0
 	_assert_steps_eq 1
 	ck_umount
 }
 
 test_kill9_mid_upload_to_a_slow_backing_loses_nothing() {
-	_faultfs_up
-	_fault bw=4000000
+	ck_faultfs_up
+	ck_fault bw=4000000
 	ck_mount "upload_threads=1"
 	_save_step 1 12
 	_save_step 2 12
 	sleep 1
 	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "the uploads finished before the kill; the test proves nothing"
 	ck_kill9
-	_fault
+	ck_fault
 	ck_mount
 	ck_wait_durable 90
 	_assert_steps_eq 1 2
@@ -202,8 +177,8 @@ test_kill9_mid_upload_to_a_slow_backing_loses_nothing() {
 }
 
 test_unmount_waits_for_uploads_to_a_slow_backing_with_progress() {
-	_faultfs_up
-	_fault bw=8000000
+	ck_faultfs_up
+	ck_fault bw=8000000
 	ck_mount
 	_save_step 1 24
 	ck_umount
@@ -212,13 +187,13 @@ test_unmount_waits_for_uploads_to_a_slow_backing_with_progress() {
 }
 
 test_leave_queued_unmounts_at_once_and_the_next_mount_resumes() {
-	_faultfs_up
-	_fault bw=2000000
+	ck_faultfs_up
+	ck_fault bw=2000000
 	ck_mount "leave_queued"
 	_save_step 1 12
 	ck_umount
 	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "leave_queued: nothing was left queued"
-	_fault
+	ck_fault
 	ck_mount
 	grep -q "resuming" "$CK_DLOG" || ck_fail "the next mount did not say it resumes the queue"
 	ck_wait_durable 60
@@ -227,8 +202,8 @@ test_leave_queued_unmounts_at_once_and_the_next_mount_resumes() {
 }
 
 test_health_check_refuses_a_backing_that_cannot_rename() {
-	_faultfs_up
-	_fault eio=rename
+	ck_faultfs_up
+	ck_fault eio=rename
 	local out rc=0
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 	assert_ne 0 "$rc" "exit status"
@@ -236,7 +211,7 @@ test_health_check_refuses_a_backing_that_cannot_rename() {
 	assert_contains "$out" "rename"
 	assert_contains "$out" "$CK_BACKING"
 	ck_is_mounted "$CK_MNT" && ck_fail "mounted over a BACKING that cannot rename"
-	_fault eio=fsync
+	ck_fault eio=fsync
 	rc=0
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 	assert_ne 0 "$rc" "exit status"

@@ -6,8 +6,6 @@
 # writing keeps them. pjdfstest chmod/12.t and chown/00.t, against ext4.
 . "$(dirname "$0")/lib.sh"
 
-NOBODY=65534
-as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 fsop_nobody() { as_nobody "$PY" "$CK_HELPERS/fsop.py" "$@"; }
 assert_op_nobody() { # EXPECTED OP ARGS...
 	local exp=$1 got

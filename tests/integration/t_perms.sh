@@ -4,8 +4,6 @@
 # user cannot write, create, chmod or chown what the modes do not allow.
 . "$(dirname "$0")/lib.sh"
 
-NOBODY=65534
-as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 fsop_nobody() { as_nobody "$PY" "$CK_HELPERS/fsop.py" "$@"; }
 assert_op_nobody() { # EXPECTED OP ARGS...
 	local exp=$1 got

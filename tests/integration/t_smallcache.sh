@@ -10,35 +10,12 @@
 ck_timeout test_a_64m_cache_takes_300m_of_saves 300
 ck_timeout test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest 300
 
-FAULTFS=$(dirname "$CKPTFS_BIN")/faultfs
-
 # The cache on its own 64 MiB tmpfs (owner only, as the daemon requires);
 # unmounted at the end of the case whatever happens (ck_register_mount).
 _small_cache() {
 	ck_register_mount "$CK_CACHE"
 	mount -t tmpfs -o size=64m,mode=0700 ckptfs-smallcache "$CK_CACHE" ||
 		ck_skip "cannot mount a tmpfs on $CK_CACHE"
-}
-
-_faultfs_up() {
-	[ -x "$FAULTFS" ] || ck_fail "$FAULTFS is missing (make $(dirname "$CKPTFS_BIN")/faultfs)"
-	mkdir -p "$CK_TMP/store" "$CK_TMP/fmnt"
-	: >"$CK_TMP/ctl"
-	ck_register_mount "$CK_TMP/fmnt"
-	ck_bg "$FAULTFS" -f -o "ctl=$CK_TMP/ctl" "$CK_TMP/store" "$CK_TMP/fmnt" 2>"$CK_TMP/faultfs.err"
-	local i=0
-	until ck_is_mounted "$CK_TMP/fmnt"; do
-		i=$((i + 1))
-		[ $i -le 200 ] || ck_fail "faultfs did not mount: $(cat "$CK_TMP/faultfs.err")"
-		sleep 0.05
-	done
-	CK_BACKING=$CK_TMP/fmnt
-}
-
-_fault() { # "key=value" ... — replaces the whole fault configuration
-	printf '%s\n' "$@" >"$CK_TMP/ctl.tmp"
-	mv "$CK_TMP/ctl.tmp" "$CK_TMP/ctl"
-	sleep 0.3
 }
 
 _catalog_ok() {
@@ -166,12 +143,12 @@ test_enospc_writing_a_chunk_object_evicts_and_retries() {
 
 test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest() {
 	_small_cache
-	_faultfs_up
+	ck_faultfs_up
 	ck_mount "backing_timeout=5"
 	ck_rand "$CK_REF/kept" $((8 * MiB))
 	cp "$CK_REF/kept" "$CK_MNT/kept"
 	ck_wait_durable 60
-	_fault eio=write,fsync,rename,create,link
+	ck_fault eio=write,fsync,rename,create,link
 	ck_rand "$CK_REF/closed" $((8 * MiB))
 	cp "$CK_REF/closed" "$CK_MNT/closed" # not on BACKING, closed: must be kept
 	ck_rand "$CK_REF/big" $((120 * MiB))
@@ -190,7 +167,7 @@ test_full_cache_with_backing_failing_fails_writes_with_enospc_and_keeps_the_rest
 	assert_contains "$err" "No space left on device" "dd's error rewriting a file in a full cache"
 	_assert_same kept closed
 	! grep -E "database or disk is full" "$CK_DLOG" || ck_fail "the catalog ran out of space"
-	_fault
+	ck_fault
 	ck_wait_durable 120
 	_assert_same kept closed
 	ck_umount

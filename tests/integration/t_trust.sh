@@ -9,8 +9,6 @@
 # it byte for byte.
 . "$(dirname "$0")/lib.sh"
 
-NOBODY=65534
-as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 
 # A root file of mode 600 and a root directory of mode 700 outside the cache
 # and BACKING, which no planted link may lead the daemon to.

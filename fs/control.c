@@ -111,12 +111,6 @@ static int control_live_gen(struct control *c, int fd, const char *arg, struct c
 	return 0;
 }
 
-static const char *control_state_name(int state)
-{
-	static const char *const names[] = { "open", "committed", "aborted", "deleted", "held" };
-	return state >= 0 && state <= 4 ? names[state] : "?";
-}
-
 static void control_hello(struct control *c, int fd)
 {
 	control_send(fd, "data pid %ld", (long)getpid());
@@ -142,7 +136,7 @@ static void control_commit(struct control *c, int fd, char **argv, int argc)
 	}
 	/* a commit waits for write handles still open in the generation */
 	if (cat_gen_get_brief(c->fs->cat, gen.id, &gen) == 0)
-		control_send(fd, "data state %s", control_state_name(gen.state));
+		control_send(fd, "data state %s", cat_gen_state_name(gen.state));
 	control_send(fd, "ok");
 }
 
@@ -182,7 +176,7 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, -rc, "remove failed (see the daemon's log)");
 		return;
 	}
-	control_send(fd, "data state %s", control_state_name(gen.state));
+	control_send(fd, "data state %s", cat_gen_state_name(gen.state));
 	control_send(fd, "ok");
 }
 

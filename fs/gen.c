@@ -839,7 +839,6 @@ static void gen_encode_reason(const char *in, char *out, size_t size)
 
 int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 {
-	static const char *const states[] = { "open", "committed", "aborted", "deleted", "held" };
 	struct cat_gen gen;
 	char reason[3 * GEN_HELD_MAX];
 	int rc = gen_id ? cat_gen_get_brief(g->fs->cat, gen_id, &gen) : -ENODATA;
@@ -848,7 +847,7 @@ int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 	gen_encode_reason(gen.held, reason, sizeof(reason));
 	snprintf(buf, size, "name=%s step=%llu state=%s version=%u pinned=%d files=%llu bytes=%llu rule=%s%s%s",
 		 gen.name, (unsigned long long)gen.step,
-		 gen.state >= 0 && gen.state <= 4 ? states[gen.state] : "?", gen.version, gen.pinned,
+		 cat_gen_state_name(gen.state), gen.version, gen.pinned,
 		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes,
 		 gen.rule[0] ? gen.rule : "-", gen.state == GEN_HELD ? " held=" : "",
 		 gen.state == GEN_HELD ? reason : "");

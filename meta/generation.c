@@ -203,6 +203,14 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 
 /* ---- small helpers ---- */
 
+const char *cat_gen_state_name(int state)
+{
+	static const char *const names[] = { [GEN_OPEN] = "open", [GEN_COMMITTED] = "committed",
+					     [GEN_ABORTED] = "aborted", [GEN_DELETED] = "deleted",
+					     [GEN_HELD] = "held" };
+	return state >= 0 && state <= GEN_HELD ? names[state] : "?";
+}
+
 /* A removed tree can have tens of thousands of inodes: lists grow by doubling. */
 int cat_id_vec_push(struct cat_id_vec *ids, uint64_t id)
 {

@@ -64,6 +64,9 @@ enum cat_gen_state {
 
 #define GEN_RULE_MAX 32
 
+/* "open", "committed", "aborted", "deleted", "held"; "?" for anything else. */
+const char *cat_gen_state_name(int state);
+
 struct cat_gen {
 	uint64_t id;
 	uint64_t series;      /* directory inode holding the root */

@@ -78,7 +78,7 @@ static int admin_change_gen(struct admin *a, const char *verb, struct cat_gen *g
 	admin_gen_label(a, g, label, size);
 	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED && g->state != GEN_HELD) {
 		admin_err("%s %s: it is %s (rule %s): nothing to %s", verb, label,
-			  admin_state_name(g->state), g->rule[0] ? g->rule : "-", verb);
+			  cat_gen_state_name(g->state), g->rule[0] ? g->rule : "-", verb);
 		return ADMIN_NO_GEN;
 	}
 	return ADMIN_OK;
@@ -130,7 +130,7 @@ static int admin_pin_set(struct admin *a, bool pinned)
 			return admin_exit_for(err);
 		}
 	}
-	admin_change_report(a, label, &g, verb, admin_state_name(g.state), pinned);
+	admin_change_report(a, label, &g, verb, cat_gen_state_name(g.state), pinned);
 	return ADMIN_OK;
 }
 

@@ -348,7 +348,7 @@ int admin_cmd_export(struct admin *a)
 		return ADMIN_BUSY;
 	}
 	if (g.state != GEN_OPEN && g.state != GEN_COMMITTED && g.state != GEN_HELD) {
-		admin_err("export %s: it is %s: nothing left to export", label, admin_state_name(g.state));
+		admin_err("export %s: it is %s: nothing left to export", label, cat_gen_state_name(g.state));
 		return ADMIN_NO_GEN;
 	}
 	const char *dir = a->pos[1];

@@ -147,7 +147,7 @@ static const char *admin_gen_state(struct admin *a, const struct cat_gen *g, boo
 	*durable = false;
 	if (g->state == GEN_COMMITTED && cat_gen_durable(a->cat, g->id, durable) == 0 && *durable)
 		return "durable";
-	return admin_state_name(g->state);
+	return cat_gen_state_name(g->state);
 }
 
 static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struct aq_gen_usage *u)

@@ -84,12 +84,6 @@ void admin_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-const char *admin_state_name(int state)
-{
-	static const char *const names[] = { "open", "committed", "aborted", "deleted", "held" };
-	return state >= 0 && state <= 4 ? names[state] : "?";
-}
-
 double admin_ratio(uint64_t a, uint64_t b)
 {
 	return b ? (double)a / (double)b : 0.0;

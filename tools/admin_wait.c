@@ -65,7 +65,7 @@ static void admin_wait_json_unsaved(struct admin_wait_list *l)
 		admin_gen_label(l->a, g, label, sizeof(label));
 		printf("%s{\"id\": %" PRIu64 ", \"generation\": ", i ? ", " : "", g->id);
 		admin_json_str(stdout, label);
-		printf(", \"state\": \"%s\", \"reason\": ", admin_state_name(g->state));
+		printf(", \"state\": \"%s\", \"reason\": ", cat_gen_state_name(g->state));
 		admin_json_str(stdout, g->state == GEN_HELD ? g->held : "not committed yet");
 		printf("}");
 	}
@@ -95,7 +95,7 @@ int admin_cmd_wait(struct admin *a)
 			char label[PATH_MAX + CAT_NAME_MAX + 2];
 			admin_gen_label(a, &g, label, sizeof(label));
 			admin_err("wait %s: it is %s (rule %s): it will never be durable", label,
-				  admin_state_name(g.state), g.rule[0] ? g.rule : "-");
+				  cat_gen_state_name(g.state), g.rule[0] ? g.rule : "-");
 			return ADMIN_PROBLEM;
 		}
 		if (cat_id_vec_push(&l.ids, g.id) != 0)
@@ -123,7 +123,7 @@ int admin_cmd_wait(struct admin *a)
 				char label[PATH_MAX + CAT_NAME_MAX + 2];
 				admin_gen_label(a, &g, label, sizeof(label));
 				admin_err("wait: %s was %s (%s) while waiting", label,
-					  admin_state_name(g.state),
+					  cat_gen_state_name(g.state),
 					  g.state == GEN_HELD ? g.held : g.rule[0] ? g.rule : "-");
 				ec = g.state == GEN_HELD ? ADMIN_UNSAVED : ADMIN_PROBLEM;
 			} else if (rc != 0) {

@@ -1,0 +1,246 @@
+/* lease — node leases, fencing and cluster duties; see lease.h (L1-L3). */
+#define _GNU_SOURCE
+#include "lease.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+
+/* Durations are passed as milliseconds and added to the server's clock. */
+#define LEASE_PLUS_MS(p) "clock_timestamp() + " p "::bigint * interval '1 millisecond'"
+
+enum {
+	LS_REGISTER,
+	LS_RENEW,
+	LS_FENCE,
+	LS_SWEEP,
+	LS_RELEASE,
+	LS_DUTY_TAKE,
+	LS_DUTY_DROP,
+	LS_LIST,
+	LS_COUNT
+};
+
+const struct pg_stmt lease_stmts[] = {
+	[LS_REGISTER] = { "lease_register",
+			  "INSERT INTO ckpt_nodes(name, state, started, lease_until)"
+			  " VALUES ($1, 'live', clock_timestamp(), " LEASE_PLUS_MS("$2") ") RETURNING id",
+			  2 },
+	/* L1: only a live lease with time left is extended */
+	[LS_RENEW] = { "lease_renew",
+		       "UPDATE ckpt_nodes SET lease_until = " LEASE_PLUS_MS("$2")
+		       " WHERE id = $1 AND state = 'live' AND lease_until > clock_timestamp() RETURNING id",
+		       2 },
+	/* L2: FOR SHARE makes a sweep of this row wait for the caller's transaction */
+	[LS_FENCE] = { "lease_fence",
+		       "SELECT id FROM ckpt_nodes WHERE id = $1 AND state = 'live'"
+		       " AND lease_until > clock_timestamp() FOR SHARE",
+		       1 },
+	[LS_SWEEP] = { "lease_sweep",
+		       "UPDATE ckpt_nodes SET state = 'expired'"
+		       " WHERE state = 'live' AND lease_until <= clock_timestamp() RETURNING id",
+		       0 },
+	[LS_RELEASE] = { "lease_release",
+			 "UPDATE ckpt_nodes SET state = 'gone' WHERE id = $1 AND state = 'live'", 1 },
+	/* L3: the holder extends its term; anyone takes a term that ran out */
+	[LS_DUTY_TAKE] = { "lease_duty_take",
+			   "INSERT INTO ckpt_duties(name, holder, until) VALUES ($1, $2, " LEASE_PLUS_MS("$3") ")"
+			   " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until"
+			   " WHERE ckpt_duties.holder = excluded.holder OR ckpt_duties.until <= clock_timestamp()"
+			   " RETURNING holder",
+			   3 },
+	[LS_DUTY_DROP] = { "lease_duty_drop", "DELETE FROM ckpt_duties WHERE name = $1 AND holder = $2",
+			   2 },
+	[LS_LIST] = { "lease_list",
+		      "SELECT id, name, state,"
+		      " CAST(EXTRACT(EPOCH FROM (lease_until - clock_timestamp())) * 1000 AS bigint)"
+		      " FROM ckpt_nodes ORDER BY id",
+		      0 },
+};
+const size_t lease_nstmts = LS_COUNT;
+
+static const char lease_schema_sql[] =
+	"CREATE TABLE IF NOT EXISTS ckpt_nodes ("
+	" id BIGSERIAL PRIMARY KEY,"
+	" name TEXT NOT NULL,"
+	" state TEXT NOT NULL CHECK (state IN ('live', 'expired', 'gone')),"
+	" started TIMESTAMPTZ NOT NULL,"
+	" lease_until TIMESTAMPTZ NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS ckpt_duties ("
+	" name TEXT PRIMARY KEY,"
+	" holder BIGINT NOT NULL REFERENCES ckpt_nodes(id),"
+	" until TIMESTAMPTZ NOT NULL);";
+
+int lease_schema(struct pg *pg)
+{
+	int rc = pg_exec_plain(pg, lease_schema_sql);
+	/* two nodes creating a table at once: one loses on the catalog's unique
+	 * index; the second attempt finds the table there */
+	if (rc == -EEXIST)
+		rc = pg_exec_plain(pg, lease_schema_sql);
+	return rc;
+}
+
+/* ---- one transaction per call ---- */
+
+struct lease_call {
+	struct lease *l;
+	const char *name;
+	unsigned ms;
+	bool fence;          /* run lease_fence first (L2, L3) */
+	int stmt;            /* LS_* */
+	int nparams;
+	PGresult *res;       /* the statement's rows, for the caller */
+};
+
+static int lease_exec(struct lease *l, int stmt, const char *const *params, PGresult **res)
+{
+	return pg_exec(l->pg, l->first + (size_t)stmt, params, res);
+}
+
+int lease_fence(struct lease *l)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRIu64, l->node_id);
+	const char *params[] = { id };
+	PGresult *res;
+	int rc = lease_exec(l, LS_FENCE, params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ESTALE;
+	PQclear(res);
+	return rc;
+}
+
+static int lease_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct lease_call *c = arg;
+	struct lease *l = c->l;
+	char id[24], ms[24];
+	snprintf(id, sizeof(id), "%" PRIu64, l->node_id);
+	snprintf(ms, sizeof(ms), "%u", c->ms);
+	if (c->fence) {
+		int rc = lease_fence(l);
+		if (rc)
+			return rc;
+	}
+	const char *params[3];
+	switch (c->stmt) {
+	case LS_REGISTER: params[0] = c->name; params[1] = ms; break;
+	case LS_RENEW: params[0] = id; params[1] = ms; break;
+	case LS_RELEASE: params[0] = id; break;
+	case LS_DUTY_TAKE: params[0] = c->name; params[1] = id; params[2] = ms; break;
+	case LS_DUTY_DROP: params[0] = c->name; params[1] = id; break;
+	default: break;
+	}
+	PQclear(c->res);
+	c->res = NULL;
+	return lease_exec(l, c->stmt, params, &c->res);
+}
+
+static int lease_run(struct lease_call *c)
+{
+	int rc = pg_txn(c->l->pg, lease_body, c);
+	if (rc) {
+		PQclear(c->res);
+		c->res = NULL;
+	}
+	return rc;
+}
+
+int lease_register(struct lease *l, const char *name, unsigned lease_ms)
+{
+	assert(l->node_id == 0);
+	struct lease_call c = { .l = l, .name = name, .ms = lease_ms, .stmt = LS_REGISTER };
+	int rc = lease_run(&c);
+	if (rc == 0) {
+		l->node_id = (uint64_t)pg_int(c.res, 0, 0);
+		l->lease_ms = lease_ms;
+		log_info("catalog %s: node %" PRIu64 " (%s) joined, lease %u ms", pg_name(l->pg),
+			 l->node_id, name, lease_ms);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_renew(struct lease *l)
+{
+	assert(l->node_id != 0);
+	struct lease_call c = { .l = l, .ms = l->lease_ms, .stmt = LS_RENEW };
+	int rc = lease_run(&c);
+	if (rc == 0 && pg_rows(c.res) != 1) {
+		log_error("catalog %s: node %" PRIu64 ": the lease ran out or was given up; this node commits and"
+			  " deletes nothing from now on",
+			  pg_name(l->pg), l->node_id);
+		rc = -ESTALE;
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_sweep(struct lease *l, uint64_t *ids, size_t max, size_t *n)
+{
+	*n = 0;
+	struct lease_call c = { .l = l, .fence = true, .stmt = LS_SWEEP };
+	int rc = lease_run(&c);
+	if (rc == 0) {
+		for (int r = 0; r < pg_rows(c.res) && *n < max; r++)
+			ids[(*n)++] = (uint64_t)pg_int(c.res, r, 0);
+		for (size_t i = 0; i < *n; i++)
+			log_warn("catalog %s: node %" PRIu64 " missed its lease: expired", pg_name(l->pg),
+				 ids[i]);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_release(struct lease *l)
+{
+	if (l->node_id == 0)
+		return 0;
+	struct lease_call c = { .l = l, .stmt = LS_RELEASE };
+	int rc = lease_run(&c);
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_duty_take(struct lease *l, const char *name, unsigned term_ms, bool *taken)
+{
+	*taken = false;
+	struct lease_call c = { .l = l, .name = name, .ms = term_ms, .fence = true,
+				.stmt = LS_DUTY_TAKE };
+	int rc = lease_run(&c);
+	if (rc == 0)
+		*taken = pg_rows(c.res) == 1;
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_duty_drop(struct lease *l, const char *name)
+{
+	struct lease_call c = { .l = l, .name = name, .stmt = LS_DUTY_DROP };
+	int rc = lease_run(&c);
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_list(struct lease *l, struct lease_node *out, size_t max, size_t *n)
+{
+	*n = 0;
+	struct lease_call c = { .l = l, .stmt = LS_LIST };
+	int rc = lease_run(&c);
+	for (int r = 0; rc == 0 && r < pg_rows(c.res) && *n < max; r++) {
+		struct lease_node *o = &out[(*n)++];
+		o->id = (uint64_t)pg_int(c.res, r, 0);
+		snprintf(o->name, sizeof(o->name), "%s", PQgetvalue(c.res, r, 1));
+		snprintf(o->state, sizeof(o->state), "%s", PQgetvalue(c.res, r, 2));
+		o->left_ms = pg_int(c.res, r, 3);
+	}
+	PQclear(c.res);
+	return rc;
+}

@@ -1,0 +1,88 @@
+/* lease — node leases, fencing and cluster-wide duties in the shared catalog
+ * (issue 18: several nodes, one store).
+ *
+ * Each mount of a shared catalog is a node with a row in ckpt_nodes and a
+ * lease that it renews. Time is the database server's (clock_timestamp()),
+ * so the nodes' clocks do not matter. A node whose lease ran out is expired
+ * by another node's sweep; from then on it may commit and delete nothing,
+ * and the sweeper holds its open generations.
+ *
+ * Invariants:
+ *  L1. A node row goes live → expired or live → gone, never back: a renewal
+ *      of a lease that has run out fails (-ESTALE), even if no sweep has
+ *      marked it yet, so a partitioned node cannot come back by renewing.
+ *  L2. Fencing: a transaction of node N that changes shared state first calls
+ *      lease_fence(N) inside that transaction. It succeeds only while N is
+ *      live with time left, and it holds N's row FOR SHARE, so a sweep that
+ *      would expire N waits for that transaction to end: either the
+ *      transaction committed while N was live, or N is expired and it did
+ *      nothing. There is no window in which both happen.
+ *  L3. A cluster duty (keep-latest-k, chunk reclaim) is held by at most one
+ *      live node at a time: lease_duty_take() succeeds for its holder or
+ *      when the previous holder's term ran out; the holder fences its work
+ *      with L2 (its duty term is no use to a node past its lease).
+ *
+ * SQL: only what PostgreSQL-compatible distributed databases accept too
+ * (pg.h). All calls run their own transaction through pg_txn, except
+ * lease_fence, which runs inside the caller's (from a pg_txn body). */
+#ifndef CKPTFS_LEASE_H
+#define CKPTFS_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pg.h"
+
+/* The statements lease.c runs, for pg_open (the caller may prepend or append
+ * its own; lease calls find theirs by name through lease_bind). */
+extern const struct pg_stmt lease_stmts[];
+extern const size_t lease_nstmts;
+
+/* The tables; idempotent, safe to run from several nodes at once. */
+int lease_schema(struct pg *pg);
+
+/* lease calls run statements lease_stmts[first..] of pg's statement list:
+ * first is where lease_stmts begin in the array given to pg_open. */
+struct lease {
+	struct pg *pg;
+	size_t first;
+	uint64_t node_id; /* 0 until registered */
+	unsigned lease_ms;
+};
+
+/* A new live node row named name (host:pid and the cache directory, for
+ * `ckptfs-admin nodes`), with lease_ms of lease. */
+int lease_register(struct lease *l, const char *name, unsigned lease_ms);
+
+/* Extends the lease by lease_ms from now. -ESTALE: the lease ran out (L1);
+ * the node must stop changing shared state and say so. */
+int lease_renew(struct lease *l);
+
+/* Inside a pg_txn body of this node: 0 if the node is live with time left,
+ * -ESTALE if not (L2). */
+int lease_fence(struct lease *l);
+
+/* Marks expired every live node whose lease ran out; their ids in ids[0..*n)
+ * (at most max). The caller then holds their open generations. */
+int lease_sweep(struct lease *l, uint64_t *ids, size_t max, size_t *n);
+
+/* A clean unmount: the node row goes to gone (L1). */
+int lease_release(struct lease *l);
+
+/* Takes or extends duty name (e.g. "keep", "reclaim") for term_ms; *taken
+ * says whether this node holds it now (L3). A node past its lease never
+ * takes it. */
+int lease_duty_take(struct lease *l, const char *name, unsigned term_ms, bool *taken);
+int lease_duty_drop(struct lease *l, const char *name);
+
+/* One node as `ckptfs-admin nodes` shows it. */
+struct lease_node {
+	uint64_t id;
+	char name[256];
+	char state[16];    /* live, expired, gone */
+	int64_t left_ms;   /* lease left (negative: ran out that long ago) */
+};
+int lease_list(struct lease *l, struct lease_node *out, size_t max, size_t *n);
+
+#endif

@@ -1,0 +1,337 @@
+/* pg — one connection to the shared catalog's PostgreSQL; see pg.h (P1-P4). */
+#define _GNU_SOURCE
+#include "pg.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct pg {
+	char *url;         /* as given: what we connect with */
+	char *shown;       /* the URL without its password (P3) */
+	PGconn *conn;      /* NULL or bad: (re)connect before use */
+	unsigned timeout_ms;
+	const struct pg_stmt *stmts;
+	size_t nstmts;
+	bool *prepared;     /* per statement, on this connection (P1) */
+	pthread_mutex_t mu; /* P4 */
+	bool in_txn;        /* pg_exec is only valid inside pg_txn's body */
+	bool broken;        /* the connection failed under us: make a new one */
+	struct pg_stats stats;
+};
+
+/* ---- names and messages ---- */
+
+static bool pg_url_ok(const char *url)
+{
+	return strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0;
+}
+
+/* url with "user:password@" turned into "user@" (P3). */
+static char *pg_url_shown(const char *url)
+{
+	char *s = strdup(url);
+	if (!s)
+		return NULL;
+	char *start = strstr(s, "://");
+	if (!start)
+		return s;
+	start += 3;
+	char *at = strchr(start, '@');
+	char *slash = strchr(start, '/');
+	if (!at || (slash && slash < at))
+		return s;
+	char *colon = memchr(start, ':', (size_t)(at - start));
+	if (colon)
+		memmove(colon, at, strlen(at) + 1);
+	return s;
+}
+
+/* The first line of a libpq message, without its "ERROR:  " or trailing newline. */
+static void pg_first_line(const char *msg, char *out, size_t size)
+{
+	if (!msg || !*msg)
+		msg = "no message";
+	if (strncmp(msg, "ERROR:  ", 8) == 0)
+		msg += 8;
+	size_t n = strcspn(msg, "\n");
+	if (n >= size)
+		n = size - 1;
+	memcpy(out, msg, n);
+	out[n] = '\0';
+}
+
+static uint64_t pg_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void pg_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the connection ---- */
+
+/* The server's notices ("relation already exists, skipping", "terminating
+ * connection due to administrator command") go to the debug log, not to
+ * stderr: what matters of them reaches the caller as an error or a retry. */
+static void pg_notice(void *arg, const char *msg)
+{
+	char line[256];
+	pg_first_line(msg, line, sizeof(line));
+	log_debug("catalog %s: %s", ((struct pg *)arg)->shown, line);
+}
+
+/* One attempt to connect; 0, or -ENOTCONN with the reason in err. The new
+ * connection has no prepared statement yet (P1: pg_exec prepares on first use). */
+static int pg_connect_once(struct pg *pg, char *err, size_t err_size)
+{
+	if (pg->conn)
+		PQfinish(pg->conn);
+	/* connect_timeout first, so that one given in the URL wins */
+	const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
+	const char *vals[] = { "5", "ckptfs", pg->url, NULL };
+	pg->conn = PQconnectdbParams(keys, vals, 1);
+	if (!pg->conn || PQstatus(pg->conn) != CONNECTION_OK) {
+		char why[256];
+		pg_first_line(pg->conn ? PQerrorMessage(pg->conn) : "out of memory", why, sizeof(why));
+		snprintf(err, err_size, "catalog %s: cannot connect: %s", pg->shown, why);
+		return -ENOTCONN;
+	}
+	PQsetNoticeProcessor(pg->conn, pg_notice, pg);
+	memset(pg->prepared, 0, pg->nstmts * sizeof(*pg->prepared));
+	return 0;
+}
+
+/* A usable connection, reconnecting with backoff until *deadline (set from
+ * timeout_ms at the first failure when it is 0). */
+static int pg_ready(struct pg *pg, uint64_t *deadline)
+{
+	unsigned backoff = 50;
+	char err[512];
+	while (pg->broken || !pg->conn || PQstatus(pg->conn) != CONNECTION_OK) {
+		if (*deadline == 0)
+			*deadline = pg_now_ms() + pg->timeout_ms;
+		int rc = pg_connect_once(pg, err, sizeof(err));
+		if (rc == 0) {
+			pg->broken = false;
+			pg->stats.reconnects++;
+			log_warn("catalog %s: connected again", pg->shown);
+			return 0;
+		}
+		if (rc != -ENOTCONN || pg_now_ms() >= *deadline) {
+			log_error("%s (gave up after %u ms)", err, pg->timeout_ms);
+			return rc;
+		}
+		pg_sleep_ms(backoff);
+		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+	}
+	return 0;
+}
+
+/* Whether a failed result is worth running the transaction again for (P2):
+ * the connection is gone, the server is shutting down or starting, or the
+ * transaction lost a serialization or deadlock race. */
+static bool pg_retryable(struct pg *pg, const char *state)
+{
+	if (PQstatus(pg->conn) != CONNECTION_OK)
+		return true;
+	if (!state) {
+		/* an error libpq made itself, not the server: the connection broke
+		 * ("server closed the connection unexpectedly"); start a new one */
+		pg->broken = true;
+		return true;
+	}
+	static const char *const codes[] = { "57P01", "57P02", "57P03", "40001", "40P01", NULL };
+	if (strncmp(state, "08", 2) == 0)
+		return true;
+	for (size_t i = 0; codes[i]; i++)
+		if (strcmp(state, codes[i]) == 0)
+			return true;
+	return false;
+}
+
+/* r's outcome as 0 / -EAGAIN / -EEXIST / -EIO (logged once, P3). Takes r. */
+static int pg_outcome(struct pg *pg, PGresult *r, const char *what, PGresult **keep)
+{
+	ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+		if (keep)
+			*keep = r;
+		else
+			PQclear(r);
+		return 0;
+	}
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	int rc;
+	if (pg_retryable(pg, state)) {
+		rc = -EAGAIN;
+	} else if (state && strcmp(state, "23505") == 0) {
+		rc = -EEXIST;
+	} else {
+		char why[256];
+		pg_first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(pg->conn), why, sizeof(why));
+		log_error("catalog %s: %s: %s", pg->shown, what, why);
+		rc = -EIO;
+	}
+	PQclear(r);
+	return rc;
+}
+
+static int pg_simple(struct pg *pg, const char *sql)
+{
+	pg->stats.round_trips++;
+	return pg_outcome(pg, PQexec(pg->conn, sql), sql, NULL);
+}
+
+int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, size_t n,
+	    struct pg **out, char *err, size_t err_size)
+{
+	*out = NULL;
+	if (!pg_url_ok(url)) {
+		snprintf(err, err_size,
+			 "catalog %s: not a PostgreSQL URL (postgresql://user@host:port/database)", url);
+		return -EINVAL;
+	}
+	struct pg *pg = calloc(1, sizeof(*pg));
+	if (!pg)
+		return -ENOMEM;
+	pg->url = strdup(url);
+	pg->shown = pg_url_shown(url);
+	pg->timeout_ms = timeout_ms;
+	pg->stmts = stmts;
+	pg->nstmts = n;
+	pg->prepared = calloc(n ? n : 1, sizeof(*pg->prepared));
+	pthread_mutex_init(&pg->mu, NULL);
+	if (!pg->url || !pg->shown || !pg->prepared) {
+		pg_close(pg);
+		return -ENOMEM;
+	}
+	int rc = pg_connect_once(pg, err, err_size);
+	if (rc) {
+		pg_close(pg);
+		return rc;
+	}
+	*out = pg;
+	return 0;
+}
+
+void pg_close(struct pg *pg)
+{
+	if (!pg)
+		return;
+	if (pg->conn)
+		PQfinish(pg->conn);
+	pthread_mutex_destroy(&pg->mu);
+	free(pg->url);
+	free(pg->shown);
+	free(pg->prepared);
+	free(pg);
+}
+
+const char *pg_name(const struct pg *pg)
+{
+	return pg->shown;
+}
+
+int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
+{
+	uint64_t deadline = 0;
+	unsigned backoff = 10;
+	int rc;
+	pthread_mutex_lock(&pg->mu);
+	for (;;) {
+		rc = pg_ready(pg, &deadline);
+		if (rc)
+			break;
+		pg->stats.txns++;
+		rc = pg_simple(pg, "BEGIN");
+		if (rc == 0) {
+			pg->in_txn = true;
+			rc = body(pg, arg);
+			pg->in_txn = false;
+			if (rc == 0)
+				rc = pg_simple(pg, "COMMIT");
+		}
+		if (rc != 0 && !pg->broken && PQstatus(pg->conn) == CONNECTION_OK)
+			(void)pg_simple(pg, "ROLLBACK"); /* a failed COMMIT has rolled back already */
+		if (rc != -EAGAIN)
+			break;
+		if (deadline == 0)
+			deadline = pg_now_ms() + pg->timeout_ms;
+		if (pg_now_ms() >= deadline) {
+			log_error("catalog %s: a transaction kept failing for %u ms", pg->shown,
+				  pg->timeout_ms);
+			rc = -ENOTCONN;
+			break;
+		}
+		pg->stats.retries++;
+		pg_sleep_ms(backoff);
+		backoff = backoff * 2 > 500 ? 500 : backoff * 2;
+	}
+	pthread_mutex_unlock(&pg->mu);
+	return rc;
+}
+
+int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)
+{
+	if (res)
+		*res = NULL;
+	if (!pg->in_txn || i >= pg->nstmts)
+		return -EINVAL;
+	const struct pg_stmt *s = &pg->stmts[i];
+	if (!pg->prepared[i]) {
+		pg->stats.round_trips++;
+		int rc = pg_outcome(pg, PQprepare(pg->conn, s->name, s->sql, s->nparams, NULL),
+				    s->name, NULL);
+		if (rc)
+			return rc;
+		pg->prepared[i] = true;
+	}
+	pg->stats.round_trips++;
+	PGresult *r = PQexecPrepared(pg->conn, s->name, s->nparams, params, NULL, NULL, 0);
+	return pg_outcome(pg, r, s->name, res);
+}
+
+struct pg_plain {
+	const char *sql;
+};
+
+static int pg_plain_body(struct pg *pg, void *arg)
+{
+	return pg_simple(pg, ((struct pg_plain *)arg)->sql);
+}
+
+int pg_exec_plain(struct pg *pg, const char *sql)
+{
+	struct pg_plain p = { sql };
+	return pg_txn(pg, pg_plain_body, &p);
+}
+
+int pg_rows(const PGresult *res)
+{
+	return res ? PQntuples(res) : 0;
+}
+
+int64_t pg_int(const PGresult *res, int r, int c)
+{
+	if (!res || r >= PQntuples(res) || c >= PQnfields(res) || PQgetisnull(res, r, c))
+		return 0;
+	return strtoll(PQgetvalue(res, r, c), NULL, 10);
+}
+
+void pg_get_stats(struct pg *pg, struct pg_stats *out)
+{
+	pthread_mutex_lock(&pg->mu);
+	*out = pg->stats;
+	pthread_mutex_unlock(&pg->mu);
+}

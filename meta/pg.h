@@ -1,0 +1,95 @@
+/* pg — one connection to the shared catalog's PostgreSQL (issue 18, `-o meta=URL`).
+ *
+ * The shared catalog (several nodes, one store) keeps its namespace, chunks,
+ * generations and node leases in PostgreSQL. This module is the connection
+ * underneath: it opens a libpq URL, prepares the caller's statements, runs
+ * transactions, and rides out a database that restarts or a network that
+ * drops for a while, so that writers wait and go on instead of failing.
+ *
+ * Invariants:
+ *  P1. Statements run prepared: each struct pg_stmt is prepared on its first
+ *      use on a connection, and again on the new connection after a
+ *      reconnect (so statements may name tables the schema makes later).
+ *  P2. A transaction is run whole or not at all. pg_txn() retries the whole
+ *      body (BEGIN .. COMMIT) after a lost connection, a serialization failure
+ *      or a deadlock, until timeout_ms has passed since the first failure; a
+ *      body must therefore be safe to run again, also after a COMMIT whose
+ *      answer was lost (write statements are conditioned on the state they
+ *      change: "... WHERE state = 'open'").
+ *  P3. Every error names the database by its URL without the password, says
+ *      what failed and gives the server's own message, once.
+ *  P4. One thread at a time uses a connection (a PGconn is not thread-safe):
+ *      pg_txn holds the connection's mutex for the whole transaction.
+ *
+ * SQL stays within what PostgreSQL-compatible distributed databases also
+ * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):
+ * clock_timestamp(), INSERT .. ON CONFLICT, UPDATE .. RETURNING, SELECT .. FOR
+ * SHARE, and retried serialization failures (docs/MULTINODE.md).
+ *
+ * Calls return 0 or a negative errno:
+ *   -EINVAL     a URL that is not postgresql:// or postgres://
+ *   -ENOTCONN   the database cannot be reached (at open, or for longer than
+ *               timeout_ms later on)
+ *   -EEXIST     a unique constraint refused a row (SQLSTATE 23505)
+ *   -EIO        any other error of the server
+ *   a body's own negative errno, after a ROLLBACK. */
+#ifndef CKPTFS_PG_H
+#define CKPTFS_PG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+struct pg;
+
+/* A statement the caller runs by index: pg_exec(pg, i, ...) runs stmts[i]. */
+struct pg_stmt {
+	const char *name; /* unique per connection, for the server's prepared statement */
+	const char *sql;  /* $1.. parameters, passed as text */
+	int nparams;
+};
+
+/* Connects to url once (a database unreachable at mount is one clear error,
+ * not a wait); stmts[0..n) must outlive the pg. err gets the message on
+ * failure. timeout_ms bounds how long a later lost connection
+ * is retried before a call fails with -ENOTCONN. */
+int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, size_t n,
+	    struct pg **out, char *err, size_t err_size);
+void pg_close(struct pg *pg); /* NULL is allowed */
+
+/* The URL without its password, for messages. */
+const char *pg_name(const struct pg *pg);
+
+/* Runs body(pg, arg) inside BEGIN .. COMMIT (P2, P4). A body returns 0 to
+ * commit, a negative errno to roll back; a body that got -EAGAIN from
+ * pg_exec (the connection or the transaction was lost) returns it, and the
+ * whole transaction is run again. */
+int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
+
+/* Runs statement i with params (text, NULL for SQL NULL) inside a body.
+ * *res (if res is not NULL) gets the result on success; the caller
+ * PQclear()s it. -EAGAIN: retry the transaction (return it from the body). */
+int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res);
+
+/* Runs one SQL text outside a transaction (schema set-up), with the retry of
+ * P2. Statements that already did their work (a table that exists) are the
+ * caller's to write idempotently (IF NOT EXISTS). */
+int pg_exec_plain(struct pg *pg, const char *sql);
+
+/* Result helpers: row count, and column c of row r as an integer. */
+int pg_rows(const PGresult *res);
+int64_t pg_int(const PGresult *res, int r, int c);
+
+/* How many transactions were run again, and how many times the connection
+ * was made anew (stats; round trips per GiB are counted by callers). */
+struct pg_stats {
+	uint64_t txns;
+	uint64_t retries;
+	uint64_t reconnects;
+	uint64_t round_trips;
+};
+void pg_get_stats(struct pg *pg, struct pg_stats *out);
+
+#endif

@@ -1,0 +1,367 @@
+/* Unit tests for meta/pg.c and meta/lease.c against a real PostgreSQL server
+ * that each test starts for itself (tests/pg/pgserver.sh: initdb into a
+ * private directory, a Unix socket only, stopped on every path — a watchdog
+ * stops it if the test process dies on a signal).
+ *
+ * pg: a URL that is not PostgreSQL and a server that is not there are one
+ * clear error each; a server restarted or killed in the middle of a stream
+ * of transactions is ridden out (every transaction's effect lands exactly
+ * once); one that stays away longer than the timeout fails the call.
+ * lease: two nodes renew; a lease that runs out cannot be renewed, fences its
+ * node's transactions and is swept once by the other node; a sweep waits for
+ * a fenced transaction in flight (L2); a duty is held by one node at a time
+ * and passes on when its term runs out (L3). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lease.h"
+#include "pg.h"
+#include "support.h"
+
+static char tl_dir[64];  /* the server's directory */
+static char tl_url[256];
+
+static void tl_server(const char *verb)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "tests/pg/pgserver.sh %s %s", verb, tl_dir);
+	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+}
+
+static void tl_start(void)
+{
+	snprintf(tl_dir, sizeof(tl_dir), "/tmp/ckptfs-pg-%d-%ld", (int)getpid(), (long)time(NULL));
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "tests/pg/pgserver.sh start %s %d", tl_dir, (int)getpid());
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	cr_assert_not_null(fgets(tl_url, sizeof(tl_url), p), "pgserver.sh start printed no URL");
+	cr_assert_eq(pclose(p), 0, "%s failed", cmd);
+	tl_url[strcspn(tl_url, "\n")] = '\0';
+}
+
+static void tl_stop(void)
+{
+	tl_server("stop");
+}
+
+TestSuite(lease, .init = tl_start, .fini = tl_stop, .timeout = 60);
+
+/* A pg with the lease statements and schema, and a lease on it. */
+static struct pg *tl_open(struct lease *l, unsigned timeout_ms)
+{
+	char err[512] = "";
+	struct pg *pg = NULL;
+	int rc = pg_open(tl_url, timeout_ms, lease_stmts, lease_nstmts, &pg, err, sizeof(err));
+	cr_assert_eq(rc, 0, "pg_open: %d %s", rc, err);
+	OK(lease_schema(pg));
+	memset(l, 0, sizeof(*l));
+	l->pg = pg;
+	return pg;
+}
+
+static void tl_sleep_ms(unsigned ms)
+{
+	usleep(ms * 1000);
+}
+
+Test(lease, bad_url_and_absent_server_are_one_clear_error)
+{
+	char err[512] = "";
+	struct pg *pg = NULL;
+	FAILS(pg_open("mysql://x@y/z", 1000, NULL, 0, &pg, err, sizeof(err)), EINVAL);
+	cr_assert(strstr(err, "mysql://x@y/z") && strstr(err, "not a PostgreSQL URL"), "%s", err);
+	cr_assert_null(pg);
+
+	err[0] = '\0';
+	FAILS(pg_open("postgresql://ckptfs:s3cret@/ckptfs?host=/nonexistent-ckptfs&port=5",
+		      1000, NULL, 0, &pg, err, sizeof(err)),
+	      ENOTCONN);
+	cr_assert(strstr(err, "cannot connect"), "%s", err);
+	cr_assert(strstr(err, "postgresql://ckptfs@/ckptfs"), "the URL is named: %s", err);
+	cr_assert_null(strstr(err, "s3cret"), "the password is not shown: %s", err);
+}
+
+Test(lease, two_nodes_renew_and_list)
+{
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
+	OK(lease_register(&a, "node-a", 10000));
+	OK(lease_register(&b, "node-b", 10000));
+	cr_assert_neq(a.node_id, b.node_id);
+	OK(lease_renew(&a));
+	OK(lease_renew(&b));
+	struct lease_node nodes[4];
+	size_t n;
+	OK(lease_list(&a, nodes, 4, &n));
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(nodes[0].name, "node-a");
+	cr_assert_str_eq(nodes[1].state, "live");
+	cr_assert(nodes[1].left_ms > 5000 && nodes[1].left_ms <= 10000, "left %" PRId64,
+		  nodes[1].left_ms);
+	uint64_t ids[4];
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 0, "nobody is past a lease");
+	OK(lease_release(&a));
+	OK(lease_list(&b, nodes, 4, &n));
+	cr_assert_str_eq(nodes[0].state, "gone");
+	FAILS(lease_renew(&a), ESTALE); /* L1: gone stays gone */
+	pg_close(pa);
+	pg_close(pb);
+}
+
+struct tl_fenced {
+	struct lease *l;
+	int rc;
+};
+
+static int tl_fence_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct tl_fenced *f = arg;
+	return f->rc = lease_fence(f->l);
+}
+
+Test(lease, a_lease_that_ran_out_is_fenced_and_swept_once)
+{
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
+	OK(lease_register(&a, "node-a", 300));
+	OK(lease_register(&b, "node-b", 10000));
+	struct tl_fenced f = { &a, 1 };
+	OK(pg_txn(pa, tl_fence_body, &f));
+	cr_assert_eq(f.rc, 0, "a live node passes its fence");
+
+	tl_sleep_ms(500);
+	/* before any sweep: a is fenced off and cannot renew its way back (L1, L2) */
+	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);
+	FAILS(lease_renew(&a), ESTALE);
+	/* a node past its lease cannot sweep others or take a duty either */
+	uint64_t ids[4];
+	size_t n = 9;
+	FAILS(lease_sweep(&a, ids, 4, &n), ESTALE);
+	bool taken = true;
+	FAILS(lease_duty_take(&a, "keep", 1000, &taken), ESTALE);
+	cr_assert(!taken);
+
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 1);
+	cr_assert_eq(ids[0], a.node_id);
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 0, "an expired node is swept once");
+	struct lease_node nodes[4];
+	OK(lease_list(&b, nodes, 4, &n));
+	cr_assert_str_eq(nodes[0].state, "expired");
+	cr_assert_str_eq(nodes[1].state, "live");
+	pg_close(pa);
+	pg_close(pb);
+}
+
+/* L2: node a holds a fenced transaction open past its lease; b's sweep must
+ * wait for it, so a's work lands before a is declared expired. */
+struct tl_slow {
+	struct lease *l;
+	unsigned hold_ms;
+	int64_t end_ns;
+};
+
+static int tl_slow_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct tl_slow *s = arg;
+	int rc = lease_fence(s->l);
+	if (rc)
+		return rc;
+	tl_sleep_ms(s->hold_ms);
+	s->end_ns = ts_now_ns();
+	return 0;
+}
+
+static void *tl_slow_thread(void *arg)
+{
+	struct tl_slow *s = arg;
+	int rc = pg_txn(s->l->pg, tl_slow_body, s);
+	return (void *)(intptr_t)rc;
+}
+
+Test(lease, a_sweep_waits_for_a_fenced_transaction)
+{
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
+	OK(lease_register(&a, "node-a", 400));
+	OK(lease_register(&b, "node-b", 10000));
+	struct tl_slow s = { &a, 1200, 0 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, tl_slow_thread, &s), 0);
+	tl_sleep_ms(700); /* a's lease has run out; its transaction is still open */
+	uint64_t ids[4];
+	size_t n;
+	OK(lease_sweep(&b, ids, 4, &n));
+	int64_t swept_ns = ts_now_ns();
+	void *ret;
+	pthread_join(t, &ret);
+	cr_assert_eq((intptr_t)ret, 0, "a's fenced transaction committed");
+	cr_assert_eq(n, 1);
+	cr_assert(s.end_ns > 0 && swept_ns >= s.end_ns,
+		  "the sweep returned %.0f ms before a's transaction ended",
+		  (double)(s.end_ns - swept_ns) / 1e6);
+	pg_close(pa);
+	pg_close(pb);
+}
+
+Test(lease, a_duty_is_held_by_one_node_at_a_time)
+{
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
+	OK(lease_register(&a, "node-a", 10000));
+	OK(lease_register(&b, "node-b", 10000));
+	bool ta = false, tb = true;
+	OK(lease_duty_take(&a, "keep", 400, &ta));
+	OK(lease_duty_take(&b, "keep", 400, &tb));
+	cr_assert(ta && !tb, "a holds keep, b does not");
+	OK(lease_duty_take(&a, "keep", 400, &ta));
+	cr_assert(ta, "the holder extends its term");
+	OK(lease_duty_take(&b, "reclaim", 400, &tb));
+	cr_assert(tb, "another duty is free");
+	OK(lease_duty_drop(&a, "keep"));
+	OK(lease_duty_take(&b, "keep", 400, &tb));
+	cr_assert(tb, "a dropped duty is taken");
+	tl_sleep_ms(600);
+	OK(lease_duty_take(&a, "keep", 400, &ta));
+	cr_assert(ta, "a term that ran out passes on");
+	OK(lease_duty_take(&b, "keep", 400, &tb));
+	cr_assert(!tb);
+	pg_close(pa);
+	pg_close(pb);
+}
+
+/* ---- the database going away ---- */
+
+/* Transaction i moves the counter from i-1 to i: conditioned on the state it
+ * changes, as pg.h P2 asks of a body, so a COMMIT whose answer was lost and
+ * is run again adds nothing. */
+static const struct pg_stmt tl_count_stmts[] = {
+	{ "tl_bump", "UPDATE tl_count SET n = n + 1, last = $1::bigint WHERE last < $1::bigint", 1 },
+	{ "tl_read", "SELECT n, last FROM tl_count", 0 },
+};
+
+struct tl_stream {
+	struct pg *pg;
+	int total;
+	int done;
+	int rc;
+};
+
+struct tl_bump {
+	int i;
+};
+
+static int tl_bump_body(struct pg *pg, void *arg)
+{
+	char v[16];
+	snprintf(v, sizeof(v), "%d", ((struct tl_bump *)arg)->i);
+	const char *params[] = { v };
+	return pg_exec(pg, 0, params, NULL);
+}
+
+static void *tl_stream_thread(void *arg)
+{
+	struct tl_stream *s = arg;
+	for (int i = 1; i <= s->total; i++) {
+		struct tl_bump b = { i };
+		s->rc = pg_txn(s->pg, tl_bump_body, &b);
+		if (s->rc)
+			break;
+		__atomic_store_n(&s->done, i, __ATOMIC_RELEASE);
+		tl_sleep_ms(5);
+	}
+	return NULL;
+}
+
+static int tl_read_body(struct pg *pg, void *arg)
+{
+	PGresult *res;
+	int rc = pg_exec(pg, 1, NULL, &res);
+	if (rc == 0) {
+		int64_t *out = arg;
+		out[0] = pg_int(res, 0, 0);
+		out[1] = pg_int(res, 0, 1);
+		PQclear(res);
+	}
+	return rc;
+}
+
+static struct pg *tl_counter(unsigned timeout_ms)
+{
+	char err[512] = "";
+	struct pg *pg = NULL;
+	int rc = pg_open(tl_url, timeout_ms, tl_count_stmts, 2, &pg, err, sizeof(err));
+	cr_assert_eq(rc, 0, "pg_open: %s", err);
+	OK(pg_exec_plain(pg, "CREATE TABLE tl_count(n bigint, last bigint);"
+			     "INSERT INTO tl_count VALUES (0, 0)"));
+	return pg;
+}
+
+static void tl_wait_done(struct tl_stream *s, int at_least)
+{
+	for (int i = 0; i < 2000 && __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) < at_least; i++)
+		tl_sleep_ms(5);
+}
+
+static void tl_stream_check(struct tl_stream *s)
+{
+	cr_assert_eq(s->rc, 0, "transaction %d failed: %d (%s)", s->done + 1, s->rc,
+		     strerror(-s->rc));
+	cr_assert_eq(s->done, s->total);
+	int64_t v[2];
+	OK(pg_txn(s->pg, tl_read_body, v));
+	cr_assert_eq(v[0], s->total, "counter %" PRId64 " after %d transactions", v[0], s->total);
+	cr_assert_eq(v[1], s->total);
+}
+
+Test(lease, transactions_ride_out_a_server_restart)
+{
+	struct tl_stream s = { tl_counter(10000), 120, 0, 0 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, tl_stream_thread, &s), 0);
+	tl_wait_done(&s, 20);
+	tl_server("restart");
+	tl_wait_done(&s, 60);
+	tl_server("kill"); /* as a crash: no shutdown message to the client */
+	tl_sleep_ms(700);
+	tl_server("resume");
+	pthread_join(t, NULL);
+	tl_stream_check(&s);
+	struct pg_stats st;
+	pg_get_stats(s.pg, &st);
+	cr_assert(st.reconnects >= 2, "reconnected %" PRIu64 " times", st.reconnects);
+	pg_close(s.pg);
+}
+
+static int tl_noop_body(struct pg *pg, void *arg)
+{
+	(void)arg;
+	return pg_exec(pg, 1, NULL, NULL);
+}
+
+Test(lease, a_server_away_past_the_timeout_fails_the_call)
+{
+	struct pg *pg = tl_counter(800);
+	tl_server("kill");
+	int64_t t0 = ts_now_ns();
+	FAILS(pg_txn(pg, tl_noop_body, NULL), ENOTCONN);
+	double ms = (double)(ts_now_ns() - t0) / 1e6;
+	cr_assert(ms >= 700 && ms < 10000, "gave up after %.0f ms (timeout 800 ms)", ms);
+	tl_server("resume");
+	OK(pg_txn(pg, tl_noop_body, NULL)); /* and comes back once it is there */
+	pg_close(pg);
+}

@@ -97,9 +97,18 @@ static int pg_connect_once(struct pg *pg, char *err, size_t err_size)
 {
 	if (pg->conn)
 		PQfinish(pg->conn);
-	/* connect_timeout first, so that one given in the URL wins */
-	const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
-	const char *vals[] = { "5", "ckptfs", pg->url, NULL };
+	/* A database behind a cut link must fail a call, not hang it: TCP gives
+	 * up on unacknowledged data after timeout_ms (tcp_user_timeout) and on a
+	 * silent peer after the keepalive probes. These come before dbname, so
+	 * that values given in the URL win. */
+	char connect_s[16], user_ms[16];
+	unsigned secs = pg->timeout_ms / 1000;
+	snprintf(connect_s, sizeof(connect_s), "%u", secs < 2 ? 2 : secs > 5 ? 5 : secs);
+	snprintf(user_ms, sizeof(user_ms), "%u", pg->timeout_ms < 1000 ? 1000 : pg->timeout_ms);
+	const char *keys[] = { "connect_timeout", "tcp_user_timeout", "keepalives",
+			       "keepalives_idle", "keepalives_interval", "keepalives_count",
+			       "application_name", "dbname", NULL };
+	const char *vals[] = { connect_s, user_ms, "1", "2", "1", "3", "ckptfs", pg->url, NULL };
 	pg->conn = PQconnectdbParams(keys, vals, 1);
 	if (!pg->conn || PQstatus(pg->conn) != CONNECTION_OK) {
 		char why[256];

@@ -12,6 +12,11 @@
 #   pgserver.sh resume DIR              start again after kill
 #   pgserver.sh url DIR                 print the URL again
 #
+# With PG_NETNS_KEY=KEY and PG_ADDR=IP in the environment of start (a namespace
+# made by tests/pg/netns.sh up KEY, and its address), the server runs in that
+# namespace and listens on IP as well: the URL printed is then a TCP one, and
+# the socket in DIR stays usable from here for the other "nodes".
+#
 # As root, the server runs as the postgres user (initdb refuses root). The
 # database is "ckptfs", owned by role "ckptfs", with trust authentication on
 # the private socket only.
@@ -29,12 +34,29 @@ as_owner() {
 	fi
 }
 
-pg_start() { # DIR
-	as_owner "$PGBIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t 30 \
-		-o "-p $PORT -k $1 -c listen_addresses='' -c fsync=off -c full_page_writes=off" start >/dev/null
+net_env() { # DIR: PG_NETNS_KEY and PG_ADDR as start saved them
+	NETNS_KEY="" ADDR=""
+	[ -f "$1/net.env" ] && read -r NETNS_KEY ADDR <"$1/net.env"
+	return 0
 }
 
-url() { echo "postgresql://ckptfs@/ckptfs?host=$1&port=$PORT"; }
+pg_start() { # DIR
+	net_env "$1"
+	local in_ns=()
+	[ -n "$NETNS_KEY" ] && in_ns=("$(dirname "$0")/netns.sh" exec "$NETNS_KEY")
+	"${in_ns[@]}" $( [ "$(id -u)" -eq 0 ] && echo runuser -u postgres -- ) \
+		"$PGBIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t 30 \
+		-o "-p $PORT -k $1 -c listen_addresses='$ADDR' -c fsync=off -c full_page_writes=off" start >/dev/null
+}
+
+url() {
+	net_env "$1"
+	if [ -n "$ADDR" ]; then
+		echo "postgresql://ckptfs@$ADDR:$PORT/ckptfs"
+	else
+		echo "postgresql://ckptfs@/ckptfs?host=$1&port=$PORT"
+	fi
+}
 
 cmd=${1:-} dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: pgserver.sh start|stop|restart|kill|resume|url DIR [OWNER_PID]" >&2; exit 2; }
@@ -45,6 +67,10 @@ start)
 	chmod 0700 "$dir"
 	as_owner "$PGBIN/initdb" -D "$dir/data" -A trust -U ckptfs --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
+	if [ -n "${PG_NETNS_KEY:-}" ]; then
+		echo "$PG_NETNS_KEY ${PG_ADDR:?PG_ADDR with PG_NETNS_KEY}" >"$dir/net.env"
+		echo "host all all 0.0.0.0/0 trust" >>"$dir/data/pg_hba.conf"
+	fi
 	pg_start "$dir"
 	as_owner "$PGBIN/psql" -h "$dir" -p $PORT -U ckptfs -d postgres -qAt -c "CREATE DATABASE ckptfs" >/dev/null
 	if [ -n "${3:-}" ]; then

@@ -10,7 +10,11 @@
  * lease: two nodes renew; a lease that runs out cannot be renewed, fences its
  * node's transactions and is swept once by the other node; a sweep waits for
  * a fenced transaction in flight (L2); a duty is held by one node at a time
- * and passes on when its term runs out (L3). */
+ * and passes on when its term runs out (L3). A node whose link to the
+ * database is cut (the server in its own network namespace, reached over a
+ * veth pair, tests/pg/netns.sh) fails its calls within the timeout instead
+ * of hanging, is swept by the other node, and cannot renew once the link
+ * is back (L1). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -364,4 +368,88 @@ Test(lease, a_server_away_past_the_timeout_fails_the_call)
 	tl_server("resume");
 	OK(pg_txn(pg, tl_noop_body, NULL)); /* and comes back once it is there */
 	pg_close(pg);
+}
+
+/* ---- a partition: the database on another host, the link cut ---- */
+
+static int tn_key;
+static char tn_ns_ip[32];
+
+static void tn_netns(const char *verb)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "tests/pg/netns.sh %s %d", verb, tn_key);
+	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+}
+
+static void tn_start(void)
+{
+	tn_key = (int)(getpid() % 32768);
+	char cmd[512], line[128] = "";
+	snprintf(cmd, sizeof(cmd), "tests/pg/netns.sh up %d %d", tn_key, (int)getpid());
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	cr_assert_not_null(fgets(line, sizeof(line), p), "netns.sh up printed nothing");
+	cr_assert_eq(pclose(p), 0, "%s failed (needs root and iproute2)", cmd);
+	cr_assert_eq(sscanf(line, "%*s %31s", tn_ns_ip), 1);
+	snprintf(tl_dir, sizeof(tl_dir), "/tmp/ckptfs-pgnet-%d-%ld", (int)getpid(), (long)time(NULL));
+	snprintf(cmd, sizeof(cmd), "PG_NETNS_KEY=%d PG_ADDR=%s tests/pg/pgserver.sh start %s %d",
+		 tn_key, tn_ns_ip, tl_dir, (int)getpid());
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	cr_assert_not_null(fgets(tl_url, sizeof(tl_url), p), "pgserver.sh start printed no URL");
+	cr_assert_eq(pclose(p), 0, "%s failed", cmd);
+	tl_url[strcspn(tl_url, "\n")] = '\0';
+}
+
+static void tn_stop(void)
+{
+	tl_server("stop");
+	tn_netns("down");
+}
+
+TestSuite(lease_net, .init = tn_start, .fini = tn_stop, .timeout = 90);
+
+Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
+{
+	/* a: over TCP across the veth pair; b: the server's local socket */
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 1500);
+	char local[256];
+	snprintf(local, sizeof(local), "postgresql://ckptfs@/ckptfs?host=%s&port=5432", tl_dir);
+	char err[512] = "";
+	struct pg *pb = NULL;
+	int rc = pg_open(local, 5000, lease_stmts, lease_nstmts, &pb, err, sizeof(err));
+	cr_assert_eq(rc, 0, "pg_open %s: %s", local, err);
+	memset(&b, 0, sizeof(b));
+	b.pg = pb;
+	cr_assert(strstr(pg_name(pa), tn_ns_ip), "a reaches the server over TCP: %s", pg_name(pa));
+
+	OK(lease_register(&a, "node-a", 1000));
+	OK(lease_register(&b, "node-b", 30000));
+	OK(lease_renew(&a));
+
+	tn_netns("cut");
+	int64_t t0 = ts_now_ns();
+	rc = lease_renew(&a);
+	double ms = (double)(ts_now_ns() - t0) / 1e6;
+	cr_assert_eq(rc, -ENOTCONN, "a renewal across a cut link: %d", rc);
+	cr_assert(ms < 20000, "the call hung %.0f ms on a cut link", ms);
+
+	uint64_t ids[4];
+	size_t n = 0;
+	for (int i = 0; i < 50 && n == 0; i++) {
+		OK(lease_sweep(&b, ids, 4, &n));
+		if (n == 0)
+			tl_sleep_ms(100);
+	}
+	cr_assert_eq(n, 1, "b swept a once its lease ran out");
+	cr_assert_eq(ids[0], a.node_id);
+
+	tn_netns("heal");
+	FAILS(lease_renew(&a), ESTALE); /* L1: back on the network, still out */
+	struct tl_fenced f = { &a, 1 };
+	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);
+	pg_close(pa);
+	pg_close(pb);
 }

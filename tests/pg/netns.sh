@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# netns.sh — a second host on this machine for the tests: a network namespace
+# joined to this one by a veth pair, so that a server in it is really remote
+# (TCP over a link that can be cut) while all traffic stays on this machine.
+#
+#   netns.sh up KEY [OWNER_PID]   make namespace ckns-KEY and the pair ckh-KEY (here) /
+#                                 ckn-KEY (there); print "HOST_IP NS_IP". KEY is a
+#                                 number below 32768 (a test passes its PID): it picks
+#                                 a private /30 in 10.200.0.0/15. With OWNER_PID, a
+#                                 watchdog removes both once that process is gone.
+#   netns.sh down KEY             remove them (the namespace's processes must be gone)
+#   netns.sh cut KEY | heal KEY   take the link down / up (a partition: packets vanish,
+#                                 no reset, as when a switch or a cable fails)
+#   netns.sh exec KEY CMD...      run CMD in the namespace
+# Needs root (ip netns, from iproute2).
+set -euo pipefail
+
+cmd=${1:-} key=${2:-}
+[ -n "$cmd" ] && [[ "$key" =~ ^[0-9]+$ ]] && [ "$key" -lt 32768 ] ||
+	{ echo "usage: netns.sh up|down|cut|heal|exec KEY (a number below 32768) ..." >&2; exit 2; }
+ns=ckns-$key here=ckh-$key there=ckn-$key
+net="10.$((200 + (key >> 14))).$(((key >> 6) & 255))"
+last=$(((key & 63) * 4))
+host_ip=$net.$((last + 1)) ns_ip=$net.$((last + 2))
+
+case "$cmd" in
+up)
+	ip netns add "$ns"
+	ip link add "$here" type veth peer name "$there"
+	ip link set "$there" netns "$ns"
+	ip addr add "$host_ip/30" dev "$here"
+	ip link set "$here" up
+	ip netns exec "$ns" ip addr add "$ns_ip/30" dev "$there"
+	ip netns exec "$ns" ip link set "$there" up
+	ip netns exec "$ns" ip link set lo up
+	if [ -n "${3:-}" ]; then
+		owner=$3
+		( trap '' HUP INT TERM
+		  while kill -0 "$owner" 2>/dev/null && ip netns list | grep -qw "$ns"; do sleep 0.5; done
+		  ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+		  ip link del "$here" 2>/dev/null || true
+		  ip netns del "$ns" 2>/dev/null || true ) </dev/null >/dev/null 2>&1 &
+		disown
+	fi
+	echo "$host_ip $ns_ip"
+	;;
+down)
+	ip link del "$here" 2>/dev/null || true
+	ip netns del "$ns" 2>/dev/null || true
+	;;
+cut) ip netns exec "$ns" ip link set "$there" down ;; # packets vanish here: no route elsewhere
+heal) ip netns exec "$ns" ip link set "$there" up ;;
+exec)
+	shift 2
+	exec ip netns exec "$ns" "$@"
+	;;
+*) echo "netns.sh: unknown command $cmd" >&2; exit 2 ;;
+esac

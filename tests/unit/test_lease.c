@@ -29,43 +29,17 @@
 
 #include "lease.h"
 #include "pg.h"
+#include "pgtest.h"
 #include "support.h"
 
-static char tl_dir[64];  /* the server's directory */
-static char tl_url[256];
-
-static void tl_server(const char *verb)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "tests/pg/pgserver.sh %s %s", verb, tl_dir);
-	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
-}
-
-static void tl_start(void)
-{
-	snprintf(tl_dir, sizeof(tl_dir), "/tmp/ckptfs-pg-%d-%ld", (int)getpid(), (long)time(NULL));
-	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "tests/pg/pgserver.sh start %s %d", tl_dir, (int)getpid());
-	FILE *p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	cr_assert_not_null(fgets(tl_url, sizeof(tl_url), p), "pgserver.sh start printed no URL");
-	cr_assert_eq(pclose(p), 0, "%s failed", cmd);
-	tl_url[strcspn(tl_url, "\n")] = '\0';
-}
-
-static void tl_stop(void)
-{
-	tl_server("stop");
-}
-
-TestSuite(lease, .init = tl_start, .fini = tl_stop, .timeout = 60);
+TestSuite(lease, .init = pt_start, .fini = pt_stop, .timeout = 60);
 
 /* A pg with the lease statements and schema, and a lease on it. */
 static struct pg *tl_open(struct lease *l, unsigned timeout_ms)
 {
 	char err[512] = "";
 	struct pg *pg = NULL;
-	int rc = pg_open(tl_url, timeout_ms, lease_stmts, lease_nstmts, &pg, err, sizeof(err));
+	int rc = pg_open(pt_url, timeout_ms, lease_stmts, lease_nstmts, &pg, err, sizeof(err));
 	cr_assert_eq(rc, 0, "pg_open: %d %s", rc, err);
 	OK(lease_schema(pg));
 	memset(l, 0, sizeof(*l));
@@ -308,7 +282,7 @@ static struct pg *tl_counter(unsigned timeout_ms)
 {
 	char err[512] = "";
 	struct pg *pg = NULL;
-	int rc = pg_open(tl_url, timeout_ms, tl_count_stmts, 2, &pg, err, sizeof(err));
+	int rc = pg_open(pt_url, timeout_ms, tl_count_stmts, 2, &pg, err, sizeof(err));
 	cr_assert_eq(rc, 0, "pg_open: %s", err);
 	OK(pg_exec_plain(pg, "CREATE TABLE tl_count(n bigint, last bigint);"
 			     "INSERT INTO tl_count VALUES (0, 0)"));
@@ -338,11 +312,11 @@ Test(lease, transactions_ride_out_a_server_restart)
 	pthread_t t;
 	cr_assert_eq(pthread_create(&t, NULL, tl_stream_thread, &s), 0);
 	tl_wait_done(&s, 20);
-	tl_server("restart");
+	pt_server("restart");
 	tl_wait_done(&s, 60);
-	tl_server("kill"); /* as a crash: no shutdown message to the client */
+	pt_server("kill"); /* as a crash: no shutdown message to the client */
 	tl_sleep_ms(700);
-	tl_server("resume");
+	pt_server("resume");
 	pthread_join(t, NULL);
 	tl_stream_check(&s);
 	struct pg_stats st;
@@ -360,55 +334,19 @@ static int tl_noop_body(struct pg *pg, void *arg)
 Test(lease, a_server_away_past_the_timeout_fails_the_call)
 {
 	struct pg *pg = tl_counter(800);
-	tl_server("kill");
+	pt_server("kill");
 	int64_t t0 = ts_now_ns();
 	FAILS(pg_txn(pg, tl_noop_body, NULL), ENOTCONN);
 	double ms = (double)(ts_now_ns() - t0) / 1e6;
 	cr_assert(ms >= 700 && ms < 10000, "gave up after %.0f ms (timeout 800 ms)", ms);
-	tl_server("resume");
+	pt_server("resume");
 	OK(pg_txn(pg, tl_noop_body, NULL)); /* and comes back once it is there */
 	pg_close(pg);
 }
 
 /* ---- a partition: the database on another host, the link cut ---- */
 
-static int tn_key;
-static char tn_ns_ip[32];
-
-static void tn_netns(const char *verb)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "tests/pg/netns.sh %s %d", verb, tn_key);
-	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
-}
-
-static void tn_start(void)
-{
-	tn_key = (int)(getpid() % 32768);
-	char cmd[512], line[128] = "";
-	snprintf(cmd, sizeof(cmd), "tests/pg/netns.sh up %d %d", tn_key, (int)getpid());
-	FILE *p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	cr_assert_not_null(fgets(line, sizeof(line), p), "netns.sh up printed nothing");
-	cr_assert_eq(pclose(p), 0, "%s failed (needs root and iproute2)", cmd);
-	cr_assert_eq(sscanf(line, "%*s %31s", tn_ns_ip), 1);
-	snprintf(tl_dir, sizeof(tl_dir), "/tmp/ckptfs-pgnet-%d-%ld", (int)getpid(), (long)time(NULL));
-	snprintf(cmd, sizeof(cmd), "PG_NETNS_KEY=%d PG_ADDR=%s tests/pg/pgserver.sh start %s %d",
-		 tn_key, tn_ns_ip, tl_dir, (int)getpid());
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	cr_assert_not_null(fgets(tl_url, sizeof(tl_url), p), "pgserver.sh start printed no URL");
-	cr_assert_eq(pclose(p), 0, "%s failed", cmd);
-	tl_url[strcspn(tl_url, "\n")] = '\0';
-}
-
-static void tn_stop(void)
-{
-	tl_server("stop");
-	tn_netns("down");
-}
-
-TestSuite(lease_net, .init = tn_start, .fini = tn_stop, .timeout = 90);
+TestSuite(lease_net, .init = pt_net_start, .fini = pt_net_stop, .timeout = 90);
 
 Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
 {
@@ -416,20 +354,20 @@ Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
 	struct lease a, b;
 	struct pg *pa = tl_open(&a, 1500);
 	char local[256];
-	snprintf(local, sizeof(local), "postgresql://ckptfs@/ckptfs?host=%s&port=5432", tl_dir);
+	pt_local_url(local, sizeof(local));
 	char err[512] = "";
 	struct pg *pb = NULL;
 	int rc = pg_open(local, 5000, lease_stmts, lease_nstmts, &pb, err, sizeof(err));
 	cr_assert_eq(rc, 0, "pg_open %s: %s", local, err);
 	memset(&b, 0, sizeof(b));
 	b.pg = pb;
-	cr_assert(strstr(pg_name(pa), tn_ns_ip), "a reaches the server over TCP: %s", pg_name(pa));
+	cr_assert(strstr(pg_name(pa), pt_ns_ip), "a reaches the server over TCP: %s", pg_name(pa));
 
 	OK(lease_register(&a, "node-a", 1000));
 	OK(lease_register(&b, "node-b", 30000));
 	OK(lease_renew(&a));
 
-	tn_netns("cut");
+	pt_netns("cut");
 	int64_t t0 = ts_now_ns();
 	rc = lease_renew(&a);
 	double ms = (double)(ts_now_ns() - t0) / 1e6;
@@ -446,7 +384,7 @@ Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
 	cr_assert_eq(n, 1, "b swept a once its lease ran out");
 	cr_assert_eq(ids[0], a.node_id);
 
-	tn_netns("heal");
+	pt_netns("heal");
 	FAILS(lease_renew(&a), ESTALE); /* L1: back on the network, still out */
 	struct tl_fenced f = { &a, 1 };
 	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);

@@ -1,0 +1,881 @@
+/* pgns — the shared namespace in PostgreSQL; see pgns.h (N1-N5). */
+#define _GNU_SOURCE
+#include "pgns.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "log.h"
+
+enum {
+	NS_GETATTR,
+	NS_LOOKUP,
+	NS_PARENT_LOCK,
+	NS_INODE_INSERT,
+	NS_DIRENT_INSERT,
+	NS_PARENT_TOUCH,
+	NS_DIRENT_GET,
+	NS_DIRENT_DELETE,
+	NS_NLINK_DROP,
+	NS_READDIR,
+	NS_PARENT_OF,
+	NS_CHUNKS_INSERT,
+	NS_REFS_ADD,
+	NS_REFS_DROP,
+	NS_EXTENTS_DELETE,
+	NS_EXTENTS_INSERT,
+	NS_FILE_SET,
+	NS_EXTENTS,
+	NS_UPLOADED,
+	NS_INODE_DELETE,
+	NS_RECLAIM_BEGIN,
+	NS_RECLAIM_END,
+	NS_CHUNK_GET,
+	NS_CHECK_REFS,
+	NS_CHECK_LIVE,
+	NS_COUNT
+};
+
+#define NS_ATTR_COLS "i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns"
+
+const struct pg_stmt pgns_stmts[] = {
+	[NS_GETATTR] = { "ns_getattr", "SELECT " NS_ATTR_COLS " FROM ns_inodes i WHERE i.ino = $1", 1 },
+	[NS_LOOKUP] = { "ns_lookup",
+			"SELECT " NS_ATTR_COLS " FROM ns_dirents d JOIN ns_inodes i ON i.ino = d.ino"
+			" WHERE d.parent = $1 AND d.name = $2",
+			2 },
+	/* a change of a directory's entries locks the directory's row first, so
+	 * creates and removals in one directory are serialized across nodes */
+	[NS_PARENT_LOCK] = { "ns_parent_lock", "SELECT mode FROM ns_inodes WHERE ino = $1 FOR UPDATE", 1 },
+	[NS_INODE_INSERT] = { "ns_inode_insert",
+			      "INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
+			      " mtime_ns, ctime_ns, target) VALUES (nextval('ns_ino_seq'), $1, $2, $3,"
+			      " $4, $5, $6, $7, $7, $7, $8) RETURNING ino",
+			      8 },
+	[NS_DIRENT_INSERT] = { "ns_dirent_insert",
+			       "INSERT INTO ns_dirents(parent, name, ino) VALUES ($1, $2, $3)", 3 },
+	[NS_PARENT_TOUCH] = { "ns_parent_touch",
+			      "UPDATE ns_inodes SET mtime_ns = $2, ctime_ns = $2, nlink = nlink + $3"
+			      " WHERE ino = $1",
+			      3 },
+	[NS_DIRENT_GET] = { "ns_dirent_get",
+			    "SELECT d.id, d.ino, i.mode FROM ns_dirents d JOIN ns_inodes i ON i.ino = d.ino"
+			    " WHERE d.parent = $1 AND d.name = $2",
+			    2 },
+	[NS_DIRENT_DELETE] = { "ns_dirent_delete", "DELETE FROM ns_dirents WHERE id = $1", 1 },
+	[NS_NLINK_DROP] = { "ns_nlink_drop",
+			    "UPDATE ns_inodes SET nlink = nlink - 1, ctime_ns = $2 WHERE ino = $1", 2 },
+	[NS_READDIR] = { "ns_readdir",
+			 "SELECT d.id, d.name, " NS_ATTR_COLS " FROM ns_dirents d JOIN ns_inodes i"
+			 " ON i.ino = d.ino WHERE d.parent = $1 AND d.id > $2 ORDER BY d.id LIMIT 256",
+			 2 },
+	[NS_PARENT_OF] = { "ns_parent_of", "SELECT parent FROM ns_dirents WHERE ino = $1 LIMIT 1", 1 },
+	/* N3: a row that exists (live or reclaiming) is left as it is */
+	[NS_CHUNKS_INSERT] = { "ns_chunks_insert",
+			       "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, holder)"
+			       " SELECT decode(h, 'hex'), p, c, s, 0, $5 FROM unnest($1::text[],"
+			       " $2::bigint[], $3::int[], $4::bigint[]) AS t(h, p, c, s)"
+			       " ON CONFLICT (hash) DO NOTHING",
+			       5 },
+	/* N1: one statement adds every reference of a commit; a reclaiming
+	 * chunk is not matched, and the caller sees the count fall short (N3) */
+	[NS_REFS_ADD] = { "ns_refs_add",
+			  "UPDATE ns_chunks c SET refcount = c.refcount + g.n FROM (SELECT"
+			  " decode(h, 'hex') AS hash, count(*) AS n FROM unnest($1::text[]) AS t(h)"
+			  " GROUP BY h) g WHERE c.hash = g.hash AND c.state = 'live'",
+			  1 },
+	[NS_REFS_DROP] = { "ns_refs_drop",
+			   "UPDATE ns_chunks c SET refcount = c.refcount - g.n FROM (SELECT hash,"
+			   " count(*) AS n FROM ns_extents WHERE ino = $1 GROUP BY hash) g"
+			   " WHERE c.hash = g.hash",
+			   1 },
+	[NS_EXTENTS_DELETE] = { "ns_extents_delete", "DELETE FROM ns_extents WHERE ino = $1", 1 },
+	[NS_EXTENTS_INSERT] = { "ns_extents_insert",
+				"INSERT INTO ns_extents(ino, off, len, hash, chunk_off) SELECT $1, o, l,"
+				" decode(h, 'hex'), co FROM unnest($2::bigint[], $3::bigint[], $4::text[],"
+				" $5::bigint[]) AS t(o, l, h, co)",
+				5 },
+	[NS_FILE_SET] = { "ns_file_set",
+			  "UPDATE ns_inodes SET size = $2, mtime_ns = $3, ctime_ns = $4"
+			  " WHERE ino = $1 AND mode & 61440 = 32768",
+			  4 },
+	[NS_EXTENTS] = { "ns_extents",
+			 "SELECT e.off, e.len, e.chunk_off, c.plain_len, encode(e.hash, 'hex')"
+			 " FROM ns_extents e JOIN ns_chunks c ON c.hash = e.hash"
+			 " WHERE e.ino = $1 AND e.off + e.len > $2 ORDER BY e.off LIMIT $3",
+			 3 },
+	[NS_UPLOADED] = { "ns_uploaded",
+			  "UPDATE ns_chunks SET uploaded = true WHERE hash = decode($1, 'hex')", 1 },
+	[NS_INODE_DELETE] = { "ns_inode_delete",
+			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 RETURNING ino", 1 },
+	/* the outer WHERE is re-checked on a row a concurrent commit changed
+	 * (READ COMMITTED), so a chunk that just got a reference is skipped */
+	[NS_RECLAIM_BEGIN] = { "ns_reclaim_begin",
+			       "UPDATE ns_chunks SET state = 'reclaiming', reclaimer = $1"
+			       " WHERE refcount = 0 AND hash IN (SELECT c.hash FROM ns_chunks c WHERE"
+			       " c.refcount = 0 AND (c.state = 'live' OR c.reclaimer = $1 OR NOT EXISTS"
+			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))"
+			       " LIMIT $2) RETURNING encode(hash, 'hex'), uploaded",
+			       2 },
+	[NS_RECLAIM_END] = { "ns_reclaim_end",
+			     "DELETE FROM ns_chunks WHERE hash IN (SELECT decode(h, 'hex') FROM"
+			     " unnest($1::text[]) AS t(h)) AND state = 'reclaiming' AND refcount = 0",
+			     1 },
+	[NS_CHUNK_GET] = { "ns_chunk_get",
+			   "SELECT refcount, uploaded, COALESCE(holder, 0), state FROM ns_chunks"
+			   " WHERE hash = decode($1, 'hex')",
+			   1 },
+	[NS_CHECK_REFS] = { "ns_check_refs",
+			    "SELECT encode(c.hash, 'hex'), c.refcount, COALESCE(r.n, 0) FROM ns_chunks c"
+			    " LEFT JOIN (SELECT hash, count(*) AS n FROM ns_extents GROUP BY hash) r"
+			    " ON r.hash = c.hash WHERE c.refcount <> COALESCE(r.n, 0)",
+			    0 },
+	[NS_CHECK_LIVE] = { "ns_check_live",
+			    "SELECT e.ino, e.off FROM ns_extents e LEFT JOIN ns_chunks c ON c.hash = e.hash"
+			    " WHERE c.hash IS NULL OR c.state <> 'live'",
+			    0 },
+};
+const size_t pgns_nstmts = NS_COUNT;
+
+const struct pg_stmt *pgns_stmts_all(size_t *n)
+{
+	static struct pg_stmt all[64];
+	static size_t count;
+	if (count == 0) {
+		_Static_assert(NS_COUNT + 16 <= 64, "pgns_stmts_all: make all[] larger");
+		assert(lease_nstmts + pgns_nstmts <= 64);
+		memcpy(all, lease_stmts, lease_nstmts * sizeof(*all));
+		memcpy(all + lease_nstmts, pgns_stmts, pgns_nstmts * sizeof(*all));
+		count = lease_nstmts + pgns_nstmts;
+	}
+	*n = count;
+	return all;
+}
+
+static const char pgns_schema_sql[] =
+	"CREATE SEQUENCE IF NOT EXISTS ns_ino_seq START 2;"
+	"CREATE TABLE IF NOT EXISTS ns_inodes(ino BIGINT PRIMARY KEY, mode BIGINT NOT NULL,"
+	" uid BIGINT NOT NULL, gid BIGINT NOT NULL, nlink BIGINT NOT NULL,"
+	" size BIGINT NOT NULL DEFAULT 0, rdev BIGINT NOT NULL DEFAULT 0,"
+	" atime_ns BIGINT NOT NULL, mtime_ns BIGINT NOT NULL, ctime_ns BIGINT NOT NULL, target TEXT);"
+	"CREATE TABLE IF NOT EXISTS ns_dirents(id BIGSERIAL PRIMARY KEY, parent BIGINT NOT NULL,"
+	" name TEXT NOT NULL, ino BIGINT NOT NULL, UNIQUE (parent, name));"
+	"CREATE INDEX IF NOT EXISTS ns_dirents_by_parent ON ns_dirents(parent, id);"
+	"CREATE INDEX IF NOT EXISTS ns_dirents_by_ino ON ns_dirents(ino);"
+	"CREATE TABLE IF NOT EXISTS ns_chunks(hash BYTEA PRIMARY KEY, plain_len BIGINT NOT NULL,"
+	" codec INT NOT NULL, stored_len BIGINT NOT NULL, refcount BIGINT NOT NULL,"
+	" uploaded BOOLEAN NOT NULL DEFAULT false, holder BIGINT,"
+	" state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'reclaiming')),"
+	" reclaimer BIGINT);"
+	"CREATE INDEX IF NOT EXISTS ns_chunks_unreferenced ON ns_chunks(hash) WHERE refcount = 0;"
+	"CREATE TABLE IF NOT EXISTS ns_extents(ino BIGINT NOT NULL, off BIGINT NOT NULL,"
+	" len BIGINT NOT NULL, hash BYTEA NOT NULL, chunk_off BIGINT NOT NULL,"
+	" PRIMARY KEY (ino, off));"
+	"CREATE INDEX IF NOT EXISTS ns_extents_by_hash ON ns_extents(hash);";
+
+static int64_t pgns_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid)
+{
+	int rc = pg_exec_plain(pg, pgns_schema_sql);
+	if (rc == -EEXIST) /* another node made the same table at the same moment */
+		rc = pg_exec_plain(pg, pgns_schema_sql);
+	if (rc)
+		return rc;
+	char root[512];
+	int64_t now = pgns_now_ns();
+	snprintf(root, sizeof(root),
+		 "INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, atime_ns, mtime_ns, ctime_ns)"
+		 " VALUES (1, %u, %u, %u, 2, %" PRId64 ", %" PRId64 ", %" PRId64 ")"
+		 " ON CONFLICT (ino) DO NOTHING",
+		 (unsigned)(S_IFDIR | 0755), root_uid, root_gid, now, now, now);
+	return pg_exec_plain(pg, root);
+}
+
+/* ---- text parameters ---- */
+
+struct pgns_buf {
+	char *s;
+	size_t len, cap;
+	bool failed;
+};
+
+static void pgns_put(struct pgns_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void pgns_put(struct pgns_buf *b, const char *fmt, ...)
+{
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = true;
+			return;
+		}
+		if (b->s && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+		char *s = realloc(b->s, cap);
+		if (!s) {
+			b->failed = true;
+			return;
+		}
+		b->s = s;
+		b->cap = cap;
+	}
+}
+
+static void pgns_put_hex(struct pgns_buf *b, const uint8_t hash[CAT_HASH_LEN])
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	for (size_t i = 0; i < CAT_HASH_LEN; i++)
+		sprintf(hex + 2 * i, "%02x", hash[i]);
+	pgns_put(b, "%s", hex);
+}
+
+static int pgns_unhex(const char *hex, uint8_t out[CAT_HASH_LEN])
+{
+	if (strlen(hex) != 2 * CAT_HASH_LEN)
+		return -EIO;
+	for (size_t i = 0; i < CAT_HASH_LEN; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EIO;
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+static void pgns_buf_free(struct pgns_buf *b)
+{
+	free(b->s);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ---- reading rows ---- */
+
+static void pgns_attr(const PGresult *res, int r, int c0, struct cat_inode *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->ino = (uint64_t)pg_int(res, r, c0);
+	out->mode = (uint32_t)pg_int(res, r, c0 + 1);
+	out->uid = (uint32_t)pg_int(res, r, c0 + 2);
+	out->gid = (uint32_t)pg_int(res, r, c0 + 3);
+	out->nlink = (uint32_t)pg_int(res, r, c0 + 4);
+	out->size = (uint64_t)pg_int(res, r, c0 + 5);
+	out->rdev = (uint64_t)pg_int(res, r, c0 + 6);
+	out->atime_ns = pg_int(res, r, c0 + 7);
+	out->mtime_ns = pg_int(res, r, c0 + 8);
+	out->ctime_ns = pg_int(res, r, c0 + 9);
+}
+
+static int pgns_exec(struct pgns *ns, int stmt, const char *const *params, PGresult **res)
+{
+	return pg_exec(ns->pg, ns->first + (size_t)stmt, params, res);
+}
+
+#define PGNS_U64(buf, v) (snprintf((buf), sizeof(buf), "%" PRIu64, (uint64_t)(v)), (buf))
+#define PGNS_I64(buf, v) (snprintf((buf), sizeof(buf), "%" PRId64, (int64_t)(v)), (buf))
+
+/* ---- lookups (no fence: reading changes nothing) ---- */
+
+struct pgns_attr_call {
+	struct pgns *ns;
+	uint64_t ino;
+	const char *name;
+	struct cat_inode *out;
+};
+
+static int pgns_getattr_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_attr_call *c = arg;
+	char ino[24];
+	PGresult *res;
+	int rc;
+	if (c->name) {
+		const char *params[] = { PGNS_U64(ino, c->ino), c->name };
+		rc = pgns_exec(c->ns, NS_LOOKUP, params, &res);
+	} else {
+		const char *params[] = { PGNS_U64(ino, c->ino) };
+		rc = pgns_exec(c->ns, NS_GETATTR, params, &res);
+	}
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		pgns_attr(res, 0, 0, c->out);
+	PQclear(res);
+	return rc;
+}
+
+int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out)
+{
+	struct pgns_attr_call c = { ns, ino, NULL, out };
+	return pg_txn(ns->pg, pgns_getattr_body, &c);
+}
+
+int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_inode *out)
+{
+	if (strlen(name) > CAT_NAME_MAX)
+		return -ENAMETOOLONG;
+	struct pgns_attr_call c = { ns, parent, name, out };
+	return pg_txn(ns->pg, pgns_getattr_body, &c);
+}
+
+/* ---- create / unlink ---- */
+
+/* Locks dir's row (serializing changes of its entries across nodes) and
+ * checks it is a directory. */
+static int pgns_lock_dir(struct pgns *ns, uint64_t dir)
+{
+	char ino[24];
+	const char *params[] = { PGNS_U64(ino, dir) };
+	PGresult *res;
+	int rc = pgns_exec(ns, NS_PARENT_LOCK, params, &res);
+	if (rc)
+		return rc;
+	if (pg_rows(res) != 1)
+		rc = -ENOENT;
+	else if (!S_ISDIR((mode_t)pg_int(res, 0, 0)))
+		rc = -ENOTDIR;
+	PQclear(res);
+	return rc;
+}
+
+struct pgns_create_call {
+	struct pgns *ns;
+	uint64_t parent;
+	const char *name;
+	uint32_t mode, uid, gid;
+	uint64_t rdev;
+	const char *target;
+	struct cat_inode *out;
+};
+
+static int pgns_create_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_create_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc == 0)
+		rc = pgns_lock_dir(c->ns, c->parent);
+	if (rc)
+		return rc;
+	bool dir = S_ISDIR(c->mode);
+	int64_t now = pgns_now_ns();
+	char mode[24], uid[24], gid[24], nlink[24], size[24], rdev[24], t[24], parent[24], ino[24];
+	const char *params[] = { PGNS_U64(mode, c->mode), PGNS_U64(uid, c->uid), PGNS_U64(gid, c->gid),
+				 PGNS_U64(nlink, dir ? 2 : 1),
+				 PGNS_U64(size, c->target ? strlen(c->target) : 0),
+				 PGNS_U64(rdev, c->rdev), PGNS_I64(t, now), c->target };
+	PGresult *res;
+	rc = pgns_exec(c->ns, NS_INODE_INSERT, params, &res);
+	if (rc)
+		return rc;
+	uint64_t new_ino = (uint64_t)pg_int(res, 0, 0);
+	PQclear(res);
+	const char *dparams[] = { PGNS_U64(parent, c->parent), c->name, PGNS_U64(ino, new_ino) };
+	rc = pgns_exec(c->ns, NS_DIRENT_INSERT, dparams, NULL);
+	if (rc)
+		return rc; /* -EEXIST: the name is taken; the transaction rolls back */
+	const char *tparams[] = { parent, t, dir ? "1" : "0" };
+	rc = pgns_exec(c->ns, NS_PARENT_TOUCH, tparams, NULL);
+	if (rc)
+		return rc;
+	struct pgns_attr_call get = { c->ns, new_ino, NULL, c->out };
+	return pgns_getattr_body(pg, &get);
+}
+
+int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
+{
+	if (!*name || strlen(name) > CAT_NAME_MAX || strchr(name, '/') || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return strlen(name) > CAT_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+	if (target && mode != (S_IFLNK | 0777))
+		return -EINVAL;
+	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };
+	return pg_txn(ns->pg, pgns_create_body, &c);
+}
+
+struct pgns_unlink_call {
+	struct pgns *ns;
+	uint64_t parent;
+	const char *name;
+	uint64_t *ino_out;
+};
+
+static int pgns_unlink_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_unlink_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc == 0)
+		rc = pgns_lock_dir(c->ns, c->parent);
+	if (rc)
+		return rc;
+	char parent[24], id[24], ino[24], t[24];
+	const char *params[] = { PGNS_U64(parent, c->parent), c->name };
+	PGresult *res;
+	rc = pgns_exec(c->ns, NS_DIRENT_GET, params, &res);
+	if (rc)
+		return rc;
+	if (pg_rows(res) != 1) {
+		PQclear(res);
+		return -ENOENT;
+	}
+	uint64_t dirent = (uint64_t)pg_int(res, 0, 0), victim = (uint64_t)pg_int(res, 0, 1);
+	bool is_dir = S_ISDIR((mode_t)pg_int(res, 0, 2));
+	PQclear(res);
+	if (is_dir)
+		return -EISDIR;
+	const char *dparams[] = { PGNS_U64(id, dirent) };
+	rc = pgns_exec(c->ns, NS_DIRENT_DELETE, dparams, NULL);
+	int64_t now = pgns_now_ns();
+	const char *nparams[] = { PGNS_U64(ino, victim), PGNS_I64(t, now) };
+	if (rc == 0)
+		rc = pgns_exec(c->ns, NS_NLINK_DROP, nparams, NULL);
+	const char *tparams[] = { parent, t, "0" };
+	if (rc == 0)
+		rc = pgns_exec(c->ns, NS_PARENT_TOUCH, tparams, NULL);
+	if (rc == 0 && c->ino_out)
+		*c->ino_out = victim;
+	return rc;
+}
+
+int pgns_unlink(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	struct pgns_unlink_call c = { ns, parent, name, ino_out };
+	return pg_txn(ns->pg, pgns_unlink_body, &c);
+}
+
+/* ---- readdir ---- */
+
+struct pgns_readdir_call {
+	struct pgns *ns;
+	uint64_t dir;
+	uint64_t cookie;
+	PGresult *rows;
+	struct cat_inode self, up;
+};
+
+static int pgns_readdir_body(struct pg *pg, void *arg)
+{
+	struct pgns_readdir_call *c = arg;
+	PQclear(c->rows);
+	c->rows = NULL;
+	struct pgns_attr_call get = { c->ns, c->dir, NULL, &c->self };
+	int rc = pgns_getattr_body(pg, &get);
+	if (rc)
+		return rc;
+	if (!S_ISDIR(c->self.mode))
+		return -ENOTDIR;
+	char ino[24], after[24];
+	c->up = c->self;
+	if (c->dir != CAT_ROOT_INO) {
+		const char *params[] = { PGNS_U64(ino, c->dir) };
+		PGresult *res;
+		rc = pgns_exec(c->ns, NS_PARENT_OF, params, &res);
+		if (rc)
+			return rc;
+		uint64_t up = pg_rows(res) == 1 ? (uint64_t)pg_int(res, 0, 0) : c->dir;
+		PQclear(res);
+		struct pgns_attr_call getup = { c->ns, up, NULL, &c->up };
+		if (pgns_getattr_body(pg, &getup) != 0)
+			c->up = c->self; /* a removed directory's ".." is itself */
+	}
+	/* cookies: 1 after ".", 2 after "..", id + 2 after entry id */
+	uint64_t from = c->cookie > 2 ? c->cookie - 2 : 0;
+	const char *params[] = { PGNS_U64(ino, c->dir), PGNS_U64(after, from) };
+	return pgns_exec(c->ns, NS_READDIR, params, &c->rows);
+}
+
+int pgns_readdir(struct pgns *ns, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg)
+{
+	for (;;) {
+		struct pgns_readdir_call c = { .ns = ns, .dir = dir, .cookie = cookie };
+		int rc = pg_txn(ns->pg, pgns_readdir_body, &c);
+		if (rc) {
+			PQclear(c.rows);
+			return rc;
+		}
+		int stop = 0;
+		if (cookie == 0)
+			stop = fn(arg, ".", &c.self, 1);
+		if (!stop && cookie <= 1)
+			stop = fn(arg, "..", &c.up, 2);
+		int n = pg_rows(c.rows);
+		for (int r = 0; !stop && r < n; r++) {
+			struct cat_inode in;
+			pgns_attr(c.rows, r, 2, &in);
+			cookie = (uint64_t)pg_int(c.rows, r, 0) + 2;
+			stop = fn(arg, PQgetvalue(c.rows, r, 1), &in, cookie);
+		}
+		PQclear(c.rows);
+		if (stop || n < 256)
+			return 0;
+		if (cookie < 2)
+			cookie = 2;
+	}
+}
+
+/* ---- file contents ---- */
+
+struct pgns_commit_call {
+	struct pgns *ns;
+	uint64_t ino, size;
+	int64_t mtime_ns;
+	const struct cat_extent *ext;
+	size_t n;
+	const struct pgns_chunk *chunks;
+	size_t nchunks;
+	/* the parameters, built once for every run of the body */
+	struct pgns_buf ins_h, ins_p, ins_c, ins_s, refs, e_off, e_len, e_hash, e_coff;
+	size_t distinct; /* distinct hashes the extents name */
+};
+
+static int pgns_commit_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_commit_call *c = arg;
+	struct pgns *ns = c->ns;
+	int rc = lease_fence(ns->lease);
+	if (rc)
+		return rc;
+	char ino[24], node[24], size[24], mtime[24], now[24];
+	PGNS_U64(ino, c->ino);
+	const char *ins[] = { c->ins_h.s, c->ins_p.s, c->ins_c.s, c->ins_s.s,
+			      PGNS_U64(node, ns->lease->node_id) };
+	rc = pgns_exec(ns, NS_CHUNKS_INSERT, ins, NULL);
+	/* N1: drop the old extents' references, then add the new ones */
+	const char *by_ino[] = { ino };
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_REFS_DROP, by_ino, NULL);
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_EXTENTS_DELETE, by_ino, NULL);
+	PGresult *res = NULL;
+	const char *refs[] = { c->refs.s };
+	if (rc == 0 && c->n > 0) {
+		rc = pgns_exec(ns, NS_REFS_ADD, refs, &res);
+		if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != c->distinct)
+			rc = -EBUSY; /* N3: a chunk it names is being reclaimed */
+		PQclear(res);
+	}
+	const char *ext[] = { ino, c->e_off.s, c->e_len.s, c->e_hash.s, c->e_coff.s };
+	if (rc == 0 && c->n > 0)
+		rc = pgns_exec(ns, NS_EXTENTS_INSERT, ext, NULL);
+	const char *set[] = { ino, PGNS_U64(size, c->size), PGNS_I64(mtime, c->mtime_ns),
+			      PGNS_I64(now, pgns_now_ns()) };
+	if (rc == 0) {
+		rc = pgns_exec(ns, NS_FILE_SET, set, &res);
+		if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != 1)
+			rc = -EISDIR; /* gone, or not a regular file */
+		PQclear(res);
+	}
+	return rc;
+}
+
+static int pgns_hash_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, CAT_HASH_LEN);
+}
+
+/* Builds the array parameters; counts the distinct hashes the extents name
+ * and checks each is described in chunks. */
+static int pgns_commit_params(struct pgns_commit_call *c)
+{
+	pgns_put(&c->ins_h, "{");
+	pgns_put(&c->ins_p, "{");
+	pgns_put(&c->ins_c, "{");
+	pgns_put(&c->ins_s, "{");
+	for (size_t i = 0; i < c->nchunks; i++) {
+		const char *sep = i ? "," : "";
+		pgns_put(&c->ins_h, "%s", sep);
+		pgns_put_hex(&c->ins_h, c->chunks[i].hash);
+		pgns_put(&c->ins_p, "%s%" PRIu64, sep, c->chunks[i].plain_len);
+		pgns_put(&c->ins_c, "%s%u", sep, (unsigned)c->chunks[i].codec);
+		pgns_put(&c->ins_s, "%s%" PRIu64, sep, c->chunks[i].stored_len);
+	}
+	pgns_put(&c->ins_h, "}");
+	pgns_put(&c->ins_p, "}");
+	pgns_put(&c->ins_c, "}");
+	pgns_put(&c->ins_s, "}");
+
+	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(c->n ? c->n : 1, CAT_HASH_LEN);
+	if (!hashes)
+		return -ENOMEM;
+	pgns_put(&c->refs, "{");
+	pgns_put(&c->e_off, "{");
+	pgns_put(&c->e_len, "{");
+	pgns_put(&c->e_hash, "{");
+	pgns_put(&c->e_coff, "{");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct cat_extent *e = &c->ext[i];
+		const char *sep = i ? "," : "";
+		pgns_put(&c->refs, "%s", sep);
+		pgns_put_hex(&c->refs, e->hash);
+		pgns_put(&c->e_off, "%s%" PRIu64, sep, e->off);
+		pgns_put(&c->e_len, "%s%" PRIu64, sep, e->len);
+		pgns_put(&c->e_hash, "%s", sep);
+		pgns_put_hex(&c->e_hash, e->hash);
+		pgns_put(&c->e_coff, "%s%" PRIu64, sep, e->chunk_off);
+		memcpy(hashes[i], e->hash, CAT_HASH_LEN);
+	}
+	pgns_put(&c->refs, "}");
+	pgns_put(&c->e_off, "}");
+	pgns_put(&c->e_len, "}");
+	pgns_put(&c->e_hash, "}");
+	pgns_put(&c->e_coff, "}");
+
+	qsort(hashes, c->n, CAT_HASH_LEN, pgns_hash_cmp);
+	int rc = 0;
+	c->distinct = 0;
+	for (size_t i = 0; i < c->n && rc == 0; i++) {
+		if (i > 0 && memcmp(hashes[i], hashes[i - 1], CAT_HASH_LEN) == 0)
+			continue;
+		c->distinct++;
+		bool described = false;
+		for (size_t j = 0; j < c->nchunks && !described; j++)
+			described = memcmp(c->chunks[j].hash, hashes[i], CAT_HASH_LEN) == 0;
+		if (!described)
+			rc = -EINVAL;
+	}
+	free(hashes);
+	bool failed = c->ins_h.failed || c->ins_p.failed || c->ins_c.failed || c->ins_s.failed ||
+		      c->refs.failed || c->e_off.failed || c->e_len.failed || c->e_hash.failed ||
+		      c->e_coff.failed;
+	return failed ? -ENOMEM : rc;
+}
+
+int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
+		     size_t nchunks)
+{
+	struct pgns_commit_call c = { .ns = ns, .ino = ino, .size = size, .mtime_ns = mtime_ns,
+				      .ext = ext, .n = n, .chunks = chunks, .nchunks = nchunks };
+	int rc = pgns_commit_params(&c);
+	if (rc == 0)
+		rc = pg_txn(ns->pg, pgns_commit_body, &c);
+	struct pgns_buf *bufs[] = { &c.ins_h, &c.ins_p, &c.ins_c, &c.ins_s, &c.refs,
+				    &c.e_off, &c.e_len, &c.e_hash, &c.e_coff };
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		pgns_buf_free(bufs[i]);
+	return rc;
+}
+
+struct pgns_extents_call {
+	struct pgns *ns;
+	uint64_t ino, off;
+	struct cat_extent *out;
+	int max, got;
+};
+
+static int pgns_extents_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_extents_call *c = arg;
+	char ino[24], off[24], max[24];
+	const char *params[] = { PGNS_U64(ino, c->ino), PGNS_U64(off, c->off), PGNS_U64(max, c->max) };
+	PGresult *res;
+	int rc = pgns_exec(c->ns, NS_EXTENTS, params, &res);
+	if (rc)
+		return rc;
+	c->got = 0;
+	for (int r = 0; r < pg_rows(res) && rc == 0; r++) {
+		struct cat_extent *e = &c->out[c->got++];
+		e->off = (uint64_t)pg_int(res, r, 0);
+		e->len = (uint64_t)pg_int(res, r, 1);
+		e->chunk_off = (uint64_t)pg_int(res, r, 2);
+		e->chunk_len = (uint64_t)pg_int(res, r, 3);
+		rc = pgns_unhex(PQgetvalue(res, r, 4), e->hash);
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent *out, int max)
+{
+	struct pgns_extents_call c = { ns, ino, off, out, max, 0 };
+	int rc = pg_txn(ns->pg, pgns_extents_body, &c);
+	return rc ? rc : c.got;
+}
+
+/* ---- one-statement calls ---- */
+
+struct pgns_one_call {
+	struct pgns *ns;
+	int stmt;
+	bool fence;
+	const char *const *params;
+	PGresult *res;
+};
+
+static int pgns_one_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_one_call *c = arg;
+	int rc = c->fence ? lease_fence(c->ns->lease) : 0;
+	PQclear(c->res);
+	c->res = NULL;
+	return rc ? rc : pgns_exec(c->ns, c->stmt, c->params, &c->res);
+}
+
+/* Runs one statement in its own transaction; *res (if not NULL) keeps its rows. */
+static int pgns_one(struct pgns *ns, int stmt, bool fence, const char *const *params, PGresult **res)
+{
+	struct pgns_one_call c = { ns, stmt, fence, params, NULL };
+	int rc = pg_txn(ns->pg, pgns_one_body, &c);
+	if (rc == 0 && res)
+		*res = c.res;
+	else
+		PQclear(c.res);
+	return rc;
+}
+
+int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct pgns_buf hex = { 0 };
+	pgns_put_hex(&hex, hash);
+	if (hex.failed)
+		return -ENOMEM;
+	const char *params[] = { hex.s };
+	int rc = pgns_one(ns, NS_UPLOADED, true, params, NULL);
+	pgns_buf_free(&hex);
+	return rc;
+}
+
+int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
+{
+	struct pgns_buf hex = { 0 };
+	pgns_put_hex(&hex, hash);
+	if (hex.failed)
+		return -ENOMEM;
+	const char *params[] = { hex.s };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_CHUNK_GET, false, params, &res);
+	pgns_buf_free(&hex);
+	if (rc == 0 && pg_rows(res) != 1)
+		rc = -ENOENT;
+	if (rc == 0) {
+		out->refcount = (uint64_t)pg_int(res, 0, 0);
+		out->uploaded = PQgetvalue(res, 0, 1)[0] == 't';
+		out->holder = (uint64_t)pg_int(res, 0, 2);
+		snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, 0, 3));
+	}
+	PQclear(res);
+	return rc;
+}
+
+struct pgns_release_call {
+	struct pgns *ns;
+	uint64_t ino;
+};
+
+static int pgns_release_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_release_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc)
+		return rc;
+	char ino[24];
+	const char *params[] = { PGNS_U64(ino, c->ino) };
+	PGresult *res;
+	rc = pgns_exec(c->ns, NS_INODE_DELETE, params, &res);
+	if (rc)
+		return rc;
+	bool deleted = pg_rows(res) == 1;
+	PQclear(res);
+	if (!deleted)
+		return 0; /* still linked, or gone already */
+	rc = pgns_exec(c->ns, NS_REFS_DROP, params, NULL); /* N1 */
+	if (rc == 0)
+		rc = pgns_exec(c->ns, NS_EXTENTS_DELETE, params, NULL);
+	return rc;
+}
+
+int pgns_inode_release(struct pgns *ns, uint64_t ino)
+{
+	struct pgns_release_call c = { ns, ino };
+	return pg_txn(ns->pg, pgns_release_body, &c);
+}
+
+/* ---- reclaim ---- */
+
+int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, size_t *n)
+{
+	*n = 0;
+	char node[24], lim[24];
+	const char *params[] = { PGNS_U64(node, ns->lease->node_id), PGNS_U64(lim, max) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_RECLAIM_BEGIN, true, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++) {
+		rc = pgns_unhex(PQgetvalue(res, r, 0), out[*n].hash);
+		out[*n].uploaded = PQgetvalue(res, r, 1)[0] == 't';
+		(*n)++;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n)
+{
+	struct pgns_buf list = { 0 };
+	pgns_put(&list, "{");
+	for (size_t i = 0; i < n; i++) {
+		pgns_put(&list, "%s", i ? "," : "");
+		pgns_put_hex(&list, done[i].hash);
+	}
+	pgns_put(&list, "}");
+	if (list.failed) {
+		pgns_buf_free(&list);
+		return -ENOMEM;
+	}
+	const char *params[] = { list.s };
+	int rc = pgns_one(ns, NS_RECLAIM_END, true, params, NULL);
+	pgns_buf_free(&list);
+	return rc;
+}
+
+/* ---- check ---- */
+
+int pgns_check(struct pgns *ns, int *violations)
+{
+	*violations = 0;
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_CHECK_REFS, false, NULL, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		log_error("catalog %s: check: chunk %s has refcount %s but %s references (N1)",
+			  pg_name(ns->pg), PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
+			  PQgetvalue(res, r, 2));
+		(*violations)++;
+	}
+	PQclear(res);
+	res = NULL;
+	if (rc == 0)
+		rc = pgns_one(ns, NS_CHECK_LIVE, false, NULL, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		log_error("catalog %s: check: extent %s@%s names a chunk that is missing or being"
+			  " reclaimed (N2)",
+			  pg_name(ns->pg), PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+		(*violations)++;
+	}
+	PQclear(res);
+	return rc;
+}

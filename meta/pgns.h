@@ -1,0 +1,121 @@
+/* pgns — the shared namespace in PostgreSQL (issue 18; docs/MULTINODE.md,
+ * "Design of the shared namespace").
+ *
+ * The first slice of the catalog engine for several nodes: inodes, directory
+ * entries, committed file extents, and chunks with their reference counts,
+ * where each is (uploaded to BACKING, or held by one node's cache) and
+ * whether a reclaim is removing it. Same contracts as catalog.h's namespace
+ * section where the calls share a name (struct cat_inode, struct cat_extent,
+ * errors), so that it can sit behind the catalog interface. Generations, pins
+ * and rename come next; nothing here is reachable from a mount yet.
+ *
+ * Writes stay local until close (close-to-open): a node's writer keeps its
+ * pending extents in its own SQLite; pgns_file_commit publishes a file's
+ * whole content in one transaction.
+ *
+ * Invariants (pgns_check counts violations of N1 and N2):
+ *  N1. ns_chunks.refcount == the number of ns_extents rows naming the hash.
+ *      Counts change only in pgns_file_commit and pgns_inode_release, in the
+ *      same transaction as the extents they count, set-based (one statement
+ *      per direction, whatever the number of chunks).
+ *  N2. Every extent names a chunk row in state live.
+ *  N3. A chunk in state reclaiming is never revived: a commit that names it
+ *      fails with -EBUSY and changes nothing; once pgns_reclaim_end deleted
+ *      the row (after the object was removed from BACKING), the commit inserts
+ *      a new row held by its node, which uploads its own copy. So a reclaim's
+ *      removal of an object can never land after a new upload of the name.
+ *  N4. Every transaction that changes shared state is fenced by its node's
+ *      lease (lease.h L2): a node past its lease changes nothing (-ESTALE).
+ *  N5. The root directory is inode 1; inode numbers come from one sequence
+ *      and are never reused.
+ *
+ * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
+ * (N3) and pg.h's (-ENOTCONN, -EIO). */
+#ifndef CKPTFS_PGNS_H
+#define CKPTFS_PGNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog.h"
+#include "lease.h"
+#include "pg.h"
+
+/* The statements pgns runs; give pg_open an array holding lease_stmts then
+ * pgns_stmts (pgns_stmts_all builds it). */
+extern const struct pg_stmt pgns_stmts[];
+extern const size_t pgns_nstmts;
+
+/* lease_stmts followed by pgns_stmts, for pg_open; lease calls use first 0,
+ * pgns calls first lease_nstmts. */
+const struct pg_stmt *pgns_stmts_all(size_t *n);
+
+struct pgns {
+	struct pg *pg;
+	struct lease *lease; /* this node's; its first is 0 */
+	size_t first;        /* where pgns_stmts begin in pg's list: lease_nstmts */
+};
+
+/* The tables (and the root directory, owned by root_uid:root_gid);
+ * idempotent, safe from several nodes at once. */
+int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid);
+
+int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out);
+int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_inode *out);
+int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out);
+/* Removes a non-directory entry; the inode stays with nlink 0 until
+ * pgns_inode_release. */
+int pgns_unlink(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out);
+int pgns_readdir(struct pgns *ns, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg);
+
+/* A chunk a commit names, with what its node's store recorded of it. */
+struct pgns_chunk {
+	uint8_t hash[CAT_HASH_LEN];
+	uint64_t plain_len;
+	uint64_t stored_len;
+	uint8_t codec;
+};
+
+/* Publishes a file's content: its committed extents become ext[0..n), whose
+ * chunks are described in chunks[0..nchunks) (each hash once); size and
+ * mtime are set, ctime is now. Chunks the store lacks are inserted held by
+ * this node, not uploaded. One transaction (N1, N3, N4). */
+int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
+		     size_t nchunks);
+
+/* The committed extents of ino ending after off, in order (as cat_extents). */
+int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent *out, int max);
+
+/* This node put the chunk's object on BACKING. */
+int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN]);
+
+/* Deletes ino if its nlink is 0, dropping its extents' references. */
+int pgns_inode_release(struct pgns *ns, uint64_t ino);
+
+/* Reclaim (the holder of duty "reclaim", lease.h L3): marks up to max
+ * chunks with no reference reclaiming and returns them (also those a
+ * reclaimer that is no longer live left marked); the caller removes each
+ * object from BACKING and then calls pgns_reclaim_end for them (N3). */
+struct pgns_reclaim {
+	uint8_t hash[CAT_HASH_LEN];
+	bool uploaded;
+};
+int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, size_t *n);
+int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n);
+
+/* One chunk row, for tests and `verify`. -ENOENT if there is none. */
+struct pgns_chunk_row {
+	uint64_t refcount;
+	bool uploaded;
+	uint64_t holder;
+	char state[16];
+};
+int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out);
+
+/* Counts violations of N1 and N2 (logged, one line each). */
+int pgns_check(struct pgns *ns, int *violations);
+
+#endif

@@ -1,0 +1,368 @@
+/* Unit tests for meta/pgns.c, the shared namespace in PostgreSQL, against a
+ * real server each test starts (tests/unit/pgtest.h). Two nodes are two
+ * connections with their own leases.
+ *
+ * A name made on one node is seen at once on the other; a file's content
+ * published by one node is read back extent for extent by the other; chunks
+ * two nodes publish are stored once, with one reference per extent (N1),
+ * checked by pgns_check after every step; overwrite and unlink+release give
+ * the references back, and reclaim takes exactly the chunks at zero; a
+ * chunk being reclaimed is never revived by a commit (N3) — the commit fails
+ * with -EBUSY, and after the reclaim ends it goes in as a new chunk held by
+ * its node; a node past its lease changes nothing (N4); two nodes committing
+ * and releasing files over a shared pool of chunks at once keep N1. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pgns.h"
+#include "pgtest.h"
+#include "support.h"
+
+TestSuite(pgns, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+struct tn_node {
+	struct pg *pg;
+	struct lease lease;
+	struct pgns ns;
+};
+
+static void tn_join(struct tn_node *n, const char *name, unsigned lease_ms)
+{
+	size_t count;
+	const struct pg_stmt *stmts = pgns_stmts_all(&count);
+	char err[512] = "";
+	int rc = pg_open(pt_url, 10000, stmts, count, &n->pg, err, sizeof(err));
+	cr_assert_eq(rc, 0, "pg_open: %s", err);
+	OK(lease_schema(n->pg));
+	OK(pgns_schema(n->pg, 0, 0));
+	memset(&n->lease, 0, sizeof(n->lease));
+	n->lease.pg = n->pg;
+	OK(lease_register(&n->lease, name, lease_ms));
+	n->ns = (struct pgns){ .pg = n->pg, .lease = &n->lease, .first = lease_nstmts };
+}
+
+static void tn_leave(struct tn_node *n)
+{
+	pg_close(n->pg);
+}
+
+static void tn_check(struct tn_node *n)
+{
+	int violations = -1;
+	OK(pgns_check(&n->ns, &violations));
+	cr_assert_eq(violations, 0, "pgns_check found %d violations", violations);
+}
+
+/* A file of nchunks extents of 1000 bytes each, on chunks ts_hash(fill, seed + i). */
+static void tn_content(uint8_t fill, int seed, size_t nchunks, struct cat_extent *ext,
+		       struct pgns_chunk *chunks)
+{
+	for (size_t i = 0; i < nchunks; i++) {
+		ts_hash(chunks[i].hash, fill, seed + (int)i);
+		chunks[i].plain_len = 1000;
+		chunks[i].stored_len = 600;
+		chunks[i].codec = 2;
+		ext[i] = (struct cat_extent){ .off = i * 1000, .len = 1000, .chunk_off = 0,
+					      .chunk_len = 1000 };
+		memcpy(ext[i].hash, chunks[i].hash, CAT_HASH_LEN);
+	}
+}
+
+static uint64_t tn_file(struct tn_node *n, uint64_t parent, const char *name)
+{
+	struct cat_inode in;
+	OK(pgns_create(&n->ns, parent, name, S_IFREG | 0644, 1000, 1000, 0, NULL, &in));
+	return in.ino;
+}
+
+static uint64_t tn_refs(struct tn_node *n, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(&n->ns, hash, &row));
+	return row.refcount;
+}
+
+struct tn_names {
+	char names[8][64];
+	int n;
+};
+
+static int tn_collect(void *arg, const char *name, const struct cat_inode *attr, uint64_t next)
+{
+	(void)attr;
+	(void)next;
+	struct tn_names *t = arg;
+	if (t->n < 8)
+		snprintf(t->names[t->n++], 64, "%s", name);
+	return 0;
+}
+
+Test(pgns, a_name_made_on_one_node_is_seen_on_the_other)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 30000);
+	tn_join(&b, "b", 30000);
+	struct cat_inode dir, got;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 1000, 1000, 0, NULL, &dir));
+	uint64_t f = tn_file(&a, dir.ino, "step-1.pt");
+	OK(pgns_lookup(&b.ns, dir.ino, "step-1.pt", &got));
+	cr_assert_eq(got.ino, f);
+	cr_assert_eq(got.uid, 1000);
+	FAILS(pgns_create(&b.ns, dir.ino, "step-1.pt", S_IFREG | 0644, 0, 0, 0, NULL, &got), EEXIST);
+	FAILS(pgns_create(&b.ns, f, "x", S_IFREG | 0644, 0, 0, 0, NULL, &got), ENOTDIR);
+	FAILS(pgns_create(&b.ns, 999999, "x", S_IFREG | 0644, 0, 0, 0, NULL, &got), ENOENT);
+
+	struct tn_names t = { 0 };
+	OK(pgns_readdir(&b.ns, dir.ino, 0, tn_collect, &t));
+	cr_assert_eq(t.n, 3);
+	cr_assert_str_eq(t.names[0], ".");
+	cr_assert_str_eq(t.names[1], "..");
+	cr_assert_str_eq(t.names[2], "step-1.pt");
+	OK(pgns_getattr(&b.ns, CAT_ROOT_INO, &got));
+	cr_assert_eq(got.nlink, 3, "root has . , .. and run/..");
+
+	uint64_t gone = 0;
+	FAILS(pgns_unlink(&b.ns, CAT_ROOT_INO, "run", &gone), EISDIR);
+	OK(pgns_unlink(&b.ns, dir.ino, "step-1.pt", &gone));
+	cr_assert_eq(gone, f);
+	FAILS(pgns_lookup(&a.ns, dir.ino, "step-1.pt", &got), ENOENT);
+	OK(pgns_getattr(&a.ns, f, &got));
+	cr_assert_eq(got.nlink, 0, "the inode stays until released");
+	OK(pgns_inode_release(&a.ns, f));
+	FAILS(pgns_getattr(&a.ns, f, &got), ENOENT);
+	tn_leave(&a);
+	tn_leave(&b);
+}
+
+Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 30000);
+	tn_join(&b, "b", 30000);
+	struct cat_extent ext[6], got[8];
+	struct pgns_chunk chunks[6];
+	/* HSDP-style replicas: both nodes write the same shard */
+	tn_content(7, 0, 6, ext, chunks);
+	uint64_t fa = tn_file(&a, CAT_ROOT_INO, "shard-a"), fb = tn_file(&b, CAT_ROOT_INO, "shard-b");
+	OK(pgns_file_commit(&a.ns, fa, 6000, 123, ext, 6, chunks, 6));
+	OK(pgns_file_commit(&b.ns, fb, 6000, 456, ext, 6, chunks, 6));
+	tn_check(&a);
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(tn_refs(&a, chunks[i].hash), 2);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(&b.ns, chunks[0].hash, &row));
+	cr_assert_eq(row.holder, a.lease.node_id, "the first node to publish holds the chunk");
+	cr_assert(!row.uploaded);
+	OK(pgns_chunk_uploaded(&a.ns, chunks[0].hash));
+	OK(pgns_chunk_get(&b.ns, chunks[0].hash, &row));
+	cr_assert(row.uploaded);
+
+	/* the other node reads what a published, extent for extent */
+	int n = pgns_extents(&b.ns, fa, 0, got, 8);
+	cr_assert_eq(n, 6);
+	for (int i = 0; i < 6; i++) {
+		cr_assert_eq(got[i].off, ext[i].off);
+		cr_assert_eq(got[i].len, 1000);
+		cr_assert_eq(got[i].chunk_len, 1000);
+		cr_assert_arr_eq(got[i].hash, ext[i].hash, CAT_HASH_LEN);
+	}
+	cr_assert_eq(pgns_extents(&b.ns, fa, 4500, got, 8), 2, "extents ending after 4500");
+	struct cat_inode in;
+	OK(pgns_getattr(&b.ns, fa, &in));
+	cr_assert_eq(in.size, 6000);
+	cr_assert_eq(in.mtime_ns, 123);
+
+	/* overwrite: the last 3 chunks change; the old ones drop to one reference */
+	struct cat_extent ext2[6];
+	struct pgns_chunk chunks2[6];
+	tn_content(7, 0, 6, ext2, chunks2);
+	tn_content(8, 0, 3, ext2 + 3, chunks2 + 3);
+	for (int i = 3; i < 6; i++)
+		ext2[i].off = (uint64_t)i * 1000;
+	OK(pgns_file_commit(&a.ns, fa, 6000, 124, ext2, 6, chunks2, 6));
+	tn_check(&b);
+	cr_assert_eq(tn_refs(&a, chunks[0].hash), 2);
+	cr_assert_eq(tn_refs(&a, chunks[5].hash), 1);
+	cr_assert_eq(tn_refs(&a, chunks2[5].hash), 1);
+
+	/* a description missing for a hash the extents name is refused */
+	FAILS(pgns_file_commit(&a.ns, fa, 6000, 125, ext2, 6, chunks2, 5), EINVAL);
+	FAILS(pgns_file_commit(&a.ns, CAT_ROOT_INO, 0, 0, NULL, 0, NULL, 0), EISDIR);
+	tn_leave(&a);
+	tn_leave(&b);
+}
+
+Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 30000);
+	tn_join(&b, "b", 30000);
+	struct cat_extent ext[4];
+	struct pgns_chunk chunks[4];
+	tn_content(9, 0, 4, ext, chunks);
+	uint64_t f = tn_file(&a, CAT_ROOT_INO, "old");
+	OK(pgns_file_commit(&a.ns, f, 4000, 1, ext, 4, chunks, 4));
+	OK(pgns_unlink(&a.ns, CAT_ROOT_INO, "old", NULL));
+	OK(pgns_inode_release(&a.ns, f));
+	tn_check(&a);
+	cr_assert_eq(tn_refs(&a, chunks[0].hash), 0);
+
+	struct pgns_reclaim rec[8];
+	size_t n = 0;
+	OK(pgns_reclaim_begin(&a.ns, rec, 8, &n));
+	cr_assert_eq(n, 4);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(&b.ns, chunks[2].hash, &row));
+	cr_assert_str_eq(row.state, "reclaiming");
+
+	/* b writes the same bytes while a removes the objects: no revival (N3) */
+	uint64_t g = tn_file(&b, CAT_ROOT_INO, "new");
+	FAILS(pgns_file_commit(&b.ns, g, 4000, 2, ext, 4, chunks, 4), EBUSY);
+	cr_assert_eq(pgns_extents(&b.ns, g, 0, ext, 4), 0, "the failed commit changed nothing");
+	tn_content(9, 0, 4, ext, chunks);
+	tn_check(&b);
+
+	OK(pgns_reclaim_end(&a.ns, rec, n));
+	FAILS(pgns_chunk_get(&b.ns, chunks[2].hash, &row), ENOENT);
+	OK(pgns_file_commit(&b.ns, g, 4000, 2, ext, 4, chunks, 4));
+	OK(pgns_chunk_get(&a.ns, chunks[2].hash, &row));
+	cr_assert_str_eq(row.state, "live");
+	cr_assert_eq(row.holder, b.lease.node_id, "a new chunk, held by the node that wrote it");
+	cr_assert(!row.uploaded, "its node uploads its own copy");
+	cr_assert_eq(row.refcount, 1);
+	OK(pgns_reclaim_begin(&a.ns, rec, 8, &n));
+	cr_assert_eq(n, 0, "nothing at zero any more");
+	tn_check(&a);
+	tn_leave(&a);
+	tn_leave(&b);
+}
+
+Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 400);
+	tn_join(&b, "b", 30000);
+	struct cat_extent ext[2];
+	struct pgns_chunk chunks[2];
+	tn_content(10, 0, 2, ext, chunks);
+	uint64_t f = tn_file(&b, CAT_ROOT_INO, "x");
+	OK(pgns_file_commit(&b.ns, f, 2000, 1, ext, 2, chunks, 2));
+	OK(pgns_unlink(&b.ns, CAT_ROOT_INO, "x", NULL));
+	OK(pgns_inode_release(&b.ns, f));
+	struct pgns_reclaim rec[4];
+	size_t n = 0;
+	OK(pgns_reclaim_begin(&a.ns, rec, 4, &n));
+	cr_assert_eq(n, 2);
+	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
+	cr_assert_eq(n, 0, "a live reclaimer's chunks are its own");
+	usleep(600 * 1000); /* a dies mid-reclaim: its lease runs out */
+	uint64_t ids[2];
+	OK(lease_sweep(&b.lease, ids, 2, &n));
+	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
+	cr_assert_eq(n, 2, "the next reclaimer takes over what a left");
+	FAILS(pgns_reclaim_end(&a.ns, rec, n), ESTALE);
+	OK(pgns_reclaim_end(&b.ns, rec, n));
+	struct pgns_chunk_row row;
+	FAILS(pgns_chunk_get(&b.ns, chunks[0].hash, &row), ENOENT);
+	tn_leave(&a);
+	tn_leave(&b);
+}
+
+Test(pgns, a_node_past_its_lease_changes_nothing)
+{
+	struct tn_node a;
+	tn_join(&a, "a", 300);
+	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f");
+	usleep(500 * 1000);
+	struct cat_extent ext[1];
+	struct pgns_chunk chunks[1];
+	tn_content(11, 0, 1, ext, chunks);
+	struct cat_inode in;
+	FAILS(pgns_create(&a.ns, CAT_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, NULL, &in), ESTALE);
+	FAILS(pgns_file_commit(&a.ns, f, 1000, 1, ext, 1, chunks, 1), ESTALE);
+	FAILS(pgns_unlink(&a.ns, CAT_ROOT_INO, "f", NULL), ESTALE);
+	OK(pgns_lookup(&a.ns, CAT_ROOT_INO, "f", &in)); /* reading is still allowed */
+	cr_assert_eq(in.size, 0);
+	tn_leave(&a);
+}
+
+/* ---- two nodes at once ---- */
+
+struct tn_worker {
+	struct tn_node *node;
+	int id;
+	int rc;
+};
+
+static void *tn_work(void *arg)
+{
+	struct tn_worker *w = arg;
+	struct pgns *ns = &w->node->ns;
+	for (int i = 0; i < 40 && w->rc == 0; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "w%d-%d", w->id, i);
+		struct cat_inode in;
+		w->rc = pgns_create(ns, CAT_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL, &in);
+		/* 8 chunks from a pool of 12 shared by both workers, in an order that differs */
+		struct cat_extent ext[8];
+		struct pgns_chunk chunks[8];
+		for (int k = 0; k < 8; k++) {
+			int pick = (i * 5 + k * (w->id ? 7 : 5)) % 12;
+			ts_hash(chunks[k].hash, 12, pick);
+			chunks[k].plain_len = 1000;
+			chunks[k].stored_len = 500;
+			chunks[k].codec = 2;
+			ext[k] = (struct cat_extent){ .off = (uint64_t)k * 1000, .len = 1000,
+						      .chunk_len = 1000 };
+			memcpy(ext[k].hash, chunks[k].hash, CAT_HASH_LEN);
+		}
+		/* the same hash may come twice in a file: describe each once */
+		struct pgns_chunk uniq[8];
+		size_t nu = 0;
+		for (int k = 0; k < 8; k++) {
+			bool seen = false;
+			for (size_t j = 0; j < nu && !seen; j++)
+				seen = !memcmp(uniq[j].hash, chunks[k].hash, CAT_HASH_LEN);
+			if (!seen)
+				uniq[nu++] = chunks[k];
+		}
+		if (w->rc == 0)
+			w->rc = pgns_file_commit(ns, in.ino, 8000, i, ext, 8, uniq, nu);
+		if (w->rc == 0 && i % 3 == 0) {
+			w->rc = pgns_unlink(ns, CAT_ROOT_INO, name, NULL);
+			if (w->rc == 0)
+				w->rc = pgns_inode_release(ns, in.ino);
+		}
+	}
+	return NULL;
+}
+
+Test(pgns, two_nodes_at_once_keep_the_counts)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 30000);
+	tn_join(&b, "b", 30000);
+	struct tn_worker wa = { &a, 0, 0 }, wb = { &b, 1, 0 };
+	pthread_t ta, tb;
+	cr_assert_eq(pthread_create(&ta, NULL, tn_work, &wa), 0);
+	cr_assert_eq(pthread_create(&tb, NULL, tn_work, &wb), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	cr_assert_eq(wa.rc, 0, "node a: %s", strerror(-wa.rc));
+	cr_assert_eq(wb.rc, 0, "node b: %s", strerror(-wb.rc));
+	tn_check(&a);
+	struct pg_stats st;
+	pg_get_stats(a.pg, &st);
+	cr_log_info("node a: %" PRIu64 " transactions, %" PRIu64 " retried, %" PRIu64 " round trips",
+		    st.txns, st.retries, st.round_trips);
+	tn_leave(&a);
+	tn_leave(&b);
+}

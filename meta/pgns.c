@@ -40,6 +40,15 @@ enum {
 	NS_CHUNK_GET,
 	NS_CHECK_REFS,
 	NS_CHECK_LIVE,
+	NS_DIR_USED,
+	NS_DIRENT_MOVE,
+	NS_DIRENT_SET_INO,
+	NS_NLINK_ADD,
+	NS_WITHIN,
+	NS_INODE_LOCK,
+	NS_INODE_SET,
+	NS_READLINK,
+	NS_EXTENT_CUT,
 	NS_COUNT
 };
 
@@ -91,12 +100,15 @@ const struct pg_stmt pgns_stmts[] = {
 			  " decode(h, 'hex') AS hash, count(*) AS n FROM unnest($1::text[]) AS t(h)"
 			  " GROUP BY h) g WHERE c.hash = g.hash AND c.state = 'live'",
 			  1 },
+	/* N1: the one statement that drops references: those of ino's extents
+	 * at or after $2 (0: all of them), which NS_EXTENTS_DELETE then deletes */
 	[NS_REFS_DROP] = { "ns_refs_drop",
 			   "UPDATE ns_chunks c SET refcount = c.refcount - g.n FROM (SELECT hash,"
-			   " count(*) AS n FROM ns_extents WHERE ino = $1 GROUP BY hash) g"
+			   " count(*) AS n FROM ns_extents WHERE ino = $1 AND off >= $2 GROUP BY hash) g"
 			   " WHERE c.hash = g.hash",
-			   1 },
-	[NS_EXTENTS_DELETE] = { "ns_extents_delete", "DELETE FROM ns_extents WHERE ino = $1", 1 },
+			   2 },
+	[NS_EXTENTS_DELETE] = { "ns_extents_delete",
+				"DELETE FROM ns_extents WHERE ino = $1 AND off >= $2", 2 },
 	[NS_EXTENTS_INSERT] = { "ns_extents_insert",
 				"INSERT INTO ns_extents(ino, off, len, hash, chunk_off) SELECT $1, o, l,"
 				" decode(h, 'hex'), co FROM unnest($2::bigint[], $3::bigint[], $4::text[],"
@@ -141,6 +153,30 @@ const struct pg_stmt pgns_stmts[] = {
 			    "SELECT e.ino, e.off FROM ns_extents e LEFT JOIN ns_chunks c ON c.hash = e.hash"
 			    " WHERE c.hash IS NULL OR c.state <> 'live'",
 			    0 },
+	[NS_DIR_USED] = { "ns_dir_used", "SELECT 1 FROM ns_dirents WHERE parent = $1 LIMIT 1", 1 },
+	[NS_DIRENT_MOVE] = { "ns_dirent_move",
+			     "UPDATE ns_dirents SET parent = $2, name = $3 WHERE id = $1", 3 },
+	[NS_DIRENT_SET_INO] = { "ns_dirent_set_ino", "UPDATE ns_dirents SET ino = $2 WHERE id = $1", 2 },
+	[NS_NLINK_ADD] = { "ns_nlink_add",
+			   "UPDATE ns_inodes SET nlink = nlink + $2, ctime_ns = $3 WHERE ino = $1", 3 },
+	/* whether directory $2 is $1 or one of $1's ancestors (a directory has
+	 * one entry, so the walk up is a chain; UNION stops on a cycle) */
+	[NS_WITHIN] = { "ns_within",
+			"WITH RECURSIVE up(ino) AS (SELECT CAST($1 AS BIGINT) UNION SELECT d.parent"
+			" FROM ns_dirents d JOIN up ON d.ino = up.ino WHERE up.ino <> 1)"
+			" SELECT 1 FROM up WHERE ino = $2 LIMIT 1",
+			2 },
+	[NS_INODE_LOCK] = { "ns_inode_lock", "SELECT " NS_ATTR_COLS " FROM ns_inodes i WHERE i.ino = $1"
+					     " FOR UPDATE", 1 },
+	[NS_INODE_SET] = { "ns_inode_set",
+			   "UPDATE ns_inodes SET mode = $2, uid = $3, gid = $4, atime_ns = $5,"
+			   " mtime_ns = $6, ctime_ns = $7 WHERE ino = $1",
+			   7 },
+	[NS_READLINK] = { "ns_readlink", "SELECT mode, target FROM ns_inodes WHERE ino = $1", 1 },
+	[NS_EXTENT_CUT] = { "ns_extent_cut",
+			    "UPDATE ns_extents SET len = $2 - off WHERE ino = $1 AND off < $2"
+			    " AND off + len > $2",
+			    2 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -564,7 +600,7 @@ static int pgns_commit_body(struct pg *pg, void *arg)
 			      PGNS_U64(node, ns->lease->node_id) };
 	rc = pgns_exec(ns, NS_CHUNKS_INSERT, ins, NULL);
 	/* N1: drop the old extents' references, then add the new ones */
-	const char *by_ino[] = { ino };
+	const char *by_ino[] = { ino, "0" };
 	if (rc == 0)
 		rc = pgns_exec(ns, NS_REFS_DROP, by_ino, NULL);
 	if (rc == 0)
@@ -795,7 +831,7 @@ static int pgns_release_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	char ino[24];
-	const char *params[] = { PGNS_U64(ino, c->ino) };
+	const char *params[] = { PGNS_U64(ino, c->ino), "0" };
 	PGresult *res;
 	rc = pgns_exec(c->ns, NS_INODE_DELETE, params, &res);
 	if (rc)
@@ -878,4 +914,412 @@ int pgns_check(struct pgns *ns, int *violations)
 	}
 	PQclear(res);
 	return rc;
+}
+
+/* ---- rmdir, link, rename ---- */
+
+/* The entry parent/name: its id and its inode's attributes. */
+static int pgns_dirent(struct pgns *ns, uint64_t parent, const char *name, uint64_t *id,
+		       struct cat_inode *out)
+{
+	char p[24];
+	const char *params[] = { PGNS_U64(p, parent), name };
+	PGresult *res;
+	int rc = pgns_exec(ns, NS_DIRENT_GET, params, &res);
+	if (rc)
+		return rc;
+	if (pg_rows(res) != 1) {
+		PQclear(res);
+		return -ENOENT;
+	}
+	*id = (uint64_t)pg_int(res, 0, 0);
+	uint64_t ino = (uint64_t)pg_int(res, 0, 1);
+	PQclear(res);
+	struct pgns_attr_call get = { ns, ino, NULL, out };
+	return pgns_getattr_body(ns->pg, &get);
+}
+
+static int pgns_dir_empty(struct pgns *ns, uint64_t dir)
+{
+	char d[24];
+	const char *params[] = { PGNS_U64(d, dir) };
+	PGresult *res;
+	int rc = pgns_exec(ns, NS_DIR_USED, params, &res);
+	if (rc == 0 && pg_rows(res) > 0)
+		rc = -ENOTEMPTY;
+	PQclear(res);
+	return rc;
+}
+
+static int pgns_nlink_add(struct pgns *ns, uint64_t ino, int64_t delta, int64_t now)
+{
+	char i[24], d[24], t[24];
+	const char *params[] = { PGNS_U64(i, ino), PGNS_I64(d, delta), PGNS_I64(t, now) };
+	return pgns_exec(ns, NS_NLINK_ADD, params, NULL);
+}
+
+/* A directory's entries changed: mtime and ctime now, nlink by delta. */
+static int pgns_dir_touch(struct pgns *ns, uint64_t dir, int64_t delta, int64_t now)
+{
+	char i[24], t[24], d[24];
+	const char *params[] = { PGNS_U64(i, dir), PGNS_I64(t, now), PGNS_I64(d, delta) };
+	return pgns_exec(ns, NS_PARENT_TOUCH, params, NULL);
+}
+
+/* -EINVAL if directory dir is within (or is) directory top. */
+static int pgns_not_within(struct pgns *ns, uint64_t dir, uint64_t top)
+{
+	char d[24], t[24];
+	const char *params[] = { PGNS_U64(d, dir), PGNS_U64(t, top) };
+	PGresult *res;
+	int rc = pgns_exec(ns, NS_WITHIN, params, &res);
+	if (rc == 0 && pg_rows(res) > 0)
+		rc = -EINVAL;
+	PQclear(res);
+	return rc;
+}
+
+/* Locks two directories in inode order (so that two renames between the
+ * same directories do not deadlock) and checks both are directories. */
+static int pgns_lock_dirs(struct pgns *ns, uint64_t a, uint64_t b)
+{
+	uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
+	int rc = pgns_lock_dir(ns, lo);
+	if (rc == 0 && hi != lo)
+		rc = pgns_lock_dir(ns, hi);
+	return rc;
+}
+
+struct pgns_name_call {
+	struct pgns *ns;
+	uint64_t parent, newparent, ino;
+	const char *name, *newname;
+	unsigned flags;
+	uint64_t *ino_out;
+	struct cat_inode *out;
+};
+
+static int pgns_rmdir_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_name_call *c = arg;
+	struct pgns *ns = c->ns;
+	int rc = lease_fence(ns->lease);
+	if (rc == 0)
+		rc = pgns_lock_dir(ns, c->parent);
+	uint64_t id = 0;
+	struct cat_inode victim;
+	if (rc == 0)
+		rc = pgns_dirent(ns, c->parent, c->name, &id, &victim);
+	if (rc)
+		return rc;
+	if (!S_ISDIR(victim.mode))
+		return -ENOTDIR;
+	rc = pgns_lock_dir(ns, victim.ino);
+	if (rc == 0)
+		rc = pgns_dir_empty(ns, victim.ino);
+	char d[24];
+	const char *params[] = { PGNS_U64(d, id) };
+	int64_t now = pgns_now_ns();
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_DIRENT_DELETE, params, NULL);
+	if (rc == 0)
+		rc = pgns_nlink_add(ns, victim.ino, -(int64_t)victim.nlink, now);
+	if (rc == 0)
+		rc = pgns_dir_touch(ns, c->parent, -1, now);
+	if (rc == 0 && c->ino_out)
+		*c->ino_out = victim.ino;
+	return rc;
+}
+
+int pgns_rmdir(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	if (strcmp(name, "..") == 0)
+		return -ENOTEMPTY;
+	if (strcmp(name, ".") == 0)
+		return -EINVAL;
+	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name, .ino_out = ino_out };
+	return pg_txn(ns->pg, pgns_rmdir_body, &c);
+}
+
+static int pgns_link_body(struct pg *pg, void *arg)
+{
+	struct pgns_name_call *c = arg;
+	struct pgns *ns = c->ns;
+	int rc = lease_fence(ns->lease);
+	if (rc == 0)
+		rc = pgns_lock_dir(ns, c->newparent);
+	struct pgns_attr_call get = { ns, c->ino, NULL, c->out };
+	if (rc == 0)
+		rc = pgns_getattr_body(pg, &get);
+	if (rc)
+		return rc;
+	if (S_ISDIR(c->out->mode))
+		return -EPERM;
+	char p[24], i[24];
+	const char *params[] = { PGNS_U64(p, c->newparent), c->newname, PGNS_U64(i, c->ino) };
+	int64_t now = pgns_now_ns();
+	rc = pgns_exec(ns, NS_DIRENT_INSERT, params, NULL);
+	if (rc == 0)
+		rc = pgns_nlink_add(ns, c->ino, 1, now);
+	if (rc == 0)
+		rc = pgns_dir_touch(ns, c->newparent, 0, now);
+	if (rc == 0)
+		rc = pgns_getattr_body(pg, &get);
+	return rc;
+}
+
+int pgns_link(struct pgns *ns, uint64_t ino, uint64_t newparent, const char *newname,
+	      struct cat_inode *out)
+{
+	if (!*newname || strlen(newname) > CAT_NAME_MAX || strchr(newname, '/') ||
+	    !strcmp(newname, ".") || !strcmp(newname, ".."))
+		return strlen(newname) > CAT_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+	struct pgns_name_call c = { .ns = ns, .ino = ino, .newparent = newparent,
+				    .newname = newname, .out = out };
+	return pg_txn(ns->pg, pgns_link_body, &c);
+}
+
+/* Directories' nlink of a rename: -1 for one leaving, +1 for one arriving. */
+static int pgns_rename_touch(struct pgns *ns, uint64_t parent, int pdelta, uint64_t newparent,
+			     int npdelta, int64_t now)
+{
+	if (parent == newparent)
+		return pgns_dir_touch(ns, parent, pdelta + npdelta, now);
+	int rc = pgns_dir_touch(ns, parent, pdelta, now);
+	return rc ? rc : pgns_dir_touch(ns, newparent, npdelta, now);
+}
+
+static int pgns_exchange(struct pgns *ns, const struct pgns_name_call *c, uint64_t src_id,
+			 const struct cat_inode *src, uint64_t dst_id, const struct cat_inode *dst)
+{
+	char a[24], b[24];
+	int64_t now = pgns_now_ns();
+	const char *p1[] = { PGNS_U64(a, src_id), PGNS_U64(b, dst->ino) };
+	int rc = pgns_exec(ns, NS_DIRENT_SET_INO, p1, NULL);
+	const char *p2[] = { PGNS_U64(a, dst_id), PGNS_U64(b, src->ino) };
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_DIRENT_SET_INO, p2, NULL);
+	if (rc == 0)
+		rc = pgns_nlink_add(ns, src->ino, 0, now);
+	if (rc == 0)
+		rc = pgns_nlink_add(ns, dst->ino, 0, now);
+	int src_dir = S_ISDIR(src->mode), dst_dir = S_ISDIR(dst->mode);
+	if (rc == 0)
+		rc = c->parent != c->newparent
+			     ? pgns_rename_touch(ns, c->parent, dst_dir - src_dir, c->newparent,
+						 src_dir - dst_dir, now)
+			     : pgns_dir_touch(ns, c->parent, 0, now);
+	return rc;
+}
+
+static int pgns_rename_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_name_call *c = arg;
+	struct pgns *ns = c->ns;
+	*c->ino_out = 0;
+	int rc = lease_fence(ns->lease);
+	if (rc == 0)
+		rc = pgns_lock_dirs(ns, c->parent, c->newparent);
+	uint64_t src_id = 0, dst_id = 0;
+	struct cat_inode src, dst;
+	if (rc == 0)
+		rc = pgns_dirent(ns, c->parent, c->name, &src_id, &src);
+	if (rc)
+		return rc;
+	rc = pgns_dirent(ns, c->newparent, c->newname, &dst_id, &dst);
+	bool have_dst = rc == 0;
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (!have_dst && (c->flags & CAT_RENAME_EXCHANGE))
+		return -ENOENT;
+	if (have_dst && (c->flags & CAT_RENAME_NOREPLACE))
+		return -EEXIST;
+	if (have_dst && dst.ino == src.ino)
+		return 0; /* the same file under both names: POSIX says do nothing */
+	bool src_dir = S_ISDIR(src.mode), dst_dir = have_dst && S_ISDIR(dst.mode);
+	bool moved = c->parent != c->newparent;
+	rc = 0;
+	if (src_dir && moved)
+		rc = pgns_not_within(ns, c->newparent, src.ino);
+	if (rc == 0 && dst_dir && moved && (c->flags & CAT_RENAME_EXCHANGE))
+		rc = pgns_not_within(ns, c->parent, dst.ino);
+	if (rc)
+		return rc;
+	if (c->flags & CAT_RENAME_EXCHANGE)
+		return pgns_exchange(ns, c, src_id, &src, dst_id, &dst);
+
+	int64_t now = pgns_now_ns();
+	if (have_dst) {
+		if (src_dir && !dst_dir)
+			return -ENOTDIR;
+		if (!src_dir && dst_dir)
+			return -EISDIR;
+		if (dst_dir)
+			rc = pgns_dir_empty(ns, dst.ino);
+		char d[24];
+		const char *params[] = { PGNS_U64(d, dst_id) };
+		if (rc == 0)
+			rc = pgns_exec(ns, NS_DIRENT_DELETE, params, NULL);
+		if (rc == 0)
+			rc = pgns_nlink_add(ns, dst.ino, dst_dir ? -(int64_t)dst.nlink : -1, now);
+		if (rc)
+			return rc;
+		*c->ino_out = dst.ino;
+	}
+	char id[24], np[24];
+	const char *params[] = { PGNS_U64(id, src_id), PGNS_U64(np, c->newparent), c->newname };
+	rc = pgns_exec(ns, NS_DIRENT_MOVE, params, NULL);
+	if (rc == 0)
+		rc = pgns_nlink_add(ns, src.ino, 0, now);
+	if (rc == 0)
+		rc = pgns_rename_touch(ns, c->parent, src_dir && moved ? -1 : 0, c->newparent,
+				       (src_dir && moved ? 1 : 0) - (dst_dir ? 1 : 0), now);
+	return rc;
+}
+
+int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	if ((flags & ~(CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE)) != 0 ||
+	    flags == (CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE))
+		return -EINVAL;
+	if (!*newname || strlen(newname) > CAT_NAME_MAX || strchr(newname, '/') ||
+	    !strcmp(newname, ".") || !strcmp(newname, "..") || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return strlen(newname) > CAT_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+	uint64_t replaced = 0;
+	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name,
+				    .newparent = newparent, .newname = newname, .flags = flags,
+				    .ino_out = &replaced };
+	int rc = pg_txn(ns->pg, pgns_rename_body, &c);
+	if (replaced_ino)
+		*replaced_ino = rc == 0 ? replaced : 0;
+	return rc;
+}
+
+/* ---- attributes, symlinks, truncate ---- */
+
+struct pgns_set_call {
+	struct pgns *ns;
+	uint64_t ino, size;
+	unsigned what;
+	const struct cat_inode *in;
+	struct cat_inode *out;
+	char *buf;
+	size_t bufsize;
+};
+
+static int pgns_setattr_body(struct pg *pg, void *arg)
+{
+	struct pgns_set_call *c = arg;
+	struct pgns *ns = c->ns;
+	int rc = lease_fence(ns->lease);
+	if (rc)
+		return rc;
+	char i[24];
+	const char *lock[] = { PGNS_U64(i, c->ino) };
+	PGresult *res;
+	rc = pgns_exec(ns, NS_INODE_LOCK, lock, &res);
+	if (rc)
+		return rc;
+	if (pg_rows(res) != 1) {
+		PQclear(res);
+		return -ENOENT;
+	}
+	struct cat_inode cur;
+	pgns_attr(res, 0, 0, &cur);
+	PQclear(res);
+	if (c->what & CAT_SET_MODE)
+		cur.mode = (cur.mode & S_IFMT) | (c->in->mode & 07777);
+	if (c->what & CAT_SET_UID)
+		cur.uid = c->in->uid;
+	if (c->what & CAT_SET_GID)
+		cur.gid = c->in->gid;
+	if (c->what & CAT_SET_ATIME)
+		cur.atime_ns = c->in->atime_ns;
+	if (c->what & CAT_SET_MTIME)
+		cur.mtime_ns = c->in->mtime_ns;
+	cur.ctime_ns = (c->what & CAT_SET_CTIME) ? c->in->ctime_ns : pgns_now_ns();
+	char m[24], u[24], g[24], a[24], mt[24], ct[24];
+	const char *params[] = { i, PGNS_U64(m, cur.mode), PGNS_U64(u, cur.uid), PGNS_U64(g, cur.gid),
+				 PGNS_I64(a, cur.atime_ns), PGNS_I64(mt, cur.mtime_ns),
+				 PGNS_I64(ct, cur.ctime_ns) };
+	rc = pgns_exec(ns, NS_INODE_SET, params, NULL);
+	struct pgns_attr_call get = { ns, c->ino, NULL, c->out };
+	return rc ? rc : pgns_getattr_body(pg, &get);
+}
+
+int pgns_setattr(struct pgns *ns, uint64_t ino, unsigned what, const struct cat_inode *in,
+		 struct cat_inode *out)
+{
+	struct pgns_set_call c = { .ns = ns, .ino = ino, .what = what, .in = in, .out = out };
+	return pg_txn(ns->pg, pgns_setattr_body, &c);
+}
+
+static int pgns_readlink_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_set_call *c = arg;
+	char i[24];
+	const char *params[] = { PGNS_U64(i, c->ino) };
+	PGresult *res;
+	int rc = pgns_exec(c->ns, NS_READLINK, params, &res);
+	if (rc)
+		return rc;
+	if (pg_rows(res) != 1)
+		rc = -ENOENT;
+	else if (!S_ISLNK((mode_t)pg_int(res, 0, 0)))
+		rc = -EINVAL;
+	else
+		snprintf(c->buf, c->bufsize, "%s", PQgetvalue(res, 0, 1));
+	PQclear(res);
+	return rc;
+}
+
+int pgns_readlink(struct pgns *ns, uint64_t ino, char *buf, size_t size)
+{
+	if (size == 0)
+		return -EINVAL;
+	struct pgns_set_call c = { .ns = ns, .ino = ino, .buf = buf, .bufsize = size };
+	return pg_txn(ns->pg, pgns_readlink_body, &c);
+}
+
+static int pgns_truncate_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_set_call *c = arg;
+	struct pgns *ns = c->ns;
+	int rc = lease_fence(ns->lease);
+	if (rc)
+		return rc;
+	char i[24], sz[24], t[24];
+	const char *lock[] = { PGNS_U64(i, c->ino) };
+	PGresult *res;
+	rc = pgns_exec(ns, NS_INODE_LOCK, lock, &res);
+	if (rc)
+		return rc;
+	bool file = pg_rows(res) == 1 && S_ISREG((mode_t)pg_int(res, 0, 1));
+	bool found = pg_rows(res) == 1;
+	PQclear(res);
+	if (!file)
+		return found ? -EISDIR : -ENOENT;
+	const char *cut[] = { i, PGNS_U64(sz, c->size) };
+	rc = pgns_exec(ns, NS_REFS_DROP, cut, NULL); /* N1: extents at or past the size */
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_EXTENTS_DELETE, cut, NULL);
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_EXTENT_CUT, cut, NULL); /* a straddling one keeps its chunk */
+	int64_t now = pgns_now_ns();
+	const char *set[] = { i, sz, PGNS_I64(t, now), t };
+	if (rc == 0)
+		rc = pgns_exec(ns, NS_FILE_SET, set, NULL);
+	return rc;
+}
+
+int pgns_file_truncate(struct pgns *ns, uint64_t ino, uint64_t new_size)
+{
+	struct pgns_set_call c = { .ns = ns, .ino = ino, .size = new_size };
+	return pg_txn(ns->pg, pgns_truncate_body, &c);
 }

@@ -6,8 +6,8 @@
  * where each is (uploaded to BACKING, or held by one node's cache) and
  * whether a reclaim is removing it. Same contracts as catalog.h's namespace
  * section where the calls share a name (struct cat_inode, struct cat_extent,
- * errors), so that it can sit behind the catalog interface. Generations, pins
- * and rename come next; nothing here is reachable from a mount yet.
+ * errors), so that it can sit behind the catalog interface. Generations and
+ * pins come next; nothing here is reachable from a mount yet.
  *
  * Writes stay local until close (close-to-open): a node's writer keeps its
  * pending extents in its own SQLite; pgns_file_commit publishes a file's
@@ -69,6 +69,19 @@ int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mod
  * pgns_inode_release. */
 int pgns_unlink(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out);
 int pgns_readdir(struct pgns *ns, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg);
+/* As cat_rmdir, cat_link, cat_rename (flags CAT_RENAME_*; no generations
+ * yet), cat_setattr, cat_readlink and cat_file_truncate. A change of a
+ * directory's entries locks the directory's row (two: in inode order), so
+ * changes of one directory from several nodes are serialized. */
+int pgns_rmdir(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out);
+int pgns_link(struct pgns *ns, uint64_t ino, uint64_t newparent, const char *newname,
+	      struct cat_inode *out);
+int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		const char *newname, unsigned flags, uint64_t *replaced_ino);
+int pgns_setattr(struct pgns *ns, uint64_t ino, unsigned what, const struct cat_inode *in,
+		 struct cat_inode *out);
+int pgns_readlink(struct pgns *ns, uint64_t ino, char *buf, size_t size);
+int pgns_file_truncate(struct pgns *ns, uint64_t ino, uint64_t new_size);
 
 /* A chunk a commit names, with what its node's store recorded of it. */
 struct pgns_chunk {

@@ -366,3 +366,175 @@ Test(pgns, two_nodes_at_once_keep_the_counts)
 	tn_leave(&a);
 	tn_leave(&b);
 }
+
+/* ---- rename, rmdir, link, setattr, symlinks, truncate ---- */
+
+static uint64_t tn_dir(struct tn_node *n, uint64_t parent, const char *name)
+{
+	struct cat_inode in;
+	OK(pgns_create(&n->ns, parent, name, S_IFDIR | 0755, 0, 0, 0, NULL, &in));
+	return in.ino;
+}
+
+static uint32_t tn_nlink(struct tn_node *n, uint64_t ino)
+{
+	struct cat_inode in;
+	OK(pgns_getattr(&n->ns, ino, &in));
+	return in.nlink;
+}
+
+Test(pgns, rename_follows_posix)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 30000);
+	tn_join(&b, "b", 30000);
+	uint64_t d1 = tn_dir(&a, CAT_ROOT_INO, "d1"), d2 = tn_dir(&a, CAT_ROOT_INO, "d2");
+	uint64_t sub = tn_dir(&a, d1, "sub");
+	uint64_t f = tn_file(&a, d1, "f"), g = tn_file(&a, d2, "g");
+	uint64_t replaced = 99;
+	struct cat_inode in;
+
+	/* a file over a file, across directories, seen by the other node */
+	OK(pgns_rename(&b.ns, d1, "f", d2, "g", 0, &replaced));
+	cr_assert_eq(replaced, g);
+	OK(pgns_lookup(&a.ns, d2, "g", &in));
+	cr_assert_eq(in.ino, f);
+	FAILS(pgns_lookup(&a.ns, d1, "f", &in), ENOENT);
+	cr_assert_eq(tn_nlink(&a, g), 0, "the replaced file is unlinked");
+
+	/* a directory never into its own subtree; moving it fixes the parents' nlink */
+	FAILS(pgns_rename(&a.ns, CAT_ROOT_INO, "d1", sub, "x", 0, NULL), EINVAL);
+	FAILS(pgns_rename(&a.ns, CAT_ROOT_INO, "d1", d1, "x", 0, NULL), EINVAL);
+	cr_assert_eq(tn_nlink(&a, d1), 3);
+	OK(pgns_rename(&a.ns, d1, "sub", d2, "sub2", 0, NULL));
+	cr_assert_eq(tn_nlink(&a, d1), 2);
+	cr_assert_eq(tn_nlink(&a, d2), 3);
+
+	/* type mismatches, a non-empty target, NOREPLACE, EXCHANGE */
+	tn_file(&a, d1, "h");
+	FAILS(pgns_rename(&a.ns, d1, "h", d2, "sub2", 0, NULL), EISDIR);
+	FAILS(pgns_rename(&a.ns, d2, "sub2", d1, "h", 0, NULL), ENOTDIR);
+	tn_file(&a, sub, "inside");
+	uint64_t empty = tn_dir(&a, d1, "empty");
+	FAILS(pgns_rename(&a.ns, d1, "empty", d2, "sub2", 0, NULL), ENOTEMPTY);
+	FAILS(pgns_rename(&a.ns, d1, "h", d2, "g", CAT_RENAME_NOREPLACE, NULL), EEXIST);
+	OK(pgns_rename(&a.ns, d1, "h", d2, "sub2", CAT_RENAME_EXCHANGE, NULL));
+	OK(pgns_lookup(&b.ns, d1, "h", &in));
+	cr_assert_eq(in.ino, sub, "exchanged");
+	cr_assert_eq(tn_nlink(&a, d1), 4, "d1 gained a directory (sub) next to empty");
+	cr_assert_eq(tn_nlink(&a, d2), 2);
+	FAILS(pgns_rename(&a.ns, d1, "nope", d2, "g", CAT_RENAME_EXCHANGE, NULL), ENOENT);
+	FAILS(pgns_rename(&a.ns, d1, "h", d2, "g", CAT_RENAME_EXCHANGE | CAT_RENAME_NOREPLACE, NULL),
+	      EINVAL);
+
+	/* rmdir */
+	FAILS(pgns_rmdir(&a.ns, d1, "h", NULL), ENOTEMPTY);
+	FAILS(pgns_rmdir(&a.ns, d2, "g", NULL), ENOTDIR);
+	uint64_t gone = 0;
+	OK(pgns_rmdir(&b.ns, d1, "empty", &gone));
+	cr_assert_eq(gone, empty);
+	cr_assert_eq(tn_nlink(&a, empty), 0);
+	cr_assert_eq(tn_nlink(&a, d1), 3);
+	tn_leave(&a);
+	tn_leave(&b);
+}
+
+Test(pgns, link_setattr_symlink_truncate)
+{
+	struct tn_node a;
+	tn_join(&a, "a", 30000);
+	uint64_t d = tn_dir(&a, CAT_ROOT_INO, "d");
+	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f");
+	struct cat_inode in;
+	OK(pgns_link(&a.ns, f, d, "f2", &in));
+	cr_assert_eq(in.nlink, 2);
+	FAILS(pgns_link(&a.ns, d, CAT_ROOT_INO, "d2", &in), EPERM);
+	FAILS(pgns_link(&a.ns, f, d, "f2", &in), EEXIST);
+
+	struct cat_inode want = { .mode = S_IFDIR | 04711, .uid = 7, .mtime_ns = 42 };
+	OK(pgns_setattr(&a.ns, f, CAT_SET_MODE | CAT_SET_UID | CAT_SET_MTIME, &want, &in));
+	cr_assert_eq(in.mode, S_IFREG | 04711, "the type bits stay");
+	cr_assert_eq(in.uid, 7);
+	cr_assert_eq(in.mtime_ns, 42);
+	cr_assert(in.ctime_ns > 42);
+
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "l", S_IFLNK | 0777, 0, 0, 0, "../target/x", &in));
+	cr_assert_eq(in.size, 11);
+	char buf[64];
+	OK(pgns_readlink(&a.ns, in.ino, buf, sizeof(buf)));
+	cr_assert_str_eq(buf, "../target/x");
+	FAILS(pgns_readlink(&a.ns, f, buf, sizeof(buf)), EINVAL);
+
+	/* truncate drops the references of what it cuts off, keeps a straddling one */
+	struct cat_extent ext[4];
+	struct pgns_chunk chunks[4];
+	tn_content(13, 0, 4, ext, chunks);
+	OK(pgns_file_commit(&a.ns, f, 4000, 1, ext, 4, chunks, 4));
+	OK(pgns_file_truncate(&a.ns, f, 1500));
+	struct cat_extent got[4];
+	cr_assert_eq(pgns_extents(&a.ns, f, 0, got, 4), 2);
+	cr_assert_eq(got[1].len, 500);
+	cr_assert_eq(tn_refs(&a, chunks[1].hash), 1);
+	cr_assert_eq(tn_refs(&a, chunks[2].hash), 0);
+	OK(pgns_getattr(&a.ns, f, &in));
+	cr_assert_eq(in.size, 1500);
+	FAILS(pgns_file_truncate(&a.ns, d, 0), EISDIR);
+	tn_check(&a);
+	tn_leave(&a);
+}
+
+/* Renames between two directories in both directions from two nodes at once:
+ * the directories are locked in inode order, so neither waits on the other
+ * for ever, and every file ends in exactly one of them. */
+struct tn_mover {
+	struct tn_node *node;
+	uint64_t from, to;
+	int rc;
+};
+
+static void *tn_move(void *arg)
+{
+	struct tn_mover *m = arg;
+	for (int i = 0; i < 30 && m->rc == 0; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "m%lu-%d", (unsigned long)m->from, i);
+		m->rc = pgns_rename(&m->node->ns, m->from, name, m->to, name, 0, NULL);
+	}
+	return NULL;
+}
+
+Test(pgns, crossing_renames_from_two_nodes)
+{
+	struct tn_node a, b;
+	tn_join(&a, "a", 30000);
+	tn_join(&b, "b", 30000);
+	uint64_t x = tn_dir(&a, CAT_ROOT_INO, "x"), y = tn_dir(&a, CAT_ROOT_INO, "y");
+	for (int i = 0; i < 30; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "m%lu-%d", (unsigned long)x, i);
+		tn_file(&a, x, name);
+		snprintf(name, sizeof(name), "m%lu-%d", (unsigned long)y, i);
+		tn_file(&a, y, name);
+	}
+	struct tn_mover ma = { &a, x, y, 0 }, mb = { &b, y, x, 0 };
+	pthread_t ta, tb;
+	cr_assert_eq(pthread_create(&ta, NULL, tn_move, &ma), 0);
+	cr_assert_eq(pthread_create(&tb, NULL, tn_move, &mb), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	cr_assert_eq(ma.rc, 0, "a: %s", strerror(-ma.rc));
+	cr_assert_eq(mb.rc, 0, "b: %s", strerror(-mb.rc));
+	int in_x = 0, in_y = 0;
+	for (int i = 0; i < 30; i++) {
+		char name[32];
+		struct cat_inode in;
+		snprintf(name, sizeof(name), "m%lu-%d", (unsigned long)y, i);
+		in_x += pgns_lookup(&a.ns, x, name, &in) == 0;
+		snprintf(name, sizeof(name), "m%lu-%d", (unsigned long)x, i);
+		in_y += pgns_lookup(&a.ns, y, name, &in) == 0;
+	}
+	cr_assert_eq(in_x, 30);
+	cr_assert_eq(in_y, 30);
+	tn_leave(&a);
+	tn_leave(&b);
+}

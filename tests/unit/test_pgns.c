@@ -200,6 +200,18 @@ Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
 	tn_leave(&b);
 }
 
+/* Chunks nobody references any more: a file on them is published, unlinked
+ * and released by n. */
+static void tn_orphans(struct tn_node *n, uint8_t fill, size_t count, struct cat_extent *ext,
+		       struct pgns_chunk *chunks)
+{
+	tn_content(fill, 0, count, ext, chunks);
+	uint64_t f = tn_file(n, CAT_ROOT_INO, "orphan");
+	OK(pgns_file_commit(&n->ns, f, count * 1000, 1, ext, count, chunks, count));
+	OK(pgns_unlink(&n->ns, CAT_ROOT_INO, "orphan", NULL));
+	OK(pgns_inode_release(&n->ns, f));
+}
+
 Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 {
 	struct tn_node a, b;
@@ -207,11 +219,7 @@ Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 	tn_join(&b, "b", 30000);
 	struct cat_extent ext[4];
 	struct pgns_chunk chunks[4];
-	tn_content(9, 0, 4, ext, chunks);
-	uint64_t f = tn_file(&a, CAT_ROOT_INO, "old");
-	OK(pgns_file_commit(&a.ns, f, 4000, 1, ext, 4, chunks, 4));
-	OK(pgns_unlink(&a.ns, CAT_ROOT_INO, "old", NULL));
-	OK(pgns_inode_release(&a.ns, f));
+	tn_orphans(&a, 9, 4, ext, chunks);
 	tn_check(&a);
 	cr_assert_eq(tn_refs(&a, chunks[0].hash), 0);
 
@@ -252,11 +260,7 @@ Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 	tn_join(&b, "b", 30000);
 	struct cat_extent ext[2];
 	struct pgns_chunk chunks[2];
-	tn_content(10, 0, 2, ext, chunks);
-	uint64_t f = tn_file(&b, CAT_ROOT_INO, "x");
-	OK(pgns_file_commit(&b.ns, f, 2000, 1, ext, 2, chunks, 2));
-	OK(pgns_unlink(&b.ns, CAT_ROOT_INO, "x", NULL));
-	OK(pgns_inode_release(&b.ns, f));
+	tn_orphans(&b, 10, 2, ext, chunks);
 	struct pgns_reclaim rec[4];
 	size_t n = 0;
 	OK(pgns_reclaim_begin(&a.ns, rec, 4, &n));

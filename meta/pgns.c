@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "pggen.h"
 
 enum {
 	NS_GETATTR,
@@ -65,9 +66,10 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_PARENT_LOCK] = { "ns_parent_lock", "SELECT mode FROM ns_inodes WHERE ino = $1 FOR UPDATE", 1 },
 	[NS_INODE_INSERT] = { "ns_inode_insert",
 			      "INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
-			      " mtime_ns, ctime_ns, target) VALUES (nextval('ns_ino_seq'), $1, $2, $3,"
-			      " $4, $5, $6, $7, $7, $7, $8) RETURNING ino",
-			      8 },
+			      " mtime_ns, ctime_ns, target, gen) VALUES (nextval('ns_ino_seq'), $1, $2, $3,"
+			      " $4, $5, $6, $7, $7, $7, $8, (SELECT gen FROM ns_inodes WHERE ino = $9))"
+			      " RETURNING ino",
+			      9 },
 	[NS_DIRENT_INSERT] = { "ns_dirent_insert",
 			       "INSERT INTO ns_dirents(parent, name, ino) VALUES ($1, $2, $3)", 3 },
 	[NS_PARENT_TOUCH] = { "ns_parent_touch",
@@ -185,11 +187,11 @@ const struct pg_stmt *pgns_stmts_all(size_t *n)
 	static struct pg_stmt all[64];
 	static size_t count;
 	if (count == 0) {
-		_Static_assert(NS_COUNT + 16 <= 64, "pgns_stmts_all: make all[] larger");
-		assert(lease_nstmts + pgns_nstmts <= 64);
+		assert(lease_nstmts + pgns_nstmts + pggen_nstmts <= sizeof(all) / sizeof(all[0]));
 		memcpy(all, lease_stmts, lease_nstmts * sizeof(*all));
 		memcpy(all + lease_nstmts, pgns_stmts, pgns_nstmts * sizeof(*all));
-		count = lease_nstmts + pgns_nstmts;
+		memcpy(all + lease_nstmts + pgns_nstmts, pggen_stmts, pggen_nstmts * sizeof(*all));
+		count = lease_nstmts + pgns_nstmts + pggen_nstmts;
 	}
 	*n = count;
 	return all;
@@ -200,7 +202,9 @@ static const char pgns_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS ns_inodes(ino BIGINT PRIMARY KEY, mode BIGINT NOT NULL,"
 	" uid BIGINT NOT NULL, gid BIGINT NOT NULL, nlink BIGINT NOT NULL,"
 	" size BIGINT NOT NULL DEFAULT 0, rdev BIGINT NOT NULL DEFAULT 0,"
-	" atime_ns BIGINT NOT NULL, mtime_ns BIGINT NOT NULL, ctime_ns BIGINT NOT NULL, target TEXT);"
+	" atime_ns BIGINT NOT NULL, mtime_ns BIGINT NOT NULL, ctime_ns BIGINT NOT NULL, target TEXT,"
+	" gen BIGINT);"
+	"CREATE INDEX IF NOT EXISTS ns_inodes_by_gen ON ns_inodes(gen) WHERE gen IS NOT NULL;"
 	"CREATE TABLE IF NOT EXISTS ns_dirents(id BIGSERIAL PRIMARY KEY, parent BIGINT NOT NULL,"
 	" name TEXT NOT NULL, ino BIGINT NOT NULL, UNIQUE (parent, name));"
 	"CREATE INDEX IF NOT EXISTS ns_dirents_by_parent ON ns_dirents(parent, id);"
@@ -214,7 +218,18 @@ static const char pgns_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS ns_extents(ino BIGINT NOT NULL, off BIGINT NOT NULL,"
 	" len BIGINT NOT NULL, hash BYTEA NOT NULL, chunk_off BIGINT NOT NULL,"
 	" PRIMARY KEY (ino, off));"
-	"CREATE INDEX IF NOT EXISTS ns_extents_by_hash ON ns_extents(hash);";
+	"CREATE INDEX IF NOT EXISTS ns_extents_by_hash ON ns_extents(hash);"
+	/* meta/pggen.c: generations, and the files open for writing on each node */
+	"CREATE TABLE IF NOT EXISTS ns_generations(id BIGSERIAL PRIMARY KEY, series BIGINT NOT NULL,"
+	" root BIGINT NOT NULL, name TEXT NOT NULL, step BIGINT NOT NULL, state INT NOT NULL,"
+	" version INT NOT NULL DEFAULT 1, pinned BOOLEAN NOT NULL DEFAULT false,"
+	" created_ns BIGINT NOT NULL, committed_ns BIGINT NOT NULL DEFAULT 0,"
+	" ended_ns BIGINT NOT NULL DEFAULT 0, rule TEXT NOT NULL DEFAULT '',"
+	" held TEXT NOT NULL DEFAULT '', lost BOOLEAN NOT NULL DEFAULT false, opened_by BIGINT);"
+	"CREATE INDEX IF NOT EXISTS ns_generations_by_series ON ns_generations(series, state, step);"
+	"CREATE TABLE IF NOT EXISTS ns_writing(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
+	" PRIMARY KEY (node, ino));"
+	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);";
 
 static int64_t pgns_now_ns(void)
 {
@@ -404,10 +419,8 @@ struct pgns_create_call {
 	struct cat_inode *out;
 };
 
-static int pgns_create_body(struct pg *pg, void *arg)
+static int pgns_create_in(const struct pgns_create_call *c)
 {
-	(void)pg;
-	struct pgns_create_call *c = arg;
 	int rc = lease_fence(c->ns->lease);
 	if (rc == 0)
 		rc = pgns_lock_dir(c->ns, c->parent);
@@ -416,10 +429,12 @@ static int pgns_create_body(struct pg *pg, void *arg)
 	bool dir = S_ISDIR(c->mode);
 	int64_t now = pgns_now_ns();
 	char mode[24], uid[24], gid[24], nlink[24], size[24], rdev[24], t[24], parent[24], ino[24];
+	char in_dir[24];
 	const char *params[] = { PGNS_U64(mode, c->mode), PGNS_U64(uid, c->uid), PGNS_U64(gid, c->gid),
 				 PGNS_U64(nlink, dir ? 2 : 1),
 				 PGNS_U64(size, c->target ? strlen(c->target) : 0),
-				 PGNS_U64(rdev, c->rdev), PGNS_I64(t, now), c->target };
+				 PGNS_U64(rdev, c->rdev), PGNS_I64(t, now), c->target,
+				 PGNS_U64(in_dir, c->parent) };
 	PGresult *res;
 	rc = pgns_exec(c->ns, NS_INODE_INSERT, params, &res);
 	if (rc)
@@ -435,15 +450,38 @@ static int pgns_create_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	struct pgns_attr_call get = { c->ns, new_ino, NULL, c->out };
-	return pgns_getattr_body(pg, &get);
+	return pgns_getattr_body(c->ns->pg, &get);
+}
+
+int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode,
+		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		    struct cat_inode *out)
+{
+	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };
+	return pgns_create_in(&c);
+}
+
+static int pgns_create_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	return pgns_create_in(arg);
+}
+
+int pgns_name_check(const char *name)
+{
+	if (strlen(name) > CAT_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -EINVAL;
+	return 0;
 }
 
 int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
 		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
 {
-	if (!*name || strlen(name) > CAT_NAME_MAX || strchr(name, '/') || !strcmp(name, ".") ||
-	    !strcmp(name, ".."))
-		return strlen(name) > CAT_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+	int rc = pgns_name_check(name);
+	if (rc)
+		return rc;
 	if (target && mode != (S_IFLNK | 0777))
 		return -EINVAL;
 	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };

@@ -42,19 +42,19 @@
 #include "lease.h"
 #include "pg.h"
 
-/* The statements pgns runs; give pg_open an array holding lease_stmts then
- * pgns_stmts (pgns_stmts_all builds it). */
+/* The statements pgns runs (pggen.h has those of generations). */
 extern const struct pg_stmt pgns_stmts[];
 extern const size_t pgns_nstmts;
 
-/* lease_stmts followed by pgns_stmts, for pg_open; lease calls use first 0,
- * pgns calls first lease_nstmts. */
+/* lease_stmts, then pgns_stmts, then pggen_stmts, for pg_open: lease calls
+ * use first 0, pgns calls first lease_nstmts, pggen calls the sum of both. */
 const struct pg_stmt *pgns_stmts_all(size_t *n);
 
 struct pgns {
 	struct pg *pg;
 	struct lease *lease; /* this node's; its first is 0 */
 	size_t first;        /* where pgns_stmts begin in pg's list: lease_nstmts */
+	size_t first_gen;    /* where pggen_stmts begin: lease_nstmts + pgns_nstmts */
 };
 
 /* The tables (and the root directory, owned by root_uid:root_gid);
@@ -118,6 +118,13 @@ struct pgns_reclaim {
 };
 int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, size_t *n);
 int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n);
+
+/* For meta/pggen.c, inside a pg_txn body: pgns_create's transaction (the new
+ * inode inherits its parent's generation), and pgns_create's name check. */
+int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode,
+		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		    struct cat_inode *out);
+int pgns_name_check(const char *name);
 
 /* One chunk row, for tests and `verify`. -ENOENT if there is none. */
 struct pgns_chunk_row {

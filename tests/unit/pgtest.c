@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support.h"
+
 char pt_dir[64];
 char pt_url[256];
 char pt_ns_ip[32];
@@ -79,3 +81,34 @@ void pt_local_url(char *out, size_t size)
 {
 	snprintf(out, size, "postgresql://ckptfs@/ckptfs?host=%s&port=5432", pt_dir);
 }
+
+/* ---- nodes ---- */
+
+void pt_join(struct pt_node *n, const char *name, unsigned lease_ms)
+{
+	size_t count;
+	const struct pg_stmt *stmts = pgns_stmts_all(&count);
+	char err[512] = "";
+	int rc = pg_open(pt_url, 10000, stmts, count, &n->pg, err, sizeof(err));
+	cr_assert_eq(rc, 0, "pg_open: %s", err);
+	OK(lease_schema(n->pg));
+	OK(pgns_schema(n->pg, 0, 0));
+	memset(&n->lease, 0, sizeof(n->lease));
+	n->lease.pg = n->pg;
+	OK(lease_register(&n->lease, name, lease_ms));
+	n->ns = (struct pgns){ .pg = n->pg, .lease = &n->lease, .first = lease_nstmts,
+			       .first_gen = lease_nstmts + pgns_nstmts };
+}
+
+void pt_leave(struct pt_node *n)
+{
+	pg_close(n->pg);
+}
+
+void pt_check(struct pt_node *n)
+{
+	int violations = -1;
+	OK(pgns_check(&n->ns, &violations));
+	cr_assert_eq(violations, 0, "pgns_check found %d violations", violations);
+}
+

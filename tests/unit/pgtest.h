@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "pgns.h"
+
 extern char pt_dir[64];  /* the server's directory (its socket is there too) */
 extern char pt_url[256]; /* its libpq URL */
 
@@ -29,5 +31,18 @@ void pt_netns(const char *verb);
 
 /* The socket URL of the server (also when it runs in a namespace). */
 void pt_local_url(char *out, size_t size);
+
+/* A node of the shared catalog: a connection, a lease, the namespace. */
+struct pt_node {
+	struct pg *pg;
+	struct lease lease;
+	struct pgns ns;
+};
+
+/* Connects to pt_url, makes the schema, registers a node named name. */
+void pt_join(struct pt_node *n, const char *name, unsigned lease_ms);
+void pt_leave(struct pt_node *n);
+/* pgns_check finds nothing. */
+void pt_check(struct pt_node *n);
 
 #endif

@@ -28,39 +28,6 @@
 
 TestSuite(pgns, .init = pt_start, .fini = pt_stop, .timeout = 90);
 
-struct tn_node {
-	struct pg *pg;
-	struct lease lease;
-	struct pgns ns;
-};
-
-static void tn_join(struct tn_node *n, const char *name, unsigned lease_ms)
-{
-	size_t count;
-	const struct pg_stmt *stmts = pgns_stmts_all(&count);
-	char err[512] = "";
-	int rc = pg_open(pt_url, 10000, stmts, count, &n->pg, err, sizeof(err));
-	cr_assert_eq(rc, 0, "pg_open: %s", err);
-	OK(lease_schema(n->pg));
-	OK(pgns_schema(n->pg, 0, 0));
-	memset(&n->lease, 0, sizeof(n->lease));
-	n->lease.pg = n->pg;
-	OK(lease_register(&n->lease, name, lease_ms));
-	n->ns = (struct pgns){ .pg = n->pg, .lease = &n->lease, .first = lease_nstmts };
-}
-
-static void tn_leave(struct tn_node *n)
-{
-	pg_close(n->pg);
-}
-
-static void tn_check(struct tn_node *n)
-{
-	int violations = -1;
-	OK(pgns_check(&n->ns, &violations));
-	cr_assert_eq(violations, 0, "pgns_check found %d violations", violations);
-}
-
 /* A file of nchunks extents of 1000 bytes each, on chunks ts_hash(fill, seed + i). */
 static void tn_content(uint8_t fill, int seed, size_t nchunks, struct cat_extent *ext,
 		       struct pgns_chunk *chunks)
@@ -76,14 +43,14 @@ static void tn_content(uint8_t fill, int seed, size_t nchunks, struct cat_extent
 	}
 }
 
-static uint64_t tn_file(struct tn_node *n, uint64_t parent, const char *name)
+static uint64_t tn_file(struct pt_node *n, uint64_t parent, const char *name)
 {
 	struct cat_inode in;
 	OK(pgns_create(&n->ns, parent, name, S_IFREG | 0644, 1000, 1000, 0, NULL, &in));
 	return in.ino;
 }
 
-static uint64_t tn_refs(struct tn_node *n, const uint8_t hash[CAT_HASH_LEN])
+static uint64_t tn_refs(struct pt_node *n, const uint8_t hash[CAT_HASH_LEN])
 {
 	struct pgns_chunk_row row;
 	OK(pgns_chunk_get(&n->ns, hash, &row));
@@ -107,9 +74,9 @@ static int tn_collect(void *arg, const char *name, const struct cat_inode *attr,
 
 Test(pgns, a_name_made_on_one_node_is_seen_on_the_other)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 30000);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
 	struct cat_inode dir, got;
 	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 1000, 1000, 0, NULL, &dir));
 	uint64_t f = tn_file(&a, dir.ino, "step-1.pt");
@@ -138,15 +105,15 @@ Test(pgns, a_name_made_on_one_node_is_seen_on_the_other)
 	cr_assert_eq(got.nlink, 0, "the inode stays until released");
 	OK(pgns_inode_release(&a.ns, f));
 	FAILS(pgns_getattr(&a.ns, f, &got), ENOENT);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 30000);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
 	struct cat_extent ext[6], got[8];
 	struct pgns_chunk chunks[6];
 	/* HSDP-style replicas: both nodes write the same shard */
@@ -154,7 +121,7 @@ Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
 	uint64_t fa = tn_file(&a, CAT_ROOT_INO, "shard-a"), fb = tn_file(&b, CAT_ROOT_INO, "shard-b");
 	OK(pgns_file_commit(&a.ns, fa, 6000, 123, ext, 6, chunks, 6));
 	OK(pgns_file_commit(&b.ns, fb, 6000, 456, ext, 6, chunks, 6));
-	tn_check(&a);
+	pt_check(&a);
 	for (int i = 0; i < 6; i++)
 		cr_assert_eq(tn_refs(&a, chunks[i].hash), 2);
 	struct pgns_chunk_row row;
@@ -188,7 +155,7 @@ Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
 	for (int i = 3; i < 6; i++)
 		ext2[i].off = (uint64_t)i * 1000;
 	OK(pgns_file_commit(&a.ns, fa, 6000, 124, ext2, 6, chunks2, 6));
-	tn_check(&b);
+	pt_check(&b);
 	cr_assert_eq(tn_refs(&a, chunks[0].hash), 2);
 	cr_assert_eq(tn_refs(&a, chunks[5].hash), 1);
 	cr_assert_eq(tn_refs(&a, chunks2[5].hash), 1);
@@ -196,13 +163,13 @@ Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
 	/* a description missing for a hash the extents name is refused */
 	FAILS(pgns_file_commit(&a.ns, fa, 6000, 125, ext2, 6, chunks2, 5), EINVAL);
 	FAILS(pgns_file_commit(&a.ns, CAT_ROOT_INO, 0, 0, NULL, 0, NULL, 0), EISDIR);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 /* Chunks nobody references any more: a file on them is published, unlinked
  * and released by n. */
-static void tn_orphans(struct tn_node *n, uint8_t fill, size_t count, struct cat_extent *ext,
+static void tn_orphans(struct pt_node *n, uint8_t fill, size_t count, struct cat_extent *ext,
 		       struct pgns_chunk *chunks)
 {
 	tn_content(fill, 0, count, ext, chunks);
@@ -214,13 +181,13 @@ static void tn_orphans(struct tn_node *n, uint8_t fill, size_t count, struct cat
 
 Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 30000);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
 	struct cat_extent ext[4];
 	struct pgns_chunk chunks[4];
 	tn_orphans(&a, 9, 4, ext, chunks);
-	tn_check(&a);
+	pt_check(&a);
 	cr_assert_eq(tn_refs(&a, chunks[0].hash), 0);
 
 	struct pgns_reclaim rec[8];
@@ -236,7 +203,7 @@ Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 	FAILS(pgns_file_commit(&b.ns, g, 4000, 2, ext, 4, chunks, 4), EBUSY);
 	cr_assert_eq(pgns_extents(&b.ns, g, 0, ext, 4), 0, "the failed commit changed nothing");
 	tn_content(9, 0, 4, ext, chunks);
-	tn_check(&b);
+	pt_check(&b);
 
 	OK(pgns_reclaim_end(&a.ns, rec, n));
 	FAILS(pgns_chunk_get(&b.ns, chunks[2].hash, &row), ENOENT);
@@ -248,16 +215,16 @@ Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 	cr_assert_eq(row.refcount, 1);
 	OK(pgns_reclaim_begin(&a.ns, rec, 8, &n));
 	cr_assert_eq(n, 0, "nothing at zero any more");
-	tn_check(&a);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_check(&a);
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 400);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 400);
+	pt_join(&b, "b", 30000);
 	struct cat_extent ext[2];
 	struct pgns_chunk chunks[2];
 	tn_orphans(&b, 10, 2, ext, chunks);
@@ -276,14 +243,14 @@ Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 	OK(pgns_reclaim_end(&b.ns, rec, n));
 	struct pgns_chunk_row row;
 	FAILS(pgns_chunk_get(&b.ns, chunks[0].hash, &row), ENOENT);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 Test(pgns, a_node_past_its_lease_changes_nothing)
 {
-	struct tn_node a;
-	tn_join(&a, "a", 300);
+	struct pt_node a;
+	pt_join(&a, "a", 300);
 	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f");
 	usleep(500 * 1000);
 	struct cat_extent ext[1];
@@ -295,13 +262,13 @@ Test(pgns, a_node_past_its_lease_changes_nothing)
 	FAILS(pgns_unlink(&a.ns, CAT_ROOT_INO, "f", NULL), ESTALE);
 	OK(pgns_lookup(&a.ns, CAT_ROOT_INO, "f", &in)); /* reading is still allowed */
 	cr_assert_eq(in.size, 0);
-	tn_leave(&a);
+	pt_leave(&a);
 }
 
 /* ---- two nodes at once ---- */
 
 struct tn_worker {
-	struct tn_node *node;
+	struct pt_node *node;
 	int id;
 	int rc;
 };
@@ -351,9 +318,9 @@ static void *tn_work(void *arg)
 
 Test(pgns, two_nodes_at_once_keep_the_counts)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 30000);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
 	struct tn_worker wa = { &a, 0, 0 }, wb = { &b, 1, 0 };
 	pthread_t ta, tb;
 	cr_assert_eq(pthread_create(&ta, NULL, tn_work, &wa), 0);
@@ -362,25 +329,25 @@ Test(pgns, two_nodes_at_once_keep_the_counts)
 	pthread_join(tb, NULL);
 	cr_assert_eq(wa.rc, 0, "node a: %s", strerror(-wa.rc));
 	cr_assert_eq(wb.rc, 0, "node b: %s", strerror(-wb.rc));
-	tn_check(&a);
+	pt_check(&a);
 	struct pg_stats st;
 	pg_get_stats(a.pg, &st);
 	cr_log_info("node a: %" PRIu64 " transactions, %" PRIu64 " retried, %" PRIu64 " round trips",
 		    st.txns, st.retries, st.round_trips);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 /* ---- rename, rmdir, link, setattr, symlinks, truncate ---- */
 
-static uint64_t tn_dir(struct tn_node *n, uint64_t parent, const char *name)
+static uint64_t tn_dir(struct pt_node *n, uint64_t parent, const char *name)
 {
 	struct cat_inode in;
 	OK(pgns_create(&n->ns, parent, name, S_IFDIR | 0755, 0, 0, 0, NULL, &in));
 	return in.ino;
 }
 
-static uint32_t tn_nlink(struct tn_node *n, uint64_t ino)
+static uint32_t tn_nlink(struct pt_node *n, uint64_t ino)
 {
 	struct cat_inode in;
 	OK(pgns_getattr(&n->ns, ino, &in));
@@ -389,9 +356,9 @@ static uint32_t tn_nlink(struct tn_node *n, uint64_t ino)
 
 Test(pgns, rename_follows_posix)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 30000);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
 	uint64_t d1 = tn_dir(&a, CAT_ROOT_INO, "d1"), d2 = tn_dir(&a, CAT_ROOT_INO, "d2");
 	uint64_t sub = tn_dir(&a, d1, "sub");
 	uint64_t f = tn_file(&a, d1, "f"), g = tn_file(&a, d2, "g");
@@ -439,14 +406,14 @@ Test(pgns, rename_follows_posix)
 	cr_assert_eq(gone, empty);
 	cr_assert_eq(tn_nlink(&a, empty), 0);
 	cr_assert_eq(tn_nlink(&a, d1), 3);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 Test(pgns, link_setattr_symlink_truncate)
 {
-	struct tn_node a;
-	tn_join(&a, "a", 30000);
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
 	uint64_t d = tn_dir(&a, CAT_ROOT_INO, "d");
 	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f");
 	struct cat_inode in;
@@ -483,15 +450,15 @@ Test(pgns, link_setattr_symlink_truncate)
 	OK(pgns_getattr(&a.ns, f, &in));
 	cr_assert_eq(in.size, 1500);
 	FAILS(pgns_file_truncate(&a.ns, d, 0), EISDIR);
-	tn_check(&a);
-	tn_leave(&a);
+	pt_check(&a);
+	pt_leave(&a);
 }
 
 /* Renames between two directories in both directions from two nodes at once:
  * the directories are locked in inode order, so neither waits on the other
  * for ever, and every file ends in exactly one of them. */
 struct tn_mover {
-	struct tn_node *node;
+	struct pt_node *node;
 	uint64_t from, to;
 	int rc;
 };
@@ -509,9 +476,9 @@ static void *tn_move(void *arg)
 
 Test(pgns, crossing_renames_from_two_nodes)
 {
-	struct tn_node a, b;
-	tn_join(&a, "a", 30000);
-	tn_join(&b, "b", 30000);
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
 	uint64_t x = tn_dir(&a, CAT_ROOT_INO, "x"), y = tn_dir(&a, CAT_ROOT_INO, "y");
 	for (int i = 0; i < 30; i++) {
 		char name[32];
@@ -539,6 +506,6 @@ Test(pgns, crossing_renames_from_two_nodes)
 	}
 	cr_assert_eq(in_x, 30);
 	cr_assert_eq(in_y, 30);
-	tn_leave(&a);
-	tn_leave(&b);
+	pt_leave(&a);
+	pt_leave(&b);
 }

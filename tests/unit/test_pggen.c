@@ -1,0 +1,299 @@
+/* Unit tests for meta/pggen.c, generations across nodes, against a real
+ * PostgreSQL each test starts (tests/unit/pgtest.h); two or three nodes are
+ * connections with their own leases.
+ *
+ * A DCP-style save: node A makes step-100/, A and B each write a shard into
+ * it, A's trainer signals completion while B's shard is still open: the
+ * commit waits (-EBUSY, 1 writer), and goes through once B closes; no open
+ * for writing can slip between a commit's check and its change (X1). A node
+ * killed mid-save: its open generation is held cluster-wide once its lease
+ * ran out, the others' files stay; chunks it alone held and had not
+ * uploaded make the generations naming them lost and hidden, unless a live
+ * node that has the bytes adopts them first; a node past its lease commits
+ * nothing (X3). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pggen.h"
+#include "pgtest.h"
+#include "support.h"
+
+TestSuite(pggen, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+/* Publishes n chunks ts_hash(fill, 0..n) as file ino's content. */
+static void tg_publish(struct pt_node *node, uint64_t ino, uint8_t fill, size_t n)
+{
+	struct cat_extent ext[8];
+	struct pgns_chunk chunks[8];
+	cr_assert(n <= 8);
+	for (size_t i = 0; i < n; i++) {
+		ts_hash(chunks[i].hash, fill, (int)i);
+		chunks[i].plain_len = chunks[i].stored_len = 1000;
+		chunks[i].codec = 0;
+		ext[i] = (struct cat_extent){ .off = i * 1000, .len = 1000, .chunk_len = 1000 };
+		memcpy(ext[i].hash, chunks[i].hash, CAT_HASH_LEN);
+	}
+	OK(pgns_file_commit(&node->ns, ino, n * 1000, 1, ext, n, chunks, n));
+}
+
+static uint64_t tg_shard(struct pt_node *node, uint64_t dir, const char *name)
+{
+	struct cat_inode in;
+	OK(pgns_create(&node->ns, dir, name, S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	return in.ino;
+}
+
+static int tg_state(struct pt_node *node, uint64_t id, bool *lost)
+{
+	struct cat_gen g;
+	OK(pggen_get(&node->ns, id, &g, lost));
+	return g.state;
+}
+
+struct tg_list {
+	uint64_t ids[8];
+	int n;
+};
+
+static int tg_collect(void *arg, const struct cat_gen *g)
+{
+	struct tg_list *l = arg;
+	if (l->n < 8)
+		l->ids[l->n++] = g->id;
+	return 0;
+}
+
+/* A DCP save of two nodes: step-100/ with one shard per node. */
+static uint64_t tg_save(struct pt_node *a, struct pt_node *b, uint64_t run, const char *name,
+			uint64_t step, uint64_t *sa, uint64_t *sb)
+{
+	struct cat_gen_spec spec = { name, step };
+	struct cat_inode root;
+	uint64_t gen = 0;
+	OK(pggen_create_root(&a->ns, run, &spec, S_IFDIR | 0755, 0, 0, &root, &gen));
+	*sa = tg_shard(a, root.ino, "__0_0.distcp");
+	*sb = tg_shard(b, root.ino, "__1_0.distcp");
+	int state = 99;
+	OK(pggen_writing(&a->ns, *sa, true, &state));
+	cr_assert_eq(state, GEN_OPEN, "a shard made on b is in a's generation");
+	OK(pggen_writing(&b->ns, *sb, true, &state));
+	cr_assert_eq(state, GEN_OPEN);
+	return gen;
+}
+
+Test(pggen, a_commit_on_one_node_waits_for_the_others_writers)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
+	struct cat_gen_spec inner = { "step-7", 7 };
+	struct cat_inode x;
+	struct cat_inode root;
+	OK(pgns_lookup(&a.ns, run.ino, "step-100", &root));
+	FAILS(pggen_create_root(&a.ns, root.ino, &inner, S_IFDIR | 0755, 0, 0, &x, NULL), EINVAL);
+
+	tg_publish(&a, sa, 1, 3);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	uint64_t writers = 0;
+	FAILS(pggen_commit(&a.ns, gen, "dcp-metadata", false, &writers), EBUSY);
+	cr_assert_eq(writers, 1, "b's shard is still open for writing");
+	cr_assert_eq(tg_state(&b, gen, NULL), GEN_OPEN);
+
+	tg_publish(&b, sb, 2, 3);
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, &writers));
+	cr_assert_eq(tg_state(&b, gen, NULL), GEN_COMMITTED);
+	struct cat_gen g;
+	OK(pggen_get(&b.ns, gen, &g, NULL));
+	cr_assert_str_eq(g.rule, "dcp-metadata");
+	cr_assert_str_eq(g.name, "step-100");
+	cr_assert_eq(g.step, 100);
+	FAILS(pggen_commit(&b.ns, gen, "again", false, NULL), EINVAL);
+	int state = -2;
+	OK(pggen_writing(&b.ns, sb, true, &state));
+	cr_assert_eq(state, GEN_COMMITTED, "a write into a committed save: the caller reopens it");
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+/* X1: opens for writing racing a commit. Whatever the order, a commit that
+ * succeeded saw no writer, and every open after it sees COMMITTED. */
+struct tg_opener {
+	struct pt_node *node;
+	uint64_t ino;
+	int state;
+	int rc;
+};
+
+static void *tg_open(void *arg)
+{
+	struct tg_opener *o = arg;
+	o->rc = pggen_writing(&o->node->ns, o->ino, true, &o->state);
+	return NULL;
+}
+
+Test(pggen, no_open_slips_between_a_commits_check_and_its_change)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	for (int round = 0; round < 10; round++) {
+		char name[32];
+		snprintf(name, sizeof(name), "step-%d", round);
+		struct cat_gen_spec spec = { name, (uint64_t)round };
+		struct cat_inode root;
+		uint64_t gen;
+		OK(pggen_create_root(&a.ns, CAT_ROOT_INO, &spec, S_IFDIR | 0755, 0, 0, &root, &gen));
+		struct tg_opener o = { &b, tg_shard(&b, root.ino, "late"), -1, 0 };
+		pthread_t t;
+		cr_assert_eq(pthread_create(&t, NULL, tg_open, &o), 0);
+		uint64_t writers = 0;
+		int rc = pggen_commit(&a.ns, gen, "trigger", false, &writers);
+		pthread_join(t, NULL);
+		OK(o.rc);
+		if (rc == 0)
+			cr_assert_eq(o.state, GEN_COMMITTED,
+				     "round %d: an open saw %d after a commit that saw no writer", round,
+				     o.state);
+		else
+			cr_assert(rc == -EBUSY && writers == 1 && o.state == GEN_OPEN,
+				  "round %d: rc %d writers %" PRIu64 " state %d", round, rc, writers,
+				  o.state);
+	}
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_generations)
+{
+	struct pt_node a, b, c;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 500);
+	pt_join(&c, "c", 30000);
+
+	/* step-1: committed, b's shard on chunks only b holds, none uploaded */
+	uint64_t sa, sb;
+	uint64_t g1 = tg_save(&a, &b, CAT_ROOT_INO, "step-1", 1, &sa, &sb);
+	tg_publish(&a, sa, 1, 2);
+	tg_publish(&b, sb, 2, 2);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	OK(pggen_commit(&a.ns, g1, "dcp-metadata", false, NULL));
+	/* step-0: committed, b's chunks uploaded: survives b */
+	uint64_t g0 = tg_save(&a, &b, CAT_ROOT_INO, "step-0", 0, &sa, &sb);
+	tg_publish(&b, sb, 3, 2);
+	for (int i = 0; i < 2; i++) {
+		uint8_t h[CAT_HASH_LEN];
+		ts_hash(h, 3, i);
+		OK(pgns_chunk_uploaded(&b.ns, h));
+	}
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	OK(pggen_commit(&b.ns, g0, "dcp-metadata", false, NULL));
+	/* step-2: open; b dies with its shard open */
+	uint64_t g2 = tg_save(&a, &b, CAT_ROOT_INO, "step-2", 2, &sa, &sb);
+	tg_publish(&a, sa, 4, 2);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+
+	usleep(700 * 1000); /* b's lease runs out */
+	FAILS(pggen_commit(&b.ns, g2, "dcp-metadata", false, NULL), ESTALE); /* X3 */
+	/* a's trainer signals completion: b's unfinished shard holds it (X1) */
+	uint64_t writers = 0;
+	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, &writers), EBUSY);
+	cr_assert_eq(writers, 1, "a node past its lease still holds the commit until handled");
+	uint64_t dead[2];
+	size_t n = 0;
+	OK(lease_sweep(&c.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	cr_assert_eq(dead[0], b.lease.node_id);
+
+	/* c has one of b's step-1 chunks in its cache (it read it): it adopts it */
+	uint8_t have[1][CAT_HASH_LEN];
+	ts_hash(have[0], 2, 0);
+	size_t adopted = 0;
+	OK(pggen_adopt(&c.ns, dead[0], (const uint8_t(*)[CAT_HASH_LEN])have, 1, &adopted));
+	cr_assert_eq(adopted, 1);
+
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	OK(pggen_node_lost(&c.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nh, 1);
+	cr_assert_eq(held[0], g2, "the save b died in is held, with a's shard kept");
+	cr_assert_eq(nl, 1, "step-1 names a chunk only b had (chunk 1; c adopted chunk 0)");
+	cr_assert_eq(lost[0], g1);
+	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, &writers), EINVAL);
+	bool is_lost = false;
+	cr_assert_eq(tg_state(&a, g1, &is_lost), GEN_COMMITTED);
+	cr_assert(is_lost);
+	FAILS(pggen_commit(&a.ns, g1, "admin", true, NULL), EINVAL);
+	tg_state(&a, g0, &is_lost);
+	cr_assert(!is_lost, "step-0's chunks are on BACKING");
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(&a.ns, have[0], &row));
+	cr_assert_eq(row.holder, c.lease.node_id);
+
+	/* resume finds the newest complete one: step-0 */
+	struct tg_list l = { .n = 0 };
+	OK(pggen_list(&a.ns, CAT_ROOT_INO, tg_collect, &l));
+	cr_assert_eq(l.n, 1, "lost step-1 and held step-2 are not listed");
+	cr_assert_eq(l.ids[0], g0);
+	pt_leave(&a);
+	pt_leave(&b);
+	pt_leave(&c);
+}
+
+Test(pggen, an_open_save_of_a_dead_node_is_held_cluster_wide)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 500);
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, CAT_ROOT_INO, "step-5", 5, &sa, &sb);
+	tg_publish(&a, sa, 5, 2);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	tg_publish(&b, sb, 6, 2); /* b closed a first version, reopened, then died */
+	for (int i = 0; i < 2; i++) {
+		uint8_t h[CAT_HASH_LEN];
+		ts_hash(h, 6, i);
+		OK(pgns_chunk_uploaded(&b.ns, h));
+	}
+	usleep(700 * 1000);
+	uint64_t dead[2];
+	size_t n = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nh, 1);
+	cr_assert_eq(held[0], gen);
+	cr_assert_eq(nl, 0, "b's chunks are on BACKING");
+	struct cat_gen g;
+	bool is_lost;
+	OK(pggen_get(&a.ns, gen, &g, &is_lost));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert(strstr(g.held, "lost its lease"), "reason: %s", g.held);
+	cr_assert_str_eq(g.rule, "node-lost");
+	struct cat_inode in;
+	OK(pgns_getattr(&a.ns, sa, &in)); /* kept byte for byte */
+	cr_assert_eq(in.size, 2000);
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nh + nl, 0, "handled once");
+	FAILS(pggen_hold(&a.ns, gen, "x", "y"), EALREADY);
+	FAILS(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL), EINVAL);
+	OK(pggen_commit(&a.ns, gen, "admin", true, NULL)); /* an explicit decision ends it */
+	pt_leave(&a);
+	pt_leave(&b);
+}

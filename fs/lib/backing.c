@@ -46,6 +46,18 @@
  *     creates is private: files 0600, directories 0700. A BACKING others may
  *     write (group/other-writable without the sticky bit, or another user's)
  *     is used, with a warning at open: see docs/DESIGN.md "Trust model".
+ *  9. backing_sync is a barrier for what the calling thread put unsynced
+ *     (backing.h 1b), never for another thread's puts: the uploader records a
+ *     batch durable after its own worker's sync returned. On a filesystem
+ *     whose syncfs reaches stable storage it is one syncfs. Where syncfs stops
+ *     in the client's kernel (FUSE, 9p, CIFS: BACKING_SYNCFS_HOLLOW) each
+ *     unsynced put leaves, in a per-thread list, its relpath and the
+ *     directory that got the new entry (and a directory made unsynced, its
+ *     parent's); the sync fsyncs each file, then each distinct directory
+ *     once, and empties the list even when one fails (the caller then puts
+ *     the batch again). So an object is reported durable only after its bytes
+ *     AND its directory entry were fsync'd; a batch of puts into one directory
+ *     costs one directory fsync instead of one per put.
  *  7. A linked put's source is the caller's: a source that is gone answers
  *     -ENOENT, unlogged, with nothing made (the caller knows whether that is
  *     an error). A source renamed over between linkat's lookup and its link
@@ -70,6 +82,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "backing_internal.h"
@@ -84,6 +97,11 @@
 #define BACKING_LINK_TRIES 16 /* invariant 7: links of a source renamed over meanwhile */
 #define BACKING_FILE_MODE 0600 /* invariant 8: private to the mounting user */
 #define BACKING_DIR_MODE 0700
+/* Invariant 9: filesystems whose syncfs does not reach the server's disk */
+#define BACKING_FUSE_MAGIC 0x65735546L
+#define BACKING_V9FS_MAGIC 0x01021997L
+#define BACKING_CIFS_MAGIC 0xFF534D42L
+#define BACKING_SMB2_MAGIC 0xFE534D42L
 
 struct backing {
 	char *spec;
@@ -92,6 +110,9 @@ struct backing {
 	struct backing_nfs *nfs; /* NULL: directory backend */
 	int root_fd;		 /* directory backend */
 	atomic_int link_state;	 /* invariant 6: 0 untried, 1 links work, -1 they cannot */
+	bool fsync_barrier;	 /* invariant 9: sync by fsyncs, syncfs would not do */
+	uint64_t id;		 /* invariant 9: names this backing in the per-thread lists */
+	atomic_ulong n_file_fsyncs, n_dir_fsyncs, n_syncfs, n_renames; /* backing_counts */
 	pthread_mutex_t orphan_lock; /* invariant 4 */
 	int n_orphans;
 	char orphans[BACKING_MAX_ORPHANS][BACKING_TMP_NAME];
@@ -99,6 +120,7 @@ struct backing {
 
 /* Process-wide, so that two backings on one root never pick one name. */
 static atomic_ulong backing_tmp_seq;
+static atomic_ulong backing_next_id; /* invariant 9 */
 
 /* ---- paths ---- */
 
@@ -155,6 +177,92 @@ static const char *backing_detail(const struct backing *b)
 	return b->nfs ? backing_nfs_detail() : "";
 }
 
+/* ---- the per-thread list of unsynced puts (invariant 9) ---- */
+
+struct bpend_item {
+	uint64_t owner; /* backing.id */
+	bool dir;	/* a directory that got a new entry; else a file put */
+	char *rel;
+};
+
+struct bpend {
+	size_t n, cap;
+	struct bpend_item *v;
+};
+
+static pthread_key_t bpend_key;
+static pthread_once_t bpend_once = PTHREAD_ONCE_INIT;
+
+static void bpend_free(void *p)
+{
+	struct bpend *l = p;
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].rel);
+	free(l->v);
+	free(l);
+}
+
+static void bpend_key_make(void)
+{
+	if (pthread_key_create(&bpend_key, bpend_free) != 0)
+		abort(); /* out of keys at startup: nothing sensible to go on with */
+}
+
+/* This thread's list; NULL if it has none (and !create, or no memory). */
+static struct bpend *bpend_get(bool create)
+{
+	pthread_once(&bpend_once, bpend_key_make);
+	struct bpend *l = pthread_getspecific(bpend_key);
+	if (!l && create && (l = calloc(1, sizeof(*l))) != NULL && pthread_setspecific(bpend_key, l)) {
+		free(l);
+		l = NULL;
+	}
+	return l;
+}
+
+/* Notes rel (a file, or a directory if dir) for this thread's next
+ * backing_sync of b; once per name. 0, or -ENOMEM (the caller syncs now). A
+ * batch holds tens of names, so a scan is cheaper than any index. */
+static int bpend_note(struct backing *b, const char *rel, bool dir)
+{
+	struct bpend *l = bpend_get(true);
+	if (!l)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].owner == b->id && l->v[i].dir == dir && !strcmp(l->v[i].rel, rel))
+			return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct bpend_item *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	char *copy = strdup(rel);
+	if (!copy)
+		return -ENOMEM;
+	l->v[l->n++] = (struct bpend_item){ b->id, dir, copy };
+	return 0;
+}
+
+static void backing_parent(const char *rel, char *buf, size_t size);
+
+/* Invariant 9: the directory holding rel's entry, noted (only where syncfs
+ * will not do). 0, or -ENOMEM. */
+static int bdir_pending_dir_of(struct backing *b, const char *rel)
+{
+	if (!b->fsync_barrier)
+		return 0;
+	char dir[PATH_MAX];
+	backing_parent(rel, dir, sizeof(dir));
+	return bpend_note(b, dir, true);
+}
+
+/* An unsynced put of relpath done: noted with its directory, or (no memory)
+ * synced now. */
+static int bdir_pending_put(struct backing *b, const char *relpath);
+
 /* ---- directory backend ---- */
 
 /* Invariant 8: reldir ("" is the root) opened without following a symlink. */
@@ -172,6 +280,7 @@ static int bdir_fsync_dir(struct backing *b, const char *reldir)
 	int fd = bdir_open_dir(b, reldir);
 	if (fd < 0)
 		return fd;
+	atomic_fetch_add(&b->n_dir_fsyncs, 1);
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
 	return rc;
@@ -196,8 +305,11 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 		}
 		done += (size_t)n;
 	}
-	if (rc == 0 && sync && fsync(fd) != 0)
-		rc = -errno;
+	if (rc == 0 && sync) {
+		atomic_fetch_add(&b->n_file_fsyncs, 1);
+		if (fsync(fd) != 0)
+			rc = -errno;
+	}
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	return rc;
@@ -209,8 +321,45 @@ static int bdir_fsync_file(struct backing *b, const char *rel)
 	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
 		return fd;
+	atomic_fetch_add(&b->n_file_fsyncs, 1);
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
+	return rc;
+}
+
+static int bdir_pending_put(struct backing *b, const char *relpath)
+{
+	if (!b->fsync_barrier)
+		return 0;
+	if (bpend_note(b, relpath, false) == 0 && bdir_pending_dir_of(b, relpath) == 0)
+		return 0;
+	char dir[PATH_MAX]; /* no memory for the list: the put's own fsyncs */
+	backing_parent(relpath, dir, sizeof(dir));
+	int rc = bdir_fsync_file(b, relpath);
+	return rc == 0 ? bdir_fsync_dir(b, dir) : rc;
+}
+
+/* Invariant 9: fsyncs this thread's files, then directories, noted for b,
+ * and forgets them all; the first error, or 0. */
+static int bdir_sync_pending(struct backing *b)
+{
+	struct bpend *l = bpend_get(false);
+	if (!l)
+		return 0;
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) /* files first, then the entries naming them */
+		for (size_t i = 0; i < l->n && rc == 0; i++)
+			if (l->v[i].owner == b->id && l->v[i].dir == (pass == 1))
+				rc = pass == 0 ? bdir_fsync_file(b, l->v[i].rel)
+					       : bdir_fsync_dir(b, l->v[i].rel);
+	size_t keep = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].owner == b->id)
+			free(l->v[i].rel);
+		else
+			l->v[keep++] = l->v[i];
+	}
+	l->n = keep;
 	return rc;
 }
 
@@ -328,9 +477,12 @@ static int bdir_rename(struct backing *b, const char *from, const char *to, bool
 		close(from_fd);
 		return to_fd;
 	}
+	atomic_fetch_add(&b->n_renames, 1);
 	int rc = renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
-	if (rc == 0 && sync)
+	if (rc == 0 && sync) {
+		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	}
 	close(from_fd);
 	close(to_fd);
 	return rc;
@@ -343,9 +495,12 @@ static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 	if (pfd < 0)
 		return pfd;
 	int rc = mkdirat(pfd, base, BACKING_DIR_MODE) == 0 ? 0 : -errno;
-	if (rc == 0 && sync) /* a new directory must outlive a crash like its files */
+	if (rc == 0 && !sync && bdir_pending_dir_of(b, rel) != 0)
+		sync = true; /* invariant 9: not noted, so synced now */
+	if (rc == 0 && sync) { /* a new directory must outlive a crash like its files */
+		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(pfd) == 0 ? 0 : -errno;
-	else if (rc == -EEXIST) { /* made by another thread or node: a directory, not a link */
+	} else if (rc == -EEXIST) { /* made by another thread or node: a directory, not a link */
 		struct stat st;
 		rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 ? -errno
 		     : S_ISDIR(st.st_mode)			    ? 0
@@ -432,6 +587,7 @@ static int backing_link(struct backing *b, const char *from, const char *to, boo
 {
 	if (b->nfs)
 		return backing_nfs_link(b->nfs, from, to);
+	atomic_fetch_add(&b->n_renames, 1);
 	if (linkat(b->root_fd, from, b->root_fd, to, 0) != 0)
 		return -errno;
 	if (!sync)
@@ -570,6 +726,23 @@ static void bdir_close_old_dirs(const struct backing *b)
 	}
 }
 
+/* Invariant 9: whether syncfs of BACKING's filesystem reaches stable storage.
+ * FUSE passes it to no server but virtiofs, 9p and CIFS to none: fsyncs
+ * there. Unknown is syncfs (local filesystems, kernel NFS: it flushes and
+ * COMMITs, and NFS directory operations are synchronous on the server). */
+static void bdir_pick_barrier(struct backing *b)
+{
+	struct statfs sf;
+	if (fstatfs(b->root_fd, &sf) != 0)
+		return;
+	long t = (long)sf.f_type;
+	b->fsync_barrier = t == BACKING_FUSE_MAGIC || t == BACKING_V9FS_MAGIC ||
+			   t == BACKING_CIFS_MAGIC || t == BACKING_SMB2_MAGIC;
+	if (b->fsync_barrier)
+		log_info("BACKING %s: a batch of puts is made durable by an fsync of each object and "
+			 "of each directory (syncfs does not reach this filesystem's server)", b->spec);
+}
+
 int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 {
 	if (!spec || !out)
@@ -580,6 +753,7 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 		return -ENOMEM;
 	}
 	b->root_fd = -1;
+	b->id = atomic_fetch_add(&backing_next_id, 1) + 1;
 	pthread_mutex_init(&b->orphan_lock, NULL);
 	b->timeout_ms = timeout_ms ? timeout_ms : BACKING_DEFAULT_TIMEOUT_MS;
 	if (gethostname(b->host, sizeof(b->host)) != 0 || !b->host[0])
@@ -605,8 +779,10 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 			log_error("BACKING %s: cannot open the directory: %s", spec, strerror(-rc));
 		else
 			bdir_warn_shared(b);
-		if (rc == 0)
+		if (rc == 0) {
 			bdir_close_old_dirs(b);
+			bdir_pick_barrier(b);
+		}
 	}
 	if (rc == 0) {
 		rc = backing_mkdir(b, BACKING_TMP_DIR);
@@ -771,6 +947,10 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 				rc = backing_rename(b, tmp, relpath, sync);
 		}
 	}
+	if (rc == 0 && !sync && !b->nfs) {
+		snprintf(step, sizeof(step), "fsync %s", relpath);
+		rc = bdir_pending_put(b, relpath);
+	}
 	if (rc != 0) {
 		backing_log_failure(b, "put", relpath, step, rc);
 		backing_discard_tmp(b, tmp, rc);
@@ -872,12 +1052,37 @@ int backing_sync(struct backing *b)
 {
 	if (b->nfs)
 		return 0; /* every put was committed (COMMIT) before it returned */
+	if (b->fsync_barrier) {
+		int rc = bdir_sync_pending(b);
+		if (rc != 0)
+			backing_log_failure(b, "sync", "(this thread's unsynced puts)", "fsync", rc);
+		return rc;
+	}
+	atomic_fetch_add(&b->n_syncfs, 1);
 	if (syncfs(b->root_fd) != 0) {
 		int rc = -errno;
 		log_error("BACKING %s: syncfs: %s", b->spec, strerror(-rc));
 		return rc;
 	}
 	return 0;
+}
+
+bool backing_sync_is_syncfs(const struct backing *b)
+{
+	return !b->nfs && !b->fsync_barrier;
+}
+
+void backing_force_fsync_barrier(struct backing *b, bool on)
+{
+	b->fsync_barrier = on && !b->nfs;
+}
+
+void backing_get_counts(const struct backing *b, struct backing_counts *out)
+{
+	out->file_fsyncs = atomic_load(&b->n_file_fsyncs);
+	out->dir_fsyncs = atomic_load(&b->n_dir_fsyncs);
+	out->syncfs = atomic_load(&b->n_syncfs);
+	out->renames = atomic_load(&b->n_renames);
 }
 
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)

@@ -198,9 +198,9 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	if (moot)
 		return 0;
 	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link ||
-		/* s22-perf (issue 20): a BACKING on another filesystem that syncs
-		 * by one syncfs: a batch of large copies costs one sync, not 2 fsyncs each */
-		(!fs->opt.copy_uploads && backing_sync_is_syncfs(fs->backing)));
+		/* s22-perf (issue 20): large copies join the batch too, unless its
+		 * sync is a syncfs of the cache's own filesystem (copy_uploads) */
+		!fs->opt.copy_uploads || !backing_sync_is_syncfs(fs->backing));
 	bool copy = !link;
 	if (rc == 0 && link) {
 		char src[128];

@@ -102,6 +102,7 @@
 #define BACKING_V9FS_MAGIC 0x01021997L
 #define BACKING_CIFS_MAGIC 0xFF534D42L
 #define BACKING_SMB2_MAGIC 0xFE534D42L
+#define BACKING_PENDING_FDS 64 /* per thread: fds kept open for its next sync */
 
 struct backing {
 	char *spec;
@@ -182,12 +183,14 @@ static const char *backing_detail(const struct backing *b)
 struct bpend_item {
 	uint64_t owner; /* backing.id */
 	bool dir;	/* a directory that got a new entry; else a file put */
+	int fd;		/* open on it (no lookups at the sync), or -1: by rel */
 	char *rel;
 };
 
 struct bpend {
-	size_t n, cap;
+	size_t n, cap, fds;
 	struct bpend_item *v;
+	int handoff; /* a temporary written unsynced, kept open for its put */
 };
 
 static pthread_key_t bpend_key;
@@ -196,8 +199,13 @@ static pthread_once_t bpend_once = PTHREAD_ONCE_INIT;
 static void bpend_free(void *p)
 {
 	struct bpend *l = p;
-	for (size_t i = 0; i < l->n; i++)
+	if (l->handoff >= 0)
+		close(l->handoff);
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].fd >= 0)
+			close(l->v[i].fd);
 		free(l->v[i].rel);
+	}
 	free(l->v);
 	free(l);
 }
@@ -213,24 +221,51 @@ static struct bpend *bpend_get(bool create)
 {
 	pthread_once(&bpend_once, bpend_key_make);
 	struct bpend *l = pthread_getspecific(bpend_key);
-	if (!l && create && (l = calloc(1, sizeof(*l))) != NULL && pthread_setspecific(bpend_key, l)) {
-		free(l);
-		l = NULL;
+	if (!l && create && (l = calloc(1, sizeof(*l))) != NULL) {
+		l->handoff = -1;
+		if (pthread_setspecific(bpend_key, l) != 0) {
+			free(l);
+			l = NULL;
+		}
 	}
 	return l;
 }
 
+/* This thread's temporary kept open by bdir_write_file, taken (-1: none). */
+static int bpend_take_handoff(void)
+{
+	struct bpend *l = bpend_get(false);
+	int fd = l ? l->handoff : -1;
+	if (l)
+		l->handoff = -1;
+	return fd;
+}
+
 /* Notes rel (a file, or a directory if dir) for this thread's next
- * backing_sync of b; once per name. 0, or -ENOMEM (the caller syncs now). A
- * batch holds tens of names, so a scan is cheaper than any index. */
-static int bpend_note(struct backing *b, const char *rel, bool dir)
+ * backing_sync of b; once per name. fd >= 0: open on it, to keep (a dup is
+ * kept for a directory, the fd itself for a file: the caller's is closed if
+ * not kept) while the thread holds fewer than BACKING_PENDING_FDS. 0, or
+ * -ENOMEM (the caller syncs now). A batch holds tens of names, so a scan is
+ * cheaper than any index. */
+static int bpend_note(struct backing *b, const char *rel, bool dir, int fd)
 {
 	struct bpend *l = bpend_get(true);
-	if (!l)
+	if (!l) {
+		if (fd >= 0 && !dir)
+			close(fd);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < l->n; i++)
-		if (l->v[i].owner == b->id && l->v[i].dir == dir && !strcmp(l->v[i].rel, rel))
+		if (l->v[i].owner == b->id && l->v[i].dir == dir && !strcmp(l->v[i].rel, rel)) {
+			if (fd >= 0 && !dir)
+				close(fd); /* the same name put twice: the later inode is the one */
+			if (!dir && l->v[i].fd >= 0) {
+				close(l->v[i].fd);
+				l->v[i].fd = -1;
+				l->fds--;
+			}
 			return 0;
+		}
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 64;
 		struct bpend_item *v = realloc(l->v, cap * sizeof(*v));
@@ -240,9 +275,16 @@ static int bpend_note(struct backing *b, const char *rel, bool dir)
 		l->cap = cap;
 	}
 	char *copy = strdup(rel);
+	int keep = -1;
+	if (copy && fd >= 0 && l->fds < BACKING_PENDING_FDS)
+		keep = dir ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
+	else if (fd >= 0 && !dir)
+		close(fd);
 	if (!copy)
 		return -ENOMEM;
-	l->v[l->n++] = (struct bpend_item){ b->id, dir, copy };
+	if (keep >= 0)
+		l->fds++;
+	l->v[l->n++] = (struct bpend_item){ b->id, dir, keep, copy };
 	return 0;
 }
 
@@ -250,13 +292,13 @@ static void backing_parent(const char *rel, char *buf, size_t size);
 
 /* Invariant 9: the directory holding rel's entry, noted (only where syncfs
  * will not do). 0, or -ENOMEM. */
-static int bdir_pending_dir_of(struct backing *b, const char *rel)
+static int bdir_pending_dir_of(struct backing *b, const char *rel, int dirfd)
 {
 	if (!b->fsync_barrier)
 		return 0;
 	char dir[PATH_MAX];
 	backing_parent(rel, dir, sizeof(dir));
-	return bpend_note(b, dir, true);
+	return bpend_note(b, dir, true, dirfd);
 }
 
 /* An unsynced put of relpath done: noted with its directory, or (no memory)
@@ -310,6 +352,12 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 		if (fsync(fd) != 0)
 			rc = -errno;
 	}
+	struct bpend *l;
+	if (rc == 0 && !sync && b->fsync_barrier && (l = bpend_get(true)) != NULL &&
+	    l->handoff < 0) {
+		l->handoff = fd; /* invariant 9: its fsync at the sync needs no lookup */
+		return 0;
+	}
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	return rc;
@@ -331,8 +379,8 @@ static int bdir_pending_put(struct backing *b, const char *relpath)
 {
 	if (!b->fsync_barrier)
 		return 0;
-	if (bpend_note(b, relpath, false) == 0 && bdir_pending_dir_of(b, relpath) == 0)
-		return 0;
+	if (bpend_note(b, relpath, false, bpend_take_handoff()) == 0)
+		return 0; /* its directory: noted by bdir_rename */
 	char dir[PATH_MAX]; /* no memory for the list: the put's own fsyncs */
 	backing_parent(relpath, dir, sizeof(dir));
 	int rc = bdir_fsync_file(b, relpath);
@@ -348,16 +396,33 @@ static int bdir_sync_pending(struct backing *b)
 		return 0;
 	int rc = 0;
 	for (int pass = 0; pass < 2; pass++) /* files first, then the entries naming them */
-		for (size_t i = 0; i < l->n && rc == 0; i++)
-			if (l->v[i].owner == b->id && l->v[i].dir == (pass == 1))
-				rc = pass == 0 ? bdir_fsync_file(b, l->v[i].rel)
-					       : bdir_fsync_dir(b, l->v[i].rel);
+		for (size_t i = 0; i < l->n && rc == 0; i++) {
+			struct bpend_item *it = &l->v[i];
+			if (it->owner != b->id || it->dir != (pass == 1))
+				continue;
+			if (it->fd < 0) {
+				rc = pass == 0 ? bdir_fsync_file(b, it->rel) : bdir_fsync_dir(b, it->rel);
+				continue;
+			}
+			atomic_fetch_add(pass == 0 ? &b->n_file_fsyncs : &b->n_dir_fsyncs, 1);
+			if (fsync(it->fd) != 0)
+				rc = -errno;
+			if (close(it->fd) != 0 && rc == 0 && pass == 0)
+				rc = -errno; /* a write error a FUSE or NFS server reports at close */
+			it->fd = -1;
+			l->fds--;
+		}
 	size_t keep = 0;
 	for (size_t i = 0; i < l->n; i++) {
-		if (l->v[i].owner == b->id)
-			free(l->v[i].rel);
-		else
+		if (l->v[i].owner != b->id) {
 			l->v[keep++] = l->v[i];
+			continue;
+		}
+		if (l->v[i].fd >= 0) {
+			close(l->v[i].fd);
+			l->fds--;
+		}
+		free(l->v[i].rel);
 	}
 	l->n = keep;
 	return rc;
@@ -482,6 +547,9 @@ static int bdir_rename(struct backing *b, const char *from, const char *to, bool
 	if (rc == 0 && sync) {
 		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	} else if (rc == 0 && bdir_pending_dir_of(b, to, to_fd) != 0) {
+		atomic_fetch_add(&b->n_dir_fsyncs, 1); /* invariant 9: not noted, so synced now */
+		rc = fsync(to_fd) == 0 ? 0 : -errno;
 	}
 	close(from_fd);
 	close(to_fd);
@@ -495,7 +563,7 @@ static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 	if (pfd < 0)
 		return pfd;
 	int rc = mkdirat(pfd, base, BACKING_DIR_MODE) == 0 ? 0 : -errno;
-	if (rc == 0 && !sync && bdir_pending_dir_of(b, rel) != 0)
+	if (rc == 0 && !sync && bdir_pending_dir_of(b, rel, pfd) != 0)
 		sync = true; /* invariant 9: not noted, so synced now */
 	if (rc == 0 && sync) { /* a new directory must outlive a crash like its files */
 		atomic_fetch_add(&b->n_dir_fsyncs, 1);
@@ -951,6 +1019,9 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 		snprintf(step, sizeof(step), "fsync %s", relpath);
 		rc = bdir_pending_put(b, relpath);
 	}
+	int left = bpend_take_handoff(); /* a failed put's temporary, kept open */
+	if (left >= 0)
+		close(left);
 	if (rc != 0) {
 		backing_log_failure(b, "put", relpath, step, rc);
 		backing_discard_tmp(b, tmp, rc);

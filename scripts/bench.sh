@@ -1052,6 +1052,7 @@ if [ "$run_cost" = 1 ]; then
 				for i in 0 1 2 3; do cmds+=("$PY $IO write $shm/cost$i $mnt/run/step-1/part$i.bin 0 -"); done
 				settle
 				o0=$(cost_ops)
+				perf_start cost
 				c0=$(cpu_ticks)
 				t0=$(now_ns)
 				run_group "${cmds[@]}"
@@ -1060,6 +1061,7 @@ if [ "$run_cost" = 1 ]; then
 				"$PY" "$WB" durable "$cache/catalog.db" 1800 >/dev/null || die "the cost save did not become durable"
 				R[kd,ckptfs,$r]=$(secs_since "$t0")
 				c1=$(cpu_ticks)
+				perf_stop
 				check_daemon
 				o1=$(cost_ops)
 				gib=$(awk -v b="$COST_BYTES" 'BEGIN { print b / 1073741824 }')
@@ -1088,6 +1090,10 @@ if [ "$run_cost" = 1 ]; then
 		rm -rf "$rd"
 	done
 	rm -f "$shm"/cost?
+	if [ "$PERF" = 1 ]; then
+		perf_print cost "cost phase's save until durable (faultfs 1 ms/op)"
+		echo "   (round 1's ckptfs timings include the profiling overhead)"
+	fi
 fi # run_cost
 
 # ---- the codec phase (13) ---------------------------------------------------
@@ -1199,7 +1205,7 @@ if [ "$run_wb" = 1 ]; then
 		esac
 		printf '   %-23s%s\n' "$n" "$(round_line $m ckptfs)"
 	done
-	printf '   %-23s%s\n' "fresh-node mount s" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s%s' "$i" "${R[mt,ckptfs,$i]}" "$([ "$wb_nfs" = 0 ] || echo ", nfs:// ${R[nmt,ckptfs,$i]}")"; done)"
+	printf '   %-23s%s\n' "fresh-node mount s" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s%s' "$i" "${R[mt,ckptfs,$i]:-}" "$([ "$wb_nfs" = 0 ] || echo ", nfs:// ${R[nmt,ckptfs,$i]:-}")"; done)"
 fi
 
 if [ "$run_cost" = 1 ]; then
@@ -1309,6 +1315,7 @@ if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_meta" = 1 ]; }; then
 fi
 if [ "$run_io" = 1 ]; then
 echo "stored: growth of du -sb BACKING/chunks during the replicated write (worst round); plain: du -sb of its replicas."
+echo "daemon CPU-s per GiB of unique data written (phase 1, median): $(awk -v c="$(vals uwcpu ckptfs | median)" -v b=$((NWRITERS * UNIQUE_FILE)) 'BEGIN { printf "%.2f", c / (b / 1073741824) }') (target <= 1.2; BACKING shares the cache's filesystem: uploads are hard links)"
 echo "daemon CPU seconds, median (kernel part): unique write $(vals uwcpu ckptfs | median) ($(vals uwsys ckptfs | median)), cold read $(vals crcpu ckptfs | median) ($(vals crsys ckptfs | median)), replicated write $(vals rwcpu ckptfs | median) ($(vals rwsys ckptfs | median))"
 fi
 if [ "$run_gen" = 1 ]; then
@@ -1323,6 +1330,7 @@ if [ "$run_wb" = 1 ]; then
 	echo "  read back from it cold; warm restore against a plain local directory; 'durable': save start to the catalog saying nothing is queued"
 	echo "  and the generation durable (plain: its straight write); cold restore on a fresh node (new empty cache), after drop_caches."
 	[ "$wb_nfs" = 0 ] || echo "  nfs://: plain = ganesha's own speed through libnfs (build/backing-tool put/get, 4 at once, unthrottled loopback)."
+	[ "$run_wbfs" = 1 ] || echo "  (BENCH_ONLY=restore: phase 15, only the nfs:// part, $WB_NFILES x $((WB_FILE / MiB)) MiB)"
 	echo "  fresh-node mount (median): $(vals mt ckptfs | median) s$([ "$wb_nfs" = 0 ] || echo ", nfs:// $(vals nmt ckptfs | median) s");" \
 		"daemon CPU seconds, median (kernel part): save $(vals wscpu ckptfs | median) ($(vals wssys ckptfs | median)), upload tail $(vals wdcpu ckptfs | median) ($(vals wdsys ckptfs | median)), cold restore $(vals wccpu ckptfs | median) ($(vals wcsys ckptfs | median)), warm $(vals wwcpu ckptfs | median) ($(vals wwsys ckptfs | median))"
 fi

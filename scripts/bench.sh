@@ -16,6 +16,8 @@
 #                       cost phase (14) or the nfs:// restore phase (15 = 12 at
 #                       4 x 1 GiB); default all (everything but 15)
 #   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
+#   BENCH_COST_LATENCY_MS=N  faultfs latency_ms of phase 14 (default 1)
+#   BENCH_COST_OPTS=OPTS     ckptfs mount options of phase 14 (default none)
 #   BENCH_CODECS="lz4 zstd"  the -o codec= values of phase 13 ("default": no
 #                       -o codec=, for a build that predates it)
 #
@@ -148,6 +150,7 @@ restore) run_io=0 run_gen=0 run_wb=1 run_codec=0 run_wbfs=0 ;;
 esac
 COST_FILE=$((256 * MiB / div))             # phase 14: bytes per file (4 files)
 COST_LAT=${BENCH_COST_LATENCY_MS:-1}       # phase 14: faultfs latency_ms
+COST_OPTS=${BENCH_COST_OPTS:-}             # phase 14: mount options of the ckptfs side (e.g. upload_threads=8)
 CODECS=${BENCH_CODECS:-lz4 zstd} # phase 13
 CKPT=$HERE/bench_ckpt.py
 CKPT_STEPS=200                   # phase 13: Adam steps
@@ -1028,7 +1031,7 @@ if [ "$run_cost" = 1 ]; then
 	run_group "${gen[@]}"
 	for r in $(seq 1 "$ROUNDS"); do
 		echo
-		echo "== cost, round $r/$ROUNDS: BACKING = faultfs latency_ms=$COST_LAT, unthrottled (load average $(loadavg))"
+		echo "== cost, round $r/$ROUNDS: BACKING = faultfs latency_ms=$COST_LAT, unthrottled${COST_OPTS:+; ckptfs -o $COST_OPTS} (load average $(loadavg))"
 		rd=$work/rcost$r
 		mkdir -p "$rd"
 		faultfs_up "$rd"
@@ -1046,7 +1049,7 @@ if [ "$run_cost" = 1 ]; then
 				printf '   %-7s %-34s %7.2fs %6s MB/s\n' plain "cp + sync, straight into faultfs" \
 					"${R[kd,plain,$r]}" "$(mbps "$COST_BYTES" "${R[kd,plain,$r]}")"
 			else
-				start_daemon "$rd" "" "$fmnt/ck" "$rd/cache"
+				start_daemon "$rd" "$COST_OPTS" "$fmnt/ck" "$rd/cache"
 				mkdir -p "$mnt/run/step-1"
 				cmds=()
 				for i in 0 1 2 3; do cmds+=("$PY $IO write $shm/cost$i $mnt/run/step-1/part$i.bin 0 -"); done

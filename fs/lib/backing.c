@@ -53,9 +53,11 @@
  *     in the client's kernel (FUSE, 9p, CIFS: BACKING_SYNCFS_HOLLOW) each
  *     unsynced put leaves, in a per-thread list, its relpath and the
  *     directory that got the new entry (and a directory made unsynced, its
- *     parent's); the sync fsyncs each file, then each distinct directory
- *     once, and empties the list even when one fails (the caller then puts
- *     the batch again). So an object is reported durable only after its bytes
+ *     parent's), each with an fd kept open on it (the written temporary, the
+ *     directory renamed into: no lookups at the sync; up to
+ *     BACKING_PENDING_FDS per thread, past that the put fsyncs at once); the
+ *     sync fsyncs each file, then each distinct directory once, and empties
+ *     the list even when one fails (the caller then puts the batch again). So an object is reported durable only after its bytes
  *     AND its directory entry were fsync'd; a batch of puts into one directory
  *     costs one directory fsync instead of one per put.
  *  7. A linked put's source is the caller's: a source that is gone answers
@@ -242,19 +244,17 @@ static int bpend_take_handoff(void)
 }
 
 /* Notes rel (a file, or a directory if dir) for this thread's next
- * backing_sync of b; once per name. fd >= 0: open on it, to keep (a dup is
- * kept for a directory, the fd itself for a file: the caller's is closed if
- * not kept) while the thread holds fewer than BACKING_PENDING_FDS. 0, or
- * -ENOMEM (the caller syncs now). A batch holds tens of names, so a scan is
- * cheaper than any index. */
+ * backing_sync of b; once per name. fd >= 0: open on it, kept (a dup for a
+ * directory, the fd itself for a file) so that the sync needs no lookup; when
+ * the thread already holds BACKING_PENDING_FDS, -EMFILE and nothing noted: an
+ * fsync of the fd now costs less than one by name later. 0, or -EMFILE,
+ * -ENOMEM: the caller syncs now (a file's fd stays the caller's then). A
+ * batch holds tens of names, so a scan is cheaper than any index. */
 static int bpend_note(struct backing *b, const char *rel, bool dir, int fd)
 {
 	struct bpend *l = bpend_get(true);
-	if (!l) {
-		if (fd >= 0 && !dir)
-			close(fd);
+	if (!l)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < l->n; i++)
 		if (l->v[i].owner == b->id && l->v[i].dir == dir && !strcmp(l->v[i].rel, rel)) {
 			if (fd >= 0 && !dir)
@@ -274,14 +274,17 @@ static int bpend_note(struct backing *b, const char *rel, bool dir, int fd)
 		l->v = v;
 		l->cap = cap;
 	}
+	if (fd >= 0 && l->fds >= BACKING_PENDING_FDS)
+		return -EMFILE;
+	int keep = fd >= 0 && dir ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
+	if (fd >= 0 && keep < 0)
+		return -EMFILE;
 	char *copy = strdup(rel);
-	int keep = -1;
-	if (copy && fd >= 0 && l->fds < BACKING_PENDING_FDS)
-		keep = dir ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
-	else if (fd >= 0 && !dir)
-		close(fd);
-	if (!copy)
+	if (!copy) {
+		if (dir && keep >= 0)
+			close(keep);
 		return -ENOMEM;
+	}
 	if (keep >= 0)
 		l->fds++;
 	l->v[l->n++] = (struct bpend_item){ b->id, dir, keep, copy };
@@ -379,12 +382,20 @@ static int bdir_pending_put(struct backing *b, const char *relpath)
 {
 	if (!b->fsync_barrier)
 		return 0;
-	if (bpend_note(b, relpath, false, bpend_take_handoff()) == 0)
-		return 0; /* its directory: noted by bdir_rename */
-	char dir[PATH_MAX]; /* no memory for the list: the put's own fsyncs */
-	backing_parent(relpath, dir, sizeof(dir));
-	int rc = bdir_fsync_file(b, relpath);
-	return rc == 0 ? bdir_fsync_dir(b, dir) : rc;
+	int fd = bpend_take_handoff();
+	if (bpend_note(b, relpath, false, fd) == 0)
+		return 0; /* its directory: noted (or fsync'd) by bdir_rename */
+	if (fd < 0) { /* no memory for the list: the put's own fsyncs */
+		char dir[PATH_MAX];
+		backing_parent(relpath, dir, sizeof(dir));
+		int rc = bdir_fsync_file(b, relpath);
+		return rc == 0 ? bdir_fsync_dir(b, dir) : rc;
+	}
+	atomic_fetch_add(&b->n_file_fsyncs, 1); /* no room to keep it open: synced now */
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
 }
 
 /* Invariant 9: fsyncs this thread's files, then directories, noted for b,

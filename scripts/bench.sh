@@ -1308,7 +1308,7 @@ if [ "$run_cost" = 1 ]; then
 	row "  the writes alone" "-" "$(vals kwcpu ckptfs | median)" "-" "-" "-"
 	for k in $COST_KEYS; do
 		[ "$k" != bytes_written ] || continue
-		row "  BACKING ${k#op.} / GiB uploaded" "-" "$(vals "k$k" ckptfs | median)" "-" "-" "-"
+		row "  BACKING ${k#op.} / GiB uploaded" "-" "$(vals "k$k" ckptfs | imedian)" "-" "-" "-"
 	done
 fi
 echo

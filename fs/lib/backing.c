@@ -50,16 +50,17 @@
  *     (backing.h 1b), never for another thread's puts: the uploader records a
  *     batch durable after its own worker's sync returned. On a filesystem
  *     whose syncfs reaches stable storage it is one syncfs. Where syncfs stops
- *     in the client's kernel (FUSE, 9p, CIFS: BACKING_SYNCFS_HOLLOW) each
+ *     in the client's kernel (FUSE, 9p, CIFS: bdir_pick_barrier) each
  *     unsynced put leaves, in a per-thread list, its relpath and the
  *     directory that got the new entry (and a directory made unsynced, its
  *     parent's), each with an fd kept open on it (the written temporary, the
  *     directory renamed into: no lookups at the sync; up to
  *     BACKING_PENDING_FDS per thread, past that the put fsyncs at once); the
  *     sync fsyncs each file, then each distinct directory once, and empties
- *     the list even when one fails (the caller then puts the batch again). So an object is reported durable only after its bytes
- *     AND its directory entry were fsync'd; a batch of puts into one directory
- *     costs one directory fsync instead of one per put.
+ *     the list even when one fails (the caller then puts the batch again).
+ *     So an object is reported durable only after its bytes AND its
+ *     directory entry were fsync'd; a batch of puts into one directory costs
+ *     one directory fsync instead of one per put.
  *  7. A linked put's source is the caller's: a source that is gone answers
  *     -ENOENT, unlogged, with nothing made (the caller knows whether that is
  *     an error). A source renamed over between linkat's lookup and its link

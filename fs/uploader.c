@@ -197,7 +197,10 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	rc = up_chunk_check(u, row->hash, link, b, &len, &read, &moot);
 	if (moot)
 		return 0;
-	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link);
+	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link ||
+		/* s22-perf (issue 20): large copies join the batch too, unless its
+		 * sync is a syncfs of the cache's own filesystem (copy_uploads) */
+		!fs->opt.copy_uploads || !backing_sync_is_syncfs(fs->backing));
 	bool copy = !link;
 	if (rc == 0 && link) {
 		char src[128];

@@ -10,10 +10,14 @@
 #                       (default /var/tmp; one filesystem for all three)
 #   BENCH_PERF=1        in round 1, perf-record the daemon during the ckptfs
 #                       phases and count the FUSE requests; print the profile
-#   BENCH_ONLY=io|gen|wb|codec  only the I/O phases (1-4), the generation
-#                       phases (5-8), the write-back phases (9-12) or the codec
-#                       phase (13); default all
+#   BENCH_ONLY=io|gen|meta|wb|codec|cost|restore  only the I/O phases (1-4),
+#                       the generation phases (5-8), phase 5 alone, the
+#                       write-back phases (9-12), the codec phase (13), the
+#                       cost phase (14) or the nfs:// restore phase (15 = 12 at
+#                       4 x 1 GiB); default all (everything but 15)
 #   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
+#   BENCH_COST_LATENCY_MS=N  faultfs latency_ms of phase 14 (default 1)
+#   BENCH_COST_OPTS=OPTS     ckptfs mount options of phase 14 (default none)
 #   BENCH_CODECS="lz4 zstd"  the -o codec= values of phase 13 ("default": no
 #                       -o codec=, for a build that predates it)
 #
@@ -76,6 +80,21 @@
 #  12. nfs://           9 and 10 with BACKING = the ganesha URL, against
 #                       ganesha's own speed through libnfs for the same bytes
 #                       (build/backing-tool put / get, 4 at once)
+# The cost phase (issue 20 part 2), per round, on a fresh faultfs BACKING that
+# adds BENCH_COST_LATENCY_MS (1) to each operation, no throttle:
+#  14. cost             a save of 4 files x 256 MiB of random data (small: x 32
+#                       MiB) through the mount as in 9, until durable, against
+#                       cp of the same files into the faultfs mount + `sync` of
+#                       each file and the directory (fsyncs reaching faultfs);
+#                       the daemon's CPU seconds per GiB of unique data
+#                       (/proc/PID/stat utime+stime from the first write to
+#                       durable, and for the writes alone), and the BACKING
+#                       operations per GiB uploaded (faultfs's own op counts
+#                       for the ckptfs side: fsync of files, of directories,
+#                       create, rename, mkdir, getattr, write, all)
+# The nfs:// restore phase (issue 20 part 4), BENCH_ONLY=restore only: phase 12
+#  15. with 4 x 1 GiB (small: 4 x 128 MiB): the cold restore by 4 readers on a
+#                       fresh node against backing-tool get of the same bytes.
 # The codec phase (scripts/bench_ckpt.py, build/codec-bench), once, < 3 min:
 #  13. real tensors     a small character-level model trained here for a few
 #                       hundred Adam steps, saved as a mixed-precision trainer
@@ -117,14 +136,21 @@ NREPLICAS=8
 UNIQUE_FILE=$((1024 * MiB / div)) # per writer
 REPLICA=$((512 * MiB / div))      # payload per replica
 TMPROOT=${BENCH_TMP:-/var/tmp}
+run_meta=0 run_cost=0 run_wbfs=1 # phase 5 (with gen), 14, 9-11 (with wb)
 case "${BENCH_ONLY:-all}" in
-all) run_io=1 run_gen=1 run_wb=1 run_codec=1 ;;
+all) run_io=1 run_gen=1 run_wb=1 run_codec=1 run_meta=1 run_cost=1 ;;
 io) run_io=1 run_gen=0 run_wb=0 run_codec=0 ;;
-gen) run_io=0 run_gen=1 run_wb=0 run_codec=0 ;;
+gen) run_io=0 run_gen=1 run_wb=0 run_codec=0 run_meta=1 ;;
+meta) run_io=0 run_gen=0 run_wb=0 run_codec=0 run_meta=1 ;;
 wb) run_io=0 run_gen=0 run_wb=1 run_codec=0 ;;
 codec) run_io=0 run_gen=0 run_wb=0 run_codec=1 ;;
-*) echo "bench: BENCH_ONLY must be io, gen, wb or codec (or unset: all)" >&2; exit 2 ;;
+cost) run_io=0 run_gen=0 run_wb=0 run_codec=0 run_cost=1 ;;
+restore) run_io=0 run_gen=0 run_wb=1 run_codec=0 run_wbfs=0 ;;
+*) echo "bench: BENCH_ONLY must be io, gen, meta, wb, codec, cost or restore (or unset: all)" >&2; exit 2 ;;
 esac
+COST_FILE=$((256 * MiB / div))             # phase 14: bytes per file (4 files)
+COST_LAT=${BENCH_COST_LATENCY_MS:-1}       # phase 14: faultfs latency_ms
+COST_OPTS=${BENCH_COST_OPTS:-}             # phase 14: mount options of the ckptfs side (e.g. upload_threads=8)
 CODECS=${BENCH_CODECS:-lz4 zstd} # phase 13
 CKPT=$HERE/bench_ckpt.py
 CKPT_STEPS=200                   # phase 13: Adam steps
@@ -132,6 +158,7 @@ CKPT_HIDDEN=768                  # phase 13: the model's width (1.6 M parameters
 CODEC_RANDOM=$((256 * MiB))      # phase 13: random bytes (the unique-write CPU)
 WB_NFILES=4                    # phases 9-12: files per save (concurrent writers)
 WB_FILE=$((512 * MiB / div))   # phases 9-12: bytes per file
+[ "$run_wbfs" = 1 ] || WB_FILE=$((1024 * MiB / div)) # phase 15: 4 GiB (small: 512 MiB)
 WB_BW=${BENCH_WB_BW:-100000000} # phases 9-11: faultfs bw= (bytes/s)
 WB=$HERE/bench_wb.py
 FAULTFS=$BIN/faultfs
@@ -151,7 +178,7 @@ die() { echo "bench: $*" >&2; exit 1; }
 if [ ! -x "$BIN/ckptfs" ] || [ ! -x "$BIN/ckptfs-admin" ]; then die "no ckptfs in $BIN (run make first)"; fi
 "$PY" -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (apt-get install python3-numpy)"
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null; then die "BENCH_PERF=1 needs perf (apt-get install linux-perf)"; fi
-if [ "$run_wb" = 1 ] && { [ ! -x "$FAULTFS" ] || [ ! -x "$BTOOL" ]; }; then
+if { [ "$run_wb" = 1 ] || [ "$run_cost" = 1 ]; } && { [ ! -x "$FAULTFS" ] || [ ! -x "$BTOOL" ]; }; then
 	echo "bench: building $BUILD/faultfs and $BUILD/backing-tool for the write-back phases"
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/faultfs" "$BUILD/backing-tool" >/dev/null ||
 		die "could not build $FAULTFS and $BTOOL"
@@ -159,7 +186,7 @@ fi
 if [ "$run_codec" = 1 ] && [ ! -x "$BIN/codec-bench" ]; then
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/codec-bench" >/dev/null || echo "bench: no $BUILD/codec-bench: phase 13 skips the microbenchmark"
 fi
-if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; } && [ ! -x "$NULLFS" ]; then
+if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_meta" = 1 ]; } && [ ! -x "$NULLFS" ]; then
 	echo "bench: building $BUILD/nullfs for the FUSE floor"
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/nullfs" >/dev/null || die "could not build $NULLFS"
 fi
@@ -393,6 +420,7 @@ need=0
 if [ "$run_io" = 1 ]; then need=$((2 * NWRITERS * UNIQUE_FILE + 2 * NREPLICAS * REPLICA + 2 * REPLICA)); fi
 if [ "$run_gen" = 1 ]; then need=$((need + 2 * NSAVES * SAVE_FILE + 512 * MiB)); fi
 if [ "$run_wb" = 1 ]; then need=$((need + 6 * WB_NFILES * WB_FILE + 512 * MiB)); fi
+if [ "$run_cost" = 1 ]; then need=$((need + 3 * 4 * COST_FILE)); fi
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt "$need" ] || die "$work: $((avail / MiB)) MiB free, the bench needs about $((need / MiB)) MiB"
 
@@ -656,7 +684,7 @@ daemon_log_check() {
 }
 
 # The FUSE floor's mount, for phases 1-3 and 5 (tests/nullfs).
-if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; }; then nullfs_up; fi
+if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_meta" = 1 ]; }; then nullfs_up; fi
 
 # Phase 5 runs first, before anything of this bench deletes files: on this
 # ext4 (no journal) the inode allocator skips inodes deleted in the last 60 s
@@ -664,7 +692,7 @@ if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; }; then nullfs
 # deletion every create on the plain side scans them (recently_deleted() in
 # fs/ext4/ialloc.c) and slows down up to 10x. ckptfs creates no local inode per
 # small file. Its rounds' directories stay until the end.
-if [ "$run_gen" = 1 ]; then
+if [ "$run_meta" = 1 ]; then
 	for r in $(seq 1 "$ROUNDS"); do
 		echo
 		echo "== generations, metadata round $r/$ROUNDS: $NFILES files per side (load average $(loadavg))"
@@ -853,6 +881,12 @@ wb_read() {
 	wb_line "$([ "$side" = plain ] && echo "$pname" || echo ckptfs)" "$label" "$elapsed" "$extra"
 }
 
+wb_verify_cost() { # DIR: the cost phase's files equal the sources
+	local cmds=() i
+	for i in 0 1 2 3; do cmds+=("$PY $IO verify $shm/cost$i $1/part$i.bin 0 -"); done
+	run_group "${cmds[@]}" # dies on a difference
+}
+
 wb_verify() { # DIR: the save's files equal the sources
 	local cmds=() i
 	for i in $(seq 0 $((WB_NFILES - 1))); do cmds+=("$PY $IO verify $shm/wb$i $1/part$i.bin 0 -"); done
@@ -884,6 +918,8 @@ if [ "$run_wb" = 1 ]; then
 		echo "   nfs-ganesha: $url"
 	fi
 	for r in $(seq 1 "$ROUNDS"); do
+		if [ $((r % 2)) = 1 ]; then order="plain ckptfs"; else order="ckptfs plain"; fi
+		if [ "$run_wbfs" = 1 ]; then # phases 9-11 (not with BENCH_ONLY=restore)
 		echo
 		echo "== write-back, round $r/$ROUNDS: BACKING = faultfs bw=$WB_BW B/s (load average $(loadavg))"
 		rd=$work/rwb$r
@@ -933,6 +969,7 @@ if [ "$run_wb" = 1 ]; then
 		stop_daemon
 		faultfs_down
 		rm -rf "$rd"
+		fi # run_wbfs
 
 		# 12. the same over nfs://
 		[ "$wb_nfs" = 1 ] || continue
@@ -970,6 +1007,97 @@ if [ "$run_wb" = 1 ]; then
 	done
 	ganesha_down
 fi # run_wb
+
+# ---- the cost phase (14) ----------------------------------------------------
+
+# cost_ops: the faultfs op counters of interest, as "k=v ..." (see
+# tests/faultfs/README.md; fsyncdir is the part of op.fsync on directories).
+COST_KEYS="ops op.fsync fsyncdir op.create op.open op.rename op.mkdir op.getattr op.write op.opendir bytes_written"
+cost_ops() {
+	sleep 1.2 # faultfs rewrites its stats every second
+	local k out=''
+	for k in $COST_KEYS; do out+="$k=$(fstat "$k") "; done
+	echo "$out"
+}
+
+# 14. per round: a fresh faultfs with latency_ms=COST_LAT; the save through
+# the mount until durable against cp + sync of the same files into it.
+if [ "$run_cost" = 1 ]; then
+	COST_BYTES=$((4 * COST_FILE))
+	echo
+	echo "== generating $((COST_BYTES / MiB)) MiB of random data for the cost phase (4 x $((COST_FILE / MiB)) MiB)"
+	gen=()
+	for i in 0 1 2 3; do gen+=("$PY $IO gen $shm/cost$i $COST_FILE $((5000 + i))"); done
+	run_group "${gen[@]}"
+	for r in $(seq 1 "$ROUNDS"); do
+		echo
+		echo "== cost, round $r/$ROUNDS: BACKING = faultfs latency_ms=$COST_LAT, unthrottled${COST_OPTS:+; ckptfs -o $COST_OPTS} (load average $(loadavg))"
+		rd=$work/rcost$r
+		mkdir -p "$rd"
+		faultfs_up "$rd"
+		printf 'latency_ms=%s\n' "$COST_LAT" >"$fctl.tmp" && mv "$fctl.tmp" "$fctl"
+		sleep 0.3 # faultfs reloads its control file at most every 100 ms
+		if [ $((r % 2)) = 1 ]; then order="plain ckptfs"; else order="ckptfs plain"; fi
+		for side in $order; do
+			if [ "$side" = plain ]; then
+				mkdir -p "$fmnt/straight"
+				settle
+				t0=$(now_ns)
+				cp "$shm"/cost0 "$shm"/cost1 "$shm"/cost2 "$shm"/cost3 "$fmnt/straight/"
+				sync "$fmnt"/straight/cost? "$fmnt/straight" # fsync of each file and the directory
+				R[kd,plain,$r]=$(secs_since "$t0")
+				printf '   %-7s %-34s %7.2fs %6s MB/s\n' plain "cp + sync, straight into faultfs" \
+					"${R[kd,plain,$r]}" "$(mbps "$COST_BYTES" "${R[kd,plain,$r]}")"
+			else
+				start_daemon "$rd" "$COST_OPTS" "$fmnt/ck" "$rd/cache"
+				mkdir -p "$mnt/run/step-1"
+				cmds=()
+				for i in 0 1 2 3; do cmds+=("$PY $IO write $shm/cost$i $mnt/run/step-1/part$i.bin 0 -"); done
+				settle
+				o0=$(cost_ops)
+				perf_start cost
+				c0=$(cpu_ticks)
+				t0=$(now_ns)
+				run_group "${cmds[@]}"
+				setfattr -n user.ckptfs.commit -v 1 "$mnt/run/step-1"
+				tw=$(secs_since "$t0") cw=$(cpu_ticks)
+				"$PY" "$WB" durable "$cache/catalog.db" 1800 >/dev/null || die "the cost save did not become durable"
+				R[kd,ckptfs,$r]=$(secs_since "$t0")
+				c1=$(cpu_ticks)
+				perf_stop
+				check_daemon
+				o1=$(cost_ops)
+				gib=$(awk -v b="$COST_BYTES" 'BEGIN { print b / 1073741824 }')
+				R[kcpu,ckptfs,$r]=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v g="$gib" 'BEGIN { printf "%.2f", t / hz / g }')
+				R[kwcpu,ckptfs,$r]=$(awk -v t=$((cw - c0)) -v hz="$HZ" -v g="$gib" 'BEGIN { printf "%.2f", t / hz / g }')
+				up=$(($(kv bytes_written <<<"$o1") - $(kv bytes_written <<<"$o0")))
+				ugib=$(awk -v b="$up" 'BEGIN { print b / 1073741824 }')
+				line=''
+				for k in $COST_KEYS; do
+					[ "$k" != bytes_written ] || continue
+					v=$(awk -v a="$(kv "$k" <<<"$o0")" -v b="$(kv "$k" <<<"$o1")" -v g="$ugib" 'BEGIN { printf "%.0f", (b - a) / g }')
+					R[k$k,ckptfs,$r]=$v
+					line+=" ${k#op.}=$v"
+				done
+				printf '   %-7s %-34s %7.2fs %6s MB/s   (writers + commit %ss)\n' ckptfs "save until durable on BACKING" \
+					"${R[kd,ckptfs,$r]}" "$(mbps "$COST_BYTES" "${R[kd,ckptfs,$r]}")" "$tw"
+				printf '   %-7s daemon CPU-s per GiB of unique data: %s until durable, %s for the writes alone\n' ckptfs \
+					"${R[kcpu,ckptfs,$r]}" "${R[kwcpu,ckptfs,$r]}"
+				printf '   %-7s BACKING ops per GiB uploaded (%d MB to faultfs):%s\n' ckptfs $((up / 1000000)) "$line"
+				wb_verify_cost "$mnt/run/step-1"
+				daemon_log_check "$rd"
+				stop_daemon
+			fi
+		done
+		faultfs_down
+		rm -rf "$rd"
+	done
+	rm -f "$shm"/cost?
+	if [ "$PERF" = 1 ]; then
+		perf_print cost "cost phase's save until durable (faultfs 1 ms/op)"
+		echo "   (round 1's ckptfs timings include the profiling overhead)"
+	fi
+fi # run_cost
 
 # ---- the codec phase (13) ---------------------------------------------------
 
@@ -1042,8 +1170,11 @@ fi
 printf '   %-23s%s\n' "stored / one replica" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s / %s' "$i" "${R[rs,plain,$i]}" "${R[rs,ckptfs,$i]}"; done)"
 printf '   %-23s%s\n' "daemon VmHWM MiB" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s' "$i" "${R[rss,ckptfs,$i]}"; done)"
 fi
-if [ "$run_gen" = 1 ]; then
-	for m in mg mf mgs mfs rm kp kr; do
+if [ "$run_meta" = 1 ] || [ "$run_gen" = 1 ]; then
+	ms=''
+	[ "$run_meta" = 0 ] || ms+='mg mf mgs mfs '
+	[ "$run_gen" = 0 ] || ms+='rm kp kr'
+	for m in $ms; do
 		case $m in
 		mg) n="creates gen dir files/s" ;; mf) n="creates flat files/s" ;;
 		mgs) n="  gen dir + syncfs" ;; mfs) n="  flat + syncfs" ;;
@@ -1055,15 +1186,21 @@ if [ "$run_gen" = 1 ]; then
 		for i in $(seq 1 "$ROUNDS"); do line+="   r$i ${R[$p,plain,$i]} / ${R[$m,ckptfs,$i]} / $(div "${R[$m,ckptfs,$i]}" "${R[$p,plain,$i]}")"; done
 		printf '   %-23s%s\n' "$n" "$line"
 	done
-	if [ "$FLOOR" = 1 ]; then
+	if [ "$FLOOR" = 1 ] && [ "$run_meta" = 1 ]; then
 		printf '   %-23s%s\n' "  nullfs creates" "$(round_line nm nullfs)"
+		printf '   %-23s%s\n' "  ckptfs / nullfs" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s / %s / %s' "$i" "${R[nm,nullfs,$i]}" "${R[mg,ckptfs,$i]}" "$(div "${R[mg,ckptfs,$i]}" "${R[nm,nullfs,$i]}")"; done)"
 	fi
-	printf '   %-23s%s\n' "commit ms median, p95" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, %s' "$i" "${R[cm,ckptfs,$i]}" "${R[cp,ckptfs,$i]}"; done)"
-	printf '   %-23s%s\n' "keep=1 commit ms" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, remounted %s' "$i" "${R[kpc,ckptfs,$i]}" "${R[krc,ckptfs,$i]}"; done)"
+	if [ "$run_gen" = 1 ]; then
+		printf '   %-23s%s\n' "commit ms median, p95" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, %s' "$i" "${R[cm,ckptfs,$i]}" "${R[cp,ckptfs,$i]}"; done)"
+	fi
+	if [ "$run_gen" = 1 ]; then
+		printf '   %-23s%s\n' "keep=1 commit ms" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, remounted %s' "$i" "${R[kpc,ckptfs,$i]}" "${R[krc,ckptfs,$i]}"; done)"
+	fi
 fi
 if [ "$run_wb" = 1 ]; then
 	for m in ws wd wc ww ns nd nc; do
 		[ "$wb_nfs" = 1 ] || case $m in n*) continue ;; esac
+		[ "$run_wbfs" = 1 ] || case $m in w*) continue ;; esac
 		case $m in
 		ws) n="wb save returns MB/s" ;; wd) n="  durable on BACKING" ;; wc) n="wb cold restore MB/s" ;;
 		ww) n="wb warm restore MB/s" ;; ns) n="nfs save returns MB/s" ;; nd) n="  durable on nfs://" ;;
@@ -1071,9 +1208,13 @@ if [ "$run_wb" = 1 ]; then
 		esac
 		printf '   %-23s%s\n' "$n" "$(round_line $m ckptfs)"
 	done
-	printf '   %-23s%s\n' "fresh-node mount s" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s%s' "$i" "${R[mt,ckptfs,$i]}" "$([ "$wb_nfs" = 0 ] || echo ", nfs:// ${R[nmt,ckptfs,$i]}")"; done)"
+	printf '   %-23s%s\n' "fresh-node mount s" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s%s' "$i" "${R[mt,ckptfs,$i]:-}" "$([ "$wb_nfs" = 0 ] || echo ", nfs:// ${R[nmt,ckptfs,$i]:-}")"; done)"
 fi
 
+if [ "$run_cost" = 1 ]; then
+	printf '   %-23s%s\n' "cost: durable s" "$(round_line kd ckptfs)"
+	printf '   %-23s%s\n' "  CPU-s/GiB, fsync/GiB" "$(for i in $(seq 1 "$ROUNDS"); do printf '   r%d %s, files %s + dirs %s' "$i" "${R[kcpu,ckptfs,$i]}" "$((${R[kop.fsync,ckptfs,$i]:-0} - ${R[kfsyncdir,ckptfs,$i]:-0}))" "${R[kfsyncdir,ckptfs,$i]:-}"; done)"
+fi
 echo
 echo "== result ($ROUNDS round(s), scale ${BENCH_SCALE:-full}; MB = 10^6 bytes; ratio = median of the per-round ckptfs/plain)"
 row metric plain ckptfs ratio target "met?"
@@ -1096,7 +1237,7 @@ row "replicated: stored / one replica" "$(vals rs plain | median)x" "${rs}x" "-"
 rss=$(vals rss ckptfs | max)
 row "daemon peak RSS (MiB, VmHWM)" "-" "$rss" "-" "<256" "$(met "$rss" 256 '<')"
 fi
-if [ "$run_gen" = 1 ]; then
+if [ "$run_meta" = 1 ]; then
 	for m in mg mf mgs mfs; do
 		case $m in
 		mg) n="create+4K+close, gen dir (files/s)" tgt=0.3 ;;
@@ -1112,8 +1253,14 @@ if [ "$run_gen" = 1 ]; then
 		fi
 		if [ "$m" = mg ] && [ "$FLOOR" = 1 ]; then
 			row "  FUSE floor: nullfs (files/s)" "$(vals nm plain | imedian)" "$(vals nm nullfs | imedian)" "$(nratios nm | median)x" "-" "-"
+			nr='' # issue 20 part 3: ckptfs against nullfs of the same round
+			for i in $(seq 1 "$ROUNDS"); do nr+="$(div "${R[mg,ckptfs,$i]}" "${R[nm,nullfs,$i]}") "; done
+			nr=$(median <<<"$nr")
+			row "  gen dir / nullfs (files/s)" "$(vals nm nullfs | imedian)" "$(vals mg ckptfs | imedian)" "${nr}x" ">=0.5x" "$(met "$nr" 0.5 '>=')"
 		fi
 	done
+fi
+if [ "$run_gen" = 1 ]; then
 	rmp=$(vals rm plain | median) rmc=$(vals rm ckptfs | median)
 	row "rm -rf of a $((NFILES + 2))-file gen. (s)" "$rmp" "$rmc" "$(ratios rm | median)x" "<1s" "$(met "$rmc" 1 '<')"
 	for m in kp kr; do
@@ -1135,6 +1282,7 @@ fi
 if [ "$run_wb" = 1 ]; then
 	for m in ws wd wc ww ns nd nc; do
 		[ "$wb_nfs" = 1 ] || case $m in n*) continue ;; esac
+		[ "$run_wbfs" = 1 ] || case $m in w*) continue ;; esac
 		case $m in
 		ws) n="wb: save returns (MB/s)" tgt=5 ;;
 		wd) n="wb:   durable on BACKING (MB/s)" tgt='' ;;
@@ -1142,7 +1290,7 @@ if [ "$run_wb" = 1 ]; then
 		ww) n="wb: warm restore (MB/s)" tgt=0.8 ;;
 		ns) n="nfs://: save returns (MB/s)" tgt='' ;;
 		nd) n="nfs://:   durable (MB/s)" tgt='' ;;
-		nc) n="nfs://: cold restore (MB/s)" tgt='' ;;
+		nc) n="nfs://: cold restore (MB/s)" tgt=0.9 ;; # issue 20 part 4
 		esac
 		ratio=$(ratios $m | median)
 		if [ -n "$tgt" ]; then
@@ -1152,13 +1300,25 @@ if [ "$run_wb" = 1 ]; then
 		fi
 	done
 fi
+if [ "$run_cost" = 1 ]; then
+	ratio=$(ratios kd | median)
+	row "cost: durable, 1 ms/op BACKING (s)" "$(vals kd plain | median)" "$(vals kd ckptfs | median)" "${ratio}x" "<=1.1x" "$(met "$ratio" 1.1 '<=')"
+	v=$(vals kcpu ckptfs | median)
+	row "  daemon CPU-s / GiB unique data" "-" "$v" "-" "<=1.2" "$(met "$v" 1.2 '<=')"
+	row "  the writes alone" "-" "$(vals kwcpu ckptfs | median)" "-" "-" "-"
+	for k in $COST_KEYS; do
+		[ "$k" != bytes_written ] || continue
+		row "  BACKING ${k#op.} / GiB uploaded" "-" "$(vals "k$k" ckptfs | imedian)" "-" "-" "-"
+	done
+fi
 echo
-if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_gen" = 1 ]; }; then
+if [ "$FLOOR" = 1 ] && { [ "$run_io" = 1 ] || [ "$run_meta" = 1 ]; }; then
 	echo "FUSE floor: the same work on nullfs (tests/nullfs: ckptfs's FUSE settings, no storage: writes dropped, reads of zeros),"
 	echo "  against the plain directory of the same round: what any FUSE filesystem can reach here (BENCH_FLOOR=0 to skip)."
 fi
 if [ "$run_io" = 1 ]; then
 echo "stored: growth of du -sb BACKING/chunks during the replicated write (worst round); plain: du -sb of its replicas."
+echo "daemon CPU-s per GiB of unique data written (phase 1, median): $(awk -v c="$(vals uwcpu ckptfs | median)" -v b=$((NWRITERS * UNIQUE_FILE)) 'BEGIN { printf "%.2f", c / (b / 1073741824) }') (target <= 1.2; BACKING shares the cache's filesystem: uploads are hard links)"
 echo "daemon CPU seconds, median (kernel part): unique write $(vals uwcpu ckptfs | median) ($(vals uwsys ckptfs | median)), cold read $(vals crcpu ckptfs | median) ($(vals crsys ckptfs | median)), replicated write $(vals rwcpu ckptfs | median) ($(vals rwsys ckptfs | median))"
 fi
 if [ "$run_gen" = 1 ]; then
@@ -1173,6 +1333,7 @@ if [ "$run_wb" = 1 ]; then
 	echo "  read back from it cold; warm restore against a plain local directory; 'durable': save start to the catalog saying nothing is queued"
 	echo "  and the generation durable (plain: its straight write); cold restore on a fresh node (new empty cache), after drop_caches."
 	[ "$wb_nfs" = 0 ] || echo "  nfs://: plain = ganesha's own speed through libnfs (build/backing-tool put/get, 4 at once, unthrottled loopback)."
+	[ "$run_wbfs" = 1 ] || echo "  (BENCH_ONLY=restore: phase 15, only the nfs:// part, $WB_NFILES x $((WB_FILE / MiB)) MiB)"
 	echo "  fresh-node mount (median): $(vals mt ckptfs | median) s$([ "$wb_nfs" = 0 ] || echo ", nfs:// $(vals nmt ckptfs | median) s");" \
 		"daemon CPU seconds, median (kernel part): save $(vals wscpu ckptfs | median) ($(vals wssys ckptfs | median)), upload tail $(vals wdcpu ckptfs | median) ($(vals wdsys ckptfs | median)), cold restore $(vals wccpu ckptfs | median) ($(vals wcsys ckptfs | median)), warm $(vals wwcpu ckptfs | median) ($(vals wwsys ckptfs | median))"
 fi

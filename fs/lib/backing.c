@@ -46,6 +46,21 @@
  *     creates is private: files 0600, directories 0700. A BACKING others may
  *     write (group/other-writable without the sticky bit, or another user's)
  *     is used, with a warning at open: see docs/DESIGN.md "Trust model".
+ *  9. backing_sync is a barrier for what the calling thread put unsynced
+ *     (backing.h 1b), never for another thread's puts: the uploader records a
+ *     batch durable after its own worker's sync returned. On a filesystem
+ *     whose syncfs reaches stable storage it is one syncfs. Where syncfs stops
+ *     in the client's kernel (FUSE, 9p, CIFS: bdir_pick_barrier) each
+ *     unsynced put leaves, in a per-thread list, its relpath and the
+ *     directory that got the new entry (and a directory made unsynced, its
+ *     parent's), each with an fd kept open on it (the written temporary, the
+ *     directory renamed into: no lookups at the sync; up to
+ *     BACKING_PENDING_FDS per thread, past that the put fsyncs at once); the
+ *     sync fsyncs each file, then each distinct directory once, and empties
+ *     the list even when one fails (the caller then puts the batch again).
+ *     So an object is reported durable only after its bytes AND its
+ *     directory entry were fsync'd; a batch of puts into one directory costs
+ *     one directory fsync instead of one per put.
  *  7. A linked put's source is the caller's: a source that is gone answers
  *     -ENOENT, unlogged, with nothing made (the caller knows whether that is
  *     an error). A source renamed over between linkat's lookup and its link
@@ -70,6 +85,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "backing_internal.h"
@@ -84,6 +100,12 @@
 #define BACKING_LINK_TRIES 16 /* invariant 7: links of a source renamed over meanwhile */
 #define BACKING_FILE_MODE 0600 /* invariant 8: private to the mounting user */
 #define BACKING_DIR_MODE 0700
+/* Invariant 9: filesystems whose syncfs does not reach the server's disk */
+#define BACKING_FUSE_MAGIC 0x65735546L
+#define BACKING_V9FS_MAGIC 0x01021997L
+#define BACKING_CIFS_MAGIC 0xFF534D42L
+#define BACKING_SMB2_MAGIC 0xFE534D42L
+#define BACKING_PENDING_FDS 64 /* per thread: fds kept open for its next sync */
 
 struct backing {
 	char *spec;
@@ -92,6 +114,9 @@ struct backing {
 	struct backing_nfs *nfs; /* NULL: directory backend */
 	int root_fd;		 /* directory backend */
 	atomic_int link_state;	 /* invariant 6: 0 untried, 1 links work, -1 they cannot */
+	bool fsync_barrier;	 /* invariant 9: sync by fsyncs, syncfs would not do */
+	uint64_t id;		 /* invariant 9: names this backing in the per-thread lists */
+	atomic_ulong n_file_fsyncs, n_dir_fsyncs, n_syncfs, n_renames; /* backing_counts */
 	pthread_mutex_t orphan_lock; /* invariant 4 */
 	int n_orphans;
 	char orphans[BACKING_MAX_ORPHANS][BACKING_TMP_NAME];
@@ -99,6 +124,7 @@ struct backing {
 
 /* Process-wide, so that two backings on one root never pick one name. */
 static atomic_ulong backing_tmp_seq;
+static atomic_ulong backing_next_id; /* invariant 9 */
 
 /* ---- paths ---- */
 
@@ -155,6 +181,134 @@ static const char *backing_detail(const struct backing *b)
 	return b->nfs ? backing_nfs_detail() : "";
 }
 
+/* ---- the per-thread list of unsynced puts (invariant 9) ---- */
+
+struct bpend_item {
+	uint64_t owner; /* backing.id */
+	bool dir;	/* a directory that got a new entry; else a file put */
+	int fd;		/* open on it (no lookups at the sync), or -1: by rel */
+	char *rel;
+};
+
+struct bpend {
+	size_t n, cap, fds;
+	struct bpend_item *v;
+	int handoff; /* a temporary written unsynced, kept open for its put */
+};
+
+static pthread_key_t bpend_key;
+static pthread_once_t bpend_once = PTHREAD_ONCE_INIT;
+
+static void bpend_free(void *p)
+{
+	struct bpend *l = p;
+	if (l->handoff >= 0)
+		close(l->handoff);
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].fd >= 0)
+			close(l->v[i].fd);
+		free(l->v[i].rel);
+	}
+	free(l->v);
+	free(l);
+}
+
+static void bpend_key_make(void)
+{
+	if (pthread_key_create(&bpend_key, bpend_free) != 0)
+		abort(); /* out of keys at startup: nothing sensible to go on with */
+}
+
+/* This thread's list; NULL if it has none (and !create, or no memory). */
+static struct bpend *bpend_get(bool create)
+{
+	pthread_once(&bpend_once, bpend_key_make);
+	struct bpend *l = pthread_getspecific(bpend_key);
+	if (!l && create && (l = calloc(1, sizeof(*l))) != NULL) {
+		l->handoff = -1;
+		if (pthread_setspecific(bpend_key, l) != 0) {
+			free(l);
+			l = NULL;
+		}
+	}
+	return l;
+}
+
+/* This thread's temporary kept open by bdir_write_file, taken (-1: none). */
+static int bpend_take_handoff(void)
+{
+	struct bpend *l = bpend_get(false);
+	int fd = l ? l->handoff : -1;
+	if (l)
+		l->handoff = -1;
+	return fd;
+}
+
+/* Notes rel (a file, or a directory if dir) for this thread's next
+ * backing_sync of b; once per name. fd >= 0: open on it, kept (a dup for a
+ * directory, the fd itself for a file) so that the sync needs no lookup; when
+ * the thread already holds BACKING_PENDING_FDS, -EMFILE and nothing noted: an
+ * fsync of the fd now costs less than one by name later. 0, or -EMFILE,
+ * -ENOMEM: the caller syncs now (a file's fd stays the caller's then). A
+ * batch holds tens of names, so a scan is cheaper than any index. */
+static int bpend_note(struct backing *b, const char *rel, bool dir, int fd)
+{
+	struct bpend *l = bpend_get(true);
+	if (!l)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].owner == b->id && l->v[i].dir == dir && !strcmp(l->v[i].rel, rel)) {
+			if (fd >= 0 && !dir)
+				close(fd); /* the same name put twice: the later inode is the one */
+			if (!dir && l->v[i].fd >= 0) {
+				close(l->v[i].fd);
+				l->v[i].fd = -1;
+				l->fds--;
+			}
+			return 0;
+		}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct bpend_item *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (fd >= 0 && l->fds >= BACKING_PENDING_FDS)
+		return -EMFILE;
+	int keep = fd >= 0 && dir ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
+	if (fd >= 0 && keep < 0)
+		return -EMFILE;
+	char *copy = strdup(rel);
+	if (!copy) {
+		if (dir && keep >= 0)
+			close(keep);
+		return -ENOMEM;
+	}
+	if (keep >= 0)
+		l->fds++;
+	l->v[l->n++] = (struct bpend_item){ b->id, dir, keep, copy };
+	return 0;
+}
+
+static void backing_parent(const char *rel, char *buf, size_t size);
+
+/* Invariant 9: the directory holding rel's entry, noted (only where syncfs
+ * will not do). 0, or -ENOMEM. */
+static int bdir_pending_dir_of(struct backing *b, const char *rel, int dirfd)
+{
+	if (!b->fsync_barrier)
+		return 0;
+	char dir[PATH_MAX];
+	backing_parent(rel, dir, sizeof(dir));
+	return bpend_note(b, dir, true, dirfd);
+}
+
+/* An unsynced put of relpath done: noted with its directory, or (no memory)
+ * synced now. */
+static int bdir_pending_put(struct backing *b, const char *relpath);
+
 /* ---- directory backend ---- */
 
 /* Invariant 8: reldir ("" is the root) opened without following a symlink. */
@@ -172,6 +326,7 @@ static int bdir_fsync_dir(struct backing *b, const char *reldir)
 	int fd = bdir_open_dir(b, reldir);
 	if (fd < 0)
 		return fd;
+	atomic_fetch_add(&b->n_dir_fsyncs, 1);
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
 	return rc;
@@ -196,8 +351,17 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 		}
 		done += (size_t)n;
 	}
-	if (rc == 0 && sync && fsync(fd) != 0)
-		rc = -errno;
+	if (rc == 0 && sync) {
+		atomic_fetch_add(&b->n_file_fsyncs, 1);
+		if (fsync(fd) != 0)
+			rc = -errno;
+	}
+	struct bpend *l;
+	if (rc == 0 && !sync && b->fsync_barrier && (l = bpend_get(true)) != NULL &&
+	    l->handoff < 0) {
+		l->handoff = fd; /* invariant 9: its fsync at the sync needs no lookup */
+		return 0;
+	}
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	return rc;
@@ -209,8 +373,70 @@ static int bdir_fsync_file(struct backing *b, const char *rel)
 	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
 		return fd;
+	atomic_fetch_add(&b->n_file_fsyncs, 1);
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
+	return rc;
+}
+
+static int bdir_pending_put(struct backing *b, const char *relpath)
+{
+	if (!b->fsync_barrier)
+		return 0;
+	int fd = bpend_take_handoff();
+	if (bpend_note(b, relpath, false, fd) == 0)
+		return 0; /* its directory: noted (or fsync'd) by bdir_rename */
+	if (fd < 0) { /* no memory for the list: the put's own fsyncs */
+		char dir[PATH_MAX];
+		backing_parent(relpath, dir, sizeof(dir));
+		int rc = bdir_fsync_file(b, relpath);
+		return rc == 0 ? bdir_fsync_dir(b, dir) : rc;
+	}
+	atomic_fetch_add(&b->n_file_fsyncs, 1); /* no room to keep it open: synced now */
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Invariant 9: fsyncs this thread's files, then directories, noted for b,
+ * and forgets them all; the first error, or 0. */
+static int bdir_sync_pending(struct backing *b)
+{
+	struct bpend *l = bpend_get(false);
+	if (!l)
+		return 0;
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) /* files first, then the entries naming them */
+		for (size_t i = 0; i < l->n && rc == 0; i++) {
+			struct bpend_item *it = &l->v[i];
+			if (it->owner != b->id || it->dir != (pass == 1))
+				continue;
+			if (it->fd < 0) {
+				rc = pass == 0 ? bdir_fsync_file(b, it->rel) : bdir_fsync_dir(b, it->rel);
+				continue;
+			}
+			atomic_fetch_add(pass == 0 ? &b->n_file_fsyncs : &b->n_dir_fsyncs, 1);
+			if (fsync(it->fd) != 0)
+				rc = -errno;
+			if (close(it->fd) != 0 && rc == 0 && pass == 0)
+				rc = -errno; /* a write error a FUSE or NFS server reports at close */
+			it->fd = -1;
+			l->fds--;
+		}
+	size_t keep = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].owner != b->id) {
+			l->v[keep++] = l->v[i];
+			continue;
+		}
+		if (l->v[i].fd >= 0) {
+			close(l->v[i].fd);
+			l->fds--;
+		}
+		free(l->v[i].rel);
+	}
+	l->n = keep;
 	return rc;
 }
 
@@ -328,9 +554,15 @@ static int bdir_rename(struct backing *b, const char *from, const char *to, bool
 		close(from_fd);
 		return to_fd;
 	}
+	atomic_fetch_add(&b->n_renames, 1);
 	int rc = renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
-	if (rc == 0 && sync)
+	if (rc == 0 && sync) {
+		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	} else if (rc == 0 && bdir_pending_dir_of(b, to, to_fd) != 0) {
+		atomic_fetch_add(&b->n_dir_fsyncs, 1); /* invariant 9: not noted, so synced now */
+		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	}
 	close(from_fd);
 	close(to_fd);
 	return rc;
@@ -343,9 +575,12 @@ static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 	if (pfd < 0)
 		return pfd;
 	int rc = mkdirat(pfd, base, BACKING_DIR_MODE) == 0 ? 0 : -errno;
-	if (rc == 0 && sync) /* a new directory must outlive a crash like its files */
+	if (rc == 0 && !sync && bdir_pending_dir_of(b, rel, pfd) != 0)
+		sync = true; /* invariant 9: not noted, so synced now */
+	if (rc == 0 && sync) { /* a new directory must outlive a crash like its files */
+		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(pfd) == 0 ? 0 : -errno;
-	else if (rc == -EEXIST) { /* made by another thread or node: a directory, not a link */
+	} else if (rc == -EEXIST) { /* made by another thread or node: a directory, not a link */
 		struct stat st;
 		rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 ? -errno
 		     : S_ISDIR(st.st_mode)			    ? 0
@@ -432,6 +667,7 @@ static int backing_link(struct backing *b, const char *from, const char *to, boo
 {
 	if (b->nfs)
 		return backing_nfs_link(b->nfs, from, to);
+	atomic_fetch_add(&b->n_renames, 1);
 	if (linkat(b->root_fd, from, b->root_fd, to, 0) != 0)
 		return -errno;
 	if (!sync)
@@ -570,6 +806,23 @@ static void bdir_close_old_dirs(const struct backing *b)
 	}
 }
 
+/* Invariant 9: whether syncfs of BACKING's filesystem reaches stable storage.
+ * FUSE passes it to no server but virtiofs, 9p and CIFS to none: fsyncs
+ * there. Unknown is syncfs (local filesystems, kernel NFS: it flushes and
+ * COMMITs, and NFS directory operations are synchronous on the server). */
+static void bdir_pick_barrier(struct backing *b)
+{
+	struct statfs sf;
+	if (fstatfs(b->root_fd, &sf) != 0)
+		return;
+	long t = (long)sf.f_type;
+	b->fsync_barrier = t == BACKING_FUSE_MAGIC || t == BACKING_V9FS_MAGIC ||
+			   t == BACKING_CIFS_MAGIC || t == BACKING_SMB2_MAGIC;
+	if (b->fsync_barrier)
+		log_info("BACKING %s: a batch of puts is made durable by an fsync of each object and "
+			 "of each directory (syncfs does not reach this filesystem's server)", b->spec);
+}
+
 int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 {
 	if (!spec || !out)
@@ -580,6 +833,7 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 		return -ENOMEM;
 	}
 	b->root_fd = -1;
+	b->id = atomic_fetch_add(&backing_next_id, 1) + 1;
 	pthread_mutex_init(&b->orphan_lock, NULL);
 	b->timeout_ms = timeout_ms ? timeout_ms : BACKING_DEFAULT_TIMEOUT_MS;
 	if (gethostname(b->host, sizeof(b->host)) != 0 || !b->host[0])
@@ -605,8 +859,10 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 			log_error("BACKING %s: cannot open the directory: %s", spec, strerror(-rc));
 		else
 			bdir_warn_shared(b);
-		if (rc == 0)
+		if (rc == 0) {
 			bdir_close_old_dirs(b);
+			bdir_pick_barrier(b);
+		}
 	}
 	if (rc == 0) {
 		rc = backing_mkdir(b, BACKING_TMP_DIR);
@@ -771,6 +1027,13 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 				rc = backing_rename(b, tmp, relpath, sync);
 		}
 	}
+	if (rc == 0 && !sync && !b->nfs) {
+		snprintf(step, sizeof(step), "fsync %s", relpath);
+		rc = bdir_pending_put(b, relpath);
+	}
+	int left = bpend_take_handoff(); /* a failed put's temporary, kept open */
+	if (left >= 0)
+		close(left);
 	if (rc != 0) {
 		backing_log_failure(b, "put", relpath, step, rc);
 		backing_discard_tmp(b, tmp, rc);
@@ -872,12 +1135,37 @@ int backing_sync(struct backing *b)
 {
 	if (b->nfs)
 		return 0; /* every put was committed (COMMIT) before it returned */
+	if (b->fsync_barrier) {
+		int rc = bdir_sync_pending(b);
+		if (rc != 0)
+			backing_log_failure(b, "sync", "(this thread's unsynced puts)", "fsync", rc);
+		return rc;
+	}
+	atomic_fetch_add(&b->n_syncfs, 1);
 	if (syncfs(b->root_fd) != 0) {
 		int rc = -errno;
 		log_error("BACKING %s: syncfs: %s", b->spec, strerror(-rc));
 		return rc;
 	}
 	return 0;
+}
+
+bool backing_sync_is_syncfs(const struct backing *b)
+{
+	return !b->nfs && !b->fsync_barrier;
+}
+
+void backing_force_fsync_barrier(struct backing *b, bool on)
+{
+	b->fsync_barrier = on && !b->nfs;
+}
+
+void backing_get_counts(const struct backing *b, struct backing_counts *out)
+{
+	out->file_fsyncs = atomic_load(&b->n_file_fsyncs);
+	out->dir_fsyncs = atomic_load(&b->n_dir_fsyncs);
+	out->syncfs = atomic_load(&b->n_syncfs);
+	out->renames = atomic_load(&b->n_renames);
 }
 
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)

@@ -12,12 +12,17 @@
  *     new one, never a part; after a successful return it survives a crash of
  *     the server. Missing parent directories are created.
  *  1b. backing_put_unsynced is atomic like backing_put, but durable only once
- *     a later backing_sync has returned 0 (the directory backend fsyncs
- *     nothing until then, and backing_sync is one syncfs of BACKING's
- *     filesystem; over nfs:// every put is committed and backing_sync does
- *     nothing). Many small objects then cost one sync instead of three
- *     fsyncs each. A file already at relpath is replaced only by a durable
- *     put, so a crash before the sync cannot damage what was durable.
+ *     a later backing_sync called by the same thread has returned 0 (the
+ *     directory backend fsyncs nothing until then; over nfs:// every put is
+ *     committed and backing_sync does nothing). backing_sync is a barrier for
+ *     what its thread put unsynced: on a filesystem whose syncfs reaches
+ *     stable storage (local disks, kernel NFS) one syncfs; on one where it
+ *     does not (FUSE, 9p: the kernel does not pass it on) an fsync of each
+ *     such file and then one fsync of each distinct directory that got a new
+ *     entry (backing.c 9). A batch of puts then costs one syncfs, or one fsync
+ *     per file plus one per directory, instead of two fsyncs per file. A file
+ *     already at relpath is replaced only by a durable put, so a crash before
+ *     the sync cannot damage what was durable.
  *  1c. backing_put_link makes the same put out of a hard link to a file of
  *     the caller, when BACKING is a directory on the caller's filesystem: one
  *     copy of the bytes on the disk, no bytes read or written. The two names
@@ -62,9 +67,24 @@ bool backing_is_nfs(const struct backing *b);
 /* Writes len bytes as relpath (invariant 1). */
 int backing_put(struct backing *b, const char *relpath, const void *data, size_t len);
 
-/* Invariant 1b: put now, durable after the next successful backing_sync. */
+/* Invariant 1b: put now, durable after the next successful backing_sync of
+ * the same thread. */
 int backing_put_unsynced(struct backing *b, const char *relpath, const void *data, size_t len);
 int backing_sync(struct backing *b);
+/* True when backing_sync is one syncfs (a directory on a filesystem that
+ * passes syncfs to stable storage): then a batch of large objects costs no
+ * more to sync than one. False for nfs:// and for FUSE or 9p directories. */
+bool backing_sync_is_syncfs(const struct backing *b);
+
+/* What the directory backend has asked of BACKING's filesystem since open:
+ * for the bench and the tests (all 0 over nfs://, which commits per put). */
+struct backing_counts {
+	uint64_t file_fsyncs; /* fsync of a file (an object, a temporary) */
+	uint64_t dir_fsyncs;  /* fsync of a directory */
+	uint64_t syncfs;      /* backing_sync as one syncfs */
+	uint64_t renames;     /* rename and link into place */
+};
+void backing_get_counts(const struct backing *b, struct backing_counts *out);
 
 /* Invariant 1c: puts relpath as a hard link to the finished file src_rel
  * under dirfd (a chunk object of the cache, which nobody changes in place)

@@ -16,6 +16,7 @@
 #ifndef CKPTFS_BACKING_INTERNAL_H
 #define CKPTFS_BACKING_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,5 +42,10 @@ int backing_nfs_list(struct backing_nfs *n, const char *reldir, backing_list_fn 
 
 /* libnfs's message for this thread's last failed NFS call ("" if none). */
 const char *backing_nfs_detail(void);
+
+/* For tests: makes backing_sync of a directory backend fsync what its thread
+ * put unsynced (files, then their directories) instead of one syncfs, as it
+ * does by itself on FUSE and 9p (backing.c 9). */
+void backing_force_fsync_barrier(struct backing *b, bool on);
 
 #endif

@@ -28,7 +28,8 @@
  * file) every second and within ~100 ms of a change: `ops`, `faults`, `eio`,
  * `enospc`, `hung` (ops ever held by hang), `hanging` (held right now),
  * `bytes_read`, `bytes_written`, `throttle_ms`, `config_loads`, then
- * `op.NAME` (ops served) and `fault.NAME` (faults injected) for every op name.
+ * `op.NAME` (ops served) and `fault.NAME` (faults injected) for every op name,
+ * and `fsyncdir` (the part of op.fsync that were fsyncs of a directory).
  *
  * Invariants:
  *   1. An op that is failed by a fault has not touched SRCDIR.
@@ -104,6 +105,7 @@ static struct {
 	atomic_ulong ops[FOP_COUNT], faults[FOP_COUNT];
 	atomic_ulong eio, enospc, hung, hanging, bytes_read, bytes_written, throttle_ms;
 	atomic_ulong config_loads, change_seq;
+	atomic_ulong fsyncdir; /* the part of ops[FOP_FSYNC] that were directories */
 
 	pthread_t stats_thread;
 	atomic_int stop;
@@ -312,6 +314,7 @@ static void fault_stats_write(void)
 		atomic_load(&g.throttle_ms), atomic_load(&g.config_loads));
 	for (int i = 0; i < FOP_COUNT; i++)
 		fprintf(f, "op.%s=%lu\n", fault_op_name[i], atomic_load(&g.ops[i]));
+	fprintf(f, "fsyncdir=%lu\n", atomic_load(&g.fsyncdir));
 	for (int i = 0; i < FOP_COUNT; i++)
 		fprintf(f, "fault.%s=%lu\n", fault_op_name[i], atomic_load(&g.faults[i]));
 	if (fclose(f) != 0 || rename(tmp, g.stats) != 0) {
@@ -422,6 +425,7 @@ static int fault_releasedir(const char *path, struct fuse_file_info *fi)
 static int fault_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	FAULT_GATE(FOP_FSYNC);
+	atomic_fetch_add(&g.fsyncdir, 1);
 	int fd = dirfd((DIR *)(uintptr_t)fi->fh);
 	return fault_rc(datasync ? fdatasync(fd) : fsync(fd));
 }

@@ -122,6 +122,9 @@ test_passthrough_mirrors_every_op() {
 	rm "$MNT/f" "$MNT/r" && rmdir "$MNT/d" || fail "unlink/rmdir"
 	[ -z "$(ls -A "$SRC")" ] || fail "SRCDIR not empty: $(ls -A "$SRC")"
 	stat_wait_ge op.fsync 3 && stat_wait_ge op.rename 2 && stat_wait_ge op.mkdir 1 || fail "op counters"
+	# fsyncdir: the directory's fsync among op.fsync, not the file's two
+	stat_wait_ge fsyncdir 1 && [ "$(stat_get fsyncdir)" -le $(($(stat_get op.fsync) - 2)) ] ||
+		fail "fsyncdir $(stat_get fsyncdir) of op.fsync $(stat_get op.fsync)"
 }
 
 test_bw_throttles_writes_and_reads_data_identical() {

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "backing.h"
+#include "backing_internal.h" /* backing_force_fsync_barrier */
 #include "log.h"
 #include "support.h"
 
@@ -219,6 +220,209 @@ Test(backing, test_unsynced_puts_land_whole_in_new_directories_and_sync_succeeds
 	}
 	free(want);
 	free(got);
+}
+
+/* ---- backing_sync as a barrier (backing.c 9) ---- */
+
+static struct backing_counts tb_counts(void)
+{
+	struct backing_counts c;
+	backing_get_counts(fx.b, &c);
+	return c;
+}
+
+/* c minus the counts at c0, in place. */
+static void tb_counts_since(struct backing_counts *c, const struct backing_counts *c0)
+{
+	c->file_fsyncs -= c0->file_fsyncs;
+	c->dir_fsyncs -= c0->dir_fsyncs;
+	c->syncfs -= c0->syncfs;
+	c->renames -= c0->renames;
+}
+
+static struct backing_counts tb_counts_from(const struct backing_counts *c0)
+{
+	struct backing_counts c = tb_counts();
+	tb_counts_since(&c, c0);
+	return c;
+}
+
+static void tb_put_unsynced(const char *rel, size_t len, uint64_t seed)
+{
+	uint8_t *data = malloc(len);
+	cr_assert_not_null(data);
+	tb_fill(data, len, seed);
+	OK(backing_put_unsynced(fx.b, rel, data, len));
+	free(data);
+}
+
+/* What the uploader paid per large object: its fsync and its directory's. */
+Test(backing, test_a_synced_put_fsyncs_its_object_and_its_directory)
+{
+	tb_roundtrip("chunks/aa/bb/first", 100, 1); /* the directories exist from now on */
+	struct backing_counts c0 = tb_counts();
+	tb_roundtrip("chunks/aa/bb/second", 5000, 2);
+	struct backing_counts c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs, 1);
+	cr_assert_eq(c.dir_fsyncs, 1);
+	cr_assert_eq(c.renames, 1);
+	cr_assert_eq(c.syncfs, 0);
+}
+
+/* Where syncfs would not reach the server (FUSE): nothing is fsync'd by the
+ * puts, the sync fsyncs each object once and the directory of all of them
+ * once; every object is there whole. */
+Test(backing, test_fsync_barrier_fsyncs_each_object_and_a_shared_directory_once)
+{
+	enum { N = 20 };
+	backing_force_fsync_barrier(fx.b, true);
+	cr_assert_not(backing_sync_is_syncfs(fx.b));
+	tb_roundtrip("chunks/aa/bb/first", 100, 1);
+	struct backing_counts c0 = tb_counts();
+	for (int i = 0; i < N; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/aa/bb/obj%d", i);
+		tb_put_unsynced(rel, 3000 + (size_t)i, 50 + (uint64_t)i);
+	}
+	struct backing_counts c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs + c.dir_fsyncs + c.syncfs, 0, "an unsynced put synced something");
+	cr_assert_eq(c.renames, N);
+	OK(backing_sync(fx.b));
+	c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs, N, "one fsync per object");
+	cr_assert_eq(c.dir_fsyncs, 1, "one fsync of the directory they share");
+	cr_assert_eq(c.syncfs, 0);
+	OK(backing_sync(fx.b)); /* nothing left: nothing more */
+	c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs + c.dir_fsyncs, N + 1);
+	for (int i = 0; i < N; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/aa/bb/obj%d", i);
+		size_t len = 3000 + (size_t)i, got_len = 0;
+		uint8_t want[3100], got[3100];
+		tb_fill(want, len, 50 + (uint64_t)i);
+		OK(backing_get(fx.b, rel, got, sizeof(got), &got_len));
+		cr_assert_eq(got_len, len);
+		cr_assert(memcmp(got, want, len) == 0, "%s: bytes differ", rel);
+	}
+	cr_assert_eq(tb_tmp_entries(), 0);
+}
+
+/* Every directory that got an entry is fsync'd once: the leaves of the
+ * objects, and the parents of directories the puts made. */
+Test(backing, test_fsync_barrier_fsyncs_every_directory_that_got_an_entry)
+{
+	backing_force_fsync_barrier(fx.b, true);
+	tb_roundtrip("chunks/aa/bb/first", 100, 1);
+	tb_roundtrip("chunks/aa/cc/first", 100, 2);
+	struct backing_counts c0 = tb_counts();
+	tb_put_unsynced("chunks/aa/bb/x1", 10, 3);
+	tb_put_unsynced("chunks/aa/cc/x2", 10, 4);
+	tb_put_unsynced("chunks/aa/bb/x3", 10, 5);
+	tb_put_unsynced("new/d1/d2/x4", 10, 6); /* makes new/, new/d1/, new/d1/d2/ */
+	struct backing_counts c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs + c.dir_fsyncs, 0);
+	OK(backing_sync(fx.b));
+	c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs, 4);
+	/* chunks/aa/bb, chunks/aa/cc, new/d1/d2 (entries of objects), and the
+	 * root, new, new/d1 (entries of the new directories) */
+	cr_assert_eq(c.dir_fsyncs, 6, "dir fsyncs: %llu", (unsigned long long)c.dir_fsyncs);
+}
+
+struct tb_other {
+	pthread_barrier_t put_done, main_synced;
+	int put_rc, sync_rc;
+};
+
+static void *tb_other_run(void *arg)
+{
+	struct tb_other *o = arg;
+	uint8_t data[100];
+	tb_fill(data, sizeof(data), 7);
+	o->put_rc = backing_put_unsynced(fx.b, "chunks/aa/bb/other", data, sizeof(data));
+	pthread_barrier_wait(&o->put_done);
+	pthread_barrier_wait(&o->main_synced);
+	o->sync_rc = backing_sync(fx.b);
+	return NULL;
+}
+
+/* backing.c 9: a thread's sync is no barrier for another thread's puts (the
+ * uploader records a batch durable after its own worker's sync). */
+Test(backing, test_fsync_barrier_is_per_thread)
+{
+	backing_force_fsync_barrier(fx.b, true);
+	tb_roundtrip("chunks/aa/bb/first", 100, 1);
+	struct tb_other o = { 0 };
+	pthread_barrier_init(&o.put_done, NULL, 2);
+	pthread_barrier_init(&o.main_synced, NULL, 2);
+	pthread_t t;
+	struct backing_counts c0 = tb_counts();
+	cr_assert_eq(pthread_create(&t, NULL, tb_other_run, &o), 0);
+	pthread_barrier_wait(&o.put_done);
+	OK(o.put_rc);
+	OK(backing_sync(fx.b));
+	struct backing_counts c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs + c.dir_fsyncs, 0, "this thread's sync did the other's");
+	pthread_barrier_wait(&o.main_synced);
+	pthread_join(t, NULL);
+	OK(o.sync_rc);
+	c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs, 1);
+	cr_assert_eq(c.dir_fsyncs, 1);
+	pthread_barrier_destroy(&o.put_done);
+	pthread_barrier_destroy(&o.main_synced);
+}
+
+/* Past the fds a thread may keep open (64), a put fsyncs its object at once
+ * (cheaper than by name at the sync); the sync does the rest, and a second
+ * sync has nothing left. */
+Test(backing, test_fsync_barrier_past_its_open_fds_fsyncs_at_the_put)
+{
+	enum { N = 80, HELD = 64 };
+	backing_force_fsync_barrier(fx.b, true);
+	tb_roundtrip("chunks/aa/bb/first", 100, 1);
+	struct backing_counts c0 = tb_counts();
+	for (int i = 0; i < N; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/aa/bb/obj%d", i);
+		tb_put_unsynced(rel, 10, (uint64_t)i);
+	}
+	struct backing_counts c = tb_counts_from(&c0);
+	/* one fd is the directory's, HELD - 1 are objects' */
+	cr_assert_eq(c.file_fsyncs, N - (HELD - 1), "fsync'd at the put: %llu",
+		     (unsigned long long)c.file_fsyncs);
+	cr_assert_eq(c.dir_fsyncs, 0);
+	OK(backing_sync(fx.b));
+	c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs, N);
+	cr_assert_eq(c.dir_fsyncs, 1);
+	OK(backing_sync(fx.b));
+	tb_put_unsynced("chunks/aa/bb/again", 10, 99); /* the list works on */
+	OK(backing_sync(fx.b));
+	c = tb_counts_from(&c0);
+	cr_assert_eq(c.file_fsyncs, N + 1);
+	cr_assert_eq(c.dir_fsyncs, 2);
+	uint8_t got[16];
+	size_t got_len = 0;
+	OK(backing_get(fx.b, "chunks/aa/bb/obj79", got, sizeof(got), &got_len));
+	cr_assert_eq(got_len, 10);
+}
+
+/* On a local filesystem the barrier is one syncfs, whatever the batch. */
+Test(backing, test_a_local_directory_syncs_a_batch_by_one_syncfs)
+{
+	cr_assert(backing_sync_is_syncfs(fx.b));
+	struct backing_counts c0 = tb_counts();
+	for (int i = 0; i < 10; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/%02x/%02x/obj%d", i, i, i);
+		tb_put_unsynced(rel, 2000, (uint64_t)i);
+	}
+	OK(backing_sync(fx.b));
+	struct backing_counts c = tb_counts_from(&c0);
+	cr_assert_eq(c.syncfs, 1);
+	cr_assert_eq(c.file_fsyncs + c.dir_fsyncs, 0);
 }
 
 Test(backing, test_put_over_existing_file_replaces_it_whole)

@@ -58,6 +58,7 @@ UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 # started with explicit handles (issue 17, step 6).
 UNIT_DAEMON_SRC :=
 UNIT_DAEMON_SRC += fs/reader.c
+UNIT_DAEMON_SRC += fs/control.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture

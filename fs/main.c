@@ -636,7 +636,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* the reader loads through the cache, from the catalog as reopened after fork */
-	const struct reader_config reader_cfg = { fs.opt.chunk_cache_bytes, cache_load, cache_prefetch };
+	const struct reader_config reader_cfg = { .budget_bytes = fs.opt.chunk_cache_bytes,
+						  .load = cache_load, .fetch_ahead = cache_prefetch };
 	if (reader_new(&reader_cfg, fs.cat, fs.cache, &fs.reader) != 0) {
 		log_error("cannot allocate the reader");
 		goto out;

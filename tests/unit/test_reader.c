@@ -201,7 +201,8 @@ Test(reader, holes_and_the_tail_read_as_zeros_and_extents_may_start_inside_a_chu
 {
 	struct tr_chunk a = tr_chunk(100 * KiB, 11), b = tr_chunk(80 * KiB, 12);
 	uint64_t ino = ts_mk(tr.cat, CAT_ROOT_INO, "sparse", S_IFREG | 0644, NULL);
-	/* [0,100K) a | hole to 300K | [300K,350K) = b[10K,60K) | hole | [600K,610K) = a[5,10K+5) | zeros to 1M */
+	/* [0,100K) a | hole to 300K | [300K,350K) = b[10K,60K) | hole |
+	 * [600K,610K) = a[5,10K+5) | zeros to 1M */
 	const size_t size = 1 * MiB;
 	uint8_t *want = calloc(1, size);
 	cr_assert_not_null(want);

@@ -26,7 +26,7 @@
 #include "store.h"
 
 struct node_table;
-struct chunk_cache;
+struct reader;
 struct gen_policy;
 struct backing;
 struct cache;
@@ -75,7 +75,7 @@ struct ckptfs {
 	struct storeq *storeq;       /* chunk objects written behind the writers */
 	struct node_table *nodes;
 	struct ops_handles *handles; /* open file handles (ops.c): freed at teardown */
-	struct chunk_cache *chunks;
+	struct reader *reader;        /* file bytes from chunks (fs/reader.h) */
 	struct recent *recent;       /* hashes of chunks just written (replicated saves) */
 	struct gen_policy *gen;
 	struct chunker_params chunking;

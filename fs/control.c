@@ -23,21 +23,18 @@
 #include "backing.h"
 #include "cache.h"
 #include "cachedir.h"
-#include "ckptfs.h"
 #include "control.h"
 #include "generation.h"
 #include "log.h"
-#include "node.h"
 #include "reader.h"
 #include "recent.h"
-#include "upload.h"
 #include "uploader.h"
 
 #define CONTROL_RECV_TIMEOUT_S 5
 #define CONTROL_MAX_ARGS 8
 
 struct control {
-	struct ckptfs *fs;
+	struct control_deps d;
 	struct aq *aq;
 	int listen_fd;
 	int stop_pipe[2];
@@ -102,7 +99,7 @@ static int control_live_gen(struct control *c, int fd, const char *arg, struct c
 	uint64_t id;
 	if (control_parse_id(arg, &id) != 0)
 		return control_error(fd, EINVAL, "expected a generation id");
-	int rc = cat_gen_get_brief(c->fs->cat, id, gen);
+	int rc = cat_gen_get_brief(c->d.cat, id, gen);
 	if (rc == -ENOENT || (rc == 0 && gen->state != GEN_OPEN && gen->state != GEN_COMMITTED &&
 			      gen->state != GEN_HELD))
 		return control_error(fd, ENOENT, "no such live generation");
@@ -115,11 +112,10 @@ static void control_hello(struct control *c, int fd)
 {
 	control_send(fd, "data pid %ld", (long)getpid());
 	control_send(fd, "data uid %ld", (long)getuid());
-	control_send(fd, "data mountpoint %s", c->fs->opt.mountpoint);
-	control_send(fd, "data cache %s", c->fs->opt.cache);
-	control_send(fd, "data backing %s", c->fs->opt.backing);
-	control_send(fd, "data gen_pattern %s",
-		     c->fs->opt.gen.pattern[0] ? c->fs->opt.gen.pattern : GEN_DEFAULT_PATTERN);
+	control_send(fd, "data mountpoint %s", c->d.mountpoint);
+	control_send(fd, "data cache %s", c->d.cache_dir);
+	control_send(fd, "data backing %s", c->d.backing_spec);
+	control_send(fd, "data gen_pattern %s", c->d.gen_pattern);
 	control_send(fd, "data protocol 1");
 	control_send(fd, "ok");
 }
@@ -129,13 +125,17 @@ static void control_commit(struct control *c, int fd, char **argv, int argc)
 	struct cat_gen gen;
 	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
 		return;
-	int rc = gen_commit_explicit(c->fs->gen, gen.id, "admin");
+	if (!c->d.gen_commit) {
+		control_error(fd, ENOSYS, "commit is not available in this daemon");
+		return;
+	}
+	int rc = c->d.gen_commit(c->d.gen, gen.id, "admin");
 	if (rc != 0) {
 		control_error(fd, -rc, "commit failed");
 		return;
 	}
 	/* a commit waits for write handles still open in the generation */
-	if (cat_gen_get_brief(c->fs->cat, gen.id, &gen) == 0)
+	if (cat_gen_get_brief(c->d.cat, gen.id, &gen) == 0)
 		control_send(fd, "data state %s", cat_gen_state_name(gen.state));
 	control_send(fd, "ok");
 }
@@ -149,7 +149,11 @@ static void control_pin(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, EINVAL, "expected pin GEN_ID 0|1");
 		return;
 	}
-	int rc = gen_pin(c->fs->gen, gen.id, argv[2][0] == '1');
+	if (!c->d.gen_pin) {
+		control_error(fd, ENOSYS, "pin is not available in this daemon");
+		return;
+	}
+	int rc = c->d.gen_pin(c->d.gen, gen.id, argv[2][0] == '1');
 	if (rc != 0) {
 		control_error(fd, -rc, "pin failed");
 		return;
@@ -168,8 +172,12 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, EBUSY, "the generation is open (still being written): use --force");
 		return;
 	}
-	int rc = gen_remove(c->fs->gen, gen.id, force);
-	if (rc == 0 && cat_gen_get_brief(c->fs->cat, gen.id, &gen) == 0 &&
+	if (!c->d.gen_remove) {
+		control_error(fd, ENOSYS, "rm is not available in this daemon");
+		return;
+	}
+	int rc = c->d.gen_remove(c->d.gen, gen.id, force);
+	if (rc == 0 && cat_gen_get_brief(c->d.cat, gen.id, &gen) == 0 &&
 	    (gen.state == GEN_OPEN || gen.state == GEN_COMMITTED || gen.state == GEN_HELD))
 		rc = -EIO; /* gen_end logged why */
 	if (rc != 0) {
@@ -178,6 +186,12 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 	}
 	control_send(fd, "data state %s", cat_gen_state_name(gen.state));
 	control_send(fd, "ok");
+}
+
+static void control_flush_released(struct control *c)
+{
+	if (c->d.nodes_flush)
+		c->d.nodes_flush(c->d.nodes);
 }
 
 /* BACKING as aq_objects (backing.h's calls take a struct backing *) */
@@ -205,12 +219,12 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		return;
 	}
 	const struct aq_objects sides[2] = {
-		{ aq_dir_list, aq_dir_size, aq_dir_remove, c->fs->opt.cache, "cache", false },
-		{ control_backing_list, control_backing_size, control_backing_remove, c->fs->backing,
+		{ aq_dir_list, aq_dir_size, aq_dir_remove, (void *)c->d.cache_dir, "cache", false },
+		{ control_backing_list, control_backing_size, control_backing_remove, c->d.backing,
 		  "BACKING", true },
 	};
 	struct aq_gc_result r[2];
-	node_release_flush(c->fs->nodes); /* objects of released inodes go now, not as orphans */
+	control_flush_released(c); /* objects of released inodes go now, not as orphans */
 	for (int i = 0; i < 2; i++) {
 		int rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
 		if (rc != 0) {
@@ -233,31 +247,32 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
  * dirty_max, else 3/4 of the bound, never above it. */
 static void control_note_bounds(struct control *c)
 {
-	const struct ckptfs_options *o = &c->fs->opt;
-	uint64_t bound = o->cache_size ? o->cache_size : UINT64_MAX / 2;
-	uint64_t dirty = o->dirty_max ? o->dirty_max : bound / 4 * 3;
+	uint64_t bound = c->d.cache_size ? c->d.cache_size : UINT64_MAX / 2;
+	uint64_t dirty = c->d.dirty_max ? c->d.dirty_max : bound / 4 * 3;
 	c->cache_bound = bound;
 	c->dirty_bound = dirty < bound ? dirty : bound;
 }
 
 void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 {
-	struct ckptfs *fs = c->fs;
-	struct chunk_cache_stats cs;
+	const struct control_deps *d = &c->d;
 	char v[32];
 #define PUT(key, val)                                            \
 	do {                                                     \
 		snprintf(v, sizeof(v), "%" PRIu64, (uint64_t)(val)); \
 		fn(arg, key, v);                                 \
 	} while (0)
-	chunk_cache_stats(fs->chunks, &cs);
-	PUT("chunk_cache_bytes", cs.bytes);
-	PUT("chunk_cache_budget", fs->opt.chunk_cache_bytes);
-	PUT("chunk_cache_hits", cs.hits);
-	PUT("chunk_cache_misses", cs.misses);
+	if (d->reader) {
+		struct reader_stats cs;
+		reader_stats(d->reader, &cs);
+		PUT("chunk_cache_bytes", cs.bytes);
+		PUT("chunk_cache_budget", cs.budget);
+		PUT("chunk_cache_hits", cs.hits);
+		PUT("chunk_cache_misses", cs.misses);
+	}
 	struct recent_stats rs = { 0 };
-	if (fs->recent)
-		recent_stats(fs->recent, &rs);
+	if (d->recent)
+		recent_stats(d->recent, &rs);
 	PUT("chunk_hashes_reused", rs.hits);
 	PUT("chunk_hashes_computed", rs.misses);
 	PUT("chunk_follows", rs.follows);
@@ -267,9 +282,9 @@ void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 	PUT("write_back", 1);
 	PUT("cache_bound", c->cache_bound);
 	PUT("dirty_bound", c->dirty_bound);
-	if (fs->cache) {
+	if (d->cache && d->cache_stats) {
 		struct cache_stats st;
-		cache_get_stats(fs->cache, &st);
+		d->cache_stats(d->cache, &st);
 		PUT("cache_hits", st.hits);
 		PUT("cache_misses", st.misses);
 		PUT("fetched_bytes", st.fetched_bytes);
@@ -278,9 +293,9 @@ void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 		PUT("evicted_bytes", st.evicted_bytes);
 		PUT("dirty_waits", st.dirty_waits);
 	}
-	if (fs->uploader) {
+	if (d->uploader && d->uploader_stats) {
 		struct uploader_stats us;
-		uploader_get_stats(fs->uploader, &us);
+		d->uploader_stats(d->uploader, &us);
 		PUT("uploaded_chunks", us.chunks);
 		PUT("uploaded_bytes", us.chunk_bytes);
 		PUT("uploaded_manifests", us.manifests);
@@ -299,7 +314,7 @@ static void control_stat_send(void *arg, const char *key, const char *value)
 
 static void control_stats(struct control *c, int fd)
 {
-	node_release_flush(c->fs->nodes); /* the catalog's counts, as of now */
+	control_flush_released(c); /* the catalog's counts, as of now */
 	control_stats_each(c, control_stat_send, &fd);
 	control_send(fd, "ok");
 }
@@ -380,7 +395,7 @@ static void control_serve(struct control *c, int fd)
 		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");
 	else
-		control_error(fd, EINVAL, "unknown verb");
+		control_send(fd, "error %d unknown verb %.64s", EINVAL, argv[0]);
 }
 
 static void *control_thread(void *arg)
@@ -405,21 +420,21 @@ static void *control_thread(void *arg)
 	return NULL;
 }
 
-int control_start(struct ckptfs *fs, struct control **out)
+int control_start(const struct control_deps *deps, struct control **out)
 {
 	*out = NULL;
 	struct control *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->fs = fs;
+	c->d = *deps;
 	c->listen_fd = -1;
 	c->stop_pipe[0] = c->stop_pipe[1] = -1;
-	int n = cachedir_path(fs->opt.cache, CACHEDIR_CONTROL_SOCK, c->path, sizeof(c->path));
+	int n = cachedir_path(deps->cache_dir, CACHEDIR_CONTROL_SOCK, c->path, sizeof(c->path));
 	int rc = 0;
 	const char *step = "path";
 	if (n < 0 || (size_t)n >= sizeof(c->path)) {
 		rc = -ENAMETOOLONG;
-	} else if ((rc = aq_open(fs->cat, &c->aq)) != 0) {
+	} else if ((rc = aq_open(deps->cat, &c->aq)) != 0) {
 		step = "queries";
 	} else if (pipe2(c->stop_pipe, O_CLOEXEC) != 0) {
 		rc = -errno;

@@ -633,7 +633,7 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 static int gen_proof_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
 {
 	struct gen_policy *g = arg;
-	return reader_read(g->fs, ino, READER_PROBE, off, len, buf);
+	return reader_read(g->fs->reader, ino, READER_PROBE, off, len, buf);
 }
 
 /* The root of the committed generation of gen's series with the largest step
@@ -960,7 +960,7 @@ static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_
 	if (rc != 0)
 		return rc;
 	size_t len = in.size < size - 1 ? (size_t)in.size : size - 1;
-	rc = reader_read(g->fs, ino, READER_PROBE, 0, len, buf);
+	rc = reader_read(g->fs->reader, ino, READER_PROBE, 0, len, buf);
 	if (rc != 0)
 		return rc;
 	buf[len] = '\0';

@@ -438,7 +438,6 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
 		return -1;
 	if (node_table_new(fs, &fs->nodes) != 0 || ops_handles_new(&fs->handles) != 0 ||
-	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0 ||
 	    recent_new(0, &fs->recent) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return -1;
@@ -471,8 +470,8 @@ static void main_close_state(struct ckptfs *fs)
 	fs->gen = NULL;
 	claim_end(fs->claim, true); /* nothing of ours writes BACKING any more */
 	fs->claim = NULL;
-	chunk_cache_free(fs->chunks); /* its readahead threads read through the cache */
-	fs->chunks = NULL;
+	reader_free(fs->reader); /* its readahead threads read through the cache */
+	fs->reader = NULL;
 	recent_free(fs->recent);
 	fs->recent = NULL;
 	cache_stop(fs->cache);
@@ -636,14 +635,34 @@ int main(int argc, char **argv)
 		log_error("cannot start the cache and upload threads");
 		goto out;
 	}
+	/* the reader loads through the cache, from the catalog as reopened after fork */
+	const struct reader_config reader_cfg = { .budget_bytes = fs.opt.chunk_cache_bytes,
+						  .load = cache_load, .fetch_ahead = cache_prefetch };
+	if (reader_new(&reader_cfg, fs.cat, fs.cache, &fs.reader) != 0) {
+		log_error("cannot allocate the reader");
+		goto out;
+	}
 	if (storeq_start(MAIN_STORE_THREADS, MAIN_STORE_DEPTH, &fs.storeq) != 0) {
 		log_error("cannot start the store threads");
 		goto out;
 	}
 	gen_policy_ready(fs.gen);
 	sigs_hup_start(main_log_path, !fs.opt.log_path[0], fs.opt.use_syslog);
-	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */
-	metrics_start(&fs, ctl, &metrics); /* -o metrics=ADDR:PORT; likewise */
+	const struct control_deps ctl_deps = {
+		.cat = fs.cat, .backing = fs.backing, .reader = fs.reader, .recent = fs.recent,
+		.gen = fs.gen, .nodes = fs.nodes, .cache = fs.cache, .uploader = fs.uploader,
+		.gen_commit = gen_commit_explicit, .gen_pin = gen_pin, .gen_remove = gen_remove,
+		.nodes_flush = node_release_flush, .cache_stats = cache_get_stats,
+		.uploader_stats = uploader_get_stats,
+		.cache_dir = fs.opt.cache, .mountpoint = fs.opt.mountpoint,
+		.backing_spec = fs.opt.backing,
+		.gen_pattern = fs.opt.gen.pattern[0] ? fs.opt.gen.pattern : GEN_DEFAULT_PATTERN,
+		.cache_size = fs.opt.cache_size, .dirty_max = fs.opt.dirty_max,
+	};
+	control_start(&ctl_deps, &ctl); /* ckptfs-admin's channel; the mount works without it */
+	const struct metrics_deps metrics_deps = { fs.opt.metrics_addr, fs.opt.cache,
+						   fs.opt.mountpoint, ctl };
+	metrics_start(&metrics_deps, &metrics); /* -o metrics=ADDR:PORT; likewise */
 
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, 16);

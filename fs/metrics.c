@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -11,7 +12,6 @@
 
 #include "catalog.h"
 #include "cachedir.h"
-#include "ckptfs.h"
 #include "control.h"
 #include "log.h"
 #include "metrics.h"
@@ -21,8 +21,7 @@
 #define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct metrics {
-	struct ckptfs *fs;
-	struct control *ctl;
+	struct metrics_deps d;
 	struct cat *cat; /* read-only, this module's thread only (invariant 1) */
 	struct MHD_Daemon *httpd;
 };
@@ -96,15 +95,15 @@ static char *metrics_render(struct metrics *m, size_t *len)
 	int rc = m->cat ? statset_from_catalog(&ss, m->cat) : -EBADF;
 	if (rc != 0)
 		log_warn("metrics: catalog of %s: %s; the scrape has the daemon's counters only",
-			 m->fs->opt.cache, strerror(-rc));
-	if (m->ctl)
-		control_stats_each(m->ctl, metrics_put, &ss);
+			 m->d.cache_dir, strerror(-rc));
+	if (m->d.ctl)
+		control_stats_each(m->d.ctl, metrics_put, &ss);
 	statset_finish(&ss);
 	char *body = NULL;
 	FILE *f = open_memstream(&body, len);
 	if (!f)
 		return NULL;
-	statset_prometheus(&ss, f, m->fs->opt.cache, m->fs->opt.mountpoint, true);
+	statset_prometheus(&ss, f, m->d.cache_dir, m->d.mountpoint, true);
 	if (fclose(f) != 0) {
 		free(body);
 		return NULL;
@@ -151,10 +150,10 @@ static enum MHD_Result metrics_request(void *cls, struct MHD_Connection *conn, c
 
 /* ---- start / stop ---- */
 
-int metrics_start(struct ckptfs *fs, struct control *ctl, struct metrics **out)
+int metrics_start(const struct metrics_deps *deps, struct metrics **out)
 {
 	*out = NULL;
-	const char *spec = fs->opt.metrics_addr;
+	const char *spec = deps->addr;
 	if (!spec[0])
 		return 0;
 	struct sockaddr_storage sa;
@@ -167,10 +166,9 @@ int metrics_start(struct ckptfs *fs, struct control *ctl, struct metrics **out)
 	struct metrics *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	m->fs = fs;
-	m->ctl = ctl;
+	m->d = *deps;
 	char path[PATH_MAX + 16];
-	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
+	cachedir_path(deps->cache_dir, CACHEDIR_CATALOG, path, sizeof(path));
 	rc = cat_open_readonly(path, &m->cat);
 	if (rc != 0)
 		log_warn("metrics: catalog %s: cannot open read-only: %s; scrapes carry the daemon's "

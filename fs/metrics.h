@@ -12,17 +12,24 @@
 #ifndef CKPTFS_METRICS_H
 #define CKPTFS_METRICS_H
 
-struct ckptfs;
 struct control;
 struct metrics;
+
+/* What the endpoint serves; strings valid until metrics_stop. */
+struct metrics_deps {
+	const char *addr;       /* -o metrics=ADDR:PORT; "" for none */
+	const char *cache_dir;  /* CACHE: its catalog, opened read-only here; a label */
+	const char *mountpoint; /* a label */
+	struct control *ctl;    /* the daemon's live counters; NULL: catalog figures only */
+};
 
 /* Parses "HOST:PORT" ("127.0.0.1:9567", "[::1]:9567", "0.0.0.0:9567"). 0, or
  * -EINVAL with why set to the reason. For options.c. */
 int metrics_check_addr(const char *spec, const char **why);
 
-/* Starts serving fs->opt.metrics_addr (nothing if it is empty). Failure is
- * logged and returned; the mount works without it. */
-int metrics_start(struct ckptfs *fs, struct control *ctl, struct metrics **out);
+/* Starts serving deps->addr (nothing if it is empty). deps is copied. Failure
+ * is logged and returned; the mount works without it. */
+int metrics_start(const struct metrics_deps *deps, struct metrics **out);
 void metrics_stop(struct metrics *m); /* NULL is allowed */
 
 #endif

@@ -899,11 +899,11 @@ static int ops_read_fill(struct ckptfs *fs, struct node *n, size_t size, off_t o
 	if (rc != 0 || (uint64_t)off >= in.size)
 		return rc;
 	o->got = in.size - (uint64_t)off < size ? (size_t)(in.size - (uint64_t)off) : size;
-	rc = reader_map(fs, n->ino, READER_COMMITTED, (uint64_t)off, o->got, &o->m);
+	rc = reader_map(fs->reader, n->ino, READER_COMMITTED, (uint64_t)off, o->got, &o->m);
 	if (rc == 0 && o->m.len < o->got) {
-		reader_unmap(fs, &o->m);
+		reader_unmap(fs->reader, &o->m);
 		o->buf = malloc(o->got);
-		rc = o->buf ? reader_read(fs, n->ino, READER_COMMITTED, (uint64_t)off, o->got, o->buf)
+		rc = o->buf ? reader_read(fs->reader, n->ino, READER_COMMITTED, (uint64_t)off, o->got, o->buf)
 			    : -ENOMEM;
 	}
 	return rc;
@@ -924,7 +924,7 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, o.buf, o.got);
 	else
 		fuse_reply_iov(req, o.m.iov, o.m.n);
-	reader_unmap(fs, &o.m); /* after the reply, which was written from the pinned chunks */
+	reader_unmap(fs->reader, &o.m); /* after the reply, which was written from the pinned chunks */
 	free(o.buf);
 }
 

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
-#include "ckptfs.h"
 #include "hash.h"
 #include "log.h"
 
@@ -33,14 +31,18 @@ struct chunk_entry {
 	pthread_cond_t loaded;    /* the load of this slot finished (or failed) */
 };
 
-struct chunk_cache {
+struct reader {
+	struct cat *cat;
+	struct cache *cache; /* handed to load and fetch_ahead */
+	reader_load_fn load;
+	reader_fetch_ahead_fn fetch_ahead;
+
 	pthread_mutex_t lock;
 	uint64_t budget, bytes, clock, hits, misses;
 	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
 
 	/* readahead: chunks decoded ahead of sequential readers, by threads
 	 * started at the first request (after the daemon forked) */
-	struct ckptfs *fs;
 	struct cat_extent queue[READER_PREFETCH_QUEUE];
 	int q_head, q_len;
 	pthread_cond_t work;
@@ -49,88 +51,102 @@ struct chunk_cache {
 	bool stopping;
 };
 
-int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out)
+int reader_new(const struct reader_config *cfg, struct cat *cat, struct cache *cache,
+	       struct reader **out)
 {
-	struct chunk_cache *cc = calloc(1, sizeof(*cc));
-	if (!cc)
+	*out = NULL;
+	if (!cfg->load)
+		return -EINVAL;
+	struct reader *r = calloc(1, sizeof(*r));
+	if (!r)
 		return -ENOMEM;
-	pthread_mutex_init(&cc->lock, NULL);
-	pthread_cond_init(&cc->work, NULL);
+	r->cat = cat;
+	r->cache = cache;
+	r->load = cfg->load;
+	r->fetch_ahead = cfg->fetch_ahead;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->work, NULL);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
-		pthread_cond_init(&cc->slot[i].loaded, NULL);
-	cc->budget = budget_bytes;
-	*out = cc;
+		pthread_cond_init(&r->slot[i].loaded, NULL);
+	r->budget = cfg->budget_bytes;
+	*out = r;
 	return 0;
 }
 
-void chunk_cache_free(struct chunk_cache *cc)
+void reader_free(struct reader *r)
 {
-	if (!cc)
+	if (!r)
 		return;
-	pthread_mutex_lock(&cc->lock);
-	cc->stopping = true;
-	pthread_cond_broadcast(&cc->work);
-	pthread_mutex_unlock(&cc->lock);
-	for (int i = 0; i < cc->n_threads; i++)
-		pthread_join(cc->thread[i], NULL);
+	pthread_mutex_lock(&r->lock);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->work);
+	pthread_mutex_unlock(&r->lock);
+	for (int i = 0; i < r->n_threads; i++)
+		pthread_join(r->thread[i], NULL);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
-		store_chunk_free(&cc->slot[i].chunk);
-		pthread_cond_destroy(&cc->slot[i].loaded);
+		/* invariant 3: every pin was released, no load is under way */
+		assert(r->slot[i].users == 0 && !r->slot[i].loading);
+		store_chunk_free(&r->slot[i].chunk);
+		pthread_cond_destroy(&r->slot[i].loaded);
 	}
-	pthread_cond_destroy(&cc->work);
-	pthread_mutex_destroy(&cc->lock);
-	free(cc);
+	pthread_cond_destroy(&r->work);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
 }
 
-void chunk_cache_stats(struct chunk_cache *cc, struct chunk_cache_stats *out)
+void reader_stats(struct reader *r, struct reader_stats *out)
 {
-	pthread_mutex_lock(&cc->lock);
-	out->hits = cc->hits;
-	out->misses = cc->misses;
-	out->bytes = cc->bytes;
-	pthread_mutex_unlock(&cc->lock);
+	pthread_mutex_lock(&r->lock);
+	out->hits = r->hits;
+	out->misses = r->misses;
+	out->bytes = r->bytes;
+	out->budget = r->budget;
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* Whether e, idle, may be evicted to make room for a load; readahead
  * (prefetch) does not evict chunks read ahead for others that are still to be
  * read, a reader's miss evicts them last. */
-static bool chunk_cache_read_already(const struct chunk_cache *cc, const struct chunk_entry *e)
+static bool reader_cache_read_already(const struct reader *r, const struct chunk_entry *e)
 {
-	return !e->ahead || cc->clock - e->last_use > CHUNK_AHEAD_STALE;
+	return !e->ahead || r->clock - e->last_use > CHUNK_AHEAD_STALE;
 }
 
 /* With the lock held: frees least recently used idle entries (chunks already
  * read first) until `need` more bytes fit the budget. Returns a free slot
  * index, or -1. */
-static int chunk_cache_make_room(struct chunk_cache *cc, size_t need, bool prefetch)
+static int reader_cache_make_room(struct reader *r, size_t need, bool prefetch)
 {
 	for (;;) {
 		int free_slot = -1, victim = -1;
 		bool victim_read = false;
 		for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
-			struct chunk_entry *e = &cc->slot[i];
+			struct chunk_entry *e = &r->slot[i];
 			if (!e->chunk.plain && !e->loading) {
 				free_slot = i;
 				continue;
 			}
 			if (e->loading || e->users > 0)
 				continue;
-			bool read = chunk_cache_read_already(cc, e);
+			bool read = reader_cache_read_already(r, e);
 			if (prefetch && !read)
 				continue;
 			if (victim < 0 || (read && !victim_read) ||
-			    (read == victim_read && e->last_use < cc->slot[victim].last_use)) {
+			    (read == victim_read && e->last_use < r->slot[victim].last_use)) {
 				victim = i;
 				victim_read = read;
 			}
 		}
-		if (free_slot >= 0 && cc->bytes + need <= cc->budget)
+		if (free_slot >= 0 && r->bytes + need <= r->budget)
 			return free_slot;
 		if (victim < 0)
 			return -1;
-		cc->bytes -= cc->slot[victim].len;
-		store_chunk_free(&cc->slot[victim].chunk);
-		cc->slot[victim].ahead = false;
+		struct chunk_entry *v = &r->slot[victim];
+		/* invariant 3: loaded → free only unpinned */
+		assert(v->chunk.plain && !v->loading && v->users == 0 && r->bytes >= v->len);
+		r->bytes -= v->len;
+		store_chunk_free(&v->chunk);
+		v->ahead = false;
 	}
 }
 
@@ -143,80 +159,84 @@ static int chunk_cache_make_room(struct chunk_cache *cc, size_t need, bool prefe
  * prefetch (readahead): returns NULL with *rc 0 when the chunk is there or
  * being loaded, or when room for it would cost a chunk still to be read;
  * otherwise loads it into the cache and pins it. */
-static const char *chunk_cache_get(struct ckptfs *fs, const struct cat_extent *ext,
-				   struct reader_pin *pin, bool prefetch, int *rc)
+static const char *reader_cache_get(struct reader *r, const struct cat_extent *ext,
+				    struct reader_pin *pin, bool prefetch, int *rc)
 {
-	struct chunk_cache *cc = fs->chunks;
 	*rc = 0;
-	pthread_mutex_lock(&cc->lock);
+	pthread_mutex_lock(&r->lock);
 	int i;
 again:
 	for (i = 0; i < CHUNK_CACHE_SLOTS; i++) {
-		struct chunk_entry *e = &cc->slot[i];
+		struct chunk_entry *e = &r->slot[i];
 		if ((e->chunk.plain || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0)
 			break;
 	}
 	if (i < CHUNK_CACHE_SLOTS) {
-		struct chunk_entry *e = &cc->slot[i];
+		struct chunk_entry *e = &r->slot[i];
 		if (prefetch) {
-			pthread_mutex_unlock(&cc->lock);
+			pthread_mutex_unlock(&r->lock);
 			return NULL;
 		}
 		if (e->loading) {
-			pthread_cond_wait(&e->loaded, &cc->lock);
+			pthread_cond_wait(&e->loaded, &r->lock);
 			goto again; /* loaded, or failed and gone */
 		}
+		assert(e->chunk.plain && e->users < UINT32_MAX); /* invariant 3: a loaded slot */
 		e->users++;
 		e->ahead = false;
-		e->last_use = ++cc->clock;
-		cc->hits++;
+		e->last_use = ++r->clock;
+		r->hits++;
 		pin->slot = i;
 		const char *data = (const char *)e->chunk.plain;
-		pthread_mutex_unlock(&cc->lock);
+		pthread_mutex_unlock(&r->lock);
 		return data;
 	}
-	i = chunk_cache_make_room(cc, ext->chunk_len, prefetch);
+	i = reader_cache_make_room(r, ext->chunk_len, prefetch);
 	if (i < 0 && prefetch) {
-		pthread_mutex_unlock(&cc->lock);
+		pthread_mutex_unlock(&r->lock);
 		return NULL;
 	}
-	cc->misses++;
+	r->misses++;
 	if (i >= 0) { /* reserve the slot so that others wait for this load */
-		struct chunk_entry *e = &cc->slot[i];
+		struct chunk_entry *e = &r->slot[i];
+		/* invariant 3: free → loading, pinned by this thread alone */
+		assert(!e->chunk.plain && !e->loading && e->users == 0);
 		memcpy(e->hash, ext->hash, HASH_LEN);
 		e->loading = true;
 		e->ahead = prefetch;
 		e->len = ext->chunk_len;
 		e->users = 1;
-		cc->bytes += e->len;
+		r->bytes += e->len;
 	}
-	pthread_mutex_unlock(&cc->lock);
+	pthread_mutex_unlock(&r->lock);
 
 	struct store_chunk chunk;
-	*rc = cache_load(fs->cache, ext->hash, ext->chunk_len, &chunk);
+	*rc = r->load(r->cache, ext->hash, ext->chunk_len, &chunk);
 	if (*rc == 0 && chunk.len != ext->chunk_len) {
 		store_chunk_free(&chunk);
 		*rc = -EIO;
 	}
 
 	if (i >= 0) {
-		pthread_mutex_lock(&cc->lock);
-		struct chunk_entry *e = &cc->slot[i];
+		pthread_mutex_lock(&r->lock);
+		struct chunk_entry *e = &r->slot[i];
+		/* invariant 3: loading → loaded (still this thread's pin) or free */
+		assert(e->loading && e->users == 1 && !e->chunk.plain && r->bytes >= e->len);
 		e->loading = false;
 		if (*rc == 0) {
 			e->chunk = chunk;
-			e->last_use = ++cc->clock;
+			e->last_use = ++r->clock;
 			/* what it holds, huge-page rounding included (store.c) */
 			size_t held = store_chunk_footprint(&chunk);
-			cc->bytes = cc->bytes - e->len + held;
+			r->bytes = r->bytes - e->len + held;
 			e->len = held;
 		} else {
-			cc->bytes -= e->len;
+			r->bytes -= e->len;
 			e->users = 0;
 			e->ahead = false;
 		}
 		pthread_cond_broadcast(&e->loaded);
-		pthread_mutex_unlock(&cc->lock);
+		pthread_mutex_unlock(&r->lock);
 	}
 	if (*rc != 0)
 		return NULL;
@@ -226,26 +246,27 @@ again:
 	return (const char *)chunk.plain;
 }
 
-static void chunk_cache_release(struct chunk_cache *cc, struct reader_pin *pin)
+static void reader_cache_release(struct reader *r, struct reader_pin *pin)
 {
 	if (pin->slot == READER_PIN_OWN) {
 		store_chunk_free(&pin->own);
 	} else if (pin->slot >= 0) {
-		pthread_mutex_lock(&cc->lock);
-		assert(cc->slot[pin->slot].users > 0);
-		cc->slot[pin->slot].users--;
-		pthread_mutex_unlock(&cc->lock);
+		pthread_mutex_lock(&r->lock);
+		struct chunk_entry *e = &r->slot[pin->slot];
+		assert(e->chunk.plain && !e->loading && e->users > 0); /* invariant 3 */
+		e->users--;
+		pthread_mutex_unlock(&r->lock);
 	}
 	pin->slot = READER_PIN_NONE;
 }
 
 /* Pins ext's chunk for a read of inode ino; a chunk that cannot be had is
  * logged with the file, the offset and the chunk (invariant 1). */
-static const char *reader_pin_extent(struct ckptfs *fs, uint64_t ino,
+static const char *reader_pin_extent(struct reader *r, uint64_t ino,
 				     const struct cat_extent *ext, uint64_t chunk_off,
 				     struct reader_pin *pin, int *rc)
 {
-	const char *data = chunk_cache_get(fs, ext, pin, false, rc);
+	const char *data = reader_cache_get(r, ext, pin, false, rc);
 	if (data)
 		return data;
 	char hex[HASH_HEX_LEN + 1];
@@ -257,69 +278,69 @@ static const char *reader_pin_extent(struct ckptfs *fs, uint64_t ino,
 	return NULL;
 }
 
-int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent *ext,
+int reader_copy_extent(struct reader *r, uint64_t ino, const struct cat_extent *ext,
 		       uint64_t chunk_off, size_t len, char *out)
 {
 	struct reader_pin pin = { .slot = READER_PIN_NONE };
 	int rc;
-	const char *data = reader_pin_extent(fs, ino, ext, chunk_off, &pin, &rc);
+	const char *data = reader_pin_extent(r, ino, ext, chunk_off, &pin, &rc);
 	if (!data)
 		return rc;
 	memcpy(out, data + chunk_off, len);
-	chunk_cache_release(fs->chunks, &pin);
+	reader_cache_release(r, &pin);
 	return 0;
 }
 
 /* ---- readahead ---- */
 
-static void *chunk_cache_prefetch_main(void *p)
+static void *reader_cache_prefetch_main(void *p)
 {
-	struct chunk_cache *cc = p;
-	pthread_mutex_lock(&cc->lock);
-	while (!cc->stopping) {
-		if (cc->q_len == 0) {
-			pthread_cond_wait(&cc->work, &cc->lock);
+	struct reader *r = p;
+	pthread_mutex_lock(&r->lock);
+	while (!r->stopping) {
+		if (r->q_len == 0) {
+			pthread_cond_wait(&r->work, &r->lock);
 			continue;
 		}
-		struct cat_extent ext = cc->queue[cc->q_head];
-		cc->q_head = (cc->q_head + 1) % READER_PREFETCH_QUEUE;
-		cc->q_len--;
-		pthread_mutex_unlock(&cc->lock);
+		assert(r->q_len > 0 && r->q_len <= READER_PREFETCH_QUEUE);
+		struct cat_extent ext = r->queue[r->q_head];
+		r->q_head = (r->q_head + 1) % READER_PREFETCH_QUEUE;
+		r->q_len--;
+		pthread_mutex_unlock(&r->lock);
 		struct reader_pin pin = { .slot = READER_PIN_NONE };
 		int rc;
-		if (chunk_cache_get(cc->fs, &ext, &pin, true, &rc))
-			chunk_cache_release(cc, &pin); /* stays cached, unpinned, `ahead` */
-		pthread_mutex_lock(&cc->lock);
+		if (reader_cache_get(r, &ext, &pin, true, &rc))
+			reader_cache_release(r, &pin); /* stays cached, unpinned, `ahead` */
+		pthread_mutex_lock(&r->lock);
 	}
-	pthread_mutex_unlock(&cc->lock);
+	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
 
 /* Asks for ext's chunk to be decoded into the cache in the background; a
  * no-op if it is there, being loaded, queued, or the queue is full. */
-static void chunk_cache_prefetch(struct ckptfs *fs, const struct cat_extent *ext)
+static void reader_cache_prefetch(struct reader *r, const struct cat_extent *ext)
 {
-	struct chunk_cache *cc = fs->chunks;
-	pthread_mutex_lock(&cc->lock);
-	bool known = cc->stopping || cc->q_len == READER_PREFETCH_QUEUE;
+	pthread_mutex_lock(&r->lock);
+	bool known = r->stopping || r->q_len == READER_PREFETCH_QUEUE;
 	for (int i = 0; i < CHUNK_CACHE_SLOTS && !known; i++) {
-		const struct chunk_entry *e = &cc->slot[i];
+		const struct chunk_entry *e = &r->slot[i];
 		known = (e->chunk.plain || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0;
 	}
-	for (int i = 0; i < cc->q_len && !known; i++)
-		known = memcmp(cc->queue[(cc->q_head + i) % READER_PREFETCH_QUEUE].hash, ext->hash,
+	for (int i = 0; i < r->q_len && !known; i++)
+		known = memcmp(r->queue[(r->q_head + i) % READER_PREFETCH_QUEUE].hash, ext->hash,
 			       HASH_LEN) == 0;
 	if (!known) {
-		cc->fs = fs;
-		cc->queue[(cc->q_head + cc->q_len) % READER_PREFETCH_QUEUE] = *ext;
-		cc->q_len++;
-		while (cc->n_threads < READER_PREFETCH_THREADS &&
-		       pthread_create(&cc->thread[cc->n_threads], NULL, chunk_cache_prefetch_main,
-				      cc) == 0)
-			cc->n_threads++;
-		pthread_cond_signal(&cc->work);
+		assert(r->q_len < READER_PREFETCH_QUEUE);
+		r->queue[(r->q_head + r->q_len) % READER_PREFETCH_QUEUE] = *ext;
+		r->q_len++;
+		while (r->n_threads < READER_PREFETCH_THREADS &&
+		       pthread_create(&r->thread[r->n_threads], NULL, reader_cache_prefetch_main,
+				      r) == 0)
+			r->n_threads++;
+		pthread_cond_signal(&r->work);
 	}
-	pthread_mutex_unlock(&cc->lock);
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* ---- mapping reads onto chunks ---- */
@@ -333,13 +354,13 @@ static const char reader_zeros[READER_ZEROS]; /* holes */
 
 /* Readahead: the next chunks are decoded and verified while the kernel takes
  * this read; those after them come from BACKING meanwhile. */
-static void reader_readahead(struct ckptfs *fs, const struct cat_extent *ext, int n)
+static void reader_readahead(struct reader *r, const struct cat_extent *ext, int n)
 {
 	for (int j = 0; j < n && j < READER_AHEAD; j++) {
 		if (j < READER_AHEAD_DECODED)
-			chunk_cache_prefetch(fs, &ext[j]);
-		else
-			cache_prefetch(fs->cache, ext[j].hash);
+			reader_cache_prefetch(r, &ext[j]);
+		else if (r->fetch_ahead)
+			r->fetch_ahead(r->cache, ext[j].hash);
 	}
 }
 
@@ -352,7 +373,7 @@ static void reader_add_piece(struct reader_map *m, const char *data, size_t len)
 	m->len += len;
 }
 
-int reader_map(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off, size_t len,
+int reader_map(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off, size_t len,
 	       struct reader_map *m)
 {
 	struct cat_extent ext[READER_BATCH];
@@ -363,8 +384,8 @@ int reader_map(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t
 	m->len = 0;
 	while (pos < end && m->n < READER_MAX_PIECES) {
 		if (k == n && !last_batch) {
-			n = src == READER_PENDING ? cat_pending_extents(fs->cat, ino, pos, ext, READER_BATCH)
-						  : cat_extents(fs->cat, ino, pos, ext, READER_BATCH);
+			n = src == READER_PENDING ? cat_pending_extents(r->cat, ino, pos, ext, READER_BATCH)
+						  : cat_extents(r->cat, ino, pos, ext, READER_BATCH);
 			if (n < 0) {
 				rc = n;
 				break;
@@ -389,7 +410,7 @@ int reader_map(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t
 		uint64_t ext_end = ext[k].off + ext[k].len;
 		uint64_t take = (ext_end < end ? ext_end : end) - pos;
 		uint64_t chunk_off = ext[k].chunk_off + (pos - ext[k].off);
-		const char *data = reader_pin_extent(fs, ino, &ext[k], chunk_off, pin, &rc);
+		const char *data = reader_pin_extent(r, ino, &ext[k], chunk_off, pin, &rc);
 		if (!data)
 			break;
 		reader_add_piece(m, data + chunk_off, take);
@@ -397,28 +418,28 @@ int reader_map(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t
 		k++;
 	}
 	if (rc != 0) {
-		reader_unmap(fs, m);
+		reader_unmap(r, m);
 		return rc;
 	}
 	if (src == READER_COMMITTED)
-		reader_readahead(fs, ext + k, n - k);
+		reader_readahead(r, ext + k, n - k);
 	return 0;
 }
 
-void reader_unmap(struct ckptfs *fs, struct reader_map *m)
+void reader_unmap(struct reader *r, struct reader_map *m)
 {
 	for (int i = 0; i < m->n; i++)
-		chunk_cache_release(fs->chunks, &m->pin[i]);
+		reader_cache_release(r, &m->pin[i]);
 	m->n = 0;
 	m->len = 0;
 }
 
-int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
+int reader_read(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off,
 		size_t len, char *out)
 {
 	while (len > 0) {
 		struct reader_map m;
-		int rc = reader_map(fs, ino, src, off, len, &m);
+		int rc = reader_map(r, ino, src, off, len, &m);
 		if (rc != 0)
 			return rc;
 		size_t at = 0;
@@ -426,7 +447,7 @@ int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_
 			memcpy(out + at, m.iov[i].iov_base, m.iov[i].iov_len);
 			at += m.iov[i].iov_len;
 		}
-		reader_unmap(fs, &m);
+		reader_unmap(r, &m);
 		off += at;
 		out += at;
 		len -= at;

@@ -11,7 +11,11 @@
  *     read, logged with the file (inode), the offset and the chunk.
  *  2. The cache holds at most its byte budget of decoded chunks that no reader
  *     is using; an entry in use (pinned) is never freed or changed. Memory does
- *     not grow with file size. */
+ *     not grow with file size.
+ *  3. A slot is free (no chunk, not loading), loading (one thread reads it,
+ *     pinned by that thread alone), or loaded (a chunk, pinned by `users`
+ *     readers); it goes free → loading → loaded or free, loaded → free only
+ *     unpinned. Every pin is released exactly once (reader_unmap). */
 #ifndef CKPTFS_READER_H
 #define CKPTFS_READER_H
 
@@ -20,27 +24,48 @@
 #include <sys/uio.h>
 
 #include "catalog.h"
+#include "hash.h"
 #include "store.h"
 
-struct ckptfs;
-struct chunk_cache;
+struct cat;
+struct cache;
+struct reader;
+
+/* Where chunks come from: in the daemon the disk cache in front of BACKING
+ * (cache_load, cache_prefetch of fs/cache.h, called with reader_new's cache
+ * handle); a test hands in its own. Callbacks rather than calls so that the
+ * reader links without the cache and its threads. */
+typedef int (*reader_load_fn)(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+			      struct store_chunk *out);
+typedef void (*reader_fetch_ahead_fn)(struct cache *c, const uint8_t hash[HASH_LEN]);
+
+struct reader_config {
+	uint64_t budget_bytes;            /* -o chunk_cache: decoded chunks kept in memory */
+	reader_load_fn load;              /* required */
+	reader_fetch_ahead_fn fetch_ahead; /* NULL: no readahead into the disk cache */
+};
 
 /* READER_PROBE: the committed extents, with no readahead — a look at a few
  * headers (proof.c, tracker files), not a stream: nothing is fetched or
  * decoded ahead, so nothing comes back into the cache behind a reclaim. */
 enum reader_source { READER_COMMITTED, READER_PENDING, READER_PROBE };
 
-int chunk_cache_new(uint64_t budget_bytes, struct chunk_cache **out);
-void chunk_cache_free(struct chunk_cache *cc);
+/* The reader of the catalog's extents (cat), loading chunks through cfg->load
+ * with cache. Its readahead threads start at the first read (after the daemon
+ * forked). 0 or -ENOMEM / -EINVAL (no load). */
+int reader_new(const struct reader_config *cfg, struct cat *cat, struct cache *cache,
+	       struct reader **out);
+/* Joins the readahead threads; nothing may be pinned. NULL is allowed. */
+void reader_free(struct reader *r);
 
 /* Copies chunk bytes [chunk_off, chunk_off+len) of ext's chunk into out. */
-int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent *ext,
+int reader_copy_extent(struct reader *r, uint64_t ino, const struct cat_extent *ext,
 		       uint64_t chunk_off, size_t len, char *out);
 
 /* Fills out with file bytes [off, off+len) of ino, from the committed extents
  * (or the writer's pending ones); holes read as zeros. The caller has clamped
  * len to the file size. */
-int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
+int reader_read(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off,
 		size_t len, char *out);
 
 /* One chunk held for a reader: a pinned cache slot, or (the cache full of
@@ -65,13 +90,13 @@ struct reader_map {
  * clamped len to the file size), and starts readahead of the chunks after
  * them. Returns 0 with m->len > 0 bytes mapped (release with reader_unmap), or
  * a negative errno with nothing pinned. */
-int reader_map(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off, size_t len,
+int reader_map(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off, size_t len,
 	       struct reader_map *m);
-void reader_unmap(struct ckptfs *fs, struct reader_map *m);
+void reader_unmap(struct reader *r, struct reader_map *m);
 
-struct chunk_cache_stats {
-	uint64_t hits, misses, bytes;
+struct reader_stats {
+	uint64_t hits, misses, bytes, budget;
 };
-void chunk_cache_stats(struct chunk_cache *cc, struct chunk_cache_stats *out);
+void reader_stats(struct reader *r, struct reader_stats *out);
 
 #endif

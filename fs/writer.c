@@ -812,8 +812,8 @@ static int writer_copy_pending(struct writer *w)
 	int rc = 0, n;
 	while (rc == 0 && (n = cat_pending_extents(w->fs->cat, w->ino, pos, ext, 16)) > 0) {
 		for (int i = 0; i < n && rc == 0; i++) {
-			rc = reader_copy_extent(w->fs, w->ino, &ext[i], ext[i].chunk_off, ext[i].len,
-						(char *)tmp);
+			rc = reader_copy_extent(w->fs->reader, w->ino, &ext[i], ext[i].chunk_off,
+						ext[i].len, (char *)tmp);
 			if (rc == 0)
 				rc = writer_pwrite_room(w, tmp, ext[i].len, ext[i].off);
 			pos = ext[i].off + ext[i].len;
@@ -1000,7 +1000,7 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
 	if (pos < w->stream_base) { /* from chunks already cut */
 		uint64_t to = end < w->stream_base ? end : w->stream_base;
 		writer_awaits_wait(w); /* their objects are all written */
-		int rc = reader_read(w->fs, w->ino, READER_PENDING, pos, to - pos, out);
+		int rc = reader_read(w->fs->reader, w->ino, READER_PENDING, pos, to - pos, out);
 		if (rc != 0)
 			return rc;
 		pos = to;

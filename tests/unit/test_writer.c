@@ -1,5 +1,5 @@
-/* Unit tests for fs/writer.c with a real catalog, store and recent (the
- * daemon's other modules are stubbed below): replicas written at once by
+/* Unit tests for fs/writer.c with a real catalog, store, recent and reader
+ * (the daemon's other modules are stubbed below): replicas written at once by
  * several threads are cut into exactly the chunks one writer alone makes,
  * every chunk is named by the SHA-256 of its bytes and its object holds them,
  * most chunks are taken from another writer's (recent.h R4, chunk_follows)
@@ -61,54 +61,6 @@ void uploader_kick(struct uploader *u)
 	(void)u;
 }
 
-int reader_copy_extent(struct ckptfs *fs, uint64_t ino, const struct cat_extent *ext,
-		       uint64_t chunk_off, size_t len, char *out)
-{
-	(void)ino;
-	size_t got = 0;
-	uint8_t *buf = malloc(ext->chunk_len);
-	cr_assert_not_null(buf);
-	int rc = store_get(fs->store, ext->hash, buf, ext->chunk_len, &got);
-	if (rc == 0 && (got != ext->chunk_len || chunk_off + len > got))
-		rc = -EIO;
-	if (rc == 0)
-		memcpy(out, buf + chunk_off, len);
-	free(buf);
-	return rc;
-}
-
-int reader_read(struct ckptfs *fs, uint64_t ino, enum reader_source src, uint64_t off,
-		size_t len, char *out)
-{
-	memset(out, 0, len); /* holes */
-	uint64_t end = off + len, pos = off;
-	struct cat_extent ext[16];
-	int n;
-	while (pos < end) {
-		n = src == READER_PENDING ? cat_pending_extents(fs->cat, ino, pos, ext, 16)
-					  : cat_extents(fs->cat, ino, pos, ext, 16);
-		if (n < 0)
-			return n;
-		if (n == 0)
-			break;
-		for (int i = 0; i < n; i++) {
-			uint64_t a = ext[i].off > off ? ext[i].off : off;
-			uint64_t b = ext[i].off + ext[i].len < end ? ext[i].off + ext[i].len : end;
-			if (a < b) {
-				int rc = reader_copy_extent(fs, ino, &ext[i],
-							    ext[i].chunk_off + (a - ext[i].off),
-							    (size_t)(b - a), out + (a - off));
-				if (rc != 0)
-					return rc;
-			}
-			pos = ext[i].off + ext[i].len;
-		}
-		if (n < 16)
-			break;
-	}
-	return 0;
-}
-
 /* ---- fixture ---- */
 
 #define MiB ((size_t)1 << 20)
@@ -119,6 +71,15 @@ static struct {
 	char cat_path[192];
 	struct ckptfs fs;
 } fx;
+
+/* The reader's chunks come straight from the fixture's store (no disk cache
+ * in front of it). */
+static int tw_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+		   struct store_chunk *out)
+{
+	(void)c;
+	return store_load(fx.fs.store, hash, cap, out);
+}
 
 static void tw_setup(void)
 {
@@ -137,12 +98,15 @@ static void tw_setup(void)
 						  .max_size = 512 * KiB };
 	OK(recent_new(16 * MiB, &fx.fs.recent)); /* the daemon's budget */
 	OK(storeq_start(3, 6, &fx.fs.storeq)); /* the daemon's (main.c) */
+	const struct reader_config rcfg = { 64 * MiB, tw_load, NULL };
+	OK(reader_new(&rcfg, fx.fs.cat, NULL, &fx.fs.reader));
 	tw_objects_written = 0;
 }
 
 static void tw_teardown(void)
 {
 	storeq_stop(fx.fs.storeq);
+	reader_free(fx.fs.reader);
 	recent_free(fx.fs.recent);
 	store_close(fx.fs.store);
 	ts_cat_close_checked(&fx.fs.cat);

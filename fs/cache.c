@@ -588,6 +588,7 @@ void cache_dirty_add(struct cache *c, uint64_t stored_len)
 	if (!c)
 		return; /* at teardown: the catalog counts it, the next mount reads that */
 	pthread_mutex_lock(&c->lock);
+	c->st.stored_chunks++;
 	c->dirty_bytes += stored_len;
 	c->cached_bytes += stored_len;
 	if (c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT)

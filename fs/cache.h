@@ -46,6 +46,7 @@ struct cache_stats {
 	uint64_t hits, misses, fetched_bytes, fetch_errors, evicted_chunks, evicted_bytes;
 	uint64_t cached_bytes, dirty_bytes; /* as this module tracks them */
 	uint64_t dirty_waits;               /* writers that had to wait */
+	uint64_t stored_chunks;             /* objects writers stored (cache_dirty_add) */
 };
 
 /* The option values the cache reads (main.c fills it from the options). */

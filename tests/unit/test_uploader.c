@@ -176,14 +176,21 @@ static bool ut_manifest_on_backing(uint64_t gen)
 }
 
 /* on_durable: records the call and whether BACKING held everything the
- * generation needs at that moment. */
+ * generation needs at that moment, durably (the catalog calls each chunk
+ * uploaded only after BACKING's sync). */
 static void ut_on_durable(void *arg, uint64_t gen_id)
 {
 	cr_assert_eq(arg, &fx);
 	bool complete = ut_manifest_on_backing(gen_id);
-	for (int i = 0; i < fx.n_chunks; i++)
-		if (fx.gen_of[i] == gen_id && !ut_chunk_on_backing(i))
+	for (int i = 0; i < fx.n_chunks; i++) {
+		if (fx.gen_of[i] != gen_id)
+			continue;
+		/* there, and durable there: its row ended (a batch's after its sync) */
+		struct cat_chunk_where w;
+		if (!ut_chunk_on_backing(i) || cat_chunk_where(fx.cat, fx.hash[i], &w) != 0 ||
+		    !w.uploaded)
 			complete = false;
+	}
 	pthread_mutex_lock(&fx.lock);
 	if (fx.n_durable < UT_MAX_GENS) {
 		fx.durable[fx.n_durable] = gen_id;
@@ -226,13 +233,18 @@ static void ut_wait_durable(int n)
 		      ut_durable_count(), n);
 }
 
-static void ut_start(bool copy)
+static void ut_start_with(bool copy, unsigned threads)
 {
 	struct uploader_config cfg = {
-		.threads = 2, .deadline_s = 600, .copy_uploads = copy, .chunk_max = UT_CHUNK_MAX,
+		.threads = threads, .deadline_s = 600, .copy_uploads = copy, .chunk_max = UT_CHUNK_MAX,
 	};
 	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.cache);
 	OK(uploader_start(&cfg, fx.cat, fx.st, fx.b, NULL, ut_on_durable, &fx, &fx.u));
+}
+
+static void ut_start(bool copy)
+{
+	ut_start_with(copy, 2);
 }
 
 /* BACKING refuses every chunk put while a file stands where chunks/ goes. */
@@ -300,7 +312,9 @@ Test(uploader, a_backing_that_refuses_puts_holds_the_generation_back_then_it_goe
 	uint64_t g = ut_gen(series, "step-1", 1, 300, 3);
 	int queued = ut_queued();
 	cr_assert_eq(queued, 4, "3 chunks and a manifest queued, not %d", queued);
-	ut_start(false);
+	/* a worker for every row: each retry round, one is free to take the
+	 * manifest, which must still wait for its chunks */
+	ut_start_with(false, 4);
 	usleep(800 * 1000);
 	struct uploader_stats s;
 	uploader_get_stats(fx.u, &s);

@@ -123,6 +123,7 @@ static size_t cache_opened(const struct cache *c, uint64_t *inos, size_t max)
 static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
 {
 	pthread_mutex_lock(&c->lock);
+	assert(c->n_touched >= 0 && c->n_touched <= CACHE_TOUCH_BATCH);
 	if (c->n_touched < CACHE_TOUCH_BATCH)
 		memcpy(c->touched[c->n_touched++], hash, HASH_LEN);
 	pthread_mutex_unlock(&c->lock);
@@ -254,6 +255,7 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plai
 		if (!c->inflight_set[i])
 			slot = i;
 	if (slot >= 0) {
+		assert(!c->inflight_set[slot]);
 		memcpy(c->inflight[slot], hash, HASH_LEN);
 		c->inflight_set[slot] = true;
 	}
@@ -262,8 +264,11 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plai
 	if (rc != 0)
 		rc = cache_fetch_retrying(c, hash, plain, cap, len);
 	pthread_mutex_lock(&c->lock);
-	if (slot >= 0)
+	if (slot >= 0) {
+		/* the slot is still this fetch's: nobody else clears it */
+		assert(c->inflight_set[slot] && memcmp(c->inflight[slot], hash, HASH_LEN) == 0);
 		c->inflight_set[slot] = false;
+	}
 	pthread_cond_broadcast(&c->fetched);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
@@ -293,6 +298,7 @@ static void *cache_job_main(void *p)
 	struct cache *c = j->c;
 	int rc = cache_fetch(c, j->hash, j->plain, j->cap, &j->len);
 	pthread_mutex_lock(&c->lock);
+	assert(!j->done && c->jobs > 0);
 	j->rc = rc;
 	j->done = true;
 	bool abandoned = j->abandoned;
@@ -336,6 +342,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	pthread_attr_destroy(&attr);
 	if (prc != 0) {
 		pthread_mutex_lock(&c->lock);
+		assert(c->jobs > 0);
 		c->jobs--;
 		pthread_mutex_unlock(&c->lock);
 		cache_job_free(j);
@@ -366,6 +373,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 		}
 		cache_job_free(j);
 	} else {
+		assert(!j->abandoned); /* the job frees itself: only its one waiter leaves it */
 		j->abandoned = true;
 		pthread_mutex_unlock(&c->lock);
 		char hex[HASH_HEX_LEN + 1];
@@ -446,6 +454,7 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 		return;
 	}
 	if (!c->stopping && c->q_len < CACHE_PREFETCH_QUEUE && !cache_known_locked(c, hash)) {
+		assert(c->q_len >= 0 && c->q_head >= 0 && c->q_head < CACHE_PREFETCH_QUEUE);
 		memcpy(c->queue[(c->q_head + c->q_len) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN);
 		c->q_len++;
 		pthread_cond_broadcast(&c->wake);
@@ -464,6 +473,7 @@ static void *cache_fetcher_main(void *p)
 			pthread_cond_wait(&c->wake, &c->lock);
 			continue;
 		}
+		assert(c->q_len > 0 && c->q_len <= CACHE_PREFETCH_QUEUE);
 		uint8_t hash[HASH_LEN];
 		memcpy(hash, c->queue[c->q_head], HASH_LEN);
 		c->q_head = (c->q_head + 1) % CACHE_PREFETCH_QUEUE;
@@ -638,6 +648,7 @@ static void cache_flush_touched(struct cache *c)
 	uint8_t batch[CACHE_TOUCH_BATCH][HASH_LEN];
 	pthread_mutex_lock(&c->lock);
 	int n = c->n_touched;
+	assert(n >= 0 && n <= CACHE_TOUCH_BATCH);
 	memcpy(batch, c->touched, (size_t)n * HASH_LEN);
 	c->n_touched = 0;
 	pthread_mutex_unlock(&c->lock);
@@ -855,6 +866,7 @@ int cache_start(const struct cache_config *cfg, struct cat *cat, struct store *s
 	c->dirty_bound = cfg->dirty_max ? cfg->dirty_max : c->bound / 4 * 3;
 	if (c->dirty_bound > c->bound)
 		c->dirty_bound = c->bound;
+	assert(c->dirty_bound <= c->bound);
 	log_info("cache %s: %" PRIu64 " MiB cached (%" PRIu64 " MiB not yet on BACKING), bound %"
 		 PRIu64 " MiB, dirty bound %" PRIu64 " MiB, %" PRIu64 " MiB of its disk kept free",
 		 cfg->dir, c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
@@ -879,6 +891,7 @@ void cache_stop(struct cache *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
+	assert(!c->stopping); /* stopped once */
 	c->stopping = true;
 	pthread_cond_broadcast(&c->wake);
 	pthread_cond_broadcast(&c->dirty_room);
@@ -891,6 +904,9 @@ void cache_stop(struct cache *c)
 	pthread_mutex_lock(&c->lock);
 	while (c->jobs > 0)
 		pthread_cond_wait(&c->job_done, &c->lock);
+	/* every fetch has ended: none holds a slot (each clears its own) */
+	for (int i = 0; i < CACHE_INFLIGHT; i++)
+		assert(!c->inflight_set[i]);
 	pthread_mutex_unlock(&c->lock);
 	pthread_cond_destroy(&c->job_done);
 	pthread_cond_destroy(&c->fetched);

@@ -377,6 +377,10 @@ static bool up_any_busy(struct uploader *u)
 
 static void up_busy_set(struct uploader *u, int id, int k, const struct cat_upload *row)
 {
+	/* U4: a slot is taken only free, by its own worker, for a row no
+	 * other worker has in hand (up_pick checked up_conflicts) */
+	assert(id >= 0 && id < u->n_workers && k >= 0 && k < UP_BATCH_MAX);
+	assert(!u->busy[id][k].set);
 	u->busy[id][k] = (struct up_busy){ true, row->seq, row->gen, row->kind, { 0 } };
 	memcpy(u->busy[id][k].hash, row->hash, HASH_LEN);
 }
@@ -482,6 +486,7 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 		u->backoff_ms = u->backoff_ms ? u->backoff_ms * 2 : UP_BACKOFF_MIN_MS;
 		if (u->backoff_ms > UP_BACKOFF_MAX_MS)
 			u->backoff_ms = UP_BACKOFF_MAX_MS;
+		assert(u->backoff_ms >= UP_BACKOFF_MIN_MS);
 		u->down_until = up_mono_s() + u->backoff_ms / 1000.0;
 		if (!u->down)
 			log_warn("BACKING %s: upload failed (%s); retrying with backoff, nothing is"
@@ -543,6 +548,7 @@ static void up_batch_done(struct uploader *u, const struct up_batch *bt)
 /* Syncs BACKING and finishes the batch's rows; u->lock held, dropped inside. */
 static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 {
+	assert(bt->n > 0 && bt->n <= UP_BATCH_MAX);
 	pthread_mutex_unlock(&u->lock);
 	int rc = backing_sync(u->backing);
 	if (rc == 0) {
@@ -553,8 +559,10 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 			cat_upload_failed(u->cat, bt->row[k].seq, strerror(-rc));
 	}
 	pthread_mutex_lock(&u->lock);
-	for (int k = 0; k < bt->n; k++)
+	for (int k = 0; k < bt->n; k++) {
+		assert(u->busy[id][k].set && u->busy[id][k].seq == bt->row[k].seq);
 		u->busy[id][k].set = false;
+	}
 	bt->n = 0;
 	bt->total = 0;
 	pthread_cond_broadcast(&u->kick);
@@ -566,6 +574,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 			 const struct cat_upload *row, struct up_buffers *bufs)
 {
 	int k = bt->n;
+	assert(k < UP_BATCH_MAX); /* a full batch was flushed when it filled */
 	up_busy_set(u, id, k, row);
 	pthread_mutex_unlock(&u->lock);
 	uint64_t bytes = 0;
@@ -575,6 +584,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		up_finish(u, row, rc, bytes);
 	pthread_mutex_lock(&u->lock);
 	if (rc != 0 || !deferred) {
+		assert(u->busy[id][k].set);
 		u->busy[id][k].set = false;
 		return;
 	}
@@ -645,6 +655,7 @@ static void *up_worker_main(void *p)
 		int rc = up_run(u, &row, &bufs, &bytes);
 		up_finish(u, &row, rc, bytes);
 		pthread_mutex_lock(&u->lock);
+		assert(u->busy[id][0].set && u->busy[id][0].seq == row.seq);
 		u->busy[id][0].set = false;
 	}
 	pthread_cond_broadcast(&u->kick);
@@ -728,6 +739,7 @@ void uploader_stop(struct uploader *u, bool drain)
 	if (drain) /* rows of changes still deferred are hidden from the queue until committed */
 		cat_defer_commit(u->cat);
 	pthread_mutex_lock(&u->lock);
+	assert(!u->stopping); /* stopped once */
 	u->stopping = true;
 	u->draining = drain;
 	pthread_cond_broadcast(&u->kick);
@@ -759,6 +771,9 @@ void uploader_stop(struct uploader *u, bool drain)
 	pthread_mutex_unlock(&u->lock);
 	for (int i = 0; i < u->n_workers; i++)
 		pthread_join(u->worker[i], NULL);
+	/* a drain ends with nothing in hand; a stop without one may leave an
+	 * unsynced batch marked busy (it stays queued for the next mount) */
+	assert(!drain || !up_any_busy(u));
 	if (drain)
 		up_tree(u); /* the last state of the files outside generations */
 	pthread_cond_destroy(&u->kick);

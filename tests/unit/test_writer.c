@@ -1,5 +1,5 @@
-/* Unit tests for fs/writer.c with a real catalog, store and recent (the
- * daemon's other modules are stubbed below): replicas written at once by
+/* Unit tests for fs/writer.c with a real catalog, store, recent and cache
+ * (the reader is stubbed below): replicas written at once by
  * several threads are cut into exactly the chunks one writer alone makes,
  * every chunk is named by the SHA-256 of its bytes and its object holds them,
  * most chunks are taken from another writer's (recent.h R4, chunk_follows)

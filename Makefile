@@ -59,6 +59,8 @@ UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_DAEMON_SRC :=
 UNIT_DAEMON_SRC += fs/reader.c
 UNIT_DAEMON_SRC += fs/control.c
+UNIT_DAEMON_SRC += fs/uploader.c
+UNIT_DAEMON_SRC += fs/cache.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture

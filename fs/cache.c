@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "cache.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -29,10 +30,9 @@
 #include <unistd.h>
 
 #include "backing.h"
-#include "ckptfs.h"
+#include "catalog.h"
 #include "codec.h"
 #include "log.h"
-#include "node.h"
 #include "store.h"
 #include "upload.h"
 
@@ -52,7 +52,11 @@
 #define CACHE_RESERVE_SHARE 16          /* … or 1/16 of the disk, between the two */
 
 struct cache {
-	struct ckptfs *fs;
+	struct cache_config cfg;
+	struct cat *cat;
+	struct store *store;
+	struct backing *backing;
+	struct cache_hooks hooks;
 	uint64_t bound, dirty_bound;
 	uint64_t reserve; /* C6: disk bytes kept free for all but chunk objects */
 	size_t object_cap; /* largest object image: header + codec_bound(max chunk) */
@@ -101,12 +105,25 @@ static double cache_mono_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The daemon was told to stop (cache_hooks.stopping). */
+static bool cache_daemon_stopping(const struct cache *c)
+{
+	return c->hooks.stopping && c->hooks.stopping(c->hooks.stopping_arg);
+}
+
+/* Inodes with a handle open (cache_hooks.opened); none without the hook. */
+static size_t cache_opened(const struct cache *c, uint64_t *inos, size_t max)
+{
+	return c->hooks.opened ? c->hooks.opened(c->hooks.opened_arg, inos, max) : 0;
+}
+
 /* ---- fetching from BACKING ---- */
 
 /* Remembers that a chunk was used, for least-recently-used eviction. */
 static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
 {
 	pthread_mutex_lock(&c->lock);
+	assert(c->n_touched >= 0 && c->n_touched <= CACHE_TOUCH_BATCH);
 	if (c->n_touched < CACHE_TOUCH_BATCH)
 		memcpy(c->touched[c->n_touched++], hash, HASH_LEN);
 	pthread_mutex_unlock(&c->lock);
@@ -133,11 +150,11 @@ static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const
 	pthread_mutex_unlock(&c->lock);
 	if (!room)
 		return;
-	int rc = store_put_object(c->fs->store, hash, obj, obj_len);
+	int rc = store_put_object(c->store, hash, obj, obj_len);
 	if (rc == 0) {
-		rc = cat_chunk_set_cached(c->fs->cat, hash, true);
+		rc = cat_chunk_set_cached(c->cat, hash, true);
 		if (rc != 0 && rc != -ENOENT)
-			store_remove(c->fs->store, hash);
+			store_remove(c->store, hash);
 	}
 	if (rc != 0) { /* the bytes are good; only keeping a copy failed */
 		pthread_mutex_lock(&c->lock);
@@ -154,14 +171,14 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8
 	char rel[128], hex[HASH_HEX_LEN + 1];
 	store_object_relpath(hash, rel, sizeof(rel));
 	size_t obj_len = 0;
-	int rc = backing_get(c->fs->backing, rel, obj, c->object_cap, &obj_len);
+	int rc = backing_get(c->backing, rel, obj, c->object_cap, &obj_len);
 	if (rc != 0)
 		return rc == -EFBIG ? -EIO : rc;
 	const char *why = NULL;
 	rc = store_object_check(hash, obj, obj_len, plain, cap, len, &why);
 	if (rc != 0) {
 		hash_to_hex(hash, hex);
-		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->fs->backing), hex,
+		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->backing), hex,
 			  why);
 		return -EIO;
 	}
@@ -176,7 +193,7 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 	uint8_t *obj = malloc(c->object_cap);
 	if (!obj)
 		return -ENOMEM;
-	double deadline = cache_mono_s() + c->fs->opt.backing_timeout_ms / 1000.0;
+	double deadline = cache_mono_s() + c->cfg.backing_timeout_ms / 1000.0;
 	unsigned delay_ms = 50;
 	int rc;
 	bool said = false;
@@ -190,8 +207,8 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 			break;
 		if (!said) {
 			log_warn("BACKING %s: reading chunk %s failed (%s); retrying for up to %u s",
-				 backing_spec(c->fs->backing), hex, strerror(-rc),
-				 c->fs->opt.backing_timeout_ms / 1000);
+				 backing_spec(c->backing), hex, strerror(-rc),
+				 c->cfg.backing_timeout_ms / 1000);
 			said = true;
 		}
 		usleep(delay_ms * 1000);
@@ -200,9 +217,9 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 	free(obj);
 	if (rc == -ENOENT)
 		log_error("chunk %s is in neither the cache nor BACKING %s", hex,
-			  backing_spec(c->fs->backing));
+			  backing_spec(c->backing));
 	else if (rc != 0 && rc != -EIO)
-		log_error("BACKING %s: chunk %s unreadable: %s", backing_spec(c->fs->backing), hex,
+		log_error("BACKING %s: chunk %s unreadable: %s", backing_spec(c->backing), hex,
 			  strerror(-rc));
 	if (rc != 0) {
 		pthread_mutex_lock(&c->lock);
@@ -238,16 +255,20 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plai
 		if (!c->inflight_set[i])
 			slot = i;
 	if (slot >= 0) {
+		assert(!c->inflight_set[slot]);
 		memcpy(c->inflight[slot], hash, HASH_LEN);
 		c->inflight_set[slot] = true;
 	}
 	pthread_mutex_unlock(&c->lock);
-	int rc = waited ? store_get(c->fs->store, hash, plain, cap, len) : -ENOENT;
+	int rc = waited ? store_get(c->store, hash, plain, cap, len) : -ENOENT;
 	if (rc != 0)
 		rc = cache_fetch_retrying(c, hash, plain, cap, len);
 	pthread_mutex_lock(&c->lock);
-	if (slot >= 0)
+	if (slot >= 0) {
+		/* the slot is still this fetch's: nobody else clears it */
+		assert(c->inflight_set[slot] && memcmp(c->inflight[slot], hash, HASH_LEN) == 0);
 		c->inflight_set[slot] = false;
+	}
 	pthread_cond_broadcast(&c->fetched);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
@@ -277,6 +298,7 @@ static void *cache_job_main(void *p)
 	struct cache *c = j->c;
 	int rc = cache_fetch(c, j->hash, j->plain, j->cap, &j->len);
 	pthread_mutex_lock(&c->lock);
+	assert(!j->done && c->jobs > 0);
 	j->rc = rc;
 	j->done = true;
 	bool abandoned = j->abandoned;
@@ -307,7 +329,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 		pthread_mutex_unlock(&c->lock);
 		cache_job_free(j);
 		log_error("BACKING %s: %d reads already wait for it; failing this one",
-			  backing_spec(c->fs->backing), CACHE_MAX_JOBS);
+			  backing_spec(c->backing), CACHE_MAX_JOBS);
 		return -EIO;
 	}
 	c->jobs++;
@@ -320,6 +342,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	pthread_attr_destroy(&attr);
 	if (prc != 0) {
 		pthread_mutex_lock(&c->lock);
+		assert(c->jobs > 0);
 		c->jobs--;
 		pthread_mutex_unlock(&c->lock);
 		cache_job_free(j);
@@ -334,7 +357,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	/* the job's own retries stop at the timeout; this waits a little longer */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += c->fs->opt.backing_timeout_ms / 1000 + 2;
+	ts.tv_sec += c->cfg.backing_timeout_ms / 1000 + 2;
 	pthread_mutex_lock(&c->lock);
 	while (!j->done && pthread_cond_timedwait(&c->job_done, &c->lock, &ts) != ETIMEDOUT)
 		;
@@ -350,12 +373,13 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 		}
 		cache_job_free(j);
 	} else {
+		assert(!j->abandoned); /* the job frees itself: only its one waiter leaves it */
 		j->abandoned = true;
 		pthread_mutex_unlock(&c->lock);
 		char hex[HASH_HEX_LEN + 1];
 		hash_to_hex(hash, hex);
 		log_error("BACKING %s: chunk %s: no answer within %u s; the read fails with EIO",
-			  backing_spec(c->fs->backing), hex, c->fs->opt.backing_timeout_ms / 1000);
+			  backing_spec(c->backing), hex, c->cfg.backing_timeout_ms / 1000);
 		rc = -EIO;
 	}
 	return rc;
@@ -369,11 +393,11 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 static void cache_drop_damaged(struct cache *c, const uint8_t hash[HASH_LEN])
 {
 	struct cat_chunk_where w;
-	if (cat_chunk_where(c->fs->cat, hash, &w) != 0 || !w.uploaded || !w.cached)
+	if (cat_chunk_where(c->cat, hash, &w) != 0 || !w.uploaded || !w.cached)
 		return;
-	if (cat_chunk_set_cached(c->fs->cat, hash, false) != 0)
+	if (cat_chunk_set_cached(c->cat, hash, false) != 0)
 		return;
-	store_remove(c->fs->store, hash);
+	store_remove(c->store, hash);
 	pthread_mutex_lock(&c->lock);
 	c->cached_bytes = c->cached_bytes > w.stored_len ? c->cached_bytes - w.stored_len : 0;
 	pthread_mutex_unlock(&c->lock);
@@ -381,7 +405,7 @@ static void cache_drop_damaged(struct cache *c, const uint8_t hash[HASH_LEN])
 
 int cache_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap, struct store_chunk *out)
 {
-	int rc = store_load(c->fs->store, hash, cap, out);
+	int rc = store_load(c->store, hash, cap, out);
 	bool hit = rc == 0;
 	if (rc == -ENOENT || rc == -EIO) {
 		/* not cached, or the cached copy is damaged: BACKING has the truth */
@@ -430,6 +454,7 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 		return;
 	}
 	if (!c->stopping && c->q_len < CACHE_PREFETCH_QUEUE && !cache_known_locked(c, hash)) {
+		assert(c->q_len >= 0 && c->q_head >= 0 && c->q_head < CACHE_PREFETCH_QUEUE);
 		memcpy(c->queue[(c->q_head + c->q_len) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN);
 		c->q_len++;
 		pthread_cond_broadcast(&c->wake);
@@ -440,7 +465,7 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 static void *cache_fetcher_main(void *p)
 {
 	struct cache *c = p;
-	size_t cap = c->fs->chunking.max_size;
+	size_t cap = c->cfg.chunk_max;
 	uint8_t *plain = malloc(cap);
 	pthread_mutex_lock(&c->lock);
 	while (plain && !c->stopping) {
@@ -448,6 +473,7 @@ static void *cache_fetcher_main(void *p)
 			pthread_cond_wait(&c->wake, &c->lock);
 			continue;
 		}
+		assert(c->q_len > 0 && c->q_len <= CACHE_PREFETCH_QUEUE);
 		uint8_t hash[HASH_LEN];
 		memcpy(hash, c->queue[c->q_head], HASH_LEN);
 		c->q_head = (c->q_head + 1) % CACHE_PREFETCH_QUEUE;
@@ -457,7 +483,7 @@ static void *cache_fetcher_main(void *p)
 		size_t len;
 		/* present: its entry and inode are now in memory for the load to
 		 * come (a damaged copy is the load's to find, and replace) */
-		if (!inflight && !store_has(c->fs->store, hash))
+		if (!inflight && !store_has(c->store, hash))
 			cache_fetch(c, hash, plain, cap, &len);
 		pthread_mutex_lock(&c->lock);
 	}
@@ -472,7 +498,7 @@ static void *cache_fetcher_main(void *p)
 static uint64_t cache_disk_free(const struct cache *c)
 {
 	struct statvfs sv;
-	if (statvfs(c->fs->opt.cache, &sv) != 0)
+	if (statvfs(c->cfg.dir, &sv) != 0)
 		return UINT64_MAX;
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
@@ -499,12 +525,12 @@ static int cache_room_wait(struct cache *c, uint64_t len, bool chunk)
 	pthread_mutex_lock(&c->lock);
 	bool waited = false, evicting_helps;
 	double said_at = 0, woke_at = 0, progress_at = cache_mono_s();
-	double stall_s = c->fs->opt.backing_timeout_ms / 1000.0;
+	double stall_s = c->cfg.backing_timeout_ms / 1000.0;
 	uint64_t freed = c->freed;
 	int rc = 0;
 	/* the daemon stopping ends the wait: libfuse joins the FUSE threads
 	 * before anything else stops, and only BACKING could end it */
-	while (!c->stopping && !ckptfs_stopping(c->fs) &&
+	while (!c->stopping && !cache_daemon_stopping(c) &&
 	       !cache_room_locked(c, len, chunk, disk_free, &evicting_helps)) {
 		if (!waited) {
 			c->st.dirty_waits++;
@@ -518,7 +544,7 @@ static int cache_room_wait(struct cache *c, uint64_t len, bool chunk)
 				  " MiB cached, %" PRIu64 " MiB of it not yet on BACKING (bounds %"
 				  PRIu64 " / %" PRIu64 " MiB), %" PRIu64 " MiB free on its disk"
 				  " (reserve %" PRIu64 " MiB), and nothing uploaded or evicted for"
-				  " %.0f s: the write fails with ENOSPC", c->fs->opt.cache,
+				  " %.0f s: the write fails with ENOSPC", c->cfg.dir,
 				  chunk ? "a chunk" : "a staging write", len >> 10,
 				  c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
 				  c->dirty_bound >> 20, disk_free == UINT64_MAX ? 0 : disk_free >> 20,
@@ -529,7 +555,7 @@ static int cache_room_wait(struct cache *c, uint64_t len, bool chunk)
 		if (cache_mono_s() - said_at > 30) {
 			log_info("cache %s: %" PRIu64 " MiB not yet on BACKING (bound %" PRIu64
 				 " MiB), %" PRIu64 " MiB cached (bound %" PRIu64 " MiB): writers wait"
-				 " for uploads and evictions", c->fs->opt.cache, c->dirty_bytes >> 20,
+				 " for uploads and evictions", c->cfg.dir, c->dirty_bytes >> 20,
 				 c->dirty_bound >> 20, c->cached_bytes >> 20, c->bound >> 20);
 			said_at = cache_mono_s();
 		}
@@ -572,6 +598,7 @@ void cache_dirty_add(struct cache *c, uint64_t stored_len)
 	if (!c)
 		return; /* at teardown: the catalog counts it, the next mount reads that */
 	pthread_mutex_lock(&c->lock);
+	c->st.stored_chunks++;
 	c->dirty_bytes += stored_len;
 	c->cached_bytes += stored_len;
 	if (c->cached_bytes > c->bound / 100 * CACHE_HIGH_PCT)
@@ -605,7 +632,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 static void cache_resync(struct cache *c)
 {
 	struct cat_cache_stats cs;
-	if (cat_cache_stats(c->fs->cat, &cs) != 0)
+	if (cat_cache_stats(c->cat, &cs) != 0)
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (cs.cached_bytes < c->cached_bytes) /* drift: room waiting writers may use */
@@ -621,11 +648,12 @@ static void cache_flush_touched(struct cache *c)
 	uint8_t batch[CACHE_TOUCH_BATCH][HASH_LEN];
 	pthread_mutex_lock(&c->lock);
 	int n = c->n_touched;
+	assert(n >= 0 && n <= CACHE_TOUCH_BATCH);
 	memcpy(batch, c->touched, (size_t)n * HASH_LEN);
 	c->n_touched = 0;
 	pthread_mutex_unlock(&c->lock);
 	if (n > 0)
-		cat_chunks_touch(c->fs->cat, (const uint8_t(*)[HASH_LEN])batch, n, cache_now_ns());
+		cat_chunks_touch(c->cat, (const uint8_t(*)[HASH_LEN])batch, n, cache_now_ns());
 }
 
 /* Whether the evictor should go on: cached bytes over the low watermark
@@ -663,8 +691,8 @@ static uint64_t cache_evict(struct cache *c)
 	bool short_of_room = false, with_open = false;
 	pthread_mutex_lock(&c->evict_lock);
 	while (open && cand && lens && cache_evict_more(c, &short_of_room)) {
-		size_t n_open = with_open ? 0 : node_opened(c->fs->nodes, open, CACHE_MAX_OPEN);
-		int n = cat_evict_candidates(c->fs->cat, open, (int)n_open, cand, lens,
+		size_t n_open = with_open ? 0 : cache_opened(c, open, CACHE_MAX_OPEN);
+		int n = cat_evict_candidates(c->cat, open, (int)n_open, cand, lens,
 					     CACHE_EVICT_BATCH);
 		if (n <= 0 && !with_open && short_of_room) {
 			with_open = true;
@@ -675,9 +703,9 @@ static uint64_t cache_evict(struct cache *c)
 		uint64_t chunks_before = chunks;
 		for (int i = 0; i < n; i++) {
 			/* catalog first: a reader that misses fetches it again (C2) */
-			if (cat_chunk_set_cached(c->fs->cat, cand[i], false) != 0)
+			if (cat_chunk_set_cached(c->cat, cand[i], false) != 0)
 				continue;
-			store_remove(c->fs->store, cand[i]);
+			store_remove(c->store, cand[i]);
 			freed += lens[i];
 			chunks++;
 			pthread_mutex_lock(&c->lock);
@@ -721,8 +749,8 @@ int cache_make_room(struct cache *c, uint64_t len)
 	/* another writer's eviction, while this one waited for evict_lock, made
 	 * room too; with nothing clean left, an upload makes a chunk evictable:
 	 * wait for one as cache_room_wait does (C3), then evict it */
-	double until = cache_mono_s() + c->fs->opt.backing_timeout_ms / 1000.0;
-	while (c->freed == before && !c->stopping && !ckptfs_stopping(c->fs) &&
+	double until = cache_mono_s() + c->cfg.backing_timeout_ms / 1000.0;
+	while (c->freed == before && !c->stopping && !cache_daemon_stopping(c) &&
 	       cache_mono_s() < until) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -740,7 +768,7 @@ int cache_make_room(struct cache *c, uint64_t len)
 	bool room = c->freed != before;
 	pthread_mutex_unlock(&c->lock);
 	log_info("cache %s: its disk was full writing %" PRIu64 " KiB: evicted %" PRIu64
-		 " KiB of chunks already on BACKING%s", c->fs->opt.cache, len >> 10, freed >> 10,
+		 " KiB of chunks already on BACKING%s", c->cfg.dir, len >> 10, freed >> 10,
 		 room ? "; the write is retried" : "");
 	return room ? 0 : -ENOSPC;
 }
@@ -788,7 +816,7 @@ static void *cache_evictor_main(void *p)
 static uint64_t cache_reserve(const struct cache *c)
 {
 	struct statvfs sv;
-	if (statvfs(c->fs->opt.cache, &sv) != 0)
+	if (statvfs(c->cfg.dir, &sv) != 0)
 		return CACHE_RESERVE_MIN;
 	uint64_t r = (uint64_t)sv.f_blocks * sv.f_frsize / CACHE_RESERVE_SHARE;
 	return r < CACHE_RESERVE_MIN ? CACHE_RESERVE_MIN : r > CACHE_RESERVE_MAX ? CACHE_RESERVE_MAX : r;
@@ -805,13 +833,20 @@ static uint64_t cache_disk_bound(const struct cache *c)
 	return usable > c->reserve ? usable - c->reserve : 0;
 }
 
-int cache_start(struct ckptfs *fs, struct cache **out)
+int cache_start(const struct cache_config *cfg, struct cat *cat, struct store *store,
+		struct backing *backing, const struct cache_hooks *hooks, struct cache **out)
 {
+	assert(cfg && cat && store && backing && out && cfg->chunk_max > 0);
 	struct cache *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->fs = fs;
-	c->object_cap = STORE_HEADER_LEN + codec_bound(fs->chunking.max_size);
+	c->cfg = *cfg;
+	c->cat = cat;
+	c->store = store;
+	c->backing = backing;
+	if (hooks)
+		c->hooks = *hooks;
+	c->object_cap = STORE_HEADER_LEN + codec_bound(cfg->chunk_max);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->dirty_room, NULL);
@@ -821,19 +856,20 @@ int cache_start(struct ckptfs *fs, struct cache **out)
 	cache_resync(c);
 	c->reserve = cache_reserve(c);
 	uint64_t disk_bound = cache_disk_bound(c);
-	c->bound = fs->opt.cache_size ? fs->opt.cache_size : disk_bound / 100 * 90;
+	c->bound = cfg->cache_size ? cfg->cache_size : disk_bound / 100 * 90;
 	if (c->bound > disk_bound) {
 		log_warn("cache %s: cache_size %" PRIu64 " MiB is more than its disk can hold beside"
 			 " a reserve of %" PRIu64 " MiB for the catalog and staging: bound %" PRIu64
-			 " MiB", fs->opt.cache, c->bound >> 20, c->reserve >> 20, disk_bound >> 20);
+			 " MiB", cfg->dir, c->bound >> 20, c->reserve >> 20, disk_bound >> 20);
 		c->bound = disk_bound;
 	}
-	c->dirty_bound = fs->opt.dirty_max ? fs->opt.dirty_max : c->bound / 4 * 3;
+	c->dirty_bound = cfg->dirty_max ? cfg->dirty_max : c->bound / 4 * 3;
 	if (c->dirty_bound > c->bound)
 		c->dirty_bound = c->bound;
+	assert(c->dirty_bound <= c->bound);
 	log_info("cache %s: %" PRIu64 " MiB cached (%" PRIu64 " MiB not yet on BACKING), bound %"
 		 PRIu64 " MiB, dirty bound %" PRIu64 " MiB, %" PRIu64 " MiB of its disk kept free",
-		 fs->opt.cache, c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
+		 cfg->dir, c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
 		 c->dirty_bound >> 20, c->reserve >> 20);
 	int rc = pthread_create(&c->evictor, NULL, cache_evictor_main, c);
 	c->evictor_started = rc == 0;
@@ -855,6 +891,7 @@ void cache_stop(struct cache *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
+	assert(!c->stopping); /* stopped once */
 	c->stopping = true;
 	pthread_cond_broadcast(&c->wake);
 	pthread_cond_broadcast(&c->dirty_room);
@@ -867,6 +904,9 @@ void cache_stop(struct cache *c)
 	pthread_mutex_lock(&c->lock);
 	while (c->jobs > 0)
 		pthread_cond_wait(&c->job_done, &c->lock);
+	/* every fetch has ended: none holds a slot (each clears its own) */
+	for (int i = 0; i < CACHE_INFLIGHT; i++)
+		assert(!c->inflight_set[i]);
 	pthread_mutex_unlock(&c->lock);
 	pthread_cond_destroy(&c->job_done);
 	pthread_cond_destroy(&c->fetched);

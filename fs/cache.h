@@ -29,24 +29,53 @@
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hash.h"
 #include "store.h"
 
-struct ckptfs;
+struct backing;
 struct cache;
+struct cat;
+struct store;
 
 struct cache_stats {
 	uint64_t hits, misses, fetched_bytes, fetch_errors, evicted_chunks, evicted_bytes;
 	uint64_t cached_bytes, dirty_bytes; /* as this module tracks them */
 	uint64_t dirty_waits;               /* writers that had to wait */
+	uint64_t stored_chunks;             /* objects writers stored (cache_dirty_add) */
+};
+
+/* The option values the cache reads (main.c fills it from the options). */
+struct cache_config {
+	char dir[PATH_MAX];          /* CACHE: its disk is asked for free room (C6), logs */
+	uint64_t cache_size;         /* bound of cached bytes; 0: 90% of what the disk holds */
+	uint64_t dirty_max;          /* bound of bytes not yet on BACKING; 0: 3/4 of the bound */
+	unsigned backing_timeout_ms; /* C3, C4 */
+	size_t chunk_max;            /* the largest chunk's plain length (chunker params) */
+};
+
+/* What the cache asks of the daemon above it, as callbacks (none may call
+ * back into the cache). Either may be NULL: never stopping, nothing open. */
+struct cache_hooks {
+	/* true once the daemon was told to stop: waits only BACKING could end
+	 * (C3's backpressure, cache_make_room) give up, since libfuse joins its
+	 * workers before anything else stops */
+	bool (*stopping)(void *arg);
+	void *stopping_arg;
+	/* inodes with a handle open, up to max, returns how many: C2 keeps their
+	 * chunks until the disk or a waiting writer is short of room */
+	size_t (*opened)(void *arg, uint64_t *inos, size_t max);
+	void *opened_arg;
 };
 
 /* Starts the eviction and prefetch threads; reads the byte counts from the
- * catalog. fs->store, fs->backing, fs->cat and fs->nodes must be open. */
-int cache_start(struct ckptfs *fs, struct cache **out);
+ * catalog. cat, store and backing must be open and outlive the cache. */
+int cache_start(const struct cache_config *cfg, struct cat *cat, struct store *store,
+		struct backing *backing, const struct cache_hooks *hooks, struct cache **out);
 void cache_stop(struct cache *c); /* NULL is allowed */
 
 /* The plain bytes of a chunk (at most cap), in buffers handed to the caller

@@ -27,6 +27,7 @@
 #include "claim.h"
 #include "control.h"
 #include "fuseinit.h"
+#include "gen.h"
 #include "log.h"
 #include "metrics.h"
 #include "node.h"
@@ -511,9 +512,54 @@ static void main_resolve_cache_bound(struct ckptfs *fs)
 	fs->opt.cache_size = ((uint64_t)sv.f_bavail * sv.f_frsize + cs.cached_bytes) / 100 * 90;
 }
 
-bool ckptfs_stopping(const struct ckptfs *fs)
+/* The cache's stopping hook: true once the daemon was told to stop
+ * (SIGTERM/SIGINT/SIGHUP, unmount), so that waits only BACKING could end
+ * give up: libfuse joins its workers before anything else stops. */
+static bool main_stopping(void *arg)
 {
+	const struct ckptfs *fs = arg;
 	return fs->stopped || (fs->se && fuse_session_exited(fs->se));
+}
+
+/* The cache's opened hook: inodes with a handle open (node.h). */
+static size_t main_opened(void *arg, uint64_t *inos, size_t max)
+{
+	return node_opened(arg, inos, max);
+}
+
+/* The uploader's on_durable: the generation policy runs keep-latest-k. */
+static void main_on_durable(void *arg, uint64_t gen_id)
+{
+	gen_durable(arg, gen_id);
+}
+
+/* The cache and the uploader, each with the handles and option values it
+ * uses and callbacks for what it asks of the layers above. */
+static int main_start_services(struct ckptfs *fs)
+{
+	struct cache_config cc = {
+		.cache_size = fs->opt.cache_size,
+		.dirty_max = fs->opt.dirty_max,
+		.backing_timeout_ms = fs->opt.backing_timeout_ms,
+		.chunk_max = fs->chunking.max_size,
+	};
+	snprintf(cc.dir, sizeof(cc.dir), "%s", fs->opt.cache);
+	struct cache_hooks hooks = {
+		.stopping = main_stopping, .stopping_arg = fs,
+		.opened = main_opened, .opened_arg = fs->nodes,
+	};
+	int rc = cache_start(&cc, fs->cat, fs->store, fs->backing, &hooks, &fs->cache);
+	if (rc != 0)
+		return rc;
+	struct uploader_config uc = {
+		.threads = fs->opt.upload_threads,
+		.deadline_s = fs->opt.upload_deadline_s,
+		.copy_uploads = fs->opt.copy_uploads,
+		.chunk_max = fs->chunking.max_size,
+	};
+	snprintf(uc.cache_dir, sizeof(uc.cache_dir), "%s", fs->opt.cache);
+	return uploader_start(&uc, fs->cat, fs->store, fs->backing, fs->cache, main_on_durable,
+			      fs->gen, &fs->uploader);
 }
 
 /* FUSE's own arguments: ours first, then what the user passed through. */
@@ -631,7 +677,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	main_resolve_cache_bound(&fs);
-	if (cache_start(&fs, &fs.cache) != 0 || uploader_start(&fs, &fs.uploader) != 0) {
+	if (main_start_services(&fs) != 0) {
 		log_error("cannot start the cache and upload threads");
 		goto out;
 	}

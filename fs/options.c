@@ -22,8 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "claim.h"
 #include "hash.h"
+#include "store.h"
 #include "trust.h"
 
 /* FUSE and mount(8) options accepted as they are (name, or name= prefix). */

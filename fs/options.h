@@ -2,10 +2,45 @@
 #ifndef CKPTFS_OPTIONS_H
 #define CKPTFS_OPTIONS_H
 
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "ckptfs.h"
+#include "codec.h"
+#include "gen.h"
 #include "version.h"
+
+/* Every option the daemon takes, as parsed and checked; main.c hands each
+ * service the values it reads (its config struct), not this whole struct. */
+struct ckptfs_options {
+	char backing[PATH_MAX];  /* absolute */
+	char cache[PATH_MAX];    /* absolute */
+	char mountpoint[PATH_MAX];
+	char log_path[PATH_MAX]; /* empty: stderr in the foreground, CACHE/ckptfs.log otherwise */
+	bool use_syslog;         /* -o syslog: the log goes to syslog(3) */
+	bool foreground;
+	bool debug;
+	bool nonempty;
+	uint64_t chunk_cache_bytes; /* decoded chunks kept in memory */
+	struct gen_options gen;
+	/* the write-back cache (issue 4) */
+	uint64_t cache_size;          /* bound of cached chunk bytes; 0: what the disk holds */
+	uint64_t dirty_max;           /* bound of bytes not yet on BACKING; 0: 3/4 of cache_size */
+	bool sync_backing;            /* fsync waits until the data is on BACKING */
+	bool verify_sha256;           /* local reads re-hash chunks (store.c S4) */
+	enum codec_family codec;      /* -o codec=: new chunks' compression (codec.h) */
+	bool leave_queued;            /* unmount does not wait for uploads */
+	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
+	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */
+	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO; writes */
+	                              /* short of cache room, then ENOSPC */
+	unsigned upload_threads;
+	unsigned upload_deadline_s;   /* an upload older than this is logged */
+	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/lib/claim.h) */
+	char metrics_addr[128];       /* -o metrics=ADDR:PORT; "" for none (fs/metrics.h) */
+};
+
 
 struct options_result {
 	struct ckptfs_options opt;

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "uploader.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,9 +14,8 @@
 
 #include "backing.h"
 #include "cache.h"
-#include "ckptfs.h"
+#include "catalog.h"
 #include "codec.h"
-#include "gen.h"
 #include "log.h"
 #include "manifest.h"
 #include "store.h"
@@ -45,7 +45,13 @@ struct up_busy {
 };
 
 struct uploader {
-	struct ckptfs *fs;
+	struct uploader_config cfg;
+	struct cat *cat;
+	struct store *store;
+	struct backing *backing;
+	struct cache *cache;
+	uploader_durable_fn *on_durable;
+	void *durable_arg;
 	pthread_mutex_t lock;
 	pthread_cond_t kick;    /* new work, or a row finished */
 	pthread_cond_t changed; /* a row finished (waiters of uploader_wait_file) */
@@ -101,19 +107,18 @@ static uint8_t *up_aligned(size_t cap)
 static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struct up_buffers *b,
 			 size_t *len)
 {
-	struct ckptfs *fs = u->fs;
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	const char *why = NULL;
 	size_t plain_len;
 	bool hashed = false; /* the bytes are those hashed when written (store.c S2) */
 	int rc = b->obj && b->plain
-			 ? store_read_upload(fs->store, hash, b->obj, u->object_cap, len, &hashed)
+			 ? store_read_upload(u->store, hash, b->obj, u->object_cap, len, &hashed)
 			 : -ENOMEM;
-	enum store_check how = hashed ? STORE_CHECK_HEADER : store_local_check(fs->store);
-	if (rc == 0 && store_object_verify(hash, b->obj, *len, b->plain, fs->chunking.max_size, how,
+	enum store_check how = hashed ? STORE_CHECK_HEADER : store_local_check(u->store);
+	if (rc == 0 && store_object_verify(hash, b->obj, *len, b->plain, u->cfg.chunk_max, how,
 					   &plain_len, &why) != 0) {
-		log_error("cache %s: chunk %s is corrupt before its upload: %s", fs->opt.cache, hex,
+		log_error("cache %s: chunk %s is corrupt before its upload: %s", u->cfg.cache_dir, hex,
 			  why);
 		rc = -EUCLEAN;
 	}
@@ -126,7 +131,7 @@ static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struc
 static int up_chunk_gone(struct uploader *u, const uint8_t hash[HASH_LEN], bool *moot)
 {
 	struct cat_chunk_where w;
-	int rc = cat_chunk_where(u->fs->cat, hash, &w);
+	int rc = cat_chunk_where(u->cat, hash, &w);
 	*moot = rc == -ENOENT || (rc == 0 && w.uploaded);
 	return *moot || rc == 0 ? -ENOENT : rc;
 }
@@ -138,7 +143,7 @@ static int up_chunk_lost(struct uploader *u, const uint8_t hash[HASH_LEN], int r
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	log_error("cache %s: chunk %s is %s before its upload: the files naming it cannot"
-		  " become durable", u->fs->opt.cache, hex, rc == -ENOENT ? "missing" : "damaged");
+		  " become durable", u->cfg.cache_dir, hex, rc == -ENOENT ? "missing" : "damaged");
 	return -EUCLEAN;
 }
 
@@ -150,7 +155,7 @@ static int up_chunk_check(struct uploader *u, const uint8_t hash[HASH_LEN], bool
 			  struct up_buffers *b, size_t *len, bool *read, bool *moot)
 {
 	*moot = false;
-	int rc = link ? store_check_unread(u->fs->store, hash, len) : -EAGAIN;
+	int rc = link ? store_check_unread(u->store, hash, len) : -EAGAIN;
 	*read = rc == -EAGAIN;
 	if (*read)
 		rc = up_chunk_read(u, hash, b, len);
@@ -182,30 +187,29 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 		    bool may_defer, bool *deferred, uint64_t *bytes)
 {
 	*deferred = false;
-	struct ckptfs *fs = u->fs;
 	struct cat_chunk_where w;
-	int rc = cat_chunk_where(fs->cat, row->hash, &w);
+	int rc = cat_chunk_where(u->cat, row->hash, &w);
 	if (rc == -ENOENT || (rc == 0 && w.uploaded))
 		return 0; /* gone (reclaimed) or done: moot */
 	if (rc != 0)
 		return rc;
 	char rel[128];
 	store_object_relpath(row->hash, rel, sizeof(rel));
-	bool link = !fs->opt.copy_uploads && backing_can_link(fs->backing), read = false;
+	bool link = !u->cfg.copy_uploads && backing_can_link(u->backing), read = false;
 	size_t len = 0;
 	bool moot;
 	rc = up_chunk_check(u, row->hash, link, b, &len, &read, &moot);
 	if (moot)
 		return 0;
 	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link ||
-		/* s22-perf (issue 20): large copies join the batch too, unless its
+		/* large copies join the batch too (issue 20), unless its
 		 * sync is a syncfs of the cache's own filesystem (copy_uploads) */
-		!fs->opt.copy_uploads || !backing_sync_is_syncfs(fs->backing));
+		!u->cfg.copy_uploads || !backing_sync_is_syncfs(u->backing));
 	bool copy = !link;
 	if (rc == 0 && link) {
 		char src[128];
-		int dirfd = store_object_at(fs->store, row->hash, src, sizeof(src));
-		rc = backing_put_link(fs->backing, rel, dirfd, src, !*deferred);
+		int dirfd = store_object_at(u->store, row->hash, src, sizeof(src));
+		rc = backing_put_link(u->backing, rel, dirfd, src, !*deferred);
 		if (rc == -ENOENT) /* the object went since the check (backing.h 1c) */
 			rc = up_chunk_vanished(u, row->hash, deferred);
 		if (rc == -EXDEV) { /* refused: copy the bytes after all */
@@ -216,10 +220,10 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	if (rc == 1)
 		return 0; /* moot: nothing put, nothing to count */
 	if (rc == 0 && copy)
-		rc = *deferred ? backing_put_unsynced(fs->backing, rel, b->obj, len)
-			       : backing_put(fs->backing, rel, b->obj, len);
+		rc = *deferred ? backing_put_unsynced(u->backing, rel, b->obj, len)
+			       : backing_put(u->backing, rel, b->obj, len);
 	if (rc == 0) {
-		store_uploaded(fs->store, row->hash);
+		store_uploaded(u->store, row->hash);
 		*bytes = w.stored_len;
 	}
 	return rc;
@@ -229,17 +233,17 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	int rc = manifest_gen_build(u->fs->cat, row->gen, row->version, &buf, &len);
+	int rc = manifest_gen_build(u->cat, row->gen, row->version, &buf, &len);
 	if (rc == -ESTALE || rc == -ENOENT)
 		return 0; /* rewritten or deleted since: a newer row covers it */
 	char path[MANIFEST_PATH_MAX];
 	manifest_gen_path(row->gen, row->version, path, sizeof(path));
 	if (rc == 0)
-		rc = backing_put(u->fs->backing, path, buf, len);
+		rc = backing_put(u->backing, path, buf, len);
 	free(buf);
 	if (rc == 0 && row->version > 1) { /* the version it replaces */
 		manifest_gen_path(row->gen, row->version - 1, path, sizeof(path));
-		backing_remove(u->fs->backing, path);
+		backing_remove(u->backing, path);
 	}
 	return rc;
 }
@@ -269,8 +273,8 @@ static int up_remove_gen_version(void *arg, const char *name)
  * it back. */
 static int up_gen_remove(struct uploader *u, const struct cat_upload *row)
 {
-	struct up_gen_list l = { row->gen, u->fs->backing, 0 };
-	int rc = backing_list(u->fs->backing, "manifests/gen", up_remove_gen_version, &l);
+	struct up_gen_list l = { row->gen, u->backing, 0 };
+	int rc = backing_list(u->backing, "manifests/gen", up_remove_gen_version, &l);
 	if (rc == -ENOENT)
 		rc = 0;
 	return rc ? rc : l.rc;
@@ -279,14 +283,14 @@ static int up_gen_remove(struct uploader *u, const struct cat_upload *row)
 static int up_chunk_remove(struct uploader *u, const struct cat_upload *row)
 {
 	struct cat_chunk_where w;
-	int rc = cat_chunk_where(u->fs->cat, row->hash, &w);
+	int rc = cat_chunk_where(u->cat, row->hash, &w);
 	if (rc == 0)
 		return 0; /* referenced again since: keep it */
 	if (rc != -ENOENT)
 		return rc;
 	char rel[128];
 	store_object_relpath(row->hash, rel, sizeof(rel));
-	return backing_remove(u->fs->backing, rel);
+	return backing_remove(u->backing, rel);
 }
 
 static int up_run(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
@@ -313,7 +317,7 @@ static void up_tree(struct uploader *u)
 {
 	char fp[128];
 	bool all_uploaded = false;
-	if (cat_tree_fingerprint(u->fs->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
+	if (cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
 		return;
 	pthread_mutex_lock(&u->lock);
 	bool same = strcmp(fp, u->tree_fp) == 0;
@@ -322,7 +326,7 @@ static void up_tree(struct uploader *u)
 		return;
 	char *buf = NULL;
 	size_t len = 0;
-	if (manifest_tree_build(u->fs->cat, &buf, &len) != 0)
+	if (manifest_tree_build(u->cat, &buf, &len) != 0)
 		return;
 	pthread_mutex_lock(&u->lock);
 	uint64_t seq = (uint64_t)up_now_ns();
@@ -331,7 +335,7 @@ static void up_tree(struct uploader *u)
 	pthread_mutex_unlock(&u->lock);
 	char path[MANIFEST_PATH_MAX];
 	manifest_tree_path(seq, path, sizeof(path));
-	int rc = backing_put(u->fs->backing, path, buf, len);
+	int rc = backing_put(u->backing, path, buf, len);
 	free(buf);
 	if (rc != 0)
 		return; /* retried on the next idle round */
@@ -343,7 +347,7 @@ static void up_tree(struct uploader *u)
 	pthread_mutex_unlock(&u->lock);
 	if (old) {
 		manifest_tree_path(old, path, sizeof(path));
-		backing_remove(u->fs->backing, path);
+		backing_remove(u->backing, path);
 	}
 }
 
@@ -359,7 +363,7 @@ static int up_tree_newest(void *arg, const char *name)
 static void up_tree_find(struct uploader *u)
 {
 	uint64_t newest = 0;
-	if (backing_list(u->fs->backing, "manifests/tree", up_tree_newest, &newest) == 0)
+	if (backing_list(u->backing, "manifests/tree", up_tree_newest, &newest) == 0)
 		u->tree_seq = newest;
 }
 
@@ -376,6 +380,10 @@ static bool up_any_busy(struct uploader *u)
 
 static void up_busy_set(struct uploader *u, int id, int k, const struct cat_upload *row)
 {
+	/* U4: a slot is taken only free, by its own worker, for a row no
+	 * other worker has in hand (up_pick checked up_conflicts) */
+	assert(id >= 0 && id < u->n_workers && k >= 0 && k < UP_BATCH_MAX);
+	assert(!u->busy[id][k].set);
 	u->busy[id][k] = (struct up_busy){ true, row->seq, row->gen, row->kind, { 0 } };
 	memcpy(u->busy[id][k].hash, row->hash, HASH_LEN);
 }
@@ -402,15 +410,15 @@ static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 static bool up_pick(struct uploader *u, struct cat_upload *out)
 {
 	struct cat_upload rows[UP_LOOKAHEAD];
-	int n = cat_upload_list(u->fs->cat, 0, rows, UP_LOOKAHEAD);
+	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD);
 	for (int i = 0; i < n; i++) {
 		if (up_conflicts(u, &rows[i]))
 			continue;
 		bool ready = false, stale = false;
-		if (cat_upload_ready(u->fs->cat, &rows[i], &ready, &stale) != 0)
+		if (cat_upload_ready(u->cat, &rows[i], &ready, &stale) != 0)
 			continue;
 		if (stale) { /* moot: the generation changed since */
-			cat_upload_done(u->fs->cat, &rows[i]);
+			cat_upload_done(u->cat, &rows[i]);
 			continue;
 		}
 		if (ready) {
@@ -420,12 +428,12 @@ static bool up_pick(struct uploader *u, struct cat_upload *out)
 	}
 	if (n > 0) {
 		int64_t age_s = (up_now_ns() - rows[0].enqueued_ns) / 1000000000;
-		if (rows[0].enqueued_ns > 0 && age_s > (int64_t)u->fs->opt.upload_deadline_s &&
+		if (rows[0].enqueued_ns > 0 && age_s > (int64_t)u->cfg.deadline_s &&
 		    rows[0].seq > u->deadline_warned) {
 			u->deadline_warned = rows[0].seq;
 			log_warn("upload queue: the oldest upload (row %" PRIu64 ") has waited %" PRId64
 				 " s, past the %u s deadline; %s", rows[0].seq, age_s,
-				 u->fs->opt.upload_deadline_s,
+				 u->cfg.deadline_s,
 				 u->down ? "BACKING is not answering" : "BACKING is slow");
 		}
 	}
@@ -436,7 +444,7 @@ static bool up_pick(struct uploader *u, struct cat_upload *out)
 static void up_note_success(struct uploader *u)
 {
 	if (u->down)
-		log_info("BACKING %s answers again; uploads go on", backing_spec(u->fs->backing));
+		log_info("BACKING %s answers again; uploads go on", backing_spec(u->backing));
 	u->down = false;
 	u->backoff_ms = 0;
 }
@@ -445,23 +453,23 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 {
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
-			cat_upload_failed(u->fs->cat, row->seq, "the cache copy is missing or damaged");
+			cat_upload_failed(u->cat, row->seq, "the cache copy is missing or damaged");
 		/* a manifest rewritten for a pin change leaves durability as it
 		 * was: only a generation that just became durable asks for keep
 		 * (keep runs after commits and at mount, not after an unpin) */
 		bool was_durable = false;
-		if (row->kind == UP_GEN_MANIFEST && cat_gen_durable(u->fs->cat, row->gen, &was_durable) != 0)
+		if (row->kind == UP_GEN_MANIFEST && cat_gen_durable(u->cat, row->gen, &was_durable) != 0)
 			was_durable = false;
-		if (cat_upload_done(u->fs->cat, row) == 0 && rc == 0) {
+		if (cat_upload_done(u->cat, row) == 0 && rc == 0) {
 			if (row->kind == UP_CHUNK)
-				cache_dirty_done(u->fs->cache, bytes);
-			else if (row->kind == UP_GEN_MANIFEST && !was_durable)
-				gen_durable(u->fs->gen, row->gen);
+				cache_dirty_done(u->cache, bytes);
+			else if (row->kind == UP_GEN_MANIFEST && !was_durable && u->on_durable)
+				u->on_durable(u->durable_arg, row->gen);
 		}
 	} else {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "%s", strerror(-rc));
-		cat_upload_failed(u->fs->cat, row->seq, msg);
+		cat_upload_failed(u->cat, row->seq, msg);
 	}
 	pthread_mutex_lock(&u->lock);
 	u->last_progress = up_mono_s();
@@ -481,10 +489,11 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 		u->backoff_ms = u->backoff_ms ? u->backoff_ms * 2 : UP_BACKOFF_MIN_MS;
 		if (u->backoff_ms > UP_BACKOFF_MAX_MS)
 			u->backoff_ms = UP_BACKOFF_MAX_MS;
+		assert(u->backoff_ms >= UP_BACKOFF_MIN_MS);
 		u->down_until = up_mono_s() + u->backoff_ms / 1000.0;
 		if (!u->down)
 			log_warn("BACKING %s: upload failed (%s); retrying with backoff, nothing is"
-				 " dropped", backing_spec(u->fs->backing), strerror(-rc));
+				 " dropped", backing_spec(u->backing), strerror(-rc));
 		u->down = true;
 	}
 	pthread_cond_broadcast(&u->changed);
@@ -520,14 +529,14 @@ struct up_batch {
  * the bookkeeping of up_finish for uploaded chunks. */
 static void up_batch_done(struct uploader *u, const struct up_batch *bt)
 {
-	if (cat_upload_done_many(u->fs->cat, bt->row, (size_t)bt->n) != 0) {
+	if (cat_upload_done_many(u->cat, bt->row, (size_t)bt->n) != 0) {
 		for (int k = 0; k < bt->n; k++) /* one at a time, as up_finish would */
 			up_finish(u, &bt->row[k], 0, bt->bytes[k]);
 		return;
 	}
 	uint64_t total = 0;
 	for (int k = 0; k < bt->n; k++) {
-		cache_dirty_done(u->fs->cache, bt->bytes[k]);
+		cache_dirty_done(u->cache, bt->bytes[k]);
 		total += bt->bytes[k];
 	}
 	pthread_mutex_lock(&u->lock);
@@ -542,18 +551,21 @@ static void up_batch_done(struct uploader *u, const struct up_batch *bt)
 /* Syncs BACKING and finishes the batch's rows; u->lock held, dropped inside. */
 static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 {
+	assert(bt->n > 0 && bt->n <= UP_BATCH_MAX);
 	pthread_mutex_unlock(&u->lock);
-	int rc = backing_sync(u->fs->backing);
+	int rc = backing_sync(u->backing);
 	if (rc == 0) {
 		up_batch_done(u, bt);
 	} else {
 		up_finish(u, &bt->row[0], rc, bt->bytes[0]); /* one failure, one backoff */
 		for (int k = 1; k < bt->n; k++)
-			cat_upload_failed(u->fs->cat, bt->row[k].seq, strerror(-rc));
+			cat_upload_failed(u->cat, bt->row[k].seq, strerror(-rc));
 	}
 	pthread_mutex_lock(&u->lock);
-	for (int k = 0; k < bt->n; k++)
+	for (int k = 0; k < bt->n; k++) {
+		assert(u->busy[id][k].set && u->busy[id][k].seq == bt->row[k].seq);
 		u->busy[id][k].set = false;
+	}
 	bt->n = 0;
 	bt->total = 0;
 	pthread_cond_broadcast(&u->kick);
@@ -565,6 +577,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 			 const struct cat_upload *row, struct up_buffers *bufs)
 {
 	int k = bt->n;
+	assert(k < UP_BATCH_MAX); /* a full batch was flushed when it filled */
 	up_busy_set(u, id, k, row);
 	pthread_mutex_unlock(&u->lock);
 	uint64_t bytes = 0;
@@ -574,6 +587,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		up_finish(u, row, rc, bytes);
 	pthread_mutex_lock(&u->lock);
 	if (rc != 0 || !deferred) {
+		assert(u->busy[id][k].set);
 		u->busy[id][k].set = false;
 		return;
 	}
@@ -593,9 +607,9 @@ static void *up_worker_main(void *p)
 	free(a);
 	pthread_setname_np(pthread_self(), "ckptfs-upload"); /* for top -H and perf */
 	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
-	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->fs->chunking.max_size) };
+	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->cfg.chunk_max) };
 	/* over nfs:// every put commits by itself: nothing to batch */
-	bool batching = !backing_is_nfs(u->fs->backing);
+	bool batching = !backing_is_nfs(u->backing);
 	struct up_batch *bt = calloc(1, sizeof(*bt));
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
@@ -617,7 +631,7 @@ static void *up_worker_main(void *p)
 			}
 			if (u->stopping) { /* draining: done when nothing is queued or in hand */
 				struct cat_upload any;
-				if (!up_any_busy(u) && cat_upload_list(u->fs->cat, 0, &any, 1) == 0)
+				if (!up_any_busy(u) && cat_upload_list(u->cat, 0, &any, 1) == 0)
 					break;
 			}
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
@@ -644,6 +658,7 @@ static void *up_worker_main(void *p)
 		int rc = up_run(u, &row, &bufs, &bytes);
 		up_finish(u, &row, rc, bytes);
 		pthread_mutex_lock(&u->lock);
+		assert(u->busy[id][0].set && u->busy[id][0].seq == row.seq);
 		u->busy[id][0].set = false;
 	}
 	pthread_cond_broadcast(&u->kick);
@@ -656,20 +671,29 @@ static void *up_worker_main(void *p)
 
 /* ---- public ---- */
 
-int uploader_start(struct ckptfs *fs, struct uploader **out)
+int uploader_start(const struct uploader_config *cfg, struct cat *cat, struct store *store,
+		   struct backing *backing, struct cache *cache, uploader_durable_fn *on_durable,
+		   void *durable_arg, struct uploader **out)
 {
+	assert(cfg && cat && store && backing && out && cfg->chunk_max > 0);
 	struct uploader *u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;
-	u->fs = fs;
+	u->cfg = *cfg;
+	u->cat = cat;
+	u->store = store;
+	u->backing = backing;
+	u->cache = cache;
+	u->on_durable = on_durable;
+	u->durable_arg = durable_arg;
 	/* whole O_DIRECT blocks: see up_aligned */
-	size_t cap = STORE_HEADER_LEN + codec_bound(fs->chunking.max_size);
+	size_t cap = STORE_HEADER_LEN + codec_bound(u->cfg.chunk_max);
 	u->object_cap = (cap + STORE_IO_ALIGN - 1) / STORE_IO_ALIGN * STORE_IO_ALIGN;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);
 	up_tree_find(u);
-	int want = fs->opt.upload_threads ? (int)fs->opt.upload_threads : 2;
+	int want = cfg->threads ? (int)cfg->threads : 2;
 	if (want > UP_WORKERS_MAX)
 		want = UP_WORKERS_MAX;
 	pthread_mutex_lock(&u->lock);
@@ -690,7 +714,7 @@ int uploader_start(struct ckptfs *fs, struct uploader **out)
 		return -EAGAIN;
 	}
 	struct cat_cache_stats cs;
-	if (cat_cache_stats(fs->cat, &cs) == 0 && cs.queued > 0)
+	if (cat_cache_stats(u->cat, &cs) == 0 && cs.queued > 0)
 		log_info("upload queue: %" PRIu64 " uploads pending from before (%" PRIu64
 			 " MiB of chunks): resuming", cs.queued, cs.dirty_bytes >> 20);
 	*out = u;
@@ -700,11 +724,11 @@ int uploader_start(struct ckptfs *fs, struct uploader **out)
 static void up_progress(struct uploader *u, double started)
 {
 	struct cat_cache_stats cs;
-	if (cat_cache_stats(u->fs->cat, &cs) != 0)
+	if (cat_cache_stats(u->cat, &cs) != 0)
 		return;
 	fprintf(stderr, "ckptfs: waiting for %" PRIu64 " uploads (%" PRIu64
 		" MiB of chunks) to BACKING %s before exiting (%.0f s)%s\n", cs.queued,
-		cs.dirty_bytes >> 20, backing_spec(u->fs->backing), up_mono_s() - started,
+		cs.dirty_bytes >> 20, backing_spec(u->backing), up_mono_s() - started,
 		u->down ? ": BACKING is not answering, retrying" : "");
 	log_info("unmount: %" PRIu64 " uploads (%" PRIu64 " MiB) still queued", cs.queued,
 		 cs.dirty_bytes >> 20);
@@ -716,8 +740,9 @@ void uploader_stop(struct uploader *u, bool drain)
 		return;
 	double started = up_mono_s(), said = started - 3; /* the first line at once */
 	if (drain) /* rows of changes still deferred are hidden from the queue until committed */
-		cat_defer_commit(u->fs->cat);
+		cat_defer_commit(u->cat);
 	pthread_mutex_lock(&u->lock);
+	assert(!u->stopping); /* stopped once */
 	u->stopping = true;
 	u->draining = drain;
 	pthread_cond_broadcast(&u->kick);
@@ -726,7 +751,7 @@ void uploader_stop(struct uploader *u, bool drain)
 		for (;;) {
 			bool any = up_any_busy(u);
 			struct cat_upload row;
-			if (!any && cat_upload_list(u->fs->cat, 0, &row, 1) == 0)
+			if (!any && cat_upload_list(u->cat, 0, &row, 1) == 0)
 				break;
 			if (!any && !u->down && up_mono_s() - u->last_progress > 5 &&
 			    up_mono_s() - started > 5) {
@@ -749,6 +774,9 @@ void uploader_stop(struct uploader *u, bool drain)
 	pthread_mutex_unlock(&u->lock);
 	for (int i = 0; i < u->n_workers; i++)
 		pthread_join(u->worker[i], NULL);
+	/* a drain ends with nothing in hand; a stop without one may leave an
+	 * unsynced batch marked busy (it stays queued for the next mount) */
+	assert(!drain || !up_any_busy(u));
 	if (drain)
 		up_tree(u); /* the last state of the files outside generations */
 	pthread_cond_destroy(&u->kick);
@@ -771,12 +799,12 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 	double deadline = up_mono_s() + timeout_ms / 1000.0;
 	for (;;) {
 		bool done = false;
-		int rc = cat_file_uploaded(u->fs->cat, ino, &done);
+		int rc = cat_file_uploaded(u->cat, ino, &done);
 		if (rc != 0 || done)
 			return rc;
 		if (up_mono_s() >= deadline) {
 			log_error("fsync of inode %" PRIu64 " with sync=backing: its data is not on"
-				  " BACKING %s after %u s", ino, backing_spec(u->fs->backing),
+				  " BACKING %s after %u s", ino, backing_spec(u->backing),
 				  timeout_ms / 1000);
 			return -EIO;
 		}

@@ -18,13 +18,36 @@
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-struct ckptfs;
+struct backing;
+struct cache;
+struct cat;
+struct store;
 struct uploader;
 
-int uploader_start(struct ckptfs *fs, struct uploader **out);
+/* The option values the uploader reads (main.c fills it from the options). */
+struct uploader_config {
+	unsigned threads;      /* workers; 0: 2 */
+	unsigned deadline_s;   /* a queued row older than this is logged */
+	bool copy_uploads;     /* copy objects even where BACKING could hard-link them */
+	char cache_dir[PATH_MAX]; /* CACHE, for the log lines */
+	size_t chunk_max;      /* the largest chunk's plain length (chunker params) */
+};
+
+/* A generation's manifest is on BACKING and it was not durable before: the
+ * generation just became durable (main.c: gen_durable). Called on a worker
+ * thread, once per generation, after its row left the queue. */
+typedef void uploader_durable_fn(void *arg, uint64_t gen_id);
+
+/* Starts the workers. cat, store and backing must be open; cache may be NULL
+ * (nothing counts dirty bytes), on_durable too. All outlive the uploader. */
+int uploader_start(const struct uploader_config *cfg, struct cat *cat, struct store *store,
+		   struct backing *backing, struct cache *cache, uploader_durable_fn *on_durable,
+		   void *durable_arg, struct uploader **out);
 
 /* Stops the workers. With drain, first waits until the queue is empty,
  * printing progress on stderr every few seconds (unmount); without, the rows

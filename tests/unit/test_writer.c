@@ -1,5 +1,5 @@
-/* Unit tests for fs/writer.c with a real catalog, store, recent and reader
- * (the daemon's other modules are stubbed below): replicas written at once by
+/* Unit tests for fs/writer.c with a real catalog, store, recent, reader and
+ * cache: replicas written at once by
  * several threads are cut into exactly the chunks one writer alone makes,
  * every chunk is named by the SHA-256 of its bytes and its object holds them,
  * most chunks are taken from another writer's (recent.h R4, chunk_follows)
@@ -22,44 +22,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backing.h"
 #include "support.h"
 
 /* ---- the daemon's modules the writer calls, stubbed ---- */
 
-static size_t tw_objects_written;
-
-int cache_dirty_wait(struct cache *c, uint64_t len)
-{
-	(void)c;
-	(void)len;
-	return 0;
-}
-
-int cache_disk_wait(struct cache *c, uint64_t len)
-{
-	(void)c;
-	(void)len;
-	return 0;
-}
-
-int cache_make_room(struct cache *c, uint64_t len)
-{
-	(void)c;
-	(void)len;
-	return -ENOSPC;
-}
-
-void cache_dirty_add(struct cache *c, uint64_t stored_len)
-{
-	(void)c;
-	(void)stored_len;
-	__atomic_fetch_add(&tw_objects_written, 1, __ATOMIC_RELAXED);
-}
-
-void uploader_kick(struct uploader *u)
-{
-	(void)u;
-}
+/* Objects the writers stored: the real cache (fs/cache.c, linked into the
+ * unit binary) counts each one its cache_dirty_add is told about. */
+static size_t tw_objects_written(void);
 
 /* ---- fixture ---- */
 
@@ -100,17 +70,32 @@ static void tw_setup(void)
 	OK(storeq_start(3, 6, &fx.fs.storeq)); /* the daemon's (main.c) */
 	const struct reader_config rcfg = { 64 * MiB, tw_load, NULL };
 	OK(reader_new(&rcfg, fx.fs.cat, NULL, &fx.fs.reader));
-	tw_objects_written = 0;
+	snprintf(path, sizeof(path), "%s/backing", fx.dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	OK(backing_open(path, 2000, &fx.fs.backing));
+	struct cache_config cc = { .cache_size = 1024 * MiB, .backing_timeout_ms = 2000,
+				   .chunk_max = fx.fs.chunking.max_size };
+	snprintf(cc.dir, sizeof(cc.dir), "%s", fx.dir);
+	OK(cache_start(&cc, fx.fs.cat, fx.fs.store, fx.fs.backing, NULL, &fx.fs.cache));
 }
 
 static void tw_teardown(void)
 {
 	storeq_stop(fx.fs.storeq);
 	reader_free(fx.fs.reader);
+	cache_stop(fx.fs.cache);
+	backing_close(fx.fs.backing);
 	recent_free(fx.fs.recent);
 	store_close(fx.fs.store);
 	ts_cat_close_checked(&fx.fs.cat);
 	ts_tmpdir_remove(fx.dir);
+}
+
+static size_t tw_objects_written(void)
+{
+	struct cache_stats st;
+	cache_get_stats(fx.fs.cache, &st);
+	return (size_t)st.stored_chunks;
 }
 
 static uint8_t *tw_random(size_t len, uint64_t seed)
@@ -296,7 +281,7 @@ Test(writer, replicas_written_at_once_are_cut_like_one_writer_and_mostly_followe
 	cr_assert_gt(st.follows, 0, "no chunk was taken from another writer");
 	cr_log_info("chunks hashed %" PRIu64 ", reused %" PRIu64 " (followed %" PRIu64
 		    "), waits %" PRIu64 ", objects written %zu",
-		    st.misses, st.hits, st.follows, st.follow_waits, tw_objects_written);
+		    st.misses, st.hits, st.follows, st.follow_waits, tw_objects_written());
 	for (int i = 0; i < N; i++)
 		free(rep[i]);
 	free(payload);
@@ -308,7 +293,7 @@ Test(writer, a_second_writer_of_the_same_bytes_follows_every_chunk_and_stores_no
 	uint8_t *data = tw_random(len, 3);
 	uint64_t a = tw_file("a"), b = tw_file("b");
 	tw_write_all(a, data, len, MiB, 1);
-	size_t objects = tw_objects_written;
+	size_t objects = tw_objects_written();
 	struct recent_stats st0, st1;
 	recent_stats(fx.fs.recent, &st0);
 	tw_write_all(b, data, len, 0, 5); /* random write sizes */
@@ -325,7 +310,7 @@ Test(writer, a_second_writer_of_the_same_bytes_follows_every_chunk_and_stores_no
 	cr_assert_geq(st1.follows - st0.follows, (uint64_t)na - 2, "followed %" PRIu64 " of %d",
 		      st1.follows - st0.follows, na);
 	cr_assert_eq(st1.misses, st0.misses + 0, "b hashed chunks a had hashed");
-	cr_assert_eq(tw_objects_written, objects, "b wrote objects a had written");
+	cr_assert_eq(tw_objects_written(), objects, "b wrote objects a had written");
 	free(data);
 }
 
@@ -635,16 +620,16 @@ Test(writer, a_chunk_that_landed_after_the_store_it_answer_is_not_written_again)
 	OK(cat_pending_add(fx.fs.cat, ino[1], &ext, &must[1]));
 	cr_assert(must[0] && must[1]);
 	uint64_t since_b = writer_flights_lands();
-	size_t objects = tw_objects_written;
+	size_t objects = tw_objects_written();
 	OK(writer_store(w[0], ext.hash, data, len, NULL, writer_flights_lands()));
-	cr_assert_eq(tw_objects_written, objects + 1, "a did not store it");
+	cr_assert_eq(tw_objects_written(), objects + 1, "a did not store it");
 	OK(writer_store(w[1], ext.hash, data, len, NULL, since_b));
-	cr_assert_eq(tw_objects_written, objects + 1, "b wrote the object a had just stored");
+	cr_assert_eq(tw_objects_written(), objects + 1, "b wrote the object a had just stored");
 	cr_assert_eq(w[1]->n_await, 0);
 	/* a landing before the answer proves nothing (the chunk may have been
 	 * reclaimed and asked for again since): c stores it */
 	OK(writer_store(w[2], ext.hash, data, len, NULL, writer_flights_lands()));
-	cr_assert_eq(tw_objects_written, objects + 2, "c trusted a landing older than its answer");
+	cr_assert_eq(tw_objects_written(), objects + 2, "c trusted a landing older than its answer");
 	uint8_t *buf = malloc(len);
 	size_t got;
 	OK(store_get(fx.fs.store, ext.hash, buf, len, &got));

@@ -1,0 +1,432 @@
+/* Unit tests for fs/cache.c, started as the daemon starts it but with a real
+ * catalog, chunk store and BACKING directory in a temporary directory, and
+ * its hooks (stopping, opened) played by the test: a chunk missing from the
+ * cache is fetched from BACKING, checked and kept (C1, C5); a corrupt object
+ * on BACKING is EIO, never bytes, and no copy is kept; the evictor removes
+ * only chunks already on BACKING, and none of a file the opened hook names
+ * (C2); a writer over the dirty bound waits until an upload makes room and
+ * is woken by it, fails with ENOSPC when nothing moves (C3), and gives up
+ * its wait at once when the daemon stops. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "cache.h"
+#include "catalog.h"
+#include "hash.h"
+#include "log.h"
+#include "store.h"
+#include "support.h"
+#include "upload.h"
+
+#define TC_CHUNK_MAX (256u << 10)
+#define TC_LEN (16u << 10) /* each chunk's plain bytes: incompressible */
+#define TC_MAX_CHUNKS 32
+
+static struct fixture {
+	char dir[64], cache[128], backing[128], cat_path[160];
+	struct cat *cat;
+	struct store *st;
+	struct backing *b;
+	struct cache *c;
+	uint8_t hash[TC_MAX_CHUNKS][HASH_LEN];
+	uint64_t ino_of[TC_MAX_CHUNKS];
+	int n_chunks;
+	atomic_bool stopping;      /* the stopping hook's answer */
+	atomic_uint_least64_t open_ino; /* the opened hook's one open inode (0: none) */
+} fx;
+
+static void setup(void)
+{
+	log_setup(stderr, LOG_LVL_OFF);
+	memset(&fx, 0, sizeof(fx));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "cache");
+	snprintf(fx.cache, sizeof(fx.cache), "%s/cache", fx.dir);
+	snprintf(fx.backing, sizeof(fx.backing), "%s/backing", fx.dir);
+	cr_assert_eq(mkdir(fx.cache, 0700), 0);
+	cr_assert_eq(mkdir(fx.backing, 0700), 0);
+	OK(store_open(fx.cache, &fx.st));
+	OK(backing_open(fx.backing, 2000, &fx.b));
+	ts_cat_open_in(fx.cache, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
+}
+
+static void teardown(void)
+{
+	cache_stop(fx.c);
+	fx.c = NULL;
+	ts_cat_close_checked(&fx.cat);
+	backing_close(fx.b);
+	store_close(fx.st);
+	ts_tmpdir_remove(fx.dir);
+}
+
+TestSuite(cache, .init = setup, .fini = teardown, .timeout = 60);
+
+static bool tc_stopping(void *arg)
+{
+	cr_assert_eq(arg, &fx);
+	return atomic_load(&fx.stopping);
+}
+
+static size_t tc_opened(void *arg, uint64_t *inos, size_t max)
+{
+	cr_assert_eq(arg, &fx);
+	uint64_t ino = atomic_load(&fx.open_ino);
+	if (ino == 0 || max == 0)
+		return 0;
+	inos[0] = ino;
+	return 1;
+}
+
+static void tc_start(uint64_t cache_size, uint64_t dirty_max, unsigned timeout_ms)
+{
+	struct cache_config cfg = { .cache_size = cache_size, .dirty_max = dirty_max,
+				    .backing_timeout_ms = timeout_ms, .chunk_max = TC_CHUNK_MAX };
+	snprintf(cfg.dir, sizeof(cfg.dir), "%s", fx.cache);
+	struct cache_hooks hooks = { .stopping = tc_stopping, .stopping_arg = &fx,
+				     .opened = tc_opened, .opened_arg = &fx };
+	OK(cache_start(&cfg, fx.cat, fx.st, fx.b, &hooks, &fx.c));
+}
+
+static void tc_bytes(uint8_t *buf, size_t len, int seed)
+{
+	uint32_t x = 0x85EBCA6Bu * (uint32_t)(seed + 7);
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = (uint8_t)x;
+	}
+}
+
+/* A committed file of n chunks (seeds seed..) written into the cache as a
+ * writer would: dirty, each with an UP_CHUNK row queued. Returns its inode. */
+static uint64_t tc_file(const char *name, int seed, int n)
+{
+	uint64_t ino = ts_mk(fx.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
+	uint8_t buf[TC_LEN];
+	for (int k = 0; k < n; k++) {
+		cr_assert_lt(fx.n_chunks, TC_MAX_CHUNKS);
+		struct cat_extent e = { .off = (uint64_t)k * TC_LEN, .len = TC_LEN, .chunk_len = TC_LEN };
+		tc_bytes(buf, TC_LEN, seed + k);
+		hash_sha256(buf, TC_LEN, e.hash);
+		bool must = false;
+		OK(cat_pending_add(fx.cat, ino, &e, &must));
+		cr_assert(must);
+		struct store_object_info info;
+		OK(store_put(fx.st, e.hash, buf, TC_LEN, STORE_SYNC, &info));
+		OK(cat_chunk_stored(fx.cat, e.hash, info.codec, info.stored_len));
+		memcpy(fx.hash[fx.n_chunks], e.hash, HASH_LEN);
+		fx.ino_of[fx.n_chunks++] = ino;
+	}
+	OK(cat_file_commit(fx.cat, ino, (uint64_t)n * TC_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.cat, ino));
+	return ino;
+}
+
+static void tc_rel(int i, char *rel, size_t size)
+{
+	store_object_relpath(fx.hash[i], rel, size);
+}
+
+/* What the uploader does for the chunks of ino: their objects copied to
+ * BACKING, their queue rows ended (uploaded = 1, clean). */
+static void tc_upload(uint64_t ino)
+{
+	static uint8_t obj[STORE_HEADER_LEN + TC_LEN + 4096];
+	for (int i = 0; i < fx.n_chunks; i++) {
+		if (fx.ino_of[i] != ino)
+			continue;
+		char rel[128];
+		size_t len = 0;
+		tc_rel(i, rel, sizeof(rel));
+		OK(store_read_object(fx.st, fx.hash[i], obj, sizeof(obj), &len));
+		OK(backing_put(fx.b, rel, obj, len));
+	}
+	struct cat_upload rows[TC_MAX_CHUNKS], mine[TC_MAX_CHUNKS];
+	int n = cat_upload_list(fx.cat, 0, rows, TC_MAX_CHUNKS), m = 0;
+	cr_assert_geq(n, 0);
+	for (int r = 0; r < n; r++)
+		for (int i = 0; i < fx.n_chunks; i++)
+			if (fx.ino_of[i] == ino && rows[r].kind == UP_CHUNK &&
+			    memcmp(rows[r].hash, fx.hash[i], HASH_LEN) == 0)
+				mine[m++] = rows[r];
+	OK(cat_upload_done_many(fx.cat, mine, (size_t)m));
+}
+
+/* The chunk leaves the cache as an eviction would: BACKING alone has it. */
+static void tc_drop_from_cache(int i)
+{
+	OK(cat_chunk_set_cached(fx.cat, fx.hash[i], false));
+	OK(store_remove(fx.st, fx.hash[i]));
+}
+
+static struct cat_chunk_where tc_where(int i)
+{
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.cat, fx.hash[i], &w));
+	return w;
+}
+
+static double tc_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- fetching from BACKING ---- */
+
+Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_kept)
+{
+	uint64_t ino = tc_file("f", 10, 2);
+	tc_upload(ino);
+	tc_drop_from_cache(0);
+	cr_assert(!store_has(fx.st, fx.hash[0]));
+	tc_start(64u << 20, 0, 2000);
+
+	struct store_chunk ch = { 0 };
+	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch));
+	uint8_t want[TC_LEN];
+	tc_bytes(want, TC_LEN, 10);
+	cr_assert_eq(ch.len, TC_LEN);
+	cr_assert(memcmp(ch.plain, want, TC_LEN) == 0);
+	store_chunk_free(&ch);
+
+	/* C5: a copy is kept, and the catalog calls it cached */
+	cr_assert(store_has(fx.st, fx.hash[0]));
+	cr_assert(tc_where(0).cached);
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.misses, 1);
+	cr_assert_eq(s.hits, 0);
+	cr_assert_gt(s.fetched_bytes, 0);
+
+	/* the next load is a hit, from the cache */
+	OK(cache_load(fx.c, fx.hash[1], TC_CHUNK_MAX, &ch));
+	store_chunk_free(&ch);
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.hits, 1);
+	cr_assert_eq(s.misses, 1);
+}
+
+Test(cache, a_corrupt_object_on_backing_is_eio_not_bytes)
+{
+	uint64_t ino = tc_file("f", 20, 1);
+	tc_upload(ino);
+	tc_drop_from_cache(0);
+	/* one byte of the payload flipped on BACKING */
+	char rel[128], path[512];
+	tc_rel(0, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", fx.backing, rel);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t byte;
+	off_t at = STORE_HEADER_LEN + TC_LEN / 2;
+	cr_assert_eq(pread(fd, &byte, 1, at), 1);
+	byte ^= 0x40;
+	cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
+	close(fd);
+	tc_start(64u << 20, 0, 500);
+
+	struct store_chunk ch = { 0 };
+	FAILS(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch), EIO);
+	cr_assert_null(ch.decoded);
+	cr_assert(!store_has(fx.st, fx.hash[0]), "a corrupt copy was kept");
+	cr_assert(!tc_where(0).cached);
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.fetch_errors, 1);
+}
+
+Test(cache, a_chunk_in_neither_the_cache_nor_backing_is_eio)
+{
+	tc_file("f", 30, 1); /* never uploaded */
+	OK(store_remove(fx.st, fx.hash[0])); /* and lost from the cache */
+	tc_start(64u << 20, 0, 500);
+	struct store_chunk ch = { 0 };
+	FAILS(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch), EIO);
+}
+
+/* ---- eviction (C2) ---- */
+
+/* Waits up to 10 s for the chunk to leave the cache, or not. */
+static bool tc_evicted_within(int i, double seconds)
+{
+	double until = tc_mono() + seconds;
+	while (tc_mono() < until) {
+		if (!tc_where(i).cached)
+			return true;
+		usleep(50 * 1000);
+	}
+	return false;
+}
+
+Test(cache, the_evictor_removes_only_chunks_already_on_backing)
+{
+	uint64_t dirty = tc_file("dirty", 100, 4);
+	uint64_t clean = tc_file("clean", 200, 4);
+	tc_upload(clean);
+	/* 8 objects of ~16 KiB against a bound of 64 KiB: over the high
+	 * watermark, and the dirty ones alone over the low one */
+	tc_start(64u << 10, 0, 2000);
+	for (int i = 0; i < fx.n_chunks; i++)
+		if (fx.ino_of[i] == clean)
+			cr_assert(tc_evicted_within(i, 10), "clean chunk %d was not evicted", i);
+	for (int i = 0; i < fx.n_chunks; i++) {
+		if (fx.ino_of[i] == clean) {
+			cr_assert(!store_has(fx.st, fx.hash[i]), "evicted chunk %d kept its file", i);
+		} else {
+			cr_assert_eq(fx.ino_of[i], dirty);
+			struct cat_chunk_where w = tc_where(i);
+			cr_assert(w.cached && !w.uploaded, "dirty chunk %d was evicted", i);
+			cr_assert(store_has(fx.st, fx.hash[i]));
+		}
+	}
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.evicted_chunks, 4);
+}
+
+Test(cache, chunks_of_an_open_file_are_not_evicted_while_the_disk_has_room)
+{
+	uint64_t open_file = tc_file("open", 300, 3);
+	uint64_t closed = tc_file("closed", 400, 3);
+	tc_upload(open_file);
+	tc_upload(closed);
+	atomic_store(&fx.open_ino, open_file);
+	tc_start(32u << 10, 0, 2000);
+	for (int i = 0; i < fx.n_chunks; i++)
+		if (fx.ino_of[i] == closed)
+			cr_assert(tc_evicted_within(i, 10), "chunk %d of a closed file was kept", i);
+	usleep(1500 * 1000); /* another round of the evictor */
+	for (int i = 0; i < fx.n_chunks; i++)
+		if (fx.ino_of[i] == open_file)
+			cr_assert(tc_where(i).cached && store_has(fx.st, fx.hash[i]),
+				  "chunk %d of an open file was evicted", i);
+	/* closed: its chunks go too */
+	atomic_store(&fx.open_ino, 0);
+	for (int i = 0; i < fx.n_chunks; i++)
+		cr_assert(tc_evicted_within(i, 10), "chunk %d was kept after its file closed", i);
+}
+
+/* ---- dirty bytes and backpressure (C3) ---- */
+
+struct tc_waiter {
+	uint64_t len;
+	int rc;
+	atomic_bool done;
+	double took;
+	pthread_t t;
+};
+
+static void *tc_wait_main(void *p)
+{
+	struct tc_waiter *w = p;
+	double t0 = tc_mono();
+	w->rc = cache_dirty_wait(fx.c, w->len);
+	w->took = tc_mono() - t0;
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+static void tc_waiter_start(struct tc_waiter *w, uint64_t len)
+{
+	memset(w, 0, sizeof(*w));
+	w->len = len;
+	cr_assert_eq(pthread_create(&w->t, NULL, tc_wait_main, w), 0);
+}
+
+static bool tc_done_within(struct tc_waiter *w, double seconds)
+{
+	double until = tc_mono() + seconds;
+	while (!atomic_load(&w->done) && tc_mono() < until)
+		usleep(10 * 1000);
+	return atomic_load(&w->done);
+}
+
+/* The catalog's dirty bytes, which the cache reads at start. */
+static uint64_t tc_dirty_bytes(void)
+{
+	struct cat_cache_stats cs;
+	OK(cat_cache_stats(fx.cat, &cs));
+	return cs.dirty_bytes;
+}
+
+Test(cache, a_writer_over_the_dirty_bound_waits_until_an_upload_wakes_it)
+{
+	uint64_t ino = tc_file("dirty", 500, 4);
+	uint64_t dirty = tc_dirty_bytes();
+	cr_assert_gt(dirty, 3 * TC_LEN);
+	tc_start(64u << 20, dirty + TC_LEN / 2, 30000); /* one more chunk does not fit */
+	OK(cache_dirty_wait(fx.c, TC_LEN / 4)); /* a small one does */
+
+	struct tc_waiter w;
+	tc_waiter_start(&w, TC_LEN);
+	cr_assert(!tc_done_within(&w, 0.5), "no wait over the dirty bound");
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.dirty_waits, 1);
+
+	/* the uploader: the chunks are on BACKING, then it says so */
+	tc_upload(ino);
+	cache_dirty_done(fx.c, dirty);
+	cr_assert(tc_done_within(&w, 5), "the upload did not wake the writer");
+	pthread_join(w.t, NULL);
+	cr_assert_eq(w.rc, 0);
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.dirty_bytes, 0);
+
+	/* the writer stores its chunk: counted */
+	cache_dirty_add(fx.c, TC_LEN);
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.stored_chunks, 1);
+}
+
+Test(cache, a_writer_fails_with_enospc_when_nothing_moves_for_the_backing_timeout)
+{
+	tc_file("dirty", 600, 4);
+	uint64_t dirty = tc_dirty_bytes();
+	tc_start(64u << 20, dirty, 600);
+	struct tc_waiter w;
+	tc_waiter_start(&w, TC_LEN);
+	cr_assert(tc_done_within(&w, 10), "the wait did not end");
+	pthread_join(w.t, NULL);
+	cr_assert_eq(w.rc, -ENOSPC);
+	cr_assert_geq(w.took, 0.5, "gave up after %.2f s, before the timeout", w.took);
+}
+
+Test(cache, the_daemon_stopping_ends_a_writers_wait)
+{
+	tc_file("dirty", 700, 4);
+	uint64_t dirty = tc_dirty_bytes();
+	tc_start(64u << 20, dirty, 60000);
+	struct tc_waiter w;
+	tc_waiter_start(&w, TC_LEN);
+	cr_assert(!tc_done_within(&w, 0.5), "no wait over the dirty bound");
+	atomic_store(&fx.stopping, true);
+	cr_assert(tc_done_within(&w, 2), "stopping did not end the wait");
+	pthread_join(w.t, NULL);
+	cr_assert_eq(w.rc, 0, "a stop is not a failure of the write");
+}
+
+Test(cache, a_null_cache_does_not_wait)
+{
+	/* the daemon's teardown, after cache_stop: writers flush without it */
+	OK(cache_dirty_wait(NULL, 1u << 30));
+	OK(cache_disk_wait(NULL, 1u << 30));
+	FAILS(cache_make_room(NULL, 4096), ENOSPC);
+	cache_dirty_add(NULL, 4096);
+	cache_dirty_done(NULL, 4096);
+}

@@ -1,0 +1,398 @@
+/* Unit tests for fs/uploader.c, started as the daemon starts it but with a
+ * real catalog, chunk store and BACKING directory in a temporary directory,
+ * and the on_durable callback recorded: every queued chunk object reaches
+ * BACKING and then the manifest of its generation; on_durable is called once
+ * per generation, and only once all its chunks and its manifest are there;
+ * a BACKING that refuses puts (a file where its chunks/ directory belongs)
+ * holds everything back without dropping anything, and the uploads go on once
+ * it takes them again; a stop with drain empties the queue, one without
+ * leaves the rows queued for the next mount. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "catalog.h"
+#include "generation.h"
+#include "hash.h"
+#include "log.h"
+#include "manifest.h"
+#include "store.h"
+#include "support.h"
+#include "upload.h"
+#include "uploader.h"
+
+#define UT_FILL 0x7C
+#define UT_CHUNK_MAX (256u << 10)
+#define UT_MAX_CHUNKS 64
+#define UT_MAX_GENS 8
+
+static struct fixture {
+	char dir[64], cache[128], backing[128], cat_path[160];
+	struct cat *cat;
+	struct store *st;
+	struct backing *b;
+	struct uploader *u;
+
+	/* every chunk made, and the generation it belongs to (0: none) */
+	uint8_t hash[UT_MAX_CHUNKS][HASH_LEN];
+	uint64_t gen_of[UT_MAX_CHUNKS];
+	int n_chunks;
+
+	/* on_durable's calls, and what was on BACKING at each */
+	pthread_mutex_t lock;
+	uint64_t durable[UT_MAX_GENS];
+	bool complete_at_call[UT_MAX_GENS]; /* its chunks and manifest were on BACKING */
+	int n_durable;
+} fx;
+
+static void setup(void)
+{
+	log_setup(stderr, LOG_LVL_OFF);
+	memset(&fx, 0, sizeof(fx));
+	pthread_mutex_init(&fx.lock, NULL);
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "uploader");
+	snprintf(fx.cache, sizeof(fx.cache), "%s/cache", fx.dir);
+	snprintf(fx.backing, sizeof(fx.backing), "%s/backing", fx.dir);
+	cr_assert_eq(mkdir(fx.cache, 0700), 0);
+	cr_assert_eq(mkdir(fx.backing, 0700), 0);
+	OK(store_open(fx.cache, &fx.st));
+	OK(backing_open(fx.backing, 2000, &fx.b));
+	ts_cat_open_in(fx.cache, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
+}
+
+static void teardown(void)
+{
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	ts_cat_close_checked(&fx.cat);
+	backing_close(fx.b);
+	store_close(fx.st);
+	ts_tmpdir_remove(fx.dir);
+	pthread_mutex_destroy(&fx.lock);
+}
+
+TestSuite(uploader, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- data ---- */
+
+/* Bytes of chunk seed: a pattern no other seed makes, so the hashes differ. */
+static void ut_bytes(uint8_t *buf, size_t len, int seed)
+{
+	uint32_t x = 0x9E3779B9u * (uint32_t)(seed + 1);
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = (uint8_t)x;
+	}
+}
+
+static void ut_chunk_rel(int i, char *rel, size_t size)
+{
+	store_object_relpath(fx.hash[i], rel, size);
+}
+
+static bool ut_on_backing(const char *rel)
+{
+	uint64_t size;
+	return backing_stat(fx.b, rel, &size) == 0;
+}
+
+static bool ut_chunk_on_backing(int i)
+{
+	char rel[128];
+	ut_chunk_rel(i, rel, sizeof(rel));
+	return ut_on_backing(rel);
+}
+
+/* A file under parent of n chunks of len bytes (seeds seed..): each chunk's
+ * object is written to the store as a writer would, and recorded. */
+static uint64_t ut_file(uint64_t parent, const char *name, int seed, int n, size_t len, uint64_t gen)
+{
+	uint64_t ino = ts_mk(fx.cat, parent, name, S_IFREG | 0644, NULL);
+	uint8_t *buf = malloc(len);
+	cr_assert(buf);
+	for (int k = 0; k < n; k++) {
+		cr_assert_lt(fx.n_chunks, UT_MAX_CHUNKS);
+		struct cat_extent e = { .off = (uint64_t)k * len, .len = len, .chunk_len = len };
+		ut_bytes(buf, len, seed + k);
+		hash_sha256(buf, len, e.hash);
+		bool must = false;
+		OK(cat_pending_add(fx.cat, ino, &e, &must));
+		cr_assert(must);
+		struct store_object_info info;
+		OK(store_put(fx.st, e.hash, buf, len, STORE_SYNC, &info));
+		OK(cat_chunk_stored(fx.cat, e.hash, info.codec, info.stored_len));
+		memcpy(fx.hash[fx.n_chunks], e.hash, HASH_LEN);
+		fx.gen_of[fx.n_chunks++] = gen;
+	}
+	free(buf);
+	OK(cat_file_commit(fx.cat, ino, (uint64_t)n * len, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.cat, ino));
+	return ino;
+}
+
+/* A committed generation run/<name> with one file of n chunks. */
+static uint64_t ut_gen(uint64_t series, const char *name, uint64_t step, int seed, int n)
+{
+	uint64_t root;
+	uint64_t id = ts_mkgen(fx.cat, series, name, step, true, &root);
+	ut_file(root, "weights", seed, n, 64 << 10, id);
+	OK(cat_gen_commit(fx.cat, id, "explicit"));
+	return id;
+}
+
+struct ut_find {
+	uint64_t gen;
+	bool found;
+};
+
+static int ut_find_manifest(void *arg, const char *name)
+{
+	struct ut_find *f = arg;
+	uint64_t id;
+	uint32_t version;
+	if (manifest_gen_name_parse(name, &id, &version) == 0 && id == f->gen)
+		f->found = true;
+	return 0;
+}
+
+static bool ut_manifest_on_backing(uint64_t gen)
+{
+	struct ut_find f = { gen, false };
+	backing_list(fx.b, "manifests/gen", ut_find_manifest, &f);
+	return f.found;
+}
+
+/* on_durable: records the call and whether BACKING held everything the
+ * generation needs at that moment, durably (the catalog calls each chunk
+ * uploaded only after BACKING's sync). */
+static void ut_on_durable(void *arg, uint64_t gen_id)
+{
+	cr_assert_eq(arg, &fx);
+	bool complete = ut_manifest_on_backing(gen_id);
+	for (int i = 0; i < fx.n_chunks; i++) {
+		if (fx.gen_of[i] != gen_id)
+			continue;
+		/* there, and durable there: its row ended (a batch's after its sync) */
+		struct cat_chunk_where w;
+		if (!ut_chunk_on_backing(i) || cat_chunk_where(fx.cat, fx.hash[i], &w) != 0 ||
+		    !w.uploaded)
+			complete = false;
+	}
+	pthread_mutex_lock(&fx.lock);
+	if (fx.n_durable < UT_MAX_GENS) {
+		fx.durable[fx.n_durable] = gen_id;
+		fx.complete_at_call[fx.n_durable] = complete;
+	}
+	fx.n_durable++;
+	pthread_mutex_unlock(&fx.lock);
+}
+
+static int ut_durable_count(void)
+{
+	pthread_mutex_lock(&fx.lock);
+	int n = fx.n_durable;
+	pthread_mutex_unlock(&fx.lock);
+	return n;
+}
+
+static int ut_queued(void)
+{
+	struct cat_upload rows[UT_MAX_CHUNKS + 8];
+	int n = cat_upload_list(fx.cat, 0, rows, UT_MAX_CHUNKS + 8);
+	cr_assert_geq(n, 0);
+	return n;
+}
+
+static double ut_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Waits up to 15 s for on_durable to have been called n times. */
+static void ut_wait_durable(int n)
+{
+	double until = ut_mono() + 15;
+	while (ut_durable_count() < n && ut_mono() < until)
+		usleep(20 * 1000);
+	cr_assert_geq(ut_durable_count(), n, "on_durable called %d times, expected %d",
+		      ut_durable_count(), n);
+}
+
+static void ut_start_with(bool copy, unsigned threads)
+{
+	struct uploader_config cfg = {
+		.threads = threads, .deadline_s = 600, .copy_uploads = copy, .chunk_max = UT_CHUNK_MAX,
+	};
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.cache);
+	OK(uploader_start(&cfg, fx.cat, fx.st, fx.b, NULL, ut_on_durable, &fx, &fx.u));
+}
+
+static void ut_start(bool copy)
+{
+	ut_start_with(copy, 2);
+}
+
+/* BACKING refuses every chunk put while a file stands where chunks/ goes. */
+static void ut_block_chunks(char *path, size_t size)
+{
+	snprintf(path, size, "%s/chunks", fx.backing);
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	close(fd);
+}
+
+/* ---- tests ---- */
+
+static void ut_chunks_then_manifest(bool copy)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g1 = ut_gen(series, "step-1", 1, 100, 3);
+	uint64_t g2 = ut_gen(series, "step-2", 2, 200, 4);
+	ut_start(copy);
+	ut_wait_durable(2);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_durable_count(), 2, "on_durable is called once per generation");
+	cr_assert(fx.durable[0] != fx.durable[1]);
+	for (int k = 0; k < 2; k++) {
+		cr_assert(fx.durable[k] == g1 || fx.durable[k] == g2);
+		cr_assert(fx.complete_at_call[k],
+			  "generation %" PRIu64 " was called durable before its chunks and manifest"
+			  " were on BACKING", fx.durable[k]);
+	}
+	for (int i = 0; i < fx.n_chunks; i++) {
+		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
+		struct cat_chunk_where w;
+		OK(cat_chunk_where(fx.cat, fx.hash[i], &w));
+		cr_assert(w.uploaded && w.cached);
+	}
+	bool durable = false;
+	OK(cat_gen_durable(fx.cat, 0, &durable));
+	cr_assert(durable);
+	cr_assert_eq(ut_queued(), 0);
+}
+
+Test(uploader, links_every_chunk_then_the_manifest_and_calls_on_durable_once_per_generation)
+{
+	ut_chunks_then_manifest(false);
+}
+
+Test(uploader, copies_every_chunk_then_the_manifest_and_calls_on_durable_once_per_generation)
+{
+	ut_chunks_then_manifest(true);
+	/* a copy, not a second name of the cache's object */
+	char rel[128], path[512];
+	ut_chunk_rel(0, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", fx.backing, rel);
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_nlink, 1);
+}
+
+Test(uploader, a_backing_that_refuses_puts_holds_the_generation_back_then_it_goes_on)
+{
+	char blocker[256];
+	ut_block_chunks(blocker, sizeof(blocker));
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g = ut_gen(series, "step-1", 1, 300, 3);
+	int queued = ut_queued();
+	cr_assert_eq(queued, 4, "3 chunks and a manifest queued, not %d", queued);
+	/* a worker for every row: each retry round, one is free to take the
+	 * manifest, which must still wait for its chunks */
+	ut_start_with(false, 4);
+	usleep(800 * 1000);
+	struct uploader_stats s;
+	uploader_get_stats(fx.u, &s);
+	cr_assert_gt(s.failures, 0);
+	cr_assert(s.backing_down);
+	cr_assert_eq(ut_durable_count(), 0, "durable while BACKING took nothing");
+	cr_assert(!ut_manifest_on_backing(g), "a manifest before its chunks");
+	cr_assert_eq(ut_queued(), queued, "nothing is dropped");
+
+	cr_assert_eq(unlink(blocker), 0); /* BACKING takes puts again */
+	ut_wait_durable(1);
+	cr_assert_eq(fx.durable[0], g);
+	cr_assert(fx.complete_at_call[0]);
+	uploader_get_stats(fx.u, &s);
+	cr_assert(!s.backing_down);
+	cr_assert_eq(s.chunks, 3);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_durable_count(), 1);
+	cr_assert_eq(ut_queued(), 0);
+}
+
+Test(uploader, stop_with_drain_empties_the_queue)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	for (int i = 0; i < 5; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "step-%d", i + 1);
+		ut_gen(series, name, (uint64_t)i + 1, 1000 + 10 * i, 6);
+	}
+	ut_start(true);
+	uploader_stop(fx.u, true); /* at once: the drain does the work */
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 0);
+	cr_assert_eq(ut_durable_count(), 5);
+	for (int i = 0; i < fx.n_chunks; i++)
+		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
+	for (int k = 0; k < 5; k++)
+		cr_assert(fx.complete_at_call[k]);
+}
+
+Test(uploader, stop_without_drain_leaves_the_rows_queued)
+{
+	char blocker[256];
+	ut_block_chunks(blocker, sizeof(blocker));
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	ut_gen(series, "step-1", 1, 400, 2);
+	ut_start(false);
+	usleep(300 * 1000);
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 3, "the rows stay for the next mount");
+	cr_assert_eq(ut_durable_count(), 0);
+
+	/* the next mount's uploader takes them up */
+	cr_assert_eq(unlink(blocker), 0);
+	ut_start(false);
+	ut_wait_durable(1);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 0);
+}
+
+Test(uploader, wait_file_returns_once_the_files_chunks_are_on_backing)
+{
+	uint64_t ino = ut_file(CAT_ROOT_INO, "notes", 500, 3, 32 << 10, 0);
+	ut_start(false);
+	OK(uploader_wait_file(fx.u, ino, 10000));
+	for (int i = 0; i < fx.n_chunks; i++)
+		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
+}
+
+Test(uploader, wait_file_fails_with_eio_while_backing_takes_nothing)
+{
+	char blocker[256];
+	ut_block_chunks(blocker, sizeof(blocker));
+	uint64_t ino = ut_file(CAT_ROOT_INO, "notes", 600, 1, 32 << 10, 0);
+	ut_start(false);
+	FAILS(uploader_wait_file(fx.u, ino, 500), EIO);
+	cr_assert(!ut_chunk_on_backing(0));
+}

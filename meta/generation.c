@@ -10,8 +10,9 @@
  * with one recursive query over dirents from the root (UNION, so an inode
  * with several links is listed once and a corrupt cycle still ends), then
  * runs one set statement per step over that list: unlink, copy, count, delete.
- * Chunk counts move per hash (GROUP BY) in the same transaction as the
- * extent rows, as everywhere in the catalog.
+ * Chunk counts move per hash in the same transaction as the extent rows,
+ * by catalog_refs.c's statements for a tree's rows (R_*_TREE_*), as
+ * everywhere in the catalog.
  *
  * Backup trees (G3). cat_gen_reopen copies the committed tree: every inode
  * gets a new number past sqlite_sequence (so numbers are never reused,
@@ -119,16 +120,8 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_TREE_DIRENTS_DELETE) = { "delete a tree's entries",
 				     "DELETE FROM dirents WHERE parent IN"
 				     " (SELECT ino FROM temp.gen_tree)" },
-	G(G_TREE_X_DECREF) = { "release the chunks of a tree's extents",
-			       "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT e.hash,"
-			       " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN extents e"
-			       " ON e.ino = t.ino GROUP BY e.hash) AS g WHERE chunks.hash = g.hash" },
 	G(G_TREE_X_DELETE) = { "delete a tree's extents",
 			       "DELETE FROM extents WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
-	G(G_TREE_P_DECREF) = { "release the chunks of a tree's pending extents",
-			       "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT p.hash,"
-			       " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN pending p"
-			       " ON p.ino = t.ino GROUP BY p.hash) AS g WHERE chunks.hash = g.hash" },
 	G(G_TREE_P_DELETE) = { "delete a tree's pending extents",
 			       "DELETE FROM pending WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
 	G(G_TREE_INODES_DELETE) = { "delete a tree's inodes",
@@ -147,10 +140,6 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			       "INSERT INTO dirents(parent, name, ino) SELECT p.copy, d.name, c.copy"
 			       " FROM temp.gen_tree p CROSS JOIN dirents d ON d.parent = p.ino"
 			       " CROSS JOIN temp.gen_tree c ON c.ino = d.ino ORDER BY d.id" },
-	G(G_CLONE_INCREF) = { "reference the chunks of a tree's copied extents",
-			      "UPDATE chunks SET refcount = refcount + g.n FROM (SELECT e.hash,"
-			      " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN extents e"
-			      " ON e.ino = t.ino GROUP BY e.hash) AS g WHERE chunks.hash = g.hash" },
 	G(G_CLONE_EXTENTS) = { "copy a tree's extents",
 			       "INSERT INTO extents(ino, off, len, hash, chunk_off) SELECT t.copy,"
 			       " e.off, e.len, e.hash, e.chunk_off FROM temp.gen_tree t"
@@ -408,7 +397,7 @@ static int gen_tree_steps(struct cat *cat, const enum cat_sid *steps, size_t n)
  * written to one), releasing its chunk counts. */
 static int gen_backup_drop(struct cat *cat, struct cat_gen *g)
 {
-	static const enum cat_sid steps[] = { G_TREE_X_DECREF, G_TREE_X_DELETE, G_TREE_P_DECREF,
+	static const enum cat_sid steps[] = { R_X_TREE_DROP, G_TREE_X_DELETE, R_P_TREE_DROP,
 					      G_TREE_P_DELETE, G_TREE_DIRENTS_DELETE,
 					      G_TREE_INODES_DELETE };
 	if (g->backup_root == 0)
@@ -424,7 +413,7 @@ static int gen_backup_drop(struct cat *cat, struct cat_gen *g)
 /* Copies g's committed tree as its backup (see the top of the file). */
 static int gen_backup_make(struct cat *cat, struct cat_gen *g)
 {
-	static const enum cat_sid steps[] = { G_CLONE_INODES, G_CLONE_DIRENTS, G_CLONE_INCREF,
+	static const enum cat_sid steps[] = { G_CLONE_INODES, G_CLONE_DIRENTS, R_X_TREE_TAKE,
 					      G_CLONE_EXTENTS };
 	uint64_t last = 0, copy = 0;
 	assert(g->backup_root == 0 && g->root != 0);

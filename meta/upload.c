@@ -20,7 +20,7 @@
 const char cat_up_temp_sql[] =
 	"CREATE TEMP TABLE IF NOT EXISTS evict_keep(hash BLOB PRIMARY KEY) WITHOUT ROWID;";
 
-const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST] = {
+const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_ENQ_CHUNK) = { "queue a chunk upload",
 			   "INSERT INTO uploads(kind, hash, enqueued_ns) VALUES(1, ?1, ?2)" },
 	U(U_ENQ_GEN) = { "queue a manifest",

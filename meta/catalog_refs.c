@@ -120,7 +120,7 @@ const struct cat_sql cat_refs_sql[S_COUNT - S_REFS_FIRST] = {
 int cat_refs_take_one_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 			  uint64_t plain_len, uint64_t *row_plain_len, bool *must_store)
 {
-	assert(cat->in_txn || cat->deferred > 0);
+	assert(cat->in_txn); /* a count moves with its rows, in their transaction */
 	int rc = cat_bind(cat, R_TAKE_ONE, A_HASH(hash), A_INT(plain_len));
 	if (rc == 0)
 		rc = cat_next(cat, R_TAKE_ONE);

@@ -473,6 +473,8 @@ static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
 static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
 {
 	struct cat_inode backup;
+	/* only a new version (OPEN, its tree just removed) goes back to its backup */
+	assert(g->state == GEN_OPEN);
 	assert(g->root == 0 && g->backup_root != 0 && g->version > 1);
 	int rc = cat_inode_get(cat, g->backup_root, &backup);
 	if (rc == 0)
@@ -492,6 +494,8 @@ static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
  * DELETED, backup dropped, the tree left to the caller. */
 static int gen_end_in_place(struct cat *cat, struct cat_gen *g, const char *rule, int64_t now)
 {
+	/* callers found it live (GEN_LIVE, or the states gen_delete_txn accepts) */
+	assert(g->state == GEN_OPEN || g->state == GEN_COMMITTED || g->state == GEN_HELD);
 	int rc = gen_backup_drop(cat, g);
 	if (rc == 0) {
 		g->state = GEN_DELETED;
@@ -532,6 +536,7 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 		rc = gen_backup_restore(cat, g, now);
 		gen_set_rule(g, rule, "-restored");
 	} else if (rc == 0) {
+		assert(g->state == GEN_OPEN && g->root == 0); /* gen_want, gen_tree_remove */
 		g->state = GEN_ABORTED;
 		g->held[0] = '\0';
 		g->ended_ns = now;
@@ -577,6 +582,8 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	if (rc == 0)
 		rc = gen_backup_drop(cat, &g);
 	if (rc == 0) {
+		/* OPEN, or HELD promoted; no backup left to restore (G3) */
+		assert((g.state == GEN_OPEN || g.state == GEN_HELD) && g.backup_root == 0);
 		g.state = GEN_COMMITTED;
 		g.held[0] = '\0';
 		g.committed_ns = cat_now_ns();
@@ -605,6 +612,7 @@ static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const ch
 			gen_set_rule(g, rule, "-restored");
 		*rolled_back = rc == 0;
 	} else if (rc == 0) {
+		assert(g->state == GEN_OPEN && g->backup_root == 0); /* a first version */
 		g->state = GEN_HELD;
 		snprintf(g->held, sizeof(g->held), "%s", reason[0] ? reason : "not proven complete");
 		gen_set_rule(g, rule, "");
@@ -623,6 +631,8 @@ static int gen_reopen_txn(struct cat *cat, uint64_t id)
 	if (rc == 0)
 		rc = gen_backup_make(cat, &g);
 	if (rc == 0) {
+		/* COMMITTED or HELD, its committed tree now copied as the backup (G3) */
+		assert((g.state == GEN_COMMITTED || g.state == GEN_HELD) && g.backup_root != 0);
 		g.state = GEN_OPEN;
 		g.version++;
 		rc = gen_put(cat, &g);

@@ -793,8 +793,9 @@ static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g);
 
 /* files and logical_bytes of g's live tree (an index range), and with
  * exclusive, exclusive_bytes of all it owns (backup included: deleting g
- * would free it too), about 3 µs per extent: every chunk g names is looked
- * up. Ended generations own nothing (G2). */
+ * would free it too), which costs a chunk lookup per extent of g (the
+ * dearest size by far; figures in docs/BENCH.md). Ended generations own
+ * nothing (G2). */
 static int gen_stats(struct cat *cat, struct cat_gen *g, bool exclusive)
 {
 	sqlite3_stmt *st;
@@ -891,8 +892,8 @@ int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct ca
 }
 
 /* Rows in one read; then each live generation's row again with its sizes,
- * one generation per lock hold: sizes cost about 2 µs per extent, and a list
- * of hundreds of large generations must not stall every other call for
+ * one generation per lock hold: sizing looks up every extent's chunk, and a
+ * list of hundreds of large generations must not stall every other call for
  * seconds. Each entry is consistent in itself, as of when it was sized. */
 static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, cat_gen_fn fn,
 		    void *arg)

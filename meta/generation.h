@@ -1,4 +1,6 @@
 /* generation — checkpoint generations in the catalog (schema version 2).
+ * Every call here is an [engine] call of catalog.h's contract: one
+ * transaction each, with the namespace rows it touches.
  *
  * A generation is a directory or a single file whose name carries a step
  * (step-100, checkpoint-500, iter_0000100, epoch=1-step=30.ckpt…), created or

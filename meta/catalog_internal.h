@@ -264,14 +264,16 @@ int cat_gen_check_txn(struct cat *cat, int *violations);
 
 /* ---- reference counts of catalog_refs.c (catalog invariant 1) ---- */
 
-/* The inodes of the JSON array ?1 that have no link left (batched release,
- * catalog.c; its set of rows, catalog_refs.c). */
+/* The set of rows a change touches and the set whose counts move must be the
+ * same (catalog_refs.c invariant 1), so both sides build them from these. */
 /* Row A (an alias or table name) has an identical row in table B: a commit
  * and a writer's start touch only the rows that differ (catalog.c's
  * CAT_SQL_SYNC_*, catalog_refs.c's *_NOT_* sets). */
 #define CAT_SQL_SAME(A, B)                                                              \
 	"EXISTS (SELECT 1 FROM " B " s WHERE s.ino = " A ".ino AND s.off = " A ".off"       \
 	" AND s.len = " A ".len AND s.hash = " A ".hash AND s.chunk_off = " A ".chunk_off)"
+/* The inodes of the JSON array ?1 that have no link left (batched release,
+ * catalog.c; its set of rows, catalog_refs.c). */
 #define CAT_SQL_RELEASED \
 	"SELECT ino FROM inodes WHERE ino IN (SELECT value FROM json_each(?1)) AND nlink = 0"
 

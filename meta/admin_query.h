@@ -1,7 +1,8 @@
 /* admin_query — read-only catalog questions that ckptfs-admin asks and the
  * daemon does not: what a generation holds alone and shares with others,
  * which files name a chunk, where an inode is, whether an object on BACKING
- * is still named by the catalog.
+ * is still named by the catalog. [SQLite] in catalog.h's contract: queries
+ * on this engine's tables.
  *
  * It prepares its own statements on the catalog's connection (never touching
  * catalog.c's) and runs each call as one read transaction under the catalog

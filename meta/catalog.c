@@ -33,8 +33,10 @@
  * Invariants (numbered as in catalog.h; cat_check verifies 1–3 and the
  * namespace ones below):
  *  1. chunks.refcount == rows of extents + pending naming the hash. Every
- *     statement that adds or removes extent rows adjusts the counts in the same
- *     transaction, aggregated per hash (a file may name one chunk many times).
+ *     statement that adds or removes extent rows is accompanied, in the same
+ *     transaction, by catalog_refs.c's statement for the same set of rows
+ *     (R_* ids), which alone changes counts, aggregated per hash (a file may
+ *     name one chunk many times).
  *  2. Committed extents name only chunks with stored_len set: cat_file_commit
  *     refuses a pending list that names an unstored chunk. A row at refcount 0
  *     may have lost its object already (reclaim ran, then a crash or a failed
@@ -105,42 +107,24 @@
 	" LEFT JOIN chunks c ON c.hash = e.hash WHERE e.ino = ?1 AND e.off >= COALESCE("   \
 	"(SELECT off FROM " T " WHERE ino = ?1 AND off <= ?2 ORDER BY off DESC LIMIT 1), ?2)" \
 	" ORDER BY e.off LIMIT ?3"
-/* Truncation at ?2: release the counts of the rows at or past it, drop them,
- * shorten the one that straddles it. */
-#define CAT_SQL_TRUNC_DECREF(T)                                                            \
-	"UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash, COUNT(*) AS n FROM " T \
-	" WHERE ino = ?1 AND off >= ?2 GROUP BY hash) AS g WHERE chunks.hash = g.hash"
+/* Truncation at ?2: drop the rows at or past it (their counts are released
+ * first, R_X_FROM_DROP / R_P_FROM_DROP), shorten the one that straddles it. */
 #define CAT_SQL_TRUNC_DELETE(T) "DELETE FROM " T " WHERE ino = ?1 AND off >= ?2"
 #define CAT_SQL_TRUNC_SHORTEN(T)                                                   \
 	"UPDATE " T " SET len = ?2 - off WHERE ino = ?1 AND off = (SELECT off FROM " T \
 	" WHERE ino = ?1 AND off < ?2 ORDER BY off DESC LIMIT 1) AND off + len > ?2"
 /* Makes DST of ?1 equal to SRC of ?1 touching only rows that differ: release
- * and drop DST rows without an identical SRC row, then take references for and
- * copy SRC rows without an identical DST row. */
-#define CAT_SQL_SAME(A, B)                                                              \
-	"EXISTS (SELECT 1 FROM " B " s WHERE s.ino = " A ".ino AND s.off = " A ".off"       \
-	" AND s.len = " A ".len AND s.hash = " A ".hash AND s.chunk_off = " A ".chunk_off)"
-#define CAT_SQL_SYNC_DECREF(DST, SRC)                                                      \
-	"UPDATE chunks SET refcount = refcount - g.n FROM (SELECT d.hash, COUNT(*) AS n FROM " \
-	DST " d WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", SRC) " GROUP BY d.hash) AS g"     \
-	" WHERE chunks.hash = g.hash"
+ * (R_<DST>_NOT_<SRC>_DROP) and drop DST rows without an identical SRC row,
+ * then take references for (R_<SRC>_NOT_<DST>_TAKE) and copy SRC rows
+ * without an identical DST row. */
 #define CAT_SQL_SYNC_DELETE(DST, SRC) \
 	"DELETE FROM " DST " WHERE ino = ?1 AND NOT " CAT_SQL_SAME(DST, SRC)
-#define CAT_SQL_SYNC_INCREF(DST, SRC)                                                      \
-	"UPDATE chunks SET refcount = refcount + g.n FROM (SELECT d.hash, COUNT(*) AS n FROM " \
-	SRC " d WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", DST) " GROUP BY d.hash) AS g"     \
-	" WHERE chunks.hash = g.hash"
 #define CAT_SQL_SYNC_INSERT(DST, SRC)                                                  \
 	"INSERT INTO " DST "(" CAT_EXTENT_COLS ") SELECT " CAT_EXTENT_COLS " FROM " SRC " d" \
 	" WHERE d.ino = ?1 AND NOT " CAT_SQL_SAME("d", DST)
 
-/* The inodes of the JSON array ?1 that have no link left. */
-#define CAT_SQL_RELEASED \
-	"SELECT ino FROM inodes WHERE ino IN (SELECT value FROM json_each(?1)) AND nlink = 0"
-#define CAT_SQL_REL_DECREF(T)                                                              \
-	"UPDATE chunks SET refcount = refcount - g.n FROM (SELECT e.hash, COUNT(*) AS n FROM (" \
-	CAT_SQL_RELEASED ") r CROSS JOIN " T " e ON e.ino = r.ino GROUP BY e.hash) AS g"         \
-	" WHERE chunks.hash = g.hash"
+/* Batched release: the rows of the released inodes (R_*_RELEASED_DROP
+ * first). */
 #define CAT_SQL_REL_DELETE(T) "DELETE FROM " T " WHERE ino IN (" CAT_SQL_RELEASED ")"
 
 static const struct cat_sql cat_sql[S_GEN_FIRST] = {
@@ -195,14 +179,10 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			" ORDER BY d.id LIMIT ?3" },
 
 	[S_X_LIST] = { "list a file's extents", CAT_SQL_LIST("extents") },
-	[S_X_TRUNC_DECREF] = { "release the chunks of truncated extents",
-			       CAT_SQL_TRUNC_DECREF("extents") },
 	[S_X_TRUNC_DELETE] = { "delete truncated extents", CAT_SQL_TRUNC_DELETE("extents") },
 	[S_X_TRUNC_SHORTEN] = { "shorten the extent at a truncation point",
 				CAT_SQL_TRUNC_SHORTEN("extents") },
 	[S_P_LIST] = { "list a file's pending extents", CAT_SQL_LIST("pending") },
-	[S_P_TRUNC_DECREF] = { "release the chunks of truncated pending extents",
-			       CAT_SQL_TRUNC_DECREF("pending") },
 	[S_P_TRUNC_DELETE] = { "delete truncated pending extents",
 			       CAT_SQL_TRUNC_DELETE("pending") },
 	[S_P_TRUNC_SHORTEN] = { "shorten the pending extent at a truncation point",
@@ -217,27 +197,13 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			   " WHERE p.ino = ?1 AND c.stored_len IS NULL LIMIT 1" },
 	[S_P_LAST] = { "find the end of a file's pending extents",
 		       "SELECT off + len FROM pending WHERE ino = ?1 ORDER BY off DESC LIMIT 1" },
-	[S_TO_X_DECREF] = { "release the chunks of replaced extents",
-			    CAT_SQL_SYNC_DECREF("extents", "pending") },
 	[S_TO_X_DELETE] = { "delete replaced extents", CAT_SQL_SYNC_DELETE("extents", "pending") },
-	[S_TO_X_INCREF] = { "reference the chunks of committed extents",
-			    CAT_SQL_SYNC_INCREF("extents", "pending") },
 	[S_TO_X_INSERT] = { "copy pending extents to extents",
 			    CAT_SQL_SYNC_INSERT("extents", "pending") },
-	[S_TO_P_DECREF] = { "release the chunks of replaced pending extents",
-			    CAT_SQL_SYNC_DECREF("pending", "extents") },
 	[S_TO_P_DELETE] = { "delete replaced pending extents",
 			    CAT_SQL_SYNC_DELETE("pending", "extents") },
-	[S_TO_P_INCREF] = { "reference the chunks of copied extents",
-			    CAT_SQL_SYNC_INCREF("pending", "extents") },
 	[S_TO_P_INSERT] = { "copy extents to pending", CAT_SQL_SYNC_INSERT("pending", "extents") },
 
-	[S_CHUNK_REF] = { "reference a chunk",
-			  "INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount)"
-			  " VALUES(?1, ?2, 0, NULL, 1) ON CONFLICT(hash) DO UPDATE"
-			  " SET refcount = refcount + 1,"
-			  " stored_len = CASE WHEN refcount = 0 THEN NULL ELSE stored_len END"
-			  " RETURNING plain_len, stored_len" },
 	[S_CHUNK_STORED] = { "record a stored chunk",
 			     "UPDATE chunks SET codec = ?2, stored_len = ?3, cached = 1, uploaded = 0"
 			     " WHERE hash = ?1" },
@@ -256,15 +222,7 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_SEQ_BUMP] = { "skip inode and entry numbers",
 			 "UPDATE sqlite_sequence SET seq = seq + ?1 WHERE name IN ('inodes', 'dirents')" },
 
-	[S_RECOVER_P_DECREF] = { "release the chunks of pending extents",
-				 "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash,"
-				 " COUNT(*) AS n FROM pending GROUP BY hash) AS g"
-				 " WHERE chunks.hash = g.hash" },
 	[S_RECOVER_P_DELETE] = { "delete pending extents", "DELETE FROM pending" },
-	[S_RECOVER_X_DECREF] = { "release the chunks of unlinked inodes",
-				 "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT hash,"
-				 " COUNT(*) AS n FROM extents WHERE ino IN (SELECT ino FROM inodes"
-				 " WHERE nlink = 0) GROUP BY hash) AS g WHERE chunks.hash = g.hash" },
 	[S_RECOVER_X_DELETE] = { "delete the extents of unlinked inodes",
 				 "DELETE FROM extents WHERE ino IN (SELECT ino FROM inodes"
 				 " WHERE nlink = 0)" },
@@ -272,11 +230,7 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 
 	/* Batched release (cat_inodes_release): ?1 is a JSON array of inode
 	 * numbers; only those with nlink 0 are touched. */
-	[S_REL_X_DECREF] = { "release the chunks of unlinked inodes' extents",
-			     CAT_SQL_REL_DECREF("extents") },
 	[S_REL_X_DELETE] = { "delete the extents of unlinked inodes", CAT_SQL_REL_DELETE("extents") },
-	[S_REL_P_DECREF] = { "release the chunks of unlinked inodes' pending extents",
-			     CAT_SQL_REL_DECREF("pending") },
 	[S_REL_P_DELETE] = { "delete the pending extents of unlinked inodes",
 			     CAT_SQL_REL_DELETE("pending") },
 	[S_REL_INODES_DELETE] = { "delete unlinked inodes",
@@ -294,11 +248,6 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			     " FROM chunks" },
 	[S_STATS_EXTENTS] = { "count referenced bytes", "SELECT COALESCE(SUM(len), 0) FROM extents" },
 
-	[S_CHECK_REFCOUNT] = { "check reference counts",
-			       "SELECT c.hash, c.refcount, COALESCE(r.n, 0) FROM chunks c LEFT JOIN"
-			       " (SELECT hash, COUNT(*) AS n FROM (SELECT hash FROM extents UNION ALL"
-			       " SELECT hash FROM pending) GROUP BY hash) r ON r.hash = c.hash"
-			       " WHERE c.refcount IS NOT COALESCE(r.n, 0)" },
 	[S_CHECK_DANGLING] = { "check extents for missing chunks",
 			       "SELECT 'extents', ino, off, hash FROM extents WHERE hash NOT IN"
 			       " (SELECT hash FROM chunks) UNION ALL SELECT 'pending', ino, off, hash"
@@ -423,7 +372,9 @@ static const struct cat_sql *cat_sql_of(enum cat_sid id)
 	assert((unsigned)id < S_COUNT);
 	if (id < S_GEN_FIRST)
 		return &cat_sql[id];
-	return id < S_UP_FIRST ? &cat_gen_sql[id - S_GEN_FIRST] : &cat_up_sql[id - S_UP_FIRST];
+	if (id < S_UP_FIRST)
+		return &cat_gen_sql[id - S_GEN_FIRST];
+	return id < S_REFS_FIRST ? &cat_up_sql[id - S_UP_FIRST] : &cat_refs_sql[id - S_REFS_FIRST];
 }
 
 int64_t cat_now_ns(void)
@@ -1088,12 +1039,12 @@ static int cat_recover(struct cat *cat)
 	if (rc == 0)
 		rc = cat_gen_recover_txn(cat);
 	if (rc == 0)
-		rc = cat_run(cat, S_RECOVER_P_DECREF);
+		rc = cat_run(cat, R_P_ALL_DROP);
 	if (rc == 0)
 		rc = cat_run(cat, S_RECOVER_P_DELETE);
 	pending = cat_changes(cat);
 	if (rc == 0)
-		rc = cat_run(cat, S_RECOVER_X_DECREF);
+		rc = cat_run(cat, R_X_UNLINKED_DROP);
 	if (rc == 0)
 		rc = cat_run(cat, S_RECOVER_X_DELETE);
 	if (rc == 0)
@@ -1888,8 +1839,8 @@ int cat_inode_release(struct cat *cat, uint64_t ino)
 		rc = cat_inode_get(cat, ino, &inode);
 	if (rc == 0 && inode.nlink == 0) {
 		assert(ino != CAT_ROOT_INO);
-		static const enum cat_sid drop[] = { S_X_TRUNC_DECREF, S_X_TRUNC_DELETE,
-						     S_P_TRUNC_DECREF, S_P_TRUNC_DELETE };
+		static const enum cat_sid drop[] = { R_X_FROM_DROP, S_X_TRUNC_DELETE,
+						     R_P_FROM_DROP, S_P_TRUNC_DELETE };
 		for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]) && rc == 0; i++) {
 			rc = cat_bind(cat, drop[i], A_INT(ino), A_INT(0));
 			if (rc == 0)
@@ -1961,14 +1912,14 @@ static int cat_release_batches(struct cat *cat, const enum cat_sid *steps, size_
 int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n)
 {
 	/* the inode rows last: every step selects by nlink = 0 on them */
-	static const enum cat_sid steps[] = { S_REL_X_DECREF, S_REL_X_DELETE, S_REL_P_DECREF,
+	static const enum cat_sid steps[] = { R_X_RELEASED_DROP, S_REL_X_DELETE, R_P_RELEASED_DROP,
 					      S_REL_P_DELETE, S_REL_INODES_DELETE };
 	return cat_release_batches(cat, steps, sizeof(steps) / sizeof(steps[0]), inos, n);
 }
 
 int cat_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n)
 {
-	static const enum cat_sid steps[] = { S_REL_X_DECREF, S_REL_X_DELETE, S_REL_SETSIZE };
+	static const enum cat_sid steps[] = { R_X_RELEASED_DROP, S_REL_X_DELETE, S_REL_SETSIZE };
 	return cat_release_batches(cat, steps, sizeof(steps) / sizeof(steps[0]), inos, n);
 }
 
@@ -2058,26 +2009,17 @@ static int cat_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_e
 	}
 	cat_reset(cat, S_P_BEFORE);
 
+	uint64_t plain_len = 0;
 	if (rc == 0)
-		rc = cat_bind(cat, S_CHUNK_REF, A_HASH(ext->hash), A_INT(ext->chunk_len));
-	if (rc == 0)
-		rc = cat_next(cat, S_CHUNK_REF);
-	if (rc == 1) {
-		uint64_t plain_len = (uint64_t)cat_col_int(cat, S_CHUNK_REF, 0);
-		*must_store = sqlite3_column_type(cat->stmt[S_CHUNK_REF], 1) == SQLITE_NULL;
-		rc = 0;
-		if (plain_len != ext->chunk_len) {
-			char hex[2 * CAT_HASH_LEN + 1];
-			cat_hex(ext->hash, hex);
-			log_error("catalog %s: inode %" PRIu64 ": chunk %s has plain length %" PRIu64
-				  ", the extent says %" PRIu64, cat->path, ino, hex, plain_len,
-				  ext->chunk_len);
-			rc = -EINVAL;
-		}
-	} else if (rc == 0) {
-		rc = cat_sql_fail(cat, S_CHUNK_REF, SQLITE_DONE); /* RETURNING gave no row */
+		rc = cat_refs_take_one_txn(cat, ext->hash, ext->chunk_len, &plain_len, must_store);
+	if (rc == 0 && plain_len != ext->chunk_len) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(ext->hash, hex);
+		log_error("catalog %s: inode %" PRIu64 ": chunk %s has plain length %" PRIu64
+			  ", the extent says %" PRIu64, cat->path, ino, hex, plain_len,
+			  ext->chunk_len);
+		rc = -EINVAL;
 	}
-	cat_reset(cat, S_CHUNK_REF);
 
 	if (rc == 0)
 		rc = cat_bind(cat, S_P_INSERT, A_INT(ino), A_INT(ext->off), A_INT(ext->len),
@@ -2151,8 +2093,8 @@ static int cat_sync_extents(struct cat *cat, const enum cat_sid steps[4], uint64
 static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uint64_t size)
 {
 	static const enum cat_sid steps[2][3] = {
-		{ S_X_TRUNC_DECREF, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN },
-		{ S_P_TRUNC_DECREF, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN },
+		{ R_X_FROM_DROP, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN },
+		{ R_P_FROM_DROP, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN },
 	};
 	int rc = 0;
 	for (int i = 0; i < 3 && rc == 0; i++) {
@@ -2165,7 +2107,7 @@ static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uin
 
 int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 {
-	static const enum cat_sid steps[4] = { S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF,
+	static const enum cat_sid steps[4] = { R_P_NOT_X_DROP, S_TO_P_DELETE, R_X_NOT_P_TAKE,
 					       S_TO_P_INSERT };
 	struct cat_inode inode;
 	bool deferred;
@@ -2209,7 +2151,7 @@ int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 
 static int cat_file_commit_txn(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns)
 {
-	static const enum cat_sid steps[4] = { S_TO_X_DECREF, S_TO_X_DELETE, S_TO_X_INCREF,
+	static const enum cat_sid steps[4] = { R_X_NOT_P_DROP, S_TO_X_DELETE, R_P_NOT_X_TAKE,
 					       S_TO_X_INSERT };
 	struct cat_inode inode;
 	int rc = cat_file_get(cat, ino, &inode);
@@ -2504,7 +2446,7 @@ int cat_check(struct cat *cat)
 		enum cat_sid id;
 		void (*report)(struct cat *, sqlite3_stmt *, int *);
 	} checks[] = {
-		{ S_CHECK_REFCOUNT, cat_report_refcount },
+		{ R_CHECK, cat_report_refcount },
 		{ S_CHECK_DANGLING, cat_report_dangling },
 		{ S_CHECK_UNSTORED, cat_report_unstored },
 		{ S_CHECK_OVERLAP, cat_report_overlap },

@@ -1,34 +1,87 @@
-/* catalog — the SQLite catalog: namespace, file contents as chunk lists, chunk
- * reference counts. The schema and its versioning are documented in
- * meta/SCHEMA.md; this header is the only way the rest of ckptfs touches it.
+/* catalog — the catalog interface: the namespace, file contents as chunk
+ * lists, chunk reference counts. This header (with generation.h, upload.h
+ * and manifest.h) is the only way the rest of ckptfs touches the catalog, and
+ * it names no type or call of an engine: struct cat is opaque. One engine
+ * implements it today, SQLite, one file per node (meta/catalog.c and its
+ * siblings; the schema and its versioning in meta/SCHEMA.md). A second one,
+ * PostgreSQL shared by several nodes (issue 18), implements the calls marked
+ * [engine] below with the same guarantees.
  *
- * Concurrency: one connection, one mutex. Every cat_* call is one transaction
- * (BEGIN IMMEDIATE … COMMIT) taken under the mutex, so each call is atomic and
- * calls are serialized — except cat_inodes_release and cat_inodes_drop_data,
- * a few transactions each (every one of them atomic), and changes inside an
- * OPEN generation (removals, creates, a writer's pending extents and chunk
- * references, file commits that are not durable, truncation, attributes),
- * which are group committed a moment after they return (meta/catalog_defer.c,
- * D1-D7): each is still atomic, and the catalog on disk is always a prefix of
- * what the calls returned. Journal: WAL, synchronous=NORMAL (a commit
- * survives a crash of the daemon; a `durable` commit also survives a crash of
- * the machine).
+ * ---- The engine contract ----
+ *
+ * [engine] The namespace's interface: what the namespace layer (fs/ns.c),
+ * the generation policy and the reader call. An engine provides all of them.
+ *   reads:   cat_getattr, cat_lookup, cat_readlink, cat_readdir, cat_extents,
+ *            cat_pending_extents; generation.h's cat_gen_of, cat_gen_get*,
+ *            cat_gen_find*, cat_gen_list*.
+ *   changes: cat_create, cat_link, cat_unlink, cat_rmdir, cat_rename,
+ *            cat_setattr, cat_inode_release; cat_pending_add,
+ *            cat_chunk_stored, cat_pending_from_committed, cat_pending_drop,
+ *            cat_pending_truncate, cat_file_commit, cat_file_truncate,
+ *            cat_sync; generation.h's cat_create_in_gen, cat_rename_gen and
+ *            the state changes cat_gen_commit/hold/abort/delete/expire/
+ *            reopen/pin.
+ *   batches: cat_inodes_release, cat_inodes_drop_data.
+ * Guarantees:
+ *  - Atomicity. Each change is one transaction: the namespace rows, their
+ *    generation bookkeeping (generation.h G1–G5), the chunk counts of the
+ *    extent rows it adds or removes (invariant 1) and the upload rows it
+ *    implies (upload.h) commit together or not at all. A failed call changes
+ *    nothing. A batch is a few such transactions, each atomic; a crash part
+ *    way leaves the rest unlinked (nlink 0) for the next open's recovery.
+ *  - Ordering. Calls on one struct cat are serialized: each sees every call
+ *    that returned before it began (the SQLite engine: one connection, one
+ *    mutex). Callbacks (cat_readdir's, cat_chunks', a generation call's
+ *    cat_ino_fn) run with nothing held and may call back in.
+ *  - Durability. A change that returned survives a crash of the daemon,
+ *    except a change inside an OPEN generation, which may be group committed
+ *    a moment later (catalog_defer.c, D1–D7): what a crash leaves is a prefix
+ *    of what the calls returned, and recovery rolls those generations back
+ *    anyway (G4). cat_file_commit(durable) and cat_sync survive a crash of
+ *    the machine.
+ *  - Reclaim. A chunk whose count reaches 0 is handed to the reclaim callback
+ *    only after the commit that dropped the count, then its row is deleted; a
+ *    refused one stays for a later sweep (at the latest at open).
+ *  - Errors: 0 or a negative errno (-ENOENT, -EEXIST, -ENOTEMPTY, -ENOTDIR,
+ *    -EISDIR, -EINVAL, -EXDEV, ...); -EIO for a failure of the engine, which
+ *    is logged.
+ *
+ * [node] This node's write-back cache state (upload.h: chunk locations,
+ * eviction, the upload queue, durable versions): local to a node in every
+ * engine (issue 18 keeps it in the node's SQLite beside a shared namespace).
+ *
+ * [open] Opening and tuning: cat_open, cat_open_readonly, cat_close,
+ * cat_catalog_id, cat_stats, cat_chunks, cat_check (invariants 1–3, the
+ * namespace's and generation.h's), and the group commit's cat_defer_window,
+ * cat_defer_commit, cat_defer_active (an engine without group commit makes
+ * them no-ops: nothing is ever deferred). What names the catalog (here a file
+ * path) is the engine's.
+ *
+ * [SQLite] Only this engine's, for tools and tests: cat_integrity (PRAGMA
+ * quick_check / integrity_check), cat_schema_version (SCHEMA.md's versions),
+ * tools' read-only queries (admin_query.h), and the implementation of
+ * manifest.h's build and apply (the rebuild of a catalog from BACKING),
+ * which read and write this engine's tables directly; the manifest format
+ * (docs/FORMAT.md) belongs to no engine. A second engine brings its own.
+ *
+ * The SQLite engine: one connection, one mutex; every call is BEGIN
+ * IMMEDIATE … COMMIT under the mutex; journal WAL, synchronous=NORMAL (FULL
+ * for a durable commit). SCHEMA.md lists which of its statements use syntax
+ * only SQLite accepts.
  *
  * Invariants (asserted by cat_check):
  *  1. chunks.refcount == number of rows in extents + pending referencing the
- *     hash. A chunk row with refcount 0 is garbage: the reclaim callback is
- *     called for it (the object is removed) and then the row is deleted — at
- *     the end of every call that can drop a count, and at open.
+ *     hash (kept by one module, meta/catalog_refs.c). A chunk row with
+ *     refcount 0 is garbage: the reclaim callback is called for it (the object
+ *     is removed) and then the row is deleted — at the end of every call that
+ *     can drop a count, and at open.
  *  2. A committed file's extents reference only chunks with stored_len set
  *     (the object is written).
  *  3. Extents of one inode, in extents or in pending, never overlap; bytes of a
  *     file not covered by an extent read as zeros (holes).
  *  4. pending rows belong to writers of this process only: cat_open drops them
  *     all (and the counts they held), and deletes inodes with nlink 0.
- *  5. The root directory is inode 1; inode numbers are never reused.
- *
- * Errors: 0 or a negative errno (-ENOENT, -EEXIST, -ENOTEMPTY, -ENOTDIR,
- * -EISDIR, -EINVAL, -EIO for an SQLite failure, which is logged). */
+ *  5. The root directory is inode 1; inode numbers are never reused. */
 #ifndef CKPTFS_CATALOG_H
 #define CKPTFS_CATALOG_H
 
@@ -69,7 +122,7 @@ struct cat_extent {
  * non-zero return keeps the row for a later sweep. */
 typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
 
-/* ---- open / close ---- */
+/* ---- open / close [open] ---- */
 
 /* Opens or creates the catalog file at path. Creates the schema and the root
  * directory (mode 0755, owner root_uid/root_gid) on first use. Refuses a
@@ -78,9 +131,9 @@ typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
  * catalog with -EINVAL. Migrates an older catalog in place, in one transaction
  * (SCHEMA.md). A file that fails SQLite's quick_check (cat_integrity) is
  * refused with -EIO before anything is written to it; after an unclean stop
- * (a WAL file left behind) the full integrity_check runs instead. Rolls back open generations (G4 of generation.h), then runs the
- * recovery of invariant 4 and a zero-count sweep (with the reclaim callback,
- * if given). */
+ * (a WAL file left behind) the full integrity_check runs instead. Rolls back
+ * open generations (G4 of generation.h), then runs the recovery of invariant
+ * 4 and a zero-count sweep (with the reclaim callback, if given). */
 int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
 	     cat_reclaim_fn reclaim, void *reclaim_arg, struct cat **out);
 /* Opens an existing catalog read-only (no recovery, no sweep): for tools
@@ -99,13 +152,13 @@ int cat_defer_commit(struct cat *cat);
 /* Whether changes are deferred right now (a hint, read without the lock): a
  * chunk stored now is hidden from the uploader until their commit. */
 bool cat_defer_active(struct cat *cat);
-int cat_schema_version(struct cat *cat); /* the version stored in the file */
+int cat_schema_version(struct cat *cat); /* [SQLite] the version stored in the file */
 /* The catalog's random id (meta.catalog_id, 32 lowercase hex digits, made
  * when the catalog is created or migrated to version 4): what claims BACKING
  * for this catalog (fs/lib/claim.h). buf needs 33 bytes. */
 int cat_catalog_id(struct cat *cat, char *buf, size_t size);
 
-/* ---- namespace ---- */
+/* ---- namespace [engine] ---- */
 
 int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out);
 int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out);
@@ -195,7 +248,7 @@ int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n);
  * any more. Batched like cat_inodes_release. */
 int cat_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n);
 
-/* ---- file contents ---- */
+/* ---- file contents [engine] ---- */
 
 /* Fills up to max extents of the committed file ino that end after `off`,
  * in offset order. Returns how many (0 past the last), or a negative errno. */
@@ -243,7 +296,7 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);
  * for fsync/fsyncdir of anything that has no writer. */
 int cat_sync(struct cat *cat);
 
-/* ---- accounting and checks ---- */
+/* ---- accounting and checks [open], [SQLite] where marked ---- */
 
 struct cat_stats {
 	uint64_t inodes;
@@ -261,14 +314,16 @@ typedef int (*cat_chunk_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_
 			    uint8_t codec, int64_t stored_len, uint64_t refcount);
 int cat_chunks(struct cat *cat, cat_chunk_fn fn, void *arg);
 
-/* SQLite's own check of the file: PRAGMA quick_check (full false: cheap,
+/* [SQLite] SQLite's own check of the file: PRAGMA quick_check (full false: cheap,
  * without index contents; cat_open runs it) or integrity_check (full true:
  * every index row matches its table). 0, or -EUCLEAN with a log line per
  * finding (at most 20) naming the catalog. */
 int cat_integrity(struct cat *cat, bool full);
 
-/* Checks SQLite's integrity (cat_integrity, full), then invariants 1–3 in full. Returns 0, or -EUCLEAN with a log line per
- * violation. For tests and `ckptfs-admin check`. */
+/* Checks the engine's own integrity (SQLite: cat_integrity, full), then
+ * invariants 1–3 and the namespace's in full, and generation.h's G1–G3.
+ * Returns 0, or -EUCLEAN with a log line per violation. For tests and
+ * `ckptfs-admin check`. */
 int cat_check(struct cat *cat);
 
 #endif

@@ -99,6 +99,7 @@
 #include "cachedir.h"
 #include "catalog_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -367,6 +368,7 @@ static void cat_defer_forget(struct cat *cat)
  * commit, the journal stays for the next open, its numbers are skipped. */
 static void cat_defer_lost(struct cat *cat, unsigned n)
 {
+	assert(n > 0 && n == cat->deferred); /* only a transaction with changes is lost */
 	log_error("catalog %s: the transaction of %u changes inside open generations was rolled"
 		  " back: removed names are back, files created or written there since the last"
 		  " commit are gone or older; those generations cannot commit", cat->path, n);
@@ -402,6 +404,7 @@ int cat_defer_flush(struct cat *cat)
 {
 	if (cat->deferred == 0)
 		return 0;
+	assert(!cat->in_txn); /* no change's savepoint is open: it would be cut in two */
 	unsigned n = cat->deferred;
 	bool sweep = cat->defer_sweep;
 	int rc = cat_run(cat, S_COMMIT);
@@ -483,6 +486,7 @@ static bool cat_defer_flusher_up(struct cat *cat)
  * begin line (D7). */
 static int cat_defer_open(struct cat *cat)
 {
+	assert(cat->deferred == 0 && !cat->in_txn);
 	int rc = cat_run(cat, S_BEGIN);
 	if (rc != 0)
 		return rc;
@@ -514,6 +518,7 @@ static void cat_defer_note_gen(struct cat *cat, uint64_t gen)
 
 int cat_defer_begin(struct cat *cat, uint64_t gen)
 {
+	assert(!cat->in_txn); /* one change at a time, each in its own savepoint */
 	if (cat_defer_ms(cat) == 0 || (cat->deferred == 0 && !cat_defer_flusher_up(cat)))
 		return -EAGAIN;
 	int rc = cat->deferred ? 0 : cat_defer_open(cat);
@@ -587,6 +592,7 @@ int cat_change_end(struct cat *cat, bool deferred, int rc, bool may_drop)
 {
 	if (!deferred)
 		return may_drop ? cat_end_sweep(cat, rc) : cat_end(cat, rc);
+	assert(cat->in_txn); /* cat_defer_begin's savepoint */
 	if (rc == 0 && may_drop)
 		cat->defer_sweep = true; /* before a flush cat_defer_end may do */
 	return cat_defer_end(cat, rc);

@@ -4,7 +4,9 @@
  *
  * Statements live in one array, cat->stmt, indexed by enum cat_sid. The SQL of
  * catalog.c's statements is in its cat_sql table; generation.c's (the G_ ids)
- * is in cat_gen_sql, indexed from S_GEN_FIRST. All are prepared at open.
+ * is in cat_gen_sql, indexed from S_GEN_FIRST; upload.c's (U_) in cat_up_sql;
+ * catalog_refs.c's (R_), the only ones that change reference counts, in
+ * cat_refs_sql. All are prepared at open.
  *
  * The *_txn functions run inside a transaction the caller opened with
  * cat_begin (or cat_begin_read) under cat_lock, and leave ending it to the
@@ -32,24 +34,21 @@ enum cat_sid {
 	S_DIRENT_GET, S_DIRENT_INSERT, S_DIRENT_DELETE, S_DIRENT_MOVE, S_DIRENT_SET_INO,
 	S_DIRENT_PARENT, S_DIR_HAS_ENTRY, S_READDIR,
 
-	S_X_LIST, S_X_TRUNC_DECREF, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
-	S_P_LIST, S_P_TRUNC_DECREF, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
+	S_X_LIST, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
+	S_P_LIST, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
 	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST,
-	S_TO_X_DECREF, S_TO_X_DELETE, S_TO_X_INCREF, S_TO_X_INSERT,
-	S_TO_P_DECREF, S_TO_P_DELETE, S_TO_P_INCREF, S_TO_P_INSERT,
+	S_TO_X_DELETE, S_TO_X_INSERT, S_TO_P_DELETE, S_TO_P_INSERT,
 
-	S_CHUNK_REF, S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
+	S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
 	S_CHUNK_EXISTS, S_UPLOAD_SEQ, S_SEQ_BUMP,
 
-	S_RECOVER_P_DECREF, S_RECOVER_P_DELETE, S_RECOVER_X_DECREF, S_RECOVER_X_DELETE,
-	S_RECOVER_INODES,
+	S_RECOVER_P_DELETE, S_RECOVER_X_DELETE, S_RECOVER_INODES,
 
-	S_REL_X_DECREF, S_REL_X_DELETE, S_REL_P_DECREF, S_REL_P_DELETE, S_REL_INODES_DELETE,
-	S_REL_SETSIZE,
+	S_REL_X_DELETE, S_REL_P_DELETE, S_REL_INODES_DELETE, S_REL_SETSIZE,
 
 	S_STATS_INODES, S_STATS_CHUNKS, S_STATS_EXTENTS,
 
-	S_CHECK_REFCOUNT, S_CHECK_DANGLING, S_CHECK_UNSTORED, S_CHECK_OVERLAP,
+	S_CHECK_DANGLING, S_CHECK_UNSTORED, S_CHECK_OVERLAP,
 	S_CHECK_BAD_EXTENT, S_CHECK_EXTENT_OWNER, S_CHECK_DIRENT, S_CHECK_NLINK,
 
 	/* generation.c's statements (SQL in its cat_gen_sql) */
@@ -59,10 +58,9 @@ enum cat_sid {
 
 	G_TREE_CLEAR, G_TREE_FILL, G_TREE_FILL_NUMBERED, G_TREE_IDS, G_TREE_COPY_OF,
 	G_TREE_SET_GEN, G_TREE_XDEV, G_TREE_NESTED, G_TREE_UNLINK, G_TREE_DIRENTS_DELETE,
-	G_TREE_X_DECREF, G_TREE_X_DELETE, G_TREE_P_DECREF, G_TREE_P_DELETE,
-	G_TREE_INODES_DELETE,
+	G_TREE_X_DELETE, G_TREE_P_DELETE, G_TREE_INODES_DELETE,
 
-	G_INODE_SEQ, G_CLONE_INODES, G_CLONE_DIRENTS, G_CLONE_INCREF, G_CLONE_EXTENTS,
+	G_INODE_SEQ, G_CLONE_INODES, G_CLONE_DIRENTS, G_CLONE_EXTENTS,
 
 	G_STATS_FILES, G_STATS_TREE_FILES, G_STATS_EXCL,
 
@@ -76,6 +74,21 @@ enum cat_sid {
 	U_KEEP_PINNED, U_KEEP_INO, U_EVICT, U_STATS_CHUNKS, U_STATS_QUEUE, U_STATS_GENS,
 	U_FILE_UNUPLOADED, U_GEN_NOT_DURABLE, U_TREE_FP, U_TREE_UNUPLOADED, U_GEN_BYTES,
 
+	/* catalog_refs.c's statements (SQL in its cat_refs_sql), the only ones
+	 * that change chunks.refcount: R_<set>_DROP releases, R_<set>_TAKE takes
+	 * the references of a set of extent rows, bound like the DELETE or
+	 * INSERT of those rows it accompanies */
+	S_REFS_FIRST,
+	R_X_FROM_DROP = S_REFS_FIRST, /* extents of ?1 at or past ?2 */
+	R_P_FROM_DROP,                /* pending of ?1 at or past ?2 */
+	R_X_NOT_P_DROP, R_X_NOT_P_TAKE, /* extents of ?1 without an identical pending row */
+	R_P_NOT_X_DROP, R_P_NOT_X_TAKE, /* pending of ?1 without an identical extents row */
+	R_X_RELEASED_DROP, R_P_RELEASED_DROP, /* of the unlinked inodes of JSON array ?1 */
+	R_P_ALL_DROP, R_X_UNLINKED_DROP,      /* recovery at open: no parameter */
+	R_X_TREE_DROP, R_X_TREE_TAKE, R_P_TREE_DROP, /* of the inodes in temp.gen_tree */
+	R_TAKE_ONE, /* cat_refs_take_one_txn */
+	R_CHECK,    /* rows whose count disagrees: hash, refcount, references */
+
 	S_COUNT
 };
 
@@ -85,7 +98,8 @@ struct cat_sql {
 };
 
 extern const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST];
-extern const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST];
+extern const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST];
+extern const struct cat_sql cat_refs_sql[S_COUNT - S_REFS_FIRST];
 
 /* Temporary tables generation.c's statements use (created at open). */
 extern const char cat_gen_temp_sql[];
@@ -247,6 +261,33 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule);
 int cat_gen_recover_txn(struct cat *cat);
 /* G1–G3, counting violations (each logged). */
 int cat_gen_check_txn(struct cat *cat, int *violations);
+
+/* ---- reference counts of catalog_refs.c (catalog invariant 1) ---- */
+
+/* The set of rows a change touches and the set whose counts move must be the
+ * same (catalog_refs.c invariant 1), so both sides build them from these. */
+/* Row A (an alias or table name) has an identical row in table B: a commit
+ * and a writer's start touch only the rows that differ (catalog.c's
+ * CAT_SQL_SYNC_*, catalog_refs.c's *_NOT_* sets). */
+#define CAT_SQL_SAME(A, B)                                                              \
+	"EXISTS (SELECT 1 FROM " B " s WHERE s.ino = " A ".ino AND s.off = " A ".off"       \
+	" AND s.len = " A ".len AND s.hash = " A ".hash AND s.chunk_off = " A ".chunk_off)"
+/* The inodes of the JSON array ?1 that have no link left (batched release,
+ * catalog.c; its set of rows, catalog_refs.c). */
+#define CAT_SQL_RELEASED \
+	"SELECT ino FROM inodes WHERE ino IN (SELECT value FROM json_each(?1)) AND nlink = 0"
+
+/* Takes one reference on chunk hash for a new pending row, creating its row
+ * (stored_len unset) if there is none. *row_plain_len gets the row's plain
+ * length (the caller compares it with the extent's), *must_store whether
+ * the object is not known to be written (no stored_len, or the row was at
+ * count 0: catalog invariant 2). */
+int cat_refs_take_one_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			  uint64_t plain_len, uint64_t *row_plain_len, bool *must_store);
+/* The statement manifest.c prepares to insert a manifest's chunk row and
+ * take ?5 references on it (?1 hash, ?2 plain_len, ?3 codec, ?4 stored_len;
+ * RETURNING the row's plain_len), for a catalog at schema_version. */
+const char *cat_refs_manifest_sql(int schema_version);
 
 /* ---- write-back bookkeeping of upload.c, called by catalog.c and generation.c ---- */
 

@@ -10,8 +10,9 @@
  * with one recursive query over dirents from the root (UNION, so an inode
  * with several links is listed once and a corrupt cycle still ends), then
  * runs one set statement per step over that list: unlink, copy, count, delete.
- * Chunk counts move per hash (GROUP BY) in the same transaction as the
- * extent rows, as everywhere in the catalog.
+ * Chunk counts move per hash in the same transaction as the extent rows,
+ * by catalog_refs.c's statements for a tree's rows (R_*_TREE_*), as
+ * everywhere in the catalog.
  *
  * Backup trees (G3). cat_gen_reopen copies the committed tree: every inode
  * gets a new number past sqlite_sequence (so numbers are never reused,
@@ -119,16 +120,8 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_TREE_DIRENTS_DELETE) = { "delete a tree's entries",
 				     "DELETE FROM dirents WHERE parent IN"
 				     " (SELECT ino FROM temp.gen_tree)" },
-	G(G_TREE_X_DECREF) = { "release the chunks of a tree's extents",
-			       "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT e.hash,"
-			       " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN extents e"
-			       " ON e.ino = t.ino GROUP BY e.hash) AS g WHERE chunks.hash = g.hash" },
 	G(G_TREE_X_DELETE) = { "delete a tree's extents",
 			       "DELETE FROM extents WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
-	G(G_TREE_P_DECREF) = { "release the chunks of a tree's pending extents",
-			       "UPDATE chunks SET refcount = refcount - g.n FROM (SELECT p.hash,"
-			       " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN pending p"
-			       " ON p.ino = t.ino GROUP BY p.hash) AS g WHERE chunks.hash = g.hash" },
 	G(G_TREE_P_DELETE) = { "delete a tree's pending extents",
 			       "DELETE FROM pending WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
 	G(G_TREE_INODES_DELETE) = { "delete a tree's inodes",
@@ -147,10 +140,6 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			       "INSERT INTO dirents(parent, name, ino) SELECT p.copy, d.name, c.copy"
 			       " FROM temp.gen_tree p CROSS JOIN dirents d ON d.parent = p.ino"
 			       " CROSS JOIN temp.gen_tree c ON c.ino = d.ino ORDER BY d.id" },
-	G(G_CLONE_INCREF) = { "reference the chunks of a tree's copied extents",
-			      "UPDATE chunks SET refcount = refcount + g.n FROM (SELECT e.hash,"
-			      " COUNT(*) AS n FROM temp.gen_tree t CROSS JOIN extents e"
-			      " ON e.ino = t.ino GROUP BY e.hash) AS g WHERE chunks.hash = g.hash" },
 	G(G_CLONE_EXTENTS) = { "copy a tree's extents",
 			       "INSERT INTO extents(ino, off, len, hash, chunk_off) SELECT t.copy,"
 			       " e.off, e.len, e.hash, e.chunk_off FROM temp.gen_tree t"
@@ -408,7 +397,7 @@ static int gen_tree_steps(struct cat *cat, const enum cat_sid *steps, size_t n)
  * written to one), releasing its chunk counts. */
 static int gen_backup_drop(struct cat *cat, struct cat_gen *g)
 {
-	static const enum cat_sid steps[] = { G_TREE_X_DECREF, G_TREE_X_DELETE, G_TREE_P_DECREF,
+	static const enum cat_sid steps[] = { R_X_TREE_DROP, G_TREE_X_DELETE, R_P_TREE_DROP,
 					      G_TREE_P_DELETE, G_TREE_DIRENTS_DELETE,
 					      G_TREE_INODES_DELETE };
 	if (g->backup_root == 0)
@@ -424,7 +413,7 @@ static int gen_backup_drop(struct cat *cat, struct cat_gen *g)
 /* Copies g's committed tree as its backup (see the top of the file). */
 static int gen_backup_make(struct cat *cat, struct cat_gen *g)
 {
-	static const enum cat_sid steps[] = { G_CLONE_INODES, G_CLONE_DIRENTS, G_CLONE_INCREF,
+	static const enum cat_sid steps[] = { G_CLONE_INODES, G_CLONE_DIRENTS, R_X_TREE_TAKE,
 					      G_CLONE_EXTENTS };
 	uint64_t last = 0, copy = 0;
 	assert(g->backup_root == 0 && g->root != 0);
@@ -484,6 +473,8 @@ static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
 static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
 {
 	struct cat_inode backup;
+	/* only a new version (OPEN, its tree just removed) goes back to its backup */
+	assert(g->state == GEN_OPEN);
 	assert(g->root == 0 && g->backup_root != 0 && g->version > 1);
 	int rc = cat_inode_get(cat, g->backup_root, &backup);
 	if (rc == 0)
@@ -503,6 +494,8 @@ static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
  * DELETED, backup dropped, the tree left to the caller. */
 static int gen_end_in_place(struct cat *cat, struct cat_gen *g, const char *rule, int64_t now)
 {
+	/* callers found it live (GEN_LIVE, or the states gen_delete_txn accepts) */
+	assert(g->state == GEN_OPEN || g->state == GEN_COMMITTED || g->state == GEN_HELD);
 	int rc = gen_backup_drop(cat, g);
 	if (rc == 0) {
 		g->state = GEN_DELETED;
@@ -543,6 +536,7 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 		rc = gen_backup_restore(cat, g, now);
 		gen_set_rule(g, rule, "-restored");
 	} else if (rc == 0) {
+		assert(g->state == GEN_OPEN && g->root == 0); /* gen_want, gen_tree_remove */
 		g->state = GEN_ABORTED;
 		g->held[0] = '\0';
 		g->ended_ns = now;
@@ -588,6 +582,8 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	if (rc == 0)
 		rc = gen_backup_drop(cat, &g);
 	if (rc == 0) {
+		/* OPEN, or HELD promoted; no backup left to restore (G3) */
+		assert((g.state == GEN_OPEN || g.state == GEN_HELD) && g.backup_root == 0);
 		g.state = GEN_COMMITTED;
 		g.held[0] = '\0';
 		g.committed_ns = cat_now_ns();
@@ -616,6 +612,7 @@ static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const ch
 			gen_set_rule(g, rule, "-restored");
 		*rolled_back = rc == 0;
 	} else if (rc == 0) {
+		assert(g->state == GEN_OPEN && g->backup_root == 0); /* a first version */
 		g->state = GEN_HELD;
 		snprintf(g->held, sizeof(g->held), "%s", reason[0] ? reason : "not proven complete");
 		gen_set_rule(g, rule, "");
@@ -634,6 +631,8 @@ static int gen_reopen_txn(struct cat *cat, uint64_t id)
 	if (rc == 0)
 		rc = gen_backup_make(cat, &g);
 	if (rc == 0) {
+		/* COMMITTED or HELD, its committed tree now copied as the backup (G3) */
+		assert((g.state == GEN_COMMITTED || g.state == GEN_HELD) && g.backup_root != 0);
 		g.state = GEN_OPEN;
 		g.version++;
 		rc = gen_put(cat, &g);
@@ -794,8 +793,9 @@ static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g);
 
 /* files and logical_bytes of g's live tree (an index range), and with
  * exclusive, exclusive_bytes of all it owns (backup included: deleting g
- * would free it too), about 3 µs per extent: every chunk g names is looked
- * up. Ended generations own nothing (G2). */
+ * would free it too), which costs a chunk lookup per extent of g (the
+ * dearest size by far; figures in docs/BENCH.md). Ended generations own
+ * nothing (G2). */
 static int gen_stats(struct cat *cat, struct cat_gen *g, bool exclusive)
 {
 	sqlite3_stmt *st;
@@ -892,8 +892,8 @@ int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct ca
 }
 
 /* Rows in one read; then each live generation's row again with its sizes,
- * one generation per lock hold: sizes cost about 2 µs per extent, and a list
- * of hundreds of large generations must not stall every other call for
+ * one generation per lock hold: sizing looks up every extent's chunk, and a
+ * list of hundreds of large generations must not stall every other call for
  * seconds. Each entry is consistent in itself, as of when it was sized. */
 static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, cat_gen_fn fn,
 		    void *arg)

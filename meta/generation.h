@@ -1,4 +1,6 @@
 /* generation — checkpoint generations in the catalog (schema version 2).
+ * Every call here is an [engine] call of catalog.h's contract: one
+ * transaction each, with the namespace rows it touches.
  *
  * A generation is a directory or a single file whose name carries a step
  * (step-100, checkpoint-500, iter_0000100, epoch=1-step=30.ckpt…), created or
@@ -133,8 +135,8 @@ typedef int (*cat_gen_fn)(void *arg, const struct cat_gen *gen);
 int cat_gen_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 
 /* cat_gen_get and cat_gen_list with exclusive_bytes left 0: files and
- * logical_bytes are an index range, exclusive_bytes costs ~3 µs per extent
- * of the generation (every chunk it names is looked up) under the catalog
+ * logical_bytes are an index range, exclusive_bytes costs a chunk lookup
+ * per extent of the generation (every chunk it names) under the catalog
  * lock. For hot paths (FUSE callbacks, keep-k after each commit). */
 int cat_gen_get_brief(struct cat *cat, uint64_t id, struct cat_gen *out);
 int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);

@@ -36,7 +36,8 @@
  *     subdirectories, another inode its number of entries); only directories
  *     that existed before the apply get +1 per new subdirectory.
  *  3. A chunk's refcount rises by exactly the extents the manifest inserts
- *     that name it (catalog invariant 1). */
+ *     that name it (catalog invariant 1): its chunk row takes that many
+ *     references, with catalog_refs.c's statement (cat_refs_manifest_sql). */
 #define _GNU_SOURCE
 #include "manifest.h"
 #include "catalog_internal.h"
@@ -1260,10 +1261,6 @@ enum mf_stmt {
 	A_GEN_INSERT, A_CHUNK_UPSERT, A_EXTENT_INSERT, A_COUNT
 };
 
-/* Existing objects keep their fields; a row at refcount 0 may have lost its
- * object already (catalog.c), so it takes the manifest's. */
-#define MF_CHUNK_KEEP "(stored_len IS NOT NULL AND refcount > 0)"
-
 static const char *const mf_apply_sql[A_COUNT] = {
 	[A_LOOKUP] = "SELECT d.ino, i.mode, i.gen FROM dirents d JOIN inodes i ON i.ino = d.ino"
 		     " WHERE d.parent = ?1 AND d.name = ?2",
@@ -1278,12 +1275,7 @@ static const char *const mf_apply_sql[A_COUNT] = {
 	[A_GEN_INSERT] = "INSERT INTO generations(id, series, root, name, step, state, version,"
 			 " pinned, created_ns, committed_ns, ended_ns, rule, backup_root)"
 			 " VALUES(?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, 0, ?10, 0)",
-	[A_CHUNK_UPSERT] = "INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount)"
-			   " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(hash) DO UPDATE SET"
-			   " codec = CASE WHEN " MF_CHUNK_KEEP " THEN codec ELSE excluded.codec END,"
-			   " stored_len = CASE WHEN " MF_CHUNK_KEEP " THEN stored_len"
-			   " ELSE excluded.stored_len END, refcount = refcount + excluded.refcount"
-			   " RETURNING plain_len",
+	[A_CHUNK_UPSERT] = NULL, /* cat_refs_manifest_sql: it takes references */
 	[A_EXTENT_INSERT] = "INSERT INTO extents(ino, off, len, hash, chunk_off)"
 			    " VALUES(?1, ?2, ?3, ?4, ?5)",
 };
@@ -1294,13 +1286,6 @@ static const char mf_gen_insert_v3[] =
 	"INSERT INTO generations(id, series, root, name, step, state, version, pinned,"
 	" created_ns, committed_ns, ended_ns, rule, backup_root, durable_version)"
 	" VALUES(?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, 0, ?10, 0, ?6)";
-static const char mf_chunk_upsert_v3[] =
-	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
-	" VALUES(?1, ?2, ?3, ?4, ?5, 0, 1) ON CONFLICT(hash) DO UPDATE SET"
-	" codec = CASE WHEN " MF_CHUNK_KEEP " THEN codec ELSE excluded.codec END,"
-	" stored_len = CASE WHEN " MF_CHUNK_KEEP " THEN stored_len ELSE excluded.stored_len END,"
-	" cached = CASE WHEN " MF_CHUNK_KEEP " THEN cached ELSE 0 END, uploaded = 1,"
-	" refcount = refcount + excluded.refcount RETURNING plain_len";
 
 struct mf_apply {
 	struct cat *cat;
@@ -1323,7 +1308,7 @@ static int mf_step(struct mf_apply *a, enum mf_stmt id, bool row_wanted)
 		return 0;
 	}
 	mf_err(a->err, a->errsz, "catalog: %s", sqlite3_errmsg(a->cat->db));
-	int rc = mf_sql_fail(a->cat, mf_apply_sql[id] ? "apply a manifest" : "?", a->st[id], src);
+	int rc = mf_sql_fail(a->cat, "apply a manifest", a->st[id], src);
 	sqlite3_reset(a->st[id]);
 	return rc;
 }
@@ -1649,8 +1634,8 @@ int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, 
 		const char *sql = mf_apply_sql[i];
 		if (v3 && i == A_GEN_INSERT)
 			sql = mf_gen_insert_v3;
-		if (v3 && i == A_CHUNK_UPSERT)
-			sql = mf_chunk_upsert_v3;
+		if (i == A_CHUNK_UPSERT)
+			sql = cat_refs_manifest_sql(cat->schema_version);
 		rc = mf_prepare(cat, "prepare a manifest statement", sql, &a.st[i]);
 	}
 	if (rc == 0)

@@ -1,6 +1,8 @@
 /* manifest — the catalog's state written as immutable text files on BACKING,
  * so that chunk objects + manifests are enough to rebuild a catalog (DESIGN
- * invariant 5). The format is in docs/FORMAT.md ("Manifests").
+ * invariant 5). The format is in docs/FORMAT.md ("Manifests") and belongs to
+ * no engine; building and applying read and write the SQLite engine's tables
+ * ([SQLite] in catalog.h's contract).
  *
  * Two kinds:
  *  - a generation manifest: one COMMITTED generation at one version — its row

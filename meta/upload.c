@@ -20,7 +20,7 @@
 const char cat_up_temp_sql[] =
 	"CREATE TEMP TABLE IF NOT EXISTS evict_keep(hash BLOB PRIMARY KEY) WITHOUT ROWID;";
 
-const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST] = {
+const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_ENQ_CHUNK) = { "queue a chunk upload",
 			   "INSERT INTO uploads(kind, hash, enqueued_ns) VALUES(1, ?1, ?2)" },
 	U(U_ENQ_GEN) = { "queue a manifest",
@@ -106,20 +106,27 @@ const struct cat_sql cat_up_sql[S_COUNT - S_UP_FIRST] = {
 
 /* ---- hooks for catalog.c and generation.c (inside their transactions) ---- */
 
+/* Each hook runs in the transaction of the change it queues work for, so the
+ * row and the change commit together (U1–U4). */
+
 int cat_up_chunk_stored_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
+	assert(cat->in_txn);
 	int rc = cat_bind(cat, U_ENQ_CHUNK, A_HASH(hash), A_INT(cat_now_ns()));
 	return rc == 0 ? cat_run(cat, U_ENQ_CHUNK) : rc;
 }
 
 int cat_up_chunk_gone_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
+	assert(cat->in_txn);
 	int rc = cat_bind(cat, U_ENQ_CHUNK_DELETE, A_HASH(hash), A_INT(cat_now_ns()));
 	return rc == 0 ? cat_run(cat, U_ENQ_CHUNK_DELETE) : rc;
 }
 
 static int up_enqueue_gen(struct cat *cat, int kind, uint64_t gen, uint32_t version)
 {
+	assert(cat->in_txn);
+	assert(kind == UP_GEN_MANIFEST || kind == UP_DELETE_GEN_MANIFEST);
 	int rc = cat_bind(cat, U_ENQ_GEN, A_INT(kind), A_INT(gen), A_INT(version),
 			  A_INT(cat_now_ns()));
 	return rc == 0 ? cat_run(cat, U_ENQ_GEN) : rc;
@@ -239,6 +246,8 @@ int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, b
 
 static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 {
+	assert(cat->in_txn);
+	assert(u->seq != 0); /* a row cat_upload_list gave (AUTOINCREMENT starts at 1) */
 	int rc = cat_bind(cat, U_ROW_DELETE, A_INT(u->seq));
 	if (rc == 0)
 		rc = cat_run(cat, U_ROW_DELETE);

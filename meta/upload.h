@@ -1,6 +1,7 @@
 /* upload — the catalog side of the write-back cache (schema version 3): where
  * each chunk's object is, the queue of work for BACKING, and which generation
- * versions are durable.
+ * versions are durable. The [node] part of catalog.h's contract: a node's
+ * own state, local to it whatever engine holds the namespace.
  *
  * A chunk object is in the local cache (chunks.cached), on BACKING
  * (chunks.uploaded), or both. The queue (table uploads) is served oldest

@@ -981,6 +981,114 @@ Test(catalog, pending_from_committed_copies_and_counts, .init = setup, .fini = t
 	check_invariants();
 }
 
+/* ---- reference counts: catalog_refs.c's statements, one path at a time ---- */
+
+/* The catalog's own check of invariant 1 (and 2, 3) after one step, naming it:
+ * a count that drifted from its rows fails the step that moved it. */
+static void counts_hold(const char *after)
+{
+	int rc = cat_check(fx.cat);
+	cr_assert_eq(rc, 0, "cat_check after %s returned %d", after, rc);
+}
+#define STEP(expr)                  \
+	do {                        \
+		OK(expr);           \
+		counts_hold(#expr); \
+	} while (0)
+
+/* Every call that moves counts, each followed by cat_check, with the counts
+ * it must leave: a write (pending add, commit), an overwrite, a writer's
+ * start, cut and drop, truncation, unlink and release, batched release and
+ * drop of data, and the recovery at open. */
+Test(catalog, every_path_that_moves_counts_keeps_them_equal_to_rows, .init = setup,
+     .fini = teardown)
+{
+	uint64_t ino, inos[2];
+	uint64_t f = mkfile(ROOT, "f");
+	/* write: one reference per pending row (R_TAKE_ONE), chunk 1 twice */
+	add_chunk(f, 0, 100, 1);
+	add_chunk(f, 100, 100, 2);
+	add_chunk(f, 200, 100, 1);
+	counts_hold("pending adds");
+	cr_assert_eq(refcount(1), 2);
+	STEP(cat_file_commit(fx.cat, f, 300, ts_now_ns(), false)); /* R_P_NOT_X_TAKE */
+	cr_assert_eq(refcount(1), 4);
+	cr_assert_eq(refcount(2), 2);
+	/* overwrite: the writer cuts at 100 (R_P_FROM_DROP) and appends chunk 3 */
+	STEP(cat_pending_truncate(fx.cat, f, 100));
+	cr_assert_eq(refcount(1), 3);
+	cr_assert_eq(refcount(2), 1);
+	add_chunk(f, 100, 50, 3);
+	counts_hold("a pending add after a cut");
+	STEP(cat_file_commit(fx.cat, f, 150, ts_now_ns(), true)); /* R_X_NOT_P_DROP, durable */
+	cr_assert_eq(refcount(1), 2);
+	cr_assert_eq(refcount(2), -1, "no row names it: reclaimed");
+	cr_assert_eq(refcount(3), 2);
+	STEP(cat_pending_drop(fx.cat, f));
+	cr_assert_eq(refcount(1), 1);
+	/* a writer's start over a stale pending list (R_P_NOT_X_DROP, R_X_NOT_P_TAKE) */
+	add_ext(f, 0, 10, 4, 0, 10, false);
+	STEP(cat_pending_from_committed(fx.cat, f));
+	cr_assert_eq(refcount(4), -1);
+	cr_assert_eq(refcount(1), 2);
+	cr_assert_eq(refcount(3), 2);
+	STEP(cat_pending_drop(fx.cat, f));
+	/* truncation with no writer (R_X_FROM_DROP): shortened, then dropped */
+	STEP(cat_file_truncate(fx.cat, f, 120));
+	cr_assert_eq(refcount(3), 1);
+	STEP(cat_file_truncate(fx.cat, f, 100));
+	cr_assert_eq(refcount(3), -1);
+	cr_assert_eq(refcount(1), 1);
+
+	/* unlink keeps the counts until the release (R_X_FROM_DROP, R_P_FROM_DROP) */
+	uint64_t g = mkfile(ROOT, "g");
+	add_chunk(g, 0, 100, 1);
+	add_chunk(g, 100, 100, 5);
+	STEP(cat_file_commit(fx.cat, g, 200, ts_now_ns(), false));
+	struct cat_inode in;
+	STEP(cat_link(fx.cat, g, ROOT, "g2", &in));
+	STEP(cat_unlink(fx.cat, ROOT, "g", &ino));
+	STEP(cat_inode_release(fx.cat, g)); /* still linked: a no-op */
+	STEP(cat_unlink(fx.cat, ROOT, "g2", &ino));
+	cr_assert_eq(refcount(5), 2, "pending + committed, until the release");
+	STEP(cat_inode_release(fx.cat, g));
+	cr_assert_eq(refcount(5), -1);
+	cr_assert_eq(refcount(1), 1);
+
+	/* batched release (R_X_RELEASED_DROP, R_P_RELEASED_DROP) and drop of
+	 * data, which keeps the writer's pending rows */
+	inos[0] = mkfile(ROOT, "h0");
+	inos[1] = mkfile(ROOT, "h1");
+	for (int i = 0; i < 2; i++) {
+		add_chunk(inos[i], 0, 100, 6);
+		add_chunk(inos[i], 100, 100, 1);
+		STEP(cat_file_commit(fx.cat, inos[i], 200, ts_now_ns(), false));
+	}
+	STEP(cat_pending_drop(fx.cat, inos[1]));
+	STEP(cat_unlink(fx.cat, ROOT, "h0", &ino));
+	STEP(cat_unlink(fx.cat, ROOT, "h1", &ino));
+	cr_assert_eq(refcount(6), 3);
+	STEP(cat_inodes_drop_data(fx.cat, inos, 2));
+	cr_assert_eq(refcount(6), 1, "h0's pending row is left");
+	STEP(cat_inodes_release(fx.cat, inos, 2));
+	cr_assert_eq(refcount(6), -1);
+	cr_assert_eq(refcount(1), 1);
+
+	/* recovery at open (R_P_ALL_DROP, R_X_UNLINKED_DROP) */
+	uint64_t k = mkfile(ROOT, "k");
+	add_chunk(k, 0, 100, 7);
+	STEP(cat_file_commit(fx.cat, k, 100, ts_now_ns(), false));
+	add_chunk(k, 100, 100, 8);
+	add_chunk(f, 100, 100, 8);
+	STEP(cat_unlink(fx.cat, ROOT, "k", &ino));
+	reopen();
+	counts_hold("the recovery at open");
+	cr_assert_eq(refcount(7), -1);
+	cr_assert_eq(refcount(8), -1);
+	cr_assert_eq(refcount(1), 1);
+	check_invariants();
+}
+
 /* ---- recovery and files that are not catalogs ---- */
 
 Test(catalog, reopen_drops_pending_and_unlinked_inodes, .init = setup, .fini = teardown)

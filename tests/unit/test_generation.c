@@ -1414,6 +1414,140 @@ Test(gen, a_file_is_a_generation_too, .init = setup, .fini = teardown)
 	check_invariants();
 }
 
+/* ---- reference counts through every generation path ---- */
+
+/* cat_check after one step (catalog invariant 1 among the rest), naming it. */
+static void counts_hold(const char *after)
+{
+	int rc = cat_check(fx.cat);
+	cr_assert_eq(rc, 0, "cat_check after %s returned %d", after, rc);
+}
+#define STEP(expr)                  \
+	do {                        \
+		OK(expr);           \
+		counts_hold(#expr); \
+	} while (0)
+
+/* A writer's pending row of chunk seed at off, never committed. */
+static void add_pending(uint64_t ino, uint64_t off, int seed)
+{
+	struct cat_extent e = { .off = off, .len = 100, .chunk_len = 100 };
+	bool must = false;
+	ts_hash(e.hash, HASH_FILL, seed);
+	OK(cat_pending_add(fx.cat, ino, &e, &must));
+	if (must)
+		OK(cat_chunk_stored(fx.cat, e.hash, 1, 51));
+	counts_hold("a pending add");
+}
+
+/* Releases what an abort, hold or delete unlinked (as the daemon does for
+ * inodes the kernel does not hold), then empties the list. */
+static void release(struct inos *l)
+{
+	STEP(cat_inodes_release(fx.cat, l->ino, (size_t)l->n));
+	l->n = 0;
+}
+
+/* Commit, reopen (the backup copy takes references), commit and abort of a
+ * new version (the backup dropped, or restored), hold and its rollback,
+ * expire, delete with a backup and with a writer's pending rows, and the
+ * crash recovery at open: each followed by cat_check, with the counts. */
+Test(gen, every_generation_path_keeps_refcounts_equal_to_rows, .init = setup, .fini = teardown)
+{
+	static struct inos removed;
+	memset(&removed, 0, sizeof(removed));
+	bool held = false;
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t r1, r2, r3;
+	uint64_t id1 = mkgen(series, "step-1", 1, true, &r1);
+	uint64_t a = mkfile(r1, "a.pt");
+	write_chunks(a, 1, 3, 100);
+	counts_hold("a write inside an OPEN generation");
+	STEP(cat_gen_commit(fx.cat, id1, "trainer"));
+	cr_assert_eq(refcount(1), 1);
+
+	/* reopen: the backup's extents take references (R_X_TREE_TAKE) */
+	STEP(cat_gen_reopen(fx.cat, id1));
+	cr_assert_eq(refcount(1), 2);
+	write_chunks(a, 4, 1, 100);
+	counts_hold("a rewrite of the new version");
+	add_pending(a, 100, 5);
+	/* abort: the live tree is unlinked (its rows go at the release), the backup linked back */
+	STEP(cat_gen_abort(fx.cat, id1, "crash", record_ino, &removed));
+	cr_assert_eq(refcount(5), 1, "until the release");
+	release(&removed);
+	cr_assert_eq(refcount(5), -1);
+	cr_assert_eq(refcount(4), -1);
+	cr_assert_eq(refcount(1), 1);
+	a = lookup(lookup(series, "step-1"), "a.pt");
+
+	/* reopen then commit: the backup is dropped (R_X_TREE_DROP, R_P_TREE_DROP) */
+	STEP(cat_gen_reopen(fx.cat, id1));
+	write_chunks(a, 6, 2, 100);
+	counts_hold("a rewrite of the new version");
+	/* no writer reaches a backup's numbers; its pending rows are dropped all the same */
+	add_pending(lookup(gen_get(id1).backup_root, "a.pt"), 300, 17);
+	STEP(cat_gen_commit(fx.cat, id1, "trainer"));
+	cr_assert_eq(refcount(2), -1, "only the backup named it");
+	cr_assert_eq(refcount(17), -1);
+	cr_assert_eq(refcount(6), 1);
+
+	/* hold, promote; a new version held is rolled back to its backup */
+	uint64_t id2 = mkgen(series, "step-2", 2, true, &r2);
+	uint64_t b = mkfile(r2, "b.pt");
+	write_chunks(b, 6, 2, 100);
+	STEP(cat_gen_hold(fx.cat, id2, "unmount", "test", NULL, NULL, &held));
+	cr_assert(held);
+	STEP(cat_gen_commit(fx.cat, id2, "proven"));
+	STEP(cat_gen_reopen(fx.cat, id2));
+	cr_assert_eq(refcount(7), 3, "step-1, step-2 and its backup");
+	write_chunks(b, 8, 1, 100);
+	STEP(cat_gen_hold(fx.cat, id2, "unmount", "test", record_ino, &removed, &held));
+	cr_assert(!held, "rolled back");
+	release(&removed);
+	cr_assert_eq(refcount(8), -1);
+	cr_assert_eq(refcount(7), 2);
+
+	/* expire (keep-latest-k) */
+	STEP(cat_gen_expire(fx.cat, id2, "keep", record_ino, &removed));
+	release(&removed);
+	cr_assert_eq(refcount(7), 1);
+
+	/* delete of a new version (its backup too), and of an OPEN one with a writer */
+	STEP(cat_gen_reopen(fx.cat, id1));
+	STEP(cat_gen_delete(fx.cat, id1, "trainer", record_ino, &removed));
+	release(&removed);
+	cr_assert_eq(refcount(6), -1);
+	cr_assert_eq(refcount(7), -1);
+	uint64_t id3 = mkgen(series, "step-3", 3, true, &r3);
+	uint64_t c = mkfile(r3, "c.pt");
+	write_chunks(c, 9, 2, 100);
+	add_pending(c, 200, 11);
+	STEP(cat_gen_delete(fx.cat, id3, "trainer", record_ino, &removed));
+	release(&removed);
+	cr_assert_eq(refcount(9), -1);
+	cr_assert_eq(refcount(11), -1);
+
+	/* crash recovery (G4): a reopened generation rolls back, an OPEN first
+	 * version is held with its files; every pending row is dropped */
+	uint64_t id4 = mkgen(series, "step-4", 4, true, &r1);
+	write_chunks(mkfile(r1, "d.pt"), 12, 2, 100);
+	STEP(cat_gen_commit(fx.cat, id4, "trainer"));
+	STEP(cat_gen_reopen(fx.cat, id4));
+	write_chunks(lookup(r1, "d.pt"), 14, 1, 100);
+	uint64_t r5;
+	mkgen(series, "step-5", 5, true, &r5);
+	write_chunks(mkfile(r5, "e.pt"), 15, 1, 100);
+	add_pending(lookup(r5, "e.pt"), 100, 16);
+	reopen_catalog();
+	counts_hold("the crash recovery at open");
+	cr_assert_eq(refcount(12), 1);
+	cr_assert_eq(refcount(14), -1);
+	cr_assert_eq(refcount(15), 1, "held, kept");
+	cr_assert_eq(refcount(16), -1);
+	check_invariants();
+}
+
 /* ---- checks ---- */
 
 Test(gen, check_reports_broken_generations, .init = setup, .fini = teardown)

@@ -566,6 +566,99 @@ Test(manifest, refcounts_add_up_over_shared_chunks, .init = setup, .fini = teard
 	cr_assert_eq(a.referenced_bytes, b.referenced_bytes);
 }
 
+struct dst_count {
+	uint8_t hash[CAT_HASH_LEN];
+	int64_t refcount; /* -1 if there is no row */
+};
+
+static int dst_count_fn(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+			uint8_t codec, int64_t stored_len, uint64_t refcount)
+{
+	struct dst_count *c = arg;
+	if (memcmp(hash, c->hash, CAT_HASH_LEN) == 0)
+		c->refcount = (int64_t)refcount;
+	return 0;
+}
+
+/* The count of chunk seed in the destination catalog. */
+static int64_t dst_refcount(int seed)
+{
+	struct dst_count c = { .refcount = -1 };
+	ts_hash(c.hash, HASH_FILL, seed);
+	OK(cat_chunks(fx.dst, dst_count_fn, &c));
+	return c.refcount;
+}
+
+static void dst_counts_hold(const char *after)
+{
+	int rc = cat_check(fx.dst);
+	cr_assert_eq(rc, 0, "cat_check of the destination after %s returned %d", after, rc);
+}
+
+/* Applying onto chunk rows the catalog has already (the manifest's count is
+ * added to theirs: catalog_refs.c's upsert), a rejected apply (no count
+ * moves), and the applied tree deleted again: cat_check after each. */
+Test(manifest, apply_adds_to_existing_counts_and_a_rejected_one_moves_none, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.src, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t id = ts_mkgen(fx.src, series, "step-1", 1, true, &root);
+	write_extents(ts_mk(fx.src, root, "a", S_IFREG | 0644, NULL), 600, 4, 0, 64, 64, 256);
+	write_extents(ts_mk(fx.src, root, "b", S_IFREG | 0644, NULL), 601, 2, 0, 64, 64, 128);
+	OK(cat_gen_commit(fx.src, id, "trainer"));
+
+	/* the destination names chunks 600 and 601 already (plain length 128) */
+	uint64_t mine = ts_mk(fx.dst, ROOT, "mine", S_IFREG | 0644, NULL);
+	ts_write_chunks(fx.dst, mine, HASH_FILL, 600, 2, 128, NULL, NULL);
+	dst_counts_hold("a write");
+	cr_assert_eq(dst_refcount(600), 1);
+
+	struct text gen = gen_manifest(id, 1);
+	apply_ok(gen);
+	dst_counts_hold("the apply");
+	cr_assert_eq(dst_refcount(600), 2, "its own and a's");
+	cr_assert_eq(dst_refcount(601), 3, "its own, a's and b's");
+	cr_assert_eq(dst_refcount(602), 2, "a's and b's");
+	cr_assert_eq(dst_refcount(603), 1);
+
+	/* rejected at its last chunk, after the others took their references:
+	 * all rolled back */
+	struct text bad = copy(gen);
+	edit(&bad, "\ngen 1 ", "\ngen 79 ");
+	edit(&bad, " run step-1 ", " run2 step-1 ");
+	char *c = strstr(bad.p, "\nchunk "), *next;
+	while ((next = strstr(c + 1, "\nchunk ")) != NULL)
+		c = next;
+	char hex[65], from[128], to[128];
+	unsigned long long plain;
+	cr_assert_eq(sscanf(c + 1, "chunk %64s %llu", hex, &plain), 2);
+	snprintf(from, sizeof(from), "chunk %s %llu ", hex, plain);
+	snprintf(to, sizeof(to), "chunk %s %llu ", hex, plain * 4);
+	edit(&bad, from, to);
+	expect_rejected(bad, EIO, "a last chunk of another plain length");
+	dst_counts_hold("a rejected apply");
+	cr_assert_eq(dst_refcount(601), 3);
+	free(bad.p);
+	free(gen.p);
+
+	struct text tree = tree_manifest();
+	apply_ok(tree);
+	free(tree.p);
+	dst_counts_hold("the tree manifest");
+
+	struct cat_id_vec removed = { 0 };
+	OK(cat_gen_delete(fx.dst, id, "keep", cat_id_vec_add_ino, &removed));
+	dst_counts_hold("the delete");
+	cr_assert_eq(dst_refcount(603), 1, "until the release");
+	OK(cat_inodes_release(fx.dst, removed.v, removed.n));
+	dst_counts_hold("the release");
+	cr_assert_eq(dst_refcount(603), -1);
+	cr_assert_eq(dst_refcount(600), 1, "its own again");
+	cr_assert_eq(dst_refcount(601), 1);
+	cat_id_vec_free(&removed);
+}
+
 Test(manifest, paths_on_backing, .init = setup, .fini = teardown)
 {
 	char buf[MANIFEST_PATH_MAX];

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct flight_slot {
 	uint8_t key[FLIGHT_KEY_MAX];
@@ -24,8 +25,9 @@ struct flight_slot {
 };
 
 struct flight_table {
-	pthread_mutex_t lock;
-	pthread_cond_t landed; /* a flight landed */
+	pthread_mutex_t own;
+	pthread_mutex_t *lock; /* &own, or the owner's (flight_table_new_locked) */
+	pthread_cond_t landed; /* a flight landed (CLOCK_MONOTONIC, for timed waits) */
 	size_t key_len;
 	unsigned nslots;
 	unsigned next; /* where a free slot is looked for first */
@@ -34,19 +36,30 @@ struct flight_table {
 	struct flight_slot slot[];
 };
 
-int flight_table_new(unsigned slots, size_t key_len, struct flight_table **out)
+int flight_table_new_locked(unsigned slots, size_t key_len, pthread_mutex_t *lock,
+			    struct flight_table **out)
 {
 	if (slots == 0 || key_len == 0 || key_len > FLIGHT_KEY_MAX)
 		return -EINVAL;
 	struct flight_table *t = calloc(1, sizeof(*t) + slots * sizeof(t->slot[0]));
 	if (!t)
 		return -ENOMEM;
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_cond_init(&t->landed, NULL);
+	pthread_mutex_init(&t->own, NULL);
+	t->lock = lock ? lock : &t->own;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->landed, &ca);
+	pthread_condattr_destroy(&ca);
 	t->key_len = key_len;
 	t->nslots = slots;
 	*out = t;
 	return 0;
+}
+
+int flight_table_new(unsigned slots, size_t key_len, struct flight_table **out)
+{
+	return flight_table_new_locked(slots, key_len, NULL, out);
 }
 
 void flight_table_free(struct flight_table *t)
@@ -56,15 +69,15 @@ void flight_table_free(struct flight_table *t)
 	for (unsigned i = 0; i < t->nslots; i++) /* F4: nobody is still in one */
 		assert(!t->slot[i].busy && t->slot[i].refs == 0);
 	pthread_cond_destroy(&t->landed);
-	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->own);
 	free(t);
 }
 
 uint64_t flight_lands(struct flight_table *t)
 {
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(t->lock);
 	uint64_t n = t->lands;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(t->lock);
 	return n;
 }
 
@@ -77,10 +90,9 @@ static struct flight_slot *flight_slot_of(struct flight_table *t, const struct f
 	return s;
 }
 
-enum flight_join flight_join(struct flight_table *t, const void *key, uint64_t since,
-			     struct flight *f)
+enum flight_join flight_join_locked(struct flight_table *t, const void *key, uint64_t since,
+				    struct flight *f)
 {
-	pthread_mutex_lock(&t->lock);
 	int free_slot = -1, found = -1;
 	bool done = false;
 	for (unsigned k = 0; k < t->nslots; k++) {
@@ -121,40 +133,70 @@ enum flight_join flight_join(struct flight_table *t, const void *key, uint64_t s
 			t->next = ((unsigned)free_slot + 1) % t->nslots;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	return how;
+}
+
+enum flight_join flight_join(struct flight_table *t, const void *key, uint64_t since,
+			     struct flight *f)
+{
+	pthread_mutex_lock(t->lock);
+	enum flight_join how = flight_join_locked(t, key, since, f);
+	pthread_mutex_unlock(t->lock);
 	return how;
 }
 
 void flight_hold(struct flight_table *t, const struct flight *f)
 {
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(t->lock);
 	struct flight_slot *s = flight_slot_of(t, f);
 	assert(s->busy); /* only a leader adds to its own flight, while it works */
 	s->refs++;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(t->lock);
+}
+
+void flight_release_locked(struct flight_table *t, const struct flight *f)
+{
+	struct flight_slot *s = flight_slot_of(t, f);
+	assert(s->refs > 0);
+	s->refs--;
 }
 
 void flight_release(struct flight_table *t, const struct flight *f)
 {
-	pthread_mutex_lock(&t->lock);
-	struct flight_slot *s = flight_slot_of(t, f);
-	assert(s->refs > 0);
-	s->refs--;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_lock(t->lock);
+	flight_release_locked(t, f);
+	pthread_mutex_unlock(t->lock);
 }
 
-void flight_land(struct flight_table *t, const struct flight *lead, int rc)
+void flight_land_locked(struct flight_table *t, const struct flight *lead, int rc)
 {
 	if (lead->slot < 0)
 		return; /* F4: a lead without a slot shares nothing */
-	pthread_mutex_lock(&t->lock);
 	struct flight_slot *s = flight_slot_of(t, lead);
 	assert(s->busy); /* F4: one landing per lead */
 	s->busy = false;
 	s->rc = rc;
 	s->landed = rc == 0 ? ++t->lands : 0; /* F3 */
 	pthread_cond_broadcast(&t->landed);
-	pthread_mutex_unlock(&t->lock);
+}
+
+void flight_land(struct flight_table *t, const struct flight *lead, int rc)
+{
+	if (lead->slot < 0)
+		return;
+	pthread_mutex_lock(t->lock);
+	flight_land_locked(t, lead, rc);
+	pthread_mutex_unlock(t->lock);
+}
+
+bool flight_wait_until_locked(struct flight_table *t, const struct flight *f,
+			      const struct timespec *deadline)
+{
+	struct flight_slot *s = flight_slot_of(t, f);
+	while (s->busy)
+		if (pthread_cond_timedwait(&t->landed, t->lock, deadline) == ETIMEDOUT)
+			return !s->busy;
+	return true;
 }
 
 int flight_reap(struct flight_table *t, struct flight *refs, size_t *n, bool wait)
@@ -163,11 +205,11 @@ int flight_reap(struct flight_table *t, struct flight *refs, size_t *n, bool wai
 		return 0;
 	int rc = 0;
 	size_t kept = 0;
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(t->lock);
 	for (size_t i = 0; i < *n; i++) {
 		struct flight_slot *s = flight_slot_of(t, &refs[i]);
 		while (wait && s->busy)
-			pthread_cond_wait(&t->landed, &t->lock);
+			pthread_cond_wait(&t->landed, t->lock);
 		if (s->busy) {
 			refs[kept++] = refs[i];
 			continue;
@@ -178,7 +220,7 @@ int flight_reap(struct flight_table *t, struct flight *refs, size_t *n, bool wai
 		s->refs--;
 	}
 	*n = kept;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(t->lock);
 	return rc;
 }
 
@@ -186,11 +228,11 @@ void flight_wait(struct flight_table *t, const struct flight *refs, size_t n)
 {
 	if (n == 0)
 		return;
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(t->lock);
 	for (size_t i = 0; i < n; i++)
 		while (flight_slot_of(t, &refs[i])->busy)
-			pthread_cond_wait(&t->landed, &t->lock);
-	pthread_mutex_unlock(&t->lock);
+			pthread_cond_wait(&t->landed, t->lock);
+	pthread_mutex_unlock(t->lock);
 }
 
 int flight_do(struct flight_table *t, const void *key, int (*work)(void *arg), void *arg)
@@ -213,12 +255,12 @@ int flight_do(struct flight_table *t, const void *key, int (*work)(void *arg), v
 int flight_followers(struct flight_table *t, const void *key)
 {
 	int refs = 0;
-	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(t->lock);
 	for (unsigned i = 0; i < t->nslots; i++) {
 		const struct flight_slot *s = &t->slot[i];
 		if (s->busy && memcmp(s->key, key, t->key_len) == 0)
 			refs = s->refs;
 	}
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(t->lock);
 	return refs;
 }

@@ -23,13 +23,18 @@
  *      or flight_release. A lead without a free slot (slot -1) shares
  *      nothing: its caller just works.
  *
- * Thread-safe: one mutex per table, held for a scan of the slots only. */
+ * Thread-safe: one mutex per table, held for a scan of the slots only; or
+ * the owner's mutex (flight_table_new_locked), for an owner that keeps its
+ * own state under a lock already: it calls the _locked functions with that
+ * lock held, and a flight costs it no second lock. */
 #ifndef CKPTFS_FLIGHT_H
 #define CKPTFS_FLIGHT_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #define FLIGHT_KEY_MAX 32
 
@@ -50,6 +55,10 @@ enum flight_join {
 /* slots: flights (busy or remembered) at once; key_len <= FLIGHT_KEY_MAX. */
 int flight_table_new(unsigned slots, size_t key_len, struct flight_table **out);
 void flight_table_free(struct flight_table *t); /* NULL is allowed */
+/* A table under the owner's lock: the _locked functions below are called
+ * with it held; the others take it themselves. */
+int flight_table_new_locked(unsigned slots, size_t key_len, pthread_mutex_t *lock,
+			    struct flight_table **out);
 
 /* Landings with 0 so far: the `since` of a join (F3). */
 uint64_t flight_lands(struct flight_table *t);
@@ -84,5 +93,15 @@ int flight_do(struct flight_table *t, const void *key, int (*work)(void *arg), v
 
 /* References held now on the busy flight of key (0: none busy). */
 int flight_followers(struct flight_table *t, const void *key);
+
+/* The same, with the table's lock held. */
+enum flight_join flight_join_locked(struct flight_table *t, const void *key, uint64_t since,
+				    struct flight *f);
+void flight_land_locked(struct flight_table *t, const struct flight *lead, int rc);
+void flight_release_locked(struct flight_table *t, const struct flight *f);
+/* Waits (the lock released meanwhile) until f's flight landed or the
+ * CLOCK_MONOTONIC deadline passed; true if it landed. Keeps the reference. */
+bool flight_wait_until_locked(struct flight_table *t, const struct flight *f,
+			      const struct timespec *deadline);
 
 #endif

@@ -2,10 +2,9 @@
  *
  * Why flights (P1): cat_pending_add tells every writer whose reference comes
  * before the object is recorded (cat_chunk_stored) to store it. Replicas
- * written at once reach a chunk within a millisecond of each other, and
- * each rename of one copy over another made the kernel free (and discard)
- * the replaced copy under the filesystem's rename lock, stalling every
- * store. A second writer of a chunk in flight keeps an await on it instead
+ * written at once reach a chunk at about the same time, and each rename of
+ * one copy over another makes the kernel free (and discard) the replaced
+ * copy under the filesystem's rename lock, stalling every store. A second writer of a chunk in flight keeps an await on it instead
  * and goes on; its pending extent names a chunk not yet recorded as stored,
  * so it collects its awaits before anything reads or commits its pending
  * chunks. Without a free flight slot (or await), a writer just stores.

@@ -23,7 +23,7 @@
 #include <time.h>
 
 #define RECENT_SLOTS 64
-#define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* the daemon stays < 256 MiB */
+#define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* bounds the daemon's memory (docs/BENCH.md) */
 #define RECENT_WAIT_MS 200 /* R2: how long a writer waits for another's hash */
 #define RECENT_SPARES 4    /* copy buffers kept for reuse (no mmap and fault per chunk) */
 #define RECENT_ROUND ((size_t)512 << 10)
@@ -124,8 +124,8 @@ static uint64_t recent_fingerprint(const uint8_t *data, size_t len)
 
 /* Copy buffers are their own mappings: page-aligned (recent_pred's image),
  * and unmapped when dropped. MiB-sized aligned_alloc'd blocks freed by other
- * threads than allocated them piled up in glibc's per-thread arenas (a
- * daemon of 308 MiB after a 4 GiB unique write, 138 MiB before). */
+ * threads than allocated them piled up in glibc's per-thread arenas
+ * (docs/BENCH.md, "Figures moved from code comments"). */
 static uint8_t *recent_buf_alloc(size_t cap)
 {
 	void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -5,7 +5,7 @@
  * the same bytes, and every chunk would be hashed 8 times. The writers ask
  * here first. A chunk equal byte for byte to one hashed recently gets that
  * hash, which is exactly its SHA-256: nothing is trusted that was not
- * compared in full. A memcmp costs a tenth of a SHA-256 pass.
+ * compared in full, and a memcmp is much cheaper than a SHA-256 pass.
  *
  * Invariants:
  *  R1. An entry holds a private copy of the bytes it was hashed from and

@@ -23,8 +23,8 @@
  *  P4. A failed put is the result of every await on it: the writers that
  *      share the chunk fail, and the next writer of the hash stores it
  *      again (F3).
- *  P5. At most CHUNKPUT_AWAITS awaits per writer: one more first reaps the
- *      oldest, waiting.
+ *  P5. At most CHUNKPUT_AWAITS awaits per writer: a writer that holds them
+ *      all collects them (waiting) before it takes another.
  *
  * Thread-safe; an awaits set belongs to one writer (under its node's lock). */
 #ifndef CKPTFS_CHUNKPUT_H
@@ -99,8 +99,8 @@ struct chunkput_awaits {
 	size_t n;
 };
 
-/* storeq may be NULL (every chunk is stored by its writer); it stays the
- * caller's, stopped through chunkput_stop_queue. */
+/* storeq may be NULL (every chunk is stored by its writer). The caller
+ * started it; chunkput_stop_queue stops it (chunkput_free does not). */
 int chunkput_new(const struct chunkput_config *cfg, struct cat *cat, struct store *store,
 		 struct storeq *storeq, struct recent *recent, const struct chunkput_cache *cache,
 		 const struct chunkput_kick *kick, const struct chunkput_reader *reader,

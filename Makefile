@@ -61,6 +61,7 @@ UNIT_DAEMON_SRC += fs/reader.c
 UNIT_DAEMON_SRC += fs/control.c
 UNIT_DAEMON_SRC += fs/uploader.c
 UNIT_DAEMON_SRC += fs/cache.c
+UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture

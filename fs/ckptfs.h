@@ -27,6 +27,7 @@ struct backing;
 struct cache;
 struct uploader;
 struct storeq;
+struct chunkput;
 struct fuseinit;
 struct fuse_session;
 struct ops_handles;
@@ -40,6 +41,7 @@ struct ckptfs {
 	struct cache *cache;
 	struct uploader *uploader;
 	struct storeq *storeq;       /* chunk objects written behind the writers */
+	struct chunkput *chunkput;   /* putting chunks, for the writers (chunkput.h) */
 	struct node_table *nodes;
 	struct ops_handles *handles; /* open file handles (ops.c): freed at teardown */
 	struct reader *reader;        /* file bytes from chunks (fs/reader.h) */

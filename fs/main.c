@@ -23,6 +23,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "cachedir.h"
+#include "chunkput.h"
 #include "ckptfs.h"
 #include "claim.h"
 #include "control.h"
@@ -447,6 +448,19 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	return 0;
 }
 
+/* Putting chunks (chunkput.h), once the cache, the reader, the uploader and
+ * the store queue run. */
+static int main_chunkput_new(struct ckptfs *fs)
+{
+	struct chunkput_config cfg = { .chunking = fs->chunking, .staging_dir = fs->staging_dir };
+	struct chunkput_cache cache = { fs->cache, cache_dirty_wait, cache_dirty_add,
+					cache_disk_wait, cache_make_room };
+	struct chunkput_kick kick = { fs->uploader, uploader_kick };
+	struct chunkput_reader reader = { fs->reader, reader_read, reader_copy_extent };
+	return chunkput_new(&cfg, fs->cat, fs->store, fs->storeq, fs->recent, &cache, &kick,
+			    &reader, &fs->chunkput);
+}
+
 static void main_close_state(struct ckptfs *fs)
 {
 	/* the session loop has returned: the handles the kernel never released
@@ -455,7 +469,10 @@ static void main_close_state(struct ckptfs *fs)
 	fs->handles = NULL;
 	/* storeq.h Q2: chunks still being stored behind land next (their jobs
 	 * use the catalog, the cache, the uploader and recent) */
-	storeq_stop(fs->storeq);
+	if (fs->chunkput)
+		chunkput_stop_queue(fs->chunkput); /* stops fs->storeq */
+	else
+		storeq_stop(fs->storeq);
 	fs->storeq = NULL;
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
@@ -473,11 +490,14 @@ static void main_close_state(struct ckptfs *fs)
 	fs->claim = NULL;
 	reader_free(fs->reader); /* its readahead threads read through the cache */
 	fs->reader = NULL;
-	recent_free(fs->recent);
-	fs->recent = NULL;
+	chunkput_detach(fs->chunkput); /* the writers committed below: no cache, no uploader */
 	cache_stop(fs->cache);
 	fs->cache = NULL;
 	node_table_free(fs->nodes);
+	chunkput_free(fs->chunkput); /* after the last writer */
+	fs->chunkput = NULL;
+	recent_free(fs->recent);
+	fs->recent = NULL;
 	cat_close(fs->cat);
 	store_close(fs->store);
 	backing_close(fs->backing);
@@ -688,7 +708,8 @@ int main(int argc, char **argv)
 		log_error("cannot allocate the reader");
 		goto out;
 	}
-	if (storeq_start(MAIN_STORE_THREADS, MAIN_STORE_DEPTH, &fs.storeq) != 0) {
+	if (storeq_start(MAIN_STORE_THREADS, MAIN_STORE_DEPTH, &fs.storeq) != 0 ||
+	    main_chunkput_new(&fs) != 0) {
 		log_error("cannot start the store threads");
 		goto out;
 	}

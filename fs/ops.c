@@ -703,7 +703,7 @@ static int ops_writer(struct ckptfs *fs, struct node *n, struct writer **out)
 		if (rc == 0)
 			rc = cat_getattr(fs->cat, n->ino, &in);
 		if (rc == 0)
-			rc = writer_new(fs, n->ino, in.size, &n->writer);
+			rc = writer_new(fs->chunkput, n->ino, in.size, &n->writer);
 		if (rc != 0)
 			return rc;
 	}

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "recent.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 #include <time.h>
 
 #define RECENT_SLOTS 64
-#define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* the daemon stays < 256 MiB */
+#define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* bounds the daemon's memory (docs/BENCH.md) */
 #define RECENT_WAIT_MS 200 /* R2: how long a writer waits for another's hash */
 #define RECENT_SPARES 4    /* copy buffers kept for reuse (no mmap and fault per chunk) */
 #define RECENT_ROUND ((size_t)512 << 10)
@@ -48,7 +49,7 @@ struct recent_slot {
 
 struct recent {
 	pthread_mutex_t lock;
-	pthread_cond_t settled; /* a PENDING slot became READY or EMPTY */
+	struct flight_table *flights; /* R2: tickets, under lock */
 	pthread_cond_t linked;  /* R5: a successor was linked, or a claim ended */
 	size_t budget, used;
 	uint64_t clock;
@@ -56,6 +57,11 @@ struct recent {
 	struct recent_slot slot[RECENT_SLOTS];
 	uint8_t *spare[RECENT_SPARES]; /* buffers of evicted copies, for the next ones */
 	size_t spare_cap[RECENT_SPARES];
+};
+
+/* The flight key of a chunk's fingerprint (R2). */
+struct recent_key {
+	uint64_t fp, len;
 };
 
 static void recent_buf_free(uint8_t *buf, size_t cap);
@@ -67,10 +73,16 @@ int recent_new(size_t budget, struct recent **out)
 		return -ENOMEM;
 	r->budget = budget ? budget : RECENT_DEFAULT_BUDGET;
 	pthread_mutex_init(&r->lock, NULL);
+	int rc = flight_table_new_locked(RECENT_SLOTS, sizeof(struct recent_key), &r->lock,
+					 &r->flights);
+	if (rc != 0) {
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return rc;
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->settled, &ca);
 	pthread_cond_init(&r->linked, &ca);
 	pthread_condattr_destroy(&ca);
 	*out = r;
@@ -85,7 +97,7 @@ void recent_free(struct recent *r)
 		recent_buf_free(r->slot[i].copy, r->slot[i].cap);
 	for (int i = 0; i < RECENT_SPARES; i++)
 		recent_buf_free(r->spare[i], r->spare_cap[i]);
-	pthread_cond_destroy(&r->settled);
+	flight_table_free(r->flights);
 	pthread_cond_destroy(&r->linked);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -112,8 +124,8 @@ static uint64_t recent_fingerprint(const uint8_t *data, size_t len)
 
 /* Copy buffers are their own mappings: page-aligned (recent_pred's image),
  * and unmapped when dropped. MiB-sized aligned_alloc'd blocks freed by other
- * threads than allocated them piled up in glibc's per-thread arenas (a
- * daemon of 308 MiB after a 4 GiB unique write, 138 MiB before). */
+ * threads than allocated them piled up in glibc's per-thread arenas
+ * (docs/BENCH.md, "Figures moved from code comments"). */
 static uint8_t *recent_buf_alloc(size_t cap)
 {
 	void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -169,8 +181,10 @@ static uint8_t *recent_spare_take(struct recent *r, size_t len, size_t *cap)
 	return buf;
 }
 
+/* READY → EMPTY: an idle entry evicted (R3). Lock held. */
 static void recent_slot_clear(struct recent *r, struct recent_slot *s)
 {
+	assert(s->state == RS_READY && s->pins == 0); /* R3: a pinned copy stays */
 	if (s->state == RS_READY)
 		r->used -= s->len;
 	recent_spare_put(r, s->copy, s->cap);
@@ -211,7 +225,7 @@ static int recent_find(struct recent *r, uint64_t fp, size_t len)
 {
 	for (int i = 0; i < RECENT_SLOTS; i++) {
 		const struct recent_slot *s = &r->slot[i];
-		if (s->state != RS_EMPTY && s->fp == fp && s->len == len)
+		if (s->state == RS_READY && s->fp == fp && s->len == len)
 			return i;
 	}
 	return -1;
@@ -270,6 +284,46 @@ static bool recent_compare(struct recent *r, int i, const uint8_t *data, size_t 
 	return same;
 }
 
+/* R2: another writer hashes these bytes now (its ticket is a flight on
+ * their fingerprint): waits for it until the deadline. false: it timed out.
+ * Lock held (released while waiting). */
+static bool recent_wait_hasher(struct recent *r, const struct flight *f,
+			       const struct timespec *deadline, bool *waited)
+{
+	if (!*waited)
+		r->st.waits++;
+	*waited = true;
+	bool landed = flight_wait_until_locked(r->flights, f, deadline);
+	flight_release_locked(r->flights, f);
+	return landed;
+}
+
+/* A ticket: a PENDING slot to publish into, and the flight other writers of
+ * the same fingerprint wait for. false: no slot (the caller hashes, and
+ * publishes nothing). Lock held. */
+static bool recent_ticket_take(struct recent *r, uint64_t fp, size_t len, const struct flight *f,
+			       struct recent_ticket *ticket)
+{
+	int i = recent_free_slot(r);
+	if (i < 0) {
+		flight_land_locked(r->flights, f, -ENOSPC); /* nobody joined: the lock was held */
+		return false;
+	}
+	struct recent_slot *s = &r->slot[i];
+	assert(s->state == RS_EMPTY && s->pins == 0); /* EMPTY → PENDING */
+	s->state = RS_PENDING;
+	s->fp = fp;
+	s->len = len;
+	s->epoch = ++r->clock;
+	s->next = -1;
+	s->claim = NULL;
+	s->chunker_end = false;
+	ticket->slot = i;
+	ticket->epoch = s->epoch;
+	ticket->flight = *f;
+	return true;
+}
+
 bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t hash[HASH_LEN],
 		   struct recent_ticket *ticket)
 {
@@ -277,14 +331,14 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 	ticket->hit = false;
 	if (!r || len < RECENT_MIN_LEN)
 		return false;
-	uint64_t fp = recent_fingerprint(data, len);
+	struct recent_key key = { recent_fingerprint(data, len), len };
 	struct timespec deadline;
 	recent_deadline(&deadline, RECENT_WAIT_MS);
 	bool waited = false;
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
-		int i = recent_find(r, fp, len);
-		if (i >= 0 && r->slot[i].state == RS_READY) {
+		int i = recent_find(r, key.fp, len);
+		if (i >= 0) {
 			if (recent_compare(r, i, data, len, hash)) {
 				r->st.hits++;
 				ticket->slot = i;
@@ -295,27 +349,14 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 			}
 			break; /* same samples, other bytes: hash it (and do not publish over it) */
 		}
-		if (i >= 0) { /* PENDING: another writer hashes these bytes now (R2) */
-			if (!waited)
-				r->st.waits++;
-			waited = true;
-			if (pthread_cond_timedwait(&r->settled, &r->lock, &deadline) == ETIMEDOUT)
+		struct flight f;
+		/* since: none, a landing is never taken for a hash (F3) */
+		if (flight_join_locked(r->flights, &key, UINT64_MAX, &f) == FLIGHT_FOLLOW) {
+			if (!recent_wait_hasher(r, &f, &deadline, &waited))
 				break;
-			continue;
+			continue; /* READY now, or settled EMPTY: look again */
 		}
-		i = recent_free_slot(r);
-		if (i >= 0) {
-			struct recent_slot *s = &r->slot[i];
-			s->state = RS_PENDING;
-			s->fp = fp;
-			s->len = len;
-			s->epoch = ++r->clock;
-			s->next = -1;
-			s->claim = NULL;
-			s->chunker_end = false;
-			ticket->slot = i;
-			ticket->epoch = s->epoch;
-		}
+		recent_ticket_take(r, key.fp, len, &f, ticket);
 		break;
 	}
 	r->st.misses++;
@@ -323,32 +364,32 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 	return false;
 }
 
-/* Ends a ticket; with copy, the slot becomes READY holding it (R3 permitting). */
+/* Ends a ticket; with copy, the slot becomes READY holding it (R3
+ * permitting), else EMPTY: PENDING → READY | EMPTY. */
 static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
 			  size_t cap, const uint8_t hash[HASH_LEN])
 {
 	pthread_mutex_lock(&r->lock);
 	struct recent_slot *s = &r->slot[t->slot];
-	if (s->state == RS_PENDING && s->epoch == t->epoch) {
-		while (copy && r->used + s->len > r->budget) {
-			int old = recent_oldest_idle(r);
-			if (old < 0)
-				break;
-			recent_slot_clear(r, &r->slot[old]);
-		}
-		if (copy && r->used + s->len <= r->budget) {
-			s->copy = copy;
-			s->cap = cap;
-			copy = NULL;
-			memcpy(s->hash, hash, HASH_LEN);
-			s->state = RS_READY;
-			s->stamp = ++r->clock;
-			r->used += s->len;
-		} else {
-			s->state = RS_EMPTY;
-		}
-		pthread_cond_broadcast(&r->settled);
+	assert(s->state == RS_PENDING && s->epoch == t->epoch); /* R2: only its ticket ends it */
+	while (copy && r->used + s->len > r->budget) {
+		int old = recent_oldest_idle(r);
+		if (old < 0)
+			break;
+		recent_slot_clear(r, &r->slot[old]);
 	}
+	if (copy && r->used + s->len <= r->budget) {
+		s->copy = copy;
+		s->cap = cap;
+		copy = NULL;
+		memcpy(s->hash, hash, HASH_LEN);
+		s->state = RS_READY;
+		s->stamp = ++r->clock;
+		r->used += s->len;
+	} else {
+		s->state = RS_EMPTY;
+	}
+	flight_land_locked(r->flights, &t->flight, 0); /* R2: the writers waiting look again */
 	recent_spare_put(r, copy, cap); /* not kept: reused next time, or freed */
 	pthread_mutex_unlock(&r->lock);
 }
@@ -381,6 +422,7 @@ void recent_abandon(struct recent *r, const struct recent_ticket *t)
 
 static void recent_pin_slot(struct recent_slot *x, int slot, struct recent_pred *pred)
 {
+	assert(x->state == RS_READY); /* only a copy can be pinned */
 	x->pins++;
 	pred->slot = slot;
 	pred->epoch = x->epoch;
@@ -409,6 +451,7 @@ bool recent_pin_again(struct recent *r, const struct recent_pred *held, struct r
 	if (!r || held->slot < 0)
 		return false;
 	pthread_mutex_lock(&r->lock);
+	assert(r->slot[held->slot].pins > 0 && r->slot[held->slot].epoch == held->epoch);
 	recent_pin_slot(&r->slot[held->slot], held->slot, out);
 	pthread_mutex_unlock(&r->lock);
 	return true;
@@ -501,6 +544,7 @@ void recent_unpin(struct recent *r, struct recent_pred *pred)
 	if (!r || pred->slot < 0)
 		return;
 	pthread_mutex_lock(&r->lock);
+	assert(r->slot[pred->slot].pins > 0 && r->slot[pred->slot].epoch == pred->epoch);
 	r->slot[pred->slot].pins--;
 	pthread_mutex_unlock(&r->lock);
 	pred->slot = -1;
@@ -510,6 +554,7 @@ void recent_adopt(struct recent *r, struct recent_cursor *cur, struct recent_pre
 {
 	pthread_mutex_lock(&r->lock);
 	struct recent_slot *x = &r->slot[pred->slot];
+	assert(x->state == RS_READY && x->pins > 0 && x->epoch == pred->epoch); /* pinned: kept */
 	x->pins--;
 	x->stamp = ++r->clock; /* still wanted: evicted last */
 	r->st.hits++;

@@ -5,16 +5,16 @@
  * the same bytes, and every chunk would be hashed 8 times. The writers ask
  * here first. A chunk equal byte for byte to one hashed recently gets that
  * hash, which is exactly its SHA-256: nothing is trusted that was not
- * compared in full. A memcmp costs a tenth of a SHA-256 pass.
+ * compared in full, and a memcmp is much cheaper than a SHA-256 pass.
  *
  * Invariants:
  *  R1. An entry holds a private copy of the bytes it was hashed from and
  *      their SHA-256: recent_lookup returns a hash only after memcmp of all
  *      len bytes against that copy.
- *  R2. While one writer hashes a chunk (a ticket is out), a writer with the
- *      same fingerprint waits for it (bounded) instead of hashing the same
- *      bytes as well; a ticket always ends with recent_publish or
- *      recent_abandon.
+ *  R2. While one writer hashes a chunk (a ticket is out: a flight on its
+ *      fingerprint, flight.h), a writer with the same fingerprint waits for
+ *      it (bounded) instead of hashing the same bytes as well; a ticket
+ *      always ends with recent_publish or recent_abandon.
  *  R3. Copies use at most the byte budget given at creation; the oldest
  *      published entries go first. Up to two buffers of evicted copies are
  *      kept for the next copies (no fresh mapping per chunk). An entry that is
@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flight.h"
 #include "hash.h"
 #include "store.h"
 
@@ -57,6 +58,7 @@ struct recent_ticket {
 	int slot; /* -1: nothing to publish */
 	uint64_t epoch;
 	bool hit; /* slot is the entry hit, not a claim */
+	struct flight flight; /* a claim: what writers of the same fingerprint wait for */
 };
 
 /* R4: where a writer's stream is in the chains; opaque. Starts as

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "storeq.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ static struct storeq_job *storeq_next(struct storeq *q)
 		pthread_cond_wait(&q->work, &q->lock);
 	struct storeq_job *job = q->head; /* Q2: drained before a thread ends */
 	if (job) {
+		assert(q->in_flight > 0 && q->in_flight <= q->depth); /* Q1: counted when queued */
 		q->head = job->next;
 		if (!q->head)
 			q->tail = NULL;
@@ -45,6 +47,7 @@ static void *storeq_thread(void *arg)
 	while ((job = storeq_next(q)) != NULL) {
 		job->run(job); /* Q3: the job is gone after this */
 		pthread_mutex_lock(&q->lock);
+		assert(q->in_flight > 0);
 		q->in_flight--;
 		pthread_mutex_unlock(&q->lock);
 	}
@@ -75,7 +78,9 @@ bool storeq_try_submit(struct storeq *q, struct storeq_job *job)
 {
 	if (!q)
 		return false;
+	assert(job->run);
 	pthread_mutex_lock(&q->lock);
+	assert(q->in_flight <= q->depth); /* Q1 */
 	bool ok = !q->stopping && q->in_flight < q->depth;
 	if (ok) {
 		q->in_flight++;
@@ -98,11 +103,13 @@ void storeq_stop(struct storeq *q)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
+	assert(!q->stopping); /* stopped once: q is freed below */
 	q->stopping = true;
 	pthread_cond_broadcast(&q->work);
 	pthread_mutex_unlock(&q->lock);
 	for (unsigned i = 0; i < q->nthreads; i++)
 		pthread_join(q->threads[i], NULL);
+	assert(!q->head && q->in_flight == 0); /* Q2: every job ran */
 	pthread_cond_destroy(&q->work);
 	pthread_mutex_destroy(&q->lock);
 	free(q);

@@ -38,11 +38,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ckptfs;
+struct chunkput;
 struct writer;
 
-/* Starts writing the existing file ino of the given size. */
-int writer_new(struct ckptfs *fs, uint64_t ino, uint64_t size, struct writer **out);
+/* Starts writing the existing file ino of the given size; its chunks are
+ * put through cp (chunkput.h), which outlives the writer. */
+int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer **out);
 
 /* Drops the writer's uncommitted state (pending extents, staging file). */
 void writer_free(struct writer *w);
@@ -62,5 +63,8 @@ int64_t writer_mtime_ns(const struct writer *w);
 void writer_set_mtime_ns(struct writer *w, int64_t mtime_ns);
 /* Marks the file changed (mtime) without data, e.g. a truncate to the same size. */
 void writer_touch(struct writer *w);
+/* Bytes at the stream end compared equal to another writer's chunk so far
+ * (recent.h R4): 0 when the writer is not following one. */
+size_t writer_following(const struct writer *w);
 
 #endif

@@ -1,5 +1,6 @@
-/* Unit tests for fs/writer.c with a real catalog, store, recent, reader and
- * cache: replicas written at once by
+/* Unit tests for fs/writer.c and the chunk put under it (fs/chunkput.c),
+ * with a real catalog, store, recent and store queue, and fakes of the
+ * cache and the reader handed in as handles: replicas written at once by
  * several threads are cut into exactly the chunks one writer alone makes,
  * every chunk is named by the SHA-256 of its bytes and its object holds them,
  * most chunks are taken from another writer's (recent.h R4, chunk_follows)
@@ -7,29 +8,109 @@
  * others is not taken for them; reads, truncates, gaps and out-of-order
  * writes in the middle of a followed chunk see and keep the right bytes;
  * objects are written behind the writer (storeq) and a failure there fails
- * the file's commit.
- *
- * writer.c is compiled into this file: it belongs to the daemon, not to the
- * core objects the unit tests link with. */
+ * the file's commit. */
 #define _GNU_SOURCE
-#include "writer.c"
-
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <inttypes.h>
-
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "backing.h"
+#include "chunkput.h"
+#include "hash.h"
+#include "recent.h"
+#include "store.h"
+#include "storeq.h"
 #include "support.h"
+#include "writer.h"
 
-/* ---- the daemon's modules the writer calls, stubbed ---- */
+/* ---- fakes of the cache and the reader (chunkput.h handles) ---- */
 
-/* Objects the writers stored: the real cache (fs/cache.c, linked into the
- * unit binary) counts each one its cache_dirty_add is told about. */
-static size_t tw_objects_written(void);
+/* The cache: counts the objects chunkput reports written (dirty_add). */
+struct tw_cache {
+	size_t objects;
+};
+
+static int tw_cache_wait(struct cache *c, uint64_t len)
+{
+	(void)c;
+	(void)len;
+	return 0;
+}
+
+static void tw_cache_dirty_add(struct cache *c, uint64_t stored_len)
+{
+	(void)stored_len;
+	__atomic_fetch_add(&((struct tw_cache *)c)->objects, 1, __ATOMIC_RELAXED);
+}
+
+static int tw_cache_make_room(struct cache *c, uint64_t len)
+{
+	(void)c;
+	(void)len;
+	return -ENOSPC; /* nothing to evict */
+}
+
+/* The reader: a file's extents read straight from the catalog and store. */
+struct tw_reader {
+	struct cat *cat;
+	struct store *store;
+};
+
+static int tw_copy_extent(struct reader *r, uint64_t ino, const struct cat_extent *ext,
+			  uint64_t chunk_off, size_t len, char *out)
+{
+	struct tw_reader *tr = (struct tw_reader *)r;
+	(void)ino;
+	size_t got = 0;
+	uint8_t *buf = malloc(ext->chunk_len);
+	cr_assert_not_null(buf);
+	int rc = store_get(tr->store, ext->hash, buf, ext->chunk_len, &got);
+	if (rc == 0 && (got != ext->chunk_len || chunk_off + len > got))
+		rc = -EIO;
+	if (rc == 0)
+		memcpy(out, buf + chunk_off, len);
+	free(buf);
+	return rc;
+}
+
+static int tw_read(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off,
+		   size_t len, char *out)
+{
+	struct tw_reader *tr = (struct tw_reader *)r;
+	memset(out, 0, len); /* holes */
+	uint64_t end = off + len, pos = off;
+	struct cat_extent ext[16];
+	int n;
+	while (pos < end) {
+		n = src == READER_PENDING ? cat_pending_extents(tr->cat, ino, pos, ext, 16)
+					  : cat_extents(tr->cat, ino, pos, ext, 16);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			uint64_t a = ext[i].off > off ? ext[i].off : off;
+			uint64_t b = ext[i].off + ext[i].len < end ? ext[i].off + ext[i].len : end;
+			if (a < b) {
+				int rc = tw_copy_extent(r, ino, &ext[i],
+							ext[i].chunk_off + (a - ext[i].off),
+							(size_t)(b - a), out + (a - off));
+				if (rc != 0)
+					return rc;
+			}
+			pos = ext[i].off + ext[i].len;
+		}
+		if (n < 16)
+			break;
+	}
+	return 0;
+}
 
 /* ---- fixture ---- */
 
@@ -39,63 +120,59 @@ static size_t tw_objects_written(void);
 static struct {
 	char dir[128];
 	char cat_path[192];
-	struct ckptfs fs;
+	char staging_dir[192];
+	struct chunker_params chunking;
+	struct cat *cat;
+	struct store *store;
+	struct recent *recent;
+	struct storeq *storeq;
+	struct tw_cache cache;
+	struct tw_reader reader;
+	struct chunkput *cp;
 } fx;
 
-/* The reader's chunks come straight from the fixture's store (no disk cache
- * in front of it). */
-static int tw_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
-		   struct store_chunk *out)
+/* A chunk put over the fixture's handles; recent may be NULL. */
+static struct chunkput *tw_chunkput(struct recent *recent)
 {
-	(void)c;
-	return store_load(fx.fs.store, hash, cap, out);
+	struct chunkput_config cfg = { .chunking = fx.chunking, .staging_dir = fx.staging_dir };
+	struct chunkput_cache cache = { (struct cache *)&fx.cache, tw_cache_wait,
+					tw_cache_dirty_add, tw_cache_wait, tw_cache_make_room };
+	struct chunkput_kick kick = { NULL, NULL };
+	struct chunkput_reader reader = { (struct reader *)&fx.reader, tw_read, tw_copy_extent };
+	struct chunkput *cp;
+	OK(chunkput_new(&cfg, fx.cat, fx.store, fx.storeq, recent, &cache, &kick, &reader, &cp));
+	return cp;
 }
 
 static void tw_setup(void)
 {
 	memset(&fx, 0, sizeof(fx));
 	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "writer");
-	ts_cat_open_in(fx.dir, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.fs.cat);
+	ts_cat_open_in(fx.dir, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
 	char path[256];
 	snprintf(path, sizeof(path), "%s/store", fx.dir);
 	cr_assert_eq(mkdir(path, 0700), 0);
-	OK(store_open(path, &fx.fs.store));
-	store_set_direct_writes(fx.fs.store, true);
-	snprintf(fx.fs.staging_dir, sizeof(fx.fs.staging_dir), "%s/staging", fx.dir);
-	cr_assert_eq(mkdir(fx.fs.staging_dir, 0700), 0);
+	OK(store_open(path, &fx.store));
+	store_set_direct_writes(fx.store, true);
+	snprintf(fx.staging_dir, sizeof(fx.staging_dir), "%s/staging", fx.dir);
+	cr_assert_eq(mkdir(fx.staging_dir, 0700), 0);
 	/* small chunks (all of them >= RECENT_MIN_LEN), so that a few MiB make many */
-	fx.fs.chunking = (struct chunker_params){ .min_size = 64 * KiB, .avg_size = 128 * KiB,
+	fx.chunking = (struct chunker_params){ .min_size = 64 * KiB, .avg_size = 128 * KiB,
 						  .max_size = 512 * KiB };
-	OK(recent_new(16 * MiB, &fx.fs.recent)); /* the daemon's budget */
-	OK(storeq_start(3, 6, &fx.fs.storeq)); /* the daemon's (main.c) */
-	const struct reader_config rcfg = { 64 * MiB, tw_load, NULL };
-	OK(reader_new(&rcfg, fx.fs.cat, NULL, &fx.fs.reader));
-	snprintf(path, sizeof(path), "%s/backing", fx.dir);
-	cr_assert_eq(mkdir(path, 0700), 0);
-	OK(backing_open(path, 2000, &fx.fs.backing));
-	struct cache_config cc = { .cache_size = 1024 * MiB, .backing_timeout_ms = 2000,
-				   .chunk_max = fx.fs.chunking.max_size };
-	snprintf(cc.dir, sizeof(cc.dir), "%s", fx.dir);
-	OK(cache_start(&cc, fx.fs.cat, fx.fs.store, fx.fs.backing, NULL, &fx.fs.cache));
+	OK(recent_new(16 * MiB, &fx.recent)); /* the daemon's budget */
+	OK(storeq_start(3, 6, &fx.storeq)); /* the daemon's (main.c) */
+	fx.reader = (struct tw_reader){ fx.cat, fx.store };
+	fx.cp = tw_chunkput(fx.recent);
 }
 
 static void tw_teardown(void)
 {
-	storeq_stop(fx.fs.storeq);
-	reader_free(fx.fs.reader);
-	cache_stop(fx.fs.cache);
-	backing_close(fx.fs.backing);
-	recent_free(fx.fs.recent);
-	store_close(fx.fs.store);
-	ts_cat_close_checked(&fx.fs.cat);
+	chunkput_stop_queue(fx.cp); /* stops fx.storeq */
+	chunkput_free(fx.cp);
+	recent_free(fx.recent);
+	store_close(fx.store);
+	ts_cat_close_checked(&fx.cat);
 	ts_tmpdir_remove(fx.dir);
-}
-
-static size_t tw_objects_written(void)
-{
-	struct cache_stats st;
-	cache_get_stats(fx.fs.cache, &st);
-	return (size_t)st.stored_chunks;
 }
 
 static uint8_t *tw_random(size_t len, uint64_t seed)
@@ -114,7 +191,7 @@ static uint8_t *tw_random(size_t len, uint64_t seed)
 
 static uint64_t tw_file(const char *name)
 {
-	return ts_mk(fx.fs.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
+	return ts_mk(fx.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
 }
 
 /* The file's committed extents, in order (at most max). */
@@ -123,7 +200,7 @@ static int tw_extents(uint64_t ino, struct cat_extent *out, int max)
 	int n = 0;
 	uint64_t pos = 0;
 	for (;;) {
-		int got = cat_extents(fx.fs.cat, ino, pos, out + n, max - n < 16 ? max - n : 16);
+		int got = cat_extents(fx.cat, ino, pos, out + n, max - n < 16 ? max - n : 16);
 		cr_assert_geq(got, 0);
 		if (got == 0)
 			break;
@@ -140,18 +217,18 @@ static int tw_extents(uint64_t ino, struct cat_extent *out, int max)
 static void tw_check_file(uint64_t ino, const uint8_t *want, size_t len)
 {
 	struct cat_inode in;
-	OK(cat_getattr(fx.fs.cat, ino, &in));
+	OK(cat_getattr(fx.cat, ino, &in));
 	cr_assert_eq(in.size, len);
 	static struct cat_extent ext[4096];
 	int n = tw_extents(ino, ext, 4096);
 	uint64_t pos = 0;
-	uint8_t *buf = malloc(fx.fs.chunking.max_size);
+	uint8_t *buf = malloc(fx.chunking.max_size);
 	for (int i = 0; i < n; i++) {
 		cr_assert_geq(ext[i].off, pos, "extent %d at %" PRIu64 " overlaps", i, ext[i].off);
 		for (; pos < ext[i].off; pos++) /* a hole reads as zeros */
 			cr_assert_eq(want[pos], 0, "byte %" PRIu64 " is in a hole", pos);
 		size_t got;
-		OK(store_get(fx.fs.store, ext[i].hash, buf, fx.fs.chunking.max_size, &got));
+		OK(store_get(fx.store, ext[i].hash, buf, fx.chunking.max_size, &got));
 		cr_assert_eq(got, ext[i].chunk_len);
 		uint8_t h[HASH_LEN];
 		hash_sha256(buf, got, h);
@@ -170,7 +247,7 @@ static void tw_check_file(uint64_t ino, const uint8_t *want, size_t len)
 static void tw_write_all(uint64_t ino, const uint8_t *data, size_t len, size_t step, uint64_t seed)
 {
 	struct writer *w;
-	OK(writer_new(&fx.fs, ino, 0, &w));
+	OK(writer_new(fx.cp, ino, 0, &w));
 	uint64_t x = seed | 1;
 	for (size_t off = 0; off < len;) {
 		size_t n = step;
@@ -230,11 +307,12 @@ static void tw_write_at_once(struct tw_job *jobs, int n)
 static int tw_reference(const uint8_t *data, size_t len, const char *name,
 			struct cat_extent *out, int max)
 {
-	struct recent *r = fx.fs.recent;
-	fx.fs.recent = NULL;
+	struct chunkput *cp = fx.cp;
+	fx.cp = tw_chunkput(NULL);
 	uint64_t ino = tw_file(name);
 	tw_write_all(ino, data, len, MiB, 1);
-	fx.fs.recent = r;
+	chunkput_free(fx.cp);
+	fx.cp = cp;
 	return tw_extents(ino, out, max);
 }
 
@@ -277,11 +355,11 @@ Test(writer, replicas_written_at_once_are_cut_like_one_writer_and_mostly_followe
 		tw_same_chunks(jobs[i].ino, rep[i], jobs[i].len, name);
 	}
 	struct recent_stats st;
-	recent_stats(fx.fs.recent, &st);
+	recent_stats(fx.recent, &st);
 	cr_assert_gt(st.follows, 0, "no chunk was taken from another writer");
 	cr_log_info("chunks hashed %" PRIu64 ", reused %" PRIu64 " (followed %" PRIu64
 		    "), waits %" PRIu64 ", objects written %zu",
-		    st.misses, st.hits, st.follows, st.follow_waits, tw_objects_written());
+		    st.misses, st.hits, st.follows, st.follow_waits, fx.cache.objects);
 	for (int i = 0; i < N; i++)
 		free(rep[i]);
 	free(payload);
@@ -293,11 +371,11 @@ Test(writer, a_second_writer_of_the_same_bytes_follows_every_chunk_and_stores_no
 	uint8_t *data = tw_random(len, 3);
 	uint64_t a = tw_file("a"), b = tw_file("b");
 	tw_write_all(a, data, len, MiB, 1);
-	size_t objects = tw_objects_written();
+	size_t objects = fx.cache.objects;
 	struct recent_stats st0, st1;
-	recent_stats(fx.fs.recent, &st0);
+	recent_stats(fx.recent, &st0);
 	tw_write_all(b, data, len, 0, 5); /* random write sizes */
-	recent_stats(fx.fs.recent, &st1);
+	recent_stats(fx.recent, &st1);
 	tw_check_file(b, data, len);
 	static struct cat_extent ea[4096], eb[4096];
 	int na = tw_extents(a, ea, 4096), nb = tw_extents(b, eb, 4096);
@@ -310,7 +388,7 @@ Test(writer, a_second_writer_of_the_same_bytes_follows_every_chunk_and_stores_no
 	cr_assert_geq(st1.follows - st0.follows, (uint64_t)na - 2, "followed %" PRIu64 " of %d",
 		      st1.follows - st0.follows, na);
 	cr_assert_eq(st1.misses, st0.misses + 0, "b hashed chunks a had hashed");
-	cr_assert_eq(tw_objects_written(), objects, "b wrote objects a had written");
+	cr_assert_eq(fx.cache.objects, objects, "b wrote objects a had written");
 	free(data);
 }
 
@@ -353,14 +431,14 @@ Test(writer, reads_in_the_middle_of_a_followed_chunk_see_the_written_bytes)
 	uint64_t a = tw_file("a"), b = tw_file("b");
 	tw_write_all(a, data, len, MiB, 1);
 	struct writer *w;
-	OK(writer_new(&fx.fs, b, 0, &w));
+	OK(writer_new(fx.cp, b, 0, &w));
 	uint8_t *out = malloc(len);
 	size_t step = 37 * KiB + 3;
 	bool seen_following = false;
 	for (size_t off = 0; off < len; off += step) {
 		size_t n = step < len - off ? step : len - off;
 		OK(writer_write(w, (const char *)data + off, n, off));
-		seen_following |= w->following && w->matched > 0;
+		seen_following |= writer_following(w) > 0;
 		size_t end = off + n, got;
 		for (size_t from = end > 600 * KiB ? end - 600 * KiB : 0; from < end; from += 91 * KiB) {
 			OK(writer_read(w, (char *)out, end - from, from, &got));
@@ -392,15 +470,15 @@ Test(writer, truncate_gap_and_rewrite_while_following_keep_the_right_bytes)
 		uint8_t *want = calloc(1, 2 * len);
 		size_t size = 0;
 		struct writer *w;
-		OK(writer_new(&fx.fs, b, 0, &w));
+		OK(writer_new(fx.cp, b, 0, &w));
 		size_t off = 0, step = 50 * KiB;
-		while (off < len && !(w->following && w->matched > 100 * KiB && off > MiB)) {
+		while (off < len && !(writer_following(w) > 100 * KiB && off > MiB)) {
 			OK(writer_write(w, (const char *)data + off, step, off));
 			memcpy(want + off, data + off, step);
 			off += step;
 			size = off;
 		}
-		cr_assert(w->following, "never followed");
+		cr_assert(writer_following(w) > 0, "never followed");
 		if (kind == 0) { /* truncate into the followed chunk, then go on */
 			size_t cut = off - 60 * KiB;
 			OK(writer_truncate(w, cut));
@@ -448,7 +526,7 @@ Test(writer, a_chunk_cut_short_by_a_close_is_not_taken_as_a_whole_chunk)
 	tw_check_file(b, data, len);
 	tw_same_chunks(b, data, len, "ref");
 	struct recent_stats st;
-	recent_stats(fx.fs.recent, &st);
+	recent_stats(fx.recent, &st);
 	cr_assert_gt(st.follows, 0);
 	free(data);
 }
@@ -547,7 +625,7 @@ Test(writer, torch_style_replicas_at_once_keep_their_zip_cuts)
 static unsigned long long tw_behind(void)
 {
 	struct storeq_stats st;
-	storeq_stats(fx.fs.storeq, &st);
+	storeq_stats(fx.storeq, &st);
 	return st.behind;
 }
 
@@ -584,7 +662,7 @@ Test(writer, a_store_failing_behind_the_writer_fails_its_commit)
 		uint64_t ino = tw_file(name);
 		unsigned long long before = tw_behind();
 		struct writer *w;
-		OK(writer_new(&fx.fs, ino, 0, &w));
+		OK(writer_new(fx.cp, ino, 0, &w));
 		int rc = writer_write(w, (const char *)data, len, 0);
 		if (rc == 0)
 			rc = writer_commit(w, false);
@@ -594,48 +672,10 @@ Test(writer, a_store_failing_behind_the_writer_fails_its_commit)
 		writer_free(w); /* waits for its flights */
 		cr_assert_gt(tw_behind(), before, "file %d: no object was tried behind the writer", i);
 		struct cat_inode in;
-		OK(cat_getattr(fx.fs.cat, ino, &in));
+		OK(cat_getattr(fx.cat, ino, &in));
 		cr_assert_eq(in.size, 0, "file %d: a failed file was committed", i);
 		free(data);
 	}
 	cr_assert_eq(unlink(tmp), 0);
 	cr_assert_eq(rename(away, tmp), 0);
-}
-
-/* ---- a flight that landed after "store it" (writer.c flights) ---- */
-
-Test(writer, a_chunk_that_landed_after_the_store_it_answer_is_not_written_again)
-{
-	size_t len = 256 * KiB;
-	uint8_t *data = tw_random(len, 51);
-	struct cat_extent ext = { .off = 0, .len = len, .chunk_off = 0, .chunk_len = len };
-	hash_sha256(data, len, ext.hash);
-	uint64_t ino[3] = { tw_file("a"), tw_file("b"), tw_file("c") };
-	struct writer *w[3];
-	bool must[3];
-	for (int i = 0; i < 3; i++)
-		OK(writer_new(&fx.fs, ino[i], 0, &w[i]));
-	/* a and b are both told to store it; b is a moment late */
-	OK(cat_pending_add(fx.fs.cat, ino[0], &ext, &must[0]));
-	OK(cat_pending_add(fx.fs.cat, ino[1], &ext, &must[1]));
-	cr_assert(must[0] && must[1]);
-	uint64_t since_b = writer_flights_lands();
-	size_t objects = tw_objects_written();
-	OK(writer_store(w[0], ext.hash, data, len, NULL, writer_flights_lands()));
-	cr_assert_eq(tw_objects_written(), objects + 1, "a did not store it");
-	OK(writer_store(w[1], ext.hash, data, len, NULL, since_b));
-	cr_assert_eq(tw_objects_written(), objects + 1, "b wrote the object a had just stored");
-	cr_assert_eq(w[1]->n_await, 0);
-	/* a landing before the answer proves nothing (the chunk may have been
-	 * reclaimed and asked for again since): c stores it */
-	OK(writer_store(w[2], ext.hash, data, len, NULL, writer_flights_lands()));
-	cr_assert_eq(tw_objects_written(), objects + 2, "c trusted a landing older than its answer");
-	uint8_t *buf = malloc(len);
-	size_t got;
-	OK(store_get(fx.fs.store, ext.hash, buf, len, &got));
-	cr_assert(got == len && memcmp(buf, data, len) == 0);
-	for (int i = 0; i < 3; i++)
-		writer_free(w[i]);
-	free(buf);
-	free(data);
 }

@@ -34,7 +34,7 @@ struct uploader;
 struct storeq;
 struct fuseinit;
 struct fuse_session;
-struct ops_handles;
+struct ns;
 
 struct ckptfs_options {
 	char backing[PATH_MAX];  /* absolute */
@@ -74,7 +74,7 @@ struct ckptfs {
 	struct uploader *uploader;
 	struct storeq *storeq;       /* chunk objects written behind the writers */
 	struct node_table *nodes;
-	struct ops_handles *handles; /* open file handles (ops.c): freed at teardown */
+	struct ns *ns;               /* the namespace (ns.c): freed at teardown */
 	struct chunk_cache *chunks;
 	struct recent *recent;       /* hashes of chunks just written (replicated saves) */
 	struct gen_policy *gen;

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "node.h"
+#include "ns.h"
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
@@ -435,10 +436,9 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	store_set_codec(fs->store, fs->opt.codec);
 	if (main_open_catalog(fs, cache_was_used) != 0)
 		return -1;
-	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
+	if (gen_pattern_check(&fs->opt.gen) != 0) /* gen and nodes: main_start_ns */
 		return -1;
-	if (node_table_new(fs, &fs->nodes) != 0 || ops_handles_new(&fs->handles) != 0 ||
-	    chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0 ||
+	if (chunk_cache_new(fs->opt.chunk_cache_bytes, &fs->chunks) != 0 ||
 	    recent_new(0, &fs->recent) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return -1;
@@ -451,8 +451,8 @@ static void main_close_state(struct ckptfs *fs)
 {
 	/* the session loop has returned: the handles the kernel never released
 	 * go first; what they held is ended below, as at any unmount */
-	ops_handles_free(fs->handles);
-	fs->handles = NULL;
+	ns_free(fs->ns);
+	fs->ns = NULL;
 	/* storeq.h Q2: chunks still being stored behind land next (their jobs
 	 * use the catalog, the cache, the uploader and recent) */
 	storeq_stop(fs->storeq);
@@ -560,6 +560,36 @@ static int main_log_start(const struct ckptfs *fs)
 	return 1;
 }
 
+/* Proof reads of the generation policy: committed bytes, no readahead. */
+static int main_probe_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return reader_read(arg, ino, READER_PROBE, off, len, buf);
+}
+
+/* The node table and the generation policy, on the catalog as it is after
+ * daemonizing (they keep its handle). */
+static int main_start_gen(struct ckptfs *fs)
+{
+	struct gen_deps gd = { .cat = fs->cat, .read = main_probe_read, .read_arg = fs };
+	int rc = node_table_new(fs->cat, &fs->nodes);
+	gd.nodes = fs->nodes;
+	if (rc == 0)
+		rc = gen_policy_new(&gd, &fs->opt.gen, &fs->gen);
+	return rc;
+}
+
+/* The namespace, once every service it calls is up. Until the reader and
+ * chunk put refactors merge, fs stands in for both (ns.c, NS_READER). */
+static int main_start_ns(struct ckptfs *fs)
+{
+	struct ns_deps d = { .cat = fs->cat, .nodes = fs->nodes, .gen = fs->gen, .store = fs->store,
+			     .uploader = fs->uploader, .reader = (struct reader *)(void *)fs,
+			     .chunkput = (struct chunkput *)(void *)fs };
+	struct ns_config cfg = { .sync_backing = fs->opt.sync_backing,
+				 .backing_timeout_ms = fs->opt.backing_timeout_ms };
+	return ns_new(&d, &cfg, &fs->ns);
+}
+
 int main(int argc, char **argv)
 {
 	umask(077); /* trust.h: nothing the daemon makes is for other users */
@@ -592,7 +622,9 @@ int main(int argc, char **argv)
 	struct metrics *metrics = NULL;
 	if (main_fuse_args(&r, &args) != 0)
 		goto out;
-	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &fs);
+	struct ops_context octx = { .fuse_init = fs.fuse_init, .read_cache = fs.opt.read_cache,
+				    .cache = fs.opt.cache, .backing = fs.opt.backing };
+	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &octx);
 	if (!se) {
 		fprintf(stderr, "ckptfs: FUSE rejected the options '%s'\n", r.fuse_opts);
 		goto out;
@@ -626,6 +658,10 @@ int main(int argc, char **argv)
 	if (claim_start(fs.claim) != 0) /* after fork: the daemon's pid, renewed */
 		goto out;
 
+	if (main_start_gen(&fs) != 0) {
+		log_error("cannot create the generation policy and the inode table");
+		goto out;
+	}
 	if (gen_policy_start(fs.gen) != 0 || node_table_start(fs.nodes) != 0) {
 		/* after fork: threads do not survive it */
 		log_error("cannot start the generation and inode release threads");
@@ -640,6 +676,11 @@ int main(int argc, char **argv)
 		log_error("cannot start the store threads");
 		goto out;
 	}
+	if (main_start_ns(&fs) != 0) {
+		log_error("cannot create the namespace: out of memory");
+		goto out;
+	}
+	octx.ns = fs.ns;
 	gen_policy_ready(fs.gen);
 	sigs_hup_start(main_log_path, !fs.opt.log_path[0], fs.opt.use_syslog);
 	control_start(&fs, &ctl); /* ckptfs-admin's channel; the mount works without it */

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ckptfs;
+struct cat;
 struct writer;
 struct node_table;
 
@@ -54,7 +54,8 @@ struct node {
 	struct node *next;     /* hash chain */
 };
 
-int node_table_new(struct ckptfs *fs, struct node_table **out);
+/* The table of the inodes of cat (which releases them: invariant 4). */
+int node_table_new(struct cat *cat, struct node_table **out);
 /* Starts the reaper (invariant 4) once mounted and daemonized. */
 int node_table_start(struct node_table *t);
 /* Stops the reaper and releases what it had queued (before the uploader

@@ -57,6 +57,9 @@ UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 # is linked into one binary). One line per module, added as each service is
 # started with explicit handles (issue 17, step 6).
 UNIT_DAEMON_SRC :=
+# ns: the node table, the generation policy and the namespace (writer.c comes
+# with tests/unit/test_writer.c, which compiles it in)
+UNIT_DAEMON_SRC += fs/node.c fs/gen.c fs/ns.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture

@@ -73,7 +73,7 @@ static ssize_t main_io_read(int fd, void *buf, size_t len, void *userdata)
 
 /* Once, when the INIT reply went out: what the kernel allowed, and what
  * read-only opens therefore do (ops_open_node). */
-static void main_fuseinit_log(const struct ckptfs *fs)
+static void main_fuseinit_log(const struct ops_context *ctx)
 {
 	if (fuseinit_outcome(&main_fuseinit) == FUSEINIT_PENDING ||
 	    __atomic_exchange_n(&main_fuseinit_logged, 1, __ATOMIC_RELAXED))
@@ -82,7 +82,7 @@ static void main_fuseinit_log(const struct ckptfs *fs)
 	const char *what = fuseinit_describe(&main_fuseinit, line, sizeof(line));
 	if (!fuseinit_granted(&main_fuseinit))
 		log_info("%s: read-only opens keep the page cache", what);
-	else if (fs->opt.read_cache)
+	else if (ctx->read_cache)
 		log_info("%s: read-only opens keep the page cache (-o read_cache)", what);
 	else
 		log_info("%s: read-only opens of files of %u MiB or more bypass the page cache "
@@ -578,13 +578,35 @@ static int main_start_gen(struct ckptfs *fs)
 	return rc;
 }
 
-/* The namespace, once every service it calls is up. Until the reader and
- * chunk put refactors merge, fs stands in for both (ns.c, NS_READER). */
+/* The namespace's reads (ns.h, struct ns_reader) and fsync's wait. */
+static int main_ns_map(void *arg, uint64_t ino, uint64_t off, size_t len, struct reader_map *m)
+{
+	return reader_map(arg, ino, READER_COMMITTED, off, len, m);
+}
+
+static void main_ns_unmap(void *arg, struct reader_map *m)
+{
+	reader_unmap(arg, m);
+}
+
+static int main_ns_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return reader_read(arg, ino, READER_COMMITTED, off, len, buf);
+}
+
+static int main_ns_wait_backing(void *arg, uint64_t ino, unsigned timeout_ms)
+{
+	return uploader_wait_file(arg, ino, timeout_ms);
+}
+
+/* The namespace, once every service it calls is up. Until the chunk put
+ * refactor merges, fs stands in for it (ns.c, NS_CHUNKPUT). */
 static int main_start_ns(struct ckptfs *fs)
 {
 	struct ns_deps d = { .cat = fs->cat, .nodes = fs->nodes, .gen = fs->gen, .store = fs->store,
-			     .uploader = fs->uploader, .reader = (struct reader *)(void *)fs,
-			     .chunkput = (struct chunkput *)(void *)fs };
+			     .reader = { main_ns_map, main_ns_unmap, main_ns_read, fs },
+			     .chunkput = (struct chunkput *)(void *)fs,
+			     .wait_backing = main_ns_wait_backing, .wait_arg = fs->uploader };
 	struct ns_config cfg = { .sync_backing = fs->opt.sync_backing,
 				 .backing_timeout_ms = fs->opt.backing_timeout_ms };
 	return ns_new(&d, &cfg, &fs->ns);

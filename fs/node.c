@@ -392,8 +392,6 @@ void node_writers_add(struct node_table *t, struct node *n, int delta)
 	assert(delta == 1 || delta == -1);
 	assert(delta > 0 || n->write_handles > 0);
 	n->write_handles += delta;
-	/* a write handle is an open handle (ns.c counts it after node_open) */
-	assert(n->write_handles <= n->open_count || delta < 0);
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -17,16 +17,12 @@
 #include "gen.h"
 #include "log.h"
 #include "node.h"
-#include "reader.h"
 #include "store.h"
-#include "uploader.h"
 #include "writer.h"
 
-/* Until the reader (svc-b) and chunk put (put) refactors of issue 17 merge,
- * reader_* and writer_new still take the daemon's struct ckptfs, which
- * main.c hands in as deps.reader and deps.chunkput. At the merge these two
- * lines go and the calls take ns->reader and ns->chunkput as they are. */
-#define NS_READER(ns) ((struct ckptfs *)(void *)(ns)->reader)
+/* Until the chunk put refactor of issue 17 merges, writer_new still takes
+ * the daemon's struct ckptfs, which main.c hands in as deps.chunkput. At the
+ * merge this line goes and writer_new takes ns->chunkput as it is. */
 #define NS_CHUNKPUT(ns) ((struct ckptfs *)(void *)(ns)->chunkput)
 
 #define NS_MAX_GROUPS 64
@@ -45,9 +41,10 @@ struct ns {
 	struct node_table *nodes;
 	struct gen_policy *gen;
 	struct store *store;
-	struct uploader *uploader;
-	struct reader *reader;
+	struct ns_reader reader;
 	struct chunkput *chunkput;
+	int (*wait_backing)(void *arg, uint64_t ino, unsigned timeout_ms);
+	void *wait_arg;
 	struct ns_config cfg;
 	/* the open files (invariant 1); the lock is a leaf */
 	pthread_mutex_t lock;
@@ -58,6 +55,8 @@ struct ns {
 int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **out)
 {
 	assert(deps->cat && deps->nodes && deps->gen);
+	assert(deps->reader.map && deps->reader.unmap && deps->reader.read);
+	assert(!cfg->sync_backing || deps->wait_backing);
 	struct ns *ns = calloc(1, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
@@ -65,9 +64,10 @@ int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **
 	ns->nodes = deps->nodes;
 	ns->gen = deps->gen;
 	ns->store = deps->store;
-	ns->uploader = deps->uploader;
 	ns->reader = deps->reader;
 	ns->chunkput = deps->chunkput;
+	ns->wait_backing = deps->wait_backing;
+	ns->wait_arg = deps->wait_arg;
 	ns->cfg = *cfg;
 	pthread_mutex_init(&ns->lock, NULL);
 	*out = ns;
@@ -592,12 +592,11 @@ static int ns_read_fill(struct ns *ns, struct node *n, size_t size, uint64_t off
 	if (rc != 0 || off >= in.size)
 		return rc;
 	o->got = in.size - off < size ? (size_t)(in.size - off) : size;
-	rc = reader_map(NS_READER(ns), n->ino, READER_COMMITTED, off, o->got, &o->m);
+	rc = ns->reader.map(ns->reader.arg, n->ino, off, o->got, &o->m);
 	if (rc == 0 && o->m.len < o->got) {
-		reader_unmap(NS_READER(ns), &o->m);
+		ns->reader.unmap(ns->reader.arg, &o->m);
 		o->buf = malloc(o->got);
-		rc = o->buf ? reader_read(NS_READER(ns), n->ino, READER_COMMITTED, off, o->got, o->buf)
-			    : -ENOMEM;
+		rc = o->buf ? ns->reader.read(ns->reader.arg, n->ino, off, o->got, o->buf) : -ENOMEM;
 	}
 	return rc;
 }
@@ -613,7 +612,7 @@ int ns_read(struct ns *ns, struct ns_file *f, size_t size, uint64_t off, struct 
 
 void ns_read_done(struct ns *ns, struct ns_read_out *o)
 {
-	reader_unmap(NS_READER(ns), &o->m);
+	ns->reader.unmap(ns->reader.arg, &o->m);
 	free(o->buf);
 	o->buf = NULL;
 }
@@ -678,7 +677,7 @@ int ns_fsync(struct ns *ns, struct ns_file *f)
 {
 	int rc = ns_commit(ns, f->n, true, false);
 	if (rc == 0 && ns->cfg.sync_backing) /* -o sync=backing: on BACKING before we return */
-		rc = uploader_wait_file(ns->uploader, f->n->ino, ns->cfg.backing_timeout_ms);
+		rc = ns->wait_backing(ns->wait_arg, f->n->ino, ns->cfg.backing_timeout_ms);
 	return rc;
 }
 

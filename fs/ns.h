@@ -61,8 +61,6 @@ struct cat;
 struct node_table;
 struct gen_policy;
 struct store;
-struct uploader;
-struct reader;
 struct chunkput;
 struct ns;
 struct ns_file;
@@ -77,14 +75,28 @@ struct ns_cred {
 	void *arg;
 };
 
+/* The committed bytes of files: the reader (reader.h), READER_COMMITTED.
+ * map/unmap as reader_map/reader_unmap, read as reader_read. Calls, not the
+ * reader itself, so ns needs nothing of the chunk cache and tests hand in
+ * a fake; main.c wires them to the reader. */
+struct ns_reader {
+	int (*map)(void *arg, uint64_t ino, uint64_t off, size_t len, struct reader_map *m);
+	void (*unmap)(void *arg, struct reader_map *m);
+	int (*read)(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf);
+	void *arg;
+};
+
 struct ns_deps {
 	struct cat *cat;
 	struct node_table *nodes;
 	struct gen_policy *gen;
 	struct store *store;       /* fsync of a file with no writer */
-	struct uploader *uploader; /* fsync with sync_backing */
-	struct reader *reader;
+	struct ns_reader reader;
 	struct chunkput *chunkput; /* writers are made from it */
+	/* with sync_backing, fsync waits (at most timeout_ms) until ino is on
+	 * BACKING: uploader_wait_file */
+	int (*wait_backing)(void *arg, uint64_t ino, unsigned timeout_ms);
+	void *wait_arg;
 };
 
 struct ns_config {

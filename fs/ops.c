@@ -470,15 +470,16 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
+	struct ns *ns = ops_ns(req); /* the reply frees req */
 	struct ns_read_out o;
-	int rc = ns_read(ops_ns(req), ops_file(fi), size, (uint64_t)off, &o);
+	int rc = ns_read(ns, ops_file(fi), size, (uint64_t)off, &o);
 	if (rc != 0)
 		fuse_reply_err(req, -rc);
 	else if (o.buf || o.got == 0)
 		fuse_reply_buf(req, o.buf, o.got);
 	else
 		fuse_reply_iov(req, o.m.iov, o.m.n);
-	ns_read_done(ops_ns(req), &o); /* after the reply, written from the pinned chunks */
+	ns_read_done(ns, &o); /* after the reply, written from the pinned chunks */
 }
 
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

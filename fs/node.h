@@ -45,7 +45,7 @@ struct node {
 	pthread_rwlock_t rw;
 	struct writer *writer; /* non-NULL while a handle has written or truncated */
 	/* the file had setuid or setgid at its last open or chmod: a write asks
-	 * whether to clear them (ops.c, ops_killpriv); __atomic loads/stores */
+	 * whether to clear them (ns.c, ns_killpriv); __atomic loads/stores */
 	bool setid;
 	/* a file whose close may commit a generation (gen_is_trigger_name):
 	 * its name and directory as last looked up; under the table lock */

@@ -33,8 +33,8 @@ void ops_tune_readahead(const char *mountpoint);
  * (direct_io), when the kernel allows mmaps of such opens (fuseinit.h) and
  * -o read_cache is not given. A smaller file costs little to copy into the
  * page cache, and there one read() per request would cost more: a request to
- * the daemon is ~25 us, a 1-byte read of a cached page ~1 us, and small files
- * (configs, JSON, scripts) are the ones read in small pieces. */
+ * the daemon costs far more than a read of a cached page (docs/BENCH.md), and
+ * small files (configs, JSON, scripts) are the ones read in small pieces. */
 #define OPS_DIRECT_READ_MIN (8u << 20)
 
 #endif

@@ -62,6 +62,9 @@ UNIT_DAEMON_SRC += fs/control.c
 UNIT_DAEMON_SRC += fs/uploader.c
 UNIT_DAEMON_SRC += fs/cache.c
 UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c
+# ns: the node table, the generation policy and the namespace (writer.c comes
+# with tests/unit/test_writer.c, which compiles it in)
+UNIT_DAEMON_SRC += fs/node.c fs/gen.c fs/ns.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture

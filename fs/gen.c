@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "gen.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <regex.h>
@@ -21,12 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckptfs.h"
 #include "generation.h"
 #include "log.h"
 #include "node.h"
 #include "proof.h"
-#include "reader.h"
 #include "upload.h"
 
 #define GEN_MAX_PIDS 16
@@ -64,7 +63,10 @@ struct gen_live {
 };
 
 struct gen_policy {
-	struct ckptfs *fs;
+	struct cat *cat;
+	struct node_table *nodes;
+	proof_read_fn read; /* file bytes for proofs and tracker files */
+	void *read_arg;
 	struct gen_options opt;
 	regex_t re;
 	pthread_mutex_t lock;
@@ -89,19 +91,41 @@ static int64_t gen_now_ns(void)
 
 /* ---- matching ---- */
 
-int gen_policy_new(struct ckptfs *fs, const struct gen_options *o, struct gen_policy **out)
+/* Compiles o's pattern into re; prints a line naming it if it does not. */
+static int gen_compile(const struct gen_options *o, regex_t *re)
 {
+	const char *pat = o->pattern[0] ? o->pattern : GEN_DEFAULT_PATTERN;
+	int rc = regcomp(re, pat, REG_EXTENDED);
+	if (rc != 0) {
+		char why[256];
+		regerror(rc, re, why, sizeof(why));
+		fprintf(stderr, "ckptfs: option 'gen_pattern=%s': not a regular expression: %s\n", pat, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int gen_pattern_check(const struct gen_options *o)
+{
+	regex_t re;
+	int rc = gen_compile(o, &re);
+	if (rc == 0)
+		regfree(&re);
+	return rc;
+}
+
+int gen_policy_new(const struct gen_deps *d, const struct gen_options *o, struct gen_policy **out)
+{
+	assert(d->cat && d->nodes && d->read);
 	struct gen_policy *g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	g->fs = fs;
+	g->cat = d->cat;
+	g->nodes = d->nodes;
+	g->read = d->read;
+	g->read_arg = d->read_arg;
 	g->opt = *o;
-	const char *pat = o->pattern[0] ? o->pattern : GEN_DEFAULT_PATTERN;
-	int rc = regcomp(&g->re, pat, REG_EXTENDED);
-	if (rc != 0) {
-		char why[256];
-		regerror(rc, &g->re, why, sizeof(why));
-		fprintf(stderr, "ckptfs: option 'gen_pattern=%s': not a regular expression: %s\n", pat, why);
+	if (gen_compile(o, &g->re) != 0) {
 		free(g);
 		return -EINVAL;
 	}
@@ -141,7 +165,7 @@ const struct cat_gen_spec *gen_spec_for(struct gen_policy *g, uint64_t parent, c
 	uint64_t step, parent_gen = 0;
 	if (!gen_name_matches(g, name, &step))
 		return NULL;
-	if (cat_gen_of(g->fs->cat, parent, &parent_gen) != 0 || parent_gen != 0)
+	if (cat_gen_of(g->cat, parent, &parent_gen) != 0 || parent_gen != 0)
 		return NULL; /* inside a generation: an ordinary entry of it */
 	spec->name = name;
 	spec->step = step;
@@ -154,7 +178,7 @@ bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name)
 	if (g->opt.show_open || !gen_name_matches(g, name, &step))
 		return false;
 	struct cat_gen gen;
-	return cat_gen_find(g->fs->cat, dir, name, &gen) == 0 &&
+	return cat_gen_find(g->cat, dir, name, &gen) == 0 &&
 	       (gen.state == GEN_OPEN || gen.state == GEN_HELD);
 }
 
@@ -180,6 +204,7 @@ static struct gen_live *gen_live_find(struct gen_policy *g, uint64_t id)
 
 static struct gen_live *gen_live_get(struct gen_policy *g, uint64_t id, uint64_t series)
 {
+	assert(id != 0); /* 0 is "in no generation" */
 	struct gen_live *l = gen_live_find(g, id);
 	if (l || !(l = calloc(1, sizeof(*l))))
 		return l;
@@ -283,7 +308,7 @@ static bool gen_writers_alive(const struct gen_live *l)
  * themselves within the entry timeout (1 s). */
 static void gen_after_removal(struct gen_policy *g, struct cat_id_vec *v)
 {
-	node_unlinked_many(g->fs->nodes, v->v, v->n);
+	node_unlinked_many(g->nodes, v->v, v->n);
 	cat_id_vec_free(v);
 }
 
@@ -296,13 +321,14 @@ enum gen_end_how {
 static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how,
 			struct cat_id_vec *v)
 {
+	assert(id != 0 && rule && rule[0]);
 	switch (how) {
 	case GEN_END_ABORT:
-		return cat_gen_abort(g->fs->cat, id, rule, cat_id_vec_add_ino, v);
+		return cat_gen_abort(g->cat, id, rule, cat_id_vec_add_ino, v);
 	case GEN_END_DELETE:
-		return cat_gen_delete(g->fs->cat, id, rule, cat_id_vec_add_ino, v);
+		return cat_gen_delete(g->cat, id, rule, cat_id_vec_add_ino, v);
 	case GEN_END_EXPIRE:
-		return cat_gen_expire(g->fs->cat, id, rule, cat_id_vec_add_ino, v);
+		return cat_gen_expire(g->cat, id, rule, cat_id_vec_add_ino, v);
 	}
 	return -EINVAL;
 }
@@ -310,7 +336,7 @@ static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enu
 static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how)
 {
 	struct cat_gen gen;
-	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
+	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
 		return;
 	const char *verb = how == GEN_END_ABORT ? "abort" : "delete";
 	struct cat_id_vec v = { 0 };
@@ -346,9 +372,10 @@ static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const 
 	struct cat_gen gen;
 	struct cat_id_vec v = { 0 };
 	bool held = false;
-	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
+	assert(id != 0 && reason && reason[0]); /* a held save always says why (invariant 5) */
+	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
 		return;
-	int rc = cat_gen_hold(g->fs->cat, id, rule, reason, cat_id_vec_add_ino, &v, &held);
+	int rc = cat_gen_hold(g->cat, id, rule, reason, cat_id_vec_add_ino, &v, &held);
 	if (rc != 0 && rc != -EALREADY) {
 		log_error("generation %s (series inode %llu, step %llu): hold (%s) failed: %s; it"
 			  " stays open", gen.name, (unsigned long long)gen.series,
@@ -420,8 +447,8 @@ static bool gen_may_delete(struct gen_policy *g, const struct gen_cred *c, const
 	struct cat_inode series, root;
 	if (!c->known || c->uid == 0)
 		return true;
-	if (cat_getattr(g->fs->cat, gen->series, &series) != 0 ||
-	    cat_getattr(g->fs->cat, gen->root, &root) != 0)
+	if (cat_getattr(g->cat, gen->series, &series) != 0 ||
+	    cat_getattr(g->cat, gen->root, &root) != 0)
 		return false;
 	if (!gen_cred_may(c, &series, 03))
 		return false;
@@ -433,6 +460,8 @@ static bool gen_may_delete(struct gen_policy *g, const struct gen_cred *c, const
 static void gen_keep_end(struct gen_policy *g, const struct gen_cred *c, const struct cat_gen *gen,
 			 const char *rule)
 {
+	/* invariant 3: only an unpinned COMMITTED (or HELD) one is ever chosen */
+	assert(!gen->pinned && (gen->state == GEN_COMMITTED || gen->state == GEN_HELD));
 	if (gen_may_delete(g, c, gen)) {
 		gen_end(g, gen->id, rule, GEN_END_EXPIRE);
 		return;
@@ -448,7 +477,7 @@ static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct ca
 			  const struct gen_cred *c)
 {
 	struct cat_gen_vec h = { 0 };
-	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add_held, &h) == 0)
+	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_held, &h) == 0)
 		for (size_t i = 0; i < h.n; i++) {
 			size_t newer = 0;
 			for (size_t j = 0; j < committed->n; j++)
@@ -465,7 +494,7 @@ static void gen_keep(struct gen_policy *g, uint64_t series, const struct gen_cre
 	if (g->opt.keep == 0)
 		return;
 	struct cat_gen_vec l = { 0 };
-	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add_committed, &l) != 0) {
+	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_committed, &l) != 0) {
 		cat_gen_vec_free(&l);
 		return;
 	}
@@ -474,7 +503,7 @@ static void gen_keep(struct gen_policy *g, uint64_t series, const struct gen_cre
 	size_t newest_durable = l.n;
 	for (size_t i = 0; i < l.n && newest_durable == l.n; i++) {
 		bool durable = false;
-		if (cat_gen_durable(g->fs->cat, l.v[i].id, &durable) == 0 && durable)
+		if (cat_gen_durable(g->cat, l.v[i].id, &durable) == 0 && durable)
 			newest_durable = i;
 	}
 	gen_keep_held(g, series, &l, c);
@@ -492,9 +521,9 @@ static void gen_keep_as_newest_owner(struct gen_policy *g, uint64_t series)
 	struct cat_gen_vec l = { 0 };
 	struct gen_cred c = { .known = false };
 	struct cat_inode root;
-	if (cat_gen_list_brief(g->fs->cat, series, false, gen_list_add_committed, &l) == 0 && l.n > 0) {
+	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_committed, &l) == 0 && l.n > 0) {
 		qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
-		if (cat_getattr(g->fs->cat, l.v[0].root, &root) == 0)
+		if (cat_getattr(g->cat, l.v[0].root, &root) == 0)
 			c = (struct gen_cred){ .known = true, .uid = root.uid, .gid = root.gid };
 	}
 	cat_gen_vec_free(&l);
@@ -517,7 +546,7 @@ static void gen_keep_all(struct gen_policy *g)
 	struct cat_id_vec series = { 0 };
 	if (g->opt.keep == 0)
 		return;
-	if (cat_gen_list_brief(g->fs->cat, 0, false, gen_list_add_series, &series) == 0)
+	if (cat_gen_list_brief(g->cat, 0, false, gen_list_add_series, &series) == 0)
 		for (size_t i = 0; i < series.n; i++)
 			gen_keep_as_newest_owner(g, series.v[i]);
 	cat_id_vec_free(&series);
@@ -530,6 +559,7 @@ static void gen_keep_request(struct gen_policy *g, uint64_t series, const struct
 {
 	struct gen_cred unknown = { .known = false };
 	const struct gen_cred *c = cred ? cred : &unknown;
+	assert(series != 0);
 	if (g->opt.keep == 0)
 		return;
 	pthread_mutex_lock(&g->lock);
@@ -584,7 +614,7 @@ static void gen_run_keeps(struct gen_policy *g)
 void gen_durable(struct gen_policy *g, uint64_t id)
 {
 	struct cat_gen gen;
-	if (cat_gen_get_brief(g->fs->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
+	if (cat_gen_get_brief(g->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
 		gen_keep_request(g, gen.series, NULL);
 }
 
@@ -595,10 +625,10 @@ void gen_durable(struct gen_policy *g, uint64_t id)
 static bool gen_files_being_written(struct gen_policy *g, uint64_t id)
 {
 	uint64_t inos[256];
-	size_t n = node_writing(g->fs->nodes, inos, 256);
+	size_t n = node_writing(g->nodes, inos, 256);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t gen = 0;
-		if (cat_gen_of(g->fs->cat, inos[i], &gen) == 0 && gen == id)
+		if (cat_gen_of(g->cat, inos[i], &gen) == 0 && gen == id)
 			return true;
 	}
 	return n == 256; /* too many to tell: assume so, the tick retries */
@@ -608,7 +638,8 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
 	struct gen_cred cred = { .known = false };
-	int rc = cat_gen_commit(g->fs->cat, id, rule);
+	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
+	int rc = cat_gen_commit(g->cat, id, rule);
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, id);
 	if (l)
@@ -616,7 +647,7 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	gen_live_drop(g, id); /* invariant 2: no writer is open when a commit runs */
 	pthread_mutex_unlock(&g->lock);
 	if (rc == 0)
-		rc = cat_gen_get_brief(g->fs->cat, id, &gen);
+		rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc != 0) {
 		log_error("generation %llu: commit (%s) failed: %s", (unsigned long long)id, rule,
 			  strerror(-rc));
@@ -630,12 +661,6 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 
 /* ---- proof by content (proof.h) ---- */
 
-static int gen_proof_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
-{
-	struct gen_policy *g = arg;
-	return reader_read(g->fs->reader, ino, READER_PROBE, off, len, buf);
-}
-
 /* The root of the committed generation of gen's series with the largest step
  * below gen's (0 if none): the save it is compared with. */
 static uint64_t gen_previous_root(struct gen_policy *g, const struct cat_gen *gen)
@@ -643,7 +668,7 @@ static uint64_t gen_previous_root(struct gen_policy *g, const struct cat_gen *ge
 	struct cat_gen_vec l = { 0 };
 	uint64_t root = 0, best_step = 0;
 	int64_t best_ns = 0;
-	if (cat_gen_list_brief(g->fs->cat, gen->series, false, gen_list_add_committed, &l) == 0)
+	if (cat_gen_list_brief(g->cat, gen->series, false, gen_list_add_committed, &l) == 0)
 		for (size_t i = 0; i < l.n; i++) {
 			const struct cat_gen *c = &l.v[i];
 			if (c->id == gen->id || c->step >= gen->step)
@@ -663,10 +688,10 @@ static uint64_t gen_previous_root(struct gen_policy *g, const struct cat_gen *ge
 static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *out)
 {
 	struct cat_gen gen;
-	int rc = cat_gen_get_brief(g->fs->cat, id, &gen);
+	int rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc == 0)
-		rc = proof_generation(g->fs->cat, gen.root, gen.name, gen_previous_root(g, &gen),
-				      gen_proof_read, g, out);
+		rc = proof_generation(g->cat, gen.root, gen.name, gen_previous_root(g, &gen),
+				      g->read, g->read_arg, out);
 	if (rc != 0) {
 		out->verdict = PROOF_UNPROVEN;
 		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",
@@ -678,7 +703,8 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *rule, bool quiet)
 {
 	struct cat_gen gen;
-	if (cat_gen_get_brief(g->fs->cat, id, &gen) != 0)
+	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
+	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
 		return;
 	if (gen.state == GEN_HELD) { /* nobody writes in it: a writer reopens it first */
 		gen_commit_now(g, id, rule);
@@ -737,10 +763,11 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 	if (open)
 		return 0;
 	struct cat_gen gen;
-	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
+	int rc = cat_gen_get_brief(g->cat, gen_id, &gen);
 	if (rc != 0 || (gen.state != GEN_COMMITTED && gen.state != GEN_HELD))
 		return rc == -ENOENT ? 0 : rc;
-	rc = cat_gen_reopen(g->fs->cat, gen_id);
+	assert(gen.state == GEN_COMMITTED || gen.state == GEN_HELD);
+	rc = cat_gen_reopen(g->cat, gen_id);
 	if (rc == -EALREADY)
 		return 0; /* another writer of the rewrite (a second rank) reopened it first */
 	if (rc != 0) {
@@ -814,7 +841,7 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name)
 	pthread_mutex_unlock(&g->lock);
 	for (int i = 0; i < n; i++) {
 		struct cat_gen gen;
-		if (cat_gen_get_brief(g->fs->cat, ids[i], &gen) == 0 && gen.state == GEN_OPEN)
+		if (cat_gen_get_brief(g->cat, ids[i], &gen) == 0 && gen.state == GEN_OPEN)
 			continue;
 		pthread_mutex_lock(&g->lock);
 		gen_live_drop(g, ids[i]);
@@ -841,7 +868,7 @@ int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size)
 {
 	struct cat_gen gen;
 	char reason[3 * GEN_HELD_MAX];
-	int rc = gen_id ? cat_gen_get_brief(g->fs->cat, gen_id, &gen) : -ENODATA;
+	int rc = gen_id ? cat_gen_get_brief(g->cat, gen_id, &gen) : -ENODATA;
 	if (rc != 0)
 		return rc == -ENOENT ? -ENODATA : rc;
 	gen_encode_reason(gen.held, reason, sizeof(reason));
@@ -896,13 +923,14 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 	struct gen_live *l = gen_live_find(g, gen_id);
 	pthread_mutex_unlock(&g->lock);
 	struct cat_gen gen;
-	if (!l && (cat_gen_get_brief(g->fs->cat, gen_id, &gen) != 0 ||
+	if (!l && (cat_gen_get_brief(g->cat, gen_id, &gen) != 0 ||
 		   (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)))
 		return;
 	pthread_mutex_lock(&g->lock);
 	if (!l && (l = gen_live_get(g, gen_id, gen.series)) != NULL)
 		l->is_open = gen.state == GEN_OPEN;
 	if (l) {
+		assert(l->writers < UINT32_MAX);
 		l->writers++;
 		l->last_activity_ns = gen_now_ns();
 	}
@@ -917,6 +945,7 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, gen_id);
 	if (l) {
+		/* a count a removal or an abort reset (gen_live_drop) may be 0 */
 		if (l->writers)
 			l->writers--;
 		l->last_activity_ns = gen_now_ns();
@@ -934,7 +963,7 @@ static bool gen_is_lightning_dir(struct gen_policy *g, uint64_t gen_id)
 {
 	struct cat_gen gen;
 	size_t n;
-	return cat_gen_get_brief(g->fs->cat, gen_id, &gen) == 0 && (n = strlen(gen.name)) > 5 &&
+	return cat_gen_get_brief(g->cat, gen_id, &gen) == 0 && (n = strlen(gen.name)) > 5 &&
 	       strcmp(gen.name + n - 5, ".ckpt") == 0;
 }
 
@@ -956,11 +985,11 @@ void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, cons
 static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_t size)
 {
 	struct cat_inode in;
-	int rc = cat_getattr(g->fs->cat, ino, &in);
+	int rc = cat_getattr(g->cat, ino, &in);
 	if (rc != 0)
 		return rc;
 	size_t len = in.size < size - 1 ? (size_t)in.size : size - 1;
-	rc = reader_read(g->fs->reader, ino, READER_PROBE, 0, len, buf);
+	rc = g->read(g->read_arg, ino, 0, len, buf);
 	if (rc != 0)
 		return rc;
 	buf[len] = '\0';
@@ -979,12 +1008,12 @@ static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t pare
 	if (gen_read_tracker(g, ino, tag, sizeof(tag)) != 0 || !tag[0])
 		return;
 	struct cat_gen gen;
-	int rc = cat_gen_find(g->fs->cat, parent, tag, &gen); /* DeepSpeed: the tag is the name */
+	int rc = cat_gen_find(g->cat, parent, tag, &gen); /* DeepSpeed: the tag is the name */
 	if (rc != 0) {
 		char *end;
 		unsigned long long step = strtoull(tag, &end, 10);
 		if (*end == '\0' && end != tag) /* Megatron: the iteration */
-			rc = cat_gen_find_step(g->fs->cat, parent, step, &gen);
+			rc = cat_gen_find_step(g->cat, parent, step, &gen);
 	}
 	if (rc == 0 && (gen.state == GEN_OPEN || gen.state == GEN_HELD))
 		gen_request_commit(g, gen.id, "tracker", false);
@@ -1011,7 +1040,7 @@ void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const 
 int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule)
 {
 	struct cat_gen gen;
-	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
+	int rc = cat_gen_get_brief(g->cat, gen_id, &gen);
 	if (rc != 0)
 		return rc;
 	if (gen.state == GEN_COMMITTED)
@@ -1024,13 +1053,13 @@ int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule)
 
 int gen_pin(struct gen_policy *g, uint64_t gen_id, bool pinned)
 {
-	return cat_gen_pin(g->fs->cat, gen_id, pinned);
+	return cat_gen_pin(g->cat, gen_id, pinned);
 }
 
 int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
 {
 	struct cat_gen gen;
-	int rc = cat_gen_get_brief(g->fs->cat, gen_id, &gen);
+	int rc = cat_gen_get_brief(g->cat, gen_id, &gen);
 	if (rc != 0)
 		return rc;
 	if (gen.state == GEN_OPEN && !force)
@@ -1160,7 +1189,7 @@ static int gen_add_crash_held(void *arg, const struct cat_gen *gen)
 static void gen_recheck_crash_held(struct gen_policy *g)
 {
 	struct cat_gen_vec l = { 0 };
-	if (cat_gen_list_brief(g->fs->cat, 0, false, gen_add_crash_held, &l) == 0)
+	if (cat_gen_list_brief(g->cat, 0, false, gen_add_crash_held, &l) == 0)
 		for (size_t i = 0; i < l.n; i++) {
 			struct proof_result pr;
 			gen_prove(g, l.v[i].id, &pr);
@@ -1210,6 +1239,7 @@ void gen_policy_ready(struct gen_policy *g)
 int gen_policy_start(struct gen_policy *g)
 {
 	pthread_mutex_lock(&g->lock);
+	assert(!g->running && !g->stop); /* started once */
 	g->keep_all = g->opt.keep > 0; /* a deletion a crash cut short is finished */
 	int rc = pthread_create(&g->thread, NULL, gen_thread, g);
 	g->running = rc == 0;
@@ -1230,6 +1260,7 @@ static void gen_stop_thread(struct gen_policy *g)
 	g->running = false;
 	pthread_mutex_unlock(&g->lock);
 	gen_run_keeps(g); /* what the thread had not got to */
+	assert(g->nkeep == 0 && !g->keep_all);
 }
 
 void gen_policy_shutdown(struct gen_policy *g)
@@ -1271,6 +1302,9 @@ void gen_policy_shutdown(struct gen_policy *g)
 		gen_live_drop(g, id); /* in case the catalog call failed */
 		pthread_mutex_unlock(&g->lock);
 	}
+	pthread_mutex_lock(&g->lock);
+	assert(!g->running && g->live == NULL); /* every OPEN one decided */
+	pthread_mutex_unlock(&g->lock);
 }
 
 void gen_policy_free(struct gen_policy *g)

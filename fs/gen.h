@@ -56,11 +56,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proof.h"
+
 #define GEN_DEFAULT_PATTERN                                                          \
 	"^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)" \
 	"(-v[0-9]+)?(\\.(ckpt|pt|pth|bin|safetensors|npy|npz))?$"
 
-struct ckptfs;
+struct cat;
+struct node_table;
 struct gen_policy;
 struct cat_gen_spec;
 
@@ -72,8 +75,23 @@ struct gen_options {
 	bool show_open;     /* list OPEN generations in readdir */
 };
 
+/* What the policy works on. read reads file bytes (a proof by content,
+ * proof.h, and tracker files): the reader's committed extents, with no
+ * readahead (READER_PROBE). A callback, so the policy needs nothing of the
+ * reader but that one read (and tests hand in a fake). */
+struct gen_deps {
+	struct cat *cat;
+	struct node_table *nodes; /* open writers (gen_files_being_written); removed trees */
+	proof_read_fn read;
+	void *read_arg;
+};
+
 /* Compiles the pattern (-EINVAL with a line naming it if it does not). */
-int gen_policy_new(struct ckptfs *fs, const struct gen_options *o, struct gen_policy **out);
+int gen_policy_new(const struct gen_deps *deps, const struct gen_options *o,
+		   struct gen_policy **out);
+/* The same check without a policy (before mounting: the line reaches the
+ * terminal). */
+int gen_pattern_check(const struct gen_options *o);
 /* Starts the background thread (timers) once mounted and daemonized. */
 int gen_policy_start(struct gen_policy *g);
 /* Every service is up (cache, uploader, store queue): the thread may now

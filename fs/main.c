@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -23,8 +24,9 @@
 #include "backing.h"
 #include "cache.h"
 #include "cachedir.h"
+#include "catalog.h"
+#include "chunker.h"
 #include "chunkput.h"
-#include "ckptfs.h"
 #include "claim.h"
 #include "control.h"
 #include "fuseinit.h"
@@ -32,6 +34,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "node.h"
+#include "ns.h"
 #include "ops.h"
 #include "options.h"
 #include "reader.h"
@@ -39,10 +42,37 @@
 #include "rebuild.h"
 #include "safeopen.h"
 #include "sigs.h"
+#include "store.h"
 #include "storeq.h"
 #include "trust.h"
 #include "upload.h"
 #include "uploader.h"
+
+/* The daemon's wiring: every handle the services are started with. Only this
+ * file knows it; each module gets the handles and callbacks it uses (issue 17,
+ * docs/DESIGN.md "Layers"). */
+struct ckptfs {
+	struct ckptfs_options opt;
+	struct cat *cat;
+	struct store *store;         /* the local cache's objects (CACHE/chunks) */
+	struct backing *backing;
+	struct claim *claim;         /* BACKING is this catalog's (fs/lib/claim.h) */
+	struct cache *cache;
+	struct uploader *uploader;
+	struct storeq *storeq;       /* chunk objects written behind the writers */
+	struct chunkput *chunkput;   /* putting chunks, for the writers (chunkput.h) */
+	struct node_table *nodes;
+	struct ns *ns;               /* the namespace (ns.c): freed at teardown */
+	struct reader *reader;       /* file bytes from chunks (fs/reader.h) */
+	struct recent *recent;       /* hashes of chunks just written (replicated saves) */
+	struct gen_policy *gen;
+	struct chunker_params chunking;
+	char staging_dir[PATH_MAX]; /* CACHE/staging: files being rewritten out of order */
+	int lock_fd;                /* flock on CACHE/lock: one daemon per cache */
+	struct fuseinit *fuse_init; /* the session's INIT: may read-only opens use direct_io */
+	struct fuse_session *se;    /* set while serving: main_stopping() asks it */
+	bool stopped;               /* the session is gone */
+};
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 /* storeq: threads writing chunk objects behind the writers, and how many
@@ -74,7 +104,7 @@ static ssize_t main_io_read(int fd, void *buf, size_t len, void *userdata)
 
 /* Once, when the INIT reply went out: what the kernel allowed, and what
  * read-only opens therefore do (ops_open_node). */
-static void main_fuseinit_log(const struct ckptfs *fs)
+static void main_fuseinit_log(const struct ops_context *ctx)
 {
 	if (fuseinit_outcome(&main_fuseinit) == FUSEINIT_PENDING ||
 	    __atomic_exchange_n(&main_fuseinit_logged, 1, __ATOMIC_RELAXED))
@@ -83,7 +113,7 @@ static void main_fuseinit_log(const struct ckptfs *fs)
 	const char *what = fuseinit_describe(&main_fuseinit, line, sizeof(line));
 	if (!fuseinit_granted(&main_fuseinit))
 		log_info("%s: read-only opens keep the page cache", what);
-	else if (fs->opt.read_cache)
+	else if (ctx->read_cache)
 		log_info("%s: read-only opens keep the page cache (-o read_cache)", what);
 	else
 		log_info("%s: read-only opens of files of %u MiB or more bypass the page cache "
@@ -437,10 +467,9 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	store_set_codec(fs->store, fs->opt.codec);
 	if (main_open_catalog(fs, cache_was_used) != 0)
 		return -1;
-	if (gen_policy_new(fs, &fs->opt.gen, &fs->gen) != 0)
+	if (gen_pattern_check(&fs->opt.gen) != 0) /* gen and nodes: main_start_ns */
 		return -1;
-	if (node_table_new(fs, &fs->nodes) != 0 || ops_handles_new(&fs->handles) != 0 ||
-	    recent_new(0, &fs->recent) != 0) {
+	if (recent_new(0, &fs->recent) != 0) {
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return -1;
 	}
@@ -465,8 +494,8 @@ static void main_close_state(struct ckptfs *fs)
 {
 	/* the session loop has returned: the handles the kernel never released
 	 * go first; what they held is ended below, as at any unmount */
-	ops_handles_free(fs->handles);
-	fs->handles = NULL;
+	ns_free(fs->ns);
+	fs->ns = NULL;
 	/* storeq.h Q2: chunks still being stored behind land next (their jobs
 	 * use the catalog, the cache, the uploader and recent) */
 	if (fs->chunkput)
@@ -625,6 +654,60 @@ static int main_log_start(const struct ckptfs *fs)
 	return 1;
 }
 
+/* Proof reads of the generation policy: committed bytes, no readahead. The
+ * policy is made before the reader (arg is the daemon), and reads only once
+ * gen_policy_ready has run, when the reader is there. */
+static int main_probe_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	struct reader *r = ((struct ckptfs *)arg)->reader;
+	return r ? reader_read(r, ino, READER_PROBE, off, len, buf) : -EAGAIN;
+}
+
+/* The node table and the generation policy, on the catalog as it is after
+ * daemonizing (they keep its handle). */
+static int main_start_gen(struct ckptfs *fs)
+{
+	struct gen_deps gd = { .cat = fs->cat, .read = main_probe_read, .read_arg = fs };
+	int rc = node_table_new(fs->cat, &fs->nodes);
+	gd.nodes = fs->nodes;
+	if (rc == 0)
+		rc = gen_policy_new(&gd, &fs->opt.gen, &fs->gen);
+	return rc;
+}
+
+/* The namespace's reads (ns.h, struct ns_reader) and fsync's wait. */
+static int main_ns_map(void *arg, uint64_t ino, uint64_t off, size_t len, struct reader_map *m)
+{
+	return reader_map(arg, ino, READER_COMMITTED, off, len, m);
+}
+
+static void main_ns_unmap(void *arg, struct reader_map *m)
+{
+	reader_unmap(arg, m);
+}
+
+static int main_ns_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return reader_read(arg, ino, READER_COMMITTED, off, len, buf);
+}
+
+static int main_ns_wait_backing(void *arg, uint64_t ino, unsigned timeout_ms)
+{
+	return uploader_wait_file(arg, ino, timeout_ms);
+}
+
+/* The namespace, once every service it calls is up. */
+static int main_start_ns(struct ckptfs *fs)
+{
+	struct ns_deps d = { .cat = fs->cat, .nodes = fs->nodes, .gen = fs->gen, .store = fs->store,
+			     .reader = { main_ns_map, main_ns_unmap, main_ns_read, fs->reader },
+			     .chunkput = fs->chunkput,
+			     .wait_backing = main_ns_wait_backing, .wait_arg = fs->uploader };
+	struct ns_config cfg = { .sync_backing = fs->opt.sync_backing,
+				 .backing_timeout_ms = fs->opt.backing_timeout_ms };
+	return ns_new(&d, &cfg, &fs->ns);
+}
+
 int main(int argc, char **argv)
 {
 	umask(077); /* trust.h: nothing the daemon makes is for other users */
@@ -657,7 +740,9 @@ int main(int argc, char **argv)
 	struct metrics *metrics = NULL;
 	if (main_fuse_args(&r, &args) != 0)
 		goto out;
-	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &fs);
+	struct ops_context octx = { .fuse_init = fs.fuse_init, .read_cache = fs.opt.read_cache,
+				    .cache = fs.opt.cache, .backing = fs.opt.backing };
+	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &octx);
 	if (!se) {
 		fprintf(stderr, "ckptfs: FUSE rejected the options '%s'\n", r.fuse_opts);
 		goto out;
@@ -691,6 +776,10 @@ int main(int argc, char **argv)
 	if (claim_start(fs.claim) != 0) /* after fork: the daemon's pid, renewed */
 		goto out;
 
+	if (main_start_gen(&fs) != 0) {
+		log_error("cannot create the generation policy and the inode table");
+		goto out;
+	}
 	if (gen_policy_start(fs.gen) != 0 || node_table_start(fs.nodes) != 0) {
 		/* after fork: threads do not survive it */
 		log_error("cannot start the generation and inode release threads");
@@ -713,6 +802,11 @@ int main(int argc, char **argv)
 		log_error("cannot start the store threads");
 		goto out;
 	}
+	if (main_start_ns(&fs) != 0) {
+		log_error("cannot create the namespace: out of memory");
+		goto out;
+	}
+	octx.ns = fs.ns;
 	gen_policy_ready(fs.gen);
 	sigs_hup_start(main_log_path, !fs.opt.log_path[0], fs.opt.use_syslog);
 	const struct control_deps ctl_deps = {

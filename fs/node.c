@@ -10,7 +10,6 @@
 
 #include <time.h>
 
-#include "ckptfs.h"
 #include "generation.h"
 #include "log.h"
 #include "writer.h"
@@ -25,7 +24,7 @@
 #define NODE_RELEASE_MAX 65536
 
 struct node_table {
-	struct ckptfs *fs;
+	struct cat *cat;
 	pthread_mutex_t lock;
 	uint64_t count;
 	struct node *bucket[NODE_BUCKETS];
@@ -46,12 +45,12 @@ static struct node **node_slot(struct node_table *t, uint64_t ino)
 	return pp;
 }
 
-int node_table_new(struct ckptfs *fs, struct node_table **out)
+int node_table_new(struct cat *cat, struct node_table **out)
 {
 	struct node_table *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->fs = fs;
+	t->cat = cat;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->reap_wake, NULL);
 	*out = t;
@@ -135,7 +134,7 @@ static void node_release_now(struct node_table *t, uint64_t *inos, size_t n)
 		if (*node_slot(t, inos[i]) == NULL)
 			inos[k++] = inos[i];
 	pthread_mutex_unlock(&t->lock);
-	int rc = k ? cat_inodes_release(t->fs->cat, inos, k) : 0;
+	int rc = k ? cat_inodes_release(t->cat, inos, k) : 0;
 	if (rc != 0)
 		log_error("releasing %zu inodes nobody holds (first %llu) failed: %s; those with no"
 			  " link left are released at the next start", k, (unsigned long long)inos[0],
@@ -223,6 +222,7 @@ static void *node_reaper(void *arg)
 int node_table_start(struct node_table *t)
 {
 	pthread_mutex_lock(&t->lock);
+	assert(!t->reaper_running && !t->reaper_stop); /* started once */
 	int rc = pthread_create(&t->reaper, NULL, node_reaper, t);
 	t->reaper_running = rc == 0;
 	pthread_mutex_unlock(&t->lock);
@@ -256,7 +256,8 @@ void node_table_stop(struct node_table *t)
  * batch) if it has no links left. */
 static void node_free(struct node_table *t, struct node *n)
 {
-	assert(!n->writer);
+	/* invariant 1: nothing holds it; a writer ended at the last close */
+	assert(!n->writer && !n->nlookup && !n->open_count && !n->refs && !n->write_handles);
 	uint64_t ino = n->ino;
 	pthread_rwlock_destroy(&n->rw);
 	free(n);
@@ -267,8 +268,10 @@ struct node *node_get(struct node_table *t, uint64_t ino)
 {
 	pthread_mutex_lock(&t->lock);
 	struct node *n = node_find_locked(t, ino);
-	if (n)
+	if (n) {
+		assert(n->ino == ino);
 		n->refs++;
+	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -316,8 +319,10 @@ struct node *node_open(struct node_table *t, uint64_t ino)
 {
 	pthread_mutex_lock(&t->lock);
 	struct node *n = node_find_locked(t, ino);
-	if (n)
+	if (n) {
+		assert(n->open_count < UINT32_MAX);
 		n->open_count++;
+	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -371,7 +376,7 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 	/* The kernel may hold lookups on removed inodes for long (a generation
 	 * removed behind its back): with no handle open nothing can read their
 	 * data any more, so the chunks go now, the rows at FORGET. */
-	if (idle.n && (rc = cat_inodes_drop_data(t->fs->cat, idle.v, idle.n)) != 0)
+	if (idle.n && (rc = cat_inodes_drop_data(t->cat, idle.v, idle.n)) != 0)
 		log_warn("releasing the data of %zu unlinked files (first inode %llu) failed: %s;"
 			 " it goes when the kernel forgets them", idle.n,
 			 (unsigned long long)idle.v[0], strerror(-rc));
@@ -384,6 +389,7 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 void node_writers_add(struct node_table *t, struct node *n, int delta)
 {
 	pthread_mutex_lock(&t->lock);
+	assert(delta == 1 || delta == -1);
 	assert(delta > 0 || n->write_handles > 0);
 	n->write_handles += delta;
 	pthread_mutex_unlock(&t->lock);

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ckptfs;
+struct cat;
 struct writer;
 struct node_table;
 
@@ -45,7 +45,7 @@ struct node {
 	pthread_rwlock_t rw;
 	struct writer *writer; /* non-NULL while a handle has written or truncated */
 	/* the file had setuid or setgid at its last open or chmod: a write asks
-	 * whether to clear them (ops.c, ops_killpriv); __atomic loads/stores */
+	 * whether to clear them (ns.c, ns_killpriv); __atomic loads/stores */
 	bool setid;
 	/* a file whose close may commit a generation (gen_is_trigger_name):
 	 * its name and directory as last looked up; under the table lock */
@@ -54,7 +54,8 @@ struct node {
 	struct node *next;     /* hash chain */
 };
 
-int node_table_new(struct ckptfs *fs, struct node_table **out);
+/* The table of the inodes of cat (which releases them: invariant 4). */
+int node_table_new(struct cat *cat, struct node_table **out);
 /* Starts the reaper (invariant 4) once mounted and daemonized. */
 int node_table_start(struct node_table *t);
 /* Stops the reaper and releases what it had queued (before the uploader

@@ -1,19 +1,27 @@
-/* ops — the FUSE low-level operation table of ckptfs (see ops.c). */
+/* ops — the FUSE low-level operation table of ckptfs (see ops.c): the
+ * adapter between the kernel and the namespace (ns.h). */
 #ifndef CKPTFS_OPS_H
 #define CKPTFS_OPS_H
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 
 extern const struct fuse_lowlevel_ops ckptfs_ops;
 
-/* The handles the kernel holds open (ops.c, invariant 1): fs->handles. */
-struct ops_handles;
-int ops_handles_new(struct ops_handles **out);
-/* At teardown, once the session loop has returned (no request runs): frees
- * the handles the kernel never released (SIGTERM, or a lazy unmount, with a
- * file open), and the registry. Only the handles: their nodes, writers and
- * generations are ended by node_table_free and gen_policy_shutdown. */
-void ops_handles_free(struct ops_handles *hs);
+struct ns;
+struct fuseinit;
+
+/* The FUSE session's userdata: the namespace, and what the adapter itself
+ * needs to decide open flags and answer statfs and the root's xattrs. ns may
+ * be set after fuse_session_new, before the session loop starts (no request
+ * arrives before). */
+struct ops_context {
+	struct ns *ns;
+	struct fuseinit *fuse_init; /* may read-only opens use direct_io */
+	bool read_cache;            /* -o read_cache: read-only opens keep the page cache */
+	const char *cache;          /* CACHE: statfs, user.ckptfs.cache */
+	const char *backing;        /* BACKING: user.ckptfs.backing */
+};
 
 /* After the mount, before the session loop: raises the kernel's readahead
  * window of the mount at mountpoint to what ops asks for (it starts at
@@ -25,8 +33,8 @@ void ops_tune_readahead(const char *mountpoint);
  * (direct_io), when the kernel allows mmaps of such opens (fuseinit.h) and
  * -o read_cache is not given. A smaller file costs little to copy into the
  * page cache, and there one read() per request would cost more: a request to
- * the daemon is ~25 us, a 1-byte read of a cached page ~1 us, and small files
- * (configs, JSON, scripts) are the ones read in small pieces. */
+ * the daemon costs far more than a read of a cached page (docs/BENCH.md), and
+ * small files (configs, JSON, scripts) are the ones read in small pieces. */
 #define OPS_DIRECT_READ_MIN (8u << 20)
 
 #endif

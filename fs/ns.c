@@ -1,0 +1,742 @@
+/* ns — the namespace; see ns.h for the invariants and the catalog calls it
+ * makes. Every call into the generation rules (gen.h) is made here. */
+#define _GNU_SOURCE
+#include "ns.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gen.h"
+#include "log.h"
+#include "node.h"
+#include "store.h"
+#include "writer.h"
+
+
+#define NS_MAX_GROUPS 64
+
+/* An open file: its node, and what it means for the file's generation. */
+struct ns_file {
+	struct node *n;
+	uint64_t gen_id; /* the generation the file was in when opened (0: none) */
+	bool writable;   /* counted among the generation's writers */
+	bool wrote;      /* created, wrote or truncated through this handle */
+	struct ns_file *prev, *next; /* in the registry (invariant 1) */
+};
+
+struct ns {
+	struct cat *cat;
+	struct node_table *nodes;
+	struct gen_policy *gen;
+	struct store *store;
+	struct ns_reader reader;
+	struct chunkput *chunkput;
+	int (*wait_backing)(void *arg, uint64_t ino, unsigned timeout_ms);
+	void *wait_arg;
+	struct ns_config cfg;
+	/* the open files (invariant 1); the lock is a leaf */
+	pthread_mutex_t lock;
+	struct ns_file *head;
+	size_t nfiles;
+};
+
+int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **out)
+{
+	assert(deps->cat && deps->nodes && deps->gen);
+	assert(deps->reader.map && deps->reader.unmap && deps->reader.read);
+	assert(!cfg->sync_backing || deps->wait_backing);
+	struct ns *ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	ns->cat = deps->cat;
+	ns->nodes = deps->nodes;
+	ns->gen = deps->gen;
+	ns->store = deps->store;
+	ns->reader = deps->reader;
+	ns->chunkput = deps->chunkput;
+	ns->wait_backing = deps->wait_backing;
+	ns->wait_arg = deps->wait_arg;
+	ns->cfg = *cfg;
+	pthread_mutex_init(&ns->lock, NULL);
+	*out = ns;
+	return 0;
+}
+
+void ns_free(struct ns *ns)
+{
+	if (!ns)
+		return;
+	size_t n = 0, writable = 0;
+	uint64_t first = 0;
+	struct ns_file *f = ns->head;
+	while (f) { /* invariant 2: the handle only; its node and generation end later */
+		struct ns_file *next = f->next;
+		if (n++ == 0)
+			first = f->n->ino;
+		writable += f->writable;
+		free(f);
+		f = next;
+	}
+	assert(n == ns->nfiles);
+	if (n)
+		log_info("%zu file handles (%zu for writing, first inode %llu) still open at unmount,"
+			 " never released by the kernel: freed (their files are ended as at any"
+			 " unmount with a file open)", n, writable, (unsigned long long)first);
+	pthread_mutex_destroy(&ns->lock);
+	free(ns);
+}
+
+/* ---- the registry of open files (invariant 1) ---- */
+
+static void ns_files_link(struct ns *ns, struct ns_file *f)
+{
+	pthread_mutex_lock(&ns->lock);
+	assert(!f->prev && !f->next && ns->head != f);
+	f->next = ns->head;
+	if (ns->head)
+		ns->head->prev = f;
+	ns->head = f;
+	ns->nfiles++;
+	pthread_mutex_unlock(&ns->lock);
+}
+
+static void ns_files_unlink(struct ns *ns, struct ns_file *f)
+{
+	pthread_mutex_lock(&ns->lock);
+	assert(ns->nfiles > 0);
+	assert(f->prev ? f->prev->next == f : ns->head == f);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		ns->head = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	f->prev = f->next = NULL;
+	ns->nfiles--;
+	pthread_mutex_unlock(&ns->lock);
+}
+
+uint64_t ns_file_ino(const struct ns_file *f)
+{
+	return f->n->ino;
+}
+
+/* ---- helpers ---- */
+
+static uint64_t ns_gen_of(struct ns *ns, uint64_t ino)
+{
+	uint64_t gen = 0;
+	return cat_gen_of(ns->cat, ino, &gen) == 0 ? gen : 0;
+}
+
+/* Before a change to ino (or an entry of the directory ino): a committed
+ * generation is reopened as a new version (invariant 4). */
+static int ns_gen_change(struct ns *ns, const struct ns_cred *c, uint64_t ino, uint64_t *gen_id)
+{
+	*gen_id = ns_gen_of(ns, ino);
+	int rc = gen_before_change(ns->gen, *gen_id);
+	if (rc == 0)
+		gen_activity(ns->gen, *gen_id, c->pid);
+	return rc;
+}
+
+int ns_getattr(struct ns *ns, uint64_t ino, struct cat_inode *out)
+{
+	int rc = cat_getattr(ns->cat, ino, out);
+	if (rc != 0)
+		return rc;
+	struct node *n = node_peek(ns->nodes, ino);
+	if (!n)
+		return 0;
+	pthread_rwlock_rdlock(&n->rw);
+	if (n->writer && S_ISREG(out->mode)) {
+		out->size = writer_size(n->writer);
+		if (writer_dirty(n->writer))
+			out->mtime_ns = out->ctime_ns = writer_mtime_ns(n->writer);
+	}
+	pthread_rwlock_unlock(&n->rw);
+	node_put(ns->nodes, n);
+	return 0;
+}
+
+/* ---- setuid and setgid after a change (invariant 3) ---- */
+
+static bool ns_in_group(const struct ns_cred *c, gid_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	gid_t groups[NS_MAX_GROUPS];
+	int n = c->getgroups ? c->getgroups(c->arg, NS_MAX_GROUPS, groups) : 0;
+	for (int i = 0; i < n && i < NS_MAX_GROUPS; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* The mode of in after a change by c, by the kernel's rules
+ * (setattr_should_drop_suidgid, setattr_should_drop_sgid, chown_common):
+ *  - a write, a truncate or an O_TRUNC open by a caller without CAP_FSETID
+ *    clears setuid, and setgid if group-exec is set or the caller is not in
+ *    the file's group (setgid without group-exec is otherwise a locking mark);
+ *  - a chown (chown true) clears setuid whoever asks, and setgid by the same
+ *    rule, a caller with CAP_FSETID counting as in every group.
+ * A caller has CAP_FSETID when its uid is 0 (FUSE does not pass capabilities),
+ * unless the kernel asked to kill them anyway (kill). */
+static mode_t ns_killpriv_mode(const struct ns_cred *c, const struct cat_inode *in, bool chown,
+			       bool kill)
+{
+	bool capable = c->uid == 0 && !kill;
+	if (!S_ISREG(in->mode) || !(in->mode & (S_ISUID | S_ISGID)) || (capable && !chown))
+		return in->mode;
+	mode_t drop = S_ISUID;
+	if ((in->mode & S_ISGID) && ((in->mode & S_IXGRP) || (!capable && !ns_in_group(c, in->gid))))
+		drop |= S_ISGID;
+	return in->mode & ~drop;
+}
+
+/* After a write or truncate of ino by c: clears the bits in the catalog if
+ * the rules say so; *still* tells whether any is left. */
+static int ns_killpriv(struct ns *ns, const struct ns_cred *c, uint64_t ino, bool *still)
+{
+	struct cat_inode in, set;
+	int rc = cat_getattr(ns->cat, ino, &in);
+	if (rc != 0)
+		return rc;
+	memset(&set, 0, sizeof(set));
+	set.mode = ns_killpriv_mode(c, &in, false, false);
+	if (set.mode != in.mode)
+		rc = cat_setattr(ns->cat, ino, CAT_SET_MODE, &set, NULL);
+	if (rc != 0)
+		log_error("inode %llu: clearing setuid/setgid after a write by uid %u"
+			  " (mode %o to %o) failed: %s", (unsigned long long)ino, (unsigned)c->uid,
+			  (unsigned)(in.mode & 07777), (unsigned)(set.mode & 07777), strerror(-rc));
+	if (still)
+		__atomic_store_n(still, (set.mode & (S_ISUID | S_ISGID)) != 0, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* ---- names ---- */
+
+void ns_lookup_add(struct ns *ns, uint64_t ino)
+{
+	node_lookup_add(ns->nodes, ino);
+}
+
+int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode *out)
+{
+	int rc = cat_lookup(ns->cat, parent, name, out);
+	if (rc == 0)
+		rc = ns_getattr(ns, out->ino, out);
+	if (rc != 0)
+		return rc;
+	/* Its close may commit (ns_release_done). Noted before the lookup is
+	 * counted, as ops.c always did, so a name looked up before any node
+	 * exists is not noted (behaviour kept by the ns refactor). */
+	if (gen_is_trigger_name(name))
+		node_note_name(ns->nodes, out->ino, parent, name);
+	node_lookup_add(ns->nodes, out->ino);
+	return 0;
+}
+
+void ns_forget(struct ns *ns, uint64_t ino, uint64_t nlookup)
+{
+	node_forget(ns->nodes, ino, nlookup);
+}
+
+/* Generation roots are not cached at all, so a generation removed or
+ * restored behind the kernel's back (keep-latest-k, abort, crash recovery)
+ * is seen at the next path walk, without calling into the kernel (gen.c,
+ * gen_after_removal). */
+double ns_entry_timeout(struct ns *ns, const char *name, double usual)
+{
+	uint64_t step;
+	return name && gen_name_matches(ns->gen, name, &step) ? 0.0 : usual;
+}
+
+/* Creates an entry with the caller's owner; a set-group-ID directory passes
+ * its group (and, to subdirectories, the bit) on, as in ext4. A name that
+ * starts a generation (gen_spec_for) creates it in the same transaction. */
+static int ns_make_entry(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+			 mode_t mode, dev_t rdev, const char *target, struct cat_inode *out)
+{
+	if (strlen(name) > CAT_NAME_MAX)
+		return -ENAMETOOLONG;
+	uint32_t gid = c->gid;
+	struct cat_inode dir;
+	uint64_t parent_gen, gen_id = 0;
+	int rc = ns_gen_change(ns, c, parent, &parent_gen);
+	if (rc == 0)
+		rc = cat_getattr(ns->cat, parent, &dir);
+	if (rc != 0)
+		return rc;
+	if (dir.mode & S_ISGID) {
+		gid = dir.gid;
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	struct cat_gen_spec spec_buf;
+	const struct cat_gen_spec *spec =
+		parent_gen ? NULL : gen_spec_for(ns->gen, parent, name, &spec_buf);
+	rc = cat_create_in_gen(ns->cat, parent, name, mode, c->uid, gid, rdev, target, spec, out,
+			       &gen_id);
+	if (rc != 0)
+		return rc;
+	if (spec)
+		gen_started(ns->gen, gen_id, parent, false, c->pid);
+	else
+		gen_file_created(ns->gen, gen_id, name);
+	return 0;
+}
+
+int ns_make(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+	    mode_t mode, dev_t rdev, const char *target, struct cat_inode *out)
+{
+	if (target && strlen(target) > PATH_MAX)
+		return -ENAMETOOLONG;
+	int rc = ns_make_entry(ns, c, parent, name, mode, rdev, target, out);
+	if (rc == 0)
+		node_lookup_add(ns->nodes, out->ino);
+	return rc;
+}
+
+int ns_link(struct ns *ns, const struct ns_cred *c, uint64_t ino, uint64_t newparent,
+	    const char *newname, struct cat_inode *out)
+{
+	if (strlen(newname) > CAT_NAME_MAX)
+		return -ENAMETOOLONG;
+	uint64_t gen_id;
+	int rc = ns_gen_change(ns, c, newparent, &gen_id);
+	if (rc == 0)
+		rc = cat_link(ns->cat, ino, newparent, newname, out);
+	if (rc == 0)
+		rc = ns_getattr(ns, ino, out);
+	if (rc == 0)
+		node_lookup_add(ns->nodes, out->ino);
+	return rc;
+}
+
+/* A change inside the parent's generation (which is reopened if committed);
+ * a generation root removed ends its generation (catalog). */
+int ns_remove(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name, bool dir)
+{
+	uint64_t ino = 0, gen_id;
+	int rc = ns_gen_change(ns, c, parent, &gen_id);
+	if (rc == 0)
+		rc = dir ? cat_rmdir(ns->cat, parent, name, &ino) : cat_unlink(ns->cat, parent, name, &ino);
+	if (rc == 0) {
+		gen_root_removed(ns->gen, parent, name);
+		node_unlinked(ns->nodes, ino);
+	}
+	return rc;
+}
+
+/* A rename may start a generation (a temporary directory or file renamed to
+ * a generation name: rule "rename"), or fire a rule by its new name inside
+ * one (gen_renamed: DCP's .metadata). */
+int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned flags)
+{
+	if (strlen(newname) > CAT_NAME_MAX)
+		return -ENAMETOOLONG;
+	uint64_t replaced = 0, new_gen = 0, from_gen = 0, to_gen = 0;
+	int rc = ns_gen_change(ns, c, parent, &from_gen);
+	if (rc == 0)
+		rc = ns_gen_change(ns, c, newparent, &to_gen);
+	struct cat_gen_spec spec_buf;
+	const struct cat_gen_spec *spec =
+		rc == 0 && !to_gen && !(flags & CAT_RENAME_EXCHANGE)
+			? gen_spec_for(ns->gen, newparent, newname, &spec_buf) : NULL;
+	if (rc == 0)
+		rc = cat_rename_gen(ns->cat, parent, name, newparent, newname, flags, spec, &replaced,
+				    &new_gen);
+	if (rc != 0)
+		return rc;
+	gen_root_removed(ns->gen, parent, name);
+	if (replaced)
+		node_unlinked(ns->nodes, replaced);
+	if (new_gen)
+		gen_started(ns->gen, new_gen, newparent, true, c->pid);
+	else
+		gen_renamed(ns->gen, to_gen, newparent, newname);
+	return 0;
+}
+
+int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t size)
+{
+	return cat_readlink(ns->cat, ino, buf, size);
+}
+
+struct ns_dir {
+	struct ns *ns;
+	uint64_t dir;
+	cat_dirent_fn fn;
+	void *arg;
+};
+
+static int ns_dirent(void *arg, const char *name, const struct cat_inode *attr, uint64_t next)
+{
+	struct ns_dir *d = arg;
+	if (gen_hidden(d->ns->gen, d->dir, name))
+		return 0; /* an OPEN generation: reachable by name, not listed */
+	return d->fn(d->arg, name, attr, next);
+}
+
+int ns_readdir(struct ns *ns, uint64_t dir, uint64_t off, cat_dirent_fn fn, void *arg)
+{
+	struct ns_dir d = { .ns = ns, .dir = dir, .fn = fn, .arg = arg };
+	return cat_readdir(ns->cat, dir, off, ns_dirent, &d);
+}
+
+int ns_sync(struct ns *ns)
+{
+	return cat_sync(ns->cat);
+}
+
+int ns_inode_count(struct ns *ns, uint64_t *inodes)
+{
+	struct cat_stats cs;
+	int rc = cat_stats(ns->cat, &cs);
+	if (rc == 0)
+		*inodes = cs.inodes;
+	return rc;
+}
+
+/* ---- attributes ---- */
+
+/* Size changes go through the writer when the file is being written, else
+ * straight to the catalog. */
+static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
+{
+	struct node *n = node_get(ns->nodes, ino);
+	if (!n)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&n->rw);
+	int rc = n->writer ? writer_truncate(n->writer, size) : cat_file_truncate(ns->cat, ino, size);
+	pthread_rwlock_unlock(&n->rw);
+	node_put(ns->nodes, n);
+	return rc;
+}
+
+/* After a change of mode or mtime: the node's copy of the setid bits, and a
+ * writer's clock (an explicit mtime outlives the writer's own). */
+static void ns_attr_changed(struct ns *ns, uint64_t ino, unsigned what, const struct cat_inode *set,
+			    const struct cat_inode *out)
+{
+	struct node *n = node_peek(ns->nodes, ino);
+	if (!n)
+		return;
+	if (what & CAT_SET_MODE)
+		__atomic_store_n(&n->setid, (out->mode & (S_ISUID | S_ISGID)) != 0, __ATOMIC_RELAXED);
+	if (what & CAT_SET_MTIME) {
+		pthread_rwlock_wrlock(&n->rw);
+		if (n->writer)
+			writer_set_mtime_ns(n->writer, set->mtime_ns);
+		pthread_rwlock_unlock(&n->rw);
+	}
+	node_put(ns->nodes, n);
+}
+
+int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struct ns_setattr *s,
+	       struct ns_file *f, struct cat_inode *out)
+{
+	struct cat_inode in, out_set;
+	struct cat_inode set = s->val;
+	unsigned what = s->what;
+	uint64_t gen_id;
+	int rc = ns_gen_change(ns, c, ino, &gen_id);
+	if (rc == 0)
+		rc = cat_getattr(ns->cat, ino, &in);
+	if (rc == 0 && f && s->size_set)
+		f->wrote = true;
+	if (rc == 0 && s->size_set) {
+		if (S_ISDIR(in.mode))
+			rc = -EISDIR;
+		else if (!S_ISREG(in.mode))
+			rc = -EINVAL;
+		else
+			rc = ns_truncate(ns, ino, s->size);
+	}
+	/* invariant 3: a chown or truncate clears setuid/setgid in the same change */
+	bool chown = what & (CAT_SET_UID | CAT_SET_GID);
+	if (rc == 0 && !(what & CAT_SET_MODE) && (chown || s->kill_setid || s->size_set)) {
+		mode_t mode = ns_killpriv_mode(c, &in, chown, s->kill_setid);
+		if (mode != in.mode) {
+			what |= CAT_SET_MODE;
+			set.mode = mode;
+		}
+	}
+	if (rc == 0 && what)
+		rc = cat_setattr(ns->cat, ino, what, &set, &out_set);
+	if (rc == 0 && (what & (CAT_SET_MTIME | CAT_SET_MODE)))
+		ns_attr_changed(ns, ino, what, &set, &out_set);
+	if (rc == 0)
+		rc = ns_getattr(ns, ino, out);
+	return rc;
+}
+
+/* ---- files ---- */
+
+/* Opens ino for f: a writable handle counts among its generation's writers
+ * (a commit waits for it: gen.h invariant 2), O_TRUNC truncates. */
+static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags,
+			mode_t mode, struct ns_file **out)
+{
+	struct ns_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->writable = (flags & O_ACCMODE) != O_RDONLY;
+	f->gen_id = f->writable ? ns_gen_of(ns, ino) : 0;
+	int rc = 0;
+	if (f->writable && (flags & O_TRUNC))
+		rc = gen_before_change(ns->gen, f->gen_id);
+	struct node *n = rc == 0 ? node_open(ns->nodes, ino) : NULL;
+	if (!n) {
+		free(f);
+		return rc ? rc : -ENOMEM;
+	}
+	f->n = n;
+	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
+	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);
+	if (f->writable && (flags & O_TRUNC)) {
+		pthread_rwlock_wrlock(&n->rw);
+		rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(ns->cat, ino, 0);
+		if (rc == 0 && setid) /* invariant 3 */
+			rc = ns_killpriv(ns, c, ino, &n->setid);
+		pthread_rwlock_unlock(&n->rw);
+		f->wrote = true;
+	}
+	if (rc != 0) {
+		node_close(ns->nodes, n);
+		node_put(ns->nodes, n);
+		free(f);
+		return rc;
+	}
+	if (f->writable) {
+		node_writers_add(ns->nodes, n, 1);
+		gen_writer_opened(ns->gen, f->gen_id);
+		gen_activity(ns->gen, f->gen_id, c->pid);
+	}
+	ns_files_link(ns, f);
+	*out = f;
+	return 0;
+}
+
+int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, struct ns_file **out,
+	    struct cat_inode *in)
+{
+	int rc = cat_getattr(ns->cat, ino, in);
+	if (rc == 0 && S_ISDIR(in->mode))
+		rc = -EISDIR;
+	if (rc == 0)
+		rc = ns_open_node(ns, c, ino, flags, in->mode, out);
+	return rc;
+}
+
+int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+	      mode_t mode, int flags, struct ns_file **out, struct cat_inode *in)
+{
+	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in);
+	if (rc != 0)
+		return rc;
+	rc = ns_open_node(ns, c, in->ino, flags & ~O_TRUNC /* it is new */, in->mode, out);
+	if (rc != 0)
+		return rc;
+	(*out)->wrote = true; /* creating is writing (an empty marker counts) */
+	node_lookup_add(ns->nodes, in->ino);
+	if (gen_is_trigger_name(name))
+		node_note_name(ns->nodes, in->ino, parent, name);
+	return 0;
+}
+
+/* The node's writer, created on first need (a write or a size change);
+ * with n->rw held for writing (node.h invariant 2). */
+static int ns_writer(struct ns *ns, struct node *n, struct writer **out)
+{
+	if (!n->writer) {
+		struct cat_inode in;
+		int rc = gen_before_change(ns->gen, ns_gen_of(ns, n->ino));
+		if (rc == 0)
+			rc = cat_getattr(ns->cat, n->ino, &in);
+		if (rc == 0)
+			rc = writer_new(ns->chunkput, n->ino, in.size, &n->writer);
+		if (rc != 0)
+			return rc;
+	}
+	*out = n->writer;
+	return 0;
+}
+
+/* With n->rw held: a file being written reads from its writer, others
+ * from the committed extents, as pinned chunk pieces when they fit a map. */
+static int ns_read_fill(struct ns *ns, struct node *n, size_t size, uint64_t off,
+			struct ns_read_out *o)
+{
+	if (n->writer) {
+		o->buf = malloc(size ? size : 1);
+		return o->buf ? writer_read(n->writer, o->buf, size, off, &o->got) : -ENOMEM;
+	}
+	struct cat_inode in;
+	int rc = cat_getattr(ns->cat, n->ino, &in);
+	if (rc != 0 || off >= in.size)
+		return rc;
+	o->got = in.size - off < size ? (size_t)(in.size - off) : size;
+	rc = ns->reader.map(ns->reader.arg, n->ino, off, o->got, &o->m);
+	if (rc == 0 && o->m.len < o->got) {
+		ns->reader.unmap(ns->reader.arg, &o->m);
+		o->buf = malloc(o->got);
+		rc = o->buf ? ns->reader.read(ns->reader.arg, n->ino, off, o->got, o->buf) : -ENOMEM;
+	}
+	return rc;
+}
+
+int ns_read(struct ns *ns, struct ns_file *f, size_t size, uint64_t off, struct ns_read_out *o)
+{
+	memset(o, 0, sizeof(*o));
+	pthread_rwlock_rdlock(&f->n->rw);
+	int rc = ns_read_fill(ns, f->n, size, off, o);
+	pthread_rwlock_unlock(&f->n->rw);
+	return rc;
+}
+
+void ns_read_done(struct ns *ns, struct ns_read_out *o)
+{
+	ns->reader.unmap(ns->reader.arg, &o->m);
+	free(o->buf);
+	o->buf = NULL;
+}
+
+int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const void *buf,
+	     size_t size, uint64_t off, bool append, bool from_cache)
+{
+	struct node *n = f->n;
+	pthread_rwlock_wrlock(&n->rw);
+	struct writer *w;
+	int rc = ns_writer(ns, n, &w);
+	if (rc == 0)
+		rc = writer_write(w, buf, size, append ? writer_size(w) : off);
+	/* invariant 3; a write from the page cache has no caller */
+	if (rc == 0 && __atomic_load_n(&n->setid, __ATOMIC_RELAXED) && !from_cache && c->uid != 0)
+		rc = ns_killpriv(ns, c, n->ino, &n->setid);
+	pthread_rwlock_unlock(&n->rw);
+	f->wrote = true;
+	gen_activity(ns->gen, f->gen_id, c->pid);
+	return rc;
+}
+
+int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
+{
+	struct node *n = f->n;
+	pthread_rwlock_wrlock(&n->rw);
+	struct writer *w;
+	int rc = ns_writer(ns, n, &w);
+	if (rc == 0 && off + len > writer_size(w))
+		rc = writer_truncate(w, off + len);
+	pthread_rwlock_unlock(&n->rw);
+	f->wrote = true;
+	return rc;
+}
+
+/* Commits the file's writer, if any; frees it when no handle is left. */
+static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last)
+{
+	pthread_rwlock_wrlock(&n->rw);
+	int rc = 0;
+	if (n->writer) {
+		rc = writer_commit(n->writer, durable);
+		if (last) {
+			writer_free(n->writer);
+			n->writer = NULL;
+		}
+	} else if (durable) {
+		rc = store_syncfs(ns->store);
+		if (rc == 0)
+			rc = cat_sync(ns->cat);
+	}
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+int ns_flush(struct ns *ns, struct ns_file *f)
+{
+	return ns_commit(ns, f->n, false, false);
+}
+
+int ns_fsync(struct ns *ns, struct ns_file *f)
+{
+	int rc = ns_commit(ns, f->n, true, false);
+	if (rc == 0 && ns->cfg.sync_backing) /* -o sync=backing: on BACKING before we return */
+		rc = ns->wait_backing(ns->wait_arg, f->n->ino, ns->cfg.backing_timeout_ms);
+	return rc;
+}
+
+int ns_release(struct ns *ns, struct ns_file *f)
+{
+	int rc = ns_commit(ns, f->n, false, node_close(ns->nodes, f->n) == 0);
+	if (rc != 0)
+		log_error("inode %llu: commit at last close failed: %s", (unsigned long long)f->n->ino,
+			  strerror(-rc));
+	return rc;
+}
+
+/* After the close was replied: a written trigger file (metadata.json,
+ * meta.pt, a tracker, ...) fires its rule; a writer leaving its generation
+ * may let a waiting commit run. */
+void ns_release_done(struct ns *ns, struct ns_file *f, int rc)
+{
+	struct node *n = f->n;
+	uint64_t parent;
+	char name[40];
+	if (rc == 0 && f->wrote && node_trigger(ns->nodes, n, &parent, name, sizeof(name)))
+		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id);
+	if (f->writable) {
+		node_writers_add(ns->nodes, n, -1);
+		gen_writer_closed(ns->gen, f->gen_id);
+	}
+	node_put(ns->nodes, n); /* the reference ns_release's node_close took */
+	ns_files_unlink(ns, f);
+	free(f);
+}
+
+/* ---- generations as seen through xattrs ---- */
+
+int ns_gen_describe(struct ns *ns, uint64_t ino, char *buf, size_t size)
+{
+	return gen_describe(ns->gen, ns_gen_of(ns, ino), buf, size);
+}
+
+bool ns_in_generation(struct ns *ns, uint64_t ino)
+{
+	return ns_gen_of(ns, ino) != 0;
+}
+
+/* Root and the daemon's owner may steer generations by hand. */
+static int ns_gen_control_allowed(const struct ns_cred *c)
+{
+	return c->uid == 0 || c->uid == getuid() ? 0 : -EPERM;
+}
+
+int ns_gen_commit(struct ns *ns, const struct ns_cred *c, uint64_t ino)
+{
+	int rc = ns_gen_control_allowed(c);
+	uint64_t gen_id = rc == 0 ? ns_gen_of(ns, ino) : 0;
+	if (rc == 0 && !gen_id)
+		rc = -EINVAL; /* not in a generation */
+	return rc == 0 ? gen_commit_explicit(ns->gen, gen_id, "explicit") : rc;
+}
+
+int ns_gen_pin(struct ns *ns, const struct ns_cred *c, uint64_t ino, bool pinned)
+{
+	int rc = ns_gen_control_allowed(c);
+	uint64_t gen_id = rc == 0 ? ns_gen_of(ns, ino) : 0;
+	if (rc == 0 && !gen_id)
+		rc = -EINVAL;
+	return rc == 0 ? gen_pin(ns->gen, gen_id, pinned) : rc;
+}

@@ -1,0 +1,199 @@
+/* ns — the namespace: what a file system call means for the catalog, the
+ * in-memory inodes, the file's writer and its checkpoint generation.
+ *
+ * The FUSE adapter (ops.c) decodes a request, calls one ns_* function and
+ * replies; ns calls the catalog, the node table, the writer and reader, and
+ * the generation rules (gen.h) itself, so what a create, write, close or
+ * rename means for a generation reads here, in one place
+ * (docs/GENERATIONS.md). ns knows nothing of FUSE.
+ *
+ * The catalog interface the namespace needs (a second catalog engine,
+ * issue 18, implements this set; gen.c and node.c add theirs below):
+ *   names      cat_lookup, cat_readdir, cat_readlink, cat_link, cat_unlink,
+ *              cat_rmdir, cat_create_in_gen, cat_rename_gen
+ *   inodes     cat_getattr, cat_setattr, cat_file_truncate, cat_stats, cat_sync
+ *   generations cat_gen_of (which generation an inode is in)
+ *   gen.c      cat_gen_get_brief, cat_gen_list_brief, cat_gen_find,
+ *              cat_gen_find_step, cat_gen_commit, cat_gen_abort, cat_gen_delete,
+ *              cat_gen_expire, cat_gen_hold, cat_gen_reopen, cat_gen_pin,
+ *              cat_gen_durable, cat_gen_of, cat_getattr (+ proof.c's reads)
+ *   node.c     cat_inodes_release, cat_inodes_drop_data
+ * (file data goes through writer.c and reader.c, which have their own set.)
+ *
+ * Credentials: a call that acts for a process takes a struct ns_cred
+ * (uid, gid, pid, and the process's supplementary groups on demand). The
+ * groups are a callback, not a list, because reading them costs a /proc read
+ * per request and only the setgid rules need them (rarely).
+ *
+ * Locking order: node->rw, then the catalog's mutex (inside cat_*). The node
+ * table lock is never held across either; the open-file registry's lock is a
+ * leaf, held only to link or unlink a file.
+ *
+ * Invariants:
+ *  1. Every open file handed out (ns_open, ns_create) is in the registry
+ *     until ns_release unlinks and frees it, or, for those the kernel never
+ *     releases (SIGTERM, or a lazy unmount, with a file open), until ns_free
+ *     at teardown.
+ *  2. At teardown (no call runs) a file still open is only freed: nothing a
+ *     close does happens, since the file was never closed. It still counts as
+ *     an open writer, so gen_policy_shutdown holds an OPEN generation it
+ *     writes in (docs/GENERATIONS.md); no commit rule fires; node_table_free
+ *     ends its node and writer.
+ *  3. Setuid and setgid are cleared as the kernel clears them on a local
+ *     filesystem (see ns_killpriv_mode). Only regular files.
+ *  4. Before anything inside a committed generation changes, gen_before_change
+ *     reopens it (a new version); every change notes activity by its pid.
+ *
+ * Commit points of file data: flush (every close), fsync (durable), and the
+ * release of the last handle. */
+#ifndef CKPTFS_NS_H
+#define CKPTFS_NS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "catalog.h"
+#include "reader.h"
+
+struct cat;
+struct node_table;
+struct gen_policy;
+struct store;
+struct chunkput;
+struct ns;
+struct ns_file;
+
+/* Who makes a call. getgroups fills up to size supplementary groups and
+ * returns how many (or < 0); NULL: none. */
+struct ns_cred {
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	int (*getgroups)(void *arg, int size, gid_t *list);
+	void *arg;
+};
+
+/* The committed bytes of files: the reader (reader.h), READER_COMMITTED.
+ * map/unmap as reader_map/reader_unmap, read as reader_read. Calls, not the
+ * reader itself, so ns needs nothing of the chunk cache and tests hand in
+ * a fake; main.c wires them to the reader. */
+struct ns_reader {
+	int (*map)(void *arg, uint64_t ino, uint64_t off, size_t len, struct reader_map *m);
+	void (*unmap)(void *arg, struct reader_map *m);
+	int (*read)(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf);
+	void *arg;
+};
+
+struct ns_deps {
+	struct cat *cat;
+	struct node_table *nodes;
+	struct gen_policy *gen;
+	struct store *store;       /* fsync of a file with no writer */
+	struct ns_reader reader;
+	struct chunkput *chunkput; /* writers are made from it */
+	/* with sync_backing, fsync waits (at most timeout_ms) until ino is on
+	 * BACKING: uploader_wait_file */
+	int (*wait_backing)(void *arg, uint64_t ino, unsigned timeout_ms);
+	void *wait_arg;
+};
+
+struct ns_config {
+	bool sync_backing;           /* fsync waits until the file is on BACKING */
+	unsigned backing_timeout_ms; /* ... this long at most */
+};
+
+int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **out);
+/* At teardown, once no call runs: frees the files never released
+ * (invariant 2), and ns. Not the handles in deps. */
+void ns_free(struct ns *ns);
+
+/* ---- names (each one that returns an entry counts a kernel lookup) ---- */
+
+int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode *out);
+/* Counts a kernel lookup of an entry handed out otherwise (readdirplus). */
+void ns_lookup_add(struct ns *ns, uint64_t ino);
+void ns_forget(struct ns *ns, uint64_t ino, uint64_t nlookup);
+/* How long the kernel may cache the entry name (0 for generation roots). */
+double ns_entry_timeout(struct ns *ns, const char *name, double usual);
+
+/* Makes a file, directory, device, fifo or symlink (target) in parent. */
+int ns_make(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+	    mode_t mode, dev_t rdev, const char *target, struct cat_inode *out);
+int ns_link(struct ns *ns, const struct ns_cred *c, uint64_t ino, uint64_t newparent,
+	    const char *newname, struct cat_inode *out);
+int ns_remove(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name, bool dir);
+/* flags: CAT_RENAME_NOREPLACE, CAT_RENAME_EXCHANGE. */
+int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned flags);
+int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t size);
+
+/* Lists dir from cookie off, leaving out what readdir hides (OPEN
+ * generations): fn as for cat_readdir. */
+int ns_readdir(struct ns *ns, uint64_t dir, uint64_t off, cat_dirent_fn fn, void *arg);
+int ns_sync(struct ns *ns);
+int ns_inode_count(struct ns *ns, uint64_t *inodes);
+
+/* ---- attributes ---- */
+
+/* The attributes readers see: a writer's size and mtime win. */
+int ns_getattr(struct ns *ns, uint64_t ino, struct cat_inode *out);
+
+struct ns_setattr {
+	unsigned what;         /* CAT_SET_* */
+	struct cat_inode val;  /* mode, uid, gid, atime_ns, mtime_ns as what says */
+	bool size_set;
+	uint64_t size;
+	bool kill_setid;       /* the kernel asked to clear setuid/setgid */
+};
+/* f: the open file the change came through, if any. */
+int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struct ns_setattr *s,
+	       struct ns_file *f, struct cat_inode *out);
+
+/* ---- files ---- */
+
+/* Opens ino (open flags as open(2)); *in gets its attributes. */
+int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, struct ns_file **out,
+	    struct cat_inode *in);
+/* Creates name in parent and opens it. */
+int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
+	      mode_t mode, int flags, struct ns_file **out, struct cat_inode *in);
+
+/* What a read hands out: pinned pieces of chunks (m), or a buffer (buf);
+ * got bytes. Released by ns_read_done after the reply. */
+struct ns_read_out {
+	size_t got;
+	char *buf;
+	struct reader_map m;
+};
+int ns_read(struct ns *ns, struct ns_file *f, size_t size, uint64_t off, struct ns_read_out *o);
+void ns_read_done(struct ns *ns, struct ns_read_out *o);
+
+/* append: at the end, whatever off; from_cache: a write-back of a page
+ * (no caller: setid bits are not cleared for it). */
+int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const void *buf,
+	     size_t size, uint64_t off, bool append, bool from_cache);
+/* Grows the file to off+len if shorter (fallocate without KEEP_SIZE). */
+int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len);
+int ns_flush(struct ns *ns, struct ns_file *f);
+int ns_fsync(struct ns *ns, struct ns_file *f);
+/* The last close of this handle, in two steps so that a commit it triggers
+ * does not delay the close: ns_release commits the file's data and returns
+ * what the close returns; after the reply, ns_release_done fires the
+ * generation rules a close fires and frees f. */
+int ns_release(struct ns *ns, struct ns_file *f);
+void ns_release_done(struct ns *ns, struct ns_file *f, int rc);
+uint64_t ns_file_ino(const struct ns_file *f);
+
+/* ---- generations as seen through xattrs ---- */
+
+/* The generation line of ino's generation (-ENODATA when in none). */
+int ns_gen_describe(struct ns *ns, uint64_t ino, char *buf, size_t size);
+bool ns_in_generation(struct ns *ns, uint64_t ino);
+/* Explicit commit, or pin (pin true) / unpin, of ino's generation: root or
+ * the daemon's owner only (-EPERM); -EINVAL when in none. */
+int ns_gen_commit(struct ns *ns, const struct ns_cred *c, uint64_t ino);
+int ns_gen_pin(struct ns *ns, const struct ns_cred *c, uint64_t ino, bool pinned);
+
+#endif

@@ -1,0 +1,247 @@
+/* Unit tests for fs/gen.c, the generation policy, on a real catalog and
+ * node table, driven through its own entry points (the namespace's calls,
+ * tests/unit/test_ns.c, drive it from file operations): a trigger name's
+ * close commits its generation, and waits for the generation's writers; an
+ * abandoned save that its content does not prove complete is held, not
+ * deleted; keep-latest-k deletes only the oldest committed saves; and a held
+ * save goes only once K newer saves are committed. Short quiet and abandon
+ * periods stand in for a clock. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "gen.h"
+#include "generation.h"
+#include "node.h"
+#include "support.h"
+
+static struct {
+	char dir[128];
+	char cat_path[192];
+	struct cat *cat;
+	struct node_table *nodes;
+	struct gen_policy *g;
+	int reads; /* proof reads asked of the fake reader */
+} tg;
+
+/* The fake reader: no file bytes can be read (no proof by content). */
+static int tg_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	tg.reads++;
+	return -EIO;
+}
+
+static void tg_start(unsigned keep, double quiet_s, double abandon_s)
+{
+	struct gen_options o = { .keep = keep, .quiet_s = quiet_s, .abandon_s = abandon_s };
+	struct gen_deps d = { .cat = tg.cat, .nodes = tg.nodes, .read = tg_read };
+	OK(gen_policy_new(&d, &o, &tg.g));
+}
+
+static void tg_setup(void)
+{
+	memset(&tg, 0, sizeof(tg));
+	ts_tmpdir_make(tg.dir, sizeof(tg.dir), "gen");
+	ts_cat_open_in(tg.dir, "catalog.db", tg.cat_path, sizeof(tg.cat_path), &tg.cat);
+	OK(node_table_new(tg.cat, &tg.nodes));
+}
+
+static void tg_teardown(void)
+{
+	if (tg.g)
+		gen_policy_shutdown(tg.g);
+	gen_policy_free(tg.g);
+	node_table_free(tg.nodes);
+	ts_cat_close_checked(&tg.cat);
+	ts_tmpdir_remove(tg.dir);
+}
+
+TestSuite(gen, .init = tg_setup, .fini = tg_teardown);
+
+/* A generation directory `name` in the root (the series), as the namespace
+ * makes one: created with its spec, then started. As root (uid 0), whose
+ * keep-latest-k may delete anything. */
+static uint64_t tg_gen(const char *name)
+{
+	struct cat_gen_spec spec;
+	struct cat_inode in;
+	uint64_t id = 0;
+	const struct cat_gen_spec *sp = gen_spec_for(tg.g, CAT_ROOT_INO, name, &spec);
+	cr_assert_not_null(sp, "%s is a generation name", name);
+	OK(cat_create_in_gen(tg.cat, CAT_ROOT_INO, name, S_IFDIR | 0755, 0, 0, 0, NULL, sp, &in, &id));
+	cr_assert_neq(id, 0);
+	gen_started(tg.g, id, CAT_ROOT_INO, false, 0);
+	return id;
+}
+
+/* A file `name` in generation id's root directory; returns its inode. */
+static uint64_t tg_file(uint64_t id, const char *name)
+{
+	struct cat_gen gen;
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	OK(cat_create_in_gen(tg.cat, gen.root, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in,
+			     &in_gen));
+	cr_assert_eq(in_gen, id);
+	gen_file_created(tg.g, id, name);
+	return in.ino;
+}
+
+static int tg_state(uint64_t id, struct cat_gen *gen)
+{
+	int rc = cat_gen_get_brief(tg.cat, id, gen);
+	return rc == 0 ? gen->state : rc;
+}
+
+/* Waits up to 5 s for generation id to reach state. */
+static bool tg_wait_state(uint64_t id, int state)
+{
+	struct cat_gen gen;
+	for (int i = 0; i < 250; i++) {
+		if (tg_state(id, &gen) == state)
+			return true;
+		usleep(20000);
+	}
+	return false;
+}
+
+Test(gen, test_a_generation_name_starts_one_only_outside_any)
+{
+	uint64_t step = 0;
+	tg_start(0, 60, 0);
+	cr_assert(gen_name_matches(tg.g, "step-120", &step));
+	cr_assert_eq(step, 120);
+	cr_assert(gen_name_matches(tg.g, "epoch=3-step=77.ckpt", &step));
+	cr_assert_eq(step, 77);
+	cr_assert_not(gen_name_matches(tg.g, "model.pt", &step));
+	uint64_t id = tg_gen("step-1");
+	struct cat_gen gen;
+	struct cat_gen_spec spec;
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	cr_assert_null(gen_spec_for(tg.g, gen.root, "step-2", &spec), "inside a generation: a plain entry");
+	cr_assert(gen_hidden(tg.g, CAT_ROOT_INO, "step-1"), "an OPEN generation is not listed");
+}
+
+Test(gen, test_a_bad_pattern_is_refused)
+{
+	struct gen_options o = { .pattern = "step-(" };
+	cr_assert_eq(gen_pattern_check(&o), -EINVAL);
+	struct gen_deps d = { .cat = tg.cat, .nodes = tg.nodes, .read = tg_read };
+	cr_assert_eq(gen_policy_new(&d, &o, &tg.g), -EINVAL);
+	tg.g = NULL;
+}
+
+Test(gen, test_closing_a_written_trigger_name_commits_the_generation)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t id = tg_gen("step-10");
+	tg_file(id, "shard-0.dat");
+	uint64_t meta = tg_file(id, "metadata.json");
+	cr_assert(gen_is_trigger_name("metadata.json"));
+	gen_file_closed(tg.g, meta, 0, "metadata.json", id);
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
+	cr_assert_str_eq(gen.rule, "metadata-json");
+}
+
+Test(gen, test_a_commit_waits_for_the_generations_last_writer)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t id = tg_gen("step-11");
+	uint64_t meta = tg_file(id, ".ckptfs-commit");
+	gen_writer_opened(tg.g, id); /* a shard still being written */
+	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id);
+	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "a writer is open (gen.h invariant 2)");
+	gen_writer_closed(tg.g, id);
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
+	cr_assert_str_eq(gen.rule, "marker");
+}
+
+Test(gen, test_an_abandoned_unproven_save_is_held_not_deleted)
+{
+	struct cat_gen gen;
+	struct cat_inode in;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_gen("step-12");
+	uint64_t ino = tg_file(id, "weights.dat"); /* no self-delimiting format: unproven */
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(id, GEN_HELD), "abandoned after 0.3 s: held");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	cr_assert(strstr(gen.held, "abandoned") != NULL, "held reason: %s", gen.held);
+	OK(cat_getattr(tg.cat, ino, &in)); /* kept byte for byte */
+	cr_assert(gen_hidden(tg.g, CAT_ROOT_INO, "step-12"));
+}
+
+/* Commits step-<step> with a file in it; returns its id. */
+static uint64_t tg_committed(uint64_t step)
+{
+	char name[32];
+	struct cat_gen gen;
+	snprintf(name, sizeof(name), "step-%llu", (unsigned long long)step);
+	uint64_t id = tg_gen(name);
+	tg_file(id, "model.dat");
+	OK(gen_commit_explicit(tg.g, id, "explicit"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "%s committed", name);
+	return id;
+}
+
+Test(gen, test_keep_latest_k_deletes_only_the_oldest_committed)
+{
+	struct cat_gen gen;
+	tg_start(2, 60, 0); /* no thread: keep-latest-k runs in the caller */
+	uint64_t s1 = tg_committed(1), s2 = tg_committed(2);
+	cr_assert_eq(tg_state(s1, &gen), GEN_COMMITTED, "2 saves, keep 2");
+	uint64_t s3 = tg_committed(3);
+	cr_assert_neq(tg_state(s1, &gen), GEN_COMMITTED, "the oldest goes");
+	FAILS(cat_gen_find(tg.cat, CAT_ROOT_INO, "step-1", &gen), ENOENT);
+	cr_assert_eq(tg_state(s2, &gen), GEN_COMMITTED);
+	cr_assert_eq(tg_state(s3, &gen), GEN_COMMITTED);
+}
+
+Test(gen, test_keep_latest_k_spares_a_pinned_save)
+{
+	struct cat_gen gen;
+	tg_start(1, 60, 0);
+	uint64_t s1 = tg_committed(1);
+	OK(gen_pin(tg.g, s1, true));
+	uint64_t s2 = tg_committed(2), s3 = tg_committed(3);
+	cr_assert_eq(tg_state(s1, &gen), GEN_COMMITTED, "pinned");
+	cr_assert_neq(tg_state(s2, &gen), GEN_COMMITTED);
+	cr_assert_eq(tg_state(s3, &gen), GEN_COMMITTED);
+}
+
+Test(gen, test_a_held_save_goes_only_after_k_newer_commits)
+{
+	struct cat_gen gen;
+	tg_start(2, 60, 0.3);
+	uint64_t h = tg_gen("step-1");
+	tg_file(h, "model.dat");
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(h, GEN_HELD), "abandoned: held");
+	gen_policy_shutdown(tg.g); /* no thread: keep-latest-k runs in the caller */
+	tg_committed(2);
+	cr_assert_eq(tg_state(h, &gen), GEN_HELD, "1 newer commit, keep 2: kept");
+	tg_committed(3);
+	cr_assert_neq(tg_state(h, &gen), GEN_HELD, "2 newer commits: it goes");
+	FAILS(cat_gen_find(tg.cat, CAT_ROOT_INO, "step-1", &gen), ENOENT);
+}
+
+Test(gen, test_a_rewrite_of_a_committed_save_reopens_it_as_a_new_version)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t id = tg_committed(5);
+	OK(gen_before_change(tg.g, id));
+	cr_assert_eq(tg_state(id, &gen), GEN_OPEN);
+	cr_assert_eq(gen.version, 2);
+	OK(gen_commit_explicit(tg.g, id, "explicit"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
+	cr_assert_eq(gen.version, 2);
+}

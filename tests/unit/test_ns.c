@@ -1,0 +1,343 @@
+/* Unit tests for fs/ns.c, the namespace, with a real catalog, node table,
+ * generation policy and writer (no FUSE, no ops.c): files created, written
+ * and closed through ns land in the catalog byte for byte; the generation
+ * rules fire from the namespace's own calls — a trigger file's close, a
+ * rename of a finished temporary directory to a step name — and wait for
+ * open write handles; a rewrite of a committed save makes a new version; an
+ * unlinked open file stays readable; the kernel's lookups are counted and
+ * forgotten.
+ *
+ * The writers put their chunks through a real chunk put (fs/chunkput.c) over
+ * the test's catalog, store and recent, with no cache (chunkput.h: a NULL
+ * cache handle calls nothing) and the fake reader below. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "chunkput.h"
+#include "gen.h"
+#include "generation.h"
+#include "node.h"
+#include "ns.h"
+#include "recent.h"
+#include "store.h"
+#include "support.h"
+
+#define TN_KiB ((size_t)1 << 10)
+
+static struct {
+	char dir[128];
+	char cat_path[192];
+	struct {
+		struct cat *cat;
+		struct store *store;
+		struct recent *recent;
+		struct chunker_params chunking;
+		char staging_dir[192];
+	} fs;
+	struct chunkput *cp; /* the writers' chunk put */
+	struct node_table *nodes;
+	struct gen_policy *g;
+	struct ns *ns;
+	int reads; /* reads of committed bytes asked of the fake reader */
+} tns;
+
+static const struct ns_cred tns_cred = { .uid = 0, .gid = 0, .pid = 0 };
+
+/* The fake reader: committed bytes are not readable here (a file being
+ * written is read from its writer, which is real). */
+static int tns_map(void *arg, uint64_t ino, uint64_t off, size_t len, struct reader_map *m)
+{
+	tns.reads++;
+	return -EIO;
+}
+
+static void tns_unmap(void *arg, struct reader_map *m)
+{
+}
+
+static int tns_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	tns.reads++;
+	return -EIO;
+}
+
+static int tns_proof_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return -EIO;
+}
+
+/* The chunk put's reader (a writer starting on committed bytes): likewise. */
+static int tns_cp_read(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off,
+		       size_t len, char *out)
+{
+	tns.reads++;
+	return -EIO;
+}
+
+static int tns_cp_copy_extent(struct reader *r, uint64_t ino, const struct cat_extent *ext,
+			      uint64_t chunk_off, size_t len, char *out)
+{
+	tns.reads++;
+	return -EIO;
+}
+
+static void tns_setup(void)
+{
+	memset(&tns, 0, sizeof(tns));
+	ts_tmpdir_make(tns.dir, sizeof(tns.dir), "ns");
+	ts_cat_open_in(tns.dir, "catalog.db", tns.cat_path, sizeof(tns.cat_path), &tns.fs.cat);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/store", tns.dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	OK(store_open(path, &tns.fs.store));
+	snprintf(tns.fs.staging_dir, sizeof(tns.fs.staging_dir), "%s/staging", tns.dir);
+	cr_assert_eq(mkdir(tns.fs.staging_dir, 0700), 0);
+	tns.fs.chunking = (struct chunker_params){ .min_size = 64 * TN_KiB, .avg_size = 128 * TN_KiB,
+						   .max_size = 512 * TN_KiB };
+	OK(recent_new(16 << 20, &tns.fs.recent));
+	struct chunkput_config cpc = { .chunking = tns.fs.chunking,
+				       .staging_dir = tns.fs.staging_dir };
+	struct chunkput_cache no_cache = { NULL, NULL, NULL, NULL, NULL };
+	struct chunkput_kick no_kick = { NULL, NULL };
+	struct chunkput_reader cpr = { NULL, tns_cp_read, tns_cp_copy_extent };
+	OK(chunkput_new(&cpc, tns.fs.cat, tns.fs.store, NULL, tns.fs.recent, &no_cache, &no_kick,
+			&cpr, &tns.cp));
+
+	OK(node_table_new(tns.fs.cat, &tns.nodes));
+	struct gen_options o = { .quiet_s = 60 }; /* no thread: rules run in the caller */
+	struct gen_deps gd = { .cat = tns.fs.cat, .nodes = tns.nodes, .read = tns_proof_read };
+	OK(gen_policy_new(&gd, &o, &tns.g));
+	struct ns_deps d = { .cat = tns.fs.cat, .nodes = tns.nodes, .gen = tns.g,
+			     .store = tns.fs.store,
+			     .reader = { tns_map, tns_unmap, tns_read, NULL },
+			     .chunkput = tns.cp };
+	struct ns_config cfg = { .sync_backing = false };
+	OK(ns_new(&d, &cfg, &tns.ns));
+}
+
+static void tns_teardown(void)
+{
+	ns_free(tns.ns);
+	gen_policy_shutdown(tns.g);
+	gen_policy_free(tns.g);
+	node_table_free(tns.nodes);
+	chunkput_free(tns.cp);
+	recent_free(tns.fs.recent);
+	store_close(tns.fs.store);
+	ts_cat_close_checked(&tns.fs.cat);
+	ts_tmpdir_remove(tns.dir);
+}
+
+TestSuite(ns, .init = tns_setup, .fini = tns_teardown);
+
+static uint8_t *tns_bytes(size_t len, unsigned seed)
+{
+	uint8_t *b = malloc(len);
+	cr_assert_not_null(b);
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)x;
+	}
+	return b;
+}
+
+/* Creates parent/name, writes len bytes of seed in 1 MiB writes, closes it
+ * (both halves of a release); returns its inode. */
+static uint64_t tns_write_file(uint64_t parent, const char *name, size_t len, unsigned seed)
+{
+	struct ns_file *f;
+	struct cat_inode in;
+	uint8_t *b = tns_bytes(len ? len : 1, seed);
+	OK(ns_create(tns.ns, &tns_cred, parent, name, 0644, O_WRONLY | O_CREAT, &f, &in));
+	for (size_t off = 0; off < len; off += 1 << 20) {
+		size_t n = len - off < (1u << 20) ? len - off : (1u << 20);
+		OK(ns_write(tns.ns, &tns_cred, f, b + off, n, off, false, false));
+	}
+	OK(ns_flush(tns.ns, f));
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+	free(b);
+	return in.ino;
+}
+
+static uint64_t tns_mkdir(uint64_t parent, const char *name)
+{
+	struct cat_inode in;
+	OK(ns_make(tns.ns, &tns_cred, parent, name, S_IFDIR | 0755, 0, NULL, &in));
+	return in.ino;
+}
+
+static int tns_gen_state(const char *name, struct cat_gen *gen)
+{
+	int rc = cat_gen_find(tns.fs.cat, CAT_ROOT_INO, name, gen);
+	return rc == 0 ? gen->state : rc;
+}
+
+/* The catalog's committed bytes of ino are the seed's, byte for byte. */
+static void tns_expect_bytes(uint64_t ino, size_t len, unsigned seed)
+{
+	struct cat_inode in;
+	struct cat_extent e[64];
+	uint8_t *want = tns_bytes(len, seed);
+	uint8_t *chunk = malloc(tns.fs.chunking.max_size);
+	OK(cat_getattr(tns.fs.cat, ino, &in));
+	cr_assert_eq(in.size, len);
+	uint64_t pos = 0;
+	while (pos < len) {
+		int n = cat_extents(tns.fs.cat, ino, pos, e, 64);
+		cr_assert_gt(n, 0);
+		for (int i = 0; i < n; i++) {
+			size_t got = 0;
+			OK(store_get(tns.fs.store, e[i].hash, chunk, e[i].chunk_len, &got));
+			cr_assert_eq(got, e[i].chunk_len);
+			cr_assert_eq(memcmp(chunk + e[i].chunk_off, want + e[i].off, e[i].len), 0,
+				     "bytes at %llu", (unsigned long long)e[i].off);
+			pos = e[i].off + e[i].len;
+		}
+	}
+	free(chunk);
+	free(want);
+}
+
+Test(ns, test_create_write_close_lands_in_the_catalog_byte_for_byte)
+{
+	uint64_t ino = tns_write_file(CAT_ROOT_INO, "plain.bin", 3u << 20 | 12345, 1);
+	tns_expect_bytes(ino, 3u << 20 | 12345, 1);
+	struct cat_inode in;
+	OK(ns_lookup(tns.ns, CAT_ROOT_INO, "plain.bin", &in));
+	cr_assert_eq(in.ino, ino);
+	ns_forget(tns.ns, ino, 2); /* ns_create's lookup and this one */
+	cr_assert_eq(node_count(tns.nodes), 0);
+}
+
+Test(ns, test_a_file_being_written_reads_from_its_writer)
+{
+	struct ns_file *f;
+	struct cat_inode in;
+	struct ns_read_out o;
+	uint8_t *b = tns_bytes(300000, 2);
+	OK(ns_create(tns.ns, &tns_cred, CAT_ROOT_INO, "f", 0644, O_RDWR | O_CREAT, &f, &in));
+	OK(ns_write(tns.ns, &tns_cred, f, b, 300000, 0, false, false));
+	OK(ns_getattr(tns.ns, in.ino, &in));
+	cr_assert_eq(in.size, 300000, "the writer's size wins");
+	OK(ns_read(tns.ns, f, 1000, 299500, &o));
+	cr_assert_eq(o.got, 500);
+	cr_assert_not_null(o.buf);
+	cr_assert_eq(memcmp(o.buf, b + 299500, 500), 0);
+	ns_read_done(tns.ns, &o);
+	cr_assert_eq(tns.reads, 0, "not from the committed extents");
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+	free(b);
+}
+
+Test(ns, test_a_trigger_files_close_commits_the_generation)
+{
+	struct cat_gen gen;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-100");
+	cr_assert_eq(tns_gen_state("step-100", &gen), GEN_OPEN, "a step name starts a generation");
+	tns_write_file(root, "shard-0.dat", 1u << 20, 3);
+	cr_assert_eq(tns_gen_state("step-100", &gen), GEN_OPEN);
+	tns_write_file(root, "metadata.json", 2, 4);
+	cr_assert_eq(tns_gen_state("step-100", &gen), GEN_COMMITTED);
+	cr_assert_str_eq(gen.rule, "metadata-json");
+}
+
+Test(ns, test_a_trigger_waits_for_a_write_handle_still_open)
+{
+	struct cat_gen gen;
+	struct ns_file *f;
+	struct cat_inode in;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-200");
+	uint8_t *b = tns_bytes(4096, 5);
+	OK(ns_create(tns.ns, &tns_cred, root, "shard-1.dat", 0644, O_WRONLY | O_CREAT, &f, &in));
+	OK(ns_write(tns.ns, &tns_cred, f, b, 4096, 0, false, false));
+	tns_write_file(root, ".ckptfs-commit", 0, 6);
+	cr_assert_eq(tns_gen_state("step-200", &gen), GEN_OPEN, "shard-1 is still open");
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+	cr_assert_eq(tns_gen_state("step-200", &gen), GEN_COMMITTED, "at the last close");
+	cr_assert_str_eq(gen.rule, "marker");
+	free(b);
+}
+
+Test(ns, test_renaming_a_finished_temporary_directory_commits_it)
+{
+	struct cat_gen gen;
+	uint64_t tmp = tns_mkdir(CAT_ROOT_INO, "tmp-save");
+	uint64_t ino = tns_write_file(tmp, "model.dat", 700000, 7);
+	cr_assert_eq(tns_gen_state("tmp-save", &gen), -ENOENT, "not a generation name");
+	OK(ns_rename(tns.ns, &tns_cred, CAT_ROOT_INO, "tmp-save", CAT_ROOT_INO, "step-300", 0));
+	cr_assert_eq(tns_gen_state("step-300", &gen), GEN_COMMITTED);
+	cr_assert_str_eq(gen.rule, "rename");
+	tns_expect_bytes(ino, 700000, 7);
+}
+
+Test(ns, test_rewriting_a_committed_save_makes_a_new_version)
+{
+	struct cat_gen gen;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-400");
+	tns_write_file(root, "model.dat", 100000, 8);
+	tns_write_file(root, ".ckptfs-commit", 0, 9);
+	cr_assert_eq(tns_gen_state("step-400", &gen), GEN_COMMITTED);
+	cr_assert_eq(gen.version, 1);
+	struct ns_file *f;
+	struct cat_inode in;
+	OK(ns_lookup(tns.ns, root, "model.dat", &in));
+	OK(ns_open(tns.ns, &tns_cred, in.ino, O_WRONLY | O_TRUNC, &f, &in));
+	cr_assert_eq(tns_gen_state("step-400", &gen), GEN_OPEN, "O_TRUNC reopened it");
+	cr_assert_eq(gen.version, 2);
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+	OK(ns_gen_commit(tns.ns, &tns_cred, root));
+	cr_assert_eq(tns_gen_state("step-400", &gen), GEN_COMMITTED);
+	cr_assert_eq(gen.version, 2);
+}
+
+Test(ns, test_an_unlinked_open_file_lives_until_its_last_close)
+{
+	struct ns_file *f;
+	struct cat_inode in;
+	uint8_t *b = tns_bytes(5000, 10);
+	OK(ns_create(tns.ns, &tns_cred, CAT_ROOT_INO, "f", 0644, O_RDWR | O_CREAT, &f, &in));
+	uint64_t ino = in.ino;
+	OK(ns_write(tns.ns, &tns_cred, f, b, 5000, 0, false, false));
+	OK(ns_remove(tns.ns, &tns_cred, CAT_ROOT_INO, "f", false));
+	FAILS(ns_lookup(tns.ns, CAT_ROOT_INO, "f", &in), ENOENT);
+	ns_forget(tns.ns, ino, 1);
+	OK(ns_getattr(tns.ns, ino, &in));
+	cr_assert_eq(in.nlink, 0);
+	cr_assert_eq(in.size, 5000);
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+	FAILS(ns_getattr(tns.ns, ino, &in), ENOENT);
+	cr_assert_eq(node_count(tns.nodes), 0);
+	free(b);
+}
+
+Test(ns, test_only_root_or_the_owner_steers_a_generation_by_hand)
+{
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-500");
+	struct ns_cred other = { .uid = getuid() + 4242, .gid = 4242, .pid = 0 };
+	FAILS(ns_gen_commit(tns.ns, &other, root), EPERM);
+	FAILS(ns_gen_pin(tns.ns, &tns_cred, CAT_ROOT_INO, true), EINVAL); /* in none */
+	OK(ns_gen_pin(tns.ns, &tns_cred, root, true));
+	char line[512];
+	OK(ns_gen_describe(tns.ns, root, line, sizeof(line)));
+	cr_assert(strstr(line, "name=step-500 ") && strstr(line, "pinned=1"), "%s", line);
+}

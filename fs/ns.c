@@ -237,12 +237,13 @@ int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode
 		rc = ns_getattr(ns, out->ino, out);
 	if (rc != 0)
 		return rc;
-	/* Its close may commit (ns_release_done). Noted before the lookup is
-	 * counted, as ops.c always did, so a name looked up before any node
-	 * exists is not noted (behaviour kept by the ns refactor). */
+	/* Counted first: that makes the node, so the trigger name below is noted
+	 * even for a file no one has looked up since the daemon started (a
+	 * tracker rewritten after a remount); its written close may then commit
+	 * (ns_release_done). */
+	node_lookup_add(ns->nodes, out->ino);
 	if (gen_is_trigger_name(name))
 		node_note_name(ns->nodes, out->ino, parent, name);
-	node_lookup_add(ns->nodes, out->ino);
 	return 0;
 }
 

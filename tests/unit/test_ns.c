@@ -255,6 +255,32 @@ Test(ns, test_a_trigger_files_close_commits_the_generation)
 	cr_assert_str_eq(gen.rule, "metadata-json");
 }
 
+/* A trigger file the daemon has no node for (made earlier, then forgotten
+ * by the kernel, as after a remount): found by a lookup, written, closed,
+ * it still commits. */
+Test(ns, test_a_trigger_found_by_lookup_and_written_commits)
+{
+	struct cat_gen gen;
+	struct cat_inode in;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-500");
+	tns_write_file(root, "shard-0.dat", 4096, 10);
+	OK(ns_make(tns.ns, &tns_cred, root, "metadata.json", S_IFREG | 0644, 0, NULL, &in));
+	ns_forget(tns.ns, in.ino, 1);
+	ns_forget(tns.ns, root, 1);
+	cr_assert_eq(tns_gen_state("step-500", &gen), GEN_OPEN);
+	uint64_t before = node_count(tns.nodes);
+	OK(ns_lookup(tns.ns, root, "metadata.json", &in));
+	cr_assert_eq(node_count(tns.nodes), before + 1, "the lookup made the node");
+	struct ns_file *f;
+	OK(ns_open(tns.ns, &tns_cred, in.ino, O_WRONLY | O_TRUNC, &f, &in));
+	OK(ns_write(tns.ns, &tns_cred, f, "{}", 2, 0, false, false));
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+	cr_assert_eq(tns_gen_state("step-500", &gen), GEN_COMMITTED);
+	cr_assert_str_eq(gen.rule, "metadata-json");
+}
+
 Test(ns, test_a_trigger_waits_for_a_write_handle_still_open)
 {
 	struct cat_gen gen;

@@ -1,5 +1,5 @@
 /* cache — the local disk cache of chunk objects; see cache.h for the
- * invariants C1–C5.
+ * invariants C1–C7.
  *
  * Byte counts (cached, dirty) are kept in memory, moved by the writers, the
  * fetches, the uploader and the evictor, and re-read from the catalog by the
@@ -32,6 +32,7 @@
 #include "backing.h"
 #include "catalog.h"
 #include "codec.h"
+#include "flight.h"
 #include "log.h"
 #include "store.h"
 #include "upload.h"
@@ -46,7 +47,7 @@
 #define CACHE_HIGH_PCT 90 /* evict above this share of the bound … */
 #define CACHE_LOW_PCT 75  /* … down to this one */
 #define CACHE_MAX_JOBS 64 /* reads waiting for BACKING at once */
-#define CACHE_INFLIGHT (CACHE_MAX_JOBS + CACHE_FETCHERS)
+#define CACHE_INFLIGHT (CACHE_MAX_JOBS + CACHE_FETCHERS) /* fetch flights at once */
 #define CACHE_RESERVE_MIN (16ull << 20) /* C6: disk kept free for the catalog, staging, tmp/ */
 #define CACHE_RESERVE_MAX (1ull << 30)
 #define CACHE_RESERVE_SHARE 16          /* … or 1/16 of the disk, between the two */
@@ -78,10 +79,9 @@ struct cache {
 	int q_head, q_len;
 	uint8_t recent[CACHE_PREFETCH_RECENT][HASH_LEN]; /* asked for lately */
 	int recent_next;
-	/* chunks being fetched from BACKING: one fetch per chunk at a time */
-	uint8_t inflight[CACHE_INFLIGHT][HASH_LEN];
-	bool inflight_set[CACHE_INFLIGHT];
-	pthread_cond_t fetched; /* a fetch ended */
+	/* chunks being fetched from BACKING: one fetch per chunk at a time, a
+	 * flight on its hash (fs/lib/flight.h), under lock */
+	struct flight_table *fetches;
 
 	uint8_t touched[CACHE_TOUCH_BATCH][HASH_LEN]; /* used since the last flush */
 	int n_touched;
@@ -229,49 +229,29 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 	return rc == 0 ? 0 : rc == -ENOMEM ? rc : -EIO;
 }
 
-static int cache_inflight_find_locked(struct cache *c, const uint8_t hash[HASH_LEN])
-{
-	for (int i = 0; i < CACHE_INFLIGHT; i++)
-		if (c->inflight_set[i] && memcmp(c->inflight[i], hash, HASH_LEN) == 0)
-			return i;
-	return -1;
-}
-
-/* One fetch per chunk at a time, whoever asks (readers, prefetchers): a
- * caller that finds the chunk in flight waits for that fetch, then reads the
- * copy it left in the cache — a chunk is downloaded once, not once per
- * asker. (The fetch it waits for gives up after the BACKING timeout.) */
+/* One fetch per chunk at a time, whoever asks (readers, prefetchers): the
+ * flight on its hash. A caller that finds the chunk in flight follows that
+ * fetch, waits for it to land, then reads the copy it left in the cache — a
+ * chunk is downloaded once, not once per asker. Without a copy (the fetch
+ * failed, or kept none: C5) it joins again, and fetches if nobody else does.
+ * (The fetch it waits for gives up after the BACKING timeout.) A lead without
+ * a flight slot fetches all the same, sharing nothing (F4). */
 static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
 		       size_t *len)
 {
-	bool waited = false;
-	pthread_mutex_lock(&c->lock);
-	while (cache_inflight_find_locked(c, hash) >= 0) {
-		waited = true;
-		pthread_cond_wait(&c->fetched, &c->lock);
+	for (;;) {
+		struct flight f;
+		/* since: none, a landing never stands for a copy (F3) */
+		if (flight_join(c->fetches, hash, UINT64_MAX, &f) == FLIGHT_LEAD) {
+			int rc = cache_fetch_retrying(c, hash, plain, cap, len);
+			flight_land(c->fetches, &f, rc); /* its followers read the copy */
+			return rc;
+		}
+		size_t one = 1;
+		flight_reap(c->fetches, &f, &one, true); /* a failure: looked into below */
+		if (store_get(c->store, hash, plain, cap, len) == 0)
+			return 0;
 	}
-	int slot = -1;
-	for (int i = 0; i < CACHE_INFLIGHT && slot < 0; i++)
-		if (!c->inflight_set[i])
-			slot = i;
-	if (slot >= 0) {
-		assert(!c->inflight_set[slot]);
-		memcpy(c->inflight[slot], hash, HASH_LEN);
-		c->inflight_set[slot] = true;
-	}
-	pthread_mutex_unlock(&c->lock);
-	int rc = waited ? store_get(c->store, hash, plain, cap, len) : -ENOENT;
-	if (rc != 0)
-		rc = cache_fetch_retrying(c, hash, plain, cap, len);
-	pthread_mutex_lock(&c->lock);
-	if (slot >= 0) {
-		/* the slot is still this fetch's: nobody else clears it */
-		assert(c->inflight_set[slot] && memcmp(c->inflight[slot], hash, HASH_LEN) == 0);
-		c->inflight_set[slot] = false;
-	}
-	pthread_cond_broadcast(&c->fetched);
-	pthread_mutex_unlock(&c->lock);
-	return rc;
 }
 
 /* A fetch run on its own thread, so that a reader can give up on a BACKING
@@ -431,7 +411,7 @@ static bool cache_known_locked(struct cache *c, const uint8_t hash[HASH_LEN])
 	for (int i = 0; i < c->q_len; i++)
 		if (memcmp(c->queue[(c->q_head + i) % CACHE_PREFETCH_QUEUE], hash, HASH_LEN) == 0)
 			return true;
-	return cache_inflight_find_locked(c, hash) >= 0;
+	return flight_busy_locked(c->fetches, hash);
 }
 
 void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
@@ -478,7 +458,7 @@ static void *cache_fetcher_main(void *p)
 		memcpy(hash, c->queue[c->q_head], HASH_LEN);
 		c->q_head = (c->q_head + 1) % CACHE_PREFETCH_QUEUE;
 		c->q_len--;
-		bool inflight = cache_inflight_find_locked(c, hash) >= 0;
+		bool inflight = flight_busy_locked(c->fetches, hash);
 		pthread_mutex_unlock(&c->lock);
 		size_t len;
 		/* present: its entry and inode are now in memory for the load to
@@ -851,8 +831,17 @@ int cache_start(const struct cache_config *cfg, struct cat *cat, struct store *s
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->dirty_room, NULL);
 	pthread_cond_init(&c->job_done, NULL);
-	pthread_cond_init(&c->fetched, NULL);
 	pthread_mutex_init(&c->evict_lock, NULL);
+	int rc = flight_table_new_locked(CACHE_INFLIGHT, HASH_LEN, &c->lock, &c->fetches);
+	if (rc != 0) {
+		pthread_mutex_destroy(&c->evict_lock);
+		pthread_cond_destroy(&c->job_done);
+		pthread_cond_destroy(&c->dirty_room);
+		pthread_cond_destroy(&c->wake);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return rc;
+	}
 	cache_resync(c);
 	c->reserve = cache_reserve(c);
 	uint64_t disk_bound = cache_disk_bound(c);
@@ -871,7 +860,7 @@ int cache_start(const struct cache_config *cfg, struct cat *cat, struct store *s
 		 PRIu64 " MiB, dirty bound %" PRIu64 " MiB, %" PRIu64 " MiB of its disk kept free",
 		 cfg->dir, c->cached_bytes >> 20, c->dirty_bytes >> 20, c->bound >> 20,
 		 c->dirty_bound >> 20, c->reserve >> 20);
-	int rc = pthread_create(&c->evictor, NULL, cache_evictor_main, c);
+	rc = pthread_create(&c->evictor, NULL, cache_evictor_main, c);
 	c->evictor_started = rc == 0;
 	for (int i = 0; rc == 0 && i < CACHE_FETCHERS; i++) {
 		if (pthread_create(&c->fetcher[i], NULL, cache_fetcher_main, c) != 0)
@@ -904,12 +893,9 @@ void cache_stop(struct cache *c)
 	pthread_mutex_lock(&c->lock);
 	while (c->jobs > 0)
 		pthread_cond_wait(&c->job_done, &c->lock);
-	/* every fetch has ended: none holds a slot (each clears its own) */
-	for (int i = 0; i < CACHE_INFLIGHT; i++)
-		assert(!c->inflight_set[i]);
 	pthread_mutex_unlock(&c->lock);
+	flight_table_free(c->fetches); /* every fetch has ended: each landed its own (F4) */
 	pthread_cond_destroy(&c->job_done);
-	pthread_cond_destroy(&c->fetched);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->dirty_room);
 	pthread_mutex_destroy(&c->evict_lock);

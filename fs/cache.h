@@ -25,7 +25,11 @@
  *      the bound and free, for the catalog, staging files and objects being
  *      written: a chunk is stored only while the disk keeps half of it free
  *      after the write, and a store that still meets a full disk evicts and
- *      retries (cache_make_room) before it fails. */
+ *      retries (cache_make_room) before it fails.
+ *  C7. One fetch per chunk at a time, whoever asks (readers, prefetchers): a
+ *      flight on its hash (fs/lib/flight.h). Others that miss the chunk
+ *      meanwhile wait for that fetch to land, then read the copy it kept;
+ *      without one (C5, or the fetch failed) one of them fetches again. */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

@@ -9,10 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flight.h"
 #include "hash.h"
 #include "log.h"
 
 #define CHUNK_CACHE_SLOTS 64
+/* Flights of loads: at most CHUNK_CACHE_SLOTS busy (one per loading slot);
+ * the room beyond is for landed ones whose followers have yet to wake. */
+#define READER_FLIGHTS (2 * CHUNK_CACHE_SLOTS)
 #define READER_PREFETCH_THREADS 4
 #define READER_PREFETCH_QUEUE 32
 /* An entry read ahead and not yet asked for counts as read (evictable by
@@ -22,13 +26,13 @@
 
 struct chunk_entry {
 	uint8_t hash[HASH_LEN];
-	struct store_chunk chunk; /* chunk.plain NULL and !loading: free slot */
-	bool loading;             /* one thread is reading it; others wait on `loaded` */
+	struct store_chunk chunk; /* chunk.plain NULL and not loading: free slot */
+	struct flight load;       /* loading: the loader's lead of the flight on hash
+				   * (slot >= 0); others follow it, wait, look again */
 	bool ahead;               /* loaded by readahead, no reader has pinned it yet */
 	size_t len;
 	uint32_t users;           /* pins */
 	uint64_t last_use;
-	pthread_cond_t loaded;    /* the load of this slot finished (or failed) */
 };
 
 struct reader {
@@ -40,6 +44,7 @@ struct reader {
 	pthread_mutex_t lock;
 	uint64_t budget, bytes, clock, hits, misses;
 	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
+	struct flight_table *loads; /* one load per chunk (invariant 3), under lock */
 
 	/* readahead: chunks decoded ahead of sequential readers, by threads
 	 * started at the first request (after the daemon forked) */
@@ -50,6 +55,12 @@ struct reader {
 	int n_threads;
 	bool stopping;
 };
+
+/* Invariant 3: a slot is loading while its loader leads the flight on its hash. */
+static bool reader_loading(const struct chunk_entry *e)
+{
+	return e->load.slot >= 0;
+}
 
 int reader_new(const struct reader_config *cfg, struct cat *cat, struct cache *cache,
 	       struct reader **out)
@@ -65,9 +76,15 @@ int reader_new(const struct reader_config *cfg, struct cat *cat, struct cache *c
 	r->load = cfg->load;
 	r->fetch_ahead = cfg->fetch_ahead;
 	pthread_mutex_init(&r->lock, NULL);
+	int rc = flight_table_new_locked(READER_FLIGHTS, HASH_LEN, &r->lock, &r->loads);
+	if (rc != 0) {
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return rc;
+	}
 	pthread_cond_init(&r->work, NULL);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
-		pthread_cond_init(&r->slot[i].loaded, NULL);
+		r->slot[i].load.slot = -1;
 	r->budget = cfg->budget_bytes;
 	*out = r;
 	return 0;
@@ -85,10 +102,10 @@ void reader_free(struct reader *r)
 		pthread_join(r->thread[i], NULL);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 		/* invariant 3: every pin was released, no load is under way */
-		assert(r->slot[i].users == 0 && !r->slot[i].loading);
+		assert(r->slot[i].users == 0 && !reader_loading(&r->slot[i]));
 		store_chunk_free(&r->slot[i].chunk);
-		pthread_cond_destroy(&r->slot[i].loaded);
 	}
+	flight_table_free(r->loads); /* F4: every load landed */
 	pthread_cond_destroy(&r->work);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -122,11 +139,11 @@ static int reader_cache_make_room(struct reader *r, size_t need, bool prefetch)
 		bool victim_read = false;
 		for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 			struct chunk_entry *e = &r->slot[i];
-			if (!e->chunk.plain && !e->loading) {
+			if (!e->chunk.plain && !reader_loading(e)) {
 				free_slot = i;
 				continue;
 			}
-			if (e->loading || e->users > 0)
+			if (reader_loading(e) || e->users > 0)
 				continue;
 			bool read = reader_cache_read_already(r, e);
 			if (prefetch && !read)
@@ -143,7 +160,7 @@ static int reader_cache_make_room(struct reader *r, size_t need, bool prefetch)
 			return -1;
 		struct chunk_entry *v = &r->slot[victim];
 		/* invariant 3: loaded → free only unpinned */
-		assert(v->chunk.plain && !v->loading && v->users == 0 && r->bytes >= v->len);
+		assert(v->chunk.plain && !reader_loading(v) && v->users == 0 && r->bytes >= v->len);
 		r->bytes -= v->len;
 		store_chunk_free(&v->chunk);
 		v->ahead = false;
@@ -153,7 +170,11 @@ static int reader_cache_make_room(struct reader *r, size_t need, bool prefetch)
 /* Pins ext's decoded chunk in the cache, or, when the cache is full of pinned
  * entries, loads a private copy into pin->own. A chunk is read and verified
  * once however many readers (readahead of one file, several files sharing
- * it) ask for it at the same time: the first loads it, the others wait.
+ * it) ask for it at the same time: the first loads it, leading the flight on
+ * its hash, the others follow that flight, wait for it to land and look
+ * again. A load without a flight slot (a table full of landed flights whose
+ * followers have yet to wake: rare) is private, like one without a cache
+ * slot, so that a loading slot always has its flight.
  * Returns the plain bytes, or NULL with *rc set.
  *
  * prefetch (readahead): returns NULL with *rc 0 when the chunk is there or
@@ -168,7 +189,7 @@ static const char *reader_cache_get(struct reader *r, const struct cat_extent *e
 again:
 	for (i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 		struct chunk_entry *e = &r->slot[i];
-		if ((e->chunk.plain || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0)
+		if ((e->chunk.plain || reader_loading(e)) && memcmp(e->hash, ext->hash, HASH_LEN) == 0)
 			break;
 	}
 	if (i < CHUNK_CACHE_SLOTS) {
@@ -177,8 +198,13 @@ again:
 			pthread_mutex_unlock(&r->lock);
 			return NULL;
 		}
-		if (e->loading) {
-			pthread_cond_wait(&e->loaded, &r->lock);
+		if (reader_loading(e)) {
+			struct flight f;
+			enum flight_join how = flight_join_locked(r->loads, ext->hash, UINT64_MAX, &f);
+			assert(how == FLIGHT_FOLLOW); /* invariant 3: its loader's flight is busy */
+			(void)how;
+			flight_wait_until_locked(r->loads, &f, NULL);
+			flight_release_locked(r->loads, &f);
 			goto again; /* loaded, or failed and gone */
 		}
 		assert(e->chunk.plain && e->users < UINT32_MAX); /* invariant 3: a loaded slot */
@@ -196,13 +222,26 @@ again:
 		pthread_mutex_unlock(&r->lock);
 		return NULL;
 	}
+	struct flight lead = { .slot = -1 };
+	if (i >= 0) {
+		/* since: none, a landing never stands for a load (F3) */
+		enum flight_join how = flight_join_locked(r->loads, ext->hash, UINT64_MAX, &lead);
+		assert(how == FLIGHT_LEAD); /* invariant 3: nobody loads it (the scan above) */
+		(void)how;
+		if (lead.slot < 0) /* no flight to share: a private load (F4) */
+			i = -1;
+	}
+	if (i < 0 && prefetch) {
+		pthread_mutex_unlock(&r->lock);
+		return NULL;
+	}
 	r->misses++;
-	if (i >= 0) { /* reserve the slot so that others wait for this load */
+	if (i >= 0) { /* reserve the slot so that others follow this load */
 		struct chunk_entry *e = &r->slot[i];
 		/* invariant 3: free → loading, pinned by this thread alone */
-		assert(!e->chunk.plain && !e->loading && e->users == 0);
+		assert(!e->chunk.plain && !reader_loading(e) && e->users == 0);
 		memcpy(e->hash, ext->hash, HASH_LEN);
-		e->loading = true;
+		e->load = lead;
 		e->ahead = prefetch;
 		e->len = ext->chunk_len;
 		e->users = 1;
@@ -221,8 +260,9 @@ again:
 		pthread_mutex_lock(&r->lock);
 		struct chunk_entry *e = &r->slot[i];
 		/* invariant 3: loading → loaded (still this thread's pin) or free */
-		assert(e->loading && e->users == 1 && !e->chunk.plain && r->bytes >= e->len);
-		e->loading = false;
+		assert(e->load.slot == lead.slot && e->load.gen == lead.gen && e->users == 1 &&
+		       !e->chunk.plain && r->bytes >= e->len);
+		e->load.slot = -1;
 		if (*rc == 0) {
 			e->chunk = chunk;
 			e->last_use = ++r->clock;
@@ -235,7 +275,7 @@ again:
 			e->users = 0;
 			e->ahead = false;
 		}
-		pthread_cond_broadcast(&e->loaded);
+		flight_land_locked(r->loads, &lead, *rc); /* its followers look again */
 		pthread_mutex_unlock(&r->lock);
 	}
 	if (*rc != 0)
@@ -253,7 +293,7 @@ static void reader_cache_release(struct reader *r, struct reader_pin *pin)
 	} else if (pin->slot >= 0) {
 		pthread_mutex_lock(&r->lock);
 		struct chunk_entry *e = &r->slot[pin->slot];
-		assert(e->chunk.plain && !e->loading && e->users > 0); /* invariant 3 */
+		assert(e->chunk.plain && !reader_loading(e) && e->users > 0); /* invariant 3 */
 		e->users--;
 		pthread_mutex_unlock(&r->lock);
 	}
@@ -325,7 +365,8 @@ static void reader_cache_prefetch(struct reader *r, const struct cat_extent *ext
 	bool known = r->stopping || r->q_len == READER_PREFETCH_QUEUE;
 	for (int i = 0; i < CHUNK_CACHE_SLOTS && !known; i++) {
 		const struct chunk_entry *e = &r->slot[i];
-		known = (e->chunk.plain || e->loading) && memcmp(e->hash, ext->hash, HASH_LEN) == 0;
+		known = (e->chunk.plain || reader_loading(e)) &&
+			memcmp(e->hash, ext->hash, HASH_LEN) == 0;
 	}
 	for (int i = 0; i < r->q_len && !known; i++)
 		known = memcmp(r->queue[(r->q_head + i) % READER_PREFETCH_QUEUE].hash, ext->hash,

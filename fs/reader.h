@@ -13,9 +13,12 @@
  *     is using; an entry in use (pinned) is never freed or changed. Memory does
  *     not grow with file size.
  *  3. A slot is free (no chunk, not loading), loading (one thread reads it,
- *     pinned by that thread alone), or loaded (a chunk, pinned by `users`
- *     readers); it goes free → loading → loaded or free, loaded → free only
- *     unpinned. Every pin is released exactly once (reader_unmap). */
+ *     pinned by that thread alone, and leads the flight on its hash,
+ *     fs/lib/flight.h: one load per chunk at a time, and readers that want
+ *     it meanwhile follow that flight, then look again), or loaded (a chunk,
+ *     pinned by `users` readers); it goes free → loading → loaded or free,
+ *     loaded → free only unpinned. Every pin is released exactly once
+ *     (reader_unmap). */
 #ifndef CKPTFS_READER_H
 #define CKPTFS_READER_H
 

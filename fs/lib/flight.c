@@ -193,9 +193,12 @@ bool flight_wait_until_locked(struct flight_table *t, const struct flight *f,
 			      const struct timespec *deadline)
 {
 	struct flight_slot *s = flight_slot_of(t, f);
-	while (s->busy)
-		if (pthread_cond_timedwait(&t->landed, t->lock, deadline) == ETIMEDOUT)
+	while (s->busy) {
+		if (!deadline)
+			pthread_cond_wait(&t->landed, t->lock);
+		else if (pthread_cond_timedwait(&t->landed, t->lock, deadline) == ETIMEDOUT)
 			return !s->busy;
+	}
 	return true;
 }
 
@@ -250,6 +253,16 @@ int flight_do(struct flight_table *t, const void *key, int (*work)(void *arg), v
 	int rc = work(arg);
 	flight_land(t, &f, rc);
 	return rc;
+}
+
+bool flight_busy_locked(struct flight_table *t, const void *key)
+{
+	for (unsigned i = 0; i < t->nslots; i++) {
+		const struct flight_slot *s = &t->slot[i];
+		if (s->busy && memcmp(s->key, key, t->key_len) == 0)
+			return true; /* F1: the only busy one of key */
+	}
+	return false;
 }
 
 int flight_followers(struct flight_table *t, const void *key)

@@ -9,6 +9,11 @@
  * share. Keys are opaque bytes of a length fixed per table (a SHA-256, a
  * fingerprint).
  *
+ * "Only one thread works on a given hash", in the four places that need it:
+ * fs/chunkput.c (one store per chunk: writer flights), fs/recent.c (one hash
+ * per fingerprint: its tickets), fs/reader.c (one load per chunk into its
+ * decoded-chunk cache) and fs/cache.c (one fetch per chunk from BACKING).
+ *
  * Invariants:
  *  F1. At most one flight per key is busy. flight_join on a busy key never
  *      leads: it follows, with a reference on that flight.
@@ -100,8 +105,11 @@ enum flight_join flight_join_locked(struct flight_table *t, const void *key, uin
 void flight_land_locked(struct flight_table *t, const struct flight *lead, int rc);
 void flight_release_locked(struct flight_table *t, const struct flight *f);
 /* Waits (the lock released meanwhile) until f's flight landed or the
- * CLOCK_MONOTONIC deadline passed; true if it landed. Keeps the reference. */
+ * CLOCK_MONOTONIC deadline passed (NULL: no deadline); true if it landed.
+ * Keeps the reference. */
 bool flight_wait_until_locked(struct flight_table *t, const struct flight *f,
 			      const struct timespec *deadline);
+/* Whether a flight of key is busy now (someone works on it). */
+bool flight_busy_locked(struct flight_table *t, const void *key);
 
 #endif

@@ -1,7 +1,8 @@
 /* Unit tests for fs/cache.c, started as the daemon starts it but with a real
  * catalog, chunk store and BACKING directory in a temporary directory, and
  * its hooks (stopping, opened) played by the test: a chunk missing from the
- * cache is fetched from BACKING, checked and kept (C1, C5); a corrupt object
+ * cache is fetched from BACKING, checked and kept (C1, C5), once however many
+ * readers miss it at the same time (C7); a corrupt object
  * on BACKING is EIO, never bytes, and no copy is kept; the evictor removes
  * only chunks already on BACKING, and none of a file the opened hook names
  * (C2); a writer over the dirty bound waits until an upload makes room and
@@ -12,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -219,6 +221,70 @@ Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_k
 	cache_get_stats(fx.c, &s);
 	cr_assert_eq(s.hits, 1);
 	cr_assert_eq(s.misses, 1);
+}
+
+/* C7: readers that miss one chunk at once fetch it once. A FIFO stands in
+ * for its object on BACKING (refused, and retried, like a BACKING that does
+ * not answer) until all of them asked; then the object comes back. */
+struct tc_loader {
+	pthread_barrier_t *start;
+	int rc;
+};
+
+static void *tc_loader_main(void *p)
+{
+	struct tc_loader *l = p;
+	pthread_barrier_wait(l->start);
+	struct store_chunk ch = { 0 };
+	l->rc = cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch);
+	uint8_t want[TC_LEN];
+	tc_bytes(want, TC_LEN, 20);
+	if (l->rc == 0 && (ch.len != TC_LEN || memcmp(ch.plain, want, TC_LEN) != 0))
+		l->rc = -EBADMSG;
+	store_chunk_free(&ch);
+	return NULL;
+}
+
+Test(cache, readers_that_miss_one_chunk_at_once_fetch_it_from_backing_once)
+{
+	enum { N = 8 };
+	uint64_t ino = tc_file("f", 20, 1);
+	tc_upload(ino);
+	tc_drop_from_cache(0);
+	tc_start(64u << 20, 0, 5000);
+	char rel[128], path[512], aside[520];
+	tc_rel(0, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", fx.backing, rel);
+	snprintf(aside, sizeof(aside), "%s.aside", path);
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(rename(path, aside), 0);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, N + 1);
+	struct tc_loader l[N];
+	pthread_t th[N];
+	for (int i = 0; i < N; i++) {
+		l[i] = (struct tc_loader){ .start = &start, .rc = 1 };
+		cr_assert_eq(pthread_create(&th[i], NULL, tc_loader_main, &l[i]), 0);
+	}
+	pthread_barrier_wait(&start);
+	usleep(300 * 1000); /* all ask; the one fetching retries meanwhile */
+	cr_assert_eq(rename(aside, path), 0); /* the object is back on BACKING */
+	for (int i = 0; i < N; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(l[i].rc, 0, "reader %d: %d", i, l[i].rc);
+	}
+	pthread_barrier_destroy(&start);
+
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.misses, N);
+	cr_assert_eq(s.fetched_bytes, (uint64_t)sb.st_size, "%" PRIu64 " bytes fetched, one "
+		     "object is %lld", s.fetched_bytes, (long long)sb.st_size);
+	cr_assert_eq(s.fetch_errors, 0);
+	cr_assert(tc_where(0).cached);
 }
 
 Test(cache, a_corrupt_object_on_backing_is_eio_not_bytes)

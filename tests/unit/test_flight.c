@@ -3,7 +3,9 @@
  * time; a failure is every waiter's result and the next caller runs the
  * work again (F3); a landing after a caller's `since` answers DONE, one
  * before it does not; references reaped without waiting stay until their
- * flight lands. */
+ * flight lands; under the owner's lock, flight_busy_locked tells a busy key
+ * from a landed one and a follower waits with no deadline until the
+ * landing. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -187,4 +189,65 @@ Test(flight, a_lead_without_a_free_slot_shares_nothing)
 	flight_land(tf_table, &extra, 0); /* a no-op */
 	for (int i = 0; i < 16; i++)
 		flight_land(tf_table, &lead[i], 0);
+}
+
+Test(flight, busy_locked_says_whether_a_key_is_worked_on_now)
+{
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct flight_table *t;
+	cr_assert_eq(flight_table_new_locked(4, TF_KEY, &lock, &t), 0);
+	char key[TF_KEY] = "busy", other[TF_KEY] = "other";
+	struct flight lead, ref;
+	pthread_mutex_lock(&lock);
+	cr_assert_not(flight_busy_locked(t, key));
+	cr_assert_eq(flight_join_locked(t, key, UINT64_MAX, &lead), FLIGHT_LEAD);
+	cr_assert(flight_busy_locked(t, key));
+	cr_assert_not(flight_busy_locked(t, other));
+	cr_assert_eq(flight_join_locked(t, key, UINT64_MAX, &ref), FLIGHT_FOLLOW);
+	flight_land_locked(t, &lead, 0);
+	cr_assert_not(flight_busy_locked(t, key), "landed, though still referenced");
+	cr_assert(flight_wait_until_locked(t, &ref, NULL), "landed: no wait, no deadline");
+	flight_release_locked(t, &ref);
+	pthread_mutex_unlock(&lock);
+	flight_table_free(t);
+}
+
+/* A follower under the owner's lock waits with no deadline until the leader
+ * (another thread) lands. */
+struct tf_locked {
+	pthread_mutex_t *lock;
+	struct flight_table *t;
+	struct flight lead;
+	int landed;
+};
+
+static void *tf_land_later(void *arg)
+{
+	struct tf_locked *l = arg;
+	usleep(20000);
+	pthread_mutex_lock(l->lock);
+	l->landed = 1;
+	flight_land_locked(l->t, &l->lead, 0);
+	pthread_mutex_unlock(l->lock);
+	return NULL;
+}
+
+Test(flight, a_wait_without_deadline_under_the_owners_lock_ends_at_the_landing)
+{
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct tf_locked l = { .lock = &lock };
+	cr_assert_eq(flight_table_new_locked(4, TF_KEY, &lock, &l.t), 0);
+	char key[TF_KEY] = "wait";
+	struct flight ref;
+	pthread_mutex_lock(&lock);
+	cr_assert_eq(flight_join_locked(l.t, key, UINT64_MAX, &l.lead), FLIGHT_LEAD);
+	cr_assert_eq(flight_join_locked(l.t, key, UINT64_MAX, &ref), FLIGHT_FOLLOW);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, tf_land_later, &l), 0);
+	cr_assert(flight_wait_until_locked(l.t, &ref, NULL));
+	cr_assert_eq(l.landed, 1);
+	flight_release_locked(l.t, &ref);
+	pthread_mutex_unlock(&lock);
+	pthread_join(th, NULL);
+	flight_table_free(l.t);
 }

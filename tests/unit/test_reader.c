@@ -3,14 +3,18 @@
  * store): reads across chunk borders return the file's bytes, holes and the
  * tail past the last extent read as zeros, a chunk whose object is corrupt or
  * missing is EIO and hands out none of its bytes, the decoded-chunk cache
- * stays within its budget while readahead runs, and reader_map pins chunks in
- * the cache until reader_unmap releases them. */
+ * stays within its budget while readahead runs, reader_map pins chunks in
+ * the cache until reader_unmap releases them, readers of one chunk at once
+ * load it once (they follow the loader's flight), and a failed load frees
+ * its slot for the next read to load again. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +35,17 @@ static struct {
 	struct cat *cat;
 	struct store *store;
 	struct reader *reader;
+	atomic_int loads;   /* tr_load calls */
+	int load_delay_ms;  /* a slow load: others that want the chunk meanwhile */
 } tr;
 
 static int tr_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 		   struct store_chunk *out)
 {
 	cr_assert_null(c, "the reader hands load the cache it was started with");
+	atomic_fetch_add(&tr.loads, 1);
+	if (tr.load_delay_ms)
+		usleep((useconds_t)tr.load_delay_ms * 1000);
 	return store_load(tr.store, hash, cap, out);
 }
 
@@ -419,4 +428,73 @@ Test(reader, a_reader_needs_a_load_callback)
 	const struct reader_config cfg = { .budget_bytes = MiB };
 	FAILS(reader_new(&cfg, tr.cat, NULL, &r), EINVAL);
 	cr_assert_null(r);
+}
+
+/* Invariant 3: readers that want a chunk while another loads it follow that
+ * load (a flight on its hash) and pin the slot it filled: N readers of one
+ * chunk at once load it once. */
+struct tr_concurrent {
+	uint64_t ino;
+	const uint8_t *want;
+	size_t len;
+	pthread_barrier_t *start;
+};
+
+static void *tr_concurrent_main(void *p)
+{
+	struct tr_concurrent *a = p;
+	pthread_barrier_wait(a->start);
+	uint8_t *got = malloc(a->len);
+	int rc = got ? reader_read(tr.reader, a->ino, READER_COMMITTED, 0, a->len, (char *)got)
+		     : -ENOMEM;
+	if (rc == 0 && memcmp(got, a->want, a->len) != 0)
+		rc = -EIO;
+	free(got);
+	return (void *)(intptr_t)rc;
+}
+
+Test(reader, readers_of_one_chunk_at_once_load_it_once)
+{
+	enum { N = 8 };
+	struct tr_chunk c = tr_chunk(256 << 10, 41);
+	uint8_t *want;
+	size_t size;
+	uint64_t ino = tr_file_of("shared", &c, 1, &want, &size);
+	tr.load_delay_ms = 100;
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, N);
+	struct tr_concurrent a = { .ino = ino, .want = want, .len = size, .start = &start };
+	pthread_t th[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, tr_concurrent_main, &a), 0);
+	for (int i = 0; i < N; i++) {
+		void *rc;
+		pthread_join(th[i], &rc);
+		cr_assert_eq((intptr_t)rc, 0, "reader %d: %d", i, (int)(intptr_t)rc);
+	}
+	pthread_barrier_destroy(&start);
+	cr_assert_eq(atomic_load(&tr.loads), 1, "%d loads of one chunk", atomic_load(&tr.loads));
+	struct reader_stats st;
+	reader_stats(tr.reader, &st);
+	cr_assert_eq(st.misses, 1);
+	cr_assert_eq(st.hits, N - 1);
+	tr_free(want, &c, 1);
+}
+
+Test(reader, a_failed_load_frees_its_slot_and_the_next_read_loads_again)
+{
+	struct tr_chunk c = tr_chunk(64 << 10, 42);
+	uint8_t *want;
+	size_t size;
+	uint64_t ino = tr_file_of("retry", &c, 1, &want, &size);
+	OK(store_remove(tr.store, c.hash));
+	uint8_t *got = malloc(size);
+	cr_assert_not_null(got);
+	cr_assert_eq(reader_read(tr.reader, ino, READER_COMMITTED, 0, size, (char *)got), -EIO);
+	OK(store_put(tr.store, c.hash, c.bytes, c.len, 0, NULL)); /* back: the next read loads */
+	OK(reader_read(tr.reader, ino, READER_COMMITTED, 0, size, (char *)got));
+	cr_assert(memcmp(got, want, size) == 0);
+	cr_assert_eq(atomic_load(&tr.loads), 2);
+	free(got);
+	tr_free(want, &c, 1);
 }

@@ -13,6 +13,7 @@
 
 #include "generation.h"
 #include "hash.h"
+#include "store.h"
 
 /* ---- temporary directories ---- */
 
@@ -255,4 +256,52 @@ void ts_expect_same(struct cat *a, struct cat *b)
 	cr_assert_str_eq(x, y, "catalogs differ:\n--- source\n%s--- rebuilt\n%s", x, y);
 	free(x);
 	free(y);
+}
+
+void ts_fill(uint8_t *buf, size_t len, int seed)
+{
+	uint32_t x = 0x9E3779B9u * (uint32_t)(seed + 1);
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = (uint8_t)x;
+	}
+}
+
+void ts_store_file(struct cat *cat, struct store *store, uint64_t ino, int seed, int n, size_t len,
+		   ts_file_chunk_fn *each, void *arg)
+{
+	uint8_t *buf = malloc(len);
+	cr_assert_not_null(buf);
+	for (int k = 0; k < n; k++) {
+		struct cat_extent e = { .off = (uint64_t)k * len, .len = len, .chunk_len = len };
+		ts_fill(buf, len, seed + k);
+		hash_sha256(buf, len, e.hash);
+		bool must = false;
+		OK(cat_pending_add(cat, ino, &e, &must));
+		cr_assert(must, "chunk %d of seed %d is not new", k, seed);
+		struct store_object_info info;
+		OK(store_put(store, e.hash, buf, len, STORE_SYNC, &info));
+		OK(cat_chunk_stored(cat, e.hash, info.codec, info.stored_len));
+		if (each)
+			each(arg, k, e.hash);
+	}
+	free(buf);
+	OK(cat_file_commit(cat, ino, (uint64_t)n * len, ts_now_ns(), false));
+	OK(cat_pending_drop(cat, ino));
+}
+
+uint8_t *ts_random(size_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len ? len : 1);
+	cr_assert_not_null(b);
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)(x >> 11);
+	}
+	return b;
 }

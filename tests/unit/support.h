@@ -76,6 +76,25 @@ typedef void ts_chunk_stored_fn(void *arg, const uint8_t hash[CAT_HASH_LEN],
 void ts_write_chunks(struct cat *cat, uint64_t ino, uint8_t fill, int seed, int n, uint64_t len,
 		     ts_chunk_stored_fn *stored, void *arg);
 
+/* Fills buf with len bytes of a xorshift stream of seed: each seed its own
+ * bytes, as random as a tensor to the codec. */
+void ts_fill(uint8_t *buf, size_t len, int seed);
+
+/* len bytes (at least one allocated) of a xorshift64 stream of seed, from
+ * malloc: the caller frees them. */
+uint8_t *ts_random(size_t len, uint64_t seed);
+
+/* Called for each chunk ts_store_file put, k its index in the file. */
+typedef void ts_file_chunk_fn(void *arg, int k, const uint8_t hash[CAT_HASH_LEN]);
+
+/* Gives ino n chunks of len bytes, ts_fill(seed + k) for chunk k, as a
+ * writer would: a pending extent, the object put into store (synced) and
+ * recorded as stored, then the file committed and its pending dropped. Each
+ * chunk must be new (it asserts the catalog asks for it to be stored). */
+struct store;
+void ts_store_file(struct cat *cat, struct store *store, uint64_t ino, int seed, int n, size_t len,
+		   ts_file_chunk_fn *each, void *arg);
+
 /* ---- a canonical dump of a catalog ---- */
 
 /* The namespace under ino (as `path`): names escaped, attributes, gen

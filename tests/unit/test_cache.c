@@ -101,15 +101,12 @@ static void tc_start(uint64_t cache_size, uint64_t dirty_max, unsigned timeout_m
 	OK(cache_start(&cfg, fx.cat, fx.st, fx.b, &hooks, &fx.c));
 }
 
-static void tc_bytes(uint8_t *buf, size_t len, int seed)
+/* Records each chunk tc_file stored, and the file it belongs to. */
+static void tc_note(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
 {
-	uint32_t x = 0x85EBCA6Bu * (uint32_t)(seed + 7);
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		buf[i] = (uint8_t)x;
-	}
+	cr_assert_lt(fx.n_chunks, TC_MAX_CHUNKS);
+	memcpy(fx.hash[fx.n_chunks], hash, HASH_LEN);
+	fx.ino_of[fx.n_chunks++] = *(const uint64_t *)arg;
 }
 
 /* A committed file of n chunks (seeds seed..) written into the cache as a
@@ -117,23 +114,7 @@ static void tc_bytes(uint8_t *buf, size_t len, int seed)
 static uint64_t tc_file(const char *name, int seed, int n)
 {
 	uint64_t ino = ts_mk(fx.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
-	uint8_t buf[TC_LEN];
-	for (int k = 0; k < n; k++) {
-		cr_assert_lt(fx.n_chunks, TC_MAX_CHUNKS);
-		struct cat_extent e = { .off = (uint64_t)k * TC_LEN, .len = TC_LEN, .chunk_len = TC_LEN };
-		tc_bytes(buf, TC_LEN, seed + k);
-		hash_sha256(buf, TC_LEN, e.hash);
-		bool must = false;
-		OK(cat_pending_add(fx.cat, ino, &e, &must));
-		cr_assert(must);
-		struct store_object_info info;
-		OK(store_put(fx.st, e.hash, buf, TC_LEN, STORE_SYNC, &info));
-		OK(cat_chunk_stored(fx.cat, e.hash, info.codec, info.stored_len));
-		memcpy(fx.hash[fx.n_chunks], e.hash, HASH_LEN);
-		fx.ino_of[fx.n_chunks++] = ino;
-	}
-	OK(cat_file_commit(fx.cat, ino, (uint64_t)n * TC_LEN, ts_now_ns(), false));
-	OK(cat_pending_drop(fx.cat, ino));
+	ts_store_file(fx.cat, fx.st, ino, seed, n, TC_LEN, tc_note, &ino);
 	return ino;
 }
 
@@ -201,7 +182,7 @@ Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_k
 	struct store_chunk ch = { 0 };
 	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch));
 	uint8_t want[TC_LEN];
-	tc_bytes(want, TC_LEN, 10);
+	ts_fill(want, TC_LEN, 10);
 	cr_assert_eq(ch.len, TC_LEN);
 	cr_assert(memcmp(ch.plain, want, TC_LEN) == 0);
 	store_chunk_free(&ch);
@@ -238,7 +219,7 @@ static void *tc_loader_main(void *p)
 	struct store_chunk ch = { 0 };
 	l->rc = cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch);
 	uint8_t want[TC_LEN];
-	tc_bytes(want, TC_LEN, 20);
+	ts_fill(want, TC_LEN, 20);
 	if (l->rc == 0 && (ch.len != TC_LEN || memcmp(ch.plain, want, TC_LEN) != 0))
 		l->rc = -EBADMSG;
 	store_chunk_free(&ch);

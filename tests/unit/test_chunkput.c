@@ -162,20 +162,6 @@ static void tc_teardown(void)
 
 TestSuite(chunkput, .init = tc_setup, .fini = tc_teardown, .timeout = 60);
 
-static uint8_t *tc_random(size_t len, uint64_t seed)
-{
-	uint8_t *b = malloc(len);
-	cr_assert_not_null(b);
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)(x >> 11);
-	}
-	return b;
-}
-
 /* A file whose pending extent [0, len) names the chunk: true if the catalog
  * says it must be stored. */
 static bool tc_pending(const char *name, const struct cat_extent *ext)
@@ -208,7 +194,7 @@ static void tc_check_object(const uint8_t hash[HASH_LEN], const uint8_t *data, s
 Test(chunkput, a_chunk_put_twice_is_stored_once)
 {
 	size_t len = 200 * KiB;
-	uint8_t *data = tc_random(len, 1);
+	uint8_t *data = ts_random(len, 1);
 	struct cat_extent ext = tc_extent(data, len);
 	struct chunkput_awaits aw;
 	memset(&aw, 0, sizeof(aw));
@@ -230,7 +216,7 @@ Test(chunkput, a_chunk_put_twice_is_stored_once)
 Test(chunkput, a_chunk_that_landed_after_the_store_it_answer_is_not_written_again)
 {
 	size_t len = 256 * KiB;
-	uint8_t *data = tc_random(len, 51);
+	uint8_t *data = ts_random(len, 51);
 	struct cat_extent ext = tc_extent(data, len);
 	struct chunkput_awaits aw[3];
 	memset(aw, 0, sizeof(aw));
@@ -290,7 +276,7 @@ Test(chunkput, concurrent_puts_of_one_hash_write_one_object)
 {
 	enum { N = 6 };
 	size_t len = 300 * KiB;
-	uint8_t *data = tc_random(len, 2);
+	uint8_t *data = ts_random(len, 2);
 	struct cat_extent ext = tc_extent(data, len);
 	struct tc_putter p[N];
 	pthread_t t[N];
@@ -336,7 +322,7 @@ Test(chunkput, a_store_failure_fails_the_put_and_every_await_and_the_next_put_re
 {
 	enum { N = 4 };
 	size_t len = 100 * KiB;
-	uint8_t *data = tc_random(len, 3);
+	uint8_t *data = ts_random(len, 3);
 	struct cat_extent ext = tc_extent(data, len);
 	cr_assert(tc_pending("a", &ext));
 	tc_break_store(true);
@@ -378,7 +364,7 @@ static int tc_put_behind(const uint8_t *data, size_t len, struct cat_extent *ext
 Test(chunkput, a_put_behind_the_writer_is_awaited_and_its_failure_returned)
 {
 	size_t len = 128 * KiB;
-	uint8_t *data = tc_random(len, 4), *bad = tc_random(len, 5);
+	uint8_t *data = ts_random(len, 4), *bad = ts_random(len, 5);
 	struct cat_extent ext = tc_extent(data, len), ext_bad = tc_extent(bad, len);
 	struct chunkput_awaits aw;
 	memset(&aw, 0, sizeof(aw));
@@ -421,7 +407,7 @@ static int tc_sum_stored(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t p
 Test(chunkput, the_cache_sees_each_object_before_and_after_and_the_uploader_is_kicked)
 {
 	size_t len = 180 * KiB;
-	uint8_t *zeros = calloc(1, len), *data = tc_random(len, 6);
+	uint8_t *zeros = calloc(1, len), *data = ts_random(len, 6);
 	struct cat_extent ez = tc_extent(zeros, len), ed = tc_extent(data, len);
 	struct chunkput_awaits aw;
 	memset(&aw, 0, sizeof(aw));

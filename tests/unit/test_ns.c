@@ -137,27 +137,13 @@ static void tns_teardown(void)
 
 TestSuite(ns, .init = tns_setup, .fini = tns_teardown);
 
-static uint8_t *tns_bytes(size_t len, unsigned seed)
-{
-	uint8_t *b = malloc(len);
-	cr_assert_not_null(b);
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)x;
-	}
-	return b;
-}
-
 /* Creates parent/name, writes len bytes of seed in 1 MiB writes, closes it
  * (both halves of a release); returns its inode. */
 static uint64_t tns_write_file(uint64_t parent, const char *name, size_t len, unsigned seed)
 {
 	struct ns_file *f;
 	struct cat_inode in;
-	uint8_t *b = tns_bytes(len ? len : 1, seed);
+	uint8_t *b = ts_random(len ? len : 1, seed);
 	OK(ns_create(tns.ns, &tns_cred, parent, name, 0644, O_WRONLY | O_CREAT, &f, &in));
 	for (size_t off = 0; off < len; off += 1 << 20) {
 		size_t n = len - off < (1u << 20) ? len - off : (1u << 20);
@@ -189,7 +175,7 @@ static void tns_expect_bytes(uint64_t ino, size_t len, unsigned seed)
 {
 	struct cat_inode in;
 	struct cat_extent e[64];
-	uint8_t *want = tns_bytes(len, seed);
+	uint8_t *want = ts_random(len, seed);
 	uint8_t *chunk = malloc(tns.fs.chunking.max_size);
 	OK(cat_getattr(tns.fs.cat, ino, &in));
 	cr_assert_eq(in.size, len);
@@ -226,7 +212,7 @@ Test(ns, test_a_file_being_written_reads_from_its_writer)
 	struct ns_file *f;
 	struct cat_inode in;
 	struct ns_read_out o;
-	uint8_t *b = tns_bytes(300000, 2);
+	uint8_t *b = ts_random(300000, 2);
 	OK(ns_create(tns.ns, &tns_cred, CAT_ROOT_INO, "f", 0644, O_RDWR | O_CREAT, &f, &in));
 	OK(ns_write(tns.ns, &tns_cred, f, b, 300000, 0, false, false));
 	OK(ns_getattr(tns.ns, in.ino, &in));
@@ -287,7 +273,7 @@ Test(ns, test_a_trigger_waits_for_a_write_handle_still_open)
 	struct ns_file *f;
 	struct cat_inode in;
 	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-200");
-	uint8_t *b = tns_bytes(4096, 5);
+	uint8_t *b = ts_random(4096, 5);
 	OK(ns_create(tns.ns, &tns_cred, root, "shard-1.dat", 0644, O_WRONLY | O_CREAT, &f, &in));
 	OK(ns_write(tns.ns, &tns_cred, f, b, 4096, 0, false, false));
 	tns_write_file(root, ".ckptfs-commit", 0, 6);
@@ -338,7 +324,7 @@ Test(ns, test_an_unlinked_open_file_lives_until_its_last_close)
 {
 	struct ns_file *f;
 	struct cat_inode in;
-	uint8_t *b = tns_bytes(5000, 10);
+	uint8_t *b = ts_random(5000, 10);
 	OK(ns_create(tns.ns, &tns_cred, CAT_ROOT_INO, "f", 0644, O_RDWR | O_CREAT, &f, &in));
 	uint64_t ino = in.ino;
 	OK(ns_write(tns.ns, &tns_cred, f, b, 5000, 0, false, false));

@@ -86,24 +86,10 @@ struct tr_chunk {
 	size_t len;
 };
 
-static uint8_t *tr_random(size_t len, uint64_t seed)
-{
-	uint8_t *b = malloc(len ? len : 1);
-	cr_assert_not_null(b);
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 99;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)(x >> 11);
-	}
-	return b;
-}
-
 /* A chunk of len random bytes, its object written to the store. */
 static struct tr_chunk tr_chunk(size_t len, uint64_t seed)
 {
-	struct tr_chunk c = { .bytes = tr_random(len, seed), .len = len };
+	struct tr_chunk c = { .bytes = ts_random(len, seed), .len = len };
 	hash_sha256(c.bytes, len, c.hash);
 	OK(store_put(tr.store, c.hash, c.bytes, len, 0, NULL));
 	return c;

@@ -18,22 +18,9 @@
 
 #include "hash.h"
 #include "recent.h"
+#include "support.h"
 
 #define MiB ((size_t)1 << 20)
-
-static uint8_t *tr_data(size_t len, uint64_t seed)
-{
-	uint8_t *b = malloc(len);
-	cr_assert_not_null(b);
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)x;
-	}
-	return b;
-}
 
 /* What a writer does: the recent hash, or its own (published). */
 static bool tr_hash(struct recent *r, const uint8_t *d, size_t len, uint8_t out[HASH_LEN])
@@ -50,7 +37,7 @@ Test(recent, equal_bytes_get_the_sha256_without_hashing)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *a = tr_data(MiB, 1), *b = malloc(MiB);
+	uint8_t *a = ts_random(MiB, 1), *b = malloc(MiB);
 	memcpy(b, a, MiB); /* another writer's buffer, same bytes */
 	uint8_t ha[HASH_LEN], hb[HASH_LEN], want[HASH_LEN];
 	hash_sha256(a, MiB, want);
@@ -71,7 +58,7 @@ Test(recent, same_fingerprint_other_bytes_is_hashed_for_real)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *a = tr_data(MiB, 2), *b = malloc(MiB);
+	uint8_t *a = ts_random(MiB, 2), *b = malloc(MiB);
 	memcpy(b, a, MiB);
 	b[12345] ^= 1; /* between the sampled words: same fingerprint, other chunk */
 	uint8_t ha[HASH_LEN], hb[HASH_LEN], want[HASH_LEN];
@@ -95,7 +82,7 @@ Test(recent, small_chunks_always_miss)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *a = tr_data(RECENT_MIN_LEN - 1, 3), h[HASH_LEN];
+	uint8_t *a = ts_random(RECENT_MIN_LEN - 1, 3), h[HASH_LEN];
 	cr_assert_not(tr_hash(r, a, RECENT_MIN_LEN - 1, h));
 	cr_assert_not(tr_hash(r, a, RECENT_MIN_LEN - 1, h));
 	free(a);
@@ -108,7 +95,7 @@ Test(recent, copies_stay_within_the_budget_oldest_out_first)
 	cr_assert_eq(recent_new(2 * MiB, &r), 0);
 	uint8_t *c[3], h[HASH_LEN];
 	for (int i = 0; i < 3; i++) {
-		c[i] = tr_data(MiB, 10 + (uint64_t)i);
+		c[i] = ts_random(MiB, 10 + (uint64_t)i);
 		cr_assert_not(tr_hash(r, c[i], MiB, h));
 	}
 	cr_assert(tr_hash(r, c[2], MiB, h), "the newest chunk was dropped");
@@ -147,7 +134,7 @@ Test(recent, a_second_writer_waits_for_the_first_writers_hash)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *a = tr_data(MiB, 20), h[HASH_LEN];
+	uint8_t *a = ts_random(MiB, 20), h[HASH_LEN];
 	struct recent_ticket t;
 	cr_assert_not(recent_lookup(r, a, MiB, h, &t));
 	struct tr_waiter w = { .r = r, .d = a };
@@ -171,7 +158,7 @@ Test(recent, an_abandoned_ticket_lets_the_waiter_hash_for_itself)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *a = tr_data(MiB, 21), h[HASH_LEN], want[HASH_LEN];
+	uint8_t *a = ts_random(MiB, 21), h[HASH_LEN], want[HASH_LEN];
 	struct recent_ticket t;
 	cr_assert_not(recent_lookup(r, a, MiB, h, &t));
 	struct tr_waiter w = { .r = r, .d = a };
@@ -211,7 +198,7 @@ Test(recent, a_chain_predicts_the_next_chunk_of_another_writer)
 	cr_assert_eq(recent_new(0, &r), 0);
 	uint8_t *c[4], h[HASH_LEN], want[HASH_LEN];
 	for (int i = 0; i < 4; i++)
-		c[i] = tr_data(MiB, 30 + (uint64_t)i);
+		c[i] = ts_random(MiB, 30 + (uint64_t)i);
 	struct recent_cursor a = RECENT_CURSOR_NONE, b = RECENT_CURSOR_NONE;
 	struct recent_pred p;
 	cr_assert_not(recent_follow(r, &a, 0, &p), "a prediction without a chain");
@@ -261,7 +248,7 @@ Test(recent, a_writer_waits_for_the_chunk_another_writer_has_claimed)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *c0 = tr_data(MiB, 40), *c1 = tr_data(MiB, 41), h[HASH_LEN];
+	uint8_t *c0 = ts_random(MiB, 40), *c1 = ts_random(MiB, 41), h[HASH_LEN];
 	struct recent_cursor a = RECENT_CURSOR_NONE;
 	struct recent_pred p;
 	tr_emit(r, &a, c0, MiB, RECENT_END_CHUNKER, h);
@@ -290,7 +277,7 @@ Test(recent, a_claim_held_too_long_is_taken_over)
 {
 	struct recent *r;
 	cr_assert_eq(recent_new(0, &r), 0);
-	uint8_t *c0 = tr_data(MiB, 50), h[HASH_LEN];
+	uint8_t *c0 = ts_random(MiB, 50), h[HASH_LEN];
 	struct recent_cursor a = RECENT_CURSOR_NONE;
 	struct recent_pred p;
 	tr_emit(r, &a, c0, MiB, RECENT_END_CHUNKER, h);
@@ -328,7 +315,7 @@ Test(recent, a_pinned_prediction_is_not_evicted_and_a_lost_chain_predicts_nothin
 	cr_assert_eq(recent_new(2 * MiB, &r), 0);
 	uint8_t *c[5], h[HASH_LEN];
 	for (int i = 0; i < 5; i++)
-		c[i] = tr_data(MiB, 60 + (uint64_t)i);
+		c[i] = ts_random(MiB, 60 + (uint64_t)i);
 	struct recent_cursor a = RECENT_CURSOR_NONE, b = RECENT_CURSOR_NONE;
 	struct recent_pred p;
 	tr_emit(r, &a, c[0], MiB, RECENT_END_CHUNKER, h);

@@ -110,14 +110,6 @@ static void tk_release(void *buf)
 	free(buf);
 }
 
-static uint8_t *tk_random(size_t len, uint64_t seed)
-{
-	uint8_t *buf = tk_alloc(len);
-
-	tk_fill_random(buf, len, seed);
-	return buf;
-}
-
 static uint8_t *tk_text(size_t len, uint64_t seed)
 {
 	uint8_t *buf = tk_alloc(len);
@@ -595,7 +587,7 @@ Test(store, one_byte_round_trips_raw, .init = setup, .fini = teardown)
 
 Test(store, four_kib_random_round_trips_raw, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 1), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 1), 4 * KiB, 0);
 	uint8_t *bytes;
 	size_t len;
 
@@ -609,7 +601,7 @@ Test(store, four_kib_random_round_trips_raw, .init = setup, .fini = teardown)
 
 Test(store, one_mib_random_is_stored_raw_byte_for_byte, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(MiB, 2), MiB, 0);
+	struct tk_obj o = tk_put(ts_random(MiB, 2), MiB, 0);
 	struct store_object_info info;
 	uint8_t *bytes;
 	size_t len;
@@ -662,7 +654,7 @@ Test(store, one_mib_compressible_is_stored_lz4_and_smaller, .init = setup, .fini
 Test(store, object_lands_at_chunks_ab_cd_hex_and_tmp_is_left_empty, .init = setup,
      .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(5000, 4), 5000, 0);
+	struct tk_obj o = tk_put(ts_random(5000, 4), 5000, 0);
 	char path[256];
 	struct stat sb;
 
@@ -682,7 +674,7 @@ Test(store, header_fields_match_the_format_byte_for_byte, .init = setup, .fini =
 	/* 0x010203 plain bytes: each byte of the length field is distinct, so a
 	 * byte-order mistake shows. */
 	size_t plain_len = 0x010203;
-	struct tk_obj raw = tk_put(tk_random(plain_len, 5), plain_len, 0);
+	struct tk_obj raw = tk_put(ts_random(plain_len, 5), plain_len, 0);
 	struct tk_obj lz4 = tk_put(tk_text(plain_len, 5), plain_len, 0);
 	static const uint8_t fixed[16] = { 'C', 'K', 'P', 'T', 'C', 'H', 'N', 'K', 0x02, 0x00,
 					   0x00, 0x00, 0x48, 0x00, 0x00, 0x00 };
@@ -739,7 +731,7 @@ Test(store, putting_the_same_object_twice_is_harmless, .init = setup, .fini = te
 
 Test(store, putting_again_over_a_corrupt_object_repairs_it, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(10000, 7), 10000, 0);
+	struct tk_obj o = tk_put(ts_random(10000, 7), 10000, 0);
 
 	tk_corrupt(&o, tk_edit_flip, TK_HDR + 5000);
 	tk_assert_get_eio(&o, "flipped byte");
@@ -751,7 +743,7 @@ Test(store, putting_again_over_a_corrupt_object_repairs_it, .init = setup, .fini
 
 Test(store, sync_put_and_store_sync_make_a_readable_object, .init = setup, .fini = teardown)
 {
-	struct tk_obj synced = tk_put(tk_random(MiB, 8), MiB, STORE_SYNC);
+	struct tk_obj synced = tk_put(ts_random(MiB, 8), MiB, STORE_SYNC);
 	struct tk_obj later = tk_put(tk_text(MiB, 8), MiB, 0);
 	uint8_t missing[HASH_LEN] = { 0x77 };
 
@@ -769,7 +761,7 @@ Test(store, sync_put_and_store_sync_make_a_readable_object, .init = setup, .fini
 
 Test(store, failed_put_returns_the_error_and_leaves_no_tmp_file, .init = setup, .fini = teardown)
 {
-	uint8_t *plain = tk_random(4 * KiB, 28);
+	uint8_t *plain = ts_random(4 * KiB, 28);
 	uint8_t hash[HASH_LEN];
 	char hex[HASH_HEX_LEN + 1], shard[128];
 	struct tk_obj o;
@@ -809,7 +801,7 @@ Test(store, missing_object_is_enoent_for_the_cache_to_fetch, .init = setup, .fin
 	FAILS(store_stat(fx.st, o.hash, &info), ENOENT);
 	/* Its shard directories exist, the object does not. */
 	{
-		struct tk_obj other = tk_put(tk_random(10, 9), 10, 0);
+		struct tk_obj other = tk_put(ts_random(10, 9), 10, 0);
 
 		memcpy(o.hash, other.hash, 2);
 		hash_to_hex(o.hash, o.hex);
@@ -820,7 +812,7 @@ Test(store, missing_object_is_enoent_for_the_cache_to_fetch, .init = setup, .fin
 
 Test(store, flipped_payload_byte_of_raw_object_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(MiB, 10), MiB, 0);
+	struct tk_obj o = tk_put(ts_random(MiB, 10), MiB, 0);
 	static const size_t at[] = { 0, 1, MiB / 2, MiB - 1 };
 
 	cr_assert_eq(o.info.codec, CODEC_RAW);
@@ -860,7 +852,7 @@ static void tk_make_format_1(const struct tk_obj *o)
 /* S4: objects of format 1 (no CRC) stay readable, and are re-hashed. */
 Test(store, format_1_objects_are_read_and_checked_by_their_hash, .init = setup, .fini = teardown)
 {
-	struct tk_obj raw = tk_put(tk_random(64 * KiB, 19), 64 * KiB, 0);
+	struct tk_obj raw = tk_put(ts_random(64 * KiB, 19), 64 * KiB, 0);
 	struct tk_obj lz4 = tk_put(tk_text(300 * KiB, 19), 300 * KiB, 0);
 	struct tk_obj *objs[] = { &raw, &lz4 };
 	struct store_object_info info;
@@ -892,7 +884,7 @@ Test(store, format_1_objects_are_read_and_checked_by_their_hash, .init = setup, 
  * uploads under -o verify=sha256. */
 Test(store, a_forged_crc_is_caught_by_sha256, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(64 * KiB, 20), 64 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(64 * KiB, 20), 64 * KiB, 0);
 	size_t len, plain_len;
 	uint8_t *b = tk_object_bytes(&o, &len);
 	uint8_t *plain = tk_alloc(o.len);
@@ -933,7 +925,7 @@ Test(store, flipped_payload_byte_of_lz4_object_is_eio, .init = setup, .fini = te
 
 Test(store, truncated_payload_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj raw = tk_put(tk_random(64 * KiB, 12), 64 * KiB, 0);
+	struct tk_obj raw = tk_put(ts_random(64 * KiB, 12), 64 * KiB, 0);
 	struct tk_obj lz4 = tk_put(tk_text(256 * KiB, 12), 256 * KiB, 0);
 	struct tk_obj *objs[] = { &raw, &lz4 };
 
@@ -962,7 +954,7 @@ Test(store, truncated_payload_is_eio, .init = setup, .fini = teardown)
 
 Test(store, truncated_header_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 13), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 13), 4 * KiB, 0);
 	struct store_object_info info;
 	static const size_t cuts[] = { 71, 64, 63, 32, 16, 1, 0 };
 
@@ -977,7 +969,7 @@ Test(store, truncated_header_is_eio, .init = setup, .fini = teardown)
 
 Test(store, wrong_magic_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 14), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 14), 4 * KiB, 0);
 	struct store_object_info info;
 
 	for (uint64_t at = 0; at < 8; at++) {
@@ -993,7 +985,7 @@ Test(store, wrong_magic_is_eio, .init = setup, .fini = teardown)
 
 Test(store, wrong_version_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 15), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 15), 4 * KiB, 0);
 	struct store_object_info info;
 	/* 0x0200 is version 2 written big-endian. */
 	static const uint64_t versions[] = { 0, 3, 0x0200, 0xFFFF };
@@ -1015,7 +1007,7 @@ Test(store, wrong_version_is_eio, .init = setup, .fini = teardown)
 
 Test(store, wrong_header_length_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 16), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 16), 4 * KiB, 0);
 	struct store_object_info info;
 	static const uint64_t lens[] = { 0, 63, 64, 65, 71, 73, 128, 0x40000000 };
 
@@ -1029,8 +1021,8 @@ Test(store, wrong_header_length_is_eio, .init = setup, .fini = teardown)
 
 Test(store, header_naming_another_hash_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj a = tk_put(tk_random(4 * KiB, 17), 4 * KiB, 0);
-	struct tk_obj b = tk_put(tk_random(4 * KiB, 18), 4 * KiB, 0);
+	struct tk_obj a = tk_put(ts_random(4 * KiB, 17), 4 * KiB, 0);
+	struct tk_obj b = tk_put(ts_random(4 * KiB, 18), 4 * KiB, 0);
 	struct store_object_info info;
 	uint8_t *bytes;
 	size_t len;
@@ -1053,7 +1045,7 @@ Test(store, header_naming_another_hash_is_eio, .init = setup, .fini = teardown)
 
 Test(store, wrong_codec_or_lengths_in_header_are_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj raw = tk_put(tk_random(4 * KiB, 19), 4 * KiB, 0);
+	struct tk_obj raw = tk_put(ts_random(4 * KiB, 19), 4 * KiB, 0);
 	struct tk_obj lz4 = tk_put(tk_text(64 * KiB, 19), 64 * KiB, 0);
 	struct tk_obj *objs[] = { &raw, &lz4 };
 
@@ -1129,7 +1121,7 @@ static void tk_assert_get_eio_in_child(const struct tk_obj *o, const char *what)
 
 Test(store, absurd_payload_length_in_header_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 20), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 20), 4 * KiB, 0);
 	static const uint64_t lens[] = { (uint64_t)1 << 40, (uint64_t)1 << 62, UINT64_MAX };
 
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
@@ -1141,7 +1133,7 @@ Test(store, absurd_payload_length_in_header_is_eio, .init = setup, .fini = teard
 
 Test(store, cap_smaller_than_plain_length_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(4 * KiB, 21), 4 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(4 * KiB, 21), 4 * KiB, 0);
 	uint8_t *buf = tk_alloc(8 * KiB);
 	size_t got = 5;
 
@@ -1163,7 +1155,7 @@ Test(store, cap_smaller_than_plain_length_is_eio, .init = setup, .fini = teardow
 Test(store, load_of_an_uncached_raw_object_leaves_the_page_cache_empty, .init = setup,
      .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(3 * MiB + 123, 30), 3 * MiB + 123, 0);
+	struct tk_obj o = tk_put(ts_random(3 * MiB + 123, 30), 3 * MiB + 123, 0);
 	struct store_chunk c;
 
 	cr_assert_eq(o.info.codec, CODEC_RAW);
@@ -1183,7 +1175,7 @@ Test(store, load_of_an_uncached_raw_object_leaves_the_page_cache_empty, .init = 
 
 Test(store, load_of_a_cached_object_reads_it_from_memory, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(MiB, 31), MiB, STORE_SYNC);
+	struct tk_obj o = tk_put(ts_random(MiB, 31), MiB, STORE_SYNC);
 	size_t pages = (64 + MiB + 4095) / 4096;
 	struct store_chunk c;
 	uint8_t *bytes;
@@ -1227,7 +1219,7 @@ Test(store, load_of_objects_of_every_length_around_a_page_round_trips, .init = s
 				       8192 - 72, 8192 - 71, 65536 + 4000 };
 
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-		struct tk_obj o = tk_put(tk_random(lens[i] ? lens[i] : 1, 33 + i), lens[i], 0);
+		struct tk_obj o = tk_put(ts_random(lens[i] ? lens[i] : 1, 33 + i), lens[i], 0);
 
 		tk_assert_load_ok(&o);
 		tk_free(&o);
@@ -1236,7 +1228,7 @@ Test(store, load_of_objects_of_every_length_around_a_page_round_trips, .init = s
 
 Test(store, load_with_cap_smaller_than_the_chunk_is_eio, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(64 * KiB, 34), 64 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(64 * KiB, 34), 64 * KiB, 0);
 	struct store_chunk c;
 
 	FAILS(store_load(fx.st, o.hash, 64 * KiB - 1, &c), EIO);
@@ -1262,7 +1254,7 @@ Test(store, load_of_a_missing_object_is_enoent, .init = setup, .fini = teardown)
 Test(store, removing_a_missing_object_succeeds, .init = setup, .fini = teardown)
 {
 	uint8_t hash[HASH_LEN];
-	struct tk_obj o = tk_put(tk_random(100, 22), 100, 0);
+	struct tk_obj o = tk_put(ts_random(100, 22), 100, 0);
 
 	tk_fill_random(hash, HASH_LEN, 22);
 	OK(store_remove(fx.st, hash)); /* no shard directory either */
@@ -1274,7 +1266,7 @@ Test(store, removing_a_missing_object_succeeds, .init = setup, .fini = teardown)
 
 Test(store, removing_an_object_makes_it_missing, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(100, 23), 100, 0);
+	struct tk_obj o = tk_put(ts_random(100, 23), 100, 0);
 	struct store_object_info info;
 
 	OK(store_remove(fx.st, o.hash));
@@ -1437,7 +1429,7 @@ Test(store, open_matches_the_host_with_dots_and_slashes_replaced, .init = setup,
 Test(store, put_succeeds_when_its_tmp_name_is_already_taken, .init = setup, .fini = teardown)
 {
 	char host[256], name[512];
-	uint8_t *plain = tk_random(4 * KiB, 27);
+	uint8_t *plain = ts_random(4 * KiB, 27);
 	uint8_t hash[HASH_LEN];
 	char hex[HASH_HEX_LEN + 1];
 	struct tk_obj o;
@@ -1508,7 +1500,7 @@ Test(store, concurrent_puts_of_the_same_object_leave_one_valid_object, .init = s
 	pthread_t th[CONC_THREADS];
 
 	for (int r = 0; r < CONC_ROUNDS; r++) {
-		sh.plain[r] = r % 2 ? tk_text(CONC_LEN, 100 + r) : tk_random(CONC_LEN, 100 + r);
+		sh.plain[r] = r % 2 ? tk_text(CONC_LEN, 100 + r) : ts_random(CONC_LEN, 100 + r);
 		hash_sha256(sh.plain[r], CONC_LEN, sh.hash[r]);
 	}
 	cr_assert_eq(pthread_barrier_init(&sh.barrier, NULL, CONC_THREADS), 0);
@@ -1638,7 +1630,7 @@ static void tk_flip_in_place(const struct tk_obj *o, off_t off)
 
 Test(store, upload_of_an_object_just_put_needs_no_second_hash, .init = setup, .fini = teardown)
 {
-	struct tk_obj raw = tk_put(tk_random(MiB, 40), MiB, 0);
+	struct tk_obj raw = tk_put(ts_random(MiB, 40), MiB, 0);
 	struct tk_obj lz4 = tk_put(tk_text(MiB, 41), MiB, 0);
 	bool hashed = false;
 
@@ -1656,7 +1648,7 @@ Test(store, upload_of_an_object_just_put_needs_no_second_hash, .init = setup, .f
 Test(store, upload_of_an_object_changed_in_place_is_verified_and_refused, .init = setup,
      .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(MiB, 42), MiB, 0);
+	struct tk_obj o = tk_put(ts_random(MiB, 42), MiB, 0);
 	bool hashed = true;
 
 	tk_flip_in_place(&o, TK_HDR + MiB / 3); /* the page cache now holds the damaged byte */
@@ -1670,7 +1662,7 @@ Test(store, upload_of_an_object_changed_in_place_is_verified_and_refused, .init 
 
 Test(store, upload_of_a_replaced_or_fetched_object_is_verified, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(64 * KiB, 43), 64 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(64 * KiB, 43), 64 * KiB, 0);
 	bool hashed = true;
 
 	tk_corrupt(&o, tk_edit_flip, TK_HDR + 5); /* a new file under the object's name */
@@ -1689,7 +1681,7 @@ Test(store, upload_of_a_replaced_or_fetched_object_is_verified, .init = setup, .
 
 Test(store, a_corrupt_read_takes_an_object_out_of_the_fresh_set, .init = setup, .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(64 * KiB, 44), 64 * KiB, 0);
+	struct tk_obj o = tk_put(ts_random(64 * KiB, 44), 64 * KiB, 0);
 	bool hashed = false;
 
 	tk_flip_in_place(&o, TK_HDR + 7);
@@ -1749,7 +1741,7 @@ Test(store, direct_writes_store_the_same_objects_without_filling_the_page_cache,
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		for (int text = 0; text < 2; text++) {
 			size_t len = sizes[i], got_len, want_len;
-			uint8_t *plain = text ? tk_text(len, 50 + i) : tk_random(len, 60 + i);
+			uint8_t *plain = text ? tk_text(len, 50 + i) : ts_random(len, 60 + i);
 			struct tk_obj o = tk_put(plain, len, 0);
 			char ref_path[256];
 
@@ -1837,7 +1829,7 @@ Test(store, a_put_from_a_buffer_with_headroom_writes_the_same_object, .init = se
 Test(store, a_direct_put_is_fresh_and_durable_with_store_sync, .init = setup, .fini = teardown)
 {
 	store_set_direct_writes(fx.st, true);
-	struct tk_obj o = tk_put(tk_random(2 * MiB + 17, 70), 2 * MiB + 17, STORE_SYNC);
+	struct tk_obj o = tk_put(ts_random(2 * MiB + 17, 70), 2 * MiB + 17, STORE_SYNC);
 	size_t len = 0;
 
 	OK(store_check_unread(fx.st, o.hash, &len));
@@ -1853,8 +1845,8 @@ Test(store, a_direct_put_is_fresh_and_durable_with_store_sync, .init = setup, .f
 Test(store, check_unread_vouches_only_for_fresh_unchanged_objects, .init = setup,
      .fini = teardown)
 {
-	struct tk_obj a = tk_put(tk_random(MiB, 71), MiB, 0);
-	struct tk_obj b = tk_put(tk_random(64 * KiB, 72), 64 * KiB, 0);
+	struct tk_obj a = tk_put(ts_random(MiB, 71), MiB, 0);
+	struct tk_obj b = tk_put(ts_random(64 * KiB, 72), 64 * KiB, 0);
 	struct tk_obj c = tk_put(tk_text(64 * KiB, 73), 64 * KiB, 0);
 	uint8_t missing[HASH_LEN] = { 0x42 };
 	size_t len = 0;
@@ -1909,7 +1901,7 @@ Test(store, more_direct_writers_than_image_buffers_all_succeed, .init = setup, .
 		jobs[i].id = i;
 		jobs[i].rc = 0;
 		for (int k = 0; k < 4; k++) {
-			jobs[i].plain[k] = tk_random(512 * KiB + (size_t)k, 1000 + (uint64_t)(i * 4 + k));
+			jobs[i].plain[k] = ts_random(512 * KiB + (size_t)k, 1000 + (uint64_t)(i * 4 + k));
 			hash_sha256(jobs[i].plain[k], 512 * KiB + (size_t)k, jobs[i].hash[k]);
 		}
 	}
@@ -1936,7 +1928,7 @@ Test(store, objects_and_shard_directories_are_private_whatever_the_umask, .init 
      .fini = teardown)
 {
 	mode_t old = umask(0);
-	struct tk_obj o = tk_put(tk_random(3000, 41), 3000, 0);
+	struct tk_obj o = tk_put(ts_random(3000, 41), 3000, 0);
 	umask(old);
 	struct stat sb;
 	char dir[256];
@@ -1957,7 +1949,7 @@ Test(store, objects_and_shard_directories_are_private_whatever_the_umask, .init 
 Test(store, a_symlink_planted_at_an_object_reads_as_eio_and_a_put_replaces_it, .init = setup,
      .fini = teardown)
 {
-	struct tk_obj o = tk_put(tk_random(10000, 42), 10000, 0);
+	struct tk_obj o = tk_put(ts_random(10000, 42), 10000, 0);
 	char victim[128];
 	snprintf(victim, sizeof(victim), "%s.victim", fx.dir);
 	FILE *f = fopen(victim, "w");
@@ -1988,7 +1980,7 @@ Test(store, a_symlink_planted_at_an_object_reads_as_eio_and_a_put_replaces_it, .
 Test(store, a_symlink_planted_at_a_shard_directory_is_not_followed, .init = setup,
      .fini = teardown)
 {
-	uint8_t *plain = tk_random(5000, 43);
+	uint8_t *plain = ts_random(5000, 43);
 	uint8_t hash[HASH_LEN];
 	char hex[HASH_HEX_LEN + 1], outer[256], inner[256], outside[128];
 	hash_sha256(plain, 5000, hash);
@@ -2038,7 +2030,7 @@ Test(store, a_plain_length_past_the_chunkers_maximum_is_refused_from_the_header,
 {
 	/* a raw object of the chunker's maximum + 1 bytes: no chunk is that long */
 	size_t len = chunker_default_params.max_size + 1;
-	struct tk_obj o = tk_put(tk_random(len, 32), len, 0);
+	struct tk_obj o = tk_put(ts_random(len, 32), len, 0);
 	struct store_object_info info;
 	FAILS(store_stat(fx.st, o.hash, &info), EIO);
 	tk_assert_logged(o.hex, "plain length larger than a chunk can be");

@@ -87,17 +87,6 @@ TestSuite(uploader, .init = setup, .fini = teardown, .timeout = 60);
 /* ---- data ---- */
 
 /* Bytes of chunk seed: a pattern no other seed makes, so the hashes differ. */
-static void ut_bytes(uint8_t *buf, size_t len, int seed)
-{
-	uint32_t x = 0x9E3779B9u * (uint32_t)(seed + 1);
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		buf[i] = (uint8_t)x;
-	}
-}
-
 static void ut_chunk_rel(int i, char *rel, size_t size)
 {
 	store_object_relpath(fx.hash[i], rel, size);
@@ -116,30 +105,20 @@ static bool ut_chunk_on_backing(int i)
 	return ut_on_backing(rel);
 }
 
+/* Records each chunk ut_file stored, and the generation it belongs to. */
+static void ut_note(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
+{
+	cr_assert_lt(fx.n_chunks, UT_MAX_CHUNKS);
+	memcpy(fx.hash[fx.n_chunks], hash, HASH_LEN);
+	fx.gen_of[fx.n_chunks++] = *(const uint64_t *)arg;
+}
+
 /* A file under parent of n chunks of len bytes (seeds seed..): each chunk's
  * object is written to the store as a writer would, and recorded. */
 static uint64_t ut_file(uint64_t parent, const char *name, int seed, int n, size_t len, uint64_t gen)
 {
 	uint64_t ino = ts_mk(fx.cat, parent, name, S_IFREG | 0644, NULL);
-	uint8_t *buf = malloc(len);
-	cr_assert(buf);
-	for (int k = 0; k < n; k++) {
-		cr_assert_lt(fx.n_chunks, UT_MAX_CHUNKS);
-		struct cat_extent e = { .off = (uint64_t)k * len, .len = len, .chunk_len = len };
-		ut_bytes(buf, len, seed + k);
-		hash_sha256(buf, len, e.hash);
-		bool must = false;
-		OK(cat_pending_add(fx.cat, ino, &e, &must));
-		cr_assert(must);
-		struct store_object_info info;
-		OK(store_put(fx.st, e.hash, buf, len, STORE_SYNC, &info));
-		OK(cat_chunk_stored(fx.cat, e.hash, info.codec, info.stored_len));
-		memcpy(fx.hash[fx.n_chunks], e.hash, HASH_LEN);
-		fx.gen_of[fx.n_chunks++] = gen;
-	}
-	free(buf);
-	OK(cat_file_commit(fx.cat, ino, (uint64_t)n * len, ts_now_ns(), false));
-	OK(cat_pending_drop(fx.cat, ino));
+	ts_store_file(fx.cat, fx.st, ino, seed, n, len, ut_note, &gen);
 	return ino;
 }
 

@@ -175,20 +175,6 @@ static void tw_teardown(void)
 	ts_tmpdir_remove(fx.dir);
 }
 
-static uint8_t *tw_random(size_t len, uint64_t seed)
-{
-	uint8_t *b = malloc(len ? len : 1);
-	cr_assert_not_null(b);
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)(x >> 11);
-	}
-	return b;
-}
-
 static uint64_t tw_file(const char *name)
 {
 	return ts_mk(fx.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
@@ -271,7 +257,7 @@ static uint8_t *tw_replica(const uint8_t *payload, size_t plen, size_t hlen, int
 {
 	uint8_t *b = malloc(hlen + plen);
 	cr_assert_not_null(b);
-	uint8_t *h = tw_random(hlen, 1000 + (uint64_t)i);
+	uint8_t *h = ts_random(hlen, 1000 + (uint64_t)i);
 	memcpy(b, h, hlen);
 	memcpy(b + hlen, payload, plen);
 	free(h);
@@ -335,7 +321,7 @@ Test(writer, replicas_written_at_once_are_cut_like_one_writer_and_mostly_followe
 {
 	enum { N = 6 };
 	size_t plen = 6 * MiB;
-	uint8_t *payload = tw_random(plen, 7);
+	uint8_t *payload = ts_random(plen, 7);
 	uint8_t *rep[N];
 	struct tw_job jobs[N];
 	for (int i = 0; i < N; i++) {
@@ -368,7 +354,7 @@ Test(writer, replicas_written_at_once_are_cut_like_one_writer_and_mostly_followe
 Test(writer, a_second_writer_of_the_same_bytes_follows_every_chunk_and_stores_none)
 {
 	size_t len = 5 * MiB + 12345;
-	uint8_t *data = tw_random(len, 3);
+	uint8_t *data = ts_random(len, 3);
 	uint64_t a = tw_file("a"), b = tw_file("b");
 	tw_write_all(a, data, len, MiB, 1);
 	size_t objects = fx.cache.objects;
@@ -396,7 +382,7 @@ Test(writer, a_replica_that_differs_is_not_taken_for_the_others)
 {
 	enum { N = 4 };
 	size_t plen = 4 * MiB;
-	uint8_t *payload = tw_random(plen, 11);
+	uint8_t *payload = ts_random(plen, 11);
 	uint8_t *rep[N];
 	struct tw_job jobs[N];
 	for (int i = 0; i < N; i++) {
@@ -427,7 +413,7 @@ Test(writer, a_replica_that_differs_is_not_taken_for_the_others)
 Test(writer, reads_in_the_middle_of_a_followed_chunk_see_the_written_bytes)
 {
 	size_t len = 3 * MiB;
-	uint8_t *data = tw_random(len, 21);
+	uint8_t *data = ts_random(len, 21);
 	uint64_t a = tw_file("a"), b = tw_file("b");
 	tw_write_all(a, data, len, MiB, 1);
 	struct writer *w;
@@ -460,7 +446,7 @@ Test(writer, reads_in_the_middle_of_a_followed_chunk_see_the_written_bytes)
 Test(writer, truncate_gap_and_rewrite_while_following_keep_the_right_bytes)
 {
 	size_t len = 4 * MiB;
-	uint8_t *data = tw_random(len, 31);
+	uint8_t *data = ts_random(len, 31);
 	uint64_t a = tw_file("a");
 	tw_write_all(a, data, len, MiB, 1);
 	for (int kind = 0; kind < 3; kind++) {
@@ -515,7 +501,7 @@ Test(writer, truncate_gap_and_rewrite_while_following_keep_the_right_bytes)
 Test(writer, a_chunk_cut_short_by_a_close_is_not_taken_as_a_whole_chunk)
 {
 	size_t len = 4 * MiB;
-	uint8_t *data = tw_random(len, 41);
+	uint8_t *data = ts_random(len, 41);
 	uint64_t b = tw_file("b");
 	for (size_t part = 1 * MiB + 77777; part < len; part += MiB) { /* shorter saves */
 		char name[32];
@@ -574,7 +560,7 @@ static uint8_t *tw_archive(const char *prefix, size_t *out_len)
 		uint8_t *zeros = calloc(1, pad + 1);
 		tw_put(&b, &len, zeros, pad);
 		free(zeros);
-		uint8_t *data = tw_random(size, 500 + (uint64_t)k);
+		uint8_t *data = ts_random(size, 500 + (uint64_t)k);
 		tw_put(&b, &len, data, size);
 		free(data);
 		tw_put(&b, &len, "PK\7\10", 4);
@@ -632,7 +618,7 @@ static unsigned long long tw_behind(void)
 Test(writer, objects_are_written_behind_the_writer_and_committed_whole)
 {
 	size_t len = 8 * MiB + 4321;
-	uint8_t *data = tw_random(len, 41);
+	uint8_t *data = ts_random(len, 41);
 	uint64_t a = tw_file("a");
 	unsigned long long before = tw_behind();
 	tw_write_all(a, data, len, MiB, 1);
@@ -656,7 +642,7 @@ Test(writer, a_store_failing_behind_the_writer_fails_its_commit)
 	fclose(f);
 	size_t len = 200 * KiB;
 	for (int i = 0; i < 3; i++) {
-		uint8_t *data = tw_random(len, 43 + (uint64_t)i);
+		uint8_t *data = ts_random(len, 43 + (uint64_t)i);
 		char name[16];
 		snprintf(name, sizeof(name), "f%d", i);
 		uint64_t ino = tw_file(name);

@@ -113,13 +113,13 @@ Test(lease, a_lease_that_ran_out_is_fenced_and_swept_once)
 {
 	struct lease a, b;
 	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
-	OK(lease_register(&a, "node-a", 300));
+	OK(lease_register(&a, "node-a", 1500));
 	OK(lease_register(&b, "node-b", 10000));
 	struct tl_fenced f = { &a, 1 };
 	OK(pg_txn(pa, tl_fence_body, &f));
 	cr_assert_eq(f.rc, 0, "a live node passes its fence");
 
-	tl_sleep_ms(500);
+	tl_sleep_ms(1800);
 	/* before any sweep: a is fenced off and cannot renew its way back (L1, L2) */
 	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);
 	FAILS(lease_renew(&a), ESTALE);
@@ -175,12 +175,12 @@ Test(lease, a_sweep_waits_for_a_fenced_transaction)
 {
 	struct lease a, b;
 	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
-	OK(lease_register(&a, "node-a", 400));
+	OK(lease_register(&a, "node-a", 1500));
 	OK(lease_register(&b, "node-b", 10000));
-	struct tl_slow s = { &a, 1200, 0 };
+	struct tl_slow s = { &a, 3500, 0 };
 	pthread_t t;
 	cr_assert_eq(pthread_create(&t, NULL, tl_slow_thread, &s), 0);
-	tl_sleep_ms(700); /* a's lease has run out; its transaction is still open */
+	tl_sleep_ms(2000); /* a's lease has run out; its transaction is still open */
 	uint64_t ids[4];
 	size_t n;
 	OK(lease_sweep(&b, ids, 4, &n));
@@ -203,20 +203,20 @@ Test(lease, a_duty_is_held_by_one_node_at_a_time)
 	OK(lease_register(&a, "node-a", 10000));
 	OK(lease_register(&b, "node-b", 10000));
 	bool ta = false, tb = true;
-	OK(lease_duty_take(&a, "keep", 400, &ta));
-	OK(lease_duty_take(&b, "keep", 400, &tb));
+	OK(lease_duty_take(&a, "keep", 2000, &ta));
+	OK(lease_duty_take(&b, "keep", 2000, &tb));
 	cr_assert(ta && !tb, "a holds keep, b does not");
-	OK(lease_duty_take(&a, "keep", 400, &ta));
+	OK(lease_duty_take(&a, "keep", 2000, &ta));
 	cr_assert(ta, "the holder extends its term");
-	OK(lease_duty_take(&b, "reclaim", 400, &tb));
+	OK(lease_duty_take(&b, "reclaim", 2000, &tb));
 	cr_assert(tb, "another duty is free");
 	OK(lease_duty_drop(&a, "keep"));
-	OK(lease_duty_take(&b, "keep", 400, &tb));
+	OK(lease_duty_take(&b, "keep", 2000, &tb));
 	cr_assert(tb, "a dropped duty is taken");
-	tl_sleep_ms(600);
-	OK(lease_duty_take(&a, "keep", 400, &ta));
+	tl_sleep_ms(2300);
+	OK(lease_duty_take(&a, "keep", 2000, &ta));
 	cr_assert(ta, "a term that ran out passes on");
-	OK(lease_duty_take(&b, "keep", 400, &tb));
+	OK(lease_duty_take(&b, "keep", 2000, &tb));
 	cr_assert(!tb);
 	pg_close(pa);
 	pg_close(pb);

@@ -180,7 +180,7 @@ Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_genera
 {
 	struct pt_node a, b, c;
 	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 500);
+	pt_join(&b, "b", 2000);
 	pt_join(&c, "c", 30000);
 
 	/* step-1: committed, b's shard on chunks only b holds, none uploaded */
@@ -207,7 +207,7 @@ Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_genera
 	tg_publish(&a, sa, 4, 2);
 	OK(pggen_writing(&a.ns, sa, false, NULL));
 
-	usleep(700 * 1000); /* b's lease runs out */
+	usleep(2300 * 1000); /* b's lease runs out */
 	FAILS(pggen_commit(&b.ns, g2, "dcp-metadata", false, NULL), ESTALE); /* X3 */
 	/* a's trainer signals completion: b's unfinished shard holds it (X1) */
 	uint64_t writers = 0;
@@ -258,7 +258,7 @@ Test(pggen, an_open_save_of_a_dead_node_is_held_cluster_wide)
 {
 	struct pt_node a, b;
 	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 500);
+	pt_join(&b, "b", 2000);
 	uint64_t sa, sb;
 	uint64_t gen = tg_save(&a, &b, CAT_ROOT_INO, "step-5", 5, &sa, &sb);
 	tg_publish(&a, sa, 5, 2);
@@ -269,7 +269,7 @@ Test(pggen, an_open_save_of_a_dead_node_is_held_cluster_wide)
 		ts_hash(h, 6, i);
 		OK(pgns_chunk_uploaded(&b.ns, h));
 	}
-	usleep(700 * 1000);
+	usleep(2300 * 1000);
 	uint64_t dead[2];
 	size_t n = 0;
 	OK(lease_sweep(&a.lease, dead, 2, &n));

@@ -223,7 +223,7 @@ Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 400);
+	pt_join(&a, "a", 1500);
 	pt_join(&b, "b", 30000);
 	struct cat_extent ext[2];
 	struct pgns_chunk chunks[2];
@@ -234,7 +234,7 @@ Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 	cr_assert_eq(n, 2);
 	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
 	cr_assert_eq(n, 0, "a live reclaimer's chunks are its own");
-	usleep(600 * 1000); /* a dies mid-reclaim: its lease runs out */
+	usleep(1800 * 1000); /* a dies mid-reclaim: its lease runs out */
 	uint64_t ids[2];
 	OK(lease_sweep(&b.lease, ids, 2, &n));
 	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
@@ -250,9 +250,9 @@ Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 Test(pgns, a_node_past_its_lease_changes_nothing)
 {
 	struct pt_node a;
-	pt_join(&a, "a", 300);
+	pt_join(&a, "a", 1500);
 	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f");
-	usleep(500 * 1000);
+	usleep(1800 * 1000);
 	struct cat_extent ext[1];
 	struct pgns_chunk chunks[1];
 	tn_content(11, 0, 1, ext, chunks);

@@ -105,8 +105,7 @@ static int lease_exec(struct lease *l, int stmt, const char *const *params, PGre
 int lease_fence(struct lease *l)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRIu64, l->node_id);
-	const char *params[] = { id };
+	const char *params[] = { PG_U64(id, l->node_id) };
 	PGresult *res;
 	int rc = lease_exec(l, LS_FENCE, params, &res);
 	if (rc)
@@ -122,8 +121,8 @@ static int lease_body(struct pg *pg, void *arg)
 	struct lease_call *c = arg;
 	struct lease *l = c->l;
 	char id[24], ms[24];
-	snprintf(id, sizeof(id), "%" PRIu64, l->node_id);
-	snprintf(ms, sizeof(ms), "%u", c->ms);
+	PG_U64(id, l->node_id);
+	PG_U64(ms, c->ms);
 	if (c->fence) {
 		int rc = lease_fence(l);
 		if (rc)

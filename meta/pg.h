@@ -38,7 +38,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <libpq-fe.h>
 
@@ -77,6 +79,10 @@ int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res);
  * P2. Statements that already did their work (a table that exists) are the
  * caller's to write idempotently (IF NOT EXISTS). */
 int pg_exec_plain(struct pg *pg, const char *sql);
+
+/* A number as a text parameter, in the char array buf (24 bytes suffice). */
+#define PG_U64(buf, v) (snprintf((buf), sizeof(buf), "%" PRIu64, (uint64_t)(v)), (buf))
+#define PG_I64(buf, v) (snprintf((buf), sizeof(buf), "%" PRId64, (int64_t)(v)), (buf))
 
 /* Result helpers: row count, and column c of row r as an integer. */
 int pg_rows(const PGresult *res);

@@ -87,16 +87,6 @@ const struct pg_stmt pggen_stmts[] = {
 };
 const size_t pggen_nstmts = G_COUNT;
 
-static int64_t pggen_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-#define PG_U64(buf, v) (snprintf((buf), sizeof(buf), "%" PRIu64, (uint64_t)(v)), (buf))
-#define PG_I64(buf, v) (snprintf((buf), sizeof(buf), "%" PRId64, (int64_t)(v)), (buf))
-
 static int pggen_exec(struct pgns *ns, int stmt, const char *const *params, PGresult **res)
 {
 	return pg_exec(ns->pg, ns->first_gen + (size_t)stmt, params, res);
@@ -148,7 +138,7 @@ static int pggen_create_body(struct pg *pg, void *arg)
 		return rc;
 	char s[24], r[24], st[24], t[24], node[24], id[24];
 	const char *params[] = { PG_U64(s, c->parent), PG_U64(r, c->out->ino), c->spec->name,
-				 PG_U64(st, c->spec->step), PG_I64(t, pggen_now_ns()),
+				 PG_U64(st, c->spec->step), PG_I64(t, pgns_now_ns()),
 				 PG_U64(node, ns->lease->node_id) };
 	PGresult *res;
 	rc = pggen_exec(ns, G_GEN_INSERT, params, &res);
@@ -257,7 +247,7 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 	PQclear(res);
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
-	const char *set[] = { g, PG_I64(t, pggen_now_ns()), c->rule };
+	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
 	return pggen_exec(ns, G_COMMIT, set, NULL);
 }
 
@@ -321,21 +311,12 @@ int pggen_adopt(struct pgns *ns, uint64_t dead, const uint8_t (*hashes)[CAT_HASH
 		size_t *adopted)
 {
 	*adopted = 0;
-	char *list = malloc(n * (2 * CAT_HASH_LEN + 1) + 3);
-	if (!list)
-		return -ENOMEM;
-	size_t at = 0;
-	list[at++] = '{';
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			list[at++] = ',';
-		for (size_t k = 0; k < CAT_HASH_LEN; k++)
-			at += (size_t)sprintf(list + at, "%02x", hashes[i][k]);
-	}
-	list[at++] = '}';
-	list[at] = '\0';
+	char *list = NULL;
+	int rc = pgns_hex_list(n ? hashes[0] : NULL, CAT_HASH_LEN, n, &list);
+	if (rc)
+		return rc;
 	struct pggen_call c = { .ns = ns, .dead = dead, .list = list };
-	int rc = pg_txn(ns->pg, pggen_adopt_body, &c);
+	rc = pg_txn(ns->pg, pggen_adopt_body, &c);
 	free(list);
 	if (rc == 0)
 		*adopted = (size_t)c.count;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "hash.h"
 #include "log.h"
 #include "pggen.h"
 
@@ -231,7 +232,7 @@ static const char pgns_schema_sql[] =
 	" PRIMARY KEY (node, ino));"
 	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);";
 
-static int64_t pgns_now_ns(void)
+int64_t pgns_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -293,29 +294,38 @@ static void pgns_put(struct pgns_buf *b, const char *fmt, ...)
 
 static void pgns_put_hex(struct pgns_buf *b, const uint8_t hash[CAT_HASH_LEN])
 {
-	char hex[2 * CAT_HASH_LEN + 1];
-	for (size_t i = 0; i < CAT_HASH_LEN; i++)
-		sprintf(hex + 2 * i, "%02x", hash[i]);
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
 	pgns_put(b, "%s", hex);
 }
 
+/* A hash the server sent back: anything but 64 hex digits is damage (-EIO). */
 static int pgns_unhex(const char *hex, uint8_t out[CAT_HASH_LEN])
 {
-	if (strlen(hex) != 2 * CAT_HASH_LEN)
-		return -EIO;
-	for (size_t i = 0; i < CAT_HASH_LEN; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -EIO;
-		out[i] = (uint8_t)v;
-	}
-	return 0;
+	return hash_from_hex(hex, out) == 0 ? 0 : -EIO;
 }
 
 static void pgns_buf_free(struct pgns_buf *b)
 {
 	free(b->s);
 	memset(b, 0, sizeof(*b));
+}
+
+int pgns_hex_list(const uint8_t *first, size_t stride, size_t n, char **out)
+{
+	struct pgns_buf list = { 0 };
+	pgns_put(&list, "{");
+	for (size_t i = 0; i < n; i++) {
+		pgns_put(&list, "%s", i ? "," : "");
+		pgns_put_hex(&list, first + i * stride);
+	}
+	pgns_put(&list, "}");
+	if (list.failed) {
+		pgns_buf_free(&list);
+		return -ENOMEM;
+	}
+	*out = list.s;
+	return 0;
 }
 
 /* ---- reading rows ---- */
@@ -340,8 +350,6 @@ static int pgns_exec(struct pgns *ns, int stmt, const char *const *params, PGres
 	return pg_exec(ns->pg, ns->first + (size_t)stmt, params, res);
 }
 
-#define PGNS_U64(buf, v) (snprintf((buf), sizeof(buf), "%" PRIu64, (uint64_t)(v)), (buf))
-#define PGNS_I64(buf, v) (snprintf((buf), sizeof(buf), "%" PRId64, (int64_t)(v)), (buf))
 
 /* ---- lookups (no fence: reading changes nothing) ---- */
 
@@ -360,10 +368,10 @@ static int pgns_getattr_body(struct pg *pg, void *arg)
 	PGresult *res;
 	int rc;
 	if (c->name) {
-		const char *params[] = { PGNS_U64(ino, c->ino), c->name };
+		const char *params[] = { PG_U64(ino, c->ino), c->name };
 		rc = pgns_exec(c->ns, NS_LOOKUP, params, &res);
 	} else {
-		const char *params[] = { PGNS_U64(ino, c->ino) };
+		const char *params[] = { PG_U64(ino, c->ino) };
 		rc = pgns_exec(c->ns, NS_GETATTR, params, &res);
 	}
 	if (rc)
@@ -396,7 +404,7 @@ int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_i
 static int pgns_lock_dir(struct pgns *ns, uint64_t dir)
 {
 	char ino[24];
-	const char *params[] = { PGNS_U64(ino, dir) };
+	const char *params[] = { PG_U64(ino, dir) };
 	PGresult *res;
 	int rc = pgns_exec(ns, NS_PARENT_LOCK, params, &res);
 	if (rc)
@@ -430,18 +438,18 @@ static int pgns_create_in(const struct pgns_create_call *c)
 	int64_t now = pgns_now_ns();
 	char mode[24], uid[24], gid[24], nlink[24], size[24], rdev[24], t[24], parent[24], ino[24];
 	char in_dir[24];
-	const char *params[] = { PGNS_U64(mode, c->mode), PGNS_U64(uid, c->uid), PGNS_U64(gid, c->gid),
-				 PGNS_U64(nlink, dir ? 2 : 1),
-				 PGNS_U64(size, c->target ? strlen(c->target) : 0),
-				 PGNS_U64(rdev, c->rdev), PGNS_I64(t, now), c->target,
-				 PGNS_U64(in_dir, c->parent) };
+	const char *params[] = { PG_U64(mode, c->mode), PG_U64(uid, c->uid), PG_U64(gid, c->gid),
+				 PG_U64(nlink, dir ? 2 : 1),
+				 PG_U64(size, c->target ? strlen(c->target) : 0),
+				 PG_U64(rdev, c->rdev), PG_I64(t, now), c->target,
+				 PG_U64(in_dir, c->parent) };
 	PGresult *res;
 	rc = pgns_exec(c->ns, NS_INODE_INSERT, params, &res);
 	if (rc)
 		return rc;
 	uint64_t new_ino = (uint64_t)pg_int(res, 0, 0);
 	PQclear(res);
-	const char *dparams[] = { PGNS_U64(parent, c->parent), c->name, PGNS_U64(ino, new_ino) };
+	const char *dparams[] = { PG_U64(parent, c->parent), c->name, PG_U64(ino, new_ino) };
 	rc = pgns_exec(c->ns, NS_DIRENT_INSERT, dparams, NULL);
 	if (rc)
 		return rc; /* -EEXIST: the name is taken; the transaction rolls back */
@@ -505,7 +513,7 @@ static int pgns_unlink_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	char parent[24], id[24], ino[24], t[24];
-	const char *params[] = { PGNS_U64(parent, c->parent), c->name };
+	const char *params[] = { PG_U64(parent, c->parent), c->name };
 	PGresult *res;
 	rc = pgns_exec(c->ns, NS_DIRENT_GET, params, &res);
 	if (rc)
@@ -519,10 +527,10 @@ static int pgns_unlink_body(struct pg *pg, void *arg)
 	PQclear(res);
 	if (is_dir)
 		return -EISDIR;
-	const char *dparams[] = { PGNS_U64(id, dirent) };
+	const char *dparams[] = { PG_U64(id, dirent) };
 	rc = pgns_exec(c->ns, NS_DIRENT_DELETE, dparams, NULL);
 	int64_t now = pgns_now_ns();
-	const char *nparams[] = { PGNS_U64(ino, victim), PGNS_I64(t, now) };
+	const char *nparams[] = { PG_U64(ino, victim), PG_I64(t, now) };
 	if (rc == 0)
 		rc = pgns_exec(c->ns, NS_NLINK_DROP, nparams, NULL);
 	const char *tparams[] = { parent, t, "0" };
@@ -563,7 +571,7 @@ static int pgns_readdir_body(struct pg *pg, void *arg)
 	char ino[24], after[24];
 	c->up = c->self;
 	if (c->dir != CAT_ROOT_INO) {
-		const char *params[] = { PGNS_U64(ino, c->dir) };
+		const char *params[] = { PG_U64(ino, c->dir) };
 		PGresult *res;
 		rc = pgns_exec(c->ns, NS_PARENT_OF, params, &res);
 		if (rc)
@@ -576,7 +584,7 @@ static int pgns_readdir_body(struct pg *pg, void *arg)
 	}
 	/* cookies: 1 after ".", 2 after "..", id + 2 after entry id */
 	uint64_t from = c->cookie > 2 ? c->cookie - 2 : 0;
-	const char *params[] = { PGNS_U64(ino, c->dir), PGNS_U64(after, from) };
+	const char *params[] = { PG_U64(ino, c->dir), PG_U64(after, from) };
 	return pgns_exec(c->ns, NS_READDIR, params, &c->rows);
 }
 
@@ -633,9 +641,9 @@ static int pgns_commit_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	char ino[24], node[24], size[24], mtime[24], now[24];
-	PGNS_U64(ino, c->ino);
+	PG_U64(ino, c->ino);
 	const char *ins[] = { c->ins_h.s, c->ins_p.s, c->ins_c.s, c->ins_s.s,
-			      PGNS_U64(node, ns->lease->node_id) };
+			      PG_U64(node, ns->lease->node_id) };
 	rc = pgns_exec(ns, NS_CHUNKS_INSERT, ins, NULL);
 	/* N1: drop the old extents' references, then add the new ones */
 	const char *by_ino[] = { ino, "0" };
@@ -654,8 +662,8 @@ static int pgns_commit_body(struct pg *pg, void *arg)
 	const char *ext[] = { ino, c->e_off.s, c->e_len.s, c->e_hash.s, c->e_coff.s };
 	if (rc == 0 && c->n > 0)
 		rc = pgns_exec(ns, NS_EXTENTS_INSERT, ext, NULL);
-	const char *set[] = { ino, PGNS_U64(size, c->size), PGNS_I64(mtime, c->mtime_ns),
-			      PGNS_I64(now, pgns_now_ns()) };
+	const char *set[] = { ino, PG_U64(size, c->size), PG_I64(mtime, c->mtime_ns),
+			      PG_I64(now, pgns_now_ns()) };
 	if (rc == 0) {
 		rc = pgns_exec(ns, NS_FILE_SET, set, &res);
 		if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != 1)
@@ -765,7 +773,7 @@ static int pgns_extents_body(struct pg *pg, void *arg)
 	(void)pg;
 	struct pgns_extents_call *c = arg;
 	char ino[24], off[24], max[24];
-	const char *params[] = { PGNS_U64(ino, c->ino), PGNS_U64(off, c->off), PGNS_U64(max, c->max) };
+	const char *params[] = { PG_U64(ino, c->ino), PG_U64(off, c->off), PG_U64(max, c->max) };
 	PGresult *res;
 	int rc = pgns_exec(c->ns, NS_EXTENTS, params, &res);
 	if (rc)
@@ -824,26 +832,19 @@ static int pgns_one(struct pgns *ns, int stmt, bool fence, const char *const *pa
 
 int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN])
 {
-	struct pgns_buf hex = { 0 };
-	pgns_put_hex(&hex, hash);
-	if (hex.failed)
-		return -ENOMEM;
-	const char *params[] = { hex.s };
-	int rc = pgns_one(ns, NS_UPLOADED, true, params, NULL);
-	pgns_buf_free(&hex);
-	return rc;
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	const char *params[] = { hex };
+	return pgns_one(ns, NS_UPLOADED, true, params, NULL);
 }
 
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
 {
-	struct pgns_buf hex = { 0 };
-	pgns_put_hex(&hex, hash);
-	if (hex.failed)
-		return -ENOMEM;
-	const char *params[] = { hex.s };
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	const char *params[] = { hex };
 	PGresult *res = NULL;
 	int rc = pgns_one(ns, NS_CHUNK_GET, false, params, &res);
-	pgns_buf_free(&hex);
 	if (rc == 0 && pg_rows(res) != 1)
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -869,7 +870,7 @@ static int pgns_release_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	char ino[24];
-	const char *params[] = { PGNS_U64(ino, c->ino), "0" };
+	const char *params[] = { PG_U64(ino, c->ino), "0" };
 	PGresult *res;
 	rc = pgns_exec(c->ns, NS_INODE_DELETE, params, &res);
 	if (rc)
@@ -896,7 +897,7 @@ int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, si
 {
 	*n = 0;
 	char node[24], lim[24];
-	const char *params[] = { PGNS_U64(node, ns->lease->node_id), PGNS_U64(lim, max) };
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max) };
 	PGresult *res = NULL;
 	int rc = pgns_one(ns, NS_RECLAIM_BEGIN, true, params, &res);
 	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++) {
@@ -910,20 +911,13 @@ int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, si
 
 int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n)
 {
-	struct pgns_buf list = { 0 };
-	pgns_put(&list, "{");
-	for (size_t i = 0; i < n; i++) {
-		pgns_put(&list, "%s", i ? "," : "");
-		pgns_put_hex(&list, done[i].hash);
-	}
-	pgns_put(&list, "}");
-	if (list.failed) {
-		pgns_buf_free(&list);
-		return -ENOMEM;
-	}
-	const char *params[] = { list.s };
-	int rc = pgns_one(ns, NS_RECLAIM_END, true, params, NULL);
-	pgns_buf_free(&list);
+	char *list = NULL;
+	int rc = pgns_hex_list(n ? done[0].hash : NULL, sizeof(*done), n, &list);
+	if (rc)
+		return rc;
+	const char *params[] = { list };
+	rc = pgns_one(ns, NS_RECLAIM_END, true, params, NULL);
+	free(list);
 	return rc;
 }
 
@@ -961,7 +955,7 @@ static int pgns_dirent(struct pgns *ns, uint64_t parent, const char *name, uint6
 		       struct cat_inode *out)
 {
 	char p[24];
-	const char *params[] = { PGNS_U64(p, parent), name };
+	const char *params[] = { PG_U64(p, parent), name };
 	PGresult *res;
 	int rc = pgns_exec(ns, NS_DIRENT_GET, params, &res);
 	if (rc)
@@ -980,7 +974,7 @@ static int pgns_dirent(struct pgns *ns, uint64_t parent, const char *name, uint6
 static int pgns_dir_empty(struct pgns *ns, uint64_t dir)
 {
 	char d[24];
-	const char *params[] = { PGNS_U64(d, dir) };
+	const char *params[] = { PG_U64(d, dir) };
 	PGresult *res;
 	int rc = pgns_exec(ns, NS_DIR_USED, params, &res);
 	if (rc == 0 && pg_rows(res) > 0)
@@ -992,7 +986,7 @@ static int pgns_dir_empty(struct pgns *ns, uint64_t dir)
 static int pgns_nlink_add(struct pgns *ns, uint64_t ino, int64_t delta, int64_t now)
 {
 	char i[24], d[24], t[24];
-	const char *params[] = { PGNS_U64(i, ino), PGNS_I64(d, delta), PGNS_I64(t, now) };
+	const char *params[] = { PG_U64(i, ino), PG_I64(d, delta), PG_I64(t, now) };
 	return pgns_exec(ns, NS_NLINK_ADD, params, NULL);
 }
 
@@ -1000,7 +994,7 @@ static int pgns_nlink_add(struct pgns *ns, uint64_t ino, int64_t delta, int64_t 
 static int pgns_dir_touch(struct pgns *ns, uint64_t dir, int64_t delta, int64_t now)
 {
 	char i[24], t[24], d[24];
-	const char *params[] = { PGNS_U64(i, dir), PGNS_I64(t, now), PGNS_I64(d, delta) };
+	const char *params[] = { PG_U64(i, dir), PG_I64(t, now), PG_I64(d, delta) };
 	return pgns_exec(ns, NS_PARENT_TOUCH, params, NULL);
 }
 
@@ -1008,7 +1002,7 @@ static int pgns_dir_touch(struct pgns *ns, uint64_t dir, int64_t delta, int64_t 
 static int pgns_not_within(struct pgns *ns, uint64_t dir, uint64_t top)
 {
 	char d[24], t[24];
-	const char *params[] = { PGNS_U64(d, dir), PGNS_U64(t, top) };
+	const char *params[] = { PG_U64(d, dir), PG_U64(t, top) };
 	PGresult *res;
 	int rc = pgns_exec(ns, NS_WITHIN, params, &res);
 	if (rc == 0 && pg_rows(res) > 0)
@@ -1057,7 +1051,7 @@ static int pgns_rmdir_body(struct pg *pg, void *arg)
 	if (rc == 0)
 		rc = pgns_dir_empty(ns, victim.ino);
 	char d[24];
-	const char *params[] = { PGNS_U64(d, id) };
+	const char *params[] = { PG_U64(d, id) };
 	int64_t now = pgns_now_ns();
 	if (rc == 0)
 		rc = pgns_exec(ns, NS_DIRENT_DELETE, params, NULL);
@@ -1095,7 +1089,7 @@ static int pgns_link_body(struct pg *pg, void *arg)
 	if (S_ISDIR(c->out->mode))
 		return -EPERM;
 	char p[24], i[24];
-	const char *params[] = { PGNS_U64(p, c->newparent), c->newname, PGNS_U64(i, c->ino) };
+	const char *params[] = { PG_U64(p, c->newparent), c->newname, PG_U64(i, c->ino) };
 	int64_t now = pgns_now_ns();
 	rc = pgns_exec(ns, NS_DIRENT_INSERT, params, NULL);
 	if (rc == 0)
@@ -1133,9 +1127,9 @@ static int pgns_exchange(struct pgns *ns, const struct pgns_name_call *c, uint64
 {
 	char a[24], b[24];
 	int64_t now = pgns_now_ns();
-	const char *p1[] = { PGNS_U64(a, src_id), PGNS_U64(b, dst->ino) };
+	const char *p1[] = { PG_U64(a, src_id), PG_U64(b, dst->ino) };
 	int rc = pgns_exec(ns, NS_DIRENT_SET_INO, p1, NULL);
-	const char *p2[] = { PGNS_U64(a, dst_id), PGNS_U64(b, src->ino) };
+	const char *p2[] = { PG_U64(a, dst_id), PG_U64(b, src->ino) };
 	if (rc == 0)
 		rc = pgns_exec(ns, NS_DIRENT_SET_INO, p2, NULL);
 	if (rc == 0)
@@ -1197,7 +1191,7 @@ static int pgns_rename_body(struct pg *pg, void *arg)
 		if (dst_dir)
 			rc = pgns_dir_empty(ns, dst.ino);
 		char d[24];
-		const char *params[] = { PGNS_U64(d, dst_id) };
+		const char *params[] = { PG_U64(d, dst_id) };
 		if (rc == 0)
 			rc = pgns_exec(ns, NS_DIRENT_DELETE, params, NULL);
 		if (rc == 0)
@@ -1207,7 +1201,7 @@ static int pgns_rename_body(struct pg *pg, void *arg)
 		*c->ino_out = dst.ino;
 	}
 	char id[24], np[24];
-	const char *params[] = { PGNS_U64(id, src_id), PGNS_U64(np, c->newparent), c->newname };
+	const char *params[] = { PG_U64(id, src_id), PG_U64(np, c->newparent), c->newname };
 	rc = pgns_exec(ns, NS_DIRENT_MOVE, params, NULL);
 	if (rc == 0)
 		rc = pgns_nlink_add(ns, src.ino, 0, now);
@@ -1257,7 +1251,7 @@ static int pgns_setattr_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	char i[24];
-	const char *lock[] = { PGNS_U64(i, c->ino) };
+	const char *lock[] = { PG_U64(i, c->ino) };
 	PGresult *res;
 	rc = pgns_exec(ns, NS_INODE_LOCK, lock, &res);
 	if (rc)
@@ -1281,9 +1275,9 @@ static int pgns_setattr_body(struct pg *pg, void *arg)
 		cur.mtime_ns = c->in->mtime_ns;
 	cur.ctime_ns = (c->what & CAT_SET_CTIME) ? c->in->ctime_ns : pgns_now_ns();
 	char m[24], u[24], g[24], a[24], mt[24], ct[24];
-	const char *params[] = { i, PGNS_U64(m, cur.mode), PGNS_U64(u, cur.uid), PGNS_U64(g, cur.gid),
-				 PGNS_I64(a, cur.atime_ns), PGNS_I64(mt, cur.mtime_ns),
-				 PGNS_I64(ct, cur.ctime_ns) };
+	const char *params[] = { i, PG_U64(m, cur.mode), PG_U64(u, cur.uid), PG_U64(g, cur.gid),
+				 PG_I64(a, cur.atime_ns), PG_I64(mt, cur.mtime_ns),
+				 PG_I64(ct, cur.ctime_ns) };
 	rc = pgns_exec(ns, NS_INODE_SET, params, NULL);
 	struct pgns_attr_call get = { ns, c->ino, NULL, c->out };
 	return rc ? rc : pgns_getattr_body(pg, &get);
@@ -1301,7 +1295,7 @@ static int pgns_readlink_body(struct pg *pg, void *arg)
 	(void)pg;
 	struct pgns_set_call *c = arg;
 	char i[24];
-	const char *params[] = { PGNS_U64(i, c->ino) };
+	const char *params[] = { PG_U64(i, c->ino) };
 	PGresult *res;
 	int rc = pgns_exec(c->ns, NS_READLINK, params, &res);
 	if (rc)
@@ -1333,7 +1327,7 @@ static int pgns_truncate_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	char i[24], sz[24], t[24];
-	const char *lock[] = { PGNS_U64(i, c->ino) };
+	const char *lock[] = { PG_U64(i, c->ino) };
 	PGresult *res;
 	rc = pgns_exec(ns, NS_INODE_LOCK, lock, &res);
 	if (rc)
@@ -1343,14 +1337,14 @@ static int pgns_truncate_body(struct pg *pg, void *arg)
 	PQclear(res);
 	if (!file)
 		return found ? -EISDIR : -ENOENT;
-	const char *cut[] = { i, PGNS_U64(sz, c->size) };
+	const char *cut[] = { i, PG_U64(sz, c->size) };
 	rc = pgns_exec(ns, NS_REFS_DROP, cut, NULL); /* N1: extents at or past the size */
 	if (rc == 0)
 		rc = pgns_exec(ns, NS_EXTENTS_DELETE, cut, NULL);
 	if (rc == 0)
 		rc = pgns_exec(ns, NS_EXTENT_CUT, cut, NULL); /* a straddling one keeps its chunk */
 	int64_t now = pgns_now_ns();
-	const char *set[] = { i, sz, PGNS_I64(t, now), t };
+	const char *set[] = { i, sz, PG_I64(t, now), t };
 	if (rc == 0)
 		rc = pgns_exec(ns, NS_FILE_SET, set, NULL);
 	return rc;

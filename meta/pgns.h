@@ -125,6 +125,11 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		    struct cat_inode *out);
 int pgns_name_check(const char *name);
+/* Now, in ns since the epoch (the times inodes and generations carry). */
+int64_t pgns_now_ns(void);
+/* The PostgreSQL text array "{hex,hex,...}" of n hashes, the first at first
+ * and each stride bytes after the one before: malloc'd into *out. */
+int pgns_hex_list(const uint8_t *first, size_t stride, size_t n, char **out);
 
 /* One chunk row, for tests and `verify`. -ENOENT if there is none. */
 struct pgns_chunk_row {

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "generation.h"
+#include "backing.h"
 #include "hash.h"
 #include "store.h"
 
@@ -304,4 +305,25 @@ uint8_t *ts_random(size_t len, uint64_t seed)
 		b[i] = (uint8_t)(x >> 11);
 	}
 	return b;
+}
+
+void ts_stack_open(struct ts_stack *s, const char *name)
+{
+	memset(s, 0, sizeof(*s));
+	ts_tmpdir_make(s->dir, sizeof(s->dir), name);
+	snprintf(s->cache, sizeof(s->cache), "%s/cache", s->dir);
+	snprintf(s->backing, sizeof(s->backing), "%s/backing", s->dir);
+	cr_assert_eq(mkdir(s->cache, 0700), 0);
+	cr_assert_eq(mkdir(s->backing, 0700), 0);
+	OK(store_open(s->cache, &s->st));
+	OK(backing_open(s->backing, 2000, &s->b));
+	ts_cat_open_in(s->cache, "catalog.db", s->cat_path, sizeof(s->cat_path), &s->cat);
+}
+
+void ts_stack_close(struct ts_stack *s)
+{
+	ts_cat_close_checked(&s->cat);
+	backing_close(s->b);
+	store_close(s->st);
+	ts_tmpdir_remove(s->dir);
 }

@@ -40,6 +40,23 @@ void ts_tmpdir_make(char *dir, size_t size, const char *name);
 /* Removes dir and all below it, going on past entries it cannot remove. */
 void ts_tmpdir_remove(const char *dir);
 
+/* ---- a cache beside a BACKING ---- */
+
+/* What a daemon's services stand on, in a new temporary directory DIR:
+ * DIR/cache (a chunk store, its catalog.db) and DIR/backing (a directory
+ * BACKING with a 2 s timeout). */
+struct store;
+struct backing;
+struct ts_stack {
+	char dir[64], cache[128], backing[128], cat_path[160];
+	struct cat *cat;
+	struct store *st;
+	struct backing *b;
+};
+void ts_stack_open(struct ts_stack *s, const char *name);
+/* Checks and closes the catalog, closes the store and BACKING, removes DIR. */
+void ts_stack_close(struct ts_stack *s);
+
 /* ---- catalog builders ---- */
 
 /* Opens (creating) the catalog dir/name into *cat, its path into path. */
@@ -91,7 +108,6 @@ typedef void ts_file_chunk_fn(void *arg, int k, const uint8_t hash[CAT_HASH_LEN]
  * writer would: a pending extent, the object put into store (synced) and
  * recorded as stored, then the file committed and its pending dropped. Each
  * chunk must be new (it asserts the catalog asks for it to be stored). */
-struct store;
 void ts_store_file(struct cat *cat, struct store *store, uint64_t ino, int seed, int n, size_t len,
 		   ts_file_chunk_fn *each, void *arg);
 

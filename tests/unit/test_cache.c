@@ -37,10 +37,7 @@
 #define TC_MAX_CHUNKS 32
 
 static struct fixture {
-	char dir[64], cache[128], backing[128], cat_path[160];
-	struct cat *cat;
-	struct store *st;
-	struct backing *b;
+	struct ts_stack w; /* cache, catalog, BACKING */
 	struct cache *c;
 	uint8_t hash[TC_MAX_CHUNKS][HASH_LEN];
 	uint64_t ino_of[TC_MAX_CHUNKS];
@@ -53,24 +50,14 @@ static void setup(void)
 {
 	log_setup(stderr, LOG_LVL_OFF);
 	memset(&fx, 0, sizeof(fx));
-	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "cache");
-	snprintf(fx.cache, sizeof(fx.cache), "%s/cache", fx.dir);
-	snprintf(fx.backing, sizeof(fx.backing), "%s/backing", fx.dir);
-	cr_assert_eq(mkdir(fx.cache, 0700), 0);
-	cr_assert_eq(mkdir(fx.backing, 0700), 0);
-	OK(store_open(fx.cache, &fx.st));
-	OK(backing_open(fx.backing, 2000, &fx.b));
-	ts_cat_open_in(fx.cache, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
+	ts_stack_open(&fx.w, "cache");
 }
 
 static void teardown(void)
 {
 	cache_stop(fx.c);
 	fx.c = NULL;
-	ts_cat_close_checked(&fx.cat);
-	backing_close(fx.b);
-	store_close(fx.st);
-	ts_tmpdir_remove(fx.dir);
+	ts_stack_close(&fx.w);
 }
 
 TestSuite(cache, .init = setup, .fini = teardown, .timeout = 60);
@@ -95,10 +82,10 @@ static void tc_start(uint64_t cache_size, uint64_t dirty_max, unsigned timeout_m
 {
 	struct cache_config cfg = { .cache_size = cache_size, .dirty_max = dirty_max,
 				    .backing_timeout_ms = timeout_ms, .chunk_max = TC_CHUNK_MAX };
-	snprintf(cfg.dir, sizeof(cfg.dir), "%s", fx.cache);
+	snprintf(cfg.dir, sizeof(cfg.dir), "%s", fx.w.cache);
 	struct cache_hooks hooks = { .stopping = tc_stopping, .stopping_arg = &fx,
 				     .opened = tc_opened, .opened_arg = &fx };
-	OK(cache_start(&cfg, fx.cat, fx.st, fx.b, &hooks, &fx.c));
+	OK(cache_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, &hooks, &fx.c));
 }
 
 /* Records each chunk tc_file stored, and the file it belongs to. */
@@ -113,8 +100,8 @@ static void tc_note(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
  * writer would: dirty, each with an UP_CHUNK row queued. Returns its inode. */
 static uint64_t tc_file(const char *name, int seed, int n)
 {
-	uint64_t ino = ts_mk(fx.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
-	ts_store_file(fx.cat, fx.st, ino, seed, n, TC_LEN, tc_note, &ino);
+	uint64_t ino = ts_mk(fx.w.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
+	ts_store_file(fx.w.cat, fx.w.st, ino, seed, n, TC_LEN, tc_note, &ino);
 	return ino;
 }
 
@@ -134,31 +121,31 @@ static void tc_upload(uint64_t ino)
 		char rel[128];
 		size_t len = 0;
 		tc_rel(i, rel, sizeof(rel));
-		OK(store_read_object(fx.st, fx.hash[i], obj, sizeof(obj), &len));
-		OK(backing_put(fx.b, rel, obj, len));
+		OK(store_read_object(fx.w.st, fx.hash[i], obj, sizeof(obj), &len));
+		OK(backing_put(fx.w.b, rel, obj, len));
 	}
 	struct cat_upload rows[TC_MAX_CHUNKS], mine[TC_MAX_CHUNKS];
-	int n = cat_upload_list(fx.cat, 0, rows, TC_MAX_CHUNKS), m = 0;
+	int n = cat_upload_list(fx.w.cat, 0, rows, TC_MAX_CHUNKS), m = 0;
 	cr_assert_geq(n, 0);
 	for (int r = 0; r < n; r++)
 		for (int i = 0; i < fx.n_chunks; i++)
 			if (fx.ino_of[i] == ino && rows[r].kind == UP_CHUNK &&
 			    memcmp(rows[r].hash, fx.hash[i], HASH_LEN) == 0)
 				mine[m++] = rows[r];
-	OK(cat_upload_done_many(fx.cat, mine, (size_t)m));
+	OK(cat_upload_done_many(fx.w.cat, mine, (size_t)m));
 }
 
 /* The chunk leaves the cache as an eviction would: BACKING alone has it. */
 static void tc_drop_from_cache(int i)
 {
-	OK(cat_chunk_set_cached(fx.cat, fx.hash[i], false));
-	OK(store_remove(fx.st, fx.hash[i]));
+	OK(cat_chunk_set_cached(fx.w.cat, fx.hash[i], false));
+	OK(store_remove(fx.w.st, fx.hash[i]));
 }
 
 static struct cat_chunk_where tc_where(int i)
 {
 	struct cat_chunk_where w;
-	OK(cat_chunk_where(fx.cat, fx.hash[i], &w));
+	OK(cat_chunk_where(fx.w.cat, fx.hash[i], &w));
 	return w;
 }
 
@@ -176,7 +163,7 @@ Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_k
 	uint64_t ino = tc_file("f", 10, 2);
 	tc_upload(ino);
 	tc_drop_from_cache(0);
-	cr_assert(!store_has(fx.st, fx.hash[0]));
+	cr_assert(!store_has(fx.w.st, fx.hash[0]));
 	tc_start(64u << 20, 0, 2000);
 
 	struct store_chunk ch = { 0 };
@@ -188,7 +175,7 @@ Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_k
 	store_chunk_free(&ch);
 
 	/* C5: a copy is kept, and the catalog calls it cached */
-	cr_assert(store_has(fx.st, fx.hash[0]));
+	cr_assert(store_has(fx.w.st, fx.hash[0]));
 	cr_assert(tc_where(0).cached);
 	struct cache_stats s;
 	cache_get_stats(fx.c, &s);
@@ -235,7 +222,7 @@ Test(cache, readers_that_miss_one_chunk_at_once_fetch_it_from_backing_once)
 	tc_start(64u << 20, 0, 5000);
 	char rel[128], path[512], aside[520];
 	tc_rel(0, rel, sizeof(rel));
-	snprintf(path, sizeof(path), "%s/%s", fx.backing, rel);
+	snprintf(path, sizeof(path), "%s/%s", fx.w.backing, rel);
 	snprintf(aside, sizeof(aside), "%s.aside", path);
 	struct stat sb;
 	cr_assert_eq(stat(path, &sb), 0);
@@ -276,7 +263,7 @@ Test(cache, a_corrupt_object_on_backing_is_eio_not_bytes)
 	/* one byte of the payload flipped on BACKING */
 	char rel[128], path[512];
 	tc_rel(0, rel, sizeof(rel));
-	snprintf(path, sizeof(path), "%s/%s", fx.backing, rel);
+	snprintf(path, sizeof(path), "%s/%s", fx.w.backing, rel);
 	int fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0);
 	uint8_t byte;
@@ -290,7 +277,7 @@ Test(cache, a_corrupt_object_on_backing_is_eio_not_bytes)
 	struct store_chunk ch = { 0 };
 	FAILS(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch), EIO);
 	cr_assert_null(ch.decoded);
-	cr_assert(!store_has(fx.st, fx.hash[0]), "a corrupt copy was kept");
+	cr_assert(!store_has(fx.w.st, fx.hash[0]), "a corrupt copy was kept");
 	cr_assert(!tc_where(0).cached);
 	struct cache_stats s;
 	cache_get_stats(fx.c, &s);
@@ -300,7 +287,7 @@ Test(cache, a_corrupt_object_on_backing_is_eio_not_bytes)
 Test(cache, a_chunk_in_neither_the_cache_nor_backing_is_eio)
 {
 	tc_file("f", 30, 1); /* never uploaded */
-	OK(store_remove(fx.st, fx.hash[0])); /* and lost from the cache */
+	OK(store_remove(fx.w.st, fx.hash[0])); /* and lost from the cache */
 	tc_start(64u << 20, 0, 500);
 	struct store_chunk ch = { 0 };
 	FAILS(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch), EIO);
@@ -333,12 +320,12 @@ Test(cache, the_evictor_removes_only_chunks_already_on_backing)
 			cr_assert(tc_evicted_within(i, 10), "clean chunk %d was not evicted", i);
 	for (int i = 0; i < fx.n_chunks; i++) {
 		if (fx.ino_of[i] == clean) {
-			cr_assert(!store_has(fx.st, fx.hash[i]), "evicted chunk %d kept its file", i);
+			cr_assert(!store_has(fx.w.st, fx.hash[i]), "evicted chunk %d kept its file", i);
 		} else {
 			cr_assert_eq(fx.ino_of[i], dirty);
 			struct cat_chunk_where w = tc_where(i);
 			cr_assert(w.cached && !w.uploaded, "dirty chunk %d was evicted", i);
-			cr_assert(store_has(fx.st, fx.hash[i]));
+			cr_assert(store_has(fx.w.st, fx.hash[i]));
 		}
 	}
 	struct cache_stats s;
@@ -360,7 +347,7 @@ Test(cache, chunks_of_an_open_file_are_not_evicted_while_the_disk_has_room)
 	usleep(1500 * 1000); /* another round of the evictor */
 	for (int i = 0; i < fx.n_chunks; i++)
 		if (fx.ino_of[i] == open_file)
-			cr_assert(tc_where(i).cached && store_has(fx.st, fx.hash[i]),
+			cr_assert(tc_where(i).cached && store_has(fx.w.st, fx.hash[i]),
 				  "chunk %d of an open file was evicted", i);
 	/* closed: its chunks go too */
 	atomic_store(&fx.open_ino, 0);
@@ -407,7 +394,7 @@ static bool tc_done_within(struct tc_waiter *w, double seconds)
 static uint64_t tc_dirty_bytes(void)
 {
 	struct cat_cache_stats cs;
-	OK(cat_cache_stats(fx.cat, &cs));
+	OK(cat_cache_stats(fx.w.cat, &cs));
 	return cs.dirty_bytes;
 }
 

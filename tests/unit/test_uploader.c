@@ -38,10 +38,7 @@
 #define UT_MAX_GENS 8
 
 static struct fixture {
-	char dir[64], cache[128], backing[128], cat_path[160];
-	struct cat *cat;
-	struct store *st;
-	struct backing *b;
+	struct ts_stack w; /* cache, catalog, BACKING */
 	struct uploader *u;
 
 	/* every chunk made, and the generation it belongs to (0: none) */
@@ -61,24 +58,14 @@ static void setup(void)
 	log_setup(stderr, LOG_LVL_OFF);
 	memset(&fx, 0, sizeof(fx));
 	pthread_mutex_init(&fx.lock, NULL);
-	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "uploader");
-	snprintf(fx.cache, sizeof(fx.cache), "%s/cache", fx.dir);
-	snprintf(fx.backing, sizeof(fx.backing), "%s/backing", fx.dir);
-	cr_assert_eq(mkdir(fx.cache, 0700), 0);
-	cr_assert_eq(mkdir(fx.backing, 0700), 0);
-	OK(store_open(fx.cache, &fx.st));
-	OK(backing_open(fx.backing, 2000, &fx.b));
-	ts_cat_open_in(fx.cache, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
+	ts_stack_open(&fx.w, "uploader");
 }
 
 static void teardown(void)
 {
 	uploader_stop(fx.u, false);
 	fx.u = NULL;
-	ts_cat_close_checked(&fx.cat);
-	backing_close(fx.b);
-	store_close(fx.st);
-	ts_tmpdir_remove(fx.dir);
+	ts_stack_close(&fx.w);
 	pthread_mutex_destroy(&fx.lock);
 }
 
@@ -95,7 +82,7 @@ static void ut_chunk_rel(int i, char *rel, size_t size)
 static bool ut_on_backing(const char *rel)
 {
 	uint64_t size;
-	return backing_stat(fx.b, rel, &size) == 0;
+	return backing_stat(fx.w.b, rel, &size) == 0;
 }
 
 static bool ut_chunk_on_backing(int i)
@@ -117,8 +104,8 @@ static void ut_note(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
  * object is written to the store as a writer would, and recorded. */
 static uint64_t ut_file(uint64_t parent, const char *name, int seed, int n, size_t len, uint64_t gen)
 {
-	uint64_t ino = ts_mk(fx.cat, parent, name, S_IFREG | 0644, NULL);
-	ts_store_file(fx.cat, fx.st, ino, seed, n, len, ut_note, &gen);
+	uint64_t ino = ts_mk(fx.w.cat, parent, name, S_IFREG | 0644, NULL);
+	ts_store_file(fx.w.cat, fx.w.st, ino, seed, n, len, ut_note, &gen);
 	return ino;
 }
 
@@ -126,9 +113,9 @@ static uint64_t ut_file(uint64_t parent, const char *name, int seed, int n, size
 static uint64_t ut_gen(uint64_t series, const char *name, uint64_t step, int seed, int n)
 {
 	uint64_t root;
-	uint64_t id = ts_mkgen(fx.cat, series, name, step, true, &root);
+	uint64_t id = ts_mkgen(fx.w.cat, series, name, step, true, &root);
 	ut_file(root, "weights", seed, n, 64 << 10, id);
-	OK(cat_gen_commit(fx.cat, id, "explicit"));
+	OK(cat_gen_commit(fx.w.cat, id, "explicit"));
 	return id;
 }
 
@@ -150,7 +137,7 @@ static int ut_find_manifest(void *arg, const char *name)
 static bool ut_manifest_on_backing(uint64_t gen)
 {
 	struct ut_find f = { gen, false };
-	backing_list(fx.b, "manifests/gen", ut_find_manifest, &f);
+	backing_list(fx.w.b, "manifests/gen", ut_find_manifest, &f);
 	return f.found;
 }
 
@@ -166,7 +153,7 @@ static void ut_on_durable(void *arg, uint64_t gen_id)
 			continue;
 		/* there, and durable there: its row ended (a batch's after its sync) */
 		struct cat_chunk_where w;
-		if (!ut_chunk_on_backing(i) || cat_chunk_where(fx.cat, fx.hash[i], &w) != 0 ||
+		if (!ut_chunk_on_backing(i) || cat_chunk_where(fx.w.cat, fx.hash[i], &w) != 0 ||
 		    !w.uploaded)
 			complete = false;
 	}
@@ -190,7 +177,7 @@ static int ut_durable_count(void)
 static int ut_queued(void)
 {
 	struct cat_upload rows[UT_MAX_CHUNKS + 8];
-	int n = cat_upload_list(fx.cat, 0, rows, UT_MAX_CHUNKS + 8);
+	int n = cat_upload_list(fx.w.cat, 0, rows, UT_MAX_CHUNKS + 8);
 	cr_assert_geq(n, 0);
 	return n;
 }
@@ -217,8 +204,8 @@ static void ut_start_with(bool copy, unsigned threads)
 	struct uploader_config cfg = {
 		.threads = threads, .deadline_s = 600, .copy_uploads = copy, .chunk_max = UT_CHUNK_MAX,
 	};
-	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.cache);
-	OK(uploader_start(&cfg, fx.cat, fx.st, fx.b, NULL, ut_on_durable, &fx, &fx.u));
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
+	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
 }
 
 static void ut_start(bool copy)
@@ -229,7 +216,7 @@ static void ut_start(bool copy)
 /* BACKING refuses every chunk put while a file stands where chunks/ goes. */
 static void ut_block_chunks(char *path, size_t size)
 {
-	snprintf(path, size, "%s/chunks", fx.backing);
+	snprintf(path, size, "%s/chunks", fx.w.backing);
 	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
 	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
 	close(fd);
@@ -239,7 +226,7 @@ static void ut_block_chunks(char *path, size_t size)
 
 static void ut_chunks_then_manifest(bool copy)
 {
-	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t g1 = ut_gen(series, "step-1", 1, 100, 3);
 	uint64_t g2 = ut_gen(series, "step-2", 2, 200, 4);
 	ut_start(copy);
@@ -257,11 +244,11 @@ static void ut_chunks_then_manifest(bool copy)
 	for (int i = 0; i < fx.n_chunks; i++) {
 		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
 		struct cat_chunk_where w;
-		OK(cat_chunk_where(fx.cat, fx.hash[i], &w));
+		OK(cat_chunk_where(fx.w.cat, fx.hash[i], &w));
 		cr_assert(w.uploaded && w.cached);
 	}
 	bool durable = false;
-	OK(cat_gen_durable(fx.cat, 0, &durable));
+	OK(cat_gen_durable(fx.w.cat, 0, &durable));
 	cr_assert(durable);
 	cr_assert_eq(ut_queued(), 0);
 }
@@ -277,7 +264,7 @@ Test(uploader, copies_every_chunk_then_the_manifest_and_calls_on_durable_once_pe
 	/* a copy, not a second name of the cache's object */
 	char rel[128], path[512];
 	ut_chunk_rel(0, rel, sizeof(rel));
-	snprintf(path, sizeof(path), "%s/%s", fx.backing, rel);
+	snprintf(path, sizeof(path), "%s/%s", fx.w.backing, rel);
 	struct stat sb;
 	cr_assert_eq(stat(path, &sb), 0);
 	cr_assert_eq(sb.st_nlink, 1);
@@ -287,7 +274,7 @@ Test(uploader, a_backing_that_refuses_puts_holds_the_generation_back_then_it_goe
 {
 	char blocker[256];
 	ut_block_chunks(blocker, sizeof(blocker));
-	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t g = ut_gen(series, "step-1", 1, 300, 3);
 	int queued = ut_queued();
 	cr_assert_eq(queued, 4, "3 chunks and a manifest queued, not %d", queued);
@@ -318,7 +305,7 @@ Test(uploader, a_backing_that_refuses_puts_holds_the_generation_back_then_it_goe
 
 Test(uploader, stop_with_drain_empties_the_queue)
 {
-	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	for (int i = 0; i < 5; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "step-%d", i + 1);
@@ -339,7 +326,7 @@ Test(uploader, stop_without_drain_leaves_the_rows_queued)
 {
 	char blocker[256];
 	ut_block_chunks(blocker, sizeof(blocker));
-	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	ut_gen(series, "step-1", 1, 400, 2);
 	ut_start(false);
 	usleep(300 * 1000);

@@ -141,6 +141,35 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
  * older schema version is refused with -EPROTO (it cannot be migrated
  * read-only). */
 int cat_open_readonly(const char *path, struct cat **out);
+
+/* ---- the shared engine (issue 18, docs/MULTINODE.md) [open] ----
+ * cat_open_shared opens this node's local SQLite catalog at local_path (its
+ * [node] state: cache objects, upload queue, pending extents of its writers)
+ * and the shared namespace in PostgreSQL at cfg->url, registers this node's
+ * lease there, and returns one struct cat whose [engine] calls go to
+ * PostgreSQL (meta/catalog_shared.c) and whose [node] calls stay local. */
+struct cat_shared_cfg {
+	const char *url;       /* postgresql://… (libpq URL) */
+	const char *node_name; /* shown by `ckptfs-admin nodes`: host:pid and cache dir */
+	unsigned lease_ms;     /* the node lease's term; renewed by cat_lease_renew */
+	unsigned timeout_ms;   /* how long a call rides out an unreachable database */
+};
+int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
+		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
+		    void *reclaim_arg, struct cat **out, char *err, size_t err_size);
+bool cat_is_shared(const struct cat *cat);
+/* This node's id in the shared catalog (ckpt_nodes.id); 0 alone. */
+uint64_t cat_node_id(const struct cat *cat);
+/* A file opened (open = true) or last closed for writing on this node
+ * [engine]: shared, its ns_writing row, which holds its generation's commit
+ * (pggen.h); alone, nothing (the daemon's node table knows). */
+int cat_writing(struct cat *cat, uint64_t ino, bool open);
+/* The node lease (shared only; alone they return 0 and do nothing):
+ * renew it (-ESTALE once it ran out: the node must stop changing shared
+ * state), and sweep other nodes past theirs, holding their open generations
+ * and marking lost the generations that name chunks only they had. */
+int cat_lease_renew(struct cat *cat);
+int cat_lease_sweep(struct cat *cat, size_t *swept);
 void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
 /* The group-commit window of changes inside OPEN generations (cat_unlink,
  * cat_create, file contents: meta/catalog_defer.c); 0 commits each on its

@@ -106,6 +106,8 @@ extern const char cat_gen_temp_sql[];
 /* Temporary tables upload.c's statements use (created at open). */
 extern const char cat_up_temp_sql[];
 
+struct cat_shared; /* meta/catalog_shared.c: the PostgreSQL engine's state */
+
 struct cat {
 	sqlite3 *db;
 	char *path;
@@ -139,7 +141,16 @@ struct cat {
 	pthread_cond_t defer_wake; /* the flusher waits on it with lock */
 	pthread_t flusher;
 	bool flusher_running, flusher_failed, flusher_stop;
+	/* The shared engine (cat_open_shared), NULL alone: then every [engine]
+	 * call of this handle goes to PostgreSQL (catalog_shared.c for the
+	 * namespace and contents, catalog_shared_gen.c for generations), and
+	 * only the [node] calls use db. */
+	struct cat_shared *shared;
 };
+
+/* The shared engine's namespace handle (catalog_shared.c); shared only. */
+struct pgns;
+struct pgns *cat_shared_ns(struct cat *cat);
 
 /* An argument for cat_bind, typed by the macros below. */
 struct cat_arg {

@@ -546,3 +546,30 @@ Test(catshared_data, a_read_of_a_chunk_never_uploaded_fails_after_backing_timeou
 	cr_assert_lt(waited, TD_TIMEOUT_MS / 1000.0 + 5);
 	td_reader_close(&r);
 }
+
+Test(catshared_data, an_upload_found_moot_while_a_writer_stores_the_chunk_anew_marks_nothing)
+{
+	struct td_node a;
+	td_open(&a, "data-a");
+	uint64_t f = td_file(&a, "f"), g = td_file(&a, "g");
+	td_write(&a, f, 0xd6, 0, 1, false);
+	OK(cat_pending_drop(a.cat, f)); /* zero count, waiting for its upload */
+	struct cat_upload first[4];
+	cr_assert_eq(cat_upload_list(a.cat, 0, first, 4), 1);
+	/* a new writer names the same bytes: the zero-count row's object is
+	 * written anew (catalog_refs.c invariant 2) */
+	struct cat_extent e = td_extent(0, 0xd6, 0);
+	bool must_store = false;
+	OK(cat_pending_add(a.cat, g, &e, &must_store));
+	cr_assert(must_store);
+	struct cat_chunk_where w;
+	FAILS(cat_chunk_where(a.cat, e.hash, &w), ENOENT); /* as alone: moot, not -EAGAIN */
+	OK(cat_upload_done(a.cat, &first[0])); /* what the uploader does with a moot row */
+	cr_assert_not(td_row(&a, e.hash).uploaded);
+	OK(cat_chunk_stored(a.cat, e.hash, 2, TD_STORED));
+	int stale = 0;
+	cr_assert_eq(td_upload(&a, e.hash, &stale), 1);
+	cr_assert(td_row(&a, e.hash).uploaded);
+	td_check(&a);
+	td_close(&a);
+}

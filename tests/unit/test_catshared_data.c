@@ -70,6 +70,18 @@ static void td_open(struct td_node *n, const char *name)
 	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
 }
 
+/* The node stops (as a crash would leave its writers' pending rows) and
+ * comes back on the same local catalog. */
+static void td_reopen(struct td_node *n, const char *name)
+{
+	cat_close(n->cat);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, td_reclaim, n, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
 static void td_close(struct td_node *n)
 {
 	cat_close(n->cat);
@@ -572,4 +584,32 @@ Test(catshared_data, an_upload_found_moot_while_a_writer_stores_the_chunk_anew_m
 	cr_assert(td_row(&a, e.hash).uploaded);
 	td_check(&a);
 	td_close(&a);
+}
+
+Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uploads_it_after)
+{
+	struct td_node a, b;
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t ino = td_file(&a, "f");
+	td_write(&a, ino, 0xd7, 0, 2, true); /* closed by the trainer; the writer not yet gone */
+	td_reopen(&a, "data-a");
+	/* invariant 4 dropped the pending rows; PostgreSQL has the file */
+	cr_assert_eq(td_local_rows(&a, "pending", "1"), 0);
+	struct cat_inode in;
+	OK(cat_getattr(b.cat, ino, &in));
+	cr_assert_eq(in.size, 2 * TD_LEN);
+	/* the chunks wait for their upload, their objects kept (S3) */
+	OK(cat_pending_drop(a.cat, ino)); /* a call that sweeps */
+	cr_assert_eq(a.n_reclaimed, 0);
+	cr_assert_eq(td_local_rows(&a, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 2);
+	int stale = 0;
+	cr_assert_eq(td_upload(&a, NULL, &stale), 2);
+	cr_assert_eq(stale, 0);
+	bool up = false;
+	OK(cat_file_uploaded(b.cat, ino, &up));
+	cr_assert(up);
+	td_check(&b);
+	td_close(&a);
+	td_close(&b);
 }

@@ -7,7 +7,10 @@
  * B writes, then commits with both; hold, abort, delete, expire and pin from
  * either node; a root renamed away ends its generation, a rename with a
  * spec starts one, find_step finds it; a node lost mid-save holds its
- * generation, which only an admin's commit ends; a rewrite is refused. */
+ * generation, which only an admin's commit ends; a rewrite is refused. The
+ * generation policy (fs/gen.c) on A: a completion signal while B writes
+ * returns at once and commits once B closes, or holds the generation once
+ * the abandon bound passes with B's file still open. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -18,7 +21,9 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "gen.h"
 #include "generation.h"
+#include "node.h"
 #include "pgtest.h"
 #include "support.h"
 
@@ -256,6 +261,104 @@ Test(catshared_gen, a_node_lost_mid_save_holds_its_generation_until_a_decision)
 	OK(cat_gen_commit(a.cat, gen, "admin"));
 	cr_assert_eq(tcg_state(&a, gen), GEN_COMMITTED);
 	OK(cat_gen_check(a.cat));
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+/* ---- the generation policy's commit across nodes (fs/gen.c) ---- */
+
+static int tcg_no_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return -EIO;
+}
+
+struct tcg_policy {
+	struct node_table *nodes;
+	struct gen_policy *g;
+};
+
+static void tcg_policy_start(struct tcg_policy *p, struct tcg_node *n, double abandon_s)
+{
+	struct gen_options o = { .quiet_s = 60, .abandon_s = abandon_s };
+	OK(node_table_new(n->cat, &p->nodes));
+	struct gen_deps d = { .cat = n->cat, .nodes = p->nodes, .read = tcg_no_read };
+	OK(gen_policy_new(&d, &o, &p->g));
+}
+
+static void tcg_policy_stop(struct tcg_policy *p)
+{
+	gen_policy_shutdown(p->g);
+	gen_policy_free(p->g);
+	node_table_free(p->nodes);
+}
+
+/* Polls generation id on n until it is in state, up to ms. */
+static bool tcg_wait_state(struct tcg_node *n, uint64_t id, int state, int ms)
+{
+	for (int waited = 0; waited <= ms; waited += 10) {
+		if (tcg_state(n, id) == state)
+			return true;
+		usleep(10 * 1000);
+	}
+	return false;
+}
+
+Test(catshared_gen, the_policy_retries_a_commit_until_the_other_nodes_writer_closes)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	struct tcg_policy p;
+	tcg_policy_start(&p, &a, 30);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+	uint64_t gen = tcg_save(&a, &b, run, "step-100", 100, &sa, &sb);
+	gen_started(p.g, gen, run, false, getpid());
+	OK(cat_writing(a.cat, sa, false));
+	OK(gen_policy_start(p.g));
+
+	/* the trainer's completion signal, in a FUSE request: it returns at once */
+	int64_t t0 = ts_now_ns();
+	OK(gen_commit_explicit(p.g, gen, "dcp-metadata"));
+	int64_t took_ms = (ts_now_ns() - t0) / 1000000;
+	cr_assert(took_ms < 500, "the signal took %lld ms", (long long)took_ms);
+	usleep(400 * 1000); /* several retries, all refused while b writes */
+	cr_assert_eq(tcg_state(&a, gen), GEN_OPEN);
+	OK(cat_writing(b.cat, sb, false));
+	t0 = ts_now_ns();
+	cr_assert(tcg_wait_state(&b, gen, GEN_COMMITTED, 2000), "committed once b closed");
+	took_ms = (ts_now_ns() - t0) / 1000000;
+	cr_assert(took_ms < 1000, "the retry came %lld ms after b closed", (long long)took_ms);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(a.cat, gen, &g));
+	cr_assert_str_eq(g.rule, "dcp-metadata");
+	tcg_policy_stop(&p);
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+Test(catshared_gen, a_commit_waiting_past_abandon_for_another_nodes_writer_is_held)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	struct tcg_policy p;
+	tcg_policy_start(&p, &a, 1);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+	uint64_t gen = tcg_save(&a, &b, run, "step-200", 200, &sa, &sb);
+	gen_started(p.g, gen, run, false, getpid());
+	OK(cat_writing(a.cat, sa, false));
+	OK(gen_policy_start(p.g));
+	OK(gen_commit_explicit(p.g, gen, "dcp-metadata"));
+	cr_assert(tcg_wait_state(&a, gen, GEN_HELD, 3000), "held once the bound passed");
+	struct cat_gen g;
+	OK(cat_gen_get_brief(b.cat, gen, &g));
+	cr_assert_str_eq(g.rule, "abandoned");
+	cr_assert(strstr(g.held, "other nodes kept open for writing"), "reason: %s", g.held);
+	cr_assert(strstr(g.held, "dcp-metadata"), "reason: %s", g.held);
+	OK(cat_writing(b.cat, sb, false));
+	tcg_policy_stop(&p);
 	tcg_close(&a);
 	tcg_close(&b);
 }

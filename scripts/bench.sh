@@ -866,10 +866,14 @@ wb_read() {
 	settle
 	local b0=0 extra=''
 	[ -z "$fmnt" ] || b0=$(fstat bytes_read)
-	if [ "$side" = ckptfs ]; then cpu_begin; fi
+	if [ "$side" = ckptfs ]; then
+		[ "$key" != nc ] || perf_start nc
+		cpu_begin
+	fi
 	run_group "${cmds[@]}"
 	if [ "$side" = ckptfs ]; then
 		cpu_end "$key"
+		[ "$key" != nc ] || perf_stop
 		check_daemon
 		extra="daemon CPU ${R[${key}cpu,ckptfs,$r]}s, kernel ${R[${key}sys,ckptfs,$r]}s of it"
 	fi
@@ -1006,6 +1010,7 @@ if [ "$run_wb" = 1 ]; then
 		rm -rf "$rd" "$gdir/export/ck$r" "$gdir/export/straight$r"
 	done
 	ganesha_down
+	perf_print nc "nfs:// cold restore"
 fi # run_wb
 
 # ---- the cost phase (14) ----------------------------------------------------

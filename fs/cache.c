@@ -163,19 +163,29 @@ static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const
 	}
 }
 
-/* One attempt: BACKING → check → cache. -ENOENT: BACKING does not have it;
- * -EIO: it has a corrupt copy; other errors: BACKING did not answer. */
-static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8_t *obj,
-			    void *plain, size_t cap, size_t *len)
+/* The buffers of one fetch: the object image as BACKING sends it
+ * (object_cap), and room (cap) to decode a compressed payload into. The plain
+ * bytes of a raw payload are used where they lie in the image: no copy. */
+struct cache_fetch_bufs {
+	uint8_t *obj, *scratch;
+};
+
+/* One attempt: BACKING → check → cache; *plain points into bufs. -ENOENT:
+ * BACKING does not have it; -EIO: it has a corrupt copy; other errors:
+ * BACKING did not answer. */
+static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN],
+			    const struct cache_fetch_bufs *bufs, size_t cap, const uint8_t **plain,
+			    size_t *len)
 {
 	char rel[128], hex[HASH_HEX_LEN + 1];
 	store_object_relpath(hash, rel, sizeof(rel));
 	size_t obj_len = 0;
+	uint8_t *obj = bufs->obj;
 	int rc = backing_get(c->backing, rel, obj, c->object_cap, &obj_len);
 	if (rc != 0)
 		return rc == -EFBIG ? -EIO : rc;
 	const char *why = NULL;
-	rc = store_object_check(hash, obj, obj_len, plain, cap, len, &why);
+	rc = store_object_check_at(hash, obj, obj_len, bufs->scratch, cap, plain, len, &why);
 	if (rc != 0) {
 		hash_to_hex(hash, hex);
 		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->backing), hex,
@@ -196,12 +206,10 @@ static bool cache_not_uploaded_yet(struct cache *c, const uint8_t hash[HASH_LEN]
 
 /* Fetches with retries while BACKING does not answer, up to the timeout (C4),
  * and while the chunk's node has not uploaded it. */
-static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], void *plain,
-				size_t cap, size_t *len)
+static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN],
+				const struct cache_fetch_bufs *bufs, size_t cap,
+				const uint8_t **plain, size_t *len)
 {
-	uint8_t *obj = malloc(c->object_cap);
-	if (!obj)
-		return -ENOMEM;
 	double deadline = cache_mono_s() + c->cfg.backing_timeout_ms / 1000.0;
 	unsigned delay_ms = 50;
 	int rc;
@@ -209,7 +217,7 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	for (;;) {
-		rc = cache_fetch_once(c, hash, obj, plain, cap, len);
+		rc = cache_fetch_once(c, hash, bufs, cap, plain, len);
 		if (rc == -ENOENT && cache_not_uploaded_yet(c, hash))
 			rc = -EAGAIN; /* waited for like a BACKING that does not answer */
 		if (rc == 0 || rc == -ENOENT || rc == -EIO || rc == -ENOMEM)
@@ -225,7 +233,6 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 		usleep(delay_ms * 1000);
 		delay_ms = delay_ms < 2000 ? delay_ms * 2 : 2000;
 	}
-	free(obj);
 	if (rc == -ENOENT)
 		log_error("chunk %s is in neither the cache nor BACKING %s", hex,
 			  backing_spec(c->backing));
@@ -240,27 +247,53 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 	return rc == 0 ? 0 : rc == -ENOMEM ? rc : -EIO;
 }
 
+/* Fetches into buffers of its own; out (NULL: only a copy in the cache is
+ * wanted) gets the one that holds the plain bytes as its `decoded` — the
+ * image itself for a raw payload, so a fetched chunk is copied nowhere on
+ * its way to the reader. */
+static int cache_fetch_new(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+			   struct store_chunk *out)
+{
+	struct cache_fetch_bufs bufs = { malloc(c->object_cap), malloc(cap ? cap : 1) };
+	const uint8_t *plain = NULL;
+	size_t len = 0;
+	int rc = bufs.obj && bufs.scratch ? cache_fetch_retrying(c, hash, &bufs, cap, &plain, &len)
+					  : -ENOMEM;
+	if (rc == 0 && out) {
+		uint8_t **keep = plain == bufs.scratch ? &bufs.scratch : &bufs.obj;
+		memset(out, 0, sizeof(*out));
+		out->decoded = *keep;
+		out->plain = plain;
+		out->len = len;
+		*keep = NULL;
+	}
+	free(bufs.obj);
+	free(bufs.scratch);
+	return rc;
+}
+
 /* One fetch per chunk at a time, whoever asks (readers, prefetchers): the
  * flight on its hash. A caller that finds the chunk in flight follows that
- * fetch, waits for it to land, then reads the copy it left in the cache — a
+ * fetch, waits for it to land, then loads the copy it left in the cache — a
  * chunk is downloaded once, not once per asker. Without a copy (the fetch
  * failed, or kept none: C5) it joins again, and fetches if nobody else does.
  * (The fetch it waits for gives up after the BACKING timeout.) A lead without
- * a flight slot fetches all the same, sharing nothing (F4). */
-static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
-		       size_t *len)
+ * a flight slot fetches all the same, sharing nothing (F4). out: the chunk,
+ * as store_load hands it out; NULL: the chunk is only wanted in the cache. */
+static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+		       struct store_chunk *out)
 {
 	for (;;) {
 		struct flight f;
 		/* since: none, a landing never stands for a copy (F3) */
 		if (flight_join(c->fetches, hash, UINT64_MAX, &f) == FLIGHT_LEAD) {
-			int rc = cache_fetch_retrying(c, hash, plain, cap, len);
+			int rc = cache_fetch_new(c, hash, cap, out);
 			flight_land(c->fetches, &f, rc); /* its followers read the copy */
 			return rc;
 		}
 		size_t one = 1;
 		flight_reap(c->fetches, &f, &one, true); /* a failure: looked into below */
-		if (store_get(c->store, hash, plain, cap, len) == 0)
+		if (out ? store_load(c->store, hash, cap, out) == 0 : store_has(c->store, hash))
 			return 0;
 	}
 }
@@ -271,15 +304,15 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], void *plai
 struct cache_job {
 	struct cache *c;
 	uint8_t hash[HASH_LEN];
-	uint8_t *plain;
-	size_t cap, len;
+	struct store_chunk chunk; /* the fetched chunk, handed to the waiter */
+	size_t cap;
 	int rc;
 	bool done, abandoned;
 };
 
 static void cache_job_free(struct cache_job *j)
 {
-	free(j->plain);
+	store_chunk_free(&j->chunk);
 	free(j);
 }
 
@@ -287,7 +320,7 @@ static void *cache_job_main(void *p)
 {
 	struct cache_job *j = p;
 	struct cache *c = j->c;
-	int rc = cache_fetch(c, j->hash, j->plain, j->cap, &j->len);
+	int rc = cache_fetch(c, j->hash, j->cap, &j->chunk);
 	pthread_mutex_lock(&c->lock);
 	assert(!j->done && c->jobs > 0);
 	j->rc = rc;
@@ -301,17 +334,13 @@ static void *cache_job_main(void *p)
 	return NULL;
 }
 
-/* Fetches into a buffer it hands over in out->decoded (out->plain). */
+/* Fetches the chunk into out, as store_load would hand it out. */
 static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 			       struct store_chunk *out)
 {
 	struct cache_job *j = calloc(1, sizeof(*j));
-	if (j)
-		j->plain = malloc(cap ? cap : 1);
-	if (!j || !j->plain) {
-		free(j);
+	if (!j)
 		return -ENOMEM;
-	}
 	j->c = c;
 	j->cap = cap;
 	memcpy(j->hash, hash, HASH_LEN);
@@ -337,13 +366,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 		c->jobs--;
 		pthread_mutex_unlock(&c->lock);
 		cache_job_free(j);
-		out->decoded = malloc(cap ? cap : 1);
-		int rc = out->decoded ? cache_fetch(c, hash, out->decoded, cap, &out->len) : -ENOMEM;
-		if (rc == 0)
-			out->plain = out->decoded;
-		else
-			store_chunk_free(out);
-		return rc;
+		return cache_fetch(c, hash, cap, out);
 	}
 	/* the job's own retries stop at the timeout; this waits a little longer */
 	struct timespec ts;
@@ -356,11 +379,9 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	if (j->done) {
 		rc = j->rc;
 		pthread_mutex_unlock(&c->lock);
-		if (rc == 0) { /* the job's buffer becomes the caller's */
-			out->decoded = j->plain;
-			out->plain = j->plain;
-			out->len = j->len;
-			j->plain = NULL;
+		if (rc == 0) { /* the job's chunk becomes the caller's */
+			*out = j->chunk;
+			memset(&j->chunk, 0, sizeof(j->chunk));
 		}
 		cache_job_free(j);
 	} else {
@@ -456,10 +477,8 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 static void *cache_fetcher_main(void *p)
 {
 	struct cache *c = p;
-	size_t cap = c->cfg.chunk_max;
-	uint8_t *plain = malloc(cap);
 	pthread_mutex_lock(&c->lock);
-	while (plain && !c->stopping) {
+	while (!c->stopping) {
 		if (c->q_len == 0) {
 			pthread_cond_wait(&c->wake, &c->lock);
 			continue;
@@ -471,15 +490,13 @@ static void *cache_fetcher_main(void *p)
 		c->q_len--;
 		bool inflight = flight_busy_locked(c->fetches, hash);
 		pthread_mutex_unlock(&c->lock);
-		size_t len;
 		/* present: its entry and inode are now in memory for the load to
 		 * come (a damaged copy is the load's to find, and replace) */
 		if (!inflight && !store_has(c->store, hash))
-			cache_fetch(c, hash, plain, cap, &len);
+			cache_fetch(c, hash, c->cfg.chunk_max, NULL);
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
-	free(plain);
 	return NULL;
 }
 

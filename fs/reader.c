@@ -17,8 +17,11 @@
 /* Flights of loads: at most CHUNK_CACHE_SLOTS busy (one per loading slot);
  * the room beyond is for landed ones whose followers have yet to wake. */
 #define READER_FLIGHTS (2 * CHUNK_CACHE_SLOTS)
-#define READER_PREFETCH_THREADS 4
-#define READER_PREFETCH_QUEUE 32
+/* Readahead loads in flight at once: over a network BACKING each is a fetch
+ * (round trips, then the transfer), so several per sequential reader keep
+ * the link busy; their bytes are bounded by the budget (invariant 2). */
+#define READER_PREFETCH_THREADS 8
+#define READER_PREFETCH_QUEUE 64
 /* An entry read ahead and not yet asked for counts as read (evictable by
  * other readahead) once this many pins happened since it was loaded: the
  * reader it was for has gone elsewhere. */
@@ -178,8 +181,9 @@ static int reader_cache_make_room(struct reader *r, size_t need, bool prefetch)
  * Returns the plain bytes, or NULL with *rc set.
  *
  * prefetch (readahead): returns NULL with *rc 0 when the chunk is there or
- * being loaded, or when room for it would cost a chunk still to be read;
- * otherwise loads it into the cache and pins it. */
+ * being loaded, NULL with *rc -ENOBUFS when room for it would cost a chunk
+ * still to be read (or no flight slot is free); otherwise loads it into the
+ * cache and pins it. */
 static const char *reader_cache_get(struct reader *r, const struct cat_extent *ext,
 				    struct reader_pin *pin, bool prefetch, int *rc)
 {
@@ -220,6 +224,7 @@ again:
 	i = reader_cache_make_room(r, ext->chunk_len, prefetch);
 	if (i < 0 && prefetch) {
 		pthread_mutex_unlock(&r->lock);
+		*rc = -ENOBUFS;
 		return NULL;
 	}
 	struct flight lead = { .slot = -1 };
@@ -233,6 +238,7 @@ again:
 	}
 	if (i < 0 && prefetch) {
 		pthread_mutex_unlock(&r->lock);
+		*rc = -ENOBUFS;
 		return NULL;
 	}
 	r->misses++;
@@ -351,6 +357,9 @@ static void *reader_cache_prefetch_main(void *p)
 		int rc;
 		if (reader_cache_get(r, &ext, &pin, true, &rc))
 			reader_cache_release(r, &pin); /* stays cached, unpinned, `ahead` */
+		else if (rc == -ENOBUFS && r->fetch_ahead)
+			/* no room in memory: into the disk cache, for its reader to load */
+			r->fetch_ahead(r->cache, ext.hash);
 		pthread_mutex_lock(&r->lock);
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -387,22 +396,21 @@ static void reader_cache_prefetch(struct reader *r, const struct cat_extent *ext
 /* ---- mapping reads onto chunks ---- */
 
 #define READER_BATCH 16
-#define READER_AHEAD_DECODED 4 /* chunks past a read decoded into memory */
-#define READER_AHEAD 8          /* chunks past a read brought into the disk cache */
+#define READER_AHEAD 8 /* chunks past a read loaded (fetched, verified, decoded) ahead */
 #define READER_ZEROS (64u << 10)
 
 static const char reader_zeros[READER_ZEROS]; /* holes */
 
-/* Readahead: the next chunks are decoded and verified while the kernel takes
- * this read; those after them come from BACKING meanwhile. */
+/* Readahead: the next chunks are loaded into memory, several at once, while
+ * the kernel takes this read. A chunk fetched from BACKING is thus checked
+ * and decoded once, its bytes kept for the read to come; loaded into the disk
+ * cache first (as it was), it would be written there, read back, and checked
+ * and decoded again. Only chunks the budget has no room for go to the disk
+ * cache's prefetch (reader_cache_prefetch_main). */
 static void reader_readahead(struct reader *r, const struct cat_extent *ext, int n)
 {
-	for (int j = 0; j < n && j < READER_AHEAD; j++) {
-		if (j < READER_AHEAD_DECODED)
-			reader_cache_prefetch(r, &ext[j]);
-		else if (r->fetch_ahead)
-			r->fetch_ahead(r->cache, ext[j].hash);
-	}
+	for (int j = 0; j < n && j < READER_AHEAD; j++)
+		reader_cache_prefetch(r, &ext[j]);
 }
 
 static void reader_add_piece(struct reader_map *m, const char *data, size_t len)

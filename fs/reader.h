@@ -45,7 +45,9 @@ typedef void (*reader_fetch_ahead_fn)(struct cache *c, const uint8_t hash[HASH_L
 struct reader_config {
 	uint64_t budget_bytes;            /* -o chunk_cache: decoded chunks kept in memory */
 	reader_load_fn load;              /* required */
-	reader_fetch_ahead_fn fetch_ahead; /* NULL: no readahead into the disk cache */
+	/* chunks read ahead that the budget has no room for: into the disk
+	 * cache instead (cache_prefetch); NULL: those are not read ahead */
+	reader_fetch_ahead_fn fetch_ahead;
 };
 
 /* READER_PROBE: the committed extents, with no readahead — a look at a few

@@ -853,9 +853,19 @@ wb_save() {
 		"after the save returned: daemon CPU ${R[${dkey}cpu,ckptfs,$r]}s, kernel ${R[${dkey}sys,ckptfs,$r]}s$([ -z "$fmnt" ] || echo "; faultfs got $(((b1 - b0) / 1000000)) MB")"
 }
 
+# CPU ticks (all CPUs) the whole machine spent busy, and ganesha's own.
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+ganesha_ticks() {
+	local gp; gp=$(cat "$gdir/ganesha.pid" 2>/dev/null) || { echo 0; return; }
+	awk '{ print $14 + $15 }' "/proc/$gp/stat" 2>/dev/null || echo 0
+}
+
 # wb_read KEY SIDE LABEL FILES...: concurrent cold readers (drop_caches first).
+# For phase 12/15's nfs:// reads (key nc) it also says where the CPU went
+# (ganesha's share, the machine's busy CPU: 2 cores here, shared with other
+# work) and, for ckptfs, the daemon's peak RSS (the restore's memory bound).
 wb_read() {
-	local key=$1 side=$2 label=$3 cmds=() f
+	local key=$1 side=$2 label=$3 cmds=() f g0=0 m0=0
 	shift 3
 	for f in "$@"; do
 		case $f in
@@ -866,12 +876,21 @@ wb_read() {
 	settle
 	local b0=0 extra=''
 	[ -z "$fmnt" ] || b0=$(fstat bytes_read)
-	if [ "$side" = ckptfs ]; then cpu_begin; fi
+	if [ "$side" = ckptfs ]; then
+		[ "$key" != nc ] || perf_start nc
+		cpu_begin
+	fi
+	if [ "$key" = nc ]; then g0=$(ganesha_ticks) m0=$(busy_ticks); fi
 	run_group "${cmds[@]}"
+	if [ "$key" = nc ]; then
+		extra="ganesha CPU $(div $(($(ganesha_ticks) - g0)) "$HZ")s, machine busy $(div $(($(busy_ticks) - m0)) "$HZ") CPU-s"
+	fi
 	if [ "$side" = ckptfs ]; then
 		cpu_end "$key"
+		[ "$key" != nc ] || perf_stop
 		check_daemon
-		extra="daemon CPU ${R[${key}cpu,ckptfs,$r]}s, kernel ${R[${key}sys,ckptfs,$r]}s of it"
+		extra+="${extra:+; }daemon CPU ${R[${key}cpu,ckptfs,$r]}s, kernel ${R[${key}sys,ckptfs,$r]}s of it"
+		[ "$key" != nc ] || extra+=", VmHWM $(awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status") MiB"
 	fi
 	if [ -n "$fmnt" ] && [ "$key" = wc ]; then
 		sleep 1.2 # faultfs rewrites its stats every second
@@ -1006,6 +1025,7 @@ if [ "$run_wb" = 1 ]; then
 		rm -rf "$rd" "$gdir/export/ck$r" "$gdir/export/straight$r"
 	done
 	ganesha_down
+	perf_print nc "nfs:// cold restore"
 fi # run_wb
 
 # ---- the cost phase (14) ----------------------------------------------------

@@ -73,7 +73,7 @@
 
 #include "log.h"
 
-#define BNFS_POOL_SIZE 4
+#define BNFS_POOL_SIZE 8
 #define BNFS_RECONNECTS 3
 
 struct bnfs_slot {

@@ -1,7 +1,8 @@
 /* Unit tests for fs/cache.c, started as the daemon starts it but with a real
  * catalog, chunk store and BACKING directory in a temporary directory, and
  * its hooks (stopping, opened) played by the test: a chunk missing from the
- * cache is fetched from BACKING, checked and kept (C1, C5), once however many
+ * cache is fetched from BACKING, checked and kept (C1, C5), a compressed one
+ * decoded, once however many
  * readers miss it at the same time (C7); a corrupt object
  * on BACKING is EIO, never bytes, and no copy is kept; the evictor removes
  * only chunks already on BACKING, and none of a file the opened hook names
@@ -26,6 +27,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "catalog.h"
+#include "codec.h"
 #include "hash.h"
 #include "log.h"
 #include "store.h"
@@ -189,6 +191,40 @@ Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_k
 	cache_get_stats(fx.c, &s);
 	cr_assert_eq(s.hits, 1);
 	cr_assert_eq(s.misses, 1);
+}
+
+/* A compressed object from BACKING is decoded for the reader (a raw one is
+ * handed out inside the fetched image): the plain bytes, checked, either way. */
+Test(cache, a_compressed_chunk_fetched_from_backing_reads_as_its_plain_bytes)
+{
+	enum { LEN = 96u << 10 };
+	static uint8_t plain[LEN], obj[STORE_HEADER_LEN + LEN + 4096];
+	for (size_t i = 0; i < LEN; i++)
+		plain[i] = (uint8_t)("checkpoint"[i % 10] + i / 4096);
+	uint8_t hash[HASH_LEN];
+	hash_sha256(plain, LEN, hash);
+	struct store_object_info info;
+	OK(store_put(fx.w.st, hash, plain, LEN, 0, &info));
+	cr_assert_neq(info.codec, CODEC_RAW, "the test wants a compressed object");
+	cr_assert_lt(info.stored_len, LEN);
+	char rel[128];
+	size_t len = 0;
+	store_object_relpath(hash, rel, sizeof(rel));
+	OK(store_read_object(fx.w.st, hash, obj, sizeof(obj), &len));
+	OK(backing_put(fx.w.b, rel, obj, len));
+	OK(store_remove(fx.w.st, hash)); /* BACKING alone has it */
+	tc_start(64u << 20, 0, 2000);
+
+	struct store_chunk ch = { 0 };
+	OK(cache_load(fx.c, hash, TC_CHUNK_MAX, &ch));
+	cr_assert_eq(ch.len, LEN);
+	cr_assert(memcmp(ch.plain, plain, LEN) == 0);
+	cr_assert_geq(store_chunk_footprint(&ch), LEN);
+	store_chunk_free(&ch);
+	struct cache_stats st;
+	cache_get_stats(fx.c, &st);
+	cr_assert_eq(st.misses, 1);
+	cr_assert_eq(st.fetch_errors, 0);
 }
 
 /* C7: readers that miss one chunk at once fetch it once. A FIFO stands in

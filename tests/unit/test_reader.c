@@ -5,8 +5,10 @@
  * missing is EIO and hands out none of its bytes, the decoded-chunk cache
  * stays within its budget while readahead runs, reader_map pins chunks in
  * the cache until reader_unmap releases them, readers of one chunk at once
- * load it once (they follow the loader's flight), and a failed load frees
- * its slot for the next read to load again. */
+ * load it once (they follow the loader's flight), a failed load frees
+ * its slot for the next read to load again, and readahead loads several
+ * chunks at once, of several files read at once, with the right bytes and
+ * within the budget, handing what does not fit to fetch_ahead. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -37,6 +39,10 @@ static struct {
 	struct reader *reader;
 	atomic_int loads;   /* tr_load calls */
 	int load_delay_ms;  /* a slow load: others that want the chunk meanwhile */
+	bool jitter;        /* delays differ by chunk: loads land out of order */
+	atomic_int in_flight, max_in_flight; /* tr_load calls at once */
+	atomic_uint_least64_t max_bytes;     /* the most reader_stats.bytes a load saw */
+	atomic_int fetch_aheads;             /* tr_fetch_ahead calls */
 } tr;
 
 static int tr_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
@@ -44,15 +50,33 @@ static int tr_load(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 {
 	cr_assert_null(c, "the reader hands load the cache it was started with");
 	atomic_fetch_add(&tr.loads, 1);
+	int now = atomic_fetch_add(&tr.in_flight, 1) + 1;
+	for (int m = atomic_load(&tr.max_in_flight);
+	     now > m && !atomic_compare_exchange_weak(&tr.max_in_flight, &m, now);)
+		;
+	struct reader_stats st; /* a load runs with its bytes counted: the budget holds */
+	reader_stats(tr.reader, &st);
+	for (uint64_t m = atomic_load(&tr.max_bytes);
+	     st.bytes > m && !atomic_compare_exchange_weak(&tr.max_bytes, &m, st.bytes);)
+		;
 	if (tr.load_delay_ms)
-		usleep((useconds_t)tr.load_delay_ms * 1000);
-	return store_load(tr.store, hash, cap, out);
+		usleep((useconds_t)(tr.load_delay_ms * 1000 + (tr.jitter ? hash[0] * 100 : 0)));
+	int rc = store_load(tr.store, hash, cap, out);
+	atomic_fetch_sub(&tr.in_flight, 1);
+	return rc;
+}
+
+static void tr_fetch_ahead(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	cr_assert_null(c);
+	atomic_fetch_add(&tr.fetch_aheads, 1);
 }
 
 static void tr_start_reader(uint64_t budget)
 {
 	reader_free(tr.reader);
-	const struct reader_config cfg = { .budget_bytes = budget, .load = tr_load };
+	const struct reader_config cfg = { .budget_bytes = budget, .load = tr_load,
+					   .fetch_ahead = tr_fetch_ahead };
 	OK(reader_new(&cfg, tr.cat, NULL, &tr.reader));
 }
 
@@ -483,4 +507,88 @@ Test(reader, a_failed_load_frees_its_slot_and_the_next_read_loads_again)
 	cr_assert_eq(atomic_load(&tr.loads), 2);
 	free(got);
 	tr_free(want, &c, 1);
+}
+
+/* Readahead over a slow BACKING: a sequential read has several chunks loading
+ * at once (parallel prefetch), they land out of order, and every byte read is
+ * the file's. */
+Test(reader, readahead_loads_several_chunks_at_once_and_the_bytes_stay_right)
+{
+	enum { N = 16 };
+	struct tr_chunk c[N];
+	for (int i = 0; i < N; i++)
+		c[i] = tr_chunk(128 * KiB, 300 + (uint64_t)i);
+	uint8_t *want;
+	size_t size;
+	uint64_t ino = tr_file_of("ahead", c, N, &want, &size);
+	tr.load_delay_ms = 30;
+	tr.jitter = true;
+	for (size_t off = 0; off < size; off += 32 * KiB)
+		tr_expect_read(ino, READER_COMMITTED, want, off, 32 * KiB);
+	cr_assert_geq(atomic_load(&tr.max_in_flight), 4, "at most %d loads at once",
+		      atomic_load(&tr.max_in_flight));
+	cr_assert_eq(atomic_load(&tr.fetch_aheads), 0, "64 MiB holds every chunk ahead");
+	struct reader_stats st;
+	reader_stats(tr.reader, &st);
+	cr_assert_eq(st.misses, N, "each chunk loaded once: %" PRIu64, st.misses);
+	tr_free(want, c, N);
+}
+
+struct tr_seq_reader {
+	uint64_t ino;
+	const uint8_t *want;
+	size_t size;
+	int rc;
+};
+
+static void *tr_seq_main(void *p)
+{
+	struct tr_seq_reader *a = p;
+	uint8_t *got = malloc(64 * KiB);
+	a->rc = got ? 0 : -ENOMEM;
+	for (size_t off = 0; a->rc == 0 && off < a->size; off += 64 * KiB) {
+		a->rc = reader_read(tr.reader, a->ino, READER_COMMITTED, off, 64 * KiB, (char *)got);
+		if (a->rc == 0 && memcmp(got, a->want + off, 64 * KiB) != 0)
+			a->rc = -EBADMSG;
+	}
+	free(got);
+	return NULL;
+}
+
+/* Four files read at once through a budget of six chunks: readahead of all
+ * of them never holds more than the budget (counted while loads run), the
+ * chunks it has no room for go to fetch_ahead (the disk cache), and each
+ * reader gets its own file's bytes. */
+Test(reader, readahead_of_files_read_at_once_stays_within_the_budget)
+{
+	enum { F = 4, N = 12 };
+	struct tr_chunk c[F][N];
+	uint8_t *want[F];
+	size_t size[F];
+	struct tr_seq_reader a[F];
+	for (int f = 0; f < F; f++) {
+		for (int i = 0; i < N; i++)
+			c[f][i] = tr_chunk(128 * KiB, 400 + (uint64_t)(f * N + i));
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", f);
+		uint64_t ino = tr_file_of(name, c[f], N, &want[f], &size[f]);
+		a[f] = (struct tr_seq_reader){ .ino = ino, .want = want[f], .size = size[f] };
+	}
+	const uint64_t budget = 6 * tr_footprint(&c[0][0]);
+	tr_start_reader(budget);
+	tr.load_delay_ms = 5;
+	tr.jitter = true;
+	pthread_t th[F];
+	for (int f = 0; f < F; f++)
+		cr_assert_eq(pthread_create(&th[f], NULL, tr_seq_main, &a[f]), 0);
+	for (int f = 0; f < F; f++) {
+		pthread_join(th[f], NULL);
+		cr_assert_eq(a[f].rc, 0, "reader of file %d: %d", f, a[f].rc);
+	}
+	cr_assert_leq(atomic_load(&tr.max_bytes), budget, "%" PRIu64 " bytes held, budget %"
+		      PRIu64, (uint64_t)atomic_load(&tr.max_bytes), budget);
+	cr_assert_gt(atomic_load(&tr.fetch_aheads), 0, "chunks without room go to the disk cache");
+	cr_assert_geq(atomic_load(&tr.max_in_flight), 2);
+	for (int f = 0; f < F; f++)
+		tr_free(want[f], c[f], N);
 }

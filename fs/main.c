@@ -355,7 +355,7 @@ static int main_claim(struct ckptfs *fs)
 			strerror(-rc));
 		return rc;
 	}
-	rc = claim_acquire(fs->backing, id, fs->opt.cache, fs->opt.claim_timeout_s, &fs->claim, msg,
+	rc = claim_acquire(fs->backing, id, false, fs->opt.cache, fs->opt.claim_timeout_s, &fs->claim, msg,
 			   sizeof(msg));
 	if (rc != 0)
 		fprintf(stderr, "ckptfs: %s\n", msg);

@@ -511,7 +511,7 @@ static int admin_claim(struct admin *a)
 	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
 	int err = cat_catalog_id(a->cat, id, sizeof(id));
 	if (err == 0)
-		err = claim_acquire(a->bk, id, a->cache, 0, &a->claim, msg, sizeof(msg));
+		err = claim_acquire(a->bk, id, false, a->cache, 0, &a->claim, msg, sizeof(msg));
 	else
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": no catalog id: %s", a->cache,
 			 strerror(-err));

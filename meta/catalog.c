@@ -80,6 +80,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog_shared.h"
 #include "log.h"
 
 #define CAT_APPLICATION_ID 0x636b7074 /* 'ckpt' */
@@ -1185,6 +1186,7 @@ static int cat_synchronous(struct cat *cat, bool full)
 
 int cat_sync(struct cat *cat)
 {
+	if (cat->shared) return catsh_sync(cat);
 	cat_lock(cat);
 	/* a committed write with synchronous=FULL fsyncs the WAL, and with it
 	 * every transaction committed before */
@@ -1204,6 +1206,7 @@ void cat_close(struct cat *cat)
 {
 	if (cat == NULL)
 		return;
+	if (cat->shared) { catsh_close(cat); return; }
 	assert(!cat->in_txn);
 	cat_defer_stop(cat);
 	for (int id = 0; id < S_COUNT; id++)
@@ -1222,6 +1225,7 @@ int cat_schema_version(struct cat *cat)
 
 int cat_catalog_id(struct cat *cat, char *buf, size_t size)
 {
+	if (cat->shared) return catsh_catalog_id(cat, buf, size);
 	sqlite3_stmt *st = NULL;
 	cat_lock(cat);
 	int src = sqlite3_prepare_v2(cat->db, "SELECT value FROM meta WHERE key = 'catalog_id'", -1,
@@ -1284,6 +1288,7 @@ int cat_integrity(struct cat *cat, bool full)
 
 int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
 {
+	if (cat->shared) return catsh_getattr(cat, ino, out);
 	cat_lock(cat);
 	int rc = cat_inode_get(cat, ino, out);
 	cat_unlock(cat);
@@ -1318,6 +1323,7 @@ static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
 
 int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out)
 {
+	if (cat->shared) return catsh_lookup(cat, parent, name, out);
 	if (name == NULL)
 		return -EINVAL;
 	cat_lock(cat);
@@ -1423,6 +1429,7 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 int cat_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
 	       uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
 {
+	if (cat->shared) return catsh_create(cat, parent, name, mode, uid, gid, rdev, target, out);
 	return cat_create_in_gen(cat, parent, name, mode, uid, gid, rdev, target, NULL, out, NULL);
 }
 
@@ -1468,6 +1475,7 @@ static int cat_link_txn(struct cat *cat, uint64_t ino, uint64_t newparent, const
 int cat_link(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
 	     struct cat_inode *out)
 {
+	if (cat->shared) return catsh_link(cat, ino, newparent, newname, out);
 	int rc = cat_name_check(newname);
 	if (rc != 0)
 		return rc;
@@ -1532,11 +1540,13 @@ static int cat_remove(struct cat *cat, uint64_t parent, const char *name, bool w
 
 int cat_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
 {
+	if (cat->shared) return catsh_unlink(cat, parent, name, ino_out);
 	return cat_remove(cat, parent, name, false, ino_out);
 }
 
 int cat_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
 {
+	if (cat->shared) return catsh_rmdir(cat, parent, name, ino_out);
 	return cat_remove(cat, parent, name, true, ino_out);
 }
 
@@ -1677,6 +1687,7 @@ int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 	       const char *newname, unsigned flags, uint64_t *replaced_ino)
 {
+	if (cat->shared) return catsh_rename(cat, parent, name, newparent, newname, flags, replaced_ino);
 	return cat_rename_gen(cat, parent, name, newparent, newname, flags, NULL, replaced_ino,
 			      NULL);
 }
@@ -1709,6 +1720,7 @@ static int cat_setattr_txn(struct cat *cat, uint64_t ino, unsigned what,
 int cat_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_inode *in,
 		struct cat_inode *out)
 {
+	if (cat->shared) return catsh_setattr(cat, ino, what, in, out);
 	struct cat_inode scratch;
 	if (out == NULL)
 		out = &scratch;
@@ -1724,6 +1736,7 @@ int cat_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_i
 
 int cat_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size)
 {
+	if (cat->shared) return catsh_readlink(cat, ino, buf, size);
 	if (size == 0)
 		return -EINVAL;
 	cat_lock(cat);
@@ -1810,6 +1823,7 @@ static int cat_readdir_fill(struct cat *cat, uint64_t dir, uint64_t cookie, bool
 
 int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg)
 {
+	if (cat->shared) return catsh_readdir(cat, dir, cookie, fn, arg);
 	struct cat_readdir_ent ents[CAT_READDIR_BATCH];
 	bool first = true;
 	for (;;) {
@@ -1831,6 +1845,7 @@ int cat_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn
 
 int cat_inode_release(struct cat *cat, uint64_t ino)
 {
+	if (cat->shared) return catsh_inode_release(cat, ino);
 	struct cat_inode inode;
 	bool deleted = false;
 	cat_lock(cat);
@@ -1911,6 +1926,7 @@ static int cat_release_batches(struct cat *cat, const enum cat_sid *steps, size_
 
 int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n)
 {
+	if (cat->shared) return catsh_inodes_release(cat, inos, n);
 	/* the inode rows last: every step selects by nlink = 0 on them */
 	static const enum cat_sid steps[] = { R_X_RELEASED_DROP, S_REL_X_DELETE, R_P_RELEASED_DROP,
 					      S_REL_P_DELETE, S_REL_INODES_DELETE };
@@ -1919,6 +1935,7 @@ int cat_inodes_release(struct cat *cat, const uint64_t *inos, size_t n)
 
 int cat_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n)
 {
+	if (cat->shared) return catsh_inodes_drop_data(cat, inos, n);
 	static const enum cat_sid steps[] = { R_X_RELEASED_DROP, S_REL_X_DELETE, S_REL_SETSIZE };
 	return cat_release_batches(cat, steps, sizeof(steps) / sizeof(steps[0]), inos, n);
 }
@@ -2254,6 +2271,7 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 
 int cat_stats(struct cat *cat, struct cat_stats *out)
 {
+	if (cat->shared) return catsh_stats(cat, out);
 	memset(out, 0, sizeof(*out));
 	cat_lock(cat);
 	int rc = cat_begin_read(cat);
@@ -2440,41 +2458,60 @@ static void cat_report_nlink(struct cat *cat, sqlite3_stmt *st, int *violations)
 	}
 }
 
-int cat_check(struct cat *cat)
+/* The checks of cat_check; node: it checks only [node] state (chunk rows
+ * and pending extents), so it applies beside a shared namespace too. */
+static const struct {
+	enum cat_sid id;
+	void (*report)(struct cat *, sqlite3_stmt *, int *);
+	bool node;
+} cat_checks[] = {
+	{ R_CHECK, cat_report_refcount, true },
+	{ S_CHECK_DANGLING, cat_report_dangling, true },
+	{ S_CHECK_UNSTORED, cat_report_unstored, true },
+	{ S_CHECK_OVERLAP, cat_report_overlap, true },
+	{ S_CHECK_BAD_EXTENT, cat_report_bad_extent, true },
+	{ S_CHECK_EXTENT_OWNER, cat_report_extent_owner, false },
+	{ S_CHECK_DIRENT, cat_report_dirent, false },
+	{ S_CHECK_NLINK, cat_report_nlink, false },
+};
+
+/* SQLite's integrity_check, then the checks (only the node ones with
+ * node_only), counting violations. */
+static int cat_check_run(struct cat *cat, bool node_only, int *violations)
 {
-	static const struct {
-		enum cat_sid id;
-		void (*report)(struct cat *, sqlite3_stmt *, int *);
-	} checks[] = {
-		{ R_CHECK, cat_report_refcount },
-		{ S_CHECK_DANGLING, cat_report_dangling },
-		{ S_CHECK_UNSTORED, cat_report_unstored },
-		{ S_CHECK_OVERLAP, cat_report_overlap },
-		{ S_CHECK_BAD_EXTENT, cat_report_bad_extent },
-		{ S_CHECK_EXTENT_OWNER, cat_report_extent_owner },
-		{ S_CHECK_DIRENT, cat_report_dirent },
-		{ S_CHECK_NLINK, cat_report_nlink },
-	};
 	struct cat_inode root;
-	int violations = 0;
 	if (cat_integrity(cat, true) != 0)
-		violations++;
+		(*violations)++;
 	cat_lock(cat);
 	int rc = cat_begin_read(cat);
-	if (rc == 0) {
+	if (rc == 0 && !node_only) {
 		rc = cat_inode_get(cat, CAT_ROOT_INO, &root);
 		if (rc == -ENOENT) {
 			log_error("catalog %s: check: the root inode is missing", cat->path);
-			violations++;
+			(*violations)++;
 			rc = 0;
 		}
 	}
-	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]) && rc == 0; i++)
-		rc = cat_check_rows(cat, checks[i].id, &violations, checks[i].report);
-	if (rc == 0)
-		rc = cat_gen_check_txn(cat, &violations);
+	for (size_t i = 0; i < sizeof(cat_checks) / sizeof(cat_checks[0]) && rc == 0; i++)
+		if (cat_checks[i].node || !node_only)
+			rc = cat_check_rows(cat, cat_checks[i].id, violations, cat_checks[i].report);
+	if (rc == 0 && !node_only)
+		rc = cat_gen_check_txn(cat, violations);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
+	return rc;
+}
+
+int cat_check_node(struct cat *cat, int *violations)
+{
+	return cat_check_run(cat, true, violations);
+}
+
+int cat_check(struct cat *cat)
+{
+	if (cat->shared) return catsh_check(cat);
+	int violations = 0;
+	int rc = cat_check_run(cat, false, &violations);
 	if (rc == 0 && violations > 0) {
 		log_error("catalog %s: check found %d violations", cat->path, violations);
 		rc = -EUCLEAN;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -51,6 +52,13 @@ enum {
 	NS_INODE_SET,
 	NS_READLINK,
 	NS_EXTENT_CUT,
+	NS_META_GET,
+	NS_REL_INODES_DELETE,
+	NS_DROP_DATA_SET,
+	NS_REFS_DROP_ANY,
+	NS_EXTENTS_DELETE_ANY,
+	NS_STATS,
+	NS_UNUPLOADED_OF,
 	NS_COUNT
 };
 
@@ -180,12 +188,40 @@ const struct pg_stmt pgns_stmts[] = {
 			    "UPDATE ns_extents SET len = $2 - off WHERE ino = $1 AND off < $2"
 			    " AND off + len > $2",
 			    2 },
+	[NS_META_GET] = { "ns_meta_get", "SELECT value FROM ns_meta WHERE key = $1", 1 },
+	/* the batched release: the rows of the inodes it takes are deleted (or
+	 * emptied) first and RETURNed, and only those inodes' extents move (N1) */
+	[NS_REL_INODES_DELETE] = { "ns_rel_inodes_delete",
+				   "DELETE FROM ns_inodes WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+				   " AND ino <> 1 RETURNING ino",
+				   1 },
+	[NS_DROP_DATA_SET] = { "ns_drop_data_set",
+			       "UPDATE ns_inodes SET size = 0 WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+			       " AND mode & 61440 = 32768 RETURNING ino",
+			       1 },
+	[NS_REFS_DROP_ANY] = { "ns_refs_drop_any",
+			       "UPDATE ns_chunks c SET refcount = c.refcount - g.n FROM (SELECT hash,"
+			       " count(*) AS n FROM ns_extents WHERE ino = ANY($1::bigint[]) GROUP BY hash) g"
+			       " WHERE c.hash = g.hash",
+			       1 },
+	[NS_EXTENTS_DELETE_ANY] = { "ns_extents_delete_any",
+				    "DELETE FROM ns_extents WHERE ino = ANY($1::bigint[])", 1 },
+	[NS_STATS] = { "ns_stats",
+		       "SELECT (SELECT count(*) FROM ns_inodes),"
+		       " (SELECT count(*) FROM ns_inodes WHERE mode & 61440 = 32768),"
+		       " (SELECT COALESCE(sum(size), 0) FROM ns_inodes WHERE mode & 61440 = 32768),"
+		       " (SELECT COALESCE(sum(len), 0) FROM ns_extents)",
+		       0 },
+	[NS_UNUPLOADED_OF] = { "ns_unuploaded_of",
+			       "SELECT encode(hash, 'hex') FROM ns_chunks WHERE holder = $1"
+			       " AND NOT uploaded AND hash > decode($2, 'hex') ORDER BY hash LIMIT $3",
+			       3 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
 const struct pg_stmt *pgns_stmts_all(size_t *n)
 {
-	static struct pg_stmt all[64];
+	static struct pg_stmt all[128];
 	static size_t count;
 	if (count == 0) {
 		assert(lease_nstmts + pgns_nstmts + pggen_nstmts <= sizeof(all) / sizeof(all[0]));
@@ -230,13 +266,33 @@ static const char pgns_schema_sql[] =
 	"CREATE INDEX IF NOT EXISTS ns_generations_by_series ON ns_generations(series, state, step);"
 	"CREATE TABLE IF NOT EXISTS ns_writing(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
 	" PRIMARY KEY (node, ino));"
-	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);";
+	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);"
+	/* catalog-wide facts: catalog_id (pgns_catalog_id) */
+	"CREATE TABLE IF NOT EXISTS ns_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);";
 
 int64_t pgns_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The shared catalog's id, made by whichever node creates the schema first:
+ * 16 random bytes as 32 lowercase hex digits, like a SQLite catalog's
+ * meta.catalog_id, so that BACKING's claim names it the same way. */
+static int pgns_catalog_id_make(struct pg *pg)
+{
+	uint8_t raw[16];
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return -EIO;
+	char id[2 * sizeof(raw) + 1], sql[160];
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO ns_meta(key, value) VALUES ('catalog_id', '%s')"
+		 " ON CONFLICT (key) DO NOTHING",
+		 id);
+	return pg_exec_plain(pg, sql);
 }
 
 int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid)
@@ -253,7 +309,8 @@ int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid)
 		 " VALUES (1, %u, %u, %u, 2, %" PRId64 ", %" PRId64 ", %" PRId64 ")"
 		 " ON CONFLICT (ino) DO NOTHING",
 		 (unsigned)(S_IFDIR | 0755), root_uid, root_gid, now, now, now);
-	return pg_exec_plain(pg, root);
+	rc = pg_exec_plain(pg, root);
+	return rc ? rc : pgns_catalog_id_make(pg);
 }
 
 /* ---- text parameters ---- */
@@ -389,12 +446,70 @@ int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out)
 	return pg_txn(ns->pg, pgns_getattr_body, &c);
 }
 
+/* A live directory's attributes (as catalog.c's cat_dir_get). */
+static int pgns_dir_attr(struct pgns *ns, uint64_t dir, struct cat_inode *out)
+{
+	struct pgns_attr_call get = { ns, dir, NULL, out };
+	int rc = pgns_getattr_body(ns->pg, &get);
+	if (rc == 0 && !S_ISDIR(out->mode))
+		rc = -ENOTDIR;
+	if (rc == 0 && out->nlink == 0)
+		rc = -ENOENT;
+	return rc;
+}
+
+/* ".." of a live directory: its parent's attributes (the root's is itself). */
+static int pgns_lookup_up(struct pgns *ns, uint64_t dir, struct cat_inode *out)
+{
+	struct cat_inode self;
+	int rc = pgns_dir_attr(ns, dir, &self);
+	if (rc || dir == CAT_ROOT_INO) {
+		*out = self;
+		return rc;
+	}
+	char ino[24];
+	const char *params[] = { PG_U64(ino, dir) };
+	PGresult *res;
+	rc = pgns_exec(ns, NS_PARENT_OF, params, &res);
+	if (rc)
+		return rc;
+	uint64_t up = pg_rows(res) == 1 ? (uint64_t)pg_int(res, 0, 0) : 0;
+	PQclear(res);
+	if (up == 0)
+		return -ENOENT;
+	struct pgns_attr_call get = { ns, up, NULL, out };
+	return pgns_getattr_body(ns->pg, &get);
+}
+
+static int pgns_lookup_body(struct pg *pg, void *arg)
+{
+	struct pgns_attr_call *c = arg;
+	struct cat_inode dir;
+	if (strcmp(c->name, ".") == 0)
+		return pgns_dir_attr(c->ns, c->ino, c->out);
+	if (strcmp(c->name, "..") == 0)
+		return pgns_lookup_up(c->ns, c->ino, c->out);
+	int rc = pgns_getattr_body(pg, c);
+	if (rc == -ENOENT) {
+		/* only a miss pays for telling "no such parent" from "no such name" */
+		int drc = pgns_dir_attr(c->ns, c->ino, &dir);
+		if (drc)
+			rc = drc;
+	}
+	return rc;
+}
+
 int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_inode *out)
 {
 	if (strlen(name) > CAT_NAME_MAX)
 		return -ENAMETOOLONG;
+	if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+		int rc = pgns_name_check(name);
+		if (rc)
+			return rc;
+	}
 	struct pgns_attr_call c = { ns, parent, name, out };
-	return pg_txn(ns->pg, pgns_getattr_body, &c);
+	return pg_txn(ns->pg, pgns_lookup_body, &c);
 }
 
 /* ---- create / unlink ---- */
@@ -1088,6 +1203,8 @@ static int pgns_link_body(struct pg *pg, void *arg)
 		return rc;
 	if (S_ISDIR(c->out->mode))
 		return -EPERM;
+	if (c->out->nlink == 0)
+		return -ENOENT; /* like link(2) of an unlinked file */
 	char p[24], i[24];
 	const char *params[] = { PG_U64(p, c->newparent), c->newname, PG_U64(i, c->ino) };
 	int64_t now = pgns_now_ns();
@@ -1354,4 +1471,130 @@ int pgns_file_truncate(struct pgns *ns, uint64_t ino, uint64_t new_size)
 {
 	struct pgns_set_call c = { .ns = ns, .ino = ino, .size = new_size };
 	return pg_txn(ns->pg, pgns_truncate_body, &c);
+}
+
+/* ---- batches, counts, the catalog id ---- */
+
+/* Inodes per transaction of a batched release (catalog.c's batch size). */
+#define PGNS_RELEASE_BATCH 256
+
+struct pgns_many_call {
+	struct pgns *ns;
+	const char *list; /* "{ino,ino,...}" */
+	int take;         /* NS_REL_INODES_DELETE or NS_DROP_DATA_SET */
+};
+
+/* One batch: the statement that takes the unlinked inodes of the list
+ * (deleting or emptying their rows) returns which it took; only their
+ * extents give their references back and go (N1, one statement each). */
+static int pgns_many_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_many_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc)
+		return rc;
+	const char *params[] = { c->list };
+	PGresult *res;
+	rc = pgns_exec(c->ns, c->take, params, &res);
+	if (rc)
+		return rc;
+	int n = pg_rows(res);
+	struct pgns_buf taken = { 0 };
+	pgns_put(&taken, "{");
+	for (int r = 0; r < n; r++)
+		pgns_put(&taken, "%s%s", r ? "," : "", PQgetvalue(res, r, 0));
+	pgns_put(&taken, "}");
+	PQclear(res);
+	if (taken.failed)
+		rc = -ENOMEM;
+	const char *tparams[] = { taken.s };
+	if (rc == 0 && n > 0)
+		rc = pgns_exec(c->ns, NS_REFS_DROP_ANY, tparams, NULL);
+	if (rc == 0 && n > 0)
+		rc = pgns_exec(c->ns, NS_EXTENTS_DELETE_ANY, tparams, NULL);
+	pgns_buf_free(&taken);
+	return rc;
+}
+
+static int pgns_many(struct pgns *ns, int take, const uint64_t *inos, size_t n)
+{
+	int rc = 0;
+	for (size_t at = 0; at < n && rc == 0; at += PGNS_RELEASE_BATCH) {
+		size_t k = n - at < PGNS_RELEASE_BATCH ? n - at : PGNS_RELEASE_BATCH;
+		struct pgns_buf list = { 0 };
+		pgns_put(&list, "{");
+		for (size_t i = 0; i < k; i++)
+			pgns_put(&list, "%s%" PRIu64, i ? "," : "", inos[at + i]);
+		pgns_put(&list, "}");
+		struct pgns_many_call c = { ns, list.s, take };
+		rc = list.failed ? -ENOMEM : pg_txn(ns->pg, pgns_many_body, &c);
+		pgns_buf_free(&list);
+	}
+	return rc;
+}
+
+int pgns_inodes_release(struct pgns *ns, const uint64_t *inos, size_t n)
+{
+	return pgns_many(ns, NS_REL_INODES_DELETE, inos, n);
+}
+
+int pgns_inodes_drop_data(struct pgns *ns, const uint64_t *inos, size_t n)
+{
+	return pgns_many(ns, NS_DROP_DATA_SET, inos, n);
+}
+
+int pgns_stats(struct pgns *ns, struct cat_stats *out)
+{
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_STATS, false, NULL, &res);
+	if (rc == 0 && pg_rows(res) != 1)
+		rc = -EIO;
+	if (rc == 0) {
+		out->inodes = (uint64_t)pg_int(res, 0, 0);
+		out->files = (uint64_t)pg_int(res, 0, 1);
+		out->logical_bytes = (uint64_t)pg_int(res, 0, 2);
+		out->referenced_bytes = (uint64_t)pg_int(res, 0, 3);
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgns_catalog_id(struct pgns *ns, char *buf, size_t size)
+{
+	const char *params[] = { "catalog_id" };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_META_GET, false, params, &res);
+	if (rc == 0 && pg_rows(res) != 1)
+		rc = -ENOENT;
+	const char *id = rc == 0 ? PQgetvalue(res, 0, 0) : "";
+	size_t n = strlen(id);
+	if (rc == 0 && (n != 32 || strspn(id, "0123456789abcdef") != n))
+		rc = -EINVAL;
+	if (rc == 0 && n >= size)
+		rc = -ENAMETOOLONG;
+	if (rc == 0)
+		memcpy(buf, id, n + 1);
+	else
+		log_error("catalog %s: cannot read its catalog_id: %s", pg_name(ns->pg),
+			  strerror(-rc));
+	PQclear(res);
+	return rc;
+}
+
+int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
+		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n)
+{
+	*n = 0;
+	char id[24], lim[24], from[HASH_HEX_LEN + 1] = "";
+	if (after)
+		hash_to_hex(after, from);
+	const char *params[] = { PG_U64(id, node), from, PG_U64(lim, max) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_UNUPLOADED_OF, false, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++)
+		if ((rc = pgns_unhex(PQgetvalue(res, r, 0), out[*n])) == 0)
+			(*n)++;
+	PQclear(res);
+	return rc;
 }

@@ -62,6 +62,8 @@ struct pgns {
 int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid);
 
 int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out);
+/* As cat_lookup: "." and ".." too; a miss in a parent that is not a live
+ * directory is -ENOTDIR or -ENOENT. */
 int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_inode *out);
 int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
 		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out);
@@ -139,6 +141,24 @@ struct pgns_chunk_row {
 	char state[16];
 };
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out);
+
+/* ---- for the shared engine of the catalog (meta/catalog_shared.c) ---- */
+
+/* As cat_inodes_release and cat_inodes_drop_data: of inos[0..n), those
+ * with nlink 0 are deleted (or, regular files, emptied to size 0), their
+ * extents' references dropped (N1); a transaction per few hundred. */
+int pgns_inodes_release(struct pgns *ns, const uint64_t *inos, size_t n);
+int pgns_inodes_drop_data(struct pgns *ns, const uint64_t *inos, size_t n);
+/* The namespace's counts of struct cat_stats: inodes, files, logical_bytes,
+ * referenced_bytes (the other fields are left as they are). */
+int pgns_stats(struct pgns *ns, struct cat_stats *out);
+/* The shared catalog's random id (ns_meta, made with the schema: 32
+ * lowercase hex digits, the same on every node). buf needs 33 bytes. */
+int pgns_catalog_id(struct pgns *ns, char *buf, size_t size);
+/* Up to max chunks that node holds and has not uploaded, by hash, after
+ * hash `after` (NULL: from the first): what a sweeper may adopt (pggen.h). */
+int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
+		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n);
 
 /* Counts violations of N1 and N2 (logged, one line each). */
 int pgns_check(struct pgns *ns, int *violations);

@@ -1,0 +1,498 @@
+/* catalog_shared — the catalog's shared engine: one struct cat over a
+ * namespace in PostgreSQL that several nodes share (issue 18,
+ * docs/MULTINODE.md "The shared engine").
+ *
+ * cat_open_shared opens this node's local SQLite catalog with cat_open (it
+ * keeps the [node] state: cache objects, the upload queue, the pending
+ * extents of this node's writers) and beside it two connections to the
+ * shared catalog: one for the FUSE path, whose every namespace change runs
+ * in one pgns transaction fenced by this node's lease, and one for the
+ * lease alone, so that a slow transaction on the first never starves the
+ * renewal. The namespace calls of catalog.h reach this file through one
+ * dispatch line at the top of each (catalog_shared.h); the data calls and
+ * the generation calls have their own files.
+ *
+ * Invariants:
+ *  S1. A handle is wholly shared or wholly alone: cat->shared is set once,
+ *      by cat_open_shared, after both connections are open, the schema
+ *      exists and this node's lease is registered; cat_close clears it
+ *      before closing the local catalog.
+ *  S2. In shared mode nothing writes the local namespace tables (inodes,
+ *      dirents, extents, generations): inode numbers are PostgreSQL's, and
+ *      every namespace change is a pgns transaction fenced by this node's
+ *      lease (pgns.h N4) on the FUSE connection.
+ *  S3. The lease connection runs only lease.c's calls on this node's row
+ *      (register, renew, sweep, release); its struct lease and the FUSE
+ *      connection's carry the same node id.
+ *  S4. The catalog id is the shared catalog's (ns_meta), read once at open:
+ *      every node over one database names the same catalog to BACKING. */
+#define _GNU_SOURCE
+#include "catalog_shared.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "catalog_internal.h"
+#include "lease.h"
+#include "log.h"
+#include "pggen.h"
+#include "pgns.h"
+
+struct cat_shared {
+	struct pg *pg;       /* the FUSE path's connection */
+	struct pg *lease_pg; /* the lease's own connection (S3) */
+	struct lease fence;  /* this node's lease on pg: pgns fences with it */
+	struct lease renew;  /* the same node on lease_pg: renew, sweep, release */
+	struct pgns ns;
+	char catalog_id[33]; /* S4 */
+};
+
+/* Nodes one sweep handles; more expired at once wait for the next sweep's
+ * pggen_node_lost only if lease_sweep reported them (it reports up to max). */
+#define CATSH_SWEEP_MAX 64
+/* Hashes per round trip when adopting a dead node's chunks. */
+#define CATSH_ADOPT_BATCH 256
+
+/* ---- opening ---- */
+
+/* url with "user:password@" shown as "user@", as pg.c shows it (P3). */
+static void catsh_url_shown(const char *url, char *out, size_t size)
+{
+	snprintf(out, size, "%s", url);
+	char *start = strstr(out, "://");
+	if (!start)
+		return;
+	start += 3;
+	char *at = strchr(start, '@');
+	char *slash = strchr(start, '/');
+	if (!at || (slash && slash < at))
+		return;
+	char *colon = memchr(start, ':', (size_t)(at - start));
+	if (colon)
+		memmove(colon, at, strlen(at) + 1);
+}
+
+/* A libpq URL that libpq itself can parse: else -EINVAL with the reason,
+ * before any connection is tried. */
+static int catsh_url_check(const char *url, char *err, size_t err_size)
+{
+	char shown[512];
+	catsh_url_shown(url, shown, sizeof(shown));
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0) {
+		snprintf(err, err_size,
+			 "catalog %s: not a PostgreSQL URL (postgresql://user@host:port/database)",
+			 shown);
+		return -EINVAL;
+	}
+	char *why = NULL;
+	PQconninfoOption *opts = PQconninfoParse(url, &why);
+	if (!opts) {
+		size_t n = why ? strcspn(why, "\n") : 0;
+		snprintf(err, err_size, "catalog %s: not a valid PostgreSQL URL: %.*s", shown, (int)n,
+			 why ? why : "out of memory");
+		PQfreemem(why);
+		return -EINVAL;
+	}
+	PQconninfoFree(opts);
+	return 0;
+}
+
+/* The database cannot be reached: pg.h's -ENOTCONN is, at mount,
+ * catalog.h's -EHOSTUNREACH. */
+static int catsh_open_errno(int rc)
+{
+	return rc == -ENOTCONN ? -EHOSTUNREACH : rc;
+}
+
+/* Releases what catsh_connect made (the lease first, while its connection
+ * is still open). */
+static void catsh_free(struct cat_shared *sh)
+{
+	if (!sh)
+		return;
+	if (sh->renew.node_id != 0 && lease_release(&sh->renew) != 0)
+		log_warn("catalog %s: node %" PRIu64 " could not release its lease: the other"
+			 " nodes expire it when it runs out", pg_name(sh->lease_pg), sh->renew.node_id);
+	pg_close(sh->pg);
+	pg_close(sh->lease_pg);
+	free(sh);
+}
+
+/* Both connections, the schema, this node's lease and the catalog id. */
+static int catsh_connect(const struct cat_shared_cfg *cfg, uint32_t root_uid, uint32_t root_gid,
+			 struct cat_shared *sh, char *err, size_t err_size)
+{
+	size_t nstmts;
+	const struct pg_stmt *stmts = pgns_stmts_all(&nstmts);
+	/* a renewal that cannot get through for a whole lease has failed anyway */
+	unsigned lease_timeout = cfg->timeout_ms < cfg->lease_ms ? cfg->timeout_ms : cfg->lease_ms;
+	int rc = pg_open(cfg->url, cfg->timeout_ms, stmts, nstmts, &sh->pg, err, err_size);
+	if (rc == 0)
+		rc = pg_open(cfg->url, lease_timeout, stmts, nstmts, &sh->lease_pg, err, err_size);
+	if (rc)
+		return catsh_open_errno(rc);
+	rc = lease_schema(sh->pg);
+	if (rc == 0)
+		rc = pgns_schema(sh->pg, root_uid, root_gid);
+	if (rc) {
+		snprintf(err, err_size, "catalog %s: cannot create the shared tables: %s",
+			 pg_name(sh->pg), strerror(-rc));
+		return catsh_open_errno(rc);
+	}
+	sh->renew = (struct lease){ .pg = sh->lease_pg, .first = 0 };
+	rc = lease_register(&sh->renew, cfg->node_name ? cfg->node_name : "", cfg->lease_ms);
+	if (rc) {
+		snprintf(err, err_size, "catalog %s: cannot register this node: %s", pg_name(sh->pg),
+			 strerror(-rc));
+		return catsh_open_errno(rc);
+	}
+	sh->fence = (struct lease){ .pg = sh->pg, .first = 0, .node_id = sh->renew.node_id,
+				    .lease_ms = sh->renew.lease_ms };
+	sh->ns = (struct pgns){ .pg = sh->pg, .lease = &sh->fence, .first = lease_nstmts,
+				.first_gen = lease_nstmts + pgns_nstmts };
+	rc = pgns_catalog_id(&sh->ns, sh->catalog_id, sizeof(sh->catalog_id));
+	if (rc)
+		snprintf(err, err_size, "catalog %s: cannot read the shared catalog's id: %s",
+			 pg_name(sh->pg), strerror(-rc));
+	return catsh_open_errno(rc);
+}
+
+int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
+		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
+		    void *reclaim_arg, struct cat **out, char *err, size_t err_size)
+{
+	*out = NULL;
+	if (err_size > 0)
+		err[0] = '\0';
+	if (!cfg || !cfg->url || cfg->lease_ms == 0) {
+		snprintf(err, err_size, "catalog: a shared catalog needs a URL and a lease term");
+		return -EINVAL;
+	}
+	int rc = catsh_url_check(cfg->url, err, err_size);
+	if (rc)
+		return rc;
+	struct cat *cat = NULL;
+	rc = cat_open(local_path, root_uid, root_gid, reclaim, reclaim_arg, &cat);
+	if (rc) {
+		snprintf(err, err_size, "catalog %s: cannot open this node's local catalog: %s",
+			 local_path, strerror(-rc));
+		return rc;
+	}
+	struct cat_shared *sh = calloc(1, sizeof(*sh));
+	rc = sh ? catsh_connect(cfg, root_uid, root_gid, sh, err, err_size) : -ENOMEM;
+	if (rc) {
+		if (rc == -ENOMEM && !err[0])
+			snprintf(err, err_size, "catalog %s: out of memory", local_path);
+		catsh_free(sh);
+		cat_close(cat);
+		return rc;
+	}
+	cat->shared = sh; /* S1 */
+	*out = cat;
+	return 0;
+}
+
+void catsh_close(struct cat *cat)
+{
+	struct cat_shared *sh = cat->shared;
+	cat->shared = NULL; /* S1: what remains is the local catalog */
+	catsh_free(sh);
+	cat_close(cat);
+}
+
+/* ---- shared-only calls of catalog.h (alone: nothing to do) ---- */
+
+bool cat_is_shared(const struct cat *cat)
+{
+	return cat->shared != NULL;
+}
+
+uint64_t cat_node_id(const struct cat *cat)
+{
+	return cat->shared ? cat->shared->renew.node_id : 0;
+}
+
+struct pgns *cat_shared_ns(struct cat *cat)
+{
+	assert(cat->shared);
+	return &cat->shared->ns;
+}
+
+int cat_writing(struct cat *cat, uint64_t ino, bool open)
+{
+	if (!cat->shared)
+		return 0;
+	return pggen_writing(&cat->shared->ns, ino, open, NULL);
+}
+
+int cat_lease_renew(struct cat *cat)
+{
+	if (!cat->shared)
+		return 0;
+	return lease_renew(&cat->shared->renew);
+}
+
+/* Whether this node's cache holds the written object of chunk hash (the
+ * local chunks table: a cached row with its stored length set). */
+static int catsh_cached(struct cat *cat, sqlite3_stmt *st, const uint8_t hash[CAT_HASH_LEN])
+{
+	sqlite3_reset(st);
+	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
+	int src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		return 1;
+	if (src == SQLITE_DONE)
+		return 0;
+	log_error("catalog %s: cannot look for a cached chunk: %s", cat->path,
+		  sqlite3_errmsg(cat->db));
+	return -EIO;
+}
+
+/* Of hashes[0..n), keeps in place those this node's cache holds; *kept
+ * says how many. */
+static int catsh_keep_cached(struct cat *cat, uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+			     size_t *kept)
+{
+	static const char sql[] =
+		"SELECT 1 FROM chunks WHERE hash = ?1 AND cached = 1 AND stored_len IS NOT NULL";
+	sqlite3_stmt *st = NULL;
+	*kept = 0;
+	cat_lock(cat);
+	int rc = sqlite3_prepare_v2(cat->db, sql, -1, &st, NULL) == SQLITE_OK ? 0 : -EIO;
+	if (rc)
+		log_error("catalog %s: cannot look for cached chunks: %s", cat->path,
+			  sqlite3_errmsg(cat->db));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		int have = catsh_cached(cat, st, hashes[i]);
+		if (have < 0)
+			rc = have;
+		else if (have)
+			memmove(hashes[(*kept)++], hashes[i], CAT_HASH_LEN);
+	}
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* X2 (pggen.h), before the dead node's generations are judged: this node
+ * takes over holding the chunks dead held, had not uploaded, and this
+ * node's cache has too (an HSDP replica wrote the same bytes here), so
+ * that the generations naming them are not lost. Asks PostgreSQL for dead's
+ * chunks (few: its upload backlog) rather than sending this whole cache. */
+static int catsh_adopt(struct cat *cat, uint64_t dead)
+{
+	struct pgns *ns = &cat->shared->ns;
+	uint8_t(*batch)[CAT_HASH_LEN] = calloc(CATSH_ADOPT_BATCH, CAT_HASH_LEN);
+	uint8_t after[CAT_HASH_LEN];
+	bool from_start = true;
+	size_t n = 0, total = 0;
+	int rc = batch ? 0 : -ENOMEM;
+	do {
+		size_t kept = 0, adopted = 0;
+		if (rc == 0)
+			rc = pgns_unuploaded_of(ns, dead, from_start ? NULL : after, batch,
+						CATSH_ADOPT_BATCH, &n);
+		if (rc == 0 && n > 0) {
+			memcpy(after, batch[n - 1], CAT_HASH_LEN); /* before the filter moves rows */
+			from_start = false;
+			rc = catsh_keep_cached(cat, batch, n, &kept);
+		}
+		if (rc == 0 && kept > 0)
+			rc = pggen_adopt(ns, dead, (const uint8_t(*)[CAT_HASH_LEN])batch, kept, &adopted);
+		total += adopted;
+	} while (rc == 0 && n == CATSH_ADOPT_BATCH);
+	free(batch);
+	if (total > 0)
+		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of node %" PRIu64
+			 " from its cache", pg_name(ns->pg), cat_node_id(cat), total, dead);
+	return rc;
+}
+
+int cat_lease_sweep(struct cat *cat, size_t *swept)
+{
+	size_t n = 0;
+	if (swept)
+		*swept = 0;
+	if (!cat->shared)
+		return 0;
+	uint64_t dead[CATSH_SWEEP_MAX];
+	int rc = lease_sweep(&cat->shared->renew, dead, CATSH_SWEEP_MAX, &n);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t held[16], lost[16];
+		size_t n_held, n_lost;
+		int drc = catsh_adopt(cat, dead[i]);
+		/* adopting is an improvement; the node's generations are judged anyway */
+		if (drc)
+			log_error("catalog %s: cannot adopt the chunks of node %" PRIu64 ": %s",
+				  pg_name(cat->shared->pg), dead[i], strerror(-drc));
+		drc = pggen_node_lost(&cat->shared->ns, dead[i], held, 16, &n_held, lost, 16,
+				      &n_lost);
+		if (drc) {
+			log_error("catalog %s: cannot settle the generations of node %" PRIu64 ": %s",
+				  pg_name(cat->shared->pg), dead[i], strerror(-drc));
+			if (rc == 0)
+				rc = drc;
+		}
+	}
+	if (swept)
+		*swept = n;
+	return rc;
+}
+
+int catsh_catalog_id(struct cat *cat, char *buf, size_t size)
+{
+	size_t n = strlen(cat->shared->catalog_id);
+	if (n >= size)
+		return -ENAMETOOLONG;
+	memcpy(buf, cat->shared->catalog_id, n + 1);
+	return 0;
+}
+
+/* ---- the namespace ---- */
+
+int catsh_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	return pgns_getattr(&cat->shared->ns, ino, out);
+}
+
+int catsh_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out)
+{
+	if (name == NULL)
+		return -EINVAL;
+	return pgns_lookup(&cat->shared->ns, parent, name, out);
+}
+
+int catsh_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size)
+{
+	return pgns_readlink(&cat->shared->ns, ino, buf, size);
+}
+
+int catsh_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg)
+{
+	return pgns_readdir(&cat->shared->ns, dir, cookie, fn, arg);
+}
+
+int catsh_create(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
+		 uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		 struct cat_inode *out)
+{
+	int rc = cat_name_check(name);
+	if (rc)
+		return rc;
+	return pgns_create(&cat->shared->ns, parent, name, mode, uid, gid, rdev, target, out);
+}
+
+int catsh_link(struct cat *cat, uint64_t ino, uint64_t newparent, const char *newname,
+	       struct cat_inode *out)
+{
+	int rc = cat_name_check(newname);
+	if (rc)
+		return rc;
+	return pgns_link(&cat->shared->ns, ino, newparent, newname, out);
+}
+
+int catsh_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	int rc = cat_name_check(name);
+	if (rc)
+		return rc;
+	return pgns_unlink(&cat->shared->ns, parent, name, ino_out);
+}
+
+int catsh_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	if (name != NULL && strcmp(name, "..") == 0)
+		return -ENOTEMPTY;
+	int rc = cat_name_check(name);
+	if (rc)
+		return rc;
+	return pgns_rmdir(&cat->shared->ns, parent, name, ino_out);
+}
+
+int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+		 const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	if (replaced_ino)
+		*replaced_ino = 0;
+	int rc = cat_name_check(name);
+	if (rc == 0)
+		rc = cat_name_check(newname);
+	if (rc)
+		return rc;
+	return pgns_rename(&cat->shared->ns, parent, name, newparent, newname, flags, replaced_ino);
+}
+
+int catsh_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_inode *in,
+		  struct cat_inode *out)
+{
+	struct cat_inode scratch;
+	return pgns_setattr(&cat->shared->ns, ino, what, in, out ? out : &scratch);
+}
+
+int catsh_inode_release(struct cat *cat, uint64_t ino)
+{
+	return pgns_inode_release(&cat->shared->ns, ino);
+}
+
+int catsh_inodes_release(struct cat *cat, const uint64_t *inos, size_t n)
+{
+	return pgns_inodes_release(&cat->shared->ns, inos, n);
+}
+
+int catsh_inodes_drop_data(struct cat *cat, const uint64_t *inos, size_t n)
+{
+	return pgns_inodes_drop_data(&cat->shared->ns, inos, n);
+}
+
+/* Every shared change was committed by PostgreSQL before its call returned,
+ * and the server's commit is durable: nothing is left to make so. */
+int catsh_sync(struct cat *cat)
+{
+	(void)cat;
+	return 0;
+}
+
+/* The namespace's counts from PostgreSQL; the chunk counts are this node's
+ * cache (the local chunks table). */
+int catsh_stats(struct cat *cat, struct cat_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = pgns_stats(&cat->shared->ns, out);
+	if (rc)
+		return rc;
+	cat_lock(cat);
+	rc = cat_begin_read(cat);
+	if (rc == 0 && (rc = cat_next(cat, S_STATS_CHUNKS)) == 1) {
+		out->chunks = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 0);
+		out->chunk_plain_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 1);
+		out->chunk_stored_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 2);
+		rc = 0;
+	}
+	cat_reset(cat, S_STATS_CHUNKS);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* The local file's [node] checks, then the shared namespace's N1 and N2. */
+int catsh_check(struct cat *cat)
+{
+	int violations = 0, shared_violations = 0;
+	int rc = cat_check_node(cat, &violations);
+	if (rc == 0)
+		rc = pgns_check(&cat->shared->ns, &shared_violations);
+	violations += shared_violations;
+	if (rc == 0 && violations > 0) {
+		log_error("catalog %s (beside %s): check found %d violations", cat->path,
+			  pg_name(cat->shared->pg), violations);
+		rc = -EUCLEAN;
+	}
+	return rc;
+}

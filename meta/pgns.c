@@ -1328,8 +1328,7 @@ static int pgns_rename_body(struct pg *pg, void *arg)
 	return rc;
 }
 
-int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
-		const char *newname, unsigned flags, uint64_t *replaced_ino)
+static int pgns_rename_args(const char *name, const char *newname, unsigned flags)
 {
 	if ((flags & ~(CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE)) != 0 ||
 	    flags == (CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE))
@@ -1338,11 +1337,30 @@ int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t new
 	    !strcmp(newname, ".") || !strcmp(newname, "..") || !strcmp(name, ".") ||
 	    !strcmp(name, ".."))
 		return strlen(newname) > CAT_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+	return 0;
+}
+
+int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	int rc = pgns_rename_args(name, newname, flags);
+	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name,
+				    .newparent = newparent, .newname = newname, .flags = flags,
+				    .ino_out = replaced_ino };
+	return rc ? rc : pgns_rename_body(ns->pg, &c);
+}
+
+int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	int rc = pgns_rename_args(name, newname, flags);
+	if (rc)
+		return rc;
 	uint64_t replaced = 0;
 	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name,
 				    .newparent = newparent, .newname = newname, .flags = flags,
 				    .ino_out = &replaced };
-	int rc = pg_txn(ns->pg, pgns_rename_body, &c);
+	rc = pg_txn(ns->pg, pgns_rename_body, &c);
 	if (replaced_ino)
 		*replaced_ino = rc == 0 ? replaced : 0;
 	return rc;

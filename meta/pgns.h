@@ -127,6 +127,10 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		    struct cat_inode *out);
 int pgns_name_check(const char *name);
+/* pgns_rename's transaction (for meta/pggen.c's pggen_rename, which adds
+ * the generation bookkeeping to it). */
+int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, uint64_t *replaced_ino);
 /* Now, in ns since the epoch (the times inodes and generations carry). */
 int64_t pgns_now_ns(void);
 /* The PostgreSQL text array "{hex,hex,...}" of n hashes, the first at first

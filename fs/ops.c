@@ -30,6 +30,10 @@
 #include "log.h"
 #include "ns.h"
 
+/* Entry and attribute timeouts. At most 1 s: with a shared catalog
+ * (-o meta=) a name or size another node changed is seen within it, the
+ * close-to-open bar of NFS with actimeo=1 (docs/MULTINODE.md); generation
+ * roots get 0 (ns_entry_timeout) and no open keeps the page cache. */
 #define OPS_TIMEOUT 1.0
 #define OPS_MAX_WRITE (1u << 20)
 #define OPS_READAHEAD (1u << 20) /* one FUSE_READ of max_pages (= max_write) */
@@ -38,6 +42,8 @@
 #define OPS_XATTR_GEN "user.ckptfs.generation"
 #define OPS_XATTR_COMMIT "user.ckptfs.commit"
 #define OPS_XATTR_PIN "user.ckptfs.pin"
+
+_Static_assert(OPS_TIMEOUT <= 1.0, "close-to-open across nodes: at most 1 s of kernel caching");
 
 static struct ops_context *ops_ctx(fuse_req_t req)
 {

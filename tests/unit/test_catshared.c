@@ -1,0 +1,441 @@
+/* Unit tests for meta/catalog_shared.c, the catalog's shared engine: two
+ * struct cat opened with cat_open_shared on one private PostgreSQL
+ * (tests/unit/pgtest.h), each with its own local SQLite file, are two nodes.
+ *
+ * Names made through one are seen through the other with the same inode
+ * numbers, and every namespace call of catalog.h goes to the shared
+ * namespace (the local file's namespace stays empty); batched releases give
+ * the references back (pgns N1); both nodes name the same catalog id; a bad
+ * URL and an absent server are one clear error naming the URL without its
+ * password; cat_close releases the lease; a node past its lease is swept
+ * by the other, which adopts the chunks it wrote that its own cache holds,
+ * and changes nothing after; a file open for writing holds its generation's
+ * commit (cat_writing); alone, the shared-only calls do nothing. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "catalog_internal.h"
+#include "pggen.h"
+#include "pgns.h"
+#include "pgtest.h"
+#include "support.h"
+
+TestSuite(catshared, .init = pt_start, .fini = pt_stop, .timeout = 90);
+TestSuite(catshared_alone, .timeout = 30);
+
+/* One node: its directory with the local catalog, and its handle. */
+struct tc_node {
+	char dir[64], path[160];
+	struct cat *cat;
+};
+
+static int tc_open_as(struct tc_node *n, const char *name, const char *url, unsigned lease_ms,
+		      char *err, size_t err_size)
+{
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	struct cat_shared_cfg cfg = { .url = url, .node_name = name, .lease_ms = lease_ms,
+				      .timeout_ms = 5000 };
+	return cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, err_size);
+}
+
+static void tc_open(struct tc_node *n, const char *name, unsigned lease_ms)
+{
+	char err[512] = "";
+	int rc = tc_open_as(n, name, pt_url, lease_ms, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+	cr_assert(cat_is_shared(n->cat));
+	cr_assert_neq(cat_node_id(n->cat), 0);
+}
+
+/* Checks both sides of the node (its local file, the shared namespace), closes. */
+static void tc_close(struct tc_node *n)
+{
+	if (n->cat)
+		OK(cat_check(n->cat));
+	cat_close(n->cat);
+	n->cat = NULL;
+	ts_tmpdir_remove(n->dir);
+}
+
+/* Rows of a local table, read with a connection of the test's own. */
+static int64_t tc_local_rows(const struct tc_node *n, const char *table)
+{
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open_v2(n->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+	sqlite3_stmt *st;
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	int64_t rows = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return rows;
+}
+
+struct tc_names {
+	char names[16][64];
+	uint64_t inos[16];
+	int n;
+};
+
+static int tc_collect(void *arg, const char *name, const struct cat_inode *attr, uint64_t next)
+{
+	(void)next;
+	struct tc_names *t = arg;
+	if (t->n < 16) {
+		snprintf(t->names[t->n], 64, "%s", name);
+		t->inos[t->n++] = attr->ino;
+	}
+	return 0;
+}
+
+/* The inode of name in t, 0 if it is not listed. */
+static uint64_t tc_listed(const struct tc_names *t, const char *name)
+{
+	for (int i = 0; i < t->n; i++)
+		if (strcmp(t->names[i], name) == 0)
+			return t->inos[i];
+	return 0;
+}
+
+/* One state of a node in `ckptfs-admin nodes`, through b's connection. */
+static void tc_node_state(struct tc_node *through, uint64_t id, char *state, size_t size)
+{
+	struct lease_node nodes[8];
+	size_t n = 0;
+	OK(lease_list(cat_shared_ns(through->cat)->lease, nodes, 8, &n));
+	snprintf(state, size, "(none)");
+	for (size_t i = 0; i < n; i++)
+		if (nodes[i].id == id)
+			snprintf(state, size, "%s", nodes[i].state);
+}
+
+Test(catshared, names_made_through_one_node_are_seen_through_the_other_with_the_same_inodes)
+{
+	struct tc_node a, b;
+	tc_open(&a, "a", 30000);
+	tc_open(&b, "b", 30000);
+	cr_assert_neq(cat_node_id(a.cat), cat_node_id(b.cat));
+
+	struct cat_inode d, f, got;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "d", S_IFDIR | 0755, 1000, 1000, 0, NULL, &d));
+	OK(cat_create(a.cat, d.ino, "f", S_IFREG | 0644, 1000, 1000, 0, NULL, &f));
+	cr_assert_gt(d.ino, CAT_ROOT_INO);
+	OK(cat_lookup(b.cat, CAT_ROOT_INO, "d", &got));
+	cr_assert_eq(got.ino, d.ino);
+	cr_assert_eq(got.nlink, 2);
+	OK(cat_lookup(b.cat, d.ino, "f", &got));
+	cr_assert_eq(got.ino, f.ino);
+	cr_assert_eq(got.uid, 1000);
+	OK(cat_getattr(b.cat, f.ino, &got));
+	cr_assert_eq(got.mode, S_IFREG | 0644);
+	OK(cat_lookup(b.cat, d.ino, ".", &got));
+	cr_assert_eq(got.ino, d.ino);
+	OK(cat_lookup(b.cat, d.ino, "..", &got));
+	cr_assert_eq(got.ino, CAT_ROOT_INO);
+	FAILS(cat_lookup(b.cat, f.ino, "x", &got), ENOTDIR);
+	FAILS(cat_lookup(b.cat, d.ino, "x", &got), ENOENT);
+	FAILS(cat_create(b.cat, d.ino, "f", S_IFREG | 0644, 0, 0, 0, NULL, &got), EEXIST);
+
+	/* a name made on b gets the next number of the one sequence */
+	struct cat_inode l;
+	OK(cat_create(b.cat, d.ino, "l", S_IFLNK | 0777, 0, 0, 0, "f", &l));
+	cr_assert_gt(l.ino, f.ino);
+	char target[16];
+	OK(cat_readlink(a.cat, l.ino, target, sizeof(target)));
+	cr_assert_str_eq(target, "f");
+	FAILS(cat_readlink(a.cat, f.ino, target, sizeof(target)), EINVAL);
+	struct tc_names names = { .n = 0 };
+	OK(cat_readdir(a.cat, d.ino, 0, tc_collect, &names));
+	cr_assert_eq(names.n, 4, ". .. f l");
+	cr_assert_eq(tc_listed(&names, "f"), f.ino);
+	cr_assert_eq(tc_listed(&names, "l"), l.ino);
+	cr_assert_eq(tc_listed(&names, ".."), CAT_ROOT_INO);
+
+	/* rename and unlink on b, seen on a; release ends the inode */
+	uint64_t replaced = 99, gone = 0;
+	OK(cat_rename(b.cat, d.ino, "f", CAT_ROOT_INO, "g", 0, &replaced));
+	cr_assert_eq(replaced, 0);
+	FAILS(cat_lookup(a.cat, d.ino, "f", &got), ENOENT);
+	OK(cat_lookup(a.cat, CAT_ROOT_INO, "g", &got));
+	cr_assert_eq(got.ino, f.ino);
+	OK(cat_unlink(a.cat, CAT_ROOT_INO, "g", &gone));
+	cr_assert_eq(gone, f.ino);
+	OK(cat_getattr(b.cat, f.ino, &got));
+	cr_assert_eq(got.nlink, 0);
+	OK(cat_inode_release(b.cat, f.ino));
+	FAILS(cat_getattr(a.cat, f.ino, &got), ENOENT);
+	FAILS(cat_unlink(a.cat, CAT_ROOT_INO, "d", NULL), EISDIR);
+	FAILS(cat_rmdir(a.cat, CAT_ROOT_INO, "d", NULL), ENOTEMPTY);
+	OK(cat_unlink(a.cat, d.ino, "l", NULL));
+	OK(cat_rmdir(b.cat, CAT_ROOT_INO, "d", &gone));
+	cr_assert_eq(gone, d.ino);
+	FAILS(cat_lookup(a.cat, CAT_ROOT_INO, "d", &got), ENOENT);
+
+	/* S2: the local files' namespaces stayed as cat_open made them */
+	cr_assert_eq(tc_local_rows(&a, "inodes"), 1, "only the local root");
+	cr_assert_eq(tc_local_rows(&b, "dirents"), 0);
+	tc_close(&a);
+	tc_close(&b);
+}
+
+Test(catshared, links_attributes_counts_and_batched_releases_go_to_the_shared_namespace)
+{
+	struct tc_node a, b;
+	tc_open(&a, "a", 30000);
+	tc_open(&b, "b", 30000);
+	struct cat_inode f, got, in = { .mode = 0600, .uid = 7, .mtime_ns = 12345 };
+	OK(cat_create(a.cat, CAT_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, NULL, &f));
+	OK(cat_link(b.cat, f.ino, CAT_ROOT_INO, "f2", &got));
+	cr_assert_eq(got.nlink, 2);
+	OK(cat_setattr(b.cat, f.ino, CAT_SET_MODE | CAT_SET_UID | CAT_SET_MTIME, &in, NULL));
+	OK(cat_lookup(a.cat, CAT_ROOT_INO, "f2", &got));
+	cr_assert_eq(got.ino, f.ino);
+	cr_assert_eq(got.mode, S_IFREG | 0600);
+	cr_assert_eq(got.uid, 7);
+	cr_assert_eq(got.mtime_ns, 12345);
+
+	/* content published on a (what cat_file_commit will do), counted on b */
+	struct cat_extent ext[2];
+	struct pgns_chunk chunks[2];
+	for (int i = 0; i < 2; i++) {
+		ts_hash(chunks[i].hash, 0xc5, i);
+		chunks[i].plain_len = 1000;
+		chunks[i].stored_len = 600;
+		chunks[i].codec = 2;
+		ext[i] = (struct cat_extent){ .off = (uint64_t)i * 1000, .len = 1000,
+					      .chunk_len = 1000 };
+		memcpy(ext[i].hash, chunks[i].hash, CAT_HASH_LEN);
+	}
+	OK(pgns_file_commit(cat_shared_ns(a.cat), f.ino, 2000, 1, ext, 2, chunks, 2));
+	struct cat_stats sa, sb;
+	OK(cat_stats(a.cat, &sa));
+	OK(cat_stats(b.cat, &sb));
+	cr_assert_eq(sb.inodes, 2, "the root and f");
+	cr_assert_eq(sb.files, 1);
+	cr_assert_eq(sb.logical_bytes, 2000);
+	cr_assert_eq(sb.referenced_bytes, 2000);
+	cr_assert_eq(sb.chunks, 0, "b's cache holds nothing");
+	cr_assert_eq(sa.inodes, sb.inodes);
+	cr_assert_eq(sa.logical_bytes, sb.logical_bytes);
+
+	/* unlinked on b; its data dropped in a batch on a: references back, size 0 */
+	OK(cat_unlink(b.cat, CAT_ROOT_INO, "f", NULL));
+	uint64_t batch[] = { f.ino };
+	OK(cat_inodes_drop_data(a.cat, batch, 1));
+	OK(cat_getattr(a.cat, f.ino, &got));
+	cr_assert_eq(got.size, 2000, "f still has a link: its data stays");
+	OK(cat_unlink(b.cat, CAT_ROOT_INO, "f2", NULL));
+	OK(cat_inodes_drop_data(a.cat, batch, 1));
+	OK(cat_getattr(b.cat, f.ino, &got));
+	cr_assert_eq(got.size, 0);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(b.cat), chunks[0].hash, &row));
+	cr_assert_eq(row.refcount, 0);
+
+	/* many unlinked inodes released in one call; a linked one is skipped */
+	uint64_t inos[5];
+	char name[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		OK(cat_create(a.cat, CAT_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL, &got));
+		inos[i] = got.ino;
+		if (i < 4)
+			OK(cat_unlink(b.cat, CAT_ROOT_INO, name, NULL));
+	}
+	OK(cat_inodes_release(b.cat, inos, 5));
+	for (int i = 0; i < 4; i++)
+		FAILS(cat_getattr(a.cat, inos[i], &got), ENOENT);
+	OK(cat_getattr(a.cat, inos[4], &got));
+	uint64_t f_only[] = { f.ino };
+	OK(cat_inodes_release(a.cat, f_only, 1));
+	FAILS(cat_getattr(b.cat, f.ino, &got), ENOENT);
+	OK(cat_sync(a.cat));
+
+	/* S4: one catalog id for both nodes */
+	char ida[40], idb[40];
+	OK(cat_catalog_id(a.cat, ida, sizeof(ida)));
+	OK(cat_catalog_id(b.cat, idb, sizeof(idb)));
+	cr_assert_str_eq(ida, idb);
+	cr_assert_eq(strlen(ida), 32);
+	cr_assert_eq(strspn(ida, "0123456789abcdef"), 32);
+	tc_close(&a);
+	tc_close(&b);
+}
+
+Test(catshared, a_bad_url_or_an_absent_server_is_one_error_naming_the_url_without_password)
+{
+	struct tc_node n = { .cat = NULL };
+	char err[512] = "";
+	int rc = tc_open_as(&n, "bad", "mysql://ann:s3cret@db.example/ckpt", 5000, err,
+			    sizeof(err));
+	cr_assert_eq(rc, -EINVAL, "%d %s", rc, err);
+	cr_assert_null(n.cat);
+	cr_assert(strstr(err, "mysql://ann@db.example/ckpt") != NULL, "%s", err);
+	cr_assert(strstr(err, "s3cret") == NULL, "%s", err);
+	ts_tmpdir_remove(n.dir);
+
+	err[0] = '\0';
+	rc = tc_open_as(&n, "bad", "postgresql://ann:s3cret@db.example/ckpt?nosuchkey=1", 5000,
+			err, sizeof(err));
+	cr_assert_eq(rc, -EINVAL, "%d %s", rc, err);
+	cr_assert(strstr(err, "nosuchkey") != NULL, "%s", err);
+	cr_assert(strstr(err, "s3cret") == NULL, "%s", err);
+	ts_tmpdir_remove(n.dir);
+
+	/* a socket directory where no server listens */
+	char url[512];
+	snprintf(url, sizeof(url), "postgresql://ann:s3cret@/ckpt?host=%s/nowhere&port=1", pt_dir);
+	err[0] = '\0';
+	rc = tc_open_as(&n, "absent", url, 5000, err, sizeof(err));
+	cr_assert_eq(rc, -EHOSTUNREACH, "%d %s", rc, err);
+	cr_assert_null(n.cat);
+	cr_assert(strstr(err, "postgresql://ann@/ckpt") != NULL, "%s", err);
+	cr_assert(strstr(err, "cannot connect") != NULL, "%s", err);
+	cr_assert(strstr(err, "s3cret") == NULL, "%s", err);
+	cr_assert_eq(strchr(err, '\n'), NULL, "one line: %s", err);
+	ts_tmpdir_remove(n.dir);
+}
+
+Test(catshared, cat_close_releases_the_lease)
+{
+	struct tc_node a, b;
+	tc_open(&a, "a", 30000);
+	tc_open(&b, "b", 30000);
+	uint64_t id = cat_node_id(a.cat);
+	char state[16];
+	tc_node_state(&b, id, state, sizeof(state));
+	cr_assert_str_eq(state, "live");
+	OK(cat_lease_renew(a.cat));
+	tc_close(&a);
+	tc_node_state(&b, id, state, sizeof(state));
+	cr_assert_str_eq(state, "gone");
+	size_t swept = 9;
+	OK(cat_lease_sweep(b.cat, &swept));
+	cr_assert_eq(swept, 0, "a node that left is not swept");
+	tc_close(&b);
+}
+
+/* A local chunk row as this node's cache keeps one: written, uploaded,
+ * unreferenced (a cache copy), inserted with the test's own connection. */
+static void tc_cache_chunk(const struct tc_node *n, const uint8_t hash[CAT_HASH_LEN])
+{
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(n->path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	sqlite3_stmt *st;
+	cr_assert_eq(sqlite3_prepare_v2(db,
+					"INSERT INTO chunks(hash, plain_len, codec, stored_len,"
+					" refcount, cached, uploaded) VALUES (?1, 1000, 2, 600, 0, 1, 1)",
+					-1, &st, NULL),
+		     SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
+	cr_assert_eq(sqlite3_step(st), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+Test(catshared, a_node_past_its_lease_is_swept_by_the_other_which_adopts_what_it_caches)
+{
+	struct tc_node a, b;
+	tc_open(&a, "a", 1000);
+	tc_open(&b, "b", 30000);
+	uint64_t id_a = cat_node_id(a.cat), id_b = cat_node_id(b.cat);
+	struct cat_inode f;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, NULL, &f));
+	/* a publishes two chunks it has not uploaded; b's cache has the first */
+	struct cat_extent ext[2];
+	struct pgns_chunk chunks[2];
+	for (int i = 0; i < 2; i++) {
+		ts_hash(chunks[i].hash, 0xc6, i);
+		chunks[i].plain_len = 1000;
+		chunks[i].stored_len = 600;
+		chunks[i].codec = 2;
+		ext[i] = (struct cat_extent){ .off = (uint64_t)i * 1000, .len = 1000,
+					      .chunk_len = 1000 };
+		memcpy(ext[i].hash, chunks[i].hash, CAT_HASH_LEN);
+	}
+	OK(pgns_file_commit(cat_shared_ns(a.cat), f.ino, 2000, 1, ext, 2, chunks, 2));
+	tc_cache_chunk(&b, chunks[0].hash);
+
+	size_t swept = 9;
+	OK(cat_lease_sweep(b.cat, &swept));
+	cr_assert_eq(swept, 0, "a's lease has time left");
+	usleep(1800 * 1000); /* a stops renewing: its lease runs out */
+	OK(cat_lease_sweep(b.cat, &swept));
+	cr_assert_eq(swept, 1);
+	char state[16];
+	tc_node_state(&b, id_a, state, sizeof(state));
+	cr_assert_str_eq(state, "expired");
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(b.cat), chunks[0].hash, &row));
+	cr_assert_eq(row.holder, id_b, "b's cache has it: b holds it now");
+	OK(pgns_chunk_get(cat_shared_ns(b.cat), chunks[1].hash, &row));
+	cr_assert_eq(row.holder, id_a, "only a had it");
+
+	/* L1, N4: a can neither come back nor change anything */
+	FAILS(cat_lease_renew(a.cat), ESTALE);
+	struct cat_inode got;
+	FAILS(cat_create(a.cat, CAT_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, NULL, &got), ESTALE);
+	FAILS(cat_unlink(a.cat, CAT_ROOT_INO, "f", NULL), ESTALE);
+	OK(cat_lookup(a.cat, CAT_ROOT_INO, "f", &got)); /* reading changes nothing */
+	OK(cat_lease_sweep(b.cat, &swept));
+	cr_assert_eq(swept, 0, "swept once");
+	tc_close(&a);
+	tc_close(&b);
+}
+
+Test(catshared, a_file_open_for_writing_on_one_node_holds_its_generations_commit)
+{
+	struct tc_node a, b;
+	tc_open(&a, "a", 30000);
+	tc_open(&b, "b", 30000);
+	struct cat_inode run, root, shard;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	struct cat_gen_spec spec = { "step-1", 1 };
+	uint64_t gen = 0, writers = 0;
+	OK(pggen_create_root(cat_shared_ns(a.cat), run.ino, &spec, S_IFDIR | 0755, 0, 0, &root,
+			     &gen));
+	OK(cat_create(b.cat, root.ino, "shard", S_IFREG | 0644, 0, 0, 0, NULL, &shard));
+	OK(cat_writing(b.cat, shard.ino, true));
+	FAILS(pggen_commit(cat_shared_ns(a.cat), gen, "test", false, &writers), EBUSY);
+	cr_assert_eq(writers, 1);
+	OK(cat_writing(b.cat, shard.ino, false));
+	OK(pggen_commit(cat_shared_ns(a.cat), gen, "test", false, &writers));
+	tc_close(&a);
+	tc_close(&b);
+}
+
+Test(catshared_alone, alone_the_shared_calls_do_nothing)
+{
+	char dir[64], path[160];
+	struct cat *cat;
+	ts_tmpdir_make(dir, sizeof(dir), "alone");
+	ts_cat_open_in(dir, "catalog.db", path, sizeof(path), &cat);
+	cr_assert_not(cat_is_shared(cat));
+	cr_assert_eq(cat_node_id(cat), 0);
+	uint64_t f = ts_mk(cat, CAT_ROOT_INO, "f", S_IFREG | 0644, NULL);
+	OK(cat_writing(cat, f, true));
+	OK(cat_writing(cat, f, false));
+	OK(cat_lease_renew(cat));
+	size_t swept = 9;
+	OK(cat_lease_sweep(cat, &swept));
+	cr_assert_eq(swept, 0);
+	OK(cat_lease_sweep(cat, NULL));
+	struct cat_inode got;
+	OK(cat_lookup(cat, CAT_ROOT_INO, "f", &got));
+	cr_assert_eq(got.ino, f, "the SQLite namespace, as ever");
+	ts_cat_close_checked(&cat);
+	ts_tmpdir_remove(dir);
+}

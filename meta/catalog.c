@@ -82,6 +82,7 @@
 
 #include "catalog_shared.h"
 #include "catalog_shared_data.h"
+#include "catalog_shared_gen.h"
 #include "log.h"
 
 #define CAT_APPLICATION_ID 0x636b7074 /* 'ckpt' */
@@ -1395,6 +1396,7 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 		      uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		      const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id)
 {
+	if (cat->shared) return catshg_create_in_gen(cat, parent, name, mode, uid, gid, rdev, target, gen, out, gen_id);
 	uint64_t in_gen = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)
@@ -1663,6 +1665,7 @@ int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 		   const char *newname, unsigned flags, const struct cat_gen_spec *gen,
 		   uint64_t *replaced_ino, uint64_t *new_gen_id)
 {
+	if (cat->shared) return catshg_rename_gen(cat, parent, name, newparent, newname, flags, gen, replaced_ino, new_gen_id);
 	uint64_t replaced = 0, new_gen = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)

@@ -184,6 +184,32 @@ test_postgresql_restarted_mid_save_loses_nothing() {
 }
 ck_timeout test_postgresql_restarted_mid_save_loses_nothing 300
 
+# ckptfs-admin nodes URL: live nodes, a gone one after its unmount, an
+# expired one after kill -9 once its lease ran out and another swept it.
+test_admin_nodes_lists_live_gone_and_expired_nodes() {
+	MN_LEASE_MS=1500
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mn_mount C
+	local out i=0
+	out=$("$CKPTFS_ADMIN" nodes "$MN_URL")
+	ck_log "$out"
+	assert_eq 3 "$(echo "$out" | grep -c ' live ')" "live nodes: $out"
+	mn_umount C
+	mn_kill9 B
+	until out=$("$CKPTFS_ADMIN" nodes "$MN_URL" --json) && [[ "$out" == *'"name":"node-B","state":"expired"'* ]]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "node B not expired 10 s after kill -9 (lease 1.5 s): $out"
+		sleep 0.1
+	done
+	assert_contains "$out" '"name":"node-A","state":"live"' "nodes --json"
+	assert_contains "$out" '"name":"node-C","state":"gone"' "nodes --json"
+	mn_umount A
+	out=$("$CKPTFS_ADMIN" nodes postgresql://ckptfs@127.0.0.1:1/none 2>&1) && ck_fail "nodes of an unreachable URL succeeded"
+	assert_contains "$out" "cannot connect" "nodes of an unreachable URL"
+}
+
 # (f) an unreachable meta= at mount: one line naming it, a non-zero exit
 # before daemonizing, nothing written to BACKING or the cache's catalog.
 test_unreachable_meta_at_mount_is_one_clear_error() {

@@ -210,6 +210,47 @@ test_admin_nodes_lists_live_gone_and_expired_nodes() {
 	assert_contains "$out" "cannot connect" "nodes of an unreachable URL"
 }
 
+# A node cut off for longer than its lease (here: stopped) is swept by the
+# others; once it runs again it refuses every change with EROFS, reads go on,
+# and what it was writing is never committed.
+test_node_past_its_lease_is_fenced_read_only() {
+	MN_LEASE_MS=1500
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	ck_rand "$CK_REF/f.bin" 2000000
+	mkdir "$MN_MNT_A/d"
+	cp "$CK_REF/f.bin" "$MN_MNT_A/d/f.bin"
+	mn_see B d/f.bin
+	kill -STOP "$MN_PID_B"
+	local i=0
+	until [ "$(mn_psql "SELECT state FROM ckpt_nodes WHERE name = 'node-B'")" = expired ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || { kill -CONT "$MN_PID_B"; ck_fail "node B not swept 10 s into its stop (lease 1.5 s)"; }
+		sleep 0.1
+	done
+	kill -CONT "$MN_PID_B"
+	i=0
+	until grep -q "lease ran out" "$MN_DLOG_B"; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "node B did not notice its lease ran out 10 s after it ran again"
+		sleep 0.1
+	done
+	local err
+	err=$(touch "$MN_MNT_B/d/new" 2>&1) && ck_fail "a create on the fenced node B succeeded"
+	assert_contains "$err" "Read-only file system" "create on the fenced node"
+	err=$(mkdir "$MN_MNT_B/d2" 2>&1) && ck_fail "a mkdir on the fenced node B succeeded"
+	assert_contains "$err" "Read-only file system" "mkdir on the fenced node"
+	err=$(sh -c "echo x >>'$MN_MNT_B/d/f.bin'" 2>&1) && ck_fail "an append on the fenced node B succeeded"
+	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_B/d/f.bin"
+	# the others go on
+	cp "$CK_REF/f.bin" "$MN_MNT_A/d/g.bin"
+	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_A/d/g.bin"
+	assert_eq 1 "$(grep -c "the mount is read-only from now on" "$MN_DLOG_B")" "lines B logged about being fenced"
+	mn_umount B
+	mn_umount A
+}
+
 # (f) an unreachable meta= at mount: one line naming it, a non-zero exit
 # before daemonizing, nothing written to BACKING or the cache's catalog.
 test_unreachable_meta_at_mount_is_one_clear_error() {

@@ -1036,7 +1036,12 @@ static int cat_prepare_all(struct cat *cat)
 /* Invariant 4: pending rows belonged to writers of a process that is gone,
  * and inodes with nlink 0 to handles that are closed. G4 first: open
  * generations are rolled back, and the inodes that removes go with the rest. */
-static int cat_recover(struct cat *cat)
+/* Invariant 4 at open; then, with sweep, the zero-count sweep (invariant 1).
+ * Beside a shared namespace the sweep is left out: there a local chunk row
+ * at count 0 is an object not yet uploaded (the upload queue keeps it) or a
+ * cache copy of a shared object, which only the cache policy evicts and
+ * only the cluster's reclaim duty removes from BACKING. */
+static int cat_recover(struct cat *cat, bool sweep)
 {
 	int pending = 0, inodes = 0;
 	int rc = cat_begin(cat);
@@ -1058,7 +1063,7 @@ static int cat_recover(struct cat *cat)
 	if (rc == 0 && (pending > 0 || inodes > 0))
 		log_info("catalog %s: recovery dropped %d pending extents and %d unlinked inodes",
 			 cat->path, pending, inodes);
-	if (rc == 0)
+	if (rc == 0 && sweep)
 		rc = cat_sweep(cat);
 	return rc;
 }
@@ -1084,8 +1089,8 @@ static int cat_db_open(struct cat *cat)
 	return err > 0 ? -err : -EIO;
 }
 
-int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
-	     void *reclaim_arg, struct cat **out)
+static int cat_open_as(const char *path, uint32_t root_uid, uint32_t root_gid,
+		       cat_reclaim_fn reclaim, void *reclaim_arg, bool node_only, struct cat **out)
 {
 	*out = NULL;
 	struct cat *cat = calloc(1, sizeof(*cat));
@@ -1123,7 +1128,7 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 		rc = cat_prepare_all(cat);
 	if (rc == 0) {
 		cat_lock(cat);
-		rc = cat_recover(cat);
+		rc = cat_recover(cat, !node_only);
 		if (rc == 0) /* objects of deferred changes a crash lost (catalog_defer.c D7) */
 			rc = cat_defer_recover(cat);
 		cat_unlock(cat);
@@ -1134,6 +1139,18 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim
 	}
 	*out = cat;
 	return 0;
+}
+
+int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
+	     void *reclaim_arg, struct cat **out)
+{
+	return cat_open_as(path, root_uid, root_gid, reclaim, reclaim_arg, false, out);
+}
+
+int cat_open_node(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
+		  void *reclaim_arg, struct cat **out)
+{
+	return cat_open_as(path, root_uid, root_gid, reclaim, reclaim_arg, true, out);
 }
 
 int cat_open_readonly(const char *path, struct cat **out)

@@ -2,7 +2,7 @@
  * namespace in PostgreSQL that several nodes share (issue 18,
  * docs/MULTINODE.md "The shared engine").
  *
- * cat_open_shared opens this node's local SQLite catalog with cat_open (it
+ * cat_open_shared opens this node's local SQLite catalog with cat_open_node (it
  * keeps the [node] state: cache objects, the upload queue, the pending
  * extents of this node's writers) and beside it two connections to the
  * shared catalog: one for the FUSE path, whose every namespace change runs
@@ -24,7 +24,11 @@
  *  S3. The lease connection runs only lease.c's calls on this node's row
  *      (register, renew, sweep, release); its struct lease and the FUSE
  *      connection's carry the same node id.
- *  S4. The catalog id is the shared catalog's (ns_meta), read once at open:
+ *  S4. This node never removes an object from BACKING on its own: the local
+ *      catalog is opened without the zero-count sweep (cat_open_node), whose
+ *      reclaim would queue removals of shared objects; removing them is the
+ *      cluster's reclaim duty (pgns_reclaim_begin/end).
+ *  S5. The catalog id is the shared catalog's (ns_meta), read once at open:
  *      every node over one database names the same catalog to BACKING. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
@@ -51,7 +55,7 @@ struct cat_shared {
 	struct lease fence;  /* this node's lease on pg: pgns fences with it */
 	struct lease renew;  /* the same node on lease_pg: renew, sweep, release */
 	struct pgns ns;
-	char catalog_id[33]; /* S4 */
+	char catalog_id[33]; /* S5 */
 };
 
 /* Nodes one sweep handles; more expired at once wait for the next sweep's
@@ -179,7 +183,7 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 	if (rc)
 		return rc;
 	struct cat *cat = NULL;
-	rc = cat_open(local_path, root_uid, root_gid, reclaim, reclaim_arg, &cat);
+	rc = cat_open_node(local_path, root_uid, root_gid, reclaim, reclaim_arg, &cat);
 	if (rc) {
 		snprintf(err, err_size, "catalog %s: cannot open this node's local catalog: %s",
 			 local_path, strerror(-rc));

@@ -37,6 +37,12 @@ int catsh_catalog_id(struct cat *cat, char *buf, size_t size);
 /* Releases the lease, closes both connections, then the local catalog. */
 void catsh_close(struct cat *cat);
 
+/* cat_open for the local catalog beside a shared namespace: the same, but
+ * without the zero-count sweep at open (a local row at count 0 is an object
+ * still to upload, or a cache copy of a shared one: neither is this node's
+ * to remove). Implemented in catalog.c. */
+int cat_open_node(const char *path, uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
+		  void *reclaim_arg, struct cat **out);
 /* catalog.c's checks of [node] state only (chunk rows and pending extents,
  * invariants 1–3 where they apply, and SQLite's integrity_check), adding
  * violations to *violations: what cat_check still checks locally in

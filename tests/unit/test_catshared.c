@@ -9,8 +9,9 @@
  * URL and an absent server are one clear error naming the URL without its
  * password; cat_close releases the lease; a node past its lease is swept
  * by the other, which adopts the chunks it wrote that its own cache holds,
- * and changes nothing after; a file open for writing holds its generation's
- * commit (cat_writing); alone, the shared-only calls do nothing. */
+ * and changes nothing after; reopening keeps the local cache copies and
+ * queues no removal from BACKING; a file open for writing holds its
+ * generation's commit (cat_writing); alone, the shared-only calls do nothing. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -394,6 +395,27 @@ Test(catshared, a_node_past_its_lease_is_swept_by_the_other_which_adopts_what_it
 	cr_assert_eq(swept, 0, "swept once");
 	tc_close(&a);
 	tc_close(&b);
+}
+
+Test(catshared, reopening_keeps_the_local_cache_copies_and_queues_no_removal_from_backing)
+{
+	struct tc_node a;
+	tc_open(&a, "a", 30000);
+	uint8_t hash[CAT_HASH_LEN];
+	ts_hash(hash, 0xc7, 1);
+	tc_cache_chunk(&a, hash);
+	uint64_t first_id = cat_node_id(a.cat);
+	cat_close(a.cat);
+	char err[512] = "";
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = "a", .lease_ms = 30000,
+				      .timeout_ms = 5000 };
+	int rc = cat_open_shared(a.path, &cfg, 0, 0, NULL, NULL, &a.cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "%s", err);
+	cr_assert_neq(cat_node_id(a.cat), first_id, "a new mount is a new node");
+	/* S4: a count-0 row is a cache copy of a shared object, not garbage */
+	cr_assert_eq(tc_local_rows(&a, "chunks"), 1);
+	cr_assert_eq(tc_local_rows(&a, "uploads"), 0, "no removal from BACKING queued");
+	tc_close(&a);
 }
 
 Test(catshared, a_file_open_for_writing_on_one_node_holds_its_generations_commit)

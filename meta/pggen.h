@@ -25,6 +25,10 @@
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
  *  X3. Every change is fenced by its node's lease (L2).
+ *  X4. The calls of generation.h below keep G1, G2 and G5 in
+ *      ns_generations: a rename, abort, delete or expire changes the
+ *      namespace rows and the generation rows in one transaction, taking the
+ *      series directory's row before the generation's (as pgns does).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H

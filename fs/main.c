@@ -490,11 +490,8 @@ static int main_open_shared(struct ckptfs *fs)
 	bool existed = main_catalog_existed(fs, path, sizeof(path));
 	fs->catalog_fresh = !existed;
 	int rc = main_cat_open(fs, path, err, sizeof(err));
-	if (rc == 0) {
-		log_info("shared catalog: this node (%s) joined as node %" PRIu64 ", lease %u ms",
-			 fs->opt.node_name, cat_node_id(fs->cat), fs->opt.lease_ms);
-		return 0;
-	}
+	if (rc == 0)
+		return 0; /* the engine logs the node's id and lease */
 	if (err[0])
 		fprintf(stderr, "ckptfs: %s\n", err);
 	else

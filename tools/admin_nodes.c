@@ -32,7 +32,7 @@ static void admin_nodes_print(const struct lease_node *n, size_t count, bool jso
 	printf("%-6s %-8s %12s  %s\n", "ID", "STATE", "LEASE LEFT", "NAME");
 	for (size_t i = 0; i < count; i++) {
 		char left[32];
-		if (strcmp(n[i].state, "live") == 0 || n[i].left_ms >= 0)
+		if (strcmp(n[i].state, "live") == 0) /* a gone or expired node's lease means nothing */
 			snprintf(left, sizeof(left), "%.1f s", (double)n[i].left_ms / 1000.0);
 		else
 			snprintf(left, sizeof(left), "-");

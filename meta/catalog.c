@@ -1035,9 +1035,9 @@ static int cat_prepare_all(struct cat *cat)
 
 /* Invariant 4: pending rows belonged to writers of a process that is gone,
  * and inodes with nlink 0 to handles that are closed. G4 first: open
- * generations are rolled back, and the inodes that removes go with the rest. */
-/* Invariant 4 at open; then, with sweep, the zero-count sweep (invariant 1).
- * Beside a shared namespace the sweep is left out: there a local chunk row
+ * generations are rolled back, and the inodes that removes go with the rest.
+ * Then, with sweep, the zero-count sweep (invariant 1). Beside a shared
+ * namespace (cat_open_node) it is left out: there a local chunk row
  * at count 0 is an object not yet uploaded (the upload queue keeps it) or a
  * cache copy of a shared object, which only the cache policy evicts and
  * only the cluster's reclaim duty removes from BACKING. */

@@ -11,22 +11,28 @@
  * the reclaim duty's) and is dropped without the callback once evicted,
  * while an unpublished chunk's upload is dropped and its object reclaimed
  * from the cache; the same bytes from both nodes are one shared chunk,
- * uploaded once. */
+ * uploaded once; a read through B's cache of a chunk A has not uploaded
+ * waits for its upload up to backing_timeout, then fails with EIO. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "backing.h"
+#include "cache.h"
 #include "catalog.h"
 #include "catalog_internal.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "store.h"
 #include "support.h"
 #include "upload.h"
 
@@ -422,4 +428,121 @@ Test(catshared_data, the_same_bytes_from_two_nodes_are_one_shared_chunk_uploaded
 	td_check(&a);
 	td_close(&a);
 	td_close(&b);
+}
+
+/* ---- a read through the cache (fs/cache.c) of another node's chunk ---- */
+
+#define TD_READ_LEN (16u << 10)
+#define TD_READ_SEED 7
+#define TD_TIMEOUT_MS 1500
+
+struct td_reader {
+	struct td_node a, b;
+	char backing[64];
+	struct store *sa, *sb;
+	struct backing *ba, *bb;
+	struct cache *c;
+	uint8_t hash[CAT_HASH_LEN];
+	unsigned upload_after_ms;
+};
+
+static void td_note(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
+{
+	(void)k;
+	memcpy(arg, hash, CAT_HASH_LEN);
+}
+
+static double td_mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* What A's uploader does, after a while: the object to BACKING, the queue
+ * row ended (PostgreSQL marks it uploaded). */
+static void *td_upload_later(void *arg)
+{
+	struct td_reader *r = arg;
+	usleep(r->upload_after_ms * 1000);
+	static uint8_t obj[STORE_HEADER_LEN + TD_READ_LEN + 4096];
+	size_t len = 0;
+	char rel[128];
+	OK(store_read_object(r->sa, r->hash, obj, sizeof(obj), &len));
+	store_object_relpath(r->hash, rel, sizeof(rel));
+	OK(backing_put(r->ba, rel, obj, len));
+	int stale = 0;
+	cr_assert_eq(td_upload(&r->a, r->hash, &stale), 1);
+	return NULL;
+}
+
+/* A writes a one-chunk file (its row waits for its upload); B's cache runs. */
+static void td_reader_open(struct td_reader *r)
+{
+	memset(r, 0, sizeof(*r));
+	td_open(&r->a, "data-a");
+	td_open(&r->b, "data-b");
+	ts_tmpdir_make(r->backing, sizeof(r->backing), "data-backing");
+	OK(store_open(r->a.dir, &r->sa));
+	OK(store_open(r->b.dir, &r->sb));
+	OK(backing_open(r->backing, TD_TIMEOUT_MS, &r->ba));
+	OK(backing_open(r->backing, TD_TIMEOUT_MS, &r->bb));
+	uint64_t ino = td_file(&r->a, "f");
+	ts_store_file(r->a.cat, r->sa, ino, TD_READ_SEED, 1, TD_READ_LEN, td_note, r->hash);
+	struct cache_config cfg = { .cache_size = 64u << 20, .dirty_max = 32u << 20,
+				    .backing_timeout_ms = TD_TIMEOUT_MS, .chunk_max = 256u << 10 };
+	snprintf(cfg.dir, sizeof(cfg.dir), "%s", r->b.dir);
+	struct cache_hooks hooks = { 0 };
+	OK(cache_start(&cfg, r->b.cat, r->sb, r->bb, &hooks, &r->c));
+}
+
+static void td_reader_close(struct td_reader *r)
+{
+	cache_stop(r->c);
+	backing_close(r->ba);
+	backing_close(r->bb);
+	store_close(r->sa);
+	store_close(r->sb);
+	td_close(&r->a);
+	td_close(&r->b);
+	ts_tmpdir_remove(r->backing);
+}
+
+Test(catshared_data, a_read_of_a_chunk_its_node_has_not_uploaded_waits_for_the_upload)
+{
+	struct td_reader r;
+	td_reader_open(&r);
+	r.upload_after_ms = 400;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, td_upload_later, &r), 0);
+	double t0 = td_mono_s();
+	struct store_chunk out = { 0 };
+	OK(cache_load(r.c, r.hash, 256u << 10, &out));
+	double waited = td_mono_s() - t0;
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_geq(waited, 0.35, "read after %.3f s, before the upload", waited);
+	cr_assert_lt(waited, TD_TIMEOUT_MS / 1000.0);
+	uint8_t want[TD_READ_LEN];
+	ts_fill(want, sizeof(want), TD_READ_SEED);
+	cr_assert_eq(out.len, TD_READ_LEN);
+	cr_assert_arr_eq(out.plain, want, TD_READ_LEN);
+	store_chunk_free(&out);
+	struct cat_chunk_where w; /* the copy B kept has its local row (S6) */
+	OK(cat_chunk_where(r.b.cat, r.hash, &w));
+	cr_assert(w.cached);
+	cr_assert(w.uploaded);
+	td_reader_close(&r);
+}
+
+Test(catshared_data, a_read_of_a_chunk_never_uploaded_fails_after_backing_timeout)
+{
+	struct td_reader r;
+	td_reader_open(&r);
+	double t0 = td_mono_s();
+	struct store_chunk out = { 0 };
+	FAILS(cache_load(r.c, r.hash, 256u << 10, &out), EIO);
+	double waited = td_mono_s() - t0;
+	cr_assert_geq(waited, TD_TIMEOUT_MS / 1000.0 * 0.9, "gave up after %.3f s", waited);
+	cr_assert_lt(waited, TD_TIMEOUT_MS / 1000.0 + 5);
+	td_reader_close(&r);
 }

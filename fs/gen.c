@@ -1148,7 +1148,7 @@ static void gen_waited_too_long(struct gen_policy *g, const struct gen_todo *t)
 {
 	char why[GEN_HELD_MAX];
 	snprintf(why, sizeof(why), "its commit (%s) waited %.0f s for files of it that other nodes"
-		 " kept open for writing (ckptfs-admin nodes shows them)", t->rule, g->opt.abandon_s);
+		 " kept open for writing", t->rule, g->opt.abandon_s); /* the catalog names them */
 	gen_hold(g, t->id, "abandoned", why);
 }
 

@@ -49,6 +49,7 @@ enum {
 	G_TREE_DIRENTS_DELETE,
 	G_CHECK_ROWS,
 	G_CHECK_TREES,
+	G_OPEN_WRITERS,
 	G_COUNT
 };
 
@@ -195,6 +196,12 @@ const struct pg_stmt pggen_stmts[] = {
 			    " ON t.ino = i.ino AND t.g = i.gen WHERE i.gen IS NOT NULL AND i.nlink > 0"
 			    " AND t.ino IS NULL",
 			    0 },
+	/* who holds a hold's generation open, to name in its reason */
+	[G_OPEN_WRITERS] = { "gen_open_writers",
+			     "SELECT w.ino, n.name FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
+			     " LEFT JOIN ckpt_nodes n ON n.id = w.node WHERE i.gen = $1"
+			     " ORDER BY w.node, w.ino LIMIT 9",
+			     1 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -371,6 +378,33 @@ int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, 
 	return rc;
 }
 
+/* reason, then the files of generation id still open for writing on any
+ * node, if there are some ("; open for writing: inode 12 on host:1 (cache
+ * /c), ..."), cut to what a held reason holds (GEN_HELD_MAX). */
+static int pggen_reason(struct pgns *ns, uint64_t id, const char *reason,
+			char out[GEN_HELD_MAX])
+{
+	char g[24];
+	const char *params[] = { PG_U64(g, id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_OPEN_WRITERS, params, &res);
+	if (rc)
+		return rc;
+	size_t len = (size_t)snprintf(out, GEN_HELD_MAX, "%s", reason);
+	for (int r = 0; r < pg_rows(res) && len < GEN_HELD_MAX; r++) {
+		const char *node = PQgetisnull(res, r, 1) ? "a node gone" : PQgetvalue(res, r, 1);
+		len += (size_t)snprintf(out + len, GEN_HELD_MAX - len, "%s%s inode %s on %s",
+					r ? "," : ";", r ? "" : " open for writing:",
+					PQgetvalue(res, r, 0), node);
+		if (r == 7 && pg_rows(res) > 8 && len < GEN_HELD_MAX)
+			len += (size_t)snprintf(out + len, GEN_HELD_MAX - len, ", ...");
+		if (r == 7)
+			break;
+	}
+	PQclear(res);
+	return 0;
+}
+
 static int pggen_hold_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -386,9 +420,10 @@ static int pggen_hold_body(struct pg *pg, void *arg)
 		return -EALREADY;
 	if (state != GEN_OPEN)
 		return -EINVAL;
-	char g[24];
-	const char *params[] = { PG_U64(g, c->id), c->rule, c->reason };
-	return pggen_exec(c->ns, G_HOLD, params, NULL);
+	char g[24], why[GEN_HELD_MAX];
+	rc = pggen_reason(c->ns, c->id, c->reason, why);
+	const char *params[] = { PG_U64(g, c->id), c->rule, why };
+	return rc ? rc : pggen_exec(c->ns, G_HOLD, params, NULL);
 }
 
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason)

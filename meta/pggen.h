@@ -61,7 +61,9 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
  * lost; -EINVAL in another state. */
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers);
 
-/* OPEN → HELD with rule and reason. -EALREADY if HELD. */
+/* OPEN → HELD with rule and reason, to which the files of it still open
+ * for writing are added, naming their nodes (up to 8, as much as
+ * GEN_HELD_MAX holds). -EALREADY if HELD. */
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over

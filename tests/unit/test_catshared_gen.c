@@ -357,6 +357,9 @@ Test(catshared_gen, a_commit_waiting_past_abandon_for_another_nodes_writer_is_he
 	cr_assert_str_eq(g.rule, "abandoned");
 	cr_assert(strstr(g.held, "other nodes kept open for writing"), "reason: %s", g.held);
 	cr_assert(strstr(g.held, "dcp-metadata"), "reason: %s", g.held);
+	char names[64];
+	snprintf(names, sizeof(names), "open for writing: inode %llu on b", (unsigned long long)sb);
+	cr_assert(strstr(g.held, names), "the reason names b's open file: %s", g.held);
 	OK(cat_writing(b.cat, sb, false));
 	tcg_policy_stop(&p);
 	tcg_close(&a);

@@ -6,9 +6,13 @@
  *           └─ other ─────▶ logged when it starts failing ─▶ sleep ─▶ renew
  *
  * A renewal that fails for another reason (PostgreSQL away, the link cut)
- * is tried again at the next tick; the lease runs out on the server's clock
- * if the failures last a whole term, and the first renewal that reaches it
- * then answers -ESTALE. */
+ * is tried again at the next tick. A lease that ran out meanwhile is still
+ * renewed unless another node swept it (meta/lease.h L1); if it was, the
+ * first renewal that reaches the server answers -ESTALE.
+ *
+ * Sweeping waits until renewals have succeeded without a gap for a whole
+ * term (lease.h L4): after PostgreSQL was away, every node has then had
+ * several ticks to renew, so none is swept for the outage alone. */
 #define _GNU_SOURCE
 #include "leasekeep.h"
 
@@ -27,6 +31,8 @@ struct leasekeep {
 	unsigned period_ms; /* lease/3 */
 	int fenced;         /* invariant 1; read with atomics, lock-free */
 	bool failing;       /* the last renewal failed (logged at the change) */
+	unsigned lease_ms;
+	struct timespec steady_since; /* first renewal after the last failure (L4) */
 	bool stop;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -38,15 +44,22 @@ bool leasekeep_fenced(const struct leasekeep *lk)
 	return lk && __atomic_load_n(&lk->fenced, __ATOMIC_ACQUIRE);
 }
 
+static int64_t leasekeep_ms_since(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
 /* One tick: false once fenced (the thread ends). */
 static bool leasekeep_tick(struct leasekeep *lk)
 {
 	int rc = cat_lease_renew(lk->cat);
 	if (rc == -ESTALE) {
 		__atomic_store_n(&lk->fenced, 1, __ATOMIC_RELEASE);
-		log_error("shared catalog: this node's lease ran out (cut off from PostgreSQL for "
-			  "longer than lease_ms): the mount is read-only from now on (changes fail "
-			  "with EROFS); remount it to write again");
+		log_error("shared catalog: another node swept this one (its lease ran out while it "
+			  "was cut off from PostgreSQL): the mount is read-only from now on (changes "
+			  "fail with EROFS); remount it to write again");
 		return false;
 	}
 	if (rc != 0) {
@@ -56,9 +69,13 @@ static bool leasekeep_tick(struct leasekeep *lk)
 		lk->failing = true;
 		return true;
 	}
-	if (lk->failing)
+	if (lk->failing) {
 		log_info("shared catalog: this node's lease renewed again");
+		clock_gettime(CLOCK_MONOTONIC, &lk->steady_since);
+	}
 	lk->failing = false;
+	if (leasekeep_ms_since(&lk->steady_since) < lk->lease_ms)
+		return true; /* L4: renewing steadily for a whole term before sweeping */
 	size_t swept = 0;
 	rc = cat_lease_sweep(lk->cat, &swept);
 	if (rc != 0 && rc != -ESTALE)
@@ -109,6 +126,8 @@ int leasekeep_start(struct cat *cat, unsigned lease_ms, struct leasekeep **out)
 		return -ENOMEM;
 	lk->cat = cat;
 	lk->period_ms = lease_ms / 3;
+	lk->lease_ms = lease_ms;
+	clock_gettime(CLOCK_MONOTONIC, &lk->steady_since); /* L4: a term before the first sweep */
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -4,9 +4,9 @@
  * transaction of the FUSE path never delays it) and sweeps the nodes whose
  * leases ran out (cat_lease_sweep: their open generations are held).
  *
- * Once a renewal answers -ESTALE the lease ran out (the node was cut off
- * for longer than its term, and the other nodes may have swept it): the
- * node is fenced for good. One line is logged, renewals stop, and
+ * Once a renewal answers -ESTALE another node swept this one (it was cut
+ * off for longer than its term and the grace, meta/lease.h L1 and L4):
+ * the node is fenced for good. One line is logged, renewals stop, and
  * leasekeep_fenced answers true from then on, so the FUSE adapter refuses
  * every change with EROFS; reads go on. The engine fences each shared
  * change too (meta/lease.h L2): this flag is what makes the refusal one

@@ -165,8 +165,9 @@ uint64_t cat_node_id(const struct cat *cat);
  * (pggen.h); alone, nothing (the daemon's node table knows). */
 int cat_writing(struct cat *cat, uint64_t ino, bool open);
 /* The node lease (shared only; alone they return 0 and do nothing):
- * renew it (-ESTALE once it ran out: the node must stop changing shared
- * state), and sweep other nodes past theirs, holding their open generations
+ * renew it (-ESTALE once another node swept it: the node must stop
+ * changing shared state; a lease that ran out but was not swept is renewed,
+ * lease.h L1), and sweep other nodes past theirs and the grace (L4), holding their open generations
  * and marking lost the generations that name chunks only they had. */
 int cat_lease_renew(struct cat *cat);
 int cat_lease_sweep(struct cat *cat, size_t *swept);

@@ -17,6 +17,7 @@ enum {
 	LS_REGISTER,
 	LS_RENEW,
 	LS_FENCE,
+	LS_FENCE_STRICT,
 	LS_SWEEP,
 	LS_RELEASE,
 	LS_DUTY_TAKE,
@@ -27,22 +28,28 @@ enum {
 
 const struct pg_stmt lease_stmts[] = {
 	[LS_REGISTER] = { "lease_register",
-			  "INSERT INTO ckpt_nodes(name, state, started, lease_until)"
-			  " VALUES ($1, 'live', clock_timestamp(), " LEASE_PLUS_MS("$2") ") RETURNING id",
+			  "INSERT INTO ckpt_nodes(name, state, started, lease_until, lease_ms)"
+			  " VALUES ($1, 'live', clock_timestamp(), " LEASE_PLUS_MS("$2") ", $2) RETURNING id",
 			  2 },
-	/* L1: only a live lease with time left is extended */
+	/* L1: a live lease is extended, even one that ran out, until a sweep
+	 * expired it */
 	[LS_RENEW] = { "lease_renew",
 		       "UPDATE ckpt_nodes SET lease_until = " LEASE_PLUS_MS("$2")
-		       " WHERE id = $1 AND state = 'live' AND lease_until > clock_timestamp() RETURNING id",
+		       " WHERE id = $1 AND state = 'live' RETURNING id",
 		       2 },
 	/* L2: FOR SHARE makes a sweep of this row wait for the caller's transaction */
 	[LS_FENCE] = { "lease_fence",
-		       "SELECT id FROM ckpt_nodes WHERE id = $1 AND state = 'live'"
-		       " AND lease_until > clock_timestamp() FOR SHARE",
-		       1 },
+		       "SELECT id FROM ckpt_nodes WHERE id = $1 AND state = 'live' FOR SHARE", 1 },
+	/* L4: deciding about other nodes takes a lease with time left */
+	[LS_FENCE_STRICT] = { "lease_fence_strict",
+			      "SELECT id FROM ckpt_nodes WHERE id = $1 AND state = 'live'"
+			      " AND lease_until > clock_timestamp() FOR SHARE",
+			      1 },
 	[LS_SWEEP] = { "lease_sweep",
 		       "UPDATE ckpt_nodes SET state = 'expired'"
-		       " WHERE state = 'live' AND lease_until <= clock_timestamp() RETURNING id",
+		       " WHERE state = 'live'"
+		       " AND lease_until + lease_ms * interval '1 millisecond' <= clock_timestamp()"
+		       " RETURNING id",
 		       0 },
 	[LS_RELEASE] = { "lease_release",
 			 "UPDATE ckpt_nodes SET state = 'gone' WHERE id = $1 AND state = 'live'", 1 },
@@ -70,6 +77,8 @@ static const char lease_schema_sql[] =
 	" state TEXT NOT NULL CHECK (state IN ('live', 'expired', 'gone')),"
 	" started TIMESTAMPTZ NOT NULL,"
 	" lease_until TIMESTAMPTZ NOT NULL);"
+	/* L4: the node's term, also its grace before a sweep */
+	"ALTER TABLE ckpt_nodes ADD COLUMN IF NOT EXISTS lease_ms BIGINT NOT NULL DEFAULT 0;"
 	"CREATE TABLE IF NOT EXISTS ckpt_duties ("
 	" name TEXT PRIMARY KEY,"
 	" holder BIGINT NOT NULL REFERENCES ckpt_nodes(id),"
@@ -102,17 +111,22 @@ static int lease_exec(struct lease *l, int stmt, const char *const *params, PGre
 	return pg_exec(l->pg, l->first + (size_t)stmt, params, res);
 }
 
-int lease_fence(struct lease *l)
+static int lease_fence_by(struct lease *l, int stmt)
 {
 	char id[24];
 	const char *params[] = { PG_U64(id, l->node_id) };
 	PGresult *res;
-	int rc = lease_exec(l, LS_FENCE, params, &res);
+	int rc = lease_exec(l, stmt, params, &res);
 	if (rc)
 		return rc;
 	rc = pg_rows(res) == 1 ? 0 : -ESTALE;
 	PQclear(res);
 	return rc;
+}
+
+int lease_fence(struct lease *l)
+{
+	return lease_fence_by(l, LS_FENCE);
 }
 
 static int lease_body(struct pg *pg, void *arg)
@@ -123,8 +137,8 @@ static int lease_body(struct pg *pg, void *arg)
 	char id[24], ms[24];
 	PG_U64(id, l->node_id);
 	PG_U64(ms, c->ms);
-	if (c->fence) {
-		int rc = lease_fence(l);
+	if (c->fence) { /* sweeps and duties decide about others: L4 */
+		int rc = lease_fence_by(l, LS_FENCE_STRICT);
 		if (rc)
 			return rc;
 	}
@@ -173,7 +187,7 @@ int lease_renew(struct lease *l)
 	struct lease_call c = { .l = l, .ms = l->lease_ms, .stmt = LS_RENEW };
 	int rc = lease_run(&c);
 	if (rc == 0 && pg_rows(c.res) != 1) {
-		log_error("catalog %s: node %" PRIu64 ": the lease ran out or was given up; this node commits and"
+		log_error("catalog %s: node %" PRIu64 ": swept after its lease ran out, or given up; this node commits and"
 			  " deletes nothing from now on",
 			  pg_name(l->pg), l->node_id);
 		rc = -ESTALE;

@@ -8,19 +8,30 @@
  * and the sweeper holds its open generations.
  *
  * Invariants:
- *  L1. A node row goes live → expired or live → gone, never back: a renewal
- *      of a lease that has run out fails (-ESTALE), even if no sweep has
- *      marked it yet, so a partitioned node cannot come back by renewing.
+ *  L1. A node row goes live → expired or live → gone, never back. A lease
+ *      is renewed while its row is live, even after it ran out: until a
+ *      sweep expired it nothing was decided about the node (its generations
+ *      are not held, its writers still count), so a node held up longer
+ *      than its term (PostgreSQL restarting, a pause) goes on as if it had
+ *      been slow. Once swept, a renewal fails (-ESTALE) for good: a
+ *      partitioned node that was given up cannot come back by renewing.
  *  L2. Fencing: a transaction of node N that changes shared state first calls
- *      lease_fence(N) inside that transaction. It succeeds only while N is
- *      live with time left, and it holds N's row FOR SHARE, so a sweep that
- *      would expire N waits for that transaction to end: either the
- *      transaction committed while N was live, or N is expired and it did
- *      nothing. There is no window in which both happen.
+ *      lease_fence(N) inside that transaction. It succeeds only while N's row
+ *      is live, and it holds the row FOR SHARE, so a sweep that would expire
+ *      N waits for that transaction to end: either the transaction committed
+ *      while N was live, or N is expired and it did nothing. There is no
+ *      window in which both happen.
  *  L3. A cluster duty (keep-latest-k, chunk reclaim) is held by at most one
  *      live node at a time: lease_duty_take() succeeds for its holder or
  *      when the previous holder's term ran out; the holder fences its work
  *      with L2 (its duty term is no use to a node past its lease).
+ *  L4. Deciding about other nodes (a sweep, taking a duty) takes a lease
+ *      with time left, not only a live row (L1): a node whose own lease ran
+ *      out cannot sweep or take a duty until it renewed. A sweep expires a
+ *      node only once its lease ran out by one more of its own terms, and
+ *      the daemon sweeps only after renewing without a gap for a whole term
+ *      (fs/leasekeep.c), so after PostgreSQL was away for any length of
+ *      time every node renews before any is swept.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except
@@ -55,11 +66,11 @@ struct lease {
  * `ckptfs-admin nodes`), with lease_ms of lease. */
 int lease_register(struct lease *l, const char *name, unsigned lease_ms);
 
-/* Extends the lease by lease_ms from now. -ESTALE: the lease ran out (L1);
- * the node must stop changing shared state and say so. */
+/* Extends the lease by lease_ms from now. -ESTALE: the node was swept (L1);
+ * it must stop changing shared state and say so. */
 int lease_renew(struct lease *l);
 
-/* Inside a pg_txn body of this node: 0 if the node is live with time left,
+/* Inside a pg_txn body of this node: 0 if the node is live (not swept),
  * -ESTALE if not (L2). */
 int lease_fence(struct lease *l);
 

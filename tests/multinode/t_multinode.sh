@@ -157,9 +157,10 @@ ck_timeout test_node_killed_mid_save_never_commits_and_the_other_goes_on 240
 # (e) PostgreSQL stopped and restarted in the middle of a save: the writers
 # wait and go on, nothing is lost.
 test_postgresql_restarted_mid_save_loses_nothing() {
-	# leases are timed by the server's clock and one that ran out is never
-	# renewed (meta/lease.h L1): the outage must be shorter than the lease
-	MN_LEASE_MS=15000
+	# away for longer than two lease terms: a lease that ran out is renewed
+	# until a sweep expired it (meta/lease.h L1), and no node sweeps before it
+	# has renewed steadily for a whole term again (L4): every node goes on
+	MN_LEASE_MS=3000
 	mn_pg_start
 	mn_mount A
 	mn_mount B
@@ -171,10 +172,11 @@ test_postgresql_restarted_mid_save_loses_nothing() {
 	for r in 0 1 2 3; do ck_wait_file "$CK_TMP/pause.$r" 120; done
 	mn_pg kill # away while the shards are written and closed
 	rm "$CK_TMP/pause"
-	sleep 2
+	sleep 7
 	mn_pg resume
 	ck_bg_wait "$saver" 180 || ck_fail "the save across a PostgreSQL restart failed"
 	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 on B after the restart"
+	assert_eq 2 "$(mn_psql "SELECT count(*) FROM ckpt_nodes WHERE state = 'live'")" "live nodes after the outage"
 	mn_mount C
 	local out
 	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) || ck_fail "loading step-100 on C failed: $out"

@@ -373,7 +373,7 @@ Test(catshared, a_node_past_its_lease_is_swept_by_the_other_which_adopts_what_it
 	size_t swept = 9;
 	OK(cat_lease_sweep(b.cat, &swept));
 	cr_assert_eq(swept, 0, "a's lease has time left");
-	usleep(1800 * 1000); /* a stops renewing: its lease runs out */
+	usleep(2300 * 1000); /* a stops renewing: its lease runs out, and its grace (L4) */
 	OK(cat_lease_sweep(b.cat, &swept));
 	cr_assert_eq(swept, 1);
 	char state[16];

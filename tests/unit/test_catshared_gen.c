@@ -265,7 +265,7 @@ Test(catshared_gen, a_node_lost_mid_save_holds_its_generation_until_a_decision)
 	uint64_t gen = tcg_save(&a, &b, run, "step-50", 50, &sa, &sb);
 	OK(cat_writing(a.cat, sa, false));
 	FAILS(cat_gen_commit(a.cat, gen, "dcp-metadata"), EBUSY);
-	usleep(1800 * 1000); /* b stops renewing: its lease runs out */
+	usleep(3300 * 1000); /* b stops renewing: its lease runs out, and its grace (L4) */
 	FAILS(cat_gen_commit(a.cat, gen, "dcp-metadata"), EBUSY); /* until a sweep handles b */
 	size_t swept = 0;
 	OK(cat_lease_sweep(a.cat, &swept));

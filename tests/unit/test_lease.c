@@ -7,8 +7,9 @@
  * clear error each; a server restarted or killed in the middle of a stream
  * of transactions is ridden out (every transaction's effect lands exactly
  * once); one that stays away longer than the timeout fails the call.
- * lease: two nodes renew; a lease that runs out cannot be renewed, fences its
- * node's transactions and is swept once by the other node; a sweep waits for
+ * lease: two nodes renew; a lease that runs out is renewed until the other
+ * node sweeps it (after a grace), then fences its node's transactions and
+ * cannot be renewed; it is swept once; a sweep waits for
  * a fenced transaction in flight (L2); a duty is held by one node at a time
  * and passes on when its term runs out (L3). A node whose link to the
  * database is cut (the server in its own network namespace, reached over a
@@ -109,7 +110,7 @@ static int tl_fence_body(struct pg *pg, void *arg)
 	return f->rc = lease_fence(f->l);
 }
 
-Test(lease, a_lease_that_ran_out_is_fenced_and_swept_once)
+Test(lease, a_lease_that_ran_out_is_renewed_until_swept_then_fenced_for_good)
 {
 	struct lease a, b;
 	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
@@ -120,22 +121,32 @@ Test(lease, a_lease_that_ran_out_is_fenced_and_swept_once)
 	cr_assert_eq(f.rc, 0, "a live node passes its fence");
 
 	tl_sleep_ms(1800);
-	/* before any sweep: a is fenced off and cannot renew its way back (L1, L2) */
-	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);
-	FAILS(lease_renew(&a), ESTALE);
-	/* a node past its lease cannot sweep others or take a duty either */
+	/* a ran out, but nothing was decided about it yet: it may still change
+	 * shared state and renew (L1, L2); it may not decide about others (L4) */
 	uint64_t ids[4];
 	size_t n = 9;
 	FAILS(lease_sweep(&a, ids, 4, &n), ESTALE);
 	bool taken = true;
 	FAILS(lease_duty_take(&a, "keep", 1000, &taken), ESTALE);
 	cr_assert(!taken);
+	OK(pg_txn(pa, tl_fence_body, &f));
+	OK(lease_renew(&a));
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 0, "a node that renewed in time is not swept");
 
+	/* a runs out again; one more of its terms of grace (L4), then b sweeps it */
+	tl_sleep_ms(2200);
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 0, "swept within the grace");
+	tl_sleep_ms(1300);
 	OK(lease_sweep(&b, ids, 4, &n));
 	cr_assert_eq(n, 1);
 	cr_assert_eq(ids[0], a.node_id);
 	OK(lease_sweep(&b, ids, 4, &n));
 	cr_assert_eq(n, 0, "an expired node is swept once");
+	/* swept: a is fenced and can never renew its way back (L1) */
+	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);
+	FAILS(lease_renew(&a), ESTALE);
 	struct lease_node nodes[4];
 	OK(lease_list(&b, nodes, 4, &n));
 	cr_assert_str_eq(nodes[0].state, "expired");
@@ -177,10 +188,10 @@ Test(lease, a_sweep_waits_for_a_fenced_transaction)
 	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
 	OK(lease_register(&a, "node-a", 1500));
 	OK(lease_register(&b, "node-b", 10000));
-	struct tl_slow s = { &a, 3500, 0 };
+	struct tl_slow s = { &a, 4800, 0 };
 	pthread_t t;
 	cr_assert_eq(pthread_create(&t, NULL, tl_slow_thread, &s), 0);
-	tl_sleep_ms(2000); /* a's lease has run out; its transaction is still open */
+	tl_sleep_ms(3300); /* a's lease and its grace (L4) ran out; its transaction is still open */
 	uint64_t ids[4];
 	size_t n;
 	OK(lease_sweep(&b, ids, 4, &n));

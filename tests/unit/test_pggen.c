@@ -207,8 +207,7 @@ Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_genera
 	tg_publish(&a, sa, 4, 2);
 	OK(pggen_writing(&a.ns, sa, false, NULL));
 
-	usleep(2300 * 1000); /* b's lease runs out */
-	FAILS(pggen_commit(&b.ns, g2, "dcp-metadata", false, NULL), ESTALE); /* X3 */
+	usleep(4300 * 1000); /* b's lease runs out, and one more term (lease.h L4) */
 	/* a's trainer signals completion: b's unfinished shard holds it (X1) */
 	uint64_t writers = 0;
 	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, &writers), EBUSY);
@@ -218,6 +217,7 @@ Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_genera
 	OK(lease_sweep(&c.lease, dead, 2, &n));
 	cr_assert_eq(n, 1);
 	cr_assert_eq(dead[0], b.lease.node_id);
+	FAILS(pggen_commit(&b.ns, g2, "dcp-metadata", false, NULL), ESTALE); /* X3 */
 
 	/* c has one of b's step-1 chunks in its cache (it read it): it adopts it */
 	uint8_t have[1][CAT_HASH_LEN];
@@ -269,7 +269,7 @@ Test(pggen, an_open_save_of_a_dead_node_is_held_cluster_wide)
 		ts_hash(h, 6, i);
 		OK(pgns_chunk_uploaded(&b.ns, h));
 	}
-	usleep(2300 * 1000);
+	usleep(4300 * 1000);
 	uint64_t dead[2];
 	size_t n = 0;
 	OK(lease_sweep(&a.lease, dead, 2, &n));
@@ -505,7 +505,7 @@ Test(pggen, find_and_list_hide_what_a_resume_must_not_see)
 	cr_assert_eq(l.v[1].logical_bytes, 1000);
 	cat_gen_vec_free(&l);
 
-	usleep(2300 * 1000); /* b dies: step-10 names chunks only b had */
+	usleep(4300 * 1000); /* b dies: step-10 names chunks only b had */
 	uint64_t dead[2], held[4], lost[4];
 	size_t n = 0, nh = 0, nl = 0;
 	OK(lease_sweep(&a.lease, dead, 2, &n));
@@ -625,7 +625,7 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	OK(pgns_lookup(&c.ns, g.root, "__0_0.distcp", &f));
 	OK(pggen_writing(&c.ns, f.ino, true, NULL));
 	tg_publish(&c, f.ino, 15, 1);
-	usleep(2300 * 1000);
+	usleep(4300 * 1000);
 	uint64_t dead[2], hl[4], lost[4];
 	size_t n = 0, nh = 0, nl = 0;
 	OK(lease_sweep(&a.lease, dead, 2, &n));

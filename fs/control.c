@@ -26,6 +26,7 @@
 #include "control.h"
 #include "generation.h"
 #include "log.h"
+#include "pg.h"
 #include "reader.h"
 #include "recent.h"
 #include "uploader.h"
@@ -279,6 +280,13 @@ void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 	PUT("chunk_follow_waits", rs.follow_waits);
 	PUT("chunk_follow_takeovers", rs.takeovers);
 	PUT("chunk_follow_wait_ms", rs.follow_wait_ns / 1000000);
+	struct pg_stats ps; /* shared catalog only (-o meta=): the FUSE path's connection */
+	if (d->cat && cat_pg_stats(d->cat, &ps)) {
+		PUT("pg_round_trips", ps.round_trips);
+		PUT("pg_transactions", ps.txns);
+		PUT("pg_retries", ps.retries);
+		PUT("pg_reconnects", ps.reconnects);
+	}
 	PUT("write_back", 1);
 	PUT("cache_bound", c->cache_bound);
 	PUT("dirty_bound", c->dirty_bound);

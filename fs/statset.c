@@ -117,6 +117,16 @@ const struct statset_desc statset_desc[SS_COUNT] = {
 				  "bytes themselves.", C, false, 1 },
 	[SS_FOLLOW_WAIT_MS] = { "chunk_follow_wait_ms", "chunk_follow_wait_seconds_total",
 				"Time those writers waited, in all.", C, false, 0.001 },
+	[SS_PG_ROUND_TRIPS] = { "pg_round_trips", "pg_round_trips_total",
+				"Round trips to the shared catalog's PostgreSQL (-o meta=; the FUSE "
+				"path's connection).", C, false, 1 },
+	[SS_PG_TXNS] = { "pg_transactions", "pg_transactions_total",
+			 "Transactions on the shared catalog (-o meta=).", C, false, 1 },
+	[SS_PG_RETRIES] = { "pg_retries", "pg_retries_total",
+			    "Shared-catalog transactions run again whole (lost connection, "
+			    "serialization failure, deadlock).", C, false, 1 },
+	[SS_PG_RECONNECTS] = { "pg_reconnects", "pg_reconnects_total",
+			       "Connections to the shared catalog made anew.", C, false, 1 },
 };
 
 #undef G

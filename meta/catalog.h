@@ -160,6 +160,10 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 bool cat_is_shared(const struct cat *cat);
 /* This node's id in the shared catalog (ckpt_nodes.id); 0 alone. */
 uint64_t cat_node_id(const struct cat *cat);
+/* The FUSE path connection's counters (pg.h: round trips, transactions,
+ * retries, reconnects) for the daemon's stats; false alone (nothing filled). */
+struct pg_stats;
+bool cat_pg_stats(const struct cat *cat, struct pg_stats *out);
 /* A file opened (open = true) or last closed for writing on this node
  * [engine]: shared, its ns_writing row, which holds its generation's commit
  * (pggen.h); alone, nothing (the daemon's node table knows). */

@@ -223,6 +223,14 @@ uint64_t cat_node_id(const struct cat *cat)
 	return cat->shared ? cat->shared->renew.node_id : 0;
 }
 
+bool cat_pg_stats(const struct cat *cat, struct pg_stats *out)
+{
+	if (!cat->shared)
+		return false;
+	pg_get_stats(cat->shared->pg, out);
+	return true;
+}
+
 struct pgns *cat_shared_ns(struct cat *cat)
 {
 	assert(cat->shared);

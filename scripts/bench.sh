@@ -15,6 +15,8 @@
 #                       write-back phases (9-12), the codec phase (13), the
 #                       cost phase (14) or the nfs:// restore phase (15 = 12 at
 #                       4 x 1 GiB); default all (everything but 15)
+#   BENCH_ONLY=multinode  phase 16 alone (not in the default list: it needs a
+#                       PostgreSQL server, apt-get install postgresql)
 #   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
 #   BENCH_COST_LATENCY_MS=N  faultfs latency_ms of phase 14 (default 1)
 #   BENCH_COST_OPTS=OPTS     ckptfs mount options of phase 14 (default none)
@@ -95,6 +97,23 @@
 # The nfs:// restore phase (issue 20 part 4), BENCH_ONLY=restore only: phase 12
 #  15. with 4 x 1 GiB (small: 4 x 128 MiB): the cold restore by 4 readers on a
 #                       fresh node against backing-tool get of the same bytes.
+# The multi-node phase (issue 18), BENCH_ONLY=multinode only, per round: a
+# private PostgreSQL 15 (tests/pg/pgserver.sh) and two daemons with -o meta=
+# over one BACKING directory, each its own cache and mountpoint (nodes A, B),
+# beside one daemon on its SQLite catalog; the order alternates by round:
+#  16. multi-node       one checkpoint of 4 shards x 256 MiB of random data
+#                       (small: x 32 MiB), 1 MiB writes, fsync, close, then
+#                       the completion signal (.metadata.tmp renamed onto
+#                       .metadata) until state=committed: 4 writers through the
+#                       one SQLite node against 2 writers through each of A and
+#                       B at once; aggregate MB/s (target >= 0.9x). The
+#                       PostgreSQL round trips of both nodes for it, per GiB
+#                       written (ckptfs-admin stats: pg_round_trips). Then 20
+#                       small saves (2 x 1 MiB, shard 0 written on A, shard 1
+#                       on B, the signal on A): ms from the start of the rename
+#                       on A until node B reads state=committed (scripts/
+#                       bench_mn.py); median and p95 over all rounds (target
+#                       p95 < 100 ms).
 # The codec phase (scripts/bench_ckpt.py, build/codec-bench), once, < 3 min:
 #  13. real tensors     a small character-level model trained here for a few
 #                       hundred Adam steps, saved as a mixed-precision trainer
@@ -136,7 +155,7 @@ NREPLICAS=8
 UNIQUE_FILE=$((1024 * MiB / div)) # per writer
 REPLICA=$((512 * MiB / div))      # payload per replica
 TMPROOT=${BENCH_TMP:-/var/tmp}
-run_meta=0 run_cost=0 run_wbfs=1 # phase 5 (with gen), 14, 9-11 (with wb)
+run_meta=0 run_cost=0 run_wbfs=1 run_mn=0 # phase 5 (with gen), 14, 9-11 (with wb), 16
 case "${BENCH_ONLY:-all}" in
 all) run_io=1 run_gen=1 run_wb=1 run_codec=1 run_meta=1 run_cost=1 ;;
 io) run_io=1 run_gen=0 run_wb=0 run_codec=0 ;;
@@ -146,7 +165,8 @@ wb) run_io=0 run_gen=0 run_wb=1 run_codec=0 ;;
 codec) run_io=0 run_gen=0 run_wb=0 run_codec=1 ;;
 cost) run_io=0 run_gen=0 run_wb=0 run_codec=0 run_cost=1 ;;
 restore) run_io=0 run_gen=0 run_wb=1 run_codec=0 run_wbfs=0 ;;
-*) echo "bench: BENCH_ONLY must be io, gen, meta, wb, codec, cost or restore (or unset: all)" >&2; exit 2 ;;
+multinode) run_io=0 run_gen=0 run_wb=0 run_codec=0 run_mn=1 ;;
+*) echo "bench: BENCH_ONLY must be io, gen, meta, wb, codec, cost, restore or multinode (or unset: all)" >&2; exit 2 ;;
 esac
 COST_FILE=$((256 * MiB / div))             # phase 14: bytes per file (4 files)
 COST_LAT=${BENCH_COST_LATENCY_MS:-1}       # phase 14: faultfs latency_ms
@@ -171,6 +191,12 @@ META_SIZE=4096              # phase 5: bytes per file
 META_BLOCKS=10              # phase 5: blocks per side, alternating between the sides
 DEL_SIZE=1024               # phases 6, 8: bytes per file
 DEL_SUBDIRS=10              # phases 6, 8: subdirectories of the generation
+MN_NSHARDS=4                # phase 16: shards per checkpoint (half through each node)
+MN_FILE=$((256 * MiB / div)) # phase 16: bytes per shard
+MN_NSAVES=20                 # phase 16: small saves per round (commit latency across nodes)
+MN_SAVE=$MiB                 # phase 16: bytes per shard of a small save
+MN=$HERE/bench_mn.py
+PGSERVER=$HERE/../tests/pg/pgserver.sh
 NSAVES=20                   # phase 7: saves per round
 SAVE_FILE=$((64 * MiB / div)) # phase 7: bytes per .distcp file (2 per save)
 
@@ -182,6 +208,9 @@ if { [ "$run_wb" = 1 ] || [ "$run_cost" = 1 ]; } && { [ ! -x "$FAULTFS" ] || [ !
 	echo "bench: building $BUILD/faultfs and $BUILD/backing-tool for the write-back phases"
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/faultfs" "$BUILD/backing-tool" >/dev/null ||
 		die "could not build $FAULTFS and $BTOOL"
+fi
+if [ "$run_mn" = 1 ] && ! ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1; then
+	die "BENCH_ONLY=multinode needs a PostgreSQL server (apt-get install postgresql)"
 fi
 if [ "$run_codec" = 1 ] && [ ! -x "$BIN/codec-bench" ]; then
 	make -C "$HERE/.." -s BUILD="$BUILD" "$BUILD/codec-bench" >/dev/null || echo "bench: no $BUILD/codec-bench: phase 13 skips the microbenchmark"
@@ -282,11 +311,23 @@ ganesha_down() {
 	gdir=''
 }
 
+# Phase 16's nodes (mounts and PIDs, in order) and private PostgreSQL: the
+# daemons stop first (they still need the server to leave their leases).
+mn_mnts=() mn_pids=() pgdir=''
+mn_down() {
+	local i
+	for i in "${!mn_pids[@]}"; do helper_down "${mn_mnts[$i]}" "${mn_pids[$i]}"; done
+	mn_mnts=() mn_pids=()
+	if [ -n "$pgdir" ]; then "$PGSERVER" stop "$pgdir" >/dev/null 2>&1 || true; fi
+	pgdir=''
+}
+
 cleanup() {
 	local w
 	for w in "${workers[@]}"; do kill "$w" 2>/dev/null || true; done
 	perf_stop
 	stop_daemon
+	mn_down
 	faultfs_down
 	nullfs_down
 	ganesha_down
@@ -421,6 +462,7 @@ if [ "$run_io" = 1 ]; then need=$((2 * NWRITERS * UNIQUE_FILE + 2 * NREPLICAS * 
 if [ "$run_gen" = 1 ]; then need=$((need + 2 * NSAVES * SAVE_FILE + 512 * MiB)); fi
 if [ "$run_wb" = 1 ]; then need=$((need + 6 * WB_NFILES * WB_FILE + 512 * MiB)); fi
 if [ "$run_cost" = 1 ]; then need=$((need + 3 * 4 * COST_FILE)); fi
+if [ "$run_mn" = 1 ]; then need=$((need + 2 * MN_NSHARDS * MN_FILE + 256 * MiB)); fi
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt "$need" ] || die "$work: $((avail / MiB)) MiB free, the bench needs about $((need / MiB)) MiB"
 
@@ -1164,6 +1206,104 @@ if [ "$run_codec" = 1 ]; then
 	rm -f "$shm/ckpt.pt" "$shm/ckpt.safetensors" "$shm/random.bin"
 fi # run_codec
 
+# ---- phase 16: several nodes over one store ---------------------------------
+
+if [ "$run_mn" = 1 ]; then
+echo
+echo "== multi-node (phase 16): $MN_NSHARDS x $((MN_FILE / MiB)) MiB, 1 node on SQLite against 2 nodes with -o meta= (PostgreSQL 15 on a Unix socket)"
+gen=()
+for i in $(seq 0 $((MN_NSHARDS - 1))); do gen+=("$PY $IO gen $shm/mn$i $MN_FILE $((3000 + i))"); done
+run_group "${gen[@]}"
+
+# mn_node D NAME: a node of the shared catalog $pgurl over BACKING $1/../backing.
+mn_node() {
+	local d=$1 name=$2 p
+	mkdir -p "$d/cache" "$d/mnt"
+	"$BIN/ckptfs" -f -o "cache=$d/cache,meta=$pgurl,node_name=bench-$name" "$mn_backing" "$d/mnt" 2>>"$d/daemon.log" &
+	p=$!
+	mn_mnts+=("$d/mnt") mn_pids+=("$p")
+	wait_mounted "$d/mnt" "$p" "$d/daemon.log" || die "node $name did not mount on $d/mnt"
+}
+mn_stat() { "$BIN/ckptfs-admin" stats "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
+# mn_ckpt GENDIR_OF_SHARD... : the shards written at once (shard i into the
+# i-th directory: the same generation through one node or two), then the
+# signal in the first, watched through the last; sets $elapsed.
+mn_ckpt() {
+	local cmds=() i=0 d t0
+	for d in "$@"; do cmds+=("$PY $IO write $shm/mn$i $d/shard$i.bin 0 -"); i=$((i + 1)); done
+	t0=$(now_ns)
+	run_group "${cmds[@]}"
+	"$PY" "$MN" commit "$1" "${!#}" >/dev/null || die "the completion signal did not commit"
+	elapsed=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+}
+mn_verify() { # DIR...: shard i read back through the i-th directory
+	local i=0 d
+	for d in "$@"; do "$PY" "$IO" verify "$shm/mn$i" "$d/shard$i.bin" 0 - || die "shard $i differs through $d"; i=$((i + 1)); done
+}
+MNL=''
+for r in $(seq 1 "$ROUNDS"); do
+	echo "-- round $r"
+	order="one two"
+	[ $((r % 2)) = 1 ] || order="two one"
+	for side in $order; do
+		rd=$work/mn$r-$side
+		mkdir -p "$rd"
+		if [ "$side" = one ]; then
+			start_daemon "$rd"
+			mkdir -p "$mnt/run/step-1"
+			dirs=()
+			for i in $(seq 1 "$MN_NSHARDS"); do dirs+=("$mnt/run/step-1"); done
+			settle
+			mn_ckpt "${dirs[@]}"
+			check_daemon
+			R[mn,plain,$r]=$(mbps $((MN_NSHARDS * MN_FILE)) "$elapsed")
+			printf '   1 node (SQLite)   %7.2fs %6s MB/s\n' "$elapsed" "${R[mn,plain,$r]}"
+			mn_verify "${dirs[@]}"
+			stop_daemon
+		else
+			pgdir=$(mktemp -u /tmp/ckptfs-bench-pg.XXXXXX)
+			pgurl=$("$PGSERVER" start "$pgdir" $$) || die "could not start PostgreSQL in $pgdir"
+			mn_backing=$rd/backing
+			mkdir -p "$mn_backing"
+			mn_node "$rd/A" A
+			mn_node "$rd/B" B
+			a=$rd/A/mnt b=$rd/B/mnt
+			mkdir -p "$a/run/step-1"
+			[ -d "$b/run/step-1" ] || die "node B does not see run/step-1 made on node A"
+			dirs=()
+			for i in $(seq 0 $((MN_NSHARDS - 1))); do
+				if [ "$i" -lt $((MN_NSHARDS / 2)) ]; then dirs+=("$a/run/step-1"); else dirs+=("$b/run/step-1"); fi
+			done
+			rt0=$(($(mn_stat "$a" pg_round_trips) + $(mn_stat "$b" pg_round_trips)))
+			settle
+			mn_ckpt "${dirs[@]}"
+			rt1=$(($(mn_stat "$a" pg_round_trips) + $(mn_stat "$b" pg_round_trips)))
+			R[mn,ckptfs,$r]=$(mbps $((MN_NSHARDS * MN_FILE)) "$elapsed")
+			R[mnrt,ckptfs,$r]=$(awk -v n=$((rt1 - rt0)) -v b=$((MN_NSHARDS * MN_FILE)) 'BEGIN { printf "%.0f", n / (b / 1073741824) }')
+			printf '   2 nodes (meta=)   %7.2fs %6s MB/s, %d PostgreSQL round trips (%s per GiB)\n' \
+				"$elapsed" "${R[mn,ckptfs,$r]}" $((rt1 - rt0)) "${R[mnrt,ckptfs,$r]}"
+			# every shard read back through the other node
+			rdirs=()
+			for d in "${dirs[@]}"; do if [ "$d" = "$a/run/step-1" ]; then rdirs+=("$b/run/step-1"); else rdirs+=("$a/run/step-1"); fi; done
+			mn_verify "${rdirs[@]}"
+			sync
+			sleep 1
+			out=$("$PY" "$MN" saves "$a/series" "$b/series" "$MN_NSAVES" "$MN_SAVE") || die "bench_mn.py saves failed"
+			l=$(kv commit_ms <<<"$(tr '\n' ' ' <<<"$out")")
+			lat=$(awk -F'commit_ms=' 'NF > 1 { split($2, v, " "); printf "%s ", v[1] }' <<<"$out")
+			MNL+="$lat"
+			echo "   commit across nodes: median $(median <<<"$lat") ms, p95 $(pct 95 <<<"$lat") ms, max $(max <<<"$lat") ms over $MN_NSAVES saves (first $l ms)"
+			for i in "${!mn_pids[@]}"; do
+				kill -0 "${mn_pids[$i]}" 2>/dev/null || die "node daemon ${mn_pids[$i]} died"
+			done
+			mn_down
+		fi
+		rm -rf "$rd"
+	done
+done
+rm -f "$shm"/mn*
+fi # run_mn
+
 # ---- the table --------------------------------------------------------------
 
 vals() { local out='' i; for i in $(seq 1 "$ROUNDS"); do out+="${R[$1,$2,$i]:-} "; done; echo "$out"; }
@@ -1319,6 +1459,14 @@ if [ "$run_wb" = 1 ]; then
 			row "$n" "$(vals $m plain | imedian)" "$(vals $m ckptfs | imedian)" "${ratio}x" "-" "-"
 		fi
 	done
+fi
+if [ "$run_mn" = 1 ]; then
+	ratio=$(ratios mn | median)
+	row "2 nodes (meta=) vs 1 (SQLite) MB/s" "$(vals mn plain | imedian)" "$(vals mn ckptfs | imedian)" "${ratio}x" ">=0.9x" "$(met "$ratio" 0.9 '>=')"
+	v=$(pct 95 <<<"$MNL")
+	row "  commit A -> B p95 (ms)" "-" "$v" "-" "<100" "$(met "$v" 100 '<')"
+	row "  commit A -> B median (ms)" "-" "$(median <<<"$MNL")" "-" "-" "-"
+	row "  PostgreSQL round trips / GiB" "-" "$(vals mnrt ckptfs | imedian)" "-" "-" "-"
 fi
 if [ "$run_cost" = 1 ]; then
 	ratio=$(ratios kd | median)

@@ -28,6 +28,16 @@
 #     host directory on MOUNTPOINT with propagation rshared (allow_other,
 #     FUSE device, SYS_ADMIN), the consumer binds it rslave/rshared and
 #     waits for ckptfs to be healthy;
+#   - compose.multinode.yaml runs several nodes over one store: postgres
+#     (the official postgres:15 image, a volume, a pg_isready healthcheck),
+#     ganesha (compose.yaml's service, extended), and two or more ckptfs
+#     nodes of the runtime image, each with BACKING nfs://ganesha/…, -o
+#     meta=postgresql://…@postgres…, a node_name, a cache volume and a host
+#     mount directory of its own (rshared), FUSE, SYS_ADMIN, waiting for a
+#     healthy postgres and ganesha; and each node's options are ones the
+#     daemon accepts: BUILD_DIR's ckptfs runs with them (cache= and BACKING
+#     moved to a temp dir) and must get as far as connecting to the host
+#     postgres, which does not resolve here;
 #   - hadolint and `docker compose config`, when available (skipped, and said
 #     so, when not).
 # Prints PASS/FAIL/SKIP per check, then "N passed, N failed"; exits non-zero
@@ -307,10 +317,145 @@ compose_shared() {
 	EOF
 }
 
+# compose.multinode.yaml: postgres, ganesha and two ckptfs nodes of one
+# shared catalog. Prints one "NODE<TAB>CKPTFS_OPTIONS" line per node (the
+# ${VAR:-default} in them resolved to the default) for multinode_options.
+compose_multinode() {
+	"$PY" - "$here" <<-'EOF'
+		import os, re, sys
+		import yaml
+		docker = sys.argv[1]
+		errors = []
+		def subst(v):
+		    return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}", lambda m: m.group(1) or "", str(v))
+		def envof(svc):
+		    env = svc.get("environment") or {}
+		    if isinstance(env, list):
+		        env = dict(e.split("=", 1) for e in env)
+		    return {k: subst(v) for k, v in env.items()}
+		with open(os.path.join(docker, "compose.multinode.yaml")) as f:
+		    c = yaml.safe_load(f)
+		with open(os.path.join(docker, "compose.yaml")) as f:
+		    tutorial = (yaml.safe_load(f).get("services") or {})
+		svcs = c.get("services") or {}
+		vols = c.get("volumes") or {}
+		def healthy_deps(svc):
+		    dep = svc.get("depends_on") or {}
+		    return {n for n, d in dep.items() if (d or {}).get("condition") == "service_healthy"} if isinstance(dep, dict) else set()
+		def volumes(svc):
+		    for v in svc.get("volumes", []):
+		        if isinstance(v, dict):
+		            yield v.get("type"), subst(v.get("source")), v.get("target"), (v.get("bind") or {}).get("propagation")
+		        else:
+		            parts = str(v).split(":")
+		            kind = "bind" if parts[0].startswith(("/", ".", "$")) else "volume"
+		            prop = next((o for o in (parts[2].split(",") if len(parts) > 2 else []) if o.endswith(("shared", "slave", "private"))), None)
+		            yield kind, subst(parts[0]), parts[1] if len(parts) > 1 else None, prop
+		pg = svcs.get("postgres")
+		if not pg:
+		    errors.append("no service postgres")
+		else:
+		    if not re.fullmatch(r"(docker\.io/(library/)?)?postgres:15([.\w-]*)", str(pg.get("image", ""))):
+		        errors.append("postgres: image %r is not the official postgres:15" % pg.get("image"))
+		    if not any(k == "volume" and s in vols and t == "/var/lib/postgresql/data" for k, s, t, _ in volumes(pg)):
+		        errors.append("postgres: /var/lib/postgresql/data is not a named volume")
+		    test = (pg.get("healthcheck") or {}).get("test")
+		    if "pg_isready" not in " ".join(test if isinstance(test, list) else [str(test)]):
+		        errors.append("postgres: healthcheck does not run pg_isready")
+		    pgenv = envof(pg)
+		g = svcs.get("ganesha") or {}
+		ext = g.get("extends") or {}
+		if not (ext.get("file") == "compose.yaml" and ext.get("service") == "ganesha" and "ganesha" in tutorial):
+		    errors.append("ganesha: does not extend compose.yaml's ganesha service")
+		else:
+		    for v in tutorial["ganesha"].get("volumes", []):
+		        src = str(v).split(":")[0]
+		        if not src.startswith(("/", ".")) and src not in vols:
+		            errors.append("ganesha: compose.yaml's volume %r is not declared here" % src)
+		nodes = {n: s for n, s in svcs.items() if "meta=" in envof(s).get("CKPTFS_OPTIONS", "")}
+		if len(nodes) < 2:
+		    errors.append("fewer than two ckptfs nodes with -o meta=: %s" % ", ".join(nodes))
+		seen = {"cache": {}, "mnt": {}, "name": {}}
+		for n, s in nodes.items():
+		    env = envof(s)
+		    opts = dict((o.split("=", 1) + [""])[:2] for o in env["CKPTFS_OPTIONS"].split(","))
+		    b = s.get("build") or {}
+		    if not (isinstance(b, dict) and b.get("dockerfile") == "docker/Dockerfile" and b.get("target") in (None, "runtime")):
+		        errors.append("%s: not built from docker/Dockerfile's runtime image: %r" % (n, b))
+		    if not env.get("BACKING", "").startswith("nfs://ganesha/"):
+		        errors.append("%s: BACKING is not nfs://ganesha/...: %r" % (n, env.get("BACKING")))
+		    m = re.fullmatch(r"postgres(?:ql)?://([^:@/]+)(?::([^@/]*))?@postgres(?::5432)?/([^?]+)", opts.get("meta", ""))
+		    if not m:
+		        errors.append("%s: meta=%r is not postgresql://USER[:PASSWORD]@postgres/DB" % (n, opts.get("meta")))
+		    elif pg and (m.group(1), m.group(3)) != (pgenv.get("POSTGRES_USER", "postgres"), pgenv.get("POSTGRES_DB", pgenv.get("POSTGRES_USER", "postgres"))):
+		        errors.append("%s: meta= names user %s, database %s; postgres makes %s, %s" % (n, m.group(1), m.group(3), pgenv.get("POSTGRES_USER"), pgenv.get("POSTGRES_DB")))
+		    elif pg and (m.group(2) or "") != pgenv.get("POSTGRES_PASSWORD", ""):
+		        errors.append("%s: meta='s password is not postgres's POSTGRES_PASSWORD" % n)
+		    if "/dev/fuse" not in [str(d).split(":")[0] for d in s.get("devices", [])]:
+		        errors.append("%s: no /dev/fuse device" % n)
+		    if "SYS_ADMIN" not in s.get("cap_add", []):
+		        errors.append("%s: no SYS_ADMIN capability" % n)
+		    if healthy_deps(s) < {"postgres", "ganesha"}:
+		        errors.append("%s: does not wait for a healthy postgres and ganesha" % n)
+		    cache = opts.get("cache", "")
+		    cvol = [src for k, src, t, _ in volumes(s) if k == "volume" and t and cache.startswith(t.rstrip("/") + "/")]
+		    if not cvol or cvol[0] not in vols:
+		        errors.append("%s: cache=%s is not in a declared volume" % (n, cache))
+		    mnt = env.get("MOUNTPOINT", "/mnt/ckpt")
+		    host = [(src, p) for k, src, t, p in volumes(s) if k == "bind" and t == mnt]
+		    if not host or host[0][1] != "rshared":
+		        errors.append("%s: MOUNTPOINT %s is not a host bind with propagation rshared: %r" % (n, mnt, host))
+		    for what, v in (("cache", cvol[0] if cvol else None), ("mnt", host[0][0] if host else None), ("name", opts.get("node_name"))):
+		        if not v:
+		            errors.append("%s: no %s" % (n, {"cache": "cache volume", "mnt": "host mount directory", "name": "node_name="}[what]))
+		        elif v in seen[what]:
+		            errors.append("%s and %s share the %s %s" % (seen[what][v], n, what, v))
+		        else:
+		            seen[what][v] = n
+		    print("%s\t%s" % (n, env["CKPTFS_OPTIONS"]))
+		for e in errors:
+		    print(e, file=sys.stderr)
+		print("postgres, ganesha, nodes %s" % ", ".join(nodes), file=sys.stderr)
+		sys.exit(1 if errors else 0)
+	EOF
+}
+
+# Each node's CKPTFS_OPTIONS through BUILD_DIR's ckptfs: its option parser
+# must accept them all and libpq the URL, so that the daemon's only failure
+# here is that the host postgres does not resolve (cache= and BACKING are
+# moved to temp dirs; nothing is mounted).
+multinode_options() {
+	local lines n opts out rc=0 m=$T/mn-mnt
+	lines=$(compose_multinode 2>&1 >/dev/null) || { echo "$lines"; return 1; }
+	[ -x "$build/ckptfs" ] || { echo "$build/ckptfs not built (make all)"; return 1; }
+	mkdir -p "$m" "$T/mn-backing"
+	while IFS=$'\t' read -r n opts; do
+		opts=$(printf '%s' "$opts" | sed -E "s#(^|,)cache=[^,]*#\\1cache=$T/mn-cache-$n#")
+		out=$(timeout 60 "$build/ckptfs" -f -o "$opts" "$T/mn-backing" "$m" 2>&1) && {
+			echo "$n: ckptfs mounted with no postgres to reach?"
+			fusermount3 -u "$m" 2>/dev/null
+			rc=1
+			continue
+		}
+		if ! printf '%s' "$out" | grep -q 'catalog postgresql://[^ ]*@postgres[:/].*cannot connect'; then
+			echo "$n: ckptfs -o $opts: $(printf '%s' "$out" | grep -v ' info: ' | tail -n 3)"
+			rc=1
+		fi
+	done < <(compose_multinode 2>/dev/null)
+	echo "options accepted: $(compose_multinode 2>/dev/null | cut -f1 | tr '\n' ' ')"
+	return $rc
+}
+
 if [ -x "$PY" ] && "$PY" -c 'import yaml' 2>/dev/null; then
 	check "compose.yaml parses; services, FUSE, nfs:// BACKING; every COPY source exists" compose_and_copies
 	check "Dockerfile: multi-stage; runtime = debian + the .deb (no -dev, compiler, criterion, torch, ganesha), HEALTHCHECK, root explained; torch in the tutorial stage only" dockerfile_stages
 	check "compose.shared.yaml: ckptfs binds MOUNTPOINT rshared (allow_other), another service binds it rslave and waits for healthy" compose_shared
+	check "compose.multinode.yaml: postgres:15 (volume, pg_isready), compose.yaml's ganesha, 2 nodes (meta=…@postgres, nfs:// BACKING, own cache volume, node_name and host mount, wait for healthy)" compose_multinode
+	if [ -x "$build/ckptfs" ]; then
+		check "compose.multinode.yaml: every node's CKPTFS_OPTIONS accepted by $(basename "$build")/ckptfs (it gets as far as connecting to postgres)" multinode_options
+	else
+		fail "compose.multinode.yaml: node options" "$build/ckptfs not built (make all)"
+	fi
 else
 	fail "compose.yaml" "/usr/bin/python3 with yaml is missing (make deps installs python3-yaml)"
 fi
@@ -410,6 +555,7 @@ else
 fi
 if command -v docker >/dev/null && docker compose version >/dev/null 2>&1; then
 	check "docker compose config" docker compose -f "$here/compose.yaml" config -q
+	check "docker compose config (compose.multinode.yaml)" docker compose -f "$here/compose.multinode.yaml" config -q
 else
 	skip "docker compose config" "no docker compose plugin here; compose.yaml checked by the parser above only"
 fi

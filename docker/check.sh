@@ -442,7 +442,7 @@ multinode_options() {
 			rc=1
 		fi
 	done < <(compose_multinode 2>/dev/null)
-	echo "options accepted: $(compose_multinode 2>/dev/null | cut -f1 | tr '\n' ' ')"
+	echo "nodes checked: $(compose_multinode 2>/dev/null | cut -f1 | tr '\n' ' ')"
 	return $rc
 }
 

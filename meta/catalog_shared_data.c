@@ -47,7 +47,14 @@
  *      uploaded, and -ENOENT (as alone) while a writer stores its object;
  *      otherwise from PostgreSQL: uploaded → on BACKING, not cached; not
  *      uploaded → -EAGAIN (its holder's cache has the only copy: a reader
- *      waits up to backing_timeout); no row → -ENOENT. */
+ *      waits up to backing_timeout); no row → -ENOENT.
+ *  S7. A writer that starts from a file's committed extents pins their live
+ *      chunks in PostgreSQL (pgns_pin, N6: no reclaim removes them) until
+ *      its release (cat_pending_drop: pgns_unpin); a chunk it could not pin
+ *      (gone or being reclaimed) gets a row with no object (invariant 2).
+ *      A commit naming a chunk this node holds no object of checks that
+ *      PostgreSQL still has it live: else -EIO, logged with file and chunk,
+ *      never a reference to an object nobody has. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -73,7 +80,7 @@
 /* A file's pending extents with what this node knows of their chunks. */
 static const char csd_sql_pending_all[] =
 	"SELECT p.off, p.len, p.chunk_off, c.plain_len, p.hash, c.codec, c.stored_len,"
-	" c.uploaded FROM pending p LEFT JOIN chunks c ON c.hash = p.hash"
+	" c.uploaded, c.cached FROM pending p LEFT JOIN chunks c ON c.hash = p.hash"
 	" WHERE p.ino = ?1 ORDER BY p.off";
 /* S3: zero-count rows the sweep may take (rule d) or delete quietly (c). */
 static const char csd_sql_garbage[] =
@@ -291,6 +298,19 @@ int catsh_pending_cut(struct cat *cat, uint64_t ino, uint64_t new_size)
 	return rc;
 }
 
+/* The writer's release: its pending rows, then its pins (S7). A pin left
+ * by a failed unpin only keeps chunks from reclaim until this node is no
+ * longer live (pgns_unpin_lost), so it is logged, not returned. */
+int catsh_pending_drop(struct cat *cat, uint64_t ino)
+{
+	int rc = catsh_pending_cut(cat, ino, 0);
+	int urc = pgns_unpin(cat_shared_ns(cat), ino);
+	if (urc)
+		log_warn("catalog %s: cannot drop the pins of inode %" PRIu64 " (%s); they go"
+			 " when this node leaves", cat->path, ino, strerror(-urc));
+	return rc;
+}
+
 /* ---- a writer starting on an existing file ---- */
 
 /* The file's committed extents, all of them, from PostgreSQL. */
@@ -326,7 +346,7 @@ static int csd_committed(struct cat *cat, uint64_t ino, struct cat_extent **out,
 }
 
 /* What PostgreSQL records of each distinct chunk ext[0..n) names. */
-static int csd_describe(struct cat *cat, const struct cat_extent *ext, size_t n,
+static int csd_describe(struct cat *cat, uint64_t ino, const struct cat_extent *ext, size_t n,
 			struct pgns_chunk_info **out, size_t *nout)
 {
 	struct pgns_chunk_info *info = calloc(n ? n : 1, sizeof(*info));
@@ -340,7 +360,7 @@ static int csd_describe(struct cat *cat, const struct cat_extent *ext, size_t n,
 		if (!seen)
 			memcpy(info[k++].chunk.hash, ext[i].hash, CAT_HASH_LEN);
 	}
-	int rc = pgns_chunks_info(cat_shared_ns(cat), info, k);
+	int rc = pgns_pin(cat_shared_ns(cat), ino, info, k); /* S7 */
 	if (rc) {
 		free(info);
 		return rc;
@@ -360,12 +380,15 @@ static const struct pgns_chunk_info *csd_info_of(const struct pgns_chunk_info *i
 }
 
 /* One committed extent becomes a pending row with its reference. A hash
- * PostgreSQL no longer has (a commit elsewhere replaced the file since the
- * extents were read) gets a row with no object: the commit refuses it
- * (invariant 2) unless the writer rewrites that range. */
+ * PostgreSQL no longer has live (a commit elsewhere replaced the file since
+ * the extents were read, and a reclaim took it: S7) gets a row with no
+ * object: the commit refuses it (invariant 2) unless the writer rewrites
+ * that range. */
 static int csd_take_committed(struct cat *cat, sqlite3_stmt *take, uint64_t ino,
 			      const struct cat_extent *e, const struct pgns_chunk_info *info)
 {
+	if (info && !info->live)
+		info = NULL;
 	sqlite3_reset(take);
 	csd_bind_hash(take, 1, e->hash);
 	sqlite3_bind_int64(take, 2, (int64_t)e->chunk_len);
@@ -389,7 +412,7 @@ int catsh_pending_from_committed(struct cat *cat, uint64_t ino)
 	size_t n = 0, ninfo = 0;
 	int rc = csd_committed(cat, ino, &ext, &n);
 	if (rc == 0)
-		rc = csd_describe(cat, ext, n, &info, &ninfo);
+		rc = csd_describe(cat, ino, ext, n, &info, &ninfo);
 	sqlite3_stmt *take = NULL;
 	cat_lock(cat);
 	if (rc == 0)
@@ -417,6 +440,9 @@ struct csd_publish {
 	size_t nchunks;
 	uint8_t (*uploaded)[CAT_HASH_LEN]; /* chunks this node knows are on BACKING */
 	size_t nuploaded;
+	struct pgns_chunk_info *absent; /* chunks this node holds no object of (S7) */
+	bool *absent_up;                /* ... and whether it put them on BACKING */
+	size_t nabsent;
 };
 
 static void csd_publish_free(struct csd_publish *p)
@@ -424,6 +450,8 @@ static void csd_publish_free(struct csd_publish *p)
 	free(p->ext);
 	free(p->chunks);
 	free(p->uploaded);
+	free(p->absent);
+	free(p->absent_up);
 }
 
 static int csd_publish_grow(struct csd_publish *p)
@@ -440,7 +468,13 @@ static int csd_publish_grow(struct csd_publish *p)
 	uint8_t(*u)[CAT_HASH_LEN] = c ? realloc(p->uploaded, cap * CAT_HASH_LEN) : NULL;
 	if (u)
 		p->uploaded = u;
-	if (!u)
+	struct pgns_chunk_info *a = u ? realloc(p->absent, cap * sizeof(*a)) : NULL;
+	if (a)
+		p->absent = a;
+	bool *au = a ? realloc(p->absent_up, cap * sizeof(*au)) : NULL;
+	if (au)
+		p->absent_up = au;
+	if (!au)
 		return -ENOMEM;
 	p->cap = cap;
 	return 0;
@@ -477,7 +511,33 @@ static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, stru
 	c->stored_len = (uint64_t)sqlite3_column_int64(st, 6);
 	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
 		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
+	if (!sqlite3_column_int(st, 8)) { /* S7: no object here */
+		p->absent_up[p->nabsent] = sqlite3_column_int(st, 7);
+		memcpy(p->absent[p->nabsent++].chunk.hash, e->hash, CAT_HASH_LEN);
+	}
 	return 0;
+}
+
+/* S7: every chunk this node holds no object of must still be live in
+ * PostgreSQL (one this node uploaded itself before any commit named it may
+ * be unknown there yet), else the commit would name an object nobody has.
+ * One round trip, and none for a file whose chunks are all in the cache. */
+static int csd_publish_check(struct cat *cat, uint64_t ino, struct csd_publish *p)
+{
+	if (p->nabsent == 0)
+		return 0;
+	int rc = pgns_chunks_info(cat_shared_ns(cat), p->absent, p->nabsent);
+	for (size_t i = 0; rc == 0 && i < p->nabsent; i++) {
+		if (p->absent[i].found ? p->absent[i].live : p->absent_up[i])
+			continue;
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(p->absent[i].chunk.hash, hex);
+		log_error("catalog %s: cannot commit inode %" PRIu64 ": chunk %s is %s in the shared"
+			  " catalog and this node holds no copy of it", cat->path, ino, hex,
+			  p->absent[i].found ? "being reclaimed" : "gone");
+		rc = -EIO;
+	}
+	return rc;
 }
 
 /* Reads ino's pending extents and their chunks; under the lock. */
@@ -535,6 +595,8 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 	cat_unlock(cat);
 	/* The writer of ino is the only one changing its pending rows, and it
 	 * waits for this call: nothing read above moves while PostgreSQL runs. */
+	if (rc == 0)
+		rc = csd_publish_check(cat, ino, &p);
 	if (rc == 0)
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,

@@ -441,7 +441,6 @@ struct csd_publish {
 	uint8_t (*uploaded)[CAT_HASH_LEN]; /* chunks this node knows are on BACKING */
 	size_t nuploaded;
 	struct pgns_chunk_info *absent; /* chunks this node holds no object of (S7) */
-	bool *absent_up;                /* ... and whether it put them on BACKING */
 	size_t nabsent;
 };
 
@@ -451,7 +450,6 @@ static void csd_publish_free(struct csd_publish *p)
 	free(p->chunks);
 	free(p->uploaded);
 	free(p->absent);
-	free(p->absent_up);
 }
 
 static int csd_publish_grow(struct csd_publish *p)
@@ -471,10 +469,7 @@ static int csd_publish_grow(struct csd_publish *p)
 	struct pgns_chunk_info *a = u ? realloc(p->absent, cap * sizeof(*a)) : NULL;
 	if (a)
 		p->absent = a;
-	bool *au = a ? realloc(p->absent_up, cap * sizeof(*au)) : NULL;
-	if (au)
-		p->absent_up = au;
-	if (!au)
+	if (!a)
 		return -ENOMEM;
 	p->cap = cap;
 	return 0;
@@ -511,24 +506,22 @@ static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, stru
 	c->stored_len = (uint64_t)sqlite3_column_int64(st, 6);
 	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
 		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
-	if (!sqlite3_column_int(st, 8)) { /* S7: no object here */
-		p->absent_up[p->nabsent] = sqlite3_column_int(st, 7);
+	if (!sqlite3_column_int(st, 8)) /* S7: no object here (an open file's are never evicted) */
 		memcpy(p->absent[p->nabsent++].chunk.hash, e->hash, CAT_HASH_LEN);
-	}
 	return 0;
 }
 
-/* S7: every chunk this node holds no object of must still be live in
- * PostgreSQL (one this node uploaded itself before any commit named it may
- * be unknown there yet), else the commit would name an object nobody has.
- * One round trip, and none for a file whose chunks are all in the cache. */
+/* S7: every chunk this node holds no object of (taken from committed
+ * extents: the cache never evicts an open file's chunks) must still be live
+ * in PostgreSQL, else the commit would name an object nobody has. One round
+ * trip, and none for a file whose chunks are all in the cache. */
 static int csd_publish_check(struct cat *cat, uint64_t ino, struct csd_publish *p)
 {
 	if (p->nabsent == 0)
 		return 0;
 	int rc = pgns_chunks_info(cat_shared_ns(cat), p->absent, p->nabsent);
 	for (size_t i = 0; rc == 0 && i < p->nabsent; i++) {
-		if (p->absent[i].found ? p->absent[i].live : p->absent_up[i])
+		if (p->absent[i].found && p->absent[i].live)
 			continue;
 		char hex[2 * CAT_HASH_LEN + 1];
 		cat_hex(p->absent[i].chunk.hash, hex);

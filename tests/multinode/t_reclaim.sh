@@ -22,7 +22,8 @@ _mn_wait_settled() {
 	local t=$1 i=0 what
 	until what=$(_mn_settled); do
 		i=$((i + 1))
-		[ $i -le $((t * 5)) ] || ck_fail "BACKING not settled within ${t}s: $what"
+		[ $i -le $((t * 5)) ] || ck_fail "BACKING not settled within ${t}s: $what; not uploaded:" \
+			"$(mn_psql "SELECT encode(hash, 'hex'), refcount, holder, state FROM ns_chunks WHERE NOT uploaded")"
 		sleep 0.2
 	done
 	ck_log "settled: $what"
@@ -94,13 +95,31 @@ test_a_continued_writer_keeps_its_chunks_through_a_reclaim() {
 	_mn_wait_settled 30
 	ck_rand "$CK_REF/tail" 100000
 	cat "$CK_REF/f.v1" "$CK_REF/tail" >"$CK_REF/f.b"
-	# B opens f for appending (its writer starts from A's chunks) and holds it
-	exec 7>>"$MN_MNT_B/f"
+	# B's writer starts from A's chunks (a byte rewritten in place) and
+	# stays open; it appends the tail once A replaced f and reclaims ran
+	local go=$CK_TMP/go
+	"$PY" -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(fd, open(sys.argv[2], "rb").read(1), 0)
+open(sys.argv[4] + ".started", "w").close()
+while not os.path.exists(sys.argv[4]):
+    time.sleep(0.05)
+os.pwrite(fd, open(sys.argv[3], "rb").read(), 4000000)
+os.close(fd)
+' "$MN_MNT_B/f" "$CK_REF/f.v1" "$CK_REF/tail" "$go" &
+	local writer=$!
+	local i=0
+	until [ -e "$go.started" ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "B's writer did not start"
+		sleep 0.1
+	done
 	ck_rand "$CK_REF/f.a" 3000000
 	cp "$CK_REF/f.a" "$MN_MNT_A/f"
 	sleep $((MN_LEASE_MS * 2 / 1000 + 1)) # reclaim turns run meanwhile
-	cat "$CK_REF/tail" >&7
-	exec 7>&-
+	touch "$go"
+	wait $writer || ck_fail "B's writer failed"
 	_mn_wait_settled 60
 	mn_umount A
 	mn_umount B
@@ -108,3 +127,5 @@ test_a_continued_writer_keeps_its_chunks_through_a_reclaim() {
 	assert_file_eq "$CK_REF/f.b" "$MN_MNT_C/f"
 	mn_umount C
 }
+
+ck_main "$@"

@@ -42,7 +42,10 @@
  *      found moot marks nothing, as upload.c's U_CHUNK_UPLOADED). PostgreSQL
  *      lacking it (-ENOENT: not published yet, or reclaimed meanwhile) is
  *      logged; the local row is marked only while a writer references it,
- *      and its commit marks it in PostgreSQL (S2).
+ *      and its commit marks it in PostgreSQL (S2). Either side tells
+ *      PostgreSQL again after its own step (csd_done_late after the local
+ *      mark, csd_publish_late after the publication), so an upload that
+ *      ends while the commit runs is never left unmarked.
  *  S6. cat_chunk_where answers from the local row when it is cached or
  *      uploaded, and -ENOENT (as alone) while a writer stores its object;
  *      otherwise from PostgreSQL: uploaded → on BACKING, not cached; not
@@ -440,6 +443,7 @@ struct csd_publish {
 	size_t nchunks;
 	uint8_t (*uploaded)[CAT_HASH_LEN]; /* chunks this node knows are on BACKING */
 	size_t nuploaded;
+	bool *listed;                   /* chunks[i] is in uploaded (S5) */
 	struct pgns_chunk_info *absent; /* chunks this node holds no object of (S7) */
 	size_t nabsent;
 };
@@ -450,6 +454,7 @@ static void csd_publish_free(struct csd_publish *p)
 	free(p->chunks);
 	free(p->uploaded);
 	free(p->absent);
+	free(p->listed);
 }
 
 static int csd_publish_grow(struct csd_publish *p)
@@ -469,7 +474,10 @@ static int csd_publish_grow(struct csd_publish *p)
 	struct pgns_chunk_info *a = u ? realloc(p->absent, cap * sizeof(*a)) : NULL;
 	if (a)
 		p->absent = a;
-	if (!a)
+	bool *l = a ? realloc(p->listed, cap * sizeof(*l)) : NULL;
+	if (l)
+		p->listed = l;
+	if (!l)
 		return -ENOMEM;
 	p->cap = cap;
 	return 0;
@@ -504,6 +512,7 @@ static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, stru
 	c->plain_len = e->chunk_len;
 	c->codec = (uint8_t)sqlite3_column_int(st, 5);
 	c->stored_len = (uint64_t)sqlite3_column_int64(st, 6);
+	p->listed[p->nchunks - 1] = sqlite3_column_int(st, 7);
 	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
 		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
 	if (!sqlite3_column_int(st, 8)) /* S7: no object here (an open file's are never evicted) */
@@ -572,6 +581,44 @@ static int csd_local_sync(struct cat *cat)
 	return rc ? rc : src;
 }
 
+/* S5: chunks of the publication whose upload finished after the commit
+ * read the local rows (marked there since, but not in PostgreSQL, which
+ * lacked them then): marked now, in one round trip if there are any
+ * (p->absent, read by the S7 check already, holds their hashes). */
+static int csd_publish_late(struct cat *cat, struct csd_publish *p)
+{
+	sqlite3_stmt *st = NULL;
+	size_t k = 0;
+	cat_lock(cat);
+	int rc = csd_prepare(cat, "SELECT uploaded FROM chunks WHERE hash = ?1", &st);
+	for (size_t i = 0; rc == 0 && i < p->nchunks; i++) {
+		if (p->listed[i])
+			continue;
+		sqlite3_reset(st);
+		csd_bind_hash(st, 1, p->chunks[i].hash);
+		int src = csd_step(cat, st);
+		if (src < 0)
+			rc = src;
+		else if (src == 1 && sqlite3_column_int(st, 0))
+			memcpy(p->absent[k++].chunk.hash, p->chunks[i].hash, CAT_HASH_LEN);
+	}
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	if (rc || k == 0)
+		return rc;
+	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(k, CAT_HASH_LEN);
+	bool *marked = calloc(k, sizeof(*marked));
+	rc = hashes && marked ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < k; i++)
+		memcpy(hashes[i], p->absent[i].chunk.hash, CAT_HASH_LEN);
+	if (rc == 0)
+		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes, k,
+					  marked);
+	free(hashes);
+	free(marked);
+	return rc;
+}
+
 int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		      bool durable)
 {
@@ -594,6 +641,8 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
 				       p.nuploaded);
+	if (rc == 0)
+		rc = csd_publish_late(cat, &p);
 	csd_publish_free(&p);
 	return rc;
 }
@@ -711,7 +760,8 @@ static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
  * PostgreSQL was told (one round trip for the batch). Only a row whose
  * object is written was uploaded: an upload found moot (its row gone, or
  * a writer storing it anew) marks nothing, here as in upload.c. */
-static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark)
+static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark,
+			  bool *early)
 {
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(n ? n : 1, CAT_HASH_LEN);
 	bool *marked = calloc(n ? n : 1, sizeof(*marked));
@@ -722,7 +772,7 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	cat_lock(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		bool stored = false;
-		mark[i] = false;
+		mark[i] = early[i] = false;
 		if (rows[i].kind == UP_CHUNK)
 			rc = csd_local_row(cat, rows[i].hash, &refs[k], &stored);
 		if (rc == 0 && stored) {
@@ -736,6 +786,7 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 					  k, marked);
 	for (size_t j = 0; rc == 0 && j < k; j++) {
 		mark[at[j]] = marked[j] || refs[j] > 0; /* a writer's: its commit tells (S2) */
+		early[at[j]] = !marked[j] && refs[j] > 0;
 		if (!marked[j])
 			csd_log_hash(refs[j] > 0 ? "is on BACKING before its file's commit published it"
 						 : "is not in the shared store (never published, or"
@@ -749,10 +800,35 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	return rc;
 }
 
+/* S5: a writer's chunk uploaded before its commit published it, now
+ * marked locally: told to PostgreSQL once more, in case the commit read
+ * the local row before the mark and published in between (the commit's
+ * own re-check, csd_publish_late, covers a publication after this). */
+static int csd_done_late(struct cat *cat, const struct cat_upload *rows, size_t n,
+			 const bool *early)
+{
+	uint8_t(*hashes)[CAT_HASH_LEN] = NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!early[i])
+			continue;
+		if (!hashes && !(hashes = calloc(n, CAT_HASH_LEN)))
+			return -ENOMEM;
+		memcpy(hashes[k++], rows[i].hash, CAT_HASH_LEN);
+	}
+	bool *marked = k ? calloc(k, sizeof(*marked)) : NULL;
+	int rc = k == 0 ? 0 : marked ? pgns_chunks_uploaded(cat_shared_ns(cat),
+			(const uint8_t(*)[CAT_HASH_LEN])hashes, k, marked) : -ENOMEM;
+	free(marked);
+	free(hashes);
+	return rc;
+}
+
 int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n)
 {
 	bool *mark = calloc(n ? n : 1, sizeof(*mark));
-	int rc = mark ? csd_done_marks(cat, rows, n, mark) : -ENOMEM;
+	bool *early = calloc(n ? n : 1, sizeof(*early));
+	int rc = mark && early ? csd_done_marks(cat, rows, n, mark, early) : -ENOMEM;
 	cat_lock(cat);
 	if (rc == 0)
 		rc = cat_begin(cat);
@@ -760,7 +836,10 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 		rc = csd_done_txn(cat, &rows[i], mark[i]);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
+	if (rc == 0)
+		rc = csd_done_late(cat, rows, n, early);
 	free(mark);
+	free(early);
 	return rc;
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "backing.h"
 #include "catalog.h"
@@ -46,16 +47,21 @@ static int tr_cache_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
 	return 0;
 }
 
-static void tr_open(struct tr_node *n, const char *name)
+static void tr_open_lease(struct tr_node *n, const char *name, unsigned lease_ms)
 {
 	memset(n, 0, sizeof(*n));
 	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
 	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
 				      .timeout_ms = 5000 };
 	char err[512] = "";
 	int rc = cat_open_shared(n->path, &cfg, 0, 0, tr_cache_remove, n, &n->cat, err, sizeof(err));
 	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
+static void tr_open(struct tr_node *n, const char *name)
+{
+	tr_open_lease(n, name, 30000);
 }
 
 static void tr_close(struct tr_node *n)
@@ -324,4 +330,35 @@ Test(catshared_reclaim, the_pins_of_a_node_no_longer_live_go_at_the_next_turn)
 	tr_backing_close(&bk);
 	tr_close(&a);
 	ts_tmpdir_remove(b.dir);
+}
+
+Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open_lease(&a, "reclaim-a", 1000);
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
+	tr_write(&b, &bk, f, (const int[]){ 21 }, 1);
+	OK(cat_pending_drop(b.cat, f));
+	uint64_t ino;
+	OK(cat_unlink(b.cat, CAT_ROOT_INO, "f", &ino));
+	OK(cat_inode_release(b.cat, ino));
+	uint8_t h[CAT_HASH_LEN];
+	tr_hash(h, 21);
+	usleep(1500 * 1000); /* A's lease runs out unrenewed */
+	struct cat_reclaim_report rep;
+	int rc = cat_reclaim_turn(a.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep);
+	cr_assert(rc == 0 || rc == -ESTALE, "rc %d", rc);
+	cr_assert_not(rep.held);
+	cr_assert_eq(rep.removed, 0);
+	cr_assert(tr_on_backing(&bk, h), "a node past its lease removed an object (R1)");
+	rep = tr_turn(&b, &bk);
+	cr_assert(rep.held);
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_not(tr_on_backing(&bk, h));
+	tr_backing_close(&bk);
+	tr_close(&a);
+	tr_close(&b);
 }

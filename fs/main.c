@@ -40,6 +40,7 @@
 #include "options.h"
 #include "reader.h"
 #include "recent.h"
+#include "reclaimer.h"
 #include "rebuild.h"
 #include "safeopen.h"
 #include "sigs.h"
@@ -59,6 +60,7 @@ struct ckptfs {
 	struct backing *backing;
 	struct claim *claim;         /* BACKING is this catalog's (fs/lib/claim.h) */
 	struct leasekeep *lease;     /* -o meta=: this node's lease (leasekeep.h); NULL alone */
+	struct reclaimer *reclaimer; /* -o meta=: the cluster's reclaim duty (reclaimer.h) */
 	bool catalog_fresh;          /* -o meta=: this mount made the local catalog file */
 	struct cache *cache;
 	struct uploader *uploader;
@@ -608,6 +610,8 @@ static void main_close_state(struct ckptfs *fs)
 	fs->uploader = NULL;
 	gen_policy_free(fs->gen);
 	fs->gen = NULL;
+	reclaimer_stop(fs->reclaimer); /* removes from BACKING: before the claim ends */
+	fs->reclaimer = NULL;
 	claim_end(fs->claim, true); /* nothing of ours writes BACKING any more */
 	fs->claim = NULL;
 	leasekeep_stop(fs->lease); /* live until the uploads above have been recorded */
@@ -874,6 +878,11 @@ int main(int argc, char **argv)
 	if (cat_is_shared(fs.cat) && leasekeep_start(fs.cat, fs.opt.lease_ms, &fs.lease) != 0)
 		goto out;
 	octx.lease = fs.lease;
+	/* a turn every third of the lease, as its renewal: the duty moves on
+	 * within a lease of its holder's end */
+	if (cat_is_shared(fs.cat) &&
+	    reclaimer_start(fs.cat, fs.backing, fs.opt.lease_ms / 3, &fs.reclaimer) != 0)
+		goto out;
 
 	if (main_start_gen(&fs) != 0) {
 		log_error("cannot create the generation policy and the inode table");

@@ -2184,7 +2184,7 @@ static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
 
 int cat_pending_drop(struct cat *cat, uint64_t ino)
 {
-	if (cat->shared) return catsh_pending_cut(cat, ino, 0);
+	if (cat->shared) return catsh_pending_drop(cat, ino);
 	return cat_pending_cut(cat, ino, 0);
 }
 

@@ -175,6 +175,20 @@ int cat_writing(struct cat *cat, uint64_t ino, bool open);
  * and marking lost the generations that name chunks only they had. */
 int cat_lease_renew(struct cat *cat);
 int cat_lease_sweep(struct cat *cat, size_t *swept);
+/* One turn of the cluster's chunk reclaim duty (catalog_shared_reclaim.c;
+ * shared only, alone 0 and nothing): takes or extends duty "reclaim" for
+ * term_ms; its holder removes from BACKING, with remove(arg, hash), the
+ * objects of chunks no file names and no writer pins (pgns.h N6), and
+ * their rows. A node past its lease removes nothing. */
+typedef int (*cat_backing_remove_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
+struct cat_reclaim_report {
+	bool held;       /* this node holds the duty */
+	uint64_t chunks; /* chunk rows reclaimed */
+	uint64_t removed; /* of them, objects removed from BACKING */
+	uint64_t failed;  /* removals that failed (kept for the next turn) */
+};
+int cat_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn remove, void *arg,
+		     struct cat_reclaim_report *out);
 void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
 /* The group-commit window of changes inside OPEN generations (cat_unlink,
  * cat_create, file contents: meta/catalog_defer.c); 0 commits each on its

@@ -32,6 +32,7 @@
  *      every node over one database names the same catalog to BACKING. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
+#include "catalog_shared_reclaim.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -325,6 +326,14 @@ static int catsh_adopt(struct cat *cat, uint64_t dead)
 		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of node %" PRIu64
 			 " from its cache", pg_name(ns->pg), cat_node_id(cat), total, dead);
 	return rc;
+}
+
+int cat_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn remove, void *arg,
+		     struct cat_reclaim_report *out)
+{
+	if (cat->shared) return catshr_reclaim_turn(cat, term_ms, remove, arg, out);
+	memset(out, 0, sizeof(*out));
+	return 0;
 }
 
 int cat_lease_sweep(struct cat *cat, size_t *swept)

@@ -42,12 +42,22 @@
  *      found moot marks nothing, as upload.c's U_CHUNK_UPLOADED). PostgreSQL
  *      lacking it (-ENOENT: not published yet, or reclaimed meanwhile) is
  *      logged; the local row is marked only while a writer references it,
- *      and its commit marks it in PostgreSQL (S2).
+ *      and its commit marks it in PostgreSQL (S2). Either side tells
+ *      PostgreSQL again after its own step (csd_done_late after the local
+ *      mark, csd_publish_late after the publication), so an upload that
+ *      ends while the commit runs is never left unmarked.
  *  S6. cat_chunk_where answers from the local row when it is cached or
  *      uploaded, and -ENOENT (as alone) while a writer stores its object;
  *      otherwise from PostgreSQL: uploaded → on BACKING, not cached; not
  *      uploaded → -EAGAIN (its holder's cache has the only copy: a reader
- *      waits up to backing_timeout); no row → -ENOENT. */
+ *      waits up to backing_timeout); no row → -ENOENT.
+ *  S7. A writer that starts from a file's committed extents pins their live
+ *      chunks in PostgreSQL (pgns_pin, N6: no reclaim removes them) until
+ *      its release (cat_pending_drop: pgns_unpin); a chunk it could not pin
+ *      (gone or being reclaimed) gets a row with no object (invariant 2).
+ *      A commit naming a chunk this node holds no object of checks that
+ *      PostgreSQL still has it live: else -EIO, logged with file and chunk,
+ *      never a reference to an object nobody has. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -73,7 +83,7 @@
 /* A file's pending extents with what this node knows of their chunks. */
 static const char csd_sql_pending_all[] =
 	"SELECT p.off, p.len, p.chunk_off, c.plain_len, p.hash, c.codec, c.stored_len,"
-	" c.uploaded FROM pending p LEFT JOIN chunks c ON c.hash = p.hash"
+	" c.uploaded, c.cached FROM pending p LEFT JOIN chunks c ON c.hash = p.hash"
 	" WHERE p.ino = ?1 ORDER BY p.off";
 /* S3: zero-count rows the sweep may take (rule d) or delete quietly (c). */
 static const char csd_sql_garbage[] =
@@ -291,6 +301,19 @@ int catsh_pending_cut(struct cat *cat, uint64_t ino, uint64_t new_size)
 	return rc;
 }
 
+/* The writer's release: its pending rows, then its pins (S7). A pin left
+ * by a failed unpin only keeps chunks from reclaim until this node is no
+ * longer live (pgns_unpin_lost), so it is logged, not returned. */
+int catsh_pending_drop(struct cat *cat, uint64_t ino)
+{
+	int rc = catsh_pending_cut(cat, ino, 0);
+	int urc = pgns_unpin(cat_shared_ns(cat), ino);
+	if (urc)
+		log_warn("catalog %s: cannot drop the pins of inode %" PRIu64 " (%s); they go"
+			 " when this node leaves", cat->path, ino, strerror(-urc));
+	return rc;
+}
+
 /* ---- a writer starting on an existing file ---- */
 
 /* The file's committed extents, all of them, from PostgreSQL. */
@@ -326,7 +349,7 @@ static int csd_committed(struct cat *cat, uint64_t ino, struct cat_extent **out,
 }
 
 /* What PostgreSQL records of each distinct chunk ext[0..n) names. */
-static int csd_describe(struct cat *cat, const struct cat_extent *ext, size_t n,
+static int csd_describe(struct cat *cat, uint64_t ino, const struct cat_extent *ext, size_t n,
 			struct pgns_chunk_info **out, size_t *nout)
 {
 	struct pgns_chunk_info *info = calloc(n ? n : 1, sizeof(*info));
@@ -340,7 +363,7 @@ static int csd_describe(struct cat *cat, const struct cat_extent *ext, size_t n,
 		if (!seen)
 			memcpy(info[k++].chunk.hash, ext[i].hash, CAT_HASH_LEN);
 	}
-	int rc = pgns_chunks_info(cat_shared_ns(cat), info, k);
+	int rc = pgns_pin(cat_shared_ns(cat), ino, info, k); /* S7 */
 	if (rc) {
 		free(info);
 		return rc;
@@ -360,12 +383,15 @@ static const struct pgns_chunk_info *csd_info_of(const struct pgns_chunk_info *i
 }
 
 /* One committed extent becomes a pending row with its reference. A hash
- * PostgreSQL no longer has (a commit elsewhere replaced the file since the
- * extents were read) gets a row with no object: the commit refuses it
- * (invariant 2) unless the writer rewrites that range. */
+ * PostgreSQL no longer has live (a commit elsewhere replaced the file since
+ * the extents were read, and a reclaim took it: S7) gets a row with no
+ * object: the commit refuses it (invariant 2) unless the writer rewrites
+ * that range. */
 static int csd_take_committed(struct cat *cat, sqlite3_stmt *take, uint64_t ino,
 			      const struct cat_extent *e, const struct pgns_chunk_info *info)
 {
+	if (info && !info->live)
+		info = NULL;
 	sqlite3_reset(take);
 	csd_bind_hash(take, 1, e->hash);
 	sqlite3_bind_int64(take, 2, (int64_t)e->chunk_len);
@@ -389,7 +415,7 @@ int catsh_pending_from_committed(struct cat *cat, uint64_t ino)
 	size_t n = 0, ninfo = 0;
 	int rc = csd_committed(cat, ino, &ext, &n);
 	if (rc == 0)
-		rc = csd_describe(cat, ext, n, &info, &ninfo);
+		rc = csd_describe(cat, ino, ext, n, &info, &ninfo);
 	sqlite3_stmt *take = NULL;
 	cat_lock(cat);
 	if (rc == 0)
@@ -417,6 +443,9 @@ struct csd_publish {
 	size_t nchunks;
 	uint8_t (*uploaded)[CAT_HASH_LEN]; /* chunks this node knows are on BACKING */
 	size_t nuploaded;
+	bool *listed;                   /* chunks[i] is in uploaded (S5) */
+	struct pgns_chunk_info *absent; /* chunks this node holds no object of (S7) */
+	size_t nabsent;
 };
 
 static void csd_publish_free(struct csd_publish *p)
@@ -424,6 +453,8 @@ static void csd_publish_free(struct csd_publish *p)
 	free(p->ext);
 	free(p->chunks);
 	free(p->uploaded);
+	free(p->absent);
+	free(p->listed);
 }
 
 static int csd_publish_grow(struct csd_publish *p)
@@ -440,7 +471,13 @@ static int csd_publish_grow(struct csd_publish *p)
 	uint8_t(*u)[CAT_HASH_LEN] = c ? realloc(p->uploaded, cap * CAT_HASH_LEN) : NULL;
 	if (u)
 		p->uploaded = u;
-	if (!u)
+	struct pgns_chunk_info *a = u ? realloc(p->absent, cap * sizeof(*a)) : NULL;
+	if (a)
+		p->absent = a;
+	bool *l = a ? realloc(p->listed, cap * sizeof(*l)) : NULL;
+	if (l)
+		p->listed = l;
+	if (!l)
 		return -ENOMEM;
 	p->cap = cap;
 	return 0;
@@ -475,9 +512,34 @@ static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, stru
 	c->plain_len = e->chunk_len;
 	c->codec = (uint8_t)sqlite3_column_int(st, 5);
 	c->stored_len = (uint64_t)sqlite3_column_int64(st, 6);
+	p->listed[p->nchunks - 1] = sqlite3_column_int(st, 7);
 	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
 		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
+	if (!sqlite3_column_int(st, 8)) /* S7: no object here (an open file's are never evicted) */
+		memcpy(p->absent[p->nabsent++].chunk.hash, e->hash, CAT_HASH_LEN);
 	return 0;
+}
+
+/* S7: every chunk this node holds no object of (taken from committed
+ * extents: the cache never evicts an open file's chunks) must still be live
+ * in PostgreSQL, else the commit would name an object nobody has. One round
+ * trip, and none for a file whose chunks are all in the cache. */
+static int csd_publish_check(struct cat *cat, uint64_t ino, struct csd_publish *p)
+{
+	if (p->nabsent == 0)
+		return 0;
+	int rc = pgns_chunks_info(cat_shared_ns(cat), p->absent, p->nabsent);
+	for (size_t i = 0; rc == 0 && i < p->nabsent; i++) {
+		if (p->absent[i].found && p->absent[i].live)
+			continue;
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(p->absent[i].chunk.hash, hex);
+		log_error("catalog %s: cannot commit inode %" PRIu64 ": chunk %s is %s in the shared"
+			  " catalog and this node holds no copy of it", cat->path, ino, hex,
+			  p->absent[i].found ? "being reclaimed" : "gone");
+		rc = -EIO;
+	}
+	return rc;
 }
 
 /* Reads ino's pending extents and their chunks; under the lock. */
@@ -519,6 +581,44 @@ static int csd_local_sync(struct cat *cat)
 	return rc ? rc : src;
 }
 
+/* S5: chunks of the publication whose upload finished after the commit
+ * read the local rows (marked there since, but not in PostgreSQL, which
+ * lacked them then): marked now, in one round trip if there are any
+ * (p->absent, read by the S7 check already, holds their hashes). */
+static int csd_publish_late(struct cat *cat, struct csd_publish *p)
+{
+	sqlite3_stmt *st = NULL;
+	size_t k = 0;
+	cat_lock(cat);
+	int rc = csd_prepare(cat, "SELECT uploaded FROM chunks WHERE hash = ?1", &st);
+	for (size_t i = 0; rc == 0 && i < p->nchunks; i++) {
+		if (p->listed[i])
+			continue;
+		sqlite3_reset(st);
+		csd_bind_hash(st, 1, p->chunks[i].hash);
+		int src = csd_step(cat, st);
+		if (src < 0)
+			rc = src;
+		else if (src == 1 && sqlite3_column_int(st, 0))
+			memcpy(p->absent[k++].chunk.hash, p->chunks[i].hash, CAT_HASH_LEN);
+	}
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	if (rc || k == 0)
+		return rc;
+	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(k, CAT_HASH_LEN);
+	bool *marked = calloc(k, sizeof(*marked));
+	rc = hashes && marked ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < k; i++)
+		memcpy(hashes[i], p->absent[i].chunk.hash, CAT_HASH_LEN);
+	if (rc == 0)
+		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes, k,
+					  marked);
+	free(hashes);
+	free(marked);
+	return rc;
+}
+
 int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		      bool durable)
 {
@@ -536,9 +636,13 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 	/* The writer of ino is the only one changing its pending rows, and it
 	 * waits for this call: nothing read above moves while PostgreSQL runs. */
 	if (rc == 0)
+		rc = csd_publish_check(cat, ino, &p);
+	if (rc == 0)
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
 				       p.nuploaded);
+	if (rc == 0)
+		rc = csd_publish_late(cat, &p);
 	csd_publish_free(&p);
 	return rc;
 }
@@ -656,7 +760,8 @@ static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
  * PostgreSQL was told (one round trip for the batch). Only a row whose
  * object is written was uploaded: an upload found moot (its row gone, or
  * a writer storing it anew) marks nothing, here as in upload.c. */
-static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark)
+static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark,
+			  bool *early)
 {
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(n ? n : 1, CAT_HASH_LEN);
 	bool *marked = calloc(n ? n : 1, sizeof(*marked));
@@ -667,7 +772,7 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	cat_lock(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		bool stored = false;
-		mark[i] = false;
+		mark[i] = early[i] = false;
 		if (rows[i].kind == UP_CHUNK)
 			rc = csd_local_row(cat, rows[i].hash, &refs[k], &stored);
 		if (rc == 0 && stored) {
@@ -681,6 +786,7 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 					  k, marked);
 	for (size_t j = 0; rc == 0 && j < k; j++) {
 		mark[at[j]] = marked[j] || refs[j] > 0; /* a writer's: its commit tells (S2) */
+		early[at[j]] = !marked[j] && refs[j] > 0;
 		if (!marked[j])
 			csd_log_hash(refs[j] > 0 ? "is on BACKING before its file's commit published it"
 						 : "is not in the shared store (never published, or"
@@ -694,10 +800,35 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	return rc;
 }
 
+/* S5: a writer's chunk uploaded before its commit published it, now
+ * marked locally: told to PostgreSQL once more, in case the commit read
+ * the local row before the mark and published in between (the commit's
+ * own re-check, csd_publish_late, covers a publication after this). */
+static int csd_done_late(struct cat *cat, const struct cat_upload *rows, size_t n,
+			 const bool *early)
+{
+	uint8_t(*hashes)[CAT_HASH_LEN] = NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!early[i])
+			continue;
+		if (!hashes && !(hashes = calloc(n, CAT_HASH_LEN)))
+			return -ENOMEM;
+		memcpy(hashes[k++], rows[i].hash, CAT_HASH_LEN);
+	}
+	bool *marked = k ? calloc(k, sizeof(*marked)) : NULL;
+	int rc = k == 0 ? 0 : marked ? pgns_chunks_uploaded(cat_shared_ns(cat),
+			(const uint8_t(*)[CAT_HASH_LEN])hashes, k, marked) : -ENOMEM;
+	free(marked);
+	free(hashes);
+	return rc;
+}
+
 int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n)
 {
 	bool *mark = calloc(n ? n : 1, sizeof(*mark));
-	int rc = mark ? csd_done_marks(cat, rows, n, mark) : -ENOMEM;
+	bool *early = calloc(n ? n : 1, sizeof(*early));
+	int rc = mark && early ? csd_done_marks(cat, rows, n, mark, early) : -ENOMEM;
 	cat_lock(cat);
 	if (rc == 0)
 		rc = cat_begin(cat);
@@ -705,7 +836,10 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 		rc = csd_done_txn(cat, &rows[i], mark[i]);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
+	if (rc == 0)
+		rc = csd_done_late(cat, rows, n, early);
 	free(mark);
+	free(early);
 	return rc;
 }
 

@@ -22,6 +22,8 @@ int catsh_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ex
 		      bool *must_store);
 int catsh_pending_from_committed(struct cat *cat, uint64_t ino);
 int catsh_pending_cut(struct cat *cat, uint64_t ino, uint64_t new_size);
+/* cat_pending_drop: the pending rows, then the writer's pins (S7). */
+int catsh_pending_drop(struct cat *cat, uint64_t ino);
 int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		      bool durable);
 int catsh_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);

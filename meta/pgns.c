@@ -62,6 +62,9 @@ enum {
 	NS_UPLOADED_MANY,
 	NS_CHUNKS_INFO,
 	NS_FILE_UNUPLOADED,
+	NS_PIN,
+	NS_UNPIN,
+	NS_UNPIN_LOST,
 	NS_COUNT
 };
 
@@ -148,8 +151,9 @@ const struct pg_stmt pgns_stmts[] = {
 	 * (READ COMMITTED), so a chunk that just got a reference is skipped */
 	[NS_RECLAIM_BEGIN] = { "ns_reclaim_begin",
 			       "UPDATE ns_chunks SET state = 'reclaiming', reclaimer = $1"
-			       " WHERE refcount = 0 AND hash IN (SELECT c.hash FROM ns_chunks c WHERE"
-			       " c.refcount = 0 AND (c.state = 'live' OR c.reclaimer = $1 OR NOT EXISTS"
+			       " WHERE refcount = 0 AND pins = 0 AND hash IN (SELECT c.hash FROM ns_chunks c"
+			       " WHERE c.refcount = 0 AND c.pins = 0 AND (c.state = 'live' OR"
+			       " c.reclaimer = $1 OR NOT EXISTS"
 			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))"
 			       " LIMIT $2) RETURNING encode(hash, 'hex'), uploaded",
 			       2 },
@@ -236,6 +240,25 @@ const struct pg_stmt pgns_stmts[] = {
 				 "SELECT 1 FROM ns_extents e JOIN ns_chunks c ON c.hash = e.hash"
 				 " WHERE e.ino = $1 AND NOT c.uploaded LIMIT 1",
 				 1 },
+	/* N6: a live chunk's row is updated (pins + 1), so a concurrent
+	 * reclaim's re-checked WHERE (pins = 0) skips it, and a chunk already
+	 * marked reclaiming is not pinned (state = 'live' re-checked here) */
+	[NS_PIN] = { "ns_pin",
+		     "WITH p AS (UPDATE ns_chunks c SET pins = c.pins + 1 FROM (SELECT decode(h, 'hex')"
+		     " AS hash FROM unnest($3::text[]) AS t(h) EXCEPT SELECT hash FROM ns_pins"
+		     " WHERE node = $1 AND ino = $2) l WHERE c.hash = l.hash AND c.state = 'live'"
+		     " RETURNING c.hash) INSERT INTO ns_pins(node, ino, hash) SELECT $1, $2, hash FROM p",
+		     3 },
+	[NS_UNPIN] = { "ns_unpin",
+		       "WITH d AS (DELETE FROM ns_pins WHERE node = $1 AND ino = $2 RETURNING hash)"
+		       " UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash",
+		       2 },
+	[NS_UNPIN_LOST] = { "ns_unpin_lost",
+			    "WITH d AS (DELETE FROM ns_pins p WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
+			    " WHERE n.id = p.node AND n.state = 'live') RETURNING hash), g AS (SELECT hash,"
+			    " count(*) AS n FROM d GROUP BY hash) UPDATE ns_chunks c SET pins = c.pins - g.n"
+			    " FROM g WHERE c.hash = g.hash",
+			    0 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -276,6 +299,10 @@ static const char pgns_schema_sql[] =
 	" len BIGINT NOT NULL, hash BYTEA NOT NULL, chunk_off BIGINT NOT NULL,"
 	" PRIMARY KEY (ino, off));"
 	"CREATE INDEX IF NOT EXISTS ns_extents_by_hash ON ns_extents(hash);"
+	/* N6: the committed chunks a node's writer continues from (pgns_pin) */
+	"ALTER TABLE ns_chunks ADD COLUMN IF NOT EXISTS pins BIGINT NOT NULL DEFAULT 0;"
+	"CREATE TABLE IF NOT EXISTS ns_pins(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
+	" hash BYTEA NOT NULL, PRIMARY KEY (node, ino, hash));"
 	/* meta/pggen.c: generations, and the files open for writing on each node */
 	"CREATE TABLE IF NOT EXISTS ns_generations(id BIGSERIAL PRIMARY KEY, series BIGINT NOT NULL,"
 	" root BIGINT NOT NULL, name TEXT NOT NULL, step BIGINT NOT NULL, state INT NOT NULL,"
@@ -1057,6 +1084,77 @@ int pgns_chunks_info(struct pgns *ns, struct pgns_chunk_info *io, size_t n)
 	PQclear(res);
 	free(list);
 	return rc;
+}
+
+/* ---- a writer's pins (N6) ---- */
+
+struct pgns_pin_call {
+	struct pgns *ns;
+	const char *const *params;
+	struct pgns_chunk_info *io;
+	size_t n;
+	const char *list;
+};
+
+static int pgns_pin_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_pin_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc == 0)
+		rc = pgns_exec(c->ns, NS_PIN, c->params, NULL);
+	PGresult *res = NULL;
+	const char *info_params[] = { c->list };
+	if (rc == 0)
+		rc = pgns_exec(c->ns, NS_CHUNKS_INFO, info_params, &res);
+	for (size_t i = 0; rc == 0 && i < c->n; i++)
+		c->io[i].found = c->io[i].uploaded = c->io[i].live = false;
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		uint8_t h[CAT_HASH_LEN];
+		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
+		ssize_t i = rc ? -1 : pgns_hash_index(c->io[0].chunk.hash, sizeof(*c->io), c->n, h);
+		if (i < 0)
+			continue;
+		struct pgns_chunk_info *o = &c->io[i];
+		o->found = true;
+		o->chunk.plain_len = (uint64_t)pg_int(res, r, 1);
+		o->chunk.codec = (uint8_t)pg_int(res, r, 2);
+		o->chunk.stored_len = (uint64_t)pg_int(res, r, 3);
+		o->uploaded = PQgetvalue(res, r, 4)[0] == 't';
+		o->live = PQgetvalue(res, r, 5)[0] == 't';
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgns_pin(struct pgns *ns, uint64_t ino, struct pgns_chunk_info *io, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		io[i].found = io[i].uploaded = io[i].live = false;
+	if (n == 0)
+		return 0;
+	char *list = NULL;
+	int rc = pgns_hex_list(io[0].chunk.hash, sizeof(*io), n, &list);
+	if (rc)
+		return rc;
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, ino), list };
+	struct pgns_pin_call c = { ns, params, io, n, list };
+	rc = pg_txn(ns->pg, pgns_pin_body, &c);
+	free(list);
+	return rc;
+}
+
+int pgns_unpin(struct pgns *ns, uint64_t ino)
+{
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, ino) };
+	return pgns_one(ns, NS_UNPIN, true, params, NULL);
+}
+
+int pgns_unpin_lost(struct pgns *ns)
+{
+	return pgns_one(ns, NS_UNPIN_LOST, true, NULL, NULL);
 }
 
 int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded)

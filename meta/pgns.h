@@ -28,6 +28,13 @@
  *      lease (lease.h L2): a node past its lease changes nothing (-ESTALE).
  *  N5. The root directory is inode 1; inode numbers come from one sequence
  *      and are never reused.
+ *  N6. A chunk pinned by a node's writer (ns_chunks.pins > 0: the node
+ *      continues a file from committed extents naming it, pgns_pin) is never
+ *      marked reclaiming; a pin is taken only of a live chunk, in the same
+ *      row update that a reclaim re-checks, so a pin and a reclaim of one
+ *      chunk are serialized. ns_chunks.pins == the number of ns_pins rows
+ *      naming the hash; pins go at pgns_unpin (the writer's release) or, for
+ *      a node no longer live, at pgns_unpin_lost (the reclaim duty).
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -133,8 +140,17 @@ int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded);
 /* Deletes ino if its nlink is 0, dropping its extents' references. */
 int pgns_inode_release(struct pgns *ns, uint64_t ino);
 
+/* Pins (N6) the live chunks among io[0..n).chunk.hash for this node's
+ * writer of ino and, in the same transaction, fills the rest of io as
+ * pgns_chunks_info: after it, a chunk found and live is pinned. */
+int pgns_pin(struct pgns *ns, uint64_t ino, struct pgns_chunk_info *io, size_t n);
+/* Drops this node's pins for ino (none: nothing happens). */
+int pgns_unpin(struct pgns *ns, uint64_t ino);
+/* Drops the pins of every node that is no longer live. */
+int pgns_unpin_lost(struct pgns *ns);
+
 /* Reclaim (the holder of duty "reclaim", lease.h L3): marks up to max
- * chunks with no reference reclaiming and returns them (also those a
+ * chunks with no reference and no pin (N6) reclaiming and returns them (also those a
  * reclaimer that is no longer live left marked); the caller removes each
  * object from BACKING and then calls pgns_reclaim_end for them (N3). */
 struct pgns_reclaim {

@@ -1,0 +1,181 @@
+/* catalog_shared_reclaim — the cluster's chunk reclaim duty, one turn
+ * (issue 18, docs/MULTINODE.md "Reclaim"). In shared mode nothing else
+ * removes a chunk's object from BACKING (catalog_shared_data.c S3): a
+ * chunk whose last reference went (file overwritten or unlinked, generation
+ * deleted on any node) waits here.
+ *
+ *   duty "reclaim" taken? ─no─▶ done (another node holds it)
+ *     │yes
+ *     ▼
+ *   drop the pins of nodes no longer live (pgns_unpin_lost)
+ *     ▼
+ *   pgns_reclaim_begin: a batch of chunks with no reference and no pin
+ *   becomes 'reclaiming' ──▶ uploaded ones: object removed from BACKING
+ *     ──▶ this node's own rows of the batch settled (R4) ──▶ pgns_reclaim_end
+ *     ──▶ next batch, while the duty is still ours
+ *
+ * Rules (tests/unit/test_catshared_reclaim.c):
+ *  R1. Only the holder of duty "reclaim" (lease.h L3) removes anything, and
+ *      it re-takes the duty before each batch: a node past its lease never
+ *      gets it (L3) and pgns_reclaim_begin is fenced (N4), so a partitioned
+ *      node removes nothing once its lease ran out.
+ *  R2. A chunk pinned by a writer (pgns.h N6) or referenced by an extent
+ *      is never in a batch (pgns_reclaim_begin's re-checked WHERE).
+ *  R3. An object is removed from BACKING before its row is deleted
+ *      (pgns_reclaim_end), and the row is 'reclaiming' until then, so no
+ *      commit names it meanwhile (N3). A removal that fails leaves the row
+ *      'reclaiming' for this node's next turn (or for the next reclaimer,
+ *      once this node is no longer live).
+ *  R4. This node's local row of a reclaimed chunk: with no local reference
+ *      and no queued upload, row and cache object go (nothing names them);
+ *      with a queued upload, S4 drops it as stale (PostgreSQL lacks it);
+ *      with a local writer's reference, the row is no longer on BACKING
+ *      (uploaded = 0) and, if its object is cached, queued for upload again,
+ *      so the writer's commit (which recreates the chunk, N3) never claims a
+ *      removed object is on BACKING. Another node's rows are its own: its
+ *      sweep and uploader settle them (S3, S4). */
+#define _GNU_SOURCE
+#include "catalog_shared_reclaim.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog_internal.h"
+#include "lease.h"
+#include "log.h"
+#include "pgns.h"
+
+#define CSR_BATCH 64 /* chunks per pgns_reclaim_begin */
+#define CSR_DUTY "reclaim"
+
+static const char csr_sql_row[] =
+	"SELECT refcount, cached, EXISTS(SELECT 1 FROM uploads u WHERE u.hash = ?1 AND u.kind = 1)"
+	" FROM chunks WHERE hash = ?1";
+static const char csr_sql_delete[] = "DELETE FROM chunks WHERE hash = ?1 AND refcount = 0";
+static const char csr_sql_unupload[] = "UPDATE chunks SET uploaded = 0 WHERE hash = ?1";
+
+static int csr_run(struct cat *cat, const char *sql, const uint8_t hash[CAT_HASH_LEN],
+		   int64_t cols[3])
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(cat->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_error("catalog %s: reclaim: cannot prepare: %s", cat->path,
+			  sqlite3_errmsg(cat->db));
+		return -EIO;
+	}
+	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
+	int src = sqlite3_step(st);
+	int rc = src == SQLITE_ROW ? 1 : src == SQLITE_DONE ? 0 : -EIO;
+	for (int i = 0; rc == 1 && cols && i < 3; i++)
+		cols[i] = sqlite3_column_int64(st, i);
+	if (rc < 0)
+		log_error("catalog %s: reclaim: %s", cat->path, sqlite3_errmsg(cat->db));
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* R4 for one chunk of the batch; under the lock, in a local transaction.
+ * *drop_cache: the cache object is to be removed (after the commit). */
+static int csr_settle_one(struct cat *cat, const struct pgns_reclaim *r, bool *drop_cache)
+{
+	int64_t row[3]; /* refcount, cached, upload queued */
+	*drop_cache = false;
+	int rc = csr_run(cat, csr_sql_row, r->hash, row);
+	if (rc <= 0)
+		return rc; /* no local row: nothing of it here */
+	if (row[0] == 0) {
+		if (row[2])
+			return 0; /* S4 drops the queued upload as stale */
+		*drop_cache = row[1] != 0;
+		rc = csr_run(cat, csr_sql_delete, r->hash, NULL);
+		return rc < 0 ? rc : 0;
+	}
+	if (!r->uploaded)
+		return 0; /* its object was not on BACKING: nothing removed under it */
+	rc = csr_run(cat, csr_sql_unupload, r->hash, NULL);
+	if (rc >= 0 && row[1] && !row[2]) {
+		rc = cat_bind(cat, U_ENQ_CHUNK, A_HASH(r->hash), A_INT(cat_now_ns()));
+		if (rc == 0)
+			rc = cat_run(cat, U_ENQ_CHUNK);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+static int csr_settle(struct cat *cat, const struct pgns_reclaim *batch, size_t n)
+{
+	bool *drop = calloc(n ? n : 1, sizeof(*drop));
+	if (!drop)
+		return -ENOMEM;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = csr_settle_one(cat, &batch[i], &drop[i]);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		int rrc = drop[i] && cat->reclaim ? cat->reclaim(cat->reclaim_arg, batch[i].hash) : 0;
+		if (rrc) { /* the cache resync finds an object with no row */
+			char hex[2 * CAT_HASH_LEN + 1];
+			cat_hex(batch[i].hash, hex);
+			log_warn("catalog %s: reclaim: cannot remove chunk %s from the cache: %s",
+				 cat->path, hex, strerror(rrc < 0 ? -rrc : rrc));
+		}
+	}
+	free(drop);
+	return rc;
+}
+
+/* Removes the batch's uploaded objects from BACKING; those whose removal
+ * failed are left out of done (R3). */
+static size_t csr_remove(struct cat *cat, cat_backing_remove_fn remove, void *arg,
+			 const struct pgns_reclaim *batch, size_t n, struct pgns_reclaim *done,
+			 struct cat_reclaim_report *out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int rc = batch[i].uploaded ? remove(arg, batch[i].hash) : 0;
+		if (rc) {
+			char hex[2 * CAT_HASH_LEN + 1];
+			cat_hex(batch[i].hash, hex);
+			log_warn("catalog %s: reclaim: cannot remove chunk %s from BACKING: %s (tried"
+				 " again at the next turn)", cat->path, hex, strerror(rc < 0 ? -rc : rc));
+			out->failed++;
+			continue;
+		}
+		if (batch[i].uploaded)
+			out->removed++;
+		out->chunks++;
+		done[k++] = batch[i];
+	}
+	return k;
+}
+
+int catshr_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn remove,
+			void *arg, struct cat_reclaim_report *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct pgns *ns = cat_shared_ns(cat);
+	struct pgns_reclaim batch[CSR_BATCH], done[CSR_BATCH];
+	bool taken = false;
+	int rc = lease_duty_take(ns->lease, CSR_DUTY, term_ms, &taken); /* R1 */
+	if (rc || !taken)
+		return rc;
+	out->held = true;
+	rc = pgns_unpin_lost(ns);
+	for (size_t n = CSR_BATCH; rc == 0 && n == CSR_BATCH && taken;) {
+		rc = pgns_reclaim_begin(ns, batch, CSR_BATCH, &n);
+		if (rc || n == 0)
+			break;
+		size_t k = csr_remove(cat, remove, arg, batch, n, done, out);
+		rc = csr_settle(cat, done, k);
+		if (rc == 0)
+			rc = pgns_reclaim_end(ns, done, k);
+		if (rc == 0 && k < n)
+			break; /* failed removals wait for the next turn (R3) */
+		if (rc == 0 && n == CSR_BATCH)
+			rc = lease_duty_take(ns->lease, CSR_DUTY, term_ms, &taken); /* R1 */
+	}
+	return rc;
+}

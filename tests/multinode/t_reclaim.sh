@@ -1,0 +1,131 @@
+#!/bin/bash
+# t_reclaim — the cluster's chunk reclaim (docs/MULTINODE.md "Reclaim"):
+# files overwritten, appended to and removed on two nodes leave no object
+# on BACKING that no file names, once the node holding duty "reclaim" ran;
+# every surviving file reads back bit for bit on a fresh node.
+. "$(dirname "$0")/mn.sh"
+
+# _mn_settled: every chunk of the shared catalog is named, uploaded, and
+# BACKING holds exactly their objects. Prints the figures.
+_mn_settled() {
+	local live dead dirty objects
+	live=$(mn_psql "SELECT count(*) FROM ns_chunks")
+	dead=$(mn_psql "SELECT count(*) FROM ns_chunks WHERE refcount = 0")
+	dirty=$(mn_psql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded")
+	objects=$(mn_objects)
+	echo "$live chunks, $dead unreferenced, $dirty not uploaded, $objects objects on BACKING"
+	[ "$dead" = 0 ] && [ "$dirty" = 0 ] && [ "$live" = "$objects" ]
+}
+
+# _mn_wait_settled S: polls up to S seconds for _mn_settled.
+_mn_wait_settled() {
+	local t=$1 i=0 what
+	until what=$(_mn_settled); do
+		i=$((i + 1))
+		[ $i -le $((t * 5)) ] || ck_fail "BACKING not settled within ${t}s: $what; not uploaded:" \
+			"$(mn_psql "SELECT encode(hash, 'hex'), refcount, holder, state FROM ns_chunks WHERE NOT uploaded")"
+		sleep 0.2
+	done
+	ck_log "settled: $what"
+}
+
+# (a) overwrites and removals on both nodes; B appends to a file A wrote
+# while A overwrites another; BACKING ends with exactly the live chunks.
+test_overwritten_and_removed_files_leave_only_live_chunks_on_backing() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	local f
+	mkdir "$MN_MNT_A/d"
+	mn_see B d
+	for f in a1 a2 a3 a4; do
+		ck_rand "$CK_REF/$f.v1" 3000000
+		cp "$CK_REF/$f.v1" "$MN_MNT_A/d/$f"
+	done
+	for f in b1 b2 b3; do
+		ck_rand "$CK_REF/$f.v1" 3000000
+		cp "$CK_REF/$f.v1" "$MN_MNT_B/d/$f"
+	done
+	mn_see A d/b3
+	mn_see B d/a4
+	_mn_wait_settled 30
+	local before
+	before=$(mn_objects)
+	# overwrites across nodes, removals, an append that continues A's file on B
+	ck_rand "$CK_REF/a1.v2" 2000000
+	cp "$CK_REF/a1.v2" "$MN_MNT_B/d/a1"
+	ck_rand "$CK_REF/b1.v2" 2500000
+	cp "$CK_REF/b1.v2" "$MN_MNT_A/d/b1"
+	rm "$MN_MNT_B/d/a2" "$MN_MNT_A/d/b2"
+	ck_rand "$CK_REF/tail" 700000
+	cat "$CK_REF/a3.v1" "$CK_REF/tail" >"$CK_REF/a3.v2"
+	cat "$CK_REF/tail" >>"$MN_MNT_B/d/a3"
+	ck_rand "$CK_REF/a4.v2" 1000000
+	cp "$CK_REF/a4.v2" "$MN_MNT_A/d/a4"
+	_mn_wait_settled 60
+	local after
+	after=$(mn_objects)
+	ck_log "objects on BACKING: $before before, $after after"
+	[ "$after" -lt "$before" ] || ck_fail "nothing was reclaimed ($before objects before, $after after)"
+	grep -q "reclaim: .* object(s) removed from BACKING" "$MN_DLOG_A" "$MN_DLOG_B" ||
+		ck_fail "no node logged a reclaim"
+	mn_umount A
+	mn_umount B
+	assert_eq "$(mn_psql "SELECT count(*) FROM ns_pins")" 0 "pins left after both nodes left"
+	mn_mount C
+	assert_file_eq "$CK_REF/a1.v2" "$MN_MNT_C/d/a1"
+	assert_file_eq "$CK_REF/a3.v2" "$MN_MNT_C/d/a3"
+	assert_file_eq "$CK_REF/a4.v2" "$MN_MNT_C/d/a4"
+	assert_file_eq "$CK_REF/b1.v2" "$MN_MNT_C/d/b1"
+	assert_file_eq "$CK_REF/b3.v1" "$MN_MNT_C/d/b3"
+	[ ! -e "$MN_MNT_C/d/a2" ] && [ ! -e "$MN_MNT_C/d/b2" ] || ck_fail "a removed file is back"
+	mn_umount C
+}
+
+# (b) a writer on B holds a file open, continued from A's content, while A
+# replaces the file and the reclaim runs: B's close publishes its version,
+# which reads back whole on a fresh node (its old chunks were pinned).
+test_a_continued_writer_keeps_its_chunks_through_a_reclaim() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	ck_rand "$CK_REF/f.v1" 4000000
+	cp "$CK_REF/f.v1" "$MN_MNT_A/f"
+	mn_see B f
+	_mn_wait_settled 30
+	ck_rand "$CK_REF/tail" 100000
+	cat "$CK_REF/f.v1" "$CK_REF/tail" >"$CK_REF/f.b"
+	# B's writer starts from A's chunks (a byte rewritten in place) and
+	# stays open; it appends the tail once A replaced f and reclaims ran
+	local go=$CK_TMP/go
+	"$PY" -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(fd, open(sys.argv[2], "rb").read(1), 0)
+open(sys.argv[4] + ".started", "w").close()
+while not os.path.exists(sys.argv[4]):
+    time.sleep(0.05)
+os.pwrite(fd, open(sys.argv[3], "rb").read(), 4000000)
+os.close(fd)
+' "$MN_MNT_B/f" "$CK_REF/f.v1" "$CK_REF/tail" "$go" &
+	local writer=$!
+	local i=0
+	until [ -e "$go.started" ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "B's writer did not start"
+		sleep 0.1
+	done
+	ck_rand "$CK_REF/f.a" 3000000
+	cp "$CK_REF/f.a" "$MN_MNT_A/f"
+	sleep $((MN_LEASE_MS * 2 / 1000 + 1)) # reclaim turns run meanwhile
+	touch "$go"
+	wait $writer || ck_fail "B's writer failed"
+	_mn_wait_settled 60
+	mn_umount A
+	mn_umount B
+	mn_mount C
+	assert_file_eq "$CK_REF/f.b" "$MN_MNT_C/f"
+	mn_umount C
+}
+
+ck_main "$@"

@@ -1,0 +1,364 @@
+/* Unit tests for the cluster's chunk reclaim (meta/catalog_shared_reclaim.c
+ * R1-R4, pgns.h N6, catalog_shared_data.c S7): two struct cat opened with
+ * cat_open_shared on one private PostgreSQL (tests/unit/pgtest.h) are nodes
+ * A and B over one BACKING directory (fs/lib/backing.h), where each chunk
+ * the test "uploads" is an object at its store path.
+ *
+ * A generation deleted on A has its unique chunks removed from BACKING by
+ * the duty's holder, while a chunk a kept generation shares stays; only one
+ * node holds the duty; a writer on B that continued a file keeps the file's
+ * old chunks through a reclaim (its pins), and without its pins its commit
+ * fails with EIO instead of naming a removed object. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "catalog.h"
+#include "catalog_internal.h"
+#include "generation.h"
+#include "pgns.h"
+#include "pgtest.h"
+#include "store.h"
+#include "support.h"
+#include "upload.h"
+
+TestSuite(catshared_reclaim, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+#define TR_LEN 1000
+#define TR_STORED 600
+#define TR_TERM_MS 30000
+
+struct tr_node {
+	char dir[64], path[160];
+	struct cat *cat;
+	int n_cache_removed; /* the cache callback's calls */
+};
+
+static int tr_cache_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	(void)hash;
+	((struct tr_node *)arg)->n_cache_removed++;
+	return 0;
+}
+
+static void tr_open_lease(struct tr_node *n, const char *name, unsigned lease_ms)
+{
+	memset(n, 0, sizeof(*n));
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, tr_cache_remove, n, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
+static void tr_open(struct tr_node *n, const char *name)
+{
+	tr_open_lease(n, name, 30000);
+}
+
+static void tr_close(struct tr_node *n)
+{
+	cat_close(n->cat);
+	ts_tmpdir_remove(n->dir);
+}
+
+/* BACKING: a directory the test puts objects in and the duty removes from. */
+struct tr_backing {
+	char dir[64];
+	struct backing *b;
+};
+
+static void tr_backing_open(struct tr_backing *bk)
+{
+	ts_tmpdir_make(bk->dir, sizeof(bk->dir), "reclaim-backing");
+	OK(backing_open(bk->dir, 5000, &bk->b));
+}
+
+static void tr_backing_close(struct tr_backing *bk)
+{
+	backing_close(bk->b);
+	ts_tmpdir_remove(bk->dir);
+}
+
+static int tr_backing_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	char rel[128];
+	store_object_relpath(hash, rel, sizeof(rel));
+	int rc = backing_remove(arg, rel);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static bool tr_on_backing(struct tr_backing *bk, const uint8_t hash[CAT_HASH_LEN])
+{
+	char rel[128];
+	uint64_t size;
+	store_object_relpath(hash, rel, sizeof(rel));
+	int rc = backing_stat(bk->b, rel, &size);
+	cr_assert(rc == 0 || rc == -ENOENT, "backing_stat: %d", rc);
+	return rc == 0;
+}
+
+static void tr_hash(uint8_t out[CAT_HASH_LEN], int seed)
+{
+	ts_hash(out, 0xe7, seed);
+}
+
+/* A writer on ino: chunks seeds[0..n) from offset 0, committed; each chunk
+ * the node must store is stored, put on BACKING and its upload done. */
+static void tr_write(struct tr_node *n, struct tr_backing *bk, uint64_t ino, const int *seeds,
+		     int count)
+{
+	for (int i = 0; i < count; i++) {
+		struct cat_extent e = { .off = (uint64_t)i * TR_LEN, .len = TR_LEN, .chunk_len = TR_LEN };
+		tr_hash(e.hash, seeds[i]);
+		bool must_store = false;
+		OK(cat_pending_add(n->cat, ino, &e, &must_store));
+		if (must_store)
+			OK(cat_chunk_stored(n->cat, e.hash, 2, TR_STORED));
+	}
+	OK(cat_file_commit(n->cat, ino, (uint64_t)count * TR_LEN, ts_now_ns(), false));
+	struct cat_upload rows[32];
+	int got = cat_upload_list(n->cat, 0, rows, 32);
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++) {
+		if (rows[i].kind != UP_CHUNK)
+			continue;
+		bool ready = false, stale = false;
+		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
+		if (ready) {
+			char rel[128];
+			store_object_relpath(rows[i].hash, rel, sizeof(rel));
+			OK(backing_put(bk->b, rel, "x", 1));
+		}
+		OK(cat_upload_done(n->cat, &rows[i]));
+	}
+}
+
+static uint64_t tr_file(struct tr_node *n, uint64_t parent, const char *name)
+{
+	struct cat_inode in;
+	OK(cat_create_in_gen(n->cat, parent, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in, NULL));
+	return in.ino;
+}
+
+static uint64_t tr_gen(struct tr_node *n, uint64_t series, const char *name, uint64_t step,
+		       uint64_t *root)
+{
+	struct cat_gen_spec spec = { name, step };
+	struct cat_inode in;
+	uint64_t gen = 0;
+	OK(cat_create_in_gen(n->cat, series, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
+	*root = in.ino;
+	return gen;
+}
+
+static struct cat_reclaim_report tr_turn(struct tr_node *n, struct tr_backing *bk)
+{
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(n->cat, TR_TERM_MS, tr_backing_remove, bk->b, &rep));
+	return rep;
+}
+
+static void tr_check(struct tr_node *n)
+{
+	int violations = -1;
+	OK(pgns_check(cat_shared_ns(n->cat), &violations));
+	cr_assert_eq(violations, 0);
+}
+
+static bool tr_row_exists(struct tr_node *n, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct pgns_chunk_row row;
+	int rc = pgns_chunk_get(cat_shared_ns(n->cat), hash, &row);
+	cr_assert(rc == 0 || rc == -ENOENT);
+	return rc == 0;
+}
+
+Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared_ones_stay)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open(&a, "reclaim-a");
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	struct cat_inode in;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &in));
+	uint64_t run = in.ino, r1, r2;
+	uint64_t g1 = tr_gen(&a, run, "step-1", 1, &r1);
+	uint64_t f1 = tr_file(&a, r1, "shard");
+	tr_write(&a, &bk, f1, (const int[]){ 1, 2, 3 }, 3); /* 3 is shared with step-2 */
+	OK(cat_gen_commit(a.cat, g1, "test"));
+	uint64_t g2 = tr_gen(&b, run, "step-2", 2, &r2);
+	uint64_t f2 = tr_file(&b, r2, "shard");
+	tr_write(&b, &bk, f2, (const int[]){ 3, 4 }, 2);
+	OK(cat_gen_commit(b.cat, g2, "test"));
+	OK(cat_pending_drop(a.cat, f1)); /* the writers closed */
+	OK(cat_pending_drop(b.cat, f2));
+	uint8_t h[5][CAT_HASH_LEN];
+	for (int i = 1; i <= 4; i++) {
+		tr_hash(h[i], i);
+		cr_assert(tr_on_backing(&bk, h[i]), "chunk %d uploaded", i);
+	}
+
+	/* nothing unreferenced yet: a turn removes nothing */
+	struct cat_reclaim_report rep = tr_turn(&a, &bk);
+	cr_assert(rep.held);
+	cr_assert_eq(rep.chunks, 0);
+
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(a.cat, g1, "trainer", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(a.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+
+	/* only one node holds the duty: B's turn does nothing while A's lasts */
+	rep = tr_turn(&b, &bk);
+	cr_assert_not(rep.held);
+	cr_assert(tr_on_backing(&bk, h[1]));
+	cr_assert(tr_row_exists(&b, h[1]));
+
+	int cache_before = a.n_cache_removed;
+	rep = tr_turn(&a, &bk);
+	cr_assert(rep.held);
+	cr_assert_eq(rep.chunks, 2);
+	cr_assert_eq(rep.removed, 2);
+	cr_assert_not(tr_on_backing(&bk, h[1]));
+	cr_assert_not(tr_on_backing(&bk, h[2]));
+	cr_assert_not(tr_row_exists(&a, h[1]));
+	cr_assert_not(tr_row_exists(&a, h[2]));
+	cr_assert(tr_on_backing(&bk, h[3]), "a chunk step-2 still names stays");
+	cr_assert(tr_on_backing(&bk, h[4]));
+	cr_assert_eq(a.n_cache_removed - cache_before, 2, "A's cache copies went too (R4)");
+	struct cat_extent got[4];
+	cr_assert_eq(cat_extents(a.cat, f2, 0, got, 4), 2);
+	tr_check(&a);
+	tr_backing_close(&bk);
+	tr_close(&a);
+	tr_close(&b);
+}
+
+/* A writes f with chunks 11, 12 (uploaded); B's writer continues f. */
+static uint64_t tr_continued(struct tr_node *a, struct tr_node *b, struct tr_backing *bk)
+{
+	uint64_t f = tr_file(a, CAT_ROOT_INO, "f");
+	tr_write(a, bk, f, (const int[]){ 11, 12 }, 2);
+	OK(cat_pending_drop(a->cat, f));
+	OK(cat_pending_from_committed(b->cat, f));
+	/* A overwrites f meanwhile: the old chunks have no reference left */
+	OK(cat_pending_from_committed(a->cat, f));
+	OK(cat_pending_truncate(a->cat, f, 0));
+	tr_write(a, bk, f, (const int[]){ 13 }, 1);
+	OK(cat_pending_drop(a->cat, f));
+	return f;
+}
+
+Test(catshared_reclaim, a_writer_that_continued_a_file_keeps_its_chunks_through_a_reclaim)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open(&a, "reclaim-a");
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	uint64_t f = tr_continued(&a, &b, &bk);
+	uint8_t h11[CAT_HASH_LEN], h12[CAT_HASH_LEN];
+	tr_hash(h11, 11);
+	tr_hash(h12, 12);
+
+	struct cat_reclaim_report rep = tr_turn(&a, &bk);
+	cr_assert(rep.held);
+	cr_assert_eq(rep.chunks, 0, "B's pins keep 11 and 12 (N6)");
+	cr_assert(tr_on_backing(&bk, h11));
+	cr_assert(tr_on_backing(&bk, h12));
+
+	/* B's commit names them again; its release drops the pins */
+	OK(cat_file_commit(b.cat, f, 2 * TR_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(b.cat, f));
+	struct cat_extent got[4];
+	cr_assert_eq(cat_extents(a.cat, f, 0, got, 4), 2);
+	cr_assert_arr_eq(got[0].hash, h11, CAT_HASH_LEN);
+	tr_check(&a);
+	rep = tr_turn(&a, &bk);
+	cr_assert_eq(rep.chunks, 1, "only chunk 13, which B's commit replaced");
+	cr_assert(tr_on_backing(&bk, h11));
+	tr_backing_close(&bk);
+	tr_close(&a);
+	tr_close(&b);
+}
+
+Test(catshared_reclaim, without_its_pins_a_continued_writers_commit_fails_with_eio)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open(&a, "reclaim-a");
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	uint64_t f = tr_continued(&a, &b, &bk);
+	OK(pgns_unpin(cat_shared_ns(b.cat), f)); /* as if B never pinned */
+	struct cat_reclaim_report rep = tr_turn(&a, &bk);
+	cr_assert_eq(rep.removed, 2);
+	FAILS(cat_file_commit(b.cat, f, 2 * TR_LEN, ts_now_ns(), false), EIO); /* S7 */
+	OK(cat_pending_drop(b.cat, f));
+	struct cat_extent got[4];
+	cr_assert_eq(cat_extents(a.cat, f, 0, got, 4), 1, "f is A's overwrite");
+	tr_check(&a);
+	tr_backing_close(&bk);
+	tr_close(&a);
+	tr_close(&b);
+}
+
+Test(catshared_reclaim, the_pins_of_a_node_no_longer_live_go_at_the_next_turn)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open(&a, "reclaim-a");
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	(void)tr_continued(&a, &b, &bk);
+	cat_close(b.cat); /* a clean unmount: its node row is gone, its pins are left */
+	b.cat = NULL;
+	struct cat_reclaim_report rep = tr_turn(&a, &bk);
+	cr_assert_eq(rep.removed, 2);
+	tr_check(&a);
+	tr_backing_close(&bk);
+	tr_close(&a);
+	ts_tmpdir_remove(b.dir);
+}
+
+Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open_lease(&a, "reclaim-a", 1000);
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
+	tr_write(&b, &bk, f, (const int[]){ 21 }, 1);
+	OK(cat_pending_drop(b.cat, f));
+	uint64_t ino;
+	OK(cat_unlink(b.cat, CAT_ROOT_INO, "f", &ino));
+	OK(cat_inode_release(b.cat, ino));
+	uint8_t h[CAT_HASH_LEN];
+	tr_hash(h, 21);
+	usleep(1500 * 1000); /* A's lease runs out unrenewed */
+	struct cat_reclaim_report rep;
+	int rc = cat_reclaim_turn(a.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep);
+	cr_assert(rc == 0 || rc == -ESTALE, "rc %d", rc);
+	cr_assert_not(rep.held);
+	cr_assert_eq(rep.removed, 0);
+	cr_assert(tr_on_backing(&bk, h), "a node past its lease removed an object (R1)");
+	rep = tr_turn(&b, &bk);
+	cr_assert(rep.held);
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_not(tr_on_backing(&bk, h));
+	tr_backing_close(&bk);
+	tr_close(&a);
+	tr_close(&b);
+}

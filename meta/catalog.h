@@ -170,6 +170,13 @@ int cat_writing(struct cat *cat, uint64_t ino, bool open);
  * and marking lost the generations that name chunks only they had. */
 int cat_lease_renew(struct cat *cat);
 int cat_lease_sweep(struct cat *cat, size_t *swept);
+/* A cluster duty (e.g. "keep": keep-latest-k), held by one live node at a
+ * time (meta/lease.h L3): take or extend it for term_ms, *taken says whether
+ * this node holds it now; drop it when the work is done so another node's
+ * turn need not wait for the term. Alone: always taken, drop does nothing.
+ * A node past its lease never takes it (-ESTALE). */
+int cat_duty_take(struct cat *cat, const char *name, unsigned term_ms, bool *taken);
+int cat_duty_drop(struct cat *cat, const char *name);
 void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
 /* The group-commit window of changes inside OPEN generations (cat_unlink,
  * cat_create, file contents: meta/catalog_defer.c); 0 commits each on its

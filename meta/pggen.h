@@ -25,7 +25,10 @@
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
  *      A new version (a rewrite) it had files open in is rolled back to its
- *      backup instead of held: a crash never shows a mix of two versions.
+ *      backup instead of held: a crash never shows a mix of two versions;
+ *      the inodes of the version rolled back that no live node writes are
+ *      released right after (their chunk counts drop), as a writer that
+ *      died cannot release them itself.
  *  X3. Every change is fenced by its node's lease (L2).
  *  X4. The calls of generation.h below keep G1, G2 and G5 in
  *      ns_generations: a rename, abort, delete or expire changes the

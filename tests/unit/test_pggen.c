@@ -637,6 +637,8 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	cr_assert_eq(g.version, 2);
 	cr_assert_str_eq(g.rule, "node-lost-restored");
 	tg_sees(&a, gen, "__0_0.distcp", 11);
+	cr_assert_eq(pgns_getattr(&a.ns, f.ino, &f), -ENOENT, "the rolled-back file is released");
+	cr_assert_eq(tg_refs(&a, 15, 0), 0, "what only the rolled-back version named has no reference");
 	tg_checked(&a);
 
 	/* ended while rewritten: the backup goes with it */

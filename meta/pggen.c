@@ -104,10 +104,14 @@ const struct pg_stmt pggen_stmts[] = {
 		      3 },
 	/* X2: what the dead node had open for writing proves nothing */
 	[G_HOLD_NODE] = { "gen_hold_node",
-			  "UPDATE ns_generations SET state = 4, rule = 'node-lost', held = $2"
-			  " WHERE state = 0 AND backup_root = 0 AND id IN (SELECT i.gen FROM ns_writing w"
+			  "UPDATE ns_generations g SET state = 4, rule = 'node-lost', held = $2"
+			  " WHERE state = 0 AND backup_root = 0 AND (id IN (SELECT i.gen FROM ns_writing w"
 			  " JOIN ns_inodes i"
-			  " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL) RETURNING id",
+			  " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL)"
+			  /* one it opened that no other node writes: no live policy
+			   * tracks it, so nothing else would ever decide it */
+			  " OR (opened_by = $1 AND NOT EXISTS (SELECT 1 FROM ns_writing w2 JOIN ns_inodes i2"
+			  " ON i2.ino = w2.ino WHERE i2.gen = g.id AND w2.node != $1))) RETURNING id",
 			  2 },
 	[G_DROP_WRITING] = { "gen_drop_writing", "DELETE FROM ns_writing WHERE node = $1", 1 },
 	[G_LOSE] = { "gen_lose",
@@ -609,7 +613,7 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	c->ids->n = 0; /* the body may run again (pg.h P2) */
-	char dead[24], why[96];
+	char dead[24], why[160];
 	const char *rollback[] = { PG_U64(dead, c->dead) };
 	rc = pggen_exec(ns, G_NODE_ROLLBACK, rollback, &c->res3);
 	for (int r = 0; rc == 0 && r < pg_rows(c->res3); r++) {
@@ -620,7 +624,8 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 	}
 	if (rc)
 		return rc;
-	snprintf(why, sizeof(why), "node %" PRIu64 " lost its lease with files of it open", c->dead);
+	snprintf(why, sizeof(why), "node %" PRIu64 " lost its lease during the save (a file of it"
+		 " open, or before its completion signal)", c->dead);
 	const char *hold[] = { PG_U64(dead, c->dead), why };
 	rc = pggen_exec(ns, G_HOLD_NODE, hold, &c->res);
 	const char *by_node[] = { dead };
@@ -661,7 +666,7 @@ int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_h
 		pggen_ids(c.res2, lost, max_lost, n_lost);
 		for (size_t i = 0; i < *n_held; i++)
 			log_warn("catalog %s: generation %" PRIu64 " held: node %" PRIu64
-				 " lost its lease with files of it open",
+				 " lost its lease during the save",
 				 pg_name(ns->pg), held[i], dead);
 		for (int r = 0; r < pg_rows(c.res3); r++)
 			log_warn("catalog %s: generation %s rolled back to its previous version: node"

@@ -20,7 +20,10 @@
  *      slips in between a commit's check and its change.
  *  X2. A node past its lease (lease.h) is handled once, by one live node:
  *      its open generations that it had files open in are held (their files
- *      are as their last close left them: proven of nothing), its writing
+ *      are as their last close left them: proven of nothing), and so are
+ *      those it opened that no other node writes (its policy was the only
+ *      one to decide them: a death between files would leave them OPEN
+ *      for ever); its writing
  *      rows are dropped, the chunks it alone held that another live node also
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.

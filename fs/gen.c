@@ -35,6 +35,12 @@
 #define GEN_REMOTE_POLL_MS 80
 #define GEN_TRACKER_MAX 256
 #define GEN_KEEP_QUEUE 16 /* series waiting for keep-latest-k; more: all of them */
+/* keep-latest-k is a cluster duty on the shared engine (catalog.h
+ * cat_duty_take): one node's passes at a time, each dropping the duty when
+ * done. The term only matters if its holder dies in a pass: the others wait
+ * that long. */
+#define GEN_KEEP_DUTY "keep"
+#define GEN_KEEP_DUTY_MS 30000
 #define GEN_MAX_GROUPS 32
 
 /* Who a commit acts for: the file system credentials of the last process
@@ -86,6 +92,7 @@ struct gen_policy {
 	struct gen_cred keep_cred[GEN_KEEP_QUEUE];
 	int nkeep;
 	bool keep_all;
+	bool keep_waits_duty; /* another node holds "keep": retry next tick */
 };
 
 static int64_t gen_now_ns(void)
@@ -585,15 +592,41 @@ static void gen_keep_request(struct gen_policy *g, uint64_t series, const struct
 	if (queued)
 		pthread_cond_signal(&g->wake);
 	pthread_mutex_unlock(&g->lock);
-	if (!queued && c->known)
+	if (queued)
+		return;
+	bool taken = false;
+	if (cat_duty_take(g->cat, GEN_KEEP_DUTY, GEN_KEEP_DUTY_MS, &taken) != 0 || !taken)
+		return; /* the holder's passes, and every node's at start, cover it */
+	if (c->known)
 		gen_keep(g, series, c);
-	else if (!queued)
+	else
 		gen_keep_as_newest_owner(g, series);
+	cat_duty_drop(g->cat, GEN_KEEP_DUTY);
 }
 
-/* The thread's part: runs the queued keep-latest-k requests. */
-static void gen_run_keeps(struct gen_policy *g)
+static bool gen_keeps_queued(struct gen_policy *g)
 {
+	pthread_mutex_lock(&g->lock);
+	bool any = g->nkeep > 0 || g->keep_all;
+	pthread_mutex_unlock(&g->lock);
+	return any;
+}
+
+/* The thread's part: runs the queued keep-latest-k requests while this node
+ * holds the keep duty (alone, always). false: another node holds it, or this
+ * one cannot take it (its lease ran out, the database is away); the requests
+ * stay queued for the next tick. */
+static bool gen_run_keeps(struct gen_policy *g)
+{
+	if (!gen_keeps_queued(g))
+		return true;
+	bool taken = false;
+	int rc = cat_duty_take(g->cat, GEN_KEEP_DUTY, GEN_KEEP_DUTY_MS, &taken);
+	if (rc != 0 || !taken) {
+		if (rc != 0)
+			log_debug("keep-latest-k waits: cannot take the keep duty: %s", strerror(-rc));
+		return false;
+	}
 	for (;;) {
 		pthread_mutex_lock(&g->lock);
 		bool all = g->keep_all;
@@ -607,7 +640,7 @@ static void gen_run_keeps(struct gen_policy *g)
 		g->keep_all = false;
 		pthread_mutex_unlock(&g->lock);
 		if (!any)
-			return;
+			break;
 		if (all)
 			gen_keep_all(g);
 		if (series != 0 && c.known)
@@ -615,6 +648,10 @@ static void gen_run_keeps(struct gen_policy *g)
 		else if (series != 0)
 			gen_keep_as_newest_owner(g, series);
 	}
+	rc = cat_duty_drop(g->cat, GEN_KEEP_DUTY);
+	if (rc != 0) /* its term ends it */
+		log_debug("keep duty not dropped: %s", strerror(-rc));
+	return true;
 }
 
 void gen_durable(struct gen_policy *g, uint64_t id)
@@ -1274,8 +1311,11 @@ static void *gen_thread(void *arg)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		if (g->nkeep == 0 && !g->keep_all) /* a request made while busy is not lost */
+		/* a request made while busy is not lost; one waiting for another
+		 * node's keep duty is tried again after a tick */
+		if ((g->nkeep == 0 && !g->keep_all) || g->keep_waits_duty)
 			pthread_cond_timedwait(&g->wake, &g->lock, &until);
+		g->keep_waits_duty = false;
 		if (g->stop)
 			break;
 		bool recheck = g->recheck_held;
@@ -1283,9 +1323,10 @@ static void *gen_thread(void *arg)
 		pthread_mutex_unlock(&g->lock);
 		if (recheck)
 			gen_recheck_crash_held(g);
-		gen_run_keeps(g);
+		bool kept = gen_run_keeps(g);
 		gen_tick(g);
 		pthread_mutex_lock(&g->lock);
+		g->keep_waits_duty = !kept;
 	}
 	pthread_mutex_unlock(&g->lock);
 	return NULL;
@@ -1322,7 +1363,14 @@ static void gen_stop_thread(struct gen_policy *g)
 	pthread_mutex_lock(&g->lock);
 	g->running = false;
 	pthread_mutex_unlock(&g->lock);
-	gen_run_keeps(g); /* what the thread had not got to */
+	/* what the thread had not got to; with the keep duty elsewhere, that
+	 * node's passes (and every node's pass at start) cover these series */
+	if (!gen_run_keeps(g)) {
+		pthread_mutex_lock(&g->lock);
+		g->nkeep = 0;
+		g->keep_all = false;
+		pthread_mutex_unlock(&g->lock);
+	}
 	assert(g->nkeep == 0 && !g->keep_all);
 }
 

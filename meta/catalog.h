@@ -189,6 +189,13 @@ struct cat_reclaim_report {
 };
 int cat_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn remove, void *arg,
 		     struct cat_reclaim_report *out);
+/* A cluster duty (e.g. "keep": keep-latest-k), held by one live node at a
+ * time (meta/lease.h L3): take or extend it for term_ms, *taken says whether
+ * this node holds it now; drop it when the work is done so another node's
+ * turn need not wait for the term. Alone: always taken, drop does nothing.
+ * A node past its lease never takes it (-ESTALE). */
+int cat_duty_take(struct cat *cat, const char *name, unsigned term_ms, bool *taken);
+int cat_duty_drop(struct cat *cat, const char *name);
 void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
 /* The group-commit window of changes inside OPEN generations (cat_unlink,
  * cat_create, file contents: meta/catalog_defer.c); 0 commits each on its

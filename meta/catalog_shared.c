@@ -245,6 +245,23 @@ int cat_writing(struct cat *cat, uint64_t ino, bool open)
 	return pggen_writing(&cat->shared->ns, ino, open, NULL);
 }
 
+/* On the FUSE connection (S3 keeps the lease one for the renewal): the
+ * duty's holder works on that connection anyway, fenced per transaction. */
+int cat_duty_take(struct cat *cat, const char *name, unsigned term_ms, bool *taken)
+{
+	*taken = true;
+	if (!cat->shared)
+		return 0;
+	return lease_duty_take(&cat->shared->fence, name, term_ms, taken);
+}
+
+int cat_duty_drop(struct cat *cat, const char *name)
+{
+	if (!cat->shared)
+		return 0;
+	return lease_duty_drop(&cat->shared->fence, name);
+}
+
 int cat_lease_renew(struct cat *cat)
 {
 	if (!cat->shared)
@@ -504,13 +521,18 @@ int catsh_stats(struct cat *cat, struct cat_stats *out)
 	return rc;
 }
 
-/* The local file's [node] checks, then the shared namespace's N1 and N2. */
+/* The local file's [node] checks, then the shared namespace's N1 and N2,
+ * then the shared generations' (pggen.h G1–G3). */
 int catsh_check(struct cat *cat)
 {
 	int violations = 0, shared_violations = 0;
 	int rc = cat_check_node(cat, &violations);
 	if (rc == 0)
 		rc = pgns_check(&cat->shared->ns, &shared_violations);
+	violations += shared_violations;
+	shared_violations = 0;
+	if (rc == 0)
+		rc = pggen_check(&cat->shared->ns, &shared_violations);
 	violations += shared_violations;
 	if (rc == 0 && violations > 0) {
 		log_error("catalog %s (beside %s): check found %d violations", cat->path,

@@ -57,6 +57,7 @@ enum {
 	G_RESTORE,
 	G_REOPEN,
 	G_NODE_ROLLBACK,
+	G_WRITING_INO,
 	G_COUNT
 };
 
@@ -103,10 +104,14 @@ const struct pg_stmt pggen_stmts[] = {
 		      3 },
 	/* X2: what the dead node had open for writing proves nothing */
 	[G_HOLD_NODE] = { "gen_hold_node",
-			  "UPDATE ns_generations SET state = 4, rule = 'node-lost', held = $2"
-			  " WHERE state = 0 AND backup_root = 0 AND id IN (SELECT i.gen FROM ns_writing w"
+			  "UPDATE ns_generations g SET state = 4, rule = 'node-lost', held = $2"
+			  " WHERE state = 0 AND backup_root = 0 AND (id IN (SELECT i.gen FROM ns_writing w"
 			  " JOIN ns_inodes i"
-			  " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL) RETURNING id",
+			  " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL)"
+			  /* one it opened that no other node writes: no live policy
+			   * tracks it, so nothing else would ever decide it */
+			  " OR (opened_by = $1 AND NOT EXISTS (SELECT 1 FROM ns_writing w2 JOIN ns_inodes i2"
+			  " ON i2.ino = w2.ino WHERE i2.gen = g.id AND w2.node != $1))) RETURNING id",
 			  2 },
 	[G_DROP_WRITING] = { "gen_drop_writing", "DELETE FROM ns_writing WHERE node = $1", 1 },
 	[G_LOSE] = { "gen_lose",
@@ -260,6 +265,8 @@ const struct pg_stmt pggen_stmts[] = {
 		       " WHERE id = $1",
 		       2 },
 	/* X2 for a new version: rolled back to its backup, not held */
+	/* a rolled-back inode another node still writes is that node's to release */
+	[G_WRITING_INO] = { "gen_writing_ino", "SELECT count(*) FROM ns_writing WHERE ino = $1", 1 },
 	[G_NODE_ROLLBACK] = { "gen_node_rollback",
 			      "SELECT id FROM ns_generations WHERE state = 0 AND backup_root != 0"
 			      " AND id IN (SELECT i.gen FROM ns_writing w JOIN ns_inodes i"
@@ -306,6 +313,7 @@ struct pggen_call {
 };
 
 static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
+static int pggen_one_int(struct pgns *ns, int stmt, const char *const *params, uint64_t *out);
 static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
 			 struct cat_id_vec *ids);
 
@@ -572,6 +580,26 @@ int pggen_adopt(struct pgns *ns, uint64_t dead, const uint8_t (*hashes)[CAT_HASH
 	return rc;
 }
 
+/* Keeps in ids only the inodes no node has open for writing (the dead
+ * node's rows are gone by now): a live writer of a rolled-back file
+ * releases it itself, as after any unlink. */
+static int pggen_unwritten(struct pgns *ns, struct cat_id_vec *ids)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < ids->n; i++) {
+		char ino[24];
+		const char *params[] = { PG_U64(ino, ids->v[i]) };
+		uint64_t writers = 0;
+		int rc = pggen_one_int(ns, G_WRITING_INO, params, &writers);
+		if (rc)
+			return rc;
+		if (writers == 0)
+			ids->v[kept++] = ids->v[i];
+	}
+	ids->n = kept;
+	return 0;
+}
+
 static int pggen_lost_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -584,18 +612,20 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 	int rc = lease_fence(ns->lease);
 	if (rc)
 		return rc;
-	char dead[24], why[96];
+	c->ids->n = 0; /* the body may run again (pg.h P2) */
+	char dead[24], why[160];
 	const char *rollback[] = { PG_U64(dead, c->dead) };
 	rc = pggen_exec(ns, G_NODE_ROLLBACK, rollback, &c->res3);
 	for (int r = 0; rc == 0 && r < pg_rows(c->res3); r++) {
 		struct cat_gen g;
 		rc = pggen_row_locked(ns, (uint64_t)pg_int(c->res3, r, 0), &g, NULL);
 		if (rc == 0 && g.state == GEN_OPEN && g.backup_root)
-			rc = pggen_restore(ns, &g, "node-lost", NULL);
+			rc = pggen_restore(ns, &g, "node-lost", c->ids);
 	}
 	if (rc)
 		return rc;
-	snprintf(why, sizeof(why), "node %" PRIu64 " lost its lease with files of it open", c->dead);
+	snprintf(why, sizeof(why), "node %" PRIu64 " lost its lease during the save (a file of it"
+		 " open, or before its completion signal)", c->dead);
 	const char *hold[] = { PG_U64(dead, c->dead), why };
 	rc = pggen_exec(ns, G_HOLD_NODE, hold, &c->res);
 	const char *by_node[] = { dead };
@@ -603,6 +633,8 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 		rc = pggen_exec(ns, G_DROP_WRITING, by_node, NULL);
 	if (rc == 0)
 		rc = pggen_exec(ns, G_LOSE, by_node, &c->res2);
+	if (rc == 0)
+		rc = pggen_unwritten(ns, c->ids);
 	return rc;
 }
 
@@ -616,15 +648,25 @@ static void pggen_ids(PGresult *res, uint64_t *ids, size_t max, size_t *n)
 int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_held,
 		    size_t *n_held, uint64_t *lost, size_t max_lost, size_t *n_lost)
 {
-	struct pggen_call c = { .ns = ns, .dead = dead };
+	struct cat_id_vec ids = { 0 };
+	struct pggen_call c = { .ns = ns, .dead = dead, .ids = &ids };
 	int rc = pg_txn(ns->pg, pggen_lost_body, &c);
 	*n_held = *n_lost = 0;
+	/* the rolled-back versions' inodes have no link left and no writer: no
+	 * node would release them (their writer died), so the sweep does, and
+	 * their chunk counts drop (a failure leaves them at nlink 0, which the
+	 * check tolerates, as after any unreleased unlink) */
+	int rrc = rc == 0 && ids.n ? pgns_inodes_release(ns, ids.v, ids.n) : 0;
+	if (rrc)
+		log_warn("catalog %s: %zu inodes of versions rolled back after node %" PRIu64
+			 " was lost not released: %s", pg_name(ns->pg), ids.n, dead, strerror(-rrc));
+	cat_id_vec_free(&ids);
 	if (rc == 0) {
 		pggen_ids(c.res, held, max_held, n_held);
 		pggen_ids(c.res2, lost, max_lost, n_lost);
 		for (size_t i = 0; i < *n_held; i++)
 			log_warn("catalog %s: generation %" PRIu64 " held: node %" PRIu64
-				 " lost its lease with files of it open",
+				 " lost its lease during the save",
 				 pg_name(ns->pg), held[i], dead);
 		for (int r = 0; r < pg_rows(c.res3); r++)
 			log_warn("catalog %s: generation %s rolled back to its previous version: node"

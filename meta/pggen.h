@@ -20,12 +20,18 @@
  *      slips in between a commit's check and its change.
  *  X2. A node past its lease (lease.h) is handled once, by one live node:
  *      its open generations that it had files open in are held (their files
- *      are as their last close left them: proven of nothing), its writing
+ *      are as their last close left them: proven of nothing), and so are
+ *      those it opened that no other node writes (its policy was the only
+ *      one to decide them: a death between files would leave them OPEN
+ *      for ever); its writing
  *      rows are dropped, the chunks it alone held that another live node also
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
  *      A new version (a rewrite) it had files open in is rolled back to its
- *      backup instead of held: a crash never shows a mix of two versions.
+ *      backup instead of held: a crash never shows a mix of two versions;
+ *      the inodes of the version rolled back that no live node writes are
+ *      released right after (their chunk counts drop), as a writer that
+ *      died cannot release them itself.
  *  X3. Every change is fenced by its node's lease (L2).
  *  X4. The calls of generation.h below keep G1, G2 and G5 in
  *      ns_generations: a rename, abort, delete or expire changes the

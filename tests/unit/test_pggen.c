@@ -298,6 +298,40 @@ Test(pggen, an_open_save_of_a_dead_node_is_held_cluster_wide)
 	pt_leave(&b);
 }
 
+/* A save whose node died between its files (none open) before its
+ * completion signal: no live node's policy tracks it, so the sweep holds it;
+ * one that another live node still writes is left to that node. */
+Test(pggen, a_save_its_dead_node_opened_with_no_file_open_is_held)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 2000);
+	struct cat_gen_spec s1 = { "step-7", 7 }, s2 = { "step-8", 8 };
+	struct cat_inode r1, r2;
+	uint64_t g1 = 0, g2 = 0;
+	OK(pggen_create_root(&b.ns, CAT_ROOT_INO, &s1, S_IFDIR | 0755, 0, 0, &r1, &g1));
+	uint64_t f1 = tg_shard(&b, r1.ino, "__0_0.distcp");
+	OK(pggen_writing(&b.ns, f1, true, NULL));
+	tg_publish(&b, f1, 7, 1);
+	OK(pggen_writing(&b.ns, f1, false, NULL)); /* closed: b dies before the .metadata */
+	OK(pggen_create_root(&b.ns, CAT_ROOT_INO, &s2, S_IFDIR | 0755, 0, 0, &r2, &g2));
+	uint64_t f2 = tg_shard(&a, r2.ino, "__1_0.distcp");
+	OK(pggen_writing(&a.ns, f2, true, NULL)); /* a still writes step-8 */
+	usleep(2300 * 1000);
+	uint64_t dead[2], held[4], lost[4];
+	size_t n = 0, nh = 0, nl = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nh, 1);
+	cr_assert_eq(held[0], g1);
+	cr_assert_eq(tg_state(&a, g1, NULL), GEN_HELD, "no node would ever decide it otherwise");
+	cr_assert_eq(tg_state(&a, g2, NULL), GEN_OPEN, "a's writer keeps it to a's policy");
+	OK(pggen_writing(&a.ns, f2, false, NULL));
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
 /* ---- generation.h's calls over PostgreSQL (pggen_rename, _end, _pin, ...) ---- */
 
 static void tg_checked(struct pt_node *n)
@@ -637,6 +671,8 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	cr_assert_eq(g.version, 2);
 	cr_assert_str_eq(g.rule, "node-lost-restored");
 	tg_sees(&a, gen, "__0_0.distcp", 11);
+	cr_assert_eq(pgns_getattr(&a.ns, f.ino, &f), -ENOENT, "the rolled-back file is released");
+	cr_assert_eq(tg_refs(&a, 15, 0), 0, "what only the rolled-back version named has no reference");
 	tg_checked(&a);
 
 	/* ended while rewritten: the backup goes with it */

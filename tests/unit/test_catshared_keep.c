@@ -1,0 +1,200 @@
+/* Unit tests for keep-latest-k across nodes: fs/gen.c's keep pass on the
+ * shared engine, one node at a time (the cluster duty "keep",
+ * cat_duty_take), with two struct cat (two nodes: each its own local
+ * SQLite, both on one private PostgreSQL, tests/unit/pgtest.h) and a
+ * generation policy with its thread on each.
+ *
+ * keep=2, steps 1..5 committed alternately by the two nodes: a pinned one
+ * stays, a held one goes once 2 newer are committed, and exactly the newest
+ * 2 unpinned committed ones remain whichever node committed them. While one
+ * node holds the duty the other's pass waits, and runs once it is dropped.
+ * The duty itself: one holder at a time, free again once dropped; alone
+ * always taken. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "gen.h"
+#include "generation.h"
+#include "node.h"
+#include "pgtest.h"
+#include "support.h"
+
+TestSuite(catshared_keep, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+struct tck_node {
+	char dir[64], path[128];
+	struct cat *cat;
+	struct node_table *nodes;
+	struct gen_policy *g;
+};
+
+static int tck_no_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return -EIO;
+}
+
+/* A node with keep=2 and its policy's thread running. */
+static void tck_open(struct tck_node *n, const char *name)
+{
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %s", err);
+	struct gen_options o = { .keep = 2, .quiet_s = 60, .abandon_s = 60 };
+	OK(node_table_new(n->cat, &n->nodes));
+	struct gen_deps d = { .cat = n->cat, .nodes = n->nodes, .read = tck_no_read };
+	OK(gen_policy_new(&d, &o, &n->g));
+	OK(gen_policy_start(n->g));
+}
+
+static void tck_close(struct tck_node *n)
+{
+	gen_policy_shutdown(n->g);
+	gen_policy_free(n->g);
+	node_table_free(n->nodes);
+	cat_close(n->cat);
+	ts_tmpdir_remove(n->dir);
+}
+
+static int tck_state(struct tck_node *n, uint64_t id)
+{
+	struct cat_gen g;
+	OK(cat_gen_get_brief(n->cat, id, &g));
+	return g.state;
+}
+
+/* Polls generation id on n until it is (want) or is not (!want) in state,
+ * up to 3 s: the keep passes run on the policies' threads. */
+static bool tck_wait(struct tck_node *n, uint64_t id, int state, bool want)
+{
+	for (int waited = 0; waited <= 3000; waited += 10) {
+		if ((tck_state(n, id) == state) == want)
+			return true;
+		usleep(10 * 1000);
+	}
+	return false;
+}
+
+/* step-<step> in series run, made by n with one file in it; committed by
+ * n's policy unless hold (then held by n, as an abandoned save would be). */
+static uint64_t tck_save(struct tck_node *n, uint64_t run, uint64_t step, bool hold)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "step-%llu", (unsigned long long)step);
+	struct cat_gen_spec spec = { name, step };
+	struct cat_inode in;
+	uint64_t gen = 0, in_gen = 0;
+	OK(cat_create_in_gen(n->cat, run, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
+	gen_started(n->g, gen, run, false, getpid());
+	struct cat_inode f;
+	OK(cat_create_in_gen(n->cat, in.ino, "model.pt", S_IFREG | 0644, 0, 0, 0, NULL, NULL, &f,
+			     &in_gen));
+	cr_assert_eq(in_gen, gen);
+	if (hold) {
+		bool held = false;
+		OK(cat_gen_hold(n->cat, gen, "abandoned", "abandoned in a test", NULL, NULL, &held));
+		cr_assert(held);
+		return gen;
+	}
+	OK(gen_commit_explicit(n->g, gen, "explicit"));
+	cr_assert(tck_wait(n, gen, GEN_COMMITTED, true), "%s committed", name);
+	return gen;
+}
+
+/* The committed generations of series run as n lists them, by step. */
+static int tck_add_committed(void *arg, const struct cat_gen *gen)
+{
+	return gen->state == GEN_COMMITTED ? cat_gen_vec_add(arg, gen) : 0;
+}
+
+static void tck_committed_steps(struct tck_node *n, uint64_t run, char *out, size_t size)
+{
+	struct cat_gen_vec l = { 0 };
+	OK(cat_gen_list_brief(n->cat, run, false, tck_add_committed, &l));
+	out[0] = '\0';
+	for (size_t step = 1; step <= 16; step++)
+		for (size_t i = 0; i < l.n; i++)
+			if (l.v[i].step == step)
+				snprintf(out + strlen(out), size - strlen(out), "%s%zu", out[0] ? " " : "",
+					 step);
+	cat_gen_vec_free(&l);
+}
+
+Test(catshared_keep, two_nodes_saving_alternately_keep_the_newest_two_cluster_wide)
+{
+	struct tck_node a, b;
+	tck_open(&a, "a");
+	tck_open(&b, "b");
+	struct cat_inode run;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+
+	uint64_t s1 = tck_save(&a, run.ino, 1, false);
+	OK(cat_gen_pin(b.cat, s1, true)); /* pinned from the other node */
+	uint64_t s2 = tck_save(&b, run.ino, 2, true);
+	uint64_t s3 = tck_save(&a, run.ino, 3, false);
+	usleep(300 * 1000); /* both passes have run: nothing to do yet */
+	cr_assert_eq(tck_state(&b, s2), GEN_HELD, "one newer committed: the held save stays");
+	uint64_t s4 = tck_save(&b, run.ino, 4, false);
+	cr_assert(tck_wait(&a, s2, GEN_HELD, false), "two newer committed: the held save goes");
+	uint64_t s5 = tck_save(&a, run.ino, 5, false);
+	cr_assert(tck_wait(&b, s3, GEN_COMMITTED, false), "b's pass or a's removes a's step 3");
+	usleep(300 * 1000); /* a second pass, had one been racing, would show here */
+	char steps[64];
+	tck_committed_steps(&a, run.ino, steps, sizeof(steps));
+	cr_assert_str_eq(steps, "1 4 5", "a lists %s", steps);
+	tck_committed_steps(&b, run.ino, steps, sizeof(steps));
+	cr_assert_str_eq(steps, "1 4 5", "b lists %s", steps);
+	cr_assert_eq(tck_state(&b, s1), GEN_COMMITTED, "pinned: kept");
+	cr_assert_eq(tck_state(&a, s4), GEN_COMMITTED);
+	cr_assert_eq(tck_state(&a, s5), GEN_COMMITTED);
+	struct cat_gen g;
+	FAILS(cat_gen_find(b.cat, run.ino, "step-3", &g), ENOENT);
+	FAILS(cat_gen_find(a.cat, run.ino, "step-2", &g), ENOENT);
+
+	/* b holds the duty (a long pass): a's pass after its commit waits for it */
+	bool taken = false;
+	OK(cat_duty_take(b.cat, "keep", 30000, &taken));
+	cr_assert(taken);
+	OK(cat_duty_take(a.cat, "keep", 30000, &taken));
+	cr_assert(!taken, "one holder at a time");
+	uint64_t s6 = tck_save(&a, run.ino, 6, false);
+	usleep(500 * 1000); /* a's thread retries each tick, refused each time */
+	cr_assert_eq(tck_state(&a, s4), GEN_COMMITTED, "a's pass waits while b holds the duty");
+	OK(cat_duty_drop(b.cat, "keep"));
+	cr_assert(tck_wait(&a, s4, GEN_COMMITTED, false), "a's pass ran once b dropped the duty");
+	tck_committed_steps(&b, run.ino, steps, sizeof(steps));
+	cr_assert_str_eq(steps, "1 5 6", "b lists %s", steps);
+	cr_assert_eq(tck_state(&b, s6), GEN_COMMITTED);
+	OK(cat_duty_take(b.cat, "keep", 30000, &taken));
+	cr_assert(taken, "a's pass dropped the duty when done");
+	OK(cat_duty_drop(b.cat, "keep"));
+	OK(cat_check(a.cat));
+	tck_close(&a);
+	tck_close(&b);
+}
+
+Test(catshared_keep, alone_the_duty_is_always_taken)
+{
+	char dir[64], path[128];
+	struct cat *cat;
+	ts_tmpdir_make(dir, sizeof(dir), "alone");
+	ts_cat_open_in(dir, "catalog.db", path, sizeof(path), &cat);
+	bool taken = false;
+	OK(cat_duty_take(cat, "keep", 1000, &taken));
+	cr_assert(taken);
+	OK(cat_duty_take(cat, "keep", 1000, &taken));
+	cr_assert(taken, "a lone node is the whole cluster");
+	OK(cat_duty_drop(cat, "keep"));
+	ts_cat_close_checked(&cat);
+	ts_tmpdir_remove(dir);
+}

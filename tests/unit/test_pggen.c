@@ -317,7 +317,7 @@ Test(pggen, a_save_its_dead_node_opened_with_no_file_open_is_held)
 	OK(pggen_create_root(&b.ns, CAT_ROOT_INO, &s2, S_IFDIR | 0755, 0, 0, &r2, &g2));
 	uint64_t f2 = tg_shard(&a, r2.ino, "__1_0.distcp");
 	OK(pggen_writing(&a.ns, f2, true, NULL)); /* a still writes step-8 */
-	usleep(2300 * 1000);
+	usleep(4300 * 1000); /* b's lease and its grace (lease.h L4) run out */
 	uint64_t dead[2], held[4], lost[4];
 	size_t n = 0, nh = 0, nl = 0;
 	OK(lease_sweep(&a.lease, dead, 2, &n));

@@ -67,7 +67,7 @@ UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c
 UNIT_DAEMON_SRC += fs/node.c fs/gen.c fs/ns.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs bench install uninstall clean lint torture
+.PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs test-multinode bench install uninstall clean lint torture
 
 all: $(BUILD)/ckptfs $(BUILD)/ckptfs-admin
 
@@ -96,6 +96,11 @@ $(BUILD)/codec-bench: $(BUILD)/obj/tests/bench/codec_bench.o $(CORE_OBJ)
 test-nfs: deps $(BUILD)/backing-tool
 	tests/nfs/t_nfs.sh $(BUILD)
 
+# Several nodes (daemons on this machine) over one BACKING and one shared
+# catalog on a private PostgreSQL 15 (tests/multinode/, docs/MULTINODE.md).
+test-multinode: deps all
+	tests/multinode/run.sh $(BUILD)
+
 # Installs what building and testing need (Debian). Quiet when all is there.
 deps:
 	@scripts/install-deps.sh
@@ -107,7 +112,7 @@ test: deps
 	$(MAKE) fuzz-quick
 	$(MAKE) test-integration
 	$(MAKE) test-trainers
-	$(MAKE) test-faultfs test-nullfs test-nfs check-docker check-examples test-deb
+	$(MAKE) test-faultfs test-nullfs test-nfs test-multinode check-docker check-examples test-deb
 	$(MAKE) test-asan
 
 test-unit: $(BUILD)/unit-tests

@@ -186,7 +186,16 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], uint8
 	return 0;
 }
 
-/* Fetches with retries while BACKING does not answer, up to the timeout (C4). */
+/* A chunk another node of a shared catalog wrote and has not uploaded yet
+ * (catalog_shared_data.c S6): not on BACKING *yet*. */
+static bool cache_not_uploaded_yet(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	struct cat_chunk_where w;
+	return cat_is_shared(c->cat) && cat_chunk_where(c->cat, hash, &w) == -EAGAIN;
+}
+
+/* Fetches with retries while BACKING does not answer, up to the timeout (C4),
+ * and while the chunk's node has not uploaded it. */
 static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], void *plain,
 				size_t cap, size_t *len)
 {
@@ -201,6 +210,8 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], v
 	hash_to_hex(hash, hex);
 	for (;;) {
 		rc = cache_fetch_once(c, hash, obj, plain, cap, len);
+		if (rc == -ENOENT && cache_not_uploaded_yet(c, hash))
+			rc = -EAGAIN; /* waited for like a BACKING that does not answer */
 		if (rc == 0 || rc == -ENOENT || rc == -EIO || rc == -ENOMEM)
 			break;
 		if (cache_mono_s() >= deadline)

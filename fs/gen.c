@@ -30,6 +30,9 @@
 
 #define GEN_MAX_PIDS 16
 #define GEN_TICK_MS 200
+/* How often a commit that waits for other nodes' writers is tried again
+ * (the shared engine's -EBUSY: docs/MULTINODE.md "Generations span nodes"). */
+#define GEN_REMOTE_POLL_MS 80
 #define GEN_TRACKER_MAX 256
 #define GEN_KEEP_QUEUE 16 /* series waiting for keep-latest-k; more: all of them */
 #define GEN_MAX_GROUPS 32
@@ -52,6 +55,9 @@ struct gen_live {
 	int64_t last_activity_ns;
 	char pending_rule[GEN_RULE_MAX]; /* a commit waiting for the writers */
 	bool pending_quiet;
+	/* since when that commit has waited for files another node still has
+	 * open for writing (0: it does not); the abandon bound counts from it */
+	int64_t remote_wait_ns;
 	bool expects_marker; /* saw a file of a marker layout (gen_name_implies_marker) */
 	pid_t tids[GEN_MAX_PIDS]; /* threads seen writing */
 	pid_t pids[GEN_MAX_PIDS]; /* their processes */
@@ -634,12 +640,41 @@ static bool gen_files_being_written(struct gen_policy *g, uint64_t id)
 	return n == 256; /* too many to tell: assume so, the tick retries */
 }
 
+/* The shared engine refused a commit (-EBUSY) because another node still
+ * has a file of it open for writing: the commit stays pending, and the
+ * thread tries it again every GEN_REMOTE_POLL_MS (each try one short
+ * transaction; no thread waits in between) until those writers close or the
+ * abandon bound passes (gen_tick_choose). false: no memory to remember it. */
+static bool gen_wait_remote(struct gen_policy *g, uint64_t id, const char *rule)
+{
+	struct cat_gen gen;
+	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
+		return false;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_get(g, id, gen.series);
+	bool first = l && l->remote_wait_ns == 0;
+	if (l) {
+		snprintf(l->pending_rule, sizeof(l->pending_rule), "%s", rule);
+		l->pending_quiet = false;
+		if (first)
+			l->remote_wait_ns = gen_now_ns();
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (first)
+		log_info("generation %s (series inode %llu, step %llu): %s seen, commit waits for"
+			 " files of it another node has open for writing", gen.name,
+			 (unsigned long long)gen.series, (unsigned long long)gen.step, rule);
+	return l != NULL;
+}
+
 static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
 	struct gen_cred cred = { .known = false };
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
 	int rc = cat_gen_commit(g->cat, id, rule);
+	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
+		return;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, id);
 	if (l)
@@ -1077,6 +1112,7 @@ enum gen_todo_kind {
 	GEN_TODO_COMMIT, /* a rule fired: its writers are gone (and its quiet period over) */
 	GEN_TODO_PROVE,  /* quiet, no signal: does the content prove it complete? */
 	GEN_TODO_HOLD,   /* abandoned: held, never deleted */
+	GEN_TODO_HOLD_REMOTE, /* its commit waited past abandon for other nodes' writers */
 };
 
 struct gen_todo {
@@ -1103,6 +1139,16 @@ static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 		 t->expects_marker ? "its layout ends with a completion marker that never came; "
 				   : "",
 		 pr.verdict == PROOF_COMPLETE ? "its files are complete" : pr.reason);
+	gen_hold(g, t->id, "abandoned", why);
+}
+
+/* A commit waited the abandon bound for files other nodes kept open for
+ * writing: held (their content is unfinished), never committed without them. */
+static void gen_waited_too_long(struct gen_policy *g, const struct gen_todo *t)
+{
+	char why[GEN_HELD_MAX];
+	snprintf(why, sizeof(why), "its commit (%s) waited %.0f s for files of it that other nodes"
+		 " kept open for writing", t->rule, g->opt.abandon_s); /* the catalog names them */
 	gen_hold(g, t->id, "abandoned", why);
 }
 
@@ -1136,7 +1182,11 @@ static bool gen_tick_choose(struct gen_policy *g, struct gen_live *l, int64_t no
 	t->activity_ns = l->last_activity_ns;
 	t->expects_marker = l->expects_marker;
 	t->rule[0] = '\0';
-	if (l->pending_rule[0] && (!l->pending_quiet || idle >= quiet)) {
+	if (l->pending_rule[0] && l->remote_wait_ns && abandon > 0 &&
+	    now - l->remote_wait_ns >= abandon) {
+		memcpy(t->rule, l->pending_rule, GEN_RULE_MAX);
+		t->kind = GEN_TODO_HOLD_REMOTE;
+	} else if (l->pending_rule[0] && (!l->pending_quiet || idle >= quiet)) {
 		memcpy(t->rule, l->pending_rule, GEN_RULE_MAX);
 		t->kind = GEN_TODO_COMMIT;
 	} else if (abandon > 0 && idle >= abandon && !gen_writers_alive(l)) {
@@ -1172,6 +1222,9 @@ static void gen_tick(struct gen_policy *g)
 		case GEN_TODO_HOLD:
 			gen_abandoned(g, &todo[i]);
 			break;
+		case GEN_TODO_HOLD_REMOTE:
+			gen_waited_too_long(g, &todo[i]);
+			break;
 		}
 	}
 }
@@ -1199,6 +1252,16 @@ static void gen_recheck_crash_held(struct gen_policy *g)
 	cat_gen_vec_free(&l);
 }
 
+/* The thread's period (g->lock held): shorter while a commit waits for
+ * other nodes' writers. */
+static long gen_tick_ms(struct gen_policy *g)
+{
+	for (struct gen_live *l = g->live; l; l = l->next)
+		if (l->remote_wait_ns)
+			return GEN_REMOTE_POLL_MS;
+	return GEN_TICK_MS;
+}
+
 static void *gen_thread(void *arg)
 {
 	struct gen_policy *g = arg;
@@ -1206,7 +1269,7 @@ static void *gen_thread(void *arg)
 	while (!g->stop) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += GEN_TICK_MS * 1000000L;
+		until.tv_nsec += gen_tick_ms(g) * 1000000L;
 		if (until.tv_nsec >= 1000000000L) {
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;

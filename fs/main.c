@@ -31,6 +31,7 @@
 #include "control.h"
 #include "fuseinit.h"
 #include "gen.h"
+#include "leasekeep.h"
 #include "log.h"
 #include "metrics.h"
 #include "node.h"
@@ -57,6 +58,8 @@ struct ckptfs {
 	struct store *store;         /* the local cache's objects (CACHE/chunks) */
 	struct backing *backing;
 	struct claim *claim;         /* BACKING is this catalog's (fs/lib/claim.h) */
+	struct leasekeep *lease;     /* -o meta=: this node's lease (leasekeep.h); NULL alone */
+	bool catalog_fresh;          /* -o meta=: this mount made the local catalog file */
 	struct cache *cache;
 	struct uploader *uploader;
 	struct storeq *storeq;       /* chunk objects written behind the writers */
@@ -355,8 +358,8 @@ static int main_claim(struct ckptfs *fs)
 			strerror(-rc));
 		return rc;
 	}
-	rc = claim_acquire(fs->backing, id, fs->opt.cache, fs->opt.claim_timeout_s, &fs->claim, msg,
-			   sizeof(msg));
+	rc = claim_acquire(fs->backing, id, cat_is_shared(fs->cat), fs->opt.cache,
+			   fs->opt.claim_timeout_s, &fs->claim, msg, sizeof(msg));
 	if (rc != 0)
 		fprintf(stderr, "ckptfs: %s\n", msg);
 	return rc;
@@ -421,6 +424,104 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	return 0;
 }
 
+/* The local chunk store (CACHE/chunks) and CACHE/staging. */
+static int main_open_store(struct ckptfs *fs)
+{
+	cachedir_path(fs->opt.cache, CACHEDIR_STAGING, fs->staging_dir, sizeof(fs->staging_dir));
+	if (mkdir(fs->staging_dir, 0700) != 0 && errno != EEXIST) {
+		fprintf(stderr, "ckptfs: cache %s: cannot create staging/: %s\n", fs->opt.cache,
+			strerror(errno));
+		return -1;
+	}
+	int rc = store_open(fs->opt.cache, &fs->store);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: cache %s: cannot open the chunk store: %s\n", fs->opt.cache,
+			strerror(-rc));
+		return -1;
+	}
+	/* S3: large objects go to the disk without filling the page cache */
+	store_set_direct_writes(fs->store, true);
+	store_set_local_check(fs->store, fs->opt.verify_sha256 ? STORE_CHECK_SHA : STORE_CHECK_CRC);
+	store_set_codec(fs->store, fs->opt.codec);
+	return 0;
+}
+
+/* Opens the catalog as -o meta= says: alone (cat_open) or as a node of the
+ * shared catalog (cat_open_shared); err gets the shared engine's reason. */
+static int main_cat_open(struct ckptfs *fs, const char *path, char *err, size_t err_size)
+{
+	if (!fs->opt.meta_url[0])
+		return cat_open(path, getuid(), getgid(), main_reclaim, fs->store, &fs->cat);
+	const struct cat_shared_cfg cfg = { .url = fs->opt.meta_url,
+					    .node_name = fs->opt.node_name,
+					    .lease_ms = fs->opt.lease_ms,
+					    .timeout_ms = fs->opt.meta_timeout_ms };
+	return cat_open_shared(path, &cfg, getuid(), getgid(), main_reclaim, fs->store, &fs->cat,
+			       err, err_size);
+}
+
+/* The local catalog file's path and whether it held anything before. */
+static bool main_catalog_existed(const struct ckptfs *fs, char *path, size_t size)
+{
+	struct stat sb;
+	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, size);
+	return stat(path, &sb) == 0 && sb.st_size > 0;
+}
+
+/* A fresh cache stays fresh after a refused shared mount: its catalog file
+ * and SQLite's side files go. */
+static void main_unlink_fresh_catalog(const char *path)
+{
+	static const char *const side[] = { "", "-wal", "-shm", "-journal" };
+	for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+		char p[PATH_MAX + 32];
+		snprintf(p, sizeof(p), "%s%s", path, side[i]);
+		unlink(p);
+	}
+}
+
+/* -o meta=: this node's local catalog holds only its cache and its writers
+ * (docs/MULTINODE.md), the namespace is PostgreSQL's, so a fresh node needs
+ * no rebuild: it sees everything at once. A URL that does not answer is one
+ * line naming it (pg.c), and the cache is left as it was. */
+static int main_open_shared(struct ckptfs *fs)
+{
+	char path[PATH_MAX + 16], err[1024] = "";
+	bool existed = main_catalog_existed(fs, path, sizeof(path));
+	fs->catalog_fresh = !existed;
+	int rc = main_cat_open(fs, path, err, sizeof(err));
+	if (rc == 0)
+		return 0; /* the engine logs the node's id and lease */
+	if (err[0])
+		fprintf(stderr, "ckptfs: %s\n", err);
+	else
+		fprintf(stderr, "ckptfs: meta=: cannot open the shared catalog (local catalog %s): %s\n",
+			path, strerror(-rc));
+	if (!existed)
+		main_unlink_fresh_catalog(path);
+	return rc;
+}
+
+/* BACKING for the shared catalog (claim.h invariant 6): refused, with one
+ * line, when a lone catalog holds it, and the node leaves the shared
+ * catalog again. */
+static int main_claim_shared(struct ckptfs *fs, bool cache_was_used)
+{
+	char path[PATH_MAX + 16];
+	if (main_claim(fs) == 0)
+		return 0;
+	cat_close(fs->cat);
+	fs->cat = NULL;
+	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
+	if (fs->catalog_fresh)
+		main_unlink_fresh_catalog(path);
+	if (!cache_was_used) {
+		cachedir_path(fs->opt.cache, CACHEDIR_BACKING, path, sizeof(path));
+		unlink(path);
+	}
+	return -EBUSY;
+}
+
 static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 {
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
@@ -447,25 +548,17 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	char owner[PATH_MAX + 32];
 	cachedir_path(fs->opt.cache, CACHEDIR_BACKING, owner, sizeof(owner));
 	bool cache_was_used = access(owner, F_OK) == 0;
+	/* -o meta=: the shared catalog first, so that a database that does not
+	 * answer leaves BACKING as it was (main_open_shared) */
+	bool shared = fs->opt.meta_url[0] != '\0';
+	if (shared && (main_open_store(fs) != 0 || main_open_shared(fs) != 0))
+		return -1;
 	if (main_check_bindings(fs) != 0)
 		return -1;
-	cachedir_path(fs->opt.cache, CACHEDIR_STAGING, fs->staging_dir, sizeof(fs->staging_dir));
-	if (mkdir(fs->staging_dir, 0700) != 0 && errno != EEXIST) {
-		fprintf(stderr, "ckptfs: cache %s: cannot create staging/: %s\n", fs->opt.cache,
-			strerror(errno));
+	if (!shared && main_open_store(fs) != 0)
 		return -1;
-	}
-	rc = store_open(fs->opt.cache, &fs->store);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs: cache %s: cannot open the chunk store: %s\n", fs->opt.cache,
-			strerror(-rc));
-		return -1;
-	}
-	/* S3: large objects go to the disk without filling the page cache */
-	store_set_direct_writes(fs->store, true);
-	store_set_local_check(fs->store, fs->opt.verify_sha256 ? STORE_CHECK_SHA : STORE_CHECK_CRC);
-	store_set_codec(fs->store, fs->opt.codec);
-	if (main_open_catalog(fs, cache_was_used) != 0)
+	if ((shared ? main_claim_shared(fs, cache_was_used)
+		    : main_open_catalog(fs, cache_was_used)) != 0)
 		return -1;
 	if (gen_pattern_check(&fs->opt.gen) != 0) /* gen and nodes: main_start_ns */
 		return -1;
@@ -517,6 +610,8 @@ static void main_close_state(struct ckptfs *fs)
 	fs->gen = NULL;
 	claim_end(fs->claim, true); /* nothing of ours writes BACKING any more */
 	fs->claim = NULL;
+	leasekeep_stop(fs->lease); /* live until the uploads above have been recorded */
+	fs->lease = NULL;
 	reader_free(fs->reader); /* its readahead threads read through the cache */
 	fs->reader = NULL;
 	chunkput_detach(fs->chunkput); /* the writers committed below: no cache, no uploader */
@@ -765,16 +860,20 @@ int main(int argc, char **argv)
 		fs.cat = NULL;
 		fuse_daemonize(0);
 		main_lock_note_pid(fs.lock_fd, false);
-		char path[PATH_MAX + 16];
+		char path[PATH_MAX + 16], err[1024] = "";
 		cachedir_path(fs.opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
-		if (cat_open(path, getuid(), getgid(), main_reclaim, fs.store, &fs.cat) != 0) {
-			log_error("catalog %s: cannot reopen after daemonizing", path);
+		if (main_cat_open(&fs, path, err, sizeof(err)) != 0) {
+			log_error("catalog %s: cannot reopen after daemonizing%s%s", path,
+				  err[0] ? ": " : "", err);
 			goto out;
 		}
 	}
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 	if (claim_start(fs.claim) != 0) /* after fork: the daemon's pid, renewed */
 		goto out;
+	if (cat_is_shared(fs.cat) && leasekeep_start(fs.cat, fs.opt.lease_ms, &fs.lease) != 0)
+		goto out;
+	octx.lease = fs.lease;
 
 	if (main_start_gen(&fs) != 0) {
 		log_error("cannot create the generation policy and the inode table");

@@ -485,6 +485,30 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 
 /* ---- files ---- */
 
+/* Shared catalog (issue 18): the first write handle of a node on this
+ * node tells the other nodes the file is being written (its ns_writing row
+ * holds its generation's commit), the last one's close, after the commit of
+ * its contents, that it is not. The count changes under n->rw here, so that
+ * an open and a close racing cannot leave the row deleted under a writer or
+ * left behind after the last one. */
+static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
+{
+	pthread_rwlock_wrlock(&n->rw);
+	int rc = 0;
+	if (delta > 0 && n->write_handles == 0)
+		rc = cat_writing(ns->cat, n->ino, true);
+	if (rc == 0)
+		node_writers_add(ns->nodes, n, delta);
+	if (rc == 0 && delta < 0 && n->write_handles == 0) {
+		int wrc = cat_writing(ns->cat, n->ino, false);
+		if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
+			log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
+				  (unsigned long long)n->ino, strerror(-wrc));
+	}
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
 /* Opens ino for f: a writable handle counts among its generation's writers
  * (a commit waits for it: gen.h invariant 2), O_TRUNC truncates. */
 static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags,
@@ -520,8 +544,17 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, in
 		free(f);
 		return rc;
 	}
+	if (f->writable && cat_is_shared(ns->cat))
+		rc = ns_writing_shared(ns, n, 1);
+	if (rc != 0) {
+		node_close(ns->nodes, n);
+		node_put(ns->nodes, n);
+		free(f);
+		return rc;
+	}
 	if (f->writable) {
-		node_writers_add(ns->nodes, n, 1);
+		if (!cat_is_shared(ns->cat))
+			node_writers_add(ns->nodes, n, 1);
 		gen_writer_opened(ns->gen, f->gen_id);
 		gen_activity(ns->gen, f->gen_id, c->pid);
 	}
@@ -698,7 +731,10 @@ void ns_release_done(struct ns *ns, struct ns_file *f, int rc)
 	if (rc == 0 && f->wrote && node_trigger(ns->nodes, n, &parent, name, sizeof(name)))
 		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id);
 	if (f->writable) {
-		node_writers_add(ns->nodes, n, -1);
+		if (cat_is_shared(ns->cat))
+			ns_writing_shared(ns, n, -1);
+		else
+			node_writers_add(ns->nodes, n, -1);
 		gen_writer_closed(ns->gen, f->gen_id);
 	}
 	node_put(ns->nodes, n); /* the reference ns_release's node_close took */

@@ -26,9 +26,14 @@
 #include <unistd.h>
 
 #include "fuseinit.h"
+#include "leasekeep.h"
 #include "log.h"
 #include "ns.h"
 
+/* Entry and attribute timeouts. At most 1 s: with a shared catalog
+ * (-o meta=) a name or size another node changed is seen within it, the
+ * close-to-open bar of NFS with actimeo=1 (docs/MULTINODE.md); generation
+ * roots get 0 (ns_entry_timeout) and no open keeps the page cache. */
 #define OPS_TIMEOUT 1.0
 #define OPS_MAX_WRITE (1u << 20)
 #define OPS_READAHEAD (1u << 20) /* one FUSE_READ of max_pages (= max_write) */
@@ -37,6 +42,8 @@
 #define OPS_XATTR_GEN "user.ckptfs.generation"
 #define OPS_XATTR_COMMIT "user.ckptfs.commit"
 #define OPS_XATTR_PIN "user.ckptfs.pin"
+
+_Static_assert(OPS_TIMEOUT <= 1.0, "close-to-open across nodes: at most 1 s of kernel caching");
 
 static struct ops_context *ops_ctx(fuse_req_t req)
 {
@@ -51,6 +58,16 @@ static struct ns *ops_ns(fuse_req_t req)
 static struct ns_file *ops_file(struct fuse_file_info *fi)
 {
 	return (struct ns_file *)(uintptr_t)fi->fh;
+}
+
+/* Shared catalog: once this node's lease ran out (leasekeep.h), every
+ * change is refused with EROFS and replied here; true then. */
+static bool ops_fenced(fuse_req_t req)
+{
+	if (!leasekeep_fenced(ops_ctx(req)->lease))
+		return false;
+	fuse_reply_err(req, EROFS);
+	return true;
 }
 
 static int ops_getgroups(void *arg, int size, gid_t *list)
@@ -265,6 +282,8 @@ static void ops_decode_setattr(const struct stat *attr, int to_set, struct ns_se
 static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			struct fuse_file_info *fi)
 {
+	if (ops_fenced(req))
+		return;
 	struct ns_setattr s;
 	struct cat_inode out;
 	struct ns_cred c = ops_cred(req);
@@ -286,6 +305,8 @@ static void ops_readlink(fuse_req_t req, fuse_ino_t ino)
 static void ops_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
 		     const char *target)
 {
+	if (ops_fenced(req))
+		return;
 	struct cat_inode in;
 	struct ns_cred c = ops_cred(req);
 	ops_reply_entry(req, ns_make(ops_ns(req), &c, parent, name, mode, rdev, target, &in), name, &in);
@@ -308,6 +329,8 @@ static void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 
 static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	if (ops_fenced(req))
+		return;
 	struct cat_inode in;
 	struct ns_cred c = ops_cred(req);
 	ops_reply_entry(req, ns_link(ops_ns(req), &c, ino, newparent, newname, &in), newname, &in);
@@ -315,12 +338,16 @@ static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 
 static void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	if (ops_fenced(req))
+		return;
 	struct ns_cred c = ops_cred(req);
 	fuse_reply_err(req, -ns_remove(ops_ns(req), &c, parent, name, false));
 }
 
 static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	if (ops_fenced(req))
+		return;
 	struct ns_cred c = ops_cred(req);
 	fuse_reply_err(req, -ns_remove(ops_ns(req), &c, parent, name, true));
 }
@@ -328,6 +355,8 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		       const char *newname, unsigned int flags)
 {
+	if (ops_fenced(req))
+		return;
 	if (strlen(newname) > CAT_NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
@@ -437,6 +466,8 @@ static void ops_set_open_flags(fuse_req_t req, struct fuse_file_info *fi, struct
 
 static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && ops_fenced(req))
+		return;
 	struct cat_inode in;
 	struct ns_file *f;
 	struct ns_cred c = ops_cred(req);
@@ -452,6 +483,8 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		       struct fuse_file_info *fi)
 {
+	if (ops_fenced(req))
+		return;
 	struct cat_inode in;
 	struct ns_file *f;
 	struct ns_cred c = ops_cred(req);
@@ -485,6 +518,8 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
+	if (ops_fenced(req))
+		return;
 	struct ns_cred c = ops_cred(req);
 	int rc = ns_write(ops_ns(req), &c, ops_file(fi), buf, size, (uint64_t)off,
 			  (fi->flags & O_APPEND) != 0, fi->writepage);
@@ -516,6 +551,8 @@ static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 static void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			  struct fuse_file_info *fi)
 {
+	if (ops_fenced(req))
+		return;
 	/* A content-addressed store cannot reserve blocks; what fallocate shows
 	 * (the size) is honoured, punching holes is not offered. */
 	int rc = 0;
@@ -592,6 +629,8 @@ static void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
+	if (ops_fenced(req))
+		return;
 	struct ns_cred c = ops_cred(req);
 	int rc;
 	if (strcmp(name, OPS_XATTR_COMMIT) == 0)

@@ -10,6 +10,7 @@ extern const struct fuse_lowlevel_ops ckptfs_ops;
 
 struct ns;
 struct fuseinit;
+struct leasekeep;
 
 /* The FUSE session's userdata: the namespace, and what the adapter itself
  * needs to decide open flags and answer statfs and the root's xattrs. ns may
@@ -21,6 +22,9 @@ struct ops_context {
 	bool read_cache;            /* -o read_cache: read-only opens keep the page cache */
 	const char *cache;          /* CACHE: statfs, user.ckptfs.cache */
 	const char *backing;        /* BACKING: user.ckptfs.backing */
+	/* shared catalog: changes are refused with EROFS once its lease ran out
+	 * (leasekeep.h); NULL alone. Set like ns. */
+	const struct leasekeep *lease;
 };
 
 /* After the mount, before the session loop: raises the kernel's readahead

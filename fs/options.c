@@ -112,6 +112,31 @@ static int options_seconds(const char *opt, const char *val, double *out)
 	return 0;
 }
 
+/* A number of milliseconds in [min, max]. */
+static int options_ms(const char *opt, const char *val, unsigned long min, unsigned long max,
+		      unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(val, &end, 10);
+	if (errno || end == val || *end || v < min || v > max) {
+		char why[96];
+		snprintf(why, sizeof(why), "expects %lu to %lu milliseconds", min, max);
+		return options_fail("option '%s': %s", opt, why);
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* -o meta=: only its form is checked here (the scheme, as pg.c wants it);
+ * whether the server answers is found when it is opened, before the fork. */
+static int options_meta_url(struct ckptfs_options *o, const char *url)
+{
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0)
+		return options_fail("meta=%s: %s", url, "not a PostgreSQL URL (postgresql://user@host:port/db)");
+	return options_copy(o->meta_url, sizeof(o->meta_url), url, "meta");
+}
+
 static int options_one(struct options_result *r, const char *opt)
 {
 	struct ckptfs_options *o = &r->opt;
@@ -218,6 +243,17 @@ static int options_one(struct options_result *r, const char *opt)
 			return options_fail("option '%s': %s", opt, why);
 		return options_copy(o->metrics_addr, sizeof(o->metrics_addr), opt + 8, "metrics");
 	}
+	if (strncmp(opt, "meta=", 5) == 0)
+		return options_meta_url(o, opt + 5);
+	if (strncmp(opt, "node_name=", 10) == 0) {
+		if (!opt[10] || strpbrk(opt + 10, "\n\t"))
+			return options_fail("option '%s': %s", opt, "expects a name of printable characters");
+		return options_copy(o->node_name, sizeof(o->node_name), opt + 10, "node_name");
+	}
+	if (strncmp(opt, "lease_ms=", 9) == 0)
+		return options_ms(opt, opt + 9, 1000, 600000, &o->lease_ms);
+	if (strncmp(opt, "meta_timeout_ms=", 16) == 0)
+		return options_ms(opt, opt + 16, 1000, 3600000, &o->meta_timeout_ms);
 	if (strcmp(opt, "leave_queued") == 0) {
 		o->leave_queued = true;
 		return 0;
@@ -317,6 +353,18 @@ void options_usage(FILE *f)
 		"  abandon=S          abort an open generation idle this long whose writers\n"
 		"                     are gone (default 600; 0 never)\n"
 		"  show_open          list open generations in directory listings\n"
+		"\n"
+		"Several nodes over one BACKING (docs/MULTINODE.md):\n"
+		"  meta=URL           the shared catalog: a PostgreSQL URL\n"
+		"                     (postgresql://user@host:port/db); every node mounts BACKING\n"
+		"                     with the same URL and its own cache (default: none, this\n"
+		"                     node's SQLite catalog alone)\n"
+		"  node_name=NAME     this node in `ckptfs-admin nodes` (default host:pid:cache)\n"
+		"  lease_ms=MS        the node's lease, renewed every third of it; a node that\n"
+		"                     could not renew it for this long stops changing anything\n"
+		"                     (default 5000)\n"
+		"  meta_timeout_ms=MS how long calls ride out an unreachable PostgreSQL, then\n"
+		"                     fail (default 30000)\n"
 		"\n"
 		"FUSE options passed through: allow_other, allow_root, default_permissions (on by\n"
 		"default), auto_unmount, ro, nosuid, nodev, noexec, noatime, fsname=, max_read=, ...\n"
@@ -512,6 +560,16 @@ static int options_check_mountpoint(struct options_result *r)
 	return 0;
 }
 
+/* host:pid:cache, the pid the foreground's (the daemon's own is logged). */
+static void options_default_node_name(struct ckptfs_options *o)
+{
+	char host[256];
+	if (gethostname(host, sizeof(host)) != 0 || !host[0])
+		snprintf(host, sizeof(host), "unknown");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(o->node_name, sizeof(o->node_name), "%s:%ld:%s", host, (long)getpid(), o->cache);
+}
+
 static int options_check(struct options_result *r)
 {
 	struct ckptfs_options *o = &r->opt;
@@ -540,6 +598,10 @@ static int options_check(struct options_result *r)
 		return options_fail("%s: %s", o->mountpoint, "BACKING and cache must not be the mountpoint");
 	if (o->log_path[0] && o->log_path[0] != '/')
 		return options_fail("log %s: %s", o->log_path, "must be an absolute path");
+	if (!o->meta_url[0] && o->node_name[0])
+		return options_fail("node_name=%s: %s", o->node_name, "only with -o meta=URL");
+	if (o->meta_url[0] && !o->node_name[0])
+		options_default_node_name(o);
 	return 0;
 }
 
@@ -553,6 +615,8 @@ int options_parse(int argc, char **argv, struct options_result *r)
 	r->opt.upload_threads = 2;
 	r->opt.upload_deadline_s = 300;
 	r->opt.claim_timeout_s = CLAIM_DEFAULT_TIMEOUT_S;
+	r->opt.lease_ms = OPTIONS_DEFAULT_LEASE_MS;
+	r->opt.meta_timeout_ms = OPTIONS_DEFAULT_META_TIMEOUT_MS;
 	const char *pos[3] = { 0 };
 	int npos = 0;
 	for (int i = 1; i < argc; i++) {

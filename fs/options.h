@@ -11,6 +11,9 @@
 #include "gen.h"
 #include "version.h"
 
+#define OPTIONS_DEFAULT_LEASE_MS 5000
+#define OPTIONS_DEFAULT_META_TIMEOUT_MS 30000
+
 /* Every option the daemon takes, as parsed and checked; main.c hands each
  * service the values it reads (its config struct), not this whole struct. */
 struct ckptfs_options {
@@ -39,6 +42,11 @@ struct ckptfs_options {
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
 	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/lib/claim.h) */
 	char metrics_addr[128];       /* -o metrics=ADDR:PORT; "" for none (fs/metrics.h) */
+	/* the shared catalog (issue 18, docs/MULTINODE.md); meta_url "" alone */
+	char meta_url[1024];          /* -o meta=URL: libpq URL of the shared namespace */
+	char node_name[PATH_MAX + 320]; /* -o node_name=: default host:pid:cache */
+	unsigned lease_ms;            /* the node lease's term, renewed every third of it */
+	unsigned meta_timeout_ms;     /* a call rides out an unreachable database this long */
 };
 
 

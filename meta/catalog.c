@@ -81,6 +81,8 @@
 #include <unistd.h>
 
 #include "catalog_shared.h"
+#include "catalog_shared_data.h"
+#include "catalog_shared_gen.h"
 #include "log.h"
 
 #define CAT_APPLICATION_ID 0x636b7074 /* 'ckpt' */
@@ -561,6 +563,7 @@ int cat_end(struct cat *cat, int rc)
  * committed, so they are not its result. */
 int cat_sweep(struct cat *cat)
 {
+	if (cat->shared) return catsh_sweep(cat);
 	uint8_t batch[CAT_SWEEP_BATCH][CAT_HASH_LEN];
 	uint8_t after[CAT_HASH_LEN] = { 0 };
 	int after_len = 0; /* the empty blob sorts before every hash */
@@ -1410,6 +1413,7 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 		      uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		      const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id)
 {
+	if (cat->shared) return catshg_create_in_gen(cat, parent, name, mode, uid, gid, rdev, target, gen, out, gen_id);
 	uint64_t in_gen = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)
@@ -1678,6 +1682,7 @@ int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 		   const char *newname, unsigned flags, const struct cat_gen_spec *gen,
 		   uint64_t *replaced_ino, uint64_t *new_gen_id)
 {
+	if (cat->shared) return catshg_rename_gen(cat, parent, name, newparent, newname, flags, gen, replaced_ino, new_gen_id);
 	uint64_t replaced = 0, new_gen = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)
@@ -2008,12 +2013,14 @@ static int cat_list(struct cat *cat, enum cat_sid id, uint64_t ino, uint64_t off
 
 int cat_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out, int max)
 {
+	if (cat->shared) return catsh_extents(cat, ino, off, out, max);
 	return cat_list(cat, S_X_LIST, ino, off, out, max);
 }
 
 int cat_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out,
 			int max)
 {
+	if (cat->shared) return catsh_pending_extents(cat, ino, off, out, max);
 	return cat_list(cat, S_P_LIST, ino, off, out, max);
 }
 
@@ -2066,6 +2073,7 @@ static int cat_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_e
 int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 		    bool *must_store)
 {
+	if (cat->shared) return catsh_pending_add(cat, ino, ext, must_store);
 	if (ext->len == 0 || ext->off > INT64_MAX || ext->len > INT64_MAX - ext->off ||
 	    ext->chunk_len > INT64_MAX || ext->chunk_off > ext->chunk_len ||
 	    ext->len > ext->chunk_len - ext->chunk_off)
@@ -2141,6 +2149,7 @@ static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uin
 
 int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 {
+	if (cat->shared) return catsh_pending_from_committed(cat, ino);
 	static const enum cat_sid steps[4] = { R_P_NOT_X_DROP, S_TO_P_DELETE, R_X_NOT_P_TAKE,
 					       S_TO_P_INSERT };
 	struct cat_inode inode;
@@ -2175,11 +2184,13 @@ static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
 
 int cat_pending_drop(struct cat *cat, uint64_t ino)
 {
+	if (cat->shared) return catsh_pending_cut(cat, ino, 0);
 	return cat_pending_cut(cat, ino, 0);
 }
 
 int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 {
+	if (cat->shared) return catsh_pending_cut(cat, ino, new_size);
 	return cat_pending_cut(cat, ino, new_size);
 }
 
@@ -2237,6 +2248,7 @@ static int cat_file_commit_txn(struct cat *cat, uint64_t ino, uint64_t size, int
 
 int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns, bool durable)
 {
+	if (cat->shared) return catsh_file_commit(cat, ino, size, mtime_ns, durable);
 	if (size > INT64_MAX)
 		return -EINVAL;
 	cat_lock(cat);
@@ -2263,6 +2275,7 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 
 int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 {
+	if (cat->shared) return catsh_file_truncate(cat, ino, new_size);
 	struct cat_inode inode;
 	if (new_size > INT64_MAX)
 		return -EINVAL;

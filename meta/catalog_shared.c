@@ -430,7 +430,9 @@ int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t ne
 		rc = cat_name_check(newname);
 	if (rc)
 		return rc;
-	return pgns_rename(&cat->shared->ns, parent, name, newparent, newname, flags, replaced_ino);
+	/* with the generation bookkeeping of cat_rename (catalog_shared_gen.c) */
+	return pggen_rename(&cat->shared->ns, parent, name, newparent, newname, flags, NULL,
+			    replaced_ino, NULL);
 }
 
 int catsh_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_inode *in,

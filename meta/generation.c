@@ -35,6 +35,7 @@
  * its copy hold every link of their inodes. */
 #define _GNU_SOURCE
 #include "catalog_internal.h"
+#include "catalog_shared_gen.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -840,6 +841,7 @@ static int gen_stats_minus_backup(struct cat *cat, struct cat_gen *g)
 
 int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 {
+	if (cat->shared) return catshg_gen_of(cat, ino, gen_id);
 	cat_lock(cat);
 	int rc = cat_gen_of_txn(cat, ino, gen_id);
 	cat_unlock(cat);
@@ -861,16 +863,19 @@ static int gen_get_sized(struct cat *cat, uint64_t id, bool exclusive, struct ca
 
 int cat_gen_get(struct cat *cat, uint64_t id, struct cat_gen *out)
 {
+	if (cat->shared) return catshg_get(cat, id, out);
 	return gen_get_sized(cat, id, true, out);
 }
 
 int cat_gen_get_brief(struct cat *cat, uint64_t id, struct cat_gen *out)
 {
+	if (cat->shared) return catshg_get(cat, id, out);
 	return gen_get_sized(cat, id, false, out);
 }
 
 int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_gen *out)
 {
+	if (cat->shared) return catshg_find(cat, series, name, out);
 	if (name == NULL)
 		return -EINVAL;
 	cat_lock(cat);
@@ -882,6 +887,7 @@ int cat_gen_find(struct cat *cat, uint64_t series, const char *name, struct cat_
 
 int cat_gen_find_step(struct cat *cat, uint64_t series, uint64_t step, struct cat_gen *out)
 {
+	if (cat->shared) return catshg_find_step(cat, series, step, out);
 	if (step > INT64_MAX)
 		return -ENOENT;
 	cat_lock(cat);
@@ -934,16 +940,19 @@ static int gen_list(struct cat *cat, uint64_t series, bool all, bool exclusive, 
 
 int cat_gen_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg)
 {
+	if (cat->shared) return catshg_list(cat, series, all, fn, arg);
 	return gen_list(cat, series, all, true, fn, arg);
 }
 
 int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg)
 {
+	if (cat->shared) return catshg_list(cat, series, all, fn, arg);
 	return gen_list(cat, series, all, false, fn, arg);
 }
 
 int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule)
 {
+	if (cat->shared) return catshg_commit(cat, id, rule);
 	int rc = gen_rule_check(rule);
 	if (rc != 0)
 		return rc;
@@ -965,6 +974,7 @@ static void gen_ids_call(const struct cat_id_vec *ids, cat_ino_fn fn, void *arg)
 int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
 		 cat_ino_fn fn, void *arg, bool *held_out)
 {
+	if (cat->shared) return catshg_hold(cat, id, rule, reason, fn, arg, held_out);
 	struct cat_id_vec ids = { 0 };
 	struct cat_gen g;
 	bool rolled_back = false;
@@ -988,6 +998,7 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
+	if (cat->shared) return catshg_abort(cat, id, rule, fn, arg);
 	struct cat_id_vec ids = { 0 };
 	struct cat_gen g;
 	int rc = gen_rule_check(rule);
@@ -1026,16 +1037,19 @@ static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expir
 
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
+	if (cat->shared) return catshg_delete(cat, id, rule, fn, arg);
 	return gen_delete(cat, id, rule, false, fn, arg);
 }
 
 int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
+	if (cat->shared) return catshg_expire(cat, id, rule, fn, arg);
 	return gen_delete(cat, id, rule, true, fn, arg);
 }
 
 int cat_gen_reopen(struct cat *cat, uint64_t id)
 {
+	if (cat->shared) return catshg_reopen(cat, id);
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)
@@ -1047,6 +1061,7 @@ int cat_gen_reopen(struct cat *cat, uint64_t id)
 
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
 {
+	if (cat->shared) return catshg_pin(cat, id, pinned);
 	struct cat_gen g = { 0 };
 	cat_lock(cat);
 	int rc = cat_begin(cat);
@@ -1122,6 +1137,7 @@ int cat_gen_check_txn(struct cat *cat, int *violations)
 
 int cat_gen_check(struct cat *cat)
 {
+	if (cat->shared) return catshg_check(cat);
 	int violations = 0;
 	cat_lock(cat);
 	int rc = cat_begin_read(cat);

@@ -29,8 +29,36 @@ enum {
 	G_LOSE,
 	G_GET,
 	G_LIST,
+	/* the calls of generation.h over PostgreSQL (catalog_shared_gen.c) */
+	G_GET_LOCK,
+	G_STATS,
+	G_FIND_NAME,
+	G_FIND_STEP,
+	G_LIST_ALL,
+	G_PIN,
+	G_END,
+	G_ROOT_OF,
+	G_INODE_ROW,
+	G_DIRENT_INO,
+	G_DIR_LOCK,
+	G_DIR_TOUCH,
+	G_TREE_XDEV,
+	G_TREE_NESTED,
+	G_TREE_SET_GEN,
+	G_TREE_UNLINK,
+	G_TREE_DIRENTS_DELETE,
+	G_CHECK_ROWS,
+	G_CHECK_TREES,
+	G_OPEN_WRITERS,
 	G_COUNT
 };
+
+#define G_LIVE "state IN (0, 1, 4)" /* OPEN, COMMITTED or HELD: they have a tree */
+#define G_IS_FILE "(mode & 61440) = 32768"
+/* t(ino): the tree under `start` (UNION: an inode with several links once) */
+#define G_TREE(start)                                                                  \
+	"WITH RECURSIVE t(ino) AS (SELECT " start " UNION SELECT d.ino FROM ns_dirents d" \
+	" JOIN t ON d.parent = t.ino) "
 
 #define G_COLS "id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
 	       " ended_ns, rule, held, lost"
@@ -84,6 +112,96 @@ const struct pg_stmt pggen_stmts[] = {
 		     "SELECT " G_COLS " FROM ns_generations WHERE series = $1 AND state IN (0, 1)"
 		     " AND NOT lost ORDER BY step, id",
 		     1 },
+	[G_GET_LOCK] = { "gen_get_lock",
+			 "SELECT " G_COLS " FROM ns_generations WHERE id = $1 FOR UPDATE", 1 },
+	[G_STATS] = { "gen_stats",
+		      "SELECT count(*), COALESCE(sum(size), 0) FROM ns_inodes WHERE gen = $1"
+		      " AND " G_IS_FILE,
+		      1 },
+	/* a lost one still has its tree under its name: found by name, so that
+	 * an admin can remove it; hidden from a search by step (a resume) */
+	[G_FIND_NAME] = { "gen_find_name",
+			  "SELECT " G_COLS " FROM ns_generations WHERE series = $1 AND " G_LIVE
+			  " AND name = $2 ORDER BY id DESC LIMIT 1",
+			  2 },
+	[G_FIND_STEP] = { "gen_find_step",
+			  "SELECT " G_COLS " FROM ns_generations WHERE series = $1 AND " G_LIVE
+			  " AND step = $2 AND NOT lost ORDER BY id DESC LIMIT 1",
+			  2 },
+	[G_LIST_ALL] = { "gen_list_all",
+			 "SELECT " G_COLS " FROM ns_generations WHERE ($1::bigint = 0 OR series = $1)"
+			 " AND ($2::boolean OR (" G_LIVE " AND NOT lost)) ORDER BY series, step, id",
+			 2 },
+	[G_PIN] = { "gen_pin", "UPDATE ns_generations SET pinned = $2 WHERE id = $1 RETURNING id", 2 },
+	[G_END] = { "gen_end",
+		    "UPDATE ns_generations SET state = $2, root = 0, held = '', ended_ns = $3,"
+		    " rule = $4 WHERE id = $1",
+		    4 },
+	[G_ROOT_OF] = { "gen_root_of",
+			"SELECT id FROM ns_generations WHERE root = $1 AND " G_LIVE
+			" ORDER BY id LIMIT 1 FOR UPDATE",
+			1 },
+	[G_INODE_ROW] = { "gen_inode_row", "SELECT mode, nlink, gen FROM ns_inodes WHERE ino = $1",
+			  1 },
+	[G_DIRENT_INO] = { "gen_dirent_ino",
+			   "SELECT id, ino FROM ns_dirents WHERE parent = $1 AND name = $2", 2 },
+	/* the lock pgns takes on a directory whose entries change */
+	[G_DIR_LOCK] = { "gen_dir_lock", "SELECT mode FROM ns_inodes WHERE ino = $1 FOR UPDATE", 1 },
+	[G_DIR_TOUCH] = { "gen_dir_touch",
+			  "UPDATE ns_inodes SET mtime_ns = $2, ctime_ns = $2, nlink = nlink + $3"
+			  " WHERE ino = $1",
+			  3 },
+	[G_TREE_XDEV] = { "gen_tree_xdev",
+			  G_TREE("$1::bigint") "SELECT t.ino FROM t JOIN ns_dirents d ON d.ino = t.ino"
+			  " WHERE t.ino != $1 AND d.parent NOT IN (SELECT ino FROM t) LIMIT 1",
+			  1 },
+	[G_TREE_NESTED] = { "gen_tree_nested",
+			    G_TREE("$1::bigint") "SELECT id FROM ns_generations WHERE " G_LIVE
+			    " AND id != $2 AND root IN (SELECT ino FROM t) ORDER BY id FOR UPDATE",
+			    2 },
+	[G_TREE_SET_GEN] = { "gen_tree_set_gen",
+			     G_TREE("$1::bigint") "UPDATE ns_inodes SET gen = $2"
+			     " WHERE ino IN (SELECT ino FROM t)",
+			     2 },
+	[G_TREE_UNLINK] = { "gen_tree_unlink",
+			    G_TREE("$1::bigint") "UPDATE ns_inodes SET nlink = 0, gen = NULL,"
+			    " ctime_ns = $2 WHERE ino IN (SELECT ino FROM t) RETURNING ino",
+			    2 },
+	[G_TREE_DIRENTS_DELETE] = { "gen_tree_dirents_delete",
+				    "DELETE FROM ns_dirents WHERE id = $2 OR parent IN"
+				    " (SELECT unnest($1::bigint[]))",
+				    2 },
+	/* G1, G2, G5 on each row (G3 and G4 have no object here: no backups,
+	 * and a node's restart rolls nothing back, see pggen.h) */
+	[G_CHECK_ROWS] = { "gen_check_rows",
+			   "SELECT id, series, name, root, state, unlinked, owns, nested, bad_held"
+			   " FROM (SELECT g.*, (" G_LIVE " AND NOT EXISTS (SELECT 1 FROM ns_dirents d"
+			   " WHERE d.parent = g.series AND d.name = g.name AND d.ino = g.root))"
+			   " AS unlinked, (state IN (2, 3) AND root != 0) AS owns,"
+			   " (" G_LIVE " AND EXISTS (SELECT 1 FROM ns_inodes s WHERE s.ino = g.series"
+			   " AND s.gen IS NOT NULL)) AS nested,"
+			   " ((state = 4 AND held = '') OR (state != 4 AND held != '')) AS bad_held"
+			   " FROM ns_generations g) x WHERE unlinked OR owns OR nested OR bad_held"
+			   " OR state NOT BETWEEN 0 AND 4 OR version < 1 ORDER BY id",
+			   0 },
+	/* G1 on inodes: what a live generation's tree reaches carries its id,
+	 * and no linked inode outside every tree carries one */
+	[G_CHECK_TREES] = { "gen_check_trees",
+			    "WITH RECURSIVE t(ino, g) AS (SELECT root, id FROM ns_generations"
+			    " WHERE " G_LIVE " AND root != 0 UNION SELECT d.ino, t.g FROM ns_dirents d"
+			    " JOIN t ON d.parent = t.ino)"
+			    " SELECT t.ino, t.g, i.gen, i.ino IS NULL FROM t LEFT JOIN ns_inodes i"
+			    " ON i.ino = t.ino WHERE i.gen IS DISTINCT FROM t.g"
+			    " UNION ALL SELECT i.ino, NULL, i.gen, false FROM ns_inodes i LEFT JOIN t"
+			    " ON t.ino = i.ino AND t.g = i.gen WHERE i.gen IS NOT NULL AND i.nlink > 0"
+			    " AND t.ino IS NULL",
+			    0 },
+	/* who holds a hold's generation open, to name in its reason */
+	[G_OPEN_WRITERS] = { "gen_open_writers",
+			     "SELECT w.ino, n.name FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
+			     " LEFT JOIN ckpt_nodes n ON n.id = w.node WHERE i.gen = $1"
+			     " ORDER BY w.node, w.ino LIMIT 9",
+			     1 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -260,6 +378,33 @@ int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, 
 	return rc;
 }
 
+/* reason, then the files of generation id still open for writing on any
+ * node, if there are some ("; open for writing: inode 12 on host:1 (cache
+ * /c), ..."), cut to what a held reason holds (GEN_HELD_MAX). */
+static int pggen_reason(struct pgns *ns, uint64_t id, const char *reason,
+			char out[GEN_HELD_MAX])
+{
+	char g[24];
+	const char *params[] = { PG_U64(g, id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_OPEN_WRITERS, params, &res);
+	if (rc)
+		return rc;
+	size_t len = (size_t)snprintf(out, GEN_HELD_MAX, "%s", reason);
+	for (int r = 0; r < pg_rows(res) && len < GEN_HELD_MAX; r++) {
+		const char *node = PQgetisnull(res, r, 1) ? "a node gone" : PQgetvalue(res, r, 1);
+		len += (size_t)snprintf(out + len, GEN_HELD_MAX - len, "%s%s inode %s on %s",
+					r ? "," : ";", r ? "" : " open for writing:",
+					PQgetvalue(res, r, 0), node);
+		if (r == 7 && pg_rows(res) > 8 && len < GEN_HELD_MAX)
+			len += (size_t)snprintf(out + len, GEN_HELD_MAX - len, ", ...");
+		if (r == 7)
+			break;
+	}
+	PQclear(res);
+	return 0;
+}
+
 static int pggen_hold_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -275,9 +420,10 @@ static int pggen_hold_body(struct pg *pg, void *arg)
 		return -EALREADY;
 	if (state != GEN_OPEN)
 		return -EINVAL;
-	char g[24];
-	const char *params[] = { PG_U64(g, c->id), c->rule, c->reason };
-	return pggen_exec(c->ns, G_HOLD, params, NULL);
+	char g[24], why[GEN_HELD_MAX];
+	rc = pggen_reason(c->ns, c->id, c->reason, why);
+	const char *params[] = { PG_U64(g, c->id), c->rule, why };
+	return rc ? rc : pggen_exec(c->ns, G_HOLD, params, NULL);
 }
 
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason)
@@ -432,5 +578,537 @@ int pggen_list(struct pgns *ns, uint64_t series, cat_gen_fn fn, void *arg)
 			break;
 	}
 	PQclear(c.res);
+	return rc;
+}
+
+/* ---- generation.h's calls over PostgreSQL (catalog_shared_gen.c) ---- */
+
+/* The generation's row, locked against every other change of it. */
+static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost)
+{
+	char g[24];
+	const char *params[] = { PG_U64(g, id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_GET_LOCK, params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		pggen_row(res, 0, out, lost);
+	PQclear(res);
+	return rc;
+}
+
+/* files and logical_bytes of a generation with a tree (G2: others own none). */
+static int pggen_stats(struct pgns *ns, struct cat_gen *g)
+{
+	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED && g->state != GEN_HELD)
+		return 0;
+	char i[24];
+	const char *params[] = { PG_U64(i, g->id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_STATS, params, &res);
+	if (rc)
+		return rc;
+	g->files = (uint64_t)pg_int(res, 0, 0);
+	g->logical_bytes = (uint64_t)pg_int(res, 0, 1);
+	PQclear(res);
+	return 0;
+}
+
+static int pggen_one_int(struct pgns *ns, int stmt, const char *const *params, uint64_t *out)
+{
+	PGresult *res;
+	int rc = pggen_exec(ns, stmt, params, &res);
+	if (rc)
+		return rc;
+	*out = pg_rows(res) > 0 ? (uint64_t)pg_int(res, 0, 0) : 0;
+	PQclear(res);
+	return 0;
+}
+
+/* The live generation rooted at ino (0 if none), its row locked. */
+static int pggen_root_of(struct pgns *ns, uint64_t ino, uint64_t *id)
+{
+	char i[24];
+	const char *params[] = { PG_U64(i, ino) };
+	return pggen_one_int(ns, G_ROOT_OF, params, id);
+}
+
+/* Ends generation id where its tree stands (renamed away, replaced): DELETED
+ * with rule, owning nothing (G2); the tree is left to the caller. */
+static int pggen_end_row(struct pgns *ns, uint64_t id, int state, const char *rule)
+{
+	char g[24], s[24], t[24];
+	const char *params[] = { PG_U64(g, id), PG_U64(s, (uint64_t)state),
+				 PG_I64(t, pgns_now_ns()), rule };
+	return pggen_exec(ns, G_END, params, NULL);
+}
+
+static int pggen_inode_set_gen(struct pgns *ns, uint64_t ino, uint64_t gen)
+{
+	char i[24], g[24];
+	const char *params[] = { PG_U64(i, ino), gen ? PG_U64(g, gen) : NULL };
+	return pggen_exec(ns, G_INODE_SET_GEN, params, NULL);
+}
+
+static int pggen_insert(struct pgns *ns, uint64_t series, uint64_t root, const char *name,
+			uint64_t step, uint64_t *id)
+{
+	char s[24], r[24], st[24], t[24], node[24];
+	const char *params[] = { PG_U64(s, series), PG_U64(r, root), name, PG_U64(st, step),
+				 PG_I64(t, pgns_now_ns()), PG_U64(node, ns->lease->node_id) };
+	int rc = pggen_one_int(ns, G_GEN_INSERT, params, id);
+	return rc ? rc : pggen_inode_set_gen(ns, root, *id);
+}
+
+/* -EXDEV if the tree under ino (mode, nlink) has a link out of it: a hard
+ * link never crosses a generation boundary. */
+static int pggen_tree_xdev(struct pgns *ns, uint64_t ino, uint32_t mode, uint64_t nlink)
+{
+	if (!S_ISDIR(mode) && nlink > 1)
+		return -EXDEV;
+	char i[24];
+	const char *params[] = { PG_U64(i, ino) };
+	uint64_t leak = 0;
+	int rc = pggen_one_int(ns, G_TREE_XDEV, params, &leak);
+	return rc ? rc : leak ? -EXDEV : 0;
+}
+
+/* Inode ino was just linked as newparent/newname by a rename: as
+ * cat_gen_moved_txn of the SQLite engine (generation.h's cat_rename_gen). */
+static int pggen_moved(struct pgns *ns, uint64_t ino, uint64_t newparent, const char *newname,
+		       const struct cat_gen_spec *spec, uint64_t *new_gen)
+{
+	char i[24], p[24];
+	const char *params[] = { PG_U64(i, ino) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_INODE_ROW, params, &res);
+	if (rc)
+		return rc;
+	if (pg_rows(res) != 1) {
+		PQclear(res);
+		return -ENOENT;
+	}
+	uint32_t mode = (uint32_t)pg_int(res, 0, 0);
+	uint64_t nlink = (uint64_t)pg_int(res, 0, 1), old = (uint64_t)pg_int(res, 0, 2);
+	PQclear(res);
+	uint64_t target = 0, rooted = 0;
+	rc = pggen_of(ns, newparent, &target);
+	if (rc == 0 && spec && target)
+		rc = -EINVAL; /* a series is outside every generation */
+	if (rc == 0 && old)
+		rc = pggen_root_of(ns, ino, &rooted);
+	if (rc == 0 && rooted) /* moved, so no longer the root it was */
+		rc = pggen_end_row(ns, rooted, GEN_DELETED, "renamed");
+	if (rc == 0 && spec)
+		rc = pggen_insert(ns, newparent, ino, newname, spec->step, &target);
+	if (rc == 0 && new_gen)
+		*new_gen = spec ? target : 0;
+	if (rc || old == target)
+		return rc;
+	/* the subtree changes generation: it must hold all its links, and the
+	 * generations rooted inside it (a series moved into one) end */
+	rc = pggen_tree_xdev(ns, ino, mode, nlink);
+	const char *nested_params[] = { params[0], PG_U64(p, target) };
+	PGresult *nested = NULL;
+	if (rc == 0)
+		rc = pggen_exec(ns, G_TREE_NESTED, nested_params, &nested);
+	for (int r = 0; rc == 0 && r < pg_rows(nested); r++)
+		rc = pggen_end_row(ns, (uint64_t)pg_int(nested, r, 0), GEN_DELETED, "renamed");
+	PQclear(nested);
+	const char *set[] = { params[0], target ? p : NULL };
+	return rc ? rc : pggen_exec(ns, G_TREE_SET_GEN, set, NULL);
+}
+
+/* ino lost an entry to a rename over it: a generation rooted there ends. */
+static int pggen_unlinked(struct pgns *ns, uint64_t ino, const char *rule)
+{
+	uint64_t id = 0;
+	int rc = pggen_root_of(ns, ino, &id);
+	if (rc || !id)
+		return rc;
+	rc = pggen_end_row(ns, id, GEN_DELETED, rule);
+	return rc ? rc : pggen_inode_set_gen(ns, ino, 0); /* links left: it leaves it too */
+}
+
+static int pggen_entry(struct pgns *ns, uint64_t parent, const char *name, uint64_t *id,
+		       uint64_t *ino)
+{
+	char p[24];
+	const char *params[] = { PG_U64(p, parent), name };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_DIRENT_INO, params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	*id = rc == 0 ? (uint64_t)pg_int(res, 0, 0) : 0;
+	*ino = rc == 0 ? (uint64_t)pg_int(res, 0, 1) : 0;
+	PQclear(res);
+	return rc;
+}
+
+struct pggen_rename_call {
+	struct pgns *ns;
+	uint64_t parent, newparent;
+	const char *name, *newname;
+	unsigned flags;
+	const struct cat_gen_spec *spec;
+	uint64_t replaced, new_gen;
+};
+
+static int pggen_rename_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_rename_call *c = arg;
+	struct pgns *ns = c->ns;
+	c->replaced = c->new_gen = 0;
+	int rc = pgns_rename_txn(ns, c->parent, c->name, c->newparent, c->newname, c->flags,
+				 &c->replaced);
+	uint64_t src_id = 0, src = 0, dst_id = 0, dst = 0;
+	if (rc == 0)
+		rc = pggen_entry(ns, c->newparent, c->newname, &src_id, &src);
+	if (rc)
+		return rc;
+	bool exchange = c->flags & CAT_RENAME_EXCHANGE;
+	/* the old name still there after a plain rename: a name renamed onto
+	 * its own inode, which POSIX makes a no-op */
+	if (!exchange && pggen_entry(ns, c->parent, c->name, &dst_id, &dst) == 0)
+		return 0;
+	if (c->replaced)
+		rc = pggen_unlinked(ns, c->replaced, "replaced");
+	if (rc == 0)
+		rc = pggen_moved(ns, src, c->newparent, c->newname, c->spec, &c->new_gen);
+	if (rc == 0 && exchange)
+		rc = pggen_entry(ns, c->parent, c->name, &dst_id, &dst);
+	if (rc == 0 && exchange)
+		rc = pggen_moved(ns, dst, c->parent, c->name, NULL, NULL);
+	return rc;
+}
+
+int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
+		 uint64_t *replaced_ino, uint64_t *new_gen_id)
+{
+	struct pggen_rename_call c = { .ns = ns, .parent = parent, .newparent = newparent,
+				       .name = name, .newname = newname, .flags = flags,
+				       .spec = spec };
+	int rc = pg_txn(ns->pg, pggen_rename_body, &c);
+	if (replaced_ino)
+		*replaced_ino = rc == 0 ? c.replaced : 0;
+	if (new_gen_id)
+		*new_gen_id = rc == 0 ? c.new_gen : 0;
+	return rc;
+}
+
+static int pggen_of_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	return pggen_of(c->ns, c->ino, &c->id);
+}
+
+int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id)
+{
+	struct pggen_call c = { .ns = ns, .ino = ino };
+	int rc = pg_txn(ns->pg, pggen_of_body, &c);
+	*gen_id = rc == 0 ? c.id : 0;
+	return rc;
+}
+
+/* ---- reading, with sizes ---- */
+
+struct pggen_read_call {
+	struct pgns *ns;
+	int stmt;
+	const char *const *params;
+	struct cat_gen *out;
+	bool sized;
+};
+
+static int pggen_read_one_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_read_call *c = arg;
+	PGresult *res;
+	int rc = pggen_exec(c->ns, c->stmt, c->params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		pggen_row(res, 0, c->out, NULL);
+	PQclear(res);
+	return rc == 0 && c->sized ? pggen_stats(c->ns, c->out) : rc;
+}
+
+static int pggen_read_one(struct pgns *ns, int stmt, const char *const *params, bool sized,
+			  struct cat_gen *out)
+{
+	struct pggen_read_call c = { ns, stmt, params, out, sized };
+	return pg_txn(ns->pg, pggen_read_one_body, &c);
+}
+
+int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out)
+{
+	char g[24];
+	const char *params[] = { PG_U64(g, id) };
+	return pggen_read_one(ns, G_GET, params, true, out);
+}
+
+int pggen_find(struct pgns *ns, uint64_t series, const char *name, struct cat_gen *out)
+{
+	char s[24];
+	const char *params[] = { PG_U64(s, series), name };
+	return pggen_read_one(ns, G_FIND_NAME, params, false, out);
+}
+
+int pggen_find_step(struct pgns *ns, uint64_t series, uint64_t step, struct cat_gen *out)
+{
+	if (step > INT64_MAX)
+		return -ENOENT;
+	char s[24], st[24];
+	const char *params[] = { PG_U64(s, series), PG_U64(st, step) };
+	return pggen_read_one(ns, G_FIND_STEP, params, false, out);
+}
+
+static int pggen_list_all_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	PQclear(c->res);
+	c->res = NULL;
+	char s[24];
+	const char *params[] = { PG_U64(s, c->id), c->open ? "true" : "false" };
+	return pggen_exec(c->ns, G_LIST_ALL, params, &c->res);
+}
+
+/* Rows in one transaction, then each one sized in its own (as the SQLite
+ * engine does: each entry consistent in itself, as of when it was sized). */
+int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, void *arg)
+{
+	struct pggen_call c = { .ns = ns, .id = series, .open = all };
+	struct cat_gen_vec rows = { 0 };
+	int rc = pg_txn(ns->pg, pggen_list_all_body, &c);
+	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++) {
+		struct cat_gen g;
+		pggen_row(c.res, r, &g, NULL);
+		rc = cat_gen_vec_add(&rows, &g);
+	}
+	PQclear(c.res);
+	for (size_t i = 0; rc == 0 && i < rows.n; i++) {
+		struct cat_gen *g = &rows.v[i];
+		if (g->state == GEN_OPEN || g->state == GEN_COMMITTED || g->state == GEN_HELD)
+			rc = pggen_get_sized(ns, g->id, g);
+		if (rc == -ENOENT)
+			rc = 0; /* not possible today: generation rows are never deleted */
+		int frc = rc == 0 ? fn(arg, g) : 0;
+		if (frc != 0) {
+			rc = frc < 0 ? frc : 0;
+			break;
+		}
+	}
+	cat_gen_vec_free(&rows);
+	return rc;
+}
+
+/* ---- ending a generation: abort, delete, expire ---- */
+
+struct pggen_end_call {
+	struct pgns *ns;
+	uint64_t id;
+	int how; /* enum pggen_end */
+	const char *rule;
+	struct cat_id_vec *ids;
+};
+
+/* The state `how` needs (generation.h): abort an OPEN one (-EALREADY if
+ * aborted, -ENOENT if deleted, -EINVAL otherwise); delete one with a tree
+ * (-ENOENT otherwise); expire a COMMITTED or HELD unpinned one (-EBUSY if
+ * it is not that any more). */
+static int pggen_end_want(const struct cat_gen *g, int how)
+{
+	bool live = g->state == GEN_OPEN || g->state == GEN_COMMITTED || g->state == GEN_HELD;
+	switch (how) {
+	case PGGEN_ABORT:
+		if (g->state == GEN_OPEN)
+			return 0;
+		if (g->state == GEN_ABORTED)
+			return -EALREADY;
+		return g->state == GEN_DELETED ? -ENOENT : -EINVAL;
+	case PGGEN_EXPIRE:
+		if (!live)
+			return -ENOENT;
+		return (g->state != GEN_COMMITTED && g->state != GEN_HELD) || g->pinned ? -EBUSY : 0;
+	default:
+		return live ? 0 : -ENOENT;
+	}
+}
+
+/* Unlinks g's root from its series (locked by the caller); every inode of
+ * its tree gets nlink 0 and leaves the generation; c->ids gets them. */
+static int pggen_tree_remove(struct pggen_end_call *c, const struct cat_gen *g)
+{
+	struct pgns *ns = c->ns;
+	uint64_t entry = 0, named = 0, mode = 0;
+	int rc = pggen_entry(ns, g->series, g->name, &entry, &named);
+	if (rc == -ENOENT || (rc == 0 && named != g->root)) {
+		log_error("catalog %s: corrupt: generation %" PRIu64 " has root %" PRIu64 ", but"
+			  " entry %" PRIu64 "/\"%s\" does not name it", pg_name(ns->pg), g->id,
+			  g->root, g->series, g->name);
+		return -EIO;
+	}
+	char r[24], t[24], e[24], d[24];
+	int64_t now = pgns_now_ns();
+	const char *row[] = { PG_U64(r, g->root) };
+	if (rc == 0)
+		rc = pggen_one_int(ns, G_INODE_ROW, row, &mode);
+	const char *unlink[] = { r, PG_I64(t, now) };
+	PGresult *res = NULL;
+	if (rc == 0)
+		rc = pggen_exec(ns, G_TREE_UNLINK, unlink, &res);
+	char *list = NULL;
+	size_t len = 0;
+	FILE *f = rc == 0 ? open_memstream(&list, &len) : NULL;
+	if (rc == 0 && !f)
+		rc = -ENOMEM;
+	for (int i = 0; rc == 0 && i < pg_rows(res); i++) {
+		uint64_t ino = (uint64_t)pg_int(res, i, 0);
+		fprintf(f, "%s%" PRIu64, i ? "," : "{", ino);
+		if (c->ids && cat_id_vec_push(c->ids, ino) != 0)
+			rc = -ENOMEM;
+	}
+	if (f) {
+		fputs(pg_rows(res) ? "}" : "{}", f);
+		if (fclose(f) != 0 && rc == 0)
+			rc = -ENOMEM;
+	}
+	PQclear(res);
+	const char *dirents[] = { list, PG_U64(e, entry) };
+	if (rc == 0)
+		rc = pggen_exec(ns, G_TREE_DIRENTS_DELETE, dirents, NULL);
+	free(list);
+	const char *touch[] = { PG_U64(d, g->series), t, S_ISDIR((mode_t)mode) ? "-1" : "0" };
+	return rc ? rc : pggen_exec(ns, G_DIR_TOUCH, touch, NULL);
+}
+
+static int pggen_end_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_end_call *c = arg;
+	struct pgns *ns = c->ns;
+	struct cat_gen g;
+	if (c->ids)
+		c->ids->n = 0; /* the body may run again (pg.h P2) */
+	int rc = lease_fence(ns->lease);
+	char gid[24], s[24];
+	const char *params[] = { PG_U64(gid, c->id) };
+	PGresult *res;
+	if (rc == 0)
+		rc = pggen_exec(ns, G_GET, params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		pggen_row(res, 0, &g, NULL);
+	PQclear(res);
+	/* the series first, as every change of its entries does (pgns.h), then
+	 * the generation's row, read again under its lock */
+	const char *dir[] = { PG_U64(s, g.series) };
+	uint64_t ignored;
+	if (rc == 0)
+		rc = pggen_one_int(ns, G_DIR_LOCK, dir, &ignored);
+	if (rc == 0)
+		rc = pggen_row_locked(ns, c->id, &g, NULL);
+	if (rc == 0)
+		rc = pggen_end_want(&g, c->how);
+	if (rc == 0)
+		rc = pggen_tree_remove(c, &g);
+	if (rc == 0)
+		rc = pggen_end_row(ns, g.id, c->how == PGGEN_ABORT ? GEN_ABORTED : GEN_DELETED,
+				   c->rule);
+	return rc;
+}
+
+int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule,
+	      struct cat_id_vec *ids)
+{
+	if (!rule || strlen(rule) >= GEN_RULE_MAX)
+		return -EINVAL;
+	struct pggen_end_call c = { .ns = ns, .id = id, .how = how, .rule = rule, .ids = ids };
+	return pg_txn(ns->pg, pggen_end_body, &c);
+}
+
+/* ---- pins ---- */
+
+static int pggen_pin_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	char g[24];
+	const char *params[] = { PG_U64(g, c->id), c->open ? "true" : "false" };
+	PGresult *res;
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_PIN, params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	PQclear(res);
+	return rc;
+}
+
+int pggen_pin(struct pgns *ns, uint64_t id, bool pinned)
+{
+	struct pggen_call c = { .ns = ns, .id = id, .open = pinned };
+	return pg_txn(ns->pg, pggen_pin_body, &c);
+}
+
+/* ---- checks ---- */
+
+static int pggen_check_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	PQclear(c->res);
+	PQclear(c->res2);
+	c->res = c->res2 = NULL;
+	int rc = pggen_exec(c->ns, G_CHECK_ROWS, NULL, &c->res);
+	return rc ? rc : pggen_exec(c->ns, G_CHECK_TREES, NULL, &c->res2);
+}
+
+static bool pggen_true(PGresult *res, int r, int col)
+{
+	return PQgetvalue(res, r, col)[0] == 't';
+}
+
+int pggen_check(struct pgns *ns, int *violations)
+{
+	struct pggen_call c = { .ns = ns };
+	int rc = pg_txn(ns->pg, pggen_check_body, &c);
+	const char *db = pg_name(ns->pg);
+	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++, (*violations)++)
+		log_error("catalog %s: check: generation %s %s/\"%s\" (root %s, state %s):%s%s%s%s",
+			  db, PQgetvalue(c.res, r, 0), PQgetvalue(c.res, r, 1),
+			  PQgetvalue(c.res, r, 2), PQgetvalue(c.res, r, 3), PQgetvalue(c.res, r, 4),
+			  pggen_true(c.res, r, 5) ? " its root is not linked under its name" : "",
+			  pggen_true(c.res, r, 6) ? " ended but still owns a tree" : "",
+			  pggen_true(c.res, r, 7) ? " its series lies in a generation" : "",
+			  pggen_true(c.res, r, 8) ? " a held reason where it must not be, or none"
+						  : "");
+	for (int r = 0; rc == 0 && r < pg_rows(c.res2); r++, (*violations)++) {
+		PGresult *t = c.res2;
+		if (pggen_true(t, r, 3))
+			log_error("catalog %s: check: generation %s reaches inode %s, which is"
+				  " missing", db, PQgetvalue(t, r, 1), PQgetvalue(t, r, 0));
+		else if (PQgetisnull(t, r, 1))
+			log_error("catalog %s: check: inode %s says generation %s, whose tree does"
+				  " not reach it", db, PQgetvalue(t, r, 0), PQgetvalue(t, r, 2));
+		else
+			log_error("catalog %s: check: inode %s is in the tree of generation %s but"
+				  " says generation %s", db, PQgetvalue(t, r, 0), PQgetvalue(t, r, 1),
+				  PQgetisnull(t, r, 2) ? "none" : PQgetvalue(t, r, 2));
+	}
+	PQclear(c.res);
+	PQclear(c.res2);
 	return rc;
 }

@@ -25,6 +25,10 @@
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
  *  X3. Every change is fenced by its node's lease (L2).
+ *  X4. The calls of generation.h below keep G1, G2 and G5 in
+ *      ns_generations: a rename, abort, delete or expire changes the
+ *      namespace rows and the generation rows in one transaction, taking the
+ *      series directory's row before the generation's (as pgns does).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -57,7 +61,9 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
  * lost; -EINVAL in another state. */
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers);
 
-/* OPEN → HELD with rule and reason. -EALREADY if HELD. */
+/* OPEN → HELD with rule and reason, to which the files of it still open
+ * for writing are added, naming their nodes (up to 8, as much as
+ * GEN_HELD_MAX holds). -EALREADY if HELD. */
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
@@ -76,5 +82,47 @@ int pggen_get(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 /* The generations of series that a trainer may see: OPEN and COMMITTED, not
  * lost, by step. */
 int pggen_list(struct pgns *ns, uint64_t series, cat_gen_fn fn, void *arg);
+
+/* ---- generation.h's calls over PostgreSQL (meta/catalog_shared_gen.c) ----
+ * Same contracts as generation.h's, with these differences of the shared
+ * engine: no backup trees (cat_gen_reopen is refused there), and
+ * exclusive_bytes is never computed (0). Each change is one transaction,
+ * fenced (X3). */
+
+/* The generation of ino (0 for none, -ENOENT for no inode). */
+int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id);
+
+/* cat_rename_gen: pgns_rename and the generation bookkeeping in one
+ * transaction (the moved subtree takes its new parent's generation, a root
+ * moved away or renamed over ends its generation, DELETED with rule
+ * "renamed" or "replaced"; spec makes the moved inode a new OPEN root). */
+int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
+		 uint64_t *replaced_ino, uint64_t *new_gen_id);
+
+/* One generation with files and logical_bytes. */
+int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out);
+/* As cat_gen_find (a lost one too: it still has its tree under its name)
+ * and cat_gen_find_step (not a lost one). No sizes. */
+int pggen_find(struct pgns *ns, uint64_t series, const char *name, struct cat_gen *out);
+int pggen_find_step(struct pgns *ns, uint64_t series, uint64_t step, struct cat_gen *out);
+/* As cat_gen_list (series 0: all series), sized; without all, only OPEN,
+ * HELD and COMMITTED ones that are not lost. */
+int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, void *arg);
+
+/* cat_gen_abort (OPEN → ABORTED), cat_gen_delete (OPEN, COMMITTED or HELD
+ * → DELETED) and cat_gen_expire (cat_gen_delete deciding in the same
+ * transaction: still COMMITTED or HELD and unpinned, else -EBUSY). The tree
+ * is unlinked from its series and its inodes get nlink 0 (ids gets them, if
+ * not NULL, for the caller to release). */
+enum pggen_end { PGGEN_ABORT, PGGEN_DELETE, PGGEN_EXPIRE };
+int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule,
+	      struct cat_id_vec *ids);
+
+int pggen_pin(struct pgns *ns, uint64_t id, bool pinned);
+
+/* G1, G2 and G5 of generation.h on the shared tables; adds the number of
+ * violations (each logged) to *violations. */
+int pggen_check(struct pgns *ns, int *violations);
 
 #endif

@@ -59,6 +59,9 @@ enum {
 	NS_EXTENTS_DELETE_ANY,
 	NS_STATS,
 	NS_UNUPLOADED_OF,
+	NS_UPLOADED_MANY,
+	NS_CHUNKS_INFO,
+	NS_FILE_UNUPLOADED,
 	NS_COUNT
 };
 
@@ -134,8 +137,11 @@ const struct pg_stmt pgns_stmts[] = {
 			 " FROM ns_extents e JOIN ns_chunks c ON c.hash = e.hash"
 			 " WHERE e.ino = $1 AND e.off + e.len > $2 ORDER BY e.off LIMIT $3",
 			 3 },
+	/* a chunk being reclaimed is not marked: its object is going (N3) */
 	[NS_UPLOADED] = { "ns_uploaded",
-			  "UPDATE ns_chunks SET uploaded = true WHERE hash = decode($1, 'hex')", 1 },
+			  "UPDATE ns_chunks SET uploaded = true WHERE hash = decode($1, 'hex')"
+			  " AND state = 'live'",
+			  1 },
 	[NS_INODE_DELETE] = { "ns_inode_delete",
 			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 RETURNING ino", 1 },
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
@@ -152,8 +158,8 @@ const struct pg_stmt pgns_stmts[] = {
 			     " unnest($1::text[]) AS t(h)) AND state = 'reclaiming' AND refcount = 0",
 			     1 },
 	[NS_CHUNK_GET] = { "ns_chunk_get",
-			   "SELECT refcount, uploaded, COALESCE(holder, 0), state FROM ns_chunks"
-			   " WHERE hash = decode($1, 'hex')",
+			   "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
+			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
 			   1 },
 	[NS_CHECK_REFS] = { "ns_check_refs",
 			    "SELECT encode(c.hash, 'hex'), c.refcount, COALESCE(r.n, 0) FROM ns_chunks c"
@@ -216,6 +222,20 @@ const struct pg_stmt pgns_stmts[] = {
 			       "SELECT encode(hash, 'hex') FROM ns_chunks WHERE holder = $1"
 			       " AND NOT uploaded AND hash > decode($2, 'hex') ORDER BY hash LIMIT $3",
 			       3 },
+	[NS_UPLOADED_MANY] = { "ns_uploaded_many",
+			       "UPDATE ns_chunks SET uploaded = true WHERE hash IN (SELECT decode(h, 'hex')"
+			       " FROM unnest($1::text[]) AS t(h)) AND state = 'live'"
+			       " RETURNING encode(hash, 'hex')",
+			       1 },
+	[NS_CHUNKS_INFO] = { "ns_chunks_info",
+			     "SELECT encode(hash, 'hex'), plain_len, codec, stored_len, uploaded,"
+			     " state = 'live' FROM ns_chunks WHERE hash IN (SELECT decode(h, 'hex')"
+			     " FROM unnest($1::text[]) AS t(h))",
+			     1 },
+	[NS_FILE_UNUPLOADED] = { "ns_file_unuploaded",
+				 "SELECT 1 FROM ns_extents e JOIN ns_chunks c ON c.hash = e.hash"
+				 " WHERE e.ino = $1 AND NOT c.uploaded LIMIT 1",
+				 1 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -745,6 +765,7 @@ struct pgns_commit_call {
 	/* the parameters, built once for every run of the body */
 	struct pgns_buf ins_h, ins_p, ins_c, ins_s, refs, e_off, e_len, e_hash, e_coff;
 	size_t distinct; /* distinct hashes the extents name */
+	char *uploaded;  /* pgns_file_publish: chunks already on BACKING, or NULL */
 };
 
 static int pgns_commit_body(struct pg *pg, void *arg)
@@ -785,6 +806,9 @@ static int pgns_commit_body(struct pg *pg, void *arg)
 			rc = -EISDIR; /* gone, or not a regular file */
 		PQclear(res);
 	}
+	const char *up[] = { c->uploaded };
+	if (rc == 0 && c->uploaded)
+		rc = pgns_exec(ns, NS_UPLOADED_MANY, up, NULL);
 	return rc;
 }
 
@@ -860,20 +884,30 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 	return failed ? -ENOMEM : rc;
 }
 
-int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
-		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
-		     size_t nchunks)
+int pgns_file_publish(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		      const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
+		      size_t nchunks, const uint8_t (*uploaded)[CAT_HASH_LEN], size_t nuploaded)
 {
 	struct pgns_commit_call c = { .ns = ns, .ino = ino, .size = size, .mtime_ns = mtime_ns,
 				      .ext = ext, .n = n, .chunks = chunks, .nchunks = nchunks };
 	int rc = pgns_commit_params(&c);
+	if (rc == 0 && nuploaded > 0)
+		rc = pgns_hex_list(uploaded[0], CAT_HASH_LEN, nuploaded, &c.uploaded);
 	if (rc == 0)
 		rc = pg_txn(ns->pg, pgns_commit_body, &c);
 	struct pgns_buf *bufs[] = { &c.ins_h, &c.ins_p, &c.ins_c, &c.ins_s, &c.refs,
 				    &c.e_off, &c.e_len, &c.e_hash, &c.e_coff };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		pgns_buf_free(bufs[i]);
+	free(c.uploaded);
 	return rc;
+}
+
+int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
+		     size_t nchunks)
+{
+	return pgns_file_publish(ns, ino, size, mtime_ns, ext, n, chunks, nchunks, NULL, 0);
 }
 
 struct pgns_extents_call {
@@ -950,7 +984,90 @@ int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN])
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	const char *params[] = { hex };
-	return pgns_one(ns, NS_UPLOADED, true, params, NULL);
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_UPLOADED, true, params, &res);
+	if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != 1)
+		rc = -ENOENT; /* no such chunk, or it is being reclaimed */
+	PQclear(res);
+	return rc;
+}
+
+/* Finds hash among the first n entries of rows laid out stride bytes apart. */
+static ssize_t pgns_hash_index(const uint8_t *first, size_t stride, size_t n,
+			       const uint8_t hash[CAT_HASH_LEN])
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(first + i * stride, hash, CAT_HASH_LEN) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+int pgns_chunks_uploaded(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+			 bool *marked)
+{
+	memset(marked, 0, n * sizeof(*marked));
+	if (n == 0)
+		return 0;
+	char *list = NULL;
+	int rc = pgns_hex_list(hashes[0], CAT_HASH_LEN, n, &list);
+	if (rc)
+		return rc;
+	const char *params[] = { list };
+	PGresult *res = NULL;
+	rc = pgns_one(ns, NS_UPLOADED_MANY, true, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		uint8_t h[CAT_HASH_LEN];
+		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
+		ssize_t i = rc ? -1 : pgns_hash_index(hashes[0], CAT_HASH_LEN, n, h);
+		if (i >= 0)
+			marked[i] = true;
+	}
+	PQclear(res);
+	free(list);
+	return rc;
+}
+
+int pgns_chunks_info(struct pgns *ns, struct pgns_chunk_info *io, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		io[i].found = io[i].uploaded = io[i].live = false;
+	if (n == 0)
+		return 0;
+	char *list = NULL;
+	int rc = pgns_hex_list(io[0].chunk.hash, sizeof(*io), n, &list);
+	if (rc)
+		return rc;
+	const char *params[] = { list };
+	PGresult *res = NULL;
+	rc = pgns_one(ns, NS_CHUNKS_INFO, false, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		uint8_t h[CAT_HASH_LEN];
+		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
+		ssize_t i = rc ? -1 : pgns_hash_index(io[0].chunk.hash, sizeof(*io), n, h);
+		if (i < 0)
+			continue;
+		io[i].found = true;
+		io[i].chunk.plain_len = (uint64_t)pg_int(res, r, 1);
+		io[i].chunk.codec = (uint8_t)pg_int(res, r, 2);
+		io[i].chunk.stored_len = (uint64_t)pg_int(res, r, 3);
+		io[i].uploaded = PQgetvalue(res, r, 4)[0] == 't';
+		io[i].live = PQgetvalue(res, r, 5)[0] == 't';
+	}
+	PQclear(res);
+	free(list);
+	return rc;
+}
+
+int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded)
+{
+	char i[24];
+	const char *params[] = { PG_U64(i, ino) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_FILE_UNUPLOADED, false, params, &res);
+	if (rc == 0)
+		*uploaded = pg_rows(res) == 0;
+	PQclear(res);
+	return rc;
 }
 
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
@@ -967,6 +1084,9 @@ int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgn
 		out->uploaded = PQgetvalue(res, 0, 1)[0] == 't';
 		out->holder = (uint64_t)pg_int(res, 0, 2);
 		snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, 0, 3));
+		out->plain_len = (uint64_t)pg_int(res, 0, 4);
+		out->codec = (uint8_t)pg_int(res, 0, 5);
+		out->stored_len = (uint64_t)pg_int(res, 0, 6);
 	}
 	PQclear(res);
 	return rc;
@@ -1328,8 +1448,7 @@ static int pgns_rename_body(struct pg *pg, void *arg)
 	return rc;
 }
 
-int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
-		const char *newname, unsigned flags, uint64_t *replaced_ino)
+static int pgns_rename_args(const char *name, const char *newname, unsigned flags)
 {
 	if ((flags & ~(CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE)) != 0 ||
 	    flags == (CAT_RENAME_NOREPLACE | CAT_RENAME_EXCHANGE))
@@ -1338,11 +1457,30 @@ int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t new
 	    !strcmp(newname, ".") || !strcmp(newname, "..") || !strcmp(name, ".") ||
 	    !strcmp(name, ".."))
 		return strlen(newname) > CAT_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+	return 0;
+}
+
+int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	int rc = pgns_rename_args(name, newname, flags);
+	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name,
+				    .newparent = newparent, .newname = newname, .flags = flags,
+				    .ino_out = replaced_ino };
+	return rc ? rc : pgns_rename_body(ns->pg, &c);
+}
+
+int pgns_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		const char *newname, unsigned flags, uint64_t *replaced_ino)
+{
+	int rc = pgns_rename_args(name, newname, flags);
+	if (rc)
+		return rc;
 	uint64_t replaced = 0;
 	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name,
 				    .newparent = newparent, .newname = newname, .flags = flags,
 				    .ino_out = &replaced };
-	int rc = pg_txn(ns->pg, pgns_rename_body, &c);
+	rc = pg_txn(ns->pg, pgns_rename_body, &c);
 	if (replaced_ino)
 		*replaced_ino = rc == 0 ? replaced : 0;
 	return rc;

@@ -101,11 +101,34 @@ int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime
 		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
 		     size_t nchunks);
 
+/* pgns_file_commit, and in the same transaction marks uploaded the chunks
+ * uploaded[0..nuploaded) its node put on BACKING before the commit named
+ * them (a writer's chunk is uploaded while the file is still open). */
+int pgns_file_publish(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		      const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
+		      size_t nchunks, const uint8_t (*uploaded)[CAT_HASH_LEN], size_t nuploaded);
+
 /* The committed extents of ino ending after off, in order (as cat_extents). */
 int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent *out, int max);
 
-/* This node put the chunk's object on BACKING. */
+/* This node put the chunk's object on BACKING. -ENOENT if the store has
+ * no such chunk or it is being reclaimed (N3): nothing is marked. */
 int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN]);
+/* The same for n chunks in one transaction; marked[i] says whether hashes[i]
+ * was marked (false: as pgns_chunk_uploaded's -ENOENT). */
+int pgns_chunks_uploaded(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+			 bool *marked);
+
+/* What the store records of chunks: io[i].chunk.hash in, the rest out
+ * (found false: no row). One round trip for all n. */
+struct pgns_chunk_info {
+	struct pgns_chunk chunk;
+	bool found, uploaded, live; /* live: not being reclaimed */
+};
+int pgns_chunks_info(struct pgns *ns, struct pgns_chunk_info *io, size_t n);
+
+/* Whether every chunk ino's committed extents name is on BACKING. */
+int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded);
 
 /* Deletes ino if its nlink is 0, dropping its extents' references. */
 int pgns_inode_release(struct pgns *ns, uint64_t ino);
@@ -127,6 +150,10 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		    struct cat_inode *out);
 int pgns_name_check(const char *name);
+/* pgns_rename's transaction (for meta/pggen.c's pggen_rename, which adds
+ * the generation bookkeeping to it). */
+int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
+		    const char *newname, unsigned flags, uint64_t *replaced_ino);
 /* Now, in ns since the epoch (the times inodes and generations carry). */
 int64_t pgns_now_ns(void);
 /* The PostgreSQL text array "{hex,hex,...}" of n hashes, the first at first
@@ -139,6 +166,8 @@ struct pgns_chunk_row {
 	bool uploaded;
 	uint64_t holder;
 	char state[16];
+	uint64_t plain_len, stored_len;
+	uint8_t codec;
 };
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "catalog_internal.h"
+#include "catalog_shared_data.h"
 #include "generation.h"
 #include "log.h"
 
@@ -241,6 +242,7 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 
 int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
 {
+	if (cat->shared && u->kind == UP_CHUNK) return catsh_upload_ready(cat, u, ready, stale);
 	return UP_READ(cat, up_ready_txn(cat, u, ready, stale));
 }
 
@@ -266,6 +268,7 @@ static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 
 int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 {
+	if (cat->shared) return catsh_upload_done_many(cat, u, 1);
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)
@@ -277,6 +280,7 @@ int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 
 int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n)
 {
+	if (cat->shared) return catsh_upload_done_many(cat, rows, n);
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++)
@@ -300,6 +304,7 @@ int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error)
 
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out)
 {
+	if (cat->shared) return catsh_chunk_where(cat, hash, out);
 	cat_lock(cat);
 	int rc = cat_bind(cat, U_WHERE, A_HASH(hash));
 	if (rc == 0)
@@ -322,6 +327,7 @@ int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct ca
 
 int cat_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached)
 {
+	if (cat->shared) return catsh_chunk_set_cached(cat, hash, cached);
 	cat_lock(cat);
 	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(cached));
 	if (rc == 0)
@@ -423,6 +429,7 @@ int cat_cache_stats(struct cat *cat, struct cat_cache_stats *out)
 
 int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
 {
+	if (cat->shared) return catsh_file_uploaded(cat, ino, uploaded);
 	bool missing = true;
 	int rc = UP_READ(cat, up_exists(cat, U_FILE_UNUPLOADED, (int64_t)ino, &missing));
 	if (rc == 0)

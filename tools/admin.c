@@ -45,6 +45,7 @@
 #define ADMIN_NEED_STORE 4u /* opens the cache's chunk store and BACKING */
 #define ADMIN_NEED_READ 8u  /* reads the catalog (every command but rebuild) */
 #define ADMIN_NEED_REBUILD 16u /* takes the cache lock; the catalog may be missing */
+#define ADMIN_NEED_META 32u /* the target is a shared catalog's URL: no cache, no mount */
 
 struct admin_command {
 	const char *name;
@@ -128,6 +129,14 @@ static const struct admin_command admin_commands[] = {
 	  "commits; if it is aborted or deleted meanwhile, exit 1. --timeout S gives up\n"
 	  "after S seconds with exit 9. Today BACKING is written through: committed is\n"
 	  "durable.\n" },
+	{ "nodes", admin_cmd_nodes, ADMIN_NEED_META, "nodes URL",
+	  "the nodes of a shared catalog (-o meta=URL): state and lease left",
+	  "Lists the nodes of the shared catalog at URL (the -o meta= URL the nodes\n"
+	  "mount with; no mount or cache needed): id, state (live; expired: its lease\n"
+	  "ran out and another node swept it; gone: unmounted), the lease left by the\n"
+	  "database server's clock, and its name (-o node_name=, default\n"
+	  "host:pid:cache). --json prints an array of objects: id, name, state,\n"
+	  "lease_left_ms.\n" },
 	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD, "rebuild [BACKING]",
 	  "recreate the catalog from BACKING's manifests (offline, --cache DIR)",
 	  "Recreates the cache's catalog from what BACKING holds: the newest tree\n"
@@ -511,7 +520,7 @@ static int admin_claim(struct admin *a)
 	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
 	int err = cat_catalog_id(a->cat, id, sizeof(id));
 	if (err == 0)
-		err = claim_acquire(a->bk, id, a->cache, 0, &a->claim, msg, sizeof(msg));
+		err = claim_acquire(a->bk, id, false, a->cache, 0, &a->claim, msg, sizeof(msg));
 	else
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": no catalog id: %s", a->cache,
 			 strerror(-err));
@@ -597,7 +606,7 @@ int main(int argc, char **argv)
 			  a.cmd);
 		rc = ADMIN_USAGE;
 	}
-	if (rc == ADMIN_OK)
+	if (rc == ADMIN_OK && !(cmd->need & ADMIN_NEED_META))
 		rc = admin_open(&a, cmd->need);
 	if (rc == ADMIN_OK && a.inner[0])
 		rc = admin_inner_path(&a, cmd);

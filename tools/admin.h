@@ -13,6 +13,7 @@
  *   admin_copy.c    export, import
  *   admin_wait.c    wait, rebuild
  *   admin_umount.c  umount: drain the uploads, unmount, wait for the daemon
+ *   admin_nodes.c   nodes: the nodes of a shared catalog (-o meta=)
  */
 #ifndef CKPTFS_ADMIN_H
 #define CKPTFS_ADMIN_H
@@ -135,5 +136,7 @@ int admin_cmd_import(struct admin *a);
 int admin_cmd_wait(struct admin *a);
 int admin_cmd_rebuild(struct admin *a);
 int admin_cmd_umount(struct admin *a);
+/* ---- admin_nodes.c ---- */
+int admin_cmd_nodes(struct admin *a); /* target is a -o meta= URL */
 
 #endif

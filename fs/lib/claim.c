@@ -71,6 +71,12 @@ enum claim_verdict claim_judge(const struct claim_rec *holder, const struct clai
 	assert(self && timeout_s > 0);
 	if (!holder)
 		return CLAIM_FREE;
+	if (holder->shared || self->shared) {
+		if (holder->shared && self->shared && strcmp(holder->catalog, self->catalog) == 0)
+			return CLAIM_OURS;
+		int64_t age = now - holder->renewed;
+		return age > (int64_t)timeout_s ? CLAIM_STALE : CLAIM_HELD;
+	}
 	bool same_host = claim_same_host(holder, self);
 	bool same_cache = same_host && strcmp(holder->cache, self->cache) == 0;
 	if (same_cache && strcmp(holder->catalog, self->catalog) == 0)
@@ -107,6 +113,8 @@ int claim_format(const struct claim_rec *rec, char *buf, size_t size)
 					   "pid %ld\nrenewed %" PRId64 "\n",
 			 rec->catalog, rec->instance, rec->host, rec->boot, rec->cache, rec->pid,
 			 rec->renewed);
+	if (n >= 0 && (size_t)n < size && rec->shared) /* a later line: older parsers skip it */
+		n += snprintf(buf + n, size - (size_t)n, "mode shared\n");
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
 }
 
@@ -170,6 +178,11 @@ static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
 		bool ok = claim_number(v, vl, INT32_MAX, &x);
 		out->pid = (long)x;
 		return ok;
+	}
+	if (kl == 4 && memcmp(key, "mode", 4) == 0) {
+		if (vl == 6 && memcmp(v, "shared", 6) == 0)
+			out->shared = true;
+		return vl == 6 && (out->shared || memcmp(v, "sqlite", 6) == 0);
 	}
 	if (kl == 7 && memcmp(key, "renewed", 7) == 0) {
 		*seen |= 1u << (n + 1);
@@ -272,8 +285,8 @@ static int claim_render(struct claim *c)
 	return 0;
 }
 
-static void claim_describe(const struct claim_rec *h, int parsed, int64_t now, char *msg,
-			   size_t size, const char *spec, unsigned timeout_s)
+static void claim_describe(const struct claim_rec *h, bool self_shared, int parsed, int64_t now,
+			   char *msg, size_t size, const char *spec, unsigned timeout_s)
 {
 	if (parsed != 0) {
 		snprintf(msg, size, "BACKING %s is claimed by another catalog (%s does not parse); "
@@ -282,6 +295,20 @@ static void claim_describe(const struct claim_rec *h, int parsed, int64_t now, c
 		return;
 	}
 	int64_t ago = now - h->renewed;
+	if (h->shared && !self_shared) {
+		snprintf(msg, size, "BACKING %s is claimed by the shared catalog %s (last renewed by "
+			 "host %s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that "
+			 "catalog, or wait %u s after its last node is gone",
+			 spec, h->catalog, h->host, h->cache, ago < 0 ? 0 : ago, timeout_s);
+		return;
+	}
+	if (!h->shared && self_shared) {
+		snprintf(msg, size, "BACKING %s is claimed by a catalog of one node, not shared (host "
+			 "%s, cache %s, pid %ld, renewed %" PRId64 " s ago): a shared catalog (-o meta=) "
+			 "cannot share it; unmount it there, or wait %u s if that node is gone",
+			 spec, h->host, h->cache, h->pid, ago < 0 ? 0 : ago, timeout_s);
+		return;
+	}
 	snprintf(msg, size, "BACKING %s is claimed by another catalog (host %s, cache %s, pid %ld, "
 		 "renewed %" PRId64 " s ago); unmount it there, or wait %u s if that node is gone",
 		 spec, h->host, h->cache, h->pid, ago < 0 ? 0 : ago, timeout_s);
@@ -319,8 +346,8 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
 }
 
-int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, unsigned timeout_s,
-		  struct claim **out, char *msg, size_t msgsize)
+int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const char *cache,
+		  unsigned timeout_s, struct claim **out, char *msg, size_t msgsize)
 {
 	*out = NULL;
 	msg[0] = '\0';
@@ -338,6 +365,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, 
 	pthread_cond_init(&c->wake, NULL);
 	snprintf(c->self.catalog, sizeof(c->self.catalog), "%s", catalog_id);
 	snprintf(c->self.cache, sizeof(c->self.cache), "%s", cache);
+	c->self.shared = shared;
 	claim_this_host(&c->self);
 	claim_random_hex(c->self.instance);
 	c->self.pid = (long)getpid();
@@ -362,7 +390,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, 
 		if (rc != 0)
 			break;
 		if (v == CLAIM_HELD) {
-			claim_describe(&holder, parsed, now, msg, msgsize, spec, c->timeout_s);
+			claim_describe(&holder, shared, parsed, now, msg, msgsize, spec, c->timeout_s);
 			rc = -EBUSY;
 		} else if (v == CLAIM_OURS) {
 			rc = backing_put(b, CLAIM_FILE, c->written, c->written_len);
@@ -397,6 +425,14 @@ int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, 
 
 /* ---- renewal ---- */
 
+/* Invariant 6: a claim another node of our shared catalog renewed last. */
+static bool claim_shared_ours(const struct claim *c, const char *text, size_t len)
+{
+	struct claim_rec rec;
+	return claim_parse(text, len, &rec) == 0 && rec.shared &&
+	       strcmp(rec.catalog, c->self.catalog) == 0;
+}
+
 /* One renewal (invariant 3); called with c->lock not held. */
 static void claim_renew(struct claim *c)
 {
@@ -406,6 +442,8 @@ static void claim_renew(struct claim *c)
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
 	bool ours = rc == 0 && ((len == c->written_len && memcmp(have, c->written, len) == 0) ||
 				(c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0));
+	if (rc == 0 && !ours && c->self.shared)
+		ours = claim_shared_ours(c, have, len);
 	free(have);
 	if (rc != 0 && rc != -ENOENT && rc != -EFBIG) {
 		log_warn("BACKING %s: cannot read the claim %s to renew it: %s (a later renewal "
@@ -490,7 +528,7 @@ void claim_end(struct claim *c, bool release)
 		pthread_mutex_unlock(&c->lock);
 		pthread_join(c->thread, NULL);
 	}
-	if (release && !c->lost) {
+	if (release && !c->lost && !c->self.shared) { /* invariant 6 */
 		char *have = malloc(CLAIM_MAX);
 		size_t len = 0;
 		int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;

@@ -14,6 +14,18 @@
  *   other host: renewed within the timeout ─────────▶ HELD   refuse
  *     renewed longer ago ───────────────────────────▶ STALE  take over
  *
+ * A shared catalog (issue 18, -o meta=) is one catalog for several nodes:
+ * its claim carries the line "mode shared" and the shared catalog's id
+ * (cat_catalog_id, from PostgreSQL), and all its nodes hold it at once.
+ * Judged before the rules above:
+ *   both shared, same catalog id ───────────────────▶ OURS   rewrite it
+ *   either shared (not both of one catalog):
+ *     renewed within the timeout (by any node) ─────▶ HELD   refuse
+ *     renewed longer ago ───────────────────────────▶ STALE  take over
+ * No host or cache rule then: the node that wrote it last may be gone while
+ * the others go on renewing it. So a SQLite mount never shares BACKING with
+ * a shared catalog, either way round, and the refusal says which kind holds.
+ *
  * Invariants:
  *  1. Only backing_put_new creates CLAIM_FILE where there is none, so of
  *     several takers exactly one holds it.
@@ -30,6 +42,9 @@
  *     field checked; a file that does not parse is HELD by "an unknown
  *     holder" (never taken over by guess) until it is older than the timeout
  *     by its own heartbeat — or, unreadable, removed by hand.
+ *  6. Nodes of one shared catalog renew the claim while it still names it
+ *     and is shared (any instance: they overwrite each other's heartbeat),
+ *     and never remove it: the last one to stop leaves it to go stale.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -56,6 +71,7 @@ struct claim_rec {
 	char cache[PATH_MAX];
 	long pid;
 	int64_t renewed; /* unix seconds */
+	bool shared;     /* "mode shared": a shared catalog's claim (invariant 6) */
 };
 
 enum claim_verdict { CLAIM_FREE, CLAIM_OURS, CLAIM_HELD, CLAIM_STALE };
@@ -81,17 +97,18 @@ int claim_parse(const char *text, size_t len, struct claim_rec *out);
 struct claim;
 
 /* Takes the claim of BACKING b for catalog_id (this host, cache, our pid),
- * with timeout_s as the lease (0: the default). 0 and *out when FREE, OURS
+ * with timeout_s as the lease (0: the default); shared: for a node of a
+ * shared catalog (invariant 6). 0 and *out when FREE, OURS
  * or STALE (taken over; logged); -EBUSY when HELD, with one line in msg
  * naming the holder (host, cache, pid, how long ago it renewed) and what to
  * do; another -errno, with msg, when BACKING fails. */
-int claim_acquire(struct backing *b, const char *catalog_id, const char *cache, unsigned timeout_s,
-		  struct claim **out, char *msg, size_t msgsize);
+int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const char *cache,
+		  unsigned timeout_s, struct claim **out, char *msg, size_t msgsize);
 /* Starts renewing every timeout/4 in a thread (after a fork: the pid is
  * this process's from now on; the first renewal is at once). */
 int claim_start(struct claim *c);
 /* Stops renewing; release: removes the claim if it is still ours
- * (invariant 3). NULL is allowed. */
+ * (invariant 3), never a shared one (invariant 6). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
 
 #endif

@@ -120,6 +120,40 @@ Test(claim_judge, same_name_other_boot_is_another_host)
 	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
 }
 
+/* A shared catalog's claim (claim.h invariant 6): all its nodes hold it, on
+ * any host or cache; anyone else, alone or shared, waits for its heartbeat. */
+Test(claim_judge, a_shared_claim_is_ours_for_every_node_of_that_catalog)
+{
+	bool alive = false;
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec h = rec_of(ID_A, "n2", "b2", "/elsewhere", NOW - 100000);
+	self.shared = h.shared = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_OURS);
+	h = rec_of(ID_A, "n1", "b1", "/c2", NOW); /* same host, another cache */
+	h.shared = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_OURS);
+}
+
+Test(claim_judge, a_shared_claim_and_a_lone_one_never_share_either_way)
+{
+	bool alive = true;
+	struct claim_rec lone = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec shared = rec_of(ID_A, "n1", "b1", "/c1", NOW - 10);
+	shared.shared = true;
+	/* even with the same id, host and cache: the kind differs */
+	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	/* judged by the heartbeat alone: the last writer's liveness says nothing */
+	shared.renewed = NOW - 61;
+	alive = true;
+	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	lone.renewed = NOW - 61;
+	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	struct claim_rec other = rec_of(ID_B, "n1", "b1", "/c1", NOW);
+	other.shared = true;
+	cr_assert_eq(claim_judge(&other, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+}
+
 Test(claim_format, round_trips_and_ignores_unknown_fields)
 {
 	struct claim_rec r = rec_of(ID_A, "node1", "b-1", "/var/cache/ckptfs/x", NOW), back;
@@ -130,6 +164,23 @@ Test(claim_format, round_trips_and_ignores_unknown_fields)
 	cr_assert_eq(memcmp(&r, &back, sizeof(r)), 0);
 	strcat(buf, "future thing\n");
 	cr_assert_eq(claim_parse(buf, strlen(buf), &back), 0);
+}
+
+Test(claim_format, a_shared_claim_round_trips_and_a_lone_one_has_no_mode_line)
+{
+	struct claim_rec r = rec_of(ID_A, "node1", "b-1", "/var/cache/ckptfs/x", NOW), back;
+	char buf[CLAIM_MAX];
+	int n = claim_format(&r, buf, sizeof(buf));
+	cr_assert_null(strstr(buf, "mode"), "the lone claim's bytes are format 1's, unchanged");
+	r.shared = true;
+	n = claim_format(&r, buf, sizeof(buf));
+	cr_assert_not_null(strstr(buf, "\nmode shared\n"));
+	cr_assert_eq(claim_parse(buf, (size_t)n, &back), 0);
+	cr_assert(back.shared);
+	cr_assert_eq(memcmp(&r, &back, sizeof(r)), 0);
+	char *mode = strstr(buf, "mode shared");
+	memcpy(mode, "mode sharex", 11);
+	cr_assert_eq(claim_parse(buf, (size_t)n, &back), -EINVAL);
 }
 
 Test(claim_format, refuses_anything_malformed)
@@ -222,13 +273,13 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_A);
 	cr_assert_str_eq(r.cache, fx.cache[0]);
 	cr_assert_eq(r.pid, (long)getpid());
-	cr_assert_eq(claim_acquire(fx.b, ID_B, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY);
 	cr_assert_null(b);
 	char want[PATH_MAX + 128];
 	snprintf(want, sizeof(want), "is claimed by another catalog (host %s, cache %s, pid %ld, "
@@ -240,7 +291,7 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 	cr_assert_eq(memcmp(&r, &after, sizeof(r)), 0, "the refused acquire changed the claim");
 	claim_end(a, true);
 	cr_assert_eq(read_claim(&r), -ENOENT);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(b, true);
 }
 
@@ -248,9 +299,9 @@ Test(claim_acquire, same_catalog_again_is_ours)
 {
 	struct claim *a = NULL, *again = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
 	claim_end(a, false); /* as after kill -9: the claim stays */
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &again, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &again, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(again, true);
 }
 
@@ -258,11 +309,11 @@ Test(claim_acquire, a_gone_holder_on_this_host_is_taken_over)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
 	claim_end(a, false);
 	close(fx.lock_fd[0]); /* its daemon is gone */
 	fx.lock_fd[0] = -1;
-	cr_assert_eq(claim_acquire(fx.b, ID_B, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_B);
@@ -275,11 +326,11 @@ Test(claim_acquire, another_hosts_claim_fresh_is_refused_stale_is_taken_over)
 	char msg[PATH_MAX + 512];
 	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL) - 5);
 	put_claim(&other);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "host node-elsewhere, cache /var/cache/x, pid 1234"), "%s", msg);
 	other.renewed = time(NULL) - 61;
 	put_claim(&other);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &c, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &c, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_A);
@@ -290,12 +341,46 @@ Test(claim_acquire, another_hosts_claim_fresh_is_refused_stale_is_taken_over)
 	cr_assert_str_eq(r.catalog, ID_B);
 }
 
+Test(claim_acquire, nodes_of_one_shared_catalog_hold_it_together_and_nobody_else)
+{
+	struct claim *a = NULL, *b = NULL, *lone = NULL, *other = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.shared);
+	cr_assert_str_eq(r.catalog, ID_A);
+	/* a lone catalog, even of the same id, and another shared one: refused */
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "is claimed by the shared catalog " ID_A), "%s", msg);
+	cr_assert_not_null(strstr(msg, "mount it with -o meta=URL"), "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, true, fx.cache[2], 60, &other, msg, sizeof(msg)), -EBUSY);
+	/* renewals by either node keep it; an unmount never removes it */
+	cr_assert_eq(claim_start(a), 0);
+	cr_assert_eq(claim_start(b), 0);
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.shared);
+	claim_end(b, true);
+	cr_assert_eq(read_claim(&r), 0, "the last node leaves it to go stale");
+	/* once stale, a lone catalog takes it over, and then a shared node is refused */
+	r.renewed = time(NULL) - 61;
+	put_claim(&r);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(!r.shared);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "claimed by a catalog of one node, not shared"), "%s", msg);
+	claim_end(lone, true);
+}
+
 Test(claim_acquire, unparsable_claim_is_never_taken_by_guess)
 {
 	struct claim *c = NULL;
 	char msg[PATH_MAX + 512];
 	cr_assert_eq(backing_put(fx.b, CLAIM_FILE, "garbage\n", 8), 0);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "does not parse"), "%s", msg);
 }
 
@@ -313,7 +398,7 @@ static void *race(void *arg)
 	memset(id, 'a' + r->idx, CLAIM_ID_LEN);
 	id[CLAIM_ID_LEN] = '\0';
 	pthread_barrier_wait(r->go);
-	r->rc = claim_acquire(fx.b, id, fx.cache[r->idx], 60, &r->c, msg, sizeof(msg));
+	r->rc = claim_acquire(fx.b, id, false, fx.cache[r->idx], 60, &r->c, msg, sizeof(msg));
 	return NULL;
 }
 

@@ -297,3 +297,232 @@ Test(pggen, an_open_save_of_a_dead_node_is_held_cluster_wide)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* ---- generation.h's calls over PostgreSQL (pggen_rename, _end, _pin, ...) ---- */
+
+static void tg_checked(struct pt_node *n)
+{
+	int violations = 0;
+	OK(pggen_check(&n->ns, &violations));
+	cr_assert_eq(violations, 0, "pggen_check found %d violations", violations);
+}
+
+static uint64_t tg_gen_of(struct pt_node *n, uint64_t ino)
+{
+	uint64_t gen = 99;
+	OK(pggen_gen_of(&n->ns, ino, &gen));
+	return gen;
+}
+
+Test(pggen, a_rename_carries_generations_across_nodes)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run, tmp, sub, other, x;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	/* a temp dir written by both nodes, renamed to its step name by a */
+	OK(pgns_create(&a.ns, run.ino, "step-200.tmp", S_IFDIR | 0755, 0, 0, 0, NULL, &tmp));
+	OK(pgns_create(&b.ns, tmp.ino, "sub", S_IFDIR | 0755, 0, 0, 0, NULL, &sub));
+	uint64_t shard = tg_shard(&b, sub.ino, "__1_0.distcp");
+	cr_assert_eq(tg_gen_of(&a, shard), 0);
+	struct cat_gen_spec spec = { "step-200", 200 };
+	uint64_t gen = 0, replaced = 9;
+	OK(pggen_rename(&a.ns, run.ino, "step-200.tmp", run.ino, "step-200", 0, &spec, &replaced,
+			&gen));
+	cr_assert(gen != 0);
+	cr_assert_eq(replaced, 0);
+	cr_assert_eq(tg_gen_of(&b, shard), gen, "b's shard is in the generation a's rename made");
+	cr_assert_eq(tg_gen_of(&b, sub.ino), gen);
+	struct cat_gen g;
+	OK(pggen_get_sized(&b.ns, gen, &g));
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.root, tmp.ino);
+	cr_assert_eq(g.series, run.ino);
+	cr_assert_eq(g.files, 1);
+	tg_checked(&a);
+
+	/* a name renamed onto itself changes nothing */
+	OK(pggen_rename(&a.ns, run.ino, "step-200", run.ino, "step-200", 0, NULL, NULL, NULL));
+	cr_assert_eq(tg_state(&a, gen, NULL), GEN_OPEN);
+	/* a hard link out of the tree would cross a generation boundary */
+	OK(pgns_link(&a.ns, shard, sub.ino, "again", &x));
+	FAILS(pggen_rename(&a.ns, sub.ino, "again", run.ino, "again", 0, NULL, NULL, NULL), EXDEV);
+	/* a series inside a generation is refused */
+	struct cat_gen_spec inner = { "step-1", 1 };
+	OK(pgns_create(&a.ns, run.ino, "step-1.tmp", S_IFDIR | 0755, 0, 0, 0, NULL, &other));
+	FAILS(pggen_rename(&a.ns, run.ino, "step-1.tmp", sub.ino, "step-1", 0, &inner, NULL, NULL),
+	      EINVAL);
+
+	/* a root renamed away: its generation ends, its tree leaves it */
+	OK(pggen_rename(&b.ns, run.ino, "step-200", CAT_ROOT_INO, "elsewhere", 0, NULL, NULL,
+			NULL));
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.state, GEN_DELETED);
+	cr_assert_str_eq(g.rule, "renamed");
+	cr_assert_eq(g.root, 0);
+	cr_assert_eq(tg_gen_of(&a, tmp.ino), 0);
+	cr_assert_eq(tg_gen_of(&a, shard), 0);
+
+	/* a generation renamed over by a new one: the replaced one ends */
+	struct cat_gen_spec file = { "model-5.pt", 5 };
+	struct cat_inode old_root;
+	uint64_t gold = 0, gnew = 0;
+	OK(pggen_create_root(&a.ns, run.ino, &file, S_IFREG | 0644, 0, 0, &old_root, &gold));
+	uint64_t fresh = tg_shard(&b, run.ino, "model-5.pt.tmp");
+	OK(pggen_rename(&b.ns, run.ino, "model-5.pt.tmp", run.ino, "model-5.pt", 0, &file,
+			&replaced, &gnew));
+	cr_assert_eq(replaced, old_root.ino);
+	OK(pggen_get(&a.ns, gold, &g, NULL));
+	cr_assert_eq(g.state, GEN_DELETED);
+	cr_assert_str_eq(g.rule, "replaced");
+	cr_assert_eq(tg_gen_of(&a, old_root.ino), 0, "the replaced root left its generation");
+	OK(pggen_get(&a.ns, gnew, &g, NULL));
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.root, fresh);
+	cr_assert_eq(tg_gen_of(&a, fresh), gnew);
+	tg_checked(&b);
+	/* a series moved into a generation: the generations in it end */
+	struct cat_inode series, inner_root;
+	uint64_t gin = 0, gout = 0;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "series", S_IFDIR | 0755, 0, 0, 0, NULL, &series));
+	OK(pggen_create_root(&a.ns, series.ino, &inner, S_IFDIR | 0755, 0, 0, &inner_root, &gin));
+	struct cat_gen_spec outer = { "step-9", 9 };
+	struct cat_inode outer_root;
+	OK(pggen_create_root(&b.ns, run.ino, &outer, S_IFDIR | 0755, 0, 0, &outer_root, &gout));
+	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "series", outer_root.ino, "series", 0, NULL, NULL,
+			NULL));
+	cr_assert_eq(tg_state(&a, gin, NULL), GEN_DELETED);
+	cr_assert_eq(tg_gen_of(&a, inner_root.ino), gout);
+	cr_assert_eq(tg_gen_of(&a, series.ino), gout);
+	tg_checked(&a);
+	tg_checked(&b);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+static bool tg_named(struct pt_node *n, uint64_t dir, const char *name)
+{
+	struct cat_inode in;
+	int rc = pgns_lookup(&n->ns, dir, name, &in);
+	cr_assert(rc == 0 || rc == -ENOENT);
+	return rc == 0;
+}
+
+Test(pggen, abort_delete_expire_pin_and_hold_from_either_node)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb, ga, gc;
+	struct cat_inode before, after;
+	OK(pgns_getattr(&a.ns, run.ino, &before));
+
+	/* abort: the tree goes (nlink 0, for the caller to release), the row stays */
+	ga = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
+	struct cat_id_vec ids = { 0 };
+	OK(pggen_end(&b.ns, ga, PGGEN_ABORT, "admin-abort", &ids));
+	cr_assert_eq(ids.n, 3, "root and two shards");
+	cr_assert(!tg_named(&a, run.ino, "step-1"));
+	struct cat_inode in;
+	OK(pgns_getattr(&a.ns, sa, &in));
+	cr_assert_eq(in.nlink, 0);
+	cr_assert_eq(tg_gen_of(&a, sa), 0);
+	OK(pgns_getattr(&a.ns, run.ino, &after));
+	cr_assert_eq(after.nlink, before.nlink, "the root directory's link to its series is gone");
+	cr_assert_eq(tg_state(&a, ga, NULL), GEN_ABORTED);
+	FAILS(pggen_end(&a.ns, ga, PGGEN_ABORT, "again", NULL), EALREADY);
+	FAILS(pggen_end(&a.ns, ga, PGGEN_DELETE, "again", NULL), ENOENT);
+	for (size_t i = 0; i < ids.n; i++)
+		OK(pgns_inode_release(&a.ns, ids.v[i]));
+	cat_id_vec_free(&ids);
+
+	/* a committed one: abort refuses, pin makes expire refuse, delete does not */
+	gc = tg_save(&a, &b, run.ino, "step-2", 2, &sa, &sb);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	FAILS(pggen_end(&a.ns, gc, PGGEN_EXPIRE, "keep", NULL), EBUSY); /* still OPEN */
+	OK(pggen_commit(&a.ns, gc, "dcp-metadata", false, NULL));
+	FAILS(pggen_end(&a.ns, gc, PGGEN_ABORT, "admin-abort", NULL), EINVAL);
+	OK(pggen_pin(&b.ns, gc, true));
+	struct cat_gen g;
+	OK(pggen_get(&a.ns, gc, &g, NULL));
+	cr_assert(g.pinned);
+	FAILS(pggen_end(&a.ns, gc, PGGEN_EXPIRE, "keep", NULL), EBUSY);
+	cr_assert(tg_named(&a, run.ino, "step-2"));
+	OK(pggen_pin(&a.ns, gc, false));
+	OK(pggen_end(&a.ns, gc, PGGEN_EXPIRE, "keep", NULL));
+	OK(pggen_get(&b.ns, gc, &g, NULL));
+	cr_assert_eq(g.state, GEN_DELETED);
+	cr_assert_str_eq(g.rule, "keep");
+	cr_assert(!tg_named(&b, run.ino, "step-2"));
+	FAILS(pggen_pin(&a.ns, 999999, true), ENOENT);
+
+	/* held: expire takes it (keep-latest-k once K newer are committed) */
+	uint64_t gh = tg_save(&a, &b, run.ino, "step-3", 3, &sa, &sb);
+	OK(pggen_hold(&b.ns, gh, "abandoned", "abandoned after 1 s"));
+	OK(pggen_end(&a.ns, gh, PGGEN_EXPIRE, "keep", NULL));
+	cr_assert_eq(tg_state(&a, gh, NULL), GEN_DELETED);
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+Test(pggen, find_and_list_hide_what_a_resume_must_not_see)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 2000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb;
+	uint64_t g1 = tg_save(&a, &b, run.ino, "step-10", 10, &sa, &sb);
+	tg_publish(&a, sa, 7, 2);
+	tg_publish(&b, sb, 8, 2); /* only b has these, not uploaded */
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	OK(pggen_commit(&a.ns, g1, "dcp-metadata", false, NULL));
+	uint64_t g2 = tg_save(&a, &b, run.ino, "step-20", 20, &sa, &sb);
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_publish(&a, sa, 9, 1);
+
+	struct cat_gen g;
+	OK(pggen_find_step(&a.ns, run.ino, 20, &g));
+	cr_assert_eq(g.id, g2);
+	OK(pggen_find(&b.ns, run.ino, "step-10", &g));
+	cr_assert_eq(g.id, g1);
+	FAILS(pggen_find(&b.ns, run.ino, "step-30", &g), ENOENT);
+	FAILS(pggen_find_step(&b.ns, run.ino, UINT64_MAX, &g), ENOENT);
+	struct cat_gen_vec l = { 0 };
+	OK(pggen_list_all(&a.ns, run.ino, false, cat_gen_vec_add, &l));
+	cr_assert_eq(l.n, 2);
+	cr_assert_eq(l.v[0].id, g1);
+	cr_assert_eq(l.v[0].files, 2);
+	cr_assert_eq(l.v[0].logical_bytes, 4000);
+	cr_assert_eq(l.v[0].exclusive_bytes, 0, "not computed in shared mode");
+	cr_assert_eq(l.v[1].logical_bytes, 1000);
+	cat_gen_vec_free(&l);
+
+	usleep(2300 * 1000); /* b dies: step-10 names chunks only b had */
+	uint64_t dead[2], held[4], lost[4];
+	size_t n = 0, nh = 0, nl = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nl, 1);
+	FAILS(pggen_find_step(&a.ns, run.ino, 10, &g), ENOENT);
+	OK(pggen_find(&a.ns, run.ino, "step-10", &g)); /* by name: still there to remove */
+	OK(pggen_list_all(&a.ns, 0, false, cat_gen_vec_add, &l));
+	cr_assert_eq(l.n, 1, "lost step-10 is hidden");
+	cr_assert_eq(l.v[0].id, g2);
+	cat_gen_vec_free(&l);
+	OK(pggen_list_all(&a.ns, run.ino, true, cat_gen_vec_add, &l));
+	cr_assert_eq(l.n, 2, "--all lists it");
+	cat_gen_vec_free(&l);
+	OK(pggen_end(&a.ns, g1, PGGEN_DELETE, "admin", NULL));
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+}

@@ -1,0 +1,809 @@
+/* catalog_shared_data — file contents and this node's chunk rows in the
+ * shared engine (issue 18, docs/MULTINODE.md "Design of the shared
+ * namespace"): what catalog.c's and upload.c's calls do for a struct cat
+ * with cat->shared set.
+ *
+ * Writes stay local until close (close-to-open). A writer's pending extents
+ * live in this node's SQLite, keyed by the shared inode number (there is no
+ * local inode row to check them against: the namespace is in PostgreSQL),
+ * with a local chunk row per hash; cat_file_commit publishes the whole file
+ * with one fenced PostgreSQL transaction (pgns_file_publish). Committed
+ * extents are read from PostgreSQL. The local `extents`, `inodes` and
+ * `generations` tables stay empty.
+ *
+ * A local chunk row moves through (refcount: this node's pending rows):
+ *
+ *   writer: pending_add ──▶ stored (cached, UP_CHUNK queued) ──▶ uploaded
+ *   reader: (no row) ──▶ fetched from BACKING: cached, uploaded ──▶ evicted
+ *   pending_from_committed: a hash it lacks ──▶ not cached, uploaded as
+ *                                               PostgreSQL says
+ *
+ * Rules (numbered; the tests in tests/unit/test_catshared_data.c):
+ *  S1. Local invariant 1 holds with no extents: chunks.refcount counts this
+ *      node's pending rows only; PostgreSQL counts committed extents (N1).
+ *  S2. cat_file_commit publishes pending as the file's extents in one
+ *      fenced transaction and leaves pending as it is (catalog.h: the
+ *      writer goes on from it; its release drops it, or the next cat_open,
+ *      invariant 4). A crash at any point loses nothing the commit returned.
+ *      With durable, this node's catalog is made durable first, so the node
+ *      never forgets a chunk PostgreSQL says it holds.
+ *  S3. The local sweep of zero-count rows never removes from BACKING (that
+ *      is the reclaim duty's, pgns_reclaim_begin/end) and never queues a
+ *      removal: a row not uploaded with an UP_CHUNK row waits for its
+ *      upload; an uploaded cached row is a cache copy, the evictor's; an
+ *      uploaded row not cached is deleted without the callback (nothing of
+ *      it is here); any other row (never published, or another node's
+ *      chunk this node never got) is reclaimed from the cache and deleted.
+ *  S4. The uploader uploads a chunk only while a local writer references
+ *      it or PostgreSQL has it live and not uploaded: one PostgreSQL has on
+ *      BACKING already is moot, one it lacks is dropped (stale).
+ *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first, then
+ *      locally. PostgreSQL lacking it (-ENOENT: not published yet, or
+ *      reclaimed meanwhile) is logged; the local row is marked only while a
+ *      writer references it, and its commit marks it in PostgreSQL (S2).
+ *  S6. cat_chunk_where answers from the local row when it is cached or
+ *      uploaded; otherwise from PostgreSQL: uploaded → on BACKING, not
+ *      cached; not uploaded → -EAGAIN (its holder's cache has the only
+ *      copy: a reader waits up to backing_timeout); no row → -ENOENT. */
+#define _GNU_SOURCE
+#include "catalog_shared_data.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog_internal.h"
+#include "log.h"
+#include "pgns.h"
+
+#define CSD_EXTENTS_PAGE 256 /* extents per pgns_extents call */
+#define CSD_SWEEP_BATCH 64
+
+/* ---- statements of this file only, prepared per call ----
+ * Each runs once per file commit, writer start or sweep batch (never per
+ * chunk), so a prepare per call costs nothing worth a slot in every
+ * catalog's statement table. */
+
+/* A file's pending extents with what this node knows of their chunks. */
+static const char csd_sql_pending_all[] =
+	"SELECT p.off, p.len, p.chunk_off, c.plain_len, p.hash, c.codec, c.stored_len,"
+	" c.uploaded FROM pending p LEFT JOIN chunks c ON c.hash = p.hash"
+	" WHERE p.ino = ?1 ORDER BY p.off";
+/* S3: zero-count rows the sweep may take (rule d) or delete quietly (c). */
+static const char csd_sql_garbage[] =
+	"SELECT hash, uploaded FROM chunks c WHERE refcount = 0 AND hash > ?1"
+	" AND NOT (uploaded = 1 AND cached = 1) AND NOT (uploaded = 0 AND EXISTS"
+	" (SELECT 1 FROM uploads u WHERE u.hash = c.hash AND u.kind = 1))"
+	" ORDER BY hash LIMIT ?2";
+/* A reference for a committed extent a writer starts from: a hash this node
+ * lacks gets PostgreSQL's description; one it has learns whether it is on
+ * BACKING. */
+static const char csd_sql_take_committed[] =
+	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
+	" VALUES(?1, ?2, ?3, ?4, 1, 0, ?5) ON CONFLICT(hash) DO UPDATE SET"
+	" refcount = refcount + 1, uploaded = CASE WHEN stored_len IS NOT NULL"
+	" THEN MAX(uploaded, excluded.uploaded) ELSE uploaded END";
+/* A chunk fetched from BACKING: cached, and on BACKING by definition. */
+static const char csd_sql_fetched[] =
+	"UPDATE chunks SET cached = 1, uploaded = 1 WHERE hash = ?1 AND stored_len IS NOT NULL";
+static const char csd_sql_fetched_new[] =
+	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
+	" VALUES(?1, ?2, ?3, ?4, 0, 1, 1) ON CONFLICT(hash) DO NOTHING";
+static const char csd_sql_refcount[] = "SELECT refcount FROM chunks WHERE hash = ?1";
+
+static int csd_prepare(struct cat *cat, const char *sql, sqlite3_stmt **st)
+{
+	if (sqlite3_prepare_v2(cat->db, sql, -1, st, NULL) == SQLITE_OK)
+		return 0;
+	log_error("catalog %s: cannot prepare \"%.60s…\": %s", cat->path, sql,
+		  sqlite3_errmsg(cat->db));
+	return -EIO;
+}
+
+/* sqlite3_step: 1 a row, 0 done, -EIO (logged) a failure. */
+static int csd_step(struct cat *cat, sqlite3_stmt *st)
+{
+	int src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		return 1;
+	if (src == SQLITE_DONE)
+		return 0;
+	log_error("catalog %s: \"%.60s…\" failed: %s", cat->path, sqlite3_sql(st),
+		  sqlite3_errmsg(cat->db));
+	return -EIO;
+}
+
+static void csd_bind_hash(sqlite3_stmt *st, int i, const uint8_t hash[CAT_HASH_LEN])
+{
+	sqlite3_bind_blob(st, i, hash, CAT_HASH_LEN, SQLITE_STATIC);
+}
+
+static bool csd_col_hash(sqlite3_stmt *st, int col, uint8_t out[CAT_HASH_LEN])
+{
+	if (sqlite3_column_bytes(st, col) != CAT_HASH_LEN)
+		return false;
+	memcpy(out, sqlite3_column_blob(st, col), CAT_HASH_LEN);
+	return true;
+}
+
+static void csd_log_hash(const char *what, struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_hex(hash, hex);
+	log_info("catalog %s: chunk %s %s", cat->path, hex, what);
+}
+
+/* This node's pending references of hash (0 without a row). */
+static int csd_local_refs(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], int64_t *refs)
+{
+	sqlite3_stmt *st;
+	int rc = csd_prepare(cat, csd_sql_refcount, &st);
+	if (rc)
+		return rc;
+	csd_bind_hash(st, 1, hash);
+	rc = csd_step(cat, st);
+	*refs = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+	sqlite3_finalize(st);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- committed extents: PostgreSQL ---- */
+
+int catsh_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out, int max)
+{
+	if (max < 0 || off > INT64_MAX)
+		return -EINVAL;
+	return max == 0 ? 0 : pgns_extents(cat_shared_ns(cat), ino, off, out, max);
+}
+
+int catsh_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
+{
+	if (new_size > INT64_MAX)
+		return -EINVAL;
+	return pgns_file_truncate(cat_shared_ns(cat), ino, new_size);
+}
+
+/* ---- a writer's pending extents: this node's SQLite (S1) ---- */
+
+int catsh_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out,
+			  int max)
+{
+	if (max < 0 || off > INT64_MAX)
+		return -EINVAL;
+	if (max == 0)
+		return 0;
+	cat_lock(cat);
+	int n = 0;
+	int rc = cat_bind(cat, S_P_LIST, A_INT(ino), A_INT(off), A_INT((int64_t)max + 1));
+	while (rc == 0 && n < max && (rc = cat_next(cat, S_P_LIST)) == 1) {
+		sqlite3_stmt *st = cat->stmt[S_P_LIST];
+		struct cat_extent *e = &out[n];
+		e->off = (uint64_t)sqlite3_column_int64(st, 0);
+		e->len = (uint64_t)sqlite3_column_int64(st, 1);
+		e->chunk_off = (uint64_t)sqlite3_column_int64(st, 2);
+		e->chunk_len = (uint64_t)sqlite3_column_int64(st, 3);
+		rc = csd_col_hash(st, 4, e->hash) && sqlite3_column_type(st, 3) != SQLITE_NULL
+			     ? 0 : -EIO;
+		if (rc)
+			log_error("catalog %s: corrupt: pending extent of inode %" PRIu64
+				  " at %" PRIu64 " has no chunk row", cat->path, ino, e->off);
+		if (rc == 0 && e->off + e->len > off)
+			n++; /* else the extent before off ends at or before it */
+	}
+	cat_reset(cat, S_P_LIST);
+	cat_unlock(cat);
+	return rc < 0 ? rc : n;
+}
+
+static bool csd_extent_valid(const struct cat_extent *ext)
+{
+	return ext->len != 0 && ext->off <= INT64_MAX && ext->len <= INT64_MAX - ext->off &&
+	       ext->chunk_len <= INT64_MAX && ext->chunk_off <= ext->chunk_len &&
+	       ext->len <= ext->chunk_len - ext->chunk_off;
+}
+
+/* catalog.c's cat_pending_add_txn without the inode check (the inode is in
+ * PostgreSQL; fs/ only writes files it opened for writing). */
+static int csd_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+			       bool *must_store)
+{
+	int rc = cat_bind(cat, S_P_BEFORE, A_INT(ino), A_INT(ext->off + ext->len));
+	if (rc == 0)
+		rc = cat_next(cat, S_P_BEFORE);
+	if (rc == 1) { /* invariant 3: the one before must end before ours starts */
+		uint64_t prev_off = (uint64_t)cat_col_int(cat, S_P_BEFORE, 0);
+		uint64_t prev_len = (uint64_t)cat_col_int(cat, S_P_BEFORE, 1);
+		rc = prev_off + prev_len > ext->off ? -EINVAL : 0;
+		if (rc)
+			log_warn("catalog %s: inode %" PRIu64 ": pending extent [%" PRIu64
+				 ", +%" PRIu64 ") overlaps [%" PRIu64 ", +%" PRIu64 ")",
+				 cat->path, ino, ext->off, ext->len, prev_off, prev_len);
+	}
+	cat_reset(cat, S_P_BEFORE);
+	uint64_t plain_len = 0;
+	if (rc == 0)
+		rc = cat_refs_take_one_txn(cat, ext->hash, ext->chunk_len, &plain_len, must_store);
+	if (rc == 0 && plain_len != ext->chunk_len) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(ext->hash, hex);
+		log_error("catalog %s: inode %" PRIu64 ": chunk %s has plain length %" PRIu64
+			  ", the extent says %" PRIu64, cat->path, ino, hex, plain_len,
+			  ext->chunk_len);
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = cat_bind(cat, S_P_INSERT, A_INT(ino), A_INT(ext->off), A_INT(ext->len),
+			      A_HASH(ext->hash), A_INT(ext->chunk_off));
+	return rc == 0 ? cat_run(cat, S_P_INSERT) : rc;
+}
+
+int catsh_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+		      bool *must_store)
+{
+	if (!csd_extent_valid(ext))
+		return -EINVAL;
+	bool store = false;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = csd_pending_add_txn(cat, ino, ext, &store);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	if (rc == 0)
+		*must_store = store;
+	return rc;
+}
+
+/* Drops ino's pending extents at or past size (catalog.c's truncation steps). */
+static int csd_pending_cut_txn(struct cat *cat, uint64_t ino, uint64_t size)
+{
+	static const enum cat_sid steps[3] = { R_P_FROM_DROP, S_P_TRUNC_DELETE,
+					       S_P_TRUNC_SHORTEN };
+	int rc = 0;
+	for (int i = 0; i < 3 && rc == 0; i++) {
+		rc = cat_bind(cat, steps[i], A_INT(ino), A_INT(size));
+		if (rc == 0)
+			rc = cat_run(cat, steps[i]);
+	}
+	return rc;
+}
+
+int catsh_pending_cut(struct cat *cat, uint64_t ino, uint64_t new_size)
+{
+	if (new_size > INT64_MAX)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = csd_pending_cut_txn(cat, ino, new_size);
+	rc = cat_end_sweep(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* ---- a writer starting on an existing file ---- */
+
+/* The file's committed extents, all of them, from PostgreSQL. */
+static int csd_committed(struct cat *cat, uint64_t ino, struct cat_extent **out, size_t *n)
+{
+	struct cat_extent *all = NULL;
+	size_t count = 0, cap = 0;
+	uint64_t off = 0;
+	int got;
+	do {
+		if (cap - count < CSD_EXTENTS_PAGE) {
+			struct cat_extent *more = realloc(all, (cap + CSD_EXTENTS_PAGE) * sizeof(*all));
+			if (!more) {
+				free(all);
+				return -ENOMEM;
+			}
+			all = more;
+			cap += CSD_EXTENTS_PAGE;
+		}
+		got = pgns_extents(cat_shared_ns(cat), ino, off, all + count, CSD_EXTENTS_PAGE);
+		if (got > 0) {
+			count += (size_t)got;
+			off = all[count - 1].off + all[count - 1].len;
+		}
+	} while (got == CSD_EXTENTS_PAGE);
+	if (got < 0) {
+		free(all);
+		return got;
+	}
+	*out = all;
+	*n = count;
+	return 0;
+}
+
+/* What PostgreSQL records of each distinct chunk ext[0..n) names. */
+static int csd_describe(struct cat *cat, const struct cat_extent *ext, size_t n,
+			struct pgns_chunk_info **out, size_t *nout)
+{
+	struct pgns_chunk_info *info = calloc(n ? n : 1, sizeof(*info));
+	if (!info)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = memcmp(info[j].chunk.hash, ext[i].hash, CAT_HASH_LEN) == 0;
+		if (!seen)
+			memcpy(info[k++].chunk.hash, ext[i].hash, CAT_HASH_LEN);
+	}
+	int rc = pgns_chunks_info(cat_shared_ns(cat), info, k);
+	if (rc) {
+		free(info);
+		return rc;
+	}
+	*out = info;
+	*nout = k;
+	return 0;
+}
+
+static const struct pgns_chunk_info *csd_info_of(const struct pgns_chunk_info *info, size_t n,
+						 const uint8_t hash[CAT_HASH_LEN])
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(info[i].chunk.hash, hash, CAT_HASH_LEN) == 0)
+			return &info[i];
+	return NULL;
+}
+
+/* One committed extent becomes a pending row with its reference. A hash
+ * PostgreSQL no longer has (a commit elsewhere replaced the file since the
+ * extents were read) gets a row with no object: the commit refuses it
+ * (invariant 2) unless the writer rewrites that range. */
+static int csd_take_committed(struct cat *cat, sqlite3_stmt *take, uint64_t ino,
+			      const struct cat_extent *e, const struct pgns_chunk_info *info)
+{
+	sqlite3_reset(take);
+	csd_bind_hash(take, 1, e->hash);
+	sqlite3_bind_int64(take, 2, (int64_t)e->chunk_len);
+	sqlite3_bind_int(take, 3, info && info->found ? info->chunk.codec : 0);
+	if (info && info->found)
+		sqlite3_bind_int64(take, 4, (int64_t)info->chunk.stored_len);
+	else
+		sqlite3_bind_null(take, 4);
+	sqlite3_bind_int(take, 5, info && info->found && info->uploaded);
+	int rc = csd_step(cat, take);
+	if (rc == 0)
+		rc = cat_bind(cat, S_P_INSERT, A_INT(ino), A_INT(e->off), A_INT(e->len),
+			      A_HASH(e->hash), A_INT(e->chunk_off));
+	return rc == 0 ? cat_run(cat, S_P_INSERT) : rc < 0 ? rc : -EIO;
+}
+
+int catsh_pending_from_committed(struct cat *cat, uint64_t ino)
+{
+	struct cat_extent *ext = NULL;
+	struct pgns_chunk_info *info = NULL;
+	size_t n = 0, ninfo = 0;
+	int rc = csd_committed(cat, ino, &ext, &n);
+	if (rc == 0)
+		rc = csd_describe(cat, ext, n, &info, &ninfo);
+	sqlite3_stmt *take = NULL;
+	cat_lock(cat);
+	if (rc == 0)
+		rc = csd_prepare(cat, csd_sql_take_committed, &take);
+	if (rc == 0)
+		rc = cat_begin(cat);
+	if (rc == 0) /* pending becomes the committed extents: drop what it had */
+		rc = csd_pending_cut_txn(cat, ino, 0);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = csd_take_committed(cat, take, ino, &ext[i], csd_info_of(info, ninfo, ext[i].hash));
+	sqlite3_finalize(take);
+	rc = cat_end_sweep(cat, rc);
+	cat_unlock(cat);
+	free(info);
+	free(ext);
+	return rc;
+}
+
+/* ---- cat_file_commit: publish (S2) ---- */
+
+struct csd_publish {
+	struct cat_extent *ext;
+	size_t n, cap;
+	struct pgns_chunk *chunks;   /* distinct */
+	size_t nchunks;
+	uint8_t (*uploaded)[CAT_HASH_LEN]; /* chunks this node knows are on BACKING */
+	size_t nuploaded;
+};
+
+static void csd_publish_free(struct csd_publish *p)
+{
+	free(p->ext);
+	free(p->chunks);
+	free(p->uploaded);
+}
+
+static int csd_publish_grow(struct csd_publish *p)
+{
+	if (p->n < p->cap)
+		return 0;
+	size_t cap = p->cap ? 2 * p->cap : 64;
+	struct cat_extent *e = realloc(p->ext, cap * sizeof(*e));
+	if (e)
+		p->ext = e;
+	struct pgns_chunk *c = e ? realloc(p->chunks, cap * sizeof(*c)) : NULL;
+	if (c)
+		p->chunks = c;
+	uint8_t(*u)[CAT_HASH_LEN] = c ? realloc(p->uploaded, cap * CAT_HASH_LEN) : NULL;
+	if (u)
+		p->uploaded = u;
+	if (!u)
+		return -ENOMEM;
+	p->cap = cap;
+	return 0;
+}
+
+/* Adds one pending row (statement st at a row) to the publication. */
+static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, struct csd_publish *p)
+{
+	int rc = csd_publish_grow(p);
+	if (rc)
+		return rc;
+	struct cat_extent *e = &p->ext[p->n];
+	e->off = (uint64_t)sqlite3_column_int64(st, 0);
+	e->len = (uint64_t)sqlite3_column_int64(st, 1);
+	e->chunk_off = (uint64_t)sqlite3_column_int64(st, 2);
+	e->chunk_len = (uint64_t)sqlite3_column_int64(st, 3);
+	if (!csd_col_hash(st, 4, e->hash))
+		return -EIO;
+	if (sqlite3_column_type(st, 6) == SQLITE_NULL) { /* invariant 2 */
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(e->hash, hex);
+		log_error("catalog %s: cannot commit inode %" PRIu64 ": chunk %s at offset %" PRIu64
+			  " is not stored", cat->path, ino, hex, e->off);
+		return -EIO;
+	}
+	p->n++;
+	for (size_t j = 0; j < p->nchunks; j++)
+		if (memcmp(p->chunks[j].hash, e->hash, CAT_HASH_LEN) == 0)
+			return 0;
+	struct pgns_chunk *c = &p->chunks[p->nchunks++];
+	memcpy(c->hash, e->hash, CAT_HASH_LEN);
+	c->plain_len = e->chunk_len;
+	c->codec = (uint8_t)sqlite3_column_int(st, 5);
+	c->stored_len = (uint64_t)sqlite3_column_int64(st, 6);
+	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
+		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
+	return 0;
+}
+
+/* Reads ino's pending extents and their chunks; under the lock. */
+static int csd_publish_read(struct cat *cat, uint64_t ino, uint64_t size, struct csd_publish *p)
+{
+	sqlite3_stmt *st;
+	int rc = csd_prepare(cat, csd_sql_pending_all, &st);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, (int64_t)ino);
+	while (rc == 0 && (rc = csd_step(cat, st)) == 1)
+		rc = csd_publish_row(cat, ino, st, p);
+	sqlite3_finalize(st);
+	if (rc == 0 && p->n > 0 && p->ext[p->n - 1].off + p->ext[p->n - 1].len > size) {
+		log_error("catalog %s: cannot commit inode %" PRIu64 " at size %" PRIu64
+			  ": its pending extents reach %" PRIu64, cat->path, ino, size,
+			  p->ext[p->n - 1].off + p->ext[p->n - 1].len);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
+/* This node's catalog durable now (catalog.c's cat_sync, which the shared
+ * engine answers from PostgreSQL): its chunk rows and upload rows outlive a
+ * crash of the machine before PostgreSQL names the chunks. */
+static int csd_local_sync(struct cat *cat)
+{
+	int rc = cat_run(cat, S_SYNC_FULL);
+	if (rc == 0)
+		rc = cat_begin(cat);
+	if (rc == 0 && sqlite3_exec(cat->db, "UPDATE meta SET value = value WHERE key ="
+				    " 'schema_version'", NULL, NULL, NULL) != SQLITE_OK) {
+		log_error("catalog %s: cannot make the catalog durable: %s", cat->path,
+			  sqlite3_errmsg(cat->db));
+		rc = -EIO;
+	}
+	rc = cat_end(cat, rc);
+	int src = cat_run(cat, S_SYNC_NORMAL);
+	return rc ? rc : src;
+}
+
+int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		      bool durable)
+{
+	if (size > INT64_MAX)
+		return -EINVAL;
+	struct csd_publish p = { 0 };
+	cat_lock(cat);
+	int rc = durable ? csd_local_sync(cat) : 0;
+	if (rc == 0)
+		rc = cat_begin_read(cat);
+	if (rc == 0)
+		rc = csd_publish_read(cat, ino, size, &p);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	/* The writer of ino is the only one changing its pending rows, and it
+	 * waits for this call: nothing read above moves while PostgreSQL runs. */
+	if (rc == 0)
+		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
+				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
+				       p.nuploaded);
+	csd_publish_free(&p);
+	return rc;
+}
+
+/* ---- the local sweep (S3) ---- */
+
+/* Deletes one zero-count row; reclaim: remove its cache object first. */
+static int csd_sweep_one(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool reclaim,
+			 uint64_t *kept)
+{
+	int rrc = reclaim && cat->reclaim ? cat->reclaim(cat->reclaim_arg, hash) : 0;
+	if (rrc != 0) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(hash, hex);
+		log_warn("catalog %s: chunk %s has no references but removing it from the cache"
+			 " failed (%s); keeping it for a later sweep",
+			 cat->path, hex, strerror(rrc < 0 ? -rrc : rrc));
+		(*kept)++;
+		return 0;
+	}
+	int rc = cat_bind(cat, S_GARBAGE_DELETE, A_HASH(hash));
+	return rc == 0 ? cat_run(cat, S_GARBAGE_DELETE) : rc;
+}
+
+/* Lists the next batch after `after`; returns how many, or a negative errno. */
+static int csd_sweep_list(struct cat *cat, const uint8_t *after, int after_len,
+			  uint8_t (*batch)[CAT_HASH_LEN], bool *uploaded)
+{
+	sqlite3_stmt *st;
+	int rc = csd_prepare(cat, csd_sql_garbage, &st);
+	if (rc)
+		return rc;
+	sqlite3_bind_blob(st, 1, after, after_len, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, CSD_SWEEP_BATCH);
+	int n = 0;
+	while ((rc = csd_step(cat, st)) == 1 && n < CSD_SWEEP_BATCH) {
+		uploaded[n] = sqlite3_column_int(st, 1) != 0;
+		n += csd_col_hash(st, 0, batch[n]);
+	}
+	sqlite3_finalize(st);
+	return rc < 0 ? rc : n;
+}
+
+int catsh_sweep(struct cat *cat)
+{
+	uint8_t batch[CSD_SWEEP_BATCH][CAT_HASH_LEN];
+	bool uploaded[CSD_SWEEP_BATCH];
+	uint8_t after[CAT_HASH_LEN] = { 0 };
+	int after_len = 0; /* the empty blob sorts before every hash */
+	uint64_t kept = 0;
+	int n, rc;
+	do {
+		n = rc = csd_sweep_list(cat, after, after_len, batch, uploaded);
+		if (n <= 0)
+			break;
+		rc = cat_begin(cat);
+		for (int i = 0; i < n && rc == 0; i++) /* S3: uploaded and not cached: no callback */
+			rc = csd_sweep_one(cat, batch[i], !uploaded[i], &kept);
+		rc = cat_end(cat, rc);
+		memcpy(after, batch[n - 1], CAT_HASH_LEN);
+		after_len = CAT_HASH_LEN;
+	} while (rc == 0 && n == CSD_SWEEP_BATCH);
+	if (rc < 0)
+		log_warn("catalog %s: sweep of unreferenced chunks stopped early; the next one"
+			 " finishes it", cat->path);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- the upload queue (S4, S5) ---- */
+
+int catsh_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
+{
+	assert(u->kind == UP_CHUNK);
+	*ready = true;
+	*stale = false;
+	int64_t refs = 0;
+	cat_lock(cat);
+	int rc = csd_local_refs(cat, u->hash, &refs);
+	cat_unlock(cat);
+	if (rc || refs > 0)
+		return rc; /* a local writer references it */
+	struct pgns_chunk_row row;
+	rc = pgns_chunk_get(cat_shared_ns(cat), u->hash, &row);
+	if (rc == -ENOENT || (rc == 0 && (row.uploaded || strcmp(row.state, "live") != 0))) {
+		*stale = true; /* unpublished, reclaimed, or on BACKING already: moot */
+		*ready = false;
+		rc = 0;
+	}
+	return rc;
+}
+
+/* The local half of catalog upload.c's cat_upload_done for one row; the
+ * chunk is marked uploaded only when mark. */
+static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
+{
+	assert(cat->in_txn && u->seq != 0);
+	int rc = cat_bind(cat, U_ROW_DELETE, A_INT(u->seq));
+	if (rc == 0)
+		rc = cat_run(cat, U_ROW_DELETE);
+	if (rc == 0 && mark) {
+		rc = cat_bind(cat, U_CHUNK_UPLOADED, A_HASH(u->hash));
+		if (rc == 0)
+			rc = cat_run(cat, U_CHUNK_UPLOADED);
+	}
+	if (rc == 0 && u->kind == UP_GEN_MANIFEST) {
+		rc = cat_bind(cat, U_GEN_DURABLE_SET, A_INT(u->gen), A_INT(u->version));
+		if (rc == 0)
+			rc = cat_run(cat, U_GEN_DURABLE_SET);
+	}
+	return rc;
+}
+
+/* S5: which chunk rows of rows[0..n) to mark uploaded locally, after
+ * PostgreSQL was told (one round trip for the batch). */
+static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark)
+{
+	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(n ? n : 1, CAT_HASH_LEN);
+	bool *marked = calloc(n ? n : 1, sizeof(*marked));
+	size_t *at = calloc(n ? n : 1, sizeof(*at));
+	int rc = hashes && marked && at ? 0 : -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		mark[i] = false;
+		if (rows[i].kind == UP_CHUNK) {
+			memcpy(hashes[k], rows[i].hash, CAT_HASH_LEN);
+			at[k++] = i;
+		}
+	}
+	if (rc == 0)
+		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes,
+					  k, marked);
+	for (size_t j = 0; rc == 0 && j < k; j++) {
+		int64_t refs = 0;
+		mark[at[j]] = marked[j];
+		if (marked[j])
+			continue;
+		cat_lock(cat);
+		rc = csd_local_refs(cat, hashes[j], &refs);
+		cat_unlock(cat);
+		mark[at[j]] = refs > 0; /* its commit tells PostgreSQL (S2) */
+		csd_log_hash(refs > 0 ? "is on BACKING before its file's commit published it"
+				      : "is not in the shared store (never published, or reclaimed"
+					" meanwhile): not marked uploaded", cat, hashes[j]);
+	}
+	free(hashes);
+	free(marked);
+	free(at);
+	return rc;
+}
+
+int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n)
+{
+	bool *mark = calloc(n ? n : 1, sizeof(*mark));
+	int rc = mark ? csd_done_marks(cat, rows, n, mark) : -ENOMEM;
+	cat_lock(cat);
+	if (rc == 0)
+		rc = cat_begin(cat);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = csd_done_txn(cat, &rows[i], mark[i]);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	free(mark);
+	return rc;
+}
+
+/* ---- chunk locations (S6) ---- */
+
+/* The local row, if it says where the bytes are. */
+static int csd_where_local(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			   struct cat_chunk_where *out)
+{
+	int rc = cat_bind(cat, U_WHERE, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_next(cat, U_WHERE);
+	if (rc == 1) {
+		out->cached = cat_col_int(cat, U_WHERE, 0) != 0;
+		out->uploaded = cat_col_int(cat, U_WHERE, 1) != 0;
+		out->codec = (uint8_t)cat_col_int(cat, U_WHERE, 2);
+		out->plain_len = (uint64_t)cat_col_int(cat, U_WHERE, 3);
+		out->stored_len = (uint64_t)cat_col_int(cat, U_WHERE, 4);
+		out->refcount = (uint64_t)cat_col_int(cat, U_WHERE, 5);
+		rc = out->cached || out->uploaded ? 0 : -ENOENT;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, U_WHERE);
+	return rc;
+}
+
+int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+		      struct cat_chunk_where *out)
+{
+	cat_lock(cat);
+	int rc = csd_where_local(cat, hash, out);
+	cat_unlock(cat);
+	if (rc != -ENOENT)
+		return rc;
+	struct pgns_chunk_row row;
+	rc = pgns_chunk_get(cat_shared_ns(cat), hash, &row);
+	if (rc == 0 && strcmp(row.state, "live") != 0)
+		rc = -ENOENT; /* being reclaimed: no file names it */
+	if (rc == 0 && !row.uploaded)
+		rc = -EAGAIN; /* its holder's cache has the only copy */
+	if (rc == 0)
+		*out = (struct cat_chunk_where){ .cached = false, .uploaded = true,
+						 .codec = row.codec, .plain_len = row.plain_len,
+						 .stored_len = row.stored_len, .refcount = 0 };
+	return rc;
+}
+
+/* A copy fetched from BACKING for a hash this node has no row of: the row,
+ * from PostgreSQL's description. */
+static int csd_fetched_new(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct pgns_chunk_row row;
+	int rc = pgns_chunk_get(cat_shared_ns(cat), hash, &row);
+	if (rc == 0 && (!row.uploaded || strcmp(row.state, "live") != 0))
+		rc = -ENOENT;
+	sqlite3_stmt *st = NULL;
+	cat_lock(cat);
+	if (rc == 0)
+		rc = csd_prepare(cat, csd_sql_fetched_new, &st);
+	if (rc == 0) {
+		csd_bind_hash(st, 1, hash);
+		sqlite3_bind_int64(st, 2, (int64_t)row.plain_len);
+		sqlite3_bind_int(st, 3, row.codec);
+		sqlite3_bind_int64(st, 4, (int64_t)row.stored_len);
+		rc = csd_step(cat, st);
+		/* a row that appeared meanwhile is a writer's: left to it */
+		if (rc == 0 && sqlite3_changes(cat->db) == 0)
+			rc = -ENOENT;
+	}
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	return rc;
+}
+
+int catsh_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached)
+{
+	cat_lock(cat);
+	int rc = 0, changed = 0;
+	if (cached) { /* fetched from BACKING: on BACKING too */
+		sqlite3_stmt *st;
+		rc = csd_prepare(cat, csd_sql_fetched, &st);
+		if (rc == 0) {
+			csd_bind_hash(st, 1, hash);
+			rc = csd_step(cat, st);
+			changed = sqlite3_changes(cat->db);
+			sqlite3_finalize(st);
+		}
+	} else {
+		rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
+		if (rc == 0)
+			rc = cat_run(cat, U_SET_CACHED);
+		changed = cat_changes(cat);
+	}
+	bool exists = false;
+	if (rc == 0 && changed == 0 && cached) {
+		rc = cat_bind(cat, S_CHUNK_EXISTS, A_HASH(hash));
+		if (rc == 0)
+			rc = cat_next(cat, S_CHUNK_EXISTS);
+		exists = rc == 1;
+		rc = rc < 0 ? rc : 0;
+		cat_reset(cat, S_CHUNK_EXISTS);
+	}
+	cat_unlock(cat);
+	if (rc == 0 && changed == 0)
+		rc = cached && !exists ? csd_fetched_new(cat, hash) : -ENOENT;
+	return rc;
+}
+
+int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
+{
+	return pgns_file_uploaded(cat_shared_ns(cat), ino, uploaded);
+}

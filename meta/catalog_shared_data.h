@@ -1,0 +1,40 @@
+/* catalog_shared_data — the shared engine's file contents and this node's
+ * chunk rows (issue 18, docs/MULTINODE.md), for a struct cat opened with
+ * cat_open_shared. Internal to meta/: catalog.c and upload.c dispatch to
+ * these from the first line of the public call of the same name
+ * (`if (cat->shared) return catsh_<name>(...)`); the rules are at the top of
+ * catalog_shared_data.c (S1–S6). */
+#ifndef CKPTFS_CATALOG_SHARED_DATA_H
+#define CKPTFS_CATALOG_SHARED_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog.h"
+#include "upload.h"
+
+/* catalog.h's file contents [engine] */
+int catsh_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out, int max);
+int catsh_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_extent *out,
+			  int max);
+int catsh_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+		      bool *must_store);
+int catsh_pending_from_committed(struct cat *cat, uint64_t ino);
+int catsh_pending_cut(struct cat *cat, uint64_t ino, uint64_t new_size);
+int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		      bool durable);
+int catsh_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);
+
+/* catalog_internal.h's zero-count sweep (S3) */
+int catsh_sweep(struct cat *cat);
+
+/* upload.h's [node] calls whose answer depends on the shared store */
+int catsh_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
+int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
+int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+		      struct cat_chunk_where *out);
+int catsh_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached);
+int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
+
+#endif

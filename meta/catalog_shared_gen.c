@@ -1,0 +1,240 @@
+/* catalog_shared_gen — generation.h's calls on the shared engine (issue 18,
+ * docs/MULTINODE.md, docs/GENERATIONS.md "Several nodes"): the same
+ * contracts as the SQLite engine's (generation.c), each change one fenced
+ * transaction in PostgreSQL (meta/pggen.c). What differs, and why:
+ *
+ *  S1. No rewrite of a committed generation: cat_gen_reopen is refused with
+ *      -EROFS and one log line naming the generation (a backup tree across
+ *      nodes is not built yet), so there are never backup trees (G3 holds
+ *      trivially) and no hold or abort ever rolls a version back.
+ *  S2. exclusive_bytes is 0: which chunks only one generation names would
+ *      cost a chunk lookup per extent of the whole store, for a figure
+ *      no policy decides on. files and logical_bytes are computed.
+ *  S3. A commit waits for every node's writers: -EBUSY while a file of the
+ *      generation is open for writing on any node (pggen.h X1), which the
+ *      generation policy retries (fs/gen.c). A generation held because its
+ *      node was lost (rule "node-lost", X2) is committed only by an admin's
+ *      decision (rule "admin"): its dead node's files are as their last
+ *      close left them; any other held one commits as in SQLite.
+ *  S4. G4 (no OPEN generation after open) is a single node's rule: another
+ *      node's generations stay open across this node's restart; X2 holds
+ *      those of a node that died instead.
+ *  S5. A lost generation (pggen.h) is left out of cat_gen_find_step and of
+ *      cat_gen_list without `all`; cat_gen_find still finds it by name,
+ *      so that it can be removed. */
+#define _GNU_SOURCE
+#include "catalog_shared_gen.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog_internal.h"
+#include "log.h"
+#include "pg.h"
+#include "pggen.h"
+#include "pgns.h"
+
+static int catshg_rule_check(const char *rule)
+{
+	return rule != NULL && strlen(rule) < GEN_RULE_MAX ? 0 : -EINVAL;
+}
+
+/* As catalog.c's check of a spec: a root is a directory or a file named as
+ * the spec says. */
+static int catshg_spec_check(const struct cat_gen_spec *spec, const char *name, uint32_t mode)
+{
+	if (spec == NULL)
+		return 0;
+	if (!S_ISDIR(mode) && !S_ISREG(mode))
+		return -EINVAL;
+	if (spec->name != NULL && strcmp(spec->name, name) != 0)
+		return -EINVAL;
+	return spec->step > INT64_MAX ? -EINVAL : 0;
+}
+
+int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
+			 uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+			 const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id)
+{
+	struct pgns *ns = cat_shared_ns(cat);
+	if (gen_id)
+		*gen_id = 0;
+	int rc = cat_name_check(name);
+	if (rc == 0)
+		rc = catshg_spec_check(gen, name, mode);
+	if (rc == 0 && gen && target)
+		rc = -EINVAL;
+	if (rc)
+		return rc;
+	if (gen) {
+		struct cat_gen_spec spec = { name, gen->step };
+		return pggen_create_root(ns, parent, &spec, mode, uid, gid, out, gen_id);
+	}
+	rc = pgns_create(ns, parent, name, mode, uid, gid, rdev, target, out);
+	/* it inherited its parent's generation in that transaction; which one
+	 * is read after (an inode's generation changes only by a rename) */
+	if (rc == 0 && gen_id)
+		rc = pggen_gen_of(ns, out->ino, gen_id);
+	return rc;
+}
+
+int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
+		      const char *newname, unsigned flags, const struct cat_gen_spec *gen,
+		      uint64_t *replaced_ino, uint64_t *new_gen_id)
+{
+	if (replaced_ino)
+		*replaced_ino = 0;
+	if (new_gen_id)
+		*new_gen_id = 0;
+	int rc = cat_name_check(name);
+	if (rc == 0)
+		rc = cat_name_check(newname);
+	if (rc == 0 && gen && (gen->step > INT64_MAX || (gen->name && strcmp(gen->name, newname))))
+		rc = -EINVAL;
+	if (rc)
+		return rc;
+	return pggen_rename(cat_shared_ns(cat), parent, name, newparent, newname, flags, gen,
+			    replaced_ino, new_gen_id);
+}
+
+int catshg_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id)
+{
+	return pggen_gen_of(cat_shared_ns(cat), ino, gen_id);
+}
+
+int catshg_get(struct cat *cat, uint64_t id, struct cat_gen *out)
+{
+	return pggen_get_sized(cat_shared_ns(cat), id, out); /* S2 */
+}
+
+int catshg_find(struct cat *cat, uint64_t series, const char *name, struct cat_gen *out)
+{
+	if (name == NULL)
+		return -EINVAL;
+	return pggen_find(cat_shared_ns(cat), series, name, out);
+}
+
+int catshg_find_step(struct cat *cat, uint64_t series, uint64_t step, struct cat_gen *out)
+{
+	return pggen_find_step(cat_shared_ns(cat), series, step, out);
+}
+
+int catshg_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg)
+{
+	return pggen_list_all(cat_shared_ns(cat), series, all, fn, arg);
+}
+
+/* generation.c's errors for a generation not in the state a call needs:
+ * -EALREADY if it is already where the call leads, -ENOENT if ended. */
+static int catshg_state_error(struct pgns *ns, uint64_t id, int already, int rc)
+{
+	struct cat_gen g;
+	if (pggen_get(ns, id, &g, NULL) != 0)
+		return rc;
+	if (g.state == already)
+		return -EALREADY;
+	return g.state == GEN_ABORTED || g.state == GEN_DELETED ? -ENOENT : rc;
+}
+
+int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
+{
+	struct pgns *ns = cat_shared_ns(cat);
+	struct cat_gen g;
+	int rc = catshg_rule_check(rule);
+	if (rc == 0)
+		rc = pggen_get(ns, id, &g, NULL);
+	if (rc)
+		return rc;
+	/* S3: a hold that X2 made ends by a decision only */
+	bool decision = strcmp(rule, "admin") == 0 ||
+			(g.state == GEN_HELD && strcmp(g.rule, "node-lost") != 0);
+	uint64_t writers = 0;
+	rc = pggen_commit(ns, id, rule, decision, &writers);
+	if (rc == -EBUSY)
+		log_debug("catalog %s: generation %" PRIu64 " (%s): commit (%s) waits for %" PRIu64
+			  " files open for writing on the nodes", pg_name(ns->pg), id, g.name, rule,
+			  writers);
+	if (rc == -EINVAL)
+		rc = catshg_state_error(ns, id, GEN_COMMITTED, rc);
+	return rc;
+}
+
+int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
+		cat_ino_fn fn, void *arg, bool *held_out)
+{
+	(void)fn; /* S1: a hold never rolls a version back, so removes nothing */
+	(void)arg;
+	struct pgns *ns = cat_shared_ns(cat);
+	int rc = catshg_rule_check(rule);
+	if (rc == 0)
+		rc = pggen_hold(ns, id, rule, reason && reason[0] ? reason : "not proven complete");
+	if (rc == -EINVAL)
+		rc = catshg_state_error(ns, id, GEN_HELD, rc);
+	if (rc == 0 && held_out)
+		*held_out = true;
+	return rc;
+}
+
+static int catshg_end(struct cat *cat, uint64_t id, enum pggen_end how, const char *rule,
+		      cat_ino_fn fn, void *arg)
+{
+	struct cat_id_vec ids = { 0 };
+	int rc = catshg_rule_check(rule);
+	if (rc == 0)
+		rc = pggen_end(cat_shared_ns(cat), id, how, rule, fn ? &ids : NULL);
+	/* the removed inodes, once committed, with nothing held (generation.h) */
+	for (size_t i = 0; rc == 0 && fn && i < ids.n; i++)
+		fn(arg, ids.v[i]);
+	cat_id_vec_free(&ids);
+	return rc;
+}
+
+int catshg_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	return catshg_end(cat, id, PGGEN_ABORT, rule, fn, arg);
+}
+
+int catshg_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	return catshg_end(cat, id, PGGEN_DELETE, rule, fn, arg);
+}
+
+int catshg_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+{
+	return catshg_end(cat, id, PGGEN_EXPIRE, rule, fn, arg);
+}
+
+int catshg_reopen(struct cat *cat, uint64_t id)
+{
+	struct pgns *ns = cat_shared_ns(cat);
+	struct cat_gen g;
+	int rc = pggen_get(ns, id, &g, NULL);
+	if (rc)
+		return rc;
+	/* S1 */
+	log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" (step %" PRIu64 ") is %s:"
+		  " rewriting it is not supported with several nodes (-o meta=) yet; write a new"
+		  " step instead", pg_name(ns->pg), g.id, g.series, g.name, g.step,
+		  cat_gen_state_name(g.state));
+	return -EROFS;
+}
+
+int catshg_pin(struct cat *cat, uint64_t id, bool pinned)
+{
+	return pggen_pin(cat_shared_ns(cat), id, pinned);
+}
+
+int catshg_check(struct cat *cat)
+{
+	struct pgns *ns = cat_shared_ns(cat);
+	int violations = 0;
+	int rc = pggen_check(ns, &violations);
+	if (rc == 0 && violations > 0) {
+		log_error("catalog %s: generation check found %d violations", pg_name(ns->pg),
+			  violations);
+		rc = -EUCLEAN;
+	}
+	return rc;
+}

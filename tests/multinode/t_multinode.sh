@@ -1,0 +1,292 @@
+#!/bin/bash
+# t_multinode — several ckptfs nodes on this machine over one BACKING and one
+# shared catalog (-o meta=, a private PostgreSQL 15 per case): close-to-open
+# across nodes, replicas stored once, a 4-rank torch DCP save over two nodes
+# loaded by a fresh third one, a node killed mid-save, PostgreSQL restarted
+# mid-save, and an unreachable catalog at mount (docs/MULTINODE.md).
+. "$(dirname "$0")/mn.sh"
+
+mn_dcp() { "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" "$@"; }
+
+# _gen_state MNT PATH — state= of user.ckptfs.generation, "" if none.
+_gen_state() {
+	getfattr --only-values -n user.ckptfs.generation "$1/$2" 2>/dev/null | tr ' ' '\n' | sed -n 's/^state=//p'
+}
+
+# (a) names and bytes closed on A are seen on B within 1 s, directory changes too.
+test_close_to_open_names_and_bytes_across_nodes() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	ck_rand "$CK_REF/f.bin" 5000000
+	mkdir "$MN_MNT_A/d1"
+	cp "$CK_REF/f.bin" "$MN_MNT_A/d1/f.bin"
+	mn_see B d1/f.bin
+	assert_size "$MN_MNT_B/d1/f.bin" 5000000
+	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_B/d1/f.bin"
+	# B's changes, seen on A: a rename, a new directory, an overwrite, an unlink
+	mv "$MN_MNT_B/d1/f.bin" "$MN_MNT_B/d1/g.bin"
+	mkdir "$MN_MNT_B/d2"
+	ck_rand "$CK_REF/h.bin" 300000
+	cp "$CK_REF/h.bin" "$MN_MNT_B/d2/h.bin"
+	mn_see A d1/g.bin
+	mn_see A d2/h.bin
+	local i=0
+	while [ -e "$MN_MNT_A/d1/f.bin" ]; do
+		i=$((i + 1))
+		[ $i -le 50 ] || ck_fail "node A still sees d1/f.bin 1 s after B renamed it"
+		sleep 0.02
+	done
+	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_A/d1/g.bin"
+	assert_file_eq "$CK_REF/h.bin" "$MN_MNT_A/d2/h.bin"
+	ck_rand "$CK_REF/h2.bin" 123457
+	cp "$CK_REF/h2.bin" "$MN_MNT_A/d2/h.bin"
+	i=0
+	until [ "$(stat -c %s "$MN_MNT_B/d2/h.bin")" = 123457 ]; do
+		i=$((i + 1))
+		[ $i -le 50 ] || ck_fail "node B does not see the new size of d2/h.bin within 1 s"
+		sleep 0.02
+	done
+	assert_file_eq "$CK_REF/h2.bin" "$MN_MNT_B/d2/h.bin"
+	rm "$MN_MNT_A/d2/h.bin"
+	rmdir "$MN_MNT_A/d2"
+	i=0
+	while [ -e "$MN_MNT_B/d2" ]; do
+		i=$((i + 1))
+		[ $i -le 50 ] || ck_fail "node B still sees d2 1 s after A removed it"
+		sleep 0.02
+	done
+	assert_eq "g.bin" "$(ls "$MN_MNT_B/d1")" "listing of d1 on B"
+	mn_umount A
+	mn_umount B
+}
+
+# (b) the same file written on two nodes (HSDP replicas) is one chunk set.
+test_replicas_from_two_nodes_are_stored_once() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	ck_rand "$CK_REF/shard.bin" 24000000
+	mkdir "$MN_MNT_A/r0" "$MN_MNT_B/r1"
+	cp "$CK_REF/shard.bin" "$MN_MNT_A/r0/shard.bin" &
+	cp "$CK_REF/shard.bin" "$MN_MNT_B/r1/shard.bin"
+	wait $! || ck_fail "the copy on node A failed"
+	cp "$CK_REF/shard.bin" "$MN_MNT_B/r1/again.bin"
+	mn_umount A # the uploads drain at unmount
+	mn_umount B
+	local chunks objects refs
+	chunks=$(mn_psql "SELECT count(*) FROM ns_chunks")
+	objects=$(mn_objects)
+	refs=$(mn_psql "SELECT count(DISTINCT refcount) || ':' || min(refcount) FROM ns_chunks")
+	ck_log "$chunks chunks in the shared catalog, $objects objects on BACKING, refcounts $refs"
+	[ "$chunks" -gt 0 ] || ck_fail "no chunk in the shared catalog"
+	assert_eq "$chunks" "$objects" "chunk objects on BACKING (one per chunk of the shared catalog)"
+	assert_eq "1:3" "$refs" "every chunk referenced by the three copies"
+	mn_mount C
+	assert_file_eq "$CK_REF/shard.bin" "$MN_MNT_C/r0/shard.bin"
+	assert_file_eq "$CK_REF/shard.bin" "$MN_MNT_C/r1/shard.bin"
+	mn_umount C
+}
+
+# (c) a 4-rank DCP save, ranks 0-1 through A, 2-3 through B, commits once
+# with every shard; a fresh node C loads it bit for bit with 2 ranks.
+test_dcp_save_over_two_nodes_loads_on_a_fresh_third() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	local out
+	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" 2>&1) ||
+		ck_fail "the 4-rank DCP save over two nodes failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	ck_log "$out"
+	assert_contains "$out" "state=committed" "rank 0's view of step-100"
+	local r
+	for r in 0 1 2 3; do
+		mn_see A "run/step-100/__${r}_0.distcp"
+		mn_see B "run/step-100/__${r}_0.distcp"
+	done
+	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE name = 'step-100'")" "generations named step-100"
+	mn_mount C
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on fresh node C failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node C"
+	mn_umount C
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_dcp_save_over_two_nodes_loads_on_a_fresh_third 240
+
+# (d) kill -9 of node B mid-save: the save is never listed as committed
+# anywhere; node A goes on saving the next step.
+test_node_killed_mid_save_never_commits_and_the_other_goes_on() {
+	MN_LEASE_MS=2000
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	ck_bg setsid "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" save "$CK_REF/ref" 100 \
+		"$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" --hang-rank 2 --ready "$CK_TMP/hang"
+	local trainer=$CK_BG_PID
+	ck_wait_file "$CK_TMP/hang" 120
+	mn_kill9 B
+	kill -9 -- -"$trainer" 2>/dev/null || true
+	wait "$trainer" 2>/dev/null || true
+	# B's lease runs out; A sweeps it and holds the save it had a file open in
+	local i=0
+	until [ "$(mn_psql "SELECT state FROM ckpt_nodes WHERE name = 'node-B' ORDER BY id DESC LIMIT 1")" != live ]; do
+		i=$((i + 1))
+		[ $i -le 150 ] || ck_fail "node B is still live 15 s after kill -9 (lease $MN_LEASE_MS ms)"
+		sleep 0.1
+	done
+	[ "$(_gen_state "$MN_MNT_A" run/step-100)" != committed ] || ck_fail "step-100 is committed without B's shard"
+	assert_not_contains " $(ls "$MN_MNT_A/run" | tr '\n' ' ') " " step-100 " "listing of run on A"
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE name = 'step-100' AND state = 1")" "committed step-100 rows"
+	local out
+	out=$(mn_dcp save "$CK_REF/ref" 200 "$MN_MNT_A/run,$MN_MNT_A/run" 2>&1) ||
+		ck_fail "node A's next save after B died failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "state=committed" "step-200 on A"
+	mn_mount C
+	out=$(mn_dcp load "$CK_REF/ref" 200 "$MN_MNT_C/run" 2 2>&1) || ck_fail "loading step-200 on C failed: $out"
+	assert_not_contains " $(ls "$MN_MNT_C/run" | tr '\n' ' ') " " step-100 " "listing of run on C"
+	mn_umount C
+	mn_umount A
+}
+ck_timeout test_node_killed_mid_save_never_commits_and_the_other_goes_on 240
+
+# (e) PostgreSQL stopped and restarted in the middle of a save: the writers
+# wait and go on, nothing is lost.
+test_postgresql_restarted_mid_save_loses_nothing() {
+	# leases are timed by the server's clock and one that ran out is never
+	# renewed (meta/lease.h L1): the outage must be shorter than the lease
+	MN_LEASE_MS=15000
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	ck_bg "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" save "$CK_REF/ref" 100 \
+		"$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" --rows 65536 --pause-file "$CK_TMP/pause"
+	local saver=$CK_BG_PID r
+	: >"$CK_TMP/pause"
+	for r in 0 1 2 3; do ck_wait_file "$CK_TMP/pause.$r" 120; done
+	mn_pg kill # away while the shards are written and closed
+	rm "$CK_TMP/pause"
+	sleep 2
+	mn_pg resume
+	ck_bg_wait "$saver" 180 || ck_fail "the save across a PostgreSQL restart failed"
+	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 on B after the restart"
+	mn_mount C
+	local out
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) || ck_fail "loading step-100 on C failed: $out"
+	mn_umount C
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_postgresql_restarted_mid_save_loses_nothing 300
+
+# ckptfs-admin nodes URL: live nodes, a gone one after its unmount, an
+# expired one after kill -9 once its lease ran out and another swept it.
+test_admin_nodes_lists_live_gone_and_expired_nodes() {
+	MN_LEASE_MS=1500
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mn_mount C
+	local out i=0
+	out=$("$CKPTFS_ADMIN" nodes "$MN_URL")
+	ck_log "$out"
+	assert_eq 3 "$(echo "$out" | grep -c ' live ')" "live nodes: $out"
+	mn_umount C
+	mn_kill9 B
+	until out=$("$CKPTFS_ADMIN" nodes "$MN_URL" --json) && [[ "$out" == *'"name":"node-B","state":"expired"'* ]]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "node B not expired 10 s after kill -9 (lease 1.5 s): $out"
+		sleep 0.1
+	done
+	assert_contains "$out" '"name":"node-A","state":"live"' "nodes --json"
+	assert_contains "$out" '"name":"node-C","state":"gone"' "nodes --json"
+	mn_umount A
+	out=$("$CKPTFS_ADMIN" nodes postgresql://ckptfs@127.0.0.1:1/none 2>&1) && ck_fail "nodes of an unreachable URL succeeded"
+	assert_contains "$out" "cannot connect" "nodes of an unreachable URL"
+}
+
+# A node cut off for longer than its lease (here: stopped) is swept by the
+# others; once it runs again it refuses every change with EROFS, reads go on,
+# and what it was writing is never committed.
+test_node_past_its_lease_is_fenced_read_only() {
+	MN_LEASE_MS=1500
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	ck_rand "$CK_REF/f.bin" 2000000
+	mkdir "$MN_MNT_A/d"
+	cp "$CK_REF/f.bin" "$MN_MNT_A/d/f.bin"
+	mn_see B d/f.bin
+	kill -STOP "$MN_PID_B"
+	local i=0
+	until [ "$(mn_psql "SELECT state FROM ckpt_nodes WHERE name = 'node-B'")" = expired ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || { kill -CONT "$MN_PID_B"; ck_fail "node B not swept 10 s into its stop (lease 1.5 s)"; }
+		sleep 0.1
+	done
+	kill -CONT "$MN_PID_B"
+	i=0
+	until grep -q "lease ran out" "$MN_DLOG_B"; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "node B did not notice its lease ran out 10 s after it ran again"
+		sleep 0.1
+	done
+	local err
+	err=$(touch "$MN_MNT_B/d/new" 2>&1) && ck_fail "a create on the fenced node B succeeded"
+	assert_contains "$err" "Read-only file system" "create on the fenced node"
+	err=$(mkdir "$MN_MNT_B/d2" 2>&1) && ck_fail "a mkdir on the fenced node B succeeded"
+	assert_contains "$err" "Read-only file system" "mkdir on the fenced node"
+	err=$(sh -c "echo x >>'$MN_MNT_B/d/f.bin'" 2>&1) && ck_fail "an append on the fenced node B succeeded"
+	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_B/d/f.bin"
+	# the others go on
+	cp "$CK_REF/f.bin" "$MN_MNT_A/d/g.bin"
+	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_A/d/g.bin"
+	assert_eq 1 "$(grep -c "the mount is read-only from now on" "$MN_DLOG_B")" "lines B logged about being fenced"
+	mn_umount B
+	mn_umount A
+}
+
+# (f) an unreachable meta= at mount: one line naming it, a non-zero exit
+# before daemonizing, nothing written to BACKING or the cache's catalog.
+test_unreachable_meta_at_mount_is_one_clear_error() {
+	local url="postgresql://ckptfs@127.0.0.1:1/ckptfs" out rc=0
+	out=$(timeout 60 "$CKPTFS_BIN" -o "meta=$url,cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	[ "$rc" -ne 0 ] || ck_fail "ckptfs mounted with an unreachable meta="
+	[ "$rc" -ne 124 ] || ck_fail "ckptfs hung on an unreachable meta="
+	assert_eq 1 "$(echo "$out" | wc -l)" "lines of the error: $out"
+	assert_contains "$out" "$url" "the error names the URL"
+	assert_contains "$out" "cannot connect" "the error says why"
+	ck_is_mounted "$CK_MNT" && ck_fail "something is mounted on $CK_MNT"
+	assert_not_exists "$CK_CACHE/catalog.db"
+	assert_not_exists "$CK_BACKING/ckptfs.store"
+	assert_not_exists "$CK_BACKING/ckptfs.claim"
+	out=$("$CKPTFS_BIN" -o "meta=mysql://x/y,cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) && ck_fail "a non-PostgreSQL meta= was taken"
+	assert_contains "$out" "not a PostgreSQL URL" "the error for mysql://"
+}
+
+# A lone (SQLite) mount and a shared one never share a BACKING, either way.
+test_lone_and_shared_catalogs_refuse_each_others_backing() {
+	mn_pg_start
+	mn_mount A
+	mkdir -p "$CK_TMP/mnt_lone" "$CK_TMP/mnt_B2"
+	local out
+	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_lone" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a lone mount shared a BACKING with a shared catalog"
+	assert_contains "$out" "is claimed by the shared catalog" "the lone mount's refusal"
+	mn_umount A
+	# the last node leaves the shared claim to go stale: a lone mount takes it
+	# once it is older than claim_timeout
+	assert_contains "$(cat "$CK_BACKING/ckptfs.claim")" "mode shared" "the claim after the last node left"
+	sleep 5
+	CK_MNT=$CK_TMP/mnt_lone CK_CACHE=$CK_TMP/cache_lone
+	ck_mount claim_timeout=4
+	out=$("$CKPTFS_BIN" -f -o "meta=$MN_URL,cache=$CK_TMP/cache_B" "$CK_BACKING" "$CK_TMP/mnt_B2" 2>&1) && ck_fail "a shared mount shared a BACKING with a lone catalog"
+	assert_contains "$out" "claimed by a catalog of one node, not shared" "the shared mount's refusal"
+	ck_umount
+}
+
+ck_main "$@"

@@ -1,0 +1,367 @@
+/* Unit tests for meta/catalog_shared_gen.c: generation.h's calls on the
+ * shared engine, through the catalog interface, with two struct cat (two
+ * nodes: each its own local SQLite, both on one private PostgreSQL,
+ * tests/unit/pgtest.h).
+ *
+ * A generation made on A gets files from B; A's commit waits (-EBUSY) while
+ * B writes, then commits with both; hold, abort, delete, expire and pin from
+ * either node; a root renamed away ends its generation, a rename with a
+ * spec starts one, find_step finds it; a node lost mid-save holds its
+ * generation, which only an admin's commit ends; a rewrite is refused. The
+ * generation policy (fs/gen.c) on A: a completion signal while B writes
+ * returns at once and commits once B closes, or holds the generation once
+ * the abandon bound passes with B's file still open. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "gen.h"
+#include "generation.h"
+#include "node.h"
+#include "pgtest.h"
+#include "support.h"
+
+TestSuite(catshared_gen, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+struct tcg_node {
+	char dir[64], path[128];
+	struct cat *cat;
+};
+
+static void tcg_open(struct tcg_node *n, const char *name, unsigned lease_ms)
+{
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %s", err);
+	cr_assert(cat_is_shared(n->cat));
+}
+
+static void tcg_close(struct tcg_node *n)
+{
+	cat_close(n->cat);
+	n->cat = NULL;
+	ts_tmpdir_remove(n->dir);
+}
+
+static uint64_t tcg_mk(struct tcg_node *n, uint64_t parent, const char *name, uint32_t mode,
+		       uint64_t *gen)
+{
+	struct cat_inode in;
+	OK(cat_create_in_gen(n->cat, parent, name, mode, 0, 0, 0, NULL, NULL, &in, gen));
+	return in.ino;
+}
+
+static uint64_t tcg_mkgen(struct tcg_node *n, uint64_t series, const char *name, uint64_t step,
+			  uint64_t *root)
+{
+	struct cat_gen_spec spec = { name, step };
+	struct cat_inode in;
+	uint64_t gen = 0;
+	OK(cat_create_in_gen(n->cat, series, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
+	cr_assert(gen != 0);
+	if (root)
+		*root = in.ino;
+	return gen;
+}
+
+static int tcg_state(struct tcg_node *n, uint64_t id)
+{
+	struct cat_gen g;
+	OK(cat_gen_get_brief(n->cat, id, &g));
+	return g.state;
+}
+
+/* A DCP-like save of two nodes: A made step-N/, each node a shard in it,
+ * both open for writing. */
+static uint64_t tcg_save(struct tcg_node *a, struct tcg_node *b, uint64_t run, const char *name,
+			 uint64_t step, uint64_t *sa, uint64_t *sb)
+{
+	uint64_t root, in_gen = 0;
+	uint64_t gen = tcg_mkgen(a, run, name, step, &root);
+	*sa = tcg_mk(a, root, "__0_0.distcp", S_IFREG | 0644, &in_gen);
+	cr_assert_eq(in_gen, gen);
+	*sb = tcg_mk(b, root, "__1_0.distcp", S_IFREG | 0644, &in_gen);
+	cr_assert_eq(in_gen, gen, "a file b makes in a's generation is in it");
+	OK(cat_writing(a->cat, *sa, true));
+	OK(cat_writing(b->cat, *sb, true));
+	return gen;
+}
+
+Test(catshared_gen, a_commit_on_a_waits_for_bs_writer_then_has_both_files)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+	uint64_t gen = tcg_save(&a, &b, run, "step-100", 100, &sa, &sb);
+	uint64_t of = 0;
+	OK(cat_gen_of(a.cat, sb, &of));
+	cr_assert_eq(of, gen);
+
+	OK(cat_writing(a.cat, sa, false));
+	FAILS(cat_gen_commit(a.cat, gen, "dcp-metadata"), EBUSY); /* b's shard is open */
+	cr_assert_eq(tcg_state(&b, gen), GEN_OPEN);
+	OK(cat_writing(b.cat, sb, false));
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_gen g;
+	OK(cat_gen_get(b.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.files, 2, "both nodes' shards");
+	cr_assert_eq(g.exclusive_bytes, 0);
+	cr_assert_str_eq(g.rule, "dcp-metadata");
+	FAILS(cat_gen_commit(b.cat, gen, "again"), EALREADY);
+	FAILS(cat_gen_reopen(b.cat, gen), EROFS); /* a rewrite across nodes: not yet */
+	cr_assert_eq(tcg_state(&a, gen), GEN_COMMITTED);
+
+	struct cat_gen_vec l = { 0 };
+	OK(cat_gen_list_brief(b.cat, run, false, cat_gen_vec_add, &l));
+	cr_assert_eq(l.n, 1);
+	cr_assert_eq(l.v[0].id, gen);
+	cat_gen_vec_free(&l);
+	OK(cat_gen_check(a.cat));
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+Test(catshared_gen, hold_abort_delete_expire_and_pin_from_either_node)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+
+	/* abort on b: the tree goes, its inodes come back for release */
+	uint64_t g1 = tcg_save(&a, &b, run, "step-1", 1, &sa, &sb);
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_abort(b.cat, g1, "admin-abort", cat_id_vec_add_ino, &ids));
+	cr_assert_eq(ids.n, 3);
+	struct cat_inode in;
+	FAILS(cat_lookup(a.cat, run, "step-1", &in), ENOENT);
+	OK(cat_writing(a.cat, sa, false));
+	OK(cat_writing(b.cat, sb, false));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(a.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	cr_assert_eq(tcg_state(&a, g1), GEN_ABORTED);
+	FAILS(cat_gen_abort(a.cat, g1, "admin-abort", NULL, NULL), EALREADY);
+
+	/* hold on a, then a late marker on b commits it (not a node-lost hold) */
+	uint64_t g2 = tcg_save(&a, &b, run, "step-2", 2, &sa, &sb);
+	OK(cat_writing(a.cat, sa, false));
+	OK(cat_writing(b.cat, sb, false));
+	bool held = false;
+	OK(cat_gen_hold(a.cat, g2, "abandoned", "abandoned after 1 s", NULL, NULL, &held));
+	cr_assert(held);
+	FAILS(cat_gen_hold(b.cat, g2, "abandoned", "again", NULL, NULL, NULL), EALREADY);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(b.cat, g2, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.held, "abandoned after 1 s");
+	OK(cat_gen_commit(b.cat, g2, "dcp-metadata"));
+
+	/* pinned: keep-latest-k's expire refuses; unpinned it goes */
+	OK(cat_gen_pin(b.cat, g2, true));
+	FAILS(cat_gen_expire(a.cat, g2, "keep", NULL, NULL), EBUSY);
+	OK(cat_gen_pin(a.cat, g2, false));
+	OK(cat_gen_expire(a.cat, g2, "keep", cat_id_vec_add_ino, &ids));
+	cr_assert_eq(ids.n, 3);
+	cat_id_vec_free(&ids);
+	cr_assert_eq(tcg_state(&b, g2), GEN_DELETED);
+	FAILS(cat_lookup(b.cat, run, "step-2", &in), ENOENT);
+
+	/* delete takes an open one too */
+	uint64_t g3 = tcg_save(&a, &b, run, "step-3", 3, &sa, &sb);
+	OK(cat_gen_delete(b.cat, g3, "trainer", NULL, NULL));
+	OK(cat_gen_get_brief(a.cat, g3, &g));
+	cr_assert_eq(g.state, GEN_DELETED);
+	cr_assert_str_eq(g.rule, "trainer");
+	FAILS(cat_gen_delete(a.cat, g3, "trainer", NULL, NULL), ENOENT);
+	OK(cat_writing(a.cat, sa, false));
+	OK(cat_writing(b.cat, sb, false));
+	OK(cat_gen_check(b.cat));
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+Test(catshared_gen, renames_start_and_end_generations_and_find_step_finds_them)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t tmp = tcg_mk(&b, run, "step-7.tmp", S_IFDIR | 0755, NULL);
+	uint64_t shard = tcg_mk(&a, tmp, "shard", S_IFREG | 0644, NULL);
+	struct cat_gen_spec spec = { "step-7", 7 };
+	uint64_t gen = 0, replaced = 1;
+	OK(cat_rename_gen(b.cat, run, "step-7.tmp", run, "step-7", 0, &spec, &replaced, &gen));
+	cr_assert(gen != 0);
+	cr_assert_eq(replaced, 0);
+	uint64_t of = 0;
+	OK(cat_gen_of(a.cat, shard, &of));
+	cr_assert_eq(of, gen);
+	struct cat_gen g;
+	OK(cat_gen_find_step(a.cat, run, 7, &g));
+	cr_assert_eq(g.id, gen);
+	OK(cat_gen_find(a.cat, run, "step-7", &g));
+	cr_assert_eq(g.id, gen);
+	FAILS(cat_gen_find_step(a.cat, run, 8, &g), ENOENT);
+
+	/* a root renamed away (plain cat_rename): its generation ends */
+	OK(cat_rename(a.cat, run, "step-7", CAT_ROOT_INO, "old-7", 0, NULL));
+	OK(cat_gen_get_brief(b.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_DELETED);
+	cr_assert_str_eq(g.rule, "renamed");
+	OK(cat_gen_of(b.cat, shard, &of));
+	cr_assert_eq(of, 0, "its tree left it");
+	FAILS(cat_gen_find_step(a.cat, run, 7, &g), ENOENT);
+	OK(cat_gen_check(a.cat));
+	OK(cat_gen_check(b.cat));
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+Test(catshared_gen, a_node_lost_mid_save_holds_its_generation_until_a_decision)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 1500);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+	uint64_t gen = tcg_save(&a, &b, run, "step-50", 50, &sa, &sb);
+	OK(cat_writing(a.cat, sa, false));
+	FAILS(cat_gen_commit(a.cat, gen, "dcp-metadata"), EBUSY);
+	usleep(1800 * 1000); /* b stops renewing: its lease runs out */
+	FAILS(cat_gen_commit(a.cat, gen, "dcp-metadata"), EBUSY); /* until a sweep handles b */
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, "node-lost");
+	cr_assert(g.held[0]);
+	struct cat_gen_vec l = { 0 };
+	OK(cat_gen_list(a.cat, run, false, cat_gen_vec_add, &l));
+	cr_assert_eq(l.n, 1, "held generations are listed (the daemon hides them)");
+	cat_gen_vec_free(&l);
+	/* a late completion signal is no decision: b's shard is unfinished */
+	FAILS(cat_gen_commit(a.cat, gen, "dcp-metadata"), EINVAL);
+	OK(cat_gen_commit(a.cat, gen, "admin"));
+	cr_assert_eq(tcg_state(&a, gen), GEN_COMMITTED);
+	OK(cat_gen_check(a.cat));
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+/* ---- the generation policy's commit across nodes (fs/gen.c) ---- */
+
+static int tcg_no_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return -EIO;
+}
+
+struct tcg_policy {
+	struct node_table *nodes;
+	struct gen_policy *g;
+};
+
+static void tcg_policy_start(struct tcg_policy *p, struct tcg_node *n, double abandon_s)
+{
+	struct gen_options o = { .quiet_s = 60, .abandon_s = abandon_s };
+	OK(node_table_new(n->cat, &p->nodes));
+	struct gen_deps d = { .cat = n->cat, .nodes = p->nodes, .read = tcg_no_read };
+	OK(gen_policy_new(&d, &o, &p->g));
+}
+
+static void tcg_policy_stop(struct tcg_policy *p)
+{
+	gen_policy_shutdown(p->g);
+	gen_policy_free(p->g);
+	node_table_free(p->nodes);
+}
+
+/* Polls generation id on n until it is in state, up to ms. */
+static bool tcg_wait_state(struct tcg_node *n, uint64_t id, int state, int ms)
+{
+	for (int waited = 0; waited <= ms; waited += 10) {
+		if (tcg_state(n, id) == state)
+			return true;
+		usleep(10 * 1000);
+	}
+	return false;
+}
+
+Test(catshared_gen, the_policy_retries_a_commit_until_the_other_nodes_writer_closes)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	struct tcg_policy p;
+	tcg_policy_start(&p, &a, 30);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+	uint64_t gen = tcg_save(&a, &b, run, "step-100", 100, &sa, &sb);
+	gen_started(p.g, gen, run, false, getpid());
+	OK(cat_writing(a.cat, sa, false));
+	OK(gen_policy_start(p.g));
+
+	/* the trainer's completion signal, in a FUSE request: it returns at once */
+	int64_t t0 = ts_now_ns();
+	OK(gen_commit_explicit(p.g, gen, "dcp-metadata"));
+	int64_t took_ms = (ts_now_ns() - t0) / 1000000;
+	cr_assert(took_ms < 500, "the signal took %lld ms", (long long)took_ms);
+	usleep(400 * 1000); /* several retries, all refused while b writes */
+	cr_assert_eq(tcg_state(&a, gen), GEN_OPEN);
+	OK(cat_writing(b.cat, sb, false));
+	t0 = ts_now_ns();
+	cr_assert(tcg_wait_state(&b, gen, GEN_COMMITTED, 2000), "committed once b closed");
+	took_ms = (ts_now_ns() - t0) / 1000000;
+	cr_assert(took_ms < 1000, "the retry came %lld ms after b closed", (long long)took_ms);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(a.cat, gen, &g));
+	cr_assert_str_eq(g.rule, "dcp-metadata");
+	tcg_policy_stop(&p);
+	tcg_close(&a);
+	tcg_close(&b);
+}
+
+Test(catshared_gen, a_commit_waiting_past_abandon_for_another_nodes_writer_is_held)
+{
+	struct tcg_node a, b;
+	tcg_open(&a, "a", 30000);
+	tcg_open(&b, "b", 30000);
+	struct tcg_policy p;
+	tcg_policy_start(&p, &a, 1);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t sa, sb;
+	uint64_t gen = tcg_save(&a, &b, run, "step-200", 200, &sa, &sb);
+	gen_started(p.g, gen, run, false, getpid());
+	OK(cat_writing(a.cat, sa, false));
+	OK(gen_policy_start(p.g));
+	OK(gen_commit_explicit(p.g, gen, "dcp-metadata"));
+	cr_assert(tcg_wait_state(&a, gen, GEN_HELD, 3000), "held once the bound passed");
+	struct cat_gen g;
+	OK(cat_gen_get_brief(b.cat, gen, &g));
+	cr_assert_str_eq(g.rule, "abandoned");
+	cr_assert(strstr(g.held, "other nodes kept open for writing"), "reason: %s", g.held);
+	cr_assert(strstr(g.held, "dcp-metadata"), "reason: %s", g.held);
+	char names[64];
+	snprintf(names, sizeof(names), "open for writing: inode %llu on b", (unsigned long long)sb);
+	cr_assert(strstr(g.held, names), "the reason names b's open file: %s", g.held);
+	OK(cat_writing(b.cat, sb, false));
+	tcg_policy_stop(&p);
+	tcg_close(&a);
+	tcg_close(&b);
+}

@@ -50,6 +50,17 @@ enum {
 	G_CHECK_ROWS,
 	G_CHECK_TREES,
 	G_OPEN_WRITERS,
+	/* durability: manifests built from the shared tree (meta/manifest_shared.c) */
+	G_DURABLE_STATE,
+	G_DURABLE_SET,
+	G_NOT_DURABLE,
+	G_UNDURABLE_LIST,
+	G_MF_GEN,
+	G_MF_PATH,
+	G_MF_INODES,
+	G_MF_ENTRIES,
+	G_MF_CHUNKS,
+	G_MF_EXTENTS,
 	G_COUNT
 };
 
@@ -59,6 +70,12 @@ enum {
 #define G_TREE(start)                                                                  \
 	"WITH RECURSIVE t(ino) AS (SELECT " start " UNION SELECT d.ino FROM ns_dirents d" \
 	" JOIN t ON d.parent = t.ino) "
+
+/* t(ino): a generation's tree as manifest.c walks it, from its root $1
+ * through entries to inodes of generation $2 */
+#define G_MF_TREE                                                                         \
+	"WITH RECURSIVE t(ino) AS (SELECT $1::bigint UNION SELECT d.ino FROM t JOIN ns_dirents d" \
+	" ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen = $2) "
 
 #define G_COLS "id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
 	       " ended_ns, rule, held, lost"
@@ -202,6 +219,57 @@ const struct pg_stmt pggen_stmts[] = {
 			     " LEFT JOIN ckpt_nodes n ON n.id = w.node WHERE i.gen = $1"
 			     " ORDER BY w.node, w.ino LIMIT 9",
 			     1 },
+	[G_DURABLE_STATE] = { "gen_durable_state",
+			      "SELECT g.state, g.version, g.lost, EXISTS(SELECT 1 FROM ns_inodes i"
+			      " JOIN ns_extents e ON e.ino = i.ino JOIN ns_chunks c ON c.hash = e.hash"
+			      " WHERE i.gen = g.id AND NOT c.uploaded) FROM ns_generations g WHERE g.id = $1",
+			      1 },
+	[G_DURABLE_SET] = { "gen_durable_set",
+			    "UPDATE ns_generations SET durable_version = $2 WHERE id = $1 AND state = 1"
+			    " AND version = $2",
+			    2 },
+	/* as upload.c's U_GEN_NOT_DURABLE; a lost generation never becomes durable */
+	[G_NOT_DURABLE] = { "gen_not_durable",
+			    "SELECT count(*) FROM ns_generations WHERE ($1 = 0 OR id = $1) AND NOT lost"
+			    " AND (state = 0 OR (state = 1 AND durable_version <> version))",
+			    1 },
+	[G_UNDURABLE_LIST] = { "gen_undurable_list",
+			       "SELECT id, version FROM ns_generations WHERE state = 1 AND NOT lost"
+			       " AND durable_version <> version ORDER BY id",
+			       0 },
+	/* FOR SHARE: the generation stays COMMITTED at its version while its
+	 * tree is read (an end or a hold takes the row FOR UPDATE) */
+	[G_MF_GEN] = { "gen_mf_gen",
+		       "SELECT series, root, name, step, state, version, pinned, created_ns,"
+		       " committed_ns, rule, lost FROM ns_generations WHERE id = $1 FOR SHARE",
+		       1 },
+	/* the series' components from the mount root down; the last row's parent is 1 */
+	[G_MF_PATH] = { "gen_mf_path",
+			"WITH RECURSIVE up(ino, name, depth) AS (SELECT $1::bigint, NULL::text, 0"
+			" UNION ALL SELECT d.parent, d.name, up.depth + 1 FROM up CROSS JOIN LATERAL"
+			" (SELECT parent, name FROM ns_dirents WHERE ino = up.ino ORDER BY id LIMIT 1) d"
+			" WHERE up.ino <> 1 AND up.depth < 4097)"
+			" SELECT name, ino FROM up WHERE depth > 0 ORDER BY depth DESC",
+			1 },
+	[G_MF_INODES] = { "gen_mf_inodes",
+			  G_MF_TREE "SELECT i.ino, i.mode, i.uid, i.gid, i.size, i.rdev, i.atime_ns,"
+			  " i.mtime_ns, i.ctime_ns, i.target FROM t JOIN ns_inodes i ON i.ino = t.ino"
+			  " ORDER BY i.ino <> $1, i.ino",
+			  2 },
+	[G_MF_ENTRIES] = { "gen_mf_entries",
+			   G_MF_TREE "SELECT d.parent, d.ino, d.name FROM t JOIN ns_dirents d"
+			   " ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen = $2"
+			   " ORDER BY d.parent <> $1, d.parent, d.id",
+			   2 },
+	[G_MF_CHUNKS] = { "gen_mf_chunks",
+			  G_MF_TREE "SELECT encode(c.hash, 'hex'), c.plain_len, c.codec, c.stored_len"
+			  " FROM ns_chunks c WHERE c.hash IN (SELECT e.hash FROM t JOIN ns_extents e"
+			  " ON e.ino = t.ino) ORDER BY c.hash",
+			  2 },
+	[G_MF_EXTENTS] = { "gen_mf_extents",
+			   G_MF_TREE "SELECT e.ino, e.off, e.len, e.chunk_off, encode(e.hash, 'hex')"
+			   " FROM t JOIN ns_extents e ON e.ino = t.ino ORDER BY e.ino <> $1, e.ino, e.off",
+			   2 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -1110,5 +1178,124 @@ int pggen_check(struct pgns *ns, int *violations)
 	}
 	PQclear(c.res);
 	PQclear(c.res2);
+	return rc;
+}
+
+/* ---- durability (meta/manifest_shared.c) ---- */
+
+int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *ready, bool *stale)
+{
+	struct pggen_call c = { .ns = ns, .id = id, .state = G_DURABLE_STATE };
+	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	*ready = false;
+	*stale = true;
+	if (rc == 0 && pg_rows(c.res) == 1) {
+		*stale = pg_int(c.res, 0, 0) != GEN_COMMITTED ||
+			 (uint32_t)pg_int(c.res, 0, 1) != version || pggen_true(c.res, 0, 2);
+		*ready = !*stale && !pggen_true(c.res, 0, 3);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+static int pggen_durable_set_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char i[24], v[24];
+	const char *params[] = { PG_U64(i, c->id), PG_U64(v, c->count) };
+	return pggen_exec(c->ns, G_DURABLE_SET, params, NULL);
+}
+
+int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version)
+{
+	/* not fenced: the manifest is on BACKING whatever this node's lease says */
+	struct pggen_call c = { .ns = ns, .id = id, .count = version };
+	return pg_txn(ns->pg, pggen_durable_set_body, &c);
+}
+
+int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count)
+{
+	struct pggen_call c = { .ns = ns, .id = id, .state = G_NOT_DURABLE };
+	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	if (rc == 0)
+		*count = (uint64_t)pg_int(c.res, 0, 0);
+	PQclear(c.res);
+	return rc;
+}
+
+static int pggen_undurable_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_UNDURABLE_LIST, NULL, &c->res);
+}
+
+int pggen_undurable(struct pgns *ns, uint64_t *ids, uint32_t *versions, size_t max, size_t *n)
+{
+	struct pggen_call c = { .ns = ns };
+	int rc = pg_txn(ns->pg, pggen_undurable_body, &c);
+	*n = 0;
+	for (int r = 0; rc == 0 && r < pg_rows(c.res) && *n < max; r++, (*n)++) {
+		ids[*n] = (uint64_t)pg_int(c.res, r, 0);
+		versions[*n] = (uint32_t)pg_int(c.res, r, 1);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+void pggen_tree_clear(struct pggen_tree *t)
+{
+	PQclear(t->gen);
+	PQclear(t->path);
+	PQclear(t->inodes);
+	PQclear(t->entries);
+	PQclear(t->chunks);
+	PQclear(t->extents);
+	memset(t, 0, sizeof(*t));
+}
+
+struct pggen_tree_call {
+	struct pgns *ns;
+	uint64_t id;
+	struct pggen_tree *t;
+};
+
+static int pggen_tree_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_tree_call *c = arg;
+	struct pggen_tree *t = c->t;
+	pggen_tree_clear(t);
+	char g[24], r[24], s[24];
+	const char *one[] = { PG_U64(g, c->id) };
+	int rc = pggen_exec(c->ns, G_MF_GEN, one, &t->gen);
+	if (rc == 0 && pg_rows(t->gen) != 1)
+		return -ENOENT;
+	if (rc)
+		return rc;
+	const char *series[] = { PG_U64(s, (uint64_t)pg_int(t->gen, 0, 0)) };
+	const char *tree[] = { PG_U64(r, (uint64_t)pg_int(t->gen, 0, 1)), g };
+	rc = pggen_exec(c->ns, G_MF_PATH, series, &t->path);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_INODES, tree, &t->inodes);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_ENTRIES, tree, &t->entries);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_CHUNKS, tree, &t->chunks);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_EXTENTS, tree, &t->extents);
+	return rc;
+}
+
+int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct pggen_tree_call c = { ns, id, out };
+	int rc = pg_txn(ns->pg, pggen_tree_body, &c);
+	if (rc)
+		pggen_tree_clear(out);
 	return rc;
 }

@@ -1718,6 +1718,7 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 
 int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz)
 {
+	if (cat->shared) return manifest_shared_apply(cat, m, err, errsz);
 	struct mf_apply a = { .cat = cat, .m = m, .err = err, .errsz = errsz };
 	uint32_t *subdirs = calloc(m->n_inodes, sizeof(*subdirs));
 	int rc = 0;

@@ -229,6 +229,30 @@ int manifest_shared_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version
 	return rc;
 }
 
+/* ---- applying (rebuild --meta) ---- */
+
+int manifest_shared_apply(struct cat *cat, const struct manifest *m, char *err, size_t errsz)
+{
+	return pggen_apply_manifest(cat_shared_ns(cat), m, err, errsz);
+}
+
+int manifest_shared_empty(struct cat *cat, char *why, size_t size)
+{
+	uint64_t inodes = 0, gens = 0, chunks = 0;
+	int rc = pggen_rebuild_counts(cat_shared_ns(cat), &inodes, &gens, &chunks);
+	if (rc == 0 && (inodes || gens || chunks)) {
+		snprintf(why, size, "it holds %" PRIu64 " inodes besides the root, %" PRIu64
+			 " generations and %" PRIu64 " chunks", inodes, gens, chunks);
+		rc = -ENOTEMPTY;
+	}
+	return rc;
+}
+
+int manifest_shared_adopt_id(struct cat *cat, const char *catalog_id)
+{
+	return pggen_rebuild_catalog_id(cat_shared_ns(cat), catalog_id);
+}
+
 /* ---- the upload queue's generation rows (D2, D3) ---- */
 
 int catshd_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)

@@ -35,6 +35,17 @@
 int manifest_shared_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version, char **out,
 			      size_t *len);
 
+/* manifest_apply_parsed over PostgreSQL (pggen_apply_manifest): same
+ * contract, for `ckptfs-admin rebuild --meta`. */
+struct manifest;
+int manifest_shared_apply(struct cat *cat, const struct manifest *m, char *err, size_t errsz);
+/* 0 if the shared catalog holds nothing but its root (fit for a rebuild),
+ * else -ENOTEMPTY with why (what it holds). */
+int manifest_shared_empty(struct cat *cat, char *why, size_t size);
+/* The shared catalog takes catalog_id as its id: a rebuilt database goes on
+ * with the BACKING whose claim names the one it replaces. */
+int manifest_shared_adopt_id(struct cat *cat, const char *catalog_id);
+
 /* cat_upload_ready for a generation manifest's row (D2). */
 int catshd_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
 /* cat_upload_done_many: the durable marks in PostgreSQL (D3), then the

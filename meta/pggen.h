@@ -155,4 +155,22 @@ struct pggen_tree {
 int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out);
 void pggen_tree_clear(struct pggen_tree *t);
 
+/* ---- rebuild --meta (manifest_shared.c's manifest_shared_apply) ---- */
+
+/* What a shared catalog holds besides its root: inodes, generations, chunks
+ * (all 0: empty, fit for a rebuild). */
+int pggen_rebuild_counts(struct pgns *ns, uint64_t *inodes, uint64_t *gens, uint64_t *chunks);
+/* The shared catalog's id becomes id (the one BACKING's claim names). */
+int pggen_rebuild_catalog_id(struct pgns *ns, const char *id);
+/* A parsed manifest (manifest.h) into the shared tables, in one fenced
+ * transaction, as manifest_apply_parsed does for SQLite: a generation's
+ * series directories made as needed (mkdir -p, 0755, its root's owner),
+ * its tree linked as series/name, its row inserted with the same id,
+ * COMMITTED and durable at its version; a tree manifest's root merged into
+ * inode 1. Chunks are inserted uploaded (or counted up if present), with the
+ * references the manifest's extents add (N1). -EEXIST with err for a name
+ * or id taken. */
+struct manifest;
+int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, size_t errsz);
+
 #endif

@@ -6,10 +6,13 @@
  * and becomes durable (on A and on B) only once B's chunk is uploaded too;
  * its manifest, built from PostgreSQL's tree, parses and names every file,
  * entry and extent; a sweep of a lost committing node queues the manifest on
- * the sweeper. Without PostgreSQL: manifest_format gives back, byte for
+ * the sweeper; that manifest applied to a fresh (emptied) database gives the
+ * same tree, bytes' extents and manifest, byte for byte, and a catalog that
+ * holds anything is refused. Without PostgreSQL: manifest_format gives back, byte for
  * byte, what the SQLite builder wrote. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <libpq-fe.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +27,8 @@
 #include "generation.h"
 #include "log.h"
 #include "manifest.h"
+#include "manifest_shared.h"
+#include "pgns.h"
 #include "pgtest.h"
 #include "support.h"
 #include "upload.h"
@@ -114,6 +119,31 @@ static size_t du_extents(const struct manifest *m, int64_t id)
 	return n;
 }
 
+/* The shared catalog's tables dropped: a fresh database for the next node. */
+static void du_drop_all(void)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, "SET client_min_messages = warning; DO $$ DECLARE t text; BEGIN FOR t IN SELECT tablename FROM"
+			     " pg_tables WHERE schemaname = 'public' LOOP EXECUTE 'DROP TABLE '"
+			     " || quote_ident(t) || ' CASCADE'; END LOOP; END $$;"
+			     " DROP SEQUENCE IF EXISTS ns_ino_seq;");
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* parent/name's inode on n. */
+static struct cat_inode du_lookup(struct du_node *n, const char *path)
+{
+	struct cat_inode in = { .ino = ROOT };
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save))
+		OK(cat_lookup(n->cat, in.ino, t, &in));
+	return in;
+}
+
 TestSuite(catshared_durable, .init = pt_start, .fini = pt_stop, .timeout = 120);
 
 Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_its_chunks)
@@ -195,11 +225,60 @@ Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_i
 	cr_assert_eq(again_len, len);
 	cr_assert_eq(memcmp(again, text, len), 0);
 	free(again);
-	manifest_free(m);
-	free(text);
 
+	/* the extents of rank1.pt (written by B) before the database is lost */
+	struct cat_extent before[8], after[8];
+	struct cat_inode f1 = du_lookup(&a, "run/ckpt/step-5/model/rank1.pt");
+	int nb = cat_extents(a.cat, f1.ino, 0, before, 8);
+	cr_assert_eq(nb, 2);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
 	du_close(&b);
 	du_close(&a);
+
+	/* the database is lost: a fresh one refilled from the manifest */
+	du_drop_all();
+	struct du_node c;
+	du_open(&c, "duc", 30000);
+	char why[256];
+	OK(manifest_shared_empty(c.cat, why, sizeof(why)));
+	cr_assert_eq(manifest_apply_parsed(c.cat, m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(manifest_shared_empty(c.cat, why, sizeof(why)), -ENOTEMPTY);
+	cr_assert_eq(manifest_apply_parsed(c.cat, m, err, sizeof(err)), -EEXIST, "applied twice");
+	int violations = -1;
+	OK(pgns_check(cat_shared_ns(c.cat), &violations));
+	cr_assert_eq(violations, 0);
+	OK(cat_gen_check(c.cat));
+	struct cat_gen back;
+	OK(cat_gen_get(c.cat, gen, &back));
+	cr_assert_eq(back.state, GEN_COMMITTED);
+	cr_assert_eq(back.version, g.version);
+	cr_assert_str_eq(back.name, "step-5");
+	cr_assert(du_durable(&c, gen), "a rebuilt generation is durable");
+	struct cat_inode r1 = du_lookup(&c, "run/ckpt/step-5/model/rank1.pt");
+	cr_assert_eq(r1.size, 2 * DU_LEN);
+	cr_assert_eq(cat_extents(c.cat, r1.ino, 0, after, 8), nb);
+	for (int i = 0; i < nb; i++) {
+		cr_assert_eq(after[i].off, before[i].off);
+		cr_assert_eq(after[i].len, before[i].len);
+		cr_assert_eq(after[i].chunk_off, before[i].chunk_off);
+		cr_assert_eq(memcmp(after[i].hash, before[i].hash, CAT_HASH_LEN), 0);
+	}
+	cr_assert_eq(du_lookup(&c, "run/ckpt/step-5/rank0.pt").size, 3 * DU_LEN);
+	char target[64] = "";
+	struct cat_inode l = du_lookup(&c, "run/ckpt/step-5/latest");
+	OK(cat_readlink(c.cat, l.ino, target, sizeof(target)));
+	cr_assert_str_eq(target, "model/rank1.pt");
+	/* and its manifest, built again from the rebuilt tables, is the same bytes */
+	char *rebuilt = NULL;
+	size_t rebuilt_len = 0;
+	OK(manifest_gen_build(c.cat, gen, g.version, &rebuilt, &rebuilt_len));
+	cr_assert_eq(rebuilt_len, len);
+	cr_assert_eq(memcmp(rebuilt, text, len), 0, "%s\n----\n%s", text, rebuilt);
+	free(rebuilt);
+	manifest_free(m);
+	free(text);
+	du_close(&c);
 }
 
 Test(catshared_durable, a_stale_row_and_a_lost_committer_are_handled)

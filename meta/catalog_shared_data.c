@@ -38,13 +38,16 @@
  *      it or PostgreSQL has it live and not uploaded: one PostgreSQL has on
  *      BACKING already is moot, one it lacks is dropped (stale).
  *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first, then
- *      locally. PostgreSQL lacking it (-ENOENT: not published yet, or
- *      reclaimed meanwhile) is logged; the local row is marked only while a
- *      writer references it, and its commit marks it in PostgreSQL (S2).
+ *      locally, and only a chunk whose local row has its object (an upload
+ *      found moot marks nothing, as upload.c's U_CHUNK_UPLOADED). PostgreSQL
+ *      lacking it (-ENOENT: not published yet, or reclaimed meanwhile) is
+ *      logged; the local row is marked only while a writer references it,
+ *      and its commit marks it in PostgreSQL (S2).
  *  S6. cat_chunk_where answers from the local row when it is cached or
- *      uploaded; otherwise from PostgreSQL: uploaded → on BACKING, not
- *      cached; not uploaded → -EAGAIN (its holder's cache has the only
- *      copy: a reader waits up to backing_timeout); no row → -ENOENT. */
+ *      uploaded, and -ENOENT (as alone) while a writer stores its object;
+ *      otherwise from PostgreSQL: uploaded → on BACKING, not cached; not
+ *      uploaded → -EAGAIN (its holder's cache has the only copy: a reader
+ *      waits up to backing_timeout); no row → -ENOENT. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -92,7 +95,8 @@ static const char csd_sql_fetched[] =
 static const char csd_sql_fetched_new[] =
 	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
 	" VALUES(?1, ?2, ?3, ?4, 0, 1, 1) ON CONFLICT(hash) DO NOTHING";
-static const char csd_sql_refcount[] = "SELECT refcount FROM chunks WHERE hash = ?1";
+static const char csd_sql_row[] =
+	"SELECT refcount, stored_len IS NOT NULL FROM chunks WHERE hash = ?1";
 
 static int csd_prepare(struct cat *cat, const char *sql, sqlite3_stmt **st)
 {
@@ -136,16 +140,19 @@ static void csd_log_hash(const char *what, struct cat *cat, const uint8_t hash[C
 	log_info("catalog %s: chunk %s %s", cat->path, hex, what);
 }
 
-/* This node's pending references of hash (0 without a row). */
-static int csd_local_refs(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], int64_t *refs)
+/* This node's pending references of hash (0 without a row), and whether
+ * its object is written (*stored: a row with stored_len set). */
+static int csd_local_row(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], int64_t *refs,
+			 bool *stored)
 {
 	sqlite3_stmt *st;
-	int rc = csd_prepare(cat, csd_sql_refcount, &st);
+	int rc = csd_prepare(cat, csd_sql_row, &st);
 	if (rc)
 		return rc;
 	csd_bind_hash(st, 1, hash);
 	rc = csd_step(cat, st);
 	*refs = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+	*stored = rc == 1 && sqlite3_column_int(st, 1) != 0;
 	sqlite3_finalize(st);
 	return rc < 0 ? rc : 0;
 }
@@ -608,8 +615,9 @@ int catsh_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready,
 	*ready = true;
 	*stale = false;
 	int64_t refs = 0;
+	bool stored;
 	cat_lock(cat);
-	int rc = csd_local_refs(cat, u->hash, &refs);
+	int rc = csd_local_row(cat, u->hash, &refs, &stored);
 	cat_unlock(cat);
 	if (rc || refs > 0)
 		return rc; /* a local writer references it */
@@ -645,40 +653,44 @@ static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
 }
 
 /* S5: which chunk rows of rows[0..n) to mark uploaded locally, after
- * PostgreSQL was told (one round trip for the batch). */
+ * PostgreSQL was told (one round trip for the batch). Only a row whose
+ * object is written was uploaded: an upload found moot (its row gone, or
+ * a writer storing it anew) marks nothing, here as in upload.c. */
 static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark)
 {
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(n ? n : 1, CAT_HASH_LEN);
 	bool *marked = calloc(n ? n : 1, sizeof(*marked));
 	size_t *at = calloc(n ? n : 1, sizeof(*at));
-	int rc = hashes && marked && at ? 0 : -ENOMEM;
+	int64_t *refs = calloc(n ? n : 1, sizeof(*refs));
+	int rc = hashes && marked && at && refs ? 0 : -ENOMEM;
 	size_t k = 0;
+	cat_lock(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
+		bool stored = false;
 		mark[i] = false;
-		if (rows[i].kind == UP_CHUNK) {
+		if (rows[i].kind == UP_CHUNK)
+			rc = csd_local_row(cat, rows[i].hash, &refs[k], &stored);
+		if (rc == 0 && stored) {
 			memcpy(hashes[k], rows[i].hash, CAT_HASH_LEN);
 			at[k++] = i;
 		}
 	}
+	cat_unlock(cat);
 	if (rc == 0)
 		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes,
 					  k, marked);
 	for (size_t j = 0; rc == 0 && j < k; j++) {
-		int64_t refs = 0;
-		mark[at[j]] = marked[j];
-		if (marked[j])
-			continue;
-		cat_lock(cat);
-		rc = csd_local_refs(cat, hashes[j], &refs);
-		cat_unlock(cat);
-		mark[at[j]] = refs > 0; /* its commit tells PostgreSQL (S2) */
-		csd_log_hash(refs > 0 ? "is on BACKING before its file's commit published it"
-				      : "is not in the shared store (never published, or reclaimed"
-					" meanwhile): not marked uploaded", cat, hashes[j]);
+		mark[at[j]] = marked[j] || refs[j] > 0; /* a writer's: its commit tells (S2) */
+		if (!marked[j])
+			csd_log_hash(refs[j] > 0 ? "is on BACKING before its file's commit published it"
+						 : "is not in the shared store (never published, or"
+						   " reclaimed meanwhile): not marked uploaded",
+				     cat, hashes[j]);
 	}
 	free(hashes);
 	free(marked);
 	free(at);
+	free(refs);
 	return rc;
 }
 
@@ -724,11 +736,19 @@ static int csd_where_local(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		      struct cat_chunk_where *out)
 {
+	bool writing = false;
 	cat_lock(cat);
 	int rc = csd_where_local(cat, hash, out);
+	if (rc == -ENOENT) {
+		int64_t refs = 0;
+		bool stored = false;
+		int lrc = csd_local_row(cat, hash, &refs, &stored);
+		writing = lrc == 0 && refs > 0 && !stored;
+		rc = lrc ? lrc : -ENOENT;
+	}
 	cat_unlock(cat);
-	if (rc != -ENOENT)
-		return rc;
+	if (rc != -ENOENT || writing)
+		return rc; /* the local answer; a writer storing it has no object yet, as alone */
 	struct pgns_chunk_row row;
 	rc = pgns_chunk_get(cat_shared_ns(cat), hash, &row);
 	if (rc == 0 && strcmp(row.state, "live") != 0)

@@ -3,10 +3,13 @@
  * contracts as the SQLite engine's (generation.c), each change one fenced
  * transaction in PostgreSQL (meta/pggen.c). What differs, and why:
  *
- *  S1. No rewrite of a committed generation: cat_gen_reopen is refused with
- *      -EROFS and one log line naming the generation (a backup tree across
- *      nodes is not built yet), so there are never backup trees (G3 holds
- *      trivially) and no hold or abort ever rolls a version back.
+ *  S1. A rewrite of a committed generation keeps its backup tree in the
+ *      shared tables (G3); an abort or a hold rolls the new version back to
+ *      it, and so does the sweep of a node lost while it had a file of the
+ *      new version open (pggen.h X2): a crash never shows a mix of two
+ *      versions. The inodes of a version the sweep rolled back keep nlink
+ *      0 in the shared tables (no node's kernel is known to be done with
+ *      them).
  *  S2. exclusive_bytes is 0: which chunks only one generation names would
  *      cost a chunk lookup per extent of the whole store, for a figure
  *      no policy decides on. files and logical_bytes are computed.
@@ -168,16 +171,20 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
 		cat_ino_fn fn, void *arg, bool *held_out)
 {
-	(void)fn; /* S1: a hold never rolls a version back, so removes nothing */
-	(void)arg;
 	struct pgns *ns = cat_shared_ns(cat);
+	struct cat_id_vec ids = { 0 };
+	bool held = false;
 	int rc = catshg_rule_check(rule);
 	if (rc == 0)
-		rc = pggen_hold(ns, id, rule, reason && reason[0] ? reason : "not proven complete");
+		rc = pggen_hold_ids(ns, id, rule, reason && reason[0] ? reason : "not proven complete",
+				    fn ? &ids : NULL, &held);
 	if (rc == -EINVAL)
 		rc = catshg_state_error(ns, id, GEN_HELD, rc);
 	if (rc == 0 && held_out)
-		*held_out = true;
+		*held_out = held;
+	for (size_t i = 0; rc == 0 && fn && i < ids.n; i++) /* S1: a rolled back version's */
+		fn(arg, ids.v[i]);
+	cat_id_vec_free(&ids);
 	return rc;
 }
 
@@ -212,17 +219,7 @@ int catshg_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 
 int catshg_reopen(struct cat *cat, uint64_t id)
 {
-	struct pgns *ns = cat_shared_ns(cat);
-	struct cat_gen g;
-	int rc = pggen_get(ns, id, &g, NULL);
-	if (rc)
-		return rc;
-	/* S1 */
-	log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" (step %" PRIu64 ") is %s:"
-		  " rewriting it is not supported with several nodes (-o meta=) yet; write a new"
-		  " step instead", pg_name(ns->pg), g.id, g.series, g.name, g.step,
-		  cat_gen_state_name(g.state));
-	return -EROFS;
+	return pggen_reopen(cat_shared_ns(cat), id); /* S1 */
 }
 
 int catshg_pin(struct cat *cat, uint64_t id, bool pinned)

@@ -52,6 +52,13 @@ enum {
 	G_CHECK_ROWS,
 	G_CHECK_TREES,
 	G_OPEN_WRITERS,
+	/* versions: a rewrite's backup tree (generation.h G3) */
+	G_BACKUP_MAKE,
+	G_BACKUP_DROP,
+	G_DIRENT_LINK,
+	G_RESTORE,
+	G_REOPEN,
+	G_NODE_ROLLBACK,
 	/* durability: manifests built from the shared tree (meta/manifest_shared.c) */
 	G_DURABLE_STATE,
 	G_DURABLE_SET,
@@ -92,7 +99,7 @@ enum {
 	" ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen = $2) "
 
 #define G_COLS "id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
-	       " ended_ns, rule, held, lost"
+	       " ended_ns, rule, held, lost, backup_root"
 
 const struct pg_stmt pggen_stmts[] = {
 	[G_GEN_INSERT] = { "gen_insert",
@@ -106,7 +113,7 @@ const struct pg_stmt pggen_stmts[] = {
 	[G_WRITING_ADD] = { "gen_writing_add",
 			    "INSERT INTO ns_writing(node, ino) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2 },
 	[G_WRITING_DEL] = { "gen_writing_del", "DELETE FROM ns_writing WHERE node = $1 AND ino = $2", 2 },
-	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost FROM ns_generations WHERE id = $1 FOR UPDATE",
+	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
 	/* X1: every writer counts, also one of a node whose lease ran out and
 	 * that no sweep has handled yet: its file is unfinished until X2 holds
@@ -116,8 +123,8 @@ const struct pg_stmt pggen_stmts[] = {
 			" WHERE i.gen = $1",
 			1 },
 	[G_COMMIT] = { "gen_commit",
-		       "UPDATE ns_generations SET state = 1, committed_ns = $2, rule = $3, held = ''"
-		       " WHERE id = $1",
+		       "UPDATE ns_generations SET state = 1, committed_ns = $2, rule = $3, held = '',"
+		       " backup_root = 0 WHERE id = $1",
 		       3 },
 	[G_HOLD] = { "gen_hold", "UPDATE ns_generations SET state = 4, rule = $2, held = $3 WHERE id = $1",
 		     3 },
@@ -128,7 +135,8 @@ const struct pg_stmt pggen_stmts[] = {
 	/* X2: what the dead node had open for writing proves nothing */
 	[G_HOLD_NODE] = { "gen_hold_node",
 			  "UPDATE ns_generations SET state = 4, rule = 'node-lost', held = $2"
-			  " WHERE state = 0 AND id IN (SELECT i.gen FROM ns_writing w JOIN ns_inodes i"
+			  " WHERE state = 0 AND backup_root = 0 AND id IN (SELECT i.gen FROM ns_writing w"
+			  " JOIN ns_inodes i"
 			  " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL) RETURNING id",
 			  2 },
 	[G_DROP_WRITING] = { "gen_drop_writing", "DELETE FROM ns_writing WHERE node = $1", 1 },
@@ -145,9 +153,12 @@ const struct pg_stmt pggen_stmts[] = {
 		     1 },
 	[G_GET_LOCK] = { "gen_get_lock",
 			 "SELECT " G_COLS " FROM ns_generations WHERE id = $1 FOR UPDATE", 1 },
+	/* the backup tree carries the id too, but is no part of what it shows */
 	[G_STATS] = { "gen_stats",
-		      "SELECT count(*), COALESCE(sum(size), 0) FROM ns_inodes WHERE gen = $1"
-		      " AND " G_IS_FILE,
+		      "WITH RECURSIVE t(ino) AS (SELECT backup_root FROM ns_generations WHERE id = $1"
+		      " AND backup_root != 0 UNION SELECT d.ino FROM ns_dirents d JOIN t"
+		      " ON d.parent = t.ino) SELECT count(*), COALESCE(sum(size), 0) FROM ns_inodes"
+		      " WHERE gen = $1 AND " G_IS_FILE " AND ino NOT IN (SELECT ino FROM t)",
 		      1 },
 	/* a lost one still has its tree under its name: found by name, so that
 	 * an admin can remove it; hidden from a search by step (a resume) */
@@ -166,7 +177,7 @@ const struct pg_stmt pggen_stmts[] = {
 	[G_PIN] = { "gen_pin", "UPDATE ns_generations SET pinned = $2 WHERE id = $1 RETURNING id", 2 },
 	[G_END] = { "gen_end",
 		    "UPDATE ns_generations SET state = $2, root = 0, held = '', ended_ns = $3,"
-		    " rule = $4 WHERE id = $1",
+		    " rule = $4, backup_root = 0 WHERE id = $1",
 		    4 },
 	[G_ROOT_OF] = { "gen_root_of",
 			"SELECT id FROM ns_generations WHERE root = $1 AND " G_LIVE
@@ -202,24 +213,31 @@ const struct pg_stmt pggen_stmts[] = {
 				    "DELETE FROM ns_dirents WHERE id = $2 OR parent IN"
 				    " (SELECT unnest($1::bigint[]))",
 				    2 },
-	/* G1, G2, G5 on each row (G3 and G4 have no object here: no backups,
-	 * and a node's restart rolls nothing back, see pggen.h) */
+	/* G1, G2, G3 and G5 on each row (G4 is a single node's rule: another
+	 * node's generations stay open across this one's restart) */
 	[G_CHECK_ROWS] = { "gen_check_rows",
-			   "SELECT id, series, name, root, state, unlinked, owns, nested, bad_held"
+			   "SELECT id, series, name, root, state, unlinked, owns, nested, bad_held,"
+			   " bad_backup, backup_linked"
 			   " FROM (SELECT g.*, (" G_LIVE " AND NOT EXISTS (SELECT 1 FROM ns_dirents d"
 			   " WHERE d.parent = g.series AND d.name = g.name AND d.ino = g.root))"
-			   " AS unlinked, (state IN (2, 3) AND root != 0) AS owns,"
+			   " AS unlinked, (state IN (2, 3) AND (root != 0 OR backup_root != 0)) AS owns,"
+			   " (backup_root != 0 AND (state != 0 OR version < 2)) AS bad_backup,"
+			   " (backup_root != 0 AND EXISTS (SELECT 1 FROM ns_dirents d"
+			   " WHERE d.ino = g.backup_root)) AS backup_linked,"
 			   " (" G_LIVE " AND EXISTS (SELECT 1 FROM ns_inodes s WHERE s.ino = g.series"
 			   " AND s.gen IS NOT NULL)) AS nested,"
-			   " ((state = 4 AND held = '') OR (state != 4 AND held != '')) AS bad_held"
-			   " FROM ns_generations g) x WHERE unlinked OR owns OR nested OR bad_held"
+			   " ((state = 4 AND held = '') OR (state NOT IN (0, 4) AND held != '')"
+			   " OR (state = 0 AND held != '' AND backup_root = 0)) AS bad_held"
+			   " FROM ns_generations g) x WHERE unlinked OR owns OR nested OR bad_held OR bad_backup"
+			   " OR backup_linked"
 			   " OR state NOT BETWEEN 0 AND 4 OR version < 1 ORDER BY id",
 			   0 },
 	/* G1 on inodes: what a live generation's tree reaches carries its id,
 	 * and no linked inode outside every tree carries one */
 	[G_CHECK_TREES] = { "gen_check_trees",
 			    "WITH RECURSIVE t(ino, g) AS (SELECT root, id FROM ns_generations"
-			    " WHERE " G_LIVE " AND root != 0 UNION SELECT d.ino, t.g FROM ns_dirents d"
+			    " WHERE " G_LIVE " AND root != 0 UNION SELECT backup_root, id"
+			    " FROM ns_generations WHERE backup_root != 0 UNION SELECT d.ino, t.g FROM ns_dirents d"
 			    " JOIN t ON d.parent = t.ino)"
 			    " SELECT t.ino, t.g, i.gen, i.ino IS NULL FROM t LEFT JOIN ns_inodes i"
 			    " ON i.ino = t.ino WHERE i.gen IS DISTINCT FROM t.g"
@@ -233,6 +251,51 @@ const struct pg_stmt pggen_stmts[] = {
 			     " LEFT JOIN ckpt_nodes n ON n.id = w.node WHERE i.gen = $1"
 			     " ORDER BY w.node, w.ino LIMIT 9",
 			     1 },
+	/* The committed tree under $1 copied: every inode a new number from the
+	 * sequence (never handed out, so nobody holds it), entries with both
+	 * ends renumbered, extents copied and each chunk's count raised by its
+	 * copies (N1); no bytes move. Returns the copy of $1. */
+	[G_BACKUP_MAKE] = { "gen_backup_make",
+			    G_TREE("$1::bigint") ", m AS MATERIALIZED (SELECT ino, nextval('ns_ino_seq')"
+			    " AS copy FROM t), ins AS (INSERT INTO ns_inodes(ino, mode, uid, gid, nlink,"
+			    " size, rdev, atime_ns, mtime_ns, ctime_ns, target, gen) SELECT m.copy, i.mode,"
+			    " i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns,"
+			    " i.target, i.gen FROM m JOIN ns_inodes i ON i.ino = m.ino),"
+			    " dir AS (INSERT INTO ns_dirents(parent, name, ino) SELECT p.copy, d.name,"
+			    " c.copy FROM m p JOIN ns_dirents d ON d.parent = p.ino JOIN m c"
+			    " ON c.ino = d.ino), ext AS (INSERT INTO ns_extents(ino, off, len, hash,"
+			    " chunk_off) SELECT m.copy, e.off, e.len, e.hash, e.chunk_off FROM m"
+			    " JOIN ns_extents e ON e.ino = m.ino), refs AS (UPDATE ns_chunks c"
+			    " SET refcount = c.refcount + r.n FROM (SELECT e.hash, count(*) AS n FROM m"
+			    " JOIN ns_extents e ON e.ino = m.ino GROUP BY e.hash) r WHERE c.hash = r.hash)"
+			    " SELECT copy FROM m WHERE ino = $1",
+			    1 },
+	/* The backup tree under $1 deleted outright (its numbers were never
+	 * handed out), its extents' counts given back (N1). */
+	[G_BACKUP_DROP] = { "gen_backup_drop",
+			    G_TREE("$1::bigint") ", refs AS (UPDATE ns_chunks c"
+			    " SET refcount = c.refcount - r.n FROM (SELECT e.hash, count(*) AS n"
+			    " FROM ns_extents e WHERE e.ino IN (SELECT ino FROM t) GROUP BY e.hash) r"
+			    " WHERE c.hash = r.hash), ext AS (DELETE FROM ns_extents WHERE ino IN"
+			    " (SELECT ino FROM t)), dir AS (DELETE FROM ns_dirents WHERE parent IN"
+			    " (SELECT ino FROM t)) DELETE FROM ns_inodes WHERE ino IN (SELECT ino FROM t)",
+			    1 },
+	[G_DIRENT_LINK] = { "gen_dirent_link",
+			    "INSERT INTO ns_dirents(parent, name, ino) VALUES ($1, $2, $3)", 3 },
+	[G_RESTORE] = { "gen_restore",
+			"UPDATE ns_generations SET root = $2, backup_root = 0, state = $3,"
+			" version = version - 1, rule = $4 WHERE id = $1",
+			4 },
+	[G_REOPEN] = { "gen_reopen",
+		       "UPDATE ns_generations SET state = 0, version = version + 1, backup_root = $2"
+		       " WHERE id = $1",
+		       2 },
+	/* X2 for a new version: rolled back to its backup, not held */
+	[G_NODE_ROLLBACK] = { "gen_node_rollback",
+			      "SELECT id FROM ns_generations WHERE state = 0 AND backup_root != 0"
+			      " AND id IN (SELECT i.gen FROM ns_writing w JOIN ns_inodes i"
+			      " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL) ORDER BY id",
+			      1 },
 	[G_DURABLE_STATE] = { "gen_durable_state",
 			      "SELECT g.state, g.version, g.lost, EXISTS(SELECT 1 FROM ns_inodes i"
 			      " JOIN ns_extents e ON e.ino = i.ino JOIN ns_chunks c ON c.hash = e.hash"
@@ -360,8 +423,25 @@ struct pggen_call {
 	bool open;
 	int state;
 	uint64_t count;
-	PGresult *res, *res2;
+	PGresult *res, *res2, *res3;
+	struct cat_id_vec *ids; /* inodes a rollback to a backup unlinked */
+	bool rolled_back;
 };
+
+static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
+static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
+			 struct cat_id_vec *ids);
+
+/* Deletes a rewrite's backup tree under backup (0: none), giving back its
+ * counts: the new version committed or the generation ended. */
+static int pggen_backup_drop(struct pgns *ns, uint64_t backup)
+{
+	if (!backup)
+		return 0;
+	char b[24];
+	const char *params[] = { PG_U64(b, backup) };
+	return pggen_exec(ns, G_BACKUP_DROP, params, NULL);
+}
 
 static int pggen_create_body(struct pg *pg, void *arg)
 {
@@ -447,7 +527,7 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
 
 /* ---- commit and hold ---- */
 
-static int pggen_lock(struct pgns *ns, uint64_t id, int *state, bool *lost)
+static int pggen_lock(struct pgns *ns, uint64_t id, int *state, bool *lost, uint64_t *backup)
 {
 	char g[24];
 	const char *params[] = { PG_U64(g, id) };
@@ -458,6 +538,8 @@ static int pggen_lock(struct pgns *ns, uint64_t id, int *state, bool *lost)
 	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
 	*state = rc == 0 ? (int)pg_int(res, 0, 0) : -1;
 	*lost = rc == 0 && PQgetvalue(res, 0, 1)[0] == 't';
+	if (backup)
+		*backup = rc == 0 ? (uint64_t)pg_int(res, 0, 2) : 0;
 	PQclear(res);
 	return rc;
 }
@@ -469,9 +551,10 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 	struct pgns *ns = c->ns;
 	int state = -1;
 	bool lost = false;
+	uint64_t backup = 0;
 	int rc = lease_fence(ns->lease);
 	if (rc == 0)
-		rc = pggen_lock(ns, c->id, &state, &lost);
+		rc = pggen_lock(ns, c->id, &state, &lost, &backup);
 	if (rc)
 		return rc;
 	if (state != GEN_OPEN && !(state == GEN_HELD && c->open))
@@ -488,8 +571,9 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 	PQclear(res);
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
+	rc = pggen_backup_drop(ns, backup); /* the new version is what is proven now */
 	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
-	return pggen_exec(ns, G_COMMIT, set, NULL);
+	return rc ? rc : pggen_exec(ns, G_COMMIT, set, NULL);
 }
 
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers)
@@ -534,27 +618,46 @@ static int pggen_hold_body(struct pg *pg, void *arg)
 	struct pggen_call *c = arg;
 	int state = -1;
 	bool lost = false;
+	uint64_t backup = 0;
+	if (c->ids)
+		c->ids->n = 0; /* the body may run again (pg.h P2) */
+	c->rolled_back = false;
 	int rc = lease_fence(c->ns->lease);
 	if (rc == 0)
-		rc = pggen_lock(c->ns, c->id, &state, &lost);
+		rc = pggen_lock(c->ns, c->id, &state, &lost, &backup);
 	if (rc)
 		return rc;
 	if (state == GEN_HELD)
 		return -EALREADY;
 	if (state != GEN_OPEN)
 		return -EINVAL;
+	if (backup) { /* a new version: what was proven is its previous one */
+		struct cat_gen row;
+		rc = pggen_row_locked(c->ns, c->id, &row, NULL);
+		c->rolled_back = rc == 0;
+		return rc ? rc : pggen_restore(c->ns, &row, c->rule, c->ids);
+	}
 	char g[24], why[GEN_HELD_MAX];
 	rc = pggen_reason(c->ns, c->id, c->reason, why);
 	const char *params[] = { PG_U64(g, c->id), c->rule, why };
 	return rc ? rc : pggen_exec(c->ns, G_HOLD, params, NULL);
 }
 
+int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *reason,
+		   struct cat_id_vec *ids, bool *held)
+{
+	if (!reason || !*reason || !rule || strlen(rule) >= GEN_RULE_MAX)
+		return -EINVAL; /* G5: a held generation says why */
+	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .reason = reason, .ids = ids };
+	int rc = pg_txn(ns->pg, pggen_hold_body, &c);
+	if (held)
+		*held = rc == 0 && !c.rolled_back;
+	return rc;
+}
+
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason)
 {
-	if (!reason || !*reason)
-		return -EINVAL; /* G5: a held generation says why */
-	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .reason = reason };
-	return pg_txn(ns->pg, pggen_hold_body, &c);
+	return pggen_hold_ids(ns, id, rule, reason, NULL, NULL);
 }
 
 /* ---- a node lost ---- */
@@ -599,11 +702,22 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 	struct pgns *ns = c->ns;
 	PQclear(c->res);
 	PQclear(c->res2);
-	c->res = c->res2 = NULL;
+	PQclear(c->res3);
+	c->res = c->res2 = c->res3 = NULL;
 	int rc = lease_fence(ns->lease);
 	if (rc)
 		return rc;
 	char dead[24], why[96];
+	const char *rollback[] = { PG_U64(dead, c->dead) };
+	rc = pggen_exec(ns, G_NODE_ROLLBACK, rollback, &c->res3);
+	for (int r = 0; rc == 0 && r < pg_rows(c->res3); r++) {
+		struct cat_gen g;
+		rc = pggen_row_locked(ns, (uint64_t)pg_int(c->res3, r, 0), &g, NULL);
+		if (rc == 0 && g.state == GEN_OPEN && g.backup_root)
+			rc = pggen_restore(ns, &g, "node-lost", NULL);
+	}
+	if (rc)
+		return rc;
 	snprintf(why, sizeof(why), "node %" PRIu64 " lost its lease with files of it open", c->dead);
 	const char *hold[] = { PG_U64(dead, c->dead), why };
 	rc = pggen_exec(ns, G_HOLD_NODE, hold, &c->res);
@@ -635,6 +749,10 @@ int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_h
 			log_warn("catalog %s: generation %" PRIu64 " held: node %" PRIu64
 				 " lost its lease with files of it open",
 				 pg_name(ns->pg), held[i], dead);
+		for (int r = 0; r < pg_rows(c.res3); r++)
+			log_warn("catalog %s: generation %s rolled back to its previous version: node"
+				 " %" PRIu64 " lost its lease while rewriting it", pg_name(ns->pg),
+				 PQgetvalue(c.res3, r, 0), dead);
 		for (size_t i = 0; i < *n_lost; i++)
 			log_error("catalog %s: generation %" PRIu64 " lost: chunks only node %" PRIu64
 				  " had, not on BACKING",
@@ -642,6 +760,7 @@ int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_h
 	}
 	PQclear(c.res);
 	PQclear(c.res2);
+	PQclear(c.res3);
 	return rc;
 }
 
@@ -665,6 +784,7 @@ static void pggen_row(PGresult *res, int r, struct cat_gen *out, bool *lost)
 	snprintf(out->held, sizeof(out->held), "%s", PQgetvalue(res, r, 12));
 	if (lost)
 		*lost = PQgetvalue(res, r, 13)[0] == 't';
+	out->backup_root = (uint64_t)pg_int(res, r, 14);
 }
 
 static int pggen_read_body(struct pg *pg, void *arg)
@@ -762,6 +882,14 @@ static int pggen_root_of(struct pgns *ns, uint64_t ino, uint64_t *id)
  * with rule, owning nothing (G2); the tree is left to the caller. */
 static int pggen_end_row(struct pgns *ns, uint64_t id, int state, const char *rule)
 {
+	int was = -1;
+	bool lost = false;
+	uint64_t backup = 0;
+	int rc = pggen_lock(ns, id, &was, &lost, &backup);
+	if (rc == 0)
+		rc = pggen_backup_drop(ns, backup);
+	if (rc)
+		return rc;
 	char g[24], s[24], t[24];
 	const char *params[] = { PG_U64(g, id), PG_U64(s, (uint64_t)state),
 				 PG_I64(t, pgns_now_ns()), rule };
@@ -1068,10 +1196,9 @@ static int pggen_end_want(const struct cat_gen *g, int how)
 }
 
 /* Unlinks g's root from its series (locked by the caller); every inode of
- * its tree gets nlink 0 and leaves the generation; c->ids gets them. */
-static int pggen_tree_remove(struct pggen_end_call *c, const struct cat_gen *g)
+ * its tree gets nlink 0 and leaves the generation; ids gets them. */
+static int pggen_tree_remove(struct pgns *ns, const struct cat_gen *g, struct cat_id_vec *ids)
 {
-	struct pgns *ns = c->ns;
 	uint64_t entry = 0, named = 0, mode = 0;
 	int rc = pggen_entry(ns, g->series, g->name, &entry, &named);
 	if (rc == -ENOENT || (rc == 0 && named != g->root)) {
@@ -1097,7 +1224,7 @@ static int pggen_tree_remove(struct pggen_end_call *c, const struct cat_gen *g)
 	for (int i = 0; rc == 0 && i < pg_rows(res); i++) {
 		uint64_t ino = (uint64_t)pg_int(res, i, 0);
 		fprintf(f, "%s%" PRIu64, i ? "," : "{", ino);
-		if (c->ids && cat_id_vec_push(c->ids, ino) != 0)
+		if (ids && cat_id_vec_push(ids, ino) != 0)
 			rc = -ENOMEM;
 	}
 	if (f) {
@@ -1144,12 +1271,75 @@ static int pggen_end_body(struct pg *pg, void *arg)
 		rc = pggen_row_locked(ns, c->id, &g, NULL);
 	if (rc == 0)
 		rc = pggen_end_want(&g, c->how);
+	if (rc == 0 && c->how == PGGEN_ABORT && g.backup_root) /* a new version: back to the last */
+		return pggen_restore(ns, &g, c->rule, c->ids);
 	if (rc == 0)
-		rc = pggen_tree_remove(c, &g);
+		rc = pggen_tree_remove(ns, &g, c->ids);
 	if (rc == 0)
 		rc = pggen_end_row(ns, g.id, c->how == PGGEN_ABORT ? GEN_ABORTED : GEN_DELETED,
 				   c->rule);
 	return rc;
+}
+
+/* ---- versions: rewriting a committed generation ---- */
+
+/* g, an OPEN new version whose series and row the caller locked, gives way
+ * to its backup: its tree is unlinked (ids gets its inodes), the backup is
+ * linked under its name, and it is its previous version again, COMMITTED or
+ * HELD as it was (G5), with rule "<rule>-restored". */
+static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
+			 struct cat_id_vec *ids)
+{
+	uint64_t mode = 0;
+	char b[24], s[24], t[24], id[24], st[24], why[GEN_RULE_MAX];
+	const char *row[] = { PG_U64(b, g->backup_root) };
+	int rc = pggen_tree_remove(ns, g, ids);
+	if (rc == 0)
+		rc = pggen_one_int(ns, G_INODE_ROW, row, &mode);
+	const char *link[] = { PG_U64(s, g->series), g->name, b };
+	if (rc == 0)
+		rc = pggen_exec(ns, G_DIRENT_LINK, link, NULL);
+	const char *touch[] = { s, PG_I64(t, pgns_now_ns()), S_ISDIR((mode_t)mode) ? "1" : "0" };
+	if (rc == 0)
+		rc = pggen_exec(ns, G_DIR_TOUCH, touch, NULL);
+	snprintf(why, sizeof(why), "%s-restored", rule);
+	const char *set[] = { PG_U64(id, g->id), b,
+			      PG_U64(st, (uint64_t)(g->held[0] ? GEN_HELD : GEN_COMMITTED)), why };
+	return rc ? rc : pggen_exec(ns, G_RESTORE, set, NULL);
+}
+
+static int pggen_reopen_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	struct pgns *ns = c->ns;
+	struct cat_gen g;
+	bool lost = false;
+	int rc = lease_fence(ns->lease);
+	if (rc == 0)
+		rc = pggen_row_locked(ns, c->id, &g, &lost);
+	if (rc)
+		return rc;
+	if (g.state == GEN_OPEN)
+		return -EALREADY;
+	if (g.state != GEN_COMMITTED && g.state != GEN_HELD)
+		return -ENOENT;
+	if (lost)
+		return -ENODATA; /* its bytes are gone: nothing to rewrite from */
+	char r[24], id[24], copy[24];
+	const char *params[] = { PG_U64(r, g.root) };
+	uint64_t backup = 0;
+	rc = pggen_one_int(ns, G_BACKUP_MAKE, params, &backup);
+	if (rc == 0 && !backup)
+		rc = -EIO; /* a live generation's root always exists (G1) */
+	const char *set[] = { PG_U64(id, g.id), PG_U64(copy, backup) };
+	return rc ? rc : pggen_exec(ns, G_REOPEN, set, NULL);
+}
+
+int pggen_reopen(struct pgns *ns, uint64_t id)
+{
+	struct pggen_call c = { .ns = ns, .id = id };
+	return pg_txn(ns->pg, pggen_reopen_body, &c);
 }
 
 int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule,
@@ -1210,14 +1400,16 @@ int pggen_check(struct pgns *ns, int *violations)
 	int rc = pg_txn(ns->pg, pggen_check_body, &c);
 	const char *db = pg_name(ns->pg);
 	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++, (*violations)++)
-		log_error("catalog %s: check: generation %s %s/\"%s\" (root %s, state %s):%s%s%s%s",
+		log_error("catalog %s: check: generation %s %s/\"%s\" (root %s, state %s):%s%s%s%s%s%s",
 			  db, PQgetvalue(c.res, r, 0), PQgetvalue(c.res, r, 1),
 			  PQgetvalue(c.res, r, 2), PQgetvalue(c.res, r, 3), PQgetvalue(c.res, r, 4),
 			  pggen_true(c.res, r, 5) ? " its root is not linked under its name" : "",
 			  pggen_true(c.res, r, 6) ? " ended but still owns a tree" : "",
 			  pggen_true(c.res, r, 7) ? " its series lies in a generation" : "",
 			  pggen_true(c.res, r, 8) ? " a held reason where it must not be, or none"
-						  : "");
+						  : "",
+			  pggen_true(c.res, r, 9) ? " a backup outside a rewritten open version" : "",
+			  pggen_true(c.res, r, 10) ? " its backup is linked" : "");
 	for (int r = 0; rc == 0 && r < pg_rows(c.res2); r++, (*violations)++) {
 		PGresult *t = c.res2;
 		if (pggen_true(t, r, 3))

@@ -24,6 +24,8 @@
  *      rows are dropped, the chunks it alone held that another live node also
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
+ *      A new version (a rewrite) it had files open in is rolled back to its
+ *      backup instead of held: a crash never shows a mix of two versions.
  *  X3. Every change is fenced by its node's lease (L2).
  *  X4. The calls of generation.h below keep G1, G2 and G5 in
  *      ns_generations: a rename, abort, delete or expire changes the
@@ -65,6 +67,16 @@ int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, 
  * for writing are added, naming their nodes (up to 8, as much as
  * GEN_HELD_MAX holds). -EALREADY if HELD. */
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason);
+/* As cat_gen_hold: pggen_hold, except that a new version (a rewrite, with a
+ * backup) is rolled back to its previous version instead (*held false; ids,
+ * if not NULL, gets the inodes of the dropped version). */
+int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *reason,
+		   struct cat_id_vec *ids, bool *held);
+/* As cat_gen_reopen: COMMITTED or HELD → OPEN as version+1, with a backup
+ * copy of its tree (sharing chunks: their counts go up, no bytes copied).
+ * Committing the new version drops the backup; aborting it, holding it, or
+ * its writer's node lost (X2) puts the backup back under the name. */
+int pggen_reopen(struct pgns *ns, uint64_t id);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
  * holding those of them that node dead held and had not uploaded (X2). */
@@ -84,10 +96,9 @@ int pggen_get(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 int pggen_list(struct pgns *ns, uint64_t series, cat_gen_fn fn, void *arg);
 
 /* ---- generation.h's calls over PostgreSQL (meta/catalog_shared_gen.c) ----
- * Same contracts as generation.h's, with these differences of the shared
- * engine: no backup trees (cat_gen_reopen is refused there), and
- * exclusive_bytes is never computed (0). Each change is one transaction,
- * fenced (X3). */
+ * Same contracts as generation.h's (G1–G3, G5 hold in ns_generations),
+ * except that exclusive_bytes is never computed (0). Each change is one
+ * transaction, fenced (X3). */
 
 /* The generation of ino (0 for none, -ENOENT for no inode). */
 int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id);

@@ -282,7 +282,8 @@ static const char pgns_schema_sql[] =
 	" version INT NOT NULL DEFAULT 1, pinned BOOLEAN NOT NULL DEFAULT false,"
 	" created_ns BIGINT NOT NULL, committed_ns BIGINT NOT NULL DEFAULT 0,"
 	" ended_ns BIGINT NOT NULL DEFAULT 0, rule TEXT NOT NULL DEFAULT '',"
-	" held TEXT NOT NULL DEFAULT '', lost BOOLEAN NOT NULL DEFAULT false, opened_by BIGINT);"
+	" held TEXT NOT NULL DEFAULT '', lost BOOLEAN NOT NULL DEFAULT false, opened_by BIGINT,"
+	" backup_root BIGINT NOT NULL DEFAULT 0);"
 	"CREATE INDEX IF NOT EXISTS ns_generations_by_series ON ns_generations(series, state, step);"
 	/* the version whose manifest is on BACKING (meta/manifest_shared.c) */
 	"ALTER TABLE ns_generations ADD COLUMN IF NOT EXISTS durable_version INT NOT NULL DEFAULT 0;"

@@ -70,6 +70,18 @@ static void td_open(struct td_node *n, const char *name)
 	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
 }
 
+/* The node stops (as a crash would leave its writers' pending rows) and
+ * comes back on the same local catalog. */
+static void td_reopen(struct td_node *n, const char *name)
+{
+	cat_close(n->cat);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, td_reclaim, n, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
 static void td_close(struct td_node *n)
 {
 	cat_close(n->cat);
@@ -545,4 +557,59 @@ Test(catshared_data, a_read_of_a_chunk_never_uploaded_fails_after_backing_timeou
 	cr_assert_geq(waited, TD_TIMEOUT_MS / 1000.0 * 0.9, "gave up after %.3f s", waited);
 	cr_assert_lt(waited, TD_TIMEOUT_MS / 1000.0 + 5);
 	td_reader_close(&r);
+}
+
+Test(catshared_data, an_upload_found_moot_while_a_writer_stores_the_chunk_anew_marks_nothing)
+{
+	struct td_node a;
+	td_open(&a, "data-a");
+	uint64_t f = td_file(&a, "f"), g = td_file(&a, "g");
+	td_write(&a, f, 0xd6, 0, 1, false);
+	OK(cat_pending_drop(a.cat, f)); /* zero count, waiting for its upload */
+	struct cat_upload first[4];
+	cr_assert_eq(cat_upload_list(a.cat, 0, first, 4), 1);
+	/* a new writer names the same bytes: the zero-count row's object is
+	 * written anew (catalog_refs.c invariant 2) */
+	struct cat_extent e = td_extent(0, 0xd6, 0);
+	bool must_store = false;
+	OK(cat_pending_add(a.cat, g, &e, &must_store));
+	cr_assert(must_store);
+	struct cat_chunk_where w;
+	FAILS(cat_chunk_where(a.cat, e.hash, &w), ENOENT); /* as alone: moot, not -EAGAIN */
+	OK(cat_upload_done(a.cat, &first[0])); /* what the uploader does with a moot row */
+	cr_assert_not(td_row(&a, e.hash).uploaded);
+	OK(cat_chunk_stored(a.cat, e.hash, 2, TD_STORED));
+	int stale = 0;
+	cr_assert_eq(td_upload(&a, e.hash, &stale), 1);
+	cr_assert(td_row(&a, e.hash).uploaded);
+	td_check(&a);
+	td_close(&a);
+}
+
+Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uploads_it_after)
+{
+	struct td_node a, b;
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t ino = td_file(&a, "f");
+	td_write(&a, ino, 0xd7, 0, 2, true); /* closed by the trainer; the writer not yet gone */
+	td_reopen(&a, "data-a");
+	/* invariant 4 dropped the pending rows; PostgreSQL has the file */
+	cr_assert_eq(td_local_rows(&a, "pending", "1"), 0);
+	struct cat_inode in;
+	OK(cat_getattr(b.cat, ino, &in));
+	cr_assert_eq(in.size, 2 * TD_LEN);
+	/* the chunks wait for their upload, their objects kept (S3) */
+	OK(cat_pending_drop(a.cat, ino)); /* a call that sweeps */
+	cr_assert_eq(a.n_reclaimed, 0);
+	cr_assert_eq(td_local_rows(&a, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 2);
+	int stale = 0;
+	cr_assert_eq(td_upload(&a, NULL, &stale), 2);
+	cr_assert_eq(stale, 0);
+	bool up = false;
+	OK(cat_file_uploaded(b.cat, ino, &up));
+	cr_assert(up);
+	td_check(&b);
+	td_close(&a);
+	td_close(&b);
 }

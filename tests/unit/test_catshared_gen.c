@@ -7,7 +7,8 @@
  * B writes, then commits with both; hold, abort, delete, expire and pin from
  * either node; a root renamed away ends its generation, a rename with a
  * spec starts one, find_step finds it; a node lost mid-save holds its
- * generation, which only an admin's commit ends; a rewrite is refused. The
+ * generation, which only an admin's commit ends; a rewrite made on one node
+ * is rolled back by a hold on the other. The
  * generation policy (fs/gen.c) on A: a completion signal while B writes
  * returns at once and commits once B closes, or holds the generation once
  * the abandon bound passes with B's file still open. */
@@ -121,8 +122,30 @@ Test(catshared_gen, a_commit_on_a_waits_for_bs_writer_then_has_both_files)
 	cr_assert_eq(g.exclusive_bytes, 0);
 	cr_assert_str_eq(g.rule, "dcp-metadata");
 	FAILS(cat_gen_commit(b.cat, gen, "again"), EALREADY);
-	FAILS(cat_gen_reopen(b.cat, gen), EROFS); /* a rewrite across nodes: not yet */
-	cr_assert_eq(tcg_state(&a, gen), GEN_COMMITTED);
+	/* a rewrite on b, rolled back by a hold on a: version 1 is back */
+	OK(cat_gen_reopen(b.cat, gen));
+	OK(cat_gen_get_brief(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.version, 2);
+	cr_assert(g.backup_root != 0);
+	FAILS(cat_gen_reopen(a.cat, gen), EALREADY);
+	OK(cat_gen_check(a.cat));
+	struct cat_id_vec ids = { 0 };
+	bool held = true;
+	OK(cat_gen_hold(a.cat, gen, "unmount", "a file open at unmount", cat_id_vec_add_ino, &ids,
+			&held));
+	cr_assert(!held, "a new version is rolled back, not held");
+	cr_assert_eq(ids.n, 3, "the new version's tree");
+	cat_id_vec_free(&ids);
+	OK(cat_gen_get(b.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 1);
+	cr_assert_eq(g.backup_root, 0);
+	cr_assert_eq(g.files, 2);
+	cr_assert_str_eq(g.rule, "unmount-restored");
+	struct cat_inode root;
+	OK(cat_lookup(b.cat, run, "step-100", &root));
+	cr_assert_eq(root.ino, g.root, "the backup is linked under the name");
 
 	struct cat_gen_vec l = { 0 };
 	OK(cat_gen_list_brief(b.cat, run, false, cat_gen_vec_add, &l));

@@ -526,3 +526,128 @@ Test(pggen, find_and_list_hide_what_a_resume_must_not_see)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* ---- versions: rewriting a committed generation (pggen_reopen) ---- */
+
+static uint64_t tg_refs(struct pt_node *n, uint8_t fill, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	struct pgns_chunk_row row;
+	ts_hash(h, fill, seed);
+	OK(pgns_chunk_get(&n->ns, h, &row));
+	return row.refcount;
+}
+
+/* The first extent's chunk of name under the generation's root is
+ * ts_hash(fill, 0): which version a reader sees. */
+static void tg_sees(struct pt_node *n, uint64_t gen, const char *name, uint8_t fill)
+{
+	struct cat_gen g;
+	struct cat_inode root, file;
+	struct cat_extent e;
+	uint8_t want[CAT_HASH_LEN];
+	OK(pggen_get(&n->ns, gen, &g, NULL));
+	OK(pgns_lookup(&n->ns, g.series, g.name, &root));
+	cr_assert_eq(root.ino, g.root);
+	OK(pgns_lookup(&n->ns, root.ino, name, &file));
+	cr_assert_eq(pgns_extents(&n->ns, file.ino, 0, &e, 1), 1);
+	ts_hash(want, fill, 0);
+	cr_assert(memcmp(e.hash, want, CAT_HASH_LEN) == 0, "%s is not the version of fill %d",
+		  name, fill);
+}
+
+Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restores_it)
+{
+	struct pt_node a, b, c;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	pt_join(&c, "c", 2000);
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, CAT_ROOT_INO, "step-1", 1, &sa, &sb);
+	tg_publish(&a, sa, 11, 2);
+	tg_publish(&b, sb, 12, 2);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL));
+	cr_assert_eq(tg_refs(&a, 11, 0), 1);
+
+	/* version 2 on b: a backup shares the chunks (counts up, no bytes) */
+	OK(pggen_reopen(&b.ns, gen));
+	FAILS(pggen_reopen(&a.ns, gen), EALREADY);
+	struct cat_gen g;
+	OK(pggen_get_sized(&a.ns, gen, &g));
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.version, 2);
+	cr_assert(g.backup_root != 0 && g.backup_root != g.root);
+	cr_assert_eq(g.files, 2, "the backup's files are not the generation's");
+	cr_assert_eq(tg_refs(&a, 11, 0), 2);
+	tg_checked(&a);
+	tg_publish(&b, sb, 13, 1); /* b rewrites its shard */
+	cr_assert_eq(tg_refs(&a, 12, 0), 1, "only the backup names the old shard");
+	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL));
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.version, 2);
+	cr_assert_eq(g.backup_root, 0);
+	cr_assert_eq(tg_refs(&a, 12, 0), 0, "the backup dropped with the commit");
+	cr_assert_eq(tg_refs(&a, 11, 0), 1);
+	tg_sees(&b, gen, "__1_0.distcp", 13);
+	tg_checked(&a);
+
+	/* version 3, aborted: version 2 is back under the name, whole */
+	uint64_t root2 = g.root;
+	OK(pggen_reopen(&a.ns, gen));
+	tg_publish(&a, sa, 14, 1);
+	tg_sees(&b, gen, "__0_0.distcp", 14);
+	struct cat_id_vec ids = { 0 };
+	OK(pggen_end(&b.ns, gen, PGGEN_ABORT, "admin-abort", &ids));
+	cr_assert_eq(ids.n, 3);
+	cat_id_vec_free(&ids);
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 2);
+	cr_assert_str_eq(g.rule, "admin-abort-restored");
+	cr_assert(g.root != root2, "the backup's root is the generation's now");
+	tg_sees(&b, gen, "__0_0.distcp", 11);
+	tg_sees(&b, gen, "__1_0.distcp", 13);
+	tg_checked(&b);
+
+	/* version 3 again, held: rolled back as well */
+	OK(pggen_reopen(&a.ns, gen));
+	bool held = true;
+	OK(pggen_hold_ids(&a.ns, gen, "unmount", "open at unmount", NULL, &held));
+	cr_assert(!held);
+	cr_assert_eq(tg_state(&a, gen, NULL), GEN_COMMITTED);
+
+	/* version 3 by c, which dies with a file of it open: rolled back too */
+	OK(pggen_reopen(&c.ns, gen));
+	OK(pggen_get(&c.ns, gen, &g, NULL));
+	struct cat_inode f;
+	OK(pgns_lookup(&c.ns, g.root, "__0_0.distcp", &f));
+	OK(pggen_writing(&c.ns, f.ino, true, NULL));
+	tg_publish(&c, f.ino, 15, 1);
+	usleep(2300 * 1000);
+	uint64_t dead[2], hl[4], lost[4];
+	size_t n = 0, nh = 0, nl = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a.ns, dead[0], hl, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nh, 0, "a new version is rolled back, not held");
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 2);
+	cr_assert_str_eq(g.rule, "node-lost-restored");
+	tg_sees(&a, gen, "__0_0.distcp", 11);
+	tg_checked(&a);
+
+	/* ended while rewritten: the backup goes with it */
+	OK(pggen_reopen(&b.ns, gen));
+	uint64_t before = tg_refs(&a, 11, 0); /* live, backup, unreleased rolled-back trees */
+	OK(pggen_end(&a.ns, gen, PGGEN_DELETE, "admin", NULL));
+	cr_assert_eq(tg_refs(&a, 11, 0), before - 1, "the backup's reference went with it");
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.backup_root, 0);
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+	pt_leave(&c);
+}

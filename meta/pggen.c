@@ -362,8 +362,8 @@ const struct pg_stmt pggen_stmts[] = {
 			 11 },
 	[G_RB_ATTR] = { "gen_rb_attr",
 			"UPDATE ns_inodes SET mode = $2, uid = $3, gid = $4, atime_ns = $5,"
-			" mtime_ns = $6, ctime_ns = $7 WHERE ino = $1",
-			7 },
+			" mtime_ns = $6, ctime_ns = $7, nlink = $8 WHERE ino = $1",
+			8 },
 	[G_RB_DIRENT] = { "gen_rb_dirent",
 			  "INSERT INTO ns_dirents(parent, name, ino) VALUES ($1, $2, $3)", 3 },
 	[G_RB_NLINK] = { "gen_rb_nlink", "UPDATE ns_inodes SET nlink = nlink + 1 WHERE ino = $1", 1 },
@@ -1698,11 +1698,11 @@ static int pggen_rb_tree(struct pggen_rb *b, uint64_t gen)
 		const struct manifest_inode *in = &m->inodes[i];
 		uint32_t nlink = S_ISDIR(in->mode) ? 2 + b->subdirs[i] : in->links;
 		if (i == 0 && m->kind == MANIFEST_TREE) {
-			char v[7][24];
+			char v[8][24]; /* the root, fresh in an empty catalog, takes nlink too */
 			const char *params[] = { PG_U64(v[0], CAT_ROOT_INO), PG_U64(v[1], in->mode),
 						 PG_U64(v[2], in->uid), PG_U64(v[3], in->gid),
 						 PG_I64(v[4], in->atime_ns), PG_I64(v[5], in->mtime_ns),
-						 PG_I64(v[6], in->ctime_ns) };
+						 PG_I64(v[6], in->ctime_ns), PG_U64(v[7], nlink) };
 			b->map[0] = CAT_ROOT_INO;
 			rc = pggen_exec(b->ns, G_RB_ATTR, params, NULL);
 		} else {

@@ -98,7 +98,7 @@ test-nfs: deps $(BUILD)/backing-tool
 
 # Several nodes (daemons on this machine) over one BACKING and one shared
 # catalog on a private PostgreSQL 15 (tests/multinode/, docs/MULTINODE.md).
-test-multinode: deps all
+test-multinode: deps all $(BUILD)/faultfs
 	tests/multinode/run.sh $(BUILD)
 
 # Installs what building and testing need (Debian). Quiet when all is there.

@@ -27,6 +27,7 @@
 #include "generation.h"
 #include "log.h"
 #include "pg.h"
+#include "upload.h"
 #include "reader.h"
 #include "recent.h"
 #include "uploader.h"
@@ -109,6 +110,11 @@ static int control_live_gen(struct control *c, int fd, const char *arg, struct c
 	return 0;
 }
 
+struct control_gen_list {
+	struct control *c;
+	int fd;
+};
+
 static void control_hello(struct control *c, int fd)
 {
 	control_send(fd, "data pid %ld", (long)getpid());
@@ -118,7 +124,50 @@ static void control_hello(struct control *c, int fd)
 	control_send(fd, "data backing %s", c->d.backing_spec);
 	control_send(fd, "data gen_pattern %s", c->d.gen_pattern);
 	control_send(fd, "data protocol 1");
+	if (cat_is_shared(c->d.cat))
+		control_send(fd, "data shared 1");
 	control_send(fd, "ok");
+}
+
+/* One generation's state and durability, as the daemon's catalog sees
+ * them (PostgreSQL's in shared mode): "data gen ID STATE DURABLE NAME". */
+static int control_gen_line(struct control *c, int fd, const struct cat_gen *g)
+{
+	bool durable = false;
+	int rc = g->state == GEN_COMMITTED ? cat_gen_durable(c->d.cat, g->id, &durable) : 0;
+	if (rc == 0)
+		control_send(fd, "data gen %" PRIu64 " %s %d %s", g->id, cat_gen_state_name(g->state),
+			     durable ? 1 : 0, g->name);
+	return rc;
+}
+
+static int control_gen_line_cb(void *arg, const struct cat_gen *g)
+{
+	struct control_gen_list *l = arg;
+	int rc = control_gen_line(l->c, l->fd, g);
+	return rc < 0 ? rc : 0;
+}
+
+/* durable [GEN_ID]: for ckptfs-admin wait on a node of a shared catalog,
+ * whose local catalog file holds no generations. */
+static void control_durable(struct control *c, int fd, char **argv, int argc)
+{
+	int rc;
+	if (argc > 1) {
+		struct cat_gen gen;
+		if (control_live_gen(c, fd, argv[1], &gen) != 0)
+			return;
+		if (gen.state == GEN_HELD)
+			control_send(fd, "data held %s", gen.held);
+		rc = control_gen_line(c, fd, &gen);
+	} else {
+		struct control_gen_list l = { c, fd };
+		rc = cat_gen_list_brief(c->d.cat, 0, false, control_gen_line_cb, &l);
+	}
+	if (rc != 0)
+		control_error(fd, -rc, "catalog error");
+	else
+		control_send(fd, "ok");
 }
 
 static void control_commit(struct control *c, int fd, char **argv, int argc)
@@ -399,6 +448,8 @@ static void control_serve(struct control *c, int fd)
 		control_gc(c, fd, argv, argc);
 	else if (strcmp(argv[0], "stats") == 0)
 		control_stats(c, fd);
+	else if (strcmp(argv[0], "durable") == 0)
+		control_durable(c, fd, argv, argc);
 	else if (strcmp(argv[0], "rebuild") == 0)
 		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");

@@ -47,6 +47,7 @@
 #include "catalog_internal.h"
 #include "lease.h"
 #include "log.h"
+#include "manifest_shared.h"
 #include "pggen.h"
 #include "pgns.h"
 
@@ -379,6 +380,9 @@ int cat_lease_sweep(struct cat *cat, size_t *swept)
 				rc = drc;
 		}
 	}
+	/* the lost nodes' queues went with them: their manifests are queued here */
+	if (n > 0)
+		catshd_enqueue_undurable(cat, NULL);
 	if (swept)
 		*swept = n;
 	return rc;

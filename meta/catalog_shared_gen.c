@@ -35,6 +35,7 @@
 
 #include "catalog_internal.h"
 #include "log.h"
+#include "manifest_shared.h"
 #include "pg.h"
 #include "pggen.h"
 #include "pgns.h"
@@ -161,6 +162,9 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 			  writers);
 	if (rc == -EINVAL)
 		rc = catshg_state_error(ns, id, GEN_COMMITTED, rc);
+	/* its manifest, from the committing node's queue (manifest_shared.h D2) */
+	if (rc == 0 && pggen_get(ns, id, &g, NULL) == 0)
+		catshd_enqueue(cat, id, g.version);
 	return rc;
 }
 

@@ -55,6 +55,7 @@
 #include "codec.h"
 #include "hash.h"
 #include "log.h"
+#include "manifest_shared.h"
 
 #define MF_MAGIC "ckptfs-manifest"
 #define MF_SUM_LINE_LEN (4 + HASH_HEX_LEN + 1) /* "sum " hex "\n" */
@@ -584,12 +585,114 @@ int manifest_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version, char 
 {
 	if (gen_id == 0 || gen_id > INT64_MAX || version == 0)
 		return -EINVAL;
+	if (cat->shared) return manifest_shared_gen_build(cat, gen_id, version, out, len);
 	return mf_build(cat, gen_id, version, out, len);
 }
 
 int manifest_tree_build(struct cat *cat, char **out, size_t *len)
 {
 	return mf_build(cat, 0, 0, out, len);
+}
+
+/* ---- the text of a manifest given as rows (meta/manifest_shared.c) ---- */
+
+/* The series path: each '/'-separated component escaped on its own, as
+ * mf_write_path writes it, so that both builders give the same bytes. */
+static void mf_format_series(struct mf_buf *b, const char *series)
+{
+	mf_add(b, " ", 1);
+	if (series[0] == 0) {
+		mf_add(b, "-", 1);
+		return;
+	}
+	for (const char *s = series; *s;) {
+		size_t n = strcspn(s, "/");
+		mf_escaped(b, s, n);
+		s += n;
+		if (*s == '/') {
+			mf_add(b, "/", 1);
+			s++;
+		}
+	}
+}
+
+static void mf_format_body(struct mf_buf *b, const struct manifest *m)
+{
+	char hex[HASH_HEX_LEN + 1];
+	mf_printf(b, MF_MAGIC " %d %s\n", MANIFEST_FORMAT_VERSION,
+		  m->kind == MANIFEST_GEN ? "gen" : "tree");
+	if (m->kind == MANIFEST_GEN) {
+		const struct manifest_gen_row *g = &m->gen;
+		mf_printf(b, "gen %" PRIu64 " %" PRIu32 " %lld %d %lld %lld", g->id, g->version,
+			  (long long)g->step, g->pinned ? 1 : 0, (long long)g->created_ns,
+			  (long long)g->committed_ns);
+		mf_format_series(b, g->series);
+		mf_field(b, g->name, strlen(g->name));
+		mf_field(b, g->rule, strlen(g->rule));
+		mf_add(b, "\n", 1);
+	}
+	for (size_t i = 0; i < m->n_inodes; i++) {
+		const struct manifest_inode *in = &m->inodes[i];
+		mf_printf(b, "ino %zu %llo %lld %lld %lld %lld %lld %lld %lld", i,
+			  (unsigned long long)in->mode, (long long)in->uid, (long long)in->gid,
+			  (long long)in->size, (long long)in->rdev, (long long)in->atime_ns,
+			  (long long)in->mtime_ns, (long long)in->ctime_ns);
+		if (in->target == NULL)
+			mf_add(b, " -", 2);
+		else
+			mf_field(b, in->target, strlen(in->target));
+		mf_add(b, "\n", 1);
+	}
+	for (size_t i = 0; i < m->n_entries; i++) {
+		const struct manifest_entry *e = &m->entries[i];
+		mf_printf(b, "ent %lld %lld", (long long)e->parent, (long long)e->child);
+		mf_field(b, e->name, strlen(e->name));
+		mf_add(b, "\n", 1);
+	}
+	for (size_t i = 0; i < m->n_chunks; i++) {
+		const struct manifest_chunk *c = &m->chunks[i];
+		hash_to_hex(c->hash, hex);
+		mf_printf(b, "chunk %s %lld %d %lld\n", hex, (long long)c->plain_len, c->codec,
+			  (long long)c->stored_len);
+	}
+	for (size_t i = 0; i < m->n_extents; i++) {
+		const struct manifest_extent *x = &m->extents[i];
+		hash_to_hex(m->chunks[x->chunk].hash, hex);
+		mf_printf(b, "ext %lld %lld %lld %lld %s\n", (long long)x->inode, (long long)x->off,
+			  (long long)x->len, (long long)x->chunk_off, hex);
+	}
+}
+
+int manifest_format(const struct manifest *m, char **out, size_t *len)
+{
+	struct mf_buf b = { 0 };
+	char err[MANIFEST_ERR_MAX];
+	mf_format_body(&b, m);
+	if (!b.oom) {
+		uint8_t sum[HASH_LEN];
+		hash_sha256(b.p, b.len, sum);
+		hash_to_hex(sum, err);
+		mf_printf(&b, "sum %s\n", err);
+	}
+	int rc = b.oom ? -ENOMEM : 0;
+	if (rc == 0) {
+		/* as mf_build: never hand out a manifest that cannot be read back */
+		struct manifest *back = NULL;
+		rc = manifest_parse(b.p, b.len, &back, err, sizeof(err));
+		if (rc != 0) {
+			log_error("manifest of generation %" PRIu64 " does not read back (%s);"
+				  " not written", m->gen.id, err);
+			rc = -EIO;
+		}
+		manifest_free(back);
+	}
+	if (rc != 0) {
+		free(b.p);
+		return rc;
+	}
+	*out = b.p;
+	*len = b.len;
+	return 0;
 }
 
 /* ---- parsing ---- */
@@ -1615,6 +1718,7 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 
 int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz)
 {
+	if (cat->shared) return manifest_shared_apply(cat, m, err, errsz);
 	struct mf_apply a = { .cat = cat, .m = m, .err = err, .errsz = errsz };
 	uint32_t *subdirs = calloc(m->n_inodes, sizeof(*subdirs));
 	int rc = 0;

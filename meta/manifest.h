@@ -153,6 +153,11 @@ struct manifest {
  * for len > MANIFEST_SIZE_MAX (no byte of buf is read). */
 int manifest_parse(const char *buf, size_t len, struct manifest **out, char *err, size_t errsz);
 void manifest_free(struct manifest *m); /* NULL is allowed */
+/* The text of m (m->kind's format, the sum line added), as the builders
+ * write it: a manifest that manifest_parse gave comes back byte for byte.
+ * Strings are read up to their NUL; extents name chunks by index. -EIO if
+ * the text would not parse back (M2's checks), -ENOMEM. *out is malloc'd. */
+int manifest_format(const struct manifest *m, char **out, size_t *len);
 /* Applies a parsed manifest (manifest_apply without the parse). */
 int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz);
 /* The path of inode id inside the manifest ("" for the root; via first entries). */

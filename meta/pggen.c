@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "hash.h"
 #include "log.h"
+#include "manifest.h"
 
 enum {
 	G_GEN_INSERT,
@@ -58,6 +60,29 @@ enum {
 	G_REOPEN,
 	G_NODE_ROLLBACK,
 	G_WRITING_INO,
+	/* durability: manifests built from the shared tree (meta/manifest_shared.c) */
+	G_DURABLE_STATE,
+	G_DURABLE_SET,
+	G_NOT_DURABLE,
+	G_UNDURABLE_LIST,
+	G_MF_GEN,
+	G_MF_PATH,
+	G_MF_INODES,
+	G_MF_ENTRIES,
+	G_MF_CHUNKS,
+	G_MF_EXTENTS,
+	/* rebuild --meta: a parsed manifest into an empty shared catalog */
+	G_RB_COUNTS,
+	G_RB_LOOKUP,
+	G_RB_INODE,
+	G_RB_ATTR,
+	G_RB_DIRENT,
+	G_RB_NLINK,
+	G_RB_GEN,
+	G_RB_CHUNK,
+	G_RB_EXTENT,
+	G_RB_GEN_SEQ,
+	G_RB_CATALOG_ID,
 	G_COUNT
 };
 
@@ -67,6 +92,12 @@ enum {
 #define G_TREE(start)                                                                  \
 	"WITH RECURSIVE t(ino) AS (SELECT " start " UNION SELECT d.ino FROM ns_dirents d" \
 	" JOIN t ON d.parent = t.ino) "
+
+/* t(ino): a generation's tree as manifest.c walks it, from its root $1
+ * through entries to inodes of generation $2 */
+#define G_MF_TREE                                                                         \
+	"WITH RECURSIVE t(ino) AS (SELECT $1::bigint UNION SELECT d.ino FROM t JOIN ns_dirents d" \
+	" ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen = $2) "
 
 #define G_COLS "id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
 	       " ended_ns, rule, held, lost, backup_root"
@@ -272,6 +303,98 @@ const struct pg_stmt pggen_stmts[] = {
 			      " AND id IN (SELECT i.gen FROM ns_writing w JOIN ns_inodes i"
 			      " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL) ORDER BY id",
 			      1 },
+	[G_DURABLE_STATE] = { "gen_durable_state",
+			      "SELECT g.state, g.version, g.lost, EXISTS(SELECT 1 FROM ns_inodes i"
+			      " JOIN ns_extents e ON e.ino = i.ino JOIN ns_chunks c ON c.hash = e.hash"
+			      " WHERE i.gen = g.id AND NOT c.uploaded) FROM ns_generations g WHERE g.id = $1",
+			      1 },
+	[G_DURABLE_SET] = { "gen_durable_set",
+			    "UPDATE ns_generations SET durable_version = $2 WHERE id = $1 AND state = 1"
+			    " AND version = $2",
+			    2 },
+	/* as upload.c's U_GEN_NOT_DURABLE; a lost generation never becomes durable */
+	[G_NOT_DURABLE] = { "gen_not_durable",
+			    "SELECT count(*) FROM ns_generations WHERE ($1 = 0 OR id = $1) AND NOT lost"
+			    " AND (state = 0 OR (state = 1 AND durable_version <> version))",
+			    1 },
+	[G_UNDURABLE_LIST] = { "gen_undurable_list",
+			       "SELECT id, version FROM ns_generations WHERE state = 1 AND NOT lost"
+			       " AND durable_version <> version ORDER BY id",
+			       0 },
+	/* FOR SHARE: the generation stays COMMITTED at its version while its
+	 * tree is read (an end or a hold takes the row FOR UPDATE) */
+	[G_MF_GEN] = { "gen_mf_gen",
+		       "SELECT series, root, name, step, state, version, pinned, created_ns,"
+		       " committed_ns, rule, lost FROM ns_generations WHERE id = $1 FOR SHARE",
+		       1 },
+	/* the series' components from the mount root down; the last row's parent is 1 */
+	[G_MF_PATH] = { "gen_mf_path",
+			"WITH RECURSIVE up(ino, name, depth) AS (SELECT $1::bigint, NULL::text, 0"
+			" UNION ALL SELECT d.parent, d.name, up.depth + 1 FROM up CROSS JOIN LATERAL"
+			" (SELECT parent, name FROM ns_dirents WHERE ino = up.ino ORDER BY id LIMIT 1) d"
+			" WHERE up.ino <> 1 AND up.depth < 4097)"
+			" SELECT name, ino FROM up WHERE depth > 0 ORDER BY depth DESC",
+			1 },
+	[G_MF_INODES] = { "gen_mf_inodes",
+			  G_MF_TREE "SELECT i.ino, i.mode, i.uid, i.gid, i.size, i.rdev, i.atime_ns,"
+			  " i.mtime_ns, i.ctime_ns, i.target FROM t JOIN ns_inodes i ON i.ino = t.ino"
+			  " ORDER BY i.ino <> $1, i.ino",
+			  2 },
+	[G_MF_ENTRIES] = { "gen_mf_entries",
+			   G_MF_TREE "SELECT d.parent, d.ino, d.name FROM t JOIN ns_dirents d"
+			   " ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen = $2"
+			   " ORDER BY d.parent <> $1, d.parent, d.id",
+			   2 },
+	[G_MF_CHUNKS] = { "gen_mf_chunks",
+			  G_MF_TREE "SELECT encode(c.hash, 'hex'), c.plain_len, c.codec, c.stored_len"
+			  " FROM ns_chunks c WHERE c.hash IN (SELECT e.hash FROM t JOIN ns_extents e"
+			  " ON e.ino = t.ino) ORDER BY c.hash",
+			  2 },
+	[G_MF_EXTENTS] = { "gen_mf_extents",
+			   G_MF_TREE "SELECT e.ino, e.off, e.len, e.chunk_off, encode(e.hash, 'hex')"
+			   " FROM t JOIN ns_extents e ON e.ino = t.ino ORDER BY e.ino <> $1, e.ino, e.off",
+			   2 },
+	[G_RB_COUNTS] = { "gen_rb_counts",
+			  "SELECT (SELECT count(*) FROM ns_inodes WHERE ino <> 1),"
+			  " (SELECT count(*) FROM ns_generations), (SELECT count(*) FROM ns_chunks)",
+			  0 },
+	[G_RB_LOOKUP] = { "gen_rb_lookup",
+			  "SELECT d.ino, i.mode FROM ns_dirents d JOIN ns_inodes i ON i.ino = d.ino"
+			  " WHERE d.parent = $1 AND d.name = $2",
+			  2 },
+	[G_RB_INODE] = { "gen_rb_inode",
+			 "INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
+			 " mtime_ns, ctime_ns, target, gen) VALUES (nextval('ns_ino_seq'), $1, $2, $3,"
+			 " $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ino",
+			 11 },
+	[G_RB_ATTR] = { "gen_rb_attr",
+			"UPDATE ns_inodes SET mode = $2, uid = $3, gid = $4, atime_ns = $5,"
+			" mtime_ns = $6, ctime_ns = $7, nlink = $8 WHERE ino = $1",
+			8 },
+	[G_RB_DIRENT] = { "gen_rb_dirent",
+			  "INSERT INTO ns_dirents(parent, name, ino) VALUES ($1, $2, $3)", 3 },
+	[G_RB_NLINK] = { "gen_rb_nlink", "UPDATE ns_inodes SET nlink = nlink + 1 WHERE ino = $1", 1 },
+	[G_RB_GEN] = { "gen_rb_gen",
+		       "INSERT INTO ns_generations(id, series, root, name, step, state, version,"
+		       " pinned, created_ns, committed_ns, rule, durable_version) VALUES ($1, $2, $3,"
+		       " $4, $5, 1, $6, $7, $8, $9, $10, $6)",
+		       10 },
+	/* refcount: the extents this manifest adds naming it (N1) */
+	[G_RB_CHUNK] = { "gen_rb_chunk",
+			 "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, uploaded)"
+			 " VALUES (decode($1, 'hex'), $2, $3, $4, $5, true) ON CONFLICT (hash) DO UPDATE"
+			 " SET refcount = ns_chunks.refcount + EXCLUDED.refcount, uploaded = true",
+			 5 },
+	[G_RB_EXTENT] = { "gen_rb_extent",
+			  "INSERT INTO ns_extents(ino, off, len, hash, chunk_off)"
+			  " VALUES ($1, $2, $3, decode($4, 'hex'), $5)",
+			  5 },
+	[G_RB_GEN_SEQ] = { "gen_rb_gen_seq",
+			   "SELECT setval(pg_get_serial_sequence('ns_generations', 'id'),"
+			   " GREATEST((SELECT max(id) FROM ns_generations), 1))",
+			   0 },
+	[G_RB_CATALOG_ID] = { "gen_rb_catalog_id",
+			      "UPDATE ns_meta SET value = $1 WHERE key = 'catalog_id'", 1 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -1344,5 +1467,358 @@ int pggen_check(struct pgns *ns, int *violations)
 	}
 	PQclear(c.res);
 	PQclear(c.res2);
+	return rc;
+}
+
+/* ---- durability (meta/manifest_shared.c) ---- */
+
+int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *ready, bool *stale)
+{
+	struct pggen_call c = { .ns = ns, .id = id, .state = G_DURABLE_STATE };
+	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	*ready = false;
+	*stale = true;
+	if (rc == 0 && pg_rows(c.res) == 1) {
+		*stale = pg_int(c.res, 0, 0) != GEN_COMMITTED ||
+			 (uint32_t)pg_int(c.res, 0, 1) != version || pggen_true(c.res, 0, 2);
+		*ready = !*stale && !pggen_true(c.res, 0, 3);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+static int pggen_durable_set_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char i[24], v[24];
+	const char *params[] = { PG_U64(i, c->id), PG_U64(v, c->count) };
+	return pggen_exec(c->ns, G_DURABLE_SET, params, NULL);
+}
+
+int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version)
+{
+	/* not fenced: the manifest is on BACKING whatever this node's lease says */
+	struct pggen_call c = { .ns = ns, .id = id, .count = version };
+	return pg_txn(ns->pg, pggen_durable_set_body, &c);
+}
+
+int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count)
+{
+	struct pggen_call c = { .ns = ns, .id = id, .state = G_NOT_DURABLE };
+	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	if (rc == 0)
+		*count = (uint64_t)pg_int(c.res, 0, 0);
+	PQclear(c.res);
+	return rc;
+}
+
+static int pggen_undurable_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_UNDURABLE_LIST, NULL, &c->res);
+}
+
+int pggen_undurable(struct pgns *ns, uint64_t *ids, uint32_t *versions, size_t max, size_t *n)
+{
+	struct pggen_call c = { .ns = ns };
+	int rc = pg_txn(ns->pg, pggen_undurable_body, &c);
+	*n = 0;
+	for (int r = 0; rc == 0 && r < pg_rows(c.res) && *n < max; r++, (*n)++) {
+		ids[*n] = (uint64_t)pg_int(c.res, r, 0);
+		versions[*n] = (uint32_t)pg_int(c.res, r, 1);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+void pggen_tree_clear(struct pggen_tree *t)
+{
+	PQclear(t->gen);
+	PQclear(t->path);
+	PQclear(t->inodes);
+	PQclear(t->entries);
+	PQclear(t->chunks);
+	PQclear(t->extents);
+	memset(t, 0, sizeof(*t));
+}
+
+struct pggen_tree_call {
+	struct pgns *ns;
+	uint64_t id;
+	struct pggen_tree *t;
+};
+
+static int pggen_tree_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_tree_call *c = arg;
+	struct pggen_tree *t = c->t;
+	pggen_tree_clear(t);
+	char g[24], r[24], s[24];
+	const char *one[] = { PG_U64(g, c->id) };
+	int rc = pggen_exec(c->ns, G_MF_GEN, one, &t->gen);
+	if (rc == 0 && pg_rows(t->gen) != 1)
+		return -ENOENT;
+	if (rc)
+		return rc;
+	const char *series[] = { PG_U64(s, (uint64_t)pg_int(t->gen, 0, 0)) };
+	const char *tree[] = { PG_U64(r, (uint64_t)pg_int(t->gen, 0, 1)), g };
+	rc = pggen_exec(c->ns, G_MF_PATH, series, &t->path);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_INODES, tree, &t->inodes);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_ENTRIES, tree, &t->entries);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_CHUNKS, tree, &t->chunks);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_MF_EXTENTS, tree, &t->extents);
+	return rc;
+}
+
+int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct pggen_tree_call c = { ns, id, out };
+	int rc = pg_txn(ns->pg, pggen_tree_body, &c);
+	if (rc)
+		pggen_tree_clear(out);
+	return rc;
+}
+
+/* ---- rebuild --meta: manifests into an empty shared catalog ---- */
+
+static int pggen_rb_counts_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_RB_COUNTS, NULL, &c->res);
+}
+
+int pggen_rebuild_counts(struct pgns *ns, uint64_t *inodes, uint64_t *gens, uint64_t *chunks)
+{
+	struct pggen_call c = { .ns = ns };
+	int rc = pg_txn(ns->pg, pggen_rb_counts_body, &c);
+	if (rc == 0) {
+		*inodes = (uint64_t)pg_int(c.res, 0, 0);
+		*gens = (uint64_t)pg_int(c.res, 0, 1);
+		*chunks = (uint64_t)pg_int(c.res, 0, 2);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+static int pggen_rb_id_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	const char *params[] = { c->rule };
+	return pggen_exec(c->ns, G_RB_CATALOG_ID, params, NULL);
+}
+
+int pggen_rebuild_catalog_id(struct pgns *ns, const char *id)
+{
+	struct pggen_call c = { .ns = ns, .rule = id };
+	return pg_txn(ns->pg, pggen_rb_id_body, &c);
+}
+
+struct pggen_rb {
+	struct pgns *ns;
+	const struct manifest *m;
+	char *err;
+	size_t errsz;
+	uint64_t *map;     /* local id → shared inode */
+	uint32_t *subdirs; /* local id → its subdirectories (a directory's nlink) */
+};
+
+static int pggen_rb_fail(struct pggen_rb *b, int rc, const char *fmt, const char *name)
+{
+	if (b->errsz)
+		snprintf(b->err, b->errsz, fmt, name);
+	return rc;
+}
+
+/* parent/name: 0 and *ino, *mode if present, -ENOENT if not. */
+static int pggen_rb_lookup(struct pggen_rb *b, uint64_t parent, const char *name, uint64_t *ino,
+			   uint32_t *mode)
+{
+	char p[24];
+	const char *params[] = { PG_U64(p, parent), name };
+	PGresult *res;
+	int rc = pggen_exec(b->ns, G_RB_LOOKUP, params, &res);
+	if (rc == 0 && pg_rows(res) == 0)
+		rc = -ENOENT;
+	if (rc == 0) {
+		*ino = (uint64_t)pg_int(res, 0, 0);
+		*mode = (uint32_t)pg_int(res, 0, 1);
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int pggen_rb_inode(struct pggen_rb *b, const struct manifest_inode *in, uint32_t nlink,
+			  uint64_t gen, uint64_t *ino)
+{
+	char v[10][24];
+	const char *params[] = { PG_U64(v[0], in->mode), PG_U64(v[1], in->uid), PG_U64(v[2], in->gid),
+				 PG_U64(v[3], nlink), PG_U64(v[4], in->size), PG_U64(v[5], in->rdev),
+				 PG_I64(v[6], in->atime_ns), PG_I64(v[7], in->mtime_ns),
+				 PG_I64(v[8], in->ctime_ns), in->target,
+				 gen ? PG_U64(v[9], gen) : NULL };
+	PGresult *res;
+	int rc = pggen_exec(b->ns, G_RB_INODE, params, &res);
+	if (rc == 0)
+		*ino = (uint64_t)pg_int(res, 0, 0);
+	PQclear(res);
+	return rc;
+}
+
+static int pggen_rb_dirent(struct pggen_rb *b, uint64_t parent, const char *name, uint64_t ino,
+			   bool is_dir)
+{
+	char p[24], i[24];
+	const char *params[] = { PG_U64(p, parent), name, PG_U64(i, ino) };
+	int rc = pggen_exec(b->ns, G_RB_DIRENT, params, NULL);
+	if (rc == 0 && is_dir) {
+		const char *one[] = { p };
+		rc = pggen_exec(b->ns, G_RB_NLINK, one, NULL);
+	}
+	return rc;
+}
+
+/* mkdir -p of a generation's series path, from the root; *dir gets it. */
+static int pggen_rb_series(struct pggen_rb *b, uint64_t *dir)
+{
+	const struct manifest_inode *root = &b->m->inodes[0];
+	struct manifest_inode mk = { .mode = S_IFDIR | 0755, .uid = root->uid, .gid = root->gid };
+	mk.atime_ns = mk.mtime_ns = mk.ctime_ns = pgns_now_ns();
+	char name[CAT_NAME_MAX + 1];
+	*dir = CAT_ROOT_INO;
+	int rc = 0;
+	for (const char *s = b->m->gen.series; rc == 0 && *s;) {
+		size_t n = strcspn(s, "/");
+		snprintf(name, sizeof(name), "%.*s", (int)n, s);
+		s += n + (s[n] == '/');
+		uint64_t ino;
+		uint32_t mode;
+		rc = pggen_rb_lookup(b, *dir, name, &ino, &mode);
+		if (rc == 0 && !S_ISDIR(mode))
+			return pggen_rb_fail(b, -EEXIST, "series: \"%s\" exists and is no directory", name);
+		if (rc == -ENOENT) {
+			rc = pggen_rb_inode(b, &mk, 2, 0, &ino);
+			if (rc == 0)
+				rc = pggen_rb_dirent(b, *dir, name, ino, true);
+		}
+		*dir = ino;
+	}
+	return rc;
+}
+
+static int pggen_rb_gen_row(struct pggen_rb *b, uint64_t series)
+{
+	const struct manifest_gen_row *g = &b->m->gen;
+	char v[9][24];
+	const char *params[] = { PG_U64(v[0], g->id), PG_U64(v[1], series), PG_U64(v[2], b->map[0]),
+				 g->name, PG_U64(v[3], g->step), PG_U64(v[4], g->version),
+				 g->pinned ? "true" : "false", PG_I64(v[5], g->created_ns),
+				 PG_I64(v[6], g->committed_ns), g->rule };
+	return pggen_exec(b->ns, G_RB_GEN, params, NULL);
+}
+
+/* The tree's inodes (the root of a tree manifest is the catalog's: merged),
+ * entries, chunks and extents. */
+static int pggen_rb_tree(struct pggen_rb *b, uint64_t gen)
+{
+	const struct manifest *m = b->m;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < m->n_inodes; i++) {
+		const struct manifest_inode *in = &m->inodes[i];
+		uint32_t nlink = S_ISDIR(in->mode) ? 2 + b->subdirs[i] : in->links;
+		if (i == 0 && m->kind == MANIFEST_TREE) {
+			char v[8][24]; /* the root, fresh in an empty catalog, takes nlink too */
+			const char *params[] = { PG_U64(v[0], CAT_ROOT_INO), PG_U64(v[1], in->mode),
+						 PG_U64(v[2], in->uid), PG_U64(v[3], in->gid),
+						 PG_I64(v[4], in->atime_ns), PG_I64(v[5], in->mtime_ns),
+						 PG_I64(v[6], in->ctime_ns), PG_U64(v[7], nlink) };
+			b->map[0] = CAT_ROOT_INO;
+			rc = pggen_exec(b->ns, G_RB_ATTR, params, NULL);
+		} else {
+			rc = pggen_rb_inode(b, in, nlink, gen, &b->map[i]);
+		}
+	}
+	for (size_t i = 0; rc == 0 && i < m->n_entries; i++) {
+		const struct manifest_entry *e = &m->entries[i];
+		rc = pggen_rb_dirent(b, b->map[e->parent], e->name, b->map[e->child], false);
+		if (rc == -EEXIST)
+			return pggen_rb_fail(b, rc, "entry \"%s\" exists already", e->name);
+	}
+	char hex[2 * CAT_HASH_LEN + 1], v[5][24];
+	for (size_t i = 0; rc == 0 && i < m->n_chunks; i++) {
+		const struct manifest_chunk *c = &m->chunks[i];
+		hash_to_hex(c->hash, hex);
+		const char *params[] = { hex, PG_U64(v[0], c->plain_len), PG_U64(v[1], c->codec),
+					 PG_U64(v[2], c->stored_len), PG_U64(v[3], c->refs) };
+		rc = pggen_exec(b->ns, G_RB_CHUNK, params, NULL);
+	}
+	for (size_t i = 0; rc == 0 && i < m->n_extents; i++) {
+		const struct manifest_extent *x = &m->extents[i];
+		hash_to_hex(m->chunks[x->chunk].hash, hex);
+		const char *params[] = { PG_U64(v[0], b->map[x->inode]), PG_U64(v[1], x->off),
+					 PG_U64(v[2], x->len), hex, PG_U64(v[4], x->chunk_off) };
+		rc = pggen_exec(b->ns, G_RB_EXTENT, params, NULL);
+	}
+	return rc;
+}
+
+static int pggen_rb_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_rb *b = arg;
+	const struct manifest *m = b->m;
+	int rc = lease_fence(b->ns->lease);
+	if (rc)
+		return rc;
+	if (m->kind == MANIFEST_TREE)
+		return pggen_rb_tree(b, 0);
+	uint64_t series, ino;
+	uint32_t mode;
+	rc = pggen_rb_series(b, &series);
+	if (rc == 0 && pggen_rb_lookup(b, series, m->gen.name, &ino, &mode) == 0)
+		return pggen_rb_fail(b, -EEXIST, "\"%s\" exists already in its series", m->gen.name);
+	if (rc == 0)
+		rc = pggen_rb_tree(b, m->gen.id);
+	if (rc == 0)
+		rc = pggen_rb_dirent(b, series, m->gen.name, b->map[0], S_ISDIR(m->inodes[0].mode));
+	if (rc == 0)
+		rc = pggen_rb_gen_row(b, series);
+	if (rc == -EEXIST && b->errsz && !b->err[0])
+		snprintf(b->err, b->errsz, "generation %" PRIu64 " exists already", m->gen.id);
+	if (rc == 0)
+		rc = pggen_exec(b->ns, G_RB_GEN_SEQ, NULL, NULL);
+	return rc;
+}
+
+int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, size_t errsz)
+{
+	struct pggen_rb b = { .ns = ns, .m = m, .err = err, .errsz = errsz };
+	if (errsz)
+		err[0] = 0;
+	b.map = calloc(m->n_inodes ? m->n_inodes : 1, sizeof(*b.map));
+	b.subdirs = calloc(m->n_inodes ? m->n_inodes : 1, sizeof(*b.subdirs));
+	int rc = b.map && b.subdirs ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < m->n_entries; i++)
+		if (S_ISDIR(m->inodes[m->entries[i].child].mode))
+			b.subdirs[m->entries[i].parent]++;
+	if (rc == 0)
+		rc = pg_txn(ns->pg, pggen_rb_body, &b);
+	if (rc != 0 && errsz && !err[0])
+		snprintf(err, errsz, "%s", strerror(-rc));
+	free(b.map);
+	free(b.subdirs);
 	return rc;
 }

@@ -142,4 +142,52 @@ int pggen_pin(struct pgns *ns, uint64_t id, bool pinned);
  * violations (each logged) to *violations. */
 int pggen_check(struct pgns *ns, int *violations);
 
+/* ---- durability: a generation's manifest from the shared tree
+ * (meta/manifest_shared.c, docs/MULTINODE.md "Durability") ---- */
+
+/* Whether generation id's manifest at version can be written: *stale if it
+ * is no longer COMMITTED at exactly that version (or lost, or gone), else
+ * *ready once every chunk its files name is on BACKING (ns_chunks.uploaded,
+ * whichever node put it there). */
+int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *ready, bool *stale);
+/* The manifest of id at version is on BACKING (no-op if it changed since). */
+int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version);
+/* How many generations (id 0: all; else just id) are OPEN, or COMMITTED
+ * without a manifest of their version on BACKING (lost ones left out). */
+int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count);
+/* Up to max COMMITTED generations, not lost, whose manifest of their
+ * version is not on BACKING yet, by id. */
+int pggen_undurable(struct pgns *ns, uint64_t *ids, uint32_t *versions, size_t max, size_t *n);
+/* A generation's rows, read in one transaction with its row FOR SHARE:
+ * gen (series, root, name, step, state, version, pinned, created_ns,
+ * committed_ns, rule, lost), path (name, parent: the series' components
+ * from the mount root down), then its tree as manifest.c walks it, in
+ * manifest order: inodes (ino, mode, uid, gid, size, rdev, atime_ns,
+ * mtime_ns, ctime_ns, target; the root first), entries (parent, ino,
+ * name), chunks (hex hash, plain_len, codec, stored_len; by hash), extents
+ * (ino, off, len, chunk_off, hex hash). -ENOENT: no such generation. */
+struct pggen_tree {
+	PGresult *gen, *path, *inodes, *entries, *chunks, *extents;
+};
+int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out);
+void pggen_tree_clear(struct pggen_tree *t);
+
+/* ---- rebuild --meta (manifest_shared.c's manifest_shared_apply) ---- */
+
+/* What a shared catalog holds besides its root: inodes, generations, chunks
+ * (all 0: empty, fit for a rebuild). */
+int pggen_rebuild_counts(struct pgns *ns, uint64_t *inodes, uint64_t *gens, uint64_t *chunks);
+/* The shared catalog's id becomes id (the one BACKING's claim names). */
+int pggen_rebuild_catalog_id(struct pgns *ns, const char *id);
+/* A parsed manifest (manifest.h) into the shared tables, in one fenced
+ * transaction, as manifest_apply_parsed does for SQLite: a generation's
+ * series directories made as needed (mkdir -p, 0755, its root's owner),
+ * its tree linked as series/name, its row inserted with the same id,
+ * COMMITTED and durable at its version; a tree manifest's root merged into
+ * inode 1. Chunks are inserted uploaded (or counted up if present), with the
+ * references the manifest's extents add (N1). -EEXIST with err for a name
+ * or id taken. */
+struct manifest;
+int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, size_t errsz);
+
 #endif

@@ -312,6 +312,8 @@ static const char pgns_schema_sql[] =
 	" held TEXT NOT NULL DEFAULT '', lost BOOLEAN NOT NULL DEFAULT false, opened_by BIGINT,"
 	" backup_root BIGINT NOT NULL DEFAULT 0);"
 	"CREATE INDEX IF NOT EXISTS ns_generations_by_series ON ns_generations(series, state, step);"
+	/* the version whose manifest is on BACKING (meta/manifest_shared.c) */
+	"ALTER TABLE ns_generations ADD COLUMN IF NOT EXISTS durable_version INT NOT NULL DEFAULT 0;"
 	"CREATE TABLE IF NOT EXISTS ns_writing(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
 	" PRIMARY KEY (node, ino));"
 	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);"

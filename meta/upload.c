@@ -13,6 +13,7 @@
 #include "catalog_shared_data.h"
 #include "generation.h"
 #include "log.h"
+#include "manifest_shared.h"
 
 #define U(id) [(id) - S_UP_FIRST]
 /* Inodes outside generations, by the partial index inodes_outside_gens. */
@@ -243,6 +244,7 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
 {
 	if (cat->shared && u->kind == UP_CHUNK) return catsh_upload_ready(cat, u, ready, stale);
+	if (cat->shared && u->kind == UP_GEN_MANIFEST) return catshd_upload_ready(cat, u, ready, stale);
 	return UP_READ(cat, up_ready_txn(cat, u, ready, stale));
 }
 
@@ -268,7 +270,7 @@ static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 
 int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 {
-	if (cat->shared) return catsh_upload_done_many(cat, u, 1);
+	if (cat->shared) return catshd_upload_done_many(cat, u, 1);
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)
@@ -280,7 +282,7 @@ int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 
 int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n)
 {
-	if (cat->shared) return catsh_upload_done_many(cat, rows, n);
+	if (cat->shared) return catshd_upload_done_many(cat, rows, n);
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++)
@@ -439,6 +441,7 @@ int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
 
 int cat_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
 {
+	if (cat->shared) return catshd_gen_durable(cat, gen, durable);
 	cat_lock(cat);
 	int rc = cat_bind(cat, U_GEN_NOT_DURABLE, A_INT(gen));
 	if (rc == 0)

@@ -144,7 +144,10 @@ static const struct admin_command admin_commands[] = {
 	  "(--cache DIR, no daemon: exit 8 otherwise). The old catalog is moved aside as\n"
 	  "catalog.db.before-rebuild-TIME, never deleted. BACKING defaults to the one\n"
 	  "the cache belongs to (CACHE/backing). A manifest that fails its checks is\n"
-	  "reported and skipped (exit 1).\n" },
+	  "reported and skipped (exit 1).\n"
+	  "rebuild --meta URL BACKING fills an EMPTY shared catalog (-o meta=URL) from\n"
+	  "BACKING's generation manifests instead (a lost database); a catalog that\n"
+	  "holds anything is refused (exit 1).\n" },
 	{ "export", admin_cmd_export, ADMIN_NEED_READ, "export [--force] GEN DIR",
 	  "write a generation out as plain files: DIR/NAME",
 	  "Writes the generation as plain files to DIR/NAME (DIR is created if needed;\n"
@@ -297,6 +300,8 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 					admin_err("%s: --timeout needs a number of seconds", a->cmd);
 					return ADMIN_USAGE;
 				}
+			} else if (strcmp(s, "--meta") == 0 && *cmd == admin_find("rebuild")) {
+				a->meta = true; /* the target is the URL (admin_rebuild.c) */
 			} else if (strcmp(s, "--name") == 0 && *cmd == admin_find("import")) {
 				if (i + 1 >= argc) {
 					admin_err("import: --name needs a NAME");
@@ -606,7 +611,7 @@ int main(int argc, char **argv)
 			  a.cmd);
 		rc = ADMIN_USAGE;
 	}
-	if (rc == ADMIN_OK && !(cmd->need & ADMIN_NEED_META))
+	if (rc == ADMIN_OK && !(cmd->need & ADMIN_NEED_META) && !a.meta)
 		rc = admin_open(&a, cmd->need);
 	if (rc == ADMIN_OK && a.inner[0])
 		rc = admin_inner_path(&a, cmd);

@@ -66,6 +66,7 @@ struct admin {
 	char backing[PATH_MAX];
 	char sock[PATH_MAX + 32];
 	bool daemon;  /* the daemon runs: changes go through its control channel */
+	bool meta;    /* rebuild --meta URL BACKING: the target is a shared catalog's URL */
 	int lock_fd;  /* offline changes hold the cache lock, else -1 */
 	struct cat *cat;
 	struct aq *aq;

@@ -14,6 +14,14 @@
  * naming a missing one are counted. Chunks come in as on BACKING only
  * (cached 0): the daemon fetches them on first read.
  *
+ * rebuild --meta URL BACKING refills an EMPTY shared catalog (-o meta=URL,
+ * a lost database) from BACKING's generation manifests: rebuild_catalog
+ * over a shared struct cat, whose manifest_apply_parsed writes PostgreSQL's
+ * tables (meta/manifest_shared.h). It joins the catalog as a node for the
+ * time of the rebuild (its writes are fenced like any node's), refuses a
+ * catalog that holds anything, and takes the catalog id BACKING's shared
+ * claim names, so that the nodes mount the rebuilt catalog on that BACKING.
+ *
  * Limits: a generation deleted while its manifest removal was still queued
  * comes back (delete it again); data that was only in the cache (dirty,
  * never uploaded) is in no manifest and is not recovered. */
@@ -30,6 +38,8 @@
 #include "admin.h"
 #include "backing.h"
 #include "cachedir.h"
+#include "claim.h"
+#include "manifest_shared.h"
 #include "rebuild.h"
 #include "store.h"
 #include "upload.h"
@@ -144,8 +154,144 @@ static uint64_t admin_recache(struct admin *a, struct cat *cat)
 	return r.chunks;
 }
 
+/* The catalog id of BACKING's claim if it is a shared catalog's ("" if
+ * there is no claim); a lone catalog's claim is refused. */
+static int admin_meta_claim(struct admin *a, char id[CLAIM_ID_LEN + 1])
+{
+	char *buf = malloc(CLAIM_MAX);
+	size_t len = 0;
+	struct claim_rec rec;
+	id[0] = 0;
+	int err = buf ? backing_get(a->bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
+	if (err == -ENOENT) {
+		free(buf);
+		return ADMIN_OK;
+	}
+	if (err == 0)
+		err = claim_parse(buf, len, &rec);
+	free(buf);
+	if (err != 0) {
+		admin_err("rebuild --meta: BACKING %s: cannot read its claim %s: %s", a->pos[0],
+			  CLAIM_FILE, strerror(-err));
+		return ADMIN_PROBLEM;
+	}
+	if (!rec.shared) {
+		admin_err("rebuild --meta: BACKING %s belongs to a lone catalog (cache %s on %s), not"
+			  " a shared one: rebuild it with --cache", a->pos[0], rec.cache, rec.host);
+		return ADMIN_PROBLEM;
+	}
+	snprintf(id, CLAIM_ID_LEN + 1, "%s", rec.catalog);
+	return ADMIN_OK;
+}
+
+/* The shared catalog at a->target as a node named for the rebuild, with a
+ * local catalog file in a private temporary directory. */
+static int admin_meta_open(struct admin *a, char *dir, size_t size, struct cat **cat)
+{
+	char local[PATH_MAX], name[128], err[1024] = "";
+	snprintf(dir, size, "/tmp/ckptfs-rebuild-meta.XXXXXX");
+	if (!mkdtemp(dir)) {
+		admin_err("rebuild --meta: cannot make a directory %s: %s", dir, strerror(errno));
+		dir[0] = 0;
+		return ADMIN_PROBLEM;
+	}
+	snprintf(local, sizeof(local), "%s/catalog.db", dir);
+	snprintf(name, sizeof(name), "rebuild-meta:%ld", (long)getpid());
+	struct cat_shared_cfg cfg = { .url = a->target, .node_name = name, .lease_ms = 600000,
+				      .timeout_ms = 20000 };
+	int rc = cat_open_shared(local, &cfg, getuid(), getgid(), NULL, NULL, cat, err, sizeof(err));
+	if (rc != 0) {
+		admin_err("rebuild --meta: %s", err[0] ? err : strerror(-rc));
+		return ADMIN_PROBLEM;
+	}
+	return ADMIN_OK;
+}
+
+static void admin_meta_cleanup(const char *dir)
+{
+	char p[PATH_MAX + 32];
+	for (int i = 0; dir[0] && i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/catalog.db%s", dir, admin_db_tails[i]);
+		unlink(p);
+	}
+	if (dir[0])
+		rmdir(dir);
+}
+
+static int admin_rebuild_meta(struct admin *a)
+{
+	if (a->npos != 1) {
+		admin_err("rebuild --meta: expected URL BACKING");
+		return ADMIN_USAGE;
+	}
+	int err = backing_open(a->pos[0], 0, &a->bk);
+	if (err != 0) {
+		admin_err("rebuild --meta: BACKING %s: %s", a->pos[0], strerror(-err));
+		return ADMIN_PROBLEM;
+	}
+	char id[CLAIM_ID_LEN + 1], dir[64] = "", why[256] = "";
+	int rc = admin_meta_claim(a, id);
+	bool has = false;
+	if (rc == ADMIN_OK && ((err = rebuild_backing_has_data(a->bk, &has)) != 0 || !has)) {
+		admin_err("rebuild --meta: BACKING %s %s; nothing changed", a->pos[0],
+			  err ? strerror(-err) : "holds no manifests: nothing to rebuild from");
+		rc = ADMIN_PROBLEM;
+	}
+	struct cat *cat = NULL;
+	if (rc == ADMIN_OK)
+		rc = admin_meta_open(a, dir, sizeof(dir), &cat);
+	if (rc == ADMIN_OK && (err = manifest_shared_empty(cat, why, sizeof(why))) != 0) {
+		admin_err("rebuild --meta: the shared catalog %s is not empty (%s): rebuild fills only"
+			  " an empty one; nothing changed", a->target, err == -ENOTEMPTY ? why
+											  : strerror(-err));
+		rc = ADMIN_PROBLEM;
+	}
+	if (rc == ADMIN_OK && id[0] && (err = manifest_shared_adopt_id(cat, id)) != 0) {
+		admin_err("rebuild --meta: cannot set the catalog id: %s", strerror(-err));
+		rc = ADMIN_PROBLEM;
+	}
+	struct rebuild_report rep;
+	memset(&rep, 0, sizeof(rep));
+	if (rc == ADMIN_OK) {
+		err = rebuild_catalog(a->bk, cat, REBUILD_CHECK_CHUNKS, admin_rebuild_progress, NULL,
+				      &rep);
+		admin_progress_end();
+		if (err != 0) {
+			admin_err("rebuild --meta: %s (the shared catalog holds what was applied: empty"
+				  " its database and rebuild again)", strerror(-err));
+			rc = ADMIN_PROBLEM;
+		}
+	}
+	cat_close(cat);
+	admin_meta_cleanup(dir);
+	if (rc != ADMIN_OK)
+		return rc;
+	bool damaged = rep.manifests_corrupt || rep.manifests_rejected || rep.generations_lost ||
+		       rep.chunks_missing;
+	if (a->json) {
+		printf("{\"generations\": %" PRIu64 ", \"files\": %" PRIu64 ", \"bytes\": %" PRIu64
+		       ", \"manifests_corrupt\": %" PRIu64 ", \"manifests_rejected\": %" PRIu64
+		       ", \"generations_lost\": %" PRIu64 ", \"chunks_missing\": %" PRIu64 "}\n",
+		       rep.generations, rep.files, rep.bytes, rep.manifests_corrupt,
+		       rep.manifests_rejected, rep.generations_lost, rep.chunks_missing);
+	} else {
+		char s[32];
+		printf("rebuilt the shared catalog from BACKING %s: %" PRIu64 " generations, %" PRIu64
+		       " files, %s\n", a->pos[0], rep.generations, rep.files, admin_size(rep.bytes, s));
+		if (damaged)
+			printf("problems: %" PRIu64 " corrupt and %" PRIu64 " conflicting manifests, %" PRIu64
+			       " generations lost, %" PRIu64 " chunks missing (%" PRIu64
+			       " files damaged): see above\n",
+			       rep.manifests_corrupt, rep.manifests_rejected, rep.generations_lost,
+			       rep.chunks_missing, rep.files_damaged);
+	}
+	return damaged ? ADMIN_PROBLEM : ADMIN_OK;
+}
+
 int admin_cmd_rebuild(struct admin *a)
 {
+	if (a->meta)
+		return admin_rebuild_meta(a);
 	if (a->daemon || !a->by_cache || a->lock_fd < 0) {
 		admin_err("rebuild: the catalog is in use by a running daemon: unmount first, then "
 			  "ckptfs-admin rebuild --cache %s", a->cache);

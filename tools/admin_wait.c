@@ -14,10 +14,15 @@
  * --json) and not waited for: they are not saved. When everything waited for
  * is durable but such ones exist, the exit code is ADMIN_UNSAVED (11), so a
  * job script does not take its last save for safe. Offline (no daemon) nothing
- * uploads: wait then only reports, and times out if something is not durable. */
+ * uploads: wait then only reports, and times out if something is not durable.
+ * On a node of a shared catalog (-o meta=) the local catalog file holds no
+ * generations: wait asks the daemon instead (control verb `durable`, which
+ * answers from PostgreSQL), so any node waits for a generation whichever
+ * node committed it; GEN is then a generation id or name. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,12 +77,148 @@ static void admin_wait_json_unsaved(struct admin_wait_list *l)
 	printf("]");
 }
 
+/* ---- on a node of a shared catalog: the daemon's `durable` ---- */
+
+struct admin_wait_shared {
+	bool shared;
+	size_t n, durable;       /* gen lines, durable ones */
+	const char *want;        /* NULL, or the GEN whose id is sought */
+	uint64_t ids[256];       /* COMMITTED (or the sought OPEN one) when listing */
+	size_t n_ids;
+	char held[256];
+};
+
+static void admin_wait_hello_fn(void *arg, const char *key, const char *value)
+{
+	struct admin_wait_shared *w = arg;
+	if (strcmp(key, "shared") == 0 && strcmp(value, "1") == 0)
+		w->shared = true;
+}
+
+/* "gen ID STATE DURABLE NAME" */
+static void admin_wait_gen_fn(void *arg, const char *key, const char *value)
+{
+	struct admin_wait_shared *w = arg;
+	if (strcmp(key, "held") == 0) {
+		snprintf(w->held, sizeof(w->held), "%s", value);
+		return;
+	}
+	unsigned long long id;
+	char state[32], name[CAT_NAME_MAX + 1];
+	int durable;
+	if (strcmp(key, "gen") != 0 ||
+	    sscanf(value, "%llu %31s %d %255[^\n]", &id, state, &durable, name) != 4)
+		return;
+	w->n++;
+	bool committed = strcmp(state, "committed") == 0;
+	if (w->want) { /* listing, to find GEN and what to wait for */
+		char idtext[24];
+		snprintf(idtext, sizeof(idtext), "%llu", id);
+		const char *base = strrchr(w->want, '/'); /* MOUNT/series/name */
+		base = base ? base + 1 : w->want;
+		if ((strcmp(w->want, idtext) == 0 || strcmp(base, name) == 0) &&
+		    w->n_ids < sizeof(w->ids) / sizeof(w->ids[0]))
+			w->ids[w->n_ids++] = id;
+		return;
+	}
+	if (committed && w->n_ids < sizeof(w->ids) / sizeof(w->ids[0]))
+		w->ids[w->n_ids++] = id;
+	else if (!committed)
+		fprintf(stderr, "ckptfs-admin: wait: generation %llu (%s) is %s: not waited for\n",
+			id, name, state);
+	w->durable += committed && durable;
+}
+
+static bool admin_is_shared(struct admin *a)
+{
+	struct admin_wait_shared w = { 0 };
+	char msg[256];
+	return a->daemon && admin_ctl(a, "hello", admin_wait_hello_fn, &w, msg, sizeof(msg)) == 0 &&
+	       w.shared;
+}
+
+/* One generation's state through the daemon: 0, or an exit code. */
+static int admin_wait_one(struct admin *a, uint64_t id, bool *durable)
+{
+	struct admin_wait_shared w = { 0 };
+	char req[64], msg[256] = "";
+	snprintf(req, sizeof(req), "durable %" PRIu64, id);
+	int rc = admin_ctl(a, req, admin_wait_gen_fn, &w, msg, sizeof(msg));
+	if (rc != 0) {
+		admin_err("wait: generation %" PRIu64 ": %s", id, rc > 0 ? msg : strerror(-rc));
+		return rc == ENOENT ? ADMIN_PROBLEM : admin_exit_for(rc > 0 ? -rc : rc);
+	}
+	if (w.held[0]) {
+		admin_err("wait: generation %" PRIu64 " is held (%s): it is not saved until"
+			  " `ckptfs-admin commit`", id, w.held);
+		return ADMIN_UNSAVED;
+	}
+	*durable = w.durable == 1;
+	return ADMIN_OK;
+}
+
+static int admin_wait_shared(struct admin *a)
+{
+	struct admin_wait_shared w = { .want = a->npos == 1 ? a->pos[0] : NULL };
+	char msg[256] = "";
+	/* what to wait for: GEN (by id or name), or every COMMITTED one now */
+	int rc = admin_ctl(a, "durable", admin_wait_gen_fn, &w, msg, sizeof(msg));
+	if (rc != 0) {
+		admin_err("wait: the daemon cannot list generations: %s", rc > 0 ? msg : strerror(-rc));
+		return admin_exit_for(rc > 0 ? -rc : rc);
+	}
+	if (w.want && w.n_ids != 1) {
+		admin_err("wait %s: %s", w.want, w.n_ids ? "names several generations: give its id"
+							 : "no such live generation");
+		return w.n_ids ? ADMIN_USAGE : ADMIN_PROBLEM;
+	}
+	size_t unsaved = w.want ? 0 : w.n - w.n_ids;
+	double start = admin_now();
+	size_t durable = 0;
+	int ec = ADMIN_OK;
+	for (;;) {
+		durable = 0;
+		for (size_t i = 0; i < w.n_ids && ec == ADMIN_OK; i++) {
+			bool d = false;
+			ec = admin_wait_one(a, w.ids[i], &d);
+			durable += d;
+		}
+		admin_progress("wait", durable, w.n_ids);
+		if (ec != ADMIN_OK || durable == w.n_ids)
+			break;
+		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {
+			admin_err("wait: %zu of %zu generations durable after %.1f s (--timeout)",
+				  durable, w.n_ids, a->timeout_s);
+			ec = ADMIN_TIMEOUT;
+			break;
+		}
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	admin_progress_end();
+	if (ec != ADMIN_OK)
+		return ec;
+	if (a->json)
+		printf("{\"durable\": %zu, \"waited_s\": %.3f, \"not_waited\": %zu}\n", durable,
+		       admin_now() - start, unsaved);
+	else
+		printf("%zu generation%s durable on BACKING\n", durable, durable == 1 ? "" : "s");
+	if (unsaved > 0) {
+		admin_err("wait: %zu generation%s open or held, not saved (exit %d)", unsaved,
+			  unsaved == 1 ? " is" : "s are", ADMIN_UNSAVED);
+		return ADMIN_UNSAVED;
+	}
+	return ADMIN_OK;
+}
+
 int admin_cmd_wait(struct admin *a)
 {
 	if (a->npos > 1) {
 		admin_err("wait: expected at most one GEN");
 		return ADMIN_USAGE;
 	}
+	if (admin_is_shared(a))
+		return admin_wait_shared(a);
 	struct admin_wait_list l = { .a = a };
 	int rc;
 	if (a->npos == 1) {

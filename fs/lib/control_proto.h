@@ -22,9 +22,14 @@
  *                                           disk cache hits/fetches/evictions, the bounds
  *                                           in force, uploader totals and health
  *   rebuild              -                  EBUSY: a live catalog is never rebuilt
+ *   durable              [GEN_ID]           "data gen ID STATE DURABLE(0|1) NAME" for GEN_ID
+ *                                           (and "data held REASON") or for every live
+ *                                           generation; hello says "data shared 1" on a
+ *                                           node of a shared catalog (-o meta=)
  *
- * wait needs no verb: durability is in the catalog (cat_gen_durable), which
- * the tool polls read-only.
+ * wait needs no verb alone: durability is in the catalog (cat_gen_durable), which
+ * the tool polls read-only; on a node of a shared catalog, whose local
+ * catalog holds no generations, it polls `durable` instead.
  *
  * ERRNO is a positive errno number: ENOENT unknown generation, EBUSY open
  * generation without force, EPERM peer not allowed, EINVAL bad request,

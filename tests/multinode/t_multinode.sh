@@ -291,4 +291,60 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	ck_umount
 }
 
+# (durability, s23-durable) A 4-rank save over nodes A and B, BACKING slowed
+# down: the generation is not durable when the save returns; `ckptfs-admin
+# wait` on node B (A committed it) exits 0 only once PostgreSQL marks it
+# durable and its manifest is on BACKING. The database is then lost: a
+# fresh one refilled with `rebuild --meta` (a non-empty one is refused) is
+# mounted by a fresh node C, which loads the checkpoint bit for bit.
+test_wait_on_any_node_then_rebuild_meta_from_backing() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	ck_fault "bw=2000000" # 2 MB/s: the shards take seconds to reach BACKING
+	local out
+	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" --rows 65536 2>&1) ||
+		ck_fail "the 4-rank DCP save over two nodes failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "state=committed" "rank 0's view of step-100"
+	local gen
+	gen=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-100' AND state = 1")
+	[ -n "$gen" ] || ck_fail "no committed step-100 in PostgreSQL"
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE id = $gen AND durable_version = version")" \
+		"step-100 durable right after the save, before its chunks could reach BACKING at 2 MB/s"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_B" --timeout 120 2>&1) || ck_fail "ckptfs-admin wait on node B failed: $out"
+	assert_contains "$out" "1 generation durable on BACKING" "wait on node B"
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE id = $gen AND durable_version = version")" \
+		"step-100 durable in PostgreSQL once wait returned"
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded")" "chunks not uploaded once wait returned"
+	local version
+	version=$(mn_psql "SELECT version FROM ns_generations WHERE id = $gen")
+	[ -s "$CK_BACKING/manifests/gen/$gen.$version.ckm" ] || ck_fail "no manifest of generation $gen on BACKING"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A/run/step-100" --timeout 10 2>&1) || ck_fail "wait for step-100 on node A failed: $out"
+	ck_fault ""
+	mn_umount B
+	mn_umount A
+	# the database is lost: a fresh server, refilled from BACKING alone
+	local old_url=$MN_URL
+	mn_pg_start
+	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
+	ck_log "$out"
+	assert_contains "$out" "1 generations" "rebuild --meta"
+	local rc=0
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "exit of rebuild --meta into a catalog that is not empty"
+	assert_eq 1 "$(echo "$out" | wc -l)" "lines of its refusal: $out"
+	assert_contains "$out" "is not empty" "the refusal"
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE id = $gen AND state = 1 AND durable_version = version")" \
+		"step-100 in the rebuilt database, committed and durable, under its id"
+	mn_mount C
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on fresh node C over the rebuilt database failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node C"
+	mn_umount C
+}
+ck_timeout test_wait_on_any_node_then_rebuild_meta_from_backing 300
+
 ck_main "$@"

@@ -1,0 +1,66 @@
+/* manifest_shared — durability of generations in the shared engine (issue
+ * 18, docs/MULTINODE.md "Durability"): a generation's manifest built from
+ * PostgreSQL's tree, in manifest.c's format, and the calls of upload.h that
+ * concern generation manifests, over the shared tables.
+ *
+ * Internal to meta/: manifest.c's manifest_gen_build and upload.c's
+ * cat_upload_ready / cat_upload_done(_many) / cat_gen_durable dispatch here
+ * (`if (cat->shared) return ...;`); catalog_shared_gen.c's commit and
+ * catalog_shared.c's sweep enqueue through it.
+ *
+ * Invariants:
+ *  D1. A manifest is built in one PostgreSQL transaction holding the
+ *      generation's row FOR SHARE: one state of it, COMMITTED at exactly the
+ *      version asked (else -ESTALE), with the bytes manifest.c's builder
+ *      writes for the same tree (manifest_format).
+ *  D2. A generation's manifest is queued only once it is COMMITTED, and is
+ *      ready only once every chunk its files name is uploaded in PostgreSQL
+ *      (by whichever node held it): so a durable generation can be read from
+ *      BACKING alone (DESIGN invariant 5).
+ *  D3. ns_generations.durable_version is set only after the manifest of that
+ *      version was put on BACKING (by cat_upload_done of its row).
+ *
+ * Calls return 0 or a negative errno. */
+#ifndef CKPTFS_MANIFEST_SHARED_H
+#define CKPTFS_MANIFEST_SHARED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog.h"
+#include "upload.h"
+
+/* manifest_gen_build over PostgreSQL (D1): same contract. */
+int manifest_shared_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version, char **out,
+			      size_t *len);
+
+/* manifest_apply_parsed over PostgreSQL (pggen_apply_manifest): same
+ * contract, for `ckptfs-admin rebuild --meta`. */
+struct manifest;
+int manifest_shared_apply(struct cat *cat, const struct manifest *m, char *err, size_t errsz);
+/* 0 if the shared catalog holds nothing but its root (fit for a rebuild),
+ * else -ENOTEMPTY with why (what it holds). */
+int manifest_shared_empty(struct cat *cat, char *why, size_t size);
+/* The shared catalog takes catalog_id as its id: a rebuilt database goes on
+ * with the BACKING whose claim names the one it replaces. */
+int manifest_shared_adopt_id(struct cat *cat, const char *catalog_id);
+
+/* cat_upload_ready for a generation manifest's row (D2). */
+int catshd_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
+/* cat_upload_done_many: the durable marks in PostgreSQL (D3), then the
+ * local rows (catalog_shared_data.c). */
+int catshd_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
+/* cat_gen_durable over PostgreSQL (gen 0: every generation). */
+int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable);
+
+/* Queues the manifest of gen at version on this node (one local
+ * transaction): the committing node calls it after its commit. */
+int catshd_enqueue(struct cat *cat, uint64_t gen, uint32_t version);
+/* Queues, on this node, the manifests of every COMMITTED generation not yet
+ * durable that this node has not queued already: the sweeper of a lost node
+ * calls it, since the lost node's queue went with it. *queued (if not NULL)
+ * gets how many rows were added. */
+int catshd_enqueue_undurable(struct cat *cat, size_t *queued);
+
+#endif

@@ -1,0 +1,370 @@
+/* Unit tests for meta/manifest_shared.c, durability in the shared engine
+ * (D1-D3): two struct cat opened with cat_open_shared on one private
+ * PostgreSQL (tests/unit/pgtest.h) are nodes A and B.
+ *
+ * A generation with files from both nodes, committed on A, is queued on A
+ * and becomes durable (on A and on B) only once B's chunk is uploaded too;
+ * its manifest, built from PostgreSQL's tree, parses and names every file,
+ * entry and extent; a sweep of a lost committing node queues the manifest on
+ * the sweeper; that manifest applied to a fresh (emptied) database gives the
+ * same tree, bytes' extents and manifest, byte for byte, and a catalog that
+ * holds anything is refused. Without PostgreSQL: manifest_format gives back, byte for
+ * byte, what the SQLite builder wrote. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "catalog_internal.h"
+#include "generation.h"
+#include "log.h"
+#include "manifest.h"
+#include "manifest_shared.h"
+#include "pgns.h"
+#include "pgtest.h"
+#include "support.h"
+#include "upload.h"
+
+#define ROOT ((uint64_t)CAT_ROOT_INO)
+#define DU_LEN 1000
+
+struct du_node {
+	char dir[64], path[160];
+	struct cat *cat;
+};
+
+static void du_open(struct du_node *n, const char *name, unsigned lease_ms)
+{
+	memset(n, 0, sizeof(*n));
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
+static void du_close(struct du_node *n)
+{
+	cat_close(n->cat);
+	ts_tmpdir_remove(n->dir);
+}
+
+/* The first queued row of kind on n (and how many there are), or false. */
+static bool du_row(struct du_node *n, int kind, struct cat_upload *out, int *count)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), found = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++)
+		if (rows[i].kind == kind && found++ == 0)
+			*out = rows[i];
+	if (count)
+		*count = found;
+	return found > 0;
+}
+
+/* Uploads (marks done) every chunk row queued on n. */
+static int du_upload_chunks(struct du_node *n)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), done = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++) {
+		if (rows[i].kind != UP_CHUNK)
+			continue;
+		bool ready = false, stale = false;
+		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
+		if (ready || stale)
+			OK(cat_upload_done(n->cat, &rows[i]));
+		done += ready;
+	}
+	return done;
+}
+
+static bool du_durable(struct du_node *n, uint64_t gen)
+{
+	bool d = true;
+	OK(cat_gen_durable(n->cat, gen, &d));
+	return d;
+}
+
+/* The local id of the inode named path (a/b/c) in m, or -1. */
+static int64_t du_find(const struct manifest *m, const char *path)
+{
+	char buf[256];
+	for (size_t i = 1; i < m->n_inodes; i++) {
+		manifest_inode_path(m, i, buf, sizeof(buf));
+		if (strcmp(buf, path) == 0)
+			return (int64_t)i;
+	}
+	return -1;
+}
+
+/* The extents of local inode id in m. */
+static size_t du_extents(const struct manifest *m, int64_t id)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->n_extents; i++)
+		n += m->extents[i].inode == (uint64_t)id;
+	return n;
+}
+
+/* The shared catalog's tables dropped: a fresh database for the next node. */
+static void du_drop_all(void)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, "SET client_min_messages = warning; DO $$ DECLARE t text; BEGIN FOR t IN SELECT tablename FROM"
+			     " pg_tables WHERE schemaname = 'public' LOOP EXECUTE 'DROP TABLE '"
+			     " || quote_ident(t) || ' CASCADE'; END LOOP; END $$;"
+			     " DROP SEQUENCE IF EXISTS ns_ino_seq;");
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* parent/name's inode on n. */
+static struct cat_inode du_lookup(struct du_node *n, const char *path)
+{
+	struct cat_inode in = { .ino = ROOT };
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save))
+		OK(cat_lookup(n->cat, in.ino, t, &in));
+	return in;
+}
+
+TestSuite(catshared_durable, .init = pt_start, .fini = pt_stop, .timeout = 120);
+
+Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_its_chunks)
+{
+	struct du_node a, b;
+	du_open(&a, "dua", 30000);
+	du_open(&b, "dub", 30000);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0700, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-5", 5, true, &root);
+	uint64_t fa = ts_mk(a.cat, root, "rank0.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(a.cat, fa, 0x31, 0, 3, DU_LEN, NULL, NULL);
+	uint64_t sub = ts_mk(b.cat, root, "model", S_IFDIR | 0755, NULL);
+	uint64_t fb = ts_mk(b.cat, sub, "rank1.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(b.cat, fb, 0x32, 0, 2, DU_LEN, NULL, NULL);
+	ts_mk(b.cat, root, "latest", S_IFLNK | 0777, "model/rank1.pt");
+	ts_mk(a.cat, root, "empty", S_IFREG | 0644, NULL);
+	cr_assert_eq(du_upload_chunks(&a), 3);
+
+	struct cat_upload row;
+	cr_assert_not(du_row(&a, UP_GEN_MANIFEST, &row, NULL), "queued before its commit");
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	int count = 0;
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, &count), "the commit queued no manifest");
+	cr_assert_eq(count, 1);
+	cr_assert_eq(row.gen, gen);
+	cr_assert_not(du_row(&b, UP_GEN_MANIFEST, &row, NULL) && row.gen == gen);
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+
+	/* B's chunks are not on BACKING: not ready, not durable anywhere */
+	bool ready = true, stale = true;
+	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
+	cr_assert_not(stale);
+	cr_assert_not(ready, "ready while B still holds chunks not uploaded");
+	cr_assert_not(du_durable(&a, gen));
+	cr_assert_not(du_durable(&b, gen));
+	cr_assert_not(du_durable(&b, 0));
+
+	cr_assert_eq(du_upload_chunks(&b), 2);
+	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
+	cr_assert(ready && !stale);
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, row.gen, row.version, &text, &len));
+	cr_assert_not(du_durable(&b, gen), "durable before its manifest is on BACKING");
+	OK(cat_upload_done(a.cat, &row));
+	cr_assert(du_durable(&a, gen));
+	cr_assert(du_durable(&b, gen));
+	cr_assert(du_durable(&b, 0));
+	cr_assert_not(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+
+	/* the manifest names every file, entry and extent of both nodes */
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(m->kind, MANIFEST_GEN);
+	cr_assert_eq(m->gen.id, gen);
+	cr_assert_eq(m->gen.step, 5);
+	cr_assert_str_eq(m->gen.series, "run/ckpt");
+	cr_assert_str_eq(m->gen.name, "step-5");
+	cr_assert_str_eq(m->gen.rule, "dcp-metadata");
+	cr_assert_eq(m->n_inodes, 6); /* root, rank0.pt, model, rank1.pt, latest, empty */
+	cr_assert_eq(m->n_entries, 5);
+	cr_assert_eq(m->files, 3);
+	cr_assert_eq(m->bytes, 5 * DU_LEN);
+	cr_assert_eq(m->n_chunks, 5);
+	int64_t ia = du_find(m, "rank0.pt"), ib = du_find(m, "model/rank1.pt");
+	int64_t il = du_find(m, "latest");
+	cr_assert(ia > 0 && ib > 0 && il > 0 && du_find(m, "empty") > 0);
+	cr_assert_eq(du_extents(m, ia), 3);
+	cr_assert_eq(du_extents(m, ib), 2);
+	cr_assert_eq(m->inodes[ib].size, 2 * DU_LEN);
+	cr_assert_str_eq(m->inodes[il].target, "model/rank1.pt");
+	/* formatting the parsed form gives back the same bytes */
+	char *again = NULL;
+	size_t again_len = 0;
+	OK(manifest_format(m, &again, &again_len));
+	cr_assert_eq(again_len, len);
+	cr_assert_eq(memcmp(again, text, len), 0);
+	free(again);
+
+	/* the extents of rank1.pt (written by B) before the database is lost */
+	struct cat_extent before[8], after[8];
+	struct cat_inode f1 = du_lookup(&a, "run/ckpt/step-5/model/rank1.pt");
+	int nb = cat_extents(a.cat, f1.ino, 0, before, 8);
+	cr_assert_eq(nb, 2);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	du_close(&b);
+	du_close(&a);
+
+	/* the database is lost: a fresh one refilled from the manifest */
+	du_drop_all();
+	struct du_node c;
+	du_open(&c, "duc", 30000);
+	char why[256];
+	OK(manifest_shared_empty(c.cat, why, sizeof(why)));
+	cr_assert_eq(manifest_apply_parsed(c.cat, m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(manifest_shared_empty(c.cat, why, sizeof(why)), -ENOTEMPTY);
+	cr_assert_eq(manifest_apply_parsed(c.cat, m, err, sizeof(err)), -EEXIST, "applied twice");
+	int violations = -1;
+	OK(pgns_check(cat_shared_ns(c.cat), &violations));
+	cr_assert_eq(violations, 0);
+	OK(cat_gen_check(c.cat));
+	struct cat_gen back;
+	OK(cat_gen_get(c.cat, gen, &back));
+	cr_assert_eq(back.state, GEN_COMMITTED);
+	cr_assert_eq(back.version, g.version);
+	cr_assert_str_eq(back.name, "step-5");
+	cr_assert(du_durable(&c, gen), "a rebuilt generation is durable");
+	struct cat_inode r1 = du_lookup(&c, "run/ckpt/step-5/model/rank1.pt");
+	cr_assert_eq(r1.size, 2 * DU_LEN);
+	cr_assert_eq(cat_extents(c.cat, r1.ino, 0, after, 8), nb);
+	for (int i = 0; i < nb; i++) {
+		cr_assert_eq(after[i].off, before[i].off);
+		cr_assert_eq(after[i].len, before[i].len);
+		cr_assert_eq(after[i].chunk_off, before[i].chunk_off);
+		cr_assert_eq(memcmp(after[i].hash, before[i].hash, CAT_HASH_LEN), 0);
+	}
+	cr_assert_eq(du_lookup(&c, "run/ckpt/step-5/rank0.pt").size, 3 * DU_LEN);
+	char target[64] = "";
+	struct cat_inode l = du_lookup(&c, "run/ckpt/step-5/latest");
+	OK(cat_readlink(c.cat, l.ino, target, sizeof(target)));
+	cr_assert_str_eq(target, "model/rank1.pt");
+	/* and its manifest, built again from the rebuilt tables, is the same bytes */
+	char *rebuilt = NULL;
+	size_t rebuilt_len = 0;
+	OK(manifest_gen_build(c.cat, gen, g.version, &rebuilt, &rebuilt_len));
+	cr_assert_eq(rebuilt_len, len);
+	cr_assert_eq(memcmp(rebuilt, text, len), 0, "%s\n----\n%s", text, rebuilt);
+	free(rebuilt);
+	manifest_free(m);
+	free(text);
+	du_close(&c);
+}
+
+Test(catshared_durable, a_stale_row_and_a_lost_committer_are_handled)
+{
+	struct du_node a, b;
+	du_open(&a, "dsa", 1000);
+	du_open(&b, "dsb", 30000);
+	uint64_t series = ts_mk(a.cat, ROOT, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	uint64_t f = ts_mk(a.cat, root, "w.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(a.cat, f, 0x41, 0, 1, DU_LEN, NULL, NULL);
+	cr_assert_eq(du_upload_chunks(&a), 1);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_upload row;
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+
+	/* A is lost before its uploader got to the manifest: B's sweep queues it */
+	usleep(1300 * 1000); /* A stops renewing: its lease runs out */
+	size_t swept = 0;
+	OK(cat_lease_sweep(b.cat, &swept));
+	cr_assert_eq(swept, 1);
+	cr_assert(du_row(&b, UP_GEN_MANIFEST, &row, NULL), "the sweep queued no manifest");
+	cr_assert_eq(row.gen, gen);
+	bool ready = false, stale = true;
+	OK(cat_upload_ready(b.cat, &row, &ready, &stale));
+	cr_assert(ready && !stale);
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(b.cat, row.gen, row.version, &text, &len));
+	free(text);
+	OK(cat_upload_done(b.cat, &row));
+	cr_assert(du_durable(&b, gen));
+	cr_assert_not(du_row(&b, UP_GEN_MANIFEST, &row, NULL));
+
+	/* a row whose generation was deleted since is stale, and its build too */
+	uint64_t r2;
+	uint64_t g2 = ts_mkgen(b.cat, series, "step-2", 2, true, &r2);
+	OK(cat_gen_commit(b.cat, g2, "dcp-metadata"));
+	cr_assert(du_row(&b, UP_GEN_MANIFEST, &row, NULL));
+	OK(cat_gen_delete(b.cat, g2, "admin", NULL, NULL));
+	OK(cat_upload_ready(b.cat, &row, &ready, &stale));
+	cr_assert(stale);
+	FAILS(manifest_gen_build(b.cat, row.gen, row.version, &text, &len), ESTALE);
+	OK(cat_upload_done(b.cat, &row));
+	cr_assert(du_durable(&b, 0));
+	du_close(&a);
+	du_close(&b);
+}
+
+/* ---- without PostgreSQL: the SQLite builder's bytes, formatted again ---- */
+
+Test(manifest_format, gives_back_the_sqlite_builders_bytes)
+{
+	log_setup(stderr, LOG_LVL_WARN);
+	char dir[64], path[128];
+	struct cat *cat;
+	ts_tmpdir_make(dir, sizeof(dir), "mff");
+	ts_cat_open_in(dir, "c.db", path, sizeof(path), &cat);
+	uint64_t run = ts_mk(cat, ROOT, "r%un", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(cat, run, "-", S_IFDIR | 0700, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(cat, series, "step 9", 9, true, &root);
+	uint64_t sub = ts_mk(cat, root, "we\tird\xff", S_IFDIR | 0755, NULL);
+	uint64_t w = ts_mk(cat, sub, "-", S_IFREG | 0600, NULL);
+	ts_write_chunks(cat, w, 0x51, 0, 3, DU_LEN, NULL, NULL);
+	struct cat_inode l;
+	OK(cat_link(cat, w, root, "hard", &l));
+	ts_mk(cat, root, "link", S_IFLNK | 0777, "../%x -");
+	ts_mk(cat, root, "null", S_IFCHR | 0666, NULL);
+	OK(cat_gen_commit(cat, gen, "dcp-metadata"));
+	OK(cat_gen_pin(cat, gen, true));
+	struct cat_gen g;
+	OK(cat_gen_get(cat, gen, &g));
+	char *text, *again;
+	size_t len, again_len;
+	OK(manifest_gen_build(cat, gen, g.version, &text, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	OK(manifest_format(m, &again, &again_len));
+	cr_assert_eq(again_len, len);
+	cr_assert_eq(memcmp(again, text, len), 0, "%s\n----\n%s", text, again);
+	free(again);
+	manifest_free(m);
+	free(text);
+	ts_cat_close_checked(&cat);
+	ts_tmpdir_remove(dir);
+}

@@ -297,7 +297,7 @@ Test(catshared_durable, a_stale_row_and_a_lost_committer_are_handled)
 	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
 
 	/* A is lost before its uploader got to the manifest: B's sweep queues it */
-	usleep(1300 * 1000); /* A stops renewing: its lease runs out */
+	usleep(2300 * 1000); /* A stops renewing: its lease and its grace (lease.h L4) run out */
 	size_t swept = 0;
 	OK(cat_lease_sweep(b.cat, &swept));
 	cr_assert_eq(swept, 1);

@@ -53,11 +53,14 @@ const struct pg_stmt lease_stmts[] = {
 		       0 },
 	[LS_RELEASE] = { "lease_release",
 			 "UPDATE ckpt_nodes SET state = 'gone' WHERE id = $1 AND state = 'live'", 1 },
-	/* L3: the holder extends its term; anyone takes a term that ran out */
+	/* L3: the holder extends its term; anyone takes a term that ran out, or
+	 * one whose holder was swept or unmounted */
 	[LS_DUTY_TAKE] = { "lease_duty_take",
 			   "INSERT INTO ckpt_duties(name, holder, until) VALUES ($1, $2, " LEASE_PLUS_MS("$3") ")"
 			   " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until"
 			   " WHERE ckpt_duties.holder = excluded.holder OR ckpt_duties.until <= clock_timestamp()"
+			   " OR NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = ckpt_duties.holder"
+			   " AND n.state = 'live')"
 			   " RETURNING holder",
 			   3 },
 	[LS_DUTY_DROP] = { "lease_duty_drop", "DELETE FROM ckpt_duties WHERE name = $1 AND holder = $2",

@@ -22,8 +22,9 @@
  *      while N was live, or N is expired and it did nothing. There is no
  *      window in which both happen.
  *  L3. A cluster duty (keep-latest-k, chunk reclaim) is held by at most one
- *      live node at a time: lease_duty_take() succeeds for its holder or
- *      when the previous holder's term ran out; the holder fences its work
+ *      live node at a time: lease_duty_take() succeeds for its holder, when
+ *      the previous holder's term ran out, or when that holder is no longer
+ *      live (swept or unmounted: a duty dies with its node); the holder fences its work
  *      with L2 (its duty term is no use to a node past its lease).
  *  L4. Deciding about other nodes (a sweep, taking a duty) takes a lease
  *      with time left, not only a live row (L1): a node whose own lease ran

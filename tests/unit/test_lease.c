@@ -229,6 +229,12 @@ Test(lease, a_duty_is_held_by_one_node_at_a_time)
 	cr_assert(ta, "a term that ran out passes on");
 	OK(lease_duty_take(&b, "keep", 2000, &tb));
 	cr_assert(!tb);
+	/* a holder that is no longer live (here unmounted) holds nothing (L3) */
+	OK(lease_duty_take(&a, "keep", 60000, &ta));
+	cr_assert(ta);
+	OK(lease_release(&a));
+	OK(lease_duty_take(&b, "keep", 2000, &tb));
+	cr_assert(tb, "a duty dies with its node, before its term");
 	pg_close(pa);
 	pg_close(pb);
 }

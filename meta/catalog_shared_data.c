@@ -107,6 +107,12 @@ static const char csd_sql_fetched_new[] =
 	" VALUES(?1, ?2, ?3, ?4, 0, 1, 1) ON CONFLICT(hash) DO NOTHING";
 static const char csd_sql_row[] =
 	"SELECT refcount, stored_len IS NOT NULL FROM chunks WHERE hash = ?1";
+/* S8: a chunk PostgreSQL refused to count as uploaded: not on BACKING here
+ * either, and queued again if its object is in the cache and no upload of
+ * it is queued yet (the row says whether it is to be queued). */
+static const char csd_sql_unupload[] =
+	"UPDATE chunks SET uploaded = 0 WHERE hash = ?1 RETURNING cached AND NOT EXISTS"
+	" (SELECT 1 FROM uploads u WHERE u.hash = ?1 AND u.kind = 1)";
 
 static int csd_prepare(struct cat *cat, const char *sql, sqlite3_stmt **st)
 {
@@ -165,6 +171,45 @@ static int csd_local_row(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], int6
 	*stored = rc == 1 && sqlite3_column_int(st, 1) != 0;
 	sqlite3_finalize(st);
 	return rc < 0 ? rc : 0;
+}
+
+/* S8: the chunks hashes[i] with again[i] set are not on BACKING after all
+ * (PostgreSQL refused them, pgns.h N7): marked so locally, and queued for
+ * upload again. Takes the lock. */
+static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN],
+			    const bool *again, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += again[i];
+	if (k == 0)
+		return 0;
+	sqlite3_stmt *st = NULL;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = csd_prepare(cat, csd_sql_unupload, &st);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!again[i])
+			continue;
+		csd_log_hash("may have been removed from BACKING by a reclaim on another node since"
+			     " this node put it there: queued for upload again", cat, hashes[i]);
+		sqlite3_reset(st);
+		csd_bind_hash(st, 1, hashes[i]);
+		int src = csd_step(cat, st);
+		bool enqueue = src == 1 && sqlite3_column_int(st, 0) != 0;
+		rc = src < 0 ? src : 0;
+		if (rc == 0 && src == 1)
+			rc = csd_step(cat, st) < 0 ? -EIO : 0;
+		if (rc == 0 && enqueue)
+			rc = cat_bind(cat, U_ENQ_CHUNK, A_HASH(hashes[i]), A_INT(cat_now_ns()));
+		if (rc == 0 && enqueue)
+			rc = cat_run(cat, U_ENQ_CHUNK);
+	}
+	sqlite3_finalize(st);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
 }
 
 /* ---- committed extents: PostgreSQL ---- */
@@ -608,14 +653,18 @@ static int csd_publish_late(struct cat *cat, struct csd_publish *p)
 		return rc;
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(k, CAT_HASH_LEN);
 	bool *marked = calloc(k, sizeof(*marked));
-	rc = hashes && marked ? 0 : -ENOMEM;
+	bool *refused = calloc(k, sizeof(*refused));
+	rc = hashes && marked && refused ? 0 : -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		memcpy(hashes[i], p->absent[i].chunk.hash, CAT_HASH_LEN);
 	if (rc == 0)
 		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes, k,
-					  marked);
+					  marked, refused);
+	if (rc == 0) /* S8 */
+		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, refused, k);
 	free(hashes);
 	free(marked);
+	free(refused);
 	return rc;
 }
 
@@ -637,10 +686,17 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 	 * waits for this call: nothing read above moves while PostgreSQL runs. */
 	if (rc == 0)
 		rc = csd_publish_check(cat, ino, &p);
+	bool *refused = rc == 0 ? calloc(p.nuploaded ? p.nuploaded : 1, sizeof(*refused)) : NULL;
+	if (rc == 0 && !refused)
+		rc = -ENOMEM;
 	if (rc == 0)
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
-				       p.nuploaded);
+				       p.nuploaded, refused);
+	if (rc == 0) /* S8 */
+		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded, refused,
+				      p.nuploaded);
+	free(refused);
 	if (rc == 0)
 		rc = csd_publish_late(cat, &p);
 	csd_publish_free(&p);
@@ -723,10 +779,12 @@ int catsh_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready,
 	cat_lock(cat);
 	int rc = csd_local_row(cat, u->hash, &refs, &stored);
 	cat_unlock(cat);
-	if (rc || refs > 0)
-		return rc; /* a local writer references it */
-	struct pgns_chunk_row row;
-	rc = pgns_chunk_get(cat_shared_ns(cat), u->hash, &row);
+	if (rc)
+		return rc;
+	struct pgns_chunk_row row; /* S8: claimed before the object is written */
+	rc = pgns_upload_claim(cat_shared_ns(cat), u->hash, refs > 0, &row);
+	if (refs > 0) /* a local writer references it */
+		return rc == -ENOENT ? 0 : rc;
 	if (rc == -ENOENT || (rc == 0 && (row.uploaded || strcmp(row.state, "live") != 0))) {
 		*stale = true; /* unpublished, reclaimed, or on BACKING already: moot */
 		*ready = false;
@@ -761,18 +819,19 @@ static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
  * object is written was uploaded: an upload found moot (its row gone, or
  * a writer storing it anew) marks nothing, here as in upload.c. */
 static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark,
-			  bool *early)
+			  bool *early, bool *again)
 {
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(n ? n : 1, CAT_HASH_LEN);
 	bool *marked = calloc(n ? n : 1, sizeof(*marked));
+	bool *refused = calloc(n ? n : 1, sizeof(*refused));
 	size_t *at = calloc(n ? n : 1, sizeof(*at));
 	int64_t *refs = calloc(n ? n : 1, sizeof(*refs));
-	int rc = hashes && marked && at && refs ? 0 : -ENOMEM;
+	int rc = hashes && marked && refused && at && refs ? 0 : -ENOMEM;
 	size_t k = 0;
 	cat_lock(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		bool stored = false;
-		mark[i] = early[i] = false;
+		mark[i] = early[i] = again[i] = false;
 		if (rows[i].kind == UP_CHUNK)
 			rc = csd_local_row(cat, rows[i].hash, &refs[k], &stored);
 		if (rc == 0 && stored) {
@@ -783,8 +842,12 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	cat_unlock(cat);
 	if (rc == 0)
 		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes,
-					  k, marked);
+					  k, marked, refused);
 	for (size_t j = 0; rc == 0 && j < k; j++) {
+		if (refused[j]) { /* S8: put again, nothing marked */
+			again[at[j]] = true;
+			continue;
+		}
 		mark[at[j]] = marked[j] || refs[j] > 0; /* a writer's: its commit tells (S2) */
 		early[at[j]] = !marked[j] && refs[j] > 0;
 		if (!marked[j])
@@ -795,6 +858,7 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	}
 	free(hashes);
 	free(marked);
+	free(refused);
 	free(at);
 	free(refs);
 	return rc;
@@ -817,9 +881,13 @@ static int csd_done_late(struct cat *cat, const struct cat_upload *rows, size_t 
 		memcpy(hashes[k++], rows[i].hash, CAT_HASH_LEN);
 	}
 	bool *marked = k ? calloc(k, sizeof(*marked)) : NULL;
-	int rc = k == 0 ? 0 : marked ? pgns_chunks_uploaded(cat_shared_ns(cat),
-			(const uint8_t(*)[CAT_HASH_LEN])hashes, k, marked) : -ENOMEM;
+	bool *refused = k ? calloc(k, sizeof(*refused)) : NULL;
+	int rc = k == 0 ? 0 : marked && refused ? pgns_chunks_uploaded(cat_shared_ns(cat),
+			(const uint8_t(*)[CAT_HASH_LEN])hashes, k, marked, refused) : -ENOMEM;
+	if (rc == 0 && k > 0) /* S8 */
+		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, refused, k);
 	free(marked);
+	free(refused);
 	free(hashes);
 	return rc;
 }
@@ -828,7 +896,8 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 {
 	bool *mark = calloc(n ? n : 1, sizeof(*mark));
 	bool *early = calloc(n ? n : 1, sizeof(*early));
-	int rc = mark && early ? csd_done_marks(cat, rows, n, mark, early) : -ENOMEM;
+	bool *again = calloc(n ? n : 1, sizeof(*again));
+	int rc = mark && early && again ? csd_done_marks(cat, rows, n, mark, early, again) : -ENOMEM;
 	cat_lock(cat);
 	if (rc == 0)
 		rc = cat_begin(cat);
@@ -838,8 +907,13 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 	cat_unlock(cat);
 	if (rc == 0)
 		rc = csd_done_late(cat, rows, n, early);
+	for (size_t i = 0; rc == 0 && i < n; i++) /* S8: its row deleted above, queued anew */
+		if (again[i])
+			rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])rows[i].hash,
+					      &again[i], 1);
 	free(mark);
 	free(early);
+	free(again);
 	return rc;
 }
 

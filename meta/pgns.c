@@ -65,6 +65,7 @@ enum {
 	NS_PIN,
 	NS_UNPIN,
 	NS_UNPIN_LOST,
+	NS_CLAIM_GET,
 	NS_COUNT
 };
 
@@ -157,9 +158,13 @@ const struct pg_stmt pgns_stmts[] = {
 			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))"
 			       " LIMIT $2) RETURNING encode(hash, 'hex'), uploaded",
 			       2 },
+	/* N7: the claims of the hashes whose objects the reclaim removed go
+	 * with their rows, in the same statement */
 	[NS_RECLAIM_END] = { "ns_reclaim_end",
-			     "DELETE FROM ns_chunks WHERE hash IN (SELECT decode(h, 'hex') FROM"
-			     " unnest($1::text[]) AS t(h)) AND state = 'reclaiming' AND refcount = 0",
+			     "WITH r AS (DELETE FROM ns_chunks WHERE hash IN (SELECT decode(h, 'hex') FROM"
+			     " unnest($1::text[]) AS t(h)) AND state = 'reclaiming' AND refcount = 0)"
+			     " DELETE FROM ns_upload_claims WHERE hash IN (SELECT decode(h, 'hex') FROM"
+			     " unnest($1::text[]) AS t(h))",
 			     1 },
 	[NS_CHUNK_GET] = { "ns_chunk_get",
 			   "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
@@ -226,11 +231,19 @@ const struct pg_stmt pgns_stmts[] = {
 			       "SELECT encode(hash, 'hex') FROM ns_chunks WHERE holder = $1"
 			       " AND NOT uploaded AND hash > decode($2, 'hex') ORDER BY hash LIMIT $3",
 			       3 },
+	/* N7: every live row among $1, and whether it is (now) marked: one on
+	 * BACKING already, or one node $2 holds a claim of (consumed here); a
+	 * live row without either is left not uploaded (ok false) */
 	[NS_UPLOADED_MANY] = { "ns_uploaded_many",
-			       "UPDATE ns_chunks SET uploaded = true WHERE hash IN (SELECT decode(h, 'hex')"
-			       " FROM unnest($1::text[]) AS t(h)) AND state = 'live'"
-			       " RETURNING encode(hash, 'hex')",
-			       1 },
+			       "WITH l AS (SELECT c.hash, c.uploaded OR EXISTS (SELECT 1 FROM"
+			       " ns_upload_claims k WHERE k.hash = c.hash AND k.node = $2::bigint) AS ok"
+			       " FROM ns_chunks c WHERE c.hash IN (SELECT decode(h, 'hex') FROM"
+			       " unnest($1::text[]) AS t(h)) AND c.state = 'live' FOR UPDATE OF c),"
+			       " m AS (UPDATE ns_chunks c SET uploaded = true FROM l WHERE c.hash = l.hash"
+			       " AND l.ok RETURNING c.hash), d AS (DELETE FROM ns_upload_claims k USING m"
+			       " WHERE k.hash = m.hash AND k.node = $2::bigint)"
+			       " SELECT encode(hash, 'hex'), ok FROM l",
+			       2 },
 	[NS_CHUNKS_INFO] = { "ns_chunks_info",
 			     "SELECT encode(hash, 'hex'), plain_len, codec, stored_len, uploaded,"
 			     " state = 'live' FROM ns_chunks WHERE hash IN (SELECT decode(h, 'hex')"
@@ -254,11 +267,25 @@ const struct pg_stmt pgns_stmts[] = {
 		       " UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash",
 		       2 },
 	[NS_UNPIN_LOST] = { "ns_unpin_lost",
-			    "WITH d AS (DELETE FROM ns_pins p WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
+			    "WITH k AS (DELETE FROM ns_upload_claims k WHERE NOT EXISTS (SELECT 1 FROM"
+			    " ckpt_nodes n WHERE n.id = k.node AND n.state = 'live')),"
+			    " d AS (DELETE FROM ns_pins p WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
 			    " WHERE n.id = p.node AND n.state = 'live') RETURNING hash), g AS (SELECT hash,"
 			    " count(*) AS n FROM d GROUP BY hash) UPDATE ns_chunks c SET pins = c.pins - g.n"
 			    " FROM g WHERE c.hash = g.hash",
 			    0 },
+	/* N7: node $2 claims hash $1 before it writes the object, unless the
+	 * store has it live and on BACKING already, or ($3 false: no writer of
+	 * this node names it) has no live row to mark; the row as NS_CHUNK_GET */
+	[NS_CLAIM_GET] = { "ns_claim_get",
+			   "WITH k AS (INSERT INTO ns_upload_claims(hash, node) SELECT decode($1, 'hex'),"
+			   " $2::bigint WHERE NOT EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = decode($1,"
+			   " 'hex') AND c.state = 'live' AND c.uploaded) AND ($3::boolean OR EXISTS"
+			   " (SELECT 1 FROM ns_chunks c WHERE c.hash = decode($1, 'hex') AND"
+			   " c.state = 'live')) ON CONFLICT DO NOTHING)"
+			   " SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
+			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
+			   3 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -318,7 +345,10 @@ static const char pgns_schema_sql[] =
 	" PRIMARY KEY (node, ino));"
 	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);"
 	/* catalog-wide facts: catalog_id (pgns_catalog_id) */
-	"CREATE TABLE IF NOT EXISTS ns_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);";
+	"CREATE TABLE IF NOT EXISTS ns_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+	/* N7: a node's claim of a hash whose object it is putting on BACKING */
+	"CREATE TABLE IF NOT EXISTS ns_upload_claims(hash BYTEA NOT NULL, node BIGINT NOT NULL,"
+	" PRIMARY KEY (hash, node));";
 
 int64_t pgns_now_ns(void)
 {
@@ -796,7 +826,36 @@ struct pgns_commit_call {
 	struct pgns_buf ins_h, ins_p, ins_c, ins_s, refs, e_off, e_len, e_hash, e_coff;
 	size_t distinct; /* distinct hashes the extents name */
 	char *uploaded;  /* pgns_file_publish: chunks already on BACKING, or NULL */
+	const uint8_t (*up_hashes)[CAT_HASH_LEN]; /* the same, nup of them */
+	size_t nup;
+	bool *refused; /* out: up_hashes[i] was not marked (N7) */
 };
+
+static int pgns_unhex(const char *hex, uint8_t out[CAT_HASH_LEN]);
+static ssize_t pgns_hash_index(const uint8_t *first, size_t stride, size_t n,
+			       const uint8_t hash[CAT_HASH_LEN]);
+
+/* NS_UPLOADED_MANY's rows for hashes[0..n): marked[i] the row is on
+ * BACKING now; refused[i] (if not NULL) it is live but not marked (N7). */
+static int pgns_marks(PGresult *res, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+		      bool *marked, bool *refused)
+{
+	memset(marked, 0, n * sizeof(*marked));
+	if (refused)
+		memset(refused, 0, n * sizeof(*refused));
+	int rc = 0;
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		uint8_t h[CAT_HASH_LEN];
+		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
+		ssize_t i = rc ? -1 : pgns_hash_index(hashes[0], CAT_HASH_LEN, n, h);
+		bool ok = PQgetvalue(res, r, 1)[0] == 't';
+		if (i >= 0 && ok)
+			marked[i] = true;
+		else if (i >= 0 && refused)
+			refused[i] = true;
+	}
+	return rc;
+}
 
 static int pgns_commit_body(struct pg *pg, void *arg)
 {
@@ -836,9 +895,18 @@ static int pgns_commit_body(struct pg *pg, void *arg)
 			rc = -EISDIR; /* gone, or not a regular file */
 		PQclear(res);
 	}
-	const char *up[] = { c->uploaded };
-	if (rc == 0 && c->uploaded)
-		rc = pgns_exec(ns, NS_UPLOADED_MANY, up, NULL);
+	const char *up[] = { c->uploaded, node };
+	if (rc == 0 && c->uploaded) {
+		bool *marked = calloc(c->nup, sizeof(*marked));
+		res = NULL;
+		rc = marked ? pgns_exec(ns, NS_UPLOADED_MANY, up, &res) : -ENOMEM;
+		if (rc == 0)
+			rc = pgns_marks(res, c->up_hashes, c->nup, marked, NULL);
+		PQclear(res);
+		for (size_t i = 0; rc == 0 && c->refused && i < c->nup; i++)
+			c->refused[i] = !marked[i]; /* N7: each is live now, named by this commit */
+		free(marked);
+	}
 	return rc;
 }
 
@@ -916,10 +984,12 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 
 int pgns_file_publish(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		      const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
-		      size_t nchunks, const uint8_t (*uploaded)[CAT_HASH_LEN], size_t nuploaded)
+		      size_t nchunks, const uint8_t (*uploaded)[CAT_HASH_LEN], size_t nuploaded,
+		      bool *refused)
 {
 	struct pgns_commit_call c = { .ns = ns, .ino = ino, .size = size, .mtime_ns = mtime_ns,
-				      .ext = ext, .n = n, .chunks = chunks, .nchunks = nchunks };
+				      .ext = ext, .n = n, .chunks = chunks, .nchunks = nchunks,
+				      .up_hashes = uploaded, .nup = nuploaded, .refused = refused };
 	int rc = pgns_commit_params(&c);
 	if (rc == 0 && nuploaded > 0)
 		rc = pgns_hex_list(uploaded[0], CAT_HASH_LEN, nuploaded, &c.uploaded);
@@ -937,7 +1007,7 @@ int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime
 		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
 		     size_t nchunks)
 {
-	return pgns_file_publish(ns, ino, size, mtime_ns, ext, n, chunks, nchunks, NULL, 0);
+	return pgns_file_publish(ns, ino, size, mtime_ns, ext, n, chunks, nchunks, NULL, 0, NULL);
 }
 
 struct pgns_extents_call {
@@ -1033,25 +1103,23 @@ static ssize_t pgns_hash_index(const uint8_t *first, size_t stride, size_t n,
 }
 
 int pgns_chunks_uploaded(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
-			 bool *marked)
+			 bool *marked, bool *refused)
 {
 	memset(marked, 0, n * sizeof(*marked));
+	if (refused)
+		memset(refused, 0, n * sizeof(*refused));
 	if (n == 0)
 		return 0;
 	char *list = NULL;
 	int rc = pgns_hex_list(hashes[0], CAT_HASH_LEN, n, &list);
 	if (rc)
 		return rc;
-	const char *params[] = { list };
+	char node[24];
+	const char *params[] = { list, PG_U64(node, ns->lease->node_id) };
 	PGresult *res = NULL;
 	rc = pgns_one(ns, NS_UPLOADED_MANY, true, params, &res);
-	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
-		uint8_t h[CAT_HASH_LEN];
-		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
-		ssize_t i = rc ? -1 : pgns_hash_index(hashes[0], CAT_HASH_LEN, n, h);
-		if (i >= 0)
-			marked[i] = true;
-	}
+	if (rc == 0)
+		rc = pgns_marks(res, hashes, n, marked, refused);
 	PQclear(res);
 	free(list);
 	return rc;
@@ -1171,6 +1239,18 @@ int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded)
 	return rc;
 }
 
+/* The row of NS_CHUNK_GET's (and NS_CLAIM_GET's) one result row. */
+static void pgns_chunk_row_of(const PGresult *res, struct pgns_chunk_row *out)
+{
+	out->refcount = (uint64_t)pg_int(res, 0, 0);
+	out->uploaded = PQgetvalue(res, 0, 1)[0] == 't';
+	out->holder = (uint64_t)pg_int(res, 0, 2);
+	snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, 0, 3));
+	out->plain_len = (uint64_t)pg_int(res, 0, 4);
+	out->codec = (uint8_t)pg_int(res, 0, 5);
+	out->stored_len = (uint64_t)pg_int(res, 0, 6);
+}
+
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
 {
 	char hex[HASH_HEX_LEN + 1];
@@ -1180,15 +1260,8 @@ int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgn
 	int rc = pgns_one(ns, NS_CHUNK_GET, false, params, &res);
 	if (rc == 0 && pg_rows(res) != 1)
 		rc = -ENOENT;
-	if (rc == 0) {
-		out->refcount = (uint64_t)pg_int(res, 0, 0);
-		out->uploaded = PQgetvalue(res, 0, 1)[0] == 't';
-		out->holder = (uint64_t)pg_int(res, 0, 2);
-		snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, 0, 3));
-		out->plain_len = (uint64_t)pg_int(res, 0, 4);
-		out->codec = (uint8_t)pg_int(res, 0, 5);
-		out->stored_len = (uint64_t)pg_int(res, 0, 6);
-	}
+	if (rc == 0)
+		pgns_chunk_row_of(res, out);
 	PQclear(res);
 	return rc;
 }
@@ -1225,6 +1298,22 @@ int pgns_inode_release(struct pgns *ns, uint64_t ino)
 {
 	struct pgns_release_call c = { ns, ino };
 	return pg_txn(ns->pg, pgns_release_body, &c);
+}
+
+int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool writer,
+		      struct pgns_chunk_row *out)
+{
+	char hex[HASH_HEX_LEN + 1], node[24];
+	hash_to_hex(hash, hex);
+	const char *params[] = { hex, PG_U64(node, ns->lease->node_id), writer ? "true" : "false" };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_CLAIM_GET, false, params, &res);
+	if (rc == 0 && pg_rows(res) != 1)
+		rc = -ENOENT;
+	if (rc == 0)
+		pgns_chunk_row_of(res, out);
+	PQclear(res);
+	return rc;
 }
 
 /* ---- reclaim ---- */

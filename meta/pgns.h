@@ -35,6 +35,18 @@
  *      chunk are serialized. ns_chunks.pins == the number of ns_pins rows
  *      naming the hash; pins go at pgns_unpin (the writer's release) or, for
  *      a node no longer live, at pgns_unpin_lost (the reclaim duty).
+ *  N7. A chunk row is marked uploaded on the strength of a node's own
+ *      upload only while that node's claim of the hash (ns_upload_claims,
+ *      taken by pgns_upload_claim BEFORE the node writes the object) still
+ *      exists; pgns_reclaim_end deletes every claim of the hashes it ends,
+ *      in the statement that deletes their rows, and the marking consumes
+ *      the claim. A claim present at the marking means no reclaim of the
+ *      hash ended after the object's write began (a reclaim that ended
+ *      earlier removed an older object; one still running holds the row
+ *      'reclaiming', which is never marked, N3); a live row already
+ *      uploaded needs no claim. A marking refused leaves the row not
+ *      uploaded and says so (refused), and the node puts its object again.
+ *      Claims of nodes no longer live go at pgns_unpin_lost.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -110,10 +122,14 @@ int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime
 
 /* pgns_file_commit, and in the same transaction marks uploaded the chunks
  * uploaded[0..nuploaded) its node put on BACKING before the commit named
- * them (a writer's chunk is uploaded while the file is still open). */
+ * them (a writer's chunk is uploaded while the file is still open), each
+ * only as N7 allows: refused[i] (nuploaded of them, may be NULL when
+ * nuploaded is 0) says uploaded[i] was left not uploaded, its object to be
+ * put again. */
 int pgns_file_publish(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		      const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
-		      size_t nchunks, const uint8_t (*uploaded)[CAT_HASH_LEN], size_t nuploaded);
+		      size_t nchunks, const uint8_t (*uploaded)[CAT_HASH_LEN], size_t nuploaded,
+		      bool *refused);
 
 /* The committed extents of ino ending after off, in order (as cat_extents). */
 int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent *out, int max);
@@ -121,10 +137,13 @@ int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent 
 /* This node put the chunk's object on BACKING. -ENOENT if the store has
  * no such chunk or it is being reclaimed (N3): nothing is marked. */
 int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN]);
-/* The same for n chunks in one transaction; marked[i] says whether hashes[i]
- * was marked (false: as pgns_chunk_uploaded's -ENOENT). */
+/* The same for n chunks in one transaction, as N7 allows (this node's
+ * claim, consumed); marked[i] says whether hashes[i] is marked (false: as
+ * pgns_chunk_uploaded's -ENOENT, or refused); refused[i] (refused may be
+ * NULL) that its row is live but this node's claim is gone: a reclaim may
+ * have removed the object, which is to be put again. */
 int pgns_chunks_uploaded(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
-			 bool *marked);
+			 bool *marked, bool *refused);
 
 /* What the store records of chunks: io[i].chunk.hash in, the rest out
  * (found false: no row). One round trip for all n. */
@@ -186,6 +205,13 @@ struct pgns_chunk_row {
 	uint8_t codec;
 };
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out);
+/* N7: this node's claim of hash, taken before it writes the object (writer:
+ * a writer of this node names it: claimed unless the store has it live and
+ * uploaded; else claimed only if the store has it live and not uploaded),
+ * and the row as pgns_chunk_get (-ENOENT: no row; a writer's claim is
+ * taken even so). One statement, one round trip. */
+int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool writer,
+		      struct pgns_chunk_row *out);
 
 /* ---- for the shared engine of the catalog (meta/catalog_shared.c) ---- */
 

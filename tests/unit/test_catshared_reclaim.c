@@ -362,3 +362,118 @@ Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
 	tr_close(&a);
 	tr_close(&b);
 }
+
+/* ---- R5 / S8: an upload on one node, a reclaim of the same bytes on another ---- */
+
+/* The queued UP_CHUNK row of hash on n (cr_assert if none). */
+static struct cat_upload tr_queued(struct tr_node *n, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct cat_upload rows[32];
+	int got = cat_upload_list(n->cat, 0, rows, 32);
+	for (int i = 0; i < got; i++)
+		if (rows[i].kind == UP_CHUNK && memcmp(rows[i].hash, hash, CAT_HASH_LEN) == 0)
+			return rows[i];
+	cr_assert_fail("no upload queued for the chunk");
+	return rows[0];
+}
+
+/* B committed chunk seed 50 and put it on BACKING, then deleted its file:
+ * PostgreSQL has the chunk live, uploaded, with no reference. */
+static void tr_stale_setup(struct tr_node *a, struct tr_node *b, struct tr_backing *bk,
+			   uint8_t h[CAT_HASH_LEN], uint64_t *fa)
+{
+	tr_open(a, "stale-a");
+	tr_open(b, "stale-b");
+	tr_backing_open(bk);
+	uint64_t fb = tr_file(b, CAT_ROOT_INO, "old");
+	tr_write(b, bk, fb, (const int[]){ 50 }, 1);
+	uint64_t ino;
+	OK(cat_unlink(b->cat, CAT_ROOT_INO, "old", &ino));
+	OK(cat_inode_release(b->cat, ino));
+	tr_hash(h, 50);
+	cr_assert(tr_on_backing(bk, h));
+	*fa = tr_file(a, CAT_ROOT_INO, "new");
+	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
+	memcpy(e.hash, h, CAT_HASH_LEN);
+	bool must_store = false;
+	OK(cat_pending_add(a->cat, *fa, &e, &must_store));
+	cr_assert(must_store);
+	OK(cat_chunk_stored(a->cat, h, 2, TR_STORED));
+}
+
+/* After A's commit: PostgreSQL never says the chunk is on BACKING while it
+ * is not; A's uploader puts it there again and then it does. */
+static void tr_stale_check(struct tr_node *a, struct tr_node *b, struct tr_backing *bk,
+			   const uint8_t h[CAT_HASH_LEN])
+{
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(a->cat), h, &row));
+	cr_assert_eq(row.refcount, 1);
+	cr_assert(!row.uploaded || tr_on_backing(bk, h),
+		  "PostgreSQL says the chunk is uploaded but BACKING lacks it");
+	cr_assert(!row.uploaded, "the removed upload is not counted");
+	struct cat_upload u = tr_queued(a, h);
+	bool ready = false, stale = false;
+	OK(cat_upload_ready(a->cat, &u, &ready, &stale));
+	cr_assert(ready && !stale);
+	char rel[128];
+	store_object_relpath(h, rel, sizeof(rel));
+	OK(backing_put(bk->b, rel, "x", 1));
+	OK(cat_upload_done(a->cat, &u));
+	OK(pgns_chunk_get(cat_shared_ns(a->cat), h, &row));
+	cr_assert(row.uploaded && tr_on_backing(bk, h));
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(b->cat, h, &w));
+	tr_check(a);
+}
+
+Test(catshared_reclaim, an_upload_done_before_a_reclaim_elsewhere_is_not_published_as_on_backing)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	uint8_t h[CAT_HASH_LEN];
+	uint64_t fa;
+	tr_stale_setup(&a, &b, &bk, h, &fa);
+	/* A's uploader puts the object and is done, before A's commit */
+	struct cat_upload u = tr_queued(&a, h);
+	bool ready = false, stale = false;
+	OK(cat_upload_ready(a.cat, &u, &ready, &stale));
+	cr_assert(ready);
+	char rel[128];
+	store_object_relpath(h, rel, sizeof(rel));
+	OK(backing_put(bk.b, rel, "x", 1));
+	OK(cat_upload_done(a.cat, &u));
+	/* B's turn removes the old row's object: the one A just put */
+	struct cat_reclaim_report rep = tr_turn(&b, &bk);
+	cr_assert_eq(rep.removed, 1);
+	cr_assert(!tr_on_backing(&bk, h));
+	OK(cat_file_commit(a.cat, fa, TR_LEN, ts_now_ns(), false));
+	tr_stale_check(&a, &b, &bk, h);
+	tr_close(&a);
+	tr_close(&b);
+	tr_backing_close(&bk);
+}
+
+Test(catshared_reclaim, a_reclaim_between_an_objects_write_and_its_upload_done_is_caught)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	uint8_t h[CAT_HASH_LEN];
+	uint64_t fa;
+	tr_stale_setup(&a, &b, &bk, h, &fa);
+	struct cat_upload u = tr_queued(&a, h);
+	bool ready = false, stale = false;
+	OK(cat_upload_ready(a.cat, &u, &ready, &stale));
+	cr_assert(ready);
+	char rel[128];
+	store_object_relpath(h, rel, sizeof(rel));
+	OK(backing_put(bk.b, rel, "x", 1));
+	struct cat_reclaim_report rep = tr_turn(&b, &bk); /* between the write and the done */
+	cr_assert_eq(rep.removed, 1);
+	OK(cat_upload_done(a.cat, &u));
+	OK(cat_file_commit(a.cat, fa, TR_LEN, ts_now_ns(), false));
+	tr_stale_check(&a, &b, &bk, h);
+	tr_close(&a);
+	tr_close(&b);
+	tr_backing_close(&bk);
+}

@@ -57,7 +57,17 @@
  *      (gone or being reclaimed) gets a row with no object (invariant 2).
  *      A commit naming a chunk this node holds no object of checks that
  *      PostgreSQL still has it live: else -EIO, logged with file and chunk,
- *      never a reference to an object nobody has. */
+ *      never a reference to an object nobody has.
+ *  S8. No "uploaded" from PostgreSQL for an object a reclaim on another
+ *      node removed after this node wrote it (pgns.h N7): the uploader's
+ *      readiness check claims the hash in its one round trip
+ *      (pgns_upload_claim) before the object is written; every marking on
+ *      the strength of this node's upload (the commit's, S2; the upload's
+ *      own, S5) counts only while the claim stands. One refused (a reclaim
+ *      of the hash ended since) is not on BACKING: its local row is set
+ *      uploaded = 0 and, cached, queued for upload again (csd_upload_again),
+ *      whose next readiness check claims anew. A writer's chunk now costs
+ *      the check one round trip (it made none before). */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 

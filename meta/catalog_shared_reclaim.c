@@ -33,7 +33,14 @@
  *      (uploaded = 0) and, if its object is cached, queued for upload again,
  *      so the writer's commit (which recreates the chunk, N3) never claims a
  *      removed object is on BACKING. Another node's rows are its own: its
- *      sweep and uploader settle them (S3, S4). */
+ *      sweep and uploader settle them (S3, S4).
+ *  R5. What another node put on BACKING under a hash this turn removes is
+ *      not lost silently: pgns_reclaim_end deletes every node's upload
+ *      claim of the batch's hashes in the statement that deletes their
+ *      rows (pgns.h N7), so an upload whose object write began before the
+ *      end is never counted by PostgreSQL; its node puts it again
+ *      (catalog_shared_data.c S8). The claims of nodes no longer live go
+ *      with their pins (pgns_unpin_lost). */
 #define _GNU_SOURCE
 #include "catalog_shared_reclaim.h"
 

@@ -477,3 +477,27 @@ Test(catshared_reclaim, a_reclaim_between_an_objects_write_and_its_upload_done_i
 	tr_close(&b);
 	tr_backing_close(&bk);
 }
+
+Test(catshared_reclaim, an_upload_done_after_the_commit_that_a_reclaim_preceded_is_put_again)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	uint8_t h[CAT_HASH_LEN];
+	uint64_t fa;
+	tr_stale_setup(&a, &b, &bk, h, &fa);
+	struct cat_upload u = tr_queued(&a, h);
+	bool ready = false, stale = false;
+	OK(cat_upload_ready(a.cat, &u, &ready, &stale));
+	cr_assert(ready);
+	char rel[128];
+	store_object_relpath(h, rel, sizeof(rel));
+	OK(backing_put(bk.b, rel, "x", 1));
+	struct cat_reclaim_report rep = tr_turn(&b, &bk);
+	cr_assert_eq(rep.removed, 1);
+	OK(cat_file_commit(a.cat, fa, TR_LEN, ts_now_ns(), false)); /* before the done */
+	OK(cat_upload_done(a.cat, &u));
+	tr_stale_check(&a, &b, &bk, h);
+	tr_close(&a);
+	tr_close(&b);
+	tr_backing_close(&bk);
+}

@@ -501,3 +501,42 @@ Test(catshared_reclaim, an_upload_done_after_the_commit_that_a_reclaim_preceded_
 	tr_close(&b);
 	tr_backing_close(&bk);
 }
+
+/* Whether ns_upload_claims holds exactly `count` rows (asked through n). */
+static bool tr_claims_are(struct tr_node *n, int count)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql), "DO $$ BEGIN IF (SELECT count(*) FROM ns_upload_claims) <> %d"
+		 " THEN RAISE EXCEPTION 'claims'; END IF; END $$", count);
+	return pg_exec_plain(cat_shared_ns(n->cat)->pg, sql) == 0;
+}
+
+Test(catshared_reclaim, claims_are_consumed_by_the_marking_and_a_gone_nodes_go_at_the_next_turn)
+{
+	struct tr_node a, c;
+	struct tr_backing bk;
+	tr_open(&a, "claims-a");
+	tr_open(&c, "claims-c");
+	tr_backing_open(&bk);
+	uint64_t fa = tr_file(&a, CAT_ROOT_INO, "done");
+	tr_write(&a, &bk, fa, (const int[]){ 60, 61 }, 2); /* claimed, uploaded, marked */
+	cr_assert(tr_claims_are(&a, 0), "a marking consumes its claim");
+	/* C's writer stores a chunk and its uploader claims it, then C unmounts */
+	uint64_t fc = tr_file(&c, CAT_ROOT_INO, "open");
+	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
+	tr_hash(e.hash, 62);
+	bool must_store = false;
+	OK(cat_pending_add(c.cat, fc, &e, &must_store));
+	OK(cat_chunk_stored(c.cat, e.hash, 2, TR_STORED));
+	struct cat_upload u = tr_queued(&c, e.hash);
+	bool ready = false, stale = false;
+	OK(cat_upload_ready(c.cat, &u, &ready, &stale));
+	cr_assert(ready && tr_claims_are(&a, 1));
+	cat_close(c.cat);
+	c.cat = NULL;
+	(void)tr_turn(&a, &bk);
+	cr_assert(tr_claims_are(&a, 0), "a node no longer live keeps no claim");
+	tr_backing_close(&bk);
+	tr_close(&a);
+	ts_tmpdir_remove(c.dir);
+}

@@ -8,7 +8,10 @@
  * the duty's holder, while a chunk a kept generation shares stays; only one
  * node holds the duty; a writer on B that continued a file keeps the file's
  * old chunks through a reclaim (its pins), and without its pins its commit
- * fails with EIO instead of naming a removed object. */
+ * fails with EIO instead of naming a removed object. An upload on A of
+ * bytes whose older row B's turn reclaims, in every order of upload, reclaim
+ * and commit, is never counted as on BACKING once the reclaim removed it
+ * (pgns.h N7, catalog_shared_data.c S8): A puts it again. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 

@@ -2024,17 +2024,19 @@ int cat_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_
 	return cat_list(cat, S_P_LIST, ino, off, out, max);
 }
 
-static int cat_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
-			       bool *must_store)
+bool cat_extent_valid(const struct cat_extent *ext)
 {
-	struct cat_inode inode;
-	int rc = cat_file_get(cat, ino, &inode);
-	if (rc != 0)
-		return rc;
+	return ext->len != 0 && ext->off <= INT64_MAX && ext->len <= INT64_MAX - ext->off &&
+	       ext->chunk_len <= INT64_MAX && ext->chunk_off <= ext->chunk_len &&
+	       ext->len <= ext->chunk_len - ext->chunk_off;
+}
 
+int cat_pending_insert_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+			   bool *must_store)
+{
 	/* The last extent starting before ours ends must end before ours starts;
 	 * by invariant 3 every earlier one then does too. */
-	rc = cat_bind(cat, S_P_BEFORE, A_INT(ino), A_INT(ext->off + ext->len));
+	int rc = cat_bind(cat, S_P_BEFORE, A_INT(ino), A_INT(ext->off + ext->len));
 	if (rc == 0)
 		rc = cat_next(cat, S_P_BEFORE);
 	if (rc == 1) {
@@ -2070,13 +2072,19 @@ static int cat_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_e
 	return rc;
 }
 
+static int cat_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+			       bool *must_store)
+{
+	struct cat_inode inode;
+	int rc = cat_file_get(cat, ino, &inode);
+	return rc != 0 ? rc : cat_pending_insert_txn(cat, ino, ext, must_store);
+}
+
 int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 		    bool *must_store)
 {
 	if (cat->shared) return catsh_pending_add(cat, ino, ext, must_store);
-	if (ext->len == 0 || ext->off > INT64_MAX || ext->len > INT64_MAX - ext->off ||
-	    ext->chunk_len > INT64_MAX || ext->chunk_off > ext->chunk_len ||
-	    ext->len > ext->chunk_len - ext->chunk_off)
+	if (!cat_extent_valid(ext))
 		return -EINVAL;
 	bool store = false, deferred;
 	cat_lock(cat);

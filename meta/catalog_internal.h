@@ -152,6 +152,15 @@ struct cat {
 struct pgns;
 struct pgns *cat_shared_ns(struct cat *cat);
 
+/* A pending extent's fields make sense (lengths, offsets within the chunk). */
+bool cat_extent_valid(const struct cat_extent *ext);
+/* Adds a pending extent of ino inside a transaction: the overlap check of
+ * invariant 3, the chunk's reference (*must_store: its object is to be
+ * written), the row. The caller has checked the inode (the SQLite engine
+ * against its inodes; the shared one's are PostgreSQL's). */
+int cat_pending_insert_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
+			   bool *must_store);
+
 /* An argument for cat_bind, typed by the macros below. */
 struct cat_arg {
 	char type; /* 'i' integer, 't' text, 'b' blob, 'n' null */

@@ -270,58 +270,16 @@ int catsh_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct ca
 	return rc < 0 ? rc : n;
 }
 
-static bool csd_extent_valid(const struct cat_extent *ext)
-{
-	return ext->len != 0 && ext->off <= INT64_MAX && ext->len <= INT64_MAX - ext->off &&
-	       ext->chunk_len <= INT64_MAX && ext->chunk_off <= ext->chunk_len &&
-	       ext->len <= ext->chunk_len - ext->chunk_off;
-}
-
-/* catalog.c's cat_pending_add_txn without the inode check (the inode is in
- * PostgreSQL; fs/ only writes files it opened for writing). */
-static int csd_pending_add_txn(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
-			       bool *must_store)
-{
-	int rc = cat_bind(cat, S_P_BEFORE, A_INT(ino), A_INT(ext->off + ext->len));
-	if (rc == 0)
-		rc = cat_next(cat, S_P_BEFORE);
-	if (rc == 1) { /* invariant 3: the one before must end before ours starts */
-		uint64_t prev_off = (uint64_t)cat_col_int(cat, S_P_BEFORE, 0);
-		uint64_t prev_len = (uint64_t)cat_col_int(cat, S_P_BEFORE, 1);
-		rc = prev_off + prev_len > ext->off ? -EINVAL : 0;
-		if (rc)
-			log_warn("catalog %s: inode %" PRIu64 ": pending extent [%" PRIu64
-				 ", +%" PRIu64 ") overlaps [%" PRIu64 ", +%" PRIu64 ")",
-				 cat->path, ino, ext->off, ext->len, prev_off, prev_len);
-	}
-	cat_reset(cat, S_P_BEFORE);
-	uint64_t plain_len = 0;
-	if (rc == 0)
-		rc = cat_refs_take_one_txn(cat, ext->hash, ext->chunk_len, &plain_len, must_store);
-	if (rc == 0 && plain_len != ext->chunk_len) {
-		char hex[2 * CAT_HASH_LEN + 1];
-		cat_hex(ext->hash, hex);
-		log_error("catalog %s: inode %" PRIu64 ": chunk %s has plain length %" PRIu64
-			  ", the extent says %" PRIu64, cat->path, ino, hex, plain_len,
-			  ext->chunk_len);
-		rc = -EINVAL;
-	}
-	if (rc == 0)
-		rc = cat_bind(cat, S_P_INSERT, A_INT(ino), A_INT(ext->off), A_INT(ext->len),
-			      A_HASH(ext->hash), A_INT(ext->chunk_off));
-	return rc == 0 ? cat_run(cat, S_P_INSERT) : rc;
-}
-
 int catsh_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 		      bool *must_store)
 {
-	if (!csd_extent_valid(ext))
+	if (!cat_extent_valid(ext))
 		return -EINVAL;
 	bool store = false;
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)
-		rc = csd_pending_add_txn(cat, ino, ext, &store);
+		rc = cat_pending_insert_txn(cat, ino, ext, &store); /* the inode is PostgreSQL's */
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	if (rc == 0)

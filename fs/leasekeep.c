@@ -18,13 +18,13 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "catalog.h"
 #include "log.h"
+#include "ticker.h"
 
 struct leasekeep {
 	struct cat *cat;
@@ -33,10 +33,7 @@ struct leasekeep {
 	bool failing;       /* the last renewal failed (logged at the change) */
 	unsigned lease_ms;
 	struct timespec steady_since; /* first renewal after the last failure (L4) */
-	bool stop;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC */
+	struct ticker *ticker;        /* renews at once, then every period_ms */
 };
 
 bool leasekeep_fenced(const struct leasekeep *lk)
@@ -51,9 +48,10 @@ static int64_t leasekeep_ms_since(const struct timespec *t)
 	return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
-/* One tick: false once fenced (the thread ends). */
-static bool leasekeep_tick(struct leasekeep *lk)
+/* One tick: false once fenced (the thread ends, ticker.h T3). */
+static bool leasekeep_tick(void *arg)
 {
+	struct leasekeep *lk = arg;
 	int rc = cat_lease_renew(lk->cat);
 	if (rc == -ESTALE) {
 		__atomic_store_n(&lk->fenced, 1, __ATOMIC_RELEASE);
@@ -87,36 +85,6 @@ static bool leasekeep_tick(struct leasekeep *lk)
 	return true;
 }
 
-static void leasekeep_deadline(struct timespec *until, unsigned ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, until);
-	until->tv_sec += ms / 1000;
-	until->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until->tv_nsec >= 1000000000L) {
-		until->tv_sec++;
-		until->tv_nsec -= 1000000000L;
-	}
-}
-
-static void *leasekeep_thread(void *arg)
-{
-	struct leasekeep *lk = arg;
-	pthread_mutex_lock(&lk->lock);
-	while (!lk->stop) {
-		pthread_mutex_unlock(&lk->lock);
-		bool go_on = leasekeep_tick(lk);
-		pthread_mutex_lock(&lk->lock);
-		if (!go_on)
-			break;
-		struct timespec until;
-		leasekeep_deadline(&until, lk->period_ms);
-		while (!lk->stop && pthread_cond_timedwait(&lk->wake, &lk->lock, &until) != ETIMEDOUT)
-			;
-	}
-	pthread_mutex_unlock(&lk->lock);
-	return NULL;
-}
-
 int leasekeep_start(struct cat *cat, unsigned lease_ms, struct leasekeep **out)
 {
 	assert(cat && cat_is_shared(cat) && lease_ms >= 3);
@@ -128,19 +96,11 @@ int leasekeep_start(struct cat *cat, unsigned lease_ms, struct leasekeep **out)
 	lk->period_ms = lease_ms / 3;
 	lk->lease_ms = lease_ms;
 	clock_gettime(CLOCK_MONOTONIC, &lk->steady_since); /* L4: a term before the first sweep */
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&lk->wake, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&lk->lock, NULL);
-	int rc = pthread_create(&lk->thread, NULL, leasekeep_thread, lk);
+	int rc = ticker_start(lk->period_ms, TICKER_FIRST_AT_ONCE, leasekeep_tick, lk, &lk->ticker);
 	if (rc != 0) {
-		log_error("shared catalog: cannot start the lease renewal thread: %s", strerror(rc));
-		pthread_cond_destroy(&lk->wake);
-		pthread_mutex_destroy(&lk->lock);
+		log_error("shared catalog: cannot start the lease renewal thread: %s", strerror(-rc));
 		free(lk);
-		return -rc;
+		return rc;
 	}
 	*out = lk;
 	return 0;
@@ -150,12 +110,6 @@ void leasekeep_stop(struct leasekeep *lk)
 {
 	if (!lk)
 		return;
-	pthread_mutex_lock(&lk->lock);
-	lk->stop = true;
-	pthread_cond_signal(&lk->wake);
-	pthread_mutex_unlock(&lk->lock);
-	pthread_join(lk->thread, NULL); /* invariant 2 */
-	pthread_cond_destroy(&lk->wake);
-	pthread_mutex_destroy(&lk->lock);
+	ticker_stop(lk->ticker); /* invariant 2: ticker.h T2 */
 	free(lk);
 }

@@ -11,16 +11,15 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backing.h"
 #include "catalog.h"
 #include "log.h"
 #include "store.h"
+#include "ticker.h"
 
 struct reclaimer {
 	struct cat *cat;
@@ -28,10 +27,7 @@ struct reclaimer {
 	unsigned period_ms;
 	uint64_t removed; /* read with atomics */
 	bool failing;     /* the last turn failed (logged at the change) */
-	bool stop;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC */
+	struct ticker *ticker; /* a turn every period_ms, the first one period in */
 };
 
 uint64_t reclaimer_removed(const struct reclaimer *r)
@@ -48,8 +44,10 @@ static int reclaimer_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
 	return rc == -ENOENT ? 0 : rc;
 }
 
-static void reclaimer_turn(struct reclaimer *r)
+/* One turn, on the ticker's thread only (invariant 1: ticker.h T1). */
+static bool reclaimer_turn(void *arg)
 {
+	struct reclaimer *r = arg;
 	struct cat_reclaim_report rep;
 	int rc = cat_reclaim_turn(r->cat, 3 * r->period_ms, reclaimer_remove, r->backing, &rep);
 	if (rep.removed) {
@@ -62,41 +60,12 @@ static void reclaimer_turn(struct reclaimer *r)
 			log_warn("reclaim: a turn failed: %s (tried again every %u ms)",
 				 strerror(-rc), r->period_ms);
 		r->failing = true;
-		return;
+		return true;
 	}
 	if (r->failing && rc == 0)
 		log_info("reclaim: turns succeed again");
 	r->failing = rc != 0;
-}
-
-static void reclaimer_deadline(struct timespec *until, unsigned ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, until);
-	until->tv_sec += ms / 1000;
-	until->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until->tv_nsec >= 1000000000L) {
-		until->tv_sec++;
-		until->tv_nsec -= 1000000000L;
-	}
-}
-
-static void *reclaimer_thread(void *arg)
-{
-	struct reclaimer *r = arg;
-	pthread_mutex_lock(&r->lock);
-	while (!r->stop) {
-		struct timespec until;
-		reclaimer_deadline(&until, r->period_ms);
-		while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &until) != ETIMEDOUT)
-			;
-		if (r->stop)
-			break;
-		pthread_mutex_unlock(&r->lock);
-		reclaimer_turn(r); /* invariant 1 */
-		pthread_mutex_lock(&r->lock);
-	}
-	pthread_mutex_unlock(&r->lock);
-	return NULL;
+	return true;
 }
 
 int reclaimer_start(struct cat *cat, struct backing *backing, unsigned period_ms,
@@ -109,19 +78,12 @@ int reclaimer_start(struct cat *cat, struct backing *backing, unsigned period_ms
 	r->cat = cat;
 	r->backing = backing;
 	r->period_ms = period_ms ? period_ms : 1;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->wake, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&r->lock, NULL);
-	int rc = pthread_create(&r->thread, NULL, reclaimer_thread, r);
+	int rc = ticker_start(r->period_ms, TICKER_FIRST_AFTER_PERIOD, reclaimer_turn, r,
+			      &r->ticker);
 	if (rc != 0) {
-		log_error("shared catalog: cannot start the reclaim thread: %s", strerror(rc));
-		pthread_cond_destroy(&r->wake);
-		pthread_mutex_destroy(&r->lock);
+		log_error("shared catalog: cannot start the reclaim thread: %s", strerror(-rc));
 		free(r);
-		return -rc;
+		return rc;
 	}
 	*out = r;
 	return 0;
@@ -131,12 +93,6 @@ void reclaimer_stop(struct reclaimer *r)
 {
 	if (!r)
 		return;
-	pthread_mutex_lock(&r->lock);
-	r->stop = true;
-	pthread_cond_signal(&r->wake);
-	pthread_mutex_unlock(&r->lock);
-	pthread_join(r->thread, NULL); /* invariant 2 */
-	pthread_cond_destroy(&r->wake);
-	pthread_mutex_destroy(&r->lock);
+	ticker_stop(r->ticker); /* invariant 2: ticker.h T2 */
 	free(r);
 }

@@ -4,13 +4,17 @@
 
 #include <criterion/criterion.h>
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "generation.h"
 #include "support.h"
+#include "upload.h"
 
 char pt_dir[64];
 char pt_url[256];
@@ -112,3 +116,107 @@ void pt_check(struct pt_node *n)
 	cr_assert_eq(violations, 0, "pgns_check found %d violations", violations);
 }
 
+
+/* ---- a node's catalog ---- */
+
+static int pt_cat_open_in(struct pt_cat *n, const char *name, const char *url, unsigned lease_ms,
+			  cat_reclaim_fn reclaim, void *reclaim_arg, char *err, size_t err_size)
+{
+	struct cat_shared_cfg cfg = { .url = url, .node_name = name, .lease_ms = lease_ms,
+				      .timeout_ms = 5000 };
+	return cat_open_shared(n->path, &cfg, 0, 0, reclaim, reclaim_arg, &n->cat, err, err_size);
+}
+
+/* The open succeeded: a shared catalog, with this node's id. */
+static void pt_cat_opened(const struct pt_cat *n, int rc, const char *err)
+{
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+	cr_assert(cat_is_shared(n->cat));
+	cr_assert_neq(cat_node_id(n->cat), 0);
+}
+
+int pt_cat_try_open(struct pt_cat *n, const char *name, const char *url, unsigned lease_ms,
+		    cat_reclaim_fn reclaim, void *reclaim_arg, char *err, size_t err_size)
+{
+	n->cat = NULL;
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	return pt_cat_open_in(n, name, url, lease_ms, reclaim, reclaim_arg, err, err_size);
+}
+
+void pt_cat_open(struct pt_cat *n, const char *name, unsigned lease_ms, cat_reclaim_fn reclaim,
+		 void *reclaim_arg)
+{
+	char err[512] = "";
+	int rc = pt_cat_try_open(n, name, pt_url, lease_ms, reclaim, reclaim_arg, err, sizeof(err));
+	pt_cat_opened(n, rc, err);
+}
+
+void pt_cat_reopen(struct pt_cat *n, const char *name, unsigned lease_ms, cat_reclaim_fn reclaim,
+		   void *reclaim_arg)
+{
+	cat_close(n->cat);
+	n->cat = NULL;
+	char err[512] = "";
+	int rc = pt_cat_open_in(n, name, pt_url, lease_ms, reclaim, reclaim_arg, err, sizeof(err));
+	pt_cat_opened(n, rc, err);
+}
+
+void pt_cat_close(struct pt_cat *n)
+{
+	cat_close(n->cat);
+	n->cat = NULL;
+	ts_tmpdir_remove(n->dir);
+}
+
+int64_t pt_cat_local_rows(const struct pt_cat *n, const char *table, const char *where)
+{
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open_v2(n->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s WHERE %s", table, where ? where : "1");
+	sqlite3_stmt *st;
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	int64_t rows = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return rows;
+}
+
+int pt_cat_upload_chunks(struct pt_cat *n, const uint8_t *hash, int *stale)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), done = 0, moot_rows = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++) {
+		if (rows[i].kind != UP_CHUNK)
+			continue;
+		if (hash && memcmp(rows[i].hash, hash, CAT_HASH_LEN) != 0)
+			continue;
+		bool ready = false, moot = false;
+		OK(cat_upload_ready(n->cat, &rows[i], &ready, &moot));
+		if (ready || moot)
+			OK(cat_upload_done(n->cat, &rows[i]));
+		done += ready;
+		moot_rows += moot;
+	}
+	if (stale)
+		*stale = moot_rows;
+	return done;
+}
+
+uint64_t pt_cat_mkgen(struct pt_cat *n, uint64_t series, const char *name, uint64_t step,
+		      uint64_t *root)
+{
+	struct cat_gen_spec spec = { name, step };
+	struct cat_inode in;
+	uint64_t gen = 0;
+	OK(cat_create_in_gen(n->cat, series, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in,
+			     &gen));
+	cr_assert(gen != 0);
+	if (root)
+		*root = in.ino;
+	return gen;
+}

@@ -1,13 +1,19 @@
 /* A private PostgreSQL server for the unit tests of the shared catalog
  * (tests/pg/pgserver.sh): started by a suite's .init, stopped by its .fini,
  * and by a watchdog if the test process dies on a signal. Names start with
- * pt_, since every test file shares the unit binary's namespace. */
+ * pt_, since every test file shares the unit binary's namespace.
+ *
+ * On it, the nodes the tests play: pt_node (the namespace's own layers,
+ * test_pgns, test_pggen) and pt_cat (a whole catalog in shared mode, the
+ * test_catshared*.c files), with the few steps those tests all take. */
 #ifndef CKPTFS_TESTS_UNIT_PGTEST_H
 #define CKPTFS_TESTS_UNIT_PGTEST_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "catalog.h"
 #include "pgns.h"
 
 extern char pt_dir[64];  /* the server's directory (its socket is there too) */
@@ -44,5 +50,40 @@ void pt_join(struct pt_node *n, const char *name, unsigned lease_ms);
 void pt_leave(struct pt_node *n);
 /* pgns_check finds nothing. */
 void pt_check(struct pt_node *n);
+
+/* A node's catalog in shared mode (cat_open_shared), as the daemon opens it:
+ * its cache directory (a new temporary directory), the local catalog file in
+ * it, and the open catalog. Calls ride out an unreachable server for 5 s. */
+struct pt_cat {
+	char dir[64], path[160];
+	struct cat *cat;
+};
+
+/* Makes n's directory and opens its catalog on url as node name; reclaim
+ * (NULL allowed) is the local cache's reclaim callback. cat_open_shared's
+ * return, err filled on failure (n->cat NULL then, n->dir still to remove). */
+int pt_cat_try_open(struct pt_cat *n, const char *name, const char *url, unsigned lease_ms,
+		    cat_reclaim_fn reclaim, void *reclaim_arg, char *err, size_t err_size);
+/* The same on pt_url, asserted to succeed: a shared catalog, a node id. */
+void pt_cat_open(struct pt_cat *n, const char *name, unsigned lease_ms, cat_reclaim_fn reclaim,
+		 void *reclaim_arg);
+/* Closes n's catalog and opens the same directory's again (a restart). */
+void pt_cat_reopen(struct pt_cat *n, const char *name, unsigned lease_ms, cat_reclaim_fn reclaim,
+		   void *reclaim_arg);
+/* Closes the catalog (NULL allowed: n->cat is NULLed) and removes n's directory. */
+void pt_cat_close(struct pt_cat *n);
+
+/* Rows of a table of n's local catalog matching where (NULL: all), read
+ * with a connection of the test's own. */
+int64_t pt_cat_local_rows(const struct pt_cat *n, const char *table, const char *where);
+/* Does the uploader's part for the chunk rows queued on n whose hash is hash
+ * (NULL: any): marks done each one cat_upload_ready lets start. Returns how
+ * many were done as uploads (ready); *stale (NULL allowed) how many were
+ * dropped as moot. */
+int pt_cat_upload_chunks(struct pt_cat *n, const uint8_t *hash, int *stale);
+/* Makes directory name in series on n as generation (name, step); returns
+ * its id, and its root directory's inode in *root (NULL allowed). */
+uint64_t pt_cat_mkgen(struct pt_cat *n, uint64_t series, const char *name, uint64_t step,
+		      uint64_t *root);
 
 #endif

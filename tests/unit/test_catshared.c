@@ -33,55 +33,12 @@
 TestSuite(catshared, .init = pt_start, .fini = pt_stop, .timeout = 90);
 TestSuite(catshared_alone, .timeout = 30);
 
-/* One node: its directory with the local catalog, and its handle. */
-struct tc_node {
-	char dir[64], path[160];
-	struct cat *cat;
-};
-
-static int tc_open_as(struct tc_node *n, const char *name, const char *url, unsigned lease_ms,
-		      char *err, size_t err_size)
-{
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = url, .node_name = name, .lease_ms = lease_ms,
-				      .timeout_ms = 5000 };
-	return cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, err_size);
-}
-
-static void tc_open(struct tc_node *n, const char *name, unsigned lease_ms)
-{
-	char err[512] = "";
-	int rc = tc_open_as(n, name, pt_url, lease_ms, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
-	cr_assert(cat_is_shared(n->cat));
-	cr_assert_neq(cat_node_id(n->cat), 0);
-}
-
 /* Checks both sides of the node (its local file, the shared namespace), closes. */
-static void tc_close(struct tc_node *n)
+static void tc_close(struct pt_cat *n)
 {
 	if (n->cat)
 		OK(cat_check(n->cat));
-	cat_close(n->cat);
-	n->cat = NULL;
-	ts_tmpdir_remove(n->dir);
-}
-
-/* Rows of a local table, read with a connection of the test's own. */
-static int64_t tc_local_rows(const struct tc_node *n, const char *table)
-{
-	sqlite3 *db;
-	cr_assert_eq(sqlite3_open_v2(n->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	char sql[128];
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
-	sqlite3_stmt *st;
-	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-	int64_t rows = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return rows;
+	pt_cat_close(n);
 }
 
 struct tc_names {
@@ -111,7 +68,7 @@ static uint64_t tc_listed(const struct tc_names *t, const char *name)
 }
 
 /* One state of a node in `ckptfs-admin nodes`, through b's connection. */
-static void tc_node_state(struct tc_node *through, uint64_t id, char *state, size_t size)
+static void tc_node_state(struct pt_cat *through, uint64_t id, char *state, size_t size)
 {
 	struct lease_node nodes[8];
 	size_t n = 0;
@@ -124,9 +81,9 @@ static void tc_node_state(struct tc_node *through, uint64_t id, char *state, siz
 
 Test(catshared, names_made_through_one_node_are_seen_through_the_other_with_the_same_inodes)
 {
-	struct tc_node a, b;
-	tc_open(&a, "a", 30000);
-	tc_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	cr_assert_neq(cat_node_id(a.cat), cat_node_id(b.cat));
 
 	struct cat_inode d, f, got;
@@ -185,17 +142,17 @@ Test(catshared, names_made_through_one_node_are_seen_through_the_other_with_the_
 	FAILS(cat_lookup(a.cat, CAT_ROOT_INO, "d", &got), ENOENT);
 
 	/* S2: the local files' namespaces stayed as cat_open made them */
-	cr_assert_eq(tc_local_rows(&a, "inodes"), 1, "only the local root");
-	cr_assert_eq(tc_local_rows(&b, "dirents"), 0);
+	cr_assert_eq(pt_cat_local_rows(&a, "inodes", NULL), 1, "only the local root");
+	cr_assert_eq(pt_cat_local_rows(&b, "dirents", NULL), 0);
 	tc_close(&a);
 	tc_close(&b);
 }
 
 Test(catshared, links_attributes_counts_and_batched_releases_go_to_the_shared_namespace)
 {
-	struct tc_node a, b;
-	tc_open(&a, "a", 30000);
-	tc_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	struct cat_inode f, got, in = { .mode = 0600, .uid = 7, .mtime_ns = 12345 };
 	OK(cat_create(a.cat, CAT_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, NULL, &f));
 	OK(cat_link(b.cat, f.ino, CAT_ROOT_INO, "f2", &got));
@@ -277,10 +234,10 @@ Test(catshared, links_attributes_counts_and_batched_releases_go_to_the_shared_na
 
 Test(catshared, a_bad_url_or_an_absent_server_is_one_error_naming_the_url_without_password)
 {
-	struct tc_node n = { .cat = NULL };
+	struct pt_cat n = { .cat = NULL };
 	char err[512] = "";
-	int rc = tc_open_as(&n, "bad", "mysql://ann:s3cret@db.example/ckpt", 5000, err,
-			    sizeof(err));
+	int rc = pt_cat_try_open(&n, "bad", "mysql://ann:s3cret@db.example/ckpt", 5000, NULL, NULL,
+				 err, sizeof(err));
 	cr_assert_eq(rc, -EINVAL, "%d %s", rc, err);
 	cr_assert_null(n.cat);
 	cr_assert(strstr(err, "mysql://ann@db.example/ckpt") != NULL, "%s", err);
@@ -288,8 +245,8 @@ Test(catshared, a_bad_url_or_an_absent_server_is_one_error_naming_the_url_withou
 	ts_tmpdir_remove(n.dir);
 
 	err[0] = '\0';
-	rc = tc_open_as(&n, "bad", "postgresql://ann:s3cret@db.example/ckpt?nosuchkey=1", 5000,
-			err, sizeof(err));
+	rc = pt_cat_try_open(&n, "bad", "postgresql://ann:s3cret@db.example/ckpt?nosuchkey=1",
+			     5000, NULL, NULL, err, sizeof(err));
 	cr_assert_eq(rc, -EINVAL, "%d %s", rc, err);
 	cr_assert(strstr(err, "nosuchkey") != NULL, "%s", err);
 	cr_assert(strstr(err, "s3cret") == NULL, "%s", err);
@@ -299,7 +256,7 @@ Test(catshared, a_bad_url_or_an_absent_server_is_one_error_naming_the_url_withou
 	char url[512];
 	snprintf(url, sizeof(url), "postgresql://ann:s3cret@/ckpt?host=%s/nowhere&port=1", pt_dir);
 	err[0] = '\0';
-	rc = tc_open_as(&n, "absent", url, 5000, err, sizeof(err));
+	rc = pt_cat_try_open(&n, "absent", url, 5000, NULL, NULL, err, sizeof(err));
 	cr_assert_eq(rc, -EHOSTUNREACH, "%d %s", rc, err);
 	cr_assert_null(n.cat);
 	cr_assert(strstr(err, "postgresql://ann@/ckpt") != NULL, "%s", err);
@@ -311,9 +268,9 @@ Test(catshared, a_bad_url_or_an_absent_server_is_one_error_naming_the_url_withou
 
 Test(catshared, cat_close_releases_the_lease)
 {
-	struct tc_node a, b;
-	tc_open(&a, "a", 30000);
-	tc_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	uint64_t id = cat_node_id(a.cat);
 	char state[16];
 	tc_node_state(&b, id, state, sizeof(state));
@@ -330,7 +287,7 @@ Test(catshared, cat_close_releases_the_lease)
 
 /* A local chunk row as this node's cache keeps one: written, uploaded,
  * unreferenced (a cache copy), inserted with the test's own connection. */
-static void tc_cache_chunk(const struct tc_node *n, const uint8_t hash[CAT_HASH_LEN])
+static void tc_cache_chunk(const struct pt_cat *n, const uint8_t hash[CAT_HASH_LEN])
 {
 	sqlite3 *db;
 	cr_assert_eq(sqlite3_open(n->path, &db), SQLITE_OK);
@@ -349,9 +306,9 @@ static void tc_cache_chunk(const struct tc_node *n, const uint8_t hash[CAT_HASH_
 
 Test(catshared, a_node_past_its_lease_is_swept_by_the_other_which_adopts_what_it_caches)
 {
-	struct tc_node a, b;
-	tc_open(&a, "a", 1000);
-	tc_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 1000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	uint64_t id_a = cat_node_id(a.cat), id_b = cat_node_id(b.cat);
 	struct cat_inode f;
 	OK(cat_create(a.cat, CAT_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, NULL, &f));
@@ -399,8 +356,8 @@ Test(catshared, a_node_past_its_lease_is_swept_by_the_other_which_adopts_what_it
 
 Test(catshared, reopening_keeps_the_local_cache_copies_and_queues_no_removal_from_backing)
 {
-	struct tc_node a;
-	tc_open(&a, "a", 30000);
+	struct pt_cat a;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
 	uint8_t hash[CAT_HASH_LEN];
 	ts_hash(hash, 0xc7, 1);
 	tc_cache_chunk(&a, hash);
@@ -413,16 +370,16 @@ Test(catshared, reopening_keeps_the_local_cache_copies_and_queues_no_removal_fro
 	cr_assert_eq(rc, 0, "%s", err);
 	cr_assert_neq(cat_node_id(a.cat), first_id, "a new mount is a new node");
 	/* S4: a count-0 row is a cache copy of a shared object, not garbage */
-	cr_assert_eq(tc_local_rows(&a, "chunks"), 1);
-	cr_assert_eq(tc_local_rows(&a, "uploads"), 0, "no removal from BACKING queued");
+	cr_assert_eq(pt_cat_local_rows(&a, "chunks", NULL), 1);
+	cr_assert_eq(pt_cat_local_rows(&a, "uploads", NULL), 0, "no removal from BACKING queued");
 	tc_close(&a);
 }
 
 Test(catshared, a_file_open_for_writing_on_one_node_holds_its_generations_commit)
 {
-	struct tc_node a, b;
-	tc_open(&a, "a", 30000);
-	tc_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	struct cat_inode run, root, shard;
 	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
 	struct cat_gen_spec spec = { "step-1", 1 };

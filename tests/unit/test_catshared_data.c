@@ -43,8 +43,7 @@ TestSuite(catshared_data, .init = pt_start, .fini = pt_stop, .timeout = 90);
 
 /* One node, with the chunks its reclaim callback was given. */
 struct td_node {
-	char dir[64], path[160];
-	struct cat *cat;
+	struct pt_cat pc;
 	uint8_t reclaimed[16][CAT_HASH_LEN];
 	int n_reclaimed;
 };
@@ -61,45 +60,28 @@ static int td_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 static void td_open(struct td_node *n, const char *name)
 {
 	memset(n, 0, sizeof(*n));
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, td_reclaim, n, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+	pt_cat_open(&n->pc, name, 30000, td_reclaim, n);
 }
 
 /* The node stops (as a crash would leave its writers' pending rows) and
  * comes back on the same local catalog. */
 static void td_reopen(struct td_node *n, const char *name)
 {
-	cat_close(n->cat);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, td_reclaim, n, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
-}
-
-static void td_close(struct td_node *n)
-{
-	cat_close(n->cat);
-	ts_tmpdir_remove(n->dir);
+	pt_cat_reopen(&n->pc, name, 30000, td_reclaim, n);
 }
 
 /* pgns_check finds nothing. */
 static void td_check(struct td_node *n)
 {
 	int violations = -1;
-	OK(pgns_check(cat_shared_ns(n->cat), &violations));
+	OK(pgns_check(cat_shared_ns(n->pc.cat), &violations));
 	cr_assert_eq(violations, 0);
 }
 
 static uint64_t td_file(struct td_node *n, const char *name)
 {
 	struct cat_inode in;
-	OK(cat_create(n->cat, CAT_ROOT_INO, name, S_IFREG | 0644, 1000, 1000, 0, NULL, &in));
+	OK(cat_create(n->pc.cat, CAT_ROOT_INO, name, S_IFREG | 0644, 1000, 1000, 0, NULL, &in));
 	return in.ino;
 }
 
@@ -117,9 +99,9 @@ static void td_add(struct td_node *n, uint64_t ino, uint64_t at, uint8_t fill, i
 	for (int i = 0; i < count; i++) {
 		struct cat_extent e = td_extent(at + (uint64_t)i * TD_LEN, fill, seed + i);
 		bool must_store = false;
-		OK(cat_pending_add(n->cat, ino, &e, &must_store));
+		OK(cat_pending_add(n->pc.cat, ino, &e, &must_store));
 		if (must_store)
-			OK(cat_chunk_stored(n->cat, e.hash, 2, TD_STORED));
+			OK(cat_chunk_stored(n->pc.cat, e.hash, 2, TD_STORED));
 	}
 }
 
@@ -128,53 +110,14 @@ static void td_write(struct td_node *n, uint64_t ino, uint8_t fill, int seed, in
 		     bool durable)
 {
 	td_add(n, ino, 0, fill, seed, count);
-	OK(cat_file_commit(n->cat, ino, (uint64_t)count * TD_LEN, ts_now_ns(), durable));
+	OK(cat_file_commit(n->pc.cat, ino, (uint64_t)count * TD_LEN, ts_now_ns(), durable));
 }
 
 static struct pgns_chunk_row td_row(struct td_node *n, const uint8_t hash[CAT_HASH_LEN])
 {
 	struct pgns_chunk_row row;
-	OK(pgns_chunk_get(cat_shared_ns(n->cat), hash, &row));
+	OK(pgns_chunk_get(cat_shared_ns(n->pc.cat), hash, &row));
 	return row;
-}
-
-/* Marks done every upload row of the kind queued on n whose hash is h (or
- * any hash, h NULL) that cat_upload_ready lets start; returns how many were
- * done as uploads (ready) and, in *stale, how many were dropped as moot. */
-static int td_upload(struct td_node *n, const uint8_t *h, int *stale)
-{
-	struct cat_upload rows[32];
-	int got = cat_upload_list(n->cat, 0, rows, 32);
-	cr_assert_geq(got, 0);
-	int done = 0;
-	*stale = 0;
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_CHUNK || (h && memcmp(rows[i].hash, h, CAT_HASH_LEN) != 0))
-			continue;
-		bool ready = false, moot = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &moot));
-		if (ready || moot)
-			OK(cat_upload_done(n->cat, &rows[i]));
-		done += ready;
-		*stale += moot;
-	}
-	return done;
-}
-
-/* Rows of a local table matching where, with a connection of the test's own. */
-static int64_t td_local_rows(const struct td_node *n, const char *table, const char *where)
-{
-	sqlite3 *db;
-	cr_assert_eq(sqlite3_open_v2(n->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	char sql[256];
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s WHERE %s", table, where);
-	sqlite3_stmt *st;
-	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-	int64_t rows = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return rows;
 }
 
 static bool td_was_reclaimed(const struct td_node *n, const uint8_t hash[CAT_HASH_LEN])
@@ -194,10 +137,10 @@ Test(catshared_data, a_file_committed_on_one_node_is_seen_with_its_extents_on_th
 	td_write(&a, ino, 0xd1, 0, 3, true);
 
 	struct cat_inode in;
-	OK(cat_getattr(b.cat, ino, &in));
+	OK(cat_getattr(b.pc.cat, ino, &in));
 	cr_assert_eq(in.size, 3 * TD_LEN);
 	struct cat_extent got[4];
-	cr_assert_eq(cat_extents(b.cat, ino, 0, got, 4), 3);
+	cr_assert_eq(cat_extents(b.pc.cat, ino, 0, got, 4), 3);
 	for (int i = 0; i < 3; i++) {
 		struct cat_extent want = td_extent((uint64_t)i * TD_LEN, 0xd1, i);
 		cr_assert_eq(got[i].off, want.off);
@@ -206,30 +149,31 @@ Test(catshared_data, a_file_committed_on_one_node_is_seen_with_its_extents_on_th
 		cr_assert_arr_eq(got[i].hash, want.hash, CAT_HASH_LEN);
 		struct pgns_chunk_row row = td_row(&b, want.hash);
 		cr_assert_eq(row.refcount, 1);
-		cr_assert_eq(row.holder, cat_node_id(a.cat)); /* S2: held by the node that stored it */
+		/* S2: held by the node that stored it */
+		cr_assert_eq(row.holder, cat_node_id(a.pc.cat));
 		cr_assert_eq(row.stored_len, TD_STORED);
 		cr_assert_eq(row.codec, 2);
 		cr_assert_not(row.uploaded);
 	}
-	cr_assert_eq(cat_extents(b.cat, ino, 1500, got, 4), 2); /* from the one holding 1500 */
+	cr_assert_eq(cat_extents(b.pc.cat, ino, 1500, got, 4), 2); /* from the one holding 1500 */
 	/* S2: A's pending stays for its writer; the local namespace stays empty */
-	cr_assert_eq(cat_pending_extents(a.cat, ino, 0, got, 4), 3);
-	cr_assert_eq(td_local_rows(&a, "extents", "1"), 0);
-	cr_assert_eq(td_local_rows(&b, "pending", "1"), 0);
+	cr_assert_eq(cat_pending_extents(a.pc.cat, ino, 0, got, 4), 3);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "extents", "1"), 0);
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "pending", "1"), 0);
 	/* a commit naming a chunk never stored is refused (invariant 2) */
 	struct cat_extent e = td_extent(3 * TD_LEN, 0xd1, 9);
 	bool must_store;
-	OK(cat_pending_add(a.cat, ino, &e, &must_store));
+	OK(cat_pending_add(a.pc.cat, ino, &e, &must_store));
 	cr_assert(must_store);
-	FAILS(cat_file_commit(a.cat, ino, 4 * TD_LEN, ts_now_ns(), false), EIO);
-	OK(cat_pending_truncate(a.cat, ino, 3 * TD_LEN));
+	FAILS(cat_file_commit(a.pc.cat, ino, 4 * TD_LEN, ts_now_ns(), false), EIO);
+	OK(cat_pending_truncate(a.pc.cat, ino, 3 * TD_LEN));
 	/* so is one whose pending extents reach past its size */
-	FAILS(cat_file_commit(a.cat, ino, 2 * TD_LEN, ts_now_ns(), false), EINVAL);
-	OK(cat_getattr(b.cat, ino, &in));
+	FAILS(cat_file_commit(a.pc.cat, ino, 2 * TD_LEN, ts_now_ns(), false), EINVAL);
+	OK(cat_getattr(b.pc.cat, ino, &in));
 	cr_assert_eq(in.size, 3 * TD_LEN);
 	td_check(&a);
-	td_close(&a);
-	td_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 Test(catshared_data, another_nodes_chunk_is_eagain_until_uploaded_then_on_backing)
@@ -242,50 +186,50 @@ Test(catshared_data, another_nodes_chunk_is_eagain_until_uploaded_then_on_backin
 	struct cat_extent e0 = td_extent(0, 0xd2, 0);
 
 	struct cat_chunk_where w;
-	FAILS(cat_chunk_where(b.cat, e0.hash, &w), EAGAIN); /* S6: only A's cache has it */
-	OK(cat_chunk_where(a.cat, e0.hash, &w));
+	FAILS(cat_chunk_where(b.pc.cat, e0.hash, &w), EAGAIN); /* S6: only A's cache has it */
+	OK(cat_chunk_where(a.pc.cat, e0.hash, &w));
 	cr_assert(w.cached);
 	cr_assert_not(w.uploaded);
 	uint8_t unknown[CAT_HASH_LEN];
 	ts_hash(unknown, 0xd2, 99);
-	FAILS(cat_chunk_where(b.cat, unknown, &w), ENOENT);
+	FAILS(cat_chunk_where(b.pc.cat, unknown, &w), ENOENT);
 
 	int stale = 0;
-	cr_assert_eq(td_upload(&a, e0.hash, &stale), 1); /* S4: a writer references it */
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, e0.hash, &stale), 1); /* S4: a writer references it */
 	cr_assert_eq(stale, 0);
 	cr_assert(td_row(&b, e0.hash).uploaded); /* S5 */
-	OK(cat_chunk_where(a.cat, e0.hash, &w));
+	OK(cat_chunk_where(a.pc.cat, e0.hash, &w));
 	cr_assert(w.uploaded);
 
-	OK(cat_chunk_where(b.cat, e0.hash, &w));
+	OK(cat_chunk_where(b.pc.cat, e0.hash, &w));
 	cr_assert_not(w.cached);
 	cr_assert(w.uploaded);
 	cr_assert_eq(w.plain_len, TD_LEN);
 	cr_assert_eq(w.stored_len, TD_STORED);
 	cr_assert_eq(w.codec, 2);
 	/* a copy B fetched: its local row is made, cached and on BACKING */
-	cr_assert_eq(td_local_rows(&b, "chunks", "1"), 0);
-	OK(cat_chunk_set_cached(b.cat, e0.hash, true));
-	OK(cat_chunk_where(b.cat, e0.hash, &w));
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "1"), 0);
+	OK(cat_chunk_set_cached(b.pc.cat, e0.hash, true));
+	OK(cat_chunk_where(b.pc.cat, e0.hash, &w));
 	cr_assert(w.cached);
 	cr_assert(w.uploaded);
 	cr_assert_eq(w.stored_len, TD_STORED);
-	cr_assert_eq(td_local_rows(&b, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 1);
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 1);
 	/* the second chunk is still A's only */
 	struct cat_extent e1 = td_extent(TD_LEN, 0xd2, 1);
-	FAILS(cat_chunk_set_cached(b.cat, e1.hash, true), ENOENT);
-	FAILS(cat_chunk_where(b.cat, e1.hash, &w), EAGAIN);
+	FAILS(cat_chunk_set_cached(b.pc.cat, e1.hash, true), ENOENT);
+	FAILS(cat_chunk_where(b.pc.cat, e1.hash, &w), EAGAIN);
 	/* B's eviction of its copy: the row goes at the next sweep, and the
 	 * chunk is again "on BACKING, not cached" */
-	OK(cat_chunk_set_cached(b.cat, e0.hash, false));
-	OK(cat_pending_drop(b.cat, ino)); /* a call that sweeps */
-	cr_assert_eq(td_local_rows(&b, "chunks", "1"), 0);
+	OK(cat_chunk_set_cached(b.pc.cat, e0.hash, false));
+	OK(cat_pending_drop(b.pc.cat, ino)); /* a call that sweeps */
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "1"), 0);
 	cr_assert_eq(b.n_reclaimed, 0);
-	OK(cat_chunk_where(b.cat, e0.hash, &w));
+	OK(cat_chunk_where(b.pc.cat, e0.hash, &w));
 	cr_assert_not(w.cached);
 	td_check(&b);
-	td_close(&a);
-	td_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 Test(catshared_data, an_overwrite_on_the_other_node_keeps_every_count)
@@ -296,27 +240,27 @@ Test(catshared_data, an_overwrite_on_the_other_node_keeps_every_count)
 	uint64_t ino = td_file(&a, "f");
 	td_write(&a, ino, 0xd3, 0, 3, false);
 	int stale;
-	cr_assert_eq(td_upload(&a, NULL, &stale), 3);
-	OK(cat_pending_drop(a.cat, ino)); /* A's writer is gone */
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 3);
+	OK(cat_pending_drop(a.pc.cat, ino)); /* A's writer is gone */
 
 	/* B starts a writer on the file: pending is A's committed extents,
 	 * its chunks described from PostgreSQL */
-	OK(cat_pending_from_committed(b.cat, ino));
+	OK(cat_pending_from_committed(b.pc.cat, ino));
 	struct cat_extent got[4];
-	cr_assert_eq(cat_pending_extents(b.cat, ino, 0, got, 4), 3);
+	cr_assert_eq(cat_pending_extents(b.pc.cat, ino, 0, got, 4), 3);
 	for (int i = 0; i < 3; i++) {
 		struct cat_extent want = td_extent((uint64_t)i * TD_LEN, 0xd3, i);
 		cr_assert_arr_eq(got[i].hash, want.hash, CAT_HASH_LEN);
 		cr_assert_eq(got[i].chunk_len, TD_LEN);
 	}
-	cr_assert_eq(td_local_rows(&b, "chunks", "refcount = 1 AND cached = 0 AND uploaded = 1"
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "refcount = 1 AND cached = 0 AND uploaded = 1"
 				   " AND stored_len = 600 AND codec = 2"), 3);
-	cr_assert_eq(td_local_rows(&b, "uploads", "1"), 0); /* nothing for B to upload */
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "uploads", "1"), 0); /* nothing for B to upload */
 
 	/* keeps the first chunk, replaces the rest by one new chunk */
-	OK(cat_pending_truncate(b.cat, ino, TD_LEN));
+	OK(cat_pending_truncate(b.pc.cat, ino, TD_LEN));
 	td_add(&b, ino, TD_LEN, 0xd3, 10, 1);
-	OK(cat_file_commit(b.cat, ino, 2 * TD_LEN, ts_now_ns(), true));
+	OK(cat_file_commit(b.pc.cat, ino, 2 * TD_LEN, ts_now_ns(), true));
 	td_check(&b);
 	struct cat_extent c0 = td_extent(0, 0xd3, 0), c1 = td_extent(0, 0xd3, 1),
 			  c2 = td_extent(0, 0xd3, 2), c3 = td_extent(0, 0xd3, 10);
@@ -324,27 +268,27 @@ Test(catshared_data, an_overwrite_on_the_other_node_keeps_every_count)
 	cr_assert_eq(td_row(&a, c1.hash).refcount, 0);
 	cr_assert_eq(td_row(&a, c2.hash).refcount, 0);
 	cr_assert_eq(td_row(&a, c3.hash).refcount, 1);
-	cr_assert_eq(td_row(&a, c3.hash).holder, cat_node_id(b.cat));
+	cr_assert_eq(td_row(&a, c3.hash).holder, cat_node_id(b.pc.cat));
 	struct cat_inode in;
-	OK(cat_getattr(a.cat, ino, &in));
+	OK(cat_getattr(a.pc.cat, ino, &in));
 	cr_assert_eq(in.size, 2 * TD_LEN);
-	cr_assert_eq(cat_extents(a.cat, ino, 0, got, 4), 2);
+	cr_assert_eq(cat_extents(a.pc.cat, ino, 0, got, 4), 2);
 	cr_assert_arr_eq(got[1].hash, c3.hash, CAT_HASH_LEN);
 
 	/* truncation of a file with no writer goes to PostgreSQL */
-	OK(cat_pending_drop(b.cat, ino));
-	OK(cat_file_truncate(a.cat, ino, 500));
+	OK(cat_pending_drop(b.pc.cat, ino));
+	OK(cat_file_truncate(a.pc.cat, ino, 500));
 	td_check(&a);
 	cr_assert_eq(td_row(&a, c3.hash).refcount, 0);
-	cr_assert_eq(cat_extents(b.cat, ino, 0, got, 4), 1);
+	cr_assert_eq(cat_extents(b.pc.cat, ino, 0, got, 4), 1);
 	cr_assert_eq(got[0].len, 500);
 	/* S3: B's rows of A's chunks (on BACKING, not cached) went without the
 	 * callback; its own chunk waits for its upload */
 	cr_assert_eq(b.n_reclaimed, 0);
-	cr_assert_eq(td_local_rows(&b, "chunks", "1"), 1);
-	cr_assert_eq(td_local_rows(&b, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 1);
-	td_close(&a);
-	td_close(&b);
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "1"), 1);
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 1);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 Test(catshared_data, a_zero_count_row_waits_for_its_upload_and_is_never_reclaimed_from_backing)
@@ -356,46 +300,47 @@ Test(catshared_data, a_zero_count_row_waits_for_its_upload_and_is_never_reclaime
 	/* an unpublished chunk: stored by a writer that then dropped it */
 	uint64_t other = td_file(&a, "g");
 	td_add(&a, other, 0, 0xd4, 50, 1);
-	OK(cat_pending_drop(a.cat, other));
-	OK(cat_pending_drop(a.cat, ino)); /* counts 0; both sweeps ran */
+	OK(cat_pending_drop(a.pc.cat, other));
+	OK(cat_pending_drop(a.pc.cat, ino)); /* counts 0; both sweeps ran */
 	struct cat_extent c0 = td_extent(0, 0xd4, 0), lone = td_extent(0, 0xd4, 50);
 
 	/* S3: rows waiting for their upload survive the sweep */
 	cr_assert_eq(a.n_reclaimed, 0);
-	cr_assert_eq(td_local_rows(&a, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 3);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 3);
 	struct cat_chunk_where w;
-	OK(cat_chunk_where(a.cat, c0.hash, &w));
+	OK(cat_chunk_where(a.pc.cat, c0.hash, &w));
 	cr_assert(w.cached);
 
 	/* S4: the published ones are uploaded, the unpublished one is dropped */
 	int stale = 0;
-	cr_assert_eq(td_upload(&a, NULL, &stale), 2);
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
 	cr_assert_eq(stale, 1);
 	cr_assert(td_row(&a, c0.hash).uploaded);
-	FAILS(pgns_chunk_get(cat_shared_ns(a.cat), lone.hash, &(struct pgns_chunk_row){ 0 }), ENOENT);
-	cr_assert_eq(td_local_rows(&a, "chunks", "uploaded = 1"), 2); /* S5: lone not marked */
+	FAILS(pgns_chunk_get(cat_shared_ns(a.pc.cat), lone.hash, &(struct pgns_chunk_row){ 0 }),
+	      ENOENT);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "uploaded = 1"), 2); /* S5: lone not marked */
 
 	/* the next sweep takes the unpublished one from the cache only; the
 	 * uploaded ones are cache copies: no callback, no removal queued */
-	OK(cat_pending_drop(a.cat, ino));
+	OK(cat_pending_drop(a.pc.cat, ino));
 	cr_assert_eq(a.n_reclaimed, 1);
 	cr_assert(td_was_reclaimed(&a, lone.hash));
-	cr_assert_eq(td_local_rows(&a, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 2);
-	cr_assert_eq(td_local_rows(&a, "uploads", "1"), 0);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 2);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "uploads", "1"), 0);
 	/* evicted: the row goes, still without the callback or a removal */
-	OK(cat_chunk_set_cached(a.cat, c0.hash, false));
-	OK(cat_pending_drop(a.cat, ino));
+	OK(cat_chunk_set_cached(a.pc.cat, c0.hash, false));
+	OK(cat_pending_drop(a.pc.cat, ino));
 	cr_assert_eq(a.n_reclaimed, 1);
-	cr_assert_eq(td_local_rows(&a, "chunks", "1"), 1);
-	cr_assert_eq(td_local_rows(&a, "uploads", "1"), 0);
-	OK(cat_chunk_where(a.cat, c0.hash, &w)); /* PostgreSQL: on BACKING */
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "1"), 1);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "uploads", "1"), 0);
+	OK(cat_chunk_where(a.pc.cat, c0.hash, &w)); /* PostgreSQL: on BACKING */
 	cr_assert_not(w.cached);
 	cr_assert(w.uploaded);
 	bool up = false;
-	OK(cat_file_uploaded(a.cat, ino, &up));
+	OK(cat_file_uploaded(a.pc.cat, ino, &up));
 	cr_assert(up);
 	td_check(&a);
-	td_close(&a);
+	pt_cat_close(&a.pc);
 }
 
 Test(catshared_data, the_same_bytes_from_two_nodes_are_one_shared_chunk_uploaded_once)
@@ -409,21 +354,21 @@ Test(catshared_data, the_same_bytes_from_two_nodes_are_one_shared_chunk_uploaded
 	td_check(&a);
 	struct cat_extent c0 = td_extent(0, 0xd5, 0), c1 = td_extent(0, 0xd5, 1);
 	cr_assert_eq(td_row(&a, c0.hash).refcount, 2);
-	cr_assert_eq(td_row(&a, c0.hash).holder, cat_node_id(a.cat)); /* the first to publish */
+	cr_assert_eq(td_row(&a, c0.hash).holder, cat_node_id(a.pc.cat)); /* the first to publish */
 	cr_assert_eq(td_row(&a, c1.hash).refcount, 2);
 	bool up = true;
-	OK(cat_file_uploaded(b.cat, fb, &up));
+	OK(cat_file_uploaded(b.pc.cat, fb, &up));
 	cr_assert_not(up);
 
 	/* A uploads; B's writer is gone, so B's copies are moot, not uploaded again */
 	int stale = 0;
-	cr_assert_eq(td_upload(&a, NULL, &stale), 2);
-	OK(cat_pending_drop(a.cat, fa));
-	OK(cat_pending_drop(b.cat, fb));
-	cr_assert_eq(td_upload(&b, NULL, &stale), 0);
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
+	OK(cat_pending_drop(a.pc.cat, fa));
+	OK(cat_pending_drop(b.pc.cat, fb));
+	cr_assert_eq(pt_cat_upload_chunks(&b.pc, NULL, &stale), 0);
 	cr_assert_eq(stale, 2);
-	cr_assert_eq(td_local_rows(&b, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 2);
-	OK(cat_file_uploaded(b.cat, fb, &up));
+	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 2);
+	OK(cat_file_uploaded(b.pc.cat, fb, &up));
 	cr_assert(up);
 
 	/* a chunk uploaded while its writer is open, before any commit names
@@ -431,15 +376,15 @@ Test(catshared_data, the_same_bytes_from_two_nodes_are_one_shared_chunk_uploaded
 	uint64_t fc = td_file(&b, "early");
 	td_add(&b, fc, 0, 0xd5, 20, 1);
 	struct cat_extent c20 = td_extent(0, 0xd5, 20);
-	cr_assert_eq(td_upload(&b, c20.hash, &stale), 1);
-	OK(cat_file_commit(b.cat, fc, TD_LEN, ts_now_ns(), false));
+	cr_assert_eq(pt_cat_upload_chunks(&b.pc, c20.hash, &stale), 1);
+	OK(cat_file_commit(b.pc.cat, fc, TD_LEN, ts_now_ns(), false));
 	cr_assert(td_row(&a, c20.hash).uploaded);
 	struct cat_chunk_where w;
-	OK(cat_chunk_where(a.cat, c20.hash, &w));
+	OK(cat_chunk_where(a.pc.cat, c20.hash, &w));
 	cr_assert(w.uploaded);
 	td_check(&a);
-	td_close(&a);
-	td_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 /* ---- a read through the cache (fs/cache.c) of another node's chunk ---- */
@@ -484,7 +429,7 @@ static void *td_upload_later(void *arg)
 	store_object_relpath(r->hash, rel, sizeof(rel));
 	OK(backing_put(r->ba, rel, obj, len));
 	int stale = 0;
-	cr_assert_eq(td_upload(&r->a, r->hash, &stale), 1);
+	cr_assert_eq(pt_cat_upload_chunks(&r->a.pc, r->hash, &stale), 1);
 	return NULL;
 }
 
@@ -495,17 +440,17 @@ static void td_reader_open(struct td_reader *r)
 	td_open(&r->a, "data-a");
 	td_open(&r->b, "data-b");
 	ts_tmpdir_make(r->backing, sizeof(r->backing), "data-backing");
-	OK(store_open(r->a.dir, &r->sa));
-	OK(store_open(r->b.dir, &r->sb));
+	OK(store_open(r->a.pc.dir, &r->sa));
+	OK(store_open(r->b.pc.dir, &r->sb));
 	OK(backing_open(r->backing, TD_TIMEOUT_MS, &r->ba));
 	OK(backing_open(r->backing, TD_TIMEOUT_MS, &r->bb));
 	uint64_t ino = td_file(&r->a, "f");
-	ts_store_file(r->a.cat, r->sa, ino, TD_READ_SEED, 1, TD_READ_LEN, td_note, r->hash);
+	ts_store_file(r->a.pc.cat, r->sa, ino, TD_READ_SEED, 1, TD_READ_LEN, td_note, r->hash);
 	struct cache_config cfg = { .cache_size = 64u << 20, .dirty_max = 32u << 20,
 				    .backing_timeout_ms = TD_TIMEOUT_MS, .chunk_max = 256u << 10 };
-	snprintf(cfg.dir, sizeof(cfg.dir), "%s", r->b.dir);
+	snprintf(cfg.dir, sizeof(cfg.dir), "%s", r->b.pc.dir);
 	struct cache_hooks hooks = { 0 };
-	OK(cache_start(&cfg, r->b.cat, r->sb, r->bb, &hooks, &r->c));
+	OK(cache_start(&cfg, r->b.pc.cat, r->sb, r->bb, &hooks, &r->c));
 }
 
 static void td_reader_close(struct td_reader *r)
@@ -515,8 +460,8 @@ static void td_reader_close(struct td_reader *r)
 	backing_close(r->bb);
 	store_close(r->sa);
 	store_close(r->sb);
-	td_close(&r->a);
-	td_close(&r->b);
+	pt_cat_close(&r->a.pc);
+	pt_cat_close(&r->b.pc);
 	ts_tmpdir_remove(r->backing);
 }
 
@@ -540,7 +485,7 @@ Test(catshared_data, a_read_of_a_chunk_its_node_has_not_uploaded_waits_for_the_u
 	cr_assert_arr_eq(out.plain, want, TD_READ_LEN);
 	store_chunk_free(&out);
 	struct cat_chunk_where w; /* the copy B kept has its local row (S6) */
-	OK(cat_chunk_where(r.b.cat, r.hash, &w));
+	OK(cat_chunk_where(r.b.pc.cat, r.hash, &w));
 	cr_assert(w.cached);
 	cr_assert(w.uploaded);
 	td_reader_close(&r);
@@ -565,25 +510,25 @@ Test(catshared_data, an_upload_found_moot_while_a_writer_stores_the_chunk_anew_m
 	td_open(&a, "data-a");
 	uint64_t f = td_file(&a, "f"), g = td_file(&a, "g");
 	td_write(&a, f, 0xd6, 0, 1, false);
-	OK(cat_pending_drop(a.cat, f)); /* zero count, waiting for its upload */
+	OK(cat_pending_drop(a.pc.cat, f)); /* zero count, waiting for its upload */
 	struct cat_upload first[4];
-	cr_assert_eq(cat_upload_list(a.cat, 0, first, 4), 1);
+	cr_assert_eq(cat_upload_list(a.pc.cat, 0, first, 4), 1);
 	/* a new writer names the same bytes: the zero-count row's object is
 	 * written anew (catalog_refs.c invariant 2) */
 	struct cat_extent e = td_extent(0, 0xd6, 0);
 	bool must_store = false;
-	OK(cat_pending_add(a.cat, g, &e, &must_store));
+	OK(cat_pending_add(a.pc.cat, g, &e, &must_store));
 	cr_assert(must_store);
 	struct cat_chunk_where w;
-	FAILS(cat_chunk_where(a.cat, e.hash, &w), ENOENT); /* as alone: moot, not -EAGAIN */
-	OK(cat_upload_done(a.cat, &first[0])); /* what the uploader does with a moot row */
+	FAILS(cat_chunk_where(a.pc.cat, e.hash, &w), ENOENT); /* as alone: moot, not -EAGAIN */
+	OK(cat_upload_done(a.pc.cat, &first[0])); /* what the uploader does with a moot row */
 	cr_assert_not(td_row(&a, e.hash).uploaded);
-	OK(cat_chunk_stored(a.cat, e.hash, 2, TD_STORED));
+	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TD_STORED));
 	int stale = 0;
-	cr_assert_eq(td_upload(&a, e.hash, &stale), 1);
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, e.hash, &stale), 1);
 	cr_assert(td_row(&a, e.hash).uploaded);
 	td_check(&a);
-	td_close(&a);
+	pt_cat_close(&a.pc);
 }
 
 Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uploads_it_after)
@@ -595,21 +540,21 @@ Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uplo
 	td_write(&a, ino, 0xd7, 0, 2, true); /* closed by the trainer; the writer not yet gone */
 	td_reopen(&a, "data-a");
 	/* invariant 4 dropped the pending rows; PostgreSQL has the file */
-	cr_assert_eq(td_local_rows(&a, "pending", "1"), 0);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "pending", "1"), 0);
 	struct cat_inode in;
-	OK(cat_getattr(b.cat, ino, &in));
+	OK(cat_getattr(b.pc.cat, ino, &in));
 	cr_assert_eq(in.size, 2 * TD_LEN);
 	/* the chunks wait for their upload, their objects kept (S3) */
-	OK(cat_pending_drop(a.cat, ino)); /* a call that sweeps */
+	OK(cat_pending_drop(a.pc.cat, ino)); /* a call that sweeps */
 	cr_assert_eq(a.n_reclaimed, 0);
-	cr_assert_eq(td_local_rows(&a, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 2);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 0"), 2);
 	int stale = 0;
-	cr_assert_eq(td_upload(&a, NULL, &stale), 2);
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
 	cr_assert_eq(stale, 0);
 	bool up = false;
-	OK(cat_file_uploaded(b.cat, ino, &up));
+	OK(cat_file_uploaded(b.pc.cat, ino, &up));
 	cr_assert(up);
 	td_check(&b);
-	td_close(&a);
-	td_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }

@@ -36,31 +36,8 @@
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 #define DU_LEN 1000
 
-struct du_node {
-	char dir[64], path[160];
-	struct cat *cat;
-};
-
-static void du_open(struct du_node *n, const char *name, unsigned lease_ms)
-{
-	memset(n, 0, sizeof(*n));
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
-}
-
-static void du_close(struct du_node *n)
-{
-	cat_close(n->cat);
-	ts_tmpdir_remove(n->dir);
-}
-
 /* The first queued row of kind on n (and how many there are), or false. */
-static bool du_row(struct du_node *n, int kind, struct cat_upload *out, int *count)
+static bool du_row(struct pt_cat *n, int kind, struct cat_upload *out, int *count)
 {
 	struct cat_upload rows[64];
 	int got = cat_upload_list(n->cat, 0, rows, 64), found = 0;
@@ -73,25 +50,7 @@ static bool du_row(struct du_node *n, int kind, struct cat_upload *out, int *cou
 	return found > 0;
 }
 
-/* Uploads (marks done) every chunk row queued on n. */
-static int du_upload_chunks(struct du_node *n)
-{
-	struct cat_upload rows[64];
-	int got = cat_upload_list(n->cat, 0, rows, 64), done = 0;
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_CHUNK)
-			continue;
-		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
-		if (ready || stale)
-			OK(cat_upload_done(n->cat, &rows[i]));
-		done += ready;
-	}
-	return done;
-}
-
-static bool du_durable(struct du_node *n, uint64_t gen)
+static bool du_durable(struct pt_cat *n, uint64_t gen)
 {
 	bool d = true;
 	OK(cat_gen_durable(n->cat, gen, &d));
@@ -134,7 +93,7 @@ static void du_drop_all(void)
 }
 
 /* parent/name's inode on n. */
-static struct cat_inode du_lookup(struct du_node *n, const char *path)
+static struct cat_inode du_lookup(struct pt_cat *n, const char *path)
 {
 	struct cat_inode in = { .ino = ROOT };
 	char buf[256], *save = NULL;
@@ -148,9 +107,9 @@ TestSuite(catshared_durable, .init = pt_start, .fini = pt_stop, .timeout = 120);
 
 Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_its_chunks)
 {
-	struct du_node a, b;
-	du_open(&a, "dua", 30000);
-	du_open(&b, "dub", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "dua", 30000, NULL, NULL);
+	pt_cat_open(&b, "dub", 30000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0700, NULL);
 	uint64_t root;
@@ -162,7 +121,7 @@ Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_i
 	ts_write_chunks(b.cat, fb, 0x32, 0, 2, DU_LEN, NULL, NULL);
 	ts_mk(b.cat, root, "latest", S_IFLNK | 0777, "model/rank1.pt");
 	ts_mk(a.cat, root, "empty", S_IFREG | 0644, NULL);
-	cr_assert_eq(du_upload_chunks(&a), 3);
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 3);
 
 	struct cat_upload row;
 	cr_assert_not(du_row(&a, UP_GEN_MANIFEST, &row, NULL), "queued before its commit");
@@ -183,7 +142,7 @@ Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_i
 	cr_assert_not(du_durable(&b, gen));
 	cr_assert_not(du_durable(&b, 0));
 
-	cr_assert_eq(du_upload_chunks(&b), 2);
+	cr_assert_eq(pt_cat_upload_chunks(&b, NULL, NULL), 2);
 	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
 	cr_assert(ready && !stale);
 	char *text = NULL;
@@ -233,13 +192,13 @@ Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_i
 	cr_assert_eq(nb, 2);
 	struct cat_gen g;
 	OK(cat_gen_get(a.cat, gen, &g));
-	du_close(&b);
-	du_close(&a);
+	pt_cat_close(&b);
+	pt_cat_close(&a);
 
 	/* the database is lost: a fresh one refilled from the manifest */
 	du_drop_all();
-	struct du_node c;
-	du_open(&c, "duc", 30000);
+	struct pt_cat c;
+	pt_cat_open(&c, "duc", 30000, NULL, NULL);
 	char why[256];
 	OK(manifest_shared_empty(c.cat, why, sizeof(why)));
 	cr_assert_eq(manifest_apply_parsed(c.cat, m, err, sizeof(err)), 0, "%s", err);
@@ -278,20 +237,20 @@ Test(catshared_durable, a_generation_committed_on_a_is_durable_once_b_uploaded_i
 	free(rebuilt);
 	manifest_free(m);
 	free(text);
-	du_close(&c);
+	pt_cat_close(&c);
 }
 
 Test(catshared_durable, a_stale_row_and_a_lost_committer_are_handled)
 {
-	struct du_node a, b;
-	du_open(&a, "dsa", 1000);
-	du_open(&b, "dsb", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "dsa", 1000, NULL, NULL);
+	pt_cat_open(&b, "dsb", 30000, NULL, NULL);
 	uint64_t series = ts_mk(a.cat, ROOT, "ckpt", S_IFDIR | 0755, NULL);
 	uint64_t root;
 	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
 	uint64_t f = ts_mk(a.cat, root, "w.pt", S_IFREG | 0644, NULL);
 	ts_write_chunks(a.cat, f, 0x41, 0, 1, DU_LEN, NULL, NULL);
-	cr_assert_eq(du_upload_chunks(&a), 1);
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 1);
 	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
 	struct cat_upload row;
 	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
@@ -325,8 +284,8 @@ Test(catshared_durable, a_stale_row_and_a_lost_committer_are_handled)
 	FAILS(manifest_gen_build(b.cat, row.gen, row.version, &text, &len), ESTALE);
 	OK(cat_upload_done(b.cat, &row));
 	cr_assert(du_durable(&b, 0));
-	du_close(&a);
-	du_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 /* ---- without PostgreSQL: the SQLite builder's bytes, formatted again ---- */

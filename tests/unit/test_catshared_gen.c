@@ -30,31 +30,7 @@
 
 TestSuite(catshared_gen, .init = pt_start, .fini = pt_stop, .timeout = 90);
 
-struct tcg_node {
-	char dir[64], path[128];
-	struct cat *cat;
-};
-
-static void tcg_open(struct tcg_node *n, const char *name, unsigned lease_ms)
-{
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %s", err);
-	cr_assert(cat_is_shared(n->cat));
-}
-
-static void tcg_close(struct tcg_node *n)
-{
-	cat_close(n->cat);
-	n->cat = NULL;
-	ts_tmpdir_remove(n->dir);
-}
-
-static uint64_t tcg_mk(struct tcg_node *n, uint64_t parent, const char *name, uint32_t mode,
+static uint64_t tcg_mk(struct pt_cat *n, uint64_t parent, const char *name, uint32_t mode,
 		       uint64_t *gen)
 {
 	struct cat_inode in;
@@ -62,20 +38,7 @@ static uint64_t tcg_mk(struct tcg_node *n, uint64_t parent, const char *name, ui
 	return in.ino;
 }
 
-static uint64_t tcg_mkgen(struct tcg_node *n, uint64_t series, const char *name, uint64_t step,
-			  uint64_t *root)
-{
-	struct cat_gen_spec spec = { name, step };
-	struct cat_inode in;
-	uint64_t gen = 0;
-	OK(cat_create_in_gen(n->cat, series, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
-	cr_assert(gen != 0);
-	if (root)
-		*root = in.ino;
-	return gen;
-}
-
-static int tcg_state(struct tcg_node *n, uint64_t id)
+static int tcg_state(struct pt_cat *n, uint64_t id)
 {
 	struct cat_gen g;
 	OK(cat_gen_get_brief(n->cat, id, &g));
@@ -84,11 +47,11 @@ static int tcg_state(struct tcg_node *n, uint64_t id)
 
 /* A DCP-like save of two nodes: A made step-N/, each node a shard in it,
  * both open for writing. */
-static uint64_t tcg_save(struct tcg_node *a, struct tcg_node *b, uint64_t run, const char *name,
+static uint64_t tcg_save(struct pt_cat *a, struct pt_cat *b, uint64_t run, const char *name,
 			 uint64_t step, uint64_t *sa, uint64_t *sb)
 {
 	uint64_t root, in_gen = 0;
-	uint64_t gen = tcg_mkgen(a, run, name, step, &root);
+	uint64_t gen = pt_cat_mkgen(a, run, name, step, &root);
 	*sa = tcg_mk(a, root, "__0_0.distcp", S_IFREG | 0644, &in_gen);
 	cr_assert_eq(in_gen, gen);
 	*sb = tcg_mk(b, root, "__1_0.distcp", S_IFREG | 0644, &in_gen);
@@ -100,9 +63,9 @@ static uint64_t tcg_save(struct tcg_node *a, struct tcg_node *b, uint64_t run, c
 
 Test(catshared_gen, a_commit_on_a_waits_for_bs_writer_then_has_both_files)
 {
-	struct tcg_node a, b;
-	tcg_open(&a, "a", 30000);
-	tcg_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t sa, sb;
 	uint64_t gen = tcg_save(&a, &b, run, "step-100", 100, &sa, &sb);
@@ -153,15 +116,15 @@ Test(catshared_gen, a_commit_on_a_waits_for_bs_writer_then_has_both_files)
 	cr_assert_eq(l.v[0].id, gen);
 	cat_gen_vec_free(&l);
 	OK(cat_gen_check(a.cat));
-	tcg_close(&a);
-	tcg_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 Test(catshared_gen, hold_abort_delete_expire_and_pin_from_either_node)
 {
-	struct tcg_node a, b;
-	tcg_open(&a, "a", 30000);
-	tcg_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t sa, sb;
 
@@ -214,15 +177,15 @@ Test(catshared_gen, hold_abort_delete_expire_and_pin_from_either_node)
 	OK(cat_writing(a.cat, sa, false));
 	OK(cat_writing(b.cat, sb, false));
 	OK(cat_gen_check(b.cat));
-	tcg_close(&a);
-	tcg_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 Test(catshared_gen, renames_start_and_end_generations_and_find_step_finds_them)
 {
-	struct tcg_node a, b;
-	tcg_open(&a, "a", 30000);
-	tcg_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t tmp = tcg_mk(&b, run, "step-7.tmp", S_IFDIR | 0755, NULL);
 	uint64_t shard = tcg_mk(&a, tmp, "shard", S_IFREG | 0644, NULL);
@@ -251,15 +214,15 @@ Test(catshared_gen, renames_start_and_end_generations_and_find_step_finds_them)
 	FAILS(cat_gen_find_step(a.cat, run, 7, &g), ENOENT);
 	OK(cat_gen_check(a.cat));
 	OK(cat_gen_check(b.cat));
-	tcg_close(&a);
-	tcg_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 Test(catshared_gen, a_node_lost_mid_save_holds_its_generation_until_a_decision)
 {
-	struct tcg_node a, b;
-	tcg_open(&a, "a", 30000);
-	tcg_open(&b, "b", 1500);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 1500, NULL, NULL);
 	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t sa, sb;
 	uint64_t gen = tcg_save(&a, &b, run, "step-50", 50, &sa, &sb);
@@ -284,8 +247,8 @@ Test(catshared_gen, a_node_lost_mid_save_holds_its_generation_until_a_decision)
 	OK(cat_gen_commit(a.cat, gen, "admin"));
 	cr_assert_eq(tcg_state(&a, gen), GEN_COMMITTED);
 	OK(cat_gen_check(a.cat));
-	tcg_close(&a);
-	tcg_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 /* ---- the generation policy's commit across nodes (fs/gen.c) ---- */
@@ -300,7 +263,7 @@ struct tcg_policy {
 	struct gen_policy *g;
 };
 
-static void tcg_policy_start(struct tcg_policy *p, struct tcg_node *n, double abandon_s)
+static void tcg_policy_start(struct tcg_policy *p, struct pt_cat *n, double abandon_s)
 {
 	struct gen_options o = { .quiet_s = 60, .abandon_s = abandon_s };
 	OK(node_table_new(n->cat, &p->nodes));
@@ -316,7 +279,7 @@ static void tcg_policy_stop(struct tcg_policy *p)
 }
 
 /* Polls generation id on n until it is in state, up to ms. */
-static bool tcg_wait_state(struct tcg_node *n, uint64_t id, int state, int ms)
+static bool tcg_wait_state(struct pt_cat *n, uint64_t id, int state, int ms)
 {
 	for (int waited = 0; waited <= ms; waited += 10) {
 		if (tcg_state(n, id) == state)
@@ -328,9 +291,9 @@ static bool tcg_wait_state(struct tcg_node *n, uint64_t id, int state, int ms)
 
 Test(catshared_gen, the_policy_retries_a_commit_until_the_other_nodes_writer_closes)
 {
-	struct tcg_node a, b;
-	tcg_open(&a, "a", 30000);
-	tcg_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	struct tcg_policy p;
 	tcg_policy_start(&p, &a, 30);
 	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
@@ -356,15 +319,15 @@ Test(catshared_gen, the_policy_retries_a_commit_until_the_other_nodes_writer_clo
 	OK(cat_gen_get_brief(a.cat, gen, &g));
 	cr_assert_str_eq(g.rule, "dcp-metadata");
 	tcg_policy_stop(&p);
-	tcg_close(&a);
-	tcg_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 Test(catshared_gen, a_commit_waiting_past_abandon_for_another_nodes_writer_is_held)
 {
-	struct tcg_node a, b;
-	tcg_open(&a, "a", 30000);
-	tcg_open(&b, "b", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
 	struct tcg_policy p;
 	tcg_policy_start(&p, &a, 1);
 	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
@@ -385,6 +348,6 @@ Test(catshared_gen, a_commit_waiting_past_abandon_for_another_nodes_writer_is_he
 	cr_assert(strstr(g.held, names), "the reason names b's open file: %s", g.held);
 	OK(cat_writing(b.cat, sb, false));
 	tcg_policy_stop(&p);
-	tcg_close(&a);
-	tcg_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }

@@ -29,8 +29,7 @@
 TestSuite(catshared_keep, .init = pt_start, .fini = pt_stop, .timeout = 90);
 
 struct tck_node {
-	char dir[64], path[128];
-	struct cat *cat;
+	struct pt_cat pc;
 	struct node_table *nodes;
 	struct gen_policy *g;
 };
@@ -43,16 +42,10 @@ static int tck_no_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *
 /* A node with keep=2 and its policy's thread running. */
 static void tck_open(struct tck_node *n, const char *name)
 {
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %s", err);
+	pt_cat_open(&n->pc, name, 30000, NULL, NULL);
 	struct gen_options o = { .keep = 2, .quiet_s = 60, .abandon_s = 60 };
-	OK(node_table_new(n->cat, &n->nodes));
-	struct gen_deps d = { .cat = n->cat, .nodes = n->nodes, .read = tck_no_read };
+	OK(node_table_new(n->pc.cat, &n->nodes));
+	struct gen_deps d = { .cat = n->pc.cat, .nodes = n->nodes, .read = tck_no_read };
 	OK(gen_policy_new(&d, &o, &n->g));
 	OK(gen_policy_start(n->g));
 }
@@ -62,14 +55,13 @@ static void tck_close(struct tck_node *n)
 	gen_policy_shutdown(n->g);
 	gen_policy_free(n->g);
 	node_table_free(n->nodes);
-	cat_close(n->cat);
-	ts_tmpdir_remove(n->dir);
+	pt_cat_close(&n->pc);
 }
 
 static int tck_state(struct tck_node *n, uint64_t id)
 {
 	struct cat_gen g;
-	OK(cat_gen_get_brief(n->cat, id, &g));
+	OK(cat_gen_get_brief(n->pc.cat, id, &g));
 	return g.state;
 }
 
@@ -94,15 +86,17 @@ static uint64_t tck_save(struct tck_node *n, uint64_t run, uint64_t step, bool h
 	struct cat_gen_spec spec = { name, step };
 	struct cat_inode in;
 	uint64_t gen = 0, in_gen = 0;
-	OK(cat_create_in_gen(n->cat, run, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
+	OK(cat_create_in_gen(n->pc.cat, run, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in,
+			     &gen));
 	gen_started(n->g, gen, run, false, getpid());
 	struct cat_inode f;
-	OK(cat_create_in_gen(n->cat, in.ino, "model.pt", S_IFREG | 0644, 0, 0, 0, NULL, NULL, &f,
+	OK(cat_create_in_gen(n->pc.cat, in.ino, "model.pt", S_IFREG | 0644, 0, 0, 0, NULL, NULL, &f,
 			     &in_gen));
 	cr_assert_eq(in_gen, gen);
 	if (hold) {
 		bool held = false;
-		OK(cat_gen_hold(n->cat, gen, "abandoned", "abandoned in a test", NULL, NULL, &held));
+		OK(cat_gen_hold(n->pc.cat, gen, "abandoned", "abandoned in a test", NULL, NULL,
+				&held));
 		cr_assert(held);
 		return gen;
 	}
@@ -120,7 +114,7 @@ static int tck_add_committed(void *arg, const struct cat_gen *gen)
 static void tck_committed_steps(struct tck_node *n, uint64_t run, char *out, size_t size)
 {
 	struct cat_gen_vec l = { 0 };
-	OK(cat_gen_list_brief(n->cat, run, false, tck_add_committed, &l));
+	OK(cat_gen_list_brief(n->pc.cat, run, false, tck_add_committed, &l));
 	out[0] = '\0';
 	for (size_t step = 1; step <= 16; step++)
 		for (size_t i = 0; i < l.n; i++)
@@ -136,10 +130,10 @@ Test(catshared_keep, two_nodes_saving_alternately_keep_the_newest_two_cluster_wi
 	tck_open(&a, "a");
 	tck_open(&b, "b");
 	struct cat_inode run;
-	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	OK(cat_create(a.pc.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
 
 	uint64_t s1 = tck_save(&a, run.ino, 1, false);
-	OK(cat_gen_pin(b.cat, s1, true)); /* pinned from the other node */
+	OK(cat_gen_pin(b.pc.cat, s1, true)); /* pinned from the other node */
 	uint64_t s2 = tck_save(&b, run.ino, 2, true);
 	uint64_t s3 = tck_save(&a, run.ino, 3, false);
 	usleep(300 * 1000); /* both passes have run: nothing to do yet */
@@ -158,27 +152,27 @@ Test(catshared_keep, two_nodes_saving_alternately_keep_the_newest_two_cluster_wi
 	cr_assert_eq(tck_state(&a, s4), GEN_COMMITTED);
 	cr_assert_eq(tck_state(&a, s5), GEN_COMMITTED);
 	struct cat_gen g;
-	FAILS(cat_gen_find(b.cat, run.ino, "step-3", &g), ENOENT);
-	FAILS(cat_gen_find(a.cat, run.ino, "step-2", &g), ENOENT);
+	FAILS(cat_gen_find(b.pc.cat, run.ino, "step-3", &g), ENOENT);
+	FAILS(cat_gen_find(a.pc.cat, run.ino, "step-2", &g), ENOENT);
 
 	/* b holds the duty (a long pass): a's pass after its commit waits for it */
 	bool taken = false;
-	OK(cat_duty_take(b.cat, "keep", 30000, &taken));
+	OK(cat_duty_take(b.pc.cat, "keep", 30000, &taken));
 	cr_assert(taken);
-	OK(cat_duty_take(a.cat, "keep", 30000, &taken));
+	OK(cat_duty_take(a.pc.cat, "keep", 30000, &taken));
 	cr_assert(!taken, "one holder at a time");
 	uint64_t s6 = tck_save(&a, run.ino, 6, false);
 	usleep(500 * 1000); /* a's thread retries each tick, refused each time */
 	cr_assert_eq(tck_state(&a, s4), GEN_COMMITTED, "a's pass waits while b holds the duty");
-	OK(cat_duty_drop(b.cat, "keep"));
+	OK(cat_duty_drop(b.pc.cat, "keep"));
 	cr_assert(tck_wait(&a, s4, GEN_COMMITTED, false), "a's pass ran once b dropped the duty");
 	tck_committed_steps(&b, run.ino, steps, sizeof(steps));
 	cr_assert_str_eq(steps, "1 5 6", "b lists %s", steps);
 	cr_assert_eq(tck_state(&b, s6), GEN_COMMITTED);
-	OK(cat_duty_take(b.cat, "keep", 30000, &taken));
+	OK(cat_duty_take(b.pc.cat, "keep", 30000, &taken));
 	cr_assert(taken, "a's pass dropped the duty when done");
-	OK(cat_duty_drop(b.cat, "keep"));
-	OK(cat_check(a.cat));
+	OK(cat_duty_drop(b.pc.cat, "keep"));
+	OK(cat_check(a.pc.cat));
 	tck_close(&a);
 	tck_close(&b);
 }

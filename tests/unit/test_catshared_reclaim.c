@@ -38,8 +38,7 @@ TestSuite(catshared_reclaim, .init = pt_start, .fini = pt_stop, .timeout = 90);
 #define TR_TERM_MS 30000
 
 struct tr_node {
-	char dir[64], path[160];
-	struct cat *cat;
+	struct pt_cat pc;
 	int n_cache_removed; /* the cache callback's calls */
 };
 
@@ -53,24 +52,12 @@ static int tr_cache_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
 static void tr_open_lease(struct tr_node *n, const char *name, unsigned lease_ms)
 {
 	memset(n, 0, sizeof(*n));
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, tr_cache_remove, n, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+	pt_cat_open(&n->pc, name, lease_ms, tr_cache_remove, n);
 }
 
 static void tr_open(struct tr_node *n, const char *name)
 {
 	tr_open_lease(n, name, 30000);
-}
-
-static void tr_close(struct tr_node *n)
-{
-	cat_close(n->cat);
-	ts_tmpdir_remove(n->dir);
 }
 
 /* BACKING: a directory the test puts objects in and the duty removes from. */
@@ -123,64 +110,54 @@ static void tr_write(struct tr_node *n, struct tr_backing *bk, uint64_t ino, con
 		struct cat_extent e = { .off = (uint64_t)i * TR_LEN, .len = TR_LEN, .chunk_len = TR_LEN };
 		tr_hash(e.hash, seeds[i]);
 		bool must_store = false;
-		OK(cat_pending_add(n->cat, ino, &e, &must_store));
+		OK(cat_pending_add(n->pc.cat, ino, &e, &must_store));
 		if (must_store)
-			OK(cat_chunk_stored(n->cat, e.hash, 2, TR_STORED));
+			OK(cat_chunk_stored(n->pc.cat, e.hash, 2, TR_STORED));
 	}
-	OK(cat_file_commit(n->cat, ino, (uint64_t)count * TR_LEN, ts_now_ns(), false));
+	OK(cat_file_commit(n->pc.cat, ino, (uint64_t)count * TR_LEN, ts_now_ns(), false));
 	struct cat_upload rows[32];
-	int got = cat_upload_list(n->cat, 0, rows, 32);
+	int got = cat_upload_list(n->pc.cat, 0, rows, 32);
 	cr_assert_geq(got, 0);
 	for (int i = 0; i < got; i++) {
 		if (rows[i].kind != UP_CHUNK)
 			continue;
 		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
+		OK(cat_upload_ready(n->pc.cat, &rows[i], &ready, &stale));
 		if (ready) {
 			char rel[128];
 			store_object_relpath(rows[i].hash, rel, sizeof(rel));
 			OK(backing_put(bk->b, rel, "x", 1));
 		}
-		OK(cat_upload_done(n->cat, &rows[i]));
+		OK(cat_upload_done(n->pc.cat, &rows[i]));
 	}
 }
 
 static uint64_t tr_file(struct tr_node *n, uint64_t parent, const char *name)
 {
 	struct cat_inode in;
-	OK(cat_create_in_gen(n->cat, parent, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in, NULL));
+	OK(cat_create_in_gen(n->pc.cat, parent, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in,
+			     NULL));
 	return in.ino;
-}
-
-static uint64_t tr_gen(struct tr_node *n, uint64_t series, const char *name, uint64_t step,
-		       uint64_t *root)
-{
-	struct cat_gen_spec spec = { name, step };
-	struct cat_inode in;
-	uint64_t gen = 0;
-	OK(cat_create_in_gen(n->cat, series, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
-	*root = in.ino;
-	return gen;
 }
 
 static struct cat_reclaim_report tr_turn(struct tr_node *n, struct tr_backing *bk)
 {
 	struct cat_reclaim_report rep;
-	OK(cat_reclaim_turn(n->cat, TR_TERM_MS, tr_backing_remove, bk->b, &rep));
+	OK(cat_reclaim_turn(n->pc.cat, TR_TERM_MS, tr_backing_remove, bk->b, &rep));
 	return rep;
 }
 
 static void tr_check(struct tr_node *n)
 {
 	int violations = -1;
-	OK(pgns_check(cat_shared_ns(n->cat), &violations));
+	OK(pgns_check(cat_shared_ns(n->pc.cat), &violations));
 	cr_assert_eq(violations, 0);
 }
 
 static bool tr_row_exists(struct tr_node *n, const uint8_t hash[CAT_HASH_LEN])
 {
 	struct pgns_chunk_row row;
-	int rc = pgns_chunk_get(cat_shared_ns(n->cat), hash, &row);
+	int rc = pgns_chunk_get(cat_shared_ns(n->pc.cat), hash, &row);
 	cr_assert(rc == 0 || rc == -ENOENT);
 	return rc == 0;
 }
@@ -193,18 +170,18 @@ Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared
 	tr_open(&b, "reclaim-b");
 	tr_backing_open(&bk);
 	struct cat_inode in;
-	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &in));
+	OK(cat_create(a.pc.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &in));
 	uint64_t run = in.ino, r1, r2;
-	uint64_t g1 = tr_gen(&a, run, "step-1", 1, &r1);
+	uint64_t g1 = pt_cat_mkgen(&a.pc, run, "step-1", 1, &r1);
 	uint64_t f1 = tr_file(&a, r1, "shard");
 	tr_write(&a, &bk, f1, (const int[]){ 1, 2, 3 }, 3); /* 3 is shared with step-2 */
-	OK(cat_gen_commit(a.cat, g1, "test"));
-	uint64_t g2 = tr_gen(&b, run, "step-2", 2, &r2);
+	OK(cat_gen_commit(a.pc.cat, g1, "test"));
+	uint64_t g2 = pt_cat_mkgen(&b.pc, run, "step-2", 2, &r2);
 	uint64_t f2 = tr_file(&b, r2, "shard");
 	tr_write(&b, &bk, f2, (const int[]){ 3, 4 }, 2);
-	OK(cat_gen_commit(b.cat, g2, "test"));
-	OK(cat_pending_drop(a.cat, f1)); /* the writers closed */
-	OK(cat_pending_drop(b.cat, f2));
+	OK(cat_gen_commit(b.pc.cat, g2, "test"));
+	OK(cat_pending_drop(a.pc.cat, f1)); /* the writers closed */
+	OK(cat_pending_drop(b.pc.cat, f2));
 	uint8_t h[5][CAT_HASH_LEN];
 	for (int i = 1; i <= 4; i++) {
 		tr_hash(h[i], i);
@@ -217,9 +194,9 @@ Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared
 	cr_assert_eq(rep.chunks, 0);
 
 	struct cat_id_vec ids = { 0 };
-	OK(cat_gen_delete(a.cat, g1, "trainer", cat_id_vec_add_ino, &ids));
+	OK(cat_gen_delete(a.pc.cat, g1, "trainer", cat_id_vec_add_ino, &ids));
 	for (size_t i = 0; i < ids.n; i++)
-		OK(cat_inode_release(a.cat, ids.v[i]));
+		OK(cat_inode_release(a.pc.cat, ids.v[i]));
 	cat_id_vec_free(&ids);
 
 	/* only one node holds the duty: B's turn does nothing while A's lasts */
@@ -241,11 +218,11 @@ Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared
 	cr_assert(tr_on_backing(&bk, h[4]));
 	cr_assert_eq(a.n_cache_removed - cache_before, 2, "A's cache copies went too (R4)");
 	struct cat_extent got[4];
-	cr_assert_eq(cat_extents(a.cat, f2, 0, got, 4), 2);
+	cr_assert_eq(cat_extents(a.pc.cat, f2, 0, got, 4), 2);
 	tr_check(&a);
 	tr_backing_close(&bk);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 /* A writes f with chunks 11, 12 (uploaded); B's writer continues f. */
@@ -253,13 +230,13 @@ static uint64_t tr_continued(struct tr_node *a, struct tr_node *b, struct tr_bac
 {
 	uint64_t f = tr_file(a, CAT_ROOT_INO, "f");
 	tr_write(a, bk, f, (const int[]){ 11, 12 }, 2);
-	OK(cat_pending_drop(a->cat, f));
-	OK(cat_pending_from_committed(b->cat, f));
+	OK(cat_pending_drop(a->pc.cat, f));
+	OK(cat_pending_from_committed(b->pc.cat, f));
 	/* A overwrites f meanwhile: the old chunks have no reference left */
-	OK(cat_pending_from_committed(a->cat, f));
-	OK(cat_pending_truncate(a->cat, f, 0));
+	OK(cat_pending_from_committed(a->pc.cat, f));
+	OK(cat_pending_truncate(a->pc.cat, f, 0));
 	tr_write(a, bk, f, (const int[]){ 13 }, 1);
-	OK(cat_pending_drop(a->cat, f));
+	OK(cat_pending_drop(a->pc.cat, f));
 	return f;
 }
 
@@ -282,18 +259,18 @@ Test(catshared_reclaim, a_writer_that_continued_a_file_keeps_its_chunks_through_
 	cr_assert(tr_on_backing(&bk, h12));
 
 	/* B's commit names them again; its release drops the pins */
-	OK(cat_file_commit(b.cat, f, 2 * TR_LEN, ts_now_ns(), false));
-	OK(cat_pending_drop(b.cat, f));
+	OK(cat_file_commit(b.pc.cat, f, 2 * TR_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(b.pc.cat, f));
 	struct cat_extent got[4];
-	cr_assert_eq(cat_extents(a.cat, f, 0, got, 4), 2);
+	cr_assert_eq(cat_extents(a.pc.cat, f, 0, got, 4), 2);
 	cr_assert_arr_eq(got[0].hash, h11, CAT_HASH_LEN);
 	tr_check(&a);
 	rep = tr_turn(&a, &bk);
 	cr_assert_eq(rep.chunks, 1, "only chunk 13, which B's commit replaced");
 	cr_assert(tr_on_backing(&bk, h11));
 	tr_backing_close(&bk);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 Test(catshared_reclaim, without_its_pins_a_continued_writers_commit_fails_with_eio)
@@ -304,17 +281,17 @@ Test(catshared_reclaim, without_its_pins_a_continued_writers_commit_fails_with_e
 	tr_open(&b, "reclaim-b");
 	tr_backing_open(&bk);
 	uint64_t f = tr_continued(&a, &b, &bk);
-	OK(pgns_unpin(cat_shared_ns(b.cat), f)); /* as if B never pinned */
+	OK(pgns_unpin(cat_shared_ns(b.pc.cat), f)); /* as if B never pinned */
 	struct cat_reclaim_report rep = tr_turn(&a, &bk);
 	cr_assert_eq(rep.removed, 2);
-	FAILS(cat_file_commit(b.cat, f, 2 * TR_LEN, ts_now_ns(), false), EIO); /* S7 */
-	OK(cat_pending_drop(b.cat, f));
+	FAILS(cat_file_commit(b.pc.cat, f, 2 * TR_LEN, ts_now_ns(), false), EIO); /* S7 */
+	OK(cat_pending_drop(b.pc.cat, f));
 	struct cat_extent got[4];
-	cr_assert_eq(cat_extents(a.cat, f, 0, got, 4), 1, "f is A's overwrite");
+	cr_assert_eq(cat_extents(a.pc.cat, f, 0, got, 4), 1, "f is A's overwrite");
 	tr_check(&a);
 	tr_backing_close(&bk);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 Test(catshared_reclaim, the_pins_of_a_node_no_longer_live_go_at_the_next_turn)
@@ -325,14 +302,14 @@ Test(catshared_reclaim, the_pins_of_a_node_no_longer_live_go_at_the_next_turn)
 	tr_open(&b, "reclaim-b");
 	tr_backing_open(&bk);
 	(void)tr_continued(&a, &b, &bk);
-	cat_close(b.cat); /* a clean unmount: its node row is gone, its pins are left */
-	b.cat = NULL;
+	cat_close(b.pc.cat); /* a clean unmount: its node row is gone, its pins are left */
+	b.pc.cat = NULL;
 	struct cat_reclaim_report rep = tr_turn(&a, &bk);
 	cr_assert_eq(rep.removed, 2);
 	tr_check(&a);
 	tr_backing_close(&bk);
-	tr_close(&a);
-	ts_tmpdir_remove(b.dir);
+	pt_cat_close(&a.pc);
+	ts_tmpdir_remove(b.pc.dir);
 }
 
 Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
@@ -344,15 +321,15 @@ Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
 	tr_backing_open(&bk);
 	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
 	tr_write(&b, &bk, f, (const int[]){ 21 }, 1);
-	OK(cat_pending_drop(b.cat, f));
+	OK(cat_pending_drop(b.pc.cat, f));
 	uint64_t ino;
-	OK(cat_unlink(b.cat, CAT_ROOT_INO, "f", &ino));
-	OK(cat_inode_release(b.cat, ino));
+	OK(cat_unlink(b.pc.cat, CAT_ROOT_INO, "f", &ino));
+	OK(cat_inode_release(b.pc.cat, ino));
 	uint8_t h[CAT_HASH_LEN];
 	tr_hash(h, 21);
 	usleep(1500 * 1000); /* A's lease runs out unrenewed */
 	struct cat_reclaim_report rep;
-	int rc = cat_reclaim_turn(a.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep);
+	int rc = cat_reclaim_turn(a.pc.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep);
 	cr_assert(rc == 0 || rc == -ESTALE, "rc %d", rc);
 	cr_assert_not(rep.held);
 	cr_assert_eq(rep.removed, 0);
@@ -362,8 +339,8 @@ Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
 	cr_assert_eq(rep.removed, 1);
 	cr_assert_not(tr_on_backing(&bk, h));
 	tr_backing_close(&bk);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }
 
 /* ---- R5 / S8: an upload on one node, a reclaim of the same bytes on another ---- */
@@ -372,7 +349,7 @@ Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
 static struct cat_upload tr_queued(struct tr_node *n, const uint8_t hash[CAT_HASH_LEN])
 {
 	struct cat_upload rows[32];
-	int got = cat_upload_list(n->cat, 0, rows, 32);
+	int got = cat_upload_list(n->pc.cat, 0, rows, 32);
 	for (int i = 0; i < got; i++)
 		if (rows[i].kind == UP_CHUNK && memcmp(rows[i].hash, hash, CAT_HASH_LEN) == 0)
 			return rows[i];
@@ -391,17 +368,17 @@ static void tr_stale_setup(struct tr_node *a, struct tr_node *b, struct tr_backi
 	uint64_t fb = tr_file(b, CAT_ROOT_INO, "old");
 	tr_write(b, bk, fb, (const int[]){ 50 }, 1);
 	uint64_t ino;
-	OK(cat_unlink(b->cat, CAT_ROOT_INO, "old", &ino));
-	OK(cat_inode_release(b->cat, ino));
+	OK(cat_unlink(b->pc.cat, CAT_ROOT_INO, "old", &ino));
+	OK(cat_inode_release(b->pc.cat, ino));
 	tr_hash(h, 50);
 	cr_assert(tr_on_backing(bk, h));
 	*fa = tr_file(a, CAT_ROOT_INO, "new");
 	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
 	memcpy(e.hash, h, CAT_HASH_LEN);
 	bool must_store = false;
-	OK(cat_pending_add(a->cat, *fa, &e, &must_store));
+	OK(cat_pending_add(a->pc.cat, *fa, &e, &must_store));
 	cr_assert(must_store);
-	OK(cat_chunk_stored(a->cat, h, 2, TR_STORED));
+	OK(cat_chunk_stored(a->pc.cat, h, 2, TR_STORED));
 }
 
 /* After A's commit: PostgreSQL never says the chunk is on BACKING while it
@@ -410,23 +387,23 @@ static void tr_stale_check(struct tr_node *a, struct tr_node *b, struct tr_backi
 			   const uint8_t h[CAT_HASH_LEN])
 {
 	struct pgns_chunk_row row;
-	OK(pgns_chunk_get(cat_shared_ns(a->cat), h, &row));
+	OK(pgns_chunk_get(cat_shared_ns(a->pc.cat), h, &row));
 	cr_assert_eq(row.refcount, 1);
 	cr_assert(!row.uploaded || tr_on_backing(bk, h),
 		  "PostgreSQL says the chunk is uploaded but BACKING lacks it");
 	cr_assert(!row.uploaded, "the removed upload is not counted");
 	struct cat_upload u = tr_queued(a, h);
 	bool ready = false, stale = false;
-	OK(cat_upload_ready(a->cat, &u, &ready, &stale));
+	OK(cat_upload_ready(a->pc.cat, &u, &ready, &stale));
 	cr_assert(ready && !stale);
 	char rel[128];
 	store_object_relpath(h, rel, sizeof(rel));
 	OK(backing_put(bk->b, rel, "x", 1));
-	OK(cat_upload_done(a->cat, &u));
-	OK(pgns_chunk_get(cat_shared_ns(a->cat), h, &row));
+	OK(cat_upload_done(a->pc.cat, &u));
+	OK(pgns_chunk_get(cat_shared_ns(a->pc.cat), h, &row));
 	cr_assert(row.uploaded && tr_on_backing(bk, h));
 	struct cat_chunk_where w;
-	OK(cat_chunk_where(b->cat, h, &w));
+	OK(cat_chunk_where(b->pc.cat, h, &w));
 	tr_check(a);
 }
 
@@ -440,20 +417,20 @@ Test(catshared_reclaim, an_upload_done_before_a_reclaim_elsewhere_is_not_publish
 	/* A's uploader puts the object and is done, before A's commit */
 	struct cat_upload u = tr_queued(&a, h);
 	bool ready = false, stale = false;
-	OK(cat_upload_ready(a.cat, &u, &ready, &stale));
+	OK(cat_upload_ready(a.pc.cat, &u, &ready, &stale));
 	cr_assert(ready);
 	char rel[128];
 	store_object_relpath(h, rel, sizeof(rel));
 	OK(backing_put(bk.b, rel, "x", 1));
-	OK(cat_upload_done(a.cat, &u));
+	OK(cat_upload_done(a.pc.cat, &u));
 	/* B's turn removes the old row's object: the one A just put */
 	struct cat_reclaim_report rep = tr_turn(&b, &bk);
 	cr_assert_eq(rep.removed, 1);
 	cr_assert(!tr_on_backing(&bk, h));
-	OK(cat_file_commit(a.cat, fa, TR_LEN, ts_now_ns(), false));
+	OK(cat_file_commit(a.pc.cat, fa, TR_LEN, ts_now_ns(), false));
 	tr_stale_check(&a, &b, &bk, h);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 	tr_backing_close(&bk);
 }
 
@@ -466,18 +443,18 @@ Test(catshared_reclaim, a_reclaim_between_an_objects_write_and_its_upload_done_i
 	tr_stale_setup(&a, &b, &bk, h, &fa);
 	struct cat_upload u = tr_queued(&a, h);
 	bool ready = false, stale = false;
-	OK(cat_upload_ready(a.cat, &u, &ready, &stale));
+	OK(cat_upload_ready(a.pc.cat, &u, &ready, &stale));
 	cr_assert(ready);
 	char rel[128];
 	store_object_relpath(h, rel, sizeof(rel));
 	OK(backing_put(bk.b, rel, "x", 1));
 	struct cat_reclaim_report rep = tr_turn(&b, &bk); /* between the write and the done */
 	cr_assert_eq(rep.removed, 1);
-	OK(cat_upload_done(a.cat, &u));
-	OK(cat_file_commit(a.cat, fa, TR_LEN, ts_now_ns(), false));
+	OK(cat_upload_done(a.pc.cat, &u));
+	OK(cat_file_commit(a.pc.cat, fa, TR_LEN, ts_now_ns(), false));
 	tr_stale_check(&a, &b, &bk, h);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 	tr_backing_close(&bk);
 }
 
@@ -490,18 +467,18 @@ Test(catshared_reclaim, an_upload_done_after_the_commit_that_a_reclaim_preceded_
 	tr_stale_setup(&a, &b, &bk, h, &fa);
 	struct cat_upload u = tr_queued(&a, h);
 	bool ready = false, stale = false;
-	OK(cat_upload_ready(a.cat, &u, &ready, &stale));
+	OK(cat_upload_ready(a.pc.cat, &u, &ready, &stale));
 	cr_assert(ready);
 	char rel[128];
 	store_object_relpath(h, rel, sizeof(rel));
 	OK(backing_put(bk.b, rel, "x", 1));
 	struct cat_reclaim_report rep = tr_turn(&b, &bk);
 	cr_assert_eq(rep.removed, 1);
-	OK(cat_file_commit(a.cat, fa, TR_LEN, ts_now_ns(), false)); /* before the done */
-	OK(cat_upload_done(a.cat, &u));
+	OK(cat_file_commit(a.pc.cat, fa, TR_LEN, ts_now_ns(), false)); /* before the done */
+	OK(cat_upload_done(a.pc.cat, &u));
 	tr_stale_check(&a, &b, &bk, h);
-	tr_close(&a);
-	tr_close(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 	tr_backing_close(&bk);
 }
 
@@ -511,7 +488,7 @@ static bool tr_claims_are(struct tr_node *n, int count)
 	char sql[256];
 	snprintf(sql, sizeof(sql), "DO $$ BEGIN IF (SELECT count(*) FROM ns_upload_claims) <> %d"
 		 " THEN RAISE EXCEPTION 'claims'; END IF; END $$", count);
-	return pg_exec_plain(cat_shared_ns(n->cat)->pg, sql) == 0;
+	return pg_exec_plain(cat_shared_ns(n->pc.cat)->pg, sql) == 0;
 }
 
 Test(catshared_reclaim, claims_are_consumed_by_the_marking_and_a_gone_nodes_go_at_the_next_turn)
@@ -529,17 +506,17 @@ Test(catshared_reclaim, claims_are_consumed_by_the_marking_and_a_gone_nodes_go_a
 	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
 	tr_hash(e.hash, 62);
 	bool must_store = false;
-	OK(cat_pending_add(c.cat, fc, &e, &must_store));
-	OK(cat_chunk_stored(c.cat, e.hash, 2, TR_STORED));
+	OK(cat_pending_add(c.pc.cat, fc, &e, &must_store));
+	OK(cat_chunk_stored(c.pc.cat, e.hash, 2, TR_STORED));
 	struct cat_upload u = tr_queued(&c, e.hash);
 	bool ready = false, stale = false;
-	OK(cat_upload_ready(c.cat, &u, &ready, &stale));
+	OK(cat_upload_ready(c.pc.cat, &u, &ready, &stale));
 	cr_assert(ready && tr_claims_are(&a, 1));
-	cat_close(c.cat);
-	c.cat = NULL;
+	cat_close(c.pc.cat);
+	c.pc.cat = NULL;
 	(void)tr_turn(&a, &bk);
 	cr_assert(tr_claims_are(&a, 0), "a node no longer live keeps no claim");
 	tr_backing_close(&bk);
-	tr_close(&a);
-	ts_tmpdir_remove(c.dir);
+	pt_cat_close(&a.pc);
+	ts_tmpdir_remove(c.pc.dir);
 }

@@ -2307,6 +2307,19 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 
 /* ---- accounting and checks ---- */
 
+int cat_stats_chunks(struct cat *cat, struct cat_stats *out)
+{
+	int rc = cat_next(cat, S_STATS_CHUNKS);
+	if (rc == 1) {
+		out->chunks = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 0);
+		out->chunk_plain_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 1);
+		out->chunk_stored_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 2);
+		rc = 0;
+	}
+	cat_reset(cat, S_STATS_CHUNKS);
+	return rc;
+}
+
 int cat_stats(struct cat *cat, struct cat_stats *out)
 {
 	if (cat->shared) return catsh_stats(cat, out);
@@ -2320,13 +2333,8 @@ int cat_stats(struct cat *cat, struct cat_stats *out)
 		rc = 0;
 	}
 	cat_reset(cat, S_STATS_INODES);
-	if (rc == 0 && (rc = cat_next(cat, S_STATS_CHUNKS)) == 1) {
-		out->chunks = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 0);
-		out->chunk_plain_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 1);
-		out->chunk_stored_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 2);
-		rc = 0;
-	}
-	cat_reset(cat, S_STATS_CHUNKS);
+	if (rc == 0)
+		rc = cat_stats_chunks(cat, out);
 	if (rc == 0 && (rc = cat_next(cat, S_STATS_EXTENTS)) == 1) {
 		out->referenced_bytes = (uint64_t)cat_col_int(cat, S_STATS_EXTENTS, 0);
 		rc = 0;

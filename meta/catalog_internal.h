@@ -208,6 +208,9 @@ int cat_end_sweep(struct cat *cat, int rc);
 int cat_sweep(struct cat *cat);
 
 int cat_name_check(const char *name);
+/* The local chunks table's counts into out (both engines: in shared mode it
+ * is this node's cache); in a read, under cat_lock. */
+int cat_stats_chunks(struct cat *cat, struct cat_stats *out);
 int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out);
 int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
 		   struct cat_inode *out);

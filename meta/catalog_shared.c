@@ -513,13 +513,8 @@ int catsh_stats(struct cat *cat, struct cat_stats *out)
 		return rc;
 	cat_lock(cat);
 	rc = cat_begin_read(cat);
-	if (rc == 0 && (rc = cat_next(cat, S_STATS_CHUNKS)) == 1) {
-		out->chunks = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 0);
-		out->chunk_plain_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 1);
-		out->chunk_stored_bytes = (uint64_t)cat_col_int(cat, S_STATS_CHUNKS, 2);
-		rc = 0;
-	}
-	cat_reset(cat, S_STATS_CHUNKS);
+	if (rc == 0)
+		rc = cat_stats_chunks(cat, out);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;

@@ -136,10 +136,12 @@ MN_NETNS=$CK_REPO/tests/pg/netns.sh
 
 mn_netns_up() {
 	command -v nsenter >/dev/null || ck_skip "nsenter is not installed (util-linux)"
+	command -v ip >/dev/null || ck_skip "ip is not installed (iproute2)"
 	MN_NETNS_KEY=$(($$ % 32768))
 	local ips
+	# on failure, no down: the namespace may be another test's of the same key
 	ips=$("$MN_NETNS" up "$MN_NETNS_KEY" $$ 2>"$CK_TMP/netns.err") ||
-		ck_skip "no network namespace with a veth pair here: $(tail -n 2 "$CK_TMP/netns.err" | tr '\n' '|')"
+		ck_fail "netns.sh up $MN_NETNS_KEY failed: $(tail -n 2 "$CK_TMP/netns.err" | tr '\n' '|')"
 	read -r MN_HOST_IP MN_NS_IP <<<"$ips"
 	MN_PG_ADDR=$MN_HOST_IP
 	ck_log "namespace ckns-$MN_NETNS_KEY: $MN_NS_IP, reached from $MN_HOST_IP"

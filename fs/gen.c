@@ -388,6 +388,16 @@ static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const 
 	assert(id != 0 && reason && reason[0]); /* a held save always says why (invariant 5) */
 	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
 		return;
+	if (gen.state != GEN_OPEN && gen.state != GEN_HELD) {
+		/* decided elsewhere (shared catalog: the node that wrote the marker
+		 * committed it): nothing left to hold, and the hold would be refused
+		 * at every tick */
+		pthread_mutex_lock(&g->lock);
+		gen_live_drop(g, id);
+		pthread_mutex_unlock(&g->lock);
+		log_debug("generation %s: no hold (%s), it is no longer open", gen.name, reason);
+		return;
+	}
 	int rc = cat_gen_hold(g->cat, id, rule, reason, cat_id_vec_add_ino, &v, &held);
 	if (rc != 0 && rc != -EALREADY) {
 		log_error("generation %s (series inode %llu, step %llu): hold (%s) failed: %s; it"

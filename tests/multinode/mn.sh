@@ -4,7 +4,9 @@
 # nodes A, B, C of one shared catalog (-o meta=), each with its own cache
 # and mountpoint, over the case's one BACKING.
 #
-#   mn_pg_start            starts the server; MN_URL is its libpq URL
+#   mn_pg_start            starts the server; MN_URL is its libpq URL (its socket);
+#                          with MN_PG_ADDR=IP it listens on IP too, MN_URL_NET
+#                          is then the TCP URL (for nodes in a namespace)
 #   mn_pg restart|kill|resume   what pgserver.sh does to it
 #   mn_mount X [OPTS]      mounts node X (A, B, C) at $CK_TMP/mnt_X, cache
 #                          $CK_TMP/cache_X; MN_MNT_X and MN_PID_X name them
@@ -13,11 +15,23 @@
 #   mn_psql SQL            one query on the shared catalog, unaligned
 #   mn_see X PATH [S]      polls up to S seconds (default 1) until PATH, as
 #                          node X's mount sees it, exists; fails otherwise
+#   mn_ganesha_start       a private NFSv3 ganesha (tests/nfs/ganesha.sh):
+#                          CK_BACKING becomes its nfs:// URL, MN_EXPORT the
+#                          exported directory; mn_ganesha_stop stops it
+#   mn_netns_up            a network namespace joined to this one by a veth
+#                          pair (tests/pg/netns.sh): MN_NETNS_KEY, MN_HOST_IP
+#                          (this end), MN_NS_IP; mn_netns cut|heal|down
+#   mn_mount_netns X [OPTS]  as mn_mount, with node X's daemon in that
+#                          namespace (nsenter --net: the mount namespace is
+#                          this one's, so the mount is seen here), reaching
+#                          PostgreSQL at MN_URL_NET over the veth pair
 #
 # Stopping everything on every path: lib.sh's EXIT trap unmounts and kills
 # every daemon the case started (each is a ck_mount), and pgserver.sh's
 # watchdog stops the server and removes its directory once the case's
 # process is gone, which is after the daemons (they still need it to stop).
+# ganesha and the namespace have watchdogs of the same kind (the
+# namespace's also kills -9 whatever still runs in it).
 . "$(dirname "$0")/../integration/lib.sh"
 
 MN_PGSERVER=$CK_REPO/tests/pg/pgserver.sh
@@ -28,9 +42,11 @@ mn_pg_start() {
 	[ -x "$MN_PGSERVER" ] || ck_fail "$MN_PGSERVER is missing"
 	ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || ck_skip "no PostgreSQL server (apt-get install postgresql)"
 	MN_PGDIR=$(mktemp -u /tmp/ckptfs-mn-pg.XXXXXX)
-	MN_URL=$("$MN_PGSERVER" start "$MN_PGDIR" $$) || ck_fail "could not start PostgreSQL in $MN_PGDIR"
+	MN_URL_NET=$(PG_ADDR=${MN_PG_ADDR:-} "$MN_PGSERVER" start "$MN_PGDIR" $$) ||
+		ck_fail "could not start PostgreSQL in $MN_PGDIR"
 	_ck_state "pgdir $MN_PGDIR"
-	ck_log "PostgreSQL: $MN_URL"
+	MN_URL=$("$MN_PGSERVER" socket-url "$MN_PGDIR")
+	ck_log "PostgreSQL: $MN_URL${MN_PG_ADDR:+ and $MN_URL_NET}"
 }
 
 mn_pg() { "$MN_PGSERVER" "$1" "$MN_PGDIR" >/dev/null || ck_fail "pgserver.sh $1 failed"; }
@@ -41,13 +57,14 @@ mn_psql() {
 	runuser -u postgres -- "$bin/psql" -h "$MN_PGDIR" -p 5432 -U ckptfs -d ckptfs -qAt -c "$1"
 }
 
-# mn_mount X [OPTS]: a node of the shared catalog MN_URL.
+# mn_mount X [OPTS]: a node of the shared catalog MN_URL (_MN_NODE_URL
+# when set: mn_mount_netns).
 mn_mount() {
 	local x=$1 extra=${2:-}
 	mkdir -p "$CK_TMP/mnt_$x" "$CK_TMP/cache_$x"
 	chmod 755 "$CK_TMP/mnt_$x"
 	CK_MNT=$CK_TMP/mnt_$x CK_CACHE=$CK_TMP/cache_$x
-	ck_mount "meta=$MN_URL,node_name=node-$x,lease_ms=$MN_LEASE_MS,meta_timeout_ms=$MN_META_TIMEOUT_MS${extra:+,$extra}"
+	ck_mount "meta=${_MN_NODE_URL:-$MN_URL},node_name=node-$x,lease_ms=$MN_LEASE_MS,meta_timeout_ms=$MN_META_TIMEOUT_MS${extra:+,$extra}"
 	printf -v "MN_MNT_$x" '%s' "$CK_MNT"
 	printf -v "MN_PID_$x" '%s' "$CK_PID"
 	printf -v "MN_DERR_$x" '%s' "$CK_DERR"
@@ -77,5 +94,69 @@ mn_see() {
 	done
 }
 
-# mn_objects: chunk objects on BACKING.
-mn_objects() { find "$CK_BACKING/chunks" -type f 2>/dev/null | wc -l; }
+# mn_objects: chunk objects on BACKING (the export's directory for nfs://).
+mn_objects() { find "${MN_EXPORT:-$CK_BACKING}/chunks" -type f 2>/dev/null | wc -l; }
+
+# ---- BACKING over nfs:// (tests/nfs/ganesha.sh)
+
+MN_GANESHA=$CK_REPO/tests/nfs/ganesha.sh
+
+# Stops ganesha once PID is gone (the case's process, whose EXIT trap has
+# unmounted the daemons by then: they need the export to stop).
+_mn_ganesha_watchdog() {
+	local owner=$1 dir=$2
+	( trap '' HUP INT TERM
+	  while kill -0 "$owner" 2>/dev/null && [ -d "$dir" ]; do sleep 0.5; done
+	  "$MN_GANESHA" stop "$dir" >/dev/null 2>&1
+	  rm -rf "$dir" ) </dev/null >/dev/null 2>&1 &
+	disown
+}
+
+mn_ganesha_start() {
+	command -v ganesha.nfsd >/dev/null || ck_skip "nfs-ganesha is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)"
+	MN_NFSDIR=$(mktemp -d /tmp/ckptfs-mn-nfs.XXXXXX)
+	_mn_ganesha_watchdog $$ "$MN_NFSDIR"
+	CK_BACKING=$("$MN_GANESHA" start "$MN_NFSDIR" 2>"$CK_TMP/ganesha.err") ||
+		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
+	MN_EXPORT=$MN_NFSDIR/export
+	ck_log "BACKING: $CK_BACKING"
+}
+
+mn_ganesha_stop() { "$MN_GANESHA" stop "$MN_NFSDIR" >/dev/null || ck_fail "ganesha.sh stop failed"; }
+
+# ---- a node in its own network namespace (tests/pg/netns.sh)
+#
+# `ip netns exec` gives the command a mount namespace of its own (it
+# remounts /sys), so a FUSE mount its daemon makes is not seen here.
+# `nsenter --net=/run/netns/NAME` changes the network namespace only, and
+# execs the daemon in place: the mount is in this mount namespace and the
+# PID ck_mount records is the daemon's.
+
+MN_NETNS=$CK_REPO/tests/pg/netns.sh
+
+mn_netns_up() {
+	command -v nsenter >/dev/null || ck_skip "nsenter is not installed (util-linux)"
+	command -v ip >/dev/null || ck_skip "ip is not installed (iproute2)"
+	MN_NETNS_KEY=$(($$ % 32768))
+	local ips
+	# on failure, no down: the namespace may be another test's of the same key
+	ips=$("$MN_NETNS" up "$MN_NETNS_KEY" $$ 2>"$CK_TMP/netns.err") ||
+		ck_fail "netns.sh up $MN_NETNS_KEY failed: $(tail -n 2 "$CK_TMP/netns.err" | tr '\n' '|')"
+	read -r MN_HOST_IP MN_NS_IP <<<"$ips"
+	MN_PG_ADDR=$MN_HOST_IP
+	ck_log "namespace ckns-$MN_NETNS_KEY: $MN_NS_IP, reached from $MN_HOST_IP"
+}
+
+mn_netns() { "$MN_NETNS" "$1" "$MN_NETNS_KEY" || ck_fail "netns.sh $1 $MN_NETNS_KEY failed"; }
+
+# mn_mount_netns X [OPTS] — ck_mount runs CKPTFS_BIN: here a wrapper that
+# execs the daemon through nsenter.
+mn_mount_netns() {
+	[ -n "${MN_URL_NET:-}" ] && [ "$MN_URL_NET" != "$MN_URL" ] || ck_fail "mn_mount_netns: PostgreSQL listens on no TCP address (mn_netns_up before mn_pg_start)"
+	local bin=$CKPTFS_BIN
+	export MN_NETNS_PATH=/run/netns/ckns-$MN_NETNS_KEY MN_NETNS_BIN=$bin
+	CKPTFS_BIN=$CK_LIB_DIR/../multinode/helpers/mn_netns_exec.sh _MN_NODE_URL=$MN_URL_NET
+	mn_mount "$@"
+	CKPTFS_BIN=$bin _MN_NODE_URL=
+	export -n MN_NETNS_PATH MN_NETNS_BIN
+}

@@ -2,8 +2,9 @@
 # pgserver.sh — a private PostgreSQL server for the tests (issue 18).
 #
 #   pgserver.sh start DIR [OWNER_PID]   initdb into DIR (made here, must not exist), start the
-#                                       server on a Unix socket in DIR only (no TCP), print its
-#                                       libpq URL. With OWNER_PID, a watchdog stops the server
+#                                       server on a Unix socket in DIR only (no TCP unless
+#                                       PG_ADDR, below), print its libpq URL. With
+#                                       OWNER_PID, a watchdog stops the server
 #                                       and removes DIR once that process is gone, so a test
 #                                       that dies on a signal leaves nothing running.
 #   pgserver.sh stop DIR                stop the server (immediate) and remove DIR
@@ -11,11 +12,16 @@
 #   pgserver.sh kill DIR                stop immediately (as a crash would); keeps DIR
 #   pgserver.sh resume DIR              start again after kill
 #   pgserver.sh url DIR                 print the URL again
+#   pgserver.sh socket-url DIR          print the URL of the socket in DIR (also when
+#                                       the server listens on TCP as well)
 #
-# With PG_NETNS_KEY=KEY and PG_ADDR=IP in the environment of start (a namespace
-# made by tests/pg/netns.sh up KEY, and its address), the server runs in that
-# namespace and listens on IP as well: the URL printed is then a TCP one, and
-# the socket in DIR stays usable from here for the other "nodes".
+# With PG_ADDR=IP in the environment of start, the server listens on IP (port
+# 5432) as well as on the socket: the URL printed is then a TCP one, and the
+# socket in DIR stays usable from here for the other "nodes". With
+# PG_NETNS_KEY=KEY too (a namespace made by tests/pg/netns.sh up KEY, IP its
+# address), the server runs in that namespace; without it, here (IP is then
+# an address of this namespace, e.g. netns.sh's host end, which nodes in the
+# namespace reach over the veth pair).
 #
 # As root, the server runs as the postgres user (initdb refuses root). The
 # database is "ckptfs", owned by role "ckptfs", with trust authentication on
@@ -34,9 +40,10 @@ as_owner() {
 	fi
 }
 
-net_env() { # DIR: PG_NETNS_KEY and PG_ADDR as start saved them
+net_env() { # DIR: PG_NETNS_KEY ("-" for none) and PG_ADDR as start saved them
 	NETNS_KEY="" ADDR=""
 	[ -f "$1/net.env" ] && read -r NETNS_KEY ADDR <"$1/net.env"
+	[ "$NETNS_KEY" != - ] || NETNS_KEY=""
 	return 0
 }
 
@@ -49,17 +56,19 @@ pg_start() { # DIR
 		-o "-p $PORT -k $1 -c listen_addresses='$ADDR' -c fsync=off -c full_page_writes=off" start >/dev/null
 }
 
+socket_url() { echo "postgresql://ckptfs@/ckptfs?host=$1&port=$PORT"; }
+
 url() {
 	net_env "$1"
 	if [ -n "$ADDR" ]; then
 		echo "postgresql://ckptfs@$ADDR:$PORT/ckptfs"
 	else
-		echo "postgresql://ckptfs@/ckptfs?host=$1&port=$PORT"
+		socket_url "$1"
 	fi
 }
 
 cmd=${1:-} dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: pgserver.sh start|stop|restart|kill|resume|url DIR [OWNER_PID]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: pgserver.sh start|stop|restart|kill|resume|url|socket-url DIR [OWNER_PID]" >&2; exit 2; }
 case "$cmd" in
 start)
 	mkdir "$dir" # fails if it exists: never start over someone's data
@@ -67,8 +76,8 @@ start)
 	chmod 0700 "$dir"
 	as_owner "$PGBIN/initdb" -D "$dir/data" -A trust -U ckptfs --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
-	if [ -n "${PG_NETNS_KEY:-}" ]; then
-		echo "$PG_NETNS_KEY ${PG_ADDR:?PG_ADDR with PG_NETNS_KEY}" >"$dir/net.env"
+	if [ -n "${PG_NETNS_KEY:-}" ] || [ -n "${PG_ADDR:-}" ]; then
+		echo "${PG_NETNS_KEY:--} ${PG_ADDR:?PG_ADDR with PG_NETNS_KEY}" >"$dir/net.env"
 		echo "host all all 0.0.0.0/0 trust" >>"$dir/data/pg_hba.conf"
 	fi
 	pg_start "$dir"
@@ -101,5 +110,6 @@ resume)
 	pg_start "$dir"
 	;;
 url) url "$dir" ;;
+socket-url) socket_url "$dir" ;;
 *) echo "pgserver.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

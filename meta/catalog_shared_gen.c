@@ -24,7 +24,10 @@
  *      those of a node that died instead.
  *  S5. A lost generation (pggen.h) is left out of cat_gen_find_step and of
  *      cat_gen_list without `all`; cat_gen_find still finds it by name,
- *      so that it can be removed. */
+ *      so that it can be removed. A lost COMMITTED one is shown as HELD
+ *      (pggen.h X5): the daemon hides it from its series directory on every
+ *      node, as it hides a held save on one; an admin's commit of a lost
+ *      one fails with -ENODATA (its bytes are gone), not -EALREADY. */
 #define _GNU_SOURCE
 #include "catalog_shared_gen.h"
 
@@ -146,14 +149,17 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 {
 	struct pgns *ns = cat_shared_ns(cat);
 	struct cat_gen g;
+	bool lost = false;
 	int rc = catshg_rule_check(rule);
 	if (rc == 0)
-		rc = pggen_get(ns, id, &g, NULL);
+		rc = pggen_get(ns, id, &g, &lost);
 	if (rc)
 		return rc;
 	/* S3: a hold that X2 made ends by a decision only */
 	bool decision = strcmp(rule, "admin") == 0 ||
 			(g.state == GEN_HELD && strcmp(g.rule, "node-lost") != 0);
+	if (lost && decision && g.state == GEN_COMMITTED)
+		return -ENODATA; /* S5: shown as held, and no decision brings its bytes back */
 	uint64_t writers = 0;
 	rc = pggen_commit(ns, id, rule, decision, &writers);
 	if (rc == -EBUSY)

@@ -279,6 +279,11 @@ int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
 	return rc;
 }
 
+int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left)
+{
+	return pggen_upload_bytes(cat_shared_ns(cat), gen, total, left);
+}
+
 /* ---- queueing ---- */
 
 /* Whether this node's queue has the manifest row of gen at version (lock held). */

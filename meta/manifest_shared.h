@@ -53,6 +53,9 @@ int catshd_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready
 int catshd_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
 /* cat_gen_durable over PostgreSQL (gen 0: every generation). */
 int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable);
+/* cat_gen_upload_bytes over PostgreSQL: every node's chunks of the
+ * generation, uploaded by whichever node (pggen_upload_bytes). */
+int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left);
 
 /* Queues the manifest of gen at version on this node (one local
  * transaction): the committing node calls it after its commit. */

@@ -60,6 +60,10 @@ int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint
 /* Queues the manifest of gen at version on this node (one local
  * transaction): the committing node calls it after its commit. */
 int catshd_enqueue(struct cat *cat, uint64_t gen, uint32_t version);
+/* Queues the manifest of gen on this node if gen is COMMITTED, not lost,
+ * not durable at its version, and not queued here already: a commit that
+ * found it committed (catalog_shared_gen.c S6). */
+int catshd_enqueue_missing(struct cat *cat, uint64_t gen);
 /* Queues, on this node, the manifests of every COMMITTED generation not yet
  * durable that this node has not queued already: the sweeper of a lost node
  * calls it, since the lost node's queue went with it. *queued (if not NULL)

@@ -179,7 +179,7 @@ const struct pg_stmt pggen_stmts[] = {
 			  2 },
 	[G_LIST_ALL] = { "gen_list_all",
 			 "SELECT " G_COLS " FROM ns_generations WHERE ($1::bigint = 0 OR series = $1)"
-			 " AND ($2::boolean OR (" G_LIVE " AND NOT lost)) ORDER BY series, step, id",
+			 " AND ($2::boolean OR " G_LIVE ") ORDER BY series, step, id",
 			 2 },
 	[G_PIN] = { "gen_pin", "UPDATE ns_generations SET pinned = $2 WHERE id = $1 RETURNING id", 2 },
 	[G_END] = { "gen_end",

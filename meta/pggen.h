@@ -42,7 +42,8 @@
  *      "node-lost", reason PGGEN_LOST_REASON), what a HELD one is on one
  *      node: kept under its name, reachable by name, hidden from directory
  *      listings by the daemon (fs/gen.c gen_hidden) on every node, never
- *      saved. Its row keeps its state and `lost` (no migration, and rows
+ *      saved (keep-latest-k expires it as a held one). Its row keeps its
+ *      state and `lost` (no migration, and rows
  *      lost before this rule are shown the same way); a lost one is never
  *      committed as it is, even by a decision (-ENODATA): a delete ends it,
  *      or a rewrite that replaces what was lost (X6).
@@ -147,7 +148,8 @@ int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out);
 int pggen_find(struct pgns *ns, uint64_t series, const char *name, struct cat_gen *out);
 int pggen_find_step(struct pgns *ns, uint64_t series, uint64_t step, struct cat_gen *out);
 /* As cat_gen_list (series 0: all series), sized; without all, only OPEN,
- * HELD and COMMITTED ones that are not lost. */
+ * HELD and COMMITTED ones (a lost COMMITTED one as HELD, X5: keep-latest-k
+ * ends it as a held one, once K newer are committed). */
 int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 
 /* cat_gen_abort (OPEN → ABORTED), cat_gen_delete (OPEN, COMMITTED or HELD

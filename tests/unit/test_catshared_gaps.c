@@ -14,7 +14,9 @@
  * back to its previous version by the sweep, as a new save of a dead node
  * is held; one another live node still writes is left to that node. A
  * generation's upload progress in bytes counts every node's chunks, from
- * PostgreSQL. */
+ * PostgreSQL. A commit that reached PostgreSQL without its manifest queued
+ * gets it queued by a later completion signal (-EALREADY) or by the sweep
+ * of its node. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -25,9 +27,11 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "catalog_internal.h"
 #include "gen.h"
 #include "generation.h"
 #include "node.h"
+#include "pggen.h"
 #include "pgtest.h"
 #include "support.h"
 #include "upload.h"
@@ -168,6 +172,10 @@ Test(catshared_gaps, a_lost_generation_is_held_hidden_on_every_node_kept_and_rem
 	cr_assert_eq(all.n, 3);
 	cr_assert_eq(all.v[1].id, g100);
 	cr_assert_eq(all.v[1].state, GEN_HELD, "--all lists it as held, with why");
+	cat_gen_vec_free(&all);
+	OK(cat_gen_list(a.cat, run, false, cat_gen_vec_add, &all));
+	cr_assert_eq(all.n, 3, "with its tree, as a held one (keep-latest-k ends it as one)");
+	cr_assert_eq(all.v[2].state, GEN_HELD);
 	cat_gen_vec_free(&all);
 
 	/* the series directory, as the daemon lists it on each node: step-100
@@ -312,6 +320,73 @@ Test(catshared_gaps, a_generations_upload_bytes_count_every_nodes_chunks)
 	cr_assert_eq(left, 0);
 	OK(cat_gen_upload_bytes(a.cat, 999999, &total, &left));
 	cr_assert_eq(total + left, 0, "no such generation: nothing to upload");
+	gp_close(&a);
+	gp_close(&b);
+}
+
+/* ---- 4. the commit and the queueing of its manifest ---- */
+
+/* How many manifest rows of gen n's upload queue holds; *row gets one. */
+static int gp_manifest_rows(struct gp_node *n, uint64_t gen, struct cat_upload *row)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), found = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++)
+		if (rows[i].kind == UP_GEN_MANIFEST && rows[i].gen == gen && found++ == 0 && row)
+			*row = rows[i];
+	return found;
+}
+
+static bool gp_durable(struct gp_node *n, uint64_t gen)
+{
+	bool d = true;
+	OK(cat_gen_durable(n->cat, gen, &d));
+	return d;
+}
+
+/* A commit that reached PostgreSQL without its manifest queued (its COMMIT's
+ * answer lost and run again, or the node gone before its local queue got
+ * the row): a later signal queues it; a node that died in between (and came
+ * back as a new node) is swept, and the sweeper queues it. */
+Test(catshared_gaps, a_commit_whose_manifest_was_not_queued_is_queued_by_a_later_signal_or_the_sweep)
+{
+	struct gp_node a, b;
+	gp_open(&a, "gma", 1000);
+	gp_open(&b, "gmb", 30000);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t r1, r2;
+	uint64_t g1 = ts_mkgen(a.cat, run, "step-1", 1, true, &r1);
+	gp_file(&a, r1, "model.pt", 0x81, 0, 1, NULL, NULL);
+	cr_assert_eq(gp_upload_chunks(&a), 1);
+	/* the commit's transaction only, as pg_txn's second run of it finds it */
+	OK(pggen_commit(cat_shared_ns(a.cat), g1, "dcp-metadata", false, NULL));
+	cr_assert_eq(gp_manifest_rows(&a, g1, NULL), 0);
+	FAILS(cat_gen_commit(a.cat, g1, "dcp-metadata"), EALREADY);
+	struct cat_upload row;
+	cr_assert_eq(gp_manifest_rows(&a, g1, &row), 1, "the manifest is queued once committed");
+	FAILS(cat_gen_commit(a.cat, g1, "dcp-metadata"), EALREADY);
+	cr_assert_eq(gp_manifest_rows(&a, g1, NULL), 1, "not twice");
+	bool ready = false, stale = true;
+	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
+	cr_assert(ready && !stale);
+	OK(cat_upload_done(a.cat, &row));
+	cr_assert(gp_durable(&a, g1));
+	FAILS(cat_gen_commit(b.cat, g1, "dcp-metadata"), EALREADY);
+	cr_assert_eq(gp_manifest_rows(&b, g1, NULL), 0, "a durable one is not queued again");
+
+	/* A commits step-2 and dies before queueing; the sweep of A queues it */
+	uint64_t g2 = ts_mkgen(a.cat, run, "step-2", 2, true, &r2);
+	gp_file(&a, r2, "model.pt", 0x82, 0, 1, NULL, NULL);
+	cr_assert_eq(gp_upload_chunks(&a), 1);
+	OK(pggen_commit(cat_shared_ns(a.cat), g2, "dcp-metadata", false, NULL));
+	cr_assert_not(gp_durable(&b, g2));
+	gp_lose(&b, 1000);
+	cr_assert_eq(gp_manifest_rows(&b, g2, &row), 1, "the sweeper queued it");
+	OK(cat_upload_ready(b.cat, &row, &ready, &stale));
+	cr_assert(ready && !stale);
+	OK(cat_upload_done(b.cat, &row));
+	cr_assert(gp_durable(&b, g2));
 	gp_close(&a);
 	gp_close(&b);
 }

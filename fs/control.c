@@ -130,11 +130,19 @@ static void control_hello(struct control *c, int fd)
 }
 
 /* One generation's state and durability, as the daemon's catalog sees
- * them (PostgreSQL's in shared mode): "data gen ID STATE DURABLE NAME". */
-static int control_gen_line(struct control *c, int fd, const struct cat_gen *g)
+ * them (PostgreSQL's in shared mode): "data gen ID STATE DURABLE NAME";
+ * with bytes, also "data bytes ID TOTAL LEFT" (cat_gen_upload_bytes: wait's
+ * progress in bytes). */
+static int control_gen_line(struct control *c, int fd, const struct cat_gen *g, bool bytes)
 {
 	bool durable = false;
+	uint64_t total = 0, left = 0;
 	int rc = g->state == GEN_COMMITTED ? cat_gen_durable(c->d.cat, g->id, &durable) : 0;
+	if (rc == 0 && bytes)
+		rc = cat_gen_upload_bytes(c->d.cat, g->id, &total, &left);
+	if (rc == 0 && bytes)
+		control_send(fd, "data bytes %" PRIu64 " %" PRIu64 " %" PRIu64, g->id, total,
+			     durable ? 0 : left);
 	if (rc == 0)
 		control_send(fd, "data gen %" PRIu64 " %s %d %s", g->id, cat_gen_state_name(g->state),
 			     durable ? 1 : 0, g->name);
@@ -144,7 +152,7 @@ static int control_gen_line(struct control *c, int fd, const struct cat_gen *g)
 static int control_gen_line_cb(void *arg, const struct cat_gen *g)
 {
 	struct control_gen_list *l = arg;
-	int rc = control_gen_line(l->c, l->fd, g);
+	int rc = control_gen_line(l->c, l->fd, g, false);
 	return rc < 0 ? rc : 0;
 }
 
@@ -159,7 +167,7 @@ static void control_durable(struct control *c, int fd, char **argv, int argc)
 			return;
 		if (gen.state == GEN_HELD)
 			control_send(fd, "data held %s", gen.held);
-		rc = control_gen_line(c, fd, &gen);
+		rc = control_gen_line(c, fd, &gen, true);
 	} else {
 		struct control_gen_list l = { c, fd };
 		rc = cat_gen_list_brief(c->d.cat, 0, false, control_gen_line_cb, &l);

@@ -22,9 +22,22 @@
  *  S4. G4 (no OPEN generation after open) is a single node's rule: another
  *      node's generations stay open across this node's restart; X2 holds
  *      those of a node that died instead.
- *  S5. A lost generation (pggen.h) is left out of cat_gen_find_step and of
- *      cat_gen_list without `all`; cat_gen_find still finds it by name,
- *      so that it can be removed. */
+ *  S5. A lost generation (pggen.h) is left out of cat_gen_find_step;
+ *      cat_gen_find still finds it by name, so that it can be removed. A
+ *      lost COMMITTED one is shown as HELD (pggen.h X5), also by
+ *      cat_gen_list: the daemon hides it from its series directory on every
+ *      node, as it hides a held save on one, `ckptfs-admin list` shows it
+ *      with --all only, keep-latest-k and `wait` treat it as held; an
+ *      admin's commit of a lost one fails with -ENODATA (its bytes are
+ *      gone), not -EALREADY.
+ *  S6. The commit (PostgreSQL) and the queueing of its manifest (this
+ *      node's SQLite) are two transactions. A node that dies between them
+ *      is swept, and its sweeper queues the manifest (a daemon restarted at
+ *      once registers anew: its old node row runs out and is swept the
+ *      same way). A commit that finds the generation committed already
+ *      (-EALREADY: also what a COMMIT whose answer was lost finds when pg_txn
+ *      runs it again) queues the manifest if it is not durable and not
+ *      queued on this node. */
 #define _GNU_SOURCE
 #include "catalog_shared_gen.h"
 
@@ -146,14 +159,17 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 {
 	struct pgns *ns = cat_shared_ns(cat);
 	struct cat_gen g;
+	bool lost = false;
 	int rc = catshg_rule_check(rule);
 	if (rc == 0)
-		rc = pggen_get(ns, id, &g, NULL);
+		rc = pggen_get(ns, id, &g, &lost);
 	if (rc)
 		return rc;
 	/* S3: a hold that X2 made ends by a decision only */
 	bool decision = strcmp(rule, "admin") == 0 ||
 			(g.state == GEN_HELD && strcmp(g.rule, "node-lost") != 0);
+	if (lost && decision && g.state == GEN_COMMITTED)
+		return -ENODATA; /* S5: shown as held, and no decision brings its bytes back */
 	uint64_t writers = 0;
 	rc = pggen_commit(ns, id, rule, decision, &writers);
 	if (rc == -EBUSY)
@@ -165,6 +181,11 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	/* its manifest, from the committing node's queue (manifest_shared.h D2) */
 	if (rc == 0 && pggen_get(ns, id, &g, NULL) == 0)
 		catshd_enqueue(cat, id, g.version);
+	/* S6: committed already, maybe by this very call (a COMMIT whose answer
+	 * was lost runs again and finds it committed, pg.h P2): its manifest,
+	 * unless it is durable or queued here */
+	if (rc == -EALREADY)
+		catshd_enqueue_missing(cat, id);
 	return rc;
 }
 

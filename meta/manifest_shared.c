@@ -279,6 +279,11 @@ int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
 	return rc;
 }
 
+int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left)
+{
+	return pggen_upload_bytes(cat_shared_ns(cat), gen, total, left);
+}
+
 /* ---- queueing ---- */
 
 /* Whether this node's queue has the manifest row of gen at version (lock held). */
@@ -326,6 +331,27 @@ int catshd_enqueue(struct cat *cat, uint64_t gen, uint32_t version)
 	if (rc != 0)
 		log_error("catalog %s: generation %" PRIu64 " is committed but its manifest could not"
 			  " be queued: %s", cat->path, gen, strerror(-rc));
+	return rc;
+}
+
+int catshd_enqueue_missing(struct cat *cat, uint64_t gen)
+{
+	struct pgns *ns = cat_shared_ns(cat);
+	struct cat_gen g;
+	bool lost = false, added = false;
+	uint64_t left = 0;
+	int rc = pggen_get(ns, gen, &g, &lost);
+	if (rc != 0 || g.state != GEN_COMMITTED || lost)
+		return rc;
+	rc = pggen_not_durable(ns, gen, &left);
+	if (rc != 0 || left == 0)
+		return rc;
+	cat_lock(cat);
+	rc = msh_enqueue_locked(cat, gen, g.version, true, &added);
+	cat_unlock(cat);
+	if (added)
+		log_info("catalog %s: queued the manifest of generation %" PRIu64 " (%s), committed"
+			 " already and not durable", cat->path, gen, g.name);
 	return rc;
 }
 

@@ -53,10 +53,17 @@ int catshd_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready
 int catshd_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
 /* cat_gen_durable over PostgreSQL (gen 0: every generation). */
 int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable);
+/* cat_gen_upload_bytes over PostgreSQL: every node's chunks of the
+ * generation, uploaded by whichever node (pggen_upload_bytes). */
+int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left);
 
 /* Queues the manifest of gen at version on this node (one local
  * transaction): the committing node calls it after its commit. */
 int catshd_enqueue(struct cat *cat, uint64_t gen, uint32_t version);
+/* Queues the manifest of gen on this node if gen is COMMITTED, not lost,
+ * not durable at its version, and not queued here already: a commit that
+ * found it committed (catalog_shared_gen.c S6). */
+int catshd_enqueue_missing(struct cat *cat, uint64_t gen);
 /* Queues, on this node, the manifests of every COMMITTED generation not yet
  * durable that this node has not queued already: the sweeper of a lost node
  * calls it, since the lost node's queue went with it. *queued (if not NULL)

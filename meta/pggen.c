@@ -63,6 +63,8 @@ enum {
 	/* durability: manifests built from the shared tree (meta/manifest_shared.c) */
 	G_DURABLE_STATE,
 	G_DURABLE_SET,
+	G_UPLOAD_BYTES,
+	G_STILL_LOST,
 	G_NOT_DURABLE,
 	G_UNDURABLE_LIST,
 	G_MF_GEN,
@@ -177,7 +179,7 @@ const struct pg_stmt pggen_stmts[] = {
 			  2 },
 	[G_LIST_ALL] = { "gen_list_all",
 			 "SELECT " G_COLS " FROM ns_generations WHERE ($1::bigint = 0 OR series = $1)"
-			 " AND ($2::boolean OR (" G_LIVE " AND NOT lost)) ORDER BY series, step, id",
+			 " AND ($2::boolean OR " G_LIVE ") ORDER BY series, step, id",
 			 2 },
 	[G_PIN] = { "gen_pin", "UPDATE ns_generations SET pinned = $2 WHERE id = $1 RETURNING id", 2 },
 	[G_END] = { "gen_end",
@@ -291,17 +293,22 @@ const struct pg_stmt pggen_stmts[] = {
 			"UPDATE ns_generations SET root = $2, backup_root = 0, state = $3,"
 			" version = version - 1, rule = $4 WHERE id = $1",
 			4 },
+	/* opened_by: the node whose policy tracks the new version (X2) */
 	[G_REOPEN] = { "gen_reopen",
-		       "UPDATE ns_generations SET state = 0, version = version + 1, backup_root = $2"
-		       " WHERE id = $1",
-		       2 },
+		       "UPDATE ns_generations SET state = 0, version = version + 1, backup_root = $2,"
+		       " opened_by = $3 WHERE id = $1",
+		       3 },
 	/* X2 for a new version: rolled back to its backup, not held */
 	/* a rolled-back inode another node still writes is that node's to release */
 	[G_WRITING_INO] = { "gen_writing_ino", "SELECT count(*) FROM ns_writing WHERE ino = $1", 1 },
 	[G_NODE_ROLLBACK] = { "gen_node_rollback",
-			      "SELECT id FROM ns_generations WHERE state = 0 AND backup_root != 0"
-			      " AND id IN (SELECT i.gen FROM ns_writing w JOIN ns_inodes i"
-			      " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL) ORDER BY id",
+			      "SELECT id FROM ns_generations g WHERE state = 0 AND backup_root != 0"
+			      " AND (id IN (SELECT i.gen FROM ns_writing w JOIN ns_inodes i"
+			      " ON i.ino = w.ino WHERE w.node = $1 AND i.gen IS NOT NULL)"
+			      /* one it reopened that no other node writes (as G_HOLD_NODE) */
+			      " OR (opened_by = $1 AND NOT EXISTS (SELECT 1 FROM ns_writing w2"
+			      " JOIN ns_inodes i2 ON i2.ino = w2.ino WHERE i2.gen = g.id"
+			      " AND w2.node != $1))) ORDER BY id",
 			      1 },
 	[G_DURABLE_STATE] = { "gen_durable_state",
 			      "SELECT g.state, g.version, g.lost, EXISTS(SELECT 1 FROM ns_inodes i"
@@ -312,6 +319,24 @@ const struct pg_stmt pggen_stmts[] = {
 			    "UPDATE ns_generations SET durable_version = $2 WHERE id = $1 AND state = 1"
 			    " AND version = $2",
 			    2 },
+	/* as upload.c's U_GEN_BYTES: the stored bytes of the distinct chunks the
+	 * generation's inodes name, and of those not on BACKING yet */
+	[G_UPLOAD_BYTES] = { "gen_upload_bytes",
+			     "SELECT COALESCE(sum(c.stored_len), 0), COALESCE(sum(c.stored_len)"
+			     " FILTER (WHERE NOT c.uploaded), 0) FROM ns_chunks c WHERE c.hash IN"
+			     " (SELECT e.hash FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino"
+			     " WHERE i.gen = $1)",
+			     1 },
+	/* X6: a lost generation's tree (its backup dropped) still names a chunk
+	 * that no live node holds and BACKING does not have; else it is lost no
+	 * more (every such file was rewritten) */
+	[G_STILL_LOST] = { "gen_still_lost",
+			   "UPDATE ns_generations g SET lost = false WHERE id = $1 AND NOT EXISTS"
+			   " (SELECT 1 FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino"
+			   " JOIN ns_chunks c ON c.hash = e.hash WHERE i.gen = g.id AND NOT c.uploaded"
+			   " AND NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.holder"
+			   " AND n.state = 'live')) RETURNING id",
+			   1 },
 	/* as upload.c's U_GEN_NOT_DURABLE; a lost generation never becomes durable */
 	[G_NOT_DURABLE] = { "gen_not_durable",
 			    "SELECT count(*) FROM ns_generations WHERE ($1 = 0 OR id = $1) AND NOT lost"
@@ -567,7 +592,7 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		return rc;
 	if (state != GEN_OPEN && !(state == GEN_HELD && c->open))
 		return -EINVAL; /* a held one ends by a decision only */
-	if (lost)
+	if (lost && !backup)
 		return -ENODATA; /* a chunk of it is gone: it cannot be read back */
 	char g[24], t[24];
 	const char *params[] = { PG_U64(g, c->id) };
@@ -580,6 +605,12 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
 	rc = pggen_backup_drop(ns, backup); /* the new version is what is proven now */
+	if (rc == 0 && lost) { /* X6: a rewrite of a lost one, rolled back whole if still lost */
+		rc = pggen_exec(ns, G_STILL_LOST, params, &res);
+		if (rc == 0 && pg_rows(res) == 0)
+			rc = -ENODATA;
+		PQclear(res);
+	}
 	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
 	return rc ? rc : pggen_exec(ns, G_COMMIT, set, NULL);
 }
@@ -1119,6 +1150,17 @@ struct pggen_read_call {
 	bool sized;
 };
 
+/* X5: what generation.h's callers see of a lost COMMITTED generation: HELD,
+ * rule "node-lost", with why. */
+static void pggen_lost_view(struct cat_gen *g, bool lost)
+{
+	if (!lost || g->state != GEN_COMMITTED)
+		return;
+	g->state = GEN_HELD;
+	snprintf(g->rule, sizeof(g->rule), "%s", "node-lost");
+	snprintf(g->held, sizeof(g->held), "%s", PGGEN_LOST_REASON);
+}
+
 static int pggen_read_one_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -1128,8 +1170,11 @@ static int pggen_read_one_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
-	if (rc == 0)
-		pggen_row(res, 0, c->out, NULL);
+	bool lost = false;
+	if (rc == 0) {
+		pggen_row(res, 0, c->out, &lost);
+		pggen_lost_view(c->out, lost); /* X5 */
+	}
 	PQclear(res);
 	return rc == 0 && c->sized ? pggen_stats(c->ns, c->out) : rc;
 }
@@ -1184,7 +1229,9 @@ int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, vo
 	int rc = pg_txn(ns->pg, pggen_list_all_body, &c);
 	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++) {
 		struct cat_gen g;
-		pggen_row(c.res, r, &g, NULL);
+		bool lost = false;
+		pggen_row(c.res, r, &g, &lost);
+		pggen_lost_view(&g, lost); /* X5 (pggen_get_sized below does it again) */
 		rc = cat_gen_vec_add(&rows, &g);
 	}
 	PQclear(c.res);
@@ -1356,25 +1403,23 @@ static int pggen_reopen_body(struct pg *pg, void *arg)
 	struct pggen_call *c = arg;
 	struct pgns *ns = c->ns;
 	struct cat_gen g;
-	bool lost = false;
 	int rc = lease_fence(ns->lease);
-	if (rc == 0)
-		rc = pggen_row_locked(ns, c->id, &g, &lost);
+	if (rc == 0) /* a lost one too (X6): a resumed trainer saving its step again */
+		rc = pggen_row_locked(ns, c->id, &g, NULL);
 	if (rc)
 		return rc;
 	if (g.state == GEN_OPEN)
 		return -EALREADY;
 	if (g.state != GEN_COMMITTED && g.state != GEN_HELD)
 		return -ENOENT;
-	if (lost)
-		return -ENODATA; /* its bytes are gone: nothing to rewrite from */
-	char r[24], id[24], copy[24];
+	char r[24], id[24], copy[24], node[24];
 	const char *params[] = { PG_U64(r, g.root) };
 	uint64_t backup = 0;
 	rc = pggen_one_int(ns, G_BACKUP_MAKE, params, &backup);
 	if (rc == 0 && !backup)
 		rc = -EIO; /* a live generation's root always exists (G1) */
-	const char *set[] = { PG_U64(id, g.id), PG_U64(copy, backup) };
+	const char *set[] = { PG_U64(id, g.id), PG_U64(copy, backup),
+			      PG_U64(node, ns->lease->node_id) };
 	return rc ? rc : pggen_exec(ns, G_REOPEN, set, NULL);
 }
 
@@ -1482,6 +1527,19 @@ int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *re
 		*stale = pg_int(c.res, 0, 0) != GEN_COMMITTED ||
 			 (uint32_t)pg_int(c.res, 0, 1) != version || pggen_true(c.res, 0, 2);
 		*ready = !*stale && !pggen_true(c.res, 0, 3);
+	}
+	PQclear(c.res);
+	return rc;
+}
+
+int pggen_upload_bytes(struct pgns *ns, uint64_t id, uint64_t *total, uint64_t *left)
+{
+	struct pggen_call c = { .ns = ns, .id = id, .state = G_UPLOAD_BYTES };
+	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	*total = *left = 0;
+	if (rc == 0 && pg_rows(c.res) == 1) {
+		*total = (uint64_t)pg_int(c.res, 0, 0);
+		*left = (uint64_t)pg_int(c.res, 0, 1);
 	}
 	PQclear(c.res);
 	return rc;

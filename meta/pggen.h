@@ -27,8 +27,9 @@
  *      rows are dropped, the chunks it alone held that another live node also
  *      has are adopted by that node (pggen_adopt, before), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
- *      A new version (a rewrite) it had files open in is rolled back to its
- *      backup instead of held: a crash never shows a mix of two versions;
+ *      A new version (a rewrite) it had files open in, or that it reopened
+ *      and no other node writes (it died between files), is rolled back to
+ *      its backup instead of held: a crash never shows a mix of two versions;
  *      the inodes of the version rolled back that no live node writes are
  *      released right after (their chunk counts drop), as a writer that
  *      died cannot release them itself.
@@ -37,6 +38,22 @@
  *      ns_generations: a rename, abort, delete or expire changes the
  *      namespace rows and the generation rows in one transaction, taking the
  *      series directory's row before the generation's (as pgns does).
+ *  X5. Those calls show a lost COMMITTED generation as HELD (rule
+ *      "node-lost", reason PGGEN_LOST_REASON), what a HELD one is on one
+ *      node: kept under its name, reachable by name, hidden from directory
+ *      listings by the daemon (fs/gen.c gen_hidden) on every node, never
+ *      saved (keep-latest-k expires it as a held one). Its row keeps its
+ *      state and `lost` (no migration, and rows
+ *      lost before this rule are shown the same way); a lost one is never
+ *      committed as it is, even by a decision (-ENODATA): a delete ends it,
+ *      or a rewrite that replaces what was lost (X6).
+ *  X6. As a HELD one on one node, a lost generation may be written into
+ *      (a resumed trainer saving the same step again): it opens version+1
+ *      with a backup, as any rewrite. Its commit checks, in its
+ *      transaction, that the new tree names no chunk that is not on
+ *      BACKING and whose holder is not a live node; then it is lost no more
+ *      and commits, else -ENODATA and nothing changes (a hold or an abort
+ *      puts the lost version back, still lost).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -66,7 +83,8 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
 /* OPEN → COMMITTED with rule (X1); HELD too when it is a decision (an admin's
  * commit), never by a rule. -EBUSY with *writers set while files of it are
  * open for writing on any node not yet handled by X2; -ENODATA if it is
- * lost; -EINVAL in another state. */
+ * lost (a rewrite of a lost one: if its new tree is, X6); -EINVAL in
+ * another state. */
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers);
 
 /* OPEN → HELD with rule and reason, to which the files of it still open
@@ -78,7 +96,7 @@ int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reaso
  * if not NULL, gets the inodes of the dropped version). */
 int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *reason,
 		   struct cat_id_vec *ids, bool *held);
-/* As cat_gen_reopen: COMMITTED or HELD → OPEN as version+1, with a backup
+/* As cat_gen_reopen (a lost one too, X6): COMMITTED or HELD → OPEN as version+1, with a backup
  * copy of its tree (sharing chunks: their counts go up, no bytes copied).
  * Committing the new version drops the backup; aborting it, holding it, or
  * its writer's node lost (X2) puts the backup back under the name. */
@@ -94,7 +112,13 @@ int pggen_adopt(struct pgns *ns, uint64_t dead, const uint8_t (*hashes)[CAT_HASH
 int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_held,
 		    size_t *n_held, uint64_t *lost, size_t max_lost, size_t *n_lost);
 
-/* One generation (no sizes: files/logical_bytes/exclusive_bytes are 0). */
+/* The reason X5 shows for a lost COMMITTED generation. */
+#define PGGEN_LOST_REASON                                                             \
+	"lost: chunks of it that only a node since lost had were not on BACKING; its" \
+	" files cannot be read back whole"
+
+/* One generation (no sizes: files/logical_bytes/exclusive_bytes are 0), its
+ * row as stored (X5 not applied). */
 int pggen_get(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 
 /* The generations of series that a trainer may see: OPEN and COMMITTED, not
@@ -117,14 +141,15 @@ int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t ne
 		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
 		 uint64_t *replaced_ino, uint64_t *new_gen_id);
 
-/* One generation with files and logical_bytes. */
+/* One generation with files and logical_bytes (X5 applied, as below). */
 int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out);
 /* As cat_gen_find (a lost one too: it still has its tree under its name)
  * and cat_gen_find_step (not a lost one). No sizes. */
 int pggen_find(struct pgns *ns, uint64_t series, const char *name, struct cat_gen *out);
 int pggen_find_step(struct pgns *ns, uint64_t series, uint64_t step, struct cat_gen *out);
 /* As cat_gen_list (series 0: all series), sized; without all, only OPEN,
- * HELD and COMMITTED ones that are not lost. */
+ * HELD and COMMITTED ones (a lost COMMITTED one as HELD, X5: keep-latest-k
+ * ends it as a held one, once K newer are committed). */
 int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 
 /* cat_gen_abort (OPEN → ABORTED), cat_gen_delete (OPEN, COMMITTED or HELD
@@ -150,6 +175,10 @@ int pggen_check(struct pgns *ns, int *violations);
  * *ready once every chunk its files name is on BACKING (ns_chunks.uploaded,
  * whichever node put it there). */
 int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *ready, bool *stale);
+/* As cat_gen_upload_bytes: the stored bytes of the distinct chunks the
+ * inodes of generation id name, and of those not on BACKING yet
+ * (ns_chunks.uploaded, whichever node holds them). One statement. */
+int pggen_upload_bytes(struct pgns *ns, uint64_t id, uint64_t *total, uint64_t *left);
 /* The manifest of id at version is on BACKING (no-op if it changed since). */
 int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version);
 /* How many generations (id 0: all; else just id) are OPEN, or COMMITTED

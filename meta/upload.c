@@ -457,6 +457,7 @@ int cat_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
 
 int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left)
 {
+	if (cat->shared) return catshd_gen_upload_bytes(cat, gen, total, left);
 	*total = *left = 0;
 	cat_lock(cat);
 	int rc = cat_bind(cat, U_GEN_BYTES, A_INT(gen));

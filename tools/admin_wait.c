@@ -86,6 +86,8 @@ struct admin_wait_shared {
 	uint64_t ids[256];       /* COMMITTED (or the sought OPEN one) when listing */
 	size_t n_ids;
 	char held[256];
+	bool bytes;              /* "bytes ID TOTAL LEFT" came (a daemon that sends it) */
+	uint64_t total, left;
 };
 
 static void admin_wait_hello_fn(void *arg, const char *key, const char *value)
@@ -101,6 +103,13 @@ static void admin_wait_gen_fn(void *arg, const char *key, const char *value)
 	struct admin_wait_shared *w = arg;
 	if (strcmp(key, "held") == 0) {
 		snprintf(w->held, sizeof(w->held), "%s", value);
+		return;
+	}
+	unsigned long long bid, total, left;
+	if (strcmp(key, "bytes") == 0 && sscanf(value, "%llu %llu %llu", &bid, &total, &left) == 3) {
+		w->bytes = true;
+		w->total = total;
+		w->left = left;
 		return;
 	}
 	unsigned long long id;
@@ -137,8 +146,11 @@ static bool admin_is_shared(struct admin *a)
 	       w.shared;
 }
 
-/* One generation's state through the daemon: 0, or an exit code. */
-static int admin_wait_one(struct admin *a, uint64_t id, bool *durable)
+/* One generation's state through the daemon: 0, or an exit code; its
+ * bytes to upload are added to *total and *left, *bytes cleared if the
+ * daemon sends none. */
+static int admin_wait_one(struct admin *a, uint64_t id, bool *durable, bool *bytes,
+			  uint64_t *total, uint64_t *left)
 {
 	struct admin_wait_shared w = { 0 };
 	char req[64], msg[256] = "";
@@ -154,6 +166,9 @@ static int admin_wait_one(struct admin *a, uint64_t id, bool *durable)
 		return ADMIN_UNSAVED;
 	}
 	*durable = w.durable == 1;
+	*bytes = *bytes && w.bytes;
+	*total += w.total;
+	*left += w.left;
 	return ADMIN_OK;
 }
 
@@ -178,12 +193,17 @@ static int admin_wait_shared(struct admin *a)
 	int ec = ADMIN_OK;
 	for (;;) {
 		durable = 0;
+		bool bytes = true;
+		uint64_t total = 0, left = 0;
 		for (size_t i = 0; i < w.n_ids && ec == ADMIN_OK; i++) {
 			bool d = false;
-			ec = admin_wait_one(a, w.ids[i], &d);
+			ec = admin_wait_one(a, w.ids[i], &d, &bytes, &total, &left);
 			durable += d;
 		}
-		admin_progress("wait", durable, w.n_ids);
+		if (bytes) /* as alone: the generations' chunk bytes on BACKING */
+			admin_progress_bytes("wait", total - left, total);
+		else
+			admin_progress("wait", durable, w.n_ids);
 		if (ec != ADMIN_OK || durable == w.n_ids)
 			break;
 		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {

@@ -33,7 +33,9 @@
 /* T4: removals between two incremental vacuums (each gives every free page back) */
 #define STORESMALL_VACUUM_EVERY 64
 /* WAL pages before a checkpoint: 16 MiB, so that the checkpoint's two
- * fsyncs (synchronous=NORMAL) come every few thousand small objects */
+ * fsyncs (synchronous=NORMAL) come every few thousand small objects; the
+ * WAL is cut back to that size after each (T4: a vacuum's truncation of
+ * the main file reaches the disk at the checkpoint) */
 #define STORESMALL_CHECKPOINT_PAGES 4096
 #define STORESMALL_BUSY_MS 5000 /* ckptfs-admin may read it beside the daemon */
 
@@ -90,10 +92,10 @@ static int storesmall_setup(struct storesmall *s)
 	char sql[384];
 	snprintf(sql, sizeof(sql),
 		 "PRAGMA auto_vacuum=INCREMENTAL;PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;"
-		 "PRAGMA wal_autocheckpoint=%d;"
+		 "PRAGMA wal_autocheckpoint=%d;PRAGMA journal_size_limit=%d;"
 		 "CREATE TABLE IF NOT EXISTS objects(hash BLOB PRIMARY KEY NOT NULL,"
 		 " image BLOB NOT NULL);",
-		 STORESMALL_CHECKPOINT_PAGES);
+		 STORESMALL_CHECKPOINT_PAGES, STORESMALL_CHECKPOINT_PAGES * 4096);
 	int rc = storesmall_exec(s, "set up", sql);
 	for (int i = 0; rc == 0 && i < SS_NSTMT; i++) {
 		int src = sqlite3_prepare_v3(s->db, storesmall_sql[i], -1, SQLITE_PREPARE_PERSISTENT,

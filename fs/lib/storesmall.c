@@ -121,6 +121,15 @@ int storesmall_open(const char *root, bool create, struct storesmall **out)
 		free(s);
 		return rc;
 	}
+	if (create) { /* private before SQLite makes it (store.c S5); its -wal and -shm take its mode */
+		int fd = open(s->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			int rc = -errno;
+			free(s);
+			return rc;
+		}
+		close(fd);
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	/* NOFOLLOW: the store's paths are never symlinks (store.c S5) */
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW |

@@ -367,3 +367,22 @@ Test(storesmall, threads_putting_and_reading_at_once_all_round_trip, .init = set
 		cr_assert_eq(arg[i].bad, 0, "thread %d: %d objects did not round-trip", i, arg[i].bad);
 	}
 }
+
+Test(storesmall, small_db_is_private_whatever_the_umask, .init = setup, .fini = teardown)
+{
+	store_close(fx.st);
+	mode_t old = umask(0);
+	OK(store_open(fx.other, &fx.st));
+	OK(store_set_small(fx.st, STORE_SMALL_MAX));
+	uint8_t h[HASH_LEN];
+	tk_put(fx.st, 4096, 15, h);
+	umask(old);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", fx.other, STORESMALL_FILE);
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_mode & 0777, 0600, "small.db has mode %o", sb.st_mode & 0777);
+	snprintf(path, sizeof(path), "%s/%s-wal", fx.other, STORESMALL_FILE);
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_mode & 0077, 0, "small.db-wal has mode %o", sb.st_mode & 0777);
+}

@@ -2,6 +2,8 @@
  *
  * Layout under the root:   chunks/ab/cd/abcd…(64 hex)   one immutable object per chunk
  *                          tmp/                          objects being written
+ *                          small.db                      small objects as rows, in a
+ *                                                        local cache only (S7 in store.c)
  *
  * An object is self-describing: a 72-byte little-endian header, then the
  * payload (docs/FORMAT.md):

@@ -445,6 +445,13 @@ static int main_open_store(struct ckptfs *fs)
 	store_set_direct_writes(fs->store, true);
 	store_set_local_check(fs->store, fs->opt.verify_sha256 ? STORE_CHECK_SHA : STORE_CHECK_CRC);
 	store_set_codec(fs->store, fs->opt.codec);
+	/* S7: a small chunk is a row of the cache's small.db, not an inode */
+	rc = store_set_small(fs->store, STORE_SMALL_MAX);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: cache %s: cannot open small.db: %s\n", fs->opt.cache,
+			strerror(-rc));
+		return -1;
+	}
 	return 0;
 }
 

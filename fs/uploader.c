@@ -209,7 +209,8 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	if (rc == 0 && link) {
 		char src[128];
 		int dirfd = store_object_at(u->store, row->hash, src, sizeof(src));
-		rc = backing_put_link(u->backing, rel, dirfd, src, !*deferred);
+		/* -EXDEV: a row of small.db (store.c S7), copied below */
+		rc = dirfd < 0 ? dirfd : backing_put_link(u->backing, rel, dirfd, src, !*deferred);
 		if (rc == -ENOENT) /* the object went since the check (backing.h 1c) */
 			rc = up_chunk_vanished(u, row->hash, deferred);
 		if (rc == -EXDEV) { /* refused: copy the bytes after all */

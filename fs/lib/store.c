@@ -61,7 +61,17 @@
  * or BACKING) names a known codec, a plain length of at most the chunker's
  * maximum and a payload length of at most codec_bound of it, or it is a
  * corrupt object (store_header_decode): no length from disk sizes a buffer,
- * a read or a sum before it is bounded (DESIGN invariant 7). */
+ * a read or a sum before it is bounded (DESIGN invariant 7).
+ *
+ * Invariant S7 (small objects): with store_set_small on, an object whose
+ * whole image is at most small_max bytes is a row of ROOT/small.db
+ * (storesmall.h) instead of a file: no inode, no shard directory per small
+ * chunk. Every read looks for the file first, then for the row, so objects
+ * written as files (by an older version, or with it off) are read as before;
+ * store_remove removes both. An image read from a row gets the checks a
+ * file's gets (invariant 2, S4, S6). The fresh set (S2) never vouches for a
+ * row: its upload reads and verifies it, and it has no file to hard-link
+ * (store_object_at says -EXDEV). */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -88,6 +98,7 @@
 #include "crc32c.h"
 #include "log.h"
 #include "safeopen.h"
+#include "storesmall.h"
 
 #define STORE_SHARDS 65536 /* chunks/ab/cd: the first two bytes of the hash */
 #define STORE_FRESH_CAP 16384 /* slots of the fresh set (a power of two) */
@@ -138,6 +149,8 @@ struct store {
 	pthread_mutex_t scratch_lock;
 	struct store_scratch *scratch_list;
 	atomic_bool direct_writes; /* S3 */
+	struct storesmall *small;  /* S7: ROOT/small.db, when there is one */
+	atomic_size_t small_max;   /* S7: 0 = new objects go to files */
 	atomic_int codec_family; /* enum codec_family: what new objects are compressed with */
 	pthread_mutex_t dio_lock;  /* S3: the image buffers */
 	pthread_cond_t dio_free;
@@ -593,6 +606,10 @@ int store_open(const char *root, struct store **out)
 	pthread_cond_init(&st->dio_free, NULL);
 	st->fresh = calloc(STORE_FRESH_CAP, sizeof(*st->fresh)); /* none: all uploads verified */
 	store_clean_tmp(st);
+	/* S7: rows written earlier are read whether or not new ones go there */
+	rc = storesmall_open(root, false, &st->small);
+	if (rc != 0 && rc != -ENOENT)
+		log_warn("store %s: small objects unreadable: %s", root, strerror(-rc));
 	*out = st;
 	return 0;
 err:
@@ -614,8 +631,63 @@ void store_close(struct store *st)
 	pthread_cond_destroy(&st->dio_free);
 	pthread_mutex_destroy(&st->dio_lock);
 	free(st->fresh);
+	storesmall_close(st->small);
 	close(st->root_fd);
 	free(st);
+}
+
+int store_set_small(struct store *st, size_t max)
+{
+	if (max && !st->small) {
+		int rc = storesmall_open(st->root, true, &st->small);
+		if (rc == 0 && fsync(st->root_fd) != 0) /* small.db's entry, once */
+			rc = -errno;
+		if (rc != 0) {
+			log_error("store %s: cannot create %s: %s", st->root, STORESMALL_FILE,
+				  strerror(-rc));
+			return rc;
+		}
+	}
+	atomic_store(&st->small_max, max);
+	return 0;
+}
+
+/* S7: whether an image of these pieces goes to small.db. */
+static bool store_small_fits(struct store *st, const struct iovec *iov, int cnt)
+{
+	size_t max = atomic_load(&st->small_max), total = 0;
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	return max && st->small && total <= max;
+}
+
+/* S7: the row's image in a malloc'd buffer (*img); -ENOENT when there is none. */
+static int store_small_image(struct store *st, const uint8_t hash[HASH_LEN], uint8_t **img,
+			     size_t *len)
+{
+	*img = NULL;
+	size_t n = 0;
+	int rc = st->small ? storesmall_len(st->small, hash, &n) : -ENOENT;
+	if (rc == 0 && !(*img = malloc(n ? n : 1)))
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = storesmall_get(st->small, hash, *img, n, len);
+	if (rc == -EFBIG) /* replaced meanwhile: the same bytes (invariant 3), so not by a longer image */
+		rc = -EIO;
+	if (rc != 0) {
+		free(*img);
+		*img = NULL;
+	}
+	return rc;
+}
+
+/* S7: a row whose image is damaged, logged like a damaged file. */
+static int store_small_corrupt(struct store *st, const uint8_t hash[HASH_LEN], const char *why)
+{
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	log_error("store %s: chunk %s (in %s) is corrupt: %s", st->root, hex, STORESMALL_FILE, why);
+	return -EIO;
 }
 
 /* ---- write ---- */
@@ -742,6 +814,14 @@ static int store_put_image(struct store *st, const uint8_t hash[HASH_LEN], const
 			   int cnt, int flags, const struct store_object_info *what,
 			   struct store_object_info *info)
 {
+	if (store_small_fits(st, iov, cnt)) { /* S7 */
+		int rc = storesmall_put(st->small, hash, iov, cnt);
+		if (rc == 0 && (flags & STORE_SYNC))
+			rc = storesmall_sync(st->small);
+		if (rc == 0 && info)
+			*info = *what;
+		return rc;
+	}
 	struct stat written;
 	int rc = store_write_object(st, hash, iov, cnt, flags, &written);
 	if (rc != 0)
@@ -874,6 +954,9 @@ int store_sync(struct store *st, const uint8_t hash[HASH_LEN])
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
 	int fd = store_openat(st, rel, O_RDONLY, 0);
+	size_t n;
+	if (fd < 0 && errno == ENOENT && st->small && storesmall_len(st->small, hash, &n) == 0)
+		return storesmall_sync(st->small); /* S7 */
 	if (fd < 0)
 		return -errno;
 	int rc = fdatasync(fd) == 0 ? 0 : -errno;
@@ -961,7 +1044,27 @@ bool store_has(struct store *st, const uint8_t hash[HASH_LEN])
 	char rel[128];
 	struct stat sb;
 	store_rel_path(hash, rel, sizeof(rel));
-	return fstatat(st->root_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+	if (fstatat(st->root_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+		return true;
+	size_t n;
+	return st->small && storesmall_len(st->small, hash, &n) == 0; /* S7 */
+}
+
+static const char *store_image_why(const uint8_t hash[HASH_LEN], const uint8_t *obj, size_t len,
+				   size_t cap, struct store_object_info *info);
+
+/* S7: store_stat of a row. */
+static int store_small_stat(struct store *st, const uint8_t hash[HASH_LEN],
+			    struct store_object_info *info)
+{
+	uint8_t *img;
+	size_t len;
+	int rc = store_small_image(st, hash, &img, &len);
+	if (rc != 0)
+		return rc;
+	const char *why = store_image_why(hash, img, len, SIZE_MAX, info);
+	free(img);
+	return why ? store_small_corrupt(st, hash, why) : 0;
 }
 
 int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info)
@@ -970,7 +1073,27 @@ int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_obje
 	int rc = store_open_object(st, hash, info, &fd);
 	if (rc == 0)
 		close(fd);
-	return rc;
+	return rc == -ENOENT ? store_small_stat(st, hash, info) : rc;
+}
+
+static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
+				   void *plain, size_t cap, bool keep_plain, enum store_check how,
+				   size_t *plain_len, const char **why);
+
+/* S7: store_get of a row. */
+static int store_small_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain,
+			   size_t cap, size_t *len)
+{
+	uint8_t *img;
+	size_t n;
+	int rc = store_small_image(st, hash, &img, &n);
+	if (rc != 0)
+		return rc;
+	const char *why = NULL;
+	rc = store_object_check_into(hash, img, n, plain, cap, true, store_local_check(st), len,
+				     &why);
+	free(img);
+	return rc == 0 ? 0 : store_small_corrupt(st, hash, why ? why : strerror(-rc));
 }
 
 int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
@@ -981,6 +1104,8 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	int fd;
 	int rc = store_open_object(st, hash, &info, &fd);
 	hash_to_hex(hash, hex);
+	if (rc == -ENOENT)
+		return store_small_get(st, hash, plain, cap, len); /* S7 */
 	if (rc != 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
 		return rc;
 	const char *why = NULL;
@@ -1223,6 +1348,29 @@ static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t c
 	return 0;
 }
 
+/* S7: store_load of a row: its image copied into out->image, then checked. */
+static int store_small_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
+			    struct store_chunk *out)
+{
+	size_t len = 0;
+	int rc = st->small ? storesmall_len(st->small, hash, &len) : -ENOENT;
+	if (rc != 0)
+		return rc;
+	const char *why = NULL;
+	if (len > STORE_HEADER_LEN + codec_bound(cap))
+		why = "object larger than a chunk can be"; /* before allocating its size */
+	else if ((rc = store_image_alloc(out, len)) == 0 &&
+		 (rc = storesmall_get(st->small, hash, out->image, out->image_cap, &len)) == 0)
+		rc = store_chunk_verify(hash, len, cap, store_local_check(st), out, &why);
+	if (rc == -EFBIG)
+		why = "replaced by a longer image";
+	if (why)
+		rc = store_small_corrupt(st, hash, why);
+	if (rc != 0)
+		store_chunk_free(out);
+	return rc;
+}
+
 int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	       struct store_chunk *out)
 {
@@ -1230,6 +1378,8 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	memset(out, 0, sizeof(*out));
 	store_rel_path(hash, rel, sizeof(rel));
 	int fd = store_open_read(st, rel);
+	if (fd < 0 && errno == ENOENT)
+		return store_small_load(st, hash, cap, out); /* S7 */
 	if (fd < 0) /* -ENOENT: not in this store (the caller decides if that is an error) */
 		return -errno;
 	const char *why = NULL;
@@ -1333,6 +1483,23 @@ static int store_read_whole(int fd, void *buf, size_t cap, size_t len)
 	return store_pread_all(fd, buf, len, 0);
 }
 
+/* S7: store_read_image of a row (never vouched for by S2): its header and
+ * lengths are checked, as store_open_object checks a file's. */
+static int store_small_read(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
+			    size_t cap, size_t *len)
+{
+	size_t n = 0;
+	int rc = st->small ? storesmall_get(st->small, hash, buf, cap, &n) : -ENOENT;
+	if (rc != 0)
+		return rc;
+	struct store_object_info info;
+	const char *why = store_image_why(hash, buf, n, SIZE_MAX, &info);
+	if (why)
+		return store_small_corrupt(st, hash, why);
+	*len = n;
+	return 0;
+}
+
 /* Reads a whole object image into buf. hashed NULL: a plain read; else
  * *hashed says whether the bytes are known hashed at write time (S2). */
 static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
@@ -1343,6 +1510,8 @@ static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void
 	struct store_object_info info;
 	int fd;
 	int rc = store_open_object(st, hash, &info, &fd);
+	if (rc == -ENOENT)
+		return store_small_read(st, hash, buf, cap, len); /* S7 */
 	if (rc != 0)
 		return rc;
 	size_t total = info.header_len + info.stored_len;
@@ -1377,6 +1546,9 @@ int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *l
 	struct store_object_info info;
 	int fd;
 	int rc = store_open_object(st, hash, &info, &fd); /* the header and the lengths */
+	size_t n;
+	if (rc == -ENOENT && st->small && storesmall_len(st->small, hash, &n) == 0)
+		return -EAGAIN; /* S7: a row is read and verified */
 	if (rc != 0)
 		return rc;
 	size_t total = info.header_len + info.stored_len;
@@ -1391,6 +1563,11 @@ int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *l
 int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, size_t size)
 {
 	store_rel_path(hash, rel, size);
+	struct stat sb;
+	size_t n;
+	if (st->small && fstatat(st->root_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) != 0 &&
+	    errno == ENOENT && storesmall_len(st->small, hash, &n) == 0)
+		return -EXDEV; /* S7: a row has no file to link */
 	return st->root_fd;
 }
 
@@ -1430,6 +1607,8 @@ size_t store_object_header_len(const void *obj)
 int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void *obj, size_t len)
 {
 	struct iovec iov[1] = { { (void *)obj, len } };
+	if (store_small_fits(st, iov, 1))
+		return storesmall_put(st->small, hash, iov, 1); /* S7 */
 	return store_write_object(st, hash, iov, 1, 0, NULL);
 }
 
@@ -1443,5 +1622,5 @@ int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
 		log_error("store %s: remove %s: %s", st->root, rel, strerror(-rc));
 		return rc;
 	}
-	return 0;
+	return st->small ? storesmall_remove(st->small, hash) : 0; /* S7: a row too */
 }

@@ -2,6 +2,8 @@
  *
  * Layout under the root:   chunks/ab/cd/abcd…(64 hex)   one immutable object per chunk
  *                          tmp/                          objects being written
+ *                          small.db                      small objects as rows, in a
+ *                                                        local cache only (S7 in store.c)
  *
  * An object is self-describing: a 72-byte little-endian header, then the
  * payload (docs/FORMAT.md):
@@ -92,6 +94,14 @@ int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *
  * when on. Off at open; the daemon turns it on. */
 void store_set_direct_writes(struct store *st, bool on);
 
+/* S7 in store.c: objects whose whole image is at most max bytes are put as
+ * rows of ROOT/small.db (storesmall.h) instead of files; 0 puts every new one
+ * in a file again (rows already there are still read). Off at open; the
+ * daemon turns it on for its cache, never for a store on BACKING. Creates
+ * small.db the first time. Call before the store is shared between threads. */
+#define STORE_SMALL_MAX (64 * 1024)
+int store_set_small(struct store *st, size_t max);
+
 /* What new objects are compressed with (-o codec=); CODEC_FAMILY_LZ4 at open. */
 void store_set_codec(struct store *st, enum codec_family family);
 
@@ -179,7 +189,8 @@ int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *len);
 
 /* The directory fd and the path under it of the object named hash, for
- * backing_put_link; rel has room for 128 bytes. */
+ * backing_put_link; rel has room for 128 bytes. -EXDEV when the object is a
+ * row of small.db (S7), which has no file to link: copy its bytes. */
 int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, size_t size);
 
 /* The object is on BACKING: it leaves the fresh set (S2). */

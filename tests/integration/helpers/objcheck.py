@@ -6,8 +6,9 @@ stopped). CACHE may also be given as the catalog's path.
   - every chunk row has refcount > 0 and stored_len set (a clean stop leaves
     no garbage and nothing half-written), and its bytes are somewhere: cached,
     uploaded, or both (meta/upload.h U1);
-  - where the catalog says the object is (CACHE/chunks/ab/cd/<hex> when
-    cached, BACKING/chunks/ab/cd/<hex> when uploaded), it exists, is header +
+  - where the catalog says the object is (CACHE/chunks/ab/cd/<hex> or a row
+    of CACHE/small.db when cached (fs/lib/store.c S7), BACKING/chunks/ab/cd/<hex>
+    when uploaded), it exists, is header +
     stored_len bytes, with a header (docs/FORMAT.md, fs/lib/store.h) of magic
     CKPTCHNK, version 2 and header length 72 (or version 1 and 64), the
     codec, the plain and payload lengths, the SHA-256 equal to the name and
@@ -45,6 +46,14 @@ def walk(root):
 
 
 in_cache, on_backing = walk(cache), walk(backing)
+# store.c S7: small objects of the cache are rows of CACHE/small.db, images
+# byte for byte as their files would be
+small_rows = {}
+small_db = os.path.join(cache, "small.db")
+if os.path.exists(small_db):
+    sdb = sqlite3.connect("file:%s?mode=ro" % small_db, uri=True)
+    small_rows = {bytes(h).hex(): bytes(img) for h, img in sdb.execute("SELECT hash, image FROM objects")}
+    sdb.close()
 raw_checked = 0
 
 
@@ -74,12 +83,15 @@ assert crc32c(b"123456789") == 0xE3069283
 def check_object(where, root, files, hx, plain_len, codec, stored_len):
     global raw_checked
     path = os.path.join(root, "chunks", hx[:2], hx[2:4], hx)
-    if not os.path.exists(path):
+    if root == cache and not os.path.exists(path) and hx in small_rows:
+        data = small_rows[hx]
+    elif not os.path.exists(path):
         problems.append("chunk %s: object missing from %s at %s%s" % (hx, where, path, " (found at %s)" % files[hx] if hx in files else ""))
         return
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    size = len(data)
     magic, ver, hcodec, zero, hlen, hplain, hpay = struct.unpack("<8sHBBIQQ", data[:32])
     if magic != b"CKPTCHNK" or (ver, hlen) not in ((2, 72), (1, 64)):
         problems.append("chunk %s in %s: bad header magic %r version %d header length %d" % (hx, where, magic, ver, hlen))
@@ -116,11 +128,11 @@ for hx, plain_len, codec, stored_len, refcount, cached, uploaded in rows:
         check_object("BACKING", backing, on_backing, hx, plain_len, codec, stored_len)
 cached_rows = {r[0] for r in rows if r[5]}
 known = {r[0] for r in rows}
-cache_orphans = sorted(set(in_cache) - cached_rows)
+cache_orphans = sorted((set(in_cache) | set(small_rows)) - cached_rows)
 backing_orphans = sorted(set(on_backing) - known - removing)
 if not allow_orphans:
     if cache_orphans:
-        problems.append("%d object files in CACHE/chunks the catalog does not call cached, e.g. %s" % (len(cache_orphans), in_cache[cache_orphans[0]]))
+        problems.append("%d objects in CACHE/chunks or small.db the catalog does not call cached, e.g. %s" % (len(cache_orphans), in_cache.get(cache_orphans[0], "small.db row " + cache_orphans[0])))
     if backing_orphans:
         problems.append("%d object files in BACKING/chunks unknown to the catalog, e.g. %s" % (len(backing_orphans), on_backing[backing_orphans[0]]))
     for root, what in ((backing, "BACKING"), (cache, "CACHE")):
@@ -129,6 +141,6 @@ if not allow_orphans:
             problems.append("%s/tmp is not empty after a clean stop: %s" % (what, sorted(os.listdir(tmp))[:3]))
 for p in problems[:20]:
     print(p)
-print("objcheck: %d chunks, %d cached objects, %d on BACKING, %d raw payloads re-hashed, %d orphans, %d problems"
-      % (len(rows), len(in_cache), len(on_backing), raw_checked, len(cache_orphans) + len(backing_orphans), len(problems)))
+print("objcheck: %d chunks, %d cached objects (%d in small.db), %d on BACKING, %d raw payloads re-hashed, %d orphans, %d problems"
+      % (len(rows), len(in_cache) + len(small_rows), len(small_rows), len(on_backing), raw_checked, len(cache_orphans) + len(backing_orphans), len(problems)))
 sys.exit(1 if problems else 0)

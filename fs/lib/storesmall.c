@@ -1,0 +1,304 @@
+/* storesmall — small chunk objects in one SQLite file; see storesmall.h for
+ * the invariants T1-T4.
+ *
+ * Why SQLite and not an append-only pack file: removals (the evictor, the
+ * reclaimer) must give space back and must stay removed across a restart,
+ * and a torn write must not leave a half row. A pack needs its own index,
+ * tombstones and compaction for that; SQLite's WAL gives all of it, and a
+ * commit without fsync (synchronous=NORMAL in WAL mode) costs a few writes
+ * into the page cache, not an inode.
+ *
+ * Why its own file and not the catalog: the store is a library module
+ * (fs/lib, below the catalog in docs/DESIGN.md "Layers"); the catalog calls
+ * store_remove with its lock held (its sweeps), which a table of the catalog
+ * would deadlock on; and a separate file leaves the catalog's schema and
+ * its group commit (meta/catalog_defer.c) as they are. The object is
+ * committed before the catalog records the chunk stored, in that order, as
+ * a file object was written before. */
+#define _GNU_SOURCE
+#include "storesmall.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* T4: removals between two incremental vacuums (each gives every free page back) */
+#define STORESMALL_VACUUM_EVERY 64
+/* WAL pages before a checkpoint: 16 MiB, so that the checkpoint's two
+ * fsyncs (synchronous=NORMAL) come every few thousand small objects; the
+ * WAL is cut back to that size after each (T4: a vacuum's truncation of
+ * the main file reaches the disk at the checkpoint) */
+#define STORESMALL_CHECKPOINT_PAGES 4096
+#define STORESMALL_BUSY_MS 5000 /* ckptfs-admin may read it beside the daemon */
+
+enum storesmall_stmt { SS_PUT, SS_GET, SS_LEN, SS_DEL, SS_NSTMT };
+
+static const char *const storesmall_sql[SS_NSTMT] = {
+	[SS_PUT] = "INSERT OR REPLACE INTO objects(hash, image) VALUES (?1, ?2)",
+	[SS_GET] = "SELECT image FROM objects WHERE hash = ?1",
+	[SS_LEN] = "SELECT length(image) FROM objects WHERE hash = ?1",
+	[SS_DEL] = "DELETE FROM objects WHERE hash = ?1",
+};
+
+struct storesmall {
+	char path[PATH_MAX];
+	pthread_mutex_t lock;
+	sqlite3 *db;
+	sqlite3_stmt *stmt[SS_NSTMT];
+	unsigned removed; /* since the last vacuum (T4) */
+	uint8_t *join;    /* a put's pieces joined into one blob */
+	size_t join_cap;
+};
+
+static int storesmall_errno(int src)
+{
+	switch (src & 0xff) {
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	default:
+		return -EIO;
+	}
+}
+
+static int storesmall_fail(struct storesmall *s, const char *what, int src)
+{
+	log_error("store %s: %s: %s (sqlite %d)", s->path, what, sqlite3_errmsg(s->db), src);
+	return storesmall_errno(src);
+}
+
+static int storesmall_exec(struct storesmall *s, const char *what, const char *sql)
+{
+	int src = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+	return src == SQLITE_OK ? 0 : storesmall_fail(s, what, src);
+}
+
+/* The connection's settings, and the table on a new file (auto_vacuum must
+ * precede the first table: T4). */
+static int storesmall_setup(struct storesmall *s)
+{
+	char sql[384];
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA auto_vacuum=INCREMENTAL;PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;"
+		 "PRAGMA wal_autocheckpoint=%d;PRAGMA journal_size_limit=%d;"
+		 "CREATE TABLE IF NOT EXISTS objects(hash BLOB PRIMARY KEY NOT NULL,"
+		 " image BLOB NOT NULL);",
+		 STORESMALL_CHECKPOINT_PAGES, STORESMALL_CHECKPOINT_PAGES * 4096);
+	int rc = storesmall_exec(s, "set up", sql);
+	for (int i = 0; rc == 0 && i < SS_NSTMT; i++) {
+		int src = sqlite3_prepare_v3(s->db, storesmall_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					     &s->stmt[i], NULL);
+		if (src != SQLITE_OK)
+			rc = storesmall_fail(s, "prepare", src);
+	}
+	return rc;
+}
+
+int storesmall_open(const char *root, bool create, struct storesmall **out)
+{
+	struct storesmall *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	if (snprintf(s->path, sizeof(s->path), "%s/%s", root, STORESMALL_FILE) >=
+	    (int)sizeof(s->path)) {
+		free(s);
+		return -ENAMETOOLONG;
+	}
+	if (!create && access(s->path, F_OK) != 0) {
+		int rc = -errno;
+		free(s);
+		return rc;
+	}
+	if (create) { /* private before SQLite makes it (store.c S5); its -wal and -shm take its mode */
+		int fd = open(s->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			int rc = -errno;
+			free(s);
+			return rc;
+		}
+		close(fd);
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	/* NOFOLLOW: the store's paths are never symlinks (store.c S5) */
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW |
+		    (create ? SQLITE_OPEN_CREATE : 0);
+	int src = sqlite3_open_v2(s->path, &s->db, flags, NULL);
+	int rc = src == SQLITE_OK ? 0 : storesmall_fail(s, "open", src);
+	if (rc == 0) {
+		sqlite3_busy_timeout(s->db, STORESMALL_BUSY_MS);
+		rc = storesmall_setup(s);
+	}
+	if (rc != 0) {
+		storesmall_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void storesmall_close(struct storesmall *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < SS_NSTMT; i++)
+		sqlite3_finalize(s->stmt[i]);
+	sqlite3_close(s->db);
+	pthread_mutex_destroy(&s->lock);
+	free(s->join);
+	free(s);
+}
+
+/* ---- rows ---- */
+
+/* The image as one blob: a single piece as it is, several joined (under the lock). */
+static const void *storesmall_blob(struct storesmall *s, const struct iovec *iov, int cnt,
+				   size_t *len)
+{
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	*len = total;
+	if (cnt == 1)
+		return iov[0].iov_base;
+	if (s->join_cap < total) {
+		uint8_t *nb = realloc(s->join, total);
+		if (!nb)
+			return NULL;
+		s->join = nb;
+		s->join_cap = total;
+	}
+	size_t off = 0;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(s->join + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	return s->join;
+}
+
+/* Steps a statement bound to hash (and blob, if given) to its end or first row. */
+static int storesmall_step(struct storesmall *s, enum storesmall_stmt which,
+			   const uint8_t hash[HASH_LEN], const void *blob, size_t len)
+{
+	sqlite3_stmt *st = s->stmt[which];
+	int src = sqlite3_bind_blob(st, 1, hash, HASH_LEN, SQLITE_STATIC);
+	if (src == SQLITE_OK && blob)
+		src = sqlite3_bind_blob64(st, 2, blob, len, SQLITE_STATIC);
+	if (src == SQLITE_OK)
+		src = sqlite3_step(st);
+	return src;
+}
+
+static void storesmall_reset(struct storesmall *s, enum storesmall_stmt which)
+{
+	sqlite3_reset(s->stmt[which]);
+	sqlite3_clear_bindings(s->stmt[which]);
+}
+
+int storesmall_put(struct storesmall *s, const uint8_t hash[HASH_LEN], const struct iovec *iov,
+		   int cnt)
+{
+	pthread_mutex_lock(&s->lock);
+	size_t len;
+	const void *blob = storesmall_blob(s, iov, cnt, &len);
+	int rc = -ENOMEM;
+	if (blob) {
+		int src = storesmall_step(s, SS_PUT, hash, blob, len);
+		rc = src == SQLITE_DONE ? 0 : storesmall_fail(s, "put an object", src);
+		storesmall_reset(s, SS_PUT);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int storesmall_get(struct storesmall *s, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		   size_t *len)
+{
+	pthread_mutex_lock(&s->lock);
+	int src = storesmall_step(s, SS_GET, hash, NULL, 0);
+	int rc = -ENOENT;
+	if (src == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(s->stmt[SS_GET], 0);
+		const void *img = sqlite3_column_blob(s->stmt[SS_GET], 0);
+		*len = n;
+		rc = n > cap ? -EFBIG : 0;
+		if (rc == 0 && n)
+			memcpy(buf, img, n);
+	} else if (src != SQLITE_DONE) {
+		rc = storesmall_fail(s, "read an object", src);
+	}
+	storesmall_reset(s, SS_GET);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int storesmall_len(struct storesmall *s, const uint8_t hash[HASH_LEN], size_t *len)
+{
+	pthread_mutex_lock(&s->lock);
+	int src = storesmall_step(s, SS_LEN, hash, NULL, 0);
+	int rc = -ENOENT;
+	if (src == SQLITE_ROW) {
+		*len = (size_t)sqlite3_column_int64(s->stmt[SS_LEN], 0);
+		rc = 0;
+	} else if (src != SQLITE_DONE) {
+		rc = storesmall_fail(s, "look an object up", src);
+	}
+	storesmall_reset(s, SS_LEN);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN])
+{
+	pthread_mutex_lock(&s->lock);
+	int src = storesmall_step(s, SS_DEL, hash, NULL, 0);
+	int rc = src == SQLITE_DONE ? 0 : storesmall_fail(s, "remove an object", src);
+	bool gone = rc == 0 && sqlite3_changes(s->db) > 0;
+	storesmall_reset(s, SS_DEL);
+	if (gone && ++s->removed >= STORESMALL_VACUUM_EVERY) { /* T4 */
+		s->removed = 0;
+		storesmall_exec(s, "give free pages back", "PRAGMA incremental_vacuum");
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- durability ---- */
+
+static int storesmall_fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno; /* no WAL: everything is in the file */
+	int rc = fdatasync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
+/* T2: the WAL holds every commit not yet checkpointed; a checkpoint fsyncs
+ * the main file after copying into it (synchronous=NORMAL), but the copies
+ * of a checkpoint still running are only in the page cache: both files. */
+int storesmall_sync(struct storesmall *s)
+{
+	char wal[PATH_MAX + 8];
+	snprintf(wal, sizeof(wal), "%s-wal", s->path);
+	pthread_mutex_lock(&s->lock); /* no checkpoint runs meanwhile */
+	int rc = storesmall_fsync_path(wal);
+	if (rc == 0)
+		rc = storesmall_fsync_path(s->path);
+	pthread_mutex_unlock(&s->lock);
+	if (rc != 0)
+		log_error("store %s: sync: %s", s->path, strerror(-rc));
+	return rc;
+}

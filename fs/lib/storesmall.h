@@ -1,0 +1,61 @@
+/* storesmall — small chunk objects of a local store kept in one SQLite file
+ * (ROOT/small.db) instead of one file each.
+ *
+ * A small file's chunk object in chunks/ab/cd/ cost an inode (and, on a
+ * fresh store, two shard directories) per file: ext4's inode allocation was
+ * most of the daemon's time for creates of small files (docs/BENCH.md, issue
+ * 20 part 3). Here an object image is one row: the same bytes, header and
+ * all, that its file would hold (docs/FORMAT.md), keyed by its hash.
+ *
+ * Invariants:
+ *  T1. A row's image is the whole object image of the hash it is keyed by, as
+ *      store.c would have written it to chunks/ab/cd/HASH; nothing here
+ *      checks it: store.c checks every image it reads back (store.h 2).
+ *  T2. A put returns after the row is committed to the WAL (written, not
+ *      fsync'd): it survives a kill -9 of the process like a written file
+ *      does; storesmall_sync makes every committed row durable.
+ *  T3. Only local stores hold one (the daemon's cache turns it on); a store
+ *      on BACKING never does: BACKING's format is objects in files.
+ *  T4. Space freed by removals goes back to the filesystem (incremental
+ *      vacuum), so the cache's evictor frees disk as it did with files.
+ *
+ * Thread safety: one connection, serialized by a mutex. */
+#ifndef CKPTFS_STORESMALL_H
+#define CKPTFS_STORESMALL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "hash.h"
+
+#define STORESMALL_FILE "small.db"
+
+struct storesmall;
+
+/* Opens ROOT/small.db through root_fd's path root. create false: -ENOENT
+ * when there is none (a store that never held small objects). */
+int storesmall_open(const char *root, bool create, struct storesmall **out);
+void storesmall_close(struct storesmall *s);
+
+/* Stores the image given as cnt pieces (T2); an existing row of the hash is
+ * replaced (the same bytes: store.h 3). -ENOSPC on a full disk. */
+int storesmall_put(struct storesmall *s, const uint8_t hash[HASH_LEN], const struct iovec *iov,
+		   int cnt);
+
+/* Copies the image into buf (capacity cap) and sets *len. -ENOENT if absent,
+ * -EFBIG (with *len set) if larger than cap. */
+int storesmall_get(struct storesmall *s, const uint8_t hash[HASH_LEN], void *buf, size_t cap,
+		   size_t *len);
+
+/* The image's length: 0, or -ENOENT if absent. */
+int storesmall_len(struct storesmall *s, const uint8_t hash[HASH_LEN], size_t *len);
+
+/* Removes the row; absent is success. */
+int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN]);
+
+/* T2: every row committed so far is on stable storage. */
+int storesmall_sync(struct storesmall *s);
+
+#endif

@@ -1,0 +1,174 @@
+#!/bin/bash
+# t_smallfiles — small chunk objects as rows of CACHE/small.db (fs/lib/store.c
+# S7, fs/lib/storesmall.c): small files make no object file in the cache;
+# a kill -9 right after 200 small files were closed (outside generations, or
+# in a generation just committed) loses no byte; a cache whose small objects
+# are files (as the previous version wrote them) still mounts and reads,
+# with nothing on BACKING to fall back on; a damaged row is never returned
+# (read again from BACKING, the log naming the chunk); eviction removes rows
+# and gives their space back, and evicted small files read back from BACKING.
+. "$(dirname "$0")/lib.sh"
+
+ck_timeout test_eviction_removes_rows_and_evicted_small_files_read_back 240
+
+# _write_small DIR N SEED — N files f000.. of 1 B to 60 KiB of random bytes
+# in DIR (created), each closed before the next; a copy of each in CK_REF/DIR's
+# basename, to compare with.
+_write_small() {
+	"$PY" - "$1" "$2" "$3" "$CK_REF/$(basename "$1")" <<'EOF'
+import os, random, sys
+d, n, seed, ref = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rnd = random.Random(seed)
+os.makedirs(d, exist_ok=True)
+os.makedirs(ref, exist_ok=True)
+for i in range(n):
+    size = rnd.choice([1, 100, 4096, rnd.randint(1, 60 * 1024)])
+    data = rnd.randbytes(size)
+    with open(os.path.join(ref, "f%03d" % i), "wb") as f:
+        f.write(data)
+    fd = os.open(os.path.join(d, "f%03d" % i), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+EOF
+}
+
+# _same NAME — CK_MNT/NAME holds exactly the files of CK_REF/NAME, byte for byte.
+_same() {
+	local out
+	out=$(diff -r "$CK_REF/$1" "$CK_MNT/$1" 2>&1) || ck_fail "$1 differs from what was written: $(echo "$out" | head -n 4 | tr '\n' '|')"
+}
+
+_cache_object_files() { find "$CK_CACHE/chunks" -type f | wc -l; }
+_rows() { sqlite3 -batch "$CK_CACHE/small.db" 'SELECT count(*) FROM objects'; }
+
+test_kill9_right_after_closing_200_small_files_keeps_every_byte() {
+	ck_mount
+	_write_small "$CK_MNT/flat" 200 1
+	ck_kill9
+	assert_eq 0 "$(_cache_object_files)" "object files in the cache for small files"
+	local rows
+	rows=$(_rows)
+	[ "$rows" -ge 190 ] || ck_fail "only $rows rows in small.db for 200 small files"
+	ck_mount
+	_same flat
+	ck_wait_durable
+	ck_umount
+	ck_objcheck
+}
+
+test_kill9_right_after_committing_a_generation_of_200_small_files_keeps_every_byte() {
+	ck_mount
+	mkdir -p "$CK_MNT/run"
+	_write_small "$CK_MNT/run/step-1" 200 2
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-1"
+	ck_kill9
+	ck_mount
+	mkdir -p "$CK_REF/run" && mv "$CK_REF/step-1" "$CK_REF/run/step-1"
+	_same run/step-1
+	ck_wait_durable
+	ck_umount
+	ck_objcheck
+}
+
+# The previous version's cache: every object a file at chunks/ab/cd/<hex>, no
+# small.db. Made from this version's rows (their images are those files byte
+# for byte, T1 of storesmall.h); BACKING's objects are then removed, so that
+# every byte read must come from those files.
+test_a_cache_whose_small_objects_are_files_still_mounts_and_reads() {
+	ck_mount
+	_write_small "$CK_MNT/old" 100 3
+	ck_wait_durable
+	ck_umount
+	"$PY" - "$CK_CACHE" <<'EOF'
+import os, sqlite3, sys
+cache = sys.argv[1]
+db = sqlite3.connect(os.path.join(cache, "small.db"))
+for h, img in db.execute("SELECT hash, image FROM objects"):
+    hx = bytes(h).hex()
+    d = os.path.join(cache, "chunks", hx[:2], hx[2:4])
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(d, hx), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o400)
+    os.write(fd, img)
+    os.close(fd)
+db.close()
+for suffix in ("", "-wal", "-shm"):
+    if os.path.exists(os.path.join(cache, "small.db" + suffix)):
+        os.remove(os.path.join(cache, "small.db" + suffix))
+EOF
+	[ "$(_cache_object_files)" -ge 90 ] || ck_fail "the old-style cache has only $(_cache_object_files) object files"
+	rm -rf "$CK_BACKING/chunks"
+	ck_mount
+	_same old
+	_write_small "$CK_MNT/new" 20 4 # new small files go to rows beside the old files
+	_same new
+	ck_umount
+	ck_mount
+	_same old
+	_same new
+	ck_umount
+}
+
+test_a_damaged_row_is_never_returned_and_is_read_again_from_backing() {
+	ck_mount
+	_write_small "$CK_MNT/victims" 20 5
+	ck_wait_durable
+	ck_umount
+	local hx
+	hx=$("$PY" - "$CK_CACHE/small.db" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT hash, image FROM objects").fetchall()
+for h, img in rows:
+    img = bytearray(img)
+    img[len(img) - 1] ^= 0x40 # the payload's last byte: the CRC-32C catches it
+    db.execute("UPDATE objects SET image = ? WHERE hash = ?", (bytes(img), h))
+db.commit()
+print(bytes(rows[0][0]).hex())
+EOF
+)
+	ck_mount
+	_same victims
+	assert_contains "$(cat "$CK_DLOG")" "$hx" "a log line naming a damaged row"
+	assert_contains "$(cat "$CK_DLOG")" "small.db" "the log line says the object was a row"
+	ck_umount
+}
+
+# 64 MiB is the smallest cache_size: 100 MiB of small files overflow it, the
+# evictor removes rows of uploaded chunks, small.db gives the space back, and
+# every file still reads (the evicted ones from BACKING, cached again as rows).
+test_eviction_removes_rows_and_evicted_small_files_read_back() {
+	ck_mount cache_size=64m
+	"$PY" - "$CK_MNT/many" "$CK_REF/many" <<'EOF'
+import os, random, sys
+d, ref = sys.argv[1], sys.argv[2]
+rnd = random.Random(6)
+os.makedirs(d)
+os.makedirs(ref)
+for i in range(1700):
+    data = rnd.randbytes(60 * 1024)
+    for root in (d, ref):
+        with open(os.path.join(root, "f%04d" % i), "wb") as f:
+            f.write(data)
+EOF
+	ck_wait_durable 120
+	local i rows cached
+	for i in $(seq 100); do # the evictor wakes every second
+		cached=$(ck_sql 'SELECT coalesce(sum(stored_len), 0) FROM chunks WHERE cached = 1')
+		[ "$cached" -le $((64 * MiB)) ] && break
+		sleep 0.2
+	done
+	[ "$cached" -le $((64 * MiB)) ] || ck_fail "the catalog counts $cached bytes cached, over the 64 MiB bound"
+	rows=$(_rows)
+	[ "$rows" -lt 1700 ] || ck_fail "no row was evicted ($rows rows)"
+	assert_eq "$(ck_sql 'SELECT count(*) FROM chunks WHERE cached = 1')" "$rows" "rows against chunks the catalog calls cached"
+	ck_umount
+	local size
+	size=$(stat -c %s "$CK_CACHE/small.db")
+	[ "$size" -le $((80 * MiB)) ] || ck_fail "small.db holds $size bytes for a 64 MiB cache"
+	ck_mount
+	_same many
+	ck_umount
+	ck_objcheck
+}
+
+ck_main "$@"

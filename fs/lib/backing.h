@@ -90,9 +90,10 @@ struct backing_counts {
 	uint64_t dir_fsyncs;  /* fsync of a directory */
 	uint64_t syncfs;      /* backing_sync as one syncfs */
 	uint64_t renames;     /* rename and link into place */
-	uint64_t walked;      /* path components looked up to open a directory (each a */
-	                      /* round trip on a FUSE or network BACKING); backing.c 10: */
-	                      /* a put into a directory held open walks none */
+	uint64_t walked;      /* path components looked up to open a directory for a */
+	                      /* put, move, mkdir or remove of a temporary (each a round */
+	                      /* trip on a FUSE or network BACKING; reads are not counted); */
+	                      /* backing.c 10: a put into a directory held open walks none */
 };
 void backing_get_counts(const struct backing *b, struct backing_counts *out);
 

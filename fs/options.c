@@ -338,7 +338,8 @@ void options_usage(FILE *f)
 		"                     short of cache room, then ENOSPC (default 60)\n"
 		"  claim_timeout=S    a claim on BACKING not renewed for this long, by a daemon\n"
 		"                     of another host, may be taken over (default 60)\n"
-		"  upload_threads=N   parallel uploads to BACKING (default 2)\n"
+		"  upload_threads=N   parallel uploads to BACKING (default 8 over a network or FUSE\n"
+		"                     filesystem or nfs://, 2 on a local one)\n"
 		"  upload_deadline=S  log uploads older than this (default 300)\n"
 		"  leave_queued       unmount without waiting for uploads (they resume at the next\n"
 		"                     mount)\n"
@@ -612,7 +613,7 @@ int options_parse(int argc, char **argv, struct options_result *r)
 	r->opt.gen.quiet_s = 2.0;
 	r->opt.gen.abandon_s = 600.0;
 	r->opt.backing_timeout_ms = 60000;
-	r->opt.upload_threads = 2;
+	r->opt.upload_threads = 0; /* BACKING's choice: backing_upload_threads */
 	r->opt.upload_deadline_s = 300;
 	r->opt.claim_timeout_s = CLAIM_DEFAULT_TIMEOUT_S;
 	r->opt.lease_ms = OPTIONS_DEFAULT_LEASE_MS;

@@ -38,7 +38,7 @@ struct ckptfs_options {
 	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO; writes */
 	                              /* short of cache room, then ENOSPC */
-	unsigned upload_threads;
+	unsigned upload_threads;      /* 0: as BACKING suits (backing_upload_threads) */
 	unsigned upload_deadline_s;   /* an upload older than this is logged */
 	unsigned claim_timeout_s;     /* lease of the claim on BACKING (fs/lib/claim.h) */
 	char metrics_addr[128];       /* -o metrics=ADDR:PORT; "" for none (fs/metrics.h) */

@@ -694,7 +694,7 @@ int uploader_start(const struct uploader_config *cfg, struct cat *cat, struct st
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);
 	up_tree_find(u);
-	int want = cfg->threads ? (int)cfg->threads : 2;
+	int want = (int)(cfg->threads ? cfg->threads : backing_upload_threads(backing));
 	if (want > UP_WORKERS_MAX)
 		want = UP_WORKERS_MAX;
 	pthread_mutex_lock(&u->lock);

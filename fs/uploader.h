@@ -31,7 +31,7 @@ struct uploader;
 
 /* The option values the uploader reads (main.c fills it from the options). */
 struct uploader_config {
-	unsigned threads;      /* workers; 0: 2 */
+	unsigned threads;      /* workers; 0: backing_upload_threads (2 local, 8 remote) */
 	unsigned deadline_s;   /* a queued row older than this is logged */
 	bool copy_uploads;     /* copy objects even where BACKING could hard-link them */
 	char cache_dir[PATH_MAX]; /* CACHE, for the log lines */

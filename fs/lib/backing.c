@@ -66,6 +66,40 @@
  *     an error). A source renamed over between linkat's lookup and its link
  *     (the kernel then says ENOENT: the inode looked up lost its last name)
  *     is linked again under its new inode, up to BACKING_LINK_TRIES times.
+ * 10. The directory backend keeps directory fds open (tmp/, and the
+ *     BACKING_HELD_DIRS directories used last: chunks/, chunks/ab/,
+ *     chunks/ab/cd/ leaves, manifests/…) and acts relative to them, so that a
+ *     put walks no path: on a BACKING that caches no entry (a FUSE or network
+ *     filesystem) every component of a walk is a round trip to its server.
+ *     A held fd is as safe as a fresh walk (invariant 8) because:
+ *     a. it was opened the way a walk opens (safe_openat beneath the root or
+ *        beneath a held ancestor, O_DIRECTORY, no symlink followed), and every
+ *        call through it acts on one name (openat O_NOFOLLOW, renameat,
+ *        mkdirat, unlinkat, fstatat AT_SYMLINK_NOFOLLOW), never a path;
+ *     b. what it names cannot be swapped for something else under it: a
+ *        symlink or another directory planted at its name later is never
+ *        reached through it (the fd is the inode, not the name), and the
+ *        directories this backend makes are 0700 and ours, so nobody but us
+ *        and root can move one to another parent (rename(2) of a directory to
+ *        a new parent needs write permission on the directory itself): a held
+ *        directory stays beneath BACKING's root, as root_fd always has;
+ *     c. ckptfs never renames or removes a directory of BACKING (no call of
+ *        backing.h does; the cleaners remove files). One removed anyway (an
+ *        operator, a test) answers ENOENT (ESTALE over kernel NFS) to a call
+ *        through its fd: the call then drops every held fd and is made once
+ *        more by fresh walks (bdir_retry), and a mkdir that makes a directory
+ *        drops what was held at that name. An "absent" seen through a held
+ *        fd is the one answer that could be stale: a put that took relpath
+ *        for absent (1b) and then found its directory gone renames durably
+ *        if the fresh directory holds relpath (bdir_rename's -EEXIST);
+ *     d. someone who can write the parent of a held directory can rename it
+ *        in place (BACKING's root writable by others, without the sticky bit:
+ *        warned at open), and what is put through the fd then follows it.
+ *        They could as well remove or rename the objects themselves: the
+ *        trust model (docs/DESIGN.md) grants them that already.
+ *     Reads (get, stat, list) walk afresh as before: readdir through a dup
+ *     would share the held fd's position, and an absent object must be
+ *     absent at its name.
  *
  * Timeouts: the NFS backend bounds every RPC. The directory backend cannot
  * bound a syscall on a hung kernel mount; a directory on NFS should be
@@ -106,6 +140,26 @@
 #define BACKING_CIFS_MAGIC 0xFF534D42L
 #define BACKING_SMB2_MAGIC 0xFE534D42L
 #define BACKING_PENDING_FDS 64 /* per thread: fds kept open for its next sync */
+#define BACKING_HELD_DIRS 64 /* invariant 10: directory fds kept open (tmp/, recent leaves) */
+#define BACKING_HELD_REL 64  /* the longest directory name held ("chunks/ab/cd" is 12) */
+/* Upload threads by default (backing_upload_threads): a BACKING served over a
+ * network or by a FUSE daemon costs a round trip per operation, so more puts
+ * in flight; a local disk is kept at the 2 that suit it. */
+#define BACKING_THREADS_LOCAL 2
+#define BACKING_THREADS_REMOTE 8
+#define BACKING_NFS_MAGIC 0x6969L
+#define BACKING_CEPH_MAGIC 0x00C36400L
+#define BACKING_LUSTRE_MAGIC 0x0BD00BD0L
+#define BACKING_GPFS_MAGIC 0x47504653L
+#define BACKING_SMB_MAGIC 0x517BL
+#define BACKING_AFS_MAGIC 0x5346414FL
+
+/* Invariant 10: one directory fd kept open, by its name under the root. */
+struct bdir_held {
+	int fd; /* -1: a free slot */
+	uint64_t used; /* held_clock at the last use: the least recent goes first */
+	char rel[BACKING_HELD_REL];
+};
 
 struct backing {
 	char *spec;
@@ -115,8 +169,14 @@ struct backing {
 	int root_fd;		 /* directory backend */
 	atomic_int link_state;	 /* invariant 6: 0 untried, 1 links work, -1 they cannot */
 	bool fsync_barrier;	 /* invariant 9: sync by fsyncs, syncfs would not do */
+	bool remote;		 /* a network or FUSE filesystem, or nfs:// (upload threads) */
 	uint64_t id;		 /* invariant 9: names this backing in the per-thread lists */
 	atomic_ulong n_file_fsyncs, n_dir_fsyncs, n_syncfs, n_renames; /* backing_counts */
+	atomic_ulong n_walked;
+	pthread_mutex_t held_lock; /* invariant 10 */
+	uint64_t held_clock;
+	atomic_ulong held_epoch; /* invariant 10c: bumped when bdir_retry drops them */
+	struct bdir_held held[BACKING_HELD_DIRS];
 	pthread_mutex_t orphan_lock; /* invariant 4 */
 	int n_orphans;
 	char orphans[BACKING_MAX_ORPHANS][BACKING_TMP_NAME];
@@ -309,16 +369,134 @@ static int bdir_pending_dir_of(struct backing *b, const char *rel, int dirfd)
  * synced now. */
 static int bdir_pending_put(struct backing *b, const char *relpath);
 
+/* ---- directories held open (invariant 10) ---- */
+
+/* A dup of the fd held for reldir (the caller closes it), or -1: not held. */
+static int bdir_held_get(struct backing *b, const char *reldir)
+{
+	int fd = -1;
+	pthread_mutex_lock(&b->held_lock);
+	for (int i = 0; i < BACKING_HELD_DIRS; i++)
+		if (b->held[i].fd >= 0 && !strcmp(b->held[i].rel, reldir)) {
+			b->held[i].used = ++b->held_clock;
+			fd = fcntl(b->held[i].fd, F_DUPFD_CLOEXEC, 0);
+			break;
+		}
+	pthread_mutex_unlock(&b->held_lock);
+	return fd;
+}
+
+/* Holds a dup of fd, just opened on reldir, in place of the least recently
+ * used (or of reldir's own, opened meanwhile by another thread). */
+static void bdir_held_put(struct backing *b, const char *reldir, int fd)
+{
+	if (strlen(reldir) >= BACKING_HELD_REL)
+		return;
+	int keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (keep < 0)
+		return; /* out of fds: nothing held, the next call walks */
+	pthread_mutex_lock(&b->held_lock);
+	int slot = -1;
+	for (int i = 0; i < BACKING_HELD_DIRS && slot < 0; i++)
+		if (b->held[i].fd >= 0 && !strcmp(b->held[i].rel, reldir))
+			slot = i;
+	for (int i = 0; i < BACKING_HELD_DIRS && slot < 0; i++)
+		if (b->held[i].fd < 0)
+			slot = i;
+	if (slot < 0) {
+		slot = 0;
+		for (int i = 1; i < BACKING_HELD_DIRS; i++)
+			if (b->held[i].used < b->held[slot].used)
+				slot = i;
+	}
+	int old = b->held[slot].fd;
+	b->held[slot].fd = keep;
+	b->held[slot].used = ++b->held_clock;
+	snprintf(b->held[slot].rel, sizeof(b->held[slot].rel), "%s", reldir);
+	pthread_mutex_unlock(&b->held_lock);
+	if (old >= 0)
+		close(old);
+}
+
+/* Stops holding reldir and every directory below it ("": all of them); how
+ * many were held. */
+static int bdir_held_drop(struct backing *b, const char *reldir)
+{
+	size_t n = strlen(reldir);
+	int fds[BACKING_HELD_DIRS], k = 0;
+	pthread_mutex_lock(&b->held_lock);
+	for (int i = 0; i < BACKING_HELD_DIRS; i++) {
+		const char *rel = b->held[i].rel;
+		if (b->held[i].fd >= 0 &&
+		    (n == 0 || (!strncmp(rel, reldir, n) && (rel[n] == '\0' || rel[n] == '/')))) {
+			fds[k++] = b->held[i].fd;
+			b->held[i].fd = -1;
+		}
+	}
+	pthread_mutex_unlock(&b->held_lock);
+	for (int i = 0; i < k; i++)
+		close(fds[i]);
+	return k;
+}
+
+/* Invariant 10c: after a call through held fds failed with rc, whether to
+ * make it once more by fresh walks (it then dropped every held fd): a
+ * directory on the way may have been removed, the fd then names no entry. */
+static bool bdir_retry(struct backing *b, int rc)
+{
+	if ((rc != -ENOENT && rc != -ESTALE) || bdir_held_drop(b, "") == 0)
+		return false;
+	atomic_fetch_add(&b->held_epoch, 1);
+	return true;
+}
+
 /* ---- directory backend ---- */
 
-/* Invariant 8: reldir ("" is the root) opened without following a symlink. */
+/* Invariants 8, 10: reldir ("" is the root) as a new fd of the caller's: a
+ * dup of the held one, else opened beneath its nearest held ancestor (or the
+ * root) without following a symlink, and held from then on. */
 static int bdir_open_dir(struct backing *b, const char *reldir)
 {
 	if (!reldir[0]) {
 		int fd = fcntl(b->root_fd, F_DUPFD_CLOEXEC, 0);
 		return fd >= 0 ? fd : -errno;
 	}
-	return safe_openat(b->root_fd, reldir, O_RDONLY | O_DIRECTORY, 0);
+	int fd = bdir_held_get(b, reldir);
+	if (fd >= 0)
+		return fd;
+	char up[PATH_MAX];
+	size_t n = strlen(reldir);
+	if (n >= sizeof(up))
+		return -ENAMETOOLONG;
+	memcpy(up, reldir, n + 1);
+	int afd = -1;
+	const char *rest = reldir;
+	for (char *slash = strrchr(up, '/'); slash && afd < 0; slash = strrchr(up, '/')) {
+		*slash = '\0';
+		if ((afd = bdir_held_get(b, up)) >= 0)
+			rest = reldir + (slash - up) + 1;
+	}
+	if (afd < 0 && (afd = fcntl(b->root_fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return -errno;
+	unsigned long parts = 1;
+	for (const char *p = rest; *p; p++)
+		parts += *p == '/';
+	atomic_fetch_add(&b->n_walked, parts);
+	fd = safe_openat(afd, rest, O_RDONLY | O_DIRECTORY, 0);
+	close(afd);
+	if (fd >= 0)
+		bdir_held_put(b, reldir, fd);
+	return fd;
+}
+
+/* The directory holding rel, as bdir_open_dir; *base: rel's last name. */
+static int bdir_parent(struct backing *b, const char *rel, const char **base)
+{
+	const char *slash = strrchr(rel, '/');
+	*base = slash ? slash + 1 : rel;
+	char dir[PATH_MAX];
+	backing_parent(rel, dir, sizeof(dir));
+	return bdir_open_dir(b, dir);
 }
 
 static int bdir_fsync_dir(struct backing *b, const char *reldir)
@@ -332,11 +510,28 @@ static int bdir_fsync_dir(struct backing *b, const char *reldir)
 	return rc;
 }
 
+/* openat of rel's last name under its (held) directory: flags never follow
+ * a symlink (safe_openat); once more by fresh walks if that directory is
+ * gone (invariant 10c). */
+static int bdir_open_file(struct backing *b, const char *rel, int flags, mode_t mode)
+{
+	for (int fresh = 0;; fresh = 1) {
+		const char *base;
+		int pfd = bdir_parent(b, rel, &base);
+		if (pfd < 0)
+			return pfd;
+		int fd = safe_openat(pfd, base, flags, mode);
+		close(pfd);
+		if (fd >= 0 || fresh || !bdir_retry(b, fd))
+			return fd;
+	}
+}
+
 static int bdir_write_file(struct backing *b, const char *rel, const void *data, size_t len,
 			   bool sync)
 {
 	/* invariant 8: only ever a new temporary, made here and private */
-	int fd = safe_openat(b->root_fd, rel, O_WRONLY | O_CREAT | O_EXCL, BACKING_FILE_MODE);
+	int fd = bdir_open_file(b, rel, O_WRONLY | O_CREAT | O_EXCL, BACKING_FILE_MODE);
 	if (fd < 0)
 		return fd;
 	int rc = 0;
@@ -370,12 +565,41 @@ static int bdir_write_file(struct backing *b, const char *rel, const void *data,
 /* fsync of the file rel, which the caller did not write through a fd. */
 static int bdir_fsync_file(struct backing *b, const char *rel)
 {
-	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
+	int fd = bdir_open_file(b, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
 		return fd;
 	atomic_fetch_add(&b->n_file_fsyncs, 1);
 	int rc = fsync(fd) == 0 ? 0 : -errno;
 	close(fd);
+	return rc;
+}
+
+/* Invariant 10: whether rel is there (1: whatever it is, backing.h 1b then
+ * replaces it durably), absent (0), or its directory is missing (-ENOENT);
+ * any other failure counts as absent, as the put's own step then fails. */
+static int bdir_lookup(struct backing *b, const char *rel)
+{
+	const char *base;
+	int pfd = bdir_parent(b, rel, &base);
+	if (pfd < 0)
+		return pfd == -ENOENT ? -ENOENT : 0;
+	struct stat st;
+	int rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : 0;
+	close(pfd);
+	return rc;
+}
+
+/* The temporary of a put that turned durable after its bytes were written
+ * unsynced (invariant 10c): fsync'd through its kept fd, else by name. */
+static int bdir_fsync_tmp(struct backing *b, const char *tmp)
+{
+	int fd = bpend_take_handoff();
+	if (fd < 0)
+		return bdir_fsync_file(b, tmp);
+	atomic_fetch_add(&b->n_file_fsyncs, 1);
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
 	return rc;
 }
 
@@ -456,7 +680,7 @@ static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, con
 			  bool sync)
 {
 	const char *base;
-	int pfd = safe_parent(b->root_fd, rel, &base);
+	int pfd = bdir_parent(b, rel, &base); /* tmp/, held (invariant 10) */
 	if (pfd < 0)
 		return pfd;
 	const char *src_base;
@@ -543,19 +767,39 @@ static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
 	return rc;
 }
 
-static int bdir_rename(struct backing *b, const char *from, const char *to, bool sync)
+/* The rename, through held directories; once more by fresh walks if one of
+ * them is gone (invariant 10c). Unless sync: if held fds were dropped since
+ * the caller looked `to` up (its held_epoch then was seen), a `to` there now
+ * is -EEXIST with nothing renamed: the caller took it for absent through a
+ * gone directory (backing.h 1b: only a durable put replaces a file). */
+static int bdir_rename(struct backing *b, const char *from, const char *to, bool sync,
+		       unsigned long seen)
 {
 	const char *from_base, *to_base;
-	int from_fd = safe_parent(b->root_fd, from, &from_base);
-	if (from_fd < 0)
-		return from_fd;
-	int to_fd = safe_parent(b->root_fd, to, &to_base);
-	if (to_fd < 0) {
+	int from_fd, to_fd, rc;
+	for (int fresh = 0;; fresh = 1) {
+		from_fd = bdir_parent(b, from, &from_base);
+		if (from_fd < 0)
+			return from_fd;
+		to_fd = bdir_parent(b, to, &to_base);
+		if (to_fd < 0) {
+			close(from_fd);
+			return to_fd;
+		}
+		struct stat st;
+		if (!sync && atomic_load(&b->held_epoch) != seen &&
+		    fstatat(to_fd, to_base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			close(from_fd);
+			close(to_fd);
+			return -EEXIST;
+		}
+		atomic_fetch_add(&b->n_renames, 1);
+		rc = renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
+		if (rc == 0 || fresh || !bdir_retry(b, rc))
+			break;
 		close(from_fd);
-		return to_fd;
+		close(to_fd);
 	}
-	atomic_fetch_add(&b->n_renames, 1);
-	int rc = renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
 	if (rc == 0 && sync) {
 		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(to_fd) == 0 ? 0 : -errno;
@@ -571,10 +815,18 @@ static int bdir_rename(struct backing *b, const char *from, const char *to, bool
 static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 {
 	const char *base;
-	int pfd = safe_parent(b->root_fd, rel, &base);
-	if (pfd < 0)
-		return pfd;
-	int rc = mkdirat(pfd, base, BACKING_DIR_MODE) == 0 ? 0 : -errno;
+	int pfd, rc;
+	for (int fresh = 0;; fresh = 1) {
+		pfd = bdir_parent(b, rel, &base);
+		if (pfd < 0)
+			return pfd;
+		rc = mkdirat(pfd, base, BACKING_DIR_MODE) == 0 ? 0 : -errno;
+		if ((rc != -ENOENT && rc != -ESTALE) || fresh || !bdir_retry(b, rc))
+			break;
+		close(pfd); /* its directory is gone (invariant 10c) */
+	}
+	if (rc == 0)
+		bdir_held_drop(b, rel); /* invariant 10c: what was held at this name is gone */
 	if (rc == 0 && !sync && bdir_pending_dir_of(b, rel, pfd) != 0)
 		sync = true; /* invariant 9: not noted, so synced now */
 	if (rc == 0 && sync) { /* a new directory must outlive a crash like its files */
@@ -591,10 +843,14 @@ static int bdir_mkdir(struct backing *b, const char *rel, bool sync)
 	return rc;
 }
 
+/* Temporaries under tmp/ through its held fd (an absent one is ours to
+ * know about); anything else by a fresh walk, so that -ENOENT means absent
+ * at its name (invariant 10). */
 static int bdir_unlink(struct backing *b, const char *rel)
 {
 	const char *base;
-	int pfd = safe_parent(b->root_fd, rel, &base);
+	bool tmp = !strncmp(rel, BACKING_TMP_DIR "/", sizeof(BACKING_TMP_DIR));
+	int pfd = tmp ? bdir_parent(b, rel, &base) : safe_parent(b->root_fd, rel, &base);
 	if (pfd < 0)
 		return pfd;
 	int rc = unlinkat(pfd, base, 0) == 0 ? 0 : -errno;
@@ -604,7 +860,11 @@ static int bdir_unlink(struct backing *b, const char *rel)
 
 static int bdir_list(struct backing *b, const char *reldir, backing_list_fn fn, void *arg)
 {
-	int fd = bdir_open_dir(b, reldir);
+	/* invariant 10: its own fd (a held one's dup would share its position) */
+	int fd = reldir[0] ? safe_openat(b->root_fd, reldir, O_RDONLY | O_DIRECTORY, 0)
+			   : openat(b->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!reldir[0] && fd < 0)
+		fd = -errno;
 	if (fd < 0)
 		return fd;
 	DIR *d = fdopendir(fd);
@@ -648,9 +908,11 @@ static int backing_read_file(struct backing *b, const char *rel, void *buf, size
 		      : bdir_read_file(b, rel, buf, cap, len);
 }
 
-static int backing_rename(struct backing *b, const char *from, const char *to, bool sync)
+/* seen: bdir_rename's (the held_epoch when the caller looked `to` up). */
+static int backing_rename(struct backing *b, const char *from, const char *to, bool sync,
+			  unsigned long seen)
 {
-	return b->nfs ? backing_nfs_rename(b->nfs, from, to) : bdir_rename(b, from, to, sync);
+	return b->nfs ? backing_nfs_rename(b->nfs, from, to) : bdir_rename(b, from, to, sync, seen);
 }
 
 static int backing_mkdir_sync(struct backing *b, const char *rel, bool sync)
@@ -682,26 +944,21 @@ static int backing_unlink(struct backing *b, const char *rel)
 	return b->nfs ? backing_nfs_unlink(b->nfs, rel) : bdir_unlink(b, rel);
 }
 
-/* mkdir -p: every prefix of reldir, top down; a directory made meanwhile by
- * another thread or node counts as made. */
+/* mkdir -p, bottom up: reldir itself first (its parent is there in the
+ * common case, a new chunks/ab/cd/ leaf: one mkdir), its parent only when
+ * that says -ENOENT; a directory made meanwhile by another thread or node
+ * counts as made. */
 static int backing_mkdirs(struct backing *b, const char *reldir, bool sync)
 {
-	char path[PATH_MAX];
-	size_t n = strlen(reldir);
-	if (n == 0)
+	if (!reldir[0])
 		return 0;
-	assert(n < sizeof(path));
-	memcpy(path, reldir, n + 1);
-	for (char *p = strchr(path, '/');; p = strchr(p + 1, '/')) {
-		if (p)
-			*p = '\0';
-		int rc = backing_mkdir_sync(b, path, sync);
-		if (rc != 0)
-			return rc;
-		if (!p)
-			return 0;
-		*p = '/';
-	}
+	int rc = backing_mkdir_sync(b, reldir, sync);
+	if (rc != -ENOENT || !strchr(reldir, '/'))
+		return rc;
+	char parent[PATH_MAX];
+	backing_parent(reldir, parent, sizeof(parent));
+	rc = backing_mkdirs(b, parent, sync);
+	return rc != 0 ? rc : backing_mkdir_sync(b, reldir, sync);
 }
 
 /* ---- temporaries left by failed calls (invariant 4) ---- */
@@ -806,7 +1063,9 @@ static void bdir_close_old_dirs(const struct backing *b)
 	}
 }
 
-/* Invariant 9: whether syncfs of BACKING's filesystem reaches stable storage.
+/* Invariant 9: whether syncfs of BACKING's filesystem reaches stable storage;
+ * and whether it is served over a network or by a FUSE daemon (b->remote:
+ * every operation a round trip, see backing_upload_threads).
  * FUSE passes it to no server but virtiofs, 9p and CIFS to none: fsyncs
  * there. Unknown is syncfs (local filesystems, kernel NFS: it flushes and
  * COMMITs, and NFS directory operations are synchronous on the server). */
@@ -818,6 +1077,9 @@ static void bdir_pick_barrier(struct backing *b)
 	long t = (long)sf.f_type;
 	b->fsync_barrier = t == BACKING_FUSE_MAGIC || t == BACKING_V9FS_MAGIC ||
 			   t == BACKING_CIFS_MAGIC || t == BACKING_SMB2_MAGIC;
+	b->remote = b->fsync_barrier || t == BACKING_NFS_MAGIC || t == BACKING_CEPH_MAGIC ||
+		    t == BACKING_LUSTRE_MAGIC || t == BACKING_GPFS_MAGIC || t == BACKING_SMB_MAGIC ||
+		    t == BACKING_AFS_MAGIC;
 	if (b->fsync_barrier)
 		log_info("BACKING %s: a batch of puts is made durable by an fsync of each object and "
 			 "of each directory (syncfs does not reach this filesystem's server)", b->spec);
@@ -835,6 +1097,9 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 	b->root_fd = -1;
 	b->id = atomic_fetch_add(&backing_next_id, 1) + 1;
 	pthread_mutex_init(&b->orphan_lock, NULL);
+	pthread_mutex_init(&b->held_lock, NULL);
+	for (int i = 0; i < BACKING_HELD_DIRS; i++)
+		b->held[i].fd = -1;
 	b->timeout_ms = timeout_ms ? timeout_ms : BACKING_DEFAULT_TIMEOUT_MS;
 	if (gethostname(b->host, sizeof(b->host)) != 0 || !b->host[0])
 		strcpy(b->host, "localhost");
@@ -847,6 +1112,7 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 	if (!strncmp(spec, "nfs://", 6)) {
 		char why[256] = "";
 		rc = backing_nfs_open(spec, b->timeout_ms, &b->nfs, why, sizeof(why));
+		b->remote = true;
 		if (rc != 0)
 			log_error("BACKING %s: cannot mount the export: %s", spec, why);
 	} else if (spec[0] != '/') {
@@ -887,9 +1153,11 @@ void backing_close(struct backing *b)
 	if (!b)
 		return;
 	backing_nfs_close(b->nfs);
+	bdir_held_drop(b, "");
 	if (b->root_fd >= 0)
 		close(b->root_fd);
 	pthread_mutex_destroy(&b->orphan_lock);
+	pthread_mutex_destroy(&b->held_lock);
 	free(b->spec);
 	free(b);
 }
@@ -945,6 +1213,8 @@ static int backing_fill_tmp(struct backing *b, const char *tmp, const struct bac
 {
 	int rc = backing_fill_once(b, tmp, src, sync);
 	if (rc == -ENOENT && !backing_src_gone(src)) {
+		if (!b->nfs) /* invariant 10c: the held tmp/ may be the one removed */
+			bdir_held_drop(b, BACKING_TMP_DIR);
 		rc = backing_mkdir(b, BACKING_TMP_DIR);
 		if (rc == 0)
 			rc = backing_fill_once(b, tmp, src, sync);
@@ -992,8 +1262,9 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 			  strerror(-rc));
 		return rc;
 	}
-	struct stat st;
-	if (!sync && !b->nfs && fstatat(b->root_fd, relpath, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+	unsigned long seen = b->nfs ? 0 : atomic_load(&b->held_epoch);
+	int have = !sync && !b->nfs ? bdir_lookup(b, relpath) : 0;
+	if (have == 1) {
 		sync = true; /* 1b: never replace a file that may be durable by one that is not */
 		if (backing_link_done(b, relpath, src, sync, &rc))
 			return rc;
@@ -1016,7 +1287,8 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "rename %s → %s", tmp, relpath);
-		rc = backing_rename(b, tmp, relpath, sync);
+		/* its directory seen missing: made first, no rename tried into it */
+		rc = have == -ENOENT ? -ENOENT : backing_rename(b, tmp, relpath, sync, seen);
 		if (rc == -ENOENT) {
 			char dir[PATH_MAX];
 			backing_parent(relpath, dir, sizeof(dir));
@@ -1024,7 +1296,16 @@ static int backing_put_mode(struct backing *b, const char *relpath, const struct
 			if (rc != 0)
 				snprintf(step, sizeof(step), "mkdir -p %s", dir);
 			else
-				rc = backing_rename(b, tmp, relpath, sync);
+				rc = backing_rename(b, tmp, relpath, sync, seen);
+		}
+		if (rc == -EEXIST && !sync) { /* invariant 10c: relpath was there after all */
+			sync = true;
+			snprintf(step, sizeof(step), "fsync %s", tmp);
+			rc = bdir_fsync_tmp(b, tmp);
+			if (rc == 0) {
+				snprintf(step, sizeof(step), "rename %s → %s", tmp, relpath);
+				rc = backing_rename(b, tmp, relpath, sync, seen);
+			}
 		}
 	}
 	if (rc == 0 && !sync && !b->nfs) {
@@ -1125,7 +1406,7 @@ int backing_move(struct backing *b, const char *from, const char *to)
 	if (rc == 0)
 		rc = backing_check_path(to, false);
 	if (rc == 0)
-		rc = backing_rename(b, from, to, true);
+		rc = backing_rename(b, from, to, true, 0);
 	if (rc != 0 && rc != -ENOENT)
 		backing_log_failure(b, "move", from ? from : "(null)", "rename", rc);
 	return rc;
@@ -1150,6 +1431,11 @@ int backing_sync(struct backing *b)
 	return 0;
 }
 
+unsigned backing_upload_threads(const struct backing *b)
+{
+	return b->remote ? BACKING_THREADS_REMOTE : BACKING_THREADS_LOCAL;
+}
+
 bool backing_sync_is_syncfs(const struct backing *b)
 {
 	return !b->nfs && !b->fsync_barrier;
@@ -1166,6 +1452,7 @@ void backing_get_counts(const struct backing *b, struct backing_counts *out)
 	out->dir_fsyncs = atomic_load(&b->n_dir_fsyncs);
 	out->syncfs = atomic_load(&b->n_syncfs);
 	out->renames = atomic_load(&b->n_renames);
+	out->walked = atomic_load(&b->n_walked);
 }
 
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)
@@ -1268,7 +1555,7 @@ int backing_probe(struct backing *b, char *msg, size_t msgsize)
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "rename %s → %s", tmp, done_name);
-		rc = backing_rename(b, tmp, done_name, true);
+		rc = backing_rename(b, tmp, done_name, true, 0);
 	}
 	if (rc == 0) {
 		snprintf(step, sizeof(step), "unlink %s", done_name);

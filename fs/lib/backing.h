@@ -76,6 +76,13 @@ int backing_sync(struct backing *b);
  * more to sync than one. False for nfs:// and for FUSE or 9p directories. */
 bool backing_sync_is_syncfs(const struct backing *b);
 
+/* The number of upload threads that suits this BACKING when the user gave
+ * none (-o upload_threads=N wins): 8 where every operation is a round trip
+ * to a server (nfs://, a directory on NFS, CIFS, 9p, Ceph, Lustre, GPFS, AFS
+ * or FUSE, by statfs type), so that puts overlap their waits; 2 on a local
+ * filesystem, where more threads only contend for the disk and the CPU. */
+unsigned backing_upload_threads(const struct backing *b);
+
 /* What the directory backend has asked of BACKING's filesystem since open:
  * for the bench and the tests (all 0 over nfs://, which commits per put). */
 struct backing_counts {
@@ -83,6 +90,10 @@ struct backing_counts {
 	uint64_t dir_fsyncs;  /* fsync of a directory */
 	uint64_t syncfs;      /* backing_sync as one syncfs */
 	uint64_t renames;     /* rename and link into place */
+	uint64_t walked;      /* path components looked up to open a directory for a */
+	                      /* put, move, mkdir or remove of a temporary (each a round */
+	                      /* trip on a FUSE or network BACKING; reads are not counted); */
+	                      /* backing.c 10: a put into a directory held open walks none */
 };
 void backing_get_counts(const struct backing *b, struct backing_counts *out);
 

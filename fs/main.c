@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -531,8 +532,25 @@ static int main_claim_shared(struct ckptfs *fs, bool cache_was_used)
 	return -EBUSY;
 }
 
+/* Held BACKING directories, each upload thread's unsynced puts (backing.c
+ * invariants 9-10) and the FUSE and cache descriptors can pass the usual soft
+ * limit of 1024 with 8 upload threads: the soft limit is raised to the hard
+ * one, which needs no privilege. A failure leaves the old limit (logged). */
+static void main_raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		log_warn("open files: soft limit %llu kept, raising it failed: %s",
+			 (unsigned long long)was, strerror(errno));
+}
+
 static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 {
+	main_raise_nofile();
 	if (main_lock_cache(&fs->opt, &fs->lock_fd) != 0)
 		return -1;
 	main_lock_note_pid(fs->lock_fd, false);

@@ -406,38 +406,106 @@ static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 	return false;
 }
 
-/* Picks the oldest row that may start; called with u->lock held. */
-static bool up_pick(struct uploader *u, struct cat_upload *out)
+/* Of the chunk rows cand[0..n), those that may start go to out (the
+ * stale ones end here): their readiness, and in shared mode their upload
+ * claims, asked in one call (catalog_shared_data.c S8). Returns how many. */
+static int up_ready_chunks(struct uploader *u, const struct cat_upload *cand, int n,
+			   struct cat_upload *out)
 {
-	struct cat_upload rows[UP_LOOKAHEAD];
-	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD);
+	bool ready[UP_BATCH_MAX], stale[UP_BATCH_MAX];
+	assert(n > 0 && n <= UP_BATCH_MAX);
+	if (cat_upload_ready_many(u->cat, cand, (size_t)n, ready, stale) != 0)
+		return 0; /* asked again at the next pick */
+	int k = 0;
 	for (int i = 0; i < n; i++) {
-		if (up_conflicts(u, &rows[i]))
+		if (stale[i]) /* moot: unpublished, reclaimed or on BACKING already */
+			cat_upload_done(u->cat, &cand[i]);
+		else if (ready[i])
+			out[k++] = cand[i];
+	}
+	return k;
+}
+
+/* How many chunk rows one pick takes, of up to max: this worker's share of
+ * the chunk rows no worker has in hand, so that a short queue still keeps
+ * every worker busy. */
+static int up_share(struct uploader *u, const struct cat_upload *rows, int n, int max)
+{
+	int free_chunks = 0;
+	for (int i = 0; i < n; i++)
+		free_chunks += rows[i].kind == UP_CHUNK && !up_conflicts(u, &rows[i]);
+	int share = (free_chunks + u->n_workers - 1) / (u->n_workers ? u->n_workers : 1);
+	return share < 1 ? 1 : share > max ? max : share;
+}
+
+static bool up_hash_in(const struct cat_upload *rows, int n, const uint8_t hash[HASH_LEN])
+{
+	for (int i = 0; i < n; i++)
+		if (memcmp(rows[i].hash, hash, HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
+static void up_deadline_check(struct uploader *u, const struct cat_upload *oldest)
+{
+	int64_t age_s = (up_now_ns() - oldest->enqueued_ns) / 1000000000;
+	if (oldest->enqueued_ns > 0 && age_s > (int64_t)u->cfg.deadline_s &&
+	    oldest->seq > u->deadline_warned) {
+		u->deadline_warned = oldest->seq;
+		log_warn("upload queue: the oldest upload (row %" PRIu64 ") has waited %" PRId64
+			 " s, past the %u s deadline; %s", oldest->seq, age_s, u->cfg.deadline_s,
+			 u->down ? "BACKING is not answering" : "BACKING is slow");
+	}
+}
+
+/* Picks the oldest rows that may start, into out: one row of any kind, or
+ * up to max chunk rows of distinct hashes (U4), whose readiness is asked
+ * together (one PostgreSQL round trip in shared mode, not one a row).
+ * Returns how many; called with u->lock held. */
+static int up_pick(struct uploader *u, struct cat_upload *out, int max)
+{
+	assert(max >= 1 && max <= UP_BATCH_MAX);
+	struct cat_upload rows[UP_LOOKAHEAD], cand[UP_BATCH_MAX];
+	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD), nc = 0;
+	int share = up_share(u, rows, n, max);
+	for (int i = 0; i < n || nc > 0;) {
+		if (i < n && up_conflicts(u, &rows[i])) {
+			i++;
 			continue;
+		}
+		bool chunk = i < n && rows[i].kind == UP_CHUNK;
+		if (chunk && up_hash_in(cand, nc, rows[i].hash)) {
+			i++; /* U4: it waits for the one in cand */
+			continue;
+		}
+		if (chunk) { /* nc < share here: cand is asked as soon as it is full */
+			cand[nc++] = rows[i++];
+			if (nc < share)
+				continue;
+		}
+		if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
+			int k = up_ready_chunks(u, cand, nc, out);
+			if (k > 0)
+				return k;
+			nc = 0;
+			continue; /* none may start: row i is looked at now */
+		}
+		const struct cat_upload *row = &rows[i++]; /* another kind: alone */
 		bool ready = false, stale = false;
-		if (cat_upload_ready(u->cat, &rows[i], &ready, &stale) != 0)
+		if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
 			continue;
 		if (stale) { /* moot: the generation changed since */
-			cat_upload_done(u->cat, &rows[i]);
+			cat_upload_done(u->cat, row);
 			continue;
 		}
 		if (ready) {
-			*out = rows[i];
-			return true;
+			out[0] = *row;
+			return 1;
 		}
 	}
-	if (n > 0) {
-		int64_t age_s = (up_now_ns() - rows[0].enqueued_ns) / 1000000000;
-		if (rows[0].enqueued_ns > 0 && age_s > (int64_t)u->cfg.deadline_s &&
-		    rows[0].seq > u->deadline_warned) {
-			u->deadline_warned = rows[0].seq;
-			log_warn("upload queue: the oldest upload (row %" PRIu64 ") has waited %" PRId64
-				 " s, past the %u s deadline; %s", rows[0].seq, age_s,
-				 u->cfg.deadline_s,
-				 u->down ? "BACKING is not answering" : "BACKING is slow");
-		}
-	}
-	return false;
+	if (n > 0)
+		up_deadline_check(u, &rows[0]);
+	return 0;
 }
 
 /* BACKING took a row: a recovery logged, backoff reset. u->lock held. */
@@ -571,32 +639,50 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 	pthread_cond_broadcast(&u->kick);
 }
 
-/* Puts one chunk row: a small object joins the batch, a large one (or a
- * failure) is finished at once; u->lock held, dropped inside. */
+/* Puts the chunk rows picked[0..n) in turn: a small object joins the
+ * batch, a large one (or a failure) is finished at once. All are in hand
+ * (busy) from the start, in the slots after the batch's; a row that joins
+ * the batch moves down to the batch's next slot. A stop, or BACKING
+ * failing, leaves the rows not yet started queued. u->lock held, dropped
+ * inside. */
 static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
-			 const struct cat_upload *row, struct up_buffers *bufs)
+			 const struct cat_upload *picked, int n, struct up_buffers *bufs)
 {
-	int k = bt->n;
-	assert(k < UP_BATCH_MAX); /* a full batch was flushed when it filled */
-	up_busy_set(u, id, k, row);
-	pthread_mutex_unlock(&u->lock);
-	uint64_t bytes = 0;
-	bool deferred = false;
-	int rc = up_chunk(u, row, bufs, true, &deferred, &bytes);
-	if (rc != 0 || !deferred) /* failed, or durable already (a large object) */
-		up_finish(u, row, rc, bytes);
-	pthread_mutex_lock(&u->lock);
-	if (rc != 0 || !deferred) {
-		assert(u->busy[id][k].set);
-		u->busy[id][k].set = false;
-		return;
+	int first = bt->n;
+	assert(n >= 1 && first + n <= UP_BATCH_MAX); /* a full batch was flushed when it filled */
+	for (int j = 0; j < n; j++)
+		up_busy_set(u, id, first + j, &picked[j]);
+	for (int j = 0; j < n; j++) {
+		int s = first + j; /* slots [bt->n, s) are free, [s, first + n) in hand */
+		if ((u->stopping && !u->draining) || up_mono_s() < u->down_until) {
+			for (; s < first + n; s++)
+				u->busy[id][s].set = false;
+			return;
+		}
+		pthread_mutex_unlock(&u->lock);
+		uint64_t bytes = 0;
+		bool deferred = false;
+		int rc = up_chunk(u, &picked[j], bufs, true, &deferred, &bytes);
+		if (rc != 0 || !deferred) /* failed, or durable already (a large object) */
+			up_finish(u, &picked[j], rc, bytes);
+		pthread_mutex_lock(&u->lock);
+		assert(u->busy[id][s].set && u->busy[id][s].seq == picked[j].seq);
+		if (rc != 0 || !deferred) {
+			u->busy[id][s].set = false;
+			continue;
+		}
+		int k = bt->n;
+		if (k != s) {
+			u->busy[id][k] = u->busy[id][s];
+			u->busy[id][s].set = false;
+		}
+		bt->row[k] = picked[j];
+		bt->bytes[k] = bytes;
+		bt->n++;
+		bt->total += bytes;
+		if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES)
+			up_batch_flush(u, id, bt);
 	}
-	bt->row[k] = *row;
-	bt->bytes[k] = bytes;
-	bt->n++;
-	bt->total += bytes;
-	if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES)
-		up_batch_flush(u, id, bt);
 }
 
 static void *up_worker_main(void *p)
@@ -623,8 +709,10 @@ static void *up_worker_main(void *p)
 				up_wait(u, u->down_until - now);
 			continue;
 		}
-		struct cat_upload row;
-		if (!up_pick(u, &row)) {
+		struct cat_upload picked[UP_BATCH_MAX];
+		/* a batch takes as many chunk rows as it has room for in one pick */
+		int got = up_pick(u, picked, batching && bt ? UP_BATCH_MAX - bt->n : 1);
+		if (got == 0) {
 			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
 				up_batch_flush(u, id, bt);
 				continue;
@@ -644,10 +732,12 @@ static void *up_worker_main(void *p)
 			up_wait(u, 0.2);
 			continue;
 		}
-		if (batching && bt && row.kind == UP_CHUNK) {
-			up_batch_add(u, id, bt, &row, &bufs);
+		if (batching && bt && picked[0].kind == UP_CHUNK) {
+			up_batch_add(u, id, bt, picked, got, &bufs);
 			continue;
 		}
+		assert(got == 1); /* several only of chunk rows, for a batch */
+		struct cat_upload row = picked[0];
 		if (bt && bt->n) { /* other work waits for the batch (it may need its chunks) */
 			up_batch_flush(u, id, bt);
 			continue;

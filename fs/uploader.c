@@ -413,29 +413,20 @@ static int up_ready_chunks(struct uploader *u, const struct cat_upload *cand, in
 			   struct cat_upload *out)
 {
 	bool ready[UP_BATCH_MAX], stale[UP_BATCH_MAX];
+	struct cat_upload moot[UP_BATCH_MAX];
 	assert(n > 0 && n <= UP_BATCH_MAX);
 	if (cat_upload_ready_many(u->cat, cand, (size_t)n, ready, stale) != 0)
 		return 0; /* asked again at the next pick */
-	int k = 0;
+	int k = 0, m = 0;
 	for (int i = 0; i < n; i++) {
 		if (stale[i]) /* moot: unpublished, reclaimed or on BACKING already */
-			cat_upload_done(u->cat, &cand[i]);
+			moot[m++] = cand[i];
 		else if (ready[i])
 			out[k++] = cand[i];
 	}
+	if (m > 0) /* ended together: one marking's round trip, not one each */
+		cat_upload_done_many(u->cat, moot, (size_t)m);
 	return k;
-}
-
-/* How many chunk rows one pick takes, of up to max: this worker's share of
- * the chunk rows no worker has in hand, so that a short queue still keeps
- * every worker busy. */
-static int up_share(struct uploader *u, const struct cat_upload *rows, int n, int max)
-{
-	int free_chunks = 0;
-	for (int i = 0; i < n; i++)
-		free_chunks += rows[i].kind == UP_CHUNK && !up_conflicts(u, &rows[i]);
-	int share = (free_chunks + u->n_workers - 1) / (u->n_workers ? u->n_workers : 1);
-	return share < 1 ? 1 : share > max ? max : share;
 }
 
 static bool up_hash_in(const struct cat_upload *rows, int n, const uint8_t hash[HASH_LEN])
@@ -461,13 +452,15 @@ static void up_deadline_check(struct uploader *u, const struct cat_upload *oldes
 /* Picks the oldest rows that may start, into out: one row of any kind, or
  * up to max chunk rows of distinct hashes (U4), whose readiness is asked
  * together (one PostgreSQL round trip in shared mode, not one a row).
- * Returns how many; called with u->lock held. */
+ * A short queue goes to one worker whole rather than shared out: its one
+ * claim and its batch's one marking serve all of it, where the node's one
+ * PostgreSQL connection is the FUSE path's too; a long one keeps every
+ * worker busy, each with a batch. Returns how many; u->lock held. */
 static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 {
 	assert(max >= 1 && max <= UP_BATCH_MAX);
 	struct cat_upload rows[UP_LOOKAHEAD], cand[UP_BATCH_MAX];
 	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD), nc = 0;
-	int share = up_share(u, rows, n, max);
 	for (int i = 0; i < n || nc > 0;) {
 		if (i < n && up_conflicts(u, &rows[i])) {
 			i++;
@@ -478,9 +471,9 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 			i++; /* U4: it waits for the one in cand */
 			continue;
 		}
-		if (chunk) { /* nc < share here: cand is asked as soon as it is full */
+		if (chunk) { /* nc < max here: cand is asked as soon as it is full */
 			cand[nc++] = rows[i++];
-			if (nc < share)
+			if (nc < max)
 				continue;
 		}
 		if (nc > 0) { /* cand is full, or row i is of another kind, or the end */

@@ -455,7 +455,8 @@ static void up_deadline_check(struct uploader *u, const struct cat_upload *oldes
  * A short queue goes to one worker whole rather than shared out: its one
  * claim and its batch's one marking serve all of it, where the node's one
  * PostgreSQL connection is the FUSE path's too; a long one keeps every
- * worker busy, each with a batch. Returns how many; u->lock held. */
+ * worker busy, each with a batch. With max 1, a pick is one row, as
+ * always. Returns how many; u->lock held. */
 static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 {
 	assert(max >= 1 && max <= UP_BATCH_MAX);
@@ -689,6 +690,10 @@ static void *up_worker_main(void *p)
 	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->cfg.chunk_max) };
 	/* over nfs:// every put commits by itself: nothing to batch */
 	bool batching = !backing_is_nfs(u->backing);
+	/* with a shared catalog, a batch takes as many chunk rows as it has
+	 * room for in one pick (one round trip asks them all, S8); alone, a
+	 * row a pick, as their readiness is local and costs nothing */
+	bool multi = batching && cat_is_shared(u->cat);
 	struct up_batch *bt = calloc(1, sizeof(*bt));
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
@@ -703,8 +708,7 @@ static void *up_worker_main(void *p)
 			continue;
 		}
 		struct cat_upload picked[UP_BATCH_MAX];
-		/* a batch takes as many chunk rows as it has room for in one pick */
-		int got = up_pick(u, picked, batching && bt ? UP_BATCH_MAX - bt->n : 1);
+		int got = up_pick(u, picked, multi && bt ? UP_BATCH_MAX - bt->n : 1);
 		if (got == 0) {
 			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
 				up_batch_flush(u, id, bt);

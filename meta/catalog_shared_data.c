@@ -814,7 +814,7 @@ int catsh_sweep(struct cat *cat)
 /* ---- the upload queue (S4, S5) ---- */
 
 /* This node's pending references of each chunk row's hash (refs[i] 0 for
- * a row of another kind), read in one local transaction. */
+ * a row of another kind), read under the catalog lock. */
 static int csd_local_refs(struct cat *cat, const struct cat_upload *rows, size_t n, int64_t *refs)
 {
 	int rc = 0;

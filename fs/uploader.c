@@ -28,6 +28,13 @@
 #define UP_TREE_EVERY_S 1.0
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
+/* With a shared catalog, a batch the queue has run dry for stays open this
+ * long from its first row, so that rows the writers queue meanwhile join
+ * it: its claims and its marking are a PostgreSQL round trip each per pick
+ * and per batch, and an uploader that keeps up with the writers would
+ * otherwise make batches of a chunk or two. Only while the queue is dry:
+ * a long queue fills batches without waiting. */
+#define UP_LINGER_S 0.05
 /* Only objects smaller than this wait for a batch's sync when they are
  * copied: for larger ones an fsync each costs little beside their bytes,
  * while a syncfs of a BACKING that shares its filesystem with the cache would
@@ -578,11 +585,21 @@ static void up_wait(struct uploader *u, double seconds)
 	pthread_cond_timedwait(&u->kick, &u->lock, &ts);
 }
 
+/* Waits until the monotonic time until (a stop ends it early), whatever
+ * kicks come meanwhile: what they announce is picked together after it
+ * (UP_LINGER_S). u->lock held. */
+static void up_linger(struct uploader *u, double until)
+{
+	for (double now = up_mono_s(); !u->stopping && now < until; now = up_mono_s())
+		up_wait(u, until - now);
+}
+
 /* Chunk rows a worker has put unsynced (backing invariant 1b): they stay in
  * the queue and busy until one backing_sync makes them all durable (U1). */
 struct up_batch {
 	int n;
 	uint64_t total;
+	double started; /* monotonic s its first row joined */
 	struct cat_upload row[UP_BATCH_MAX];
 	uint64_t bytes[UP_BATCH_MAX];
 };
@@ -666,6 +683,8 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 			continue;
 		}
 		int k = bt->n;
+		if (k == 0)
+			bt->started = up_mono_s();
 		if (k != s) {
 			u->busy[id][k] = u->busy[id][s];
 			u->busy[id][s].set = false;
@@ -710,6 +729,10 @@ static void *up_worker_main(void *p)
 		struct cat_upload picked[UP_BATCH_MAX];
 		int got = up_pick(u, picked, multi && bt ? UP_BATCH_MAX - bt->n : 1);
 		if (got == 0) {
+			if (bt && bt->n && multi && !u->stopping && now < bt->started + UP_LINGER_S) {
+				up_linger(u, bt->started + UP_LINGER_S);
+				continue;
+			}
 			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
 				up_batch_flush(u, id, bt);
 				continue;

@@ -231,9 +231,10 @@ int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgn
  * taken even so). One statement, one round trip. */
 int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool writer,
 		      struct pgns_chunk_row *out);
-/* pgns_upload_claim of n hashes in one statement (one round trip, whatever
- * n): hashes[i] as a writer's if writer[i]; out[i].found false: the store
- * has no row of it, else out[i].row is that row. */
+/* pgns_upload_claim of n hashes in one statement, in one transaction
+ * whatever n (BEGIN, it, COMMIT: three round trips): hashes[i] as a
+ * writer's if writer[i]; out[i].found false: the store has no row of it,
+ * else out[i].row is that row. */
 struct pgns_claim {
 	bool found;
 	struct pgns_chunk_row row;

@@ -28,6 +28,13 @@
 #define UP_TREE_EVERY_S 1.0
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
+/* With a shared catalog, a batch the queue has run dry for stays open this
+ * long from its first row, so that rows the writers queue meanwhile join
+ * it: its claims and its marking are a PostgreSQL round trip each per pick
+ * and per batch, and an uploader that keeps up with the writers would
+ * otherwise make batches of a chunk or two. Only while the queue is dry:
+ * a long queue fills batches without waiting. */
+#define UP_LINGER_S 0.05
 /* Only objects smaller than this wait for a batch's sync when they are
  * copied: for larger ones an fsync each costs little beside their bytes,
  * while a syncfs of a BACKING that shares its filesystem with the cache would
@@ -407,38 +414,100 @@ static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 	return false;
 }
 
-/* Picks the oldest row that may start; called with u->lock held. */
-static bool up_pick(struct uploader *u, struct cat_upload *out)
+/* Of the chunk rows cand[0..n), those that may start go to out (the
+ * stale ones end here): their readiness, and in shared mode their upload
+ * claims, asked in one call (catalog_shared_data.c S8). Returns how many. */
+static int up_ready_chunks(struct uploader *u, const struct cat_upload *cand, int n,
+			   struct cat_upload *out)
 {
-	struct cat_upload rows[UP_LOOKAHEAD];
-	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD);
+	bool ready[UP_BATCH_MAX], stale[UP_BATCH_MAX];
+	struct cat_upload moot[UP_BATCH_MAX];
+	assert(n > 0 && n <= UP_BATCH_MAX);
+	if (cat_upload_ready_many(u->cat, cand, (size_t)n, ready, stale) != 0)
+		return 0; /* asked again at the next pick */
+	int k = 0, m = 0;
 	for (int i = 0; i < n; i++) {
-		if (up_conflicts(u, &rows[i]))
+		if (stale[i]) /* moot: unpublished, reclaimed or on BACKING already */
+			moot[m++] = cand[i];
+		else if (ready[i])
+			out[k++] = cand[i];
+	}
+	if (m > 0) /* ended together: one marking's round trip, not one each */
+		cat_upload_done_many(u->cat, moot, (size_t)m);
+	return k;
+}
+
+static bool up_hash_in(const struct cat_upload *rows, int n, const uint8_t hash[HASH_LEN])
+{
+	for (int i = 0; i < n; i++)
+		if (memcmp(rows[i].hash, hash, HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
+static void up_deadline_check(struct uploader *u, const struct cat_upload *oldest)
+{
+	int64_t age_s = (up_now_ns() - oldest->enqueued_ns) / 1000000000;
+	if (oldest->enqueued_ns > 0 && age_s > (int64_t)u->cfg.deadline_s &&
+	    oldest->seq > u->deadline_warned) {
+		u->deadline_warned = oldest->seq;
+		log_warn("upload queue: the oldest upload (row %" PRIu64 ") has waited %" PRId64
+			 " s, past the %u s deadline; %s", oldest->seq, age_s, u->cfg.deadline_s,
+			 u->down ? "BACKING is not answering" : "BACKING is slow");
+	}
+}
+
+/* Picks the oldest rows that may start, into out: one row of any kind, or
+ * up to max chunk rows of distinct hashes (U4), whose readiness is asked
+ * together (one PostgreSQL round trip in shared mode, not one a row).
+ * A short queue goes to one worker whole rather than shared out: its one
+ * claim and its batch's one marking serve all of it, where the node's one
+ * PostgreSQL connection is the FUSE path's too; a long one keeps every
+ * worker busy, each with a batch. With max 1, a pick is one row, as
+ * always. Returns how many; u->lock held. */
+static int up_pick(struct uploader *u, struct cat_upload *out, int max)
+{
+	assert(max >= 1 && max <= UP_BATCH_MAX);
+	struct cat_upload rows[UP_LOOKAHEAD], cand[UP_BATCH_MAX];
+	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD), nc = 0;
+	for (int i = 0; i < n || nc > 0;) {
+		if (i < n && up_conflicts(u, &rows[i])) {
+			i++;
 			continue;
+		}
+		bool chunk = i < n && rows[i].kind == UP_CHUNK;
+		if (chunk && up_hash_in(cand, nc, rows[i].hash)) {
+			i++; /* U4: it waits for the one in cand */
+			continue;
+		}
+		if (chunk) { /* nc < max here: cand is asked as soon as it is full */
+			cand[nc++] = rows[i++];
+			if (nc < max)
+				continue;
+		}
+		if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
+			int k = up_ready_chunks(u, cand, nc, out);
+			if (k > 0)
+				return k;
+			nc = 0;
+			continue; /* none may start: row i is looked at now */
+		}
+		const struct cat_upload *row = &rows[i++]; /* another kind: alone */
 		bool ready = false, stale = false;
-		if (cat_upload_ready(u->cat, &rows[i], &ready, &stale) != 0)
+		if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
 			continue;
 		if (stale) { /* moot: the generation changed since */
-			cat_upload_done(u->cat, &rows[i]);
+			cat_upload_done(u->cat, row);
 			continue;
 		}
 		if (ready) {
-			*out = rows[i];
-			return true;
+			out[0] = *row;
+			return 1;
 		}
 	}
-	if (n > 0) {
-		int64_t age_s = (up_now_ns() - rows[0].enqueued_ns) / 1000000000;
-		if (rows[0].enqueued_ns > 0 && age_s > (int64_t)u->cfg.deadline_s &&
-		    rows[0].seq > u->deadline_warned) {
-			u->deadline_warned = rows[0].seq;
-			log_warn("upload queue: the oldest upload (row %" PRIu64 ") has waited %" PRId64
-				 " s, past the %u s deadline; %s", rows[0].seq, age_s,
-				 u->cfg.deadline_s,
-				 u->down ? "BACKING is not answering" : "BACKING is slow");
-		}
-	}
-	return false;
+	if (n > 0)
+		up_deadline_check(u, &rows[0]);
+	return 0;
 }
 
 /* BACKING took a row: a recovery logged, backoff reset. u->lock held. */
@@ -517,11 +586,21 @@ static void up_wait(struct uploader *u, double seconds)
 	pthread_cond_timedwait(&u->kick, &u->lock, &ts);
 }
 
+/* Waits until the monotonic time until (a stop ends it early), whatever
+ * kicks come meanwhile: what they announce is picked together after it
+ * (UP_LINGER_S). u->lock held. */
+static void up_linger(struct uploader *u, double until)
+{
+	for (double now = up_mono_s(); !u->stopping && now < until; now = up_mono_s())
+		up_wait(u, until - now);
+}
+
 /* Chunk rows a worker has put unsynced (backing invariant 1b): they stay in
  * the queue and busy until one backing_sync makes them all durable (U1). */
 struct up_batch {
 	int n;
 	uint64_t total;
+	double started; /* monotonic s its first row joined */
 	struct cat_upload row[UP_BATCH_MAX];
 	uint64_t bytes[UP_BATCH_MAX];
 };
@@ -572,32 +651,52 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 	pthread_cond_broadcast(&u->kick);
 }
 
-/* Puts one chunk row: a small object joins the batch, a large one (or a
- * failure) is finished at once; u->lock held, dropped inside. */
+/* Puts the chunk rows picked[0..n) in turn: a small object joins the
+ * batch, a large one (or a failure) is finished at once. All are in hand
+ * (busy) from the start, in the slots after the batch's; a row that joins
+ * the batch moves down to the batch's next slot. A stop, or BACKING
+ * failing, leaves the rows not yet started queued. u->lock held, dropped
+ * inside. */
 static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
-			 const struct cat_upload *row, struct up_buffers *bufs)
+			 const struct cat_upload *picked, int n, struct up_buffers *bufs)
 {
-	int k = bt->n;
-	assert(k < UP_BATCH_MAX); /* a full batch was flushed when it filled */
-	up_busy_set(u, id, k, row);
-	pthread_mutex_unlock(&u->lock);
-	uint64_t bytes = 0;
-	bool deferred = false;
-	int rc = up_chunk(u, row, bufs, true, &deferred, &bytes);
-	if (rc != 0 || !deferred) /* failed, or durable already (a large object) */
-		up_finish(u, row, rc, bytes);
-	pthread_mutex_lock(&u->lock);
-	if (rc != 0 || !deferred) {
-		assert(u->busy[id][k].set);
-		u->busy[id][k].set = false;
-		return;
+	int first = bt->n;
+	assert(n >= 1 && first + n <= UP_BATCH_MAX); /* a full batch was flushed when it filled */
+	for (int j = 0; j < n; j++)
+		up_busy_set(u, id, first + j, &picked[j]);
+	for (int j = 0; j < n; j++) {
+		int s = first + j; /* slots [bt->n, s) are free, [s, first + n) in hand */
+		if ((u->stopping && !u->draining) || up_mono_s() < u->down_until) {
+			for (; s < first + n; s++)
+				u->busy[id][s].set = false;
+			return;
+		}
+		pthread_mutex_unlock(&u->lock);
+		uint64_t bytes = 0;
+		bool deferred = false;
+		int rc = up_chunk(u, &picked[j], bufs, true, &deferred, &bytes);
+		if (rc != 0 || !deferred) /* failed, or durable already (a large object) */
+			up_finish(u, &picked[j], rc, bytes);
+		pthread_mutex_lock(&u->lock);
+		assert(u->busy[id][s].set && u->busy[id][s].seq == picked[j].seq);
+		if (rc != 0 || !deferred) {
+			u->busy[id][s].set = false;
+			continue;
+		}
+		int k = bt->n;
+		if (k == 0)
+			bt->started = up_mono_s();
+		if (k != s) {
+			u->busy[id][k] = u->busy[id][s];
+			u->busy[id][s].set = false;
+		}
+		bt->row[k] = picked[j];
+		bt->bytes[k] = bytes;
+		bt->n++;
+		bt->total += bytes;
+		if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES)
+			up_batch_flush(u, id, bt);
 	}
-	bt->row[k] = *row;
-	bt->bytes[k] = bytes;
-	bt->n++;
-	bt->total += bytes;
-	if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES)
-		up_batch_flush(u, id, bt);
 }
 
 static void *up_worker_main(void *p)
@@ -611,6 +710,10 @@ static void *up_worker_main(void *p)
 	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->cfg.chunk_max) };
 	/* over nfs:// every put commits by itself: nothing to batch */
 	bool batching = !backing_is_nfs(u->backing);
+	/* with a shared catalog, a batch takes as many chunk rows as it has
+	 * room for in one pick (one round trip asks them all, S8); alone, a
+	 * row a pick, as their readiness is local and costs nothing */
+	bool multi = batching && cat_is_shared(u->cat);
 	struct up_batch *bt = calloc(1, sizeof(*bt));
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
@@ -624,8 +727,13 @@ static void *up_worker_main(void *p)
 				up_wait(u, u->down_until - now);
 			continue;
 		}
-		struct cat_upload row;
-		if (!up_pick(u, &row)) {
+		struct cat_upload picked[UP_BATCH_MAX];
+		int got = up_pick(u, picked, multi && bt ? UP_BATCH_MAX - bt->n : 1);
+		if (got == 0) {
+			if (bt && bt->n && multi && !u->stopping && now < bt->started + UP_LINGER_S) {
+				up_linger(u, bt->started + UP_LINGER_S);
+				continue;
+			}
 			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
 				up_batch_flush(u, id, bt);
 				continue;
@@ -645,10 +753,12 @@ static void *up_worker_main(void *p)
 			up_wait(u, 0.2);
 			continue;
 		}
-		if (batching && bt && row.kind == UP_CHUNK) {
-			up_batch_add(u, id, bt, &row, &bufs);
+		if (batching && bt && picked[0].kind == UP_CHUNK) {
+			up_batch_add(u, id, bt, picked, got, &bufs);
 			continue;
 		}
+		assert(got == 1); /* several only of chunk rows, for a batch */
+		struct cat_upload row = picked[0];
 		if (bt && bt->n) { /* other work waits for the batch (it may need its chunks) */
 			up_batch_flush(u, id, bt);
 			continue;

@@ -60,14 +60,21 @@
  *      never a reference to an object nobody has.
  *  S8. No "uploaded" from PostgreSQL for an object a reclaim on another
  *      node removed after this node wrote it (pgns.h N7): the uploader's
- *      readiness check claims the hash in its one round trip
- *      (pgns_upload_claim) before the object is written; every marking on
+ *      readiness check claims the hashes of its rows, a batch of them in
+ *      one round trip (cat_upload_ready_many: pgns_upload_claims), before
+ *      the objects are written; every marking on
  *      the strength of this node's upload (the commit's, S2; the upload's
  *      own, S5) counts only while the claim stands. One refused (a reclaim
  *      of the hash ended since) is not on BACKING: its local row is set
  *      uploaded = 0 and, cached, queued for upload again (csd_upload_again),
- *      whose next readiness check claims anew. A writer's chunk now costs
- *      the check one round trip (it made none before). */
+ *      whose next readiness check claims anew. A batch's claims cost one
+ *      round trip whatever its size (a refused or missing hash is that
+ *      row's answer alone), as its markings do (pgns_chunks_uploaded).
+ *  S9. A writer's release (cat_pending_drop) drops, with its pins, this
+ *      node's claims of the file's hashes that have no pending reference
+ *      left here and no queued upload (pgns.h N7: of no more use): those of
+ *      a file never committed go with it; a hash still to be uploaded or
+ *      named by another writer keeps its claim for that marking. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -115,6 +122,12 @@ static const char csd_sql_fetched[] =
 static const char csd_sql_fetched_new[] =
 	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
 	" VALUES(?1, ?2, ?3, ?4, 0, 1, 1) ON CONFLICT(hash) DO NOTHING";
+/* S9: a file's hashes, and whether this node may still mark a hash on the
+ * strength of its claim (a pending reference or a queued upload: a row). */
+static const char csd_sql_pending_hashes[] = "SELECT DISTINCT hash FROM pending WHERE ino = ?1";
+static const char csd_sql_claim_used[] =
+	"SELECT 1 FROM chunks WHERE hash = ?1 AND refcount > 0 UNION ALL"
+	" SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 1 LIMIT 1";
 static const char csd_sql_row[] =
 	"SELECT refcount, stored_len IS NOT NULL FROM chunks WHERE hash = ?1";
 /* S8: a chunk PostgreSQL refused to count as uploaded: not on BACKING here
@@ -314,16 +327,79 @@ int catsh_pending_cut(struct cat *cat, uint64_t ino, uint64_t new_size)
 	return rc;
 }
 
-/* The writer's release: its pending rows, then its pins (S7). A pin left
- * by a failed unpin only keeps chunks from reclaim until this node is no
- * longer live (pgns_unpin_lost), so it is logged, not returned. */
+/* The distinct hashes of ino's pending rows, malloc'd into *out. */
+static int csd_pending_hashes(struct cat *cat, uint64_t ino, uint8_t (**out)[CAT_HASH_LEN],
+			      size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	size_t cap = 0;
+	sqlite3_stmt *st;
+	int rc = csd_prepare(cat, csd_sql_pending_hashes, &st);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, (int64_t)ino);
+	while ((rc = csd_step(cat, st)) == 1) {
+		if (*n == cap) {
+			size_t ncap = cap ? 2 * cap : 64;
+			uint8_t(*grown)[CAT_HASH_LEN] = realloc(*out, ncap * CAT_HASH_LEN);
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			*out = grown;
+			cap = ncap;
+		}
+		*n += csd_col_hash(st, 0, (*out)[*n]);
+	}
+	sqlite3_finalize(st);
+	return rc < 0 ? rc : 0;
+}
+
+/* S9: of hashes[0..*n), keeps (in place) those this node's upload claims
+ * are of no more use for: no pending reference left, no upload queued. */
+static int csd_claims_unused(struct cat *cat, uint8_t (*hashes)[CAT_HASH_LEN], size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = csd_prepare(cat, csd_sql_claim_used, &st);
+	size_t k = 0;
+	for (size_t i = 0; rc == 0 && i < *n; i++) {
+		sqlite3_reset(st);
+		csd_bind_hash(st, 1, hashes[i]);
+		int src = csd_step(cat, st);
+		rc = src < 0 ? src : 0;
+		if (src == 0)
+			memmove(hashes[k++], hashes[i], CAT_HASH_LEN);
+	}
+	sqlite3_finalize(st);
+	*n = rc ? 0 : k;
+	return rc;
+}
+
+/* The writer's release: its pending rows, then its pins (S7) and the
+ * claims of no more use (S9), in one round trip. A pin or claim left by a
+ * failed unpin only keeps chunks from reclaim (or a claim row) until this
+ * node is no longer live (pgns_unpin_lost), so it is logged, not returned. */
 int catsh_pending_drop(struct cat *cat, uint64_t ino)
 {
+	uint8_t(*hashes)[CAT_HASH_LEN] = NULL;
+	size_t n = 0;
+	cat_lock(cat);
+	int hrc = csd_pending_hashes(cat, ino, &hashes, &n);
+	cat_unlock(cat);
 	int rc = catsh_pending_cut(cat, ino, 0);
-	int urc = pgns_unpin(cat_shared_ns(cat), ino);
+	cat_lock(cat);
+	if (hrc == 0 && rc == 0)
+		hrc = csd_claims_unused(cat, hashes, &n);
+	cat_unlock(cat);
+	if (hrc || rc)
+		n = 0; /* the claims stay: they go with the hash or the node (N7) */
+	int urc = pgns_unpin_claims(cat_shared_ns(cat), ino,
+				    (const uint8_t(*)[CAT_HASH_LEN])hashes, n);
 	if (urc)
 		log_warn("catalog %s: cannot drop the pins of inode %" PRIu64 " (%s); they go"
 			 " when this node leaves", cat->path, ino, strerror(-urc));
+	free(hashes);
 	return rc;
 }
 
@@ -737,28 +813,76 @@ int catsh_sweep(struct cat *cat)
 
 /* ---- the upload queue (S4, S5) ---- */
 
+/* This node's pending references of each chunk row's hash (refs[i] 0 for
+ * a row of another kind), read under the catalog lock. */
+static int csd_local_refs(struct cat *cat, const struct cat_upload *rows, size_t n, int64_t *refs)
+{
+	int rc = 0;
+	cat_lock(cat);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		bool stored;
+		refs[i] = 0;
+		if (rows[i].kind == UP_CHUNK)
+			rc = csd_local_row(cat, rows[i].hash, &refs[i], &stored);
+	}
+	cat_unlock(cat);
+	return rc;
+}
+
+/* S4 for one chunk row, from its claim's answer. */
+static void csd_ready_of(int64_t refs, const struct pgns_claim *c, bool *ready, bool *stale)
+{
+	*ready = true;
+	*stale = false;
+	if (refs > 0) /* a local writer references it */
+		return;
+	if (!c->found || c->row.uploaded || strcmp(c->row.state, "live") != 0) {
+		*stale = true; /* unpublished, reclaimed, or on BACKING already: moot */
+		*ready = false;
+	}
+}
+
+/* S8: the claims of all the chunk rows in one round trip (pgns_upload_claims);
+ * rows of other kinds are asked one by one, as cat_upload_ready. */
+int catsh_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size_t n, bool *ready,
+			    bool *stale)
+{
+	size_t m = n ? n : 1;
+	int64_t *refs = calloc(m, sizeof(*refs));
+	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(m, CAT_HASH_LEN);
+	bool *writer = calloc(m, sizeof(*writer));
+	struct pgns_claim *claims = calloc(m, sizeof(*claims));
+	size_t *at = calloc(m, sizeof(*at));
+	int rc = refs && hashes && writer && claims && at ? 0 : -ENOMEM;
+	if (rc == 0)
+		rc = csd_local_refs(cat, rows, n, refs);
+	size_t k = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (rows[i].kind != UP_CHUNK) {
+			rc = cat_upload_ready(cat, &rows[i], &ready[i], &stale[i]);
+			continue;
+		}
+		memcpy(hashes[k], rows[i].hash, CAT_HASH_LEN);
+		writer[k] = refs[i] > 0;
+		at[k++] = i;
+	}
+	if (rc == 0) /* S8: claimed before the objects are written */
+		rc = pgns_upload_claims(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes,
+					writer, k, claims);
+	for (size_t j = 0; rc == 0 && j < k; j++)
+		csd_ready_of(refs[at[j]], &claims[j], &ready[at[j]], &stale[at[j]]);
+	free(refs);
+	free(hashes);
+	free(writer);
+	free(claims);
+	free(at);
+	return rc;
+}
+
 int catsh_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
 {
 	assert(u->kind == UP_CHUNK);
-	*ready = true;
-	*stale = false;
-	int64_t refs = 0;
-	bool stored;
-	cat_lock(cat);
-	int rc = csd_local_row(cat, u->hash, &refs, &stored);
-	cat_unlock(cat);
-	if (rc)
-		return rc;
-	struct pgns_chunk_row row; /* S8: claimed before the object is written */
-	rc = pgns_upload_claim(cat_shared_ns(cat), u->hash, refs > 0, &row);
-	if (refs > 0) /* a local writer references it */
-		return rc == -ENOENT ? 0 : rc;
-	if (rc == -ENOENT || (rc == 0 && (row.uploaded || strcmp(row.state, "live") != 0))) {
-		*stale = true; /* unpublished, reclaimed, or on BACKING already: moot */
-		*ready = false;
-		rc = 0;
-	}
-	return rc;
+	return catsh_upload_ready_many(cat, u, 1, ready, stale);
 }
 
 /* The local half of catalog upload.c's cat_upload_done for one row; the

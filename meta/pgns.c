@@ -65,7 +65,8 @@ enum {
 	NS_PIN,
 	NS_UNPIN,
 	NS_UNPIN_LOST,
-	NS_CLAIM_GET,
+	NS_CLAIM_MANY,
+	NS_UNPIN_CLAIMS,
 	NS_COUNT
 };
 
@@ -274,18 +275,29 @@ const struct pg_stmt pgns_stmts[] = {
 			    " count(*) AS n FROM d GROUP BY hash) UPDATE ns_chunks c SET pins = c.pins - g.n"
 			    " FROM g WHERE c.hash = g.hash",
 			    0 },
-	/* N7: node $2 claims hash $1 before it writes the object, unless the
-	 * store has it live and on BACKING already, or ($3 false: no writer of
-	 * this node names it) has no live row to mark; the row as NS_CHUNK_GET */
-	[NS_CLAIM_GET] = { "ns_claim_get",
-			   "WITH k AS (INSERT INTO ns_upload_claims(hash, node) SELECT decode($1, 'hex'),"
-			   " $2::bigint WHERE NOT EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = decode($1,"
-			   " 'hex') AND c.state = 'live' AND c.uploaded) AND ($3::boolean OR EXISTS"
-			   " (SELECT 1 FROM ns_chunks c WHERE c.hash = decode($1, 'hex') AND"
-			   " c.state = 'live')) ON CONFLICT DO NOTHING)"
-			   " SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
-			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
-			   3 },
+	/* N7: node $2 claims each hash of $1 (a writer of the node names it)
+	 * and $3 (none does) before it writes the object, unless the store has
+	 * it live and on BACKING already, or (one of $3) has no live row to
+	 * mark; the rows as NS_CHUNK_GET, each after its hash */
+	[NS_CLAIM_MANY] = { "ns_claim_many",
+			    "WITH q AS (SELECT decode(h, 'hex') AS hash, true AS w FROM unnest($1::text[])"
+			    " AS t(h) UNION ALL SELECT decode(h, 'hex'), false FROM unnest($3::text[]) AS"
+			    " t(h)), k AS (INSERT INTO ns_upload_claims(hash, node) SELECT q.hash,"
+			    " $2::bigint FROM q WHERE NOT EXISTS (SELECT 1 FROM ns_chunks c WHERE"
+			    " c.hash = q.hash AND c.state = 'live' AND c.uploaded) AND (q.w OR EXISTS"
+			    " (SELECT 1 FROM ns_chunks c WHERE c.hash = q.hash AND c.state = 'live'))"
+			    " ON CONFLICT DO NOTHING) SELECT encode(hash, 'hex'), refcount, uploaded,"
+			    " COALESCE(holder, 0), state, plain_len, codec, stored_len FROM ns_chunks"
+			    " WHERE hash IN (SELECT hash FROM q)",
+			    3 },
+	/* NS_UNPIN, and node $1's claims of the hashes of $3 go (N7: of no
+	 * more use to it) */
+	[NS_UNPIN_CLAIMS] = { "ns_unpin_claims",
+			      "WITH k AS (DELETE FROM ns_upload_claims WHERE node = $1 AND hash IN"
+			      " (SELECT decode(h, 'hex') FROM unnest($3::text[]) AS t(h))),"
+			      " d AS (DELETE FROM ns_pins WHERE node = $1 AND ino = $2 RETURNING hash)"
+			      " UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash",
+			      3 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -1222,6 +1234,22 @@ int pgns_unpin(struct pgns *ns, uint64_t ino)
 	return pgns_one(ns, NS_UNPIN, true, params, NULL);
 }
 
+int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT_HASH_LEN],
+		      size_t n)
+{
+	if (n == 0)
+		return pgns_unpin(ns, ino);
+	char *list = NULL;
+	int rc = pgns_hex_list(hashes[0], CAT_HASH_LEN, n, &list);
+	if (rc)
+		return rc;
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, ino), list };
+	rc = pgns_one(ns, NS_UNPIN_CLAIMS, true, params, NULL);
+	free(list);
+	return rc;
+}
+
 int pgns_unpin_lost(struct pgns *ns)
 {
 	return pgns_one(ns, NS_UNPIN_LOST, true, NULL, NULL);
@@ -1239,16 +1267,22 @@ int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded)
 	return rc;
 }
 
-/* The row of NS_CHUNK_GET's (and NS_CLAIM_GET's) one result row. */
+/* Row r of NS_CHUNK_GET's columns, starting at column c0 (NS_CLAIM_MANY's
+ * after its hash). */
+static void pgns_chunk_row_at(const PGresult *res, int r, int c0, struct pgns_chunk_row *out)
+{
+	out->refcount = (uint64_t)pg_int(res, r, c0);
+	out->uploaded = PQgetvalue(res, r, c0 + 1)[0] == 't';
+	out->holder = (uint64_t)pg_int(res, r, c0 + 2);
+	snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, r, c0 + 3));
+	out->plain_len = (uint64_t)pg_int(res, r, c0 + 4);
+	out->codec = (uint8_t)pg_int(res, r, c0 + 5);
+	out->stored_len = (uint64_t)pg_int(res, r, c0 + 6);
+}
+
 static void pgns_chunk_row_of(const PGresult *res, struct pgns_chunk_row *out)
 {
-	out->refcount = (uint64_t)pg_int(res, 0, 0);
-	out->uploaded = PQgetvalue(res, 0, 1)[0] == 't';
-	out->holder = (uint64_t)pg_int(res, 0, 2);
-	snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(res, 0, 3));
-	out->plain_len = (uint64_t)pg_int(res, 0, 4);
-	out->codec = (uint8_t)pg_int(res, 0, 5);
-	out->stored_len = (uint64_t)pg_int(res, 0, 6);
+	pgns_chunk_row_at(res, 0, 0, out);
 }
 
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
@@ -1300,19 +1334,64 @@ int pgns_inode_release(struct pgns *ns, uint64_t ino)
 	return pg_txn(ns->pg, pgns_release_body, &c);
 }
 
+/* NS_CLAIM_MANY's two lists: the hashes a writer names ($1), the others ($3). */
+static int pgns_claim_lists(const uint8_t (*hashes)[CAT_HASH_LEN], const bool *writer, size_t n,
+			    struct pgns_buf *w, struct pgns_buf *o)
+{
+	pgns_put(w, "{");
+	pgns_put(o, "{");
+	bool wfirst = true, ofirst = true;
+	for (size_t i = 0; i < n; i++) {
+		struct pgns_buf *b = writer[i] ? w : o;
+		bool *first = writer[i] ? &wfirst : &ofirst;
+		pgns_put(b, "%s", *first ? "" : ",");
+		pgns_put_hex(b, hashes[i]);
+		*first = false;
+	}
+	pgns_put(w, "}");
+	pgns_put(o, "}");
+	return w->failed || o->failed ? -ENOMEM : 0;
+}
+
+int pgns_upload_claims(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], const bool *writer,
+		       size_t n, struct pgns_claim *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i].found = false;
+	if (n == 0)
+		return 0;
+	struct pgns_buf w = { 0 }, o = { 0 };
+	int rc = pgns_claim_lists(hashes, writer, n, &w, &o);
+	char node[24];
+	const char *params[] = { w.s, PG_U64(node, ns->lease->node_id), o.s };
+	PGresult *res = NULL;
+	if (rc == 0)
+		rc = pgns_one(ns, NS_CLAIM_MANY, false, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		uint8_t h[CAT_HASH_LEN];
+		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
+		ssize_t i = rc ? -1 : pgns_hash_index(hashes[0], CAT_HASH_LEN, n, h);
+		for (; i >= 0 && (size_t)i < n; i++) /* every entry of the hash */
+			if (memcmp(hashes[i], h, CAT_HASH_LEN) == 0) {
+				out[i].found = true;
+				pgns_chunk_row_at(res, r, 1, &out[i].row);
+			}
+	}
+	PQclear(res);
+	pgns_buf_free(&w);
+	pgns_buf_free(&o);
+	return rc;
+}
+
 int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool writer,
 		      struct pgns_chunk_row *out)
 {
-	char hex[HASH_HEX_LEN + 1], node[24];
-	hash_to_hex(hash, hex);
-	const char *params[] = { hex, PG_U64(node, ns->lease->node_id), writer ? "true" : "false" };
-	PGresult *res = NULL;
-	int rc = pgns_one(ns, NS_CLAIM_GET, false, params, &res);
-	if (rc == 0 && pg_rows(res) != 1)
+	struct pgns_claim c;
+	int rc = pgns_upload_claims(ns, (const uint8_t(*)[CAT_HASH_LEN])hash, &writer, 1, &c);
+	if (rc == 0 && !c.found)
 		rc = -ENOENT;
 	if (rc == 0)
-		pgns_chunk_row_of(res, out);
-	PQclear(res);
+		*out = c.row;
 	return rc;
 }
 

@@ -46,7 +46,21 @@
  *      'reclaiming', which is never marked, N3); a live row already
  *      uploaded needs no claim. A marking refused leaves the row not
  *      uploaded and says so (refused), and the node puts its object again.
- *      Claims of nodes no longer live go at pgns_unpin_lost.
+ *      Claims of nodes no longer live go at pgns_unpin_lost. The uploader
+ *      claims a batch of hashes in one statement (pgns_upload_claims), each
+ *      as pgns_upload_claim would: a claim refused or a row missing for one
+ *      hash says nothing of the others.
+ *      A claim is of use to its node only while the node may still mark
+ *      the hash on the strength of it: while an upload of the hash is
+ *      queued there (its marking) or a writer there names it (its commit's
+ *      marking). A writer's release drops, in the statement that drops its
+ *      pins (pgns_unpin_claims), the node's claims of the file's hashes
+ *      that no writer of the node names any more and no queued upload of
+ *      the node holds: a file never committed (abandoned, or its writer
+ *      gone) leaves no claim behind, and a committed one none once its
+ *      uploads are marked. A claim dropped too soon (a new writer of the
+ *      hash raced the release) only makes a marking refused: the object
+ *      is put again, never counted unclaimed.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -165,6 +179,11 @@ int pgns_inode_release(struct pgns *ns, uint64_t ino);
 int pgns_pin(struct pgns *ns, uint64_t ino, struct pgns_chunk_info *io, size_t n);
 /* Drops this node's pins for ino (none: nothing happens). */
 int pgns_unpin(struct pgns *ns, uint64_t ino);
+/* pgns_unpin, and in the same statement drops this node's upload claims
+ * of hashes[0..n) (N7: the writer's release, for the hashes of no more use
+ * to the node); n 0 is pgns_unpin. */
+int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT_HASH_LEN],
+		      size_t n);
 /* Drops the pins of every node that is no longer live. */
 int pgns_unpin_lost(struct pgns *ns);
 
@@ -212,6 +231,16 @@ int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgn
  * taken even so). One statement, one round trip. */
 int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool writer,
 		      struct pgns_chunk_row *out);
+/* pgns_upload_claim of n hashes in one statement, in one transaction
+ * whatever n (BEGIN, it, COMMIT: three round trips): hashes[i] as a
+ * writer's if writer[i]; out[i].found false: the store has no row of it,
+ * else out[i].row is that row. */
+struct pgns_claim {
+	bool found;
+	struct pgns_chunk_row row;
+};
+int pgns_upload_claims(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], const bool *writer,
+		       size_t n, struct pgns_claim *out);
 
 /* ---- for the shared engine of the catalog (meta/catalog_shared.c) ---- */
 

@@ -248,6 +248,16 @@ int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, b
 	return UP_READ(cat, up_ready_txn(cat, u, ready, stale));
 }
 
+int cat_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size_t n, bool *ready,
+			  bool *stale)
+{
+	if (cat->shared) return catsh_upload_ready_many(cat, rows, n, ready, stale);
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = cat_upload_ready(cat, &rows[i], &ready[i], &stale[i]);
+	return rc;
+}
+
 static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 {
 	assert(cat->in_txn);

@@ -59,6 +59,12 @@ int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int
  * queued; others always. */
 int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
 
+/* cat_upload_ready of rows[0..n): ready[i], stale[i] for rows[i]. With a
+ * shared catalog the chunk rows' checks (and upload claims, pgns.h N7) take
+ * one PostgreSQL round trip together, whatever n; a failure fails them all. */
+int cat_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size_t n, bool *ready,
+			  bool *stale);
+
 /* Ends row u: removes it and records the outcome (UP_CHUNK: uploaded = 1 if
  * the chunk row still has stored_len; UP_GEN_MANIFEST: durable_version =
  * version if the generation is still COMMITTED at it). */

@@ -1,0 +1,317 @@
+/* Unit tests for the uploader's batches against the shared catalog (issue 18
+ * part 1; meta/pgns.h N7, meta/catalog_shared_data.c S8, S9): a struct cat
+ * opened with cat_open_shared on a private PostgreSQL (tests/unit/pgtest.h)
+ * is a node whose upload queue the test serves by hand, as fs/uploader.c
+ * does.
+ *
+ * The readiness of a batch of chunk rows, with their upload claims, costs
+ * one round trip (pg_get_stats) whatever the batch's size, and so does its
+ * marking; a row whose claim is refused, or whose chunk is on BACKING
+ * already, is that row's answer alone: the others of the batch are ready,
+ * claimed and marked. A file never committed leaves no claim behind once
+ * its writer is released; a committed one keeps its claims for its queued
+ * uploads, whose markings consume them. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "catalog_internal.h"
+#include "pg.h"
+#include "pgns.h"
+#include "pgtest.h"
+#include "support.h"
+#include "upload.h"
+
+TestSuite(catshared_batch, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+#define BT_LEN 1000
+#define BT_STORED 600
+#define BT_MAX 32
+
+struct bt_node {
+	char dir[64], path[160];
+	struct cat *cat;
+};
+
+static int bt_cache_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	(void)arg;
+	(void)hash;
+	return 0;
+}
+
+static void bt_open(struct bt_node *n, const char *name)
+{
+	memset(n, 0, sizeof(*n));
+	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
+				      .timeout_ms = 5000 };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, bt_cache_remove, n, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
+static void bt_close(struct bt_node *n)
+{
+	cat_close(n->cat);
+	ts_tmpdir_remove(n->dir);
+}
+
+static void bt_hash(uint8_t out[CAT_HASH_LEN], int seed)
+{
+	ts_hash(out, 0xb7, seed);
+}
+
+static uint64_t bt_round_trips(struct bt_node *n)
+{
+	struct pg_stats st;
+	pg_get_stats(cat_shared_ns(n->cat)->pg, &st);
+	return st.round_trips;
+}
+
+static uint64_t bt_file(struct bt_node *n, const char *name)
+{
+	struct cat_inode in;
+	OK(cat_create(n->cat, CAT_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	return in.ino;
+}
+
+/* A writer on ino: chunks seed .. seed + count - 1 from offset 0, each
+ * stored (its upload queued) unless the node has it; not committed. */
+static void bt_write(struct bt_node *n, uint64_t ino, int seed, int count)
+{
+	for (int i = 0; i < count; i++) {
+		struct cat_extent e = { .off = (uint64_t)i * BT_LEN, .len = BT_LEN,
+					.chunk_len = BT_LEN };
+		bt_hash(e.hash, seed + i);
+		bool must_store = false;
+		OK(cat_pending_add(n->cat, ino, &e, &must_store));
+		if (must_store)
+			OK(cat_chunk_stored(n->cat, e.hash, 2, BT_STORED));
+	}
+}
+
+static void bt_commit(struct bt_node *n, uint64_t ino, int count)
+{
+	OK(cat_file_commit(n->cat, ino, (uint64_t)count * BT_LEN, ts_now_ns(), false));
+}
+
+/* The queued chunk rows, in seq order. */
+static int bt_rows(struct bt_node *n, struct cat_upload *rows)
+{
+	int got = cat_upload_list(n->cat, 0, rows, BT_MAX);
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++)
+		cr_assert_eq(rows[i].kind, UP_CHUNK);
+	return got;
+}
+
+/* The number of a query's one row, on a connection of the test's own. */
+static long bt_count(const char *sql)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	long v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	PQfinish(c);
+	return v;
+}
+
+static long bt_claims(struct bt_node *n)
+{
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM ns_upload_claims WHERE node = %llu",
+		 (unsigned long long)cat_shared_ns(n->cat)->lease->node_id);
+	return bt_count(sql);
+}
+
+static void bt_exec(const char *sql)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* The round trips of the readiness of rows[0..n) (all ready, none stale). */
+static uint64_t bt_ready_cost(struct bt_node *n, const struct cat_upload *rows, int count)
+{
+	bool ready[BT_MAX], stale[BT_MAX];
+	uint64_t before = bt_round_trips(n);
+	OK(cat_upload_ready_many(n->cat, rows, (size_t)count, ready, stale));
+	uint64_t cost = bt_round_trips(n) - before;
+	for (int i = 0; i < count; i++) {
+		cr_assert(ready[i], "row %d ready", i);
+		cr_assert_not(stale[i], "row %d not stale", i);
+	}
+	return cost;
+}
+
+static bool bt_pg_uploaded(struct bt_node *n, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	bt_hash(h, seed);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(n->cat), h, &row));
+	return row.uploaded;
+}
+
+static bool bt_local_uploaded(struct bt_node *n, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	bt_hash(h, seed);
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(n->cat, h, &w));
+	return w.uploaded;
+}
+
+Test(catshared_batch, a_batchs_readiness_and_marking_cost_one_round_trip_whatever_its_size)
+{
+	struct bt_node a;
+	bt_open(&a, "batch-a");
+	uint64_t small = bt_file(&a, "small"), big = bt_file(&a, "big");
+	bt_write(&a, small, 100, 2);
+	bt_write(&a, big, 200, 24);
+	struct cat_upload rows[BT_MAX];
+	cr_assert_eq(bt_rows(&a, rows), 26);
+
+	/* the first call prepares its statement: both sizes after it */
+	uint64_t c_small = bt_ready_cost(&a, rows, 2);
+	c_small = bt_ready_cost(&a, rows, 2);
+	uint64_t c_big = bt_ready_cost(&a, rows + 2, 24);
+	cr_assert_eq(c_big, c_small, "24 rows cost %llu round trips, 2 rows %llu",
+		     (unsigned long long)c_big, (unsigned long long)c_small);
+	cr_assert_leq(c_big, 3, "one statement in its transaction: %llu", (unsigned long long)c_big);
+	cr_assert_eq(bt_claims(&a), 26, "every writer's chunk claimed (N7)");
+
+	/* the markings of the uploads done after the commits: one round trip
+	 * for the batch (the first prepares) */
+	bt_commit(&a, small, 2);
+	bt_commit(&a, big, 24);
+	OK(cat_upload_done_many(a.cat, rows, 2));
+	uint64_t before = bt_round_trips(&a);
+	OK(cat_upload_done_many(a.cat, rows + 2, 24));
+	uint64_t c_done = bt_round_trips(&a) - before;
+	cr_assert_leq(c_done, 4, "24 markings: %llu round trips", (unsigned long long)c_done);
+	for (int s = 200; s < 224; s++) {
+		cr_assert(bt_pg_uploaded(&a, s), "chunk %d marked in PostgreSQL", s);
+		cr_assert(bt_local_uploaded(&a, s));
+	}
+	cr_assert_eq(bt_claims(&a), 0, "the markings consumed the claims (N7)");
+	OK(cat_pending_drop(a.cat, small));
+	OK(cat_pending_drop(a.cat, big));
+	bt_close(&a);
+}
+
+Test(catshared_batch, a_chunk_on_backing_already_is_stale_alone_the_rest_of_its_batch_is_claimed)
+{
+	struct bt_node a;
+	bt_open(&a, "batch-a");
+	uint64_t f = bt_file(&a, "f");
+	bt_write(&a, f, 300, 3);
+	bt_commit(&a, f, 3);
+	OK(cat_pending_drop(a.cat, f)); /* no writer names them: S4 asks PostgreSQL */
+	uint8_t h[CAT_HASH_LEN];
+	bt_hash(h, 301);
+	OK(pgns_chunk_uploaded(cat_shared_ns(a.cat), h)); /* another node put it */
+	struct cat_upload rows[BT_MAX];
+	cr_assert_eq(bt_rows(&a, rows), 3);
+	bool ready[3], stale[3];
+	OK(cat_upload_ready_many(a.cat, rows, 3, ready, stale));
+	cr_assert(ready[0] && !stale[0]);
+	cr_assert(!ready[1] && stale[1], "on BACKING already: moot");
+	cr_assert(ready[2] && !stale[2]);
+	cr_assert_eq(bt_claims(&a), 2, "the two to put are claimed, the moot one is not");
+	bt_close(&a);
+}
+
+Test(catshared_batch, a_refused_marking_requeues_its_row_alone)
+{
+	struct bt_node a;
+	bt_open(&a, "batch-a");
+	uint64_t f = bt_file(&a, "f");
+	bt_write(&a, f, 400, 3);
+	bt_commit(&a, f, 3);
+	struct cat_upload rows[BT_MAX];
+	cr_assert_eq(bt_rows(&a, rows), 3);
+	bt_ready_cost(&a, rows, 3);
+	cr_assert_eq(bt_claims(&a), 3);
+	/* what a reclaim's end does to the claims of a hash it removed (R5):
+	 * chunk 401's object may be gone, so its marking must be refused */
+	uint8_t h[CAT_HASH_LEN];
+	char hex[2 * CAT_HASH_LEN + 1], sql[256];
+	bt_hash(h, 401);
+	cat_hex(h, hex);
+	snprintf(sql, sizeof(sql), "DELETE FROM ns_upload_claims WHERE hash = decode('%s', 'hex')",
+		 hex);
+	bt_exec(sql);
+	OK(cat_upload_done_many(a.cat, rows, 3));
+	cr_assert(bt_pg_uploaded(&a, 400));
+	cr_assert_not(bt_pg_uploaded(&a, 401), "marked without its claim (N7)");
+	cr_assert(bt_pg_uploaded(&a, 402));
+	cr_assert(bt_local_uploaded(&a, 400));
+	cr_assert_not(bt_local_uploaded(&a, 401), "not on BACKING here either (S8)");
+	cr_assert(bt_local_uploaded(&a, 402));
+	struct cat_upload again[BT_MAX];
+	cr_assert_eq(bt_rows(&a, again), 1, "only the refused chunk is queued again");
+	cr_assert_eq(memcmp(again[0].hash, h, CAT_HASH_LEN), 0);
+	/* its next readiness claims anew, and its marking then counts */
+	bt_ready_cost(&a, again, 1);
+	OK(cat_upload_done_many(a.cat, again, 1));
+	cr_assert(bt_pg_uploaded(&a, 401));
+	cr_assert_eq(bt_claims(&a), 0);
+	OK(cat_pending_drop(a.cat, f));
+	bt_close(&a);
+}
+
+Test(catshared_batch, a_file_never_committed_leaves_no_claim_behind)
+{
+	struct bt_node a;
+	bt_open(&a, "batch-a");
+	uint64_t f = bt_file(&a, "abandoned");
+	bt_write(&a, f, 500, 4);
+	struct cat_upload rows[BT_MAX];
+	cr_assert_eq(bt_rows(&a, rows), 4);
+	bt_ready_cost(&a, rows, 4);
+	OK(cat_upload_done_many(a.cat, rows, 4)); /* PostgreSQL has no row: nothing marked */
+	cr_assert_eq(bt_claims(&a), 4, "the claims wait for the commit's marking");
+	OK(cat_pending_drop(a.cat, f)); /* the writer gives up */
+	cr_assert_eq(bt_claims(&a), 0, "no commit can use them any more (S9)");
+	bt_close(&a);
+}
+
+Test(catshared_batch, a_released_files_queued_uploads_keep_their_claims_for_their_marking)
+{
+	struct bt_node a;
+	bt_open(&a, "batch-a");
+	uint64_t f = bt_file(&a, "f"), g = bt_file(&a, "g");
+	bt_write(&a, f, 600, 3);
+	bt_write(&a, g, 601, 1); /* chunk 601 is g's too, and g is still open */
+	struct cat_upload rows[BT_MAX];
+	cr_assert_eq(bt_rows(&a, rows), 3);
+	bt_ready_cost(&a, rows, 3);
+	/* chunk 600's upload is done before the commit: its claim is the
+	 * commit's to consume; the others' uploads are still queued */
+	OK(cat_upload_done_many(a.cat, rows, 1));
+	bt_commit(&a, f, 3);
+	OK(cat_pending_drop(a.cat, f));
+	cr_assert_eq(bt_claims(&a), 2, "the queued uploads of 601 and 602 keep theirs");
+	OK(cat_upload_done_many(a.cat, rows + 1, 2));
+	for (int s = 600; s < 603; s++)
+		cr_assert(bt_pg_uploaded(&a, s), "chunk %d marked, not refused", s);
+	cr_assert_eq(bt_claims(&a), 0);
+	OK(cat_pending_drop(a.cat, g));
+	bt_close(&a);
+}

@@ -252,7 +252,7 @@ const char *pg_name(const struct pg *pg)
 	return pg->shown;
 }
 
-int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
+static int pg_run(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg, bool txn)
 {
 	uint64_t deadline = 0;
 	unsigned backoff = 10;
@@ -263,16 +263,18 @@ int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
 		if (rc)
 			break;
 		pg->stats.txns++;
-		rc = pg_simple(pg, "BEGIN");
+		rc = txn ? pg_simple(pg, "BEGIN") : 0;
 		if (rc == 0) {
 			pg->in_txn = true;
 			rc = body(pg, arg);
 			pg->in_txn = false;
-			if (rc == 0)
+			if (rc == 0 && txn)
 				rc = pg_simple(pg, "COMMIT");
 		}
-		if (rc != 0 && !pg->broken && PQstatus(pg->conn) == CONNECTION_OK)
-			(void)pg_simple(pg, "ROLLBACK"); /* a failed COMMIT has rolled back already */
+		/* a failed COMMIT has rolled back already; without BEGIN each
+		 * statement was its own transaction (P5) */
+		if (rc != 0 && txn && !pg->broken && PQstatus(pg->conn) == CONNECTION_OK)
+			(void)pg_simple(pg, "ROLLBACK");
 		if (rc != -EAGAIN)
 			break;
 		if (deadline == 0)
@@ -289,6 +291,16 @@ int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
 	}
 	pthread_mutex_unlock(&pg->mu);
 	return rc;
+}
+
+int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
+{
+	return pg_run(pg, body, arg, true);
+}
+
+int pg_read(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
+{
+	return pg_run(pg, body, arg, false);
 }
 
 int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)

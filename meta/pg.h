@@ -20,6 +20,14 @@
  *      what failed and gives the server's own message, once.
  *  P4. One thread at a time uses a connection (a PGconn is not thread-safe):
  *      pg_txn holds the connection's mutex for the whole transaction.
+ *  P5. pg_read runs a body without BEGIN .. COMMIT: each statement is its own
+ *      transaction, one round trip instead of three for a body of one
+ *      statement. It is for bodies that only read, whose statements need no
+ *      common snapshot (the connection runs READ COMMITTED, where a
+ *      transaction's statements each take their own snapshot anyway) and
+ *      take no row lock meant to outlive their statement — or for one
+ *      statement that writes, which is then its own whole transaction. The
+ *      retry of P2 applies as to pg_txn.
  *
  * SQL stays within what PostgreSQL-compatible distributed databases also
  * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):
@@ -69,6 +77,10 @@ const char *pg_name(const struct pg *pg);
  * pg_exec (the connection or the transaction was lost) returns it, and the
  * whole transaction is run again. */
 int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
+
+/* Runs body(pg, arg) as pg_txn does, but each of its statements as its own
+ * transaction (P5). */
+int pg_read(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
 
 /* Runs statement i with params (text, NULL for SQL NULL) inside a body.
  * *res (if res is not NULL) gets the result on success; the caller

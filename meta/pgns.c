@@ -535,7 +535,7 @@ static int pgns_getattr_body(struct pg *pg, void *arg)
 int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out)
 {
 	struct pgns_attr_call c = { ns, ino, NULL, out };
-	return pg_txn(ns->pg, pgns_getattr_body, &c);
+	return pg_read(ns->pg, pgns_getattr_body, &c); /* pg.h P5 */
 }
 
 /* A live directory's attributes (as catalog.c's cat_dir_get). */
@@ -601,7 +601,7 @@ int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_i
 			return rc;
 	}
 	struct pgns_attr_call c = { ns, parent, name, out };
-	return pg_txn(ns->pg, pgns_lookup_body, &c);
+	return pg_read(ns->pg, pgns_lookup_body, &c); /* pg.h P5 */
 }
 
 /* ---- create / unlink ---- */
@@ -799,7 +799,7 @@ int pgns_readdir(struct pgns *ns, uint64_t dir, uint64_t cookie, cat_dirent_fn f
 {
 	for (;;) {
 		struct pgns_readdir_call c = { .ns = ns, .dir = dir, .cookie = cookie };
-		int rc = pg_txn(ns->pg, pgns_readdir_body, &c);
+		int rc = pg_read(ns->pg, pgns_readdir_body, &c); /* pg.h P5 */
 		if (rc) {
 			PQclear(c.rows);
 			return rc;
@@ -1055,7 +1055,7 @@ static int pgns_extents_body(struct pg *pg, void *arg)
 int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent *out, int max)
 {
 	struct pgns_extents_call c = { ns, ino, off, out, max, 0 };
-	int rc = pg_txn(ns->pg, pgns_extents_body, &c);
+	int rc = pg_read(ns->pg, pgns_extents_body, &c); /* pg.h P5 */
 	return rc ? rc : c.got;
 }
 
@@ -1079,11 +1079,13 @@ static int pgns_one_body(struct pg *pg, void *arg)
 	return rc ? rc : pgns_exec(c->ns, c->stmt, c->params, &c->res);
 }
 
-/* Runs one statement in its own transaction; *res (if not NULL) keeps its rows. */
+/* Runs one statement in its own transaction; *res (if not NULL) keeps its
+ * rows. Unfenced, the statement alone is the transaction (pg.h P5: one round
+ * trip); fenced, the fence's row lock must hold until it commits. */
 static int pgns_one(struct pgns *ns, int stmt, bool fence, const char *const *params, PGresult **res)
 {
 	struct pgns_one_call c = { ns, stmt, fence, params, NULL };
-	int rc = pg_txn(ns->pg, pgns_one_body, &c);
+	int rc = fence ? pg_txn(ns->pg, pgns_one_body, &c) : pg_read(ns->pg, pgns_one_body, &c);
 	if (rc == 0 && res)
 		*res = c.res;
 	else
@@ -1839,7 +1841,7 @@ int pgns_readlink(struct pgns *ns, uint64_t ino, char *buf, size_t size)
 	if (size == 0)
 		return -EINVAL;
 	struct pgns_set_call c = { .ns = ns, .ino = ino, .buf = buf, .bufsize = size };
-	return pg_txn(ns->pg, pgns_readlink_body, &c);
+	return pg_read(ns->pg, pgns_readlink_body, &c); /* pg.h P5 */
 }
 
 static int pgns_truncate_body(struct pg *pg, void *arg)

@@ -109,6 +109,39 @@ Test(pgns, a_name_made_on_one_node_is_seen_on_the_other)
 	pt_leave(&b);
 }
 
+static uint64_t tn_round_trips(struct pt_node *n)
+{
+	struct pg_stats st;
+	pg_get_stats(n->pg, &st);
+	return st.round_trips;
+}
+
+/* pg.h P5: a read of one statement is one round trip (no BEGIN, no COMMIT);
+ * a change stays a transaction. */
+Test(pgns, a_one_statement_read_is_one_round_trip)
+{
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
+	struct cat_inode dir, got;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &dir));
+	OK(pgns_getattr(&a.ns, dir.ino, &got)); /* prepares its statement */
+	OK(pgns_lookup(&a.ns, CAT_ROOT_INO, "run", &got));
+	uint64_t t0 = tn_round_trips(&a);
+	OK(pgns_getattr(&a.ns, dir.ino, &got));
+	cr_assert_eq(tn_round_trips(&a) - t0, 1, "getattr: %llu round trips",
+		     (unsigned long long)(tn_round_trips(&a) - t0));
+	t0 = tn_round_trips(&a);
+	OK(pgns_lookup(&a.ns, CAT_ROOT_INO, "run", &got));
+	cr_assert_eq(got.ino, dir.ino);
+	cr_assert_eq(tn_round_trips(&a) - t0, 1, "lookup: %llu round trips",
+		     (unsigned long long)(tn_round_trips(&a) - t0));
+	FAILS(pgns_lookup(&a.ns, CAT_ROOT_INO, "none", &got), ENOENT);
+	t0 = tn_round_trips(&a);
+	OK(pgns_create(&a.ns, dir.ino, "f", S_IFREG | 0644, 0, 0, 0, NULL, &got));
+	cr_assert_geq(tn_round_trips(&a) - t0, 3, "a change runs inside BEGIN .. COMMIT");
+	pt_leave(&a);
+}
+
 Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
 {
 	struct pt_node a, b;

@@ -233,6 +233,13 @@ bool cat_pg_stats(const struct cat *cat, struct pg_stats *out)
 	return true;
 }
 
+int cat_shared_path(struct cat *cat, uint64_t ino, char *buf, size_t size)
+{
+	if (!cat->shared)
+		return -ENOSYS; /* alone: admin_query.h's aq_path reads the file */
+	return pggen_path(&cat->shared->ns, ino, buf, size);
+}
+
 struct pgns *cat_shared_ns(struct cat *cat)
 {
 	assert(cat->shared);

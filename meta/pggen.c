@@ -1647,6 +1647,55 @@ int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out)
 	return rc;
 }
 
+struct pggen_path_call {
+	struct pgns *ns;
+	uint64_t ino;
+	PGresult *res;
+};
+
+static int pggen_path_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_path_call *c = arg;
+	char i[24];
+	const char *one[] = { PG_U64(i, c->ino) };
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_MF_PATH, one, &c->res);
+}
+
+int pggen_path(struct pgns *ns, uint64_t ino, char *buf, size_t size)
+{
+	struct pggen_path_call c = { .ns = ns, .ino = ino };
+	int rc = pg_txn(ns->pg, pggen_path_body, &c);
+	size_t len = 0;
+	if (rc == 0 && size < 2)
+		rc = -ENAMETOOLONG;
+	if (rc == 0)
+		buf[len++] = '/';
+	/* the components from the root down; an unlinked one (no entry) ends at
+	 * itself, which is not the root: -ENOENT */
+	int rows = rc == 0 ? pg_rows(c.res) : 0;
+	if (rc == 0 && ino != CAT_ROOT_INO && (rows == 0 || (uint64_t)pg_int(c.res, 0, 1) != CAT_ROOT_INO))
+		rc = -ENOENT;
+	for (int r = 0; rc == 0 && r < rows; r++) {
+		const char *name = PQgetvalue(c.res, r, 0);
+		size_t n = strlen(name);
+		if (len + n + 2 > size) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		if (r > 0)
+			buf[len++] = '/';
+		memcpy(buf + len, name, n);
+		len += n;
+	}
+	if (rc == 0)
+		buf[len] = '\0';
+	PQclear(c.res);
+	return rc;
+}
+
 /* ---- rebuild --meta: manifests into an empty shared catalog ---- */
 
 static int pggen_rb_counts_body(struct pg *pg, void *arg)

@@ -201,6 +201,10 @@ struct pggen_tree {
 int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out);
 void pggen_tree_clear(struct pggen_tree *t);
 
+/* The path of directory ino from the mount root ("/", "/run1/ckpt"), as
+ * manifest_shared.c names a series; -ENOENT if it is not linked there. */
+int pggen_path(struct pgns *ns, uint64_t ino, char *buf, size_t size);
+
 /* ---- rebuild --meta (manifest_shared.c's manifest_shared_apply) ---- */
 
 /* What a shared catalog holds besides its root: inodes, generations, chunks

@@ -1388,6 +1388,21 @@ static void gen_stop_thread(struct gen_policy *g)
 	assert(g->nkeep == 0 && !g->keep_all);
 }
 
+/* pggen.h X7: on a node of a shared catalog, an OPEN
+ * generation another live node writes in or tracks is that node's to
+ * decide; this node's unmount proves nothing about its files. A catalog
+ * that cannot answer decides as before (this node holds what it saw
+ * unfinished). */
+static bool gen_others_take_part(struct gen_policy *g, uint64_t id)
+{
+	bool others = false;
+	int rc = cat_gen_others_in(g->cat, id, &others);
+	if (rc != 0)
+		log_warn("generation %llu: at unmount, whether another node takes part in it is"
+			 " unknown (%s): decided here", (unsigned long long)id, strerror(-rc));
+	return rc == 0 && others;
+}
+
 void gen_policy_shutdown(struct gen_policy *g)
 {
 	gen_stop_thread(g);
@@ -1415,9 +1430,13 @@ void gen_policy_shutdown(struct gen_policy *g)
 		if (!id)
 			break;
 		struct proof_result pr = { .verdict = PROOF_UNPROVEN };
-		if (!unfinished && !signalled)
+		bool others = !signalled && gen_others_take_part(g, id);
+		if (!others && !unfinished && !signalled)
 			gen_prove(g, id, &pr);
-		if (unfinished)
+		if (others)
+			log_info("generation %llu: left open at unmount: another live node takes part"
+				 " in it and decides it", (unsigned long long)id);
+		else if (unfinished)
 			gen_hold(g, id, "unmount", unfinished);
 		else if (pr.verdict == PROOF_BROKEN || pr.verdict == PROOF_EMPTY)
 			gen_hold(g, id, "unmount", pr.reason);

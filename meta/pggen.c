@@ -85,6 +85,7 @@ enum {
 	G_RB_EXTENT,
 	G_RB_GEN_SEQ,
 	G_RB_CATALOG_ID,
+	G_OTHERS,
 	G_COUNT
 };
 
@@ -420,6 +421,16 @@ const struct pg_stmt pggen_stmts[] = {
 			   0 },
 	[G_RB_CATALOG_ID] = { "gen_rb_catalog_id",
 			      "UPDATE ns_meta SET value = $1 WHERE key = 'catalog_id'", 1 },
+	/* X7: live nodes other than $2 taking part in generation $1: writing a
+	 * file of it, or the one whose policy tracks it (opened_by) */
+	[G_OTHERS] = { "gen_others",
+		       "SELECT (SELECT count(*) FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
+		       " JOIN ckpt_nodes n ON n.id = w.node WHERE i.gen = $1 AND w.node <> $2"
+		       " AND n.state = 'live')"
+		       " + (SELECT count(*) FROM ns_generations g JOIN ckpt_nodes n"
+		       " ON n.id = g.opened_by WHERE g.id = $1 AND g.opened_by <> $2"
+		       " AND n.state = 'live')",
+		       2 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -1122,6 +1133,28 @@ int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t ne
 		*replaced_ino = rc == 0 ? c.replaced : 0;
 	if (new_gen_id)
 		*new_gen_id = rc == 0 ? c.new_gen : 0;
+	return rc;
+}
+
+struct pggen_others_call {
+	struct pgns *ns;
+	uint64_t id, count;
+};
+
+static int pggen_others_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_others_call *c = arg;
+	char g[24], node[24];
+	const char *params[] = { PG_U64(g, c->id), PG_U64(node, c->ns->lease->node_id) };
+	return pggen_one_int(c->ns, G_OTHERS, params, &c->count);
+}
+
+int pggen_others(struct pgns *ns, uint64_t id, bool *others)
+{
+	struct pggen_others_call c = { .ns = ns, .id = id };
+	int rc = pg_txn(ns->pg, pggen_others_body, &c);
+	*others = rc == 0 && c.count > 0;
 	return rc;
 }
 

@@ -54,6 +54,11 @@
  *      BACKING and whose holder is not a live node; then it is lost no more
  *      and commits, else -ENODATA and nothing changes (a hold or an abort
  *      puts the lost version back, still lost).
+ *  X7. At unmount (fs/gen.c gen_policy_shutdown) a node decides only the
+ *      OPEN generations no other live node takes part in; one that another
+ *      live node has a file of open for writing (ns_writing) or opened
+ *      (opened_by) is left OPEN for that node's policy (its marker, its
+ *      unmount, or X2 if it dies) to decide.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -140,6 +145,10 @@ int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id);
 int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
 		 uint64_t *replaced_ino, uint64_t *new_gen_id);
+
+/* X7: whether a live node other than this one takes part in generation id
+ * (has a file of it open for writing, or opened it: its policy decides it). */
+int pggen_others(struct pgns *ns, uint64_t id, bool *others);
 
 /* One generation with files and logical_bytes (X5 applied, as below). */
 int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out);

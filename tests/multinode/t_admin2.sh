@@ -123,4 +123,42 @@ test_a_fenced_node_refuses_admin_changes() {
 }
 ck_timeout test_a_fenced_node_refuses_admin_changes 120
 
+test_a_node_unmounting_leaves_open_a_save_another_node_completes() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run/step-5" # A opens the save (a DCP layout: .metadata ends it)
+	mn_see B run/step-5
+	head -c 300000 /dev/urandom >"$CK_TMP/r1.bin"
+	cp "$CK_TMP/r1.bin" "$MN_MNT_B/run/step-5/__1_0.distcp"
+	mn_umount B # its marker never came on B: it is A's to decide
+	assert_eq "0" "$(a2_state step-5)" "step-5 left open by B's unmount"
+	head -c 300000 /dev/urandom >"$CK_TMP/r0.bin"
+	cp "$CK_TMP/r0.bin" "$MN_MNT_A/run/step-5/__0_0.distcp"
+	echo metadata >"$MN_MNT_A/run/step-5/.metadata.tmp"
+	mv "$MN_MNT_A/run/step-5/.metadata.tmp" "$MN_MNT_A/run/step-5/.metadata"
+	a2_until "SELECT state = 1 AND rule = 'dcp-metadata' FROM ns_generations WHERE name = 'step-5'"
+	mn_mount C
+	assert_eq "run step-5 5 committed -" "$(a2_list A)" "list on A"
+	assert_eq "run step-5 5 committed -" "$(a2_list C)" "list on fresh node C"
+	assert_file_eq "$CK_TMP/r1.bin" "$MN_MNT_C/run/step-5/__1_0.distcp"
+	assert_file_eq "$CK_TMP/r0.bin" "$MN_MNT_C/run/step-5/__0_0.distcp"
+	mn_umount C
+	mn_umount A
+}
+ck_timeout test_a_node_unmounting_leaves_open_a_save_another_node_completes 120
+
+test_a_node_alone_in_a_save_still_holds_it_at_unmount() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_B/run/step-6" # B opens it and writes alone
+	head -c 100000 /dev/urandom >"$MN_MNT_B/run/step-6/__0_0.distcp"
+	mn_see A run
+	mn_umount B
+	assert_eq "4" "$(a2_state step-6)" "step-6 held by B's unmount: nobody else took part"
+	mn_umount A
+}
+ck_timeout test_a_node_alone_in_a_save_still_holds_it_at_unmount 120
+
 ck_main "$@"

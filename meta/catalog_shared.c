@@ -452,7 +452,7 @@ int catsh_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *i
 	int rc = cat_name_check(name);
 	if (rc)
 		return rc;
-	return pgns_unlink(&cat->shared->ns, parent, name, ino_out);
+	return pggen_remove(&cat->shared->ns, parent, name, false, ino_out); /* pggen.h X8 */
 }
 
 int catsh_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
@@ -462,7 +462,7 @@ int catsh_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *in
 	int rc = cat_name_check(name);
 	if (rc)
 		return rc;
-	return pgns_rmdir(&cat->shared->ns, parent, name, ino_out);
+	return pggen_remove(&cat->shared->ns, parent, name, true, ino_out); /* pggen.h X8 */
 }
 
 int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,

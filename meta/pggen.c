@@ -1158,6 +1158,34 @@ int pggen_others(struct pgns *ns, uint64_t id, bool *others)
 	return rc;
 }
 
+struct pggen_remove_call {
+	struct pgns *ns;
+	uint64_t parent;
+	const char *name;
+	bool dir;
+	uint64_t ino;
+};
+
+static int pggen_remove_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_remove_call *c = arg;
+	c->ino = 0;
+	int rc = c->dir ? pgns_rmdir_txn(c->ns, c->parent, c->name, &c->ino)
+			: pgns_unlink_txn(c->ns, c->parent, c->name, &c->ino);
+	/* as the SQLite engine's cat_gen_unlinked_txn: rule "trainer" */
+	return rc ? rc : pggen_unlinked(c->ns, c->ino, "trainer");
+}
+
+int pggen_remove(struct pgns *ns, uint64_t parent, const char *name, bool dir, uint64_t *ino_out)
+{
+	struct pggen_remove_call c = { .ns = ns, .parent = parent, .name = name, .dir = dir };
+	int rc = pg_txn(ns->pg, pggen_remove_body, &c);
+	if (ino_out)
+		*ino_out = rc == 0 ? c.ino : 0;
+	return rc;
+}
+
 static int pggen_of_body(struct pg *pg, void *arg)
 {
 	(void)pg;

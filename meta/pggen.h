@@ -59,6 +59,12 @@
  *      live node has a file of open for writing (ns_writing) or opened
  *      (opened_by) is left OPEN for that node's policy (its marker, its
  *      unmount, or X2 if it dies) to decide.
+ *  X8. A generation's root unlinked or removed (rm -rf, rmdir, unlink:
+ *      pggen_remove), as renamed away or over (pggen_rename), ends it in
+ *      the transaction of the removal: DELETED, rule "trainer" (renamed,
+ *      replaced), its backup dropped, its inodes left to the namespace's
+ *      nlink rules, as generation.c does on one node. A row never stays
+ *      OPEN or COMMITTED with its root unlinked.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -145,6 +151,11 @@ int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id);
 int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
 		 uint64_t *replaced_ino, uint64_t *new_gen_id);
+
+/* cat_unlink (dir false) and cat_rmdir (true): pgns_unlink or pgns_rmdir and
+ * the generation bookkeeping in one transaction (X8): a generation rooted at
+ * the removed inode ends, DELETED with rule "trainer", as on one node. */
+int pggen_remove(struct pgns *ns, uint64_t parent, const char *name, bool dir, uint64_t *ino_out);
 
 /* X7: whether a live node other than this one takes part in generation id
  * (has a file of it open for writing, or opened it: its policy decides it). */

@@ -161,4 +161,31 @@ test_a_node_alone_in_a_save_still_holds_it_at_unmount() {
 }
 ck_timeout test_a_node_alone_in_a_save_still_holds_it_at_unmount 120
 
+test_rm_rf_of_a_save_ends_it_on_every_node() {
+	local out
+	mn_pg_start
+	mn_mount A keep=2
+	mn_mount B keep=2
+	mkdir "$MN_MNT_A/run"
+	a2_save A run/step-1 model.bin 100000 s1
+	a2_save A run/step-2 model.bin 100000 s2
+	mn_see B run/step-2/model.bin
+	rm -rf "$MN_MNT_B/run/step-2"
+	assert_eq "3 trainer" "$(mn_psql "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'")" \
+		"step-2 ended by rm -rf on B"
+	assert_eq "run step-1 1 committed -" "$(a2_list A)" "list on A"
+	assert_eq "run step-1 1 committed -
+run step-2 2 deleted -" "$(a2_list A --all)" "list --all on A"
+	assert_eq "$(a2_list A --all)" "$(a2_list B --all)" "list --all on B"
+	# the name is free again, and keep-latest-k counts step-1 and the new one
+	a2_save B run/step-2 model.bin 100000 s2b
+	a2_save B run/step-3 model.bin 100000 s3
+	a2_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-1'"
+	assert_file_eq "$CK_TMP/s2b.bin" "$MN_MNT_A/run/step-2/model.bin"
+	out=$("$CKPTFS_ADMIN" check "$MN_MNT_A" 2>&1) || ck_fail "ckptfs-admin check: $(echo "$out" | head -n 8 | tr '\n' '|')"
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_rm_rf_of_a_save_ends_it_on_every_node 120
+
 ck_main "$@"

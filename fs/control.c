@@ -178,6 +178,169 @@ static void control_durable(struct control *c, int fd, char **argv, int argc)
 		control_send(fd, "ok");
 }
 
+/* ---- naming generations for ckptfs-admin on a node of a shared catalog,
+ * whose local catalog file holds no generations (gen, list) ---- */
+
+/* Decodes %XX in place: the tool encodes the bytes of a name that the
+ * request line would split or end at (space, control bytes, '%'). */
+static int control_unescape(char *s)
+{
+	char *out = s;
+	for (; *s; s++) {
+		unsigned v;
+		if (*s != '%') {
+			*out++ = *s;
+			continue;
+		}
+		if (sscanf(s + 1, "%2x", &v) != 1 || !s[1] || !s[2] || v == 0)
+			return -EINVAL;
+		*out++ = (char)v;
+		s += 2;
+	}
+	*out = '\0';
+	return 0;
+}
+
+/* The inode that rel (names relative to the root, '/' between) names. */
+static int control_walk(struct control *c, char *rel, uint64_t *ino)
+{
+	uint64_t at = CAT_ROOT_INO;
+	char *save = NULL;
+	for (char *t = strtok_r(rel, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		struct cat_inode in;
+		if (strcmp(t, ".") == 0 || strcmp(t, "..") == 0)
+			return -EINVAL; /* a name never leaves the mount */
+		int rc = cat_lookup(c->d.cat, at, t, &in);
+		if (rc != 0)
+			return rc;
+		at = in.ino;
+	}
+	*ino = at;
+	return 0;
+}
+
+/* One generation as ckptfs-admin lists it:
+ *   data series INO PATH        (when it differs from the last one sent)
+ *   data generation ID STATE DURABLE PINNED STEP FILES LOGICAL COMMITTED_NS SERIES NAME
+ *   data rule ID RULE           (when it has one)
+ *   data held ID REASON         (HELD) */
+struct control_describe {
+	struct control *c;
+	int fd;
+	uint64_t last_series;
+};
+
+static int control_describe_gen(void *arg, const struct cat_gen *g)
+{
+	struct control_describe *d = arg;
+	char path[PATH_MAX];
+	bool durable = false;
+	if (g->series != d->last_series) {
+		if (cat_shared_path(d->c->d.cat, g->series, path, sizeof(path)) != 0)
+			snprintf(path, sizeof(path), "/?"); /* a series since unlinked */
+		control_send(d->fd, "data series %" PRIu64 " %s", g->series, path);
+		d->last_series = g->series;
+	}
+	int rc = g->state == GEN_COMMITTED ? cat_gen_durable(d->c->d.cat, g->id, &durable) : 0;
+	if (rc != 0)
+		return rc;
+	control_send(d->fd, "data generation %" PRIu64 " %s %d %d %" PRIu64 " %" PRIu64 " %" PRIu64
+		     " %" PRId64 " %" PRIu64 " %s", g->id, cat_gen_state_name(g->state),
+		     durable ? 1 : 0, g->pinned ? 1 : 0, g->step, g->files, g->logical_bytes,
+		     g->committed_ns, g->series, g->name);
+	if (g->rule[0])
+		control_send(d->fd, "data rule %" PRIu64 " %s", g->id, g->rule);
+	if (g->state == GEN_HELD)
+		control_send(d->fd, "data held %" PRIu64 " %s", g->id, g->held);
+	return 0;
+}
+
+/* gen id:N | gen PATH (escaped): the generation, in any state, that PATH or
+ * a file inside it names. Shared catalogs only: alone, the tool reads the
+ * catalog file. */
+static void control_gen(struct control *c, int fd, char **argv, int argc)
+{
+	struct cat_gen g;
+	uint64_t id = 0, ino;
+	int rc;
+	if (!cat_is_shared(c->d.cat)) {
+		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
+		return;
+	}
+	if (argc != 2 || control_unescape(argv[1]) != 0) {
+		control_error(fd, EINVAL, "expected gen id:N or gen PATH");
+		return;
+	}
+	if (strncmp(argv[1], "id:", 3) == 0)
+		rc = control_parse_id(argv[1] + 3, &id);
+	else if ((rc = control_walk(c, argv[1], &ino)) == 0)
+		rc = cat_gen_of(c->d.cat, ino, &id);
+	if (rc == 0 && id == 0)
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = cat_gen_get(c->d.cat, id, &g);
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		control_error(fd, ENOENT, "no such generation");
+		return;
+	}
+	struct control_describe d = { c, fd, 0 };
+	if (rc == 0)
+		rc = control_describe_gen(&d, &g);
+	if (rc != 0)
+		control_error(fd, -rc, "catalog error");
+	else
+		control_send(fd, "ok");
+}
+
+/* list live|all [SERIES (escaped)]: as cat_gen_list, every series or one. */
+static void control_list(struct control *c, int fd, char **argv, int argc)
+{
+	uint64_t series = 0;
+	int rc = 0;
+	if (!cat_is_shared(c->d.cat)) {
+		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
+		return;
+	}
+	bool all = argc > 1 && strcmp(argv[1], "all") == 0;
+	if (argc < 2 || argc > 3 || (!all && strcmp(argv[1], "live") != 0) ||
+	    (argc == 3 && control_unescape(argv[2]) != 0)) {
+		control_error(fd, EINVAL, "expected list live|all [SERIES]");
+		return;
+	}
+	if (argc == 3 && (rc = control_walk(c, argv[2], &series)) != 0) {
+		control_error(fd, rc == -ENOTDIR ? ENOENT : -rc, "no such series directory");
+		return;
+	}
+	struct control_describe d = { c, fd, 0 };
+	rc = cat_gen_list(c->d.cat, series, all, control_describe_gen, &d);
+	if (rc != 0)
+		control_error(fd, -rc, "catalog error");
+	else
+		control_send(fd, "ok");
+}
+
+/* A change the catalog refused, named for the admin (control_proto.h). */
+static void control_change_error(int fd, int rc, const char *verb)
+{
+	char what[160];
+	if (rc == -ESTALE)
+		rc = -EROFS; /* the catalog's word for a swept lease (L2): the mount is read-only */
+	if (rc == -EROFS)
+		snprintf(what, sizeof(what), "%s refused: this node is fenced (another node swept its"
+			 " lease): read-only until it is mounted again", verb);
+	else if (rc == -EBUSY)
+		snprintf(what, sizeof(what), "%s refused: busy (files of it are open for writing, or"
+			 " it is pinned)", verb);
+	else if (rc == -ENOENT)
+		snprintf(what, sizeof(what), "%s: no such generation (it ended meanwhile)", verb);
+	else if (rc == -ENODATA)
+		snprintf(what, sizeof(what), "%s refused: it is lost (chunks of it died with their"
+			 " node)", verb);
+	else
+		snprintf(what, sizeof(what), "%s failed (see the daemon's log)", verb);
+	control_error(fd, -rc, what);
+}
+
 static void control_commit(struct control *c, int fd, char **argv, int argc)
 {
 	struct cat_gen gen;
@@ -189,7 +352,7 @@ static void control_commit(struct control *c, int fd, char **argv, int argc)
 	}
 	int rc = c->d.gen_commit(c->d.gen, gen.id, "admin");
 	if (rc != 0) {
-		control_error(fd, -rc, "commit failed");
+		control_change_error(fd, rc, "commit");
 		return;
 	}
 	/* a commit waits for write handles still open in the generation */
@@ -213,7 +376,7 @@ static void control_pin(struct control *c, int fd, char **argv, int argc)
 	}
 	int rc = c->d.gen_pin(c->d.gen, gen.id, argv[2][0] == '1');
 	if (rc != 0) {
-		control_error(fd, -rc, "pin failed");
+		control_change_error(fd, rc, "pin");
 		return;
 	}
 	control_send(fd, "data pinned %c", argv[2][0]);
@@ -239,7 +402,7 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 	    (gen.state == GEN_OPEN || gen.state == GEN_COMMITTED || gen.state == GEN_HELD))
 		rc = -EIO; /* gen_end logged why */
 	if (rc != 0) {
-		control_error(fd, -rc, "remove failed (see the daemon's log)");
+		control_change_error(fd, rc, "rm");
 		return;
 	}
 	control_send(fd, "data state %s", cat_gen_state_name(gen.state));
@@ -458,6 +621,10 @@ static void control_serve(struct control *c, int fd)
 		control_stats(c, fd);
 	else if (strcmp(argv[0], "durable") == 0)
 		control_durable(c, fd, argv, argc);
+	else if (strcmp(argv[0], "gen") == 0)
+		control_gen(c, fd, argv, argc);
+	else if (strcmp(argv[0], "list") == 0)
+		control_list(c, fd, argv, argc);
 	else if (strcmp(argv[0], "rebuild") == 0)
 		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");

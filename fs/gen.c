@@ -346,11 +346,14 @@ static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enu
 	return -EINVAL;
 }
 
-static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how)
+/* 0 once ended (or kept: an expire that lost its race); else the catalog's
+ * error (logged): the admin's rm names it. */
+static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how)
 {
 	struct cat_gen gen;
-	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
-		return;
+	int got = cat_gen_get_brief(g->cat, id, &gen);
+	if (got != 0)
+		return got;
 	const char *verb = how == GEN_END_ABORT ? "abort" : "delete";
 	struct cat_id_vec v = { 0 };
 	int64_t t0 = gen_now_ns();
@@ -358,14 +361,14 @@ static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum ge
 	if (rc == -EBUSY && how == GEN_END_EXPIRE) {
 		log_debug("generation %s: kept: reopened or pinned since keep-latest-k chose it",
 			  gen.name);
-		return;
+		return 0;
 	}
 	if (rc != 0) {
 		log_error("generation %s (series inode %llu, step %llu): %s (%s) failed: %s", gen.name,
 			  (unsigned long long)gen.series, (unsigned long long)gen.step, verb, rule,
 			  strerror(-rc));
 		cat_id_vec_free(&v);
-		return;
+		return rc;
 	}
 	int64_t t1 = gen_now_ns();
 	pthread_mutex_lock(&g->lock);
@@ -377,6 +380,7 @@ static void gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum ge
 		 " inodes handed to release in %.1f ms)", gen.name, (unsigned long long)gen.series,
 		 (unsigned long long)gen.step, how == GEN_END_ABORT ? "aborted" : "deleted", rule,
 		 (double)(t1 - t0) / 1e6, inodes, (double)(gen_now_ns() - t1) / 1e6);
+	return 0;
 }
 
 /* OPEN → HELD (invariant 5): hidden, kept byte for byte, until a decision. */
@@ -714,14 +718,16 @@ static bool gen_wait_remote(struct gen_policy *g, uint64_t id, const char *rule)
 	return l != NULL;
 }
 
-static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
+/* 0 once committed, or waiting for another node's writers; else the
+ * catalog's error (logged): the admin's commit names it. */
+static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
 	struct gen_cred cred = { .known = false };
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
 	int rc = cat_gen_commit(g->cat, id, rule);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
-		return;
+		return 0;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, id);
 	if (l)
@@ -733,12 +739,13 @@ static void gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	if (rc != 0) {
 		log_error("generation %llu: commit (%s) failed: %s", (unsigned long long)id, rule,
 			  strerror(-rc));
-		return;
+		return rc;
 	}
 	log_info("generation %s (series inode %llu, step %llu) committed: %s, %llu files, %llu bytes",
 		 gen.name, (unsigned long long)gen.series, (unsigned long long)gen.step, rule,
 		 (unsigned long long)gen.files, (unsigned long long)gen.logical_bytes);
 	gen_keep_request(g, gen.series, cred.known ? &cred : NULL);
+	return 0;
 }
 
 /* ---- proof by content (proof.h) ---- */
@@ -782,18 +789,17 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 }
 
 /* A rule fired: commit now if no writer is open, else when the last closes. */
-static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *rule, bool quiet)
+static int gen_request_commit(struct gen_policy *g, uint64_t id, const char *rule, bool quiet)
 {
 	struct cat_gen gen;
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
-	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
-		return;
-	if (gen.state == GEN_HELD) { /* nobody writes in it: a writer reopens it first */
-		gen_commit_now(g, id, rule);
-		return;
-	}
+	int rc = cat_gen_get_brief(g->cat, id, &gen);
+	if (rc != 0)
+		return rc;
+	if (gen.state == GEN_HELD) /* nobody writes in it: a writer reopens it first */
+		return gen_commit_now(g, id, rule);
 	if (gen.state != GEN_OPEN)
-		return;
+		return 0;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_get(g, id, gen.series);
 	if (l)
@@ -815,10 +821,10 @@ static void gen_request_commit(struct gen_policy *g, uint64_t id, const char *ru
 		pthread_mutex_unlock(&g->lock);
 	}
 	if (now)
-		gen_commit_now(g, id, rule);
-	else
-		log_debug("generation %s: %s seen, commit waits for writers%s", gen.name, rule,
-			  quiet ? " and a quiet period" : "");
+		return gen_commit_now(g, id, rule);
+	log_debug("generation %s: %s seen, commit waits for writers%s", gen.name, rule,
+		  quiet ? " and a quiet period" : "");
+	return 0;
 }
 
 /* Rules that come from a layout's own completion marker. */
@@ -1129,8 +1135,7 @@ int gen_commit_explicit(struct gen_policy *g, uint64_t gen_id, const char *rule)
 		return 0;
 	if (gen.state != GEN_OPEN && gen.state != GEN_HELD)
 		return -ENOENT;
-	gen_request_commit(g, gen_id, rule, false);
-	return 0;
+	return gen_request_commit(g, gen_id, rule, false);
 }
 
 int gen_pin(struct gen_policy *g, uint64_t gen_id, bool pinned)
@@ -1148,9 +1153,8 @@ int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force)
 		return -EBUSY;
 	if (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED && gen.state != GEN_HELD)
 		return -ENOENT;
-	gen_end(g, gen_id, gen.state == GEN_OPEN ? "admin-abort" : "admin",
-		gen.state == GEN_OPEN ? GEN_END_ABORT : GEN_END_DELETE);
-	return 0;
+	return gen_end(g, gen_id, gen.state == GEN_OPEN ? "admin-abort" : "admin",
+		       gen.state == GEN_OPEN ? GEN_END_ABORT : GEN_END_DELETE);
 }
 
 /* ---- background: timers and kernel invalidations ---- */
@@ -1384,6 +1388,21 @@ static void gen_stop_thread(struct gen_policy *g)
 	assert(g->nkeep == 0 && !g->keep_all);
 }
 
+/* pggen.h X7: on a node of a shared catalog, an OPEN
+ * generation another live node writes in or tracks is that node's to
+ * decide; this node's unmount proves nothing about its files. A catalog
+ * that cannot answer decides as before (this node holds what it saw
+ * unfinished). */
+static bool gen_others_take_part(struct gen_policy *g, uint64_t id)
+{
+	bool others = false;
+	int rc = cat_gen_others_in(g->cat, id, &others);
+	if (rc != 0)
+		log_warn("generation %llu: at unmount, whether another node takes part in it is"
+			 " unknown (%s): decided here", (unsigned long long)id, strerror(-rc));
+	return rc == 0 && others;
+}
+
 void gen_policy_shutdown(struct gen_policy *g)
 {
 	gen_stop_thread(g);
@@ -1411,9 +1430,13 @@ void gen_policy_shutdown(struct gen_policy *g)
 		if (!id)
 			break;
 		struct proof_result pr = { .verdict = PROOF_UNPROVEN };
-		if (!unfinished && !signalled)
+		bool others = !signalled && gen_others_take_part(g, id);
+		if (!others && !unfinished && !signalled)
 			gen_prove(g, id, &pr);
-		if (unfinished)
+		if (others)
+			log_info("generation %llu: left open at unmount: another live node takes part"
+				 " in it and decides it", (unsigned long long)id);
+		else if (unfinished)
 			gen_hold(g, id, "unmount", unfinished);
 		else if (pr.verdict == PROOF_BROKEN || pr.verdict == PROOF_EMPTY)
 			gen_hold(g, id, "unmount", pr.reason);

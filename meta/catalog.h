@@ -162,6 +162,10 @@ bool cat_is_shared(const struct cat *cat);
 uint64_t cat_node_id(const struct cat *cat);
 /* The FUSE path connection's counters (pg.h: round trips, transactions,
  * retries, reconnects) for the daemon's stats; false alone (nothing filled). */
+/* The path of directory ino from the mount root ("/run1") [engine], shared
+ * only: for the daemon's control answers (ckptfs-admin on a node, whose
+ * local catalog holds no namespace); alone -ENOSYS (aq_path). */
+int cat_shared_path(struct cat *cat, uint64_t ino, char *buf, size_t size);
 struct pg_stats;
 bool cat_pg_stats(const struct cat *cat, struct pg_stats *out);
 /* A file opened (open = true) or last closed for writing on this node

@@ -233,6 +233,13 @@ bool cat_pg_stats(const struct cat *cat, struct pg_stats *out)
 	return true;
 }
 
+int cat_shared_path(struct cat *cat, uint64_t ino, char *buf, size_t size)
+{
+	if (!cat->shared)
+		return -ENOSYS; /* alone: admin_query.h's aq_path reads the file */
+	return pggen_path(&cat->shared->ns, ino, buf, size);
+}
+
 struct pgns *cat_shared_ns(struct cat *cat)
 {
 	assert(cat->shared);
@@ -445,7 +452,7 @@ int catsh_unlink(struct cat *cat, uint64_t parent, const char *name, uint64_t *i
 	int rc = cat_name_check(name);
 	if (rc)
 		return rc;
-	return pgns_unlink(&cat->shared->ns, parent, name, ino_out);
+	return pggen_remove(&cat->shared->ns, parent, name, false, ino_out); /* pggen.h X8 */
 }
 
 int catsh_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *ino_out)
@@ -455,7 +462,7 @@ int catsh_rmdir(struct cat *cat, uint64_t parent, const char *name, uint64_t *in
 	int rc = cat_name_check(name);
 	if (rc)
 		return rc;
-	return pgns_rmdir(&cat->shared->ns, parent, name, ino_out);
+	return pggen_remove(&cat->shared->ns, parent, name, true, ino_out); /* pggen.h X8 */
 }
 
 int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,

@@ -248,6 +248,11 @@ int catshg_pin(struct cat *cat, uint64_t id, bool pinned)
 	return pggen_pin(cat_shared_ns(cat), id, pinned);
 }
 
+int catshg_others_in(struct cat *cat, uint64_t id, bool *others)
+{
+	return pggen_others(cat_shared_ns(cat), id, others); /* pggen.h X7 */
+}
+
 int catshg_check(struct cat *cat)
 {
 	struct pgns *ns = cat_shared_ns(cat);

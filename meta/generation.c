@@ -1059,6 +1059,13 @@ int cat_gen_reopen(struct cat *cat, uint64_t id)
 	return rc;
 }
 
+int cat_gen_others_in(struct cat *cat, uint64_t id, bool *others)
+{
+	if (cat->shared) return catshg_others_in(cat, id, others);
+	*others = false; /* one node: nobody else takes part */
+	return 0;
+}
+
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
 {
 	if (cat->shared) return catshg_pin(cat, id, pinned);

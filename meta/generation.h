@@ -176,6 +176,12 @@ int cat_gen_reopen(struct cat *cat, uint64_t id);
 
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
 
+/* Whether a live node other than this one takes part in generation id (a
+ * file of it open for writing, or its policy tracks it: pggen.h X7), so
+ * that this node's unmount leaves it OPEN for that node to decide. Alone
+ * (one node), false. */
+int cat_gen_others_in(struct cat *cat, uint64_t id, bool *others);
+
 /* Checks G1–G3; -EUCLEAN with a log line per violation. */
 int cat_gen_check(struct cat *cat);
 

@@ -85,6 +85,7 @@ enum {
 	G_RB_EXTENT,
 	G_RB_GEN_SEQ,
 	G_RB_CATALOG_ID,
+	G_OTHERS,
 	G_COUNT
 };
 
@@ -420,6 +421,16 @@ const struct pg_stmt pggen_stmts[] = {
 			   0 },
 	[G_RB_CATALOG_ID] = { "gen_rb_catalog_id",
 			      "UPDATE ns_meta SET value = $1 WHERE key = 'catalog_id'", 1 },
+	/* X7: live nodes other than $2 taking part in generation $1: writing a
+	 * file of it, or the one whose policy tracks it (opened_by) */
+	[G_OTHERS] = { "gen_others",
+		       "SELECT (SELECT count(*) FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
+		       " JOIN ckpt_nodes n ON n.id = w.node WHERE i.gen = $1 AND w.node <> $2"
+		       " AND n.state = 'live')"
+		       " + (SELECT count(*) FROM ns_generations g JOIN ckpt_nodes n"
+		       " ON n.id = g.opened_by WHERE g.id = $1 AND g.opened_by <> $2"
+		       " AND n.state = 'live')",
+		       2 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -1125,6 +1136,56 @@ int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t ne
 	return rc;
 }
 
+struct pggen_others_call {
+	struct pgns *ns;
+	uint64_t id, count;
+};
+
+static int pggen_others_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_others_call *c = arg;
+	char g[24], node[24];
+	const char *params[] = { PG_U64(g, c->id), PG_U64(node, c->ns->lease->node_id) };
+	return pggen_one_int(c->ns, G_OTHERS, params, &c->count);
+}
+
+int pggen_others(struct pgns *ns, uint64_t id, bool *others)
+{
+	struct pggen_others_call c = { .ns = ns, .id = id };
+	int rc = pg_txn(ns->pg, pggen_others_body, &c);
+	*others = rc == 0 && c.count > 0;
+	return rc;
+}
+
+struct pggen_remove_call {
+	struct pgns *ns;
+	uint64_t parent;
+	const char *name;
+	bool dir;
+	uint64_t ino;
+};
+
+static int pggen_remove_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_remove_call *c = arg;
+	c->ino = 0;
+	int rc = c->dir ? pgns_rmdir_txn(c->ns, c->parent, c->name, &c->ino)
+			: pgns_unlink_txn(c->ns, c->parent, c->name, &c->ino);
+	/* as the SQLite engine's cat_gen_unlinked_txn: rule "trainer" */
+	return rc ? rc : pggen_unlinked(c->ns, c->ino, "trainer");
+}
+
+int pggen_remove(struct pgns *ns, uint64_t parent, const char *name, bool dir, uint64_t *ino_out)
+{
+	struct pggen_remove_call c = { .ns = ns, .parent = parent, .name = name, .dir = dir };
+	int rc = pg_txn(ns->pg, pggen_remove_body, &c);
+	if (ino_out)
+		*ino_out = rc == 0 ? c.ino : 0;
+	return rc;
+}
+
 static int pggen_of_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -1644,6 +1705,55 @@ int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out)
 	int rc = pg_txn(ns->pg, pggen_tree_body, &c);
 	if (rc)
 		pggen_tree_clear(out);
+	return rc;
+}
+
+struct pggen_path_call {
+	struct pgns *ns;
+	uint64_t ino;
+	PGresult *res;
+};
+
+static int pggen_path_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_path_call *c = arg;
+	char i[24];
+	const char *one[] = { PG_U64(i, c->ino) };
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_MF_PATH, one, &c->res);
+}
+
+int pggen_path(struct pgns *ns, uint64_t ino, char *buf, size_t size)
+{
+	struct pggen_path_call c = { .ns = ns, .ino = ino };
+	int rc = pg_txn(ns->pg, pggen_path_body, &c);
+	size_t len = 0;
+	if (rc == 0 && size < 2)
+		rc = -ENAMETOOLONG;
+	if (rc == 0)
+		buf[len++] = '/';
+	/* the components from the root down; an unlinked one (no entry) ends at
+	 * itself, which is not the root: -ENOENT */
+	int rows = rc == 0 ? pg_rows(c.res) : 0;
+	if (rc == 0 && ino != CAT_ROOT_INO && (rows == 0 || (uint64_t)pg_int(c.res, 0, 1) != CAT_ROOT_INO))
+		rc = -ENOENT;
+	for (int r = 0; rc == 0 && r < rows; r++) {
+		const char *name = PQgetvalue(c.res, r, 0);
+		size_t n = strlen(name);
+		if (len + n + 2 > size) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		if (r > 0)
+			buf[len++] = '/';
+		memcpy(buf + len, name, n);
+		len += n;
+	}
+	if (rc == 0)
+		buf[len] = '\0';
+	PQclear(c.res);
 	return rc;
 }
 

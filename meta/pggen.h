@@ -54,6 +54,17 @@
  *      BACKING and whose holder is not a live node; then it is lost no more
  *      and commits, else -ENODATA and nothing changes (a hold or an abort
  *      puts the lost version back, still lost).
+ *  X7. At unmount (fs/gen.c gen_policy_shutdown) a node decides only the
+ *      OPEN generations no other live node takes part in; one that another
+ *      live node has a file of open for writing (ns_writing) or opened
+ *      (opened_by) is left OPEN for that node's policy (its marker, its
+ *      unmount, or X2 if it dies) to decide.
+ *  X8. A generation's root unlinked or removed (rm -rf, rmdir, unlink:
+ *      pggen_remove), as renamed away or over (pggen_rename), ends it in
+ *      the transaction of the removal: DELETED, rule "trainer" (renamed,
+ *      replaced), its backup dropped, its inodes left to the namespace's
+ *      nlink rules, as generation.c does on one node. A row never stays
+ *      OPEN or COMMITTED with its root unlinked.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -141,6 +152,15 @@ int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t ne
 		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
 		 uint64_t *replaced_ino, uint64_t *new_gen_id);
 
+/* cat_unlink (dir false) and cat_rmdir (true): pgns_unlink or pgns_rmdir and
+ * the generation bookkeeping in one transaction (X8): a generation rooted at
+ * the removed inode ends, DELETED with rule "trainer", as on one node. */
+int pggen_remove(struct pgns *ns, uint64_t parent, const char *name, bool dir, uint64_t *ino_out);
+
+/* X7: whether a live node other than this one takes part in generation id
+ * (has a file of it open for writing, or opened it: its policy decides it). */
+int pggen_others(struct pgns *ns, uint64_t id, bool *others);
+
 /* One generation with files and logical_bytes (X5 applied, as below). */
 int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out);
 /* As cat_gen_find (a lost one too: it still has its tree under its name)
@@ -200,6 +220,10 @@ struct pggen_tree {
 };
 int pggen_tree_read(struct pgns *ns, uint64_t id, struct pggen_tree *out);
 void pggen_tree_clear(struct pggen_tree *t);
+
+/* The path of directory ino from the mount root ("/", "/run1/ckpt"), as
+ * manifest_shared.c names a series; -ENOENT if it is not linked there. */
+int pggen_path(struct pgns *ns, uint64_t ino, char *buf, size_t size);
 
 /* ---- rebuild --meta (manifest_shared.c's manifest_shared_apply) ---- */
 

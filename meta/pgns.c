@@ -754,6 +754,12 @@ int pgns_unlink(struct pgns *ns, uint64_t parent, const char *name, uint64_t *in
 	return pg_txn(ns->pg, pgns_unlink_body, &c);
 }
 
+int pgns_unlink_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	struct pgns_unlink_call c = { ns, parent, name, ino_out };
+	return pgns_unlink_body(ns->pg, &c);
+}
+
 /* ---- readdir ---- */
 
 struct pgns_readdir_call {
@@ -1578,6 +1584,16 @@ int pgns_rmdir(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino
 		return -EINVAL;
 	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name, .ino_out = ino_out };
 	return pg_txn(ns->pg, pgns_rmdir_body, &c);
+}
+
+int pgns_rmdir_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out)
+{
+	if (strcmp(name, "..") == 0)
+		return -ENOTEMPTY;
+	if (strcmp(name, ".") == 0)
+		return -EINVAL;
+	struct pgns_name_call c = { .ns = ns, .parent = parent, .name = name, .ino_out = ino_out };
+	return pgns_rmdir_body(ns->pg, &c);
 }
 
 static int pgns_link_body(struct pg *pg, void *arg)

@@ -208,6 +208,11 @@ int pgns_name_check(const char *name);
  * the generation bookkeeping to it). */
 int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		    const char *newname, unsigned flags, uint64_t *replaced_ino);
+/* pgns_unlink's and pgns_rmdir's transactions (for meta/pggen.c's
+ * pggen_remove, which ends a generation rooted at the removed inode in the
+ * same transaction). */
+int pgns_unlink_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out);
+int pgns_rmdir_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out);
 /* Now, in ns since the epoch (the times inodes and generations carry). */
 int64_t pgns_now_ns(void);
 /* The PostgreSQL text array "{hex,hex,...}" of n hashes, the first at first

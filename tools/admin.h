@@ -14,6 +14,7 @@
  *   admin_wait.c    wait, rebuild
  *   admin_umount.c  umount: drain the uploads, unmount, wait for the daemon
  *   admin_nodes.c   nodes: the nodes of a shared catalog (-o meta=)
+ *   admin_shared.c  GEN and list through the daemon on a node of a shared catalog
  */
 #ifndef CKPTFS_ADMIN_H
 #define CKPTFS_ADMIN_H
@@ -67,6 +68,9 @@ struct admin {
 	char sock[PATH_MAX + 32];
 	bool daemon;  /* the daemon runs: changes go through its control channel */
 	bool meta;    /* rebuild --meta URL BACKING: the target is a shared catalog's URL */
+	bool shared_asked, shared; /* the daemon's hello says: a node of a shared catalog */
+	uint64_t sh_series;        /* the series of the GEN admin_shared_resolve found, */
+	char sh_series_path[PATH_MAX]; /* and its path ("/run1") */
 	int lock_fd;  /* offline changes hold the cache lock, else -1 */
 	struct cat *cat;
 	struct aq *aq;
@@ -137,6 +141,15 @@ int admin_cmd_import(struct admin *a);
 int admin_cmd_wait(struct admin *a);
 int admin_cmd_rebuild(struct admin *a);
 int admin_cmd_umount(struct admin *a);
+/* ---- admin_shared.c ---- */
+/* Whether the daemon runs a node of a shared catalog (asked once). */
+bool admin_shared(struct admin *a);
+/* admin_resolve_gen on such a node: the daemon resolves GEN spec (rel: its
+ * path relative to the mount, NULL for id:N). */
+int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, struct cat_gen *out);
+/* admin_cmd_list on such a node (series_rel: SERIES relative to the mount, or NULL). */
+int admin_shared_list(struct admin *a, const char *series_rel);
+
 /* ---- admin_nodes.c ---- */
 int admin_cmd_nodes(struct admin *a); /* target is a -o meta= URL */
 

@@ -4,7 +4,10 @@
  * out by gen.c exactly like the xattrs and keep-latest-k (the catalog is never
  * written behind a live daemon). Offline (--cache DIR, no daemon: admin.c
  * holds the cache lock and opened the catalog read-write, which rolled back
- * any OPEN generation as a mount would) they are single catalog calls. */
+ * any OPEN generation as a mount would) they are single catalog calls. On a
+ * node of a shared catalog the daemon also names GEN (admin_shared.c) and
+ * runs the same calls on PostgreSQL, fenced by its lease: a node another
+ * node swept refuses with EROFS. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -44,6 +47,12 @@ static int admin_change_online(struct admin *a, const char *label, const char *v
 		admin_err("%s %s: no such generation (it ended meanwhile)", verb, label);
 	else if (rc == EPERM || rc == EACCES)
 		admin_err("%s %s: permission denied: only root and the daemon's user may", verb, label);
+	else if (rc == EROFS)
+		admin_err("%s %s: this node is fenced (another node swept its lease): it is read-only"
+			  " until mounted again; run it on a live node", verb, label);
+	else if (rc == ENODATA)
+		admin_err("%s %s: it is lost (chunks of it died with their node): it cannot be"
+			  " committed; rm it", verb, label);
 	else
 		admin_err("%s %s: %s (%s)", verb, label, msg, strerror(rc));
 	return admin_exit_for(rc);

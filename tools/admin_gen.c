@@ -10,7 +10,8 @@
  *                     it), also for aborted and deleted ones.
  * A part that is empty, "." or ".." is refused (ADMIN_BAD_NAME): GEN never
  * leaves the mount. Names are looked up in the catalog, so OPEN generations,
- * hidden from listings, are found too. */
+ * hidden from listings, are found too. On a node of a shared catalog the
+ * daemon looks them up, and answers list (admin_shared.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -101,6 +102,8 @@ int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
 			admin_err("GEN '%s': id: needs a positive number", spec);
 			return ADMIN_USAGE;
 		}
+		if (admin_shared(a))
+			return admin_shared_resolve(a, spec, NULL, out);
 		rc = cat_gen_get_brief(a->cat, id, out);
 		if (rc == 0)
 			return ADMIN_OK;
@@ -110,6 +113,8 @@ int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
 	char rel[PATH_MAX];
 	if ((rc = admin_relpath(a, "GEN", spec, rel, sizeof(rel))) != ADMIN_OK)
 		return rc;
+	if (admin_shared(a))
+		return admin_shared_resolve(a, spec, rel, out);
 	uint64_t ino, gen_id = 0;
 	rc = admin_walk(a, rel, &ino);
 	if (rc == 0)
@@ -133,7 +138,9 @@ int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
 void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t size)
 {
 	char series[PATH_MAX];
-	if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
+	if (a->shared && a->sh_series == g->series)
+		snprintf(series, sizeof(series), "%s", a->sh_series_path);
+	else if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
 		snprintf(series, sizeof(series), "/?");
 	snprintf(buf, size, "%s%s%s", series + 1, series[1] ? "/" : "", g->name);
 }
@@ -199,12 +206,16 @@ int admin_cmd_list(struct admin *a)
 		int rc = admin_relpath(a, "SERIES", a->pos[0], rel, sizeof(rel));
 		if (rc != ADMIN_OK)
 			return rc;
+		if (admin_shared(a))
+			return admin_shared_list(a, rel);
 		if ((rc = admin_walk(a, rel, &series)) != 0) {
 			admin_err("SERIES '%s': no such directory in %s", a->pos[0],
 				  a->mount[0] ? a->mount : a->cache);
 			return rc == -ENOENT || rc == -ENOTDIR ? ADMIN_NO_GEN : admin_exit_for(rc);
 		}
 	}
+	if (admin_shared(a))
+		return admin_shared_list(a, NULL);
 	struct cat_gen_vec l = { 0 };
 	int rc = cat_gen_list_brief(a->cat, series, a->all, cat_gen_vec_add, &l);
 	if (rc != 0) {

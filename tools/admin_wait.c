@@ -80,7 +80,6 @@ static void admin_wait_json_unsaved(struct admin_wait_list *l)
 /* ---- on a node of a shared catalog: the daemon's `durable` ---- */
 
 struct admin_wait_shared {
-	bool shared;
 	size_t n, durable;       /* gen lines, durable ones */
 	const char *want;        /* NULL, or the GEN whose id is sought */
 	uint64_t ids[256];       /* COMMITTED (or the sought OPEN one) when listing */
@@ -89,13 +88,6 @@ struct admin_wait_shared {
 	bool bytes;              /* "bytes ID TOTAL LEFT" came (a daemon that sends it) */
 	uint64_t total, left;
 };
-
-static void admin_wait_hello_fn(void *arg, const char *key, const char *value)
-{
-	struct admin_wait_shared *w = arg;
-	if (strcmp(key, "shared") == 0 && strcmp(value, "1") == 0)
-		w->shared = true;
-}
 
 /* "gen ID STATE DURABLE NAME" */
 static void admin_wait_gen_fn(void *arg, const char *key, const char *value)
@@ -136,14 +128,6 @@ static void admin_wait_gen_fn(void *arg, const char *key, const char *value)
 		fprintf(stderr, "ckptfs-admin: wait: generation %llu (%s) is %s: not waited for\n",
 			id, name, state);
 	w->durable += committed && durable;
-}
-
-static bool admin_is_shared(struct admin *a)
-{
-	struct admin_wait_shared w = { 0 };
-	char msg[256];
-	return a->daemon && admin_ctl(a, "hello", admin_wait_hello_fn, &w, msg, sizeof(msg)) == 0 &&
-	       w.shared;
 }
 
 /* One generation's state through the daemon: 0, or an exit code; its
@@ -237,7 +221,7 @@ int admin_cmd_wait(struct admin *a)
 		admin_err("wait: expected at most one GEN");
 		return ADMIN_USAGE;
 	}
-	if (admin_is_shared(a))
+	if (admin_shared(a))
 		return admin_wait_shared(a);
 	struct admin_wait_list l = { .a = a };
 	int rc;

@@ -26,14 +26,27 @@
  *                                           (and "data held REASON") or for every live
  *                                           generation; hello says "data shared 1" on a
  *                                           node of a shared catalog (-o meta=)
+ *   gen                  id:N | PATH        shared catalog only: the generation (any state)
+ *                                           that PATH (relative to the mount, %XX-escaped:
+ *                                           space, control bytes, '%') or a file in it names:
+ *                                           "data series INO PATH", "data generation ID STATE
+ *                                           DURABLE PINNED STEP FILES LOGICAL COMMITTED_NS
+ *                                           SERIES NAME", "data rule ID RULE", "data held ID
+ *                                           REASON"
+ *   list                 live|all [SERIES]  shared catalog only: those lines for each
+ *                                           generation (live: OPEN, COMMITTED, HELD)
  *
  * wait needs no verb alone: durability is in the catalog (cat_gen_durable), which
  * the tool polls read-only; on a node of a shared catalog, whose local
  * catalog holds no generations, it polls `durable` instead.
  *
  * ERRNO is a positive errno number: ENOENT unknown generation, EBUSY open
- * generation without force, EPERM peer not allowed, EINVAL bad request,
- * ENOSYS verb not available in this daemon. */
+ * generation without force (or files of it open for writing, or pinned),
+ * EROFS a node of a shared catalog that was fenced (swept: read-only),
+ * ENODATA a lost generation, EPERM peer not allowed, EINVAL bad request,
+ * ENOSYS verb not available in this daemon (gen and list alone). commit, pin
+ * and rm take the id that gen answers on a node of a shared catalog, and run
+ * there the catalog calls they run alone (gen.c), on PostgreSQL. */
 #ifndef CKPTFS_CONTROL_PROTO_H
 #define CKPTFS_CONTROL_PROTO_H
 

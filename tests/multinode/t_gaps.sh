@@ -70,9 +70,8 @@ test_a_lost_save_is_hidden_from_its_series_on_every_node() {
 		"step-100's row (committed, lost: kept as it was)"
 	assert_file_eq "$CK_TMP/s90.bin" "$MN_MNT_C/run/step-90/model.bin"
 	# keep-latest-k (keep=2) ends it as a held one once two newer saves are
-	# committed (rm -rf of a root does not end a generation in shared mode
-	# yet, and ckptfs-admin rm resolves names in the local catalog: see
-	# docs/MULTINODE.md)
+	# committed (an explicit decision, ckptfs-admin rm or rm -rf of its root,
+	# would too: tests/multinode/t_admin2.sh)
 	gp_save A run/step-110 model.bin 100000 s110
 	gp_save A run/step-120 model.bin 100000 s120
 	gp_until "SELECT state = 3 AND rule = 'keep-held' FROM ns_generations WHERE name = 'step-100'"

@@ -871,6 +871,9 @@ static void pggen_row(PGresult *res, int r, struct cat_gen *out, bool *lost)
 	out->backup_root = (uint64_t)pg_int(res, r, 14);
 }
 
+/* The reads below run under pg_read (pg.h P5): SELECTs only, no row lock,
+ * one round trip each; a body of two (a row, then its sizes) sees each as of
+ * its own statement, as it did inside a READ COMMITTED transaction. */
 static int pggen_read_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -885,7 +888,7 @@ static int pggen_read_body(struct pg *pg, void *arg)
 int pggen_get(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost)
 {
 	struct pggen_call c = { .ns = ns, .id = id, .state = G_GET };
-	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	int rc = pg_read(ns->pg, pggen_read_body, &c); /* pg.h P5 */
 	if (rc == 0 && pg_rows(c.res) != 1)
 		rc = -ENOENT;
 	if (rc == 0)
@@ -897,7 +900,7 @@ int pggen_get(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost)
 int pggen_list(struct pgns *ns, uint64_t series, cat_gen_fn fn, void *arg)
 {
 	struct pggen_call c = { .ns = ns, .id = series, .state = G_LIST };
-	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	int rc = pg_read(ns->pg, pggen_read_body, &c); /* pg.h P5 */
 	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++) {
 		struct cat_gen g;
 		pggen_row(c.res, r, &g, NULL);
@@ -1153,7 +1156,7 @@ static int pggen_others_body(struct pg *pg, void *arg)
 int pggen_others(struct pgns *ns, uint64_t id, bool *others)
 {
 	struct pggen_others_call c = { .ns = ns, .id = id };
-	int rc = pg_txn(ns->pg, pggen_others_body, &c);
+	int rc = pg_read(ns->pg, pggen_others_body, &c); /* pg.h P5 */
 	*others = rc == 0 && c.count > 0;
 	return rc;
 }
@@ -1196,7 +1199,7 @@ static int pggen_of_body(struct pg *pg, void *arg)
 int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino };
-	int rc = pg_txn(ns->pg, pggen_of_body, &c);
+	int rc = pg_read(ns->pg, pggen_of_body, &c); /* pg.h P5 */
 	*gen_id = rc == 0 ? c.id : 0;
 	return rc;
 }
@@ -1244,7 +1247,7 @@ static int pggen_read_one(struct pgns *ns, int stmt, const char *const *params, 
 			  struct cat_gen *out)
 {
 	struct pggen_read_call c = { ns, stmt, params, out, sized };
-	return pg_txn(ns->pg, pggen_read_one_body, &c);
+	return pg_read(ns->pg, pggen_read_one_body, &c); /* pg.h P5 */
 }
 
 int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out)
@@ -1287,7 +1290,7 @@ int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, vo
 {
 	struct pggen_call c = { .ns = ns, .id = series, .open = all };
 	struct cat_gen_vec rows = { 0 };
-	int rc = pg_txn(ns->pg, pggen_list_all_body, &c);
+	int rc = pg_read(ns->pg, pggen_list_all_body, &c); /* pg.h P5 */
 	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++) {
 		struct cat_gen g;
 		bool lost = false;
@@ -1581,7 +1584,7 @@ int pggen_check(struct pgns *ns, int *violations)
 int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *ready, bool *stale)
 {
 	struct pggen_call c = { .ns = ns, .id = id, .state = G_DURABLE_STATE };
-	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	int rc = pg_read(ns->pg, pggen_read_body, &c); /* pg.h P5 */
 	*ready = false;
 	*stale = true;
 	if (rc == 0 && pg_rows(c.res) == 1) {
@@ -1596,7 +1599,7 @@ int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *re
 int pggen_upload_bytes(struct pgns *ns, uint64_t id, uint64_t *total, uint64_t *left)
 {
 	struct pggen_call c = { .ns = ns, .id = id, .state = G_UPLOAD_BYTES };
-	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	int rc = pg_read(ns->pg, pggen_read_body, &c); /* pg.h P5 */
 	*total = *left = 0;
 	if (rc == 0 && pg_rows(c.res) == 1) {
 		*total = (uint64_t)pg_int(c.res, 0, 0);
@@ -1625,7 +1628,7 @@ int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version)
 int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count)
 {
 	struct pggen_call c = { .ns = ns, .id = id, .state = G_NOT_DURABLE };
-	int rc = pg_txn(ns->pg, pggen_read_body, &c);
+	int rc = pg_read(ns->pg, pggen_read_body, &c); /* pg.h P5 */
 	if (rc == 0)
 		*count = (uint64_t)pg_int(c.res, 0, 0);
 	PQclear(c.res);

@@ -144,6 +144,41 @@ static void *tg_open(void *arg)
 	return NULL;
 }
 
+static uint64_t tg_round_trips(struct pt_node *n)
+{
+	struct pg_stats st;
+	pg_get_stats(n->pg, &st);
+	return st.round_trips;
+}
+
+/* pg.h P5: the generation reads a daemon makes per file and per tick (a
+ * file's generation, a generation's row) are one round trip each. */
+Test(pggen, a_generation_read_is_one_round_trip)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb, of = 0;
+	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
+	struct cat_gen g;
+	OK(pggen_get(&a.ns, gen, &g, NULL)); /* prepares */
+	OK(pggen_gen_of(&a.ns, sa, &of));
+	uint64_t t0 = tg_round_trips(&a);
+	OK(pggen_gen_of(&a.ns, sa, &of));
+	cr_assert_eq(of, gen);
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "gen_of: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	t0 = tg_round_trips(&a);
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.id, gen);
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "get: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
 Test(pggen, no_open_slips_between_a_commits_check_and_its_change)
 {
 	struct pt_node a, b;

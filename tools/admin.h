@@ -90,6 +90,7 @@ int admin_exit_for(int err);
 const char *admin_size(uint64_t bytes, char buf[32]);   /* "1.5 GiB" */
 const char *admin_time(int64_t ns, char buf[32]);       /* "2026-11-22 05:41:02" or "-" */
 void admin_json_str(FILE *f, const char *s);             /* a JSON string literal */
+void admin_json_gen_end(const struct cat_gen *g);       /* a generation's JSON from "committed" on */
 double admin_ratio(uint64_t a, uint64_t b);
 /* Progress on stderr when it is a terminal; nothing otherwise. */
 void admin_progress(const char *label, uint64_t done, uint64_t total);

@@ -157,11 +157,30 @@ static const char *admin_gen_state(struct admin *a, const struct cat_gen *g, boo
 	return cat_gen_state_name(g->state);
 }
 
+/* The end of a generation's JSON object, from "committed" (its value) on:
+ * the committed time, the rule and the held reason, and the closing brace. */
+void admin_json_gen_end(const struct cat_gen *g)
+{
+	char t[32];
+	if (g->committed_ns > 0)
+		admin_json_str(stdout, admin_time(g->committed_ns, t));
+	else
+		printf("null");
+	printf(", \"rule\": ");
+	admin_json_str(stdout, g->rule);
+	printf(", \"held_reason\": ");
+	if (g->state == GEN_HELD)
+		admin_json_str(stdout, g->held);
+	else
+		printf("null");
+	printf("}");
+}
+
 static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struct aq_gen_usage *u)
 {
 	bool durable;
 	const char *state = admin_gen_state(a, g, &durable);
-	char series[PATH_MAX], t[32];
+	char series[PATH_MAX];
 	if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
 		snprintf(series, sizeof(series), "/?");
 	printf("{\"id\": %" PRIu64 ", \"series\": ", g->id);
@@ -180,18 +199,7 @@ static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struc
 	       g->logical_bytes, u->exclusive_stored, u->exclusive_bytes, u->unique_bytes, u->chunks,
 	       admin_ratio(g->logical_bytes, u->unique_bytes), g->created_ns, g->committed_ns,
 	       g->ended_ns);
-	if (g->committed_ns > 0)
-		admin_json_str(stdout, admin_time(g->committed_ns, t));
-	else
-		printf("null");
-	printf(", \"rule\": ");
-	admin_json_str(stdout, g->rule);
-	printf(", \"held_reason\": ");
-	if (g->state == GEN_HELD)
-		admin_json_str(stdout, g->held);
-	else
-		printf("null");
-	printf("}");
+	admin_json_gen_end(g);
 }
 
 int admin_cmd_list(struct admin *a)

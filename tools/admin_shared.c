@@ -225,7 +225,6 @@ int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, str
 static void admin_sh_json(const struct admin_sh_answer *ans, const struct admin_sh_gen *e)
 {
 	const struct cat_gen *g = &e->g;
-	char t[32];
 	const char *state = g->state == GEN_COMMITTED && e->durable ? "durable"
 								    : cat_gen_state_name(g->state);
 	printf("{\"id\": %" PRIu64 ", \"series\": ", g->id);
@@ -237,18 +236,7 @@ static void admin_sh_json(const struct admin_sh_answer *ans, const struct admin_
 	       ", \"committed\": ",
 	       g->step, state, e->durable ? "true" : "false", g->pinned ? "true" : "false", g->files,
 	       g->logical_bytes, g->committed_ns);
-	if (g->committed_ns > 0)
-		admin_json_str(stdout, admin_time(g->committed_ns, t));
-	else
-		printf("null");
-	printf(", \"rule\": ");
-	admin_json_str(stdout, g->rule);
-	printf(", \"held_reason\": ");
-	if (g->state == GEN_HELD)
-		admin_json_str(stdout, g->held);
-	else
-		printf("null");
-	printf("}");
+	admin_json_gen_end(g);
 }
 
 /* As admin_cmd_list, from the daemon: the columns that need the chunk

@@ -15,6 +15,9 @@
 #   mn_psql SQL            one query on the shared catalog, unaligned
 #   mn_see X PATH [S]      polls up to S seconds (default 1) until PATH, as
 #                          node X's mount sees it, exists; fails otherwise
+#   mn_poll SQL WANT S WHAT, mn_until SQL   poll the shared catalog
+#   mn_save X DIR FILE BYTES SEED   a save of one file, committed explicitly
+#   mn_gen_state MNT PATH, mn_entries DIR   what a mount shows
 #   mn_ganesha_start       a private NFSv3 ganesha (tests/nfs/ganesha.sh):
 #                          CK_BACKING becomes its nfs:// URL, MN_EXPORT the
 #                          exported directory; mn_ganesha_stop stops it
@@ -92,6 +95,41 @@ mn_see() {
 		[ $i -le $((t * 50)) ] || ck_fail "node $x does not see $path within ${t}s"
 		sleep 0.02
 	done
+}
+
+# mn_poll SQL WANT S WHAT: polls the shared catalog every 0.1 s until SQL
+# prints WANT, for up to S seconds; fails naming WHAT otherwise.
+mn_poll() {
+	local sql=$1 want=$2 t=$3 what=$4 i=0 got
+	until got=$(mn_psql "$sql") && [ "$got" = "$want" ]; do
+		i=$((i + 1))
+		[ $i -le $((t * 10)) ] || ck_fail "$what: expected '$want' within ${t}s, got '$got'"
+		sleep 0.1
+	done
+}
+
+# mn_until SQL: polls up to 30 s until SQL (on the shared catalog) says t.
+mn_until() { mn_poll "$1" t 30 "$1"; }
+
+# mn_gen_state MNT PATH: state= of PATH's user.ckptfs.generation, "" if none.
+mn_gen_state() {
+	getfattr --only-values -n user.ckptfs.generation "$1/$2" 2>/dev/null | tr ' ' '\n' | sed -n 's/^state=//p'
+}
+
+# mn_entries DIR: its entries, sorted, on one line.
+mn_entries() { ls -A "$1" | sort -V | tr '\n' ' ' | sed 's/ $//'; }
+
+# mn_dcp ARGS: the DCP helper, helpers/mn_dcp.py, under $PY (lib.sh).
+mn_dcp() { "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" "$@"; }
+
+# mn_save X DIR FILE BYTES SEED: node X writes DIR/FILE (BYTES random bytes,
+# kept as $CK_TMP/SEED.bin) in a new directory DIR and commits it explicitly.
+mn_save() {
+	local v=MN_MNT_$1
+	mkdir -p "${!v}/$2"
+	head -c "$4" /dev/urandom >"$CK_TMP/$5.bin"
+	cp "$CK_TMP/$5.bin" "${!v}/$2/$3"
+	setfattr -n user.ckptfs.commit -v 1 "${!v}/$2" || ck_fail "commit of $2 on node $1"
 }
 
 # mn_objects: chunk objects on BACKING (the export's directory for nfs://).

@@ -10,26 +10,6 @@
 # generation's root ends it on every node.
 . "$(dirname "$0")/mn.sh"
 
-# a2_save X DIR FILE BYTES SEED: node X writes DIR/FILE (random bytes) in a
-# new directory DIR and commits it explicitly.
-a2_save() {
-	local v=MN_MNT_$1
-	mkdir -p "${!v}/$2"
-	head -c "$4" /dev/urandom >"$CK_TMP/$5.bin"
-	cp "$CK_TMP/$5.bin" "${!v}/$2/$3"
-	setfattr -n user.ckptfs.commit -v 1 "${!v}/$2" || ck_fail "commit of $2 on node $1"
-}
-
-# a2_until SQL: polls up to 30 s until SQL (on the shared catalog) says t.
-a2_until() {
-	local i=0
-	until [ "$(mn_psql "$1")" = t ]; do
-		i=$((i + 1))
-		[ $i -le 300 ] || ck_fail "not within 30 s: $1"
-		sleep 0.1
-	done
-}
-
 # a2_state NAME: the shared row's state (0 open, 1 committed, 3 deleted, 4 held).
 a2_state() { mn_psql "SELECT state FROM ns_generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"; }
 
@@ -49,17 +29,17 @@ test_admin_rm_commit_pin_list_act_on_every_node() {
 	mn_mount B keep=2
 	mkdir "$MN_MNT_A/run"
 	mn_see B run
-	a2_save A run/step-10 model.bin 200000 s10
-	a2_save A run/step-20 model.bin 200000 s20
+	mn_save A run/step-10 model.bin 200000 s10
+	mn_save A run/step-20 model.bin 200000 s20
 	assert_eq "run step-10 10 committed -
 run step-20 20 committed -" "$(a2_list B)" "list on B: A's saves"
 	assert_eq "$(a2_list A)" "$(a2_list B)" "list on A and on B"
 	# pin on B keeps A's step-10 through keep-latest-k (keep=2)
 	out=$("$CKPTFS_ADMIN" pin "$MN_MNT_B" run/step-10 2>&1) || ck_fail "pin on B: $out"
 	assert_eq "t" "$(mn_psql "SELECT pinned FROM ns_generations WHERE name = 'step-10'")" "step-10 pinned"
-	a2_save A run/step-30 model.bin 100000 s30
-	a2_save A run/step-40 model.bin 100000 s40
-	a2_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-20'"
+	mn_save A run/step-30 model.bin 100000 s30
+	mn_save A run/step-40 model.bin 100000 s40
+	mn_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-20'"
 	assert_eq "1" "$(a2_state step-10)" "pinned step-10 kept by keep-latest-k"
 	assert_file_eq "$CK_TMP/s10.bin" "$MN_MNT_B/run/step-10/model.bin"
 	# rm on B of what A committed: gone on every node
@@ -82,7 +62,7 @@ run step-40 40 committed -" "$(a2_list B)" "list on B: the held step-50 not show
 	# commit on B of the held one: listed everywhere
 	out=$("$CKPTFS_ADMIN" commit "$MN_MNT_B" run/step-50 2>&1) || ck_fail "commit on B: $out"
 	assert_eq "1" "$(a2_state step-50)" "step-50 committed by B's admin"
-	a2_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-30'" # keep=2
+	mn_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-30'" # keep=2
 	mn_mount A keep=2
 	mn_mount C
 	local want="run step-40 40 committed -
@@ -104,11 +84,11 @@ test_a_fenced_node_refuses_admin_changes() {
 	mn_mount A
 	mn_mount B
 	mkdir "$MN_MNT_A/run"
-	a2_save A run/step-1 model.bin 100000 s1
+	mn_save A run/step-1 model.bin 100000 s1
 	mn_see B run/step-1/model.bin
 	# B stops past its lease: A sweeps it; B, running again, is fenced
 	kill -STOP "$MN_PID_B"
-	a2_until "SELECT state = 'expired' FROM ckpt_nodes WHERE name LIKE '%node-B%'"
+	mn_until "SELECT state = 'expired' FROM ckpt_nodes WHERE name LIKE '%node-B%'"
 	kill -CONT "$MN_PID_B"
 	rc=0 && out=$("$CKPTFS_ADMIN" rm "$MN_MNT_B" run/step-1 2>&1) || rc=$?
 	assert_ne "0" "$rc" "rm on the fenced node B ($out)"
@@ -137,7 +117,7 @@ test_a_node_unmounting_leaves_open_a_save_another_node_completes() {
 	cp "$CK_TMP/r0.bin" "$MN_MNT_A/run/step-5/__0_0.distcp"
 	echo metadata >"$MN_MNT_A/run/step-5/.metadata.tmp"
 	mv "$MN_MNT_A/run/step-5/.metadata.tmp" "$MN_MNT_A/run/step-5/.metadata"
-	a2_until "SELECT state = 1 AND rule = 'dcp-metadata' FROM ns_generations WHERE name = 'step-5'"
+	mn_until "SELECT state = 1 AND rule = 'dcp-metadata' FROM ns_generations WHERE name = 'step-5'"
 	mn_mount C
 	assert_eq "run step-5 5 committed -" "$(a2_list A)" "list on A"
 	assert_eq "run step-5 5 committed -" "$(a2_list C)" "list on fresh node C"
@@ -167,8 +147,8 @@ test_rm_rf_of_a_save_ends_it_on_every_node() {
 	mn_mount A keep=2
 	mn_mount B keep=2
 	mkdir "$MN_MNT_A/run"
-	a2_save A run/step-1 model.bin 100000 s1
-	a2_save A run/step-2 model.bin 100000 s2
+	mn_save A run/step-1 model.bin 100000 s1
+	mn_save A run/step-2 model.bin 100000 s2
 	mn_see B run/step-2/model.bin
 	rm -rf "$MN_MNT_B/run/step-2"
 	assert_eq "3 trainer" "$(mn_psql "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'")" \
@@ -178,9 +158,9 @@ test_rm_rf_of_a_save_ends_it_on_every_node() {
 run step-2 2 deleted -" "$(a2_list A --all)" "list --all on A"
 	assert_eq "$(a2_list A --all)" "$(a2_list B --all)" "list --all on B"
 	# the name is free again, and keep-latest-k counts step-1 and the new one
-	a2_save B run/step-2 model.bin 100000 s2b
-	a2_save B run/step-3 model.bin 100000 s3
-	a2_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-1'"
+	mn_save B run/step-2 model.bin 100000 s2b
+	mn_save B run/step-3 model.bin 100000 s3
+	mn_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-1'"
 	assert_file_eq "$CK_TMP/s2b.bin" "$MN_MNT_A/run/step-2/model.bin"
 	out=$("$CKPTFS_ADMIN" check "$MN_MNT_A" 2>&1) || ck_fail "ckptfs-admin check: $(echo "$out" | head -n 8 | tr '\n' '|')"
 	mn_umount B

@@ -18,29 +18,6 @@ gp_state() {
 		sed -n 's/^\(state\|rule\)=//p' | tr '\n' ' ' | sed 's/ $//'
 }
 
-# gp_entries DIR: its entries, sorted, on one line.
-gp_entries() { ls -A "$1" | sort -V | tr '\n' ' ' | sed 's/ $//'; }
-
-# gp_until SQL: polls up to 30 s until SQL (on the shared catalog) says t.
-gp_until() {
-	local i=0
-	until [ "$(mn_psql "$1")" = t ]; do
-		i=$((i + 1))
-		[ $i -le 300 ] || ck_fail "not within 30 s: $1"
-		sleep 0.1
-	done
-}
-
-# gp_save X DIR FILE BYTES SEED: node X writes DIR/FILE (random bytes) in a
-# new directory DIR and commits it explicitly.
-gp_save() {
-	local v=MN_MNT_$1
-	mkdir -p "${!v}/$2"
-	head -c "$4" /dev/urandom >"$CK_TMP/$5.bin"
-	cp "$CK_TMP/$5.bin" "${!v}/$2/$3"
-	setfattr -n user.ckptfs.commit -v 1 "${!v}/$2" || ck_fail "commit of $2 on node $1"
-}
-
 test_a_lost_save_is_hidden_from_its_series_on_every_node() {
 	ck_faultfs_up
 	mn_pg_start
@@ -48,21 +25,21 @@ test_a_lost_save_is_hidden_from_its_series_on_every_node() {
 	mn_mount B keep=2
 	mkdir "$MN_MNT_A/run"
 	mn_see B run
-	gp_save A run/step-90 model.bin 2000000 s90
+	mn_save A run/step-90 model.bin 2000000 s90
 	local out
 	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "step-90 not durable: $out"
 	# B's save cannot reach BACKING before B dies (no object can be
 	# created; a throttle would keep B's kill waiting for its write)
 	ck_fault "eio=create"
-	gp_save B run/step-100 model.bin 2000000 s100
-	assert_eq "step-90 step-100" "$(gp_entries "$MN_MNT_A/run")" "run/ on A before B dies"
+	mn_save B run/step-100 model.bin 2000000 s100
+	assert_eq "step-90 step-100" "$(mn_entries "$MN_MNT_A/run")" "run/ on A before B dies"
 	mn_kill9 B
-	gp_until "SELECT lost FROM ns_generations WHERE name = 'step-100'"
+	mn_until "SELECT lost FROM ns_generations WHERE name = 'step-100'"
 	ck_fault "" # B is gone: nothing of it can reach BACKING any more
 	# what a resume that lists run/ finds, on A and on a fresh node
-	assert_eq "step-90" "$(gp_entries "$MN_MNT_A/run")" "run/ on A once step-100 is lost"
+	assert_eq "step-90" "$(mn_entries "$MN_MNT_A/run")" "run/ on A once step-100 is lost"
 	mn_mount C
-	assert_eq "step-90" "$(gp_entries "$MN_MNT_C/run")" "run/ on fresh node C"
+	assert_eq "step-90" "$(mn_entries "$MN_MNT_C/run")" "run/ on fresh node C"
 	# kept, reachable by name, shown as held
 	assert_exists "$MN_MNT_C/run/step-100/model.bin"
 	assert_eq "held node-lost" "$(gp_state "$MN_MNT_C/run" step-100)" "step-100 on C"
@@ -72,9 +49,9 @@ test_a_lost_save_is_hidden_from_its_series_on_every_node() {
 	# keep-latest-k (keep=2) ends it as a held one once two newer saves are
 	# committed (an explicit decision, ckptfs-admin rm or rm -rf of its root,
 	# would too: tests/multinode/t_admin2.sh)
-	gp_save A run/step-110 model.bin 100000 s110
-	gp_save A run/step-120 model.bin 100000 s120
-	gp_until "SELECT state = 3 AND rule = 'keep-held' FROM ns_generations WHERE name = 'step-100'"
+	mn_save A run/step-110 model.bin 100000 s110
+	mn_save A run/step-120 model.bin 100000 s120
+	mn_until "SELECT state = 3 AND rule = 'keep-held' FROM ns_generations WHERE name = 'step-100'"
 	assert_not_exists "$MN_MNT_C/run/step-100"
 	assert_eq "3" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-100'")" "step-100 deleted"
 	mn_umount C
@@ -88,7 +65,7 @@ test_a_rewrite_whose_node_died_between_files_is_rolled_back() {
 	mn_mount A
 	mn_mount B
 	mkdir "$MN_MNT_A/run"
-	gp_save A run/step-7 model.bin 300000 s7
+	mn_save A run/step-7 model.bin 300000 s7
 	mn_see B run/step-7/model.bin
 	# B writes into the committed step-7 (a trainer saving the step again):
 	# one file closed, then B dies before the next
@@ -96,12 +73,12 @@ test_a_rewrite_whose_node_died_between_files_is_rolled_back() {
 	assert_eq "2 0" "$(mn_psql "SELECT version || ' ' || state FROM ns_generations WHERE name = 'step-7'")" \
 		"step-7 reopened as version 2 by B's write"
 	mn_kill9 B
-	gp_until "SELECT state = 1 AND version = 1 FROM ns_generations WHERE name = 'step-7'"
+	mn_until "SELECT state = 1 AND version = 1 FROM ns_generations WHERE name = 'step-7'"
 	assert_eq "committed node-lost-restored" "$(gp_state "$MN_MNT_A/run" step-7)" "step-7 on A"
-	assert_eq "model.bin" "$(gp_entries "$MN_MNT_A/run/step-7")" "step-7 on A: version 1, whole"
+	assert_eq "model.bin" "$(mn_entries "$MN_MNT_A/run/step-7")" "step-7 on A: version 1, whole"
 	assert_file_eq "$CK_TMP/s7.bin" "$MN_MNT_A/run/step-7/model.bin"
 	mn_mount C
-	assert_eq "model.bin" "$(gp_entries "$MN_MNT_C/run/step-7")" "step-7 on fresh node C"
+	assert_eq "model.bin" "$(mn_entries "$MN_MNT_C/run/step-7")" "step-7 on fresh node C"
 	out=$("$CKPTFS_ADMIN" check "$MN_MNT_C" 2>&1) || ck_fail "ckptfs-admin check: $(echo "$out" | head -n 8 | tr '\n' '|')"
 	mn_umount C
 	mn_umount A

@@ -20,20 +20,17 @@ k2_save() {
 		rule=dcp-metadata --wait 3 2>&1) || ck_fail "step $2 on node $1: $out"
 }
 
-# The entries of a series directory, sorted, on one line.
-k2_entries() { ls -A "$1" | sort -V | tr '\n' ' ' | sed 's/ $//'; }
-
 # k2_expect X EXPECTED [READ]: node X lists EXPECTED in k within 20 s (keep
 # keeps the newest durable generation while newer ones are only in a
 # cache), and each entry of READ (default: all) reads back as the trainer
 # wrote it.
 k2_expect() {
 	local v=MN_MNT_$1 i=0 s
-	while [ "$(k2_entries "${!v}/k")" != "$2" ] && [ $i -lt 200 ]; do
+	while [ "$(mn_entries "${!v}/k")" != "$2" ] && [ $i -lt 200 ]; do
 		i=$((i + 1))
 		sleep 0.1
 	done
-	assert_eq "$2" "$(k2_entries "${!v}/k")" "series k on node $1"
+	assert_eq "$2" "$(mn_entries "${!v}/k")" "series k on node $1"
 	for s in ${3-$2}; do
 		diff -r "$CK_REF/k/$s" "${!v}/k/$s" >/dev/null ||
 			ck_fail "k/$s on node $1 differs from what the trainer wrote"

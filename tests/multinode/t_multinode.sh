@@ -6,13 +6,6 @@
 # mid-save, and an unreachable catalog at mount (docs/MULTINODE.md).
 . "$(dirname "$0")/mn.sh"
 
-mn_dcp() { "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" "$@"; }
-
-# _gen_state MNT PATH — state= of user.ckptfs.generation, "" if none.
-_gen_state() {
-	getfattr --only-values -n user.ckptfs.generation "$1/$2" 2>/dev/null | tr ' ' '\n' | sed -n 's/^state=//p'
-}
-
 # (a) names and bytes closed on A are seen on B within 1 s, directory changes too.
 test_close_to_open_names_and_bytes_across_nodes() {
 	mn_pg_start
@@ -105,7 +98,7 @@ test_dcp_save_over_two_nodes_loads_on_a_fresh_third() {
 		mn_see A "run/step-100/__${r}_0.distcp"
 		mn_see B "run/step-100/__${r}_0.distcp"
 	done
-	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
+	assert_eq committed "$(mn_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
 	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE name = 'step-100'")" "generations named step-100"
 	mn_mount C
 	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
@@ -139,7 +132,7 @@ test_node_killed_mid_save_never_commits_and_the_other_goes_on() {
 		[ $i -le 150 ] || ck_fail "node B is still live 15 s after kill -9 (lease $MN_LEASE_MS ms)"
 		sleep 0.1
 	done
-	[ "$(_gen_state "$MN_MNT_A" run/step-100)" != committed ] || ck_fail "step-100 is committed without B's shard"
+	[ "$(mn_gen_state "$MN_MNT_A" run/step-100)" != committed ] || ck_fail "step-100 is committed without B's shard"
 	assert_not_contains " $(ls "$MN_MNT_A/run" | tr '\n' ' ') " " step-100 " "listing of run on A"
 	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE name = 'step-100' AND state = 1")" "committed step-100 rows"
 	local out
@@ -175,7 +168,7 @@ test_postgresql_restarted_mid_save_loses_nothing() {
 	sleep 7
 	mn_pg resume
 	ck_bg_wait "$saver" 180 || ck_fail "the save across a PostgreSQL restart failed"
-	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 on B after the restart"
+	assert_eq committed "$(mn_gen_state "$MN_MNT_B" run/step-100)" "step-100 on B after the restart"
 	assert_eq 2 "$(mn_psql "SELECT count(*) FROM ckpt_nodes WHERE state = 'live'")" "live nodes after the outage"
 	mn_mount C
 	local out

@@ -29,24 +29,6 @@
 # vanishes under a trainer is worse than one that refuses writes.
 . "$(dirname "$0")/mn.sh"
 
-mn_dcp() { "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" "$@"; }
-
-# _gen_state MNT PATH — state= of user.ckptfs.generation, "" if none.
-_gen_state() {
-	getfattr --only-values -n user.ckptfs.generation "$1/$2" 2>/dev/null | tr ' ' '\n' | sed -n 's/^state=//p'
-}
-
-# _poll_sql SQL WANT S WHAT — polls the shared catalog every 0.1 s until SQL
-# prints WANT, for up to S seconds.
-_poll_sql() {
-	local sql=$1 want=$2 t=$3 what=$4 i=0 got
-	until got=$(mn_psql "$sql") && [ "$got" = "$want" ]; do
-		i=$((i + 1))
-		[ $i -le $((t * 10)) ] || ck_fail "$what: expected '$want' within ${t}s, got '$got'"
-		sleep 0.1
-	done
-}
-
 # (1) Two nodes over an nfs:// BACKING: a 4-rank DCP save, ranks 0-1
 # through A and 2-3 through B, durable once `ckptfs-admin wait` returns; a
 # replica written by both nodes is one chunk set on the export; a fresh node
@@ -65,7 +47,7 @@ test_dcp_over_nfs_backing_loads_on_a_fresh_node() {
 	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" 2>&1) ||
 		ck_fail "the 4-rank DCP save over two nodes on nfs:// failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
 	assert_contains "$out" "state=committed" "rank 0's view of step-100"
-	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
+	assert_eq committed "$(mn_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
 	local saved=$SECONDS
 	# replicas: the same bytes through both nodes at once
 	ck_rand "$CK_REF/shard.bin" 12000000
@@ -145,14 +127,14 @@ test_node_in_a_netns_cut_off_mid_save_is_fenced_and_unmounts() {
 	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" 2>&1) ||
 		ck_fail "the 4-rank DCP save over A and the namespaced B failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
 	assert_contains "$out" "state=committed" "rank 0's view of step-100"
-	assert_eq committed "$(_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
+	assert_eq committed "$(mn_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
 	# the next save: rank 2 holds its shard open on B when B's link is cut
 	ck_bg setsid "$PY" "$CK_LIB_DIR/../multinode/helpers/mn_dcp.py" save "$CK_REF/ref" 200 \
 		"$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" --hang-rank 2 --ready "$CK_TMP/hang"
 	local trainer=$CK_BG_PID
 	ck_wait_file "$CK_TMP/hang" 120
 	mn_netns cut
-	_poll_sql "SELECT state FROM ckpt_nodes WHERE name = 'node-B' ORDER BY id DESC LIMIT 1" expired 20 \
+	mn_poll "SELECT state FROM ckpt_nodes WHERE name = 'node-B' ORDER BY id DESC LIMIT 1" expired 20 \
 		"node B's state after its link was cut (lease $MN_LEASE_MS ms)"
 	assert_eq 4 "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-200'")" \
 		"state of step-200 (4 = HELD) once B, which had a shard of it open, was swept"
@@ -207,13 +189,13 @@ test_node_in_a_netns_unmounted_while_cut_off_exits_cleanly() {
 	mkdir "$MN_MNT_B/d"
 	cp "$CK_REF/f.bin" "$MN_MNT_B/d/f.bin"
 	mn_see A d/f.bin
-	_poll_sql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded" 0 30 "chunks of B's file not yet on BACKING"
+	mn_poll "SELECT count(*) FROM ns_chunks WHERE NOT uploaded" 0 30 "chunks of B's file not yet on BACKING"
 	mn_netns cut
 	local t0=$SECONDS err
 	err=$(touch "$MN_MNT_B/d/new" 2>&1) && ck_fail "a create on node B succeeded with its link cut"
 	assert_le $((SECONDS - t0)) 40 "seconds a create on the cut-off node B took to fail"
 	ck_log "a create on the cut-off node B: $err, after $((SECONDS - t0)) s"
-	_poll_sql "SELECT state FROM ckpt_nodes WHERE name = 'node-B'" expired 20 \
+	mn_poll "SELECT state FROM ckpt_nodes WHERE name = 'node-B'" expired 20 \
 		"node B's state after its link was cut (lease $MN_LEASE_MS ms)"
 	t0=$SECONDS
 	mn_umount B

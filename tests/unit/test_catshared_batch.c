@@ -35,11 +35,6 @@ TestSuite(catshared_batch, .init = pt_start, .fini = pt_stop, .timeout = 90);
 #define BT_STORED 600
 #define BT_MAX 32
 
-struct bt_node {
-	char dir[64], path[160];
-	struct cat *cat;
-};
-
 static int bt_cache_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
 {
 	(void)arg;
@@ -47,37 +42,19 @@ static int bt_cache_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
 	return 0;
 }
 
-static void bt_open(struct bt_node *n, const char *name)
-{
-	memset(n, 0, sizeof(*n));
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, bt_cache_remove, n, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
-}
-
-static void bt_close(struct bt_node *n)
-{
-	cat_close(n->cat);
-	ts_tmpdir_remove(n->dir);
-}
-
 static void bt_hash(uint8_t out[CAT_HASH_LEN], int seed)
 {
 	ts_hash(out, 0xb7, seed);
 }
 
-static uint64_t bt_round_trips(struct bt_node *n)
+static uint64_t bt_round_trips(struct pt_cat *n)
 {
 	struct pg_stats st;
 	pg_get_stats(cat_shared_ns(n->cat)->pg, &st);
 	return st.round_trips;
 }
 
-static uint64_t bt_file(struct bt_node *n, const char *name)
+static uint64_t bt_file(struct pt_cat *n, const char *name)
 {
 	struct cat_inode in;
 	OK(cat_create(n->cat, CAT_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL, &in));
@@ -86,7 +63,7 @@ static uint64_t bt_file(struct bt_node *n, const char *name)
 
 /* A writer on ino: chunks seed .. seed + count - 1 from offset 0, each
  * stored (its upload queued) unless the node has it; not committed. */
-static void bt_write(struct bt_node *n, uint64_t ino, int seed, int count)
+static void bt_write(struct pt_cat *n, uint64_t ino, int seed, int count)
 {
 	for (int i = 0; i < count; i++) {
 		struct cat_extent e = { .off = (uint64_t)i * BT_LEN, .len = BT_LEN,
@@ -99,13 +76,13 @@ static void bt_write(struct bt_node *n, uint64_t ino, int seed, int count)
 	}
 }
 
-static void bt_commit(struct bt_node *n, uint64_t ino, int count)
+static void bt_commit(struct pt_cat *n, uint64_t ino, int count)
 {
 	OK(cat_file_commit(n->cat, ino, (uint64_t)count * BT_LEN, ts_now_ns(), false));
 }
 
 /* The queued chunk rows, in seq order. */
-static int bt_rows(struct bt_node *n, struct cat_upload *rows)
+static int bt_rows(struct pt_cat *n, struct cat_upload *rows)
 {
 	int got = cat_upload_list(n->cat, 0, rows, BT_MAX);
 	cr_assert_geq(got, 0);
@@ -127,7 +104,7 @@ static long bt_count(const char *sql)
 	return v;
 }
 
-static long bt_claims(struct bt_node *n)
+static long bt_claims(struct pt_cat *n)
 {
 	char sql[128];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM ns_upload_claims WHERE node = %llu",
@@ -146,7 +123,7 @@ static void bt_exec(const char *sql)
 }
 
 /* The round trips of the readiness of rows[0..n) (all ready, none stale). */
-static uint64_t bt_ready_cost(struct bt_node *n, const struct cat_upload *rows, int count)
+static uint64_t bt_ready_cost(struct pt_cat *n, const struct cat_upload *rows, int count)
 {
 	bool ready[BT_MAX], stale[BT_MAX];
 	uint64_t before = bt_round_trips(n);
@@ -159,7 +136,7 @@ static uint64_t bt_ready_cost(struct bt_node *n, const struct cat_upload *rows, 
 	return cost;
 }
 
-static bool bt_pg_uploaded(struct bt_node *n, int seed)
+static bool bt_pg_uploaded(struct pt_cat *n, int seed)
 {
 	uint8_t h[CAT_HASH_LEN];
 	bt_hash(h, seed);
@@ -168,7 +145,7 @@ static bool bt_pg_uploaded(struct bt_node *n, int seed)
 	return row.uploaded;
 }
 
-static bool bt_local_uploaded(struct bt_node *n, int seed)
+static bool bt_local_uploaded(struct pt_cat *n, int seed)
 {
 	uint8_t h[CAT_HASH_LEN];
 	bt_hash(h, seed);
@@ -179,8 +156,8 @@ static bool bt_local_uploaded(struct bt_node *n, int seed)
 
 Test(catshared_batch, a_batchs_readiness_and_marking_cost_one_round_trip_whatever_its_size)
 {
-	struct bt_node a;
-	bt_open(&a, "batch-a");
+	struct pt_cat a;
+	pt_cat_open(&a, "batch-a", 30000, bt_cache_remove, &a);
 	uint64_t small = bt_file(&a, "small"), big = bt_file(&a, "big");
 	bt_write(&a, small, 100, 2);
 	bt_write(&a, big, 200, 24);
@@ -212,13 +189,13 @@ Test(catshared_batch, a_batchs_readiness_and_marking_cost_one_round_trip_whateve
 	cr_assert_eq(bt_claims(&a), 0, "the markings consumed the claims (N7)");
 	OK(cat_pending_drop(a.cat, small));
 	OK(cat_pending_drop(a.cat, big));
-	bt_close(&a);
+	pt_cat_close(&a);
 }
 
 Test(catshared_batch, a_chunk_on_backing_already_is_stale_alone_the_rest_of_its_batch_is_claimed)
 {
-	struct bt_node a;
-	bt_open(&a, "batch-a");
+	struct pt_cat a;
+	pt_cat_open(&a, "batch-a", 30000, bt_cache_remove, &a);
 	uint64_t f = bt_file(&a, "f");
 	bt_write(&a, f, 300, 3);
 	bt_commit(&a, f, 3);
@@ -234,13 +211,13 @@ Test(catshared_batch, a_chunk_on_backing_already_is_stale_alone_the_rest_of_its_
 	cr_assert(!ready[1] && stale[1], "on BACKING already: moot");
 	cr_assert(ready[2] && !stale[2]);
 	cr_assert_eq(bt_claims(&a), 2, "the two to put are claimed, the moot one is not");
-	bt_close(&a);
+	pt_cat_close(&a);
 }
 
 Test(catshared_batch, a_refused_marking_requeues_its_row_alone)
 {
-	struct bt_node a;
-	bt_open(&a, "batch-a");
+	struct pt_cat a;
+	pt_cat_open(&a, "batch-a", 30000, bt_cache_remove, &a);
 	uint64_t f = bt_file(&a, "f");
 	bt_write(&a, f, 400, 3);
 	bt_commit(&a, f, 3);
@@ -273,13 +250,13 @@ Test(catshared_batch, a_refused_marking_requeues_its_row_alone)
 	cr_assert(bt_pg_uploaded(&a, 401));
 	cr_assert_eq(bt_claims(&a), 0);
 	OK(cat_pending_drop(a.cat, f));
-	bt_close(&a);
+	pt_cat_close(&a);
 }
 
 Test(catshared_batch, a_file_never_committed_leaves_no_claim_behind)
 {
-	struct bt_node a;
-	bt_open(&a, "batch-a");
+	struct pt_cat a;
+	pt_cat_open(&a, "batch-a", 30000, bt_cache_remove, &a);
 	uint64_t f = bt_file(&a, "abandoned");
 	bt_write(&a, f, 500, 4);
 	struct cat_upload rows[BT_MAX];
@@ -289,13 +266,13 @@ Test(catshared_batch, a_file_never_committed_leaves_no_claim_behind)
 	cr_assert_eq(bt_claims(&a), 4, "the claims wait for the commit's marking");
 	OK(cat_pending_drop(a.cat, f)); /* the writer gives up */
 	cr_assert_eq(bt_claims(&a), 0, "no commit can use them any more (S9)");
-	bt_close(&a);
+	pt_cat_close(&a);
 }
 
 Test(catshared_batch, a_released_files_queued_uploads_keep_their_claims_for_their_marking)
 {
-	struct bt_node a;
-	bt_open(&a, "batch-a");
+	struct pt_cat a;
+	pt_cat_open(&a, "batch-a", 30000, bt_cache_remove, &a);
 	uint64_t f = bt_file(&a, "f"), g = bt_file(&a, "g");
 	bt_write(&a, f, 600, 3);
 	bt_write(&a, g, 601, 1); /* chunk 601 is g's too, and g is still open */
@@ -313,5 +290,5 @@ Test(catshared_batch, a_released_files_queued_uploads_keep_their_claims_for_thei
 		cr_assert(bt_pg_uploaded(&a, s), "chunk %d marked, not refused", s);
 	cr_assert_eq(bt_claims(&a), 0);
 	OK(cat_pending_drop(a.cat, g));
-	bt_close(&a);
+	pt_cat_close(&a);
 }

@@ -41,51 +41,9 @@ TestSuite(catshared_gaps, .init = pt_start, .fini = pt_stop, .timeout = 90);
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 #define GP_LEN 1000
 
-struct gp_node {
-	char dir[64], path[128];
-	struct cat *cat;
-};
-
-static void gp_open(struct gp_node *n, const char *name, unsigned lease_ms)
-{
-	memset(n, 0, sizeof(*n));
-	ts_tmpdir_make(n->dir, sizeof(n->dir), name);
-	snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
-	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = lease_ms,
-				      .timeout_ms = 5000 };
-	char err[512] = "";
-	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
-	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
-}
-
-static void gp_close(struct gp_node *n)
-{
-	cat_close(n->cat);
-	n->cat = NULL;
-	ts_tmpdir_remove(n->dir);
-}
-
-/* Uploads (marks done) every chunk row queued on n; how many were ready. */
-static int gp_upload_chunks(struct gp_node *n)
-{
-	struct cat_upload rows[64];
-	int got = cat_upload_list(n->cat, 0, rows, 64), done = 0;
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_CHUNK)
-			continue;
-		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
-		if (ready || stale)
-			OK(cat_upload_done(n->cat, &rows[i]));
-		done += ready;
-	}
-	return done;
-}
-
 /* A file name in dir on n, written as chunks fill/seed.. and closed (its
  * writing row added and removed, as the daemon does). */
-static uint64_t gp_file(struct gp_node *n, uint64_t dir, const char *name, uint8_t fill, int seed,
+static uint64_t gp_file(struct pt_cat *n, uint64_t dir, const char *name, uint8_t fill, int seed,
 			int chunks, ts_chunk_stored_fn *stored, void *arg)
 {
 	uint64_t f = ts_mk(n->cat, dir, name, S_IFREG | 0644, NULL);
@@ -97,7 +55,7 @@ static uint64_t gp_file(struct gp_node *n, uint64_t dir, const char *name, uint8
 
 /* b stops renewing (a test node has no lease thread): its lease and one
  * more of its terms (lease.h L4) run out, then a sweeps it. */
-static void gp_lose(struct gp_node *a, unsigned b_lease_ms)
+static void gp_lose(struct pt_cat *a, unsigned b_lease_ms)
 {
 	usleep((b_lease_ms * 2 + 300) * 1000);
 	size_t swept = 0;
@@ -117,7 +75,7 @@ static int gp_no_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *b
 	return -EIO;
 }
 
-static void gp_policy_start(struct gp_policy *p, struct gp_node *n)
+static void gp_policy_start(struct gp_policy *p, struct pt_cat *n)
 {
 	struct gen_options o = { .quiet_s = 60, .abandon_s = 600 };
 	OK(node_table_new(n->cat, &p->nodes));
@@ -136,15 +94,15 @@ static void gp_policy_stop(struct gp_policy *p)
 
 Test(catshared_gaps, a_lost_generation_is_held_hidden_on_every_node_kept_and_removable)
 {
-	struct gp_node a, b, c;
-	gp_open(&a, "gla", 30000);
-	gp_open(&b, "glb", 1000);
+	struct pt_cat a, b, c;
+	pt_cat_open(&a, "gla", 30000, NULL, NULL);
+	pt_cat_open(&b, "glb", 1000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	/* step-90 by A, on BACKING; step-100 by B, whose chunks only B has */
 	uint64_t r90, r100;
 	uint64_t g90 = ts_mkgen(a.cat, run, "step-90", 90, true, &r90);
 	gp_file(&a, r90, "__0_0.distcp", 0x51, 0, 2, NULL, NULL);
-	cr_assert_eq(gp_upload_chunks(&a), 2);
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 2);
 	OK(cat_gen_commit(a.cat, g90, "dcp-metadata"));
 	uint64_t g100 = ts_mkgen(b.cat, run, "step-100", 100, true, &r100);
 	uint64_t f100 = gp_file(&b, r100, "__0_0.distcp", 0x52, 0, 2, NULL, NULL);
@@ -156,7 +114,7 @@ Test(catshared_gaps, a_lost_generation_is_held_hidden_on_every_node_kept_and_rem
 	gp_lose(&a, 1000); /* B dies before its uploader got to its chunks */
 
 	/* what generation.h shows of it, on A and on a node that came later */
-	gp_open(&c, "glc", 30000);
+	pt_cat_open(&c, "glc", 30000, NULL, NULL);
 	struct cat_gen g;
 	OK(cat_gen_find(c.cat, run, "step-100", &g));
 	cr_assert_eq(g.id, g100);
@@ -235,18 +193,18 @@ Test(catshared_gaps, a_lost_generation_is_held_hidden_on_every_node_kept_and_rem
 	OK(cat_gen_delete(c.cat, g110, "admin", NULL, NULL));
 	FAILS(cat_lookup(a.cat, run, "step-110", &in), ENOENT);
 	OK(cat_gen_check(a.cat));
-	gp_close(&a);
-	gp_close(&b);
-	gp_close(&c);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
+	pt_cat_close(&c);
 }
 
 /* ---- 2. a rewrite whose node died between files ---- */
 
 Test(catshared_gaps, a_rewrite_its_dead_node_reopened_with_no_file_open_is_rolled_back)
 {
-	struct gp_node a, b;
-	gp_open(&a, "gra", 30000);
-	gp_open(&b, "grb", 1000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "gra", 30000, NULL, NULL);
+	pt_cat_open(&b, "grb", 1000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t r1, r2;
 	uint64_t g1 = ts_mkgen(a.cat, run, "step-1", 1, true, &r1);
@@ -282,8 +240,8 @@ Test(catshared_gaps, a_rewrite_its_dead_node_reopened_with_no_file_open_is_rolle
 	OK(cat_gen_commit(a.cat, g2, "dcp-metadata"));
 	OK(cat_gen_check(a.cat));
 	OK(cat_check(a.cat));
-	gp_close(&a);
-	gp_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 /* ---- 3. upload progress in bytes ---- */
@@ -296,9 +254,9 @@ static void gp_sum_stored(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t 
 
 Test(catshared_gaps, a_generations_upload_bytes_count_every_nodes_chunks)
 {
-	struct gp_node a, b;
-	gp_open(&a, "gua", 30000);
-	gp_open(&b, "gub", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "gua", 30000, NULL, NULL);
+	pt_cat_open(&b, "gub", 30000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t root;
 	uint64_t gen = ts_mkgen(a.cat, run, "step-3", 3, true, &root);
@@ -311,23 +269,23 @@ Test(catshared_gaps, a_generations_upload_bytes_count_every_nodes_chunks)
 	OK(cat_gen_upload_bytes(a.cat, gen, &total, &left));
 	cr_assert_eq(total, on_a + on_b, "every node's chunks: %lu", (unsigned long)total);
 	cr_assert_eq(left, on_a + on_b);
-	cr_assert_eq(gp_upload_chunks(&a), 2);
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 2);
 	OK(cat_gen_upload_bytes(b.cat, gen, &total, &left));
 	cr_assert_eq(total, on_a + on_b);
 	cr_assert_eq(left, on_b, "B's chunks are not on BACKING yet");
-	cr_assert_eq(gp_upload_chunks(&b), 3);
+	cr_assert_eq(pt_cat_upload_chunks(&b, NULL, NULL), 3);
 	OK(cat_gen_upload_bytes(a.cat, gen, &total, &left));
 	cr_assert_eq(left, 0);
 	OK(cat_gen_upload_bytes(a.cat, 999999, &total, &left));
 	cr_assert_eq(total + left, 0, "no such generation: nothing to upload");
-	gp_close(&a);
-	gp_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }
 
 /* ---- 4. the commit and the queueing of its manifest ---- */
 
 /* How many manifest rows of gen n's upload queue holds; *row gets one. */
-static int gp_manifest_rows(struct gp_node *n, uint64_t gen, struct cat_upload *row)
+static int gp_manifest_rows(struct pt_cat *n, uint64_t gen, struct cat_upload *row)
 {
 	struct cat_upload rows[64];
 	int got = cat_upload_list(n->cat, 0, rows, 64), found = 0;
@@ -338,7 +296,7 @@ static int gp_manifest_rows(struct gp_node *n, uint64_t gen, struct cat_upload *
 	return found;
 }
 
-static bool gp_durable(struct gp_node *n, uint64_t gen)
+static bool gp_durable(struct pt_cat *n, uint64_t gen)
 {
 	bool d = true;
 	OK(cat_gen_durable(n->cat, gen, &d));
@@ -351,14 +309,14 @@ static bool gp_durable(struct gp_node *n, uint64_t gen)
  * back as a new node) is swept, and the sweeper queues it. */
 Test(catshared_gaps, a_commit_whose_manifest_was_not_queued_is_queued_by_a_later_signal_or_the_sweep)
 {
-	struct gp_node a, b;
-	gp_open(&a, "gma", 1000);
-	gp_open(&b, "gmb", 30000);
+	struct pt_cat a, b;
+	pt_cat_open(&a, "gma", 1000, NULL, NULL);
+	pt_cat_open(&b, "gmb", 30000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t r1, r2;
 	uint64_t g1 = ts_mkgen(a.cat, run, "step-1", 1, true, &r1);
 	gp_file(&a, r1, "model.pt", 0x81, 0, 1, NULL, NULL);
-	cr_assert_eq(gp_upload_chunks(&a), 1);
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 1);
 	/* the commit's transaction only, as pg_txn's second run of it finds it */
 	OK(pggen_commit(cat_shared_ns(a.cat), g1, "dcp-metadata", false, NULL));
 	cr_assert_eq(gp_manifest_rows(&a, g1, NULL), 0);
@@ -378,7 +336,7 @@ Test(catshared_gaps, a_commit_whose_manifest_was_not_queued_is_queued_by_a_later
 	/* A commits step-2 and dies before queueing; the sweep of A queues it */
 	uint64_t g2 = ts_mkgen(a.cat, run, "step-2", 2, true, &r2);
 	gp_file(&a, r2, "model.pt", 0x82, 0, 1, NULL, NULL);
-	cr_assert_eq(gp_upload_chunks(&a), 1);
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 1);
 	OK(pggen_commit(cat_shared_ns(a.cat), g2, "dcp-metadata", false, NULL));
 	cr_assert_not(gp_durable(&b, g2));
 	gp_lose(&b, 1000);
@@ -387,6 +345,6 @@ Test(catshared_gaps, a_commit_whose_manifest_was_not_queued_is_queued_by_a_later
 	cr_assert(ready && !stale);
 	OK(cat_upload_done(b.cat, &row));
 	cr_assert(gp_durable(&b, g2));
-	gp_close(&a);
-	gp_close(&b);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
 }

@@ -71,7 +71,15 @@
  * store_remove removes both. An image read from a row gets the checks a
  * file's gets (invariant 2, S4, S6). The fresh set (S2) never vouches for a
  * row: its upload reads and verifies it, and it has no file to hard-link
- * (store_object_at says -EXDEV). */
+ * (store_object_at says -EXDEV). *
+ * Invariant S8 (shards do not outlive their objects): store_remove of the
+ * last object of a shard removes chunks/ab/cd, and chunks/ab once that is
+ * empty too. Directories are inodes: on a cache disk short of them, shards
+ * left behind by evicted objects would keep every eviction from making room
+ * (a 100-inode tmpfs filled with empty shards after ~50 objects). A put
+ * whose rename finds its shard gone (ENOENT, a removal raced it) makes the
+ * shard again and retries, a bounded number of times. A removed shard needs
+ * no fsync: after a crash it is either gone or there and empty. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -111,6 +119,7 @@
 #define STORE_DIO_BUFS 4 /* S3 image buffers: writers beyond this many wait */
 #define STORE_OBJECT_MODE 0400 /* S5 */
 #define STORE_DIR_MODE 0700
+#define STORE_SHARD_TRIES 8 /* S8: a put remakes a pruned shard at most this often */
 #define STORE_DIRECT_IO 0x100 /* store_write_object's own flag: iov[0] is aligned, S3 */
 
 static size_t store_align_up(size_t n)
@@ -786,7 +795,9 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 		rc = -errno;
 	if (rc == 0) {
 		rc = store_renameat(st, tmp, rel);
-		if (rc == -ENOENT) { /* a new shard; a full disk refuses it with ENOSPC, not ENOENT */
+		/* a new shard, or one a removal pruned meanwhile (S8); a full disk
+		 * refuses it with ENOSPC, not ENOENT */
+		for (int tries = 0; rc == -ENOENT && tries < STORE_SHARD_TRIES; tries++) {
 			rc = store_make_shard(st, hash, rel);
 			if (rc == 0)
 				rc = store_renameat(st, tmp, rel);
@@ -1612,12 +1623,36 @@ int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void 
 	return store_write_object(st, hash, iov, 1, 0, NULL);
 }
 
+/* S8: removes the object's shard chunks/ab/cd, then chunks/ab, if empty.
+ * ENOTEMPTY (another object, or a put between its mkdir and its rename,
+ * which then retries) leaves them; nothing here is an error. */
+static void store_prune_shard(const struct store *st, char rel[static 13])
+{
+	rel[12] = '\0'; /* "chunks/ab/cd" */
+	const char *base;
+	int pfd = safe_parent(st->root_fd, rel, &base);
+	if (pfd < 0)
+		return;
+	bool gone = unlinkat(pfd, base, AT_REMOVEDIR) == 0;
+	close(pfd);
+	if (!gone)
+		return;
+	rel[9] = '\0'; /* "chunks/ab" */
+	pfd = safe_parent(st->root_fd, rel, &base);
+	if (pfd < 0)
+		return;
+	(void)unlinkat(pfd, base, AT_REMOVEDIR);
+	close(pfd);
+}
+
 int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
 {
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
 	store_fresh_del(st, hash); /* S2: a later object of this name is written anew */
 	int rc = store_unlinkat(st, rel);
+	if (rc == 0)
+		store_prune_shard(st, rel);
 	if (rc != 0 && rc != -ENOENT) {
 		log_error("store %s: remove %s: %s", st->root, rel, strerror(-rc));
 		return rc;

@@ -1277,6 +1277,113 @@ Test(store, removing_an_object_makes_it_missing, .init = setup, .fini = teardown
 	tk_free(&o);
 }
 
+/* ---- shards are pruned with their last object (S8) ---- */
+
+#define PRUNE_LEN 4096
+
+/* A random buffer whose hash starts with the first `bytes` bytes of want's. */
+static uint8_t *tk_random_in_shard(const uint8_t want[HASH_LEN], int bytes, uint64_t *seed)
+{
+	for (;; (*seed)++) {
+		uint8_t *p = ts_random(PRUNE_LEN, *seed), h[HASH_LEN];
+
+		hash_sha256(p, PRUNE_LEN, h);
+		if (memcmp(h, want, bytes) == 0 && memcmp(h, want, HASH_LEN) != 0) {
+			(*seed)++;
+			return p;
+		}
+		free(p);
+	}
+}
+
+static bool tk_exists(const char *fmt, const char *hex)
+{
+	char path[192];
+
+	snprintf(path, sizeof(path), fmt, fx.dir, hex, hex + 2);
+	return access(path, F_OK) == 0;
+}
+
+Test(store, removing_the_last_object_of_a_shard_removes_the_shard, .init = setup, .fini = teardown)
+{
+	uint64_t seed = 1000;
+	struct tk_obj a = tk_put(ts_random(PRUNE_LEN, 999), PRUNE_LEN, 0);
+	struct tk_obj b = tk_put(tk_random_in_shard(a.hash, 1, &seed), PRUNE_LEN, 0); /* chunks/ab */
+	struct tk_obj c = tk_put(tk_random_in_shard(a.hash, 2, &seed), PRUNE_LEN, 0); /* chunks/ab/cd */
+
+	OK(store_remove(fx.st, a.hash));
+	cr_assert(tk_exists("%s/chunks/%.2s/%.2s", a.hex), "the shard went with an object left in it");
+	OK(store_remove(fx.st, c.hash));
+	cr_assert_not(tk_exists("%s/chunks/%.2s/%.2s", a.hex), "an empty shard was left behind");
+	cr_assert(tk_exists("%s/chunks/%.2s", a.hex), "chunks/ab went with b still in it");
+	tk_assert_get_ok(&b);
+	OK(store_remove(fx.st, b.hash));
+	cr_assert_not(tk_exists("%s/chunks/%.2s", b.hex), "an empty chunks/ab was left behind");
+	cr_assert_eq(tk_count_files("chunks"), 0);
+	/* a put into a pruned shard makes it again */
+	OK(store_put(fx.st, a.hash, a.plain, a.len, STORE_SYNC, NULL));
+	tk_assert_get_ok(&a);
+	tk_free(&a);
+	tk_free(&b);
+	tk_free(&c);
+}
+
+#define PRUNE_ROUNDS 300
+
+struct prune_thread {
+	struct store *st;
+	const uint8_t *plain;
+	uint8_t hash[HASH_LEN];
+	int failures, first_rc;
+};
+
+/* Puts and removes one object, over and over, in a shard another thread
+ * also fills and empties: every put finds its shard or makes it again. */
+static void *prune_put_remove(void *arg)
+{
+	struct prune_thread *t = arg;
+
+	for (int i = 0; i < PRUNE_ROUNDS; i++) {
+		int rc = store_put(t->st, t->hash, t->plain, PRUNE_LEN, 0, NULL);
+
+		if (rc == 0)
+			rc = store_remove(t->st, t->hash);
+		if (rc != 0 && t->failures++ == 0)
+			t->first_rc = rc;
+	}
+	return NULL;
+}
+
+Test(store, puts_racing_removals_in_one_shard_all_succeed, .init = setup, .fini = teardown)
+{
+	uint64_t seed = 2000;
+	uint8_t *first = ts_random(PRUNE_LEN, 1999), h[HASH_LEN];
+	uint8_t *second;
+	struct prune_thread t[2];
+	pthread_t th[2];
+
+	hash_sha256(first, PRUNE_LEN, h);
+	second = tk_random_in_shard(h, 2, &seed);
+	t[0] = (struct prune_thread){ .st = fx.st, .plain = first };
+	t[1] = (struct prune_thread){ .st = fx.st, .plain = second };
+	for (int i = 0; i < 2; i++) {
+		hash_sha256(t[i].plain, PRUNE_LEN, t[i].hash);
+		cr_assert_eq(pthread_create(&th[i], NULL, prune_put_remove, &t[i]), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_join(th[i], NULL), 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(t[i].failures, 0, "thread %d: %d of %d rounds failed, the first with %s", i,
+			     t[i].failures, PRUNE_ROUNDS, strerror(-t[i].first_rc));
+	cr_assert_eq(tk_count_files("chunks"), 0);
+	cr_assert_eq(tk_count_files("tmp"), 0, "tmp files left behind");
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(h, hex);
+	cr_assert_not(tk_exists("%s/chunks/%.2s", hex), "the emptied shard was left behind");
+	free(first);
+	free(second);
+}
+
 /* ---- open and the tmp/ directory ---- */
 
 Test(store, open_creates_chunks_and_tmp, .init = setup, .fini = teardown)

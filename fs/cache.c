@@ -1,5 +1,5 @@
 /* cache — the local disk cache of chunk objects; see cache.h for the
- * invariants C1–C7.
+ * invariants C1–C8.
  *
  * Byte counts (cached, dirty) are kept in memory, moved by the writers, the
  * fetches, the uploader and the evictor, and re-read from the catalog by the
@@ -35,6 +35,7 @@
 #include "flight.h"
 #include "log.h"
 #include "store.h"
+#include "storesmall.h"
 #include "upload.h"
 
 #define CACHE_FETCHERS 4
@@ -636,12 +637,17 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 
 /* ---- eviction ---- */
 
-/* Re-reads the byte counts from the catalog. */
+/* Re-reads the byte counts from the catalog, and counts small.db's WAL
+ * with the cached bytes (C8). */
 static void cache_resync(struct cache *c)
 {
 	struct cat_cache_stats cs;
+	uint64_t wal = 0;
 	if (cat_cache_stats(c->cat, &cs) != 0)
 		return;
+	if (storesmall_wal_bytes(c->cfg.dir, &wal) != 0)
+		wal = 0; /* logged by nobody: a stat that fails now is tried again at the next resync */
+	cs.cached_bytes += wal;
 	pthread_mutex_lock(&c->lock);
 	if (cs.cached_bytes < c->cached_bytes) /* drift: room waiting writers may use */
 		c->freed += c->cached_bytes - cs.cached_bytes;

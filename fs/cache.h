@@ -29,7 +29,14 @@
  *  C7. One fetch per chunk at a time, whoever asks (readers, prefetchers): a
  *      flight on its hash (fs/lib/flight.h). Others that miss the chunk
  *      meanwhile wait for that fetch to land, then read the copy it kept;
- *      without one (C5, or the fetch failed) one of them fetches again. */
+ *      without one (C5, or the fetch failed) one of them fetches again.
+ *  C8. The cached bytes the bound is held to count small.db's WAL as it is
+ *      on disk (fs/lib/storesmall.h T5: at most 16 MiB at rest, more only
+ *      while a checkpoint is held up), re-read at every resync: the evictor
+ *      makes room for it by evicting objects, as it does for their bytes.
+ *      The rows themselves are counted as the objects they are (their
+ *      stored bytes, in the catalog); the file's page slack is not (T4
+ *      gives freed pages back). */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

@@ -30,6 +30,7 @@
 #include "upload.h"
 #include "reader.h"
 #include "recent.h"
+#include "storesmall.h"
 #include "uploader.h"
 
 #define CONTROL_RECV_TIMEOUT_S 5
@@ -432,6 +433,52 @@ static int control_backing_remove(void *arg, const char *rel)
 	return backing_remove(arg, rel);
 }
 
+/* small.db's rows as aq_objects (storesmall.h T6: walked as their files) */
+static int control_small_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
+			      void *fnarg)
+{
+	return storesmall_list(arg, reldir, fn, fnarg);
+}
+
+static int control_small_size(void *arg, const char *rel, uint64_t *size)
+{
+	return storesmall_stat(arg, rel, size);
+}
+
+static int control_small_remove(void *arg, const char *rel)
+{
+	return storesmall_remove_rel(arg, rel);
+}
+
+/* The rows of the cache's small.db (none without one), walked as its files
+ * are and added to the cache's counts in *r. */
+static int control_gc_small(struct control *c, bool dry, int *fd, struct aq_gc_result *r)
+{
+	struct storesmall *ss;
+	int rc = storesmall_open(c->d.cache_dir, false, &ss);
+	if (rc != 0)
+		return rc == -ENOENT ? 0 : rc;
+	const struct aq_objects rows = { control_small_list, control_small_size,
+					 control_small_remove, ss, "cache (small.db)", false };
+	struct aq_gc_result rr;
+	rc = aq_gc_walk(c->aq, &rows, dry, control_progress, fd, &rr);
+	storesmall_close(ss);
+	if (rc == 0) {
+		r->objects += rr.objects;
+		r->orphans += rr.orphans;
+		r->orphan_bytes += rr.orphan_bytes;
+		r->removed += rr.removed;
+		r->freed_bytes += rr.freed_bytes;
+		r->failed += rr.failed;
+	}
+	return rc;
+}
+
+/* gc dry|run: the cache's objects (files and small.db's rows), then
+ * BACKING's. On a node of a shared catalog the local catalog names only
+ * what this node holds: BACKING's objects are the cluster's, removed by its
+ * reclaim duty alone (docs/MULTINODE.md "Reclaim"), so that side is left
+ * (answered "data backing_skipped REASON"). */
 static void control_gc(struct control *c, int fd, char **argv, int argc)
 {
 	bool dry = argc > 1 && strcmp(argv[1], "dry") == 0;
@@ -444,10 +491,14 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		{ control_backing_list, control_backing_size, control_backing_remove, c->d.backing,
 		  "BACKING", true },
 	};
+	bool shared = cat_is_shared(c->d.cat);
 	struct aq_gc_result r[2];
+	memset(r, 0, sizeof(r));
 	control_flush_released(c); /* objects of released inodes go now, not as orphans */
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < (shared ? 1 : 2); i++) {
 		int rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
+		if (rc == 0 && i == 0)
+			rc = control_gc_small(c, dry, &fd, &r[0]);
 		if (rc != 0) {
 			control_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
 			return;
@@ -456,10 +507,14 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 			 " bytes), %" PRIu64 " removed, %" PRIu64 " failed",
 			 dry ? " (dry run)" : "", sides[i].where, r[i].objects, r[i].orphans,
 			 r[i].orphan_bytes, r[i].removed, r[i].failed);
+	}
+	for (int i = 0; i < 2; i++)
 		control_send(fd, "data %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 			     " %" PRIu64, i ? "backing" : "cache", r[i].objects, r[i].orphans,
 			     r[i].orphan_bytes, r[i].removed, r[i].freed_bytes, r[i].failed);
-	}
+	if (shared)
+		control_send(fd, "data backing_skipped a node of a shared catalog leaves BACKING's"
+			     " objects to the cluster's reclaim duty");
 	control_send(fd, "ok");
 }
 

@@ -8,7 +8,9 @@
  * "named by nothing → remove" decision is taken under its catalog lock
  * (admin_query.h, invariant 2). Offline, the tool does the same walks against
  * the catalog it opened read-write under the cache lock. On BACKING an object
- * is kept while the upload queue has work on it or a manifest removal queued. */
+ * is kept while the upload queue has work on it or a manifest removal queued.
+ * The cache's small objects are rows of CACHE/small.db (fs/lib/storesmall.h),
+ * walked as if they were files (T6) and counted with the cache's files. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -17,14 +19,20 @@
 
 #include "admin.h"
 #include "backing.h"
+#include "storesmall.h"
 
 struct admin_gc {
 	struct aq_gc_result side[2]; /* cache, BACKING */
+	char backing_skipped[256];   /* why the daemon left BACKING alone ("": it did not) */
 };
 
 static void admin_gc_data(void *arg, const char *key, const char *value)
 {
 	struct admin_gc *g = arg;
+	if (strcmp(key, "backing_skipped") == 0) {
+		snprintf(g->backing_skipped, sizeof(g->backing_skipped), "%s", value);
+		return;
+	}
 	int i = strcmp(key, "cache") == 0 ? 0 : strcmp(key, "backing") == 0 ? 1 : -1;
 	if (i < 0)
 		return;
@@ -53,6 +61,54 @@ static int admin_bk_remove(void *arg, const char *rel)
 static void admin_gc_progress(void *arg, uint64_t done, uint64_t total)
 {
 	admin_progress(arg, done, total);
+}
+
+/* small.db's rows as aq_objects (storesmall.h T6) */
+static int admin_small_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
+			    void *fnarg)
+{
+	return storesmall_list(arg, reldir, fn, fnarg);
+}
+
+static int admin_small_size(void *arg, const char *rel, uint64_t *size)
+{
+	return storesmall_stat(arg, rel, size);
+}
+
+static int admin_small_remove(void *arg, const char *rel)
+{
+	return storesmall_remove_rel(arg, rel);
+}
+
+/* The rows of the cache's small.db, walked as its files are and added to the
+ * cache's counts (none without a small.db). */
+static int admin_gc_small(struct admin *a, struct aq_gc_result *cache)
+{
+	struct storesmall *ss;
+	int rc = storesmall_open(a->cache, false, &ss);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0) {
+		admin_err("gc of the cache's small.db: cannot open it: %s", strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	const struct aq_objects rows = { admin_small_list, admin_small_size, admin_small_remove, ss,
+					 "cache (small.db)", false };
+	struct aq_gc_result r;
+	rc = aq_gc_walk(a->aq, &rows, a->dry_run, admin_gc_progress, "gc small.db", &r);
+	admin_progress_end();
+	storesmall_close(ss);
+	if (rc != 0) {
+		admin_err("gc of the cache's small.db: stopped: %s", strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	cache->objects += r.objects;
+	cache->orphans += r.orphans;
+	cache->orphan_bytes += r.orphan_bytes;
+	cache->removed += r.removed;
+	cache->freed_bytes += r.freed_bytes;
+	cache->failed += r.failed;
+	return ADMIN_OK;
 }
 
 int admin_cmd_gc(struct admin *a)
@@ -85,6 +141,8 @@ int admin_cmd_gc(struct admin *a)
 				admin_err("gc of the %s: stopped: %s", names[i], strerror(-rc));
 				return admin_exit_for(rc);
 			}
+			if (i == 0 && (rc = admin_gc_small(a, &g.side[0])) != ADMIN_OK)
+				return rc;
 		}
 	}
 	uint64_t failed = g.side[0].failed + g.side[1].failed;
@@ -99,11 +157,19 @@ int admin_cmd_gc(struct admin *a)
 			       i ? "backing" : "cache", r->objects, r->orphans, r->orphan_bytes, r->removed,
 			       r->freed_bytes, r->failed);
 		}
+		if (g.backing_skipped[0]) {
+			printf(", \"backing_skipped\": ");
+			admin_json_str(stdout, g.backing_skipped);
+		}
 		printf(", \"freed_bytes\": %" PRIu64 "}\n", g.side[0].freed_bytes + g.side[1].freed_bytes);
 	} else {
 		for (int i = 0; i < 2; i++) {
 			const struct aq_gc_result *r = &g.side[i];
 			char s1[32], s2[32];
+			if (i == 1 && g.backing_skipped[0]) {
+				printf("gc %-7s: skipped: %s\n", names[i], g.backing_skipped);
+				continue;
+			}
 			printf("gc %-7s: %" PRIu64 " chunk objects, %" PRIu64 " named by nothing (%s); ",
 			       names[i], r->objects, r->orphans, admin_size(r->orphan_bytes, s1));
 			if (a->dry_run)

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "storesmall.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -37,15 +39,19 @@
  * WAL is cut back to that size after each (T4: a vacuum's truncation of
  * the main file reaches the disk at the checkpoint) */
 #define STORESMALL_CHECKPOINT_PAGES 4096
+_Static_assert((uint64_t)STORESMALL_CHECKPOINT_PAGES * 4096 == STORESMALL_WAL_TARGET,
+	       "T5: the WAL is cut back to the size it is checkpointed at");
 #define STORESMALL_BUSY_MS 5000 /* ckptfs-admin may read it beside the daemon */
 
-enum storesmall_stmt { SS_PUT, SS_GET, SS_LEN, SS_DEL, SS_NSTMT };
+enum storesmall_stmt { SS_PUT, SS_GET, SS_LEN, SS_DEL, SS_NEXT, SS_NSTMT };
 
 static const char *const storesmall_sql[SS_NSTMT] = {
 	[SS_PUT] = "INSERT OR REPLACE INTO objects(hash, image) VALUES (?1, ?2)",
 	[SS_GET] = "SELECT image FROM objects WHERE hash = ?1",
 	[SS_LEN] = "SELECT length(image) FROM objects WHERE hash = ?1",
 	[SS_DEL] = "DELETE FROM objects WHERE hash = ?1",
+	/* T6: the first row at or after a key (a listing skips from shard to shard) */
+	[SS_NEXT] = "SELECT hash FROM objects WHERE hash >= ?1 ORDER BY hash LIMIT 1",
 };
 
 struct storesmall {
@@ -301,4 +307,130 @@ int storesmall_sync(struct storesmall *s)
 	if (rc != 0)
 		log_error("store %s: sync: %s", s->path, strerror(-rc));
 	return rc;
+}
+
+int storesmall_wal_bytes(const char *root, uint64_t *out)
+{
+	char wal[PATH_MAX];
+	struct stat sb;
+	*out = 0;
+	if (snprintf(wal, sizeof(wal), "%s/%s-wal", root, STORESMALL_FILE) >= (int)sizeof(wal))
+		return -ENAMETOOLONG;
+	if (lstat(wal, &sb) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	*out = (uint64_t)sb.st_blocks * 512; /* what it takes of the disk */
+	return 0;
+}
+
+/* ---- the rows as a tree of object files (T6) ---- */
+
+/* How deep a store-relative name is: 0 "chunks", 1 "chunks/ab", 2
+ * "chunks/ab/cd", 3 "chunks/ab/cd/HEX" (with the hash's first bytes, or the
+ * whole hash, in key); -1 for anything else. */
+static int storesmall_rel_parse(const char *rel, uint8_t key[HASH_LEN])
+{
+	static const char top[] = "chunks";
+	if (strncmp(rel, top, sizeof(top) - 1) != 0)
+		return -1;
+	const char *p = rel + sizeof(top) - 1;
+	int depth = 0;
+	for (; *p == '/' && depth < 2; depth++, p += 3) {
+		unsigned v;
+		char hex[3] = { p[1], p[1] ? p[2] : '\0', '\0' };
+		if (!isxdigit((unsigned char)hex[0]) || !isxdigit((unsigned char)hex[1]) ||
+		    sscanf(hex, "%2x", &v) != 1)
+			return -1;
+		key[depth] = (uint8_t)v;
+	}
+	if (*p == '\0')
+		return depth;
+	if (depth != 2 || *p != '/' || hash_from_hex(p + 1, key) != 0)
+		return -1;
+	return 3;
+}
+
+/* A name of depth 3 that is exactly its hash's file name (T6: lower-case,
+ * shards that agree with the hash). */
+static int storesmall_rel_hash(const char *rel, uint8_t hash[HASH_LEN])
+{
+	char want[128], hex[HASH_HEX_LEN + 1];
+	if (storesmall_rel_parse(rel, hash) != 3)
+		return -ENOENT;
+	hash_to_hex(hash, hex);
+	snprintf(want, sizeof(want), "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
+	return strcmp(want, rel) == 0 ? 0 : -ENOENT;
+}
+
+/* The first row at or after key[0..len): 1 with its hash in out, 0 for none, or -errno. */
+static int storesmall_next(struct storesmall *s, const uint8_t *key, size_t len,
+			   uint8_t out[HASH_LEN])
+{
+	pthread_mutex_lock(&s->lock);
+	sqlite3_stmt *st = s->stmt[SS_NEXT];
+	int src = sqlite3_bind_blob(st, 1, len ? (const void *)key : "", (int)len, SQLITE_TRANSIENT);
+	if (src == SQLITE_OK)
+		src = sqlite3_step(st);
+	int rc = 0;
+	if (src == SQLITE_ROW && sqlite3_column_bytes(st, 0) == HASH_LEN) {
+		memcpy(out, sqlite3_column_blob(st, 0), HASH_LEN);
+		rc = 1;
+	} else if (src == SQLITE_ROW) {
+		memset(out, 0xff, HASH_LEN); /* not a hash: past every shard */
+		rc = 1;
+	} else if (src != SQLITE_DONE) {
+		rc = storesmall_fail(s, "list objects", src);
+	}
+	storesmall_reset(s, SS_NEXT);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int storesmall_list(struct storesmall *s, const char *reldir, int (*fn)(void *, const char *),
+		    void *arg)
+{
+	uint8_t key[HASH_LEN + 1], hash[HASH_LEN];
+	int depth = storesmall_rel_parse(reldir, key);
+	if (depth < 0 || depth > 2)
+		return -ENOENT;
+	size_t prefix = (size_t)depth, klen = prefix;
+	int rc;
+	while ((rc = storesmall_next(s, key, klen, hash)) == 1) {
+		if (memcmp(hash, key, prefix) != 0)
+			return 0; /* past the shard listed */
+		char name[HASH_HEX_LEN + 1];
+		if (depth == 2) {
+			hash_to_hex(hash, name);
+			memcpy(key, hash, HASH_LEN); /* next: the first row after this one */
+			key[HASH_LEN] = 0;
+			klen = HASH_LEN + 1;
+		} else {
+			snprintf(name, sizeof(name), "%02x", hash[prefix]);
+			if (hash[prefix] == 0xff)
+				return fn(arg, name); /* the last shard at this depth */
+			memcpy(key, hash, prefix); /* next: the first row of the next shard */
+			key[prefix] = (uint8_t)(hash[prefix] + 1);
+			klen = prefix + 1;
+		}
+		if ((rc = fn(arg, name)) != 0)
+			return rc;
+	}
+	return rc;
+}
+
+int storesmall_stat(struct storesmall *s, const char *relpath, uint64_t *size)
+{
+	uint8_t hash[HASH_LEN];
+	size_t len = 0;
+	int rc = storesmall_rel_hash(relpath, hash);
+	if (rc == 0)
+		rc = storesmall_len(s, hash, &len);
+	*size = rc == 0 ? len : 0;
+	return rc;
+}
+
+int storesmall_remove_rel(struct storesmall *s, const char *relpath)
+{
+	uint8_t hash[HASH_LEN];
+	int rc = storesmall_rel_hash(relpath, hash);
+	return rc == 0 ? storesmall_remove(s, hash) : rc;
 }

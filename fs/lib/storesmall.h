@@ -18,6 +18,16 @@
  *      on BACKING never does: BACKING's format is objects in files.
  *  T4. Space freed by removals goes back to the filesystem (incremental
  *      vacuum), so the cache's evictor frees disk as it did with files.
+ *  T5. Beside its rows, small.db holds a WAL of at most
+ *      STORESMALL_WAL_TARGET bytes at rest (cut back to it after each
+ *      checkpoint); a checkpoint held up by a reader lets it grow past that
+ *      for the reader's time. The cache's accounting counts the WAL's size as
+ *      it is on disk (fs/cache.c, cache_resync): evicting objects makes room
+ *      for it, as for any object.
+ *  T6. A row is named as its file would be (chunks/ab/cd/HEX, store.h's
+ *      store_object_relpath): storesmall_list/_stat/_remove_rel show the rows
+ *      as such a tree, so a walk over the files of a store (ckptfs-admin gc,
+ *      meta/admin_query.h's aq_objects) walks the rows the same way.
  *
  * Thread safety: one connection, serialized by a mutex. */
 #ifndef CKPTFS_STORESMALL_H
@@ -31,6 +41,8 @@
 #include "hash.h"
 
 #define STORESMALL_FILE "small.db"
+/* T5: the WAL's size at rest (a checkpoint every this many bytes of it) */
+#define STORESMALL_WAL_TARGET ((uint64_t)16 << 20)
 
 struct storesmall;
 
@@ -57,5 +69,24 @@ int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN]);
 
 /* T2: every row committed so far is on stable storage. */
 int storesmall_sync(struct storesmall *s);
+
+/* T5: the bytes ROOT/small.db-wal holds on disk now (0 without one). */
+int storesmall_wal_bytes(const char *root, uint64_t *out);
+
+/* ---- the rows as a tree of object files (T6) ---- */
+
+/* The names in reldir as if every row were its file: "chunks" lists the
+ * first-level shards "ab" that rows fall in, "chunks/ab" the second-level
+ * "cd", "chunks/ab/cd" the 64-hex-digit names. fn(arg, name) per name, in
+ * order; a non-zero return stops the listing and is returned. -ENOENT for a
+ * reldir that is none of those. Each step is its own short read (no
+ * snapshot is held across fn, which may take its time). */
+int storesmall_list(struct storesmall *s, const char *reldir, int (*fn)(void *, const char *),
+		    void *arg);
+/* The image's length of the row relpath (chunks/ab/cd/HEX) names; -ENOENT
+ * if absent or not such a name. */
+int storesmall_stat(struct storesmall *s, const char *relpath, uint64_t *size);
+/* Removes the row relpath names (absent is success; -ENOENT if not such a name). */
+int storesmall_remove_rel(struct storesmall *s, const char *relpath);
 
 #endif

@@ -386,3 +386,143 @@ Test(storesmall, small_db_is_private_whatever_the_umask, .init = setup, .fini = 
 	cr_assert_eq(stat(path, &sb), 0);
 	cr_assert_eq(sb.st_mode & 0077, 0, "small.db-wal has mode %o", sb.st_mode & 0777);
 }
+
+/* ---- the rows as a tree of files (T6), and the WAL's size (T5) ---- */
+
+struct tk_names {
+	char v[256][HASH_HEX_LEN + 1];
+	int n;
+};
+
+static int tk_name_add(void *arg, const char *name)
+{
+	struct tk_names *l = arg;
+	cr_assert_lt(l->n, 256);
+	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", name);
+	return 0;
+}
+
+/* Every relpath the listing shows, walked as a gc walks chunks/ab/cd/. */
+static int tk_walk(struct storesmall *ss, char out[][128], int max)
+{
+	struct tk_names *top = calloc(3, sizeof(*top)), *mid = top + 1, *leaf = top + 2;
+	cr_assert_not_null(top);
+	int n = 0;
+	OK(storesmall_list(ss, "chunks", tk_name_add, top));
+	for (int a = 0; a < top->n; a++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "chunks/%s", top->v[a]);
+		mid->n = 0;
+		OK(storesmall_list(ss, rel, tk_name_add, mid));
+		cr_assert_gt(mid->n, 0, "%s listed but empty", rel);
+		for (int b = 0; b < mid->n; b++) {
+			char dir[64];
+			snprintf(dir, sizeof(dir), "%s/%s", rel, mid->v[b]);
+			leaf->n = 0;
+			OK(storesmall_list(ss, dir, tk_name_add, leaf));
+			cr_assert_gt(leaf->n, 0, "%s listed but empty", dir);
+			for (int i = 0; i < leaf->n && n < max; i++)
+				snprintf(out[n++], 128, "%s/%s", dir, leaf->v[i]);
+		}
+	}
+	free(top);
+	return n;
+}
+
+static int tk_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+Test(storesmall, rows_are_listed_sized_and_removed_by_the_names_of_their_files, .init = setup,
+     .fini = teardown)
+{
+	enum { N = 40 };
+	static uint8_t h[N][HASH_LEN];
+	static char want[N][128], got[N + 8][128];
+	for (int i = 0; i < N; i++) {
+		tk_put(fx.st, 1000 + 97 * (size_t)i, 500 + i, h[i]);
+		store_object_relpath(h[i], want[i], sizeof(want[i]));
+	}
+	uint8_t big[HASH_LEN]; /* a file, not a row: never listed here */
+	tk_put(fx.st, 256 * KiB, 77, big);
+	cr_assert(tk_file_exists(fx.dir, big));
+	struct storesmall *ss; /* a second connection, as ckptfs-admin gc opens one */
+	OK(storesmall_open(fx.dir, false, &ss));
+	int n = tk_walk(ss, got, N + 8);
+	cr_assert_eq(n, N, "listed %d rows of %d", n, N);
+	qsort(want, N, sizeof(want[0]), tk_cmp);
+	qsort(got, (size_t)n, sizeof(got[0]), tk_cmp);
+	for (int i = 0; i < N; i++)
+		cr_assert_str_eq(got[i], want[i]);
+	for (int i = 0; i < N; i++) {
+		char rel[128];
+		uint64_t size = 0;
+		size_t len = 0;
+		store_object_relpath(h[i], rel, sizeof(rel));
+		OK(storesmall_stat(ss, rel, &size));
+		OK(storesmall_len(ss, h[i], &len));
+		cr_assert_eq(size, len);
+		cr_assert_gt(size, (uint64_t)STORE_HEADER_LEN);
+	}
+	/* a name that is not exactly a row's file: nothing is found or removed */
+	char rel[128], bad[128];
+	store_object_relpath(h[3], rel, sizeof(rel));
+	snprintf(bad, sizeof(bad), "%s", rel);
+	bad[7] = bad[7] == '0' ? '1' : '0'; /* the first shard no longer the hash's */
+	uint64_t size;
+	cr_assert_eq(storesmall_stat(ss, bad, &size), -ENOENT);
+	cr_assert_eq(storesmall_remove_rel(ss, bad), -ENOENT);
+	cr_assert_eq(storesmall_list(ss, "chunkz", tk_name_add, &(struct tk_names){ 0 }), -ENOENT);
+	cr_assert(store_has(fx.st, h[3]));
+	/* removed by its name: gone for the store, the others stay */
+	OK(storesmall_remove_rel(ss, rel));
+	cr_assert(!store_has(fx.st, h[3]));
+	cr_assert_eq(storesmall_stat(ss, rel, &size), -ENOENT);
+	OK(storesmall_remove_rel(ss, rel)); /* absent is success */
+	cr_assert_eq(tk_walk(ss, got, N + 8), N - 1);
+	for (int i = 0; i < N; i++)
+		if (i != 3)
+			tk_expect(fx.st, h[i], 1000 + 97 * (size_t)i, 500 + (uint64_t)i);
+	storesmall_close(ss);
+}
+
+Test(storesmall, an_empty_small_db_lists_nothing, .init = setup, .fini = teardown)
+{
+	uint8_t h[HASH_LEN];
+	tk_put(fx.st, 4096, 3, h);
+	OK(store_remove(fx.st, h));
+	struct storesmall *ss;
+	OK(storesmall_open(fx.dir, false, &ss));
+	struct tk_names l = { 0 };
+	OK(storesmall_list(ss, "chunks", tk_name_add, &l));
+	OK(storesmall_list(ss, "chunks/00", tk_name_add, &l));
+	OK(storesmall_list(ss, "chunks/ff/ff", tk_name_add, &l));
+	cr_assert_eq(l.n, 0);
+	storesmall_close(ss);
+}
+
+Test(storesmall, the_wal_is_counted_on_disk_and_cut_back_after_checkpoints, .init = setup,
+     .fini = teardown)
+{
+	uint64_t wal = 1;
+	OK(storesmall_wal_bytes(fx.other, &wal)); /* no small.db at all */
+	cr_assert_eq(wal, 0);
+	uint8_t h[HASH_LEN];
+	tk_put(fx.st, 16 * KiB, 1, h);
+	OK(storesmall_wal_bytes(fx.dir, &wal));
+	cr_assert_gt(wal, 16 * KiB, "a put's row is in the WAL until a checkpoint: %llu bytes",
+		     (unsigned long long)wal);
+	/* 40 MiB of rows: checkpoints come every 16 MiB of WAL and cut it back (T5) */
+	for (int i = 0; i < 1280; i++)
+		tk_put(fx.st, 32 * KiB, 1000 + (uint64_t)i, h);
+	OK(storesmall_wal_bytes(fx.dir, &wal));
+	cr_assert_gt(wal, 0);
+	cr_assert_leq(wal, STORESMALL_WAL_TARGET + (1u << 20), "WAL of %llu bytes",
+		      (unsigned long long)wal);
+	char path[128];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/%s-wal", fx.dir, STORESMALL_FILE);
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(wal, (uint64_t)sb.st_blocks * 512);
+}

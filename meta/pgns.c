@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "catalog_shared_admin.h"
 #include "hash.h"
 #include "log.h"
 #include "pggen.h"
@@ -303,14 +304,18 @@ const size_t pgns_nstmts = NS_COUNT;
 
 const struct pg_stmt *pgns_stmts_all(size_t *n)
 {
-	static struct pg_stmt all[128];
+	static struct pg_stmt all[160];
 	static size_t count;
 	if (count == 0) {
-		assert(lease_nstmts + pgns_nstmts + pggen_nstmts <= sizeof(all) / sizeof(all[0]));
+		assert(lease_nstmts + pgns_nstmts + pggen_nstmts + catsha_nstmts <=
+		       sizeof(all) / sizeof(all[0]));
 		memcpy(all, lease_stmts, lease_nstmts * sizeof(*all));
 		memcpy(all + lease_nstmts, pgns_stmts, pgns_nstmts * sizeof(*all));
 		memcpy(all + lease_nstmts + pgns_nstmts, pggen_stmts, pggen_nstmts * sizeof(*all));
-		count = lease_nstmts + pgns_nstmts + pggen_nstmts;
+		/* catalog_shared_admin.h A3: ckptfs-admin's questions, last */
+		memcpy(all + lease_nstmts + pgns_nstmts + pggen_nstmts, catsha_stmts,
+		       catsha_nstmts * sizeof(*all));
+		count = lease_nstmts + pgns_nstmts + pggen_nstmts + catsha_nstmts;
 	}
 	*n = count;
 	return all;

@@ -79,8 +79,10 @@
 extern const struct pg_stmt pgns_stmts[];
 extern const size_t pgns_nstmts;
 
-/* lease_stmts, then pgns_stmts, then pggen_stmts, for pg_open: lease calls
- * use first 0, pgns calls first lease_nstmts, pggen calls the sum of both. */
+/* lease_stmts, then pgns_stmts, then pggen_stmts, then catsha_stmts
+ * (catalog_shared_admin.h), for pg_open: lease calls use first 0, pgns calls
+ * first lease_nstmts, pggen calls the sum of both, catsha calls that plus
+ * pggen_nstmts. */
 const struct pg_stmt *pgns_stmts_all(size_t *n);
 
 struct pgns {

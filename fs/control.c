@@ -23,6 +23,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "cachedir.h"
+#include "catalog_shared_admin.h"
 #include "control.h"
 #include "generation.h"
 #include "log.h"
@@ -30,6 +31,7 @@
 #include "upload.h"
 #include "reader.h"
 #include "recent.h"
+#include "statset.h"
 #include "storesmall.h"
 #include "uploader.h"
 
@@ -224,12 +226,31 @@ static int control_walk(struct control *c, char *rel, uint64_t *ino)
  *   data series INO PATH        (when it differs from the last one sent)
  *   data generation ID STATE DURABLE PINNED STEP FILES LOGICAL COMMITTED_NS SERIES NAME
  *   data rule ID RULE           (when it has one)
- *   data held ID REASON         (HELD) */
+ *   data held ID REASON         (HELD)
+ *   data times ID VERSION CREATED_NS ENDED_NS */
 struct control_describe {
 	struct control *c;
 	int fd;
 	uint64_t last_series;
+	uint64_t *ids; /* the generations described, for their usage (list) */
+	size_t n, cap;
+	int err;       /* -ENOMEM once an id could not be kept */
 };
+
+static void control_describe_keep(struct control_describe *d, uint64_t id)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		uint64_t *v = realloc(d->ids, cap * sizeof(*v));
+		if (!v) {
+			d->err = -ENOMEM;
+			return;
+		}
+		d->ids = v;
+		d->cap = cap;
+	}
+	d->ids[d->n++] = id;
+}
 
 static int control_describe_gen(void *arg, const struct cat_gen *g)
 {
@@ -253,7 +274,157 @@ static int control_describe_gen(void *arg, const struct cat_gen *g)
 		control_send(d->fd, "data rule %" PRIu64 " %s", g->id, g->rule);
 	if (g->state == GEN_HELD)
 		control_send(d->fd, "data held %" PRIu64 " %s", g->id, g->held);
+	control_send(d->fd, "data times %" PRIu64 " %u %" PRId64 " %" PRId64, g->id, g->version,
+		     g->created_ns, g->ended_ns);
+	control_describe_keep(d, g->id);
 	return 0;
+}
+
+/* ---- what generations hold, for list and show (catalog_shared_admin.h) ---- */
+
+static void control_usage_line(int fd, uint64_t id, const struct aq_gen_usage *u)
+{
+	control_send(fd, "data usage %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+		     " %" PRIu64 " %" PRIu64, id, u->extents, u->chunks, u->unique_bytes,
+		     u->exclusive_chunks, u->exclusive_bytes, u->exclusive_stored);
+}
+
+struct control_usages {
+	int fd;
+	const uint64_t *ids; /* those described, in order */
+	size_t n, next;
+};
+
+/* Rows come by id, as d->ids do (cat_gen_list orders by series, then id, so
+ * the ids are sorted first): every described generation gets a line, zeros
+ * for one that names no chunk. */
+static int control_usage_cb(void *arg, uint64_t gen_id, const struct aq_gen_usage *u)
+{
+	struct control_usages *us = arg;
+	static const struct aq_gen_usage zero;
+	for (; us->next < us->n && us->ids[us->next] < gen_id; us->next++)
+		control_usage_line(us->fd, us->ids[us->next], &zero);
+	if (us->next < us->n && us->ids[us->next] == gen_id)
+		control_usage_line(us->fd, us->ids[us->next++], u);
+	return 0;
+}
+
+static int control_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* "data usage ID EXTENTS CHUNKS UNIQUE_BYTES ALONE_CHUNKS ALONE_BYTES
+ * ALONE_STORED" for every generation d described, in one statement. */
+static int control_send_usage(struct control_describe *d)
+{
+	if (d->err)
+		return d->err;
+	qsort(d->ids, d->n, sizeof(*d->ids), control_u64_cmp);
+	struct control_usages us = { d->fd, d->ids, d->n, 0 };
+	int rc = cat_shared_gen_usage(d->c->d.cat, d->ids, d->n, control_usage_cb, &us);
+	if (rc == 0)
+		control_usage_cb(&us, UINT64_MAX, NULL); /* the ones after the last row */
+	return rc;
+}
+
+/* s with the bytes a line would split at or end at as %XX (control bytes,
+ * DEL, '%'): a name is the last field of its line, spaces stay. */
+static void control_escape(const char *s, char *out, size_t size)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p && n + 4 < size; p++) {
+		if (*p < ' ' || *p == '%' || *p == 0x7f)
+			n += (size_t)snprintf(out + n, size - n, "%%%02X", *p);
+		else
+			out[n++] = (char)*p;
+	}
+	out[n] = '\0';
+}
+
+struct control_show {
+	int fd;
+	char root[PATH_MAX]; /* the generation root's path from the mount's root */
+};
+
+static int control_show_file(void *arg, const struct aq_file *f, const char *relpath)
+{
+	struct control_show *sh = arg;
+	char path[PATH_MAX * 2], esc[CONTROL_LINE_MAX];
+	snprintf(path, sizeof(path), "%s%s", sh->root, relpath);
+	control_escape(path, esc, sizeof(esc));
+	control_send(sh->fd, "data file %" PRIu64 " %" PRIu64 " %" PRIu64 " %s", f->size,
+		     f->extents, f->chunks, esc);
+	return 0;
+}
+
+/* "series/name" of generation id, as ckptfs-admin labels one ("" if gone). */
+static void control_gen_label(struct control *c, uint64_t id, char *buf, size_t size)
+{
+	struct cat_gen o;
+	char series[PATH_MAX];
+	buf[0] = '\0';
+	if (id == 0 || cat_gen_get(c->d.cat, id, &o) != 0)
+		return;
+	if (cat_shared_path(c->d.cat, o.series, series, sizeof(series)) != 0)
+		snprintf(series, sizeof(series), "/?");
+	snprintf(buf, size, "%s%s%s", series + 1, series[1] ? "/" : "", o.name);
+}
+
+/* show GEN_ID: the generation's lines as gen answers them, its usage, then
+ *   data file SIZE EXTENTS CHUNKS PATH      (each regular file, by inode)
+ *   data share ID CHUNKS BYTES LABEL        (each other generation naming
+ *                                            some of its chunks; ID 0: files
+ *                                            outside generations, LABEL "")
+ * PATH and LABEL %XX-escaped (control_escape). Shared catalogs only. */
+static void control_show(struct control *c, int fd, char **argv, int argc)
+{
+	struct cat_gen g;
+	uint64_t id;
+	if (!cat_is_shared(c->d.cat)) {
+		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
+		return;
+	}
+	if (argc != 2 || control_parse_id(argv[1], &id) != 0) {
+		control_error(fd, EINVAL, "expected show GEN_ID");
+		return;
+	}
+	int rc = cat_gen_get(c->d.cat, id, &g);
+	if (rc == -ENOENT) {
+		control_error(fd, ENOENT, "no such generation");
+		return;
+	}
+	struct control_describe d = { c, fd, 0, NULL, 0, 0, 0 };
+	struct control_show sh = { fd, "" };
+	struct aq_share *shares = NULL;
+	size_t nshares = 0;
+	if (rc == 0)
+		rc = control_describe_gen(&d, &g);
+	if (rc == 0)
+		rc = control_send_usage(&d);
+	if (rc == 0 && cat_shared_path(c->d.cat, g.series, sh.root, sizeof(sh.root)) != 0)
+		snprintf(sh.root, sizeof(sh.root), "/?");
+	if (rc == 0) {
+		size_t len = strlen(sh.root);
+		snprintf(sh.root + len, sizeof(sh.root) - len, "%s%s", len > 1 ? "/" : "", g.name);
+		rc = cat_shared_gen_files(c->d.cat, g.id, control_show_file, &sh);
+	}
+	if (rc == 0)
+		rc = cat_shared_gen_shares(c->d.cat, g.id, &shares, &nshares);
+	for (size_t i = 0; rc == 0 && i < nshares; i++) {
+		char label[PATH_MAX + CAT_NAME_MAX + 2], esc[CONTROL_LINE_MAX];
+		control_gen_label(c, shares[i].gen_id, label, sizeof(label));
+		control_escape(label, esc, sizeof(esc));
+		control_send(fd, "data share %" PRIu64 " %" PRIu64 " %" PRIu64 " %s", shares[i].gen_id,
+			     shares[i].chunks, shares[i].bytes, esc);
+	}
+	free(shares);
+	free(d.ids);
+	if (rc != 0)
+		control_error(fd, -rc, "catalog error");
+	else
+		control_send(fd, "ok");
 }
 
 /* gen id:N | gen PATH (escaped): the generation, in any state, that PATH or
@@ -284,16 +455,18 @@ static void control_gen(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, ENOENT, "no such generation");
 		return;
 	}
-	struct control_describe d = { c, fd, 0 };
+	struct control_describe d = { c, fd, 0, NULL, 0, 0, 0 };
 	if (rc == 0)
 		rc = control_describe_gen(&d, &g);
+	free(d.ids);
 	if (rc != 0)
 		control_error(fd, -rc, "catalog error");
 	else
 		control_send(fd, "ok");
 }
 
-/* list live|all [SERIES (escaped)]: as cat_gen_list, every series or one. */
+/* list live|all [SERIES (escaped)]: as cat_gen_list, every series or one,
+ * then the usage of every generation listed ("data usage", control_show). */
 static void control_list(struct control *c, int fd, char **argv, int argc)
 {
 	uint64_t series = 0;
@@ -312,8 +485,11 @@ static void control_list(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, rc == -ENOTDIR ? ENOENT : -rc, "no such series directory");
 		return;
 	}
-	struct control_describe d = { c, fd, 0 };
+	struct control_describe d = { c, fd, 0, NULL, 0, 0, 0 };
 	rc = cat_gen_list(c->d.cat, series, all, control_describe_gen, &d);
+	if (rc == 0)
+		rc = control_send_usage(&d); /* one statement for the whole list */
+	free(d.ids);
 	if (rc != 0)
 		control_error(fd, -rc, "catalog error");
 	else
@@ -595,10 +771,29 @@ static void control_stat_send(void *arg, const char *key, const char *value)
 	control_send(*(int *)arg, "data %s %s", key, value);
 }
 
+/* On a node of a shared catalog the tool's catalog file holds no namespace
+ * and no generations: the daemon sends the counts of its catalog
+ * (PostgreSQL's) that are the catalog's, SS_INODES to SS_GEN_HELD, which
+ * replace the tool's (statset_put). The cache's and upload queue's stay the
+ * tool's reading of the local file, which is where they are. */
+static void control_stats_shared(struct control *c, int fd)
+{
+	struct statset ss;
+	memset(&ss, 0, sizeof(ss));
+	if (statset_from_catalog(&ss, c->d.cat) != 0)
+		return; /* logged by the catalog; the tool keeps its own figures */
+	for (int k = SS_INODES; k <= SS_GEN_HELD; k++)
+		if (ss.have[k] && statset_desc[k].kind != STATSET_RATIO)
+			control_send(fd, "data %s %" PRIu64, statset_desc[k].key, ss.v[k]);
+	control_send(fd, "data shared 1");
+}
+
 static void control_stats(struct control *c, int fd)
 {
 	control_flush_released(c); /* the catalog's counts, as of now */
 	control_stats_each(c, control_stat_send, &fd);
+	if (cat_is_shared(c->d.cat))
+		control_stats_shared(c, fd);
 	control_send(fd, "ok");
 }
 
@@ -680,6 +875,8 @@ static void control_serve(struct control *c, int fd)
 		control_gen(c, fd, argv, argc);
 	else if (strcmp(argv[0], "list") == 0)
 		control_list(c, fd, argv, argc);
+	else if (strcmp(argv[0], "show") == 0)
+		control_show(c, fd, argv, argc);
 	else if (strcmp(argv[0], "rebuild") == 0)
 		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");

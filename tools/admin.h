@@ -14,7 +14,7 @@
  *   admin_wait.c    wait, rebuild
  *   admin_umount.c  umount: drain the uploads, unmount, wait for the daemon
  *   admin_nodes.c   nodes: the nodes of a shared catalog (-o meta=)
- *   admin_shared.c  GEN and list through the daemon on a node of a shared catalog
+ *   admin_shared.c  GEN, list and show through the daemon on a node of a shared catalog
  */
 #ifndef CKPTFS_ADMIN_H
 #define CKPTFS_ADMIN_H
@@ -125,6 +125,38 @@ void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t
 /* Checks a relative path of names; ADMIN_BAD_NAME (printed) if one is "..", ".", empty. */
 int admin_check_relpath(const char *what, const char *rel);
 
+/* One generation's JSON object as list and show print it: series is its
+ * path without the leading '/'; u NULL leaves the usage fields out. */
+void admin_json_gen_obj(const char *series, const struct cat_gen *g, const char *state,
+			bool durable, const struct aq_gen_usage *u);
+/* list's header and one row of it (u NULL: ALONE and DEDUP are "-"). */
+void admin_list_header(void);
+void admin_list_row(const char *series_path, const struct cat_gen *g, const char *state,
+		    const struct aq_gen_usage *u);
+/* What show prints, gathered from the local catalog or from the daemon. */
+struct admin_show_file {
+	uint64_t size, extents, chunks;
+	char *path; /* from the mount's root */
+};
+struct admin_show_share {
+	uint64_t gen_id, chunks, bytes;
+	char *label; /* "series/name"; NULL: files outside generations (or one gone) */
+};
+struct admin_show {
+	const struct cat_gen *g;
+	const char *state; /* "durable", or the catalog state's name */
+	bool durable;
+	const char *label;  /* "series/name" */
+	const char *series; /* the series' path without its leading '/' */
+	const struct aq_gen_usage *u;
+	struct admin_show_file *files; /* malloc'd, as their strings */
+	size_t nfiles;
+	struct admin_show_share *shares;
+	size_t nshares;
+};
+void admin_show_print(struct admin *a, const struct admin_show *s);
+void admin_show_free(struct admin_show *s); /* the arrays and their strings */
+
 int admin_cmd_list(struct admin *a);
 int admin_cmd_show(struct admin *a);
 int admin_cmd_commit(struct admin *a);
@@ -150,6 +182,8 @@ bool admin_shared(struct admin *a);
 int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, struct cat_gen *out);
 /* admin_cmd_list on such a node (series_rel: SERIES relative to the mount, or NULL). */
 int admin_shared_list(struct admin *a, const char *series_rel);
+/* admin_cmd_show on such a node, of the generation admin_shared_resolve found. */
+int admin_shared_show(struct admin *a, const struct cat_gen *g);
 
 /* ---- admin_nodes.c ---- */
 int admin_cmd_nodes(struct admin *a); /* target is a -o meta= URL */

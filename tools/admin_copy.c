@@ -337,6 +337,12 @@ int admin_cmd_export(struct admin *a)
 		return ADMIN_USAGE;
 	}
 	struct cat_gen g;
+	if (!a->mount[0] && admin_shared(a)) {
+		admin_err("export: %s is the cache of a node of a shared catalog: the generation's"
+			  " files are in PostgreSQL, not in this cache's catalog file; export through"
+			  " the mount (MOUNTPOINT instead of --cache)", a->cache);
+		return ADMIN_UNSUPPORTED;
+	}
 	int rc = admin_resolve_gen(a, a->pos[0], &g);
 	if (rc != ADMIN_OK)
 		return rc;

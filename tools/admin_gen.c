@@ -176,6 +176,29 @@ void admin_json_gen_end(const struct cat_gen *g)
 	printf("}");
 }
 
+void admin_json_gen_obj(const char *series, const struct cat_gen *g, const char *state,
+			bool durable, const struct aq_gen_usage *u)
+{
+	printf("{\"id\": %" PRIu64 ", \"series\": ", g->id);
+	admin_json_str(stdout, series);
+	printf(", \"name\": ");
+	admin_json_str(stdout, g->name);
+	printf(", \"step\": %" PRIu64 ", \"state\": \"%s\", \"durable\": %s, \"version\": %u"
+	       ", \"pinned\": %s, \"files\": %" PRIu64 ", \"logical_bytes\": %" PRIu64,
+	       g->step, state, durable ? "true" : "false", g->version, g->pinned ? "true" : "false",
+	       g->files, g->logical_bytes);
+	if (u)
+		printf(", \"stored_bytes\": %" PRIu64 ", \"exclusive_bytes\": %" PRIu64
+		       ", \"unique_bytes\": %" PRIu64 ", \"chunks\": %" PRIu64
+		       ", \"dedup_ratio\": %.3f",
+		       u->exclusive_stored, u->exclusive_bytes, u->unique_bytes, u->chunks,
+		       admin_ratio(g->logical_bytes, u->unique_bytes));
+	printf(", \"created_ns\": %" PRId64 ", \"committed_ns\": %" PRId64
+	       ", \"ended_ns\": %" PRId64 ", \"committed\": ",
+	       g->created_ns, g->committed_ns, g->ended_ns);
+	admin_json_gen_end(g);
+}
+
 static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struct aq_gen_usage *u)
 {
 	bool durable;
@@ -183,23 +206,29 @@ static void admin_json_gen(struct admin *a, const struct cat_gen *g, const struc
 	char series[PATH_MAX];
 	if (aq_path(a->aq, g->series, series, sizeof(series)) != 0)
 		snprintf(series, sizeof(series), "/?");
-	printf("{\"id\": %" PRIu64 ", \"series\": ", g->id);
-	admin_json_str(stdout, series + 1);
-	printf(", \"name\": ");
-	admin_json_str(stdout, g->name);
-	printf(", \"step\": %" PRIu64 ", \"state\": \"%s\", \"durable\": %s, \"version\": %u"
-	       ", \"pinned\": %s"
-	       ", \"files\": %" PRIu64 ", \"logical_bytes\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
-	       ", \"exclusive_bytes\": %" PRIu64 ", \"unique_bytes\": %" PRIu64
-	       ", \"chunks\": %" PRIu64 ", \"dedup_ratio\": %.3f"
-	       ", \"created_ns\": %" PRId64 ", \"committed_ns\": %" PRId64 ", \"ended_ns\": %" PRId64
-	       ", \"committed\": ",
-	       g->step, state, durable ? "true" : "false", g->version, g->pinned ? "true" : "false",
-	       g->files,
-	       g->logical_bytes, u->exclusive_stored, u->exclusive_bytes, u->unique_bytes, u->chunks,
-	       admin_ratio(g->logical_bytes, u->unique_bytes), g->created_ns, g->committed_ns,
-	       g->ended_ns);
-	admin_json_gen_end(g);
+	admin_json_gen_obj(series + 1, g, state, durable, u);
+}
+
+void admin_list_header(void)
+{
+	printf("%-20s %-24s %8s %-9s %3s %6s %10s %10s %6s %-19s %s\n", "SERIES", "NAME", "STEP",
+	       "STATE", "PIN", "FILES", "LOGICAL", "ALONE", "DEDUP", "COMMITTED", "RULE");
+}
+
+void admin_list_row(const char *series_path, const struct cat_gen *g, const char *state,
+		    const struct aq_gen_usage *u)
+{
+	char s1[32], s2[32], t[32], dedup[16];
+	if (u && u->unique_bytes)
+		snprintf(dedup, sizeof(dedup), "%.2fx", admin_ratio(g->logical_bytes, u->unique_bytes));
+	else
+		snprintf(dedup, sizeof(dedup), "-");
+	printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s%s%s\n",
+	       series_path[1] ? series_path + 1 : "/", g->name, g->step, state,
+	       g->pinned ? "yes" : "-", g->files, admin_size(g->logical_bytes, s1),
+	       u ? admin_size(u->exclusive_stored, s2) : "-", dedup, admin_time(g->committed_ns, t),
+	       g->rule[0] ? g->rule : "-", g->state == GEN_HELD ? ": " : "",
+	       g->state == GEN_HELD ? g->held : "");
 }
 
 int admin_cmd_list(struct admin *a)
@@ -234,8 +263,7 @@ int admin_cmd_list(struct admin *a)
 	if (a->json)
 		printf("[");
 	else
-		printf("%-20s %-24s %8s %-9s %3s %6s %10s %10s %6s %-19s %s\n", "SERIES", "NAME", "STEP",
-		       "STATE", "PIN", "FILES", "LOGICAL", "ALONE", "DEDUP", "COMMITTED", "RULE");
+		admin_list_header();
 	for (size_t i = 0; i < l.n && rc == 0; i++) {
 		const struct cat_gen *g = &l.v[i];
 		struct aq_gen_usage u;
@@ -249,20 +277,11 @@ int admin_cmd_list(struct admin *a)
 			admin_json_gen(a, g, &u);
 			continue;
 		}
-		char series_path[PATH_MAX], s1[32], s2[32], t[32], dedup[16];
+		char series_path[PATH_MAX];
 		bool durable;
 		if (aq_path(a->aq, g->series, series_path, sizeof(series_path)) != 0)
 			snprintf(series_path, sizeof(series_path), "/?");
-		if (u.unique_bytes)
-			snprintf(dedup, sizeof(dedup), "%.2fx", admin_ratio(g->logical_bytes, u.unique_bytes));
-		else
-			snprintf(dedup, sizeof(dedup), "-");
-		printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s%s%s\n",
-		       series_path[1] ? series_path + 1 : "/", g->name, g->step,
-		       admin_gen_state(a, g, &durable), g->pinned ? "yes" : "-", g->files,
-		       admin_size(g->logical_bytes, s1), admin_size(u.exclusive_stored, s2), dedup,
-		       admin_time(g->committed_ns, t), g->rule[0] ? g->rule : "-",
-		       g->state == GEN_HELD ? ": " : "", g->state == GEN_HELD ? g->held : "");
+		admin_list_row(series_path, g, admin_gen_state(a, g, &durable), &u);
 	}
 	if (a->json)
 		printf("%s]\n", l.n ? "\n" : "");
@@ -276,6 +295,113 @@ int admin_cmd_list(struct admin *a)
 
 /* ---- show ---- */
 
+void admin_show_print(struct admin *a, const struct admin_show *s)
+{
+	const struct cat_gen *g = s->g;
+	const struct aq_gen_usage *u = s->u;
+	char s1[32], s2[32], s3[32], t[32];
+	if (a->json) {
+		printf("{\"generation\": ");
+		admin_json_gen_obj(s->series, g, s->state, s->durable, u);
+		printf(",\n \"files\": [");
+		for (size_t i = 0; i < s->nfiles; i++) {
+			const struct admin_show_file *f = &s->files[i];
+			printf("%s\n  {\"path\": ", i ? "," : "");
+			admin_json_str(stdout, f->path);
+			printf(", \"size\": %" PRIu64 ", \"extents\": %" PRIu64 ", \"chunks\": %" PRIu64 "}",
+			       f->size, f->extents, f->chunks);
+		}
+		printf("%s],\n \"shares\": [", s->nfiles ? "\n " : "");
+		for (size_t i = 0; i < s->nshares; i++) {
+			const struct admin_show_share *sh = &s->shares[i];
+			printf("%s\n  {\"id\": %" PRIu64 ", \"generation\": ", i ? "," : "", sh->gen_id);
+			if (sh->label)
+				admin_json_str(stdout, sh->label);
+			else
+				printf("null");
+			printf(", \"chunks\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", sh->chunks, sh->bytes);
+		}
+		printf("%s]}\n", s->nshares ? "\n " : "");
+		return;
+	}
+	printf("generation %s (id %" PRIu64 ")\n", s->label, g->id);
+	printf("  step %" PRIu64 ", %s, version %u%s\n", g->step, s->state, g->version,
+	       g->pinned ? ", pinned" : "");
+	printf("  created %s, committed %s, rule %s\n", admin_time(g->created_ns, t),
+	       admin_time(g->committed_ns, s3), g->rule[0] ? g->rule : "-");
+	printf("  %" PRIu64 " files, %s logical, %" PRIu64 " chunks (%s unique, dedup %.2fx)\n",
+	       g->files, admin_size(g->logical_bytes, s1), u->chunks, admin_size(u->unique_bytes, s2),
+	       admin_ratio(g->logical_bytes, u->unique_bytes));
+	printf("  held by it alone: %" PRIu64 " chunks, %s (%s stored)\n", u->exclusive_chunks,
+	       admin_size(u->exclusive_bytes, s1), admin_size(u->exclusive_stored, s2));
+	printf("\n  %12s %8s %8s  %s\n", "SIZE", "EXTENTS", "CHUNKS", "FILE");
+	for (size_t i = 0; i < s->nfiles; i++) {
+		const struct admin_show_file *f = &s->files[i];
+		printf("  %12" PRIu64 " %8" PRIu64 " %8" PRIu64 "  %s\n", f->size, f->extents, f->chunks,
+		       f->path);
+	}
+	printf("\n  shares with:%s\n", s->nshares ? "" : " no other generation");
+	for (size_t i = 0; i < s->nshares; i++) {
+		const struct admin_show_share *sh = &s->shares[i];
+		printf("  %8" PRIu64 " chunks %10s  %s\n", sh->chunks, admin_size(sh->bytes, s1),
+		       sh->label ? sh->label : "(files outside generations)");
+	}
+}
+
+void admin_show_free(struct admin_show *s)
+{
+	for (size_t i = 0; i < s->nfiles; i++)
+		free(s->files[i].path);
+	for (size_t i = 0; i < s->nshares; i++)
+		free(s->shares[i].label);
+	free(s->files);
+	free(s->shares);
+	s->files = NULL;
+	s->shares = NULL;
+	s->nfiles = s->nshares = 0;
+}
+
+/* show's files and shares from the local catalog, named as aq_path and
+ * admin_gen_label name them. */
+static int admin_show_local(struct admin *a, const struct cat_gen *g, struct admin_show *s)
+{
+	struct aq_file *files = NULL;
+	struct aq_share *shares = NULL;
+	size_t nfiles = 0, nshares = 0;
+	int err = aq_gen_files(a->aq, g->id, &files, &nfiles);
+	if (err == 0)
+		err = aq_gen_shares(a->aq, g->id, &shares, &nshares);
+	if (err == 0 && nfiles && !(s->files = calloc(nfiles, sizeof(*s->files))))
+		err = -ENOMEM;
+	if (err == 0 && nshares && !(s->shares = calloc(nshares, sizeof(*s->shares))))
+		err = -ENOMEM;
+	for (size_t i = 0; err == 0 && i < nfiles; i++) {
+		char path[PATH_MAX];
+		if (aq_path(a->aq, files[i].ino, path, sizeof(path)) != 0)
+			snprintf(path, sizeof(path), "?");
+		s->files[i] = (struct admin_show_file){ files[i].size, files[i].extents,
+							files[i].chunks, strdup(path) };
+		s->nfiles++;
+		if (!s->files[i].path)
+			err = -ENOMEM;
+	}
+	for (size_t i = 0; err == 0 && i < nshares; i++) {
+		struct cat_gen o;
+		char label[PATH_MAX + CAT_NAME_MAX + 2];
+		s->shares[i] = (struct admin_show_share){ shares[i].gen_id, shares[i].chunks,
+							  shares[i].bytes, NULL };
+		s->nshares++;
+		if (shares[i].gen_id && cat_gen_get_brief(a->cat, shares[i].gen_id, &o) == 0) {
+			admin_gen_label(a, &o, label, sizeof(label));
+			if (!(s->shares[i].label = strdup(label)))
+				err = -ENOMEM;
+		}
+	}
+	free(files);
+	free(shares);
+	return err;
+}
+
 int admin_cmd_show(struct admin *a)
 {
 	if (a->npos != 1) {
@@ -286,80 +412,25 @@ int admin_cmd_show(struct admin *a)
 	int rc = admin_resolve_gen(a, a->pos[0], &g);
 	if (rc != ADMIN_OK)
 		return rc;
+	if (admin_shared(a))
+		return admin_shared_show(a, &g);
 	struct aq_gen_usage u;
-	struct aq_file *files = NULL;
-	struct aq_share *shares = NULL;
-	size_t nfiles = 0, nshares = 0;
+	char label[PATH_MAX + CAT_NAME_MAX + 2], series[PATH_MAX];
+	struct admin_show s = { .g = &g, .u = &u, .label = label };
+	s.state = admin_gen_state(a, &g, &s.durable);
+	admin_gen_label(a, &g, label, sizeof(label));
+	if (aq_path(a->aq, g.series, series, sizeof(series)) != 0)
+		snprintf(series, sizeof(series), "/?");
+	s.series = series + 1;
 	int err = aq_gen_usage(a->aq, g.id, &u);
 	if (err == 0)
-		err = aq_gen_files(a->aq, g.id, &files, &nfiles);
-	if (err == 0)
-		err = aq_gen_shares(a->aq, g.id, &shares, &nshares);
+		err = admin_show_local(a, &g, &s);
 	if (err != 0) {
 		admin_err("show: cannot read the catalog: %s", strerror(-err));
-		free(files);
-		free(shares);
+		admin_show_free(&s);
 		return admin_exit_for(err);
 	}
-	char label[PATH_MAX + CAT_NAME_MAX + 2], path[PATH_MAX], s1[32], s2[32], s3[32], t[32];
-	admin_gen_label(a, &g, label, sizeof(label));
-	if (a->json) {
-		printf("{\"generation\": ");
-		admin_json_gen(a, &g, &u);
-		printf(",\n \"files\": [");
-		for (size_t i = 0; i < nfiles; i++) {
-			if (aq_path(a->aq, files[i].ino, path, sizeof(path)) != 0)
-				snprintf(path, sizeof(path), "?");
-			printf("%s\n  {\"path\": ", i ? "," : "");
-			admin_json_str(stdout, path);
-			printf(", \"size\": %" PRIu64 ", \"extents\": %" PRIu64 ", \"chunks\": %" PRIu64 "}",
-			       files[i].size, files[i].extents, files[i].chunks);
-		}
-		printf("%s],\n \"shares\": [", nfiles ? "\n " : "");
-		for (size_t i = 0; i < nshares; i++) {
-			struct cat_gen o;
-			printf("%s\n  {\"id\": %" PRIu64 ", \"generation\": ", i ? "," : "", shares[i].gen_id);
-			if (shares[i].gen_id && cat_gen_get_brief(a->cat, shares[i].gen_id, &o) == 0) {
-				admin_gen_label(a, &o, label, sizeof(label));
-				admin_json_str(stdout, label);
-			} else {
-				printf("null");
-			}
-			printf(", \"chunks\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", shares[i].chunks,
-			       shares[i].bytes);
-		}
-		printf("%s]}\n", nshares ? "\n " : "");
-	} else {
-		printf("generation %s (id %" PRIu64 ")\n", label, g.id);
-		bool durable;
-		printf("  step %" PRIu64 ", %s, version %u%s\n", g.step, admin_gen_state(a, &g, &durable),
-		       g.version, g.pinned ? ", pinned" : "");
-		printf("  created %s, committed %s, rule %s\n", admin_time(g.created_ns, t),
-		       admin_time(g.committed_ns, s3), g.rule[0] ? g.rule : "-");
-		printf("  %" PRIu64 " files, %s logical, %" PRIu64 " chunks (%s unique, dedup %.2fx)\n",
-		       g.files, admin_size(g.logical_bytes, s1), u.chunks, admin_size(u.unique_bytes, s2),
-		       admin_ratio(g.logical_bytes, u.unique_bytes));
-		printf("  held by it alone: %" PRIu64 " chunks, %s (%s stored)\n", u.exclusive_chunks,
-		       admin_size(u.exclusive_bytes, s1), admin_size(u.exclusive_stored, s2));
-		printf("\n  %12s %8s %8s  %s\n", "SIZE", "EXTENTS", "CHUNKS", "FILE");
-		for (size_t i = 0; i < nfiles; i++) {
-			if (aq_path(a->aq, files[i].ino, path, sizeof(path)) != 0)
-				snprintf(path, sizeof(path), "?");
-			printf("  %12" PRIu64 " %8" PRIu64 " %8" PRIu64 "  %s\n", files[i].size,
-			       files[i].extents, files[i].chunks, path);
-		}
-		printf("\n  shares with:%s\n", nshares ? "" : " no other generation");
-		for (size_t i = 0; i < nshares; i++) {
-			struct cat_gen o;
-			if (shares[i].gen_id && cat_gen_get_brief(a->cat, shares[i].gen_id, &o) == 0)
-				admin_gen_label(a, &o, label, sizeof(label));
-			else
-				snprintf(label, sizeof(label), "(files outside generations)");
-			printf("  %8" PRIu64 " chunks %10s  %s\n", shares[i].chunks,
-			       admin_size(shares[i].bytes, s1), label);
-		}
-	}
-	free(files);
-	free(shares);
+	admin_show_print(a, &s);
+	admin_show_free(&s);
 	return ADMIN_OK;
 }

@@ -1,10 +1,11 @@
-/* admin_shared — naming and listing generations on a node of a shared
- * catalog (-o meta=, docs/MULTINODE.md).
+/* admin_shared — naming, listing and showing generations on a node of a
+ * shared catalog (-o meta=, docs/MULTINODE.md).
  *
  * There the node's local catalog file holds no generations: they are in
  * PostgreSQL, which only the daemon reaches. So GEN is resolved, and list
- * answered, by the daemon (control verbs `gen` and `list`,
- * fs/lib/control_proto.h), and commit, pin, unpin and rm then send the id to
+ * and show answered, by the daemon (control verbs `gen`, `list` and `show`,
+ * fs/lib/control_proto.h), in the format admin_gen.c prints a lone
+ * catalog's in, and commit, pin, unpin and rm then send the id to
  * it as they do on a single node: the daemon runs the same catalog calls
  * (fs/gen.c), fenced by its lease. Without a daemon nothing here applies: a
  * shared catalog is never changed offline. */
@@ -42,6 +43,8 @@ bool admin_shared(struct admin *a)
 struct admin_sh_gen {
 	struct cat_gen g;
 	bool durable;
+	bool has_usage; /* a "usage" line came (list: ALONE and DEDUP, else "-") */
+	struct aq_gen_usage u;
 };
 
 struct admin_sh_series {
@@ -54,6 +57,8 @@ struct admin_sh_answer {
 	size_t n, cap;
 	struct admin_sh_series *s;
 	size_t ns, scap;
+	struct admin_show show; /* show's files and shares */
+	size_t fcap, scap2;
 	int err; /* -ENOMEM once a line could not be kept */
 };
 
@@ -63,6 +68,7 @@ static void admin_sh_free(struct admin_sh_answer *ans)
 		free(ans->s[i].path);
 	free(ans->s);
 	free(ans->v);
+	admin_show_free(&ans->show);
 	memset(ans, 0, sizeof(*ans));
 }
 
@@ -142,6 +148,106 @@ static void admin_sh_gen_add(struct admin_sh_answer *ans, const char *value)
 	ans->v[ans->n++] = e;
 }
 
+/* "ID EXTENTS CHUNKS UNIQUE_BYTES ALONE_CHUNKS ALONE_BYTES ALONE_STORED" */
+static void admin_sh_usage(struct admin_sh_answer *ans, const char *value)
+{
+	unsigned long long v[6];
+	struct admin_sh_gen *e = admin_sh_find(ans, value);
+	const char *rest = strchr(value, ' ');
+	if (!e || !rest ||
+	    sscanf(rest, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) !=
+		    6)
+		return;
+	e->u = (struct aq_gen_usage){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	e->has_usage = true;
+}
+
+/* "ID VERSION CREATED_NS ENDED_NS" */
+static void admin_sh_times(struct admin_sh_answer *ans, const char *value)
+{
+	unsigned long long id;
+	unsigned version;
+	long long created, ended;
+	struct admin_sh_gen *e = admin_sh_find(ans, value);
+	if (!e || sscanf(value, "%llu %u %lld %lld", &id, &version, &created, &ended) != 4)
+		return;
+	e->g.version = version;
+	e->g.created_ns = created;
+	e->g.ended_ns = ended;
+}
+
+/* Decodes the daemon's %XX escapes of a name into a malloc'd string. */
+static char *admin_sh_unescape(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned v;
+		if (*s == '%' && s[1] && s[2] && sscanf(s + 1, "%2x", &v) == 1 && v) {
+			*o++ = (char)v;
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* "SIZE EXTENTS CHUNKS PATH" */
+static void admin_sh_file(struct admin_sh_answer *ans, const char *value)
+{
+	unsigned long long size, extents, chunks;
+	int at = 0;
+	struct admin_show *s = &ans->show;
+	if (sscanf(value, "%llu %llu %llu %n", &size, &extents, &chunks, &at) != 3 || !at)
+		return;
+	if (s->nfiles == ans->fcap) {
+		size_t cap = ans->fcap ? ans->fcap * 2 : 16;
+		struct admin_show_file *v = realloc(s->files, cap * sizeof(*v));
+		if (!v) {
+			ans->err = -ENOMEM;
+			return;
+		}
+		s->files = v;
+		ans->fcap = cap;
+	}
+	char *path = admin_sh_unescape(value + at);
+	if (!path) {
+		ans->err = -ENOMEM;
+		return;
+	}
+	s->files[s->nfiles++] = (struct admin_show_file){ size, extents, chunks, path };
+}
+
+/* "ID CHUNKS BYTES LABEL" (LABEL "" for files outside generations) */
+static void admin_sh_share(struct admin_sh_answer *ans, const char *value)
+{
+	unsigned long long id, chunks, bytes;
+	int at = 0;
+	struct admin_show *s = &ans->show;
+	if (sscanf(value, "%llu %llu %llu%n", &id, &chunks, &bytes, &at) != 3 || !at)
+		return;
+	if (s->nshares == ans->scap2) {
+		size_t cap = ans->scap2 ? ans->scap2 * 2 : 16;
+		struct admin_show_share *v = realloc(s->shares, cap * sizeof(*v));
+		if (!v) {
+			ans->err = -ENOMEM;
+			return;
+		}
+		s->shares = v;
+		ans->scap2 = cap;
+	}
+	const char *label = value[at] == ' ' ? value + at + 1 : "";
+	char *l = label[0] ? admin_sh_unescape(label) : NULL;
+	if (label[0] && !l) {
+		ans->err = -ENOMEM;
+		return;
+	}
+	s->shares[s->nshares++] = (struct admin_show_share){ id, chunks, bytes, l };
+}
+
 static void admin_sh_data(void *arg, const char *key, const char *value)
 {
 	struct admin_sh_answer *ans = arg;
@@ -155,6 +261,14 @@ static void admin_sh_data(void *arg, const char *key, const char *value)
 		snprintf(e->g.rule, sizeof(e->g.rule), "%s", rest + 1);
 	else if (strcmp(key, "held") == 0 && rest && (e = admin_sh_find(ans, value)) != NULL)
 		snprintf(e->g.held, sizeof(e->g.held), "%s", rest + 1);
+	else if (strcmp(key, "usage") == 0)
+		admin_sh_usage(ans, value);
+	else if (strcmp(key, "times") == 0)
+		admin_sh_times(ans, value);
+	else if (strcmp(key, "file") == 0)
+		admin_sh_file(ans, value);
+	else if (strcmp(key, "share") == 0)
+		admin_sh_share(ans, value);
 }
 
 static const char *admin_sh_path(const struct admin_sh_answer *ans, uint64_t series)
@@ -220,27 +334,17 @@ int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, str
 	return rc;
 }
 
-/* ---- list ---- */
+/* ---- list and show ---- */
 
-static void admin_sh_json(const struct admin_sh_answer *ans, const struct admin_sh_gen *e)
+static const char *admin_sh_state_of(const struct admin_sh_gen *e)
 {
-	const struct cat_gen *g = &e->g;
-	const char *state = g->state == GEN_COMMITTED && e->durable ? "durable"
-								    : cat_gen_state_name(g->state);
-	printf("{\"id\": %" PRIu64 ", \"series\": ", g->id);
-	admin_json_str(stdout, admin_sh_path(ans, g->series) + 1);
-	printf(", \"name\": ");
-	admin_json_str(stdout, g->name);
-	printf(", \"step\": %" PRIu64 ", \"state\": \"%s\", \"durable\": %s, \"pinned\": %s"
-	       ", \"files\": %" PRIu64 ", \"logical_bytes\": %" PRIu64 ", \"committed_ns\": %" PRId64
-	       ", \"committed\": ",
-	       g->step, state, e->durable ? "true" : "false", g->pinned ? "true" : "false", g->files,
-	       g->logical_bytes, g->committed_ns);
-	admin_json_gen_end(g);
+	return e->g.state == GEN_COMMITTED && e->durable ? "durable"
+							 : cat_gen_state_name(e->g.state);
 }
 
-/* As admin_cmd_list, from the daemon: the columns that need the chunk
- * tables of the local catalog (ALONE, DEDUP) are "-" (not in --json). */
+/* As admin_cmd_list, from the daemon, which adds each generation's usage
+ * (ALONE, DEDUP) from the shared catalog (a daemon that sends none: "-",
+ * and no usage fields in --json). */
 int admin_shared_list(struct admin *a, const char *series_rel)
 {
 	char req[PATH_MAX * 3 + 32], esc[PATH_MAX * 3];
@@ -256,30 +360,52 @@ int admin_shared_list(struct admin *a, const char *series_rel)
 	if (a->json)
 		printf("[");
 	else
-		printf("%-20s %-24s %8s %-9s %3s %6s %10s %10s %6s %-19s %s\n", "SERIES", "NAME", "STEP",
-		       "STATE", "PIN", "FILES", "LOGICAL", "ALONE", "DEDUP", "COMMITTED", "RULE");
+		admin_list_header();
 	size_t shown = 0;
 	for (size_t i = 0; i < ans.n; i++) {
-		const struct cat_gen *g = &ans.v[i].g;
-		if (g->state == GEN_HELD && !a->all)
+		const struct admin_sh_gen *e = &ans.v[i];
+		if (e->g.state == GEN_HELD && !a->all)
 			continue; /* held: not shown, like in directory listings (list --all) */
+		const char *series = admin_sh_path(&ans, e->g.series);
+		const struct aq_gen_usage *u = e->has_usage ? &e->u : NULL;
 		if (a->json) {
 			printf("%s\n  ", shown++ ? "," : "");
-			admin_sh_json(&ans, &ans.v[i]);
+			admin_json_gen_obj(series + 1, &e->g, admin_sh_state_of(e), e->durable, u);
 			continue;
 		}
-		const char *series = admin_sh_path(&ans, g->series);
-		char s1[32], t[32];
-		printf("%-20s %-24s %8" PRIu64 " %-9s %3s %6" PRIu64 " %10s %10s %6s %-19s %s%s%s\n",
-		       series[1] ? series + 1 : "/", g->name, g->step,
-		       g->state == GEN_COMMITTED && ans.v[i].durable ? "durable"
-								 : cat_gen_state_name(g->state),
-		       g->pinned ? "yes" : "-", g->files, admin_size(g->logical_bytes, s1), "-", "-",
-		       admin_time(g->committed_ns, t), g->rule[0] ? g->rule : "-",
-		       g->state == GEN_HELD ? ": " : "", g->state == GEN_HELD ? g->held : "");
+		admin_list_row(series, &e->g, admin_sh_state_of(e), u);
 	}
 	if (a->json)
 		printf("%s]\n", shown ? "\n" : "");
 	admin_sh_free(&ans);
 	return ADMIN_OK;
+}
+
+/* As admin_cmd_show, from the daemon (control verb `show`). */
+int admin_shared_show(struct admin *a, const struct cat_gen *g)
+{
+	char req[64];
+	snprintf(req, sizeof(req), "show %" PRIu64, g->id);
+	struct admin_sh_answer ans = { 0 };
+	int rc = admin_sh_ask(a, "show", req, &ans);
+	struct admin_sh_gen *e = rc == ADMIN_OK ? admin_sh_find(&ans, req + 5) : NULL;
+	if (rc == ADMIN_OK && (!e || !e->has_usage)) {
+		admin_err("show: the daemon's answer has no generation %" PRIu64 " with its usage"
+			  " (a daemon older than this tool?)", g->id);
+		rc = ADMIN_PROBLEM;
+	}
+	if (rc == ADMIN_OK) {
+		char label[PATH_MAX + CAT_NAME_MAX + 2];
+		const char *series = admin_sh_path(&ans, e->g.series);
+		snprintf(label, sizeof(label), "%s%s%s", series + 1, series[1] ? "/" : "", e->g.name);
+		ans.show.g = &e->g;
+		ans.show.state = admin_sh_state_of(e);
+		ans.show.durable = e->durable;
+		ans.show.label = label;
+		ans.show.series = series + 1;
+		ans.show.u = &e->u;
+		admin_show_print(a, &ans.show);
+	}
+	admin_sh_free(&ans);
+	return rc;
 }

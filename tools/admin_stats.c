@@ -2,7 +2,9 @@
  * compression, generations, the write-back cache's use, dirty bytes, upload
  * queue and lag — all read from the catalog, so offline too) and, when the
  * daemon runs, its live counters (cache bounds and hit rates, fetches,
- * evictions, uploads, BACKING health). Three forms: "key value" lines (exact
+ * evictions, uploads, BACKING health). On a node of a shared catalog the
+ * daemon also sends the counts of files, bytes and generations from
+ * PostgreSQL, which the local file does not hold. Three forms: "key value" lines (exact
  * numbers, a human size after byte counts), --json, and --prometheus (text
  * exposition format for node_exporter's textfile collector). */
 #define _GNU_SOURCE
@@ -16,9 +18,27 @@
 
 static struct statset admin_stats_set;
 
+struct admin_stats_daemon {
+	struct statset *ss;
+	bool shared; /* the daemon sent its shared catalog's counts */
+};
+
 static void admin_stats_daemon(void *arg, const char *key, const char *value)
 {
-	statset_put(arg, key, value);
+	struct admin_stats_daemon *d = arg;
+	if (strcmp(key, "shared") == 0)
+		d->shared = true;
+	else
+		statset_put(d->ss, key, value);
+}
+
+/* The catalog's ratios again, from the counts a node of a shared catalog's
+ * daemon sent in place of the local file's (fs/control.c). */
+static void admin_stats_ratios(struct statset *ss)
+{
+	const uint64_t *v = ss->v;
+	ss->ratio[SS_DEDUP] = v[SS_UNIQUE] ? (double)v[SS_REFERENCED] / (double)v[SS_UNIQUE] : 0.0;
+	ss->ratio[SS_COMPRESSION] = v[SS_STORED] ? (double)v[SS_UNIQUE] / (double)v[SS_STORED] : 0.0;
 }
 
 int admin_cmd_stats(struct admin *a)
@@ -35,9 +55,12 @@ int admin_cmd_stats(struct admin *a)
 	}
 	if (a->daemon) {
 		char msg[512];
-		rc = admin_ctl(a, "stats", admin_stats_daemon, ss, msg, sizeof(msg));
+		struct admin_stats_daemon d = { ss, false };
+		rc = admin_ctl(a, "stats", admin_stats_daemon, &d, msg, sizeof(msg));
 		if (rc != 0)
 			fprintf(stderr, "ckptfs-admin: stats: no live counters from the daemon: %s\n", msg);
+		else if (d.shared)
+			admin_stats_ratios(ss);
 	}
 	statset_finish(ss);
 	const char *mode = a->daemon ? "online" : "offline";

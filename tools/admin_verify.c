@@ -7,7 +7,12 @@
  * Read-only: works mounted (the catalog is opened read-only; WAL readers do
  * not block the daemon) and offline alike. A copy the daemon removes while
  * verify runs (eviction, a deleted generation) is re-checked against the
- * catalog before it is reported. Exit 1 if anything is bad. */
+ * catalog before it is reported. Exit 1 if anything is bad.
+ *
+ * On a node of a shared catalog (-o meta=) the local catalog file holds
+ * this node's chunk rows (its cache and its uploads) and no namespace:
+ * verify checks those objects; verify GEN and check, which would read the
+ * namespace, refuse (exit 10) rather than report on an empty one. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -170,6 +175,13 @@ int admin_cmd_verify(struct admin *a)
 	struct aq_chunk *chunks = NULL;
 	size_t n = 0;
 	int rc = 0;
+	if (a->npos == 1 && admin_shared(a)) {
+		admin_err("verify GEN: %s is a node of a shared catalog: which chunks a generation"
+			  " names is in PostgreSQL, not in this node's catalog file; verify without"
+			  " GEN checks every chunk object this node holds or uploaded",
+			  a->mount[0] ? a->mount : a->cache);
+		return ADMIN_UNSUPPORTED;
+	}
 	if (a->npos == 1) {
 		struct cat_gen g;
 		int ec = admin_resolve_gen(a, a->pos[0], &g);
@@ -218,6 +230,13 @@ int admin_cmd_check(struct admin *a)
 	if (a->npos != 0) {
 		admin_err("check: takes no argument");
 		return ADMIN_USAGE;
+	}
+	if (admin_shared(a)) {
+		admin_err("check: %s is a node of a shared catalog: its namespace and generations"
+			  " are in PostgreSQL, which only the daemon reaches, and this node's catalog"
+			  " file holds its cache's rows alone; nothing was checked",
+			  a->mount[0] ? a->mount : a->cache);
+		return ADMIN_UNSUPPORTED;
 	}
 	int rc = cat_check(a->cat); /* with G1–G3 of the generations */
 	if (rc != 0) {

@@ -496,6 +496,26 @@ static void control_list(struct control *c, int fd, char **argv, int argc)
 		control_send(fd, "ok");
 }
 
+/* check: the daemon's catalog's invariants (cat_check: on a node of a
+ * shared catalog, PostgreSQL's N1, N2 and generations' and this node's
+ * cache rows), each violation a line of the daemon's log. Shared catalogs
+ * only: alone, the tool checks the catalog file itself. */
+static void control_check(struct control *c, int fd)
+{
+	if (!cat_is_shared(c->d.cat)) {
+		control_error(fd, ENOSYS, "not a node of a shared catalog: check the catalog file");
+		return;
+	}
+	int rc = cat_check(c->d.cat);
+	if (rc == -EUCLEAN)
+		control_error(fd, EUCLEAN, "the shared catalog has problems: each is a line of the"
+			      " daemon's log");
+	else if (rc != 0)
+		control_error(fd, -rc, "the check could not run (see the daemon's log)");
+	else
+		control_send(fd, "ok");
+}
+
 /* A change the catalog refused, named for the admin (control_proto.h). */
 static void control_change_error(int fd, int rc, const char *verb)
 {
@@ -877,6 +897,8 @@ static void control_serve(struct control *c, int fd)
 		control_list(c, fd, argv, argc);
 	else if (strcmp(argv[0], "show") == 0)
 		control_show(c, fd, argv, argc);
+	else if (strcmp(argv[0], "check") == 0)
+		control_check(c, fd);
 	else if (strcmp(argv[0], "rebuild") == 0)
 		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");

@@ -11,8 +11,10 @@
  *
  * On a node of a shared catalog (-o meta=) the local catalog file holds
  * this node's chunk rows (its cache and its uploads) and no namespace:
- * verify checks those objects; verify GEN and check, which would read the
- * namespace, refuse (exit 10) rather than report on an empty one. */
+ * verify checks those objects, and verify GEN, which would read the
+ * namespace, refuses (exit 10) rather than report on an empty one; check is
+ * run by the daemon (control verb check), on PostgreSQL's tables and the
+ * node's cache rows. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -231,15 +233,15 @@ int admin_cmd_check(struct admin *a)
 		admin_err("check: takes no argument");
 		return ADMIN_USAGE;
 	}
-	if (admin_shared(a)) {
-		admin_err("check: %s is a node of a shared catalog: its namespace and generations"
-			  " are in PostgreSQL, which only the daemon reaches, and this node's catalog"
-			  " file holds its cache's rows alone; nothing was checked",
-			  a->mount[0] ? a->mount : a->cache);
-		return ADMIN_UNSUPPORTED;
-	}
-	int rc = cat_check(a->cat); /* with G1–G3 of the generations */
-	if (rc != 0) {
+	int rc;
+	if (admin_shared(a)) { /* the daemon checks PostgreSQL's tables and its cache rows */
+		char msg[512] = "";
+		rc = admin_ctl(a, "check", NULL, NULL, msg, sizeof(msg));
+		if (rc != 0) {
+			admin_err("check: %s", rc > 0 ? msg : strerror(-rc));
+			return rc < 0 ? ADMIN_NO_DAEMON : ADMIN_PROBLEM;
+		}
+	} else if ((rc = cat_check(a->cat)) != 0) { /* with G1–G3 of the generations */
 		admin_err("check: the catalog has problems (see the lines above)");
 		return ADMIN_PROBLEM;
 	}

@@ -6,7 +6,8 @@
 # are files (as the previous version wrote them) still mounts and reads,
 # with nothing on BACKING to fall back on; a damaged row is never returned
 # (read again from BACKING, the log naming the chunk); eviction removes rows
-# and gives their space back, and evicted small files read back from BACKING.
+# and gives their space back, and evicted small files read back from BACKING;
+# ckptfs-admin gc collects a row no chunk names and keeps the others.
 . "$(dirname "$0")/lib.sh"
 
 ck_timeout test_eviction_removes_rows_and_evicted_small_files_read_back 240
@@ -167,6 +168,63 @@ EOF
 	[ "$size" -le $((80 * MiB)) ] || ck_fail "small.db holds $size bytes for a 64 MiB cache"
 	ck_mount
 	_same many
+	ck_umount
+	ck_objcheck
+}
+
+# _orphan_row SIZE — a row of small.db no chunk names (random hash and
+# bytes: gc never reads an image); prints its hash.
+_orphan_row() {
+	"$PY" - "$CK_CACHE/small.db" "$1" <<'EOF'
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=10)
+h = os.urandom(32)
+db.execute("INSERT INTO objects(hash, image) VALUES (?, ?)", (h, os.urandom(int(sys.argv[2]))))
+db.commit()
+print(h.hex())
+EOF
+}
+
+_has_row() { sqlite3 -batch "$CK_CACHE/small.db" "SELECT count(*) FROM objects WHERE hash = x'$1'"; }
+
+# _gc_cache ARGS... — ckptfs-admin --json gc ARGS; prints the cache side's
+# "objects orphans orphan_bytes removed freed_bytes".
+_gc_cache() {
+	local out
+	out=$("$CKPTFS_ADMIN" --json gc "$@" 2>&1) || ck_fail "ckptfs-admin gc $*: $out"
+	echo "$out" | "$PY" -c 'import json, sys
+c = json.load(sys.stdin)["cache"]
+print(c["objects"], c["orphans"], c["orphan_bytes"], c["removed"], c["freed_bytes"])'
+}
+
+# gc sees small.db's rows as it sees the cache's object files: an orphan row
+# (named by no chunk) is counted by a dry run and removed by --delete, with
+# its bytes; every row a chunk names is kept and reads back. The same
+# offline (--cache, no daemon).
+test_gc_collects_an_orphan_row_of_small_db_and_keeps_the_named_ones() {
+	ck_mount
+	_write_small "$CK_MNT/kept" 30 7
+	ck_wait_durable
+	local rows orphan
+	rows=$(_rows)
+	[ "$rows" -ge 20 ] || ck_fail "only $rows rows for 30 small files"
+	assert_eq 0 "$(_cache_object_files)" "object files in the cache"
+	orphan=$(_orphan_row 3000)
+	assert_eq "$((rows + 1)) 1 3000 0 0" "$(_gc_cache "$CK_MNT")" "gc dry run: the orphan row seen"
+	assert_eq 1 "$(_has_row "$orphan")" "a dry run removes nothing"
+	assert_eq "$((rows + 1)) 1 3000 1 3000" "$(_gc_cache --delete "$CK_MNT")" "gc --delete"
+	assert_eq 0 "$(_has_row "$orphan")" "the orphan row after gc --delete"
+	assert_eq "$rows" "$(_rows)" "rows a chunk names, after gc --delete"
+	assert_eq "$rows" "$(ck_sql 'SELECT count(*) FROM chunks WHERE cached = 1')" "rows against cached chunks"
+	assert_eq "$rows 0 0 0 0" "$(_gc_cache --delete "$CK_MNT")" "a second gc finds nothing"
+	_same kept
+	ck_umount
+	orphan=$(_orphan_row 5000)
+	assert_eq "$((rows + 1)) 1 5000 1 5000" "$(_gc_cache --delete --cache "$CK_CACHE")" "offline gc --delete"
+	assert_eq 0 "$(_has_row "$orphan")" "the orphan row after offline gc"
+	assert_eq "$rows" "$(_rows)" "rows after offline gc"
+	ck_mount
+	_same kept
 	ck_umount
 	ck_objcheck
 }

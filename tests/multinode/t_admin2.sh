@@ -7,7 +7,9 @@
 # shared generations whichever node wrote them (the daemon names GEN and runs
 # the catalog calls, fenced: a swept node refuses with EROFS); a node that
 # unmounts leaves open a save another live node still writes; rm -rf of a
-# generation's root ends it on every node.
+# generation's root ends it on every node. `show` and list's ALONE and DEDUP
+# on a node come from the shared catalog (the daemon's `show` and `list`),
+# as do stats' counts and check; gc leaves BACKING to the reclaim duty.
 . "$(dirname "$0")/mn.sh"
 
 # a2_state NAME: the shared row's state (0 open, 1 committed, 3 deleted, 4 held).
@@ -167,5 +169,126 @@ run step-2 2 deleted -" "$(a2_list A --all)" "list --all on A"
 	mn_umount A
 }
 ck_timeout test_rm_rf_of_a_save_ends_it_on_every_node 120
+
+# a2_json_check FILE PYTHON: runs the python assertions on the JSON in FILE
+# (bound to j), failing the case with their message.
+a2_json_check() {
+	local out
+	out=$("$PY" -c "import json, sys
+j = json.load(open(sys.argv[1]))
+$2" "$1" 2>&1) || ck_fail "$(echo "$out" | tail -n 3 | tr '\n' '|')"
+}
+
+# a2_show_files OUT: "SIZE PATH" of each file row of a show's text.
+a2_show_files() {
+	echo "$1" | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ && $4 ~ /^\// {
+		p = $4; for (i = 5; i <= NF; i++) p = p " " $i; print $1, p }'
+}
+
+# a2_norm FILE: a show --json without what may differ between two nodes'
+# reading moments (durable: an upload may finish in between).
+a2_norm() {
+	"$PY" -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ("state", "durable"):
+    j["generation"].pop(k)
+print(json.dumps(j, sort_keys=True))' "$1"
+}
+
+test_show_and_list_usage_on_a_node_come_from_the_shared_catalog() {
+	local out rc before
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	# step-1: written through A and B (a file in a directory B made, a name with a space)
+	mkdir "$MN_MNT_A/run/step-1"
+	mn_see B run/step-1
+	head -c 300000 /dev/urandom >"$CK_TMP/a.bin"
+	head -c 120000 /dev/urandom >"$CK_TMP/b.bin"
+	head -c 1000 /dev/urandom >"$CK_TMP/w.bin"
+	cp "$CK_TMP/a.bin" "$MN_MNT_A/run/step-1/a.bin"
+	mkdir "$MN_MNT_B/run/step-1/sub"
+	cp "$CK_TMP/b.bin" "$MN_MNT_B/run/step-1/sub/b.bin"
+	cp "$CK_TMP/w.bin" "$MN_MNT_A/run/step-1/two words.bin"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-1" || ck_fail "commit of step-1"
+	# step-2 on B: a copy of a.bin (shared with step-1) and a new file
+	mkdir "$MN_MNT_B/run/step-2"
+	cp "$CK_TMP/a.bin" "$MN_MNT_B/run/step-2/a.bin"
+	head -c 200000 /dev/urandom >"$CK_TMP/c.bin"
+	cp "$CK_TMP/c.bin" "$MN_MNT_B/run/step-2/c.bin"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-2" || ck_fail "commit of step-2"
+	# step-3 on A: one file twice (dedup 2x within it)
+	mkdir "$MN_MNT_A/run/step-3"
+	head -c 200000 /dev/urandom >"$CK_TMP/x.bin"
+	cp "$CK_TMP/x.bin" "$MN_MNT_A/run/step-3/x.bin"
+	cp "$CK_TMP/x.bin" "$MN_MNT_A/run/step-3/y.bin"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-3" || ck_fail "commit of step-3"
+
+	# show on B of step-1: every file of both nodes with its size
+	out=$("$CKPTFS_ADMIN" show "$MN_MNT_B" run/step-1 2>&1) || ck_fail "show on B: $out"
+	echo "$out" | grep -q '^  3 files, ' || ck_fail "show on B: not 3 files: $out"
+	assert_eq "1000 /run/step-1/two words.bin
+120000 /run/step-1/sub/b.bin
+300000 /run/step-1/a.bin" "$(a2_show_files "$out" | sort -n)" "show on B: files and sizes"
+	echo "$out" | grep -q 'chunks .* run/step-2$' || ck_fail "show on B: no share with run/step-2: $out"
+	"$CKPTFS_ADMIN" --json show "$MN_MNT_B" run/step-1 >"$CK_TMP/show.json" ||
+		ck_fail "show --json on B"
+	a2_json_check "$CK_TMP/show.json" '
+files = sorted((f["path"], f["size"]) for f in j["files"])
+assert files == [("/run/step-1/a.bin", 300000), ("/run/step-1/sub/b.bin", 120000),
+                 ("/run/step-1/two words.bin", 1000)], files
+g = j["generation"]
+assert g["files"] == 3 and g["logical_bytes"] == 421000, g
+assert g["unique_bytes"] == 421000 and g["exclusive_bytes"] == 121000, g
+assert g["version"] == 1 and g["created_ns"] > 0, g
+assert [(s["generation"], s["bytes"]) for s in j["shares"]] == [("run/step-2", 300000)], j["shares"]'
+	"$CKPTFS_ADMIN" --json show "$MN_MNT_A" run/step-1 >"$CK_TMP/showa.json" ||
+		ck_fail "show --json on A"
+	assert_eq "$(a2_norm "$CK_TMP/show.json")" "$(a2_norm "$CK_TMP/showa.json")" "show --json on A and on B"
+
+	# list on B: ALONE and DEDUP as worked out from what was written (random
+	# bytes are stored raw: ALONE is the plain bytes alone plus the headers)
+	"$CKPTFS_ADMIN" --json list "$MN_MNT_B" run >"$CK_TMP/list.json" || ck_fail "list --json on B"
+	a2_json_check "$CK_TMP/list.json" '
+g = {x["name"]: x for x in j}
+want = {"step-1": (421000, 421000, 121000), "step-2": (500000, 500000, 200000),
+        "step-3": (400000, 200000, 200000)}
+for name, (logical, unique, alone) in want.items():
+    x = g[name]
+    assert (x["logical_bytes"], x["unique_bytes"], x["exclusive_bytes"]) == (logical, unique, alone), x
+    assert alone <= x["stored_bytes"] <= alone + 64 * x["chunks"], x
+    assert abs(x["dedup_ratio"] - logical / unique) < 0.001, x'
+	out=$("$CKPTFS_ADMIN" list "$MN_MNT_B" run) || ck_fail "list on B: $out"
+	# columns: SERIES NAME STEP STATE PIN FILES LOGICAL(2) ALONE(2) DEDUP ...
+	echo "$out" | awk 'NR > 1 && $9 == "-" { bad = 1 } END { exit bad }' || ck_fail "ALONE shown as - on B: $out"
+	assert_eq "step-1 1.00x
+step-2 1.00x
+step-3 2.00x" "$(echo "$out" | awk 'NR > 1 { print $2, $11 }' | sort)" "DEDUP on B ($out)"
+	assert_eq "$(echo "$out" | awk 'NR > 1 { print $2, $9, $10, $11 }')" \
+		"$("$CKPTFS_ADMIN" list "$MN_MNT_A" run | awk 'NR > 1 { print $2, $9, $10, $11 }')" "ALONE on A and on B"
+
+	# stats: the shared catalog's counts; check runs on the daemon
+	out=$("$CKPTFS_ADMIN" --json stats "$MN_MNT_B") || ck_fail "stats on B: $out"
+	echo "$out" >"$CK_TMP/stats.json"
+	a2_json_check "$CK_TMP/stats.json" '
+assert j["files"] == 7, j
+assert j["logical_bytes"] == 421000 + 500000 + 400000, j'
+	out=$("$CKPTFS_ADMIN" check "$MN_MNT_B" 2>&1) || ck_fail "check on B: $out"
+	# verify GEN refuses, naming why
+	rc=0 && out=$("$CKPTFS_ADMIN" verify "$MN_MNT_B" run/step-1 2>&1) || rc=$?
+	assert_eq "10" "$rc" "verify GEN on a node ($out)"
+	case $out in *"shared catalog"*) ;; *) ck_fail "verify GEN does not say why: $out" ;; esac
+	# gc on B leaves BACKING's objects (the cluster's) alone
+	before=$(mn_objects)
+	out=$("$CKPTFS_ADMIN" gc --delete "$MN_MNT_B" 2>&1) || ck_fail "gc on B: $out"
+	case $out in *"BACKING"*"skipped"*) ;; *) ck_fail "gc on B does not skip BACKING: $out" ;; esac
+	assert_eq "$before" "$(mn_objects)" "objects on BACKING after gc on B"
+	assert_file_eq "$CK_TMP/b.bin" "$MN_MNT_A/run/step-1/sub/b.bin"
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_show_and_list_usage_on_a_node_come_from_the_shared_catalog 180
 
 ck_main "$@"

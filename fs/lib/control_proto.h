@@ -15,12 +15,17 @@
  *   commit               GEN_ID             gen_commit_explicit(rule "admin"); data state
  *   pin                  GEN_ID 0|1         gen_pin; data pinned
  *   rm                   GEN_ID [force]     gen_remove; -EBUSY for an OPEN one without force
- *   gc                   dry|run            orphan chunk objects in the cache, then on
- *                                           BACKING: "data cache|backing OBJECTS ORPHANS
- *                                           ORPHAN_BYTES REMOVED FREED_BYTES FAILED"
+ *   gc                   dry|run            orphan chunk objects in the cache (files and
+ *                                           small.db's rows), then on BACKING: "data
+ *                                           cache|backing OBJECTS ORPHANS ORPHAN_BYTES
+ *                                           REMOVED FREED_BYTES FAILED"; a node of a
+ *                                           shared catalog skips BACKING ("data
+ *                                           backing_skipped REASON")
  *   stats                -                  the daemon's live counters: memory chunk cache,
  *                                           disk cache hits/fetches/evictions, the bounds
- *                                           in force, uploader totals and health
+ *                                           in force, uploader totals and health; a node
+ *                                           of a shared catalog adds its catalog's counts
+ *                                           (inodes .. generations_held) and "data shared 1"
  *   rebuild              -                  EBUSY: a live catalog is never rebuilt
  *   durable              [GEN_ID]           "data gen ID STATE DURABLE(0|1) NAME" for GEN_ID
  *                                           (and "data held REASON") or for every live
@@ -32,9 +37,18 @@
  *                                           "data series INO PATH", "data generation ID STATE
  *                                           DURABLE PINNED STEP FILES LOGICAL COMMITTED_NS
  *                                           SERIES NAME", "data rule ID RULE", "data held ID
- *                                           REASON"
+ *                                           REASON", "data times ID VERSION CREATED_NS
+ *                                           ENDED_NS"
  *   list                 live|all [SERIES]  shared catalog only: those lines for each
- *                                           generation (live: OPEN, COMMITTED, HELD)
+ *                                           generation (live: OPEN, COMMITTED, HELD), then
+ *                                           "data usage ID EXTENTS CHUNKS UNIQUE_BYTES
+ *                                           ALONE_CHUNKS ALONE_BYTES ALONE_STORED" for each
+ *   show                 GEN_ID             shared catalog only: gen's lines and usage, then
+ *                                           "data file SIZE EXTENTS CHUNKS PATH" and "data
+ *                                           share ID CHUNKS BYTES LABEL" (PATH, LABEL
+ *                                           %XX-escaped: control bytes, '%')
+ *   check                -                  shared catalog only: cat_check of the daemon's
+ *                                           catalog; EUCLEAN if it found problems (logged)
  *
  * wait needs no verb alone: durability is in the catalog (cat_gen_durable), which
  * the tool polls read-only; on a node of a shared catalog, whose local
@@ -44,7 +58,8 @@
  * generation without force (or files of it open for writing, or pinned),
  * EROFS a node of a shared catalog that was fenced (swept: read-only),
  * ENODATA a lost generation, EPERM peer not allowed, EINVAL bad request,
- * ENOSYS verb not available in this daemon (gen and list alone). commit, pin
+ * ENOSYS verb not available in this daemon (gen, list, show, check alone),
+ * EUCLEAN the check found problems. commit, pin
  * and rm take the id that gen answers on a node of a shared catalog, and run
  * there the catalog calls they run alone (gen.c), on PostgreSQL. */
 #ifndef CKPTFS_CONTROL_PROTO_H

@@ -11,7 +11,8 @@
  *
  * On a node of a shared catalog (-o meta=) the local catalog file holds
  * this node's chunk rows (its cache and its uploads) and no namespace:
- * verify checks those objects, and verify GEN, which would read the
+ * verify checks those objects (their local counts are 0 there: references
+ * are PostgreSQL's, so a count of 0 does not skip one), and verify GEN, which would read the
  * namespace, refuses (exit 10) rather than report on an empty one; check is
  * run by the daemon (control verb check), on PostgreSQL's tables and the
  * node's cache rows. */
@@ -65,6 +66,9 @@ struct admin_verify {
 	char *buf;
 	size_t cap;
 	bool first_bad;
+	/* a node of a shared catalog: its local rows count no references (those
+	 * are PostgreSQL's), so a row at count 0 is verified, not skipped */
+	bool shared;
 };
 
 static void admin_verify_report(struct admin_verify *v, const uint8_t hash[CAT_HASH_LEN],
@@ -125,7 +129,7 @@ static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH
 	if (rc == -ENOMEM)
 		return rc;
 	struct cat_chunk_where w;
-	if (cat_chunk_where(v->a->cat, hash, &w) != 0 || w.refcount == 0 ||
+	if (cat_chunk_where(v->a->cat, hash, &w) != 0 || (w.refcount == 0 && !v->shared) ||
 	    (where == ADMIN_IN_CACHE ? !w.cached : !w.uploaded))
 		return 1; /* gone or moved meanwhile: nothing to report */
 	v->bad++;
@@ -141,7 +145,8 @@ static int admin_verify_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_
 	struct admin_verify *v = arg;
 	admin_progress("verify", ++v->done, v->total);
 	struct cat_chunk_where w;
-	if (stored_len < 0 || refcount == 0 || cat_chunk_where(v->a->cat, hash, &w) != 0) {
+	if (stored_len < 0 || (refcount == 0 && !v->shared) ||
+	    cat_chunk_where(v->a->cat, hash, &w) != 0) {
 		v->skipped++; /* being written, or about to go */
 		return 0;
 	}
@@ -173,7 +178,7 @@ int admin_cmd_verify(struct admin *a)
 		admin_err("verify: expected at most one GEN");
 		return ADMIN_USAGE;
 	}
-	struct admin_verify v = { .a = a, .first_bad = true };
+	struct admin_verify v = { .a = a, .first_bad = true, .shared = admin_shared(a) };
 	struct aq_chunk *chunks = NULL;
 	size_t n = 0;
 	int rc = 0;

@@ -276,6 +276,11 @@ step-3 2.00x" "$(echo "$out" | awk 'NR > 1 { print $2, $11 }' | sort)" "DEDUP on
 assert j["files"] == 7, j
 assert j["logical_bytes"] == 421000 + 500000 + 400000, j'
 	out=$("$CKPTFS_ADMIN" check "$MN_MNT_B" 2>&1) || ck_fail "check on B: $out"
+	# verify checks the objects B holds (its rows count no references there)
+	out=$("$CKPTFS_ADMIN" --json verify "$MN_MNT_B" 2>&1) || ck_fail "verify on B: $out"
+	echo "$out" >"$CK_TMP/verify.json"
+	a2_json_check "$CK_TMP/verify.json" '
+assert j["chunks_bad"] == 0 and j["chunks_ok"] >= 2 and j["cache_copies_ok"] >= 2, j'
 	# verify GEN refuses, naming why
 	rc=0 && out=$("$CKPTFS_ADMIN" verify "$MN_MNT_B" run/step-1 2>&1) || rc=$?
 	assert_eq "10" "$rc" "verify GEN on a node ($out)"

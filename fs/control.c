@@ -295,9 +295,9 @@ struct control_usages {
 	size_t n, next;
 };
 
-/* Rows come by id, as d->ids do (cat_gen_list orders by series, then id, so
- * the ids are sorted first): every described generation gets a line, zeros
- * for one that names no chunk. */
+/* The rows come ordered by id and control_send_usage sorted the ids: the
+ * two are merged, so every described generation gets one line, zeros for
+ * one that names no chunk (it has no row). */
 static int control_usage_cb(void *arg, uint64_t gen_id, const struct aq_gen_usage *u)
 {
 	struct control_usages *us = arg;

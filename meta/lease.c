@@ -134,8 +134,10 @@ int lease_fence(struct lease *l)
 
 int lease_fenced(const PGresult *res)
 {
-	if (pg_rows(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
+	if (pg_rows(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0)) {
+		log_error("catalog: a fenced statement returned no fence column (lease.h L5)");
 		return -EIO;
+	}
 	return PQgetvalue(res, 0, 0)[0] == 't' ? 0 : -ESTALE;
 }
 

@@ -22,18 +22,6 @@
  *      N waits for that transaction to end: either the transaction committed
  *      while N was live, or N is expired and it did nothing. There is no
  *      window in which both happen.
- *  L5. A fenced change of one statement carries its fence itself and runs
- *      as its own transaction (pg_read, pg.h P5): one round trip, not BEGIN,
- *      lease_fence, the statement and COMMIT. It names the fence as the WITH
- *      query LEASE_FENCE_WITH(node) (N's live row, FOR SHARE), conditions
- *      each of its writes on LEASE_LIVE, and returns at least one row, whose
- *      column 0 is LEASE_LIVE; lease_fenced() reads that. The row lock lasts
- *      to the statement's end, which is its transaction's end, so L2 holds as
- *      with lease_fence: a sweep that would expire N waits for the statement,
- *      or the statement finds the row expired (READ COMMITTED re-checks a
- *      row it waited for), writes nothing and returns false (-ESTALE).
- *      lease_f is read twice (a write's condition, column 0), so PostgreSQL
- *      materializes it: one lock, one answer for both.
  *  L3. A cluster duty (keep-latest-k, chunk reclaim) is held by at most one
  *      live node at a time: lease_duty_take() succeeds for its holder, when
  *      the previous holder's term ran out, or when that holder is no longer
@@ -46,6 +34,18 @@
  *      the daemon sweeps only after renewing without a gap for a whole term
  *      (fs/leasekeep.c), so after PostgreSQL was away for any length of
  *      time every node renews before any is swept.
+ *  L5. A fenced change of one statement carries its fence itself and runs
+ *      as its own transaction (pg_read, pg.h P5): one round trip, not BEGIN,
+ *      lease_fence, the statement and COMMIT. It names the fence as the WITH
+ *      query LEASE_FENCE_WITH(node) (N's live row, FOR SHARE), conditions
+ *      each of its writes on LEASE_LIVE, and returns at least one row, whose
+ *      column 0 is LEASE_LIVE; lease_fenced() reads that. The row lock lasts
+ *      to the statement's end, which is its transaction's end, so L2 holds as
+ *      with lease_fence: a sweep that would expire N waits for the statement,
+ *      or the statement finds the row expired (READ COMMITTED re-checks a
+ *      row it waited for), writes nothing and returns false (-ESTALE).
+ *      lease_f is read twice (a write's condition, column 0), so PostgreSQL
+ *      materializes it: one lock, one answer for both.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except

@@ -1,4 +1,4 @@
-/* lease — node leases, fencing and cluster duties; see lease.h (L1-L3). */
+/* lease — node leases, fencing and cluster duties; see lease.h (L1-L5). */
 #define _GNU_SOURCE
 #include "lease.h"
 
@@ -130,6 +130,15 @@ static int lease_fence_by(struct lease *l, int stmt)
 int lease_fence(struct lease *l)
 {
 	return lease_fence_by(l, LS_FENCE);
+}
+
+int lease_fenced(const PGresult *res)
+{
+	if (pg_rows(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0)) {
+		log_error("catalog: a fenced statement returned no fence column (lease.h L5)");
+		return -EIO;
+	}
+	return PQgetvalue(res, 0, 0)[0] == 't' ? 0 : -ESTALE;
 }
 
 static int lease_body(struct pg *pg, void *arg)

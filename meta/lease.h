@@ -16,7 +16,8 @@
  *      been slow. Once swept, a renewal fails (-ESTALE) for good: a
  *      partitioned node that was given up cannot come back by renewing.
  *  L2. Fencing: a transaction of node N that changes shared state first calls
- *      lease_fence(N) inside that transaction. It succeeds only while N's row
+ *      lease_fence(N) inside that transaction (or, of one statement, carries
+ *      the fence in that statement: L5). It succeeds only while N's row
  *      is live, and it holds the row FOR SHARE, so a sweep that would expire
  *      N waits for that transaction to end: either the transaction committed
  *      while N was live, or N is expired and it did nothing. There is no
@@ -33,10 +34,31 @@
  *      the daemon sweeps only after renewing without a gap for a whole term
  *      (fs/leasekeep.c), so after PostgreSQL was away for any length of
  *      time every node renews before any is swept.
+ *  L5. A fenced change of one statement carries its fence itself and runs
+ *      as its own transaction (pg_read, pg.h P5): one round trip, not BEGIN,
+ *      lease_fence, the statement and COMMIT. It names the fence as the WITH
+ *      query LEASE_FENCE_WITH(node) (N's live row, FOR SHARE), conditions
+ *      each of its writes on LEASE_LIVE, and returns at least one row, whose
+ *      column 0 is LEASE_LIVE; lease_fenced() reads that. The row lock lasts
+ *      to the statement's end, which is its transaction's end, so L2 holds as
+ *      with lease_fence: a sweep that would expire N waits for the statement,
+ *      or the statement finds the row expired (READ COMMITTED re-checks a
+ *      row it waited for), writes nothing and returns false (-ESTALE).
+ *      lease_f is read twice (a write's condition, column 0), so PostgreSQL
+ *      materializes it: one lock, one answer for both.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except
- * lease_fence, which runs inside the caller's (from a pg_txn body). */
+ * lease_fence, which runs inside the caller's (from a pg_txn body).
+ * L5's form (a SELECT .. FOR SHARE as a WITH query beside data-modifying
+ * ones) is PostgreSQL's; YugabyteDB's YSQL (PostgreSQL 11's grammar, where a
+ * WITH query is always materialized) accepts row locks and data-modifying
+ * WITH queries alike; CockroachDB accepts FOR SHARE (v23.2 on; under its
+ * default SERIALIZABLE the shared lock is off unless
+ * enable_shared_locking_for_serializable, and serializability orders the
+ * statement against the sweep's write of the same row instead: one of them
+ * is retried, 40001, pg.h P2). No MATERIALIZED keyword (PostgreSQL 12 on):
+ * reading lease_f twice does its work. Not run against either here. */
 #ifndef CKPTFS_LEASE_H
 #define CKPTFS_LEASE_H
 
@@ -74,6 +96,18 @@ int lease_renew(struct lease *l);
 /* Inside a pg_txn body of this node: 0 if the node is live (not swept),
  * -ESTALE if not (L2). */
 int lease_fence(struct lease *l);
+
+/* L5: the fence of a one-statement change, as a WITH query (lease_f) of
+ * node parameter p, and the condition its writes and its column 0 take. */
+#define LEASE_FENCE_WITH(p)                                                             \
+	"lease_f AS (SELECT id FROM ckpt_nodes WHERE id = CAST(" p " AS BIGINT)"        \
+	" AND state = 'live' FOR SHARE)"
+#define LEASE_LIVE "EXISTS (SELECT 1 FROM lease_f)"
+
+/* The fence's answer in the result of an L5 statement: 0 if the node was
+ * live (its writes happened), -ESTALE if not (it wrote nothing), -EIO for
+ * a result without the column (a statement not written to L5). */
+int lease_fenced(const PGresult *res);
 
 /* Marks expired every live node whose lease ran out; their ids in ids[0..*n)
  * (at most max). The caller then holds their open generations. */

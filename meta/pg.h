@@ -26,13 +26,15 @@
  *      common snapshot (the connection runs READ COMMITTED, where a
  *      transaction's statements each take their own snapshot anyway) and
  *      take no row lock meant to outlive their statement — or for one
- *      statement that writes, which is then its own whole transaction. The
- *      retry of P2 applies as to pg_txn.
+ *      statement that writes, which is then its own whole transaction, its
+ *      row locks held to its end (a fenced one: lease.h L5). The retry of P2
+ *      applies as to pg_txn.
  *
  * SQL stays within what PostgreSQL-compatible distributed databases also
  * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):
  * clock_timestamp(), INSERT .. ON CONFLICT, UPDATE .. RETURNING, SELECT .. FOR
- * SHARE, and retried serialization failures (docs/MULTINODE.md).
+ * SHARE (also as a WITH query beside data-modifying ones, lease.h L5), and
+ * retried serialization failures (docs/MULTINODE.md).
  *
  * Calls return 0 or a negative errno:
  *   -EINVAL     a URL that is not postgresql:// or postgres://

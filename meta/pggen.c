@@ -18,9 +18,7 @@ enum {
 	G_GEN_INSERT,
 	G_INODE_SET_GEN,
 	G_GEN_OF,
-	G_GEN_SHARE,
-	G_WRITING_ADD,
-	G_WRITING_DEL,
+	G_WRITING,
 	G_GEN_LOCK,
 	G_WRITERS,
 	G_COMMIT,
@@ -112,11 +110,21 @@ const struct pg_stmt pggen_stmts[] = {
 			   6 },
 	[G_INODE_SET_GEN] = { "gen_inode_set", "UPDATE ns_inodes SET gen = $2 WHERE ino = $1", 2 },
 	[G_GEN_OF] = { "gen_of", "SELECT gen FROM ns_inodes WHERE ino = $1", 1 },
-	/* X1: an open for writing holds the row against a commit's change */
-	[G_GEN_SHARE] = { "gen_share", "SELECT state FROM ns_generations WHERE id = $1 FOR SHARE", 1 },
-	[G_WRITING_ADD] = { "gen_writing_add",
-			    "INSERT INTO ns_writing(node, ino) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2 },
-	[G_WRITING_DEL] = { "gen_writing_del", "DELETE FROM ns_writing WHERE node = $1 AND ino = $2", 2 },
+	/* Node $1 opens inode $2 for writing ($3 true) or closed its last
+	 * writer, fenced in the statement (lease.h L5). X1: an open holds its
+	 * generation's row FOR SHARE against a commit's change, to its end.
+	 * Columns: the fence, whether the inode exists (nothing is written if
+	 * not), the generation's state on an open (NULL: none) */
+	[G_WRITING] = { "gen_writing",
+			"WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT gen FROM ns_inodes WHERE ino = $2),"
+			" g AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
+			" AND $3::boolean AND " LEASE_LIVE " FOR SHARE),"
+			" a AS (INSERT INTO ns_writing(node, ino) SELECT $1, $2 WHERE $3::boolean"
+			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i) ON CONFLICT DO NOTHING),"
+			" d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2 AND NOT $3::boolean"
+			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i))"
+			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i), (SELECT state FROM g)",
+			3 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
 	/* X1: every writer counts, also one of a node whose lease ran out and
@@ -539,31 +547,26 @@ static int pggen_writing_body(struct pg *pg, void *arg)
 	(void)pg;
 	struct pggen_call *c = arg;
 	struct pgns *ns = c->ns;
-	int rc = lease_fence(ns->lease);
-	uint64_t gen = 0;
-	if (rc == 0)
-		rc = pggen_of(ns, c->ino, &gen);
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, c->ino),
+				 c->open ? "true" : "false" };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_WRITING, params, &res);
 	if (rc)
 		return rc;
-	c->state = -1;
-	char g[24], node[24], i[24];
-	if (gen && c->open) {
-		const char *params[] = { PG_U64(g, gen) };
-		PGresult *res;
-		rc = pggen_exec(ns, G_GEN_SHARE, params, &res); /* X1 */
-		if (rc)
-			return rc;
-		c->state = pg_rows(res) == 1 ? (int)pg_int(res, 0, 0) : -1;
-		PQclear(res);
-	}
-	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, c->ino) };
-	return pggen_exec(ns, c->open ? G_WRITING_ADD : G_WRITING_DEL, params, NULL);
+	rc = lease_fenced(res);
+	if (rc == 0 && PQgetvalue(res, 0, 1)[0] != 't')
+		rc = -ENOENT;
+	c->state = rc == 0 && !PQgetisnull(res, 0, 2) ? (int)pg_int(res, 0, 2) : -1;
+	PQclear(res);
+	return rc;
 }
 
+/* One statement, its fence in it (lease.h L5): one round trip. */
 int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino, .open = open };
-	int rc = pg_txn(ns->pg, pggen_writing_body, &c);
+	int rc = pg_read(ns->pg, pggen_writing_body, &c);
 	if (gen_state)
 		*gen_state = rc == 0 ? c.state : -1;
 	return rc;

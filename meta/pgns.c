@@ -143,31 +143,39 @@ const struct pg_stmt pgns_stmts[] = {
 			 " FROM ns_extents e JOIN ns_chunks c ON c.hash = e.hash"
 			 " WHERE e.ino = $1 AND e.off + e.len > $2 ORDER BY e.off LIMIT $3",
 			 3 },
-	/* a chunk being reclaimed is not marked: its object is going (N3) */
+	/* a chunk being reclaimed is not marked: its object is going (N3);
+	 * fenced by node $2 in the statement (lease.h L5), then how many */
 	[NS_UPLOADED] = { "ns_uploaded",
-			  "UPDATE ns_chunks SET uploaded = true WHERE hash = decode($1, 'hex')"
-			  " AND state = 'live'",
-			  1 },
+			  "WITH " LEASE_FENCE_WITH("$2") ", u AS (UPDATE ns_chunks SET uploaded = true"
+			  " WHERE hash = decode($1, 'hex') AND state = 'live' AND " LEASE_LIVE
+			  " RETURNING 1) SELECT " LEASE_LIVE ", (SELECT count(*) FROM u)",
+			  2 },
 	[NS_INODE_DELETE] = { "ns_inode_delete",
 			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 RETURNING ino", 1 },
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
-	 * (READ COMMITTED), so a chunk that just got a reference is skipped */
+	 * (READ COMMITTED), so a chunk that just got a reference is skipped.
+	 * Fenced by node $1 in the statement (lease.h L5): the rows after the
+	 * fence's column, one row of NULLs if there are none */
 	[NS_RECLAIM_BEGIN] = { "ns_reclaim_begin",
-			       "UPDATE ns_chunks SET state = 'reclaiming', reclaimer = $1"
+			       "WITH " LEASE_FENCE_WITH("$1") ", r AS (UPDATE ns_chunks SET"
+			       " state = 'reclaiming', reclaimer = $1"
 			       " WHERE refcount = 0 AND pins = 0 AND hash IN (SELECT c.hash FROM ns_chunks c"
 			       " WHERE c.refcount = 0 AND c.pins = 0 AND (c.state = 'live' OR"
 			       " c.reclaimer = $1 OR NOT EXISTS"
 			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))"
-			       " LIMIT $2) RETURNING encode(hash, 'hex'), uploaded",
+			       " LIMIT $2) AND " LEASE_LIVE " RETURNING encode(hash, 'hex') AS h, uploaded)"
+			       " SELECT " LEASE_LIVE ", r.h, r.uploaded FROM (SELECT 1) AS one"
+			       " LEFT JOIN r ON true",
 			       2 },
 	/* N7: the claims of the hashes whose objects the reclaim removed go
-	 * with their rows, in the same statement */
+	 * with their rows, in the same statement; fenced by node $2 in it (L5) */
 	[NS_RECLAIM_END] = { "ns_reclaim_end",
-			     "WITH r AS (DELETE FROM ns_chunks WHERE hash IN (SELECT decode(h, 'hex') FROM"
-			     " unnest($1::text[]) AS t(h)) AND state = 'reclaiming' AND refcount = 0)"
-			     " DELETE FROM ns_upload_claims WHERE hash IN (SELECT decode(h, 'hex') FROM"
-			     " unnest($1::text[]) AS t(h))",
-			     1 },
+			     "WITH " LEASE_FENCE_WITH("$2") ", r AS (DELETE FROM ns_chunks WHERE hash IN"
+			     " (SELECT decode(h, 'hex') FROM unnest($1::text[]) AS t(h))"
+			     " AND state = 'reclaiming' AND refcount = 0 AND " LEASE_LIVE "),"
+			     " k AS (DELETE FROM ns_upload_claims WHERE hash IN (SELECT decode(h, 'hex')"
+			     " FROM unnest($1::text[]) AS t(h)) AND " LEASE_LIVE ") SELECT " LEASE_LIVE,
+			     2 },
 	[NS_CHUNK_GET] = { "ns_chunk_get",
 			   "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
 			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
@@ -235,16 +243,20 @@ const struct pg_stmt pgns_stmts[] = {
 			       3 },
 	/* N7: every live row among $1, and whether it is (now) marked: one on
 	 * BACKING already, or one node $2 holds a claim of (consumed here); a
-	 * live row without either is left not uploaded (ok false) */
+	 * live row without either is left not uploaded (ok false). Fenced by
+	 * node $2 in the statement (lease.h L5): the rows after the fence's
+	 * column, one row of NULLs if there are none (pgns_marks) */
 	[NS_UPLOADED_MANY] = { "ns_uploaded_many",
-			       "WITH l AS (SELECT c.hash, c.uploaded OR EXISTS (SELECT 1 FROM"
-			       " ns_upload_claims k WHERE k.hash = c.hash AND k.node = $2::bigint) AS ok"
-			       " FROM ns_chunks c WHERE c.hash IN (SELECT decode(h, 'hex') FROM"
-			       " unnest($1::text[]) AS t(h)) AND c.state = 'live' FOR UPDATE OF c),"
+			       "WITH " LEASE_FENCE_WITH("$2") ", l AS (SELECT c.hash, c.uploaded OR"
+			       " EXISTS (SELECT 1 FROM ns_upload_claims k WHERE k.hash = c.hash"
+			       " AND k.node = $2::bigint) AS ok FROM ns_chunks c WHERE c.hash IN"
+			       " (SELECT decode(h, 'hex') FROM unnest($1::text[]) AS t(h))"
+			       " AND c.state = 'live' AND " LEASE_LIVE " FOR UPDATE OF c),"
 			       " m AS (UPDATE ns_chunks c SET uploaded = true FROM l WHERE c.hash = l.hash"
 			       " AND l.ok RETURNING c.hash), d AS (DELETE FROM ns_upload_claims k USING m"
 			       " WHERE k.hash = m.hash AND k.node = $2::bigint)"
-			       " SELECT encode(hash, 'hex'), ok FROM l",
+			       " SELECT " LEASE_LIVE ", encode(l.hash, 'hex'), l.ok FROM (SELECT 1) AS one"
+			       " LEFT JOIN l ON true",
 			       2 },
 	[NS_CHUNKS_INFO] = { "ns_chunks_info",
 			     "SELECT encode(hash, 'hex'), plain_len, codec, stored_len, uploaded,"
@@ -264,18 +276,22 @@ const struct pg_stmt pgns_stmts[] = {
 		     " WHERE node = $1 AND ino = $2) l WHERE c.hash = l.hash AND c.state = 'live'"
 		     " RETURNING c.hash) INSERT INTO ns_pins(node, ino, hash) SELECT $1, $2, hash FROM p",
 		     3 },
+	/* NS_UNPIN, NS_UNPIN_LOST, NS_UNPIN_CLAIMS: fenced by node $1 in the
+	 * statement (lease.h L5) */
 	[NS_UNPIN] = { "ns_unpin",
-		       "WITH d AS (DELETE FROM ns_pins WHERE node = $1 AND ino = $2 RETURNING hash)"
-		       " UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash",
+		       "WITH " LEASE_FENCE_WITH("$1") ", d AS (DELETE FROM ns_pins WHERE node = $1"
+		       " AND ino = $2 AND " LEASE_LIVE " RETURNING hash), u AS (UPDATE ns_chunks c"
+		       " SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash) SELECT " LEASE_LIVE,
 		       2 },
 	[NS_UNPIN_LOST] = { "ns_unpin_lost",
-			    "WITH k AS (DELETE FROM ns_upload_claims k WHERE NOT EXISTS (SELECT 1 FROM"
-			    " ckpt_nodes n WHERE n.id = k.node AND n.state = 'live')),"
+			    "WITH " LEASE_FENCE_WITH("$1") ", k AS (DELETE FROM ns_upload_claims k"
+			    " WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = k.node"
+			    " AND n.state = 'live') AND " LEASE_LIVE "),"
 			    " d AS (DELETE FROM ns_pins p WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
-			    " WHERE n.id = p.node AND n.state = 'live') RETURNING hash), g AS (SELECT hash,"
-			    " count(*) AS n FROM d GROUP BY hash) UPDATE ns_chunks c SET pins = c.pins - g.n"
-			    " FROM g WHERE c.hash = g.hash",
-			    0 },
+			    " WHERE n.id = p.node AND n.state = 'live') AND " LEASE_LIVE " RETURNING hash),"
+			    " g AS (SELECT hash, count(*) AS n FROM d GROUP BY hash), u AS (UPDATE ns_chunks c"
+			    " SET pins = c.pins - g.n FROM g WHERE c.hash = g.hash) SELECT " LEASE_LIVE,
+			    1 },
 	/* N7: node $2 claims each hash of $1 (a writer of the node names it)
 	 * and $3 (none does) before it writes the object, unless the store has
 	 * it live and on BACKING already, or (one of $3) has no live row to
@@ -294,10 +310,12 @@ const struct pg_stmt pgns_stmts[] = {
 	/* NS_UNPIN, and node $1's claims of the hashes of $3 go (N7: of no
 	 * more use to it) */
 	[NS_UNPIN_CLAIMS] = { "ns_unpin_claims",
-			      "WITH k AS (DELETE FROM ns_upload_claims WHERE node = $1 AND hash IN"
-			      " (SELECT decode(h, 'hex') FROM unnest($3::text[]) AS t(h))),"
-			      " d AS (DELETE FROM ns_pins WHERE node = $1 AND ino = $2 RETURNING hash)"
-			      " UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash",
+			      "WITH " LEASE_FENCE_WITH("$1") ", k AS (DELETE FROM ns_upload_claims"
+			      " WHERE node = $1 AND hash IN (SELECT decode(h, 'hex') FROM"
+			      " unnest($3::text[]) AS t(h)) AND " LEASE_LIVE "), d AS (DELETE FROM ns_pins"
+			      " WHERE node = $1 AND ino = $2 AND " LEASE_LIVE " RETURNING hash),"
+			      " u AS (UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash)"
+			      " SELECT " LEASE_LIVE,
 			      3 },
 };
 const size_t pgns_nstmts = NS_COUNT;
@@ -866,12 +884,14 @@ static int pgns_marks(PGresult *res, const uint8_t (*hashes)[CAT_HASH_LEN], size
 	memset(marked, 0, n * sizeof(*marked));
 	if (refused)
 		memset(refused, 0, n * sizeof(*refused));
-	int rc = 0;
+	int rc = lease_fenced(res);
 	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		if (PQgetisnull(res, r, 1))
+			continue; /* the row of a statement that found no live row */
 		uint8_t h[CAT_HASH_LEN];
-		rc = pgns_unhex(PQgetvalue(res, r, 0), h);
+		rc = pgns_unhex(PQgetvalue(res, r, 1), h);
 		ssize_t i = rc ? -1 : pgns_hash_index(hashes[0], CAT_HASH_LEN, n, h);
-		bool ok = PQgetvalue(res, r, 1)[0] == 't';
+		bool ok = PQgetvalue(res, r, 2)[0] == 't';
 		if (i >= 0 && ok)
 			marked[i] = true;
 		else if (i >= 0 && refused)
@@ -1075,7 +1095,6 @@ int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent 
 struct pgns_one_call {
 	struct pgns *ns;
 	int stmt;
-	bool fence;
 	const char *const *params;
 	PGresult *res;
 };
@@ -1084,19 +1103,22 @@ static int pgns_one_body(struct pg *pg, void *arg)
 {
 	(void)pg;
 	struct pgns_one_call *c = arg;
-	int rc = c->fence ? lease_fence(c->ns->lease) : 0;
 	PQclear(c->res);
 	c->res = NULL;
-	return rc ? rc : pgns_exec(c->ns, c->stmt, c->params, &c->res);
+	return pgns_exec(c->ns, c->stmt, c->params, &c->res);
 }
 
-/* Runs one statement in its own transaction; *res (if not NULL) keeps its
- * rows. Unfenced, the statement alone is the transaction (pg.h P5: one round
- * trip); fenced, the fence's row lock must hold until it commits. */
-static int pgns_one(struct pgns *ns, int stmt, bool fence, const char *const *params, PGresult **res)
+/* Runs one statement as its own transaction (pg.h P5: one round trip); *res
+ * (if not NULL) keeps its rows. fenced: the statement carries the node's
+ * fence (lease.h L5), and a node swept gets -ESTALE, its statement having
+ * written nothing. */
+static int pgns_one(struct pgns *ns, int stmt, bool fenced, const char *const *params,
+		    PGresult **res)
 {
-	struct pgns_one_call c = { ns, stmt, fence, params, NULL };
-	int rc = fence ? pg_txn(ns->pg, pgns_one_body, &c) : pg_read(ns->pg, pgns_one_body, &c);
+	struct pgns_one_call c = { ns, stmt, params, NULL };
+	int rc = pg_read(ns->pg, pgns_one_body, &c);
+	if (rc == 0 && fenced)
+		rc = lease_fenced(c.res);
 	if (rc == 0 && res)
 		*res = c.res;
 	else
@@ -1108,10 +1130,11 @@ int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN])
 {
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
-	const char *params[] = { hex };
+	char node[24];
+	const char *params[] = { hex, PG_U64(node, ns->lease->node_id) };
 	PGresult *res = NULL;
 	int rc = pgns_one(ns, NS_UPLOADED, true, params, &res);
-	if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != 1)
+	if (rc == 0 && pg_int(res, 0, 1) != 1)
 		rc = -ENOENT; /* no such chunk, or it is being reclaimed */
 	PQclear(res);
 	return rc;
@@ -1265,7 +1288,9 @@ int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT
 
 int pgns_unpin_lost(struct pgns *ns)
 {
-	return pgns_one(ns, NS_UNPIN_LOST, true, NULL, NULL);
+	char node[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id) };
+	return pgns_one(ns, NS_UNPIN_LOST, true, params, NULL);
 }
 
 int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded)
@@ -1418,8 +1443,10 @@ int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, si
 	PGresult *res = NULL;
 	int rc = pgns_one(ns, NS_RECLAIM_BEGIN, true, params, &res);
 	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++) {
-		rc = pgns_unhex(PQgetvalue(res, r, 0), out[*n].hash);
-		out[*n].uploaded = PQgetvalue(res, r, 1)[0] == 't';
+		if (PQgetisnull(res, r, 1))
+			continue; /* nothing to reclaim: the fence's row alone */
+		rc = pgns_unhex(PQgetvalue(res, r, 1), out[*n].hash);
+		out[*n].uploaded = PQgetvalue(res, r, 2)[0] == 't';
 		(*n)++;
 	}
 	PQclear(res);
@@ -1432,7 +1459,8 @@ int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n)
 	int rc = pgns_hex_list(n ? done[0].hash : NULL, sizeof(*done), n, &list);
 	if (rc)
 		return rc;
-	const char *params[] = { list };
+	char node[24];
+	const char *params[] = { list, PG_U64(node, ns->lease->node_id) };
 	rc = pgns_one(ns, NS_RECLAIM_END, true, params, NULL);
 	free(list);
 	return rc;

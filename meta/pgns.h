@@ -25,7 +25,9 @@
  *      a new row held by its node, which uploads its own copy. So a reclaim's
  *      removal of an object can never land after a new upload of the name.
  *  N4. Every transaction that changes shared state is fenced by its node's
- *      lease (lease.h L2): a node past its lease changes nothing (-ESTALE).
+ *      lease (lease.h L2; a change of one statement carries its fence and
+ *      is one round trip, L5): a node past its lease changes nothing
+ *      (-ESTALE).
  *  N5. The root directory is inode 1; inode numbers come from one sequence
  *      and are never reused.
  *  N6. A chunk pinned by a node's writer (ns_chunks.pins > 0: the node
@@ -153,8 +155,8 @@ int pgns_extents(struct pgns *ns, uint64_t ino, uint64_t off, struct cat_extent 
 /* This node put the chunk's object on BACKING. -ENOENT if the store has
  * no such chunk or it is being reclaimed (N3): nothing is marked. */
 int pgns_chunk_uploaded(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN]);
-/* The same for n chunks in one transaction, as N7 allows (this node's
- * claim, consumed); marked[i] says whether hashes[i] is marked (false: as
+/* The same for n chunks in one statement (one round trip, lease.h L5), as
+ * N7 allows (this node's claim, consumed); marked[i] says whether hashes[i] is marked (false: as
  * pgns_chunk_uploaded's -ENOENT, or refused); refused[i] (refused may be
  * NULL) that its row is live but this node's claim is gone: a reclaim may
  * have removed the object, which is to be put again. */
@@ -238,8 +240,8 @@ int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgn
  * taken even so). One statement, one round trip. */
 int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool writer,
 		      struct pgns_chunk_row *out);
-/* pgns_upload_claim of n hashes in one statement, in one transaction
- * whatever n (BEGIN, it, COMMIT: three round trips): hashes[i] as a
+/* pgns_upload_claim of n hashes in one statement, one round trip whatever
+ * n (pg.h P5): hashes[i] as a
  * writer's if writer[i]; out[i].found false: the store has no row of it,
  * else out[i].row is that row. */
 struct pgns_claim {

@@ -179,6 +179,50 @@ Test(pggen, a_generation_read_is_one_round_trip)
 	pt_leave(&b);
 }
 
+/* lease.h L5: a writer's registration (an open for writing, its last
+ * close) is one statement with its fence: one round trip (five and six with
+ * BEGIN, lease_fence, gen_of, the generation's row and COMMIT); a node swept
+ * registers nothing (-ESTALE), so its open cannot hold a commit (X1). */
+Test(pggen, a_writer_registration_is_one_fenced_round_trip)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 1500);
+	pt_join(&b, "b", 30000);
+	struct cat_gen_spec spec = { "step-5", 5 };
+	struct cat_inode root;
+	uint64_t gen = 0;
+	OK(pggen_create_root(&b.ns, CAT_ROOT_INO, &spec, S_IFDIR | 0755, 0, 0, &root, &gen));
+	uint64_t f = tg_shard(&a, root.ino, "__0_0.distcp");
+	int state = 99;
+	OK(pggen_writing(&a.ns, f, true, &state)); /* prepares */
+	uint64_t t0 = tg_round_trips(&a);
+	OK(pggen_writing(&a.ns, f, false, &state));
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "a close: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	uint64_t writers = 9;
+	t0 = tg_round_trips(&a);
+	OK(pggen_writing(&a.ns, f, true, &state));
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "an open: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	cr_assert_eq(state, GEN_OPEN);
+	FAILS(pggen_commit(&b.ns, gen, "dcp-metadata", false, &writers), EBUSY); /* X1 */
+	cr_assert_eq(writers, 1);
+	OK(pggen_writing(&a.ns, f, false, NULL));
+	FAILS(pggen_writing(&a.ns, 999999, true, &state), ENOENT);
+	cr_assert_eq(state, -1);
+
+	usleep(3300 * 1000); /* a's lease and its grace (L4) run out */
+	uint64_t dead[2];
+	size_t n = 0;
+	OK(lease_sweep(&b.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	FAILS(pggen_writing(&a.ns, f, true, &state), ESTALE);
+	OK(pggen_commit(&b.ns, gen, "dcp-metadata", false, &writers));
+	cr_assert_eq(writers, 0, "the swept node's open registered nothing");
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
 Test(pggen, no_open_slips_between_a_commits_check_and_its_change)
 {
 	struct pt_node a, b;

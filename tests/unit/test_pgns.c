@@ -10,7 +10,10 @@
  * chunk being reclaimed is never revived by a commit (N3) — the commit fails
  * with -EBUSY, and after the reclaim ends it goes in as a new chunk held by
  * its node; a node past its lease changes nothing (N4); two nodes committing
- * and releasing files over a shared pool of chunks at once keep N1. */
+ * and releasing files over a shared pool of chunks at once keep N1. A fenced
+ * change of one statement (an upload marking, an unpin) is one round trip
+ * (lease.h L5); a sweep waits for one in flight, and one behind a sweep
+ * marks nothing (-ESTALE). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -22,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
+#include "lease.h"
 #include "pgns.h"
 #include "pgtest.h"
 #include "support.h"
@@ -140,6 +145,185 @@ Test(pgns, a_one_statement_read_is_one_round_trip)
 	OK(pgns_create(&a.ns, dir.ino, "f", S_IFREG | 0644, 0, 0, 0, NULL, &got));
 	cr_assert_geq(tn_round_trips(&a) - t0, 3, "a change runs inside BEGIN .. COMMIT");
 	pt_leave(&a);
+}
+
+/* Node n's file "name" on count chunks of fill, published and claimed by n
+ * for upload (N7), none of them marked yet; their hashes in hashes. */
+static void tn_claimed(struct pt_node *n, const char *name, uint8_t fill, size_t count,
+		       uint8_t (*hashes)[CAT_HASH_LEN])
+{
+	struct cat_extent ext[8];
+	struct pgns_chunk chunks[8];
+	struct pgns_claim claims[8];
+	bool writer[8];
+	cr_assert(count <= 8);
+	tn_content(fill, 0, count, ext, chunks);
+	uint64_t f = tn_file(n, CAT_ROOT_INO, name);
+	OK(pgns_file_commit(&n->ns, f, count * 1000, 1, ext, count, chunks, count));
+	for (size_t i = 0; i < count; i++) {
+		memcpy(hashes[i], chunks[i].hash, CAT_HASH_LEN);
+		writer[i] = true;
+	}
+	OK(pgns_upload_claims(&n->ns, (const uint8_t(*)[CAT_HASH_LEN])hashes, writer, count, claims));
+	for (size_t i = 0; i < count; i++)
+		cr_assert(claims[i].found && !claims[i].row.uploaded);
+}
+
+static bool tn_uploaded(struct pt_node *n, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(&n->ns, hash, &row));
+	return row.uploaded;
+}
+
+/* lease.h L5: a fenced change of one statement carries its fence: one round
+ * trip (four with BEGIN, lease_fence and COMMIT). */
+Test(pgns, a_fenced_one_statement_change_is_one_round_trip)
+{
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
+	uint8_t h[4][CAT_HASH_LEN];
+	tn_claimed(&a, "f", 21, 4, h);
+	bool marked[4] = { false }, refused[4] = { false };
+	OK(pgns_chunks_uploaded(&a.ns, (const uint8_t(*)[CAT_HASH_LEN])h, 1, marked, refused));
+	cr_assert(marked[0], "the first marking (it prepares its statement)");
+	uint64_t t0 = tn_round_trips(&a);
+	OK(pgns_chunks_uploaded(&a.ns, (const uint8_t(*)[CAT_HASH_LEN])h + 1, 3, marked, refused));
+	cr_assert_eq(tn_round_trips(&a) - t0, 1, "a batch's marking: %llu round trips",
+		     (unsigned long long)(tn_round_trips(&a) - t0));
+	for (int i = 0; i < 3; i++)
+		cr_assert(marked[i] && !refused[i] && tn_uploaded(&a, h[1 + i]), "chunk %d marked", i);
+	OK(pgns_unpin(&a.ns, 12345)); /* prepares */
+	t0 = tn_round_trips(&a);
+	OK(pgns_unpin(&a.ns, 12345));
+	cr_assert_eq(tn_round_trips(&a) - t0, 1, "an unpin: %llu round trips",
+		     (unsigned long long)(tn_round_trips(&a) - t0));
+	pt_check(&a);
+	pt_leave(&a);
+}
+
+/* A raw connection of the test's own, playing another node's transaction. */
+static PGconn *tn_raw(void)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert(c && PQstatus(c) == CONNECTION_OK, "connect: %s", c ? PQerrorMessage(c) : "");
+	return c;
+}
+
+static void tn_raw_sql(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+	cr_assert(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql,
+		  PQresultErrorMessage(r));
+	PQclear(r);
+}
+
+struct tn_marking {
+	struct pt_node *node;
+	const uint8_t (*hashes)[CAT_HASH_LEN];
+	size_t n;
+	bool marked[8];
+	int rc;
+	int64_t end_ns;
+};
+
+static void *tn_mark_thread(void *arg)
+{
+	struct tn_marking *m = arg;
+	m->rc = pgns_chunks_uploaded(&m->node->ns, m->hashes, m->n, m->marked, NULL);
+	m->end_ns = ts_now_ns();
+	return NULL;
+}
+
+struct tn_sweeping {
+	struct pt_node *node;
+	size_t n;
+	int rc;
+	int64_t end_ns;
+};
+
+static void *tn_sweep_thread(void *arg)
+{
+	struct tn_sweeping *s = arg;
+	uint64_t ids[4];
+	s->rc = lease_sweep(&s->node->lease, ids, 4, &s->n);
+	s->end_ns = ts_now_ns();
+	return NULL;
+}
+
+/* L2 through L5: a's marking holds a's row while it waits (here for a chunk
+ * row another transaction has locked); b's sweep, started meanwhile after
+ * a's lease ran out, waits for the marking, which lands while a is live. */
+Test(pgns, a_sweep_waits_for_a_fenced_marking_in_flight)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 1500);
+	pt_join(&b, "b", 30000);
+	uint8_t h[2][CAT_HASH_LEN];
+	tn_claimed(&a, "f", 22, 2, h);
+	PGconn *raw = tn_raw();
+	char sql[256], hex[HASH_HEX_LEN + 1];
+	hash_to_hex(h[1], hex);
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_chunks WHERE hash = decode('%s', 'hex') FOR UPDATE",
+		 hex);
+	tn_raw_sql(raw, "BEGIN");
+	tn_raw_sql(raw, sql);
+	struct tn_marking m = { &a, (const uint8_t(*)[CAT_HASH_LEN])h, 2, { false }, 1, 0 };
+	pthread_t tm, ts;
+	cr_assert_eq(pthread_create(&tm, NULL, tn_mark_thread, &m), 0);
+	usleep(3300 * 1000); /* a's lease and its grace (L4) ran out; its marking waits */
+	cr_assert_eq(m.end_ns, 0, "the marking waits for the chunk row");
+	struct tn_sweeping s = { &b, 0, 1, 0 };
+	cr_assert_eq(pthread_create(&ts, NULL, tn_sweep_thread, &s), 0);
+	usleep(500 * 1000);
+	cr_assert_eq(s.end_ns, 0, "the sweep waits for a's fenced statement");
+	int64_t released_ns = ts_now_ns();
+	tn_raw_sql(raw, "COMMIT");
+	pthread_join(tm, NULL);
+	pthread_join(ts, NULL);
+	PQfinish(raw);
+	OK(m.rc);
+	cr_assert(m.marked[0] && m.marked[1], "the marking landed while a was live");
+	cr_assert(tn_uploaded(&b, h[0]) && tn_uploaded(&b, h[1]));
+	OK(s.rc);
+	cr_assert_eq(s.n, 1, "then a was swept");
+	cr_assert(m.end_ns >= released_ns && s.end_ns >= m.end_ns,
+		  "the sweep returned %.0f ms before a's marking",
+		  (double)(m.end_ns - s.end_ns) / 1e6);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+/* L2 through L5, the other order: a sweep expiring a (here a transaction
+ * of the test's own) holds a's row; a's marking waits for it, finds a
+ * expired and marks nothing (-ESTALE). */
+Test(pgns, a_fenced_marking_behind_a_sweep_marks_nothing)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	uint8_t h[2][CAT_HASH_LEN];
+	tn_claimed(&a, "f", 23, 2, h);
+	PGconn *raw = tn_raw();
+	char sql[160];
+	snprintf(sql, sizeof(sql), "UPDATE ckpt_nodes SET state = 'expired' WHERE id = %" PRIu64,
+		 a.lease.node_id);
+	tn_raw_sql(raw, "BEGIN");
+	tn_raw_sql(raw, sql);
+	struct tn_marking m = { &a, (const uint8_t(*)[CAT_HASH_LEN])h, 2, { false }, 1, 0 };
+	pthread_t tm;
+	cr_assert_eq(pthread_create(&tm, NULL, tn_mark_thread, &m), 0);
+	usleep(500 * 1000);
+	cr_assert_eq(m.end_ns, 0, "the marking waits for the sweep");
+	tn_raw_sql(raw, "COMMIT");
+	pthread_join(tm, NULL);
+	PQfinish(raw);
+	cr_assert_eq(m.rc, -ESTALE, "a swept node's marking: %d", m.rc);
+	cr_assert(!m.marked[0] && !m.marked[1]);
+	cr_assert(!tn_uploaded(&b, h[0]) && !tn_uploaded(&b, h[1]), "nothing was marked");
+	pt_leave(&a);
+	pt_leave(&b);
 }
 
 Test(pgns, content_from_two_nodes_is_stored_once_and_counted_per_extent)
@@ -286,6 +470,8 @@ Test(pgns, a_swept_node_changes_nothing)
 	pt_join(&a, "a", 1500);
 	pt_join(&b, "b", 30000);
 	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f");
+	uint8_t h[1][CAT_HASH_LEN];
+	tn_claimed(&a, "claimed", 24, 1, h);
 	usleep(1800 * 1000);
 	struct cat_inode in;
 	/* ran out but not swept: nothing was decided about a yet (lease.h L1) */
@@ -301,6 +487,18 @@ Test(pgns, a_swept_node_changes_nothing)
 	FAILS(pgns_create(&a.ns, CAT_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, NULL, &in), ESTALE);
 	FAILS(pgns_file_commit(&a.ns, f, 1000, 1, ext, 1, chunks, 1), ESTALE);
 	FAILS(pgns_unlink(&a.ns, CAT_ROOT_INO, "f", NULL), ESTALE);
+	/* the one-statement changes that carry their fence (lease.h L5) */
+	bool marked = true;
+	FAILS(pgns_chunks_uploaded(&a.ns, (const uint8_t(*)[CAT_HASH_LEN])h, 1, &marked, NULL), ESTALE);
+	cr_assert(!marked && !tn_uploaded(&b, h[0]), "a swept node marks nothing");
+	FAILS(pgns_chunk_uploaded(&a.ns, h[0]), ESTALE);
+	cr_assert(!tn_uploaded(&b, h[0]));
+	FAILS(pgns_unpin(&a.ns, f), ESTALE);
+	FAILS(pgns_unpin_lost(&a.ns), ESTALE);
+	size_t nrec = 9;
+	struct pgns_reclaim rec[2];
+	FAILS(pgns_reclaim_begin(&a.ns, rec, 2, &nrec), ESTALE);
+	cr_assert_eq(nrec, 0);
 	OK(pgns_lookup(&a.ns, CAT_ROOT_INO, "f", &in)); /* reading is still allowed */
 	cr_assert_eq(in.size, 0);
 	pt_leave(&a);

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,7 @@ struct tr_follower {
 	bool found;
 	struct recent_pred p;
 	double waited_s;
+	atomic_bool done;
 };
 
 static void *tr_follow_main(void *arg)
@@ -241,7 +243,27 @@ static void *tr_follow_main(void *arg)
 	double t0 = tr_now();
 	f->found = recent_follow(f->r, &f->cur, f->wait_ms, &f->p);
 	f->waited_s = tr_now() - t0;
+	atomic_store(&f->done, true);
 	return NULL;
+}
+
+/* Waits up to 10 s for a writer to be waiting in recent_follow (its wait
+ * counted, under the lock it then sleeps on). Meanwhile *holder asks again,
+ * which renews its claim: a test thread scheduled late must not let the
+ * claim grow RECENT_CLAIM_MS old and be taken over. */
+static bool tr_follower_waiting(struct recent *r, struct recent_cursor *holder,
+				const struct tr_follower *f)
+{
+	struct recent_pred p;
+	for (int i = 0; i < 10000; i++) {
+		cr_assert_not(recent_follow(r, holder, 0, &p), "a link nobody made");
+		struct recent_stats st;
+		recent_stats(r, &st);
+		if (st.follow_waits > 0 || atomic_load(&f->done))
+			return st.follow_waits > 0 && !atomic_load(&f->done);
+		usleep(1000);
+	}
+	return false;
 }
 
 Test(recent, a_writer_waits_for_the_chunk_another_writer_has_claimed)
@@ -254,14 +276,20 @@ Test(recent, a_writer_waits_for_the_chunk_another_writer_has_claimed)
 	tr_emit(r, &a, c0, MiB, RECENT_END_CHUNKER, h);
 	struct tr_follower f = { .r = r, .cur = a, .wait_ms = 2000 };
 	cr_assert_not(recent_follow(r, &a, 0, &p), "a's claim");
+	/* a chunks c1 (hashed before the other writer comes: the link below
+	 * then follows a's last claim renewal at once) */
+	struct recent_ticket t;
+	cr_assert_not(recent_lookup(r, c1, MiB, h, &t));
+	hash_sha256(c1, MiB, h);
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, tr_follow_main, &f), 0);
-	usleep(30 * 1000); /* a chunks c1 */
-	tr_emit(r, &a, c1, MiB, RECENT_END_CHUNKER, h);
+	/* ordering, not a clock: the link is made while the other writer waits */
+	cr_assert(tr_follower_waiting(r, &a, &f), "the other writer did not wait for a's claim");
+	recent_publish(r, &t, c1, MiB, h);
+	recent_chain(r, &a, &t, RECENT_END_CHUNKER);
 	pthread_join(th, NULL);
 	cr_assert(f.found, "the waiting writer got no prediction");
 	cr_assert(memcmp(f.p.copy, c1, MiB) == 0);
-	cr_assert_geq(f.waited_s, 0.02, "it did not wait (%.3f s)", f.waited_s);
 	cr_assert_lt(f.waited_s, 1.0, "it waited for its own limit, not for the link");
 	recent_unpin(r, &f.p);
 	struct recent_stats st;

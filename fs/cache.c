@@ -130,20 +130,26 @@ static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
 	pthread_mutex_unlock(&c->lock);
 }
 
+static uint64_t cache_disk_free(const struct cache *c);
+
 /* Keeps a checked copy of a fetched object when there is room for it (C5).
  * The room is reserved before the object is written, so concurrent fetches
  * cannot together push the cache past its high watermark; without room the
- * bytes are served all the same and the evictor is woken. A copy the catalog
- * cannot record (say its disk is full) is removed again. -ENOENT from the
- * catalog means the chunk lost its row, or a writer is storing it anew: the
- * file is then left to that writer, or to gc. */
+ * bytes are served all the same and the evictor is woken. A copy is never
+ * worth the disk's reserve (C6): on a disk filled behind the daemon, copies
+ * kept under the watermark filled it and the catalog failed (SQLITE_FULL).
+ * A copy the catalog cannot record (say its disk is full) is removed again.
+ * -ENOENT from the catalog means the chunk lost its row, or a writer is
+ * storing it anew: the file is then left to that writer, or to gc. */
 static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const uint8_t *obj,
 			    size_t obj_len)
 {
 	uint64_t payload = obj_len - store_object_header_len(obj); /* as the catalog counts */
+	uint64_t disk_free = cache_disk_free(c);
 	pthread_mutex_lock(&c->lock);
 	c->st.fetched_bytes += obj_len;
-	bool room = c->cached_bytes + payload <= c->bound / 100 * CACHE_HIGH_PCT;
+	bool room = c->cached_bytes + payload <= c->bound / 100 * CACHE_HIGH_PCT &&
+		    (disk_free == UINT64_MAX || disk_free >= obj_len + c->reserve / 2);
 	if (room)
 		c->cached_bytes += payload;
 	else

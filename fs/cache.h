@@ -18,7 +18,8 @@
  *      clean is left) does it fail, with ENOSPC, never EIO.
  *  C4. A read that needs BACKING while it is away waits up to the backing
  *      timeout, then fails with EIO; it never returns other bytes.
- *  C5. A fetch keeps a copy only while the cache is under its high watermark,
+ *  C5. A fetch keeps a copy only while the cache is under its high watermark
+ *      and its disk keeps half of its reserve free after the write (C6),
  *      and only a copy the catalog records as cached: an object file in the
  *      cache that the catalog does not call cached is a leak (cache_keep_copy).
  *  C6. A reserve of the cache's disk (1/16, 16 MiB to 1 GiB) is kept out of

@@ -116,6 +116,42 @@ test_a_disk_filled_behind_the_daemon_makes_room_by_evicting() {
 	! grep -E "database or disk is full" "$CK_DLOG" || ck_fail "the catalog ran out of space"
 }
 
+# _fill_to BYTES — grows CK_CACHE/filler until its disk has about BYTES free.
+_fill_to() {
+	local avail
+	avail=$(df --output=avail -B1 "$CK_CACHE" | tail -n 1)
+	[ "$avail" -le "$1" ] || head -c $((avail - $1)) /dev/zero >>"$CK_CACHE/filler" || true
+}
+
+# A file read back while something else holds the cache's disk: its fetched
+# chunks are served, and no copy of them goes into the disk's reserve (C5,
+# C6): that reserve is the catalog's. (Fetches kept copies while the cache was
+# under its bound, whatever the disk said: the disk filled up and the catalog
+# failed with "database or disk is full", seen in the case above under load.)
+test_chunks_read_back_on_a_filled_disk_keep_no_copy_in_the_reserve() {
+	_small_cache
+	ck_mount
+	ck_rand "$CK_REF/a" $((24 * MiB))
+	cp "$CK_REF/a" "$CK_MNT/a"
+	ck_wait_durable 60
+	# the evictor answers a disk short of its reserve: all of a goes
+	local i=0 cached
+	while cached=$(ck_sql "SELECT count(*) FROM chunks WHERE cached = 1") && [ "$cached" != 0 ]; do
+		_fill_to $((2 * MiB))
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "$cached chunks still cached 30 s after the disk was filled"
+		sleep 0.1
+	done
+	_fill_to $((4 * MiB)) # less than half the 16 MiB reserve: no room for a copy
+	_assert_same a
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM chunks WHERE cached = 1")" "chunks copied into a disk short of its reserve"
+	rm -f "$CK_CACHE/filler"
+	ck_umount
+	_catalog_ok
+	! grep -E "No space left on device|database or disk is full" "$CK_DLOG" ||
+		ck_fail "fetched chunks filled the disk's reserve"
+}
+
 # An ENOSPC from the disk itself when a chunk object is written (here: a
 # tmpfs out of inodes, which statvfs's free bytes do not show) evicts clean
 # chunks and the object is written again: no EIO, no failed save. (Shard

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,7 @@ struct tr_waiter {
 	bool hit;
 	uint8_t h[HASH_LEN];
 	double waited_s;
+	atomic_bool done;
 };
 
 static double tr_now(void)
@@ -127,7 +129,23 @@ static void *tr_wait_main(void *p)
 	double t0 = tr_now();
 	w->hit = tr_hash(w->r, w->d, MiB, w->h);
 	w->waited_s = tr_now() - t0;
+	atomic_store(&w->done, true);
 	return NULL;
+}
+
+/* Waits up to 10 s for the waiter to be waiting for another writer's hash
+ * (its wait counted, under the lock it then sleeps on): true if it is, and
+ * has not returned. */
+static bool tr_waiter_waiting(struct recent *r, const struct tr_waiter *w)
+{
+	for (int i = 0; i < 10000; i++) {
+		struct recent_stats st;
+		recent_stats(r, &st);
+		if (st.waits > 0 || atomic_load(&w->done))
+			return st.waits > 0 && !atomic_load(&w->done);
+		usleep(1000);
+	}
+	return false;
 }
 
 Test(recent, a_second_writer_waits_for_the_first_writers_hash)
@@ -137,16 +155,16 @@ Test(recent, a_second_writer_waits_for_the_first_writers_hash)
 	uint8_t *a = ts_random(MiB, 20), h[HASH_LEN];
 	struct recent_ticket t;
 	cr_assert_not(recent_lookup(r, a, MiB, h, &t));
+	hash_sha256(a, MiB, h); /* the first writer's hash, published below */
 	struct tr_waiter w = { .r = r, .d = a };
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, tr_wait_main, &w), 0);
-	usleep(60 * 1000); /* the first writer hashes slowly */
-	hash_sha256(a, MiB, h);
+	/* ordering, not a clock: the hash comes while the second writer waits */
+	cr_assert(tr_waiter_waiting(r, &w), "the second writer did not wait for the first");
 	recent_publish(r, &t, a, MiB, h);
 	pthread_join(th, NULL);
 	cr_assert(w.hit, "the waiting writer hashed the chunk itself");
 	cr_assert_arr_eq(w.h, h, HASH_LEN);
-	cr_assert_geq(w.waited_s, 0.04, "it did not wait (%.3f s)", w.waited_s);
 	struct recent_stats st;
 	recent_stats(r, &st);
 	cr_assert_eq(st.waits, 1);
@@ -233,6 +251,7 @@ struct tr_follower {
 	bool found;
 	struct recent_pred p;
 	double waited_s;
+	atomic_bool done;
 };
 
 static void *tr_follow_main(void *arg)
@@ -241,7 +260,27 @@ static void *tr_follow_main(void *arg)
 	double t0 = tr_now();
 	f->found = recent_follow(f->r, &f->cur, f->wait_ms, &f->p);
 	f->waited_s = tr_now() - t0;
+	atomic_store(&f->done, true);
 	return NULL;
+}
+
+/* Waits up to 10 s for a writer to be waiting in recent_follow (its wait
+ * counted, under the lock it then sleeps on). Meanwhile *holder asks again,
+ * which renews its claim: a test thread scheduled late must not let the
+ * claim grow RECENT_CLAIM_MS old and be taken over. */
+static bool tr_follower_waiting(struct recent *r, struct recent_cursor *holder,
+				const struct tr_follower *f)
+{
+	struct recent_pred p;
+	for (int i = 0; i < 10000; i++) {
+		cr_assert_not(recent_follow(r, holder, 0, &p), "a link nobody made");
+		struct recent_stats st;
+		recent_stats(r, &st);
+		if (st.follow_waits > 0 || atomic_load(&f->done))
+			return st.follow_waits > 0 && !atomic_load(&f->done);
+		usleep(1000);
+	}
+	return false;
 }
 
 Test(recent, a_writer_waits_for_the_chunk_another_writer_has_claimed)
@@ -254,14 +293,20 @@ Test(recent, a_writer_waits_for_the_chunk_another_writer_has_claimed)
 	tr_emit(r, &a, c0, MiB, RECENT_END_CHUNKER, h);
 	struct tr_follower f = { .r = r, .cur = a, .wait_ms = 2000 };
 	cr_assert_not(recent_follow(r, &a, 0, &p), "a's claim");
+	/* a chunks c1 (hashed before the other writer comes: the link below
+	 * then follows a's last claim renewal at once) */
+	struct recent_ticket t;
+	cr_assert_not(recent_lookup(r, c1, MiB, h, &t));
+	hash_sha256(c1, MiB, h);
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, tr_follow_main, &f), 0);
-	usleep(30 * 1000); /* a chunks c1 */
-	tr_emit(r, &a, c1, MiB, RECENT_END_CHUNKER, h);
+	/* ordering, not a clock: the link is made while the other writer waits */
+	cr_assert(tr_follower_waiting(r, &a, &f), "the other writer did not wait for a's claim");
+	recent_publish(r, &t, c1, MiB, h);
+	recent_chain(r, &a, &t, RECENT_END_CHUNKER);
 	pthread_join(th, NULL);
 	cr_assert(f.found, "the waiting writer got no prediction");
 	cr_assert(memcmp(f.p.copy, c1, MiB) == 0);
-	cr_assert_geq(f.waited_s, 0.02, "it did not wait (%.3f s)", f.waited_s);
 	cr_assert_lt(f.waited_s, 1.0, "it waited for its own limit, not for the link");
 	recent_unpin(r, &f.p);
 	struct recent_stats st;

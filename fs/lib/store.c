@@ -86,9 +86,9 @@
  * fetches faulted in, SHA-256-checked there before a byte of it is written
  * to the cache or handed out (invariant 2), and its cache copy is written
  * from it with O_DIRECT under S3's conditions (store_put_fetched); a raw
- * chunk's plain bytes then stay in it for the reader. Page faults of a fresh
- * buffer per chunk and the page-cache copy of the cache's write were a
- * quarter of a cold restore's CPU (docs/BENCH.md). A fetch buffer's
+ * chunk's plain bytes then stay in it for the reader. Why: faulting in a
+ * fresh buffer per chunk and filling page-cache pages with the cache's copy
+ * were most of a cold restore's kernel time (docs/BENCH.md). A fetch buffer's
  * image_cap is what of it is in memory: every page a read into it may have
  * touched (store_fetch_filled), so the reader's chunk cache counts its real
  * size (reader invariant 2); reused for a smaller chunk, it gives back what

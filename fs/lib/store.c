@@ -1761,20 +1761,38 @@ void store_fetch_done(struct store_chunk *c)
 		store_image_release(c);
 }
 
+/* Into the pool; a full pool gives up a buffer of another size (another
+ * cache's object_cap, which no fetch here would pick) or, failing that, this
+ * one is unmapped. */
 static void store_fetch_release(struct store_chunk *c)
 {
 	assert(c->image_cap <= c->image_map);
+	void *drop = NULL;
+	size_t drop_map = 0;
 	pthread_mutex_lock(&store_fetch_pool.lock);
-	bool kept = store_fetch_pool.n < STORE_FETCH_POOL;
-	if (kept) {
-		int i = store_fetch_pool.n++;
+	int i = -1;
+	if (store_fetch_pool.n < STORE_FETCH_POOL) {
+		i = store_fetch_pool.n++;
+	} else {
+		for (int j = 0; i < 0 && j < store_fetch_pool.n; j++)
+			if (store_fetch_pool.map[j] != c->image_map)
+				i = j;
+		if (i >= 0) {
+			drop = store_fetch_pool.buf[i];
+			drop_map = store_fetch_pool.map[i];
+		}
+	}
+	if (i >= 0) {
 		store_fetch_pool.buf[i] = c->image;
 		store_fetch_pool.map[i] = c->image_map;
 		store_fetch_pool.held[i] = c->image_cap;
+	} else {
+		drop = c->image;
+		drop_map = c->image_map;
 	}
 	pthread_mutex_unlock(&store_fetch_pool.lock);
-	if (!kept)
-		munmap(c->image, c->image_map);
+	if (drop)
+		munmap(drop, drop_map);
 	c->image = NULL;
 	c->image_cap = 0;
 	c->image_map = 0;

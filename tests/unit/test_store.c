@@ -2399,3 +2399,25 @@ Test(store, a_reused_fetch_buffer_keeps_only_what_its_next_chunk_needs, .init = 
 	cr_assert_eq(store_chunk_footprint(&c), map);
 	store_chunk_free(&c);
 }
+
+/* A pool full of buffers of another size (another cache's largest object)
+ * still keeps the one released now, in place of one of those: a fetch of
+ * this size finds it again. */
+Test(store, a_full_pool_of_another_size_keeps_the_buffer_released_now, .init = setup,
+     .fini = teardown)
+{
+	enum { N = 9 }; /* more than the pool keeps */
+	struct store_chunk other[N], c;
+	for (int i = 0; i < N; i++)
+		OK(store_fetch_image(&other[i], 64 * KiB, 512 * KiB));
+	for (int i = 0; i < N; i++)
+		store_chunk_free(&other[i]);
+	OK(store_fetch_image(&c, 64 * KiB, TK_FETCH_MAP));
+	memset(c.image, 0x5A, 4096); /* a fresh mapping would read zeros */
+	store_fetch_filled(&c, 4096);
+	store_chunk_free(&c);
+	OK(store_fetch_image(&c, 64 * KiB, TK_FETCH_MAP));
+	cr_assert_eq(((const uint8_t *)c.image)[4095], 0x5A,
+		     "the buffer released into a full pool was not kept");
+	store_chunk_free(&c);
+}

@@ -1627,20 +1627,6 @@ int store_object_verify(const uint8_t hash[HASH_LEN], const void *obj, size_t le
 	return store_object_check_into(hash, obj, len, scratch, cap, false, how, plain_len, why);
 }
 
-int store_object_check_at(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-			  void *scratch, size_t cap, const uint8_t **plain, size_t *plain_len,
-			  const char **why)
-{
-	int rc = store_object_check_into(hash, obj, len, scratch, cap, false, STORE_CHECK_SHA,
-					 plain_len, why);
-	if (rc != 0)
-		return rc;
-	struct store_object_info info;
-	store_image_why(hash, obj, len, cap, &info); /* passed above: only its codec is asked */
-	*plain = info.codec == CODEC_RAW ? (const uint8_t *)obj + info.header_len : scratch;
-	return 0;
-}
-
 size_t store_object_header_len(const void *obj)
 {
 	return get_le32((const uint8_t *)obj + 12);

@@ -155,13 +155,6 @@ int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
 		       size_t cap, size_t *plain_len, const char **why);
 
-/* store_object_check that leaves the checked plain bytes where they are:
- * *plain points into obj for a raw payload (no copy), into scratch (capacity
- * cap) for a decoded one. */
-int store_object_check_at(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-			  void *scratch, size_t cap, const uint8_t **plain, size_t *plain_len,
-			  const char **why);
-
 /* Checks of an object read back from the local store, when the caller only
  * needs the verdict: as `how` says (STORE_CHECK_HEADER when store_read_upload
  * said hashed; else store_local_check). scratch (capacity cap) is used for

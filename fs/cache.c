@@ -157,7 +157,7 @@ static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const
 	pthread_mutex_unlock(&c->lock);
 	if (!room)
 		return;
-	int rc = store_put_object(c->store, hash, obj, obj_len);
+	int rc = store_put_fetched(c->store, hash, obj, obj_len);
 	if (rc == 0) {
 		rc = cat_chunk_set_cached(c->cat, hash, true);
 		if (rc != 0 && rc != -ENOENT)
@@ -170,36 +170,44 @@ static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const
 	}
 }
 
-/* The buffers of one fetch: the object image as BACKING sends it
- * (object_cap), and room (cap) to decode a compressed payload into. The plain
- * bytes of a raw payload are used where they lie in the image: no copy. */
-struct cache_fetch_bufs {
-	uint8_t *obj, *scratch;
-};
+/* The image size to expect of a chunk of plain length cap (cap is the
+ * chunk's length when a reader asks, chunk_max for a prefetch). */
+static size_t cache_image_need(const struct cache *c, size_t cap)
+{
+	return cap < c->cfg.chunk_max ? STORE_HEADER_LEN + codec_bound(cap) : c->object_cap;
+}
 
-/* One attempt: BACKING → check → cache; *plain points into bufs. -ENOENT:
- * BACKING does not have it; -EIO: it has a corrupt copy; other errors:
- * BACKING did not answer. */
-static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN],
-			    const struct cache_fetch_bufs *bufs, size_t cap, const uint8_t **plain,
-			    size_t *len)
+/* One attempt: BACKING → check → cache; chunk gets the checked chunk, its
+ * plain bytes where they lie in the fetched image when raw (store.h S9).
+ * -ENOENT: BACKING does not have it; -EIO: it has a corrupt copy; -ENOMEM;
+ * other errors: BACKING did not answer. */
+static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+			    struct store_chunk *chunk)
 {
 	char rel[128], hex[HASH_HEX_LEN + 1];
 	store_object_relpath(hash, rel, sizeof(rel));
-	size_t obj_len = 0;
-	uint8_t *obj = bufs->obj;
-	int rc = backing_get(c->backing, rel, obj, c->object_cap, &obj_len);
+	int rc = store_fetch_image(chunk, cache_image_need(c, cap), c->object_cap);
 	if (rc != 0)
-		return rc == -EFBIG ? -EIO : rc;
+		return rc;
+	size_t obj_len = 0;
+	rc = backing_get(c->backing, rel, chunk->image, c->object_cap, &obj_len);
+	store_fetch_filled(chunk, rc == 0 ? obj_len : c->object_cap);
 	const char *why = NULL;
-	rc = store_object_check_at(hash, obj, obj_len, bufs->scratch, cap, plain, len, &why);
-	if (rc != 0) {
+	if (rc == 0)
+		rc = store_fetch_check(hash, chunk, obj_len, cap, &why); /* before any use */
+	else if (rc == -EFBIG)
+		rc = -EIO;
+	if (rc == -EIO && why) {
 		hash_to_hex(hash, hex);
 		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->backing), hex,
 			  why);
-		return -EIO;
 	}
-	cache_keep_copy(c, hash, obj, obj_len);
+	if (rc != 0) {
+		store_chunk_free(chunk);
+		return rc;
+	}
+	cache_keep_copy(c, hash, chunk->image, obj_len);
+	store_fetch_done(chunk);
 	return 0;
 }
 
@@ -213,9 +221,8 @@ static bool cache_not_uploaded_yet(struct cache *c, const uint8_t hash[HASH_LEN]
 
 /* Fetches with retries while BACKING does not answer, up to the timeout (C4),
  * and while the chunk's node has not uploaded it. */
-static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN],
-				const struct cache_fetch_bufs *bufs, size_t cap,
-				const uint8_t **plain, size_t *len)
+static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
+				struct store_chunk *chunk)
 {
 	double deadline = cache_mono_s() + c->cfg.backing_timeout_ms / 1000.0;
 	unsigned delay_ms = 50;
@@ -224,7 +231,7 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN],
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	for (;;) {
-		rc = cache_fetch_once(c, hash, bufs, cap, plain, len);
+		rc = cache_fetch_once(c, hash, cap, chunk);
 		if (rc == -ENOENT && cache_not_uploaded_yet(c, hash))
 			rc = -EAGAIN; /* waited for like a BACKING that does not answer */
 		if (rc == 0 || rc == -ENOENT || rc == -EIO || rc == -ENOMEM)
@@ -254,28 +261,19 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN],
 	return rc == 0 ? 0 : rc == -ENOMEM ? rc : -EIO;
 }
 
-/* Fetches into buffers of its own; out (NULL: only a copy in the cache is
- * wanted) gets the one that holds the plain bytes as its `decoded` — the
- * image itself for a raw payload, so a fetched chunk is copied nowhere on
- * its way to the reader. */
+/* Fetches into a buffer of its own; out (NULL: only a copy in the cache is
+ * wanted) gets the chunk — a raw one's plain bytes inside the image BACKING
+ * sent, so a fetched chunk is copied nowhere on its way to the reader. */
 static int cache_fetch_new(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 			   struct store_chunk *out)
 {
-	struct cache_fetch_bufs bufs = { malloc(c->object_cap), malloc(cap ? cap : 1) };
-	const uint8_t *plain = NULL;
-	size_t len = 0;
-	int rc = bufs.obj && bufs.scratch ? cache_fetch_retrying(c, hash, &bufs, cap, &plain, &len)
-					  : -ENOMEM;
-	if (rc == 0 && out) {
-		uint8_t **keep = plain == bufs.scratch ? &bufs.scratch : &bufs.obj;
-		memset(out, 0, sizeof(*out));
-		out->decoded = *keep;
-		out->plain = plain;
-		out->len = len;
-		*keep = NULL;
-	}
-	free(bufs.obj);
-	free(bufs.scratch);
+	struct store_chunk chunk;
+	memset(&chunk, 0, sizeof(chunk));
+	int rc = cache_fetch_retrying(c, hash, cap, &chunk);
+	if (rc == 0 && out)
+		*out = chunk;
+	else
+		store_chunk_free(&chunk);
 	return rc;
 }
 

@@ -79,7 +79,21 @@
  * (a 100-inode tmpfs filled with empty shards after ~50 objects). A put
  * whose rename finds its shard gone (ENOENT, a removal raced it) makes the
  * shard again and retries, a bounded number of times. A removed shard needs
- * no fsync: after a crash it is either gone or there and empty. */
+ * no fsync: after a crash it is either gone or there and empty.
+ *
+ * Invariant S9 (fetched images): an object fetched from BACKING is read into
+ * a page-aligned buffer of a pool (store_fetch_image) whose pages earlier
+ * fetches faulted in, SHA-256-checked there before a byte of it is written
+ * to the cache or handed out (invariant 2), and its cache copy is written
+ * from it with O_DIRECT under S3's conditions (store_put_fetched); a raw
+ * chunk's plain bytes then stay in it for the reader. Why: faulting in a
+ * fresh buffer per chunk and filling page-cache pages with the cache's copy
+ * were most of a cold restore's kernel time (docs/BENCH.md). A fetch buffer's
+ * image_cap is what of it is in memory: every page a read into it may have
+ * touched (store_fetch_filled), so the reader's chunk cache counts its real
+ * size (reader invariant 2); reused for a smaller chunk, it gives back what
+ * exceeds that chunk by more than STORE_FETCH_SLACK. Memory idle in the pool
+ * is at most STORE_FETCH_POOL buffers. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -1266,10 +1280,16 @@ size_t store_chunk_footprint(const struct store_chunk *c)
 	return (c->image ? c->image_cap : 0) + (c->decoded ? c->len : 0);
 }
 
+static void store_fetch_release(struct store_chunk *c);
+
 static void store_image_release(struct store_chunk *c)
 {
 	if (!c->image)
 		return;
+	if (c->image_map) { /* S9: back to the fetch pool */
+		store_fetch_release(c);
+		return;
+	}
 	pthread_mutex_lock(&store_pool.lock);
 	bool kept = store_pool.n < STORE_POOL;
 	if (kept) {
@@ -1321,10 +1341,11 @@ static int store_read_direct(int fd, uint8_t *buf, size_t len)
 	return store_pread_all(fd, buf + done, len - done, (off_t)done);
 }
 
-/* Verifies an image read into c->image; sets c->plain and c->len. Returns 0,
- * -ENOMEM, or -EIO with *why set. */
-static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t cap,
-			      enum store_check how, struct store_chunk *c, const char **why)
+/* Checks an image read into c->image (as how says) and sets c->plain and
+ * c->len: into the image for a raw payload, into c->decoded for a compressed
+ * one; the image is kept. Returns 0, -ENOMEM, or -EIO with *why set. */
+static int store_chunk_check(const uint8_t hash[HASH_LEN], size_t len, size_t cap,
+			     enum store_check how, struct store_chunk *c, const char **why)
 {
 	struct store_object_info info;
 	const uint8_t *img = c->image;
@@ -1345,7 +1366,6 @@ static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t c
 			return -EIO;
 		}
 		c->plain = c->decoded;
-		store_image_release(c); /* the plain bytes are all that is used */
 	}
 	uint8_t got[HASH_LEN];
 	if (store_needs_sha(how, &info)) {
@@ -1357,6 +1377,17 @@ static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t c
 	}
 	c->len = info.plain_len;
 	return 0;
+}
+
+/* store_chunk_check, then the image of a decoded chunk goes: the plain bytes
+ * are all that is used. */
+static int store_chunk_verify(const uint8_t hash[HASH_LEN], size_t len, size_t cap,
+			      enum store_check how, struct store_chunk *c, const char **why)
+{
+	int rc = store_chunk_check(hash, len, cap, how, c, why);
+	if (rc == 0 && c->decoded)
+		store_image_release(c);
+	return rc;
 }
 
 /* S7: store_load of a row: its image copied into out->image, then checked. */
@@ -1596,20 +1627,6 @@ int store_object_verify(const uint8_t hash[HASH_LEN], const void *obj, size_t le
 	return store_object_check_into(hash, obj, len, scratch, cap, false, how, plain_len, why);
 }
 
-int store_object_check_at(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-			  void *scratch, size_t cap, const uint8_t **plain, size_t *plain_len,
-			  const char **why)
-{
-	int rc = store_object_check_into(hash, obj, len, scratch, cap, false, STORE_CHECK_SHA,
-					 plain_len, why);
-	if (rc != 0)
-		return rc;
-	struct store_object_info info;
-	store_image_why(hash, obj, len, cap, &info); /* passed above: only its codec is asked */
-	*plain = info.codec == CODEC_RAW ? (const uint8_t *)obj + info.header_len : scratch;
-	return 0;
-}
-
 size_t store_object_header_len(const void *obj)
 {
 	return get_le32((const uint8_t *)obj + 12);
@@ -1621,6 +1638,150 @@ int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void 
 	if (store_small_fits(st, iov, 1))
 		return storesmall_put(st->small, hash, iov, 1); /* S7 */
 	return store_write_object(st, hash, iov, 1, 0, NULL);
+}
+
+/* ---- fetched images (the cache's fetch path, S9) ---- */
+
+/* Kept fetch buffers; more released at once are unmapped. */
+#define STORE_FETCH_POOL 8
+/* A reused buffer keeps up to this many resident bytes beyond what a fetch
+ * needs, rather than give them back and fault them in again for a larger
+ * chunk soon after (S9: counted in its image_cap all the same). */
+#define STORE_FETCH_SLACK (256u << 10)
+
+static struct {
+	pthread_mutex_t lock;
+	void *buf[STORE_FETCH_POOL];
+	size_t map[STORE_FETCH_POOL], held[STORE_FETCH_POOL];
+	int n;
+} store_fetch_pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The kept buffer of map bytes that fits need best: the fewest resident
+ * bytes at least need, else the most; -1 if none. With the lock held. */
+static int store_fetch_pick_locked(size_t need, size_t map)
+{
+	int best = -1;
+	for (int i = 0; i < store_fetch_pool.n; i++) {
+		if (store_fetch_pool.map[i] != map)
+			continue;
+		size_t h = store_fetch_pool.held[i];
+		if (best < 0) {
+			best = i;
+			continue;
+		}
+		size_t b = store_fetch_pool.held[best];
+		if (h >= need ? b < need || h < b : b < need && h > b)
+			best = i;
+	}
+	return best;
+}
+
+int store_fetch_image(struct store_chunk *c, size_t need, size_t map_cap)
+{
+	memset(c, 0, sizeof(*c));
+	size_t map = store_align_up(map_cap ? map_cap : 1);
+	need = store_align_up(need < map ? need : map);
+	pthread_mutex_lock(&store_fetch_pool.lock);
+	int i = store_fetch_pick_locked(need, map);
+	if (i >= 0) {
+		c->image = store_fetch_pool.buf[i];
+		c->image_cap = store_fetch_pool.held[i];
+		int last = --store_fetch_pool.n;
+		store_fetch_pool.buf[i] = store_fetch_pool.buf[last];
+		store_fetch_pool.map[i] = store_fetch_pool.map[last];
+		store_fetch_pool.held[i] = store_fetch_pool.held[last];
+	}
+	pthread_mutex_unlock(&store_fetch_pool.lock);
+	if (!c->image) {
+		/* 4 KiB pages, faulted in by the fetches that use them: pages
+		 * beyond a chunk can be given back one by one (S9) */
+		void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return -ENOMEM;
+		madvise(p, map, MADV_NOHUGEPAGE);
+		c->image = p;
+		c->image_cap = 0;
+	}
+	c->image_map = map;
+	uint8_t *img = c->image;
+	if (c->image_cap > need + STORE_FETCH_SLACK) { /* S9: more than this chunk needs */
+		madvise(img + need, c->image_cap - need, MADV_DONTNEED);
+		c->image_cap = need;
+	} else if (c->image_cap < need && need < map) {
+		/* a known size: its pages faulted in at once, not one fault each */
+		if (madvise(img + c->image_cap, need - c->image_cap, MADV_POPULATE_WRITE) == 0)
+			c->image_cap = need;
+	}
+	return 0;
+}
+
+void store_fetch_filled(struct store_chunk *c, size_t len)
+{
+	assert(c->image && c->image_map);
+	size_t touched = store_align_up(len < c->image_map ? len : c->image_map);
+	if (touched > c->image_cap)
+		c->image_cap = touched;
+}
+
+int store_fetch_check(const uint8_t hash[HASH_LEN], struct store_chunk *c, size_t len,
+		      size_t cap, const char **why)
+{
+	assert(c->image && c->image_map && !c->decoded && len <= c->image_map);
+	return store_chunk_check(hash, len, cap, STORE_CHECK_SHA, c, why); /* invariant 2 */
+}
+
+int store_put_fetched(struct store *st, const uint8_t hash[HASH_LEN], const void *obj,
+		      size_t len)
+{
+	struct iovec iov[1] = { { (void *)obj, len } };
+	if (store_small_fits(st, iov, 1))
+		return storesmall_put(st->small, hash, iov, 1); /* S7 */
+	bool direct = len >= STORE_DIRECT_MIN && atomic_load(&st->direct_writes) &&
+		      ((uintptr_t)obj & (STORE_IO_ALIGN - 1)) == 0;
+	return store_write_object(st, hash, iov, 1, direct ? STORE_DIRECT_IO : 0, NULL);
+}
+
+void store_fetch_done(struct store_chunk *c)
+{
+	if (c->decoded)
+		store_image_release(c);
+}
+
+/* Into the pool; a full pool gives up a buffer of another size (another
+ * cache's object_cap, which no fetch here would pick) or, failing that, this
+ * one is unmapped. */
+static void store_fetch_release(struct store_chunk *c)
+{
+	assert(c->image_cap <= c->image_map);
+	void *drop = NULL;
+	size_t drop_map = 0;
+	pthread_mutex_lock(&store_fetch_pool.lock);
+	int i = -1;
+	if (store_fetch_pool.n < STORE_FETCH_POOL) {
+		i = store_fetch_pool.n++;
+	} else {
+		for (int j = 0; i < 0 && j < store_fetch_pool.n; j++)
+			if (store_fetch_pool.map[j] != c->image_map)
+				i = j;
+		if (i >= 0) {
+			drop = store_fetch_pool.buf[i];
+			drop_map = store_fetch_pool.map[i];
+		}
+	}
+	if (i >= 0) {
+		store_fetch_pool.buf[i] = c->image;
+		store_fetch_pool.map[i] = c->image_map;
+		store_fetch_pool.held[i] = c->image_cap;
+	} else {
+		drop = c->image;
+		drop_map = c->image_map;
+	}
+	pthread_mutex_unlock(&store_fetch_pool.lock);
+	if (drop)
+		munmap(drop, drop_map);
+	c->image = NULL;
+	c->image_cap = 0;
+	c->image_map = 0;
 }
 
 /* S8: removes the object's shard chunks/ab/cd, then chunks/ab, if empty.

@@ -127,6 +127,8 @@ struct store_chunk {
 	void *decoded;
 	const uint8_t *plain;
 	size_t len;
+	size_t image_map; /* a fetched image (store_fetch_image): its whole mapping,
+			   * of which image_cap bytes are in memory; 0 otherwise */
 };
 
 /* Like store_get, for the read path: reads the whole object with one read,
@@ -152,13 +154,6 @@ int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
  * hash. 0 with *plain_len set, or -EIO with *why saying what is wrong. */
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
 		       size_t cap, size_t *plain_len, const char **why);
-
-/* store_object_check that leaves the checked plain bytes where they are:
- * *plain points into obj for a raw payload (no copy), into scratch (capacity
- * cap) for a decoded one. */
-int store_object_check_at(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
-			  void *scratch, size_t cap, const uint8_t **plain, size_t *plain_len,
-			  const char **why);
 
 /* Checks of an object read back from the local store, when the caller only
  * needs the verdict: as `how` says (STORE_CHECK_HEADER when store_read_upload
@@ -195,6 +190,42 @@ int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, s
 
 /* The object is on BACKING: it leaves the fresh set (S2). */
 void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN]);
+
+/* ---- the cache's fetches from BACKING (S9 in store.c) ----
+ *
+ * A fetch reads an object image into store_fetch_image's buffer, then
+ * store_fetch_filled, store_fetch_check (SHA-256: nothing is written or
+ * handed out before), store_put_fetched (the cache copy) and store_fetch_done;
+ * c is then the chunk store_load would hand out. store_chunk_free releases it
+ * at any step. */
+
+/* A page-aligned image buffer for a fetch: c->image, map_cap bytes (the
+ * largest object accepted; the same for every call), from a pool of buffers
+ * earlier fetches faulted in. need: the image's size if known (a chunk of
+ * known plain length: STORE_HEADER_LEN + codec_bound(len)), else map_cap;
+ * pages of a reused buffer beyond it are given back. -ENOMEM. */
+int store_fetch_image(struct store_chunk *c, size_t need, size_t map_cap);
+
+/* After a read of up to len bytes into c->image (map_cap on a failed read:
+ * it may have written anywhere): those pages are in memory (image_cap). */
+void store_fetch_filled(struct store_chunk *c, size_t len);
+
+/* Checks the fetched image (len bytes) as store_object_check does (header,
+ * lengths, CRC, SHA-256 of the plain bytes) and sets c->plain and c->len:
+ * inside the image for a raw payload, in c->decoded for a compressed one.
+ * 0, -ENOMEM, or -EIO with *why. The image stays for store_put_fetched. */
+int store_fetch_check(const uint8_t hash[HASH_LEN], struct store_chunk *c, size_t len,
+		      size_t cap, const char **why);
+
+/* The cache copy of a checked fetched image (store_put_object's object):
+ * with direct writes on (S3), a large image aligned to STORE_IO_ALIGN is
+ * written with O_DIRECT straight from obj, not through the page cache. */
+int store_put_fetched(struct store *st, const uint8_t hash[HASH_LEN], const void *obj,
+		      size_t len);
+
+/* After the copy: the image of a decoded chunk is released (its plain bytes
+ * are in c->decoded); a raw chunk's plain bytes stay in it. */
+void store_fetch_done(struct store_chunk *c);
 
 /* The header length of an object image that passed store_object_check. */
 size_t store_object_header_len(const void *obj);

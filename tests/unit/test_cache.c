@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -28,6 +29,7 @@
 #include "cache.h"
 #include "catalog.h"
 #include "codec.h"
+#include "crc32c.h"
 #include "hash.h"
 #include "log.h"
 #include "store.h"
@@ -514,4 +516,120 @@ Test(cache, a_null_cache_does_not_wait)
 	FAILS(cache_make_room(NULL, 4096), ENOSPC);
 	cache_dirty_add(NULL, 4096);
 	cache_dirty_done(NULL, 4096);
+}
+
+/* ---- the fetch path's buffers and cache copy (store.h S9) ---- */
+
+/* The bytes of a file, read whole (at most cap). */
+static size_t tc_file_bytes(const char *path, uint8_t *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	ssize_t n = pread(fd, buf, cap, 0);
+	close(fd);
+	cr_assert_geq(n, 0);
+	return (size_t)n;
+}
+
+/* An object of plain bytes that BACKING alone has (the cache's copy removed);
+ * its image is left in obj (capacity cap), its length returned. */
+static size_t tc_backing_only(const uint8_t *plain, size_t len, uint8_t hash[HASH_LEN],
+			      uint8_t *obj, size_t cap)
+{
+	hash_sha256(plain, len, hash);
+	OK(store_put(fx.w.st, hash, plain, len, 0, NULL));
+	char rel[128];
+	size_t obj_len = 0;
+	store_object_relpath(hash, rel, sizeof(rel));
+	OK(store_read_object(fx.w.st, hash, obj, cap, &obj_len));
+	OK(backing_put(fx.w.b, rel, obj, obj_len));
+	OK(store_remove(fx.w.st, hash));
+	return obj_len;
+}
+
+/* A raw chunk large enough for O_DIRECT: fetched, handed out inside its
+ * image (a footprint of its own size, not of the largest object), and the
+ * cache's copy, written with direct writes on, is BACKING's object byte for
+ * byte. Fetched again (into a pooled buffer), then loaded from the cache,
+ * it reads the same. */
+Test(cache, a_fetched_chunk_is_handed_out_in_its_image_and_kept_byte_for_byte)
+{
+	enum { LEN = TC_CHUNK_MAX - 64 }; /* a known length below chunk_max; an O_DIRECT object */
+	static uint8_t plain[LEN], obj[STORE_HEADER_LEN + LEN + 4096], kept[sizeof(obj)];
+	ts_fill(plain, LEN, 70);
+	uint8_t hash[HASH_LEN];
+	size_t obj_len = tc_backing_only(plain, LEN, hash, obj, sizeof(obj));
+	cr_assert_eq(obj_len, STORE_HEADER_LEN + LEN, "the test wants a raw object");
+	store_set_direct_writes(fx.w.st, true);
+	tc_start(64u << 20, 0, 2000);
+
+	for (int round = 0; round < 3; round++) {
+		struct store_chunk ch = { 0 };
+		OK(cache_load(fx.c, hash, LEN, &ch));
+		cr_assert_eq(ch.len, LEN);
+		cr_assert(memcmp(ch.plain, plain, LEN) == 0, "round %d", round);
+		if (round == 0) { /* fetched: the plain bytes inside the fetched image */
+			cr_assert_null(ch.decoded);
+			cr_assert_eq(ch.plain, (const uint8_t *)ch.image + STORE_HEADER_LEN);
+			cr_assert_eq((uintptr_t)ch.image % STORE_IO_ALIGN, 0);
+			cr_assert_geq(store_chunk_footprint(&ch), obj_len);
+			cr_assert_leq(store_chunk_footprint(&ch), obj_len + STORE_IO_ALIGN,
+				      "a fetch of a known chunk holds %zu bytes",
+				      store_chunk_footprint(&ch));
+		}
+		store_chunk_free(&ch);
+		char path[512];
+		store_object_path(fx.w.st, hash, path, sizeof(path));
+		size_t n = tc_file_bytes(path, kept, sizeof(kept));
+		cr_assert_eq(n, obj_len, "the cache's copy is %zu bytes, BACKING's %zu", n, obj_len);
+		cr_assert(memcmp(kept, obj, obj_len) == 0, "the cache's copy differs from BACKING's");
+		if (round == 0) /* gone from the cache: fetched again, into a pooled buffer */
+			OK(store_remove(fx.w.st, hash)); /* (no catalog row: a chunk of no file) */
+	}
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.misses, 2, "%" PRIu64 " misses, %" PRIu64 " hits", s.misses, s.hits);
+	cr_assert_eq(s.hits, 1);
+	cr_assert_eq(s.fetch_errors, 0);
+}
+
+/* An object whose payload was changed on BACKING and its CRC-32C made to
+ * match: only SHA-256 can tell, and it does before anything is written —
+ * EIO, no copy in the cache, no temporary left, nothing called cached. */
+Test(cache, a_fetched_image_that_fails_only_its_hash_is_refused_and_nothing_is_written)
+{
+	enum { LEN = TC_CHUNK_MAX };
+	static uint8_t plain[LEN], obj[STORE_HEADER_LEN + LEN + 4096];
+	ts_fill(plain, LEN, 71);
+	uint8_t hash[HASH_LEN];
+	size_t obj_len = tc_backing_only(plain, LEN, hash, obj, sizeof(obj));
+	cr_assert_eq(obj_len, STORE_HEADER_LEN + LEN);
+	obj[STORE_HEADER_LEN + LEN / 3] ^= 0x10;
+	uint32_t crc = crc32c(0, obj + STORE_HEADER_LEN, LEN);
+	for (int i = 0; i < 4; i++) /* docs/FORMAT.md: the payload's CRC-32C at 64 */
+		obj[64 + i] = (uint8_t)(crc >> (8 * i));
+	char rel[128];
+	store_object_relpath(hash, rel, sizeof(rel));
+	OK(backing_put(fx.w.b, rel, obj, obj_len));
+	store_set_direct_writes(fx.w.st, true);
+	tc_start(64u << 20, 0, 500);
+
+	struct store_chunk ch = { 0 };
+	FAILS(cache_load(fx.c, hash, LEN, &ch), EIO);
+	cr_assert_null(ch.image);
+	cr_assert_null(ch.plain);
+	cr_assert(!store_has(fx.w.st, hash), "a copy that failed its hash was kept");
+	char tmp[256];
+	snprintf(tmp, sizeof(tmp), "%s/tmp", fx.w.cache);
+	DIR *d = opendir(tmp);
+	cr_assert_not_null(d);
+	int left = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		left += e->d_name[0] != '.';
+	closedir(d);
+	cr_assert_eq(left, 0, "%d temporaries left in the cache", left);
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.fetch_errors, 1);
+	cr_assert_eq(s.fetched_bytes, 0, "bytes that failed their check were counted as fetched");
 }

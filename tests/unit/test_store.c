@@ -2249,3 +2249,175 @@ Test(store, lz4_object_of_the_previous_version_still_reads, .init = setup, .fini
 	tk_release(b);
 	tk_free(&o);
 }
+
+/* ---- fetched images (S9) ---- */
+
+#define TK_FETCH_MAP (TK_HDR + 4 * MiB + 64 * KiB) /* an object_cap of 4 MiB chunks */
+
+/* The fetch path on one object image from elsewhere (a copy of o's file): a
+ * pooled buffer, the check, the cache copy, the hand-out. Returns the chunk. */
+static struct store_chunk tk_fetch(const struct tk_obj *o, const uint8_t *img, size_t len,
+				   size_t need)
+{
+	struct store_chunk c;
+	const char *why = NULL;
+	OK(store_fetch_image(&c, need, TK_FETCH_MAP));
+	cr_assert_not_null(c.image);
+	cr_assert_eq((uintptr_t)c.image % STORE_IO_ALIGN, 0);
+	memcpy(c.image, img, len);
+	store_fetch_filled(&c, len);
+	int rc = store_fetch_check(o->hash, &c, len, o->len, &why);
+	cr_assert_eq(rc, 0, "size %zu: %s", o->len, why ? why : strerror(-rc));
+	OK(store_put_fetched(fx.st, o->hash, c.image, len));
+	store_fetch_done(&c);
+	return c;
+}
+
+/* A fetched image is checked and kept as the very object store_put wrote
+ * (raw or LZ4, small or large, direct writes on: a raw one of 256 KiB or
+ * more then bypasses the page cache), and handed out as store_load would:
+ * a raw chunk's plain bytes inside the image, a decoded one's on their own
+ * with the image released. */
+Test(store, a_fetched_image_is_kept_as_the_same_object_byte_for_byte, .init = setup,
+     .fini = teardown)
+{
+	static const size_t sizes[] = { 256 * KiB, MiB + 1, 3 * MiB + 4095, 100 * KiB, 5000 };
+	store_set_direct_writes(fx.st, true);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		for (int text = 0; text < 2; text++) {
+			size_t len = sizes[i], want_len, got_len;
+			uint8_t *plain = text ? tk_text(len, 80 + i) : ts_random(len, 90 + i);
+			struct tk_obj o = tk_put(plain, len, 0);
+			uint8_t *want = tk_object_bytes(&o, &want_len);
+			OK(store_remove(fx.st, o.hash)); /* BACKING alone has it */
+			size_t need = text ? TK_FETCH_MAP : TK_HDR + codec_bound(len);
+			struct store_chunk c = tk_fetch(&o, want, want_len, need);
+			cr_assert_eq(c.len, len);
+			cr_assert(memcmp(c.plain, plain, len) == 0, "size %zu: other bytes", len);
+			if (o.info.codec == CODEC_RAW) {
+				cr_assert_null(c.decoded);
+				cr_assert_eq(c.plain, (const uint8_t *)c.image + TK_HDR);
+			} else {
+				cr_assert_null(c.image, "the image of a decoded chunk was kept");
+				cr_assert_eq(c.plain, c.decoded);
+			}
+			store_chunk_free(&c);
+			if (len >= 256 * KiB && !text)
+				cr_assert_leq(tk_cached_pages(&o), 1,
+					      "size %zu: %zu pages of a fetched copy are cached", len,
+					      tk_cached_pages(&o));
+			uint8_t *got = tk_object_bytes(&o, &got_len);
+			cr_assert_eq(got_len, want_len, "size %zu: object sizes differ", len);
+			cr_assert_arr_eq(got, want, got_len, "size %zu: the copy has other bytes", len);
+			tk_release(got);
+			tk_release(want);
+			tk_assert_get_ok(&o);
+			tk_free(&o);
+		}
+	}
+}
+
+/* Invariant 2: a fetched image whose payload byte was changed is refused —
+ * by its CRC, or, the CRC made to match, by SHA-256 — and so is a header
+ * edit; the caller writes nothing (store_put_fetched is never reached). */
+Test(store, a_damaged_fetched_image_is_refused_by_its_check, .init = setup, .fini = teardown)
+{
+	size_t len = MiB + 7, img_len;
+	struct tk_obj o = tk_put(ts_random(len, 95), len, 0);
+	uint8_t *img = tk_object_bytes(&o, &img_len);
+	OK(store_remove(fx.st, o.hash));
+	for (int edit = 0; edit < 3; edit++) {
+		struct store_chunk c;
+		const char *why = NULL;
+		OK(store_fetch_image(&c, TK_HDR + codec_bound(len), TK_FETCH_MAP));
+		memcpy(c.image, img, img_len);
+		uint8_t *b = c.image;
+		if (edit == 2) {
+			tk_put_le(b + 16, 8, len + 1); /* plain length */
+		} else {
+			b[TK_HDR + len / 2] ^= 0x01;
+			if (edit == 1)
+				tk_put_le(b + 64, 4, crc32c(0, b + TK_HDR, len));
+		}
+		store_fetch_filled(&c, img_len);
+		cr_assert_eq(store_fetch_check(o.hash, &c, img_len, len, &why), -EIO, "edit %d", edit);
+		cr_assert_not_null(why);
+		if (edit == 1)
+			cr_assert_str_eq(why, "bytes do not match their hash");
+		store_chunk_free(&c);
+		cr_assert_null(c.image);
+	}
+	cr_assert(!store_has(fx.st, o.hash));
+	tk_release(img);
+	tk_free(&o);
+}
+
+/* Pages of buffer [off, off + len) that are in memory. */
+static size_t tk_resident(const void *buf, size_t off, size_t len)
+{
+	size_t pages = len / 4096, n = 0;
+	unsigned char *vec = tk_alloc(pages);
+	cr_assert_eq(mincore((uint8_t *)buf + off, len, vec), 0, "%s", strerror(errno));
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	tk_release(vec);
+	return n;
+}
+
+/* A released fetch buffer is reused by the next fetch (its pages already in
+ * memory); reused for a smaller chunk, it gives back what is beyond that
+ * chunk, so its footprint is what the chunk needs — and that much is all
+ * that is in memory. */
+Test(store, a_reused_fetch_buffer_keeps_only_what_its_next_chunk_needs, .init = setup,
+     .fini = teardown)
+{
+	struct store_chunk c;
+	OK(store_fetch_image(&c, TK_FETCH_MAP, TK_FETCH_MAP)); /* a size not known */
+	size_t map = c.image_map;
+	cr_assert_geq(map, TK_FETCH_MAP);
+	memset(c.image, 0xAB, 4 * MiB); /* a 4 MiB object read into it */
+	store_fetch_filled(&c, 4 * MiB);
+	cr_assert_eq(store_chunk_footprint(&c), 4 * MiB);
+	void *first = c.image;
+	store_chunk_free(&c);
+
+	size_t need = TK_HDR + codec_bound(64 * KiB), need_pages = (need + 4095) / 4096;
+	OK(store_fetch_image(&c, need, TK_FETCH_MAP));
+	cr_assert_eq(c.image, first, "the released buffer was not reused");
+	cr_assert_eq(store_chunk_footprint(&c), need_pages * 4096);
+	cr_assert_eq(tk_resident(c.image, 0, need_pages * 4096), need_pages,
+		     "the pages the chunk needs are not all in memory");
+	cr_assert_eq(tk_resident(c.image, need_pages * 4096, 4 * MiB - need_pages * 4096), 0,
+		     "pages beyond the chunk's need are still held");
+	store_fetch_filled(&c, need);
+	cr_assert_eq(store_chunk_footprint(&c), need_pages * 4096);
+	store_chunk_free(&c);
+
+	/* a failed read may have written anywhere: all of it counts */
+	OK(store_fetch_image(&c, need, TK_FETCH_MAP));
+	store_fetch_filled(&c, TK_FETCH_MAP);
+	cr_assert_eq(store_chunk_footprint(&c), map);
+	store_chunk_free(&c);
+}
+
+/* A pool full of buffers of another size (another cache's largest object)
+ * still keeps the one released now, in place of one of those: a fetch of
+ * this size finds it again. */
+Test(store, a_full_pool_of_another_size_keeps_the_buffer_released_now, .init = setup,
+     .fini = teardown)
+{
+	enum { N = 9 }; /* more than the pool keeps */
+	struct store_chunk other[N], c;
+	for (int i = 0; i < N; i++)
+		OK(store_fetch_image(&other[i], 64 * KiB, 512 * KiB));
+	for (int i = 0; i < N; i++)
+		store_chunk_free(&other[i]);
+	OK(store_fetch_image(&c, 64 * KiB, TK_FETCH_MAP));
+	memset(c.image, 0x5A, 4096); /* a fresh mapping would read zeros */
+	store_fetch_filled(&c, 4096);
+	store_chunk_free(&c);
+	OK(store_fetch_image(&c, 64 * KiB, TK_FETCH_MAP));
+	cr_assert_eq(((const uint8_t *)c.image)[4095], 0x5A,
+		     "the buffer released into a full pool was not kept");
+	store_chunk_free(&c);
+}

@@ -1,5 +1,5 @@
 /* recent — the SHA-256 of chunks hashed moments ago; see recent.h for the
- * invariants (R1–R3).
+ * invariants (R1–R6).
  *
  * A small table of slots, each EMPTY, PENDING (a writer is hashing a chunk
  * with this fingerprint: R2) or READY (a copy of the bytes and their hash).
@@ -65,6 +65,7 @@ struct recent_key {
 };
 
 static void recent_buf_free(uint8_t *buf, size_t cap);
+static void recent_pin_slot(struct recent_slot *x, int slot, struct recent_pred *pred);
 
 int recent_new(size_t budget, struct recent **out)
 {
@@ -365,10 +366,14 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 }
 
 /* Ends a ticket; with copy, the slot becomes READY holding it (R3
- * permitting), else EMPTY: PENDING → READY | EMPTY. */
-static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
-			  size_t cap, const uint8_t hash[HASH_LEN])
+ * permitting), else EMPTY: PENDING → READY | EMPTY. true: copy was kept
+ * (pinned in *pin if pin). A copy not kept becomes a spare, unless it is
+ * the caller's (R6: caller_owns). */
+static bool recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
+			  size_t cap, const uint8_t hash[HASH_LEN], bool caller_owns,
+			  struct recent_pred *pin)
 {
+	bool kept = false;
 	pthread_mutex_lock(&r->lock);
 	struct recent_slot *s = &r->slot[t->slot];
 	assert(s->state == RS_PENDING && s->epoch == t->epoch); /* R2: only its ticket ends it */
@@ -386,12 +391,17 @@ static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 		s->state = RS_READY;
 		s->stamp = ++r->clock;
 		r->used += s->len;
+		kept = true;
+		if (pin)
+			recent_pin_slot(s, t->slot, pin);
 	} else {
 		s->state = RS_EMPTY;
 	}
 	flight_land_locked(r->flights, &t->flight, 0); /* R2: the writers waiting look again */
-	recent_spare_put(r, copy, cap); /* not kept: reused next time, or freed */
+	if (!caller_owns)
+		recent_spare_put(r, copy, cap); /* not kept: reused next time, or freed */
 	pthread_mutex_unlock(&r->lock);
+	return kept;
 }
 
 void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8_t *data,
@@ -409,13 +419,93 @@ void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8
 	}
 	if (copy)
 		memcpy(copy + RECENT_HEADROOM, data, len);
-	recent_settle(r, t, copy, cap, hash);
+	recent_settle(r, t, copy, cap, hash, false, NULL);
 }
 
 void recent_abandon(struct recent *r, const struct recent_ticket *t)
 {
 	if (r && t->slot >= 0 && !t->hit)
-		recent_settle(r, t, NULL, 0, NULL);
+		recent_settle(r, t, NULL, 0, NULL, false, NULL);
+}
+
+/* ---- image buffers a writer fills (R6) ---- */
+
+static size_t recent_round_up(size_t n)
+{
+	return (n + RECENT_ROUND - 1) / RECENT_ROUND * RECENT_ROUND;
+}
+
+/* The largest spare buffer, if it holds need bytes, or NULL. Lock held. */
+static uint8_t *recent_spare_take_largest(struct recent *r, size_t need, size_t *cap)
+{
+	int best = -1;
+	for (int i = 0; i < RECENT_SPARES; i++)
+		if (r->spare[i] && (best < 0 || r->spare_cap[i] > r->spare_cap[best]))
+			best = i;
+	if (best < 0 || r->spare_cap[best] < need)
+		return NULL;
+	uint8_t *buf = r->spare[best];
+	*cap = r->spare_cap[best];
+	r->spare[best] = NULL;
+	return buf;
+}
+
+uint8_t *recent_image_take(struct recent *r, size_t need, size_t *cap)
+{
+	uint8_t *buf = NULL;
+	if (r) {
+		pthread_mutex_lock(&r->lock);
+		buf = recent_spare_take_largest(r, need, cap);
+		pthread_mutex_unlock(&r->lock);
+	}
+	if (!buf) {
+		*cap = recent_round_up(need);
+		buf = recent_buf_alloc(*cap);
+	}
+	return buf;
+}
+
+int recent_image_grow(uint8_t **image, size_t *cap, size_t need)
+{
+	if (*cap >= need)
+		return 0;
+	size_t ncap = recent_round_up(need > 2 * *cap ? need : 2 * *cap);
+	void *p = mremap(*image, *cap, ncap, MREMAP_MAYMOVE); /* pages move, bytes are not copied */
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	*image = p;
+	*cap = ncap;
+	return 0;
+}
+
+void recent_image_give(struct recent *r, uint8_t *image, size_t cap)
+{
+	if (!r) {
+		recent_buf_free(image, cap);
+		return;
+	}
+	pthread_mutex_lock(&r->lock);
+	recent_spare_put(r, image, cap);
+	pthread_mutex_unlock(&r->lock);
+}
+
+bool recent_publish_image(struct recent *r, const struct recent_ticket *t, uint8_t *image,
+			  size_t cap, size_t len, const uint8_t hash[HASH_LEN],
+			  struct recent_pred *pin)
+{
+	pin->slot = -1;
+	if (!r || t->slot < 0 || t->hit)
+		return false;
+	assert(r->slot[t->slot].len == len && cap >= RECENT_HEADROOM + len);
+	/* kept at the size a copy would have (R3's memory), the rest unmapped */
+	size_t keep = recent_round_up(RECENT_HEADROOM + len);
+	if (keep > cap)
+		keep = cap;
+	if (!recent_settle(r, t, image, keep, hash, true, pin))
+		return false;
+	if (keep < cap) /* pinned: no other thread can have it yet */
+		munmap(image + keep, cap - keep);
+	return true;
 }
 
 /* ---- chains (R4) and claims (R5) ---- */

@@ -392,6 +392,7 @@ static bool recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 		s->stamp = ++r->clock;
 		r->used += s->len;
 		kept = true;
+		r->st.images += caller_owns;
 		if (pin)
 			recent_pin_slot(s, t->slot, pin);
 	} else {

@@ -164,6 +164,7 @@ struct recent_stats {
 	uint64_t follow_waits; /* waits for another writer's link (R5) */
 	uint64_t takeovers;    /* ... that ended with the claim taken over */
 	uint64_t follow_wait_ns; /* ... the time they waited, in all */
+	uint64_t images;       /* entries that kept a writer's buffer, not a copy (R6) */
 };
 void recent_stats(struct recent *r, struct recent_stats *out);
 

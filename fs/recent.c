@@ -491,15 +491,15 @@ void recent_image_give(struct recent *r, uint8_t *image, size_t cap)
 }
 
 bool recent_publish_image(struct recent *r, const struct recent_ticket *t, uint8_t *image,
-			  size_t cap, size_t len, const uint8_t hash[HASH_LEN],
+			  size_t cap, size_t len, size_t keep, const uint8_t hash[HASH_LEN],
 			  struct recent_pred *pin)
 {
 	pin->slot = -1;
 	if (!r || t->slot < 0 || t->hit)
 		return false;
 	assert(r->slot[t->slot].len == len && cap >= RECENT_HEADROOM + len);
-	/* kept at the size a copy would have (R3's memory), the rest unmapped */
-	size_t keep = recent_round_up(RECENT_HEADROOM + len);
+	/* the rest unmapped: R6 bounds what an image holds beyond its chunk */
+	keep = recent_round_up(keep > RECENT_HEADROOM + len ? keep : RECENT_HEADROOM + len);
 	if (keep > cap)
 		keep = cap;
 	if (!recent_settle(r, t, image, keep, hash, true, pin))

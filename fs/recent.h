@@ -42,7 +42,9 @@
  *      returns it pinned: from then on the buffer is recent's (R1: the bytes
  *      hashed are the bytes kept, and nobody writes them again but the
  *      headroom), and the caller fills a new one. A buffer not kept stays
- *      the caller's.
+ *      the caller's. R3's budget counts the bytes of a chunk; an image kept
+ *      may be larger (up to the caller's keep), so that reused spares fit
+ *      the next chunks: at most RECENT_SLOTS + RECENT_SPARES such buffers.
  *
  * Thread-safe. Chunks under RECENT_MIN_LEN are not worth it and always miss. */
 #ifndef CKPTFS_RECENT_H
@@ -124,10 +126,13 @@ int recent_image_grow(uint8_t **image, size_t *cap, size_t need);
 void recent_image_give(struct recent *r, uint8_t *image, size_t cap);
 /* R6: recent_publish of the len bytes at image + RECENT_HEADROOM without a
  * copy. true: the entry keeps the buffer (the caller no longer owns it) and
- * it is pinned in *pin. false: the ticket ended, nothing was kept, the
- * buffer is still the caller's (also for a hit, or no ticket). */
+ * it is pinned in *pin; past max(keep, what a copy would take) it is
+ * unmapped (keep: the size the caller's next chunk likely needs, so that a
+ * spare made of it is reused without faulting fresh pages). false: the
+ * ticket ended, nothing was kept, the buffer is still the caller's (also for
+ * a hit, or no ticket). */
 bool recent_publish_image(struct recent *r, const struct recent_ticket *ticket, uint8_t *image,
-			  size_t cap, size_t len, const uint8_t hash[HASH_LEN],
+			  size_t cap, size_t len, size_t keep, const uint8_t hash[HASH_LEN],
 			  struct recent_pred *pin);
 
 /* R4/R5, for a writer at a chunk start whose cursor is *cur: true with a

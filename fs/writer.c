@@ -237,7 +237,11 @@ static bool writer_hand_over(struct writer *w, const struct recent_ticket *ticke
 	if (!next)
 		return false;
 	memcpy(next + RECENT_HEADROOM, w->buf + len, tail);
-	if (!recent_publish_image(w->env->recent, ticket, w->image, w->image_cap, len, hash, pin)) {
+	/* most chunks are under twice the average: a spare of that size takes
+	 * them without faulting fresh pages */
+	size_t keep = RECENT_HEADROOM + 2 * w->env->chunking.avg_size + WRITER_FEED_STEP;
+	if (!recent_publish_image(w->env->recent, ticket, w->image, w->image_cap, len, keep, hash,
+				  pin)) {
 		recent_image_give(w->env->recent, next, cap);
 		return false;
 	}

@@ -357,7 +357,7 @@ Test(recent, a_published_image_is_the_copy_and_one_not_kept_stays_the_callers)
 	struct recent_ticket t;
 	struct recent_pred pin;
 	cr_assert_not(recent_lookup(r, img + RECENT_HEADROOM, len, got, &t));
-	cr_assert(recent_publish_image(r, &t, img, cap, len, hash, &pin), "an image was not kept");
+	cr_assert(recent_publish_image(r, &t, img, cap, len, 0, hash, &pin), "an image was not kept");
 	cr_assert_eq(pin.image, img, "the entry copied the image instead of keeping it");
 	cr_assert(memcmp(pin.copy, want, len) == 0);
 	cr_assert_arr_eq(pin.hash, hash, HASH_LEN);
@@ -374,7 +374,7 @@ Test(recent, a_published_image_is_the_copy_and_one_not_kept_stays_the_callers)
 	memcpy(other + RECENT_HEADROOM, fill, big);
 	hash_sha256(fill, big, h2);
 	cr_assert_not(recent_lookup(r, other + RECENT_HEADROOM, big, got, &t));
-	cr_assert_not(recent_publish_image(r, &t, other, cap2, big, h2, &pin),
+	cr_assert_not(recent_publish_image(r, &t, other, cap2, big, 0, h2, &pin),
 		      "an image over the budget was kept");
 	cr_assert_eq(pin.slot, -1);
 	cr_assert(memcmp(other + RECENT_HEADROOM, fill, big) == 0, "a buffer not kept changed");

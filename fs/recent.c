@@ -37,7 +37,8 @@ struct recent_slot {
 	size_t len;
 	int pins; /* comparisons running against copy */
 	uint8_t *copy;
-	size_t cap; /* of copy */
+	size_t cap;   /* of copy */
+	size_t slack; /* of cap, beyond what a copy would take (R6) */
 	uint8_t hash[HASH_LEN];
 	/* R4/R5 (READY slots) */
 	int next;            /* the successor's slot, -1: none yet */
@@ -52,6 +53,7 @@ struct recent {
 	struct flight_table *flights; /* R2: tickets, under lock */
 	pthread_cond_t linked;  /* R5: a successor was linked, or a claim ended */
 	size_t budget, used;
+	size_t slack; /* R6: the slots' slack in all, at most budget */
 	uint64_t clock;
 	struct recent_stats st;
 	struct recent_slot slot[RECENT_SLOTS];
@@ -189,6 +191,8 @@ static void recent_slot_clear(struct recent *r, struct recent_slot *s)
 	if (s->state == RS_READY)
 		r->used -= s->len;
 	recent_spare_put(r, s->copy, s->cap);
+	r->slack -= s->slack;
+	s->slack = 0;
 	s->copy = NULL;
 	s->state = RS_EMPTY;
 	if (s->claim) /* writers waiting for its successor: their chain is gone */
@@ -365,15 +369,21 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 	return false;
 }
 
+static size_t recent_round_up(size_t n);
+
 /* Ends a ticket; with copy, the slot becomes READY holding it (R3
  * permitting), else EMPTY: PENDING → READY | EMPTY. true: copy was kept
  * (pinned in *pin if pin). A copy not kept becomes a spare, unless it is
- * the caller's (R6: caller_owns). */
+ * the caller's (R6: caller_owns); a caller's is kept at *cap bytes if the
+ * slots' slack allows, else at what a copy would take (*cap says which). */
 static bool recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
-			  size_t cap, const uint8_t hash[HASH_LEN], bool caller_owns,
+			  size_t *cap, const uint8_t hash[HASH_LEN], bool caller_owns,
 			  struct recent_pred *pin)
 {
 	bool kept = false;
+	size_t tight = copy ? recent_round_up(RECENT_HEADROOM + r->slot[t->slot].len) : 0;
+	if (tight > *cap)
+		tight = *cap;
 	pthread_mutex_lock(&r->lock);
 	struct recent_slot *s = &r->slot[t->slot];
 	assert(s->state == RS_PENDING && s->epoch == t->epoch); /* R2: only its ticket ends it */
@@ -384,8 +394,12 @@ static bool recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 		recent_slot_clear(r, &r->slot[old]);
 	}
 	if (copy && r->used + s->len <= r->budget) {
+		if (caller_owns && r->slack + (*cap - tight) > r->budget)
+			*cap = tight; /* R6: the slack stays within the budget */
 		s->copy = copy;
-		s->cap = cap;
+		s->cap = *cap;
+		s->slack = caller_owns ? *cap - tight : 0; /* a copy's spare was the old rule's */
+		r->slack += s->slack;
 		copy = NULL;
 		memcpy(s->hash, hash, HASH_LEN);
 		s->state = RS_READY;
@@ -400,7 +414,7 @@ static bool recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 	}
 	flight_land_locked(r->flights, &t->flight, 0); /* R2: the writers waiting look again */
 	if (!caller_owns)
-		recent_spare_put(r, copy, cap); /* not kept: reused next time, or freed */
+		recent_spare_put(r, copy, *cap); /* not kept: reused next time, or freed */
 	pthread_mutex_unlock(&r->lock);
 	return kept;
 }
@@ -420,13 +434,14 @@ void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8
 	}
 	if (copy)
 		memcpy(copy + RECENT_HEADROOM, data, len);
-	recent_settle(r, t, copy, cap, hash, false, NULL);
+	recent_settle(r, t, copy, &cap, hash, false, NULL);
 }
 
 void recent_abandon(struct recent *r, const struct recent_ticket *t)
 {
+	size_t none = 0;
 	if (r && t->slot >= 0 && !t->hit)
-		recent_settle(r, t, NULL, 0, NULL, false, NULL);
+		recent_settle(r, t, NULL, &none, NULL, false, NULL);
 }
 
 /* ---- image buffers a writer fills (R6) ---- */
@@ -502,7 +517,7 @@ bool recent_publish_image(struct recent *r, const struct recent_ticket *t, uint8
 	keep = recent_round_up(keep > RECENT_HEADROOM + len ? keep : RECENT_HEADROOM + len);
 	if (keep > cap)
 		keep = cap;
-	if (!recent_settle(r, t, image, keep, hash, true, pin))
+	if (!recent_settle(r, t, image, &keep, hash, true, pin))
 		return false;
 	if (keep < cap) /* pinned: no other thread can have it yet */
 		munmap(image + keep, cap - keep);

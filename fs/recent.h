@@ -44,7 +44,8 @@
  *      headroom), and the caller fills a new one. A buffer not kept stays
  *      the caller's. R3's budget counts the bytes of a chunk; an image kept
  *      may be larger (up to the caller's keep), so that reused spares fit
- *      the next chunks: at most RECENT_SLOTS + RECENT_SPARES such buffers.
+ *      the next chunks, while the slots' slack beyond what copies would
+ *      take stays within the budget too.
  *
  * Thread-safe. Chunks under RECENT_MIN_LEN are not worth it and always miss. */
 #ifndef CKPTFS_RECENT_H
@@ -128,7 +129,8 @@ void recent_image_give(struct recent *r, uint8_t *image, size_t cap);
  * copy. true: the entry keeps the buffer (the caller no longer owns it) and
  * it is pinned in *pin; past max(keep, what a copy would take) it is
  * unmapped (keep: the size the caller's next chunk likely needs, so that a
- * spare made of it is reused without faulting fresh pages). false: the
+ * spare made of it is reused without faulting fresh pages; only what a copy
+ * would take once the slots' slack reaches the budget). false: the
  * ticket ended, nothing was kept, the buffer is still the caller's (also for
  * a hit, or no ticket). */
 bool recent_publish_image(struct recent *r, const struct recent_ticket *ticket, uint8_t *image,

@@ -227,15 +227,18 @@ static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t
 /* Makes the buffer's bytes past its first len the start of a fresh image
  * buffer, and hands the old one, whose first len bytes are the chunk just
  * hashed, to recent as the entry's copy (recent.h R6), pinned in *pin.
- * false: recent kept nothing; the buffer is as it was. */
+ * false: recent kept nothing; the buffer is as it was, and the ticket has
+ * ended if *ended (else the caller publishes it). */
 static bool writer_hand_over(struct writer *w, const struct recent_ticket *ticket, size_t len,
-			     const uint8_t hash[HASH_LEN], struct recent_pred *pin)
+			     const uint8_t hash[HASH_LEN], struct recent_pred *pin, bool *ended)
 {
 	size_t tail = w->buf_len - len, cap;
 	size_t need = RECENT_HEADROOM + (tail > WRITER_FEED_STEP ? tail : WRITER_FEED_STEP);
+	*ended = false;
 	uint8_t *next = recent_image_take(w->env->recent, need, &cap);
 	if (!next)
 		return false;
+	*ended = true; /* by recent_publish_image, kept or not */
 	memcpy(next + RECENT_HEADROOM, w->buf + len, tail);
 	/* most chunks are under twice the average: a spare of that size takes
 	 * them without faulting fresh pages */
@@ -282,12 +285,12 @@ static int writer_emit(struct writer *w, size_t len, enum recent_end end)
 	struct cat_extent ext = { .off = off, .len = len, .chunk_off = 0, .chunk_len = len };
 	struct recent_ticket ticket;
 	struct recent_pred copy; /* recent's copy of these bytes: stored without another copy */
-	bool pinned = false;
+	bool pinned = false, ended = false;
 	if (!recent_lookup(w->env->recent, data, len, ext.hash, &ticket)) { /* replicas: R1 */
 		hash_sha256(data, len, ext.hash);
 		if (w->buf_off == 0 && ticket.slot >= 0)
-			pinned = writer_hand_over(w, &ticket, len, ext.hash, &copy);
-		if (!pinned)
+			pinned = writer_hand_over(w, &ticket, len, ext.hash, &copy, &ended);
+		if (!ended) /* R2: a ticket ends once */
 			recent_publish(w->env->recent, &ticket, data, len, ext.hash);
 	}
 	if (!pinned)

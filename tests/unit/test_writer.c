@@ -732,3 +732,28 @@ Test(writer, replicas_of_a_file_written_by_buffer_hand_over_are_followed_byte_fo
 	tw_check_file(b, data, len);
 	free(data);
 }
+
+/* A recent whose budget holds no chunk keeps no buffer (R6 false): the
+ * ticket has ended there, so the writer must not publish it again (R2: a
+ * second end aborted the daemon), and the chunk is stored from the writer's
+ * own buffer, byte for byte. */
+Test(writer, a_buffer_recent_cannot_keep_ends_its_ticket_once_and_is_stored_from_the_writer)
+{
+	struct recent *tiny;
+	OK(recent_new(32 * KiB, &tiny)); /* under every chunk: none is kept */
+	struct chunkput *cp = fx.cp;
+	fx.cp = tw_chunkput(tiny);
+	size_t len = 3 * MiB + 5;
+	uint8_t *data = ts_random(len, 92);
+	uint64_t ino = tw_file("t");
+	tw_write_all(ino, data, len, 0, 7);
+	struct recent_stats st;
+	recent_stats(tiny, &st);
+	cr_assert_gt(st.misses, 10);
+	cr_assert_eq(st.images, 0);
+	tw_check_file(ino, data, len);
+	chunkput_free(fx.cp);
+	fx.cp = cp;
+	recent_free(tiny);
+	free(data);
+}

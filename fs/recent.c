@@ -1,5 +1,5 @@
 /* recent — the SHA-256 of chunks hashed moments ago; see recent.h for the
- * invariants (R1–R3).
+ * invariants (R1–R6).
  *
  * A small table of slots, each EMPTY, PENDING (a writer is hashing a chunk
  * with this fingerprint: R2) or READY (a copy of the bytes and their hash).
@@ -37,7 +37,8 @@ struct recent_slot {
 	size_t len;
 	int pins; /* comparisons running against copy */
 	uint8_t *copy;
-	size_t cap; /* of copy */
+	size_t cap;   /* of copy */
+	size_t slack; /* of cap, beyond what a copy would take (R6) */
 	uint8_t hash[HASH_LEN];
 	/* R4/R5 (READY slots) */
 	int next;            /* the successor's slot, -1: none yet */
@@ -52,6 +53,7 @@ struct recent {
 	struct flight_table *flights; /* R2: tickets, under lock */
 	pthread_cond_t linked;  /* R5: a successor was linked, or a claim ended */
 	size_t budget, used;
+	size_t slack; /* R6: the slots' slack in all, at most budget */
 	uint64_t clock;
 	struct recent_stats st;
 	struct recent_slot slot[RECENT_SLOTS];
@@ -65,6 +67,7 @@ struct recent_key {
 };
 
 static void recent_buf_free(uint8_t *buf, size_t cap);
+static void recent_pin_slot(struct recent_slot *x, int slot, struct recent_pred *pred);
 
 int recent_new(size_t budget, struct recent **out)
 {
@@ -188,6 +191,8 @@ static void recent_slot_clear(struct recent *r, struct recent_slot *s)
 	if (s->state == RS_READY)
 		r->used -= s->len;
 	recent_spare_put(r, s->copy, s->cap);
+	r->slack -= s->slack;
+	s->slack = 0;
 	s->copy = NULL;
 	s->state = RS_EMPTY;
 	if (s->claim) /* writers waiting for its successor: their chain is gone */
@@ -364,11 +369,21 @@ bool recent_lookup(struct recent *r, const uint8_t *data, size_t len, uint8_t ha
 	return false;
 }
 
+static size_t recent_round_up(size_t n);
+
 /* Ends a ticket; with copy, the slot becomes READY holding it (R3
- * permitting), else EMPTY: PENDING → READY | EMPTY. */
-static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
-			  size_t cap, const uint8_t hash[HASH_LEN])
+ * permitting), else EMPTY: PENDING → READY | EMPTY. true: copy was kept
+ * (pinned in *pin if pin). A copy not kept becomes a spare, unless it is
+ * the caller's (R6: caller_owns); a caller's is kept at *cap bytes if the
+ * slots' slack allows, else at what a copy would take (*cap says which). */
+static bool recent_settle(struct recent *r, const struct recent_ticket *t, uint8_t *copy,
+			  size_t *cap, const uint8_t hash[HASH_LEN], bool caller_owns,
+			  struct recent_pred *pin)
 {
+	bool kept = false;
+	size_t tight = copy ? recent_round_up(RECENT_HEADROOM + r->slot[t->slot].len) : 0;
+	if (tight > *cap)
+		tight = *cap;
 	pthread_mutex_lock(&r->lock);
 	struct recent_slot *s = &r->slot[t->slot];
 	assert(s->state == RS_PENDING && s->epoch == t->epoch); /* R2: only its ticket ends it */
@@ -379,19 +394,29 @@ static void recent_settle(struct recent *r, const struct recent_ticket *t, uint8
 		recent_slot_clear(r, &r->slot[old]);
 	}
 	if (copy && r->used + s->len <= r->budget) {
+		if (caller_owns && r->slack + (*cap - tight) > r->budget)
+			*cap = tight; /* R6: the slack stays within the budget */
 		s->copy = copy;
-		s->cap = cap;
+		s->cap = *cap;
+		s->slack = caller_owns ? *cap - tight : 0; /* a copy's spare was the old rule's */
+		r->slack += s->slack;
 		copy = NULL;
 		memcpy(s->hash, hash, HASH_LEN);
 		s->state = RS_READY;
 		s->stamp = ++r->clock;
 		r->used += s->len;
+		kept = true;
+		r->st.images += caller_owns;
+		if (pin)
+			recent_pin_slot(s, t->slot, pin);
 	} else {
 		s->state = RS_EMPTY;
 	}
 	flight_land_locked(r->flights, &t->flight, 0); /* R2: the writers waiting look again */
-	recent_spare_put(r, copy, cap); /* not kept: reused next time, or freed */
+	if (!caller_owns)
+		recent_spare_put(r, copy, *cap); /* not kept: reused next time, or freed */
 	pthread_mutex_unlock(&r->lock);
+	return kept;
 }
 
 void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8_t *data,
@@ -409,13 +434,94 @@ void recent_publish(struct recent *r, const struct recent_ticket *t, const uint8
 	}
 	if (copy)
 		memcpy(copy + RECENT_HEADROOM, data, len);
-	recent_settle(r, t, copy, cap, hash);
+	recent_settle(r, t, copy, &cap, hash, false, NULL);
 }
 
 void recent_abandon(struct recent *r, const struct recent_ticket *t)
 {
+	size_t none = 0;
 	if (r && t->slot >= 0 && !t->hit)
-		recent_settle(r, t, NULL, 0, NULL);
+		recent_settle(r, t, NULL, &none, NULL, false, NULL);
+}
+
+/* ---- image buffers a writer fills (R6) ---- */
+
+static size_t recent_round_up(size_t n)
+{
+	return (n + RECENT_ROUND - 1) / RECENT_ROUND * RECENT_ROUND;
+}
+
+/* The largest spare buffer, if it holds need bytes, or NULL. Lock held. */
+static uint8_t *recent_spare_take_largest(struct recent *r, size_t need, size_t *cap)
+{
+	int best = -1;
+	for (int i = 0; i < RECENT_SPARES; i++)
+		if (r->spare[i] && (best < 0 || r->spare_cap[i] > r->spare_cap[best]))
+			best = i;
+	if (best < 0 || r->spare_cap[best] < need)
+		return NULL;
+	uint8_t *buf = r->spare[best];
+	*cap = r->spare_cap[best];
+	r->spare[best] = NULL;
+	return buf;
+}
+
+uint8_t *recent_image_take(struct recent *r, size_t need, size_t *cap)
+{
+	uint8_t *buf = NULL;
+	if (r) {
+		pthread_mutex_lock(&r->lock);
+		buf = recent_spare_take_largest(r, need, cap);
+		pthread_mutex_unlock(&r->lock);
+	}
+	if (!buf) {
+		*cap = recent_round_up(need);
+		buf = recent_buf_alloc(*cap);
+	}
+	return buf;
+}
+
+int recent_image_grow(uint8_t **image, size_t *cap, size_t need)
+{
+	if (*cap >= need)
+		return 0;
+	size_t ncap = recent_round_up(need > 2 * *cap ? need : 2 * *cap);
+	void *p = mremap(*image, *cap, ncap, MREMAP_MAYMOVE); /* pages move, bytes are not copied */
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	*image = p;
+	*cap = ncap;
+	return 0;
+}
+
+void recent_image_give(struct recent *r, uint8_t *image, size_t cap)
+{
+	if (!r) {
+		recent_buf_free(image, cap);
+		return;
+	}
+	pthread_mutex_lock(&r->lock);
+	recent_spare_put(r, image, cap);
+	pthread_mutex_unlock(&r->lock);
+}
+
+bool recent_publish_image(struct recent *r, const struct recent_ticket *t, uint8_t *image,
+			  size_t cap, size_t len, size_t keep, const uint8_t hash[HASH_LEN],
+			  struct recent_pred *pin)
+{
+	pin->slot = -1;
+	if (!r || t->slot < 0 || t->hit)
+		return false;
+	assert(r->slot[t->slot].len == len && cap >= RECENT_HEADROOM + len);
+	/* the rest unmapped: R6 bounds what an image holds beyond its chunk */
+	keep = recent_round_up(keep > RECENT_HEADROOM + len ? keep : RECENT_HEADROOM + len);
+	if (keep > cap)
+		keep = cap;
+	if (!recent_settle(r, t, image, &keep, hash, true, pin))
+		return false;
+	if (keep < cap) /* pinned: no other thread can have it yet */
+		munmap(image + keep, cap - keep);
+	return true;
 }
 
 /* ---- chains (R4) and claims (R5) ---- */

@@ -35,6 +35,17 @@
  *      its own wait ends; then it takes the claim over). A waiting writer
  *      holds no claim, so waits cannot form a cycle; a claim ends when its
  *      writer emits its chunk or drops its chain (recent_chain_drop).
+ *  R6. Images. A writer fills its chunks in an image buffer taken here
+ *      (recent_image_take): the chunk at image + RECENT_HEADROOM, as in an
+ *      entry's copy. recent_publish_image makes that buffer the entry's copy
+ *      instead of copying it, only while the caller holds a ticket, and
+ *      returns it pinned: from then on the buffer is recent's (R1: the bytes
+ *      hashed are the bytes kept, and nobody writes them again but the
+ *      headroom), and the caller fills a new one. A buffer not kept stays
+ *      the caller's. R3's budget counts the bytes of a chunk; an image kept
+ *      may be larger (up to the caller's keep), so that reused spares fit
+ *      the next chunks, while the slots' slack beyond what copies would
+ *      take stays within the budget too.
  *
  * Thread-safe. Chunks under RECENT_MIN_LEN are not worth it and always miss. */
 #ifndef CKPTFS_RECENT_H
@@ -104,6 +115,28 @@ void recent_publish(struct recent *r, const struct recent_ticket *ticket, const 
 		    size_t len, const uint8_t hash[HASH_LEN]);
 void recent_abandon(struct recent *r, const struct recent_ticket *ticket);
 
+/* R6: a page-aligned buffer of at least need bytes (*cap: its size) for a
+ * writer to fill at RECENT_HEADROOM: the largest spare if it is large
+ * enough (no fresh pages to fault), else a new mapping. r may be NULL.
+ * NULL: no memory. */
+uint8_t *recent_image_take(struct recent *r, size_t need, size_t *cap);
+/* Grows an image buffer to at least need bytes, keeping its bytes (it may
+ * move). -ENOMEM leaves it as it was. */
+int recent_image_grow(uint8_t **image, size_t *cap, size_t need);
+/* Gives a buffer back: kept as a spare, or unmapped. r may be NULL. */
+void recent_image_give(struct recent *r, uint8_t *image, size_t cap);
+/* R6: recent_publish of the len bytes at image + RECENT_HEADROOM without a
+ * copy. true: the entry keeps the buffer (the caller no longer owns it) and
+ * it is pinned in *pin; past max(keep, what a copy would take) it is
+ * unmapped (keep: the size the caller's next chunk likely needs, so that a
+ * spare made of it is reused without faulting fresh pages; only what a copy
+ * would take once the slots' slack reaches the budget). false: the
+ * ticket ended, nothing was kept, the buffer is still the caller's (also for
+ * a hit, or no ticket). */
+bool recent_publish_image(struct recent *r, const struct recent_ticket *ticket, uint8_t *image,
+			  size_t cap, size_t len, size_t keep, const uint8_t hash[HASH_LEN],
+			  struct recent_pred *pin);
+
 /* R4/R5, for a writer at a chunk start whose cursor is *cur: true with a
  * pinned prediction of its next chunk in *pred; false when it chunks the
  * bytes itself (then it holds the claim on the successor, if it is in a
@@ -138,6 +171,7 @@ struct recent_stats {
 	uint64_t follow_waits; /* waits for another writer's link (R5) */
 	uint64_t takeovers;    /* ... that ended with the claim taken over */
 	uint64_t follow_wait_ns; /* ... the time they waited, in all */
+	uint64_t images;       /* entries that kept a writer's buffer, not a copy (R6) */
 };
 void recent_stats(struct recent *r, struct recent_stats *out);
 

@@ -23,6 +23,10 @@
 
 #define WRITER_BUF_MIN (64u << 10)
 #define WRITER_IO_BLOCK (1u << 20)
+/* Bytes copied into the buffer between two scans: what follows a chunk's
+ * end in its buffer is copied again into the next chunk's (R6 hand-over),
+ * so the smaller, the less copied twice (the loop costs little per step). */
+#define WRITER_FEED_STEP (64u << 10)
 #define WRITER_SYNC_EACH_MAX 8 /* more unsynced chunks than this: syncfs */
 /* recent.h R5: how long a writer waits for the chunk another writer of the
  * same bytes is chunking, instead of chunking and hashing them as well */
@@ -39,9 +43,13 @@ struct writer {
 	bool staging;
 	int err; /* first data-path error, returned from then on */
 
-	/* stream: file = pending [0, stream_base) + buf[buf_off, buf_off+buf_len) + holes */
+	/* stream: file = pending [0, stream_base) + buf[buf_off, buf_off+buf_len) + holes.
+	 * buf = image + RECENT_HEADROOM, an image buffer of recent's (recent.h
+	 * R6): a chunk cut at the buffer's start is handed to recent with its
+	 * buffer, not copied. */
 	uint64_t stream_base;
-	uint8_t *buf;
+	uint8_t *image, *buf;
+	size_t image_cap;
 	size_t buf_off, buf_len, buf_cap, scanned; /* scanned counts from buf_off */
 	struct chunker ck;
 	struct zipcut zc; /* forced cuts around torch.save's tensor records */
@@ -143,7 +151,8 @@ void writer_free(struct writer *w)
 	if (w->following)
 		recent_unpin(w->env->recent, &w->pred);
 	recent_chain_drop(w->env->recent, &w->cur);
-	free(w->buf);
+	if (w->image)
+		recent_image_give(w->env->recent, w->image, w->image_cap);
 	free(w->unsynced);
 	free(w);
 }
@@ -215,25 +224,79 @@ static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t
 	return rc ? writer_fail(w, rc, "tracking a chunk") : 0;
 }
 
-/* Stores one chunk of the stream at file offset off and adds it to pending;
- * end says how it ended (recent.h R4). The next chunk starts after it. */
-static int writer_emit(struct writer *w, const uint8_t *data, size_t len, uint64_t off,
-		       enum recent_end end)
+/* Makes the buffer's bytes past its first len the start of a fresh image
+ * buffer, and hands the old one, whose first len bytes are the chunk just
+ * hashed, to recent as the entry's copy (recent.h R6), pinned in *pin.
+ * false: recent kept nothing; the buffer is as it was, and the ticket has
+ * ended if *ended (else the caller publishes it). */
+static bool writer_hand_over(struct writer *w, const struct recent_ticket *ticket, size_t len,
+			     const uint8_t hash[HASH_LEN], struct recent_pred *pin, bool *ended)
 {
+	size_t tail = w->buf_len - len, cap;
+	size_t need = RECENT_HEADROOM + (tail > WRITER_FEED_STEP ? tail : WRITER_FEED_STEP);
+	*ended = false;
+	uint8_t *next = recent_image_take(w->env->recent, need, &cap);
+	if (!next)
+		return false;
+	*ended = true; /* by recent_publish_image, kept or not */
+	memcpy(next + RECENT_HEADROOM, w->buf + len, tail);
+	/* most chunks are under twice the average: a spare of that size takes
+	 * them without faulting fresh pages */
+	size_t keep = RECENT_HEADROOM + 2 * w->env->chunking.avg_size + WRITER_FEED_STEP;
+	if (!recent_publish_image(w->env->recent, ticket, w->image, w->image_cap, len, keep, hash,
+				  pin)) {
+		recent_image_give(w->env->recent, next, cap);
+		return false;
+	}
+	w->image = next;
+	w->image_cap = cap;
+	w->buf = next + RECENT_HEADROOM;
+	w->buf_cap = cap - RECENT_HEADROOM;
+	w->buf_off = 0;
+	w->buf_len = tail;
+	return true;
+}
+
+/* The buffer's first len bytes were emitted and stay where they are. */
+static void writer_consume(struct writer *w, size_t len)
+{
+	w->buf_off += len; /* no copy: the next chunk starts where this one ended */
+	w->buf_len -= len;
+	if (w->buf_len == 0)
+		w->buf_off = 0;
+}
+
+/* Stores the first len bytes of the buffer as one chunk of the stream and
+ * adds it to pending; end says how it ended (recent.h R4). The next chunk
+ * starts after it: at the buffer's start again. A chunk at the buffer's
+ * start (buf_off 0) that recent did not have goes to recent with its buffer
+ * (R6): its bytes are copied once, from the FUSE request into the buffer. */
+static int writer_emit(struct writer *w, size_t len, enum recent_end end)
+{
+	uint8_t *data = w->buf + w->buf_off;
+	uint64_t off = w->stream_base;
+	w->stream_base += len;
 	w->led = false;
 	if (writer_all_zero(data, len)) {
 		recent_chain_drop(w->env->recent, &w->cur);
+		writer_consume(w, len);
 		return 0; /* a hole: reads as zeros, stores nothing */
 	}
 	struct cat_extent ext = { .off = off, .len = len, .chunk_off = 0, .chunk_len = len };
 	struct recent_ticket ticket;
+	struct recent_pred copy; /* recent's copy of these bytes: stored without another copy */
+	bool pinned = false, ended = false;
 	if (!recent_lookup(w->env->recent, data, len, ext.hash, &ticket)) { /* replicas: R1 */
 		hash_sha256(data, len, ext.hash);
-		recent_publish(w->env->recent, &ticket, data, len, ext.hash);
+		if (w->buf_off == 0 && ticket.slot >= 0)
+			pinned = writer_hand_over(w, &ticket, len, ext.hash, &copy, &ended);
+		if (!ended) /* R2: a ticket ends once */
+			recent_publish(w->env->recent, &ticket, data, len, ext.hash);
 	}
+	if (!pinned)
+		writer_consume(w, len); /* data stays valid: nothing is copied over it below */
 	recent_chain(w->env->recent, &w->cur, &ticket, end);
-	struct recent_pred copy; /* recent's copy of these bytes: stored without another copy */
-	if (!recent_pin(w->env->recent, &ticket, &copy))
+	if (!pinned && !recent_pin(w->env->recent, &ticket, &copy))
 		return writer_record(w, &ext, data, NULL);
 	int rc = writer_record(w, &ext, copy.copy, &copy);
 	recent_unpin(w->env->recent, &copy);
@@ -365,16 +428,10 @@ static int writer_scan(struct writer *w)
 			break;
 		}
 		size_t len = w->scanned;
-		int rc = writer_emit(w, start, len, w->stream_base,
-				     cut_here ? RECENT_END_OTHER : RECENT_END_CHUNKER);
+		w->scanned = 0;
+		int rc = writer_emit(w, len, cut_here ? RECENT_END_OTHER : RECENT_END_CHUNKER);
 		if (rc != 0)
 			return rc;
-		w->buf_off += len; /* no copy: the next chunk starts where this one ended */
-		w->buf_len -= len;
-		w->stream_base += len;
-		w->scanned = 0;
-		if (w->buf_len == 0)
-			w->buf_off = 0;
 	}
 	return 0;
 }
@@ -384,29 +441,34 @@ static int writer_cut(struct writer *w)
 {
 	int rc = writer_unfollow(w);
 	if (rc == 0 && w->buf_len)
-		rc = writer_emit(w, w->buf + w->buf_off, w->buf_len, w->stream_base,
-				 RECENT_END_OTHER);
+		rc = writer_emit(w, w->buf_len, RECENT_END_OTHER);
 	if (rc == 0) {
-		w->stream_base += w->buf_len;
-		w->buf_off = w->buf_len = w->scanned = 0;
+		assert(w->buf_len == 0);
+		w->buf_off = w->scanned = 0;
 		chunker_reset(&w->ck);
 	}
 	return rc;
 }
 
+/* The buffer holds at least need bytes (from buf, past the headroom). */
 static int writer_grow(struct writer *w, size_t need)
 {
-	if (w->buf_cap >= need)
+	if (w->image && w->buf_cap >= need)
 		return 0;
-	size_t cap = w->buf_cap ? w->buf_cap : WRITER_BUF_MIN;
-	while (cap < need)
-		cap *= 2;
-	uint8_t *nb = realloc(w->buf, cap);
-	if (!nb)
-		return -ENOMEM;
-	w->buf = nb;
-	w->buf_cap = cap;
-	return 0;
+	if (need < WRITER_BUF_MIN)
+		need = WRITER_BUF_MIN;
+	int rc = 0;
+	if (!w->image) {
+		w->image = recent_image_take(w->env->recent, RECENT_HEADROOM + need, &w->image_cap);
+		rc = w->image ? 0 : -ENOMEM;
+	} else {
+		rc = recent_image_grow(&w->image, &w->image_cap, RECENT_HEADROOM + need);
+	}
+	if (rc == 0) {
+		w->buf = w->image + RECENT_HEADROOM;
+		w->buf_cap = w->image_cap - RECENT_HEADROOM;
+	}
+	return rc;
 }
 
 /* Appends at the stream end. The buffer never holds more than one maximal
@@ -425,9 +487,11 @@ static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 			len -= used;
 			continue;
 		}
-		size_t n = len < WRITER_IO_BLOCK ? len : WRITER_IO_BLOCK;
-		if (w->buf_off && w->buf_off + w->buf_len + n > w->buf_cap) {
-			/* compact rarely: once per buffer's worth of chunks */
+		size_t n = len < WRITER_FEED_STEP ? len : WRITER_FEED_STEP;
+		if (w->buf_off) {
+			/* the bytes after a chunk that stayed in place (a hit, a hole, a
+			 * short chunk): at most a step's worth, moved so that the next
+			 * chunk starts at the buffer's start (R6) */
 			memmove(w->buf, w->buf + w->buf_off, w->buf_len);
 			w->buf_off = 0;
 		}

@@ -382,3 +382,53 @@ Test(recent, a_pinned_prediction_is_not_evicted_and_a_lost_chain_predicts_nothin
 		free(c[i]);
 	recent_free(r);
 }
+
+/* R6: a writer's buffer becomes the entry's copy without a copy, pinned;
+ * equal bytes then hit it byte for byte, and a buffer recent cannot keep
+ * (over the budget) stays the caller's, untouched. */
+Test(recent, a_published_image_is_the_copy_and_one_not_kept_stays_the_callers)
+{
+	struct recent *r;
+	cr_assert_eq(recent_new(2 * MiB, &r), 0);
+	size_t len = MiB + 4321, cap;
+	uint8_t *want = ts_random(len, 80), hash[HASH_LEN], got[HASH_LEN];
+	hash_sha256(want, len, hash);
+	uint8_t *img = recent_image_take(r, RECENT_HEADROOM + len / 2, &cap);
+	cr_assert_not_null(img);
+	cr_assert_eq((uintptr_t)img % 4096, 0, "an image must be page-aligned (O_DIRECT)");
+	cr_assert_eq(recent_image_grow(&img, &cap, RECENT_HEADROOM + len), 0);
+	cr_assert_geq(cap, RECENT_HEADROOM + len);
+	memcpy(img + RECENT_HEADROOM, want, len);
+	struct recent_ticket t;
+	struct recent_pred pin;
+	cr_assert_not(recent_lookup(r, img + RECENT_HEADROOM, len, got, &t));
+	cr_assert(recent_publish_image(r, &t, img, cap, len, 0, hash, &pin), "an image was not kept");
+	cr_assert_eq(pin.image, img, "the entry copied the image instead of keeping it");
+	cr_assert(memcmp(pin.copy, want, len) == 0);
+	cr_assert_arr_eq(pin.hash, hash, HASH_LEN);
+	recent_unpin(r, &pin);
+	uint8_t *again = malloc(len);
+	memcpy(again, want, len);
+	cr_assert(recent_lookup(r, again, len, got, &t), "the kept image is not found");
+	cr_assert_arr_eq(got, hash, HASH_LEN);
+	again[len - 1] ^= 1; /* one byte off at the end: a miss, and nothing kept over budget */
+	size_t big = 3 * MiB, cap2;
+	uint8_t *other = recent_image_take(r, RECENT_HEADROOM + big, &cap2), h2[HASH_LEN];
+	cr_assert_not_null(other);
+	uint8_t *fill = ts_random(big, 81);
+	memcpy(other + RECENT_HEADROOM, fill, big);
+	hash_sha256(fill, big, h2);
+	cr_assert_not(recent_lookup(r, other + RECENT_HEADROOM, big, got, &t));
+	cr_assert_not(recent_publish_image(r, &t, other, cap2, big, 0, h2, &pin),
+		      "an image over the budget was kept");
+	cr_assert_eq(pin.slot, -1);
+	cr_assert(memcmp(other + RECENT_HEADROOM, fill, big) == 0, "a buffer not kept changed");
+	recent_image_give(r, other, cap2);
+	struct recent_stats st;
+	recent_stats(r, &st);
+	cr_assert_eq(st.images, 1);
+	free(fill);
+	free(again);
+	free(want);
+	recent_free(r);
+}

@@ -665,3 +665,95 @@ Test(writer, a_store_failing_behind_the_writer_fails_its_commit)
 	cr_assert_eq(unlink(tmp), 0);
 	cr_assert_eq(rename(away, tmp), 0);
 }
+
+/* ---- one copy per unique chunk (recent.h R6) ---- */
+
+/* Unique bytes in writes of every size: most chunks go to recent with the
+ * buffer they were written into (the bytes after their end copied into the
+ * next buffer), and every byte reads back right, from the pending chunks
+ * before the commit and from the objects after it, each named by its
+ * SHA-256. */
+Test(writer, unique_chunks_go_to_recent_with_their_buffer_and_keep_every_byte)
+{
+	size_t len = 12 * MiB + 777;
+	uint8_t *data = ts_random(len, 90);
+	uint64_t ino = tw_file("u");
+	struct recent_stats st0, st1;
+	recent_stats(fx.recent, &st0);
+	struct writer *w;
+	OK(writer_new(fx.cp, ino, 0, &w));
+	uint64_t x = 12345;
+	for (size_t off = 0; off < len;) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		size_t n = x % 3 == 0 ? 1 + x % 5000 : x % 3 == 1 ? 1 + (x >> 8) % (300 * KiB)
+								   : 1 + (x >> 8) % (2 * MiB);
+		if (n > len - off)
+			n = len - off;
+		OK(writer_write(w, (const char *)data + off, n, off));
+		off += n;
+	}
+	uint8_t *back = malloc(len);
+	size_t got;
+	OK(writer_read(w, (char *)back, len, 0, &got));
+	cr_assert_eq(got, len);
+	cr_assert(memcmp(back, data, len) == 0, "the pending file reads other bytes");
+	OK(writer_commit(w, false));
+	writer_free(w);
+	tw_check_file(ino, data, len);
+	recent_stats(fx.recent, &st1);
+	uint64_t chunks = st1.misses - st0.misses, images = st1.images - st0.images;
+	cr_log_info("%" PRIu64 " chunks hashed, %" PRIu64 " kept with their buffer", chunks, images);
+	cr_assert_gt(chunks, 40);
+	cr_assert_geq(images, chunks * 3 / 4, "only %" PRIu64 " of %" PRIu64
+		      " chunks went to recent with their buffer", images, chunks);
+	free(back);
+	free(data);
+}
+
+/* Replicas after a unique file: the kept buffers are compared and followed
+ * as copies were (R1, R4), and the replicas' bytes are right. */
+Test(writer, replicas_of_a_file_written_by_buffer_hand_over_are_followed_byte_for_byte)
+{
+	size_t len = 6 * MiB + 99;
+	uint8_t *data = ts_random(len, 91);
+	uint64_t a = tw_file("a"), b = tw_file("b");
+	tw_write_all(a, data, len, 0, 5);
+	struct recent_stats st0, st1;
+	recent_stats(fx.recent, &st0);
+	cr_assert_gt(st0.images, 0);
+	size_t objects = fx.cache.objects;
+	tw_write_all(b, data, len, 0, 6);
+	recent_stats(fx.recent, &st1);
+	cr_assert_gt(st1.hits - st0.hits, 0, "no chunk of the replica was found in recent");
+	cr_assert_eq(fx.cache.objects, objects, "the replica stored objects again");
+	tw_check_file(a, data, len);
+	tw_check_file(b, data, len);
+	free(data);
+}
+
+/* A recent whose budget holds no chunk keeps no buffer (R6 false): the
+ * ticket has ended there, so the writer must not publish it again (R2: a
+ * second end aborted the daemon), and the chunk is stored from the writer's
+ * own buffer, byte for byte. */
+Test(writer, a_buffer_recent_cannot_keep_ends_its_ticket_once_and_is_stored_from_the_writer)
+{
+	struct recent *tiny;
+	OK(recent_new(32 * KiB, &tiny)); /* under every chunk: none is kept */
+	struct chunkput *cp = fx.cp;
+	fx.cp = tw_chunkput(tiny);
+	size_t len = 3 * MiB + 5;
+	uint8_t *data = ts_random(len, 92);
+	uint64_t ino = tw_file("t");
+	tw_write_all(ino, data, len, 0, 7);
+	struct recent_stats st;
+	recent_stats(tiny, &st);
+	cr_assert_gt(st.misses, 10);
+	cr_assert_eq(st.images, 0);
+	tw_check_file(ino, data, len);
+	chunkput_free(fx.cp);
+	fx.cp = cp;
+	recent_free(tiny);
+	free(data);
+}

@@ -77,9 +77,14 @@
  * empty too. Directories are inodes: on a cache disk short of them, shards
  * left behind by evicted objects would keep every eviction from making room
  * (a 100-inode tmpfs filled with empty shards after ~50 objects). A put
- * whose rename finds its shard gone (ENOENT, a removal raced it) makes the
- * shard again and retries, a bounded number of times. A removed shard needs
- * no fsync: after a crash it is either gone or there and empty.
+ * whose rename finds no shard makes it and renames again holding the
+ * shard's stripe lock (shard_locks), which a prune holds too: no prune runs
+ * between that mkdir and that rename, so one retry suffices. (Without the
+ * lock a put could lose the race again and again on a loaded machine.) The
+ * common put, into a shard that exists, takes no lock: its rename either
+ * lands in the shard, which is then not empty, or fails with ENOENT. A
+ * removed shard needs no fsync: after a crash it is either gone or there and
+ * empty.
  *
  * Invariant S9 (fetched images): an object fetched from BACKING is read into
  * a page-aligned buffer of a pool (store_fetch_image) whose pages earlier
@@ -133,7 +138,8 @@
 #define STORE_DIO_BUFS 4 /* S3 image buffers: writers beyond this many wait */
 #define STORE_OBJECT_MODE 0400 /* S5 */
 #define STORE_DIR_MODE 0700
-#define STORE_SHARD_TRIES 8 /* S8: a put remakes a pruned shard at most this often */
+#define STORE_SHARD_TRIES 3 /* S8: one retry suffices; more only if something else removes it */
+#define STORE_SHARD_LOCKS 64 /* S8: stripes of the shard locks */
 #define STORE_DIRECT_IO 0x100 /* store_write_object's own flag: iov[0] is aligned, S3 */
 
 static size_t store_align_up(size_t n)
@@ -165,6 +171,7 @@ struct store {
 	int root_fd;
 	atomic_ulong tmp_seq;
 	_Atomic uint64_t shard_fresh[STORE_SHARDS / 64]; /* S1: one bit per chunks/ab/cd */
+	pthread_mutex_t shard_locks[STORE_SHARD_LOCKS];   /* S8: mkdir+rename vs prune */
 	pthread_mutex_t fresh_lock;
 	struct store_fresh *fresh; /* S2: open addressing; an all-zero hash = an empty slot */
 	size_t fresh_n;
@@ -431,6 +438,12 @@ static unsigned store_shard_of(const uint8_t hash[HASH_LEN])
 	return (unsigned)hash[0] << 8 | hash[1];
 }
 
+/* S8: the lock a prune and a put that makes the shard hold. */
+static pthread_mutex_t *store_shard_lock(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	return &st->shard_locks[store_shard_of(hash) % STORE_SHARD_LOCKS];
+}
+
 static void store_shard_mark(struct store *st, unsigned shard)
 {
 	atomic_fetch_or(&st->shard_fresh[shard / 64], UINT64_C(1) << (shard % 64));
@@ -624,6 +637,8 @@ int store_open(const char *root, struct store **out)
 		goto err;
 	}
 	pthread_mutex_init(&st->scratch_lock, NULL);
+	for (int i = 0; i < STORE_SHARD_LOCKS; i++)
+		pthread_mutex_init(&st->shard_locks[i], NULL);
 	pthread_mutex_init(&st->fresh_lock, NULL);
 	pthread_mutex_init(&st->dio_lock, NULL);
 	pthread_cond_init(&st->dio_free, NULL);
@@ -648,6 +663,8 @@ void store_close(struct store *st)
 	while (st->scratch_list)
 		store_scratch_free(st->scratch_list);
 	pthread_mutex_destroy(&st->scratch_lock);
+	for (int i = 0; i < STORE_SHARD_LOCKS; i++)
+		pthread_mutex_destroy(&st->shard_locks[i]);
 	pthread_mutex_destroy(&st->fresh_lock);
 	for (int i = 0; i < STORE_DIO_BUFS; i++)
 		free(st->dio_buf[i]);
@@ -812,9 +829,12 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 		/* a new shard, or one a removal pruned meanwhile (S8); a full disk
 		 * refuses it with ENOSPC, not ENOENT */
 		for (int tries = 0; rc == -ENOENT && tries < STORE_SHARD_TRIES; tries++) {
+			pthread_mutex_t *lock = store_shard_lock(st, hash);
+			pthread_mutex_lock(lock);
 			rc = store_make_shard(st, hash, rel);
 			if (rc == 0)
 				rc = store_renameat(st, tmp, rel);
+			pthread_mutex_unlock(lock);
 		}
 	}
 	if (rc == 0 && (flags & STORE_SYNC)) {
@@ -1784,10 +1804,10 @@ static void store_fetch_release(struct store_chunk *c)
 	c->image_map = 0;
 }
 
-/* S8: removes the object's shard chunks/ab/cd, then chunks/ab, if empty.
- * ENOTEMPTY (another object, or a put between its mkdir and its rename,
- * which then retries) leaves them; nothing here is an error. */
-static void store_prune_shard(const struct store *st, char rel[static 13])
+/* S8: removes the object's shard chunks/ab/cd, then chunks/ab, if empty;
+ * the caller holds the shard's lock, so no put is between its mkdir and its
+ * rename. ENOTEMPTY (another object) leaves them; nothing here is an error. */
+static void store_prune_shard_locked(const struct store *st, char rel[static 13])
 {
 	rel[12] = '\0'; /* "chunks/ab/cd" */
 	const char *base;
@@ -1812,8 +1832,12 @@ int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
 	store_rel_path(hash, rel, sizeof(rel));
 	store_fresh_del(st, hash); /* S2: a later object of this name is written anew */
 	int rc = store_unlinkat(st, rel);
-	if (rc == 0)
-		store_prune_shard(st, rel);
+	if (rc == 0) {
+		pthread_mutex_t *lock = store_shard_lock(st, hash);
+		pthread_mutex_lock(lock);
+		store_prune_shard_locked(st, rel);
+		pthread_mutex_unlock(lock);
+	}
 	if (rc != 0 && rc != -ENOENT) {
 		log_error("store %s: remove %s: %s", st->root, rel, strerror(-rc));
 		return rc;

@@ -63,7 +63,10 @@ _wait_row() {
 # ---------------------------------------------------------------- single files
 
 # _commit_by_content DIR NAME KIND QUIET: writes a complete KIND file as DIR/NAME
-# in place and checks it is listed, committed by content, within QUIET + 1.5 s.
+# in place and checks it is listed, committed by content, within QUIET + 5 s
+# (the daemon's promise is QUIET plus a tick; the margin is for a loaded
+# machine: 2.4 s was seen for QUIET=0.5 under a parallel build. The rule
+# "content" is what proves how it was committed, not the time).
 _commit_by_content() {
 	local dir=$1 name=$2 kind=$3 quiet=$4 closed took i=0
 	mkdir -p "$dir" "$CK_REF/$kind"
@@ -75,7 +78,7 @@ _commit_by_content() {
 	done
 	took=$(awk -v a="$closed" -v b="$(_now)" 'BEGIN { printf "%.2f", b - a }')
 	ck_log "$kind $name listed ${took}s after its close (quiet=$quiet)"
-	awk -v t="$took" -v q="$quiet" 'BEGIN { exit !(t <= q + 1.5) }' || ck_fail "$name listed only ${took}s after its close (quiet=${quiet}: at most quiet + 1.5 s)"
+	awk -v t="$took" -v q="$quiet" 'BEGIN { exit !(t <= q + 5) }' || ck_fail "$name listed only ${took}s after its close (quiet=${quiet}: at most quiet + 5 s)"
 	assert_eq "1|content" "$(_row "$name" "$dir")" "catalog state|rule of the complete $kind $name"
 	assert_eq committed "$(_gen_field "$dir/$name" state)" "xattr state of $name"
 	assert_eq content "$(_gen_field "$dir/$name" rule)" "xattr rule of $name"

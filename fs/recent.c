@@ -300,6 +300,8 @@ static bool recent_wait_hasher(struct recent *r, const struct flight *f,
 	*waited = true;
 	bool landed = flight_wait_until_locked(r->flights, f, deadline);
 	flight_release_locked(r->flights, f);
+	if (!landed)
+		r->st.wait_timeouts++;
 	return landed;
 }
 

@@ -167,6 +167,7 @@ void recent_chain_drop(struct recent *r, struct recent_cursor *cur);
 
 struct recent_stats {
 	uint64_t hits, misses, waits;
+	uint64_t wait_timeouts; /* waits for a hash that ended at their limit (R2) */
 	uint64_t follows;      /* hits by prediction (R4), counted in hits too */
 	uint64_t follow_waits; /* waits for another writer's link (R5) */
 	uint64_t takeovers;    /* ... that ended with the claim taken over */

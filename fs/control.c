@@ -612,40 +612,6 @@ static void control_flush_released(struct control *c)
 		c->d.nodes_flush(c->d.nodes);
 }
 
-/* BACKING as aq_objects (backing.h's calls take a struct backing *) */
-static int control_backing_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
-				void *fnarg)
-{
-	return backing_list(arg, reldir, fn, fnarg);
-}
-
-static int control_backing_size(void *arg, const char *rel, uint64_t *size)
-{
-	return backing_stat(arg, rel, size);
-}
-
-static int control_backing_remove(void *arg, const char *rel)
-{
-	return backing_remove(arg, rel);
-}
-
-/* small.db's rows as aq_objects (storesmall.h T6: walked as their files) */
-static int control_small_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
-			      void *fnarg)
-{
-	return storesmall_list(arg, reldir, fn, fnarg);
-}
-
-static int control_small_size(void *arg, const char *rel, uint64_t *size)
-{
-	return storesmall_stat(arg, rel, size);
-}
-
-static int control_small_remove(void *arg, const char *rel)
-{
-	return storesmall_remove_rel(arg, rel);
-}
-
 /* The rows of the cache's small.db (none without one), walked as its files
  * are and added to the cache's counts in *r. */
 static int control_gc_small(struct control *c, bool dry, int *fd, struct aq_gc_result *r)
@@ -654,19 +620,12 @@ static int control_gc_small(struct control *c, bool dry, int *fd, struct aq_gc_r
 	int rc = storesmall_open(c->d.cache_dir, false, &ss);
 	if (rc != 0)
 		return rc == -ENOENT ? 0 : rc;
-	const struct aq_objects rows = { control_small_list, control_small_size,
-					 control_small_remove, ss, "cache (small.db)", false };
+	const struct aq_objects rows = aq_objects_small(ss);
 	struct aq_gc_result rr;
 	rc = aq_gc_walk(c->aq, &rows, dry, control_progress, fd, &rr);
 	storesmall_close(ss);
-	if (rc == 0) {
-		r->objects += rr.objects;
-		r->orphans += rr.orphans;
-		r->orphan_bytes += rr.orphan_bytes;
-		r->removed += rr.removed;
-		r->freed_bytes += rr.freed_bytes;
-		r->failed += rr.failed;
-	}
+	if (rc == 0)
+		aq_gc_result_add(r, &rr);
 	return rc;
 }
 
@@ -682,11 +641,8 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, EINVAL, "expected gc dry|run");
 		return;
 	}
-	const struct aq_objects sides[2] = {
-		{ aq_dir_list, aq_dir_size, aq_dir_remove, (void *)c->d.cache_dir, "cache", false },
-		{ control_backing_list, control_backing_size, control_backing_remove, c->d.backing,
-		  "BACKING", true },
-	};
+	const struct aq_objects sides[2] = { aq_objects_dir(c->d.cache_dir),
+					     aq_objects_backing(c->d.backing) };
 	bool shared = cat_is_shared(c->d.cat);
 	struct aq_gc_result r[2];
 	memset(r, 0, sizeof(r));

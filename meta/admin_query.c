@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "admin_query.h"
+#include "backing.h"
+#include "storesmall.h"
 #include "catalog_internal.h"
 #include "log.h"
 
@@ -501,4 +503,64 @@ int aq_dir_remove(void *root, const char *rel)
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
 	return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+struct aq_objects aq_objects_dir(const char *root)
+{
+	return (struct aq_objects){ aq_dir_list, aq_dir_size, aq_dir_remove, (void *)root, "cache",
+				    false };
+}
+
+/* small.db's rows (their calls take a struct storesmall *) */
+static int aq_small_list(void *ss, const char *reldir, int (*fn)(void *, const char *), void *arg)
+{
+	return storesmall_list(ss, reldir, fn, arg);
+}
+
+static int aq_small_size(void *ss, const char *rel, uint64_t *size)
+{
+	return storesmall_stat(ss, rel, size);
+}
+
+static int aq_small_remove(void *ss, const char *rel)
+{
+	return storesmall_remove_rel(ss, rel);
+}
+
+struct aq_objects aq_objects_small(struct storesmall *ss)
+{
+	return (struct aq_objects){ aq_small_list, aq_small_size, aq_small_remove, ss,
+				    "cache (small.db)", false };
+}
+
+/* BACKING (its calls take a struct backing *) */
+static int aq_backing_list(void *b, const char *reldir, int (*fn)(void *, const char *), void *arg)
+{
+	return backing_list(b, reldir, fn, arg);
+}
+
+static int aq_backing_size(void *b, const char *rel, uint64_t *size)
+{
+	return backing_stat(b, rel, size);
+}
+
+static int aq_backing_remove(void *b, const char *rel)
+{
+	return backing_remove(b, rel);
+}
+
+struct aq_objects aq_objects_backing(struct backing *b)
+{
+	return (struct aq_objects){ aq_backing_list, aq_backing_size, aq_backing_remove, b,
+				    "BACKING", true };
+}
+
+void aq_gc_result_add(struct aq_gc_result *into, const struct aq_gc_result *r)
+{
+	into->objects += r->objects;
+	into->orphans += r->orphans;
+	into->orphan_bytes += r->orphan_bytes;
+	into->removed += r->removed;
+	into->freed_bytes += r->freed_bytes;
+	into->failed += r->failed;
 }

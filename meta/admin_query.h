@@ -108,6 +108,15 @@ int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *),
 int aq_dir_size(void *root, const char *rel, uint64_t *size);
 int aq_dir_remove(void *root, const char *rel);
 
+/* The three places gc walks, as aq_objects: the cache's directory, its
+ * small.db's rows (storesmall.h T6: named as the files they stand for) and
+ * BACKING. */
+struct backing;
+struct storesmall;
+struct aq_objects aq_objects_dir(const char *root);
+struct aq_objects aq_objects_small(struct storesmall *ss);
+struct aq_objects aq_objects_backing(struct backing *b);
+
 /* Walks every chunk object of o and runs aq_gc_check on each. progress(arg,
  * done, total) is called per top-level shard if given. */
 struct aq_gc_result {
@@ -121,5 +130,7 @@ struct aq_gc_result {
 typedef void (*aq_progress_fn)(void *arg, uint64_t done, uint64_t total);
 int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,
 	       void *progress_arg, struct aq_gc_result *out);
+/* Adds r's counts to into's (the cache's files and small.db's rows are one side). */
+void aq_gc_result_add(struct aq_gc_result *into, const struct aq_gc_result *r);
 
 #endif

@@ -43,41 +43,9 @@ static void admin_gc_data(void *arg, const char *key, const char *value)
 		*r = (struct aq_gc_result){ v[0], v[1], v[2], v[3], v[4], v[5] };
 }
 
-static int admin_bk_list(void *arg, const char *reldir, int (*fn)(void *, const char *), void *fnarg)
-{
-	return backing_list(arg, reldir, fn, fnarg);
-}
-
-static int admin_bk_size(void *arg, const char *rel, uint64_t *size)
-{
-	return backing_stat(arg, rel, size);
-}
-
-static int admin_bk_remove(void *arg, const char *rel)
-{
-	return backing_remove(arg, rel);
-}
-
 static void admin_gc_progress(void *arg, uint64_t done, uint64_t total)
 {
 	admin_progress(arg, done, total);
-}
-
-/* small.db's rows as aq_objects (storesmall.h T6) */
-static int admin_small_list(void *arg, const char *reldir, int (*fn)(void *, const char *),
-			    void *fnarg)
-{
-	return storesmall_list(arg, reldir, fn, fnarg);
-}
-
-static int admin_small_size(void *arg, const char *rel, uint64_t *size)
-{
-	return storesmall_stat(arg, rel, size);
-}
-
-static int admin_small_remove(void *arg, const char *rel)
-{
-	return storesmall_remove_rel(arg, rel);
 }
 
 /* The rows of the cache's small.db, walked as its files are and added to the
@@ -92,8 +60,7 @@ static int admin_gc_small(struct admin *a, struct aq_gc_result *cache)
 		admin_err("gc of the cache's small.db: cannot open it: %s", strerror(-rc));
 		return admin_exit_for(rc);
 	}
-	const struct aq_objects rows = { admin_small_list, admin_small_size, admin_small_remove, ss,
-					 "cache (small.db)", false };
+	const struct aq_objects rows = aq_objects_small(ss);
 	struct aq_gc_result r;
 	rc = aq_gc_walk(a->aq, &rows, a->dry_run, admin_gc_progress, "gc small.db", &r);
 	admin_progress_end();
@@ -102,12 +69,7 @@ static int admin_gc_small(struct admin *a, struct aq_gc_result *cache)
 		admin_err("gc of the cache's small.db: stopped: %s", strerror(-rc));
 		return admin_exit_for(rc);
 	}
-	cache->objects += r.objects;
-	cache->orphans += r.orphans;
-	cache->orphan_bytes += r.orphan_bytes;
-	cache->removed += r.removed;
-	cache->freed_bytes += r.freed_bytes;
-	cache->failed += r.failed;
+	aq_gc_result_add(cache, &r);
 	return ADMIN_OK;
 }
 
@@ -129,10 +91,8 @@ int admin_cmd_gc(struct admin *a)
 			return rc < 0 ? ADMIN_NO_DAEMON : admin_exit_for(rc);
 		}
 	} else {
-		const struct aq_objects sides[2] = {
-			{ aq_dir_list, aq_dir_size, aq_dir_remove, a->cache, "cache", false },
-			{ admin_bk_list, admin_bk_size, admin_bk_remove, a->bk, "BACKING", true },
-		};
+		const struct aq_objects sides[2] = { aq_objects_dir(a->cache),
+						     aq_objects_backing(a->bk) };
 		for (int i = 0; i < 2; i++) {
 			int rc = aq_gc_walk(a->aq, &sides[i], a->dry_run, admin_gc_progress,
 					    i ? "gc BACKING" : "gc cache", &g.side[i]);

@@ -89,22 +89,33 @@ static struct admin_sh_gen *admin_sh_find(struct admin_sh_answer *ans, const cha
 	return NULL;
 }
 
+/* v (n used of *cap elements of elem bytes) with room for one more: v
+ * itself, or v grown; NULL (ans->err set, v unchanged) if it cannot grow. */
+static void *admin_sh_room(struct admin_sh_answer *ans, void *v, size_t n, size_t *cap,
+			   size_t elem)
+{
+	if (n < *cap)
+		return v;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *p = realloc(v, c * elem);
+	if (!p) {
+		ans->err = -ENOMEM;
+		return NULL;
+	}
+	*cap = c;
+	return p;
+}
+
 static void admin_sh_series_add(struct admin_sh_answer *ans, const char *value)
 {
 	char *end;
 	unsigned long long ino = strtoull(value, &end, 10);
 	if (*end != ' ')
 		return;
-	if (ans->ns == ans->scap) {
-		size_t cap = ans->scap ? ans->scap * 2 : 8;
-		struct admin_sh_series *s = realloc(ans->s, cap * sizeof(*s));
-		if (!s) {
-			ans->err = -ENOMEM;
-			return;
-		}
-		ans->s = s;
-		ans->scap = cap;
-	}
+	struct admin_sh_series *s = admin_sh_room(ans, ans->s, ans->ns, &ans->scap, sizeof(*s));
+	if (!s)
+		return;
+	ans->s = s;
 	char *path = strdup(end + 1);
 	if (!path) {
 		ans->err = -ENOMEM;
@@ -135,16 +146,10 @@ static void admin_sh_gen_add(struct admin_sh_answer *ans, const char *value)
 	e.g.committed_ns = committed;
 	e.g.series = series;
 	snprintf(e.g.name, sizeof(e.g.name), "%s", value + name_at);
-	if (ans->n == ans->cap) {
-		size_t cap = ans->cap ? ans->cap * 2 : 16;
-		struct admin_sh_gen *v = realloc(ans->v, cap * sizeof(*v));
-		if (!v) {
-			ans->err = -ENOMEM;
-			return;
-		}
-		ans->v = v;
-		ans->cap = cap;
-	}
+	struct admin_sh_gen *v = admin_sh_room(ans, ans->v, ans->n, &ans->cap, sizeof(*v));
+	if (!v)
+		return;
+	ans->v = v;
 	ans->v[ans->n++] = e;
 }
 
@@ -203,16 +208,10 @@ static void admin_sh_file(struct admin_sh_answer *ans, const char *value)
 	struct admin_show *s = &ans->show;
 	if (sscanf(value, "%llu %llu %llu %n", &size, &extents, &chunks, &at) != 3 || !at)
 		return;
-	if (s->nfiles == ans->fcap) {
-		size_t cap = ans->fcap ? ans->fcap * 2 : 16;
-		struct admin_show_file *v = realloc(s->files, cap * sizeof(*v));
-		if (!v) {
-			ans->err = -ENOMEM;
-			return;
-		}
-		s->files = v;
-		ans->fcap = cap;
-	}
+	struct admin_show_file *v = admin_sh_room(ans, s->files, s->nfiles, &ans->fcap, sizeof(*v));
+	if (!v)
+		return;
+	s->files = v;
 	char *path = admin_sh_unescape(value + at);
 	if (!path) {
 		ans->err = -ENOMEM;
@@ -229,16 +228,11 @@ static void admin_sh_share(struct admin_sh_answer *ans, const char *value)
 	struct admin_show *s = &ans->show;
 	if (sscanf(value, "%llu %llu %llu%n", &id, &chunks, &bytes, &at) != 3 || !at)
 		return;
-	if (s->nshares == ans->scap2) {
-		size_t cap = ans->scap2 ? ans->scap2 * 2 : 16;
-		struct admin_show_share *v = realloc(s->shares, cap * sizeof(*v));
-		if (!v) {
-			ans->err = -ENOMEM;
-			return;
-		}
-		s->shares = v;
-		ans->scap2 = cap;
-	}
+	struct admin_show_share *v = admin_sh_room(ans, s->shares, s->nshares, &ans->scap2,
+						   sizeof(*v));
+	if (!v)
+		return;
+	s->shares = v;
 	const char *label = value[at] == ' ' ? value + at + 1 : "";
 	char *l = label[0] ? admin_sh_unescape(label) : NULL;
 	if (label[0] && !l) {

@@ -90,7 +90,6 @@ int admin_exit_for(int err);
 const char *admin_size(uint64_t bytes, char buf[32]);   /* "1.5 GiB" */
 const char *admin_time(int64_t ns, char buf[32]);       /* "2026-11-22 05:41:02" or "-" */
 void admin_json_str(FILE *f, const char *s);             /* a JSON string literal */
-void admin_json_gen_end(const struct cat_gen *g);       /* a generation's JSON from "committed" on */
 double admin_ratio(uint64_t a, uint64_t b);
 /* Progress on stderr when it is a terminal; nothing otherwise. */
 void admin_progress(const char *label, uint64_t done, uint64_t total);
@@ -125,6 +124,8 @@ void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t
 /* Checks a relative path of names; ADMIN_BAD_NAME (printed) if one is "..", ".", empty. */
 int admin_check_relpath(const char *what, const char *rel);
 
+/* ---- admin_print.c ---- */
+void admin_json_gen_end(const struct cat_gen *g); /* a generation's JSON from "committed" on */
 /* One generation's JSON object as list and show print it: series is its
  * path without the leading '/'; u NULL leaves the usage fields out. */
 void admin_json_gen_obj(const char *series, const struct cat_gen *g, const char *state,

@@ -125,6 +125,10 @@ test_offline_admin_changes_respect_the_claim() {
 	ck_mount
 	_save step-1 1
 	_save step-2 1
+	# all on BACKING first: the snapshot below must see a BACKING nothing
+	# changes (an upload cut short by a slow unmount leaves a temporary that
+	# the next mount clears, and sha256sum then misses a listed file)
+	ck_wait_durable 60
 	ck_umount
 	# another catalog (a fresh cache) holds BACKING now
 	local first=$CK_CACHE first_pid

@@ -184,26 +184,6 @@ static void control_durable(struct control *c, int fd, char **argv, int argc)
 /* ---- naming generations for ckptfs-admin on a node of a shared catalog,
  * whose local catalog file holds no generations (gen, list) ---- */
 
-/* Decodes %XX in place: the tool encodes the bytes of a name that the
- * request line would split or end at (space, control bytes, '%'). */
-static int control_unescape(char *s)
-{
-	char *out = s;
-	for (; *s; s++) {
-		unsigned v;
-		if (*s != '%') {
-			*out++ = *s;
-			continue;
-		}
-		if (sscanf(s + 1, "%2x", &v) != 1 || !s[1] || !s[2] || v == 0)
-			return -EINVAL;
-		*out++ = (char)v;
-		s += 2;
-	}
-	*out = '\0';
-	return 0;
-}
-
 /* The inode that rel (names relative to the root, '/' between) names. */
 static int control_walk(struct control *c, char *rel, uint64_t *ino)
 {
@@ -329,20 +309,6 @@ static int control_send_usage(struct control_describe *d)
 	return rc;
 }
 
-/* s with the bytes a line would split at or end at as %XX (control bytes,
- * DEL, '%'): a name is the last field of its line, spaces stay. */
-static void control_escape(const char *s, char *out, size_t size)
-{
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p && n + 4 < size; p++) {
-		if (*p < ' ' || *p == '%' || *p == 0x7f)
-			n += (size_t)snprintf(out + n, size - n, "%%%02X", *p);
-		else
-			out[n++] = (char)*p;
-	}
-	out[n] = '\0';
-}
-
 struct control_show {
 	int fd;
 	char root[PATH_MAX]; /* the generation root's path from the mount's root */
@@ -353,7 +319,7 @@ static int control_show_file(void *arg, const struct aq_file *f, const char *rel
 	struct control_show *sh = arg;
 	char path[PATH_MAX * 2], esc[CONTROL_LINE_MAX];
 	snprintf(path, sizeof(path), "%s%s", sh->root, relpath);
-	control_escape(path, esc, sizeof(esc));
+	control_proto_escape(path, true, esc, sizeof(esc));
 	control_send(sh->fd, "data file %" PRIu64 " %" PRIu64 " %" PRIu64 " %s", f->size,
 		     f->extents, f->chunks, esc);
 	return 0;
@@ -377,7 +343,7 @@ static void control_gen_label(struct control *c, uint64_t id, char *buf, size_t 
  *   data share ID CHUNKS BYTES LABEL        (each other generation naming
  *                                            some of its chunks; ID 0: files
  *                                            outside generations, LABEL "")
- * PATH and LABEL %XX-escaped (control_escape). Shared catalogs only. */
+ * PATH and LABEL %XX-escaped (control_proto_escape, spaces kept). Shared catalogs only. */
 static void control_show(struct control *c, int fd, char **argv, int argc)
 {
 	struct cat_gen g;
@@ -415,7 +381,7 @@ static void control_show(struct control *c, int fd, char **argv, int argc)
 	for (size_t i = 0; rc == 0 && i < nshares; i++) {
 		char label[PATH_MAX + CAT_NAME_MAX + 2], esc[CONTROL_LINE_MAX];
 		control_gen_label(c, shares[i].gen_id, label, sizeof(label));
-		control_escape(label, esc, sizeof(esc));
+		control_proto_escape(label, true, esc, sizeof(esc));
 		control_send(fd, "data share %" PRIu64 " %" PRIu64 " %" PRIu64 " %s", shares[i].gen_id,
 			     shares[i].chunks, shares[i].bytes, esc);
 	}
@@ -439,7 +405,7 @@ static void control_gen(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
 		return;
 	}
-	if (argc != 2 || control_unescape(argv[1]) != 0) {
+	if (argc != 2 || control_proto_unescape(argv[1]) != 0) {
 		control_error(fd, EINVAL, "expected gen id:N or gen PATH");
 		return;
 	}
@@ -477,7 +443,7 @@ static void control_list(struct control *c, int fd, char **argv, int argc)
 	}
 	bool all = argc > 1 && strcmp(argv[1], "all") == 0;
 	if (argc < 2 || argc > 3 || (!all && strcmp(argv[1], "live") != 0) ||
-	    (argc == 3 && control_unescape(argv[2]) != 0)) {
+	    (argc == 3 && control_proto_unescape(argv[2]) != 0)) {
 		control_error(fd, EINVAL, "expected list live|all [SERIES]");
 		return;
 	}

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "control_proto.h"
 
 static void admin_shared_hello(void *arg, const char *key, const char *value)
 {
@@ -181,22 +182,13 @@ static void admin_sh_times(struct admin_sh_answer *ans, const char *value)
 	e->g.ended_ns = ended;
 }
 
-/* Decodes the daemon's %XX escapes of a name into a malloc'd string. */
+/* The daemon's %XX-escaped name as a malloc'd string: decoded, or as it
+ * came if it does not decode (the daemon never sends such a name). */
 static char *admin_sh_unescape(const char *s)
 {
-	char *out = malloc(strlen(s) + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (; *s; s++) {
-		unsigned v;
-		if (*s == '%' && s[1] && s[2] && sscanf(s + 1, "%2x", &v) == 1 && v) {
-			*o++ = (char)v;
-			s += 2;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
+	char *out = strdup(s);
+	if (out && control_proto_unescape(out) != 0)
+		strcpy(out, s);
 	return out;
 }
 
@@ -273,19 +265,6 @@ static const char *admin_sh_path(const struct admin_sh_answer *ans, uint64_t ser
 	return "/?";
 }
 
-/* rel with the bytes the request line would split or end at as %XX. */
-static void admin_sh_escape(const char *rel, char *out, size_t size)
-{
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)rel; *p && n + 4 < size; p++) {
-		if (*p <= ' ' || *p == '%' || *p == 0x7f)
-			n += (size_t)snprintf(out + n, size - n, "%%%02X", *p);
-		else
-			out[n++] = (char)*p;
-	}
-	out[n] = '\0';
-}
-
 /* One request whose answer is generation lines; 0, or the exit code (the
  * error printed, prefixed by what). */
 static int admin_sh_ask(struct admin *a, const char *what, const char *req,
@@ -308,7 +287,7 @@ static int admin_sh_ask(struct admin *a, const char *what, const char *req,
 int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, struct cat_gen *out)
 {
 	char req[PATH_MAX * 3 + 16], esc[PATH_MAX * 3];
-	admin_sh_escape(rel ? rel : spec, esc, sizeof(esc));
+	control_proto_escape(rel ? rel : spec, false, esc, sizeof(esc));
 	snprintf(req, sizeof(req), "gen %s", esc);
 	struct admin_sh_answer ans = { 0 };
 	char what[PATH_MAX + 8];
@@ -342,7 +321,7 @@ static const char *admin_sh_state_of(const struct admin_sh_gen *e)
 int admin_shared_list(struct admin *a, const char *series_rel)
 {
 	char req[PATH_MAX * 3 + 32], esc[PATH_MAX * 3];
-	admin_sh_escape(series_rel ? series_rel : "", esc, sizeof(esc));
+	control_proto_escape(series_rel ? series_rel : "", false, esc, sizeof(esc));
 	snprintf(req, sizeof(req), "list %s%s%s", a->all ? "all" : "live", series_rel ? " " : "",
 		 esc);
 	struct admin_sh_answer ans = { 0 };

@@ -1,6 +1,7 @@
 /* control_proto — the wire protocol of the daemon's control channel, shared
- * by the daemon (fs/control.c) and ckptfs-admin (tools/admin_ctl.c). It
- * depends on nothing; the daemon's side is fs/control.h.
+ * by the daemon (fs/control.c) and ckptfs-admin (tools/admin_ctl.c), with
+ * the encoding of names on its lines (control_proto.c). It depends on
+ * nothing; the daemon's side is fs/control.h.
  *
  * Protocol (text, lines ending in \n, at most CONTROL_LINE_MAX bytes each):
  *
@@ -65,10 +66,22 @@
 #ifndef CKPTFS_CONTROL_PROTO_H
 #define CKPTFS_CONTROL_PROTO_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "cachedir.h"
 
 #define CONTROL_SOCK_NAME CACHEDIR_CONTROL_SOCK /* CACHE/control.sock */
 #define CONTROL_MAGIC "ckptfs-control 1"
 #define CONTROL_LINE_MAX 4096
+
+/* A name on a line: the bytes the line would end at (control bytes, DEL)
+ * and '%' as %XX, and spaces too unless keep_spaces (a name that is the
+ * line's last field keeps them; a request splits at them). Cut short, at a
+ * whole character, to fit size. */
+void control_proto_escape(const char *s, bool keep_spaces, char *out, size_t size);
+/* Decodes %XX in place; -EINVAL (s undefined) for a % not followed by two
+ * hex digits, or %00. */
+int control_proto_unescape(char *s);
 
 #endif

@@ -372,3 +372,36 @@ Test(control, stop_removes_the_socket)
 	tc.ctl = NULL;
 	cr_assert_neq(access(path, F_OK), 0);
 }
+
+/* ---- the names on the lines (control_proto.c) ---- */
+
+Test(control_proto, a_name_round_trips_and_nothing_left_splits_or_ends_a_line)
+{
+	const char *name = "run 1/step%20\x01\n\x7f/é end";
+	char esc[256];
+	control_proto_escape(name, false, esc, sizeof(esc));
+	cr_assert_str_eq(esc, "run%201/step%2520%01%0A%7F/é%20end");
+	char back[256];
+	snprintf(back, sizeof(back), "%s", esc);
+	cr_assert_eq(control_proto_unescape(back), 0);
+	cr_assert_str_eq(back, name);
+	/* the last field of an answer keeps its spaces */
+	control_proto_escape(name, true, esc, sizeof(esc));
+	cr_assert_str_eq(esc, "run 1/step%2520%01%0A%7F/é end");
+	snprintf(back, sizeof(back), "%s", esc);
+	cr_assert_eq(control_proto_unescape(back), 0);
+	cr_assert_str_eq(back, name);
+}
+
+Test(control_proto, an_escape_is_cut_whole_and_a_bad_one_refused)
+{
+	char esc[8];
+	control_proto_escape("ab%cd", false, esc, sizeof(esc));
+	cr_assert_str_eq(esc, "ab%25", "cut short at a whole escape");
+	const char *bad[] = { "%", "%4", "%zz", "a%00b", "%g1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		char s[16];
+		snprintf(s, sizeof(s), "%s", bad[i]);
+		cr_assert_eq(control_proto_unescape(s), -EINVAL, "'%s' decoded", bad[i]);
+	}
+}

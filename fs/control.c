@@ -212,25 +212,9 @@ struct control_describe {
 	struct control *c;
 	int fd;
 	uint64_t last_series;
-	uint64_t *ids; /* the generations described, for their usage (list) */
-	size_t n, cap;
-	int err;       /* -ENOMEM once an id could not be kept */
+	struct cat_id_vec ids; /* the generations described, for their usage (list) */
+	int err;               /* -ENOMEM once an id could not be kept */
 };
-
-static void control_describe_keep(struct control_describe *d, uint64_t id)
-{
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 64;
-		uint64_t *v = realloc(d->ids, cap * sizeof(*v));
-		if (!v) {
-			d->err = -ENOMEM;
-			return;
-		}
-		d->ids = v;
-		d->cap = cap;
-	}
-	d->ids[d->n++] = id;
-}
 
 static int control_describe_gen(void *arg, const struct cat_gen *g)
 {
@@ -256,7 +240,8 @@ static int control_describe_gen(void *arg, const struct cat_gen *g)
 		control_send(d->fd, "data held %" PRIu64 " %s", g->id, g->held);
 	control_send(d->fd, "data times %" PRIu64 " %u %" PRId64 " %" PRId64, g->id, g->version,
 		     g->created_ns, g->ended_ns);
-	control_describe_keep(d, g->id);
+	if (cat_id_vec_push(&d->ids, g->id) != 0)
+		d->err = -ENOMEM;
 	return 0;
 }
 
@@ -301,9 +286,9 @@ static int control_send_usage(struct control_describe *d)
 {
 	if (d->err)
 		return d->err;
-	qsort(d->ids, d->n, sizeof(*d->ids), control_u64_cmp);
-	struct control_usages us = { d->fd, d->ids, d->n, 0 };
-	int rc = cat_shared_gen_usage(d->c->d.cat, d->ids, d->n, control_usage_cb, &us);
+	qsort(d->ids.v, d->ids.n, sizeof(*d->ids.v), control_u64_cmp);
+	struct control_usages us = { d->fd, d->ids.v, d->ids.n, 0 };
+	int rc = cat_shared_gen_usage(d->c->d.cat, d->ids.v, d->ids.n, control_usage_cb, &us);
 	if (rc == 0)
 		control_usage_cb(&us, UINT64_MAX, NULL); /* the ones after the last row */
 	return rc;
@@ -361,7 +346,7 @@ static void control_show(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, ENOENT, "no such generation");
 		return;
 	}
-	struct control_describe d = { c, fd, 0, NULL, 0, 0, 0 };
+	struct control_describe d = { .c = c, .fd = fd };
 	struct control_show sh = { fd, "" };
 	struct aq_share *shares = NULL;
 	size_t nshares = 0;
@@ -386,7 +371,7 @@ static void control_show(struct control *c, int fd, char **argv, int argc)
 			     shares[i].chunks, shares[i].bytes, esc);
 	}
 	free(shares);
-	free(d.ids);
+	cat_id_vec_free(&d.ids);
 	if (rc != 0)
 		control_error(fd, -rc, "catalog error");
 	else
@@ -421,10 +406,10 @@ static void control_gen(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, ENOENT, "no such generation");
 		return;
 	}
-	struct control_describe d = { c, fd, 0, NULL, 0, 0, 0 };
+	struct control_describe d = { .c = c, .fd = fd };
 	if (rc == 0)
 		rc = control_describe_gen(&d, &g);
-	free(d.ids);
+	cat_id_vec_free(&d.ids);
 	if (rc != 0)
 		control_error(fd, -rc, "catalog error");
 	else
@@ -451,11 +436,11 @@ static void control_list(struct control *c, int fd, char **argv, int argc)
 		control_error(fd, rc == -ENOTDIR ? ENOENT : -rc, "no such series directory");
 		return;
 	}
-	struct control_describe d = { c, fd, 0, NULL, 0, 0, 0 };
+	struct control_describe d = { .c = c, .fd = fd };
 	rc = cat_gen_list(c->d.cat, series, all, control_describe_gen, &d);
 	if (rc == 0)
 		rc = control_send_usage(&d); /* one statement for the whole list */
-	free(d.ids);
+	cat_id_vec_free(&d.ids);
 	if (rc != 0)
 		control_error(fd, -rc, "catalog error");
 	else

@@ -71,7 +71,8 @@
  * store_remove removes both. An image read from a row gets the checks a
  * file's gets (invariant 2, S4, S6). The fresh set (S2) never vouches for a
  * row: its upload reads and verifies it, and it has no file to hard-link
- * (store_object_at says -EXDEV). *
+ * (store_object_at says -EXDEV).
+ *
  * Invariant S8 (shards do not outlive their objects): store_remove of the
  * last object of a shard removes chunks/ab/cd, and chunks/ab once that is
  * empty too. Directories are inodes: on a cache disk short of them, shards
@@ -412,13 +413,13 @@ static int store_renameat(const struct store *st, const char *from, const char *
 	return rc;
 }
 
-static int store_unlinkat(const struct store *st, const char *rel)
+static int store_unlinkat(const struct store *st, const char *rel, int flags)
 {
 	const char *base;
 	int pfd = safe_parent(st->root_fd, rel, &base);
 	if (pfd < 0)
 		return pfd;
-	int rc = unlinkat(pfd, base, 0) == 0 ? 0 : -errno;
+	int rc = unlinkat(pfd, base, flags) == 0 ? 0 : -errno;
 	close(pfd);
 	return rc;
 }
@@ -847,7 +848,7 @@ static int store_write_object(struct store *st, const uint8_t hash[HASH_LEN],
 	}
 	if (rc != 0) {
 		log_error("store %s: write chunk %s: %s", st->root, hex, strerror(-rc));
-		store_unlinkat(st, tmp);
+		store_unlinkat(st, tmp, 0);
 		return rc;
 	}
 	return 0;
@@ -1652,14 +1653,6 @@ size_t store_object_header_len(const void *obj)
 	return get_le32((const uint8_t *)obj + 12);
 }
 
-int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void *obj, size_t len)
-{
-	struct iovec iov[1] = { { (void *)obj, len } };
-	if (store_small_fits(st, iov, 1))
-		return storesmall_put(st->small, hash, iov, 1); /* S7 */
-	return store_write_object(st, hash, iov, 1, 0, NULL);
-}
-
 /* ---- fetched images (the cache's fetch path, S9) ---- */
 
 /* Kept fetch buffers; more released at once are unmapped. */
@@ -1810,20 +1803,10 @@ static void store_fetch_release(struct store_chunk *c)
 static void store_prune_shard_locked(const struct store *st, char rel[static 13])
 {
 	rel[12] = '\0'; /* "chunks/ab/cd" */
-	const char *base;
-	int pfd = safe_parent(st->root_fd, rel, &base);
-	if (pfd < 0)
-		return;
-	bool gone = unlinkat(pfd, base, AT_REMOVEDIR) == 0;
-	close(pfd);
-	if (!gone)
+	if (store_unlinkat(st, rel, AT_REMOVEDIR) != 0)
 		return;
 	rel[9] = '\0'; /* "chunks/ab" */
-	pfd = safe_parent(st->root_fd, rel, &base);
-	if (pfd < 0)
-		return;
-	(void)unlinkat(pfd, base, AT_REMOVEDIR);
-	close(pfd);
+	(void)store_unlinkat(st, rel, AT_REMOVEDIR);
 }
 
 int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
@@ -1831,7 +1814,7 @@ int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
 	store_fresh_del(st, hash); /* S2: a later object of this name is written anew */
-	int rc = store_unlinkat(st, rel);
+	int rc = store_unlinkat(st, rel, 0);
 	if (rc == 0) {
 		pthread_mutex_t *lock = store_shard_lock(st, hash);
 		pthread_mutex_lock(lock);

@@ -217,9 +217,11 @@ void store_fetch_filled(struct store_chunk *c, size_t len);
 int store_fetch_check(const uint8_t hash[HASH_LEN], struct store_chunk *c, size_t len,
 		      size_t cap, const char **why);
 
-/* The cache copy of a checked fetched image (store_put_object's object):
- * with direct writes on (S3), a large image aligned to STORE_IO_ALIGN is
- * written with O_DIRECT straight from obj, not through the page cache. */
+/* Writes an object image that passed store_fetch_check (or
+ * store_object_check) into the store, not fsync'd: a cache copy of an object
+ * that is on BACKING. With direct writes on (S3), a large image aligned to
+ * STORE_IO_ALIGN is written with O_DIRECT straight from obj, not through the
+ * page cache. */
 int store_put_fetched(struct store *st, const uint8_t hash[HASH_LEN], const void *obj,
 		      size_t len);
 
@@ -229,10 +231,6 @@ void store_fetch_done(struct store_chunk *c);
 
 /* The header length of an object image that passed store_object_check. */
 size_t store_object_header_len(const void *obj);
-
-/* Writes an object image that passed store_object_check into the store, not
- * fsync'd: it is a cache copy of an object that is on BACKING. */
-int store_put_object(struct store *st, const uint8_t hash[HASH_LEN], const void *obj, size_t len);
 
 /* "chunks/ab/cd/abcd…": where the object of hash lives under a store's root,
  * here and on BACKING. */

@@ -1779,7 +1779,7 @@ Test(store, upload_of_a_replaced_or_fetched_object_is_verified, .init = setup, .
 	size_t len;
 	uint8_t *img = tk_object_bytes(&o, &len);
 	OK(store_remove(fx.st, o.hash));
-	OK(store_put_object(fx.st, o.hash, img, len)); /* as a fetch from BACKING writes it */
+	OK(store_put_fetched(fx.st, o.hash, img, len)); /* as a fetch from BACKING writes it */
 	OK(tk_upload_check(&o, &hashed));
 	cr_assert_not(hashed, "an object image from elsewhere was taken as hashed here");
 	tk_release(img);

@@ -184,8 +184,6 @@ int statset_from_catalog(struct statset *s, struct cat *cat)
 	statset_set(s, SS_CHUNKS, st.chunks);
 	statset_set(s, SS_UNIQUE, st.chunk_plain_bytes);
 	statset_set(s, SS_STORED, st.chunk_stored_bytes);
-	statset_ratio(s, SS_DEDUP, st.referenced_bytes, st.chunk_plain_bytes);
-	statset_ratio(s, SS_COMPRESSION, st.chunk_plain_bytes, st.chunk_stored_bytes);
 	statset_set(s, SS_GEN_OPEN, gc.open);
 	statset_set(s, SS_GEN_COMMITTED, gc.committed);
 	statset_set(s, SS_GEN_PINNED, gc.pinned);
@@ -221,6 +219,11 @@ void statset_put(struct statset *s, const char *key, const char *value)
 
 void statset_finish(struct statset *s)
 {
+	/* the catalog's, from the catalog file or a shared node's daemon */
+	if (s->have[SS_REFERENCED] && s->have[SS_UNIQUE])
+		statset_ratio(s, SS_DEDUP, s->v[SS_REFERENCED], s->v[SS_UNIQUE]);
+	if (s->have[SS_UNIQUE] && s->have[SS_STORED])
+		statset_ratio(s, SS_COMPRESSION, s->v[SS_UNIQUE], s->v[SS_STORED]);
 	if (s->have[SS_CC_HITS] && s->have[SS_CC_MISSES])
 		statset_ratio(s, SS_CC_HIT_RATE, s->v[SS_CC_HITS], s->v[SS_CC_HITS] + s->v[SS_CC_MISSES]);
 	if (s->have[SS_CACHE_HITS] && s->have[SS_CACHE_MISSES])

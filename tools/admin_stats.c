@@ -18,27 +18,12 @@
 
 static struct statset admin_stats_set;
 
-struct admin_stats_daemon {
-	struct statset *ss;
-	bool shared; /* the daemon sent its shared catalog's counts */
-};
-
+/* "data KEY VALUE" of the daemon's stats verb; on a node of a shared
+ * catalog its catalog counts replace the local file's (fs/control.c), and
+ * statset_finish derives the ratios from whichever is there. */
 static void admin_stats_daemon(void *arg, const char *key, const char *value)
 {
-	struct admin_stats_daemon *d = arg;
-	if (strcmp(key, "shared") == 0)
-		d->shared = true;
-	else
-		statset_put(d->ss, key, value);
-}
-
-/* The catalog's ratios again, from the counts a node of a shared catalog's
- * daemon sent in place of the local file's (fs/control.c). */
-static void admin_stats_ratios(struct statset *ss)
-{
-	const uint64_t *v = ss->v;
-	ss->ratio[SS_DEDUP] = v[SS_UNIQUE] ? (double)v[SS_REFERENCED] / (double)v[SS_UNIQUE] : 0.0;
-	ss->ratio[SS_COMPRESSION] = v[SS_STORED] ? (double)v[SS_UNIQUE] / (double)v[SS_STORED] : 0.0;
+	statset_put(arg, key, value);
 }
 
 int admin_cmd_stats(struct admin *a)
@@ -55,12 +40,9 @@ int admin_cmd_stats(struct admin *a)
 	}
 	if (a->daemon) {
 		char msg[512];
-		struct admin_stats_daemon d = { ss, false };
-		rc = admin_ctl(a, "stats", admin_stats_daemon, &d, msg, sizeof(msg));
+		rc = admin_ctl(a, "stats", admin_stats_daemon, ss, msg, sizeof(msg));
 		if (rc != 0)
 			fprintf(stderr, "ckptfs-admin: stats: no live counters from the daemon: %s\n", msg);
-		else if (d.shared)
-			admin_stats_ratios(ss);
 	}
 	statset_finish(ss);
 	const char *mode = a->daemon ? "online" : "offline";

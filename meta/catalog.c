@@ -200,6 +200,9 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			   " WHERE p.ino = ?1 AND c.stored_len IS NULL LIMIT 1" },
 	[S_P_LAST] = { "find the end of a file's pending extents",
 		       "SELECT off + len FROM pending WHERE ino = ?1 ORDER BY off DESC LIMIT 1" },
+	[S_EXTENTS_ANY] = { "look for a file's extent rows",
+			    "SELECT EXISTS(SELECT 1 FROM extents WHERE ino = ?1)"
+			    " OR EXISTS(SELECT 1 FROM pending WHERE ino = ?1)" },
 	[S_TO_X_DELETE] = { "delete replaced extents", CAT_SQL_SYNC_DELETE("extents", "pending") },
 	[S_TO_X_INSERT] = { "copy pending extents to extents",
 			    CAT_SQL_SYNC_INSERT("extents", "pending") },
@@ -1238,6 +1241,17 @@ void cat_close(struct cat *cat)
 	free(cat);
 }
 
+uint64_t cat_statements_run(struct cat *cat)
+{
+	uint64_t n = 0;
+	cat_lock(cat);
+	for (int id = 0; id < S_COUNT; id++)
+		if (cat->stmt[id])
+			n += (uint64_t)sqlite3_stmt_status(cat->stmt[id], SQLITE_STMTSTATUS_RUN, 0);
+	cat_unlock(cat);
+	return n;
+}
+
 int cat_schema_version(struct cat *cat)
 {
 	return cat->schema_version;
@@ -2147,11 +2161,27 @@ static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uin
 		{ R_P_FROM_DROP, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN },
 	};
 	int rc = 0;
-	for (int i = 0; i < 3 && rc == 0; i++) {
+	/* at 0 nothing straddles the cut (offsets are >= 0): no shortening */
+	int n = size > 0 ? 3 : 2;
+	for (int i = 0; i < n && rc == 0; i++) {
 		rc = cat_bind(cat, steps[pending][i], A_INT(ino), A_INT(size));
 		if (rc == 0)
 			rc = cat_run(cat, steps[pending][i]);
 	}
+	return rc;
+}
+
+/* Whether ino has a row in extents or pending; 1 yes, 0 no, or an error. */
+static int cat_extents_any(struct cat *cat, uint64_t ino)
+{
+	int rc = cat_bind(cat, S_EXTENTS_ANY, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_EXTENTS_ANY);
+	if (rc == 1)
+		rc = cat_col_int(cat, S_EXTENTS_ANY, 0) != 0;
+	else if (rc == 0)
+		rc = -EIO; /* EXISTS always gives a row */
+	cat_reset(cat, S_EXTENTS_ANY);
 	return rc;
 }
 
@@ -2163,7 +2193,16 @@ int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 	struct cat_inode inode;
 	bool deferred;
 	cat_lock(cat);
-	int rc = cat_change_begin(cat, ino, &deferred);
+	/* A file without extent rows (a new one: every small file of a save)
+	 * has pending equal to extents already: two reads, no change. */
+	int rc = cat_file_get(cat, ino, &inode);
+	if (rc == 0)
+		rc = cat_extents_any(cat, ino);
+	if (rc <= 0) {
+		cat_unlock(cat);
+		return rc;
+	}
+	rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0)

@@ -327,6 +327,11 @@ int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t codec,
 		     uint64_t stored_len);
 
+/* How many times the catalog's prepared statements have run since open
+ * (SQLite's SQLITE_STMTSTATUS_RUN, summed; transaction control included):
+ * what a call costs, for tests and measurements. The SQLite engine only. */
+uint64_t cat_statements_run(struct cat *cat);
+
 /* Makes pending equal to the committed extents (a writer starting on an
  * existing file), taking references. */
 int cat_pending_from_committed(struct cat *cat, uint64_t ino);

@@ -72,6 +72,10 @@ const char cat_gen_temp_sql[] =
 const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_INODE_GEN) = { "read an inode's generation", "SELECT gen FROM inodes WHERE ino = ?1" },
 	G(G_STATE) = { "read a generation's state", "SELECT state FROM generations WHERE id = ?1" },
+	/* one statement where a change asks whether it may be deferred */
+	G(G_INODE_GEN_STATE) = { "read an inode's generation and its state",
+				 "SELECT i.gen, g.state FROM inodes i"
+				 " LEFT JOIN generations g ON g.id = i.gen WHERE i.ino = ?1" },
 	G(G_SET_INODE_GEN) = { "set an inode's generation",
 			       "UPDATE inodes SET gen = ?2 WHERE ino = ?1" },
 	G(G_ROOT_OF) = { "find the generation rooted at an inode",
@@ -660,21 +664,22 @@ int cat_gen_of_txn(struct cat *cat, uint64_t ino, uint64_t *gen_id)
 
 int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open, uint64_t *gen_id)
 {
-	uint64_t id = 0;
 	*open = false;
 	*gen_id = 0;
-	int rc = cat_gen_of_txn(cat, ino, &id);
-	if (rc != 0 || id == 0)
-		return rc;
-	rc = cat_bind(cat, G_STATE, A_INT(id));
+	int rc = cat_bind(cat, G_INODE_GEN_STATE, A_INT(ino));
 	if (rc == 0)
-		rc = cat_next(cat, G_STATE);
+		rc = cat_next(cat, G_INODE_GEN_STATE);
 	if (rc == 1) {
-		*open = cat_col_int(cat, G_STATE, 0) == GEN_OPEN;
+		uint64_t id = (uint64_t)cat_col_int(cat, G_INODE_GEN_STATE, 0); /* NULL reads as 0 */
+		/* a gen naming no row (NULL state) is not OPEN, as before */
+		*open = id != 0 && sqlite3_column_type(cat->stmt[G_INODE_GEN_STATE], 1) != SQLITE_NULL &&
+			cat_col_int(cat, G_INODE_GEN_STATE, 1) == GEN_OPEN;
 		*gen_id = *open ? id : 0;
 		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
 	}
-	cat_reset(cat, G_STATE);
+	cat_reset(cat, G_INODE_GEN_STATE);
 	return rc;
 }
 

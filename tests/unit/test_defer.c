@@ -731,3 +731,78 @@ Test(defer, only_whole_object_lines_of_the_journal_are_read, .init = setup, .fin
 	cr_assert_eq(reclaimed_times(905), 1, "a last line cut before its newline");
 	cr_assert_eq(fx.reclaimed, 3);
 }
+
+/* What the catalog does for one small file of a save in an OPEN generation,
+ * in the order the daemon calls it: the create, the writer's start, its one
+ * chunk (referenced, then stored), the commit at close, the drop at the last
+ * release. Returns the statements they ran (cat_statements_run). */
+static uint64_t small_file_statements(uint64_t dir, const char *name, int seed, uint64_t *ino)
+{
+	uint64_t before = cat_statements_run(fx.cat);
+	struct cat_inode in;
+	uint64_t gen = 0;
+	OK(cat_create_in_gen(fx.cat, dir, name, S_IFREG | 0644, 1000, 1001, 0, NULL, NULL, &in,
+			     &gen));
+	cr_assert_neq(gen, 0, "created inside the generation");
+	OK(cat_pending_from_committed(fx.cat, in.ino));
+	struct cat_extent e = { .off = 0, .len = 4096, .chunk_len = 4096 };
+	ts_hash(e.hash, FILL, seed);
+	bool must = false;
+	OK(cat_pending_add(fx.cat, in.ino, &e, &must));
+	cr_assert(must, "a new chunk is to be stored");
+	OK(cat_chunk_stored(fx.cat, e.hash, 1, 4096 + 72));
+	OK(cat_file_commit(fx.cat, in.ino, 4096, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.cat, in.ino));
+	*ino = in.ino;
+	return cat_statements_run(fx.cat) - before;
+}
+
+/* The statements a small file costs bound the daemon's CPU per file (docs/
+ * BENCH.md, issue 20 part 3): 51 before the writer's start on a file without
+ * extent rows became two reads (from 9), the check whether a change may be
+ * deferred one statement (from 2, four times) and a drop at 0 two (from 3);
+ * 39 now. The file still ends with its one extent, its writer's rows gone. */
+Test(defer, a_small_file_in_an_open_generation_costs_at_most_39_statements, .init = setup,
+     .fini = teardown)
+{
+	uint64_t root;
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t id = ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	uint64_t ino, n = 0;
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		name_of(name, sizeof(name), i);
+		n = small_file_statements(root, name, 200 + i, &ino); /* the first opens the deferral */
+	}
+	cr_assert_leq(n, 39, "a small file ran %llu statements", (unsigned long long)n);
+	struct cat_extent got[2];
+	cr_assert_eq(cat_extents(fx.cat, ino, 0, got, 2), 1);
+	cr_assert_eq(got[0].len, 4096);
+	cr_assert_eq(cat_pending_extents(fx.cat, ino, 0, got, 2), 0, "the writer's rows are gone");
+	struct cat_inode in;
+	OK(cat_getattr(fx.cat, ino, &in));
+	cr_assert_eq(in.size, 4096);
+	OK(cat_gen_commit(fx.cat, id, "explicit"));
+	cr_assert_eq(committed_entries(root), 4);
+}
+
+/* The start of a writer reads before it changes anything: a file with
+ * committed extents still gets them as pending, a directory or a missing
+ * inode is still refused. */
+Test(defer, a_writer_start_copies_committed_extents_and_refuses_non_files, .init = setup,
+     .fini = teardown)
+{
+	uint64_t root;
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	uint64_t ino;
+	small_file_statements(root, "f", 300, &ino);
+	OK(cat_pending_from_committed(fx.cat, ino));
+	struct cat_extent got[2];
+	cr_assert_eq(cat_pending_extents(fx.cat, ino, 0, got, 2), 1, "committed extent copied");
+	OK(cat_pending_drop(fx.cat, ino));
+	FAILS(cat_pending_from_committed(fx.cat, root), EISDIR);
+	FAILS(cat_pending_from_committed(fx.cat, 999999), ENOENT);
+}

@@ -671,9 +671,10 @@ int cat_gen_in_open_txn(struct cat *cat, uint64_t ino, bool *open, uint64_t *gen
 		rc = cat_next(cat, G_INODE_GEN_STATE);
 	if (rc == 1) {
 		uint64_t id = (uint64_t)cat_col_int(cat, G_INODE_GEN_STATE, 0); /* NULL reads as 0 */
-		/* a gen naming no row (NULL state) is not OPEN, as before */
-		*open = id != 0 && sqlite3_column_type(cat->stmt[G_INODE_GEN_STATE], 1) != SQLITE_NULL &&
-			cat_col_int(cat, G_INODE_GEN_STATE, 1) == GEN_OPEN;
+		/* a gen naming no generation row (state NULL, which would read as
+		 * GEN_OPEN's 0) is not open */
+		bool has_state = sqlite3_column_type(cat->stmt[G_INODE_GEN_STATE], 1) != SQLITE_NULL;
+		*open = id != 0 && has_state && cat_col_int(cat, G_INODE_GEN_STATE, 1) == GEN_OPEN;
 		*gen_id = *open ? id : 0;
 		rc = 0;
 	} else if (rc == 0) {

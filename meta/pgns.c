@@ -66,6 +66,7 @@ enum {
 	NS_UNPIN_LOST,
 	NS_CLAIM_MANY,
 	NS_UNPIN_CLAIMS,
+	NS_CREATE,
 	NS_COUNT
 };
 
@@ -345,6 +346,30 @@ const struct pg_stmt pgns_stmts[] = {
 			      " u AS (UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash)"
 			      " SELECT " LEASE_LIVE,
 			      3 },
+	/* N9: a create in one statement, fenced by node $1 in it (lease.h L5):
+	 * the parent's row locked (as NS_PARENT_LOCK: its mode, NULL if there
+	 * is none), the inode with the parent's generation, its entry ($2, $3:
+	 * a name taken fails the statement, 23505), the parent's times and
+	 * nlink (+ $12); the new inode's attributes after the parent's mode */
+	[NS_CREATE] = { "ns_create",
+			"WITH " LEASE_FENCE_WITH("$1") ", p AS (SELECT mode, gen FROM ns_inodes"
+			" WHERE ino = CAST($2 AS BIGINT) AND " LEASE_LIVE " FOR UPDATE),"
+			" ok AS (SELECT " LEASE_LIVE " AS live, (SELECT mode FROM p) AS pmode),"
+			" go AS (SELECT live AND pmode IS NOT NULL AND pmode & 61440 = 16384 AS v FROM ok),"
+			" i AS (INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
+			" mtime_ns, ctime_ns, target, gen) SELECT nextval('ns_ino_seq'),"
+			" CAST($4 AS BIGINT), CAST($5 AS BIGINT), CAST($6 AS BIGINT), CAST($7 AS BIGINT),"
+			" CAST($8 AS BIGINT), CAST($9 AS BIGINT), CAST($10 AS BIGINT), CAST($10 AS BIGINT),"
+			" CAST($10 AS BIGINT), CAST($11 AS TEXT), p.gen FROM p WHERE (SELECT v FROM go)"
+			" RETURNING ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns),"
+			" d AS (INSERT INTO ns_dirents(parent, name, ino) SELECT CAST($2 AS BIGINT),"
+			" CAST($3 AS TEXT), ino FROM i),"
+			" t AS (UPDATE ns_inodes SET mtime_ns = CAST($10 AS BIGINT), ctime_ns ="
+			" CAST($10 AS BIGINT), nlink = nlink + CAST($12 AS BIGINT) WHERE ino ="
+			" CAST($2 AS BIGINT) AND (SELECT v FROM go))"
+			" SELECT ok.live, ok.pmode, i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev,"
+			" i.atime_ns, i.mtime_ns, i.ctime_ns FROM ok LEFT JOIN i ON true",
+			12 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -727,10 +752,37 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 	return pgns_create_in(&c);
 }
 
+/* N9: NS_CREATE, its own transaction (pg_read); its answer as
+ * pgns_create_in's: -ESTALE, -ENOENT / -ENOTDIR (the parent), -EEXIST. */
 static int pgns_create_body(struct pg *pg, void *arg)
 {
 	(void)pg;
-	return pgns_create_in(arg);
+	const struct pgns_create_call *c = arg;
+	bool dir = S_ISDIR(c->mode);
+	char node[24], parent[24], mode[24], uid[24], gid[24], nlink[24], size[24], rdev[24], t[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(parent, c->parent),
+				 c->name, PG_U64(mode, c->mode), PG_U64(uid, c->uid),
+				 PG_U64(gid, c->gid), PG_U64(nlink, dir ? 2 : 1),
+				 PG_U64(size, c->target ? strlen(c->target) : 0),
+				 PG_U64(rdev, c->rdev), PG_I64(t, pgns_now_ns()), c->target,
+				 dir ? "1" : "0" };
+	PGresult *res;
+	int rc = pgns_exec(c->ns, NS_CREATE, params, &res);
+	if (rc)
+		return rc; /* -EEXIST: the name is taken; the statement changed nothing */
+	rc = lease_fenced(res);
+	if (rc == 0 && (PQnfields(res) < 12 || pg_rows(res) != 1))
+		rc = -EIO;
+	if (rc == 0 && PQgetisnull(res, 0, 1))
+		rc = -ENOENT;
+	else if (rc == 0 && !S_ISDIR((mode_t)pg_int(res, 0, 1)))
+		rc = -ENOTDIR;
+	else if (rc == 0 && PQgetisnull(res, 0, 2))
+		rc = -EIO;
+	if (rc == 0)
+		pgns_attr(res, 0, 2, c->out);
+	PQclear(res);
+	return rc;
 }
 
 int pgns_name_check(const char *name)
@@ -751,7 +803,7 @@ int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mod
 	if (target && mode != (S_IFLNK | 0777))
 		return -EINVAL;
 	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };
-	return pg_txn(ns->pg, pgns_create_body, &c);
+	return pg_read(ns->pg, pgns_create_body, &c); /* N9 */
 }
 
 struct pgns_unlink_call {

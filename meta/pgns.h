@@ -85,6 +85,13 @@
  *      a statement unless sql.multiple_modifications_of_table.enabled is
  *      set (N8 changes ns_chunks and ns_extents twice each); PostgreSQL and
  *      YugabyteDB accept them. Not run against either here.
+ *  N9. A create (pgns_create) is one statement, one round trip, fenced in
+ *      it (lease.h L5): the parent's row locked FOR UPDATE (its mode: the
+ *      answer's -ENOENT or -ENOTDIR), the inode (the parent's generation),
+ *      its entry, the parent's times and link count, each conditioned on
+ *      the node live and the parent a directory; a name taken fails the
+ *      statement (-EEXIST) and changes nothing. pgns_create_txn, for a
+ *      caller's transaction, does the same in steps.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */

@@ -1679,9 +1679,10 @@ static int pggen_durable_set_body(struct pg *pg, void *arg)
 
 int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version)
 {
-	/* not fenced: the manifest is on BACKING whatever this node's lease says */
+	/* not fenced: the manifest is on BACKING whatever this node's lease says;
+	 * one statement, its own transaction (pg.h P5): one round trip */
 	struct pggen_call c = { .ns = ns, .id = id, .count = version };
-	return pg_txn(ns->pg, pggen_durable_set_body, &c);
+	return pg_read(ns->pg, pggen_durable_set_body, &c);
 }
 
 int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count)

@@ -273,6 +273,15 @@ Test(pggen, a_commit_is_four_round_trips_and_gives_its_version)
 	cr_assert_eq(tg_state(&b, g2, NULL), GEN_OPEN);
 	FAILS(pggen_commit_at(&a.ns, g1, "again", false, NULL, &version), EINVAL);
 	cr_assert_eq(version, 0);
+	/* its manifest on BACKING: one statement (pg.h P5; three before) */
+	OK(pggen_durable_set(&a.ns, g2, 1)); /* prepares; g2 is not committed: no change */
+	t0 = tg_round_trips(&a);
+	OK(pggen_durable_set(&a.ns, g1, g.version));
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "durable_set: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	uint64_t left = 9;
+	OK(pggen_not_durable(&b.ns, g1, &left));
+	cr_assert_eq(left, 0, "durable at its version");
 	pt_leave(&a);
 	pt_leave(&b);
 }

@@ -171,7 +171,8 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	if (lost && decision && g.state == GEN_COMMITTED)
 		return -ENODATA; /* S5: shown as held, and no decision brings its bytes back */
 	uint64_t writers = 0;
-	rc = pggen_commit(ns, id, rule, decision, &writers);
+	uint32_t version = 0;
+	rc = pggen_commit_at(ns, id, rule, decision, &writers, &version);
 	if (rc == -EBUSY)
 		log_debug("catalog %s: generation %" PRIu64 " (%s): commit (%s) waits for %" PRIu64
 			  " files open for writing on the nodes", pg_name(ns->pg), id, g.name, rule,
@@ -179,8 +180,8 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	if (rc == -EINVAL)
 		rc = catshg_state_error(ns, id, GEN_COMMITTED, rc);
 	/* its manifest, from the committing node's queue (manifest_shared.h D2) */
-	if (rc == 0 && pggen_get(ns, id, &g, NULL) == 0)
-		catshd_enqueue(cat, id, g.version);
+	if (rc == 0)
+		catshd_enqueue(cat, id, version); /* pggen.h X9: the version committed */
 	/* S6: committed already, maybe by this very call (a COMMIT whose answer
 	 * was lost runs again and finds it committed, pg.h P2): its manifest,
 	 * unless it is durable or queued here */

@@ -46,6 +46,13 @@
  *      row it waited for), writes nothing and returns false (-ESTALE).
  *      lease_f is read twice (a write's condition, column 0), so PostgreSQL
  *      materializes it: one lock, one answer for both.
+ *  L6. A fenced transaction of several statements may carry its fence on
+ *      its first statement instead of a lease_fence of its own: that
+ *      statement names LEASE_FENCE_WITH(node), returns LEASE_LIVE as column
+ *      0 (lease_fenced reads it) and conditions what it reads or locks on
+ *      LEASE_LIVE; the body stops at -ESTALE before any write. The row lock
+ *      is the transaction's to its COMMIT, as lease_fence's is (L2): one
+ *      round trip fewer, the same fence.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except

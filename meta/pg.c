@@ -169,7 +169,8 @@ static bool pg_retryable(struct pg *pg, const char *state)
 	return false;
 }
 
-/* r's outcome as 0 / -EAGAIN / -EEXIST / -EIO (logged once, P3). Takes r. */
+/* r's outcome as 0 / -EAGAIN / -EEXIST / -EBUSY (P6) / -EIO (logged once,
+ * P3). Takes r. */
 static int pg_outcome(struct pg *pg, PGresult *r, const char *what, PGresult **keep)
 {
 	ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -186,6 +187,8 @@ static int pg_outcome(struct pg *pg, PGresult *r, const char *what, PGresult **k
 		rc = -EAGAIN;
 	} else if (state && strcmp(state, "23505") == 0) {
 		rc = -EEXIST;
+	} else if (state && strcmp(state, "22012") == 0) {
+		rc = -EBUSY; /* P6: a statement undid itself */
 	} else {
 		char why[256];
 		pg_first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(pg->conn), why, sizeof(why));

@@ -29,6 +29,14 @@
  *      statement that writes, which is then its own whole transaction, its
  *      row locks held to its end (a fenced one: lease.h L5). The retry of P2
  *      applies as to pg_txn.
+ *  P6. A statement that finds, after some of its data-modifying WITH queries
+ *      ran, that its change must not happen (a row it relies on changed
+ *      under it) undoes itself by dividing by zero: SQLSTATE 22012 is
+ *      -EBUSY, not logged (the statement's whole transaction rolls back;
+ *      the caller says what it means). No statement divides by zero
+ *      otherwise. It stands in for a server-side function's RAISE (none
+ *      here, see below) and is plain SQL on every PostgreSQL-compatible
+ *      database.
  *
  * SQL stays within what PostgreSQL-compatible distributed databases also
  * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):
@@ -41,6 +49,7 @@
  *   -ENOTCONN   the database cannot be reached (at open, or for longer than
  *               timeout_ms later on)
  *   -EEXIST     a unique constraint refused a row (SQLSTATE 23505)
+ *   -EBUSY      a statement undid itself (P6)
  *   -EIO        any other error of the server
  *   a body's own negative errno, after a ROLLBACK. */
 #ifndef CKPTFS_PG_H

@@ -20,6 +20,8 @@ enum {
 	G_GEN_OF,
 	G_WRITING,
 	G_GEN_LOCK,
+	G_COMMIT_LOCK,
+	G_COMMIT_FREE,
 	G_WRITERS,
 	G_COMMIT,
 	G_HOLD,
@@ -127,6 +129,24 @@ const struct pg_stmt pggen_stmts[] = {
 			3 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
+	/* X9: a commit's first statement, its fence riding on it (lease.h L6):
+	 * the fence, then the row as G_GEN_LOCK's and its version (NULLs if
+	 * there is none, or the node is not live) */
+	[G_COMMIT_LOCK] = { "gen_commit_lock",
+			    "WITH " LEASE_FENCE_WITH("$2") " SELECT " LEASE_LIVE ", g.state, g.lost,"
+			    " g.backup_root, g.version FROM (SELECT 1) AS one LEFT JOIN (SELECT state,"
+			    " lost, backup_root, version FROM ns_generations WHERE id = $1 AND "
+			    LEASE_LIVE " FOR UPDATE) AS g ON true",
+			    2 },
+	/* X9: G_WRITERS and G_COMMIT in one statement, after G_COMMIT_LOCK (its
+	 * own snapshot, taken after the row was locked: X1); commits only when
+	 * the count is 0 */
+	[G_COMMIT_FREE] = { "gen_commit_free",
+			    "WITH w AS (SELECT count(*) AS n FROM ns_writing w JOIN ns_inodes i"
+			    " ON i.ino = w.ino WHERE i.gen = $1), c AS (UPDATE ns_generations SET"
+			    " state = 1, committed_ns = $2, rule = $3, held = '', backup_root = 0"
+			    " WHERE id = $1 AND (SELECT n FROM w) = 0) SELECT n FROM w",
+			    3 },
 	/* X1: every writer counts, also one of a node whose lease ran out and
 	 * that no sweep has handled yet: its file is unfinished until X2 holds
 	 * the generation */
@@ -474,6 +494,7 @@ struct pggen_call {
 	bool open;
 	int state;
 	uint64_t count;
+	uint32_t version; /* pggen_commit_at: the version committed */
 	PGresult *res, *res2, *res3;
 	struct cat_id_vec *ids; /* inodes a rollback to a backup unlinked */
 	bool rolled_back;
@@ -591,6 +612,32 @@ static int pggen_lock(struct pgns *ns, uint64_t id, int *state, bool *lost, uint
 	return rc;
 }
 
+/* G_COMMIT_LOCK's answer: the fence (-ESTALE), then the row (-ENOENT). */
+static int pggen_commit_lock(struct pgns *ns, uint64_t id, int *state, bool *lost,
+			     uint64_t *backup, uint32_t *version)
+{
+	char g[24], node[24];
+	const char *params[] = { PG_U64(g, id), PG_U64(node, ns->lease->node_id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_COMMIT_LOCK, params, &res);
+	if (rc)
+		return rc;
+	rc = lease_fenced(res);
+	if (rc == 0 && (PQnfields(res) < 5 || PQgetisnull(res, 0, 1)))
+		rc = -ENOENT;
+	if (rc == 0) {
+		*state = (int)pg_int(res, 0, 1);
+		*lost = PQgetvalue(res, 0, 2)[0] == 't';
+		*backup = (uint64_t)pg_int(res, 0, 3);
+		*version = (uint32_t)pg_int(res, 0, 4);
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* X9: BEGIN, G_COMMIT_LOCK (the fence on it), G_COMMIT_FREE, COMMIT; a
+ * rewrite (a backup to drop) or a lost one takes the statements of each
+ * step (G_WRITERS, the backup's drop, G_STILL_LOST, G_COMMIT) instead. */
 static int pggen_commit_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -599,9 +646,7 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 	int state = -1;
 	bool lost = false;
 	uint64_t backup = 0;
-	int rc = lease_fence(ns->lease);
-	if (rc == 0)
-		rc = pggen_lock(ns, c->id, &state, &lost, &backup);
+	int rc = pggen_commit_lock(ns, c->id, &state, &lost, &backup, &c->version);
 	if (rc)
 		return rc;
 	if (state != GEN_OPEN && !(state == GEN_HELD && c->open))
@@ -610,14 +655,18 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		return -ENODATA; /* a chunk of it is gone: it cannot be read back */
 	char g[24], t[24];
 	const char *params[] = { PG_U64(g, c->id) };
+	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
 	PGresult *res;
-	rc = pggen_exec(ns, G_WRITERS, params, &res);
+	rc = pggen_exec(ns, backup || lost ? G_WRITERS : G_COMMIT_FREE,
+			backup || lost ? params : set, &res);
 	if (rc)
 		return rc;
 	c->count = (uint64_t)pg_int(res, 0, 0);
 	PQclear(res);
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
+	if (!backup && !lost)
+		return 0; /* G_COMMIT_FREE committed it */
 	rc = pggen_backup_drop(ns, backup); /* the new version is what is proven now */
 	if (rc == 0 && lost) { /* X6: a rewrite of a lost one, rolled back whole if still lost */
 		rc = pggen_exec(ns, G_STILL_LOST, params, &res);
@@ -625,17 +674,24 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 			rc = -ENODATA;
 		PQclear(res);
 	}
-	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
 	return rc ? rc : pggen_exec(ns, G_COMMIT, set, NULL);
 }
 
-int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers)
+int pggen_commit_at(struct pgns *ns, uint64_t id, const char *rule, bool decision,
+		    uint64_t *writers, uint32_t *version)
 {
 	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .open = decision };
 	int rc = pg_txn(ns->pg, pggen_commit_body, &c);
 	if (writers)
 		*writers = c.count;
+	if (version)
+		*version = rc == 0 ? c.version : 0;
 	return rc;
+}
+
+int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers)
+{
+	return pggen_commit_at(ns, id, rule, decision, writers, NULL);
 }
 
 /* reason, then the files of generation id still open for writing on any
@@ -1623,9 +1679,10 @@ static int pggen_durable_set_body(struct pg *pg, void *arg)
 
 int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version)
 {
-	/* not fenced: the manifest is on BACKING whatever this node's lease says */
+	/* not fenced: the manifest is on BACKING whatever this node's lease says;
+	 * one statement, its own transaction (pg.h P5): one round trip */
 	struct pggen_call c = { .ns = ns, .id = id, .count = version };
-	return pg_txn(ns->pg, pggen_durable_set_body, &c);
+	return pg_read(ns->pg, pggen_durable_set_body, &c);
 }
 
 int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count)

@@ -65,6 +65,15 @@
  *      replaced), its backup dropped, its inodes left to the namespace's
  *      nlink rules, as generation.c does on one node. A row never stays
  *      OPEN or COMMITTED with its root unlinked.
+ *  X9. A commit is four round trips: BEGIN; one statement that is its fence
+ *      (lease.h L6) and locks the generation's row FOR UPDATE, returning its
+ *      state and version; one that counts the writers (X1: a statement of
+ *      its own, so its snapshot is taken after the row lock and sees every
+ *      registration that held the row before) and changes the state only
+ *      if there are none; COMMIT. A rewrite (a backup to drop) or a lost
+ *      one runs its steps one statement each, as before. The version
+ *      committed is returned (pggen_commit_at), so the committing node
+ *      queues its manifest without reading the row again.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -97,6 +106,11 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
  * lost (a rewrite of a lost one: if its new tree is, X6); -EINVAL in
  * another state. */
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers);
+/* pggen_commit, and *version (if not NULL) gets the version it committed
+ * (0 on failure): the committing node queues that version's manifest
+ * without asking again (X9). */
+int pggen_commit_at(struct pgns *ns, uint64_t id, const char *rule, bool decision,
+		    uint64_t *writers, uint32_t *version);
 
 /* OPEN → HELD with rule and reason, to which the files of it still open
  * for writing are added, naming their nodes (up to 8, as much as

@@ -30,11 +30,9 @@ enum {
 	NS_NLINK_DROP,
 	NS_READDIR,
 	NS_PARENT_OF,
-	NS_CHUNKS_INSERT,
-	NS_REFS_ADD,
+	NS_PUBLISH,
 	NS_REFS_DROP,
 	NS_EXTENTS_DELETE,
-	NS_EXTENTS_INSERT,
 	NS_FILE_SET,
 	NS_EXTENTS,
 	NS_UPLOADED,
@@ -68,6 +66,7 @@ enum {
 	NS_UNPIN_LOST,
 	NS_CLAIM_MANY,
 	NS_UNPIN_CLAIMS,
+	NS_CREATE,
 	NS_COUNT
 };
 
@@ -106,20 +105,55 @@ const struct pg_stmt pgns_stmts[] = {
 			 " ON i.ino = d.ino WHERE d.parent = $1 AND d.id > $2 ORDER BY d.id LIMIT 256",
 			 2 },
 	[NS_PARENT_OF] = { "ns_parent_of", "SELECT parent FROM ns_dirents WHERE ino = $1 LIMIT 1", 1 },
-	/* N3: a row that exists (live or reclaiming) is left as it is */
-	[NS_CHUNKS_INSERT] = { "ns_chunks_insert",
-			       "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, holder)"
-			       " SELECT decode(h, 'hex'), p, c, s, 0, $5 FROM unnest($1::text[],"
-			       " $2::bigint[], $3::int[], $4::bigint[]) AS t(h, p, c, s)"
-			       " ON CONFLICT (hash) DO NOTHING",
-			       5 },
-	/* N1: one statement adds every reference of a commit; a reclaiming
-	 * chunk is not matched, and the caller sees the count fall short (N3) */
-	[NS_REFS_ADD] = { "ns_refs_add",
-			  "UPDATE ns_chunks c SET refcount = c.refcount + g.n FROM (SELECT"
-			  " decode(h, 'hex') AS hash, count(*) AS n FROM unnest($1::text[]) AS t(h)"
-			  " GROUP BY h) g WHERE c.hash = g.hash AND c.state = 'live'",
-			  1 },
+	/* A file's commit in one statement (N1-N4, N8), fenced by node $2 in it
+	 * (lease.h L5): the chunk rows it describes ($6-$9) that do not exist
+	 * are inserted (held by $2), each chunk row its extents ($10-$13) name
+	 * or its old extents named gains the difference of the two counts, the
+	 * extents are replaced and the inode's size and times set. Every write
+	 * is conditioned on ok: the node live, ino a regular file (its row
+	 * locked FOR UPDATE), and no chunk the extents name reclaiming (the
+	 * rows that exist locked FOR UPDATE first, so what ok read of them
+	 * stays true to the end). A row that appeared after the statement's
+	 * snapshot is added to by the insert's ON CONFLICT only while live;
+	 * one that is not makes the last column divide by zero, which undoes
+	 * the whole statement (pg.h P6: -EBUSY). Columns: the fence, whether
+	 * ino is a regular file, whether no named chunk is reclaiming. */
+	[NS_PUBLISH] = { "ns_publish",
+			 "WITH " LEASE_FENCE_WITH("$2") ", f AS (SELECT ino FROM ns_inodes"
+			 " WHERE ino = $1 AND mode & 61440 = 32768 FOR UPDATE),"
+			 " ne AS (SELECT o, l, decode(h, 'hex') AS hash, co FROM unnest($10::bigint[],"
+			 " $11::bigint[], $12::text[], $13::bigint[]) AS t(o, l, h, co)),"
+			 " nn AS (SELECT hash, count(*) AS n FROM ne GROUP BY hash),"
+			 " od AS (SELECT hash, count(*) AS n FROM ns_extents WHERE ino = $1 GROUP BY hash),"
+			 " dl AS (SELECT COALESCE(nn.hash, od.hash) AS hash, COALESCE(nn.n, 0)"
+			 " - COALESCE(od.n, 0) AS d FROM nn FULL JOIN od ON od.hash = nn.hash),"
+			 " dc AS (SELECT DISTINCT ON (hash) decode(h, 'hex') AS hash, p, c, s FROM"
+			 " unnest($6::text[], $7::bigint[], $8::int[], $9::bigint[]) AS t(h, p, c, s)),"
+			 " lk AS (SELECT c.hash, c.state = 'live' AS live FROM ns_chunks c WHERE c.hash IN"
+			 " (SELECT hash FROM dl UNION SELECT hash FROM dc) ORDER BY c.hash FOR UPDATE),"
+			 " ok AS (SELECT " LEASE_LIVE " AS live, EXISTS (SELECT 1 FROM f) AS file,"
+			 " NOT EXISTS (SELECT 1 FROM nn JOIN lk ON lk.hash = nn.hash WHERE NOT lk.live)"
+			 " AS n3), go AS (SELECT live AND file AND n3 AS v FROM ok),"
+			 " u AS (UPDATE ns_chunks c SET refcount = c.refcount + dl.d FROM dl"
+			 " WHERE c.hash = dl.hash AND dl.d <> 0 AND c.hash IN (SELECT hash FROM lk)"
+			 " AND (SELECT v FROM go)),"
+			 " i AS (INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, holder)"
+			 " SELECT dc.hash, dc.p, dc.c, dc.s, COALESCE(nn.n, 0), CAST($2 AS BIGINT) FROM dc"
+			 " LEFT JOIN nn ON nn.hash = dc.hash WHERE dc.hash NOT IN (SELECT hash FROM lk)"
+			 " AND (SELECT v FROM go) ON CONFLICT (hash) DO UPDATE SET refcount ="
+			 " ns_chunks.refcount + excluded.refcount WHERE ns_chunks.state = 'live'"
+			 " RETURNING hash),"
+			 " x AS (DELETE FROM ns_extents WHERE ino = $1 AND off NOT IN (SELECT o FROM ne)"
+			 " AND (SELECT v FROM go)),"
+			 " e AS (INSERT INTO ns_extents(ino, off, len, hash, chunk_off) SELECT $1, o, l,"
+			 " hash, co FROM ne WHERE (SELECT v FROM go) ON CONFLICT (ino, off) DO UPDATE"
+			 " SET len = excluded.len, hash = excluded.hash, chunk_off = excluded.chunk_off),"
+			 " s AS (UPDATE ns_inodes SET size = $3, mtime_ns = $4, ctime_ns = $5"
+			 " WHERE ino = $1 AND mode & 61440 = 32768 AND (SELECT v FROM go))"
+			 " SELECT ok.live, ok.file, ok.n3, 1 / CASE WHEN NOT (SELECT v FROM go) OR"
+			 " (SELECT count(*) FROM i JOIN nn ON nn.hash = i.hash) = (SELECT count(*)"
+			 " FROM nn WHERE hash NOT IN (SELECT hash FROM lk)) THEN 1 ELSE 0 END FROM ok",
+			 13 },
 	/* N1: the one statement that drops references: those of ino's extents
 	 * at or after $2 (0: all of them), which NS_EXTENTS_DELETE then deletes */
 	[NS_REFS_DROP] = { "ns_refs_drop",
@@ -129,11 +163,6 @@ const struct pg_stmt pgns_stmts[] = {
 			   2 },
 	[NS_EXTENTS_DELETE] = { "ns_extents_delete",
 				"DELETE FROM ns_extents WHERE ino = $1 AND off >= $2", 2 },
-	[NS_EXTENTS_INSERT] = { "ns_extents_insert",
-				"INSERT INTO ns_extents(ino, off, len, hash, chunk_off) SELECT $1, o, l,"
-				" decode(h, 'hex'), co FROM unnest($2::bigint[], $3::bigint[], $4::text[],"
-				" $5::bigint[]) AS t(o, l, h, co)",
-				5 },
 	[NS_FILE_SET] = { "ns_file_set",
 			  "UPDATE ns_inodes SET size = $2, mtime_ns = $3, ctime_ns = $4"
 			  " WHERE ino = $1 AND mode & 61440 = 32768",
@@ -317,6 +346,30 @@ const struct pg_stmt pgns_stmts[] = {
 			      " u AS (UPDATE ns_chunks c SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash)"
 			      " SELECT " LEASE_LIVE,
 			      3 },
+	/* N9: a create in one statement, fenced by node $1 in it (lease.h L5):
+	 * the parent's row locked (as NS_PARENT_LOCK: its mode, NULL if there
+	 * is none), the inode with the parent's generation, its entry ($2, $3:
+	 * a name taken fails the statement, 23505), the parent's times and
+	 * nlink (+ $12); the new inode's attributes after the parent's mode */
+	[NS_CREATE] = { "ns_create",
+			"WITH " LEASE_FENCE_WITH("$1") ", p AS (SELECT mode, gen FROM ns_inodes"
+			" WHERE ino = CAST($2 AS BIGINT) AND " LEASE_LIVE " FOR UPDATE),"
+			" ok AS (SELECT " LEASE_LIVE " AS live, (SELECT mode FROM p) AS pmode),"
+			" go AS (SELECT live AND pmode IS NOT NULL AND pmode & 61440 = 16384 AS v FROM ok),"
+			" i AS (INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
+			" mtime_ns, ctime_ns, target, gen) SELECT nextval('ns_ino_seq'),"
+			" CAST($4 AS BIGINT), CAST($5 AS BIGINT), CAST($6 AS BIGINT), CAST($7 AS BIGINT),"
+			" CAST($8 AS BIGINT), CAST($9 AS BIGINT), CAST($10 AS BIGINT), CAST($10 AS BIGINT),"
+			" CAST($10 AS BIGINT), CAST($11 AS TEXT), p.gen FROM p WHERE (SELECT v FROM go)"
+			" RETURNING ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns),"
+			" d AS (INSERT INTO ns_dirents(parent, name, ino) SELECT CAST($2 AS BIGINT),"
+			" CAST($3 AS TEXT), ino FROM i),"
+			" t AS (UPDATE ns_inodes SET mtime_ns = CAST($10 AS BIGINT), ctime_ns ="
+			" CAST($10 AS BIGINT), nlink = nlink + CAST($12 AS BIGINT) WHERE ino ="
+			" CAST($2 AS BIGINT) AND (SELECT v FROM go))"
+			" SELECT ok.live, ok.pmode, i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev,"
+			" i.atime_ns, i.mtime_ns, i.ctime_ns FROM ok LEFT JOIN i ON true",
+			12 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -699,10 +752,37 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 	return pgns_create_in(&c);
 }
 
+/* N9: NS_CREATE, its own transaction (pg_read); its answer as
+ * pgns_create_in's: -ESTALE, -ENOENT / -ENOTDIR (the parent), -EEXIST. */
 static int pgns_create_body(struct pg *pg, void *arg)
 {
 	(void)pg;
-	return pgns_create_in(arg);
+	const struct pgns_create_call *c = arg;
+	bool dir = S_ISDIR(c->mode);
+	char node[24], parent[24], mode[24], uid[24], gid[24], nlink[24], size[24], rdev[24], t[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(parent, c->parent),
+				 c->name, PG_U64(mode, c->mode), PG_U64(uid, c->uid),
+				 PG_U64(gid, c->gid), PG_U64(nlink, dir ? 2 : 1),
+				 PG_U64(size, c->target ? strlen(c->target) : 0),
+				 PG_U64(rdev, c->rdev), PG_I64(t, pgns_now_ns()), c->target,
+				 dir ? "1" : "0" };
+	PGresult *res;
+	int rc = pgns_exec(c->ns, NS_CREATE, params, &res);
+	if (rc)
+		return rc; /* -EEXIST: the name is taken; the statement changed nothing */
+	rc = lease_fenced(res);
+	if (rc == 0 && (PQnfields(res) < 12 || pg_rows(res) != 1))
+		rc = -EIO;
+	if (rc == 0 && PQgetisnull(res, 0, 1))
+		rc = -ENOENT;
+	else if (rc == 0 && !S_ISDIR((mode_t)pg_int(res, 0, 1)))
+		rc = -ENOTDIR;
+	else if (rc == 0 && PQgetisnull(res, 0, 2))
+		rc = -EIO;
+	if (rc == 0)
+		pgns_attr(res, 0, 2, c->out);
+	PQclear(res);
+	return rc;
 }
 
 int pgns_name_check(const char *name)
@@ -723,7 +803,7 @@ int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mod
 	if (target && mode != (S_IFLNK | 0777))
 		return -EINVAL;
 	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };
-	return pg_txn(ns->pg, pgns_create_body, &c);
+	return pg_read(ns->pg, pgns_create_body, &c); /* N9 */
 }
 
 struct pgns_unlink_call {
@@ -864,8 +944,7 @@ struct pgns_commit_call {
 	const struct pgns_chunk *chunks;
 	size_t nchunks;
 	/* the parameters, built once for every run of the body */
-	struct pgns_buf ins_h, ins_p, ins_c, ins_s, refs, e_off, e_len, e_hash, e_coff;
-	size_t distinct; /* distinct hashes the extents name */
+	struct pgns_buf ins_h, ins_p, ins_c, ins_s, e_off, e_len, e_hash, e_coff;
 	char *uploaded;  /* pgns_file_publish: chunks already on BACKING, or NULL */
 	const uint8_t (*up_hashes)[CAT_HASH_LEN]; /* the same, nup of them */
 	size_t nup;
@@ -900,44 +979,41 @@ static int pgns_marks(PGresult *res, const uint8_t (*hashes)[CAT_HASH_LEN], size
 	return rc;
 }
 
+/* NS_PUBLISH's answer: 0, or the first of -ESTALE (the node was swept),
+ * -EBUSY (a named chunk is being reclaimed, N3), -EISDIR (ino is gone or
+ * not a regular file) that held; then nothing was written. */
+static int pgns_published(const PGresult *res)
+{
+	int rc = lease_fenced(res);
+	if (rc == 0 && (PQnfields(res) < 3 || PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2)))
+		rc = -EIO;
+	if (rc == 0 && PQgetvalue(res, 0, 2)[0] != 't')
+		rc = -EBUSY;
+	if (rc == 0 && PQgetvalue(res, 0, 1)[0] != 't')
+		rc = -EISDIR;
+	return rc;
+}
+
+/* The publish (N8): one statement, NS_PUBLISH, then the markings of chunks
+ * already on BACKING (NS_UPLOADED_MANY) if there are any. Alone it runs by
+ * pg_read (its own transaction, L5); with the markings by pg_txn, where the
+ * fence NS_PUBLISH took (its node's row FOR SHARE) holds to the COMMIT and
+ * fences the markings too (L2), and both happen or neither. */
 static int pgns_commit_body(struct pg *pg, void *arg)
 {
 	(void)pg;
 	struct pgns_commit_call *c = arg;
 	struct pgns *ns = c->ns;
-	int rc = lease_fence(ns->lease);
-	if (rc)
-		return rc;
 	char ino[24], node[24], size[24], mtime[24], now[24];
-	PG_U64(ino, c->ino);
-	const char *ins[] = { c->ins_h.s, c->ins_p.s, c->ins_c.s, c->ins_s.s,
-			      PG_U64(node, ns->lease->node_id) };
-	rc = pgns_exec(ns, NS_CHUNKS_INSERT, ins, NULL);
-	/* N1: drop the old extents' references, then add the new ones */
-	const char *by_ino[] = { ino, "0" };
-	if (rc == 0)
-		rc = pgns_exec(ns, NS_REFS_DROP, by_ino, NULL);
-	if (rc == 0)
-		rc = pgns_exec(ns, NS_EXTENTS_DELETE, by_ino, NULL);
+	const char *params[] = { PG_U64(ino, c->ino), PG_U64(node, ns->lease->node_id),
+				 PG_U64(size, c->size), PG_I64(mtime, c->mtime_ns),
+				 PG_I64(now, pgns_now_ns()), c->ins_h.s, c->ins_p.s, c->ins_c.s,
+				 c->ins_s.s, c->e_off.s, c->e_len.s, c->e_hash.s, c->e_coff.s };
 	PGresult *res = NULL;
-	const char *refs[] = { c->refs.s };
-	if (rc == 0 && c->n > 0) {
-		rc = pgns_exec(ns, NS_REFS_ADD, refs, &res);
-		if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != c->distinct)
-			rc = -EBUSY; /* N3: a chunk it names is being reclaimed */
-		PQclear(res);
-	}
-	const char *ext[] = { ino, c->e_off.s, c->e_len.s, c->e_hash.s, c->e_coff.s };
-	if (rc == 0 && c->n > 0)
-		rc = pgns_exec(ns, NS_EXTENTS_INSERT, ext, NULL);
-	const char *set[] = { ino, PG_U64(size, c->size), PG_I64(mtime, c->mtime_ns),
-			      PG_I64(now, pgns_now_ns()) };
-	if (rc == 0) {
-		rc = pgns_exec(ns, NS_FILE_SET, set, &res);
-		if (rc == 0 && strtoull(PQcmdTuples(res), NULL, 10) != 1)
-			rc = -EISDIR; /* gone, or not a regular file */
-		PQclear(res);
-	}
+	int rc = pgns_exec(ns, NS_PUBLISH, params, &res);
+	if (rc == 0)
+		rc = pgns_published(res);
+	PQclear(res);
 	const char *up[] = { c->uploaded, node };
 	if (rc == 0 && c->uploaded) {
 		bool *marked = calloc(c->nup, sizeof(*marked));
@@ -958,8 +1034,8 @@ static int pgns_hash_cmp(const void *a, const void *b)
 	return memcmp(a, b, CAT_HASH_LEN);
 }
 
-/* Builds the array parameters; counts the distinct hashes the extents name
- * and checks each is described in chunks. */
+/* Builds the array parameters; checks that each hash the extents name is
+ * described in chunks. */
 static int pgns_commit_params(struct pgns_commit_call *c)
 {
 	pgns_put(&c->ins_h, "{");
@@ -982,7 +1058,6 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(c->n ? c->n : 1, CAT_HASH_LEN);
 	if (!hashes)
 		return -ENOMEM;
-	pgns_put(&c->refs, "{");
 	pgns_put(&c->e_off, "{");
 	pgns_put(&c->e_len, "{");
 	pgns_put(&c->e_hash, "{");
@@ -990,8 +1065,6 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 	for (size_t i = 0; i < c->n; i++) {
 		const struct cat_extent *e = &c->ext[i];
 		const char *sep = i ? "," : "";
-		pgns_put(&c->refs, "%s", sep);
-		pgns_put_hex(&c->refs, e->hash);
 		pgns_put(&c->e_off, "%s%" PRIu64, sep, e->off);
 		pgns_put(&c->e_len, "%s%" PRIu64, sep, e->len);
 		pgns_put(&c->e_hash, "%s", sep);
@@ -999,7 +1072,6 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 		pgns_put(&c->e_coff, "%s%" PRIu64, sep, e->chunk_off);
 		memcpy(hashes[i], e->hash, CAT_HASH_LEN);
 	}
-	pgns_put(&c->refs, "}");
 	pgns_put(&c->e_off, "}");
 	pgns_put(&c->e_len, "}");
 	pgns_put(&c->e_hash, "}");
@@ -1007,11 +1079,9 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 
 	qsort(hashes, c->n, CAT_HASH_LEN, pgns_hash_cmp);
 	int rc = 0;
-	c->distinct = 0;
 	for (size_t i = 0; i < c->n && rc == 0; i++) {
 		if (i > 0 && memcmp(hashes[i], hashes[i - 1], CAT_HASH_LEN) == 0)
 			continue;
-		c->distinct++;
 		bool described = false;
 		for (size_t j = 0; j < c->nchunks && !described; j++)
 			described = memcmp(c->chunks[j].hash, hashes[i], CAT_HASH_LEN) == 0;
@@ -1020,7 +1090,7 @@ static int pgns_commit_params(struct pgns_commit_call *c)
 	}
 	free(hashes);
 	bool failed = c->ins_h.failed || c->ins_p.failed || c->ins_c.failed || c->ins_s.failed ||
-		      c->refs.failed || c->e_off.failed || c->e_len.failed || c->e_hash.failed ||
+		      c->e_off.failed || c->e_len.failed || c->e_hash.failed ||
 		      c->e_coff.failed;
 	return failed ? -ENOMEM : rc;
 }
@@ -1036,9 +1106,10 @@ int pgns_file_publish(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtim
 	int rc = pgns_commit_params(&c);
 	if (rc == 0 && nuploaded > 0)
 		rc = pgns_hex_list(uploaded[0], CAT_HASH_LEN, nuploaded, &c.uploaded);
-	if (rc == 0)
-		rc = pg_txn(ns->pg, pgns_commit_body, &c);
-	struct pgns_buf *bufs[] = { &c.ins_h, &c.ins_p, &c.ins_c, &c.ins_s, &c.refs,
+	if (rc == 0) /* N8 */
+		rc = c.uploaded ? pg_txn(ns->pg, pgns_commit_body, &c)
+				: pg_read(ns->pg, pgns_commit_body, &c);
+	struct pgns_buf *bufs[] = { &c.ins_h, &c.ins_p, &c.ins_c, &c.ins_s,
 				    &c.e_off, &c.e_len, &c.e_hash, &c.e_coff };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		pgns_buf_free(bufs[i]);

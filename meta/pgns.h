@@ -16,8 +16,9 @@
  * Invariants (pgns_check counts violations of N1 and N2):
  *  N1. ns_chunks.refcount == the number of ns_extents rows naming the hash.
  *      Counts change only in pgns_file_commit and pgns_inode_release, in the
- *      same transaction as the extents they count, set-based (one statement
- *      per direction, whatever the number of chunks).
+ *      same transaction as the extents they count, set-based (a commit adds
+ *      each chunk's difference of new and old counts in its one statement,
+ *      N8; a release drops in one statement, whatever the number of chunks).
  *  N2. Every extent names a chunk row in state live.
  *  N3. A chunk in state reclaiming is never revived: a commit that names it
  *      fails with -EBUSY and changes nothing; once pgns_reclaim_end deleted
@@ -63,6 +64,34 @@
  *      uploads are marked. A claim dropped too soon (a new writer of the
  *      hash raced the release) only makes a marking refused: the object
  *      is put again, never counted unclaimed.
+ *  N8. A file's commit (pgns_file_publish) is one statement, its own
+ *      transaction, one round trip: the fence (lease.h L5), the chunk rows
+ *      it inserts, the counts (N1), the extents and the inode's size. Every
+ *      write in it is conditioned on one answer read first under row locks
+ *      held to its end: the node is live, the inode is a regular file
+ *      (locked FOR UPDATE), no chunk it names is reclaiming (the rows that
+ *      exist locked FOR UPDATE). A row that did not exist for its snapshot
+ *      and turns out reclaiming when its insert meets it undoes the whole
+ *      statement (pg.h P6): N3 holds as in a transaction. Its writes touch
+ *      each row once (an old extent at an offset the new content uses is
+ *      updated in place, the others deleted; a chunk row is updated or
+ *      inserted, never both), as a statement's data-modifying WITH queries
+ *      must. With markings of chunks its node put on BACKING before the
+ *      commit (N7) it is BEGIN, the statement, the markings, COMMIT: the
+ *      statement's lock of the node's row holds to the COMMIT (L2). Run
+ *      twice (a lost COMMIT answer, pg.h P2) it changes nothing the second
+ *      time: the old extents are then the new ones, every difference 0.
+ *      CockroachDB refuses two data-modifying WITH queries on one table in
+ *      a statement unless sql.multiple_modifications_of_table.enabled is
+ *      set (N8 changes ns_chunks and ns_extents twice each); PostgreSQL and
+ *      YugabyteDB accept them. Not run against either here.
+ *  N9. A create (pgns_create) is one statement, one round trip, fenced in
+ *      it (lease.h L5): the parent's row locked FOR UPDATE (its mode: the
+ *      answer's -ENOENT or -ENOTDIR), the inode (the parent's generation),
+ *      its entry, the parent's times and link count, each conditioned on
+ *      the node live and the parent a directory; a name taken fails the
+ *      statement (-EEXIST) and changes nothing. pgns_create_txn, for a
+ *      caller's transaction, does the same in steps.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -133,12 +162,12 @@ struct pgns_chunk {
 /* Publishes a file's content: its committed extents become ext[0..n), whose
  * chunks are described in chunks[0..nchunks) (each hash once); size and
  * mtime are set, ctime is now. Chunks the store lacks are inserted held by
- * this node, not uploaded. One transaction (N1, N3, N4). */
+ * this node, not uploaded. One statement, one round trip (N1, N3, N4, N8). */
 int pgns_file_commit(struct pgns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		     const struct cat_extent *ext, size_t n, const struct pgns_chunk *chunks,
 		     size_t nchunks);
 
-/* pgns_file_commit, and in the same transaction marks uploaded the chunks
+/* pgns_file_commit, and in the same transaction (N8) marks uploaded the chunks
  * uploaded[0..nuploaded) its node put on BACKING before the commit named
  * them (a writer's chunk is uploaded while the file is still open), each
  * only as N7 allows: refused[i] (nuploaded of them, may be NULL when

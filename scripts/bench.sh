@@ -110,7 +110,9 @@
 #                       PostgreSQL round trips of both nodes for it until
 #                       their uploads are done, per GiB written (ckptfs-admin
 #                       stats: pg_round_trips; the FUSE path's connection,
-#                       not the lease's). Then 20
+#                       not the lease's), and save -> durable: ms from the
+#                       commit seen until both nodes' upload queues (chunks
+#                       and the manifest) are empty. Then 20
 #                       small saves (2 x 1 MiB, shard 0 written on A, shard 1
 #                       on B, the signal on A): ms from the start of the rename
 #                       on A until node B reads state=committed (scripts/
@@ -1290,20 +1292,18 @@ for r in $(seq 1 "$ROUNDS"); do
 			settle
 			mn_ckpt "${dirs[@]}"
 			t=$elapsed
-			# the round trips of the whole save: its writes, commit and uploads
-			polls=1 # rt1's own
-			for i in $(seq 240); do
-				polls=$((polls + 1))
-				[ "$(mn_stat "$a" upload_queue)" = 0 ] && [ "$(mn_stat "$b" upload_queue)" = 0 ] && break
-				[ "$i" -lt 240 ] || die "the nodes' uploads did not drain within 120 s"
-				sleep 0.5
-			done
+			# the round trips of the whole save: its writes, commit and uploads;
+			# save -> durable: from the commit seen until both upload queues
+			# (chunks and the manifest) are empty (bench_mn.py durable)
+			out=$("$PY" "$MN" durable "$BIN/ckptfs-admin" "$(now_ns)" "$a" "$b") || die "the nodes' uploads did not drain within 120 s"
+			R[mndur,ckptfs,$r]=$(kv durable_ms <<<"$out")
+			polls=$((1 + $(kv polls <<<"$out"))) # and rt1's own
 			elapsed=$t
 			rt1=$(($(mn_stat "$a" pg_round_trips) + $(mn_stat "$b" pg_round_trips) - polls * per_poll))
 			R[mn,ckptfs,$r]=$(mbps $((MN_NSHARDS * MN_FILE)) "$elapsed")
 			R[mnrt,ckptfs,$r]=$(awk -v n=$((rt1 - rt0)) -v b=$((MN_NSHARDS * MN_FILE)) 'BEGIN { printf "%.0f", n / (b / 1073741824) }')
-			printf '   2 nodes (meta=)   %7.2fs %6s MB/s, %d PostgreSQL round trips until uploaded (%s per GiB; %d per stats call, %d calls taken off)\n' \
-				"$elapsed" "${R[mn,ckptfs,$r]}" $((rt1 - rt0)) "${R[mnrt,ckptfs,$r]}" "$per_poll" "$polls"
+			printf '   2 nodes (meta=)   %7.2fs %6s MB/s, %d PostgreSQL round trips until uploaded (%s per GiB; %d per stats call, %d calls taken off), durable %s ms after the commit\n' \
+				"$elapsed" "${R[mn,ckptfs,$r]}" $((rt1 - rt0)) "${R[mnrt,ckptfs,$r]}" "$per_poll" "$polls" "${R[mndur,ckptfs,$r]}"
 			# every shard read back through the other node
 			rdirs=()
 			for d in "${dirs[@]}"; do if [ "$d" = "$a/run/step-1" ]; then rdirs+=("$b/run/step-1"); else rdirs+=("$a/run/step-1"); fi; done
@@ -1492,6 +1492,7 @@ if [ "$run_mn" = 1 ]; then
 	row "  commit A -> B p95 (ms)" "-" "$v" "-" "<100" "$(met "$v" 100 '<')"
 	row "  commit A -> B median (ms)" "-" "$(median <<<"$MNL")" "-" "-" "-"
 	row "  PostgreSQL round trips / GiB" "-" "$(vals mnrt ckptfs | imedian)" "-" "-" "-"
+	row "  save -> durable median (ms)" "-" "$(vals mndur ckptfs | median)" "-" "-" "-"
 fi
 if [ "$run_cost" = 1 ]; then
 	ratio=$(ratios kd | median)

@@ -13,11 +13,18 @@ the same namespace at A and B.
   commit GENDIR OBSERVE_GENDIR     the completion signal in GENDIR, then waits
                                    until OBSERVE_GENDIR (the same directory,
                                    maybe through another node) says committed
+  durable ADMIN T0_NS MNT...       save -> durable: polls `ADMIN stats MNT`
+                                   of every node until each one's upload queue
+                                   (chunks and generation manifests) is empty;
+                                   ms from T0_NS (the wall clock, ns, as
+                                   `date +%s%N` gave it when the save's commit
+                                   was seen) and how many stats calls it made
 
 One "key=value ..." line per save / commit. Exit status 1 on any error.
 """
 import errno
 import os
+import subprocess
 import sys
 import time
 
@@ -107,8 +114,40 @@ def cmd_commit(gendir, observe):
     return 0
 
 
+def upload_queue(admin, mnt):
+    out = subprocess.run([admin, "stats", mnt], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) >= 2 and w[0] == "upload_queue":
+            return int(w[1])
+    raise RuntimeError(f"{admin} stats {mnt}: no upload_queue line")
+
+
+def cmd_durable(admin, t0_ns, *mnts):
+    """Every node's queue empty, polled every 10 ms (a stats call costs its
+    own PostgreSQL round trips: the caller takes polls of them off)."""
+    t0, polls = int(t0_ns), 0
+    left = list(mnts)
+    while left:
+        polls += 1
+        if upload_queue(admin, left[0]) == 0:
+            left.pop(0)
+            continue
+        if time.time_ns() - t0 > 120 * 1e9:
+            raise RuntimeError(f"{left[0]}: uploads not done 120 s after the save")
+        time.sleep(0.01)
+    print(f"durable_ms={(time.time_ns() - t0) / 1e6:.1f} polls={polls}")
+    return 0
+
+
 def main(argv):
     cmds = {"saves": (cmd_saves, 4), "commit": (cmd_commit, 2)}
+    if len(argv) >= 5 and argv[1] == "durable":
+        try:
+            return cmd_durable(*argv[2:])
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+            print(f"bench_mn: durable: {e}", file=sys.stderr)
+            return 1
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         print(__doc__, file=sys.stderr)
         return 2

@@ -223,6 +223,145 @@ Test(pggen, a_writer_registration_is_one_fenced_round_trip)
 	pt_leave(&b);
 }
 
+struct tg_committer {
+	struct pt_node *node;
+	uint64_t gen;
+	int rc;
+	uint64_t writers;
+};
+
+static void *tg_commit_thread(void *arg)
+{
+	struct tg_committer *c = arg;
+	c->rc = pggen_commit(&c->node->ns, c->gen, "dcp-metadata", false, &c->writers);
+	return NULL;
+}
+
+/* X9: a generation's commit is four round trips (six before: BEGIN,
+ * lease_fence, the row, the writers, the change, COMMIT) and says the
+ * version it committed; one refused for a writer is four too. */
+Test(pggen, a_commit_is_four_round_trips_and_gives_its_version)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb, sa2, sb2;
+	uint64_t g1 = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
+	uint64_t g2 = tg_save(&a, &b, run.ino, "step-2", 2, &sa2, &sb2);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	OK(pggen_writing(&a.ns, sa2, false, NULL));
+	uint64_t writers = 9;
+	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, &writers), EBUSY); /* prepares */
+	uint64_t t0 = tg_round_trips(&a);
+	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, &writers), EBUSY);
+	cr_assert_eq(writers, 1);
+	cr_assert_eq(tg_round_trips(&a) - t0, 4, "a commit refused: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	uint32_t version = 0;
+	t0 = tg_round_trips(&a);
+	OK(pggen_commit_at(&a.ns, g1, "dcp-metadata", false, &writers, &version));
+	cr_assert_eq(tg_round_trips(&a) - t0, 4, "a commit: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	cr_assert_eq(writers, 0);
+	struct cat_gen g;
+	OK(pggen_get(&b.ns, g1, &g, NULL));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(version, g.version);
+	cr_assert_eq(tg_state(&b, g2, NULL), GEN_OPEN);
+	FAILS(pggen_commit_at(&a.ns, g1, "again", false, NULL, &version), EINVAL);
+	cr_assert_eq(version, 0);
+	/* its manifest on BACKING: one statement (pg.h P5; three before) */
+	OK(pggen_durable_set(&a.ns, g2, 1)); /* prepares; g2 is not committed: no change */
+	t0 = tg_round_trips(&a);
+	OK(pggen_durable_set(&a.ns, g1, g.version));
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "durable_set: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	uint64_t left = 9;
+	OK(pggen_not_durable(&b.ns, g1, &left));
+	cr_assert_eq(left, 0, "durable at its version");
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+/* X1 with X9: a registration that holds the generation's row (here a
+ * transaction of the test's own, as G_WRITING does in its statement) while
+ * the commit waits for the row: the commit's count, a statement after the
+ * lock, sees that writer (-EBUSY); a one-statement commit, whose snapshot
+ * would predate the lock, would not. */
+Test(pggen, a_commit_waiting_for_a_registration_counts_it)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	PGconn *raw = PQconnectdb(pt_url);
+	cr_assert(raw && PQstatus(raw) == CONNECTION_OK);
+	char sql[256];
+	const char *steps[3] = { "BEGIN", sql, NULL };
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_generations WHERE id = %" PRIu64 " FOR SHARE", gen);
+	for (int i = 0; steps[i]; i++) {
+		PGresult *r = PQexec(raw, steps[i]);
+		cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
+			  "%s: %s", steps[i], PQresultErrorMessage(r));
+		PQclear(r);
+	}
+	struct tg_committer c = { &a, gen, 1, 9 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, tg_commit_thread, &c), 0);
+	usleep(500 * 1000);
+	snprintf(sql, sizeof(sql), "INSERT INTO ns_writing(node, ino) VALUES (%" PRIu64 ", %" PRIu64 ")",
+		 b.lease.node_id, sb);
+	const char *more[3] = { sql, "COMMIT", NULL };
+	for (int i = 0; more[i]; i++) {
+		PGresult *r = PQexec(raw, more[i]);
+		cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", more[i],
+			  PQresultErrorMessage(r));
+		PQclear(r);
+	}
+	pthread_join(t, NULL);
+	PQfinish(raw);
+	cr_assert_eq(c.rc, -EBUSY, "the commit missed the registration: %d", c.rc);
+	cr_assert_eq(c.writers, 1);
+	cr_assert_eq(tg_state(&b, gen, NULL), GEN_OPEN);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+/* L6: a swept node's commit (its fence on the first statement) changes
+ * nothing: -ESTALE, the generation stays OPEN. */
+Test(pggen, a_swept_nodes_commit_changes_nothing)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 1500);
+	pt_join(&b, "b", 30000);
+	struct cat_inode run;
+	OK(pgns_create(&b.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&b, &b, run.ino, "step-1", 1, &sa, &sb);
+	OK(pggen_writing(&b.ns, sa, false, NULL));
+	OK(pggen_writing(&b.ns, sb, false, NULL));
+	usleep(3300 * 1000); /* a's lease and its grace (L4) run out */
+	uint64_t dead[2];
+	size_t n = 0;
+	OK(lease_sweep(&b.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	uint32_t version = 9;
+	FAILS(pggen_commit_at(&a.ns, gen, "dcp-metadata", false, NULL, &version), ESTALE);
+	cr_assert_eq(version, 0);
+	cr_assert_eq(tg_state(&b, gen, NULL), GEN_OPEN);
+	OK(pggen_commit(&b.ns, gen, "dcp-metadata", false, NULL));
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
 Test(pggen, no_open_slips_between_a_commits_check_and_its_change)
 {
 	struct pt_node a, b;

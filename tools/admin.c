@@ -155,7 +155,7 @@ static const struct admin_command admin_commands[] = {
 	  "complete. Mounted it reads through the mount; with --cache it reads the\n"
 	  "catalog and the chunk objects. Every chunk is verified against its hash.\n"
 	  "An open generation needs --force.\n" },
-	{ "import", admin_cmd_import, ADMIN_NEED_READ | ADMIN_NEED_MOUNT,
+	{ "import", admin_cmd_import, ADMIN_NEED_MOUNT,
 	  "import [--name NAME] DIR SERIES",
 	  "take a plain checkpoint directory (or file) in as a committed generation",
 	  "Copies DIR (a directory, or a single checkpoint file) through the mount into\n"

@@ -46,6 +46,7 @@
 #define ADMIN_NEED_READ 8u  /* reads the catalog (every command but rebuild) */
 #define ADMIN_NEED_REBUILD 16u /* takes the cache lock; the catalog may be missing */
 #define ADMIN_NEED_META 32u /* the target is a shared catalog's URL: no cache, no mount */
+#define ADMIN_NEED_CACHE_ONLY 64u /* reads the cache's state only: also a node's, offline */
 
 struct admin_command {
 	const char *name;
@@ -163,7 +164,7 @@ static const struct admin_command admin_commands[] = {
 	  "SERIES/NAME, which makes it a generation and commits it (rule \"rename\").\n"
 	  "NAME is DIR's last part unless --name is given; it must be a generation name\n"
 	  "on this mount (gen_pattern) and SERIES/NAME must not exist. Needs the mount.\n" },
-	{ "umount", admin_cmd_umount, ADMIN_NEED_READ, "umount [--timeout S]",
+	{ "umount", admin_cmd_umount, ADMIN_NEED_READ | ADMIN_NEED_CACHE_ONLY, "umount [--timeout S]",
 	  "wait for the uploads (progress, rate, ETA), unmount, wait for the daemon to exit",
 	  "A stop that returns only when the data is safe: waits until the upload queue\n"
 	  "is empty (bytes left, rate and ETA on stderr; a plain line every 5 s when\n"
@@ -538,6 +539,28 @@ static int admin_claim(struct admin *a)
 	return ADMIN_OK;
 }
 
+/* A node's cache of a shared catalog (-o meta=) with no daemon answering:
+ * its local catalog holds neither generations nor the namespace (they are
+ * in PostgreSQL, which only the daemon reaches), so reading it would answer
+ * wrongly and changing it offline (gc --delete walking BACKING, rebuild)
+ * would act on the cluster's data as if this cache's were all of it. */
+static int admin_node_offline(struct admin *a, unsigned need)
+{
+	if (a->daemon || (need & ADMIN_NEED_CACHE_ONLY) ||
+	    !(need & (ADMIN_NEED_READ | ADMIN_NEED_REBUILD)) || !admin_shared_offline(a))
+		return ADMIN_OK;
+	if (need & ADMIN_NEED_REBUILD)
+		admin_err("rebuild: %s is the cache of a node of a shared catalog (BACKING's claim says "
+			  "so): its catalog is PostgreSQL's; for a lost database use rebuild --meta URL "
+			  "BACKING", a->cache);
+	else
+		admin_err("%s: %s is the cache of a node of a shared catalog (BACKING's claim says so)"
+			  " and no daemon answers: the generations are in PostgreSQL, which only a "
+			  "mounted node reaches; run it on a node's mount (nothing was read or changed)",
+			  a->cmd, a->cache);
+	return ADMIN_UNSUPPORTED;
+}
+
 static int admin_open(struct admin *a, unsigned need)
 {
 	int rc = a->by_cache ? ADMIN_OK : admin_from_mount(a);
@@ -551,6 +574,8 @@ static int admin_open(struct admin *a, unsigned need)
 		rc = admin_check_owner(a);
 	if (rc == ADMIN_OK)
 		rc = admin_find_daemon(a, need);
+	if (rc == ADMIN_OK)
+		rc = admin_node_offline(a, need);
 	if (rc != ADMIN_OK || !(need & ADMIN_NEED_READ))
 		return rc;
 	bool offline_change = (need & ADMIN_NEED_CHANGE) && !a->daemon;

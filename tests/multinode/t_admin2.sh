@@ -351,4 +351,42 @@ run step-20 20 committed -" "$(a2_list C)" "list on C"
 }
 ck_timeout test_import_on_a_node_checks_the_shared_namespace 150
 
+# a node's cache with no daemon: every verb but umount refuses in one line,
+# even once BACKING's claim went stale (every node stopped long ago), when
+# an offline change could take BACKING over as if this cache's catalog were
+# all of it (gc --delete would remove every object it does not name)
+test_a_nodes_cache_offline_is_refused_and_loses_nothing() {
+	local out rc before verb
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	mn_save A run/step-1 model.bin 300000 s1
+	mn_save B run/step-2 model.bin 300000 s2
+	mn_umount B
+	mn_umount A
+	grep -qx "mode shared" "$CK_BACKING/ckptfs.claim" || ck_fail "no shared claim on BACKING"
+	sed -i 's/^renewed .*/renewed 1000/' "$CK_BACKING/ckptfs.claim" # stale: nobody renews it
+	before=$(mn_objects)
+	assert_ne "0" "$before" "objects on BACKING"
+	for verb in "gc --delete" "rm run/step-1" "pin run/step-1" "commit run/step-2" "list" \
+		"show run/step-1" "check" "stats" "wait" "verify" "export run/step-1 $CK_TMP/out" "rebuild"; do
+		set -- $verb
+		rc=0 && out=$("$CKPTFS_ADMIN" "$1" --cache "$CK_TMP/cache_B" "${@:2}" 2>&1) || rc=$?
+		assert_eq "10" "$rc" "$verb --cache of node B's cache ($out)"
+		assert_eq "1" "$(echo "$out" | wc -l)" "$verb: one line ($out)"
+		assert_contains "$out" "shared catalog" "$verb says why"
+	done
+	assert_eq "$before" "$(mn_objects)" "objects on BACKING after the refusals"
+	grep -qx "mode shared" "$CK_BACKING/ckptfs.claim" || ck_fail "BACKING's claim is no longer the shared catalog's"
+	assert_not_exists "$CK_TMP/out"
+	mn_mount C
+	assert_file_eq "$CK_TMP/s1.bin" "$MN_MNT_C/run/step-1/model.bin"
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_C/run/step-2/model.bin"
+	assert_eq "run step-1 1 committed -
+run step-2 2 committed -" "$(a2_list C)" "list on C"
+	mn_umount C
+}
+ck_timeout test_a_nodes_cache_offline_is_refused_and_loses_nothing 120
+
 ck_main "$@"

@@ -163,7 +163,9 @@ static const struct admin_command admin_commands[] = {
 	  "SERIES (created if missing) under a temporary name, then renames it to\n"
 	  "SERIES/NAME, which makes it a generation and commits it (rule \"rename\").\n"
 	  "NAME is DIR's last part unless --name is given; it must be a generation name\n"
-	  "on this mount (gen_pattern) and SERIES/NAME must not exist. Needs the mount.\n" },
+	  "on this mount (gen_pattern), SERIES/NAME must not exist and SERIES must be\n"
+	  "outside generations, as the mount shows them (on a node of a shared catalog:\n"
+	  "any node's). Needs the mount.\n" },
 	{ "umount", admin_cmd_umount, ADMIN_NEED_READ | ADMIN_NEED_CACHE_ONLY, "umount [--timeout S]",
 	  "wait for the uploads (progress, rate, ETA), unmount, wait for the daemon to exit",
 	  "A stop that returns only when the data is safe: waits until the upload queue\n"
@@ -185,7 +187,8 @@ static const char admin_exit_help[] =
 	"  5 permission denied; 6 no such generation or series; 7 a bad name (\"..\", an\n"
 	"  empty or \".\" part, a slash in NAME, a path outside the mount); 8 busy: an open\n"
 	"  generation without --force, a target that exists, a cache in use; 9 wait timed\n"
-	"  out; 10 not available in this build\n";
+	"  out; 10 not available in this build, or not on a node of a shared catalog as\n"
+	"  asked (there, with no daemon answering, every command but umount)\n";
 
 static void admin_usage(FILE *f)
 {

@@ -16,7 +16,10 @@
  *    (fs/lib/control_proto.h) and never write the catalog behind it; with no daemon
  *    (--cache) they take the cache lock the daemon would hold, open the
  *    catalog read-write and change it directly;
- *  - import goes through the mount only.
+ *  - import goes through the mount only;
+ *  - on a node of a shared catalog (-o meta=) the daemon answers or the
+ *    mount is used (admin_shared.c); a node's cache with no daemon answering
+ *    is refused by every command but umount (admin_node_offline).
  * Offline changes write BACKING (rm and gc remove objects and manifests), so
  * they claim BACKING for the cache's catalog first, as the daemon does
  * (fs/lib/claim.h): refused, naming the holder, while another catalog holds it.
@@ -540,6 +543,30 @@ static int admin_claim(struct admin *a)
 		return err == -EBUSY ? ADMIN_BUSY : ADMIN_PROBLEM;
 	}
 	return ADMIN_OK;
+}
+
+int admin_claim_get(struct backing *bk, struct claim_rec *rec)
+{
+	char *buf = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int err = buf ? backing_get(bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
+	if (err == 0)
+		err = claim_parse(buf, len, rec);
+	free(buf);
+	return err;
+}
+
+/* The local catalog of a node holds no generations and no namespace, and
+ * records nothing that says so; BACKING's claim does ("mode shared": nodes
+ * never remove it, claim.h invariant 6), whoever holds it now. A claim that
+ * cannot be read says nothing: an offline change is then refused by its
+ * own claim_acquire, a read goes on as before. */
+static bool admin_shared_offline(struct admin *a)
+{
+	struct claim_rec rec;
+	if (!a->bk && backing_open(a->backing, 0, &a->bk) != 0)
+		return false;
+	return admin_claim_get(a->bk, &rec) == 0 && rec.shared;
 }
 
 /* A node's cache of a shared catalog (-o meta=) with no daemon answering:

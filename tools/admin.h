@@ -82,6 +82,10 @@ struct admin {
 /* ---- admin.c ---- */
 /* Opens the cache's chunk store and BACKING if not yet (prints the error). */
 int admin_need_objects(struct admin *a);
+/* The claim on BACKING bk (claim.h): 0, -ENOENT if none, or -errno. */
+struct backing;
+struct claim_rec;
+int admin_claim_get(struct backing *bk, struct claim_rec *rec);
 
 /* ---- admin_util.c ---- */
 void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -185,14 +189,6 @@ int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, str
 int admin_shared_list(struct admin *a, const char *series_rel);
 /* admin_cmd_show on such a node, of the generation admin_shared_resolve found. */
 int admin_shared_show(struct admin *a, const struct cat_gen *g);
-
-/* The claim on BACKING bk (claim.h): 0, -ENOENT if none, or -errno. */
-struct backing;
-struct claim_rec;
-int admin_claim_get(struct backing *bk, struct claim_rec *rec);
-/* With no daemon: whether the cache is a node's of a shared catalog, by
- * BACKING's claim (opens a->bk). */
-bool admin_shared_offline(struct admin *a);
 
 /* ---- admin_nodes.c ---- */
 int admin_cmd_nodes(struct admin *a); /* target is a -o meta= URL */

@@ -9,7 +9,7 @@
  * it as they do on a single node: the daemon runs the same catalog calls
  * (fs/gen.c), fenced by its lease. Without a daemon nothing here applies: a
  * shared catalog is never read or changed offline, and admin.c refuses a
- * node's cache then (admin_shared_offline), but for umount. */
+ * node's cache then (admin_node_offline), but for umount. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -17,8 +17,6 @@
 #include <string.h>
 
 #include "admin.h"
-#include "backing.h"
-#include "claim.h"
 #include "control_proto.h"
 
 static void admin_shared_hello(void *arg, const char *key, const char *value)
@@ -40,32 +38,6 @@ bool admin_shared(struct admin *a)
 		a->shared_asked = true;
 	}
 	return a->shared;
-}
-
-/* ---- with no daemon to ask ---- */
-
-int admin_claim_get(struct backing *bk, struct claim_rec *rec)
-{
-	char *buf = malloc(CLAIM_MAX);
-	size_t len = 0;
-	int err = buf ? backing_get(bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
-	if (err == 0)
-		err = claim_parse(buf, len, rec);
-	free(buf);
-	return err;
-}
-
-/* The local catalog of a node holds no generations and no namespace, and
- * records nothing that says so; BACKING's claim does ("mode shared": nodes
- * never remove it, claim.h invariant 6), whoever holds it now. A claim that
- * cannot be read says nothing: an offline change is then refused by its
- * own claim_acquire, a read goes on as before. */
-bool admin_shared_offline(struct admin *a)
-{
-	struct claim_rec rec;
-	if (!a->bk && backing_open(a->backing, 0, &a->bk) != 0)
-		return false;
-	return admin_claim_get(a->bk, &rec) == 0 && rec.shared;
 }
 
 /* ---- the answer of `gen` and `list` ---- */

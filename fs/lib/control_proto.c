@@ -77,8 +77,9 @@ int control_proto_parse_id(const char *s, uint64_t *id)
 {
 	char *end;
 	errno = 0;
-	unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-	if (!s || errno || end == s || *end || v == 0)
+	/* digits only: strtoull would take "-1" as its largest value, " 4" as 4 */
+	unsigned long long v = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+	if (v == 0 || errno || *end)
 		return -EINVAL;
 	*id = v;
 	return 0;

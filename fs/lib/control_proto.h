@@ -90,7 +90,7 @@ int control_proto_unescape(char *s);
 void control_proto_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "error ERR WHAT", the final line; returns err. */
 int control_proto_error(int fd, int err, const char *what);
-/* A GEN_ID argument: a decimal id > 0; -EINVAL otherwise (s may be NULL). */
+/* A GEN_ID argument: decimal digits only, > 0; -EINVAL otherwise (s may be NULL). */
 int control_proto_parse_id(const char *s, uint64_t *id);
 
 #endif

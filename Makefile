@@ -58,7 +58,7 @@ UNIT_OBJ   = $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 # started with explicit handles (issue 17, step 6).
 UNIT_DAEMON_SRC :=
 UNIT_DAEMON_SRC += fs/reader.c
-UNIT_DAEMON_SRC += fs/control.c
+UNIT_DAEMON_SRC += fs/control.c fs/control_shared.c
 UNIT_DAEMON_SRC += fs/uploader.c
 UNIT_DAEMON_SRC += fs/cache.c
 UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c

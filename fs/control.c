@@ -3,7 +3,10 @@
  * One thread: poll on the listening socket and a stop pipe, accept, check the
  * peer, read one request line, run it through the module that owns the
  * change (gen.c, the catalog, the store), write the answer, close. Requests
- * are served one at a time; a slow client is cut off by a receive timeout. */
+ * are served one at a time; a slow client is cut off by a receive timeout.
+ * The verbs only a node of a shared catalog answers (gen, list, show,
+ * check, stats' catalog counts) are control_shared.c's; the lines of an
+ * answer are sent with control_proto.h's control_proto_send. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -23,15 +26,14 @@
 #include "backing.h"
 #include "cache.h"
 #include "cachedir.h"
-#include "catalog_shared_admin.h"
 #include "control.h"
+#include "control_shared.h"
 #include "generation.h"
 #include "log.h"
 #include "pg.h"
 #include "upload.h"
 #include "reader.h"
 #include "recent.h"
-#include "statset.h"
 #include "storesmall.h"
 #include "uploader.h"
 
@@ -50,66 +52,25 @@ struct control {
 
 /* ---- answering ---- */
 
-static void control_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void control_send(int fd, const char *fmt, ...)
-{
-	char line[CONTROL_LINE_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	line[n++] = '\n';
-	for (int off = 0; off < n;) {
-		ssize_t w = send(fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
-		if (w <= 0) {
-			if (w < 0 && errno == EINTR)
-				continue;
-			return; /* the client went away: nothing more to tell it */
-		}
-		off += (int)w;
-	}
-}
-
-static int control_error(int fd, int err, const char *what)
-{
-	control_send(fd, "error %d %s", err, what);
-	return err;
-}
-
 static void control_progress(void *arg, uint64_t done, uint64_t total)
 {
-	control_send(*(int *)arg, "progress %" PRIu64 " %" PRIu64, done, total);
+	control_proto_send(*(int *)arg, "progress %" PRIu64 " %" PRIu64, done, total);
 }
 
 /* ---- verbs ---- */
-
-static int control_parse_id(const char *s, uint64_t *id)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-	if (!s || errno || end == s || *end || v == 0)
-		return -EINVAL;
-	*id = v;
-	return 0;
-}
 
 /* A generation that is OPEN, HELD or COMMITTED (the ones a verb may change). */
 static int control_live_gen(struct control *c, int fd, const char *arg, struct cat_gen *gen)
 {
 	uint64_t id;
-	if (control_parse_id(arg, &id) != 0)
-		return control_error(fd, EINVAL, "expected a generation id");
+	if (control_proto_parse_id(arg, &id) != 0)
+		return control_proto_error(fd, EINVAL, "expected a generation id");
 	int rc = cat_gen_get_brief(c->d.cat, id, gen);
 	if (rc == -ENOENT || (rc == 0 && gen->state != GEN_OPEN && gen->state != GEN_COMMITTED &&
 			      gen->state != GEN_HELD))
-		return control_error(fd, ENOENT, "no such live generation");
+		return control_proto_error(fd, ENOENT, "no such live generation");
 	if (rc != 0)
-		return control_error(fd, -rc, "catalog error");
+		return control_proto_error(fd, -rc, "catalog error");
 	return 0;
 }
 
@@ -120,16 +81,16 @@ struct control_gen_list {
 
 static void control_hello(struct control *c, int fd)
 {
-	control_send(fd, "data pid %ld", (long)getpid());
-	control_send(fd, "data uid %ld", (long)getuid());
-	control_send(fd, "data mountpoint %s", c->d.mountpoint);
-	control_send(fd, "data cache %s", c->d.cache_dir);
-	control_send(fd, "data backing %s", c->d.backing_spec);
-	control_send(fd, "data gen_pattern %s", c->d.gen_pattern);
-	control_send(fd, "data protocol 1");
+	control_proto_send(fd, "data pid %ld", (long)getpid());
+	control_proto_send(fd, "data uid %ld", (long)getuid());
+	control_proto_send(fd, "data mountpoint %s", c->d.mountpoint);
+	control_proto_send(fd, "data cache %s", c->d.cache_dir);
+	control_proto_send(fd, "data backing %s", c->d.backing_spec);
+	control_proto_send(fd, "data gen_pattern %s", c->d.gen_pattern);
+	control_proto_send(fd, "data protocol 1");
 	if (cat_is_shared(c->d.cat))
-		control_send(fd, "data shared 1");
-	control_send(fd, "ok");
+		control_proto_send(fd, "data shared 1");
+	control_proto_send(fd, "ok");
 }
 
 /* One generation's state and durability, as the daemon's catalog sees
@@ -144,11 +105,11 @@ static int control_gen_line(struct control *c, int fd, const struct cat_gen *g, 
 	if (rc == 0 && bytes)
 		rc = cat_gen_upload_bytes(c->d.cat, g->id, &total, &left);
 	if (rc == 0 && bytes)
-		control_send(fd, "data bytes %" PRIu64 " %" PRIu64 " %" PRIu64, g->id, total,
-			     durable ? 0 : left);
+		control_proto_send(fd, "data bytes %" PRIu64 " %" PRIu64 " %" PRIu64, g->id, total,
+				   durable ? 0 : left);
 	if (rc == 0)
-		control_send(fd, "data gen %" PRIu64 " %s %d %s", g->id, cat_gen_state_name(g->state),
-			     durable ? 1 : 0, g->name);
+		control_proto_send(fd, "data gen %" PRIu64 " %s %d %s", g->id, cat_gen_state_name(g->state),
+				   durable ? 1 : 0, g->name);
 	return rc;
 }
 
@@ -169,302 +130,16 @@ static void control_durable(struct control *c, int fd, char **argv, int argc)
 		if (control_live_gen(c, fd, argv[1], &gen) != 0)
 			return;
 		if (gen.state == GEN_HELD)
-			control_send(fd, "data held %s", gen.held);
+			control_proto_send(fd, "data held %s", gen.held);
 		rc = control_gen_line(c, fd, &gen, true);
 	} else {
 		struct control_gen_list l = { c, fd };
 		rc = cat_gen_list_brief(c->d.cat, 0, false, control_gen_line_cb, &l);
 	}
 	if (rc != 0)
-		control_error(fd, -rc, "catalog error");
+		control_proto_error(fd, -rc, "catalog error");
 	else
-		control_send(fd, "ok");
-}
-
-/* ---- naming generations for ckptfs-admin on a node of a shared catalog,
- * whose local catalog file holds no generations (gen, list) ---- */
-
-/* The inode that rel (names relative to the root, '/' between) names. */
-static int control_walk(struct control *c, char *rel, uint64_t *ino)
-{
-	uint64_t at = CAT_ROOT_INO;
-	char *save = NULL;
-	for (char *t = strtok_r(rel, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-		struct cat_inode in;
-		if (strcmp(t, ".") == 0 || strcmp(t, "..") == 0)
-			return -EINVAL; /* a name never leaves the mount */
-		int rc = cat_lookup(c->d.cat, at, t, &in);
-		if (rc != 0)
-			return rc;
-		at = in.ino;
-	}
-	*ino = at;
-	return 0;
-}
-
-/* One generation as ckptfs-admin lists it:
- *   data series INO PATH        (when it differs from the last one sent)
- *   data generation ID STATE DURABLE PINNED STEP FILES LOGICAL COMMITTED_NS SERIES NAME
- *   data rule ID RULE           (when it has one)
- *   data held ID REASON         (HELD)
- *   data times ID VERSION CREATED_NS ENDED_NS */
-struct control_describe {
-	struct control *c;
-	int fd;
-	uint64_t last_series;
-	struct cat_id_vec ids; /* the generations described, for their usage (list) */
-	int err;               /* -ENOMEM once an id could not be kept */
-};
-
-static int control_describe_gen(void *arg, const struct cat_gen *g)
-{
-	struct control_describe *d = arg;
-	char path[PATH_MAX];
-	bool durable = false;
-	if (g->series != d->last_series) {
-		if (cat_shared_path(d->c->d.cat, g->series, path, sizeof(path)) != 0)
-			snprintf(path, sizeof(path), "/?"); /* a series since unlinked */
-		control_send(d->fd, "data series %" PRIu64 " %s", g->series, path);
-		d->last_series = g->series;
-	}
-	int rc = g->state == GEN_COMMITTED ? cat_gen_durable(d->c->d.cat, g->id, &durable) : 0;
-	if (rc != 0)
-		return rc;
-	control_send(d->fd, "data generation %" PRIu64 " %s %d %d %" PRIu64 " %" PRIu64 " %" PRIu64
-		     " %" PRId64 " %" PRIu64 " %s", g->id, cat_gen_state_name(g->state),
-		     durable ? 1 : 0, g->pinned ? 1 : 0, g->step, g->files, g->logical_bytes,
-		     g->committed_ns, g->series, g->name);
-	if (g->rule[0])
-		control_send(d->fd, "data rule %" PRIu64 " %s", g->id, g->rule);
-	if (g->state == GEN_HELD)
-		control_send(d->fd, "data held %" PRIu64 " %s", g->id, g->held);
-	control_send(d->fd, "data times %" PRIu64 " %u %" PRId64 " %" PRId64, g->id, g->version,
-		     g->created_ns, g->ended_ns);
-	if (cat_id_vec_push(&d->ids, g->id) != 0)
-		d->err = -ENOMEM;
-	return 0;
-}
-
-/* ---- what generations hold, for list and show (catalog_shared_admin.h) ---- */
-
-static void control_usage_line(int fd, uint64_t id, const struct aq_gen_usage *u)
-{
-	control_send(fd, "data usage %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-		     " %" PRIu64 " %" PRIu64, id, u->extents, u->chunks, u->unique_bytes,
-		     u->exclusive_chunks, u->exclusive_bytes, u->exclusive_stored);
-}
-
-struct control_usages {
-	int fd;
-	const uint64_t *ids; /* those described, in order */
-	size_t n, next;
-};
-
-/* The rows come ordered by id and control_send_usage sorted the ids: the
- * two are merged, so every described generation gets one line, zeros for
- * one that names no chunk (it has no row). */
-static int control_usage_cb(void *arg, uint64_t gen_id, const struct aq_gen_usage *u)
-{
-	struct control_usages *us = arg;
-	static const struct aq_gen_usage zero;
-	for (; us->next < us->n && us->ids[us->next] < gen_id; us->next++)
-		control_usage_line(us->fd, us->ids[us->next], &zero);
-	if (us->next < us->n && us->ids[us->next] == gen_id)
-		control_usage_line(us->fd, us->ids[us->next++], u);
-	return 0;
-}
-
-static int control_u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* "data usage ID EXTENTS CHUNKS UNIQUE_BYTES ALONE_CHUNKS ALONE_BYTES
- * ALONE_STORED" for every generation d described, in one statement. */
-static int control_send_usage(struct control_describe *d)
-{
-	if (d->err)
-		return d->err;
-	qsort(d->ids.v, d->ids.n, sizeof(*d->ids.v), control_u64_cmp);
-	struct control_usages us = { d->fd, d->ids.v, d->ids.n, 0 };
-	int rc = cat_shared_gen_usage(d->c->d.cat, d->ids.v, d->ids.n, control_usage_cb, &us);
-	if (rc == 0)
-		control_usage_cb(&us, UINT64_MAX, NULL); /* the ones after the last row */
-	return rc;
-}
-
-struct control_show {
-	int fd;
-	char root[PATH_MAX]; /* the generation root's path from the mount's root */
-};
-
-static int control_show_file(void *arg, const struct aq_file *f, const char *relpath)
-{
-	struct control_show *sh = arg;
-	char path[PATH_MAX * 2], esc[CONTROL_LINE_MAX];
-	snprintf(path, sizeof(path), "%s%s", sh->root, relpath);
-	control_proto_escape(path, true, esc, sizeof(esc));
-	control_send(sh->fd, "data file %" PRIu64 " %" PRIu64 " %" PRIu64 " %s", f->size,
-		     f->extents, f->chunks, esc);
-	return 0;
-}
-
-/* "series/name" of generation id, as ckptfs-admin labels one ("" if gone). */
-static void control_gen_label(struct control *c, uint64_t id, char *buf, size_t size)
-{
-	struct cat_gen o;
-	char series[PATH_MAX];
-	buf[0] = '\0';
-	if (id == 0 || cat_gen_get(c->d.cat, id, &o) != 0)
-		return;
-	if (cat_shared_path(c->d.cat, o.series, series, sizeof(series)) != 0)
-		snprintf(series, sizeof(series), "/?");
-	snprintf(buf, size, "%s%s%s", series + 1, series[1] ? "/" : "", o.name);
-}
-
-/* show GEN_ID: the generation's lines as gen answers them, its usage, then
- *   data file SIZE EXTENTS CHUNKS PATH      (each regular file, by inode)
- *   data share ID CHUNKS BYTES LABEL        (each other generation naming
- *                                            some of its chunks; ID 0: files
- *                                            outside generations, LABEL "")
- * PATH and LABEL %XX-escaped (control_proto_escape, spaces kept). Shared catalogs only. */
-static void control_show(struct control *c, int fd, char **argv, int argc)
-{
-	struct cat_gen g;
-	uint64_t id;
-	if (!cat_is_shared(c->d.cat)) {
-		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
-		return;
-	}
-	if (argc != 2 || control_parse_id(argv[1], &id) != 0) {
-		control_error(fd, EINVAL, "expected show GEN_ID");
-		return;
-	}
-	int rc = cat_gen_get(c->d.cat, id, &g);
-	if (rc == -ENOENT) {
-		control_error(fd, ENOENT, "no such generation");
-		return;
-	}
-	struct control_describe d = { .c = c, .fd = fd };
-	struct control_show sh = { fd, "" };
-	struct aq_share *shares = NULL;
-	size_t nshares = 0;
-	if (rc == 0)
-		rc = control_describe_gen(&d, &g);
-	if (rc == 0)
-		rc = control_send_usage(&d);
-	if (rc == 0 && cat_shared_path(c->d.cat, g.series, sh.root, sizeof(sh.root)) != 0)
-		snprintf(sh.root, sizeof(sh.root), "/?");
-	if (rc == 0) {
-		size_t len = strlen(sh.root);
-		snprintf(sh.root + len, sizeof(sh.root) - len, "%s%s", len > 1 ? "/" : "", g.name);
-		rc = cat_shared_gen_files(c->d.cat, g.id, control_show_file, &sh);
-	}
-	if (rc == 0)
-		rc = cat_shared_gen_shares(c->d.cat, g.id, &shares, &nshares);
-	for (size_t i = 0; rc == 0 && i < nshares; i++) {
-		char label[PATH_MAX + CAT_NAME_MAX + 2], esc[CONTROL_LINE_MAX];
-		control_gen_label(c, shares[i].gen_id, label, sizeof(label));
-		control_proto_escape(label, true, esc, sizeof(esc));
-		control_send(fd, "data share %" PRIu64 " %" PRIu64 " %" PRIu64 " %s", shares[i].gen_id,
-			     shares[i].chunks, shares[i].bytes, esc);
-	}
-	free(shares);
-	cat_id_vec_free(&d.ids);
-	if (rc != 0)
-		control_error(fd, -rc, "catalog error");
-	else
-		control_send(fd, "ok");
-}
-
-/* gen id:N | gen PATH (escaped): the generation, in any state, that PATH or
- * a file inside it names. Shared catalogs only: alone, the tool reads the
- * catalog file. */
-static void control_gen(struct control *c, int fd, char **argv, int argc)
-{
-	struct cat_gen g;
-	uint64_t id = 0, ino;
-	int rc;
-	if (!cat_is_shared(c->d.cat)) {
-		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
-		return;
-	}
-	if (argc != 2 || control_proto_unescape(argv[1]) != 0) {
-		control_error(fd, EINVAL, "expected gen id:N or gen PATH");
-		return;
-	}
-	if (strncmp(argv[1], "id:", 3) == 0)
-		rc = control_parse_id(argv[1] + 3, &id);
-	else if ((rc = control_walk(c, argv[1], &ino)) == 0)
-		rc = cat_gen_of(c->d.cat, ino, &id);
-	if (rc == 0 && id == 0)
-		rc = -ENOENT;
-	if (rc == 0)
-		rc = cat_gen_get(c->d.cat, id, &g);
-	if (rc == -ENOENT || rc == -ENOTDIR) {
-		control_error(fd, ENOENT, "no such generation");
-		return;
-	}
-	struct control_describe d = { .c = c, .fd = fd };
-	if (rc == 0)
-		rc = control_describe_gen(&d, &g);
-	cat_id_vec_free(&d.ids);
-	if (rc != 0)
-		control_error(fd, -rc, "catalog error");
-	else
-		control_send(fd, "ok");
-}
-
-/* list live|all [SERIES (escaped)]: as cat_gen_list, every series or one,
- * then the usage of every generation listed ("data usage", control_show). */
-static void control_list(struct control *c, int fd, char **argv, int argc)
-{
-	uint64_t series = 0;
-	int rc = 0;
-	if (!cat_is_shared(c->d.cat)) {
-		control_error(fd, ENOSYS, "not a node of a shared catalog: read the catalog file");
-		return;
-	}
-	bool all = argc > 1 && strcmp(argv[1], "all") == 0;
-	if (argc < 2 || argc > 3 || (!all && strcmp(argv[1], "live") != 0) ||
-	    (argc == 3 && control_proto_unescape(argv[2]) != 0)) {
-		control_error(fd, EINVAL, "expected list live|all [SERIES]");
-		return;
-	}
-	if (argc == 3 && (rc = control_walk(c, argv[2], &series)) != 0) {
-		control_error(fd, rc == -ENOTDIR ? ENOENT : -rc, "no such series directory");
-		return;
-	}
-	struct control_describe d = { .c = c, .fd = fd };
-	rc = cat_gen_list(c->d.cat, series, all, control_describe_gen, &d);
-	if (rc == 0)
-		rc = control_send_usage(&d); /* one statement for the whole list */
-	cat_id_vec_free(&d.ids);
-	if (rc != 0)
-		control_error(fd, -rc, "catalog error");
-	else
-		control_send(fd, "ok");
-}
-
-/* check: the daemon's catalog's invariants (cat_check: on a node of a
- * shared catalog, PostgreSQL's N1, N2 and generations' and this node's
- * cache rows), each violation a line of the daemon's log. Shared catalogs
- * only: alone, the tool checks the catalog file itself. */
-static void control_check(struct control *c, int fd)
-{
-	if (!cat_is_shared(c->d.cat)) {
-		control_error(fd, ENOSYS, "not a node of a shared catalog: check the catalog file");
-		return;
-	}
-	int rc = cat_check(c->d.cat);
-	if (rc == -EUCLEAN)
-		control_error(fd, EUCLEAN, "the shared catalog has problems: each is a line of the"
-			      " daemon's log");
-	else if (rc != 0)
-		control_error(fd, -rc, "the check could not run (see the daemon's log)");
-	else
-		control_send(fd, "ok");
+		control_proto_send(fd, "ok");
 }
 
 /* A change the catalog refused, named for the admin (control_proto.h). */
@@ -486,7 +161,7 @@ static void control_change_error(int fd, int rc, const char *verb)
 			 " node)", verb);
 	else
 		snprintf(what, sizeof(what), "%s failed (see the daemon's log)", verb);
-	control_error(fd, -rc, what);
+	control_proto_error(fd, -rc, what);
 }
 
 static void control_commit(struct control *c, int fd, char **argv, int argc)
@@ -495,7 +170,7 @@ static void control_commit(struct control *c, int fd, char **argv, int argc)
 	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
 		return;
 	if (!c->d.gen_commit) {
-		control_error(fd, ENOSYS, "commit is not available in this daemon");
+		control_proto_error(fd, ENOSYS, "commit is not available in this daemon");
 		return;
 	}
 	int rc = c->d.gen_commit(c->d.gen, gen.id, "admin");
@@ -505,8 +180,8 @@ static void control_commit(struct control *c, int fd, char **argv, int argc)
 	}
 	/* a commit waits for write handles still open in the generation */
 	if (cat_gen_get_brief(c->d.cat, gen.id, &gen) == 0)
-		control_send(fd, "data state %s", cat_gen_state_name(gen.state));
-	control_send(fd, "ok");
+		control_proto_send(fd, "data state %s", cat_gen_state_name(gen.state));
+	control_proto_send(fd, "ok");
 }
 
 static void control_pin(struct control *c, int fd, char **argv, int argc)
@@ -515,11 +190,11 @@ static void control_pin(struct control *c, int fd, char **argv, int argc)
 	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
 		return;
 	if (argc < 3 || (strcmp(argv[2], "0") != 0 && strcmp(argv[2], "1") != 0)) {
-		control_error(fd, EINVAL, "expected pin GEN_ID 0|1");
+		control_proto_error(fd, EINVAL, "expected pin GEN_ID 0|1");
 		return;
 	}
 	if (!c->d.gen_pin) {
-		control_error(fd, ENOSYS, "pin is not available in this daemon");
+		control_proto_error(fd, ENOSYS, "pin is not available in this daemon");
 		return;
 	}
 	int rc = c->d.gen_pin(c->d.gen, gen.id, argv[2][0] == '1');
@@ -527,8 +202,8 @@ static void control_pin(struct control *c, int fd, char **argv, int argc)
 		control_change_error(fd, rc, "pin");
 		return;
 	}
-	control_send(fd, "data pinned %c", argv[2][0]);
-	control_send(fd, "ok");
+	control_proto_send(fd, "data pinned %c", argv[2][0]);
+	control_proto_send(fd, "ok");
 }
 
 static void control_rm(struct control *c, int fd, char **argv, int argc)
@@ -538,11 +213,11 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 		return;
 	bool force = argc > 2 && strcmp(argv[2], "force") == 0;
 	if (gen.state == GEN_OPEN && !force) {
-		control_error(fd, EBUSY, "the generation is open (still being written): use --force");
+		control_proto_error(fd, EBUSY, "the generation is open (still being written): use --force");
 		return;
 	}
 	if (!c->d.gen_remove) {
-		control_error(fd, ENOSYS, "rm is not available in this daemon");
+		control_proto_error(fd, ENOSYS, "rm is not available in this daemon");
 		return;
 	}
 	int rc = c->d.gen_remove(c->d.gen, gen.id, force);
@@ -553,8 +228,8 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 		control_change_error(fd, rc, "rm");
 		return;
 	}
-	control_send(fd, "data state %s", cat_gen_state_name(gen.state));
-	control_send(fd, "ok");
+	control_proto_send(fd, "data state %s", cat_gen_state_name(gen.state));
+	control_proto_send(fd, "ok");
 }
 
 static void control_flush_released(struct control *c)
@@ -589,7 +264,7 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 {
 	bool dry = argc > 1 && strcmp(argv[1], "dry") == 0;
 	if (argc < 2 || (!dry && strcmp(argv[1], "run") != 0)) {
-		control_error(fd, EINVAL, "expected gc dry|run");
+		control_proto_error(fd, EINVAL, "expected gc dry|run");
 		return;
 	}
 	const struct aq_objects sides[2] = { aq_objects_dir(c->d.cache_dir),
@@ -603,7 +278,7 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		if (rc == 0 && i == 0)
 			rc = control_gc_small(c, dry, &fd, &r[0]);
 		if (rc != 0) {
-			control_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
+			control_proto_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
 			return;
 		}
 		log_info("gc%s of the %s: %" PRIu64 " objects, %" PRIu64 " orphans (%" PRIu64
@@ -612,13 +287,13 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 			 r[i].orphan_bytes, r[i].removed, r[i].failed);
 	}
 	for (int i = 0; i < 2; i++)
-		control_send(fd, "data %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			     " %" PRIu64, i ? "backing" : "cache", r[i].objects, r[i].orphans,
-			     r[i].orphan_bytes, r[i].removed, r[i].freed_bytes, r[i].failed);
+		control_proto_send(fd, "data %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+				   " %" PRIu64, i ? "backing" : "cache", r[i].objects, r[i].orphans,
+				   r[i].orphan_bytes, r[i].removed, r[i].freed_bytes, r[i].failed);
 	if (shared)
-		control_send(fd, "data backing_skipped a node of a shared catalog leaves BACKING's"
-			     " objects to the cluster's reclaim duty");
-	control_send(fd, "ok");
+		control_proto_send(fd, "data backing_skipped a node of a shared catalog leaves BACKING's"
+				   " objects to the cluster's reclaim duty");
+	control_proto_send(fd, "ok");
 }
 
 /* The cache's bounds in force, by cache_start's rule (cache.c): -o cache_size
@@ -695,24 +370,7 @@ void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 
 static void control_stat_send(void *arg, const char *key, const char *value)
 {
-	control_send(*(int *)arg, "data %s %s", key, value);
-}
-
-/* On a node of a shared catalog the tool's catalog file holds no namespace
- * and no generations: the daemon sends the counts of its catalog
- * (PostgreSQL's) that are the catalog's, SS_INODES to SS_GEN_HELD, which
- * replace the tool's (statset_put). The cache's and upload queue's stay the
- * tool's reading of the local file, which is where they are. */
-static void control_stats_shared(struct control *c, int fd)
-{
-	struct statset ss;
-	memset(&ss, 0, sizeof(ss));
-	if (statset_from_catalog(&ss, c->d.cat) != 0)
-		return; /* logged by the catalog; the tool keeps its own figures */
-	for (int k = SS_INODES; k <= SS_GEN_HELD; k++)
-		if (ss.have[k] && statset_desc[k].kind != STATSET_RATIO)
-			control_send(fd, "data %s %" PRIu64, statset_desc[k].key, ss.v[k]);
-	control_send(fd, "data shared 1");
+	control_proto_send(*(int *)arg, "data %s %s", key, value);
 }
 
 static void control_stats(struct control *c, int fd)
@@ -720,8 +378,8 @@ static void control_stats(struct control *c, int fd)
 	control_flush_released(c); /* the catalog's counts, as of now */
 	control_stats_each(c, control_stat_send, &fd);
 	if (cat_is_shared(c->d.cat))
-		control_stats_shared(c, fd);
-	control_send(fd, "ok");
+		control_shared_stats(c->d.cat, fd);
+	control_proto_send(fd, "ok");
 }
 
 /* ---- serving ---- */
@@ -760,7 +418,7 @@ static void control_serve(struct control *c, int fd)
 	if (!control_peer_allowed(fd, &cred)) {
 		log_warn("control: refused a request from uid %ld (pid %ld): only root and uid %ld may",
 			 (long)cred.uid, (long)cred.pid, (long)getuid());
-		control_error(fd, EPERM, "only root and the daemon's user may control it");
+		control_proto_error(fd, EPERM, "only root and the daemon's user may control it");
 		return;
 	}
 	struct timeval tv = { .tv_sec = CONTROL_RECV_TIMEOUT_S };
@@ -770,7 +428,7 @@ static void control_serve(struct control *c, int fd)
 	size_t magic = strlen(CONTROL_MAGIC);
 	if (rc != 0 || strncmp(line, CONTROL_MAGIC, magic) != 0 ||
 	    (line[magic] != ' ' && line[magic] != '\0')) {
-		control_error(fd, EINVAL, rc != 0 ? "no request line" : "not a ckptfs-control 1 request");
+		control_proto_error(fd, EINVAL, rc != 0 ? "no request line" : "not a ckptfs-control 1 request");
 		return;
 	}
 	char *argv[CONTROL_MAX_ARGS], *save = NULL;
@@ -779,7 +437,7 @@ static void control_serve(struct control *c, int fd)
 	     t = strtok_r(NULL, " ", &save))
 		argv[argc++] = t;
 	if (argc == 0) {
-		control_error(fd, EINVAL, "no verb");
+		control_proto_error(fd, EINVAL, "no verb");
 		return;
 	}
 	log_info("control: %s%s%s (uid %ld, pid %ld)", argv[0], argc > 1 ? " " : "",
@@ -799,18 +457,18 @@ static void control_serve(struct control *c, int fd)
 	else if (strcmp(argv[0], "durable") == 0)
 		control_durable(c, fd, argv, argc);
 	else if (strcmp(argv[0], "gen") == 0)
-		control_gen(c, fd, argv, argc);
+		control_shared_gen(c->d.cat, fd, argv, argc);
 	else if (strcmp(argv[0], "list") == 0)
-		control_list(c, fd, argv, argc);
+		control_shared_list(c->d.cat, fd, argv, argc);
 	else if (strcmp(argv[0], "show") == 0)
-		control_show(c, fd, argv, argc);
+		control_shared_show(c->d.cat, fd, argv, argc);
 	else if (strcmp(argv[0], "check") == 0)
-		control_check(c, fd);
+		control_shared_check(c->d.cat, fd);
 	else if (strcmp(argv[0], "rebuild") == 0)
-		control_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
+		control_proto_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");
 	else
-		control_send(fd, "error %d unknown verb %.64s", EINVAL, argv[0]);
+		control_proto_send(fd, "error %d unknown verb %.64s", EINVAL, argv[0]);
 }
 
 static void *control_thread(void *arg)

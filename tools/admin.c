@@ -16,7 +16,10 @@
  *    (fs/lib/control_proto.h) and never write the catalog behind it; with no daemon
  *    (--cache) they take the cache lock the daemon would hold, open the
  *    catalog read-write and change it directly;
- *  - import goes through the mount only.
+ *  - import goes through the mount only;
+ *  - on a node of a shared catalog (-o meta=) the daemon answers or the
+ *    mount is used (admin_shared.c); a node's cache with no daemon answering
+ *    is refused by every command but umount (admin_node_offline).
  * Offline changes write BACKING (rm and gc remove objects and manifests), so
  * they claim BACKING for the cache's catalog first, as the daemon does
  * (fs/lib/claim.h): refused, naming the holder, while another catalog holds it.
@@ -46,6 +49,7 @@
 #define ADMIN_NEED_READ 8u  /* reads the catalog (every command but rebuild) */
 #define ADMIN_NEED_REBUILD 16u /* takes the cache lock; the catalog may be missing */
 #define ADMIN_NEED_META 32u /* the target is a shared catalog's URL: no cache, no mount */
+#define ADMIN_NEED_CACHE_ONLY 64u /* reads the cache's state only: also a node's, offline */
 
 struct admin_command {
 	const char *name;
@@ -155,15 +159,17 @@ static const struct admin_command admin_commands[] = {
 	  "complete. Mounted it reads through the mount; with --cache it reads the\n"
 	  "catalog and the chunk objects. Every chunk is verified against its hash.\n"
 	  "An open generation needs --force.\n" },
-	{ "import", admin_cmd_import, ADMIN_NEED_READ | ADMIN_NEED_MOUNT,
+	{ "import", admin_cmd_import, ADMIN_NEED_MOUNT,
 	  "import [--name NAME] DIR SERIES",
 	  "take a plain checkpoint directory (or file) in as a committed generation",
 	  "Copies DIR (a directory, or a single checkpoint file) through the mount into\n"
 	  "SERIES (created if missing) under a temporary name, then renames it to\n"
 	  "SERIES/NAME, which makes it a generation and commits it (rule \"rename\").\n"
 	  "NAME is DIR's last part unless --name is given; it must be a generation name\n"
-	  "on this mount (gen_pattern) and SERIES/NAME must not exist. Needs the mount.\n" },
-	{ "umount", admin_cmd_umount, ADMIN_NEED_READ, "umount [--timeout S]",
+	  "on this mount (gen_pattern), SERIES/NAME must not exist and SERIES must be\n"
+	  "outside generations, as the mount shows them (on a node of a shared catalog:\n"
+	  "any node's). Needs the mount.\n" },
+	{ "umount", admin_cmd_umount, ADMIN_NEED_READ | ADMIN_NEED_CACHE_ONLY, "umount [--timeout S]",
 	  "wait for the uploads (progress, rate, ETA), unmount, wait for the daemon to exit",
 	  "A stop that returns only when the data is safe: waits until the upload queue\n"
 	  "is empty (bytes left, rate and ETA on stderr; a plain line every 5 s when\n"
@@ -184,7 +190,8 @@ static const char admin_exit_help[] =
 	"  5 permission denied; 6 no such generation or series; 7 a bad name (\"..\", an\n"
 	"  empty or \".\" part, a slash in NAME, a path outside the mount); 8 busy: an open\n"
 	"  generation without --force, a target that exists, a cache in use; 9 wait timed\n"
-	"  out; 10 not available in this build\n";
+	"  out; 10 not available in this build, or not on a node of a shared catalog as\n"
+	"  asked (there, with no daemon answering, every command but umount)\n";
 
 static void admin_usage(FILE *f)
 {
@@ -538,6 +545,52 @@ static int admin_claim(struct admin *a)
 	return ADMIN_OK;
 }
 
+int admin_claim_get(struct backing *bk, struct claim_rec *rec)
+{
+	char *buf = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int err = buf ? backing_get(bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
+	if (err == 0)
+		err = claim_parse(buf, len, rec);
+	free(buf);
+	return err;
+}
+
+/* The local catalog of a node holds no generations and no namespace, and
+ * records nothing that says so; BACKING's claim does ("mode shared": nodes
+ * never remove it, claim.h invariant 6), whoever holds it now. A claim that
+ * cannot be read says nothing: an offline change is then refused by its
+ * own claim_acquire, a read goes on as before. */
+static bool admin_shared_offline(struct admin *a)
+{
+	struct claim_rec rec;
+	if (!a->bk && backing_open(a->backing, 0, &a->bk) != 0)
+		return false;
+	return admin_claim_get(a->bk, &rec) == 0 && rec.shared;
+}
+
+/* A node's cache of a shared catalog (-o meta=) with no daemon answering:
+ * its local catalog holds neither generations nor the namespace (they are
+ * in PostgreSQL, which only the daemon reaches), so reading it would answer
+ * wrongly and changing it offline (gc --delete walking BACKING, rebuild)
+ * would act on the cluster's data as if this cache's were all of it. */
+static int admin_node_offline(struct admin *a, unsigned need)
+{
+	if (a->daemon || (need & ADMIN_NEED_CACHE_ONLY) ||
+	    !(need & (ADMIN_NEED_READ | ADMIN_NEED_REBUILD)) || !admin_shared_offline(a))
+		return ADMIN_OK;
+	if (need & ADMIN_NEED_REBUILD)
+		admin_err("rebuild: %s is the cache of a node of a shared catalog (BACKING's claim says "
+			  "so): its catalog is PostgreSQL's; for a lost database use rebuild --meta URL "
+			  "BACKING", a->cache);
+	else
+		admin_err("%s: %s is the cache of a node of a shared catalog (BACKING's claim says so)"
+			  " and no daemon answers: the generations are in PostgreSQL, which only a "
+			  "mounted node reaches; run it on a node's mount (nothing was read or changed)",
+			  a->cmd, a->cache);
+	return ADMIN_UNSUPPORTED;
+}
+
 static int admin_open(struct admin *a, unsigned need)
 {
 	int rc = a->by_cache ? ADMIN_OK : admin_from_mount(a);
@@ -551,6 +604,8 @@ static int admin_open(struct admin *a, unsigned need)
 		rc = admin_check_owner(a);
 	if (rc == ADMIN_OK)
 		rc = admin_find_daemon(a, need);
+	if (rc == ADMIN_OK)
+		rc = admin_node_offline(a, need);
 	if (rc != ADMIN_OK || !(need & ADMIN_NEED_READ))
 		return rc;
 	bool offline_change = (need & ADMIN_NEED_CHANGE) && !a->daemon;

@@ -82,6 +82,10 @@ struct admin {
 /* ---- admin.c ---- */
 /* Opens the cache's chunk store and BACKING if not yet (prints the error). */
 int admin_need_objects(struct admin *a);
+/* The claim on BACKING bk (claim.h): 0, -ENOENT if none, or -errno. */
+struct backing;
+struct claim_rec;
+int admin_claim_get(struct backing *bk, struct claim_rec *rec);
 
 /* ---- admin_util.c ---- */
 void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,9 +13,13 @@
  * import goes through the mount only, the way a trainer saves: it copies DIR
  * into SERIES/.NAME.import-RANDOM (not a generation name), then renames that to
  * SERIES/NAME, which starts the generation and commits it (rule "rename").
- * Everything is checked before the first byte is written: NAME must be a
+ * Everything is checked before the first byte is written, and only as the
+ * daemon answers through the mount (never the local catalog: on a node of a
+ * shared catalog, -o meta=, the namespace is in PostgreSQL): NAME must be a
  * generation name for this mount (the daemon's gen_pattern), SERIES must not
- * be inside a generation, SERIES/NAME must not exist. */
+ * be inside a generation nor make one, SERIES/NAME must not exist. The
+ * final rename is RENAME_NOREPLACE, so a generation another node made
+ * meanwhile under NAME is never replaced. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -426,6 +430,75 @@ static void admin_gen_xattr(const char *path, char *buf, size_t size)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
+/* The deepest existing part of SERIES, as the daemon answers for it. */
+static int admin_import_series_outside(const char *series, const char *deepest)
+{
+	char line[512];
+	if (getxattr(deepest, "user.ckptfs.generation", line, sizeof(line)) >= 0 || errno == ERANGE) {
+		admin_err("import: SERIES '%s' is inside a generation: a series is a directory outside "
+			  "generations", series);
+		return ADMIN_BAD_NAME;
+	}
+	if (errno != ENODATA) {
+		admin_err("import: SERIES '%s': cannot tell whether it is inside a generation: %s",
+			  series, strerror(errno));
+		return admin_exit_for(errno);
+	}
+	return ADMIN_OK;
+}
+
+/* The parts of SERIES from first on are made by mkdir -p: none may be a
+ * generation name, whose mkdir would start a generation to import into. */
+static int admin_import_series_new(const char *series, char *first, char **save,
+				   const regex_t *gen_re, const char *deepest)
+{
+	for (char *t = first; t; t = strtok_r(NULL, "/", save)) {
+		if (gen_re && regexec(gen_re, t, 0, NULL, 0) == 0) {
+			admin_err("import: SERIES '%s': '%s' is a generation name: a series is a "
+				  "directory outside generations", series, t);
+			return ADMIN_BAD_NAME;
+		}
+	}
+	return admin_import_series_outside(series, deepest);
+}
+
+/* SERIES must be outside generations: its deepest existing part decides,
+ * as the daemon sees it (through the mount, not the local catalog: on a node
+ * of a shared catalog that holds no namespace, and another node's
+ * generation must be found as surely as this one's). Entries under a
+ * generation root are looked up afresh (ns_entry_timeout 0), and a part
+ * inside a generation answers user.ckptfs.generation, one outside ENODATA. */
+static int admin_import_series_ok(struct admin *a, const char *series, const regex_t *gen_re)
+{
+	char walk[PATH_MAX * 2], *save = NULL;
+	char deepest[PATH_MAX * 2];
+	snprintf(walk, sizeof(walk), "%s", series);
+	snprintf(deepest, sizeof(deepest), "%s", a->mount);
+	size_t len = strlen(deepest);
+	for (char *t = strtok_r(walk, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		struct stat sb;
+		int n = snprintf(deepest + len, sizeof(deepest) - len, "/%s", t);
+		if (n < 0 || (size_t)n >= sizeof(deepest) - len) {
+			admin_err("import: SERIES '%s': too long", series);
+			return ADMIN_BAD_NAME;
+		}
+		if (lstat(deepest, &sb) != 0) {
+			if (errno != ENOENT) {
+				admin_err("import: SERIES '%s': %s: %s", series, t, strerror(errno));
+				return admin_exit_for(errno);
+			}
+			deepest[len] = '\0';
+			return admin_import_series_new(series, t, &save, gen_re, deepest);
+		}
+		if (!S_ISDIR(sb.st_mode)) {
+			admin_err("import: SERIES '%s': '%s' is not a directory", series, t);
+			return ADMIN_BAD_NAME;
+		}
+		len += (size_t)n;
+	}
+	return admin_import_series_outside(series, deepest);
+}
+
 int admin_cmd_import(struct admin *a)
 {
 	if (a->npos != 2) {
@@ -468,34 +541,18 @@ int admin_cmd_import(struct admin *a)
 		return err < 0 ? ADMIN_NO_DAEMON : admin_exit_for(err);
 	}
 	regex_t re;
-	if (pattern[0] && regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) == 0) {
-		int match = regexec(&re, name, 0, NULL, 0) == 0;
+	bool have_re = pattern[0] && regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) == 0;
+	if (have_re && regexec(&re, name, 0, NULL, 0) != 0) {
+		admin_err("import: NAME '%s' is not a generation name on this mount (pattern %s): "
+			  "give --name NAME", name, pattern);
+		rc = ADMIN_BAD_NAME;
+	}
+	if (rc == ADMIN_OK)
+		rc = admin_import_series_ok(a, series, have_re ? &re : NULL);
+	if (have_re)
 		regfree(&re);
-		if (!match) {
-			admin_err("import: NAME '%s' is not a generation name on this mount (pattern %s): "
-				  "give --name NAME", name, pattern);
-			return ADMIN_BAD_NAME;
-		}
-	}
-	/* SERIES must be outside generations: its deepest existing part decides */
-	char walk[PATH_MAX], *save = NULL;
-	snprintf(walk, sizeof(walk), "%s", series);
-	uint64_t at = CAT_ROOT_INO, gen_id = 0;
-	for (char *t = strtok_r(walk, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-		struct cat_inode in;
-		if (cat_lookup(a->cat, at, t, &in) != 0)
-			break;
-		if (!S_ISDIR(in.mode)) {
-			admin_err("import: SERIES '%s': '%s' is not a directory", series, t);
-			return ADMIN_BAD_NAME;
-		}
-		at = in.ino;
-	}
-	if (cat_gen_of(a->cat, at, &gen_id) == 0 && gen_id != 0) {
-		admin_err("import: SERIES '%s' is inside a generation: a series is a directory outside "
-			  "generations", series);
-		return ADMIN_BAD_NAME;
-	}
+	if (rc != ADMIN_OK)
+		return rc;
 	char sdir[PATH_MAX * 2], dst[PATH_MAX * 3], tmp[PATH_MAX * 3];
 	snprintf(sdir, sizeof(sdir), "%s/%s", a->mount, series);
 	snprintf(dst, sizeof(dst), "%s/%s", sdir, name);
@@ -508,6 +565,7 @@ int admin_cmd_import(struct admin *a)
 		return ADMIN_BUSY;
 	}
 	/* mkdir -p SERIES through the mount */
+	char walk[PATH_MAX * 2];
 	snprintf(walk, sizeof(walk), "%s", sdir);
 	for (char *p = walk + strlen(a->mount) + 1;; p++) {
 		if (*p == '/' || *p == '\0') {

@@ -158,18 +158,11 @@ static uint64_t admin_recache(struct admin *a, struct cat *cat)
  * there is no claim); a lone catalog's claim is refused. */
 static int admin_meta_claim(struct admin *a, char id[CLAIM_ID_LEN + 1])
 {
-	char *buf = malloc(CLAIM_MAX);
-	size_t len = 0;
 	struct claim_rec rec;
 	id[0] = 0;
-	int err = buf ? backing_get(a->bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
-	if (err == -ENOENT) {
-		free(buf);
+	int err = admin_claim_get(a->bk, &rec);
+	if (err == -ENOENT)
 		return ADMIN_OK;
-	}
-	if (err == 0)
-		err = claim_parse(buf, len, &rec);
-	free(buf);
 	if (err != 0) {
 		admin_err("rebuild --meta: BACKING %s: cannot read its claim %s: %s", a->pos[0],
 			  CLAIM_FILE, strerror(-err));

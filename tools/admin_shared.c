@@ -8,7 +8,8 @@
  * catalog's in, and commit, pin, unpin and rm then send the id to
  * it as they do on a single node: the daemon runs the same catalog calls
  * (fs/gen.c), fenced by its lease. Without a daemon nothing here applies: a
- * shared catalog is never changed offline. */
+ * shared catalog is never read or changed offline, and admin.c refuses a
+ * node's cache then (admin_node_offline), but for umount. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>

@@ -68,6 +68,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cachedir.h"
 
@@ -83,5 +84,13 @@ void control_proto_escape(const char *s, bool keep_spaces, char *out, size_t siz
 /* Decodes %XX in place; -EINVAL (s undefined) for a % not followed by two
  * hex digits, or %00. */
 int control_proto_unescape(char *s);
+
+/* The daemon's side (fs/control.c, fs/control_shared.c). One line, \n
+ * added, cut to CONTROL_LINE_MAX, sent whole (a client gone is ignored). */
+void control_proto_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "error ERR WHAT", the final line; returns err. */
+int control_proto_error(int fd, int err, const char *what);
+/* A GEN_ID argument: decimal digits only, > 0; -EINVAL otherwise (s may be NULL). */
+int control_proto_parse_id(const char *s, uint64_t *id);
 
 #endif

@@ -296,4 +296,97 @@ assert j["chunks_bad"] == 0 and j["chunks_ok"] >= 2 and j["cache_copies_ok"] >= 
 }
 ck_timeout test_show_and_list_usage_on_a_node_come_from_the_shared_catalog 180
 
+# a2_tree DIR: "SIZE SHA256 PATH" of every file under DIR, sorted.
+a2_tree() { (cd "$1" && find . -type f -printf '%s %p\n' | sort -k2 | while read -r n f; do
+	echo "$n $(sha256sum <"$f" | cut -c1-64) $f"; done); }
+
+test_import_on_a_node_checks_the_shared_namespace() {
+	local out rc
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	mn_save A run/step-10 model.bin 300000 s10
+	mn_see B run/step-10/model.bin
+	# what B would import: other bytes under A's names
+	mkdir -p "$CK_TMP/in/step-10/sub"
+	head -c 200000 /dev/urandom >"$CK_TMP/in/step-10/model.bin"
+	head -c 5000 /dev/urandom >"$CK_TMP/in/step-10/sub/extra.bin"
+	# NAME A committed: refused, nothing of A's changed
+	rc=0 && out=$("$CKPTFS_ADMIN" import "$MN_MNT_B" "$CK_TMP/in/step-10" run 2>&1) || rc=$?
+	assert_eq "8" "$rc" "import on B of A's step-10 ($out)"
+	assert_contains "$out" "exists" "import on B of A's step-10 says why"
+	# SERIES inside A's generation: refused before anything is written into it
+	rc=0 && out=$("$CKPTFS_ADMIN" import --name step-11 "$MN_MNT_B" "$CK_TMP/in/step-10" run/step-10 2>&1) || rc=$?
+	assert_eq "7" "$rc" "import on B into a series inside A's step-10 ($out)"
+	assert_contains "$out" "inside a generation" "import into A's step-10 says why"
+	rc=0 && out=$("$CKPTFS_ADMIN" import --name step-11 "$MN_MNT_B" "$CK_TMP/in/step-10" run/step-10/deeper 2>&1) || rc=$?
+	assert_eq "7" "$rc" "import on B into a series below A's step-10 ($out)"
+	# a SERIES whose mkdir would start a generation (step-30 matches gen_pattern)
+	rc=0 && out=$("$CKPTFS_ADMIN" import --name step-11 "$MN_MNT_B" "$CK_TMP/in/step-10" run/step-30 2>&1) || rc=$?
+	assert_eq "7" "$rc" "import on B into a series that would be a generation ($out)"
+	assert_not_exists "$MN_MNT_A/run/step-30"
+	assert_eq "1 1 committed" "$(mn_psql "SELECT count(*) || ' ' || max(version) || ' ' || CASE max(state) WHEN 1 THEN 'committed' ELSE max(state)::text END FROM ns_generations WHERE name = 'step-10'")" \
+		"A's step-10: one generation, version 1, committed"
+	assert_eq "model.bin" "$(mn_entries "$MN_MNT_A/run/step-10")" "A's step-10 entries on A"
+	assert_eq "model.bin" "$(mn_entries "$MN_MNT_B/run/step-10")" "A's step-10 entries on B"
+	assert_file_eq "$CK_TMP/s10.bin" "$MN_MNT_A/run/step-10/model.bin"
+	assert_file_eq "$CK_TMP/s10.bin" "$MN_MNT_B/run/step-10/model.bin"
+	assert_eq "step-10" "$(mn_entries "$MN_MNT_A/run")" "nothing left in run by the refusals"
+	# a new NAME: imported on B, committed, the same bytes on A and a fresh C
+	out=$("$CKPTFS_ADMIN" import --name step-20 "$MN_MNT_B" "$CK_TMP/in/step-10" run 2>&1) ||
+		ck_fail "import on B into run/step-20: $out"
+	assert_eq "1 rename" "$(mn_psql "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-20'")" \
+		"step-20 committed by the rename"
+	mn_mount C
+	mn_see A run/step-20/sub/extra.bin
+	assert_eq "$(a2_tree "$CK_TMP/in/step-10")" "$(a2_tree "$MN_MNT_A/run/step-20")" "step-20 on A"
+	assert_eq "$(a2_tree "$CK_TMP/in/step-10")" "$(a2_tree "$MN_MNT_C/run/step-20")" "step-20 on C"
+	assert_file_eq "$CK_TMP/s10.bin" "$MN_MNT_C/run/step-10/model.bin"
+	assert_eq "run step-10 10 committed -
+run step-20 20 committed -" "$(a2_list C)" "list on C"
+	mn_umount C
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_import_on_a_node_checks_the_shared_namespace 150
+
+# a node's cache with no daemon: every verb but umount refuses in one line,
+# even once BACKING's claim went stale (every node stopped long ago), when
+# an offline change could take BACKING over as if this cache's catalog were
+# all of it (gc --delete would remove every object it does not name)
+test_a_nodes_cache_offline_is_refused_and_loses_nothing() {
+	local out rc before verb
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	mn_save A run/step-1 model.bin 300000 s1
+	mn_save B run/step-2 model.bin 300000 s2
+	mn_umount B
+	mn_umount A
+	grep -qx "mode shared" "$CK_BACKING/ckptfs.claim" || ck_fail "no shared claim on BACKING"
+	sed -i 's/^renewed .*/renewed 1000/' "$CK_BACKING/ckptfs.claim" # stale: nobody renews it
+	before=$(mn_objects)
+	assert_ne "0" "$before" "objects on BACKING"
+	for verb in "gc --delete" "rm run/step-1" "pin run/step-1" "commit run/step-2" "list" \
+		"show run/step-1" "check" "stats" "wait" "verify" "export run/step-1 $CK_TMP/out" "rebuild"; do
+		set -- $verb
+		rc=0 && out=$("$CKPTFS_ADMIN" "$1" --cache "$CK_TMP/cache_B" "${@:2}" 2>&1) || rc=$?
+		assert_eq "10" "$rc" "$verb --cache of node B's cache ($out)"
+		assert_eq "1" "$(echo "$out" | wc -l)" "$verb: one line ($out)"
+		assert_contains "$out" "shared catalog" "$verb says why"
+	done
+	assert_eq "$before" "$(mn_objects)" "objects on BACKING after the refusals"
+	grep -qx "mode shared" "$CK_BACKING/ckptfs.claim" || ck_fail "BACKING's claim is no longer the shared catalog's"
+	assert_not_exists "$CK_TMP/out"
+	mn_mount C
+	assert_file_eq "$CK_TMP/s1.bin" "$MN_MNT_C/run/step-1/model.bin"
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_C/run/step-2/model.bin"
+	assert_eq "run step-1 1 committed -
+run step-2 2 committed -" "$(a2_list C)" "list on C"
+	mn_umount C
+}
+ck_timeout test_a_nodes_cache_offline_is_refused_and_loses_nothing 120
+
 ck_main "$@"

@@ -3,7 +3,8 @@
 # (issue 18, part 3): BACKING as nfs:// to a private NFSv3 ganesha
 # (tests/nfs/ganesha.sh, 127.0.0.1), and a node in its own network namespace
 # reaching PostgreSQL over TCP on a veth pair whose link the case cuts
-# (tests/pg/netns.sh).
+# (tests/pg/netns.sh), and its BACKING over nfs:// on the same link (ganesha
+# then listens on the pair's host end, GANESHA_ADDR).
 #
 # What works here for a node in a namespace: `ip netns exec` runs its
 # command in a new mount namespace too (it remounts /sys for the netns), so a
@@ -209,5 +210,43 @@ test_node_in_a_netns_unmounted_while_cut_off_exits_cleanly() {
 	mn_netns down
 }
 ck_timeout test_node_in_a_netns_unmounted_while_cut_off_exits_cleanly 180
+
+# (4) Node B in its namespace over an nfs:// BACKING too: ganesha listens on
+# the veth pair's host end (GANESHA_ADDR), which A on the host reaches
+# locally and B over the link. A 4-rank save over A and B commits and is
+# durable; B's NFS connection comes from the namespace's address; with A and
+# B gone, a fresh node C with an empty cache loads the save bit for bit from
+# the export alone, so B's shards (chunks only B held) went over the link.
+test_node_in_a_netns_over_nfs_backing_saves_and_a_fresh_node_loads() {
+	MN_LEASE_MS=2000
+	mn_netns_up
+	GANESHA_ADDR=$MN_HOST_IP mn_ganesha_start
+	case $CK_BACKING in "nfs://$MN_HOST_IP:"*) ;; *) ck_fail "BACKING $CK_BACKING is not on $MN_HOST_IP" ;; esac
+	mn_pg_start
+	mn_mount A
+	mn_mount_netns B
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	local out port conns
+	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" 2>&1) ||
+		ck_fail "the 4-rank DCP save over A and the namespaced B on nfs:// failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "state=committed" "rank 0's view of step-100"
+	assert_eq committed "$(mn_gen_state "$MN_MNT_B" run/step-100)" "step-100 as node B sees it"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_B" --timeout 120 2>&1) || ck_fail "ckptfs-admin wait on node B failed: $out"
+	port=$(cat "$MN_NFSDIR/nfs.port")
+	conns=$(nsenter --net="/run/netns/ckns-$MN_NETNS_KEY" ss -Htn state established "( dport = :$port )" | grep -c "$MN_NS_IP" || true)
+	assert_ne 0 "$conns" "NFS connections from the namespace's address $MN_NS_IP to $MN_HOST_IP:$port"
+	mn_umount B
+	mn_umount A
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded")" "chunks not uploaded after both unmounts"
+	assert_eq "$(mn_psql "SELECT count(*) FROM ns_chunks")" "$(mn_objects)" "chunk objects in the export"
+	mn_mount C
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on fresh node C failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node C"
+	mn_umount C
+	mn_ganesha_stop
+	mn_netns down
+}
+ck_timeout test_node_in_a_netns_over_nfs_backing_saves_and_a_fresh_node_loads 240
 
 ck_main "$@"

@@ -14,8 +14,11 @@
 #   start started it), waiting for it to exit. Quiet if nothing runs.
 # url: prints the URL of a running server.
 #
-# Environment: GANESHA_WAIT (seconds to wait for the export, default 30).
+# Environment: GANESHA_WAIT (seconds to wait for the export, default 30);
+# GANESHA_ADDR (the one address it listens on and the URL names, default
+# 127.0.0.1: a veth pair's host end, for a client in a network namespace).
 set -euo pipefail
+addr=${GANESHA_ADDR:-127.0.0.1}
 
 usage() { echo "usage: $0 start|stop|url DIR" >&2; exit 2; }
 [ $# -eq 2 ] || usage
@@ -29,11 +32,11 @@ pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
 # Picks a TCP port nobody listens on, from the kernel's ephemeral allocator.
 free_port() {
-	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("'"$addr"'",0)); print(s.getsockname()[1])'
 }
 
 # NFSv3 clients mount the export by its real path (Pseudo is an NFSv4 name).
-url_of() { echo "nfs://127.0.0.1:$(cat "$dir/nfs.port")$dir/export?mountport=$(cat "$dir/mnt.port")"; }
+url_of() { echo "nfs://$addr:$(cat "$dir/nfs.port")$dir/export?mountport=$(cat "$dir/mnt.port")"; }
 
 # Stops one process by PID file: SIGTERM, then SIGKILL after 10 s.
 stop_pidfile() {
@@ -71,10 +74,10 @@ start_rpcbind() {
 
 write_config() {
 	cat >"$dir/ganesha.conf" <<CONF
-# Written by tests/nfs/ganesha.sh — a private, loopback-only NFSv3 server.
+# Written by tests/nfs/ganesha.sh — a private NFSv3 server on one address.
 NFS_CORE_PARAM {
 	Protocols = 3;
-	Bind_addr = 127.0.0.1;
+	Bind_addr = $addr;
 	NFS_Port = $(cat "$dir/nfs.port");
 	MNT_Port = $(cat "$dir/mnt.port");
 	Enable_NLM = false;
@@ -127,7 +130,7 @@ do_start() {
 	echo "$pid" >"$dir/ganesha.pid"
 	local url wait=${GANESHA_WAIT:-30} t0=$SECONDS
 	url=$(url_of)
-	local lsurl="nfs://127.0.0.1$dir/export?nfsport=$(cat "$dir/nfs.port")&mountport=$(cat "$dir/mnt.port")&version=3"
+	local lsurl="nfs://$addr$dir/export?nfsport=$(cat "$dir/nfs.port")&mountport=$(cat "$dir/mnt.port")&version=3"
 	while :; do
 		if ! pid_alive "$pid"; then
 			do_stop

@@ -405,3 +405,41 @@ Test(control_proto, an_escape_is_cut_whole_and_a_bad_one_refused)
 		cr_assert_eq(control_proto_unescape(s), -EINVAL, "'%s' decoded", bad[i]);
 	}
 }
+
+/* ---- the daemon's side of an answer (control_proto.c) ---- */
+
+Test(control_proto, an_answer_line_is_sent_whole_and_cut_to_the_line_limit)
+{
+	int sv[2];
+	OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	char big[CONTROL_LINE_MAX * 2];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	control_proto_send(sv[0], "data k %s", big);
+	cr_assert_eq(control_proto_error(sv[0], ENOENT, "no such generation"), ENOENT);
+	close(sv[0]);
+	static char got[CONTROL_LINE_MAX * 3];
+	size_t n = 0;
+	for (ssize_t r; (r = read(sv[1], got + n, sizeof(got) - 1 - n)) > 0;)
+		n += (size_t)r;
+	close(sv[1]);
+	got[n] = '\0';
+	char *nl = strchr(got, '\n');
+	cr_assert_not_null(nl);
+	cr_assert_eq((size_t)(nl - got), (size_t)CONTROL_LINE_MAX - 2, "the first line is cut, \\n kept");
+	cr_assert_str_eq(nl + 1, "error 2 no such generation\n");
+}
+
+Test(control_proto, a_gen_id_is_a_decimal_above_zero)
+{
+	uint64_t id = 7;
+	OK(control_proto_parse_id("42", &id));
+	cr_assert_eq(id, 42);
+	const char *bad[] = { "0", "-1", "", "4x", "x", " 4", "99999999999999999999999" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		id = 7;
+		cr_assert_eq(control_proto_parse_id(bad[i], &id), -EINVAL, "'%s' parsed", bad[i]);
+		cr_assert_eq(id, 7, "'%s' changed the id", bad[i]);
+	}
+	cr_assert_eq(control_proto_parse_id(NULL, &id), -EINVAL);
+}

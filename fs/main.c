@@ -397,7 +397,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 		fprintf(stderr, "ckptfs: catalog %s is damaged (see the log): move it aside and rebuild"
 				" it from BACKING with `ckptfs-admin rebuild --cache %s %s`\n",
 			path, fs->opt.cache, fs->opt.backing);
-	else if (rc != 0)
+	else if (rc != 0 && rc != -EMEDIUMTYPE) /* the catalog's role: it logged the line */
 		fprintf(stderr, "ckptfs: catalog %s: cannot open: %s\n", path, strerror(-rc));
 	if (rc == 0 && main_claim(fs) != 0) {
 		rc = -EBUSY;
@@ -504,7 +504,7 @@ static int main_open_shared(struct ckptfs *fs)
 		return 0; /* the engine logs the node's id and lease */
 	if (err[0])
 		fprintf(stderr, "ckptfs: %s\n", err);
-	else
+	else if (rc != -EMEDIUMTYPE) /* the catalog's role: it logged the one line */
 		fprintf(stderr, "ckptfs: meta=: cannot open the shared catalog (local catalog %s): %s\n",
 			path, strerror(-rc));
 	if (!existed)

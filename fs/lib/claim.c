@@ -71,11 +71,10 @@ enum claim_verdict claim_judge(const struct claim_rec *holder, const struct clai
 	assert(self && timeout_s > 0);
 	if (!holder)
 		return CLAIM_FREE;
-	if (holder->shared || self->shared) {
+	if (holder->shared || self->shared) { /* invariant 7: never by age */
 		if (holder->shared && self->shared && strcmp(holder->catalog, self->catalog) == 0)
 			return CLAIM_OURS;
-		int64_t age = now - holder->renewed;
-		return age > (int64_t)timeout_s ? CLAIM_STALE : CLAIM_HELD;
+		return CLAIM_HELD;
 	}
 	bool same_host = claim_same_host(holder, self);
 	bool same_cache = same_host && strcmp(holder->cache, self->cache) == 0;
@@ -295,23 +294,35 @@ static void claim_describe(const struct claim_rec *h, bool self_shared, int pars
 		return;
 	}
 	int64_t ago = now - h->renewed;
-	if (h->shared && !self_shared) {
-		snprintf(msg, size, "BACKING %s is claimed by the shared catalog %s (last renewed by "
+	if (ago < 0)
+		ago = 0;
+	if (h->shared && self_shared) {
+		snprintf(msg, size, "BACKING %s belongs to another shared catalog, %s (last renewed by "
 			 "host %s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that "
-			 "catalog, or wait %u s after its last node is gone",
-			 spec, h->catalog, h->host, h->cache, ago < 0 ? 0 : ago, timeout_s);
+			 "catalog (a database refilled with `ckptfs-admin rebuild --meta` keeps its id); "
+			 "a claim of another catalog is never taken over by age",
+			 spec, h->catalog, h->host, h->cache, ago);
 		return;
 	}
-	if (!h->shared && self_shared) {
-		snprintf(msg, size, "BACKING %s is claimed by a catalog of one node, not shared (host "
-			 "%s, cache %s, pid %ld, renewed %" PRId64 " s ago): a shared catalog (-o meta=) "
-			 "cannot share it; unmount it there, or wait %u s if that node is gone",
-			 spec, h->host, h->cache, h->pid, ago < 0 ? 0 : ago, timeout_s);
+	if (h->shared) {
+		snprintf(msg, size, "BACKING %s belongs to the shared catalog %s (last renewed by host "
+			 "%s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that catalog; "
+			 "a mount without meta= never takes it over by age (that catalog still names "
+			 "its objects) — if it is retired for good, remove %s/%s by hand",
+			 spec, h->catalog, h->host, h->cache, ago, spec, CLAIM_FILE);
+		return;
+	}
+	if (self_shared) {
+		snprintf(msg, size, "BACKING %s belongs to a catalog of one node, not shared (host %s, "
+			 "cache %s, pid %ld, renewed %" PRId64 " s ago): a shared catalog (-o meta=) "
+			 "never takes it over by age (that catalog still names its objects); mount it "
+			 "without meta=, or, if that catalog is retired for good, remove %s/%s by hand",
+			 spec, h->host, h->cache, h->pid, ago, spec, CLAIM_FILE);
 		return;
 	}
 	snprintf(msg, size, "BACKING %s is claimed by another catalog (host %s, cache %s, pid %ld, "
 		 "renewed %" PRId64 " s ago); unmount it there, or wait %u s if that node is gone",
-		 spec, h->host, h->cache, h->pid, ago < 0 ? 0 : ago, timeout_s);
+		 spec, h->host, h->cache, h->pid, ago, timeout_s);
 }
 
 /* STALE: invariant 2. 1 if the claim was moved aside and dropped (create it

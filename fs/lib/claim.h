@@ -19,12 +19,10 @@
  * (cat_catalog_id, from PostgreSQL), and all its nodes hold it at once.
  * Judged before the rules above:
  *   both shared, same catalog id ───────────────────▶ OURS   rewrite it
- *   either shared (not both of one catalog):
- *     renewed within the timeout (by any node) ─────▶ HELD   refuse
- *     renewed longer ago ───────────────────────────▶ STALE  take over
- * No host or cache rule then: the node that wrote it last may be gone while
- * the others go on renewing it. So a SQLite mount never shares BACKING with
- * a shared catalog, either way round, and the refusal says which kind holds.
+ *   either shared (not both of one catalog) ────────▶ HELD   refuse, however old
+ * No host, cache or age rule then (invariant 7). So a SQLite mount never
+ * shares BACKING with a shared catalog, either way round, and the refusal
+ * says which kind holds and how to decide.
  *
  * Invariants:
  *  1. Only backing_put_new creates CLAIM_FILE where there is none, so of
@@ -44,7 +42,16 @@
  *     by its own heartbeat — or, unreadable, removed by hand.
  *  6. Nodes of one shared catalog renew the claim while it still names it
  *     and is shared (any instance: they overwrite each other's heartbeat),
- *     and never remove it: the last one to stop leaves it to go stale.
+ *     and never remove it: the last one to stop leaves it in place.
+ *  7. A shared catalog's claim is never taken over by age by a lone catalog
+ *     or another shared one, nor a lone catalog's by a shared one. Each
+ *     catalog removes objects its own rows call garbage: a shared catalog's
+ *     PostgreSQL still names its objects while every node is down (a lone
+ *     catalog, rebuilt from manifests or not, would count them as nobody's;
+ *     its keep-latest-k and sweeps would delete chunks the cluster's
+ *     generations name), and a cluster reclaiming a chunk it wrote would
+ *     delete the same object a lone catalog's manifests name. Taking such a
+ *     BACKING over is an explicit decision: removing CLAIM_FILE by hand.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */

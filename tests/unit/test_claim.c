@@ -143,13 +143,13 @@ Test(claim_judge, a_shared_claim_and_a_lone_one_never_share_either_way)
 	/* even with the same id, host and cache: the kind differs */
 	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_HELD);
 	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
-	/* judged by the heartbeat alone: the last writer's liveness says nothing */
-	shared.renewed = NOW - 61;
-	alive = true;
-	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_STALE);
-	lone.renewed = NOW - 61;
-	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_STALE);
-	struct claim_rec other = rec_of(ID_B, "n1", "b1", "/c1", NOW);
+	/* invariant 7: never by age, nor by the holder being gone */
+	shared.renewed = NOW - 100000;
+	alive = false;
+	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	lone.renewed = NOW - 100000;
+	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	struct claim_rec other = rec_of(ID_B, "n1", "b1", "/c1", NOW - 100000);
 	other.shared = true;
 	cr_assert_eq(claim_judge(&other, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
 }
@@ -362,7 +362,7 @@ Test(claim_acquire, nodes_of_one_shared_catalog_hold_it_together_and_nobody_else
 	cr_assert_str_eq(r.catalog, ID_A);
 	/* a lone catalog, even of the same id, and another shared one: refused */
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), -EBUSY);
-	cr_assert_not_null(strstr(msg, "is claimed by the shared catalog " ID_A), "%s", msg);
+	cr_assert_not_null(strstr(msg, "belongs to the shared catalog " ID_A), "%s", msg);
 	cr_assert_not_null(strstr(msg, "mount it with -o meta=URL"), "%s", msg);
 	cr_assert_eq(claim_acquire(fx.b, ID_B, true, fx.cache[2], 60, &other, msg, sizeof(msg)), -EBUSY);
 	/* renewals by either node keep it; an unmount never removes it */
@@ -372,16 +372,26 @@ Test(claim_acquire, nodes_of_one_shared_catalog_hold_it_together_and_nobody_else
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(r.shared);
 	claim_end(b, true);
-	cr_assert_eq(read_claim(&r), 0, "the last node leaves it to go stale");
-	/* once stale, a lone catalog takes it over, and then a shared node is refused */
-	r.renewed = time(NULL) - 61;
+	cr_assert_eq(read_claim(&r), 0, "the last node leaves it in place");
+	/* however old, no lone catalog takes it over (invariant 7) */
+	r.renewed = time(NULL) - 100000;
 	put_claim(&r);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "never takes it over by age"), "%s", msg);
+	cr_assert_not_null(strstr(msg, "by hand"), "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.shared, "the shared claim is still there");
+	/* removed by hand (the decision), a lone catalog takes BACKING, and then
+	 * no shared node does, even once the lone claim is old */
+	cr_assert_eq(backing_remove(fx.b, CLAIM_FILE), 0);
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), 0, "%s", msg);
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(!r.shared);
+	claim_end(lone, false);
+	r.renewed = time(NULL) - 100000;
+	put_claim(&r);
 	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
-	cr_assert_not_null(strstr(msg, "claimed by a catalog of one node, not shared"), "%s", msg);
-	claim_end(lone, true);
+	cr_assert_not_null(strstr(msg, "belongs to a catalog of one node, not shared"), "%s", msg);
 }
 
 Test(claim_acquire, unparsable_claim_is_never_taken_by_guess)

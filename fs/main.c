@@ -361,10 +361,22 @@ static int main_claim(struct ckptfs *fs)
 			strerror(-rc));
 		return rc;
 	}
-	rc = claim_acquire(fs->backing, id, cat_is_shared(fs->cat), fs->opt.cache,
-			   fs->opt.claim_timeout_s, &fs->claim, msg, sizeof(msg));
-	if (rc != 0)
+	bool claimed = false;
+	rc = cat_claimed(fs->cat, &claimed);
+	if (rc == 0)
+		rc = claim_acquire(fs->backing, id, cat_is_shared(fs->cat), !claimed, fs->opt.cache,
+				   fs->opt.claim_timeout_s, &fs->claim, msg, sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot read it: %s",
+			 fs->opt.cache, strerror(-rc));
+	if (rc == 0 && !claimed && (rc = cat_claimed_set(fs->cat)) != 0)
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
+			 fs->opt.cache, strerror(-rc));
+	if (rc != 0) {
 		fprintf(stderr, "ckptfs: %s\n", msg);
+		claim_end(fs->claim, false);
+		fs->claim = NULL;
+	}
 	return rc;
 }
 

@@ -2615,3 +2615,30 @@ int cat_check(struct cat *cat)
 	}
 	return rc;
 }
+
+/* claim.h invariant 8: the meta row 'claimed' says this catalog held
+ * BACKING's claim at least once (so it has written BACKING, and knows it
+ * only as of its last claim). */
+int cat_claimed(struct cat *cat, bool *out)
+{
+	int64_t n = 0;
+	cat_lock(cat);
+	int rc = cat_query_int(cat, "whether the catalog held a claim",
+			       "SELECT COUNT(*) FROM meta WHERE key = 'claimed'", &n);
+	cat_unlock(cat);
+	*out = n > 0;
+	return rc;
+}
+
+int cat_claimed_set(struct cat *cat)
+{
+	cat_lock(cat);
+	cat_defer_flush(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_exec(cat, "record the claim",
+			      "INSERT OR IGNORE INTO meta(key, value) VALUES('claimed', 1)");
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}

@@ -13,6 +13,9 @@
  *     otherwise (the holder is gone) ───────────────▶ STALE  take over
  *   other host: renewed within the timeout ─────────▶ HELD   refuse
  *     renewed longer ago ───────────────────────────▶ STALE  take over
+ *   released (its holder stopped cleanly) ──────────▶ STALE  take over
+ *   STALE, but of another catalog, and ours held a
+ *     claim before (not fresh) ─────────────────────▶ BEHIND refuse
  *
  * A shared catalog (issue 18, -o meta=) is one catalog for several nodes:
  * its claim carries the line "mode shared" and the shared catalog's id
@@ -52,6 +55,17 @@
  *     generations name), and a cluster reclaiming a chunk it wrote would
  *     delete the same object a lone catalog's manifests name. Taking such a
  *     BACKING over is an explicit decision: removing CLAIM_FILE by hand.
+ *  8. A clean stop does not remove a lone claim but marks it "released":
+ *     the claim names, until the next holder, the last catalog that wrote
+ *     BACKING. A catalog that held a claim before (the caller knows: not
+ *     fresh) takes a released or stale claim only if it is its own. Else
+ *     another catalog wrote BACKING since this one last did — generations,
+ *     manifests, chunks this one's rows do not know — and this one's
+ *     deletions (keep-latest-k, rm, gc, the sweep) and its manifest names
+ *     would destroy them: BEHIND, refused, naming the other catalog and
+ *     the way out (an empty cache: the catalog rebuilt from BACKING knows
+ *     both). A fresh catalog (new, rebuilt) knows BACKING as it is now.
+ *     A claim removed by hand is absent: FREE to anyone (the decision).
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -79,9 +93,13 @@ struct claim_rec {
 	long pid;
 	int64_t renewed; /* unix seconds */
 	bool shared;     /* "mode shared": a shared catalog's claim (invariant 6) */
+	bool released;   /* "released yes": its holder let go at a clean stop (invariant 8) */
+	bool fresh;      /* (self only, not in the file) our catalog never held a claim */
 };
 
-enum claim_verdict { CLAIM_FREE, CLAIM_OURS, CLAIM_HELD, CLAIM_STALE };
+/* BEHIND: free to take, but by a catalog that is not the last one that
+ * wrote BACKING, while ours has written it before (invariant 8): refused. */
+enum claim_verdict { CLAIM_FREE, CLAIM_OURS, CLAIM_HELD, CLAIM_STALE, CLAIM_BEHIND };
 
 /* Whether the holder of rec, on this host, is alive (claim_holder_alive;
  * tests give a fake). */
@@ -105,17 +123,19 @@ struct claim;
 
 /* Takes the claim of BACKING b for catalog_id (this host, cache, our pid),
  * with timeout_s as the lease (0: the default); shared: for a node of a
- * shared catalog (invariant 6). 0 and *out when FREE, OURS
+ * shared catalog (invariant 6); fresh: the catalog never held a claim yet
+ * (new, or rebuilt from BACKING: invariant 8). 0 and *out when FREE, OURS
  * or STALE (taken over; logged); -EBUSY when HELD, with one line in msg
  * naming the holder (host, cache, pid, how long ago it renewed) and what to
  * do; another -errno, with msg, when BACKING fails. */
-int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const char *cache,
-		  unsigned timeout_s, struct claim **out, char *msg, size_t msgsize);
+int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool fresh,
+		  const char *cache, unsigned timeout_s, struct claim **out, char *msg,
+		  size_t msgsize);
 /* Starts renewing every timeout/4 in a thread (after a fork: the pid is
  * this process's from now on; the first renewal is at once). */
 int claim_start(struct claim *c);
-/* Stops renewing; release: removes the claim if it is still ours
- * (invariant 3), never a shared one (invariant 6). NULL is allowed. */
+/* Stops renewing; release: marks the claim released if it is still ours
+ * (invariants 3, 8), never a shared one (invariant 6). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
 
 #endif

@@ -58,7 +58,7 @@
  *     its subtree to the generation of its new place, removing a root ends
  *     its generation, and an inode whose nlink reaches 0 leaves its
  *     generation. A hard link never crosses a generation boundary (-EXDEV).
- *  8. A catalog is opened in one role only: alone or as a node's
+ *  9. A catalog is opened in one role only: alone or as a node's
  *     (cat_role_check).
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
@@ -1091,7 +1091,7 @@ static int cat_db_open(struct cat *cat)
 	return err > 0 ? -err : -EIO;
 }
 
-/* Invariant 8 (one role per catalog): the meta row 'role' says whether this
+/* Invariant 9 (one role per catalog): the meta row 'role' says whether this
  * catalog is a catalog alone ('alone': the namespace is here) or a node's
  * local catalog beside a shared one ('node': cat_open_node; the namespace is
  * PostgreSQL's). Opened the other way, it is refused with -EMEDIUMTYPE and
@@ -1174,7 +1174,7 @@ static int cat_open_as(const char *path, uint32_t root_uid, uint32_t root_gid,
 	if (rc == 0)
 		rc = cat_schema_migrate(cat);
 	if (rc == 0)
-		rc = cat_role_check(cat, node_only); /* invariant 8: before recovery sweeps */
+		rc = cat_role_check(cat, node_only); /* invariant 9: before recovery sweeps */
 	if (rc == 0)
 		rc = cat_prepare_all(cat);
 	if (rc == 0) {

@@ -1,4 +1,4 @@
-/* Tests of meta/catalog.c invariant 8: a catalog is opened in one role only,
+/* Tests of meta/catalog.c invariant 9: a catalog is opened in one role only,
  * alone (the namespace is its own) or as a node's local catalog beside a
  * shared one (cat_open_node). Opened the other way it is refused with
  * -EMEDIUMTYPE and nothing in it changes: a node's objects at count 0 (not

@@ -361,10 +361,22 @@ static int main_claim(struct ckptfs *fs)
 			strerror(-rc));
 		return rc;
 	}
-	rc = claim_acquire(fs->backing, id, cat_is_shared(fs->cat), fs->opt.cache,
-			   fs->opt.claim_timeout_s, &fs->claim, msg, sizeof(msg));
-	if (rc != 0)
+	bool claimed = false;
+	rc = cat_claimed(fs->cat, &claimed);
+	if (rc == 0)
+		rc = claim_acquire(fs->backing, id, cat_is_shared(fs->cat), !claimed, fs->opt.cache,
+				   fs->opt.claim_timeout_s, &fs->claim, msg, sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot read it: %s",
+			 fs->opt.cache, strerror(-rc));
+	if (rc == 0 && !claimed && (rc = cat_claimed_set(fs->cat)) != 0)
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
+			 fs->opt.cache, strerror(-rc));
+	if (rc != 0) {
 		fprintf(stderr, "ckptfs: %s\n", msg);
+		claim_end(fs->claim, false);
+		fs->claim = NULL;
+	}
 	return rc;
 }
 
@@ -397,7 +409,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 		fprintf(stderr, "ckptfs: catalog %s is damaged (see the log): move it aside and rebuild"
 				" it from BACKING with `ckptfs-admin rebuild --cache %s %s`\n",
 			path, fs->opt.cache, fs->opt.backing);
-	else if (rc != 0)
+	else if (rc != 0 && rc != -EMEDIUMTYPE) /* the catalog's role: it logged the line */
 		fprintf(stderr, "ckptfs: catalog %s: cannot open: %s\n", path, strerror(-rc));
 	if (rc == 0 && main_claim(fs) != 0) {
 		rc = -EBUSY;
@@ -504,7 +516,7 @@ static int main_open_shared(struct ckptfs *fs)
 		return 0; /* the engine logs the node's id and lease */
 	if (err[0])
 		fprintf(stderr, "ckptfs: %s\n", err);
-	else
+	else if (rc != -EMEDIUMTYPE) /* the catalog's role: it logged the one line */
 		fprintf(stderr, "ckptfs: meta=: cannot open the shared catalog (local catalog %s): %s\n",
 			path, strerror(-rc));
 	if (!existed)

@@ -58,6 +58,8 @@
  *     its subtree to the generation of its new place, removing a root ends
  *     its generation, and an inode whose nlink reaches 0 leaves its
  *     generation. A hard link never crosses a generation boundary (-EXDEV).
+ *  9. A catalog is opened in one role only: alone or as a node's
+ *     (cat_role_check).
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim
@@ -1092,6 +1094,53 @@ static int cat_db_open(struct cat *cat)
 	return err > 0 ? -err : -EIO;
 }
 
+/* Invariant 9 (one role per catalog): the meta row 'role' says whether this
+ * catalog is a catalog alone ('alone': the namespace is here) or a node's
+ * local catalog beside a shared one ('node': cat_open_node; the namespace is
+ * PostgreSQL's). Opened the other way, it is refused with -EMEDIUMTYPE and
+ * one line. Why: a node's local chunk rows at count 0 are its objects not yet
+ * uploaded and cache copies of shared objects; opened alone, the sweep would
+ * take them for garbage and remove them from the cache and BACKING while
+ * PostgreSQL still names them. A catalog alone opened as a node would hide
+ * its files. A catalog without the row (an older version, or new) gets the
+ * role it is opened with — except that a catalog holding files (inodes
+ * beyond the root) never becomes a node's. */
+static int cat_role_check(struct cat *cat, bool node)
+{
+	int64_t role = 0, inodes = 0;
+	int rc = cat_query_int(cat, "the catalog's role",
+			       "SELECT CASE value WHEN 'alone' THEN 1 WHEN 'node' THEN 2 ELSE 3 END"
+			       " FROM meta WHERE key = 'role'", &role);
+	if (rc != 0)
+		return rc;
+	if (role == (node ? 2 : 1))
+		return 0;
+	if (role == 0 && node)
+		rc = cat_query_int(cat, "the catalog's inodes", "SELECT COUNT(*) FROM inodes", &inodes);
+	if (rc != 0)
+		return rc;
+	if (role == 3) {
+		log_error("catalog %s: an unknown role in its meta table: written by a newer ckptfs",
+			  cat->path);
+		return -EPROTO;
+	}
+	if (role == 2) {
+		log_error("catalog %s is the local catalog of a node of a shared catalog: mount this"
+			  " cache with the same -o meta=URL as before, or use another (empty) cache for"
+			  " a mount without meta= (nothing was changed)", cat->path);
+		return -EMEDIUMTYPE;
+	}
+	if (role == 1 || inodes > 1) {
+		log_error("catalog %s holds files of a catalog alone (without -o meta=): mount this"
+			  " cache without meta=, or give a node of a shared catalog another (empty)"
+			  " cache (nothing was changed)", cat->path);
+		return -EMEDIUMTYPE;
+	}
+	return cat_exec(cat, "the catalog's role",
+			node ? "INSERT INTO meta(key, value) VALUES('role', 'node')"
+			     : "INSERT INTO meta(key, value) VALUES('role', 'alone')");
+}
+
 static int cat_open_as(const char *path, uint32_t root_uid, uint32_t root_gid,
 		       cat_reclaim_fn reclaim, void *reclaim_arg, bool node_only, struct cat **out)
 {
@@ -1127,6 +1176,8 @@ static int cat_open_as(const char *path, uint32_t root_uid, uint32_t root_gid,
 		rc = -EIO; /* damaged: rebuilt from BACKING, never written further */
 	if (rc == 0)
 		rc = cat_schema_migrate(cat);
+	if (rc == 0)
+		rc = cat_role_check(cat, node_only); /* invariant 9: before recovery sweeps */
 	if (rc == 0)
 		rc = cat_prepare_all(cat);
 	if (rc == 0) {
@@ -2601,5 +2652,32 @@ int cat_check(struct cat *cat)
 		log_error("catalog %s: check found %d violations", cat->path, violations);
 		rc = -EUCLEAN;
 	}
+	return rc;
+}
+
+/* claim.h invariant 8: the meta row 'claimed' says this catalog held
+ * BACKING's claim at least once (so it has written BACKING, and knows it
+ * only as of its last claim). */
+int cat_claimed(struct cat *cat, bool *out)
+{
+	int64_t n = 0;
+	cat_lock(cat);
+	int rc = cat_query_int(cat, "whether the catalog held a claim",
+			       "SELECT COUNT(*) FROM meta WHERE key = 'claimed'", &n);
+	cat_unlock(cat);
+	*out = n > 0;
+	return rc;
+}
+
+int cat_claimed_set(struct cat *cat)
+{
+	cat_lock(cat);
+	cat_defer_flush(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_exec(cat, "record the claim",
+			      "INSERT OR IGNORE INTO meta(key, value) VALUES('claimed', 1)");
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
 	return rc;
 }

@@ -216,6 +216,11 @@ int cat_schema_version(struct cat *cat); /* [SQLite] the version stored in the f
  * when the catalog is created or migrated to version 4): what claims BACKING
  * for this catalog (fs/lib/claim.h). buf needs 33 bytes. */
 int cat_catalog_id(struct cat *cat, char *buf, size_t size);
+/* [SQLite] Whether this catalog ever held BACKING's claim (meta.claimed), and
+ * recording that it did: a catalog that did may take a released or stale
+ * claim only if it is its own (fs/lib/claim.h invariant 8). */
+int cat_claimed(struct cat *cat, bool *out);
+int cat_claimed_set(struct cat *cat);
 
 /* ---- namespace [engine] ---- */
 

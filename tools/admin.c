@@ -526,16 +526,25 @@ static int admin_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
 	return store_remove(arg, hash);
 }
 
-/* An offline change claims BACKING for this catalog, renewed until exit. */
+/* An offline change claims BACKING for this catalog, renewed until exit;
+ * a catalog that never held it records that it now does (claim.h
+ * invariant 8). */
 static int admin_claim(struct admin *a)
 {
 	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
+	bool claimed = false;
 	int err = cat_catalog_id(a->cat, id, sizeof(id));
 	if (err == 0)
-		err = claim_acquire(a->bk, id, false, a->cache, 0, &a->claim, msg, sizeof(msg));
-	else
-		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": no catalog id: %s", a->cache,
-			 strerror(-err));
+		err = cat_claimed(a->cat, &claimed);
+	if (err != 0) {
+		admin_err("catalog %s/" CACHEDIR_CATALOG ": cannot read its id: %s", a->cache,
+			  strerror(-err));
+		return ADMIN_PROBLEM;
+	}
+	err = claim_acquire(a->bk, id, false, !claimed, a->cache, 0, &a->claim, msg, sizeof(msg));
+	if (err == 0 && !claimed && (err = cat_claimed_set(a->cat)) != 0)
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
+			 a->cache, strerror(-err));
 	if (err == 0)
 		err = claim_start(a->claim);
 	if (err != 0) {

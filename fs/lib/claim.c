@@ -65,18 +65,34 @@ static bool claim_same_host(const struct claim_rec *a, const struct claim_rec *b
 	return strcmp(a->host, b->host) == 0 && strcmp(a->boot, b->boot) == 0;
 }
 
+static enum claim_verdict claim_judge_lone(const struct claim_rec *holder,
+					   const struct claim_rec *self, int64_t now,
+					   unsigned timeout_s, claim_alive_fn alive, void *arg);
+
 enum claim_verdict claim_judge(const struct claim_rec *holder, const struct claim_rec *self,
 			       int64_t now, unsigned timeout_s, claim_alive_fn alive, void *arg)
 {
 	assert(self && timeout_s > 0);
 	if (!holder)
 		return CLAIM_FREE;
-	if (holder->shared || self->shared) {
+	if (holder->shared || self->shared) { /* invariant 7: never by age */
 		if (holder->shared && self->shared && strcmp(holder->catalog, self->catalog) == 0)
 			return CLAIM_OURS;
-		int64_t age = now - holder->renewed;
-		return age > (int64_t)timeout_s ? CLAIM_STALE : CLAIM_HELD;
+		return CLAIM_HELD;
 	}
+	enum claim_verdict v = claim_judge_lone(holder, self, now, timeout_s, alive, arg);
+	if (v == CLAIM_STALE && !self->fresh && strcmp(holder->catalog, self->catalog) != 0)
+		return CLAIM_BEHIND; /* invariant 8 */
+	return v;
+}
+
+/* The rules for two lone catalogs, before invariant 8. */
+static enum claim_verdict claim_judge_lone(const struct claim_rec *holder,
+					   const struct claim_rec *self, int64_t now,
+					   unsigned timeout_s, claim_alive_fn alive, void *arg)
+{
+	if (holder->released)
+		return CLAIM_STALE; /* taken as a stale one: moved aside, then created */
 	bool same_host = claim_same_host(holder, self);
 	bool same_cache = same_host && strcmp(holder->cache, self->cache) == 0;
 	if (same_cache && strcmp(holder->catalog, self->catalog) == 0)
@@ -115,6 +131,8 @@ int claim_format(const struct claim_rec *rec, char *buf, size_t size)
 			 rec->renewed);
 	if (n >= 0 && (size_t)n < size && rec->shared) /* a later line: older parsers skip it */
 		n += snprintf(buf + n, size - (size_t)n, "mode shared\n");
+	if (n >= 0 && (size_t)n < size && rec->released) /* invariant 8; skipped likewise */
+		n += snprintf(buf + n, size - (size_t)n, "released yes\n");
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
 }
 
@@ -183,6 +201,10 @@ static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
 		if (vl == 6 && memcmp(v, "shared", 6) == 0)
 			out->shared = true;
 		return vl == 6 && (out->shared || memcmp(v, "sqlite", 6) == 0);
+	}
+	if (kl == 8 && memcmp(key, "released", 8) == 0) {
+		out->released = vl == 3 && memcmp(v, "yes", 3) == 0;
+		return out->released;
 	}
 	if (kl == 7 && memcmp(key, "renewed", 7) == 0) {
 		*seen |= 1u << (n + 1);
@@ -295,23 +317,50 @@ static void claim_describe(const struct claim_rec *h, bool self_shared, int pars
 		return;
 	}
 	int64_t ago = now - h->renewed;
-	if (h->shared && !self_shared) {
-		snprintf(msg, size, "BACKING %s is claimed by the shared catalog %s (last renewed by "
+	if (ago < 0)
+		ago = 0;
+	if (h->shared && self_shared) {
+		snprintf(msg, size, "BACKING %s belongs to another shared catalog, %s (last renewed by "
 			 "host %s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that "
-			 "catalog, or wait %u s after its last node is gone",
-			 spec, h->catalog, h->host, h->cache, ago < 0 ? 0 : ago, timeout_s);
+			 "catalog (a database refilled with `ckptfs-admin rebuild --meta` keeps its id); "
+			 "a claim of another catalog is never taken over by age",
+			 spec, h->catalog, h->host, h->cache, ago);
 		return;
 	}
-	if (!h->shared && self_shared) {
-		snprintf(msg, size, "BACKING %s is claimed by a catalog of one node, not shared (host "
-			 "%s, cache %s, pid %ld, renewed %" PRId64 " s ago): a shared catalog (-o meta=) "
-			 "cannot share it; unmount it there, or wait %u s if that node is gone",
-			 spec, h->host, h->cache, h->pid, ago < 0 ? 0 : ago, timeout_s);
+	if (h->shared) {
+		snprintf(msg, size, "BACKING %s belongs to the shared catalog %s (last renewed by host "
+			 "%s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that catalog; "
+			 "a mount without meta= never takes it over by age (that catalog still names "
+			 "its objects) — if it is retired for good, remove %s/%s by hand",
+			 spec, h->catalog, h->host, h->cache, ago, spec, CLAIM_FILE);
+		return;
+	}
+	if (self_shared) {
+		snprintf(msg, size, "BACKING %s belongs to a catalog of one node, not shared (host %s, "
+			 "cache %s, pid %ld, renewed %" PRId64 " s ago): a shared catalog (-o meta=) "
+			 "never takes it over by age (that catalog still names its objects); mount it "
+			 "without meta=, or, if that catalog is retired for good, remove %s/%s by hand",
+			 spec, h->host, h->cache, h->pid, ago, spec, CLAIM_FILE);
 		return;
 	}
 	snprintf(msg, size, "BACKING %s is claimed by another catalog (host %s, cache %s, pid %ld, "
 		 "renewed %" PRId64 " s ago); unmount it there, or wait %u s if that node is gone",
-		 spec, h->host, h->cache, h->pid, ago < 0 ? 0 : ago, timeout_s);
+		 spec, h->host, h->cache, h->pid, ago, timeout_s);
+}
+
+/* BEHIND (invariant 8): one line naming the catalog that wrote BACKING last
+ * and the way out. */
+static void claim_describe_behind(const struct claim_rec *h, int64_t now, char *msg, size_t size,
+				  const char *spec, const char *cache)
+{
+	int64_t ago = now - h->renewed;
+	snprintf(msg, size, "BACKING %s was written by another catalog (host %s, cache %s, %s %" PRId64
+		 " s ago) since the catalog of cache %s last held it: this catalog does not know what "
+		 "that one wrote, and its deletions would destroy it; mount with an empty cache (its "
+		 "catalog is rebuilt from BACKING with every durable generation of both) and keep "
+		 "this cache aside until you decide",
+		 spec, h->host, h->cache, h->released ? "released" : "last renewed",
+		 ago < 0 ? 0 : ago, cache);
 }
 
 /* STALE: invariant 2. 1 if the claim was moved aside and dropped (create it
@@ -346,8 +395,9 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
 }
 
-int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const char *cache,
-		  unsigned timeout_s, struct claim **out, char *msg, size_t msgsize)
+int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool fresh,
+		  const char *cache, unsigned timeout_s, struct claim **out, char *msg,
+		  size_t msgsize)
 {
 	*out = NULL;
 	msg[0] = '\0';
@@ -366,6 +416,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const 
 	snprintf(c->self.catalog, sizeof(c->self.catalog), "%s", catalog_id);
 	snprintf(c->self.cache, sizeof(c->self.cache), "%s", cache);
 	c->self.shared = shared;
+	c->self.fresh = fresh;
 	claim_this_host(&c->self);
 	claim_random_hex(c->self.instance);
 	c->self.pid = (long)getpid();
@@ -389,14 +440,20 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const 
 		rc = claim_render(c);
 		if (rc != 0)
 			break;
-		if (v == CLAIM_HELD) {
+		if (v == CLAIM_BEHIND) {
+			claim_describe_behind(&holder, now, msg, msgsize, spec, c->self.cache);
+			rc = -EBUSY;
+		} else if (v == CLAIM_HELD) {
 			claim_describe(&holder, shared, parsed, now, msg, msgsize, spec, c->timeout_s);
 			rc = -EBUSY;
 		} else if (v == CLAIM_OURS) {
 			rc = backing_put(b, CLAIM_FILE, c->written, c->written_len);
 		} else {
 			int taken = v == CLAIM_STALE ? claim_take_stale(c, seen, len) : 1;
-			if (taken == 1 && v == CLAIM_STALE)
+			if (taken == 1 && v == CLAIM_STALE && holder.released)
+				log_info("BACKING %s: took the claim catalog %s released (host %s, "
+					 "cache %s)", spec, holder.catalog, holder.host, holder.cache);
+			else if (taken == 1 && v == CLAIM_STALE)
 				log_info("BACKING %s: took over the claim of a gone holder (catalog %s, "
 					 "host %s, cache %s, pid %ld, renewed %" PRId64 " s ago)",
 					 spec, holder.catalog, holder.host, holder.cache, holder.pid,
@@ -517,6 +574,15 @@ int claim_start(struct claim *c)
 	return 0;
 }
 
+/* Invariant 8: our claim, rewritten with "released yes" (the file stays:
+ * it names the last catalog that wrote BACKING). */
+static int claim_mark_released(struct claim *c)
+{
+	c->self.released = true;
+	int rc = claim_render(c);
+	return rc ? rc : backing_put(c->b, CLAIM_FILE, c->written, c->written_len);
+}
+
 void claim_end(struct claim *c, bool release)
 {
 	if (!c)
@@ -534,7 +600,7 @@ void claim_end(struct claim *c, bool release)
 		int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
 		if (rc == 0 && ((len == c->written_len && memcmp(have, c->written, len) == 0) ||
 				(c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0)))
-			rc = backing_remove(c->b, CLAIM_FILE);
+			rc = claim_mark_released(c);
 		else if (rc == 0)
 			rc = -ESTALE;
 		if (rc != 0 && rc != -ENOENT)

@@ -13,18 +13,19 @@
  *     otherwise (the holder is gone) ───────────────▶ STALE  take over
  *   other host: renewed within the timeout ─────────▶ HELD   refuse
  *     renewed longer ago ───────────────────────────▶ STALE  take over
+ *   released (its holder stopped cleanly) ──────────▶ STALE  take over
+ *   STALE, but of another catalog, and ours held a
+ *     claim before (not fresh) ─────────────────────▶ BEHIND refuse
  *
  * A shared catalog (issue 18, -o meta=) is one catalog for several nodes:
  * its claim carries the line "mode shared" and the shared catalog's id
  * (cat_catalog_id, from PostgreSQL), and all its nodes hold it at once.
  * Judged before the rules above:
  *   both shared, same catalog id ───────────────────▶ OURS   rewrite it
- *   either shared (not both of one catalog):
- *     renewed within the timeout (by any node) ─────▶ HELD   refuse
- *     renewed longer ago ───────────────────────────▶ STALE  take over
- * No host or cache rule then: the node that wrote it last may be gone while
- * the others go on renewing it. So a SQLite mount never shares BACKING with
- * a shared catalog, either way round, and the refusal says which kind holds.
+ *   either shared (not both of one catalog) ────────▶ HELD   refuse, however old
+ * No host, cache or age rule then (invariant 7). So a SQLite mount never
+ * shares BACKING with a shared catalog, either way round, and the refusal
+ * says which kind holds and how to decide.
  *
  * Invariants:
  *  1. Only backing_put_new creates CLAIM_FILE where there is none, so of
@@ -44,7 +45,27 @@
  *     by its own heartbeat — or, unreadable, removed by hand.
  *  6. Nodes of one shared catalog renew the claim while it still names it
  *     and is shared (any instance: they overwrite each other's heartbeat),
- *     and never remove it: the last one to stop leaves it to go stale.
+ *     and never remove it: the last one to stop leaves it in place.
+ *  7. A shared catalog's claim is never taken over by age by a lone catalog
+ *     or another shared one, nor a lone catalog's by a shared one. Each
+ *     catalog removes objects its own rows call garbage: a shared catalog's
+ *     PostgreSQL still names its objects while every node is down (a lone
+ *     catalog, rebuilt from manifests or not, would count them as nobody's;
+ *     its keep-latest-k and sweeps would delete chunks the cluster's
+ *     generations name), and a cluster reclaiming a chunk it wrote would
+ *     delete the same object a lone catalog's manifests name. Taking such a
+ *     BACKING over is an explicit decision: removing CLAIM_FILE by hand.
+ *  8. A clean stop does not remove a lone claim but marks it "released":
+ *     the claim names, until the next holder, the last catalog that wrote
+ *     BACKING. A catalog that held a claim before (the caller knows: not
+ *     fresh) takes a released or stale claim only if it is its own. Else
+ *     another catalog wrote BACKING since this one last did — generations,
+ *     manifests, chunks this one's rows do not know — and this one's
+ *     deletions (keep-latest-k, rm, gc, the sweep) and its manifest names
+ *     would destroy them: BEHIND, refused, naming the other catalog and
+ *     the way out (an empty cache: the catalog rebuilt from BACKING knows
+ *     both). A fresh catalog (new, rebuilt) knows BACKING as it is now.
+ *     A claim removed by hand is absent: FREE to anyone (the decision).
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -72,9 +93,13 @@ struct claim_rec {
 	long pid;
 	int64_t renewed; /* unix seconds */
 	bool shared;     /* "mode shared": a shared catalog's claim (invariant 6) */
+	bool released;   /* "released yes": its holder let go at a clean stop (invariant 8) */
+	bool fresh;      /* (self only, not in the file) our catalog never held a claim */
 };
 
-enum claim_verdict { CLAIM_FREE, CLAIM_OURS, CLAIM_HELD, CLAIM_STALE };
+/* BEHIND: free to take, but by a catalog that is not the last one that
+ * wrote BACKING, while ours has written it before (invariant 8): refused. */
+enum claim_verdict { CLAIM_FREE, CLAIM_OURS, CLAIM_HELD, CLAIM_STALE, CLAIM_BEHIND };
 
 /* Whether the holder of rec, on this host, is alive (claim_holder_alive;
  * tests give a fake). */
@@ -98,17 +123,19 @@ struct claim;
 
 /* Takes the claim of BACKING b for catalog_id (this host, cache, our pid),
  * with timeout_s as the lease (0: the default); shared: for a node of a
- * shared catalog (invariant 6). 0 and *out when FREE, OURS
+ * shared catalog (invariant 6); fresh: the catalog never held a claim yet
+ * (new, or rebuilt from BACKING: invariant 8). 0 and *out when FREE, OURS
  * or STALE (taken over; logged); -EBUSY when HELD, with one line in msg
  * naming the holder (host, cache, pid, how long ago it renewed) and what to
  * do; another -errno, with msg, when BACKING fails. */
-int claim_acquire(struct backing *b, const char *catalog_id, bool shared, const char *cache,
-		  unsigned timeout_s, struct claim **out, char *msg, size_t msgsize);
+int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool fresh,
+		  const char *cache, unsigned timeout_s, struct claim **out, char *msg,
+		  size_t msgsize);
 /* Starts renewing every timeout/4 in a thread (after a fork: the pid is
  * this process's from now on; the first renewal is at once). */
 int claim_start(struct claim *c);
-/* Stops renewing; release: removes the claim if it is still ours
- * (invariant 3), never a shared one (invariant 6). NULL is allowed. */
+/* Stops renewing; release: marks the claim released if it is still ours
+ * (invariants 3, 8), never a shared one (invariant 6). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
 
 #endif

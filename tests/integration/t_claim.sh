@@ -90,7 +90,8 @@ test_second_catalog_on_a_claimed_backing_is_refused_naming_the_holder() {
 	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid"
 	# released by a clean unmount: the second cache mounts and sees step-1
 	ck_umount
-	[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "a clean unmount left the claim: $(_claim)"
+	assert_eq yes "$(_claim_field released)" "a clean unmount marks the claim released: $(_claim)"
+	assert_eq "$CK_CACHE" "$(_claim_field cache)" "the released claim names the last writer"
 	CK_CACHE=$CK_TMP/cache2 ck_mount
 	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" ||
 		ck_fail "the next catalog does not read step-1"
@@ -116,8 +117,53 @@ test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
 	grep -q "took over the claim of a gone holder" "$CK_DLOG" ||
 		ck_fail "no take-over logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
 	ck_umount
-	# and the first cache now meets the second's released claim: mounts
-	CK_CACHE=$first ck_mount
+	# the first cache now meets the second's released claim: the second
+	# catalog may have written BACKING since the first last held it, so the
+	# first is refused (claim.h invariant 8), naming the way out
+	local out
+	_start "$first" "$CK_TMP/mnt_first"
+	out=$(_settle "$_SPID" "$CK_TMP/mnt_first")
+	[ "$out" != mounted ] || ck_fail "a catalog behind BACKING mounted it"
+	assert_contains "$(cat "$first.stderr")" "was written by another catalog (host $(hostname), cache $CK_TMP/cache2, released"
+	assert_contains "$(cat "$first.stderr")" "mount with an empty cache"
+	assert_eq "$CK_TMP/cache2" "$(_claim_field cache)" "the refused mount left the claim as it was"
+}
+
+# claim.h invariant 8, the data-loss case it prevents: cache 1 saves step-1
+# and unmounts; a fresh cache 2 (another node) resumes, saves step-2 with
+# step-1's bytes in it, and unmounts; cache 1 comes back. Before, it
+# mounted: it knew nothing of step-2, and `rm -rf step-1` there removed the
+# chunks step-2 is made of from BACKING, and its next manifest took a name
+# step-2's manifest had. Now it is refused; an empty cache sees both steps.
+test_a_catalog_behind_backing_is_refused_and_an_empty_cache_sees_every_step() {
+	ck_mount
+	_save step-1 2
+	ck_wait_durable
+	ck_umount
+	local first=$CK_CACHE out
+	CK_CACHE=$CK_TMP/cache2 ck_mount
+	mkdir -p "$CK_MNT/run/step-2" "$CK_REF/run/step-2"
+	cp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-2/model.pt"
+	cp "$CK_REF/run/step-1/model.pt" "$CK_REF/run/step-2/model.pt"
+	head -c 3000000 /dev/urandom | tee "$CK_MNT/run/step-2/extra.bin" >"$CK_REF/run/step-2/extra.bin"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-2"
+	ck_wait_durable
+	ck_umount
+	_start "$first" "$CK_TMP/mnt_first"
+	out=$(_settle "$_SPID" "$CK_TMP/mnt_first")
+	[ "$out" != mounted ] || ck_fail "cache 1, behind BACKING, mounted it"
+	assert_eq 1 "$(grep -vc ' info: ' "$first.stderr")" "error lines: $(cat "$first.stderr")"
+	assert_contains "$(cat "$first.stderr")" "was written by another catalog"
+	# offline changes of cache 1 likewise
+	local rc=0
+	out=$("$CKPTFS_ADMIN" rm --cache "$first" run/step-1 2>&1) || rc=$?
+	assert_eq 8 "$rc" "exit status of offline rm by a catalog behind BACKING ($out)"
+	assert_contains "$out" "was written by another catalog"
+	# the way out: an empty cache, rebuilt from BACKING, knows both
+	CK_CACHE=$CK_TMP/cache3 ck_mount
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 model differs"
+	cmp -s "$CK_REF/run/step-2/extra.bin" "$CK_MNT/run/step-2/extra.bin" || ck_fail "step-2 extra differs"
 	ck_umount
 }
 
@@ -145,9 +191,18 @@ test_offline_admin_changes_respect_the_claim() {
 	# reading commands claim nothing
 	"$CKPTFS_ADMIN" list --cache "$first" >/dev/null || ck_fail "list --cache of the other catalog failed"
 	ck_umount
-	# released: the offline change runs, and releases in turn
-	"$CKPTFS_ADMIN" rm --cache "$first" run/step-1 >/dev/null || ck_fail "offline rm failed once BACKING was free"
-	[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "offline rm left its claim: $(_claim)"
+	# released by cache2's catalog, which may have written BACKING since the
+	# first held it: the first's offline change is still refused (claim.h
+	# invariant 8); cache2's own offline change runs, and releases in turn
+	before=$(_backing_snapshot "$CK_BACKING")
+	rc=0
+	out=$("$CKPTFS_ADMIN" rm --cache "$first" run/step-1 2>&1) || rc=$?
+	assert_eq 8 "$rc" "exit status of offline rm by a catalog behind BACKING ($out)"
+	assert_contains "$out" "was written by another catalog (host $(hostname), cache $CK_TMP/cache2, released"
+	[ "$before" == "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
+	"$CKPTFS_ADMIN" rm --cache "$CK_TMP/cache2" run/step-1 >/dev/null || ck_fail "offline rm failed once BACKING was free"
+	assert_eq yes "$(_claim_field released)" "offline rm released its claim: $(_claim)"
+	assert_eq "$CK_TMP/cache2" "$(_claim_field cache)" "the claim names the last writer"
 }
 
 test_renewal_moves_the_heartbeat_and_records_the_daemon_pid() {
@@ -177,9 +232,10 @@ test_claim_of_another_host_fresh_is_refused_stale_is_taken_over() {
 	assert_eq "$CK_PID" "$(_claim_field pid)" "pid of the taken claim"
 	ls "$CK_BACKING/tmp" | grep -q '^claim\.' && ck_fail "the stale claim was left aside in tmp/"
 	ck_umount
-	# with a shorter lease: 10 s old is stale at claim_timeout=8
+	# with a shorter lease: 10 s old is stale at claim_timeout=8 (for a
+	# fresh cache: this one held a claim, so another catalog's is BEHIND it)
 	_foreign_claim 10
-	ck_mount claim_timeout=8
+	CK_CACHE=$CK_TMP/cache_short ck_mount claim_timeout=8
 	ck_umount
 }
 
@@ -207,7 +263,7 @@ test_two_mounts_racing_for_a_stale_claim_exactly_one_wins() {
 		fi
 		_ck_wait_daemon "$a" 30 || true
 		_ck_wait_daemon "$b" 30 || true
-		[ ! -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "round $round: the winner did not release"
+		assert_eq yes "$(_claim_field released)" "round $round: the winner released the claim"
 	done
 }
 
@@ -308,7 +364,7 @@ test_nfs_url_second_catalog_refused_then_stale_claim_taken_over() {
 	local b=$_SPID oa ob
 	oa=$(_settle "$a" "$CK_TMP/mnt2")
 	ob=$(_settle "$b" "$CK_TMP/mnt3")
-	[ "$oa" == mounted ] && [ "$ob" != mounted ] || [ "$oa" != mounted ] && [ "$ob" == mounted ] ||
+	{ [ "$oa" == mounted ] && [ "$ob" != mounted ]; } || { [ "$oa" != mounted ] && [ "$ob" == mounted ]; } ||
 		ck_fail "exactly one of two racing mounts should win over nfs:// (a: $oa, b: $ob)"
 	local m=$CK_TMP/mnt2
 	[ "$oa" == mounted ] || m=$CK_TMP/mnt3
@@ -316,9 +372,9 @@ test_nfs_url_second_catalog_refused_then_stale_claim_taken_over() {
 	fusermount3 -u "$m"
 	_ck_wait_daemon "$a" 60 || true
 	_ck_wait_daemon "$b" 60 || true
-	rc=0
-	"$tool" "$url" stat ckptfs.claim >/dev/null 2>&1 || rc=$?
-	assert_eq 3 "$rc" "the claim is released over nfs:// (backing-tool stat: 3 = absent)"
+	"$tool" "$url" get ckptfs.claim "$CK_TMP/claim.after" >/dev/null ||
+		ck_fail "no claim left over nfs:// after the clean unmount"
+	assert_eq yes "$(_claim_field released "$CK_TMP/claim.after")" "the claim is released over nfs://"
 	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null
 }
 

@@ -271,16 +271,26 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	mkdir -p "$CK_TMP/mnt_lone" "$CK_TMP/mnt_B2"
 	local out
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_lone" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a lone mount shared a BACKING with a shared catalog"
-	assert_contains "$out" "is claimed by the shared catalog" "the lone mount's refusal"
+	assert_contains "$out" "belongs to the shared catalog" "the lone mount's refusal"
 	mn_umount A
-	# the last node leaves the shared claim to go stale: a lone mount takes it
-	# once it is older than claim_timeout
+	# the last node leaves the shared claim in place; older than claim_timeout,
+	# a lone mount is still refused (claim.h invariant 7): removing the claim
+	# by hand is the decision that gives BACKING to a lone catalog
 	assert_contains "$(cat "$CK_BACKING/ckptfs.claim")" "mode shared" "the claim after the last node left"
 	sleep 5
+	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_lone,claim_timeout=4" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a lone mount took a shared catalog's claim over by age"
+	assert_eq 1 "$(echo "$out" | grep -vc " info: ")" "error lines of the refusal: $out"
+	assert_contains "$out" "never takes it over by age" "the lone mount's refusal of an old claim"
+	assert_contains "$out" "remove $CK_BACKING/ckptfs.claim by hand" "the refusal says how to decide"
+	# A's cache is a node's: without meta= it is refused, whatever the claim
+	rm "$CK_BACKING/ckptfs.claim"
+	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_A" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a node's cache was mounted without meta="
+	assert_contains "$out" "is the local catalog of a node of a shared catalog" "the node cache's refusal"
+	assert_not_exists "$CK_BACKING/ckptfs.claim"
 	CK_MNT=$CK_TMP/mnt_lone CK_CACHE=$CK_TMP/cache_lone
 	ck_mount claim_timeout=4
 	out=$("$CKPTFS_BIN" -f -o "meta=$MN_URL,cache=$CK_TMP/cache_B" "$CK_BACKING" "$CK_TMP/mnt_B2" 2>&1) && ck_fail "a shared mount shared a BACKING with a lone catalog"
-	assert_contains "$out" "claimed by a catalog of one node, not shared" "the shared mount's refusal"
+	assert_contains "$out" "belongs to a catalog of one node, not shared" "the shared mount's refusal"
 	ck_umount
 }
 

@@ -45,6 +45,7 @@ static struct claim_rec rec_of(const char *catalog, const char *host, const char
 	snprintf(r.cache, sizeof(r.cache), "%s", cache);
 	r.pid = 1234;
 	r.renewed = renewed;
+	r.fresh = true; /* as self: a catalog new or rebuilt (invariant 8's own tests say otherwise) */
 	return r;
 }
 
@@ -143,13 +144,13 @@ Test(claim_judge, a_shared_claim_and_a_lone_one_never_share_either_way)
 	/* even with the same id, host and cache: the kind differs */
 	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_HELD);
 	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
-	/* judged by the heartbeat alone: the last writer's liveness says nothing */
-	shared.renewed = NOW - 61;
-	alive = true;
-	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_STALE);
-	lone.renewed = NOW - 61;
-	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_STALE);
-	struct claim_rec other = rec_of(ID_B, "n1", "b1", "/c1", NOW);
+	/* invariant 7: never by age, nor by the holder being gone */
+	shared.renewed = NOW - 100000;
+	alive = false;
+	cr_assert_eq(claim_judge(&shared, &lone, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	lone.renewed = NOW - 100000;
+	cr_assert_eq(claim_judge(&lone, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	struct claim_rec other = rec_of(ID_B, "n1", "b1", "/c1", NOW - 100000);
 	other.shared = true;
 	cr_assert_eq(claim_judge(&other, &shared, NOW, 60, fake_alive, &alive), CLAIM_HELD);
 }
@@ -157,6 +158,7 @@ Test(claim_judge, a_shared_claim_and_a_lone_one_never_share_either_way)
 Test(claim_format, round_trips_and_ignores_unknown_fields)
 {
 	struct claim_rec r = rec_of(ID_A, "node1", "b-1", "/var/cache/ckptfs/x", NOW), back;
+	r.fresh = false; /* not in the file */
 	char buf[CLAIM_MAX];
 	int n = claim_format(&r, buf, sizeof(buf));
 	cr_assert_gt(n, 0);
@@ -169,6 +171,7 @@ Test(claim_format, round_trips_and_ignores_unknown_fields)
 Test(claim_format, a_shared_claim_round_trips_and_a_lone_one_has_no_mode_line)
 {
 	struct claim_rec r = rec_of(ID_A, "node1", "b-1", "/var/cache/ckptfs/x", NOW), back;
+	r.fresh = false; /* not in the file */
 	char buf[CLAIM_MAX];
 	int n = claim_format(&r, buf, sizeof(buf));
 	cr_assert_null(strstr(buf, "mode"), "the lone claim's bytes are format 1's, unchanged");
@@ -273,7 +276,7 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_A);
@@ -282,7 +285,7 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 	/* the age is whole seconds of the wall clock at the refusal: 0, or 1
 	 * if a second began since the claim was written (more under load) */
 	int64_t before = (int64_t)time(NULL);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY);
 	int64_t after_s = (int64_t)time(NULL);
 	cr_assert_null(b);
 	bool named = false;
@@ -299,8 +302,13 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 	cr_assert_eq(read_claim(&after), 0);
 	cr_assert_eq(memcmp(&r, &after, sizeof(r)), 0, "the refused acquire changed the claim");
 	claim_end(a, true);
-	cr_assert_eq(read_claim(&r), -ENOENT);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0, "released, the claim stays (invariant 8)");
+	cr_assert(r.released);
+	cr_assert_str_eq(r.catalog, ID_A, "it names the last catalog that wrote BACKING");
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(!r.released);
+	cr_assert_str_eq(r.catalog, ID_B);
 	claim_end(b, true);
 }
 
@@ -308,9 +316,9 @@ Test(claim_acquire, same_catalog_again_is_ours)
 {
 	struct claim *a = NULL, *again = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
 	claim_end(a, false); /* as after kill -9: the claim stays */
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &again, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &again, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(again, true);
 }
 
@@ -318,11 +326,11 @@ Test(claim_acquire, a_gone_holder_on_this_host_is_taken_over)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
 	claim_end(a, false);
 	close(fx.lock_fd[0]); /* its daemon is gone */
 	fx.lock_fd[0] = -1;
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_B);
@@ -335,11 +343,11 @@ Test(claim_acquire, another_hosts_claim_fresh_is_refused_stale_is_taken_over)
 	char msg[PATH_MAX + 512];
 	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL) - 5);
 	put_claim(&other);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "host node-elsewhere, cache /var/cache/x, pid 1234"), "%s", msg);
 	other.renewed = time(NULL) - 61;
 	put_claim(&other);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &c, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &c, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_A);
@@ -354,17 +362,17 @@ Test(claim_acquire, nodes_of_one_shared_catalog_hold_it_together_and_nobody_else
 {
 	struct claim *a = NULL, *b = NULL, *lone = NULL, *other = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(r.shared);
 	cr_assert_str_eq(r.catalog, ID_A);
 	/* a lone catalog, even of the same id, and another shared one: refused */
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), -EBUSY);
-	cr_assert_not_null(strstr(msg, "is claimed by the shared catalog " ID_A), "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[2], 60, &lone, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "belongs to the shared catalog " ID_A), "%s", msg);
 	cr_assert_not_null(strstr(msg, "mount it with -o meta=URL"), "%s", msg);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, true, fx.cache[2], 60, &other, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, true, true, fx.cache[2], 60, &other, msg, sizeof(msg)), -EBUSY);
 	/* renewals by either node keep it; an unmount never removes it */
 	cr_assert_eq(claim_start(a), 0);
 	cr_assert_eq(claim_start(b), 0);
@@ -372,16 +380,26 @@ Test(claim_acquire, nodes_of_one_shared_catalog_hold_it_together_and_nobody_else
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(r.shared);
 	claim_end(b, true);
-	cr_assert_eq(read_claim(&r), 0, "the last node leaves it to go stale");
-	/* once stale, a lone catalog takes it over, and then a shared node is refused */
-	r.renewed = time(NULL) - 61;
+	cr_assert_eq(read_claim(&r), 0, "the last node leaves it in place");
+	/* however old, no lone catalog takes it over (invariant 7) */
+	r.renewed = time(NULL) - 100000;
 	put_claim(&r);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, fx.cache[2], 60, &lone, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[2], 60, &lone, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "never takes it over by age"), "%s", msg);
+	cr_assert_not_null(strstr(msg, "by hand"), "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.shared, "the shared claim is still there");
+	/* removed by hand (the decision), a lone catalog takes BACKING, and then
+	 * no shared node does, even once the lone claim is old */
+	cr_assert_eq(backing_remove(fx.b, CLAIM_FILE), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[2], 60, &lone, msg, sizeof(msg)), 0, "%s", msg);
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(!r.shared);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
-	cr_assert_not_null(strstr(msg, "claimed by a catalog of one node, not shared"), "%s", msg);
-	claim_end(lone, true);
+	claim_end(lone, false);
+	r.renewed = time(NULL) - 100000;
+	put_claim(&r);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "belongs to a catalog of one node, not shared"), "%s", msg);
 }
 
 Test(claim_acquire, unparsable_claim_is_never_taken_by_guess)
@@ -389,7 +407,7 @@ Test(claim_acquire, unparsable_claim_is_never_taken_by_guess)
 	struct claim *c = NULL;
 	char msg[PATH_MAX + 512];
 	cr_assert_eq(backing_put(fx.b, CLAIM_FILE, "garbage\n", 8), 0);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &c, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "does not parse"), "%s", msg);
 }
 
@@ -407,7 +425,7 @@ static void *race(void *arg)
 	memset(id, 'a' + r->idx, CLAIM_ID_LEN);
 	id[CLAIM_ID_LEN] = '\0';
 	pthread_barrier_wait(r->go);
-	r->rc = claim_acquire(fx.b, id, false, fx.cache[r->idx], 60, &r->c, msg, sizeof(msg));
+	r->rc = claim_acquire(fx.b, id, false, true, fx.cache[r->idx], 60, &r->c, msg, sizeof(msg));
 	return NULL;
 }
 
@@ -440,7 +458,8 @@ Test(claim_acquire, of_racing_takers_of_a_stale_or_absent_claim_exactly_one_wins
 		for (int i = 0; i < 3; i++)
 			claim_end(r[i].c, true);
 		struct claim_rec left;
-		cr_assert_eq(read_claim(&left), -ENOENT, "round %d", round);
+		cr_assert_eq(read_claim(&left), 0, "round %d", round);
+		cr_assert(left.released, "round %d: the winner released it", round);
 	}
 }
 
@@ -455,4 +474,53 @@ Test(claim_acquire, backing_put_new_is_exclusive)
 	cr_assert_eq(buf[0], 'a');
 	cr_assert_eq(backing_move(fx.b, "x/one", "x/two"), 0);
 	cr_assert_eq(backing_move(fx.b, "x/one", "x/three"), -ENOENT);
+}
+
+/* Invariant 8: a catalog that held a claim before takes a released or stale
+ * one only if it is its own; another catalog wrote BACKING meanwhile. */
+Test(claim_judge, a_catalog_that_held_a_claim_is_behind_another_ones_released_or_stale_claim)
+{
+	bool alive = false;
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	self.fresh = false;
+	struct claim_rec h = rec_of(ID_B, "n2", "b2", "/c2", NOW);
+	h.released = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	h.released = false;
+	h.renewed = NOW - 61;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	h.renewed = NOW; /* still held: held, whoever we are */
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	/* our own catalog's released or stale claim: ours to take */
+	struct claim_rec own = rec_of(ID_A, "n2", "b2", "/c2", NOW);
+	own.released = true;
+	cr_assert_eq(claim_judge(&own, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	/* a fresh catalog (new or rebuilt) takes another's released claim */
+	self.fresh = true;
+	h.released = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+}
+
+Test(claim_acquire, a_catalog_behind_is_refused_naming_the_last_writer)
+{
+	struct claim *a = NULL, *b = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	/* B, fresh, takes it and writes; A comes back */
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(b, true);
+	a = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_null(a);
+	cr_assert_not_null(strstr(msg, "was written by another catalog"), "%s", msg);
+	cr_assert_not_null(strstr(msg, fx.cache[1]), "it names the other cache: %s", msg);
+	cr_assert_not_null(strstr(msg, "mount with an empty cache"), "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the refused acquire changed nothing");
+	cr_assert(r.released);
+	/* B comes back: its own */
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, false, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(b, true);
 }

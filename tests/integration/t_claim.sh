@@ -179,6 +179,9 @@ test_offline_admin_changes_respect_the_claim() {
 	# another catalog (a fresh cache) holds BACKING now
 	local first=$CK_CACHE first_pid
 	CK_CACHE=$CK_TMP/cache2 ck_mount
+	# whatever the fresh catalog queues at mount (its tree manifest) is on
+	# BACKING before the snapshot: only the refused changes must not move it
+	ck_wait_durable 60
 	local before rc out
 	before=$(_backing_snapshot "$CK_BACKING")
 	for cmd in "rm --cache $first run/step-1" "gc --cache $first"; do

@@ -99,7 +99,7 @@ CK_ALONE=" "
 # The groups that take longest start first, so that the lanes end together;
 # the rest start in list order. Only the start order: output order, results
 # and exit status do not depend on it.
-CK_FIRST="t_generations t_ops t_roundtrip t_persist t_complete t_dcp"
+CK_FIRST="t_torture t_complete t_faults t_stress t_generations t_smallcache t_dcp t_roundtrip"
 jobs=${CK_JOBS:-1}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
 	echo "run.sh: CK_JOBS=$jobs: want a number of lanes >= 1" >&2

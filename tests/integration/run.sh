@@ -11,8 +11,9 @@
 #   CK_JOBS=N             run up to N groups at once (lanes; default 1). The
 #                         cases of a group still run one after another. Each
 #                         group's output is kept in a file and printed whole,
-#                         in the order of the group list, once it and every
-#                         group before it are done; the summary and the exit
+#                         in a fixed order (the slowest groups, which start
+#                         first, then the list's), once it and every group
+#                         before it in that order are done; the summary and the exit
 #                         status are those of a run in one lane. `make test`
 #                         uses CK_JOBS=2 (the Makefile's CK_JOBS).
 #   CKPTFS_TEST_QUICK=1   skip the slowest cases (multi-GiB, long stress) and
@@ -97,8 +98,9 @@ fi
 # group: none so far (a group goes here with the reason it must run alone).
 CK_ALONE=" "
 # The groups that take longest start first, so that the lanes end together;
-# the rest start in list order. Only the start order: output order, results
-# and exit status do not depend on it.
+# the rest start in list order. In lanes, the output is printed in this start
+# order (fixed: it does not depend on which lane ends first); results and
+# exit status do not depend on it.
 CK_FIRST="t_torture t_complete t_faults t_stress t_generations t_smallcache t_dcp t_roundtrip"
 jobs=${CK_JOBS:-1}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
@@ -149,12 +151,12 @@ if [ "$jobs" = 1 ]; then
 else
 	declare -A lane_pid=() done_g=()
 	printed=0
-	# Prints, in list order, every finished group not printed yet that no
+	# Prints, in start order, every finished group not printed yet that no
 	# unfinished group precedes.
 	flush() {
-		while [ $printed -lt ${#groups[@]} ] && [ -n "${done_g[${groups[$printed]}]:-}" ]; do
-			echo "== ${groups[$printed]}"
-			cat "$CK_ARTIFACTS/${groups[$printed]}.out"
+		while [ $printed -lt ${#order[@]} ] && [ -n "${done_g[${order[$printed]}]:-}" ]; do
+			echo "== ${order[$printed]}"
+			cat "$CK_ARTIFACTS/${order[$printed]}.out"
 			printed=$((printed + 1))
 		done
 	}
@@ -182,7 +184,7 @@ else
 		for pid in "${!lane_pid[@]}"; do kill -TERM "$pid" 2>/dev/null; done
 		for pid in "${!lane_pid[@]}"; do wait "$pid"; done
 		for pid in "${!lane_pid[@]}"; do done_g[${lane_pid[$pid]}]=1; done
-		for g in "${groups[@]}"; do [ -f "$CK_ARTIFACTS/$g.out" ] && done_g[$g]=1; done
+		for g in "${order[@]}"; do [ -f "$CK_ARTIFACTS/$g.out" ] && done_g[$g]=1; done
 		flush
 		rpcbind_down
 		echo "run.sh: interrupted; logs in $CK_ARTIFACTS"

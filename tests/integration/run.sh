@@ -29,7 +29,13 @@
 # (t_smallcache, t_persist), and it aborts only its own FUSE connection
 # (t_torture). Nothing global is killed by name, and no case measures the
 # machine's speed. The groups in CK_ALONE below run with no other group
-# running, for the reasons given there.
+# running, for the reasons given there. Known and harmless: t_ecosys's syslog
+# case runs a daemon in a private mount namespace (unshare --mount), which
+# holds copies of the other lane's FUSE mounts for its few seconds, so a
+# daemon unmounted in that window exits only when the namespace ends (well
+# within CK_EXIT_TIMEOUT). Cases that waited for something by a fixed sleep
+# and so failed or skipped when the other lane loaded the machine wait for
+# the thing itself now (t_dcp's random kill point, t_claim's snapshots).
 #
 # Needs root (FUSE mounts, other users via setpriv, bind mounts), fuse3,
 # stress-ng, sqlite3, attr (getfattr), /usr/bin/python3 with torch.

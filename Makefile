@@ -105,15 +105,40 @@ test-multinode: deps all $(BUILD)/faultfs
 deps:
 	@scripts/install-deps.sh
 
+# make test runs these stages one after another; each prints "stage NAME
+# took N s" when it ends, and the list of them is printed again at the end
+# (also when a stage fails), so a CI log says where the time went. CK_JOBS
+# is the number of lanes of the integration runs (tests/integration/run.sh:
+# groups side by side, output printed whole and in order) and of fuzz-quick.
+CK_JOBS     ?= 2
+TEST_STAGES ?= $(CURDIR)/$(BUILD)/test-stages.txt
+export CK_JOBS TEST_STAGES
+# $(call ck_stage,NAME,COMMAND)
+ck_stage = @echo "== stage $(1): $(2)"; s=$$(date +%s); rc=0; $(2) || rc=$$?; \
+	line="stage $(1) took $$(($$(date +%s) - s)) s$$([ $$rc = 0 ] || echo ", FAILED with status $$rc")"; \
+	echo "$$line"; mkdir -p $(dir $(TEST_STAGES)); echo "$$line" >>$(TEST_STAGES); \
+	[ $$rc = 0 ] || { echo "== make test stages:"; cat $(TEST_STAGES); exit $$rc; }
+
 test: deps
-	$(MAKE) check-layers
-	$(MAKE) all $(BUILD)/unit-tests
-	$(MAKE) test-unit
-	$(MAKE) fuzz-quick
-	$(MAKE) test-integration
-	$(MAKE) test-trainers
-	$(MAKE) test-faultfs test-nullfs test-nfs test-multinode check-docker check-examples test-deb
-	$(MAKE) test-asan
+	@mkdir -p $(dir $(TEST_STAGES)); : >$(TEST_STAGES); date +%s >$(TEST_STAGES).start
+	$(call ck_stage,check-layers,$(MAKE) check-layers)
+	$(call ck_stage,build,$(MAKE) all $(BUILD)/unit-tests)
+	$(call ck_stage,unit,$(MAKE) test-unit)
+	$(call ck_stage,fuzz-quick,$(MAKE) fuzz-quick)
+	$(call ck_stage,integration,$(MAKE) test-integration)
+	$(call ck_stage,trainers,$(MAKE) test-trainers)
+	$(call ck_stage,faultfs,$(MAKE) test-faultfs)
+	$(call ck_stage,nullfs,$(MAKE) test-nullfs)
+	$(call ck_stage,nfs,$(MAKE) test-nfs)
+	$(call ck_stage,multinode,$(MAKE) test-multinode)
+	$(call ck_stage,docker,$(MAKE) check-docker)
+	$(call ck_stage,examples,$(MAKE) check-examples)
+	$(call ck_stage,deb,$(MAKE) test-deb)
+	$(call ck_stage,asan-build,$(MAKE) asan-build)
+	$(call ck_stage,asan-unit,$(MAKE) test-asan-unit)
+	$(call ck_stage,asan-integration,$(MAKE) test-asan-integration)
+	@echo "== make test stages:"; cat $(TEST_STAGES); \
+	echo "make test took $$(($$(date +%s) - $$(cat $(TEST_STAGES).start))) s (deps before the first stage included)"
 
 test-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests --jobs 2
@@ -127,10 +152,20 @@ test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool
 # (ck_daemon_exit in tests/integration/lib.sh). The unit tests run one at a
 # time here: criterion 2.4's runner itself leaks 48 bytes now and then when
 # it runs tests in parallel and suites have timeouts, which LeakSanitizer
-# rightly reports but which is not ours.
-test-asan:
+# rightly reports but which is not ours. test-asan is the three steps below
+# (make test runs them as stages of their own).
+.PHONY: asan-build test-asan-unit test-asan-integration
+test-asan: asan-build
+	$(MAKE) test-asan-unit
+	$(MAKE) test-asan-integration
+
+asan-build:
 	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool
+
+test-asan-unit: asan-build
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 1
+
+test-asan-integration: asan-build
 	ASAN_OPTIONS=detect_leaks=1 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan
 
 # The crash torture loop, longer than in `make test` (CYCLES=N to change).

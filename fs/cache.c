@@ -402,6 +402,12 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	return rc;
 }
 
+/* cat_chunk_evict's removal, under the catalog lock (C9). */
+static int cache_remove_object(void *store, const uint8_t hash[CAT_HASH_LEN])
+{
+	return store_remove(store, hash);
+}
+
 /* A cache copy that failed its check: the catalog stops calling it cached,
  * then the file goes, as an eviction would (C5: no object file the catalog
  * does not call cached, and no cached row without its file), so a fetch from
@@ -720,10 +726,10 @@ static uint64_t cache_evict(struct cache *c)
 			break; /* nothing clean left to evict: dirty or pinned */
 		uint64_t chunks_before = chunks;
 		for (int i = 0; i < n; i++) {
-			/* catalog first: a reader that misses fetches it again (C2) */
-			if (cat_chunk_set_cached(c->cat, cand[i], false) != 0)
+			/* mark and file in one hold of the catalog lock (C9); a
+			 * reader that misses fetches it again (C2) */
+			if (cat_chunk_evict(c->cat, cand[i], cache_remove_object, c->store) != 0)
 				continue;
-			store_remove(c->store, cand[i]);
 			freed += lens[i];
 			chunks++;
 			pthread_mutex_lock(&c->lock);

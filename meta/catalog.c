@@ -2564,3 +2564,20 @@ int cat_check(struct cat *cat)
 	}
 	return rc;
 }
+
+/* Invariant 8: the mark and the removal in one hold of the lock. The row's
+ * U_SET_CACHED is the same in both engines (an eviction is this node's own). */
+int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
+		    void *arg)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
+	if (rc == 0)
+		rc = cat_run(cat, U_SET_CACHED);
+	if (rc == 0 && cat_changes(cat) == 0)
+		rc = -ENOENT; /* no such chunk, not stored yet, or dirty (never evicted) */
+	if (rc == 0)
+		(void)remove(arg, hash); /* a failure is its own to log; gc finds the file */
+	cat_unlock(cat);
+	return rc;
+}

@@ -385,4 +385,13 @@ int cat_integrity(struct cat *cat, bool full);
  * `ckptfs-admin check`. */
 int cat_check(struct cat *cat);
 
+/* An eviction: clears a clean chunk's cached mark and calls remove(arg, hash)
+ * for its cache object in the same hold of the catalog lock (invariant 8), so
+ * no writer stores the same bytes anew in between. -ENOENT if the chunk has
+ * no row, no object yet, or is not on BACKING (dirty: never evicted); the
+ * removal's own failure is its to log and leaves the mark cleared. remove
+ * runs under the lock and must not call the catalog. */
+int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
+		    void *arg);
+
 #endif

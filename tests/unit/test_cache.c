@@ -8,7 +8,9 @@
  * only chunks already on BACKING, and none of a file the opened hook names
  * (C2); a writer over the dirty bound waits until an upload makes room and
  * is woken by it, fails with ENOSPC when nothing moves (C3), and gives up
- * its wait at once when the daemon stops. */
+ * its wait at once when the daemon stops. An eviction unlinks the
+ * object under the catalog lock (C9): a writer that stores the same bytes
+ * anew meanwhile keeps them. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -22,12 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backing.h"
 #include "cache.h"
 #include "catalog.h"
+#include "catalog_internal.h"
 #include "codec.h"
 #include "crc32c.h"
 #include "hash.h"
@@ -633,3 +637,103 @@ Test(cache, a_fetched_image_that_fails_only_its_hash_is_refused_and_nothing_is_w
 	cr_assert_eq(s.fetch_errors, 1);
 	cr_assert_eq(s.fetched_bytes, 0, "bytes that failed their check were counted as fetched");
 }
+
+/* ---- removals under the catalog lock (catalog.c invariant 8) ---- */
+
+/* The seam: this binary's unlinkat, which store_remove's unlink calls. Armed
+ * with a chunk's object name, it calls tc_unlink_hook once, just before that
+ * object's unlink, on whichever thread removes it; otherwise it is the
+ * system call. */
+static char tc_unlink_name[2 * HASH_LEN + 16];
+static void (*tc_unlink_hook)(void);
+
+int unlinkat(int dirfd, const char *path, int flags)
+{
+	void (*hook)(void) = tc_unlink_hook;
+	if (hook && strcmp(path, tc_unlink_name) == 0) {
+		tc_unlink_hook = NULL;
+		hook();
+	}
+	return (int)syscall(SYS_unlinkat, dirfd, path, flags);
+}
+
+static void tc_unlink_arm(const uint8_t hash[HASH_LEN], void (*hook)(void))
+{
+	char rel[128];
+	store_object_relpath(hash, rel, sizeof(rel));
+	const char *base = strrchr(rel, '/');
+	snprintf(tc_unlink_name, sizeof(tc_unlink_name), "%s", base ? base + 1 : rel);
+	tc_unlink_hook = hook;
+}
+
+/* What the hook saw: the removal's thread held the catalog lock or not, and
+ * whether the writer's steps ran in the window (they may fail only there). */
+static struct {
+	atomic_int fired, unlocked, injected_rc;
+	uint64_t file, writer; /* the chunk's only file; a writer's file */
+	int seed;              /* the chunk's bytes (ts_fill) */
+} tc_race;
+
+/* The chunk's last reference goes (its file truncated: the sweep deletes its
+ * row), then a writer writes the same bytes to another file: a new row, told
+ * to store, the object written, recorded stored (dirty: its only copy). */
+static int tc_race_writer_steps(void)
+{
+	struct cat *cat = fx.w.cat;
+	int rc = cat_pending_from_committed(cat, tc_race.file);
+	if (rc == 0)
+		rc = cat_pending_truncate(cat, tc_race.file, 0);
+	if (rc == 0)
+		rc = cat_file_commit(cat, tc_race.file, 0, ts_now_ns(), false);
+	if (rc == 0)
+		rc = cat_pending_drop(cat, tc_race.file);
+	static uint8_t buf[TC_LEN];
+	ts_fill(buf, TC_LEN, tc_race.seed);
+	struct cat_extent e = { .off = 0, .len = TC_LEN, .chunk_len = TC_LEN };
+	hash_sha256(buf, TC_LEN, e.hash);
+	bool must = false;
+	if (rc == 0)
+		rc = cat_pending_add(cat, tc_race.writer, &e, &must);
+	if (rc == 0 && !must)
+		rc = -EEXIST; /* the swept row should have gone */
+	struct store_object_info info;
+	if (rc == 0)
+		rc = store_put(fx.w.st, e.hash, buf, TC_LEN, STORE_SYNC, &info);
+	if (rc == 0)
+		rc = cat_chunk_stored(cat, e.hash, info.codec, info.stored_len);
+	return rc;
+}
+
+/* Just before the object's unlink: with the catalog lock free, the window
+ * is open, and the writer's steps run in it. */
+static void tc_race_hook(void)
+{
+	atomic_fetch_add(&tc_race.fired, 1);
+	if (pthread_mutex_trylock(&fx.w.cat->lock) != 0)
+		return;
+	pthread_mutex_unlock(&fx.w.cat->lock);
+	atomic_fetch_add(&tc_race.unlocked, 1);
+	atomic_store(&tc_race.injected_rc, tc_race_writer_steps());
+}
+
+Test(cache, an_eviction_removes_the_object_under_the_catalog_lock_never_a_writers_new_one)
+{
+	uint64_t ino = tc_file("f", 300, 1);
+	tc_upload(ino);
+	tc_race.file = ino;
+	tc_race.writer = ts_mk(fx.w.cat, CAT_ROOT_INO, "g", S_IFREG | 0644, NULL);
+	tc_race.seed = 300;
+	tc_start(64u << 20, 0, 2000);
+	tc_unlink_arm(fx.hash[0], tc_race_hook);
+	OK(cache_make_room(fx.c, TC_LEN)); /* evicts the one clean chunk */
+	cr_assert_eq(atomic_load(&tc_race.fired), 1, "the eviction unlinked the object");
+	cr_expect_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock");
+	if (atomic_load(&tc_race.unlocked) == 0)
+		OK(tc_race_writer_steps()); /* no window: the writer comes after */
+	else
+		OK(atomic_load(&tc_race.injected_rc));
+	struct cat_chunk_where w = tc_where(0);
+	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
+	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
+}
+

@@ -418,9 +418,8 @@ static void cache_drop_damaged(struct cache *c, const uint8_t hash[HASH_LEN])
 	struct cat_chunk_where w;
 	if (cat_chunk_where(c->cat, hash, &w) != 0 || !w.uploaded || !w.cached)
 		return;
-	if (cat_chunk_set_cached(c->cat, hash, false) != 0)
+	if (cat_chunk_evict(c->cat, hash, cache_remove_object, c->store) != 0) /* C9 */
 		return;
-	store_remove(c->store, hash);
 	pthread_mutex_lock(&c->lock);
 	c->cached_bytes = c->cached_bytes > w.stored_len ? c->cached_bytes - w.stored_len : 0;
 	pthread_mutex_unlock(&c->lock);

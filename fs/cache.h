@@ -39,8 +39,8 @@
  *      stored bytes, in the catalog); the file's page slack is not (T4
  *      gives freed pages back).
  *  C9. An object is removed from the cache only under the catalog lock, in
- *      the hold that decides it goes (cat_chunk_evict: the evictor; catalog.c
- *      invariant 8). Between a mark cleared and a file removed later, a
+ *      the hold that decides it goes (cat_chunk_evict: the evictor, a damaged
+ *      copy; catalog.c invariant 8). Between a mark cleared and a file removed later, a
  *      writer could store the same bytes anew (the row swept meanwhile), and
  *      the late removal would take its only copy. */
 #ifndef CKPTFS_CACHE_H

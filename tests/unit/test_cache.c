@@ -8,9 +8,9 @@
  * only chunks already on BACKING, and none of a file the opened hook names
  * (C2); a writer over the dirty bound waits until an upload makes room and
  * is woken by it, fails with ENOSPC when nothing moves (C3), and gives up
- * its wait at once when the daemon stops. An eviction unlinks the
- * object under the catalog lock (C9): a writer that stores the same bytes
- * anew meanwhile keeps them. */
+ * its wait at once when the daemon stops. An eviction, or the drop of a
+ * damaged copy, unlinks the object under the catalog lock (C9): a writer
+ * that stores the same bytes anew meanwhile keeps them. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -737,3 +737,42 @@ Test(cache, an_eviction_removes_the_object_under_the_catalog_lock_never_a_writer
 	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
 }
 
+/* Just before the object's unlink: records whether the catalog lock was held. */
+static void tc_lock_seen_hook(void)
+{
+	atomic_fetch_add(&tc_race.fired, 1);
+	if (pthread_mutex_trylock(&fx.w.cat->lock) != 0)
+		return;
+	pthread_mutex_unlock(&fx.w.cat->lock);
+	atomic_fetch_add(&tc_race.unlocked, 1);
+}
+
+Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
+{
+	uint64_t ino = tc_file("f", 310, 1);
+	tc_upload(ino);
+	/* one byte of the payload flipped in the cache's copy */
+	char rel[128], path[512];
+	tc_rel(0, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", fx.w.cache, rel);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t byte;
+	off_t at = STORE_HEADER_LEN + TC_LEN / 2;
+	cr_assert_eq(pread(fd, &byte, 1, at), 1);
+	byte ^= 0x40;
+	cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
+	close(fd);
+	tc_start(64u << 20, 0, 2000);
+	tc_unlink_arm(fx.hash[0], tc_lock_seen_hook);
+
+	struct store_chunk ch = { 0 };
+	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch)); /* BACKING's good copy */
+	uint8_t want[TC_LEN];
+	ts_fill(want, TC_LEN, 310);
+	cr_assert_eq(ch.len, TC_LEN);
+	cr_assert(memcmp(ch.plain, want, TC_LEN) == 0);
+	store_chunk_free(&ch);
+	cr_assert_eq(atomic_load(&tc_race.fired), 1, "the damaged copy was unlinked");
+	cr_assert_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock (C9)");
+}

@@ -2581,3 +2581,21 @@ int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_recla
 	cat_unlock(cat);
 	return rc;
 }
+
+/* Invariant 8 for a copy no row records: the check and the removal in one
+ * hold, so a writer's row (and then its object) cannot come in between. */
+int cat_chunk_drop_unclaimed(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			     cat_reclaim_fn remove, void *arg)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, S_CHUNK_EXISTS, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_next(cat, S_CHUNK_EXISTS);
+	cat_reset(cat, S_CHUNK_EXISTS);
+	if (rc == 1)
+		rc = -EEXIST; /* a row claims the name: the file may be its writer's */
+	else if (rc == 0)
+		rc = remove(arg, hash);
+	cat_unlock(cat);
+	return rc;
+}

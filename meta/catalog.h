@@ -394,4 +394,13 @@ int cat_check(struct cat *cat);
 int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
 		    void *arg);
 
+/* A cache copy the catalog could not record: calls remove(arg, hash) only
+ * if no chunk row names hash, checked in the same hold of the catalog lock
+ * (invariant 8), since a row's writer may have stored its object under that
+ * name. -EEXIST if a row does (the copy is left: ckptfs-admin gc finds a file
+ * no row calls cached), else remove's result or the catalog's error. remove
+ * runs under the lock and must not call the catalog. */
+int cat_chunk_drop_unclaimed(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			     cat_reclaim_fn remove, void *arg);
+
 #endif

@@ -776,3 +776,56 @@ Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
 	cr_assert_eq(atomic_load(&tc_race.fired), 1, "the damaged copy was unlinked");
 	cr_assert_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock (C9)");
 }
+
+/* Another connection's write transaction on the catalog file: the cache's
+ * catalog writes fail once its busy timeout (5 s) runs out. */
+static sqlite3 *tc_blocker;
+
+static void tc_block_catalog_writes(void)
+{
+	cr_assert_eq(sqlite3_open(fx.w.cat_path, &tc_blocker), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(tc_blocker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void tc_unblock_catalog_writes(void)
+{
+	if (!tc_blocker)
+		return;
+	sqlite3_exec(tc_blocker, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(tc_blocker);
+	tc_blocker = NULL;
+}
+
+/* Just before the fetched copy's unlink: with the catalog lock free, the
+ * catalog's writes come back and the writer's steps run in the window. */
+static void tc_keep_copy_hook(void)
+{
+	tc_unblock_catalog_writes();
+	tc_race_hook();
+}
+
+Test(cache, a_fetched_copy_the_catalog_cannot_record_never_removes_a_writers_object)
+{
+	uint64_t ino = tc_file("f", 320, 1);
+	tc_upload(ino);
+	tc_drop_from_cache(0);
+	tc_race.file = ino;
+	tc_race.writer = ts_mk(fx.w.cat, CAT_ROOT_INO, "g", S_IFREG | 0644, NULL);
+	tc_race.seed = 320;
+	tc_start(64u << 20, 0, 20000);
+	tc_unlink_arm(fx.hash[0], tc_keep_copy_hook);
+	tc_block_catalog_writes(); /* the fetch's cat_chunk_set_cached fails */
+
+	struct store_chunk ch = { 0 };
+	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch)); /* the bytes, all the same */
+	store_chunk_free(&ch);
+	tc_unblock_catalog_writes();
+	cr_expect_eq(atomic_load(&tc_race.unlocked), 0, "a copy is removed under the lock (C9)");
+	if (atomic_load(&tc_race.unlocked) == 0)
+		OK(tc_race_writer_steps()); /* no window: the writer comes after */
+	else
+		OK(atomic_load(&tc_race.injected_rc));
+	struct cat_chunk_where w = tc_where(0);
+	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
+	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
+}

@@ -591,3 +591,38 @@ Test(catshared_reclaim, the_turn_removes_a_cache_object_under_the_lock_never_a_w
 	tr_backing_close(&bk);
 	pt_cat_close(&a.node.pc);
 }
+
+/* A reader on A fetches from BACKING the bytes B uploaded while A's own
+ * writer holds the same bytes dirty (its only copy, its upload queued): the
+ * fetch must not call A's copy on BACKING (catalog_shared_data.c S10), or it
+ * would be evictable and a reclaim of B's object would leave it nowhere. */
+Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_copy_dirty)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open(&a, "reclaim-a");
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	uint64_t g = tr_file(&a, CAT_ROOT_INO, "g");
+	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
+	tr_hash(e.hash, 41);
+	bool must_store = false;
+	OK(cat_pending_add(a.pc.cat, g, &e, &must_store));
+	cr_assert(must_store);
+	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TR_STORED)); /* dirty, its upload queued */
+	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
+	tr_write(&b, &bk, f, (const int[]){ 41 }, 1); /* B's copy is on BACKING */
+	cr_assert(tr_on_backing(&bk, e.hash));
+
+	int rc = cat_chunk_set_cached(a.pc.cat, e.hash, true); /* A's reader fetched it */
+	cr_assert(rc == 0 || rc == -ENOENT, "set_cached: %d", rc);
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(a.pc.cat, e.hash, &w));
+	cr_assert(w.cached, "A's copy is still there");
+	cr_assert_not(w.uploaded, "A's copy is still dirty: its upload has not run");
+	struct cat_upload got = tr_queued(&a, e.hash);
+	cr_assert_eq(got.kind, UP_CHUNK, "A's upload is still queued");
+	tr_backing_close(&bk);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}

@@ -11,7 +11,10 @@
  * fails with EIO instead of naming a removed object. An upload on A of
  * bytes whose older row B's turn reclaims, in every order of upload, reclaim
  * and commit, is never counted as on BACKING once the reclaim removed it
- * (pgns.h N7, catalog_shared_data.c S8): A puts it again. */
+ * (pgns.h N7, catalog_shared_data.c S8): A puts it again. The turn removes
+ * a cache object under the catalog lock, so a local writer of the same bytes
+ * keeps its new copy (R6); a fetch of another node's upload leaves a local
+ * writer's dirty copy dirty (catalog_shared_data.c S10). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 

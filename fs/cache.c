@@ -132,15 +132,23 @@ static void cache_touch(struct cache *c, const uint8_t hash[HASH_LEN])
 
 static uint64_t cache_disk_free(const struct cache *c);
 
+/* cat_chunk_evict's and cat_chunk_drop_unclaimed's removal, under the catalog lock (C9). */
+static int cache_remove_object(void *store, const uint8_t hash[CAT_HASH_LEN])
+{
+	return store_remove(store, hash);
+}
+
 /* Keeps a checked copy of a fetched object when there is room for it (C5).
  * The room is reserved before the object is written, so concurrent fetches
  * cannot together push the cache past its high watermark; without room the
  * bytes are served all the same and the evictor is woken. A copy is never
  * worth the disk's reserve (C6): on a disk filled behind the daemon, copies
  * kept under the watermark filled it and the catalog failed (SQLITE_FULL).
- * A copy the catalog cannot record (say its disk is full) is removed again.
- * -ENOENT from the catalog means the chunk lost its row, or a writer is
- * storing it anew: the file is then left to that writer, or to gc. */
+ * A copy the catalog cannot record (say its disk is full) is removed again,
+ * under the catalog lock and only while no row names it (C9): a writer may
+ * have stored its own object under that name meanwhile. -ENOENT from the
+ * catalog means the chunk lost its row, or a writer is storing it anew: the
+ * file is then left to that writer, or to gc. */
 static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const uint8_t *obj,
 			    size_t obj_len)
 {
@@ -161,7 +169,7 @@ static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const
 	if (rc == 0) {
 		rc = cat_chunk_set_cached(c->cat, hash, true);
 		if (rc != 0 && rc != -ENOENT)
-			store_remove(c->store, hash);
+			(void)cat_chunk_drop_unclaimed(c->cat, hash, cache_remove_object, c->store);
 	}
 	if (rc != 0) { /* the bytes are good; only keeping a copy failed */
 		pthread_mutex_lock(&c->lock);
@@ -412,9 +420,8 @@ static void cache_drop_damaged(struct cache *c, const uint8_t hash[HASH_LEN])
 	struct cat_chunk_where w;
 	if (cat_chunk_where(c->cat, hash, &w) != 0 || !w.uploaded || !w.cached)
 		return;
-	if (cat_chunk_set_cached(c->cat, hash, false) != 0)
+	if (cat_chunk_evict(c->cat, hash, cache_remove_object, c->store) != 0) /* C9 */
 		return;
-	store_remove(c->store, hash);
 	pthread_mutex_lock(&c->lock);
 	c->cached_bytes = c->cached_bytes > w.stored_len ? c->cached_bytes - w.stored_len : 0;
 	pthread_mutex_unlock(&c->lock);
@@ -720,10 +727,10 @@ static uint64_t cache_evict(struct cache *c)
 			break; /* nothing clean left to evict: dirty or pinned */
 		uint64_t chunks_before = chunks;
 		for (int i = 0; i < n; i++) {
-			/* catalog first: a reader that misses fetches it again (C2) */
-			if (cat_chunk_set_cached(c->cat, cand[i], false) != 0)
+			/* mark and file in one hold of the catalog lock (C9); a
+			 * reader that misses fetches it again (C2) */
+			if (cat_chunk_evict(c->cat, cand[i], cache_remove_object, c->store) != 0)
 				continue;
-			store_remove(c->store, cand[i]);
 			freed += lens[i];
 			chunks++;
 			pthread_mutex_lock(&c->lock);

@@ -37,7 +37,14 @@
  *      makes room for it by evicting objects, as it does for their bytes.
  *      The rows themselves are counted as the objects they are (their
  *      stored bytes, in the catalog); the file's page slack is not (T4
- *      gives freed pages back). */
+ *      gives freed pages back).
+ *  C9. An object is removed from the cache only under the catalog lock, in
+ *      the hold that decides it goes (catalog.c invariant 8): the evictor's
+ *      and a damaged copy's through cat_chunk_evict, a fetched copy the
+ *      catalog could not record through cat_chunk_drop_unclaimed. Between a
+ *      decision and a removal later, a writer could store the same bytes
+ *      anew (the row swept meanwhile), and the late removal would take its
+ *      only copy. */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

@@ -58,6 +58,10 @@
  *     its subtree to the generation of its new place, removing a root ends
  *     its generation, and an inode whose nlink reaches 0 leaves its
  *     generation. A hard link never crosses a generation boundary (-EXDEV).
+ *  8. A chunk's cache object is removed only under the catalog lock, in the
+ *     same hold that decides it may go (cat_sweep, cat_chunk_evict,
+ *     cat_chunk_drop_unclaimed): a writer that stored the same bytes anew in
+ *     between would otherwise lose its only copy.
  *  9. A catalog is opened in one role only: alone or as a node's
  *     (cat_role_check).
  *
@@ -2678,6 +2682,41 @@ int cat_claimed_set(struct cat *cat)
 		rc = cat_exec(cat, "record the claim",
 			      "INSERT OR IGNORE INTO meta(key, value) VALUES('claimed', 1)");
 	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* Invariant 8: the mark and the removal in one hold of the lock. The row's
+ * U_SET_CACHED is the same in both engines (an eviction is this node's own). */
+int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
+		    void *arg)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
+	if (rc == 0)
+		rc = cat_run(cat, U_SET_CACHED);
+	if (rc == 0 && cat_changes(cat) == 0)
+		rc = -ENOENT; /* no such chunk, not stored yet, or dirty (never evicted) */
+	if (rc == 0)
+		(void)remove(arg, hash); /* a failure is its own to log; gc finds the file */
+	cat_unlock(cat);
+	return rc;
+}
+
+/* Invariant 8 for a copy no row records: the check and the removal in one
+ * hold, so a writer's row (and then its object) cannot come in between. */
+int cat_chunk_drop_unclaimed(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			     cat_reclaim_fn remove, void *arg)
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, S_CHUNK_EXISTS, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_next(cat, S_CHUNK_EXISTS);
+	cat_reset(cat, S_CHUNK_EXISTS);
+	if (rc == 1)
+		rc = -EEXIST; /* a row claims the name: the file may be its writer's */
+	else if (rc == 0)
+		rc = remove(arg, hash);
 	cat_unlock(cat);
 	return rc;
 }

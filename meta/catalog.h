@@ -395,4 +395,22 @@ int cat_integrity(struct cat *cat, bool full);
  * `ckptfs-admin check`. */
 int cat_check(struct cat *cat);
 
+/* An eviction: clears a clean chunk's cached mark and calls remove(arg, hash)
+ * for its cache object in the same hold of the catalog lock (invariant 8), so
+ * no writer stores the same bytes anew in between. -ENOENT if the chunk has
+ * no row, no object yet, or is not on BACKING (dirty: never evicted); the
+ * removal's own failure is its to log and leaves the mark cleared. remove
+ * runs under the lock and must not call the catalog. */
+int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
+		    void *arg);
+
+/* A cache copy the catalog could not record: calls remove(arg, hash) only
+ * if no chunk row names hash, checked in the same hold of the catalog lock
+ * (invariant 8), since a row's writer may have stored its object under that
+ * name. -EEXIST if a row does (the copy is left: ckptfs-admin gc finds a file
+ * no row calls cached), else remove's result or the catalog's error. remove
+ * runs under the lock and must not call the catalog. */
+int cat_chunk_drop_unclaimed(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			     cat_reclaim_fn remove, void *arg);
+
 #endif

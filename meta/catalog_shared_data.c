@@ -74,7 +74,12 @@
  *      node's claims of the file's hashes that have no pending reference
  *      left here and no queued upload (pgns.h N7: of no more use): those of
  *      a file never committed go with it; a hash still to be uploaded or
- *      named by another writer keeps its claim for that marking. */
+ *      named by another writer keeps its claim for that marking.
+ *  S10. A copy fetched from BACKING (another node's upload) never marks a
+ *      dirty row (cached = 1, uploaded = 0: a local writer's only copy, its
+ *      upload queued) uploaded: that would make the copy evictable, and a
+ *      reclaim of the other node's object would then leave the bytes
+ *      nowhere. Only this node's own upload marks its row (S5, S8). */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -118,7 +123,8 @@ static const char csd_sql_take_committed[] =
 	" THEN MAX(uploaded, excluded.uploaded) ELSE uploaded END";
 /* A chunk fetched from BACKING: cached, and on BACKING by definition. */
 static const char csd_sql_fetched[] =
-	"UPDATE chunks SET cached = 1, uploaded = 1 WHERE hash = ?1 AND stored_len IS NOT NULL";
+	"UPDATE chunks SET cached = 1, uploaded = 1 WHERE hash = ?1 AND stored_len IS NOT NULL"
+	" AND NOT (cached = 1 AND uploaded = 0)"; /* S10 */
 static const char csd_sql_fetched_new[] =
 	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
 	" VALUES(?1, ?2, ?3, ?4, 0, 1, 1) ON CONFLICT(hash) DO NOTHING";

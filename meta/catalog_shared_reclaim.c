@@ -40,7 +40,13 @@
  *      rows (pgns.h N7), so an upload whose object write began before the
  *      end is never counted by PostgreSQL; its node puts it again
  *      (catalog_shared_data.c S8). The claims of nodes no longer live go
- *      with their pins (pgns_unpin_lost). */
+ *      with their pins (pgns_unpin_lost).
+ *  R6. A chunk's cache object is removed only under the catalog lock, in the
+ *      same hold that decides it is garbage (R4's DELETE, after the removal,
+ *      as cat_sweep and csd_sweep_one do). Removed after the unlock, it could
+ *      be a local writer's new only copy: the writer finds no row, stores
+ *      the same bytes under the same name, and the late removal unlinks them
+ *      (tests/unit/test_catshared_reclaim.c, the_turn_removes_...). */
 #define _GNU_SOURCE
 #include "catalog_shared_reclaim.h"
 
@@ -83,19 +89,33 @@ static int csr_run(struct cat *cat, const char *sql, const uint8_t hash[CAT_HASH
 	return rc;
 }
 
-/* R4 for one chunk of the batch; under the lock, in a local transaction.
- * *drop_cache: the cache object is to be removed (after the commit). */
-static int csr_settle_one(struct cat *cat, const struct pgns_reclaim *r, bool *drop_cache)
+/* R6: the cache object of a row about to be deleted goes first, in this
+ * hold of the lock; a failure is logged and the row goes all the same (the
+ * cache resync finds an object with no row; a writer of the same bytes finds
+ * no row and stores them again). */
+static void csr_drop_cache(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	int rrc = cat->reclaim ? cat->reclaim(cat->reclaim_arg, hash) : 0;
+	if (rrc) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(hash, hex);
+		log_warn("catalog %s: reclaim: cannot remove chunk %s from the cache: %s",
+			 cat->path, hex, strerror(rrc < 0 ? -rrc : rrc));
+	}
+}
+
+/* R4 for one chunk of the batch; under the lock, in a local transaction. */
+static int csr_settle_one(struct cat *cat, const struct pgns_reclaim *r)
 {
 	int64_t row[3]; /* refcount, cached, upload queued */
-	*drop_cache = false;
 	int rc = csr_run(cat, csr_sql_row, r->hash, row);
 	if (rc <= 0)
 		return rc; /* no local row: nothing of it here */
 	if (row[0] == 0) {
 		if (row[2])
 			return 0; /* S4 drops the queued upload as stale */
-		*drop_cache = row[1] != 0;
+		if (row[1])
+			csr_drop_cache(cat, r->hash); /* R6 */
 		rc = csr_run(cat, csr_sql_delete, r->hash, NULL);
 		return rc < 0 ? rc : 0;
 	}
@@ -112,25 +132,12 @@ static int csr_settle_one(struct cat *cat, const struct pgns_reclaim *r, bool *d
 
 static int csr_settle(struct cat *cat, const struct pgns_reclaim *batch, size_t n)
 {
-	bool *drop = calloc(n ? n : 1, sizeof(*drop));
-	if (!drop)
-		return -ENOMEM;
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	for (size_t i = 0; i < n && rc == 0; i++)
-		rc = csr_settle_one(cat, &batch[i], &drop[i]);
+		rc = csr_settle_one(cat, &batch[i]);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		int rrc = drop[i] && cat->reclaim ? cat->reclaim(cat->reclaim_arg, batch[i].hash) : 0;
-		if (rrc) { /* the cache resync finds an object with no row */
-			char hex[2 * CAT_HASH_LEN + 1];
-			cat_hex(batch[i].hash, hex);
-			log_warn("catalog %s: reclaim: cannot remove chunk %s from the cache: %s",
-				 cat->path, hex, strerror(rrc < 0 ? -rrc : rrc));
-		}
-	}
-	free(drop);
 	return rc;
 }
 

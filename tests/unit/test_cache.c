@@ -8,7 +8,9 @@
  * only chunks already on BACKING, and none of a file the opened hook names
  * (C2); a writer over the dirty bound waits until an upload makes room and
  * is woken by it, fails with ENOSPC when nothing moves (C3), and gives up
- * its wait at once when the daemon stops. */
+ * its wait at once when the daemon stops. An eviction, or the drop of a
+ * damaged copy, unlinks the object under the catalog lock (C9): a writer
+ * that stores the same bytes anew meanwhile keeps them. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -22,12 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backing.h"
 #include "cache.h"
 #include "catalog.h"
+#include "catalog_internal.h"
 #include "codec.h"
 #include "crc32c.h"
 #include "hash.h"
@@ -632,4 +636,196 @@ Test(cache, a_fetched_image_that_fails_only_its_hash_is_refused_and_nothing_is_w
 	cache_get_stats(fx.c, &s);
 	cr_assert_eq(s.fetch_errors, 1);
 	cr_assert_eq(s.fetched_bytes, 0, "bytes that failed their check were counted as fetched");
+}
+
+/* ---- removals under the catalog lock (catalog.c invariant 8) ---- */
+
+/* The seam: this binary's unlinkat, which store_remove's unlink calls. Armed
+ * with a chunk's object name, it calls tc_unlink_hook once, just before that
+ * object's unlink, on whichever thread removes it; otherwise it is the
+ * system call. */
+static char tc_unlink_name[2 * HASH_LEN + 16];
+static void (*tc_unlink_hook)(void);
+
+int unlinkat(int dirfd, const char *path, int flags)
+{
+	void (*hook)(void) = tc_unlink_hook;
+	if (hook && strcmp(path, tc_unlink_name) == 0) {
+		tc_unlink_hook = NULL;
+		hook();
+	}
+	return (int)syscall(SYS_unlinkat, dirfd, path, flags);
+}
+
+static void tc_unlink_arm(const uint8_t hash[HASH_LEN], void (*hook)(void))
+{
+	char rel[128];
+	store_object_relpath(hash, rel, sizeof(rel));
+	const char *base = strrchr(rel, '/');
+	snprintf(tc_unlink_name, sizeof(tc_unlink_name), "%s", base ? base + 1 : rel);
+	tc_unlink_hook = hook;
+}
+
+/* What the hook saw: the removal's thread held the catalog lock or not, and
+ * whether the writer's steps ran in the window (they may fail only there). */
+static struct {
+	atomic_int fired, unlocked, injected_rc;
+	uint64_t file, writer; /* the chunk's only file; a writer's file */
+	int seed;              /* the chunk's bytes (ts_fill) */
+} tc_race;
+
+/* The chunk's last reference goes (its file truncated: the sweep deletes its
+ * row), then a writer writes the same bytes to another file: a new row, told
+ * to store, the object written, recorded stored (dirty: its only copy). */
+static int tc_race_writer_steps(void)
+{
+	struct cat *cat = fx.w.cat;
+	int rc = cat_pending_from_committed(cat, tc_race.file);
+	if (rc == 0)
+		rc = cat_pending_truncate(cat, tc_race.file, 0);
+	if (rc == 0)
+		rc = cat_file_commit(cat, tc_race.file, 0, ts_now_ns(), false);
+	if (rc == 0)
+		rc = cat_pending_drop(cat, tc_race.file);
+	static uint8_t buf[TC_LEN];
+	ts_fill(buf, TC_LEN, tc_race.seed);
+	struct cat_extent e = { .off = 0, .len = TC_LEN, .chunk_len = TC_LEN };
+	hash_sha256(buf, TC_LEN, e.hash);
+	bool must = false;
+	if (rc == 0)
+		rc = cat_pending_add(cat, tc_race.writer, &e, &must);
+	if (rc == 0 && !must)
+		rc = -EEXIST; /* the swept row should have gone */
+	struct store_object_info info;
+	if (rc == 0)
+		rc = store_put(fx.w.st, e.hash, buf, TC_LEN, STORE_SYNC, &info);
+	if (rc == 0)
+		rc = cat_chunk_stored(cat, e.hash, info.codec, info.stored_len);
+	return rc;
+}
+
+/* Just before the object's unlink: with the catalog lock free, the window
+ * is open, and the writer's steps run in it. */
+static void tc_race_hook(void)
+{
+	atomic_fetch_add(&tc_race.fired, 1);
+	if (pthread_mutex_trylock(&fx.w.cat->lock) != 0)
+		return;
+	pthread_mutex_unlock(&fx.w.cat->lock);
+	atomic_fetch_add(&tc_race.unlocked, 1);
+	atomic_store(&tc_race.injected_rc, tc_race_writer_steps());
+}
+
+Test(cache, an_eviction_removes_the_object_under_the_catalog_lock_never_a_writers_new_one)
+{
+	uint64_t ino = tc_file("f", 300, 1);
+	tc_upload(ino);
+	tc_race.file = ino;
+	tc_race.writer = ts_mk(fx.w.cat, CAT_ROOT_INO, "g", S_IFREG | 0644, NULL);
+	tc_race.seed = 300;
+	tc_start(64u << 20, 0, 2000);
+	tc_unlink_arm(fx.hash[0], tc_race_hook);
+	OK(cache_make_room(fx.c, TC_LEN)); /* evicts the one clean chunk */
+	cr_assert_eq(atomic_load(&tc_race.fired), 1, "the eviction unlinked the object");
+	cr_expect_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock");
+	if (atomic_load(&tc_race.unlocked) == 0)
+		OK(tc_race_writer_steps()); /* no window: the writer comes after */
+	else
+		OK(atomic_load(&tc_race.injected_rc));
+	struct cat_chunk_where w = tc_where(0);
+	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
+	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
+}
+
+/* Just before the object's unlink: records whether the catalog lock was held. */
+static void tc_lock_seen_hook(void)
+{
+	atomic_fetch_add(&tc_race.fired, 1);
+	if (pthread_mutex_trylock(&fx.w.cat->lock) != 0)
+		return;
+	pthread_mutex_unlock(&fx.w.cat->lock);
+	atomic_fetch_add(&tc_race.unlocked, 1);
+}
+
+Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
+{
+	uint64_t ino = tc_file("f", 310, 1);
+	tc_upload(ino);
+	/* one byte of the payload flipped in the cache's copy */
+	char rel[128], path[512];
+	tc_rel(0, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", fx.w.cache, rel);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t byte;
+	off_t at = STORE_HEADER_LEN + TC_LEN / 2;
+	cr_assert_eq(pread(fd, &byte, 1, at), 1);
+	byte ^= 0x40;
+	cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
+	close(fd);
+	tc_start(64u << 20, 0, 2000);
+	tc_unlink_arm(fx.hash[0], tc_lock_seen_hook);
+
+	struct store_chunk ch = { 0 };
+	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch)); /* BACKING's good copy */
+	uint8_t want[TC_LEN];
+	ts_fill(want, TC_LEN, 310);
+	cr_assert_eq(ch.len, TC_LEN);
+	cr_assert(memcmp(ch.plain, want, TC_LEN) == 0);
+	store_chunk_free(&ch);
+	cr_assert_eq(atomic_load(&tc_race.fired), 1, "the damaged copy was unlinked");
+	cr_assert_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock (C9)");
+}
+
+/* Another connection's write transaction on the catalog file: the cache's
+ * catalog writes fail once its busy timeout (5 s) runs out. */
+static sqlite3 *tc_blocker;
+
+static void tc_block_catalog_writes(void)
+{
+	cr_assert_eq(sqlite3_open(fx.w.cat_path, &tc_blocker), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(tc_blocker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void tc_unblock_catalog_writes(void)
+{
+	if (!tc_blocker)
+		return;
+	sqlite3_exec(tc_blocker, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(tc_blocker);
+	tc_blocker = NULL;
+}
+
+/* Just before the fetched copy's unlink: with the catalog lock free, the
+ * catalog's writes come back and the writer's steps run in the window. */
+static void tc_keep_copy_hook(void)
+{
+	tc_unblock_catalog_writes();
+	tc_race_hook();
+}
+
+Test(cache, a_fetched_copy_the_catalog_cannot_record_never_removes_a_writers_object)
+{
+	uint64_t ino = tc_file("f", 320, 1);
+	tc_upload(ino);
+	tc_drop_from_cache(0);
+	tc_race.file = ino;
+	tc_race.writer = ts_mk(fx.w.cat, CAT_ROOT_INO, "g", S_IFREG | 0644, NULL);
+	tc_race.seed = 320;
+	tc_start(64u << 20, 0, 20000);
+	tc_unlink_arm(fx.hash[0], tc_keep_copy_hook);
+	tc_block_catalog_writes(); /* the fetch's cat_chunk_set_cached fails */
+
+	struct store_chunk ch = { 0 };
+	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch)); /* the bytes, all the same */
+	store_chunk_free(&ch);
+	tc_unblock_catalog_writes();
+	cr_expect_eq(atomic_load(&tc_race.unlocked), 0, "a copy is removed under the lock (C9)");
+	if (atomic_load(&tc_race.unlocked) == 0)
+		OK(tc_race_writer_steps()); /* no window: the writer comes after */
+	else
+		OK(atomic_load(&tc_race.injected_rc));
+	struct cat_chunk_where w = tc_where(0);
+	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
+	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
 }

@@ -11,11 +11,15 @@
  * fails with EIO instead of naming a removed object. An upload on A of
  * bytes whose older row B's turn reclaims, in every order of upload, reclaim
  * and commit, is never counted as on BACKING once the reclaim removed it
- * (pgns.h N7, catalog_shared_data.c S8): A puts it again. */
+ * (pgns.h N7, catalog_shared_data.c S8): A puts it again. The turn removes
+ * a cache object under the catalog lock, so a local writer of the same bytes
+ * keeps its new copy (R6); a fetch of another node's upload leaves a local
+ * writer's dirty copy dirty (catalog_shared_data.c S10). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -519,4 +523,109 @@ Test(catshared_reclaim, claims_are_consumed_by_the_marking_and_a_gone_nodes_go_a
 	tr_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	ts_tmpdir_remove(c.pc.dir);
+}
+
+/* A node whose cache is modelled: one object, present or not, for the one
+ * hash a writer on it may store while the turn runs (R6). */
+struct tr_cache_node {
+	struct tr_node node;
+	uint64_t writer_ino;  /* a file a local writer writes the reclaimed bytes to */
+	bool object;          /* the cache object of the hash exists */
+	int removals;         /* the cache callback's calls */
+	int removals_unlocked; /* ... made without the catalog lock held */
+};
+
+/* The cache callback. Made without the catalog lock, its window is open:
+ * the local writer writes the same bytes there (a row, told to store, the
+ * object written, recorded stored) before the removal lands. */
+static int tr_cache_remove_modelled(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct tr_cache_node *n = arg;
+	struct cat *cat = n->node.pc.cat;
+	if (pthread_mutex_trylock(&cat->lock) == 0) {
+		pthread_mutex_unlock(&cat->lock);
+		n->removals_unlocked++;
+		struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
+		memcpy(e.hash, hash, CAT_HASH_LEN);
+		bool must_store = false;
+		OK(cat_pending_add(cat, n->writer_ino, &e, &must_store));
+		if (must_store) {
+			n->object = true; /* store_put */
+			OK(cat_chunk_stored(cat, e.hash, 2, TR_STORED));
+		}
+	}
+	n->removals++;
+	n->object = false;
+	return 0;
+}
+
+Test(catshared_reclaim, the_turn_removes_a_cache_object_under_the_lock_never_a_writers_new_one)
+{
+	struct tr_cache_node a;
+	struct tr_backing bk;
+	memset(&a, 0, sizeof(a));
+	pt_cat_open(&a.node.pc, "reclaim-a", 30000, tr_cache_remove_modelled, &a);
+	tr_backing_open(&bk);
+	struct tr_node *an = &a.node;
+	uint64_t f = tr_file(an, CAT_ROOT_INO, "f");
+	a.writer_ino = tr_file(an, CAT_ROOT_INO, "g");
+	uint8_t h[CAT_HASH_LEN];
+	tr_hash(h, 31);
+	tr_write(an, &bk, f, (const int[]){ 31 }, 1);
+	a.object = true;
+	OK(cat_pending_drop(a.node.pc.cat, f));
+	/* f overwritten with other bytes: 31 has no reference left */
+	OK(cat_pending_from_committed(a.node.pc.cat, f));
+	OK(cat_pending_truncate(a.node.pc.cat, f, 0));
+	tr_write(an, &bk, f, (const int[]){ 32 }, 1);
+	OK(cat_pending_drop(a.node.pc.cat, f));
+
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(a.node.pc.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep));
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_not(tr_on_backing(&bk, h));
+	cr_assert_eq(a.removals, 1, "31's cache copy went (R4)");
+	cr_expect_eq(a.removals_unlocked, 0, "the cache object is removed under the lock (R6)");
+	struct cat_chunk_where w;
+	int rc = cat_chunk_where(a.node.pc.cat, h, &w);
+	cr_assert(rc == 0 || rc == -ENOENT, "cat_chunk_where: %d", rc);
+	cr_assert(rc == -ENOENT || !w.cached || a.object,
+		  "a row says cached but its object is gone (uploaded %d)", w.uploaded);
+	tr_backing_close(&bk);
+	pt_cat_close(&a.node.pc);
+}
+
+/* A reader on A fetches from BACKING the bytes B uploaded while A's own
+ * writer holds the same bytes dirty (its only copy, its upload queued): the
+ * fetch must not call A's copy on BACKING (catalog_shared_data.c S10), or it
+ * would be evictable and a reclaim of B's object would leave it nowhere. */
+Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_copy_dirty)
+{
+	struct tr_node a, b;
+	struct tr_backing bk;
+	tr_open(&a, "reclaim-a");
+	tr_open(&b, "reclaim-b");
+	tr_backing_open(&bk);
+	uint64_t g = tr_file(&a, CAT_ROOT_INO, "g");
+	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
+	tr_hash(e.hash, 41);
+	bool must_store = false;
+	OK(cat_pending_add(a.pc.cat, g, &e, &must_store));
+	cr_assert(must_store);
+	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TR_STORED)); /* dirty, its upload queued */
+	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
+	tr_write(&b, &bk, f, (const int[]){ 41 }, 1); /* B's copy is on BACKING */
+	cr_assert(tr_on_backing(&bk, e.hash));
+
+	int rc = cat_chunk_set_cached(a.pc.cat, e.hash, true); /* A's reader fetched it */
+	cr_assert(rc == 0 || rc == -ENOENT, "set_cached: %d", rc);
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(a.pc.cat, e.hash, &w));
+	cr_assert(w.cached, "A's copy is still there");
+	cr_assert_not(w.uploaded, "A's copy is still dirty: its upload has not run");
+	struct cat_upload got = tr_queued(&a, e.hash);
+	cr_assert_eq(got.kind, UP_CHUNK, "A's upload is still queued");
+	tr_backing_close(&bk);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
 }

@@ -118,6 +118,23 @@ static void tc_rel(int i, char *rel, size_t size)
 	store_object_relpath(fx.hash[i], rel, size);
 }
 
+/* Flips one byte in the middle of chunk i's payload, in its object under
+ * root (the cache or BACKING). */
+static void tc_flip_payload_byte(const char *root, int i)
+{
+	char rel[128], path[512];
+	tc_rel(i, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t byte;
+	off_t at = STORE_HEADER_LEN + TC_LEN / 2;
+	cr_assert_eq(pread(fd, &byte, 1, at), 1);
+	byte ^= 0x40;
+	cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
+	close(fd);
+}
+
 /* What the uploader does for the chunks of ino: their objects copied to
  * BACKING, their queue rows ended (uploaded = 1, clean). */
 static void tc_upload(uint64_t ino)
@@ -303,17 +320,7 @@ Test(cache, a_corrupt_object_on_backing_is_eio_not_bytes)
 	tc_upload(ino);
 	tc_drop_from_cache(0);
 	/* one byte of the payload flipped on BACKING */
-	char rel[128], path[512];
-	tc_rel(0, rel, sizeof(rel));
-	snprintf(path, sizeof(path), "%s/%s", fx.w.backing, rel);
-	int fd = open(path, O_RDWR);
-	cr_assert_geq(fd, 0);
-	uint8_t byte;
-	off_t at = STORE_HEADER_LEN + TC_LEN / 2;
-	cr_assert_eq(pread(fd, &byte, 1, at), 1);
-	byte ^= 0x40;
-	cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
-	close(fd);
+	tc_flip_payload_byte(fx.w.backing, 0);
 	tc_start(64u << 20, 0, 500);
 
 	struct store_chunk ch = { 0 };
@@ -752,17 +759,7 @@ Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
 	uint64_t ino = tc_file("f", 310, 1);
 	tc_upload(ino);
 	/* one byte of the payload flipped in the cache's copy */
-	char rel[128], path[512];
-	tc_rel(0, rel, sizeof(rel));
-	snprintf(path, sizeof(path), "%s/%s", fx.w.cache, rel);
-	int fd = open(path, O_RDWR);
-	cr_assert_geq(fd, 0);
-	uint8_t byte;
-	off_t at = STORE_HEADER_LEN + TC_LEN / 2;
-	cr_assert_eq(pread(fd, &byte, 1, at), 1);
-	byte ^= 0x40;
-	cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
-	close(fd);
+	tc_flip_payload_byte(fx.w.cache, 0);
 	tc_start(64u << 20, 0, 2000);
 	tc_unlink_arm(fx.hash[0], tc_lock_seen_hook);
 

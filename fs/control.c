@@ -136,10 +136,7 @@ static void control_durable(struct control *c, int fd, char **argv, int argc)
 		struct control_gen_list l = { c, fd };
 		rc = cat_gen_list_brief(c->d.cat, 0, false, control_gen_line_cb, &l);
 	}
-	if (rc != 0)
-		control_proto_error(fd, -rc, "catalog error");
-	else
-		control_proto_send(fd, "ok");
+	control_proto_done(fd, rc);
 }
 
 /* A change the catalog refused, named for the admin (control_proto.h). */

@@ -216,10 +216,7 @@ void control_shared_show(struct cat *cat, int fd, char **argv, int argc)
 	}
 	free(shares);
 	cat_id_vec_free(&d.ids);
-	if (rc != 0)
-		control_proto_error(fd, -rc, "catalog error");
-	else
-		control_proto_send(fd, "ok");
+	control_proto_done(fd, rc);
 }
 
 /* gen id:N | gen PATH (escaped): the generation, in any state, that PATH or
@@ -254,10 +251,7 @@ void control_shared_gen(struct cat *cat, int fd, char **argv, int argc)
 	if (rc == 0)
 		rc = control_shared_describe_gen(&d, &g);
 	cat_id_vec_free(&d.ids);
-	if (rc != 0)
-		control_proto_error(fd, -rc, "catalog error");
-	else
-		control_proto_send(fd, "ok");
+	control_proto_done(fd, rc);
 }
 
 /* list live|all [SERIES (escaped)]: as cat_gen_list, every series or one,
@@ -285,10 +279,7 @@ void control_shared_list(struct cat *cat, int fd, char **argv, int argc)
 	if (rc == 0)
 		rc = control_shared_send_usage(&d); /* one statement for the whole list */
 	cat_id_vec_free(&d.ids);
-	if (rc != 0)
-		control_proto_error(fd, -rc, "catalog error");
-	else
-		control_proto_send(fd, "ok");
+	control_proto_done(fd, rc);
 }
 
 /* check: the daemon's catalog's invariants (cat_check: on a node of a

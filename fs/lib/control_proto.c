@@ -73,6 +73,14 @@ int control_proto_error(int fd, int err, const char *what)
 	return err;
 }
 
+void control_proto_done(int fd, int rc)
+{
+	if (rc != 0)
+		control_proto_error(fd, -rc, "catalog error");
+	else
+		control_proto_send(fd, "ok");
+}
+
 int control_proto_parse_id(const char *s, uint64_t *id)
 {
 	char *end;

@@ -90,6 +90,9 @@ int control_proto_unescape(char *s);
 void control_proto_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "error ERR WHAT", the final line; returns err. */
 int control_proto_error(int fd, int err, const char *what);
+/* The final line of a verb whose catalog calls returned rc (0 or -errno):
+ * "ok", or "error ERR catalog error". */
+void control_proto_done(int fd, int rc);
 /* A GEN_ID argument: decimal digits only, > 0; -EINVAL otherwise (s may be NULL). */
 int control_proto_parse_id(const char *s, uint64_t *id);
 

@@ -89,13 +89,26 @@ static uint64_t tg_save(struct pt_node *a, struct pt_node *b, uint64_t run, cons
 	return gen;
 }
 
+/* Nodes a and b joined with a 30 s lease, and directory "run" made by a. */
+static void tg_two_nodes(struct pt_node *a, struct pt_node *b, struct cat_inode *run)
+{
+	pt_join(a, "a", 30000);
+	pt_join(b, "b", 30000);
+	OK(pgns_create(&a->ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, run));
+}
+
+/* The two shards of a tg_save closed: sa by x, sb by y (their last close). */
+static void tg_close_shards(struct pt_node *x, uint64_t sa, struct pt_node *y, uint64_t sb)
+{
+	OK(pggen_writing(&x->ns, sa, false, NULL));
+	OK(pggen_writing(&y->ns, sb, false, NULL));
+}
+
 Test(pggen, a_commit_on_one_node_waits_for_the_others_writers)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 30000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_two_nodes(&a, &b, &run);
 	uint64_t sa, sb;
 	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
 	struct cat_gen_spec inner = { "step-7", 7 };
@@ -156,10 +169,8 @@ static uint64_t tg_round_trips(struct pt_node *n)
 Test(pggen, a_generation_read_is_one_round_trip)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 30000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_two_nodes(&a, &b, &run);
 	uint64_t sa, sb, of = 0;
 	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
 	struct cat_gen g;
@@ -243,15 +254,12 @@ static void *tg_commit_thread(void *arg)
 Test(pggen, a_commit_is_four_round_trips_and_gives_its_version)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 30000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_two_nodes(&a, &b, &run);
 	uint64_t sa, sb, sa2, sb2;
 	uint64_t g1 = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
 	uint64_t g2 = tg_save(&a, &b, run.ino, "step-2", 2, &sa2, &sb2);
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	OK(pggen_writing(&a.ns, sa2, false, NULL));
 	uint64_t writers = 9;
 	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, &writers), EBUSY); /* prepares */
@@ -294,14 +302,11 @@ Test(pggen, a_commit_is_four_round_trips_and_gives_its_version)
 Test(pggen, a_commit_waiting_for_a_registration_counts_it)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 30000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_two_nodes(&a, &b, &run);
 	uint64_t sa, sb;
 	uint64_t gen = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	PGconn *raw = PQconnectdb(pt_url);
 	cr_assert(raw && PQstatus(raw) == CONNECTION_OK);
 	char sql[256];
@@ -346,8 +351,7 @@ Test(pggen, a_swept_nodes_commit_changes_nothing)
 	OK(pgns_create(&b.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
 	uint64_t sa, sb;
 	uint64_t gen = tg_save(&b, &b, run.ino, "step-1", 1, &sa, &sb);
-	OK(pggen_writing(&b.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&b, sa, &b, sb);
 	usleep(3300 * 1000); /* a's lease and its grace (L4) run out */
 	uint64_t dead[2];
 	size_t n = 0;
@@ -406,8 +410,7 @@ Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_genera
 	uint64_t g1 = tg_save(&a, &b, CAT_ROOT_INO, "step-1", 1, &sa, &sb);
 	tg_publish(&a, sa, 1, 2);
 	tg_publish(&b, sb, 2, 2);
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	OK(pggen_commit(&a.ns, g1, "dcp-metadata", false, NULL));
 	/* step-0: committed, b's chunks uploaded: survives b */
 	uint64_t g0 = tg_save(&a, &b, CAT_ROOT_INO, "step-0", 0, &sa, &sb);
@@ -417,8 +420,7 @@ Test(pggen, a_node_killed_mid_save_is_held_and_its_unuploaded_chunks_lose_genera
 		ts_hash(h, 3, i);
 		OK(pgns_chunk_uploaded(&b.ns, h));
 	}
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	OK(pggen_commit(&b.ns, g0, "dcp-metadata", false, NULL));
 	/* step-2: open; b dies with its shard open */
 	uint64_t g2 = tg_save(&a, &b, CAT_ROOT_INO, "step-2", 2, &sa, &sb);
@@ -664,10 +666,8 @@ static bool tg_named(struct pt_node *n, uint64_t dir, const char *name)
 Test(pggen, abort_delete_expire_pin_and_hold_from_either_node)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 30000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_two_nodes(&a, &b, &run);
 	uint64_t sa, sb, ga, gc;
 	struct cat_inode before, after;
 	OK(pgns_getattr(&a.ns, run.ino, &before));
@@ -693,8 +693,7 @@ Test(pggen, abort_delete_expire_pin_and_hold_from_either_node)
 
 	/* a committed one: abort refuses, pin makes expire refuse, delete does not */
 	gc = tg_save(&a, &b, run.ino, "step-2", 2, &sa, &sb);
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	FAILS(pggen_end(&a.ns, gc, PGGEN_EXPIRE, "keep", NULL), EBUSY); /* still OPEN */
 	OK(pggen_commit(&a.ns, gc, "dcp-metadata", false, NULL));
 	FAILS(pggen_end(&a.ns, gc, PGGEN_ABORT, "admin-abort", NULL), EINVAL);
@@ -733,8 +732,7 @@ Test(pggen, find_and_list_hide_what_a_resume_must_not_see)
 	uint64_t g1 = tg_save(&a, &b, run.ino, "step-10", 10, &sa, &sb);
 	tg_publish(&a, sa, 7, 2);
 	tg_publish(&b, sb, 8, 2); /* only b has these, not uploaded */
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	OK(pggen_commit(&a.ns, g1, "dcp-metadata", false, NULL));
 	uint64_t g2 = tg_save(&a, &b, run.ino, "step-20", 20, &sa, &sb);
 	OK(pggen_writing(&b.ns, sb, false, NULL));
@@ -820,8 +818,7 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	uint64_t gen = tg_save(&a, &b, CAT_ROOT_INO, "step-1", 1, &sa, &sb);
 	tg_publish(&a, sa, 11, 2);
 	tg_publish(&b, sb, 12, 2);
-	OK(pggen_writing(&a.ns, sa, false, NULL));
-	OK(pggen_writing(&b.ns, sb, false, NULL));
+	tg_close_shards(&a, sa, &b, sb);
 	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL));
 	cr_assert_eq(tg_refs(&a, 11, 0), 1);
 

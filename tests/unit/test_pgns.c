@@ -259,6 +259,36 @@ static void *tn_sweep_thread(void *arg)
 	return NULL;
 }
 
+/* The race of L2 through L5 both in-flight tests set up: a transaction of
+ * the test's own locks chunk row hash; fn(arg), node a's fenced change, runs
+ * in a thread and waits for that row (*op_end_ns stays 0) while a's lease
+ * and its grace run out; b's sweep (*s), started then, waits for a's row;
+ * then the row is let go. Returns when it was let go (both threads joined). */
+static int64_t tn_race_a_sweep(const uint8_t hash[CAT_HASH_LEN], void *(*fn)(void *), void *arg,
+			       const int64_t *op_end_ns, const char *what, struct tn_sweeping *s)
+{
+	PGconn *raw = tn_raw();
+	char sql[256], hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_chunks WHERE hash = decode('%s', 'hex') FOR UPDATE",
+		 hex);
+	tn_raw_sql(raw, "BEGIN");
+	tn_raw_sql(raw, sql);
+	pthread_t to, ts;
+	cr_assert_eq(pthread_create(&to, NULL, fn, arg), 0);
+	usleep(3300 * 1000); /* a's lease and its grace (L4) ran out; its change waits */
+	cr_assert_eq(*op_end_ns, 0, "the %s waits for the chunk row", what);
+	cr_assert_eq(pthread_create(&ts, NULL, tn_sweep_thread, s), 0);
+	usleep(500 * 1000);
+	cr_assert_eq(s->end_ns, 0, "the sweep waits for a's %s", what);
+	int64_t released_ns = ts_now_ns();
+	tn_raw_sql(raw, "COMMIT");
+	pthread_join(to, NULL);
+	pthread_join(ts, NULL);
+	PQfinish(raw);
+	return released_ns;
+}
+
 /* L2 through L5: a's marking holds a's row while it waits (here for a chunk
  * row another transaction has locked); b's sweep, started meanwhile after
  * a's lease ran out, waits for the marking, which lands while a is live. */
@@ -269,27 +299,9 @@ Test(pgns, a_sweep_waits_for_a_fenced_marking_in_flight)
 	pt_join(&b, "b", 30000);
 	uint8_t h[2][CAT_HASH_LEN];
 	tn_claimed(&a, "f", 22, 2, h);
-	PGconn *raw = tn_raw();
-	char sql[256], hex[HASH_HEX_LEN + 1];
-	hash_to_hex(h[1], hex);
-	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_chunks WHERE hash = decode('%s', 'hex') FOR UPDATE",
-		 hex);
-	tn_raw_sql(raw, "BEGIN");
-	tn_raw_sql(raw, sql);
 	struct tn_marking m = { &a, (const uint8_t(*)[CAT_HASH_LEN])h, 2, { false }, 1, 0 };
-	pthread_t tm, ts;
-	cr_assert_eq(pthread_create(&tm, NULL, tn_mark_thread, &m), 0);
-	usleep(3300 * 1000); /* a's lease and its grace (L4) ran out; its marking waits */
-	cr_assert_eq(m.end_ns, 0, "the marking waits for the chunk row");
 	struct tn_sweeping s = { &b, 0, 1, 0 };
-	cr_assert_eq(pthread_create(&ts, NULL, tn_sweep_thread, &s), 0);
-	usleep(500 * 1000);
-	cr_assert_eq(s.end_ns, 0, "the sweep waits for a's fenced statement");
-	int64_t released_ns = ts_now_ns();
-	tn_raw_sql(raw, "COMMIT");
-	pthread_join(tm, NULL);
-	pthread_join(ts, NULL);
-	PQfinish(raw);
+	int64_t released_ns = tn_race_a_sweep(h[1], tn_mark_thread, &m, &m.end_ns, "marking", &s);
 	OK(m.rc);
 	cr_assert(m.marked[0] && m.marked[1], "the marking landed while a was live");
 	cr_assert(tn_uploaded(&b, h[0]) && tn_uploaded(&b, h[1]));
@@ -428,26 +440,9 @@ Test(pgns, a_sweep_waits_for_a_commit_in_flight)
 	uint64_t f = tn_file(&b, CAT_ROOT_INO, "f");
 	OK(pgns_file_commit(&b.ns, f, 2000, 1, c.ext, 2, c.chunks, 2)); /* the rows exist */
 	c.ino = tn_file(&a, CAT_ROOT_INO, "g");
-	PGconn *raw = tn_raw();
-	char sql[256], hex[HASH_HEX_LEN + 1];
-	hash_to_hex(c.chunks[1].hash, hex);
-	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_chunks WHERE hash = decode('%s', 'hex') FOR UPDATE",
-		 hex);
-	tn_raw_sql(raw, "BEGIN");
-	tn_raw_sql(raw, sql);
-	pthread_t tc, ts;
-	cr_assert_eq(pthread_create(&tc, NULL, tn_commit_thread, &c), 0);
-	usleep(3300 * 1000); /* a's lease and its grace (L4) ran out; its commit waits */
-	cr_assert_eq(c.end_ns, 0, "the commit waits for the chunk row");
 	struct tn_sweeping s = { &b, 0, 1, 0 };
-	cr_assert_eq(pthread_create(&ts, NULL, tn_sweep_thread, &s), 0);
-	usleep(500 * 1000);
-	cr_assert_eq(s.end_ns, 0, "the sweep waits for a's commit");
-	int64_t released_ns = ts_now_ns();
-	tn_raw_sql(raw, "COMMIT");
-	pthread_join(tc, NULL);
-	pthread_join(ts, NULL);
-	PQfinish(raw);
+	int64_t released_ns = tn_race_a_sweep(c.chunks[1].hash, tn_commit_thread, &c, &c.end_ns,
+					       "commit", &s);
 	OK(c.rc);
 	struct cat_extent got[2];
 	cr_assert_eq(pgns_extents(&b.ns, c.ino, 0, got, 2), 2, "the commit landed while a was live");

@@ -723,6 +723,20 @@ static void tc_race_hook(void)
 	atomic_store(&tc_race.injected_rc, tc_race_writer_steps());
 }
 
+/* After a removal that tc_race_hook watched: the writer's steps ran in the
+ * window if the lock was free (their result), or run now; either way the
+ * writer's copy must be in the cache, dirty. */
+static void tc_race_writer_kept(void)
+{
+	if (atomic_load(&tc_race.unlocked) == 0)
+		OK(tc_race_writer_steps()); /* no window: the writer comes after */
+	else
+		OK(atomic_load(&tc_race.injected_rc));
+	struct cat_chunk_where w = tc_where(0);
+	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
+	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
+}
+
 Test(cache, an_eviction_removes_the_object_under_the_catalog_lock_never_a_writers_new_one)
 {
 	uint64_t ino = tc_file("f", 300, 1);
@@ -735,13 +749,7 @@ Test(cache, an_eviction_removes_the_object_under_the_catalog_lock_never_a_writer
 	OK(cache_make_room(fx.c, TC_LEN)); /* evicts the one clean chunk */
 	cr_assert_eq(atomic_load(&tc_race.fired), 1, "the eviction unlinked the object");
 	cr_expect_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock");
-	if (atomic_load(&tc_race.unlocked) == 0)
-		OK(tc_race_writer_steps()); /* no window: the writer comes after */
-	else
-		OK(atomic_load(&tc_race.injected_rc));
-	struct cat_chunk_where w = tc_where(0);
-	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
-	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
+	tc_race_writer_kept();
 }
 
 /* Just before the object's unlink: records whether the catalog lock was held. */
@@ -818,11 +826,5 @@ Test(cache, a_fetched_copy_the_catalog_cannot_record_never_removes_a_writers_obj
 	store_chunk_free(&ch);
 	tc_unblock_catalog_writes();
 	cr_expect_eq(atomic_load(&tc_race.unlocked), 0, "a copy is removed under the lock (C9)");
-	if (atomic_load(&tc_race.unlocked) == 0)
-		OK(tc_race_writer_steps()); /* no window: the writer comes after */
-	else
-		OK(atomic_load(&tc_race.injected_rc));
-	struct cat_chunk_where w = tc_where(0);
-	cr_assert(w.cached && !w.uploaded, "the writer's copy is dirty");
-	cr_assert(store_has(fx.w.st, fx.hash[0]), "the writer's only copy is in the cache");
+	tc_race_writer_kept();
 }

@@ -167,7 +167,7 @@ static void cache_keep_copy(struct cache *c, const uint8_t hash[HASH_LEN], const
 		return;
 	int rc = store_put_fetched(c->store, hash, obj, obj_len);
 	if (rc == 0) {
-		rc = cat_chunk_set_cached(c->cat, hash, true);
+		rc = cat_chunk_fetched(c->cat, hash);
 		if (rc != 0 && rc != -ENOENT)
 			(void)cat_chunk_drop_unclaimed(c->cat, hash, cache_remove_object, c->store);
 	}

@@ -1095,27 +1095,20 @@ static int csd_fetched_new(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	return rc;
 }
 
-int catsh_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached)
+int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
 	cat_lock(cat);
-	int rc = 0, changed = 0;
-	if (cached) { /* fetched from BACKING: on BACKING too */
-		sqlite3_stmt *st;
-		rc = csd_prepare(cat, csd_sql_fetched, &st);
-		if (rc == 0) {
-			csd_bind_hash(st, 1, hash);
-			rc = csd_step(cat, st);
-			changed = sqlite3_changes(cat->db);
-			sqlite3_finalize(st);
-		}
-	} else {
-		rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
-		if (rc == 0)
-			rc = cat_run(cat, U_SET_CACHED);
-		changed = cat_changes(cat);
+	int changed = 0;
+	sqlite3_stmt *st; /* fetched from BACKING: on BACKING too */
+	int rc = csd_prepare(cat, csd_sql_fetched, &st);
+	if (rc == 0) {
+		csd_bind_hash(st, 1, hash);
+		rc = csd_step(cat, st);
+		changed = sqlite3_changes(cat->db);
+		sqlite3_finalize(st);
 	}
 	bool exists = false;
-	if (rc == 0 && changed == 0 && cached) {
+	if (rc == 0 && changed == 0) {
 		rc = cat_bind(cat, S_CHUNK_EXISTS, A_HASH(hash));
 		if (rc == 0)
 			rc = cat_next(cat, S_CHUNK_EXISTS);
@@ -1125,7 +1118,7 @@ int catsh_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bo
 	}
 	cat_unlock(cat);
 	if (rc == 0 && changed == 0)
-		rc = cached && !exists ? csd_fetched_new(cat, hash) : -ENOENT;
+		rc = !exists ? csd_fetched_new(cat, hash) : -ENOENT;
 	return rc;
 }
 

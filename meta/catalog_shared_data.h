@@ -38,7 +38,7 @@ int catsh_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size
 int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
 int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		      struct cat_chunk_where *out);
-int catsh_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached);
+int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
 
 #endif

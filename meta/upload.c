@@ -337,11 +337,11 @@ int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct ca
 	return rc;
 }
 
-int cat_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached)
+int cat_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
-	if (cat->shared) return catsh_chunk_set_cached(cat, hash, cached);
+	if (cat->shared) return catsh_chunk_fetched(cat, hash);
 	cat_lock(cat);
-	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(cached));
+	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(1));
 	if (rc == 0)
 		rc = cat_run(cat, U_SET_CACHED);
 	if (rc == 0 && cat_changes(cat) == 0)

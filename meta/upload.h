@@ -85,8 +85,10 @@ struct cat_chunk_where {
 };
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out);
 
-/* A chunk fetched from BACKING is cached again / an evicted one is not. */
-int cat_chunk_set_cached(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool cached);
+/* A chunk fetched from BACKING is cached again (-ENOENT: no row, or no
+ * object yet). An eviction is cat_chunk_evict (catalog.h), which removes
+ * the object in the same hold of the catalog lock. */
+int cat_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 
 /* Records that the chunks were used at now_ns (for least-recently-used eviction). */
 int cat_chunks_touch(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], int n, int64_t now_ns);

@@ -137,7 +137,7 @@ static int admin_recache_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64
 	(void)refcount;
 	if (stored_len >= 0 && store_stat(r->st, hash, &info) == 0 && info.codec == codec &&
 	    info.plain_len == plain_len && (int64_t)info.stored_len == stored_len &&
-	    cat_chunk_set_cached(r->cat, hash, true) == 0)
+	    cat_chunk_fetched(r->cat, hash) == 0)
 		r->chunks++;
 	return 0;
 }

@@ -160,11 +160,15 @@ static void tc_upload(uint64_t ino)
 	OK(cat_upload_done_many(fx.w.cat, mine, (size_t)m));
 }
 
-/* The chunk leaves the cache as an eviction would: BACKING alone has it. */
+static int tc_store_remove(void *st, const uint8_t hash[CAT_HASH_LEN])
+{
+	return store_remove(st, hash);
+}
+
+/* The chunk leaves the cache as an eviction does: BACKING alone has it. */
 static void tc_drop_from_cache(int i)
 {
-	OK(cat_chunk_set_cached(fx.w.cat, fx.hash[i], false));
-	OK(store_remove(fx.w.st, fx.hash[i]));
+	OK(cat_chunk_evict(fx.w.cat, fx.hash[i], tc_store_remove, fx.w.st));
 }
 
 static struct cat_chunk_where tc_where(int i)
@@ -819,7 +823,7 @@ Test(cache, a_fetched_copy_the_catalog_cannot_record_never_removes_a_writers_obj
 	tc_race.seed = 320;
 	tc_start(64u << 20, 0, 20000);
 	tc_unlink_arm(fx.hash[0], tc_keep_copy_hook);
-	tc_block_catalog_writes(); /* the fetch's cat_chunk_set_cached fails */
+	tc_block_catalog_writes(); /* the fetch's cat_chunk_fetched fails */
 
 	struct store_chunk ch = { 0 };
 	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch)); /* the bytes, all the same */

@@ -120,6 +120,13 @@ static struct pgns_chunk_row td_row(struct td_node *n, const uint8_t hash[CAT_HA
 	return row;
 }
 
+/* An eviction's removal for tests that keep the object file (they look at rows only). */
+static int td_keep_object(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	(void)arg, (void)hash;
+	return 0;
+}
+
 static bool td_was_reclaimed(const struct td_node *n, const uint8_t hash[CAT_HASH_LEN])
 {
 	for (int i = 0; i < n->n_reclaimed && i < 16; i++)
@@ -209,7 +216,7 @@ Test(catshared_data, another_nodes_chunk_is_eagain_until_uploaded_then_on_backin
 	cr_assert_eq(w.codec, 2);
 	/* a copy B fetched: its local row is made, cached and on BACKING */
 	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "1"), 0);
-	OK(cat_chunk_set_cached(b.pc.cat, e0.hash, true));
+	OK(cat_chunk_fetched(b.pc.cat, e0.hash));
 	OK(cat_chunk_where(b.pc.cat, e0.hash, &w));
 	cr_assert(w.cached);
 	cr_assert(w.uploaded);
@@ -217,11 +224,11 @@ Test(catshared_data, another_nodes_chunk_is_eagain_until_uploaded_then_on_backin
 	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 1);
 	/* the second chunk is still A's only */
 	struct cat_extent e1 = td_extent(TD_LEN, 0xd2, 1);
-	FAILS(cat_chunk_set_cached(b.pc.cat, e1.hash, true), ENOENT);
+	FAILS(cat_chunk_fetched(b.pc.cat, e1.hash), ENOENT);
 	FAILS(cat_chunk_where(b.pc.cat, e1.hash, &w), EAGAIN);
 	/* B's eviction of its copy: the row goes at the next sweep, and the
 	 * chunk is again "on BACKING, not cached" */
-	OK(cat_chunk_set_cached(b.pc.cat, e0.hash, false));
+	OK(cat_chunk_evict(b.pc.cat, e0.hash, td_keep_object, NULL));
 	OK(cat_pending_drop(b.pc.cat, ino)); /* a call that sweeps */
 	cr_assert_eq(pt_cat_local_rows(&b.pc, "chunks", "1"), 0);
 	cr_assert_eq(b.n_reclaimed, 0);
@@ -328,7 +335,7 @@ Test(catshared_data, a_zero_count_row_waits_for_its_upload_and_is_never_reclaime
 	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "refcount = 0 AND cached = 1 AND uploaded = 1"), 2);
 	cr_assert_eq(pt_cat_local_rows(&a.pc, "uploads", "1"), 0);
 	/* evicted: the row goes, still without the callback or a removal */
-	OK(cat_chunk_set_cached(a.pc.cat, c0.hash, false));
+	OK(cat_chunk_evict(a.pc.cat, c0.hash, td_keep_object, NULL));
 	OK(cat_pending_drop(a.pc.cat, ino));
 	cr_assert_eq(a.n_reclaimed, 1);
 	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "1"), 1);

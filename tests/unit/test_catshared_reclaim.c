@@ -617,8 +617,8 @@ Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_c
 	tr_write(&b, &bk, f, (const int[]){ 41 }, 1); /* B's copy is on BACKING */
 	cr_assert(tr_on_backing(&bk, e.hash));
 
-	int rc = cat_chunk_set_cached(a.pc.cat, e.hash, true); /* A's reader fetched it */
-	cr_assert(rc == 0 || rc == -ENOENT, "set_cached: %d", rc);
+	int rc = cat_chunk_fetched(a.pc.cat, e.hash); /* A's reader fetched it */
+	cr_assert(rc == 0 || rc == -ENOENT, "cat_chunk_fetched: %d", rc);
 	struct cat_chunk_where w;
 	OK(cat_chunk_where(a.pc.cat, e.hash, &w));
 	cr_assert(w.cached, "A's copy is still there");

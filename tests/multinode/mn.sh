@@ -24,6 +24,8 @@
 #   mn_netns_up            a network namespace joined to this one by a veth
 #                          pair (tests/pg/netns.sh): MN_NETNS_KEY, MN_HOST_IP
 #                          (this end), MN_NS_IP; mn_netns cut|heal|down
+#   mn_netns_up2           a second veth pair into that namespace, for
+#                          NFS alone: MN_HOST_IP2, MN_NS_IP2; mn_netns cut2|heal2
 #   mn_mount_netns X [OPTS]  as mn_mount, with node X's daemon in that
 #                          namespace (nsenter --net: the mount namespace is
 #                          this one's, so the mount is seen here), reaching
@@ -186,6 +188,14 @@ mn_netns_up() {
 }
 
 mn_netns() { "$MN_NETNS" "$1" "$MN_NETNS_KEY" || ck_fail "netns.sh $1 $MN_NETNS_KEY failed"; }
+
+mn_netns_up2() {
+	local ips
+	ips=$("$MN_NETNS" up2 "$MN_NETNS_KEY" 2>"$CK_TMP/netns2.err") ||
+		ck_fail "netns.sh up2 $MN_NETNS_KEY failed: $(tail -n 2 "$CK_TMP/netns2.err" | tr '\n' '|')"
+	read -r MN_HOST_IP2 MN_NS_IP2 <<<"$ips"
+	ck_log "namespace ckns-$MN_NETNS_KEY: also $MN_NS_IP2, reached from $MN_HOST_IP2"
+}
 
 # mn_mount_netns X [OPTS] — ck_mount runs CKPTFS_BIN: here a wrapper that
 # execs the daemon through nsenter.

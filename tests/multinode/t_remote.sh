@@ -4,7 +4,9 @@
 # (tests/nfs/ganesha.sh, 127.0.0.1), and a node in its own network namespace
 # reaching PostgreSQL over TCP on a veth pair whose link the case cuts
 # (tests/pg/netns.sh), and its BACKING over nfs:// on the same link (ganesha
-# then listens on the pair's host end, GANESHA_ADDR).
+# then listens on the pair's host end, GANESHA_ADDR), or over a second pair
+# that carries NFS alone, so that BACKING's link is cut while PostgreSQL's
+# stays up (case 5).
 #
 # What works here for a node in a namespace: `ip netns exec` runs its
 # command in a new mount namespace too (it remounts /sys for the netns), so a
@@ -248,5 +250,66 @@ test_node_in_a_netns_over_nfs_backing_saves_and_a_fresh_node_loads() {
 	mn_netns down
 }
 ck_timeout test_node_in_a_netns_over_nfs_backing_saves_and_a_fresh_node_loads 240
+
+# (5) Only BACKING's link is cut; PostgreSQL stays reachable. Node B, in
+# its namespace, reaches PostgreSQL over the first veth pair and the nfs://
+# BACKING over a second pair (ganesha listens on that pair's host end); the
+# second link alone is cut. A 4-rank save over A and B then still commits
+# (the catalog is up) and returns at local speed, but it is not durable:
+# B's shards are only in B's cache, so `ckptfs-admin wait` on A times out
+# (exit 9), and A reading B's shard gets EIO after backing_timeout, never
+# other bytes. B keeps its lease (it is not swept: nothing is held or
+# rolled back). Once the link is back B's uploads go on by themselves,
+# `wait` exits 0, nothing is left unuploaded, and a fresh node C loads the
+# save bit for bit from the export alone.
+test_nfs_link_alone_cut_mid_save_delays_durable_and_loses_nothing() {
+	MN_LEASE_MS=2000
+	mn_netns_up
+	mn_netns_up2
+	GANESHA_ADDR=$MN_HOST_IP2 mn_ganesha_start
+	mn_pg_start
+	mn_mount A backing_timeout=4
+	mn_mount_netns B backing_timeout=4
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	mn_netns cut2
+	local out t0=$SECONDS rc=0
+	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_A/run,$MN_MNT_B/run,$MN_MNT_B/run" 2>&1) ||
+		ck_fail "the 4-rank DCP save with B's NFS link cut failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "state=committed" "rank 0's view of step-100 with B's NFS link cut"
+	ck_log "the save with B's NFS link cut took $((SECONDS - t0)) s"
+	assert_ne 0 "$(mn_psql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded")" \
+		"chunks not yet on BACKING with B's NFS link cut"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 6 2>&1) || rc=$?
+	assert_eq 9 "$rc" "exit of ckptfs-admin wait on A while B's shards cannot reach BACKING ($out)"
+	local shard=$MN_MNT_A/run/step-100/__2_0.distcp err
+	[ -f "$shard" ] || ck_fail "rank 2's shard $shard is not listed on A"
+	t0=$SECONDS
+	err=$(cat "$shard" 2>&1 >/dev/null) && ck_fail "reading B's shard on A succeeded while its bytes were only in B's cache"
+	assert_contains "$err" "Input/output error" "reading B's shard on A with B's NFS link cut"
+	assert_le $((SECONDS - t0)) 30 "seconds A's read of B's shard took to fail (backing_timeout 4)"
+	assert_eq live "$(mn_psql "SELECT state FROM ckpt_nodes WHERE name = 'node-B' ORDER BY id DESC LIMIT 1")" \
+		"node B's state with its NFS link cut (lease $MN_LEASE_MS ms, PostgreSQL reachable)"
+	assert_eq 1 "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-100'")" \
+		"state of step-100 (1 = COMMITTED) with B's NFS link cut"
+	mn_netns heal2
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 120 2>&1) ||
+		ck_fail "ckptfs-admin wait on A after B's NFS link came back failed: $out"
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded")" \
+		"chunks not on BACKING after the heal and wait"
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_A/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on A after the heal failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node A"
+	mn_umount B
+	mn_umount A
+	assert_eq "$(mn_psql "SELECT count(*) FROM ns_chunks")" "$(mn_objects)" "chunk objects in the export"
+	mn_mount C
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on fresh node C failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node C"
+	mn_umount C
+	mn_ganesha_stop
+	mn_netns down
+}
+ck_timeout test_nfs_link_alone_cut_mid_save_delays_durable_and_loses_nothing 300
 
 ck_main "$@"

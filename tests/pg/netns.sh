@@ -11,17 +11,28 @@
 #   netns.sh down KEY             remove them (the namespace's processes must be gone)
 #   netns.sh cut KEY | heal KEY   take the link down / up (a partition: packets vanish,
 #                                 no reset, as when a switch or a cable fails)
+#   netns.sh up2 KEY              a second pair into the namespace made by `up`:
+#                                 ckh2-KEY (here) / ckm-KEY (there), on its own /30 in
+#                                 10.202.0.0/15; print "HOST_IP2 NS_IP2". Traffic to
+#                                 HOST_IP2 takes this pair alone, so a server listening
+#                                 there (ganesha) can be cut off while PostgreSQL, on
+#                                 the first pair, stays reachable. It goes with the
+#                                 namespace (down, or the watchdog).
+#   netns.sh cut2 KEY | heal2 KEY the same for the second pair's link
 #   netns.sh exec KEY CMD...      run CMD in the namespace
 # Needs root (ip netns, from iproute2).
 set -euo pipefail
 
 cmd=${1:-} key=${2:-}
 [ -n "$cmd" ] && [[ "$key" =~ ^[0-9]+$ ]] && [ "$key" -lt 32768 ] ||
-	{ echo "usage: netns.sh up|down|cut|heal|exec KEY (a number below 32768) ..." >&2; exit 2; }
+	{ echo "usage: netns.sh up|up2|down|cut|heal|cut2|heal2|exec KEY (a number below 32768) ..." >&2; exit 2; }
 ns=ckns-$key here=ckh-$key there=ckn-$key
 net="10.$((200 + (key >> 14))).$(((key >> 6) & 255))"
 last=$(((key & 63) * 4))
 host_ip=$net.$((last + 1)) ns_ip=$net.$((last + 2))
+here2=ckh2-$key there2=ckm-$key
+net2="10.$((202 + (key >> 14))).$(((key >> 6) & 255))"
+host_ip2=$net2.$((last + 1)) ns_ip2=$net2.$((last + 2))
 
 case "$cmd" in
 up)
@@ -44,12 +55,25 @@ up)
 	fi
 	echo "$host_ip $ns_ip"
 	;;
+up2)
+	ip netns list | grep -qw "$ns" || { echo "netns.sh up2: no namespace $ns (up first)" >&2; exit 1; }
+	ip link add "$here2" type veth peer name "$there2"
+	ip link set "$there2" netns "$ns"
+	ip addr add "$host_ip2/30" dev "$here2"
+	ip link set "$here2" up
+	ip netns exec "$ns" ip addr add "$ns_ip2/30" dev "$there2"
+	ip netns exec "$ns" ip link set "$there2" up
+	echo "$host_ip2 $ns_ip2"
+	;;
 down)
+	ip link del "$here2" 2>/dev/null || true
 	ip link del "$here" 2>/dev/null || true
 	ip netns del "$ns" 2>/dev/null || true
 	;;
 cut) ip netns exec "$ns" ip link set "$there" down ;; # packets vanish here: no route elsewhere
 heal) ip netns exec "$ns" ip link set "$there" up ;;
+cut2) ip netns exec "$ns" ip link set "$there2" down ;;
+heal2) ip netns exec "$ns" ip link set "$there2" up ;;
 exec)
 	shift 2
 	exec ip netns exec "$ns" "$@"

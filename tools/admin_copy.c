@@ -84,12 +84,16 @@ static int admin_copy_fail(struct admin_copy *c, const char *where, int err)
 
 /* ---- plain tree → plain tree (export through the mount, import) ---- */
 
-static int admin_copy_file(struct admin_copy *c, const char *src, const char *dst,
-			   const struct stat *sb)
+/* The source side is walked fd by fd (safeopen.h invariant 5): import runs as
+ * root over a tree a user may still be changing, and an entry looked at as a
+ * regular file but swapped for a symlink to a root-only file before the open
+ * must fail the copy, not copy that file into the mount. */
+static int admin_copy_file(struct admin_copy *c, int sdir, const char *name, const char *src,
+			   const char *dst, const struct stat *sb)
 {
-	int in = open(src, O_RDONLY | O_CLOEXEC);
+	int in = safe_open_seen(sdir, name, sb, O_RDONLY);
 	if (in < 0)
-		return admin_copy_fail(c, src, -errno);
+		return admin_copy_fail(c, src, in);
 	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0) {
 		close(in);
@@ -135,16 +139,18 @@ static int admin_copy_file(struct admin_copy *c, const char *src, const char *ds
 	return rc;
 }
 
-static int admin_copy_tree(struct admin_copy *c, const char *src, const char *dst)
+/* src names sdir/name in messages. */
+static int admin_copy_at(struct admin_copy *c, int sdir, const char *name, const char *src,
+			 const char *dst)
 {
 	struct stat sb;
-	if (lstat(src, &sb) != 0)
+	if (fstatat(sdir, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
 		return admin_copy_fail(c, src, -errno);
 	if (S_ISREG(sb.st_mode))
-		return admin_copy_file(c, src, dst, &sb);
+		return admin_copy_file(c, sdir, name, src, dst, &sb);
 	if (S_ISLNK(sb.st_mode)) {
 		char target[PATH_MAX];
-		ssize_t n = readlink(src, target, sizeof(target) - 1);
+		ssize_t n = readlinkat(sdir, name, target, sizeof(target) - 1);
 		if (n < 0)
 			return admin_copy_fail(c, src, -errno);
 		target[n] = '\0';
@@ -155,12 +161,19 @@ static int admin_copy_tree(struct admin_copy *c, const char *src, const char *ds
 		fprintf(stderr, "ckptfs-admin: %s: skipped (not a file, directory or symlink)\n", src);
 		return 0;
 	}
-	if (mkdir(dst, 0700) != 0)
-		return admin_copy_fail(c, dst, -errno);
-	admin_copy_made(c, dst);
-	DIR *d = opendir(src);
-	if (!d)
+	int dfd = safe_open_seen(sdir, name, &sb, O_RDONLY | O_DIRECTORY);
+	if (dfd < 0)
+		return admin_copy_fail(c, src, dfd);
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
 		return admin_copy_fail(c, src, -errno);
+	}
+	if (mkdir(dst, 0700) != 0) {
+		closedir(d);
+		return admin_copy_fail(c, dst, -errno);
+	}
+	admin_copy_made(c, dst);
 	struct dirent *de;
 	int rc = 0;
 	while (rc == 0 && (de = readdir(d)) != NULL) {
@@ -171,7 +184,7 @@ static int admin_copy_tree(struct admin_copy *c, const char *src, const char *ds
 		    snprintf(t, sizeof(t), "%s/%s", dst, de->d_name) >= (int)sizeof(t))
 			rc = admin_copy_fail(c, src, -ENAMETOOLONG);
 		else
-			rc = admin_copy_tree(c, s, t);
+			rc = admin_copy_at(c, dirfd(d), de->d_name, s, t);
 	}
 	closedir(d);
 	if (rc == 0) {
@@ -179,6 +192,25 @@ static int admin_copy_tree(struct admin_copy *c, const char *src, const char *ds
 		chmod(dst, sb.st_mode & 07777);
 		utimensat(AT_FDCWD, dst, ts, AT_SYMLINK_NOFOLLOW);
 	}
+	return rc;
+}
+
+/* The top is the path the invoker gave, symlinks in it followed (realpath);
+ * below it nothing is followed. */
+static int admin_copy_tree(struct admin_copy *c, const char *src, const char *dst)
+{
+	char abs[PATH_MAX];
+	if (!realpath(src, abs))
+		return admin_copy_fail(c, src, -errno);
+	char *slash = strrchr(abs, '/');
+	if (!slash[1]) /* "/" itself */
+		return admin_copy_fail(c, src, -EISDIR);
+	*slash = '\0';
+	int pfd = open(abs[0] ? abs : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return admin_copy_fail(c, src, -errno);
+	int rc = admin_copy_at(c, pfd, slash + 1, src, dst);
+	close(pfd);
 	return rc;
 }
 

@@ -296,3 +296,28 @@ void safe_openat_use_walk(bool walk)
 {
 	atomic_store(&safe_openat2_state, walk ? -1 : 0);
 }
+
+int safe_open_seen(int dirfd, const char *name, const struct stat *seen, int flags)
+{
+	if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return -EINVAL;
+	/* O_NONBLOCK: a FIFO swapped in must not hang the open; cleared below */
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat now;
+	int rc = fstat(fd, &now) == 0 ? 0 : -errno;
+	if (rc == 0 && (now.st_dev != seen->st_dev || now.st_ino != seen->st_ino ||
+			(now.st_mode & S_IFMT) != (seen->st_mode & S_IFMT)))
+		rc = -ESTALE;
+	if (rc == 0 && !(flags & O_NONBLOCK)) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+			rc = -errno;
+	}
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}

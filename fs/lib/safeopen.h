@@ -17,6 +17,14 @@
  *     so a name taken by anyone else fails instead of being written through.
  *  4. safe_check_owned_dir applies ssh's StrictModes to a directory the
  *     daemon will keep its state in (see its comment).
+ *  5. safe_open_seen opens an entry someone else may change (a tree a user
+ *     hands to root's `ckptfs-admin import`) only as the file that was
+ *     looked at: one component beneath a directory fd, never followed, never
+ *     blocking (a FIFO swapped in), and the fd is returned only if fstat says
+ *     it is the same file (device, inode, type) the caller's lstat saw;
+ *     otherwise -ESTALE. Walking a tree fd by fd this way, an entry swapped
+ *     for a symlink between the look and the open can never make root read
+ *     what the symlink points to.
  *
  * Returns: a fd or 0 on success, a negative errno otherwise; nothing here
  * logs: the caller names the path and the reason. */
@@ -33,6 +41,12 @@
 
 /* Invariant 1: openat(dirfd, rel, flags | O_NOFOLLOW | O_CLOEXEC, mode). */
 int safe_openat(int dirfd, const char *rel, int flags, mode_t mode);
+
+/* Invariant 5: name (one component) beneath dirfd, opened with flags (O_RDONLY,
+ * O_DIRECTORY, ...) | O_NOFOLLOW | O_CLOEXEC, only if it is still the file
+ * seen describes (an fstatat(..., AT_SYMLINK_NOFOLLOW) of it): -ESTALE if it
+ * was replaced, -ELOOP if it is a symlink now, -EINVAL for a name with '/'. */
+int safe_open_seen(int dirfd, const char *name, const struct stat *seen, int flags);
 
 /* Tests: the O_NOFOLLOW walk instead of openat2 (true), or openat2 again. */
 void safe_openat_use_walk(bool walk);

@@ -201,3 +201,51 @@ Test(safeopen, test_strict_modes_refuse_other_users_and_writable_directories)
 	cr_assert_eq(symlink("root", p), 0);
 	cr_assert_eq(safe_check_owned_dir(p, geteuid(), false, &was, why, sizeof(why)), -ELOOP);
 }
+
+/* Invariant 5: what was looked at is what is opened, or nothing. Each swap
+ * below is what a user racing root's `ckptfs-admin import` could do
+ * between its lstat and its open; the old path-based open followed the
+ * symlink and read the victim. */
+Test(safeopen, test_open_seen_refuses_an_entry_swapped_after_it_was_looked_at)
+{
+	char p[256], q[256];
+	so_at(p, sizeof(p), "root/f");
+	FILE *f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fputs("mine", f);
+	fclose(f);
+	struct stat seen;
+	cr_assert_eq(fstatat(fx.dfd, "f", &seen, AT_SYMLINK_NOFOLLOW), 0);
+
+	int fd = safe_open_seen(fx.dfd, "f", &seen, O_RDONLY);
+	cr_assert_geq(fd, 0, "the file as seen: %s", strerror(-fd));
+	cr_assert_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0, "O_NONBLOCK left on the fd");
+	char buf[8] = "";
+	cr_assert_eq(read(fd, buf, sizeof(buf)), 4);
+	cr_assert_str_eq(buf, "mine");
+	close(fd);
+
+	/* a symlink to the victim renamed over it */
+	so_at(q, sizeof(q), "root/swap");
+	cr_assert_eq(symlink(fx.victim, q), 0);
+	cr_assert_eq(rename(q, p), 0);
+	cr_assert_eq(safe_open_seen(fx.dfd, "f", &seen, O_RDONLY), -ELOOP);
+	/* another regular file (a hard link to the victim) in its place */
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(link(fx.victim, p), 0);
+	cr_assert_eq(safe_open_seen(fx.dfd, "f", &seen, O_RDONLY), -ESTALE);
+	/* a FIFO in its place: refused, and the open does not wait for a writer */
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(mkfifo(p, 0600), 0);
+	cr_assert_eq(safe_open_seen(fx.dfd, "f", &seen, O_RDONLY), -ESTALE);
+	cr_assert_eq(safe_open_seen(fx.dfd, "a/file", &seen, O_RDONLY), -EINVAL);
+	cr_assert_eq(safe_open_seen(fx.dfd, "..", &seen, O_RDONLY), -EINVAL);
+
+	/* a directory, seen and opened as one */
+	struct stat dseen;
+	cr_assert_eq(fstatat(fx.dfd, "a", &dseen, AT_SYMLINK_NOFOLLOW), 0);
+	fd = safe_open_seen(fx.dfd, "a", &dseen, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(fd, 0, "the directory as seen: %s", strerror(-fd));
+	close(fd);
+	so_assert_victim_untouched();
+}

@@ -158,12 +158,20 @@ bool gen_name_matches(struct gen_policy *g, const char *name, uint64_t *step)
 		if (m[i].rm_so < 0 || m[i].rm_eo <= m[i].rm_so)
 			continue;
 		uint64_t v = 0;
-		bool digits = true;
+		bool digits = true, fits = true;
 		for (regoff_t k = m[i].rm_so; k < m[i].rm_eo && digits; k++) {
 			char c = name[k];
 			digits = c >= '0' && c <= '9';
-			v = v * 10 + (uint64_t)(c - '0');
+			unsigned d = (unsigned)(c - '0');
+			/* the catalogs keep a step as a signed 64-bit integer: a larger
+			 * number would wrap or turn negative and sort as the oldest
+			 * save, the first keep-latest-k deletes; such a name is no
+			 * generation's (a plain entry: nothing deletes it) */
+			fits = fits && v <= ((uint64_t)INT64_MAX - d) / 10;
+			v = v * 10 + d;
 		}
+		if (digits && !fits)
+			return false;
 		if (digits) {
 			*step = v;
 			return true;

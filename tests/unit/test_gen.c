@@ -120,6 +120,12 @@ Test(gen, test_a_generation_name_starts_one_only_outside_any)
 	cr_assert(gen_name_matches(tg.g, "epoch=3-step=77.ckpt", &step));
 	cr_assert_eq(step, 77);
 	cr_assert_not(gen_name_matches(tg.g, "model.pt", &step));
+	cr_assert(gen_name_matches(tg.g, "step-9223372036854775807", &step));
+	cr_assert_eq(step, (uint64_t)INT64_MAX);
+	/* past a signed 64-bit step (the catalogs' type): it wrapped to 3 before,
+	 * or sorted as the oldest save, the first keep-latest-k deletes */
+	cr_assert_not(gen_name_matches(tg.g, "step-9223372036854775808", &step));
+	cr_assert_not(gen_name_matches(tg.g, "step-18446744073709551619", &step));
 	uint64_t id = tg_gen("step-1");
 	struct cat_gen gen;
 	struct cat_gen_spec spec;

@@ -1471,3 +1471,22 @@ void gen_policy_free(struct gen_policy *g)
 	pthread_cond_destroy(&g->wake);
 	free(g);
 }
+
+int gen_before_attr_change(struct gen_policy *g, uint64_t gen_id, bool *in_place)
+{
+	*in_place = false;
+	if (gen_id == 0)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *known = gen_live_find(g, gen_id);
+	bool open = known && known->is_open;
+	pthread_mutex_unlock(&g->lock);
+	if (open)
+		return 0;
+	struct cat_gen gen;
+	int rc = cat_gen_get_brief(g->cat, gen_id, &gen);
+	if (rc != 0)
+		return rc == -ENOENT ? 0 : rc;
+	*in_place = gen.state == GEN_COMMITTED || gen.state == GEN_HELD;
+	return 0;
+}

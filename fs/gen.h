@@ -116,6 +116,15 @@ bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name);
  * reopened as a new version (backup kept). Returns 0 or -errno. */
 int gen_before_change(struct gen_policy *g, uint64_t gen_id);
 
+/* Before a change of attributes only (mode, owner, times: no byte, size or
+ * name changes) inside generation gen_id: nothing is reopened. A COMMITTED
+ * or HELD generation takes the change in place (*in_place = true: the
+ * caller then re-queues its manifest, cat_gen_manifest_again); an open one
+ * takes it into the version being written. A chmod of a committed save
+ * used to reopen it as a rewrite: hidden from its series until `abandon`,
+ * then rolled back with the chmod undone. Returns 0 or -errno. */
+int gen_before_attr_change(struct gen_policy *g, uint64_t gen_id, bool *in_place);
+
 /* Activity: a write, create or other change in a generation by pid. */
 void gen_activity(struct gen_policy *g, uint64_t gen_id, pid_t pid);
 

@@ -452,7 +452,16 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 	struct cat_inode set = s->val;
 	unsigned what = s->what;
 	uint64_t gen_id;
-	int rc = ns_gen_change(ns, c, ino, &gen_id);
+	bool in_place = false; /* attributes only, into a committed or held save */
+	int rc;
+	if (s->size_set) {
+		rc = ns_gen_change(ns, c, ino, &gen_id);
+	} else {
+		gen_id = ns_gen_of(ns, ino);
+		rc = gen_before_attr_change(ns->gen, gen_id, &in_place);
+		if (rc == 0 && !in_place)
+			gen_activity(ns->gen, gen_id, c->pid);
+	}
 	if (rc == 0)
 		rc = cat_getattr(ns->cat, ino, &in);
 	if (rc == 0 && f && s->size_set)
@@ -478,6 +487,12 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 		rc = cat_setattr(ns->cat, ino, what, &set, &out_set);
 	if (rc == 0 && (what & (CAT_SET_MTIME | CAT_SET_MODE)))
 		ns_attr_changed(ns, ino, what, &set, &out_set);
+	if (rc == 0 && in_place && what) {
+		int mrc = cat_gen_manifest_again(ns->cat, gen_id);
+		if (mrc != 0) /* the change stands; BACKING's manifest keeps the old attributes */
+			log_warn("generation %llu: attributes changed in place, its manifest not queued"
+				 " again: %s", (unsigned long long)gen_id, strerror(-mrc));
+	}
 	if (rc == 0)
 		rc = ns_getattr(ns, ino, out);
 	return rc;

@@ -43,6 +43,10 @@
  *     filesystem (see ns_killpriv_mode). Only regular files.
  *  4. Before anything inside a committed generation changes, gen_before_change
  *     reopens it (a new version); every change notes activity by its pid.
+ *     A change of attributes only (setattr without a size: chmod, chown,
+ *     touch, cp -p) reopens nothing: a committed or held save takes it in
+ *     place and its manifest is queued again (gen_before_attr_change), an
+ *     open one within the version being written.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include "catalog_internal.h"
 #include "catalog_shared_gen.h"
+#include "manifest_shared.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -1162,5 +1163,22 @@ int cat_gen_check(struct cat *cat)
 		log_error("catalog %s: generation check found %d violations", cat->path, violations);
 		rc = -EUCLEAN;
 	}
+	return rc;
+}
+
+int cat_gen_manifest_again(struct cat *cat, uint64_t id)
+{
+	struct cat_gen g;
+	int rc = cat_gen_get_brief(cat, id, &g);
+	if (rc != 0 || g.state != GEN_COMMITTED)
+		return rc == -ENOENT ? 0 : rc;
+	if (cat->shared)
+		return catshd_enqueue(cat, id, g.version);
+	cat_lock(cat);
+	rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_up_gen_committed_txn(cat, id, g.version);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
 	return rc;
 }

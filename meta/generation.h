@@ -174,6 +174,12 @@ int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn
  * HELD one keeps its reason, for an abort to put back). */
 int cat_gen_reopen(struct cat *cat, uint64_t id);
 
+/* Queues the manifest of a COMMITTED generation's current version again
+ * (nothing for any other state): its attributes changed in place
+ * (gen.h gen_before_attr_change), so BACKING's copy is rewritten. A
+ * rewrite committing meanwhile makes the row moot (the build is -ESTALE). */
+int cat_gen_manifest_again(struct cat *cat, uint64_t id);
+
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
 
 /* Whether a live node other than this one takes part in generation id (a

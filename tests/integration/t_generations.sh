@@ -878,4 +878,46 @@ open(sys.argv[1], "wb").write(os.urandom(5000)); open(sys.argv[2], "w").close();
 	ck_umount
 }
 
+# A chmod (chown, touch, cp -p) of a file in a committed save changes its
+# attributes in place: the save stays listed and committed at its version
+# (it used to be reopened as a rewrite, hidden until `abandon`, then rolled
+# back with the chmod undone: a resume meanwhile found no checkpoint), and
+# its manifest is written again, so a fresh cache rebuilt from BACKING has
+# the new mode. A truncate is still a rewrite.
+test_chmod_in_a_committed_save_is_kept_in_place_and_reaches_backing() {
+	ck_mount "abandon=2,quiet=0.5"
+	mkdir -p "$CK_MNT/out/checkpoint-100"
+	echo weights >"$CK_MNT/out/checkpoint-100/model.safetensors"
+	echo '{"global_step": 100}' >"$CK_MNT/out/checkpoint-100/trainer_state.json"
+	local row="SELECT state || '|' || version FROM generations WHERE name = 'checkpoint-100'" i=0
+	until [ "$(ck_sql "$row")" = "1|1" ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "checkpoint-100 not committed: $(ck_sql "$row")"
+		sleep 0.05
+	done
+	ck_wait_durable
+	chmod 0640 "$CK_MNT/out/checkpoint-100/model.safetensors"
+	touch -d 2020-01-02T03:04:05Z "$CK_MNT/out/checkpoint-100/trainer_state.json"
+	assert_eq checkpoint-100 "$(ls "$CK_MNT/out")" "listing right after the chmod"
+	assert_eq "1|1" "$(ck_sql "$row")" "state|version after the chmod and touch"
+	sleep 3 # past abandon
+	assert_eq checkpoint-100 "$(ls "$CK_MNT/out")" "listing past abandon"
+	assert_eq "1|1" "$(ck_sql "$row")" "state|version past abandon"
+	assert_eq 640 "$(stat -c %a "$CK_MNT/out/checkpoint-100/model.safetensors")" "mode past abandon"
+	ck_wait_durable
+	ck_umount
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount
+	assert_eq checkpoint-100 "$(ls "$CK_MNT/out")" "listing on a fresh cache rebuilt from BACKING"
+	assert_eq 640 "$(stat -c %a "$CK_MNT/out/checkpoint-100/model.safetensors")" "mode rebuilt from BACKING"
+	assert_eq "2020-01-02 03:04:05" "$(TZ=UTC stat -c %y "$CK_MNT/out/checkpoint-100/trainer_state.json" | cut -c1-19)" \
+		"mtime rebuilt from BACKING"
+	assert_eq weights "$(cat "$CK_MNT/out/checkpoint-100/model.safetensors")" "bytes rebuilt from BACKING"
+	# a truncate is a change of the bytes: a rewrite (version 2 opens)
+	truncate -s 3 "$CK_MNT/out/checkpoint-100/model.safetensors"
+	assert_eq "0|2" "$(ck_sql "SELECT state || '|' || version FROM generations WHERE name = 'checkpoint-100'")" \
+		"state|version after a truncate"
+	ck_umount
+}
+
 ck_main "$@"

@@ -565,3 +565,139 @@ Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uplo
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
+
+/* ---- S11: a local writer's reference to an evicted copy ---- */
+
+/* The reclaim duty's removals from BACKING (the test has no BACKING: the
+ * hashes removed are what it looks at). */
+struct td_removed {
+	uint8_t hash[16][CAT_HASH_LEN];
+	int n;
+};
+
+static int td_backing_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct td_removed *r = arg;
+	if (r->n < 16)
+		memcpy(r->hash[r->n], hash, CAT_HASH_LEN);
+	r->n++;
+	return 0;
+}
+
+static bool td_was_removed(const struct td_removed *r, const uint8_t hash[CAT_HASH_LEN])
+{
+	for (int i = 0; i < r->n && i < 16; i++)
+		if (memcmp(r->hash[i], hash, CAT_HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
+/* n's reclaim turn, every object it removes recorded in r. */
+static void td_turn(struct td_node *n, struct td_removed *r)
+{
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(n->pc.cat, 30000, td_backing_remove, r, &rep));
+	cr_assert(rep.held);
+}
+
+/* B replaces f's content by chunk (fill, 99): f's old chunks lose their
+ * last committed reference. */
+static void td_overwrite(struct td_node *b, uint64_t f, uint8_t fill)
+{
+	OK(cat_pending_from_committed(b->pc.cat, f));
+	OK(cat_pending_truncate(b->pc.cat, f, 0));
+	td_write(b, f, fill, 99, 1, false);
+	OK(cat_pending_drop(b->pc.cat, f));
+}
+
+/* The brief's race with `writers` local writers of one chunk H that
+ * PostgreSQL has committed (f0's): the first stores its bytes anew (its
+ * local count was 0, invariant 2) and uploads them, the others dedup on
+ * it; the cache, short of room, evicts the copy (an open file's, C2);
+ * B overwrites f0 and reclaims. The writers' commits must still find H. */
+static void td_evicted_under_writers(int writers)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t f0 = td_file(&a, "f0");
+	td_write(&a, f0, 0xe1, 0, 1, false);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 1);
+	OK(cat_pending_drop(a.pc.cat, f0));
+	struct cat_extent h = td_extent(0, 0xe1, 0);
+	cr_assert(td_row(&a, h.hash).uploaded);
+
+	uint64_t w[2] = { td_file(&a, "w1"), td_file(&a, "w2") };
+	for (int i = 0; i < writers; i++)
+		td_add(&a, w[i], 0, 0xe1, 0, 1);
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1); /* W1's copy, now clean */
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "cached = 1 AND uploaded = 1"), 1);
+	OK(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL)); /* S11: pinned first */
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "cached = 0"), 1);
+
+	td_overwrite(&b, f0, 0xe2);
+	cr_assert_eq(td_row(&b, h.hash).refcount, 0);
+	td_turn(&b, &removed);
+	cr_expect_not(td_was_removed(&removed, h.hash), "a pinned chunk was reclaimed");
+	for (int i = 0; i < writers; i++) {
+		OK(cat_file_commit(a.pc.cat, w[i], TD_LEN, ts_now_ns(), false));
+		OK(cat_pending_drop(a.pc.cat, w[i]));
+	}
+	struct pgns_chunk_row row = td_row(&a, h.hash);
+	cr_assert_eq(row.refcount, (uint64_t)writers);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "refcount > 0"), 0);
+	td_check(&a);
+	td_turn(&b, &removed);
+	cr_assert_not(td_was_removed(&removed, h.hash), "the writers' files name it");
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+Test(catshared_data, two_writers_evicted_copy_of_a_committed_chunk_survives_a_reclaim_elsewhere)
+{
+	td_evicted_under_writers(2);
+}
+
+Test(catshared_data, one_writers_evicted_copy_of_a_committed_chunk_survives_a_reclaim_elsewhere)
+{
+	td_evicted_under_writers(1);
+}
+
+/* S11 for a hash PostgreSQL has no row of yet: W1's fresh chunk, uploaded
+ * under its claim (N7) and evicted; B publishes a file of the same bytes,
+ * uploads them, deletes the file and reclaims. W1's commit must find it. */
+Test(catshared_data, a_writers_evicted_fresh_chunk_survives_another_nodes_publish_and_reclaim)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t w1 = td_file(&a, "w1");
+	td_add(&a, w1, 0, 0xe3, 0, 1);
+	struct cat_extent h = td_extent(0, 0xe3, 0);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1);
+	OK(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL)); /* S11 */
+
+	uint64_t g = td_file(&b, "g");
+	td_write(&b, g, 0xe3, 0, 1, false);
+	(void)pt_cat_upload_chunks(&b.pc, h.hash, &stale);
+	OK(cat_pending_drop(b.pc.cat, g));
+	uint64_t gone = 0;
+	OK(cat_unlink(b.pc.cat, CAT_ROOT_INO, "g", &gone));
+	cr_assert_eq(gone, g);
+	OK(cat_inodes_release(b.pc.cat, &g, 1));
+	td_turn(&b, &removed);
+	cr_expect_not(td_was_removed(&removed, h.hash), "a pinned chunk was reclaimed");
+
+	OK(cat_file_commit(a.pc.cat, w1, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w1));
+	struct pgns_chunk_row row = td_row(&a, h.hash);
+	cr_assert_eq(row.refcount, 1);
+	cr_assert(row.uploaded);
+	td_check(&a);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}

@@ -12,7 +12,11 @@
  * while an unpublished chunk's upload is dropped and its object reclaimed
  * from the cache; the same bytes from both nodes are one shared chunk,
  * uploaded once; a read through B's cache of a chunk A has not uploaded
- * waits for its upload up to backing_timeout, then fails with EIO. */
+ * waits for its upload up to backing_timeout, then fails with EIO. S11: a
+ * cache copy local writers name, evicted, is pinned for them, so a reclaim
+ * elsewhere leaves BACKING's object to their commits (a chunk PostgreSQL
+ * has committed, or a fresh one it has no row of); one that cannot be
+ * pinned stays; a writer naming an evicted chunk stores it anew. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -697,6 +701,68 @@ Test(catshared_data, a_writers_evicted_fresh_chunk_survives_another_nodes_publis
 	struct pgns_chunk_row row = td_row(&a, h.hash);
 	cr_assert_eq(row.refcount, 1);
 	cr_assert(row.uploaded);
+	td_check(&a);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+/* S11: a copy the pin cannot cover stays. W1's fresh chunk is uploaded
+ * (its claim taken, N7) and marked here only; B publishes the same bytes,
+ * deletes them and reclaims, which removes BACKING's object and A's claim
+ * with it. A's eviction finds no row and no claim: the copy is the only
+ * one, kept, and W1's commit puts it on BACKING again (S8). A writer that
+ * names a chunk whose copy went stores its bytes anew. */
+Test(catshared_data, a_writers_copy_that_cannot_be_pinned_stays_and_a_new_writer_stores_anew)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t w1 = td_file(&a, "w1");
+	td_add(&a, w1, 0, 0xe4, 0, 2);
+	struct cat_extent h = td_extent(0, 0xe4, 0), h2 = td_extent(TD_LEN, 0xe4, 1);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
+
+	uint64_t g = td_file(&b, "g");
+	td_write(&b, g, 0xe4, 0, 1, false);
+	cr_assert_eq(pt_cat_upload_chunks(&b.pc, h.hash, &stale), 1);
+	OK(cat_pending_drop(b.pc.cat, g));
+	uint64_t gone = 0;
+	OK(cat_unlink(b.pc.cat, CAT_ROOT_INO, "g", &gone));
+	OK(cat_inodes_release(b.pc.cat, &g, 1));
+	td_turn(&b, &removed);
+	cr_assert(td_was_removed(&removed, h.hash));
+
+	uint8_t both[2][CAT_HASH_LEN];
+	memcpy(both[0], h.hash, CAT_HASH_LEN);
+	memcpy(both[1], h2.hash, CAT_HASH_LEN);
+	bool went[2] = { true, false };
+	OK(cat_chunks_evict(a.pc.cat, (const uint8_t(*)[CAT_HASH_LEN])both, 2, td_keep_object, NULL,
+			    went));
+	cr_assert_not(went[0], "no row and no claim: the copy may be the only one");
+	cr_assert(went[1], "a fresh chunk under its claim: pinned, then evicted");
+	FAILS(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL), EBUSY);
+	struct pgns_chunk_row row = td_row(&a, h2.hash);
+	cr_assert(row.uploaded);
+	cr_assert_eq(row.refcount, 0);
+
+	/* a second writer of the evicted chunk stores it anew, no pin needed */
+	uint64_t w3 = td_file(&a, "w3");
+	struct cat_extent e = td_extent(0, 0xe4, 1);
+	bool must_store = false;
+	OK(cat_pending_add(a.pc.cat, w3, &e, &must_store));
+	cr_assert(must_store);
+	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TD_STORED));
+
+	OK(cat_file_commit(a.pc.cat, w1, 2 * TD_LEN, ts_now_ns(), false));
+	cr_assert_not(td_row(&a, h.hash).uploaded, "S8: refused, put again");
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1);
+	cr_assert(td_row(&a, h.hash).uploaded);
+	OK(cat_file_commit(a.pc.cat, w3, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w1));
+	OK(cat_pending_drop(a.pc.cat, w3));
+	cr_assert_eq(td_row(&a, h2.hash).refcount, 2);
 	td_check(&a);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);

@@ -646,13 +646,13 @@ static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, stru
 	p->listed[p->nchunks - 1] = sqlite3_column_int(st, 7);
 	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
 		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
-	if (!sqlite3_column_int(st, 8)) /* S7: no object here (an open file's are never evicted) */
+	if (!sqlite3_column_int(st, 8)) /* S7: no object here (never had, or evicted: S11) */
 		memcpy(p->absent[p->nabsent++].chunk.hash, e->hash, CAT_HASH_LEN);
 	return 0;
 }
 
 /* S7: every chunk this node holds no object of (taken from committed
- * extents: the cache never evicts an open file's chunks) must still be live
+ * extents, or its copy evicted under S11's pins) must still be live
  * in PostgreSQL, else the commit would name an object nobody has. One round
  * trip, and none for a file whose chunks are all in the cache. */
 static int csd_publish_check(struct cat *cat, uint64_t ino, struct csd_publish *p)

@@ -22,9 +22,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <libpq-fe.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -34,6 +37,7 @@
 #include "cache.h"
 #include "catalog.h"
 #include "catalog_internal.h"
+#include "pg.h"
 #include "pgns.h"
 #include "pgtest.h"
 #include "store.h"
@@ -763,6 +767,114 @@ Test(catshared_data, a_writers_copy_that_cannot_be_pinned_stays_and_a_new_writer
 	OK(cat_pending_drop(a.pc.cat, w1));
 	OK(cat_pending_drop(a.pc.cat, w3));
 	cr_assert_eq(td_row(&a, h2.hash).refcount, 2);
+	td_check(&a);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+static uint64_t td_round_trips(struct td_node *n)
+{
+	struct pg_stats st;
+	pg_get_stats(cat_shared_ns(n->pc.cat)->pg, &st);
+	return st.round_trips;
+}
+
+/* A query on a connection of the test's own: its result, asserted to be
+ * status want. */
+static PGresult *td_sql(PGconn *c, const char *sql, ExecStatusType want)
+{
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), want, "%s: %s", sql, PQerrorMessage(c));
+	return r;
+}
+
+struct td_evict_call {
+	struct cat *cat;
+	uint8_t hash[CAT_HASH_LEN];
+	int rc;
+};
+
+static void *td_evict_thread(void *arg)
+{
+	struct td_evict_call *e = arg;
+	e->rc = cat_chunk_evict(e->cat, e->hash, td_keep_object, NULL);
+	return NULL;
+}
+
+/* S11 at the interleaving that matters: a second writer names the copy
+ * after the eviction read its writers and while its pin runs (held here at
+ * the chunk's row lock, which the test's own transaction holds); the pin
+ * covers only the first writer, so the copy stays. The next eviction pins
+ * both, in one round trip; a write and an eviction no writer needs take
+ * none. */
+Test(catshared_data, a_writer_naming_the_copy_while_its_eviction_pins_keeps_it_in_the_cache)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t f0 = td_file(&a, "f0"), w1 = td_file(&a, "w1"), w2 = td_file(&a, "w2");
+	td_write(&a, f0, 0xe5, 0, 2, false);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
+	OK(cat_pending_drop(a.pc.cat, f0));
+	struct cat_extent h = td_extent(0, 0xe5, 0), other = td_extent(TD_LEN, 0xe5, 1);
+	td_add(&a, w1, 0, 0xe5, 0, 1); /* stored anew (invariant 2), uploaded below */
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1);
+
+	char hex[2 * CAT_HASH_LEN + 1], sql[256];
+	cat_hex(h.hash, hex);
+	PGconn *blk = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(blk), CONNECTION_OK, "%s", PQerrorMessage(blk));
+	PQclear(td_sql(blk, "BEGIN", PGRES_COMMAND_OK));
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_chunks WHERE hash = decode('%s', 'hex') FOR UPDATE",
+		 hex);
+	PQclear(td_sql(blk, sql, PGRES_TUPLES_OK));
+	struct td_evict_call ev = { .cat = a.pc.cat, .rc = 1 };
+	memcpy(ev.hash, h.hash, CAT_HASH_LEN);
+	uint64_t before = td_round_trips(&a); /* not while the pin holds the connection */
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, td_evict_thread, &ev), 0);
+	/* the eviction's pin waits for the row: W2 names the copy meanwhile */
+	for (int waiting = 0, polls = 0; !waiting; polls++) {
+		cr_assert_lt(polls, 100000, "the eviction never waited for the row");
+		PGresult *r = td_sql(blk, "SELECT count(*) FROM pg_stat_activity WHERE"
+				     " wait_event_type = 'Lock' AND query LIKE '%ns_pins%'",
+				     PGRES_TUPLES_OK);
+		waiting = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+		if (!waiting)
+			sched_yield();
+	}
+	struct cat_extent e = td_extent(0, 0xe5, 0);
+	bool must_store = true;
+	OK(cat_pending_add(a.pc.cat, w2, &e, &must_store));
+	cr_assert_not(must_store, "a dedup hit on the cached copy");
+	PQclear(td_sql(blk, "COMMIT", PGRES_COMMAND_OK));
+	PQfinish(blk);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(ev.rc, -EBUSY, "W2 is not pinned: the copy stays (got %d)", ev.rc);
+	uint64_t cost = td_round_trips(&a) - before;
+	/* the pin, and its prepare on this connection's first use (pg.h P1) */
+	cr_assert_eq(cost, 2, "the pin; the write took none (%" PRIu64 ")", cost);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "cached = 1 AND refcount = 2"), 1);
+
+	before = td_round_trips(&a);
+	OK(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL));
+	cr_assert_eq(td_round_trips(&a) - before, 1, "one pin for both writers");
+	before = td_round_trips(&a);
+	OK(cat_chunk_evict(a.pc.cat, other.hash, td_keep_object, NULL));
+	cr_assert_eq(td_round_trips(&a) - before, 0, "no writer names it: no pin");
+
+	td_overwrite(&b, f0, 0xe6);
+	td_turn(&b, &removed);
+	cr_assert_not(td_was_removed(&removed, h.hash), "pinned for W1 and W2");
+	cr_assert(td_was_removed(&removed, other.hash), "nothing names it any more");
+	OK(cat_file_commit(a.pc.cat, w1, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w1));
+	OK(cat_file_commit(a.pc.cat, w2, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w2));
+	cr_assert_eq(td_row(&a, h.hash).refcount, 2);
 	td_check(&a);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);

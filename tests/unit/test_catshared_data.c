@@ -835,10 +835,14 @@ Test(catshared_data, a_writer_naming_the_copy_while_its_eviction_pins_keeps_it_i
 	uint64_t before = td_round_trips(&a); /* not while the pin holds the connection */
 	pthread_t t;
 	cr_assert_eq(pthread_create(&t, NULL, td_evict_thread, &ev), 0);
-	/* the eviction's pin waits for the row: W2 names the copy meanwhile */
+	/* the eviction's pin waits for the row: W2 names the copy meanwhile
+	 * (watched from outside blk's transaction, whose first look at
+	 * pg_stat_activity would be kept for the rest of it) */
+	PGconn *mon = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(mon), CONNECTION_OK, "%s", PQerrorMessage(mon));
 	for (int waiting = 0, polls = 0; !waiting; polls++) {
 		cr_assert_lt(polls, 100000, "the eviction never waited for the row");
-		PGresult *r = td_sql(blk, "SELECT count(*) FROM pg_stat_activity WHERE"
+		PGresult *r = td_sql(mon, "SELECT count(*) FROM pg_stat_activity WHERE"
 				     " wait_event_type = 'Lock' AND query LIKE '%ns_pins%'",
 				     PGRES_TUPLES_OK);
 		waiting = atoi(PQgetvalue(r, 0, 0));
@@ -846,6 +850,7 @@ Test(catshared_data, a_writer_naming_the_copy_while_its_eviction_pins_keeps_it_i
 		if (!waiting)
 			sched_yield();
 	}
+	PQfinish(mon);
 	struct cat_extent e = td_extent(0, 0xe5, 0);
 	bool must_store = true;
 	OK(cat_pending_add(a.pc.cat, w2, &e, &must_store));

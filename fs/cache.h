@@ -51,8 +51,9 @@
  *      CACHE_EVICT_STEP candidates that writers name, none otherwise):
  *      PostgreSQL counts no pending reference, and a reclaim elsewhere
  *      would remove BACKING's object, the writer's commit's only one. A
- *      copy that cannot be pinned stays. So the evictor still frees room
- *      under a file larger than the cache (C3), one pin per chunk. */
+ *      copy that cannot be pinned stays (and the commit puts it on BACKING
+ *      again). A file larger than the cache is still written (C3): its
+ *      writer's uploaded copies go under pins. */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

@@ -400,8 +400,8 @@ int cat_check(struct cat *cat);
  * no writer stores the same bytes anew in between. -ENOENT if the chunk has
  * no row, no object yet, or is not on BACKING (dirty: never evicted); in
  * shared mode -EBUSY if a writer names it and it could not be pinned (S11,
- * cat_chunks_evict); the removal's own failure is its to log and leaves the mark cleared. remove
- * runs under the lock and must not call the catalog. */
+ * cat_chunks_evict). The removal's own failure is its to log and leaves the
+ * mark cleared. remove runs under the lock and must not call the catalog. */
 int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
 		    void *arg);
 /* cat_chunk_evict of hashes[0..n); evicted[i] says whether hashes[i] went.

@@ -1,5 +1,5 @@
 /* cache — the local disk cache of chunk objects; see cache.h for the
- * invariants C1–C8.
+ * invariants C1–C10.
  *
  * Byte counts (cached, dirty) are kept in memory, moved by the writers, the
  * fetches, the uploader and the evictor, and re-read from the catalog by the
@@ -42,6 +42,7 @@
 #define CACHE_PREFETCH_QUEUE 32
 #define CACHE_PREFETCH_RECENT 64 /* chunks asked for lately (cache_prefetch) */
 #define CACHE_EVICT_BATCH 256
+#define CACHE_EVICT_STEP 16 /* evictions between two looks at the counts; one pin round trip (C10) */
 #define CACHE_MAX_OPEN 4096
 #define CACHE_RESYNC_S 10
 #define CACHE_TOUCH_BATCH 256
@@ -703,6 +704,20 @@ static bool cache_evict_more(struct cache *c, bool *short_of_room)
 	return over || disk_short;
 }
 
+/* One chunk of len stored bytes left the cache: the counts, and waiting
+ * writers woken. */
+static void cache_evicted(struct cache *c, uint64_t len, uint64_t *freed, uint64_t *chunks)
+{
+	*freed += len;
+	(*chunks)++;
+	pthread_mutex_lock(&c->lock);
+	c->cached_bytes = c->cached_bytes > len ? c->cached_bytes - len : 0;
+	c->freed += len;
+	c->must_free = c->must_free > len ? c->must_free - len : 0;
+	pthread_cond_broadcast(&c->dirty_room);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* Evicts least-recently-used clean chunks (C2) while cache_evict_more says
  * so: first those of files nobody has open; when the disk or a waiting writer
  * is short of room, also those of open files (on BACKING: a reader fetches
@@ -726,20 +741,18 @@ static uint64_t cache_evict(struct cache *c)
 		if (n <= 0)
 			break; /* nothing clean left to evict: dirty or pinned */
 		uint64_t chunks_before = chunks;
-		for (int i = 0; i < n; i++) {
-			/* mark and file in one hold of the catalog lock (C9); a
-			 * reader that misses fetches it again (C2) */
-			if (cat_chunk_evict(c->cat, cand[i], cache_remove_object, c->store) != 0)
-				continue;
-			freed += lens[i];
-			chunks++;
-			pthread_mutex_lock(&c->lock);
-			c->cached_bytes = c->cached_bytes > lens[i] ? c->cached_bytes - lens[i] : 0;
-			c->freed += lens[i];
-			c->must_free = c->must_free > lens[i] ? c->must_free - lens[i] : 0;
-			pthread_cond_broadcast(&c->dirty_room);
-			pthread_mutex_unlock(&c->lock);
-			if ((i & 15) == 15 && !cache_evict_more(c, &short_of_room))
+		for (int i = 0; i < n; i += CACHE_EVICT_STEP) {
+			int m = n - i < CACHE_EVICT_STEP ? n - i : CACHE_EVICT_STEP;
+			bool went[CACHE_EVICT_STEP];
+			/* mark and file in one hold of the catalog lock (C9), a
+			 * copy a local writer names pinned first (C10); a reader
+			 * that misses fetches it again (C2) */
+			(void)cat_chunks_evict(c->cat, (const uint8_t(*)[HASH_LEN])cand + i, (size_t)m,
+					       cache_remove_object, c->store, went);
+			for (int j = 0; j < m; j++)
+				if (went[j])
+					cache_evicted(c, lens[i + j], &freed, &chunks);
+			if (!cache_evict_more(c, &short_of_room))
 				break;
 		}
 		if (chunks == chunks_before)

@@ -44,7 +44,16 @@
  *      catalog could not record through cat_chunk_drop_unclaimed. Between a
  *      decision and a removal later, a writer could store the same bytes
  *      anew (the row swept meanwhile), and the late removal would take its
- *      only copy. */
+ *      only copy.
+ * C10. In shared mode (-o meta=) an open file's copy that a local writer
+ *      names is evicted only once PostgreSQL pins it for that writer
+ *      (cat_chunks_evict: catalog_shared_data.c S11, one round trip per
+ *      CACHE_EVICT_STEP candidates that writers name, none otherwise):
+ *      PostgreSQL counts no pending reference, and a reclaim elsewhere
+ *      would remove BACKING's object, the writer's commit's only one. A
+ *      copy that cannot be pinned stays (and the commit puts it on BACKING
+ *      again). A file larger than the cache is still written (C3): its
+ *      writer's uploaded copies go under pins. */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

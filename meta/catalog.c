@@ -2691,6 +2691,13 @@ int cat_claimed_set(struct cat *cat)
 int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
 		    void *arg)
 {
+	if (cat->shared) {
+		bool evicted = false;
+		int why = 0;
+		int rc = catsh_chunks_evict(cat, (const uint8_t(*)[CAT_HASH_LEN])hash, 1, remove, arg,
+					    &evicted, &why);
+		return rc ? rc : why;
+	}
 	cat_lock(cat);
 	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
 	if (rc == 0)
@@ -2719,4 +2726,13 @@ int cat_chunk_drop_unclaimed(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		rc = remove(arg, hash);
 	cat_unlock(cat);
 	return rc;
+}
+
+int cat_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+		     cat_reclaim_fn remove, void *arg, bool *evicted)
+{
+	if (cat->shared) return catsh_chunks_evict(cat, hashes, n, remove, arg, evicted, NULL);
+	for (size_t i = 0; i < n; i++)
+		evicted[i] = cat_chunk_evict(cat, hashes[i], remove, arg) == 0;
+	return 0;
 }

@@ -398,11 +398,19 @@ int cat_check(struct cat *cat);
 /* An eviction: clears a clean chunk's cached mark and calls remove(arg, hash)
  * for its cache object in the same hold of the catalog lock (invariant 8), so
  * no writer stores the same bytes anew in between. -ENOENT if the chunk has
- * no row, no object yet, or is not on BACKING (dirty: never evicted); the
- * removal's own failure is its to log and leaves the mark cleared. remove
- * runs under the lock and must not call the catalog. */
+ * no row, no object yet, or is not on BACKING (dirty: never evicted); in
+ * shared mode -EBUSY if a writer names it and it could not be pinned (S11,
+ * cat_chunks_evict). The removal's own failure is its to log and leaves the
+ * mark cleared. remove runs under the lock and must not call the catalog. */
 int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove,
 		    void *arg);
+/* cat_chunk_evict of hashes[0..n); evicted[i] says whether hashes[i] went.
+ * Shared: a copy a writer of this node names is pinned in PostgreSQL first,
+ * one round trip for the batch, and stays if it cannot be (-EBUSY from
+ * cat_chunk_evict; catalog_shared_data.c S11). Returns 0 or the catalog's
+ * error. */
+int cat_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+		     cat_reclaim_fn remove, void *arg, bool *evicted);
 
 /* A cache copy the catalog could not record: calls remove(arg, hash) only
  * if no chunk row names hash, checked in the same hold of the catalog lock

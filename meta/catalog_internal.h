@@ -151,6 +151,9 @@ struct cat {
 /* The shared engine's namespace handle (catalog_shared.c); shared only. */
 struct pgns;
 struct pgns *cat_shared_ns(struct cat *cat);
+/* catalog_shared_data.c S11's lock: an eviction's pins (write) against a
+ * writer's release (read); shared only. */
+pthread_rwlock_t *cat_shared_pins(struct cat *cat);
 
 /* A pending extent's fields make sense (lengths, offsets within the chunk). */
 bool cat_extent_valid(const struct cat_extent *ext);

@@ -58,6 +58,7 @@ struct cat_shared {
 	struct lease renew;  /* the same node on lease_pg: renew, sweep, release */
 	struct pgns ns;
 	char catalog_id[33]; /* S5 */
+	pthread_rwlock_t pins; /* catalog_shared_data.c S11: evictions' pins, releases' unpins */
 };
 
 /* Nodes one sweep handles; more expired at once wait for the next sweep's
@@ -128,6 +129,7 @@ static void catsh_free(struct cat_shared *sh)
 			 " nodes expire it when it runs out", pg_name(sh->lease_pg), sh->renew.node_id);
 	pg_close(sh->pg);
 	pg_close(sh->lease_pg);
+	pthread_rwlock_destroy(&sh->pins);
 	free(sh);
 }
 
@@ -193,6 +195,8 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		return rc;
 	}
 	struct cat_shared *sh = calloc(1, sizeof(*sh));
+	if (sh)
+		pthread_rwlock_init(&sh->pins, NULL);
 	rc = sh ? catsh_connect(cfg, root_uid, root_gid, sh, err, err_size) : -ENOMEM;
 	if (rc) {
 		if (rc == -ENOMEM && !err[0])
@@ -547,4 +551,10 @@ int catsh_check(struct cat *cat)
 		rc = -EUCLEAN;
 	}
 	return rc;
+}
+
+pthread_rwlock_t *cat_shared_pins(struct cat *cat)
+{
+	assert(cat->shared);
+	return &cat->shared->pins;
 }

@@ -79,7 +79,26 @@
  *      dirty row (cached = 1, uploaded = 0: a local writer's only copy, its
  *      upload queued) uploaded: that would make the copy evictable, and a
  *      reclaim of the other node's object would then leave the bytes
- *      nowhere. Only this node's own upload marks its row (S5, S8). */
+ *      nowhere. Only this node's own upload marks its row (S5, S8).
+ *  S11. A local writer's reference to a chunk this node holds no copy of
+ *      is covered in PostgreSQL: PostgreSQL counts no pending reference,
+ *      so once the cache copy goes, BACKING's object is all the writer's
+ *      commit has, and a reclaim (the last committed reference dropped on
+ *      any node) would remove it. So an eviction (cat_chunks_evict) of a
+ *      copy that writers of this node name first pins it for each of them
+ *      (pgns_pin_held, pgns.h N10: one round trip for the batch, none for
+ *      a batch no writer names); a hash PostgreSQL has no row of yet gets
+ *      one, live and uploaded on the strength of this node's claim (N7).
+ *      One it cannot pin (reclaiming, or no row and no claim: the object
+ *      may be gone) keeps its copy. The copy goes only if, in the hold of
+ *      the catalog lock that removes it, every writer naming it is one the
+ *      pin was taken for; a writer's release (whose unpin drops all of its
+ *      inode's pins) waits for the eviction's pins and removals, which hold
+ *      cat_shared_pins, so no pin is dropped under a later reference. A
+ *      writer that names a chunk with no copy here afterwards (a dedup hit
+ *      on the local row) stores its bytes anew, as invariant 2 makes it for
+ *      a row at count 0: no pin is taken on the write path. The pins go at
+ *      the writers' release with S7's (pgns_unpin). */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -289,6 +308,19 @@ int catsh_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct ca
 	return rc < 0 ? rc : n;
 }
 
+/* S11: *none when the chunk's row, stored, has no copy in the cache (evicted,
+ * or a continued file's chunk it never had): a writer naming it then stores
+ * its bytes anew instead of leaning on pins taken for other writers. */
+static int csd_no_copy_here(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], bool *none)
+{
+	int rc = cat_bind(cat, U_WHERE, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_next(cat, U_WHERE);
+	*none = rc == 1 && cat_col_int(cat, U_WHERE, 0) == 0;
+	cat_reset(cat, U_WHERE);
+	return rc < 0 ? rc : 0;
+}
+
 int catsh_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 		      bool *must_store)
 {
@@ -299,6 +331,8 @@ int catsh_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ex
 	int rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_pending_insert_txn(cat, ino, ext, &store); /* the inode is PostgreSQL's */
+	if (rc == 0 && !store)
+		rc = csd_no_copy_here(cat, ext->hash, &store); /* S11 */
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	if (rc == 0)
@@ -390,6 +424,7 @@ int catsh_pending_drop(struct cat *cat, uint64_t ino)
 {
 	uint8_t(*hashes)[CAT_HASH_LEN] = NULL;
 	size_t n = 0;
+	pthread_rwlock_rdlock(cat_shared_pins(cat)); /* S11: after an eviction's pins */
 	cat_lock(cat);
 	int hrc = csd_pending_hashes(cat, ino, &hashes, &n);
 	cat_unlock(cat);
@@ -402,6 +437,7 @@ int catsh_pending_drop(struct cat *cat, uint64_t ino)
 		n = 0; /* the claims stay: they go with the hash or the node (N7) */
 	int urc = pgns_unpin_claims(cat_shared_ns(cat), ino,
 				    (const uint8_t(*)[CAT_HASH_LEN])hashes, n);
+	pthread_rwlock_unlock(cat_shared_pins(cat));
 	if (urc)
 		log_warn("catalog %s: cannot drop the pins of inode %" PRIu64 " (%s); they go"
 			 " when this node leaves", cat->path, ino, strerror(-urc));
@@ -610,13 +646,13 @@ static int csd_publish_row(struct cat *cat, uint64_t ino, sqlite3_stmt *st, stru
 	p->listed[p->nchunks - 1] = sqlite3_column_int(st, 7);
 	if (sqlite3_column_int(st, 7)) /* S5: put on BACKING before PostgreSQL knew it */
 		memcpy(p->uploaded[p->nuploaded++], e->hash, CAT_HASH_LEN);
-	if (!sqlite3_column_int(st, 8)) /* S7: no object here (an open file's are never evicted) */
+	if (!sqlite3_column_int(st, 8)) /* S7: no object here (never had, or evicted: S11) */
 		memcpy(p->absent[p->nabsent++].chunk.hash, e->hash, CAT_HASH_LEN);
 	return 0;
 }
 
 /* S7: every chunk this node holds no object of (taken from committed
- * extents: the cache never evicts an open file's chunks) must still be live
+ * extents, or its copy evicted under S11's pins) must still be live
  * in PostgreSQL, else the commit would name an object nobody has. One round
  * trip, and none for a file whose chunks are all in the cache. */
 static int csd_publish_check(struct cat *cat, uint64_t ino, struct csd_publish *p)
@@ -1125,4 +1161,144 @@ int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
 {
 	return pgns_file_uploaded(cat_shared_ns(cat), ino, uploaded);
+}
+
+/* ---- evictions (S11) ---- */
+
+/* The writers naming a clean cached chunk, with its description. */
+static const char csd_sql_evict_refs[] =
+	"SELECT DISTINCT p.ino, c.plain_len, c.codec, c.stored_len FROM pending p JOIN chunks c"
+	" ON c.hash = p.hash WHERE p.hash = ?1 AND c.cached = 1 AND c.uploaded = 1"
+	" AND c.stored_len IS NOT NULL";
+static const char csd_sql_writers[] = "SELECT DISTINCT ino FROM pending WHERE hash = ?1";
+
+/* The pins an eviction needs: refs[k] for hashes[at[k]]. */
+struct csd_evict {
+	struct pgns_pin_ref *refs;
+	size_t *at;
+	bool *pinned;
+	size_t n, cap;
+};
+
+static void csd_evict_free(struct csd_evict *e)
+{
+	free(e->refs);
+	free(e->at);
+	free(e->pinned);
+}
+
+static int csd_evict_grow(struct csd_evict *e)
+{
+	if (e->n < e->cap)
+		return 0;
+	size_t cap = e->cap ? 2 * e->cap : 16;
+	struct pgns_pin_ref *r = realloc(e->refs, cap * sizeof(*r));
+	if (r)
+		e->refs = r;
+	size_t *at = r ? realloc(e->at, cap * sizeof(*at)) : NULL;
+	if (at)
+		e->at = at;
+	bool *p = at ? realloc(e->pinned, cap * sizeof(*p)) : NULL;
+	if (p)
+		e->pinned = p;
+	if (!p)
+		return -ENOMEM;
+	e->cap = cap;
+	return 0;
+}
+
+/* The writers of this node naming each of hashes[0..n), under the lock. */
+static int csd_evict_refs(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+			  struct csd_evict *e)
+{
+	sqlite3_stmt *st = NULL;
+	cat_lock(cat);
+	int rc = csd_prepare(cat, csd_sql_evict_refs, &st);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		sqlite3_reset(st);
+		csd_bind_hash(st, 1, hashes[i]);
+		int src;
+		while (rc == 0 && (src = csd_step(cat, st)) == 1 && (rc = csd_evict_grow(e)) == 0) {
+			struct pgns_pin_ref *r = &e->refs[e->n];
+			r->ino = (uint64_t)sqlite3_column_int64(st, 0);
+			memcpy(r->chunk.hash, hashes[i], CAT_HASH_LEN);
+			r->chunk.plain_len = (uint64_t)sqlite3_column_int64(st, 1);
+			r->chunk.codec = (uint8_t)sqlite3_column_int(st, 2);
+			r->chunk.stored_len = (uint64_t)sqlite3_column_int64(st, 3);
+			e->pinned[e->n] = false;
+			e->at[e->n++] = i;
+		}
+		if (rc == 0 && src < 0)
+			rc = src;
+	}
+	sqlite3_finalize(st);
+	cat_unlock(cat);
+	return rc;
+}
+
+/* Whether writer ino of hashes[i] is pinned by this eviction. */
+static bool csd_evict_pinned(const struct csd_evict *e, size_t i, uint64_t ino)
+{
+	for (size_t k = 0; k < e->n; k++)
+		if (e->at[k] == i && e->refs[k].ino == ino)
+			return e->pinned[k];
+	return false;
+}
+
+/* One eviction in one hold of the lock (invariant 8): only if every writer
+ * naming the chunk now is pinned (S11). 0, -ENOENT (not a clean copy) or
+ * -EBUSY (a writer not pinned). */
+static int csd_evict_one(struct cat *cat, sqlite3_stmt *writers, const struct csd_evict *e,
+			 size_t i, const uint8_t hash[CAT_HASH_LEN], cat_reclaim_fn remove, void *arg)
+{
+	sqlite3_reset(writers);
+	csd_bind_hash(writers, 1, hash);
+	int rc, src;
+	while ((src = csd_step(cat, writers)) == 1)
+		if (!csd_evict_pinned(e, i, (uint64_t)sqlite3_column_int64(writers, 0)))
+			return -EBUSY;
+	rc = src < 0 ? src : cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
+	if (rc == 0)
+		rc = cat_run(cat, U_SET_CACHED);
+	if (rc == 0 && cat_changes(cat) == 0)
+		rc = -ENOENT; /* no such chunk, not stored yet, or dirty (never evicted) */
+	if (rc == 0)
+		(void)remove(arg, hash); /* a failure is its own to log; gc finds the file */
+	return rc;
+}
+
+int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+		       cat_reclaim_fn remove, void *arg, bool *evicted, int *why)
+{
+	struct csd_evict e = { 0 };
+	for (size_t i = 0; i < n; i++)
+		evicted[i] = false;
+	pthread_rwlock_wrlock(cat_shared_pins(cat)); /* no writer's release meanwhile */
+	int rc = csd_evict_refs(cat, hashes, n, &e);
+	if (rc == 0 && e.n > 0) {
+		int prc = pgns_pin_held(cat_shared_ns(cat), e.refs, e.n, e.pinned);
+		if (prc) { /* nothing pinned: the copies writers name stay */
+			for (size_t k = 0; k < e.n; k++)
+				e.pinned[k] = false;
+			log_warn("catalog %s: cannot pin the chunks local writers name before their"
+				 " eviction (%s); their cache copies stay", cat->path, strerror(-prc));
+		}
+	}
+	sqlite3_stmt *writers = NULL;
+	cat_lock(cat);
+	if (rc == 0)
+		rc = csd_prepare(cat, csd_sql_writers, &writers);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		int erc = csd_evict_one(cat, writers, &e, i, hashes[i], remove, arg);
+		evicted[i] = erc == 0;
+		if (why)
+			why[i] = erc;
+		if (erc != -ENOENT && erc != -EBUSY)
+			rc = erc;
+	}
+	sqlite3_finalize(writers);
+	cat_unlock(cat);
+	pthread_rwlock_unlock(cat_shared_pins(cat));
+	csd_evict_free(&e);
+	return rc;
 }

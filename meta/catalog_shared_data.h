@@ -3,7 +3,7 @@
  * cat_open_shared. Internal to meta/: catalog.c and upload.c dispatch to
  * these from the first line of the public call of the same name
  * (`if (cat->shared) return catsh_<name>(...)`); the rules are at the top of
- * catalog_shared_data.c (S1–S6). */
+ * catalog_shared_data.c (S1–S11). */
 #ifndef CKPTFS_CATALOG_SHARED_DATA_H
 #define CKPTFS_CATALOG_SHARED_DATA_H
 
@@ -39,6 +39,10 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		      struct cat_chunk_where *out);
 int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* catalog.h's cat_chunks_evict (S11) */
+/* why[i] (why may be NULL): 0, or as cat_chunk_evict's -ENOENT and -EBUSY */
+int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+		       cat_reclaim_fn remove, void *arg, bool *evicted, int *why);
 int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
 
 #endif

@@ -67,6 +67,7 @@ enum {
 	NS_CLAIM_MANY,
 	NS_UNPIN_CLAIMS,
 	NS_CREATE,
+	NS_PIN_HELD,
 	NS_COUNT
 };
 
@@ -370,6 +371,42 @@ const struct pg_stmt pgns_stmts[] = {
 			" SELECT ok.live, ok.pmode, i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev,"
 			" i.atime_ns, i.mtime_ns, i.ctime_ns FROM ok LEFT JOIN i ON true",
 			12 },
+	/* N10: node $1 pins, for its writers $2, the chunks $3 whose cache
+	 * copies it is about to evict: a live row on BACKING (uploaded, or the
+	 * node's claim stands, N7) locked (a reclaim's re-checked WHERE then
+	 * sees the pins), a missing row inserted live and uploaded on the
+	 * strength of the node's claim (consumed: a marking), from $4-$6;
+	 * fenced by $1 in the statement (lease.h L5). The hashes pinned. */
+	[NS_PIN_HELD] = { "ns_pin_held",
+			  "WITH " LEASE_FENCE_WITH("$1") ", q AS (SELECT DISTINCT t.i AS ino,"
+			  " decode(t.h, 'hex') AS hash, t.pl, t.co, t.sl FROM unnest($2::bigint[],"
+			  " $3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS t(i, h, pl, co, sl)),"
+			  " hs AS (SELECT hash, max(pl) AS pl, max(co) AS co, max(sl) AS sl, count(*) AS n"
+			  " FROM q GROUP BY hash),"
+			  " ok AS (SELECT c.hash FROM ns_chunks c WHERE c.hash IN (SELECT hash FROM hs)"
+			  " AND c.state = 'live' AND (c.uploaded OR EXISTS (SELECT 1 FROM ns_upload_claims"
+			  " k WHERE k.hash = c.hash AND k.node = $1::bigint)) AND " LEASE_LIVE
+			  " FOR UPDATE OF c),"
+			  " np AS (SELECT q.ino, q.hash FROM q JOIN ok ON ok.hash = q.hash WHERE NOT EXISTS"
+			  " (SELECT 1 FROM ns_pins p WHERE p.node = $1::bigint AND p.ino = q.ino"
+			  " AND p.hash = q.hash)),"
+			  " u AS (UPDATE ns_chunks c SET pins = c.pins + g.n FROM (SELECT hash, count(*)"
+			  " AS n FROM np GROUP BY hash) g WHERE c.hash = g.hash),"
+			  " ins AS (INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount,"
+			  " uploaded, holder, pins) SELECT hs.hash, hs.pl, hs.co, hs.sl, 0, true,"
+			  " $1::bigint, hs.n FROM hs WHERE NOT EXISTS (SELECT 1 FROM ns_chunks c"
+			  " WHERE c.hash = hs.hash) AND EXISTS (SELECT 1 FROM ns_upload_claims k"
+			  " WHERE k.hash = hs.hash AND k.node = $1::bigint) AND " LEASE_LIVE
+			  " ON CONFLICT (hash) DO NOTHING RETURNING hash),"
+			  " kd AS (DELETE FROM ns_upload_claims k USING ins WHERE k.hash = ins.hash"
+			  " AND k.node = $1::bigint),"
+			  " pi AS (INSERT INTO ns_pins(node, ino, hash) SELECT $1::bigint, ino, hash"
+			  " FROM np UNION ALL SELECT $1::bigint, q.ino, q.hash FROM q JOIN ins"
+			  " ON ins.hash = q.hash),"
+			  " r AS (SELECT hash FROM ok UNION ALL SELECT hash FROM ins)"
+			  " SELECT " LEASE_LIVE ", encode(r.hash, 'hex') FROM (SELECT 1) AS one"
+			  " LEFT JOIN r ON true",
+			  6 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -2125,5 +2162,52 @@ int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
 		if ((rc = pgns_unhex(PQgetvalue(res, r, 0), out[*n])) == 0)
 			(*n)++;
 	PQclear(res);
+	return rc;
+}
+
+/* ---- a writer's chunks whose cache copies go (N10) ---- */
+
+int pgns_pin_held(struct pgns *ns, const struct pgns_pin_ref *refs, size_t n, bool *pinned)
+{
+	for (size_t i = 0; i < n; i++)
+		pinned[i] = false;
+	if (n == 0)
+		return 0;
+	struct pgns_buf inos = { 0 }, pl = { 0 }, co = { 0 }, sl = { 0 };
+	for (size_t i = 0; i < n; i++) {
+		const char *sep = i ? "," : "{";
+		pgns_put(&inos, "%s%" PRIu64, sep, refs[i].ino);
+		pgns_put(&pl, "%s%" PRIu64, sep, refs[i].chunk.plain_len);
+		pgns_put(&co, "%s%u", sep, (unsigned)refs[i].chunk.codec);
+		pgns_put(&sl, "%s%" PRIu64, sep, refs[i].chunk.stored_len);
+	}
+	pgns_put(&inos, "}");
+	pgns_put(&pl, "}");
+	pgns_put(&co, "}");
+	pgns_put(&sl, "}");
+	char *hashes = NULL;
+	int rc = inos.failed || pl.failed || co.failed || sl.failed ? -ENOMEM
+		 : pgns_hex_list(refs[0].chunk.hash, sizeof(*refs), n, &hashes);
+	char node[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), inos.s, hashes, pl.s, co.s,
+				 sl.s };
+	PGresult *res = NULL;
+	if (rc == 0)
+		rc = pgns_one(ns, NS_PIN_HELD, true, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		uint8_t h[CAT_HASH_LEN];
+		if (PQgetisnull(res, r, 1))
+			continue; /* none pinned: the one row of NULLs */
+		rc = pgns_unhex(PQgetvalue(res, r, 1), h);
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			if (memcmp(refs[i].chunk.hash, h, CAT_HASH_LEN) == 0)
+				pinned[i] = true;
+	}
+	PQclear(res);
+	free(hashes);
+	pgns_buf_free(&inos);
+	pgns_buf_free(&pl);
+	pgns_buf_free(&co);
+	pgns_buf_free(&sl);
 	return rc;
 }

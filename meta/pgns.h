@@ -92,6 +92,15 @@
  *      the node live and the parent a directory; a name taken fails the
  *      statement (-EEXIST) and changes nothing. pgns_create_txn, for a
  *      caller's transaction, does the same in steps.
+ *  N10. A node's writer that names a chunk the node is about to evict its
+ *      cache copy of pins it first (pgns_pin_held, catalog_shared_data.c
+ *      S11): in one statement, for every writer (ino) of the node that
+ *      names it, the pins of N6 on a live row whose object is on BACKING
+ *      (uploaded, or the node's claim stands, N7); a hash with no row is
+ *      inserted live, refcount 0, pinned, and uploaded on the strength of
+ *      the node's claim, which the marking consumes (N7); without the
+ *      claim, or a row reclaiming, nothing is pinned and the copy stays.
+ *      Its pins go as N6's do (pgns_unpin: the writer's release).
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -300,5 +309,15 @@ int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
 
 /* Counts violations of N1 and N2 (logged, one line each). */
 int pgns_check(struct pgns *ns, int *violations);
+
+/* N10: pins refs[i].chunk for this node's writer refs[i].ino, each hash's
+ * refs together (a row missing is inserted from refs[i].chunk, as N10
+ * says), in one statement, one round trip; pinned[i] says whether
+ * refs[i].chunk.hash is pinned (false: the cache copy must stay). */
+struct pgns_pin_ref {
+	uint64_t ino;
+	struct pgns_chunk chunk;
+};
+int pgns_pin_held(struct pgns *ns, const struct pgns_pin_ref *refs, size_t n, bool *pinned);
 
 #endif

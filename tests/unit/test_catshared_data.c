@@ -12,15 +12,22 @@
  * while an unpublished chunk's upload is dropped and its object reclaimed
  * from the cache; the same bytes from both nodes are one shared chunk,
  * uploaded once; a read through B's cache of a chunk A has not uploaded
- * waits for its upload up to backing_timeout, then fails with EIO. */
+ * waits for its upload up to backing_timeout, then fails with EIO. S11: a
+ * cache copy local writers name, evicted, is pinned for them, so a reclaim
+ * elsewhere leaves BACKING's object to their commits (a chunk PostgreSQL
+ * has committed, or a fresh one it has no row of); one that cannot be
+ * pinned stays; a writer naming an evicted chunk stores it anew. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <inttypes.h>
+#include <libpq-fe.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -30,6 +37,7 @@
 #include "cache.h"
 #include "catalog.h"
 #include "catalog_internal.h"
+#include "pg.h"
 #include "pgns.h"
 #include "pgtest.h"
 #include "store.h"
@@ -562,6 +570,317 @@ Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uplo
 	OK(cat_file_uploaded(b.pc.cat, ino, &up));
 	cr_assert(up);
 	td_check(&b);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+/* ---- S11: a local writer's reference to an evicted copy ---- */
+
+/* The reclaim duty's removals from BACKING (the test has no BACKING: the
+ * hashes removed are what it looks at). */
+struct td_removed {
+	uint8_t hash[16][CAT_HASH_LEN];
+	int n;
+};
+
+static int td_backing_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct td_removed *r = arg;
+	if (r->n < 16)
+		memcpy(r->hash[r->n], hash, CAT_HASH_LEN);
+	r->n++;
+	return 0;
+}
+
+static bool td_was_removed(const struct td_removed *r, const uint8_t hash[CAT_HASH_LEN])
+{
+	for (int i = 0; i < r->n && i < 16; i++)
+		if (memcmp(r->hash[i], hash, CAT_HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
+/* n's reclaim turn, every object it removes recorded in r. */
+static void td_turn(struct td_node *n, struct td_removed *r)
+{
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(n->pc.cat, 30000, td_backing_remove, r, &rep));
+	cr_assert(rep.held);
+}
+
+/* B replaces f's content by chunk (fill, 99): f's old chunks lose their
+ * last committed reference. */
+static void td_overwrite(struct td_node *b, uint64_t f, uint8_t fill)
+{
+	OK(cat_pending_from_committed(b->pc.cat, f));
+	OK(cat_pending_truncate(b->pc.cat, f, 0));
+	td_write(b, f, fill, 99, 1, false);
+	OK(cat_pending_drop(b->pc.cat, f));
+}
+
+/* The brief's race with `writers` local writers of one chunk H that
+ * PostgreSQL has committed (f0's): the first stores its bytes anew (its
+ * local count was 0, invariant 2) and uploads them, the others dedup on
+ * it; the cache, short of room, evicts the copy (an open file's, C2);
+ * B overwrites f0 and reclaims. The writers' commits must still find H. */
+static void td_evicted_under_writers(int writers)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t f0 = td_file(&a, "f0");
+	td_write(&a, f0, 0xe1, 0, 1, false);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 1);
+	OK(cat_pending_drop(a.pc.cat, f0));
+	struct cat_extent h = td_extent(0, 0xe1, 0);
+	cr_assert(td_row(&a, h.hash).uploaded);
+
+	uint64_t w[2] = { td_file(&a, "w1"), td_file(&a, "w2") };
+	for (int i = 0; i < writers; i++)
+		td_add(&a, w[i], 0, 0xe1, 0, 1);
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1); /* W1's copy, now clean */
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "cached = 1 AND uploaded = 1"), 1);
+	OK(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL)); /* S11: pinned first */
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "cached = 0"), 1);
+
+	td_overwrite(&b, f0, 0xe2);
+	cr_assert_eq(td_row(&b, h.hash).refcount, 0);
+	td_turn(&b, &removed);
+	cr_expect_not(td_was_removed(&removed, h.hash), "a pinned chunk was reclaimed");
+	for (int i = 0; i < writers; i++) {
+		OK(cat_file_commit(a.pc.cat, w[i], TD_LEN, ts_now_ns(), false));
+		OK(cat_pending_drop(a.pc.cat, w[i]));
+	}
+	struct pgns_chunk_row row = td_row(&a, h.hash);
+	cr_assert_eq(row.refcount, (uint64_t)writers);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "refcount > 0"), 0);
+	td_check(&a);
+	td_turn(&b, &removed);
+	cr_assert_not(td_was_removed(&removed, h.hash), "the writers' files name it");
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+Test(catshared_data, two_writers_evicted_copy_of_a_committed_chunk_survives_a_reclaim_elsewhere)
+{
+	td_evicted_under_writers(2);
+}
+
+Test(catshared_data, one_writers_evicted_copy_of_a_committed_chunk_survives_a_reclaim_elsewhere)
+{
+	td_evicted_under_writers(1);
+}
+
+/* S11 for a hash PostgreSQL has no row of yet: W1's fresh chunk, uploaded
+ * under its claim (N7) and evicted; B publishes a file of the same bytes,
+ * uploads them, deletes the file and reclaims. W1's commit must find it. */
+Test(catshared_data, a_writers_evicted_fresh_chunk_survives_another_nodes_publish_and_reclaim)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t w1 = td_file(&a, "w1");
+	td_add(&a, w1, 0, 0xe3, 0, 1);
+	struct cat_extent h = td_extent(0, 0xe3, 0);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1);
+	OK(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL)); /* S11 */
+
+	uint64_t g = td_file(&b, "g");
+	td_write(&b, g, 0xe3, 0, 1, false);
+	(void)pt_cat_upload_chunks(&b.pc, h.hash, &stale);
+	OK(cat_pending_drop(b.pc.cat, g));
+	uint64_t gone = 0;
+	OK(cat_unlink(b.pc.cat, CAT_ROOT_INO, "g", &gone));
+	cr_assert_eq(gone, g);
+	OK(cat_inodes_release(b.pc.cat, &g, 1));
+	td_turn(&b, &removed);
+	cr_expect_not(td_was_removed(&removed, h.hash), "a pinned chunk was reclaimed");
+
+	OK(cat_file_commit(a.pc.cat, w1, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w1));
+	struct pgns_chunk_row row = td_row(&a, h.hash);
+	cr_assert_eq(row.refcount, 1);
+	cr_assert(row.uploaded);
+	td_check(&a);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+/* S11: a copy the pin cannot cover stays. W1's fresh chunk is uploaded
+ * (its claim taken, N7) and marked here only; B publishes the same bytes,
+ * deletes them and reclaims, which removes BACKING's object and A's claim
+ * with it. A's eviction finds no row and no claim: the copy is the only
+ * one, kept, and W1's commit puts it on BACKING again (S8). A writer that
+ * names a chunk whose copy went stores its bytes anew. */
+Test(catshared_data, a_writers_copy_that_cannot_be_pinned_stays_and_a_new_writer_stores_anew)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t w1 = td_file(&a, "w1");
+	td_add(&a, w1, 0, 0xe4, 0, 2);
+	struct cat_extent h = td_extent(0, 0xe4, 0), h2 = td_extent(TD_LEN, 0xe4, 1);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
+
+	uint64_t g = td_file(&b, "g");
+	td_write(&b, g, 0xe4, 0, 1, false);
+	cr_assert_eq(pt_cat_upload_chunks(&b.pc, h.hash, &stale), 1);
+	OK(cat_pending_drop(b.pc.cat, g));
+	uint64_t gone = 0;
+	OK(cat_unlink(b.pc.cat, CAT_ROOT_INO, "g", &gone));
+	OK(cat_inodes_release(b.pc.cat, &g, 1));
+	td_turn(&b, &removed);
+	cr_assert(td_was_removed(&removed, h.hash));
+
+	uint8_t both[2][CAT_HASH_LEN];
+	memcpy(both[0], h.hash, CAT_HASH_LEN);
+	memcpy(both[1], h2.hash, CAT_HASH_LEN);
+	bool went[2] = { true, false };
+	OK(cat_chunks_evict(a.pc.cat, (const uint8_t(*)[CAT_HASH_LEN])both, 2, td_keep_object, NULL,
+			    went));
+	cr_assert_not(went[0], "no row and no claim: the copy may be the only one");
+	cr_assert(went[1], "a fresh chunk under its claim: pinned, then evicted");
+	FAILS(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL), EBUSY);
+	struct pgns_chunk_row row = td_row(&a, h2.hash);
+	cr_assert(row.uploaded);
+	cr_assert_eq(row.refcount, 0);
+
+	/* a second writer of the evicted chunk stores it anew, no pin needed */
+	uint64_t w3 = td_file(&a, "w3");
+	struct cat_extent e = td_extent(0, 0xe4, 1);
+	bool must_store = false;
+	OK(cat_pending_add(a.pc.cat, w3, &e, &must_store));
+	cr_assert(must_store);
+	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TD_STORED));
+
+	OK(cat_file_commit(a.pc.cat, w1, 2 * TD_LEN, ts_now_ns(), false));
+	cr_assert_not(td_row(&a, h.hash).uploaded, "S8: refused, put again");
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1);
+	cr_assert(td_row(&a, h.hash).uploaded);
+	OK(cat_file_commit(a.pc.cat, w3, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w1));
+	OK(cat_pending_drop(a.pc.cat, w3));
+	cr_assert_eq(td_row(&a, h2.hash).refcount, 2);
+	td_check(&a);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}
+
+static uint64_t td_round_trips(struct td_node *n)
+{
+	struct pg_stats st;
+	pg_get_stats(cat_shared_ns(n->pc.cat)->pg, &st);
+	return st.round_trips;
+}
+
+/* A query on a connection of the test's own: its result, asserted to be
+ * status want. */
+static PGresult *td_sql(PGconn *c, const char *sql, ExecStatusType want)
+{
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), want, "%s: %s", sql, PQerrorMessage(c));
+	return r;
+}
+
+struct td_evict_call {
+	struct cat *cat;
+	uint8_t hash[CAT_HASH_LEN];
+	int rc;
+};
+
+static void *td_evict_thread(void *arg)
+{
+	struct td_evict_call *e = arg;
+	e->rc = cat_chunk_evict(e->cat, e->hash, td_keep_object, NULL);
+	return NULL;
+}
+
+/* S11 at the interleaving that matters: a second writer names the copy
+ * after the eviction read its writers and while its pin runs (held here at
+ * the chunk's row lock, which the test's own transaction holds); the pin
+ * covers only the first writer, so the copy stays. The next eviction pins
+ * both, in one round trip; a write and an eviction no writer needs take
+ * none. */
+Test(catshared_data, a_writer_naming_the_copy_while_its_eviction_pins_keeps_it_in_the_cache)
+{
+	struct td_node a, b;
+	struct td_removed removed = { 0 };
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t f0 = td_file(&a, "f0"), w1 = td_file(&a, "w1"), w2 = td_file(&a, "w2");
+	td_write(&a, f0, 0xe5, 0, 2, false);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, NULL, &stale), 2);
+	OK(cat_pending_drop(a.pc.cat, f0));
+	struct cat_extent h = td_extent(0, 0xe5, 0), other = td_extent(TD_LEN, 0xe5, 1);
+	td_add(&a, w1, 0, 0xe5, 0, 1); /* stored anew (invariant 2), uploaded below */
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, h.hash, &stale), 1);
+
+	char hex[2 * CAT_HASH_LEN + 1], sql[256];
+	cat_hex(h.hash, hex);
+	PGconn *blk = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(blk), CONNECTION_OK, "%s", PQerrorMessage(blk));
+	PQclear(td_sql(blk, "BEGIN", PGRES_COMMAND_OK));
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM ns_chunks WHERE hash = decode('%s', 'hex') FOR UPDATE",
+		 hex);
+	PQclear(td_sql(blk, sql, PGRES_TUPLES_OK));
+	struct td_evict_call ev = { .cat = a.pc.cat, .rc = 1 };
+	memcpy(ev.hash, h.hash, CAT_HASH_LEN);
+	uint64_t before = td_round_trips(&a); /* not while the pin holds the connection */
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, td_evict_thread, &ev), 0);
+	/* the eviction's pin waits for the row: W2 names the copy meanwhile
+	 * (watched from outside blk's transaction, whose first look at
+	 * pg_stat_activity would be kept for the rest of it) */
+	PGconn *mon = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(mon), CONNECTION_OK, "%s", PQerrorMessage(mon));
+	for (int waiting = 0, polls = 0; !waiting; polls++) {
+		cr_assert_lt(polls, 100000, "the eviction never waited for the row");
+		PGresult *r = td_sql(mon, "SELECT count(*) FROM pg_stat_activity WHERE"
+				     " wait_event_type = 'Lock' AND query LIKE '%ns_pins%'",
+				     PGRES_TUPLES_OK);
+		waiting = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+		if (!waiting)
+			sched_yield();
+	}
+	PQfinish(mon);
+	struct cat_extent e = td_extent(0, 0xe5, 0);
+	bool must_store = true;
+	OK(cat_pending_add(a.pc.cat, w2, &e, &must_store));
+	cr_assert_not(must_store, "a dedup hit on the cached copy");
+	PQclear(td_sql(blk, "COMMIT", PGRES_COMMAND_OK));
+	PQfinish(blk);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(ev.rc, -EBUSY, "W2 is not pinned: the copy stays (got %d)", ev.rc);
+	uint64_t cost = td_round_trips(&a) - before;
+	/* the pin, and its prepare on this connection's first use (pg.h P1) */
+	cr_assert_eq(cost, 2, "the pin; the write took none (%" PRIu64 ")", cost);
+	cr_assert_eq(pt_cat_local_rows(&a.pc, "chunks", "cached = 1 AND refcount = 2"), 1);
+
+	before = td_round_trips(&a);
+	OK(cat_chunk_evict(a.pc.cat, h.hash, td_keep_object, NULL));
+	cr_assert_eq(td_round_trips(&a) - before, 1, "one pin for both writers");
+	before = td_round_trips(&a);
+	OK(cat_chunk_evict(a.pc.cat, other.hash, td_keep_object, NULL));
+	cr_assert_eq(td_round_trips(&a) - before, 0, "no writer names it: no pin");
+
+	td_overwrite(&b, f0, 0xe6);
+	td_turn(&b, &removed);
+	cr_assert_not(td_was_removed(&removed, h.hash), "pinned for W1 and W2");
+	cr_assert(td_was_removed(&removed, other.hash), "nothing names it any more");
+	OK(cat_file_commit(a.pc.cat, w1, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w1));
+	OK(cat_file_commit(a.pc.cat, w2, TD_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.pc.cat, w2));
+	cr_assert_eq(td_row(&a, h.hash).refcount, 2);
+	td_check(&a);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }

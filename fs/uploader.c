@@ -388,7 +388,21 @@ static void up_tree_find(struct uploader *u)
 		u->tree_seq = newest;
 }
 
-/* ---- the tree manifest of a shared catalog (manifest_shared.h D4, D5) ---- */
+/* ---- the tree manifest of a shared catalog (manifest_shared.h D4, D5) ----
+ *
+ *   idle check (UP_TREE_EVERY_S) ─▶ duty "tree" taken? ─no─▶ forget fp, done
+ *     │yes
+ *   fingerprint (PostgreSQL) same as written, or a chunk not uploaded? ─▶ done
+ *     │
+ *   build (one snapshot) ─▶ list manifests/tree ─▶ duty again ─▶ put seq ─▶ remove the listed
+ *
+ *  T1. Only the holder of the duty writes, and it builds from PostgreSQL:
+ *      no node writes its local catalog's (root-only) tree in shared mode.
+ *  T2. seq > every tree manifest listed before the put, and >= the server's
+ *      clock at the snapshot: the newest name is the newest snapshot, also
+ *      across a change of holder.
+ *  T3. A tree manifest is removed only by the writer of a newer one, once
+ *      that one's put succeeded; only those it listed (all below its seq). */
 
 /* The tree manifests on BACKING, by seq. */
 struct up_tree_seen {

@@ -390,7 +390,7 @@ test_rebuild_meta_brings_back_the_names_outside_generations() {
 	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
 	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
 	ck_log "$out"
-	assert_contains "$out" "2 generations" "rebuild --meta"
+	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
 	mn_mount C
 	assert_eq "global_step101" "$(cat "$MN_MNT_C/run/latest")" "run/latest on fresh node C"
 	assert_eq "step-100" "$(readlink "$MN_MNT_C/run/last")" "the symlink run/last on C"

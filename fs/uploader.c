@@ -461,9 +461,17 @@ static void up_tree_put(struct uploader *u, const char *buf, size_t len, int64_t
 		return; /* retried on the next idle round */
 	}
 	uint64_t seq = now_ns > 0 ? (uint64_t)now_ns : 1;
-	for (size_t i = 0; i < seen.n; i++)
+	for (size_t i = 0; i < seen.n; i++) {
+		if (seen.seq[i] == UINT64_MAX) { /* no name above it: not ours to follow */
+			log_error("BACKING %s: a tree manifest is named with the largest seq; remove"
+				  " it so that the tree outside generations can be written",
+				  backing_spec(u->backing));
+			free(seen.seq);
+			return;
+		}
 		if (seen.seq[i] >= seq)
 			seq = seen.seq[i] + 1;
+	}
 	char path[MANIFEST_PATH_MAX];
 	manifest_tree_path(seq, path, sizeof(path));
 	/* the duty again right before the put: a turn that ran out meanwhile

@@ -9,24 +9,35 @@
  * and, applied into a fresh (emptied) database, gives back the same names,
  * modes, owners, symlink target, sizes and extents, and the same manifest
  * byte for byte. The fingerprint changes with a name, an attribute or a
- * file's contents outside generations, and not with a generation's files. */
+ * file's contents outside generations, and not with a generation's files.
+ *
+ * The writer (fs/uploader.c T1-T3), two uploaders on one BACKING: one tree
+ * manifest, written by one node, named above the root-only ones nodes wrote
+ * before (one named by a clock an hour ahead), which are gone once it is
+ * there; a change makes one newer and removes the older; the drains write
+ * the last change and leave the duty free. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "backing.h"
 #include "catalog.h"
 #include "catalog_internal.h"
 #include "manifest.h"
 #include "manifest_shared.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "store.h"
 #include "support.h"
+#include "uploader.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 #define MT_LEN 1000
@@ -216,4 +227,133 @@ Test(manifest_shared_tree, built_from_both_nodes_and_applied_into_an_empty_datab
 	manifest_free(m);
 	free(text);
 	pt_cat_close(&c);
+}
+
+/* ---- the writer: fs/uploader.c's shared tree part (T1-T3) ---- */
+
+#define MT_SEQ_MAX 16
+
+struct mt_seqs {
+	uint64_t seq[MT_SEQ_MAX];
+	int n;
+};
+
+static int mt_seq_fn(void *arg, const char *name)
+{
+	struct mt_seqs *l = arg;
+	uint64_t seq;
+	if (manifest_tree_name_parse(name, &seq) == 0 && l->n < MT_SEQ_MAX)
+		l->seq[l->n++] = seq;
+	return 0;
+}
+
+static struct mt_seqs mt_tree_list(struct backing *bk)
+{
+	struct mt_seqs l = { .n = 0 };
+	int rc = backing_list(bk, "manifests/tree", mt_seq_fn, &l);
+	cr_assert(rc == 0 || rc == -ENOENT, "list manifests/tree: %d", rc);
+	return l;
+}
+
+/* Whether the one tree manifest on bk names every one of names (escaped
+ * names are plain here); *seq gets its seq. */
+static bool mt_one_naming(struct backing *bk, const char *const *names, int n, uint64_t *seq)
+{
+	struct mt_seqs l = mt_tree_list(bk);
+	if (l.n != 1)
+		return false;
+	char path[MANIFEST_PATH_MAX], buf[8192];
+	size_t len = 0;
+	manifest_tree_path(l.seq[0], path, sizeof(path));
+	if (backing_get(bk, path, buf, sizeof(buf) - 1, &len) != 0)
+		return false;
+	buf[len] = 0;
+	for (int i = 0; i < n; i++)
+		if (strstr(buf, names[i]) == NULL)
+			return false;
+	*seq = l.seq[0];
+	return true;
+}
+
+static void mt_until_one_naming(struct backing *bk, const char *const *names, int n, uint64_t *seq)
+{
+	for (int i = 0; i < 200 && !mt_one_naming(bk, names, n, seq); i++)
+		usleep(50 * 1000);
+	struct mt_seqs l = mt_tree_list(bk);
+	cr_assert(mt_one_naming(bk, names, n, seq),
+		  "not one tree manifest naming %s.. within 10 s (%d on BACKING)", names[0], l.n);
+}
+
+static void mt_uploader(struct pt_cat *n, struct store *st, struct backing *bk, struct uploader **u)
+{
+	struct uploader_config cfg = { .threads = 1, .deadline_s = 600, .chunk_max = 256u << 10 };
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", n->dir);
+	OK(uploader_start(&cfg, n->cat, st, bk, NULL, NULL, NULL, u));
+}
+
+Test(manifest_shared_tree, one_node_writes_it_above_every_seq_and_removes_the_older_once_it_is_there)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "mwa", 30000, NULL, NULL);
+	pt_cat_open(&b, "mwb", 30000, NULL, NULL);
+	char dir[64], bdir[96];
+	ts_tmpdir_make(dir, sizeof(dir), "mtback");
+	snprintf(bdir, sizeof(bdir), "%s/backing", dir);
+	cr_assert_eq(mkdir(bdir, 0700), 0);
+	struct backing *bk;
+	struct store *sa, *sb;
+	OK(backing_open(bdir, 2000, &bk));
+	OK(store_open(a.dir, &sa));
+	OK(store_open(b.dir, &sb));
+	/* root-only tree manifests nodes wrote from their local catalogs before:
+	 * one named by a clock an hour ahead, and a low one */
+	char path[MANIFEST_PATH_MAX];
+	uint64_t ahead = (uint64_t)ts_now_ns() + 3600ull * 1000000000ull;
+	manifest_tree_path(ahead, path, sizeof(path));
+	OK(backing_put(bk, path, "old", 3));
+	manifest_tree_path(7, path, sizeof(path));
+	OK(backing_put(bk, path, "old", 3));
+
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	ts_mk(a.cat, run, "latest", S_IFLNK | 0777, "step-1");
+	ts_mk(b.cat, run, "empty.txt", S_IFREG | 0644, NULL);
+	struct uploader *ua, *ub;
+	mt_uploader(&a, sa, bk, &ua);
+	mt_uploader(&b, sb, bk, &ub);
+	uint64_t first = 0, second = 0;
+	const char *names[] = { "latest", "empty.txt", "step-1", "notes" };
+	mt_until_one_naming(bk, names, 3, &first);
+	cr_assert_gt(first, ahead, "seq %" PRIu64 " not above the manifest already there", first);
+
+	/* a change on B: one newer manifest, the older one removed */
+	ts_mk(b.cat, run, "notes", S_IFREG | 0600, NULL);
+	mt_until_one_naming(bk, names, 4, &second);
+	cr_assert_gt(second, first);
+	struct uploader_stats sta, stb;
+	uploader_get_stats(ua, &sta);
+	uploader_get_stats(ub, &stb);
+	cr_assert((sta.manifests == 0) != (stb.manifests == 0),
+		  "both nodes wrote tree manifests (%" PRIu64 " and %" PRIu64 "): one holds the duty",
+		  sta.manifests, stb.manifests);
+
+	/* a change just before the unmounts: written by the drain, duty dropped */
+	ts_mk(a.cat, run, "final", S_IFREG | 0600, NULL);
+	uploader_stop(ua, true);
+	uploader_stop(ub, true);
+	const char *last[] = { "latest", "notes", "final" };
+	uint64_t third = 0;
+	cr_assert(mt_one_naming(bk, last, 3, &third), "the drains left no single tree manifest naming final");
+	cr_assert_geq(third, second);
+	PGconn *c = PQconnectdb(pt_url);
+	PGresult *r = PQexec(c, "SELECT count(*) FROM ckpt_duties WHERE name = 'tree'");
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	cr_assert_str_eq(PQgetvalue(r, 0, 0), "0", "duty 'tree' held after both drains");
+	PQclear(r);
+	PQfinish(c);
+	store_close(sa);
+	store_close(sb);
+	backing_close(bk);
+	ts_tmpdir_remove(dir);
+	pt_cat_close(&b);
+	pt_cat_close(&a);
 }

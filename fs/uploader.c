@@ -18,6 +18,7 @@
 #include "codec.h"
 #include "log.h"
 #include "manifest.h"
+#include "manifest_shared.h"
 #include "store.h"
 #include "upload.h"
 
@@ -26,6 +27,9 @@
 #define UP_BACKOFF_MIN_MS 100
 #define UP_BACKOFF_MAX_MS 30000
 #define UP_TREE_EVERY_S 1.0
+/* Shared: the tree manifest's duty term (extended at each check, every
+ * UP_TREE_EVERY_S); a holder that stops checking leaves it this soon. */
+#define UP_TREE_DUTY_MS 5000
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
 /* With a shared catalog, a batch the queue has run dry for stays open this
@@ -321,8 +325,14 @@ static int up_run(struct uploader *u, const struct cat_upload *row, struct up_bu
 
 /* ---- the tree manifest ---- */
 
+static void up_tree_shared(struct uploader *u);
+
 static void up_tree(struct uploader *u)
 {
+	if (cat_is_shared(u->cat)) {
+		up_tree_shared(u);
+		return;
+	}
 	char fp[128];
 	bool all_uploaded = false;
 	if (cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
@@ -367,12 +377,140 @@ static int up_tree_newest(void *arg, const char *name)
 	return 0;
 }
 
-/* At start: the newest tree manifest on BACKING is ours to replace. */
+/* At start: the newest tree manifest on BACKING is ours to replace (alone;
+ * shared, the writer lists them each time: manifest_shared.h D5). */
 static void up_tree_find(struct uploader *u)
 {
+	if (cat_is_shared(u->cat))
+		return;
 	uint64_t newest = 0;
 	if (backing_list(u->backing, "manifests/tree", up_tree_newest, &newest) == 0)
 		u->tree_seq = newest;
+}
+
+/* ---- the tree manifest of a shared catalog (manifest_shared.h D4, D5) ----
+ *
+ *   idle check (UP_TREE_EVERY_S) ─▶ duty "tree" taken? ─no─▶ forget fp, done
+ *     │yes
+ *   fingerprint (PostgreSQL) same as written, or a chunk not uploaded? ─▶ done
+ *     │
+ *   build (one snapshot) ─▶ list manifests/tree ─▶ duty again ─▶ put seq ─▶ remove the listed
+ *
+ *  T1. Only the holder of the duty writes, and it builds from PostgreSQL:
+ *      no node writes its local catalog's (root-only) tree in shared mode.
+ *  T2. seq > every tree manifest listed before the put, and >= the server's
+ *      clock at the snapshot: the newest name is the newest snapshot, also
+ *      across a change of holder.
+ *  T3. A tree manifest is removed only by the writer of a newer one, once
+ *      that one's put succeeded; only those it listed (all below its seq). */
+
+/* The tree manifests on BACKING, by seq. */
+struct up_tree_seen {
+	uint64_t *seq;
+	size_t n, cap;
+	bool oom;
+};
+
+static int up_tree_seen_fn(void *arg, const char *name)
+{
+	struct up_tree_seen *l = arg;
+	uint64_t seq;
+	if (manifest_tree_name_parse(name, &seq) != 0)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		uint64_t *p = realloc(l->seq, cap * sizeof(*p));
+		if (p == NULL) {
+			l->oom = true;
+			return 1;
+		}
+		l->seq = p;
+		l->cap = cap;
+	}
+	l->seq[l->n++] = seq;
+	return 0;
+}
+
+/* Takes or extends the duty; a node that does not hold it forgets what it
+ * wrote, so that on its next turn it writes the tree again (the holder
+ * meanwhile may have written a newer one, or none). */
+static bool up_tree_duty(struct uploader *u)
+{
+	bool taken = false;
+	if (cat_duty_take(u->cat, MANIFEST_SHARED_TREE_DUTY, UP_TREE_DUTY_MS, &taken) != 0)
+		taken = false;
+	if (!taken) {
+		pthread_mutex_lock(&u->lock);
+		u->tree_fp[0] = 0;
+		pthread_mutex_unlock(&u->lock);
+	}
+	return taken;
+}
+
+/* Puts buf under a seq above the server's clock at its snapshot and above
+ * every tree manifest on BACKING, then removes those (D5). */
+static void up_tree_put(struct uploader *u, const char *buf, size_t len, int64_t now_ns,
+			const char *fp)
+{
+	struct up_tree_seen seen = { 0 };
+	int rc = backing_list(u->backing, "manifests/tree", up_tree_seen_fn, &seen);
+	if (rc == -ENOENT)
+		rc = 0; /* none yet */
+	if (rc != 0 || seen.oom) {
+		free(seen.seq);
+		return; /* retried on the next idle round */
+	}
+	uint64_t seq = now_ns > 0 ? (uint64_t)now_ns : 1;
+	for (size_t i = 0; i < seen.n; i++) {
+		if (seen.seq[i] == UINT64_MAX) { /* no name above it: not ours to follow */
+			log_error("BACKING %s: a tree manifest is named with the largest seq; remove"
+				  " it so that the tree outside generations can be written",
+				  backing_spec(u->backing));
+			free(seen.seq);
+			return;
+		}
+		if (seen.seq[i] >= seq)
+			seq = seen.seq[i] + 1;
+	}
+	char path[MANIFEST_PATH_MAX];
+	manifest_tree_path(seq, path, sizeof(path));
+	/* the duty again right before the put: a turn that ran out meanwhile
+	 * leaves the writing to the new holder */
+	if (up_tree_duty(u) && backing_put(u->backing, path, buf, len) == 0) {
+		pthread_mutex_lock(&u->lock);
+		u->tree_seq = seq;
+		snprintf(u->tree_fp, sizeof(u->tree_fp), "%s", fp);
+		u->st.manifests++;
+		pthread_mutex_unlock(&u->lock);
+		for (size_t i = 0; i < seen.n; i++) { /* older, and ours is on BACKING */
+			manifest_tree_path(seen.seq[i], path, sizeof(path));
+			backing_remove(u->backing, path);
+		}
+	}
+	free(seen.seq);
+}
+
+static void up_tree_shared(struct uploader *u)
+{
+	char fp[128], built_fp[128];
+	bool all_uploaded = false;
+	if (!up_tree_duty(u))
+		return;
+	if (manifest_shared_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 ||
+	    !all_uploaded)
+		return;
+	pthread_mutex_lock(&u->lock);
+	bool same = strcmp(fp, u->tree_fp) == 0;
+	pthread_mutex_unlock(&u->lock);
+	if (same)
+		return;
+	char *buf = NULL;
+	size_t len = 0;
+	int64_t now_ns = 0;
+	if (manifest_shared_tree_build(u->cat, &buf, &len, built_fp, sizeof(built_fp), &now_ns) != 0)
+		return; /* -EAGAIN: a chunk not uploaded yet; else logged */
+	up_tree_put(u, buf, len, now_ns, built_fp);
+	free(buf);
 }
 
 /* ---- workers ---- */
@@ -890,6 +1028,8 @@ void uploader_stop(struct uploader *u, bool drain)
 	assert(!drain || !up_any_busy(u));
 	if (drain)
 		up_tree(u); /* the last state of the files outside generations */
+	if (drain && cat_is_shared(u->cat)) /* the next node's turn need not wait for the term */
+		cat_duty_drop(u->cat, MANIFEST_SHARED_TREE_DUTY);
 	pthread_cond_destroy(&u->kick);
 	pthread_cond_destroy(&u->changed);
 	pthread_mutex_destroy(&u->lock);

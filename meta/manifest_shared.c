@@ -33,7 +33,12 @@ struct msh_build {
 
 static int msh_fail(struct msh_build *b, const char *what)
 {
-	log_error("catalog %s: manifest of generation %" PRIu64 ": %s", b->cat->path, b->gen, what);
+	if (b->gen == 0)
+		log_error("catalog %s: manifest of the tree outside generations: %s", b->cat->path,
+			  what);
+	else
+		log_error("catalog %s: manifest of generation %" PRIu64 ": %s", b->cat->path, b->gen,
+			  what);
 	return -EIO;
 }
 
@@ -379,5 +384,54 @@ int catshd_enqueue_undurable(struct cat *cat, size_t *queued)
 			 " durable", cat->path, added);
 	if (queued)
 		*queued = added;
+	return rc;
+}
+
+/* ---- the tree manifest (D4, D5) ---- */
+
+int manifest_shared_tree_fingerprint(struct cat *cat, char *fp, size_t size, bool *all_uploaded)
+{
+	struct pggen_outside_fp f;
+	int rc = pggen_outside_fp(cat_shared_ns(cat), &f);
+	if (rc == 0) {
+		snprintf(fp, size, "%s", f.text);
+		*all_uploaded = f.all_uploaded;
+	}
+	return rc;
+}
+
+int manifest_shared_tree_build(struct cat *cat, char **out, size_t *len, char *fp, size_t fp_size,
+			       int64_t *now_ns)
+{
+	struct pggen_tree t;
+	struct pggen_outside_fp f;
+	struct msh_build b = { .cat = cat, .gen = 0, .t = &t };
+	b.m.kind = MANIFEST_TREE;
+	int rc = pggen_outside_read(cat_shared_ns(cat), &f, &t);
+	if (rc == 0 && !f.all_uploaded)
+		rc = -EAGAIN; /* D4: a chunk it would name is not on BACKING yet */
+	if (rc == 0)
+		rc = msh_inodes(&b);
+	if (rc == 0)
+		rc = msh_entries(&b);
+	if (rc == 0)
+		rc = msh_chunks(&b);
+	if (rc == 0)
+		rc = msh_extents(&b);
+	if (rc == 0)
+		rc = manifest_format(&b.m, out, len);
+	if (rc == 0) {
+		snprintf(fp, fp_size, "%s", f.text);
+		*now_ns = f.now_ns;
+	}
+	if (rc != 0 && rc != -EAGAIN)
+		log_error("catalog %s: cannot build the manifest of the tree outside generations: %s",
+			  cat->path, strerror(-rc));
+	free(b.m.inodes);
+	free(b.m.entries);
+	free(b.m.chunks);
+	free(b.m.extents);
+	free(b.inos);
+	pggen_tree_clear(&t);
 	return rc;
 }

@@ -19,6 +19,18 @@
  *      BACKING alone (DESIGN invariant 5).
  *  D3. ns_generations.durable_version is set only after the manifest of that
  *      version was put on BACKING (by cat_upload_done of its row).
+ *  D4. The tree manifest (everything outside generations, docs/FORMAT.md
+ *      "Tree manifest") is built from PostgreSQL in one REPEATABLE READ
+ *      transaction (one snapshot of every node's changes), in the bytes
+ *      manifest.c's builder writes for the same tree, and only when every
+ *      chunk its files name is uploaded in that snapshot (else -EAGAIN):
+ *      so the newest tree manifest can be read from BACKING alone.
+ *  D5. It is written by one node at a time, the holder of the cluster duty
+ *      MANIFEST_SHARED_TREE_DUTY (lease.h L3; fs/uploader.c), under a seq
+ *      no lower than the database server's clock at its snapshot and higher
+ *      than every tree manifest the writer saw on BACKING; the writer
+ *      removes the older ones it saw only once its own is on BACKING.
+ *      Nodes write no tree manifest of their local catalog in shared mode.
  *
  * Calls return 0 or a negative errno. */
 #ifndef CKPTFS_MANIFEST_SHARED_H
@@ -69,5 +81,19 @@ int catshd_enqueue_missing(struct cat *cat, uint64_t gen);
  * calls it, since the lost node's queue went with it. *queued (if not NULL)
  * gets how many rows were added. */
 int catshd_enqueue_undurable(struct cat *cat, size_t *queued);
+
+/* ---- the tree outside generations (D4, D5) ---- */
+
+/* The duty (cat_duty_take) whose holder writes the tree manifests. */
+#define MANIFEST_SHARED_TREE_DUTY "tree"
+
+/* cat_tree_fingerprint over PostgreSQL (one statement): *all_uploaded if
+ * no file outside generations names a chunk not on BACKING. */
+int manifest_shared_tree_fingerprint(struct cat *cat, char *fp, size_t size, bool *all_uploaded);
+/* The tree manifest of one snapshot (D4): *out malloc'd, *len; fp gets
+ * that snapshot's fingerprint, *now_ns the server's clock in it. -EAGAIN
+ * while a chunk it names is not uploaded. */
+int manifest_shared_tree_build(struct cat *cat, char **out, size_t *len, char *fp, size_t fp_size,
+			       int64_t *now_ns);
 
 #endif

@@ -86,6 +86,13 @@ enum {
 	G_RB_GEN_SEQ,
 	G_RB_CATALOG_ID,
 	G_OTHERS,
+	/* the tree manifest from the shared tree (meta/manifest_shared.c) */
+	G_OUT_SNAPSHOT,
+	G_OUT_FP,
+	G_OUT_INODES,
+	G_OUT_ENTRIES,
+	G_OUT_CHUNKS,
+	G_OUT_EXTENTS,
 	G_COUNT
 };
 
@@ -101,6 +108,13 @@ enum {
 #define G_MF_TREE                                                                         \
 	"WITH RECURSIVE t(ino) AS (SELECT $1::bigint UNION SELECT d.ino FROM t JOIN ns_dirents d" \
 	" ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen = $2) "
+
+/* t(ino): the tree outside generations as manifest.c walks it, from the
+ * mount root through entries to inodes of no generation */
+#define G_OUT_TREE                                                                        \
+	"WITH RECURSIVE t(ino) AS (SELECT CAST(1 AS BIGINT) UNION SELECT d.ino FROM t"        \
+	" JOIN ns_dirents d ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino"             \
+	" WHERE c.gen IS NULL) "
 
 #define G_COLS "id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
 	       " ended_ns, rule, held, lost, backup_root"
@@ -459,6 +473,38 @@ const struct pg_stmt pggen_stmts[] = {
 		       " ON n.id = g.opened_by WHERE g.id = $1 AND g.opened_by <> $2"
 		       " AND n.state = 'live')",
 		       2 },
+	/* one snapshot for the tree outside generations: no row lock holds it
+	 * still (as G_MF_GEN does a generation's), so the statements share one */
+	[G_OUT_SNAPSHOT] = { "gen_out_snapshot",
+			     "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", 0 },
+	/* as upload.c's U_TREE_FP and U_TREE_UNUPLOADED, and the server's clock */
+	[G_OUT_FP] = { "gen_out_fp",
+		       "SELECT count(*), COALESCE(max(ctime_ns), 0), COALESCE(sum(ctime_ns % 1000003), 0),"
+		       " COALESCE(sum(size), 0), EXISTS(SELECT 1 FROM ns_inodes i JOIN ns_extents e"
+		       " ON e.ino = i.ino JOIN ns_chunks c ON c.hash = e.hash WHERE i.gen IS NULL"
+		       " AND NOT c.uploaded),"
+		       " CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000 AS BIGINT)"
+		       " FROM ns_inodes WHERE gen IS NULL",
+		       0 },
+	[G_OUT_INODES] = { "gen_out_inodes",
+			   G_OUT_TREE "SELECT i.ino, i.mode, i.uid, i.gid, i.size, i.rdev, i.atime_ns,"
+			   " i.mtime_ns, i.ctime_ns, i.target FROM t JOIN ns_inodes i ON i.ino = t.ino"
+			   " ORDER BY i.ino <> 1, i.ino",
+			   0 },
+	[G_OUT_ENTRIES] = { "gen_out_entries",
+			    G_OUT_TREE "SELECT d.parent, d.ino, d.name FROM t JOIN ns_dirents d"
+			    " ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino WHERE c.gen IS NULL"
+			    " ORDER BY d.parent <> 1, d.parent, d.id",
+			    0 },
+	[G_OUT_CHUNKS] = { "gen_out_chunks",
+			   G_OUT_TREE "SELECT encode(c.hash, 'hex'), c.plain_len, c.codec, c.stored_len"
+			   " FROM ns_chunks c WHERE c.hash IN (SELECT e.hash FROM t"
+			   " JOIN ns_extents e ON e.ino = t.ino) ORDER BY c.hash",
+			   0 },
+	[G_OUT_EXTENTS] = { "gen_out_extents",
+			    G_OUT_TREE "SELECT e.ino, e.off, e.len, e.chunk_off, encode(e.hash, 'hex')"
+			    " FROM t JOIN ns_extents e ON e.ino = t.ino ORDER BY e.ino <> 1, e.ino, e.off",
+			    0 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -2051,5 +2097,66 @@ int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, s
 		snprintf(err, errsz, "%s", strerror(-rc));
 	free(b.map);
 	free(b.subdirs);
+	return rc;
+}
+
+/* ---- the tree outside generations (meta/manifest_shared.c) ---- */
+
+static int pggen_out_fp_row(struct pggen_outside_fp *fp, PGresult *r)
+{
+	if (pg_rows(r) != 1)
+		return -EIO;
+	snprintf(fp->text, sizeof(fp->text), "%s:%s:%s:%s", PQgetvalue(r, 0, 0),
+		 PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3));
+	fp->all_uploaded = !pggen_true(r, 0, 4);
+	fp->now_ns = pg_int(r, 0, 5);
+	return 0;
+}
+
+struct pggen_out_call {
+	struct pgns *ns;
+	struct pggen_outside_fp *fp;
+	struct pggen_tree *t; /* NULL: the fingerprint only */
+};
+
+static int pggen_out_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_out_call *c = arg;
+	struct pggen_tree *t = c->t;
+	PGresult *res = NULL;
+	int rc = t ? pggen_exec(c->ns, G_OUT_SNAPSHOT, NULL, NULL) : 0;
+	if (t)
+		pggen_tree_clear(t);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_OUT_FP, NULL, &res);
+	if (rc == 0)
+		rc = pggen_out_fp_row(c->fp, res);
+	PQclear(res);
+	if (rc || !t || !c->fp->all_uploaded)
+		return rc;
+	rc = pggen_exec(c->ns, G_OUT_INODES, NULL, &t->inodes);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_OUT_ENTRIES, NULL, &t->entries);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_OUT_CHUNKS, NULL, &t->chunks);
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_OUT_EXTENTS, NULL, &t->extents);
+	return rc;
+}
+
+int pggen_outside_fp(struct pgns *ns, struct pggen_outside_fp *fp)
+{
+	struct pggen_out_call c = { ns, fp, NULL };
+	return pg_read(ns->pg, pggen_out_body, &c); /* one statement (pg.h P5) */
+}
+
+int pggen_outside_read(struct pgns *ns, struct pggen_outside_fp *fp, struct pggen_tree *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct pggen_out_call c = { ns, fp, out };
+	int rc = pg_txn(ns->pg, pggen_out_body, &c);
+	if (rc)
+		pggen_tree_clear(out);
 	return rc;
 }

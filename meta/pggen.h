@@ -257,4 +257,23 @@ int pggen_rebuild_catalog_id(struct pgns *ns, const char *id);
 struct manifest;
 int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, size_t errsz);
 
+/* ---- the tree outside generations (meta/manifest_shared.c's tree
+ * manifest, docs/MULTINODE.md "Durability") ---- */
+
+/* A fingerprint of the inodes of no generation, as upload.c's
+ * cat_tree_fingerprint computes it alone (count, newest ctime, a sum of
+ * ctimes, sizes): a change of a name, an attribute or a file's contents
+ * outside generations changes it. */
+struct pggen_outside_fp {
+	char text[128];
+	bool all_uploaded; /* no file of them names a chunk not on BACKING */
+	int64_t now_ns;    /* the server's clock (one clock for every node) */
+};
+/* The fingerprint alone: one statement. */
+int pggen_outside_fp(struct pgns *ns, struct pggen_outside_fp *fp);
+/* The fingerprint and, if fp->all_uploaded, the tree outside generations
+ * (inodes, entries, chunks, extents of pggen_tree, in manifest order; gen
+ * and path NULL), in one REPEATABLE READ transaction: one snapshot. */
+int pggen_outside_read(struct pgns *ns, struct pggen_outside_fp *fp, struct pggen_tree *out);
+
 #endif

@@ -473,7 +473,10 @@ static const char pgns_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS ns_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 	/* N7: a node's claim of a hash whose object it is putting on BACKING */
 	"CREATE TABLE IF NOT EXISTS ns_upload_claims(hash BYTEA NOT NULL, node BIGINT NOT NULL,"
-	" PRIMARY KEY (hash, node));";
+	" PRIMARY KEY (hash, node));"
+	/* the tree outside generations, fingerprinted each second by the tree
+	 * manifest's writer (pggen_outside_fp): no scan of every inode */
+	"CREATE INDEX IF NOT EXISTS ns_inodes_outside_gens ON ns_inodes(ino) WHERE gen IS NULL;";
 
 int64_t pgns_now_ns(void)
 {

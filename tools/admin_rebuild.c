@@ -15,7 +15,9 @@
  * (cached 0): the daemon fetches them on first read.
  *
  * rebuild --meta URL BACKING refills an EMPTY shared catalog (-o meta=URL,
- * a lost database) from BACKING's generation manifests: rebuild_catalog
+ * a lost database) from BACKING's newest readable tree manifest (the names
+ * outside generations, written by the holder of duty "tree":
+ * meta/manifest_shared.h D5) and its generation manifests: rebuild_catalog
  * over a shared struct cat, whose manifest_apply_parsed writes PostgreSQL's
  * tables (meta/manifest_shared.h). It joins the catalog as a node for the
  * time of the rebuild (its writes are fenced like any node's), refuses a
@@ -262,15 +264,19 @@ static int admin_rebuild_meta(struct admin *a)
 	bool damaged = rep.manifests_corrupt || rep.manifests_rejected || rep.generations_lost ||
 		       rep.chunks_missing;
 	if (a->json) {
-		printf("{\"generations\": %" PRIu64 ", \"files\": %" PRIu64 ", \"bytes\": %" PRIu64
-		       ", \"manifests_corrupt\": %" PRIu64 ", \"manifests_rejected\": %" PRIu64
-		       ", \"generations_lost\": %" PRIu64 ", \"chunks_missing\": %" PRIu64 "}\n",
-		       rep.generations, rep.files, rep.bytes, rep.manifests_corrupt,
-		       rep.manifests_rejected, rep.generations_lost, rep.chunks_missing);
+		printf("{\"generations\": %" PRIu64 ", \"tree\": %s, \"files\": %" PRIu64
+		       ", \"bytes\": %" PRIu64 ", \"manifests_corrupt\": %" PRIu64
+		       ", \"manifests_rejected\": %" PRIu64 ", \"generations_lost\": %" PRIu64
+		       ", \"chunks_missing\": %" PRIu64 "}\n",
+		       rep.generations, rep.tree_applied ? "true" : "false", rep.files, rep.bytes,
+		       rep.manifests_corrupt, rep.manifests_rejected, rep.generations_lost,
+		       rep.chunks_missing);
 	} else {
 		char s[32];
-		printf("rebuilt the shared catalog from BACKING %s: %" PRIu64 " generations, %" PRIu64
-		       " files, %s\n", a->pos[0], rep.generations, rep.files, admin_size(rep.bytes, s));
+		printf("rebuilt the shared catalog from BACKING %s: %" PRIu64 " generations%s, %" PRIu64
+		       " files, %s\n", a->pos[0], rep.generations,
+		       rep.tree_applied ? " and the tree outside them" : "", rep.files,
+		       admin_size(rep.bytes, s));
 		if (damaged)
 			printf("problems: %" PRIu64 " corrupt and %" PRIu64 " conflicting manifests, %" PRIu64
 			       " generations lost, %" PRIu64 " chunks missing (%" PRIu64

@@ -350,4 +350,60 @@ test_wait_on_any_node_then_rebuild_meta_from_backing() {
 }
 ck_timeout test_wait_on_any_node_then_rebuild_meta_from_backing 300
 
+# (j) the names outside generations come back too (issue 18's tree manifest):
+# A writes run/latest (DeepSpeed's, a small file) and a symlink next to the
+# step directories, B a file and a directory of its own outside generations,
+# both with saves; the tree manifest the duty's holder writes from PostgreSQL
+# names them all, one is left on BACKING, and after the database is lost,
+# rebuild --meta refills it and a fresh node sees them byte for byte.
+test_rebuild_meta_brings_back_the_names_outside_generations() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run" "$CK_REF/ref"
+	local out
+	out=$(mn_dcp save "$CK_REF/ref" 100 "$MN_MNT_A/run,$MN_MNT_B/run" --rows 4096 2>&1) ||
+		ck_fail "the 2-rank DCP save over two nodes failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	printf 'global_step100' >"$MN_MNT_A/run/latest"
+	ln -s step-100 "$MN_MNT_A/run/last"
+	mn_save B run/step-200 notes.bin 30000 notes-save
+	ck_rand "$CK_REF/log.bin" 700000
+	mkdir "$MN_MNT_B/logs"
+	chmod 0710 "$MN_MNT_B/logs"
+	cp "$CK_REF/log.bin" "$MN_MNT_B/logs/train.log"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
+	# the holder of duty 'tree' writes it while mounted, once its chunks are up
+	local i=0
+	until grep -qs train.log "$CK_BACKING"/manifests/tree/*.ckm; do
+		i=$((i + 1))
+		[ $i -le 100 ] || ck_fail "no tree manifest naming logs/train.log on BACKING within 10 s"
+		sleep 0.1
+	done
+	grep -qs latest "$CK_BACKING"/manifests/tree/*.ckm || ck_fail "the tree manifest does not name run/latest"
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ckpt_duties WHERE name = 'tree'")" "holders of duty 'tree'"
+	printf 'global_step101' >"$MN_MNT_B/run/latest" # a change just before the unmounts
+	mn_umount A
+	mn_umount B
+	assert_eq 1 "$(find "$CK_BACKING/manifests/tree" -name '*.ckm' | wc -l)" "tree manifests left on BACKING"
+	local old_url=$MN_URL
+	mn_pg_start
+	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
+	ck_log "$out"
+	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
+	mn_mount C
+	assert_eq "global_step101" "$(cat "$MN_MNT_C/run/latest")" "run/latest on fresh node C"
+	assert_eq "step-100" "$(readlink "$MN_MNT_C/run/last")" "the symlink run/last on C"
+	assert_file_eq "$CK_REF/log.bin" "$MN_MNT_C/logs/train.log"
+	assert_eq 710 "$(stat -c %a "$MN_MNT_C/logs")" "mode of logs on C"
+	assert_file_eq "$CK_TMP/notes-save.bin" "$MN_MNT_C/run/step-200/notes.bin"
+	assert_eq "$(printf '%s\n' last latest step-100 step-200 | sort -V | tr '\n' ' ' | sed 's/ $//')" \
+		"$(mn_entries "$MN_MNT_C/run")" "run on C"
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on fresh node C over the rebuilt database failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node C"
+	mn_umount C
+}
+ck_timeout test_rebuild_meta_brings_back_the_names_outside_generations 300
+
 ck_main "$@"

@@ -497,8 +497,12 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 		rc = cat_setattr(ns->cat, ino, what, &set, &out_set);
 	if (rc == 0 && (what & (CAT_SET_MTIME | CAT_SET_MODE)))
 		ns_attr_changed(ns, ino, what, &set, &out_set);
-	if (rc == 0)
+	if (rc == 0 && what) { /* the change's answer is the inode after it (invariant 5) */
+		*out = out_set;
+		ns_writer_attr(ns, out);
+	} else if (rc == 0) {
 		rc = ns_getattr(ns, ino, out);
+	}
 	return rc;
 }
 

@@ -1156,6 +1156,22 @@ Test(pgns, the_namespaces_lookup_create_and_open_read_once)
 	cr_assert_eq(tn_ns_round_trips(&t) - t0, 1, "an open for reading: %llu round trips",
 		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
 	tn_ns_close_file(&t, f);
+
+	/* a chmod: the attributes with the generation, then the change's
+	 * transaction (BEGIN, fence, lock, update, the row after, COMMIT), whose
+	 * answer is the reply (nine before: the generation, the attributes, the
+	 * change, the attributes again) */
+	struct ns_setattr set = { .what = CAT_SET_MODE, .val = { .mode = 0600 } };
+	OK(ns_setattr(t.ns, &cred, in.ino, &set, NULL, &got)); /* prepares */
+	set.val.mode = 0640;
+	t0 = tn_ns_round_trips(&t);
+	OK(ns_setattr(t.ns, &cred, in.ino, &set, NULL, &got));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 7, "a chmod: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	cr_assert_eq(got.mode, S_IFREG | 0640);
+	cr_assert_eq(got.ino, in.ino);
+	OK(ns_getattr(t.ns, in.ino, &got));
+	cr_assert_eq(got.mode, S_IFREG | 0640);
 	tn_ns_close(&t);
 }
 

@@ -148,14 +148,28 @@ static int ns_gen_change(struct ns *ns, const struct ns_cred *c, uint64_t ino, u
 	return rc;
 }
 
-int ns_getattr(struct ns *ns, uint64_t ino, struct cat_inode *out)
+/* ns_gen_change for a change that also needs ino's attributes: both in one
+ * catalog read (invariant 5). A reopen changes no attribute of ino (the
+ * backup is new inodes), so reading them first is reading them after. */
+static int ns_gen_change_attr(struct ns *ns, const struct ns_cred *c, uint64_t ino,
+			      uint64_t *gen_id, struct cat_inode *in)
 {
-	int rc = cat_getattr(ns->cat, ino, out);
-	if (rc != 0)
-		return rc;
-	struct node *n = node_peek(ns->nodes, ino);
+	int rc = cat_getattr_gen(ns->cat, ino, in, gen_id);
+	if (rc == 0)
+		rc = gen_before_change(ns->gen, *gen_id);
+	if (rc == 0)
+		gen_activity(ns->gen, *gen_id, c->pid);
+	return rc;
+}
+
+/* What this node's writer of out->ino has that the catalog has not yet:
+ * the size and, once written, the mtime (close-to-open: the catalog learns
+ * them at the commit). */
+static void ns_writer_attr(struct ns *ns, struct cat_inode *out)
+{
+	struct node *n = node_peek(ns->nodes, out->ino);
 	if (!n)
-		return 0;
+		return;
 	pthread_rwlock_rdlock(&n->rw);
 	if (n->writer && S_ISREG(out->mode)) {
 		out->size = writer_size(n->writer);
@@ -164,7 +178,14 @@ int ns_getattr(struct ns *ns, uint64_t ino, struct cat_inode *out)
 	}
 	pthread_rwlock_unlock(&n->rw);
 	node_put(ns->nodes, n);
-	return 0;
+}
+
+int ns_getattr(struct ns *ns, uint64_t ino, struct cat_inode *out)
+{
+	int rc = cat_getattr(ns->cat, ino, out);
+	if (rc == 0)
+		ns_writer_attr(ns, out);
+	return rc;
 }
 
 /* ---- setuid and setgid after a change (invariant 3) ---- */
@@ -232,11 +253,10 @@ void ns_lookup_add(struct ns *ns, uint64_t ino)
 
 int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode *out)
 {
-	int rc = cat_lookup(ns->cat, parent, name, out);
-	if (rc == 0)
-		rc = ns_getattr(ns, out->ino, out);
+	int rc = cat_lookup(ns->cat, parent, name, out); /* the entry's attributes too */
 	if (rc != 0)
 		return rc;
+	ns_writer_attr(ns, out); /* invariant 5: no second read */
 	/* Counted first: that makes the node, so the trigger name below is noted
 	 * even for a file no one has looked up since the daemon started (a
 	 * tracker rewritten after a remount); its written close may then commit
@@ -266,16 +286,15 @@ double ns_entry_timeout(struct ns *ns, const char *name, double usual)
  * its group (and, to subdirectories, the bit) on, as in ext4. A name that
  * starts a generation (gen_spec_for) creates it in the same transaction. */
 static int ns_make_entry(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
-			 mode_t mode, dev_t rdev, const char *target, struct cat_inode *out)
+			 mode_t mode, dev_t rdev, const char *target, struct cat_inode *out,
+			 uint64_t *out_gen)
 {
 	if (strlen(name) > CAT_NAME_MAX)
 		return -ENAMETOOLONG;
 	uint32_t gid = c->gid;
 	struct cat_inode dir;
 	uint64_t parent_gen, gen_id = 0;
-	int rc = ns_gen_change(ns, c, parent, &parent_gen);
-	if (rc == 0)
-		rc = cat_getattr(ns->cat, parent, &dir);
+	int rc = ns_gen_change_attr(ns, c, parent, &parent_gen, &dir);
 	if (rc != 0)
 		return rc;
 	if (dir.mode & S_ISGID) {
@@ -294,6 +313,7 @@ static int ns_make_entry(struct ns *ns, const struct ns_cred *c, uint64_t parent
 		gen_started(ns->gen, gen_id, parent, false, c->pid);
 	else
 		gen_file_created(ns->gen, gen_id, name);
+	*out_gen = gen_id;
 	return 0;
 }
 
@@ -302,7 +322,8 @@ int ns_make(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char 
 {
 	if (target && strlen(target) > PATH_MAX)
 		return -ENAMETOOLONG;
-	int rc = ns_make_entry(ns, c, parent, name, mode, rdev, target, out);
+	uint64_t gen_id;
+	int rc = ns_make_entry(ns, c, parent, name, mode, rdev, target, out, &gen_id);
 	if (rc == 0)
 		node_lookup_add(ns->nodes, out->ino);
 	return rc;
@@ -453,17 +474,13 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 	unsigned what = s->what;
 	uint64_t gen_id;
 	bool in_place = false; /* attributes only, into a committed or held save */
-	int rc;
-	if (s->size_set) {
-		rc = ns_gen_change(ns, c, ino, &gen_id);
-	} else {
-		gen_id = ns_gen_of(ns, ino);
+	int rc = cat_getattr_gen(ns->cat, ino, &in, &gen_id);
+	if (rc == 0 && s->size_set)
+		rc = gen_before_change(ns->gen, gen_id);
+	else if (rc == 0)
 		rc = gen_before_attr_change(ns->gen, gen_id, &in_place);
-		if (rc == 0 && !in_place)
-			gen_activity(ns->gen, gen_id, c->pid);
-	}
-	if (rc == 0)
-		rc = cat_getattr(ns->cat, ino, &in);
+	if (rc == 0 && !in_place)
+		gen_activity(ns->gen, gen_id, c->pid);
 	if (rc == 0 && f && s->size_set)
 		f->wrote = true;
 	if (rc == 0 && s->size_set) {
@@ -493,8 +510,12 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 			log_warn("generation %llu: attributes changed in place, its manifest not queued"
 				 " again: %s", (unsigned long long)gen_id, strerror(-mrc));
 	}
-	if (rc == 0)
+	if (rc == 0 && what) { /* the change's answer is the inode after it (invariant 5) */
+		*out = out_set;
+		ns_writer_attr(ns, out);
+	} else if (rc == 0) {
 		rc = ns_getattr(ns, ino, out);
+	}
 	return rc;
 }
 
@@ -524,16 +545,17 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
 	return rc;
 }
 
-/* Opens ino for f: a writable handle counts among its generation's writers
- * (a commit waits for it: gen.h invariant 2), O_TRUNC truncates. */
-static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags,
-			mode_t mode, struct ns_file **out)
+/* Opens ino, in generation gen_id, for f: a writable handle counts among
+ * its generation's writers (a commit waits for it: gen.h invariant 2),
+ * O_TRUNC truncates. */
+static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, uint64_t gen_id,
+			int flags, mode_t mode, struct ns_file **out)
 {
 	struct ns_file *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	f->writable = (flags & O_ACCMODE) != O_RDONLY;
-	f->gen_id = f->writable ? ns_gen_of(ns, ino) : 0;
+	f->gen_id = f->writable ? gen_id : 0;
 	int rc = 0;
 	if (f->writable && (flags & O_TRUNC))
 		rc = gen_before_change(ns->gen, f->gen_id);
@@ -581,21 +603,25 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, in
 int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, struct ns_file **out,
 	    struct cat_inode *in)
 {
-	int rc = cat_getattr(ns->cat, ino, in);
+	/* a handle for writing is counted in its generation: both in one read */
+	uint64_t gen_id = 0;
+	int rc = (flags & O_ACCMODE) != O_RDONLY ? cat_getattr_gen(ns->cat, ino, in, &gen_id)
+						 : cat_getattr(ns->cat, ino, in);
 	if (rc == 0 && S_ISDIR(in->mode))
 		rc = -EISDIR;
 	if (rc == 0)
-		rc = ns_open_node(ns, c, ino, flags, in->mode, out);
+		rc = ns_open_node(ns, c, ino, gen_id, flags, in->mode, out);
 	return rc;
 }
 
 int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
 	      mode_t mode, int flags, struct ns_file **out, struct cat_inode *in)
 {
-	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in);
+	uint64_t gen_id; /* the new file's, from its create (invariant 5) */
+	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in, &gen_id);
 	if (rc != 0)
 		return rc;
-	rc = ns_open_node(ns, c, in->ino, flags & ~O_TRUNC /* it is new */, in->mode, out);
+	rc = ns_open_node(ns, c, in->ino, gen_id, flags & ~O_TRUNC /* it is new */, in->mode, out);
 	if (rc != 0)
 		return rc;
 	(*out)->wrote = true; /* creating is writing (an empty marker counts) */
@@ -611,9 +637,10 @@ static int ns_writer(struct ns *ns, struct node *n, struct writer **out)
 {
 	if (!n->writer) {
 		struct cat_inode in;
-		int rc = gen_before_change(ns->gen, ns_gen_of(ns, n->ino));
+		uint64_t gen_id;
+		int rc = cat_getattr_gen(ns->cat, n->ino, &in, &gen_id); /* invariant 5 */
 		if (rc == 0)
-			rc = cat_getattr(ns->cat, n->ino, &in);
+			rc = gen_before_change(ns->gen, gen_id);
 		if (rc == 0)
 			rc = writer_new(ns->chunkput, n->ino, in.size, &n->writer);
 		if (rc != 0)

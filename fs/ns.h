@@ -12,7 +12,8 @@
  *   names      cat_lookup, cat_readdir, cat_readlink, cat_link, cat_unlink,
  *              cat_rmdir, cat_create_in_gen, cat_rename_gen
  *   inodes     cat_getattr, cat_setattr, cat_file_truncate, cat_stats, cat_sync
- *   generations cat_gen_of (which generation an inode is in)
+ *   generations cat_gen_of (which generation an inode is in), cat_getattr_gen
+ *              (both in one read)
  *   gen.c      cat_gen_get_brief, cat_gen_list_brief, cat_gen_find,
  *              cat_gen_find_step, cat_gen_commit, cat_gen_abort, cat_gen_delete,
  *              cat_gen_expire, cat_gen_hold, cat_gen_reopen, cat_gen_pin,
@@ -47,6 +48,14 @@
  *     touch, cp -p) reopens nothing: a committed or held save takes it in
  *     place and its manifest is queued again (gen_before_attr_change), an
  *     open one within the version being written.
+ *  5. No catalog answer is kept between calls: a call reads what it needs,
+ *     in as few catalog reads as the answers allow — a lookup's entry
+ *     carries its attributes (no getattr after it), a change reads its
+ *     inode's attributes and generation together (cat_getattr_gen), a
+ *     create says which generation the new file is in and its open uses
+ *     that. With a shared catalog, a change made on another node is seen
+ *     at this node's next call; the kernel's timeouts (ops.c, at most 1 s)
+ *     bound how late that call comes.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

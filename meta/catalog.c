@@ -1384,6 +1384,18 @@ int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
 	return rc;
 }
 
+int cat_getattr_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
+{
+	if (cat->shared) return catsh_getattr_gen(cat, ino, out, gen_id);
+	*gen_id = 0;
+	cat_lock(cat);
+	int rc = cat_inode_get(cat, ino, out);
+	if (rc == 0)
+		rc = cat_gen_of_txn(cat, ino, gen_id);
+	cat_unlock(cat);
+	return rc;
+}
+
 static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
 			     struct cat_inode *out)
 {

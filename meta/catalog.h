@@ -11,8 +11,8 @@
  *
  * [engine] The namespace's interface: what the namespace layer (fs/ns.c),
  * the generation policy and the reader call. An engine provides all of them.
- *   reads:   cat_getattr, cat_lookup, cat_readlink, cat_readdir, cat_extents,
- *            cat_pending_extents; generation.h's cat_gen_of, cat_gen_get*,
+ *   reads:   cat_getattr, cat_getattr_gen, cat_lookup, cat_readlink, cat_readdir,
+ *            cat_extents, cat_pending_extents; generation.h's cat_gen_of, cat_gen_get*,
  *            cat_gen_find*, cat_gen_list*.
  *   changes: cat_create, cat_link, cat_unlink, cat_rmdir, cat_rename,
  *            cat_setattr, cat_inode_release; cat_pending_add,
@@ -225,6 +225,9 @@ int cat_claimed_set(struct cat *cat);
 /* ---- namespace [engine] ---- */
 
 int cat_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out);
+/* cat_getattr and generation.h's cat_gen_of in one read (with a shared
+ * catalog one round trip, pgns.h N10): what a change of ino asks first. */
+int cat_getattr_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id);
 int cat_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out);
 
 /* Creates a directory entry and a new inode (regular file, directory, fifo,

@@ -416,6 +416,11 @@ int catsh_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out)
 	return pgns_getattr(&cat->shared->ns, ino, out);
 }
 
+int catsh_getattr_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
+{
+	return pgns_getattr_gen(&cat->shared->ns, ino, out, gen_id);
+}
+
 int catsh_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out)
 {
 	if (name == NULL)

@@ -13,6 +13,7 @@
 #include "catalog.h"
 
 int catsh_getattr(struct cat *cat, uint64_t ino, struct cat_inode *out);
+int catsh_getattr_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id);
 int catsh_lookup(struct cat *cat, uint64_t parent, const char *name, struct cat_inode *out);
 int catsh_readlink(struct cat *cat, uint64_t ino, char *buf, size_t size);
 int catsh_readdir(struct cat *cat, uint64_t dir, uint64_t cookie, cat_dirent_fn fn, void *arg);

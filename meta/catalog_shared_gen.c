@@ -89,12 +89,9 @@ int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uin
 		struct cat_gen_spec spec = { name, gen->step };
 		return pggen_create_root(ns, parent, &spec, mode, uid, gid, out, gen_id);
 	}
-	rc = pgns_create(ns, parent, name, mode, uid, gid, rdev, target, out);
-	/* it inherited its parent's generation in that transaction; which one
-	 * is read after (an inode's generation changes only by a rename) */
-	if (rc == 0 && gen_id)
-		rc = pggen_gen_of(ns, out->ino, gen_id);
-	return rc;
+	/* it inherited its parent's generation in that statement, which says
+	 * which one (pgns.h N11) */
+	return pgns_create_gen(ns, parent, name, mode, uid, gid, rdev, target, out, gen_id);
 }
 
 int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,

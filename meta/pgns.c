@@ -21,6 +21,7 @@
 enum {
 	NS_GETATTR,
 	NS_LOOKUP,
+	NS_GETATTR_GEN,
 	NS_PARENT_LOCK,
 	NS_INODE_INSERT,
 	NS_DIRENT_INSERT,
@@ -75,10 +76,15 @@ enum {
 
 const struct pg_stmt pgns_stmts[] = {
 	[NS_GETATTR] = { "ns_getattr", "SELECT " NS_ATTR_COLS " FROM ns_inodes i WHERE i.ino = $1", 1 },
+	/* N11: the entry's inode and, for a miss, the parent's mode and link
+	 * count, in one answer (no row: no parent) */
 	[NS_LOOKUP] = { "ns_lookup",
-			"SELECT " NS_ATTR_COLS " FROM ns_dirents d JOIN ns_inodes i ON i.ino = d.ino"
-			" WHERE d.parent = $1 AND d.name = $2",
+			"SELECT " NS_ATTR_COLS ", p.mode, p.nlink FROM ns_inodes p"
+			" LEFT JOIN ns_dirents d ON d.parent = p.ino AND d.name = $2"
+			" LEFT JOIN ns_inodes i ON i.ino = d.ino WHERE p.ino = $1",
 			2 },
+	[NS_GETATTR_GEN] = { "ns_getattr_gen",
+			     "SELECT " NS_ATTR_COLS ", i.gen FROM ns_inodes i WHERE i.ino = $1", 1 },
 	/* a change of a directory's entries locks the directory's row first, so
 	 * creates and removals in one directory are serialized across nodes */
 	[NS_PARENT_LOCK] = { "ns_parent_lock", "SELECT mode FROM ns_inodes WHERE ino = $1 FOR UPDATE", 1 },
@@ -362,14 +368,15 @@ const struct pg_stmt pgns_stmts[] = {
 			" CAST($4 AS BIGINT), CAST($5 AS BIGINT), CAST($6 AS BIGINT), CAST($7 AS BIGINT),"
 			" CAST($8 AS BIGINT), CAST($9 AS BIGINT), CAST($10 AS BIGINT), CAST($10 AS BIGINT),"
 			" CAST($10 AS BIGINT), CAST($11 AS TEXT), p.gen FROM p WHERE (SELECT v FROM go)"
-			" RETURNING ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns),"
+			" RETURNING ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns,"
+			" gen),"
 			" d AS (INSERT INTO ns_dirents(parent, name, ino) SELECT CAST($2 AS BIGINT),"
 			" CAST($3 AS TEXT), ino FROM i),"
 			" t AS (UPDATE ns_inodes SET mtime_ns = CAST($10 AS BIGINT), ctime_ns ="
 			" CAST($10 AS BIGINT), nlink = nlink + CAST($12 AS BIGINT) WHERE ino ="
 			" CAST($2 AS BIGINT) AND (SELECT v FROM go))"
 			" SELECT ok.live, ok.pmode, i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev,"
-			" i.atime_ns, i.mtime_ns, i.ctime_ns FROM ok LEFT JOIN i ON true",
+			" i.atime_ns, i.mtime_ns, i.ctime_ns, i.gen FROM ok LEFT JOIN i ON true",
 			12 },
 	/* N10: node $1 pins, for its writers $2, the chunks $3 whose cache
 	 * copies it is about to evict: a live row on BACKING (uploaded, or the
@@ -630,15 +637,9 @@ static int pgns_getattr_body(struct pg *pg, void *arg)
 	(void)pg;
 	struct pgns_attr_call *c = arg;
 	char ino[24];
+	const char *params[] = { PG_U64(ino, c->ino) };
 	PGresult *res;
-	int rc;
-	if (c->name) {
-		const char *params[] = { PG_U64(ino, c->ino), c->name };
-		rc = pgns_exec(c->ns, NS_LOOKUP, params, &res);
-	} else {
-		const char *params[] = { PG_U64(ino, c->ino) };
-		rc = pgns_exec(c->ns, NS_GETATTR, params, &res);
-	}
+	int rc = pgns_exec(c->ns, NS_GETATTR, params, &res);
 	if (rc)
 		return rc;
 	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
@@ -652,6 +653,39 @@ int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out)
 {
 	struct pgns_attr_call c = { ns, ino, NULL, out };
 	return pg_read(ns->pg, pgns_getattr_body, &c); /* pg.h P5 */
+}
+
+struct pgns_attr_gen_call {
+	struct pgns *ns;
+	uint64_t ino;
+	struct cat_inode *out;
+	uint64_t gen;
+};
+
+static int pgns_getattr_gen_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pgns_attr_gen_call *c = arg;
+	char ino[24];
+	const char *params[] = { PG_U64(ino, c->ino) };
+	PGresult *res;
+	int rc = pgns_exec(c->ns, NS_GETATTR_GEN, params, &res);
+	if (rc)
+		return rc;
+	rc = pg_rows(res) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		pgns_attr(res, 0, 0, c->out);
+	c->gen = rc == 0 && !PQgetisnull(res, 0, 10) ? (uint64_t)pg_int(res, 0, 10) : 0;
+	PQclear(res);
+	return rc;
+}
+
+int pgns_getattr_gen(struct pgns *ns, uint64_t ino, struct cat_inode *out, uint64_t *gen)
+{
+	struct pgns_attr_gen_call c = { ns, ino, out, 0 };
+	int rc = pg_read(ns->pg, pgns_getattr_gen_body, &c); /* N11 */
+	*gen = rc == 0 ? c.gen : 0;
+	return rc;
 }
 
 /* A live directory's attributes (as catalog.c's cat_dir_get). */
@@ -689,22 +723,37 @@ static int pgns_lookup_up(struct pgns *ns, uint64_t dir, struct cat_inode *out)
 	return pgns_getattr_body(ns->pg, &get);
 }
 
+/* N11: a name's entry in one statement, a hit or a miss. A miss tells "no
+ * such parent" (no row, or a directory removed: -ENOENT) and "not a
+ * directory" (-ENOTDIR) from "no such name" by the parent's columns. */
+static int pgns_lookup_name(struct pgns_attr_call *c)
+{
+	char ino[24];
+	const char *params[] = { PG_U64(ino, c->ino), c->name };
+	PGresult *res;
+	int rc = pgns_exec(c->ns, NS_LOOKUP, params, &res);
+	if (rc)
+		return rc;
+	rc = -ENOENT;
+	if (pg_rows(res) == 1 && !PQgetisnull(res, 0, 0)) {
+		pgns_attr(res, 0, 0, c->out);
+		rc = 0;
+	} else if (pg_rows(res) == 1 && !S_ISDIR((mode_t)pg_int(res, 0, 10))) {
+		rc = -ENOTDIR;
+	}
+	PQclear(res);
+	return rc;
+}
+
 static int pgns_lookup_body(struct pg *pg, void *arg)
 {
+	(void)pg;
 	struct pgns_attr_call *c = arg;
-	struct cat_inode dir;
 	if (strcmp(c->name, ".") == 0)
 		return pgns_dir_attr(c->ns, c->ino, c->out);
 	if (strcmp(c->name, "..") == 0)
 		return pgns_lookup_up(c->ns, c->ino, c->out);
-	int rc = pgns_getattr_body(pg, c);
-	if (rc == -ENOENT) {
-		/* only a miss pays for telling "no such parent" from "no such name" */
-		int drc = pgns_dir_attr(c->ns, c->ino, &dir);
-		if (drc)
-			rc = drc;
-	}
-	return rc;
+	return pgns_lookup_name(c);
 }
 
 int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_inode *out)
@@ -717,7 +766,7 @@ int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_i
 			return rc;
 	}
 	struct pgns_attr_call c = { ns, parent, name, out };
-	return pg_read(ns->pg, pgns_lookup_body, &c); /* pg.h P5 */
+	return pg_read(ns->pg, pgns_lookup_body, &c); /* pg.h P5, N11 */
 }
 
 /* ---- create / unlink ---- */
@@ -748,6 +797,7 @@ struct pgns_create_call {
 	uint64_t rdev;
 	const char *target;
 	struct cat_inode *out;
+	uint64_t *gen; /* pgns_create_gen's (NULL: not asked) */
 };
 
 static int pgns_create_in(const struct pgns_create_call *c)
@@ -788,7 +838,7 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		    struct cat_inode *out)
 {
-	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };
+	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out, NULL };
 	return pgns_create_in(&c);
 }
 
@@ -811,7 +861,7 @@ static int pgns_create_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc; /* -EEXIST: the name is taken; the statement changed nothing */
 	rc = lease_fenced(res);
-	if (rc == 0 && (PQnfields(res) < 12 || pg_rows(res) != 1))
+	if (rc == 0 && (PQnfields(res) < 13 || pg_rows(res) != 1))
 		rc = -EIO;
 	if (rc == 0 && PQgetisnull(res, 0, 1))
 		rc = -ENOENT;
@@ -821,6 +871,8 @@ static int pgns_create_body(struct pg *pg, void *arg)
 		rc = -EIO;
 	if (rc == 0)
 		pgns_attr(res, 0, 2, c->out);
+	if (rc == 0 && c->gen) /* the parent's, which it inherited (N11) */
+		*c->gen = PQgetisnull(res, 0, 12) ? 0 : (uint64_t)pg_int(res, 0, 12);
 	PQclear(res);
 	return rc;
 }
@@ -834,16 +886,23 @@ int pgns_name_check(const char *name)
 	return 0;
 }
 
-int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
-		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
+int pgns_create_gen(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode,
+		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		    struct cat_inode *out, uint64_t *gen)
 {
 	int rc = pgns_name_check(name);
 	if (rc)
 		return rc;
 	if (target && mode != (S_IFLNK | 0777))
 		return -EINVAL;
-	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out };
+	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out, gen };
 	return pg_read(ns->pg, pgns_create_body, &c); /* N9 */
+}
+
+int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out)
+{
+	return pgns_create_gen(ns, parent, name, mode, uid, gid, rdev, target, out, NULL);
 }
 
 struct pgns_unlink_call {

@@ -101,6 +101,16 @@
  *      the node's claim, which the marking consumes (N7); without the
  *      claim, or a row reclaiming, nothing is pinned and the copy stays.
  *      Its pins go as N6's do (pgns_unpin: the writer's release).
+ * N11. A read the daemon makes per FUSE call is one statement, one round
+ *      trip (pg.h P5), and answers everything the call needs of one row:
+ *      a lookup returns the entry's inode or, for a miss, the parent's mode
+ *      and link count that tell -ENOTDIR / -ENOENT apart (two before);
+ *      pgns_getattr_gen returns an inode's attributes with its generation
+ *      (a getattr and a gen_of before), and pgns_create_gen the new inode's
+ *      generation, the parent's it inherited in the statement. Each answer
+ *      is one snapshot: nothing is remembered between calls, so a node sees
+ *      another's change at its next call (the kernel's timeouts, ops.c,
+ *      bound how late that call comes).
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -137,11 +147,19 @@ struct pgns {
 int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid);
 
 int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out);
+/* pgns_getattr with the inode's generation (0: in none) in one round trip
+ * (N11); *gen 0 on failure. */
+int pgns_getattr_gen(struct pgns *ns, uint64_t ino, struct cat_inode *out, uint64_t *gen);
 /* As cat_lookup: "." and ".." too; a miss in a parent that is not a live
  * directory is -ENOTDIR or -ENOENT. */
 int pgns_lookup(struct pgns *ns, uint64_t parent, const char *name, struct cat_inode *out);
 int pgns_create(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
 		uint32_t gid, uint64_t rdev, const char *target, struct cat_inode *out);
+/* pgns_create that also gives the new inode's generation (0: none; gen NULL:
+ * not asked), read in the same statement (N11). */
+int pgns_create_gen(struct pgns *ns, uint64_t parent, const char *name, uint32_t mode,
+		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
+		    struct cat_inode *out, uint64_t *gen);
 /* Removes a non-directory entry; the inode stays with nlink 0 until
  * pgns_inode_release. */
 int pgns_unlink(struct pgns *ns, uint64_t parent, const char *name, uint64_t *ino_out);

@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,8 +26,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog_internal.h"
+#include "gen.h"
+#include "generation.h"
 #include "hash.h"
 #include "lease.h"
+#include "node.h"
+#include "ns.h"
+#include "pggen.h"
 #include "pgns.h"
 #include "pgtest.h"
 #include "support.h"
@@ -956,4 +963,239 @@ Test(pgns, crossing_renames_from_two_nodes)
 	cr_assert_eq(in_y, 30);
 	pt_leave(&a);
 	pt_leave(&b);
+}
+
+/* ---- the reads per FUSE call (pgns.h N11, ns.h invariant 5) ---- */
+
+/* pgns.h N11: a lookup is one round trip, a hit or any miss (a miss was
+ * two: the entry, then the parent to tell -ENOTDIR and -ENOENT apart);
+ * getattr with the generation is one, and so is a create that says which
+ * generation the new inode is in. */
+Test(pgns, a_lookup_hit_or_miss_is_one_round_trip)
+{
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
+	struct cat_inode dir, gone, got;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &dir));
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "old", S_IFDIR | 0755, 0, 0, 0, NULL, &gone));
+	uint64_t f = tn_file(&a, dir.ino, "f");
+	uint64_t removed = 0;
+	OK(pgns_rmdir(&a.ns, CAT_ROOT_INO, "old", &removed));
+	cr_assert_eq(removed, gone.ino);
+	OK(pgns_lookup(&a.ns, dir.ino, "f", &got)); /* prepares */
+	struct {
+		uint64_t parent;
+		const char *name;
+		int rc;
+	} cases[] = {
+		{ dir.ino, "f", 0 },         /* a hit, with the file's attributes */
+		{ dir.ino, "none", -ENOENT }, /* no such name */
+		{ f, "x", -ENOTDIR },          /* the parent is a file */
+		{ 999999, "x", -ENOENT },      /* no such parent */
+		{ gone.ino, "x", -ENOENT },    /* a directory removed */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t t0 = tn_round_trips(&a);
+		memset(&got, 0, sizeof(got));
+		int rc = pgns_lookup(&a.ns, cases[i].parent, cases[i].name, &got);
+		cr_assert_eq(rc, cases[i].rc, "lookup %zu: %d, not %d", i, rc, cases[i].rc);
+		cr_assert_eq(tn_round_trips(&a) - t0, 1, "lookup %zu: %llu round trips", i,
+			     (unsigned long long)(tn_round_trips(&a) - t0));
+	}
+	OK(pgns_lookup(&a.ns, dir.ino, "f", &got));
+	cr_assert_eq(got.ino, f);
+	cr_assert(S_ISREG(got.mode) && got.nlink == 1 && got.uid == 1000);
+
+	/* a generation root, a file made in it: its generation with its create
+	 * and with its attributes, one round trip each */
+	struct cat_gen_spec spec = { "step-1", 1 };
+	struct cat_inode root;
+	uint64_t gen = 0, got_gen = 7;
+	OK(pggen_create_root(&a.ns, dir.ino, &spec, S_IFDIR | 0755, 0, 0, &root, &gen));
+	cr_assert_gt(gen, 0);
+	OK(pgns_getattr_gen(&a.ns, dir.ino, &got, &got_gen)); /* prepares */
+	cr_assert_eq(got_gen, 0, "run/ is in no generation");
+	uint64_t t0 = tn_round_trips(&a);
+	OK(pgns_getattr_gen(&a.ns, root.ino, &got, &got_gen));
+	cr_assert_eq(tn_round_trips(&a) - t0, 1);
+	cr_assert_eq(got_gen, gen);
+	cr_assert_eq(got.ino, root.ino);
+	cr_assert(S_ISDIR(got.mode));
+	FAILS(pgns_getattr_gen(&a.ns, 999999, &got, &got_gen), ENOENT);
+	cr_assert_eq(got_gen, 0);
+	OK(pgns_create_gen(&a.ns, dir.ino, "g", S_IFREG | 0644, 0, 0, 0, NULL, &got, &got_gen));
+	cr_assert_eq(got_gen, 0);
+	t0 = tn_round_trips(&a);
+	OK(pgns_create_gen(&a.ns, root.ino, "shard0", S_IFREG | 0644, 0, 0, 0, NULL, &got,
+			   &got_gen));
+	cr_assert_eq(tn_round_trips(&a) - t0, 1, "a create with its generation: %llu round trips",
+		     (unsigned long long)(tn_round_trips(&a) - t0));
+	cr_assert_eq(got_gen, gen, "the new file inherits its parent's generation");
+	uint64_t of = 0;
+	OK(pggen_gen_of(&a.ns, got.ino, &of));
+	cr_assert_eq(of, gen);
+	pt_check(&a);
+	pt_leave(&a);
+}
+
+/* A namespace (fs/ns.c) over a node's shared catalog, as the daemon builds
+ * it, without a writer's chunk put (no file data is written here) and with
+ * a reader that reads nothing. */
+struct tn_ns {
+	struct pt_cat c;
+	struct node_table *nodes;
+	struct gen_policy *g;
+	struct ns *ns;
+};
+
+static int tn_map(void *arg, uint64_t ino, uint64_t off, size_t len, struct reader_map *m)
+{
+	return -EIO;
+}
+
+static void tn_unmap(void *arg, struct reader_map *m)
+{
+}
+
+static int tn_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return -EIO;
+}
+
+static int tn_proof_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	return -EIO;
+}
+
+static void tn_ns_open(struct tn_ns *t, const char *name)
+{
+	memset(t, 0, sizeof(*t));
+	pt_cat_open(&t->c, name, 30000, NULL, NULL);
+	OK(node_table_new(t->c.cat, &t->nodes));
+	struct gen_options o = { .quiet_s = 60 }; /* no thread: rules run in the caller */
+	struct gen_deps gd = { .cat = t->c.cat, .nodes = t->nodes, .read = tn_proof_read };
+	OK(gen_policy_new(&gd, &o, &t->g));
+	struct ns_deps d = { .cat = t->c.cat, .nodes = t->nodes, .gen = t->g,
+			     .reader = { tn_map, tn_unmap, tn_read, NULL } };
+	struct ns_config cfg = { .sync_backing = false };
+	OK(ns_new(&d, &cfg, &t->ns));
+}
+
+static void tn_ns_close(struct tn_ns *t)
+{
+	ns_free(t->ns);
+	gen_policy_shutdown(t->g);
+	gen_policy_free(t->g);
+	node_table_free(t->nodes);
+	pt_cat_close(&t->c);
+}
+
+static uint64_t tn_ns_round_trips(struct tn_ns *t)
+{
+	struct pg_stats st;
+	pg_get_stats(cat_shared_ns(t->c.cat)->pg, &st);
+	return st.round_trips;
+}
+
+static void tn_ns_close_file(struct tn_ns *t, struct ns_file *f)
+{
+	int rc = ns_release(t->ns, f);
+	OK(rc);
+	ns_release_done(t->ns, f, rc);
+}
+
+/* ns.h invariant 5, on a node of a shared catalog: the kernel's LOOKUP of a
+ * name is one round trip (two before: the entry's attributes were read
+ * again); a create of a file opened for writing is three — the parent's
+ * attributes with its generation, the create that says the new file's
+ * generation, the writer's registration (six before: the parent's
+ * generation, its attributes, the create, the new file's generation read
+ * after it, and again at its open) — and an open for writing two (three).
+ * Outside any generation, so that the generation rules read nothing. */
+Test(pgns, the_namespaces_lookup_create_and_open_read_once)
+{
+	struct tn_ns t;
+	tn_ns_open(&t, "a");
+	const struct ns_cred cred = { .uid = 0, .gid = 0, .pid = 0 };
+	struct cat_inode dir, in, got;
+	struct ns_file *f;
+	OK(ns_make(t.ns, &cred, CAT_ROOT_INO, "data", S_IFDIR | 0755, 0, NULL, &dir));
+	OK(ns_create(t.ns, &cred, dir.ino, "warm", 0644, O_WRONLY | O_CREAT, &f, &in)); /* prepares */
+	tn_ns_close_file(&t, f);
+	OK(ns_lookup(t.ns, dir.ino, "warm", &got));
+	OK(ns_open(t.ns, &cred, in.ino, O_WRONLY, &f, &got));
+	tn_ns_close_file(&t, f);
+	OK(ns_open(t.ns, &cred, in.ino, O_RDONLY, &f, &got));
+	tn_ns_close_file(&t, f);
+
+	uint64_t t0 = tn_ns_round_trips(&t);
+	OK(ns_lookup(t.ns, dir.ino, "warm", &got));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 1, "a lookup: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	cr_assert_eq(got.ino, in.ino);
+	cr_assert(S_ISREG(got.mode));
+	t0 = tn_ns_round_trips(&t);
+	FAILS(ns_lookup(t.ns, dir.ino, "none", &got), ENOENT);
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 1, "a lookup's miss: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+
+	t0 = tn_ns_round_trips(&t);
+	OK(ns_create(t.ns, &cred, dir.ino, "shard0", 0644, O_WRONLY | O_CREAT, &f, &in));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 3, "a create opened for writing: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	tn_ns_close_file(&t, f);
+
+	t0 = tn_ns_round_trips(&t);
+	OK(ns_open(t.ns, &cred, in.ino, O_WRONLY, &f, &got));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 2, "an open for writing: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	cr_assert_eq(got.ino, in.ino);
+	tn_ns_close_file(&t, f);
+	t0 = tn_ns_round_trips(&t);
+	OK(ns_open(t.ns, &cred, in.ino, O_RDONLY, &f, &got));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 1, "an open for reading: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	tn_ns_close_file(&t, f);
+
+	/* a chmod: the attributes with the generation, then the change's
+	 * transaction (BEGIN, fence, lock, update, the row after, COMMIT), whose
+	 * answer is the reply (nine before: the generation, the attributes, the
+	 * change, the attributes again) */
+	struct ns_setattr set = { .what = CAT_SET_MODE, .val = { .mode = 0600 } };
+	OK(ns_setattr(t.ns, &cred, in.ino, &set, NULL, &got)); /* prepares */
+	set.val.mode = 0640;
+	t0 = tn_ns_round_trips(&t);
+	OK(ns_setattr(t.ns, &cred, in.ino, &set, NULL, &got));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 7, "a chmod: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	cr_assert_eq(got.mode, S_IFREG | 0640);
+	cr_assert_eq(got.ino, in.ino);
+	OK(ns_getattr(t.ns, in.ino, &got));
+	cr_assert_eq(got.mode, S_IFREG | 0640);
+	tn_ns_close(&t);
+}
+
+/* The generation a create says is the one its writer counts in: a file
+ * made in a generation root opened for writing holds that generation's
+ * commit (-EBUSY) until its close, as when the open read it again. */
+Test(pgns, a_created_files_writer_counts_in_its_generation)
+{
+	struct tn_ns t;
+	tn_ns_open(&t, "a");
+	const struct ns_cred cred = { .uid = 0, .gid = 0, .pid = 0 };
+	struct cat_inode run, root, in;
+	struct ns_file *f;
+	OK(ns_make(t.ns, &cred, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, NULL, &run));
+	OK(ns_make(t.ns, &cred, run.ino, "step-100", S_IFDIR | 0755, 0, NULL, &root));
+	uint64_t gen = 0;
+	OK(cat_gen_of(t.c.cat, root.ino, &gen));
+	cr_assert_gt(gen, 0, "step-100 under run/ starts a generation");
+	OK(ns_create(t.ns, &cred, root.ino, "shard0", 0644, O_WRONLY | O_CREAT, &f, &in));
+	uint64_t of = 0;
+	OK(cat_gen_of(t.c.cat, in.ino, &of));
+	cr_assert_eq(of, gen);
+	FAILS(cat_gen_commit(t.c.cat, gen, "test"), EBUSY);
+	tn_ns_close_file(&t, f);
+	OK(gen_commit_explicit(t.g, gen, "explicit"));
+	tn_ns_close(&t);
 }

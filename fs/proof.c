@@ -146,12 +146,48 @@ static int proof_path_cmp(const void *a, const void *b)
 	return strcmp(((const struct proof_file *)a)->path, ((const struct proof_file *)b)->path);
 }
 
-/* The first path of one set missing from the other, as a reason, or "". */
-static void proof_compare_sets(struct proof_files *now, struct proof_files *prev, char *why,
-			       size_t size)
+static void proof_sort(struct proof_files *f)
 {
-	qsort(now->v, now->n, sizeof(*now->v), proof_path_cmp);
-	qsort(prev->v, prev->n, sizeof(*prev->v), proof_path_cmp);
+	qsort(f->v, f->n, sizeof(*f->v), proof_path_cmp);
+}
+
+static bool proof_has_path(const struct proof_files *sorted, const char *path)
+{
+	struct proof_file key = { .path = (char *)path };
+	return bsearch(&key, sorted->v, sorted->n, sizeof(*sorted->v), proof_path_cmp) != NULL;
+}
+
+/* MISSING (invariant 4) if a file of prev that is of a self-delimiting format
+ * has no counterpart in now: a rank that never saved. Only the missing paths
+ * are read. A file whose format cannot be read counts as one: nothing then
+ * shows the save complete. Both sets sorted. */
+static int proof_find_missing(const struct proof_files *now, const struct proof_files *prev,
+			      proof_read_fn rd, void *arg, struct proof_result *out)
+{
+	for (size_t j = 0; j < prev->n; j++) {
+		const char *path = prev->v[j].path;
+		if (proof_has_path(now, path))
+			continue;
+		struct proof_reader r = { rd, arg, prev->v[j].ino };
+		struct complete_result cr;
+		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		int rc = complete_check(base, prev->v[j].size, proof_read_file, &r, &cr);
+		if (rc == 0 && cr.format == COMPLETE_FMT_NONE)
+			continue; /* a config or a log: not evidence either way */
+		out->verdict = PROOF_MISSING;
+		snprintf(out->reason, sizeof(out->reason), "%s is missing (the previous committed save"
+			 " has it%s%s)", path, rc ? "; its format could not be read: " : "",
+			 rc ? strerror(-rc) : "");
+		return 0;
+	}
+	return 0;
+}
+
+/* The first path of one set missing from the other, as a reason, or "".
+ * Both sets sorted. */
+static void proof_compare_sets(const struct proof_files *now, const struct proof_files *prev,
+			       char *why, size_t size)
+{
 	size_t i = 0, j = 0;
 	why[0] = '\0';
 	while (i < now->n || j < prev->n) {
@@ -227,6 +263,19 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 				 " self-delimiting format (torch.save, safetensors, npy, npz)");
 		goto done;
 	}
+	if (prev_root != 0)
+		rc = proof_list(cat, prev_root, "", &prev);
+	if (rc == 0 && prev.overflow)
+		snprintf(out->reason, sizeof(out->reason), "the previous committed save is too"
+			 " large to compare with");
+	if (rc != 0 || prev.overflow)
+		goto done;
+	proof_sort(&now);
+	proof_sort(&prev);
+	if (prev_root != 0 && (rc = cat_getattr(cat, prev_root, &in)) == 0 && S_ISDIR(in.mode))
+		rc = proof_find_missing(&now, &prev, rd, arg, out);
+	if (rc != 0 || out->verdict == PROOF_MISSING)
+		goto done;
 	if (recognised == 0) {
 		snprintf(out->reason, sizeof(out->reason), "no completion signal, and no file of a"
 			 " self-delimiting format to check");
@@ -238,12 +287,6 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 			 " a save has", now.n);
 		goto done;
 	}
-	rc = proof_list(cat, prev_root, "", &prev);
-	if (rc == 0 && prev.overflow)
-		snprintf(out->reason, sizeof(out->reason), "the previous committed save is too"
-			 " large to compare with");
-	if (rc != 0 || prev.overflow)
-		goto done;
 	proof_compare_sets(&now, &prev, out->reason, sizeof(out->reason));
 	if (out->reason[0] == '\0')
 		out->verdict = PROOF_COMPLETE;
@@ -253,4 +296,9 @@ done:
 	if (out->verdict == PROOF_COMPLETE)
 		out->reason[0] = '\0';
 	return rc;
+}
+
+bool proof_weak_may_commit(int verdict)
+{
+	return verdict != PROOF_BROKEN && verdict != PROOF_EMPTY && verdict != PROOF_MISSING;
 }

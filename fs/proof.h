@@ -13,9 +13,10 @@
  *                 with and is never proven this way).
  *
  * A file of such a format that is not complete (truncated, a record missing)
- * makes the generation BROKEN, and a tree with no file in it is EMPTY: no
- * weak rule (next-gen, unmount) may commit either. Anything else is
- * UNPROVEN, with the reason. docs/GENERATIONS.md has the
+ * makes the generation BROKEN, a tree with no file in it is EMPTY, and a
+ * directory that lacks a path where the previous committed save of the
+ * series has a file of such a format (a rank that never saved) is MISSING.
+ * Anything else is UNPROVEN, with the reason. docs/GENERATIONS.md has the
  * rule and the cases.
  *
  * Invariants:
@@ -24,10 +25,15 @@
  *     sizes, closes or timing alone.
  *  2. It reads and decides; it changes nothing (no catalog write).
  *  3. Bounded: at most PROOF_MAX_FILES files and PROOF_MAX_DEPTH levels are
- *     looked at; past either, the generation is UNPROVEN. */
+ *     looked at; past either, the generation is UNPROVEN.
+ *  4. proof_weak_may_commit is false for BROKEN, EMPTY and MISSING: a weak
+ *     rule (next-gen, unmount) commits only what shows no sign of an
+ *     unfinished save. Extra files are no such sign (they only keep the
+ *     content rule from proving a directory). */
 #ifndef CKPTFS_PROOF_H
 #define CKPTFS_PROOF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +49,7 @@ enum proof_verdict {
 	PROOF_COMPLETE,     /* the content proves it complete */
 	PROOF_BROKEN,       /* a self-delimiting file in it is incomplete */
 	PROOF_EMPTY,        /* it holds no file: nothing was saved in it */
+	PROOF_MISSING,      /* a self-delimiting file of the previous save has no counterpart */
 };
 
 struct proof_result {
@@ -58,6 +65,10 @@ typedef int (*proof_read_fn)(void *arg, uint64_t ino, uint64_t off, size_t len, 
  * generation's name: a single file's format hint). prev_root is the root of
  * the previous committed generation of the series, 0 if none. Returns 0 with
  * *out set, or a negative errno when the catalog or a read failed. */
+/* May a weak rule (next-gen, unmount) commit a generation so judged?
+ * (invariant 4) */
+bool proof_weak_may_commit(int verdict);
+
 int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t prev_root,
 		     proof_read_fn rd, void *arg, struct proof_result *out);
 

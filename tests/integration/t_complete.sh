@@ -355,6 +355,53 @@ test_missing_or_truncated_rank_file_is_held_not_committed() {
 }
 ck_timeout test_missing_or_truncated_rank_file_is_held_not_committed 180
 
+# A clean unmount (a preempted job's epilog) and the start of the next save
+# are weak rules: they commit what shows no sign of being unfinished. A rank
+# file that the previous committed save had and this one lacks is such a
+# sign: the save is held (unmount) or left open (next-gen), never committed,
+# and keep-latest-k does not delete the last complete save to make room.
+test_unmount_holds_a_save_missing_a_rank_and_keep_keeps_the_complete_one() {
+	ck_mount "abandon=60,quiet=0.5,keep=1"
+	_two_saves run
+	# the job is preempted during step-300: rank 0 saved, rank 1 never did
+	CF job "$CK_MNT/run" "$CK_REF/run" --steps 300 --only-rank0 300 >"$CK_TMP/job.out" 2>&1 || ck_fail "the job failed"
+	assert_not_exists "$CK_MNT/run/step-300/rank1.pt"
+	ck_umount # the epilog unmounts
+	assert_eq "4|unmount" "$(_row step-300)" "step-300 (rank1.pt missing) after the unmount"
+	local why
+	why=$(_held step-300)
+	ck_log "step-300 held at unmount: $why"
+	assert_contains "$why" "rank1.pt is missing" "held reason of step-300"
+	ck_mount "abandon=60,quiet=0.5,keep=1"
+	sleep 1 # keep-latest-k runs over every series at start
+	assert_eq "1|content" "$(_row step-200)" "step-200, the last complete save, after the remount"
+	assert_eq "step-200" "$(_listing "$CK_MNT/run")" "listing after the remount"
+	local out
+	out=$(CF resume "$CK_MNT/run" "$CK_REF/run" --expect 200 2>&1) || ck_fail "resume: $out"
+	cmp "$CK_REF/run/step-300/rank0.pt" "$CK_MNT/run/step-300/rank0.pt" || ck_fail "held rank0.pt of step-300 differs"
+	ck_umount
+}
+ck_timeout test_unmount_holds_a_save_missing_a_rank_and_keep_keeps_the_complete_one 120
+
+test_next_save_does_not_commit_a_save_missing_a_rank_but_an_extra_file_is_no_sign() {
+	ck_mount "abandon=60,quiet=60"
+	mkdir -p "$CK_MNT/run"
+	# quiet=60: only next-gen commits; step-100 (first) and step-200 (same files)
+	CF job "$CK_MNT/run" "$CK_REF/run" --steps 100,200,300 --only-rank0 200 >"$CK_TMP/job.out" 2>&1 || ck_fail "the job failed"
+	assert_eq "1|next-gen" "$(_row step-100)" "step-100 when step-200 started"
+	assert_eq "0|" "$(_row step-200)" "step-200 (rank1.pt missing) when step-300 started"
+	# an extra file is no sign of an unfinished save: step-300 has one more
+	echo '{"loss": 1.5}' >"$CK_MNT/run/step-300/eval.json"
+	mkdir "$CK_MNT/run/step-400"
+	assert_eq "1|next-gen" "$(_row step-300)" "step-300 (every rank and an extra file) when step-400 started"
+	assert_eq "0|" "$(_row step-200)" "step-200 (rank1.pt missing) when step-400 started"
+	rmdir "$CK_MNT/run/step-400"
+	ck_umount
+	assert_eq "4|unmount" "$(_row step-200)" "step-200 (rank1.pt missing) after the unmount"
+	assert_contains "$(_held step-200)" "rank1.pt is missing" "held reason of step-200"
+}
+ck_timeout test_next_save_does_not_commit_a_save_missing_a_rank_but_an_extra_file_is_no_sign 120
+
 test_job_killed_mid_save_leaves_previous_newest_and_half_save_held() {
 	ck_mount "abandon=2,quiet=0.5"
 	_two_saves run

@@ -172,7 +172,7 @@ Test(proof, a_directory_matching_the_previous_save_is_complete, .init = setup, .
 	cr_assert(strstr(r.reason, "no earlier committed save") != NULL, "%s", r.reason);
 }
 
-Test(proof, a_directory_missing_a_ranks_file_is_unproven_and_names_it, .init = setup,
+Test(proof, a_directory_missing_a_ranks_file_is_missing_and_names_it, .init = setup,
      .fini = teardown)
 {
 	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), now;
@@ -180,14 +180,39 @@ Test(proof, a_directory_missing_a_ranks_file_is_unproven_and_names_it, .init = s
 	ts_mkgen(fx.cat, series, "step-200", 200, true, &now);
 	put(now, "rank0.pt", "torch_sd.pt", -1);
 	struct proof_result r = judge(now, prev);
-	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
+	cr_assert_eq(r.verdict, PROOF_MISSING, "%s", r.reason);
 	cr_assert(strstr(r.reason, "rank1.pt is missing") != NULL, "%s", r.reason);
-	/* an extra file is a difference too */
+	cr_assert(!proof_weak_may_commit(r.verdict), "a weak rule may not commit a missing rank");
+	/* an extra file is a difference for the content rule, but no sign of an
+	 * unfinished save: a weak rule may commit it */
 	put(now, "rank1.pt", "torch_adam.pt", -1);
 	put(now, "rank2.pt", "torch_adam.pt", -1);
 	r = judge(now, prev);
 	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
 	cr_assert(strstr(r.reason, "rank2.pt is new") != NULL, "%s", r.reason);
+	cr_assert(proof_weak_may_commit(r.verdict));
+}
+
+Test(proof, a_missing_file_of_no_self_delimiting_format_is_no_sign, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), now;
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	put(prev, "notes.txt", "make_fixtures.py", -1);
+	ts_mkgen(fx.cat, series, "step-200", 200, true, &now);
+	put(now, "rank0.pt", "torch_sd.pt", -1);
+	put(now, "rank1.pt", "torch_adam.pt", -1);
+	struct proof_result r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "%s", r.reason);
+	cr_assert(strstr(r.reason, "notes.txt is missing") != NULL, "%s", r.reason);
+	cr_assert(proof_weak_may_commit(r.verdict));
+	/* nor does a rank file missing with nothing self-delimiting left say
+	 * less: the save still lacks it */
+	ts_mkgen(fx.cat, series, "step-300", 300, true, &now);
+	put(now, "notes.txt", "make_fixtures.py", -1);
+	r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_MISSING, "%s", r.reason);
+	cr_assert(strstr(r.reason, "rank0.pt is missing") != NULL, "%s", r.reason);
 }
 
 Test(proof, a_directory_with_a_truncated_rank_file_is_broken, .init = setup, .fini = teardown)
@@ -210,7 +235,7 @@ Test(proof, nested_files_are_compared_by_their_paths, .init = setup, .fini = tea
 	put(ts_mk(fx.cat, a, "model", S_IFDIR | 0755, NULL), "w.safetensors", "model.safetensors", -1);
 	put(ts_mk(fx.cat, b, "optim", S_IFDIR | 0755, NULL), "w.safetensors", "model.safetensors", -1);
 	struct proof_result r = judge(b, a);
-	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "model/w.safetensors vs optim/w.safetensors");
+	cr_assert_eq(r.verdict, PROOF_MISSING, "model/w.safetensors vs optim/w.safetensors");
 	cr_assert(strstr(r.reason, "model/w.safetensors") != NULL, "%s", r.reason);
 }
 

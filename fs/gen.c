@@ -780,7 +780,7 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 	int rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc == 0)
 		rc = proof_generation(g->cat, gen.root, gen.name, gen_previous_root(g, &gen),
-				      g->read, g->read_arg, out);
+				      gen.backup_root, g->read, g->read_arg, out);
 	if (rc != 0) {
 		out->verdict = PROOF_UNPROVEN;
 		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",

@@ -371,7 +371,7 @@ Test(uploader, wait_file_fails_with_eio_while_backing_takes_nothing)
  * (on_durable, `ckptfs-admin wait`, keep-latest-k's newest durable one) and
  * its chunks evictable. The other generations go on; the lost row stays
  * queued, tried once per mount. */
-Test(uploader, a_chunk_lost_before_its_upload_is_never_marked_uploaded_nor_its_generation_durable)
+static void ut_lost_chunk(bool copy)
 {
 	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t lost = ut_gen(series, "step-1", 1, 700, 3);
@@ -381,7 +381,7 @@ Test(uploader, a_chunk_lost_before_its_upload_is_never_marked_uploaded_nor_its_g
 	snprintf(path, sizeof(path), "%s/%s", fx.w.cache, rel);
 	cr_assert_eq(unlink(path), 0, "%s: %s", path, strerror(errno));
 
-	ut_start(true);
+	ut_start(copy);
 	ut_wait_durable(1);
 	cr_assert_eq(fx.durable[0], fine, "step-2, whose chunks are all there, is durable");
 	usleep(500 * 1000); /* time for the lost row to be tried again and again, were it */
@@ -408,7 +408,7 @@ Test(uploader, a_chunk_lost_before_its_upload_is_never_marked_uploaded_nor_its_g
 		cr_assert(i == 1 || ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
 
 	/* the next mount tries it once more, and keeps it as lost again */
-	ut_start(true);
+	ut_start(copy);
 	usleep(500 * 1000);
 	uploader_stop(fx.u, false);
 	fx.u = NULL;
@@ -418,4 +418,14 @@ Test(uploader, a_chunk_lost_before_its_upload_is_never_marked_uploaded_nor_its_g
 	OK(cat_chunk_where(fx.w.cat, fx.hash[1], &w));
 	cr_assert(!w.uploaded);
 	cr_assert_eq(ut_durable_count(), 1);
+}
+
+Test(uploader, a_chunk_lost_before_its_copy_is_never_marked_uploaded_nor_its_generation_durable)
+{
+	ut_lost_chunk(true);
+}
+
+Test(uploader, a_chunk_lost_before_its_link_is_never_marked_uploaded_nor_its_generation_durable)
+{
+	ut_lost_chunk(false);
 }

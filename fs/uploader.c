@@ -533,7 +533,9 @@ static void up_note_success(struct uploader *u)
  * to remember it, the caller backs off as after a failure. */
 static bool up_lost(struct uploader *u, const struct cat_upload *row)
 {
+	char hex[HASH_HEX_LEN + 1];
 	assert(row->kind == UP_CHUNK);
+	hash_to_hex(row->hash, hex);
 	cat_upload_failed(u->cat, row->seq, "lost: the cache copy is missing or damaged and"
 			  " BACKING does not have it; `ckptfs-admin verify` names its files");
 	pthread_mutex_lock(&u->lock);
@@ -550,7 +552,9 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 		u->lost_seq[u->n_lost++] = row->seq;
 	u->last_progress = up_mono_s();
 	u->st.failures++;
-	snprintf(u->st.last_error, sizeof(u->st.last_error), "a chunk's cache copy is lost");
+	/* `ckptfs-admin stats` shows it: which chunk */
+	snprintf(u->st.last_error, sizeof(u->st.last_error), "chunk %s lost: its cache copy is"
+		 " missing or damaged", hex);
 	pthread_cond_broadcast(&u->changed);
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
@@ -563,6 +567,7 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 		return;
 	if (rc == -EUCLEAN && row->kind == UP_CHUNK)
 		rc = -ENOMEM; /* not remembered: retried after a backoff, never marked */
+	assert(rc != -EUCLEAN || row->kind != UP_CHUNK); /* upload.h U5 */
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
 			cat_upload_failed(u->cat, row->seq, "the cache copy is missing or damaged");

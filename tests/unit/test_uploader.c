@@ -392,6 +392,12 @@ static void ut_lost_chunk(bool copy)
 	cr_assert_eq(memcmp(rows[0].hash, fx.hash[1], HASH_LEN), 0);
 	cr_assert_eq(rows[0].attempts, 1, "tried once this mount, not %u times", rows[0].attempts);
 	cr_assert_eq(rows[1].kind, UP_GEN_MANIFEST);
+	struct uploader_stats st;
+	uploader_get_stats(fx.u, &st);
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(fx.hash[1], hex);
+	cr_assert(strstr(st.last_error, hex) != NULL, "stats name the lost chunk: %s", st.last_error);
+	cr_assert(!st.backing_down, "a lost cache copy is no BACKING failure");
 	uploader_stop(fx.u, false);
 	fx.u = NULL;
 

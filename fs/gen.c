@@ -391,13 +391,13 @@ static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen
 	return 0;
 }
 
-/* OPEN → HELD (invariant 5): hidden, kept byte for byte, until a decision. */
+/* OPEN → HELD (generation.h G5): hidden, kept byte for byte, until a decision. */
 static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const char *reason)
 {
 	struct cat_gen gen;
 	struct cat_id_vec v = { 0 };
 	bool held = false;
-	assert(id != 0 && reason && reason[0]); /* a held save always says why (invariant 5) */
+	assert(id != 0 && reason && reason[0]); /* a held save always says why (generation.h G5) */
 	if (cat_gen_get_brief(g->cat, id, &gen) != 0)
 		return;
 	if (gen.state != GEN_OPEN && gen.state != GEN_HELD) {
@@ -788,7 +788,7 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 	int rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc == 0)
 		rc = proof_generation(g->cat, gen.root, gen.name, gen_previous_root(g, &gen),
-				      g->read, g->read_arg, out);
+				      gen.backup_root, g->read, g->read_arg, out);
 	if (rc != 0) {
 		out->verdict = PROOF_UNPROVEN;
 		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",
@@ -914,7 +914,7 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 	for (int i = 0; i < n; i++) {
 		struct proof_result pr;
 		gen_prove(g, older[i], &pr);
-		if (pr.verdict == PROOF_BROKEN || pr.verdict == PROOF_EMPTY) /* abandon holds it */
+		if (!proof_weak_may_commit(pr.verdict)) /* abandon holds it (invariant 5) */
 			log_info("generation %llu: not committed by the next save: %s",
 				 (unsigned long long)older[i], pr.reason);
 		else
@@ -1415,7 +1415,8 @@ void gen_policy_shutdown(struct gen_policy *g)
 {
 	gen_stop_thread(g);
 	/* The last save of a finished job is kept; a save still being written,
-	 * a marker layout without its marker, or a truncated file, is held. */
+	 * a marker layout without its marker, a truncated file, or a rank's file
+	 * the previous save had, is held. */
 	for (;;) {
 		pthread_mutex_lock(&g->lock);
 		struct gen_live *l = g->live;
@@ -1446,7 +1447,7 @@ void gen_policy_shutdown(struct gen_policy *g)
 				 " in it and decides it", (unsigned long long)id);
 		else if (unfinished)
 			gen_hold(g, id, "unmount", unfinished);
-		else if (pr.verdict == PROOF_BROKEN || pr.verdict == PROOF_EMPTY)
+		else if (!proof_weak_may_commit(pr.verdict)) /* invariant 5 */
 			gen_hold(g, id, "unmount", pr.reason);
 		else
 			gen_commit_now(g, id, pr.verdict == PROOF_COMPLETE ? "content" : rule);

@@ -17,10 +17,15 @@
  *                      naming a generation of the same directory
  *   rename             a temporary directory or file renamed to a generation name
  *   next-gen           a new generation starts in the series while this one has
- *                      no open writer and no sign of an unfinished marker layout
+ *                      no open writer and no sign of an unfinished save
  *   marker / explicit  close of `.ckptfs-commit`, or `setfattr -n user.ckptfs.commit`
  *   unmount            at a clean unmount, for generations with no open writer
- *                      and no unfinished marker layout (others are aborted)
+ *                      and no sign of an unfinished save (others are held)
+ * next-gen and unmount are the weak rules: a sign of an unfinished save is a
+ * marker layout without its marker, or what proof.h judges BROKEN, EMPTY,
+ * MISSING (a self-delimiting file of the previous committed save absent) or
+ * MIXED (a rewrite part done). The content rule proves a rewrite only by
+ * files rewritten in it (proof.h invariant 5).
  * A rule that fires while write handles are open in the generation commits
  * when the last one closes. A quiet commit waits `quiet` seconds after that.
  *
@@ -47,7 +52,13 @@
  *  4. keep-latest-k never runs inside the request that commits (nor in the
  *     uploader's durability callback): they queue the series, and the
  *     generation thread deletes after the reply. Only before the thread
- *     starts and after it stops (unmount) does it run in the caller. */
+ *     starts and after it stops (unmount) does it run in the caller.
+ *  5. A weak rule (next-gen, unmount) never commits a generation that shows
+ *     a sign of an unfinished save: one proof_weak_may_commit refuses
+ *     (broken, empty, a rank's file missing, a rewrite part done), or a
+ *     marker layout without its marker. unmount holds it (a rewrite: the
+ *     previous version comes back); next-gen leaves it open (abandon holds
+ *     it). */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

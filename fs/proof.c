@@ -15,6 +15,8 @@
 struct proof_file {
 	char *path; /* relative to the generation's root */
 	uint64_t ino, size;
+	int64_t mtime_ns, ctime_ns; /* a rewrite's files differ from the old ones here */
+	bool recognised;            /* of a self-delimiting format (proof_check_files) */
 };
 
 struct proof_files {
@@ -61,7 +63,8 @@ static int proof_files_add(struct proof_files *f, const char *path, const struct
 	char *copy = strdup(path);
 	if (!copy)
 		return -ENOMEM;
-	f->v[f->n++] = (struct proof_file){ .path = copy, .ino = in->ino, .size = in->size };
+	f->v[f->n++] = (struct proof_file){ .path = copy, .ino = in->ino, .size = in->size,
+					    .mtime_ns = in->mtime_ns, .ctime_ns = in->ctime_ns };
 	return 0;
 }
 
@@ -96,7 +99,9 @@ static int proof_walk(struct cat *cat, uint64_t dir, const char *prefix, int dep
 		out->overflow = true;
 		return 0;
 	}
-	int rc = cat_readdir(cat, dir, 0, proof_dir_add, &d);
+	/* from cookie 2: past "." and "..", which a backup tree's root (no
+	 * entry, generation.h G3) has no parent for */
+	int rc = cat_readdir(cat, dir, 2, proof_dir_add, &d);
 	if (rc == 0)
 		rc = d.rc;
 	for (size_t i = 0; i < d.n && rc == 0 && !out->overflow; i++) {
@@ -146,12 +151,82 @@ static int proof_path_cmp(const void *a, const void *b)
 	return strcmp(((const struct proof_file *)a)->path, ((const struct proof_file *)b)->path);
 }
 
-/* The first path of one set missing from the other, as a reason, or "". */
-static void proof_compare_sets(struct proof_files *now, struct proof_files *prev, char *why,
-			       size_t size)
+static void proof_sort(struct proof_files *f)
 {
-	qsort(now->v, now->n, sizeof(*now->v), proof_path_cmp);
-	qsort(prev->v, prev->n, sizeof(*prev->v), proof_path_cmp);
+	qsort(f->v, f->n, sizeof(*f->v), proof_path_cmp);
+}
+
+static const struct proof_file *proof_find(const struct proof_files *sorted, const char *path)
+{
+	struct proof_file key = { .path = (char *)path };
+	return bsearch(&key, sorted->v, sorted->n, sizeof(*sorted->v), proof_path_cmp);
+}
+
+static bool proof_has_path(const struct proof_files *sorted, const char *path)
+{
+	return proof_find(sorted, path) != NULL;
+}
+
+/* Invariant 5: in a rewrite, which self-delimiting files are still the old
+ * version's (the same ctime, mtime and size as their copy in old)? Some
+ * rewritten and some not: MIXED. None rewritten, or only some of the
+ * others: *stale names one, and the caller proves nothing. Both sorted. */
+static void proof_rewrite_check(const struct proof_files *now, const struct proof_files *old,
+				struct proof_result *out, char *stale, size_t size)
+{
+	const char *fresh = NULL, *kept = NULL;
+	for (size_t i = 0; i < now->n; i++) {
+		const struct proof_file *f = &now->v[i], *o = proof_find(old, f->path);
+		if (!f->recognised)
+			continue;
+		bool rewritten = !o || o->ctime_ns != f->ctime_ns || o->mtime_ns != f->mtime_ns ||
+				 o->size != f->size;
+		if (rewritten && !fresh)
+			fresh = f->path;
+		else if (!rewritten && !kept)
+			kept = f->path;
+	}
+	if (kept && fresh) {
+		out->verdict = PROOF_MIXED;
+		snprintf(out->reason, sizeof(out->reason), "a mix of two versions: %s is still the"
+			 " previous version's while %s was rewritten", kept, fresh);
+	} else if (kept) {
+		snprintf(stale, size, "%s is still the previous version's: not rewritten since the"
+			 " rewrite began", kept);
+	}
+}
+
+/* MISSING (invariant 4) if a file of prev that is of a self-delimiting format
+ * has no counterpart in now: a rank that never saved. Only the missing paths
+ * are read. A file whose format cannot be read counts as one: nothing then
+ * shows the save complete. Both sets sorted. */
+static int proof_find_missing(const struct proof_files *now, const struct proof_files *prev,
+			      proof_read_fn rd, void *arg, struct proof_result *out)
+{
+	for (size_t j = 0; j < prev->n; j++) {
+		const char *path = prev->v[j].path;
+		if (proof_has_path(now, path))
+			continue;
+		struct proof_reader r = { rd, arg, prev->v[j].ino };
+		struct complete_result cr;
+		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		int rc = complete_check(base, prev->v[j].size, proof_read_file, &r, &cr);
+		if (rc == 0 && cr.format == COMPLETE_FMT_NONE)
+			continue; /* a config or a log: not evidence either way */
+		out->verdict = PROOF_MISSING;
+		snprintf(out->reason, sizeof(out->reason), "%s is missing (the previous committed save"
+			 " has it%s%s)", path, rc ? "; its format could not be read: " : "",
+			 rc ? strerror(-rc) : "");
+		return 0;
+	}
+	return 0;
+}
+
+/* The first path of one set missing from the other, as a reason, or "".
+ * Both sets sorted. */
+static void proof_compare_sets(const struct proof_files *now, const struct proof_files *prev,
+			       char *why, size_t size)
+{
 	size_t i = 0, j = 0;
 	why[0] = '\0';
 	while (i < now->n || j < prev->n) {
@@ -193,16 +268,18 @@ static int proof_check_files(struct proof_files *files, proof_read_fn rd, void *
 			return 0;
 		}
 		(*recognised)++;
+		files->v[i].recognised = true;
 	}
 	return 0;
 }
 
 int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t prev_root,
-		     proof_read_fn rd, void *arg, struct proof_result *out)
+		     uint64_t old_root, proof_read_fn rd, void *arg, struct proof_result *out)
 {
-	struct proof_files now = { 0 }, prev = { 0 };
+	struct proof_files now = { 0 }, prev = { 0 }, old = { 0 };
 	struct cat_inode in;
 	size_t recognised = 0;
+	char stale[GEN_HELD_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	out->verdict = PROOF_UNPROVEN;
 	int rc = cat_getattr(cat, root, &in);
@@ -220,6 +297,17 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 		snprintf(out->reason, sizeof(out->reason), "empty: no file was written in it");
 		goto done;
 	}
+	proof_sort(&now);
+	if (old_root != 0 && (rc = proof_list(cat, old_root, name ? name : "", &old)) == 0) {
+		proof_sort(&old);
+		if (old.overflow)
+			snprintf(stale, sizeof(stale), "the version it rewrites is too large to compare"
+				 " with");
+		else
+			proof_rewrite_check(&now, &old, out, stale, sizeof(stale));
+	}
+	if (rc != 0 || out->verdict == PROOF_MIXED)
+		goto done;
 	if (S_ISREG(in.mode)) {
 		out->verdict = recognised == 1 ? PROOF_COMPLETE : PROOF_UNPROVEN;
 		if (recognised == 0)
@@ -227,6 +315,18 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 				 " self-delimiting format (torch.save, safetensors, npy, npz)");
 		goto done;
 	}
+	if (prev_root != 0)
+		rc = proof_list(cat, prev_root, "", &prev);
+	if (rc == 0 && prev.overflow)
+		snprintf(out->reason, sizeof(out->reason), "the previous committed save is too"
+			 " large to compare with");
+	if (rc != 0 || prev.overflow)
+		goto done;
+	proof_sort(&prev);
+	if (prev_root != 0 && (rc = cat_getattr(cat, prev_root, &in)) == 0 && S_ISDIR(in.mode))
+		rc = proof_find_missing(&now, &prev, rd, arg, out);
+	if (rc != 0 || out->verdict == PROOF_MISSING)
+		goto done;
 	if (recognised == 0) {
 		snprintf(out->reason, sizeof(out->reason), "no completion signal, and no file of a"
 			 " self-delimiting format to check");
@@ -238,19 +338,24 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 			 " a save has", now.n);
 		goto done;
 	}
-	rc = proof_list(cat, prev_root, "", &prev);
-	if (rc == 0 && prev.overflow)
-		snprintf(out->reason, sizeof(out->reason), "the previous committed save is too"
-			 " large to compare with");
-	if (rc != 0 || prev.overflow)
-		goto done;
 	proof_compare_sets(&now, &prev, out->reason, sizeof(out->reason));
 	if (out->reason[0] == '\0')
 		out->verdict = PROOF_COMPLETE;
 done:
+	if (out->verdict == PROOF_COMPLETE && stale[0]) { /* invariant 5 */
+		out->verdict = PROOF_UNPROVEN;
+		snprintf(out->reason, sizeof(out->reason), "%s", stale);
+	}
 	proof_files_free(&now);
 	proof_files_free(&prev);
+	proof_files_free(&old);
 	if (out->verdict == PROOF_COMPLETE)
 		out->reason[0] = '\0';
 	return rc;
+}
+
+bool proof_weak_may_commit(int verdict)
+{
+	return verdict != PROOF_BROKEN && verdict != PROOF_EMPTY && verdict != PROOF_MISSING &&
+	       verdict != PROOF_MIXED;
 }

@@ -11,11 +11,20 @@
  *                 committed generation of the series (a rank's missing file
  *                 shows as a difference; a first save has nothing to compare
  *                 with and is never proven this way).
+ *   rewrite      a new version of a committed generation (a resumed job saving
+ *                the same step again) is proven only by files rewritten in
+ *                it: every file of such a format must differ (ctime, mtime
+ *                or size) from its copy in the version being replaced, else
+ *                the files not yet rewritten are the old version's, complete,
+ *                and would prove a mix of two saves.
  *
  * A file of such a format that is not complete (truncated, a record missing)
- * makes the generation BROKEN, and a tree with no file in it is EMPTY: no
- * weak rule (next-gen, unmount) may commit either. Anything else is
- * UNPROVEN, with the reason. docs/GENERATIONS.md has the
+ * makes the generation BROKEN, a tree with no file in it is EMPTY, and a
+ * directory that lacks a path where the previous committed save of the
+ * series has a file of such a format (a rank that never saved) is MISSING.
+ * A rewrite in which some such files of the old version were rewritten and
+ * others not is MIXED.
+ * Anything else is UNPROVEN, with the reason. docs/GENERATIONS.md has the
  * rule and the cases.
  *
  * Invariants:
@@ -24,10 +33,17 @@
  *     sizes, closes or timing alone.
  *  2. It reads and decides; it changes nothing (no catalog write).
  *  3. Bounded: at most PROOF_MAX_FILES files and PROOF_MAX_DEPTH levels are
- *     looked at; past either, the generation is UNPROVEN. */
+ *     looked at; past either, the generation is UNPROVEN.
+ *  4. proof_weak_may_commit is false for BROKEN, EMPTY, MISSING and MIXED: a weak
+ *     rule (next-gen, unmount) commits only what shows no sign of an
+ *     unfinished save. Extra files are no such sign (they only keep the
+ *     content rule from proving a directory).
+ *  5. A rewrite is COMPLETE only if every self-delimiting file in it was
+ *     rewritten since the rewrite began (differs from its copy in old_root). */
 #ifndef CKPTFS_PROOF_H
 #define CKPTFS_PROOF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +59,8 @@ enum proof_verdict {
 	PROOF_COMPLETE,     /* the content proves it complete */
 	PROOF_BROKEN,       /* a self-delimiting file in it is incomplete */
 	PROOF_EMPTY,        /* it holds no file: nothing was saved in it */
+	PROOF_MISSING,      /* a self-delimiting file of the previous save has no counterpart */
+	PROOF_MIXED,        /* a rewrite: some self-delimiting files rewritten, others the old ones */
 };
 
 struct proof_result {
@@ -54,11 +72,17 @@ struct proof_result {
  * the file's size); 0 or -errno. */
 typedef int (*proof_read_fn)(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf);
 
+/* May a weak rule (next-gen, unmount) commit a generation so judged?
+ * (invariant 4) */
+bool proof_weak_may_commit(int verdict);
+
 /* Judges the tree at `root` (a file or a directory) named `name` (the
  * generation's name: a single file's format hint). prev_root is the root of
- * the previous committed generation of the series, 0 if none. Returns 0 with
- * *out set, or a negative errno when the catalog or a read failed. */
+ * the previous committed generation of the series, 0 if none; old_root the
+ * backup of the version this one rewrites (cat_gen.backup_root), 0 if it is
+ * no rewrite. Returns 0 with *out set, or a negative errno when the catalog
+ * or a read failed. */
 int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t prev_root,
-		     proof_read_fn rd, void *arg, struct proof_result *out);
+		     uint64_t old_root, proof_read_fn rd, void *arg, struct proof_result *out);
 
 #endif

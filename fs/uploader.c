@@ -83,6 +83,8 @@ struct uploader {
 	struct uploader_stats st;
 	size_t object_cap;
 	double last_progress; /* monotonic s of the last finished row */
+	uint64_t *lost_seq; /* rows up_lost kept queued (upload.h U5): not picked again */
+	size_t n_lost, cap_lost;
 };
 
 static double up_mono_s(void)
@@ -536,6 +538,9 @@ static void up_busy_set(struct uploader *u, int id, int k, const struct cat_uplo
 
 static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 {
+	for (size_t i = 0; i < u->n_lost; i++)
+		if (u->lost_seq[i] == row->seq)
+			return true; /* lost: not tried again before the next mount */
 	for (int i = 0; i < u->n_workers * UP_BATCH_MAX; i++) {
 		const struct up_busy *b = &u->busy[i / UP_BATCH_MAX][i % UP_BATCH_MAX];
 		if (!b->set)
@@ -657,8 +662,50 @@ static void up_note_success(struct uploader *u)
 	u->backoff_ms = 0;
 }
 
+/* A chunk whose cache copy is missing or damaged before its upload
+ * (-EUCLEAN, logged with its hash by up_chunk_lost or up_chunk_read) is not
+ * on BACKING: its row is not ended, which would mark it uploaded (upload.h
+ * U5), so the generations naming it never become durable, and it stays
+ * dirty, never evicted. The row stays queued with the reason, and this run
+ * does not pick it again (each mount tries it once more). false: no memory
+ * to remember it, the caller backs off as after a failure. */
+static bool up_lost(struct uploader *u, const struct cat_upload *row)
+{
+	char hex[HASH_HEX_LEN + 1];
+	assert(row->kind == UP_CHUNK);
+	hash_to_hex(row->hash, hex);
+	cat_upload_failed(u->cat, row->seq, "lost: the cache copy is missing or damaged and"
+			  " BACKING does not have it; `ckptfs-admin verify` names its files");
+	pthread_mutex_lock(&u->lock);
+	if (u->n_lost == u->cap_lost) {
+		size_t cap = u->cap_lost ? 2 * u->cap_lost : 16;
+		uint64_t *v = realloc(u->lost_seq, cap * sizeof(*v));
+		if (v) {
+			u->lost_seq = v;
+			u->cap_lost = cap;
+		}
+	}
+	bool kept = u->n_lost < u->cap_lost;
+	if (kept)
+		u->lost_seq[u->n_lost++] = row->seq;
+	u->last_progress = up_mono_s();
+	u->st.failures++;
+	/* `ckptfs-admin stats` shows it: which chunk */
+	snprintf(u->st.last_error, sizeof(u->st.last_error), "chunk %s lost: its cache copy is"
+		 " missing or damaged", hex);
+	pthread_cond_broadcast(&u->changed);
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+	return kept;
+}
+
 static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, uint64_t bytes)
 {
+	if (rc == -EUCLEAN && row->kind == UP_CHUNK && up_lost(u, row))
+		return;
+	if (rc == -EUCLEAN && row->kind == UP_CHUNK)
+		rc = -ENOMEM; /* not remembered: retried after a backoff, never marked */
+	assert(rc != -EUCLEAN || row->kind != UP_CHUNK); /* upload.h U5 */
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
 			cat_upload_failed(u->cat, row->seq, "the cache copy is missing or damaged");
@@ -1033,6 +1080,7 @@ void uploader_stop(struct uploader *u, bool drain)
 	pthread_cond_destroy(&u->kick);
 	pthread_cond_destroy(&u->changed);
 	pthread_mutex_destroy(&u->lock);
+	free(u->lost_seq);
 	free(u);
 }
 

@@ -278,6 +278,7 @@ static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 	return rc;
 }
 
+/* U5: the caller's word that the row's work is on BACKING (or moot). */
 int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 {
 	if (cat->shared) return catshd_upload_done_many(cat, u, 1);

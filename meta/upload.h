@@ -23,6 +23,10 @@
  *      every chunk it names are on BACKING.
  *  U4. Work on one hash is done in seq order (the uploader never runs two rows
  *      of one hash at once).
+ *  U5. cat_upload_done of an UP_CHUNK row says its object is on BACKING (or
+ *      the row is moot): it marks the chunk uploaded, here and in the shared
+ *      store. A row whose object never reached BACKING (its cache copy lost)
+ *      is never ended by it: it stays queued (fs/uploader.c up_lost).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H

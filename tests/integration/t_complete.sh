@@ -355,6 +355,104 @@ test_missing_or_truncated_rank_file_is_held_not_committed() {
 }
 ck_timeout test_missing_or_truncated_rank_file_is_held_not_committed 180
 
+# A clean unmount (a preempted job's epilog) and the start of the next save
+# are weak rules: they commit what shows no sign of being unfinished. A rank
+# file that the previous committed save had and this one lacks is such a
+# sign: the save is held (unmount) or left open (next-gen), never committed,
+# and keep-latest-k does not delete the last complete save to make room.
+test_unmount_holds_a_save_missing_a_rank_and_keep_keeps_the_complete_one() {
+	ck_mount "abandon=60,quiet=0.5,keep=1"
+	_two_saves run
+	# the job is preempted during step-300: rank 0 saved, rank 1 never did
+	CF job "$CK_MNT/run" "$CK_REF/run" --steps 300 --only-rank0 300 >"$CK_TMP/job.out" 2>&1 || ck_fail "the job failed"
+	assert_not_exists "$CK_MNT/run/step-300/rank1.pt"
+	ck_umount # the epilog unmounts
+	assert_eq "4|unmount" "$(_row step-300)" "step-300 (rank1.pt missing) after the unmount"
+	local why
+	why=$(_held step-300)
+	ck_log "step-300 held at unmount: $why"
+	assert_contains "$why" "rank1.pt is missing" "held reason of step-300"
+	ck_mount "abandon=60,quiet=0.5,keep=1"
+	sleep 1 # keep-latest-k runs over every series at start
+	assert_eq "1|content" "$(_row step-200)" "step-200, the last complete save, after the remount"
+	assert_eq "step-200" "$(_listing "$CK_MNT/run")" "listing after the remount"
+	local out
+	out=$(CF resume "$CK_MNT/run" "$CK_REF/run" --expect 200 2>&1) || ck_fail "resume: $out"
+	cmp "$CK_REF/run/step-300/rank0.pt" "$CK_MNT/run/step-300/rank0.pt" || ck_fail "held rank0.pt of step-300 differs"
+	ck_umount
+}
+ck_timeout test_unmount_holds_a_save_missing_a_rank_and_keep_keeps_the_complete_one 120
+
+test_next_save_does_not_commit_a_save_missing_a_rank_but_an_extra_file_is_no_sign() {
+	ck_mount "abandon=60,quiet=60"
+	mkdir -p "$CK_MNT/run"
+	# quiet=60: only next-gen commits; step-100 (first) and step-200 (same files)
+	CF job "$CK_MNT/run" "$CK_REF/run" --steps 100,200,300 --only-rank0 200 >"$CK_TMP/job.out" 2>&1 || ck_fail "the job failed"
+	assert_eq "1|next-gen" "$(_row step-100)" "step-100 when step-200 started"
+	assert_eq "0|" "$(_row step-200)" "step-200 (rank1.pt missing) when step-300 started"
+	# an extra file is no sign of an unfinished save: step-300 has one more
+	echo '{"loss": 1.5}' >"$CK_MNT/run/step-300/eval.json"
+	mkdir "$CK_MNT/run/step-400"
+	assert_eq "1|next-gen" "$(_row step-300)" "step-300 (every rank and an extra file) when step-400 started"
+	assert_eq "0|" "$(_row step-200)" "step-200 (rank1.pt missing) when step-400 started"
+	rmdir "$CK_MNT/run/step-400"
+	ck_umount
+	assert_eq "4|unmount" "$(_row step-200)" "step-200 (rank1.pt missing) after the unmount"
+	assert_contains "$(_held step-200)" "rank1.pt is missing" "held reason of step-200"
+}
+ck_timeout test_next_save_does_not_commit_a_save_missing_a_rank_but_an_extra_file_is_no_sign 120
+
+# _resave FILE VALUE — a rank of a resumed job saving its file again in place
+# (torch.save of other weights: it trained from an earlier point)
+_resave() {
+	"$PY" - "$1" "$2" "$CK_HELPERS" <<'PYEOF' 2>"$CK_TMP/py.err" || ck_fail "torch.save $1 failed: $(tail -n 3 "$CK_TMP/py.err" | tr '\n' '|')"
+import sys
+sys.path.insert(0, sys.argv[3])
+import torch_shim  # noqa
+import torch
+torch.save({"model": torch.full((1000,), float(sys.argv[2])), "step": 200}, sys.argv[1])
+PYEOF
+}
+_rowv() { # NAME: "state|version" of its newest catalog row
+	ck_sql "SELECT state || '|' || version FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
+}
+
+# A resumed job saves a committed per-rank step again in place. Until every
+# rank's file is rewritten, the files not yet rewritten are the old
+# version's, complete, with the same file set: the content rule must not
+# take them as proof (a mix of two saves committed, the consistent one
+# dropped). Once every rank saved again, it commits; a rewrite cut short by
+# the unmount gives way to the version it was replacing.
+test_a_half_done_rewrite_of_a_rank_directory_is_not_committed_as_a_mix() {
+	ck_mount "abandon=30,quiet=0.5"
+	_two_saves run
+	local d=$CK_MNT/run/step-200
+	cp "$d/rank0.pt" "$CK_TMP/rank0.v1"
+	cp "$d/rank1.pt" "$CK_TMP/rank1.v1"
+	_resave "$d/rank0.pt" 7
+	sleep 3 # rank 1 still saving elsewhere: well past quiet (0.5 s)
+	assert_eq "0|2" "$(_rowv step-200)" "step-200 3 s after rank0's rewrite, rank1 still version 1's"
+	_resave "$d/rank1.pt" 8
+	_wait_row step-200 "1|content" 5
+	assert_eq "1|2" "$(_rowv step-200)" "step-200 once both ranks saved again"
+	cmp -s "$CK_TMP/rank0.v1" "$d/rank0.pt" && ck_fail "rank0.pt of version 2 is version 1's"
+	cmp -s "$CK_TMP/rank1.v1" "$d/rank1.pt" && ck_fail "rank1.pt of version 2 is version 1's"
+	cp "$d/rank0.pt" "$CK_TMP/rank0.v2"
+	cp "$d/rank1.pt" "$CK_TMP/rank1.v2"
+	# saved a third time, preempted after rank 0: the unmount does not
+	# commit the mix, version 2 comes back whole
+	_resave "$d/rank0.pt" 9
+	assert_eq "0|3" "$(_rowv step-200)" "step-200 during its third save"
+	ck_umount
+	assert_eq "1|2" "$(_rowv step-200)" "step-200 after an unmount cut its third save short"
+	ck_mount "abandon=30,quiet=0.5"
+	cmp "$CK_TMP/rank0.v2" "$d/rank0.pt" || ck_fail "rank0.pt is not version 2's after the unmount"
+	cmp "$CK_TMP/rank1.v2" "$d/rank1.pt" || ck_fail "rank1.pt is not version 2's after the unmount"
+	assert_eq "step-100 step-200" "$(_listing "$CK_MNT/run")" "listing after the remount"
+	ck_umount
+}
+ck_timeout test_a_half_done_rewrite_of_a_rank_directory_is_not_committed_as_a_mix 120
+
 test_job_killed_mid_save_leaves_previous_newest_and_half_save_held() {
 	ck_mount "abandon=2,quiet=0.5"
 	_two_saves run

@@ -99,7 +99,7 @@ static uint64_t put(uint64_t dir, const char *name, const char *fixture, long le
 static struct proof_result judge(uint64_t root, uint64_t prev_root)
 {
 	struct proof_result r;
-	cr_assert_eq(proof_generation(fx.cat, root, "gen", prev_root, read_fn, NULL, &r), 0);
+	cr_assert_eq(proof_generation(fx.cat, root, "gen", prev_root, 0, read_fn, NULL, &r), 0);
 	return r;
 }
 
@@ -172,7 +172,7 @@ Test(proof, a_directory_matching_the_previous_save_is_complete, .init = setup, .
 	cr_assert(strstr(r.reason, "no earlier committed save") != NULL, "%s", r.reason);
 }
 
-Test(proof, a_directory_missing_a_ranks_file_is_unproven_and_names_it, .init = setup,
+Test(proof, a_directory_missing_a_ranks_file_is_missing_and_names_it, .init = setup,
      .fini = teardown)
 {
 	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), now;
@@ -180,14 +180,39 @@ Test(proof, a_directory_missing_a_ranks_file_is_unproven_and_names_it, .init = s
 	ts_mkgen(fx.cat, series, "step-200", 200, true, &now);
 	put(now, "rank0.pt", "torch_sd.pt", -1);
 	struct proof_result r = judge(now, prev);
-	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
+	cr_assert_eq(r.verdict, PROOF_MISSING, "%s", r.reason);
 	cr_assert(strstr(r.reason, "rank1.pt is missing") != NULL, "%s", r.reason);
-	/* an extra file is a difference too */
+	cr_assert(!proof_weak_may_commit(r.verdict), "a weak rule may not commit a missing rank");
+	/* an extra file is a difference for the content rule, but no sign of an
+	 * unfinished save: a weak rule may commit it */
 	put(now, "rank1.pt", "torch_adam.pt", -1);
 	put(now, "rank2.pt", "torch_adam.pt", -1);
 	r = judge(now, prev);
 	cr_assert_eq(r.verdict, PROOF_UNPROVEN);
 	cr_assert(strstr(r.reason, "rank2.pt is new") != NULL, "%s", r.reason);
+	cr_assert(proof_weak_may_commit(r.verdict));
+}
+
+Test(proof, a_missing_file_of_no_self_delimiting_format_is_no_sign, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), now;
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	put(prev, "notes.txt", "make_fixtures.py", -1);
+	ts_mkgen(fx.cat, series, "step-200", 200, true, &now);
+	put(now, "rank0.pt", "torch_sd.pt", -1);
+	put(now, "rank1.pt", "torch_adam.pt", -1);
+	struct proof_result r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "%s", r.reason);
+	cr_assert(strstr(r.reason, "notes.txt is missing") != NULL, "%s", r.reason);
+	cr_assert(proof_weak_may_commit(r.verdict));
+	/* nor does a rank file missing with nothing self-delimiting left say
+	 * less: the save still lacks it */
+	ts_mkgen(fx.cat, series, "step-300", 300, true, &now);
+	put(now, "notes.txt", "make_fixtures.py", -1);
+	r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_MISSING, "%s", r.reason);
+	cr_assert(strstr(r.reason, "rank0.pt is missing") != NULL, "%s", r.reason);
 }
 
 Test(proof, a_directory_with_a_truncated_rank_file_is_broken, .init = setup, .fini = teardown)
@@ -210,7 +235,7 @@ Test(proof, nested_files_are_compared_by_their_paths, .init = setup, .fini = tea
 	put(ts_mk(fx.cat, a, "model", S_IFDIR | 0755, NULL), "w.safetensors", "model.safetensors", -1);
 	put(ts_mk(fx.cat, b, "optim", S_IFDIR | 0755, NULL), "w.safetensors", "model.safetensors", -1);
 	struct proof_result r = judge(b, a);
-	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "model/w.safetensors vs optim/w.safetensors");
+	cr_assert_eq(r.verdict, PROOF_MISSING, "model/w.safetensors vs optim/w.safetensors");
 	cr_assert(strstr(r.reason, "model/w.safetensors") != NULL, "%s", r.reason);
 }
 
@@ -238,7 +263,62 @@ Test(proof, a_single_file_too_short_for_its_magic_is_judged_by_its_name, .init =
 	ts_mkgen(fx.cat, series, "step-9.safetensors", 9, false, &root);
 	serve(root, "model.safetensors", 7);
 	struct proof_result r;
-	cr_assert_eq(proof_generation(fx.cat, root, "step-9.safetensors", 0, read_fn, NULL, &r), 0);
+	cr_assert_eq(proof_generation(fx.cat, root, "step-9.safetensors", 0, 0, read_fn, NULL, &r), 0);
 	cr_assert_eq(r.verdict, PROOF_BROKEN, "7 bytes of a safetensors file: %s", r.reason);
 	cr_assert(strstr(r.reason, "step-9.safetensors") != NULL, "%s", r.reason);
+}
+
+/* A committed two-rank step-200 reopened for a rewrite (its version 1 is the
+ * backup); *old_root is that backup, *files its live rank0/rank1 inodes. */
+static uint64_t rewrite_of_two_ranks(uint64_t series, uint64_t *old_root, uint64_t files[2])
+{
+	uint64_t root;
+	uint64_t id = ts_mkgen(fx.cat, series, "step-200", 200, true, &root);
+	files[0] = put(root, "rank0.pt", "torch_sd.pt", -1);
+	files[1] = put(root, "rank1.pt", "torch_adam.pt", -1);
+	cr_assert_eq(cat_gen_commit(fx.cat, id, "content"), 0);
+	cr_assert_eq(cat_gen_reopen(fx.cat, id), 0);
+	struct cat_gen gen;
+	cr_assert_eq(cat_gen_get_brief(fx.cat, id, &gen), 0);
+	cr_assert_neq(gen.backup_root, 0);
+	*old_root = gen.backup_root;
+	return root;
+}
+
+/* A file saved again in place: torch.save's open truncates it (new ctime and
+ * mtime), then writes the same number of bytes. */
+static void resave(uint64_t ino)
+{
+	struct cat_inode in;
+	cr_assert_eq(cat_getattr(fx.cat, ino, &in), 0);
+	cr_assert_eq(cat_file_truncate(fx.cat, ino, 0), 0);
+	cr_assert_eq(cat_file_truncate(fx.cat, ino, in.size), 0);
+}
+
+Test(proof, a_half_done_rewrite_is_a_mix_and_proves_nothing, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), old, f[2];
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	uint64_t now = rewrite_of_two_ranks(series, &old, f);
+	struct proof_result r;
+	/* nothing rewritten yet: the old version's files prove nothing new */
+	int prc = proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r);
+	cr_assert_eq(prc, 0, "rc %d", prc);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "%s", r.reason);
+	cr_assert(strstr(r.reason, "rank0.pt is still the previous version's") != NULL, "%s",
+		  r.reason);
+	/* rank0 saved again, rank1 not yet: a mix, which no weak rule commits */
+	resave(f[0]);
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_MIXED, "%s", r.reason);
+	cr_assert(strstr(r.reason, "rank1.pt is still the previous version's while rank0.pt was"
+			 " rewritten") != NULL, "%s", r.reason);
+	cr_assert(!proof_weak_may_commit(r.verdict));
+	/* without the rewrite's backup, the same tree would have been proven */
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, 0, read_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+	/* every rank saved again: complete */
+	resave(f[1]);
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
 }

@@ -5,8 +5,9 @@
  * per generation, and only once all its chunks and its manifest are there;
  * a BACKING that refuses puts (a file where its chunks/ directory belongs)
  * holds everything back without dropping anything, and the uploads go on once
- * it takes them again; a stop with drain empties the queue, one without
- * leaves the rows queued for the next mount. */
+ * it takes them again; a chunk whose cache copy is lost before its upload is
+ * never marked uploaded, nor its generation durable; a stop with drain
+ * empties the queue, one without leaves the rows queued for the next mount. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -361,4 +362,76 @@ Test(uploader, wait_file_fails_with_eio_while_backing_takes_nothing)
 	ut_start(false);
 	FAILS(uploader_wait_file(fx.u, ino, 500), EIO);
 	cr_assert(!ut_chunk_on_backing(0));
+}
+
+/* upload.h U5 (review R6): a chunk whose cache copy is lost (a disk error, a
+ * damaged sector) before its upload is not on BACKING. Its row must not be
+ * ended as done, which marks it uploaded: its generation would then be
+ * written a manifest naming a chunk BACKING never got, called durable
+ * (on_durable, `ckptfs-admin wait`, keep-latest-k's newest durable one) and
+ * its chunks evictable. The other generations go on; the lost row stays
+ * queued, tried once per mount. */
+static void ut_lost_chunk(bool copy)
+{
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t lost = ut_gen(series, "step-1", 1, 700, 3);
+	uint64_t fine = ut_gen(series, "step-2", 2, 710, 2);
+	char rel[128], path[512];
+	ut_chunk_rel(1, rel, sizeof(rel)); /* step-1's second chunk */
+	snprintf(path, sizeof(path), "%s/%s", fx.w.cache, rel);
+	cr_assert_eq(unlink(path), 0, "%s: %s", path, strerror(errno));
+
+	ut_start(copy);
+	ut_wait_durable(1);
+	cr_assert_eq(fx.durable[0], fine, "step-2, whose chunks are all there, is durable");
+	usleep(500 * 1000); /* time for the lost row to be tried again and again, were it */
+	struct cat_upload rows[8];
+	int n = cat_upload_list(fx.w.cat, 0, rows, 8);
+	cr_assert_eq(n, 2, "the lost chunk's row and step-1's manifest stay queued, not %d", n);
+	cr_assert_eq(rows[0].kind, UP_CHUNK);
+	cr_assert_eq(memcmp(rows[0].hash, fx.hash[1], HASH_LEN), 0);
+	cr_assert_eq(rows[0].attempts, 1, "tried once this mount, not %u times", rows[0].attempts);
+	cr_assert_eq(rows[1].kind, UP_GEN_MANIFEST);
+	struct uploader_stats st;
+	uploader_get_stats(fx.u, &st);
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(fx.hash[1], hex);
+	cr_assert(strstr(st.last_error, hex) != NULL, "stats name the lost chunk: %s", st.last_error);
+	cr_assert(!st.backing_down, "a lost cache copy is no BACKING failure");
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+
+	cr_assert(!ut_chunk_on_backing(1), "the lost chunk cannot be on BACKING");
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.w.cat, fx.hash[1], &w));
+	cr_assert(!w.uploaded, "the catalog records the lost chunk as uploaded to BACKING");
+	bool durable = true;
+	OK(cat_gen_durable(fx.w.cat, lost, &durable));
+	cr_assert(!durable, "step-1 is called durable without one of its chunks");
+	cr_assert(!ut_manifest_on_backing(lost), "a manifest naming a chunk BACKING does not have");
+	cr_assert_eq(ut_durable_count(), 1, "on_durable was called for step-1");
+	for (int i = 0; i < fx.n_chunks; i++)
+		cr_assert(i == 1 || ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
+
+	/* the next mount tries it once more, and keeps it as lost again */
+	ut_start(copy);
+	usleep(500 * 1000);
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	n = cat_upload_list(fx.w.cat, 0, rows, 8);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(rows[0].attempts, 2);
+	OK(cat_chunk_where(fx.w.cat, fx.hash[1], &w));
+	cr_assert(!w.uploaded);
+	cr_assert_eq(ut_durable_count(), 1);
+}
+
+Test(uploader, a_chunk_lost_before_its_copy_is_never_marked_uploaded_nor_its_generation_durable)
+{
+	ut_lost_chunk(true);
+}
+
+Test(uploader, a_chunk_lost_before_its_link_is_never_marked_uploaded_nor_its_generation_durable)
+{
+	ut_lost_chunk(false);
 }

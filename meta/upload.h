@@ -10,10 +10,12 @@
  *   UP_CHUNK              copy the object cache → BACKING; then uploaded = 1
  *   UP_GEN_MANIFEST       write the manifest of generation version (gen, version)
  *                         once all its chunks are uploaded; then durable_version
- *   UP_DELETE_GEN_MANIFEST  remove a deleted generation's manifest from BACKING
- *   UP_DELETE_CHUNK       remove an object no file references any more, once no
- *                         older manifest deletion is queued (so BACKING never
- *                         holds a manifest naming a missing chunk)
+ *   UP_DELETE_GEN_MANIFEST  remove an ended generation's manifests from BACKING
+ *   UP_DELETE_CHUNK       remove an object no file references any more
+ *
+ * A rebuild (fs/rebuild.c) applies what BACKING's manifests say: each
+ * generation's newest version and the newest tree manifest. So a removal
+ * runs only once no such manifest names what it removes (U5).
  *
  * Invariants:
  *  U1. A chunk row with stored_len set has cached = 1 or uploaded = 1: its
@@ -23,6 +25,17 @@
  *      every chunk it names are on BACKING.
  *  U4. Work on one hash is done in seq order (the uploader never runs two rows
  *      of one hash at once).
+ *  U5. BACKING never holds a manifest a rebuild would apply naming a missing
+ *      chunk: an UP_DELETE_CHUNK row (seq s) is ready only when
+ *      (a) no manifest row (UP_GEN_MANIFEST, UP_DELETE_GEN_MANIFEST) older
+ *          than s is queued: the generation manifests written or removed
+ *          after the change that freed the chunk are on BACKING (a rewrite's
+ *          commit queues the new version's manifest before its sweep frees
+ *          the old version's chunks);
+ *      (b) no live generation has a durable version other than its version:
+ *          BACKING's manifest of it is an older tree, which may name the
+ *          chunk (a rewrite in progress, or a new version whose manifest row
+ *          went stale before it was written).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -55,8 +68,7 @@ int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int
 
 /* Whether row u may start now: a manifest when every chunk its generation
  * version names is uploaded (and the generation is still COMMITTED at that
- * version: else *stale); a chunk deletion when no older manifest deletion is
- * queued; others always. */
+ * version: else *stale); removals as U5 says; others always. */
 int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
 
 /* cat_upload_ready of rows[0..n): ready[i], stale[i] for rows[i]. With a

@@ -325,13 +325,17 @@ static void up_tree(struct uploader *u)
 {
 	char fp[128];
 	bool all_uploaded = false;
-	if (cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
+	uint64_t horizon; /* the queue rows this manifest describes the state after (upload.h U5) */
+	if (cat_tree_horizon(u->cat, &horizon) != 0 ||
+	    cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
 		return;
 	pthread_mutex_lock(&u->lock);
 	bool same = strcmp(fp, u->tree_fp) == 0;
 	pthread_mutex_unlock(&u->lock);
-	if (same)
+	if (same) {
+		cat_tree_described(u->cat, horizon); /* the one on BACKING is current */
 		return;
+	}
 	char *buf = NULL;
 	size_t len = 0;
 	if (manifest_tree_build(u->cat, &buf, &len) != 0)
@@ -347,6 +351,7 @@ static void up_tree(struct uploader *u)
 	free(buf);
 	if (rc != 0)
 		return; /* retried on the next idle round */
+	cat_tree_described(u->cat, horizon);
 	pthread_mutex_lock(&u->lock);
 	uint64_t old = u->tree_seq;
 	u->tree_seq = seq;

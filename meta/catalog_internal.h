@@ -127,6 +127,9 @@ struct cat {
 	bool defer_ms_set;
 	bool defer_sweep;          /* a change in it may have dropped counts (D5) */
 	int64_t defer_upload_floor; /* uploads.seq allocated before it began (D6) */
+	/* the newest uploads.seq a tree manifest on BACKING describes the state
+	 * after (upload.h U5 c, cat_tree_described) */
+	uint64_t up_tree_described;
 	/* generations it changed, for D4 (defer_gens_all: more than fit) */
 	uint64_t defer_gens[8];
 	unsigned n_defer_gens;

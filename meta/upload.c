@@ -229,6 +229,13 @@ static int up_gen_current(struct cat *cat, uint64_t gen, uint32_t version, bool 
 	return rc < 0 ? rc : 0;
 }
 
+/* A tree manifest describing the tree after row seq was queued is on
+ * BACKING (U5 c). */
+static bool up_tree_covers(struct cat *cat, uint64_t seq)
+{
+	return seq <= cat->up_tree_described;
+}
+
 /* U5: no manifest a rebuild would apply may still name the chunk. */
 static int up_chunk_removal_ready(struct cat *cat, const struct cat_upload *u, bool *ready)
 {
@@ -237,7 +244,7 @@ static int up_chunk_removal_ready(struct cat *cat, const struct cat_upload *u, b
 	int rc = up_exists(cat, U_OLDER_MANIFEST_ROW, (int64_t)u->seq, &found); /* U5 a */
 	if (rc == 0 && !found)
 		rc = up_any(cat, U_GEN_OUTDATED, &found); /* U5 b */
-	*ready = rc == 0 && !found;
+	*ready = rc == 0 && !found && up_tree_covers(cat, u->seq); /* U5 c */
 	return rc;
 }
 
@@ -527,4 +534,31 @@ static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_upload
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
 {
 	return UP_READ(cat, up_tree_txn(cat, buf, size, all_uploaded));
+}
+
+static int up_horizon_txn(struct cat *cat, uint64_t *seq)
+{
+	int rc = cat_next(cat, S_UPLOAD_SEQ);
+	if (rc == 1) {
+		int64_t newest = cat_col_int(cat, S_UPLOAD_SEQ, 0);
+		int64_t floor = cat_defer_upload_floor(cat); /* rows above it may yet roll back */
+		*seq = (uint64_t)(newest < floor ? newest : floor);
+		rc = 0;
+	}
+	cat_reset(cat, S_UPLOAD_SEQ);
+	return rc;
+}
+
+int cat_tree_horizon(struct cat *cat, uint64_t *seq)
+{
+	*seq = 0;
+	return UP_READ(cat, up_horizon_txn(cat, seq));
+}
+
+void cat_tree_described(struct cat *cat, uint64_t seq)
+{
+	cat_lock(cat);
+	if (seq > cat->up_tree_described) /* an older manifest's call may come late */
+		cat->up_tree_described = seq;
+	cat_unlock(cat);
 }

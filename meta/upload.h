@@ -15,7 +15,9 @@
  *
  * A rebuild (fs/rebuild.c) applies what BACKING's manifests say: each
  * generation's newest version and the newest tree manifest. So a removal
- * runs only once no such manifest names what it removes (U5).
+ * runs only once no such manifest names what it removes (U5), and the
+ * catalog learns from the uploader which tree manifest is on BACKING
+ * (cat_tree_horizon, cat_tree_described).
  *
  * Invariants:
  *  U1. A chunk row with stored_len set has cached = 1 or uploaded = 1: its
@@ -35,7 +37,10 @@
  *      (b) no live generation has a durable version other than its version:
  *          BACKING's manifest of it is an older tree, which may name the
  *          chunk (a rewrite in progress, or a new version whose manifest row
- *          went stale before it was written).
+ *          went stale before it was written);
+ *      (c) a tree manifest describing the tree as of s is on BACKING
+ *          (cat_tree_described with a horizon >= s): the change may have
+ *          been to a file outside generations.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -135,5 +140,15 @@ int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_
 /* The tree outside generations: a fingerprint that changes with any change
  * to it, and whether every chunk its files name is uploaded. */
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded);
+
+/* The tree manifest's side of U5 c, for its writer (fs/uploader.c): before
+ * it takes the fingerprint, *seq = the newest row a tree manifest built
+ * from now on describes the state after (not those of a deferred
+ * transaction still open, catalog_defer.c D6); once that manifest is on
+ * BACKING, or the fingerprint shows the one there is still current,
+ * cat_tree_described(seq). Removals queued up to seq may then start. Kept
+ * in memory: after an open, removals wait for the first tree manifest. */
+int cat_tree_horizon(struct cat *cat, uint64_t *seq);
+void cat_tree_described(struct cat *cat, uint64_t seq);
 
 #endif

@@ -5,7 +5,7 @@
  * ended) may start only once the manifests describing the state after the
  * change are on BACKING.
  *
- * Ported from the s27 review's repros (R1 of
+ * Ported from the s27 review's repros (R1, R2 of
  * tests/unit/test_review_repro.c on branch s27-review), which fail on the
  * code before U5/U6: each case is asserted on the queue (deterministic),
  * then watched on BACKING with the uploader at work, then drained to check
@@ -67,6 +67,12 @@ static void uo_note_v1(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
 	memcpy(ox.v1[ox.nv1++], hash, HASH_LEN);
 }
 
+static void uo_note_one(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
+{
+	(void)k;
+	memcpy(arg, hash, HASH_LEN);
+}
+
 static void uo_start_chunk_max(size_t chunk_max)
 {
 	struct uploader_config cfg = {
@@ -109,6 +115,22 @@ static bool uo_manifest_on_backing(uint64_t gen, uint32_t version)
 	uint64_t size;
 	manifest_gen_path(gen, version, rel, sizeof(rel));
 	return backing_stat(ox.w.b, rel, &size) == 0;
+}
+
+static int uo_tree_newest(void *arg, const char *name)
+{
+	uint64_t *newest = arg, seq;
+	if (manifest_tree_name_parse(name, &seq) == 0 && seq > *newest)
+		*newest = seq;
+	return 0;
+}
+
+/* The seq of BACKING's newest tree manifest, 0 if none. */
+static uint64_t uo_tree_seq(void)
+{
+	uint64_t newest = 0;
+	backing_list(ox.w.b, "manifests/tree", uo_tree_newest, &newest);
+	return newest;
 }
 
 static double uo_mono(void)
@@ -212,4 +234,43 @@ Test(upload_order, a_fresh_node_never_rebuilds_a_rewritten_step_naming_missing_c
 		     " missing from BACKING", (unsigned long long)rep.chunks_missing);
 	cr_expect_eq(rep.generations, 1);
 	ts_cat_close_checked(&fresh);
+}
+
+/* ---- R2: a file outside generations rewritten in place ---- */
+
+Test(upload_order, a_rewritten_file_outside_generations_keeps_its_old_chunk_until_a_new_tree_manifest)
+{
+	uint8_t old[HASH_LEN];
+	uint64_t ino = ts_mk(ox.w.cat, CAT_ROOT_INO, "latest", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, ino, 4242, 1, 4096, uo_note_one, old);
+	uo_start();
+	uo_drain();
+	uint64_t seq = uo_tree_seq();
+	cr_assert_neq(seq, 0, "the tree manifest is on BACKING");
+	cr_assert(uo_chunk_on_backing(old));
+
+	/* DeepSpeed rewrites `latest` in place with the next tag */
+	ts_store_file(ox.w.cat, ox.w.st, ino, 4343, 1, 4096, NULL, NULL);
+	cr_expect(!uo_row_ready(UP_DELETE_CHUNK, old, 0),
+		  "the old chunk of `latest` may leave BACKING while the tree manifest names it");
+
+	uo_start();
+	double until = uo_mono() + 5;
+	bool window = false;
+	while (!window && uo_mono() < until && uo_tree_seq() == seq)
+		window = !uo_chunk_on_backing(old) && uo_tree_seq() == seq;
+	uo_lose_node();
+	cr_expect(!window, "the chunk BACKING's newest tree manifest names was removed before a"
+			   " new tree manifest was written");
+	struct cat *fresh = NULL;
+	struct rebuild_report rep;
+	uo_rebuild_fresh(&fresh, &rep);
+	cr_expect_eq(rep.chunks_missing, 0, "the fresh node rebuilt `latest` naming %llu missing"
+		     " chunk(s)", (unsigned long long)rep.chunks_missing);
+	ts_cat_close_checked(&fresh);
+
+	uo_start();
+	uo_drain();
+	cr_expect(uo_tree_seq() != seq && !uo_chunk_on_backing(old),
+		  "a new tree manifest is written and the old chunk removed in the end");
 }

@@ -230,7 +230,7 @@ static int up_gen_current(struct cat *cat, uint64_t gen, uint32_t version, bool 
 }
 
 /* A tree manifest describing the tree after row seq was queued is on
- * BACKING (U5 c). */
+ * BACKING (U5 c, U6). */
 static bool up_tree_covers(struct cat *cat, uint64_t seq)
 {
 	return seq <= cat->up_tree_described;
@@ -266,6 +266,9 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 		break;
 	case UP_DELETE_CHUNK:
 		rc = up_chunk_removal_ready(cat, u, ready);
+		break;
+	case UP_DELETE_GEN_MANIFEST:
+		*ready = up_tree_covers(cat, u->seq); /* U6 */
 		break;
 	default:
 		break;

@@ -41,6 +41,11 @@
  *      (c) a tree manifest describing the tree as of s is on BACKING
  *          (cat_tree_described with a horizon >= s): the change may have
  *          been to a file outside generations.
+ *  U6. An ended generation's manifests leave BACKING only once a tree
+ *      manifest describing the tree as of the end is on BACKING (an
+ *      UP_DELETE_GEN_MANIFEST row waits as U5 c): a save renamed out of its
+ *      series is outside generations from then on, and in no manifest but
+ *      its generation's until the tree manifest names it.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -73,7 +78,7 @@ int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int
 
 /* Whether row u may start now: a manifest when every chunk its generation
  * version names is uploaded (and the generation is still COMMITTED at that
- * version: else *stale); removals as U5 says; others always. */
+ * version: else *stale); removals as U5 and U6 say; others always. */
 int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
 
 /* cat_upload_ready of rows[0..n): ready[i], stale[i] for rows[i]. With a
@@ -141,7 +146,7 @@ int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_
  * to it, and whether every chunk its files name is uploaded. */
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded);
 
-/* The tree manifest's side of U5 c, for its writer (fs/uploader.c): before
+/* The tree manifest's side of U5 c and U6, for its writer (fs/uploader.c): before
  * it takes the fingerprint, *seq = the newest row a tree manifest built
  * from now on describes the state after (not those of a deferred
  * transaction still open, catalog_defer.c D6); once that manifest is on

@@ -5,7 +5,7 @@
  * ended) may start only once the manifests describing the state after the
  * change are on BACKING.
  *
- * Ported from the s27 review's repros (R1, R2 of
+ * Ported from the s27 review's repros (R1, R2, R7 of
  * tests/unit/test_review_repro.c on branch s27-review), which fail on the
  * code before U5/U6: each case is asserted on the queue (deterministic),
  * then watched on BACKING with the uploader at work, then drained to check
@@ -193,6 +193,22 @@ static uint64_t uo_rewrite(int n2, size_t len2)
 	return gen;
 }
 
+/* A durable generation series/name with one chunk; returns it. */
+static uint64_t uo_durable_gen(uint64_t series, const char *name, uint64_t step, int seed)
+{
+	uint64_t root;
+	uint64_t gen = ts_mkgen(ox.w.cat, series, name, step, true, &root);
+	uint64_t ino = ts_mk(ox.w.cat, root, "weights", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, ino, seed, 1, UO_LEN, NULL, NULL);
+	OK(cat_gen_commit(ox.w.cat, gen, "explicit"));
+	uo_start();
+	uo_drain();
+	bool durable = false;
+	OK(cat_gen_durable(ox.w.cat, gen, &durable));
+	cr_assert(durable);
+	return gen;
+}
+
 /* ---- R1: a rewrite of a durable generation ---- */
 
 Test(upload_order, a_rewrite_keeps_version_1s_chunks_until_version_2s_manifest_replaces_it)
@@ -273,4 +289,39 @@ Test(upload_order, a_rewritten_file_outside_generations_keeps_its_old_chunk_unti
 	uo_drain();
 	cr_expect(uo_tree_seq() != seq && !uo_chunk_on_backing(old),
 		  "a new tree manifest is written and the old chunk removed in the end");
+}
+
+/* ---- R7: a durable save renamed out of its series ---- */
+
+Test(upload_order, a_save_moved_out_of_its_series_keeps_its_manifest_until_a_tree_manifest_names_it)
+{
+	uint64_t run = ts_mk(ox.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t gen = uo_durable_gen(run, "step-100", 100, 7700);
+	uint64_t seq = uo_tree_seq();
+	cr_assert_neq(seq, 0);
+	uint64_t replaced = 0;
+	OK(cat_rename(ox.w.cat, run, "step-100", CAT_ROOT_INO, "best", 0, &replaced));
+	cr_expect(!uo_row_ready(UP_DELETE_GEN_MANIFEST, NULL, gen),
+		  "step-100's manifest may leave BACKING before a tree manifest names best/");
+
+	uo_start();
+	double until = uo_mono() + 5;
+	bool window = false;
+	while (!window && uo_mono() < until && uo_tree_seq() == seq)
+		window = !uo_manifest_on_backing(gen, 1) && uo_tree_seq() == seq;
+	uo_lose_node();
+	cr_expect(!window, "step-100's manifest was removed before a tree manifest naming best/"
+			   " was written");
+	struct cat *fresh = NULL;
+	struct rebuild_report rep;
+	uo_rebuild_fresh(&fresh, &rep);
+	struct cat_inode best, weights;
+	cr_expect(cat_lookup(fresh, CAT_ROOT_INO, "best", &best) == 0 &&
+		  cat_lookup(fresh, best.ino, "weights", &weights) == 0,
+		  "a fresh node rebuilds without best/weights (the durable save moved there)");
+	ts_cat_close_checked(&fresh);
+
+	uo_start();
+	uo_drain();
+	cr_expect(!uo_manifest_on_backing(gen, 1), "step-100's manifest is removed in the end");
 }

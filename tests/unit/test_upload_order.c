@@ -325,3 +325,34 @@ Test(upload_order, a_save_moved_out_of_its_series_keeps_its_manifest_until_a_tre
 	uo_drain();
 	cr_expect(!uo_manifest_on_backing(gen, 1), "step-100's manifest is removed in the end");
 }
+
+/* ---- R4: a series renamed, and a new run under the old name ---- */
+
+Test(upload_order, a_renamed_series_is_rebuilt_under_its_new_name_beside_the_new_run)
+{
+	uint64_t run = ts_mk(ox.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t old_gen = uo_durable_gen(run, "step-100", 100, 7100);
+	uint64_t replaced = 0;
+	OK(cat_rename(ox.w.cat, CAT_ROOT_INO, "run", CAT_ROOT_INO, "run-old", 0, &replaced));
+	cr_expect(uo_row_ready(UP_GEN_MANIFEST, NULL, old_gen),
+		  "step-100's manifest is written again, naming run-old");
+	uint64_t run2 = ts_mk(ox.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uo_durable_gen(run2, "step-50", 50, 7200);
+	uint64_t new_gen = uo_durable_gen(run2, "step-100", 100, 7300);
+
+	struct cat *fresh = NULL;
+	struct rebuild_report rep;
+	uo_rebuild_fresh(&fresh, &rep);
+	cr_expect_eq(rep.manifests_rejected, 0, "%llu durable save(s) rejected by the rebuild",
+		     (unsigned long long)rep.manifests_rejected);
+	cr_expect_eq(rep.generations, 3);
+	struct cat_inode old_dir, new_dir;
+	struct cat_gen g;
+	OK(cat_lookup(fresh, CAT_ROOT_INO, "run-old", &old_dir));
+	OK(cat_lookup(fresh, CAT_ROOT_INO, "run", &new_dir));
+	OK(cat_gen_find(fresh, old_dir.ino, "step-100", &g));
+	cr_expect_eq(g.id, old_gen, "run-old/step-100 is the old run's save");
+	OK(cat_gen_find(fresh, new_dir.ino, "step-100", &g));
+	cr_expect_eq(g.id, new_gen, "run/step-100 is the new run's save");
+	ts_cat_close_checked(&fresh);
+}

@@ -278,7 +278,9 @@ int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const cha
 		      uint64_t step, uint64_t *gen_id);
 /* After inode `moved` (with attributes *attr) was linked as newparent/newname
  * by a rename: ends a generation it was the root of, starts a new one for
- * spec, and gives its subtree the generation of its new place. */
+ * spec, and gives its subtree the generation of its new place. A directory
+ * moved outside generations queues the manifests of the committed
+ * generations whose series it holds again (they name it by path). */
 int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t newparent,
 		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id);
 /* After ino lost an entry (unlink, rmdir, rename over it): if it was a

@@ -181,14 +181,14 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			    " FROM generations g)"
 			    " WHERE unlinked OR owns OR bad_backup OR backup_linked OR nested OR bad_held"
 			    " OR state NOT BETWEEN 0 AND 4 OR version < 1" },
-	/* G1–G3 on inodes: what the trees of live generations (and backups)
-	 * reach must carry their id, and nothing else may carry one. */
 	/* the series walked up to the root (which has no entry) */
 	G(G_SERIES_UNDER) = { "find committed generations whose series is under a directory",
 			      "WITH RECURSIVE up(gen, ino) AS (SELECT id, series FROM generations"
 			      " WHERE state = 1 UNION SELECT up.gen, d.parent FROM up"
 			      " JOIN dirents d ON d.ino = up.ino)"
 			      " SELECT DISTINCT gen FROM up WHERE ino = ?1 ORDER BY gen" },
+	/* G1–G3 on inodes: what the trees of live generations (and backups)
+	 * reach must carry their id, and nothing else may carry one. */
 	G(G_CHECK_TREES) = { "check generations' trees",
 			     "WITH RECURSIVE t(ino, g) AS MATERIALIZED (SELECT root, id FROM generations"
 			     " WHERE " GEN_LIVE " AND root != 0 UNION SELECT backup_root, id"

@@ -240,11 +240,14 @@ static bool up_tree_covers(struct cat *cat, uint64_t seq)
 static int up_chunk_removal_ready(struct cat *cat, const struct cat_upload *u, bool *ready)
 {
 	assert(u->kind == UP_DELETE_CHUNK);
+	*ready = false;
+	if (!up_tree_covers(cat, u->seq)) /* U5 c, first: it costs no query */
+		return 0;
 	bool found = false;
 	int rc = up_exists(cat, U_OLDER_MANIFEST_ROW, (int64_t)u->seq, &found); /* U5 a */
 	if (rc == 0 && !found)
 		rc = up_any(cat, U_GEN_OUTDATED, &found); /* U5 b */
-	*ready = rc == 0 && !found && up_tree_covers(cat, u->seq); /* U5 c */
+	*ready = rc == 0 && !found;
 	return rc;
 }
 

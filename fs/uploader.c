@@ -474,44 +474,54 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 {
 	assert(max >= 1 && max <= UP_BATCH_MAX);
 	struct cat_upload rows[UP_LOOKAHEAD], cand[UP_BATCH_MAX];
-	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD), nc = 0;
-	for (int i = 0; i < n || nc > 0;) {
-		if (i < n && up_conflicts(u, &rows[i])) {
-			i++;
-			continue;
-		}
-		bool chunk = i < n && rows[i].kind == UP_CHUNK;
-		if (chunk && up_hash_in(cand, nc, rows[i].hash)) {
-			i++; /* U4: it waits for the one in cand */
-			continue;
-		}
-		if (chunk) { /* nc < max here: cand is asked as soon as it is full */
-			cand[nc++] = rows[i++];
-			if (nc < max)
+	uint64_t after = 0;
+	int n = UP_LOOKAHEAD;
+	/* A full page whose rows all wait must not hide the rows after it:
+	 * removals wait for manifests (upload.h U5, U6), which may wait for
+	 * chunk rows queued after them. */
+	for (int page = 0; n == UP_LOOKAHEAD; page++) {
+		n = cat_upload_list(u->cat, after, rows, UP_LOOKAHEAD);
+		int nc = 0;
+		for (int i = 0; i < n || nc > 0;) {
+			if (i < n && up_conflicts(u, &rows[i])) {
+				i++;
 				continue;
+			}
+			bool chunk = i < n && rows[i].kind == UP_CHUNK;
+			if (chunk && up_hash_in(cand, nc, rows[i].hash)) {
+				i++; /* U4: it waits for the one in cand */
+				continue;
+			}
+			if (chunk) { /* nc < max here: cand is asked as soon as it is full */
+				cand[nc++] = rows[i++];
+				if (nc < max)
+					continue;
+			}
+			if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
+				int k = up_ready_chunks(u, cand, nc, out);
+				if (k > 0)
+					return k;
+				nc = 0;
+				continue; /* none may start: row i is looked at now */
+			}
+			const struct cat_upload *row = &rows[i++]; /* another kind: alone */
+			bool ready = false, stale = false;
+			if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
+				continue;
+			if (stale) { /* moot: the generation changed since */
+				cat_upload_done(u->cat, row);
+				continue;
+			}
+			if (ready) {
+				out[0] = *row;
+				return 1;
+			}
 		}
-		if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
-			int k = up_ready_chunks(u, cand, nc, out);
-			if (k > 0)
-				return k;
-			nc = 0;
-			continue; /* none may start: row i is looked at now */
-		}
-		const struct cat_upload *row = &rows[i++]; /* another kind: alone */
-		bool ready = false, stale = false;
-		if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
-			continue;
-		if (stale) { /* moot: the generation changed since */
-			cat_upload_done(u->cat, row);
-			continue;
-		}
-		if (ready) {
-			out[0] = *row;
-			return 1;
-		}
+		if (page == 0 && n > 0)
+			up_deadline_check(u, &rows[0]);
+		if (n > 0)
+			after = rows[n - 1].seq;
 	}
-	if (n > 0)
-		up_deadline_check(u, &rows[0]);
 	return 0;
 }
 

@@ -356,3 +356,41 @@ Test(upload_order, a_renamed_series_is_rebuilt_under_its_new_name_beside_the_new
 	cr_expect_eq(g.id, new_gen, "run/step-100 is the new run's save");
 	ts_cat_close_checked(&fresh);
 }
+
+/* ---- removals that wait never hide the rows they wait for ---- */
+
+static void uo_note_many(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
+{
+	memcpy(((uint8_t(*)[HASH_LEN])arg)[k], hash, HASH_LEN);
+}
+
+Test(upload_order, a_page_of_waiting_removals_does_not_hide_the_uploads_behind_it)
+{
+	enum { BIG = 80 }; /* more rows than the uploader looks at in one page */
+	static uint8_t big[BIG][HASH_LEN];
+	uint8_t fresh_chunk[HASH_LEN];
+	uint64_t ino = ts_mk(ox.w.cat, CAT_ROOT_INO, "last.ckpt", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, ino, 5000, BIG, 4096, uo_note_many, big);
+	uo_start();
+	uo_drain();
+	cr_assert(uo_chunk_on_backing(big[0]) && uo_chunk_on_backing(big[BIG - 1]));
+
+	/* the file goes (BIG removals, waiting for a tree manifest without
+	 * it), then a new one comes, whose upload that tree manifest needs */
+	uint64_t gone = 0;
+	OK(cat_unlink(ox.w.cat, CAT_ROOT_INO, "last.ckpt", &gone));
+	OK(cat_inode_release(ox.w.cat, gone));
+	uint64_t ino2 = ts_mk(ox.w.cat, CAT_ROOT_INO, "last-v2.ckpt", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, ino2, 6000, 1, 4096, uo_note_one, fresh_chunk);
+	uo_start();
+	uo_drain();
+	struct cat_cache_stats cs;
+	OK(cat_cache_stats(ox.w.cat, &cs));
+	cr_expect_eq(cs.queued, 0, "%llu rows are still queued: the removals hid the upload the"
+		     " tree manifest they wait for needs", (unsigned long long)cs.queued);
+	cr_expect(uo_chunk_on_backing(fresh_chunk), "the new file's chunk is on BACKING");
+	int left = 0;
+	for (int k = 0; k < BIG; k++)
+		left += uo_chunk_on_backing(big[k]);
+	cr_expect_eq(left, 0, "%d of the removed file's chunks are still on BACKING", left);
+}

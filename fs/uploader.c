@@ -83,7 +83,7 @@ struct uploader {
 	struct uploader_stats st;
 	size_t object_cap;
 	double last_progress; /* monotonic s of the last finished row */
-	uint64_t *lost_seq; /* rows up_lost kept queued (upload.h U5): not picked again */
+	uint64_t *lost_seq; /* rows up_lost kept queued (upload.h U7): not picked again */
 	size_t n_lost, cap_lost;
 };
 
@@ -337,13 +337,17 @@ static void up_tree(struct uploader *u)
 	}
 	char fp[128];
 	bool all_uploaded = false;
-	if (cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
+	uint64_t horizon; /* the queue rows this manifest describes the state after (upload.h U5) */
+	if (cat_tree_horizon(u->cat, &horizon) != 0 ||
+	    cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
 		return;
 	pthread_mutex_lock(&u->lock);
 	bool same = strcmp(fp, u->tree_fp) == 0;
 	pthread_mutex_unlock(&u->lock);
-	if (same)
+	if (same) {
+		cat_tree_described(u->cat, horizon); /* the one on BACKING is current */
 		return;
+	}
 	char *buf = NULL;
 	size_t len = 0;
 	if (manifest_tree_build(u->cat, &buf, &len) != 0)
@@ -359,6 +363,7 @@ static void up_tree(struct uploader *u)
 	free(buf);
 	if (rc != 0)
 		return; /* retried on the next idle round */
+	cat_tree_described(u->cat, horizon);
 	pthread_mutex_lock(&u->lock);
 	uint64_t old = u->tree_seq;
 	u->tree_seq = seq;
@@ -612,44 +617,54 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 {
 	assert(max >= 1 && max <= UP_BATCH_MAX);
 	struct cat_upload rows[UP_LOOKAHEAD], cand[UP_BATCH_MAX];
-	int n = cat_upload_list(u->cat, 0, rows, UP_LOOKAHEAD), nc = 0;
-	for (int i = 0; i < n || nc > 0;) {
-		if (i < n && up_conflicts(u, &rows[i])) {
-			i++;
-			continue;
-		}
-		bool chunk = i < n && rows[i].kind == UP_CHUNK;
-		if (chunk && up_hash_in(cand, nc, rows[i].hash)) {
-			i++; /* U4: it waits for the one in cand */
-			continue;
-		}
-		if (chunk) { /* nc < max here: cand is asked as soon as it is full */
-			cand[nc++] = rows[i++];
-			if (nc < max)
+	uint64_t after = 0;
+	int n = UP_LOOKAHEAD;
+	/* A full page whose rows all wait must not hide the rows after it:
+	 * removals wait for manifests (upload.h U5, U6), which may wait for
+	 * chunk rows queued after them. */
+	for (int page = 0; n == UP_LOOKAHEAD; page++) {
+		n = cat_upload_list(u->cat, after, rows, UP_LOOKAHEAD);
+		int nc = 0;
+		for (int i = 0; i < n || nc > 0;) {
+			if (i < n && up_conflicts(u, &rows[i])) {
+				i++;
 				continue;
+			}
+			bool chunk = i < n && rows[i].kind == UP_CHUNK;
+			if (chunk && up_hash_in(cand, nc, rows[i].hash)) {
+				i++; /* U4: it waits for the one in cand */
+				continue;
+			}
+			if (chunk) { /* nc < max here: cand is asked as soon as it is full */
+				cand[nc++] = rows[i++];
+				if (nc < max)
+					continue;
+			}
+			if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
+				int k = up_ready_chunks(u, cand, nc, out);
+				if (k > 0)
+					return k;
+				nc = 0;
+				continue; /* none may start: row i is looked at now */
+			}
+			const struct cat_upload *row = &rows[i++]; /* another kind: alone */
+			bool ready = false, stale = false;
+			if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
+				continue;
+			if (stale) { /* moot: the generation changed since */
+				cat_upload_done(u->cat, row);
+				continue;
+			}
+			if (ready) {
+				out[0] = *row;
+				return 1;
+			}
 		}
-		if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
-			int k = up_ready_chunks(u, cand, nc, out);
-			if (k > 0)
-				return k;
-			nc = 0;
-			continue; /* none may start: row i is looked at now */
-		}
-		const struct cat_upload *row = &rows[i++]; /* another kind: alone */
-		bool ready = false, stale = false;
-		if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
-			continue;
-		if (stale) { /* moot: the generation changed since */
-			cat_upload_done(u->cat, row);
-			continue;
-		}
-		if (ready) {
-			out[0] = *row;
-			return 1;
-		}
+		if (page == 0 && n > 0)
+			up_deadline_check(u, &rows[0]);
+		if (n > 0)
+			after = rows[n - 1].seq;
 	}
-	if (n > 0)
-		up_deadline_check(u, &rows[0]);
 	return 0;
 }
 
@@ -665,7 +680,7 @@ static void up_note_success(struct uploader *u)
 /* A chunk whose cache copy is missing or damaged before its upload
  * (-EUCLEAN, logged with its hash by up_chunk_lost or up_chunk_read) is not
  * on BACKING: its row is not ended, which would mark it uploaded (upload.h
- * U5), so the generations naming it never become durable, and it stays
+ * U7), so the generations naming it never become durable, and it stays
  * dirty, never evicted. The row stays queued with the reason, and this run
  * does not pick it again (each mount tries it once more). false: no memory
  * to remember it, the caller backs off as after a failure. */
@@ -705,7 +720,7 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 		return;
 	if (rc == -EUCLEAN && row->kind == UP_CHUNK)
 		rc = -ENOMEM; /* not remembered: retried after a backoff, never marked */
-	assert(rc != -EUCLEAN || row->kind != UP_CHUNK); /* upload.h U5 */
+	assert(rc != -EUCLEAN || row->kind != UP_CHUNK); /* upload.h U7 */
 	if (rc == 0 || rc == -EUCLEAN) {
 		if (rc != 0)
 			cat_upload_failed(u->cat, row->seq, "the cache copy is missing or damaged");

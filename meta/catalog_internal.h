@@ -64,15 +64,16 @@ enum cat_sid {
 
 	G_STATS_FILES, G_STATS_TREE_FILES, G_STATS_EXCL,
 
-	G_CHECK_ROWS, G_CHECK_TREES,
+	G_CHECK_ROWS, G_CHECK_TREES, G_SERIES_UNDER,
 
 	/* upload.c's statements (SQL in its cat_up_sql) */
 	S_UP_FIRST,
 	U_ENQ_CHUNK = S_UP_FIRST, U_ENQ_GEN, U_ENQ_CHUNK_DELETE, U_LIST, U_GEN_STATE,
-	U_GEN_UNUPLOADED, U_OLDER_MANIFEST_DELETE, U_ROW_DELETE, U_CHUNK_UPLOADED,
+	U_GEN_UNUPLOADED, U_OLDER_MANIFEST_ROW, U_ROW_DELETE, U_CHUNK_UPLOADED,
 	U_GEN_DURABLE_SET, U_FAILED, U_WHERE, U_SET_CACHED, U_TOUCH, U_KEEP_CLEAR,
 	U_KEEP_PINNED, U_KEEP_INO, U_EVICT, U_STATS_CHUNKS, U_STATS_QUEUE, U_STATS_GENS,
 	U_FILE_UNUPLOADED, U_GEN_NOT_DURABLE, U_TREE_FP, U_TREE_UNUPLOADED, U_GEN_BYTES,
+	U_GEN_OUTDATED,
 
 	/* catalog_refs.c's statements (SQL in its cat_refs_sql), the only ones
 	 * that change chunks.refcount: R_<set>_DROP releases, R_<set>_TAKE takes
@@ -126,6 +127,9 @@ struct cat {
 	bool defer_ms_set;
 	bool defer_sweep;          /* a change in it may have dropped counts (D5) */
 	int64_t defer_upload_floor; /* uploads.seq allocated before it began (D6) */
+	/* the newest uploads.seq a tree manifest on BACKING describes the state
+	 * after (upload.h U5 c, cat_tree_described) */
+	uint64_t up_tree_described;
 	/* generations it changed, for D4 (defer_gens_all: more than fit) */
 	uint64_t defer_gens[8];
 	unsigned n_defer_gens;
@@ -277,7 +281,9 @@ int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const cha
 		      uint64_t step, uint64_t *gen_id);
 /* After inode `moved` (with attributes *attr) was linked as newparent/newname
  * by a rename: ends a generation it was the root of, starts a new one for
- * spec, and gives its subtree the generation of its new place. */
+ * spec, and gives its subtree the generation of its new place. A directory
+ * moved outside generations queues the manifests of the committed
+ * generations whose series it holds again (they name it by path). */
 int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t newparent,
 		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id);
 /* After ino lost an entry (unlink, rmdir, rename over it): if it was a

@@ -182,6 +182,12 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			    " FROM generations g)"
 			    " WHERE unlinked OR owns OR bad_backup OR backup_linked OR nested OR bad_held"
 			    " OR state NOT BETWEEN 0 AND 4 OR version < 1" },
+	/* the series walked up to the root (which has no entry) */
+	G(G_SERIES_UNDER) = { "find committed generations whose series is under a directory",
+			      "WITH RECURSIVE up(gen, ino) AS (SELECT id, series FROM generations"
+			      " WHERE state = 1 UNION SELECT up.gen, d.parent FROM up"
+			      " JOIN dirents d ON d.ino = up.ino)"
+			      " SELECT DISTINCT gen FROM up WHERE ino = ?1 ORDER BY gen" },
 	/* G1–G3 on inodes: what the trees of live generations (and backups)
 	 * reach must carry their id, and nothing else may carry one. */
 	G(G_CHECK_TREES) = { "check generations' trees",
@@ -700,6 +706,29 @@ int cat_gen_start_txn(struct cat *cat, uint64_t series, uint64_t root, const cha
 	return rc;
 }
 
+/* A directory outside generations moved: the committed generations whose
+ * series is it or under it get their manifest written again, as a manifest
+ * names its series by path (a rebuild would put them back under the old
+ * one, where a new run may have its own). The same version's manifest
+ * replaces the old one on BACKING in one rename, so no instant has the
+ * save described nowhere. */
+static int gen_series_moved(struct cat *cat, uint64_t dir)
+{
+	struct cat_id_vec moved = { 0 };
+	int rc = cat_bind(cat, G_SERIES_UNDER, A_INT(dir));
+	if (rc == 0)
+		rc = gen_ids_collect(cat, G_SERIES_UNDER, &moved);
+	for (size_t i = 0; i < moved.n && rc == 0; i++) {
+		struct cat_gen g;
+		rc = gen_get(cat, moved.v[i], &g);
+		assert(rc != 0 || g.state == GEN_COMMITTED); /* G_SERIES_UNDER */
+		if (rc == 0)
+			rc = cat_up_gen_committed_txn(cat, g.id, g.version);
+	}
+	cat_id_vec_free(&moved);
+	return rc;
+}
+
 int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t newparent,
 		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id)
 {
@@ -722,6 +751,8 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 		rc = cat_gen_start_txn(cat, newparent, attr->ino, newname, spec->step, &target);
 	if (rc == 0 && new_gen_id != NULL)
 		*new_gen_id = spec != NULL ? target : 0;
+	if (rc == 0 && old == 0 && target == 0 && S_ISDIR(attr->mode))
+		rc = gen_series_moved(cat, attr->ino);
 	if (rc != 0 || old == target)
 		return rc;
 

@@ -1,6 +1,6 @@
 /* upload — the catalog side of the write-back cache: chunk locations, the
  * upload queue, durable generation versions. See upload.h for the states and
- * the invariants U1–U4; SCHEMA.md for the columns. */
+ * the invariants U1–U6; SCHEMA.md for the columns. */
 #include "upload.h"
 
 #include <assert.h>
@@ -40,8 +40,12 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 				"SELECT 1 FROM inodes i JOIN extents e ON e.ino = i.ino"
 				" JOIN chunks c ON c.hash = e.hash"
 				" WHERE i.gen = ?1 AND c.uploaded = 0 LIMIT 1" },
-	U(U_OLDER_MANIFEST_DELETE) = { "look for an older manifest removal",
-				       "SELECT 1 FROM uploads WHERE kind = 4 AND seq < ?1 LIMIT 1" },
+	U(U_OLDER_MANIFEST_ROW) = { "look for an older manifest row",
+				    "SELECT 1 FROM uploads WHERE kind IN (2, 4) AND seq < ?1 LIMIT 1" },
+	/* live, durable once, and BACKING's manifest of it not its current tree */
+	U(U_GEN_OUTDATED) = { "look for a generation whose manifest on BACKING is outdated",
+			      "SELECT 1 FROM generations WHERE state IN (0, 1, 4)"
+			      " AND durable_version > 0 AND durable_version != version LIMIT 1" },
 	U(U_ROW_DELETE) = { "end an upload", "DELETE FROM uploads WHERE seq = ?1" },
 	U(U_CHUNK_UPLOADED) = { "record an uploaded chunk",
 				"UPDATE chunks SET uploaded = 1 WHERE hash = ?1"
@@ -158,6 +162,16 @@ static int up_exists(struct cat *cat, enum cat_sid id, int64_t arg, bool *found)
 	return rc < 0 ? rc : 0;
 }
 
+/* Runs a statement without arguments and tells whether it gave a row. */
+static int up_any(struct cat *cat, enum cat_sid id, bool *found)
+{
+	int rc = cat_next(cat, id);
+	cat_reset(cat, id);
+	if (rc >= 0)
+		*found = rc == 1;
+	return rc < 0 ? rc : 0;
+}
+
 /* A read call: lock, read transaction, fn, end. */
 #define UP_READ(cat, expr)                         \
 	({                                         \
@@ -215,6 +229,28 @@ static int up_gen_current(struct cat *cat, uint64_t gen, uint32_t version, bool 
 	return rc < 0 ? rc : 0;
 }
 
+/* A tree manifest describing the tree after row seq was queued is on
+ * BACKING (U5 c, U6). */
+static bool up_tree_covers(struct cat *cat, uint64_t seq)
+{
+	return seq <= cat->up_tree_described;
+}
+
+/* U5: no manifest a rebuild would apply may still name the chunk. */
+static int up_chunk_removal_ready(struct cat *cat, const struct cat_upload *u, bool *ready)
+{
+	assert(u->kind == UP_DELETE_CHUNK);
+	*ready = false;
+	if (!up_tree_covers(cat, u->seq)) /* U5 c, first: it costs no query */
+		return 0;
+	bool found = false;
+	int rc = up_exists(cat, U_OLDER_MANIFEST_ROW, (int64_t)u->seq, &found); /* U5 a */
+	if (rc == 0 && !found)
+		rc = up_any(cat, U_GEN_OUTDATED, &found); /* U5 b */
+	*ready = rc == 0 && !found;
+	return rc;
+}
+
 static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale)
 {
 	bool found = false;
@@ -232,8 +268,10 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 			*ready = !found;
 		break;
 	case UP_DELETE_CHUNK:
-		rc = up_exists(cat, U_OLDER_MANIFEST_DELETE, (int64_t)u->seq, &found);
-		*ready = !found;
+		rc = up_chunk_removal_ready(cat, u, ready);
+		break;
+	case UP_DELETE_GEN_MANIFEST:
+		*ready = up_tree_covers(cat, u->seq); /* U6 */
 		break;
 	default:
 		break;
@@ -278,7 +316,7 @@ static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 	return rc;
 }
 
-/* U5: the caller's word that the row's work is on BACKING (or moot). */
+/* U7: the caller's word that the row's work is on BACKING (or moot). */
 int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 {
 	if (cat->shared) return catshd_upload_done_many(cat, u, 1);
@@ -503,4 +541,31 @@ static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_upload
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
 {
 	return UP_READ(cat, up_tree_txn(cat, buf, size, all_uploaded));
+}
+
+static int up_horizon_txn(struct cat *cat, uint64_t *seq)
+{
+	int rc = cat_next(cat, S_UPLOAD_SEQ);
+	if (rc == 1) {
+		int64_t newest = cat_col_int(cat, S_UPLOAD_SEQ, 0);
+		int64_t floor = cat_defer_upload_floor(cat); /* rows above it may yet roll back */
+		*seq = (uint64_t)(newest < floor ? newest : floor);
+		rc = 0;
+	}
+	cat_reset(cat, S_UPLOAD_SEQ);
+	return rc;
+}
+
+int cat_tree_horizon(struct cat *cat, uint64_t *seq)
+{
+	*seq = 0;
+	return UP_READ(cat, up_horizon_txn(cat, seq));
+}
+
+void cat_tree_described(struct cat *cat, uint64_t seq)
+{
+	cat_lock(cat);
+	if (seq > cat->up_tree_described) /* an older manifest's call may come late */
+		cat->up_tree_described = seq;
+	cat_unlock(cat);
 }

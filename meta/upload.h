@@ -10,10 +10,14 @@
  *   UP_CHUNK              copy the object cache → BACKING; then uploaded = 1
  *   UP_GEN_MANIFEST       write the manifest of generation version (gen, version)
  *                         once all its chunks are uploaded; then durable_version
- *   UP_DELETE_GEN_MANIFEST  remove a deleted generation's manifest from BACKING
- *   UP_DELETE_CHUNK       remove an object no file references any more, once no
- *                         older manifest deletion is queued (so BACKING never
- *                         holds a manifest naming a missing chunk)
+ *   UP_DELETE_GEN_MANIFEST  remove an ended generation's manifests from BACKING
+ *   UP_DELETE_CHUNK       remove an object no file references any more
+ *
+ * A rebuild (fs/rebuild.c) applies what BACKING's manifests say: each
+ * generation's newest version and the newest tree manifest. So a removal
+ * runs only once no such manifest names what it removes (U5), and the
+ * catalog learns from the uploader which tree manifest is on BACKING
+ * (cat_tree_horizon, cat_tree_described).
  *
  * Invariants:
  *  U1. A chunk row with stored_len set has cached = 1 or uploaded = 1: its
@@ -23,7 +27,26 @@
  *      every chunk it names are on BACKING.
  *  U4. Work on one hash is done in seq order (the uploader never runs two rows
  *      of one hash at once).
- *  U5. cat_upload_done of an UP_CHUNK row says its object is on BACKING (or
+ *  U5. BACKING never holds a manifest a rebuild would apply naming a missing
+ *      chunk: an UP_DELETE_CHUNK row (seq s) is ready only when
+ *      (a) no manifest row (UP_GEN_MANIFEST, UP_DELETE_GEN_MANIFEST) older
+ *          than s is queued: the generation manifests written or removed
+ *          after the change that freed the chunk are on BACKING (a rewrite's
+ *          commit queues the new version's manifest before its sweep frees
+ *          the old version's chunks);
+ *      (b) no live generation has a durable version other than its version:
+ *          BACKING's manifest of it is an older tree, which may name the
+ *          chunk (a rewrite in progress, or a new version whose manifest row
+ *          went stale before it was written);
+ *      (c) a tree manifest describing the tree as of s is on BACKING
+ *          (cat_tree_described with a horizon >= s): the change may have
+ *          been to a file outside generations.
+ *  U6. An ended generation's manifests leave BACKING only once a tree
+ *      manifest describing the tree as of the end is on BACKING (an
+ *      UP_DELETE_GEN_MANIFEST row waits as U5 c): a save renamed out of its
+ *      series is outside generations from then on, and in no manifest but
+ *      its generation's until the tree manifest names it.
+ *  U7. cat_upload_done of an UP_CHUNK row says its object is on BACKING (or
  *      the row is moot): it marks the chunk uploaded, here and in the shared
  *      store. A row whose object never reached BACKING (its cache copy lost)
  *      is never ended by it: it stays queued (fs/uploader.c up_lost).
@@ -59,8 +82,7 @@ int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int
 
 /* Whether row u may start now: a manifest when every chunk its generation
  * version names is uploaded (and the generation is still COMMITTED at that
- * version: else *stale); a chunk deletion when no older manifest deletion is
- * queued; others always. */
+ * version: else *stale); removals as U5 and U6 say; others always. */
 int cat_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready, bool *stale);
 
 /* cat_upload_ready of rows[0..n): ready[i], stale[i] for rows[i]. With a
@@ -127,5 +149,15 @@ int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_
 /* The tree outside generations: a fingerprint that changes with any change
  * to it, and whether every chunk its files name is uploaded. */
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded);
+
+/* The tree manifest's side of U5 c and U6, for its writer (fs/uploader.c): before
+ * it takes the fingerprint, *seq = the newest row a tree manifest built
+ * from now on describes the state after (not those of a deferred
+ * transaction still open, catalog_defer.c D6); once that manifest is on
+ * BACKING, or the fingerprint shows the one there is still current,
+ * cat_tree_described(seq). Removals queued up to seq may then start. Kept
+ * in memory: after an open, removals wait for the first tree manifest. */
+int cat_tree_horizon(struct cat *cat, uint64_t *seq);
+void cat_tree_described(struct cat *cat, uint64_t seq);
 
 #endif

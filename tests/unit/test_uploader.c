@@ -364,7 +364,7 @@ Test(uploader, wait_file_fails_with_eio_while_backing_takes_nothing)
 	cr_assert(!ut_chunk_on_backing(0));
 }
 
-/* upload.h U5 (review R6): a chunk whose cache copy is lost (a disk error, a
+/* upload.h U7 (review R6): a chunk whose cache copy is lost (a disk error, a
  * damaged sector) before its upload is not on BACKING. Its row must not be
  * ended as done, which marks it uploaded: its generation would then be
  * written a manifest naming a chunk BACKING never got, called durable

@@ -848,8 +848,11 @@ static bool gen_rule_is_marker(const char *rule)
 
 /* ---- hooks ---- */
 
-int gen_before_change(struct gen_policy *g, uint64_t gen_id)
+/* Whether generation gen_id is settled (COMMITTED or HELD, not open here),
+ * its row in *gen when it is: what a change inside it must first act on. */
+static int gen_settled(struct gen_policy *g, uint64_t gen_id, struct cat_gen *gen, bool *settled)
 {
+	*settled = false;
 	if (gen_id == 0)
 		return 0;
 	pthread_mutex_lock(&g->lock);
@@ -858,9 +861,17 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 	pthread_mutex_unlock(&g->lock);
 	if (open)
 		return 0;
+	int rc = cat_gen_get_brief(g->cat, gen_id, gen);
+	*settled = rc == 0 && (gen->state == GEN_COMMITTED || gen->state == GEN_HELD);
+	return rc;
+}
+
+int gen_before_change(struct gen_policy *g, uint64_t gen_id)
+{
 	struct cat_gen gen;
-	int rc = cat_gen_get_brief(g->cat, gen_id, &gen);
-	if (rc != 0 || (gen.state != GEN_COMMITTED && gen.state != GEN_HELD))
+	bool settled;
+	int rc = gen_settled(g, gen_id, &gen, &settled);
+	if (rc != 0 || !settled)
 		return rc == -ENOENT ? 0 : rc;
 	assert(gen.state == GEN_COMMITTED || gen.state == GEN_HELD);
 	rc = cat_gen_reopen(g->cat, gen_id);
@@ -1475,19 +1486,7 @@ void gen_policy_free(struct gen_policy *g)
 
 int gen_before_attr_change(struct gen_policy *g, uint64_t gen_id, bool *in_place)
 {
-	*in_place = false;
-	if (gen_id == 0)
-		return 0;
-	pthread_mutex_lock(&g->lock);
-	struct gen_live *known = gen_live_find(g, gen_id);
-	bool open = known && known->is_open;
-	pthread_mutex_unlock(&g->lock);
-	if (open)
-		return 0;
 	struct cat_gen gen;
-	int rc = cat_gen_get_brief(g->cat, gen_id, &gen);
-	if (rc != 0)
-		return rc == -ENOENT ? 0 : rc;
-	*in_place = gen.state == GEN_COMMITTED || gen.state == GEN_HELD;
-	return 0;
+	int rc = gen_settled(g, gen_id, &gen, in_place);
+	return rc == -ENOENT ? 0 : rc;
 }

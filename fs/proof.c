@@ -153,12 +153,15 @@ static int proof_path_cmp(const void *a, const void *b)
 
 static void proof_sort(struct proof_files *f)
 {
-	qsort(f->v, f->n, sizeof(*f->v), proof_path_cmp);
+	if (f->n > 1) /* an empty list has no array: qsort's base must not be NULL */
+		qsort(f->v, f->n, sizeof(*f->v), proof_path_cmp);
 }
 
 static const struct proof_file *proof_find(const struct proof_files *sorted, const char *path)
 {
 	struct proof_file key = { .path = (char *)path };
+	if (sorted->n == 0)
+		return NULL;
 	return bsearch(&key, sorted->v, sorted->n, sizeof(*sorted->v), proof_path_cmp);
 }
 

@@ -202,6 +202,32 @@ static int msh_extents(struct msh_build *b)
 	return 0;
 }
 
+/* Everything after a manifest's header rows, in manifest.c's order, then the
+ * text: the same for a generation's tree and the tree outside them. */
+static int msh_body(struct msh_build *b, char **out, size_t *len)
+{
+	int rc = msh_inodes(b);
+	if (rc == 0)
+		rc = msh_entries(b);
+	if (rc == 0)
+		rc = msh_chunks(b);
+	if (rc == 0)
+		rc = msh_extents(b);
+	if (rc == 0)
+		rc = manifest_format(&b->m, out, len);
+	return rc;
+}
+
+static void msh_build_free(struct msh_build *b)
+{
+	free(b->m.inodes);
+	free(b->m.entries);
+	free(b->m.chunks);
+	free(b->m.extents);
+	free(b->inos);
+	free(b->series); /* NULL for the tree outside generations */
+}
+
 int manifest_shared_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version, char **out,
 			      size_t *len)
 {
@@ -212,24 +238,11 @@ int manifest_shared_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version
 	if (rc == 0)
 		rc = msh_gen(&b, version);
 	if (rc == 0)
-		rc = msh_inodes(&b);
-	if (rc == 0)
-		rc = msh_entries(&b);
-	if (rc == 0)
-		rc = msh_chunks(&b);
-	if (rc == 0)
-		rc = msh_extents(&b);
-	if (rc == 0)
-		rc = manifest_format(&b.m, out, len);
+		rc = msh_body(&b, out, len);
 	if (rc != 0 && rc != -ESTALE && rc != -ENOENT)
 		log_error("catalog %s: cannot build the manifest of generation %" PRIu64
 			  " version %" PRIu32 ": %s", cat->path, gen_id, version, strerror(-rc));
-	free(b.m.inodes);
-	free(b.m.entries);
-	free(b.m.chunks);
-	free(b.m.extents);
-	free(b.inos);
-	free(b.series);
+	msh_build_free(&b);
 	pggen_tree_clear(&t);
 	return rc;
 }
@@ -411,15 +424,7 @@ int manifest_shared_tree_build(struct cat *cat, char **out, size_t *len, char *f
 	if (rc == 0 && !f.all_uploaded)
 		rc = -EAGAIN; /* D4: a chunk it would name is not on BACKING yet */
 	if (rc == 0)
-		rc = msh_inodes(&b);
-	if (rc == 0)
-		rc = msh_entries(&b);
-	if (rc == 0)
-		rc = msh_chunks(&b);
-	if (rc == 0)
-		rc = msh_extents(&b);
-	if (rc == 0)
-		rc = manifest_format(&b.m, out, len);
+		rc = msh_body(&b, out, len);
 	if (rc == 0) {
 		snprintf(fp, fp_size, "%s", f.text);
 		*now_ns = f.now_ns;
@@ -427,11 +432,7 @@ int manifest_shared_tree_build(struct cat *cat, char **out, size_t *len, char *f
 	if (rc != 0 && rc != -EAGAIN)
 		log_error("catalog %s: cannot build the manifest of the tree outside generations: %s",
 			  cat->path, strerror(-rc));
-	free(b.m.inodes);
-	free(b.m.entries);
-	free(b.m.chunks);
-	free(b.m.extents);
-	free(b.inos);
+	msh_build_free(&b);
 	pggen_tree_clear(&t);
 	return rc;
 }

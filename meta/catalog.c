@@ -2711,6 +2711,14 @@ int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_recla
 		return rc ? rc : why;
 	}
 	cat_lock(cat);
+	int rc = cat_chunk_evict_locked(cat, hash, remove, arg);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_chunk_evict_locked(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			   cat_reclaim_fn remove, void *arg)
+{
 	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
 	if (rc == 0)
 		rc = cat_run(cat, U_SET_CACHED);
@@ -2718,7 +2726,6 @@ int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_recla
 		rc = -ENOENT; /* no such chunk, not stored yet, or dirty (never evicted) */
 	if (rc == 0)
 		(void)remove(arg, hash); /* a failure is its own to log; gc finds the file */
-	cat_unlock(cat);
 	return rc;
 }
 

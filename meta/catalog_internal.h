@@ -206,6 +206,11 @@ int cat_next(struct cat *cat, enum cat_sid id);
 int cat_run(struct cat *cat, enum cat_sid id);
 int64_t cat_col_int(struct cat *cat, enum cat_sid id, int col);
 int cat_changes(struct cat *cat);
+/* catalog.c invariant 8 under the caller's hold of the lock: cached = 0 on a
+ * clean row, then its cache object removed (remove); -ENOENT if no such
+ * row was clean and cached. Both engines' evictions end here. */
+int cat_chunk_evict_locked(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+			   cat_reclaim_fn remove, void *arg);
 
 int cat_begin(struct cat *cat);
 int cat_begin_read(struct cat *cat);

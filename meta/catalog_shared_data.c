@@ -1253,18 +1253,11 @@ static int csd_evict_one(struct cat *cat, sqlite3_stmt *writers, const struct cs
 {
 	sqlite3_reset(writers);
 	csd_bind_hash(writers, 1, hash);
-	int rc, src;
+	int src;
 	while ((src = csd_step(cat, writers)) == 1)
 		if (!csd_evict_pinned(e, i, (uint64_t)sqlite3_column_int64(writers, 0)))
 			return -EBUSY;
-	rc = src < 0 ? src : cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
-	if (rc == 0)
-		rc = cat_run(cat, U_SET_CACHED);
-	if (rc == 0 && cat_changes(cat) == 0)
-		rc = -ENOENT; /* no such chunk, not stored yet, or dirty (never evicted) */
-	if (rc == 0)
-		(void)remove(arg, hash); /* a failure is its own to log; gc finds the file */
-	return rc;
+	return src < 0 ? src : cat_chunk_evict_locked(cat, hash, remove, arg);
 }
 
 int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,

@@ -213,6 +213,17 @@ test_node_in_a_netns_unmounted_while_cut_off_exits_cleanly() {
 }
 ck_timeout test_node_in_a_netns_unmounted_while_cut_off_exits_cleanly 180
 
+# A fresh node C, its cache empty, loads step-100 bit for bit with 2 ranks
+# (from the export alone once A and B are gone).
+tr_load_on_fresh_c() {
+	local out
+	mn_mount C
+	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
+		ck_fail "the 2-rank load on fresh node C failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
+	assert_contains "$out" "loaded step-100" "load on node C"
+	mn_umount C
+}
+
 # (4) Node B in its namespace over an nfs:// BACKING too: ganesha listens on
 # the veth pair's host end (GANESHA_ADDR), which A on the host reaches
 # locally and B over the link. A 4-rank save over A and B commits and is
@@ -241,11 +252,7 @@ test_node_in_a_netns_over_nfs_backing_saves_and_a_fresh_node_loads() {
 	mn_umount A
 	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_chunks WHERE NOT uploaded")" "chunks not uploaded after both unmounts"
 	assert_eq "$(mn_psql "SELECT count(*) FROM ns_chunks")" "$(mn_objects)" "chunk objects in the export"
-	mn_mount C
-	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
-		ck_fail "the 2-rank load on fresh node C failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
-	assert_contains "$out" "loaded step-100" "load on node C"
-	mn_umount C
+	tr_load_on_fresh_c
 	mn_ganesha_stop
 	mn_netns down
 }
@@ -302,11 +309,7 @@ test_nfs_link_alone_cut_mid_save_delays_durable_and_loses_nothing() {
 	mn_umount B
 	mn_umount A
 	assert_eq "$(mn_psql "SELECT count(*) FROM ns_chunks")" "$(mn_objects)" "chunk objects in the export"
-	mn_mount C
-	out=$(mn_dcp load "$CK_REF/ref" 100 "$MN_MNT_C/run" 2 2>&1) ||
-		ck_fail "the 2-rank load on fresh node C failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
-	assert_contains "$out" "loaded step-100" "load on node C"
-	mn_umount C
+	tr_load_on_fresh_c
 	mn_ganesha_stop
 	mn_netns down
 }

@@ -34,15 +34,20 @@ here2=ckh2-$key there2=ckm-$key
 net2="10.$((202 + (key >> 14))).$(((key >> 6) & 255))"
 host_ip2=$net2.$((last + 1)) ns_ip2=$net2.$((last + 2))
 
+# pair HERE THERE HOST_IP NS_IP: a veth pair from here into the namespace, up
+pair() {
+	ip link add "$1" type veth peer name "$2"
+	ip link set "$2" netns "$ns"
+	ip addr add "$3/30" dev "$1"
+	ip link set "$1" up
+	ip netns exec "$ns" ip addr add "$4/30" dev "$2"
+	ip netns exec "$ns" ip link set "$2" up
+}
+
 case "$cmd" in
 up)
 	ip netns add "$ns"
-	ip link add "$here" type veth peer name "$there"
-	ip link set "$there" netns "$ns"
-	ip addr add "$host_ip/30" dev "$here"
-	ip link set "$here" up
-	ip netns exec "$ns" ip addr add "$ns_ip/30" dev "$there"
-	ip netns exec "$ns" ip link set "$there" up
+	pair "$here" "$there" "$host_ip" "$ns_ip"
 	ip netns exec "$ns" ip link set lo up
 	if [ -n "${3:-}" ]; then
 		owner=$3
@@ -57,12 +62,7 @@ up)
 	;;
 up2)
 	ip netns list | grep -qw "$ns" || { echo "netns.sh up2: no namespace $ns (up first)" >&2; exit 1; }
-	ip link add "$here2" type veth peer name "$there2"
-	ip link set "$there2" netns "$ns"
-	ip addr add "$host_ip2/30" dev "$here2"
-	ip link set "$here2" up
-	ip netns exec "$ns" ip addr add "$ns_ip2/30" dev "$there2"
-	ip netns exec "$ns" ip link set "$there2" up
+	pair "$here2" "$there2" "$host_ip2" "$ns_ip2"
 	echo "$host_ip2 $ns_ip2"
 	;;
 down)

@@ -282,14 +282,23 @@ int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN])
 
 /* ---- durability ---- */
 
-static int storesmall_fsync_path(const char *path)
+/* Syncs one of the connection's own files (the main file, or the WAL) with
+ * SQLite's own descriptor, and never opens it by path (T7): close() of ANY
+ * descriptor of a file drops every fcntl lock this process holds on it
+ * (POSIX), the SHARED lock of the connection among them. Another process
+ * opening small.db afterwards (ckptfs-admin verify, the sqlite3 shell) would
+ * then be alone at its close, checkpoint, and unlink the -wal and -shm the
+ * daemon still writes: rows fsync'd into an unlinked WAL, lost at a crash. */
+static int storesmall_fsync_own(struct storesmall *s, int op)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno; /* no WAL: everything is in the file */
-	int rc = fdatasync(fd) == 0 ? 0 : -errno;
-	close(fd);
-	return rc;
+	sqlite3_file *f = NULL;
+	int src = sqlite3_file_control(s->db, "main", op, &f);
+	if (src != SQLITE_OK)
+		return storesmall_fail(s, "find its file to sync", src);
+	if (f == NULL || f->pMethods == NULL)
+		return 0; /* no WAL open: everything is in the main file */
+	src = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
+	return src == SQLITE_OK ? 0 : storesmall_fail(s, "sync", src);
 }
 
 /* T2: the WAL holds every commit not yet checkpointed; a checkpoint fsyncs
@@ -297,12 +306,10 @@ static int storesmall_fsync_path(const char *path)
  * of a checkpoint still running are only in the page cache: both files. */
 int storesmall_sync(struct storesmall *s)
 {
-	char wal[PATH_MAX + 8];
-	snprintf(wal, sizeof(wal), "%s-wal", s->path);
 	pthread_mutex_lock(&s->lock); /* no checkpoint runs meanwhile */
-	int rc = storesmall_fsync_path(wal);
+	int rc = storesmall_fsync_own(s, SQLITE_FCNTL_JOURNAL_POINTER);
 	if (rc == 0)
-		rc = storesmall_fsync_path(s->path);
+		rc = storesmall_fsync_own(s, SQLITE_FCNTL_FILE_POINTER);
 	pthread_mutex_unlock(&s->lock);
 	if (rc != 0)
 		log_error("store %s: sync: %s", s->path, strerror(-rc));

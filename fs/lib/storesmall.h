@@ -28,6 +28,12 @@
  *      store_object_relpath): storesmall_list/_stat/_remove_rel show the rows
  *      as such a tree, so a walk over the files of a store (ckptfs-admin gc,
  *      meta/admin_query.h's aq_objects) walks the rows the same way.
+ *  T7. While the connection is open, this process never opens small.db or
+ *      its -wal/-shm by path: close() of any descriptor of a file drops every
+ *      fcntl lock the process holds on it (POSIX), and without the
+ *      connection's SHARED lock another process's close (ckptfs-admin, the
+ *      sqlite3 shell) checkpoints and unlinks the WAL the daemon still
+ *      writes. storesmall_sync syncs through SQLite's own descriptors.
  *
  * Thread safety: one connection, serialized by a mutex. */
 #ifndef CKPTFS_STORESMALL_H

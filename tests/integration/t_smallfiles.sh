@@ -7,7 +7,8 @@
 # with nothing on BACKING to fall back on; a damaged row is never returned
 # (read again from BACKING, the log naming the chunk); eviction removes rows
 # and gives their space back, and evicted small files read back from BACKING;
-# ckptfs-admin gc collects a row no chunk names and keeps the others.
+# ckptfs-admin gc collects a row no chunk names and keeps the others; a
+# small file fsync'd after another process read small.db survives a kill -9.
 . "$(dirname "$0")/lib.sh"
 
 ck_timeout test_eviction_removes_rows_and_evicted_small_files_read_back 240
@@ -233,6 +234,49 @@ test_gc_collects_an_orphan_row_of_small_db_and_keeps_the_named_ones() {
 	_same kept
 	ck_umount
 	ck_objcheck
+}
+
+# _small_locks: the fcntl lock lines the daemon holds on CACHE/small.db.
+_small_locks() {
+	local ino
+	ino=$(stat -c %i "$CK_CACHE/small.db")
+	awk -v p="$CK_PID" -v i=":$ino" '$5 == p && substr($6, length($6) - length(i) + 1) == i' /proc/locks | wc -l
+}
+# _small_fsync NAME: 1000 random bytes written to CK_MNT/NAME and fsync'd (one
+# small.db row), a copy in CK_REF/NAME.
+_small_fsync() {
+	head -c 1000 /dev/urandom >"$CK_REF/$1"
+	"$PY" -c 'import os, sys
+d = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, d); os.fsync(fd); os.close(fd)' "$CK_REF/$1" "$CK_MNT/$1" || ck_fail "writing $1 and its fsync failed"
+}
+
+# storesmall.h T7 (found by the s28 data-path review): an fsync synced
+# small.db by opening and closing it, and close() dropped the SHARED lock of
+# SQLite's connection (POSIX: any close drops every fcntl lock of the process
+# on the file). The next reader of small.db (here the sqlite3 shell, as
+# ckptfs-admin verify does) was then alone at its close: it checkpointed and
+# unlinked the -wal and -shm the daemon still wrote, and a small file fsync'd
+# from then on lived in an unlinked WAL, lost at a kill -9.
+test_a_small_file_fsynced_after_another_reader_of_small_db_survives_kill9() {
+	ck_faultfs_up
+	ck_mount
+	ck_fault eio=write,fsync,rename # no upload: the cache's row is the only copy
+	_small_fsync a
+	local locks
+	locks=$(_small_locks)
+	[ "$locks" -ge 1 ] || ck_fail "after an fsync the daemon holds no fcntl lock on small.db ($locks)"
+	sqlite3 "$CK_CACHE/small.db" 'SELECT count(*) FROM objects' >/dev/null
+	! ls -l /proc/"$CK_PID"/fd | grep -q 'small.db-wal (deleted)' ||
+		ck_fail "another reader's close unlinked the WAL the daemon writes"
+	_small_fsync b
+	ck_kill9
+	ck_fault ""
+	ck_mount
+	cmp "$CK_REF/a" "$CK_MNT/a" || ck_fail "a, fsync'd, differs after a kill -9"
+	cmp "$CK_REF/b" "$CK_MNT/b" || ck_fail "b, fsync'd after the reader, differs after a kill -9"
+	ck_umount
 }
 
 ck_main "$@"

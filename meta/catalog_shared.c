@@ -375,10 +375,12 @@ static int catsh_adopt(struct cat *cat, uint64_t dead, size_t *adopted_out)
 		total += adopted;
 	} while (rc == 0 && n == CATSH_ADOPT_BATCH);
 	free(batch);
-	if (total > 0)
-		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of %s %" PRIu64
-			 " from its cache", pg_name(ns->pg), cat_node_id(cat), total,
-			 dead ? "node" : "lost generations, held by no live node, up to", dead);
+	if (total > 0 && dead)
+		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of node %" PRIu64
+			 " from its cache", pg_name(ns->pg), cat_node_id(cat), total, dead);
+	else if (total > 0)
+		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of lost generations whose"
+			 " holder is gone, from its cache", pg_name(ns->pg), cat_node_id(cat), total);
 	if (adopted_out)
 		*adopted_out = total;
 	return rc;

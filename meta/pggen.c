@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X3). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X10). */
 #define _GNU_SOURCE
 #include "pggen.h"
 

@@ -12,7 +12,12 @@
  *
  * Sweeping waits until renewals have succeeded without a gap for a whole
  * term (lease.h L4): after PostgreSQL was away, every node has then had
- * several ticks to renew, so none is swept for the outage alone. */
+ * several ticks to renew, so none is swept for the outage alone.
+ *
+ * A sweep also settles the nodes an earlier sweep, by any node, expired
+ * and left unsettled (lease.h L7), and re-checks a batch of lost saves
+ * (pggen.h X10): a failed settlement is the next tick's work, so a tick
+ * that fails is logged and the thread goes on. */
 #define _GNU_SOURCE
 #include "leasekeep.h"
 
@@ -80,7 +85,7 @@ static bool leasekeep_tick(void *arg)
 		log_warn("shared catalog: sweeping nodes whose leases ran out failed: %s (tried "
 			 "again at the next renewal)", strerror(-rc));
 	else if (swept)
-		log_info("shared catalog: %zu node(s) whose leases ran out swept: their open "
+		log_info("shared catalog: %zu node(s) whose leases ran out settled: their open "
 			 "generations are held", swept);
 	return true;
 }

@@ -29,7 +29,16 @@
  *      reclaim would queue removals of shared objects; removing them is the
  *      cluster's reclaim duty (pgns_reclaim_begin/end).
  *  S5. The catalog id is the shared catalog's (ns_meta), read once at open:
- *      every node over one database names the same catalog to BACKING. */
+ *      every node over one database names the same catalog to BACKING.
+ *  S6. A sweep (cat_lease_sweep) expires the nodes past their lease, then
+ *      settles every expired node not settled yet (lease.h L7), whoever
+ *      expired it, up to CATSH_SWEEP_MAX a sweep, oldest first: it adopts
+ *      what the node held that this cache has, then runs pggen_node_lost,
+ *      whose transaction claims the node (settled once, by one node). A
+ *      failure is logged and leaves the node to the next sweep. It then
+ *      re-checks a batch of lost generations (pggen.h X10), adopting first
+ *      the chunks of them this cache holds whose holder is gone, and
+ *      queues the manifests of what was settled or found whole again. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
 #include "catalog_shared_reclaim.h"
@@ -59,11 +68,13 @@ struct cat_shared {
 	struct pgns ns;
 	char catalog_id[33]; /* S5 */
 	pthread_rwlock_t pins; /* catalog_shared_data.c S11: evictions' pins, releases' unpins */
+	uint64_t lost_after;   /* S6: where the next re-check of lost generations starts */
 };
 
-/* Nodes one sweep handles; more expired at once wait for the next sweep's
- * pggen_node_lost only if lease_sweep reported them (it reports up to max). */
+/* Nodes one sweep settles (S6: more are the next sweep's, lease.h L7). */
 #define CATSH_SWEEP_MAX 64
+/* Lost generations one sweep re-checks (S6, pggen.h X10). */
+#define CATSH_RECHECK_MAX 32
 /* Hashes per round trip when adopting a dead node's chunks. */
 #define CATSH_ADOPT_BATCH 256
 
@@ -324,12 +335,25 @@ static int catsh_keep_cached(struct cat *cat, uint8_t (*hashes)[CAT_HASH_LEN], s
 	return rc;
 }
 
+/* A batch of the chunks to adopt, by hash after `after`: dead's not
+ * uploaded (X2), or with dead 0 those of lost generations whose holder is
+ * gone (X10). */
+static int catsh_adoptable(struct pgns *ns, uint64_t dead, const uint8_t *after,
+			   uint8_t (*batch)[CAT_HASH_LEN], size_t *n)
+{
+	if (dead)
+		return pgns_unuploaded_of(ns, dead, after, batch, CATSH_ADOPT_BATCH, n);
+	return pggen_orphans(ns, after, batch, CATSH_ADOPT_BATCH, n);
+}
+
 /* X2 (pggen.h), before the dead node's generations are judged: this node
  * takes over holding the chunks dead held, had not uploaded, and this
  * node's cache has too (an HSDP replica wrote the same bytes here), so
  * that the generations naming them are not lost. Asks PostgreSQL for dead's
- * chunks (few: its upload backlog) rather than sending this whole cache. */
-static int catsh_adopt(struct cat *cat, uint64_t dead)
+ * chunks (few: its upload backlog) rather than sending this whole cache.
+ * dead 0: the chunks of lost generations whose holder is gone (X10), which
+ * any live node may hold, not only the one that settled their node. */
+static int catsh_adopt(struct cat *cat, uint64_t dead, size_t *adopted_out)
 {
 	struct pgns *ns = &cat->shared->ns;
 	uint8_t(*batch)[CAT_HASH_LEN] = calloc(CATSH_ADOPT_BATCH, CAT_HASH_LEN);
@@ -340,8 +364,7 @@ static int catsh_adopt(struct cat *cat, uint64_t dead)
 	do {
 		size_t kept = 0, adopted = 0;
 		if (rc == 0)
-			rc = pgns_unuploaded_of(ns, dead, from_start ? NULL : after, batch,
-						CATSH_ADOPT_BATCH, &n);
+			rc = catsh_adoptable(ns, dead, from_start ? NULL : after, batch, &n);
 		if (rc == 0 && n > 0) {
 			memcpy(after, batch[n - 1], CAT_HASH_LEN); /* before the filter moves rows */
 			from_start = false;
@@ -352,9 +375,14 @@ static int catsh_adopt(struct cat *cat, uint64_t dead)
 		total += adopted;
 	} while (rc == 0 && n == CATSH_ADOPT_BATCH);
 	free(batch);
-	if (total > 0)
+	if (total > 0 && dead)
 		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of node %" PRIu64
 			 " from its cache", pg_name(ns->pg), cat_node_id(cat), total, dead);
+	else if (total > 0)
+		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of lost generations whose"
+			 " holder is gone, from its cache", pg_name(ns->pg), cat_node_id(cat), total);
+	if (adopted_out)
+		*adopted_out = total;
 	return rc;
 }
 
@@ -366,37 +394,76 @@ int cat_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn re
 	return 0;
 }
 
+/* S6: node dead's settlement (pggen.h X2), adoption first. */
+static int catsh_settle(struct cat *cat, uint64_t dead)
+{
+	struct cat_shared *sh = cat->shared;
+	uint64_t held[16], lost[16];
+	size_t n_held, n_lost;
+	int rc = catsh_adopt(cat, dead, NULL);
+	/* adopting is an improvement; the node's generations are judged anyway */
+	if (rc)
+		log_error("catalog %s: cannot adopt the chunks of node %" PRIu64 ": %s",
+			  pg_name(sh->pg), dead, strerror(-rc));
+	rc = pggen_node_lost(&sh->ns, dead, held, 16, &n_held, lost, 16, &n_lost);
+	if (rc)
+		log_error("catalog %s: cannot settle node %" PRIu64 " (its generations, writers"
+			  " and chunks): %s; the next sweep tries again",
+			  pg_name(sh->pg), dead, strerror(-rc));
+	return rc;
+}
+
+/* S6, pggen.h X10: a batch of lost generations re-checked; if some stay
+ * lost, the chunks of them this cache holds are adopted and the batch is
+ * looked at again. */
+static int catsh_recheck_lost(struct cat *cat, size_t *cleared)
+{
+	struct cat_shared *sh = cat->shared;
+	uint64_t from = sh->lost_after;
+	size_t checked = 0, adopted = 0, more = 0;
+	int rc = pggen_lost_recheck(&sh->ns, &sh->lost_after, CATSH_RECHECK_MAX, &checked, cleared);
+	if (rc == 0 && checked > *cleared)
+		rc = catsh_adopt(cat, 0, &adopted);
+	if (rc == 0 && adopted > 0) {
+		sh->lost_after = from;
+		rc = pggen_lost_recheck(&sh->ns, &sh->lost_after, CATSH_RECHECK_MAX, &checked, &more);
+		*cleared += more;
+	}
+	if (rc)
+		log_error("catalog %s: cannot re-check the generations marked lost: %s (the next"
+			  " sweep tries again)", pg_name(sh->pg), strerror(-rc));
+	return rc;
+}
+
 int cat_lease_sweep(struct cat *cat, size_t *swept)
 {
-	size_t n = 0;
+	size_t n = 0, settled = 0, cleared = 0;
 	if (swept)
 		*swept = 0;
 	if (!cat->shared)
 		return 0;
 	uint64_t dead[CATSH_SWEEP_MAX];
 	int rc = lease_sweep(&cat->shared->renew, dead, CATSH_SWEEP_MAX, &n);
+	/* L7: what this sweep expired and what an earlier one left unsettled */
+	if (rc == 0)
+		rc = lease_unsettled(&cat->shared->renew, dead, CATSH_SWEEP_MAX, &n);
+	if (rc)
+		return rc; /* L4: deciding about others takes a lease with time left */
 	for (size_t i = 0; i < n; i++) {
-		uint64_t held[16], lost[16];
-		size_t n_held, n_lost;
-		int drc = catsh_adopt(cat, dead[i]);
-		/* adopting is an improvement; the node's generations are judged anyway */
-		if (drc)
-			log_error("catalog %s: cannot adopt the chunks of node %" PRIu64 ": %s",
-				  pg_name(cat->shared->pg), dead[i], strerror(-drc));
-		drc = pggen_node_lost(&cat->shared->ns, dead[i], held, 16, &n_held, lost, 16,
-				      &n_lost);
-		if (drc) {
-			log_error("catalog %s: cannot settle the generations of node %" PRIu64 ": %s",
-				  pg_name(cat->shared->pg), dead[i], strerror(-drc));
-			if (rc == 0)
-				rc = drc;
-		}
+		int drc = catsh_settle(cat, dead[i]);
+		settled += drc == 0;
+		if (drc && rc == 0)
+			rc = drc;
 	}
-	/* the lost nodes' queues went with them: their manifests are queued here */
-	if (n > 0)
+	int lrc = catsh_recheck_lost(cat, &cleared);
+	if (rc == 0)
+		rc = lrc;
+	/* the lost nodes' queues went with them, and a generation found whole
+	 * again was left out of every queue: their manifests are queued here */
+	if (settled > 0 || cleared > 0)
 		catshd_enqueue_undurable(cat, NULL);
 	if (swept)
-		*swept = n;
+		*swept = settled;
 	return rc;
 }
 

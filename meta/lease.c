@@ -1,4 +1,4 @@
-/* lease — node leases, fencing and cluster duties; see lease.h (L1-L5). */
+/* lease — node leases, fencing and cluster duties; see lease.h (L1-L7). */
 #define _GNU_SOURCE
 #include "lease.h"
 
@@ -19,6 +19,8 @@ enum {
 	LS_FENCE,
 	LS_FENCE_STRICT,
 	LS_SWEEP,
+	LS_UNSETTLED,
+	LS_SETTLE,
 	LS_RELEASE,
 	LS_DUTY_TAKE,
 	LS_DUTY_DROP,
@@ -51,6 +53,16 @@ const struct pg_stmt lease_stmts[] = {
 		       " AND lease_until + lease_ms * interval '1 millisecond' <= clock_timestamp()"
 		       " RETURNING id",
 		       0 },
+	/* L7: what a sweep expired and no settlement has finished */
+	[LS_UNSETTLED] = { "lease_unsettled",
+			   "SELECT id FROM ckpt_nodes WHERE state = 'expired' AND NOT settled"
+			   " ORDER BY id LIMIT $1",
+			   1 },
+	/* L7: the row lock makes a concurrent settler wait, then find it settled */
+	[LS_SETTLE] = { "lease_settle",
+			"UPDATE ckpt_nodes SET settled = true WHERE id = $1 AND state = 'expired'"
+			" AND NOT settled RETURNING id",
+			1 },
 	[LS_RELEASE] = { "lease_release",
 			 "UPDATE ckpt_nodes SET state = 'gone' WHERE id = $1 AND state = 'live'", 1 },
 	/* L3: the holder extends its term; anyone takes a term that ran out, or
@@ -82,6 +94,9 @@ static const char lease_schema_sql[] =
 	" lease_until TIMESTAMPTZ NOT NULL);"
 	/* L4: the node's term, also its grace before a sweep */
 	"ALTER TABLE ckpt_nodes ADD COLUMN IF NOT EXISTS lease_ms BIGINT NOT NULL DEFAULT 0;"
+	/* L7: an expired node's settlement done (an old database's expired rows
+	 * get false: settled once more, which finds only what is left to do) */
+	"ALTER TABLE ckpt_nodes ADD COLUMN IF NOT EXISTS settled BOOLEAN NOT NULL DEFAULT false;"
 	"CREATE TABLE IF NOT EXISTS ckpt_duties ("
 	" name TEXT PRIMARY KEY,"
 	" holder BIGINT NOT NULL REFERENCES ckpt_nodes(id),"
@@ -161,6 +176,7 @@ static int lease_body(struct pg *pg, void *arg)
 	case LS_RELEASE: params[0] = id; break;
 	case LS_DUTY_TAKE: params[0] = c->name; params[1] = id; params[2] = ms; break;
 	case LS_DUTY_DROP: params[0] = c->name; params[1] = id; break;
+	case LS_UNSETTLED: params[0] = ms; break;
 	default: break;
 	}
 	PQclear(c->res);
@@ -222,6 +238,31 @@ int lease_sweep(struct lease *l, uint64_t *ids, size_t max, size_t *n)
 	}
 	PQclear(c.res);
 	return rc;
+}
+
+int lease_unsettled(struct lease *l, uint64_t *ids, size_t max, size_t *n)
+{
+	*n = 0;
+	struct lease_call c = { .l = l, .ms = (unsigned)max, .stmt = LS_UNSETTLED };
+	int rc = max == 0 ? 0 : lease_run(&c);
+	for (int r = 0; rc == 0 && r < pg_rows(c.res) && *n < max; r++)
+		ids[(*n)++] = (uint64_t)pg_int(c.res, r, 0);
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_settle_claim(struct lease *l, uint64_t dead, bool *claimed)
+{
+	char id[24];
+	const char *params[] = { PG_U64(id, dead) };
+	PGresult *res;
+	*claimed = false;
+	int rc = lease_exec(l, LS_SETTLE, params, &res);
+	if (rc)
+		return rc;
+	*claimed = pg_rows(res) == 1;
+	PQclear(res);
+	return 0;
 }
 
 int lease_release(struct lease *l)

@@ -53,6 +53,19 @@
  *      LEASE_LIVE; the body stops at -ESTALE before any write. The row lock
  *      is the transaction's to its COMMIT, as lease_fence's is (L2): one
  *      round trip fewer, the same fence.
+ *  L7. Expiry and settlement are two steps, and the second is recorded:
+ *      a sweep marks a node past its lease expired (settled false); its
+ *      settlement (pggen.h X2) sets settled in the transaction that does
+ *      the settling, claimed first with lease_settle_claim (the row FOR
+ *      UPDATE, so a second settler waits, then finds it settled and does
+ *      nothing; a body run again after a lost COMMIT reply, pg.h P2, does
+ *      nothing either), fenced by the settler's own lease (L2). Until it
+ *      is settled, an expired node is every sweep's work: lease_unsettled
+ *      lists it (oldest first, a bounded batch per sweep), whoever expired
+ *      it and whether that sweeper died, was cut off, failed or had its
+ *      reply lost in between. An old database's expired rows get settled
+ *      false with the column and are settled once more: X2 finds only what
+ *      is still to do.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except
@@ -117,8 +130,18 @@ int lease_fence(struct lease *l);
 int lease_fenced(const PGresult *res);
 
 /* Marks expired every live node whose lease ran out; their ids in ids[0..*n)
- * (at most max). The caller then holds their open generations. */
+ * (at most max). Settling them is lease_unsettled's list, not this one
+ * (L7): a run of this body again, after a lost reply, reports nothing. */
 int lease_sweep(struct lease *l, uint64_t *ids, size_t max, size_t *n);
+
+/* L7: up to max expired nodes not settled yet, oldest first. */
+int lease_unsettled(struct lease *l, uint64_t *ids, size_t max, size_t *n);
+
+/* L7, inside a pg_txn body of this node that settles node dead, before it
+ * changes anything: *claimed true if dead is expired and was not settled
+ * (it is from this transaction's COMMIT on), false if it is settled already
+ * or not expired (the body then does nothing). */
+int lease_settle_claim(struct lease *l, uint64_t dead, bool *claimed);
 
 /* A clean unmount: the node row goes to gone (L1). */
 int lease_release(struct lease *l);

@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X3). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X10). */
 #define _GNU_SOURCE
 #include "pggen.h"
 
@@ -65,6 +65,8 @@ enum {
 	G_DURABLE_SET,
 	G_UPLOAD_BYTES,
 	G_STILL_LOST,
+	G_LOST_RECHECK,
+	G_ORPHANS,
 	G_NOT_DURABLE,
 	G_UNDURABLE_LIST,
 	G_MF_GEN,
@@ -116,8 +118,19 @@ enum {
 	" JOIN ns_dirents d ON d.parent = t.ino JOIN ns_inodes c ON c.ino = d.ino"             \
 	" WHERE c.gen IS NULL) "
 
+/* X10: generation g's tree names a chunk that is not on BACKING and whose
+ * holder is no live node: it cannot be read back whole */
+#define G_MISSING(g)                                                                      \
+	"EXISTS (SELECT 1 FROM ns_inodes li JOIN ns_extents le ON le.ino = li.ino"        \
+	" JOIN ns_chunks lc ON lc.hash = le.hash WHERE li.gen = " g ".id AND NOT lc.uploaded" \
+	" AND NOT EXISTS (SELECT 1 FROM ckpt_nodes ln WHERE ln.id = lc.holder"            \
+	" AND ln.state = 'live'))"
+/* X10: the verdict `lost` re-checked as it is read (CASE: the tree is
+ * looked at only for a row marked lost) */
+#define G_LOST_NOW(g) "(CASE WHEN " g ".lost THEN " G_MISSING(g) " ELSE false END)"
+
 #define G_COLS "id, series, root, name, step, state, version, pinned, created_ns, committed_ns," \
-	       " ended_ns, rule, held, lost, backup_root"
+	       " ended_ns, rule, held, " G_LOST_NOW("ns_generations") ", backup_root"
 
 const struct pg_stmt pggen_stmts[] = {
 	[G_GEN_INSERT] = { "gen_insert",
@@ -174,8 +187,11 @@ const struct pg_stmt pggen_stmts[] = {
 		       3 },
 	[G_HOLD] = { "gen_hold", "UPDATE ns_generations SET state = 4, rule = $2, held = $3 WHERE id = $1",
 		     3 },
+	/* X2, X10: dead $2 = 0 takes any holder that is no live node */
 	[G_ADOPT] = { "gen_adopt",
-		      "UPDATE ns_chunks SET holder = $1 WHERE holder = $2 AND NOT uploaded AND hash IN"
+		      "UPDATE ns_chunks c SET holder = $1 WHERE NOT c.uploaded AND (c.holder = $2"
+		      " OR ($2 = 0 AND NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.holder"
+		      " AND n.state = 'live'))) AND c.hash IN"
 		      " (SELECT decode(h, 'hex') FROM unnest($3::text[]) AS t(h))",
 		      3 },
 	/* X2: what the dead node had open for writing proves nothing */
@@ -199,7 +215,7 @@ const struct pg_stmt pggen_stmts[] = {
 	[G_GET] = { "gen_get", "SELECT " G_COLS " FROM ns_generations WHERE id = $1", 1 },
 	[G_LIST] = { "gen_list",
 		     "SELECT " G_COLS " FROM ns_generations WHERE series = $1 AND state IN (0, 1)"
-		     " AND NOT lost ORDER BY step, id",
+		     " AND NOT " G_LOST_NOW("ns_generations") " ORDER BY step, id",
 		     1 },
 	[G_GET_LOCK] = { "gen_get_lock",
 			 "SELECT " G_COLS " FROM ns_generations WHERE id = $1 FOR UPDATE", 1 },
@@ -218,7 +234,8 @@ const struct pg_stmt pggen_stmts[] = {
 			  2 },
 	[G_FIND_STEP] = { "gen_find_step",
 			  "SELECT " G_COLS " FROM ns_generations WHERE series = $1 AND " G_LIVE
-			  " AND step = $2 AND NOT lost ORDER BY id DESC LIMIT 1",
+			  " AND step = $2 AND NOT " G_LOST_NOW("ns_generations")
+			  " ORDER BY id DESC LIMIT 1",
 			  2 },
 	[G_LIST_ALL] = { "gen_list_all",
 			 "SELECT " G_COLS " FROM ns_generations WHERE ($1::bigint = 0 OR series = $1)"
@@ -374,12 +391,30 @@ const struct pg_stmt pggen_stmts[] = {
 	 * that no live node holds and BACKING does not have; else it is lost no
 	 * more (every such file was rewritten) */
 	[G_STILL_LOST] = { "gen_still_lost",
-			   "UPDATE ns_generations g SET lost = false WHERE id = $1 AND NOT EXISTS"
-			   " (SELECT 1 FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino"
-			   " JOIN ns_chunks c ON c.hash = e.hash WHERE i.gen = g.id AND NOT c.uploaded"
-			   " AND NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.holder"
-			   " AND n.state = 'live')) RETURNING id",
+			   "UPDATE ns_generations g SET lost = false WHERE id = $1 AND NOT "
+			   G_MISSING("g") " RETURNING id",
 			   1 },
+	/* X10: a batch of lost generations after id $2, each lost no more once
+	 * nothing of it is missing; fenced by node $1 (lease.h L5): the last
+	 * id looked at, how many, how many cleared */
+	[G_LOST_RECHECK] = { "gen_lost_recheck",
+			     "WITH " LEASE_FENCE_WITH("$1") ", k AS (SELECT id FROM ns_generations"
+			     " WHERE lost AND " G_LIVE " AND id > $2 ORDER BY id LIMIT $3),"
+			     " r AS (UPDATE ns_generations g SET lost = false FROM k WHERE g.id = k.id"
+			     " AND g.lost AND NOT " G_MISSING("g") " AND " LEASE_LIVE " RETURNING g.id)"
+			     " SELECT " LEASE_LIVE ", (SELECT COALESCE(max(id), 0) FROM k),"
+			     " (SELECT count(*) FROM k), (SELECT count(*) FROM r)",
+			     3 },
+	/* X10: chunks that lost generations name, not on BACKING, whose holder
+	 * is no live node: a live node caching one adopts it (pggen_adopt) */
+	[G_ORPHANS] = { "gen_orphans",
+			"SELECT encode(o.h, 'hex') FROM (SELECT DISTINCT c.hash AS h FROM ns_generations g"
+			" JOIN ns_inodes i ON i.gen = g.id JOIN ns_extents e ON e.ino = i.ino"
+			" JOIN ns_chunks c ON c.hash = e.hash WHERE g.lost AND g.state IN (0, 1, 4)"
+			" AND NOT c.uploaded AND c.hash > decode($1, 'hex') AND NOT EXISTS (SELECT 1"
+			" FROM ckpt_nodes n WHERE n.id = c.holder AND n.state = 'live')) o"
+			" ORDER BY o.h LIMIT $2",
+			2 },
 	/* as upload.c's U_GEN_NOT_DURABLE; a lost generation never becomes durable */
 	[G_NOT_DURABLE] = { "gen_not_durable",
 			    "SELECT count(*) FROM ns_generations WHERE ($1 = 0 OR id = $1) AND NOT lost"
@@ -538,6 +573,7 @@ struct pggen_call {
 	struct cat_inode *out;
 	const char *rule, *reason, *list;
 	bool open;
+	bool claimed; /* pggen_node_lost: this transaction settles the node (L7) */
 	int state;
 	uint64_t count;
 	uint32_t version; /* pggen_commit_at: the version committed */
@@ -658,6 +694,17 @@ static int pggen_lock(struct pgns *ns, uint64_t id, int *state, bool *lost, uint
 	return rc;
 }
 
+/* X6, X10: G_STILL_LOST on generation params[0]; *lost false if it cleared it. */
+static int pggen_still_lost(struct pgns *ns, const char *const *params, bool *lost)
+{
+	PGresult *res;
+	int rc = pggen_exec(ns, G_STILL_LOST, params, &res);
+	if (rc == 0)
+		*lost = pg_rows(res) == 0;
+	PQclear(res);
+	return rc;
+}
+
 /* G_COMMIT_LOCK's answer: the fence (-ESTALE), then the row (-ENOENT). */
 static int pggen_commit_lock(struct pgns *ns, uint64_t id, int *state, bool *lost,
 			     uint64_t *backup, uint32_t *version)
@@ -697,10 +744,15 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		return rc;
 	if (state != GEN_OPEN && !(state == GEN_HELD && c->open))
 		return -EINVAL; /* a held one ends by a decision only */
-	if (lost && !backup)
-		return -ENODATA; /* a chunk of it is gone: it cannot be read back */
 	char g[24], t[24];
 	const char *params[] = { PG_U64(g, c->id) };
+	if (lost && !backup) { /* X10: the verdict re-checked */
+		rc = pggen_still_lost(ns, params, &lost);
+		if (rc == 0 && lost)
+			rc = -ENODATA; /* a chunk of it is gone: it cannot be read back */
+		if (rc)
+			return rc;
+	}
 	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
 	PGresult *res;
 	rc = pggen_exec(ns, backup || lost ? G_WRITERS : G_COMMIT_FREE,
@@ -715,10 +767,9 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		return 0; /* G_COMMIT_FREE committed it */
 	rc = pggen_backup_drop(ns, backup); /* the new version is what is proven now */
 	if (rc == 0 && lost) { /* X6: a rewrite of a lost one, rolled back whole if still lost */
-		rc = pggen_exec(ns, G_STILL_LOST, params, &res);
-		if (rc == 0 && pg_rows(res) == 0)
+		rc = pggen_still_lost(ns, params, &lost);
+		if (rc == 0 && lost)
 			rc = -ENODATA;
-		PQclear(res);
 	}
 	return rc ? rc : pggen_exec(ns, G_COMMIT, set, NULL);
 }
@@ -850,6 +901,66 @@ int pggen_adopt(struct pgns *ns, uint64_t dead, const uint8_t (*hashes)[CAT_HASH
 	return rc;
 }
 
+/* ---- X10: the verdict `lost` re-checked ---- */
+
+static int pggen_recheck_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char node[24], after[24], max[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(after, c->id),
+				 PG_U64(max, c->count) };
+	PQclear(c->res);
+	c->res = NULL;
+	int rc = pggen_exec(c->ns, G_LOST_RECHECK, params, &c->res);
+	return rc ? rc : lease_fenced(c->res);
+}
+
+int pggen_lost_recheck(struct pgns *ns, uint64_t *after, size_t max, size_t *checked,
+		       size_t *cleared)
+{
+	struct pggen_call c = { .ns = ns, .id = *after, .count = max };
+	*checked = *cleared = 0;
+	int rc = pg_read(ns->pg, pggen_recheck_body, &c); /* one statement, L5 */
+	if (rc == 0) {
+		*checked = (size_t)pg_int(c.res, 0, 2);
+		*cleared = (size_t)pg_int(c.res, 0, 3);
+		/* a short batch reached the last one: the next starts over */
+		*after = *checked < max ? 0 : (uint64_t)pg_int(c.res, 0, 1);
+	}
+	PQclear(c.res);
+	if (*cleared > 0)
+		log_info("catalog %s: %zu generations lost no more: every chunk of them is on BACKING"
+			 " or held by a live node", pg_name(ns->pg), *cleared);
+	return rc;
+}
+
+static int pggen_orphans_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char max[24];
+	const char *params[] = { c->list, PG_U64(max, c->count) };
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_ORPHANS, params, &c->res);
+}
+
+int pggen_orphans(struct pgns *ns, const uint8_t *after, uint8_t (*hashes)[CAT_HASH_LEN],
+		  size_t max, size_t *n)
+{
+	char from[2 * CAT_HASH_LEN + 1] = "";
+	if (after)
+		hash_to_hex(after, from);
+	struct pggen_call c = { .ns = ns, .list = from, .count = max };
+	*n = 0;
+	int rc = pg_read(ns->pg, pggen_orphans_body, &c); /* pg.h P5 */
+	for (int r = 0; rc == 0 && r < pg_rows(c.res) && *n < max; r++)
+		rc = hash_from_hex(PQgetvalue(c.res, r, 0), hashes[(*n)++]);
+	PQclear(c.res);
+	return rc;
+}
+
 /* Keeps in ids only the inodes no node has open for writing (the dead
  * node's rows are gone by now): a live writer of a rolled-back file
  * releases it itself, as after any unlink. */
@@ -880,9 +991,11 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 	PQclear(c->res3);
 	c->res = c->res2 = c->res3 = NULL;
 	int rc = lease_fence(ns->lease);
-	if (rc)
-		return rc;
+	if (rc == 0)
+		rc = lease_settle_claim(ns->lease, c->dead, &c->claimed); /* L7 */
 	c->ids->n = 0; /* the body may run again (pg.h P2) */
+	if (rc || !c->claimed)
+		return rc; /* settled already (by another node, or this body's first run) */
 	char dead[24], why[160];
 	const char *rollback[] = { PG_U64(dead, c->dead) };
 	rc = pggen_exec(ns, G_NODE_ROLLBACK, rollback, &c->res3);

@@ -18,7 +18,9 @@
  *      holds the generation's row, and a node opening a file of a generation
  *      for writing takes that row FOR SHARE in its own transaction, so no open
  *      slips in between a commit's check and its change.
- *  X2. A node past its lease (lease.h) is handled once, by one live node:
+ *  X2. A node past its lease (lease.h) is handled once, by one live node,
+ *      in one transaction that claims it first (lease.h L7: recorded as
+ *      settled there, retried by every later sweep until it is):
  *      its open generations that it had files open in are held (their files
  *      are as their last close left them: proven of nothing), and so are
  *      those it opened that no other node writes (its policy was the only
@@ -65,6 +67,19 @@
  *      replaced), its backup dropped, its inodes left to the namespace's
  *      nlink rules, as generation.c does on one node. A row never stays
  *      OPEN or COMMITTED with its root unlinked.
+ *  X10. `lost` is a verdict, re-checked, never a deletion: a generation is
+ *      lost while its tree names a chunk that is not on BACKING and whose
+ *      holder is no live node. Every read of a row (G_COLS: get, find,
+ *      lists; a resume's find by step, keep-latest-k's list) re-checks a row
+ *      marked lost, so one whose every chunk is on BACKING again (another
+ *      node uploaded its copy of the same bytes, an HSDP replica) or held
+ *      by a live node shows as it is (COMMITTED, found by step) from that
+ *      moment; a commit refused as lost re-checks first. The mark itself is
+ *      cleared by pggen_lost_recheck (every sweep, a bounded batch; its
+ *      manifest then queued), and a live node that caches a chunk of a
+ *      lost generation whose holder is gone adopts it (pggen_orphans, then
+ *      pggen_adopt with dead 0). A lost generation is never counted as a
+ *      complete save, and a complete one is never hidden as lost.
  *  X9. A commit is four round trips: BEGIN; one statement that is its fence
  *      (lease.h L6) and locks the generation's row FOR UPDATE, returning its
  *      state and version; one that counts the writers (X1: a statement of
@@ -128,14 +143,28 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
 int pggen_reopen(struct pgns *ns, uint64_t id);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
- * holding those of them that node dead held and had not uploaded (X2). */
+ * holding those of them that node dead held and had not uploaded (X2);
+ * dead 0: those whose holder is no live node, whoever it was (X10). */
 int pggen_adopt(struct pgns *ns, uint64_t dead, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
 		size_t *adopted);
 
-/* X2 for node dead (expired by lease_sweep): ids of the generations held and
- * of those lost, up to max each. */
+/* X2 for node dead (expired by lease_sweep, not settled: lease.h L7): ids
+ * of the generations held and of those lost, up to max each. A node
+ * settled already (by another node, or a first run whose reply was lost)
+ * is left alone: 0, nothing held or lost. */
 int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_held,
 		    size_t *n_held, uint64_t *lost, size_t max_lost, size_t *n_lost);
+
+/* X10: up to max lost generations after id *after re-checked, fenced by this
+ * node's lease (lease.h L5); *cleared of them lost no more. *after moves on
+ * (0 again once the last was looked at): call again for the next batch. */
+int pggen_lost_recheck(struct pgns *ns, uint64_t *after, size_t max, size_t *checked,
+		       size_t *cleared);
+
+/* X10: up to max chunks, by hash after `after` (NULL: from the start), that
+ * lost generations name, not on BACKING, whose holder is no live node. */
+int pggen_orphans(struct pgns *ns, const uint8_t *after, uint8_t (*hashes)[CAT_HASH_LEN],
+		  size_t max, size_t *n);
 
 /* The reason X5 shows for a lost COMMITTED generation. */
 #define PGGEN_LOST_REASON                                                             \
@@ -143,7 +172,7 @@ int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_h
 	" files cannot be read back whole"
 
 /* One generation (no sizes: files/logical_bytes/exclusive_bytes are 0), its
- * row as stored (X5 not applied). */
+ * row as stored (X5 not applied; lost re-checked, X10). */
 int pggen_get(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 
 /* The generations of series that a trainer may see: OPEN and COMMITTED, not

@@ -418,3 +418,197 @@ Test(catshared_alone, alone_the_shared_calls_do_nothing)
 	ts_cat_close_checked(&cat);
 	ts_tmpdir_remove(dir);
 }
+
+/* ---- settling an expired node (lease.h L7, catalog_shared.c S6) and the
+ * verdict lost re-checked (pggen.h X10); ported from the s28 review's
+ * repros F1, F1b and F2 ---- */
+
+#define TC_LEN 1000
+
+/* A file name in dir on n, written as chunks fill/seed.. and closed (its
+ * writing row added and removed, as the daemon does). */
+static uint64_t tc_file(struct pt_cat *n, uint64_t dir, const char *name, uint8_t fill, int seed,
+			int chunks)
+{
+	uint64_t f = ts_mk(n->cat, dir, name, S_IFREG | 0644, NULL);
+	OK(cat_writing(n->cat, f, true));
+	ts_write_chunks(n->cat, f, fill, seed, chunks, TC_LEN, NULL, NULL);
+	OK(cat_writing(n->cat, f, false));
+	return f;
+}
+
+/* What settling dead b must have done: step-100 (b's chunks, only in its
+ * cache) lost and hidden from a resume, step-200 (b's shard open) held. */
+static void tc_settled(struct pt_cat *a, uint64_t run, uint64_t g100, uint64_t g200)
+{
+	struct cat_gen g;
+	OK(cat_gen_get(a->cat, g100, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-100 names chunks only dead b had, yet it is %s",
+		     cat_gen_state_name(g.state));
+	FAILS(cat_gen_find_step(a->cat, run, 100, &g), ENOENT);
+	OK(cat_gen_get(a->cat, g200, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-200 with b's unfinished shard is %s",
+		     cat_gen_state_name(g.state));
+}
+
+/* step-90 by a on BACKING, step-100 by b only in b's cache, step-200 with
+ * a shard b has open; then b stops renewing and its lease runs out. */
+static void tc_b_dies_mid_save(struct pt_cat *a, struct pt_cat *b, uint64_t *run, uint64_t *g100,
+			       uint64_t *g200)
+{
+	*run = ts_mk(a->cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r90, r100, r200;
+	uint64_t g90 = ts_mkgen(a->cat, *run, "step-90", 90, true, &r90);
+	tc_file(a, r90, "__0_0.distcp", 0x61, 0, 2);
+	cr_assert_eq(pt_cat_upload_chunks(a, NULL, NULL), 2);
+	OK(cat_gen_commit(a->cat, g90, "dcp-metadata"));
+	*g100 = ts_mkgen(b->cat, *run, "step-100", 100, true, &r100);
+	tc_file(b, r100, "__0_0.distcp", 0x62, 0, 2);
+	OK(cat_gen_commit(b->cat, *g100, "dcp-metadata"));
+	*g200 = ts_mkgen(a->cat, *run, "step-200", 200, true, &r200);
+	tc_file(a, r200, "__0_0.distcp", 0x63, 0, 1);
+	uint64_t f1 = ts_mk(b->cat, r200, "__1_0.distcp", S_IFREG | 0644, NULL);
+	OK(cat_writing(b->cat, f1, true));
+	usleep((1000 * 2 + 300) * 1000); /* b's lease and its grace (L4) run out */
+}
+
+/* F1: a sweeper that expired b and died before settling it (killed -9: no
+ * adoption, no pggen_node_lost) leaves b to the next sweep, by any node. */
+Test(catshared, an_expired_node_whose_sweeper_died_before_settling_it_is_settled_by_the_next_sweep)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "f1a", 30000, NULL, NULL);
+	pt_cat_open(&b, "f1b", 1000, NULL, NULL);
+	uint64_t run, g100, g200;
+	tc_b_dies_mid_save(&a, &b, &run, &g100, &g200);
+	struct pt_node s;
+	pt_join(&s, "f1-sweeper", 30000);
+	uint64_t ids[8];
+	size_t n = 0;
+	OK(lease_sweep(&s.lease, ids, 8, &n));
+	cr_assert_eq(n, 1, "s expired b");
+	pt_leave(&s);
+
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1, "a settled b, which s had expired");
+	tc_settled(&a, run, g100, g200);
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 0, "settled once");
+	pt_cat_close(&b);
+	tc_close(&a);
+}
+
+/* F1b: a's own sweep committed b's expiry but its reply was lost (pg.h P2:
+ * pg_txn runs the body again, which then finds b expired already and
+ * reports nothing). Played by running a's expiry through a connection of
+ * the test's own as node a, then a's sweep. */
+Test(catshared, a_sweep_whose_expiry_reply_was_lost_still_settles_the_node)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "f1ba", 30000, NULL, NULL);
+	pt_cat_open(&b, "f1bb", 1000, NULL, NULL);
+	uint64_t run, g100, g200;
+	tc_b_dies_mid_save(&a, &b, &run, &g100, &g200);
+	char err[512] = "";
+	struct pg *pg = NULL;
+	cr_assert_eq(pg_open(pt_url, 5000, lease_stmts, lease_nstmts, &pg, err, sizeof(err)), 0,
+		     "%s", err);
+	struct lease as_a = { .pg = pg, .node_id = cat_node_id(a.cat), .lease_ms = 30000 };
+	uint64_t ids[8];
+	size_t n = 0;
+	OK(lease_sweep(&as_a, ids, 8, &n)); /* the first run: committed, its reply lost */
+	cr_assert_eq(n, 1);
+	pg_close(pg);
+
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept)); /* the run again: expires nobody */
+	cr_assert_eq(swept, 1, "b is settled all the same");
+	tc_settled(&a, run, g100, g200);
+	pt_cat_close(&b);
+	tc_close(&a);
+}
+
+/* b and c wrote the same replica bytes (same hashes, b's publish first:
+ * holder b) into step-100, which a commits; then b dies before uploading. */
+static uint64_t tc_replica_save(struct pt_cat *a, struct pt_cat *b, struct pt_cat *c, uint64_t *run)
+{
+	*run = ts_mk(a->cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r100;
+	uint64_t g100 = ts_mkgen(a->cat, *run, "step-100", 100, true, &r100);
+	tc_file(b, r100, "__0_0.distcp", 0x72, 0, 2);
+	tc_file(c, r100, "__0_0.replica", 0x72, 0, 2);
+	OK(cat_gen_commit(a->cat, g100, "dcp-metadata"));
+	usleep((1000 * 2 + 300) * 1000);
+	return g100;
+}
+
+/* F2: a's sweep finds step-100 lost (a caches none of b's chunks); c, not
+ * the sweeper, then uploads its copies of the same bytes: every chunk of
+ * step-100 is on BACKING, so it is COMMITTED and found by a resume again,
+ * and the next sweep clears the mark and queues its manifest. */
+Test(catshared, a_save_lost_with_its_node_is_committed_again_once_another_node_uploads_its_chunks)
+{
+	struct pt_cat a, b, c;
+	pt_cat_open(&a, "f2a", 30000, NULL, NULL);
+	pt_cat_open(&b, "f2b", 1000, NULL, NULL);
+	pt_cat_open(&c, "f2c", 30000, NULL, NULL);
+	uint64_t run;
+	uint64_t g100 = tc_replica_save(&a, &b, &c, &run);
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, g100, &g));
+	cr_assert_eq(g.state, GEN_HELD, "lost while b's chunks are nowhere else known");
+	cr_assert_eq(pt_cat_upload_chunks(&c, NULL, NULL), 2, "c uploads both chunks");
+
+	OK(cat_gen_get(a.cat, g100, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED, "every chunk of step-100 is on BACKING, yet it is %s",
+		     cat_gen_state_name(g.state));
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.id, g100);
+	uint64_t undurable = 9;
+	OK(pggen_not_durable(cat_shared_ns(a.cat), g100, &undurable));
+	cr_assert_eq(undurable, 0, "marked lost: no node writes its manifest yet");
+	OK(cat_lease_sweep(a.cat, &swept));
+	OK(pggen_not_durable(cat_shared_ns(a.cat), g100, &undurable));
+	cr_assert_eq(undurable, 1, "the sweep cleared the mark: its manifest is to be written");
+	pt_cat_close(&b);
+	tc_close(&a);
+	tc_close(&c);
+}
+
+/* X10: c caches b's chunks (the replica) but has not uploaded them yet; at
+ * its own sweep c adopts them, and step-100, lost at a's, is committed
+ * again: a live node holds every chunk of it. */
+Test(catshared, a_live_node_that_caches_the_chunks_of_a_lost_save_adopts_them_at_its_sweep)
+{
+	struct pt_cat a, b, c;
+	pt_cat_open(&a, "x10a", 30000, NULL, NULL);
+	pt_cat_open(&b, "x10b", 1000, NULL, NULL);
+	pt_cat_open(&c, "x10c", 30000, NULL, NULL);
+	uint64_t run;
+	uint64_t g100 = tc_replica_save(&a, &b, &c, &run);
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1);
+	struct cat_gen g;
+	FAILS(cat_gen_find_step(a.cat, run, 100, &g), ENOENT);
+
+	OK(cat_lease_sweep(c.cat, &swept));
+	cr_assert_eq(swept, 0, "b is settled already");
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, 0x72, 1);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(a.cat), h, &row));
+	cr_assert_eq(row.holder, cat_node_id(c.cat), "c holds b's chunk now");
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	bool lost = true;
+	OK(pggen_get(cat_shared_ns(a.cat), g100, &g, &lost));
+	cr_assert(!lost);
+	pt_cat_close(&b);
+	tc_close(&a);
+	tc_close(&c);
+}

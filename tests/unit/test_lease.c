@@ -408,3 +408,91 @@ Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
 	pg_close(pa);
 	pg_close(pb);
 }
+
+/* ---- L7: an expired node is settled once, whoever expired it ---- */
+
+struct tl_settle {
+	struct lease *l;
+	uint64_t dead;
+	bool claimed;
+};
+
+static int tl_settle_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct tl_settle *s = arg;
+	int rc = lease_fence(s->l);
+	return rc ? rc : lease_settle_claim(s->l, s->dead, &s->claimed);
+}
+
+/* The sweep that expired a reports it once (a run of its body again, after
+ * a lost reply, reports nothing), but a is listed to be settled until one
+ * settlement claims it; a claim run again, and one of a live node, claim
+ * nothing. */
+Test(lease, an_expired_node_is_listed_to_settle_until_one_settlement_claims_it)
+{
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000);
+	OK(lease_register(&a, "node-a", 1000));
+	OK(lease_register(&b, "node-b", 10000));
+	uint64_t ids[4];
+	size_t n = 9;
+	OK(lease_unsettled(&b, ids, 4, &n));
+	cr_assert_eq(n, 0, "nobody expired");
+	struct tl_settle s = { &b, b.node_id, true };
+	OK(pg_txn(pb, tl_settle_body, &s));
+	cr_assert(!s.claimed, "a live node is not settled");
+
+	tl_sleep_ms(2300);
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 1);
+	OK(lease_sweep(&b, ids, 4, &n));
+	cr_assert_eq(n, 0, "the run again reports nothing");
+	OK(lease_unsettled(&b, ids, 4, &n));
+	cr_assert_eq(n, 1, "but a is still to be settled");
+	cr_assert_eq(ids[0], a.node_id);
+	OK(lease_unsettled(&b, ids, 4, &n));
+	cr_assert_eq(n, 1, "listing settles nothing");
+
+	s = (struct tl_settle){ &b, a.node_id, false };
+	OK(pg_txn(pb, tl_settle_body, &s));
+	cr_assert(s.claimed);
+	OK(pg_txn(pb, tl_settle_body, &s));
+	cr_assert(!s.claimed, "settled once: a settlement run again does nothing");
+	OK(lease_unsettled(&b, ids, 4, &n));
+	cr_assert_eq(n, 0);
+	struct lease_node nodes[4];
+	OK(lease_list(&b, nodes, 4, &n));
+	cr_assert_str_eq(nodes[0].state, "expired", "settled, still shown expired");
+	pg_close(pa);
+	pg_close(pb);
+}
+
+/* L7 on a database made before the settled column: the schema adds it,
+ * and the expired rows there are settled once more (the old sweep may
+ * have expired them without settling them). */
+Test(lease, an_old_database_gets_the_settled_column_and_settles_its_expired_rows_again)
+{
+	PGconn *raw = PQconnectdb(pt_url);
+	cr_assert(raw && PQstatus(raw) == CONNECTION_OK);
+	PGresult *r = PQexec(raw,
+			     "CREATE TABLE ckpt_nodes (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL,"
+			     " state TEXT NOT NULL CHECK (state IN ('live', 'expired', 'gone')),"
+			     " started TIMESTAMPTZ NOT NULL, lease_until TIMESTAMPTZ NOT NULL,"
+			     " lease_ms BIGINT NOT NULL DEFAULT 0);"
+			     "INSERT INTO ckpt_nodes(name, state, started, lease_until, lease_ms) VALUES"
+			     " ('old-expired', 'expired', now(), now(), 1000),"
+			     " ('old-gone', 'gone', now(), now(), 1000)");
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(raw);
+	struct lease b;
+	struct pg *pb = tl_open(&b, 5000);
+	OK(lease_register(&b, "node-b", 10000));
+	uint64_t ids[4];
+	size_t n = 0;
+	OK(lease_unsettled(&b, ids, 4, &n));
+	cr_assert_eq(n, 1);
+	cr_assert_eq(ids[0], 1, "the old expired row, not the gone one");
+	pg_close(pb);
+}

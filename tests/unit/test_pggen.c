@@ -904,3 +904,66 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	pt_leave(&b);
 	pt_leave(&c);
 }
+
+/* X10: lost is a verdict re-checked. b dies with step-1 (COMMITTED) and
+ * step-2 (OPEN, b's shard closed) naming chunks only b had: both lost, a
+ * commit of step-2 refused. Another node then puts the same bytes on
+ * BACKING (an HSDP replica's upload): both read as whole again at once,
+ * step-2 commits, and the re-check clears step-1's mark, so its manifest
+ * is written. */
+Test(pggen, lost_is_a_verdict_rechecked_once_the_chunks_are_on_backing_again)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 2000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb;
+	uint64_t g1 = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
+	tg_publish(&b, sb, 0x77, 2);
+	tg_close_shards(&a, sa, &b, sb);
+	OK(pggen_commit(&a.ns, g1, "dcp-metadata", false, NULL));
+	uint64_t g2 = tg_save(&a, &b, run.ino, "step-2", 2, &sa, &sb);
+	tg_publish(&b, sb, 0x77, 2);
+	tg_close_shards(&a, sa, &b, sb);
+
+	usleep(4300 * 1000);
+	uint64_t dead[2], held[4], lost[4];
+	size_t n = 0, nh = 0, nl = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nl, 2, "step-1 and step-2 name b's chunks");
+	bool is_lost = false;
+	cr_assert_eq(tg_state(&a, g1, &is_lost), GEN_COMMITTED);
+	cr_assert(is_lost);
+	FAILS(pggen_commit(&a.ns, g2, "dcp-metadata", false, NULL), ENODATA);
+	uint64_t after = 0, undurable = 9;
+	size_t checked = 0, cleared = 9;
+	OK(pggen_lost_recheck(&a.ns, &after, 8, &checked, &cleared));
+	cr_assert_eq(checked, 2);
+	cr_assert_eq(cleared, 0, "nothing of them came back yet");
+
+	for (int i = 0; i < 2; i++) { /* the same bytes put on BACKING by a */
+		uint8_t h[CAT_HASH_LEN];
+		ts_hash(h, 0x77, i);
+		OK(pgns_chunk_uploaded(&a.ns, h));
+	}
+	cr_assert_eq(tg_state(&a, g1, &is_lost), GEN_COMMITTED);
+	cr_assert(!is_lost, "every chunk of step-1 is on BACKING: read as whole at once");
+	struct tg_list l = { .n = 0 };
+	OK(pggen_list(&a.ns, run.ino, tg_collect, &l));
+	cr_assert_eq(l.n, 2, "both listed for a resume again");
+	OK(pggen_not_durable(&a.ns, g1, &undurable));
+	cr_assert_eq(undurable, 0, "the mark stands until the re-check");
+	OK(pggen_commit(&a.ns, g2, "dcp-metadata", false, NULL)); /* its commit re-checks */
+	after = 0;
+	OK(pggen_lost_recheck(&a.ns, &after, 8, &checked, &cleared));
+	cr_assert_eq(checked, 1, "step-2's commit cleared its own mark");
+	cr_assert_eq(cleared, 1);
+	cr_assert_eq(after, 0, "a short batch: the next starts over");
+	OK(pggen_not_durable(&a.ns, g1, &undurable));
+	cr_assert_eq(undurable, 1, "step-1's manifest is to be written now");
+	pt_leave(&a);
+	pt_leave(&b);
+}

@@ -1052,15 +1052,22 @@ static int store_pread_all(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Opens the object and decodes its header. */
+/* Opens the object and decodes its header. header_only: the caller reads
+ * nothing else (store_check_unread), so the kernel is told not to read ahead:
+ * an object's first blocks were written with O_DIRECT (S3), so reading its
+ * header goes to the disk, and the default readahead window filled 100+ KiB
+ * of page cache per uploaded object that nobody read (docs/BENCH.md, issue 20
+ * part 2, s28-cpu20). POSIX_FADV_RANDOM is this open file's alone. */
 static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
-			     struct store_object_info *info, int *fd_out)
+			     struct store_object_info *info, int *fd_out, bool header_only)
 {
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
 	int fd = store_open_read(st, rel);
 	if (fd < 0)
 		return -errno;
+	if (header_only)
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM); /* advice: the read works without */
 	uint8_t header[STORE_HEADER_LEN];
 	struct stat sb;
 	int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
@@ -1116,7 +1123,7 @@ static int store_small_stat(struct store *st, const uint8_t hash[HASH_LEN],
 int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info)
 {
 	int fd;
-	int rc = store_open_object(st, hash, info, &fd);
+	int rc = store_open_object(st, hash, info, &fd, false);
 	if (rc == 0)
 		close(fd);
 	return rc == -ENOENT ? store_small_stat(st, hash, info) : rc;
@@ -1148,7 +1155,7 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	struct store_object_info info;
 	char hex[HASH_HEX_LEN + 1];
 	int fd;
-	int rc = store_open_object(st, hash, &info, &fd);
+	int rc = store_open_object(st, hash, &info, &fd, false);
 	hash_to_hex(hash, hex);
 	if (rc == -ENOENT)
 		return store_small_get(st, hash, plain, cap, len); /* S7 */
@@ -1572,7 +1579,7 @@ static int store_read_image(struct store *st, const uint8_t hash[HASH_LEN], void
 		*hashed = false;
 	struct store_object_info info;
 	int fd;
-	int rc = store_open_object(st, hash, &info, &fd);
+	int rc = store_open_object(st, hash, &info, &fd, false);
 	if (rc == -ENOENT)
 		return store_small_read(st, hash, buf, cap, len); /* S7 */
 	if (rc != 0)
@@ -1608,7 +1615,7 @@ int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *l
 {
 	struct store_object_info info;
 	int fd;
-	int rc = store_open_object(st, hash, &info, &fd); /* the header and the lengths */
+	int rc = store_open_object(st, hash, &info, &fd, true); /* the header and the lengths */
 	size_t n;
 	if (rc == -ENOENT && st->small && storesmall_len(st->small, hash, &n) == 0)
 		return -EAGAIN; /* S7: a row is read and verified */

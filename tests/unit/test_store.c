@@ -2421,3 +2421,35 @@ Test(store, a_full_pool_of_another_size_keeps_the_buffer_released_now, .init = s
 		     "the buffer released into a full pool was not kept");
 	store_chunk_free(&c);
 }
+
+/* store_check_unread reads an object's header and nothing else, and tells
+ * the kernel so: with the default readahead a 72-byte header read of an
+ * object written with O_DIRECT filled page cache far past it (every upload
+ * by link paid a disk read and the page cache of it, docs/BENCH.md issue 20
+ * part 2, s28-cpu20). At most the header's page (and, with readahead off,
+ * nothing else) is cached after it; the object still checks and loads byte
+ * for byte, and a damaged header is still -EIO. */
+Test(store, check_unread_reads_the_header_without_reading_ahead, .init = setup,
+     .fini = teardown)
+{
+	store_set_direct_writes(fx.st, true);
+	struct tk_obj o = tk_put(ts_random(3 * MiB + 17, 74), 3 * MiB + 17, STORE_SYNC);
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	tk_evict_pages(&o);
+	size_t cold = tk_cached_pages(&o);
+	size_t len = 0;
+
+	OK(store_check_unread(fx.st, o.hash, &len));
+	cr_assert_eq(len, STORE_HEADER_LEN + 3 * MiB + 17);
+	size_t cached = tk_cached_pages(&o);
+	cr_assert_leq(cached, cold + 1, "the header read brought %zu pages in (%zu before)", cached,
+		      cold);
+	tk_assert_load_ok(&o); /* byte for byte */
+
+	struct tk_obj d = tk_put(ts_random(MiB, 75), MiB, STORE_SYNC);
+	tk_evict_pages(&d);
+	tk_flip_in_place(&d, 20); /* the plain length */
+	cr_assert_eq(store_check_unread(fx.st, d.hash, &len), -EIO);
+	tk_free(&o);
+	tk_free(&d);
+}

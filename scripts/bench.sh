@@ -526,16 +526,43 @@ report() { # report SIDE KEY NAME SECONDS
 	printf '   %-7s %-17s %7.2fs %6s MB/s%s\n' "$1" "$3" "$4" "${R[$2,$1,$r]}" "$extra"
 }
 
+# "NAME TICKS" per thread name of the daemon (user + system): the FUSE
+# threads that run the writers ("ckptfs"), the store's ("ckptfs-store"), the
+# uploader's ("ckptfs-upload"), ... Its threads live as long as the mount.
+thread_ticks() {
+	local t c
+	for t in /proc/"$pid"/task/*; do
+		c=$(cat "$t/comm" 2>/dev/null) || continue
+		awk -v c="$c" '{ sub(/^.*\) /, ""); print c, $12 + $13 }' "$t/stat" 2>/dev/null
+	done | awk '{ s[$1] += $2 } END { for (k in s) print k, s[k] }' | sort
+}
+
+# The CPU-s per GiB of BYTES each thread name spent between two thread_ticks
+# listings, largest first: "ckptfs 0.98, ckptfs-store 0.31, ...".
+thread_split() {
+	join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") |
+		awk -v hz="$HZ" -v b="$3" '{ d = ($3 - $2) / hz / (b / 1073741824); if (d > 0) printf "%s %.2f\n", $1, d }' |
+		sort -k2 -g -r | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2 } END { print "" }'
+}
+
 phase_unique_write() {
-	local side=$1 dir=$2 t cmds=() i
+	local side=$1 dir=$2 t cmds=() i th0=''
 	settle
 	for i in $(seq 0 $((NWRITERS - 1))); do cmds+=("$PY $IO write $shm/unique$i $dir/unique$i.bin 0 -"); done
-	if [ "$side" = ckptfs ]; then perf_start uw; cpu_begin; fi
+	if [ "$side" = ckptfs ]; then perf_start uw; th0=$(thread_ticks); cpu_begin; fi
 	run_group "${cmds[@]}"
 	t=$elapsed
-	if [ "$side" = ckptfs ]; then cpu_end uw; perf_stop; check_daemon; fi
+	if [ "$side" = ckptfs ]; then
+		cpu_end uw
+		R[uwthreads,ckptfs,$r]=$(thread_split "$th0" "$(thread_ticks)" $((NWRITERS * UNIQUE_FILE)))
+		perf_stop
+		check_daemon
+	fi
 	R[uw,$side,$r]=$(mbps $((NWRITERS * UNIQUE_FILE)) "$t")
 	report "$side" uw "unique write" "$t"
+	if [ "$side" = ckptfs ]; then
+		printf '   %-7s daemon CPU-s per GiB by thread: %s\n' ckptfs "${R[uwthreads,ckptfs,$r]}"
+	fi
 }
 
 phase_cold_read() {

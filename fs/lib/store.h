@@ -177,10 +177,11 @@ int store_read_upload(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 
 /* Before an upload by hard link (backing_put_link): 0 when S2 vouches for
  * the object's bytes without reading them — this process wrote it from the
- * bytes it hashed and its file is unchanged (inode and mtime): no byte moves
- * in a link — after its header and lengths were checked (*len: its size). -EAGAIN when it must be
- * read and verified in full (store_read_upload + store_object_verify);
- * -ENOENT, or -EIO for a damaged header. */
+ * bytes it hashed and its file is unchanged (inode, mtime and size), so its
+ * header is the header written: no byte is read, and none moves in a link
+ * (*len: its size). Otherwise its header is read and checked: -EIO when
+ * damaged, else -EAGAIN: it must be read and verified in full
+ * (store_read_upload + store_object_verify). -ENOENT when there is none. */
 int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *len);
 
 /* The directory fd and the path under it of the object named hash, for

@@ -108,3 +108,74 @@ Test(crc32c, every_single_bit_flip_changes_it)
 		buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 	}
 }
+
+/* Every path this CPU has (crc32c_by) against the table: the folding path's
+ * constants are computed at start-up, and a wrong one, a wrong lane order or
+ * a wrong register hand-over changes the result at most lengths. Lengths
+ * around its strides (256 bytes, then 64, then the 16-byte lanes and the
+ * chains' tail), long random ones, every alignment, and a register carried
+ * in. The test fails if this CPU has no hardware path at all. */
+Test(crc32c, every_path_agrees_with_the_table_on_every_length_and_alignment)
+{
+	enum { N = 70000 };
+	uint8_t *buf = malloc(N + 64);
+
+	cr_assert_not_null(buf);
+	for (size_t i = 0; i < N + 64; i++)
+		buf[i] = tc_byte();
+	static const size_t base[] = { 256, 320, 512, 576, 1024, 4096, 65536 };
+	int paths = 0;
+	for (int path = CRC32C_CHAINS; path <= CRC32C_FOLD; path++) {
+		uint32_t got;
+		if (crc32c_by((enum crc32c_path)path, 0, buf, 1, &got) != 0)
+			continue;
+		paths++;
+		for (size_t off = 0; off < 64; off += off < 16 ? 1 : 16) {
+			const uint8_t *p = buf + off;
+			for (size_t b = 0; b < sizeof(base) / sizeof(base[0]); b++)
+				for (size_t len = base[b] - 70; len <= base[b] + 70; len++) {
+					uint32_t want = crc32c_sw(0x9e3779b9u, p, len);
+					cr_assert_eq(crc32c_by((enum crc32c_path)path, 0x9e3779b9u, p, len, &got), 0);
+					cr_assert_eq(got, want, "path %d, offset %zu, length %zu", path, off, len);
+					cr_assert_eq(crc32c(0x9e3779b9u, p, len), want, "offset %zu, length %zu", off,
+						     len);
+				}
+			for (int k = 0; k < 8; k++) {
+				size_t len = ((size_t)tc_byte() << 9 | tc_byte()) % N;
+				cr_assert_eq(crc32c_by((enum crc32c_path)path, 0, p, len, &got), 0);
+				cr_assert_eq(got, crc32c_sw(0, p, len), "path %d, offset %zu, length %zu", path,
+					     off, len);
+			}
+		}
+	}
+#if defined(__x86_64__)
+	cr_assert_gt(paths, 0, "no hardware path on this x86-64 CPU");
+#endif
+	uint32_t t;
+	cr_assert_eq(crc32c_by(CRC32C_TABLE, 0, "123456789", 9, &t), 0);
+	cr_assert_eq(t, 0xe3069283u);
+	free(buf);
+}
+
+/* The folding path on the sizes the store writes (a ~1 MiB chunk object's
+ * payload), where a single flipped bit anywhere must change the checksum:
+ * a fold that dropped a lane or an accumulator would miss flips in it. */
+Test(crc32c, the_folding_path_sees_a_flip_in_every_lane_of_a_large_buffer)
+{
+	enum { N = (1 << 20) + 333 };
+	uint8_t *buf = malloc(N);
+
+	cr_assert_not_null(buf);
+	for (size_t i = 0; i < N; i++)
+		buf[i] = tc_byte();
+	uint32_t good = crc32c(0, buf, N);
+	cr_assert_eq(good, crc32c_sw(0, buf, N));
+	for (size_t at = 0; at < N; at += 4093) {
+		buf[at] ^= 0x10;
+		uint32_t bad = crc32c(0, buf, N);
+		cr_assert_neq(bad, good, "flip at %zu unseen", at);
+		cr_assert_eq(bad, crc32c_sw(0, buf, N), "flip at %zu", at);
+		buf[at] ^= 0x10;
+	}
+	free(buf);
+}

@@ -2421,3 +2421,41 @@ Test(store, a_full_pool_of_another_size_keeps_the_buffer_released_now, .init = s
 		     "the buffer released into a full pool was not kept");
 	store_chunk_free(&c);
 }
+
+/* store_check_unread of an object S2 vouches for reads nothing: the file is
+ * the one written (inode, mtime, size), so its header is the one written.
+ * Before, it read the 72-byte header back; the object's first blocks were
+ * written with O_DIRECT, so every upload by link paid a disk read (and the
+ * readahead's 4 pages) per object (docs/BENCH.md, issue 20 part 2,
+ * s28-cpu20). An object not vouched for has its header read with readahead
+ * off (at most its page) and checked: damaged is -EIO, else -EAGAIN. The
+ * objects load byte for byte after. */
+Test(store, check_unread_reads_no_byte_of_a_fresh_object_and_only_the_header_of_others,
+     .init = setup, .fini = teardown)
+{
+	store_set_direct_writes(fx.st, true);
+	struct tk_obj o = tk_put(ts_random(3 * MiB + 17, 74), 3 * MiB + 17, STORE_SYNC);
+	cr_assert_eq(o.info.codec, CODEC_RAW);
+	tk_evict_pages(&o);
+	size_t cold = tk_cached_pages(&o);
+	size_t len = 0;
+
+	OK(store_check_unread(fx.st, o.hash, &len));
+	cr_assert_eq(len, STORE_HEADER_LEN + 3 * MiB + 17);
+	cr_assert_eq(tk_cached_pages(&o), cold, "a fresh object's check read %zu pages",
+		     tk_cached_pages(&o) - cold);
+
+	store_uploaded(fx.st, o.hash); /* no longer fresh: its header is read */
+	cr_assert_eq(store_check_unread(fx.st, o.hash, &len), -EAGAIN);
+	size_t cached = tk_cached_pages(&o);
+	cr_assert_leq(cached, cold + 1, "the header read brought %zu pages in (%zu before)", cached,
+		      cold);
+	tk_assert_load_ok(&o); /* byte for byte */
+
+	struct tk_obj d = tk_put(ts_random(MiB, 75), MiB, STORE_SYNC);
+	tk_evict_pages(&d);
+	tk_flip_in_place(&d, 20); /* the plain length: and the file is no longer the one written */
+	cr_assert_eq(store_check_unread(fx.st, d.hash, &len), -EIO);
+	tk_free(&o);
+	tk_free(&d);
+}

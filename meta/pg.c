@@ -21,6 +21,7 @@ struct pg {
 	const struct pg_stmt *stmts;
 	size_t nstmts;
 	bool *prepared;     /* per statement, on this connection (P1) */
+	uint8_t *kind;      /* per statement, PG_READS.. (P2) */
 	pthread_mutex_t mu; /* P4 */
 	bool in_txn;        /* pg_exec is only valid inside pg_txn's body */
 	bool broken;        /* the connection failed under us: make a new one */
@@ -28,7 +29,8 @@ struct pg {
 	uint64_t client;  /* random, per pg_open: no two connections share a row */
 	uint64_t seq;     /* the last token sent; each writing attempt takes the next */
 	uint64_t sent_ms; /* when that token's COMMIT was sent (pg_boot_ms) */
-	bool wrote;       /* the body ran a statement that is not a SELECT */
+	bool wrote;       /* the body ran a statement that may change rows */
+	bool read_only;   /* the body made its transaction READ ONLY */
 	struct pg_stats stats;
 };
 
@@ -45,6 +47,32 @@ struct pg {
 #define PG_TXN_ASK_MS (3600u * 1000u)
 
 static int pg_tokens_setup(struct pg *pg, char *err, size_t err_size);
+
+enum { PG_READS, PG_WRITES, PG_READ_ONLY };
+
+/* Whether a statement may change rows (P2: its transaction's COMMIT then
+ * carries a token). SELECT cannot (a data-modifying WITH query stands only
+ * at the top), nor can SET or SHOW; a WITH statement can if it names a
+ * change (FOR UPDATE counts too: a token too many costs nothing but the
+ * row). A READ ONLY transaction writes nothing, and could not write the
+ * token. */
+static bool pg_stmt_writes(const char *sql)
+{
+	const char *s = sql + strspn(sql, " \t\n(");
+	if (strncasecmp(s, "SELECT", 6) == 0 || strncasecmp(s, "SET ", 4) == 0 ||
+	    strncasecmp(s, "SHOW ", 5) == 0)
+		return false;
+	if (strncasecmp(s, "WITH", 4) != 0)
+		return true;
+	return strcasestr(s, "INSERT") || strcasestr(s, "UPDATE") || strcasestr(s, "DELETE");
+}
+
+static uint8_t pg_stmt_kind(const char *sql)
+{
+	if (strcasestr(sql, "READ ONLY"))
+		return PG_READ_ONLY;
+	return pg_stmt_writes(sql) ? PG_WRITES : PG_READS;
+}
 
 /* Sent with COMMIT in one round trip. It fails (P6: divide by zero) when
  * the row holds this seq already: a question fenced this attempt out. */
@@ -269,11 +297,14 @@ int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, s
 	pg->stmts = stmts;
 	pg->nstmts = n;
 	pg->prepared = calloc(n ? n : 1, sizeof(*pg->prepared));
+	pg->kind = calloc(n ? n : 1, sizeof(*pg->kind));
 	pthread_mutex_init(&pg->mu, NULL);
-	if (!pg->url || !pg->shown || !pg->prepared) {
+	if (!pg->url || !pg->shown || !pg->prepared || !pg->kind) {
 		pg_close(pg);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < n; i++)
+		pg->kind[i] = pg_stmt_kind(stmts[i].sql);
 	int rc = pg_connect_once(pg, err, err_size);
 	if (rc == 0)
 		rc = pg_tokens_setup(pg, err, err_size);
@@ -295,6 +326,7 @@ void pg_close(struct pg *pg)
 	free(pg->url);
 	free(pg->shown);
 	free(pg->prepared);
+	free(pg->kind);
 	free(pg);
 }
 
@@ -307,7 +339,7 @@ const char *pg_name(const struct pg *pg)
  * was lost, so the transaction may have committed. */
 static int pg_commit(struct pg *pg, bool *unknown)
 {
-	if (!pg->wrote)
+	if (!pg->wrote || pg->read_only)
 		return pg_simple(pg, "COMMIT");
 	char sql[sizeof(PG_TXN_COMMIT) + 48];
 	snprintf(sql, sizeof(sql), PG_TXN_COMMIT, pg->client, ++pg->seq);
@@ -349,7 +381,7 @@ static int pg_attempt(struct pg *pg, int (*body)(struct pg *pg, void *arg), void
 	int rc = txn ? pg_simple(pg, "BEGIN") : 0;
 	if (rc == 0) {
 		pg->in_txn = true;
-		pg->wrote = false;
+		pg->wrote = pg->read_only = false;
 		rc = body(pg, arg);
 		pg->in_txn = false;
 		if (rc == 0 && txn)
@@ -417,14 +449,6 @@ int pg_read(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
 	return pg_run(pg, body, arg, false);
 }
 
-/* A statement that begins with SELECT changes no row (a data-modifying
- * WITH query stands only at the top, before any SELECT). */
-static bool pg_stmt_reads(const char *sql)
-{
-	sql += strspn(sql, " \t\n(");
-	return strncasecmp(sql, "SELECT", 6) == 0;
-}
-
 int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)
 {
 	if (res)
@@ -432,8 +456,8 @@ int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)
 	if (!pg->in_txn || i >= pg->nstmts)
 		return -EINVAL;
 	const struct pg_stmt *s = &pg->stmts[i];
-	if (!pg->wrote && !pg_stmt_reads(s->sql))
-		pg->wrote = true; /* P2: its COMMIT carries a token */
+	pg->read_only |= pg->kind[i] == PG_READ_ONLY;
+	pg->wrote |= pg->kind[i] == PG_WRITES; /* P2: its COMMIT carries a token */
 	if (!pg->prepared[i]) {
 		pg->stats.round_trips++;
 		int rc = pg_outcome(pg, PQprepare(pg->conn, s->name, s->sql, s->nparams, NULL),

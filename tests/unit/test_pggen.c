@@ -1046,3 +1046,25 @@ Test(pggen, a_reopen_whose_commit_answer_was_lost_counts_its_backup_once)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* A sweep run again after its committed COMMIT's answer was lost finds the
+ * node expired already and returns nobody: its generations would never be
+ * settled. Asked instead, it returns the node it expired. */
+Test(pggen, a_sweep_whose_commit_answer_was_lost_returns_the_node_it_expired)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 1000);
+	usleep(2300 * 1000); /* b's lease ran out, and its grace (lease.h L4) */
+	struct pg_stats before;
+	pg_get_stats(a.pg, &before);
+	tg_lose_next_commit(false);
+	uint64_t ids[2];
+	size_t n = 0;
+	OK(lease_sweep(&a.lease, ids, 2, &n));
+	tg_lost_one(&a, &before);
+	cr_assert_eq(n, 1, "the sweep that expired b returns it");
+	cr_assert_eq(ids[0], b.lease.node_id);
+	pt_leave(&a);
+	pt_leave(&b);
+}

@@ -46,7 +46,14 @@
  *      as cat_sweep and csd_sweep_one do). Removed after the unlock, it could
  *      be a local writer's new only copy: the writer finds no row, stores
  *      the same bytes under the same name, and the late removal unlinks them
- *      (tests/unit/test_catshared_reclaim.c, the_turn_removes_...). */
+ *      (tests/unit/test_catshared_reclaim.c, the_turn_removes_...).
+ *  R7. An object is removed only before the local deadline of the duty
+ *      take that preceded its batch (lease.h L8); past it the rest of the
+ *      batch stays 'reclaiming' for this node's next turn, or for the next
+ *      reclaimer, which takes the rows over only a term after this node
+ *      could have been swept (NS_RECLAIM_BEGIN). A node stalled after its
+ *      begin (stopped, frozen, cut from PostgreSQL but not from BACKING)
+ *      so never removes an object a writer put again after the takeover. */
 #define _GNU_SOURCE
 #include "catalog_shared_reclaim.h"
 
@@ -142,13 +149,19 @@ static int csr_settle(struct cat *cat, const struct pgns_reclaim *batch, size_t 
 }
 
 /* Removes the batch's uploaded objects from BACKING; those whose removal
- * failed are left out of done (R3). */
+ * failed are left out of done (R3), and so is the rest of the batch once
+ * the deadline sure_ms passed (R7). */
 static size_t csr_remove(struct cat *cat, cat_backing_remove_fn remove, void *arg,
-			 const struct pgns_reclaim *batch, size_t n, struct pgns_reclaim *done,
-			 struct cat_reclaim_report *out)
+			 const struct pgns_reclaim *batch, size_t n, uint64_t sure_ms,
+			 struct pgns_reclaim *done, struct cat_reclaim_report *out)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (batch[i].uploaded && lease_clock_ms() >= sure_ms) {
+			log_warn("catalog %s: reclaim: %zu chunks of the batch left: past the local"
+				 " deadline of this node's duty (lease.h L8)", cat->path, n - i);
+			break;
+		}
 		int rc = batch[i].uploaded ? remove(arg, batch[i].hash) : 0;
 		if (rc) {
 			char hex[2 * CAT_HASH_LEN + 1];
@@ -166,6 +179,17 @@ static size_t csr_remove(struct cat *cat, cat_backing_remove_fn remove, void *ar
 	return k;
 }
 
+/* R1: takes or keeps the duty; *sure_ms is the deadline of the removals
+ * that follow (R7). */
+static int csr_duty(struct pgns *ns, unsigned term_ms, bool *taken, uint64_t *sure_ms)
+{
+	uint64_t started = lease_clock_ms();
+	int rc = lease_duty_take(ns->lease, CSR_DUTY, term_ms, taken);
+	unsigned lease_ms = ns->lease->lease_ms;
+	*sure_ms = lease_sure_until_ms(started, lease_ms && lease_ms < term_ms ? lease_ms : term_ms);
+	return rc;
+}
+
 int catshr_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn remove,
 			void *arg, struct cat_reclaim_report *out)
 {
@@ -173,7 +197,8 @@ int catshr_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn
 	struct pgns *ns = cat_shared_ns(cat);
 	struct pgns_reclaim batch[CSR_BATCH], done[CSR_BATCH];
 	bool taken = false;
-	int rc = lease_duty_take(ns->lease, CSR_DUTY, term_ms, &taken); /* R1 */
+	uint64_t sure_ms = 0;
+	int rc = csr_duty(ns, term_ms, &taken, &sure_ms);
 	if (rc || !taken)
 		return rc;
 	out->held = true;
@@ -182,14 +207,14 @@ int catshr_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn
 		rc = pgns_reclaim_begin(ns, batch, CSR_BATCH, &n);
 		if (rc || n == 0)
 			break;
-		size_t k = csr_remove(cat, remove, arg, batch, n, done, out);
+		size_t k = csr_remove(cat, remove, arg, batch, n, sure_ms, done, out);
 		rc = csr_settle(cat, done, k);
 		if (rc == 0)
 			rc = pgns_reclaim_end(ns, done, k);
 		if (rc == 0 && k < n)
 			break; /* failed removals wait for the next turn (R3) */
 		if (rc == 0 && n == CSR_BATCH)
-			rc = lease_duty_take(ns->lease, CSR_DUTY, term_ms, &taken); /* R1 */
+			rc = csr_duty(ns, term_ms, &taken, &sure_ms);
 	}
 	return rc;
 }

@@ -1,4 +1,4 @@
-/* lease — node leases, fencing and cluster duties; see lease.h (L1-L7). */
+/* lease — node leases, fencing and cluster duties; see lease.h (L1-L8). */
 #define _GNU_SOURCE
 #include "lease.h"
 
@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -309,4 +310,20 @@ int lease_list(struct lease *l, struct lease_node *out, size_t max, size_t *n)
 	}
 	PQclear(c.res);
 	return rc;
+}
+
+/* ---- the local deadline (L8) ---- */
+
+uint64_t lease_clock_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t lease_sure_until_ms(uint64_t started_ms, unsigned term_ms)
+{
+	/* the server's clock and this one may run at slightly different rates */
+	unsigned margin = term_ms / 8;
+	return started_ms + term_ms - margin;
 }

@@ -66,6 +66,16 @@
  *      reply lost in between. An old database's expired rows get settled
  *      false with the column and are settled once more: X2 finds only what
  *      is still to do.
+ *  L8. Work that another node redoes once this one is gone (removing a
+ *      reclaim batch's objects from BACKING) is done only before a local
+ *      deadline: lease_sure_until_ms of when a call that proved this node's
+ *      lease had time left (lease_duty_take, L4) STARTED, plus the term, less
+ *      a margin, on lease_clock_ms (monotonic, counting a suspended machine).
+ *      That call's statement ran after the start, so the lease outlasts the
+ *      deadline by the margin; a sweep comes one more term after the lease
+ *      (L4), and the takeover (pgns.c NS_RECLAIM_BEGIN) one more again. A
+ *      step checked against the deadline lands after a takeover only if it
+ *      stalls for more than a whole term (docs/MULTINODE.md "Reclaim").
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except
@@ -151,6 +161,12 @@ int lease_release(struct lease *l);
  * takes it. */
 int lease_duty_take(struct lease *l, const char *name, unsigned term_ms, bool *taken);
 int lease_duty_drop(struct lease *l, const char *name);
+
+/* L7: now on the clock of the local deadline, and the deadline of a call
+ * that started at started_ms and proved the lease for term_ms (the
+ * smaller of the lease's and the duty's terms). */
+uint64_t lease_clock_ms(void);
+uint64_t lease_sure_until_ms(uint64_t started_ms, unsigned term_ms);
 
 /* One node as `ckptfs-admin nodes` shows it. */
 struct lease_node {

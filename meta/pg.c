@@ -1,4 +1,4 @@
-/* pg — one connection to the shared catalog's PostgreSQL; see pg.h (P1-P4). */
+/* pg — one connection to the shared catalog's PostgreSQL; see pg.h (P1-P6). */
 #define _GNU_SOURCE
 #include "pg.h"
 
@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "log.h"
@@ -19,11 +21,75 @@ struct pg {
 	const struct pg_stmt *stmts;
 	size_t nstmts;
 	bool *prepared;     /* per statement, on this connection (P1) */
+	uint8_t *kind;      /* per statement, PG_READS.. (P2) */
 	pthread_mutex_t mu; /* P4 */
 	bool in_txn;        /* pg_exec is only valid inside pg_txn's body */
 	bool broken;        /* the connection failed under us: make a new one */
+	/* P2: this pg's row of ckpt_txns, the token of its last writing attempt */
+	uint64_t client;  /* random, per pg_open: no two connections share a row */
+	uint64_t seq;     /* the last token sent; each writing attempt takes the next */
+	uint64_t sent_ms; /* when that token's COMMIT was sent (pg_boot_ms) */
+	bool wrote;       /* the body ran a statement that may change rows */
+	bool read_only;   /* the body made its transaction READ ONLY */
 	struct pg_stats stats;
 };
+
+/* ---- the token of a writing transaction (P2) ---- */
+
+/* One row per connection: the last token committed (done), or the one a
+ * question about a lost COMMIT fenced out (not done). */
+#define PG_TXN_SCHEMA                                                                      \
+	"CREATE TABLE IF NOT EXISTS ckpt_txns(client BIGINT PRIMARY KEY, seq BIGINT NOT NULL," \
+	" done BOOLEAN NOT NULL, at TIMESTAMPTZ NOT NULL)"
+/* Rows of connections long gone; a question is asked well within this age
+ * (PG_TXN_ASK_MS), so it never finds its own row trimmed. */
+#define PG_TXN_TRIM "DELETE FROM ckpt_txns WHERE at < clock_timestamp() - INTERVAL '1 day'"
+#define PG_TXN_ASK_MS (3600u * 1000u)
+
+static int pg_tokens_setup(struct pg *pg, char *err, size_t err_size);
+
+enum { PG_READS, PG_WRITES, PG_READ_ONLY };
+
+/* Whether a statement may change rows (P2: its transaction's COMMIT then
+ * carries a token). SELECT cannot (a data-modifying WITH query stands only
+ * at the top), nor can SET or SHOW; a WITH statement can if it names a
+ * change (FOR UPDATE counts too: a token too many costs nothing but the
+ * row). A READ ONLY transaction writes nothing, and could not write the
+ * token. */
+static bool pg_stmt_writes(const char *sql)
+{
+	const char *s = sql + strspn(sql, " \t\n(");
+	if (strncasecmp(s, "SELECT", 6) == 0 || strncasecmp(s, "SET ", 4) == 0 ||
+	    strncasecmp(s, "SHOW ", 5) == 0)
+		return false;
+	if (strncasecmp(s, "WITH", 4) != 0)
+		return true;
+	return strcasestr(s, "INSERT") || strcasestr(s, "UPDATE") || strcasestr(s, "DELETE");
+}
+
+static uint8_t pg_stmt_kind(const char *sql)
+{
+	if (strcasestr(sql, "READ ONLY"))
+		return PG_READ_ONLY;
+	return pg_stmt_writes(sql) ? PG_WRITES : PG_READS;
+}
+
+/* Sent with COMMIT in one round trip. It fails (P6: divide by zero) when
+ * the row holds this seq already: a question fenced this attempt out. */
+#define PG_TXN_COMMIT                                                                      \
+	"INSERT INTO ckpt_txns(client, seq, done, at) VALUES (%" PRIu64 ", %" PRIu64 ", true," \
+	" clock_timestamp()) ON CONFLICT (client) DO UPDATE SET seq = excluded.seq / CASE"     \
+	" WHEN ckpt_txns.seq < excluded.seq THEN 1 ELSE 0 END, done = true, at = excluded.at;" \
+	" COMMIT"
+/* Did token seq commit? Waits for an attempt still in flight (its row
+ * lock), then leaves the row at seq: done if it committed, and otherwise
+ * not done, so that the attempt, arriving late, fails. Asking twice gives
+ * the same answer. */
+#define PG_TXN_ASK                                                                         \
+	"INSERT INTO ckpt_txns(client, seq, done, at) VALUES (%" PRIu64 ", %" PRIu64 ", false," \
+	" clock_timestamp()) ON CONFLICT (client) DO UPDATE SET done = (ckpt_txns.seq ="       \
+	" excluded.seq AND ckpt_txns.done), seq = GREATEST(ckpt_txns.seq, excluded.seq),"      \
+	" at = excluded.at RETURNING done"
 
 /* ---- names and messages ---- */
 
@@ -70,6 +136,14 @@ static uint64_t pg_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Counts a suspended machine too: a question's age (PG_TXN_ASK_MS). */
+static uint64_t pg_boot_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
@@ -223,12 +297,17 @@ int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, s
 	pg->stmts = stmts;
 	pg->nstmts = n;
 	pg->prepared = calloc(n ? n : 1, sizeof(*pg->prepared));
+	pg->kind = calloc(n ? n : 1, sizeof(*pg->kind));
 	pthread_mutex_init(&pg->mu, NULL);
-	if (!pg->url || !pg->shown || !pg->prepared) {
+	if (!pg->url || !pg->shown || !pg->prepared || !pg->kind) {
 		pg_close(pg);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < n; i++)
+		pg->kind[i] = pg_stmt_kind(stmts[i].sql);
 	int rc = pg_connect_once(pg, err, err_size);
+	if (rc == 0)
+		rc = pg_tokens_setup(pg, err, err_size);
 	if (rc) {
 		pg_close(pg);
 		return rc;
@@ -247,6 +326,7 @@ void pg_close(struct pg *pg)
 	free(pg->url);
 	free(pg->shown);
 	free(pg->prepared);
+	free(pg->kind);
 	free(pg);
 }
 
@@ -255,29 +335,91 @@ const char *pg_name(const struct pg *pg)
 	return pg->shown;
 }
 
+/* COMMIT, with the token when the body wrote (P2). *unknown: the answer
+ * was lost, so the transaction may have committed. */
+static int pg_commit(struct pg *pg, bool *unknown)
+{
+	if (!pg->wrote || pg->read_only)
+		return pg_simple(pg, "COMMIT");
+	char sql[sizeof(PG_TXN_COMMIT) + 48];
+	snprintf(sql, sizeof(sql), PG_TXN_COMMIT, pg->client, ++pg->seq);
+	pg->sent_ms = pg_boot_ms();
+	pg->stats.round_trips++;
+	int rc = pg_outcome(pg, PQexec(pg->conn, sql), "COMMIT with its token (ckpt_txns)", NULL);
+	*unknown = rc == -EAGAIN;
+	return rc;
+}
+
+/* Whether the token of the last COMMIT whose answer was lost committed
+ * (P2), on a connection made anew: 0 and *done, -EAGAIN to ask again, or
+ * -ENOTCONN when the question comes too late to be answered surely. */
+static int pg_ask(struct pg *pg, bool *done)
+{
+	if (pg_boot_ms() - pg->sent_ms > PG_TXN_ASK_MS) {
+		log_error("catalog %s: a transaction whose COMMIT answer was lost %" PRIu64
+			  " ms ago: too late to learn whether it committed",
+			  pg->shown, pg_boot_ms() - pg->sent_ms);
+		return -ENOTCONN;
+	}
+	char sql[sizeof(PG_TXN_ASK) + 48];
+	snprintf(sql, sizeof(sql), PG_TXN_ASK, pg->client, pg->seq);
+	pg->stats.round_trips++;
+	PGresult *r = NULL;
+	int rc = pg_outcome(pg, PQexec(pg->conn, sql), "ckpt_txns", &r);
+	if (rc == 0 && pg_rows(r) != 1)
+		rc = -EIO;
+	if (rc == 0)
+		*done = PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	return rc;
+}
+
+/* One run of body; *unknown as pg_commit's. */
+static int pg_attempt(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg, bool txn,
+		      bool *unknown)
+{
+	pg->stats.txns++;
+	int rc = txn ? pg_simple(pg, "BEGIN") : 0;
+	if (rc == 0) {
+		pg->in_txn = true;
+		pg->wrote = pg->read_only = false;
+		rc = body(pg, arg);
+		pg->in_txn = false;
+		if (rc == 0 && txn)
+			rc = pg_commit(pg, unknown);
+	}
+	/* a failed COMMIT has rolled back already; without BEGIN each
+	 * statement was its own transaction (P5) */
+	if (rc != 0 && txn && !pg->broken && PQstatus(pg->conn) == CONNECTION_OK)
+		(void)pg_simple(pg, "ROLLBACK");
+	return rc;
+}
+
 static int pg_run(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg, bool txn)
 {
 	uint64_t deadline = 0;
 	unsigned backoff = 10;
+	bool unknown = false; /* a COMMIT's answer was lost: ask before running again */
 	int rc;
 	pthread_mutex_lock(&pg->mu);
 	for (;;) {
 		rc = pg_ready(pg, &deadline);
 		if (rc)
 			break;
-		pg->stats.txns++;
-		rc = txn ? pg_simple(pg, "BEGIN") : 0;
-		if (rc == 0) {
-			pg->in_txn = true;
-			rc = body(pg, arg);
-			pg->in_txn = false;
-			if (rc == 0 && txn)
-				rc = pg_simple(pg, "COMMIT");
+		if (unknown) {
+			bool done = false;
+			rc = pg_ask(pg, &done);
+			if (rc == 0) {
+				unknown = false;
+				log_warn("catalog %s: a transaction whose COMMIT answer was lost %s",
+					 pg->shown, done ? "had committed" : "had not: running it again");
+				if (done)
+					break;
+				rc = pg_attempt(pg, body, arg, txn, &unknown);
+			}
+		} else {
+			rc = pg_attempt(pg, body, arg, txn, &unknown);
 		}
-		/* a failed COMMIT has rolled back already; without BEGIN each
-		 * statement was its own transaction (P5) */
-		if (rc != 0 && txn && !pg->broken && PQstatus(pg->conn) == CONNECTION_OK)
-			(void)pg_simple(pg, "ROLLBACK");
 		if (rc != -EAGAIN)
 			break;
 		if (deadline == 0)
@@ -292,6 +434,9 @@ static int pg_run(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *ar
 		pg_sleep_ms(backoff);
 		backoff = backoff * 2 > 500 ? 500 : backoff * 2;
 	}
+	if (rc && unknown)
+		log_error("catalog %s: whether a transaction whose COMMIT answer was lost committed"
+			  " is unknown (pg.h P2)", pg->shown);
 	pthread_mutex_unlock(&pg->mu);
 	return rc;
 }
@@ -313,6 +458,8 @@ int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)
 	if (!pg->in_txn || i >= pg->nstmts)
 		return -EINVAL;
 	const struct pg_stmt *s = &pg->stmts[i];
+	pg->read_only |= pg->kind[i] == PG_READ_ONLY;
+	pg->wrote |= pg->kind[i] == PG_WRITES; /* P2: its COMMIT carries a token */
 	if (!pg->prepared[i]) {
 		pg->stats.round_trips++;
 		int rc = pg_outcome(pg, PQprepare(pg->conn, s->name, s->sql, s->nparams, NULL),
@@ -339,6 +486,30 @@ int pg_exec_plain(struct pg *pg, const char *sql)
 {
 	struct pg_plain p = { sql };
 	return pg_txn(pg, pg_plain_body, &p);
+}
+
+/* The token table, old rows trimmed, and this connection's client id (P2). */
+static int pg_tokens_setup(struct pg *pg, char *err, size_t err_size)
+{
+	uint64_t id = 0;
+	while (id == 0) {
+		if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+			snprintf(err, err_size, "catalog %s: getrandom: %s", pg->shown,
+				 strerror(errno));
+			return -EIO;
+		}
+		id &= INT64_MAX; /* a BIGINT */
+	}
+	pg->client = id;
+	int rc = pg_exec_plain(pg, PG_TXN_SCHEMA);
+	if (rc == -EEXIST) /* another node made the table at the same moment */
+		rc = pg_exec_plain(pg, PG_TXN_SCHEMA);
+	if (rc == 0)
+		rc = pg_exec_plain(pg, PG_TXN_TRIM);
+	if (rc)
+		snprintf(err, err_size, "catalog %s: cannot make the table ckpt_txns: %s",
+			 pg->shown, strerror(-rc));
+	return rc;
 }
 
 int pg_rows(const PGresult *res)

@@ -10,12 +10,22 @@
  *  P1. Statements run prepared: each struct pg_stmt is prepared on its first
  *      use on a connection, and again on the new connection after a
  *      reconnect (so statements may name tables the schema makes later).
- *  P2. A transaction is run whole or not at all. pg_txn() retries the whole
- *      body (BEGIN .. COMMIT) after a lost connection, a serialization failure
- *      or a deadlock, until timeout_ms has passed since the first failure; a
- *      body must therefore be safe to run again, also after a COMMIT whose
- *      answer was lost (write statements are conditioned on the state they
- *      change: "... WHERE state = 'open'").
+ *  P2. A transaction is run whole or not at all, and once. pg_txn() runs
+ *      the whole body (BEGIN .. COMMIT) again after a lost connection, a
+ *      serialization failure or a deadlock, until timeout_ms has passed since
+ *      the first failure, but never one that may have committed: a body that
+ *      wrote (ran a statement that is not a SELECT) commits with a token, its
+ *      connection's row of ckpt_txns set to (client, seq) in the COMMIT's own
+ *      round trip. When that COMMIT's answer is lost, pg_txn asks on a new
+ *      connection, in one statement that also fences the lost attempt out
+ *      (a late arrival of it then fails on the row): committed, and the call
+ *      returns 0 with what the body left in its arg (the committed run's
+ *      results, RETURNING rows included); not committed, and the body runs
+ *      again. A body that only read is run again without asking. Past
+ *      timeout_ms, or PG_TXN_ASK_MS after the COMMIT was sent, the outcome
+ *      is unknown: -ENOTCONN, logged as such. The table holds a row per
+ *      connection ever opened; rows untouched for a day are trimmed at
+ *      pg_open (docs/MULTINODE.md "The connection").
  *  P3. Every error names the database by its URL without the password, says
  *      what failed and gives the server's own message, once.
  *  P4. One thread at a time uses a connection (a PGconn is not thread-safe):
@@ -27,16 +37,17 @@
  *      transaction's statements each take their own snapshot anyway) and
  *      take no row lock meant to outlive their statement — or for one
  *      statement that writes, which is then its own whole transaction, its
- *      row locks held to its end (a fenced one: lease.h L5). The retry of P2
- *      applies as to pg_txn.
+ *      row locks held to its end (a fenced one: lease.h L5). Such a statement
+ *      carries no token: it is run again after a lost answer, so it must be
+ *      safe to run twice (conditioned on the state it changes).
  *  P6. A statement that finds, after some of its data-modifying WITH queries
  *      ran, that its change must not happen (a row it relies on changed
  *      under it) undoes itself by dividing by zero: SQLSTATE 22012 is
  *      -EBUSY, not logged (the statement's whole transaction rolls back;
  *      the caller says what it means). No statement divides by zero
- *      otherwise. It stands in for a server-side function's RAISE (none
- *      here, see below) and is plain SQL on every PostgreSQL-compatible
- *      database.
+ *      otherwise, but for the token of P2 when a lost attempt arrives late.
+ *      It stands in for a server-side function's RAISE (none here, see
+ *      below) and is plain SQL on every PostgreSQL-compatible database.
  *
  * SQL stays within what PostgreSQL-compatible distributed databases also
  * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):
@@ -47,7 +58,8 @@
  * Calls return 0 or a negative errno:
  *   -EINVAL     a URL that is not postgresql:// or postgres://
  *   -ENOTCONN   the database cannot be reached (at open, or for longer than
- *               timeout_ms later on)
+ *               timeout_ms later on); after a COMMIT whose answer was lost,
+ *               the outcome is unknown (P2)
  *   -EEXIST     a unique constraint refused a row (SQLSTATE 23505)
  *   -EBUSY      a statement undid itself (P6)
  *   -EIO        any other error of the server

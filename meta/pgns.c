@@ -191,14 +191,18 @@ const struct pg_stmt pgns_stmts[] = {
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
 	 * (READ COMMITTED), so a chunk that just got a reference is skipped.
 	 * Fenced by node $1 in the statement (lease.h L5): the rows after the
-	 * fence's column, one row of NULLs if there are none */
+	 * fence's column, one row of NULLs if there are none. Another
+	 * reclaimer's rows are taken over once it is not live and its lease ran
+	 * out two of its terms ago: past its local deadline by a term (lease.h
+	 * L8) */
 	[NS_RECLAIM_BEGIN] = { "ns_reclaim_begin",
 			       "WITH " LEASE_FENCE_WITH("$1") ", r AS (UPDATE ns_chunks SET"
 			       " state = 'reclaiming', reclaimer = $1"
 			       " WHERE refcount = 0 AND pins = 0 AND hash IN (SELECT c.hash FROM ns_chunks c"
 			       " WHERE c.refcount = 0 AND c.pins = 0 AND (c.state = 'live' OR"
-			       " c.reclaimer = $1 OR NOT EXISTS"
-			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))"
+			       " c.reclaimer = $1 OR NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
+			       " WHERE n.id = c.reclaimer AND (n.state = 'live' OR n.lease_until"
+			       " + 2 * n.lease_ms * interval '1 millisecond' > clock_timestamp())))"
 			       " LIMIT $2) AND " LEASE_LIVE " RETURNING encode(hash, 'hex') AS h, uploaded)"
 			       " SELECT " LEASE_LIVE ", r.h, r.uploaded FROM (SELECT 1) AS one"
 			       " LEFT JOIN r ON true",

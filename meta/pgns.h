@@ -249,7 +249,8 @@ int pgns_unpin_lost(struct pgns *ns);
 
 /* Reclaim (the holder of duty "reclaim", lease.h L3): marks up to max
  * chunks with no reference and no pin (N6) reclaiming and returns them (also those a
- * reclaimer that is no longer live left marked); the caller removes each
+ * reclaimer that is no longer live left marked, once its lease ran out two of
+ * its terms ago: lease.h L8); the caller removes each
  * object from BACKING and then calls pgns_reclaim_end for them (N3). */
 struct pgns_reclaim {
 	uint8_t hash[CAT_HASH_LEN];

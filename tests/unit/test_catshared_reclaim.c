@@ -629,3 +629,80 @@ Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_c
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
+
+/* ---- R7: a reclaimer that stalls after its begin ----
+ *
+ * R, the duty's holder, begins a batch of two chunks and stalls in its first
+ * removal (stopped, its VM frozen, cut from PostgreSQL but not from BACKING)
+ * for more than three of its terms. Meanwhile A sweeps R, takes R's rows
+ * over once R's lease ran out two terms ago (not at the sweep), removes and
+ * ends them, and a writer on A stores the second chunk's bytes again and
+ * puts them on BACKING. R then goes on: past its local deadline (lease.h L8)
+ * it removes nothing more, so the committed file keeps its object. */
+struct tr_stall {
+	struct tr_node *a;
+	struct tr_backing *bk;
+	uint8_t h[2][CAT_HASH_LEN]; /* the batch */
+	int calls;
+	size_t removed_at_sweep; /* A's turn right after the sweep */
+	int again;               /* the seed A writes again */
+};
+
+static int tr_stalled_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct tr_stall *s = arg;
+	if (s->calls++ == 0) {
+		usleep(2300 * 1000); /* R's lease (1 s) ran out, and its grace: swept */
+		size_t swept = 0;
+		OK(cat_lease_sweep(s->a->pc.cat, &swept));
+		cr_assert_eq(swept, 1, "A swept R");
+		struct cat_reclaim_report rep = tr_turn(s->a, s->bk);
+		cr_assert(rep.held);
+		s->removed_at_sweep = rep.removed;
+		usleep(1300 * 1000); /* two of R's terms since its lease ran out */
+		rep = tr_turn(s->a, s->bk);
+		cr_assert(rep.held && rep.removed == 2, "A took R's rows over (%zu)", rep.removed);
+		/* the chunk R has not reached yet, stored and uploaded again */
+		s->again = memcmp(hash, s->h[0], CAT_HASH_LEN) == 0 ? 2 : 1;
+		uint64_t f = tr_file(s->a, CAT_ROOT_INO, "again");
+		tr_write(s->a, s->bk, f, (const int[]){ s->again }, 1);
+		cr_assert(tr_on_backing(s->bk, s->h[s->again - 1]));
+	}
+	return tr_backing_remove(s->bk->b, hash); /* R goes on where it stopped */
+}
+
+Test(catshared_reclaim, a_reclaimer_stalled_after_its_begin_never_removes_a_new_upload)
+{
+	struct tr_node a, r;
+	struct tr_backing bk;
+	tr_open(&a, "stall-a");
+	tr_backing_open(&bk);
+	uint64_t f = tr_file(&a, CAT_ROOT_INO, "old");
+	tr_write(&a, &bk, f, (const int[]){ 1, 2 }, 2);
+	OK(cat_pending_drop(a.pc.cat, f));
+	uint64_t gone = 0;
+	OK(cat_unlink(a.pc.cat, CAT_ROOT_INO, "old", &gone));
+	OK(cat_inode_release(a.pc.cat, gone));
+	struct tr_stall s = { .a = &a, .bk = &bk };
+	tr_hash(s.h[0], 1);
+	tr_hash(s.h[1], 2);
+	cr_assert(tr_on_backing(&bk, s.h[0]) && tr_on_backing(&bk, s.h[1]));
+
+	tr_open_lease(&r, "stall-r", 1000);
+	struct cat_reclaim_report rep;
+	int rc = cat_reclaim_turn(r.pc.cat, 1000, tr_stalled_remove, &s, &rep);
+	const uint8_t *h = s.h[s.again - 1];
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(a.pc.cat), h, &row));
+	cr_assert(row.uploaded && row.refcount == 1);
+	cr_assert(tr_on_backing(&bk, h),
+		  "R removed the object a writer put again after R's rows were taken over: the "
+		  "committed file \"again\" names a chunk BACKING lacks");
+	cr_assert_eq(rc, -ESTALE, "R's end is fenced: it was swept");
+	cr_assert_eq(s.calls, 1, "R removed nothing past its deadline");
+	cr_assert_eq(s.removed_at_sweep, 0, "R's rows were not taken over at its sweep");
+	tr_check(&a);
+	tr_backing_close(&bk);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&r.pc);
+}

@@ -14,11 +14,13 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -964,6 +966,165 @@ Test(pggen, lost_is_a_verdict_rechecked_once_the_chunks_are_on_backing_again)
 	cr_assert_eq(after, 0, "a short batch: the next starts over");
 	OK(pggen_not_durable(&a.ns, g1, &undurable));
 	cr_assert_eq(undurable, 1, "step-1's manifest is to be written now");
+
+/* ---- a COMMIT whose answer is lost (pg.h P2) ----
+ *
+ * PQexec is interposed in the unit binary (here, once): a pass-through,
+ * except that while tg_lose_commits > 0 a query ending in COMMIT is cut
+ * off as by a PostgreSQL failover or a cut link: with tg_lose_before, the
+ * socket is shut before it is sent (the server never commits); otherwise
+ * the server commits and its answer is dropped. Either way pg.c sees a
+ * broken connection after a COMMIT it sent. */
+static int tg_lose_commits;
+static bool tg_lose_before;
+
+PGresult *PQexec(PGconn *conn, const char *query)
+{
+	static PGresult *(*real)(PGconn *, const char *);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "PQexec");
+	size_t n = query ? strlen(query) : 0;
+	bool commit = n >= 6 && strcmp(query + n - 6, "COMMIT") == 0;
+	if (commit && tg_lose_before && __atomic_load_n(&tg_lose_commits, __ATOMIC_ACQUIRE) > 0) {
+		__atomic_sub_fetch(&tg_lose_commits, 1, __ATOMIC_ACQ_REL);
+		shutdown(PQsocket(conn), SHUT_RDWR);
+		return real(conn, query); /* fails: the connection is gone */
+	}
+	PGresult *r = real(conn, query);
+	if (commit && PQresultStatus(r) == PGRES_COMMAND_OK &&
+	    __atomic_load_n(&tg_lose_commits, __ATOMIC_ACQUIRE) > 0) {
+		__atomic_sub_fetch(&tg_lose_commits, 1, __ATOMIC_ACQ_REL);
+		PQclear(r);
+		shutdown(PQsocket(conn), SHUT_RDWR);
+		return NULL;
+	}
+	return r;
+}
+
+static void tg_lose_next_commit(bool before)
+{
+	tg_lose_before = before;
+	__atomic_store_n(&tg_lose_commits, 1, __ATOMIC_RELEASE);
+}
+
+static void tg_lost_one(struct pt_node *n, const struct pg_stats *before)
+{
+	struct pg_stats after;
+	pg_get_stats(n->pg, &after);
+	cr_assert_eq(__atomic_load_n(&tg_lose_commits, __ATOMIC_ACQUIRE), 0, "a COMMIT was cut off");
+	cr_assert_eq(after.reconnects, before->reconnects + 1);
+}
+
+/* Files x and y under the root, each published with one chunk ts_hash(fill, 0). */
+static void tg_two_files(struct pt_node *a, uint64_t *x, uint64_t *y)
+{
+	*x = tg_shard(a, CAT_ROOT_INO, "x");
+	*y = tg_shard(a, CAT_ROOT_INO, "y");
+	tg_publish(a, *x, 21, 1);
+	tg_publish(a, *y, 22, 1);
+}
+
+static void tg_names(struct pt_node *a, uint64_t x_ino, uint64_t y_ino)
+{
+	struct cat_inode in;
+	OK(pgns_lookup(&a->ns, CAT_ROOT_INO, "x", &in));
+	cr_assert_eq(in.ino, x_ino, "x is inode %" PRIu64 ", not %" PRIu64, in.ino, x_ino);
+	OK(pgns_lookup(&a->ns, CAT_ROOT_INO, "y", &in));
+	cr_assert_eq(in.ino, y_ino, "y is inode %" PRIu64 ", not %" PRIu64, in.ino, y_ino);
+}
+
+/* Run again, an exchange swaps the names back and reports success: x and y
+ * would serve each other's bytes. */
+Test(pggen, an_exchange_whose_commit_answer_was_lost_is_done_once)
+{
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
+	uint64_t x, y;
+	tg_two_files(&a, &x, &y);
+	struct pg_stats before;
+	pg_get_stats(a.pg, &before);
+	tg_lose_next_commit(false);
+	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "x", CAT_ROOT_INO, "y", CAT_RENAME_EXCHANGE, NULL,
+			NULL, NULL));
+	tg_lost_one(&a, &before);
+	tg_names(&a, y, x);
+	tg_checked(&a);
+	pt_leave(&a);
+}
+
+/* A COMMIT that never reached the server: the question finds it did not
+ * commit, and the exchange runs again, once. */
+Test(pggen, an_exchange_whose_commit_never_arrived_runs_again)
+{
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
+	uint64_t x, y;
+	tg_two_files(&a, &x, &y);
+	struct pg_stats before;
+	pg_get_stats(a.pg, &before);
+	tg_lose_next_commit(true);
+	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "x", CAT_ROOT_INO, "y", CAT_RENAME_EXCHANGE, NULL,
+			NULL, NULL));
+	tg_lost_one(&a, &before);
+	tg_names(&a, y, x);
+	/* and the next transaction goes on with the connection's next token */
+	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "x", CAT_ROOT_INO, "y", CAT_RENAME_EXCHANGE, NULL,
+			NULL, NULL));
+	tg_names(&a, x, y);
+	tg_checked(&a);
+	pt_leave(&a);
+}
+
+/* A reference count raised by a transaction (a rewrite's backup counts each
+ * chunk once more, N1) is raised once, though the COMMIT's answer was lost:
+ * run again, the reopen would find its generation open already. */
+Test(pggen, a_reopen_whose_commit_answer_was_lost_counts_its_backup_once)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, CAT_ROOT_INO, "step-1", 1, &sa, &sb);
+	tg_publish(&a, sa, 11, 2);
+	tg_publish(&b, sb, 12, 2);
+	tg_close_shards(&a, sa, &b, sb);
+	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL));
+	cr_assert_eq(tg_refs(&a, 11, 0), 1);
+
+	struct pg_stats before;
+	pg_get_stats(b.pg, &before);
+	tg_lose_next_commit(false);
+	OK(pggen_reopen(&b.ns, gen));
+	tg_lost_one(&b, &before);
+	struct cat_gen g;
+	OK(pggen_get_sized(&a.ns, gen, &g));
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.version, 2);
+	cr_assert_eq(tg_refs(&a, 11, 0), 2, "one backup names the chunk, not two");
+	cr_assert_eq(tg_refs(&a, 12, 1), 2);
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+/* A sweep run again after its committed COMMIT's answer was lost finds the
+ * node expired already and returns nobody: its generations would never be
+ * settled. Asked instead, it returns the node it expired. */
+Test(pggen, a_sweep_whose_commit_answer_was_lost_returns_the_node_it_expired)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 1000);
+	usleep(2300 * 1000); /* b's lease ran out, and its grace (lease.h L4) */
+	struct pg_stats before;
+	pg_get_stats(a.pg, &before);
+	tg_lose_next_commit(false);
+	uint64_t ids[2];
+	size_t n = 0;
+	OK(lease_sweep(&a.lease, ids, 2, &n));
+	tg_lost_one(&a, &before);
+	cr_assert_eq(n, 1, "the sweep that expired b returns it");
+	cr_assert_eq(ids[0], b.lease.node_id);
 	pt_leave(&a);
 	pt_leave(&b);
 }

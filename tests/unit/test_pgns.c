@@ -669,6 +669,10 @@ Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 	usleep(3300 * 1000); /* a dies mid-reclaim: its lease runs out, and its grace (L4) */
 	uint64_t ids[2];
 	OK(lease_sweep(&b.lease, ids, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
+	cr_assert_eq(n, 0, "swept, but its lease ran out less than two terms ago (lease.h L8)");
+	usleep(1500 * 1000);
 	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
 	cr_assert_eq(n, 2, "the next reclaimer takes over what a left");
 	FAILS(pgns_reclaim_end(&a.ns, rec, n), ESTALE);

@@ -966,6 +966,9 @@ Test(pggen, lost_is_a_verdict_rechecked_once_the_chunks_are_on_backing_again)
 	cr_assert_eq(after, 0, "a short batch: the next starts over");
 	OK(pggen_not_durable(&a.ns, g1, &undurable));
 	cr_assert_eq(undurable, 1, "step-1's manifest is to be written now");
+	pt_leave(&a);
+	pt_leave(&b);
+}
 
 /* ---- a COMMIT whose answer is lost (pg.h P2) ----
  *

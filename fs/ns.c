@@ -162,6 +162,103 @@ static int ns_gen_change_attr(struct ns *ns, const struct ns_cred *c, uint64_t i
 	return rc;
 }
 
+/* ---- writers, registered before what they change is seen (invariant 6) ---- */
+
+/* Shared catalog (issue 18): the first write handle of a node on this
+ * node tells the other nodes the file is being written (its ns_writing row
+ * holds its generation's commit), the last one's close, after the commit of
+ * its contents, that it is not. The count changes under n->rw here, so that
+ * an open and a close racing cannot leave the row deleted under a writer or
+ * left behind after the last one. */
+static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
+{
+	pthread_rwlock_wrlock(&n->rw);
+	int rc = 0;
+	if (delta > 0 && n->write_handles == 0)
+		rc = cat_writing(ns->cat, n->ino, true);
+	if (rc == 0)
+		node_writers_add(ns->nodes, n, delta);
+	if (rc == 0 && delta < 0 && n->write_handles == 0) {
+		int wrc = cat_writing(ns->cat, n->ino, false);
+		if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
+			log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
+				  (unsigned long long)n->ino, strerror(-wrc));
+	}
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+/* n's count among this node's writers (the list gen_files_being_written
+ * reads; shared, also its ns_writing row, pggen.h X1). */
+static int ns_writer_count(struct ns *ns, struct node *n, int delta)
+{
+	if (cat_is_shared(ns->cat))
+		return ns_writing_shared(ns, n, delta);
+	node_writers_add(ns->nodes, n, delta);
+	return 0;
+}
+
+/* Counts n among the writers of generation gen_id: from here on a commit of
+ * it waits (gen.h invariant 2). change: the caller changes it next, so a
+ * settled generation is reopened (invariant 4) — after the count, so no
+ * commit comes between the reopen and the change, and before the policy's
+ * count, so that one is of the open version its close uncounts. */
+static int ns_writer_enter(struct ns *ns, struct node *n, uint64_t gen_id, bool change)
+{
+	int rc = ns_writer_count(ns, n, 1);
+	if (rc == 0 && change && (rc = gen_before_change(ns->gen, gen_id)) != 0)
+		ns_writer_count(ns, n, -1);
+	if (rc == 0)
+		gen_writer_opened(ns->gen, gen_id);
+	return rc;
+}
+
+/* The reverse of ns_writer_enter: a commit waiting for n may run. */
+static void ns_writer_leave(struct ns *ns, struct node *n, uint64_t gen_id)
+{
+	ns_writer_count(ns, n, -1);
+	gen_writer_closed(ns->gen, gen_id);
+}
+
+/* A directory of a generation registered as a writer of it while a file is
+ * created in it and opened (invariant 6); n NULL: nothing held. */
+struct ns_hold {
+	struct node *n;
+	uint64_t gen_id;
+};
+
+static void ns_hold_end(struct ns *ns, struct ns_hold *h)
+{
+	if (!h || !h->n)
+		return;
+	ns_writer_leave(ns, h->n, h->gen_id);
+	node_put(ns->nodes, h->n);
+	h->n = NULL;
+}
+
+/* ns_gen_change_attr for a create that opens its file for writing: the
+ * parent, when in a generation, is registered before the generation is
+ * reopened or anything in it changes; *h ends it (ns_hold_end), which the
+ * call does itself when it fails. */
+static int ns_gen_change_held(struct ns *ns, const struct ns_cred *c, uint64_t parent,
+			      uint64_t *gen_id, struct cat_inode *in, struct ns_hold *h)
+{
+	h->n = NULL;
+	h->gen_id = 0;
+	int rc = cat_getattr_gen(ns->cat, parent, in, gen_id);
+	if (rc != 0 || !*gen_id)
+		return rc; /* outside a generation: nothing to hold, nothing to reopen */
+	struct node *n = node_get(ns->nodes, parent);
+	rc = n ? ns_writer_enter(ns, n, *gen_id, true) : -ENOMEM;
+	if (rc == 0) {
+		*h = (struct ns_hold){ .n = n, .gen_id = *gen_id };
+		gen_activity(ns->gen, *gen_id, c->pid);
+	} else if (n) {
+		node_put(ns->nodes, n);
+	}
+	return rc;
+}
+
 /* What this node's writer of out->ino has that the catalog has not yet:
  * the size and, once written, the mtime (close-to-open: the catalog learns
  * them at the commit). */
@@ -284,17 +381,21 @@ double ns_entry_timeout(struct ns *ns, const char *name, double usual)
 
 /* Creates an entry with the caller's owner; a set-group-ID directory passes
  * its group (and, to subdirectories, the bit) on, as in ext4. A name that
- * starts a generation (gen_spec_for) creates it in the same transaction. */
+ * starts a generation (gen_spec_for) creates it in the same transaction.
+ * hold (a create that opens the file for writing): the parent, when in a
+ * generation, is registered as a writer before the entry is made
+ * (invariant 6), and stays so for the caller to end with ns_hold_end. */
 static int ns_make_entry(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
 			 mode_t mode, dev_t rdev, const char *target, struct cat_inode *out,
-			 uint64_t *out_gen)
+			 uint64_t *out_gen, struct ns_hold *hold)
 {
 	if (strlen(name) > CAT_NAME_MAX)
 		return -ENAMETOOLONG;
 	uint32_t gid = c->gid;
 	struct cat_inode dir;
 	uint64_t parent_gen, gen_id = 0;
-	int rc = ns_gen_change_attr(ns, c, parent, &parent_gen, &dir);
+	int rc = hold ? ns_gen_change_held(ns, c, parent, &parent_gen, &dir, hold)
+		      : ns_gen_change_attr(ns, c, parent, &parent_gen, &dir);
 	if (rc != 0)
 		return rc;
 	if (dir.mode & S_ISGID) {
@@ -307,8 +408,10 @@ static int ns_make_entry(struct ns *ns, const struct ns_cred *c, uint64_t parent
 		parent_gen ? NULL : gen_spec_for(ns->gen, parent, name, &spec_buf);
 	rc = cat_create_in_gen(ns->cat, parent, name, mode, c->uid, gid, rdev, target, spec, out,
 			       &gen_id);
-	if (rc != 0)
+	if (rc != 0) {
+		ns_hold_end(ns, hold);
 		return rc;
+	}
 	if (spec)
 		gen_started(ns->gen, gen_id, parent, false, c->pid);
 	else
@@ -323,7 +426,7 @@ int ns_make(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char 
 	if (target && strlen(target) > PATH_MAX)
 		return -ENAMETOOLONG;
 	uint64_t gen_id;
-	int rc = ns_make_entry(ns, c, parent, name, mode, rdev, target, out, &gen_id);
+	int rc = ns_make_entry(ns, c, parent, name, mode, rdev, target, out, &gen_id, NULL);
 	if (rc == 0)
 		node_lookup_add(ns->nodes, out->ino);
 	return rc;
@@ -521,80 +624,52 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 
 /* ---- files ---- */
 
-/* Shared catalog (issue 18): the first write handle of a node on this
- * node tells the other nodes the file is being written (its ns_writing row
- * holds its generation's commit), the last one's close, after the commit of
- * its contents, that it is not. The count changes under n->rw here, so that
- * an open and a close racing cannot leave the row deleted under a writer or
- * left behind after the last one. */
-static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
+/* O_TRUNC on an open for writing, f already counted among the writers of
+ * its generation, reopened if it was settled (invariant 6). */
+static int ns_open_truncate(struct ns *ns, const struct ns_cred *c, struct ns_file *f, bool setid)
 {
+	struct node *n = f->n;
 	pthread_rwlock_wrlock(&n->rw);
-	int rc = 0;
-	if (delta > 0 && n->write_handles == 0)
-		rc = cat_writing(ns->cat, n->ino, true);
-	if (rc == 0)
-		node_writers_add(ns->nodes, n, delta);
-	if (rc == 0 && delta < 0 && n->write_handles == 0) {
-		int wrc = cat_writing(ns->cat, n->ino, false);
-		if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
-			log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
-				  (unsigned long long)n->ino, strerror(-wrc));
-	}
+	int rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(ns->cat, n->ino, 0);
+	if (rc == 0 && setid) /* invariant 3 */
+		rc = ns_killpriv(ns, c, n->ino, &n->setid);
 	pthread_rwlock_unlock(&n->rw);
+	f->wrote = true;
 	return rc;
 }
 
 /* Opens ino, in generation gen_id, for f: a writable handle counts among
- * its generation's writers (a commit waits for it: gen.h invariant 2),
- * O_TRUNC truncates. */
+ * its generation's writers (a commit waits for it: gen.h invariant 2) from
+ * before its O_TRUNC truncates (invariant 6) until its release. */
 static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, uint64_t gen_id,
 			int flags, mode_t mode, struct ns_file **out)
 {
 	struct ns_file *f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->writable = (flags & O_ACCMODE) != O_RDONLY;
-	f->gen_id = f->writable ? gen_id : 0;
-	int rc = 0;
-	if (f->writable && (flags & O_TRUNC))
-		rc = gen_before_change(ns->gen, f->gen_id);
-	struct node *n = rc == 0 ? node_open(ns->nodes, ino) : NULL;
+	struct node *n = f ? node_open(ns->nodes, ino) : NULL;
 	if (!n) {
 		free(f);
-		return rc ? rc : -ENOMEM;
+		return -ENOMEM;
 	}
 	f->n = n;
+	f->writable = (flags & O_ACCMODE) != O_RDONLY;
+	f->gen_id = f->writable ? gen_id : 0;
 	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
 	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);
-	if (f->writable && (flags & O_TRUNC)) {
-		pthread_rwlock_wrlock(&n->rw);
-		rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(ns->cat, ino, 0);
-		if (rc == 0 && setid) /* invariant 3 */
-			rc = ns_killpriv(ns, c, ino, &n->setid);
-		pthread_rwlock_unlock(&n->rw);
-		f->wrote = true;
-	}
+	bool trunc = f->writable && (flags & O_TRUNC);
+	int rc = f->writable ? ns_writer_enter(ns, n, f->gen_id, trunc) : 0;
+	bool entered = f->writable && rc == 0;
+	if (rc == 0 && trunc)
+		rc = ns_open_truncate(ns, c, f, setid);
 	if (rc != 0) {
+		if (entered)
+			ns_writer_leave(ns, n, f->gen_id);
 		node_close(ns->nodes, n);
 		node_put(ns->nodes, n);
 		free(f);
 		return rc;
 	}
-	if (f->writable && cat_is_shared(ns->cat))
-		rc = ns_writing_shared(ns, n, 1);
-	if (rc != 0) {
-		node_close(ns->nodes, n);
-		node_put(ns->nodes, n);
-		free(f);
-		return rc;
-	}
-	if (f->writable) {
-		if (!cat_is_shared(ns->cat))
-			node_writers_add(ns->nodes, n, 1);
-		gen_writer_opened(ns->gen, f->gen_id);
+	if (f->writable)
 		gen_activity(ns->gen, f->gen_id, c->pid);
-	}
 	ns_files_link(ns, f);
 	*out = f;
 	return 0;
@@ -618,10 +693,14 @@ int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 	      mode_t mode, int flags, struct ns_file **out, struct cat_inode *in)
 {
 	uint64_t gen_id; /* the new file's, from its create (invariant 5) */
-	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in, &gen_id);
+	struct ns_hold hold = { NULL, 0 };
+	bool writable = (flags & O_ACCMODE) != O_RDONLY;
+	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in, &gen_id,
+			       writable ? &hold : NULL);
 	if (rc != 0)
 		return rc;
 	rc = ns_open_node(ns, c, in->ino, gen_id, flags & ~O_TRUNC /* it is new */, in->mode, out);
+	ns_hold_end(ns, &hold); /* the file itself holds the commit now (invariant 6) */
 	if (rc != 0)
 		return rc;
 	(*out)->wrote = true; /* creating is writing (an empty marker counts) */
@@ -772,13 +851,8 @@ void ns_release_done(struct ns *ns, struct ns_file *f, int rc)
 	char name[40];
 	if (rc == 0 && f->wrote && node_trigger(ns->nodes, n, &parent, name, sizeof(name)))
 		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id);
-	if (f->writable) {
-		if (cat_is_shared(ns->cat))
-			ns_writing_shared(ns, n, -1);
-		else
-			node_writers_add(ns->nodes, n, -1);
-		gen_writer_closed(ns->gen, f->gen_id);
-	}
+	if (f->writable)
+		ns_writer_leave(ns, n, f->gen_id);
 	node_put(ns->nodes, n); /* the reference ns_release's node_close took */
 	ns_files_unlink(ns, f);
 	free(f);

@@ -56,6 +56,13 @@
  *     that. With a shared catalog, a change made on another node is seen
  *     at this node's next call; the kernel's timeouts (ops.c, at most 1 s)
  *     bound how late that call comes.
+ *  6. A writer holds its generation's commit (gen.h invariant 2; shared,
+ *     pggen.h X1) before anything it changes is seen: an open for writing
+ *     is counted among the writers (node table and policy, or its
+ *     ns_writing row) before its O_TRUNC reopens or empties the file, and a
+ *     create for writing counts its directory (when in a generation) from
+ *     before the generation is reopened and the entry made until the new
+ *     file's handle counts. A call that fails after counting uncounts.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

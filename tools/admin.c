@@ -149,9 +149,11 @@ static const struct admin_command admin_commands[] = {
 	  "catalog.db.before-rebuild-TIME, never deleted. BACKING defaults to the one\n"
 	  "the cache belongs to (CACHE/backing). A manifest that fails its checks is\n"
 	  "reported and skipped (exit 1).\n"
-	  "rebuild --meta URL BACKING fills an EMPTY shared catalog (-o meta=URL) from\n"
-	  "BACKING's generation manifests instead (a lost database); a catalog that\n"
-	  "holds anything is refused (exit 1).\n" },
+	  "rebuild --meta [--force] URL BACKING fills an EMPTY shared catalog\n"
+	  "(-o meta=URL) from BACKING's generation manifests instead (a lost database);\n"
+	  "a catalog that holds anything is refused (exit 1), and so is a BACKING whose\n"
+	  "shared claim was renewed in the last 60 s (exit 8: a node of the old catalog\n"
+	  "may still run) unless --force, once every node of it is stopped.\n" },
 	{ "export", admin_cmd_export, ADMIN_NEED_READ, "export [--force] GEN DIR",
 	  "write a generation out as plain files: DIR/NAME",
 	  "Writes the generation as plain files to DIR/NAME (DIR is created if needed;\n"
@@ -290,7 +292,8 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 			else if (strcmp(s, "--all") == 0 && *cmd == admin_find("list"))
 				a->all = true;
 			else if (strcmp(s, "--force") == 0 &&
-				 (*cmd == admin_find("rm") || *cmd == admin_find("export")))
+				 (*cmd == admin_find("rm") || *cmd == admin_find("export") ||
+				  *cmd == admin_find("rebuild")))
 				a->force = true;
 			else if (strcmp(s, "--dry-run") == 0 && *cmd == admin_find("gc"))
 				a->dry_run = true;

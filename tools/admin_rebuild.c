@@ -23,6 +23,11 @@
  * time of the rebuild (its writes are fenced like any node's), refuses a
  * catalog that holds anything, and takes the catalog id BACKING's shared
  * claim names, so that the nodes mount the rebuilt catalog on that BACKING.
+ * It refuses (exit 8) while that claim was renewed within
+ * ADMIN_META_LIVE_S, unless --force: a node of the old catalog may still
+ * run (a split brain, or a new database named while the cluster runs), and
+ * two catalogs of one id on one BACKING each reclaim the chunks the other's
+ * saves name (fs/lib/claim.h invariant 7).
  *
  * Limits: a generation deleted while its manifest removal was still queued
  * comes back (delete it again); data that was only in the cache (dirty,
@@ -156,8 +161,30 @@ static uint64_t admin_recache(struct admin *a, struct cat *cat)
 	return r.chunks;
 }
 
+/* A shared claim renewed this recently is a running cluster's: its nodes
+ * renew it every quarter of their claim_timeout (the default unless set;
+ * up to 4 times it, a live node still renews within this). */
+#define ADMIN_META_LIVE_S CLAIM_DEFAULT_TIMEOUT_S
+
+/* Refuses a shared claim renewed within ADMIN_META_LIVE_S (a clock ahead of
+ * ours counts as recent), unless --force. */
+static int admin_meta_claim_quiet(struct admin *a, const struct claim_rec *rec)
+{
+	int64_t ago = (int64_t)time(NULL) - rec->renewed;
+	if (ago >= ADMIN_META_LIVE_S || a->force)
+		return ADMIN_OK;
+	admin_err("rebuild --meta: BACKING %s is claimed by the shared catalog %s, renewed %" PRId64
+		  " s ago (by host %s, cache %s), within %d s: a node of it may still run, and two"
+		  " catalogs on one BACKING delete each other's chunks; stop every node of it and"
+		  " wait until the claim is %d s old, or give --force if they are all stopped;"
+		  " nothing changed", a->pos[0], rec->catalog, ago, rec->host, rec->cache,
+		  ADMIN_META_LIVE_S, ADMIN_META_LIVE_S);
+	return ADMIN_BUSY;
+}
+
 /* The catalog id of BACKING's claim if it is a shared catalog's ("" if
- * there is no claim); a lone catalog's claim is refused. */
+ * there is no claim); a lone catalog's claim is refused, and so is a shared
+ * one still renewed (admin_meta_claim_quiet). */
 static int admin_meta_claim(struct admin *a, char id[CLAIM_ID_LEN + 1])
 {
 	struct claim_rec rec;
@@ -176,7 +203,7 @@ static int admin_meta_claim(struct admin *a, char id[CLAIM_ID_LEN + 1])
 		return ADMIN_PROBLEM;
 	}
 	snprintf(id, CLAIM_ID_LEN + 1, "%s", rec.catalog);
-	return ADMIN_OK;
+	return admin_meta_claim_quiet(a, &rec);
 }
 
 /* The shared catalog at a->target as a node named for the rebuild, with a
@@ -291,6 +318,10 @@ int admin_cmd_rebuild(struct admin *a)
 {
 	if (a->meta)
 		return admin_rebuild_meta(a);
+	if (a->force) {
+		admin_err("rebuild: --force goes with --meta only (a claim still renewed)");
+		return ADMIN_USAGE;
+	}
 	if (a->daemon || !a->by_cache || a->lock_fd < 0) {
 		admin_err("rebuild: the catalog is in use by a running daemon: unmount first, then "
 			  "ckptfs-admin rebuild --cache %s", a->cache);

@@ -389,4 +389,53 @@ run step-2 2 committed -" "$(a2_list C)" "list on C"
 }
 ck_timeout test_a_nodes_cache_offline_is_refused_and_loses_nothing 120
 
+# (s28 review F12) rebuild --meta never joins a new database to a BACKING a
+# running cluster still claims: with node A up on the old database, a fresh
+# empty one is refused in one line (exit 8) naming BACKING, the claim's
+# catalog and how long ago it was renewed, and stays untouched; once A is
+# stopped its claim is still fresh (refused again) unless --force; a claim
+# older than 60 s needs no --force. Either way a database that is not empty
+# is refused (exit 1), --force or not.
+test_rebuild_meta_refuses_a_backing_a_running_cluster_claims() {
+	local out rc id now
+	mn_pg_start
+	mn_mount A
+	mn_save A run/step-100 w.bin 300000 f12-save
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
+	id=$(sed -n 's/^catalog //p' "$CK_BACKING/ckptfs.claim")
+	[ -n "$id" ] || ck_fail "no catalog id in BACKING's claim"
+	mn_pg_start # a new, empty database while A still runs on the old one
+	local tables="SELECT count(*) FROM information_schema.tables WHERE table_name = 'ns_generations'"
+	rc=0
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
+	assert_eq 8 "$rc" "exit of rebuild --meta while node A runs: $out"
+	assert_eq 1 "$(echo "$out" | wc -l)" "lines of its refusal: $out"
+	assert_contains "$out" "BACKING $CK_BACKING" "the refusal names BACKING"
+	assert_contains "$out" "shared catalog $id" "the refusal names the claim's catalog"
+	assert_contains "$out" " s ago" "the refusal says when the claim was renewed"
+	assert_eq 0 "$(mn_psql "$tables")" "tables made in the new database by a refused rebuild"
+	mn_umount A
+	rc=0
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
+	assert_eq 8 "$rc" "exit of rebuild --meta with A just stopped (its claim fresh), no --force: $out"
+	assert_eq 0 "$(mn_psql "$tables")" "tables made in the new database by a refused rebuild"
+	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) ||
+		ck_fail "rebuild --meta --force failed: $out"
+	assert_contains "$out" "1 generations" "rebuild --meta --force"
+	rc=0
+	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "exit of rebuild --meta --force into a database that is not empty: $out"
+	assert_contains "$out" "is not empty" "the refusal"
+	# a claim the last node left 2 minutes ago: no --force needed
+	mn_pg_start
+	now=$(date +%s)
+	sed -i "s/^renewed .*/renewed $((now - 120))/" "$CK_BACKING/ckptfs.claim"
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) ||
+		ck_fail "rebuild --meta over a claim renewed 120 s ago failed: $out"
+	assert_contains "$out" "1 generations" "rebuild --meta over an old claim"
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE name = 'step-100' AND state = 1")" \
+		"step-100 committed in the rebuilt database"
+}
+ck_timeout test_rebuild_meta_refuses_a_backing_a_running_cluster_claims 240
+
 ck_main "$@"

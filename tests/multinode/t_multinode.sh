@@ -332,11 +332,11 @@ test_wait_on_any_node_then_rebuild_meta_from_backing() {
 	local old_url=$MN_URL
 	mn_pg_start
 	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
+	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
 	ck_log "$out"
 	assert_contains "$out" "1 generations" "rebuild --meta"
 	local rc=0
-	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
+	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
 	assert_eq 1 "$rc" "exit of rebuild --meta into a catalog that is not empty"
 	assert_eq 1 "$(echo "$out" | wc -l)" "lines of its refusal: $out"
 	assert_contains "$out" "is not empty" "the refusal"
@@ -388,7 +388,7 @@ test_rebuild_meta_brings_back_the_names_outside_generations() {
 	local old_url=$MN_URL
 	mn_pg_start
 	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
+	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
 	ck_log "$out"
 	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
 	mn_mount C

@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "catalog_internal.h" /* the catalog's connection: a hook at the change (invariant 6) */
 #include "chunkput.h"
 #include "gen.h"
 #include "generation.h"
@@ -352,4 +354,125 @@ Test(ns, test_only_root_or_the_owner_steers_a_generation_by_hand)
 	char line[512];
 	OK(ns_gen_describe(tns.ns, root, line, sizeof(line)));
 	cr_assert(strstr(line, "name=step-500 ") && strstr(line, "pinned=1"), "%s", line);
+}
+
+/* ---- a writer is registered before what it changes is seen (ns.h invariant 6) ---- */
+
+/* The moment the catalog changes a row of inodes: what a commit rule firing
+ * then on another thread would see. The hook runs inside the change, with
+ * the catalog's lock held, so it only looks at the node table (the list
+ * every commit path asks, gen.c gen_files_being_written). */
+static struct {
+	sqlite3_int64 row; /* the inode watched */
+	int op;            /* SQLITE_INSERT (a create) or SQLITE_UPDATE (a truncate) */
+	uint64_t writer;   /* the inode expected among the writers at that moment */
+	int seen;          /* changes of row seen */
+	int held;          /* of them, with writer registered */
+} tns_gap;
+
+static void tns_gap_hook(void *arg, int op, const char *db, const char *table, sqlite3_int64 row)
+{
+	if (op != tns_gap.op || strcmp(table, "inodes") != 0 ||
+	    (tns_gap.row && row != tns_gap.row))
+		return;
+	uint64_t inos[64];
+	size_t n = node_writing(tns.nodes, inos, 64);
+	tns_gap.seen++;
+	for (size_t i = 0; i < n; i++)
+		if (inos[i] == tns_gap.writer) {
+			tns_gap.held++;
+			break;
+		}
+}
+
+static void tns_gap_watch(int op, uint64_t row, uint64_t writer)
+{
+	tns_gap = (typeof(tns_gap)){ .row = (sqlite3_int64)row, .op = op, .writer = writer };
+	sqlite3_update_hook(tns.fs.cat->db, tns_gap_hook, NULL);
+}
+
+static void tns_gap_unwatch(void)
+{
+	sqlite3_update_hook(tns.fs.cat->db, NULL, NULL);
+}
+
+static void tns_close(struct ns_file *f)
+{
+	int rc = ns_release(tns.ns, f);
+	OK(rc);
+	ns_release_done(tns.ns, f, rc);
+}
+
+/* F11 of the s28 review: an O_TRUNC open emptied the file before its
+ * handle counted among the writers, so a commit in between (a marker on
+ * another thread, the quiet period) committed the save with the file empty. */
+Test(ns, test_an_o_trunc_open_is_a_writer_before_it_empties_the_file)
+{
+	struct cat_gen gen;
+	struct ns_file *f;
+	struct cat_inode in;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-700");
+	uint64_t ino = tns_write_file(root, "shard-0.dat", 200000, 11);
+	tns_gap_watch(SQLITE_UPDATE, ino, ino);
+	OK(ns_open(tns.ns, &tns_cred, ino, O_WRONLY | O_TRUNC, &f, &in));
+	tns_gap_unwatch();
+	cr_assert_gt(tns_gap.seen, 0, "the truncate changed the inode's row");
+	cr_assert_eq(tns_gap.held, tns_gap.seen, "the file was not yet a writer when emptied");
+	tns_write_file(root, ".ckptfs-commit", 0, 12);
+	cr_assert_eq(tns_gen_state("step-700", &gen), GEN_OPEN, "the truncating handle holds it");
+	tns_close(f);
+	cr_assert_eq(tns_gen_state("step-700", &gen), GEN_COMMITTED);
+	OK(cat_getattr(tns.fs.cat, ino, &in));
+	cr_assert_eq(in.size, 0);
+}
+
+/* The same for a create: the new (empty) file is in the generation from
+ * the create's transaction; its directory is a writer of the generation
+ * from before it until the file's own handle is. */
+Test(ns, test_a_create_for_writing_holds_its_generation_before_the_file_is_seen)
+{
+	struct cat_gen gen;
+	struct ns_file *f;
+	struct cat_inode in;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-800");
+	tns_gap_watch(SQLITE_INSERT, 0, root);
+	OK(ns_create(tns.ns, &tns_cred, root, "shard-1.dat", 0644, O_WRONLY | O_CREAT, &f, &in));
+	tns_gap_unwatch();
+	cr_assert_eq(tns_gap.seen, 1, "one inode made");
+	cr_assert_eq(tns_gap.held, 1, "its generation had no writer when the file appeared");
+	uint64_t inos[8];
+	cr_assert_eq(node_writing(tns.nodes, inos, 8), 1, "only the file is a writer now");
+	cr_assert_eq(inos[0], in.ino);
+	tns_write_file(root, ".ckptfs-commit", 0, 13);
+	cr_assert_eq(tns_gen_state("step-800", &gen), GEN_OPEN, "the new file's handle holds it");
+	uint8_t *b = ts_random(70000, 14);
+	OK(ns_write(tns.ns, &tns_cred, f, b, 70000, 0, false, false));
+	tns_close(f);
+	cr_assert_eq(tns_gen_state("step-800", &gen), GEN_COMMITTED);
+	tns_expect_bytes(in.ino, 70000, 14);
+	free(b);
+}
+
+/* An open that fails after it registered (here its truncate, refused by a
+ * trigger) leaves no writer behind: the commit it held may run. */
+Test(ns, test_an_open_that_fails_after_registering_is_no_writer)
+{
+	struct cat_gen gen;
+	struct ns_file *f = NULL;
+	struct cat_inode in;
+	char sql[256];
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-900");
+	uint64_t ino = tns_write_file(root, "shard-0.dat", 100000, 15);
+	snprintf(sql, sizeof(sql), "CREATE TEMP TRIGGER tns_no_truncate BEFORE UPDATE ON inodes"
+		 " WHEN NEW.ino = %llu AND NEW.size = 0 BEGIN SELECT RAISE(ABORT, 'refused'); END",
+		 (unsigned long long)ino);
+	cr_assert_eq(sqlite3_exec(tns.fs.cat->db, sql, NULL, NULL, NULL), SQLITE_OK);
+	cr_assert_neq(ns_open(tns.ns, &tns_cred, ino, O_WRONLY | O_TRUNC, &f, &in), 0);
+	cr_assert_eq(sqlite3_exec(tns.fs.cat->db, "DROP TRIGGER tns_no_truncate", NULL, NULL, NULL),
+		     SQLITE_OK);
+	uint64_t inos[8];
+	cr_assert_eq(node_writing(tns.nodes, inos, 8), 0, "the failed open is no writer");
+	tns_write_file(root, ".ckptfs-commit", 0, 16);
+	cr_assert_eq(tns_gen_state("step-900", &gen), GEN_COMMITTED, "nothing holds it");
+	tns_expect_bytes(ino, 100000, 15);
 }

@@ -37,7 +37,8 @@
  *  S4. The uploader uploads a chunk only while a local writer references
  *      it or PostgreSQL has it live and not uploaded: one PostgreSQL has on
  *      BACKING already is moot, one it lacks is dropped (stale).
- *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first, then
+ *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first (where
+ *      that can change something, S12), then
  *      locally, and only a chunk whose local row has its object (an upload
  *      found moot marks nothing, as upload.c's U_CHUNK_UPLOADED). PostgreSQL
  *      lacking it (-ENOENT: not published yet, or reclaimed meanwhile) is

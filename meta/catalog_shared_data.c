@@ -103,7 +103,8 @@
  *  S12. S5's markings in PostgreSQL are sent only where they can change
  *      something. A writer's chunk whose claim (S8) found no row in
  *      PostgreSQL is remembered with the count of this node's publications
- *      whose last local read (csd_publish_late) had run by then; if, at its
+ *      whose last local read (csd_publish_late, run once the publication
+ *      succeeded, whatever the steps between gave) had run by then; if, at its
  *      upload's end, none has run since and a writer here still names it,
  *      nothing of this node has published it since the claim, or the one
  *      publishing it reads the local row after the local mark: the row is
@@ -856,12 +857,15 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
 				       p.nuploaded, refused);
+	bool published = rc == 0;
 	if (rc == 0) /* S8 */
 		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded, refused,
 				      p.nuploaded);
 	free(refused);
-	if (rc == 0)
-		rc = csd_publish_late(cat, &p);
+	if (published) { /* S5, S12: whatever the step before gave, once published */
+		int lrc = csd_publish_late(cat, &p);
+		rc = rc ? rc : lrc;
+	}
 	csd_publish_free(&p);
 	return rc;
 }

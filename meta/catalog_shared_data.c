@@ -324,6 +324,7 @@ static void csd_absent_put(struct csd_absent_set *set, const uint8_t hash[CAT_HA
 		memcpy(a->hash, hash, CAT_HASH_LEN);
 		a->published = published;
 	}
+	assert(set->n <= set->cap && set->cap <= CSD_ABSENT_MAX);
 }
 
 /* Whether hash's marking may stay local (S12): claimed with no row, no

@@ -158,6 +158,9 @@ struct pgns *cat_shared_ns(struct cat *cat);
 /* catalog_shared_data.c S11's lock: an eviction's pins (write) against a
  * writer's release (read); shared only. */
 pthread_rwlock_t *cat_shared_pins(struct cat *cat);
+/* catalog_shared_data.c S12's hashes claimed with no PostgreSQL row;
+ * shared only, read and changed under the catalog lock. */
+struct csd_absent_set *cat_shared_absent(struct cat *cat);
 
 /* A pending extent's fields make sense (lengths, offsets within the chunk). */
 bool cat_extent_valid(const struct cat_extent *ext);

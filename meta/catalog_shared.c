@@ -54,6 +54,7 @@
 #include <libpq-fe.h>
 
 #include "catalog_internal.h"
+#include "catalog_shared_data.h"
 #include "lease.h"
 #include "log.h"
 #include "manifest_shared.h"
@@ -69,6 +70,7 @@ struct cat_shared {
 	char catalog_id[33]; /* S5 */
 	pthread_rwlock_t pins; /* catalog_shared_data.c S11: evictions' pins, releases' unpins */
 	uint64_t lost_after;   /* S6: where the next re-check of lost generations starts */
+	struct csd_absent_set absent; /* catalog_shared_data.c S12 */
 };
 
 /* Nodes one sweep settles (S6: more are the next sweep's, lease.h L7). */
@@ -141,6 +143,7 @@ static void catsh_free(struct cat_shared *sh)
 	pg_close(sh->pg);
 	pg_close(sh->lease_pg);
 	pthread_rwlock_destroy(&sh->pins);
+	csd_absent_free(&sh->absent);
 	free(sh);
 }
 
@@ -629,4 +632,10 @@ pthread_rwlock_t *cat_shared_pins(struct cat *cat)
 {
 	assert(cat->shared);
 	return &cat->shared->pins;
+}
+
+struct csd_absent_set *cat_shared_absent(struct cat *cat)
+{
+	assert(cat->shared);
+	return &cat->shared->absent;
 }

@@ -37,7 +37,8 @@
  *  S4. The uploader uploads a chunk only while a local writer references
  *      it or PostgreSQL has it live and not uploaded: one PostgreSQL has on
  *      BACKING already is moot, one it lacks is dropped (stale).
- *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first, then
+ *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first (where
+ *      that can change something, S12), then
  *      locally, and only a chunk whose local row has its object (an upload
  *      found moot marks nothing, as upload.c's U_CHUNK_UPLOADED). PostgreSQL
  *      lacking it (-ENOENT: not published yet, or reclaimed meanwhile) is
@@ -98,7 +99,23 @@
  *      writer that names a chunk with no copy here afterwards (a dedup hit
  *      on the local row) stores its bytes anew, as invariant 2 makes it for
  *      a row at count 0: no pin is taken on the write path. The pins go at
- *      the writers' release with S7's (pgns_unpin). */
+ *      the writers' release with S7's (pgns_unpin).
+ *  S12. S5's markings in PostgreSQL are sent only where they can change
+ *      something. A writer's chunk whose claim (S8) found no row in
+ *      PostgreSQL is remembered with the count of this node's publications
+ *      whose last local read (csd_publish_late, run once the publication
+ *      succeeded, whatever the steps between gave) had run by then; if, at its
+ *      upload's end, none has run since and a writer here still names it,
+ *      nothing of this node has published it since the claim, or the one
+ *      publishing it reads the local row after the local mark: the row is
+ *      marked locally alone, as S5 marks a writer's chunk PostgreSQL lacks,
+ *      and the commit marks it (S2). Any other chunk is marked in
+ *      PostgreSQL first, as S5 says. S5's second telling (csd_done_late) is
+ *      sent only if a publication's last local read ran between the
+ *      marking's start and the local mark: otherwise every publication of
+ *      the hash either was seen by the marking or reads the mark. The
+ *      remembered hashes are bounded (CSD_ABSENT_MAX): one not remembered is
+ *      marked in PostgreSQL, as before. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -258,6 +275,67 @@ static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LE
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
+}
+
+/* ---- S12: writers' hashes claimed with no PostgreSQL row ---- */
+
+#define CSD_ABSENT_MAX 4096 /* more claims in flight are marked as before */
+
+void csd_absent_free(struct csd_absent_set *set)
+{
+	free(set->v);
+	set->v = NULL;
+	set->n = set->cap = 0;
+}
+
+static struct csd_absent *csd_absent_find(struct csd_absent_set *set,
+					  const uint8_t hash[CAT_HASH_LEN])
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (memcmp(set->v[i].hash, hash, CAT_HASH_LEN) == 0)
+			return &set->v[i];
+	return NULL;
+}
+
+static void csd_absent_drop(struct csd_absent_set *set, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct csd_absent *a = csd_absent_find(set, hash);
+	if (a)
+		*a = set->v[--set->n];
+}
+
+/* hash claimed with no row when set->published was `published`; not
+ * remembered without room (its marking then goes to PostgreSQL). */
+static void csd_absent_put(struct csd_absent_set *set, const uint8_t hash[CAT_HASH_LEN],
+			   uint64_t published)
+{
+	struct csd_absent *a = csd_absent_find(set, hash);
+	if (!a && set->n == set->cap && set->cap < CSD_ABSENT_MAX) {
+		size_t cap = set->cap ? 2 * set->cap : 64;
+		struct csd_absent *v = realloc(set->v, cap * sizeof(*v));
+		if (v) {
+			set->v = v;
+			set->cap = cap;
+		}
+	}
+	if (!a && set->n < set->cap)
+		a = &set->v[set->n++];
+	if (a) {
+		memcpy(a->hash, hash, CAT_HASH_LEN);
+		a->published = published;
+	}
+	assert(set->n <= set->cap && set->cap <= CSD_ABSENT_MAX);
+}
+
+/* Whether hash's marking may stay local (S12): claimed with no row, no
+ * publication's last read since, a writer here names it. Forgets it. */
+static bool csd_absent_take(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], int64_t refs)
+{
+	struct csd_absent_set *set = cat_shared_absent(cat);
+	const struct csd_absent *a = csd_absent_find(set, hash);
+	bool local = a && a->published == set->published && refs > 0;
+	csd_absent_drop(set, hash);
+	return local;
 }
 
 /* ---- committed extents: PostgreSQL ---- */
@@ -721,6 +799,7 @@ static int csd_publish_late(struct cat *cat, struct csd_publish *p)
 	sqlite3_stmt *st = NULL;
 	size_t k = 0;
 	cat_lock(cat);
+	cat_shared_absent(cat)->published++; /* S12: this read, under this hold */
 	int rc = csd_prepare(cat, "SELECT uploaded FROM chunks WHERE hash = ?1", &st);
 	for (size_t i = 0; rc == 0 && i < p->nchunks; i++) {
 		if (p->listed[i])
@@ -779,12 +858,15 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
 				       p.nuploaded, refused);
+	bool published = rc == 0;
 	if (rc == 0) /* S8 */
 		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded, refused,
 				      p.nuploaded);
 	free(refused);
-	if (rc == 0)
-		rc = csd_publish_late(cat, &p);
+	if (published) { /* S5, S12: whatever the step before gave, once published */
+		int lrc = csd_publish_late(cat, &p);
+		rc = rc ? rc : lrc;
+	}
 	csd_publish_free(&p);
 	return rc;
 }
@@ -856,11 +938,14 @@ int catsh_sweep(struct cat *cat)
 /* ---- the upload queue (S4, S5) ---- */
 
 /* This node's pending references of each chunk row's hash (refs[i] 0 for
- * a row of another kind), read under the catalog lock. */
-static int csd_local_refs(struct cat *cat, const struct cat_upload *rows, size_t n, int64_t *refs)
+ * a row of another kind), read under the catalog lock, and the count of
+ * publications' last reads then (S12). */
+static int csd_local_refs(struct cat *cat, const struct cat_upload *rows, size_t n, int64_t *refs,
+			  uint64_t *published)
 {
 	int rc = 0;
 	cat_lock(cat);
+	*published = cat_shared_absent(cat)->published;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		bool stored;
 		refs[i] = 0;
@@ -884,6 +969,23 @@ static void csd_ready_of(int64_t refs, const struct pgns_claim *c, bool *ready, 
 	}
 }
 
+/* S12: which of the claimed hashes[0..k) a writer here names and
+ * PostgreSQL has no row of, as of `published`; the others forgotten. */
+static void csd_absent_note(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN],
+			    const bool *writer, const struct pgns_claim *claims, size_t k,
+			    uint64_t published)
+{
+	cat_lock(cat);
+	struct csd_absent_set *set = cat_shared_absent(cat);
+	for (size_t j = 0; j < k; j++) {
+		if (writer[j] && !claims[j].found)
+			csd_absent_put(set, hashes[j], published);
+		else
+			csd_absent_drop(set, hashes[j]);
+	}
+	cat_unlock(cat);
+}
+
 /* S8: the claims of all the chunk rows in one round trip (pgns_upload_claims);
  * rows of other kinds are asked one by one, as cat_upload_ready. */
 int catsh_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size_t n, bool *ready,
@@ -896,8 +998,9 @@ int catsh_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size
 	struct pgns_claim *claims = calloc(m, sizeof(*claims));
 	size_t *at = calloc(m, sizeof(*at));
 	int rc = refs && hashes && writer && claims && at ? 0 : -ENOMEM;
+	uint64_t published = 0;
 	if (rc == 0)
-		rc = csd_local_refs(cat, rows, n, refs);
+		rc = csd_local_refs(cat, rows, n, refs, &published);
 	size_t k = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (rows[i].kind != UP_CHUNK) {
@@ -913,6 +1016,9 @@ int catsh_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size
 					writer, k, claims);
 	for (size_t j = 0; rc == 0 && j < k; j++)
 		csd_ready_of(refs[at[j]], &claims[j], &ready[at[j]], &stale[at[j]]);
+	if (rc == 0 && k > 0)
+		csd_absent_note(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, writer, claims, k,
+				published);
 	free(refs);
 	free(hashes);
 	free(writer);
@@ -949,11 +1055,13 @@ static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
 }
 
 /* S5: which chunk rows of rows[0..n) to mark uploaded locally, after
- * PostgreSQL was told (one round trip for the batch). Only a row whose
- * object is written was uploaded: an upload found moot (its row gone, or
- * a writer storing it anew) marks nothing, here as in upload.c. */
+ * PostgreSQL was told (one round trip for the batch, none if S12 keeps
+ * every marking local). Only a row whose object is written was uploaded:
+ * an upload found moot (its row gone, or a writer storing it anew) marks
+ * nothing, here as in upload.c. *published: the count of publications'
+ * last reads before the marking (S12). */
 static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t n, bool *mark,
-			  bool *early, bool *again)
+			  bool *early, bool *again, uint64_t *published)
 {
 	uint8_t(*hashes)[CAT_HASH_LEN] = calloc(n ? n : 1, CAT_HASH_LEN);
 	bool *marked = calloc(n ? n : 1, sizeof(*marked));
@@ -963,18 +1071,26 @@ static int csd_done_marks(struct cat *cat, const struct cat_upload *rows, size_t
 	int rc = hashes && marked && refused && at && refs ? 0 : -ENOMEM;
 	size_t k = 0;
 	cat_lock(cat);
+	*published = cat_shared_absent(cat)->published;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		bool stored = false;
 		mark[i] = early[i] = again[i] = false;
+		bool local = false;
 		if (rows[i].kind == UP_CHUNK)
 			rc = csd_local_row(cat, rows[i].hash, &refs[k], &stored);
+		if (rc == 0 && rows[i].kind == UP_CHUNK)
+			local = csd_absent_take(cat, rows[i].hash, refs[k]);
+		if (rc == 0 && stored && local) {
+			mark[i] = early[i] = true; /* S12: its commit tells PostgreSQL */
+			continue;
+		}
 		if (rc == 0 && stored) {
 			memcpy(hashes[k], rows[i].hash, CAT_HASH_LEN);
 			at[k++] = i;
 		}
 	}
 	cat_unlock(cat);
-	if (rc == 0)
+	if (rc == 0 && k > 0)
 		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes,
 					  k, marked, refused);
 	for (size_t j = 0; rc == 0 && j < k; j++) {
@@ -1031,14 +1147,22 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 	bool *mark = calloc(n ? n : 1, sizeof(*mark));
 	bool *early = calloc(n ? n : 1, sizeof(*early));
 	bool *again = calloc(n ? n : 1, sizeof(*again));
-	int rc = mark && early && again ? csd_done_marks(cat, rows, n, mark, early, again) : -ENOMEM;
+	uint64_t published = 0;
+	int rc = mark && early && again
+			 ? csd_done_marks(cat, rows, n, mark, early, again, &published)
+			 : -ENOMEM;
 	cat_lock(cat);
 	if (rc == 0)
 		rc = cat_begin(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = csd_done_txn(cat, &rows[i], mark[i]);
 	rc = cat_end(cat, rc);
+	/* S12: no publication read the local rows between the marking and the
+	 * local mark: each one saw the marking or reads the mark */
+	bool unread = cat_shared_absent(cat)->published == published;
 	cat_unlock(cat);
+	for (size_t i = 0; rc == 0 && unread && i < n; i++)
+		early[i] = false;
 	if (rc == 0)
 		rc = csd_done_late(cat, rows, n, early);
 	for (size_t i = 0; rc == 0 && i < n; i++) /* S8: its row deleted above, queued anew */

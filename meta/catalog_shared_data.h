@@ -3,7 +3,7 @@
  * cat_open_shared. Internal to meta/: catalog.c and upload.c dispatch to
  * these from the first line of the public call of the same name
  * (`if (cat->shared) return catsh_<name>(...)`); the rules are at the top of
- * catalog_shared_data.c (S1–S11). */
+ * catalog_shared_data.c (S1–S12). */
 #ifndef CKPTFS_CATALOG_SHARED_DATA_H
 #define CKPTFS_CATALOG_SHARED_DATA_H
 
@@ -44,5 +44,20 @@ int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
 		       cat_reclaim_fn remove, void *arg, bool *evicted, int *why);
 int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
+
+/* S12: the writers' hashes whose upload claim found no PostgreSQL row, each
+ * with the count of publications' last local reads (csd_publish_late) when
+ * it was claimed; kept in the engine's state (struct cat_shared), all of it
+ * read and changed under the catalog lock. Zeroed is empty. */
+struct csd_absent {
+	uint8_t hash[CAT_HASH_LEN];
+	uint64_t published;
+};
+struct csd_absent_set {
+	struct csd_absent *v;
+	size_t n, cap;
+	uint64_t published; /* publications' last local reads so far */
+};
+void csd_absent_free(struct csd_absent_set *set);
 
 #endif

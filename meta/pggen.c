@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "pggen.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@ enum {
 	G_LIST,
 	/* the calls of generation.h over PostgreSQL (catalog_shared_gen.c) */
 	G_GET_LOCK,
-	G_STATS,
+	G_GET_SIZED,
 	G_FIND_NAME,
 	G_FIND_STEP,
 	G_LIST_ALL,
@@ -219,13 +220,17 @@ const struct pg_stmt pggen_stmts[] = {
 		     1 },
 	[G_GET_LOCK] = { "gen_get_lock",
 			 "SELECT " G_COLS " FROM ns_generations WHERE id = $1 FOR UPDATE", 1 },
-	/* the backup tree carries the id too, but is no part of what it shows */
-	[G_STATS] = { "gen_stats",
-		      "WITH RECURSIVE t(ino) AS (SELECT backup_root FROM ns_generations WHERE id = $1"
-		      " AND backup_root != 0 UNION SELECT d.ino FROM ns_dirents d JOIN t"
-		      " ON d.parent = t.ino) SELECT count(*), COALESCE(sum(size), 0) FROM ns_inodes"
-		      " WHERE gen = $1 AND " G_IS_FILE " AND ino NOT IN (SELECT ino FROM t)",
-		      1 },
+	/* G_GET with the generation's files and their bytes after its columns
+	 * (its backup tree carries the id too, but is no part of what it shows):
+	 * one snapshot, one round trip (pg.h P5; a row and its sizes were two) */
+	[G_GET_SIZED] = { "gen_get_sized",
+			  "WITH RECURSIVE t(ino) AS (SELECT backup_root FROM ns_generations WHERE"
+			  " id = $1 AND backup_root != 0 UNION SELECT d.ino FROM ns_dirents d JOIN t"
+			  " ON d.parent = t.ino) SELECT " G_COLS ", s.n, s.bytes FROM ns_generations,"
+			  " (SELECT count(*) AS n, COALESCE(sum(size), 0) AS bytes FROM ns_inodes"
+			  " WHERE gen = $1 AND " G_IS_FILE " AND ino NOT IN (SELECT ino FROM t)) s"
+			  " WHERE id = $1",
+			  1 },
 	/* a lost one still has its tree under its name: found by name, so that
 	 * an admin can remove it; hidden from a search by step (a resume) */
 	[G_FIND_NAME] = { "gen_find_name",
@@ -1147,21 +1152,10 @@ static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, b
 	return rc;
 }
 
-/* files and logical_bytes of a generation with a tree (G2: others own none). */
-static int pggen_stats(struct pgns *ns, struct cat_gen *g)
+/* Whether g has a tree to count (G2: others own none). */
+static bool pggen_has_tree(const struct cat_gen *g)
 {
-	if (g->state != GEN_OPEN && g->state != GEN_COMMITTED && g->state != GEN_HELD)
-		return 0;
-	char i[24];
-	const char *params[] = { PG_U64(i, g->id) };
-	PGresult *res;
-	int rc = pggen_exec(ns, G_STATS, params, &res);
-	if (rc)
-		return rc;
-	g->files = (uint64_t)pg_int(res, 0, 0);
-	g->logical_bytes = (uint64_t)pg_int(res, 0, 1);
-	PQclear(res);
-	return 0;
+	return g->state == GEN_OPEN || g->state == GEN_COMMITTED || g->state == GEN_HELD;
 }
 
 static int pggen_one_int(struct pgns *ns, int stmt, const char *const *params, uint64_t *out)
@@ -1457,13 +1451,20 @@ static int pggen_read_one_body(struct pg *pg, void *arg)
 		pggen_row(res, 0, c->out, &lost);
 		pggen_lost_view(c->out, lost); /* X5 */
 	}
+	if (rc == 0 && c->sized && pggen_has_tree(c->out)) { /* G_GET_SIZED's counts */
+		c->out->files = (uint64_t)pg_int(res, 0, 15);
+		c->out->logical_bytes = (uint64_t)pg_int(res, 0, 16);
+	}
 	PQclear(res);
-	return rc == 0 && c->sized ? pggen_stats(c->ns, c->out) : rc;
+	return rc;
 }
 
+/* One row of stmt as struct cat_gen; sized: stmt is G_GET_SIZED, whose
+ * counts fill files and logical_bytes. */
 static int pggen_read_one(struct pgns *ns, int stmt, const char *const *params, bool sized,
 			  struct cat_gen *out)
 {
+	assert(sized == (stmt == G_GET_SIZED));
 	struct pggen_read_call c = { ns, stmt, params, out, sized };
 	return pg_read(ns->pg, pggen_read_one_body, &c); /* pg.h P5 */
 }
@@ -1472,7 +1473,7 @@ int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out)
 {
 	char g[24];
 	const char *params[] = { PG_U64(g, id) };
-	return pggen_read_one(ns, G_GET, params, true, out);
+	return pggen_read_one(ns, G_GET_SIZED, params, true, out);
 }
 
 int pggen_find(struct pgns *ns, uint64_t series, const char *name, struct cat_gen *out)

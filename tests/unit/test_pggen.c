@@ -1131,3 +1131,31 @@ Test(pggen, a_sweep_whose_commit_answer_was_lost_returns_the_node_it_expired)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* pg.h P5: a generation's row with its files and bytes (what the rules read
+ * per create, open for writing and rename inside a generation, and per
+ * state= xattr) is one round trip, one snapshot: two before (gen_get, then
+ * gen_stats). */
+Test(pggen, a_sized_generation_read_is_one_round_trip)
+{
+	struct pt_node a, b;
+	struct cat_inode run;
+	tg_two_nodes(&a, &b, &run);
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
+	tg_publish(&a, sa, 0x31, 3);
+	tg_publish(&b, sb, 0x32, 2);
+	struct cat_gen g;
+	OK(pggen_get_sized(&a.ns, gen, &g)); /* prepares */
+	uint64_t t0 = tg_round_trips(&a);
+	OK(pggen_get_sized(&a.ns, gen, &g));
+	cr_assert_eq(tg_round_trips(&a) - t0, 1, "get_sized: %llu round trips",
+		     (unsigned long long)(tg_round_trips(&a) - t0));
+	cr_assert_eq(g.id, gen);
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert_eq(g.files, 2);
+	cr_assert_eq(g.logical_bytes, 5000);
+	FAILS(pggen_get_sized(&a.ns, gen + 1000, &g), ENOENT);
+	pt_leave(&a);
+	pt_leave(&b);
+}

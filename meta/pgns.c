@@ -40,6 +40,9 @@ enum {
 	NS_INODE_DELETE,
 	NS_RECLAIM_BEGIN,
 	NS_RECLAIM_END,
+	NS_RECLAIM_STAMP,
+	NS_RECLAIM_GENS_DONE,
+	NS_TREE_HORIZON,
 	NS_CHUNK_GET,
 	NS_CHECK_REFS,
 	NS_CHECK_LIVE,
@@ -71,6 +74,16 @@ enum {
 	NS_PIN_HELD,
 	NS_COUNT
 };
+
+/* catalog_shared_reclaim.c R7 b, c: no ended generation keeps a manifest on
+ * BACKING, and no live one (not lost) has, as the newest of its manifests
+ * that may be there, one of a version whose tree is gone: versions below
+ * its own, or below its backup's for a rewrite still open. */
+#define NS_GEN_MANIFESTS_CURRENT                                                            \
+	"NOT EXISTS (SELECT 1 FROM ns_generations g WHERE g.state IN (2, 3)"               \
+	" AND NOT g.manifests_gone) AND NOT EXISTS (SELECT 1 FROM ns_generations g"        \
+	" WHERE g.version > 1 AND g.state IN (0, 1, 4) AND NOT g.lost AND g.version -"    \
+	" CASE WHEN g.backup_root <> 0 THEN 2 ELSE 1 END >= GREATEST(g.durable_version, 1))"
 
 #define NS_ATTR_COLS "i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns"
 
@@ -141,14 +154,16 @@ const struct pg_stmt pgns_stmts[] = {
 			 " ok AS (SELECT " LEASE_LIVE " AS live, EXISTS (SELECT 1 FROM f) AS file,"
 			 " NOT EXISTS (SELECT 1 FROM nn JOIN lk ON lk.hash = nn.hash WHERE NOT lk.live)"
 			 " AS n3), go AS (SELECT live AND file AND n3 AS v FROM ok),"
-			 " u AS (UPDATE ns_chunks c SET refcount = c.refcount + dl.d FROM dl"
+			 " u AS (UPDATE ns_chunks c SET refcount = c.refcount + dl.d,"
+			 " free_seen_ns = NULL FROM dl"
 			 " WHERE c.hash = dl.hash AND dl.d <> 0 AND c.hash IN (SELECT hash FROM lk)"
 			 " AND (SELECT v FROM go)),"
 			 " i AS (INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, holder)"
 			 " SELECT dc.hash, dc.p, dc.c, dc.s, COALESCE(nn.n, 0), CAST($2 AS BIGINT) FROM dc"
 			 " LEFT JOIN nn ON nn.hash = dc.hash WHERE dc.hash NOT IN (SELECT hash FROM lk)"
 			 " AND (SELECT v FROM go) ON CONFLICT (hash) DO UPDATE SET refcount ="
-			 " ns_chunks.refcount + excluded.refcount WHERE ns_chunks.state = 'live'"
+			 " ns_chunks.refcount + excluded.refcount, free_seen_ns = NULL"
+			 " WHERE ns_chunks.state = 'live'"
 			 " RETURNING hash),"
 			 " x AS (DELETE FROM ns_extents WHERE ino = $1 AND off NOT IN (SELECT o FROM ne)"
 			 " AND (SELECT v FROM go)),"
@@ -189,20 +204,27 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_INODE_DELETE] = { "ns_inode_delete",
 			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 RETURNING ino", 1 },
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
-	 * (READ COMMITTED), so a chunk that just got a reference is skipped.
+	 * (READ COMMITTED), so a chunk that just got a reference is skipped
+	 * (and its stamp is gone, N12). A live chunk is taken only if it was
+	 * seen free before the tree horizon $3, no ended generation keeps a
+	 * manifest on BACKING and no live one's newest manifest there is of a
+	 * version whose tree is gone (catalog_shared_reclaim.c R7); one left
+	 * reclaiming by this node or a reclaimer no longer live is finished.
 	 * Fenced by node $1 in the statement (lease.h L5): the rows after the
 	 * fence's column, one row of NULLs if there are none */
 	[NS_RECLAIM_BEGIN] = { "ns_reclaim_begin",
 			       "WITH " LEASE_FENCE_WITH("$1") ", r AS (UPDATE ns_chunks SET"
 			       " state = 'reclaiming', reclaimer = $1"
-			       " WHERE refcount = 0 AND pins = 0 AND hash IN (SELECT c.hash FROM ns_chunks c"
-			       " WHERE c.refcount = 0 AND c.pins = 0 AND (c.state = 'live' OR"
-			       " c.reclaimer = $1 OR NOT EXISTS"
-			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))"
+			       " WHERE refcount = 0 AND pins = 0 AND (state = 'reclaiming' OR free_seen_ns < $3)"
+			       " AND hash IN (SELECT c.hash FROM ns_chunks c"
+			       " WHERE c.refcount = 0 AND c.pins = 0 AND ((c.state = 'live'"
+			       " AND c.free_seen_ns < $3 AND " NS_GEN_MANIFESTS_CURRENT ") OR"
+			       " (c.state = 'reclaiming' AND (c.reclaimer = $1 OR NOT EXISTS"
+			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND n.state = 'live'))))"
 			       " LIMIT $2) AND " LEASE_LIVE " RETURNING encode(hash, 'hex') AS h, uploaded)"
 			       " SELECT " LEASE_LIVE ", r.h, r.uploaded FROM (SELECT 1) AS one"
 			       " LEFT JOIN r ON true",
-			       2 },
+			       3 },
 	/* N7: the claims of the hashes whose objects the reclaim removed go
 	 * with their rows, in the same statement; fenced by node $2 in it (L5) */
 	[NS_RECLAIM_END] = { "ns_reclaim_end",
@@ -212,6 +234,45 @@ const struct pg_stmt pgns_stmts[] = {
 			     " k AS (DELETE FROM ns_upload_claims WHERE hash IN (SELECT decode(h, 'hex')"
 			     " FROM unnest($1::text[]) AS t(h)) AND " LEASE_LIVE ") SELECT " LEASE_LIVE,
 			     2 },
+	/* R7, R8: one server clock after the statement's snapshot stamps the
+	 * ended generations and the free chunks not stamped yet (N12); then the
+	 * tree horizon (manifest_shared.h D6) and up to $2 ended generations
+	 * seen ended before it whose manifests may still be on BACKING (one
+	 * never committed has none). Fenced by node $1 in the statement (L5):
+	 * the fence, the horizon, then id, version, whether it may have
+	 * manifests (NULLs if none) */
+	[NS_RECLAIM_STAMP] = { "ns_reclaim_stamp",
+			       "WITH " LEASE_FENCE_WITH("$1") ", t AS (SELECT CAST(EXTRACT(EPOCH FROM"
+			       " clock_timestamp()) * 1000000000 AS BIGINT) AS now),"
+			       " sg AS (UPDATE ns_generations SET gone_seen_ns = (SELECT now FROM t)"
+			       " WHERE state IN (2, 3) AND NOT manifests_gone AND gone_seen_ns IS NULL AND "
+			       LEASE_LIVE "),"
+			       " sc AS (UPDATE ns_chunks SET free_seen_ns = (SELECT now FROM t)"
+			       " WHERE refcount = 0 AND pins = 0 AND state = 'live' AND free_seen_ns IS NULL"
+			       " AND " LEASE_LIVE "),"
+			       " h AS (SELECT COALESCE(max(CAST(value AS BIGINT)), 0) AS ns FROM ns_meta"
+			       " WHERE key = 'tree_horizon'),"
+			       " g AS (SELECT id, version, committed_ns <> 0 OR version > 1"
+			       " OR durable_version > 0 AS kept FROM ns_generations WHERE state IN (2, 3)"
+			       " AND NOT manifests_gone AND gone_seen_ns < (SELECT ns FROM h)"
+			       " ORDER BY id LIMIT $2)"
+			       " SELECT " LEASE_LIVE ", (SELECT ns FROM h), g.id, g.version, g.kept"
+			       " FROM (SELECT 1) AS one LEFT JOIN g ON true",
+			       2 },
+	/* R8: the ended generations $1 have no manifest left on BACKING;
+	 * fenced by node $2 in the statement (L5) */
+	[NS_RECLAIM_GENS_DONE] = { "ns_reclaim_gens_done",
+				   "WITH " LEASE_FENCE_WITH("$2") ", d AS (UPDATE ns_generations"
+				   " SET manifests_gone = true WHERE id IN (SELECT unnest($1::bigint[]))"
+				   " AND state IN (2, 3) AND " LEASE_LIVE ") SELECT " LEASE_LIVE,
+				   2 },
+	/* manifest_shared.h D6: the horizon only grows. Not fenced: the tree
+	 * manifest is on BACKING whatever the writer's lease says */
+	[NS_TREE_HORIZON] = { "ns_tree_horizon",
+			      "INSERT INTO ns_meta(key, value) VALUES ('tree_horizon', $1)"
+			      " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+			      " WHERE CAST(ns_meta.value AS BIGINT) < CAST(excluded.value AS BIGINT)",
+			      1 },
 	[NS_CHUNK_GET] = { "ns_chunk_get",
 			   "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
 			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
@@ -483,7 +544,21 @@ static const char pgns_schema_sql[] =
 	" PRIMARY KEY (hash, node));"
 	/* the tree outside generations, fingerprinted each second by the tree
 	 * manifest's writer (pggen_outside_fp): no scan of every inode */
-	"CREATE INDEX IF NOT EXISTS ns_inodes_outside_gens ON ns_inodes(ino) WHERE gen IS NULL;";
+	"CREATE INDEX IF NOT EXISTS ns_inodes_outside_gens ON ns_inodes(ino) WHERE gen IS NULL;"
+	/* schema 2, the reclaim horizon (catalog_shared_reclaim.c R7-R9, N12):
+	 * added to a database of schema 1 at its next open, every node alike;
+	 * its ended generations' manifests, which no node removed, are then
+	 * removed by the reclaim duty (R8) */
+	"ALTER TABLE ns_chunks ADD COLUMN IF NOT EXISTS free_seen_ns BIGINT;"
+	"ALTER TABLE ns_generations ADD COLUMN IF NOT EXISTS gone_seen_ns BIGINT;"
+	"ALTER TABLE ns_generations ADD COLUMN IF NOT EXISTS manifests_gone BOOLEAN NOT NULL"
+	" DEFAULT false;"
+	"CREATE INDEX IF NOT EXISTS ns_generations_manifests_left ON ns_generations(id)"
+	" WHERE state IN (2, 3) AND NOT manifests_gone;"
+	"CREATE INDEX IF NOT EXISTS ns_generations_rewritten ON ns_generations(id) WHERE version > 1;"
+	"INSERT INTO ns_meta(key, value) VALUES ('schema', '" PGNS_SCHEMA_TEXT "') ON CONFLICT (key)"
+	" DO UPDATE SET value = excluded.value WHERE CAST(ns_meta.value AS INT) <"
+	" CAST(excluded.value AS INT);";
 
 int64_t pgns_now_ns(void)
 {
@@ -1605,11 +1680,13 @@ int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool wr
 
 /* ---- reclaim ---- */
 
-int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, size_t *n)
+int pgns_reclaim_begin(struct pgns *ns, int64_t horizon_ns, struct pgns_reclaim *out, size_t max,
+		       size_t *n)
 {
 	*n = 0;
-	char node[24], lim[24];
-	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max) };
+	char node[24], lim[24], h[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max),
+				 PG_I64(h, horizon_ns) };
 	PGresult *res = NULL;
 	int rc = pgns_one(ns, NS_RECLAIM_BEGIN, true, params, &res);
 	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++) {
@@ -1634,6 +1711,58 @@ int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n)
 	rc = pgns_one(ns, NS_RECLAIM_END, true, params, NULL);
 	free(list);
 	return rc;
+}
+
+int pgns_reclaim_stamp(struct pgns *ns, int64_t *horizon_ns, struct pgns_ended_gen *out,
+		       size_t max, size_t *n)
+{
+	*n = 0;
+	*horizon_ns = 0;
+	char node[24], lim[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_RECLAIM_STAMP, true, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		*horizon_ns = pg_int(res, r, 1);
+		if (PQgetisnull(res, r, 2) || *n == max)
+			continue; /* no ended generation to clear: the fence's row alone */
+		out[*n].id = (uint64_t)pg_int(res, r, 2);
+		out[*n].version = (uint32_t)pg_int(res, r, 3);
+		out[*n].kept = PQgetvalue(res, r, 4)[0] == 't';
+		(*n)++;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgns_reclaim_gens_done(struct pgns *ns, const uint64_t *ids, size_t n)
+{
+	if (n == 0)
+		return 0;
+	char *list = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&list, &len);
+	if (f == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s%" PRIu64, i ? "," : "{", ids[i]);
+	fputs("}", f);
+	if (fclose(f) != 0) {
+		free(list);
+		return -ENOMEM;
+	}
+	char node[24];
+	const char *params[] = { list, PG_U64(node, ns->lease->node_id) };
+	int rc = pgns_one(ns, NS_RECLAIM_GENS_DONE, true, params, NULL);
+	free(list);
+	return rc;
+}
+
+int pgns_tree_horizon_set(struct pgns *ns, int64_t horizon_ns)
+{
+	char h[24];
+	const char *params[] = { PG_I64(h, horizon_ns) };
+	return pgns_one(ns, NS_TREE_HORIZON, false, params, NULL);
 }
 
 /* ---- check ---- */

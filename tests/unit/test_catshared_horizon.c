@@ -15,8 +15,10 @@
  *    version 2's manifest is on BACKING;
  *  - a generation deleted: its manifests leave BACKING (once a tree
  *    manifest after the delete is there), then its chunks;
- *  - a database made before the horizon (its columns dropped) upgrades at
- *    the next open, and reclaims as above. */
+ *  - a save renamed out of its series: its manifest stays until the tree
+ *    manifest names its files (upload.h U6);
+ *  - a database of schema 1 (the horizon's columns dropped) upgrades at the
+ *    next open, and removes the manifest of the generation it had ended. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -31,6 +33,7 @@
 #include "backing.h"
 #include "catalog.h"
 #include "catalog_internal.h"
+#include "generation.h"
 #include "manifest.h"
 #include "manifest_shared.h"
 #include "pgtest.h"
@@ -430,6 +433,105 @@ Test(catshared_horizon, a_deleted_generations_manifests_leave_backing_then_its_c
 	cr_assert_not(hz_path_on_backing(&bk, v1), "a deleted generation's manifest is left on BACKING");
 	cr_assert_eq(rep.manifests, 1);
 	cr_assert_eq(rep.removed, 2, "its two chunks");
+	hz_backing_close(&bk);
+	pt_cat_close(&a);
+}
+
+/* U6 in shared mode: a save renamed out of its series is outside
+ * generations from then on; its manifest stays until the tree manifest that
+ * names its files is on BACKING, then goes. */
+Test(catshared_horizon, a_save_renamed_out_of_its_series_keeps_its_manifest_until_the_tree_names_it)
+{
+	struct pt_cat a;
+	struct hz_backing bk;
+	pt_cat_open(&a, "hzm", 30000, NULL, NULL);
+	hz_backing_open(&bk);
+	uint64_t series, file;
+	uint64_t gen = hz_saved(&a, &bk, &series, &file);
+	char v1[MANIFEST_PATH_MAX];
+	manifest_gen_path(gen, 1, v1, sizeof(v1));
+	struct cat_inode run;
+	OK(cat_lookup(a.cat, ROOT, "run", &run));
+	uint64_t replaced = 0;
+	OK(cat_rename(a.cat, series, "step-1", run.ino, "kept", 0, &replaced));
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_DELETED, "the rename ended it");
+
+	struct cat_reclaim_report rep = hz_turns(&a, &bk, 3);
+	cr_assert(hz_path_on_backing(&bk, v1), "its manifest left while no tree manifest names its files");
+	cr_assert_eq(rep.manifests, 0);
+	hz_tree(&a, &bk);
+	rep = hz_turns(&a, &bk, 2);
+	cr_assert_not(hz_path_on_backing(&bk, v1), "an ended generation's manifest is left on BACKING");
+	cr_assert_eq(rep.manifests, 1);
+	cr_assert_eq(rep.removed, 0, "its chunks are kept/rank0's");
+	hz_backing_close(&bk);
+	pt_cat_close(&a);
+}
+
+/* The schema before the horizon (schema 1): its columns and its key gone. */
+static void hz_schema_1(void)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, "ALTER TABLE ns_chunks DROP COLUMN free_seen_ns;"
+			     " ALTER TABLE ns_generations DROP COLUMN gone_seen_ns,"
+			     " DROP COLUMN manifests_gone;"
+			     " DROP INDEX IF EXISTS ns_generations_rewritten;"
+			     " DELETE FROM ns_meta WHERE key IN ('schema', 'tree_horizon')");
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+static char *hz_meta(const char *key)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	const char *params[] = { key };
+	PGresult *r = PQexecParams(c, "SELECT value FROM ns_meta WHERE key = $1", 1, NULL, params,
+				   NULL, NULL, 0);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	char *v = PQntuples(r) ? strdup(PQgetvalue(r, 0, 0)) : NULL;
+	PQclear(r);
+	PQfinish(c);
+	return v;
+}
+
+Test(catshared_horizon, a_database_of_schema_1_upgrades_and_clears_what_it_left_on_backing)
+{
+	struct pt_cat a;
+	struct hz_backing bk;
+	pt_cat_open(&a, "hzu", 30000, NULL, NULL);
+	hz_backing_open(&bk);
+	char *v = hz_meta("schema");
+	cr_assert_str_eq(v, PGNS_SCHEMA_TEXT);
+	free(v);
+	/* schema 1 ended a generation and left its manifest on BACKING */
+	uint64_t series, file;
+	uint64_t gen = hz_saved(&a, &bk, &series, &file);
+	char v1[MANIFEST_PATH_MAX];
+	manifest_gen_path(gen, 1, v1, sizeof(v1));
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(a.cat, gen, "keep", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(a.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	pt_cat_close(&a);
+	hz_schema_1();
+
+	pt_cat_open(&a, "hzu2", 30000, NULL, NULL);
+	v = hz_meta("schema");
+	cr_assert(v && strcmp(v, PGNS_SCHEMA_TEXT) == 0, "schema %s after the upgrade", v ? v : "none");
+	free(v);
+	struct cat_reclaim_report rep = hz_turns(&a, &bk, 2);
+	cr_assert_eq(rep.removed, 0, "before any tree manifest of the upgraded catalog");
+	hz_tree(&a, &bk);
+	rep = hz_turns(&a, &bk, 2);
+	cr_assert_eq(rep.manifests, 1, "the manifest schema 1 left");
+	cr_assert_not(hz_path_on_backing(&bk, v1));
+	cr_assert_eq(rep.removed, 2);
 	hz_backing_close(&bk);
 	pt_cat_close(&a);
 }

@@ -18,7 +18,10 @@
  *  - a save renamed out of its series: its manifest stays until the tree
  *    manifest names its files (upload.h U6);
  *  - a database of schema 1 (the horizon's columns dropped) upgrades at the
- *    next open, and removes the manifest of the generation it had ended. */
+ *    next open, and removes the manifest of the generation it had ended;
+ *  - the horizon (fs/uploader.c T4) moves while the tree is unchanged, and
+ *    when its writer stops without a word, once another node's uploader
+ *    takes duty "tree". */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "backing.h"
 #include "catalog.h"
@@ -40,6 +44,7 @@
 #include "store.h"
 #include "support.h"
 #include "upload.h"
+#include "uploader.h"
 
 #define HZ_LEN 1000
 #define HZ_TERM_MS 30000
@@ -533,5 +538,69 @@ Test(catshared_horizon, a_database_of_schema_1_upgrades_and_clears_what_it_left_
 	cr_assert_not(hz_path_on_backing(&bk, v1));
 	cr_assert_eq(rep.removed, 2);
 	hz_backing_close(&bk);
+	pt_cat_close(&a);
+}
+
+/* ---- the horizon's progress (R9, fs/uploader.c T4) ---- */
+
+static int64_t hz_horizon(void)
+{
+	char *v = hz_meta("tree_horizon");
+	int64_t h = v ? strtoll(v, NULL, 10) : 0;
+	free(v);
+	return h;
+}
+
+/* Polls up to s seconds for the recorded horizon to pass above. */
+static int64_t hz_horizon_past(int64_t above, int s)
+{
+	int64_t h = hz_horizon();
+	for (int i = 0; i < 10 * s && h <= above; i++) {
+		usleep(100 * 1000);
+		h = hz_horizon();
+	}
+	return h;
+}
+
+static void hz_uploader(struct pt_cat *n, struct store *st, struct backing *bk, struct uploader **u)
+{
+	struct uploader_config cfg = { .threads = 1, .deadline_s = 600, .chunk_max = 256u << 10 };
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", n->dir);
+	OK(uploader_start(&cfg, n->cat, st, bk, NULL, NULL, NULL, u));
+}
+
+Test(catshared_horizon, the_horizon_moves_with_the_tree_unchanged_and_when_its_writer_stops)
+{
+	struct pt_cat a, b;
+	struct hz_backing bk;
+	struct store *sa, *sb;
+	struct uploader *ua, *ub;
+	pt_cat_open(&a, "hzpa", 30000, NULL, NULL);
+	pt_cat_open(&b, "hzpb", 30000, NULL, NULL);
+	hz_backing_open(&bk);
+	OK(store_open(a.dir, &sa));
+	OK(store_open(b.dir, &sb));
+	ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	hz_uploader(&a, sa, bk.b, &ua);
+	int64_t first = hz_horizon_past(0, 10);
+	cr_assert_gt(first, 0, "no horizon recorded after the first tree manifest");
+	/* nothing changes: the one on BACKING is found current, every 2 s */
+	int64_t later = hz_horizon_past(first + 1000000000LL, 10);
+	cr_assert_gt(later, first + 1000000000LL, "the horizon stood still with the tree unchanged");
+
+	/* A stops without a drain (as if it died): B writes once A's duty ran out */
+	hz_uploader(&b, sb, bk.b, &ub);
+	uploader_stop(ua, false);
+	int64_t stopped = hz_horizon();
+	int64_t after = hz_horizon_past(stopped, 15);
+	cr_assert_gt(after, stopped, "no horizon recorded after the tree's writer stopped");
+	struct uploader_stats stb;
+	uploader_get_stats(ub, &stb);
+	cr_assert_geq(stb.manifests, 1, "B wrote no tree manifest");
+	uploader_stop(ub, true);
+	store_close(sa);
+	store_close(sb);
+	hz_backing_close(&bk);
+	pt_cat_close(&b);
 	pt_cat_close(&a);
 }

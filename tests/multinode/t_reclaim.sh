@@ -141,7 +141,7 @@ test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_u
 	mn_mount B
 	mn_save A run/step-1 w.bin 3000000 s1
 	mn_save B run/step-2 w.bin 3000000 s2
-	ck_rand "$CK_REF/latest.v1" 600000
+	head -c 450000 /dev/urandom | base64 -w0 >"$CK_REF/latest.v1" # text, as a trainer's
 	cp "$CK_REF/latest.v1" "$MN_MNT_A/run/latest"
 	local out
 	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
@@ -150,7 +150,7 @@ test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_u
 	[ -s "$CK_BACKING/manifests/gen/$g1.1.ckm" ] || ck_fail "no manifest of step-1 on BACKING"
 	mn_see B run/step-1/w.bin
 	rm -rf "$MN_MNT_B/run/step-1"
-	ck_rand "$CK_REF/latest.v2" 600000
+	head -c 450000 /dev/urandom | base64 -w0 >"$CK_REF/latest.v2"
 	cp "$CK_REF/latest.v2" "$MN_MNT_B/run/latest"
 	_mn_wait_settled 60
 	local i=0
@@ -167,7 +167,7 @@ test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_u
 	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
 	ck_log "$out"
 	assert_contains "$out" "1 generations" "rebuild --meta"
-	assert_contains "$out" " 0 missing" "rebuild --meta's chunk check"
+	case "$out" in *missing*) ck_fail "rebuild --meta found chunks missing: $out" ;; esac
 	mn_mount C
 	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_C/run/step-2/w.bin"
 	assert_file_eq "$CK_REF/latest.v2" "$MN_MNT_C/run/latest"

@@ -46,6 +46,7 @@ enum {
 	NS_CHUNK_GET,
 	NS_CHECK_REFS,
 	NS_CHECK_LIVE,
+	NS_CHECK_STAMPS,
 	NS_DIR_USED,
 	NS_DIRENT_MOVE,
 	NS_DIRENT_SET_INO,
@@ -286,6 +287,11 @@ const struct pg_stmt pgns_stmts[] = {
 			    "SELECT e.ino, e.off FROM ns_extents e LEFT JOIN ns_chunks c ON c.hash = e.hash"
 			    " WHERE c.hash IS NULL OR c.state <> 'live'",
 			    0 },
+	/* N12: a chunk seen free is named by no extent */
+	[NS_CHECK_STAMPS] = { "ns_check_stamps",
+			      "SELECT encode(hash, 'hex'), refcount FROM ns_chunks"
+			      " WHERE free_seen_ns IS NOT NULL AND refcount <> 0",
+			      0 },
 	[NS_DIR_USED] = { "ns_dir_used", "SELECT 1 FROM ns_dirents WHERE parent = $1 LIMIT 1", 1 },
 	[NS_DIRENT_MOVE] = { "ns_dirent_move",
 			     "UPDATE ns_dirents SET parent = $2, name = $3 WHERE id = $1", 3 },
@@ -1786,6 +1792,15 @@ int pgns_check(struct pgns *ns, int *violations)
 		log_error("catalog %s: check: extent %s@%s names a chunk that is missing or being"
 			  " reclaimed (N2)",
 			  pg_name(ns->pg), PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+		(*violations)++;
+	}
+	PQclear(res);
+	res = NULL;
+	if (rc == 0)
+		rc = pgns_one(ns, NS_CHECK_STAMPS, false, NULL, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		log_error("catalog %s: check: chunk %s was seen free by the reclaim but has refcount"
+			  " %s (N12)", pg_name(ns->pg), PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
 		(*violations)++;
 	}
 	PQclear(res);

@@ -13,7 +13,7 @@
  * pending extents in its own SQLite; pgns_file_commit publishes a file's
  * whole content in one transaction.
  *
- * Invariants (pgns_check counts violations of N1 and N2):
+ * Invariants (pgns_check counts violations of N1, N2 and N12):
  *  N1. ns_chunks.refcount == the number of ns_extents rows naming the hash.
  *      Counts change only in pgns_file_commit and pgns_inode_release, in the
  *      same transaction as the extents they count, set-based (a commit adds
@@ -359,7 +359,7 @@ int pgns_catalog_id(struct pgns *ns, char *buf, size_t size);
 int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
 		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n);
 
-/* Counts violations of N1 and N2 (logged, one line each). */
+/* Counts violations of N1, N2 and N12 (logged, one line each). */
 int pgns_check(struct pgns *ns, int *violations);
 
 /* N10: pins refs[i].chunk for this node's writer refs[i].ino, each hash's

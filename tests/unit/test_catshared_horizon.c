@@ -279,6 +279,9 @@ static struct cat_reclaim_report hz_turns(struct pt_cat *n, struct hz_backing *b
 		cr_assert(rep.held);
 		cr_assert_eq(hz_missing(bk), 0, "turn %d removed a chunk a manifest on BACKING names",
 			     i + 1);
+		int violations = -1;
+		OK(pgns_check(cat_shared_ns(n->cat), &violations)); /* N1, N2, N12 */
+		cr_assert_eq(violations, 0);
 		sum.chunks += rep.chunks;
 		sum.removed += rep.removed;
 		sum.manifests += rep.manifests;

@@ -18,7 +18,6 @@
 #include "backing.h"
 #include "catalog.h"
 #include "log.h"
-#include "store.h"
 #include "ticker.h"
 
 struct reclaimer {
@@ -35,12 +34,10 @@ uint64_t reclaimer_removed(const struct reclaimer *r)
 	return r ? __atomic_load_n(&r->removed, __ATOMIC_RELAXED) : 0;
 }
 
-/* A chunk's object on BACKING, where the uploader put it; absent is success. */
-static int reclaimer_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+/* A chunk's object or a manifest on BACKING; absent is success. */
+static int reclaimer_remove(void *arg, const char *path)
 {
-	char rel[128];
-	store_object_relpath(hash, rel, sizeof(rel));
-	int rc = backing_remove(arg, rel);
+	int rc = backing_remove(arg, path);
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -55,6 +52,9 @@ static bool reclaimer_turn(void *arg)
 		log_info("reclaim: %" PRIu64 " chunk(s) no file names reclaimed, %" PRIu64
 			 " object(s) removed from BACKING", rep.chunks, rep.removed);
 	}
+	if (rep.manifests)
+		log_info("reclaim: the manifests of %" PRIu64 " ended generation(s) removed from"
+			 " BACKING", rep.manifests);
 	if (rc != 0 && rc != -ESTALE) {
 		if (!r->failing)
 			log_warn("reclaim: a turn failed: %s (tried again every %u ms)",

@@ -30,6 +30,8 @@
 /* Shared: the tree manifest's duty term (extended at each check, every
  * UP_TREE_EVERY_S); a holder that stops checking leaves it this soon. */
 #define UP_TREE_DUTY_MS 5000
+/* Shared: the tree unchanged, its horizon is recorded this often (T4). */
+#define UP_TREE_NOTE_NS 2000000000LL
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
 /* With a shared catalog, a batch the queue has run dry for stays open this
@@ -79,6 +81,8 @@ struct uploader {
 	char tree_fp[128];      /* fingerprint of the tree last written */
 	uint64_t tree_seq;      /* its manifest's seq on BACKING, 0 if none yet */
 	double tree_checked;
+	int64_t tree_clock_ns;  /* shared: the server's clock at the last fingerprint */
+	int64_t tree_noted_ns;  /* shared: the last horizon recorded (T4) */
 
 	struct uploader_stats st;
 	size_t object_cap;
@@ -409,7 +413,12 @@ static void up_tree_find(struct uploader *u)
  *      clock at the snapshot: the newest name is the newest snapshot, also
  *      across a change of holder.
  *  T3. A tree manifest is removed only by the writer of a newer one, once
- *      that one's put succeeded; only those it listed (all below its seq). */
+ *      that one's put succeeded; only those it listed (all below its seq).
+ *  T4. The writer records the horizon of D6 once its put succeeded (the
+ *      fingerprint's clock, read before the build's snapshot) and, while
+ *      the tree is unchanged, every UP_TREE_NOTE_NS (the clock of the
+ *      fingerprint before the one that found it unchanged), so that the
+ *      reclaim duty's wait for it ends (catalog_shared_reclaim.c R9). */
 
 /* The tree manifests on BACKING, by seq. */
 struct up_tree_seen {
@@ -457,7 +466,7 @@ static bool up_tree_duty(struct uploader *u)
 /* Puts buf under a seq above the server's clock at its snapshot and above
  * every tree manifest on BACKING, then removes those (D5). */
 static void up_tree_put(struct uploader *u, const char *buf, size_t len, int64_t now_ns,
-			const char *fp)
+			const char *fp, int64_t horizon_ns)
 {
 	struct up_tree_seen seen = { 0 };
 	int rc = backing_list(u->backing, "manifests/tree", up_tree_seen_fn, &seen);
@@ -488,7 +497,9 @@ static void up_tree_put(struct uploader *u, const char *buf, size_t len, int64_t
 		u->tree_seq = seq;
 		snprintf(u->tree_fp, sizeof(u->tree_fp), "%s", fp);
 		u->st.manifests++;
+		u->tree_noted_ns = horizon_ns;
 		pthread_mutex_unlock(&u->lock);
+		manifest_shared_tree_described(u->cat, horizon_ns); /* T4 */
 		for (size_t i = 0; i < seen.n; i++) { /* older, and ours is on BACKING */
 			manifest_tree_path(seen.seq[i], path, sizeof(path));
 			backing_remove(u->backing, path);
@@ -501,14 +512,22 @@ static void up_tree_shared(struct uploader *u)
 {
 	char fp[128], built_fp[128];
 	bool all_uploaded = false;
+	int64_t clock_ns = 0;
 	if (!up_tree_duty(u))
 		return;
-	if (manifest_shared_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 ||
+	if (manifest_shared_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded, &clock_ns) != 0 ||
 	    !all_uploaded)
 		return;
 	pthread_mutex_lock(&u->lock);
 	bool same = strcmp(fp, u->tree_fp) == 0;
+	int64_t before = u->tree_clock_ns; /* read before this fingerprint's snapshot */
+	u->tree_clock_ns = clock_ns;
+	bool note = same && before > u->tree_noted_ns + UP_TREE_NOTE_NS;
+	if (note)
+		u->tree_noted_ns = before;
 	pthread_mutex_unlock(&u->lock);
+	if (note)
+		manifest_shared_tree_described(u->cat, before); /* T4 */
 	if (same)
 		return;
 	char *buf = NULL;
@@ -516,7 +535,7 @@ static void up_tree_shared(struct uploader *u)
 	int64_t now_ns = 0;
 	if (manifest_shared_tree_build(u->cat, &buf, &len, built_fp, sizeof(built_fp), &now_ns) != 0)
 		return; /* -EAGAIN: a chunk not uploaded yet; else logged */
-	up_tree_put(u, buf, len, now_ns, built_fp);
+	up_tree_put(u, buf, len, now_ns, built_fp, clock_ns);
 	free(buf);
 }
 

@@ -181,15 +181,18 @@ int cat_lease_renew(struct cat *cat);
 int cat_lease_sweep(struct cat *cat, size_t *swept);
 /* One turn of the cluster's chunk reclaim duty (catalog_shared_reclaim.c;
  * shared only, alone 0 and nothing): takes or extends duty "reclaim" for
- * term_ms; its holder removes from BACKING, with remove(arg, hash), the
- * objects of chunks no file names and no writer pins (pgns.h N6), and
+ * term_ms; its holder removes from BACKING, with remove(arg, path) (a path
+ * relative to BACKING; absent is success), the manifests of ended
+ * generations and the objects of chunks no file names and no writer pins
+ * (pgns.h N6), once no manifest a rebuild would apply names them (R7), and
  * their rows. A node past its lease removes nothing. */
-typedef int (*cat_backing_remove_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
+typedef int (*cat_backing_remove_fn)(void *arg, const char *path);
 struct cat_reclaim_report {
 	bool held;       /* this node holds the duty */
 	uint64_t chunks; /* chunk rows reclaimed */
 	uint64_t removed; /* of them, objects removed from BACKING */
 	uint64_t failed;  /* removals that failed (kept for the next turn) */
+	uint64_t manifests; /* ended generations whose manifests left BACKING */
 };
 int cat_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn remove, void *arg,
 		     struct cat_reclaim_report *out);

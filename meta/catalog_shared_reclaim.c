@@ -2,19 +2,24 @@
  * (issue 18, docs/MULTINODE.md "Reclaim"). In shared mode nothing else
  * removes a chunk's object from BACKING (catalog_shared_data.c S3): a
  * chunk whose last reference went (file overwritten or unlinked, generation
- * deleted on any node) waits here.
+ * deleted on any node) waits here; so do the manifests of generations that
+ * ended.
  *
  *   duty "reclaim" taken? ─no─▶ done (another node holds it)
  *     │yes
  *     ▼
  *   drop the pins of nodes no longer live (pgns_unpin_lost)
  *     ▼
- *   pgns_reclaim_begin: a batch of chunks with no reference and no pin
- *   becomes 'reclaiming' ──▶ uploaded ones: object removed from BACKING
- *     ──▶ this node's own rows of the batch settled (R4) ──▶ pgns_reclaim_end
- *     ──▶ next batch, while the duty is still ours
+ *   pgns_reclaim_stamp: stamp what is newly free or ended; read the tree
+ *   horizon ──▶ ended generations seen before it: manifests removed (R8)
+ *     ▼
+ *   pgns_reclaim_begin: a batch of chunks with no reference and no pin,
+ *   seen free before the horizon, becomes 'reclaiming' ──▶ uploaded ones:
+ *   object removed from BACKING ──▶ this node's own rows of the batch
+ *   settled (R4) ──▶ pgns_reclaim_end ──▶ next batch, while the duty is
+ *   still ours
  *
- * Rules (tests/unit/test_catshared_reclaim.c):
+ * Rules (tests/unit/test_catshared_reclaim.c, test_catshared_horizon.c):
  *  R1. Only the holder of duty "reclaim" (lease.h L3) removes anything, and
  *      it re-takes the duty before each batch: a node past its lease never
  *      gets it (L3) and pgns_reclaim_begin is fenced (N4), so a partitioned
@@ -47,7 +52,35 @@
  *      be a local writer's new only copy: the writer finds no row, stores
  *      the same bytes under the same name, and the late removal unlinks them
  *      (tests/unit/test_catshared_reclaim.c, the_turn_removes_...).
- *  R7. An object is removed only before the local deadline of the duty
+ *  R7. BACKING stays a description a rebuild can use (DESIGN invariant 5;
+ *      upload.h U5 for one node): a chunk freed by a change is reclaimed
+ *      only once every manifest a rebuild would apply describes the state
+ *      after that change —
+ *      (a) the tree manifest: the turn stamps each chunk it finds free with
+ *          the server's clock (pgns.h N12: any new reference clears the
+ *          stamp) and takes only chunks stamped before the tree horizon,
+ *          a clock read before the snapshot of a tree manifest on BACKING
+ *          (manifest_shared.h D6);
+ *      (b) the generation manifests of live generations: none (lost ones
+ *          aside) may have as its newest manifest on BACKING one of a
+ *          version whose tree is gone (a rewrite committed, its manifest
+ *          not yet written): while one may, no live chunk is taken;
+ *      (c) ended generations: while one may still have a manifest on
+ *          BACKING, no live chunk is taken (R8 removes them first).
+ *      (b) and (c) are read in the statement that takes the batch; a
+ *      change committed after its snapshot frees only chunks with no stamp.
+ *  R8. An ended generation's manifests (every version) leave BACKING at a
+ *      turn whose horizon is after the turn that first saw it ended: the
+ *      tree manifest then describes the tree after its end (upload.h U6: a
+ *      save renamed out of its series is in no other manifest); it is then
+ *      marked (ns_generations.manifests_gone) and blocks nothing more.
+ *  R9. The wait ends: the tree horizon moves whenever a tree manifest is
+ *      written and, the tree unchanged, at least every few seconds
+ *      (fs/uploader.c T4); duty "tree" passes on within its term when its
+ *      holder dies or unmounts. It stops only while the tree cannot be
+ *      written (a file outside generations names a chunk not on BACKING,
+ *      manifest_shared.h D4).
+ *  R10. An object is removed only before the local deadline of the duty
  *      take that preceded its batch (lease.h L8); past it the rest of the
  *      batch stays 'reclaiming' for this node's next turn, or for the next
  *      reclaimer, which takes the rows over only a term after this node
@@ -65,9 +98,12 @@
 #include "catalog_internal.h"
 #include "lease.h"
 #include "log.h"
+#include "manifest.h"
 #include "pgns.h"
+#include "store.h"
 
 #define CSR_BATCH 64 /* chunks per pgns_reclaim_begin */
+#define CSR_GENS 32  /* ended generations whose manifests go per turn */
 #define CSR_DUTY "reclaim"
 
 static const char csr_sql_row[] =
@@ -150,7 +186,7 @@ static int csr_settle(struct cat *cat, const struct pgns_reclaim *batch, size_t 
 
 /* Removes the batch's uploaded objects from BACKING; those whose removal
  * failed are left out of done (R3), and so is the rest of the batch once
- * the deadline sure_ms passed (R7). */
+ * the deadline sure_ms passed (R10). */
 static size_t csr_remove(struct cat *cat, cat_backing_remove_fn remove, void *arg,
 			 const struct pgns_reclaim *batch, size_t n, uint64_t sure_ms,
 			 struct pgns_reclaim *done, struct cat_reclaim_report *out)
@@ -162,7 +198,9 @@ static size_t csr_remove(struct cat *cat, cat_backing_remove_fn remove, void *ar
 				 " deadline of this node's duty (lease.h L8)", cat->path, n - i);
 			break;
 		}
-		int rc = batch[i].uploaded ? remove(arg, batch[i].hash) : 0;
+		char rel[128];
+		store_object_relpath(batch[i].hash, rel, sizeof(rel));
+		int rc = batch[i].uploaded ? remove(arg, rel) : 0;
 		if (rc) {
 			char hex[2 * CAT_HASH_LEN + 1];
 			cat_hex(batch[i].hash, hex);
@@ -180,13 +218,51 @@ static size_t csr_remove(struct cat *cat, cat_backing_remove_fn remove, void *ar
 }
 
 /* R1: takes or keeps the duty; *sure_ms is the deadline of the removals
- * that follow (R7). */
+ * that follow (R10). */
 static int csr_duty(struct pgns *ns, unsigned term_ms, bool *taken, uint64_t *sure_ms)
 {
 	uint64_t started = lease_clock_ms();
 	int rc = lease_duty_take(ns->lease, CSR_DUTY, term_ms, taken);
 	unsigned lease_ms = ns->lease->lease_ms;
 	*sure_ms = lease_sure_until_ms(started, lease_ms && lease_ms < term_ms ? lease_ms : term_ms);
+	return rc;
+}
+
+/* R8 for one ended generation: the manifest of every version it had. */
+static int csr_gen_remove(struct cat *cat, cat_backing_remove_fn remove, void *arg,
+			  const struct pgns_ended_gen *g)
+{
+	int rc = 0;
+	for (uint32_t v = 1; rc == 0 && g->kept && v <= g->version; v++) {
+		char path[MANIFEST_PATH_MAX];
+		manifest_gen_path(g->id, v, path, sizeof(path));
+		rc = remove(arg, path);
+		if (rc)
+			log_warn("catalog %s: reclaim: cannot remove %s, the manifest of an ended"
+				 " generation, from BACKING: %s (tried again at the next turn)",
+				 cat->path, path, strerror(rc < 0 ? -rc : rc));
+	}
+	return rc;
+}
+
+/* R7 a, R8: stamps what is newly free or ended, reads the tree horizon
+ * into *horizon_ns and removes the manifests of the ended generations seen
+ * before it. A removal that fails leaves its generation for the next turn
+ * (and the chunks wait, R7 c). */
+static int csr_manifests(struct cat *cat, struct pgns *ns, cat_backing_remove_fn remove,
+			 void *arg, int64_t *horizon_ns, struct cat_reclaim_report *out)
+{
+	struct pgns_ended_gen gens[CSR_GENS];
+	uint64_t gone[CSR_GENS];
+	size_t n = 0, k = 0;
+	int rc = pgns_reclaim_stamp(ns, horizon_ns, gens, CSR_GENS, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (csr_gen_remove(cat, remove, arg, &gens[i]) == 0) {
+			gone[k++] = gens[i].id;
+			out->manifests += gens[i].kept;
+		}
+	if (rc == 0)
+		rc = pgns_reclaim_gens_done(ns, gone, k);
 	return rc;
 }
 
@@ -198,13 +274,16 @@ int catshr_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn
 	struct pgns_reclaim batch[CSR_BATCH], done[CSR_BATCH];
 	bool taken = false;
 	uint64_t sure_ms = 0;
+	int64_t horizon_ns = 0;
 	int rc = csr_duty(ns, term_ms, &taken, &sure_ms);
 	if (rc || !taken)
 		return rc;
 	out->held = true;
 	rc = pgns_unpin_lost(ns);
+	if (rc == 0)
+		rc = csr_manifests(cat, ns, remove, arg, &horizon_ns, out); /* R7, R8 */
 	for (size_t n = CSR_BATCH; rc == 0 && n == CSR_BATCH && taken;) {
-		rc = pgns_reclaim_begin(ns, batch, CSR_BATCH, &n);
+		rc = pgns_reclaim_begin(ns, horizon_ns, batch, CSR_BATCH, &n);
 		if (rc || n == 0)
 			break;
 		size_t k = csr_remove(cat, remove, arg, batch, n, sure_ms, done, out);

@@ -1,5 +1,5 @@
 /* manifest_shared — generation manifests from the shared catalog; see
- * manifest_shared.h (D1-D3). */
+ * manifest_shared.h (D1-D6). */
 #define _GNU_SOURCE
 #include "manifest_shared.h"
 
@@ -17,6 +17,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "pggen.h"
+#include "pgns.h"
 
 /* ---- building (D1) ---- */
 
@@ -402,14 +403,25 @@ int catshd_enqueue_undurable(struct cat *cat, size_t *queued)
 
 /* ---- the tree manifest (D4, D5) ---- */
 
-int manifest_shared_tree_fingerprint(struct cat *cat, char *fp, size_t size, bool *all_uploaded)
+int manifest_shared_tree_fingerprint(struct cat *cat, char *fp, size_t size, bool *all_uploaded,
+				     int64_t *clock_ns)
 {
 	struct pggen_outside_fp f;
 	int rc = pggen_outside_fp(cat_shared_ns(cat), &f);
 	if (rc == 0) {
 		snprintf(fp, size, "%s", f.text);
 		*all_uploaded = f.all_uploaded;
+		*clock_ns = f.now_ns;
 	}
+	return rc;
+}
+
+int manifest_shared_tree_described(struct cat *cat, int64_t horizon_ns)
+{
+	int rc = pgns_tree_horizon_set(cat_shared_ns(cat), horizon_ns);
+	if (rc != 0)
+		log_warn("catalog %s: cannot record the tree manifest's horizon: %s (reclaims wait"
+			 " for the next one)", cat->path, strerror(-rc));
 	return rc;
 }
 

@@ -31,6 +31,14 @@
  *      than every tree manifest the writer saw on BACKING; the writer
  *      removes the older ones it saw only once its own is on BACKING.
  *      Nodes write no tree manifest of their local catalog in shared mode.
+ *  D6. Once a tree manifest is on BACKING, or the one there is found to
+ *      describe the tree still, its writer records a horizon in PostgreSQL
+ *      (manifest_shared_tree_described): a server clock value read before
+ *      that snapshot was taken (a fingerprint read before the build, or
+ *      before the check that found the tree unchanged), so that every
+ *      change committed before the horizon is in the tree the manifest
+ *      describes. The recorded horizon only grows. The reclaim duty takes
+ *      nothing freed after it (catalog_shared_reclaim.c R7, R8).
  *
  * Calls return 0 or a negative errno. */
 #ifndef CKPTFS_MANIFEST_SHARED_H
@@ -88,12 +96,19 @@ int catshd_enqueue_undurable(struct cat *cat, size_t *queued);
 #define MANIFEST_SHARED_TREE_DUTY "tree"
 
 /* cat_tree_fingerprint over PostgreSQL (one statement): *all_uploaded if
- * no file outside generations names a chunk not on BACKING. */
-int manifest_shared_tree_fingerprint(struct cat *cat, char *fp, size_t size, bool *all_uploaded);
+ * no file outside generations names a chunk not on BACKING; *clock_ns the
+ * server's clock in that statement, a horizon (D6) for a manifest built or
+ * a tree found unchanged by a later statement. */
+int manifest_shared_tree_fingerprint(struct cat *cat, char *fp, size_t size, bool *all_uploaded,
+				     int64_t *clock_ns);
 /* The tree manifest of one snapshot (D4): *out malloc'd, *len; fp gets
  * that snapshot's fingerprint, *now_ns the server's clock in it. -EAGAIN
  * while a chunk it names is not uploaded. */
 int manifest_shared_tree_build(struct cat *cat, char **out, size_t *len, char *fp, size_t fp_size,
 			       int64_t *now_ns);
+/* D6: a tree manifest on BACKING describes every change committed before
+ * horizon_ns (one statement; a lower horizon than the one recorded changes
+ * nothing). */
+int manifest_shared_tree_described(struct cat *cat, int64_t horizon_ns);
 
 #endif

@@ -40,9 +40,13 @@ enum {
 	NS_INODE_DELETE,
 	NS_RECLAIM_BEGIN,
 	NS_RECLAIM_END,
+	NS_RECLAIM_STAMP,
+	NS_RECLAIM_GENS_DONE,
+	NS_TREE_HORIZON,
 	NS_CHUNK_GET,
 	NS_CHECK_REFS,
 	NS_CHECK_LIVE,
+	NS_CHECK_STAMPS,
 	NS_DIR_USED,
 	NS_DIRENT_MOVE,
 	NS_DIRENT_SET_INO,
@@ -71,6 +75,16 @@ enum {
 	NS_PIN_HELD,
 	NS_COUNT
 };
+
+/* catalog_shared_reclaim.c R7 b, c: no ended generation keeps a manifest on
+ * BACKING, and no live one (not lost) has, as the newest of its manifests
+ * that may be there, one of a version whose tree is gone: versions below
+ * its own, or below its backup's for a rewrite still open. */
+#define NS_GEN_MANIFESTS_CURRENT                                                            \
+	"NOT EXISTS (SELECT 1 FROM ns_generations g WHERE g.state IN (2, 3)"               \
+	" AND NOT g.manifests_gone) AND NOT EXISTS (SELECT 1 FROM ns_generations g"        \
+	" WHERE g.version > 1 AND g.state IN (0, 1, 4) AND NOT g.lost AND g.version -"    \
+	" CASE WHEN g.backup_root <> 0 THEN 2 ELSE 1 END >= GREATEST(g.durable_version, 1))"
 
 #define NS_ATTR_COLS "i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns"
 
@@ -141,14 +155,16 @@ const struct pg_stmt pgns_stmts[] = {
 			 " ok AS (SELECT " LEASE_LIVE " AS live, EXISTS (SELECT 1 FROM f) AS file,"
 			 " NOT EXISTS (SELECT 1 FROM nn JOIN lk ON lk.hash = nn.hash WHERE NOT lk.live)"
 			 " AS n3), go AS (SELECT live AND file AND n3 AS v FROM ok),"
-			 " u AS (UPDATE ns_chunks c SET refcount = c.refcount + dl.d FROM dl"
+			 " u AS (UPDATE ns_chunks c SET refcount = c.refcount + dl.d,"
+			 " free_seen_ns = NULL FROM dl"
 			 " WHERE c.hash = dl.hash AND dl.d <> 0 AND c.hash IN (SELECT hash FROM lk)"
 			 " AND (SELECT v FROM go)),"
 			 " i AS (INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, holder)"
 			 " SELECT dc.hash, dc.p, dc.c, dc.s, COALESCE(nn.n, 0), CAST($2 AS BIGINT) FROM dc"
 			 " LEFT JOIN nn ON nn.hash = dc.hash WHERE dc.hash NOT IN (SELECT hash FROM lk)"
 			 " AND (SELECT v FROM go) ON CONFLICT (hash) DO UPDATE SET refcount ="
-			 " ns_chunks.refcount + excluded.refcount WHERE ns_chunks.state = 'live'"
+			 " ns_chunks.refcount + excluded.refcount, free_seen_ns = NULL"
+			 " WHERE ns_chunks.state = 'live'"
 			 " RETURNING hash),"
 			 " x AS (DELETE FROM ns_extents WHERE ino = $1 AND off NOT IN (SELECT o FROM ne)"
 			 " AND (SELECT v FROM go)),"
@@ -189,7 +205,12 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_INODE_DELETE] = { "ns_inode_delete",
 			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 RETURNING ino", 1 },
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
-	 * (READ COMMITTED), so a chunk that just got a reference is skipped.
+	 * (READ COMMITTED), so a chunk that just got a reference is skipped
+	 * (and its stamp is gone, N12). A live chunk is taken only if it was
+	 * seen free before the tree horizon $3, no ended generation keeps a
+	 * manifest on BACKING and no live one's newest manifest there is of a
+	 * version whose tree is gone (catalog_shared_reclaim.c R7); one left
+	 * reclaiming by this node or a reclaimer no longer live is finished.
 	 * Fenced by node $1 in the statement (lease.h L5): the rows after the
 	 * fence's column, one row of NULLs if there are none. Another
 	 * reclaimer's rows are taken over once it is not live and its lease ran
@@ -198,15 +219,17 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_RECLAIM_BEGIN] = { "ns_reclaim_begin",
 			       "WITH " LEASE_FENCE_WITH("$1") ", r AS (UPDATE ns_chunks SET"
 			       " state = 'reclaiming', reclaimer = $1"
-			       " WHERE refcount = 0 AND pins = 0 AND hash IN (SELECT c.hash FROM ns_chunks c"
-			       " WHERE c.refcount = 0 AND c.pins = 0 AND (c.state = 'live' OR"
-			       " c.reclaimer = $1 OR NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
-			       " WHERE n.id = c.reclaimer AND (n.state = 'live' OR n.lease_until"
-			       " + 2 * n.lease_ms * interval '1 millisecond' > clock_timestamp())))"
+			       " WHERE refcount = 0 AND pins = 0 AND (state = 'reclaiming' OR free_seen_ns < $3)"
+			       " AND hash IN (SELECT c.hash FROM ns_chunks c"
+			       " WHERE c.refcount = 0 AND c.pins = 0 AND ((c.state = 'live'"
+			       " AND c.free_seen_ns < $3 AND " NS_GEN_MANIFESTS_CURRENT ") OR"
+			       " (c.state = 'reclaiming' AND (c.reclaimer = $1 OR NOT EXISTS"
+			       " (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.reclaimer AND (n.state = 'live' OR"
+			       " n.lease_until + 2 * n.lease_ms * interval '1 millisecond' > clock_timestamp())))))"
 			       " LIMIT $2) AND " LEASE_LIVE " RETURNING encode(hash, 'hex') AS h, uploaded)"
 			       " SELECT " LEASE_LIVE ", r.h, r.uploaded FROM (SELECT 1) AS one"
 			       " LEFT JOIN r ON true",
-			       2 },
+			       3 },
 	/* N7: the claims of the hashes whose objects the reclaim removed go
 	 * with their rows, in the same statement; fenced by node $2 in it (L5) */
 	[NS_RECLAIM_END] = { "ns_reclaim_end",
@@ -216,6 +239,45 @@ const struct pg_stmt pgns_stmts[] = {
 			     " k AS (DELETE FROM ns_upload_claims WHERE hash IN (SELECT decode(h, 'hex')"
 			     " FROM unnest($1::text[]) AS t(h)) AND " LEASE_LIVE ") SELECT " LEASE_LIVE,
 			     2 },
+	/* R7, R8: one server clock after the statement's snapshot stamps the
+	 * ended generations and the free chunks not stamped yet (N12); then the
+	 * tree horizon (manifest_shared.h D6) and up to $2 ended generations
+	 * seen ended before it whose manifests may still be on BACKING (one
+	 * never committed has none). Fenced by node $1 in the statement (L5):
+	 * the fence, the horizon, then id, version, whether it may have
+	 * manifests (NULLs if none) */
+	[NS_RECLAIM_STAMP] = { "ns_reclaim_stamp",
+			       "WITH " LEASE_FENCE_WITH("$1") ", t AS (SELECT CAST(EXTRACT(EPOCH FROM"
+			       " clock_timestamp()) * 1000000000 AS BIGINT) AS now),"
+			       " sg AS (UPDATE ns_generations SET gone_seen_ns = (SELECT now FROM t)"
+			       " WHERE state IN (2, 3) AND NOT manifests_gone AND gone_seen_ns IS NULL AND "
+			       LEASE_LIVE "),"
+			       " sc AS (UPDATE ns_chunks SET free_seen_ns = (SELECT now FROM t)"
+			       " WHERE refcount = 0 AND pins = 0 AND state = 'live' AND free_seen_ns IS NULL"
+			       " AND " LEASE_LIVE "),"
+			       " h AS (SELECT COALESCE(max(CAST(value AS BIGINT)), 0) AS ns FROM ns_meta"
+			       " WHERE key = 'tree_horizon'),"
+			       " g AS (SELECT id, version, committed_ns <> 0 OR version > 1"
+			       " OR durable_version > 0 AS kept FROM ns_generations WHERE state IN (2, 3)"
+			       " AND NOT manifests_gone AND gone_seen_ns < (SELECT ns FROM h)"
+			       " ORDER BY id LIMIT $2)"
+			       " SELECT " LEASE_LIVE ", (SELECT ns FROM h), g.id, g.version, g.kept"
+			       " FROM (SELECT 1) AS one LEFT JOIN g ON true",
+			       2 },
+	/* R8: the ended generations $1 have no manifest left on BACKING;
+	 * fenced by node $2 in the statement (L5) */
+	[NS_RECLAIM_GENS_DONE] = { "ns_reclaim_gens_done",
+				   "WITH " LEASE_FENCE_WITH("$2") ", d AS (UPDATE ns_generations"
+				   " SET manifests_gone = true WHERE id IN (SELECT unnest($1::bigint[]))"
+				   " AND state IN (2, 3) AND " LEASE_LIVE ") SELECT " LEASE_LIVE,
+				   2 },
+	/* manifest_shared.h D6: the horizon only grows. Not fenced: the tree
+	 * manifest is on BACKING whatever the writer's lease says */
+	[NS_TREE_HORIZON] = { "ns_tree_horizon",
+			      "INSERT INTO ns_meta(key, value) VALUES ('tree_horizon', $1)"
+			      " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+			      " WHERE CAST(ns_meta.value AS BIGINT) < CAST(excluded.value AS BIGINT)",
+			      1 },
 	[NS_CHUNK_GET] = { "ns_chunk_get",
 			   "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
 			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
@@ -229,6 +291,11 @@ const struct pg_stmt pgns_stmts[] = {
 			    "SELECT e.ino, e.off FROM ns_extents e LEFT JOIN ns_chunks c ON c.hash = e.hash"
 			    " WHERE c.hash IS NULL OR c.state <> 'live'",
 			    0 },
+	/* N12: a chunk seen free is named by no extent */
+	[NS_CHECK_STAMPS] = { "ns_check_stamps",
+			      "SELECT encode(hash, 'hex'), refcount FROM ns_chunks"
+			      " WHERE free_seen_ns IS NOT NULL AND refcount <> 0",
+			      0 },
 	[NS_DIR_USED] = { "ns_dir_used", "SELECT 1 FROM ns_dirents WHERE parent = $1 LIMIT 1", 1 },
 	[NS_DIRENT_MOVE] = { "ns_dirent_move",
 			     "UPDATE ns_dirents SET parent = $2, name = $3 WHERE id = $1", 3 },
@@ -487,7 +554,21 @@ static const char pgns_schema_sql[] =
 	" PRIMARY KEY (hash, node));"
 	/* the tree outside generations, fingerprinted each second by the tree
 	 * manifest's writer (pggen_outside_fp): no scan of every inode */
-	"CREATE INDEX IF NOT EXISTS ns_inodes_outside_gens ON ns_inodes(ino) WHERE gen IS NULL;";
+	"CREATE INDEX IF NOT EXISTS ns_inodes_outside_gens ON ns_inodes(ino) WHERE gen IS NULL;"
+	/* schema 2, the reclaim horizon (catalog_shared_reclaim.c R7-R9, N12):
+	 * added to a database of schema 1 at its next open, every node alike;
+	 * its ended generations' manifests, which no node removed, are then
+	 * removed by the reclaim duty (R8) */
+	"ALTER TABLE ns_chunks ADD COLUMN IF NOT EXISTS free_seen_ns BIGINT;"
+	"ALTER TABLE ns_generations ADD COLUMN IF NOT EXISTS gone_seen_ns BIGINT;"
+	"ALTER TABLE ns_generations ADD COLUMN IF NOT EXISTS manifests_gone BOOLEAN NOT NULL"
+	" DEFAULT false;"
+	"CREATE INDEX IF NOT EXISTS ns_generations_manifests_left ON ns_generations(id)"
+	" WHERE state IN (2, 3) AND NOT manifests_gone;"
+	"CREATE INDEX IF NOT EXISTS ns_generations_rewritten ON ns_generations(id) WHERE version > 1;"
+	"INSERT INTO ns_meta(key, value) VALUES ('schema', '" PGNS_SCHEMA_TEXT "') ON CONFLICT (key)"
+	" DO UPDATE SET value = excluded.value WHERE CAST(ns_meta.value AS INT) <"
+	" CAST(excluded.value AS INT);";
 
 int64_t pgns_now_ns(void)
 {
@@ -1609,11 +1690,13 @@ int pgns_upload_claim(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], bool wr
 
 /* ---- reclaim ---- */
 
-int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, size_t *n)
+int pgns_reclaim_begin(struct pgns *ns, int64_t horizon_ns, struct pgns_reclaim *out, size_t max,
+		       size_t *n)
 {
 	*n = 0;
-	char node[24], lim[24];
-	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max) };
+	char node[24], lim[24], h[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max),
+				 PG_I64(h, horizon_ns) };
 	PGresult *res = NULL;
 	int rc = pgns_one(ns, NS_RECLAIM_BEGIN, true, params, &res);
 	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++) {
@@ -1640,6 +1723,58 @@ int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n)
 	return rc;
 }
 
+int pgns_reclaim_stamp(struct pgns *ns, int64_t *horizon_ns, struct pgns_ended_gen *out,
+		       size_t max, size_t *n)
+{
+	*n = 0;
+	*horizon_ns = 0;
+	char node[24], lim[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(lim, max) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_RECLAIM_STAMP, true, params, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		*horizon_ns = pg_int(res, r, 1);
+		if (PQgetisnull(res, r, 2) || *n == max)
+			continue; /* no ended generation to clear: the fence's row alone */
+		out[*n].id = (uint64_t)pg_int(res, r, 2);
+		out[*n].version = (uint32_t)pg_int(res, r, 3);
+		out[*n].kept = PQgetvalue(res, r, 4)[0] == 't';
+		(*n)++;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgns_reclaim_gens_done(struct pgns *ns, const uint64_t *ids, size_t n)
+{
+	if (n == 0)
+		return 0;
+	char *list = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&list, &len);
+	if (f == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s%" PRIu64, i ? "," : "{", ids[i]);
+	fputs("}", f);
+	if (fclose(f) != 0) {
+		free(list);
+		return -ENOMEM;
+	}
+	char node[24];
+	const char *params[] = { list, PG_U64(node, ns->lease->node_id) };
+	int rc = pgns_one(ns, NS_RECLAIM_GENS_DONE, true, params, NULL);
+	free(list);
+	return rc;
+}
+
+int pgns_tree_horizon_set(struct pgns *ns, int64_t horizon_ns)
+{
+	char h[24];
+	const char *params[] = { PG_I64(h, horizon_ns) };
+	return pgns_one(ns, NS_TREE_HORIZON, false, params, NULL);
+}
+
 /* ---- check ---- */
 
 int pgns_check(struct pgns *ns, int *violations)
@@ -1661,6 +1796,15 @@ int pgns_check(struct pgns *ns, int *violations)
 		log_error("catalog %s: check: extent %s@%s names a chunk that is missing or being"
 			  " reclaimed (N2)",
 			  pg_name(ns->pg), PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+		(*violations)++;
+	}
+	PQclear(res);
+	res = NULL;
+	if (rc == 0)
+		rc = pgns_one(ns, NS_CHECK_STAMPS, false, NULL, &res);
+	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
+		log_error("catalog %s: check: chunk %s was seen free by the reclaim but has refcount"
+			  " %s (N12)", pg_name(ns->pg), PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
 		(*violations)++;
 	}
 	PQclear(res);

@@ -13,7 +13,7 @@
  * pending extents in its own SQLite; pgns_file_commit publishes a file's
  * whole content in one transaction.
  *
- * Invariants (pgns_check counts violations of N1 and N2):
+ * Invariants (pgns_check counts violations of N1, N2 and N12):
  *  N1. ns_chunks.refcount == the number of ns_extents rows naming the hash.
  *      Counts change only in pgns_file_commit and pgns_inode_release, in the
  *      same transaction as the extents they count, set-based (a commit adds
@@ -111,6 +111,16 @@
  *      is one snapshot: nothing is remembered between calls, so a node sees
  *      another's change at its next call (the kernel's timeouts, ops.c,
  *      bound how late that call comes).
+ * N12. ns_chunks.free_seen_ns, when a chunk was seen free (the reclaim
+ *      horizon, catalog_shared_reclaim.c R7), is set only by
+ *      pgns_reclaim_stamp, on a live row with refcount 0 and pins 0, to the
+ *      server's clock read after that statement's snapshot (so every change
+ *      that freed it committed before the stamp); the statement that adds
+ *      references to a row (pgns_file_publish's) sets it NULL in the same
+ *      row update. A stamp therefore says: free since before it, and named
+ *      by no file since. (A rewrite's backup adds references only to rows
+ *      already referenced, never stamped; rebuild --meta fills an empty
+ *      database.)
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -143,7 +153,10 @@ struct pgns {
 };
 
 /* The tables (and the root directory, owned by root_uid:root_gid);
- * idempotent, safe from several nodes at once. */
+ * idempotent, safe from several nodes at once. A database of an older
+ * schema is brought to this one (ns_meta 'schema'; 1 had no such key). */
+#define PGNS_SCHEMA 2
+#define PGNS_SCHEMA_TEXT "2"
 int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid);
 
 int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out);
@@ -250,14 +263,35 @@ int pgns_unpin_lost(struct pgns *ns);
 /* Reclaim (the holder of duty "reclaim", lease.h L3): marks up to max
  * chunks with no reference and no pin (N6) reclaiming and returns them (also those a
  * reclaimer that is no longer live left marked, once its lease ran out two of
- * its terms ago: lease.h L8); the caller removes each
- * object from BACKING and then calls pgns_reclaim_end for them (N3). */
+ * its terms ago: lease.h L8), of the live ones only those seen free before
+ * horizon_ns while every generation manifest on BACKING is current
+ * (catalog_shared_reclaim.c R7); the caller removes each object from
+ * BACKING and then calls pgns_reclaim_end for them (N3). */
 struct pgns_reclaim {
 	uint8_t hash[CAT_HASH_LEN];
 	bool uploaded;
 };
-int pgns_reclaim_begin(struct pgns *ns, struct pgns_reclaim *out, size_t max, size_t *n);
+int pgns_reclaim_begin(struct pgns *ns, int64_t horizon_ns, struct pgns_reclaim *out, size_t max,
+		       size_t *n);
 int pgns_reclaim_end(struct pgns *ns, const struct pgns_reclaim *done, size_t n);
+
+/* An ended generation whose manifests may still be on BACKING. */
+struct pgns_ended_gen {
+	uint64_t id;
+	uint32_t version; /* manifests of versions 1..version may be there */
+	bool kept;        /* false: never committed, so none is */
+};
+/* N12, R8, one statement: stamps with the server's clock the ended
+ * generations and the free chunks not stamped yet, reads the tree horizon
+ * (*horizon_ns, 0 while none was recorded) and returns up to max ended
+ * generations seen ended before it whose manifests were not all removed. */
+int pgns_reclaim_stamp(struct pgns *ns, int64_t *horizon_ns, struct pgns_ended_gen *out,
+		       size_t max, size_t *n);
+/* The ended generations ids[0..n) have no manifest on BACKING any more. */
+int pgns_reclaim_gens_done(struct pgns *ns, const uint64_t *ids, size_t n);
+/* manifest_shared.h D6: a tree manifest describing every change committed
+ * before horizon_ns is on BACKING (the recorded horizon only grows). */
+int pgns_tree_horizon_set(struct pgns *ns, int64_t horizon_ns);
 
 /* For meta/pggen.c, inside a pg_txn body: pgns_create's transaction (the new
  * inode inherits its parent's generation), and pgns_create's name check. */
@@ -326,7 +360,7 @@ int pgns_catalog_id(struct pgns *ns, char *buf, size_t size);
 int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
 		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n);
 
-/* Counts violations of N1 and N2 (logged, one line each). */
+/* Counts violations of N1, N2 and N12 (logged, one line each). */
 int pgns_check(struct pgns *ns, int *violations);
 
 /* N10: pins refs[i].chunk for this node's writer refs[i].ino, each hash's

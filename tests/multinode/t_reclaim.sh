@@ -2,7 +2,9 @@
 # t_reclaim — the cluster's chunk reclaim (docs/MULTINODE.md "Reclaim"):
 # files overwritten, appended to and removed on two nodes leave no object
 # on BACKING that no file names, once the node holding duty "reclaim" ran;
-# every surviving file reads back bit for bit on a fresh node.
+# every surviving file reads back bit for bit on a fresh node; a save
+# removed and a file outside generations overwritten leave BACKING a
+# description a rebuild can use (catalog_shared_reclaim.c R7, R8).
 . "$(dirname "$0")/mn.sh"
 
 # _mn_settled: every chunk of the shared catalog is named, uploaded, and
@@ -127,5 +129,51 @@ os.close(fd)
 	assert_file_eq "$CK_REF/f.b" "$MN_MNT_C/f"
 	mn_umount C
 }
+
+# (c) a save removed on B and run/latest overwritten on B, while A saved
+# too: the removed save's manifest leaves BACKING (shared mode never removed
+# it before) before its chunks do; once settled, a rebuild from BACKING
+# alone into a fresh database gives the live save and the new run/latest,
+# byte for byte, and not the removed save.
+test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_use() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mn_save A run/step-1 w.bin 3000000 s1
+	mn_save B run/step-2 w.bin 3000000 s2
+	head -c 450000 /dev/urandom | base64 -w0 >"$CK_REF/latest.v1" # text, as a trainer's
+	cp "$CK_REF/latest.v1" "$MN_MNT_A/run/latest"
+	local out
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
+	local g1
+	g1=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-1'")
+	[ -s "$CK_BACKING/manifests/gen/$g1.1.ckm" ] || ck_fail "no manifest of step-1 on BACKING"
+	mn_see B run/step-1/w.bin
+	rm -rf "$MN_MNT_B/run/step-1"
+	head -c 450000 /dev/urandom | base64 -w0 >"$CK_REF/latest.v2"
+	cp "$CK_REF/latest.v2" "$MN_MNT_B/run/latest"
+	_mn_wait_settled 60
+	local i=0
+	while [ -e "$CK_BACKING/manifests/gen/$g1.1.ckm" ]; do
+		i=$((i + 1))
+		[ $i -le 150 ] || ck_fail "the removed save's manifest is still on BACKING after 30 s"
+		sleep 0.2
+	done
+	grep -q "reclaim: the manifests of .* ended generation(s) removed from BACKING" \
+		"$MN_DLOG_A" "$MN_DLOG_B" || ck_fail "no node logged the manifests' removal"
+	mn_umount A
+	mn_umount B
+	mn_pg_start
+	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
+	ck_log "$out"
+	assert_contains "$out" "1 generations" "rebuild --meta"
+	case "$out" in *missing*) ck_fail "rebuild --meta found chunks missing: $out" ;; esac
+	mn_mount C
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_C/run/step-2/w.bin"
+	assert_file_eq "$CK_REF/latest.v2" "$MN_MNT_C/run/latest"
+	[ ! -e "$MN_MNT_C/run/step-1" ] || ck_fail "the removed save is back after the rebuild"
+	mn_umount C
+}
+ck_timeout test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_use 300
 
 ck_main "$@"

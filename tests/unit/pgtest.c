@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "generation.h"
+#include "manifest_shared.h"
 #include "support.h"
 #include "upload.h"
 
@@ -205,6 +206,15 @@ int pt_cat_upload_chunks(struct pt_cat *n, const uint8_t *hash, int *stale)
 	if (stale)
 		*stale = moot_rows;
 	return done;
+}
+
+void pt_cat_tree_described(struct pt_cat *n)
+{
+	char fp[128];
+	bool all = false;
+	int64_t clock_ns = 0;
+	OK(manifest_shared_tree_fingerprint(n->cat, fp, sizeof(fp), &all, &clock_ns));
+	OK(manifest_shared_tree_described(n->cat, clock_ns));
 }
 
 uint64_t pt_cat_mkgen(struct pt_cat *n, uint64_t series, const char *name, uint64_t step,

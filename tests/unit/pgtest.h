@@ -81,6 +81,10 @@ int64_t pt_cat_local_rows(const struct pt_cat *n, const char *table, const char 
  * many were done as uploads (ready); *stale (NULL allowed) how many were
  * dropped as moot. */
 int pt_cat_upload_chunks(struct pt_cat *n, const uint8_t *hash, int *stale);
+/* As the tree manifest's writer that found the one on BACKING current
+ * (manifest_shared.h D6): the reclaim horizon moves to the server's clock
+ * now, so a reclaim turn takes what earlier turns saw free. */
+void pt_cat_tree_described(struct pt_cat *n);
 /* Makes directory name in series on n as generation (name, step); returns
  * its id, and its root directory's inode in *root (NULL allowed). */
 uint64_t pt_cat_mkgen(struct pt_cat *n, uint64_t series, const char *name, uint64_t step,

@@ -579,31 +579,37 @@ Test(catshared_data, a_node_stopped_with_its_writer_open_keeps_the_file_and_uplo
 /* The reclaim duty's removals from BACKING (the test has no BACKING: the
  * hashes removed are what it looks at). */
 struct td_removed {
-	uint8_t hash[16][CAT_HASH_LEN];
+	char path[16][128];
 	int n;
 };
 
-static int td_backing_remove(void *arg, const uint8_t hash[CAT_HASH_LEN])
+static int td_backing_remove(void *arg, const char *path)
 {
 	struct td_removed *r = arg;
 	if (r->n < 16)
-		memcpy(r->hash[r->n], hash, CAT_HASH_LEN);
+		snprintf(r->path[r->n], sizeof(r->path[r->n]), "%s", path);
 	r->n++;
 	return 0;
 }
 
 static bool td_was_removed(const struct td_removed *r, const uint8_t hash[CAT_HASH_LEN])
 {
+	char rel[128];
+	store_object_relpath(hash, rel, sizeof(rel));
 	for (int i = 0; i < r->n && i < 16; i++)
-		if (memcmp(r->hash[i], hash, CAT_HASH_LEN) == 0)
+		if (strcmp(r->path[i], rel) == 0)
 			return true;
 	return false;
 }
 
-/* n's reclaim turn, every object it removes recorded in r. */
+/* n's reclaim turn, every object it removes recorded in r: a turn that sees
+ * what is free, the tree horizon past it (R7 a), a turn that reclaims. */
 static void td_turn(struct td_node *n, struct td_removed *r)
 {
 	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(n->pc.cat, 30000, td_backing_remove, r, &rep));
+	cr_assert(rep.held);
+	pt_cat_tree_described(&n->pc);
 	OK(cat_reclaim_turn(n->pc.cat, 30000, td_backing_remove, r, &rep));
 	cr_assert(rep.held);
 }

@@ -81,7 +81,9 @@ static int64_t mt_find(const struct manifest *m, const char *path)
 
 static void mt_fp(struct pt_cat *n, char *fp, size_t size, bool *all_uploaded)
 {
-	OK(manifest_shared_tree_fingerprint(n->cat, fp, size, all_uploaded));
+	int64_t clock_ns = 0;
+	OK(manifest_shared_tree_fingerprint(n->cat, fp, size, all_uploaded, &clock_ns));
+	cr_assert_gt(clock_ns, 0, "the server's clock");
 }
 
 /* What a file outside generations is, to compare across the rebuild. */

@@ -611,6 +611,17 @@ static void tn_orphans(struct pt_node *n, uint8_t fill, size_t count, struct cat
 	OK(pgns_inode_release(&n->ns, f));
 }
 
+/* A reclaim's begin on n as the duty makes it: the free chunks stamped
+ * (N12), then a batch with every stamp before the horizon. */
+static int tn_reclaim_begin(struct pt_node *n, struct pgns_reclaim *rec, size_t max, size_t *got)
+{
+	int64_t horizon = 0;
+	struct pgns_ended_gen gens[1];
+	size_t ngens = 0;
+	int rc = pgns_reclaim_stamp(&n->ns, &horizon, gens, 1, &ngens);
+	return rc ? rc : pgns_reclaim_begin(&n->ns, INT64_MAX, rec, max, got);
+}
+
 Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 {
 	struct pt_node a, b;
@@ -624,7 +635,7 @@ Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 
 	struct pgns_reclaim rec[8];
 	size_t n = 0;
-	OK(pgns_reclaim_begin(&a.ns, rec, 8, &n));
+	OK(tn_reclaim_begin(&a, rec, 8, &n));
 	cr_assert_eq(n, 4);
 	struct pgns_chunk_row row;
 	OK(pgns_chunk_get(&b.ns, chunks[2].hash, &row));
@@ -645,7 +656,7 @@ Test(pgns, reclaim_takes_the_chunks_at_zero_and_never_revives_one)
 	cr_assert_eq(row.holder, b.lease.node_id, "a new chunk, held by the node that wrote it");
 	cr_assert(!row.uploaded, "its node uploads its own copy");
 	cr_assert_eq(row.refcount, 1);
-	OK(pgns_reclaim_begin(&a.ns, rec, 8, &n));
+	OK(tn_reclaim_begin(&a, rec, 8, &n));
 	cr_assert_eq(n, 0, "nothing at zero any more");
 	pt_check(&a);
 	pt_leave(&a);
@@ -662,18 +673,18 @@ Test(pgns, a_reclaim_left_by_a_node_that_died_is_finished_by_the_next)
 	tn_orphans(&b, 10, 2, ext, chunks);
 	struct pgns_reclaim rec[4];
 	size_t n = 0;
-	OK(pgns_reclaim_begin(&a.ns, rec, 4, &n));
+	OK(tn_reclaim_begin(&a, rec, 4, &n));
 	cr_assert_eq(n, 2);
-	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
+	OK(tn_reclaim_begin(&b, rec, 4, &n));
 	cr_assert_eq(n, 0, "a live reclaimer's chunks are its own");
 	usleep(3300 * 1000); /* a dies mid-reclaim: its lease runs out, and its grace (L4) */
 	uint64_t ids[2];
 	OK(lease_sweep(&b.lease, ids, 2, &n));
 	cr_assert_eq(n, 1);
-	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
+	OK(tn_reclaim_begin(&b, rec, 4, &n));
 	cr_assert_eq(n, 0, "swept, but its lease ran out less than two terms ago (lease.h L8)");
 	usleep(1500 * 1000);
-	OK(pgns_reclaim_begin(&b.ns, rec, 4, &n));
+	OK(tn_reclaim_begin(&b, rec, 4, &n));
 	cr_assert_eq(n, 2, "the next reclaimer takes over what a left");
 	FAILS(pgns_reclaim_end(&a.ns, rec, n), ESTALE);
 	OK(pgns_reclaim_end(&b.ns, rec, n));
@@ -716,7 +727,7 @@ Test(pgns, a_swept_node_changes_nothing)
 	FAILS(pgns_unpin_lost(&a.ns), ESTALE);
 	size_t nrec = 9;
 	struct pgns_reclaim rec[2];
-	FAILS(pgns_reclaim_begin(&a.ns, rec, 2, &nrec), ESTALE);
+	FAILS(pgns_reclaim_begin(&a.ns, INT64_MAX, rec, 2, &nrec), ESTALE);
 	cr_assert_eq(nrec, 0);
 	OK(pgns_lookup(&a.ns, CAT_ROOT_INO, "f", &in)); /* reading is still allowed */
 	cr_assert_eq(in.size, 0);

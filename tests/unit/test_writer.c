@@ -854,3 +854,32 @@ Test(writer, a_resave_of_bytes_written_by_this_process_stores_nothing)
 	tw_check_file(b, data, len);
 	free(data);
 }
+
+/* The objects of a file's chunks vanish between its writes and its durable
+ * commit (the writer holds none of their bytes: they were hits); the
+ * catalog still counts them and they are not on BACKING: fsync must fail,
+ * never report 0 over bytes that are nowhere. */
+Test(writer, a_durable_commit_whose_chunk_objects_are_gone_fails_with_eio)
+{
+	size_t len = 400 * KiB;
+	uint8_t *data = ts_random(len, 95);
+	uint64_t a = tw_file("a"), b = tw_file("b");
+	tw_write_all(a, data, len, len, 1);
+	static struct cat_extent ext[16];
+	int n = tw_extents(a, ext, 16);
+	cr_assert(n >= 1 && n <= 8, "%d chunks: the commit syncs each (at most 8)", n);
+	struct writer *w;
+	OK(writer_new(fx.cp, b, 0, &w));
+	OK(writer_write(w, (const char *)data, len, 0));
+	OK(writer_commit(w, false)); /* b's chunks are hits on a's objects */
+	for (int i = 0; i < n; i++) {
+		char rel[128], obj[512];
+		store_object_relpath(ext[i].hash, rel, sizeof(rel));
+		snprintf(obj, sizeof(obj), "%s/store/%s", fx.dir, rel);
+		cr_assert_eq(unlink(obj), 0, "%s", obj);
+	}
+	writer_touch(w);
+	cr_assert_eq(writer_commit(w, true), -EIO);
+	writer_free(w);
+	free(data);
+}

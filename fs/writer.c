@@ -19,6 +19,8 @@
 #include "recent.h"
 #include "reader.h"
 #include "safeopen.h"
+#include "store.h"
+#include "upload.h" /* cat_chunk_where: invariant 6 */
 #include "zipcut.h"
 
 #define WRITER_BUF_MIN (64u << 10)
@@ -202,8 +204,39 @@ static bool writer_all_zero(const uint8_t *p, size_t len)
 	return len == 0 || (p[0] == 0 && p[len - 1] == 0 && memcmp(p, p + 1, len - 1) == 0);
 }
 
+/* A dedup hit (the catalog said the chunk is stored): may the writer drop
+ * its bytes? Invariant 6: only once the store vouched for the object
+ * (store_verify_hit), or the catalog says its copy is BACKING's (evicted
+ * from the cache after its upload). A damaged or missing object sets
+ * *must_store: it is written again from these bytes (store.h invariant 3),
+ * which also queues its upload again (cat_chunk_stored). One node only: a
+ * shared catalog's chunk may be another node's, whose objects are not here. */
+static int writer_check_hit(struct writer *w, const struct cat_extent *ext, bool *must_store)
+{
+	if (cat_is_shared(w->env->cat))
+		return 0;
+	int rc = store_verify_hit(w->env->store, ext->hash, ext->len);
+	if (rc == -ENOENT) {
+		struct cat_chunk_where where;
+		if (cat_chunk_where(w->env->cat, ext->hash, &where) == 0 && !where.cached &&
+		    where.uploaded)
+			return 0; /* evicted: read from BACKING, as every chunk of it is */
+	}
+	if (rc != 0 && rc != -ENOENT && rc != -EIO)
+		return rc;
+	if (rc != 0) {
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(ext->hash, hex);
+		log_warn("inode %llu: chunk %s is %s in the cache: stored again from the bytes written",
+			 (unsigned long long)w->ino, hex, rc == -ENOENT ? "missing" : "damaged");
+		*must_store = true;
+	}
+	return 0;
+}
+
 /* Adds a chunk whose hash is known (the SHA-256 of data[0..ext->len)) to
- * pending, and stores its object if the catalog says it must be. pin: the
+ * pending, and stores its object if the catalog says it must be, or if it
+ * was a hit on an object that is not whole (invariant 6). pin: the
  * chunk's bytes pinned in recent's copy (data == pin->copy), which the
  * object can be written from without a copy, and behind the writer; or
  * NULL. */
@@ -214,9 +247,11 @@ static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t
 	int rc = cat_pending_add(w->env->cat, w->ino, ext, &must_store);
 	if (rc != 0)
 		return writer_fail(w, rc, "recording a chunk");
+	uint64_t since = chunkput_lands(w->cp); /* P1: an earlier landing is no store of it */
+	if (!must_store && (rc = writer_check_hit(w, ext, &must_store)) != 0)
+		return writer_fail(w, rc, "checking a stored chunk");
 	if (must_store) {
-		rc = chunkput_store(w->cp, &w->aw, ext->hash, data, ext->len, pin,
-				    chunkput_lands(w->cp));
+		rc = chunkput_store(w->cp, &w->aw, ext->hash, data, ext->len, pin, since);
 		if (rc != 0)
 			return writer_fail(w, rc, "storing a chunk");
 	}
@@ -796,6 +831,26 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
 	return 0;
 }
 
+/* store_sync found no object for a chunk the writer recorded: fine if it
+ * was reclaimed (no row, or count 0: nothing names it any more) or evicted
+ * after its upload (BACKING holds it); otherwise the file names bytes that
+ * are nowhere, and the writer no longer holds them: EIO, never a 0 over lost
+ * bytes (invariant 6). A shared catalog's chunk may be another node's. */
+static int writer_sync_gone(struct writer *w, const uint8_t hash[HASH_LEN])
+{
+	struct cat_chunk_where where;
+	int rc = cat_is_shared(w->env->cat) ? -ENOENT : cat_chunk_where(w->env->cat, hash, &where);
+	if (rc == -ENOENT || (rc == 0 && (where.refcount == 0 || where.uploaded)))
+		return 0;
+	if (rc != 0)
+		return rc;
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	log_error("inode %llu: chunk %s is gone from the cache and not on BACKING: the file's"
+		  " bytes are lost", (unsigned long long)w->ino, hex);
+	return -EIO;
+}
+
 int writer_commit(struct writer *w, bool durable)
 {
 	if (w->err)
@@ -821,7 +876,7 @@ int writer_commit(struct writer *w, bool durable)
 			   i < w->n_unsynced; i++) {
 		rc = store_sync(w->env->store, w->unsynced[i]);
 		if (rc == -ENOENT)
-			rc = 0; /* reclaimed: no extent references it any more */
+			rc = writer_sync_gone(w, w->unsynced[i]);
 		if (rc != 0)
 			writer_fail(w, rc, "syncing a chunk");
 	}

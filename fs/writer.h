@@ -30,7 +30,16 @@
  *  5. A pending chunk whose object is still being written (by this writer
  *     behind it, or by another writer of the same bytes) is awaited before
  *     anything reads, truncates, stages, commits or drops the pending
- *     extents: they only ever name chunks recorded as stored by then. */
+ *     extents: they only ever name chunks recorded as stored by then.
+ *  6. Never lose what a trainer wrote: the writer drops the bytes of a chunk
+ *     the catalog calls stored (a dedup hit) only once the store vouched for
+ *     its object (store.h invariant 4: written or read and checked whole by
+ *     this process) or the catalog says BACKING holds it (evicted after its
+ *     upload); a hit whose object is damaged or missing is written again
+ *     from the writer's bytes, replacing it whole, and logged naming the
+ *     chunk. A durable commit that finds a recorded chunk's object gone
+ *     while the catalog still counts it and BACKING lacks it fails with EIO.
+ *     (One node: with a shared catalog a hit may be another node's object.) */
 #ifndef CKPTFS_WRITER_H
 #define CKPTFS_WRITER_H
 

@@ -102,7 +102,20 @@
  * touched (store_fetch_filled), so the reader's chunk cache counts its real
  * size (reader invariant 2); reused for a smaller chunk, it gives back what
  * exceeds that chunk by more than STORE_FETCH_SLACK. Memory idle in the pool
- * is at most STORE_FETCH_POOL buffers. */
+ * is at most STORE_FETCH_POOL buffers.
+ *
+ * Invariant S10 (checked objects, for dedup hits): the checked set holds
+ * only hashes of objects this process wrote (store_put, store_put_headroom,
+ * store_put_fetched after its SHA-256 check) or found whole with
+ * store_verify_hit since it opened the store, and that no check has since
+ * found damaged and no store_remove has since removed. store_verify_hit
+ * vouches for such an object without reading it; any other is read and
+ * checked in full (S4's local check) before a writer drops the bytes it holds
+ * for it (writer.h invariant 6). Why: an object a past run wrote may have
+ * been torn by a power loss, rotted, or been removed, and a new save of the
+ * same bytes must not be deduplicated onto it. The set is direct-mapped
+ * (STORE_CHECKED_CAP slots of one hash each): a collision forgets the older
+ * hash, which then costs one more read, never a byte; its memory is fixed. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -133,6 +146,7 @@
 
 #define STORE_SHARDS 65536 /* chunks/ab/cd: the first two bytes of the hash */
 #define STORE_FRESH_CAP 16384 /* slots of the fresh set (a power of two) */
+#define STORE_CHECKED_CAP 65536 /* S10: slots of the checked set (a power of two) */
 /* Objects at least this large start their write-back at once; smaller ones
  * (small files) are left to the kernel's write-back, which batches them: one
  * I/O submission per 4 KiB object cost more than the rest of its write. */
@@ -180,6 +194,8 @@ struct store {
 	pthread_mutex_t fresh_lock;
 	struct store_fresh *fresh; /* S2: open addressing; an all-zero hash = an empty slot */
 	size_t fresh_n;
+	pthread_mutex_t checked_lock;
+	uint8_t (*checked)[HASH_LEN]; /* S10: direct-mapped; an all-zero hash = an empty slot */
 	pthread_key_t scratch_key;
 	pthread_mutex_t scratch_lock;
 	struct store_scratch *scratch_list;
@@ -581,6 +597,50 @@ void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN])
 	store_fresh_del(st, hash);
 }
 
+/* ---- checked objects (S10) ---- */
+
+static size_t store_checked_slot(const uint8_t hash[HASH_LEN])
+{
+	return (size_t)get_le64(hash + 16) & (STORE_CHECKED_CAP - 1);
+}
+
+static void store_checked_add(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	if (!st->checked || memcmp(hash, store_zero_hash, HASH_LEN) == 0)
+		return;
+	pthread_mutex_lock(&st->checked_lock);
+	memcpy(st->checked[store_checked_slot(hash)], hash, HASH_LEN); /* a collision forgets */
+	pthread_mutex_unlock(&st->checked_lock);
+}
+
+static void store_checked_del(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	if (!st->checked)
+		return;
+	pthread_mutex_lock(&st->checked_lock);
+	uint8_t *slot = st->checked[store_checked_slot(hash)];
+	if (memcmp(slot, hash, HASH_LEN) == 0)
+		memset(slot, 0, HASH_LEN);
+	pthread_mutex_unlock(&st->checked_lock);
+}
+
+static bool store_checked_has(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	if (!st->checked || memcmp(hash, store_zero_hash, HASH_LEN) == 0)
+		return false;
+	pthread_mutex_lock(&st->checked_lock);
+	bool has = memcmp(st->checked[store_checked_slot(hash)], hash, HASH_LEN) == 0;
+	pthread_mutex_unlock(&st->checked_lock);
+	return has;
+}
+
+/* An object found damaged leaves both sets: neither vouches for it (S2, S10). */
+static void store_forget(struct store *st, const uint8_t hash[HASH_LEN])
+{
+	store_fresh_del(st, hash);
+	store_checked_del(st, hash);
+}
+
 /* ---- open / close ---- */
 
 /* Removes tmp files left by dead processes of this host ("<hex>.<host>.<pid>.<n>"). */
@@ -649,6 +709,8 @@ int store_open(const char *root, struct store **out)
 	pthread_mutex_init(&st->dio_lock, NULL);
 	pthread_cond_init(&st->dio_free, NULL);
 	st->fresh = calloc(STORE_FRESH_CAP, sizeof(*st->fresh)); /* none: all uploads verified */
+	pthread_mutex_init(&st->checked_lock, NULL);
+	st->checked = calloc(STORE_CHECKED_CAP, sizeof(*st->checked)); /* none: every hit is read */
 	store_clean_tmp(st);
 	/* S7: rows written earlier are read whether or not new ones go there */
 	rc = storesmall_open(root, false, &st->small);
@@ -677,6 +739,8 @@ void store_close(struct store *st)
 	pthread_cond_destroy(&st->dio_free);
 	pthread_mutex_destroy(&st->dio_lock);
 	free(st->fresh);
+	pthread_mutex_destroy(&st->checked_lock);
+	free(st->checked);
 	storesmall_close(st->small);
 	close(st->root_fd);
 	free(st);
@@ -733,6 +797,7 @@ static int store_small_corrupt(struct store *st, const uint8_t hash[HASH_LEN], c
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	log_error("store %s: chunk %s (in %s) is corrupt: %s", st->root, hex, STORESMALL_FILE, why);
+	store_checked_del(st, hash); /* S10 */
 	return -EIO;
 }
 
@@ -869,6 +934,8 @@ static int store_put_image(struct store *st, const uint8_t hash[HASH_LEN], const
 		int rc = storesmall_put(st->small, hash, iov, cnt);
 		if (rc == 0 && (flags & STORE_SYNC))
 			rc = storesmall_sync(st->small);
+		if (rc == 0)
+			store_checked_add(st, hash); /* S10 */
 		if (rc == 0 && info)
 			*info = *what;
 		return rc;
@@ -878,6 +945,7 @@ static int store_put_image(struct store *st, const uint8_t hash[HASH_LEN], const
 	if (rc != 0)
 		return rc;
 	store_fresh_add(st, hash, &written); /* S2: the caller hashed these bytes */
+	store_checked_add(st, hash); /* S10 */
 	if (info)
 		*info = *what;
 	return 0;
@@ -1092,7 +1160,7 @@ static int store_open_object(struct store *st, const uint8_t hash[HASH_LEN],
 		return 0;
 	}
 	log_error("store %s: chunk %s is corrupt: %s", st->root, rel, why ? why : strerror(-rc));
-	store_fresh_del(st, hash); /* S2 */
+	store_forget(st, hash); /* S2, S10 */
 	close(fd);
 	return -EIO;
 }
@@ -1196,7 +1264,7 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 	close(fd);
 	if (why) {
 		log_error("store %s: chunk %s is corrupt: %s", st->root, hex, why);
-		store_fresh_del(st, hash); /* S2 */
+		store_forget(st, hash); /* S2, S10 */
 		return -EIO;
 	}
 	*len = info.plain_len;
@@ -1480,7 +1548,7 @@ int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 		char hex[HASH_HEX_LEN + 1];
 		hash_to_hex(hash, hex);
 		log_error("store %s: chunk %s is corrupt: %s", st->root, hex, why);
-		store_fresh_del(st, hash); /* S2 */
+		store_forget(st, hash); /* S2, S10 */
 		rc = -EIO;
 	}
 	if (rc != 0)
@@ -1767,11 +1835,39 @@ int store_put_fetched(struct store *st, const uint8_t hash[HASH_LEN], const void
 		      size_t len)
 {
 	struct iovec iov[1] = { { (void *)obj, len } };
-	if (store_small_fits(st, iov, 1))
-		return storesmall_put(st->small, hash, iov, 1); /* S7 */
-	bool direct = len >= STORE_DIRECT_MIN && atomic_load(&st->direct_writes) &&
-		      ((uintptr_t)obj & (STORE_IO_ALIGN - 1)) == 0;
-	return store_write_object(st, hash, iov, 1, direct ? STORE_DIRECT_IO : 0, NULL);
+	int rc;
+	if (store_small_fits(st, iov, 1)) {
+		rc = storesmall_put(st->small, hash, iov, 1); /* S7 */
+	} else {
+		bool direct = len >= STORE_DIRECT_MIN && atomic_load(&st->direct_writes) &&
+			      ((uintptr_t)obj & (STORE_IO_ALIGN - 1)) == 0;
+		rc = store_write_object(st, hash, iov, 1, direct ? STORE_DIRECT_IO : 0, NULL);
+	}
+	if (rc == 0)
+		store_checked_add(st, hash); /* S10: SHA-256-checked by store_fetch_check */
+	return rc;
+}
+
+int store_verify_hit(struct store *st, const uint8_t hash[HASH_LEN], size_t plain_len)
+{
+	if (store_checked_has(st, hash)) /* S10 */
+		return 0;
+	struct store_chunk c;
+	int rc = store_load(st, hash, plain_len, &c); /* -EIO logged, and forgotten */
+	if (rc != 0)
+		return rc;
+	size_t got = c.len;
+	store_chunk_free(&c);
+	if (got != plain_len) {
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(hash, hex);
+		log_error("store %s: chunk %s is corrupt: %zu plain bytes, its row says %zu",
+			  st->root, hex, got, plain_len);
+		store_forget(st, hash);
+		return -EIO;
+	}
+	store_checked_add(st, hash);
+	return 0;
 }
 
 void store_fetch_done(struct store_chunk *c)
@@ -1833,7 +1929,7 @@ int store_remove(struct store *st, const uint8_t hash[HASH_LEN])
 {
 	char rel[128];
 	store_rel_path(hash, rel, sizeof(rel));
-	store_fresh_del(st, hash); /* S2: a later object of this name is written anew */
+	store_forget(st, hash); /* S2, S10: a later object of this name is written anew */
 	int rc = store_unlinkat(st, rel, 0);
 	if (rc == 0) {
 		pthread_mutex_t *lock = store_shard_lock(st, hash);

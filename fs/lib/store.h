@@ -20,7 +20,13 @@
  *     store.c: by the CRC-32C, or SHA-256 as store_set_local_check says): a
  *     missing, truncated or corrupt object is -EIO and a log line naming the
  *     chunk and the reason.
- *  3. Writing an object that already exists is harmless (same name, same bytes). */
+ *  3. Writing an object that already exists is harmless (same name, same bytes),
+ *     and replaces a damaged one whole (write-new + rename: the only copy of
+ *     anything is never unlinked first).
+ *  4. store_verify_hit vouches for an object only if this process wrote it,
+ *     fetched and checked it, or read and checked it in full since the store
+ *     was opened, and no later check found it damaged nor store_remove
+ *     removed it (S10 in store.c). */
 #ifndef CKPTFS_STORE_H
 #define CKPTFS_STORE_H
 
@@ -188,6 +194,14 @@ int store_check_unread(struct store *st, const uint8_t hash[HASH_LEN], size_t *l
  * backing_put_link; rel has room for 128 bytes. -EXDEV when the object is a
  * row of small.db (S7), which has no file to link: copy its bytes. */
 int store_object_at(struct store *st, const uint8_t hash[HASH_LEN], char *rel, size_t size);
+
+/* Before a writer drops the bytes of a dedup hit (writer.h invariant 6):
+ * whether the object of hash (plain_len plain bytes) is in this store and
+ * whole. 0 at once for an object this process wrote or checked (S10 in
+ * store.c); any other is read and checked as store_load does, once, the
+ * verdict remembered. -ENOENT (not logged) if absent, -EIO (logged, naming
+ * the chunk) if damaged, or another negative errno. */
+int store_verify_hit(struct store *st, const uint8_t hash[HASH_LEN], size_t plain_len);
 
 /* The object is on BACKING: it leaves the fresh set (S2). */
 void store_uploaded(struct store *st, const uint8_t hash[HASH_LEN]);

@@ -416,4 +416,66 @@ f = open(sys.argv[1], "r+b"); f.seek(24); f.write(struct.pack("<Q", 1 << 40)); f
 	ck_umount
 }
 
+# ---- a new save of bytes whose object is damaged or gone (review2 F1)
+#
+# NAME a (3 MiB random) is written and unmounted; then the cache's object of
+# its middle chunk is damaged (xor) or removed with BACKING's copy (rm); with
+# BACKING on the cache's disk (the default here) BACKING's copy is the same
+# file. The trainer saves the very same bytes again as b, with fsync, which
+# succeeds: b must read back whole, as from a plain directory — the dedup hit
+# on the damaged row is checked and the chunk stored again from the bytes
+# written (writer.h invariant 6) — and, once uploaded, from BACKING alone.
+
+# _resave_damage HOW — writes a, damages its middle chunk (HOW: xor | rm).
+# Sets V_HASH, V_OFF, V_LEN.
+_resave_damage() {
+	local ext line obj
+	ck_rand "$CK_REF/a" $((3 * MiB))
+	cp "$CK_REF/a" "$CK_REF/b"
+	ck_mount
+	cp "$CK_REF/a" "$CK_MNT/a"
+	ck_umount
+	ext=$(_extents a)
+	line=$(echo "$ext" | sed -n "$(($(echo "$ext" | grep -c .) / 2 + 1))p")
+	IFS='|' read -r V_HASH V_OFF V_LEN <<<"$line"
+	obj=$CK_CACHE/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
+	[ -f "$obj" ] || ck_fail "no cache object for chunk $V_HASH (is it a row of small.db?)"
+	if [ "$1" = xor ]; then
+		_xor_byte "$obj" $(($(_hdr_len "$obj") + 1000))
+	else
+		rm -f "$obj" "$(_obj "$V_HASH")"
+	fi
+}
+
+# _resave_reads_back WHAT — saves b (a's bytes) with fsync; b reads back
+# whole, the log names the chunk stored again, and after its upload b reads
+# back from BACKING alone (its cache copy evicted).
+_resave_reads_back() {
+	local what=$1
+	ck_mount
+	"$PY" -c 'import os, sys
+d = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, d); os.fsync(fd); os.close(fd)' "$CK_REF/b" "$CK_MNT/b" || ck_fail "$what: writing b and its fsync failed"
+	assert_contains "$(_extents b | cut -d'|' -f1)" "$V_HASH" "$what: chunks of b"
+	_read_ok b
+	assert_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "stored again" "$what: a log line naming the chunk"
+	timeout 120 "$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null || ck_fail "$what: the uploads did not finish"
+	ck_umount
+	_evict_victim
+	ck_mount
+	_read_ok b
+	ck_umount
+}
+
+test_resave_of_bytes_whose_object_is_damaged_reads_back() {
+	_resave_damage xor
+	_resave_reads_back "a payload byte of the object flipped"
+}
+
+test_resave_of_bytes_whose_object_is_gone_reads_back() {
+	_resave_damage rm
+	_resave_reads_back "the object removed from the cache and BACKING"
+}
+
 ck_main "$@"

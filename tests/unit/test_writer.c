@@ -757,3 +757,129 @@ Test(writer, a_buffer_recent_cannot_keep_ends_its_ticket_once_and_is_stored_from
 	recent_free(tiny);
 	free(data);
 }
+
+/* ---- a dedup hit on a damaged or missing object (writer.h invariant 6) ---- */
+
+/* A daemon restart: the store is opened anew (its checked set, store.c S10,
+ * empty), with a fresh recent and chunk put, over the same catalog. */
+static void tw_restart(void)
+{
+	char path[256];
+	chunkput_stop_queue(fx.cp);
+	chunkput_free(fx.cp);
+	recent_free(fx.recent);
+	store_close(fx.store);
+	snprintf(path, sizeof(path), "%s/store", fx.dir);
+	OK(store_open(path, &fx.store));
+	store_set_direct_writes(fx.store, true);
+	OK(recent_new(16 * MiB, &fx.recent));
+	OK(storeq_start(3, 6, &fx.storeq));
+	fx.reader = (struct tw_reader){ fx.cat, fx.store };
+	fx.cp = tw_chunkput(fx.recent);
+}
+
+/* The object file of a's middle chunk: its hash in *hash, its path in path. */
+static void tw_middle_object(uint64_t ino, uint8_t hash[HASH_LEN], char *path, size_t size)
+{
+	static struct cat_extent ext[256];
+	int n = tw_extents(ino, ext, 256);
+	cr_assert_geq(n, 3);
+	memcpy(hash, ext[n / 2].hash, HASH_LEN);
+	char rel[128];
+	store_object_relpath(hash, rel, sizeof(rel));
+	snprintf(path, size, "%s/store/%s", fx.dir, rel);
+}
+
+/* a is written, a restart comes, its middle chunk's object is damaged
+ * (damage) or removed; then the same bytes are saved as b with a durable
+ * commit, which succeeds: b must read back byte for byte, its chunk stored
+ * again from the bytes written. */
+static void tw_resave_after(bool damage)
+{
+	size_t len = 3 * MiB + 11;
+	uint8_t *data = ts_random(len, 93);
+	uint64_t a = tw_file("a"), b = tw_file("b");
+	tw_write_all(a, data, len, MiB, 1);
+	uint8_t hash[HASH_LEN];
+	char obj[512];
+	tw_middle_object(a, hash, obj, sizeof(obj));
+	tw_restart();
+	if (damage) {
+		cr_assert_eq(chmod(obj, 0600), 0);
+		FILE *f = fopen(obj, "r+b");
+		cr_assert_not_null(f);
+		cr_assert_eq(fseek(f, STORE_HEADER_LEN + 1000, SEEK_SET), 0);
+		int c = fgetc(f);
+		cr_assert_eq(fseek(f, STORE_HEADER_LEN + 1000, SEEK_SET), 0);
+		fputc(c ^ 0x5a, f);
+		cr_assert_eq(fclose(f), 0);
+	} else {
+		cr_assert_eq(unlink(obj), 0);
+	}
+	struct writer *w;
+	OK(writer_new(fx.cp, b, 0, &w));
+	OK(writer_write(w, (const char *)data, len, 0));
+	OK(writer_commit(w, true));
+	writer_free(w);
+	tw_check_file(b, data, len);
+	tw_check_file(a, data, len); /* the one object, whole again */
+	free(data);
+}
+
+Test(writer, a_resave_of_bytes_whose_object_is_damaged_stores_it_again)
+{
+	tw_resave_after(true);
+}
+
+Test(writer, a_resave_of_bytes_whose_object_is_gone_stores_it_again)
+{
+	tw_resave_after(false);
+}
+
+/* A hit on an object this process wrote is vouched for without a read: its
+ * bytes are not stored again (the replicated save's dedup stays free). */
+Test(writer, a_resave_of_bytes_written_by_this_process_stores_nothing)
+{
+	size_t len = 3 * MiB + 11;
+	uint8_t *data = ts_random(len, 94);
+	uint64_t a = tw_file("a"), b = tw_file("b");
+	tw_write_all(a, data, len, MiB, 1);
+	size_t objects = fx.cache.objects;
+	struct chunkput *cp = fx.cp;
+	fx.cp = tw_chunkput(NULL); /* no recent: every chunk hashed, a catalog hit */
+	tw_write_all(b, data, len, MiB, 2);
+	chunkput_free(fx.cp);
+	fx.cp = cp;
+	cr_assert_eq(fx.cache.objects, objects, "the resave stored objects again");
+	tw_check_file(b, data, len);
+	free(data);
+}
+
+/* The objects of a file's chunks vanish between its writes and its durable
+ * commit (the writer holds none of their bytes: they were hits); the
+ * catalog still counts them and they are not on BACKING: fsync must fail,
+ * never report 0 over bytes that are nowhere. */
+Test(writer, a_durable_commit_whose_chunk_objects_are_gone_fails_with_eio)
+{
+	size_t len = 400 * KiB;
+	uint8_t *data = ts_random(len, 95);
+	uint64_t a = tw_file("a"), b = tw_file("b");
+	tw_write_all(a, data, len, len, 1);
+	static struct cat_extent ext[16];
+	int n = tw_extents(a, ext, 16);
+	cr_assert(n >= 1 && n <= 8, "%d chunks: the commit syncs each (at most 8)", n);
+	struct writer *w;
+	OK(writer_new(fx.cp, b, 0, &w));
+	OK(writer_write(w, (const char *)data, len, 0));
+	OK(writer_commit(w, false)); /* b's chunks are hits on a's objects */
+	for (int i = 0; i < n; i++) {
+		char rel[128], obj[512];
+		store_object_relpath(ext[i].hash, rel, sizeof(rel));
+		snprintf(obj, sizeof(obj), "%s/store/%s", fx.dir, rel);
+		cr_assert_eq(unlink(obj), 0, "%s", obj);
+	}
+	writer_touch(w);
+	cr_assert_eq(writer_commit(w, true), -EIO);
+	writer_free(w);
+	free(data);
+}

@@ -475,12 +475,12 @@ static bool gen_cred_may(const struct gen_cred *c, const struct cat_inode *in, u
 
 /* Could the user of c remove the generation by hand (`rm -rf SERIES/NAME`)?
  * Write and search on the series directory, the sticky bit's owner rule
- * there, and read, write and search on a directory root. Root (or unknown
- * credentials: the daemon's own pass) may. */
+ * there, and read, write and search on a directory root. Root may. */
 static bool gen_may_delete(struct gen_policy *g, const struct gen_cred *c, const struct cat_gen *gen)
 {
 	struct cat_inode series, root;
-	if (!c->known || c->uid == 0)
+	assert(c->known); /* gen_keep_actor: the committer, or the save's owner */
+	if (c->uid == 0)
 		return true;
 	if (cat_getattr(g->cat, gen->series, &series) != 0 ||
 	    cat_getattr(g->cat, gen->root, &root) != 0)
@@ -502,67 +502,136 @@ static void gen_keep_end(struct gen_policy *g, const struct gen_cred *c, const s
 		return;
 	}
 	log_info("generation %s (series inode %llu, step %llu): kept by keep-latest-k: uid %u, whose"
-		 " commit triggered it, could not delete it by hand (directory permissions or"
-		 " the sticky bit)", gen->name, (unsigned long long)gen->series,
-		 (unsigned long long)gen->step, (unsigned)c->uid);
+		 " commit triggered it (or, with none, the save's owner), could not delete it by"
+		 " hand (directory permissions or the sticky bit)", gen->name,
+		 (unsigned long long)gen->series, (unsigned long long)gen->step, (unsigned)c->uid);
 }
 
-/* HELD ones of the series go once `keep` committed ones are newer (by step). */
-static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct cat_gen_vec *committed,
+/* The owner of a generation's root: keep-latest-k's partition of a series
+ * (gen.h invariant 6), and whom a pass with no committer acts for. */
+struct gen_owner {
+	bool known; /* false: the root could not be read; the save is kept */
+	uid_t uid;
+	gid_t gid;
+};
+
+static struct gen_owner gen_owner_of(struct gen_policy *g, const struct cat_gen *gen)
+{
+	struct cat_inode root;
+	int rc = cat_getattr(g->cat, gen->root, &root);
+	if (rc != 0) {
+		log_warn("generation %s (series inode %llu, step %llu): keep-latest-k cannot read the"
+			 " owner of its root (inode %llu): %s; kept this time", gen->name,
+			 (unsigned long long)gen->series, (unsigned long long)gen->step,
+			 (unsigned long long)gen->root, strerror(-rc));
+		return (struct gen_owner){ .known = false };
+	}
+	return (struct gen_owner){ .known = true, .uid = root.uid, .gid = root.gid };
+}
+
+/* Whom a pass deletes gen for: the committing user c, or (none) the save's
+ * owner, who could remove it by hand. */
+static struct gen_cred gen_keep_actor(const struct gen_cred *c, const struct gen_owner *o)
+{
+	assert(o->known);
+	if (c->known)
+		return *c;
+	return (struct gen_cred){ .known = true, .uid = o->uid, .gid = o->gid };
+}
+
+/* A series' committed generations, newest first (by step, then commit
+ * time), with their owners. */
+struct gen_keep_list {
+	struct cat_gen_vec gens;
+	struct gen_owner *owner; /* one per gens.v[i] */
+};
+
+static void gen_keep_list_free(struct gen_keep_list *k)
+{
+	cat_gen_vec_free(&k->gens);
+	free(k->owner);
+	k->owner = NULL;
+}
+
+/* HELD ones of the series go once `keep` committed ones of the same owner
+ * are newer (by step): another user's saves never count (invariant 6). */
+static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct gen_keep_list *k,
 			  const struct gen_cred *c)
 {
 	struct cat_gen_vec h = { 0 };
 	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_held, &h) == 0)
 		for (size_t i = 0; i < h.n; i++) {
+			if (h.v[i].pinned)
+				continue;
+			struct gen_owner o = gen_owner_of(g, &h.v[i]);
 			size_t newer = 0;
-			for (size_t j = 0; j < committed->n; j++)
-				newer += committed->v[j].step > h.v[i].step;
-			if (!h.v[i].pinned && newer >= g->opt.keep)
-				gen_keep_end(g, c, &h.v[i], "keep-held");
+			for (size_t j = 0; o.known && j < k->gens.n; j++)
+				newer += k->owner[j].known && k->owner[j].uid == o.uid &&
+					 k->gens.v[j].step > h.v[i].step;
+			if (o.known && newer >= g->opt.keep) {
+				struct gen_cred actor = gen_keep_actor(c, &o);
+				gen_keep_end(g, &actor, &h.v[i], "keep-held");
+			}
 		}
 	cat_gen_vec_free(&h);
 }
 
-/* keep-latest-k over one series (invariant 3), for the user of c. */
-static void gen_keep(struct gen_policy *g, uint64_t series, const struct gen_cred *c)
+/* keep-latest-k over the saves of one owner, those of k whose owner is that
+ * of k->gens.v[first] (its newest): past the newest `keep`, all but pinned
+ * ones and the owner's newest durable one go (invariants 3, 6). */
+static void gen_keep_owner(struct gen_policy *g, const struct gen_keep_list *k, size_t first,
+			   const struct gen_cred *c)
 {
-	if (g->opt.keep == 0)
-		return;
-	struct cat_gen_vec l = { 0 };
-	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_committed, &l) != 0) {
-		cat_gen_vec_free(&l);
-		return;
+	const struct gen_owner *o = &k->owner[first];
+	struct gen_cred actor = gen_keep_actor(c, o);
+	size_t rank = 0;           /* of k->gens.v[i] among the owner's saves */
+	bool durable_seen = false; /* the owner's newest durable one is newer */
+	for (size_t i = first; i < k->gens.n; i++) {
+		const struct cat_gen *gen = &k->gens.v[i];
+		if (!k->owner[i].known || k->owner[i].uid != o->uid)
+			continue;
+		bool newest_durable = false;
+		if (!durable_seen) {
+			bool durable = false;
+			newest_durable = cat_gen_durable(g->cat, gen->id, &durable) == 0 && durable;
+			durable_seen = newest_durable;
+		}
+		if (rank++ >= g->opt.keep && !gen->pinned && !newest_durable)
+			gen_keep_end(g, &actor, gen, "keep");
 	}
-	qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
-	/* the newest durable one stays while newer ones are only in the cache */
-	size_t newest_durable = l.n;
-	for (size_t i = 0; i < l.n && newest_durable == l.n; i++) {
-		bool durable = false;
-		if (cat_gen_durable(g->cat, l.v[i].id, &durable) == 0 && durable)
-			newest_durable = i;
-	}
-	gen_keep_held(g, series, &l, c);
-	for (size_t i = g->opt.keep; i < l.n; i++)
-		if (!l.v[i].pinned && i > 0 && i != newest_durable)
-			gen_keep_end(g, c, &l.v[i], "keep");
-	cat_gen_vec_free(&l);
 }
 
-/* With no commit to act for (the pass at start, a durability callback, an
- * overflowing queue): the owner of the newest committed generation's root,
- * whose commit would have triggered it. */
-static void gen_keep_as_newest_owner(struct gen_policy *g, uint64_t series)
+/* keep-latest-k over one series (invariants 3, 6), for the user of c (not
+ * known: each save's owner). */
+static void gen_keep(struct gen_policy *g, uint64_t series, const struct gen_cred *c)
 {
-	struct cat_gen_vec l = { 0 };
-	struct gen_cred c = { .known = false };
-	struct cat_inode root;
-	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_committed, &l) == 0 && l.n > 0) {
-		qsort(l.v, l.n, sizeof(*l.v), gen_keep_cmp);
-		if (cat_getattr(g->cat, l.v[0].root, &root) == 0)
-			c = (struct gen_cred){ .known = true, .uid = root.uid, .gid = root.gid };
+	struct gen_keep_list k = { 0 };
+	if (g->opt.keep == 0)
+		return;
+	if (cat_gen_list_brief(g->cat, series, false, gen_list_add_committed, &k.gens) != 0 ||
+	    k.gens.n < g->opt.keep) { /* nothing has `keep` newer saves of its owner */
+		gen_keep_list_free(&k);
+		return;
 	}
-	cat_gen_vec_free(&l);
-	gen_keep(g, series, &c);
+	k.owner = calloc(k.gens.n, sizeof(*k.owner));
+	if (!k.owner) {
+		log_error("keep-latest-k over series inode %llu: out of memory; it runs again at the"
+			  " next commit", (unsigned long long)series);
+		gen_keep_list_free(&k);
+		return;
+	}
+	qsort(k.gens.v, k.gens.n, sizeof(*k.gens.v), gen_keep_cmp);
+	for (size_t i = 0; i < k.gens.n; i++)
+		k.owner[i] = gen_owner_of(g, &k.gens.v[i]);
+	gen_keep_held(g, series, &k, c);
+	for (size_t i = 0; i < k.gens.n; i++) {
+		bool first_of_owner = k.owner[i].known;
+		for (size_t j = 0; first_of_owner && j < i; j++)
+			first_of_owner = !k.owner[j].known || k.owner[j].uid != k.owner[i].uid;
+		if (first_of_owner)
+			gen_keep_owner(g, &k, i, c);
+	}
+	gen_keep_list_free(&k);
 }
 
 static int gen_list_add_series(void *arg, const struct cat_gen *gen)
@@ -578,12 +647,13 @@ static int gen_list_add_series(void *arg, const struct cat_gen *gen)
  * a stop) cut short; and when the queue of requests overflowed. */
 static void gen_keep_all(struct gen_policy *g)
 {
+	struct gen_cred unknown = { .known = false };
 	struct cat_id_vec series = { 0 };
 	if (g->opt.keep == 0)
 		return;
 	if (cat_gen_list_brief(g->cat, 0, false, gen_list_add_series, &series) == 0)
 		for (size_t i = 0; i < series.n; i++)
-			gen_keep_as_newest_owner(g, series.v[i]);
+			gen_keep(g, series.v[i], &unknown);
 	cat_id_vec_free(&series);
 }
 
@@ -619,10 +689,7 @@ static void gen_keep_request(struct gen_policy *g, uint64_t series, const struct
 	bool taken = false;
 	if (cat_duty_take(g->cat, GEN_KEEP_DUTY, GEN_KEEP_DUTY_MS, &taken) != 0 || !taken)
 		return; /* the holder's passes, and every node's at start, cover it */
-	if (c->known)
-		gen_keep(g, series, c);
-	else
-		gen_keep_as_newest_owner(g, series);
+	gen_keep(g, series, c);
 	cat_duty_drop(g->cat, GEN_KEEP_DUTY);
 }
 
@@ -665,10 +732,8 @@ static bool gen_run_keeps(struct gen_policy *g)
 			break;
 		if (all)
 			gen_keep_all(g);
-		if (series != 0 && c.known)
+		if (series != 0)
 			gen_keep(g, series, &c);
-		else if (series != 0)
-			gen_keep_as_newest_owner(g, series);
 	}
 	rc = cat_duty_drop(g->cat, GEN_KEEP_DUTY);
 	if (rc != 0) /* its term ends it */

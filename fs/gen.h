@@ -34,11 +34,11 @@
  * seconds and none of the processes that wrote to it alive is aborted.
  *
  * keep-latest-k: after each commit, and when a generation becomes durable on
- * BACKING, committed generations of the series past the newest `keep` (by
- * step, then commit time) are deleted, except pinned ones and the newest
- * durable one (while BACKING lags, the last checkpoint that is safe off this
- * node stays). It also runs over every series when the thread starts, which
- * finishes a deletion that a crash or a stop cut short.
+ * BACKING, committed generations of the series past the newest `keep` of
+ * their owner (by step, then commit time) are deleted, except pinned ones and
+ * the owner's newest durable one (while BACKING lags, the last checkpoint
+ * that is safe off this node stays). It also runs over every series when the
+ * thread starts, which finishes a deletion that a crash or a stop cut short.
  *
  * Invariants:
  *  1. Only gen.c decides state changes; it calls the catalog, never the other
@@ -46,7 +46,8 @@
  *     gen_after_removal); removed names expire from the kernel's cache.
  *  2. A generation never commits while a write handle in it is open.
  *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
- *     committed one, nor the newest durable one. It decides from a listing
+ *     committed one, nor the newest durable one of its owner (invariant 6).
+ *     It decides from a listing
  *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
  *     in the deleting transaction (a rewrite or a pin in between wins).
  *  4. keep-latest-k never runs inside the request that commits (nor in the
@@ -58,7 +59,16 @@
  *     (broken, empty, a rank's file missing, a rewrite part done), or a
  *     marker layout without its marker. unmount holds it (a rewrite: the
  *     previous version comes back); next-gen leaves it open (abandon holds
- *     it). */
+ *     it).
+ *  6. keep-latest-k counts per owner: the saves of a series are split by the
+ *     owner (uid) of their root, and a committed one is deleted only once
+ *     `keep` newer committed ones of the same owner exist (a HELD one: with a
+ *     larger step); the newest committed and the newest durable one stay per
+ *     owner. So a user's saves are never deleted because of another user's
+ *     (higher steps planted in a shared sticky series). With one owner this
+ *     is the series-wide rule. A pass acts for the committing user's
+ *     credentials (gen_may_delete: what they could `rm -rf` by hand); with
+ *     none (at start, a save becoming durable), for each save's owner. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -22,7 +22,13 @@
  *  4. Chunk checks (REBUILD_CHECK_CHUNKS) look up each distinct chunk once;
  *     a missing one is reported with every file and generation naming it.
  *  5. No manifest is read into memory before its size is known to be at most
- *     MANIFEST_SIZE_MAX (DESIGN invariant 7). */
+ *     MANIFEST_SIZE_MAX (DESIGN invariant 7).
+ *  6. The rebuilt catalog never hands out a generation id that names a
+ *     manifest on BACKING: ids of manifests it rejected or could not read
+ *     are reserved (cat_gen_id_reserve), so a new generation's manifest
+ *     never overwrites the only copy of a save the rebuild left out, and a
+ *     later rebuild never takes one save for the other. (The shared
+ *     engine's rebuild sets its sequence past the ids it applied only.) */
 #define _GNU_SOURCE
 #include "rebuild.h"
 
@@ -32,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "generation.h"
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
@@ -388,6 +395,21 @@ static int rb_generation(struct rb_state *s, const struct rb_list *l, size_t fir
 	return 0;
 }
 
+/* Invariant 6: every id BACKING has a manifest of, applied or not. */
+static int rb_reserve_ids(struct rb_state *s, const struct rb_list *gens)
+{
+	uint64_t max = 0;
+	for (size_t i = 0; i < gens->n; i++)
+		if (gens->v[i].id > max)
+			max = gens->v[i].id;
+	int rc = max <= INT64_MAX ? cat_gen_id_reserve(s->cat, max) : -ERANGE;
+	if (rc != 0)
+		log_error("rebuild: BACKING %s: cannot reserve generation ids up to %" PRIu64
+			  " (a new generation could overwrite a manifest left out): %s",
+			  backing_spec(s->b), max, strerror(-rc));
+	return rc;
+}
+
 int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 		    rebuild_progress_fn progress, void *arg, struct rebuild_report *rep)
 {
@@ -426,6 +448,8 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 			progress(arg, ++done, total);
 		i = end;
 	}
+	if (rc == 0 && gens.n > 0 && !cat_is_shared(cat))
+		rc = rb_reserve_ids(&s, &gens);
 	if (rc == 0)
 		log_info("rebuild: BACKING %s: %s tree, %" PRIu64 " generations (%" PRIu64 " files, %"
 			 PRIu64 " bytes); %" PRIu64 " older manifests ignored, %" PRIu64 " corrupt,"

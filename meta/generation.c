@@ -188,6 +188,15 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			      " WHERE state = 1 UNION SELECT up.gen, d.parent FROM up"
 			      " JOIN dirents d ON d.ino = up.ino)"
 			      " SELECT DISTINCT gen FROM up WHERE ino = ?1 ORDER BY gen" },
+	/* AUTOINCREMENT hands out past sqlite_sequence: the row exists once a
+	 * generation was ever inserted */
+	G(G_ID_SEQ_INSERT) = { "reserve generation numbers",
+			       "INSERT INTO sqlite_sequence(name, seq) SELECT 'generations', ?1"
+			       " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence"
+			       " WHERE name = 'generations')" },
+	G(G_ID_SEQ_RAISE) = { "reserve generation numbers",
+			      "UPDATE sqlite_sequence SET seq = ?1"
+			      " WHERE name = 'generations' AND seq < ?1" },
 	/* G1–G3 on inodes: what the trees of live generations (and backups)
 	 * reach must carry their id, and nothing else may carry one. */
 	G(G_CHECK_TREES) = { "check generations' trees",
@@ -499,6 +508,12 @@ static int gen_backup_restore(struct cat *cat, struct cat_gen *g, int64_t now)
 		g->state = g->held[0] ? GEN_HELD : GEN_COMMITTED;
 		g->version--;
 	}
+	/* BACKING's manifest of it names its series by the path it had when
+	 * written: the series may have moved meanwhile (gen_series_moved
+	 * re-queues COMMITTED ones only), and a version the rewrite caught
+	 * before it was durable had its manifest row go stale */
+	if (rc == 0 && g->state == GEN_COMMITTED)
+		rc = cat_up_gen_committed_txn(cat, g->id, g->version);
 	return rc;
 }
 
@@ -1120,6 +1135,25 @@ int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
 	/* the manifest on BACKING carries the pin: write it again */
 	if (rc == 0 && changed && g.state == GEN_COMMITTED)
 		rc = cat_up_gen_committed_txn(cat, g.id, g.version);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_gen_id_reserve(struct cat *cat, uint64_t id)
+{
+	assert(!cat->shared); /* the shared engine's sequence: pggen.c G_RB_GEN_SEQ */
+	assert(id <= INT64_MAX);
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_bind(cat, G_ID_SEQ_INSERT, A_INT(id));
+	if (rc == 0)
+		rc = cat_run(cat, G_ID_SEQ_INSERT);
+	if (rc == 0)
+		rc = cat_bind(cat, G_ID_SEQ_RAISE, A_INT(id));
+	if (rc == 0)
+		rc = cat_run(cat, G_ID_SEQ_RAISE);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;

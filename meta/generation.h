@@ -182,6 +182,12 @@ int cat_gen_manifest_again(struct cat *cat, uint64_t id);
 
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
 
+/* Generation ids up to id are never handed out (one-node engine): a rebuild
+ * saw manifests of them on BACKING that it did not apply (rejected,
+ * unreadable), and a new generation with such an id would write its
+ * manifest over theirs (fs/rebuild.c invariant 6). */
+int cat_gen_id_reserve(struct cat *cat, uint64_t id);
+
 /* Whether a live node other than this one takes part in generation id (a
  * file of it open for writing, or its policy tracks it: pggen.h X7), so
  * that this node's unmount leaves it OPEN for that node to decide. Alone

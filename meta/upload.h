@@ -46,6 +46,11 @@
  *      UP_DELETE_GEN_MANIFEST row waits as U5 c): a save renamed out of its
  *      series is outside generations from then on, and in no manifest but
  *      its generation's until the tree manifest names it.
+ *      Not covered: a series moved INTO an open generation (G_TREE_NESTED
+ *      ends its saves, "renamed"): their files are then that generation's,
+ *      whose manifest is on BACKING only once it commits and is durable,
+ *      and the tree manifest does not name them; from U6's tree manifest
+ *      until then, a rebuild finds them in no manifest.
  *  U7. cat_upload_done of an UP_CHUNK row says its object is on BACKING (or
  *      the row is moot): it marks the chunk uploaded, here and in the shared
  *      store. A row whose object never reached BACKING (its cache copy lost)

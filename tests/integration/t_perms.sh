@@ -154,15 +154,51 @@ test_keep_latest_k_deletes_only_what_the_committing_user_could_delete() {
 	assert_eq 1 "$(_gen_state step-1)" "root's step-1 after uid $NOBODY's saves with keep=2 (sticky series)"
 	assert_eq 1 "$(_gen_state step-2)" "root's step-2 after uid $NOBODY's saves with keep=2 (sticky series)"
 	[ -f "$CK_MNT/run/step-1/model.bin" ] || ck_fail "root's step-1 lost its file"
-	# root's own commit: root may delete every one of them
+	# root's own commit: root may delete anything, but counts per owner
+	# (gen.h invariant 6): root's step-1 goes, uid $NOBODY's two stay
 	_save_as "" 5
+	_wait_series "step-2 step-3 step-4 step-5" "after root's step-5 (keep=2)"
+	# uid $NOBODY's third save trims uid $NOBODY's saves
+	_save_as as_nobody 6
+	_wait_series "step-2 step-4 step-5 step-6" "after uid $NOBODY's step-6 (keep=2)"
+	assert_eq 3 "$(_gen_state step-3)" "uid $NOBODY's step-3 after its own step-6"
+	ck_umount
+}
+
+_wait_series() { # "NAMES" WHEN: waits up to 20 s for the series listing
 	local i=0
-	while [ "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ')" != "step-4 step-5 " ]; do
+	while [ "$(ls "$CK_MNT/run" | sort -V | tr '\n' ' ')" != "$1 " ]; do
 		i=$((i + 1))
-		[ $i -le 200 ] || ck_fail "series after root's step-5 (keep=2): $(ls "$CK_MNT/run" | tr '\n' ' ')"
+		[ $i -le 200 ] || ck_fail "series $2: $(ls "$CK_MNT/run" | tr '\n' ' '), expected $1"
 		sleep 0.1
 	done
-	assert_eq 3 "$(_gen_state step-3)" "uid $NOBODY's step-3 after root's commit"
+}
+
+USER_A=4242
+as_user_a() { setpriv --reuid=$USER_A --regid=$USER_A --clear-groups "$@"; }
+
+# A user's saves are never deleted because of another user's: uid $NOBODY
+# plants two higher steps in a shared sticky series, then uid $USER_A's two
+# saves (its newest) stay with keep=2; uid $USER_A's own third save trims
+# only uid $USER_A's oldest.
+test_keep_latest_k_never_deletes_a_users_newest_saves_for_another_users_higher_steps() {
+	ck_mount allow_other,default_permissions,keep=2,quiet=0.5
+	mkdir -m 1777 "$CK_MNT/run"
+	_save_as as_nobody 999998
+	_save_as as_nobody 999999
+	_save_as as_user_a 200
+	_save_as as_user_a 300
+	sleep 3 # keep ran after each commit, and again as each became durable
+	assert_eq 1 "$(_gen_state step-200)" "uid $USER_A's step-200 after uid $NOBODY's higher steps (keep=2)"
+	assert_eq 1 "$(_gen_state step-300)" "uid $USER_A's step-300 after uid $NOBODY's higher steps (keep=2)"
+	assert_eq 70000 "$(stat -c %s "$CK_MNT/run/step-300/model.bin")" "size of uid $USER_A's step-300/model.bin"
+	_save_as as_user_a 400
+	_wait_series "step-300 step-400 step-999998 step-999999" "after uid $USER_A's step-400 (keep=2)"
+	assert_eq "$USER_A:$USER_A" "$(stat -c %u:%g "$CK_MNT/run/step-300")" "owner of step-300"
+	# a restart's pass (as each save's owner) changes nothing
+	ck_remount allow_other,default_permissions,keep=2,quiet=0.5
+	sleep 2
+	_wait_series "step-300 step-400 step-999998 step-999999" "after a remount (keep=2)"
 	ck_umount
 }
 

@@ -6,11 +6,15 @@
  * deleted; keep-latest-k deletes only the oldest committed saves; and a held
  * save goes only once K newer saves are committed. Short quiet and abandon
  * periods stand in for a clock. */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -250,4 +254,158 @@ Test(gen, test_a_rewrite_of_a_committed_save_reopens_it_as_a_new_version)
 	OK(gen_commit_explicit(tg.g, id, "explicit"));
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
 	cr_assert_eq(gen.version, 2);
+}
+
+/* ---- keep-latest-k counts per owner (gen.h invariant 6) ---- */
+
+#define TG_USER_A 1000
+#define TG_USER_B 2000
+
+/* A process with the file system credentials of uid:uid, as FUSE would name
+ * the writer: keep-latest-k acts for the last process seen writing. It waits
+ * until killed; *pid gets its id. */
+static void tg_user_process(uid_t uid, pid_t *pid)
+{
+	int ready[2];
+	char c = 0;
+	cr_assert_eq(pipe(ready), 0);
+	*pid = fork();
+	cr_assert_geq(*pid, 0);
+	if (*pid == 0) {
+		close(ready[0]);
+		if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+			_exit(1);
+		/* a failed assertion ends the test without tg_user_process_end;
+		 * after the uid change, which clears the parent-death signal */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
+			_exit(1);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1, "uid %u's process is ready", (unsigned)uid);
+	close(ready[0]);
+}
+
+static void tg_user_process_end(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* A shared series directory `name` in the root: root's, mode 1777 (like /tmp). */
+static uint64_t tg_sticky_series(const char *name)
+{
+	struct cat_inode in;
+	uint64_t gen = 0;
+	OK(cat_create_in_gen(tg.cat, CAT_ROOT_INO, name, S_IFDIR | 01777, 0, 0, 0, NULL, NULL, &in,
+			     &gen));
+	cr_assert_eq(gen, 0);
+	return in.ino;
+}
+
+/* step-<step> in series, its root owned by uid, written by the process pid
+ * (whose user keep-latest-k then acts for) and committed; returns its id. */
+static uint64_t tg_committed_by(uint64_t series, uint64_t step, uid_t uid, pid_t pid)
+{
+	char name[32];
+	struct cat_gen_spec spec;
+	struct cat_inode in;
+	struct cat_gen gen;
+	uint64_t id = 0, in_gen = 0;
+	snprintf(name, sizeof(name), "step-%llu", (unsigned long long)step);
+	const struct cat_gen_spec *sp = gen_spec_for(tg.g, series, name, &spec);
+	cr_assert_not_null(sp, "%s is a generation name", name);
+	OK(cat_create_in_gen(tg.cat, series, name, S_IFDIR | 0755, uid, uid, 0, NULL, sp, &in, &id));
+	gen_started(tg.g, id, series, false, pid);
+	OK(cat_create_in_gen(tg.cat, in.ino, "model.dat", S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
+			     &in_gen));
+	gen_activity(tg.g, id, pid);
+	OK(gen_commit_explicit(tg.g, id, "explicit"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "%s committed", name);
+	return id;
+}
+
+Test(gen, test_keep_latest_k_never_deletes_a_users_newest_saves_for_another_users_higher_steps)
+{
+	struct cat_gen gen;
+	pid_t a, b;
+	tg_start(2, 60, 0); /* no thread: keep-latest-k runs in the caller */
+	tg_user_process(TG_USER_A, &a);
+	tg_user_process(TG_USER_B, &b);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t b1 = tg_committed_by(run, 999998, TG_USER_B, b);
+	uint64_t b2 = tg_committed_by(run, 999999, TG_USER_B, b);
+	uint64_t a1 = tg_committed_by(run, 200, TG_USER_A, a);
+	uint64_t a2 = tg_committed_by(run, 300, TG_USER_A, a);
+	cr_assert_eq(tg_state(a1, &gen), GEN_COMMITTED, "A's step-200 survives B's two higher steps");
+	cr_assert_eq(tg_state(a2, &gen), GEN_COMMITTED, "A's step-300 survives B's two higher steps");
+	/* A's own third save trims A's saves to 2; B's stay */
+	uint64_t a3 = tg_committed_by(run, 400, TG_USER_A, a);
+	cr_assert_neq(tg_state(a1, &gen), GEN_COMMITTED, "A's oldest goes once A has 2 newer");
+	cr_assert_eq(tg_state(a2, &gen), GEN_COMMITTED);
+	cr_assert_eq(tg_state(a3, &gen), GEN_COMMITTED);
+	cr_assert_eq(tg_state(b1, &gen), GEN_COMMITTED, "B's saves are B's: A's commits do not count");
+	cr_assert_eq(tg_state(b2, &gen), GEN_COMMITTED);
+	tg_user_process_end(a);
+	tg_user_process_end(b);
+}
+
+Test(gen, test_a_pass_with_no_committer_counts_per_owner_too)
+{
+	struct cat_gen gen;
+	pid_t a, b;
+	tg_start(0, 60, 0); /* keep=0 while the series fills: nothing goes yet */
+	tg_user_process(TG_USER_A, &a);
+	tg_user_process(TG_USER_B, &b);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t a1 = tg_committed_by(run, 100, TG_USER_A, a);
+	uint64_t a2 = tg_committed_by(run, 200, TG_USER_A, a);
+	uint64_t a3 = tg_committed_by(run, 300, TG_USER_A, a);
+	uint64_t b1 = tg_committed_by(run, 999998, TG_USER_B, b);
+	uint64_t b2 = tg_committed_by(run, 999999, TG_USER_B, b);
+	gen_policy_free(tg.g);
+	tg.g = NULL;
+	/* the start pass (gen_keep_all), keep=2, acts as each save's owner */
+	tg_start(2, 60, 0);
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(a1, GEN_DELETED), "A's oldest of three goes");
+	cr_assert_eq(tg_state(a2, &gen), GEN_COMMITTED, "A's newest two stay");
+	cr_assert_eq(tg_state(a3, &gen), GEN_COMMITTED, "A's newest two stay");
+	cr_assert_eq(tg_state(b1, &gen), GEN_COMMITTED);
+	cr_assert_eq(tg_state(b2, &gen), GEN_COMMITTED);
+	tg_user_process_end(a);
+	tg_user_process_end(b);
+}
+
+Test(gen, test_a_held_save_goes_only_after_k_newer_commits_of_its_owner)
+{
+	struct cat_gen gen;
+	pid_t a, b;
+	tg_start(2, 60, 0.3);
+	tg_user_process(TG_USER_A, &a);
+	tg_user_process(TG_USER_B, &b);
+	uint64_t run = tg_sticky_series("run");
+	struct cat_gen_spec spec;
+	struct cat_inode in;
+	uint64_t h = 0, in_gen = 0;
+	OK(cat_create_in_gen(tg.cat, run, "step-100", S_IFDIR | 0755, TG_USER_A, TG_USER_A, 0, NULL,
+			     gen_spec_for(tg.g, run, "step-100", &spec), &in, &h));
+	gen_started(tg.g, h, run, false, 0); /* no live writer: abandoned */
+	OK(cat_create_in_gen(tg.cat, in.ino, "model.dat", S_IFREG | 0644, TG_USER_A, TG_USER_A, 0,
+			     NULL, NULL, &in, &in_gen));
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(h, GEN_HELD), "abandoned: held");
+	gen_policy_shutdown(tg.g); /* no thread: keep-latest-k runs in the caller */
+	tg_committed_by(run, 999998, TG_USER_B, b);
+	tg_committed_by(run, 999999, TG_USER_B, b);
+	cr_assert_eq(tg_state(h, &gen), GEN_HELD, "B's saves do not count against A's held one");
+	tg_committed_by(run, 200, TG_USER_A, a);
+	cr_assert_eq(tg_state(h, &gen), GEN_HELD, "1 newer commit of A, keep 2: kept");
+	tg_committed_by(run, 300, TG_USER_A, a);
+	cr_assert_neq(tg_state(h, &gen), GEN_HELD, "2 newer commits of A: it goes");
+	tg_user_process_end(a);
+	tg_user_process_end(b);
 }

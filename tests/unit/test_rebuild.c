@@ -228,6 +228,58 @@ Test(rebuild, a_corrupt_newest_version_falls_back_to_the_older_one, .init = setu
 	cat_close(again);
 }
 
+/* A manifest the rebuild rejects (its name is taken in the rebuilt tree: a
+ * save deleted while its manifest removal was still queued, its name reused)
+ * stays on BACKING, the only copy of that save; the rebuilt catalog never
+ * hands out its id again, so no new generation's manifest
+ * (manifests/gen/ID.V.ckm) overwrites it, nor a later rebuild takes one for
+ * the other. The same for a generation none of whose manifests could be
+ * read. */
+Test(rebuild, a_rejected_manifests_id_is_never_handed_out_again, .init = setup, .fini = teardown)
+{
+	uint64_t ids[3], root4, root5;
+	populate(ids);
+	struct cat_inode run, series;
+	OK(cat_lookup(fx.src, ROOT, "run", &run));
+	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
+	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
+	ts_mk(fx.src, root4, ".metadata", S_IFREG | 0644, NULL);
+	OK(cat_gen_commit(fx.src, id4, "dcp-metadata"));
+	put_gen(id4, 1);
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
+	cat_id_vec_free(&gone);
+	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
+	put_tree(2);
+
+	struct rebuild_report rep;
+	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 1);
+	cr_assert_eq(rep.generations, 3);
+	OK(cat_lookup(fx.dst, ROOT, "run", &run));
+	OK(cat_lookup(fx.dst, run.ino, "ckpt", &series));
+	uint64_t id5 = ts_mkgen(fx.dst, series.ino, "step-500", 500, true, &root5);
+	cr_assert_gt(id5, id4, "new generation %llu after a rebuild that rejected %llu",
+		     (unsigned long long)id5, (unsigned long long)id4);
+
+	/* every version of the newest id unreadable: its id is not reused either */
+	struct cat *again;
+	char p2[160], path[MANIFEST_PATH_MAX];
+	snprintf(p2, sizeof(p2), "%s/again.db", fx.dir);
+	OK(cat_open(p2, 0, 0, NULL, NULL, &again));
+	manifest_gen_path(id4, 1, path, sizeof(path));
+	corrupt(path);
+	OK(rebuild_catalog(fx.b, again, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations_lost, 1);
+	OK(cat_lookup(again, ROOT, "run", &run));
+	OK(cat_lookup(again, run.ino, "ckpt", &series));
+	id5 = ts_mkgen(again, series.ino, "step-500", 500, true, &root5);
+	cr_assert_gt(id5, id4, "new generation %llu after a rebuild that lost %llu",
+		     (unsigned long long)id5, (unsigned long long)id4);
+	OK(cat_check(again));
+	cat_close(again);
+}
+
 Test(rebuild, missing_chunks_are_reported_by_file, .init = setup, .fini = teardown)
 {
 	uint64_t ids[3];

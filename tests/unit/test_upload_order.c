@@ -357,6 +357,45 @@ Test(upload_order, a_renamed_series_is_rebuilt_under_its_new_name_beside_the_new
 	ts_cat_close_checked(&fresh);
 }
 
+/* R4 with a rewrite in progress: the rename finds step-100 OPEN (version 2
+ * being written), so its durable version 1's manifest, naming run/, is not
+ * queued again then; the rewrite rolled back restores version 1, whose
+ * manifest must then be written again naming run-old/. */
+Test(upload_order, a_rewrite_rolled_back_after_its_series_was_renamed_is_rebuilt_under_the_new_name)
+{
+	uint64_t run = ts_mk(ox.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t old_gen = uo_durable_gen(run, "step-100", 100, 7100);
+	OK(cat_gen_reopen(ox.w.cat, old_gen));
+	uint64_t replaced = 0;
+	OK(cat_rename(ox.w.cat, CAT_ROOT_INO, "run", CAT_ROOT_INO, "run-old", 0, &replaced));
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_abort(ox.w.cat, old_gen, "abandoned", cat_id_vec_add_ino, &gone));
+	cat_id_vec_free(&gone);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(ox.w.cat, old_gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 1, "version 1 restored");
+	cr_expect(uo_row_ready(UP_GEN_MANIFEST, NULL, old_gen),
+		  "step-100's version 1 manifest is written again, naming run-old");
+	uint64_t run2 = ts_mk(ox.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t new_gen = uo_durable_gen(run2, "step-100", 100, 7300);
+
+	struct cat *fresh = NULL;
+	struct rebuild_report rep;
+	uo_rebuild_fresh(&fresh, &rep);
+	cr_expect_eq(rep.manifests_rejected, 0, "%llu durable save(s) rejected by the rebuild",
+		     (unsigned long long)rep.manifests_rejected);
+	cr_expect_eq(rep.generations, 2);
+	struct cat_inode old_dir, new_dir;
+	OK(cat_lookup(fresh, CAT_ROOT_INO, "run-old", &old_dir));
+	OK(cat_lookup(fresh, CAT_ROOT_INO, "run", &new_dir));
+	OK(cat_gen_find(fresh, old_dir.ino, "step-100", &g));
+	cr_expect_eq(g.id, old_gen, "run-old/step-100 is the old run's save");
+	OK(cat_gen_find(fresh, new_dir.ino, "step-100", &g));
+	cr_expect_eq(g.id, new_gen, "run/step-100 is the new run's save");
+	ts_cat_close_checked(&fresh);
+}
+
 /* ---- removals that wait never hide the rows they wait for ---- */
 
 static void uo_note_many(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])

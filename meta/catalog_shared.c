@@ -224,10 +224,11 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 	return 0;
 }
 
-/* S7: whether this node leaves chunks not on BACKING that it alone holds
- * (its uploads left queued). Not known (the database away): it may, so
- * it is settled as if it did (a settlement of nothing to do holds only its
- * open generations, which its unmount decided, pggen.h X7). */
+/* S7: whether this node leaves chunks not on BACKING that it holds (its
+ * uploads left queued). Not known (the database away): it may, so it is
+ * settled as if it did (a settlement that finds no such chunk loses
+ * nothing; it holds the OPEN generations this node opened that no other
+ * node writes, pggen.h X2, which its unmount mostly decided already, X7). */
 static bool catsh_holds_unuploaded(struct cat_shared *sh)
 {
 	uint8_t one[1][CAT_HASH_LEN];

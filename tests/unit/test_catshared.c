@@ -7,7 +7,8 @@
  * namespace (the local file's namespace stays empty); batched releases give
  * the references back (pgns N1); both nodes name the same catalog id; a bad
  * URL and an absent server are one clear error naming the URL without its
- * password; cat_close releases the lease; a node past its lease is swept
+ * password; cat_close releases the lease (as expired, settled by the next
+ * sweep, when uploads were left queued: lease.h L8); a node past its lease is swept
  * by the other, which adopts the chunks it wrote that its own cache holds,
  * and changes nothing after; reopening keeps the local cache copies and
  * queues no removal from BACKING; a file open for writing holds its

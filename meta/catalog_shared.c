@@ -38,7 +38,10 @@
  *      failure is logged and leaves the node to the next sweep. It then
  *      re-checks a batch of lost generations (pggen.h X10), adopting first
  *      the chunks of them this cache holds whose holder is gone, and
- *      queues the manifests of what was settled or found whole again. */
+ *      queues the manifests of what was settled or found whole again.
+ *  S7. cat_close (after the daemon stopped its uploader) releases this
+ *      node's lease as gone only when it holds no chunk not uploaded, else
+ *      as expired, to be settled by the next sweep (lease.h L9). */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
 #include "catalog_shared_reclaim.h"
@@ -132,12 +135,12 @@ static int catsh_open_errno(int rc)
 }
 
 /* Releases what catsh_connect made (the lease first, while its connection
- * is still open). */
-static void catsh_free(struct cat_shared *sh)
+ * is still open); holds: this node holds chunks not uploaded (lease.h L9). */
+static void catsh_free(struct cat_shared *sh, bool holds)
 {
 	if (!sh)
 		return;
-	if (sh->renew.node_id != 0 && lease_release(&sh->renew) != 0)
+	if (sh->renew.node_id != 0 && lease_release(&sh->renew, holds) != 0)
 		log_warn("catalog %s: node %" PRIu64 " could not release its lease: the other"
 			 " nodes expire it when it runs out", pg_name(sh->lease_pg), sh->renew.node_id);
 	pg_close(sh->pg);
@@ -215,7 +218,7 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 	if (rc) {
 		if (rc == -ENOMEM && !err[0])
 			snprintf(err, err_size, "catalog %s: out of memory", local_path);
-		catsh_free(sh);
+		catsh_free(sh, false); /* a node that never served holds nothing */
 		cat_close(cat);
 		return rc;
 	}
@@ -224,11 +227,32 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 	return 0;
 }
 
+/* S7: whether this node leaves chunks not on BACKING that it holds (its
+ * uploads left queued). Not known (the database away): it may, so it is
+ * settled as if it did (a settlement that finds no such chunk loses
+ * nothing; it holds the OPEN generations this node opened that no other
+ * node writes, pggen.h X2, which its unmount mostly decided already, X7). */
+static bool catsh_holds_unuploaded(struct cat_shared *sh)
+{
+	uint8_t one[1][CAT_HASH_LEN];
+	size_t n = 0;
+	int rc = pgns_unuploaded_of(&sh->ns, sh->renew.node_id, NULL, one, 1, &n);
+	if (rc)
+		log_warn("catalog %s: node %" PRIu64 " cannot tell whether it leaves chunks not"
+			 " uploaded: %s; it leaves as if it did", pg_name(sh->pg), sh->renew.node_id,
+			 strerror(-rc));
+	else if (n > 0)
+		log_warn("catalog %s: node %" PRIu64 " leaves chunks not on BACKING (its uploads"
+			 " left queued): the next sweep settles it as a lost node (lease.h L9)",
+			 pg_name(sh->pg), sh->renew.node_id);
+	return rc != 0 || n > 0;
+}
+
 void catsh_close(struct cat *cat)
 {
 	struct cat_shared *sh = cat->shared;
 	cat->shared = NULL; /* S1: what remains is the local catalog */
-	catsh_free(sh);
+	catsh_free(sh, catsh_holds_unuploaded(sh));
 	cat_close(cat);
 }
 

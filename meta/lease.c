@@ -1,4 +1,4 @@
-/* lease — node leases, fencing and cluster duties; see lease.h (L1-L8). */
+/* lease — node leases, fencing and cluster duties; see lease.h (L1-L9). */
 #define _GNU_SOURCE
 #include "lease.h"
 
@@ -64,8 +64,12 @@ const struct pg_stmt lease_stmts[] = {
 			"UPDATE ckpt_nodes SET settled = true WHERE id = $1 AND state = 'expired'"
 			" AND NOT settled RETURNING id",
 			1 },
+	/* L9: a node leaving with chunks not on BACKING is left to a sweep's
+	 * settlement (expired, not settled: L7) */
 	[LS_RELEASE] = { "lease_release",
-			 "UPDATE ckpt_nodes SET state = 'gone' WHERE id = $1 AND state = 'live'", 1 },
+			 "UPDATE ckpt_nodes SET state = CASE WHEN $2::boolean THEN 'expired'"
+			 " ELSE 'gone' END WHERE id = $1 AND state = 'live'",
+			 2 },
 	/* L3: the holder extends its term; anyone takes a term that ran out, or
 	 * one whose holder was swept or unmounted */
 	[LS_DUTY_TAKE] = { "lease_duty_take",
@@ -120,6 +124,7 @@ struct lease_call {
 	const char *name;
 	unsigned ms;
 	bool fence;          /* run lease_fence first (L2, L3) */
+	bool holds;          /* LS_RELEASE: the node holds chunks not uploaded (L9) */
 	int stmt;            /* LS_* */
 	int nparams;
 	PGresult *res;       /* the statement's rows, for the caller */
@@ -174,7 +179,7 @@ static int lease_body(struct pg *pg, void *arg)
 	switch (c->stmt) {
 	case LS_REGISTER: params[0] = c->name; params[1] = ms; break;
 	case LS_RENEW: params[0] = id; params[1] = ms; break;
-	case LS_RELEASE: params[0] = id; break;
+	case LS_RELEASE: params[0] = id; params[1] = c->holds ? "true" : "false"; break;
 	case LS_DUTY_TAKE: params[0] = c->name; params[1] = id; params[2] = ms; break;
 	case LS_DUTY_DROP: params[0] = c->name; params[1] = id; break;
 	case LS_UNSETTLED: params[0] = ms; break;
@@ -266,11 +271,11 @@ int lease_settle_claim(struct lease *l, uint64_t dead, bool *claimed)
 	return 0;
 }
 
-int lease_release(struct lease *l)
+int lease_release(struct lease *l, bool holds)
 {
 	if (l->node_id == 0)
 		return 0;
-	struct lease_call c = { .l = l, .stmt = LS_RELEASE };
+	struct lease_call c = { .l = l, .holds = holds, .stmt = LS_RELEASE };
 	int rc = lease_run(&c);
 	PQclear(c.res);
 	return rc;

@@ -76,6 +76,17 @@
  *      (L4), and the takeover (pgns.c NS_RECLAIM_BEGIN) one more again. A
  *      step checked against the deadline lands after a takeover only if it
  *      stalls for more than a whole term (docs/MULTINODE.md "Reclaim").
+ *  L9. An unmount ends a node's row in one of two ways (lease_release): gone
+ *      when the node holds no chunk that is not on BACKING, else expired,
+ *      not settled, as a node past its lease is. Its uploads left queued
+ *      (the uploader stopped with them, the store unreachable) name bytes
+ *      only its cache has, and a node that may never mount again is a dead
+ *      one for the saves naming them: the next sweep settles it (L7, pggen.h
+ *      X2: those saves lost, re-checked by X10, its open ones held) at once,
+ *      with no lease to wait out. The same cache mounted again is a new node
+ *      whose uploads make those saves whole again (X10). Whether it holds
+ *      any is the caller's to say (the chunk table is pgns's), asked after
+ *      its uploader stopped, so nothing of this node is uploaded after.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except
@@ -153,8 +164,9 @@ int lease_unsettled(struct lease *l, uint64_t *ids, size_t max, size_t *n);
  * or not expired (the body then does nothing). */
 int lease_settle_claim(struct lease *l, uint64_t dead, bool *claimed);
 
-/* A clean unmount: the node row goes to gone (L1). */
-int lease_release(struct lease *l);
+/* An unmount: the node row goes to gone (L1), or to expired, not settled,
+ * when holds says this node still holds chunks not uploaded (L9). */
+int lease_release(struct lease *l, bool holds);
 
 /* Takes or extends duty name (e.g. "keep", "reclaim") for term_ms; *taken
  * says whether this node holds it now (L3). A node past its lease never

@@ -7,7 +7,8 @@
  * namespace (the local file's namespace stays empty); batched releases give
  * the references back (pgns N1); both nodes name the same catalog id; a bad
  * URL and an absent server are one clear error naming the URL without its
- * password; cat_close releases the lease; a node past its lease is swept
+ * password; cat_close releases the lease (as expired, settled by the next
+ * sweep, when uploads were left queued: lease.h L9); a node past its lease is swept
  * by the other, which adopts the chunks it wrote that its own cache holds,
  * and changes nothing after; reopening keeps the local cache copies and
  * queues no removal from BACKING; a file open for writing holds its
@@ -611,4 +612,119 @@ Test(catshared, a_live_node_that_caches_the_chunks_of_a_lost_save_adopts_them_at
 	pt_cat_close(&b);
 	tc_close(&a);
 	tc_close(&c);
+}
+
+/* step-90 by a on BACKING; step-100 committed by b, its chunks only in b's
+ * cache (its uploads still queued). */
+static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64_t *run)
+{
+	*run = ts_mk(a->cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r90, r100;
+	uint64_t g90 = ts_mkgen(a->cat, *run, "step-90", 90, true, &r90);
+	tc_file(a, r90, "__0_0.distcp", 0x66, 0, 1);
+	cr_assert_eq(pt_cat_upload_chunks(a, NULL, NULL), 1);
+	OK(cat_gen_commit(a->cat, g90, "dcp-metadata"));
+	uint64_t g100 = ts_mkgen(b->cat, *run, "step-100", 100, true, &r100);
+	tc_file(b, r100, "__0_0.distcp", 0x67, 0, 2);
+	OK(cat_gen_commit(b->cat, g100, "dcp-metadata"));
+	return g100;
+}
+
+/* F6: b unmounts with its uploads left queued (fs/main.c: uploader_stop
+ * leaves them for the next mount). Its row is not 'gone' but expired,
+ * settled by a's sweep like a dead node's: step-100, whose chunks only b's
+ * cache holds, is lost and hidden from a resume, not offered to one that
+ * would wait backing_timeout, then EIO, on every read. */
+Test(catshared, a_node_that_unmounts_with_uploads_queued_is_settled_like_a_dead_one)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "f6a", 30000, NULL, NULL);
+	pt_cat_open(&b, "f6b", 1000, NULL, NULL);
+	uint64_t run;
+	uint64_t g100 = tc_b_saves_unuploaded(&a, &b, &run);
+	uint64_t bid = cat_node_id(b.cat);
+	pt_cat_close(&b);
+	char state[16];
+	tc_node_state(&a, bid, state, sizeof(state));
+	cr_assert_str_eq(state, "expired", "b left holding chunks not on BACKING");
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1, "a settles b at once: no lease to wait for");
+	struct cat_gen g;
+	FAILS(cat_gen_find_step(a.cat, run, 100, &g), ENOENT);
+	OK(cat_gen_get(a.cat, g100, &g));
+	cr_assert_eq(g.state, GEN_HELD, "lost (shown held), kept: %s", cat_gen_state_name(g.state));
+	OK(cat_gen_find_step(a.cat, run, 90, &g));
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 0, "settled once");
+	tc_close(&a);
+}
+
+/* F6, the way back (X10): b mounts the same cache again (a new node) and
+ * its queued uploads finish: step-100 names no missing chunk any more and
+ * is COMMITTED again, found by a resume; the next sweep clears the mark. */
+Test(catshared, a_save_lost_when_its_node_left_is_committed_again_once_that_cache_uploads)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "f6ra", 30000, NULL, NULL);
+	pt_cat_open(&b, "f6rb", 30000, NULL, NULL);
+	uint64_t run;
+	uint64_t g100 = tc_b_saves_unuploaded(&a, &b, &run);
+	uint64_t bid = cat_node_id(b.cat);
+	pt_cat_reopen(&b, "f6rb", 30000, NULL, NULL);
+	cr_assert_neq(cat_node_id(b.cat), bid);
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1, "a settles the node b was");
+	struct cat_gen g;
+	FAILS(cat_gen_find_step(a.cat, run, 100, &g), ENOENT);
+
+	cr_assert_eq(pt_cat_upload_chunks(&b, NULL, NULL), 2, "b's queue survived its unmount");
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.id, g100);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	OK(cat_lease_sweep(a.cat, &swept));
+	bool lost = true;
+	OK(pggen_get(cat_shared_ns(a.cat), g100, &g, &lost));
+	cr_assert(!lost, "the sweep cleared the mark");
+	uint64_t bid2 = cat_node_id(b.cat);
+	tc_close(&b);
+	char state[16];
+	tc_node_state(&a, bid2, state, sizeof(state));
+	cr_assert_str_eq(state, "gone", "everything uploaded: b leaves for good");
+	tc_close(&a);
+}
+
+/* F9: an OPEN save marked lost (b died with a closed shard not uploaded)
+ * whose shard the live ranks write again through a, every chunk then on
+ * BACKING, is committed at its completion signal (X10: a commit refused as
+ * lost re-checks first). */
+Test(catshared, an_open_save_marked_lost_is_committed_once_its_lost_shard_is_rewritten)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "f9a", 30000, NULL, NULL);
+	pt_cat_open(&b, "f9b", 1000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r100;
+	uint64_t g100 = ts_mkgen(a.cat, run, "step-100", 100, true, &r100);
+	tc_file(&a, r100, "__0_0.distcp", 0x68, 0, 1);
+	uint64_t f1 = tc_file(&b, r100, "__1_0.distcp", 0x69, 0, 2); /* closed, not uploaded */
+	usleep((1000 * 2 + 300) * 1000);
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept)); /* b had nothing open: step-100 stays OPEN, lost */
+	cr_assert_eq(swept, 1);
+	bool lost = false;
+	struct cat_gen g;
+	OK(pggen_get(cat_shared_ns(a.cat), g100, &g, &lost));
+	cr_assert(lost && g.state == GEN_OPEN, "OPEN, lost: %s", cat_gen_state_name(g.state));
+	OK(cat_writing(a.cat, f1, true));
+	ts_write_chunks(a.cat, f1, 0x6a, 0, 2, TC_LEN, NULL, NULL);
+	OK(cat_writing(a.cat, f1, false));
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 3, "every chunk of step-100 on BACKING");
+	int rc = cat_gen_commit(a.cat, g100, "dcp-metadata");
+	cr_assert_eq(rc, 0, "step-100 names no lost chunk any more: %s", strerror(-rc));
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	pt_cat_close(&b);
+	tc_close(&a);
 }

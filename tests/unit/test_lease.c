@@ -90,7 +90,7 @@ Test(lease, two_nodes_renew_and_list)
 	uint64_t ids[4];
 	OK(lease_sweep(&b, ids, 4, &n));
 	cr_assert_eq(n, 0, "nobody is past a lease");
-	OK(lease_release(&a));
+	OK(lease_release(&a, false));
 	OK(lease_list(&b, nodes, 4, &n));
 	cr_assert_str_eq(nodes[0].state, "gone");
 	FAILS(lease_renew(&a), ESTALE); /* L1: gone stays gone */
@@ -232,7 +232,7 @@ Test(lease, a_duty_is_held_by_one_node_at_a_time)
 	/* a holder that is no longer live (here unmounted) holds nothing (L3) */
 	OK(lease_duty_take(&a, "keep", 60000, &ta));
 	cr_assert(ta);
-	OK(lease_release(&a));
+	OK(lease_release(&a, false));
 	OK(lease_duty_take(&b, "keep", 2000, &tb));
 	cr_assert(tb, "a duty dies with its node, before its term");
 	pg_close(pa);
@@ -494,5 +494,39 @@ Test(lease, an_old_database_gets_the_settled_column_and_settles_its_expired_rows
 	OK(lease_unsettled(&b, ids, 4, &n));
 	cr_assert_eq(n, 1);
 	cr_assert_eq(ids[0], 1, "the old expired row, not the gone one");
+	pg_close(pb);
+}
+
+/* L9: a node that leaves holding chunks not uploaded is expired, not gone:
+ * listed to be settled at once (no lease to wait out), never renewed
+ * again; a duty it held is free to take. */
+Test(lease, a_release_holding_chunks_not_uploaded_leaves_the_node_expired_to_be_settled)
+{
+	struct lease a, b;
+	struct pg *pa = tl_open(&a, 5000);
+	struct pg *pb = tl_open(&b, 5000);
+	OK(lease_register(&a, "node-a", 30000));
+	OK(lease_register(&b, "node-b", 30000));
+	bool taken = false;
+	OK(lease_duty_take(&a, "keep", 30000, &taken));
+	cr_assert(taken);
+	OK(lease_release(&a, true));
+	struct lease_node nodes[4];
+	size_t n = 0;
+	OK(lease_list(&b, nodes, 4, &n));
+	cr_assert_str_eq(nodes[0].state, "expired");
+	FAILS(lease_renew(&a), ESTALE);
+	uint64_t ids[4];
+	OK(lease_unsettled(&b, ids, 4, &n));
+	cr_assert_eq(n, 1, "to be settled by the next sweep, its lease 30 s from running out");
+	cr_assert_eq(ids[0], a.node_id);
+	OK(lease_duty_take(&b, "keep", 30000, &taken));
+	cr_assert(taken, "a duty dies with its node (L3)");
+	OK(lease_release(&b, false));
+	OK(lease_list(&a, nodes, 4, &n));
+	cr_assert_str_eq(nodes[1].state, "gone");
+	OK(lease_unsettled(&a, ids, 4, &n));
+	cr_assert_eq(n, 1, "a gone node is nobody's to settle");
+	pg_close(pa);
 	pg_close(pb);
 }

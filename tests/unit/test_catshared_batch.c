@@ -292,3 +292,139 @@ Test(catshared_batch, a_released_files_queued_uploads_keep_their_claims_for_thei
 	OK(cat_pending_drop(a.cat, g));
 	pt_cat_close(&a);
 }
+
+/* ---- where an upload's marking goes in the shared catalog
+ * (meta/catalog_shared_data.c S5, S12; meta/pgns.h N7): a struct cat opened
+ * with cat_open_shared on a private PostgreSQL (tests/unit/pgtest.h) is a
+ * node whose upload queue the test serves by hand, as fs/uploader.c does.
+ *
+ * A writer's chunk uploaded while its file is open (what a save's uploads
+ * are: the uploader keeps up with the writers) has no row in PostgreSQL to
+ * mark: its upload's end costs no round trip (two before: the marking, then
+ * S5's second telling), and the file's commit marks it. A file committed
+ * between the claim and the upload's end is marked by the upload, and a
+ * chunk PostgreSQL has a row of at the claim is marked by it, as before. */
+
+TestSuite(catshared_marks, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+/* The queued chunk rows, in seq order, all ready (claimed, S8). */
+static int bt_claimed_rows(struct pt_cat *n, struct cat_upload *rows)
+{
+	int got = bt_rows(n, rows);
+	cr_assert_gt(got, 0);
+	bool ready[BT_MAX], stale[BT_MAX];
+	OK(cat_upload_ready_many(n->cat, rows, (size_t)got, ready, stale));
+	for (int i = 0; i < got; i++) {
+		cr_assert_eq(rows[i].kind, UP_CHUNK);
+		cr_assert(ready[i], "row %d ready", i);
+		cr_assert_not(stale[i], "row %d not stale", i);
+	}
+	return got;
+}
+
+/* The PostgreSQL row of chunk seed: -ENOENT, or 0 with *uploaded. */
+static int bt_pg_row(struct pt_cat *n, int seed, bool *uploaded)
+{
+	uint8_t h[CAT_HASH_LEN];
+	bt_hash(h, seed);
+	struct pgns_chunk_row row;
+	int rc = pgns_chunk_get(cat_shared_ns(n->cat), h, &row);
+	*uploaded = rc == 0 && row.uploaded;
+	return rc;
+}
+
+/* S12: the uploads of an open file end with no round trip; its commit
+ * marks them in PostgreSQL, consuming the claims (N7). */
+Test(catshared_marks, an_open_files_uploads_end_with_no_round_trip_and_its_commit_marks_them)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "marks-a", 30000, bt_cache_remove, &a);
+	uint64_t f = bt_file(&a, "f");
+	bt_write(&a, f, 100, 6);
+	struct cat_upload rows[BT_MAX];
+	int n = bt_claimed_rows(&a, rows);
+	cr_assert_eq(n, 6);
+	uint64_t before = bt_round_trips(&a);
+	OK(cat_upload_done_many(a.cat, rows, 3));
+	OK(cat_upload_done_many(a.cat, rows + 3, 3));
+	uint64_t cost = bt_round_trips(&a) - before;
+	cr_assert_eq(cost, 0, "two batches of a writer's unpublished chunks: %llu round trips",
+		     (unsigned long long)cost);
+	bool up;
+	for (int s = 100; s < 106; s++) {
+		cr_assert(bt_local_uploaded(&a, s), "chunk %d marked locally (S5)", s);
+		FAILS(bt_pg_row(&a, s, &up), ENOENT);
+	}
+	cr_assert_eq(cat_upload_list(a.cat, 0, rows, BT_MAX), 0, "the rows ended");
+	cr_assert_eq(bt_claims(&a), 6, "the claims wait for the commit's marking");
+
+	bt_commit(&a, f, 6);
+	for (int s = 100; s < 106; s++) {
+		OK(bt_pg_row(&a, s, &up));
+		cr_assert(up, "chunk %d marked uploaded by the commit (S2)", s);
+	}
+	cr_assert_eq(bt_claims(&a), 0, "the commit's marking consumed the claims");
+	OK(cat_pending_drop(a.cat, f));
+	pt_cat_close(&a);
+}
+
+/* S12: a commit between the claim and the upload's end published the rows
+ * not uploaded (the local rows were not marked yet) and read them before
+ * the upload's local mark: the upload marks them in PostgreSQL. */
+Test(catshared_marks, a_commit_between_the_claim_and_the_uploads_end_leaves_the_marking_to_it)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "marks-a", 30000, bt_cache_remove, &a);
+	uint64_t f = bt_file(&a, "f");
+	bt_write(&a, f, 200, 3);
+	struct cat_upload rows[BT_MAX];
+	int n = bt_claimed_rows(&a, rows);
+	bt_commit(&a, f, 3);
+	bool up = true;
+	for (int s = 200; s < 203; s++) {
+		OK(bt_pg_row(&a, s, &up));
+		cr_assert_not(up, "chunk %d published, not on BACKING yet", s);
+	}
+	uint64_t before = bt_round_trips(&a);
+	OK(cat_upload_done_many(a.cat, rows, (size_t)n));
+	cr_assert_geq(bt_round_trips(&a) - before, 1, "told to PostgreSQL");
+	for (int s = 200; s < 203; s++) {
+		OK(bt_pg_row(&a, s, &up));
+		cr_assert(up, "chunk %d marked uploaded by its upload", s);
+		cr_assert(bt_local_uploaded(&a, s));
+	}
+	cr_assert_eq(bt_claims(&a), 0);
+	OK(cat_pending_drop(a.cat, f));
+	pt_cat_close(&a);
+}
+
+/* S12 keeps a marking local only for a hash PostgreSQL had no row of at
+ * the claim: one another node published first is marked by the upload, in
+ * one round trip for the batch, as before. */
+Test(catshared_marks, a_chunk_another_node_published_before_the_claim_is_marked_by_the_upload)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "marks-a", 30000, bt_cache_remove, &a);
+	pt_cat_open(&b, "marks-b", 30000, bt_cache_remove, &b);
+	uint64_t fb = bt_file(&b, "fb");
+	bt_write(&b, fb, 300, 2);
+	bt_commit(&b, fb, 2); /* b holds them, not uploaded */
+	uint64_t fa = bt_file(&a, "fa");
+	bt_write(&a, fa, 300, 2);
+	struct cat_upload rows[BT_MAX];
+	int n = bt_claimed_rows(&a, rows);
+	cr_assert_eq(n, 2);
+	OK(cat_upload_done_many(a.cat, rows, 1)); /* prepares */
+	uint64_t before = bt_round_trips(&a);
+	OK(cat_upload_done_many(a.cat, rows + 1, 1));
+	cr_assert_eq(bt_round_trips(&a) - before, 1, "one marking");
+	bool up = false;
+	for (int s = 300; s < 302; s++) {
+		OK(bt_pg_row(&a, s, &up));
+		cr_assert(up, "chunk %d marked uploaded on the strength of a's upload", s);
+	}
+	OK(cat_pending_drop(a.cat, fa));
+	OK(cat_pending_drop(b.cat, fb));
+	pt_cat_close(&a);
+	pt_cat_close(&b);
+}

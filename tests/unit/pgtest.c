@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "generation.h"
 #include "manifest_shared.h"
+#include "store.h"
 #include "support.h"
 #include "upload.h"
 
@@ -229,4 +231,32 @@ uint64_t pt_cat_mkgen(struct pt_cat *n, uint64_t series, const char *name, uint6
 	if (root)
 		*root = in.ino;
 	return gen;
+}
+
+void pt_backing_open(struct pt_backing *bk, const char *tag)
+{
+	ts_tmpdir_make(bk->dir, sizeof(bk->dir), tag);
+	OK(backing_open(bk->dir, 5000, &bk->b));
+}
+
+void pt_backing_close(struct pt_backing *bk)
+{
+	backing_close(bk->b);
+	ts_tmpdir_remove(bk->dir);
+}
+
+int pt_backing_remove(void *arg, const char *path)
+{
+	int rc = backing_remove(arg, path);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+bool pt_on_backing(struct pt_backing *bk, const uint8_t hash[CAT_HASH_LEN])
+{
+	char rel[128];
+	uint64_t size;
+	store_object_relpath(hash, rel, sizeof(rel));
+	int rc = backing_stat(bk->b, rel, &size);
+	cr_assert(rc == 0 || rc == -ENOENT, "backing_stat: %d", rc);
+	return rc == 0;
 }

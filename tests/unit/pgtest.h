@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backing.h"
 #include "catalog.h"
 #include "pgns.h"
 
@@ -85,6 +86,19 @@ int pt_cat_upload_chunks(struct pt_cat *n, const uint8_t *hash, int *stale);
  * (manifest_shared.h D6): the reclaim horizon moves to the server's clock
  * now, so a reclaim turn takes what earlier turns saw free. */
 void pt_cat_tree_described(struct pt_cat *n);
+
+/* A BACKING directory of the test's own, opened as the daemon opens one:
+ * what a reclaim removes from and a manifest is put on. */
+struct pt_backing {
+	char dir[64];
+	struct backing *b;
+};
+void pt_backing_open(struct pt_backing *bk, const char *tag);
+void pt_backing_close(struct pt_backing *bk);
+/* The reclaimer's removal (fs/reclaimer.c): absent is success. */
+int pt_backing_remove(void *arg, const char *path);
+/* Whether chunk hash's object is on bk. */
+bool pt_on_backing(struct pt_backing *bk, const uint8_t hash[CAT_HASH_LEN]);
 /* Makes directory name in series on n as generation (name, step); returns
  * its id, and its root directory's inode in *root (NULL allowed). */
 uint64_t pt_cat_mkgen(struct pt_cat *n, uint64_t series, const char *name, uint64_t step,

@@ -54,41 +54,7 @@ TestSuite(catshared_horizon, .init = pt_start, .fini = pt_stop, .timeout = 120);
 
 /* ---- BACKING, and the uploader's part ---- */
 
-struct hz_backing {
-	char dir[64];
-	struct backing *b;
-};
-
-static void hz_backing_open(struct hz_backing *bk)
-{
-	ts_tmpdir_make(bk->dir, sizeof(bk->dir), "horizon-backing");
-	OK(backing_open(bk->dir, 5000, &bk->b));
-}
-
-static void hz_backing_close(struct hz_backing *bk)
-{
-	backing_close(bk->b);
-	ts_tmpdir_remove(bk->dir);
-}
-
-/* The reclaimer's removal (fs/reclaimer.c): absent is success. */
-static int hz_remove(void *arg, const char *path)
-{
-	int rc = backing_remove(arg, path);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-static bool hz_on_backing(struct hz_backing *bk, const uint8_t hash[CAT_HASH_LEN])
-{
-	char rel[128];
-	uint64_t size;
-	store_object_relpath(hash, rel, sizeof(rel));
-	int rc = backing_stat(bk->b, rel, &size);
-	cr_assert(rc == 0 || rc == -ENOENT, "backing_stat: %d", rc);
-	return rc == 0;
-}
-
-static bool hz_path_on_backing(struct hz_backing *bk, const char *path)
+static bool hz_path_on_backing(struct pt_backing *bk, const char *path)
 {
 	uint64_t size;
 	int rc = backing_stat(bk->b, path, &size);
@@ -97,7 +63,7 @@ static bool hz_path_on_backing(struct hz_backing *bk, const char *path)
 }
 
 /* n's queued chunk uploads: each one ready is put on BACKING and done. */
-static void hz_upload_chunks(struct pt_cat *n, struct hz_backing *bk)
+static void hz_upload_chunks(struct pt_cat *n, struct pt_backing *bk)
 {
 	struct cat_upload rows[64];
 	int got = cat_upload_list(n->cat, 0, rows, 64);
@@ -120,7 +86,7 @@ static void hz_upload_chunks(struct pt_cat *n, struct hz_backing *bk)
 /* n's queued generation manifests, as fs/uploader.c up_gen_manifest writes
  * them: each ready one built, put, the version before removed, done.
  * Returns how many were put. */
-static int hz_upload_manifests(struct pt_cat *n, struct hz_backing *bk)
+static int hz_upload_manifests(struct pt_cat *n, struct pt_backing *bk)
 {
 	struct cat_upload rows[64];
 	int got = cat_upload_list(n->cat, 0, rows, 64), put = 0;
@@ -178,7 +144,7 @@ static int hz_gen_fn(void *arg, const char *name)
 	return 0;
 }
 
-static struct hz_names hz_list(struct hz_backing *bk, bool gen)
+static struct hz_names hz_list(struct pt_backing *bk, bool gen)
 {
 	struct hz_names l = { .n = 0 };
 	int rc = backing_list(bk->b, gen ? "manifests/gen" : "manifests/tree",
@@ -190,7 +156,7 @@ static struct hz_names hz_list(struct hz_backing *bk, bool gen)
 /* The tree manifest's writer (fs/uploader.c up_tree_shared, T1-T3): the
  * fingerprint (its server clock), the build, the put under a seq above every
  * one listed, the older ones removed, and the horizon recorded (D6). */
-static void hz_tree(struct pt_cat *n, struct hz_backing *bk)
+static void hz_tree(struct pt_cat *n, struct pt_backing *bk)
 {
 	char fp[128], built_fp[128], *text = NULL, path[MANIFEST_PATH_MAX];
 	bool all = false;
@@ -215,7 +181,7 @@ static void hz_tree(struct pt_cat *n, struct hz_backing *bk)
 }
 
 /* How many chunks the manifest at path names that BACKING lacks. */
-static int hz_missing_in(struct hz_backing *bk, const char *path, const char *what)
+static int hz_missing_in(struct pt_backing *bk, const char *path, const char *what)
 {
 	uint64_t size = 0;
 	OK(backing_stat(bk->b, path, &size));
@@ -228,7 +194,7 @@ static int hz_missing_in(struct hz_backing *bk, const char *path, const char *wh
 	cr_assert_eq(manifest_parse(buf, len, &m, err, sizeof(err)), 0, "%s: %s", path, err);
 	int missing = 0;
 	for (size_t i = 0; i < m->n_chunks; i++)
-		if (!hz_on_backing(bk, m->chunks[i].hash)) {
+		if (!pt_on_backing(bk, m->chunks[i].hash)) {
 			char hex[2 * CAT_HASH_LEN + 1];
 			cat_hex(m->chunks[i].hash, hex);
 			cr_log_warn("%s (%s) names chunk %s, which BACKING lacks", path, what, hex);
@@ -242,7 +208,7 @@ static int hz_missing_in(struct hz_backing *bk, const char *path, const char *wh
 /* What a rebuild applies (fs/rebuild.c): the newest tree manifest and the
  * highest version of each generation's. How many chunks they name that
  * BACKING lacks. */
-static int hz_missing(struct hz_backing *bk)
+static int hz_missing(struct pt_backing *bk)
 {
 	char path[MANIFEST_PATH_MAX];
 	int missing = 0;
@@ -270,12 +236,12 @@ static int hz_missing(struct hz_backing *bk)
 
 /* count reclaim turns on n, as fs/reclaimer.c makes them; after each, what a
  * rebuild would apply names nothing BACKING lacks. Their reports summed. */
-static struct cat_reclaim_report hz_turns(struct pt_cat *n, struct hz_backing *bk, int count)
+static struct cat_reclaim_report hz_turns(struct pt_cat *n, struct pt_backing *bk, int count)
 {
 	struct cat_reclaim_report sum = { 0 };
 	for (int i = 0; i < count; i++) {
 		struct cat_reclaim_report rep;
-		OK(cat_reclaim_turn(n->cat, HZ_TERM_MS, hz_remove, bk->b, &rep));
+		OK(cat_reclaim_turn(n->cat, HZ_TERM_MS, pt_backing_remove, bk->b, &rep));
 		cr_assert(rep.held);
 		cr_assert_eq(hz_missing(bk), 0, "turn %d removed a chunk a manifest on BACKING names",
 			     i + 1);
@@ -296,7 +262,7 @@ static void hz_hash(uint8_t out[CAT_HASH_LEN], uint8_t fill, int seed)
 
 /* ino's content replaced by n chunks (fill, seed..), committed, its writer
  * closed, its chunks put on BACKING. */
-static void hz_write(struct pt_cat *n, struct hz_backing *bk, uint64_t ino, uint8_t fill,
+static void hz_write(struct pt_cat *n, struct pt_backing *bk, uint64_t ino, uint8_t fill,
 		     int seed, int count)
 {
 	ts_write_chunks(n->cat, ino, fill, seed, count, HZ_LEN, NULL, NULL);
@@ -308,9 +274,9 @@ static void hz_write(struct pt_cat *n, struct hz_backing *bk, uint64_t ino, uint
 Test(catshared_horizon, a_chunk_the_tree_manifest_names_stays_until_the_one_after_its_overwrite)
 {
 	struct pt_cat a;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	pt_cat_open(&a, "hza", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t latest = ts_mk(a.cat, run, "latest", S_IFREG | 0644, NULL);
 	hz_write(&a, &bk, latest, 0x61, 1, 1);
@@ -323,15 +289,15 @@ Test(catshared_horizon, a_chunk_the_tree_manifest_names_stays_until_the_one_afte
 	hz_write(&a, &bk, latest, 0x62, 2, 1);
 	struct cat_reclaim_report rep = hz_turns(&a, &bk, 3);
 	cr_assert_eq(rep.removed, 0, "removed before the tree manifest after the change");
-	cr_assert(hz_on_backing(&bk, old));
+	cr_assert(pt_on_backing(&bk, old));
 
 	/* the tree manifest after the change is on BACKING: it goes */
 	hz_tree(&a, &bk);
 	rep = hz_turns(&a, &bk, 2);
 	cr_assert_eq(rep.removed, 1);
-	cr_assert_not(hz_on_backing(&bk, old));
-	cr_assert(hz_on_backing(&bk, now));
-	hz_backing_close(&bk);
+	cr_assert_not(pt_on_backing(&bk, old));
+	cr_assert(pt_on_backing(&bk, now));
+	pt_backing_close(&bk);
 	pt_cat_close(&a);
 }
 
@@ -340,9 +306,9 @@ Test(catshared_horizon, a_chunk_the_tree_manifest_names_stays_until_the_one_afte
 Test(catshared_horizon, a_chunk_named_again_after_it_was_seen_free_waits_for_its_last_freeing)
 {
 	struct pt_cat a;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	pt_cat_open(&a, "hzr", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	uint64_t f = ts_mk(a.cat, ROOT, "f", S_IFREG | 0644, NULL);
 	uint64_t g = ts_mk(a.cat, ROOT, "g", S_IFREG | 0644, NULL);
 	hz_write(&a, &bk, f, 0x63, 1, 1);
@@ -356,7 +322,7 @@ Test(catshared_horizon, a_chunk_named_again_after_it_was_seen_free_waits_for_its
 	hz_tree(&a, &bk);
 	rep = hz_turns(&a, &bk, 2);
 	cr_assert_eq(rep.removed, 1, "the chunk g no longer names: %" PRIu64, rep.removed);
-	hz_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a);
 }
 
@@ -364,7 +330,7 @@ Test(catshared_horizon, a_chunk_named_again_after_it_was_seen_free_waits_for_its
 
 /* run/ckpt/step-1 committed on a with file rank0 of chunks (0x71, 1..2),
  * uploaded, its manifest and the tree manifest on BACKING. */
-static uint64_t hz_saved(struct pt_cat *a, struct hz_backing *bk, uint64_t *series,
+static uint64_t hz_saved(struct pt_cat *a, struct pt_backing *bk, uint64_t *series,
 			 uint64_t *file)
 {
 	uint64_t run = ts_mk(a->cat, ROOT, "run", S_IFDIR | 0755, NULL);
@@ -383,10 +349,10 @@ static uint64_t hz_saved(struct pt_cat *a, struct hz_backing *bk, uint64_t *seri
 Test(catshared_horizon, a_rewritten_generations_old_chunks_stay_until_the_new_manifest_is_there)
 {
 	struct pt_cat a, b;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	pt_cat_open(&a, "hzga", 30000, NULL, NULL);
 	pt_cat_open(&b, "hzgb", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	uint64_t series, file;
 	uint64_t gen = hz_saved(&a, &bk, &series, &file);
 	char v1[MANIFEST_PATH_MAX];
@@ -411,7 +377,7 @@ Test(catshared_horizon, a_rewritten_generations_old_chunks_stay_until_the_new_ma
 	cr_assert_not(hz_path_on_backing(&bk, v1));
 	rep = hz_turns(&a, &bk, 2);
 	cr_assert_eq(rep.removed, 2, "version 1's two chunks");
-	hz_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a);
 	pt_cat_close(&b);
 }
@@ -419,9 +385,9 @@ Test(catshared_horizon, a_rewritten_generations_old_chunks_stay_until_the_new_ma
 Test(catshared_horizon, a_deleted_generations_manifests_leave_backing_then_its_chunks)
 {
 	struct pt_cat a;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	pt_cat_open(&a, "hzd", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	uint64_t series, file;
 	uint64_t gen = hz_saved(&a, &bk, &series, &file);
 	char v1[MANIFEST_PATH_MAX];
@@ -441,7 +407,7 @@ Test(catshared_horizon, a_deleted_generations_manifests_leave_backing_then_its_c
 	cr_assert_not(hz_path_on_backing(&bk, v1), "a deleted generation's manifest is left on BACKING");
 	cr_assert_eq(rep.manifests, 1);
 	cr_assert_eq(rep.removed, 2, "its two chunks");
-	hz_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a);
 }
 
@@ -451,9 +417,9 @@ Test(catshared_horizon, a_deleted_generations_manifests_leave_backing_then_its_c
 Test(catshared_horizon, a_save_renamed_out_of_its_series_keeps_its_manifest_until_the_tree_names_it)
 {
 	struct pt_cat a;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	pt_cat_open(&a, "hzm", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	uint64_t series, file;
 	uint64_t gen = hz_saved(&a, &bk, &series, &file);
 	char v1[MANIFEST_PATH_MAX];
@@ -474,7 +440,7 @@ Test(catshared_horizon, a_save_renamed_out_of_its_series_keeps_its_manifest_unti
 	cr_assert_not(hz_path_on_backing(&bk, v1), "an ended generation's manifest is left on BACKING");
 	cr_assert_eq(rep.manifests, 1);
 	cr_assert_eq(rep.removed, 0, "its chunks are kept/rank0's");
-	hz_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a);
 }
 
@@ -510,9 +476,9 @@ static char *hz_meta(const char *key)
 Test(catshared_horizon, a_database_of_schema_1_upgrades_and_clears_what_it_left_on_backing)
 {
 	struct pt_cat a;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	pt_cat_open(&a, "hzu", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	char *v = hz_meta("schema");
 	cr_assert_str_eq(v, PGNS_SCHEMA_TEXT);
 	free(v);
@@ -540,7 +506,7 @@ Test(catshared_horizon, a_database_of_schema_1_upgrades_and_clears_what_it_left_
 	cr_assert_eq(rep.manifests, 1, "the manifest schema 1 left");
 	cr_assert_not(hz_path_on_backing(&bk, v1));
 	cr_assert_eq(rep.removed, 2);
-	hz_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a);
 }
 
@@ -575,12 +541,12 @@ static void hz_uploader(struct pt_cat *n, struct store *st, struct backing *bk, 
 Test(catshared_horizon, the_horizon_moves_with_the_tree_unchanged_and_when_its_writer_stops)
 {
 	struct pt_cat a, b;
-	struct hz_backing bk;
+	struct pt_backing bk;
 	struct store *sa, *sb;
 	struct uploader *ua, *ub;
 	pt_cat_open(&a, "hzpa", 30000, NULL, NULL);
 	pt_cat_open(&b, "hzpb", 30000, NULL, NULL);
-	hz_backing_open(&bk);
+	pt_backing_open(&bk, "horizon-backing");
 	OK(store_open(a.dir, &sa));
 	OK(store_open(b.dir, &sb));
 	ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
@@ -603,7 +569,7 @@ Test(catshared_horizon, the_horizon_moves_with_the_tree_unchanged_and_when_its_w
 	uploader_stop(ub, true);
 	store_close(sa);
 	store_close(sb);
-	hz_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&b);
 	pt_cat_close(&a);
 }

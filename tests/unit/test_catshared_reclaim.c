@@ -65,39 +65,6 @@ static void tr_open(struct tr_node *n, const char *name)
 }
 
 /* BACKING: a directory the test puts objects in and the duty removes from. */
-struct tr_backing {
-	char dir[64];
-	struct backing *b;
-};
-
-static void tr_backing_open(struct tr_backing *bk)
-{
-	ts_tmpdir_make(bk->dir, sizeof(bk->dir), "reclaim-backing");
-	OK(backing_open(bk->dir, 5000, &bk->b));
-}
-
-static void tr_backing_close(struct tr_backing *bk)
-{
-	backing_close(bk->b);
-	ts_tmpdir_remove(bk->dir);
-}
-
-static int tr_backing_remove(void *arg, const char *path)
-{
-	int rc = backing_remove(arg, path);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-static bool tr_on_backing(struct tr_backing *bk, const uint8_t hash[CAT_HASH_LEN])
-{
-	char rel[128];
-	uint64_t size;
-	store_object_relpath(hash, rel, sizeof(rel));
-	int rc = backing_stat(bk->b, rel, &size);
-	cr_assert(rc == 0 || rc == -ENOENT, "backing_stat: %d", rc);
-	return rc == 0;
-}
-
 static void tr_hash(uint8_t out[CAT_HASH_LEN], int seed)
 {
 	ts_hash(out, 0xe7, seed);
@@ -105,7 +72,7 @@ static void tr_hash(uint8_t out[CAT_HASH_LEN], int seed)
 
 /* A writer on ino: chunks seeds[0..n) from offset 0, committed; each chunk
  * the node must store is stored, put on BACKING and its upload done. */
-static void tr_write(struct tr_node *n, struct tr_backing *bk, uint64_t ino, const int *seeds,
+static void tr_write(struct tr_node *n, struct pt_backing *bk, uint64_t ino, const int *seeds,
 		     int count)
 {
 	for (int i = 0; i < count; i++) {
@@ -144,12 +111,12 @@ static uint64_t tr_file(struct tr_node *n, uint64_t parent, const char *name)
 
 /* n's reclaim as the duty makes it (R7 a): a turn that sees what is free,
  * the tree horizon past it, a turn that reclaims; the reports summed. */
-static struct cat_reclaim_report tr_turn(struct tr_node *n, struct tr_backing *bk)
+static struct cat_reclaim_report tr_turn(struct tr_node *n, struct pt_backing *bk)
 {
 	struct cat_reclaim_report rep, second;
-	OK(cat_reclaim_turn(n->pc.cat, TR_TERM_MS, tr_backing_remove, bk->b, &rep));
+	OK(cat_reclaim_turn(n->pc.cat, TR_TERM_MS, pt_backing_remove, bk->b, &rep));
 	pt_cat_tree_described(&n->pc);
-	OK(cat_reclaim_turn(n->pc.cat, TR_TERM_MS, tr_backing_remove, bk->b, &second));
+	OK(cat_reclaim_turn(n->pc.cat, TR_TERM_MS, pt_backing_remove, bk->b, &second));
 	rep.held = rep.held && second.held;
 	rep.chunks += second.chunks;
 	rep.removed += second.removed;
@@ -175,10 +142,10 @@ static bool tr_row_exists(struct tr_node *n, const uint8_t hash[CAT_HASH_LEN])
 Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared_ones_stay)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "reclaim-a");
 	tr_open(&b, "reclaim-b");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	struct cat_inode in;
 	OK(cat_create(a.pc.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &in));
 	uint64_t run = in.ino, r1, r2;
@@ -195,7 +162,7 @@ Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared
 	uint8_t h[5][CAT_HASH_LEN];
 	for (int i = 1; i <= 4; i++) {
 		tr_hash(h[i], i);
-		cr_assert(tr_on_backing(&bk, h[i]), "chunk %d uploaded", i);
+		cr_assert(pt_on_backing(&bk, h[i]), "chunk %d uploaded", i);
 	}
 
 	/* nothing unreferenced yet: a turn removes nothing */
@@ -212,7 +179,7 @@ Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared
 	/* only one node holds the duty: B's turn does nothing while A's lasts */
 	rep = tr_turn(&b, &bk);
 	cr_assert_not(rep.held);
-	cr_assert(tr_on_backing(&bk, h[1]));
+	cr_assert(pt_on_backing(&bk, h[1]));
 	cr_assert(tr_row_exists(&b, h[1]));
 
 	int cache_before = a.n_cache_removed;
@@ -220,23 +187,23 @@ Test(catshared_reclaim, a_deleted_generations_unique_chunks_leave_backing_shared
 	cr_assert(rep.held);
 	cr_assert_eq(rep.chunks, 2);
 	cr_assert_eq(rep.removed, 2);
-	cr_assert_not(tr_on_backing(&bk, h[1]));
-	cr_assert_not(tr_on_backing(&bk, h[2]));
+	cr_assert_not(pt_on_backing(&bk, h[1]));
+	cr_assert_not(pt_on_backing(&bk, h[2]));
 	cr_assert_not(tr_row_exists(&a, h[1]));
 	cr_assert_not(tr_row_exists(&a, h[2]));
-	cr_assert(tr_on_backing(&bk, h[3]), "a chunk step-2 still names stays");
-	cr_assert(tr_on_backing(&bk, h[4]));
+	cr_assert(pt_on_backing(&bk, h[3]), "a chunk step-2 still names stays");
+	cr_assert(pt_on_backing(&bk, h[4]));
 	cr_assert_eq(a.n_cache_removed - cache_before, 2, "A's cache copies went too (R4)");
 	struct cat_extent got[4];
 	cr_assert_eq(cat_extents(a.pc.cat, f2, 0, got, 4), 2);
 	tr_check(&a);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
 
 /* A writes f with chunks 11, 12 (uploaded); B's writer continues f. */
-static uint64_t tr_continued(struct tr_node *a, struct tr_node *b, struct tr_backing *bk)
+static uint64_t tr_continued(struct tr_node *a, struct tr_node *b, struct pt_backing *bk)
 {
 	uint64_t f = tr_file(a, CAT_ROOT_INO, "f");
 	tr_write(a, bk, f, (const int[]){ 11, 12 }, 2);
@@ -253,10 +220,10 @@ static uint64_t tr_continued(struct tr_node *a, struct tr_node *b, struct tr_bac
 Test(catshared_reclaim, a_writer_that_continued_a_file_keeps_its_chunks_through_a_reclaim)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "reclaim-a");
 	tr_open(&b, "reclaim-b");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	uint64_t f = tr_continued(&a, &b, &bk);
 	uint8_t h11[CAT_HASH_LEN], h12[CAT_HASH_LEN];
 	tr_hash(h11, 11);
@@ -265,8 +232,8 @@ Test(catshared_reclaim, a_writer_that_continued_a_file_keeps_its_chunks_through_
 	struct cat_reclaim_report rep = tr_turn(&a, &bk);
 	cr_assert(rep.held);
 	cr_assert_eq(rep.chunks, 0, "B's pins keep 11 and 12 (N6)");
-	cr_assert(tr_on_backing(&bk, h11));
-	cr_assert(tr_on_backing(&bk, h12));
+	cr_assert(pt_on_backing(&bk, h11));
+	cr_assert(pt_on_backing(&bk, h12));
 
 	/* B's commit names them again; its release drops the pins */
 	OK(cat_file_commit(b.pc.cat, f, 2 * TR_LEN, ts_now_ns(), false));
@@ -277,8 +244,8 @@ Test(catshared_reclaim, a_writer_that_continued_a_file_keeps_its_chunks_through_
 	tr_check(&a);
 	rep = tr_turn(&a, &bk);
 	cr_assert_eq(rep.chunks, 1, "only chunk 13, which B's commit replaced");
-	cr_assert(tr_on_backing(&bk, h11));
-	tr_backing_close(&bk);
+	cr_assert(pt_on_backing(&bk, h11));
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
@@ -286,10 +253,10 @@ Test(catshared_reclaim, a_writer_that_continued_a_file_keeps_its_chunks_through_
 Test(catshared_reclaim, without_its_pins_a_continued_writers_commit_fails_with_eio)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "reclaim-a");
 	tr_open(&b, "reclaim-b");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	uint64_t f = tr_continued(&a, &b, &bk);
 	OK(pgns_unpin(cat_shared_ns(b.pc.cat), f)); /* as if B never pinned */
 	struct cat_reclaim_report rep = tr_turn(&a, &bk);
@@ -299,7 +266,7 @@ Test(catshared_reclaim, without_its_pins_a_continued_writers_commit_fails_with_e
 	struct cat_extent got[4];
 	cr_assert_eq(cat_extents(a.pc.cat, f, 0, got, 4), 1, "f is A's overwrite");
 	tr_check(&a);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
@@ -307,17 +274,17 @@ Test(catshared_reclaim, without_its_pins_a_continued_writers_commit_fails_with_e
 Test(catshared_reclaim, the_pins_of_a_node_no_longer_live_go_at_the_next_turn)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "reclaim-a");
 	tr_open(&b, "reclaim-b");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	(void)tr_continued(&a, &b, &bk);
 	cat_close(b.pc.cat); /* a clean unmount: its node row is gone, its pins are left */
 	b.pc.cat = NULL;
 	struct cat_reclaim_report rep = tr_turn(&a, &bk);
 	cr_assert_eq(rep.removed, 2);
 	tr_check(&a);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	ts_tmpdir_remove(b.pc.dir);
 }
@@ -325,10 +292,10 @@ Test(catshared_reclaim, the_pins_of_a_node_no_longer_live_go_at_the_next_turn)
 Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open_lease(&a, "reclaim-a", 1000);
 	tr_open(&b, "reclaim-b");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
 	tr_write(&b, &bk, f, (const int[]){ 21 }, 1);
 	OK(cat_pending_drop(b.pc.cat, f));
@@ -339,16 +306,16 @@ Test(catshared_reclaim, a_node_past_its_lease_removes_nothing_a_live_one_does)
 	tr_hash(h, 21);
 	usleep(1500 * 1000); /* A's lease runs out unrenewed */
 	struct cat_reclaim_report rep;
-	int rc = cat_reclaim_turn(a.pc.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep);
+	int rc = cat_reclaim_turn(a.pc.cat, TR_TERM_MS, pt_backing_remove, bk.b, &rep);
 	cr_assert(rc == 0 || rc == -ESTALE, "rc %d", rc);
 	cr_assert_not(rep.held);
 	cr_assert_eq(rep.removed, 0);
-	cr_assert(tr_on_backing(&bk, h), "a node past its lease removed an object (R1)");
+	cr_assert(pt_on_backing(&bk, h), "a node past its lease removed an object (R1)");
 	rep = tr_turn(&b, &bk);
 	cr_assert(rep.held);
 	cr_assert_eq(rep.removed, 1);
-	cr_assert_not(tr_on_backing(&bk, h));
-	tr_backing_close(&bk);
+	cr_assert_not(pt_on_backing(&bk, h));
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
@@ -369,19 +336,19 @@ static struct cat_upload tr_queued(struct tr_node *n, const uint8_t hash[CAT_HAS
 
 /* B committed chunk seed 50 and put it on BACKING, then deleted its file:
  * PostgreSQL has the chunk live, uploaded, with no reference. */
-static void tr_stale_setup(struct tr_node *a, struct tr_node *b, struct tr_backing *bk,
+static void tr_stale_setup(struct tr_node *a, struct tr_node *b, struct pt_backing *bk,
 			   uint8_t h[CAT_HASH_LEN], uint64_t *fa)
 {
 	tr_open(a, "stale-a");
 	tr_open(b, "stale-b");
-	tr_backing_open(bk);
+	pt_backing_open(bk, "reclaim-backing");
 	uint64_t fb = tr_file(b, CAT_ROOT_INO, "old");
 	tr_write(b, bk, fb, (const int[]){ 50 }, 1);
 	uint64_t ino;
 	OK(cat_unlink(b->pc.cat, CAT_ROOT_INO, "old", &ino));
 	OK(cat_inode_release(b->pc.cat, ino));
 	tr_hash(h, 50);
-	cr_assert(tr_on_backing(bk, h));
+	cr_assert(pt_on_backing(bk, h));
 	*fa = tr_file(a, CAT_ROOT_INO, "new");
 	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
 	memcpy(e.hash, h, CAT_HASH_LEN);
@@ -393,13 +360,13 @@ static void tr_stale_setup(struct tr_node *a, struct tr_node *b, struct tr_backi
 
 /* After A's commit: PostgreSQL never says the chunk is on BACKING while it
  * is not; A's uploader puts it there again and then it does. */
-static void tr_stale_check(struct tr_node *a, struct tr_node *b, struct tr_backing *bk,
+static void tr_stale_check(struct tr_node *a, struct tr_node *b, struct pt_backing *bk,
 			   const uint8_t h[CAT_HASH_LEN])
 {
 	struct pgns_chunk_row row;
 	OK(pgns_chunk_get(cat_shared_ns(a->pc.cat), h, &row));
 	cr_assert_eq(row.refcount, 1);
-	cr_assert(!row.uploaded || tr_on_backing(bk, h),
+	cr_assert(!row.uploaded || pt_on_backing(bk, h),
 		  "PostgreSQL says the chunk is uploaded but BACKING lacks it");
 	cr_assert(!row.uploaded, "the removed upload is not counted");
 	struct cat_upload u = tr_queued(a, h);
@@ -411,7 +378,7 @@ static void tr_stale_check(struct tr_node *a, struct tr_node *b, struct tr_backi
 	OK(backing_put(bk->b, rel, "x", 1));
 	OK(cat_upload_done(a->pc.cat, &u));
 	OK(pgns_chunk_get(cat_shared_ns(a->pc.cat), h, &row));
-	cr_assert(row.uploaded && tr_on_backing(bk, h));
+	cr_assert(row.uploaded && pt_on_backing(bk, h));
 	struct cat_chunk_where w;
 	OK(cat_chunk_where(b->pc.cat, h, &w));
 	tr_check(a);
@@ -420,7 +387,7 @@ static void tr_stale_check(struct tr_node *a, struct tr_node *b, struct tr_backi
 Test(catshared_reclaim, an_upload_done_before_a_reclaim_elsewhere_is_not_published_as_on_backing)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	uint8_t h[CAT_HASH_LEN];
 	uint64_t fa;
 	tr_stale_setup(&a, &b, &bk, h, &fa);
@@ -436,18 +403,18 @@ Test(catshared_reclaim, an_upload_done_before_a_reclaim_elsewhere_is_not_publish
 	/* B's turn removes the old row's object: the one A just put */
 	struct cat_reclaim_report rep = tr_turn(&b, &bk);
 	cr_assert_eq(rep.removed, 1);
-	cr_assert(!tr_on_backing(&bk, h));
+	cr_assert(!pt_on_backing(&bk, h));
 	OK(cat_file_commit(a.pc.cat, fa, TR_LEN, ts_now_ns(), false));
 	tr_stale_check(&a, &b, &bk, h);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 }
 
 Test(catshared_reclaim, a_reclaim_between_an_objects_write_and_its_upload_done_is_caught)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	uint8_t h[CAT_HASH_LEN];
 	uint64_t fa;
 	tr_stale_setup(&a, &b, &bk, h, &fa);
@@ -465,13 +432,13 @@ Test(catshared_reclaim, a_reclaim_between_an_objects_write_and_its_upload_done_i
 	tr_stale_check(&a, &b, &bk, h);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 }
 
 Test(catshared_reclaim, an_upload_done_after_the_commit_that_a_reclaim_preceded_is_put_again)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	uint8_t h[CAT_HASH_LEN];
 	uint64_t fa;
 	tr_stale_setup(&a, &b, &bk, h, &fa);
@@ -489,7 +456,7 @@ Test(catshared_reclaim, an_upload_done_after_the_commit_that_a_reclaim_preceded_
 	tr_stale_check(&a, &b, &bk, h);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 }
 
 /* Whether ns_upload_claims holds exactly `count` rows (asked through n). */
@@ -504,10 +471,10 @@ static bool tr_claims_are(struct tr_node *n, int count)
 Test(catshared_reclaim, claims_are_consumed_by_the_marking_and_a_gone_nodes_go_at_the_next_turn)
 {
 	struct tr_node a, c;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "claims-a");
 	tr_open(&c, "claims-c");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	uint64_t fa = tr_file(&a, CAT_ROOT_INO, "done");
 	tr_write(&a, &bk, fa, (const int[]){ 60, 61 }, 2); /* claimed, uploaded, marked */
 	cr_assert(tr_claims_are(&a, 0), "a marking consumes its claim");
@@ -526,7 +493,7 @@ Test(catshared_reclaim, claims_are_consumed_by_the_marking_and_a_gone_nodes_go_a
 	c.pc.cat = NULL;
 	(void)tr_turn(&a, &bk);
 	cr_assert(tr_claims_are(&a, 0), "a node no longer live keeps no claim");
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	ts_tmpdir_remove(c.pc.dir);
 }
@@ -568,10 +535,10 @@ static int tr_cache_remove_modelled(void *arg, const uint8_t hash[CAT_HASH_LEN])
 Test(catshared_reclaim, the_turn_removes_a_cache_object_under_the_lock_never_a_writers_new_one)
 {
 	struct tr_cache_node a;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	memset(&a, 0, sizeof(a));
 	pt_cat_open(&a.node.pc, "reclaim-a", 30000, tr_cache_remove_modelled, &a);
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	struct tr_node *an = &a.node;
 	uint64_t f = tr_file(an, CAT_ROOT_INO, "f");
 	a.writer_ino = tr_file(an, CAT_ROOT_INO, "g");
@@ -587,12 +554,12 @@ Test(catshared_reclaim, the_turn_removes_a_cache_object_under_the_lock_never_a_w
 	OK(cat_pending_drop(a.node.pc.cat, f));
 
 	struct cat_reclaim_report rep;
-	OK(cat_reclaim_turn(a.node.pc.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep));
+	OK(cat_reclaim_turn(a.node.pc.cat, TR_TERM_MS, pt_backing_remove, bk.b, &rep));
 	cr_assert_eq(rep.removed, 0, "seen free, not before the tree horizon (R7 a)");
 	pt_cat_tree_described(&a.node.pc);
-	OK(cat_reclaim_turn(a.node.pc.cat, TR_TERM_MS, tr_backing_remove, bk.b, &rep));
+	OK(cat_reclaim_turn(a.node.pc.cat, TR_TERM_MS, pt_backing_remove, bk.b, &rep));
 	cr_assert_eq(rep.removed, 1);
-	cr_assert_not(tr_on_backing(&bk, h));
+	cr_assert_not(pt_on_backing(&bk, h));
 	cr_assert_eq(a.removals, 1, "31's cache copy went (R4)");
 	cr_expect_eq(a.removals_unlocked, 0, "the cache object is removed under the lock (R6)");
 	struct cat_chunk_where w;
@@ -600,7 +567,7 @@ Test(catshared_reclaim, the_turn_removes_a_cache_object_under_the_lock_never_a_w
 	cr_assert(rc == 0 || rc == -ENOENT, "cat_chunk_where: %d", rc);
 	cr_assert(rc == -ENOENT || !w.cached || a.object,
 		  "a row says cached but its object is gone (uploaded %d)", w.uploaded);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.node.pc);
 }
 
@@ -611,10 +578,10 @@ Test(catshared_reclaim, the_turn_removes_a_cache_object_under_the_lock_never_a_w
 Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_copy_dirty)
 {
 	struct tr_node a, b;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "reclaim-a");
 	tr_open(&b, "reclaim-b");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	uint64_t g = tr_file(&a, CAT_ROOT_INO, "g");
 	struct cat_extent e = { .off = 0, .len = TR_LEN, .chunk_len = TR_LEN };
 	tr_hash(e.hash, 41);
@@ -624,7 +591,7 @@ Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_c
 	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TR_STORED)); /* dirty, its upload queued */
 	uint64_t f = tr_file(&b, CAT_ROOT_INO, "f");
 	tr_write(&b, &bk, f, (const int[]){ 41 }, 1); /* B's copy is on BACKING */
-	cr_assert(tr_on_backing(&bk, e.hash));
+	cr_assert(pt_on_backing(&bk, e.hash));
 
 	int rc = cat_chunk_fetched(a.pc.cat, e.hash); /* A's reader fetched it */
 	cr_assert(rc == 0 || rc == -ENOENT, "cat_chunk_fetched: %d", rc);
@@ -634,7 +601,7 @@ Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_c
 	cr_assert_not(w.uploaded, "A's copy is still dirty: its upload has not run");
 	struct cat_upload got = tr_queued(&a, e.hash);
 	cr_assert_eq(got.kind, UP_CHUNK, "A's upload is still queued");
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
@@ -650,7 +617,7 @@ Test(catshared_reclaim, a_fetch_of_another_nodes_upload_leaves_a_local_writers_c
  * it removes nothing more, so the committed file keeps its object. */
 struct tr_stall {
 	struct tr_node *a;
-	struct tr_backing *bk;
+	struct pt_backing *bk;
 	uint8_t h[2][CAT_HASH_LEN]; /* the batch */
 	int calls;
 	size_t removed_at_sweep; /* A's turn right after the sweep */
@@ -677,17 +644,17 @@ static int tr_stalled_remove(void *arg, const char *path)
 		s->again = strcmp(path, first) == 0 ? 2 : 1;
 		uint64_t f = tr_file(s->a, CAT_ROOT_INO, "again");
 		tr_write(s->a, s->bk, f, (const int[]){ s->again }, 1);
-		cr_assert(tr_on_backing(s->bk, s->h[s->again - 1]));
+		cr_assert(pt_on_backing(s->bk, s->h[s->again - 1]));
 	}
-	return tr_backing_remove(s->bk->b, path); /* R goes on where it stopped */
+	return pt_backing_remove(s->bk->b, path); /* R goes on where it stopped */
 }
 
 Test(catshared_reclaim, a_reclaimer_stalled_after_its_begin_never_removes_a_new_upload)
 {
 	struct tr_node a, r;
-	struct tr_backing bk;
+	struct pt_backing bk;
 	tr_open(&a, "stall-a");
-	tr_backing_open(&bk);
+	pt_backing_open(&bk, "reclaim-backing");
 	uint64_t f = tr_file(&a, CAT_ROOT_INO, "old");
 	tr_write(&a, &bk, f, (const int[]){ 1, 2 }, 2);
 	OK(cat_pending_drop(a.pc.cat, f));
@@ -697,11 +664,11 @@ Test(catshared_reclaim, a_reclaimer_stalled_after_its_begin_never_removes_a_new_
 	struct tr_stall s = { .a = &a, .bk = &bk };
 	tr_hash(s.h[0], 1);
 	tr_hash(s.h[1], 2);
-	cr_assert(tr_on_backing(&bk, s.h[0]) && tr_on_backing(&bk, s.h[1]));
+	cr_assert(pt_on_backing(&bk, s.h[0]) && pt_on_backing(&bk, s.h[1]));
 
 	tr_open_lease(&r, "stall-r", 1000);
 	struct cat_reclaim_report rep;
-	OK(cat_reclaim_turn(r.pc.cat, 1000, tr_backing_remove, bk.b, &rep)); /* R7 a: seen free */
+	OK(cat_reclaim_turn(r.pc.cat, 1000, pt_backing_remove, bk.b, &rep)); /* R7 a: seen free */
 	cr_assert_eq(rep.removed, 0);
 	pt_cat_tree_described(&r.pc); /* the tree horizon past it */
 	int rc = cat_reclaim_turn(r.pc.cat, 1000, tr_stalled_remove, &s, &rep);
@@ -709,14 +676,14 @@ Test(catshared_reclaim, a_reclaimer_stalled_after_its_begin_never_removes_a_new_
 	struct pgns_chunk_row row;
 	OK(pgns_chunk_get(cat_shared_ns(a.pc.cat), h, &row));
 	cr_assert(row.uploaded && row.refcount == 1);
-	cr_assert(tr_on_backing(&bk, h),
+	cr_assert(pt_on_backing(&bk, h),
 		  "R removed the object a writer put again after R's rows were taken over: the "
 		  "committed file \"again\" names a chunk BACKING lacks");
 	cr_assert_eq(rc, -ESTALE, "R's end is fenced: it was swept");
 	cr_assert_eq(s.calls, 1, "R removed nothing past its deadline");
 	cr_assert_eq(s.removed_at_sweep, 0, "R's rows were not taken over at its sweep");
 	tr_check(&a);
-	tr_backing_close(&bk);
+	pt_backing_close(&bk);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&r.pc);
 }

@@ -164,7 +164,7 @@ test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_u
 	mn_umount A
 	mn_umount B
 	mn_pg_start
-	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
+	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
 	ck_log "$out"
 	assert_contains "$out" "1 generations" "rebuild --meta"
 	case "$out" in *missing*) ck_fail "rebuild --meta found chunks missing: $out" ;; esac

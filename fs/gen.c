@@ -336,7 +336,7 @@ static void gen_after_removal(struct gen_policy *g, struct cat_id_vec *v)
 enum gen_end_how {
 	GEN_END_ABORT,  /* OPEN → ABORTED (or the previous version restored) */
 	GEN_END_DELETE, /* OPEN or COMMITTED → DELETED */
-	GEN_END_EXPIRE, /* keep-latest-k: COMMITTED and unpinned → DELETED, else nothing */
+	GEN_END_EXPIRE, /* keep-latest-k: as chosen (gen.h 3, 6) → DELETED, else nothing */
 };
 
 static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how,
@@ -349,7 +349,7 @@ static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enu
 	case GEN_END_DELETE:
 		return cat_gen_delete(g->cat, id, rule, cat_id_vec_add_ino, v);
 	case GEN_END_EXPIRE:
-		return cat_gen_expire(g->cat, id, rule, cat_id_vec_add_ino, v);
+		return cat_gen_expire(g->cat, id, g->opt.keep, rule, cat_id_vec_add_ino, v);
 	}
 	return -EINVAL;
 }
@@ -367,8 +367,10 @@ static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen
 	int64_t t0 = gen_now_ns();
 	int rc = gen_end_call(g, id, rule, how, &v);
 	if (rc == -EBUSY && how == GEN_END_EXPIRE) {
-		log_debug("generation %s: kept: reopened or pinned since keep-latest-k chose it",
-			  gen.name);
+		log_info("generation %s (series inode %llu, step %llu): kept: reopened, pinned, or"
+			 " fewer than %u newer saves of its owner left (lost or removed) since"
+			 " keep-latest-k chose it", gen.name, (unsigned long long)gen.series,
+			 (unsigned long long)gen.step, g->opt.keep);
 		return 0;
 	}
 	if (rc != 0) {

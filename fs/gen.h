@@ -49,7 +49,9 @@
  *     committed one, nor the newest durable one of its owner (invariant 6).
  *     It decides from a listing
  *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
- *     in the deleting transaction (a rewrite or a pin in between wins).
+ *     in the deleting transaction (a rewrite or a pin in between wins), and
+ *     that `keep` newer complete saves of the owner still exist there
+ *     (invariant 6, generation.h G6): a stale listing never deletes more.
  *  4. keep-latest-k never runs inside the request that commits (nor in the
  *     uploader's durability callback): they queue the series, and the
  *     generation thread deletes after the reply. Only before the thread
@@ -63,7 +65,8 @@
  *  6. keep-latest-k counts per owner: the saves of a series are split by the
  *     owner (uid) of their root, and a committed one is deleted only once
  *     `keep` newer committed ones of the same owner exist (a HELD one: with a
- *     larger step); the newest committed and the newest durable one stay per
+ *     larger step) in the deleting transaction, not only in the listing
+ *     (invariant 3; a lost one is no committed save); the newest committed and the newest durable one stay per
  *     owner. So a user's saves are never deleted because of another user's
  *     (higher steps planted in a shared sticky series). With one owner this
  *     is the series-wide rule. A pass acts for the committing user's

@@ -33,6 +33,10 @@
 /* recent.h R5: how long a writer waits for the chunk another writer of the
  * same bytes is chunking, instead of chunking and hashing them as well */
 #define WRITER_FOLLOW_WAIT_MS 50
+/* a commit refused while a reclaim removes a chunk it names (pgns.h N3) is
+ * tried again after this, doubling up to the max, within the duty's term */
+#define WRITER_RECLAIM_WAIT_MS 10
+#define WRITER_RECLAIM_WAIT_MAX_MS 200
 #define WRITER_ROOM_RETRIES 16 /* local writes retried after an ENOSPC, each after room was made */
 
 struct writer {
@@ -851,6 +855,38 @@ static int writer_sync_gone(struct writer *w, const uint8_t hash[HASH_LEN])
 	return -EIO;
 }
 
+/* pgns.h N3: a commit naming a chunk that a reclaim is removing is refused
+ * (-EBUSY) and changes nothing; once the reclaim has deleted the row, the
+ * same commit inserts a new row held by this node, which uploads its own
+ * copy (every chunk of the writer is in the local store: catalog_shared_data.c
+ * S2, S4). So the close waits the reclaim out, up to the reclaim duty's
+ * term (a reclaimer that died mid-turn is taken over later still: lease.h
+ * L8); past it the refusal stands. */
+static int writer_publish(struct writer *w, bool durable)
+{
+	struct cat *cat = w->env->cat;
+	int rc = cat_file_commit(cat, w->ino, w->size, w->mtime_ns, durable);
+	if (rc != -EBUSY || !cat_is_shared(cat))
+		return rc;
+	unsigned term_ms = cat_lease_ms(cat), waited_ms = 0, wait_ms = WRITER_RECLAIM_WAIT_MS;
+	while (rc == -EBUSY && waited_ms < term_ms) {
+		usleep(wait_ms * 1000);
+		waited_ms += wait_ms;
+		wait_ms = wait_ms * 2 > WRITER_RECLAIM_WAIT_MAX_MS ? WRITER_RECLAIM_WAIT_MAX_MS
+								  : wait_ms * 2;
+		rc = cat_file_commit(cat, w->ino, w->size, w->mtime_ns, durable);
+	}
+	if (rc == -EBUSY)
+		log_error("file inode %llu: commit refused for %u ms, the reclaim duty's term: a"
+			  " chunk it names is still being reclaimed (pgns.h N3; the catalog does"
+			  " not say which); its chunks stay in the local store",
+			  (unsigned long long)w->ino, waited_ms);
+	else if (rc == 0)
+		log_info("file inode %llu: committed after waiting %u ms for a reclaim of a chunk"
+			 " it names to end", (unsigned long long)w->ino, waited_ms);
+	return rc;
+}
+
 int writer_commit(struct writer *w, bool durable)
 {
 	if (w->err)
@@ -883,7 +919,7 @@ int writer_commit(struct writer *w, bool durable)
 	if (rc == 0 && durable)
 		w->n_unsynced = 0;
 	if (rc == 0)
-		rc = cat_file_commit(w->env->cat, w->ino, w->size, w->mtime_ns, durable);
+		rc = writer_publish(w, durable);
 	if (rc != 0)
 		return writer_fail(w, rc, "committing the file");
 	w->dirty = false;

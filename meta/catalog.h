@@ -160,6 +160,9 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 bool cat_is_shared(const struct cat *cat);
 /* This node's id in the shared catalog (ckpt_nodes.id); 0 alone. */
 uint64_t cat_node_id(const struct cat *cat);
+/* This node's lease term in ms (lease_ms); 0 alone. The daemon's reclaim
+ * duty runs with the same term (fs/main.c: a turn every third of it). */
+unsigned cat_lease_ms(const struct cat *cat);
 /* The FUSE path connection's counters (pg.h: round trips, transactions,
  * retries, reconnects) for the daemon's stats; false alone (nothing filled). */
 /* The path of directory ino from the mount root ("/run1") [engine], shared

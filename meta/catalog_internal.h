@@ -65,6 +65,7 @@ enum cat_sid {
 	G_STATS_FILES, G_STATS_TREE_FILES, G_STATS_EXCL,
 
 	G_CHECK_ROWS, G_CHECK_TREES, G_SERIES_UNDER, G_ID_SEQ_INSERT, G_ID_SEQ_RAISE,
+	G_KEEP_NEWER,
 
 	/* upload.c's statements (SQL in its cat_up_sql) */
 	S_UP_FIRST,

@@ -268,6 +268,11 @@ uint64_t cat_node_id(const struct cat *cat)
 	return cat->shared ? cat->shared->renew.node_id : 0;
 }
 
+unsigned cat_lease_ms(const struct cat *cat)
+{
+	return cat->shared ? cat->shared->renew.lease_ms : 0;
+}
+
 bool cat_pg_stats(const struct cat *cat, struct pg_stats *out)
 {
 	if (!cat->shared)

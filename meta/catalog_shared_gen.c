@@ -231,9 +231,17 @@ int catshg_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 	return catshg_end(cat, id, PGGEN_DELETE, rule, fn, arg);
 }
 
-int catshg_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+int catshg_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
+		  void *arg)
 {
-	return catshg_end(cat, id, PGGEN_EXPIRE, rule, fn, arg);
+	struct cat_id_vec ids = { 0 };
+	int rc = catshg_rule_check(rule);
+	if (rc == 0)
+		rc = pggen_expire(cat_shared_ns(cat), id, keep, rule, fn ? &ids : NULL);
+	for (size_t i = 0; rc == 0 && fn && i < ids.n; i++)
+		fn(arg, ids.v[i]);
+	cat_id_vec_free(&ids);
+	return rc;
 }
 
 int catshg_reopen(struct cat *cat, uint64_t id)

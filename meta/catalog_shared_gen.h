@@ -28,7 +28,8 @@ int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reas
 		cat_ino_fn fn, void *arg, bool *held_out);
 int catshg_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 int catshg_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
-int catshg_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
+int catshg_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
+		  void *arg);
 int catshg_reopen(struct cat *cat, uint64_t id);
 int catshg_pin(struct cat *cat, uint64_t id, bool pinned);
 int catshg_others_in(struct cat *cat, uint64_t id, bool *others);

@@ -208,6 +208,14 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			     " ON i.ino = t.ino WHERE i.gen IS NOT t.g"
 			     " UNION ALL SELECT i.ino, NULL, i.gen, 0 FROM inodes i LEFT JOIN t"
 			     " ON t.ino = i.ino AND t.g = i.gen WHERE i.gen IS NOT NULL AND t.ino IS NULL" },
+	/* G6: the saves newer than generation ?1 (series ?2, root ?3, step ?4,
+	 * committed at ?5; ?6: held, by step only) of its root's owner */
+	G(G_KEEP_NEWER) = { "count the newer saves of a generation's owner",
+			    "SELECT count(*) FROM generations n JOIN inodes ni ON ni.ino = n.root"
+			    " JOIN inodes oi ON oi.ino = ?3 WHERE n.series = ?2 AND n.state = 1"
+			    " AND n.id != ?1 AND ni.uid = oi.uid AND (n.step > ?4 OR (NOT ?6"
+			    " AND n.step = ?4 AND (n.committed_ns > ?5"
+			    " OR (n.committed_ns = ?5 AND n.id > ?1))))" },
 };
 #undef G
 
@@ -576,8 +584,23 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 
 /* expire: keep-latest-k's delete, decided outside this transaction: the
  * generation must still be COMMITTED and unpinned (-EBUSY otherwise). */
+/* G6: -EBUSY unless `keep` newer saves of g's owner still exist. */
+static int gen_keep_still_newer(struct cat *cat, const struct cat_gen *g, uint32_t keep)
+{
+	uint64_t newer = 0;
+	int rc = keep == 0 ? 0
+			   : gen_query_int(cat, G_KEEP_NEWER,
+					   cat_bind(cat, G_KEEP_NEWER, A_INT(g->id), A_INT(g->series),
+						    A_INT(g->root), A_INT(g->step),
+						    A_INT(g->committed_ns),
+						    A_INT(g->state == GEN_HELD)),
+					   &newer);
+	return rc == 0 && newer < keep ? -EBUSY : rc;
+}
+
+/* expire: keep-latest-k's decision, re-checked here (cat_gen_expire, G6) */
 static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool expire,
-			  struct cat_id_vec *ids)
+			  uint32_t keep, struct cat_id_vec *ids)
 {
 	struct cat_gen g;
 	int64_t now = cat_now_ns();
@@ -586,6 +609,8 @@ static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool e
 		rc = -ENOENT;
 	if (rc == 0 && expire && ((g.state != GEN_COMMITTED && g.state != GEN_HELD) || g.pinned))
 		rc = -EBUSY;
+	if (rc == 0 && expire)
+		rc = gen_keep_still_newer(cat, &g, keep);
 	if (rc == 0)
 		rc = gen_tree_remove(cat, &g, now, ids);
 	if (rc == 0)
@@ -1069,8 +1094,8 @@ int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 	return rc;
 }
 
-static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expire, cat_ino_fn fn,
-		      void *arg)
+static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expire, uint32_t keep,
+		      cat_ino_fn fn, void *arg)
 {
 	struct cat_id_vec ids = { 0 };
 	int rc = gen_rule_check(rule);
@@ -1079,7 +1104,7 @@ static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expir
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = gen_delete_txn(cat, id, rule, expire, fn ? &ids : NULL);
+		rc = gen_delete_txn(cat, id, rule, expire, keep, fn ? &ids : NULL);
 	rc = cat_end_sweep(cat, rc); /* the backup's chunks may be garbage now */
 	cat_unlock(cat);
 	if (rc == 0 && fn != NULL)
@@ -1091,13 +1116,14 @@ static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expir
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
 	if (cat->shared) return catshg_delete(cat, id, rule, fn, arg);
-	return gen_delete(cat, id, rule, false, fn, arg);
+	return gen_delete(cat, id, rule, false, 0, fn, arg);
 }
 
-int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
+int cat_gen_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
+		   void *arg)
 {
-	if (cat->shared) return catshg_expire(cat, id, rule, fn, arg);
-	return gen_delete(cat, id, rule, true, fn, arg);
+	if (cat->shared) return catshg_expire(cat, id, keep, rule, fn, arg);
+	return gen_delete(cat, id, rule, true, keep, fn, arg); /* G6 under the catalog lock */
 }
 
 int cat_gen_reopen(struct cat *cat, uint64_t id)

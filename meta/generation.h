@@ -42,6 +42,13 @@
  *      or, as a new version, had its backup restored (COMMITTED or HELD).
  *  G5. A HELD generation has a non-empty reason; no other state has one,
  *      except an OPEN new version whose backup was HELD.
+ *  G6. (kept by cat_gen_expire, not a state cat_gen_check sees) An expire
+ *      for keep-latest-k deletes a save only if, in its own transaction, at
+ *      least `keep` newer COMMITTED (not lost: pggen.h X5) saves of the same
+ *      series whose roots have the same owner (uid) exist: newer by step,
+ *      then commit time, then id, as fs/gen.c ranks them; for a HELD one (or
+ *      a lost one shown as HELD) by a larger step only. A listing gone stale
+ *      (a newer save lost, removed or rolled back since) never deletes more.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -164,11 +171,14 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
  * after an unlink). rule says why ("crash", "abandoned", "keep", "trainer"). */
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
-/* cat_gen_delete for keep-latest-k, which decides before it deletes: in the
- * same transaction the generation must still be COMMITTED or HELD (as
- * listed) and unpinned, else
- * -EBUSY and nothing changes (a rewrite reopened it, or it was pinned, since). */
-int cat_gen_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
+/* cat_gen_delete for keep-latest-k, which decides from a listing before it
+ * deletes: in the same transaction the generation must still be COMMITTED or
+ * HELD (as listed) and unpinned, and at least `keep` newer saves of its
+ * series and owner must still exist (G6), else -EBUSY and nothing changes (a
+ * rewrite reopened it, it was pinned, or a newer save was lost or removed,
+ * since). keep 0: no newer save is asked for (an admin's expire). */
+int cat_gen_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
+		   void *arg);
 
 /* COMMITTED or HELD → OPEN as version+1, keeping a backup of its tree (a
  * HELD one keeps its reason, for an abort to put back). */

@@ -96,6 +96,8 @@ enum {
 	G_OUT_ENTRIES,
 	G_OUT_CHUNKS,
 	G_OUT_EXTENTS,
+	/* keep-latest-k's expire: the newer saves it needs (generation.h G6) */
+	G_KEEP_NEWER,
 	G_COUNT
 };
 
@@ -545,6 +547,18 @@ const struct pg_stmt pggen_stmts[] = {
 			    G_OUT_TREE "SELECT e.ino, e.off, e.len, e.chunk_off, encode(e.hash, 'hex')"
 			    " FROM t JOIN ns_extents e ON e.ino = t.ino ORDER BY e.ino <> 1, e.ino, e.off",
 			    0 },
+	/* G6 for generation $1 (series $2, root $3, step $4, committed at $5;
+	 * $6: held, by step only): the newer complete saves of its root's owner,
+	 * locked FOR SHARE so that a save lost, removed or reopened meanwhile
+	 * is seen (it waits for this one, or this one counts it anew) */
+	[G_KEEP_NEWER] = { "gen_keep_newer",
+			   "SELECT count(*) FROM (SELECT n.id FROM ns_generations n JOIN ns_inodes ni"
+			   " ON ni.ino = n.root JOIN ns_inodes oi ON oi.ino = $3 WHERE n.series = $2"
+			   " AND n.state = 1 AND n.id <> $1 AND ni.uid = oi.uid"
+			   " AND NOT " G_LOST_NOW("n") " AND (n.step > $4 OR (NOT $6::boolean"
+			   " AND n.step = $4 AND (n.committed_ns, n.id) > ($5::bigint, $1::bigint)))"
+			   " FOR SHARE OF n) k",
+			   6 },
 };
 const size_t pggen_nstmts = G_COUNT;
 
@@ -1540,9 +1554,24 @@ struct pggen_end_call {
 	struct pgns *ns;
 	uint64_t id;
 	int how; /* enum pggen_end */
+	uint32_t keep; /* PGGEN_EXPIRE: the newer saves G6 asks for */
 	const char *rule;
 	struct cat_id_vec *ids;
 };
+
+/* generation.h G6, in the expire's transaction: -EBUSY unless `keep` newer
+ * complete saves of g's owner still exist (a lost g counts as HELD: X5). */
+static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool lost,
+				  uint32_t keep)
+{
+	char id[24], s[24], r[24], st[24], t[24];
+	const char *params[] = { PG_U64(id, g->id), PG_U64(s, g->series), PG_U64(r, g->root),
+				 PG_U64(st, g->step), PG_I64(t, g->committed_ns),
+				 g->state == GEN_HELD || lost ? "true" : "false" };
+	uint64_t newer = 0;
+	int rc = keep == 0 ? 0 : pggen_one_int(ns, G_KEEP_NEWER, params, &newer);
+	return rc == 0 && newer < keep ? -EBUSY : rc;
+}
 
 /* The state `how` needs (generation.h): abort an OPEN one (-EALREADY if
  * aborted, -ENOENT if deleted, -EINVAL otherwise); delete one with a tree
@@ -1639,10 +1668,13 @@ static int pggen_end_body(struct pg *pg, void *arg)
 	uint64_t ignored;
 	if (rc == 0)
 		rc = pggen_one_int(ns, G_DIR_LOCK, dir, &ignored);
+	bool lost = false;
 	if (rc == 0)
-		rc = pggen_row_locked(ns, c->id, &g, NULL);
+		rc = pggen_row_locked(ns, c->id, &g, &lost);
 	if (rc == 0)
 		rc = pggen_end_want(&g, c->how);
+	if (rc == 0 && c->how == PGGEN_EXPIRE)
+		rc = pggen_keep_still_newer(ns, &g, lost, c->keep);
 	if (rc == 0 && c->how == PGGEN_ABORT && g.backup_root) /* a new version: back to the last */
 		return pggen_restore(ns, &g, c->rule, c->ids);
 	if (rc == 0)
@@ -1718,6 +1750,16 @@ int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule
 	if (!rule || strlen(rule) >= GEN_RULE_MAX)
 		return -EINVAL;
 	struct pggen_end_call c = { .ns = ns, .id = id, .how = how, .rule = rule, .ids = ids };
+	return pg_txn(ns->pg, pggen_end_body, &c);
+}
+
+int pggen_expire(struct pgns *ns, uint64_t id, uint32_t keep, const char *rule,
+		 struct cat_id_vec *ids)
+{
+	if (!rule || strlen(rule) >= GEN_RULE_MAX)
+		return -EINVAL;
+	struct pggen_end_call c = { .ns = ns, .id = id, .how = PGGEN_EXPIRE, .keep = keep,
+				    .rule = rule, .ids = ids };
 	return pg_txn(ns->pg, pggen_end_body, &c);
 }
 

@@ -159,9 +159,9 @@ Test(catshared_gen, hold_abort_delete_expire_and_pin_from_either_node)
 
 	/* pinned: keep-latest-k's expire refuses; unpinned it goes */
 	OK(cat_gen_pin(b.cat, g2, true));
-	FAILS(cat_gen_expire(a.cat, g2, "keep", NULL, NULL), EBUSY);
+	FAILS(cat_gen_expire(a.cat, g2, 0, "keep", NULL, NULL), EBUSY);
 	OK(cat_gen_pin(a.cat, g2, false));
-	OK(cat_gen_expire(a.cat, g2, "keep", cat_id_vec_add_ino, &ids));
+	OK(cat_gen_expire(a.cat, g2, 0, "keep", cat_id_vec_add_ino, &ids));
 	cr_assert_eq(ids.n, 3);
 	cat_id_vec_free(&ids);
 	cr_assert_eq(tcg_state(&b, g2), GEN_DELETED);

@@ -28,12 +28,14 @@
 #include "backing.h"
 #include "catalog.h"
 #include "catalog_internal.h"
+#include "chunkput.h"
 #include "generation.h"
 #include "pgns.h"
 #include "pgtest.h"
 #include "store.h"
 #include "support.h"
 #include "upload.h"
+#include "writer.h"
 
 TestSuite(catshared_reclaim, .init = pt_start, .fini = pt_stop, .timeout = 90);
 
@@ -684,6 +686,129 @@ Test(catshared_reclaim, a_reclaimer_stalled_after_its_begin_never_removes_a_new_
 	cr_assert_eq(s.removed_at_sweep, 0, "R's rows were not taken over at its sweep");
 	tr_check(&a);
 	pt_backing_close(&bk);
+	pt_cat_close(&a.pc);
+	pt_cat_close(&r.pc);
+}
+
+/* ---- a close that meets a reclaim (fs/writer.c writer_commit, pgns.h N3) ---- */
+
+static int tr_no_read(struct reader *r, uint64_t ino, enum reader_source src, uint64_t off,
+		      size_t len, char *out)
+{
+	return -EIO; /* new files from offset 0: nothing is read back */
+}
+
+static int tr_no_copy(struct reader *r, uint64_t ino, const struct cat_extent *ext,
+		      uint64_t chunk_off, size_t len, char *out)
+{
+	return -EIO;
+}
+
+/* A daemon's chunk put on n's catalog: a store in n's directory, no cache
+ * accounting, no queue, no recent chunks. */
+static struct chunkput *tr_chunkput(struct tr_node *n, struct store **store)
+{
+	char path[192], staging[192];
+	snprintf(path, sizeof(path), "%s/store", n->pc.dir);
+	snprintf(staging, sizeof(staging), "%s/staging", n->pc.dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	cr_assert_eq(mkdir(staging, 0700), 0);
+	OK(store_open(path, store));
+	struct chunkput_config cfg = {
+		.chunking = { .min_size = 64 << 10, .avg_size = 128 << 10, .max_size = 512 << 10 },
+		.staging_dir = staging
+	};
+	struct chunkput_cache cache = { NULL, NULL, NULL, NULL, NULL };
+	struct chunkput_kick kick = { NULL, NULL };
+	struct chunkput_reader reader = { NULL, tr_no_read, tr_no_copy };
+	struct chunkput *cp;
+	OK(chunkput_new(&cfg, n->pc.cat, *store, NULL, NULL, &cache, &kick, &reader, &cp));
+	return cp;
+}
+
+/* A trainer's save: data written to a new file name and closed; the
+ * close's commit answer. */
+static int tr_save(struct tr_node *n, struct chunkput *cp, const char *name, const char *data,
+		   size_t len, uint64_t *ino)
+{
+	struct writer *w;
+	*ino = tr_file(n, CAT_ROOT_INO, name);
+	OK(writer_new(cp, *ino, 0, &w));
+	OK(writer_write(w, data, len, 0));
+	int rc = writer_commit(w, false);
+	writer_free(w);
+	return rc;
+}
+
+struct tr_late_end {
+	struct tr_node *r;
+	struct pgns_reclaim rec[4];
+	size_t n;
+	unsigned after_ms;
+};
+
+static void *tr_late_end_run(void *arg)
+{
+	struct tr_late_end *e = arg;
+	usleep(e->after_ms * 1000);
+	OK(pgns_reclaim_end(cat_shared_ns(e->r->pc.cat), e->rec, e->n));
+	return NULL;
+}
+
+/* A saves bytes whose old row node R is reclaiming (R removes the object
+ * from BACKING): the close waits for R's end, then commits a new row held
+ * by A, which uploads its own copy; nothing of the save is lost. */
+Test(catshared_reclaim, a_close_that_meets_a_reclaim_of_its_chunk_waits_for_it_and_commits)
+{
+	struct tr_node a, r;
+	tr_open(&a, "close-a");
+	tr_open(&r, "close-r");
+	struct store *store;
+	struct chunkput *cp = tr_chunkput(&a, &store);
+	static char data[100 << 10]; /* under the minimum chunk: one chunk */
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 131 + i / 977);
+	uint64_t old;
+	OK(tr_save(&a, cp, "old", data, sizeof(data), &old));
+	struct cat_extent ext[2];
+	cr_assert_eq(cat_extents(a.pc.cat, old, 0, ext, 2), 1);
+	uint64_t gone = 0;
+	OK(cat_unlink(a.pc.cat, CAT_ROOT_INO, "old", &gone));
+	OK(cat_inode_release(a.pc.cat, gone));
+
+	struct tr_late_end e = { .r = &r, .after_ms = 400 };
+	int64_t horizon = 0;
+	struct pgns_ended_gen gens[1];
+	size_t ngens = 0;
+	OK(pgns_reclaim_stamp(cat_shared_ns(r.pc.cat), &horizon, gens, 1, &ngens));
+	OK(pgns_reclaim_begin(cat_shared_ns(r.pc.cat), INT64_MAX, e.rec, 4, &e.n));
+	cr_assert_eq(e.n, 1);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(a.pc.cat), ext[0].hash, &row));
+	cr_assert_str_eq(row.state, "reclaiming");
+
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, tr_late_end_run, &e), 0);
+	int64_t t0 = ts_now_ns();
+	uint64_t again;
+	int rc = tr_save(&a, cp, "again", data, sizeof(data), &again);
+	int64_t waited_ms = (ts_now_ns() - t0) / 1000000;
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(rc, 0, "the close failed (%s) though its chunk was in the local store",
+		     strerror(-rc));
+	cr_assert_geq(waited_ms, 300, "committed before the reclaim ended (%lld ms)",
+		      (long long)waited_ms);
+	OK(pgns_chunk_get(cat_shared_ns(a.pc.cat), ext[0].hash, &row));
+	cr_assert_str_eq(row.state, "live");
+	cr_assert_eq(row.holder, cat_node_id(a.pc.cat), "a new row, held by the node that wrote it");
+	cr_assert(!row.uploaded, "A uploads its own copy");
+	cr_assert_eq(row.refcount, 1);
+	struct cat_extent now[2];
+	cr_assert_eq(cat_extents(a.pc.cat, again, 0, now, 2), 1);
+	cr_assert_eq(memcmp(now[0].hash, ext[0].hash, CAT_HASH_LEN), 0);
+	cr_assert_eq(now[0].len, sizeof(data));
+	chunkput_free(cp);
+	store_close(store);
 	pt_cat_close(&a.pc);
 	pt_cat_close(&r.pc);
 }

@@ -944,22 +944,22 @@ Test(gen, expire_refuses_a_generation_reopened_or_pinned_since, .init = setup, .
 	uint64_t root;
 	uint64_t id = mkgen(series, "step-1", 1, true, &root);
 	put_file(root, "w.pt", 1, 2, 100);
-	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), EBUSY); /* OPEN */
+	FAILS(cat_gen_expire(fx.cat, id, 0, "keep", NULL, NULL), EBUSY); /* OPEN */
 	OK(cat_gen_commit(fx.cat, id, "test"));
 	OK(cat_gen_pin(fx.cat, id, true));
-	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), EBUSY);
+	FAILS(cat_gen_expire(fx.cat, id, 0, "keep", NULL, NULL), EBUSY);
 	cr_assert_eq(gen_get(id).state, GEN_COMMITTED);
 	OK(cat_gen_pin(fx.cat, id, false));
 	OK(cat_gen_reopen(fx.cat, id));
-	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), EBUSY);
+	FAILS(cat_gen_expire(fx.cat, id, 0, "keep", NULL, NULL), EBUSY);
 	cr_assert_eq(gen_get(id).state, GEN_OPEN);
 	cr_assert_eq(lookup(series, "step-1"), root);
 	OK(cat_gen_commit(fx.cat, id, "test"));
-	OK(cat_gen_expire(fx.cat, id, "keep", NULL, NULL));
+	OK(cat_gen_expire(fx.cat, id, 0, "keep", NULL, NULL));
 	struct cat_gen g = gen_get(id);
 	cr_assert_eq(g.state, GEN_DELETED);
 	cr_assert_str_eq(g.rule, "keep");
-	FAILS(cat_gen_expire(fx.cat, id, "keep", NULL, NULL), ENOENT);
+	FAILS(cat_gen_expire(fx.cat, id, 0, "keep", NULL, NULL), ENOENT);
 	check_invariants();
 }
 
@@ -1353,10 +1353,10 @@ Test(gen, a_held_generation_is_deleted_by_rm_or_expired_by_keep, .init = setup, 
 	put_file(b, "y", 81, 1, 100);
 	OK(cat_gen_hold(fx.cat, ida, "unmount", "empty", NULL, NULL, NULL));
 	OK(cat_gen_hold(fx.cat, idb, "unmount", "empty", NULL, NULL, NULL));
-	OK(cat_gen_expire(fx.cat, ida, "keep-held", NULL, NULL));
+	OK(cat_gen_expire(fx.cat, ida, 0, "keep-held", NULL, NULL));
 	cr_assert_eq(gen_get(ida).state, GEN_DELETED);
 	OK(cat_gen_pin(fx.cat, idb, true));
-	FAILS(cat_gen_expire(fx.cat, idb, "keep-held", NULL, NULL), EBUSY);
+	FAILS(cat_gen_expire(fx.cat, idb, 0, "keep-held", NULL, NULL), EBUSY);
 	OK(cat_gen_delete(fx.cat, idb, "admin", NULL, NULL));
 	cr_assert_eq(gen_get(idb).state, GEN_DELETED);
 	struct cat_inode in;
@@ -1509,7 +1509,7 @@ Test(gen, every_generation_path_keeps_refcounts_equal_to_rows, .init = setup, .f
 	cr_assert_eq(refcount(7), 2);
 
 	/* expire (keep-latest-k) */
-	STEP(cat_gen_expire(fx.cat, id2, "keep", record_ino, &removed));
+	STEP(cat_gen_expire(fx.cat, id2, 0, "keep", record_ino, &removed));
 	release(&removed);
 	cr_assert_eq(refcount(7), 1);
 
@@ -1809,5 +1809,54 @@ Test(gen_bench, list_200_generations_of_1000_files, .fini = teardown, .timeout =
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	OK(cat_gen_delete(fx.cat, 8, "keep", NULL, NULL));
 	fprintf(stderr, "gen_bench: cat_gen_delete: %.3f s\n", seconds_since(&t0));
+	check_invariants();
+}
+
+/* A committed save of series under a root owned by uid. */
+static uint64_t committed_save_of(uint64_t series, const char *name, uint64_t step, uint32_t uid)
+{
+	uint64_t root;
+	uint64_t id = mkgen(series, name, step, true, &root);
+	put_file(root, "w.pt", (int)step * 3 + 200, 1, 100);
+	struct cat_inode owner = { .uid = uid };
+	OK(cat_setattr(fx.cat, root, CAT_SET_UID, &owner, NULL));
+	OK(cat_gen_commit(fx.cat, id, "test"));
+	return id;
+}
+
+/* generation.h G6: keep-latest-k lists, then expires; a newer save removed
+ * (or rolled back) in between must keep the old one, and another owner's
+ * newer save never counts for it. */
+Test(gen, expire_from_a_stale_listing_keeps_a_save_whose_newer_ones_are_gone, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t id1 = committed_save_of(series, "step-1", 1, 1000);
+	uint64_t id2 = committed_save_of(series, "step-2", 2, 1000);
+	uint64_t id3 = committed_save_of(series, "step-3", 3, 1000);
+	/* keep 2: the listing chose step-1; then step-3 goes (an admin's rm) */
+	OK(cat_gen_delete(fx.cat, id3, "admin", NULL, NULL));
+	FAILS(cat_gen_expire(fx.cat, id1, 2, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id1).state, GEN_COMMITTED);
+	/* another user's newer save is no save of step-1's owner (gen.h 6) */
+	committed_save_of(series, "step-4", 4, 2000);
+	FAILS(cat_gen_expire(fx.cat, id1, 2, "keep", NULL, NULL), EBUSY);
+	/* a newer one reopened (a rewrite) is not complete either */
+	uint64_t id5 = committed_save_of(series, "step-5", 5, 1000);
+	OK(cat_gen_reopen(fx.cat, id5));
+	FAILS(cat_gen_expire(fx.cat, id1, 2, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(lookup(series, "step-1"), gen_get(id1).root);
+	OK(cat_gen_commit(fx.cat, id5, "test"));
+	OK(cat_gen_expire(fx.cat, id1, 2, "keep", NULL, NULL));
+	cr_assert_eq(gen_get(id1).state, GEN_DELETED);
+	/* a held one: steps 2 and 5 of uid 1000 are newer, two and no more */
+	uint64_t root0;
+	uint64_t id0 = mkgen(series, "step-0", 0, true, &root0);
+	put_file(root0, "w.pt", 199, 1, 100);
+	OK(cat_gen_hold(fx.cat, id0, "unmount", "empty", NULL, NULL, NULL));
+	FAILS(cat_gen_expire(fx.cat, id0, 3, "keep-held", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id2).state, GEN_COMMITTED);
+	OK(cat_gen_expire(fx.cat, id0, 2, "keep-held", NULL, NULL));
+	cr_assert_eq(gen_get(id0).state, GEN_DELETED);
 	check_invariants();
 }

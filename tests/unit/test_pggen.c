@@ -1159,3 +1159,60 @@ Test(pggen, a_sized_generation_read_is_one_round_trip)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* generation.h G6 on the shared engine: keep-latest-k (keep 2) listed
+ * step-1..3 and chose step-1; then step-3 is lost with node b (its chunks
+ * were on b only). The expire re-counts in its transaction and keeps
+ * step-1; once step-3 is whole again (X10) it goes. A newer one removed
+ * since the listing keeps an older one the same way. */
+Test(pggen, an_expire_from_a_stale_listing_keeps_a_save_whose_newer_one_was_lost)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 2000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb, g[3];
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "step-%d", i + 1);
+		g[i] = tg_save(&a, &b, run.ino, name, (uint64_t)i + 1, &sa, &sb);
+		tg_publish(i == 2 ? &b : &a, i == 2 ? sb : sa, (uint8_t)(0x60 + i), 2);
+		tg_close_shards(&a, sa, &b, sb);
+		OK(pggen_commit(&a.ns, g[i], "dcp-metadata", false, NULL));
+	}
+	struct tg_list l = { .n = 0 };
+	OK(pggen_list(&a.ns, run.ino, tg_collect, &l));
+	cr_assert_eq(l.n, 3, "the listing keep-latest-k decides from");
+
+	usleep(4300 * 1000); /* b stops renewing */
+	uint64_t dead[2], held[4], lost[4];
+	size_t n = 0, nh = 0, nl = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nl, 1);
+	cr_assert_eq(lost[0], g[2]);
+	FAILS(pggen_expire(&a.ns, g[0], 2, "keep", NULL), EBUSY);
+	bool is_lost = true;
+	cr_assert_eq(tg_state(&a, g[0], &is_lost), GEN_COMMITTED);
+	cr_assert(!is_lost);
+
+	for (int i = 0; i < 2; i++) { /* step-3's bytes put on BACKING by a */
+		uint8_t h[CAT_HASH_LEN];
+		ts_hash(h, 0x62, i);
+		OK(pgns_chunk_uploaded(&a.ns, h));
+	}
+	OK(pggen_expire(&a.ns, g[0], 2, "keep", NULL));
+	cr_assert_eq(tg_state(&a, g[0], NULL), GEN_DELETED);
+
+	/* keep 1 chose step-2; step-3 is removed (an admin's rm) before it runs */
+	OK(pggen_end(&a.ns, g[2], PGGEN_DELETE, "admin", NULL));
+	FAILS(pggen_expire(&a.ns, g[1], 1, "keep", NULL), EBUSY);
+	cr_assert_eq(tg_state(&a, g[1], NULL), GEN_COMMITTED);
+	int violations = 0;
+	OK(pggen_check(&a.ns, &violations));
+	cr_assert_eq(violations, 0);
+	pt_leave(&a);
+	pt_leave(&b);
+}

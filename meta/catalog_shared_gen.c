@@ -246,6 +246,11 @@ int catshg_pin(struct cat *cat, uint64_t id, bool pinned)
 	return pggen_pin(cat_shared_ns(cat), id, pinned);
 }
 
+int catshg_id_reserve(struct cat *cat, uint64_t id)
+{
+	return pggen_rebuild_reserve_ids(cat_shared_ns(cat), id); /* rebuild.c invariant 6 */
+}
+
 int catshg_others_in(struct cat *cat, uint64_t id, bool *others)
 {
 	return pggen_others(cat_shared_ns(cat), id, others); /* pggen.h X7 */

@@ -31,6 +31,7 @@ int catshg_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 int catshg_expire(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);
 int catshg_reopen(struct cat *cat, uint64_t id);
 int catshg_pin(struct cat *cat, uint64_t id, bool pinned);
+int catshg_id_reserve(struct cat *cat, uint64_t id);
 int catshg_others_in(struct cat *cat, uint64_t id, bool *others);
 int catshg_check(struct cat *cat);
 

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing.h"
 #include "catalog.h"
 #include "catalog_internal.h"
 #include "generation.h"
@@ -30,6 +31,7 @@
 #include "manifest_shared.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "rebuild.h"
 #include "support.h"
 #include "upload.h"
 
@@ -325,5 +327,57 @@ Test(manifest_format, gives_back_the_sqlite_builders_bytes)
 	manifest_free(m);
 	free(text);
 	ts_cat_close_checked(&cat);
+	ts_tmpdir_remove(dir);
+}
+
+/* rebuild --meta (rebuild.c invariant 6): a manifest the rebuild could not
+ * read (or rejected) stays on BACKING, the only copy of that save; the
+ * rebuilt shared catalog's sequence goes past its id, so no new generation
+ * writes manifests/gen/ID.1.ckm over it. Before, the sequence stopped at
+ * the highest id applied. */
+Test(catshared_durable, a_rebuild_never_hands_out_the_id_of_a_manifest_it_left_out)
+{
+	char dir[64], bdir[128], path[MANIFEST_PATH_MAX];
+	ts_tmpdir_make(dir, sizeof(dir), "dur");
+	snprintf(bdir, sizeof(bdir), "%s/backing", dir);
+	cr_assert_eq(mkdir(bdir, 0755), 0);
+	struct backing *bk;
+	OK(backing_open(bdir, 5000, &bk));
+	struct pt_cat a;
+	pt_cat_open(&a, "dra", 30000, NULL, NULL);
+	uint64_t series = ts_mk(a.cat, ROOT, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	ts_mk(a.cat, root, ".metadata", S_IFREG | 0644, NULL);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, g.version, &text, &len));
+	manifest_gen_path(gen, g.version, path, sizeof(path));
+	OK(backing_put(bk, path, text, len));
+	free(text);
+	/* a later save whose only manifest cannot be read */
+	uint64_t unread = gen + 40;
+	manifest_gen_path(unread, 1, path, sizeof(path));
+	OK(backing_put(bk, path, "not a manifest\n", 15));
+	pt_cat_close(&a);
+
+	du_drop_all();
+	struct pt_cat c;
+	pt_cat_open(&c, "drc", 30000, NULL, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(bk, c.cat, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations, 1);
+	cr_assert_eq(rep.generations_lost, 1);
+	struct cat_inode s;
+	OK(cat_lookup(c.cat, ROOT, "ckpt", &s));
+	uint64_t next = ts_mkgen(c.cat, s.ino, "step-2", 2, true, &root);
+	cr_assert_gt(next, unread, "new generation %" PRIu64 " after a rebuild that could not read %"
+		     PRIu64, next, unread);
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+	backing_close(bk);
 	ts_tmpdir_remove(dir);
 }

@@ -105,6 +105,14 @@ int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
  * transaction (P5). */
 int pg_read(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
 
+/* A token for one writing statement run through pg_read (P5) that cannot
+ * be made safe to run twice by its conditions alone: this connection's
+ * client id (*client) and its next seq of ckpt_txns (P2). Taken inside a
+ * body, once per call (not per run of the body); the statement writes
+ * (client, seq, done) to ckpt_txns in its own WITH query, so that run
+ * again after a lost answer it finds its first run committed (pgns.h N9). */
+uint64_t pg_token(struct pg *pg, uint64_t *client);
+
 /* Runs statement i with params (text, NULL for SQL NULL) inside a body.
  * *res (if res is not NULL) gets the result on success; the caller
  * PQclear()s it. -EAGAIN: retry the transaction (return it from the body). */

@@ -381,3 +381,54 @@ Test(catshared_durable, a_rebuild_never_hands_out_the_id_of_a_manifest_it_left_o
 	backing_close(bk);
 	ts_tmpdir_remove(dir);
 }
+
+/* A rewrite rolled back (an abort of the new version) restores the last
+ * version; its manifest on BACKING names the series by the path it had
+ * when written, and the series was renamed while the new version was open:
+ * the restored version's manifest is queued again (as on one node,
+ * gen_backup_restore), so that a rebuild --meta puts it under its new
+ * name. Before, nothing was queued: the old path stayed on BACKING. */
+Test(catshared_durable, a_rewrite_rolled_back_queues_the_restored_versions_manifest)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "drr", 30000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	ts_mk(a.cat, root, ".metadata", S_IFREG | 0644, NULL);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_upload row;
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+	cr_assert_eq(row.version, 1);
+	OK(cat_upload_done(a.cat, &row)); /* v1's manifest, naming run/ckpt, is on BACKING */
+	cr_assert(du_durable(&a, gen));
+	cr_assert_not(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+
+	OK(cat_gen_reopen(a.cat, gen)); /* a rewrite: version 2, OPEN */
+	OK(cat_rename(a.cat, ROOT, "run", ROOT, "run2", 0, NULL));
+	OK(cat_gen_abort(a.cat, gen, "trainer", NULL, NULL)); /* back to version 1 */
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 1);
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL),
+		  "the restored version's manifest is not queued again");
+	cr_assert_eq(row.gen, gen);
+	cr_assert_eq(row.version, 1);
+	bool ready = false, stale = true;
+	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
+	cr_assert(ready && !stale);
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, 1, &text, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(m->gen.series, "run2/ckpt");
+	manifest_free(m);
+	free(text);
+	OK(cat_upload_done(a.cat, &row));
+	cr_assert(du_durable(&a, gen));
+	pt_cat_close(&a);
+}

@@ -432,3 +432,42 @@ Test(catshared_durable, a_rewrite_rolled_back_queues_the_restored_versions_manif
 	cr_assert(du_durable(&a, gen));
 	pt_cat_close(&a);
 }
+
+/* The same for a hold of the new version (a rewrite not proven complete):
+ * it rolls back to the last version, whose manifest is queued again. */
+Test(catshared_durable, a_rewrite_held_back_queues_the_restored_versions_manifest)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "drh", 30000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_upload row;
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+	OK(cat_upload_done(a.cat, &row));
+	cr_assert(du_durable(&a, gen));
+
+	OK(cat_gen_reopen(a.cat, gen));
+	OK(cat_rename(a.cat, ROOT, "run", ROOT, "run3", 0, NULL));
+	bool held = true;
+	OK(cat_gen_hold(a.cat, gen, "dcp-metadata", "not proven complete", NULL, NULL, &held));
+	cr_assert_not(held, "rolled back, not held");
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL),
+		  "the restored version's manifest is not queued again");
+	cr_assert_eq(row.version, 1);
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, 1, &text, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(m->gen.series, "run3/ckpt");
+	manifest_free(m);
+	free(text);
+	pt_cat_close(&a);
+}

@@ -39,7 +39,8 @@
  *      statement that writes, which is then its own whole transaction, its
  *      row locks held to its end (a fenced one: lease.h L5). Such a statement
  *      carries no token: it is run again after a lost answer, so it must be
- *      safe to run twice (conditioned on the state it changes).
+ *      safe to run twice (conditioned on the state it changes), or write
+ *      its call's token (pg_token) to ckpt_txns itself and recognise it.
  *  P6. A statement that finds, after some of its data-modifying WITH queries
  *      ran, that its change must not happen (a row it relies on changed
  *      under it) undoes itself by dividing by zero: SQLSTATE 22012 is

@@ -27,8 +27,8 @@
  *     manifest on BACKING: ids of manifests it rejected or could not read
  *     are reserved (cat_gen_id_reserve), so a new generation's manifest
  *     never overwrites the only copy of a save the rebuild left out, and a
- *     later rebuild never takes one save for the other. (The shared
- *     engine's rebuild sets its sequence past the ids it applied only.) */
+ *     later rebuild never takes one save for the other (the shared
+ *     engine's too: rebuild --meta, pggen_rebuild_reserve_ids). */
 #define _GNU_SOURCE
 #include "rebuild.h"
 
@@ -448,7 +448,7 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 			progress(arg, ++done, total);
 		i = end;
 	}
-	if (rc == 0 && gens.n > 0 && !cat_is_shared(cat))
+	if (rc == 0 && gens.n > 0)
 		rc = rb_reserve_ids(&s, &gens);
 	if (rc == 0)
 		log_info("rebuild: BACKING %s: %s tree, %" PRIu64 " generations (%" PRIu64 " files, %"

@@ -37,7 +37,12 @@
  *      same way). A commit that finds the generation committed already
  *      (-EALREADY: also what a COMMIT whose answer was lost finds when pg_txn
  *      runs it again) queues the manifest if it is not durable and not
- *      queued on this node. */
+ *      queued on this node.
+ *  S7. A rewrite rolled back by this node (an abort or a hold of the new
+ *      version) queues its restored version's manifest here again if that
+ *      version is COMMITTED (catshg_restored): one round trip more per
+ *      abort. A rollback by the sweep of a lost node (pggen.h X2) queues it
+ *      only if it is not durable (catshd_enqueue_undurable). */
 #define _GNU_SOURCE
 #include "catalog_shared_gen.h"
 
@@ -187,6 +192,24 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	return rc;
 }
 
+/* S7: a rewrite rolled back to its previous version (an abort or a hold of
+ * the new version): that version's manifest is queued here again if it is
+ * COMMITTED, as on one node (gen_backup_restore). BACKING's copy names its
+ * series by the path it had when written, and the series may have moved
+ * while the new version was open; or the version was caught before it was
+ * durable, and its queued row went stale meanwhile. */
+static void catshg_restored(struct cat *cat, uint64_t id)
+{
+	struct cat_gen g;
+	bool lost = false;
+	int rc = pggen_get(cat_shared_ns(cat), id, &g, &lost);
+	if (rc != 0)
+		log_error("catalog %s: generation %" PRIu64 " was rolled back, but its manifest could"
+			  " not be queued again: %s", cat->path, id, strerror(-rc));
+	else if (g.state == GEN_COMMITTED && !lost)
+		catshd_enqueue(cat, id, g.version); /* logs its failure */
+}
+
 int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
 		cat_ino_fn fn, void *arg, bool *held_out)
 {
@@ -201,6 +224,8 @@ int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reas
 		rc = catshg_state_error(ns, id, GEN_HELD, rc);
 	if (rc == 0 && held_out)
 		*held_out = held;
+	if (rc == 0 && !held) /* rolled back to its previous version */
+		catshg_restored(cat, id);
 	for (size_t i = 0; rc == 0 && fn && i < ids.n; i++) /* S1: a rolled back version's */
 		fn(arg, ids.v[i]);
 	cat_id_vec_free(&ids);
@@ -214,6 +239,8 @@ static int catshg_end(struct cat *cat, uint64_t id, enum pggen_end how, const ch
 	int rc = catshg_rule_check(rule);
 	if (rc == 0)
 		rc = pggen_end(cat_shared_ns(cat), id, how, rule, fn ? &ids : NULL);
+	if (rc == 0 && how == PGGEN_ABORT) /* a new version's abort restores the last (S7) */
+		catshg_restored(cat, id);
 	/* the removed inodes, once committed, with nothing held (generation.h) */
 	for (size_t i = 0; rc == 0 && fn && i < ids.n; i++)
 		fn(arg, ids.v[i]);
@@ -252,6 +279,11 @@ int catshg_reopen(struct cat *cat, uint64_t id)
 int catshg_pin(struct cat *cat, uint64_t id, bool pinned)
 {
 	return pggen_pin(cat_shared_ns(cat), id, pinned);
+}
+
+int catshg_id_reserve(struct cat *cat, uint64_t id)
+{
+	return pggen_rebuild_reserve_ids(cat_shared_ns(cat), id); /* rebuild.c invariant 6 */
 }
 
 int catshg_others_in(struct cat *cat, uint64_t id, bool *others)

@@ -32,6 +32,7 @@ int catshg_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule,
 		  void *arg);
 int catshg_reopen(struct cat *cat, uint64_t id);
 int catshg_pin(struct cat *cat, uint64_t id, bool pinned);
+int catshg_id_reserve(struct cat *cat, uint64_t id);
 int catshg_others_in(struct cat *cat, uint64_t id, bool *others);
 int catshg_check(struct cat *cat);
 

@@ -1168,7 +1168,7 @@ int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned)
 
 int cat_gen_id_reserve(struct cat *cat, uint64_t id)
 {
-	assert(!cat->shared); /* the shared engine's sequence: pggen.c G_RB_GEN_SEQ */
+	if (cat->shared) return catshg_id_reserve(cat, id);
 	assert(id <= INT64_MAX);
 	cat_lock(cat);
 	int rc = cat_begin(cat);

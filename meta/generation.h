@@ -192,7 +192,8 @@ int cat_gen_manifest_again(struct cat *cat, uint64_t id);
 
 int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
 
-/* Generation ids up to id are never handed out (one-node engine): a rebuild
+/* Generation ids up to id are never handed out (the shared engine:
+ * pggen_rebuild_reserve_ids, for rebuild --meta): a rebuild
  * saw manifests of them on BACKING that it did not apply (rejected,
  * unreadable), and a new generation with such an id would write its
  * manifest over theirs (fs/rebuild.c invariant 6). */

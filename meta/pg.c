@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "pg.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -449,6 +450,13 @@ int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
 int pg_read(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg)
 {
 	return pg_run(pg, body, arg, false);
+}
+
+uint64_t pg_token(struct pg *pg, uint64_t *client)
+{
+	assert(pg->in_txn); /* the mutex held (P4): seq is this call's alone */
+	*client = pg->client;
+	return ++pg->seq; /* above every token sent before: a later COMMIT's takes the next */
 }
 
 int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)

@@ -39,7 +39,8 @@
  *      statement that writes, which is then its own whole transaction, its
  *      row locks held to its end (a fenced one: lease.h L5). Such a statement
  *      carries no token: it is run again after a lost answer, so it must be
- *      safe to run twice (conditioned on the state it changes).
+ *      safe to run twice (conditioned on the state it changes), or write
+ *      its call's token (pg_token) to ckpt_txns itself and recognise it.
  *  P6. A statement that finds, after some of its data-modifying WITH queries
  *      ran, that its change must not happen (a row it relies on changed
  *      under it) undoes itself by dividing by zero: SQLSTATE 22012 is
@@ -104,6 +105,14 @@ int pg_txn(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
 /* Runs body(pg, arg) as pg_txn does, but each of its statements as its own
  * transaction (P5). */
 int pg_read(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *arg);
+
+/* A token for one writing statement run through pg_read (P5) that cannot
+ * be made safe to run twice by its conditions alone: this connection's
+ * client id (*client) and its next seq of ckpt_txns (P2). Taken inside a
+ * body, once per call (not per run of the body); the statement writes
+ * (client, seq, done) to ckpt_txns in its own WITH query, so that run
+ * again after a lost answer it finds its first run committed (pgns.h N9). */
+uint64_t pg_token(struct pg *pg, uint64_t *client);
 
 /* Runs statement i with params (text, NULL for SQL NULL) inside a body.
  * *res (if res is not NULL) gets the result on success; the caller

@@ -87,6 +87,7 @@ enum {
 	G_RB_CHUNK,
 	G_RB_EXTENT,
 	G_RB_GEN_SEQ,
+	G_RB_GEN_RESERVE,
 	G_RB_CATALOG_ID,
 	G_OTHERS,
 	/* the tree manifest from the shared tree (meta/manifest_shared.c) */
@@ -499,10 +500,20 @@ const struct pg_stmt pggen_stmts[] = {
 			  "INSERT INTO ns_extents(ino, off, len, hash, chunk_off)"
 			  " VALUES ($1, $2, $3, decode($4, 'hex'), $5)",
 			  5 },
+	/* never lowered: ids reserved before (G_RB_GEN_RESERVE) stay reserved */
 	[G_RB_GEN_SEQ] = { "gen_rb_gen_seq",
 			   "SELECT setval(pg_get_serial_sequence('ns_generations', 'id'),"
-			   " GREATEST((SELECT max(id) FROM ns_generations), 1))",
+			   " GREATEST((SELECT max(id) FROM ns_generations),"
+			   " (SELECT last_value FROM ns_generations_id_seq), 1))",
 			   0 },
+	/* rebuild.c invariant 6: past every id BACKING has a manifest of, the
+	 * ones left out too; setval is not rolled back, but raising it to the
+	 * same value twice is harmless (pg.h P5) */
+	[G_RB_GEN_RESERVE] = { "gen_rb_gen_reserve",
+			       "SELECT setval(pg_get_serial_sequence('ns_generations', 'id'),"
+			       " GREATEST($1::bigint, (SELECT max(id) FROM ns_generations),"
+			       " (SELECT last_value FROM ns_generations_id_seq), 1))",
+			       1 },
 	[G_RB_CATALOG_ID] = { "gen_rb_catalog_id",
 			      "UPDATE ns_meta SET value = $1 WHERE key = 'catalog_id'", 1 },
 	/* X7: live nodes other than $2 taking part in generation $1: writing a
@@ -2058,6 +2069,25 @@ int pggen_rebuild_catalog_id(struct pgns *ns, const char *id)
 {
 	struct pggen_call c = { .ns = ns, .rule = id };
 	return pg_txn(ns->pg, pggen_rb_id_body, &c);
+}
+
+static int pggen_rb_reserve_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc)
+		return rc;
+	char v[24];
+	const char *params[] = { PG_U64(v, c->id) };
+	return pggen_exec(c->ns, G_RB_GEN_RESERVE, params, NULL);
+}
+
+int pggen_rebuild_reserve_ids(struct pgns *ns, uint64_t id)
+{
+	assert(id <= INT64_MAX);
+	struct pggen_call c = { .ns = ns, .id = id };
+	return pg_txn(ns->pg, pggen_rb_reserve_body, &c);
 }
 
 struct pggen_rb {

@@ -282,6 +282,9 @@ int pggen_path(struct pgns *ns, uint64_t ino, char *buf, size_t size);
 int pggen_rebuild_counts(struct pgns *ns, uint64_t *inodes, uint64_t *gens, uint64_t *chunks);
 /* The shared catalog's id becomes id (the one BACKING's claim names). */
 int pggen_rebuild_catalog_id(struct pgns *ns, const char *id);
+/* Generation ids up to id are never handed out (rebuild.c invariant 6: the
+ * ids of manifests the rebuild left out); the sequence is never lowered. */
+int pggen_rebuild_reserve_ids(struct pgns *ns, uint64_t id);
 /* A parsed manifest (manifest.h) into the shared tables, in one fenced
  * transaction, as manifest_apply_parsed does for SQLite: a generation's
  * series directories made as needed (mkdir -p, 0755, its root's owner),

@@ -428,12 +428,23 @@ const struct pg_stmt pgns_stmts[] = {
 	 * the parent's row locked (as NS_PARENT_LOCK: its mode, NULL if there
 	 * is none), the inode with the parent's generation, its entry ($2, $3:
 	 * a name taken fails the statement, 23505), the parent's times and
-	 * nlink (+ $12); the new inode's attributes after the parent's mode */
+	 * nlink (+ $12), the call's token ($13, $14: pg_token, pg.h P2's upsert
+	 * of ckpt_txns); the new inode's attributes after the parent's mode.
+	 * Run again with a token that committed (mine), it changes nothing and
+	 * answers with the inode its first run linked at $2/$3. */
 	[NS_CREATE] = { "ns_create",
-			"WITH " LEASE_FENCE_WITH("$1") ", p AS (SELECT mode, gen FROM ns_inodes"
+			"WITH " LEASE_FENCE_WITH("$1") ", mine AS (SELECT EXISTS (SELECT 1 FROM"
+			" ckpt_txns WHERE client = CAST($13 AS BIGINT) AND seq = CAST($14 AS BIGINT)"
+			" AND done) AS v),"
+			" p AS (SELECT mode, gen FROM ns_inodes"
 			" WHERE ino = CAST($2 AS BIGINT) AND " LEASE_LIVE " FOR UPDATE),"
 			" ok AS (SELECT " LEASE_LIVE " AS live, (SELECT mode FROM p) AS pmode),"
-			" go AS (SELECT live AND pmode IS NOT NULL AND pmode & 61440 = 16384 AS v FROM ok),"
+			" go AS (SELECT live AND pmode IS NOT NULL AND pmode & 61440 = 16384 AND NOT"
+			" (SELECT v FROM mine) AS v FROM ok),"
+			" tk AS (INSERT INTO ckpt_txns(client, seq, done, at) SELECT CAST($13 AS BIGINT),"
+			" CAST($14 AS BIGINT), true, clock_timestamp() WHERE (SELECT v FROM go)"
+			" ON CONFLICT (client) DO UPDATE SET seq = excluded.seq / CASE WHEN"
+			" ckpt_txns.seq < excluded.seq THEN 1 ELSE 0 END, done = true, at = excluded.at),"
 			" i AS (INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
 			" mtime_ns, ctime_ns, target, gen) SELECT nextval('ns_ino_seq'),"
 			" CAST($4 AS BIGINT), CAST($5 AS BIGINT), CAST($6 AS BIGINT), CAST($7 AS BIGINT),"
@@ -445,10 +456,15 @@ const struct pg_stmt pgns_stmts[] = {
 			" CAST($3 AS TEXT), ino FROM i),"
 			" t AS (UPDATE ns_inodes SET mtime_ns = CAST($10 AS BIGINT), ctime_ns ="
 			" CAST($10 AS BIGINT), nlink = nlink + CAST($12 AS BIGINT) WHERE ino ="
-			" CAST($2 AS BIGINT) AND (SELECT v FROM go))"
-			" SELECT ok.live, ok.pmode, i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev,"
-			" i.atime_ns, i.mtime_ns, i.ctime_ns, i.gen FROM ok LEFT JOIN i ON true",
-			12 },
+			" CAST($2 AS BIGINT) AND (SELECT v FROM go)),"
+			" m AS (SELECT n.ino, n.mode, n.uid, n.gid, n.nlink, n.size, n.rdev, n.atime_ns,"
+			" n.mtime_ns, n.ctime_ns, n.gen FROM ns_dirents e JOIN ns_inodes n ON n.ino ="
+			" e.ino WHERE e.parent = CAST($2 AS BIGINT) AND e.name = CAST($3 AS TEXT) AND"
+			" (SELECT v FROM mine)),"
+			" x AS (SELECT * FROM i UNION ALL SELECT * FROM m)"
+			" SELECT ok.live, ok.pmode, x.ino, x.mode, x.uid, x.gid, x.nlink, x.size, x.rdev,"
+			" x.atime_ns, x.mtime_ns, x.ctime_ns, x.gen FROM ok LEFT JOIN x ON true",
+			14 },
 	/* N10: node $1 pins, for its writers $2, the chunks $3 whose cache
 	 * copies it is about to evict: a live row on BACKING (uploaded, or the
 	 * node's claim stands, N7) locked (a reclaim's re-checked WHERE then
@@ -883,6 +899,7 @@ struct pgns_create_call {
 	const char *target;
 	struct cat_inode *out;
 	uint64_t *gen; /* pgns_create_gen's (NULL: not asked) */
+	uint64_t client, token; /* NS_CREATE's (N9): taken by its first run */
 };
 
 static int pgns_create_in(const struct pgns_create_call *c)
@@ -923,7 +940,7 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 		    uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 		    struct cat_inode *out)
 {
-	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out, NULL };
+	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out, NULL, 0, 0 };
 	return pgns_create_in(&c);
 }
 
@@ -931,16 +948,18 @@ int pgns_create_txn(struct pgns *ns, uint64_t parent, const char *name, uint32_t
  * pgns_create_in's: -ESTALE, -ENOENT / -ENOTDIR (the parent), -EEXIST. */
 static int pgns_create_body(struct pg *pg, void *arg)
 {
-	(void)pg;
-	const struct pgns_create_call *c = arg;
+	struct pgns_create_call *c = arg;
+	if (c->token == 0) /* a run again keeps it: the statement finds its first run by it */
+		c->token = pg_token(pg, &c->client);
 	bool dir = S_ISDIR(c->mode);
 	char node[24], parent[24], mode[24], uid[24], gid[24], nlink[24], size[24], rdev[24], t[24];
+	char client[24], token[24];
 	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(parent, c->parent),
 				 c->name, PG_U64(mode, c->mode), PG_U64(uid, c->uid),
 				 PG_U64(gid, c->gid), PG_U64(nlink, dir ? 2 : 1),
 				 PG_U64(size, c->target ? strlen(c->target) : 0),
 				 PG_U64(rdev, c->rdev), PG_I64(t, pgns_now_ns()), c->target,
-				 dir ? "1" : "0" };
+				 dir ? "1" : "0", PG_U64(client, c->client), PG_U64(token, c->token) };
 	PGresult *res;
 	int rc = pgns_exec(c->ns, NS_CREATE, params, &res);
 	if (rc)
@@ -980,7 +999,7 @@ int pgns_create_gen(struct pgns *ns, uint64_t parent, const char *name, uint32_t
 		return rc;
 	if (target && mode != (S_IFLNK | 0777))
 		return -EINVAL;
-	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out, gen };
+	struct pgns_create_call c = { ns, parent, name, mode, uid, gid, rdev, target, out, gen, 0, 0 };
 	return pg_read(ns->pg, pgns_create_body, &c); /* N9 */
 }
 

@@ -90,8 +90,11 @@
  *      answer's -ENOENT or -ENOTDIR), the inode (the parent's generation),
  *      its entry, the parent's times and link count, each conditioned on
  *      the node live and the parent a directory; a name taken fails the
- *      statement (-EEXIST) and changes nothing. pgns_create_txn, for a
- *      caller's transaction, does the same in steps.
+ *      statement (-EEXIST) and changes nothing. It carries its call's token
+ *      (pg_token, pg.h P2) into ckpt_txns: run again after a lost answer
+ *      (pg.h P5), it finds the token committed, changes nothing and answers
+ *      with the inode its first run made (not -EEXIST for its own name).
+ *      pgns_create_txn, for a caller's transaction, does the same in steps.
  *  N10. A node's writer that names a chunk the node is about to evict its
  *      cache copy of pins it first (pgns_pin_held, catalog_shared_data.c
  *      S11): in one statement, for every writer (ino) of the node that

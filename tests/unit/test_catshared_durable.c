@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing.h"
 #include "catalog.h"
 #include "catalog_internal.h"
 #include "generation.h"
@@ -30,6 +31,7 @@
 #include "manifest_shared.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "rebuild.h"
 #include "support.h"
 #include "upload.h"
 
@@ -326,4 +328,146 @@ Test(manifest_format, gives_back_the_sqlite_builders_bytes)
 	free(text);
 	ts_cat_close_checked(&cat);
 	ts_tmpdir_remove(dir);
+}
+
+/* rebuild --meta (rebuild.c invariant 6): a manifest the rebuild could not
+ * read (or rejected) stays on BACKING, the only copy of that save; the
+ * rebuilt shared catalog's sequence goes past its id, so no new generation
+ * writes manifests/gen/ID.1.ckm over it. Before, the sequence stopped at
+ * the highest id applied. */
+Test(catshared_durable, a_rebuild_never_hands_out_the_id_of_a_manifest_it_left_out)
+{
+	char dir[64], bdir[128], path[MANIFEST_PATH_MAX];
+	ts_tmpdir_make(dir, sizeof(dir), "dur");
+	snprintf(bdir, sizeof(bdir), "%s/backing", dir);
+	cr_assert_eq(mkdir(bdir, 0755), 0);
+	struct backing *bk;
+	OK(backing_open(bdir, 5000, &bk));
+	struct pt_cat a;
+	pt_cat_open(&a, "dra", 30000, NULL, NULL);
+	uint64_t series = ts_mk(a.cat, ROOT, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	ts_mk(a.cat, root, ".metadata", S_IFREG | 0644, NULL);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, g.version, &text, &len));
+	manifest_gen_path(gen, g.version, path, sizeof(path));
+	OK(backing_put(bk, path, text, len));
+	free(text);
+	/* a later save whose only manifest cannot be read */
+	uint64_t unread = gen + 40;
+	manifest_gen_path(unread, 1, path, sizeof(path));
+	OK(backing_put(bk, path, "not a manifest\n", 15));
+	pt_cat_close(&a);
+
+	du_drop_all();
+	struct pt_cat c;
+	pt_cat_open(&c, "drc", 30000, NULL, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(bk, c.cat, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations, 1);
+	cr_assert_eq(rep.generations_lost, 1);
+	struct cat_inode s;
+	OK(cat_lookup(c.cat, ROOT, "ckpt", &s));
+	uint64_t next = ts_mkgen(c.cat, s.ino, "step-2", 2, true, &root);
+	cr_assert_gt(next, unread, "new generation %" PRIu64 " after a rebuild that could not read %"
+		     PRIu64, next, unread);
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+	backing_close(bk);
+	ts_tmpdir_remove(dir);
+}
+
+/* A rewrite rolled back (an abort of the new version) restores the last
+ * version; its manifest on BACKING names the series by the path it had
+ * when written, and the series was renamed while the new version was open:
+ * the restored version's manifest is queued again (as on one node,
+ * gen_backup_restore), so that a rebuild --meta puts it under its new
+ * name. Before, nothing was queued: the old path stayed on BACKING. */
+Test(catshared_durable, a_rewrite_rolled_back_queues_the_restored_versions_manifest)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "drr", 30000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	ts_mk(a.cat, root, ".metadata", S_IFREG | 0644, NULL);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_upload row;
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+	cr_assert_eq(row.version, 1);
+	OK(cat_upload_done(a.cat, &row)); /* v1's manifest, naming run/ckpt, is on BACKING */
+	cr_assert(du_durable(&a, gen));
+	cr_assert_not(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+
+	OK(cat_gen_reopen(a.cat, gen)); /* a rewrite: version 2, OPEN */
+	OK(cat_rename(a.cat, ROOT, "run", ROOT, "run2", 0, NULL));
+	OK(cat_gen_abort(a.cat, gen, "trainer", NULL, NULL)); /* back to version 1 */
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 1);
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL),
+		  "the restored version's manifest is not queued again");
+	cr_assert_eq(row.gen, gen);
+	cr_assert_eq(row.version, 1);
+	bool ready = false, stale = true;
+	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
+	cr_assert(ready && !stale);
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, 1, &text, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(m->gen.series, "run2/ckpt");
+	manifest_free(m);
+	free(text);
+	OK(cat_upload_done(a.cat, &row));
+	cr_assert(du_durable(&a, gen));
+	pt_cat_close(&a);
+}
+
+/* The same for a hold of the new version (a rewrite not proven complete):
+ * it rolls back to the last version, whose manifest is queued again. */
+Test(catshared_durable, a_rewrite_held_back_queues_the_restored_versions_manifest)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "drh", 30000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct cat_upload row;
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL));
+	OK(cat_upload_done(a.cat, &row));
+	cr_assert(du_durable(&a, gen));
+
+	OK(cat_gen_reopen(a.cat, gen));
+	OK(cat_rename(a.cat, ROOT, "run", ROOT, "run3", 0, NULL));
+	bool held = true;
+	OK(cat_gen_hold(a.cat, gen, "dcp-metadata", "not proven complete", NULL, NULL, &held));
+	cr_assert_not(held, "rolled back, not held");
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL),
+		  "the restored version's manifest is not queued again");
+	cr_assert_eq(row.version, 1);
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, 1, &text, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(m->gen.series, "run3/ckpt");
+	manifest_free(m);
+	free(text);
+	pt_cat_close(&a);
 }

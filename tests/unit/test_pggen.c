@@ -1216,3 +1216,71 @@ Test(pggen, an_expire_from_a_stale_listing_keeps_a_save_whose_newer_one_was_lost
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* ---- a single statement's answer lost (pg.h P5) ----
+ *
+ * PQexecPrepared is interposed too: while tg_lose_stmt names a prepared
+ * statement, its next successful answer is dropped after the server ran
+ * it (autocommitted, under pg_read), and the socket shut, as by a cut link.
+ * pg_read then runs the body again. */
+static const char *tg_lose_stmt;
+
+PGresult *PQexecPrepared(PGconn *conn, const char *stmt, int n, const char *const *values,
+			 const int *lengths, const int *formats, int result_format)
+{
+	static PGresult *(*real)(PGconn *, const char *, int, const char *const *, const int *,
+				 const int *, int);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "PQexecPrepared");
+	PGresult *r = real(conn, stmt, n, values, lengths, formats, result_format);
+	const char *lose = __atomic_load_n(&tg_lose_stmt, __ATOMIC_ACQUIRE);
+	if (lose && strcmp(stmt, lose) == 0 && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    __atomic_compare_exchange_n(&tg_lose_stmt, &lose, NULL, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		PQclear(r);
+		shutdown(PQsocket(conn), SHUT_RDWR);
+		return NULL;
+	}
+	return r;
+}
+
+/* pgns.h N9 (pg.h P5): a create whose answer was lost runs again on a new
+ * connection; it must answer as its first run would have (the inode it
+ * made), not -EEXIST for the name it just created (the trainer's open
+ * with O_CREAT fails), and count the parent's link once. A name taken by
+ * another call is still -EEXIST. */
+Test(pggen, a_create_whose_answer_was_lost_answers_as_its_first_run)
+{
+	struct pt_node a;
+	pt_join(&a, "a", 30000);
+	struct cat_inode root0, root1, made, found;
+	OK(pgns_getattr(&a.ns, CAT_ROOT_INO, &root0));
+	const char *kinds[] = { "run", "x" };
+	for (int k = 0; k < 2; k++) {
+		uint32_t mode = k == 0 ? S_IFDIR | 0755 : S_IFREG | 0644;
+		struct pg_stats before;
+		pg_get_stats(a.pg, &before);
+		__atomic_store_n(&tg_lose_stmt, "ns_create", __ATOMIC_RELEASE);
+		int rc = pgns_create(&a.ns, CAT_ROOT_INO, kinds[k], mode, 1000, 1000, 0, NULL, &made);
+		cr_assert_null(__atomic_load_n(&tg_lose_stmt, __ATOMIC_ACQUIRE), "no answer was lost");
+		cr_assert_eq(rc, 0, "%s: the create run again answers %d", kinds[k], rc);
+		struct pg_stats after;
+		pg_get_stats(a.pg, &after);
+		cr_assert_eq(after.reconnects, before.reconnects + 1);
+		OK(pgns_lookup(&a.ns, CAT_ROOT_INO, kinds[k], &found));
+		cr_assert_eq(made.ino, found.ino);
+		cr_assert_eq(made.mode, mode);
+		cr_assert_eq(made.uid, 1000);
+		cr_assert_eq(made.nlink, k == 0 ? 2 : 1);
+		FAILS(pgns_create(&a.ns, CAT_ROOT_INO, kinds[k], mode, 1000, 1000, 0, NULL, &made),
+		      EEXIST);
+	}
+	OK(pgns_getattr(&a.ns, CAT_ROOT_INO, &root1));
+	cr_assert_eq(root1.nlink, root0.nlink + 1, "the root's links: %u, then %u",
+		     (unsigned)root0.nlink, (unsigned)root1.nlink);
+	int violations = -1;
+	OK(pgns_check(&a.ns, &violations));
+	cr_assert_eq(violations, 0);
+	tg_checked(&a);
+	pt_leave(&a);
+}

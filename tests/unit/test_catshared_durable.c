@@ -95,6 +95,21 @@ static void du_drop_all(void)
 }
 
 /* parent/name's inode on n. */
+/* Version v of generation gen, built as its manifest would be put, names
+ * its series series. */
+static void du_assert_series(struct pt_cat *n, uint64_t gen, uint32_t v, const char *series)
+{
+	char *text = NULL;
+	size_t len = 0;
+	OK(manifest_gen_build(n->cat, gen, v, &text, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(m->gen.series, series);
+	manifest_free(m);
+	free(text);
+}
+
 static struct cat_inode du_lookup(struct pt_cat *n, const char *path)
 {
 	struct cat_inode in = { .ino = ROOT };
@@ -419,15 +434,7 @@ Test(catshared_durable, a_rewrite_rolled_back_queues_the_restored_versions_manif
 	bool ready = false, stale = true;
 	OK(cat_upload_ready(a.cat, &row, &ready, &stale));
 	cr_assert(ready && !stale);
-	char *text = NULL;
-	size_t len = 0;
-	OK(manifest_gen_build(a.cat, gen, 1, &text, &len));
-	struct manifest *m = NULL;
-	char err[MANIFEST_ERR_MAX] = "";
-	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
-	cr_assert_str_eq(m->gen.series, "run2/ckpt");
-	manifest_free(m);
-	free(text);
+	du_assert_series(&a, gen, 1, "run2/ckpt");
 	OK(cat_upload_done(a.cat, &row));
 	cr_assert(du_durable(&a, gen));
 	pt_cat_close(&a);
@@ -460,14 +467,6 @@ Test(catshared_durable, a_rewrite_held_back_queues_the_restored_versions_manifes
 	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL),
 		  "the restored version's manifest is not queued again");
 	cr_assert_eq(row.version, 1);
-	char *text = NULL;
-	size_t len = 0;
-	OK(manifest_gen_build(a.cat, gen, 1, &text, &len));
-	struct manifest *m = NULL;
-	char err[MANIFEST_ERR_MAX] = "";
-	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s", err);
-	cr_assert_str_eq(m->gen.series, "run3/ckpt");
-	manifest_free(m);
-	free(text);
+	du_assert_series(&a, gen, 1, "run3/ckpt");
 	pt_cat_close(&a);
 }

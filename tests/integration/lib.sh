@@ -264,17 +264,34 @@ ck_remount() {
 	ck_mount "${1:-}"
 }
 
-# ck_kill9 [PID...] — SIGKILL the daemon we started, then the given helper
-# PIDs (writers that must not go on into whatever is mounted next), and clear
-# the dead mount.
-ck_kill9() {
+# _ck_stop_tree PID... — SIGSTOP each PID, then its children (found once
+# their parent is stopped, so none is forked after the scan), and so on
+# down; prints the PIDs stopped.
+_ck_stop_tree() {
 	local p
+	for p in "$@"; do
+		kill -STOP "$p" 2>/dev/null || continue
+		echo "$p"
+		# shellcheck disable=SC2046
+		_ck_stop_tree $(ps -o pid= --ppid "$p")
+	done
+}
+
+# ck_kill9 [PID...] — SIGKILL the daemon we started, then the given helper
+# PIDs with all their descendants (writers that must not go on into whatever
+# is mounted next: a trainer's forked ranks would otherwise outlive their
+# parent and write into the cleared mountpoint), and clear the dead mount.
+# The helpers are stopped before the daemon dies (requests they have in
+# flight stay in flight) and killed after it.
+ck_kill9() {
+	local p tree
 	[ -n "$CK_PID" ] || ck_fail "ck_kill9: no daemon started"
+	tree=$(_ck_stop_tree "$@")
 	kill -9 "$CK_PID"
 	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon $CK_PID survived kill -9 for 20s"
 	_ck_state "exited $CK_PID"
 	CK_PID=
-	for p in "$@"; do
+	for p in $tree; do
 		kill -9 "$p" 2>/dev/null || true
 	done
 	for p in "$@"; do

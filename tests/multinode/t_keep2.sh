@@ -62,8 +62,8 @@ test_two_nodes_saving_alternately_keep_the_newest_two() {
 }
 # The torture loop with two nodes (keep=3): node A saves a step while node B
 # saves another and is killed with -9 at a random point of it. After each
-# cycle, once the sweep has handled B (no generation left OPEN): every save
-# of A is committed or deleted by keep, never lost; B's saves are committed,
+# cycle, once the sweep has handled B (no generation left OPEN, B settled):
+# every save of A is committed or deleted by keep, never lost; B's saves are committed,
 # held, or lost (a chunk only B had and had not uploaded died with it:
 # docs/MULTINODE.md), never half there; at most the newest 3 committed ones
 # that are not lost remain (keep does not count a lost one); A and a fresh
@@ -101,6 +101,15 @@ test_torture_node_b_killed_mid_save_while_a_saves() {
 		until [ "$(mn_psql "SELECT count(*) FROM ns_generations WHERE state = 0")" = 0 ]; do
 			i=$((i + 1))
 			[ $i -le 300 ] || ck_fail "cycle $c (seed $seed): a generation is still OPEN 30 s after B was killed: $(mn_psql "SELECT name || ' opened by ' || coalesce(opened_by, 0) FROM ns_generations WHERE state = 0") (writing: $(mn_psql "SELECT count(*) FROM ns_writing"))"
+			sleep 0.1
+		done
+		# ... and has settled B (pggen.h X2): a save B committed whose chunks
+		# only B's cache held is marked lost then, not before; until then it
+		# is listed, and a read of such a chunk waits for B (docs/MULTINODE.md)
+		i=0
+		until [ "$(mn_psql "SELECT count(*) FROM ckpt_nodes WHERE name = 'node-B' AND (state = 'live' OR (state = 'expired' AND NOT settled))")" = 0 ]; do
+			i=$((i + 1))
+			[ $i -le 300 ] || ck_fail "cycle $c (seed $seed): node B not settled 30 s after it was killed: $(mn_psql "SELECT id || ' ' || state || ' settled=' || settled FROM ckpt_nodes WHERE name = 'node-B'" | tr '\n' ' ')"
 			sleep 0.1
 		done
 		# B's trainer keeps its reference as it goes: it renames .metadata.tmp

@@ -17,15 +17,26 @@
  * result would be too large.
  *
  * The zstd family keeps the sample's choice of width (measured with LZ4,
- * which is quick) and compresses with zstd -3 over a byte shuffle in 1 MiB
- * blocks: zstd's entropy coder does better on bytes than on bit planes.
+ * which is quick) and compresses with zstd -1 over a byte shuffle in 1 MiB
+ * blocks: zstd's entropy coder does better on bytes than on bit planes, and
+ * on shuffled floats its level 1 beats levels 3-11 (invariant 4).
  *
  * Invariants (see codec.h):
  *  1. decode(encode(x)) == x; a RAW encoding is a byte copy of the input.
  *  2. A compressed codec only if out_len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100.
  *  3. decode writes at most plain_len bytes and succeeds only when it
  *     produced exactly plain_len of them; a blosc frame is handed to blosc
- *     only after its header was checked against the object (codec_blosc_why). */
+ *     only after its header was checked against the object (codec_blosc_why).
+ *  4. The zstd family writes shuffled chunks at zstd level 1 (blosc clevel 1);
+ *     until 2026-11-27 it wrote level 3 (clevel 2), which unshuffled chunks
+ *     (text) keep. Both are codec 3 frames and decode alike (the
+ *     level is not recorded and not needed to decode). Level 1 is both smaller
+ *     and cheaper on float chunks: the exponent bytes of a trained tensor are
+ *     near-random draws from a skewed distribution, where zstd's literal
+ *     Huffman coding does the work and the short matches that levels 3-11
+ *     search harder for cost more bits than the literals they replace (level
+ *     1 searches least; only the optimal parser of levels >= 13 does better,
+ *     at ~20 MB per CPU-second). docs/BENCH.md, 2026-11-27 06:00, has the sweep. */
 #include "codec.h"
 
 #include <assert.h>
@@ -40,7 +51,8 @@
 /* Large enough to judge (LZ4's window is 64 KiB), small next to a 1 MiB chunk. */
 #define CODEC_SAMPLE_LEN (64 * 1024)
 #define CODEC_BLOSC_LZ4_LEVEL 9   /* blosc's LZ4 acceleration 1: LZ4's default */
-#define CODEC_BLOSC_ZSTD_LEVEL 2  /* blosc maps 2 to zstd level 3 */
+#define CODEC_BLOSC_ZSTD_LEVEL 1  /* shuffled: blosc maps 1 to zstd level 1 (invariant 4) */
+#define CODEC_BLOSC_ZSTD_PLAIN_LEVEL 2 /* not shuffled (text): zstd level 3, where matches pay */
 #define CODEC_BLOSC_ZSTD_BLOCK (1024 * 1024)
 /* A blosc frame covers the chunk's first len - len % CODEC_BLOSC_ALIGN bytes;
  * the rest follows it raw: blosc 1.x gives up on a whole frame (stores it
@@ -93,7 +105,8 @@ static size_t codec_try(enum codec_family family, enum codec_way way, const void
 					 limit - tail, BLOSC_LZ4_COMPNAME, 0, 1);
 	} else {
 		*codec = CODEC_BLOSC_ZSTD;
-		out = blosc_compress_ctx(CODEC_BLOSC_ZSTD_LEVEL,
+		out = blosc_compress_ctx(way == CODEC_WAY_PLAIN ? CODEC_BLOSC_ZSTD_PLAIN_LEVEL :
+					 CODEC_BLOSC_ZSTD_LEVEL,
 					 way == CODEC_WAY_PLAIN ? BLOSC_NOSHUFFLE : BLOSC_SHUFFLE, width,
 					 body, src, dst, limit - tail, BLOSC_ZSTD_COMPNAME,
 					 CODEC_BLOSC_ZSTD_BLOCK, 1);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <blosc.h>
 #include <lz4.h>
 
 #include "codec.h"
@@ -552,6 +553,61 @@ Test(codec, bf16_and_fp32_tensors_choose_a_shuffled_codec_smaller_than_lz4)
 	}
 	free(lz4);
 	free(src);
+}
+
+/* codec.c invariant 4: the zstd family compresses shuffled floats at zstd
+ * level 1, which is smaller on them than the level 3 it wrote before. */
+Test(codec, zstd_family_writes_shuffled_floats_smaller_than_its_old_level_3)
+{
+	size_t len = MiB, body = len - len % 32;
+	uint8_t *src = tk_alloc(len), *old = tk_alloc(codec_bound(len)), *plain;
+
+	for (size_t width = 2; width <= 4; width += 2) {
+		tk_fill_floats(src, len, width, 70 + width);
+		/* what the zstd family wrote until 2026-11-27: blosc clevel 2 (zstd -3) */
+		int old_len = blosc_compress_ctx(2, BLOSC_SHUFFLE, width, body, src, old,
+						 codec_bound(len), BLOSC_ZSTD_COMPNAME, MiB, 1);
+		cr_assert_gt(old_len, 0);
+		struct tk_encoded z = tk_encode_as(CODEC_FAMILY_ZSTD, src, len);
+		cr_assert_eq(z.codec, CODEC_BLOSC_ZSTD);
+		cr_assert_eq(old[3], (uint8_t)width, "old frame element width %u", old[3]);
+		cr_assert_eq(z.data[3], (uint8_t)width, "width %zu: frame element width %u", width,
+			     z.data[3]);
+		cr_assert_lt(z.len, (size_t)old_len, "width %zu: %zu bytes, level 3 gave %d", width,
+			     z.len, old_len);
+		cr_assert_eq(tk_decode_guarded(z.codec, z.data, z.len, len, &plain), 0);
+		cr_assert_arr_eq(plain, src, len);
+		free(plain);
+		free(z.data);
+	}
+	free(old);
+	free(src);
+}
+
+/* Objects of codec 3 written before 2026-11-27 (zstd level 3, the same frame
+ * layout: a blosc frame of the first len - len % 32 bytes, then the rest raw)
+ * still decode, byte for byte. */
+Test(codec, zstd_objects_of_the_old_level_3_still_decode)
+{
+	static const size_t sizes[] = { 96 * KiB + 3, MiB, 2 * MiB + 31 };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = sizes[i], tail = len % 32, body = len - tail;
+		uint8_t *src = tk_alloc(len), *obj = tk_alloc(codec_bound(len)), *plain;
+
+		tk_fill_floats(src, len, 4, 80 + i);
+		int n = blosc_compress_ctx(2, BLOSC_SHUFFLE, 4, body, src, obj, codec_bound(len),
+					   BLOSC_ZSTD_COMPNAME, MiB, 1);
+		cr_assert_gt(n, 0);
+		cr_assert_eq(obj[2] & BLOSC_MEMCPYED, 0, "size %zu: stored uncompressed", len);
+		memcpy(obj + n, src + body, tail);
+		cr_assert_eq(tk_decode_guarded(CODEC_BLOSC_ZSTD, obj, (size_t)n + tail, len, &plain), 0,
+			     "size %zu", len);
+		cr_assert_arr_eq(plain, src, len, "size %zu", len);
+		free(plain);
+		free(obj);
+		free(src);
+	}
 }
 
 Test(codec, text_keeps_plain_lz4_blocks_as_before)

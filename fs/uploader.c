@@ -49,14 +49,6 @@
  * (store.c S3), so a syncfs has little to flush, and an fsync each was a
  * synchronous inode write each (ext4 without a journal). */
 #define UP_DEFER_MAX (256u << 10)
-/* While files are created in a stream inside OPEN generations (catalog_defer.c
- * D9: a save of many small files), a worker rests this many times as long as
- * its last piece of work took, at most UP_STREAM_REST_MAX s: the uploads take
- * about a tenth of a worker's time then and the creates the CPU (each small
- * object's upload costs an inode on BACKING, more than its create). Bounded,
- * so the queue still moves during a stream; after it they run at full speed. */
-#define UP_STREAM_REST 9
-#define UP_STREAM_REST_MAX 0.2
 
 struct up_busy {
 	bool set;
@@ -926,15 +918,6 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 	}
 }
 
-/* UP_STREAM_REST: until when a worker that began its last work at began rests. */
-static double up_rest_until(struct uploader *u, double began)
-{
-	if (!cat_defer_streaming(u->cat))
-		return 0;
-	double end = up_mono_s(), rest = (end - began) * UP_STREAM_REST;
-	return end + (rest < UP_STREAM_REST_MAX ? rest : UP_STREAM_REST_MAX);
-}
-
 static void *up_worker_main(void *p)
 {
 	struct up_worker_arg *a = p;
@@ -951,16 +934,11 @@ static void *up_worker_main(void *p)
 	 * row a pick, as their readiness is local and costs nothing */
 	bool multi = batching && cat_is_shared(u->cat);
 	struct up_batch *bt = calloc(1, sizeof(*bt));
-	double rest_until = 0; /* UP_STREAM_REST */
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
 		if (u->stopping && !u->draining)
 			break; /* a batch not synced stays queued for the next mount */
 		double now = up_mono_s();
-		if (now < rest_until && !u->stopping) {
-			up_wait(u, rest_until - now);
-			continue;
-		}
 		if (now < u->down_until) {
 			if (bt && bt->n)
 				up_batch_flush(u, id, bt);
@@ -996,7 +974,6 @@ static void *up_worker_main(void *p)
 		}
 		if (batching && bt && picked[0].kind == UP_CHUNK) {
 			up_batch_add(u, id, bt, picked, got, &bufs);
-			rest_until = up_rest_until(u, now);
 			continue;
 		}
 		assert(got == 1); /* several only of chunk rows, for a batch */
@@ -1013,7 +990,6 @@ static void *up_worker_main(void *p)
 		pthread_mutex_lock(&u->lock);
 		assert(u->busy[id][0].set && u->busy[id][0].seq == row.seq);
 		u->busy[id][0].set = false;
-		rest_until = up_rest_until(u, now);
 	}
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);

@@ -1522,8 +1522,6 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, gen, out,
 				    &in_gen);
 	rc = cat_change_end(cat, deferred, rc, false);
-	if (rc == 0 && deferred)
-		cat_defer_note_create(cat); /* D9 */
 	cat_unlock(cat);
 	if (gen_id != NULL)
 		*gen_id = rc == 0 ? in_gen : 0;

@@ -217,10 +217,6 @@ int cat_defer_commit(struct cat *cat);
 /* Whether changes are deferred right now (a hint, read without the lock): a
  * chunk stored now is hidden from the uploader until their commit. */
 bool cat_defer_active(struct cat *cat);
-/* Whether files are being created inside OPEN generations in a stream, as
- * a save of many small files does (catalog_defer.c D9; a hint, read without
- * the lock): the uploader rests between its batches meanwhile. */
-bool cat_defer_streaming(struct cat *cat);
 int cat_schema_version(struct cat *cat); /* [SQLite] the version stored in the file */
 /* The catalog's random id (meta.catalog_id, 32 lowercase hex digits, made
  * when the catalog is created or migrated to version 4): what claims BACKING

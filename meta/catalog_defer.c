@@ -92,22 +92,9 @@
  *      skipped, its objects left to gc), a line is a record only at exactly
  *      the length cat_defer_intent writes, and no line is held longer than
  *      that, whatever the file holds.
- *  D9. The stream of small files. While files are created in OPEN
- *      generations (deferred creates) at CAT_STREAM_MIN or more per
- *      CAT_STREAM_NS, and for CAT_STREAM_NS after the last such create,
- *      cat_defer_streaming says so. A hint, and nothing more: it changes no
- *      row and no commit. The uploader rests between its batches meanwhile
- *      (fs/uploader.c, UP_STREAM_REST): uploading a small file's object to
- *      BACKING costs more CPU than creating it (an inode there, issue 20
- *      part 3), so a save of many small files gets the CPU first and its
- *      uploads follow, at a bounded share meanwhile and at full speed once
- *      the creates stop. Nothing the guarantee needs waits for an upload:
- *      a closed file survives a kill -9 from the cache (D2, D7), and a file
- *      created outside generations never starts a stream.
  *
  * Everything here runs with cat->lock held, the flusher included (it waits
- * on cat->defer_wake with that mutex), except cat_defer_active and
- * cat_defer_streaming, which read one word atomically. */
+ * on cat->defer_wake with that mutex). */
 #define _GNU_SOURCE
 #include "cachedir.h"
 #include "catalog_internal.h"
@@ -126,9 +113,6 @@
 #include "log.h"
 
 #define CAT_DEFER_MS 10 /* the default window (cat_defer_window) */
-/* D9: a stream is this many deferred creates inside one window of this length */
-#define CAT_STREAM_MIN 16
-#define CAT_STREAM_NS 100000000LL
 #define CAT_DEFER_MAX 1024
 #define CAT_INTENT_TAIL CACHEDIR_JOURNAL_TAIL
 #define CAT_INTENT_BEGIN "begin\n"
@@ -162,24 +146,6 @@ int cat_defer_commit(struct cat *cat)
 bool cat_defer_active(struct cat *cat)
 {
 	return __atomic_load_n(&cat->deferred, __ATOMIC_RELAXED) != 0;
-}
-
-bool cat_defer_streaming(struct cat *cat)
-{
-	return cat_defer_now_ns() < __atomic_load_n(&cat->stream_until_ns, __ATOMIC_RELAXED);
-}
-
-/* D9: counts the creates of the current window; from the CAT_STREAM_MIN-th
- * on, each keeps the stream on for CAT_STREAM_NS more. */
-void cat_defer_note_create(struct cat *cat)
-{
-	int64_t now = cat_defer_now_ns();
-	if (now - cat->stream_win_ns >= CAT_STREAM_NS) {
-		cat->stream_win_ns = now;
-		cat->stream_n = 0;
-	}
-	if (++cat->stream_n >= CAT_STREAM_MIN)
-		__atomic_store_n(&cat->stream_until_ns, now + CAT_STREAM_NS, __ATOMIC_RELAXED);
 }
 
 void cat_defer_window(struct cat *cat, unsigned ms)

@@ -144,11 +144,6 @@ struct cat {
 	uint64_t intent_len;       /* bytes in it; 0: empty */
 	bool intent_sticky;        /* a deferred transaction was lost: kept to the next open */
 	pthread_cond_t defer_wake; /* the flusher waits on it with lock */
-	/* D9: the stream of deferred creates: this window's start and count,
-	 * and until when (CLOCK_MONOTONIC ns) cat_defer_streaming says so */
-	int64_t stream_win_ns;
-	unsigned stream_n;
-	int64_t stream_until_ns; /* read without the lock */
 	pthread_t flusher;
 	bool flusher_running, flusher_failed, flusher_stop;
 	/* The shared engine (cat_open_shared), NULL alone: then every [engine]
@@ -257,8 +252,6 @@ int cat_defer_begin(struct cat *cat, uint64_t gen);
 int cat_defer_end(struct cat *cat, int rc);
 /* At close: stops the flusher and commits what is deferred. */
 void cat_defer_stop(struct cat *cat);
-/* A create was deferred (D9: counts towards the stream of small files). */
-void cat_defer_note_create(struct cat *cat);
 
 /* A change to the inode ino, or to an entry of the directory ino: in the
  * deferred transaction when ino is in an OPEN generation (D1), else in a

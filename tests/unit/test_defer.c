@@ -446,37 +446,6 @@ Test(defer, small_files_inside_an_open_generation_are_group_committed, .init = s
 	cr_assert(stat(jpath, &sb) == 0 && sb.st_size == 0, "the intent journal is emptied");
 }
 
-/* D9: creates in a stream inside an OPEN generation are told to the
- * uploader; creates outside generations, and a generation's root, never. No
- * clock in the assertions: the stream is looked for after each create, and
- * must show within the first few hundred (16 per 100 ms are enough). */
-Test(defer, a_stream_of_creates_in_an_open_generation_is_told_to_the_uploader, .init = setup,
-     .fini = teardown)
-{
-	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root;
-	struct cat_inode in;
-	char name[16];
-	cr_assert(!cat_defer_streaming(fx.cat));
-	for (int i = 0; i < 200; i++) { /* outside generations: committed each, no stream */
-		name_of(name, sizeof(name), i);
-		OK(cat_create(fx.cat, series, name, S_IFREG | 0644, 0, 0, 0, NULL, &in));
-	}
-	cr_assert(!cat_defer_streaming(fx.cat), "creates outside generations are no stream");
-	ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
-	cr_assert(!cat_defer_streaming(fx.cat), "a generation root is no stream");
-	int i = 0;
-	for (; i < 500 && !cat_defer_streaming(fx.cat); i++) {
-		name_of(name, sizeof(name), i);
-		OK(cat_create(fx.cat, root, name, S_IFREG | 0644, 0, 0, 0, NULL, &in));
-	}
-	cr_assert(cat_defer_streaming(fx.cat), "no stream after %d creates in an OPEN generation", i);
-	cr_assert_geq(i, 16, "a stream is 16 creates or more");
-	/* a hint only: the creates are deferred and commit as before */
-	cr_assert(cat_defer_active(fx.cat));
-	OK(cat_defer_commit(fx.cat));
-	cr_assert_eq(committed_entries(root), i);
-}
-
 Test(defer, small_files_outside_generations_and_durable_commits_commit_before_returning,
      .init = setup, .fini = teardown)
 {

@@ -15,7 +15,7 @@ still there) is an error: a line on stderr and exit status 1.
         files (for untimed set-up). Prints seconds= (the creates), and
         syncfs_seconds= (then syncfs() on the filesystem holding SYNCDIR;
         '-' skips it).
-  meta N SIZE BLOCKS DAEMONPID FIRST PLAINDIR CKPTDIR SYNCDIR
+  meta N SIZE BLOCKS DAEMONPID FIRST PLAINDIR CKPTDIR SYNCDIR [CATALOG]
         the same as mkfiles (flat, no subdirectories) into PLAINDIR and into
         CKPTDIR, interleaved so that both sides see the same background load:
         the N files of each side are made in BLOCKS blocks, in the order
@@ -23,7 +23,12 @@ still there) is an error: a line on stderr and exit status 1.
         syncfs() of SYNCDIR's filesystem. Prints plain_s= ckptfs_s= (the
         creates), plain_syncfs_s= ckptfs_syncfs_s= (the syncfs after each of
         that side's blocks), cpu_s= sys_s= (CPU time of process DAEMONPID
-        during the ckptfs blocks, and the kernel part of it).
+        during the ckptfs blocks, and the kernel part of it). With CATALOG
+        (the daemon's catalog.db), then waits until it queues no upload and
+        prints ckptfs_drain_s= (from the end of the last ckptfs block: the
+        uploads of the files' objects to BACKING, which may run behind the
+        creates, catalog_defer.c D9), and cpu_all_s= (the daemon's CPU time
+        from the first block until then: both sides' blocks and the wait).
   dcpprep GENDIR SIZE
         a DCP save's data without its commit: GENDIR/__0_0.distcp of SIZE
         bytes and .metadata.tmp, each written, fsync'd, closed.
@@ -56,6 +61,7 @@ Exit status: 0 ok, 1 an error (with a line on stderr), 2 bad usage.
 import ctypes
 import errno
 import os
+import sqlite3
 import sys
 import time
 
@@ -180,7 +186,25 @@ def cpu_of(pid):
     return int(fields[11]) + int(fields[12]), int(fields[12])
 
 
-def cmd_meta(n, size, blocks, pid, first, plaindir, ckptdir, syncdir):
+def uploads_drained(catalog, timeout_s=600):
+    """Waits until CATALOG (read-only) queues no upload; the monotonic ns then."""
+    deadline = time.monotonic() + timeout_s
+    db = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True, timeout=5)
+    try:
+        while True:
+            try:
+                if db.execute("SELECT COUNT(*) FROM uploads").fetchone()[0] == 0:
+                    return now()
+            except sqlite3.OperationalError:  # busy: try again
+                pass
+            if time.monotonic() > deadline:
+                raise BenchError(f"{catalog}: uploads still queued after {timeout_s} s")
+            time.sleep(0.02)
+    finally:
+        db.close()
+
+
+def cmd_meta(n, size, blocks, pid, first, plaindir, ckptdir, syncdir, catalog=None):
     n, size, blocks = int(n), int(size), int(blocks)
     if first not in ("plain", "ckptfs"):
         raise BenchError("FIRST must be plain or ckptfs")
@@ -194,6 +218,7 @@ def cmd_meta(n, size, blocks, pid, first, plaindir, ckptdir, syncdir):
     ts = {"plain": 0, "ckptfs": 0}
     cpu = sys_ = 0
     bounds = [n * k // blocks for k in range(blocks + 1)]
+    c_all = cpu_of(pid)
     for k in range(blocks):
         for side in ((first, second) if k % 2 == 0 else (second, first)):
             todo = [(os.path.join(dirs[side], f"f{i:06d}"), datas[side][i]) for i in range(bounds[k], bounds[k + 1])]
@@ -206,6 +231,7 @@ def cmd_meta(n, size, blocks, pid, first, plaindir, ckptdir, syncdir):
                 os.close(fd)
             b = now()
             if side == "ckptfs":
+                ckpt_end = b
                 c1 = cpu_of(pid)
                 cpu += c1[0] - c0[0]
                 sys_ += c1[1] - c0[1]
@@ -213,9 +239,14 @@ def cmd_meta(n, size, blocks, pid, first, plaindir, ckptdir, syncdir):
             t[side] += b - a
             ts[side] += now() - b
     hz = os.sysconf("SC_CLK_TCK")
+    drain = ""
+    if catalog:
+        d = uploads_drained(catalog)
+        drain = (f" ckptfs_drain_s={(d - ckpt_end) / 1e9:.4f}"
+                 f" cpu_all_s={(cpu_of(pid)[0] - c_all[0]) / hz:.3f}")
     print(f"plain_s={t['plain'] / 1e9:.4f} ckptfs_s={t['ckptfs'] / 1e9:.4f}"
           f" plain_syncfs_s={ts['plain'] / 1e9:.4f} ckptfs_syncfs_s={ts['ckptfs'] / 1e9:.4f}"
-          f" cpu_s={cpu / hz:.3f} sys_s={sys_ / hz:.3f}")
+          f" cpu_s={cpu / hz:.3f} sys_s={sys_ / hz:.3f}{drain}")
     return 0
 
 
@@ -338,7 +369,7 @@ def cmd_rmrf(path):
 
 def main(argv):
     cmds = {  # name: (function, fewest arguments, most arguments)
-        "mkfiles": (cmd_mkfiles, 5, 6), "meta": (cmd_meta, 8, 8), "dcpprep": (cmd_dcpprep, 2, 2),
+        "mkfiles": (cmd_mkfiles, 5, 6), "meta": (cmd_meta, 8, 9), "dcpprep": (cmd_dcpprep, 2, 2),
         "dcpcommit": (cmd_dcpcommit, 1, 1), "saves": (cmd_saves, 4, 4), "keepwait": (cmd_keepwait, 3, 3),
         "rmrf": (cmd_rmrf, 1, 1)}
     if len(argv) < 2 or argv[1] not in cmds or not cmds[argv[1]][1] <= len(argv) - 2 <= cmds[argv[1]][2]:

@@ -55,22 +55,26 @@
  *      generation A not durable at its version (OPEN, HELD, or COMMITTED
  *      with durable_version != version) keeps its manifests on BACKING: its
  *      UP_DELETE_GEN_MANIFEST row waits, as U6 and until A is durable, or
- *      the series is out of A (moved on, or its inode gone). This is a series moved INTO an open generation
- *      (generation.c's G_TREE_NESTED ends its saves, "renamed"): their files
- *      are A's from then on, A's manifest is on BACKING only once A commits
- *      and is durable, and the tree manifest does not name files inside a
- *      generation, so until then the ended save's own manifest is the only
- *      one that does. Read when the row is, not when it was queued: a
- *      series moved on from A into another open generation B waits for B.
- *      A rebuild meanwhile brings the save back at its old path (its
- *      manifest's series), beside A's older version if A had one. While A
- *      is HELD (a crash while it was open) the row waits for the decision,
- *      and the chunk removals queued after it wait too (U5 a).
+ *      the series is out of A (moved on, or its inode gone). This is a
+ *      series moved INTO an open generation (generation.c's G_TREE_NESTED
+ *      ends its saves, "renamed"): their files are A's from then on, A's
+ *      manifest is on BACKING only once A commits and is durable, and the
+ *      tree manifest does not name files inside a generation, so until
+ *      then the ended save's own manifest is the only one that does. Read
+ *      when the row is, not when it was queued: a series moved on from A
+ *      into another open generation B waits for B. A rebuild meanwhile
+ *      brings the save back at its old path (its manifest's series), beside
+ *      A's older version if A had one; a newer save made since under that
+ *      same path and name conflicts with it there (the rebuild applies
+ *      lower ids first and rejects the newer one, which stays on BACKING,
+ *      rebuild.c invariant 6). While A is HELD (a crash while it was open)
+ *      the row waits for the decision, and the chunk removals queued after
+ *      it wait too (U5 a).
  *      Not covered: a save whose ROOT is moved straight into an open
- *      generation (moved, it ends as "renamed" and its series, which
- *      stays where it was, does not lead to A): its manifest goes as U6
- *      says. Nor the shared engine's R8 (catalog_shared_reclaim.c), which
- *      removes ended generations' manifests on the tree horizon alone.
+ *      generation (it ends as "renamed", and its series, which stays where
+ *      it was, does not lead to A): its manifest goes as U6 says. Nor the
+ *      shared engine's R8 (catalog_shared_reclaim.c), which removes ended
+ *      generations' manifests on the tree horizon alone.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H

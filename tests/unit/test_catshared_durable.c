@@ -473,36 +473,8 @@ Test(catshared_durable, a_rewrite_held_back_queues_the_restored_versions_manifes
 
 /* ---- S8, pgns.h N13: a directory renamed with committed saves in it ---- */
 
-/* What n's uploader would do with its queued manifest rows: each ready one
- * built and put on bk, then done; a stale one dropped. Returns how many
- * were put. */
-static int du_put_manifests(struct pt_cat *n, struct backing *bk)
-{
-	struct cat_upload rows[64];
-	int got = cat_upload_list(n->cat, 0, rows, 64), put = 0;
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_GEN_MANIFEST)
-			continue;
-		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
-		cr_assert(ready || stale, "manifest of %" PRIu64 " not ready", rows[i].gen);
-		if (ready && !stale) {
-			char *text = NULL, path[MANIFEST_PATH_MAX];
-			size_t len = 0;
-			OK(manifest_gen_build(n->cat, rows[i].gen, rows[i].version, &text, &len));
-			manifest_gen_path(rows[i].gen, rows[i].version, path, sizeof(path));
-			OK(backing_put(bk, path, text, len));
-			free(text);
-			put++;
-		}
-		OK(cat_upload_done(n->cat, &rows[i]));
-	}
-	return put;
-}
-
 /* A durable save (one file of 2 chunks, written by n) series/name, step. */
-static uint64_t du_save(struct pt_cat *n, struct backing *bk, uint64_t series, const char *name,
+static uint64_t du_save(struct pt_cat *n, struct pt_backing *bk, uint64_t series, const char *name,
 			uint64_t step, uint8_t fill)
 {
 	uint64_t root;
@@ -511,7 +483,7 @@ static uint64_t du_save(struct pt_cat *n, struct backing *bk, uint64_t series, c
 	ts_write_chunks(n->cat, f, fill, 0, 2, DU_LEN, NULL, NULL);
 	cr_assert_eq(pt_cat_upload_chunks(n, NULL, NULL), 2);
 	OK(cat_gen_commit(n->cat, gen, "dcp-metadata"));
-	cr_assert_geq(du_put_manifests(n, bk), 1);
+	cr_assert_geq(pt_cat_put_manifests(n, bk), 1);
 	cr_assert(du_durable(n, gen));
 	return gen;
 }
@@ -540,19 +512,15 @@ static void du_expect_chunks(struct pt_cat *n, const char *path, uint8_t fill)
  * queue was written, leaves the save not durable for the sweeper. */
 Test(catshared_durable, a_renamed_series_is_rebuilt_under_its_new_name_beside_the_new_run)
 {
-	char dir[64], bdir[128];
-	ts_tmpdir_make(dir, sizeof(dir), "dus");
-	snprintf(bdir, sizeof(bdir), "%s/backing", dir);
-	cr_assert_eq(mkdir(bdir, 0755), 0);
-	struct backing *bk;
-	OK(backing_open(bdir, 5000, &bk));
+	struct pt_backing bk;
+	pt_backing_open(&bk, "dus");
 	struct pt_cat a, b;
 	pt_cat_open(&a, "dsa", 30000, NULL, NULL);
 	pt_cat_open(&b, "dsb", 30000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
-	uint64_t old1 = du_save(&a, bk, series, "step-1", 1, 0x41);
-	uint64_t old2 = du_save(&a, bk, series, "step-2", 2, 0x42);
+	uint64_t old1 = du_save(&a, &bk, series, "step-1", 1, 0x41);
+	uint64_t old2 = du_save(&a, &bk, series, "step-2", 2, 0x42);
 
 	OK(cat_rename(a.cat, ROOT, "run", ROOT, "run-old", 0, NULL));
 	cr_expect_not(du_durable(&b, old1), "durable while BACKING's manifest names run/ckpt");
@@ -566,9 +534,9 @@ Test(catshared_durable, a_renamed_series_is_rebuilt_under_its_new_name_beside_th
 	/* a new run under the old name, on B */
 	uint64_t run2 = ts_mk(b.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t series2 = ts_mk(b.cat, run2, "ckpt", S_IFDIR | 0755, NULL);
-	uint64_t new1 = du_save(&b, bk, series2, "step-1", 1, 0x43);
-	du_put_manifests(&a, bk);
-	du_put_manifests(&b, bk);
+	uint64_t new1 = du_save(&b, &bk, series2, "step-1", 1, 0x43);
+	pt_cat_put_manifests(&a, &bk);
+	pt_cat_put_manifests(&b, &bk);
 	cr_assert(du_durable(&a, old1) && du_durable(&a, old2));
 	pt_cat_close(&b);
 	pt_cat_close(&a);
@@ -578,7 +546,7 @@ Test(catshared_durable, a_renamed_series_is_rebuilt_under_its_new_name_beside_th
 	struct pt_cat c;
 	pt_cat_open(&c, "dsc", 30000, NULL, NULL);
 	struct rebuild_report rep;
-	OK(rebuild_catalog(bk, c.cat, 0, NULL, NULL, &rep));
+	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
 	cr_expect_eq(rep.manifests_rejected, 0, "%" PRIu64 " save(s) rejected by the rebuild",
 		     rep.manifests_rejected);
 	cr_expect_eq(rep.generations, 3);
@@ -594,6 +562,5 @@ Test(catshared_durable, a_renamed_series_is_rebuilt_under_its_new_name_beside_th
 	du_expect_chunks(&c, "run/ckpt/step-1/rank0.pt", 0x43);
 	OK(cat_gen_check(c.cat));
 	pt_cat_close(&c);
-	backing_close(bk);
-	ts_tmpdir_remove(dir);
+	pt_backing_close(&bk);
 }

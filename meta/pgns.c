@@ -308,10 +308,13 @@ const struct pg_stmt pgns_stmts[] = {
 	/* N13: directory $1 was renamed: the COMMITTED generations (not lost)
 	 * whose series is it or under it (each series walked up to the root,
 	 * as generation.c's G_SERIES_UNDER) are no longer durable, as BACKING's
-	 * manifests name their series by the old path; their ids and versions */
+	 * manifests name their series by the old path; their ids and versions.
+	 * A directory inside a generation has no series under it (a live
+	 * generation's series is outside generations): no walk then */
 	[NS_SERIES_MOVED] = { "ns_series_moved",
 			      "WITH RECURSIVE up(gen, ino) AS (SELECT id, series FROM ns_generations"
-			      " WHERE state = 1 AND NOT lost UNION SELECT up.gen, d.parent FROM up"
+			      " WHERE state = 1 AND NOT lost AND EXISTS (SELECT 1 FROM ns_inodes"
+			      " WHERE ino = $1 AND gen IS NULL) UNION SELECT up.gen, d.parent FROM up"
 			      " JOIN ns_dirents d ON d.ino = up.ino) UPDATE ns_generations g"
 			      " SET durable_version = 0 WHERE g.id IN (SELECT gen FROM up WHERE ino = $1)"
 			      " RETURNING g.id, g.version",

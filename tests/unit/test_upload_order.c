@@ -1,4 +1,4 @@
-/* Unit tests of the order in which BACKING changes (meta/upload.h U5, U6):
+/* Unit tests of the order in which BACKING changes (meta/upload.h U5, U6, U8):
  * whatever instant a node is lost at, the manifests on BACKING describe
  * every durable save and name no chunk BACKING lacks. A removal queued by a
  * change (a chunk no file names any more, the manifest of a generation that

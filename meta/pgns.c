@@ -306,18 +306,19 @@ const struct pg_stmt pgns_stmts[] = {
 	/* whether directory $2 is $1 or one of $1's ancestors (a directory has
 	 * one entry, so the walk up is a chain; UNION stops on a cycle) */
 	/* N13: directory $1 was renamed: the COMMITTED generations (not lost)
-	 * whose series is it or under it (each series walked up to the root,
-	 * as generation.c's G_SERIES_UNDER) are no longer durable, as BACKING's
+	 * whose series is it or under it are no longer durable, as BACKING's
 	 * manifests name their series by the old path; their ids and versions.
-	 * A directory inside a generation has no series under it (a live
-	 * generation's series is outside generations): no walk then */
+	 * Each distinct series is walked up to the root once (a run's thousand
+	 * saves share one). A directory inside a generation has no series under
+	 * it (a live generation's series is outside generations): no walk then */
 	[NS_SERIES_MOVED] = { "ns_series_moved",
-			      "WITH RECURSIVE up(gen, ino) AS (SELECT id, series FROM ns_generations"
+			      "WITH RECURSIVE s(series) AS (SELECT DISTINCT series FROM ns_generations"
 			      " WHERE state = 1 AND NOT lost AND EXISTS (SELECT 1 FROM ns_inodes"
-			      " WHERE ino = $1 AND gen IS NULL) UNION SELECT up.gen, d.parent FROM up"
+			      " WHERE ino = $1 AND gen IS NULL)), up(series, ino) AS (SELECT series,"
+			      " series FROM s UNION SELECT up.series, d.parent FROM up"
 			      " JOIN ns_dirents d ON d.ino = up.ino) UPDATE ns_generations g"
-			      " SET durable_version = 0 WHERE g.id IN (SELECT gen FROM up WHERE ino = $1)"
-			      " RETURNING g.id, g.version",
+			      " SET durable_version = 0 WHERE g.state = 1 AND NOT g.lost AND g.series IN"
+			      " (SELECT series FROM up WHERE ino = $1) RETURNING g.id, g.version",
 			      1 },
 	[NS_WITHIN] = { "ns_within",
 			"WITH RECURSIVE up(ino) AS (SELECT CAST($1 AS BIGINT) UNION SELECT d.parent"

@@ -137,8 +137,9 @@
  *      S8); a node lost before it queued them leaves them undurable, which
  *      its sweeper queues (catshd_enqueue_undurable). A file's rename costs
  *      nothing more; a directory's, one statement, which walks each
- *      COMMITTED generation's series up to the root only if the directory
- *      is outside generations (a live generation's series always is).
+ *      series of COMMITTED generations up to the root once, only if the
+ *      directory is outside generations (a live generation's series always
+ *      is).
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */

@@ -303,8 +303,6 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_DIRENT_SET_INO] = { "ns_dirent_set_ino", "UPDATE ns_dirents SET ino = $2 WHERE id = $1", 2 },
 	[NS_NLINK_ADD] = { "ns_nlink_add",
 			   "UPDATE ns_inodes SET nlink = nlink + $2, ctime_ns = $3 WHERE ino = $1", 3 },
-	/* whether directory $2 is $1 or one of $1's ancestors (a directory has
-	 * one entry, so the walk up is a chain; UNION stops on a cycle) */
 	/* N13: directory $1 was renamed: the COMMITTED generations (not lost)
 	 * whose series is it or under it are no longer durable, as BACKING's
 	 * manifests name their series by the old path; their ids and versions.
@@ -320,6 +318,8 @@ const struct pg_stmt pgns_stmts[] = {
 			      " SET durable_version = 0 WHERE g.state = 1 AND NOT g.lost AND g.series IN"
 			      " (SELECT series FROM up WHERE ino = $1) RETURNING g.id, g.version",
 			      1 },
+	/* whether directory $2 is $1 or one of $1's ancestors (a directory has
+	 * one entry, so the walk up is a chain; UNION stops on a cycle) */
 	[NS_WITHIN] = { "ns_within",
 			"WITH RECURSIVE up(ino) AS (SELECT CAST($1 AS BIGINT) UNION SELECT d.parent"
 			" FROM ns_dirents d JOIN up ON d.ino = up.ino WHERE up.ino <> 1)"

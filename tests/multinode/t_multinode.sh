@@ -294,6 +294,17 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	ck_umount
 }
 
+# The database is lost: a fresh PostgreSQL server (a new MN_URL), refilled
+# from BACKING alone by `rebuild --meta`, whose output goes to MN_REBUILT.
+mn_rebuild_meta_fresh() {
+	local old_url=$MN_URL
+	mn_pg_start
+	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
+	MN_REBUILT=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) ||
+		ck_fail "rebuild --meta failed: $MN_REBUILT"
+	ck_log "$MN_REBUILT"
+}
+
 # (durability, s23-durable) A 4-rank save over nodes A and B, BACKING slowed
 # down: the generation is not durable when the save returns; `ckptfs-admin
 # wait` on node B (A committed it) exits 0 only once PostgreSQL marks it
@@ -329,11 +340,8 @@ test_wait_on_any_node_then_rebuild_meta_from_backing() {
 	mn_umount B
 	mn_umount A
 	# the database is lost: a fresh server, refilled from BACKING alone
-	local old_url=$MN_URL
-	mn_pg_start
-	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
-	ck_log "$out"
+	mn_rebuild_meta_fresh
+	out=$MN_REBUILT
 	assert_contains "$out" "1 generations" "rebuild --meta"
 	local rc=0
 	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
@@ -385,11 +393,8 @@ test_rebuild_meta_brings_back_the_names_outside_generations() {
 	mn_umount A
 	mn_umount B
 	assert_eq 1 "$(find "$CK_BACKING/manifests/tree" -name '*.ckm' | wc -l)" "tree manifests left on BACKING"
-	local old_url=$MN_URL
-	mn_pg_start
-	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
-	ck_log "$out"
+	mn_rebuild_meta_fresh
+	out=$MN_REBUILT
 	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
 	mn_mount C
 	assert_eq "global_step101" "$(cat "$MN_MNT_C/run/latest")" "run/latest on fresh node C"
@@ -436,11 +441,8 @@ test_rebuild_meta_after_a_series_rename_finds_each_save_where_it_is_now() {
 		ck_fail "the manifest of the renamed save on BACKING does not name run-old"
 	mn_umount B
 	mn_umount A
-	local old_url=$MN_URL
-	mn_pg_start
-	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
-	ck_log "$out"
+	mn_rebuild_meta_fresh
+	out=$MN_REBUILT
 	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
 	case $out in *conflicting*) ck_fail "rebuild --meta left a save out in conflict: $out" ;; esac
 	mn_mount C

@@ -74,7 +74,7 @@ enum cat_sid {
 	U_GEN_DURABLE_SET, U_FAILED, U_WHERE, U_SET_CACHED, U_TOUCH, U_KEEP_CLEAR,
 	U_KEEP_PINNED, U_KEEP_INO, U_EVICT, U_STATS_CHUNKS, U_STATS_QUEUE, U_STATS_GENS,
 	U_FILE_UNUPLOADED, U_GEN_NOT_DURABLE, U_TREE_FP, U_TREE_UNUPLOADED, U_GEN_BYTES,
-	U_GEN_OUTDATED,
+	U_GEN_OUTDATED, U_GEN_ABSORBED,
 
 	/* catalog_refs.c's statements (SQL in its cat_refs_sql), the only ones
 	 * that change chunks.refcount: R_<set>_DROP releases, R_<set>_TAKE takes

@@ -58,6 +58,7 @@
 
 #include "catalog_internal.h"
 #include "catalog_shared_data.h"
+#include "catalog_shared_gen.h"
 #include "lease.h"
 #include "log.h"
 #include "manifest_shared.h"
@@ -585,8 +586,11 @@ int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t ne
 	if (rc)
 		return rc;
 	/* with the generation bookkeeping of cat_rename (catalog_shared_gen.c) */
-	return pggen_rename(&cat->shared->ns, parent, name, newparent, newname, flags, NULL,
-			    replaced_ino, NULL);
+	rc = pggen_rename(&cat->shared->ns, parent, name, newparent, newname, flags, NULL,
+			  replaced_ino, NULL);
+	if (rc == 0)
+		catshg_series_moved(cat); /* catalog_shared_gen.c S8 */
+	return rc;
 }
 
 int catsh_setattr(struct cat *cat, uint64_t ino, unsigned what, const struct cat_inode *in,

@@ -42,12 +42,24 @@
  *      version) queues its restored version's manifest here again if that
  *      version is COMMITTED (catshg_restored): one round trip more per
  *      abort. A rollback by the sweep of a lost node (pggen.h X2) queues it
- *      only if it is not durable (catshd_enqueue_undurable). */
+ *      only if it is not durable (catshd_enqueue_undurable).
+ *  S8. A directory renamed (the lone engine's gen_series_moved): the
+ *      COMMITTED generations whose series is it or under it lose their
+ *      durable mark in the rename's transaction (pgns.h N13), and the
+ *      renaming node queues their manifests right after it
+ *      (catshg_series_moved), which the uploader builds from PostgreSQL
+ *      naming the new path. A node lost between the two leaves them not
+ *      durable: its sweeper queues them (S6's path). `ckptfs-admin wait`
+ *      waits for them, as BACKING's copies name the old path. Left: a
+ *      manifest of the old path whose upload was under way at the rename
+ *      marks the generation durable again when it ends; the row queued
+ *      here then writes the new path, unless the node is lost first. */
 #define _GNU_SOURCE
 #include "catalog_shared_gen.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -99,6 +111,20 @@ int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uin
 	return pgns_create_gen(ns, parent, name, mode, uid, gid, rdev, target, out, gen_id);
 }
 
+void catshg_series_moved(struct cat *cat)
+{
+	uint64_t *ids = NULL;
+	uint32_t *versions = NULL;
+	size_t n = pgns_series_moved_take(&ids, &versions);
+	for (size_t i = 0; i < n; i++)
+		catshd_enqueue(cat, ids[i], versions[i]); /* logs its failure */
+	if (n > 0)
+		log_info("catalog %s: a directory renamed: the manifests of %zu committed"
+			 " generations under it queued again (they name the old path)", cat->path, n);
+	free(ids);
+	free(versions);
+}
+
 int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		      const char *newname, unsigned flags, const struct cat_gen_spec *gen,
 		      uint64_t *replaced_ino, uint64_t *new_gen_id)
@@ -114,8 +140,11 @@ int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64
 		rc = -EINVAL;
 	if (rc)
 		return rc;
-	return pggen_rename(cat_shared_ns(cat), parent, name, newparent, newname, flags, gen,
-			    replaced_ino, new_gen_id);
+	rc = pggen_rename(cat_shared_ns(cat), parent, name, newparent, newname, flags, gen,
+			  replaced_ino, new_gen_id);
+	if (rc == 0)
+		catshg_series_moved(cat); /* S8 */
+	return rc;
 }
 
 int catshg_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id)

@@ -15,6 +15,9 @@
 int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
 			 uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 			 const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id);
+/* S8: queues on this node the manifests of the generations the calling
+ * thread's last rename made stale (pgns.h N13); after a rename committed. */
+void catshg_series_moved(struct cat *cat);
 int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		      const char *newname, unsigned flags, const struct cat_gen_spec *gen,
 		      uint64_t *replaced_ino, uint64_t *new_gen_id);

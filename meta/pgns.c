@@ -73,6 +73,7 @@ enum {
 	NS_UNPIN_CLAIMS,
 	NS_CREATE,
 	NS_PIN_HELD,
+	NS_SERIES_MOVED,
 	NS_COUNT
 };
 
@@ -302,6 +303,21 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_DIRENT_SET_INO] = { "ns_dirent_set_ino", "UPDATE ns_dirents SET ino = $2 WHERE id = $1", 2 },
 	[NS_NLINK_ADD] = { "ns_nlink_add",
 			   "UPDATE ns_inodes SET nlink = nlink + $2, ctime_ns = $3 WHERE ino = $1", 3 },
+	/* N13: directory $1 was renamed: the COMMITTED generations (not lost)
+	 * whose series is it or under it are no longer durable, as BACKING's
+	 * manifests name their series by the old path; their ids and versions.
+	 * Each distinct series is walked up to the root once (a run's thousand
+	 * saves share one). A directory inside a generation has no series under
+	 * it (a live generation's series is outside generations): no walk then */
+	[NS_SERIES_MOVED] = { "ns_series_moved",
+			      "WITH RECURSIVE s(series) AS (SELECT DISTINCT series FROM ns_generations"
+			      " WHERE state = 1 AND NOT lost AND EXISTS (SELECT 1 FROM ns_inodes"
+			      " WHERE ino = $1 AND gen IS NULL)), up(series, ino) AS (SELECT series,"
+			      " series FROM s UNION SELECT up.series, d.parent FROM up"
+			      " JOIN ns_dirents d ON d.ino = up.ino) UPDATE ns_generations g"
+			      " SET durable_version = 0 WHERE g.state = 1 AND NOT g.lost AND g.series IN"
+			      " (SELECT series FROM up WHERE ino = $1) RETURNING g.id, g.version",
+			      1 },
 	/* whether directory $2 is $1 or one of $1's ancestors (a directory has
 	 * one entry, so the walk up is a chain; UNION stops on a cycle) */
 	[NS_WITHIN] = { "ns_within",
@@ -2039,12 +2055,67 @@ static int pgns_exchange(struct pgns *ns, const struct pgns_name_call *c, uint64
 	return rc;
 }
 
+/* N13: the generations whose manifests the calling thread's last rename
+ * made stale; a run of the rename's body starts it anew (pg.h runs a body
+ * again after a failed attempt), pgns_series_moved_take hands it over. */
+static __thread struct pgns_moved {
+	uint64_t *ids;
+	uint32_t *versions;
+	size_t n, cap;
+} pgns_moved;
+
+static void pgns_moved_clear(void)
+{
+	free(pgns_moved.ids);
+	free(pgns_moved.versions);
+	memset(&pgns_moved, 0, sizeof(pgns_moved));
+}
+
+/* N13 for directory dir, just renamed (in the rename's transaction). */
+static int pgns_series_moved(struct pgns *ns, uint64_t dir)
+{
+	char d[24];
+	const char *params[] = { PG_U64(d, dir) };
+	PGresult *res = NULL;
+	int rc = pgns_exec(ns, NS_SERIES_MOVED, params, &res);
+	int rows = rc == 0 ? pg_rows(res) : 0;
+	size_t need = pgns_moved.n + (size_t)rows;
+	if (rc == 0 && need > pgns_moved.cap) {
+		uint64_t *ids = realloc(pgns_moved.ids, need * sizeof(*ids));
+		if (ids)
+			pgns_moved.ids = ids;
+		uint32_t *versions = ids ? realloc(pgns_moved.versions, need * sizeof(*versions))
+					 : NULL;
+		if (versions)
+			pgns_moved.versions = versions;
+		rc = ids && versions ? 0 : -ENOMEM;
+		if (rc == 0)
+			pgns_moved.cap = need;
+	}
+	for (int r = 0; rc == 0 && r < rows; r++) {
+		pgns_moved.ids[pgns_moved.n] = (uint64_t)pg_int(res, r, 0);
+		pgns_moved.versions[pgns_moved.n++] = (uint32_t)pg_int(res, r, 1);
+	}
+	PQclear(res);
+	return rc;
+}
+
+size_t pgns_series_moved_take(uint64_t **ids, uint32_t **versions)
+{
+	size_t n = pgns_moved.n;
+	*ids = pgns_moved.ids;
+	*versions = pgns_moved.versions;
+	memset(&pgns_moved, 0, sizeof(pgns_moved));
+	return n;
+}
+
 static int pgns_rename_body(struct pg *pg, void *arg)
 {
 	(void)pg;
 	struct pgns_name_call *c = arg;
 	struct pgns *ns = c->ns;
 	*c->ino_out = 0;
+	pgns_moved_clear();
 	int rc = lease_fence(ns->lease);
 	if (rc == 0)
 		rc = pgns_lock_dirs(ns, c->parent, c->newparent);
@@ -2073,8 +2144,14 @@ static int pgns_rename_body(struct pg *pg, void *arg)
 		rc = pgns_not_within(ns, c->parent, dst.ino);
 	if (rc)
 		return rc;
-	if (c->flags & CAT_RENAME_EXCHANGE)
-		return pgns_exchange(ns, c, src_id, &src, dst_id, &dst);
+	if (c->flags & CAT_RENAME_EXCHANGE) {
+		rc = pgns_exchange(ns, c, src_id, &src, dst_id, &dst);
+		if (rc == 0 && src_dir) /* N13 */
+			rc = pgns_series_moved(ns, src.ino);
+		if (rc == 0 && dst_dir)
+			rc = pgns_series_moved(ns, dst.ino);
+		return rc;
+	}
 
 	int64_t now = pgns_now_ns();
 	if (have_dst) {
@@ -2102,6 +2179,8 @@ static int pgns_rename_body(struct pg *pg, void *arg)
 	if (rc == 0)
 		rc = pgns_rename_touch(ns, c->parent, src_dir && moved ? -1 : 0, c->newparent,
 				       (src_dir && moved ? 1 : 0) - (dst_dir ? 1 : 0), now);
+	if (rc == 0 && src_dir) /* N13 */
+		rc = pgns_series_moved(ns, src.ino);
 	return rc;
 }
 

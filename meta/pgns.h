@@ -124,6 +124,22 @@
  *      by no file since. (A rewrite's backup adds references only to rows
  *      already referenced, never stamped; rebuild --meta fills an empty
  *      database.)
+ * N13. A directory renamed (moved, renamed in place, or exchanged) makes
+ *      the manifests on BACKING of the COMMITTED generations whose series
+ *      is it or under it stale: a manifest names its series by path, and a
+ *      rebuild --meta would put them back at the old one (beside, or in
+ *      conflict with, a new run there). In the rename's transaction their
+ *      durable_version goes to 0 (not lost ones: they have none to write),
+ *      so they are not durable until a manifest naming the new path is on
+ *      BACKING (manifest_shared.h D3 still holds: the mark only goes down).
+ *      pgns_series_moved_take gives the renaming thread their ids and
+ *      versions, which the caller queues on its node (catalog_shared_gen.c
+ *      S8); a node lost before it queued them leaves them undurable, which
+ *      its sweeper queues (catshd_enqueue_undurable). A file's rename costs
+ *      nothing more; a directory's, one statement, which walks each
+ *      series of COMMITTED generations up to the root once, only if the
+ *      directory is outside generations (a live generation's series always
+ *      is).
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -306,6 +322,10 @@ int pgns_name_check(const char *name);
  * the generation bookkeeping to it). */
 int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		    const char *newname, unsigned flags, uint64_t *replaced_ino);
+/* N13: the generations (ids[i] at versions[i]) whose durable mark the
+ * calling thread's last rename took away, malloc'd (the caller frees both);
+ * returns how many. Read only after that rename committed. */
+size_t pgns_series_moved_take(uint64_t **ids, uint32_t **versions);
 /* pgns_unlink's and pgns_rmdir's transactions (for meta/pggen.c's
  * pggen_remove, which ends a generation rooted at the removed inode in the
  * same transaction). */

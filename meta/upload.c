@@ -1,6 +1,6 @@
 /* upload — the catalog side of the write-back cache: chunk locations, the
  * upload queue, durable generation versions. See upload.h for the states and
- * the invariants U1–U6; SCHEMA.md for the columns. */
+ * the invariants U1–U8; SCHEMA.md for the columns. */
 #include "upload.h"
 
 #include <assert.h>
@@ -46,6 +46,13 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_GEN_OUTDATED) = { "look for a generation whose manifest on BACKING is outdated",
 			      "SELECT 1 FROM generations WHERE state IN (0, 1, 4)"
 			      " AND durable_version > 0 AND durable_version != version LIMIT 1" },
+	/* U8: the ended generation's series is in a live generation's tree whose
+	 * manifest on BACKING (if any) is not of its current version */
+	U(U_GEN_ABSORBED) = { "look for an ended generation's series inside a save not durable",
+			      "SELECT 1 FROM generations e JOIN inodes s ON s.ino = e.series"
+			      " JOIN generations a ON a.id = s.gen WHERE e.id = ?1"
+			      " AND e.state IN (2, 3) AND a.state IN (0, 1, 4)"
+			      " AND NOT (a.state = 1 AND a.durable_version = a.version)" },
 	U(U_ROW_DELETE) = { "end an upload", "DELETE FROM uploads WHERE seq = ?1" },
 	U(U_CHUNK_UPLOADED) = { "record an uploaded chunk",
 				"UPDATE chunks SET uploaded = 1 WHERE hash = ?1"
@@ -272,6 +279,9 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 		break;
 	case UP_DELETE_GEN_MANIFEST:
 		*ready = up_tree_covers(cat, u->seq); /* U6 */
+		if (*ready) /* U8 */
+			rc = up_exists(cat, U_GEN_ABSORBED, (int64_t)u->gen, &found);
+		*ready = *ready && rc == 0 && !found;
 		break;
 	default:
 		break;

@@ -45,16 +45,36 @@
  *      manifest describing the tree as of the end is on BACKING (an
  *      UP_DELETE_GEN_MANIFEST row waits as U5 c): a save renamed out of its
  *      series is outside generations from then on, and in no manifest but
- *      its generation's until the tree manifest names it.
- *      Not covered: a series moved INTO an open generation (G_TREE_NESTED
- *      ends its saves, "renamed"): their files are then that generation's,
- *      whose manifest is on BACKING only once it commits and is durable,
- *      and the tree manifest does not name them; from U6's tree manifest
- *      until then, a rebuild finds them in no manifest.
+ *      its generation's until the tree manifest names it. A save moved
+ *      into an open generation is U8's.
  *  U7. cat_upload_done of an UP_CHUNK row says its object is on BACKING (or
  *      the row is moot): it marks the chunk uploaded, here and in the shared
  *      store. A row whose object never reached BACKING (its cache copy lost)
  *      is never ended by it: it stays queued (fs/uploader.c up_lost).
+ *  U8. An ended generation whose series directory is in the tree of a live
+ *      generation A not durable at its version (OPEN, HELD, or COMMITTED
+ *      with durable_version != version) keeps its manifests on BACKING: its
+ *      UP_DELETE_GEN_MANIFEST row waits, as U6 and until A is durable, or
+ *      the series is out of A (moved on, or its inode gone). This is a
+ *      series moved INTO an open generation (generation.c's G_TREE_NESTED
+ *      ends its saves, "renamed"): their files are A's from then on, A's
+ *      manifest is on BACKING only once A commits and is durable, and the
+ *      tree manifest does not name files inside a generation, so until
+ *      then the ended save's own manifest is the only one that does. Read
+ *      when the row is, not when it was queued: a series moved on from A
+ *      into another open generation B waits for B. A rebuild meanwhile
+ *      brings the save back at its old path (its manifest's series), beside
+ *      A's older version if A had one; a newer save made since under that
+ *      same path and name conflicts with it there (the rebuild applies
+ *      lower ids first and rejects the newer one, which stays on BACKING,
+ *      rebuild.c invariant 6). While A is HELD (a crash while it was open)
+ *      the row waits for the decision, and the chunk removals queued after
+ *      it wait too (U5 a).
+ *      Not covered: a save whose ROOT is moved straight into an open
+ *      generation (it ends as "renamed", and its series, which stays where
+ *      it was, does not lead to A): its manifest goes as U6 says. Nor the
+ *      shared engine's R8 (catalog_shared_reclaim.c), which removes ended
+ *      generations' manifests on the tree horizon alone.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H

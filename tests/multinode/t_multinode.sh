@@ -294,6 +294,17 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	ck_umount
 }
 
+# The database is lost: a fresh PostgreSQL server (a new MN_URL), refilled
+# from BACKING alone by `rebuild --meta`, whose output goes to MN_REBUILT.
+mn_rebuild_meta_fresh() {
+	local old_url=$MN_URL
+	mn_pg_start
+	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
+	MN_REBUILT=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) ||
+		ck_fail "rebuild --meta failed: $MN_REBUILT"
+	ck_log "$MN_REBUILT"
+}
+
 # (durability, s23-durable) A 4-rank save over nodes A and B, BACKING slowed
 # down: the generation is not durable when the save returns; `ckptfs-admin
 # wait` on node B (A committed it) exits 0 only once PostgreSQL marks it
@@ -329,11 +340,8 @@ test_wait_on_any_node_then_rebuild_meta_from_backing() {
 	mn_umount B
 	mn_umount A
 	# the database is lost: a fresh server, refilled from BACKING alone
-	local old_url=$MN_URL
-	mn_pg_start
-	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
-	ck_log "$out"
+	mn_rebuild_meta_fresh
+	out=$MN_REBUILT
 	assert_contains "$out" "1 generations" "rebuild --meta"
 	local rc=0
 	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || rc=$?
@@ -385,11 +393,8 @@ test_rebuild_meta_brings_back_the_names_outside_generations() {
 	mn_umount A
 	mn_umount B
 	assert_eq 1 "$(find "$CK_BACKING/manifests/tree" -name '*.ckm' | wc -l)" "tree manifests left on BACKING"
-	local old_url=$MN_URL
-	mn_pg_start
-	[ "$MN_URL" != "$old_url" ] || ck_fail "the fresh database has the old URL"
-	out=$("$CKPTFS_ADMIN" rebuild --meta --force "$MN_URL" "$CK_BACKING" 2>&1) || ck_fail "rebuild --meta failed: $out"
-	ck_log "$out"
+	mn_rebuild_meta_fresh
+	out=$MN_REBUILT
 	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
 	mn_mount C
 	assert_eq "global_step101" "$(cat "$MN_MNT_C/run/latest")" "run/latest on fresh node C"
@@ -405,5 +410,46 @@ test_rebuild_meta_brings_back_the_names_outside_generations() {
 	mn_umount C
 }
 ck_timeout test_rebuild_meta_brings_back_the_names_outside_generations 300
+
+# (pgns.h N13, catalog_shared_gen.c S8) A series renamed with a durable save
+# in it, on the other node than the one that saved it, and a new run started
+# under the old name with a save of the same name: `ckptfs-admin wait` waits
+# for the renamed save's manifest to be written again naming run-old, and
+# after the database is lost, rebuild --meta brings both saves back where
+# they are now, byte for byte. Before, the rename queued nothing: BACKING's
+# manifest still named run/, the rebuild put the old save back there and
+# rejected the new one in conflict.
+test_rebuild_meta_after_a_series_rename_finds_each_save_where_it_is_now() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run"
+	mn_save A run/step-200 notes.bin 300000 old-save
+	local out
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
+	local gen
+	gen=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-200' AND state = 1")
+	[ -n "$gen" ] || ck_fail "no committed step-200 in PostgreSQL"
+	mv "$MN_MNT_B/run" "$MN_MNT_B/run-old" || ck_fail "rename of run on node B"
+	mkdir "$MN_MNT_A/run"
+	mn_save A run/step-200 notes.bin 200000 new-save
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_B" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node B failed: $out"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_generations WHERE state = 1 AND durable_version <> version")" \
+		"committed saves not durable once wait returned on both nodes"
+	grep -qs 'run-old' "$CK_BACKING"/manifests/gen/"$gen".*.ckm ||
+		ck_fail "the manifest of the renamed save on BACKING does not name run-old"
+	mn_umount B
+	mn_umount A
+	mn_rebuild_meta_fresh
+	out=$MN_REBUILT
+	assert_contains "$out" "2 generations and the tree outside them" "rebuild --meta"
+	case $out in *conflicting*) ck_fail "rebuild --meta left a save out in conflict: $out" ;; esac
+	mn_mount C
+	assert_file_eq "$CK_TMP/old-save.bin" "$MN_MNT_C/run-old/step-200/notes.bin"
+	assert_file_eq "$CK_TMP/new-save.bin" "$MN_MNT_C/run/step-200/notes.bin"
+	mn_umount C
+}
+ck_timeout test_rebuild_meta_after_a_series_rename_finds_each_save_where_it_is_now 300
 
 ck_main "$@"

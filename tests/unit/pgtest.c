@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "generation.h"
+#include "manifest.h"
 #include "manifest_shared.h"
 #include "store.h"
 #include "support.h"
@@ -259,4 +260,38 @@ bool pt_on_backing(struct pt_backing *bk, const uint8_t hash[CAT_HASH_LEN])
 	int rc = backing_stat(bk->b, rel, &size);
 	cr_assert(rc == 0 || rc == -ENOENT, "backing_stat: %d", rc);
 	return rc == 0;
+}
+
+/* n's queued generation manifests, as fs/uploader.c up_gen_manifest writes
+ * them: each ready one built, put, the version before removed, done.
+ * Returns how many were put. */
+int pt_cat_put_manifests(struct pt_cat *n, struct pt_backing *bk)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), put = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++) {
+		if (rows[i].kind != UP_GEN_MANIFEST)
+			continue;
+		bool ready = false, stale = false;
+		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
+		if (!ready && !stale)
+			continue;
+		char *text = NULL, path[MANIFEST_PATH_MAX];
+		size_t len = 0;
+		int rc = manifest_gen_build(n->cat, rows[i].gen, rows[i].version, &text, &len);
+		cr_assert(rc == 0 || rc == -ESTALE || rc == -ENOENT, "manifest_gen_build: %d", rc);
+		if (rc == 0) {
+			manifest_gen_path(rows[i].gen, rows[i].version, path, sizeof(path));
+			OK(backing_put(bk->b, path, text, len));
+			put++;
+			if (rows[i].version > 1) {
+				manifest_gen_path(rows[i].gen, rows[i].version - 1, path, sizeof(path));
+				(void)backing_remove(bk->b, path);
+			}
+		}
+		free(text);
+		OK(cat_upload_done(n->cat, &rows[i]));
+	}
+	return put;
 }

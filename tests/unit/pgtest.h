@@ -94,6 +94,10 @@ struct pt_backing {
 	struct backing *b;
 };
 void pt_backing_open(struct pt_backing *bk, const char *tag);
+/* n's queued generation manifests, as fs/uploader.c up_gen_manifest writes
+ * them: each ready one built, put on bk, the version before removed, done
+ * (a stale one dropped). Returns how many were put. */
+int pt_cat_put_manifests(struct pt_cat *n, struct pt_backing *bk);
 void pt_backing_close(struct pt_backing *bk);
 /* The reclaimer's removal (fs/reclaimer.c): absent is success. */
 int pt_backing_remove(void *arg, const char *path);

@@ -470,3 +470,97 @@ Test(catshared_durable, a_rewrite_held_back_queues_the_restored_versions_manifes
 	du_assert_series(&a, gen, 1, "run3/ckpt");
 	pt_cat_close(&a);
 }
+
+/* ---- S8, pgns.h N13: a directory renamed with committed saves in it ---- */
+
+/* A durable save (one file of 2 chunks, written by n) series/name, step. */
+static uint64_t du_save(struct pt_cat *n, struct pt_backing *bk, uint64_t series, const char *name,
+			uint64_t step, uint8_t fill)
+{
+	uint64_t root;
+	uint64_t gen = ts_mkgen(n->cat, series, name, step, true, &root);
+	uint64_t f = ts_mk(n->cat, root, "rank0.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(n->cat, f, fill, 0, 2, DU_LEN, NULL, NULL);
+	cr_assert_eq(pt_cat_upload_chunks(n, NULL, NULL), 2);
+	OK(cat_gen_commit(n->cat, gen, "dcp-metadata"));
+	cr_assert_geq(pt_cat_put_manifests(n, bk), 1);
+	cr_assert(du_durable(n, gen));
+	return gen;
+}
+
+/* The extents of path on n equal want[0..2): the hashes of fill's chunks. */
+static void du_expect_chunks(struct pt_cat *n, const char *path, uint8_t fill)
+{
+	struct cat_extent x[4];
+	struct cat_inode f = du_lookup(n, path);
+	cr_assert_eq(f.size, 2 * DU_LEN, "%s", path);
+	cr_assert_eq(cat_extents(n->cat, f.ino, 0, x, 4), 2, "%s", path);
+	for (int k = 0; k < 2; k++) {
+		uint8_t want[CAT_HASH_LEN];
+		ts_hash(want, fill, k);
+		cr_assert_eq(x[k].off, (uint64_t)k * DU_LEN);
+		cr_assert_eq(memcmp(x[k].hash, want, CAT_HASH_LEN), 0, "%s: chunk %d is not the"
+			     " one written", path, k);
+	}
+}
+
+/* run/ckpt holds a durable save; run is renamed run-old on A and a new run
+ * started under run/ckpt with its own step-1 on B. Before, the rename
+ * queued nothing: BACKING's manifest of the old save named run/ckpt, and
+ * rebuild --meta put it back there, in conflict with the new run's step-1
+ * (one of the two left out). A node lost after the rename, before its
+ * queue was written, leaves the save not durable for the sweeper. */
+Test(catshared_durable, a_renamed_series_is_rebuilt_under_its_new_name_beside_the_new_run)
+{
+	struct pt_backing bk;
+	pt_backing_open(&bk, "dus");
+	struct pt_cat a, b;
+	pt_cat_open(&a, "dsa", 30000, NULL, NULL);
+	pt_cat_open(&b, "dsb", 30000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t old1 = du_save(&a, &bk, series, "step-1", 1, 0x41);
+	uint64_t old2 = du_save(&a, &bk, series, "step-2", 2, 0x42);
+
+	OK(cat_rename(a.cat, ROOT, "run", ROOT, "run-old", 0, NULL));
+	cr_expect_not(du_durable(&b, old1), "durable while BACKING's manifest names run/ckpt");
+	cr_expect_not(du_durable(&b, old2));
+	/* A's queue lost with A: B's sweep would queue them (not durable) */
+	size_t queued = 0;
+	OK(catshd_enqueue_undurable(b.cat, &queued));
+	cr_expect_eq(queued, 2, "the sweeper of a lost renamer would not queue them");
+	OK(cat_rename(b.cat, ROOT, "run-old", ROOT, "run-older", 0, NULL)); /* again, on B */
+
+	/* a new run under the old name, on B */
+	uint64_t run2 = ts_mk(b.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series2 = ts_mk(b.cat, run2, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t new1 = du_save(&b, &bk, series2, "step-1", 1, 0x43);
+	pt_cat_put_manifests(&a, &bk);
+	pt_cat_put_manifests(&b, &bk);
+	cr_assert(du_durable(&a, old1) && du_durable(&a, old2));
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+
+	/* the database is lost: rebuild --meta from BACKING */
+	du_drop_all();
+	struct pt_cat c;
+	pt_cat_open(&c, "dsc", 30000, NULL, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
+	cr_expect_eq(rep.manifests_rejected, 0, "%" PRIu64 " save(s) rejected by the rebuild",
+		     rep.manifests_rejected);
+	cr_expect_eq(rep.generations, 3);
+	struct cat_gen g;
+	OK(cat_gen_find(c.cat, du_lookup(&c, "run-older/ckpt").ino, "step-1", &g));
+	cr_assert_eq(g.id, old1, "run-older/ckpt/step-1 is the old run's save");
+	OK(cat_gen_find(c.cat, du_lookup(&c, "run-older/ckpt").ino, "step-2", &g));
+	cr_assert_eq(g.id, old2);
+	OK(cat_gen_find(c.cat, du_lookup(&c, "run/ckpt").ino, "step-1", &g));
+	cr_assert_eq(g.id, new1, "run/ckpt/step-1 is the new run's save");
+	du_expect_chunks(&c, "run-older/ckpt/step-1/rank0.pt", 0x41);
+	du_expect_chunks(&c, "run-older/ckpt/step-2/rank0.pt", 0x42);
+	du_expect_chunks(&c, "run/ckpt/step-1/rank0.pt", 0x43);
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+	pt_backing_close(&bk);
+}

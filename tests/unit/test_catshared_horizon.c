@@ -83,40 +83,6 @@ static void hz_upload_chunks(struct pt_cat *n, struct pt_backing *bk)
 	}
 }
 
-/* n's queued generation manifests, as fs/uploader.c up_gen_manifest writes
- * them: each ready one built, put, the version before removed, done.
- * Returns how many were put. */
-static int hz_upload_manifests(struct pt_cat *n, struct pt_backing *bk)
-{
-	struct cat_upload rows[64];
-	int got = cat_upload_list(n->cat, 0, rows, 64), put = 0;
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_GEN_MANIFEST)
-			continue;
-		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
-		if (!ready && !stale)
-			continue;
-		char *text = NULL, path[MANIFEST_PATH_MAX];
-		size_t len = 0;
-		int rc = manifest_gen_build(n->cat, rows[i].gen, rows[i].version, &text, &len);
-		cr_assert(rc == 0 || rc == -ESTALE || rc == -ENOENT, "manifest_gen_build: %d", rc);
-		if (rc == 0) {
-			manifest_gen_path(rows[i].gen, rows[i].version, path, sizeof(path));
-			OK(backing_put(bk->b, path, text, len));
-			put++;
-			if (rows[i].version > 1) {
-				manifest_gen_path(rows[i].gen, rows[i].version - 1, path, sizeof(path));
-				(void)backing_remove(bk->b, path);
-			}
-		}
-		free(text);
-		OK(cat_upload_done(n->cat, &rows[i]));
-	}
-	return put;
-}
-
 struct hz_names {
 	uint64_t id[64], seq[64];
 	uint32_t version[64];
@@ -341,7 +307,7 @@ static uint64_t hz_saved(struct pt_cat *a, struct pt_backing *bk, uint64_t *seri
 	ts_write_chunks(a->cat, *file, 0x71, 1, 2, HZ_LEN, NULL, NULL);
 	hz_upload_chunks(a, bk);
 	OK(cat_gen_commit(a->cat, gen, "test"));
-	cr_assert_eq(hz_upload_manifests(a, bk), 1);
+	cr_assert_eq(pt_cat_put_manifests(a, bk), 1);
 	hz_tree(a, bk);
 	return gen;
 }
@@ -373,7 +339,7 @@ Test(catshared_horizon, a_rewritten_generations_old_chunks_stay_until_the_new_ma
 
 	/* B uploads; version 2's manifest replaces version 1's: they go */
 	hz_upload_chunks(&b, &bk);
-	cr_assert_eq(hz_upload_manifests(&b, &bk), 1, "version 2's manifest, queued on B");
+	cr_assert_eq(pt_cat_put_manifests(&b, &bk), 1, "version 2's manifest, queued on B");
 	cr_assert_not(hz_path_on_backing(&bk, v1));
 	rep = hz_turns(&a, &bk, 2);
 	cr_assert_eq(rep.removed, 2, "version 1's two chunks");

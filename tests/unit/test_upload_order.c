@@ -1,4 +1,4 @@
-/* Unit tests of the order in which BACKING changes (meta/upload.h U5, U6):
+/* Unit tests of the order in which BACKING changes (meta/upload.h U5, U6, U8):
  * whatever instant a node is lost at, the manifests on BACKING describe
  * every durable save and name no chunk BACKING lacks. A removal queued by a
  * change (a chunk no file names any more, the manifest of a generation that
@@ -393,6 +393,85 @@ Test(upload_order, a_rewrite_rolled_back_after_its_series_was_renamed_is_rebuilt
 	cr_expect_eq(g.id, old_gen, "run-old/step-100 is the old run's save");
 	OK(cat_gen_find(fresh, new_dir.ino, "step-100", &g));
 	cr_expect_eq(g.id, new_gen, "run/step-100 is the new run's save");
+	ts_cat_close_checked(&fresh);
+}
+
+/* ---- U8: a series moved into an open generation ---- */
+
+/* Asserts that file path (components under the root) of catalog c holds
+ * n chunks of UO_LEN bytes, ts_fill(seed + k) for chunk k, each read back
+ * from BACKING's object and decoded: the bytes a trainer wrote. */
+static void uo_expect_bytes_on_backing(struct cat *c, const char *const *path, int seed, int n)
+{
+	struct cat_inode in = { .ino = CAT_ROOT_INO };
+	for (int i = 0; path[i]; i++)
+		cr_assert_eq(cat_lookup(c, in.ino, path[i], &in), 0, "no %s in the rebuilt catalog",
+			     path[i]);
+	cr_assert_eq(in.size, (uint64_t)n * UO_LEN);
+	struct cat_extent x[8];
+	cr_assert_eq(cat_extents(c, in.ino, 0, x, 8), n);
+	size_t cap = UO_LEN + STORE_HEADER_LEN + 4096;
+	uint8_t *obj = malloc(cap), *plain = malloc(UO_LEN), *want = malloc(UO_LEN);
+	cr_assert(obj && plain && want);
+	for (int k = 0; k < n; k++) {
+		char rel[128];
+		size_t len = 0, plain_len = 0;
+		const char *why = NULL;
+		store_object_relpath(x[k].hash, rel, sizeof(rel));
+		OK(backing_get(ox.w.b, rel, obj, cap, &len));
+		OK(store_object_check(x[k].hash, obj, len, plain, UO_LEN, &plain_len, &why));
+		ts_fill(want, UO_LEN, seed + k);
+		cr_expect(plain_len == UO_LEN && memcmp(plain, want, UO_LEN) == 0,
+			  "chunk %d of %s differs from what was written", k, path[0]);
+	}
+	free(obj);
+	free(plain);
+	free(want);
+}
+
+/* A durable save's series moved into a save being written: the moved save
+ * ends ("renamed"), its files are the open generation's, whose manifest
+ * comes only once it commits; the tree manifest no longer names them. */
+Test(upload_order, a_series_moved_into_an_open_save_keeps_its_manifest_until_that_save_is_durable)
+{
+	uint64_t run = ts_mk(ox.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t moved = uo_durable_gen(run, "step-100", 100, 7600);
+	uint64_t run2 = ts_mk(ox.w.cat, CAT_ROOT_INO, "run2", S_IFDIR | 0755, NULL);
+	uint64_t root2;
+	uint64_t open = ts_mkgen(ox.w.cat, run2, "step-200", 200, true, &root2);
+	uint64_t ino2 = ts_mk(ox.w.cat, root2, "weights", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, ino2, 7700, 1, UO_LEN, NULL, NULL);
+	uint64_t replaced = 0;
+	OK(cat_rename(ox.w.cat, CAT_ROOT_INO, "run", root2, "old", 0, &replaced));
+	struct cat_gen g;
+	OK(cat_gen_get_brief(ox.w.cat, moved, &g));
+	cr_assert_eq(g.state, GEN_DELETED, "the moved save ends");
+
+	/* the uploader writes the tree manifest (without run/) and does what may run */
+	uo_start();
+	uo_drain();
+	cr_expect(uo_manifest_on_backing(moved, 1), "step-100's manifest, the only description of"
+		  " its files on BACKING, was removed while run2/step-200 was open");
+	struct cat *fresh = NULL;
+	struct rebuild_report rep;
+	uo_rebuild_fresh(&fresh, &rep);
+	cr_expect_eq(rep.chunks_missing, 0);
+	const char *at_old[] = { "run", "step-100", "weights", NULL };
+	uo_expect_bytes_on_backing(fresh, at_old, 7600, 1);
+	ts_cat_close_checked(&fresh);
+
+	/* committed and durable: its manifest names them, the old one goes */
+	OK(cat_gen_commit(ox.w.cat, open, "explicit"));
+	uo_start();
+	uo_drain();
+	cr_expect(!uo_manifest_on_backing(moved, 1), "step-100's manifest is removed in the end");
+	uo_rebuild_fresh(&fresh, &rep);
+	cr_expect_eq(rep.chunks_missing, 0);
+	cr_expect_eq(rep.generations, 1);
+	const char *at_new[] = { "run2", "step-200", "old", "step-100", "weights", NULL };
+	uo_expect_bytes_on_backing(fresh, at_new, 7600, 1);
+	const char *own[] = { "run2", "step-200", "weights", NULL };
+	uo_expect_bytes_on_backing(fresh, own, 7700, 1);
 	ts_cat_close_checked(&fresh);
 }
 

@@ -614,9 +614,10 @@ Test(catshared, a_live_node_that_caches_the_chunks_of_a_lost_save_adopts_them_at
 	tc_close(&c);
 }
 
-/* step-90 by a on BACKING; step-100 committed by b, its chunks only in b's
- * cache (its uploads still queued). */
-static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64_t *run)
+/* step-90 by a on BACKING; step-100 committed by b, its chunks (chunks of
+ * them: 0x67, 0..) only in b's cache (its uploads still queued). */
+static uint64_t tc_b_saves_unuploaded_n(struct pt_cat *a, struct pt_cat *b, uint64_t *run,
+					int chunks)
 {
 	*run = ts_mk(a->cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t r90, r100;
@@ -625,9 +626,14 @@ static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64
 	cr_assert_eq(pt_cat_upload_chunks(a, NULL, NULL), 1);
 	OK(cat_gen_commit(a->cat, g90, "dcp-metadata"));
 	uint64_t g100 = ts_mkgen(b->cat, *run, "step-100", 100, true, &r100);
-	tc_file(b, r100, "__0_0.distcp", 0x67, 0, 2);
+	tc_file(b, r100, "__0_0.distcp", 0x67, 0, chunks);
 	OK(cat_gen_commit(b->cat, g100, "dcp-metadata"));
 	return g100;
+}
+
+static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64_t *run)
+{
+	return tc_b_saves_unuploaded_n(a, b, run, 2);
 }
 
 /* F6: b unmounts with its uploads left queued (fs/main.c: uploader_stop
@@ -736,18 +742,30 @@ static bool tc_uploaded(struct pt_cat *n, uint8_t fill, int seed)
 	return row.uploaded;
 }
 
+/* a and b open as tag-a and tag-b; b saves step-100 (chunks of it) as
+ * tc_b_saves_unuploaded_n and leaves with its uploads queued. */
+static uint64_t tc_b_left(struct pt_cat *a, const char *tag, int chunks, uint64_t *run)
+{
+	char name[32];
+	struct pt_cat b;
+	snprintf(name, sizeof(name), "%s-a", tag);
+	pt_cat_open(a, name, 30000, NULL, NULL);
+	snprintf(name, sizeof(name), "%s-b", tag);
+	pt_cat_open(&b, name, 1000, NULL, NULL);
+	uint64_t g100 = tc_b_saves_unuploaded_n(a, &b, run, chunks);
+	pt_cat_close(&b);
+	return g100;
+}
+
 /* b committed step-100 and left with its uploads queued; its objects are on
  * BACKING whole all the same (b put them there, then died before it marked
  * them): a's sweep with a BACKING check marks them uploaded, so step-100 is
  * COMMITTED again, found by a resume, its manifest to be written. */
 Test(catshared, a_lost_save_whose_objects_are_whole_on_backing_is_found_whole_by_the_sweep)
 {
-	struct pt_cat a, b;
-	pt_cat_open(&a, "x11a", 30000, NULL, NULL);
-	pt_cat_open(&b, "x11b", 1000, NULL, NULL);
+	struct pt_cat a;
 	uint64_t run;
-	uint64_t g100 = tc_b_saves_unuploaded(&a, &b, &run);
-	pt_cat_close(&b);
+	uint64_t g100 = tc_b_left(&a, "x11", 2, &run);
 	struct tc_check chk = { .fill = 0x67, .damaged = -1, .absent = -1 };
 	size_t swept = 0;
 	OK(cat_lease_sweep_backing(a.cat, tc_check_fn, &chk, &swept));
@@ -775,12 +793,9 @@ Test(catshared, a_lost_save_whose_objects_are_whole_on_backing_is_found_whole_by
  * whole one is marked (it is on BACKING). */
 static void tc_lost_stays_lost(bool damaged)
 {
-	struct pt_cat a, b;
-	pt_cat_open(&a, damaged ? "x11da" : "x11aa", 30000, NULL, NULL);
-	pt_cat_open(&b, damaged ? "x11db" : "x11ab", 1000, NULL, NULL);
+	struct pt_cat a;
 	uint64_t run;
-	uint64_t g100 = tc_b_saves_unuploaded(&a, &b, &run);
-	pt_cat_close(&b);
+	uint64_t g100 = tc_b_left(&a, damaged ? "x11d" : "x11m", 2, &run);
 	struct tc_check chk = { .fill = 0x67, .damaged = damaged ? 1 : -1,
 				.absent = damaged ? -1 : 1 };
 	size_t swept = 0;
@@ -812,16 +827,10 @@ Test(catshared, a_lost_save_with_an_object_absent_from_backing_stays_lost)
  * objects a sweep, round robin, and found whole after three sweeps. */
 Test(catshared, a_sweep_reads_a_bounded_batch_of_objects_from_backing)
 {
-	struct pt_cat a, b;
-	pt_cat_open(&a, "x11ba", 30000, NULL, NULL);
-	pt_cat_open(&b, "x11bb", 1000, NULL, NULL);
-	uint64_t run = ts_mk(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
-	uint64_t r100;
-	uint64_t g100 = ts_mkgen(b.cat, run, "step-100", 100, true, &r100);
-	tc_file(&b, r100, "__0_0.distcp", 0x68, 0, 20);
-	OK(cat_gen_commit(b.cat, g100, "dcp-metadata"));
-	pt_cat_close(&b);
-	struct tc_check chk = { .fill = 0x68, .damaged = -1, .absent = -1 };
+	struct pt_cat a;
+	uint64_t run;
+	uint64_t g100 = tc_b_left(&a, "x11b", 20, &run);
+	struct tc_check chk = { .fill = 0x67, .damaged = -1, .absent = -1 };
 	size_t swept = 0;
 	struct cat_gen g;
 	int calls[3];

@@ -819,8 +819,9 @@ static void tw_flip_byte(const char *path, long off)
 /* a is written, a restart comes, its middle chunk's object is damaged
  * (damage) or removed; then the same bytes are saved as b with a durable
  * commit, which succeeds: b must read back byte for byte, its chunk stored
- * again from the bytes written. */
-static void tw_resave_after(bool damage)
+ * again from the bytes written. continue_a: a writer continuing a (its
+ * committed extents taken back as pending) names a's chunks meanwhile. */
+static void tw_resave_after(bool damage, bool continue_a)
 {
 	size_t len = 3 * MiB + 11;
 	uint8_t *data = ts_random(len, 93);
@@ -830,11 +831,13 @@ static void tw_resave_after(bool damage)
 	char obj[512];
 	tw_middle_object(a, hash, obj, sizeof(obj));
 	tw_restart();
-	if (damage) {
+	struct writer *wa = NULL;
+	if (continue_a)
+		OK(writer_new(fx.cp, a, len, &wa));
+	if (damage)
 		tw_flip_byte(obj, STORE_HEADER_LEN + 1000);
-	} else {
+	else
 		cr_assert_eq(unlink(obj), 0);
-	}
 	struct writer *w;
 	OK(writer_new(fx.cp, b, 0, &w));
 	OK(writer_write(w, (const char *)data, len, 0));
@@ -842,17 +845,19 @@ static void tw_resave_after(bool damage)
 	writer_free(w);
 	tw_check_file(b, data, len);
 	tw_check_file(a, data, len); /* the one object, whole again */
+	if (wa)
+		writer_free(wa);
 	free(data);
 }
 
 Test(writer, a_resave_of_bytes_whose_object_is_damaged_stores_it_again)
 {
-	tw_resave_after(true);
+	tw_resave_after(true, false);
 }
 
 Test(writer, a_resave_of_bytes_whose_object_is_gone_stores_it_again)
 {
-	tw_resave_after(false);
+	tw_resave_after(false, false);
 }
 
 /* ---- the same with a shared catalog (one node on a private PostgreSQL,
@@ -883,45 +888,16 @@ static void tws_teardown(void)
 
 TestSuite(writer_shared, .init = tws_setup, .fini = tws_teardown, .timeout = 120);
 
-/* As tw_resave_after, where a shared catalog makes a hit: this node's
- * count is of its writers' pending rows (S1), so a is written, a restart
- * comes, and a writer continuing a (its committed extents taken back as
- * pending, on this node's cached rows) names the chunks while b's bytes
- * are written. */
-static void tws_resave_after(bool damage)
-{
-	size_t len = 3 * MiB + 11;
-	uint8_t *data = ts_random(len, 95);
-	uint64_t a = tw_file("a"), b = tw_file("b");
-	tw_write_all(a, data, len, MiB, 1);
-	uint8_t hash[HASH_LEN];
-	char obj[512];
-	tw_middle_object(a, hash, obj, sizeof(obj));
-	tw_restart();
-	struct writer *wa, *wb;
-	OK(writer_new(fx.cp, a, len, &wa)); /* a's chunks counted on this node again */
-	if (damage)
-		tw_flip_byte(obj, STORE_HEADER_LEN + 1000);
-	else
-		cr_assert_eq(unlink(obj), 0);
-	OK(writer_new(fx.cp, b, 0, &wb));
-	OK(writer_write(wb, (const char *)data, len, 0));
-	OK(writer_commit(wb, true));
-	writer_free(wb);
-	writer_free(wa);
-	tw_check_file(b, data, len);
-	tw_check_file(a, data, len); /* the one object, whole again */
-	free(data);
-}
-
+/* With a shared catalog a hit needs a writer of this node naming the
+ * chunk (its count is of pending rows, S1): continue_a. */
 Test(writer_shared, a_resave_of_bytes_whose_cached_object_is_damaged_stores_it_again)
 {
-	tws_resave_after(true);
+	tw_resave_after(true, true);
 }
 
 Test(writer_shared, a_resave_of_bytes_whose_cached_object_is_gone_stores_it_again)
 {
-	tws_resave_after(false);
+	tw_resave_after(false, true);
 }
 
 /* A hit on an object this process wrote is vouched for without a read: its

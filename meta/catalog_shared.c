@@ -75,7 +75,7 @@ struct cat_shared {
 	char catalog_id[33]; /* S5 */
 	pthread_rwlock_t pins; /* catalog_shared_data.c S11: evictions' pins, releases' unpins */
 	uint64_t lost_after;   /* S6: where the next re-check of lost generations starts */
-	uint8_t backing_after[CAT_HASH_LEN]; /* S6, pggen.h X11: the next look on BACKING's start */
+	struct csd_backing_look backing; /* S6, pggen.h X11: the look on BACKING between sweeps */
 	struct csd_absent_set absent; /* catalog_shared_data.c S12 */
 };
 
@@ -462,7 +462,7 @@ static int catsh_recheck_lost(struct cat *cat, cat_backing_check_fn check, void 
 	if (rc == 0 && checked > *cleared)
 		rc = catsh_adopt(cat, 0, &adopted);
 	if (rc == 0 && checked > *cleared && check)
-		rc = catshd_adopt_backing(cat, check, arg, sh->backing_after, &found);
+		rc = catshd_adopt_backing(cat, check, arg, &sh->backing, &found);
 	adopted += found;
 	if (rc == 0 && adopted > 0) {
 		sh->lost_after = from;

@@ -1476,9 +1476,10 @@ static void csd_backing_look(struct cat *cat, cat_backing_check_fn check, void *
 			log_warn("catalog %s: chunk %s of a lost generation is on BACKING but damaged"
 				 " (%s): not counted as uploaded; its generation stays lost",
 				 cat->path, hex, why ? why : "does not verify");
-		} else if (v < 0)
+		} else if (v < 0) {
 			log_warn("catalog %s: cannot read chunk %s of a lost generation on BACKING:"
 				 " %s (the next sweep looks again)", cat->path, hex, strerror(-v));
+		}
 	}
 }
 
@@ -1520,7 +1521,8 @@ int catshd_adopt_backing(struct cat *cat, cat_backing_check_fn check, void *arg,
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		count += marked[i];
 	/* the claims of what was not marked are of no more use (N7): dropped
-	 * (no inode: no pin goes); a failure leaves them to pgns_unpin_lost */
+	 * (no inode: no pin goes). One a failure leaves only says no reclaim
+	 * ended since it was taken; it goes with this node (pgns_unpin_lost) */
 	int crc = pgns_unpin_claims(ns, 0, (const uint8_t(*)[CAT_HASH_LEN])hashes, n);
 	if (crc)
 		log_warn("catalog %s: cannot drop the claims of chunks looked for on BACKING: %s",

@@ -17,7 +17,11 @@
  * A sweep also settles the nodes an earlier sweep, by any node, expired
  * and left unsettled (lease.h L7), and re-checks a batch of lost saves
  * (pggen.h X10): a failed settlement is the next tick's work, so a tick
- * that fails is logged and the thread goes on. */
+ * that fails is logged and the thread goes on. Given BACKING, the sweep
+ * also looks there for the objects of lost saves' chunks their dead holder
+ * had not marked uploaded (X11): leasekeep_backing_check reads each whole
+ * and checks it as a fetch does (store_object_check: header, lengths,
+ * decoding, SHA-256). */
 #define _GNU_SOURCE
 #include "leasekeep.h"
 
@@ -27,8 +31,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "backing.h"
 #include "catalog.h"
+#include "codec.h"
 #include "log.h"
+#include "store.h"
 #include "ticker.h"
 
 struct leasekeep {
@@ -39,7 +46,40 @@ struct leasekeep {
 	unsigned lease_ms;
 	struct timespec steady_since; /* first renewal after the last failure (L4) */
 	struct ticker *ticker;        /* renews at once, then every period_ms */
+	struct backing *backing;      /* X11's look on BACKING; NULL: none */
+	size_t chunk_max;             /* the largest chunk's plain bytes */
 };
+
+/* cat_backing_check_fn (pggen.h X11): chunk hash's object read from BACKING
+ * whole and checked as a fetch checks it. */
+static int leasekeep_backing_check(void *arg, const uint8_t hash[CAT_HASH_LEN],
+				   uint64_t plain_len, const char **why)
+{
+	struct leasekeep *lk = arg;
+	*why = NULL;
+	if (plain_len == 0 || plain_len > lk->chunk_max) {
+		*why = "its row's plain length is not a chunk's";
+		return -EIO;
+	}
+	size_t cap = STORE_HEADER_LEN + codec_bound((size_t)plain_len), len = 0, got = 0;
+	uint8_t *obj = malloc(cap), *plain = malloc((size_t)plain_len);
+	char rel[160];
+	store_object_relpath(hash, rel, sizeof(rel));
+	int rc = obj && plain ? backing_get(lk->backing, rel, obj, cap, &len) : -ENOMEM;
+	if (rc == -EFBIG) {
+		*why = "larger than its chunk's object can be";
+		rc = -EIO;
+	} else if (rc == 0) {
+		rc = store_object_check(hash, obj, len, plain, (size_t)plain_len, &got, why);
+		if (rc == 0 && got != plain_len) {
+			*why = "its plain length differs from its row's";
+			rc = -EIO;
+		}
+	}
+	free(obj);
+	free(plain);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
 
 bool leasekeep_fenced(const struct leasekeep *lk)
 {
@@ -80,7 +120,8 @@ static bool leasekeep_tick(void *arg)
 	if (leasekeep_ms_since(&lk->steady_since) < lk->lease_ms)
 		return true; /* L4: renewing steadily for a whole term before sweeping */
 	size_t swept = 0;
-	rc = cat_lease_sweep(lk->cat, &swept);
+	rc = cat_lease_sweep_backing(lk->cat, lk->backing ? leasekeep_backing_check : NULL, lk,
+				     &swept);
 	if (rc != 0 && rc != -ESTALE)
 		log_warn("shared catalog: sweeping nodes whose leases ran out failed: %s (tried "
 			 "again at the next renewal)", strerror(-rc));
@@ -90,7 +131,8 @@ static bool leasekeep_tick(void *arg)
 	return true;
 }
 
-int leasekeep_start(struct cat *cat, unsigned lease_ms, struct leasekeep **out)
+int leasekeep_start(struct cat *cat, unsigned lease_ms, struct backing *backing,
+		    size_t chunk_max, struct leasekeep **out)
 {
 	assert(cat && cat_is_shared(cat) && lease_ms >= 3);
 	*out = NULL;
@@ -100,6 +142,8 @@ int leasekeep_start(struct cat *cat, unsigned lease_ms, struct leasekeep **out)
 	lk->cat = cat;
 	lk->period_ms = lease_ms / 3;
 	lk->lease_ms = lease_ms;
+	lk->backing = backing;
+	lk->chunk_max = chunk_max;
 	clock_gettime(CLOCK_MONOTONIC, &lk->steady_since); /* L4: a term before the first sweep */
 	int rc = ticker_start(lk->period_ms, TICKER_FIRST_AT_ONCE, leasekeep_tick, lk, &lk->ticker);
 	if (rc != 0) {

@@ -20,14 +20,21 @@
 #define CKPTFS_LEASEKEEP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct cat;
 struct leasekeep;
 
 /* Starts the thread on a shared catalog (after daemonizing: threads do not
  * survive fork). lease_ms is the lease's term, as given to cat_open_shared.
- * 0, or -errno when the thread cannot start (logged). */
-int leasekeep_start(struct cat *cat, unsigned lease_ms, struct leasekeep **out);
+ * backing (NULL: none) is where its sweeps look for the objects of lost
+ * saves' chunks that their dead holder put there but had not marked
+ * uploaded (meta/pggen.h X11), chunk_max the largest chunk's plain bytes;
+ * it must outlive the thread. 0, or -errno when the thread cannot start
+ * (logged). */
+struct backing;
+int leasekeep_start(struct cat *cat, unsigned lease_ms, struct backing *backing,
+		    size_t chunk_max, struct leasekeep **out);
 /* Whether the lease ran out (invariant 1); false for NULL (alone). */
 bool leasekeep_fenced(const struct leasekeep *lk);
 /* Stops and frees; NULL is allowed. */

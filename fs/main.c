@@ -912,7 +912,8 @@ int main(int argc, char **argv)
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 	if (claim_start(fs.claim) != 0) /* after fork: the daemon's pid, renewed */
 		goto out;
-	if (cat_is_shared(fs.cat) && leasekeep_start(fs.cat, fs.opt.lease_ms, &fs.lease) != 0)
+	if (cat_is_shared(fs.cat) && leasekeep_start(fs.cat, fs.opt.lease_ms, fs.backing,
+						    fs.chunking.max_size, &fs.lease) != 0)
 		goto out;
 	octx.lease = fs.lease;
 	/* a turn every third of the lease, as its renewal: the duty moves on

@@ -213,12 +213,15 @@ static bool writer_all_zero(const uint8_t *p, size_t len)
  * (store_verify_hit), or the catalog says its copy is BACKING's (evicted
  * from the cache after its upload). A damaged or missing object sets
  * *must_store: it is written again from these bytes (store.h invariant 3),
- * which also queues its upload again (cat_chunk_stored). One node only: a
- * shared catalog's chunk may be another node's, whose objects are not here. */
+ * which also queues its upload again (cat_chunk_stored). With a shared
+ * catalog the same: a hit there is always on a copy the catalog says THIS
+ * node's cache holds (catalog_shared_data.c S11: a stored row with no copy
+ * here makes the writer store its bytes anew), and cat_chunk_where answers
+ * from this node's row (S6), so another node's object is never looked for
+ * here; a copy evicted meanwhile (not cached, on BACKING) was pinned for
+ * this writer by its eviction (S11). */
 static int writer_check_hit(struct writer *w, const struct cat_extent *ext, bool *must_store)
 {
-	if (cat_is_shared(w->env->cat))
-		return 0;
 	int rc = store_verify_hit(w->env->store, ext->hash, ext->len);
 	if (rc == -ENOENT) {
 		struct cat_chunk_where where;

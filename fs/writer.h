@@ -39,7 +39,8 @@
  *     from the writer's bytes, replacing it whole, and logged naming the
  *     chunk. A durable commit that finds a recorded chunk's object gone
  *     while the catalog still counts it and BACKING lacks it fails with EIO.
- *     (One node: with a shared catalog a hit may be another node's object.) */
+ *     With a shared catalog alike: a hit there is on a copy this node's
+ *     cache holds (meta/catalog_shared_data.c S11). */
 #ifndef CKPTFS_WRITER_H
 #define CKPTFS_WRITER_H
 

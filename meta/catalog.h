@@ -182,6 +182,19 @@ int cat_writing(struct cat *cat, uint64_t ino, bool open);
  * and marking lost the generations that name chunks only they had. */
 int cat_lease_renew(struct cat *cat);
 int cat_lease_sweep(struct cat *cat, size_t *swept);
+/* Whether chunk hash's object on BACKING is whole: read, decoded, its
+ * SHA-256 equal to hash and plain_len plain bytes (never its presence or
+ * size alone). 1 whole, 0 absent, -EIO damaged (*why says how), another
+ * negative errno when BACKING could not be read. */
+typedef int (*cat_backing_check_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN],
+				    uint64_t plain_len, const char **why);
+/* cat_lease_sweep, and a bounded batch of the chunks that lost generations
+ * name, whose holder is gone and that the catalog does not call uploaded,
+ * looked for on BACKING with check(arg, ...): each found whole is marked
+ * uploaded, so a save whose bytes all reached BACKING is found whole again
+ * (pggen.h X11). check NULL: cat_lease_sweep. */
+int cat_lease_sweep_backing(struct cat *cat, cat_backing_check_fn check, void *arg,
+			    size_t *swept);
 /* One turn of the cluster's chunk reclaim duty (catalog_shared_reclaim.c;
  * shared only, alone 0 and nothing): takes or extends duty "reclaim" for
  * term_ms; its holder removes from BACKING, with remove(arg, path) (a path

@@ -37,7 +37,9 @@
  *      whose transaction claims the node (settled once, by one node). A
  *      failure is logged and leaves the node to the next sweep. It then
  *      re-checks a batch of lost generations (pggen.h X10), adopting first
- *      the chunks of them this cache holds whose holder is gone, and
+ *      the chunks of them this cache holds whose holder is gone, then
+ *      (given a BACKING check) marking uploaded those whose object BACKING
+ *      has whole (X11, a bounded batch: catshd_adopt_backing), and
  *      queues the manifests of what was settled or found whole again.
  *  S7. cat_close (after the daemon stopped its uploader) releases this
  *      node's lease as gone only when it holds no chunk not uploaded, else
@@ -74,6 +76,7 @@ struct cat_shared {
 	char catalog_id[33]; /* S5 */
 	pthread_rwlock_t pins; /* catalog_shared_data.c S11: evictions' pins, releases' unpins */
 	uint64_t lost_after;   /* S6: where the next re-check of lost generations starts */
+	struct csd_backing_look backing; /* S6, pggen.h X11: the look on BACKING between sweeps */
 	struct csd_absent_set absent; /* catalog_shared_data.c S12 */
 };
 
@@ -447,16 +450,21 @@ static int catsh_settle(struct cat *cat, uint64_t dead)
 }
 
 /* S6, pggen.h X10: a batch of lost generations re-checked; if some stay
- * lost, the chunks of them this cache holds are adopted and the batch is
- * looked at again. */
-static int catsh_recheck_lost(struct cat *cat, size_t *cleared)
+ * lost, the chunks of them this cache holds are adopted, those BACKING has
+ * whole marked uploaded (X11, with check), and the batch is looked at
+ * again. */
+static int catsh_recheck_lost(struct cat *cat, cat_backing_check_fn check, void *arg,
+			      size_t *cleared)
 {
 	struct cat_shared *sh = cat->shared;
 	uint64_t from = sh->lost_after;
-	size_t checked = 0, adopted = 0, more = 0;
+	size_t checked = 0, adopted = 0, more = 0, found = 0;
 	int rc = pggen_lost_recheck(&sh->ns, &sh->lost_after, CATSH_RECHECK_MAX, &checked, cleared);
 	if (rc == 0 && checked > *cleared)
 		rc = catsh_adopt(cat, 0, &adopted);
+	if (rc == 0 && checked > *cleared && check)
+		rc = catshd_adopt_backing(cat, check, arg, &sh->backing, &found);
+	adopted += found;
 	if (rc == 0 && adopted > 0) {
 		sh->lost_after = from;
 		rc = pggen_lost_recheck(&sh->ns, &sh->lost_after, CATSH_RECHECK_MAX, &checked, &more);
@@ -469,6 +477,12 @@ static int catsh_recheck_lost(struct cat *cat, size_t *cleared)
 }
 
 int cat_lease_sweep(struct cat *cat, size_t *swept)
+{
+	return cat_lease_sweep_backing(cat, NULL, NULL, swept);
+}
+
+int cat_lease_sweep_backing(struct cat *cat, cat_backing_check_fn check, void *arg,
+			    size_t *swept)
 {
 	size_t n = 0, settled = 0, cleared = 0;
 	if (swept)
@@ -488,7 +502,7 @@ int cat_lease_sweep(struct cat *cat, size_t *swept)
 		if (drc && rc == 0)
 			rc = drc;
 	}
-	int lrc = catsh_recheck_lost(cat, &cleared);
+	int lrc = catsh_recheck_lost(cat, check, arg, &cleared);
 	if (rc == 0)
 		rc = lrc;
 	/* the lost nodes' queues went with them, and a generation found whole

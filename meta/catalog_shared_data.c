@@ -115,7 +115,20 @@
  *      marking's start and the local mark: otherwise every publication of
  *      the hash either was seen by the marking or reads the mark. The
  *      remembered hashes are bounded (CSD_ABSENT_MAX): one not remembered is
- *      marked in PostgreSQL, as before. */
+ *      marked in PostgreSQL, as before.
+ *  S13. A chunk is marked uploaded on the strength of BACKING's object that
+ *      no upload of this node put there (pggen.h X11, catshd_adopt_backing)
+ *      only if it is a chunk of a lost generation whose holder is gone
+ *      (pggen_orphans), this node's claim of it (N7) was taken BEFORE its
+ *      object was read, the object read back whole (decoded, SHA-256 equal
+ *      to its hash: the check's verdict, never presence or size alone), and
+ *      the claim still stands at the marking (pgns_chunks_uploaded): so no
+ *      reclaim ended between the read and the mark, and the object read is
+ *      the one there. One absent or damaged is left as it is (a damaged one
+ *      logged, naming it, and not read again by this node while it
+ *      remembers it: CSD_BACKING_BAD of them), its claim dropped. At most
+ *      CSD_BACKING_MAX objects are read a sweep, round robin over the
+ *      orphans by hash. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -128,9 +141,11 @@
 
 #include "catalog_internal.h"
 #include "log.h"
+#include "pggen.h"
 #include "pgns.h"
 
 #define CSD_EXTENTS_PAGE 256 /* extents per pgns_extents call */
+#define CSD_BACKING_MAX 8 /* S13: objects one sweep reads from BACKING */
 #define CSD_SWEEP_BATCH 64
 
 /* ---- statements of this file only, prepared per call ----
@@ -1417,5 +1432,105 @@ int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], s
 	cat_unlock(cat);
 	pthread_rwlock_unlock(cat_shared_pins(cat));
 	csd_evict_free(&e);
+	return rc;
+}
+
+/* ---- S13: chunks of lost generations found whole on BACKING ---- */
+
+static bool csd_backing_bad(const struct csd_backing_look *look, const uint8_t hash[CAT_HASH_LEN])
+{
+	for (unsigned i = 0; i < look->n_bad; i++)
+		if (memcmp(look->bad[i], hash, CAT_HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
+static void csd_backing_bad_add(struct csd_backing_look *look, const uint8_t hash[CAT_HASH_LEN])
+{
+	memcpy(look->bad[look->next_bad], hash, CAT_HASH_LEN);
+	look->next_bad = (look->next_bad + 1) % CSD_BACKING_BAD;
+	if (look->n_bad < CSD_BACKING_BAD)
+		look->n_bad++;
+}
+
+/* S13: of claimed[0..n) (this node's claims, N7), those the check finds
+ * whole on BACKING go to whole[0..*k); the rest are logged as needed. */
+static void csd_backing_look(struct cat *cat, cat_backing_check_fn check, void *arg,
+			     struct csd_backing_look *look, const uint8_t (*hashes)[CAT_HASH_LEN],
+			     const struct pgns_claim *claims, size_t n,
+			     uint8_t (*whole)[CAT_HASH_LEN], size_t *k)
+{
+	*k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!claims[i].found || claims[i].row.uploaded ||
+		    strcmp(claims[i].row.state, "live") != 0)
+			continue; /* gone, reclaiming, or uploaded meanwhile: nothing to do */
+		const char *why = NULL;
+		int v = check(arg, hashes[i], claims[i].row.plain_len, &why);
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(hashes[i], hex);
+		if (v == 1) {
+			memcpy(whole[(*k)++], hashes[i], CAT_HASH_LEN);
+		} else if (v == -EIO) {
+			csd_backing_bad_add(look, hashes[i]);
+			log_warn("catalog %s: chunk %s of a lost generation is on BACKING but damaged"
+				 " (%s): not counted as uploaded; its generation stays lost",
+				 cat->path, hex, why ? why : "does not verify");
+		} else if (v < 0) {
+			log_warn("catalog %s: cannot read chunk %s of a lost generation on BACKING:"
+				 " %s (the next sweep looks again)", cat->path, hex, strerror(-v));
+		}
+	}
+}
+
+int catshd_adopt_backing(struct cat *cat, cat_backing_check_fn check, void *arg,
+			 struct csd_backing_look *look, size_t *marked_out)
+{
+	static const uint8_t start[CAT_HASH_LEN];
+	struct pgns *ns = cat_shared_ns(cat);
+	uint8_t hashes[CSD_BACKING_MAX][CAT_HASH_LEN], whole[CSD_BACKING_MAX][CAT_HASH_LEN];
+	struct pgns_claim claims[CSD_BACKING_MAX];
+	bool writer[CSD_BACKING_MAX] = { false }, marked[CSD_BACKING_MAX];
+	size_t n = 0, k = 0, count = 0;
+	*marked_out = 0;
+	bool from_start = memcmp(look->after, start, CAT_HASH_LEN) == 0;
+	int rc = pggen_orphans(ns, from_start ? NULL : look->after, hashes, CSD_BACKING_MAX, &n);
+	if (rc)
+		return rc;
+	/* the next sweep goes on after this batch, or starts over after a short one */
+	if (n < CSD_BACKING_MAX)
+		memset(look->after, 0, CAT_HASH_LEN);
+	else
+		memcpy(look->after, hashes[n - 1], CAT_HASH_LEN);
+	size_t kept = 0; /* those found damaged before are not read again */
+	for (size_t i = 0; i < n; i++)
+		if (!csd_backing_bad(look, hashes[i]))
+			memmove(hashes[kept++], hashes[i], CAT_HASH_LEN);
+	n = kept;
+	if (n == 0)
+		return 0;
+	/* N7: claimed before the objects are read (writer false: only rows live
+	 * and not uploaded are claimed) */
+	rc = pgns_upload_claims(ns, (const uint8_t(*)[CAT_HASH_LEN])hashes, writer, n, claims);
+	if (rc)
+		return rc;
+	csd_backing_look(cat, check, arg, look, (const uint8_t(*)[CAT_HASH_LEN])hashes, claims, n,
+			 whole, &k);
+	if (k > 0)
+		rc = pgns_chunks_uploaded(ns, (const uint8_t(*)[CAT_HASH_LEN])whole, k, marked, NULL);
+	for (size_t i = 0; rc == 0 && i < k; i++)
+		count += marked[i];
+	/* the claims of what was not marked are of no more use (N7): dropped
+	 * (no inode: no pin goes). One a failure leaves only says no reclaim
+	 * ended since it was taken; it goes with this node (pgns_unpin_lost) */
+	int crc = pgns_unpin_claims(ns, 0, (const uint8_t(*)[CAT_HASH_LEN])hashes, n);
+	if (crc)
+		log_warn("catalog %s: cannot drop the claims of chunks looked for on BACKING: %s",
+			 cat->path, strerror(-crc));
+	if (count > 0)
+		log_info("catalog %s: node %" PRIu64 " found %zu chunks of lost generations whole on"
+			 " BACKING (their holder gone before marking them uploaded): marked uploaded",
+			 pg_name(ns->pg), cat_node_id(cat), count);
+	*marked_out = count;
 	return rc;
 }

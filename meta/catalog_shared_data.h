@@ -44,6 +44,21 @@ int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
 		       cat_reclaim_fn remove, void *arg, bool *evicted, int *why);
 int catsh_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
+/* S13's state between sweeps (zeroed: from the start, nothing known bad),
+ * kept in the engine's state (struct cat_shared) and used by the sweeping
+ * thread alone. */
+#define CSD_BACKING_BAD 16
+struct csd_backing_look {
+	uint8_t after[CAT_HASH_LEN]; /* the next batch starts after it; all zero: from the start */
+	uint8_t bad[CSD_BACKING_BAD][CAT_HASH_LEN]; /* found damaged: not read again */
+	unsigned n_bad, next_bad;
+};
+/* S13 (pggen.h X11): up to CSD_BACKING_MAX chunks of lost generations
+ * whose holder is gone, by hash after look->after (moved on, or zeroed
+ * after the last), looked for on BACKING with check, but for those look
+ * found damaged before; *marked of them found whole and marked uploaded. */
+int catshd_adopt_backing(struct cat *cat, cat_backing_check_fn check, void *arg,
+			 struct csd_backing_look *look, size_t *marked);
 
 /* S12: the writers' hashes whose upload claim found no PostgreSQL row, each
  * with the count of publications' last local reads (csd_publish_late) when

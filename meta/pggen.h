@@ -78,8 +78,17 @@
  *      cleared by pggen_lost_recheck (every sweep, a bounded batch; its
  *      manifest then queued), and a live node that caches a chunk of a
  *      lost generation whose holder is gone adopts it (pggen_orphans, then
- *      pggen_adopt with dead 0). A lost generation is never counted as a
- *      complete save, and a complete one is never hidden as lost.
+ *      pggen_adopt with dead 0), and a chunk of it whose object BACKING has
+ *      whole is marked uploaded (X11). A lost generation is never counted
+ *      as a complete save, and a complete one is never hidden as lost.
+ *  X11. A node can die after its object reached BACKING and before it
+ *      marked the chunk uploaded (catalog_shared_data.c S13): a sweep with
+ *      a BACKING check (cat_lease_sweep_backing) reads, of the chunks
+ *      pggen_orphans names, a bounded batch a sweep (round robin), each
+ *      claimed first (pgns.h N7), and marks uploaded only those whose
+ *      object reads back whole (decoded, SHA-256 equal to the hash); the
+ *      re-check (X10) then finds the generation whole. A damaged or absent
+ *      object changes nothing: the generation stays lost.
  *  X9. A commit is four round trips: BEGIN; one statement that is its fence
  *      (lease.h L6) and locks the generation's row FOR UPDATE, returning its
  *      state and version; one that counts the writers (X1: a statement of

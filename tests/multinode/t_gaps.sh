@@ -9,7 +9,10 @@
 # resume that lists run/ finds the save before it), still reachable by name
 # and shown as held; keep-latest-k ends it as a held one. A rewrite of a committed
 # save that its node began and then died between files (no file open) is
-# rolled back to the previous version by the sweep, on every node.
+# rolled back to the previous version by the sweep, on every node. A lost
+# save whose objects B put on BACKING but never marked uploaded is found
+# whole by A's sweep, which reads and verifies them (pggen.h X11); one
+# with a damaged object stays lost.
 . "$(dirname "$0")/mn.sh"
 
 # gp_state MNT GEN: the state and rule of a generation, as its xattr shows them.
@@ -84,5 +87,98 @@ test_a_rewrite_whose_node_died_between_files_is_rolled_back() {
 	mn_umount A
 }
 ck_timeout test_a_rewrite_whose_node_died_between_files_is_rolled_back 120
+
+# ---- a lost save's objects that reached BACKING unmarked (pggen.h X11) ----
+
+# gp_chunks GEN: its distinct chunks' hashes, from the shared catalog.
+gp_chunks() {
+	mn_psql "SELECT DISTINCT encode(e.hash, 'hex') FROM ns_generations g JOIN ns_inodes i
+		ON i.gen = g.id JOIN ns_extents e ON e.ino = i.ino WHERE g.name = '$1' ORDER BY 1"
+}
+
+# gp_object HASH: its object in BACKING's directory (faultfs's source).
+gp_object() { echo "$CK_TMP/store/chunks/${1:0:2}/${1:2:2}/$1"; }
+
+# gp_unmarked_on_backing GEN: "N M": its chunks, and how many of them have
+# an object on BACKING while the catalog says not uploaded.
+gp_unmarked_on_backing() {
+	local n=0 m=0 h
+	for h in $(gp_chunks "$1"); do
+		n=$((n + 1))
+		[ -f "$(gp_object "$h")" ] &&
+			[ "$(mn_psql "SELECT uploaded FROM ns_chunks WHERE hash = decode('$h', 'hex')")" = f ] &&
+			m=$((m + 1))
+	done
+	echo "$n $m"
+}
+
+# B saves step-100; its objects reach BACKING (renamed into place) but no
+# sync of them succeeds (faultfs: eio=fsync), so B never marks them
+# uploaded; then B is killed. damage=1 flips one byte of one object first.
+_gp_unmarked_then_killed() {
+	local damage=$1 i=0 got
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	mn_save A run/step-90 model.bin 300000 s90
+	got=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "step-90 not durable: $got"
+	ck_fault "eio=fsync"
+	mn_save B run/step-100 model.bin 3000000 s100
+	until got=$(gp_unmarked_on_backing step-100) && [ "${got% *}" -gt 0 ] && [ "${got% *}" = "${got#* }" ]; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "B's objects never all reached BACKING unmarked: $got (chunks, unmarked on BACKING)"
+		sleep 0.1
+	done
+	mn_kill9 B
+	if [ "$damage" = 1 ]; then
+		local obj
+		obj=$(gp_object "$(gp_chunks step-100 | head -n 1)")
+		printf '\x%02x' $(( $(od -An -tu1 -j 100 -N 1 "$obj") ^ 0x5a )) |
+			dd of="$obj" bs=1 seek=100 conv=notrunc status=none
+	fi
+	ck_fault "" # BACKING answers again; B is gone for good
+	mn_until "SELECT settled FROM ckpt_nodes WHERE name = 'node-B'"
+}
+
+test_a_lost_save_whose_objects_reached_backing_unmarked_is_found_whole() {
+	_gp_unmarked_then_killed 0
+	mn_until "SELECT NOT lost AND state = 1 FROM ns_generations WHERE name = 'step-100'"
+	mn_until "SELECT bool_and(c.uploaded) FROM ns_generations g JOIN ns_inodes i ON i.gen = g.id
+		JOIN ns_extents e ON e.ino = i.ino JOIN ns_chunks c ON c.hash = e.hash WHERE g.name = 'step-100'"
+	grep -q "chunks of lost generations whole on BACKING" "$MN_DLOG_A" ||
+		ck_fail "A's log does not say it found B's objects on BACKING"
+	# a resume on a fresh node finds it, whole, bit for bit
+	mn_mount C
+	assert_eq "step-90 step-100" "$(mn_entries "$MN_MNT_C/run")" "run/ on fresh node C"
+	assert_eq "committed" "$(mn_gen_state "$MN_MNT_C/run" step-100)" "step-100 on C"
+	assert_file_eq "$CK_TMP/s100.bin" "$MN_MNT_C/run/step-100/model.bin"
+	local out
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_C" --timeout 60 2>&1) || ck_fail "not durable: $out"
+	mn_umount C
+	mn_umount A
+}
+ck_timeout test_a_lost_save_whose_objects_reached_backing_unmarked_is_found_whole 180
+
+test_a_lost_save_with_a_damaged_object_on_backing_stays_lost() {
+	_gp_unmarked_then_killed 1
+	mn_until "SELECT lost FROM ns_generations WHERE name = 'step-100'"
+	local i=0
+	until grep -q "on BACKING but damaged" "$MN_DLOG_A"; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "A's sweep never looked at the damaged object"
+		sleep 0.1
+	done
+	assert_eq "t" "$(mn_psql "SELECT lost FROM ns_generations WHERE name = 'step-100'")" \
+		"step-100 after the damaged object was looked at"
+	mn_mount C
+	assert_eq "step-90" "$(mn_entries "$MN_MNT_C/run")" "run/ on fresh node C"
+	assert_file_eq "$CK_TMP/s90.bin" "$MN_MNT_C/run/step-90/model.bin"
+	mn_umount C
+	mn_umount A
+}
+ck_timeout test_a_lost_save_with_a_damaged_object_on_backing_stays_lost 180
 
 ck_main "$@"

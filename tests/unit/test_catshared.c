@@ -614,9 +614,10 @@ Test(catshared, a_live_node_that_caches_the_chunks_of_a_lost_save_adopts_them_at
 	tc_close(&c);
 }
 
-/* step-90 by a on BACKING; step-100 committed by b, its chunks only in b's
- * cache (its uploads still queued). */
-static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64_t *run)
+/* step-90 by a on BACKING; step-100 committed by b, its chunks (chunks of
+ * them: 0x67, 0..) only in b's cache (its uploads still queued). */
+static uint64_t tc_b_saves_unuploaded_n(struct pt_cat *a, struct pt_cat *b, uint64_t *run,
+					int chunks)
 {
 	*run = ts_mk(a->cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	uint64_t r90, r100;
@@ -625,9 +626,14 @@ static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64
 	cr_assert_eq(pt_cat_upload_chunks(a, NULL, NULL), 1);
 	OK(cat_gen_commit(a->cat, g90, "dcp-metadata"));
 	uint64_t g100 = ts_mkgen(b->cat, *run, "step-100", 100, true, &r100);
-	tc_file(b, r100, "__0_0.distcp", 0x67, 0, 2);
+	tc_file(b, r100, "__0_0.distcp", 0x67, 0, chunks);
 	OK(cat_gen_commit(b->cat, g100, "dcp-metadata"));
 	return g100;
+}
+
+static uint64_t tc_b_saves_unuploaded(struct pt_cat *a, struct pt_cat *b, uint64_t *run)
+{
+	return tc_b_saves_unuploaded_n(a, b, run, 2);
 }
 
 /* F6: b unmounts with its uploads left queued (fs/main.c: uploader_stop
@@ -692,6 +698,154 @@ Test(catshared, a_save_lost_when_its_node_left_is_committed_again_once_that_cach
 	char state[16];
 	tc_node_state(&a, bid2, state, sizeof(state));
 	cr_assert_str_eq(state, "gone", "everything uploaded: b leaves for good");
+	tc_close(&a);
+}
+
+/* ---- X11: chunks of a lost save whose object BACKING has whole ---- */
+
+/* A BACKING check (cat_backing_check_fn) that answers from a table: chunk
+ * ts_hash(fill, seed) is damaged for seed == damaged, absent for seed ==
+ * absent, else whole; the calls are counted. */
+struct tc_check {
+	uint8_t fill;
+	int damaged, absent;
+	int calls;
+};
+
+static int tc_check_fn(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+		       const char **why)
+{
+	struct tc_check *c = arg;
+	c->calls++;
+	cr_assert_eq(plain_len, TC_LEN, "the row's plain length is what the check verifies");
+	for (int seed = 0; seed < 64; seed++) {
+		uint8_t h[CAT_HASH_LEN];
+		ts_hash(h, c->fill, seed);
+		if (memcmp(h, hash, CAT_HASH_LEN) != 0)
+			continue;
+		if (seed == c->damaged) {
+			*why = "SHA-256 mismatch";
+			return -EIO;
+		}
+		return seed == c->absent ? 0 : 1;
+	}
+	cr_assert_fail("a chunk not of the lost save was looked for on BACKING");
+	return 0;
+}
+
+static bool tc_uploaded(struct pt_cat *n, uint8_t fill, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, fill, seed);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(n->cat), h, &row));
+	return row.uploaded;
+}
+
+/* a and b open as tag-a and tag-b; b saves step-100 (chunks of it) as
+ * tc_b_saves_unuploaded_n and leaves with its uploads queued. */
+static uint64_t tc_b_left(struct pt_cat *a, const char *tag, int chunks, uint64_t *run)
+{
+	char name[32];
+	struct pt_cat b;
+	snprintf(name, sizeof(name), "%s-a", tag);
+	pt_cat_open(a, name, 30000, NULL, NULL);
+	snprintf(name, sizeof(name), "%s-b", tag);
+	pt_cat_open(&b, name, 1000, NULL, NULL);
+	uint64_t g100 = tc_b_saves_unuploaded_n(a, &b, run, chunks);
+	pt_cat_close(&b);
+	return g100;
+}
+
+/* b committed step-100 and left with its uploads queued; its objects are on
+ * BACKING whole all the same (b put them there, then died before it marked
+ * them): a's sweep with a BACKING check marks them uploaded, so step-100 is
+ * COMMITTED again, found by a resume, its manifest to be written. */
+Test(catshared, a_lost_save_whose_objects_are_whole_on_backing_is_found_whole_by_the_sweep)
+{
+	struct pt_cat a;
+	uint64_t run;
+	uint64_t g100 = tc_b_left(&a, "x11", 2, &run);
+	struct tc_check chk = { .fill = 0x67, .damaged = -1, .absent = -1 };
+	size_t swept = 0;
+	OK(cat_lease_sweep_backing(a.cat, tc_check_fn, &chk, &swept));
+	cr_assert_eq(swept, 1);
+	cr_assert_eq(chk.calls, 2, "each chunk of step-100 looked for once: %d", chk.calls);
+	cr_assert(tc_uploaded(&a, 0x67, 0) && tc_uploaded(&a, 0x67, 1));
+	struct cat_gen g;
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.id, g100);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	bool lost = true;
+	OK(pggen_get(cat_shared_ns(a.cat), g100, &g, &lost));
+	cr_assert(!lost, "the same sweep cleared the mark");
+	uint64_t undurable = 0;
+	OK(pggen_not_durable(cat_shared_ns(a.cat), g100, &undurable));
+	cr_assert_eq(undurable, 1, "its manifest is to be written");
+	chk.calls = 0;
+	OK(cat_lease_sweep_backing(a.cat, tc_check_fn, &chk, &swept));
+	cr_assert_eq(chk.calls, 0, "nothing lost is left to look for");
+	tc_close(&a);
+}
+
+/* One object of step-100 on BACKING is damaged (or absent): it is not
+ * counted as uploaded, so step-100 stays lost, hidden from a resume; the
+ * whole one is marked (it is on BACKING). */
+static void tc_lost_stays_lost(bool damaged)
+{
+	struct pt_cat a;
+	uint64_t run;
+	uint64_t g100 = tc_b_left(&a, damaged ? "x11d" : "x11m", 2, &run);
+	struct tc_check chk = { .fill = 0x67, .damaged = damaged ? 1 : -1,
+				.absent = damaged ? -1 : 1 };
+	size_t swept = 0;
+	OK(cat_lease_sweep_backing(a.cat, tc_check_fn, &chk, &swept));
+	OK(cat_lease_sweep_backing(a.cat, tc_check_fn, &chk, &swept));
+	/* the second sweep looks again at an absent one, not at a damaged one */
+	cr_assert_eq(chk.calls, damaged ? 2 : 3, "objects read by two sweeps: %d", chk.calls);
+	cr_assert(tc_uploaded(&a, 0x67, 0));
+	cr_assert(!tc_uploaded(&a, 0x67, 1), "a %s object counted as uploaded",
+		  damaged ? "damaged" : "absent");
+	struct cat_gen g;
+	FAILS(cat_gen_find_step(a.cat, run, 100, &g), ENOENT);
+	bool lost = false;
+	OK(pggen_get(cat_shared_ns(a.cat), g100, &g, &lost));
+	cr_assert(lost);
+	tc_close(&a);
+}
+
+Test(catshared, a_lost_save_with_a_damaged_object_on_backing_stays_lost)
+{
+	tc_lost_stays_lost(true);
+}
+
+Test(catshared, a_lost_save_with_an_object_absent_from_backing_stays_lost)
+{
+	tc_lost_stays_lost(false);
+}
+
+/* The look on BACKING is bounded: a lost save of 20 chunks is looked at 8
+ * objects a sweep, round robin, and found whole after three sweeps. */
+Test(catshared, a_sweep_reads_a_bounded_batch_of_objects_from_backing)
+{
+	struct pt_cat a;
+	uint64_t run;
+	uint64_t g100 = tc_b_left(&a, "x11b", 20, &run);
+	struct tc_check chk = { .fill = 0x67, .damaged = -1, .absent = -1 };
+	size_t swept = 0;
+	struct cat_gen g;
+	int calls[3];
+	for (int i = 0; i < 3; i++) {
+		chk.calls = 0;
+		OK(cat_lease_sweep_backing(a.cat, tc_check_fn, &chk, &swept));
+		calls[i] = chk.calls;
+		if (i < 2) /* some of its chunks not looked for yet */
+			FAILS(cat_gen_find_step(a.cat, run, 100, &g), ENOENT);
+	}
+	cr_assert(calls[0] == 8 && calls[1] == 8 && calls[2] == 4, "objects read a sweep: %d %d %d",
+		  calls[0], calls[1], calls[2]);
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.id, g100);
 	tc_close(&a);
 }
 

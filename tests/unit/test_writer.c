@@ -23,6 +23,7 @@
 
 #include "chunkput.h"
 #include "hash.h"
+#include "pgtest.h"
 #include "recent.h"
 #include "store.h"
 #include "storeq.h"
@@ -144,11 +145,9 @@ static struct chunkput *tw_chunkput(struct recent *recent)
 	return cp;
 }
 
-static void tw_setup(void)
+/* The fixture's store, chunk put and the rest over fx.cat (opened). */
+static void tw_setup_over_cat(void)
 {
-	memset(&fx, 0, sizeof(fx));
-	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "writer");
-	ts_cat_open_in(fx.dir, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
 	char path[256];
 	snprintf(path, sizeof(path), "%s/store", fx.dir);
 	cr_assert_eq(mkdir(path, 0700), 0);
@@ -165,12 +164,26 @@ static void tw_setup(void)
 	fx.cp = tw_chunkput(fx.recent);
 }
 
-static void tw_teardown(void)
+static void tw_setup(void)
+{
+	memset(&fx, 0, sizeof(fx));
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "writer");
+	ts_cat_open_in(fx.dir, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
+	tw_setup_over_cat();
+}
+
+/* The writer's handles other than the catalog, stopped and freed. */
+static void tw_teardown_but_cat(void)
 {
 	chunkput_stop_queue(fx.cp); /* stops fx.storeq */
 	chunkput_free(fx.cp);
 	recent_free(fx.recent);
 	store_close(fx.store);
+}
+
+static void tw_teardown(void)
+{
+	tw_teardown_but_cat();
 	ts_cat_close_checked(&fx.cat);
 	ts_tmpdir_remove(fx.dir);
 }
@@ -790,11 +803,25 @@ static void tw_middle_object(uint64_t ino, uint8_t hash[HASH_LEN], char *path, s
 	snprintf(path, size, "%s/store/%s", fx.dir, rel);
 }
 
+/* One byte of the file at path flipped in place (a damaged object). */
+static void tw_flip_byte(const char *path, long off)
+{
+	cr_assert_eq(chmod(path, 0600), 0);
+	FILE *f = fopen(path, "r+b");
+	cr_assert_not_null(f);
+	cr_assert_eq(fseek(f, off, SEEK_SET), 0);
+	int c = fgetc(f);
+	cr_assert_eq(fseek(f, off, SEEK_SET), 0);
+	fputc(c ^ 0x5a, f);
+	cr_assert_eq(fclose(f), 0);
+}
+
 /* a is written, a restart comes, its middle chunk's object is damaged
  * (damage) or removed; then the same bytes are saved as b with a durable
  * commit, which succeeds: b must read back byte for byte, its chunk stored
- * again from the bytes written. */
-static void tw_resave_after(bool damage)
+ * again from the bytes written. continue_a: a writer continuing a (its
+ * committed extents taken back as pending) names a's chunks meanwhile. */
+static void tw_resave_after(bool damage, bool continue_a)
 {
 	size_t len = 3 * MiB + 11;
 	uint8_t *data = ts_random(len, 93);
@@ -804,18 +831,13 @@ static void tw_resave_after(bool damage)
 	char obj[512];
 	tw_middle_object(a, hash, obj, sizeof(obj));
 	tw_restart();
-	if (damage) {
-		cr_assert_eq(chmod(obj, 0600), 0);
-		FILE *f = fopen(obj, "r+b");
-		cr_assert_not_null(f);
-		cr_assert_eq(fseek(f, STORE_HEADER_LEN + 1000, SEEK_SET), 0);
-		int c = fgetc(f);
-		cr_assert_eq(fseek(f, STORE_HEADER_LEN + 1000, SEEK_SET), 0);
-		fputc(c ^ 0x5a, f);
-		cr_assert_eq(fclose(f), 0);
-	} else {
+	struct writer *wa = NULL;
+	if (continue_a)
+		OK(writer_new(fx.cp, a, len, &wa));
+	if (damage)
+		tw_flip_byte(obj, STORE_HEADER_LEN + 1000);
+	else
 		cr_assert_eq(unlink(obj), 0);
-	}
 	struct writer *w;
 	OK(writer_new(fx.cp, b, 0, &w));
 	OK(writer_write(w, (const char *)data, len, 0));
@@ -823,17 +845,59 @@ static void tw_resave_after(bool damage)
 	writer_free(w);
 	tw_check_file(b, data, len);
 	tw_check_file(a, data, len); /* the one object, whole again */
+	if (wa)
+		writer_free(wa);
 	free(data);
 }
 
 Test(writer, a_resave_of_bytes_whose_object_is_damaged_stores_it_again)
 {
-	tw_resave_after(true);
+	tw_resave_after(true, false);
 }
 
 Test(writer, a_resave_of_bytes_whose_object_is_gone_stores_it_again)
 {
-	tw_resave_after(false);
+	tw_resave_after(false, false);
+}
+
+/* ---- the same with a shared catalog (one node on a private PostgreSQL,
+ * tests/unit/pgtest.h): a hit is on a copy this node's cache holds
+ * (catalog_shared_data.c S11), so invariant 6 applies as alone ---- */
+
+static struct pt_cat tws_node;
+
+static void tws_setup(void)
+{
+	memset(&fx, 0, sizeof(fx));
+	pt_start();
+	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "writer-shared");
+	pt_cat_open(&tws_node, "writer", 30000, NULL, NULL);
+	fx.cat = tws_node.cat;
+	cr_assert(cat_is_shared(fx.cat));
+	tw_setup_over_cat();
+}
+
+static void tws_teardown(void)
+{
+	tw_teardown_but_cat();
+	fx.cat = NULL;
+	pt_cat_close(&tws_node);
+	ts_tmpdir_remove(fx.dir);
+	pt_stop();
+}
+
+TestSuite(writer_shared, .init = tws_setup, .fini = tws_teardown, .timeout = 120);
+
+/* With a shared catalog a hit needs a writer of this node naming the
+ * chunk (its count is of pending rows, S1): continue_a. */
+Test(writer_shared, a_resave_of_bytes_whose_cached_object_is_damaged_stores_it_again)
+{
+	tw_resave_after(true, true);
+}
+
+Test(writer_shared, a_resave_of_bytes_whose_cached_object_is_gone_stores_it_again)
+{
+	tw_resave_after(false, true);
 }
 
 /* A hit on an object this process wrote is vouched for without a read: its

@@ -24,7 +24,8 @@ _ganesha_backing() { # CK_BACKING = a private ganesha's nfs:// URL (stopped on e
 	command -v ganesha.nfsd >/dev/null || ck_skip "nfs-ganesha is not installed"
 	CK_BACKING=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
 		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
-	trap '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; _ck_exit_trap' EXIT
+	# the case's status survives the stop: _ck_exit_trap reads it from $?
+	trap '_rc=$?; "$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; (exit $_rc); _ck_exit_trap' EXIT
 	BACKING_DIR=$CK_TMP/nfs/export
 }
 
@@ -147,11 +148,9 @@ _damaged_object_checks() { # one saved file, an object damaged on BACKING
 	[ -n "$hex" ] || ck_fail "part0.bin has fewer than 3 chunks"
 	obj=$(find "$BACKING_DIR/chunks" -type f -name "*$hex*")
 	[ -n "$obj" ] && [ "$(echo "$obj" | wc -l)" = 1 ] || ck_fail "no one object of chunk $hex on BACKING: $obj"
-	# a copy, not the file itself: a BACKING directory may share the inode
-	# with the first node's cache (hard links), which must stay intact
-	cp "$obj" "$CK_TMP/good.obj"
-	rm -f "$obj"
-	cp "$CK_TMP/good.obj" "$obj"
+	# in place: ganesha may keep serving a replaced file's old inode by name
+	# (a BACKING directory's object may share its inode with the first
+	# node's cache, by hard link: no longer used)
 	_flip "$obj"
 	_fresh_node
 	# sequential, 1 MiB at a time: the chunks ahead, the damaged one among
@@ -161,7 +160,7 @@ _damaged_object_checks() { # one saved file, an object damaged on BACKING
 	[ "$bad" -ge 1 ] || ck_fail "the damaged object's bytes were read without an error"
 	[ "$(ck_admin_stat fetch_errors)" -ge 1 ] || ck_fail "no fetch error counted"
 	grep -q "is corrupt" "$CK_DLOG" || ck_fail "the damaged object was not logged"
-	cp "$CK_TMP/good.obj" "$obj" # repaired: the same mount reads it all now
+	_flip "$obj" # repaired: the same mount reads it all now
 	cmp -s "$CK_REF/run/step-1/part0.bin" "$CK_MNT/run/step-1/part0.bin" ||
 		ck_fail "after the repair part0.bin still differs"
 	ck_umount

@@ -167,6 +167,15 @@ static uint64_t tr_file_of(const char *name, const struct tr_chunk *c, int n, ui
 	return ino;
 }
 
+/* A committed file of n new chunks of len random bytes (seeds seed, seed+1, ...). */
+static uint64_t tr_file_of_random(const char *name, struct tr_chunk *c, int n, size_t len,
+				  uint64_t seed, uint8_t **want, size_t *size)
+{
+	for (int i = 0; i < n; i++)
+		c[i] = tr_chunk(len, seed + (uint64_t)i);
+	return tr_file_of(name, c, n, want, size);
+}
+
 static void tr_expect_read(uint64_t ino, enum reader_source src, const uint8_t *want,
 			   uint64_t off, size_t len)
 {
@@ -608,11 +617,9 @@ Test(reader, the_readahead_window_is_the_prefetch_option_at_most)
 {
 	enum { N = 16 };
 	struct tr_chunk c[N];
-	for (int i = 0; i < N; i++)
-		c[i] = tr_chunk(128 * KiB, 500 + (uint64_t)i);
 	uint8_t *want;
 	size_t size;
-	uint64_t ino = tr_file_of("window", c, N, &want, &size);
+	uint64_t ino = tr_file_of_random("window", c, N, 128 * KiB, 500, &want, &size);
 	tr.load_delay_ms = 20;
 	tr.jitter = true;
 	tr_start_reader_ahead(64 * MiB, 3);
@@ -647,11 +654,9 @@ Test(reader, a_damaged_chunk_read_ahead_is_never_handed_out)
 {
 	enum { N = 8 };
 	struct tr_chunk c[N];
-	for (int i = 0; i < N; i++)
-		c[i] = tr_chunk(128 * KiB, 600 + (uint64_t)i);
 	uint8_t *want;
 	size_t size;
-	uint64_t ino = tr_file_of("damaged", c, N, &want, &size);
+	uint64_t ino = tr_file_of_random("damaged", c, N, 128 * KiB, 600, &want, &size);
 	tr_corrupt(&c[3]);
 	tr.load_delay_ms = 5;
 	char *out = malloc(64 * KiB);

@@ -331,7 +331,7 @@ void options_usage(FILE *f)
 		"  syslog             log to syslog (facility daemon) instead of a file\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
 		"  prefetch=N         chunks fetched ahead of a file read sequentially, in\n"
-		"                     parallel (default 16, 0 none, at most 64)\n"
+		"                     parallel (default 8, 0 none, at most 64)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
 		"  metrics=ADDR:PORT  serve Prometheus metrics on http://ADDR:PORT/metrics\n"
 		"                     (like 127.0.0.1:9567)\n"

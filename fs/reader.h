@@ -56,7 +56,7 @@ typedef void (*reader_fetch_ahead_fn)(struct cache *c, const uint8_t hash[HASH_L
 
 /* -o prefetch: chunks read ahead of a sequential reader of a file at most
  * (invariant 4); 0 in reader_config: this default. */
-#define READER_PREFETCH_DEFAULT 16
+#define READER_PREFETCH_DEFAULT 8
 #define READER_PREFETCH_MAX 64
 
 struct reader_config {

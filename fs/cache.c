@@ -504,8 +504,6 @@ static void *cache_fetcher_main(void *p)
 		bool inflight = flight_busy_locked(c->fetches, hash);
 		/* C11: no room to keep a copy, the fetch would be its reader's again */
 		bool room = c->cached_bytes + c->object_cap <= c->bound / 100 * CACHE_HIGH_PCT;
-		if (!room)
-			c->st.prefetch_skipped++;
 		pthread_mutex_unlock(&c->lock);
 		/* present: its entry and inode are now in memory for the load to
 		 * come (a damaged copy is the load's to find, and replace) */

@@ -79,7 +79,6 @@ struct cache_stats {
 	uint64_t cached_bytes, dirty_bytes; /* as this module tracks them */
 	uint64_t dirty_waits;               /* writers that had to wait */
 	uint64_t stored_chunks;             /* objects writers stored (cache_dirty_add) */
-	uint64_t prefetch_skipped;          /* prefetches not fetched: no room for the copy (C11) */
 };
 
 /* The option values the cache reads (main.c fills it from the options). */

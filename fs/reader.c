@@ -56,7 +56,7 @@ struct chunk_entry {
 struct reader_stream {
 	uint64_t ino;
 	uint64_t next_off;  /* where its reads have got to */
-	uint64_t ahead_end; /* chunks ending before this are queued already */
+	uint64_t ahead_end; /* chunks ending before this were offered (catalog looked up) */
 	int window;         /* chunks read ahead now */
 	uint64_t last_use;
 };
@@ -541,14 +541,17 @@ static void reader_readahead(struct reader *r, uint64_t ino, uint64_t off, uint6
 		if (m > 0)
 			have += m;
 	}
+	/* the whole window, again at every read: one in memory, loading or
+	 * queued is not queued twice, and one that found no room in memory
+	 * before (the disk cache's prefetch took it) is tried again */
 	uint64_t queued = from;
 	for (int j = 0; j < have; j++) {
-		uint64_t e_end = list[j].off + list[j].len;
-		if (list[j].len == 0 || e_end <= from)
-			continue; /* empty, or queued already */
+		if (list[j].len == 0)
+			continue;
 		if (!reader_cache_prefetch(r, ino, &list[j]))
 			break; /* the queue is full: the rest at a later read */
-		queued = e_end;
+		if (list[j].off + list[j].len > queued)
+			queued = list[j].off + list[j].len;
 	}
 	pthread_mutex_lock(&r->lock);
 	struct reader_stream *s = reader_stream_find_locked(r, ino);

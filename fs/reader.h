@@ -28,8 +28,11 @@
  *     a read of a chunk being read ahead waits for that load); what the
  *     memory budget has no room for goes to the disk cache's prefetch
  *     (fetch_ahead), which fetches only while the cache has room to keep the
- *     copy (cache.h C5, C11). A chunk is queued once per stream (its
- *     ahead_end), and a queued chunk its reader has already passed is
+ *     copy (cache.h C5, C11). The window is offered again at every read (a
+ *     chunk in memory, loading or queued is not queued twice; one that found
+ *     no room before is tried again); the catalog is asked for extents past
+ *     the read's own lookup only while what was offered (ahead_end) does not
+ *     reach half the window; a queued chunk its reader has passed is
  *     dropped. */
 #ifndef CKPTFS_READER_H
 #define CKPTFS_READER_H

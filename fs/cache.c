@@ -502,10 +502,12 @@ static void *cache_fetcher_main(void *p)
 		c->q_head = (c->q_head + 1) % CACHE_PREFETCH_QUEUE;
 		c->q_len--;
 		bool inflight = flight_busy_locked(c->fetches, hash);
+		/* C11: no room to keep a copy, the fetch would be its reader's again */
+		bool room = c->cached_bytes + c->object_cap <= c->bound / 100 * CACHE_HIGH_PCT;
 		pthread_mutex_unlock(&c->lock);
 		/* present: its entry and inode are now in memory for the load to
 		 * come (a damaged copy is the load's to find, and replace) */
-		if (!inflight && !store_has(c->store, hash))
+		if (room && !inflight && !store_has(c->store, hash))
 			cache_fetch(c, hash, c->cfg.chunk_max, NULL);
 		pthread_mutex_lock(&c->lock);
 	}

@@ -53,7 +53,11 @@
  *      would remove BACKING's object, the writer's commit's only one. A
  *      copy that cannot be pinned stays (and the commit puts it on BACKING
  *      again). A file larger than the cache is still written (C3): its
- *      writer's uploaded copies go under pins. */
+ *      writer's uploaded copies go under pins.
+ * C11. A prefetch (cache_prefetch) fetches only while the cache is under its
+ *      high watermark by a whole object, so that C5 keeps the copy: one
+ *      fetched ahead and not kept would be fetched again by its reader. The
+ *      bound (cache_size) is thus also the budget of what is read ahead. */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 

@@ -938,6 +938,7 @@ int main(int argc, char **argv)
 	}
 	/* the reader loads through the cache, from the catalog as reopened after fork */
 	const struct reader_config reader_cfg = { .budget_bytes = fs.opt.chunk_cache_bytes,
+						  .prefetch = fs.opt.prefetch,
 						  .load = cache_load, .fetch_ahead = cache_prefetch };
 	if (reader_new(&reader_cfg, fs.cat, fs.cache, &fs.reader) != 0) {
 		log_error("cannot allocate the reader");

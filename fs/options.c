@@ -25,6 +25,7 @@
 #include "catalog.h"
 #include "claim.h"
 #include "hash.h"
+#include "reader.h"
 #include "store.h"
 #include "trust.h"
 
@@ -166,6 +167,15 @@ static int options_one(struct options_result *r, const char *opt)
 	if (strncmp(opt, "chunk_cache=", 12) == 0) {
 		if (options_size(opt + 12, &o->chunk_cache_bytes) != 0 || o->chunk_cache_bytes < (8u << 20))
 			return options_fail("option '%s': %s", opt, "expects a size of at least 8M, like 64M");
+		return 0;
+	}
+	if (strncmp(opt, "prefetch=", 9) == 0) {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(opt + 9, &end, 10);
+		if (errno || end == opt + 9 || *end || opt[9] == '-' || n > READER_PREFETCH_MAX)
+			return options_fail("option '%s': %s", opt, "expects 0 (none) to 64 chunks");
+		o->prefetch = n == 0 ? -1 : (int)n;
 		return 0;
 	}
 	if (strcmp(opt, "syslog") == 0) {
@@ -320,6 +330,8 @@ void options_usage(FILE *f)
 		"                     SIGHUP reopens it (logrotate)\n"
 		"  syslog             log to syslog (facility daemon) instead of a file\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
+		"  prefetch=N         chunks fetched ahead of a file read sequentially, in\n"
+		"                     parallel (default 8, 0 none, at most 64)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
 		"  metrics=ADDR:PORT  serve Prometheus metrics on http://ADDR:PORT/metrics\n"
 		"                     (like 127.0.0.1:9567)\n"
@@ -610,6 +622,7 @@ int options_parse(int argc, char **argv, struct options_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->opt.chunk_cache_bytes = 64u << 20;
+	r->opt.prefetch = READER_PREFETCH_DEFAULT;
 	r->opt.gen.quiet_s = 2.0;
 	r->opt.gen.abandon_s = 600.0;
 	r->opt.backing_timeout_ms = 60000;

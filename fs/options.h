@@ -26,6 +26,7 @@ struct ckptfs_options {
 	bool debug;
 	bool nonempty;
 	uint64_t chunk_cache_bytes; /* decoded chunks kept in memory */
+	int prefetch;               /* -o prefetch: chunks read ahead of a sequential reader; -1: none */
 	struct gen_options gen;
 	/* the write-back cache (issue 4) */
 	uint64_t cache_size;          /* bound of cached chunk bytes; 0: what the disk holds */

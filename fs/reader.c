@@ -8,10 +8,20 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "flight.h"
 #include "hash.h"
 #include "log.h"
+
+#include <inttypes.h>
+
+static uint64_t reader_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #define CHUNK_CACHE_SLOTS 64
 /* Flights of loads: at most CHUNK_CACHE_SLOTS busy (one per loading slot);
@@ -21,7 +31,11 @@
  * (round trips, then the transfer), so several per sequential reader keep
  * the link busy; their bytes are bounded by the budget (invariant 2). */
 #define READER_PREFETCH_THREADS 8
-#define READER_PREFETCH_QUEUE 64
+#define READER_PREFETCH_QUEUE 256 /* several sequential readers' windows */
+/* Invariant 4: files followed at once, and how a read counts as sequential */
+#define READER_STREAMS 32
+#define READER_SEQ_SLACK (8ull << 20) /* FUSE requests of one reader may arrive out of order */
+#define READER_AHEAD_MIN 2
 /* An entry read ahead and not yet asked for counts as read (evictable by
  * other readahead) once this many pins happened since it was loaded: the
  * reader it was for has gone elsewhere. */
@@ -38,6 +52,20 @@ struct chunk_entry {
 	uint64_t last_use;
 };
 
+/* One file being read (invariant 4); ino 0: a free entry. */
+struct reader_stream {
+	uint64_t ino;
+	uint64_t next_off;  /* where its reads have got to */
+	uint64_t ahead_end; /* chunks ending before this were offered (catalog looked up) */
+	int window;         /* chunks read ahead now */
+	uint64_t last_use;
+};
+
+struct reader_ahead_item {
+	uint64_t ino;
+	struct cat_extent ext;
+};
+
 struct reader {
 	struct cat *cat;
 	struct cache *cache; /* handed to load and fetch_ahead */
@@ -46,13 +74,17 @@ struct reader {
 
 	pthread_mutex_t lock;
 	uint64_t budget, bytes, clock, hits, misses;
+	uint64_t ahead_loaded, ahead_hits, waits, wait_ns, own_loads, own_load_ns;
 	struct chunk_entry slot[CHUNK_CACHE_SLOTS];
 	struct flight_table *loads; /* one load per chunk (invariant 3), under lock */
 
 	/* readahead: chunks decoded ahead of sequential readers, by threads
 	 * started at the first request (after the daemon forked) */
-	struct cat_extent queue[READER_PREFETCH_QUEUE];
+	struct reader_ahead_item queue[READER_PREFETCH_QUEUE];
 	int q_head, q_len;
+	int ahead_max; /* -o prefetch: the largest window, 0: none */
+	struct reader_stream streams[READER_STREAMS];
+	uint64_t stream_clock;
 	pthread_cond_t work;
 	pthread_t thread[READER_PREFETCH_THREADS];
 	int n_threads;
@@ -89,6 +121,9 @@ int reader_new(const struct reader_config *cfg, struct cat *cat, struct cache *c
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++)
 		r->slot[i].load.slot = -1;
 	r->budget = cfg->budget_bytes;
+	r->ahead_max = cfg->prefetch == 0 ? READER_PREFETCH_DEFAULT
+		       : cfg->prefetch < 0 ? 0
+		       : cfg->prefetch > READER_PREFETCH_MAX ? READER_PREFETCH_MAX : cfg->prefetch;
 	*out = r;
 	return 0;
 }
@@ -103,6 +138,13 @@ void reader_free(struct reader *r)
 	pthread_mutex_unlock(&r->lock);
 	for (int i = 0; i < r->n_threads; i++)
 		pthread_join(r->thread[i], NULL);
+	if (r->hits + r->misses > 0)
+		log_info("reader: %" PRIu64 " chunk pins, %" PRIu64 " loads; readahead (up to %d"
+			 " chunks) loaded %" PRIu64 ", reads found %" PRIu64 " of them loaded, waited"
+			 " for %" PRIu64 " loads under way (%.2f s), loaded %" PRIu64 " themselves"
+			 " (%.2f s)", r->hits + r->misses, r->misses, r->ahead_max, r->ahead_loaded,
+			 r->ahead_hits, r->waits, r->wait_ns / 1e9, r->own_loads,
+			 r->own_load_ns / 1e9);
 	for (int i = 0; i < CHUNK_CACHE_SLOTS; i++) {
 		/* invariant 3: every pin was released, no load is under way */
 		assert(r->slot[i].users == 0 && !reader_loading(&r->slot[i]));
@@ -121,6 +163,12 @@ void reader_stats(struct reader *r, struct reader_stats *out)
 	out->misses = r->misses;
 	out->bytes = r->bytes;
 	out->budget = r->budget;
+	out->ahead_loaded = r->ahead_loaded;
+	out->ahead_hits = r->ahead_hits;
+	out->waits = r->waits;
+	out->wait_ns = r->wait_ns;
+	out->own_loads = r->own_loads;
+	out->own_load_ns = r->own_load_ns;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -207,12 +255,17 @@ again:
 			enum flight_join how = flight_join_locked(r->loads, ext->hash, UINT64_MAX, &f);
 			assert(how == FLIGHT_FOLLOW); /* invariant 3: its loader's flight is busy */
 			(void)how;
+			uint64_t t0 = reader_now_ns();
 			flight_wait_until_locked(r->loads, &f, NULL);
 			flight_release_locked(r->loads, &f);
+			r->waits++;
+			r->wait_ns += reader_now_ns() - t0;
 			goto again; /* loaded, or failed and gone */
 		}
 		assert(e->chunk.plain && e->users < UINT32_MAX); /* invariant 3: a loaded slot */
 		e->users++;
+		if (e->ahead)
+			r->ahead_hits++;
 		e->ahead = false;
 		e->last_use = ++r->clock;
 		r->hits++;
@@ -255,6 +308,7 @@ again:
 	}
 	pthread_mutex_unlock(&r->lock);
 
+	uint64_t t0 = reader_now_ns();
 	struct store_chunk chunk;
 	*rc = r->load(r->cache, ext->hash, ext->chunk_len, &chunk);
 	if (*rc == 0 && chunk.len != ext->chunk_len) {
@@ -269,6 +323,12 @@ again:
 		assert(e->load.slot == lead.slot && e->load.gen == lead.gen && e->users == 1 &&
 		       !e->chunk.plain && r->bytes >= e->len);
 		e->load.slot = -1;
+		if (prefetch) {
+			r->ahead_loaded += *rc == 0;
+		} else {
+			r->own_loads++;
+			r->own_load_ns += reader_now_ns() - t0;
+		}
 		if (*rc == 0) {
 			e->chunk = chunk;
 			e->last_use = ++r->clock;
@@ -339,6 +399,23 @@ int reader_copy_extent(struct reader *r, uint64_t ino, const struct cat_extent *
 
 /* ---- readahead ---- */
 
+/* With the lock held: the stream of ino, or NULL. */
+static struct reader_stream *reader_stream_find_locked(struct reader *r, uint64_t ino)
+{
+	for (int i = 0; i < READER_STREAMS; i++)
+		if (r->streams[i].ino == ino)
+			return &r->streams[i];
+	return NULL;
+}
+
+/* Whether a queued chunk is still wanted: its reader has not read past it
+ * (invariant 4; a reader that went past it loads it itself if it comes back). */
+static bool reader_ahead_wanted_locked(struct reader *r, const struct reader_ahead_item *it)
+{
+	const struct reader_stream *s = reader_stream_find_locked(r, it->ino);
+	return !s || it->ext.off + it->ext.len > s->next_off;
+}
+
 static void *reader_cache_prefetch_main(void *p)
 {
 	struct reader *r = p;
@@ -349,40 +426,49 @@ static void *reader_cache_prefetch_main(void *p)
 			continue;
 		}
 		assert(r->q_len > 0 && r->q_len <= READER_PREFETCH_QUEUE);
-		struct cat_extent ext = r->queue[r->q_head];
+		struct reader_ahead_item it = r->queue[r->q_head];
 		r->q_head = (r->q_head + 1) % READER_PREFETCH_QUEUE;
 		r->q_len--;
+		if (!reader_ahead_wanted_locked(r, &it))
+			continue;
 		pthread_mutex_unlock(&r->lock);
 		struct reader_pin pin = { .slot = READER_PIN_NONE };
 		int rc;
-		if (reader_cache_get(r, &ext, &pin, true, &rc))
+		if (reader_cache_get(r, &it.ext, &pin, true, &rc))
 			reader_cache_release(r, &pin); /* stays cached, unpinned, `ahead` */
 		else if (rc == -ENOBUFS && r->fetch_ahead)
 			/* no room in memory: into the disk cache, for its reader to load */
-			r->fetch_ahead(r->cache, ext.hash);
+			r->fetch_ahead(r->cache, it.ext.hash);
 		pthread_mutex_lock(&r->lock);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
 
-/* Asks for ext's chunk to be decoded into the cache in the background; a
- * no-op if it is there, being loaded, queued, or the queue is full. */
-static void reader_cache_prefetch(struct reader *r, const struct cat_extent *ext)
+/* Asks for ext's chunk (of file ino) to be decoded into the cache in the
+ * background; nothing to do if it is there, being loaded or queued. false
+ * when the queue is full (or the reader stops): not queued. */
+static bool reader_cache_prefetch(struct reader *r, uint64_t ino, const struct cat_extent *ext)
 {
 	pthread_mutex_lock(&r->lock);
-	bool known = r->stopping || r->q_len == READER_PREFETCH_QUEUE;
+	if (r->stopping || r->q_len == READER_PREFETCH_QUEUE) {
+		pthread_mutex_unlock(&r->lock);
+		return false;
+	}
+	bool known = false;
 	for (int i = 0; i < CHUNK_CACHE_SLOTS && !known; i++) {
 		const struct chunk_entry *e = &r->slot[i];
 		known = (e->chunk.plain || reader_loading(e)) &&
 			memcmp(e->hash, ext->hash, HASH_LEN) == 0;
 	}
 	for (int i = 0; i < r->q_len && !known; i++)
-		known = memcmp(r->queue[(r->q_head + i) % READER_PREFETCH_QUEUE].hash, ext->hash,
+		known = memcmp(r->queue[(r->q_head + i) % READER_PREFETCH_QUEUE].ext.hash, ext->hash,
 			       HASH_LEN) == 0;
 	if (!known) {
 		assert(r->q_len < READER_PREFETCH_QUEUE);
-		r->queue[(r->q_head + r->q_len) % READER_PREFETCH_QUEUE] = *ext;
+		struct reader_ahead_item *it = &r->queue[(r->q_head + r->q_len) % READER_PREFETCH_QUEUE];
+		it->ino = ino;
+		it->ext = *ext;
 		r->q_len++;
 		while (r->n_threads < READER_PREFETCH_THREADS &&
 		       pthread_create(&r->thread[r->n_threads], NULL, reader_cache_prefetch_main,
@@ -391,27 +477,95 @@ static void reader_cache_prefetch(struct reader *r, const struct cat_extent *ext
 		pthread_cond_signal(&r->work);
 	}
 	pthread_mutex_unlock(&r->lock);
+	return true;
+}
+
+/* Invariant 4: notes a read of ino's bytes [off, end) and returns the window
+ * (chunks to read ahead of end) with, in *from, the offset before which the
+ * stream's chunks are queued already. */
+static int reader_stream_note(struct reader *r, uint64_t ino, uint64_t off, uint64_t end,
+			      uint64_t *from)
+{
+	pthread_mutex_lock(&r->lock);
+	struct reader_stream *s = reader_stream_find_locked(r, ino);
+	if (!s) { /* a new file: the least recently read entry makes room */
+		s = &r->streams[0];
+		for (int i = 1; i < READER_STREAMS; i++)
+			if (r->streams[i].last_use < s->last_use)
+				s = &r->streams[i];
+		*s = (struct reader_stream){ .ino = ino, .next_off = off,
+					     .window = off == 0 ? READER_AHEAD_MIN : 0 };
+	}
+	bool sequential = off + READER_SEQ_SLACK >= s->next_off && off <= s->next_off + READER_SEQ_SLACK;
+	if (sequential) {
+		s->window = s->window < READER_AHEAD_MIN ? READER_AHEAD_MIN : 2 * s->window;
+		if (end > s->next_off)
+			s->next_off = end;
+	} else { /* a jump: start over from here */
+		s->window = READER_AHEAD_MIN;
+		s->next_off = end;
+		s->ahead_end = 0;
+	}
+	if (s->window > r->ahead_max)
+		s->window = r->ahead_max;
+	s->last_use = ++r->stream_clock;
+	*from = s->ahead_end > end ? s->ahead_end : end;
+	int window = s->window;
+	pthread_mutex_unlock(&r->lock);
+	return window;
+}
+
+/* Readahead (invariant 4) after a read of ino's bytes [off, end): the chunks
+ * of the window past it are loaded into memory, several at once, while the
+ * kernel takes this read. A chunk fetched from BACKING is thus checked and
+ * decoded once, its bytes kept for the read to come; loaded into the disk
+ * cache first, it would be written there, read back, and checked and
+ * decoded again. Only chunks the budget has no room for go to the disk
+ * cache's prefetch (reader_cache_prefetch_main). ext[0, n): the extents
+ * after the read that its lookup found; last: no more after them. */
+static void reader_readahead(struct reader *r, uint64_t ino, uint64_t off, uint64_t end,
+			     const struct cat_extent *ext, int n, bool last)
+{
+	uint64_t from;
+	int window = reader_stream_note(r, ino, off, end, &from);
+	if (window <= 0)
+		return;
+	struct cat_extent list[READER_PREFETCH_MAX];
+	int have = n < window ? n : window;
+	memcpy(list, ext, (size_t)have * sizeof(*list));
+	uint64_t list_end = have > 0 ? list[have - 1].off + list[have - 1].len : end;
+	/* the window reaches past the lookup's extents: look up the rest, unless
+	 * the chunks queued already reach past them and are half the window */
+	if (have < window && !last && !(from >= list_end && have >= window / 2)) {
+		int m = cat_extents(r->cat, ino, list_end, list + have, window - have);
+		if (m > 0)
+			have += m;
+	}
+	/* the whole window, again at every read: one in memory, loading or
+	 * queued is not queued twice, and one that found no room in memory
+	 * before (the disk cache's prefetch took it) is tried again */
+	uint64_t queued = from;
+	for (int j = 0; j < have; j++) {
+		if (list[j].len == 0)
+			continue;
+		if (!reader_cache_prefetch(r, ino, &list[j]))
+			break; /* the queue is full: the rest at a later read */
+		if (list[j].off + list[j].len > queued)
+			queued = list[j].off + list[j].len;
+	}
+	pthread_mutex_lock(&r->lock);
+	struct reader_stream *s = reader_stream_find_locked(r, ino);
+	if (s && queued > s->ahead_end)
+		s->ahead_end = queued;
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* ---- mapping reads onto chunks ---- */
 
 #define READER_BATCH 16
-#define READER_AHEAD 8 /* chunks past a read loaded (fetched, verified, decoded) ahead */
 #define READER_ZEROS (64u << 10)
 
 static const char reader_zeros[READER_ZEROS]; /* holes */
-
-/* Readahead: the next chunks are loaded into memory, several at once, while
- * the kernel takes this read. A chunk fetched from BACKING is thus checked
- * and decoded once, its bytes kept for the read to come; loaded into the disk
- * cache first (as it was), it would be written there, read back, and checked
- * and decoded again. Only chunks the budget has no room for go to the disk
- * cache's prefetch (reader_cache_prefetch_main). */
-static void reader_readahead(struct reader *r, const struct cat_extent *ext, int n)
-{
-	for (int j = 0; j < n && j < READER_AHEAD; j++)
-		reader_cache_prefetch(r, &ext[j]);
-}
 
 static void reader_add_piece(struct reader_map *m, const char *data, size_t len)
 {
@@ -470,8 +624,8 @@ int reader_map(struct reader *r, uint64_t ino, enum reader_source src, uint64_t 
 		reader_unmap(r, m);
 		return rc;
 	}
-	if (src == READER_COMMITTED)
-		reader_readahead(r, ext + k, n - k);
+	if (src == READER_COMMITTED && r->ahead_max > 0)
+		reader_readahead(r, ino, off, pos, ext + k, n - k, last_batch);
 	return 0;
 }
 

@@ -18,7 +18,22 @@
  *     it meanwhile follow that flight, then look again), or loaded (a chunk,
  *     pinned by `users` readers); it goes free → loading → loaded or free,
  *     loaded → free only unpinned. Every pin is released exactly once
- *     (reader_unmap). */
+ *     (reader_unmap).
+ *  4. Readahead (prefetch) follows sequential readers: per file, a read that
+ *     starts near where that file's last read ended (READER_SEQ_SLACK) doubles
+ *     its window, from READER_AHEAD_MIN up to -o prefetch chunks; any other
+ *     read sets it back to READER_AHEAD_MIN. The chunks of the window are
+ *     loaded by the readahead threads, several at once, through the same
+ *     cache_get as a read (invariants 1 and 3: verified, one load per chunk,
+ *     a read of a chunk being read ahead waits for that load); what the
+ *     memory budget has no room for goes to the disk cache's prefetch
+ *     (fetch_ahead), which fetches only while the cache has room to keep the
+ *     copy (cache.h C5, C11). The window is offered again at every read (a
+ *     chunk in memory, loading or queued is not queued twice; one that found
+ *     no room before is tried again); the catalog is asked for extents past
+ *     the read's own lookup only while what was offered (ahead_end) does not
+ *     reach half the window; a queued chunk its reader has passed is
+ *     dropped. */
 #ifndef CKPTFS_READER_H
 #define CKPTFS_READER_H
 
@@ -42,8 +57,16 @@ typedef int (*reader_load_fn)(struct cache *c, const uint8_t hash[HASH_LEN], siz
 			      struct store_chunk *out);
 typedef void (*reader_fetch_ahead_fn)(struct cache *c, const uint8_t hash[HASH_LEN]);
 
+/* -o prefetch: chunks read ahead of a sequential reader of a file at most
+ * (invariant 4); 0 in reader_config: this default. */
+#define READER_PREFETCH_DEFAULT 8
+#define READER_PREFETCH_MAX 64
+
 struct reader_config {
 	uint64_t budget_bytes;            /* -o chunk_cache: decoded chunks kept in memory */
+	/* -o prefetch: chunks read ahead of a sequential reader, at most
+	 * READER_PREFETCH_MAX; 0: READER_PREFETCH_DEFAULT; negative: none */
+	int prefetch;
 	reader_load_fn load;              /* required */
 	/* chunks read ahead that the budget has no room for: into the disk
 	 * cache instead (cache_prefetch); NULL: those are not read ahead */
@@ -101,6 +124,10 @@ void reader_unmap(struct reader *r, struct reader_map *m);
 
 struct reader_stats {
 	uint64_t hits, misses, bytes, budget;
+	/* where reads waited (invariant 4): chunks loaded ahead, reads that found
+	 * their chunk loaded ahead, reads that waited for a load under way (and
+	 * how long), reads that loaded their chunk themselves (and how long) */
+	uint64_t ahead_loaded, ahead_hits, waits, wait_ns, own_loads, own_load_ns;
 };
 void reader_stats(struct reader *r, struct reader_stats *out);
 

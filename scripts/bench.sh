@@ -20,6 +20,8 @@
 #   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
 #   BENCH_COST_LATENCY_MS=N  faultfs latency_ms of phase 14 (default 1)
 #   BENCH_COST_OPTS=OPTS     ckptfs mount options of phase 14 (default none)
+#   BENCH_RESTORE_OPTS=OPTS  ckptfs mount options of the nfs:// restoring node
+#                       of phases 12/15 (default none; e.g. prefetch=32)
 #   BENCH_CODECS="lz4 zstd"  the -o codec= values of phase 13 ("default": no
 #                       -o codec=, for a build that predates it)
 #
@@ -96,7 +98,11 @@
 #                       create, rename, mkdir, getattr, write, all)
 # The nfs:// restore phase (issue 20 part 4), BENCH_ONLY=restore only: phase 12
 #  15. with 4 x 1 GiB (small: 4 x 128 MiB): the cold restore by 4 readers on a
-#                       fresh node against backing-tool get of the same bytes.
+#                       fresh node against backing-tool get of the same bytes;
+#                       after it, the daemon's own account of where its reads
+#                       waited (the "reader:" line it logs at unmount: chunks
+#                       prefetched, reads that found theirs loaded ahead,
+#                       waited for a load under way, or loaded it themselves).
 # The multi-node phase (issue 18; needs apt-get install postgresql), per round: a
 # private PostgreSQL 15 (tests/pg/pgserver.sh) and two daemons with -o meta=
 # over one BACKING directory, each its own cache and mountpoint (nodes A, B),
@@ -175,6 +181,7 @@ esac
 COST_FILE=$((256 * MiB / div))             # phase 14: bytes per file (4 files)
 COST_LAT=${BENCH_COST_LATENCY_MS:-1}       # phase 14: faultfs latency_ms
 COST_OPTS=${BENCH_COST_OPTS:-}             # phase 14: mount options of the ckptfs side (e.g. upload_threads=8)
+RESTORE_OPTS=${BENCH_RESTORE_OPTS:-}       # phases 12/15: mount options of the restoring node (e.g. prefetch=32)
 CODECS=${BENCH_CODECS:-lz4 zstd} # phase 13
 CKPT=$HERE/bench_ckpt.py
 CKPT_STEPS=200                   # phase 13: Adam steps
@@ -999,10 +1006,10 @@ wb_verify() { # DIR: the save's files equal the sources
 
 # A fresh node over BACKING $1: a new empty cache $2; R[mt|nmt] = seconds
 # until the mount answers (includes the rebuild of the catalog).
-wb_fresh_node() {
+wb_fresh_node() { # KEY BACKING CACHE [OPTS]
 	local key=$1 t0 n
 	t0=$(now_ns)
-	start_daemon "$rd" "" "$2" "$3"
+	start_daemon "$rd" "${4:-}" "$2" "$3"
 	n=$(find "$mnt/run/step-1" -name 'part*.bin' | wc -l)
 	R[$key,ckptfs,$r]=$(secs_since "$t0")
 	[ "$n" = "$WB_NFILES" ] || die "the fresh node over $2 sees $n of the $WB_NFILES files"
@@ -1093,7 +1100,7 @@ if [ "$run_wb" = 1 ]; then
 			fi
 		done
 		R[nd,plain,$r]=${R[ns,plain,$r]}
-		wb_fresh_node nmt "$nurl" "$rd/cache2"
+		wb_fresh_node nmt "$nurl" "$rd/cache2" "$RESTORE_OPTS"
 		for side in $order; do
 			if [ "$side" = plain ]; then
 				nf=()
@@ -1104,6 +1111,11 @@ if [ "$run_wb" = 1 ]; then
 				wb_read nc ckptfs "cold restore through the mount" $(wb_files "$mnt/run/step-1")
 			fi
 		done
+		# where the restoring daemon's reads waited (fs/reader.c logs it at
+		# unmount): unmounted before the verify, so that it counts the restore alone
+		stop_daemon
+		grep -o 'reader: .*' "$rd/daemon.log" | tail -n 1 | sed 's/^/   ckptfs  /' || true
+		start_daemon "$rd" "" "$nurl" "$rd/cache2"
 		wb_verify "$mnt/run/step-1"
 		daemon_log_check "$rd"
 		stop_daemon

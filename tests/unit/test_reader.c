@@ -8,7 +8,10 @@
  * load it once (they follow the loader's flight), a failed load frees
  * its slot for the next read to load again, and readahead loads several
  * chunks at once, of several files read at once, with the right bytes and
- * within the budget, handing what does not fit to fetch_ahead. */
+ * within the budget, handing what does not fit to fetch_ahead; the readahead
+ * window of a sequential reader is -o prefetch chunks at most (none with
+ * prefetch=0), and a chunk whose object is damaged is never handed out, read
+ * ahead or not, and is loaded right once repaired. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -72,12 +75,18 @@ static void tr_fetch_ahead(struct cache *c, const uint8_t hash[HASH_LEN])
 	atomic_fetch_add(&tr.fetch_aheads, 1);
 }
 
-static void tr_start_reader(uint64_t budget)
+/* prefetch: as -o prefetch (0: the default, negative: none) */
+static void tr_start_reader_ahead(uint64_t budget, int prefetch)
 {
 	reader_free(tr.reader);
 	const struct reader_config cfg = { .budget_bytes = budget, .load = tr_load,
-					   .fetch_ahead = tr_fetch_ahead };
+					   .fetch_ahead = tr_fetch_ahead, .prefetch = prefetch };
 	OK(reader_new(&cfg, tr.cat, NULL, &tr.reader));
+}
+
+static void tr_start_reader(uint64_t budget)
+{
+	tr_start_reader_ahead(budget, 0);
 }
 
 static void tr_setup(void)
@@ -156,6 +165,15 @@ static uint64_t tr_file_of(const char *name, const struct tr_chunk *c, int n, ui
 	tr_commit(ino, total);
 	*size = total;
 	return ino;
+}
+
+/* A committed file of n new chunks of len random bytes (seeds seed, seed+1, ...). */
+static uint64_t tr_file_of_random(const char *name, struct tr_chunk *c, int n, size_t len,
+				  uint64_t seed, uint8_t **want, size_t *size)
+{
+	for (int i = 0; i < n; i++)
+		c[i] = tr_chunk(len, seed + (uint64_t)i);
+	return tr_file_of(name, c, n, want, size);
 }
 
 static void tr_expect_read(uint64_t ino, enum reader_source src, const uint8_t *want,
@@ -591,4 +609,76 @@ Test(reader, readahead_of_files_read_at_once_stays_within_the_budget)
 	cr_assert_geq(atomic_load(&tr.max_in_flight), 2);
 	for (int f = 0; f < F; f++)
 		tr_free(want[f], c[f], N);
+}
+
+/* Invariant 4: a sequential reader has at most -o prefetch chunks loading
+ * ahead of it, several at once; with none, only its own loads run. */
+Test(reader, the_readahead_window_is_the_prefetch_option_at_most)
+{
+	enum { N = 16 };
+	struct tr_chunk c[N];
+	uint8_t *want;
+	size_t size;
+	uint64_t ino = tr_file_of_random("window", c, N, 128 * KiB, 500, &want, &size);
+	tr.load_delay_ms = 20;
+	tr.jitter = true;
+	tr_start_reader_ahead(64 * MiB, 3);
+	for (size_t off = 0; off < size; off += 64 * KiB)
+		tr_expect_read(ino, READER_COMMITTED, want, off, 64 * KiB);
+	struct reader_stats st;
+	reader_stats(tr.reader, &st);
+	cr_assert_leq(atomic_load(&tr.max_in_flight), 3 + 1, "%d loads at once, window 3 + the read's own",
+		      atomic_load(&tr.max_in_flight));
+	cr_assert_geq(atomic_load(&tr.max_in_flight), 2, "readahead runs beside the reads");
+	cr_assert_gt(st.ahead_loaded, 0);
+	cr_assert_gt(st.ahead_hits + st.waits, 0, "reads found chunks read ahead, or waited for them");
+	cr_assert_eq(atomic_load(&tr.loads), N, "each chunk loaded once: %d", atomic_load(&tr.loads));
+
+	tr_start_reader_ahead(64 * MiB, -1); /* -o prefetch=0 */
+	atomic_store(&tr.loads, 0);
+	atomic_store(&tr.max_in_flight, 0);
+	for (size_t off = 0; off < size; off += 64 * KiB)
+		tr_expect_read(ino, READER_COMMITTED, want, off, 64 * KiB);
+	reader_stats(tr.reader, &st);
+	cr_assert_eq(st.ahead_loaded, 0, "nothing read ahead with prefetch=0");
+	cr_assert_eq(atomic_load(&tr.max_in_flight), 1);
+	cr_assert_eq(atomic_load(&tr.loads), N);
+	cr_assert_eq(st.own_loads, N);
+	tr_free(want, c, N);
+}
+
+/* Invariants 1 and 4: a damaged chunk that the readahead meets is not kept;
+ * the reads of its bytes fail with EIO (each time), every other read gets the
+ * file's bytes, and once the object is good again the chunk reads right. */
+Test(reader, a_damaged_chunk_read_ahead_is_never_handed_out)
+{
+	enum { N = 8 };
+	struct tr_chunk c[N];
+	uint8_t *want;
+	size_t size;
+	uint64_t ino = tr_file_of_random("damaged", c, N, 128 * KiB, 600, &want, &size);
+	tr_corrupt(&c[3]);
+	tr.load_delay_ms = 5;
+	char *out = malloc(64 * KiB);
+	cr_assert_not_null(out);
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t off = 0; off < size; off += 64 * KiB) {
+			if (off / (128 * KiB) == 3) {
+				memset(out, 0x5A, 64 * KiB);
+				FAILS(reader_read(tr.reader, ino, READER_COMMITTED, off, 64 * KiB, out), EIO);
+				for (size_t i = 0; i < 64 * KiB; i++)
+					cr_assert_eq((uint8_t)out[i], 0x5A, "byte %zu written on a failed read", i);
+			} else {
+				tr_expect_read(ino, READER_COMMITTED, want, off, 64 * KiB);
+			}
+		}
+	}
+	struct reader_stats st;
+	reader_stats(tr.reader, &st);
+	cr_assert_gt(st.ahead_loaded, 0, "the readahead ran");
+	OK(store_remove(tr.store, c[3].hash)); /* repaired */
+	OK(store_put(tr.store, c[3].hash, c[3].bytes, c[3].len, 0, NULL));
+	tr_expect_read(ino, READER_COMMITTED, want, 0, size);
+	free(out);
+	tr_free(want, c, N);
 }

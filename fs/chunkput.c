@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32c.h"
 #include "log.h"
 #include "recent.h"
 #include "store.h"
@@ -102,12 +103,14 @@ static int chunkput_dirty_wait(struct chunkput *cp, uint64_t len)
 
 /* ---- one put ---- */
 
-/* Writes the object of a chunk and records it as stored (P2); image: the
- * pinned copy's buffer with headroom (recent.h), or NULL. Runs on a FUSE
- * thread, or on a store-queue thread. */
+/* Writes the object of a chunk and records it as stored (P2); pin: the
+ * pinned copy (recent.h) whose buffer has the headroom and maybe its CRC
+ * (R7), or NULL. Runs on a FUSE thread, or on a store-queue thread. */
 static int chunkput_put(struct chunkput *cp, const uint8_t hash[HASH_LEN], const uint8_t *data,
-			size_t len, uint8_t *image)
+			size_t len, const struct recent_pred *pin)
 {
+	uint8_t *image = pin ? pin->image : NULL;
+	const uint32_t *crc = pin && pin->has_crc ? &pin->crc : NULL;
 	struct store_object_info info;
 	int rc = -ENOSPC;
 	/* a full disk: evict clean chunks and try again (cache.h C6); the
@@ -115,7 +118,7 @@ static int chunkput_put(struct chunkput *cp, const uint8_t hash[HASH_LEN], const
 	for (int i = 0; (rc == -ENOSPC || rc == -EDQUOT) && i <= CHUNKPUT_ROOM_RETRIES; i++) {
 		if (i > 0 && chunkput_make_room(cp, len) != 0)
 			break;
-		rc = image ? store_put_headroom(cp->env.store, hash, image, len, 0, &info)
+		rc = image ? store_put_headroom(cp->env.store, hash, image, len, crc, 0, &info)
 			   : store_put(cp->env.store, hash, data, len, 0, &info);
 	}
 	if (rc == 0)
@@ -151,7 +154,7 @@ struct chunkput_job {
 static void chunkput_job_run(struct storeq_job *qj)
 {
 	struct chunkput_job *j = (struct chunkput_job *)qj;
-	int rc = chunkput_put(j->cp, j->hash, j->pin.copy, j->len, j->pin.image);
+	int rc = chunkput_put(j->cp, j->hash, j->pin.copy, j->len, &j->pin);
 	recent_unpin(j->cp->env.recent, &j->pin);
 	flight_land(j->cp->flights, &j->lead, rc);
 	free(j);
@@ -210,9 +213,18 @@ int chunkput_store(struct chunkput *cp, struct chunkput_awaits *aw, const uint8_
 		flight_land(cp->flights, &f, rc);
 		return rc;
 	}
+	/* P6: the CRC of the bytes while they are in this CPU's cache (the
+	 * writer has just hashed them), not from memory on a store thread */
+	struct recent_pred with_crc;
+	if (pin && !pin->has_crc && len >= STORE_DIRECT_MIN) {
+		with_crc = *pin; /* a view of the caller's pin, unpinned by the caller */
+		with_crc.crc = crc32c(0, pin->copy, len);
+		with_crc.has_crc = true;
+		pin = &with_crc;
+	}
 	if (chunkput_behind(cp, aw, hash, len, pin, &f))
 		return 0;
-	rc = chunkput_put(cp, hash, data, len, pin ? pin->image : NULL);
+	rc = chunkput_put(cp, hash, data, len, pin);
 	flight_land(cp->flights, &f, rc);
 	return rc;
 }

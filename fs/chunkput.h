@@ -25,6 +25,13 @@
  *      again (F3).
  *  P5. At most CHUNKPUT_AWAITS awaits per writer: a writer that holds them
  *      all collects them (waiting) before it takes another.
+ *  P6. A chunk put from recent's pinned copy (large enough to be written
+ *      from it, store.h STORE_DIRECT_MIN) has the CRC-32C of that copy
+ *      computed here, on the writer's thread, by the writer that leads its
+ *      flight, and carried with the pin (recent.h R7) to the object's write
+ *      (store.c S11): the writer has just hashed those bytes, so they are
+ *      still in its CPU's cache; a store-queue thread would read them from
+ *      memory. Followers of a flight compute nothing.
  *
  * Thread-safe; an awaits set belongs to one writer (under its node's lock). */
 #ifndef CKPTFS_CHUNKPUT_H

@@ -538,6 +538,7 @@ static void recent_pin_slot(struct recent_slot *x, int slot, struct recent_pred 
 	pred->copy = x->copy + RECENT_HEADROOM;
 	pred->len = x->len;
 	memcpy(pred->hash, x->hash, HASH_LEN);
+	pred->has_crc = false; /* R7: only its holder computes one */
 }
 
 bool recent_pin(struct recent *r, const struct recent_ticket *t, struct recent_pred *out)
@@ -562,6 +563,8 @@ bool recent_pin_again(struct recent *r, const struct recent_pred *held, struct r
 	assert(r->slot[held->slot].pins > 0 && r->slot[held->slot].epoch == held->epoch);
 	recent_pin_slot(&r->slot[held->slot], held->slot, out);
 	pthread_mutex_unlock(&r->lock);
+	out->has_crc = held->has_crc; /* R7: the same copy, the same bytes */
+	out->crc = held->crc;
 	return true;
 }
 

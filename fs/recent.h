@@ -46,6 +46,11 @@
  *      may be larger (up to the caller's keep), so that reused spares fit
  *      the next chunks, while the slots' slack beyond what copies would
  *      take stays within the budget too.
+ *  R7. A pin may carry the CRC-32C of its copy (has_crc), which its holder
+ *      computed from the copy itself; recent_pin_again hands it on to the
+ *      new pin of the same copy (its bytes do not change: R1, R6), and every
+ *      other pin starts without one. The object of the chunk is then written
+ *      with it (store.c S11) instead of another pass over the bytes.
  *
  * Thread-safe. Chunks under RECENT_MIN_LEN are not worth it and always miss. */
 #ifndef CKPTFS_RECENT_H
@@ -100,6 +105,8 @@ struct recent_pred {
 	uint8_t *image;
 	size_t len;
 	uint8_t hash[HASH_LEN];
+	bool has_crc; /* R7: crc is the CRC-32C of copy[0..len) */
+	uint32_t crc;
 };
 
 /* budget: bytes of chunk copies kept (0: a default of 16 MiB). */

@@ -14,6 +14,7 @@
 
 #include "chunker.h"
 #include "chunkput.h"
+#include "crc32c.h"
 #include "hash.h"
 #include "log.h"
 #include "recent.h"
@@ -57,6 +58,10 @@ struct writer {
 	uint8_t *image, *buf;
 	size_t image_cap;
 	size_t buf_off, buf_len, buf_cap, scanned; /* scanned counts from buf_off */
+	/* invariant 7: crc is the CRC-32C of the chunk's first crc_len bytes
+	 * (from buf_off), taken as the chunker scanned them */
+	uint32_t crc;
+	size_t crc_len;
 	struct chunker ck;
 	struct zipcut zc; /* forced cuts around torch.save's tensor records */
 
@@ -312,10 +317,16 @@ static void writer_consume(struct writer *w, size_t len)
  * adds it to pending; end says how it ended (recent.h R4). The next chunk
  * starts after it: at the buffer's start again. A chunk at the buffer's
  * start (buf_off 0) that recent did not have goes to recent with its buffer
- * (R6): its bytes are copied once, from the FUSE request into the buffer. */
-static int writer_emit(struct writer *w, size_t len, enum recent_end end)
+ * (R6): its bytes are copied once, from the FUSE request into the buffer.
+ * scanned_all: the chunker scanned all len bytes from the chunk's start
+ * (then invariant 7's CRC, if it covers them, goes with the chunk's pin:
+ * recent.h R7). */
+static int writer_emit(struct writer *w, size_t len, enum recent_end end, bool scanned_all)
 {
 	uint8_t *data = w->buf + w->buf_off;
+	bool has_crc = scanned_all && w->crc_len == len; /* invariant 7 */
+	uint32_t crc = w->crc;
+	w->crc_len = 0; /* the next chunk's CRC starts with its first scan */
 	uint64_t off = w->stream_base;
 	w->stream_base += len;
 	w->led = false;
@@ -340,6 +351,10 @@ static int writer_emit(struct writer *w, size_t len, enum recent_end end)
 	recent_chain(w->env->recent, &w->cur, &ticket, end);
 	if (!pinned && !recent_pin(w->env->recent, &ticket, &copy))
 		return writer_record(w, &ext, data, NULL);
+	if (has_crc) { /* R7: the CRC of these bytes, whichever copy holds them */
+		copy.has_crc = true;
+		copy.crc = crc;
+	}
 	int rc = writer_record(w, &ext, copy.copy, &copy);
 	recent_unpin(w->env->recent, &copy);
 	return rc;
@@ -437,6 +452,23 @@ static int writer_follow_feed(struct writer *w, const uint8_t *data, size_t len,
 
 /* Runs the chunker over the unscanned buffer, emitting every complete chunk:
  * at the chunker's boundaries and at zipcut's forced cuts. */
+/* Invariant 7: the n bytes the chunker has just scanned at start + scanned join the
+ * chunk's CRC while they are in this CPU's cache (they were copied in a
+ * moment ago); the store then writes the object with it (store.c S11)
+ * instead of reading the chunk from memory again. A scan from the chunk's
+ * start starts it; one that does not continue it leaves it short, unused. */
+static void writer_crc_scanned(struct writer *w, const uint8_t *start, size_t n)
+{
+	if (w->scanned == 0) {
+		w->crc = 0;
+		w->crc_len = 0;
+	}
+	if (w->crc_len == w->scanned) {
+		w->crc = crc32c(w->crc, start + w->scanned, n);
+		w->crc_len += n;
+	}
+}
+
 static int writer_scan(struct writer *w)
 {
 	while (w->scanned < w->buf_len) {
@@ -457,8 +489,11 @@ static int writer_scan(struct writer *w)
 		size_t room = w->buf_len - w->scanned;
 		if (stop - pos < room)
 			room = (size_t)(stop - pos);
-		if (room)
-			w->scanned += chunker_scan(&w->ck, start + w->scanned, room, &boundary);
+		if (room) {
+			size_t n = chunker_scan(&w->ck, start + w->scanned, room, &boundary);
+			writer_crc_scanned(w, start, n);
+			w->scanned += n;
+		}
 		bool cut_here = false;
 		if (!boundary && cut && w->stream_base + w->scanned == stop) {
 			boundary = cut_here = true;
@@ -471,7 +506,7 @@ static int writer_scan(struct writer *w)
 		}
 		size_t len = w->scanned;
 		w->scanned = 0;
-		int rc = writer_emit(w, len, cut_here ? RECENT_END_OTHER : RECENT_END_CHUNKER);
+		int rc = writer_emit(w, len, cut_here ? RECENT_END_OTHER : RECENT_END_CHUNKER, true);
 		if (rc != 0)
 			return rc;
 	}
@@ -483,10 +518,10 @@ static int writer_cut(struct writer *w)
 {
 	int rc = writer_unfollow(w);
 	if (rc == 0 && w->buf_len)
-		rc = writer_emit(w, w->buf_len, RECENT_END_OTHER);
+		rc = writer_emit(w, w->buf_len, RECENT_END_OTHER, w->scanned == w->buf_len);
 	if (rc == 0) {
 		assert(w->buf_len == 0);
-		w->buf_off = w->scanned = 0;
+		w->buf_off = w->scanned = w->crc_len = 0;
 		chunker_reset(&w->ck);
 	}
 	return rc;
@@ -664,7 +699,7 @@ static int writer_to_staging(struct writer *w)
 	if (rc != 0)
 		return writer_fail(w, rc, "moving the file to a staging file for out-of-order writes");
 	w->staging = true;
-	w->buf_off = w->buf_len = w->scanned = 0;
+	w->buf_off = w->buf_len = w->scanned = w->crc_len = 0;
 	w->led = false;
 	chunker_reset(&w->ck);
 	log_debug("inode %llu: out-of-order write, now staged locally", (unsigned long long)w->ino);
@@ -692,7 +727,7 @@ static int writer_rechunk(struct writer *w)
 		if (hole < 0 || (uint64_t)hole > w->size)
 			hole = (off_t)w->size;
 		w->stream_base = (uint64_t)data;
-		w->buf_off = w->buf_len = w->scanned = 0;
+		w->buf_off = w->buf_len = w->scanned = w->crc_len = 0;
 		chunker_reset(&w->ck);
 		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
 		w->zc.active = data == 0;
@@ -771,13 +806,13 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 		if (rc != 0)
 			return writer_fail(w, rc, "truncating pending extents");
 		w->stream_base = new_size;
-		w->buf_off = w->buf_len = w->scanned = 0;
+		w->buf_off = w->buf_len = w->scanned = w->crc_len = 0;
 		chunker_reset(&w->ck);
 		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
 		w->zc.active = new_size == 0; /* a rewrite from the start */
 	} else if (new_size < w->stream_base + w->buf_len) {
 		w->buf_len = new_size - w->stream_base;
-		w->scanned = 0; /* re-scan what is left from the chunk's start */
+		w->scanned = w->crc_len = 0; /* re-scan what is left from the chunk's start */
 		chunker_reset(&w->ck);
 		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
 		w->zc.active = new_size == 0;

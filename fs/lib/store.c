@@ -43,7 +43,8 @@
  *
  * Invariant S4 (checksums): every object this version writes (format 2)
  * carries the CRC-32C of its payload, computed from the bytes it writes,
- * which are the bytes its caller hashed (or their LZ4 encoding). An object
+ * which are the bytes its caller hashed (or their encoding; a raw object
+ * from an image may carry its caller's CRC of those bytes, S11). An object
  * read back from this store (store_load, store_get, the uploader's copy) is
  * checked by that CRC, a few times faster than SHA-256: a chunk that rotted
  * or was torn on the local disk is never returned (EIO), as the SHA-256 check
@@ -115,7 +116,18 @@
  * been torn by a power loss, rotted, or been removed, and a new save of the
  * same bytes must not be deduplicated onto it. The set is direct-mapped
  * (STORE_CHECKED_CAP slots of one hash each): a collision forgets the older
- * hash, which then costs one more read, never a byte; its memory is fixed. */
+ * hash, which then costs one more read, never a byte; its memory is fixed.
+ *
+ * Invariant S11 (a CRC given, S4): store_put_headroom writes a raw object
+ * with the CRC its caller passes instead of reading the plain bytes again.
+ * The caller computed it from those very bytes, which nobody changes until
+ * the put returns (chunkput.c: recent's pinned copy, recent.h R6/R7), right
+ * after hashing them, while they were in its CPU's cache: the store thread's
+ * pass over them came from memory (0.05-0.07 of the daemon's 1.5-2 CPU-s per
+ * GiB of unique data in the 2026-11-27 profiles, docs/BENCH.md). A CRC that
+ * did not match would make an object every read rejects (S4), never one
+ * that returns other bytes. Objects that are compressed, small or written
+ * through the page cache get their CRC here as before. */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -150,9 +162,7 @@
 /* Objects at least this large start their write-back at once; smaller ones
  * (small files) are left to the kernel's write-back, which batches them: one
  * I/O submission per 4 KiB object cost more than the rest of its write. */
-#define STORE_EARLY_WRITEBACK_MIN (256 * 1024)
-/* S3: objects at least this large bypass the page cache when asked */
-#define STORE_DIRECT_MIN STORE_EARLY_WRITEBACK_MIN
+#define STORE_EARLY_WRITEBACK_MIN STORE_DIRECT_MIN /* S3's size (store.h) */
 #define STORE_DIO_BUFS 4 /* S3 image buffers: writers beyond this many wait */
 #define STORE_OBJECT_MODE 0400 /* S5 */
 #define STORE_DIR_MODE 0700
@@ -1016,7 +1026,7 @@ static int store_put_direct(struct store *st, const uint8_t hash[HASH_LEN], cons
 }
 
 int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *img, size_t len,
-		       int flags, struct store_object_info *info)
+		       const uint32_t *plain_crc, int flags, struct store_object_info *info)
 {
 	const uint8_t *plain = img + STORE_HEADER_LEN;
 	if (len < STORE_DIRECT_MIN || !atomic_load(&st->direct_writes) ||
@@ -1027,7 +1037,8 @@ int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *
 		return -ENOMEM;
 	if (codec_worth_trying(plain, len, scratch)) /* maybe compressed: the image buffer's way */
 		return store_put_direct(st, hash, plain, len, flags, info);
-	uint32_t crc = crc32c(0, plain, len); /* S4 */
+	/* S4, S11: the caller's CRC of these very bytes, else computed here */
+	uint32_t crc = plain_crc ? *plain_crc : crc32c(0, plain, len);
 	store_header_encode(img, hash, CODEC_RAW, len, len, crc);
 	struct iovec iov[1] = { { img, STORE_HEADER_LEN + len } };
 	struct store_object_info what = { .codec = CODEC_RAW, .plain_len = len, .stored_len = len,

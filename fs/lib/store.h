@@ -87,9 +87,17 @@ int store_put(struct store *st, const uint8_t hash[HASH_LEN], const void *plain,
  * whose start img is aligned to STORE_IO_ALIGN (capacity STORE_HEADER_LEN +
  * len at least): a raw object is written with O_DIRECT straight from img,
  * its header put into img[0..STORE_HEADER_LEN) (S3 without the copy into an
- * image buffer). The same object as store_put writes. */
+ * image buffer). The same object as store_put writes. plain_crc: NULL, or
+ * the CRC-32C of the plain bytes, which the caller computed from those very
+ * bytes; a raw object then carries it without another pass over them (S4,
+ * S11). It must be right: a wrong one makes a corrupt object. */
 int store_put_headroom(struct store *st, const uint8_t hash[HASH_LEN], uint8_t *img, size_t len,
-		       int flags, struct store_object_info *info);
+		       const uint32_t *plain_crc, int flags, struct store_object_info *info);
+
+/* Objects of this many plain bytes or more are written with O_DIRECT when
+ * direct writes are on (S3): the size from which store_put_headroom writes
+ * straight from the caller's buffer and may use its plain_crc. */
+#define STORE_DIRECT_MIN (256 * 1024)
 
 /* O_DIRECT alignment of buffers, offsets and lengths (S3 in store.c): a
  * buffer the store may read an object into with O_DIRECT is aligned to it and

@@ -1908,7 +1908,7 @@ Test(store, a_put_from_a_buffer_with_headroom_writes_the_same_object, .init = se
 				hash_sha256(plain, len, hash);
 				hash_to_hex(hash, hex);
 				struct store_object_info info, want_info;
-				OK(store_put_headroom(fx.st, hash, img, len, 0, &info));
+				OK(store_put_headroom(fx.st, hash, img, len, NULL, 0, &info));
 				cr_assert(memcmp(plain, before, len) == 0, "the plain bytes were changed");
 				OK(store_put(ref, hash, before, len, 0, &want_info));
 				cr_assert_eq(info.codec, want_info.codec);
@@ -2458,4 +2458,46 @@ Test(store, check_unread_reads_no_byte_of_a_fresh_object_and_only_the_header_of_
 	cr_assert_eq(store_check_unread(fx.st, d.hash, &len), -EIO);
 	tk_free(&o);
 	tk_free(&d);
+}
+
+/* S11: store_put_headroom writes a raw object with the CRC its caller gives
+ * (the writer's, taken as its chunker scanned the bytes) and does not pass
+ * over the bytes again for it: the object carries exactly the CRC given, and
+ * reads back byte for byte when it is right. A wrong one makes an object
+ * every read rejects (EIO), never one that returns other bytes. Before S11
+ * the store computed the CRC itself from the bytes (a second pass over the
+ * chunk, from memory, on the store thread). */
+Test(store, a_put_from_an_image_carries_the_crc_its_caller_computed, .init = setup,
+     .fini = teardown)
+{
+	const size_t len = MiB + 4097; /* raw and large: written from the image (S3) */
+	store_set_direct_writes(fx.st, true);
+	for (int wrong = 0; wrong < 2; wrong++) {
+		size_t cap = (STORE_HEADER_LEN + len + 4095) / 4096 * 4096;
+		uint8_t *img = aligned_alloc(4096, cap), *plain = img + STORE_HEADER_LEN;
+		cr_assert_not_null(img);
+		tk_fill_random(plain, len, 700 + (uint64_t)wrong);
+		uint8_t hash[HASH_LEN];
+		hash_sha256(plain, len, hash);
+		uint32_t crc = crc32c(0, plain, len), given = wrong ? crc ^ 0x10 : crc;
+		struct store_object_info info;
+		OK(store_put_headroom(fx.st, hash, img, len, &given, 0, &info));
+		cr_assert_eq(info.codec, CODEC_RAW);
+		cr_assert_eq(info.crc, given, "the object carries the CRC given");
+		struct store_object_info on_disk;
+		OK(store_stat(fx.st, hash, &on_disk));
+		cr_assert(on_disk.has_crc);
+		cr_assert_eq(on_disk.crc, given, "the header on disk carries the CRC given");
+		struct store_chunk c;
+		int rc = store_load(fx.st, hash, len, &c);
+		if (wrong) {
+			cr_assert_eq(rc, -EIO, "an object whose CRC does not match is rejected: %d", rc);
+		} else {
+			cr_assert_eq(rc, 0);
+			cr_assert_eq(c.len, len);
+			cr_assert_arr_eq(c.plain, plain, len, "the bytes read back are the bytes put");
+			store_chunk_free(&c);
+		}
+		free(img);
+	}
 }

@@ -411,10 +411,22 @@ ck_fault() {
 NOBODY=65534
 as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 
+# ck_at_exit CMD — CMD (a string, eval'd) runs when the case ends, on every
+# path, before the harness stops what the case left (a private server the
+# case started: ganesha, a trainer's process group); the case's status is
+# kept whatever CMD returns. A case's own `trap ... EXIT` would replace the
+# harness's, and one that runs a command before calling it loses the status
+# (a failing case then passes).
+_CK_AT_EXIT=()
+ck_at_exit() { _CK_AT_EXIT+=("$1"); }
+
 _ck_exit_trap() {
-	local rc=$?
+	local rc=$? c
 	trap - ERR
 	set +eE
+	for c in "${_CK_AT_EXIT[@]}"; do
+		eval "$c" || true
+	done
 	if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
 		_ck_dump_daemon_logs >&2
 	fi

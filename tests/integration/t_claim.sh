@@ -363,7 +363,7 @@ test_nfs_url_second_catalog_refused_then_stale_claim_taken_over() {
 	[ -x "$tool" ] || ck_skip "$tool is not built (make build/backing-tool)"
 	url=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
 		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
-	trap '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; _ck_exit_trap' EXIT
+	ck_at_exit '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1'
 	CK_BACKING=$url
 	ck_mount
 	_save step-1 2

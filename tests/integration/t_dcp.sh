@@ -35,7 +35,7 @@ _start_trainer() {
 		sleep 0.02
 	done
 	# Whatever ends the case, no rank process outlives it (they hold the mount).
-	trap '_dcp_rc=$?; kill -9 -- -"$_TRAINER" 2>/dev/null; (exit $_dcp_rc); _ck_exit_trap' EXIT
+	ck_at_exit 'kill -9 -- -"$_TRAINER" 2>/dev/null'
 }
 
 _kill_trainer() {

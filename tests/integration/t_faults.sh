@@ -224,7 +224,7 @@ test_nfs_url_backing_round_trip_and_fresh_node() {
 	local url
 	url=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
 		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
-	trap '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; _ck_exit_trap' EXIT
+	ck_at_exit '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1'
 	CK_BACKING=$url
 	ck_mount
 	_save_step 1 20

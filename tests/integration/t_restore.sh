@@ -24,8 +24,7 @@ _ganesha_backing() { # CK_BACKING = a private ganesha's nfs:// URL (stopped on e
 	command -v ganesha.nfsd >/dev/null || ck_skip "nfs-ganesha is not installed"
 	CK_BACKING=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
 		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
-	# the case's status survives the stop: _ck_exit_trap reads it from $?
-	trap '_rc=$?; "$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1; (exit $_rc); _ck_exit_trap' EXIT
+	ck_at_exit '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1'
 	BACKING_DIR=$CK_TMP/nfs/export
 }
 

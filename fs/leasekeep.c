@@ -51,7 +51,9 @@ struct leasekeep {
 };
 
 /* cat_backing_check_fn (pggen.h X11): chunk hash's object read from BACKING
- * whole and checked as a fetch checks it. */
+ * whole and checked as a fetch checks it. -EIO is a verdict on the bytes
+ * read (the caller remembers the object as damaged); an error reading them
+ * is not, and is returned as another errno (looked at again). */
 static int leasekeep_backing_check(void *arg, const uint8_t hash[CAT_HASH_LEN],
 				   uint64_t plain_len, const char **why)
 {
@@ -69,6 +71,10 @@ static int leasekeep_backing_check(void *arg, const uint8_t hash[CAT_HASH_LEN],
 	if (rc == -EFBIG) {
 		*why = "larger than its chunk's object can be";
 		rc = -EIO;
+	} else if (rc == -EIO) {
+		/* BACKING could not be read (an nfs:// transport error is EIO too):
+		 * no verdict on the object, which the next sweep reads again */
+		rc = -EAGAIN;
 	} else if (rc == 0) {
 		rc = store_object_check(hash, obj, len, plain, (size_t)plain_len, &got, why);
 		if (rc == 0 && got != plain_len) {

@@ -156,6 +156,9 @@ struct cat {
 /* The shared engine's namespace handle (catalog_shared.c); shared only. */
 struct pgns;
 struct pgns *cat_shared_ns(struct cat *cat);
+/* catalog_shared_gen.c S8: this node's next lease sweep queues the
+ * manifests of every COMMITTED generation not durable; shared only. */
+void cat_shared_requeue_later(struct cat *cat);
 /* catalog_shared_data.c S11's lock: an eviction's pins (write) against a
  * writer's release (read); shared only. */
 pthread_rwlock_t *cat_shared_pins(struct cat *cat);

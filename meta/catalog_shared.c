@@ -78,6 +78,7 @@ struct cat_shared {
 	uint64_t lost_after;   /* S6: where the next re-check of lost generations starts */
 	struct csd_backing_look backing; /* S6, pggen.h X11: the look on BACKING between sweeps */
 	struct csd_absent_set absent; /* catalog_shared_data.c S12 */
+	bool requeue; /* S8: a rename's queueing failed or its outcome is unknown */
 };
 
 /* Nodes one sweep settles (S6: more are the next sweep's, lease.h L7). */
@@ -298,6 +299,11 @@ struct pgns *cat_shared_ns(struct cat *cat)
 	return &cat->shared->ns;
 }
 
+void cat_shared_requeue_later(struct cat *cat)
+{
+	__atomic_store_n(&cat->shared->requeue, true, __ATOMIC_RELEASE);
+}
+
 int cat_writing(struct cat *cat, uint64_t ino, bool open)
 {
 	if (!cat->shared)
@@ -506,9 +512,12 @@ int cat_lease_sweep_backing(struct cat *cat, cat_backing_check_fn check, void *a
 	if (rc == 0)
 		rc = lrc;
 	/* the lost nodes' queues went with them, and a generation found whole
-	 * again was left out of every queue: their manifests are queued here */
-	if (settled > 0 || cleared > 0)
-		catshd_enqueue_undurable(cat, NULL);
+	 * again was left out of every queue: their manifests are queued here;
+	 * so are those a rename of this node left unqueued (S8) */
+	bool requeue = __atomic_exchange_n(&cat->shared->requeue, false, __ATOMIC_ACQ_REL);
+	if ((settled > 0 || cleared > 0 || requeue) && catshd_enqueue_undurable(cat, NULL) != 0 &&
+	    requeue)
+		cat_shared_requeue_later(cat); /* the next sweep tries again */
 	if (swept)
 		*swept = settled;
 	return rc;
@@ -602,8 +611,7 @@ int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t ne
 	/* with the generation bookkeeping of cat_rename (catalog_shared_gen.c) */
 	rc = pggen_rename(&cat->shared->ns, parent, name, newparent, newname, flags, NULL,
 			  replaced_ino, NULL);
-	if (rc == 0)
-		catshg_series_moved(cat); /* catalog_shared_gen.c S8 */
+	catshg_series_moved(cat, rc); /* catalog_shared_gen.c S8 */
 	return rc;
 }
 

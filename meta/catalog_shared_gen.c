@@ -49,7 +49,10 @@
  *      renaming node queues their manifests right after it
  *      (catshg_series_moved), which the uploader builds from PostgreSQL
  *      naming the new path. A node lost between the two leaves them not
- *      durable: its sweeper queues them (S6's path). `ckptfs-admin wait`
+ *      durable: its sweeper queues them (S6's path); a rename whose
+ *      queueing failed here, or whose outcome is unknown (-ENOTCONN, pg.h
+ *      P2), has this node's next sweep queue every COMMITTED generation
+ *      not durable (cat_shared_requeue_later). `ckptfs-admin wait`
  *      waits for them, as BACKING's copies name the old path. Left: a
  *      manifest of the old path whose upload was under way at the rename
  *      marks the generation durable again when it ends; the row queued
@@ -111,13 +114,16 @@ int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uin
 	return pgns_create_gen(ns, parent, name, mode, uid, gid, rdev, target, out, gen_id);
 }
 
-void catshg_series_moved(struct cat *cat)
+void catshg_series_moved(struct cat *cat, int rename_rc)
 {
 	uint64_t *ids = NULL;
 	uint32_t *versions = NULL;
 	size_t n = pgns_series_moved_take(&ids, &versions);
-	for (size_t i = 0; i < n; i++)
-		catshd_enqueue(cat, ids[i], versions[i]); /* logs its failure */
+	if (rename_rc == -ENOTCONN) /* its outcome unknown (pg.h P2): it may have moved some */
+		cat_shared_requeue_later(cat);
+	for (size_t i = 0; rename_rc == 0 && i < n; i++)
+		if (catshd_enqueue(cat, ids[i], versions[i]) != 0) /* logs its failure */
+			cat_shared_requeue_later(cat);
 	if (n > 0)
 		log_info("catalog %s: a directory renamed: the manifests of %zu committed"
 			 " generations under it queued again (they name the old path)", cat->path, n);
@@ -142,8 +148,7 @@ int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64
 		return rc;
 	rc = pggen_rename(cat_shared_ns(cat), parent, name, newparent, newname, flags, gen,
 			  replaced_ino, new_gen_id);
-	if (rc == 0)
-		catshg_series_moved(cat); /* S8 */
+	catshg_series_moved(cat, rc); /* S8 */
 	return rc;
 }
 

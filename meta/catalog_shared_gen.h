@@ -15,9 +15,11 @@
 int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
 			 uint32_t uid, uint32_t gid, uint64_t rdev, const char *target,
 			 const struct cat_gen_spec *gen, struct cat_inode *out, uint64_t *gen_id);
-/* S8: queues on this node the manifests of the generations the calling
- * thread's last rename made stale (pgns.h N13); after a rename committed. */
-void catshg_series_moved(struct cat *cat);
+/* S8: after a rename that returned rename_rc, queues on this node the
+ * manifests of the generations the calling thread's rename made stale
+ * (pgns.h N13); a failure to, or an outcome unknown, leaves them to this
+ * node's next sweep (cat_shared_requeue_later). */
+void catshg_series_moved(struct cat *cat, int rename_rc);
 int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		      const char *newname, unsigned flags, const struct cat_gen_spec *gen,
 		      uint64_t *replaced_ino, uint64_t *new_gen_id);

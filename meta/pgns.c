@@ -303,20 +303,24 @@ const struct pg_stmt pgns_stmts[] = {
 	[NS_DIRENT_SET_INO] = { "ns_dirent_set_ino", "UPDATE ns_dirents SET ino = $2 WHERE id = $1", 2 },
 	[NS_NLINK_ADD] = { "ns_nlink_add",
 			   "UPDATE ns_inodes SET nlink = nlink + $2, ctime_ns = $3 WHERE ino = $1", 3 },
-	/* N13: directory $1 was renamed: the COMMITTED generations (not lost)
-	 * whose series is it or under it are no longer durable, as BACKING's
-	 * manifests name their series by the old path; their ids and versions.
+	/* N13: directory $1 was renamed: the generations (not lost) whose
+	 * series is it or under it that have a version on BACKING — COMMITTED,
+	 * and OPEN or HELD ones (a rewrite, whose rollback restores the version
+	 * BACKING names by the old path) — are no longer durable; their ids,
+	 * versions and states (only the COMMITTED ones are queued again).
 	 * Each distinct series is walked up to the root once (a run's thousand
 	 * saves share one). A directory inside a generation has no series under
 	 * it (a live generation's series is outside generations): no walk then */
 	[NS_SERIES_MOVED] = { "ns_series_moved",
 			      "WITH RECURSIVE s(series) AS (SELECT DISTINCT series FROM ns_generations"
-			      " WHERE state = 1 AND NOT lost AND EXISTS (SELECT 1 FROM ns_inodes"
+			      " WHERE state IN (0, 1, 4) AND durable_version > 0 AND NOT lost"
+			      " AND EXISTS (SELECT 1 FROM ns_inodes"
 			      " WHERE ino = $1 AND gen IS NULL)), up(series, ino) AS (SELECT series,"
 			      " series FROM s UNION SELECT up.series, d.parent FROM up"
 			      " JOIN ns_dirents d ON d.ino = up.ino) UPDATE ns_generations g"
-			      " SET durable_version = 0 WHERE g.state = 1 AND NOT g.lost AND g.series IN"
-			      " (SELECT series FROM up WHERE ino = $1) RETURNING g.id, g.version",
+			      " SET durable_version = 0 WHERE g.state IN (0, 1, 4) AND g.durable_version > 0"
+			      " AND NOT g.lost AND g.series IN (SELECT series FROM up WHERE ino = $1)"
+			      " RETURNING g.id, g.version, g.state",
 			      1 },
 	/* whether directory $2 is $1 or one of $1's ancestors (a directory has
 	 * one entry, so the walk up is a chain; UNION stops on a cycle) */
@@ -2093,6 +2097,8 @@ static int pgns_series_moved(struct pgns *ns, uint64_t dir)
 			pgns_moved.cap = need;
 	}
 	for (int r = 0; rc == 0 && r < rows; r++) {
+		if (pg_int(res, r, 2) != 1)
+			continue; /* OPEN or HELD: its commit or rollback queues it (S7, X2) */
 		pgns_moved.ids[pgns_moved.n] = (uint64_t)pg_int(res, r, 0);
 		pgns_moved.versions[pgns_moved.n++] = (uint32_t)pg_int(res, r, 1);
 	}

@@ -132,6 +132,10 @@
  *      durable_version goes to 0 (not lost ones: they have none to write),
  *      so they are not durable until a manifest naming the new path is on
  *      BACKING (manifest_shared.h D3 still holds: the mark only goes down).
+ *      So does an OPEN or HELD one's with a version on BACKING (a rewrite):
+ *      its rollback restores a COMMITTED version whose manifest names the
+ *      old path, and must find it not durable, so that the sweep or the
+ *      abort queues it again and `wait` waits for it.
  *      pgns_series_moved_take gives the renaming thread their ids and
  *      versions, which the caller queues on its node (catalog_shared_gen.c
  *      S8); a node lost before it queued them leaves them undurable, which
@@ -322,8 +326,8 @@ int pgns_name_check(const char *name);
  * the generation bookkeeping to it). */
 int pgns_rename_txn(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		    const char *newname, unsigned flags, uint64_t *replaced_ino);
-/* N13: the generations (ids[i] at versions[i]) whose durable mark the
- * calling thread's last rename took away, malloc'd (the caller frees both);
+/* N13: the COMMITTED generations (ids[i] at versions[i]) whose durable
+ * mark the calling thread's last rename took away, malloc'd (the caller frees both);
  * returns how many. Read only after that rename committed. */
 size_t pgns_series_moved_take(uint64_t **ids, uint32_t **versions);
 /* pgns_unlink's and pgns_rmdir's transactions (for meta/pggen.c's

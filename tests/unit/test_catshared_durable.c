@@ -427,6 +427,10 @@ Test(catshared_durable, a_rewrite_rolled_back_queues_the_restored_versions_manif
 	OK(cat_gen_get(a.cat, gen, &g));
 	cr_assert_eq(g.state, GEN_COMMITTED);
 	cr_assert_eq(g.version, 1);
+	/* the rename cleared the rewrite's mark too (pgns.h N13): before, the
+	 * restored version was durable at once, and `wait` returned while
+	 * BACKING's only manifest of it named run/ckpt */
+	cr_assert_not(du_durable(&a, gen), "durable while BACKING's manifest names run/ckpt");
 	cr_assert(du_row(&a, UP_GEN_MANIFEST, &row, NULL),
 		  "the restored version's manifest is not queued again");
 	cr_assert_eq(row.gen, gen);

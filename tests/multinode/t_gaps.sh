@@ -139,7 +139,11 @@ _gp_unmarked_then_killed() {
 		printf '\x%02x' $(( $(od -An -tu1 -j 100 -N 1 "$obj") ^ 0x5a )) |
 			dd of="$obj" bs=1 seek=100 conv=notrunc status=none
 	fi
-	ck_fault "" # BACKING answers again; B is gone for good
+	if [ "$damage" = 2 ]; then
+		ck_fault "eio=read" # BACKING's reads fail while A looks at B's objects
+	else
+		ck_fault "" # BACKING answers again; B is gone for good
+	fi
 	mn_until "SELECT settled FROM ckpt_nodes WHERE name = 'node-B'"
 }
 
@@ -161,6 +165,28 @@ test_a_lost_save_whose_objects_reached_backing_unmarked_is_found_whole() {
 	mn_umount A
 }
 ck_timeout test_a_lost_save_whose_objects_reached_backing_unmarked_is_found_whole 180
+
+# A read of BACKING that fails (an nfs:// transport error is EIO) is no
+# verdict on the object: the sweep looks again, and once BACKING reads, the
+# save is found whole. Before, the object was remembered as damaged for as
+# long as A ran, and the save stayed lost.
+test_a_read_error_while_looking_on_backing_is_looked_at_again() {
+	_gp_unmarked_then_killed 2
+	local i=0
+	until grep -q "cannot read chunk .* of a lost generation on BACKING" "$MN_DLOG_A"; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "A's sweep never tried to read B's objects: $(grep -c 'damaged' "$MN_DLOG_A") taken as damaged"
+		sleep 0.1
+	done
+	ck_fault ""
+	mn_until "SELECT NOT lost AND state = 1 FROM ns_generations WHERE name = 'step-100'"
+	mn_mount C
+	assert_eq "step-90 step-100" "$(mn_entries "$MN_MNT_C/run")" "run/ on fresh node C"
+	assert_file_eq "$CK_TMP/s100.bin" "$MN_MNT_C/run/step-100/model.bin"
+	mn_umount C
+	mn_umount A
+}
+ck_timeout test_a_read_error_while_looking_on_backing_is_looked_at_again 180
 
 test_a_lost_save_with_a_damaged_object_on_backing_stays_lost() {
 	_gp_unmarked_then_killed 1

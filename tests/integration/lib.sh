@@ -142,6 +142,18 @@ ck_wait_file() {
 	done
 }
 
+# ck_wait_log FILE PATTERN S — polls every 0.1 s, up to S seconds, until a
+# line of FILE (a daemon's log) matches PATTERN (grep); non-zero if none
+# did: the caller fails with what it waited for.
+ck_wait_log() {
+	local i=0
+	until grep -q "$2" "$1"; do
+		i=$((i + 1))
+		[ $i -le $(($3 * 10)) ] || return 1
+		sleep 0.1
+	done
+}
+
 # ---------------------------------------------------------------- the daemon
 
 # Per-case directories (set in _ck_case_setup): CK_TMP (0755), CK_BACKING,

@@ -172,12 +172,8 @@ ck_timeout test_a_lost_save_whose_objects_reached_backing_unmarked_is_found_whol
 # long as A ran, and the save stayed lost.
 test_a_read_error_while_looking_on_backing_is_looked_at_again() {
 	_gp_unmarked_then_killed 2
-	local i=0
-	until grep -q "cannot read chunk .* of a lost generation on BACKING" "$MN_DLOG_A"; do
-		i=$((i + 1))
-		[ $i -le 300 ] || ck_fail "A's sweep never tried to read B's objects: $(grep -c 'damaged' "$MN_DLOG_A") taken as damaged"
-		sleep 0.1
-	done
+	ck_wait_log "$MN_DLOG_A" "cannot read chunk .* of a lost generation on BACKING" 30 ||
+		ck_fail "A's sweep never tried to read B's objects: $(grep -c 'damaged' "$MN_DLOG_A") taken as damaged"
 	ck_fault ""
 	mn_until "SELECT NOT lost AND state = 1 FROM ns_generations WHERE name = 'step-100'"
 	mn_mount C
@@ -191,12 +187,8 @@ ck_timeout test_a_read_error_while_looking_on_backing_is_looked_at_again 180
 test_a_lost_save_with_a_damaged_object_on_backing_stays_lost() {
 	_gp_unmarked_then_killed 1
 	mn_until "SELECT lost FROM ns_generations WHERE name = 'step-100'"
-	local i=0
-	until grep -q "on BACKING but damaged" "$MN_DLOG_A"; do
-		i=$((i + 1))
-		[ $i -le 300 ] || ck_fail "A's sweep never looked at the damaged object"
-		sleep 0.1
-	done
+	ck_wait_log "$MN_DLOG_A" "on BACKING but damaged" 30 ||
+		ck_fail "A's sweep never looked at the damaged object"
 	assert_eq "t" "$(mn_psql "SELECT lost FROM ns_generations WHERE name = 'step-100'")" \
 		"step-100 after the damaged object was looked at"
 	mn_mount C

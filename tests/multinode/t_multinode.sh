@@ -225,12 +225,8 @@ test_node_past_its_lease_is_fenced_read_only() {
 		sleep 0.1
 	done
 	kill -CONT "$MN_PID_B"
-	i=0
-	until grep -q "lease ran out" "$MN_DLOG_B"; do
-		i=$((i + 1))
-		[ $i -le 100 ] || ck_fail "node B did not notice its lease ran out 10 s after it ran again"
-		sleep 0.1
-	done
+	ck_wait_log "$MN_DLOG_B" "lease ran out" 10 ||
+		ck_fail "node B did not notice its lease ran out 10 s after it ran again"
 	local err
 	err=$(touch "$MN_MNT_B/d/new" 2>&1) && ck_fail "a create on the fenced node B succeeded"
 	assert_contains "$err" "Read-only file system" "create on the fenced node"

@@ -147,12 +147,8 @@ test_node_in_a_netns_cut_off_mid_save_is_fenced_and_unmounts() {
 		ck_fail "node A's save while B is cut off failed: $(echo "$out" | tail -n 5 | tr '\n' '|')"
 	assert_contains "$out" "state=committed" "step-300 on A"
 	mn_netns heal
-	local i=0
-	until grep -q "the mount is read-only from now on" "$MN_DLOG_B"; do
-		i=$((i + 1))
-		[ $i -le 300 ] || ck_fail "node B did not find itself swept within 30 s of the heal"
-		sleep 0.1
-	done
+	ck_wait_log "$MN_DLOG_B" "the mount is read-only from now on" 30 ||
+		ck_fail "node B did not find itself swept within 30 s of the heal"
 	local err
 	err=$(touch "$MN_MNT_B/d/new" 2>&1) && ck_fail "a create on the swept node B succeeded"
 	assert_contains "$err" "Read-only file system" "create on the swept node"

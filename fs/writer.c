@@ -450,11 +450,9 @@ static int writer_follow_feed(struct writer *w, const uint8_t *data, size_t len,
 	return w->matched == w->pred.len ? writer_adopt(w) : 0;
 }
 
-/* Runs the chunker over the unscanned buffer, emitting every complete chunk:
- * at the chunker's boundaries and at zipcut's forced cuts. */
-/* Invariant 7: the n bytes the chunker has just scanned at start + scanned join the
- * chunk's CRC while they are in this CPU's cache (they were copied in a
- * moment ago); the store then writes the object with it (store.c S11)
+/* Invariant 7: the n bytes the chunker has just scanned at start + scanned
+ * join the chunk's CRC while they are in this CPU's cache (they were copied
+ * in a moment ago); the store then writes the object with it (store.c S11)
  * instead of reading the chunk from memory again. A scan from the chunk's
  * start starts it; one that does not continue it leaves it short, unused. */
 static void writer_crc_scanned(struct writer *w, const uint8_t *start, size_t n)
@@ -469,6 +467,8 @@ static void writer_crc_scanned(struct writer *w, const uint8_t *start, size_t n)
 	}
 }
 
+/* Runs the chunker over the unscanned buffer, emitting every complete chunk:
+ * at the chunker's boundaries and at zipcut's forced cuts. */
 static int writer_scan(struct writer *w)
 {
 	while (w->scanned < w->buf_len) {

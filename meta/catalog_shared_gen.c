@@ -118,15 +118,19 @@ void catshg_series_moved(struct cat *cat, int rename_rc)
 {
 	uint64_t *ids = NULL;
 	uint32_t *versions = NULL;
-	size_t n = pgns_series_moved_take(&ids, &versions);
+	size_t n = pgns_series_moved_take(&ids, &versions), queued = 0;
 	if (rename_rc == -ENOTCONN) /* its outcome unknown (pg.h P2): it may have moved some */
 		cat_shared_requeue_later(cat);
-	for (size_t i = 0; rename_rc == 0 && i < n; i++)
-		if (catshd_enqueue(cat, ids[i], versions[i]) != 0) /* logs its failure */
+	for (size_t i = 0; rename_rc == 0 && i < n; i++) {
+		if (catshd_enqueue(cat, ids[i], versions[i]) == 0) /* logs its failure */
+			queued++;
+		else
 			cat_shared_requeue_later(cat);
-	if (n > 0)
+	}
+	if (queued > 0)
 		log_info("catalog %s: a directory renamed: the manifests of %zu committed"
-			 " generations under it queued again (they name the old path)", cat->path, n);
+			 " generations under it queued again (they name the old path)", cat->path,
+			 queued);
 	free(ids);
 	free(versions);
 }

@@ -4,24 +4,16 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "flight.h"
 #include "hash.h"
 #include "log.h"
-
-#include <inttypes.h>
-
-static uint64_t reader_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "monoclock.h"
 
 #define CHUNK_CACHE_SLOTS 64
 /* Flights of loads: at most CHUNK_CACHE_SLOTS busy (one per loading slot);
@@ -255,11 +247,11 @@ again:
 			enum flight_join how = flight_join_locked(r->loads, ext->hash, UINT64_MAX, &f);
 			assert(how == FLIGHT_FOLLOW); /* invariant 3: its loader's flight is busy */
 			(void)how;
-			uint64_t t0 = reader_now_ns();
+			uint64_t t0 = monoclock_ns();
 			flight_wait_until_locked(r->loads, &f, NULL);
 			flight_release_locked(r->loads, &f);
 			r->waits++;
-			r->wait_ns += reader_now_ns() - t0;
+			r->wait_ns += monoclock_ns() - t0;
 			goto again; /* loaded, or failed and gone */
 		}
 		assert(e->chunk.plain && e->users < UINT32_MAX); /* invariant 3: a loaded slot */
@@ -308,7 +300,7 @@ again:
 	}
 	pthread_mutex_unlock(&r->lock);
 
-	uint64_t t0 = reader_now_ns();
+	uint64_t t0 = monoclock_ns();
 	struct store_chunk chunk;
 	*rc = r->load(r->cache, ext->hash, ext->chunk_len, &chunk);
 	if (*rc == 0 && chunk.len != ext->chunk_len) {
@@ -327,7 +319,7 @@ again:
 			r->ahead_loaded += *rc == 0;
 		} else {
 			r->own_loads++;
-			r->own_load_ns += reader_now_ns() - t0;
+			r->own_load_ns += monoclock_ns() - t0;
 		}
 		if (*rc == 0) {
 			e->chunk = chunk;

@@ -22,6 +22,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "monoclock.h"
+
 #define RECENT_SLOTS 64
 #define RECENT_DEFAULT_BUDGET ((size_t)16 << 20) /* bounds the daemon's memory (docs/BENCH.md) */
 #define RECENT_WAIT_MS 200 /* R2: how long a writer waits for another's hash */
@@ -247,12 +249,6 @@ static void recent_deadline(struct timespec *ts, unsigned ms)
 	}
 }
 
-static uint64_t recent_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static struct timespec recent_ts(uint64_t ns)
 {
@@ -613,7 +609,7 @@ bool recent_follow(struct recent *r, struct recent_cursor *cur, unsigned wait_ms
 {
 	if (!r || cur->slot < 0)
 		return false;
-	uint64_t start = recent_now_ns(), give_up = start + (uint64_t)wait_ms * 1000000u;
+	uint64_t start = monoclock_ns(), give_up = start + (uint64_t)wait_ms * 1000000u;
 	bool waited = false, found = false;
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
@@ -630,7 +626,7 @@ bool recent_follow(struct recent *r, struct recent_cursor *cur, unsigned wait_ms
 			}
 			break;
 		}
-		uint64_t now = recent_now_ns();
+		uint64_t now = monoclock_ns();
 		if (!e->claim || e->claim == cur || now >= e->claim_until || now >= give_up) {
 			if (e->claim && e->claim != cur && waited)
 				r->st.takeovers++;
@@ -645,7 +641,7 @@ bool recent_follow(struct recent *r, struct recent_cursor *cur, unsigned wait_ms
 		pthread_cond_timedwait(&r->linked, &r->lock, &ts);
 	}
 	if (waited)
-		r->st.follow_wait_ns += recent_now_ns() - start;
+		r->st.follow_wait_ns += monoclock_ns() - start;
 	pthread_mutex_unlock(&r->lock);
 	return found;
 }

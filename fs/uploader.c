@@ -89,7 +89,14 @@ struct uploader {
 	double last_progress; /* monotonic s of the last finished row */
 	uint64_t *lost_seq; /* rows up_lost kept queued (upload.h U7): not picked again */
 	size_t n_lost, cap_lost;
+	uploader_between_fn *between; /* tests only (uploader.h) */
+	void *between_arg;
 };
+
+/* What a row's work returns when it found the work moot (the chunk gone or
+ * uploaded meanwhile, the generation changed): nothing was put, and the row
+ * ends by cat_upload_moot_many, marking nothing (upload.h U7). */
+#define UP_MOOT 1
 
 static double up_mono_s(void)
 {
@@ -183,7 +190,7 @@ static int up_chunk_check(struct uploader *u, const uint8_t hash[HASH_LEN], bool
 	return rc == -ENOENT || rc == -EIO ? up_chunk_lost(u, hash, rc) : rc;
 }
 
-/* backing_put_link found the cache's object gone: 1 (moot, nothing to put)
+/* backing_put_link found the cache's object gone: UP_MOOT (nothing to put)
  * if the chunk was reclaimed or uploaded meanwhile, else -EUCLEAN (logged). */
 static int up_chunk_vanished(struct uploader *u, const uint8_t hash[HASH_LEN], bool *deferred)
 {
@@ -191,7 +198,7 @@ static int up_chunk_vanished(struct uploader *u, const uint8_t hash[HASH_LEN], b
 	int rc = up_chunk_gone(u, hash, &moot);
 	if (moot) {
 		*deferred = false;
-		return 1;
+		return UP_MOOT;
 	}
 	return rc == -ENOENT ? up_chunk_lost(u, hash, rc) : rc;
 }
@@ -207,7 +214,7 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	struct cat_chunk_where w;
 	int rc = cat_chunk_where(u->cat, row->hash, &w);
 	if (rc == -ENOENT || (rc == 0 && w.uploaded))
-		return 0; /* gone (reclaimed) or done: moot */
+		return UP_MOOT; /* gone (reclaimed) or done */
 	if (rc != 0)
 		return rc;
 	char rel[128];
@@ -217,7 +224,7 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	bool moot;
 	rc = up_chunk_check(u, row->hash, link, b, &len, &read, &moot);
 	if (moot)
-		return 0;
+		return UP_MOOT;
 	*deferred = rc == 0 && may_defer && (len < UP_DEFER_MAX || link ||
 		/* large copies join the batch too (issue 20), unless its
 		 * sync is a syncfs of the cache's own filesystem (copy_uploads) */
@@ -235,8 +242,8 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 			rc = read ? 0 : up_chunk_read(u, row->hash, b, &len);
 		}
 	}
-	if (rc == 1)
-		return 0; /* moot: nothing put, nothing to count */
+	if (rc == UP_MOOT)
+		return rc; /* nothing put, nothing to count */
 	if (rc == 0 && copy)
 		rc = *deferred ? backing_put_unsynced(u->backing, rel, b->obj, len)
 			       : backing_put(u->backing, rel, b->obj, len);
@@ -253,7 +260,7 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 	size_t len = 0;
 	int rc = manifest_gen_build(u->cat, row->gen, row->version, &buf, &len);
 	if (rc == -ESTALE || rc == -ENOENT)
-		return 0; /* rewritten or deleted since: a newer row covers it */
+		return UP_MOOT; /* rewritten or deleted since: a newer row covers it */
 	char path[MANIFEST_PATH_MAX];
 	manifest_gen_path(row->gen, row->version, path, sizeof(path));
 	if (rc == 0)
@@ -599,8 +606,8 @@ static int up_ready_chunks(struct uploader *u, const struct cat_upload *cand, in
 		else if (ready[i])
 			out[k++] = cand[i];
 	}
-	if (m > 0) /* ended together: one marking's round trip, not one each */
-		cat_upload_done_many(u->cat, moot, (size_t)m);
+	if (m > 0) /* ended together, marking nothing (upload.h U7) */
+		cat_upload_moot_many(u->cat, moot, (size_t)m);
 	return k;
 }
 
@@ -671,7 +678,7 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 			if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
 				continue;
 			if (stale) { /* moot: the generation changed since */
-				cat_upload_done(u->cat, row);
+				cat_upload_moot_many(u->cat, row, 1);
 				continue;
 			}
 			if (ready) {
@@ -733,8 +740,31 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 	return kept;
 }
 
+/* A row found moot ends marking nothing (upload.h U7); BACKING answered. */
+static void up_finish_moot(struct uploader *u, const struct cat_upload *row)
+{
+	int rc = cat_upload_moot_many(u->cat, row, 1);
+	pthread_mutex_lock(&u->lock);
+	u->last_progress = up_mono_s();
+	if (rc != 0)
+		u->st.failures++; /* the row stays queued and is looked at again */
+	pthread_cond_broadcast(&u->changed);
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+}
+
 static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, uint64_t bytes)
 {
+	pthread_mutex_lock(&u->lock);
+	uploader_between_fn *between = u->between;
+	void *between_arg = u->between_arg;
+	pthread_mutex_unlock(&u->lock);
+	if (between)
+		between(between_arg, row);
+	if (rc == UP_MOOT) {
+		up_finish_moot(u, row);
+		return;
+	}
 	if (rc == -EUCLEAN && row->kind == UP_CHUNK && up_lost(u, row))
 		return;
 	if (rc == -EUCLEAN && row->kind == UP_CHUNK)
@@ -1153,6 +1183,14 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 		pthread_cond_timedwait(&u->changed, &u->lock, &ts);
 		pthread_mutex_unlock(&u->lock);
 	}
+}
+
+void uploader_set_between(struct uploader *u, uploader_between_fn *fn, void *arg)
+{
+	pthread_mutex_lock(&u->lock);
+	u->between = fn;
+	u->between_arg = arg;
+	pthread_mutex_unlock(&u->lock);
 }
 
 void uploader_get_stats(struct uploader *u, struct uploader_stats *out)

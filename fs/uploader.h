@@ -61,6 +61,13 @@ void uploader_kick(struct uploader *u);
  * with -o sync=backing). -EIO after timeout_ms. */
 int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms);
 
+/* For tests only (the daemon never sets it): called on the worker thread
+ * once a row's work is done or found moot, before the row ends — where a
+ * writer's change can fall between the two. */
+struct cat_upload;
+typedef void uploader_between_fn(void *arg, const struct cat_upload *row);
+void uploader_set_between(struct uploader *u, uploader_between_fn *fn, void *arg);
+
 struct uploader_stats {
 	uint64_t chunks, chunk_bytes, manifests, removals, failures;
 	bool backing_down;

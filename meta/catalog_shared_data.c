@@ -37,10 +37,11 @@
  *  S4. The uploader uploads a chunk only while a local writer references
  *      it or PostgreSQL has it live and not uploaded: one PostgreSQL has on
  *      BACKING already is moot, one it lacks is dropped (stale).
- *  S5. cat_upload_done marks a chunk uploaded in PostgreSQL first (where
- *      that can change something, S12), then
- *      locally, and only a chunk whose local row has its object (an upload
- *      found moot marks nothing, as upload.c's U_CHUNK_UPLOADED). PostgreSQL
+ *  S5. cat_upload_done (an object put) marks a chunk uploaded in
+ *      PostgreSQL first (where that can change something, S12), then
+ *      locally, and only a chunk whose local row has its object. A row
+ *      found moot ends by cat_upload_moot_many instead, which tells
+ *      PostgreSQL nothing (upload.h U7: catsh_upload_moot_many). PostgreSQL
  *      lacking it (-ENOENT: not published yet, or reclaimed meanwhile) is
  *      logged; the local row is marked only while a writer references it,
  *      and its commit marks it in PostgreSQL (S2). Either side tells
@@ -1187,6 +1188,54 @@ int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_
 	free(mark);
 	free(early);
 	free(again);
+	return rc;
+}
+
+/* U7 (upload.h): rows[0..n) found moot, nothing put. They end marking
+ * nothing but this: a chunk row whose local row has its object is marked
+ * uploaded locally where PostgreSQL says the object is on BACKING and live
+ * (one read for the batch, none if no such row), so a copy another node
+ * uploaded is not left dirty here with no upload queued (S5). */
+int catsh_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_t n)
+{
+	struct pgns_chunk_info *io = calloc(n ? n : 1, sizeof(*io));
+	size_t *at = calloc(n ? n : 1, sizeof(*at));
+	bool *mark = calloc(n ? n : 1, sizeof(*mark));
+	int rc = io && at && mark ? 0 : -ENOMEM;
+	size_t k = 0;
+	cat_lock(cat);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		int64_t refs = 0;
+		bool stored = false;
+		if (rows[i].kind == UP_CHUNK)
+			rc = csd_local_row(cat, rows[i].hash, &refs, &stored);
+		if (rc == 0 && stored) {
+			memcpy(io[k].chunk.hash, rows[i].hash, CAT_HASH_LEN);
+			at[k++] = i;
+		}
+	}
+	cat_unlock(cat);
+	if (rc == 0 && k > 0)
+		rc = pgns_chunks_info(cat_shared_ns(cat), io, k);
+	for (size_t j = 0; rc == 0 && j < k; j++)
+		mark[at[j]] = io[j].found && io[j].uploaded && io[j].live;
+	cat_lock(cat);
+	if (rc == 0)
+		rc = cat_begin(cat);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = cat_bind(cat, U_ROW_DELETE, A_INT(rows[i].seq));
+		if (rc == 0)
+			rc = cat_run(cat, U_ROW_DELETE);
+		if (rc == 0 && mark[i])
+			rc = cat_bind(cat, U_CHUNK_UPLOADED, A_HASH(rows[i].hash));
+		if (rc == 0 && mark[i])
+			rc = cat_run(cat, U_CHUNK_UPLOADED);
+	}
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	free(io);
+	free(at);
+	free(mark);
 	return rc;
 }
 

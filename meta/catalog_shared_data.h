@@ -36,6 +36,7 @@ int catsh_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready,
 int catsh_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size_t n, bool *ready,
 			    bool *stale);
 int catsh_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
+int catsh_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_t n);
 int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		      struct cat_chunk_where *out);
 int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);

@@ -351,6 +351,23 @@ int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t 
 	return rc;
 }
 
+/* U7: nothing was put for these rows; nothing is marked. */
+int cat_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_t n)
+{
+	if (cat->shared) return catsh_upload_moot_many(cat, rows, n);
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		assert(rows[i].seq != 0);
+		rc = cat_bind(cat, U_ROW_DELETE, A_INT(rows[i].seq));
+		if (rc == 0)
+			rc = cat_run(cat, U_ROW_DELETE);
+	}
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
 int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error)
 {
 	cat_lock(cat);

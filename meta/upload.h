@@ -47,10 +47,18 @@
  *      series is outside generations from then on, and in no manifest but
  *      its generation's until the tree manifest names it. A save moved
  *      into an open generation is U8's.
- *  U7. cat_upload_done of an UP_CHUNK row says its object is on BACKING (or
- *      the row is moot): it marks the chunk uploaded, here and in the shared
- *      store. A row whose object never reached BACKING (its cache copy lost)
- *      is never ended by it: it stays queued (fs/uploader.c up_lost).
+ *  U7. cat_upload_done of an UP_CHUNK row says its object is on BACKING: it
+ *      marks the chunk uploaded, here and in the shared store. A row whose
+ *      work was found moot (its chunk gone or uploaded, its generation
+ *      changed) ends by cat_upload_moot_many, which marks nothing: by the
+ *      time it ends, a writer may have stored the same bytes anew under a
+ *      new row (dirty, with its own UP_CHUNK row queued), and a marking
+ *      then would call uploaded an object nobody put (review s30 F1). With
+ *      a shared catalog a moot chunk row marks its local row uploaded only
+ *      where PostgreSQL says the object is on BACKING (uploaded and live),
+ *      as the store of record. A row whose object never reached BACKING
+ *      (its cache copy lost) is never ended: it stays queued
+ *      (fs/uploader.c up_lost).
  *  U8. An ended generation whose series directory is in the tree of a live
  *      generation A not durable at its version (OPEN, HELD, or COMMITTED
  *      with durable_version != version) keeps its manifests on BACKING: its
@@ -123,6 +131,11 @@ int cat_upload_done(struct cat *cat, const struct cat_upload *u);
 
 /* cat_upload_done of n rows in one transaction: all or none. */
 int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
+
+/* Ends rows[0..n) whose work was found moot, in one transaction: removes
+ * them and records nothing (U7), but for a shared catalog's chunk rows the
+ * local mark of what PostgreSQL has on BACKING. */
+int cat_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_t n);
 
 /* Records a failed attempt (attempts + 1, the error text). */
 int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error);

@@ -211,6 +211,12 @@ Test(catshared_batch, a_chunk_on_backing_already_is_stale_alone_the_rest_of_its_
 	cr_assert(!ready[1] && stale[1], "on BACKING already: moot");
 	cr_assert(ready[2] && !stale[2]);
 	cr_assert_eq(bt_claims(&a), 2, "the two to put are claimed, the moot one is not");
+	/* it ends marking nothing in PostgreSQL, and its local row uploaded, as
+	 * PostgreSQL says (upload.h U7): not left dirty with no upload queued */
+	cr_assert_not(bt_local_uploaded(&a, 301));
+	OK(cat_upload_moot_many(a.cat, &rows[1], 1));
+	cr_assert(bt_local_uploaded(&a, 301));
+	cr_assert_eq(bt_rows(&a, rows), 2);
 	pt_cat_close(&a);
 }
 

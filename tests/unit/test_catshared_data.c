@@ -536,9 +536,40 @@ Test(catshared_data, an_upload_found_moot_while_a_writer_stores_the_chunk_anew_m
 	cr_assert(must_store);
 	struct cat_chunk_where w;
 	FAILS(cat_chunk_where(a.pc.cat, e.hash, &w), ENOENT); /* as alone: moot, not -EAGAIN */
-	OK(cat_upload_done(a.pc.cat, &first[0])); /* what the uploader does with a moot row */
+	OK(cat_upload_moot_many(a.pc.cat, &first[0], 1)); /* what the uploader does with a moot row */
 	cr_assert_not(td_row(&a, e.hash).uploaded);
 	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TD_STORED));
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, e.hash, &stale), 1);
+	cr_assert(td_row(&a, e.hash).uploaded);
+	td_check(&a);
+	pt_cat_close(&a.pc);
+}
+
+/* upload.h U7 (review s30 F1): the same, with the writer's object stored
+ * before the moot row ends: the row marks nothing, the new row's own
+ * upload puts it. */
+Test(catshared_data, an_upload_found_moot_ending_after_the_chunk_is_stored_anew_marks_nothing)
+{
+	struct td_node a;
+	td_open(&a, "data-a");
+	uint64_t f = td_file(&a, "f"), g = td_file(&a, "g");
+	td_write(&a, f, 0xd8, 0, 1, false);
+	OK(cat_pending_drop(a.pc.cat, f));
+	struct cat_upload first[4];
+	cr_assert_eq(cat_upload_list(a.pc.cat, 0, first, 4), 1);
+	struct cat_extent e = td_extent(0, 0xd8, 0);
+	bool must_store = false;
+	OK(cat_pending_add(a.pc.cat, g, &e, &must_store));
+	cr_assert(must_store);
+	struct cat_chunk_where w;
+	FAILS(cat_chunk_where(a.pc.cat, e.hash, &w), ENOENT); /* the uploader: moot */
+	OK(cat_chunk_stored(a.pc.cat, e.hash, 2, TD_STORED)); /* dirty, its upload queued */
+	OK(cat_upload_moot_many(a.pc.cat, &first[0], 1)); /* the moot row ends */
+	cr_assert_not(td_row(&a, e.hash).uploaded, "marked uploaded, nothing was put");
+	struct cat_upload left[4];
+	cr_assert_eq(cat_upload_list(a.pc.cat, 0, left, 4), 1, "the new row's upload stays queued");
+	cr_assert_neq(left[0].seq, first[0].seq);
 	int stale = 0;
 	cr_assert_eq(pt_cat_upload_chunks(&a.pc, e.hash, &stale), 1);
 	cr_assert(td_row(&a, e.hash).uploaded);

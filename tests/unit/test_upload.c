@@ -3,6 +3,8 @@
  * count as uploaded together, as one transaction. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
 
 #include "catalog.h"
 #include "log.h"
@@ -72,4 +74,42 @@ Test(upload, done_many_ends_every_row_of_the_batch_and_no_other)
 	OK(cat_upload_done_many(fx.cat, left, 4));
 	cr_assert_eq(cat_upload_list(fx.cat, 0, left, 16), 0);
 	OK(cat_upload_done_many(fx.cat, left, 0)); /* an empty batch is nothing */
+}
+
+/* upload.h U7 (review s30 F1): a moot row (its chunk reclaimed before its
+ * upload) ending after a writer stored the same bytes anew marks nothing:
+ * the new row is dirty and its own upload is queued. */
+Test(upload, a_moot_row_ending_after_the_chunk_is_stored_anew_marks_nothing)
+{
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, HASH_FILL, 7);
+	uint64_t ino = ts_mk(fx.cat, CAT_ROOT_INO, "a", 0100644, NULL);
+	struct cat_extent e = { .off = 0, .len = 4096, .chunk_len = 4096 };
+	memcpy(e.hash, h, CAT_HASH_LEN);
+	bool must = false;
+	OK(cat_pending_add(fx.cat, ino, &e, &must));
+	OK(cat_chunk_stored(fx.cat, h, 0, 4096));
+	OK(cat_file_commit(fx.cat, ino, 4096, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.cat, ino));
+	struct cat_upload rows[8];
+	cr_assert_eq(cat_upload_list(fx.cat, 0, rows, 8), 1); /* never uploaded */
+	uint64_t gone = 0;
+	OK(cat_unlink(fx.cat, CAT_ROOT_INO, "a", &gone));
+	cat_inodes_release(fx.cat, &gone, 1); /* the sweep: row deleted, removal queued */
+	struct cat_chunk_where w;
+	cr_assert_eq(cat_chunk_where(fx.cat, h, &w), -ENOENT); /* the uploader: moot */
+	uint64_t ino2 = ts_mk(fx.cat, CAT_ROOT_INO, "b", 0100644, NULL);
+	OK(cat_pending_add(fx.cat, ino2, &e, &must));
+	cr_assert(must);
+	OK(cat_chunk_stored(fx.cat, h, 0, 4096)); /* the new, only copy: dirty */
+	OK(cat_upload_moot_many(fx.cat, &rows[0], 1));
+	OK(cat_chunk_where(fx.cat, h, &w));
+	cr_assert(!w.uploaded, "marked uploaded, nothing was put on BACKING");
+	struct cat_upload left[8];
+	int n = cat_upload_list(fx.cat, 0, left, 8);
+	bool queued = false;
+	for (int i = 0; i < n; i++)
+		queued |= left[i].kind == UP_CHUNK && memcmp(left[i].hash, h, CAT_HASH_LEN) == 0;
+	cr_assert(queued, "the dirty chunk has its upload queued (U2)");
+	OK(cat_pending_drop(fx.cat, ino2));
 }

@@ -435,3 +435,75 @@ Test(uploader, a_chunk_lost_before_its_link_is_never_marked_uploaded_nor_its_gen
 {
 	ut_lost_chunk(false);
 }
+
+/* upload.h U7 (review s30 F1): a row found moot marks nothing. Chunk X's
+ * file is deleted before X's upload, so its row finds X gone (moot); before
+ * that row ends, a writer stores the same bytes anew — a new row, dirty, its
+ * own upload queued. Ending the moot row as done marked the new row
+ * uploaded, its own upload then found it "done", and X never reached
+ * BACKING while the catalog called it there (evictable: the only copy). */
+struct ut_between {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint8_t hash[HASH_LEN];
+	bool armed, arrived, resumed;
+};
+
+static void ut_between_moot(void *arg, const struct cat_upload *row)
+{
+	struct ut_between *b = arg;
+	pthread_mutex_lock(&b->lock);
+	if (b->armed && row->kind == UP_CHUNK && memcmp(row->hash, b->hash, HASH_LEN) == 0) {
+		b->armed = false;
+		b->arrived = true;
+		pthread_cond_broadcast(&b->cond);
+		while (!b->resumed)
+			pthread_cond_wait(&b->cond, &b->lock);
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
+Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_it_ends)
+{
+	struct ut_between b = { .armed = true };
+	pthread_mutex_init(&b.lock, NULL);
+	pthread_cond_init(&b.cond, NULL);
+	uint64_t ino = ut_file(CAT_ROOT_INO, "a", 900, 1, 32 << 10, 0);
+	memcpy(b.hash, fx.hash[0], HASH_LEN);
+	uint64_t gone = 0;
+	OK(cat_unlink(fx.w.cat, CAT_ROOT_INO, "a", &gone));
+	cr_assert_eq(gone, ino);
+	cat_inodes_release(fx.w.cat, &gone, 1); /* the sweep: X's row deleted, removal queued */
+	struct cat_chunk_where w;
+	FAILS(cat_chunk_where(fx.w.cat, b.hash, &w), ENOENT);
+
+	ut_start(false);
+	uploader_set_between(fx.u, ut_between_moot, &b);
+	pthread_mutex_lock(&b.lock);
+	double until = ut_mono() + 15;
+	while (!b.arrived && ut_mono() < until) {
+		pthread_mutex_unlock(&b.lock);
+		usleep(10 * 1000);
+		pthread_mutex_lock(&b.lock);
+	}
+	bool arrived = b.arrived;
+	pthread_mutex_unlock(&b.lock);
+	cr_assert(arrived, "X's first row was never taken");
+	/* the moot row is between its check and its end: the writer stores X anew */
+	ut_file(CAT_ROOT_INO, "b", 900, 1, 32 << 10, 0);
+	cr_assert_eq(memcmp(fx.hash[1], b.hash, HASH_LEN), 0, "the same bytes, the same chunk");
+	pthread_mutex_lock(&b.lock);
+	b.resumed = true;
+	pthread_cond_broadcast(&b.cond);
+	pthread_mutex_unlock(&b.lock);
+
+	uploader_stop(fx.u, true); /* drained: every row ended */
+	fx.u = NULL;
+	OK(cat_chunk_where(fx.w.cat, b.hash, &w));
+	cr_assert(!w.uploaded || ut_chunk_on_backing(1),
+		  "X is called uploaded, and BACKING does not have it");
+	cr_assert(ut_chunk_on_backing(1), "file b's only chunk never reached BACKING");
+	cr_assert(w.uploaded);
+	pthread_cond_destroy(&b.cond);
+	pthread_mutex_destroy(&b.lock);
+}

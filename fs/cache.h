@@ -17,7 +17,9 @@
  *      none is made for backing_timeout (BACKING takes nothing and nothing
  *      clean is left) does it fail, with ENOSPC, never EIO.
  *  C4. A read that needs BACKING while it is away waits up to the backing
- *      timeout, then fails with EIO; it never returns other bytes.
+ *      timeout, then fails with EIO; it never returns other bytes. Away is
+ *      any failure to read (no answer, a lost connection, a read error: EIO
+ *      too); a damaged object is a verdict, failed at once (bkobj.h B1).
  *  C5. A fetch keeps a copy only while the cache is under its high watermark
  *      and its disk keeps half of its reserve free after the write (C6),
  *      and only a copy the catalog records as cached: an object file in the

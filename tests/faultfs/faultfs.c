@@ -16,9 +16,6 @@
  *   enospc=OPS         fail these ops with ENOSPC   below, or `all`)
  *   fail_every=N       only every Nth op matching eio/enospc fails (default 1);
  *                      the count restarts whenever CTLFILE changes
- *   fail_count=N       only the first N faults are injected, then the ops
- *                      pass (a passing fault); 0 = no limit (default); the
- *                      count restarts whenever CTLFILE changes
  *   hang=1             every op blocks until hang is cleared, then proceeds
  *
  * Op names: read write fsync (also fsyncdir) rename create mkdir unlink rmdir
@@ -90,7 +87,6 @@ struct fault_config {
 	uint32_t eio_mask;    /* bit per enum fault_op */
 	uint32_t enospc_mask;
 	unsigned fail_every;  /* >= 1 */
-	unsigned long fail_count; /* faults injected at most per load; 0 = no limit */
 	int hang;
 };
 
@@ -106,7 +102,6 @@ static struct {
 	double bucket_t;      /* virtual time at which the bucket is empty again */
 
 	atomic_ulong match_seq; /* ops that matched eio/enospc since the last load */
-	atomic_ulong fault_seq; /* faults due since the last load (fail_count) */
 	atomic_ulong ops[FOP_COUNT], faults[FOP_COUNT];
 	atomic_ulong eio, enospc, hung, hanging, bytes_read, bytes_written, throttle_ms;
 	atomic_ulong config_loads, change_seq;
@@ -192,8 +187,6 @@ static struct fault_config fault_parse(char *text)
 			c.enospc_mask = fault_parse_ops(val);
 		else if (strcmp(key, "fail_every") == 0)
 			c.fail_every = strtoul(val, NULL, 10) > 0 ? (unsigned)strtoul(val, NULL, 10) : 1;
-		else if (strcmp(key, "fail_count") == 0)
-			c.fail_count = strtoul(val, NULL, 10);
 		else if (strcmp(key, "hang") == 0)
 			c.hang = atoi(val) != 0;
 		else
@@ -222,7 +215,6 @@ static struct fault_config fault_config_get(void)
 			g.cfg = fault_parse(text);
 			g.bucket_t = 0;
 			atomic_store(&g.match_seq, 0);
-			atomic_store(&g.fault_seq, 0);
 			fault_bump(&g.config_loads, 1);
 		}
 	}
@@ -268,8 +260,6 @@ static int fault_gate(enum fault_op op)
 		return 0;
 	if ((atomic_fetch_add(&g.match_seq, 1) + 1) % c.fail_every != 0)
 		return 0;
-	if (c.fail_count && atomic_fetch_add(&g.fault_seq, 1) >= c.fail_count)
-		return 0; /* the passing fault has passed */
 	fault_bump(&g.faults[op], 1);
 	if (c.eio_mask & bit) {
 		fault_bump(&g.eio, 1);

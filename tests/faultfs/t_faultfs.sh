@@ -241,20 +241,6 @@ test_fail_every_fails_only_every_nth() {
 	rm -f "$MNT/n"
 }
 
-test_fail_count_fails_only_the_first_n() {
-	: >"$MNT/c"
-	ctl_set eio=write fail_count=2 || return 1
-	local i res=
-	for i in 1 2 3 4; do
-		if printf '%s' "$i" >>"$MNT/c" 2>/dev/null; then res+=ok; else res+=EIO; fi
-		res+=" "
-	done
-	ctl_clear || return 1
-	[ "$res" = "EIO EIO ok ok " ] || fail "pattern: $res"
-	[ "$(cat "$SRC/c")" = 34 ] || fail "content: $(cat "$SRC/c")"
-	rm -f "$MNT/c"
-}
-
 test_eio_all_then_clear_restores_everything() {
 	echo keep >"$MNT/k"
 	ctl_set eio=all || return 1

@@ -7,7 +7,7 @@
  *
  * Invariants:
  *  C1. Bytes handed out always match their hash: a fetched object is checked
- *      (store_object_check) before it is used or kept.
+ *      (bkobj_get: store_fetch_check, SHA-256) before it is used or kept.
  *  C2. Only clean objects (uploaded) are evicted, never those of a pinned
  *      generation; those of a file with an open handle only when the disk or
  *      a waiting writer is short of room (cat_evict_candidates). An evicted

@@ -24,7 +24,6 @@
 #include "bkobj.h"
 #include "codec.h"
 #include "hash.h"
-#include "log.h"
 #include "store.h"
 #include "support.h"
 
@@ -33,29 +32,22 @@
 #define BK_OBJ_CAP (STORE_HEADER_LEN + 2 * BK_CHUNK_MAX) /* the largest object accepted */
 
 static struct {
-	char dir[64];
-	struct store *st; /* writes the objects, on BACKING's directory */
+	struct ts_stack s; /* its BACKING directory is the one read */
+	struct store *st;  /* writes the objects, on BACKING's directory */
 	struct backing *b;
-	FILE *log;
 } fx;
 
 static void setup(void)
 {
-	fx.log = tmpfile();
-	cr_assert_not_null(fx.log);
-	log_setup(fx.log, LOG_LVL_DEBUG);
-	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "bkobj");
-	OK(store_open(fx.dir, &fx.st));
-	OK(backing_open(fx.dir, 2000, &fx.b));
+	ts_stack_open(&fx.s, "bkobj");
+	OK(store_open(fx.s.backing, &fx.st));
+	fx.b = fx.s.b;
 }
 
 static void teardown(void)
 {
-	backing_close(fx.b);
 	store_close(fx.st);
-	ts_tmpdir_remove(fx.dir);
-	log_setup(stderr, LOG_LVL_WARN);
-	fclose(fx.log);
+	ts_stack_close(&fx.s);
 }
 
 struct bk_obj {
@@ -74,7 +66,7 @@ static struct bk_obj bk_put(uint8_t *plain, size_t len)
 	OK(store_put(fx.st, o.hash, plain, len, STORE_SYNC, &o.info));
 	char rel[128];
 	store_object_relpath(o.hash, rel, sizeof(rel));
-	snprintf(o.path, sizeof(o.path), "%s/%s", fx.dir, rel);
+	snprintf(o.path, sizeof(o.path), "%s/%s", fx.s.backing, rel);
 	cr_assert_eq(chmod(o.path, 0600), 0); /* the cases damage it in place */
 	return o;
 }

@@ -238,7 +238,8 @@ _stat_wait() {
 # the file's bytes. A damaged object is a verdict: its bytes fail with EIO
 # at once (never retried), the rest of its file and the other files read
 # right. ckptfs-admin verify calls the damaged copy corrupt, and copies that
-# cannot be read unreadable (not damaged), exiting 1 for both.
+# cannot be read unreadable (not damaged), exiting 1 for both; export --cache
+# refuses the damaged copy, saying so.
 test_passing_backing_read_errors_are_retried_damage_is_not() {
 	ck_faultfs_up
 	local d=run/step-1 ext n line end pre out rc=0
@@ -309,6 +310,13 @@ f.seek(72 + 1000); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$obj"
 	[ "$(echo "$out" | awk '$1 == "chunks_unreadable" { print $2 }')" -ge 1 ] || ck_fail "no chunks_unreadable: $(echo "$out" | tr '\n' '|')"
 	assert_contains "$out" "could not be read" "verify's closing line"
 	ck_umount
+	# export --cache (offline) reads BACKING's copy itself: damaged, it fails
+	# naming the chunk and why, and leaves nothing behind
+	mkdir "$CK_TMP/exp"
+	out=$(timeout 120 "$CKPTFS_ADMIN" export --cache "$CK_CACHE" "$d" "$CK_TMP/exp" 2>&1) && rc=0 || rc=$?
+	assert_eq 1 "$rc" "exit status of export --cache with a damaged object (output: $out)"
+	assert_contains "$out" "chunk $V_HASH: BACKING's copy damaged: payload does not match its CRC-32C" "export --cache with a damaged object"
+	assert_eq "" "$(ls -A "$CK_TMP/exp")" "what a failed export left"
 }
 
 test_nfs_url_backing_round_trip_and_fresh_node() {

@@ -33,7 +33,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(if $(BLOSC_PKG),,-
 
 # Layers (docs/DESIGN.md "Layers"; `make check-layers` enforces the includes):
 #   fs/lib/  the library: log, hash, crc32c, chunker, zipcut, codec, complete,
-#            store, backing (dir | nfs://), safeopen, claim, cachedir,
+#            store, backing (dir | nfs://), bkobj, safeopen, claim, cachedir,
 #            ticker, monoclock, control_proto, version. Includes only fs/lib/.
 #   meta/    the catalog (SQLite). Includes only meta/ and fs/lib/.
 #   fs/      the daemon. Its modules in SHARED_SRC are linked into

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "backing.h"
+#include "bkobj.h"
 #include "catalog.h"
 #include "codec.h"
 #include "flight.h"
@@ -188,25 +189,20 @@ static size_t cache_image_need(const struct cache *c, size_t cap)
 
 /* One attempt: BACKING → check → cache; chunk gets the checked chunk, its
  * plain bytes where they lie in the fetched image when raw (store.h S9).
- * -ENOENT: BACKING does not have it; -EIO: it has a corrupt copy; -ENOMEM;
- * other errors: BACKING did not answer. */
+ * bkobj.h B1's answers: -ENOENT: BACKING does not have it; -EBADMSG: it has
+ * a damaged copy (logged here, once per attempt); -ENOMEM; other errors:
+ * BACKING could not be read (-EIO included). */
 static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 			    struct store_chunk *chunk)
 {
-	char rel[128], hex[HASH_HEX_LEN + 1];
-	store_object_relpath(hash, rel, sizeof(rel));
 	int rc = store_fetch_image(chunk, cache_image_need(c, cap), c->object_cap);
 	if (rc != 0)
 		return rc;
-	size_t obj_len = 0;
-	rc = backing_get(c->backing, rel, chunk->image, c->object_cap, &obj_len);
-	store_fetch_filled(chunk, rc == 0 ? obj_len : c->object_cap);
+	struct bkobj_read r = { .fetch = chunk, .obj_cap = c->object_cap, .plain_cap = cap };
 	const char *why = NULL;
-	if (rc == 0)
-		rc = store_fetch_check(hash, chunk, obj_len, cap, &why); /* before any use */
-	else if (rc == -EFBIG)
-		rc = -EIO;
-	if (rc == -EIO && why) {
+	rc = bkobj_get(c->backing, hash, &r, &why); /* checked before any use (B2) */
+	if (rc == -EBADMSG) {
+		char hex[HASH_HEX_LEN + 1];
 		hash_to_hex(hash, hex);
 		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->backing), hex,
 			  why);
@@ -215,7 +211,7 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], size_
 		store_chunk_free(chunk);
 		return rc;
 	}
-	cache_keep_copy(c, hash, chunk->image, obj_len);
+	cache_keep_copy(c, hash, chunk->image, r.obj_len);
 	store_fetch_done(chunk);
 	return 0;
 }
@@ -228,8 +224,11 @@ static bool cache_not_uploaded_yet(struct cache *c, const uint8_t hash[HASH_LEN]
 	return cat_is_shared(c->cat) && cat_chunk_where(c->cat, hash, &w) == -EAGAIN;
 }
 
-/* Fetches with retries while BACKING does not answer, up to the timeout (C4),
- * and while the chunk's node has not uploaded it. */
+/* Fetches with retries while BACKING cannot be read, up to the timeout (C4),
+ * and while the chunk's node has not uploaded it. A verdict (bkobj.h B1:
+ * damaged), an absent chunk and -ENOMEM end it at once; any other error is
+ * BACKING's (a server that does not answer, a lost connection, a read error:
+ * -EIO too) and is tried again. */
 static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 				struct store_chunk *chunk)
 {
@@ -243,7 +242,7 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], s
 		rc = cache_fetch_once(c, hash, cap, chunk);
 		if (rc == -ENOENT && cache_not_uploaded_yet(c, hash))
 			rc = -EAGAIN; /* waited for like a BACKING that does not answer */
-		if (rc == 0 || rc == -ENOENT || rc == -EIO || rc == -ENOMEM)
+		if (rc == 0 || rc == -ENOENT || rc == -EBADMSG || rc == -ENOMEM)
 			break;
 		if (cache_mono_s() >= deadline)
 			break;
@@ -259,9 +258,11 @@ static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], s
 	if (rc == -ENOENT)
 		log_error("chunk %s is in neither the cache nor BACKING %s", hex,
 			  backing_spec(c->backing));
-	else if (rc != 0 && rc != -EIO)
+	else if (rc != 0 && rc != -EBADMSG) /* a damaged one is logged by the fetch */
 		log_error("BACKING %s: chunk %s unreadable: %s", backing_spec(c->backing), hex,
 			  strerror(-rc));
+	else if (rc == 0 && said)
+		log_info("BACKING %s: chunk %s read after a retry", backing_spec(c->backing), hex);
 	if (rc != 0) {
 		pthread_mutex_lock(&c->lock);
 		c->st.fetch_errors++;

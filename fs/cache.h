@@ -7,7 +7,7 @@
  *
  * Invariants:
  *  C1. Bytes handed out always match their hash: a fetched object is checked
- *      (store_object_check) before it is used or kept.
+ *      (bkobj_get: store_fetch_check, SHA-256) before it is used or kept.
  *  C2. Only clean objects (uploaded) are evicted, never those of a pinned
  *      generation; those of a file with an open handle only when the disk or
  *      a waiting writer is short of room (cat_evict_candidates). An evicted
@@ -17,7 +17,9 @@
  *      none is made for backing_timeout (BACKING takes nothing and nothing
  *      clean is left) does it fail, with ENOSPC, never EIO.
  *  C4. A read that needs BACKING while it is away waits up to the backing
- *      timeout, then fails with EIO; it never returns other bytes.
+ *      timeout, then fails with EIO; it never returns other bytes. Away is
+ *      any failure to read (no answer, a lost connection, a read error: EIO
+ *      too); a damaged object is a verdict, failed at once (bkobj.h B1).
  *  C5. A fetch keeps a copy only while the cache is under its high watermark
  *      and its disk keeps half of its reserve free after the write (C6),
  *      and only a copy the catalog records as cached: an object file in the

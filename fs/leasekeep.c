@@ -20,8 +20,9 @@
  * that fails is logged and the thread goes on. Given BACKING, the sweep
  * also looks there for the objects of lost saves' chunks their dead holder
  * had not marked uploaded (X11): leasekeep_backing_check reads each whole
- * and checks it as a fetch does (store_object_check: header, lengths,
- * decoding, SHA-256). */
+ * and checks it as a fetch does (bkobj_get: header, lengths, decoding,
+ * SHA-256; a damaged object told from a BACKING that could not be read,
+ * bkobj.h B1). */
 #define _GNU_SOURCE
 #include "leasekeep.h"
 
@@ -32,6 +33,7 @@
 #include <time.h>
 
 #include "backing.h"
+#include "bkobj.h"
 #include "catalog.h"
 #include "codec.h"
 #include "log.h"
@@ -51,9 +53,11 @@ struct leasekeep {
 };
 
 /* cat_backing_check_fn (pggen.h X11): chunk hash's object read from BACKING
- * whole and checked as a fetch checks it. -EIO is a verdict on the bytes
- * read (the caller remembers the object as damaged); an error reading them
- * is not, and is returned as another errno (looked at again). */
+ * whole and checked as a fetch checks it (bkobj_get). -EIO is a verdict on
+ * the bytes read (bkobj.h B1's -EBADMSG: the caller remembers the object as
+ * damaged); an error reading them is not, and is returned as another errno
+ * (looked at again): BACKING's -EIO (an nfs:// transport error is EIO too)
+ * as -EAGAIN. */
 static int leasekeep_backing_check(void *arg, const uint8_t hash[CAT_HASH_LEN],
 				   uint64_t plain_len, const char **why)
 {
@@ -63,27 +67,21 @@ static int leasekeep_backing_check(void *arg, const uint8_t hash[CAT_HASH_LEN],
 		*why = "its row's plain length is not a chunk's";
 		return -EIO;
 	}
-	size_t cap = STORE_HEADER_LEN + codec_bound((size_t)plain_len), len = 0, got = 0;
-	uint8_t *obj = malloc(cap), *plain = malloc((size_t)plain_len);
-	char rel[160];
-	store_object_relpath(hash, rel, sizeof(rel));
-	int rc = obj && plain ? backing_get(lk->backing, rel, obj, cap, &len) : -ENOMEM;
-	if (rc == -EFBIG) {
-		*why = "larger than its chunk's object can be";
-		rc = -EIO;
-	} else if (rc == -EIO) {
-		/* BACKING could not be read (an nfs:// transport error is EIO too):
-		 * no verdict on the object, which the next sweep reads again */
-		rc = -EAGAIN;
-	} else if (rc == 0) {
-		rc = store_object_check(hash, obj, len, plain, (size_t)plain_len, &got, why);
-		if (rc == 0 && got != plain_len) {
-			*why = "its plain length differs from its row's";
-			rc = -EIO;
-		}
+	struct bkobj_read r = { .obj_cap = STORE_HEADER_LEN + codec_bound((size_t)plain_len),
+				.plain_cap = (size_t)plain_len };
+	r.obj = malloc(r.obj_cap);
+	r.plain = malloc(r.plain_cap);
+	int rc = r.obj && r.plain ? bkobj_get(lk->backing, hash, &r, why) : -ENOMEM;
+	if (rc == 0 && r.plain_len != plain_len) {
+		*why = "its plain length differs from its row's";
+		rc = -EBADMSG;
 	}
-	free(obj);
-	free(plain);
+	free(r.obj);
+	free(r.plain);
+	if (rc == -EBADMSG)
+		return -EIO; /* the verdict, in cat_backing_check_fn's words */
+	if (rc == -EIO)
+		return -EAGAIN; /* no verdict: the next sweep reads it again */
 	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
 }
 

@@ -110,8 +110,10 @@ static const struct admin_command admin_commands[] = {
 	  "re-hash every chunk (of GEN); report missing or corrupt ones; exit 1 if any",
 	  "Reads every chunk object (of all chunks, or those GEN names), decodes it and\n"
 	  "checks its SHA-256. Each missing or corrupt chunk is printed with the files and\n"
-	  "generations that name it. Prints chunks_ok / chunks_bad / chunks_skipped.\n"
-	  "Exit status 1 if any chunk is bad.\n" },
+	  "generations that name it; a copy BACKING could not give (no answer, a read\n"
+	  "error) is printed as unreadable, not corrupt. Prints chunks_ok / chunks_bad /\n"
+	  "chunks_unreadable / chunks_skipped. Exit status 1 if any chunk is bad or\n"
+	  "unreadable.\n" },
 	{ "check", admin_cmd_check, ADMIN_NEED_READ, "check",
 	  "check the catalog's invariants (reference counts, extents, generations)",
 	  "Checks the catalog's invariants (meta/SCHEMA.md): reference counts, extents,\n"

@@ -115,7 +115,9 @@ int admin_ctl_probe(const char *sock);
 /* Where a chunk object copy is checked or read from. */
 enum admin_where { ADMIN_IN_CACHE, ADMIN_ON_BACKING };
 /* Reads and verifies one copy of a chunk into plain (capacity cap): 0 with
- * *len set, -ENOENT if that copy is missing, -EIO with *why if corrupt. */
+ * *len set, -ENOENT if that copy is missing, -EBADMSG with *why if it is
+ * damaged, another negative errno if it could not be read (BACKING away or
+ * failing: no verdict on its bytes; fs/lib/bkobj.h B1). */
 int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash[CAT_HASH_LEN],
 		     void *plain, size_t cap, size_t *len, const char **why);
 

@@ -288,22 +288,31 @@ static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *i
 		}
 		for (int i = 0; i < n && rc == 0; i++) {
 			size_t got;
-			const char *why;
-			/* the cache's copy, else BACKING's; each verified against its hash */
+			const char *why = NULL;
+			/* the cache's copy, else BACKING's; each verified against its hash:
+			 * a damaged copy (-EBADMSG) and one that could not be read (another
+			 * errno, bkobj.h B1) both fail the export, naming which it was */
 			rc = admin_chunk_read(a, ADMIN_IN_CACHE, ext[i].hash, chunk, 16u << 20, &got, &why);
-			if (rc == -ENOENT)
+			bool backing = rc == -ENOENT;
+			if (backing)
 				rc = admin_chunk_read(a, ADMIN_ON_BACKING, ext[i].hash, chunk, 16u << 20,
 						      &got, &why);
-			if (rc == 0 && (got != ext[i].chunk_len || ext[i].chunk_off + ext[i].len > got))
-				rc = -EIO;
+			if (rc == 0 && (got != ext[i].chunk_len || ext[i].chunk_off + ext[i].len > got)) {
+				why = "wrong length";
+				rc = -EBADMSG;
+			}
 			if (rc == 0 && pwrite(out, chunk + ext[i].chunk_off, ext[i].len, (off_t)ext[i].off) !=
 					       (ssize_t)ext[i].len)
 				rc = -EIO;
 			if (rc != 0) {
-				char hex[HASH_HEX_LEN + 1], where[PATH_MAX + 96];
+				char hex[HASH_HEX_LEN + 1], where[PATH_MAX + 192];
 				hash_to_hex(ext[i].hash, hex);
-				snprintf(where, sizeof(where), "%s (chunk %s)", dst, hex);
-				admin_copy_fail(c, where, rc);
+				if (rc == -EBADMSG)
+					snprintf(where, sizeof(where), "%s (chunk %s: %s copy damaged: %s)",
+						 dst, hex, backing ? "BACKING's" : "the cache's", why);
+				else
+					snprintf(where, sizeof(where), "%s (chunk %s)", dst, hex);
+				admin_copy_fail(c, where, rc == -EBADMSG ? -EIO : rc);
 			}
 			off = ext[i].off + ext[i].len;
 			c->done += ext[i].len;

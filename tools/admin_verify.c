@@ -24,6 +24,7 @@
 
 #include "admin.h"
 #include "backing.h"
+#include "bkobj.h"
 #include "store.h"
 #include "upload.h"
 
@@ -42,26 +43,30 @@ int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash
 		admin_obj_buf = nb;
 		admin_obj_cap = need;
 	}
-	size_t olen = 0;
-	int rc;
-	if (where == ADMIN_IN_CACHE) {
-		rc = a->store ? store_read_object(a->store, hash, admin_obj_buf, admin_obj_cap, &olen)
-			      : -ENOENT;
-	} else {
-		char rel[128];
-		store_object_relpath(hash, rel, sizeof(rel));
-		rc = a->bk ? backing_get(a->bk, rel, admin_obj_buf, admin_obj_cap, &olen) : -ENOENT;
+	if (where == ADMIN_ON_BACKING) { /* bkobj.h B1: a verdict, or BACKING unreadable */
+		struct bkobj_read r = { .obj = admin_obj_buf, .obj_cap = admin_obj_cap,
+					.plain = plain, .plain_cap = cap };
+		int rc = a->bk ? bkobj_get(a->bk, hash, &r, why) : -ENOENT;
+		*len = r.plain_len;
+		return rc;
 	}
-	if (rc == -EIO)
-		*why = "malformed header or length";
+	size_t olen = 0;
+	int rc = a->store ? store_read_object(a->store, hash, admin_obj_buf, admin_obj_cap, &olen)
+			  : -ENOENT;
+	if (rc == -EIO || rc == -EFBIG) { /* store_read_object's verdicts on the header */
+		*why = rc == -EIO ? "malformed header or length" : "larger than a chunk's object can be";
+		return -EBADMSG;
+	}
 	if (rc != 0)
 		return rc;
-	return store_object_check(hash, admin_obj_buf, olen, plain, cap, len, why);
+	rc = store_object_check(hash, admin_obj_buf, olen, plain, cap, len, why);
+	return rc == -EIO ? -EBADMSG : rc;
 }
 
 struct admin_verify {
 	struct admin *a;
 	uint64_t ok, bad, skipped, done, total;
+	uint64_t unreadable; /* copies that could not be read: no verdict on them */
 	uint64_t cache_copies, backing_copies; /* verified good */
 	char *buf;
 	size_t cap;
@@ -117,7 +122,10 @@ static void admin_verify_report(struct admin_verify *v, const uint8_t hash[CAT_H
 }
 
 /* Checks one copy; a failure is re-checked against the catalog (the daemon
- * may have evicted or removed it meanwhile) before it counts. */
+ * may have evicted or removed it meanwhile) before it counts: a damaged copy
+ * (admin_chunk_read's -EBADMSG, or a wrong length) as bad, a copy that could
+ * not be read (BACKING away, a read error: bkobj.h B1) as unreadable, which
+ * says nothing of its bytes. */
 static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH_LEN],
 			     uint64_t plain_len, enum admin_where where)
 {
@@ -132,10 +140,17 @@ static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH
 	if (cat_chunk_where(v->a->cat, hash, &w) != 0 || (w.refcount == 0 && !v->shared) ||
 	    (where == ADMIN_IN_CACHE ? !w.cached : !w.uploaded))
 		return 1; /* gone or moved meanwhile: nothing to report */
+	const char *wname = where == ADMIN_IN_CACHE ? "cache" : "BACKING";
+	if (rc != 0 && rc != -ENOENT && rc != -EBADMSG) {
+		char reason[128];
+		snprintf(reason, sizeof(reason), "could not be read: %s", strerror(-rc));
+		v->unreadable++;
+		admin_verify_report(v, hash, wname, "unreadable", reason);
+		return 1;
+	}
 	v->bad++;
-	admin_verify_report(v, hash, where == ADMIN_IN_CACHE ? "cache" : "BACKING",
-			    rc == -ENOENT ? "missing" : "corrupt",
-			    rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : strerror(-rc));
+	admin_verify_report(v, hash, wname, rc == -ENOENT ? "missing" : "corrupt",
+			    rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : "damaged");
 	return 1;
 }
 
@@ -218,18 +233,24 @@ int admin_cmd_verify(struct admin *a)
 	admin_obj_cap = 0;
 	if (a->json)
 		printf("%s], \"chunks_ok\": %" PRIu64 ", \"chunks_bad\": %" PRIu64
-		       ", \"chunks_skipped\": %" PRIu64 ", \"cache_copies_ok\": %" PRIu64
-		       ", \"backing_copies_ok\": %" PRIu64 "}\n",
-		       v.first_bad ? "" : "\n ", v.ok, v.bad, v.skipped, v.cache_copies, v.backing_copies);
+		       ", \"chunks_unreadable\": %" PRIu64 ", \"chunks_skipped\": %" PRIu64
+		       ", \"cache_copies_ok\": %" PRIu64 ", \"backing_copies_ok\": %" PRIu64 "}\n",
+		       v.first_bad ? "" : "\n ", v.ok, v.bad, v.unreadable, v.skipped, v.cache_copies,
+		       v.backing_copies);
 	else
-		printf("chunks_ok %" PRIu64 "\nchunks_bad %" PRIu64 "\nchunks_skipped %" PRIu64
-		       "\ncache_copies_ok %" PRIu64 "\nbacking_copies_ok %" PRIu64 "\n",
-		       v.ok, v.bad, v.skipped, v.cache_copies, v.backing_copies);
+		printf("chunks_ok %" PRIu64 "\nchunks_bad %" PRIu64 "\nchunks_unreadable %" PRIu64
+		       "\nchunks_skipped %" PRIu64 "\ncache_copies_ok %" PRIu64
+		       "\nbacking_copies_ok %" PRIu64 "\n",
+		       v.ok, v.bad, v.unreadable, v.skipped, v.cache_copies, v.backing_copies);
 	if (rc != 0) {
 		admin_err("verify: stopped: %s", strerror(-rc));
 		return ADMIN_PROBLEM;
 	}
-	return v.bad ? ADMIN_PROBLEM : ADMIN_OK;
+	if (v.unreadable)
+		admin_err("verify: %" PRIu64 " cop%s could not be read (BACKING away or failing?):"
+			  " not verified; run verify again once it answers",
+			  v.unreadable, v.unreadable == 1 ? "y" : "ies");
+	return v.bad || v.unreadable ? ADMIN_PROBLEM : ADMIN_OK;
 }
 
 int admin_cmd_check(struct admin *a)

@@ -6,7 +6,9 @@
 # newest durable generation, reads that need a hung BACKING fail with EIO after
 # backing_timeout (never wrong data), a kill -9 mid-upload loses nothing, and
 # the mount-time health check refuses a BACKING that cannot rename, naming the
-# step. Also: ckptfs over nfs:// against a private nfs-ganesha.
+# step; a passing read error of BACKING is waited for, a damaged object is
+# not (EIO at once), and verify tells the two apart. Also: ckptfs over
+# nfs:// against a private nfs-ganesha.
 . "$(dirname "$0")/lib.sh"
 
 ck_timeout test_backing_hung_for_a_while_saves_go_on_and_uploads_resume 240
@@ -217,6 +219,104 @@ test_health_check_refuses_a_backing_that_cannot_rename() {
 	assert_ne 0 "$rc" "exit status"
 	assert_contains "$out" "fsync"
 	return 0
+}
+
+# _stat_wait KEY N — faultfs's CTLFILE.stats shows KEY at N or more (it is
+# rewritten within ~100 ms of a change; bounded at 20 s).
+_stat_wait() {
+	local i=0
+	until [ "$(sed -n "s/^$1=//p" "$CK_TMP/ctl.stats" 2>/dev/null)" -ge "$2" ] 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "faultfs's $1 stayed below $2: $(sed -n "s/^$1=//p" "$CK_TMP/ctl.stats")"
+		sleep 0.1
+	done
+}
+
+# A read error of BACKING that passes (EIO, as from a lost nfs:// connection,
+# or a directory BACKING's read) is BACKING away, not damage (bkobj.h B1):
+# a cold read waits for it within backing_timeout (cache.h C4) and returns
+# the file's bytes. A damaged object is a verdict: its bytes fail with EIO
+# at once (never retried), the rest of its file and the other files read
+# right. ckptfs-admin verify calls the damaged copy corrupt, and copies that
+# cannot be read unreadable (not damaged), exiting 1 for both; export --cache
+# refuses the damaged copy, saying so.
+test_passing_backing_read_errors_are_retried_damage_is_not() {
+	ck_faultfs_up
+	local d=run/step-1 ext n line end pre out rc=0
+	mkdir -p "$CK_REF/$d"
+	ck_rand "$CK_REF/$d/a" $((3 * MiB))
+	ck_rand "$CK_REF/$d/b" $((3 * MiB))
+	ck_mount
+	mkdir -p "$CK_MNT/$d"
+	cp "$CK_REF/$d/a" "$CK_REF/$d/b" "$CK_MNT/$d/"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/$d"
+	ck_umount
+	# the victim: b's middle chunk, damaged on BACKING (under faultfs)
+	ext=$(ck_sql "SELECT lower(hex(e.hash)), e.off, e.len FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = 'b' ORDER BY e.off")
+	n=$(echo "$ext" | grep -c .) || true
+	[ "$n" -ge 2 ] || ck_fail "b has $n extents; the case needs a chunk with others after it"
+	line=$(echo "$ext" | sed -n "$(((n + 1) / 2))p")
+	IFS='|' read -r V_HASH V_OFF V_LEN <<<"$line"
+	local obj=$CK_TMP/store/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
+	[ -f "$obj" ] || ck_fail "no object of chunk $V_HASH on BACKING ($obj)"
+	"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(72 + 1000); b = f.read(1)
+f.seek(72 + 1000); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$obj"
+	# a new cache: every read needs BACKING
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount "backing_timeout=60"
+	# BACKING's reads fail until three have failed, then it answers again
+	ck_fault eio=read
+	ck_bg timeout 120 cat "$CK_MNT/$d/a" >"$CK_TMP/a.out" 2>"$CK_TMP/a.err"
+	local cat_pid=$CK_BG_PID
+	_stat_wait fault.read 3
+	ck_fault
+	ck_bg_wait "$cat_pid" 120 || rc=$?
+	[ $rc = 0 ] || ck_fail "a cold read failed on a passing BACKING read error (status $rc): $(cat "$CK_TMP/a.err")"
+	cmp -s "$CK_REF/$d/a" "$CK_TMP/a.out" || ck_fail "a read back differs from what was saved"
+	grep -q "retrying for up to 60 s" "$CK_DLOG" || ck_fail "no log line about retrying the failed reads"
+	assert_not_contains "$(cat "$CK_DLOG")" "is corrupt" "log after passing read errors"
+	# the damaged chunk: EIO, no retry; the bytes before and after it are b's
+	rc=0
+	timeout 120 cat "$CK_MNT/$d/b" >"$CK_TMP/b.out" 2>"$CK_TMP/b.err" || rc=$?
+	[ $rc != 0 ] || ck_fail "b read whole, its chunk $V_HASH damaged on BACKING"
+	assert_contains "$(cat "$CK_TMP/b.err")" "Input/output error" "error reading b"
+	pre=$(ck_size "$CK_TMP/b.out")
+	assert_le "$pre" "$V_OFF" "bytes of b read before the error (the damaged chunk starts at $V_OFF)"
+	cmp -s -n "$pre" "$CK_TMP/b.out" "$CK_REF/$d/b" || ck_fail "the bytes of b before the error differ"
+	assert_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "is corrupt" "log line of the damaged chunk"
+	assert_not_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "retrying" "log of the damaged chunk (a verdict is not retried)"
+	end=$(((V_OFF + V_LEN + 4095) / 4096 * 4096)) # the first page wholly after it
+	if [ "$end" -lt $((3 * MiB)) ]; then
+		dd if="$CK_MNT/$d/b" of="$CK_TMP/b.tail" iflag=skip_bytes skip="$end" bs=1M status=none ||
+			ck_fail "reading b after its damaged chunk (from $end) failed"
+		tail -c +$((end + 1)) "$CK_REF/$d/b" | cmp -s - "$CK_TMP/b.tail" ||
+			ck_fail "the bytes of b after its damaged chunk differ"
+	fi
+	cmp -s "$CK_REF/$d/a" "$CK_MNT/$d/a" || ck_fail "a differs after reading b"
+	# verify: the damaged copy is corrupt; with BACKING's reads failing, unreadable
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) && rc=0 || rc=$?
+	assert_eq 1 "$rc" "exit status of verify with a damaged object (output: $(echo "$out" | tr '\n' '|'))"
+	assert_contains "$out" "corrupt chunk $V_HASH in BACKING" "verify with a damaged object"
+	assert_not_contains "$out" "unreadable chunk" "verify with a damaged object"
+	assert_eq 0 "$(echo "$out" | awk '$1 == "chunks_unreadable" { print $2 }')" "chunks_unreadable with a damaged object"
+	ck_fault eio=read
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) && rc=0 || rc=$?
+	ck_fault
+	assert_eq 1 "$rc" "exit status of verify while BACKING's reads fail (output: $(echo "$out" | tr '\n' '|'))"
+	assert_contains "$out" "unreadable chunk $V_HASH in BACKING (could not be read: Input/output error)" "verify while BACKING's reads fail"
+	assert_not_contains "$out" "corrupt chunk" "verify while BACKING's reads fail"
+	assert_eq 0 "$(echo "$out" | awk '$1 == "chunks_bad" { print $2 }')" "chunks_bad while BACKING's reads fail"
+	[ "$(echo "$out" | awk '$1 == "chunks_unreadable" { print $2 }')" -ge 1 ] || ck_fail "no chunks_unreadable: $(echo "$out" | tr '\n' '|')"
+	assert_contains "$out" "could not be read" "verify's closing line"
+	ck_umount
+	# export --cache (offline) reads BACKING's copy itself: damaged, it fails
+	# naming the chunk and why, and leaves nothing behind
+	mkdir "$CK_TMP/exp"
+	out=$(timeout 120 "$CKPTFS_ADMIN" export --cache "$CK_CACHE" "$d" "$CK_TMP/exp" 2>&1) && rc=0 || rc=$?
+	assert_eq 1 "$rc" "exit status of export --cache with a damaged object (output: $out)"
+	assert_contains "$out" "chunk $V_HASH: BACKING's copy damaged: payload does not match its CRC-32C" "export --cache with a damaged object"
+	assert_eq "" "$(ls -A "$CK_TMP/exp")" "what a failed export left"
 }
 
 test_nfs_url_backing_round_trip_and_fresh_node() {

@@ -1,0 +1,270 @@
+/* Unit tests for fs/lib/bkobj.c over a directory BACKING (bkobj.h B1-B3):
+ * an absent object is -ENOENT; a whole one (raw or LZ4) gives its plain
+ * bytes, both ways — the fetch's (a raw chunk's bytes left inside the image
+ * read, S9) and into a caller's buffers; a damaged one (a payload byte, the
+ * magic, a cut payload, another chunk's object under its name, a plain
+ * length past the caller's) and one larger than the largest object accepted
+ * (backing_get's -EFBIG) are -EBADMSG with a reason, and the fetch's chunk
+ * then holds no plain bytes; a name BACKING cannot read as a file is neither
+ * a verdict nor absent. The objects are written by a store opened on the
+ * BACKING directory itself (the same chunks/ab/cd/<hex> layout). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "bkobj.h"
+#include "codec.h"
+#include "hash.h"
+#include "store.h"
+#include "support.h"
+
+#define KiB ((size_t)1024)
+#define BK_CHUNK_MAX (1024 * KiB)                      /* the largest plain length accepted */
+#define BK_OBJ_CAP (STORE_HEADER_LEN + 2 * BK_CHUNK_MAX) /* the largest object accepted */
+
+static struct {
+	struct ts_stack s; /* its BACKING directory is the one read */
+	struct store *st;  /* writes the objects, on BACKING's directory */
+	struct backing *b;
+} fx;
+
+static void setup(void)
+{
+	ts_stack_open(&fx.s, "bkobj");
+	OK(store_open(fx.s.backing, &fx.st));
+	fx.b = fx.s.b;
+}
+
+static void teardown(void)
+{
+	store_close(fx.st);
+	ts_stack_close(&fx.s);
+}
+
+struct bk_obj {
+	uint8_t hash[HASH_LEN];
+	char path[256];
+	uint8_t *plain;
+	size_t len;
+	struct store_object_info info;
+};
+
+/* Writes plain (owned by the object) as an object on BACKING. */
+static struct bk_obj bk_put(uint8_t *plain, size_t len)
+{
+	struct bk_obj o = { .plain = plain, .len = len };
+	hash_sha256(plain, len, o.hash);
+	OK(store_put(fx.st, o.hash, plain, len, STORE_SYNC, &o.info));
+	char rel[128];
+	store_object_relpath(o.hash, rel, sizeof(rel));
+	snprintf(o.path, sizeof(o.path), "%s/%s", fx.s.backing, rel);
+	cr_assert_eq(chmod(o.path, 0600), 0); /* the cases damage it in place */
+	return o;
+}
+
+static uint8_t *bk_compressible(size_t len)
+{
+	uint8_t *p = malloc(len);
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)("layer.weight bias 0.125 norm\n"[i % 29]);
+	return p;
+}
+
+static void bk_xor(const struct bk_obj *o, off_t pos)
+{
+	int fd = open(o->path, O_RDWR);
+	cr_assert_geq(fd, 0, "open %s: %s", o->path, strerror(errno));
+	uint8_t b;
+	cr_assert_eq(pread(fd, &b, 1, pos), 1);
+	b ^= 0x5a;
+	cr_assert_eq(pwrite(fd, &b, 1, pos), 1);
+	close(fd);
+}
+
+/* bkobj_get the plain way, into buffers of the test's. */
+static int bk_get_plain(const struct bk_obj *o, size_t obj_cap, size_t plain_cap, uint8_t **plain,
+			struct bkobj_read *r, const char **why)
+{
+	*plain = malloc(plain_cap ? plain_cap : 1);
+	cr_assert_not_null(*plain);
+	memset(r, 0, sizeof(*r));
+	r->obj = malloc(obj_cap);
+	cr_assert_not_null(r->obj);
+	r->obj_cap = obj_cap;
+	r->plain = *plain;
+	r->plain_cap = plain_cap;
+	int rc = bkobj_get(fx.b, o->hash, r, why);
+	free(r->obj);
+	r->obj = NULL;
+	return rc;
+}
+
+/* bkobj_get the fetch's way, into a store_fetch_image buffer (c). */
+static int bk_get_fetch(const struct bk_obj *o, size_t obj_cap, size_t plain_cap,
+			struct store_chunk *c, struct bkobj_read *r, const char **why)
+{
+	OK(store_fetch_image(c, obj_cap, obj_cap));
+	memset(r, 0, sizeof(*r));
+	r->fetch = c;
+	r->obj_cap = obj_cap;
+	r->plain_cap = plain_cap;
+	return bkobj_get(fx.b, o->hash, r, why);
+}
+
+/* Both ways answer -EBADMSG with a reason containing want, and hand out no
+ * plain bytes (B2). */
+static void bk_assert_damaged(const struct bk_obj *o, size_t obj_cap, size_t plain_cap,
+			      const char *want, const char *what)
+{
+	struct bkobj_read r;
+	struct store_chunk c;
+	const char *why = NULL;
+	uint8_t *plain;
+	int rc = bk_get_plain(o, obj_cap, plain_cap, &plain, &r, &why);
+	free(plain);
+	cr_assert_eq(rc, -EBADMSG, "%s, plain way: %d (%s)", what, rc, strerror(-rc));
+	cr_assert_not_null(why, "%s: no reason", what);
+	cr_assert_not_null(strstr(why, want), "%s: reason '%s', expected '%s'", what, why, want);
+	why = NULL;
+	rc = bk_get_fetch(o, obj_cap, plain_cap, &c, &r, &why);
+	cr_assert_eq(rc, -EBADMSG, "%s, fetch way: %d (%s)", what, rc, strerror(-rc));
+	cr_assert_not_null(why, "%s: no reason (fetch)", what);
+	cr_assert_not_null(strstr(why, want), "%s: reason '%s' (fetch), expected '%s'", what, why,
+			   want);
+	cr_assert_null(c.plain, "%s: the fetch's chunk holds plain bytes after a verdict", what);
+	cr_assert_eq(c.len, 0);
+	store_chunk_free(&c);
+}
+
+/* Both ways give the object's plain bytes. */
+static void bk_assert_whole(const struct bk_obj *o)
+{
+	struct bkobj_read r;
+	struct store_chunk c;
+	const char *why = "unset";
+	uint8_t *plain;
+	struct stat sb;
+	cr_assert_eq(stat(o->path, &sb), 0);
+	OK(bk_get_plain(o, BK_OBJ_CAP, BK_CHUNK_MAX, &plain, &r, &why));
+	cr_assert_null(why);
+	cr_assert_eq(r.plain_len, o->len);
+	cr_assert_eq(r.obj_len, (size_t)sb.st_size);
+	cr_assert(memcmp(plain, o->plain, o->len) == 0, "the plain bytes differ");
+	free(plain);
+	why = "unset";
+	OK(bk_get_fetch(o, BK_OBJ_CAP, BK_CHUNK_MAX, &c, &r, &why));
+	cr_assert_null(why);
+	cr_assert_eq(r.plain_len, o->len);
+	cr_assert_eq(r.obj_len, (size_t)sb.st_size);
+	cr_assert_eq(c.len, o->len);
+	if (o->info.codec == CODEC_RAW) /* S9: left where they lie */
+		cr_assert_eq(c.plain, (const uint8_t *)c.image + o->info.header_len);
+	else
+		cr_assert_eq(c.plain, c.decoded);
+	cr_assert(memcmp(c.plain, o->plain, o->len) == 0, "the fetched plain bytes differ");
+	store_chunk_free(&c);
+}
+
+TestSuite(bkobj, .init = setup, .fini = teardown);
+
+Test(bkobj, an_absent_object_is_enoent_both_ways)
+{
+	struct bk_obj o = { .len = 0 };
+	memset(o.hash, 0x42, sizeof(o.hash));
+	struct bkobj_read r;
+	struct store_chunk c;
+	const char *why = "unset";
+	uint8_t *plain;
+	FAILS(bk_get_plain(&o, BK_OBJ_CAP, BK_CHUNK_MAX, &plain, &r, &why), ENOENT);
+	cr_assert_null(why);
+	free(plain);
+	why = "unset";
+	FAILS(bk_get_fetch(&o, BK_OBJ_CAP, BK_CHUNK_MAX, &c, &r, &why), ENOENT);
+	cr_assert_null(why);
+	store_chunk_free(&c);
+}
+
+Test(bkobj, whole_raw_and_lz4_objects_give_their_bytes_both_ways)
+{
+	struct bk_obj raw = bk_put(ts_random(300 * KiB, 7), 300 * KiB);
+	struct bk_obj lz4 = bk_put(bk_compressible(200 * KiB), 200 * KiB);
+	cr_assert_eq(raw.info.codec, CODEC_RAW);
+	cr_assert_neq(lz4.info.codec, CODEC_RAW, "repetitive text was stored raw");
+	bk_assert_whole(&raw);
+	bk_assert_whole(&lz4);
+	free(raw.plain);
+	free(lz4.plain);
+}
+
+Test(bkobj, damaged_objects_are_a_verdict_with_a_reason)
+{
+	struct bk_obj o = bk_put(ts_random(64 * KiB, 11), 64 * KiB);
+	off_t pay = (off_t)o.info.header_len + 1000;
+	bk_xor(&o, pay);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, "CRC-32C", "a payload byte flipped");
+	bk_xor(&o, pay);
+	bk_assert_whole(&o);
+	bk_xor(&o, 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, "magic", "the magic flipped");
+	bk_xor(&o, 0);
+	cr_assert_eq(truncate(o.path, (off_t)o.info.header_len + 100), 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, "truncated", "the payload cut");
+	/* another chunk's whole object under this name */
+	struct bk_obj other = bk_put(ts_random(64 * KiB, 12), 64 * KiB);
+	cr_assert_eq(rename(other.path, o.path), 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, "another chunk", "another chunk's object");
+	free(o.plain);
+	free(other.plain);
+}
+
+Test(bkobj, a_plain_length_past_the_callers_is_a_verdict)
+{
+	struct bk_obj o = bk_put(ts_random(64 * KiB, 13), 64 * KiB);
+	bk_assert_damaged(&o, BK_OBJ_CAP, 64 * KiB - 1, "larger", "plain length past plain_cap");
+	free(o.plain);
+}
+
+/* backing_get's -EFBIG: no object of a chunk the caller accepts is that large. */
+Test(bkobj, an_object_larger_than_accepted_is_a_verdict_not_efbig)
+{
+	struct bk_obj o = bk_put(ts_random(64 * KiB, 14), 64 * KiB);
+	bk_assert_damaged(&o, 32 * KiB, 32 * KiB, "larger than a chunk's object can be",
+			  "an object past obj_cap");
+	free(o.plain);
+}
+
+/* Something BACKING cannot read as a file at the object's name: an error of
+ * BACKING's (here -EISDIR), neither a verdict nor absent, so a fetch tries
+ * again instead of calling the chunk damaged (B1). */
+Test(bkobj, an_unreadable_name_is_neither_a_verdict_nor_absent)
+{
+	struct bk_obj o = bk_put(ts_random(4 * KiB, 15), 4 * KiB);
+	cr_assert_eq(unlink(o.path), 0);
+	cr_assert_eq(mkdir(o.path, 0700), 0);
+	struct bkobj_read r;
+	struct store_chunk c;
+	const char *why = "unset";
+	uint8_t *plain;
+	int rc = bk_get_plain(&o, BK_OBJ_CAP, BK_CHUNK_MAX, &plain, &r, &why);
+	free(plain);
+	cr_assert(rc < 0 && rc != -EBADMSG && rc != -ENOENT, "plain way: %d (%s)", rc, strerror(-rc));
+	cr_assert_null(why);
+	why = "unset";
+	rc = bk_get_fetch(&o, BK_OBJ_CAP, BK_CHUNK_MAX, &c, &r, &why);
+	cr_assert(rc < 0 && rc != -EBADMSG && rc != -ENOENT, "fetch way: %d (%s)", rc, strerror(-rc));
+	cr_assert_null(why);
+	cr_assert_null(c.plain);
+	store_chunk_free(&c);
+	rmdir(o.path);
+	free(o.plain);
+}

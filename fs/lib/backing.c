@@ -925,18 +925,39 @@ static int backing_mkdir(struct backing *b, const char *rel)
 	return backing_mkdir_sync(b, rel, true);
 }
 
+/* Invariant 8: the link between the (held) directories of from and to, on
+ * their last names, so a symlink planted at a directory on either way is
+ * -ELOOP, never followed; once more by fresh walks if a held directory is
+ * gone (invariant 10c). */
 static int backing_link(struct backing *b, const char *from, const char *to, bool sync)
 {
 	if (b->nfs)
 		return backing_nfs_link(b->nfs, from, to);
-	atomic_fetch_add(&b->n_renames, 1);
-	if (linkat(b->root_fd, from, b->root_fd, to, 0) != 0)
-		return -errno;
-	if (!sync)
-		return 0;
-	char dir[PATH_MAX];
-	backing_parent(to, dir, sizeof(dir));
-	return bdir_fsync_dir(b, dir);
+	const char *from_base, *to_base;
+	int from_fd, to_fd, rc;
+	for (int fresh = 0;; fresh = 1) {
+		from_fd = bdir_parent(b, from, &from_base);
+		if (from_fd < 0)
+			return from_fd;
+		to_fd = bdir_parent(b, to, &to_base);
+		if (to_fd < 0) {
+			close(from_fd);
+			return to_fd;
+		}
+		atomic_fetch_add(&b->n_renames, 1);
+		rc = linkat(from_fd, from_base, to_fd, to_base, 0) == 0 ? 0 : -errno;
+		if (rc == 0 || fresh || !bdir_retry(b, rc))
+			break;
+		close(from_fd);
+		close(to_fd);
+	}
+	if (rc == 0 && sync) {
+		atomic_fetch_add(&b->n_dir_fsyncs, 1);
+		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	}
+	close(from_fd);
+	close(to_fd);
+	return rc;
 }
 
 static int backing_unlink(struct backing *b, const char *rel)

@@ -287,8 +287,8 @@ test_gc_keeps_every_chunk_a_manifest_on_backing_names() {
 	done
 	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM chunks WHERE lower(hex(hash)) IN ($(printf "'%s'," $hashes | sed 's/,$//'))")" "catalog rows of the planted save's chunks"
 	assert_adm 0 --json gc --delete "$CK_MNT"
-	assert_eq "0 0 $n" "$(json '" ".join(str(x) for x in (j["backing"]["orphans"], j["backing"]["removed"], j["backing"]["manifest_kept"]))')" "online gc: orphans, removed, kept by the manifest"
 	same_objects "$CK_TMP/saved" $hashes
+	assert_eq "0 0 $n" "$(json '" ".join(str(x) for x in (j["backing"]["orphans"], j["backing"]["removed"], j["backing"]["manifest_kept"]))')" "online gc: orphans, removed, kept by the manifest"
 	assert_adm 0 gc --delete "$CK_MNT"
 	assert_contains "$(out)" "$n chunk objects named by no catalog row but by a manifest on BACKING" "gc's report"
 	ck_umount

@@ -203,16 +203,23 @@ test_offline_changes_take_the_cache_lock_and_online_ones_use_the_daemon() {
 
 # ---------------------------------------------------------------- gc, verify
 
-test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
-	ck_mount
-	mk_gen run1/step-100 a.pt:$((2 * MiB))
-	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
-	local h fake
+# plant_orphans — sets h (the first chunk of run1/step-100/a.pt) and fake (a
+# name no row has) and puts a copy of h's objects under fake's name in the
+# cache and on BACKING: one orphan on each side.
+plant_orphans() {
 	h=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
 	fake=abababababababababababababababababababababababababababababababab
 	mkdir -p "$CK_CACHE/chunks/ab/ab" "$CK_BACKING/chunks/ab/ab"
 	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
 	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+}
+
+test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
+	local h fake
+	plant_orphans
 	local size
 	size=$(stat -c %s "$CK_CACHE/$(obj_rel $fake)")
 	assert_adm 0 --json gc --dry-run "$CK_MNT"
@@ -312,11 +319,7 @@ test_gc_removes_nothing_while_a_manifest_on_backing_cannot_be_parsed() {
 	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
 	ck_wait_durable
 	local h fake
-	h=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
-	fake=abababababababababababababababababababababababababababababababab
-	mkdir -p "$CK_CACHE/chunks/ab/ab" "$CK_BACKING/chunks/ab/ab"
-	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
-	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+	plant_orphans
 	printf 'not a manifest\n' >"$CK_BACKING/manifests/gen/999.1.ckm"
 	assert_bad $E_PROBLEM "manifests/gen/999.1.ckm cannot be parsed" gc --delete "$CK_MNT"
 	assert_contains "$(err)" "removed nothing" "gc's error"

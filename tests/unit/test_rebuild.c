@@ -229,6 +229,32 @@ Test(rebuild, a_corrupt_newest_version_falls_back_to_the_older_one, .init = setu
 	cat_close(again);
 }
 
+/* populate, then a generation run/ckpt/step-400 whose manifest a rebuild
+ * rejects: deleted after its manifest was put, its name reused by a
+ * directory in the newest tree manifest. It holds an empty .metadata, and
+ * with chunks a file model.pt of chunks 400..402 (objects on BACKING) that
+ * no other generation names. Returns its id. */
+static uint64_t populate_rejected(uint64_t ids[3], bool chunks)
+{
+	uint64_t root4;
+	populate(ids);
+	struct cat_inode run, series;
+	OK(cat_lookup(fx.src, ROOT, "run", &run));
+	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
+	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
+	ts_mk(fx.src, root4, ".metadata", S_IFREG | 0644, NULL);
+	if (chunks)
+		write_chunks(ts_mk(fx.src, root4, "model.pt", S_IFREG | 0644, NULL), 400, 3, 4096);
+	OK(cat_gen_commit(fx.src, id4, "dcp-metadata"));
+	put_gen(id4, 1);
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
+	cat_id_vec_free(&gone);
+	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
+	put_tree(2);
+	return id4;
+}
+
 /* A manifest the rebuild rejects (its name is taken in the rebuilt tree: a
  * save deleted while its manifest removal was still queued, its name reused)
  * stays on BACKING, the only copy of that save; the rebuilt catalog never
@@ -238,20 +264,9 @@ Test(rebuild, a_corrupt_newest_version_falls_back_to_the_older_one, .init = setu
  * read. */
 Test(rebuild, a_rejected_manifests_id_is_never_handed_out_again, .init = setup, .fini = teardown)
 {
-	uint64_t ids[3], root4, root5;
-	populate(ids);
+	uint64_t ids[3], root5;
+	uint64_t id4 = populate_rejected(ids, false);
 	struct cat_inode run, series;
-	OK(cat_lookup(fx.src, ROOT, "run", &run));
-	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
-	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
-	ts_mk(fx.src, root4, ".metadata", S_IFREG | 0644, NULL);
-	OK(cat_gen_commit(fx.src, id4, "dcp-metadata"));
-	put_gen(id4, 1);
-	struct cat_id_vec gone = { 0 };
-	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
-	cat_id_vec_free(&gone);
-	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
-	put_tree(2);
 
 	struct rebuild_report rep;
 	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
@@ -289,20 +304,8 @@ Test(rebuild, a_rejected_manifests_id_is_never_handed_out_again, .init = setup, 
 Test(rebuild, gc_keeps_the_chunks_only_a_rejected_manifest_names, .init = setup,
      .fini = teardown)
 {
-	uint64_t ids[3], root4;
-	populate(ids);
-	struct cat_inode run, series;
-	OK(cat_lookup(fx.src, ROOT, "run", &run));
-	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
-	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
-	write_chunks(ts_mk(fx.src, root4, "model.pt", S_IFREG | 0644, NULL), 400, 3, 4096);
-	OK(cat_gen_commit(fx.src, id4, "explicit"));
-	put_gen(id4, 1);
-	struct cat_id_vec gone = { 0 };
-	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
-	cat_id_vec_free(&gone);
-	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
-	put_tree(2);
+	uint64_t ids[3];
+	populate_rejected(ids, true);
 	struct rebuild_report rep;
 	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
 	cr_assert_eq(rep.manifests_rejected, 1);

@@ -264,29 +264,46 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		control_proto_error(fd, EINVAL, "expected gc dry|run");
 		return;
 	}
-	const struct aq_objects sides[2] = { aq_objects_dir(c->d.cache_dir),
-					     aq_objects_backing(c->d.backing) };
 	bool shared = cat_is_shared(c->d.cat);
+	struct aq_named *named = NULL;
+	char err[512];
+	/* admin_query.h 3: before anything is removed, what BACKING's manifests
+	 * name; one that cannot be read stops gc here, nothing removed */
+	int rc = shared ? 0 : aq_named_load(c->d.backing, &named, err, sizeof(err));
+	if (rc != 0) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s; %s", err, AQ_NAMED_ADVICE);
+		log_error("gc: %s", msg);
+		control_proto_error(fd, -rc, msg);
+		return;
+	}
+	const struct aq_objects sides[2] = { aq_objects_dir(c->d.cache_dir),
+					     aq_objects_backing(c->d.backing, named) };
 	struct aq_gc_result r[2];
 	memset(r, 0, sizeof(r));
 	control_flush_released(c); /* objects of released inodes go now, not as orphans */
-	for (int i = 0; i < (shared ? 1 : 2); i++) {
-		int rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
+	for (int i = 0; i < (shared ? 1 : 2) && rc == 0; i++) {
+		rc = aq_gc_walk(c->aq, &sides[i], dry, control_progress, &fd, &r[i]);
 		if (rc == 0 && i == 0)
 			rc = control_gc_small(c, dry, &fd, &r[0]);
 		if (rc != 0) {
 			control_proto_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
-			return;
+			break;
 		}
 		log_info("gc%s of the %s: %" PRIu64 " objects, %" PRIu64 " orphans (%" PRIu64
-			 " bytes), %" PRIu64 " removed, %" PRIu64 " failed",
+			 " bytes), %" PRIu64 " removed, %" PRIu64 " failed, %" PRIu64
+			 " kept as named by a manifest",
 			 dry ? " (dry run)" : "", sides[i].where, r[i].objects, r[i].orphans,
-			 r[i].orphan_bytes, r[i].removed, r[i].failed);
+			 r[i].orphan_bytes, r[i].removed, r[i].failed, r[i].manifest_kept);
 	}
+	aq_named_free(named);
+	if (rc != 0)
+		return;
 	for (int i = 0; i < 2; i++)
 		control_proto_send(fd, "data %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-				   " %" PRIu64, i ? "backing" : "cache", r[i].objects, r[i].orphans,
-				   r[i].orphan_bytes, r[i].removed, r[i].freed_bytes, r[i].failed);
+				   " %" PRIu64 " %" PRIu64, i ? "backing" : "cache", r[i].objects,
+				   r[i].orphans, r[i].orphan_bytes, r[i].removed, r[i].freed_bytes,
+				   r[i].failed, r[i].manifest_kept);
 	if (shared)
 		control_proto_send(fd, "data backing_skipped a node of a shared catalog leaves BACKING's"
 				   " objects to the cluster's reclaim duty");

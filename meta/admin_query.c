@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,8 @@
 #include "storesmall.h"
 #include "catalog_internal.h"
 #include "log.h"
+#include "manifest.h"
+#include "safeopen.h"
 
 enum aq_sid {
 	AQ_USAGE, AQ_SHARES, AQ_FILES, AQ_GEN_CHUNKS, AQ_CHUNK_USERS, AQ_DIRENT_OF, AQ_CHUNK_KNOWN,
@@ -326,6 +329,170 @@ int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing,
 }
 
 
+/* ---- the chunks the manifests on BACKING name (invariant 3) ---- */
+
+struct aq_named {
+	uint8_t (*hash)[CAT_HASH_LEN];
+	uint8_t *used;
+	size_t cap, n; /* cap: a power of two, at most half full */
+	uint64_t manifests;
+};
+
+/* The slot of hash: its own, or the empty one where it would go. */
+static size_t aq_named_slot(const struct aq_named *s, const uint8_t hash[CAT_HASH_LEN])
+{
+	uint64_t h;
+	memcpy(&h, hash, sizeof(h)); /* a SHA-256 is uniform */
+	size_t i = (size_t)(h & (s->cap - 1));
+	while (s->used[i] && memcmp(s->hash[i], hash, CAT_HASH_LEN) != 0)
+		i = (i + 1) & (s->cap - 1);
+	return i;
+}
+
+static int aq_named_add(struct aq_named *s, const uint8_t hash[CAT_HASH_LEN])
+{
+	if ((s->n + 1) * 2 > s->cap) {
+		struct aq_named t = { .cap = s->cap ? 2 * s->cap : 4096 };
+		t.hash = malloc(t.cap * sizeof(*t.hash));
+		t.used = calloc(t.cap, 1);
+		if (!t.hash || !t.used) {
+			free(t.hash);
+			free(t.used);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->used[i]) {
+				size_t j = aq_named_slot(&t, s->hash[i]);
+				memcpy(t.hash[j], s->hash[i], CAT_HASH_LEN);
+				t.used[j] = 1;
+			}
+		free(s->hash);
+		free(s->used);
+		s->hash = t.hash;
+		s->used = t.used;
+		s->cap = t.cap;
+	}
+	size_t i = aq_named_slot(s, hash);
+	if (!s->used[i]) {
+		memcpy(s->hash[i], hash, CAT_HASH_LEN);
+		s->used[i] = 1;
+		s->n++;
+	}
+	return 0;
+}
+
+bool aq_named_has(const struct aq_named *s, const uint8_t hash[CAT_HASH_LEN])
+{
+	return s->cap && s->used[aq_named_slot(s, hash)];
+}
+
+uint64_t aq_named_manifests(const struct aq_named *s)
+{
+	return s->manifests;
+}
+
+void aq_named_free(struct aq_named *s)
+{
+	if (!s)
+		return;
+	free(s->hash);
+	free(s->used);
+	free(s);
+}
+
+/* The manifest names of a listing of manifests/gen or manifests/tree
+ * (anything else there is no manifest: rebuild ignores it too). */
+struct aq_mnames {
+	char (*v)[MANIFEST_PATH_MAX];
+	size_t n, cap;
+	const char *dir;
+	bool gen;
+};
+
+static int aq_mnames_add(void *arg, const char *name)
+{
+	struct aq_mnames *l = arg;
+	uint64_t id;
+	uint32_t version;
+	if ((l->gen ? manifest_gen_name_parse(name, &id, &version)
+		    : manifest_tree_name_parse(name, &id)) != 0)
+		return 0;
+	if (aq_grow((void **)&l->v, l->n, &l->cap, sizeof(*l->v)) != 0)
+		return -ENOMEM;
+	snprintf(l->v[l->n++], sizeof(*l->v), "%s/%s", l->dir, name);
+	return 0;
+}
+
+/* Adds the chunks of the manifest at path to s; a manifest removed since
+ * the listing names nothing any more. */
+static int aq_named_read(struct backing *b, const char *path, struct aq_named *s, char *err,
+			 size_t errsz)
+{
+	uint64_t size;
+	size_t len = 0;
+	char why[MANIFEST_ERR_MAX] = "";
+	int rc = backing_stat(b, path, &size);
+	if (rc == 0 && size > MANIFEST_SIZE_MAX) { /* never read (DESIGN invariant 7) */
+		snprintf(why, sizeof(why), "%" PRIu64 " bytes, more than a manifest may have (%zu)",
+			 size, MANIFEST_SIZE_MAX);
+		rc = -EFBIG;
+	}
+	char *buf = rc == 0 ? malloc(size + 1) : NULL;
+	if (rc == 0 && !buf)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = backing_get(b, path, buf, size + 1, &len); /* +1: a grown file shows */
+	if (rc == 0 && len > size) {
+		snprintf(why, sizeof(why), "it changed size while read (a manifest is immutable)");
+		rc = -EBADMSG;
+	}
+	struct manifest *m = NULL;
+	if (rc == 0 && (rc = manifest_parse(buf, len, &m, why, sizeof(why))) != 0 && rc != -ENOMEM)
+		rc = -EBADMSG; /* a parse's -EINVAL is no usage error */
+	free(buf);
+	for (size_t i = 0; rc == 0 && i < m->n_chunks; i++)
+		rc = aq_named_add(s, m->chunks[i].hash);
+	manifest_free(m);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == 0)
+		s->manifests++;
+	else
+		snprintf(err, errsz, "BACKING %s: %s cannot be %s: %s", backing_spec(b), path,
+			 why[0] ? "parsed" : "read", why[0] ? why : strerror(-rc));
+	return rc;
+}
+
+int aq_named_load(struct backing *b, struct aq_named **out, char *err, size_t errsz)
+{
+	static const char *const dirs[2] = { "manifests/gen", "manifests/tree" };
+	*out = NULL;
+	struct aq_named *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errsz, "out of memory");
+		return -ENOMEM;
+	}
+	int rc = 0;
+	for (int d = 0; d < 2 && rc == 0; d++) {
+		struct aq_mnames l = { .dir = dirs[d], .gen = d == 0 };
+		rc = backing_list(b, dirs[d], aq_mnames_add, &l);
+		if (rc == -ENOENT)
+			rc = 0;
+		else if (rc != 0)
+			snprintf(err, errsz, "BACKING %s: %s cannot be listed: %s", backing_spec(b),
+				 dirs[d], strerror(-rc));
+		for (size_t i = 0; i < l.n && rc == 0; i++)
+			rc = aq_named_read(b, l.v[i], s, err, errsz);
+		free(l.v);
+	}
+	if (rc != 0) {
+		aq_named_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
 /* ---- garbage collection of chunk objects ---- */
 
 static int aq_hexval(char c)
@@ -391,14 +558,31 @@ static int aq_gc_remove_rel(void *arg, const uint8_t hash[CAT_HASH_LEN])
 	return r->o->remove(r->o->arg, r->rel);
 }
 
+/* The names in reldir (none if it is absent). A symlink or a file at its
+ * name is no directory the store made or reads (invariant 4): left alone,
+ * with a warning. Any other failure is logged, naming the directory, and
+ * stops the walk. */
+static int aq_gc_list(const struct aq_objects *o, const char *reldir, struct aq_names *l)
+{
+	int rc = o->list(o->arg, reldir, aq_names_add, l);
+	if (rc == 0 || rc == -ENOENT)
+		return 0;
+	if (rc == -ELOOP || rc == -ENOTDIR) {
+		log_warn("gc: %s in the %s is not a directory (%s): left alone", reldir, o->where,
+			 strerror(-rc));
+		l->n = 0;
+		return 0;
+	}
+	log_error("gc: cannot list %s in the %s: %s", reldir, o->where, strerror(-rc));
+	return rc;
+}
+
 /* One leaf directory chunks/ab/cd: a name that does not start with "abcd" is
  * no object the store could read (it is left alone). */
 static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *prefix)
 {
 	struct aq_names l = { 0 };
-	int rc = w->o->list(w->o->arg, reldir, aq_names_add, &l);
-	if (rc == -ENOENT)
-		rc = 0;
+	int rc = aq_gc_list(w->o, reldir, &l);
 	for (size_t i = 0; i < l.n && rc == 0; i++) {
 		uint8_t hash[CAT_HASH_LEN];
 		if (!aq_parse_name(l.v[i], hash) || strncmp(l.v[i], prefix, 4) != 0)
@@ -410,6 +594,10 @@ static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *pref
 		struct aq_gc_remove r = { w->o, rel };
 		uint64_t size = 0;
 		int rrc = aq_gc_check(w->q, hash, w->o->on_backing, true, NULL, NULL, &orphan);
+		if (rrc == 0 && orphan && w->o->named && aq_named_has(w->o->named, hash)) {
+			w->out->manifest_kept++; /* invariant 3 */
+			continue;
+		}
 		if (rrc == 0 && orphan) {
 			w->o->size(w->o->arg, rel, &size);
 			/* decided again, and removed, in one hold of the lock */
@@ -439,20 +627,20 @@ int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progre
 	       void *progress_arg, struct aq_gc_result *out)
 {
 	memset(out, 0, sizeof(*out));
+	if (o->on_backing && !o->named) { /* invariant 3: the manifests are read first */
+		log_error("gc: BACKING's walk needs the chunks its manifests name (aq_named_load)");
+		return -EINVAL;
+	}
 	struct aq_gc_walk w = { q, o, dry_run, out };
 	struct aq_names outer = { 0 };
-	int rc = o->list(o->arg, "chunks", aq_names_add, &outer);
-	if (rc == -ENOENT)
-		rc = 0;
+	int rc = aq_gc_list(o, "chunks", &outer);
 	for (size_t a = 0; a < outer.n && rc == 0; a++) {
 		if (!aq_is_hex2(outer.v[a]))
 			continue;
 		char rel[64];
 		snprintf(rel, sizeof(rel), "chunks/%s", outer.v[a]);
 		struct aq_names inner = { 0 };
-		rc = o->list(o->arg, rel, aq_names_add, &inner);
-		if (rc == -ENOENT)
-			rc = 0;
+		rc = aq_gc_list(o, rel, &inner);
 		for (size_t b = 0; b < inner.n && rc == 0; b++) {
 			if (!aq_is_hex2(inner.v[b]))
 				continue;
@@ -471,13 +659,29 @@ int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progre
 
 /* ---- a local directory as an object store (the cache) ---- */
 
+/* Invariant 4: everything beneath root is opened by safeopen.h (no symlink
+ * followed on the way) and removed by unlinkat on the directory held. */
+static int aq_dir_root(const void *root)
+{
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
 int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg)
 {
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", (const char *)root, reldir);
-	DIR *d = opendir(path);
-	if (!d)
-		return -errno;
+	int rfd = aq_dir_root(root);
+	if (rfd < 0)
+		return rfd;
+	int fd = safe_openat(rfd, reldir, O_RDONLY | O_DIRECTORY, 0);
+	close(rfd);
+	if (fd < 0)
+		return fd;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
 	struct dirent *de;
 	int rc = 0;
 	while (rc == 0 && (de = readdir(d)) != NULL)
@@ -487,28 +691,46 @@ int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *),
 	return rc;
 }
 
+/* rel's directory beneath root (safe_parent), *base its last name. */
+static int aq_dir_parent(const void *root, const char *rel, const char **base)
+{
+	int rfd = aq_dir_root(root);
+	if (rfd < 0)
+		return rfd;
+	int pfd = safe_parent(rfd, rel, base);
+	close(rfd);
+	return pfd;
+}
+
 int aq_dir_size(void *root, const char *rel, uint64_t *size)
 {
-	char path[PATH_MAX];
+	const char *base;
+	int pfd = aq_dir_parent(root, rel, &base);
+	if (pfd < 0)
+		return pfd;
 	struct stat sb;
-	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
-	if (lstat(path, &sb) != 0)
-		return -errno;
-	*size = (uint64_t)sb.st_size;
-	return 0;
+	int rc = fstatat(pfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+	close(pfd);
+	if (rc == 0)
+		*size = (uint64_t)sb.st_size;
+	return rc;
 }
 
 int aq_dir_remove(void *root, const char *rel)
 {
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", (const char *)root, rel);
-	return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+	const char *base;
+	int pfd = aq_dir_parent(root, rel, &base);
+	if (pfd < 0)
+		return pfd == -ENOENT ? 0 : pfd;
+	int rc = unlinkat(pfd, base, 0) == 0 || errno == ENOENT ? 0 : -errno;
+	close(pfd);
+	return rc;
 }
 
 struct aq_objects aq_objects_dir(const char *root)
 {
 	return (struct aq_objects){ aq_dir_list, aq_dir_size, aq_dir_remove, (void *)root, "cache",
-				    false };
+				    false, NULL };
 }
 
 /* small.db's rows (their calls take a struct storesmall *) */
@@ -530,7 +752,7 @@ static int aq_small_remove(void *ss, const char *rel)
 struct aq_objects aq_objects_small(struct storesmall *ss)
 {
 	return (struct aq_objects){ aq_small_list, aq_small_size, aq_small_remove, ss,
-				    "cache (small.db)", false };
+				    "cache (small.db)", false, NULL };
 }
 
 /* BACKING (its calls take a struct backing *) */
@@ -549,10 +771,10 @@ static int aq_backing_remove(void *b, const char *rel)
 	return backing_remove(b, rel);
 }
 
-struct aq_objects aq_objects_backing(struct backing *b)
+struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *named)
 {
 	return (struct aq_objects){ aq_backing_list, aq_backing_size, aq_backing_remove, b,
-				    "BACKING", true };
+				    "BACKING", true, named };
 }
 
 void aq_gc_result_add(struct aq_gc_result *into, const struct aq_gc_result *r)
@@ -563,4 +785,5 @@ void aq_gc_result_add(struct aq_gc_result *into, const struct aq_gc_result *r)
 	into->removed += r->removed;
 	into->freed_bytes += r->freed_bytes;
 	into->failed += r->failed;
+	into->manifest_kept += r->manifest_kept;
 }

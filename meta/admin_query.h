@@ -1,8 +1,8 @@
 /* admin_query — read-only catalog questions that ckptfs-admin asks and the
  * daemon does not: what a generation holds alone and shares with others,
  * which files name a chunk, where an inode is, whether an object on BACKING
- * is still named by the catalog. [SQLite] in catalog.h's contract: queries
- * on this engine's tables.
+ * is still named by the catalog or by a manifest there. [SQLite] in
+ * catalog.h's contract: queries on this engine's tables.
  *
  * It prepares its own statements on the catalog's connection (never touching
  * catalog.c's) and runs each call as one read transaction under the catalog
@@ -15,7 +15,20 @@
  *  2. aq_gc_check decides "no row names this hash" and removes the object in
  *     one hold of the catalog lock, so a writer that adds a reference to the
  *     same chunk either comes first (the object is kept) or after (it sees no
- *     row and stores the object again). */
+ *     row and stores the object again).
+ *  3. gc never removes an object from BACKING that a manifest on BACKING
+ *     names, whether or not a catalog row does: a manifest a rebuild left
+ *     out (rejected, in conflict: fs/rebuild.c invariant 6) has no rows and
+ *     is the only description of its save. The manifests are read before the
+ *     walk (aq_named_load); one that cannot be listed, read or parsed fails
+ *     the load, and then gc removes nothing at all (aq_gc_walk refuses
+ *     BACKING without the set): never a guess at what it names. A manifest
+ *     put after the load is built from this catalog (manifest.h M1) and
+ *     names chunks it counts, kept by their rows (or by the queued removal
+ *     of the manifest) as before.
+ *  4. Objects of a local directory (the cache) are reached beneath it by
+ *     safeopen.h, following no symlink on the way (DESIGN invariant 7), and
+ *     removed by unlinkat on their directory opened that way. */
 #ifndef CKPTFS_ADMIN_QUERY_H
 #define CKPTFS_ADMIN_QUERY_H
 
@@ -103,22 +116,42 @@ struct aq_objects {
 	void *arg;
 	const char *where; /* "cache" or "BACKING", for messages */
 	bool on_backing;
+	const struct aq_named *named; /* BACKING: what its manifests name, kept (invariant 3) */
 };
 int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg);
 int aq_dir_size(void *root, const char *rel, uint64_t *size);
 int aq_dir_remove(void *root, const char *rel);
 
+/* Invariant 3: the distinct chunks named by every manifest on BACKING
+ * (manifests/gen/ and manifests/tree/; other names there are no manifests,
+ * as for rebuild). A manifest that cannot be read, is larger than
+ * MANIFEST_SIZE_MAX or does not parse fails the load: err gets one line
+ * naming it and the reason. */
+struct backing;
+struct aq_named;
+int aq_named_load(struct backing *b, struct aq_named **out, char *err, size_t errsz);
+/* What gc says after such an err. */
+#define AQ_NAMED_ADVICE                                                                     \
+	"gc removed nothing: while a manifest on BACKING cannot be read, the chunks it names " \
+	"may be the only copy of its save; repair it or move it out of manifests/, then run "  \
+	"gc again"
+bool aq_named_has(const struct aq_named *s, const uint8_t hash[CAT_HASH_LEN]);
+uint64_t aq_named_manifests(const struct aq_named *s); /* manifests read */
+void aq_named_free(struct aq_named *s); /* NULL is allowed */
+
 /* The three places gc walks, as aq_objects: the cache's directory, its
  * small.db's rows (storesmall.h T6: named as the files they stand for) and
- * BACKING. */
-struct backing;
+ * BACKING, with the chunks its manifests name (never NULL: invariant 3). */
 struct storesmall;
 struct aq_objects aq_objects_dir(const char *root);
 struct aq_objects aq_objects_small(struct storesmall *ss);
-struct aq_objects aq_objects_backing(struct backing *b);
+struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *named);
 
-/* Walks every chunk object of o and runs aq_gc_check on each. progress(arg,
- * done, total) is called per top-level shard if given. */
+/* Walks every chunk object of o and runs aq_gc_check on each; on BACKING an
+ * orphan that o->named holds is kept (manifest_kept; -EINVAL without
+ * o->named). A directory that cannot be listed stops the walk (logged,
+ * naming it). progress(arg, done, total) is called per top-level shard if
+ * given. */
 struct aq_gc_result {
 	uint64_t objects;      /* chunk objects seen */
 	uint64_t orphans;      /* named by nothing */
@@ -126,6 +159,7 @@ struct aq_gc_result {
 	uint64_t removed;      /* orphans removed (0 with dry_run) */
 	uint64_t freed_bytes;  /* their size */
 	uint64_t failed;       /* removals that failed (logged) */
+	uint64_t manifest_kept; /* BACKING: named by no row but by a manifest there, kept */
 };
 typedef void (*aq_progress_fn)(void *arg, uint64_t done, uint64_t total);
 int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,

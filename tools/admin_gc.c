@@ -8,7 +8,10 @@
  * "named by nothing → remove" decision is taken under its catalog lock
  * (admin_query.h, invariant 2). Offline, the tool does the same walks against
  * the catalog it opened read-write under the cache lock. On BACKING an object
- * is kept while the upload queue has work on it or a manifest removal queued.
+ * is kept while the upload queue has work on it or a manifest removal queued,
+ * and whenever a manifest on BACKING names it (admin_query.h 3: a save a
+ * rebuild left out has no rows; its manifest is read first, and one that
+ * cannot be read stops gc before anything is removed).
  * The cache's small objects are rows of CACHE/small.db (fs/lib/storesmall.h),
  * walked as if they were files (T6) and counted with the cache's files. */
 #define _GNU_SOURCE
@@ -37,10 +40,10 @@ static void admin_gc_data(void *arg, const char *key, const char *value)
 	if (i < 0)
 		return;
 	struct aq_gc_result *r = &g->side[i];
-	unsigned long long v[6];
-	if (sscanf(value, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) ==
-	    6)
-		*r = (struct aq_gc_result){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	unsigned long long v[7] = { 0 };
+	if (sscanf(value, "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+		   &v[5], &v[6]) >= 6)
+		*r = (struct aq_gc_result){ v[0], v[1], v[2], v[3], v[4], v[5], v[6] };
 }
 
 static void admin_gc_progress(void *arg, uint64_t done, uint64_t total)
@@ -83,7 +86,7 @@ int admin_cmd_gc(struct admin *a)
 	memset(&g, 0, sizeof(g));
 	static const char *const names[2] = { "cache", "BACKING" };
 	if (a->daemon) {
-		char msg[512];
+		char msg[1024];
 		int rc = admin_ctl(a, a->dry_run ? "gc dry" : "gc run", admin_gc_data, &g, msg,
 				   sizeof(msg));
 		if (rc != 0) {
@@ -91,19 +94,29 @@ int admin_cmd_gc(struct admin *a)
 			return rc < 0 ? ADMIN_NO_DAEMON : admin_exit_for(rc);
 		}
 	} else {
+		struct aq_named *named;
+		char err[768];
+		int rc = aq_named_load(a->bk, &named, err, sizeof(err)); /* admin_query.h 3 */
+		if (rc != 0) {
+			admin_err("gc: %s; %s", err, AQ_NAMED_ADVICE);
+			return admin_exit_for(rc);
+		}
 		const struct aq_objects sides[2] = { aq_objects_dir(a->cache),
-						     aq_objects_backing(a->bk) };
-		for (int i = 0; i < 2; i++) {
-			int rc = aq_gc_walk(a->aq, &sides[i], a->dry_run, admin_gc_progress,
-					    i ? "gc BACKING" : "gc cache", &g.side[i]);
+						     aq_objects_backing(a->bk, named) };
+		for (int i = 0; i < 2 && rc == ADMIN_OK; i++) {
+			rc = aq_gc_walk(a->aq, &sides[i], a->dry_run, admin_gc_progress,
+					i ? "gc BACKING" : "gc cache", &g.side[i]);
 			admin_progress_end();
 			if (rc != 0) {
 				admin_err("gc of the %s: stopped: %s", names[i], strerror(-rc));
-				return admin_exit_for(rc);
+				rc = admin_exit_for(rc);
+			} else if (i == 0) {
+				rc = admin_gc_small(a, &g.side[0]);
 			}
-			if (i == 0 && (rc = admin_gc_small(a, &g.side[0])) != ADMIN_OK)
-				return rc;
 		}
+		aq_named_free(named);
+		if (rc != ADMIN_OK)
+			return rc;
 	}
 	uint64_t failed = g.side[0].failed + g.side[1].failed;
 	if (a->json) {
@@ -113,9 +126,12 @@ int admin_cmd_gc(struct admin *a)
 			const struct aq_gc_result *r = &g.side[i];
 			printf(", \"%s\": {\"objects\": %" PRIu64 ", \"orphans\": %" PRIu64
 			       ", \"orphan_bytes\": %" PRIu64 ", \"removed\": %" PRIu64
-			       ", \"freed_bytes\": %" PRIu64 ", \"failed\": %" PRIu64 "}",
-			       i ? "backing" : "cache", r->objects, r->orphans, r->orphan_bytes, r->removed,
-			       r->freed_bytes, r->failed);
+			       ", \"freed_bytes\": %" PRIu64 ", \"failed\": %" PRIu64, i ? "backing" : "cache",
+			       r->objects, r->orphans, r->orphan_bytes, r->removed, r->freed_bytes,
+			       r->failed);
+			if (i == 1)
+				printf(", \"manifest_kept\": %" PRIu64, r->manifest_kept);
+			printf("}");
 		}
 		if (g.backing_skipped[0]) {
 			printf(", \"backing_skipped\": ");
@@ -137,6 +153,10 @@ int admin_cmd_gc(struct admin *a)
 			else
 				printf("removed %" PRIu64 ", freed %s\n", r->removed,
 				       admin_size(r->freed_bytes, s2));
+			if (r->manifest_kept)
+				printf("gc %-7s: %" PRIu64 " chunk objects named by no catalog row but by a"
+				       " manifest on BACKING (a save a rebuild left out): kept\n",
+				       names[i], r->manifest_kept);
 		}
 		if (a->dry_run)
 			printf("dry run: nothing removed; ckptfs-admin gc --delete removes them\n");

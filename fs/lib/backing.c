@@ -767,47 +767,71 @@ static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
 	return rc;
 }
 
-/* The rename, through held directories; once more by fresh walks if one of
- * them is gone (invariant 10c). Unless sync: if held fds were dropped since
- * the caller looked `to` up (its held_epoch then was seen), a `to` there now
- * is -EEXIST with nothing renamed: the caller took it for absent through a
- * gone directory (backing.h 1b: only a durable put replaces a file). */
+/* op on the last names of from and to under their directories (held,
+ * invariant 10), which it never follows (invariant 8); once more by fresh
+ * walks if one of them is gone (invariant 10c). On success *to_fd is to's
+ * directory, the caller's to close. */
+typedef int (*bdir_two_fn)(struct backing *b, int from_fd, const char *from_base, int to_fd,
+			   const char *to_base, void *arg);
+static int bdir_two(struct backing *b, const char *from, const char *to, bdir_two_fn op,
+		    void *arg, int *to_fd)
+{
+	for (int fresh = 0;; fresh = 1) {
+		const char *from_base, *to_base;
+		int from_fd = bdir_parent(b, from, &from_base);
+		if (from_fd < 0)
+			return from_fd;
+		int tfd = bdir_parent(b, to, &to_base);
+		if (tfd < 0) {
+			close(from_fd);
+			return tfd;
+		}
+		int rc = op(b, from_fd, from_base, tfd, to_base, arg);
+		close(from_fd);
+		if (rc == 0) {
+			*to_fd = tfd;
+			return 0;
+		}
+		close(tfd);
+		if (fresh || !bdir_retry(b, rc))
+			return rc;
+	}
+}
+
+struct bdir_rename_arg {
+	bool sync;
+	unsigned long seen;
+};
+
+static int bdir_rename_op(struct backing *b, int from_fd, const char *from_base, int to_fd,
+			  const char *to_base, void *arg)
+{
+	const struct bdir_rename_arg *r = arg;
+	struct stat st;
+	if (!r->sync && atomic_load(&b->held_epoch) != r->seen &&
+	    fstatat(to_fd, to_base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return -EEXIST;
+	atomic_fetch_add(&b->n_renames, 1);
+	return renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
+}
+
+/* The rename, through held directories (bdir_two). Unless sync: if held fds
+ * were dropped since the caller looked `to` up (its held_epoch then was
+ * seen), a `to` there now is -EEXIST with nothing renamed: the caller took
+ * it for absent through a gone directory (backing.h 1b: only a durable put
+ * replaces a file). */
 static int bdir_rename(struct backing *b, const char *from, const char *to, bool sync,
 		       unsigned long seen)
 {
-	const char *from_base, *to_base;
-	int from_fd, to_fd, rc;
-	for (int fresh = 0;; fresh = 1) {
-		from_fd = bdir_parent(b, from, &from_base);
-		if (from_fd < 0)
-			return from_fd;
-		to_fd = bdir_parent(b, to, &to_base);
-		if (to_fd < 0) {
-			close(from_fd);
-			return to_fd;
-		}
-		struct stat st;
-		if (!sync && atomic_load(&b->held_epoch) != seen &&
-		    fstatat(to_fd, to_base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-			close(from_fd);
-			close(to_fd);
-			return -EEXIST;
-		}
-		atomic_fetch_add(&b->n_renames, 1);
-		rc = renameat(from_fd, from_base, to_fd, to_base) == 0 ? 0 : -errno;
-		if (rc == 0 || fresh || !bdir_retry(b, rc))
-			break;
-		close(from_fd);
-		close(to_fd);
-	}
-	if (rc == 0 && sync) {
+	struct bdir_rename_arg r = { sync, seen };
+	int to_fd, rc = bdir_two(b, from, to, bdir_rename_op, &r, &to_fd);
+	if (rc != 0)
+		return rc;
+	if (sync || bdir_pending_dir_of(b, to, to_fd) != 0) {
+		/* invariant 9: a directory not noted for the sync is synced now */
 		atomic_fetch_add(&b->n_dir_fsyncs, 1);
 		rc = fsync(to_fd) == 0 ? 0 : -errno;
-	} else if (rc == 0 && bdir_pending_dir_of(b, to, to_fd) != 0) {
-		atomic_fetch_add(&b->n_dir_fsyncs, 1); /* invariant 9: not noted, so synced now */
-		rc = fsync(to_fd) == 0 ? 0 : -errno;
 	}
-	close(from_fd);
 	close(to_fd);
 	return rc;
 }
@@ -925,18 +949,30 @@ static int backing_mkdir(struct backing *b, const char *rel)
 	return backing_mkdir_sync(b, rel, true);
 }
 
+static int bdir_link_op(struct backing *b, int from_fd, const char *from_base, int to_fd,
+			const char *to_base, void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&b->n_renames, 1);
+	return linkat(from_fd, from_base, to_fd, to_base, 0) == 0 ? 0 : -errno;
+}
+
+/* Invariant 8: linkat between the (held) directories of from and to, on
+ * their last names (bdir_two), so a symlink planted at a directory on either
+ * way is -ELOOP, never followed. */
 static int backing_link(struct backing *b, const char *from, const char *to, bool sync)
 {
 	if (b->nfs)
 		return backing_nfs_link(b->nfs, from, to);
-	atomic_fetch_add(&b->n_renames, 1);
-	if (linkat(b->root_fd, from, b->root_fd, to, 0) != 0)
-		return -errno;
-	if (!sync)
-		return 0;
-	char dir[PATH_MAX];
-	backing_parent(to, dir, sizeof(dir));
-	return bdir_fsync_dir(b, dir);
+	int to_fd, rc = bdir_two(b, from, to, bdir_link_op, NULL, &to_fd);
+	if (rc != 0)
+		return rc;
+	if (sync) {
+		atomic_fetch_add(&b->n_dir_fsyncs, 1);
+		rc = fsync(to_fd) == 0 ? 0 : -errno;
+	}
+	close(to_fd);
+	return rc;
 }
 
 static int backing_unlink(struct backing *b, const char *rel)

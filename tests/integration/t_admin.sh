@@ -203,16 +203,23 @@ test_offline_changes_take_the_cache_lock_and_online_ones_use_the_daemon() {
 
 # ---------------------------------------------------------------- gc, verify
 
-test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
-	ck_mount
-	mk_gen run1/step-100 a.pt:$((2 * MiB))
-	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
-	local h fake
+# plant_orphans — sets h (the first chunk of run1/step-100/a.pt) and fake (a
+# name no row has) and puts a copy of h's objects under fake's name in the
+# cache and on BACKING: one orphan on each side.
+plant_orphans() {
 	h=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
 	fake=abababababababababababababababababababababababababababababababab
 	mkdir -p "$CK_CACHE/chunks/ab/ab" "$CK_BACKING/chunks/ab/ab"
 	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
 	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+}
+
+test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
+	local h fake
+	plant_orphans
 	local size
 	size=$(stat -c %s "$CK_CACHE/$(obj_rel $fake)")
 	assert_adm 0 --json gc --dry-run "$CK_MNT"
@@ -241,6 +248,121 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
 	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
 	assert_eq "offline 1" "$(json 'j["mode"] + " " + str(j["backing"]["removed"])')" "offline gc"
+}
+
+# gen_hashes NAME → the distinct chunks (hex) of generation NAME's files
+gen_hashes() {
+	ck_sql "SELECT DISTINCT lower(hex(e.hash)) FROM extents e JOIN inodes i ON i.ino = e.ino JOIN generations g ON g.id = i.gen WHERE g.name = '$1' ORDER BY 1"
+}
+# same_objects DIR HASHES... — each object on BACKING is the copy in DIR, byte for byte
+same_objects() {
+	local d=$1 h
+	shift
+	for h in "$@"; do
+		cmp -s "$d/$h" "$CK_BACKING/$(obj_rel "$h")" || ck_fail "gc removed or changed $(obj_rel "$h") on BACKING, named by a manifest there"
+	done
+}
+
+# admin_query.h 3 (review finding 3): a manifest on BACKING that no catalog
+# row names (a save a rebuild left out; here a real save's manifest and
+# objects put back after its rm) keeps every chunk it names through gc
+# --delete, online and offline, bytes intact, so a rebuild brings the save
+# back whole.
+test_gc_keeps_every_chunk_a_manifest_on_backing_names() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((3 * MiB + 5))
+	mk_gen run1/step-200 b.pt:$((MiB + 7))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_wait_durable
+	local id m h hashes n
+	id=$(ck_sql "SELECT id FROM generations WHERE name = 'step-100'")
+	m=$(cd "$CK_BACKING" && ls manifests/gen/ | grep "^$id\.")
+	[ -n "$m" ] || ck_fail "no manifest of generation $id on BACKING"
+	hashes=$(gen_hashes step-100)
+	n=$(echo "$hashes" | wc -l)
+	mkdir "$CK_TMP/saved"
+	cp "$CK_BACKING/manifests/gen/$m" "$CK_TMP/saved/manifest"
+	for h in $hashes; do cp "$CK_BACKING/$(obj_rel "$h")" "$CK_TMP/saved/$h"; done
+	assert_adm 0 rm "$CK_MNT" run1/step-100
+	ck_wait_durable
+	assert_not_exists "$CK_BACKING/manifests/gen/$m"
+	# what a rebuild that rejected the manifest leaves: it and its objects, no rows
+	cp "$CK_TMP/saved/manifest" "$CK_BACKING/manifests/gen/$m"
+	for h in $hashes; do
+		mkdir -p "$CK_BACKING/$(dirname "$(obj_rel "$h")")"
+		cp "$CK_TMP/saved/$h" "$CK_BACKING/$(obj_rel "$h")"
+	done
+	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM chunks WHERE lower(hex(hash)) IN ($(printf "'%s'," $hashes | sed 's/,$//'))")" "catalog rows of the planted save's chunks"
+	assert_adm 0 --json gc --delete "$CK_MNT"
+	same_objects "$CK_TMP/saved" $hashes
+	assert_eq "0 0 $n" "$(json '" ".join(str(x) for x in (j["backing"]["orphans"], j["backing"]["removed"], j["backing"]["manifest_kept"]))')" "online gc: orphans, removed, kept by the manifest"
+	assert_adm 0 gc --delete "$CK_MNT"
+	assert_contains "$(out)" "$n chunk objects named by no catalog row but by a manifest on BACKING" "gc's report"
+	ck_umount
+	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
+	assert_eq "offline 0 $n" "$(json 'j["mode"] + " " + str(j["backing"]["removed"]) + " " + str(j["backing"]["manifest_kept"])')" "offline gc"
+	same_objects "$CK_TMP/saved" $hashes
+	# the save is whole: a catalog rebuilt from BACKING reads it back
+	assert_adm 0 rebuild --cache "$CK_CACHE"
+	ck_mount
+	assert_file_eq "$CK_REF/run1/step-100/a.pt" "$CK_MNT/run1/step-100/a.pt"
+	assert_file_eq "$CK_REF/run1/step-200/b.pt" "$CK_MNT/run1/step-200/b.pt"
+	ck_umount
+}
+
+# admin_query.h 3: a manifest gc cannot parse stops it before anything is
+# removed (online and offline), with one line naming the manifest; moved
+# away, gc removes the real orphans again.
+test_gc_removes_nothing_while_a_manifest_on_backing_cannot_be_parsed() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
+	ck_wait_durable
+	local h fake
+	plant_orphans
+	printf 'not a manifest\n' >"$CK_BACKING/manifests/gen/999.1.ckm"
+	assert_bad $E_PROBLEM "manifests/gen/999.1.ckm cannot be parsed" gc --delete "$CK_MNT"
+	assert_contains "$(err)" "removed nothing" "gc's error"
+	assert_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	ck_umount
+	assert_bad $E_PROBLEM "manifests/gen/999.1.ckm cannot be parsed" gc --delete --cache "$CK_CACHE"
+	assert_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	mv "$CK_BACKING/manifests/gen/999.1.ckm" "$CK_TMP/"
+	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
+	assert_eq "1 1" "$(json '" ".join(str(x) for x in (j["cache"]["removed"], j["backing"]["removed"]))')" "gc once the manifest is moved away"
+	assert_not_exists "$CK_BACKING/$(obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(obj_rel "$h")"
+}
+
+# admin_query.h 4 (DESIGN invariant 7): a symlink planted at a cache shard
+# (chunks/XY -> a directory holding cd/<an orphan's name>) is not followed
+# by gc, online or offline: the file it leads to stays; orphans elsewhere go.
+test_cache_gc_follows_no_symlink_planted_in_the_cache() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" run1/step-100 --timeout 60
+	local v=$CK_TMP/victim name h fake p=
+	h=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
+	for p in $(printf '%02x ' $(seq 0 255)); do [ -e "$CK_CACHE/chunks/$p" ] || break; done
+	name=${p}cd$(printf '%060d' 0)
+	mkdir -p "$v/cd"
+	echo "root's file" >"$v/cd/$name"
+	ln -s "$v" "$CK_CACHE/chunks/$p"
+	fake=efefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefef
+	mkdir -p "$CK_CACHE/chunks/ef/ef"
+	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
+	assert_adm 0 --json gc --delete "$CK_MNT"
+	assert_eq "1" "$(json 'j["cache"]["removed"]')" "online gc of the cache"
+	assert_eq "root's file" "$(cat "$v/cd/$name")" "the file behind the planted symlink"
+	assert_not_exists "$CK_CACHE/$(obj_rel $fake)"
+	ck_umount
+	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
+	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
+	assert_eq "1" "$(json 'j["cache"]["removed"]')" "offline gc of the cache"
+	assert_eq "root's file" "$(cat "$v/cd/$name")" "the file behind the planted symlink"
+	rm "$CK_CACHE/chunks/$p"
 }
 
 test_verify_names_corrupt_and_missing_copies_by_file_and_generation() {

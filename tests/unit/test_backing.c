@@ -573,6 +573,39 @@ Test(backing, test_a_symlink_planted_at_a_held_directory_is_not_followed)
 	rmdir(victim_dir);
 }
 
+/* backing.c 8: put_new's link lands under BACKING's directories opened
+ * without following: a symlink planted at a shard directory (here
+ * chunks/ab -> a directory holding cd/) is -ELOOP; before, linkat on a path
+ * beneath the root followed it and the file landed outside BACKING. */
+Test(backing, test_put_new_does_not_link_through_a_symlinked_directory)
+{
+	char victim_dir[128], path[256];
+	snprintf(victim_dir, sizeof(victim_dir), "%s.victimdir", fx.dir);
+	cr_assert_eq(mkdir(victim_dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/cd", victim_dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	tb_path(path, sizeof(path), "chunks");
+	cr_assert_eq(mkdir(path, 0700), 0);
+	tb_path(path, sizeof(path), "chunks/ab");
+	cr_assert_eq(symlink(victim_dir, path), 0);
+	FAILS(backing_put_new(fx.b, "chunks/ab/cd/obj", "x", 1), ELOOP);
+	snprintf(path, sizeof(path), "%s/cd", victim_dir);
+	DIR *d = opendir(path);
+	cr_assert_not_null(d);
+	int entries = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;)
+		entries += de->d_name[0] != '.';
+	closedir(d);
+	cr_assert_eq(entries, 0, "put_new made an entry in a directory outside BACKING");
+	cr_assert_eq(tb_tmp_entries(), 0, "put_new left its temporary");
+	OK(backing_put_new(fx.b, "claims/one", "y", 1)); /* a plain new path still works */
+	OK(backing_put_new(fx.b, "claims/two", "z", 1)); /* through the held directory */
+	FAILS(backing_put_new(fx.b, "claims/one", "y", 1), EEXIST);
+	tb_assert_bytes("claims/two", (const uint8_t *)"z", 1);
+	rmdir(path);
+	rmdir(victim_dir);
+}
+
 /* Upload threads by BACKING's kind: a local directory keeps the 2 it had. */
 Test(backing, test_a_local_directory_suggests_two_upload_threads)
 {

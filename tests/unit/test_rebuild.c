@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin_query.h"
 #include "backing.h"
 #include "catalog.h"
 #include "generation.h"
@@ -228,6 +229,32 @@ Test(rebuild, a_corrupt_newest_version_falls_back_to_the_older_one, .init = setu
 	cat_close(again);
 }
 
+/* populate, then a generation run/ckpt/step-400 whose manifest a rebuild
+ * rejects: deleted after its manifest was put, its name reused by a
+ * directory in the newest tree manifest. It holds an empty .metadata, and
+ * with chunks a file model.pt of chunks 400..402 (objects on BACKING) that
+ * no other generation names. Returns its id. */
+static uint64_t populate_rejected(uint64_t ids[3], bool chunks)
+{
+	uint64_t root4;
+	populate(ids);
+	struct cat_inode run, series;
+	OK(cat_lookup(fx.src, ROOT, "run", &run));
+	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
+	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
+	ts_mk(fx.src, root4, ".metadata", S_IFREG | 0644, NULL);
+	if (chunks)
+		write_chunks(ts_mk(fx.src, root4, "model.pt", S_IFREG | 0644, NULL), 400, 3, 4096);
+	OK(cat_gen_commit(fx.src, id4, "dcp-metadata"));
+	put_gen(id4, 1);
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
+	cat_id_vec_free(&gone);
+	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
+	put_tree(2);
+	return id4;
+}
+
 /* A manifest the rebuild rejects (its name is taken in the rebuilt tree: a
  * save deleted while its manifest removal was still queued, its name reused)
  * stays on BACKING, the only copy of that save; the rebuilt catalog never
@@ -237,20 +264,9 @@ Test(rebuild, a_corrupt_newest_version_falls_back_to_the_older_one, .init = setu
  * read. */
 Test(rebuild, a_rejected_manifests_id_is_never_handed_out_again, .init = setup, .fini = teardown)
 {
-	uint64_t ids[3], root4, root5;
-	populate(ids);
+	uint64_t ids[3], root5;
+	uint64_t id4 = populate_rejected(ids, false);
 	struct cat_inode run, series;
-	OK(cat_lookup(fx.src, ROOT, "run", &run));
-	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
-	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
-	ts_mk(fx.src, root4, ".metadata", S_IFREG | 0644, NULL);
-	OK(cat_gen_commit(fx.src, id4, "dcp-metadata"));
-	put_gen(id4, 1);
-	struct cat_id_vec gone = { 0 };
-	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
-	cat_id_vec_free(&gone);
-	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
-	put_tree(2);
 
 	struct rebuild_report rep;
 	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
@@ -278,6 +294,67 @@ Test(rebuild, a_rejected_manifests_id_is_never_handed_out_again, .init = setup, 
 		     (unsigned long long)id5, (unsigned long long)id4);
 	OK(cat_check(again));
 	cat_close(again);
+}
+
+/* admin_query.h 3 (review finding 3): the chunks of a save the rebuild left
+ * out have no row in the rebuilt catalog, so the catalog alone calls them
+ * orphans; gc reads BACKING's manifests first and keeps them, objects
+ * untouched. A manifest that does not parse fails the load, naming it, and a
+ * BACKING walk without the set is refused. */
+Test(rebuild, gc_keeps_the_chunks_only_a_rejected_manifest_names, .init = setup,
+     .fini = teardown)
+{
+	uint64_t ids[3];
+	populate_rejected(ids, true);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 1);
+
+	struct aq *q;
+	OK(aq_open(fx.dst, &q));
+	struct aq_named *named;
+	char err[512] = "";
+	OK(aq_named_load(fx.b, &named, err, sizeof(err)));
+	cr_assert_eq(aq_named_manifests(named), 7, "5 generation manifests, 2 tree manifests");
+	for (int seed = 400; seed < 403; seed++) {
+		uint8_t h[CAT_HASH_LEN];
+		bool orphan;
+		ts_hash(h, HASH_FILL, seed);
+		OK(aq_gc_check(q, h, true, true, NULL, NULL, &orphan));
+		cr_assert(orphan, "chunk %d: the rebuilt catalog has a row for it", seed);
+		cr_assert(aq_named_has(named, h), "chunk %d: not in the manifests' set", seed);
+	}
+	uint8_t tree_chunk[CAT_HASH_LEN], none[CAT_HASH_LEN];
+	ts_hash(tree_chunk, HASH_FILL, 700); /* notes.txt: a tree manifest's */
+	ts_hash(none, HASH_FILL, 999);
+	cr_assert(aq_named_has(named, tree_chunk));
+	cr_assert(!aq_named_has(named, none));
+
+	struct aq_objects o = aq_objects_backing(fx.b, named);
+	struct aq_gc_result r;
+	OK(aq_gc_walk(q, &o, false, NULL, NULL, &r));
+	cr_assert_eq(r.manifest_kept, 3);
+	cr_assert_eq(r.orphans, 0);
+	cr_assert_eq(r.removed, 0);
+	for (int seed = 400; seed < 403; seed++) {
+		uint8_t h[CAT_HASH_LEN];
+		char hex[HASH_HEX_LEN + 1], path[128];
+		uint64_t size;
+		ts_hash(h, HASH_FILL, seed);
+		hash_to_hex(h, hex);
+		snprintf(path, sizeof(path), "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
+		OK(backing_stat(fx.b, path, &size));
+		cr_assert_eq(size, STORE_HEADER_LEN + 4096 / 2 + 1, "%s", path);
+	}
+	aq_named_free(named);
+
+	struct aq_objects blind = aq_objects_backing(fx.b, NULL);
+	FAILS(aq_gc_walk(q, &blind, false, NULL, NULL, &r), EINVAL);
+	OK(backing_put(fx.b, "manifests/gen/999.1.ckm", "not a manifest\n", 15));
+	FAILS(aq_named_load(fx.b, &named, err, sizeof(err)), EBADMSG);
+	cr_assert_null(named);
+	cr_assert(strstr(err, "manifests/gen/999.1.ckm cannot be parsed"), "err: %s", err);
+	aq_close(q);
 }
 
 Test(rebuild, missing_chunks_are_reported_by_file, .init = setup, .fini = teardown)

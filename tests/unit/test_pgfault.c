@@ -1,0 +1,269 @@
+/* Unit tests of the shared catalog's calls whose answer is lost (pg.h P2),
+ * with faults injected into a node's FUSE connection (meta/pg.c P7,
+ * tests/unit/pgfault.h), on the private PostgreSQL of tests/unit/pgtest.h.
+ *
+ * "lose X down" runs X on the server and loses its answer with the
+ * database unreachable for the rest of the call: -ENOTCONN, the outcome
+ * unknown, the change made. "drop X down" loses it before the server has
+ * it: -ENOTCONN, nothing changed. Without "down", P2 asks on a new
+ * connection and the call ends as if nothing was lost. For each: no
+ * complete save is lost, no manifest is left unqueued (a save whose
+ * BACKING manifest is stale, or never written, would keep `ckptfs-admin
+ * wait` waiting forever), and the catalog checks clean.
+ *
+ *  - a directory rename with saves under it (catalog_shared_gen.c S8, F2):
+ *    applied and unknown, the next sweep queues the moved saves'
+ *    manifests, which name the new path on BACKING; not applied, nothing
+ *    moved and nothing lost; lost and asked, the rename queues them itself.
+ *  - a generation's commit (S6): the same three.
+ *  - a create (pgns.h N9, a token in one statement, pg.h P5): its lost
+ *    answer's re-run finds its token and answers the inode it made. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backing.h"
+#include "catalog.h"
+#include "catalog_internal.h"
+#include "generation.h"
+#include "manifest.h"
+#include "pg.h"
+#include "pgfault.h"
+#include "pgns.h"
+#include "pgtest.h"
+#include "support.h"
+#include "upload.h"
+
+#define ROOT ((uint64_t)CAT_ROOT_INO)
+#define PF_LEN 1000
+
+TestSuite(pgfault, .init = pt_start, .fini = pt_stop, .timeout = 120);
+
+/* n's FUSE connection: the one its namespace and generation calls use. */
+static struct pg *pf_pg(struct pt_cat *n)
+{
+	return cat_shared_ns(n->cat)->pg;
+}
+
+static uint64_t pf_reconnects(struct pt_cat *n)
+{
+	struct pg_stats st;
+	pg_get_stats(pf_pg(n), &st);
+	return st.reconnects;
+}
+
+/* How many generation manifests n has queued; the generations in ids. */
+static int pf_queued(struct pt_cat *n, uint64_t *ids, int max)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), k = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++)
+		if (rows[i].kind == UP_GEN_MANIFEST) {
+			if (k < max)
+				ids[k] = rows[i].gen;
+			k++;
+		}
+	return k;
+}
+
+static bool pf_queued_has(struct pt_cat *n, uint64_t gen)
+{
+	uint64_t ids[16];
+	int k = pf_queued(n, ids, 16);
+	for (int i = 0; i < k && i < 16; i++)
+		if (ids[i] == gen)
+			return true;
+	return false;
+}
+
+/* What `ckptfs-admin wait` asks the daemon of each generation. */
+static bool pf_durable(struct pt_cat *n, uint64_t gen)
+{
+	bool d = false;
+	OK(cat_gen_durable(n->cat, gen, &d));
+	return d;
+}
+
+/* BACKING's manifest of gen (its committed version) names series, and the
+ * file rank0.pt with its two chunks of fill. */
+static void pf_backing_manifest(struct pt_cat *n, struct pt_backing *bk, uint64_t gen,
+				const char *series, uint8_t fill)
+{
+	struct cat_gen g;
+	OK(cat_gen_get(n->cat, gen, &g));
+	char path[MANIFEST_PATH_MAX];
+	manifest_gen_path(gen, g.version, path, sizeof(path));
+	size_t cap = 1 << 20, len = 0;
+	char *text = malloc(cap);
+	cr_assert_not_null(text);
+	OK(backing_get(bk->b, path, text, cap, &len));
+	struct manifest *m = NULL;
+	char err[MANIFEST_ERR_MAX] = "";
+	cr_assert_eq(manifest_parse(text, len, &m, err, sizeof(err)), 0, "%s: %s", path, err);
+	cr_assert_str_eq(m->gen.series, series, "%s names %s", path, m->gen.series);
+	int found = -1;
+	char buf[256];
+	for (size_t i = 1; i < m->n_inodes; i++) {
+		manifest_inode_path(m, i, buf, sizeof(buf));
+		if (strcmp(buf, "rank0.pt") == 0)
+			found = (int)i;
+	}
+	cr_assert_geq(found, 1, "%s names no rank0.pt", path);
+	int k = 0;
+	for (size_t i = 0; i < m->n_extents; i++) {
+		if (m->extents[i].inode != (uint64_t)found)
+			continue;
+		uint8_t want[CAT_HASH_LEN];
+		ts_hash(want, fill, k);
+		cr_assert_lt(k, 2);
+		cr_assert_eq(memcmp(m->chunks[m->extents[i].chunk].hash, want, CAT_HASH_LEN), 0,
+			     "%s: chunk %d of rank0.pt is not the one written", path, k);
+		k++;
+	}
+	cr_assert_eq(k, 2, "%s: rank0.pt has %d extents", path, k);
+	manifest_free(m);
+	free(text);
+}
+
+/* A save series/name at step: one file of two chunks of fill, uploaded;
+ * committed (and made durable) when commit is true. */
+static uint64_t pf_save(struct pt_cat *n, struct pt_backing *bk, uint64_t series,
+			const char *name, uint64_t step, uint8_t fill, bool commit)
+{
+	uint64_t root;
+	uint64_t gen = ts_mkgen(n->cat, series, name, step, true, &root);
+	uint64_t f = ts_mk(n->cat, root, "rank0.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(n->cat, f, fill, 0, 2, PF_LEN, NULL, NULL);
+	cr_assert_eq(pt_cat_upload_chunks(n, NULL, NULL), 2);
+	if (commit) {
+		OK(cat_gen_commit(n->cat, gen, "dcp-metadata"));
+		cr_assert_geq(pt_cat_put_manifests(n, bk), 1);
+		cr_assert(pf_durable(n, gen));
+	}
+	return gen;
+}
+
+/* The whole catalog checks clean: the local file, the namespace, the
+ * generations. */
+static void pf_check(struct pt_cat *n)
+{
+	OK(cat_check(n->cat));
+	OK(cat_gen_check(n->cat));
+}
+
+/* ---- a directory rename (catalog_shared_gen.c S8) ---- */
+
+struct pf_run {
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t series, gen[2];
+};
+
+/* run/ckpt with two durable saves on node a. */
+static void pf_run_make(struct pf_run *r, const char *tag)
+{
+	pt_backing_open(&r->bk, tag);
+	pt_cat_open(&r->a, tag, 30000, NULL, NULL);
+	uint64_t run = ts_mk(r->a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	r->series = ts_mk(r->a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	r->gen[0] = pf_save(&r->a, &r->bk, r->series, "step-1", 1, 0x51, true);
+	r->gen[1] = pf_save(&r->a, &r->bk, r->series, "step-2", 2, 0x52, true);
+	cr_assert_eq(pf_queued(&r->a, NULL, 0), 0);
+}
+
+static void pf_run_done(struct pf_run *r)
+{
+	pf_check(&r->a);
+	pt_cat_close(&r->a);
+	pt_backing_close(&r->bk);
+}
+
+/* Both saves queued, put, durable, and BACKING's manifests name dir/ckpt. */
+static void pf_run_saved_under(struct pf_run *r, const char *dir)
+{
+	char series[64];
+	snprintf(series, sizeof(series), "%s/ckpt", dir);
+	for (int i = 0; i < 2; i++)
+		cr_assert(pf_queued_has(&r->a, r->gen[i]), "step-%d's manifest is not queued", i + 1);
+	cr_assert_eq(pt_cat_put_manifests(&r->a, &r->bk), 2);
+	for (int i = 0; i < 2; i++) {
+		cr_assert(pf_durable(&r->a, r->gen[i]), "step-%d is not durable", i + 1);
+		pf_backing_manifest(&r->a, &r->bk, r->gen[i], series, (uint8_t)(0x51 + i));
+	}
+	cr_assert_eq(pf_queued(&r->a, NULL, 0), 0);
+}
+
+/* F2: the rename committed, its answer lost past the timeout: the caller
+ * gets -ENOTCONN and the saves' durable marks went with the rename (pgns.h
+ * N13), their BACKING manifests naming run/ckpt. The next sweep queues
+ * them (cat_shared_requeue_later); without it no node ever would, and
+ * `wait` would wait for them forever. */
+Test(pgfault, a_rename_whose_commit_answer_is_lost_has_the_next_sweep_queue_the_moved_saves)
+{
+	struct pf_run r;
+	pf_run_make(&r, "pfr");
+	OK(pg_fault_arm(pf_pg(&r.a), "lose COMMIT down"));
+	cr_assert_eq(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL), -ENOTCONN);
+
+	struct cat_inode in;
+	OK(cat_lookup(r.a.cat, ROOT, "run-new", &in)); /* it was applied */
+	cr_assert_eq(cat_lookup(r.a.cat, ROOT, "run", &in), -ENOENT);
+	for (int i = 0; i < 2; i++)
+		cr_assert_not(pf_durable(&r.a, r.gen[i]), "durable while BACKING names run/ckpt");
+	cr_assert_eq(pf_queued(&r.a, NULL, 0), 0);
+
+	size_t swept = 0;
+	OK(cat_lease_sweep(r.a.cat, &swept));
+	cr_assert_eq(swept, 0);
+	pf_run_saved_under(&r, "run-new");
+	pf_run_done(&r);
+}
+
+/* The same fault before the server had the COMMIT: nothing moved, the
+ * saves stay durable under run, the sweep queues nothing; the rename run
+ * again queues them as always. */
+Test(pgfault, a_rename_lost_before_its_commit_reached_the_server_changes_nothing)
+{
+	struct pf_run r;
+	pf_run_make(&r, "pfn");
+	OK(pg_fault_arm(pf_pg(&r.a), "drop COMMIT down"));
+	cr_assert_eq(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL), -ENOTCONN);
+
+	struct cat_inode in;
+	OK(cat_lookup(r.a.cat, ROOT, "run", &in));
+	cr_assert_eq(cat_lookup(r.a.cat, ROOT, "run-new", &in), -ENOENT);
+	for (int i = 0; i < 2; i++) {
+		cr_assert(pf_durable(&r.a, r.gen[i]));
+		pf_backing_manifest(&r.a, &r.bk, r.gen[i], "run/ckpt", (uint8_t)(0x51 + i));
+	}
+	OK(cat_lease_sweep(r.a.cat, NULL));
+	cr_assert_eq(pf_queued(&r.a, NULL, 0), 0, "a rename that did not happen queued saves");
+	pf_check(&r.a);
+
+	OK(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL));
+	pf_run_saved_under(&r, "run-new");
+	pf_run_done(&r);
+}
+
+/* The COMMIT's answer lost with the database still there: P2 asks, finds
+ * it committed, and the call returns 0 with what the committed run found
+ * (the moved saves), which it queues at once. Running the rename again
+ * instead would answer -ENOENT for a rename that happened. */
+Test(pgfault, a_rename_whose_commit_answer_is_lost_and_asked_queues_the_moved_saves_itself)
+{
+	struct pf_run r;
+	pf_run_make(&r, "pfq");
+	uint64_t before = pf_reconnects(&r.a);
+	OK(pg_fault_arm(pf_pg(&r.a), "lose COMMIT"));
+	OK(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL));
+	cr_assert_eq(pf_reconnects(&r.a), before + 1, "the fault did not fire");
+	pf_run_saved_under(&r, "run-new");
+	pf_run_done(&r);
+}

@@ -267,3 +267,82 @@ Test(pgfault, a_rename_whose_commit_answer_is_lost_and_asked_queues_the_moved_sa
 	pf_run_saved_under(&r, "run-new");
 	pf_run_done(&r);
 }
+
+/* ---- a generation's commit (catalog_shared_gen.c S6) ---- */
+
+/* step-1 of run/ckpt on a new node, its file uploaded, not committed. */
+static uint64_t pf_open_save(struct pt_cat *a, struct pt_backing *bk, const char *tag)
+{
+	pt_backing_open(bk, tag);
+	pt_cat_open(a, tag, 30000, NULL, NULL);
+	uint64_t run = ts_mk(a->cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a->cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	return pf_save(a, bk, series, "step-1", 1, 0x61, false);
+}
+
+/* gen committed on a, its manifest queued, put, and durable. */
+static void pf_gen_saved(struct pt_cat *a, struct pt_backing *bk, uint64_t gen)
+{
+	struct cat_gen g;
+	OK(cat_gen_get(a->cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert(pf_queued_has(a, gen), "its manifest is not queued");
+	cr_assert_eq(pt_cat_put_manifests(a, bk), 1);
+	cr_assert(pf_durable(a, gen));
+	pf_backing_manifest(a, bk, gen, "run/ckpt", 0x61);
+	pf_check(a);
+	pt_cat_close(a);
+	pt_backing_close(bk);
+}
+
+/* The commit committed, its answer lost past the timeout: -ENOTCONN, and
+ * the generation policy (fs/gen.c) does not try that commit again. The
+ * next sweep queues its manifest; before, no node ever did, and `wait`
+ * waited for it forever. */
+Test(pgfault, a_commit_whose_answer_is_lost_has_the_next_sweep_queue_its_manifest)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t gen = pf_open_save(&a, &bk, "pfc");
+	OK(pg_fault_arm(pf_pg(&a), "lose COMMIT down"));
+	cr_assert_eq(cat_gen_commit(a.cat, gen, "dcp-metadata"), -ENOTCONN);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED, "the commit was not applied");
+	cr_assert_not(pf_durable(&a, gen));
+	cr_assert_not(pf_queued_has(&a, gen));
+	OK(cat_lease_sweep(a.cat, NULL));
+	pf_gen_saved(&a, &bk, gen);
+}
+
+/* Lost before the server had it: the generation is still open, nothing
+ * queued; the commit run again commits and queues as always. */
+Test(pgfault, a_commit_lost_before_it_reached_the_server_leaves_the_save_open)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t gen = pf_open_save(&a, &bk, "pfo");
+	OK(pg_fault_arm(pf_pg(&a), "drop COMMIT down"));
+	cr_assert_eq(cat_gen_commit(a.cat, gen, "dcp-metadata"), -ENOTCONN);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_OPEN);
+	OK(cat_lease_sweep(a.cat, NULL));
+	cr_assert_eq(pf_queued(&a, NULL, 0), 0);
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	pf_gen_saved(&a, &bk, gen);
+}
+
+/* Lost and asked (P2): committed, so the call returns 0 with the version
+ * the committed run wrote (pggen.h X9), whose manifest it queues. */
+Test(pgfault, a_commit_whose_answer_is_lost_and_asked_queues_its_manifest_itself)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t gen = pf_open_save(&a, &bk, "pfk");
+	uint64_t before = pf_reconnects(&a);
+	OK(pg_fault_arm(pf_pg(&a), "lose COMMIT"));
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	cr_assert_eq(pf_reconnects(&a), before + 1, "the fault did not fire");
+	pf_gen_saved(&a, &bk, gen);
+}

@@ -346,3 +346,102 @@ Test(pgfault, a_commit_whose_answer_is_lost_and_asked_queues_its_manifest_itself
 	cr_assert_eq(pf_reconnects(&a), before + 1, "the fault did not fire");
 	pf_gen_saved(&a, &bk, gen);
 }
+
+/* ---- a file's publication (catalog_shared_data.c S2, S12) ---- */
+
+/* run/ckpt/step-1/rank0.pt on a new node, as a writer leaves it before its
+ * close: two chunks of 0x71 pending and stored, their uploads claimed
+ * (cat_upload_ready, before PostgreSQL has a row of them) but not ended.
+ * Returns the generation; *f the file, rows[0..2) the uploads. */
+static uint64_t pf_writing(struct pt_cat *a, struct pt_backing *bk, const char *tag, uint64_t *f,
+			   struct cat_upload rows[2])
+{
+	pt_backing_open(bk, tag);
+	pt_cat_open(a, tag, 30000, NULL, NULL);
+	uint64_t run = ts_mk(a->cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a->cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a->cat, series, "step-1", 1, true, &root);
+	*f = ts_mk(a->cat, root, "rank0.pt", S_IFREG | 0644, NULL);
+	for (int i = 0; i < 2; i++) {
+		struct cat_extent e = { .off = (uint64_t)i * PF_LEN, .len = PF_LEN,
+					.chunk_len = PF_LEN };
+		bool must = false;
+		ts_hash(e.hash, 0x71, i);
+		OK(cat_pending_add(a->cat, *f, &e, &must));
+		cr_assert(must);
+		OK(cat_chunk_stored(a->cat, e.hash, 1, PF_LEN / 2 + 1));
+	}
+	struct cat_upload all[64];
+	int got = cat_upload_list(a->cat, 0, all, 64), k = 0;
+	for (int i = 0; i < got; i++)
+		if (all[i].kind == UP_CHUNK) {
+			cr_assert_lt(k, 2);
+			rows[k++] = all[i];
+		}
+	cr_assert_eq(k, 2);
+	for (int i = 0; i < 2; i++) {
+		bool ready = false, moot = false;
+		OK(cat_upload_ready(a->cat, &rows[i], &ready, &moot));
+		cr_assert(ready && !moot);
+	}
+	return gen;
+}
+
+/* The publication committed, its answer lost past the timeout: -ENOTCONN,
+ * and the writer fails for good (fs/writer.c), so no later publication of
+ * the file tells PostgreSQL about its chunks. The uploads that end after it
+ * must mark them in PostgreSQL (S12): before, they were marked locally
+ * alone, as if this node's commit were still to publish them, and the save
+ * committed on the published file never became durable. */
+Test(pgfault, a_publication_whose_answer_is_lost_leaves_its_later_uploads_marked_in_the_store)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	struct cat_upload rows[2];
+	uint64_t f;
+	uint64_t gen = pf_writing(&a, &bk, "pfp", &f, rows);
+	OK(pg_fault_arm(pf_pg(&a), "lose ns_publish down"));
+	cr_assert_eq(cat_file_commit(a.cat, f, 2 * PF_LEN, ts_now_ns(), false), -ENOTCONN);
+	struct cat_inode in;
+	OK(cat_getattr(a.cat, f, &in));
+	cr_assert_eq(in.size, 2 * PF_LEN, "the publication was not applied");
+	for (int i = 0; i < 2; i++) /* the uploads end */
+		OK(cat_upload_done(a.cat, &rows[i]));
+	OK(cat_pending_drop(a.cat, f)); /* the failed writer's release */
+
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	cr_assert_eq(pt_cat_put_manifests(&a, &bk), 1, "the manifest is not ready: the published"
+		     " file's chunks are not uploaded in PostgreSQL, `wait` waits forever");
+	cr_assert(pf_durable(&a, gen));
+	pf_backing_manifest(&a, &bk, gen, "run/ckpt", 0x71);
+	pf_check(&a);
+	pt_cat_close(&a);
+	pt_backing_close(&bk);
+}
+
+/* Lost before the server had it: the file stays empty in PostgreSQL (the
+ * close failed: the save is not complete), nothing is marked for it, and
+ * the catalog checks clean. */
+Test(pgfault, a_publication_lost_before_it_reached_the_server_publishes_nothing)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	struct cat_upload rows[2];
+	uint64_t f;
+	uint64_t gen = pf_writing(&a, &bk, "pfd", &f, rows);
+	OK(pg_fault_arm(pf_pg(&a), "drop ns_publish down"));
+	cr_assert_eq(cat_file_commit(a.cat, f, 2 * PF_LEN, ts_now_ns(), false), -ENOTCONN);
+	struct cat_inode in;
+	OK(cat_getattr(a.cat, f, &in));
+	cr_assert_eq(in.size, 0);
+	for (int i = 0; i < 2; i++)
+		OK(cat_upload_done(a.cat, &rows[i]));
+	OK(cat_pending_drop(a.cat, f));
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	cr_assert_eq(pt_cat_put_manifests(&a, &bk), 1);
+	cr_assert(pf_durable(&a, gen));
+	pf_check(&a);
+	pt_cat_close(&a);
+	pt_backing_close(&bk);
+}

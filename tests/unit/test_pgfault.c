@@ -37,6 +37,7 @@
 #include "pgfault.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "store.h"
 #include "support.h"
 #include "upload.h"
 
@@ -444,4 +445,217 @@ Test(pgfault, a_publication_lost_before_it_reached_the_server_publishes_nothing)
 	pf_check(&a);
 	pt_cat_close(&a);
 	pt_backing_close(&bk);
+}
+
+/* ---- an upload's marking (catalog_shared_data.c S5) ---- */
+
+/* The marking in PostgreSQL lost past the timeout, before (how "drop") or
+ * after (how "lose") the server ran it: the upload fails and stays queued,
+ * and its next end marks it; the save becomes durable. Until then it is
+ * durable only if the marking was applied. */
+static int pf_chunk_rows(struct pt_cat *n)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64), k = 0;
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++)
+		k += rows[i].kind == UP_CHUNK;
+	return k;
+}
+
+static void pf_marking_lost(const char *tag, const char *how)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	struct cat_upload rows[2];
+	uint64_t f;
+	uint64_t gen = pf_writing(&a, &bk, tag, &f, rows);
+	OK(cat_file_commit(a.cat, f, 2 * PF_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(a.cat, f));
+	char spec[64];
+	snprintf(spec, sizeof(spec), "%s ns_uploaded_many down", how);
+	OK(pg_fault_arm(pf_pg(&a), spec));
+	cr_assert_eq(cat_upload_done(a.cat, &rows[0]), -ENOTCONN);
+	OK(cat_upload_done(a.cat, &rows[1]));
+	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	bool applied = strcmp(how, "lose") == 0;
+	cr_assert_eq(pt_cat_put_manifests(&a, &bk), applied ? 1 : 0);
+	cr_assert_eq(pf_durable(&a, gen), applied);
+	cr_assert_eq(pf_chunk_rows(&a), 1, "the failed upload is not queued");
+	int moot = 0; /* applied: PostgreSQL has it on BACKING already (S4) */
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, &moot), applied ? 0 : 1);
+	cr_assert_eq(moot, applied ? 1 : 0);
+	cr_assert_eq(pf_chunk_rows(&a), 0);
+	cr_assert_eq(pt_cat_put_manifests(&a, &bk), applied ? 0 : 1);
+	cr_assert(pf_durable(&a, gen));
+	pf_backing_manifest(&a, &bk, gen, "run/ckpt", 0x71);
+	pf_check(&a);
+	pt_cat_close(&a);
+	pt_backing_close(&bk);
+}
+
+Test(pgfault, an_upload_whose_marking_is_lost_before_the_server_ran_it_is_marked_again)
+{
+	pf_marking_lost("pfu", "drop");
+}
+
+Test(pgfault, an_upload_whose_marking_answer_is_lost_is_marked_again)
+{
+	pf_marking_lost("pfv", "lose");
+}
+
+/* ---- a create (pgns.h N9: one statement with its token, pg.h P5) ---- */
+
+/* Its answer lost, the statement runs again and finds its token: the
+ * inode its first run made, not -EEXIST for its own name. */
+Test(pgfault, a_create_whose_answer_is_lost_answers_the_inode_it_made)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "pfe", 30000, NULL, NULL);
+	uint64_t before = pf_reconnects(&a);
+	OK(pg_fault_arm(pf_pg(&a), "lose ns_create"));
+	struct cat_inode made, found;
+	OK(cat_create(a.cat, ROOT, "f", S_IFREG | 0644, 0, 0, 0, NULL, &made));
+	cr_assert_eq(pf_reconnects(&a), before + 1, "the fault did not fire");
+	OK(cat_lookup(a.cat, ROOT, "f", &found));
+	cr_assert_eq(found.ino, made.ino);
+	cr_assert_eq(found.nlink, 1);
+	pf_check(&a);
+	pt_cat_close(&a);
+}
+
+/* ---- the reclaim duty (catalog_shared_reclaim.c R3) ---- */
+
+/* ino's two chunks of fill from seed, uploaded: their objects put on bk. */
+static void pf_write_up(struct pt_cat *n, struct pt_backing *bk, uint64_t ino, int seed)
+{
+	ts_write_chunks(n->cat, ino, 0x81, seed, 2, PF_LEN, NULL, NULL);
+	struct cat_upload rows[32];
+	int got = cat_upload_list(n->cat, 0, rows, 32);
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++) {
+		if (rows[i].kind != UP_CHUNK)
+			continue;
+		bool ready = false, stale = false;
+		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
+		if (ready) {
+			char rel[128];
+			store_object_relpath(rows[i].hash, rel, sizeof(rel));
+			OK(backing_put(bk->b, rel, "x", 1));
+		}
+		OK(cat_upload_done(n->cat, &rows[i]));
+	}
+}
+
+static bool pf_row(struct pt_cat *n, int seed, char *state)
+{
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, 0x81, seed);
+	struct pgns_chunk_row row;
+	int rc = pgns_chunk_get(cat_shared_ns(n->cat), h, &row);
+	cr_assert(rc == 0 || rc == -ENOENT);
+	if (rc == 0 && state)
+		snprintf(state, 16, "%s", row.state);
+	return rc == 0;
+}
+
+static bool pf_on_backing(struct pt_backing *bk, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, 0x81, seed);
+	return pt_on_backing(bk, h);
+}
+
+/* step-1 (chunks 0, 1) deleted, step-2 (chunks 1, 2) kept, and a first
+ * reclaim turn with the tree described after it: the next turn takes
+ * chunk 0. Returns step-2. */
+static uint64_t pf_freed(struct pt_cat *a, struct pt_backing *bk, const char *tag)
+{
+	pt_backing_open(bk, tag);
+	pt_cat_open(a, tag, 30000, NULL, NULL);
+	uint64_t run = ts_mk(a->cat, ROOT, "run", S_IFDIR | 0755, NULL), r1, r2;
+	uint64_t g1 = pt_cat_mkgen(a, run, "step-1", 1, &r1);
+	pf_write_up(a, bk, ts_mk(a->cat, r1, "rank0.pt", S_IFREG | 0644, NULL), 0);
+	OK(cat_gen_commit(a->cat, g1, "test"));
+	uint64_t g2 = pt_cat_mkgen(a, run, "step-2", 2, &r2);
+	pf_write_up(a, bk, ts_mk(a->cat, r2, "rank0.pt", S_IFREG | 0644, NULL), 1);
+	OK(cat_gen_commit(a->cat, g2, "test"));
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(a->cat, g1, "trainer", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(a->cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(a->cat, 30000, pt_backing_remove, bk->b, &rep));
+	cr_assert_eq(rep.chunks, 0);
+	pt_cat_tree_described(a);
+	for (int s = 0; s < 3; s++)
+		cr_assert(pf_on_backing(bk, s));
+	return g2;
+}
+
+/* After the turn that finishes: chunk 0 gone from BACKING and PostgreSQL,
+ * step-2's chunks on BACKING, live, read back by its file. */
+static void pf_reclaimed(struct pt_cat *a, struct pt_backing *bk, uint64_t g2)
+{
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(a->cat, 30000, pt_backing_remove, bk->b, &rep));
+	cr_assert_not(pf_on_backing(bk, 0));
+	cr_assert_not(pf_row(a, 0, NULL));
+	for (int s = 1; s < 3; s++) {
+		char state[16] = "";
+		cr_assert(pf_on_backing(bk, s), "chunk %d, named by step-2, left BACKING", s);
+		cr_assert(pf_row(a, s, state));
+		cr_assert_str_eq(state, "live");
+	}
+	struct cat_gen g;
+	OK(cat_gen_get(a->cat, g2, &g));
+	struct cat_inode in;
+	OK(cat_lookup(a->cat, g.root, "rank0.pt", &in));
+	struct cat_extent x[4];
+	cr_assert_eq(cat_extents(a->cat, in.ino, 0, x, 4), 2);
+	for (int k = 0; k < 2; k++) {
+		uint8_t want[CAT_HASH_LEN];
+		ts_hash(want, 0x81, 1 + k);
+		cr_assert_eq(memcmp(x[k].hash, want, CAT_HASH_LEN), 0);
+	}
+	pf_check(a);
+	pt_cat_close(a);
+	pt_backing_close(bk);
+}
+
+/* The batch taken, its answer lost past the timeout: the turn fails, the
+ * chunk stays 'reclaiming' for this node and on BACKING; the next turn
+ * takes it again (its own 'reclaiming' row) and removes it. */
+Test(pgfault, a_reclaim_batch_whose_answer_is_lost_is_taken_again_by_the_next_turn)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t g2 = pf_freed(&a, &bk, "pfb");
+	OK(pg_fault_arm(pf_pg(&a), "lose ns_reclaim_begin down"));
+	struct cat_reclaim_report rep;
+	cr_assert_eq(cat_reclaim_turn(a.cat, 30000, pt_backing_remove, bk.b, &rep), -ENOTCONN);
+	char state[16] = "";
+	cr_assert(pf_row(&a, 0, state));
+	cr_assert_str_eq(state, "reclaiming");
+	cr_assert(pf_on_backing(&bk, 0));
+	pf_reclaimed(&a, &bk, g2);
+}
+
+/* The objects removed, the end's answer lost past the timeout: the row
+ * stays 'reclaiming' (no commit names it meanwhile, pgns.h N3); the next
+ * turn finds its object absent (a removal's success) and ends it. */
+Test(pgfault, a_reclaim_end_whose_answer_is_lost_is_ended_by_the_next_turn)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t g2 = pf_freed(&a, &bk, "pfz");
+	OK(pg_fault_arm(pf_pg(&a), "drop ns_reclaim_end down"));
+	struct cat_reclaim_report rep;
+	cr_assert_eq(cat_reclaim_turn(a.cat, 30000, pt_backing_remove, bk.b, &rep), -ENOTCONN);
+	char state[16] = "";
+	cr_assert(pf_row(&a, 0, state));
+	cr_assert_str_eq(state, "reclaiming");
+	cr_assert_not(pf_on_backing(&bk, 0));
+	pf_reclaimed(&a, &bk, g2);
 }

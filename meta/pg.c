@@ -1,15 +1,16 @@
 /* pg — one connection to the shared catalog's PostgreSQL; see pg.h (P1-P6).
  *
- * P7. Faults for the tests: pg_fault_arm (declared in tests/unit/pgfault.h
- *     only, called by the unit tests only; no header of fs/, meta/ or
- *     tools/ declares it) makes one coming statement of this pg lose its
- *     answer as a dropped connection loses it: "lose" runs it on the server
- *     and then cuts the connection before the caller reads the answer,
- *     "drop" cuts it before the statement is sent; with "down" the
- *     database then stays unreachable for the rest of that call, which
- *     returns -ENOTCONN (P2's outcome unknown) without waiting timeout_ms.
- *     Unarmed (every pg of the daemon and of ckptfs-admin), the cost is
- *     one branch per statement sent and one per reconnection. */
+ * Invariant kept here:
+ *  P7. Faults for the tests: pg_fault_arm (declared in tests/unit/pgfault.h
+ *      only, called by the unit tests only; no header of fs/, meta/ or
+ *      tools/ declares it) makes one coming statement of this pg lose its
+ *      answer as a dropped connection loses it: "lose" runs it on the server
+ *      and then cuts the connection before the caller reads the answer,
+ *      "drop" cuts it before the statement is sent; with "down" the
+ *      database then stays unreachable for the rest of that call, which
+ *      returns -ENOTCONN (P2's outcome unknown) without waiting timeout_ms.
+ *      Unarmed (every pg of the daemon and of ckptfs-admin), the cost is
+ *      one branch per statement sent and one per reconnection. */
 #define _GNU_SOURCE
 #include "pg.h"
 

@@ -16,8 +16,18 @@
  *    manifests, which name the new path on BACKING; not applied, nothing
  *    moved and nothing lost; lost and asked, the rename queues them itself.
  *  - a generation's commit (S6): the same three.
+ *  - a file's publication (catalog_shared_data.c S12): applied and
+ *    unknown, the uploads that end after it mark their chunks in
+ *    PostgreSQL, so the save committed on the file becomes durable; not
+ *    applied, nothing is published.
+ *  - an upload's marking (S5): lost before or after the server ran it, the
+ *    upload stays queued and its next end marks it.
  *  - a create (pgns.h N9, a token in one statement, pg.h P5): its lost
- *    answer's re-run finds its token and answers the inode it made. */
+ *    answer's re-run finds its token and answers the inode it made.
+ *  - a reclaim turn (catalog_shared_reclaim.c R3): its batch's answer or
+ *    its end's lost, the next turn takes this node's 'reclaiming' rows
+ *    again and ends them; the chunks a save names stay on BACKING.
+ *  - the injection point's own input: a bad spec is refused. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -658,4 +668,33 @@ Test(pgfault, a_reclaim_end_whose_answer_is_lost_is_ended_by_the_next_turn)
 	cr_assert_str_eq(state, "reclaiming");
 	cr_assert_not(pf_on_backing(&bk, 0));
 	pf_reclaimed(&a, &bk, g2);
+}
+
+/* ---- the injection point itself (pg.c P7) ---- */
+
+/* A spec that is not one is refused whole and arms nothing; "off" disarms
+ * one armed. */
+Test(pgfault, a_bad_fault_spec_is_refused_and_off_disarms)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "pfs", 30000, NULL, NULL);
+	struct pg *pg = pf_pg(&a);
+	const char *bad[] = { "", "lose", "lost COMMIT", "lose COMMIT up", "drop #0", "drop #x",
+			      "lose COMMIT down more", NULL };
+	for (int i = 0; bad[i]; i++)
+		cr_assert_eq(pg_fault_arm(pg, bad[i]), -EINVAL, "\"%s\" was taken", bad[i]);
+	cr_assert_eq(pg_fault_arm(pg, NULL), -EINVAL);
+	uint64_t before = pf_reconnects(&a);
+	OK(pg_fault_arm(pg, "drop * down"));
+	OK(pg_fault_arm(pg, "off"));
+	struct cat_inode in;
+	OK(cat_create(a.cat, ROOT, "f", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	cr_assert_eq(pf_reconnects(&a), before);
+	/* #N: the second COMMIT from now, the first let through */
+	OK(pg_fault_arm(pg, "lose COMMIT#2 down"));
+	OK(cat_rename(a.cat, ROOT, "f", ROOT, "g", 0, NULL));
+	cr_assert_eq(cat_rename(a.cat, ROOT, "g", ROOT, "h", 0, NULL), -ENOTCONN);
+	OK(cat_lookup(a.cat, ROOT, "h", &in));
+	pf_check(&a);
+	pt_cat_close(&a);
 }

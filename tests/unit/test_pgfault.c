@@ -69,14 +69,22 @@ static uint64_t pf_reconnects(struct pt_cat *n)
 	return st.reconnects;
 }
 
-/* How many generation manifests n has queued; the generations in ids. */
-static int pf_queued(struct pt_cat *n, uint64_t *ids, int max)
+/* Arms "HOW WHAT down" on n's FUSE connection (pgfault.h). */
+static void pf_arm_down(struct pt_cat *n, const char *how, const char *what)
+{
+	char spec[64];
+	snprintf(spec, sizeof(spec), "%s %s down", how, what);
+	OK(pg_fault_arm(pf_pg(n), spec));
+}
+
+/* How many uploads of kind n has queued; their generations in ids. */
+static int pf_rows(struct pt_cat *n, int kind, uint64_t *ids, int max)
 {
 	struct cat_upload rows[64];
 	int got = cat_upload_list(n->cat, 0, rows, 64), k = 0;
 	cr_assert_geq(got, 0);
 	for (int i = 0; i < got; i++)
-		if (rows[i].kind == UP_GEN_MANIFEST) {
+		if (rows[i].kind == kind) {
 			if (k < max)
 				ids[k] = rows[i].gen;
 			k++;
@@ -84,10 +92,16 @@ static int pf_queued(struct pt_cat *n, uint64_t *ids, int max)
 	return k;
 }
 
+/* How many generation manifests n has queued. */
+static int pf_queued(struct pt_cat *n)
+{
+	return pf_rows(n, UP_GEN_MANIFEST, NULL, 0);
+}
+
 static bool pf_queued_has(struct pt_cat *n, uint64_t gen)
 {
 	uint64_t ids[16];
-	int k = pf_queued(n, ids, 16);
+	int k = pf_rows(n, UP_GEN_MANIFEST, ids, 16);
 	for (int i = 0; i < k && i < 16; i++)
 		if (ids[i] == gen)
 			return true;
@@ -169,6 +183,17 @@ static void pf_check(struct pt_cat *n)
 	OK(cat_gen_check(n->cat));
 }
 
+/* gen (run/ckpt/step-1, its rank0.pt two chunks of fill) durable, and
+ * BACKING's manifest of it whole; then a checked and closed, bk closed. */
+static void pf_durable_end(struct pt_cat *a, struct pt_backing *bk, uint64_t gen, uint8_t fill)
+{
+	cr_assert(pf_durable(a, gen));
+	pf_backing_manifest(a, bk, gen, "run/ckpt", fill);
+	pf_check(a);
+	pt_cat_close(a);
+	pt_backing_close(bk);
+}
+
 /* ---- a directory rename (catalog_shared_gen.c S8) ---- */
 
 struct pf_run {
@@ -186,7 +211,7 @@ static void pf_run_make(struct pf_run *r, const char *tag)
 	r->series = ts_mk(r->a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
 	r->gen[0] = pf_save(&r->a, &r->bk, r->series, "step-1", 1, 0x51, true);
 	r->gen[1] = pf_save(&r->a, &r->bk, r->series, "step-2", 2, 0x52, true);
-	cr_assert_eq(pf_queued(&r->a, NULL, 0), 0);
+	cr_assert_eq(pf_queued(&r->a), 0);
 }
 
 static void pf_run_done(struct pf_run *r)
@@ -208,59 +233,53 @@ static void pf_run_saved_under(struct pf_run *r, const char *dir)
 		cr_assert(pf_durable(&r->a, r->gen[i]), "step-%d is not durable", i + 1);
 		pf_backing_manifest(&r->a, &r->bk, r->gen[i], series, (uint8_t)(0x51 + i));
 	}
-	cr_assert_eq(pf_queued(&r->a, NULL, 0), 0);
+	cr_assert_eq(pf_queued(&r->a), 0);
 }
 
-/* F2: the rename committed, its answer lost past the timeout: the caller
- * gets -ENOTCONN and the saves' durable marks went with the rename (pgns.h
- * N13), their BACKING manifests naming run/ckpt. The next sweep queues
- * them (cat_shared_requeue_later); without it no node ever would, and
- * `wait` would wait for them forever. */
-Test(pgfault, a_rename_whose_commit_answer_is_lost_has_the_next_sweep_queue_the_moved_saves)
+/* The rename's COMMIT lost past the timeout, after (how "lose") or before
+ * ("drop") the server ran it: the caller gets -ENOTCONN.
+ * F2, applied: the saves' durable marks went with the rename (pgns.h N13),
+ * their BACKING manifests naming run/ckpt, and the next sweep queues them
+ * (cat_shared_requeue_later); without it no node ever would, and `wait`
+ * would wait for them forever.
+ * Not applied: nothing moved, the saves stay durable under run, the sweep
+ * queues nothing; the rename run again queues them as always. */
+static void pf_rename_lost(const char *tag, const char *how)
 {
 	struct pf_run r;
-	pf_run_make(&r, "pfr");
-	OK(pg_fault_arm(pf_pg(&r.a), "lose COMMIT down"));
+	pf_run_make(&r, tag);
+	bool applied = strcmp(how, "lose") == 0;
+	pf_arm_down(&r.a, how, "COMMIT");
 	cr_assert_eq(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL), -ENOTCONN);
 
 	struct cat_inode in;
-	OK(cat_lookup(r.a.cat, ROOT, "run-new", &in)); /* it was applied */
-	cr_assert_eq(cat_lookup(r.a.cat, ROOT, "run", &in), -ENOENT);
-	for (int i = 0; i < 2; i++)
-		cr_assert_not(pf_durable(&r.a, r.gen[i]), "durable while BACKING names run/ckpt");
-	cr_assert_eq(pf_queued(&r.a, NULL, 0), 0);
-
+	OK(cat_lookup(r.a.cat, ROOT, applied ? "run-new" : "run", &in));
+	cr_assert_eq(cat_lookup(r.a.cat, ROOT, applied ? "run" : "run-new", &in), -ENOENT);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(pf_durable(&r.a, r.gen[i]), !applied, "durable: BACKING names run/ckpt");
+		pf_backing_manifest(&r.a, &r.bk, r.gen[i], "run/ckpt", (uint8_t)(0x51 + i));
+	}
+	cr_assert_eq(pf_queued(&r.a), 0);
 	size_t swept = 0;
 	OK(cat_lease_sweep(r.a.cat, &swept));
 	cr_assert_eq(swept, 0);
+	if (!applied) {
+		cr_assert_eq(pf_queued(&r.a), 0, "a rename that did not happen queued saves");
+		pf_check(&r.a);
+		OK(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL));
+	}
 	pf_run_saved_under(&r, "run-new");
 	pf_run_done(&r);
 }
 
-/* The same fault before the server had the COMMIT: nothing moved, the
- * saves stay durable under run, the sweep queues nothing; the rename run
- * again queues them as always. */
+Test(pgfault, a_rename_whose_commit_answer_is_lost_has_the_next_sweep_queue_the_moved_saves)
+{
+	pf_rename_lost("pfr", "lose");
+}
+
 Test(pgfault, a_rename_lost_before_its_commit_reached_the_server_changes_nothing)
 {
-	struct pf_run r;
-	pf_run_make(&r, "pfn");
-	OK(pg_fault_arm(pf_pg(&r.a), "drop COMMIT down"));
-	cr_assert_eq(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL), -ENOTCONN);
-
-	struct cat_inode in;
-	OK(cat_lookup(r.a.cat, ROOT, "run", &in));
-	cr_assert_eq(cat_lookup(r.a.cat, ROOT, "run-new", &in), -ENOENT);
-	for (int i = 0; i < 2; i++) {
-		cr_assert(pf_durable(&r.a, r.gen[i]));
-		pf_backing_manifest(&r.a, &r.bk, r.gen[i], "run/ckpt", (uint8_t)(0x51 + i));
-	}
-	OK(cat_lease_sweep(r.a.cat, NULL));
-	cr_assert_eq(pf_queued(&r.a, NULL, 0), 0, "a rename that did not happen queued saves");
-	pf_check(&r.a);
-
-	OK(cat_rename(r.a.cat, ROOT, "run", ROOT, "run-new", 0, NULL));
-	pf_run_saved_under(&r, "run-new");
-	pf_run_done(&r);
+	pf_rename_lost("pfn", "drop");
 }
 
 /* The COMMIT's answer lost with the database still there: P2 asks, finds
@@ -299,49 +318,45 @@ static void pf_gen_saved(struct pt_cat *a, struct pt_backing *bk, uint64_t gen)
 	cr_assert_eq(g.state, GEN_COMMITTED);
 	cr_assert(pf_queued_has(a, gen), "its manifest is not queued");
 	cr_assert_eq(pt_cat_put_manifests(a, bk), 1);
-	cr_assert(pf_durable(a, gen));
-	pf_backing_manifest(a, bk, gen, "run/ckpt", 0x61);
-	pf_check(a);
-	pt_cat_close(a);
-	pt_backing_close(bk);
+	pf_durable_end(a, bk, gen, 0x61);
 }
 
-/* The commit committed, its answer lost past the timeout: -ENOTCONN, and
- * the generation policy (fs/gen.c) does not try that commit again. The
- * next sweep queues its manifest; before, no node ever did, and `wait`
- * waited for it forever. */
+/* The commit lost past the timeout, after (how "lose") or before ("drop")
+ * the server ran it: -ENOTCONN, and the generation policy (fs/gen.c) does
+ * not try that commit again. Applied, the generation is COMMITTED with no
+ * manifest queued, and the next sweep queues it: before, no node ever
+ * did, and `wait` waited for it forever. Not applied, it is still open,
+ * the sweep queues nothing, and the commit run again commits and queues as
+ * always. */
+static void pf_commit_lost(const char *tag, const char *how)
+{
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t gen = pf_open_save(&a, &bk, tag);
+	bool applied = strcmp(how, "lose") == 0;
+	pf_arm_down(&a, how, "COMMIT");
+	cr_assert_eq(cat_gen_commit(a.cat, gen, "dcp-metadata"), -ENOTCONN);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, applied ? GEN_COMMITTED : GEN_OPEN);
+	cr_assert_not(pf_durable(&a, gen));
+	cr_assert_eq(pf_queued(&a), 0);
+	OK(cat_lease_sweep(a.cat, NULL));
+	if (!applied) {
+		cr_assert_eq(pf_queued(&a), 0);
+		OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	}
+	pf_gen_saved(&a, &bk, gen);
+}
+
 Test(pgfault, a_commit_whose_answer_is_lost_has_the_next_sweep_queue_its_manifest)
 {
-	struct pt_backing bk;
-	struct pt_cat a;
-	uint64_t gen = pf_open_save(&a, &bk, "pfc");
-	OK(pg_fault_arm(pf_pg(&a), "lose COMMIT down"));
-	cr_assert_eq(cat_gen_commit(a.cat, gen, "dcp-metadata"), -ENOTCONN);
-	struct cat_gen g;
-	OK(cat_gen_get(a.cat, gen, &g));
-	cr_assert_eq(g.state, GEN_COMMITTED, "the commit was not applied");
-	cr_assert_not(pf_durable(&a, gen));
-	cr_assert_not(pf_queued_has(&a, gen));
-	OK(cat_lease_sweep(a.cat, NULL));
-	pf_gen_saved(&a, &bk, gen);
+	pf_commit_lost("pfc", "lose");
 }
 
-/* Lost before the server had it: the generation is still open, nothing
- * queued; the commit run again commits and queues as always. */
 Test(pgfault, a_commit_lost_before_it_reached_the_server_leaves_the_save_open)
 {
-	struct pt_backing bk;
-	struct pt_cat a;
-	uint64_t gen = pf_open_save(&a, &bk, "pfo");
-	OK(pg_fault_arm(pf_pg(&a), "drop COMMIT down"));
-	cr_assert_eq(cat_gen_commit(a.cat, gen, "dcp-metadata"), -ENOTCONN);
-	struct cat_gen g;
-	OK(cat_gen_get(a.cat, gen, &g));
-	cr_assert_eq(g.state, GEN_OPEN);
-	OK(cat_lease_sweep(a.cat, NULL));
-	cr_assert_eq(pf_queued(&a, NULL, 0), 0);
-	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
-	pf_gen_saved(&a, &bk, gen);
+	pf_commit_lost("pfo", "drop");
 }
 
 /* Lost and asked (P2): committed, so the call returns 0 with the version
@@ -363,16 +378,26 @@ Test(pgfault, a_commit_whose_answer_is_lost_and_asked_queues_its_manifest_itself
 /* run/ckpt/step-1/rank0.pt on a new node, as a writer leaves it before its
  * close: two chunks of 0x71 pending and stored, their uploads claimed
  * (cat_upload_ready, before PostgreSQL has a row of them) but not ended.
- * Returns the generation; *f the file, rows[0..2) the uploads. */
-static uint64_t pf_writing(struct pt_cat *a, struct pt_backing *bk, const char *tag, uint64_t *f,
-			   struct cat_upload rows[2])
+ * w holds the generation, the file and the two uploads. */
+struct pf_writer {
+	struct pt_backing bk;
+	struct pt_cat a;
+	uint64_t gen, f;
+	struct cat_upload rows[2];
+};
+
+static void pf_writing(struct pf_writer *w, const char *tag)
 {
+	struct pt_backing *bk = &w->bk;
+	struct pt_cat *a = &w->a;
+	uint64_t *f = &w->f;
+	struct cat_upload *rows = w->rows;
 	pt_backing_open(bk, tag);
 	pt_cat_open(a, tag, 30000, NULL, NULL);
 	uint64_t run = ts_mk(a->cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t series = ts_mk(a->cat, run, "ckpt", S_IFDIR | 0755, NULL);
 	uint64_t root;
-	uint64_t gen = ts_mkgen(a->cat, series, "step-1", 1, true, &root);
+	w->gen = ts_mkgen(a->cat, series, "step-1", 1, true, &root);
 	*f = ts_mk(a->cat, root, "rank0.pt", S_IFREG | 0644, NULL);
 	for (int i = 0; i < 2; i++) {
 		struct cat_extent e = { .off = (uint64_t)i * PF_LEN, .len = PF_LEN,
@@ -396,65 +421,52 @@ static uint64_t pf_writing(struct pt_cat *a, struct pt_backing *bk, const char *
 		OK(cat_upload_ready(a->cat, &rows[i], &ready, &moot));
 		cr_assert(ready && !moot);
 	}
-	return gen;
 }
 
-/* The publication committed, its answer lost past the timeout: -ENOTCONN,
- * and the writer fails for good (fs/writer.c), so no later publication of
- * the file tells PostgreSQL about its chunks. The uploads that end after it
- * must mark them in PostgreSQL (S12): before, they were marked locally
- * alone, as if this node's commit were still to publish them, and the save
- * committed on the published file never became durable. */
+/* The publication lost past the timeout, after (how "lose") or before
+ * ("drop") the server ran it: -ENOTCONN, and the writer fails for good
+ * (fs/writer.c), so no later publication of the file tells PostgreSQL
+ * about its chunks. Applied, the uploads that end after it must mark them
+ * in PostgreSQL (S12): before, they were marked locally alone, as if this
+ * node's commit were still to publish them, and the save committed on the
+ * published file never became durable. Not applied, the file stays empty
+ * (the close failed: the save is not complete) and nothing is marked for
+ * it. */
+static void pf_publication_lost(const char *tag, const char *how)
+{
+	struct pf_writer w;
+	pf_writing(&w, tag);
+	bool applied = strcmp(how, "lose") == 0;
+	pf_arm_down(&w.a, how, "ns_publish");
+	cr_assert_eq(cat_file_commit(w.a.cat, w.f, 2 * PF_LEN, ts_now_ns(), false), -ENOTCONN);
+	struct cat_inode in;
+	OK(cat_getattr(w.a.cat, w.f, &in));
+	cr_assert_eq(in.size, applied ? 2 * PF_LEN : 0);
+	for (int i = 0; i < 2; i++) /* the uploads end */
+		OK(cat_upload_done(w.a.cat, &w.rows[i]));
+	OK(cat_pending_drop(w.a.cat, w.f)); /* the failed writer's release */
+
+	OK(cat_gen_commit(w.a.cat, w.gen, "dcp-metadata"));
+	cr_assert_eq(pt_cat_put_manifests(&w.a, &w.bk), 1, "the manifest is not ready: the published"
+		     " file's chunks are not uploaded in PostgreSQL, `wait` waits forever");
+	if (applied) {
+		pf_durable_end(&w.a, &w.bk, w.gen, 0x71);
+		return;
+	}
+	cr_assert(pf_durable(&w.a, w.gen));
+	pf_check(&w.a);
+	pt_cat_close(&w.a);
+	pt_backing_close(&w.bk);
+}
+
 Test(pgfault, a_publication_whose_answer_is_lost_leaves_its_later_uploads_marked_in_the_store)
 {
-	struct pt_backing bk;
-	struct pt_cat a;
-	struct cat_upload rows[2];
-	uint64_t f;
-	uint64_t gen = pf_writing(&a, &bk, "pfp", &f, rows);
-	OK(pg_fault_arm(pf_pg(&a), "lose ns_publish down"));
-	cr_assert_eq(cat_file_commit(a.cat, f, 2 * PF_LEN, ts_now_ns(), false), -ENOTCONN);
-	struct cat_inode in;
-	OK(cat_getattr(a.cat, f, &in));
-	cr_assert_eq(in.size, 2 * PF_LEN, "the publication was not applied");
-	for (int i = 0; i < 2; i++) /* the uploads end */
-		OK(cat_upload_done(a.cat, &rows[i]));
-	OK(cat_pending_drop(a.cat, f)); /* the failed writer's release */
-
-	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
-	cr_assert_eq(pt_cat_put_manifests(&a, &bk), 1, "the manifest is not ready: the published"
-		     " file's chunks are not uploaded in PostgreSQL, `wait` waits forever");
-	cr_assert(pf_durable(&a, gen));
-	pf_backing_manifest(&a, &bk, gen, "run/ckpt", 0x71);
-	pf_check(&a);
-	pt_cat_close(&a);
-	pt_backing_close(&bk);
+	pf_publication_lost("pfp", "lose");
 }
 
-/* Lost before the server had it: the file stays empty in PostgreSQL (the
- * close failed: the save is not complete), nothing is marked for it, and
- * the catalog checks clean. */
 Test(pgfault, a_publication_lost_before_it_reached_the_server_publishes_nothing)
 {
-	struct pt_backing bk;
-	struct pt_cat a;
-	struct cat_upload rows[2];
-	uint64_t f;
-	uint64_t gen = pf_writing(&a, &bk, "pfd", &f, rows);
-	OK(pg_fault_arm(pf_pg(&a), "drop ns_publish down"));
-	cr_assert_eq(cat_file_commit(a.cat, f, 2 * PF_LEN, ts_now_ns(), false), -ENOTCONN);
-	struct cat_inode in;
-	OK(cat_getattr(a.cat, f, &in));
-	cr_assert_eq(in.size, 0);
-	for (int i = 0; i < 2; i++)
-		OK(cat_upload_done(a.cat, &rows[i]));
-	OK(cat_pending_drop(a.cat, f));
-	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
-	cr_assert_eq(pt_cat_put_manifests(&a, &bk), 1);
-	cr_assert(pf_durable(&a, gen));
-	pf_check(&a);
-	pt_cat_close(&a);
-	pt_backing_close(&bk);
+	pf_publication_lost("pfd", "drop");
 }
 
 /* ---- an upload's marking (catalog_shared_data.c S5) ---- */
@@ -463,45 +475,26 @@ Test(pgfault, a_publication_lost_before_it_reached_the_server_publishes_nothing)
  * after (how "lose") the server ran it: the upload fails and stays queued,
  * and its next end marks it; the save becomes durable. Until then it is
  * durable only if the marking was applied. */
-static int pf_chunk_rows(struct pt_cat *n)
-{
-	struct cat_upload rows[64];
-	int got = cat_upload_list(n->cat, 0, rows, 64), k = 0;
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++)
-		k += rows[i].kind == UP_CHUNK;
-	return k;
-}
-
 static void pf_marking_lost(const char *tag, const char *how)
 {
-	struct pt_backing bk;
-	struct pt_cat a;
-	struct cat_upload rows[2];
-	uint64_t f;
-	uint64_t gen = pf_writing(&a, &bk, tag, &f, rows);
-	OK(cat_file_commit(a.cat, f, 2 * PF_LEN, ts_now_ns(), false));
-	OK(cat_pending_drop(a.cat, f));
-	char spec[64];
-	snprintf(spec, sizeof(spec), "%s ns_uploaded_many down", how);
-	OK(pg_fault_arm(pf_pg(&a), spec));
-	cr_assert_eq(cat_upload_done(a.cat, &rows[0]), -ENOTCONN);
-	OK(cat_upload_done(a.cat, &rows[1]));
-	OK(cat_gen_commit(a.cat, gen, "dcp-metadata"));
+	struct pf_writer w;
+	pf_writing(&w, tag);
+	OK(cat_file_commit(w.a.cat, w.f, 2 * PF_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(w.a.cat, w.f));
+	pf_arm_down(&w.a, how, "ns_uploaded_many");
+	cr_assert_eq(cat_upload_done(w.a.cat, &w.rows[0]), -ENOTCONN);
+	OK(cat_upload_done(w.a.cat, &w.rows[1]));
+	OK(cat_gen_commit(w.a.cat, w.gen, "dcp-metadata"));
 	bool applied = strcmp(how, "lose") == 0;
-	cr_assert_eq(pt_cat_put_manifests(&a, &bk), applied ? 1 : 0);
-	cr_assert_eq(pf_durable(&a, gen), applied);
-	cr_assert_eq(pf_chunk_rows(&a), 1, "the failed upload is not queued");
+	cr_assert_eq(pt_cat_put_manifests(&w.a, &w.bk), applied ? 1 : 0);
+	cr_assert_eq(pf_durable(&w.a, w.gen), applied);
+	cr_assert_eq(pf_rows(&w.a, UP_CHUNK, NULL, 0), 1, "the failed upload is not queued");
 	int moot = 0; /* applied: PostgreSQL has it on BACKING already (S4) */
-	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, &moot), applied ? 0 : 1);
+	cr_assert_eq(pt_cat_upload_chunks(&w.a, NULL, &moot), applied ? 0 : 1);
 	cr_assert_eq(moot, applied ? 1 : 0);
-	cr_assert_eq(pf_chunk_rows(&a), 0);
-	cr_assert_eq(pt_cat_put_manifests(&a, &bk), applied ? 0 : 1);
-	cr_assert(pf_durable(&a, gen));
-	pf_backing_manifest(&a, &bk, gen, "run/ckpt", 0x71);
-	pf_check(&a);
-	pt_cat_close(&a);
-	pt_backing_close(&bk);
+	cr_assert_eq(pf_rows(&w.a, UP_CHUNK, NULL, 0), 0);
+	cr_assert_eq(pt_cat_put_manifests(&w.a, &w.bk), applied ? 0 : 1);
+	pf_durable_end(&w.a, &w.bk, w.gen, 0x71);
 }
 
 Test(pgfault, an_upload_whose_marking_is_lost_before_the_server_ran_it_is_marked_again)
@@ -540,21 +533,7 @@ Test(pgfault, a_create_whose_answer_is_lost_answers_the_inode_it_made)
 static void pf_write_up(struct pt_cat *n, struct pt_backing *bk, uint64_t ino, int seed)
 {
 	ts_write_chunks(n->cat, ino, 0x81, seed, 2, PF_LEN, NULL, NULL);
-	struct cat_upload rows[32];
-	int got = cat_upload_list(n->cat, 0, rows, 32);
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_CHUNK)
-			continue;
-		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
-		if (ready) {
-			char rel[128];
-			store_object_relpath(rows[i].hash, rel, sizeof(rel));
-			OK(backing_put(bk->b, rel, "x", 1));
-		}
-		OK(cat_upload_done(n->cat, &rows[i]));
-	}
+	pt_cat_upload_put(n, bk);
 }
 
 static bool pf_row(struct pt_cat *n, int seed, char *state)
@@ -634,40 +613,36 @@ static void pf_reclaimed(struct pt_cat *a, struct pt_backing *bk, uint64_t g2)
 	pt_backing_close(bk);
 }
 
-/* The batch taken, its answer lost past the timeout: the turn fails, the
- * chunk stays 'reclaiming' for this node and on BACKING; the next turn
- * takes it again (its own 'reclaiming' row) and removes it. */
-Test(pgfault, a_reclaim_batch_whose_answer_is_lost_is_taken_again_by_the_next_turn)
+/* The next reclaim turn's statement which (ns_reclaim_begin: the batch
+ * taken, before the objects' removal; ns_reclaim_end: after it) lost past
+ * the timeout, as how says: the turn fails and chunk 0's row stays
+ * 'reclaiming' for this node (no commit names it meanwhile, pgns.h N3),
+ * its object on BACKING or not as removed; the next turn takes this node's
+ * 'reclaiming' row again, finds the object there or absent (a removal's
+ * success) and ends it. */
+static void pf_reclaim_lost(const char *tag, const char *spec, bool removed)
 {
 	struct pt_backing bk;
 	struct pt_cat a;
-	uint64_t g2 = pf_freed(&a, &bk, "pfb");
-	OK(pg_fault_arm(pf_pg(&a), "lose ns_reclaim_begin down"));
+	uint64_t g2 = pf_freed(&a, &bk, tag);
+	OK(pg_fault_arm(pf_pg(&a), spec));
 	struct cat_reclaim_report rep;
 	cr_assert_eq(cat_reclaim_turn(a.cat, 30000, pt_backing_remove, bk.b, &rep), -ENOTCONN);
 	char state[16] = "";
 	cr_assert(pf_row(&a, 0, state));
 	cr_assert_str_eq(state, "reclaiming");
-	cr_assert(pf_on_backing(&bk, 0));
+	cr_assert_eq(pf_on_backing(&bk, 0), !removed);
 	pf_reclaimed(&a, &bk, g2);
 }
 
-/* The objects removed, the end's answer lost past the timeout: the row
- * stays 'reclaiming' (no commit names it meanwhile, pgns.h N3); the next
- * turn finds its object absent (a removal's success) and ends it. */
+Test(pgfault, a_reclaim_batch_whose_answer_is_lost_is_taken_again_by_the_next_turn)
+{
+	pf_reclaim_lost("pfb", "lose ns_reclaim_begin down", false);
+}
+
 Test(pgfault, a_reclaim_end_whose_answer_is_lost_is_ended_by_the_next_turn)
 {
-	struct pt_backing bk;
-	struct pt_cat a;
-	uint64_t g2 = pf_freed(&a, &bk, "pfz");
-	OK(pg_fault_arm(pf_pg(&a), "drop ns_reclaim_end down"));
-	struct cat_reclaim_report rep;
-	cr_assert_eq(cat_reclaim_turn(a.cat, 30000, pt_backing_remove, bk.b, &rep), -ENOTCONN);
-	char state[16] = "";
-	cr_assert(pf_row(&a, 0, state));
-	cr_assert_str_eq(state, "reclaiming");
-	cr_assert_not(pf_on_backing(&bk, 0));
-	pf_reclaimed(&a, &bk, g2);
+	pf_reclaim_lost("pfz", "drop ns_reclaim_end down", true);
 }
 
 /* ---- the injection point itself (pg.c P7) ---- */

@@ -4,7 +4,9 @@
  *
  * spec is "HOW WHICH [down]" or "off" (disarms):
  *   HOW    lose: the statement runs on the server, then the connection is
- *                cut before its answer is read;
+ *                cut before its answer is read (inside BEGIN .. COMMIT the
+ *                cut rolls its transaction back: only a lost COMMIT or a
+ *                lost statement of pg_read leaves the change made);
  *          drop: the connection is cut before the statement is sent.
  *   WHICH  PREFIX[#N]: the Nth (default 1st) statement from now whose label
  *          starts with PREFIX; "*" any. A label is the statement's name (a

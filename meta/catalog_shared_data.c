@@ -116,7 +116,10 @@
  *      marking's start and the local mark: otherwise every publication of
  *      the hash either was seen by the marking or reads the mark. The
  *      remembered hashes are bounded (CSD_ABSENT_MAX): one not remembered is
- *      marked in PostgreSQL, as before.
+ *      marked in PostgreSQL, as before. A publication whose outcome is
+ *      unknown (-ENOTCONN, pg.h P2) runs its last local read as one that
+ *      succeeded: it may have published, and its writer publishes no more
+ *      (tests/unit/test_pgfault.c).
  *  S13. A chunk is marked uploaded on the strength of BACKING's object that
  *      no upload of this node put there (pggen.h X11, catshd_adopt_backing)
  *      only if it is a chunk of a lost generation whose holder is gone
@@ -874,7 +877,7 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
 				       p.nuploaded, refused);
-	bool published = rc == 0;
+	bool published = rc == 0 || rc == -ENOTCONN; /* S12: unknown, it may have published */
 	if (rc == 0) /* S8 */
 		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded, refused,
 				      p.nuploaded);

@@ -37,7 +37,10 @@
  *      same way). A commit that finds the generation committed already
  *      (-EALREADY: also what a COMMIT whose answer was lost finds when pg_txn
  *      runs it again) queues the manifest if it is not durable and not
- *      queued on this node.
+ *      queued on this node. One whose outcome is unknown (-ENOTCONN, pg.h
+ *      P2: the policy does not run it again) has this node's next sweep
+ *      queue every COMMITTED generation not durable, as S8's rename
+ *      (cat_shared_requeue_later; tests/unit/test_pgfault.c).
  *  S7. A rewrite rolled back by this node (an abort or a hold of the new
  *      version) queues its restored version's manifest here again if that
  *      version is COMMITTED (catshg_restored): one round trip more per
@@ -227,6 +230,8 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	 * unless it is durable or queued here */
 	if (rc == -EALREADY)
 		catshd_enqueue_missing(cat, id);
+	if (rc == -ENOTCONN) /* S6: it may have committed */
+		cat_shared_requeue_later(cat);
 	return rc;
 }
 

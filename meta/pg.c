@@ -1,4 +1,16 @@
-/* pg — one connection to the shared catalog's PostgreSQL; see pg.h (P1-P6). */
+/* pg — one connection to the shared catalog's PostgreSQL; see pg.h (P1-P6).
+ *
+ * Invariant kept here:
+ *  P7. Faults for the tests: pg_fault_arm (declared in tests/unit/pgfault.h
+ *      only, called by the unit tests only; no header of fs/, meta/ or
+ *      tools/ declares it) makes one coming statement of this pg lose its
+ *      answer as a dropped connection loses it: "lose" runs it on the server
+ *      and then cuts the connection before the caller reads the answer,
+ *      "drop" cuts it before the statement is sent; with "down" the
+ *      database then stays unreachable for the rest of that call, which
+ *      returns -ENOTCONN (P2's outcome unknown) without waiting timeout_ms.
+ *      Unarmed (every pg of the daemon and of ckptfs-admin), the cost is
+ *      one branch per statement sent and one per reconnection. */
 #define _GNU_SOURCE
 #include "pg.h"
 
@@ -10,9 +22,20 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "log.h"
+
+/* P7: an armed fault, and one that fired with "down". */
+enum { PG_FAULT_OFF, PG_FAULT_LOSE, PG_FAULT_DROP };
+struct pg_fault {
+	uint8_t how;    /* PG_FAULT_OFF but in the unit tests */
+	bool down;      /* fired, the database stays unreachable for the call */
+	bool downed;    /* it fired so: pg_ready fails once, ending the call */
+	unsigned skip;  /* matching statements to let through first */
+	char match[64]; /* a prefix of the statement's label; "" any */
+};
 
 struct pg {
 	char *url;         /* as given: what we connect with */
@@ -33,6 +56,7 @@ struct pg {
 	bool wrote;       /* the body ran a statement that may change rows */
 	bool read_only;   /* the body made its transaction READ ONLY */
 	struct pg_stats stats;
+	struct pg_fault fault; /* P7 */
 };
 
 /* ---- the token of a writing transaction (P2) ---- */
@@ -205,6 +229,12 @@ static int pg_ready(struct pg *pg, uint64_t *deadline)
 	while (pg->broken || !pg->conn || PQstatus(pg->conn) != CONNECTION_OK) {
 		if (*deadline == 0)
 			*deadline = pg_now_ms() + pg->timeout_ms;
+		if (pg->fault.downed) { /* P7: as if past the deadline */
+			pg->fault.downed = false;
+			log_error("catalog %s: cannot connect: unreachable (a fault injected by a"
+				  " test, pg.c P7)", pg->shown);
+			return -ENOTCONN;
+		}
 		int rc = pg_connect_once(pg, err, sizeof(err));
 		if (rc == 0) {
 			pg->broken = false;
@@ -274,10 +304,107 @@ static int pg_outcome(struct pg *pg, PGresult *r, const char *what, PGresult **k
 	return rc;
 }
 
+/* ---- faults for the tests (P7) ---- */
+
+/* Declared in tests/unit/pgfault.h, for the unit tests alone. */
+int pg_fault_arm(struct pg *pg, const char *spec);
+
+int pg_fault_arm(struct pg *pg, const char *spec)
+{
+	struct pg_fault f = { .how = PG_FAULT_OFF };
+	char how[8] = "", which[80] = "", down[8] = "", extra[2] = "";
+	int n = spec ? sscanf(spec, "%7s %79s %7s %1s", how, which, down, extra) : 0;
+	const char *why = NULL;
+	char *hash = strchr(which, '#');
+	if (n == 1 && strcmp(how, "off") == 0)
+		why = NULL;
+	else if (n < 2 || n > 3)
+		why = "not HOW WHICH [down]";
+	else if (strcmp(how, "lose") != 0 && strcmp(how, "drop") != 0)
+		why = "HOW is neither lose nor drop";
+	else if (n == 3 && strcmp(down, "down") != 0)
+		why = "a third word that is not down";
+	else if ((size_t)(hash ? hash - which : (ptrdiff_t)strlen(which)) >= sizeof(f.match))
+		why = "a statement prefix that long matches no statement";
+	else if (hash && (hash[1] < '1' || hash[1] > '9' || strspn(hash + 1, "0123456789") !=
+							     strlen(hash + 1)))
+		why = "#N with N not a number from 1";
+	if (why) {
+		log_error("catalog %s: test fault \"%s\": %s (pg.c P7: \"lose|drop PREFIX[#N]"
+			  " [down]\" or \"off\")", pg->shown, spec ? spec : "(null)", why);
+		return -EINVAL;
+	}
+	if (n > 1) {
+		f.how = how[0] == 'l' ? PG_FAULT_LOSE : PG_FAULT_DROP;
+		f.down = n == 3;
+		f.skip = hash ? (unsigned)strtoul(hash + 1, NULL, 10) - 1 : 0;
+		if (hash)
+			*hash = '\0';
+		snprintf(f.match, sizeof(f.match), "%s", strcmp(which, "*") == 0 ? "" : which);
+	}
+	pthread_mutex_lock(&pg->mu);
+	pg->fault = f;
+	pthread_mutex_unlock(&pg->mu);
+	return 0;
+}
+
+/* Whether the armed fault takes the statement labelled label now, and how. */
+static int pg_fault_take(struct pg *pg, const char *label)
+{
+	struct pg_fault *f = &pg->fault;
+	if (strncmp(label, f->match, strlen(f->match)) != 0)
+		return PG_FAULT_OFF;
+	if (f->skip > 0) {
+		f->skip--;
+		return PG_FAULT_OFF;
+	}
+	int how = f->how;
+	f->how = PG_FAULT_OFF;
+	f->downed = f->down;
+	log_warn("catalog %s: %.40s: its answer lost %s (a fault injected by a test, pg.c P7)",
+		 pg->shown, label, how == PG_FAULT_LOSE ? "after the server ran it" : "before it was sent");
+	return how;
+}
+
+/* The connection cut as a network loss cuts it; libpq's answer to a
+ * statement on it (a failure of its own making, no SQLSTATE) is the lost
+ * statement's answer. */
+static PGresult *pg_fault_cut(struct pg *pg, PGresult *r)
+{
+	PQclear(r);
+	shutdown(PQsocket(pg->conn), SHUT_RDWR);
+	return PQexec(pg->conn, "SELECT 1");
+}
+
+static PGresult *pg_send_faulty(struct pg *pg, const char *label, const char *sql,
+				const struct pg_stmt *s, const char *const *params)
+{
+	int how = pg_fault_take(pg, label);
+	if (how == PG_FAULT_DROP)
+		return pg_fault_cut(pg, NULL);
+	PGresult *r = s ? PQexecPrepared(pg->conn, s->name, s->nparams, params, NULL, NULL, 0)
+			: PQexec(pg->conn, sql);
+	return how == PG_FAULT_LOSE ? pg_fault_cut(pg, r) : r;
+}
+
+/* ---- statements ---- */
+
+/* Sends one statement, s with params or else sql, and returns its answer;
+ * label names it to a fault (P7): s's name, "COMMIT" for a COMMIT with its
+ * token, "ASK" for P2's question, else sql. */
+static PGresult *pg_send(struct pg *pg, const char *label, const char *sql,
+			 const struct pg_stmt *s, const char *const *params)
+{
+	if (__builtin_expect(pg->fault.how != PG_FAULT_OFF, 0))
+		return pg_send_faulty(pg, label, sql, s, params);
+	return s ? PQexecPrepared(pg->conn, s->name, s->nparams, params, NULL, NULL, 0)
+		 : PQexec(pg->conn, sql);
+}
+
 static int pg_simple(struct pg *pg, const char *sql)
 {
 	pg->stats.round_trips++;
-	return pg_outcome(pg, PQexec(pg->conn, sql), sql, NULL);
+	return pg_outcome(pg, pg_send(pg, sql, sql, NULL, NULL), sql, NULL);
 }
 
 int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, size_t n,
@@ -346,7 +473,8 @@ static int pg_commit(struct pg *pg, bool *unknown)
 	snprintf(sql, sizeof(sql), PG_TXN_COMMIT, pg->client, ++pg->seq);
 	pg->sent_ms = pg_boot_ms();
 	pg->stats.round_trips++;
-	int rc = pg_outcome(pg, PQexec(pg->conn, sql), "COMMIT with its token (ckpt_txns)", NULL);
+	int rc = pg_outcome(pg, pg_send(pg, "COMMIT", sql, NULL, NULL),
+			    "COMMIT with its token (ckpt_txns)", NULL);
 	*unknown = rc == -EAGAIN;
 	return rc;
 }
@@ -366,7 +494,7 @@ static int pg_ask(struct pg *pg, bool *done)
 	snprintf(sql, sizeof(sql), PG_TXN_ASK, pg->client, pg->seq);
 	pg->stats.round_trips++;
 	PGresult *r = NULL;
-	int rc = pg_outcome(pg, PQexec(pg->conn, sql), "ckpt_txns", &r);
+	int rc = pg_outcome(pg, pg_send(pg, "ASK", sql, NULL, NULL), "ckpt_txns", &r);
 	if (rc == 0 && pg_rows(r) != 1)
 		rc = -EIO;
 	if (rc == 0)
@@ -477,8 +605,7 @@ int pg_exec(struct pg *pg, size_t i, const char *const *params, PGresult **res)
 		pg->prepared[i] = true;
 	}
 	pg->stats.round_trips++;
-	PGresult *r = PQexecPrepared(pg->conn, s->name, s->nparams, params, NULL, NULL, 0);
-	return pg_outcome(pg, r, s->name, res);
+	return pg_outcome(pg, pg_send(pg, s->name, NULL, s, params), s->name, res);
 }
 
 struct pg_plain {

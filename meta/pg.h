@@ -49,6 +49,8 @@
  *      otherwise, but for the token of P2 when a lost attempt arrives late.
  *      It stands in for a server-side function's RAISE (none here, see
  *      below) and is plain SQL on every PostgreSQL-compatible database.
+ *  P7 (pg.c): a lost answer can be injected by the unit tests alone
+ *      (tests/unit/pgfault.h), to prove what callers do with it.
  *
  * SQL stays within what PostgreSQL-compatible distributed databases also
  * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):

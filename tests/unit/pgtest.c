@@ -265,6 +265,26 @@ bool pt_on_backing(struct pt_backing *bk, const uint8_t hash[CAT_HASH_LEN])
 /* n's queued generation manifests, as fs/uploader.c up_gen_manifest writes
  * them: each ready one built, put, the version before removed, done.
  * Returns how many were put. */
+void pt_cat_upload_put(struct pt_cat *n, struct pt_backing *bk)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(n->cat, 0, rows, 64);
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++) {
+		if (rows[i].kind != UP_CHUNK)
+			continue;
+		bool ready = false, stale = false;
+		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
+		if (ready) {
+			char rel[128];
+			store_object_relpath(rows[i].hash, rel, sizeof(rel));
+			OK(backing_put(bk->b, rel, "x", 1));
+		}
+		if (ready || stale)
+			OK(cat_upload_done(n->cat, &rows[i]));
+	}
+}
+
 int pt_cat_put_manifests(struct pt_cat *n, struct pt_backing *bk)
 {
 	struct cat_upload rows[64];

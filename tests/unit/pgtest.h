@@ -94,6 +94,9 @@ struct pt_backing {
 	struct backing *b;
 };
 void pt_backing_open(struct pt_backing *bk, const char *tag);
+/* n's queued chunk uploads, as the uploader does them: each one ready put
+ * on bk (a one-byte object) and done, each one stale done. */
+void pt_cat_upload_put(struct pt_cat *n, struct pt_backing *bk);
 /* n's queued generation manifests, as fs/uploader.c up_gen_manifest writes
  * them: each ready one built, put on bk, the version before removed, done
  * (a stale one dropped). Returns how many were put. */

@@ -62,27 +62,6 @@ static bool hz_path_on_backing(struct pt_backing *bk, const char *path)
 	return rc == 0;
 }
 
-/* n's queued chunk uploads: each one ready is put on BACKING and done. */
-static void hz_upload_chunks(struct pt_cat *n, struct pt_backing *bk)
-{
-	struct cat_upload rows[64];
-	int got = cat_upload_list(n->cat, 0, rows, 64);
-	cr_assert_geq(got, 0);
-	for (int i = 0; i < got; i++) {
-		if (rows[i].kind != UP_CHUNK)
-			continue;
-		bool ready = false, stale = false;
-		OK(cat_upload_ready(n->cat, &rows[i], &ready, &stale));
-		if (ready) {
-			char rel[128];
-			store_object_relpath(rows[i].hash, rel, sizeof(rel));
-			OK(backing_put(bk->b, rel, "x", 1));
-		}
-		if (ready || stale)
-			OK(cat_upload_done(n->cat, &rows[i]));
-	}
-}
-
 struct hz_names {
 	uint64_t id[64], seq[64];
 	uint32_t version[64];
@@ -232,7 +211,7 @@ static void hz_write(struct pt_cat *n, struct pt_backing *bk, uint64_t ino, uint
 		     int seed, int count)
 {
 	ts_write_chunks(n->cat, ino, fill, seed, count, HZ_LEN, NULL, NULL);
-	hz_upload_chunks(n, bk);
+	pt_cat_upload_put(n, bk);
 }
 
 /* ---- the tree manifest (R7 a) ---- */
@@ -305,7 +284,7 @@ static uint64_t hz_saved(struct pt_cat *a, struct pt_backing *bk, uint64_t *seri
 	uint64_t gen = pt_cat_mkgen(a, *series, "step-1", 1, &root);
 	*file = ts_mk(a->cat, root, "rank0", S_IFREG | 0644, NULL);
 	ts_write_chunks(a->cat, *file, 0x71, 1, 2, HZ_LEN, NULL, NULL);
-	hz_upload_chunks(a, bk);
+	pt_cat_upload_put(a, bk);
 	OK(cat_gen_commit(a->cat, gen, "test"));
 	cr_assert_eq(pt_cat_put_manifests(a, bk), 1);
 	hz_tree(a, bk);
@@ -338,7 +317,7 @@ Test(catshared_horizon, a_rewritten_generations_old_chunks_stay_until_the_new_ma
 	cr_assert_eq(rep.removed, 0, "version 1's chunks went while its manifest is the newest");
 
 	/* B uploads; version 2's manifest replaces version 1's: they go */
-	hz_upload_chunks(&b, &bk);
+	pt_cat_upload_put(&b, &bk);
 	cr_assert_eq(pt_cat_put_manifests(&b, &bk), 1, "version 2's manifest, queued on B");
 	cr_assert_not(hz_path_on_backing(&bk, v1));
 	rep = hz_turns(&a, &bk, 2);

@@ -4,7 +4,10 @@
 # named and BACKING untouched; a clean unmount releases the claim; a holder
 # gone (kill -9 on this host, or another host's heartbeat older than
 # claim_timeout) is taken over, by exactly one of two racing mounts; the same
-# over nfs://. And a catalog.db with damaged bytes: the mount is refused
+# over nfs://. `ckptfs-admin rebuild` claims BACKING for the new catalog
+# (refused while another daemon holds it; the catalog it passed is behind).
+# A daemon whose claim was taken, or that was stopped past claim_timeout, is
+# fenced: EROFS for changes, reads on, BACKING untouched from then on. And a catalog.db with damaged bytes: the mount is refused
 # naming `ckptfs-admin rebuild`, `ckptfs-admin check` reports SQLite's
 # integrity_check and exits 1.
 . "$(dirname "$0")/lib.sh"

@@ -266,8 +266,8 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 		return 0; /* rewritten or deleted since: a newer row covers it */
 	char path[MANIFEST_PATH_MAX];
 	manifest_gen_path(row->gen, row->version, path, sizeof(path));
-	if (rc == 0)
-		rc = backing_put(u->backing, path, buf, len);
+	if (rc == 0) /* the build may take a while: the fence looked at again */
+		rc = up_may_write(u) ? backing_put(u->backing, path, buf, len) : -EROFS;
 	free(buf);
 	if (rc == 0 && row->version > 1 && up_may_write(u)) { /* the version it replaces */
 		manifest_gen_path(row->gen, row->version - 1, path, sizeof(path));

@@ -401,6 +401,13 @@ test_a_daemon_stopped_past_claim_timeout_writes_nothing_more_to_backing() {
 	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (no renewal succeeded for 4 s" 30 ||
 		ck_fail "no fence logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
 	_fenced_checks "a stop past claim_timeout"
+	# nobody took BACKING meanwhile: the same cache remounts (its own claim)
+	# and uploads what the fence kept queued
+	ck_mount claim_timeout=4
+	ck_wait_durable
+	[ "$_BEFORE" != "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "the remount uploaded nothing"
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs after the remount"
+	ck_umount
 }
 
 test_malformed_catalog_refuses_the_mount_naming_rebuild_and_check_reports_it() {

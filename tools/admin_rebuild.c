@@ -373,8 +373,7 @@ int admin_cmd_rebuild(struct admin *a)
 	if (rc != ADMIN_OK) {
 		cat_close(cat);
 		admin_unlink_db(tmp);
-		admin_rebuild_abandon(a);
-		admin_err("rebuild: nothing changed");
+		admin_rebuild_abandon(a); /* nothing changed; the one line is the claim's */
 		return rc;
 	}
 	struct rebuild_report rep;

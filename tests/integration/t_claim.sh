@@ -311,6 +311,7 @@ test_rebuild_claims_backing_for_the_new_catalog_and_the_other_is_behind() {
 	rc=0
 	out=$("$CKPTFS_ADMIN" rebuild --cache "$c2" 2>&1) || rc=$?
 	assert_eq 8 "$rc" "exit status of a rebuild while another catalog holds BACKING ($out)"
+	assert_eq 1 "$(printf '%s\n' "$out" | wc -l)" "lines of the refusal: $out"
 	assert_contains "$out" "ckptfs-admin: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $first, pid $CK_PID"
 	ls "$c2" | grep -q before-rebuild && ck_fail "the refused rebuild replaced cache 2's catalog"
 	assert_eq "$first" "$(_claim_field cache)" "the refused rebuild left the claim"

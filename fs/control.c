@@ -26,6 +26,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "cachedir.h"
+#include "claim.h"
 #include "control.h"
 #include "control_shared.h"
 #include "generation.h"
@@ -161,9 +162,24 @@ static void control_change_error(int fd, int rc, const char *verb)
 	control_proto_error(fd, -rc, what);
 }
 
+/* claim.h invariant 9: a daemon that lost BACKING's claim changes nothing;
+ * true (answered) then. */
+static bool control_fenced(struct control *c, int fd, const char *verb)
+{
+	if (claim_may_write(c->d.claim))
+		return false;
+	char what[160];
+	snprintf(what, sizeof(what), "%s refused: this daemon lost BACKING's claim (see its log): "
+		 "read-only until it is unmounted", verb);
+	control_proto_error(fd, EROFS, what);
+	return true;
+}
+
 static void control_commit(struct control *c, int fd, char **argv, int argc)
 {
 	struct cat_gen gen;
+	if (control_fenced(c, fd, "commit"))
+		return;
 	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
 		return;
 	if (!c->d.gen_commit) {
@@ -184,6 +200,8 @@ static void control_commit(struct control *c, int fd, char **argv, int argc)
 static void control_pin(struct control *c, int fd, char **argv, int argc)
 {
 	struct cat_gen gen;
+	if (control_fenced(c, fd, "pin"))
+		return;
 	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
 		return;
 	if (argc < 3 || (strcmp(argv[2], "0") != 0 && strcmp(argv[2], "1") != 0)) {
@@ -206,6 +224,8 @@ static void control_pin(struct control *c, int fd, char **argv, int argc)
 static void control_rm(struct control *c, int fd, char **argv, int argc)
 {
 	struct cat_gen gen;
+	if (control_fenced(c, fd, "rm"))
+		return;
 	if (control_live_gen(c, fd, argc > 1 ? argv[1] : NULL, &gen) != 0)
 		return;
 	bool force = argc > 2 && strcmp(argv[2], "force") == 0;
@@ -264,6 +284,8 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		control_proto_error(fd, EINVAL, "expected gc dry|run");
 		return;
 	}
+	if (!dry && control_fenced(c, fd, "gc"))
+		return;
 	bool shared = cat_is_shared(c->d.cat);
 	struct aq_named *named = NULL;
 	char err[512];

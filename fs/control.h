@@ -47,6 +47,7 @@ struct control_deps {
 	struct node_table *nodes;
 	struct cache *cache;         /* may be NULL */
 	struct uploader *uploader;   /* may be NULL */
+	struct claim *claim;         /* BACKING's: changes refused once fenced (claim.h 9) */
 
 	int (*gen_commit)(struct gen_policy *g, uint64_t gen_id, const char *rule);
 	int (*gen_pin)(struct gen_policy *g, uint64_t gen_id, bool pinned);

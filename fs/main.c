@@ -741,6 +741,7 @@ static int main_start_services(struct ckptfs *fs)
 		.deadline_s = fs->opt.upload_deadline_s,
 		.copy_uploads = fs->opt.copy_uploads,
 		.chunk_max = fs->chunking.max_size,
+		.claim = fs->claim, /* fenced: nothing more on BACKING (claim.h 9) */
 	};
 	snprintf(uc.cache_dir, sizeof(uc.cache_dir), "%s", fs->opt.cache);
 	return uploader_start(&uc, fs->cat, fs->store, fs->backing, fs->cache, main_on_durable,
@@ -912,6 +913,7 @@ int main(int argc, char **argv)
 	log_info("serving %s: BACKING %s, cache %s", fs.opt.mountpoint, fs.opt.backing, fs.opt.cache);
 	if (claim_start(fs.claim) != 0) /* after fork: the daemon's pid, renewed */
 		goto out;
+	octx.claim = fs.claim; /* changes get EROFS once fenced (claim.h 9) */
 	if (cat_is_shared(fs.cat) && leasekeep_start(fs.cat, fs.opt.lease_ms, fs.backing,
 						    fs.chunking.max_size, &fs.lease) != 0)
 		goto out;
@@ -959,6 +961,7 @@ int main(int argc, char **argv)
 	const struct control_deps ctl_deps = {
 		.cat = fs.cat, .backing = fs.backing, .reader = fs.reader, .recent = fs.recent,
 		.gen = fs.gen, .nodes = fs.nodes, .cache = fs.cache, .uploader = fs.uploader,
+		.claim = fs.claim,
 		.gen_commit = gen_commit_explicit, .gen_pin = gen_pin, .gen_remove = gen_remove,
 		.nodes_flush = node_release_flush, .cache_stats = cache_get_stats,
 		.uploader_stats = uploader_get_stats,

@@ -25,6 +25,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "claim.h"
 #include "fuseinit.h"
 #include "leasekeep.h"
 #include "log.h"
@@ -60,11 +61,13 @@ static struct ns_file *ops_file(struct fuse_file_info *fi)
 	return (struct ns_file *)(uintptr_t)fi->fh;
 }
 
-/* Shared catalog: once this node's lease ran out (leasekeep.h), every
- * change is refused with EROFS and replied here; true then. */
+/* Shared catalog: once this node's lease ran out (leasekeep.h), and any
+ * catalog once it lost BACKING's claim (claim.h invariant 9), every change
+ * is refused with EROFS and replied here; true then. */
 static bool ops_fenced(fuse_req_t req)
 {
-	if (!leasekeep_fenced(ops_ctx(req)->lease))
+	const struct ops_context *ctx = ops_ctx(req);
+	if (!leasekeep_fenced(ctx->lease) && claim_may_write(ctx->claim))
 		return false;
 	fuse_reply_err(req, EROFS);
 	return true;

@@ -11,6 +11,7 @@ extern const struct fuse_lowlevel_ops ckptfs_ops;
 struct ns;
 struct fuseinit;
 struct leasekeep;
+struct claim;
 
 /* The FUSE session's userdata: the namespace, and what the adapter itself
  * needs to decide open flags and answer statfs and the root's xattrs. ns may
@@ -25,6 +26,9 @@ struct ops_context {
 	/* shared catalog: changes are refused with EROFS once its lease ran out
 	 * (leasekeep.h); NULL alone. Set like ns. */
 	const struct leasekeep *lease;
+	/* BACKING's claim: changes are refused with EROFS once this daemon is
+	 * fenced (fs/lib/claim.h invariant 9); NULL: none. Set like ns. */
+	struct claim *claim;
 };
 
 /* After the mount, before the session loop: raises the kernel's readahead

@@ -15,6 +15,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "catalog.h"
+#include "claim.h"
 #include "codec.h"
 #include "log.h"
 #include "manifest.h"
@@ -110,6 +111,13 @@ static int64_t up_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* claim.h invariant 9: false once this daemon may no longer write BACKING;
+ * the work in hand answers -EROFS and its row stays queued, untouched. */
+static bool up_may_write(struct uploader *u)
+{
+	return claim_may_write(u->cfg.claim);
 }
 
 /* ---- the work of one row ---- */
@@ -211,6 +219,8 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 		    bool may_defer, bool *deferred, uint64_t *bytes)
 {
 	*deferred = false;
+	if (!up_may_write(u))
+		return -EROFS;
 	struct cat_chunk_where w;
 	int rc = cat_chunk_where(u->cat, row->hash, &w);
 	if (rc == -ENOENT || (rc == 0 && w.uploaded))
@@ -263,10 +273,10 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 		return UP_MOOT; /* rewritten or deleted since: a newer row covers it */
 	char path[MANIFEST_PATH_MAX];
 	manifest_gen_path(row->gen, row->version, path, sizeof(path));
-	if (rc == 0)
-		rc = backing_put(u->backing, path, buf, len);
+	if (rc == 0) /* the build may take a while: the fence looked at again */
+		rc = up_may_write(u) ? backing_put(u->backing, path, buf, len) : -EROFS;
 	free(buf);
-	if (rc == 0 && row->version > 1) { /* the version it replaces */
+	if (rc == 0 && row->version > 1 && up_may_write(u)) { /* the version it replaces */
 		manifest_gen_path(row->gen, row->version - 1, path, sizeof(path));
 		backing_remove(u->backing, path);
 	}
@@ -321,6 +331,8 @@ static int up_chunk_remove(struct uploader *u, const struct cat_upload *row)
 static int up_run(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
 		  uint64_t *bytes)
 {
+	if (!up_may_write(u))
+		return -EROFS;
 	switch (row->kind) {
 	case UP_CHUNK: {
 		bool deferred;
@@ -342,6 +354,8 @@ static void up_tree_shared(struct uploader *u);
 
 static void up_tree(struct uploader *u)
 {
+	if (!up_may_write(u))
+		return;
 	if (cat_is_shared(u->cat)) {
 		up_tree_shared(u);
 		return;
@@ -381,7 +395,7 @@ static void up_tree(struct uploader *u)
 	snprintf(u->tree_fp, sizeof(u->tree_fp), "%s", fp);
 	u->st.manifests++;
 	pthread_mutex_unlock(&u->lock);
-	if (old) {
+	if (old && up_may_write(u)) {
 		manifest_tree_path(old, path, sizeof(path));
 		backing_remove(u->backing, path);
 	}
@@ -924,7 +938,8 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		uint64_t bytes = 0;
 		bool deferred = false;
 		int rc = up_chunk(u, &picked[j], bufs, true, &deferred, &bytes);
-		if (rc != 0 || !deferred) /* failed, or durable already (a large object) */
+		bool fenced = rc == -EROFS && !up_may_write(u); /* the row stays queued */
+		if ((rc != 0 || !deferred) && !fenced) /* failed, or durable already (a large object) */
 			up_finish(u, &picked[j], rc, bytes);
 		pthread_mutex_lock(&u->lock);
 		assert(u->busy[id][s].set && u->busy[id][s].seq == picked[j].seq);
@@ -968,6 +983,15 @@ static void *up_worker_main(void *p)
 	for (;;) {
 		if (u->stopping && !u->draining)
 			break; /* a batch not synced stays queued for the next mount */
+		if (!up_may_write(u)) { /* fenced (claim.h 9): what is queued stays */
+			if (bt && bt->n) /* put before the fence: synced, as ever */
+				up_batch_flush(u, id, bt);
+			else if (u->stopping)
+				break;
+			else
+				up_wait(u, 1.0);
+			continue;
+		}
 		double now = up_mono_s();
 		if (now < u->down_until) {
 			if (bt && bt->n)
@@ -1016,7 +1040,8 @@ static void *up_worker_main(void *p)
 		pthread_mutex_unlock(&u->lock);
 		uint64_t bytes = 0;
 		int rc = up_run(u, &row, &bufs, &bytes);
-		up_finish(u, &row, rc, bytes);
+		if (rc != -EROFS || up_may_write(u)) /* fenced: the row stays queued */
+			up_finish(u, &row, rc, bytes);
 		pthread_mutex_lock(&u->lock);
 		assert(u->busy[id][0].set && u->busy[id][0].seq == row.seq);
 		u->busy[id][0].set = false;
@@ -1113,6 +1138,11 @@ void uploader_stop(struct uploader *u, bool drain)
 			struct cat_upload row;
 			if (!any && cat_upload_list(u->cat, 0, &row, 1) == 0)
 				break;
+			if (!any && !up_may_write(u)) {
+				log_warn("unmount: this daemon lost BACKING's claim: the upload queue"
+					 " stays in the cache");
+				break;
+			}
 			if (!any && !u->down && up_mono_s() - u->last_progress > 5 &&
 			    up_mono_s() - started > 5) {
 				log_warn("unmount: the upload queue makes no progress (a generation"

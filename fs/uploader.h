@@ -36,6 +36,9 @@ struct uploader_config {
 	bool copy_uploads;     /* copy objects even where BACKING could hard-link them */
 	char cache_dir[PATH_MAX]; /* CACHE, for the log lines */
 	size_t chunk_max;      /* the largest chunk's plain length (chunker params) */
+	/* BACKING's claim: once this daemon is fenced (fs/lib/claim.h invariant
+	 * 9) nothing more is put or removed, rows stay queued; NULL: none */
+	struct claim *claim;
 };
 
 /* A generation's manifest is on BACKING and it was not durable before: the

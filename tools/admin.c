@@ -23,8 +23,10 @@
  * Offline changes write BACKING (rm and gc remove objects and manifests), so
  * they claim BACKING for the cache's catalog first, as the daemon does
  * (fs/lib/claim.h): refused, naming the holder, while another catalog holds it.
- * rebuild only reads BACKING (it makes a new catalog, whose daemon then takes
- * over the old catalog's claim on its own cache); reading commands claim
+ * rebuild only reads BACKING, but it claims BACKING for the new catalog
+ * before it reads (as a fresh catalog: claim.h invariant 8), so no other
+ * catalog writes BACKING between the rebuild and the new catalog's mount,
+ * and the catalog it replaces is behind afterwards; reading commands claim
  * nothing.
  * Only root and the daemon's user (the owner of the cache) may use it. */
 #define _GNU_SOURCE
@@ -536,18 +538,27 @@ static int admin_reclaim(void *arg, const uint8_t hash[CAT_HASH_LEN])
  * invariant 8). */
 static int admin_claim(struct admin *a)
 {
-	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
 	bool claimed = false;
-	int err = cat_catalog_id(a->cat, id, sizeof(id));
-	if (err == 0)
-		err = cat_claimed(a->cat, &claimed);
+	int err = cat_claimed(a->cat, &claimed);
+	if (err != 0) {
+		admin_err("catalog %s/" CACHEDIR_CATALOG ": cannot read it: %s", a->cache,
+			  strerror(-err));
+		return ADMIN_PROBLEM;
+	}
+	return admin_claim_for(a, a->cat, !claimed);
+}
+
+int admin_claim_for(struct admin *a, struct cat *cat, bool fresh)
+{
+	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
+	int err = cat_catalog_id(cat, id, sizeof(id));
 	if (err != 0) {
 		admin_err("catalog %s/" CACHEDIR_CATALOG ": cannot read its id: %s", a->cache,
 			  strerror(-err));
 		return ADMIN_PROBLEM;
 	}
-	err = claim_acquire(a->bk, id, false, !claimed, a->cache, 0, &a->claim, msg, sizeof(msg));
-	if (err == 0 && !claimed && (err = cat_claimed_set(a->cat)) != 0)
+	err = claim_acquire(a->bk, id, false, fresh, a->cache, 0, &a->claim, msg, sizeof(msg));
+	if (err == 0 && fresh && (err = cat_claimed_set(cat)) != 0)
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
 			 a->cache, strerror(-err));
 	if (err == 0)

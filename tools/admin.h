@@ -86,6 +86,11 @@ int admin_need_objects(struct admin *a);
 struct backing;
 struct claim_rec;
 int admin_claim_get(struct backing *bk, struct claim_rec *rec);
+/* Claims BACKING for catalog cat into a->claim, renewed until exit, and
+ * records in cat that it holds a claim (claim.h invariant 8); fresh: cat
+ * never held one (a catalog being rebuilt). ADMIN_OK, or the error printed
+ * (ADMIN_BUSY naming the holder). */
+int admin_claim_for(struct admin *a, struct cat *cat, bool fresh);
 
 /* ---- admin_util.c ---- */
 void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

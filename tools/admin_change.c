@@ -47,6 +47,8 @@ static int admin_change_online(struct admin *a, const char *label, const char *v
 		admin_err("%s %s: no such generation (it ended meanwhile)", verb, label);
 	else if (rc == EPERM || rc == EACCES)
 		admin_err("%s %s: permission denied: only root and the daemon's user may", verb, label);
+	else if (rc == EROFS && strstr(msg, "claim")) /* a daemon fenced by BACKING's claim */
+		admin_err("%s %s: %s", verb, label, msg);
 	else if (rc == EROFS)
 		admin_err("%s %s: this node is fenced (another node swept its lease): it is read-only"
 			  " until mounted again; run it on a live node", verb, label);

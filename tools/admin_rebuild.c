@@ -314,6 +314,14 @@ static int admin_rebuild_meta(struct admin *a)
 	return damaged ? ADMIN_PROBLEM : ADMIN_OK;
 }
 
+/* The rebuild failed: its claim goes back to what it replaced (claim.h
+ * claim_abandon), so the old catalog is not made BEHIND by none. */
+static void admin_rebuild_abandon(struct admin *a)
+{
+	claim_abandon(a->claim);
+	a->claim = NULL;
+}
+
 int admin_cmd_rebuild(struct admin *a)
 {
 	if (a->meta)
@@ -356,6 +364,18 @@ int admin_cmd_rebuild(struct admin *a)
 		admin_err("rebuild: cannot create %s: %s; nothing changed", tmp, strerror(-err));
 		return ADMIN_PROBLEM;
 	}
+	/* BACKING is the new catalog's before it is read (claim.h invariant 8:
+	 * a fresh catalog), renewed until exit and then released: no other
+	 * catalog writes it between this read and the new catalog's mount, and
+	 * the catalog replaced here is BEHIND from now on. Refused (exit 8,
+	 * the holder named) while another catalog's daemon holds it. */
+	rc = admin_claim_for(a, cat, true);
+	if (rc != ADMIN_OK) {
+		cat_close(cat);
+		admin_unlink_db(tmp);
+		admin_rebuild_abandon(a); /* nothing changed; the one line is the claim's */
+		return rc;
+	}
 	struct rebuild_report rep;
 	memset(&rep, 0, sizeof(rep));
 	err = rebuild_catalog(a->bk, cat, REBUILD_CHECK_CHUNKS, admin_rebuild_progress, NULL, &rep);
@@ -365,6 +385,7 @@ int admin_cmd_rebuild(struct admin *a)
 	cat_close(cat);
 	if (err != 0 || check != 0) {
 		admin_unlink_db(tmp);
+		admin_rebuild_abandon(a);
 		admin_err("rebuild: %s; the old catalog is untouched",
 			  err ? strerror(-err) : "the rebuilt catalog fails its checks (see above)");
 		return ADMIN_PROBLEM;
@@ -372,6 +393,7 @@ int admin_cmd_rebuild(struct admin *a)
 	if ((err = admin_move_aside(a->cache, aside, sizeof(aside))) != 0 || rename(tmp, path) != 0) {
 		admin_err("rebuild: cannot put the new catalog in place: %s",
 			  strerror(err ? -err : errno));
+		admin_rebuild_abandon(a); /* the old catalog stays in place (or aside) */
 		return ADMIN_PROBLEM;
 	}
 	int pruned = admin_prune_asides(a->cache);

@@ -8,16 +8,23 @@
  *                     │                      └─ EEXIST ────▶ next round
  *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
  *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     └─ STALE ─▶ move aside to tmp/claim.<instance>
+ *                     │  └─ asides in tmp/ (invariant 10): the newest judged
+ *                     │     as the claim; HELD, BEHIND ▶ -EBUSY; else put_new,
+ *                     │     then the asides judged are removed
+ *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
+ *                     ├─ HELD ──▶ -EBUSY, the holder named
+ *                     └─ STALE ─▶ move aside to tmp/claim.<instance>.<round>
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
- *                                   ├─ moved bytes == judged bytes ▶ remove aside,
- *                                   │    put_new (as if absent)
- *                                   └─ otherwise: put it back, next round
+ *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
+ *                                   │    absent), then remove the aside (10)
+ *                                   └─ otherwise: put it back, remove the aside,
+ *                                        next round
  *
- * The renewal thread wakes every timeout/4 (at once after claim_start),
+ * claim_start renews once, then the renewal thread wakes every timeout/4,
  * reads the claim and rewrites it with the time only if its bytes are the
- * ones we wrote last (invariant 3); a claim that is no longer ours is
- * logged as an error once, and never written again. */
+ * ones we wrote last (invariant 3) and the last renewal is recent enough
+ * (invariant 9); otherwise the holder is fenced (logged once) and never
+ * writes the claim, or anything else on BACKING, again. */
 #define _GNU_SOURCE
 #include "claim.h"
 
@@ -50,7 +57,11 @@ struct claim {
 	size_t written_len;
 	char prev[CLAIM_MAX]; /* the bytes before a renewal that failed: either may be there */
 	size_t prev_len;
-	bool lost;		  /* logged once: someone else holds it now */
+	int fenced;		  /* invariant 9: 0 → 1 once (atomics), logged then */
+	uint64_t sure_until_ms;	  /* invariant 9, on claim_clock_ms (atomics) */
+	char *replaced;		  /* the bytes claim_acquire replaced (claim_abandon) */
+	size_t replaced_len;
+	unsigned asides;	  /* asides made: each round's is a new name (invariant 10) */
 	pthread_t thread;
 	bool running;
 	bool stop;
@@ -278,6 +289,52 @@ static int64_t claim_now(void)
 	return (int64_t)time(NULL);
 }
 
+/* Invariant 9's clock: monotonic, counting a suspended machine (meta/lease.c
+ * lease_clock_ms likewise). */
+static uint64_t claim_clock_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A renewal (or acquisition) that started at started_ms and found the claim
+ * ours: no taker judges it stale before the timeout from then; the holder
+ * stops an eighth earlier (invariant 9). */
+static void claim_sure_from(struct claim *c, uint64_t started_ms)
+{
+	uint64_t term = (uint64_t)c->timeout_s * 1000;
+	__atomic_store_n(&c->sure_until_ms, started_ms + term - term / 8, __ATOMIC_RELEASE);
+}
+
+/* Invariant 9: from now on this holder writes nothing to BACKING. */
+static void claim_fence(struct claim *c, const char *why)
+{
+	if (__atomic_exchange_n(&c->fenced, 1, __ATOMIC_ACQ_REL))
+		return;
+	log_error("BACKING %s: this daemon no longer holds the claim %s (%s): from now on it puts, "
+		  "removes and renews nothing on BACKING; changes fail with EROFS, reads go on; what "
+		  "was not yet uploaded stays in cache %s (docs/DESIGN.md \"Fenced\"); unmount",
+		  backing_spec(c->b), CLAIM_FILE, why, c->self.cache);
+}
+
+bool claim_may_write(struct claim *c)
+{
+	if (!c)
+		return true;
+	if (__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE))
+		return false;
+	if (c->self.shared) /* invariant 7: never taken over by age */
+		return true;
+	if (claim_clock_ms() < __atomic_load_n(&c->sure_until_ms, __ATOMIC_ACQUIRE))
+		return true;
+	char why[96];
+	snprintf(why, sizeof(why), "no renewal succeeded for %u s less a margin: another catalog "
+		 "may take it", c->timeout_s);
+	claim_fence(c, why);
+	return false;
+}
+
 /* ---- BACKING ---- */
 
 /* The claim on BACKING: 0 with its bytes (and *parsed 0 or -EINVAL),
@@ -363,15 +420,16 @@ static void claim_describe_behind(const struct claim_rec *h, int64_t now, char *
 		 ago < 0 ? 0 : ago, cache);
 }
 
-/* STALE: invariant 2. 1 if the claim was moved aside and dropped (create it
- * now), 0 to read again, or -errno. */
-static int claim_take_stale(struct claim *c, const char *judged, size_t judged_len)
+/* STALE: invariant 2. 1 if the claim was moved aside to aside (create it
+ * now, then remove the aside: invariant 10), 0 to read again, or -errno. */
+static int claim_take_stale(struct claim *c, const char *judged, size_t judged_len,
+			    char *aside, size_t asize)
 {
 	assert(judged_len <= CLAIM_MAX && claim_hex_id(c->self.instance));
-	char aside[64 + CLAIM_ID_LEN], *moved = malloc(CLAIM_MAX);
+	char *moved = malloc(CLAIM_MAX);
 	if (!moved)
 		return -ENOMEM;
-	snprintf(aside, sizeof(aside), "tmp/claim.%s", c->self.instance);
+	snprintf(aside, asize, "tmp/claim.%s.%u", c->self.instance, c->asides++);
 	int rc = backing_move(c->b, CLAIM_FILE, aside);
 	if (rc == -ENOENT) { /* another taker moved it first */
 		free(moved);
@@ -380,19 +438,99 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 	size_t len = 0;
 	if (rc == 0)
 		rc = backing_get(c->b, aside, moved, CLAIM_MAX, &len);
+	if (rc == -ENOENT) { /* a taker that found the claim absent judged and removed it (10) */
+		free(moved);
+		return 0;
+	}
 	if (rc == 0 && (len != judged_len || memcmp(moved, judged, len) != 0)) {
 		/* another taker's fresh claim: put it back (if a third one made
 		 * a claim meanwhile, that one stands and the moved one lost) */
 		int prc = backing_put_new(c->b, CLAIM_FILE, moved, len);
 		if (prc != 0 && prc != -EEXIST)
-			rc = prc;
+			rc = prc; /* the aside stays: it is judged as the claim (10) */
 		else
 			rc = -EAGAIN;
 	}
-	if (rc == 0 || rc == -EAGAIN)
+	if (rc == -EAGAIN)
 		backing_remove(c->b, aside);
 	free(moved);
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
+}
+
+/* The asides of takers in tmp/ (invariant 10): their names, at most
+ * CLAIM_ASIDES_MAX. */
+#define CLAIM_ASIDES_MAX 64
+struct claim_asides {
+	char name[CLAIM_ASIDES_MAX][64 + CLAIM_ID_LEN];
+	int n;
+};
+
+static int claim_aside_name(void *arg, const char *name)
+{
+	struct claim_asides *l = arg;
+	if (strncmp(name, "claim.", 6) != 0 || l->n == CLAIM_ASIDES_MAX ||
+	    strlen(name) + 5 > sizeof(l->name[0]))
+		return 0;
+	snprintf(l->name[l->n++], sizeof(l->name[0]), "tmp/%s", name);
+	return 0;
+}
+
+/* Invariant 10: the claim is absent. The newest parseable aside, by its
+ * heartbeat, into buf/len/holder: 1 if there is one, 0 if none, -errno.
+ * l gets every aside's name (removed once our claim exists). */
+static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *buf, size_t *len,
+			      struct claim_rec *holder)
+{
+	l->n = 0;
+	int rc = backing_list(b, "tmp", claim_aside_name, l);
+	if (rc == -ENOENT || (rc == 0 && l->n == 0))
+		return 0;
+	if (rc != 0)
+		return rc;
+	char *one = malloc(CLAIM_MAX);
+	if (!one)
+		return -ENOMEM;
+	int found = 0;
+	for (int i = 0; i < l->n; i++) {
+		struct claim_rec rec;
+		size_t n = 0;
+		rc = backing_get(b, l->name[i], one, CLAIM_MAX, &n);
+		if (rc == -ENOENT || rc == -EFBIG || (rc == 0 && claim_parse(one, n, &rec) != 0))
+			continue; /* gone since the listing, or not a claim */
+		if (rc != 0) {
+			free(one);
+			return rc;
+		}
+		/* the newest heartbeat; of one second, a holder still renewing
+		 * came after one that released */
+		if (found && (rec.renewed < holder->renewed ||
+			      (rec.renewed == holder->renewed && (rec.released || !holder->released))))
+			continue;
+		*holder = rec;
+		memcpy(buf, one, n);
+		*len = n;
+		found = 1;
+	}
+	free(one);
+	return found;
+}
+
+/* The asides judged (invariant 10), once our claim exists. */
+static void claim_drop_asides(struct backing *b, const struct claim_asides *l)
+{
+	for (int i = 0; i < l->n; i++)
+		backing_remove(b, l->name[i]);
+}
+
+/* What claim_acquire replaced, for claim_abandon: judged bytes, or none. */
+static void claim_note_replaced(struct claim *c, const char *judged, size_t len)
+{
+	free(c->replaced);
+	c->replaced = NULL;
+	c->replaced_len = 0;
+	c->replaced_len = len; /* len > 0 with replaced NULL: unknown, left alone */
+	if (len > 0 && (c->replaced = malloc(len)) != NULL)
+		memcpy(c->replaced, judged, len);
 }
 
 int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool fresh,
@@ -403,9 +541,11 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 	msg[0] = '\0';
 	struct claim *c = calloc(1, sizeof(*c));
 	char *seen = malloc(CLAIM_MAX);
-	if (!c || !seen) {
+	struct claim_asides *asides = malloc(sizeof(*asides));
+	if (!c || !seen || !asides) {
 		free(c);
 		free(seen);
+		free(asides);
 		snprintf(msg, msgsize, "BACKING %s: claim: out of memory", backing_spec(b));
 		return -ENOMEM;
 	}
@@ -428,7 +568,14 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 		struct claim_rec holder;
 		size_t len = 0;
 		int parsed = 0;
+		uint64_t started = claim_clock_ms(); /* invariant 9: before the read */
 		rc = claim_read(b, seen, &len, &holder, &parsed);
+		int aside = 0; /* the claim is absent, an aside judged in its place (10) */
+		asides->n = 0;
+		if (rc == -ENOENT) {
+			aside = claim_newest_aside(b, asides, seen, &len, &holder);
+			rc = aside < 0 ? aside : aside ? 0 : -ENOENT;
+		}
 		int64_t now = claim_now();
 		enum claim_verdict v = CLAIM_FREE;
 		if (rc == 0 && parsed != 0)
@@ -437,9 +584,12 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			v = claim_judge(&holder, &c->self, now, c->timeout_s, claim_holder_alive, NULL);
 		else if (rc != -ENOENT)
 			break;
+		if (aside && (v == CLAIM_OURS || v == CLAIM_STALE))
+			v = CLAIM_FREE; /* nothing to move: the create decides (10) */
 		rc = claim_render(c);
 		if (rc != 0)
 			break;
+		char aname[64 + CLAIM_ID_LEN] = "";
 		if (v == CLAIM_BEHIND) {
 			claim_describe_behind(&holder, now, msg, msgsize, spec, c->self.cache);
 			rc = -EBUSY;
@@ -448,12 +598,16 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			rc = -EBUSY;
 		} else if (v == CLAIM_OURS) {
 			rc = backing_put(b, CLAIM_FILE, c->written, c->written_len);
+			if (rc == 0)
+				claim_note_replaced(c, seen, len);
 		} else {
-			int taken = v == CLAIM_STALE ? claim_take_stale(c, seen, len) : 1;
-			if (taken == 1 && v == CLAIM_STALE && holder.released)
+			int taken = v == CLAIM_STALE
+					    ? claim_take_stale(c, seen, len, aname, sizeof(aname))
+					    : 1;
+			if (taken == 1 && (v == CLAIM_STALE || aside) && holder.released)
 				log_info("BACKING %s: took the claim catalog %s released (host %s, "
 					 "cache %s)", spec, holder.catalog, holder.host, holder.cache);
-			else if (taken == 1 && v == CLAIM_STALE)
+			else if (taken == 1 && (v == CLAIM_STALE || aside))
 				log_info("BACKING %s: took over the claim of a gone holder (catalog %s, "
 					 "host %s, cache %s, pid %ld, renewed %" PRId64 " s ago)",
 					 spec, holder.catalog, holder.host, holder.cache, holder.pid,
@@ -461,11 +615,22 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			rc = taken < 0 ? taken
 			     : taken == 0 ? -EAGAIN
 					  : backing_put_new(b, CLAIM_FILE, c->written, c->written_len);
+			if (taken == 1 && (rc == 0 || rc == -EEXIST)) { /* a claim exists: 10 */
+				if (aname[0])
+					backing_remove(b, aname);
+				if (rc == 0)
+					claim_drop_asides(b, asides);
+			}
+			if (rc == 0)
+				claim_note_replaced(c, seen, v == CLAIM_FREE && !aside ? 0 : len);
 			if (rc == -EEXIST)
 				rc = -EAGAIN;
 		}
+		if (rc == 0)
+			claim_sure_from(c, started);
 	}
 	free(seen);
+	free(asides);
 	if (rc == -EAGAIN)
 		snprintf(msg, msgsize, "BACKING %s: the claim %s keeps changing (other mounts are "
 			 "starting): try again", spec, CLAIM_FILE);
@@ -490,15 +655,28 @@ static bool claim_shared_ours(const struct claim *c, const char *text, size_t le
 	       strcmp(rec.catalog, c->self.catalog) == 0;
 }
 
-/* One renewal (invariant 3); called with c->lock not held. */
-static void claim_renew(struct claim *c)
+/* The claim on BACKING holds the bytes we wrote (either of the last two,
+ * after a put that failed: invariant 3). */
+static bool claim_is_ours(const struct claim *c, const char *have, size_t len)
 {
-	assert(c->written_len > 0 && !c->lost);
+	return (len == c->written_len && memcmp(have, c->written, len) == 0) ||
+	       (c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0);
+}
+
+/* One renewal (invariant 3); called with c->lock not held. first: by
+ * claim_start, whatever the time since the acquisition (claim.h); later
+ * ones only while sure of the claim (invariant 9): a renewal past the
+ * deadline could overwrite a taker's claim. */
+static void claim_renew(struct claim *c, bool first)
+{
+	assert(c->written_len > 0);
+	if (__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE) || (!first && !claim_may_write(c)))
+		return; /* fenced, logged */
+	uint64_t started = claim_clock_ms();
 	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
-	bool ours = rc == 0 && ((len == c->written_len && memcmp(have, c->written, len) == 0) ||
-				(c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0));
+	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);
 	free(have);
@@ -508,12 +686,9 @@ static void claim_renew(struct claim *c)
 		return;
 	}
 	if (!ours) {
-		if (!c->lost)
-			log_error("BACKING %s: the claim %s is no longer this daemon's (%s): another "
-				  "catalog took BACKING over after renewals failed for %u s; unmount",
-				  backing_spec(c->b), CLAIM_FILE, rc == 0 ? "another holder" : "removed",
-				  c->timeout_s);
-		c->lost = true;
+		claim_fence(c, rc == 0 ? "another catalog took BACKING over: the claim names another "
+					 "holder now"
+				       : "the claim was removed");
 		return;
 	}
 	memcpy(c->prev, c->written, c->written_len);
@@ -521,11 +696,13 @@ static void claim_renew(struct claim *c)
 	if (claim_render(c) != 0)
 		return;
 	rc = backing_put(c->b, CLAIM_FILE, c->written, c->written_len);
-	if (rc == 0)
+	if (rc == 0) {
 		c->prev_len = 0;
-	else /* BACKING holds the old bytes or the new ones: both stay ours */
+		claim_sure_from(c, started);
+	} else { /* BACKING holds the old bytes or the new ones: both stay ours */
 		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
 			 strerror(-rc));
+	}
 }
 
 static void *claim_thread(void *arg)
@@ -533,10 +710,6 @@ static void *claim_thread(void *arg)
 	struct claim *c = arg;
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop) {
-		pthread_mutex_unlock(&c->lock);
-		if (!c->lost)
-			claim_renew(c);
-		pthread_mutex_lock(&c->lock);
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		unsigned ms = c->timeout_s * 1000 / 4;
@@ -549,6 +722,11 @@ static void *claim_thread(void *arg)
 		while (!c->stop &&
 		       pthread_cond_timedwait(&c->wake, &c->lock, &until) != ETIMEDOUT)
 			;
+		if (c->stop || __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE))
+			break; /* fenced: never written again (invariant 9) */
+		pthread_mutex_unlock(&c->lock);
+		claim_renew(c, false);
+		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -564,6 +742,7 @@ int claim_start(struct claim *c)
 	pthread_cond_init(&c->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	c->self.pid = (long)getpid(); /* after daemonizing: the first renewal records it */
+	claim_renew(c, true);
 	int rc = pthread_create(&c->thread, NULL, claim_thread, c);
 	if (rc != 0) {
 		log_error("BACKING %s: cannot start the claim's renewal thread: %s",
@@ -583,32 +762,69 @@ static int claim_mark_released(struct claim *c)
 	return rc ? rc : backing_put(c->b, CLAIM_FILE, c->written, c->written_len);
 }
 
-void claim_end(struct claim *c, bool release)
+static void claim_stop(struct claim *c)
 {
-	if (!c)
-		return;
 	if (c->running) {
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;
 		pthread_cond_signal(&c->wake);
 		pthread_mutex_unlock(&c->lock);
 		pthread_join(c->thread, NULL);
+		c->running = false;
 	}
-	if (release && !c->lost && !c->self.shared) { /* invariant 6 */
-		char *have = malloc(CLAIM_MAX);
-		size_t len = 0;
-		int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
-		if (rc == 0 && ((len == c->written_len && memcmp(have, c->written, len) == 0) ||
-				(c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0)))
-			rc = claim_mark_released(c);
-		else if (rc == 0)
-			rc = -ESTALE;
-		if (rc != 0 && rc != -ENOENT)
-			log_warn("BACKING %s: claim %s not released: %s", backing_spec(c->b),
-				 CLAIM_FILE, rc == -ESTALE ? "it is another holder's now" : strerror(-rc));
-		free(have);
-	}
+}
+
+static void claim_free(struct claim *c)
+{
 	pthread_cond_destroy(&c->wake);
 	pthread_mutex_destroy(&c->lock);
+	free(c->replaced);
 	free(c);
+}
+
+/* Our claim still on BACKING, and we sure of it (invariants 3, 9): 0, or
+ * -ESTALE (another's, or fenced), or BACKING's error. */
+static int claim_still_ours(struct claim *c)
+{
+	if (!claim_may_write(c))
+		return -ESTALE;
+	char *have = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
+	if (rc == 0 && !claim_is_ours(c, have, len))
+		rc = -ESTALE;
+	free(have);
+	return rc;
+}
+
+void claim_end(struct claim *c, bool release)
+{
+	if (!c)
+		return;
+	claim_stop(c);
+	if (release && !c->self.shared && !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) {
+		int rc = claim_still_ours(c); /* invariants 3, 6, 9 */
+		if (rc == 0)
+			rc = claim_mark_released(c);
+		if (rc != 0 && rc != -ENOENT)
+			log_warn("BACKING %s: claim %s not released: %s", backing_spec(c->b),
+				 CLAIM_FILE, rc == -ESTALE ? "it is another holder's now, or this "
+				 "holder is fenced" : strerror(-rc));
+	}
+	claim_free(c);
+}
+
+void claim_abandon(struct claim *c)
+{
+	if (!c)
+		return;
+	claim_stop(c);
+	int rc = !c->replaced && c->replaced_len ? -ENOMEM : claim_still_ours(c);
+	if (rc == 0)
+		rc = c->replaced ? backing_put(c->b, CLAIM_FILE, c->replaced, c->replaced_len)
+				 : backing_remove(c->b, CLAIM_FILE);
+	if (rc != 0 && rc != -ENOENT)
+		log_warn("BACKING %s: claim %s not given back: %s", backing_spec(c->b), CLAIM_FILE,
+			 rc == -ESTALE ? "it is another holder's now" : strerror(-rc));
+	claim_free(c);
 }

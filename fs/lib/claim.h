@@ -66,6 +66,25 @@
  *     the way out (an empty cache: the catalog rebuilt from BACKING knows
  *     both). A fresh catalog (new, rebuilt) knows BACKING as it is now.
  *     A claim removed by hand is absent: FREE to anyone (the decision).
+ *  9. Only a holder sure of its claim writes BACKING (claim_may_write):
+ *     once a renewal found the claim another's or gone, or the last
+ *     renewal that succeeded STARTED longer ago than the timeout less an
+ *     eighth (CLOCK_BOOTTIME: a suspended machine's time counts), the
+ *     holder is fenced for good. A taker judges by the heartbeat, which that
+ *     renewal wrote after it started, so no one takes a lone claim over
+ *     before its holder fenced itself, unless one put stalls for longer
+ *     than the margin. A fenced holder puts, moves and removes nothing on
+ *     BACKING, renews and releases nothing; its daemon answers changes
+ *     with EROFS and reads on (fs/ops.c, fs/uploader.c, fs/control.c).
+ *     A shared claim is never taken over by age (7): only a lost one fences.
+ * 10. During a take-over the stale claim lives on as tmp/claim.<instance>.<n>
+ *     (the aside, 2) until the new claim exists: its taker removes it only
+ *     after its exclusive create answered (created, or EEXIST). So a claim
+ *     absent while asides exist is judged by the newest parseable aside
+ *     (by its heartbeat) as if it were the claim: a catalog BEHIND it, or a
+ *     holder alive, is refused as before; otherwise the create decides
+ *     (1), and the winner removes the asides it judged. Aside names are new
+ *     per round, so removing one never removes another round's.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -132,10 +151,25 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 		  const char *cache, unsigned timeout_s, struct claim **out, char *msg,
 		  size_t msgsize);
 /* Starts renewing every timeout/4 in a thread (after a fork: the pid is
- * this process's from now on; the first renewal is at once). */
+ * this process's from now on). The first renewal is made here, before the
+ * thread starts, whatever the time since claim_acquire (a mount's rebuild
+ * may take longer than the timeout): it proves the claim still ours, or
+ * fences (invariant 9). */
 int claim_start(struct claim *c);
 /* Stops renewing; release: marks the claim released if it is still ours
- * (invariants 3, 8), never a shared one (invariant 6). NULL is allowed. */
+ * (invariants 3, 8), never a shared one (invariant 6), and not once fenced
+ * (invariant 9). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
+/* For a taker that wrote nothing to BACKING and gives up (a rebuild that
+ * failed): stops renewing and, if the claim is still ours and we are not
+ * fenced, puts back what claim_acquire replaced (the bytes it judged), or
+ * removes it if there was none, so the catalog that held it before is not
+ * made BEHIND (invariant 8) by a catalog that never came to be. NULL is
+ * allowed. */
+void claim_abandon(struct claim *c);
+/* Invariant 9: whether this holder may still put, move or remove anything
+ * on BACKING. Lock-free, for every thread; true for NULL (no claim). The
+ * first call that finds the deadline passed logs the fence (one line). */
+bool claim_may_write(struct claim *c);
 
 #endif

@@ -4,7 +4,10 @@
 # named and BACKING untouched; a clean unmount releases the claim; a holder
 # gone (kill -9 on this host, or another host's heartbeat older than
 # claim_timeout) is taken over, by exactly one of two racing mounts; the same
-# over nfs://. And a catalog.db with damaged bytes: the mount is refused
+# over nfs://. `ckptfs-admin rebuild` claims BACKING for the new catalog
+# (refused while another daemon holds it; the catalog it passed is behind).
+# A daemon whose claim was taken, or that was stopped past claim_timeout, is
+# fenced: EROFS for changes, reads on, BACKING untouched from then on. And a catalog.db with damaged bytes: the mount is refused
 # naming `ckptfs-admin rebuild`, `ckptfs-admin check` reports SQLite's
 # integrity_check and exits 1.
 . "$(dirname "$0")/lib.sh"
@@ -285,6 +288,127 @@ test_two_mounts_racing_for_a_stale_claim_exactly_one_wins() {
 		_ck_wait_daemon "$b" 30 || true
 		assert_eq yes "$(_claim_field released)" "round $round: the winner released the claim"
 	done
+}
+
+# F2 (claim.h invariant 8): `ckptfs-admin rebuild` claims BACKING for the new
+# catalog before it reads it. Before, it read BACKING while another catalog
+# ran on it, and the rebuilt catalog, counted as fresh at its mount, took
+# over later; the other catalog, whose saves it did not know, stayed in
+# charge of its own claim. Now the rebuild is refused while another
+# catalog's daemon holds BACKING, and once it ran, the catalog it passed is
+# behind.
+test_rebuild_claims_backing_for_the_new_catalog_and_the_other_is_behind() {
+	local c2=$CK_TMP/cache2 first=$CK_CACHE rc out
+	CK_CACHE=$c2
+	ck_mount
+	_save step-1 1
+	ck_wait_durable
+	ck_umount
+	CK_CACHE=$first
+	ck_mount # cache 1: fresh, takes cache 2's released claim, saves step-2
+	_save step-2 1
+	ck_wait_durable
+	rc=0
+	out=$("$CKPTFS_ADMIN" rebuild --cache "$c2" 2>&1) || rc=$?
+	assert_eq 8 "$rc" "exit status of a rebuild while another catalog holds BACKING ($out)"
+	assert_eq 1 "$(printf '%s\n' "$out" | wc -l)" "lines of the refusal: $out"
+	assert_contains "$out" "ckptfs-admin: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $first, pid $CK_PID"
+	ls "$c2" | grep -q before-rebuild && ck_fail "the refused rebuild replaced cache 2's catalog"
+	assert_eq "$first" "$(_claim_field cache)" "the refused rebuild left the claim"
+	ck_umount
+	# BACKING released: the rebuild claims it for the new catalog, and
+	# releases it at exit, naming cache 2
+	"$CKPTFS_ADMIN" rebuild --cache "$c2" >/dev/null || ck_fail "rebuild of cache 2 failed once BACKING was free"
+	assert_eq "$c2" "$(_claim_field cache)" "the claim names the rebuilt catalog's cache: $(_claim)"
+	assert_eq yes "$(_claim_field released)" "the rebuild released its claim: $(_claim)"
+	# cache 1 wrote BACKING before; the rebuilt catalog now did: behind
+	_start "$first" "$CK_TMP/mnt_first"
+	out=$(_settle "$_SPID" "$CK_TMP/mnt_first")
+	[ "$out" != mounted ] || ck_fail "cache 1 mounted after another catalog was rebuilt from BACKING"
+	assert_contains "$(cat "$first.stderr")" "was written by another catalog (host $(hostname), cache $c2, released"
+	# the rebuilt catalog mounts (its claim, not fresh any more) and has both
+	CK_CACHE=$c2 ck_mount
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs"
+	ck_umount
+}
+
+# _fenced_checks WHAT — the fenced daemon (CK_PID, its log CK_DLOG) refuses
+# changes with EROFS and reads step-1 and the open step-2; then it unmounts
+# with BACKING exactly as in $_BEFORE (the open step-2 is committed at the
+# unmount, in the cache only), the claim not released, and the cache's
+# catalog keeps step-2.
+_fenced_checks() {
+	local out rc
+	out=$( (echo x >"$CK_MNT/run/new.bin") 2>&1) && ck_fail "a write succeeded on a daemon fenced by $1"
+	assert_contains "$out" "Read-only file system"
+	out=$(rm -rf "$CK_MNT/run/step-1" 2>&1) && ck_fail "rm succeeded on a daemon fenced by $1"
+	assert_contains "$out" "Read-only file system"
+	rc=0
+	out=$("$CKPTFS_ADMIN" rm "$CK_MNT" run/step-1 2>&1) || rc=$?
+	assert_ne 0 "$rc" "exit status of ckptfs-admin rm on a fenced daemon ($out)"
+	assert_contains "$out" "lost BACKING's claim"
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 unreadable after the fence"
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 unreadable after the fence"
+	local claim
+	claim=$(_claim)
+	ck_umount
+	[ "$_BEFORE" == "$(_backing_snapshot "$CK_BACKING")" ] ||
+		ck_fail "the fenced daemon changed BACKING: $(diff <(echo "$_BEFORE") <(_backing_snapshot "$CK_BACKING") | head -n 5 | tr '\n' '|')"
+	assert_eq "$claim" "$(_claim)" "the fenced daemon wrote the claim"
+	grep -q "lost BACKING's claim: the upload queue stays in the cache" "$CK_DLOG" ||
+		ck_fail "the unmount did not say the queue stays: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	"$CKPTFS_ADMIN" list --cache "$CK_CACHE" | grep -q step-2 ||
+		ck_fail "step-2, written before the fence, is not in the cache's catalog"
+}
+
+# _open_step2 — step-2 written, not committed (its generation stays open),
+# its chunks uploaded: BACKING quiet, snapshot in _BEFORE.
+_open_step2() {
+	mkdir -p "$CK_MNT/run/step-2" "$CK_REF/run/step-2"
+	ck_rand "$CK_REF/run/step-2/model.pt" $((1024 * 1024))
+	cp "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt"
+	_backing_quiet
+	_BEFORE=$(_backing_snapshot "$CK_BACKING")
+}
+
+# F4 (claim.h invariant 9): another catalog took the claim (here written by
+# hand as another host's, renewed now) while this daemon runs. Before, it
+# logged and went on: its unmount committed step-2 and put its manifest, its
+# rm removed chunks. Now it is fenced at its next renewal.
+test_a_daemon_whose_claim_was_taken_writes_nothing_more_to_backing() {
+	ck_mount claim_timeout=4
+	_save step-1 1
+	ck_wait_durable
+	_open_step2
+	_foreign_claim 0
+	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (another catalog took BACKING over" 30 ||
+		ck_fail "no fence logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	assert_eq 1 "$(grep -c 'no longer holds the claim' "$CK_DLOG")" "fence lines in the log"
+	_fenced_checks "a taken claim"
+}
+
+# F4, by time: the daemon stopped (SIGSTOP, as a paused VM) for longer than
+# claim_timeout: at once when it runs again, before any renewal could tell,
+# it writes nothing more — another catalog may have taken BACKING meanwhile.
+test_a_daemon_stopped_past_claim_timeout_writes_nothing_more_to_backing() {
+	ck_mount claim_timeout=4
+	_save step-1 1
+	ck_wait_durable
+	_open_step2
+	kill -STOP "$CK_PID"
+	sleep 5
+	kill -CONT "$CK_PID"
+	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (no renewal succeeded for 4 s" 30 ||
+		ck_fail "no fence logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	_fenced_checks "a stop past claim_timeout"
+	# nobody took BACKING meanwhile: the same cache remounts (its own claim)
+	# and uploads what the fence kept queued
+	ck_mount claim_timeout=4
+	ck_wait_durable
+	[ "$_BEFORE" != "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "the remount uploaded nothing"
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs after the remount"
+	ck_umount
 }
 
 test_malformed_catalog_refuses_the_mount_naming_rebuild_and_check_reports_it() {

@@ -509,6 +509,9 @@ Test(claim_acquire, a_catalog_behind_is_refused_naming_the_last_writer)
 	claim_end(a, true);
 	/* B, fresh, takes it and writes; A comes back */
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	char cmd[PATH_MAX]; /* invariant 10: the aside went once B's claim was there */
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls %s/backing/tmp | grep '^claim\\.')\"", fx.dir);
+	cr_assert_eq(system(cmd), 0, "an aside was left in tmp/");
 	claim_end(b, true);
 	a = NULL;
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
@@ -523,4 +526,111 @@ Test(claim_acquire, a_catalog_behind_is_refused_naming_the_last_writer)
 	/* B comes back: its own */
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, false, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(b, true);
+}
+
+/* Invariant 10: a take-over that died after moving the claim aside (or a
+ * mount reading between the move and the create) finds no claim, but the
+ * aside: judged as the claim, so a catalog behind it is still refused. */
+Test(claim_acquire, a_claim_absent_while_an_aside_exists_is_judged_by_the_aside)
+{
+	struct claim *a = NULL, *b = NULL, *c = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true); /* released: A wrote BACKING last */
+	const char *aside = "tmp/claim." ID_B ".0";
+	cr_assert_eq(backing_move(fx.b, CLAIM_FILE, aside), 0); /* a taker's move, then it died */
+	/* B held a claim before (not fresh): behind A, refused though the claim is absent */
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, false, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY);
+	cr_assert_null(b);
+	cr_assert_not_null(strstr(msg, "was written by another catalog"), "%s", msg);
+	cr_assert_not_null(strstr(msg, fx.cache[0]), "it names A's cache: %s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the refusal created nothing");
+	/* an aside of a live holder (another host, renewed now) is held */
+	struct claim_rec live = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	char buf[CLAIM_MAX];
+	int n = claim_format(&live, buf, sizeof(buf));
+	cr_assert_eq(backing_put(fx.b, "tmp/claim." ID_A ".3", buf, (size_t)n), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[2], 60, &c, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "the newest aside is judged: %s", msg);
+	cr_assert_eq(backing_remove(fx.b, "tmp/claim." ID_A ".3"), 0);
+	/* A, its own catalog: takes it; the claim exists and the aside is gone */
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	uint64_t size = 0;
+	cr_assert_eq(backing_stat(fx.b, aside, &size), -ENOENT, "the judged aside is removed");
+	claim_end(a, true);
+}
+
+/* Invariant 9: a holder whose claim another catalog took is fenced at its
+ * next renewal, and releases nothing. */
+Test(claim_acquire, a_holder_whose_claim_was_taken_is_fenced)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert(claim_may_write(a));
+	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	put_claim(&other);
+	cr_assert_eq(claim_start(a), 0); /* its first renewal, at once */
+	cr_assert(!claim_may_write(a), "a holder whose claim is another's may still write");
+	claim_end(a, true);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the fenced holder wrote the claim");
+	cr_assert(!r.released);
+	cr_assert(claim_may_write(NULL), "no claim: nothing to fence");
+}
+
+/* Invariant 9: no renewal succeeded for the timeout less an eighth (here
+ * 1 s: 875 ms): fenced, for good; it renews and releases nothing. */
+Test(claim_acquire, a_holder_past_its_deadline_is_fenced_and_writes_no_claim)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 1, &a, msg, sizeof(msg)), 0, "%s", msg);
+	char before[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lb = 0, la = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, sizeof(before), &lb), 0);
+	struct timespec nap = { 1, 0 }; /* past the deadline, whatever the load */
+	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(a));
+	cr_assert_eq(claim_start(a), 0);
+	claim_end(a, true);
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, after, sizeof(after), &la), 0);
+	cr_assert(lb == la && memcmp(before, after, lb) == 0, "a fenced holder rewrote the claim");
+	fflush(fx.log);
+	char cmd[PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'no longer holds the claim' /proc/%d/fd/%d)\" = 1",
+		 (int)getpid(), fileno(fx.log));
+	cr_assert_eq(system(cmd), 0, "the fence is logged once");
+}
+
+/* A rebuild that failed gives the claim back as it found it (claim_abandon),
+ * so the catalog that held it is not made behind by none. */
+Test(claim_acquire, an_abandoned_claim_is_given_back)
+{
+	struct claim *a = NULL, *b = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	char before[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lb = 0, la = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, sizeof(before), &lb), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_start(b), 0);
+	claim_abandon(b);
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, after, sizeof(after), &la), 0);
+	cr_assert(lb == la && memcmp(before, after, lb) == 0, "A's released claim is not back");
+	a = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), 0,
+		     "A is not behind: %s", msg);
+	claim_end(a, false);
+	/* none before: none after */
+	cr_assert_eq(backing_remove(fx.b, CLAIM_FILE), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	claim_abandon(b);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT);
 }

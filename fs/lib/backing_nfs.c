@@ -912,8 +912,8 @@ static int bnfs_once_rename(struct nfs_context *ctx, struct bnfs_op *op, bool fr
 	struct bnfs_fh ffh, tfh;
 	bool ignored = false; /* `to`'s directory absent: the caller makes it */
 	int rc = bnfs_walk(op->n, ctx, fdir, fresh, &ffh, cached);
-	if (rc == 0)
-		rc = bnfs_walk(op->n, ctx, tdir, fresh, &tfh, &ignored);
+	if (rc == 0 && (rc = bnfs_walk(op->n, ctx, tdir, fresh, &tfh, &ignored)) == -ENOENT)
+		*cached = false; /* the answer is about `to`'s directory, not `from` */
 	if (rc != 0)
 		return rc;
 	RENAME3args a = { .from = { .dir = bnfs_fh3(&ffh), .name = (char *)fname },
@@ -930,8 +930,8 @@ static int bnfs_once_link(struct nfs_context *ctx, struct bnfs_op *op, bool fres
 	const char *tname = bnfs_split(op->rel2, tdir, sizeof(tdir));
 	struct bnfs_fh tfh;
 	bool ignored = false;
-	if (rc == 0)
-		rc = bnfs_walk(op->n, ctx, tdir, fresh, &tfh, &ignored);
+	if (rc == 0 && (rc = bnfs_walk(op->n, ctx, tdir, fresh, &tfh, &ignored)) == -ENOENT)
+		*cached = false; /* the answer is about `to`'s directory, not `from` */
 	if (rc != 0)
 		return rc;
 	LINK3args a = { .file = bnfs_fh3(&f.fh),

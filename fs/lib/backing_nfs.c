@@ -1,6 +1,17 @@
 /* backing_nfs — the nfs://server[:port]/export/path backend of backing.h,
- * through libnfs's synchronous API, NFSv3 only (libnfs 4.0's NFSv4 fails
- * writes of 4 KiB and more).
+ * NFSv3 only (libnfs 4.0's NFSv4 fails writes of 4 KiB and more): libnfs
+ * connects and mounts; the objects are read and written by NFSv3 RPCs on
+ * file handles (libnfs's raw rpc_nfs3_*_async calls, waited for one at a
+ * time), so that an object costs the RPCs it needs and no more:
+ *
+ *   get     LOOKUP name in its directory's kept handle (the reply carries
+ *           the type and size), READs                 (libnfs's nfs_open: a
+ *           LOOKUP per path component, ACCESS, then our GETATTR, READs)
+ *   put     CREATE tmp/x GUARDED, one WRITE FILE_SYNC (or UNSTABLE WRITEs
+ *           and a COMMIT past writemax), RENAME into the kept handle of the
+ *           object's directory
+ *   stat    LOOKUP;   remove  REMOVE;   mkdir  MKDIR (keeps the handle)
+ *   list    libnfs's opendir/readdir (READDIRPLUS), by path: rare
  *
  * A libnfs context is one TCP connection with its own event loop and is not
  * thread-safe, so calls share a small pool:
@@ -14,9 +25,10 @@
  *     under the pool lock before its thread touches it, and only that thread
  *     clears the mark. Connecting happens outside the lock.
  *  2. No call blocks forever (backing.h invariant 2): every RPC carries the
- *     timeout (nfs_set_timeout, applied by libnfs per RPC from when it is
- *     queued, so it bounds a silence of the server, not a long transfer);
- *     TCP connects are bounded by the SYN retry count (nfs_set_tcp_syncnt).
+ *     timeout (nfs_set_timeout: libnfs applies it per RPC from when it is
+ *     queued, raw RPCs included, so it bounds a silence of the server, not a
+ *     long transfer); TCP connects are bounded by the SYN retry count
+ *     (nfs_set_tcp_syncnt).
  *  3. A context that saw a transport error (timeout, lost or refused
  *     connection) is dropped, so the next call connects afresh; a call that
  *     failed that way on a context reused from the pool, quickly (not by
@@ -24,32 +36,65 @@
  *     server restart invisible to the caller. Every call here is safe to
  *     repeat (a put re-writes its own temporary; unlink of an absent name is
  *     success for the caller).
- *  4. Each READ/WRITE asks for at most readmax/writemax bytes, so each sync
- *     call has one RPC in flight: when it returns, no callback of libnfs can
- *     still point at its stack frame. If RPCs are nevertheless left queued
- *     after a failure, the context is shut down but not destroyed (destroying
- *     would run their callbacks against stack frames that are gone): a small
- *     leak, counted and logged, instead of memory corruption.
+ *  4. One RPC in flight per call: each is waited for (bnfs_wait) before the
+ *     next is sent, and each READ/WRITE asks for at most readmax/writemax
+ *     bytes, so when a call returns no callback of libnfs can still point at
+ *     its stack frame — except after a broken event loop (nfs_service < 0,
+ *     -EIO), when the context is dropped: shut down but not destroyed if RPCs
+ *     are still queued (destroying would run their callbacks against stack
+ *     frames that are gone): a small leak, counted and logged, instead of
+ *     memory corruption.
+ *  5. Nothing planted on the export is followed (backing.c invariant 8): a
+ *     directory is reached by a LOOKUP per component, each of which must be
+ *     a directory (a symlink is -ELOOP, whatever it points to: bnfs_walk);
+ *     a temporary is created GUARDED (any entry at its unguessable name, a
+ *     symlink included, is EEXIST; a regular file there is taken as our own
+ *     CREATE whose reply a lost connection ate, invariant 3), a get or stat
+ *     accepts only a regular file, and a directory found by mkdir must be
+ *     one. Files are created 0600, directories 0700. Only list goes by
+ *     libnfs's path API, which resolves symlinks in the directory part
+ *     itself, on the server's export, never on this host's filesystems.
+ *     docs/DESIGN.md "Trust model".
+ *  6. Directory handles are kept (BNFS_DIR_SETS × BNFS_DIR_WAYS, by relpath,
+ *     shared by the pool's connections: a handle is the server's, not the
+ *     connection's), so that an object's get or put looks up only its last
+ *     name: tmp/, chunks/, chunks/ab/, the leaves used last, manifests/….
+ *     A kept handle answers as a fresh walk would, or is asked again:
+ *     a. a handle names one directory for as long as it lives: a directory
+ *        removed (gc or an operator, on any node) gives NFS3ERR_STALE to any
+ *        RPC on its handle, never another directory's answer (servers never
+ *        reuse a handle for another object: the kernel's NFS client relies on
+ *        the same). A stale answer drops every kept handle (those below it
+ *        are gone too) and the call is made once more by walks from the
+ *        mount's root (bnfs_op_by_handles); a symlink planted where the
+ *        directory was is then met by the walk: -ELOOP (5);
+ *     b. "absent" (ENOENT) from a get, stat, remove or a rename's source,
+ *        reached through a kept handle, is asked again the same way: the
+ *        directory may have been renamed away and another made at its name
+ *        (ckptfs renames no directory, another node's tool might), and an
+ *        absent object must be absent at its name (backing.c 10 reads walk
+ *        afresh for the same reason). An absent directory for a put, link
+ *        or mkdir is not asked again: the caller makes it (backing.c), in
+ *        the worst case inside the renamed-away directory, as backing.c 10d
+ *        accepts for a held directory fd;
+ *     c. mkdir keeps the handle its reply carries, in place of the one kept
+ *        under that name (a directory made again replaces the old one);
+ *     d. the set is guarded by dirs_lock, held only to copy a handle in or
+ *        out (backing.h 3), never across an RPC.
  *
- *  5. Nothing planted on the export is followed where libnfs lets us say so
- *     (backing.c invariant 8): a temporary is created with O_EXCL (NFSv3
- *     CREATE GUARDED: any entry at its unguessable name, a symlink included,
- *     is EEXIST; a regular file there is taken as our own CREATE whose reply
- *     a lost connection ate, invariant 3), reads open with O_NOFOLLOW and
- *     read only a regular file, stat is lstat, and a directory found by mkdir
- *     must be one. Files are created 0600, directories 0700. libnfs resolves
- *     symlinks in the directory part of a path itself; they resolve on the
- *     server's export, never on this host's filesystems, and ckptfs's own
- *     directories (chunks/, manifests/, tmp/) are made by mkdir, which never
- *     follows. docs/DESIGN.md "Trust model".
+ * Durability: a put's data is stable on the server before the RENAME: a
+ * single WRITE is FILE_SYNC (RFC 1813: data and metadata committed before the
+ * reply), several are UNSTABLE and then COMMITted, and the COMMIT's write
+ * verifier must equal the WRITEs' (a server that restarted in between may
+ * have lost them: -EIO, and the put is made again). No fsync of the
+ * directory is needed, nor possible: NFSv3 CREATE, MKDIR, RENAME and REMOVE
+ * are synchronous — the server must make the change stable before it replies
+ * (RFC 1813, section 3.3).
  *
- * Durability: nfs_fsync sends COMMIT, after which the server has the file's
- * data on stable storage. No fsync of the directory is needed, nor possible:
- * NFSv3 CREATE, MKDIR, RENAME and REMOVE are synchronous — the server must
- * make the change stable before it replies (RFC 1813, section 3.3).
- *
- * libnfs reports a timed-out RPC as -EINTR and a lost connection as -EFAULT
- * or -EIO; they reach the caller as -ETIMEDOUT and -EIO. */
+ * A timed-out RPC reaches the caller as -ETIMEDOUT, a lost connection or a
+ * broken event loop as -EIO; the server's own errors map as libnfs maps them
+ * (nfsstat3_to_errno), NFS3ERR_STALE and BADHANDLE to -ESTALE. RPCs sent are
+ * counted by type (backing_counts.nfs_rpcs; logged at close). */
 #define _GNU_SOURCE
 #include "backing_internal.h"
 

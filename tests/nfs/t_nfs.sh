@@ -227,8 +227,8 @@ check "count: 8 gets (each: the tool's stat, then the get) byte for byte" \
 put_rpcs=$(per_obj "$data/cput" total 8) get_rpcs=$(per_obj "$data/cget" total 8)
 echo "     RPCs per put: $put_rpcs ($(for t in LOOKUP CREATE WRITE COMMIT MKDIR RENAME; do printf '%s %s ' $t "$(per_obj "$data/cput" $t 8)"; done))"
 echo "     RPCs per stat + get: $get_rpcs ($(for t in LOOKUP ACCESS GETATTR READ; do printf '%s %s ' $t "$(per_obj "$data/cget" $t 8)"; done))"
-# before the handles (libnfs's path calls): 22 per put, 13 per stat + get
-check "count: a put into a new leaf costs at most 8 RPCs (was 22) [$put_rpcs]" le "$put_rpcs" 8
+# before the handles (libnfs's path calls): 19 per put, 13 per stat + get
+check "count: a put into a new leaf costs at most 8 RPCs (was 19) [$put_rpcs]" le "$put_rpcs" 8
 check "count: a stat + get costs at most 6 RPCs (was 13) [$get_rpcs]" le "$get_rpcs" 6
 check "count: no ACCESS or GETATTR for a get" [ "$(per_obj "$data/cget" ACCESS 8) $(per_obj "$data/cget" GETATTR 8)" = "0.00 0.00" ]
 check "count: backing_counts.nfs_rpcs counts what went out [$rpcs_in]" \

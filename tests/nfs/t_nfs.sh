@@ -11,6 +11,10 @@
 # within the timeout instead of hanging; it is restarted and the same open
 # backing works again; the server is frozen (SIGSTOP: connections accepted,
 # nothing answered) and calls fail by timeout; it is thawed and they work.
+# Then the NFS RPCs per put and per get, counted by type with rpccount.so
+# (fs/lib/backing_nfs.c invariant 6), and the kept directory handles against
+# another node's changes: a leaf directory removed and made again, one renamed
+# away, a symlink planted where one was.
 # ganesha is always stopped on exit. Ends with "N passed, N failed".
 set -uo pipefail
 

@@ -209,7 +209,9 @@ counted() { # counted OUT CMD...: a serve session running CMDs under rpccount.so
 	local out=$1
 	shift
 	rm -f "$out"
-	printf '%s\n' "$@" quit | RPCCOUNT_OUT=$out LD_PRELOAD=$so "$tool" -t 5000 "$url" serve >"$data/replies"
+	# (an ASan build wants its runtime first: rpccount.so is preloaded before it)
+	printf '%s\n' "$@" quit | ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		RPCCOUNT_OUT=$out LD_PRELOAD=$so "$tool" -t 5000 "$url" serve >"$data/replies"
 }
 count_of() { awk -v t="$2" '$1 == t { n = $2 } END { print n + 0 }' "$1"; } # count_of FILE TYPE
 per_obj() { # per_obj FILE TYPE N: (FILE's TYPE - the empty session's) / N, 2 decimals

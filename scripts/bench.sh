@@ -1115,6 +1115,8 @@ if [ "$run_wb" = 1 ]; then
 		# unmount): unmounted before the verify, so that it counts the restore alone
 		stop_daemon
 		grep -o 'reader: .*' "$rd/daemon.log" | tail -n 1 | sed 's/^/   ckptfs  /' || true
+		# and what the restoring node asked of ganesha (fs/lib/backing_nfs.c logs it at close)
+		grep -o 'BACKING .*NFS RPCs sent.*' "$rd/daemon.log" | tail -n 1 | sed 's/^/   ckptfs  /' || true
 		start_daemon "$rd" "" "$nurl" "$rd/cache2"
 		wb_verify "$mnt/run/step-1"
 		daemon_log_check "$rd"

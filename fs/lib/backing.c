@@ -1489,6 +1489,7 @@ void backing_get_counts(const struct backing *b, struct backing_counts *out)
 	out->syncfs = atomic_load(&b->n_syncfs);
 	out->renames = atomic_load(&b->n_renames);
 	out->walked = atomic_load(&b->n_walked);
+	out->nfs_rpcs = b->nfs ? backing_nfs_rpcs(b->nfs) : 0;
 }
 
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)

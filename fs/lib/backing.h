@@ -84,7 +84,8 @@ bool backing_sync_is_syncfs(const struct backing *b);
 unsigned backing_upload_threads(const struct backing *b);
 
 /* What the directory backend has asked of BACKING's filesystem since open:
- * for the bench and the tests (all 0 over nfs://, which commits per put). */
+ * for the bench and the tests (all 0 over nfs://, which commits per put,
+ * but nfs_rpcs). */
 struct backing_counts {
 	uint64_t file_fsyncs; /* fsync of a file (an object, a temporary) */
 	uint64_t dir_fsyncs;  /* fsync of a directory */
@@ -94,6 +95,8 @@ struct backing_counts {
 	                      /* put, move, mkdir or remove of a temporary (each a round */
 	                      /* trip on a FUSE or network BACKING; reads are not counted); */
 	                      /* backing.c 10: a put into a directory held open walks none */
+	uint64_t nfs_rpcs;    /* nfs:// only: NFS RPCs sent, all types, list's excepted */
+	                      /* (backing_nfs.c 6: an object's get is a LOOKUP and its READs) */
 };
 void backing_get_counts(const struct backing *b, struct backing_counts *out);
 

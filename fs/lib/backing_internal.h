@@ -43,6 +43,9 @@ int backing_nfs_list(struct backing_nfs *n, const char *reldir, backing_list_fn 
 /* libnfs's message for this thread's last failed NFS call ("" if none). */
 const char *backing_nfs_detail(void);
 
+/* NFS RPCs sent since open, all types (backing_counts.nfs_rpcs). */
+uint64_t backing_nfs_rpcs(struct backing_nfs *n);
+
 /* For tests: makes backing_sync of a directory backend fsync what its thread
  * put unsynced (files, then their directories) instead of one syncfs, as it
  * does by itself on FUSE and 9p (backing.c 9). */

@@ -8,11 +8,17 @@
  *   backing-tool ... SPEC rm REL
  *   backing-tool ... SPEC probe
  *   backing-tool ... SPEC serve                             commands from stdin
+ *   backing-tool ... SPEC rpcs                              NFS RPCs sent (useful in serve)
  *   backing-tool ... SPEC stress THREADS COUNT              concurrent put/get/compare
  *   backing-tool ... SPEC putnew FILE REL                   exclusive create (exit 4: exists)
  *   backing-tool ... SPEC mv FROM TO                        rename (exit 3: FROM absent)
  *   backing-tool ... SPEC race-new THREADS ROUNDS           THREADS putnew one name per
  *                                                           round: exactly one must win
+ *   backing-tool ... SPEC raw rmdir REL | raw symlink TARGET REL
+ *                                                           nfs:// only: through a libnfs
+ *                                                           connection of its own, what
+ *                                                           backing.h never does (another
+ *                                                           node's NFS client, for tests)
  *
  * SPEC is a directory or nfs://server[:port]/export/path. Exits 0 on success,
  * 3 for "not there" (-ENOENT), 1 otherwise, with one line on stderr naming
@@ -34,6 +40,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <limits.h>
+
+#include <nfsc/libnfs.h>
+#include <nfsc/libnfs-raw-nfs.h> /* NFS_V3 */
 
 #include "backing.h"
 #include "log.h"
@@ -108,7 +119,7 @@ static int bt_cmp(const void *a, const void *b)
 static void usage(void)
 {
 	fprintf(stderr, "usage: backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL | get REL FILE | "
-			"stat REL | ls [REL] | rm REL | probe | serve | stress THREADS COUNT | putnew FILE REL | mv FROM TO | race-new THREADS ROUNDS\n");
+			"stat REL | ls [REL] | rm REL | probe | rpcs | serve | stress THREADS COUNT | putnew FILE REL | mv FROM TO | race-new THREADS ROUNDS | raw rmdir REL | raw symlink TARGET REL\n");
 	exit(2);
 }
 
@@ -179,6 +190,11 @@ static int bt_command(struct backing *b, const char *cmd, int nargs, char **args
 	} else if (!strcmp(cmd, "rm") && nargs == 1) {
 		rc = backing_remove(b, args[0]);
 		*secs = bt_now() - t1;
+	} else if (!strcmp(cmd, "rpcs") && nargs == 0) { /* NFS RPCs sent so far (backing_counts) */
+		struct backing_counts c;
+		backing_get_counts(b, &c);
+		fprintf(out, "%s%llu%s", inline_out ? " " : "", (unsigned long long)c.nfs_rpcs,
+			inline_out ? "" : "\n");
 	} else if (!strcmp(cmd, "probe") && nargs == 0) {
 		char msg[1024];
 		rc = backing_probe(b, msg, sizeof(msg));
@@ -221,6 +237,48 @@ static int bt_serve(struct backing *b)
 		fflush(stdout);
 	}
 	return 0;
+}
+
+/* ---- raw: rmdir / symlink on an nfs:// export through libnfs itself, so
+ * that ganesha sees the change (a change made beside it, on its exported
+ * directory, can stay hidden behind its caches) ---- */
+
+static int bt_raw(const char *spec, int nargs, char **args)
+{
+	if (strncmp(spec, "nfs://", 6) != 0 || nargs < 2)
+		return BT_USAGE;
+	/* nfs://host[:port]/path[?args] → libnfs's nfs://host/path?nfsport=port[&args] */
+	const char *host = spec + 6, *slash = strchr(host, '/');
+	if (!slash)
+		return BT_USAGE;
+	const char *colon = memchr(host, ':', (size_t)(slash - host));
+	const char *query = strchr(slash, '?');
+	char url[2048];
+	snprintf(url, sizeof(url), "nfs://%.*s%.*s?%s%.*s%s%s", (int)((colon ? colon : slash) - host),
+		 host, (int)(query ? (size_t)(query - slash) : strlen(slash)), slash,
+		 colon ? "nfsport=" : "", colon ? (int)(slash - colon - 1) : 0, colon ? colon + 1 : "",
+		 colon && query ? "&" : "", query ? query + 1 : "");
+	struct nfs_context *nfs = nfs_init_context();
+	if (!nfs)
+		return -ENOMEM;
+	struct nfs_url *u = nfs_parse_url_dir(nfs, url);
+	int rc = u ? nfs_set_version(nfs, NFS_V3) : -EINVAL;
+	if (rc == 0)
+		rc = nfs_mount(nfs, u->server, u->path);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "/%s", args[nargs - 1]);
+	if (rc == 0 && !strcmp(args[0], "rmdir") && nargs == 2)
+		rc = nfs_rmdir(nfs, path);
+	else if (rc == 0 && !strcmp(args[0], "symlink") && nargs == 3)
+		rc = nfs_symlink(nfs, args[1], path);
+	else if (rc == 0)
+		rc = BT_USAGE;
+	if (rc != 0 && rc != BT_USAGE)
+		fprintf(stderr, "backing-tool: raw %s %s: %s\n", args[0], path, nfs_get_error(nfs));
+	if (u)
+		nfs_destroy_url(u);
+	nfs_destroy_context(nfs);
+	return rc;
 }
 
 /* ---- stress: THREADS threads, each COUNT put + get + compare of its own
@@ -357,6 +415,12 @@ int main(int argc, char **argv)
 		usage();
 	const char *spec = argv[optind], *cmd = argv[optind + 1];
 	log_setup(stderr, verbose ? LOG_LVL_INFO : LOG_LVL_ERROR);
+	if (!strcmp(cmd, "raw")) {
+		int rrc = bt_raw(spec, argc - optind - 2, argv + optind + 2);
+		if (rrc == BT_USAGE)
+			usage();
+		return rrc == 0 ? 0 : 1;
+	}
 
 	struct backing *b;
 	int rc = backing_open(spec, timeout_ms, &b);

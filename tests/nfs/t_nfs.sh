@@ -11,6 +11,10 @@
 # within the timeout instead of hanging; it is restarted and the same open
 # backing works again; the server is frozen (SIGSTOP: connections accepted,
 # nothing answered) and calls fail by timeout; it is thawed and they work.
+# Then the NFS RPCs per put and per get, counted by type with rpccount.so
+# (fs/lib/backing_nfs.c invariant 6), and the kept directory handles against
+# another node's changes: a leaf directory removed and made again, one renamed
+# away, a symlink planted where one was.
 # ganesha is always stopped on exit. Ends with "N passed, N failed".
 set -uo pipefail
 
@@ -195,6 +199,101 @@ ask 10 quit
 wait "$serve_pid" 2>/dev/null
 serve_pid=
 check "no temporaries left in tmp/ after the outages" [ -z "$(ls -A "$export_dir/tmp")" ]
+
+# ---- NFS round trips per object (backing_nfs.c 6), counted by type with
+# tests/nfs/rpccount.c (LD_PRELOAD: it sees libnfs's own RPCs as well) ----
+so=$work/rpccount.so
+if cc -shared -fPIC -O2 -o "$so" "$here/rpccount.c" -ldl; then ok "rpccount.so builds"; else bad "rpccount.so builds"; fi
+head -c $((1536 * 1024)) /dev/urandom >"$data/obj" # 2 WRITEs and 2 READs of 1 MiB
+counted() { # counted OUT CMD...: a serve session running CMDs under rpccount.so
+	local out=$1
+	shift
+	rm -f "$out"
+	# (an ASan build wants its runtime first: rpccount.so is preloaded before it)
+	printf '%s\n' "$@" quit | ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		RPCCOUNT_OUT=$out LD_PRELOAD=$so "$tool" -t 5000 "$url" serve >"$data/replies"
+}
+count_of() { awk -v t="$2" '$1 == t { n = $2 } END { print n + 0 }' "$1"; } # count_of FILE TYPE
+per_obj() { # per_obj FILE TYPE N: (FILE's TYPE - the empty session's) / N, 2 decimals
+	awk -v a="$(count_of "$1" "$2")" -v z="$(count_of "$data/c0" "$2")" -v n="$3" 'BEGIN { printf "%.2f", (a - z) / n }'
+}
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+counted "$data/c0" # mount and close only
+puts=() gets=()
+for i in 1 2 3 4 5 6 7 8; do
+	puts+=("put $data/obj chunks/ab/c$i/o$i")
+	gets+=("get chunks/ab/c$i/o$i $data/obj.out$i")
+done
+counted "$data/cput" "${puts[@]}"
+check "count: 8 puts of 1.5 MiB into new leaf directories" [ "$(grep -c '^ok' "$data/replies")" = 8 ]
+counted "$data/cget" rpcs "${gets[@]}" rpcs # a fresh session: no handle kept yet
+rpcs_in=$(awk '/^ok/ { if (!n++) a = $3; r = $3 } END { print r - a }' "$data/replies") # backing_counts
+check "count: 8 gets (each: the tool's stat, then the get) byte for byte" \
+	bash -c "[ \"\$(grep -c '^ok' '$data/replies')\" = 10 ] && for i in 1 2 3 4 5 6 7 8; do cmp -s '$data/obj' '$data/obj.out'\$i || exit 1; done"
+put_rpcs=$(per_obj "$data/cput" total 8) get_rpcs=$(per_obj "$data/cget" total 8)
+echo "     RPCs per put: $put_rpcs ($(for t in LOOKUP CREATE WRITE COMMIT MKDIR RENAME; do printf '%s %s ' $t "$(per_obj "$data/cput" $t 8)"; done))"
+echo "     RPCs per stat + get: $get_rpcs ($(for t in LOOKUP ACCESS GETATTR READ; do printf '%s %s ' $t "$(per_obj "$data/cget" $t 8)"; done))"
+# before the handles (libnfs's path calls): 19 per put, 13 per stat + get
+check "count: a put into a new leaf costs at most 8 RPCs (was 19) [$put_rpcs]" le "$put_rpcs" 8
+check "count: a stat + get costs at most 6 RPCs (was 13) [$get_rpcs]" le "$get_rpcs" 6
+check "count: no ACCESS or GETATTR for a get" [ "$(per_obj "$data/cget" ACCESS 8) $(per_obj "$data/cget" GETATTR 8)" = "0.00 0.00" ]
+check "count: backing_counts.nfs_rpcs counts what went out [$rpcs_in]" \
+	[ "$rpcs_in" = $(($(count_of "$data/cget" total) - $(count_of "$data/c0" total))) ]
+
+# ---- kept directory handles (backing_nfs.c 6) against another node's
+# changes: one backing kept open (serve) while a second NFS client
+# (backing-tool, its raw libnfs calls) removes, recreates, renames directories
+# and plants a symlink where one was ----
+printf 'first bytes\n' >"$data/a"
+printf 'other bytes, longer\n' >"$data/b"
+printf 'third\n' >"$data/c"
+coproc SERVE { exec "$tool" -v -t 5000 "$url" serve 2>"$work/serve.err"; }
+serve_pid=$SERVE_PID
+ask 10 put "$data/a" chunks/ef/01/x
+ask 10 get chunks/ef/01/x "$data/x.out"
+expect "handles: put + get through one open backing" "ok *"
+T rm chunks/ef/01/x && T raw rmdir chunks/ef/01 && T put "$data/b" chunks/ef/01/x
+check "handles: another node removes the leaf directory and makes it again" [ $? -eq 0 ]
+ask 10 get chunks/ef/01/x "$data/x.out"
+expect "stale handle: get" "ok *"
+check "stale handle: get gives the new directory's file byte for byte" cmp -s "$data/b" "$data/x.out"
+ask 10 put "$data/c" chunks/ef/01/y
+expect "stale handle: put" "ok *"
+check "stale handle: the put is in the new directory" cmp -s "$data/c" "$export_dir/chunks/ef/01/y"
+ask 10 rm chunks/ef/01/x
+expect "stale handle: remove" "ok *"
+check "stale handle: the removed file is gone from the new directory" [ ! -e "$export_dir/chunks/ef/01/x" ]
+ask 10 stat chunks/ef/01/x
+expect "stale handle: stat of the removed file is ENOENT" "err * ENOENT"
+# "absent" through a kept handle is asked again by the path: the directory
+# renamed away by another node still has a valid handle
+T mv chunks/ef/01 chunks/ef/moved && T put "$data/b" chunks/ef/01/z
+check "handles: another node renames the directory away and makes a new one" [ $? -eq 0 ]
+ask 10 get chunks/ef/01/z "$data/z.out"
+expect "absent via a kept handle is looked up again: get" "ok *"
+check "absent via a kept handle: the new directory's bytes" cmp -s "$data/b" "$data/z.out"
+# a symlink where a kept directory was: never followed, nothing of its target read or changed
+mkdir -p "$export_dir/victim"
+printf "victim's bytes\n" >"$export_dir/victim/v"
+ask 10 put "$data/a" chunks/ef/02/v
+T rm chunks/ef/02/v && T raw rmdir chunks/ef/02 && T raw symlink ../../victim chunks/ef/02
+check "handles: another node replaces a leaf directory by a symlink" [ $? -eq 0 -a -L "$export_dir/chunks/ef/02" ]
+ask 10 get chunks/ef/02/v "$data/victim.out"
+expect "symlink where a kept directory was: get fails" "err * ELOOP"
+check "symlink: no bytes of its target read" [ ! -e "$data/victim.out" ]
+ask 10 put "$data/c" chunks/ef/02/w
+expect "symlink where a kept directory was: put fails" "err * ELOOP"
+ask 10 rm chunks/ef/02/v
+expect "symlink where a kept directory was: remove fails" "err * ELOOP"
+check "symlink: its target directory is untouched" \
+	[ "$(ls "$export_dir/victim")" = v -a "$(cat "$export_dir/victim/v")" = "victim's bytes" ]
+ask 10 quit
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+grep -q 'directory handle went stale' "$work/serve.err"
+check "the stale handles were noticed (logged), not missed" [ $? -eq 0 ]
+rm -rf "$export_dir/victim" "$export_dir/chunks/ef/02"
+check "no temporaries left in tmp/ after the handle cases" [ -z "$(ls -A "$export_dir/tmp")" ]
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -198,7 +198,11 @@ test_node_in_a_netns_unmounted_while_cut_off_exits_cleanly() {
 		"node B's state after its link was cut (lease $MN_LEASE_MS ms)"
 	t0=$SECONDS
 	mn_umount B
-	assert_le $((SECONDS - t0)) 30 "seconds node B took to unmount with its link cut"
+	# a hang detector, not a speed target: each PostgreSQL call of the
+	# cut-off node waits its meta_timeout (3 s) before it gives up, and
+	# the unmount makes about a dozen (35-42 s at load 10-13, old and new
+	# builds alike; under 30 s on a quiet machine)
+	assert_le $((SECONDS - t0)) 90 "seconds node B took to unmount with its link cut"
 	assert_contains "$(cat "$MN_DLOG_B")" "could not release its lease" "node B's log"
 	cp "$CK_REF/f.bin" "$MN_MNT_A/d/g.bin"
 	assert_file_eq "$CK_REF/f.bin" "$MN_MNT_A/d/f.bin"

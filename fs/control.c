@@ -166,7 +166,7 @@ static void control_change_error(int fd, int rc, const char *verb)
  * true (answered) then. */
 static bool control_fenced(struct control *c, int fd, const char *verb)
 {
-	if (claim_may_write(c->d.claim))
+	if (!claim_lost(c->d.claim))
 		return false;
 	char what[160];
 	snprintf(what, sizeof(what), "%s refused: this daemon lost BACKING's claim (see its log): "
@@ -286,6 +286,11 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 	}
 	if (!dry && control_fenced(c, fd, "gc"))
 		return;
+	if (!dry && !claim_may_write(c->d.claim)) { /* unsure (claim.h 9): nothing removed now */
+		control_proto_error(fd, EAGAIN, "gc refused: this daemon could not renew BACKING's "
+				    "claim lately (see its log); try again once it has");
+		return;
+	}
 	bool shared = cat_is_shared(c->d.cat);
 	struct aq_named *named = NULL;
 	char err[512];

@@ -62,12 +62,13 @@ static struct ns_file *ops_file(struct fuse_file_info *fi)
 }
 
 /* Shared catalog: once this node's lease ran out (leasekeep.h), and any
- * catalog once it lost BACKING's claim (claim.h invariant 9), every change
- * is refused with EROFS and replied here; true then. */
+ * catalog once it lost BACKING's claim for good (claim.h invariant 9: not
+ * while it is only unsure), every change is refused with EROFS and replied
+ * here; true then. */
 static bool ops_fenced(fuse_req_t req)
 {
 	const struct ops_context *ctx = ops_ctx(req);
-	if (!leasekeep_fenced(ctx->lease) && claim_may_write(ctx->claim))
+	if (!leasekeep_fenced(ctx->lease) && !claim_lost(ctx->claim))
 		return false;
 	fuse_reply_err(req, EROFS);
 	return true;

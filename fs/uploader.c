@@ -113,8 +113,9 @@ static int64_t up_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* claim.h invariant 9: false once this daemon may no longer write BACKING;
- * the work in hand answers -EROFS and its row stays queued, untouched. */
+/* claim.h invariant 9: false while this daemon is unsure of BACKING's claim
+ * and once it lost it; the work in hand answers -EROFS and its row stays
+ * queued, untouched (picked again once the claim is renewed). */
 static bool up_may_write(struct uploader *u)
 {
 	return claim_may_write(u->cfg.claim);
@@ -1139,8 +1140,9 @@ void uploader_stop(struct uploader *u, bool drain)
 			if (!any && cat_upload_list(u->cat, 0, &row, 1) == 0)
 				break;
 			if (!any && !up_may_write(u)) {
-				log_warn("unmount: this daemon lost BACKING's claim: the upload queue"
-					 " stays in the cache");
+				log_warn("unmount: this daemon %s BACKING's claim: the upload queue"
+					 " stays in the cache", claim_lost(u->cfg.claim) ? "lost"
+					 : "could not renew");
 				break;
 			}
 			if (!any && !u->down && up_mono_s() - u->last_progress > 5 &&

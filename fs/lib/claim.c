@@ -22,9 +22,11 @@
  *
  * claim_start renews once, then the renewal thread wakes every timeout/4,
  * reads the claim and rewrites it with the time only if its bytes are the
- * ones we wrote last (invariant 3) and the last renewal is recent enough
- * (invariant 9); otherwise the holder is fenced (logged once) and never
- * writes the claim, or anything else on BACKING, again. */
+ * ones we wrote last (invariant 3) and the last renewal is recent enough;
+ * past that, still our bytes, it takes the claim anew as a taker would
+ * (claim_retake, invariant 9). A claim another's or gone, or a take lost:
+ * the holder is fenced (logged once) and never writes the claim, or
+ * anything else on BACKING, again. */
 #define _GNU_SOURCE
 #include "claim.h"
 
@@ -59,6 +61,7 @@ struct claim {
 	size_t prev_len;
 	int fenced;		  /* invariant 9: 0 → 1 once (atomics), logged then */
 	uint64_t sure_until_ms;	  /* invariant 9, on claim_clock_ms (atomics) */
+	int unsure_said;	  /* invariant 9: the wait past the deadline logged (atomics) */
 	char *replaced;		  /* the bytes claim_acquire replaced (claim_abandon) */
 	size_t replaced_len;
 	unsigned asides;	  /* asides made: each round's is a new name (invariant 10) */
@@ -318,20 +321,31 @@ static void claim_fence(struct claim *c, const char *why)
 		  backing_spec(c->b), CLAIM_FILE, why, c->self.cache);
 }
 
+/* Invariant 9: the last renewal that found the claim ours is recent enough. */
+static bool claim_sure(struct claim *c)
+{
+	return c->self.shared || /* invariant 7: never taken over by age */
+	       claim_clock_ms() < __atomic_load_n(&c->sure_until_ms, __ATOMIC_ACQUIRE);
+}
+
+bool claim_lost(struct claim *c)
+{
+	return c && __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE);
+}
+
 bool claim_may_write(struct claim *c)
 {
 	if (!c)
 		return true;
-	if (__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE))
+	if (claim_lost(c))
 		return false;
-	if (c->self.shared) /* invariant 7: never taken over by age */
+	if (claim_sure(c))
 		return true;
-	if (claim_clock_ms() < __atomic_load_n(&c->sure_until_ms, __ATOMIC_ACQUIRE))
-		return true;
-	char why[96];
-	snprintf(why, sizeof(why), "no renewal succeeded for %u s less a margin: another catalog "
-		 "may take it", c->timeout_s);
-	claim_fence(c, why);
+	if (!__atomic_exchange_n(&c->unsure_said, 1, __ATOMIC_ACQ_REL))
+		log_warn("BACKING %s: the claim %s was not renewed for %u s less a margin (another "
+			 "catalog may take a claim not renewed for %u s): nothing is put on or removed "
+			 "from BACKING until a renewal finds the claim still ours; writes go on into "
+			 "the cache", backing_spec(c->b), CLAIM_FILE, c->timeout_s, c->timeout_s);
 	return false;
 }
 
@@ -663,15 +677,55 @@ static bool claim_is_ours(const struct claim *c, const char *have, size_t len)
 	       (c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0);
 }
 
-/* One renewal (invariant 3); called with c->lock not held. first: by
- * claim_start, whatever the time since the acquisition (claim.h); later
- * ones only while sure of the claim (invariant 9): a renewal past the
- * deadline could overwrite a taker's claim. */
+/* Invariant 9: a renewal past the deadline, as a taker of a stale claim
+ * takes it (invariant 2, 10): the claim, still our bytes, moved aside and
+ * made anew by an exclusive create, so that of us and a taker who judged it
+ * stale exactly one wins. A rewrite in place could overwrite the taker's
+ * new claim. have: the claim's bytes, read at started and ours. */
+static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
+{
+	char aside[64 + CLAIM_ID_LEN];
+	int taken = claim_take_stale(c, have, len, aside, sizeof(aside));
+	if (taken < 0) { /* BACKING failed: still unsure, the next renewal looks again */
+		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
+			 strerror(-taken));
+		return;
+	}
+	if (taken == 0) {
+		claim_fence(c, "a taker moved it aside while this daemon could not renew it");
+		return;
+	}
+	int rc = claim_render(c);
+	if (rc == 0)
+		rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
+	if (rc == 0 || rc == -EEXIST)
+		backing_remove(c->b, aside); /* a claim exists (invariant 10) */
+	if (rc == -EEXIST) {
+		claim_fence(c, "another catalog took BACKING over while this daemon could not renew "
+			       "the claim");
+		return;
+	}
+	if (rc != 0) { /* the aside, our bytes, stands for the claim (10); looked at next time */
+		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
+			 strerror(-rc));
+		return;
+	}
+	c->prev_len = 0;
+	claim_sure_from(c, started);
+	__atomic_store_n(&c->unsure_said, 0, __ATOMIC_RELEASE);
+	log_info("BACKING %s: the claim %s is renewed again, still ours: uploads and removals go on",
+		 backing_spec(c->b), CLAIM_FILE);
+}
+
+/* One renewal (invariant 3); called with c->lock not held. Past the
+ * deadline (invariant 9) it takes the claim anew instead (claim_retake). */
 static void claim_renew(struct claim *c, bool first)
 {
+	(void)first;
 	assert(c->written_len > 0);
-	if (__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE) || (!first && !claim_may_write(c)))
+	if (claim_lost(c))
 		return; /* fenced, logged */
+	bool sure = claim_sure(c);
 	uint64_t started = claim_clock_ms();
 	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
@@ -679,18 +733,18 @@ static void claim_renew(struct claim *c, bool first)
 	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);
-	free(have);
-	if (rc != 0 && rc != -ENOENT && rc != -EFBIG) {
+	if (rc != 0 && rc != -ENOENT && rc != -EFBIG)
 		log_warn("BACKING %s: cannot read the claim %s to renew it: %s (a later renewal "
 			 "tries again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
-		return;
-	}
-	if (!ours) {
+	else if (!ours)
 		claim_fence(c, rc == 0 ? "another catalog took BACKING over: the claim names another "
 					 "holder now"
 				       : "the claim was removed");
+	else if (!sure)
+		claim_retake(c, have, len, started);
+	free(have);
+	if (rc != 0 || !ours || !sure)
 		return;
-	}
 	memcpy(c->prev, c->written, c->written_len);
 	c->prev_len = c->written_len;
 	if (claim_render(c) != 0)

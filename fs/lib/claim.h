@@ -66,16 +66,24 @@
  *     the way out (an empty cache: the catalog rebuilt from BACKING knows
  *     both). A fresh catalog (new, rebuilt) knows BACKING as it is now.
  *     A claim removed by hand is absent: FREE to anyone (the decision).
- *  9. Only a holder sure of its claim writes BACKING (claim_may_write):
- *     once a renewal found the claim another's or gone, or the last
- *     renewal that succeeded STARTED longer ago than the timeout less an
- *     eighth (CLOCK_BOOTTIME: a suspended machine's time counts), the
- *     holder is fenced for good. A taker judges by the heartbeat, which that
- *     renewal wrote after it started, so no one takes a lone claim over
- *     before its holder fenced itself, unless one put stalls for longer
- *     than the margin. A fenced holder puts, moves and removes nothing on
- *     BACKING, renews and releases nothing; its daemon answers changes
- *     with EROFS and reads on (fs/ops.c, fs/uploader.c, fs/control.c).
+ *  9. Only a holder sure of its claim writes BACKING (claim_may_write).
+ *     UNSURE: the last renewal that found the claim ours STARTED longer ago
+ *     than the timeout less an eighth (CLOCK_BOOTTIME: a suspended
+ *     machine's time counts; a BACKING that does not answer, a stopped
+ *     process). A taker judges by the heartbeat, which that renewal wrote
+ *     after it started, so no one takes a lone claim over before its
+ *     holder stopped writing, unless one put stalls for longer than the
+ *     margin. An unsure holder puts, moves and removes nothing on BACKING
+ *     (uploads and removals wait, queued); writes go on into the cache. Its
+ *     next renewal takes the claim anew as a taker would (2, 10: moved
+ *     aside if still our bytes, then an exclusive create), never by a
+ *     rewrite in place, which could overwrite the claim of a taker that
+ *     judged ours stale meanwhile: exactly one of us wins. Won, it is sure
+ *     again and uploads go on. LOST (fenced for good): a renewal found the
+ *     claim another's or gone, or lost the take. A lost holder puts, moves
+ *     and removes nothing on BACKING, renews and releases nothing; its
+ *     daemon answers changes with EROFS and reads on (fs/ops.c,
+ *     fs/uploader.c, fs/control.c); what it holds stays in its cache.
  *     A shared claim is never taken over by age (7): only a lost one fences.
  * 10. During a take-over the stale claim lives on as tmp/claim.<instance>.<n>
  *     (the aside, 2) until the new claim exists: its taker removes it only
@@ -167,9 +175,12 @@ void claim_end(struct claim *c, bool release);
  * made BEHIND (invariant 8) by a catalog that never came to be. NULL is
  * allowed. */
 void claim_abandon(struct claim *c);
-/* Invariant 9: whether this holder may still put, move or remove anything
- * on BACKING. Lock-free, for every thread; true for NULL (no claim). The
- * first call that finds the deadline passed logs the fence (one line). */
+/* Invariant 9: whether this holder may put, move or remove anything on
+ * BACKING now. Lock-free, for every thread; true for NULL (no claim). False
+ * while unsure (past the deadline: logged once per wait) and once lost. */
 bool claim_may_write(struct claim *c);
+/* Invariant 9: the claim is another's or gone, for good: changes get EROFS.
+ * False for NULL. */
+bool claim_lost(struct claim *c);
 
 #endif

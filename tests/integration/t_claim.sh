@@ -6,8 +6,10 @@
 # claim_timeout) is taken over, by exactly one of two racing mounts; the same
 # over nfs://. `ckptfs-admin rebuild` claims BACKING for the new catalog
 # (refused while another daemon holds it; the catalog it passed is behind).
-# A daemon whose claim was taken, or that was stopped past claim_timeout, is
-# fenced: EROFS for changes, reads on, BACKING untouched from then on. And a catalog.db with damaged bytes: the mount is refused
+# A daemon whose claim was taken (also while it was stopped past
+# claim_timeout) is fenced: EROFS for changes, reads on, BACKING untouched
+# from then on; one stopped past claim_timeout whose claim nobody took takes
+# it anew and goes on. And a catalog.db with damaged bytes: the mount is refused
 # naming `ckptfs-admin rebuild`, `ckptfs-admin check` reports SQLite's
 # integrity_check and exits 1.
 . "$(dirname "$0")/lib.sh"
@@ -388,26 +390,53 @@ test_a_daemon_whose_claim_was_taken_writes_nothing_more_to_backing() {
 	_fenced_checks "a taken claim"
 }
 
-# F4, by time: the daemon stopped (SIGSTOP, as a paused VM) for longer than
-# claim_timeout: at once when it runs again, before any renewal could tell,
-# it writes nothing more — another catalog may have taken BACKING meanwhile.
-test_a_daemon_stopped_past_claim_timeout_writes_nothing_more_to_backing() {
+# F4, by time (claim.h invariant 9): the daemon stopped (SIGSTOP, as a
+# paused VM) for longer than claim_timeout while another catalog took
+# BACKING over (here its claim written by hand). When it runs again it is
+# past its deadline: it writes nothing until a renewal, which finds the
+# claim another's: lost, EROFS, BACKING untouched.
+test_a_daemon_stopped_past_claim_timeout_while_its_claim_was_taken_writes_nothing_more() {
 	ck_mount claim_timeout=4
 	_save step-1 1
 	ck_wait_durable
 	_open_step2
 	kill -STOP "$CK_PID"
 	sleep 5
+	_foreign_claim 0
 	kill -CONT "$CK_PID"
-	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (no renewal succeeded for 4 s" 30 ||
+	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (another catalog took BACKING over" 30 ||
 		ck_fail "no fence logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
 	_fenced_checks "a stop past claim_timeout"
-	# nobody took BACKING meanwhile: the same cache remounts (its own claim)
-	# and uploads what the fence kept queued
+}
+
+# Invariant 9: stopped past claim_timeout and nobody took BACKING: the
+# daemon waits (nothing put), then its renewal takes its own claim anew
+# (moved aside, created exclusively) and it goes on — writes never failed,
+# and what it wrote since reaches BACKING.
+test_a_daemon_stopped_past_claim_timeout_takes_its_own_claim_anew_and_goes_on() {
 	ck_mount claim_timeout=4
+	_save step-1 1
 	ck_wait_durable
-	[ "$_BEFORE" != "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "the remount uploaded nothing"
-	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs after the remount"
+	local instance
+	instance=$(_claim_field instance)
+	kill -STOP "$CK_PID"
+	sleep 5
+	kill -CONT "$CK_PID"
+	ck_wait_log "$CK_DLOG" "is renewed again, still ours" 30 ||
+		ck_fail "the daemon did not take its claim anew: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	grep -q "was not renewed for 4 s less a margin" "$CK_DLOG" ||
+		ck_fail "the wait past the deadline was not logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	grep -q "no longer holds the claim" "$CK_DLOG" && ck_fail "fenced although nobody took the claim"
+	assert_eq "$instance" "$(_claim_field instance)" "the claim's instance after the take"
+	assert_eq "$CK_CACHE" "$(_claim_field cache)" "the claim's cache after the take"
+	ls "$CK_BACKING/tmp" | grep -q '^claim\.' && ck_fail "an aside of the take was left: $(ls "$CK_BACKING/tmp")"
+	_save step-2 1
+	ck_wait_durable
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs"
+	ck_umount
+	assert_eq yes "$(_claim_field released)" "the claim released at the unmount"
+	ck_mount
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs after a remount"
 	ck_umount
 }
 

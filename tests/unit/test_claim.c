@@ -7,6 +7,7 @@
  * releases only its own, and of racing takers exactly one wins. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -585,7 +586,20 @@ Test(claim_acquire, a_holder_whose_claim_was_taken_is_fenced)
 
 /* Invariant 9: no renewal succeeded for the timeout less an eighth (here
  * 1 s: 875 ms): fenced, for good; it renews and releases nothing. */
-Test(claim_acquire, a_holder_past_its_deadline_is_fenced_and_writes_no_claim)
+/* Claim asides left in BACKING's tmp/ (invariant 10). */
+static int system_count_tmp_asides(void)
+{
+	char cmd[PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "exit $(ls %s/backing/tmp 2>/dev/null | grep -c '^claim\\.')",
+		 fx.dir);
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Invariant 9: past its deadline (a BACKING that did not answer, a stopped
+ * process) a holder writes nothing — not even its claim in place — until a
+ * renewal takes the claim anew as a taker would; it is not lost for that. */
+Test(claim_acquire, a_holder_past_its_deadline_writes_nothing_until_it_takes_its_claim_anew)
 {
 	struct claim *a = NULL;
 	char msg[PATH_MAX + 512];
@@ -593,18 +607,56 @@ Test(claim_acquire, a_holder_past_its_deadline_is_fenced_and_writes_no_claim)
 	char before[CLAIM_MAX], after[CLAIM_MAX];
 	size_t lb = 0, la = 0;
 	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, sizeof(before), &lb), 0);
-	struct timespec nap = { 1, 0 }; /* past the deadline, whatever the load */
+	struct timespec nap = { 1, 100 * 1000 * 1000 }; /* past the deadline, whatever the load */
 	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(a), "a holder past its deadline may write");
 	cr_assert(!claim_may_write(a));
-	cr_assert_eq(claim_start(a), 0);
-	claim_end(a, true);
+	cr_assert(!claim_lost(a), "unsure is not lost: nothing says another took the claim");
 	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, after, sizeof(after), &la), 0);
-	cr_assert(lb == la && memcmp(before, after, lb) == 0, "a fenced holder rewrote the claim");
+	cr_assert(lb == la && memcmp(before, after, lb) == 0, "an unsure holder rewrote the claim");
+	cr_assert_eq(claim_start(a), 0); /* its first renewal: taken anew, still ours */
+	cr_assert(claim_may_write(a), "the claim taken anew, the holder is sure again");
+	cr_assert(!claim_lost(a));
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	cr_assert_eq(system_count_tmp_asides(), 0, "the aside of the take was left in tmp/");
+	claim_end(a, true);
 	fflush(fx.log);
 	char cmd[PATH_MAX];
-	snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'no longer holds the claim' /proc/%d/fd/%d)\" = 1",
-		 (int)getpid(), fileno(fx.log));
-	cr_assert_eq(system(cmd), 0, "the fence is logged once");
+	snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'was not renewed for 1 s' /proc/%d/fd/%d)\" = 1"
+		 " && grep -q 'renewed again, still ours' /proc/%d/fd/%d", (int)getpid(),
+		 fileno(fx.log), (int)getpid(), fileno(fx.log));
+	cr_assert_eq(system(cmd), 0, "the wait is logged once, and its end");
+}
+
+/* Invariant 9: past its deadline, a holder whose claim another catalog took
+ * meanwhile (judged stale by its heartbeat) is lost: it writes nothing more,
+ * and the taker's claim stands. */
+Test(claim_acquire, a_holder_past_its_deadline_whose_claim_was_taken_meanwhile_is_lost)
+{
+	struct claim *a = NULL, *b = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 1, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct timespec nap = { 2, 100 * 1000 * 1000 }; /* past A's deadline, its heartbeat stale */
+	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(a));
+	/* B judges A's daemon gone (its cache's lock gone, as a stopped VM's
+	 * cache seen from elsewhere would be judged by its heartbeat): taken */
+	char lock[PATH_MAX];
+	snprintf(lock, sizeof(lock), "%s/lock", fx.cache[0]);
+	cr_assert_eq(unlink(lock), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 1, &b, msg, sizeof(msg)), 0,
+		     "the taker: %s", msg);
+	cr_assert_eq(claim_start(a), 0); /* A's renewal finds B's claim */
+	cr_assert(claim_lost(a), "a holder whose claim was taken while it was unsure is not lost");
+	cr_assert(!claim_may_write(a));
+	claim_end(a, true);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the lost holder wrote the claim");
+	claim_end(b, true);
 }
 
 /* A rebuild that failed gives the claim back as it found it (claim_abandon),

@@ -43,6 +43,7 @@ struct rebuild_report {
 	uint64_t manifests_older;     /* lower versions / seqs not needed */
 	uint64_t manifests_corrupt;   /* unreadable, truncated, bad checksum, malformed: skipped */
 	uint64_t manifests_rejected;  /* valid but in conflict with the catalog (-EEXIST) */
+	uint64_t generations_held;    /* of those, applied HELD (rebuild.c invariant 7) */
 	uint64_t generations_lost;    /* ids of which no version could be applied */
 	uint64_t names_ignored;       /* entries under manifests/ that are not manifests */
 	/* with REBUILD_CHECK_CHUNKS */

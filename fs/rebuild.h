@@ -19,6 +19,9 @@
  *    lose the newer one.
  *  - BACKING failing (other than a manifest vanishing: -ENOENT) stops the
  *    rebuild with its error.
+ *  - a generation manifest that conflicts with the catalog by its path is
+ *    applied HELD as "<name>.rebuild-<id>" (rebuild.c invariant 7); counted
+ *    in manifests_rejected and generations_held, not in generations.
  *
  * Returns 0 or a negative errno; the report is filled either way. */
 #ifndef CKPTFS_REBUILD_H

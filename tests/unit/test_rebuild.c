@@ -389,6 +389,59 @@ Test(rebuild, a_rejected_save_comes_back_held_and_its_shared_chunk_stays, .init 
 	store_close(st);
 }
 
+/* Invariant 7: an admin's commit of a save a rebuild held shows it under
+ * its new name, and the uploader writes its manifest again with that name
+ * (the same id and version, in place of the old one): the next rebuild
+ * brings it back committed, in conflict with nothing. */
+Test(rebuild, a_held_save_committed_comes_back_committed_under_its_new_name, .init = setup,
+     .fini = teardown)
+{
+	uint64_t ids[3];
+	uint64_t id4 = populate_rejected(ids, PR_CHUNKS, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations_held, 1);
+	OK(cat_gen_commit(fx.dst, id4, "admin"));
+	struct store *st;
+	char cache[160];
+	snprintf(cache, sizeof(cache), "%s/cache", fx.dir);
+	cr_assert_eq(mkdir(cache, 0700), 0);
+	OK(store_open(cache, &st));
+	struct uploader_config cfg = { .threads = 1, .deadline_s = 600, .chunk_max = 1 << 20 };
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", cache);
+	struct uploader *u;
+	OK(uploader_start(&cfg, fx.dst, st, fx.b, NULL, NULL, NULL, &u));
+	uploader_kick(u);
+	uploader_stop(u, true);
+	store_close(st);
+
+	struct cat *again;
+	char p2[160], name[64];
+	snprintf(p2, sizeof(p2), "%s/again.db", fx.dir);
+	OK(cat_open(p2, 0, 0, NULL, NULL, &again));
+	OK(rebuild_catalog(fx.b, again, REBUILD_CHECK_CHUNKS, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 0);
+	cr_assert_eq(rep.generations_held, 0);
+	cr_assert_eq(rep.generations, 4);
+	cr_assert_eq(rep.chunks_missing, 0);
+	struct cat_gen g;
+	OK(cat_gen_get(again, id4, &g));
+	snprintf(name, sizeof(name), "step-400.rebuild-%llu", (unsigned long long)id4);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_str_eq(g.name, name);
+	cr_assert_eq(g.version, 1);
+	struct cat_gen g_dst;
+	OK(cat_gen_get(fx.dst, id4, &g_dst));
+	char *want = ts_dump_from(fx.dst, g_dst.root, "s", false);
+	char *got = ts_dump_from(again, g.root, "s", false);
+	cr_assert_str_eq(got, want);
+	free(want);
+	free(got);
+	OK(cat_check(again));
+	OK(cat_gen_check(again));
+	cat_close(again);
+}
+
 /* A manifest the rebuild rejects and cannot apply held either (its name and
  * its held name are taken in the rebuilt tree: a save deleted while its
  * manifest removal was still queued, its name reused; rebuild.c invariant

@@ -333,18 +333,18 @@ static int rb_hold(struct rb_state *s, const char *path, const struct manifest *
 		   const char *conflict)
 {
 	char reason[GEN_HELD_MAX], err[MANIFEST_ERR_MAX];
-	char where[2 * CAT_NAME_MAX + 4];
+	char where[1024]; /* a path from the mount's root, cut if longer */
 	snprintf(where, sizeof(where), "%s%s%s", m->gen.series, m->gen.series[0] ? "/" : "",
 		 m->gen.name);
 	/* cut at GEN_HELD_MAX - 1 bytes (generation.h G5) */
 	snprintf(reason, sizeof(reason), "rebuild: %s conflicts with the catalog at %s (%s)", path,
 		 where, conflict);
-	int rc = manifest_apply_held(s->cat, m, reason, err, sizeof(err));
+	int rc = manifest_apply_held(s->cat, m, reason, where, sizeof(where), err, sizeof(err));
 	if (rc == 0) {
 		s->rep->generations_held++;
 		log_warn("rebuild: BACKING %s: %s conflicts with the catalog (%s); applied HELD as"
-			 " %s" MANIFEST_HELD_SUFFIX "%" PRIu64 " (ckptfs-admin list --all; commit or"
-			 " rm it)", backing_spec(s->b), path, conflict, where, m->gen.id);
+			 " %s (ckptfs-admin list --all; commit or rm it)", backing_spec(s->b), path,
+			 conflict, where);
 		return 1;
 	}
 	if (rc == -EEXIST || rc == -EOPNOTSUPP) {

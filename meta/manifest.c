@@ -1410,7 +1410,19 @@ struct mf_apply {
 	uint64_t gen;    /* 0 for a tree manifest */
 	const char *held; /* manifest_apply_held: the reason (M4), else NULL */
 	char held_name[CAT_NAME_MAX + 1]; /* M4: the root's name */
+	char *where;      /* M4: the path it was linked at, if not NULL */
+	size_t wheresz;
 };
+
+/* M4: appends "/" (unless first) and name to a->where. */
+static void mf_where_add(struct mf_apply *a, const char *name)
+{
+	if (a->where == NULL || a->wheresz == 0)
+		return;
+	size_t at = strlen(a->where);
+	if (at + 1 < a->wheresz)
+		snprintf(a->where + at, a->wheresz - at, "%s%s", at ? "/" : "", name);
+}
 
 /* M4: base with ".rebuild-<id>" appended, base cut short so that the whole
  * fits CAT_NAME_MAX. */
@@ -1667,6 +1679,7 @@ static int mf_series(struct mf_apply *a, uint64_t *series)
 			memcpy(comp, held, sizeof(held));
 			rc = mf_lookup(a, dir, comp, &ino, &mode, &gen);
 		}
+		mf_where_add(a, comp);
 		if (rc == 1) {
 			if (!S_ISDIR(mode) || gen != 0) {
 				mf_err(a->err, a->errsz, "line 2: series \"%s\": \"%s\" exists as inode"
@@ -1715,6 +1728,7 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 	if (rc == 0)
 		rc = mf_series(a, &series);
 	const char *name = a->held ? a->held_name : g->name;
+	mf_where_add(a, name);
 	if (rc == 0) {
 		rc = mf_lookup(a, series, name, &ino, &mode, &gen);
 		if (rc == 1) {
@@ -1749,10 +1763,13 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 	return rc;
 }
 
-static int mf_apply_run(struct cat *cat, const struct manifest *m, const char *held, char *err,
-			size_t errsz)
+static int mf_apply_run(struct cat *cat, const struct manifest *m, const char *held, char *where,
+			size_t wheresz, char *err, size_t errsz)
 {
-	struct mf_apply a = { .cat = cat, .m = m, .err = err, .errsz = errsz, .held = held };
+	struct mf_apply a = { .cat = cat, .m = m, .err = err, .errsz = errsz, .held = held,
+			      .where = where, .wheresz = wheresz };
+	if (where && wheresz > 0)
+		where[0] = '\0';
 	uint32_t *subdirs = calloc(m->n_inodes, sizeof(*subdirs));
 	int rc = 0;
 	if (errsz > 0)
@@ -1796,6 +1813,8 @@ static int mf_apply_run(struct cat *cat, const struct manifest *m, const char *h
 		sqlite3_finalize(a.st[i]);
 	cat_unlock(cat);
 
+	if (rc != 0 && where && wheresz > 0)
+		where[0] = '\0'; /* linked nowhere */
 	if (rc == -ENOMEM)
 		mf_err(err, errsz, "out of memory");
 	else if (rc != 0 && errsz > 0 && err[0] == 0)
@@ -1805,7 +1824,7 @@ static int mf_apply_run(struct cat *cat, const struct manifest *m, const char *h
 			 " (%s%s%s: %zu inodes, %" PRIu64 " files, %" PRIu64 " bytes, %zu chunks)%s%s%s",
 			 cat->path, m->gen.id, m->gen.version, m->gen.series,
 			 m->gen.series[0] ? "/" : "", m->gen.name, m->n_inodes, m->files, m->bytes,
-			 m->n_chunks, held ? " HELD as " : "", held ? a.held_name : "",
+			 m->n_chunks, held ? " HELD as " : "", held && where ? where : "",
 			 held ? " (M4)" : "");
 	else if (rc == 0)
 		log_info("catalog %s: applied the manifest of the tree outside generations (%zu"
@@ -1820,12 +1839,14 @@ static int mf_apply_run(struct cat *cat, const struct manifest *m, const char *h
 int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz)
 {
 	if (cat->shared) return manifest_shared_apply(cat, m, err, errsz);
-	return mf_apply_run(cat, m, NULL, err, errsz);
+	return mf_apply_run(cat, m, NULL, NULL, 0, err, errsz);
 }
 
-int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *err,
-			size_t errsz)
+int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *where,
+			size_t wheresz, char *err, size_t errsz)
 {
+	if (where && wheresz > 0)
+		where[0] = '\0';
 	if (errsz > 0)
 		err[0] = 0;
 	if (m->kind != MANIFEST_GEN || reason == NULL || reason[0] == '\0' ||
@@ -1840,7 +1861,7 @@ int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *r
 		       "the shared catalog" : "a catalog of schema version < 5");
 		return -EOPNOTSUPP;
 	}
-	return mf_apply_run(cat, m, reason, err, errsz);
+	return mf_apply_run(cat, m, reason, where, wheresz, err, errsz);
 }
 
 int manifest_apply(struct cat *cat, const char *buf, size_t len, char *err, size_t errsz)

@@ -179,14 +179,15 @@ int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, 
  * (a conflicting series component likewise), row HELD with reason (1 to
  * GEN_HELD_MAX - 1 bytes; generation.h G5) and rule MANIFEST_HELD_RULE,
  * durable at its version (its manifest is on BACKING, under its old name
- * until a commit writes it again). -EINVAL for a tree manifest or a bad
+ * until a commit writes it again). where (if not NULL) gets the path it is
+ * linked at from the mount's root (cut at wheresz; "" if not applied). -EINVAL for a tree manifest or a bad
  * reason, -EOPNOTSUPP on the shared engine or a schema older than 5,
  * -EEXIST if the id or the renamed path is taken too; else as
  * manifest_apply_parsed. */
 #define MANIFEST_HELD_SUFFIX ".rebuild-"
 #define MANIFEST_HELD_RULE "rebuild"
-int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *err,
-			size_t errsz);
+int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *where,
+			size_t wheresz, char *err, size_t errsz);
 /* The path of inode id inside the manifest ("" for the root; via first entries). */
 void manifest_inode_path(const struct manifest *m, uint64_t id, char *buf, size_t size);
 

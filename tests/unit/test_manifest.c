@@ -529,11 +529,13 @@ Test(manifest, conflicts_with_the_catalog_are_rejected_whole, .init = setup, .fi
 	free(gen.p);
 }
 
+static char held_where[512]; /* where apply_held linked it */
+
 static int apply_held(struct text t, const char *reason, char *err, size_t errsz)
 {
 	struct manifest *m;
 	OK(manifest_parse(t.p, t.len, &m, err, errsz));
-	int rc = manifest_apply_held(fx.dst, m, reason, err, errsz);
+	int rc = manifest_apply_held(fx.dst, m, reason, held_where, sizeof(held_where), err, errsz);
 	manifest_free(m);
 	return rc;
 }
@@ -560,6 +562,7 @@ Test(manifest, a_conflicting_generation_is_applied_held_under_another_name, .ini
 	edit(&other, "\ngen 1 ", "\ngen 77 ");
 	int rc = apply_held(other, "rebuild: conflicts with run1/ckpt/step-100", err, sizeof(err));
 	cr_assert_eq(rc, 0, "apply_held: %d %s", rc, err);
+	cr_assert_str_eq(held_where, "run1/ckpt/step-100.rebuild-77");
 	OK(cat_check(fx.dst));
 	OK(cat_gen_check(fx.dst));
 	struct cat_gen g;
@@ -597,6 +600,7 @@ Test(manifest, a_conflicting_generation_is_applied_held_under_another_name, .ini
 	edit(&t, " run1/ckpt ", " run1/ckpt/step-100/model ");
 	rc = apply_held(t, "rebuild: series inside a save", err, sizeof(err));
 	cr_assert_eq(rc, 0, "apply_held: %d %s", rc, err);
+	cr_assert_str_eq(held_where, "run1/ckpt/step-100.rebuild-78/model/step-100.rebuild-78");
 	OK(cat_check(fx.dst));
 	OK(cat_gen_check(fx.dst));
 	struct cat_inode twin, model;

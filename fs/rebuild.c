@@ -32,7 +32,8 @@
  *  7. A complete save is never lost to the catalog for a conflict of names:
  *     a generation manifest the catalog refuses (-EEXIST: its series/name
  *     taken by a lower id's save or by the tree, e.g. meta/upload.h U8's
- *     case) is applied HELD (manifest.h M4: "<name>.rebuild-<id>", hidden,
+ *     case) is applied HELD (manifest.h M4: "<name>.rebuild-<id>", hidden
+ *     though no generation pattern matches it: fs/gen.c gen_hidden,
  *     reason "rebuild: <manifest> conflicts with the catalog at <path>
  *     (...)", rule "rebuild") from its version's manifest, which stays on
  *     BACKING as that generation's. Its chunks are counted, so neither the

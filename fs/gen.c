@@ -24,6 +24,7 @@
 
 #include "generation.h"
 #include "log.h"
+#include "manifest.h"
 #include "node.h"
 #include "proof.h"
 #include "upload.h"
@@ -196,7 +197,10 @@ const struct cat_gen_spec *gen_spec_for(struct gen_policy *g, uint64_t parent, c
 bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name)
 {
 	uint64_t step;
-	if (g->opt.show_open || !gen_name_matches(g, name, &step))
+	/* a save a rebuild held under NAME.rebuild-ID (manifest.h M4) matches
+	 * no pattern, and is hidden as any held one */
+	if (g->opt.show_open ||
+	    (!gen_name_matches(g, name, &step) && strstr(name, MANIFEST_HELD_SUFFIX) == NULL))
 		return false;
 	struct cat_gen gen;
 	return cat_gen_find(g->cat, dir, name, &gen) == 0 &&

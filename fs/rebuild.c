@@ -28,7 +28,22 @@
  *     are reserved (cat_gen_id_reserve), so a new generation's manifest
  *     never overwrites the only copy of a save the rebuild left out, and a
  *     later rebuild never takes one save for the other (the shared
- *     engine's too: rebuild --meta, pggen_rebuild_reserve_ids). */
+ *     engine's too: rebuild --meta, pggen_rebuild_reserve_ids).
+ *  7. A complete save is never lost to the catalog for a conflict of names:
+ *     a generation manifest the catalog refuses (-EEXIST: its series/name
+ *     taken by a lower id's save or by the tree, e.g. meta/upload.h U8's
+ *     case) is applied HELD (manifest.h M4: "<name>.rebuild-<id>", hidden
+ *     though no generation pattern matches it: fs/gen.c gen_hidden,
+ *     reason "rebuild: <manifest> conflicts with the catalog at <path>
+ *     (...)", rule "rebuild") from its version's manifest, which stays on
+ *     BACKING as that generation's. Its chunks are counted, so neither the
+ *     reclaim (a shared chunk whose other save is deleted) nor gc removes
+ *     them; only an admin decision (ckptfs-admin commit / rm, or
+ *     keep-latest-k's rule for held saves) ends it. Where M4 cannot apply
+ *     (the shared engine: rebuild --meta; the renamed path taken too) it is
+ *     left out as before: counted rejected and lost, its id kept
+ *     (invariant 6), its chunks kept by gc only (admin_query.h 3). A lower
+ *     version of it is not tried: the newest one is the save. */
 #define _GNU_SOURCE
 #include "rebuild.h"
 
@@ -312,9 +327,41 @@ struct rb_state {
 	struct rb_seen seen;
 };
 
-/* Reads, checks and applies path. Returns 0 if applied, -EBADMSG or -ENOENT
- * when the caller may fall back to an older one, -EEXIST for a conflict,
- * another error to stop. */
+/* Invariant 7: m, which conflicts with the catalog (conflict: why), applied
+ * HELD. 1 if it was, -EEXIST if it stays out (logged), another error to
+ * stop. */
+static int rb_hold(struct rb_state *s, const char *path, const struct manifest *m,
+		   const char *conflict)
+{
+	char reason[GEN_HELD_MAX], err[MANIFEST_ERR_MAX];
+	char where[1024]; /* a path from the mount's root, cut if longer */
+	snprintf(where, sizeof(where), "%s%s%s", m->gen.series, m->gen.series[0] ? "/" : "",
+		 m->gen.name);
+	/* cut at GEN_HELD_MAX - 1 bytes (generation.h G5) */
+	snprintf(reason, sizeof(reason), "rebuild: %s conflicts with the catalog at %s (%s)", path,
+		 where, conflict);
+	int rc = manifest_apply_held(s->cat, m, reason, where, sizeof(where), err, sizeof(err));
+	if (rc == 0) {
+		s->rep->generations_held++;
+		log_warn("rebuild: BACKING %s: %s conflicts with the catalog (%s); applied HELD as"
+			 " %s (ckptfs-admin list --all; commit or rm it)", backing_spec(s->b), path,
+			 conflict, where);
+		return 1;
+	}
+	if (rc == -EEXIST || rc == -EOPNOTSUPP) {
+		/* invariant 6 still keeps its id; admin_query.h 3 its chunks from gc */
+		log_warn("rebuild: BACKING %s: %s conflicts with the catalog (%s) and cannot be"
+			 " applied held (%s); skipping it: it stays on BACKING, its chunks counted by"
+			 " no catalog row", backing_spec(s->b), path, conflict, err);
+		return -EEXIST;
+	}
+	log_error("rebuild: BACKING %s: cannot apply %s held: %s", backing_spec(s->b), path, err);
+	return rc;
+}
+
+/* Reads, checks and applies path. Returns 0 if applied, 1 if applied HELD
+ * (invariant 7), -EBADMSG or -ENOENT when the caller may fall back to an
+ * older one, -EEXIST for a conflict left out, another error to stop. */
 static int rb_apply(struct rb_state *s, const char *path)
 {
 	struct manifest *m = NULL;
@@ -328,14 +375,17 @@ static int rb_apply(struct rb_state *s, const char *path)
 		rc = manifest_apply_parsed(s->cat, m, err, sizeof(err));
 		if (rc == -EEXIST) {
 			s->rep->manifests_rejected++;
-			log_warn("rebuild: BACKING %s: %s conflicts with the catalog (%s); skipping it",
-				 backing_spec(s->b), path, err);
+			if (m->kind == MANIFEST_GEN)
+				rc = rb_hold(s, path, m, err);
+			else
+				log_warn("rebuild: BACKING %s: %s conflicts with the catalog (%s);"
+					 " skipping it", backing_spec(s->b), path, err);
 		} else if (rc != 0) {
 			log_error("rebuild: BACKING %s: cannot apply %s: %s", backing_spec(s->b), path,
 				  err);
 		}
 	}
-	if (rc == 0) {
+	if (rc == 0 || rc == 1) {
 		s->rep->files += m->files;
 		s->rep->bytes += m->bytes;
 	}
@@ -372,8 +422,8 @@ static int rb_generation(struct rb_state *s, const struct rb_list *l, size_t fir
 	for (size_t i = first; i < end; i++) {
 		manifest_gen_path(l->v[i].id, (uint32_t)l->v[i].version, path, sizeof(path));
 		int rc = rb_apply(s, path);
-		if (rc == 0) {
-			s->rep->generations++;
+		if (rc == 0 || rc == 1) {
+			s->rep->generations += rc == 0;
 			s->rep->manifests_older += end - i - 1;
 			if (i > first)
 				log_warn("rebuild: BACKING %s: generation %" PRIu64 " came back at"
@@ -453,9 +503,10 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 	if (rc == 0)
 		log_info("rebuild: BACKING %s: %s tree, %" PRIu64 " generations (%" PRIu64 " files, %"
 			 PRIu64 " bytes); %" PRIu64 " older manifests ignored, %" PRIu64 " corrupt,"
-			 " %" PRIu64 " in conflict, %" PRIu64 " generations lost", backing_spec(b),
-			 rep->tree_applied ? "the" : "no", rep->generations, rep->files, rep->bytes,
-			 rep->manifests_older, rep->manifests_corrupt, rep->manifests_rejected,
+			 " %" PRIu64 " in conflict (%" PRIu64 " of them applied held), %" PRIu64
+			 " generations lost", backing_spec(b), rep->tree_applied ? "the" : "no",
+			 rep->generations, rep->files, rep->bytes, rep->manifests_older,
+			 rep->manifests_corrupt, rep->manifests_rejected, rep->generations_held,
 			 rep->generations_lost);
 	if (rc == 0 && (flags & REBUILD_CHECK_CHUNKS))
 		log_info("rebuild: BACKING %s: %" PRIu64 " chunks checked, %" PRIu64 " missing or"

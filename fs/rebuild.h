@@ -19,6 +19,9 @@
  *    lose the newer one.
  *  - BACKING failing (other than a manifest vanishing: -ENOENT) stops the
  *    rebuild with its error.
+ *  - a generation manifest that conflicts with the catalog by its path is
+ *    applied HELD as "<name>.rebuild-<id>" (rebuild.c invariant 7); counted
+ *    in manifests_rejected and generations_held, not in generations.
  *
  * Returns 0 or a negative errno; the report is filled either way. */
 #ifndef CKPTFS_REBUILD_H
@@ -43,6 +46,7 @@ struct rebuild_report {
 	uint64_t manifests_older;     /* lower versions / seqs not needed */
 	uint64_t manifests_corrupt;   /* unreadable, truncated, bad checksum, malformed: skipped */
 	uint64_t manifests_rejected;  /* valid but in conflict with the catalog (-EEXIST) */
+	uint64_t generations_held;    /* of those, applied HELD (rebuild.c invariant 7) */
 	uint64_t generations_lost;    /* ids of which no version could be applied */
 	uint64_t names_ignored;       /* entries under manifests/ that are not manifests */
 	/* with REBUILD_CHECK_CHUNKS */

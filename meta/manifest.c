@@ -53,6 +53,7 @@
 
 #include "chunker.h"
 #include "codec.h"
+#include "generation.h"
 #include "hash.h"
 #include "log.h"
 #include "manifest_shared.h"
@@ -1390,6 +1391,14 @@ static const char mf_gen_insert_v3[] =
 	" created_ns, committed_ns, ended_ns, rule, backup_root, durable_version)"
 	" VALUES(?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, 0, ?10, 0, ?6)";
 
+/* manifest_apply_held (schema 5, M4): HELD with its reason in ?11. Its
+ * manifest is on BACKING (durable_version = version, as above): a rebuild
+ * read it there. */
+static const char mf_gen_insert_held[] =
+	"INSERT INTO generations(id, series, root, name, step, state, version, pinned,"
+	" created_ns, committed_ns, ended_ns, rule, backup_root, durable_version, held)"
+	" VALUES(?1, ?2, ?3, ?4, ?5, 4, ?6, ?7, ?8, ?9, 0, ?10, 0, ?6, ?11)";
+
 struct mf_apply {
 	struct cat *cat;
 	const struct manifest *m;
@@ -1399,7 +1408,33 @@ struct mf_apply {
 	uint64_t *map;   /* local id → catalog inode, 0 while unplaced */
 	bool *existing;  /* the catalog inode was there before (merged directory) */
 	uint64_t gen;    /* 0 for a tree manifest */
+	const char *held; /* manifest_apply_held: the reason (M4), else NULL */
+	char held_name[CAT_NAME_MAX + 1]; /* M4: the root's name */
+	char *where;      /* M4: the path it was linked at, if not NULL */
+	size_t wheresz;
 };
+
+/* M4: appends "/" (unless first) and name to a->where. */
+static void mf_where_add(struct mf_apply *a, const char *name)
+{
+	if (a->where == NULL || a->wheresz == 0)
+		return;
+	size_t at = strlen(a->where);
+	if (at + 1 < a->wheresz)
+		snprintf(a->where + at, a->wheresz - at, "%s%s", at ? "/" : "", name);
+}
+
+/* M4: base with ".rebuild-<id>" appended, base cut short so that the whole
+ * fits CAT_NAME_MAX. */
+static void mf_held_name(const struct mf_apply *a, const char *base, char out[CAT_NAME_MAX + 1])
+{
+	char suffix[40];
+	int n = snprintf(suffix, sizeof(suffix), "%s%" PRIu64, MANIFEST_HELD_SUFFIX, a->m->gen.id);
+	size_t keep = strlen(base);
+	if (keep > CAT_NAME_MAX - (size_t)n)
+		keep = CAT_NAME_MAX - (size_t)n;
+	snprintf(out, CAT_NAME_MAX + 1, "%.*s%s", (int)keep, base, suffix);
+}
 
 static int mf_step(struct mf_apply *a, enum mf_stmt id, bool row_wanted)
 {
@@ -1637,6 +1672,14 @@ static int mf_series(struct mf_apply *a, uint64_t *series)
 		uint64_t ino, gen;
 		uint32_t mode;
 		rc = mf_lookup(a, dir, comp, &ino, &mode, &gen);
+		if (rc == 1 && (!S_ISDIR(mode) || gen != 0) && a->held) {
+			/* M4: a component taken by something else: its renamed twin */
+			char held[CAT_NAME_MAX + 1];
+			mf_held_name(a, comp, held);
+			memcpy(comp, held, sizeof(held));
+			rc = mf_lookup(a, dir, comp, &ino, &mode, &gen);
+		}
+		mf_where_add(a, comp);
 		if (rc == 1) {
 			if (!S_ISDIR(mode) || gen != 0) {
 				mf_err(a->err, a->errsz, "line 2: series \"%s\": \"%s\" exists as inode"
@@ -1684,11 +1727,13 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 	}
 	if (rc == 0)
 		rc = mf_series(a, &series);
+	const char *name = a->held ? a->held_name : g->name;
+	mf_where_add(a, name);
 	if (rc == 0) {
-		rc = mf_lookup(a, series, g->name, &ino, &mode, &gen);
+		rc = mf_lookup(a, series, name, &ino, &mode, &gen);
 		if (rc == 1) {
 			mf_err(a->err, a->errsz, "line 2: \"%s%s%s\" exists in the catalog as inode"
-			       " %" PRIu64, g->series, g->series[0] ? "/" : "", g->name, ino);
+			       " %" PRIu64, g->series, g->series[0] ? "/" : "", name, ino);
 			rc = -EEXIST;
 		}
 	}
@@ -1696,7 +1741,7 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 		rc = mf_insert_inode(a, &m->inodes[0], mf_nlink(m, subdirs, 0) +
 				     !S_ISDIR(m->inodes[0].mode), &a->map[0]);
 	if (rc == 0)
-		rc = mf_dirent(a, series, g->name, a->map[0]);
+		rc = mf_dirent(a, series, name, a->map[0]);
 	if (rc == 0 && S_ISDIR(m->inodes[0].mode))
 		rc = mf_nlink_add(a, series);
 	if (rc == 0) {
@@ -1704,26 +1749,33 @@ static int mf_apply_gen(struct mf_apply *a, const uint32_t *subdirs)
 		sqlite3_bind_int64(st, 1, (int64_t)g->id);
 		sqlite3_bind_int64(st, 2, (int64_t)series);
 		sqlite3_bind_int64(st, 3, (int64_t)a->map[0]);
-		mf_bind_text(st, 4, g->name);
+		mf_bind_text(st, 4, name);
 		sqlite3_bind_int64(st, 5, (int64_t)g->step);
 		sqlite3_bind_int64(st, 6, g->version);
 		sqlite3_bind_int64(st, 7, g->pinned);
 		sqlite3_bind_int64(st, 8, g->created_ns);
 		sqlite3_bind_int64(st, 9, g->committed_ns);
-		mf_bind_text(st, 10, g->rule);
+		mf_bind_text(st, 10, a->held ? MANIFEST_HELD_RULE : g->rule);
+		if (a->held)
+			mf_bind_text(st, 11, a->held);
 		rc = mf_step(a, A_GEN_INSERT, false);
 	}
 	return rc;
 }
 
-int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz)
+static int mf_apply_run(struct cat *cat, const struct manifest *m, const char *held, char *where,
+			size_t wheresz, char *err, size_t errsz)
 {
-	if (cat->shared) return manifest_shared_apply(cat, m, err, errsz);
-	struct mf_apply a = { .cat = cat, .m = m, .err = err, .errsz = errsz };
+	struct mf_apply a = { .cat = cat, .m = m, .err = err, .errsz = errsz, .held = held,
+			      .where = where, .wheresz = wheresz };
+	if (where && wheresz > 0)
+		where[0] = '\0';
 	uint32_t *subdirs = calloc(m->n_inodes, sizeof(*subdirs));
 	int rc = 0;
 	if (errsz > 0)
 		err[0] = 0;
+	if (held)
+		mf_held_name(&a, m->gen.name, a.held_name);
 	a.map = calloc(m->n_inodes, sizeof(*a.map));
 	a.existing = calloc(m->n_inodes, sizeof(*a.existing));
 	if (subdirs == NULL || a.map == NULL || a.existing == NULL)
@@ -1737,7 +1789,7 @@ int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, 
 	for (int i = 0; i < A_COUNT && rc == 0; i++) {
 		const char *sql = mf_apply_sql[i];
 		if (v3 && i == A_GEN_INSERT)
-			sql = mf_gen_insert_v3;
+			sql = held ? mf_gen_insert_held : mf_gen_insert_v3;
 		if (i == A_CHUNK_UPSERT)
 			sql = cat_refs_manifest_sql(cat->schema_version);
 		rc = mf_prepare(cat, "prepare a manifest statement", sql, &a.st[i]);
@@ -1761,16 +1813,19 @@ int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, 
 		sqlite3_finalize(a.st[i]);
 	cat_unlock(cat);
 
+	if (rc != 0 && where && wheresz > 0)
+		where[0] = '\0'; /* linked nowhere */
 	if (rc == -ENOMEM)
 		mf_err(err, errsz, "out of memory");
 	else if (rc != 0 && errsz > 0 && err[0] == 0)
 		mf_err(err, errsz, "catalog: %s", strerror(-rc));
 	if (rc == 0 && m->kind == MANIFEST_GEN)
 		log_info("catalog %s: applied the manifest of generation %" PRIu64 " version %" PRIu32
-			 " (%s%s%s: %zu inodes, %" PRIu64 " files, %" PRIu64 " bytes, %zu chunks)",
+			 " (%s%s%s: %zu inodes, %" PRIu64 " files, %" PRIu64 " bytes, %zu chunks)%s%s%s",
 			 cat->path, m->gen.id, m->gen.version, m->gen.series,
 			 m->gen.series[0] ? "/" : "", m->gen.name, m->n_inodes, m->files, m->bytes,
-			 m->n_chunks);
+			 m->n_chunks, held ? " HELD as " : "", held && where ? where : "",
+			 held ? " (M4)" : "");
 	else if (rc == 0)
 		log_info("catalog %s: applied the manifest of the tree outside generations (%zu"
 			 " inodes, %" PRIu64 " files, %" PRIu64 " bytes, %zu chunks)", cat->path,
@@ -1779,6 +1834,34 @@ int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, 
 	free(a.map);
 	free(a.existing);
 	return rc;
+}
+
+int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz)
+{
+	if (cat->shared) return manifest_shared_apply(cat, m, err, errsz);
+	return mf_apply_run(cat, m, NULL, NULL, 0, err, errsz);
+}
+
+int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *where,
+			size_t wheresz, char *err, size_t errsz)
+{
+	if (where && wheresz > 0)
+		where[0] = '\0';
+	if (errsz > 0)
+		err[0] = 0;
+	if (m->kind != MANIFEST_GEN || reason == NULL || reason[0] == '\0' ||
+	    strlen(reason) >= GEN_HELD_MAX) {
+		mf_err(err, errsz, "only a generation manifest is applied held, with a reason of 1 to"
+		       " %d bytes", GEN_HELD_MAX - 1);
+		return -EINVAL;
+	}
+	if (cat->shared || cat->schema_version < 5) {
+		/* pggen_apply_manifest inserts COMMITTED rows only; schema 5 has `held` */
+		mf_err(err, errsz, "%s cannot apply a manifest held", cat->shared ?
+		       "the shared catalog" : "a catalog of schema version < 5");
+		return -EOPNOTSUPP;
+	}
+	return mf_apply_run(cat, m, reason, where, wheresz, err, errsz);
 }
 
 int manifest_apply(struct cat *cat, const char *buf, size_t len, char *err, size_t errsz)

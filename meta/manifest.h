@@ -31,6 +31,19 @@
  *  M3. After an apply, cat_check and cat_gen_check hold: chunk counts equal
  *      the extents naming them, nlink equals entries, the generation's tree
  *      carries its id.
+ *  M4. A generation manifest that conflicts with the catalog by its name is
+ *      not lost to the catalog: manifest_apply_held applies it whole as a
+ *      HELD generation (generation.h G5: hidden, kept byte for byte until
+ *      an admin decides) under a name that cannot conflict — its root named
+ *      "<name>.rebuild-<id>" (the name cut short to fit CAT_NAME_MAX), and a
+ *      component of its series that exists as something other than a
+ *      directory outside generations replaced by "<component>.rebuild-<id>"
+ *      — so that its files name their chunks and the chunks are counted
+ *      (no reclaim removes an object it names). Ids are unique, so only a
+ *      catalog already holding its id, or those very names, refuses it
+ *      (-EEXIST). SQLite engine, schema 5 and later (the shared engine's
+ *      apply, pggen_apply_manifest, writes COMMITTED rows only:
+ *      -EOPNOTSUPP).
  *
  * Calls return 0 or a negative errno. */
 #ifndef CKPTFS_MANIFEST_H
@@ -160,6 +173,21 @@ void manifest_free(struct manifest *m); /* NULL is allowed */
 int manifest_format(const struct manifest *m, char **out, size_t *len);
 /* Applies a parsed manifest (manifest_apply without the parse). */
 int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, size_t errsz);
+
+/* M4: applies generation manifest m HELD, for one manifest_apply_parsed
+ * refused with -EEXIST: root renamed "<name>" MANIFEST_HELD_SUFFIX "<id>"
+ * (a conflicting series component likewise), row HELD with reason (1 to
+ * GEN_HELD_MAX - 1 bytes; generation.h G5) and rule MANIFEST_HELD_RULE,
+ * durable at its version (its manifest is on BACKING, under its old name
+ * until a commit writes it again). where (if not NULL) gets the path it is
+ * linked at from the mount's root (cut at wheresz; "" if not applied). -EINVAL for a tree manifest or a bad
+ * reason, -EOPNOTSUPP on the shared engine or a schema older than 5,
+ * -EEXIST if the id or the renamed path is taken too; else as
+ * manifest_apply_parsed. */
+#define MANIFEST_HELD_SUFFIX ".rebuild-"
+#define MANIFEST_HELD_RULE "rebuild"
+int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *where,
+			size_t wheresz, char *err, size_t errsz);
 /* The path of inode id inside the manifest ("" for the root; via first entries). */
 void manifest_inode_path(const struct manifest *m, uint64_t id, char *buf, size_t size);
 

@@ -74,8 +74,9 @@
  *      brings the save back at its old path (its manifest's series), beside
  *      A's older version if A had one; a newer save made since under that
  *      same path and name conflicts with it there (the rebuild applies
- *      lower ids first and rejects the newer one, which stays on BACKING,
- *      rebuild.c invariant 6). While A is HELD (a crash while it was open)
+ *      lower ids first; the newer one comes back HELD as
+ *      "<name>.rebuild-<id>", its manifest staying on BACKING as its own,
+ *      rebuild.c invariant 7). While A is HELD (a crash while it was open)
  *      the row waits for the decision, and the chunk removals queued after
  *      it wait too (U5 a).
  *      Not covered: a save whose ROOT is moved straight into an open

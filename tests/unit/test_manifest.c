@@ -529,6 +529,109 @@ Test(manifest, conflicts_with_the_catalog_are_rejected_whole, .init = setup, .fi
 	free(gen.p);
 }
 
+static char held_where[512]; /* where apply_held linked it */
+
+static int apply_held(struct text t, const char *reason, char *err, size_t errsz)
+{
+	struct manifest *m;
+	OK(manifest_parse(t.p, t.len, &m, err, errsz));
+	int rc = manifest_apply_held(fx.dst, m, reason, held_where, sizeof(held_where), err, errsz);
+	manifest_free(m);
+	return rc;
+}
+
+/* M4: what conflicts by its name comes back HELD under a name that does
+ * not, whole (its tree as the source's, its chunks counted); the same id
+ * again, a tree manifest or no reason is refused with nothing changed. */
+Test(manifest, a_conflicting_generation_is_applied_held_under_another_name, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series;
+	uint64_t id = rich_generation(&series);
+	struct text gen = gen_manifest(id, 1);
+	apply_ok(gen);
+	char err[MANIFEST_ERR_MAX] = "";
+	uint8_t h1[CAT_HASH_LEN];
+	struct cat_chunk_where w;
+	ts_hash(h1, HASH_FILL, 1);
+	OK(cat_chunk_where(fx.dst, h1, &w));
+	cr_assert_eq(w.refcount, 2, "chunk 1: the weird file and shared.pt");
+
+	/* the same series/name, another id: run1/ckpt/step-100.rebuild-77 */
+	struct text other = copy(gen);
+	edit(&other, "\ngen 1 ", "\ngen 77 ");
+	int rc = apply_held(other, "rebuild: conflicts with run1/ckpt/step-100", err, sizeof(err));
+	cr_assert_eq(rc, 0, "apply_held: %d %s", rc, err);
+	cr_assert_str_eq(held_where, "run1/ckpt/step-100.rebuild-77");
+	OK(cat_check(fx.dst));
+	OK(cat_gen_check(fx.dst));
+	struct cat_gen g;
+	OK(cat_gen_get(fx.dst, 77, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.name, "step-100.rebuild-77");
+	cr_assert_str_eq(g.held, "rebuild: conflicts with run1/ckpt/step-100");
+	cr_assert_str_eq(g.rule, MANIFEST_HELD_RULE);
+	cr_assert_eq(g.step, 100);
+	cr_assert(g.pinned);
+	struct cat_inode run, ckpt, root;
+	OK(cat_lookup(fx.dst, ROOT, "run1", &run));
+	OK(cat_lookup(fx.dst, run.ino, "ckpt", &ckpt));
+	OK(cat_lookup(fx.dst, ckpt.ino, "step-100.rebuild-77", &root));
+	cr_assert_eq(root.ino, g.root);
+	struct cat_gen src_g;
+	OK(cat_gen_get(fx.src, id, &src_g));
+	char *want = ts_dump_from(fx.src, src_g.root, "x", false);
+	char *got = ts_dump_from(fx.dst, g.root, "x", false);
+	/* the same but for the gen column (1 there, 77 here) */
+	for (char *p = strstr(got, " gen 77"); p; p = strstr(p, " gen 77")) {
+		memcpy(p, " gen 1", 6);
+		memmove(p + 6, p + 7, strlen(p + 7) + 1);
+	}
+	cr_assert_str_eq(got, want);
+	free(want);
+	free(got);
+	OK(cat_chunk_where(fx.dst, h1, &w));
+	cr_assert_eq(w.refcount, 4, "chunk 1: counted for the held copy too");
+	free(other.p);
+
+	/* a series through a generation's root: that component gets a twin */
+	struct text t = copy(gen);
+	edit(&t, "\ngen 1 ", "\ngen 78 ");
+	edit(&t, " run1/ckpt ", " run1/ckpt/step-100/model ");
+	rc = apply_held(t, "rebuild: series inside a save", err, sizeof(err));
+	cr_assert_eq(rc, 0, "apply_held: %d %s", rc, err);
+	cr_assert_str_eq(held_where, "run1/ckpt/step-100.rebuild-78/model/step-100.rebuild-78");
+	OK(cat_check(fx.dst));
+	OK(cat_gen_check(fx.dst));
+	struct cat_inode twin, model;
+	OK(cat_lookup(fx.dst, ckpt.ino, "step-100.rebuild-78", &twin));
+	OK(cat_lookup(fx.dst, twin.ino, "model", &model));
+	OK(cat_lookup(fx.dst, model.ino, "step-100.rebuild-78", &root));
+	OK(cat_gen_get(fx.dst, 78, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_eq(g.root, root.ino);
+	cr_assert_eq(g.series, model.ino);
+	free(t.p);
+
+	/* refused, nothing changed: the same id, a tree manifest, no reason */
+	char *before = ts_dump(fx.dst);
+	FAILS(apply_held(gen, "rebuild: again", err, sizeof(err)), EEXIST);
+	cr_assert(strstr(err, "generation 1 is in the catalog already"), "err: %s", err);
+	struct text tree = tree_manifest();
+	FAILS(apply_held(tree, "rebuild: a tree", err, sizeof(err)), EINVAL);
+	free(tree.p);
+	t = copy(gen);
+	edit(&t, "\ngen 1 ", "\ngen 79 ");
+	FAILS(apply_held(t, "", err, sizeof(err)), EINVAL);
+	cr_assert(strstr(err, "reason"), "err: %s", err);
+	free(t.p);
+	char *after = ts_dump(fx.dst);
+	cr_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	free(gen.p);
+}
+
 Test(manifest, refcounts_add_up_over_shared_chunks, .init = setup, .fini = teardown)
 {
 	uint64_t series = ts_mk(fx.src, ROOT, "run", S_IFDIR | 0755, NULL);

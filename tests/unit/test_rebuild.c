@@ -26,6 +26,8 @@
 #include "rebuild.h"
 #include "store.h"
 #include "support.h"
+#include "upload.h"
+#include "uploader.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 #define HASH_FILL 0x3c /* the fill of this file's chunk hashes (ts_hash) */
@@ -229,12 +231,17 @@ Test(rebuild, a_corrupt_newest_version_falls_back_to_the_older_one, .init = setu
 	cat_close(again);
 }
 
+/* What populate_rejected adds to the rejected save, or to the tree. */
+#define PR_CHUNKS (1u << 0)  /* model.pt: chunks 400..402, named by no other save */
+#define PR_SHARED (1u << 1)  /* shared.pt: chunk 20, which step-300's rank0.pt names too */
+#define PR_NO_HOLD (1u << 2) /* the tree takes step-400.rebuild-ID as well (M4 refuses) */
+
 /* populate, then a generation run/ckpt/step-400 whose manifest a rebuild
- * rejects: deleted after its manifest was put, its name reused by a
- * directory in the newest tree manifest. It holds an empty .metadata, and
- * with chunks a file model.pt of chunks 400..402 (objects on BACKING) that
- * no other generation names. Returns its id. */
-static uint64_t populate_rejected(uint64_t ids[3], bool chunks)
+ * rejects at its name: deleted after its manifest was put, its name reused
+ * by a directory in the newest tree manifest. It holds an empty .metadata
+ * and what flags add (objects on BACKING). *dump (if dump is not NULL) gets
+ * ts_dump_from of its tree before the delete. Returns its id. */
+static uint64_t populate_rejected(uint64_t ids[3], unsigned flags, char **dump)
 {
 	uint64_t root4;
 	populate(ids);
@@ -243,21 +250,202 @@ static uint64_t populate_rejected(uint64_t ids[3], bool chunks)
 	OK(cat_lookup(fx.src, run.ino, "ckpt", &series));
 	uint64_t id4 = ts_mkgen(fx.src, series.ino, "step-400", 400, true, &root4);
 	ts_mk(fx.src, root4, ".metadata", S_IFREG | 0644, NULL);
-	if (chunks)
+	if (flags & PR_CHUNKS)
 		write_chunks(ts_mk(fx.src, root4, "model.pt", S_IFREG | 0644, NULL), 400, 3, 4096);
+	if (flags & PR_SHARED)
+		write_chunks(ts_mk(fx.src, root4, "shared.pt", S_IFREG | 0644, NULL), 20, 1, 4096);
 	OK(cat_gen_commit(fx.src, id4, "dcp-metadata"));
 	put_gen(id4, 1);
+	if (dump)
+		*dump = ts_dump_from(fx.src, root4, "step-400", false);
 	struct cat_id_vec gone = { 0 };
 	OK(cat_gen_delete(fx.src, id4, "rm", cat_id_vec_add_ino, &gone));
 	cat_id_vec_free(&gone);
 	ts_mk(fx.src, series.ino, "step-400", S_IFDIR | 0755, NULL); /* the name, reused */
+	if (flags & PR_NO_HOLD) {
+		char held[64];
+		snprintf(held, sizeof(held), "step-400" MANIFEST_HELD_SUFFIX "%llu",
+			 (unsigned long long)id4);
+		ts_mk(fx.src, series.ino, held, S_IFREG | 0644, NULL);
+	}
 	put_tree(2);
 	return id4;
 }
 
-/* A manifest the rebuild rejects (its name is taken in the rebuilt tree: a
- * save deleted while its manifest removal was still queued, its name reused)
- * stays on BACKING, the only copy of that save; the rebuilt catalog never
+static void chunk_path(int seed, char *path, size_t size)
+{
+	uint8_t h[CAT_HASH_LEN];
+	char hex[HASH_HEX_LEN + 1];
+	ts_hash(h, HASH_FILL, seed);
+	hash_to_hex(h, hex);
+	snprintf(path, size, "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
+}
+
+/* rebuild.c invariant 7 (manifest.h M4): a save whose manifest conflicts
+ * with the rebuilt catalog by its name comes back HELD under
+ * step-400.rebuild-ID, its files as they were, its chunks counted. So when
+ * the live save it shares a chunk with is deleted (keep-latest-k, rm), the
+ * catalog's reclaim and the uploader's removal leave that chunk's object on
+ * BACKING (before: its count reached zero and the object went, the rejected
+ * save's manifest naming a missing chunk). Then an admin's rm ends it. */
+Test(rebuild, a_rejected_save_comes_back_held_and_its_shared_chunk_stays, .init = setup,
+     .fini = teardown)
+{
+	uint64_t ids[3];
+	char *want = NULL;
+	uint64_t id4 = populate_rejected(ids, PR_CHUNKS | PR_SHARED, &want);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(fx.b, fx.dst, REBUILD_CHECK_CHUNKS, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 1, "its name is taken");
+	cr_assert_eq(rep.generations_held, 1, "the rejected save was left out");
+	cr_assert_eq(rep.generations, 3);
+	cr_assert_eq(rep.generations_lost, 0);
+	cr_assert_eq(rep.chunks_missing, 0);
+	OK(cat_check(fx.dst));
+	OK(cat_gen_check(fx.dst));
+
+	struct cat_gen g;
+	char name[64], why[256];
+	OK(cat_gen_get(fx.dst, id4, &g));
+	snprintf(name, sizeof(name), "step-400.rebuild-%llu", (unsigned long long)id4);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.name, name);
+	cr_assert_eq(g.step, 400);
+	cr_assert_eq(g.version, 1);
+	cr_assert_str_eq(g.rule, "rebuild");
+	snprintf(why, sizeof(why), "rebuild: manifests/gen/%llu.1.ckm conflicts with the catalog"
+		 " at run/ckpt/step-400 (line 2: \"run/ckpt/step-400\" exists in the catalog as"
+		 " inode ", (unsigned long long)id4);
+	cr_assert(strncmp(g.held, why, strlen(why)) == 0, "held: %s", g.held);
+	struct cat_inode run, series, root, dir;
+	OK(cat_lookup(fx.dst, ROOT, "run", &run));
+	OK(cat_lookup(fx.dst, run.ino, "ckpt", &series));
+	OK(cat_lookup(fx.dst, series.ino, name, &root));
+	cr_assert_eq(root.ino, g.root);
+	OK(cat_lookup(fx.dst, series.ino, "step-400", &dir));
+	cr_assert_neq(dir.ino, g.root, "the tree's directory keeps its name");
+	/* its files through the catalog: the same entries, attributes, extents */
+	char *got = ts_dump_from(fx.dst, g.root, "step-400", false);
+	cr_assert_str_eq(got, want);
+	free(got);
+	free(want);
+	/* counted: chunk 20 by step-300 and by it, 400..402 by it alone */
+	for (int seed = 400; seed <= 403; seed++) {
+		uint8_t h[CAT_HASH_LEN];
+		struct cat_chunk_where w;
+		ts_hash(h, HASH_FILL, seed == 403 ? 20 : seed);
+		OK(cat_chunk_where(fx.dst, h, &w));
+		cr_assert_eq(w.refcount, seed == 403 ? 2 : 1, "chunk %d", seed == 403 ? 20 : seed);
+	}
+
+	/* the live save that shares chunk 20 goes; the catalog reclaims what
+	 * it alone named and the uploader removes those objects */
+	struct store *st;
+	char cache[160];
+	snprintf(cache, sizeof(cache), "%s/cache", fx.dir);
+	cr_assert_eq(mkdir(cache, 0700), 0);
+	OK(store_open(cache, &st));
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(fx.dst, ids[2], "keep", cat_id_vec_add_ino, &gone));
+	OK(cat_inodes_release(fx.dst, gone.v, gone.n));
+	cat_id_vec_free(&gone);
+	struct uploader_config cfg = { .threads = 1, .deadline_s = 600, .chunk_max = 1 << 20 };
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", cache);
+	struct uploader *u;
+	OK(uploader_start(&cfg, fx.dst, st, fx.b, NULL, NULL, NULL, &u));
+	uploader_kick(u);
+	uploader_stop(u, true); /* drained: every removal ran */
+
+	char path[128], mpath[MANIFEST_PATH_MAX];
+	uint64_t size;
+	chunk_path(21, path, sizeof(path));
+	FAILS(backing_stat(fx.b, path, &size), ENOENT); /* step-300's own chunk: reclaimed */
+	manifest_gen_path(ids[2], 2, mpath, sizeof(mpath));
+	FAILS(backing_stat(fx.b, mpath, &size), ENOENT); /* step-300's manifest: removed */
+	chunk_path(20, path, sizeof(path));
+	OK(backing_stat(fx.b, path, &size)); /* the shared chunk: kept */
+	cr_assert_eq(size, STORE_HEADER_LEN + 4096 / 2 + 1);
+	for (int seed = 400; seed < 403; seed++) {
+		chunk_path(seed, path, sizeof(path));
+		OK(backing_stat(fx.b, path, &size));
+	}
+	manifest_gen_path(id4, 1, mpath, sizeof(mpath));
+	OK(backing_stat(fx.b, mpath, &size)); /* the held save's manifest: its own */
+	OK(cat_gen_get(fx.dst, id4, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+
+	/* an admin's rm decides: its manifest and its chunks go */
+	OK(cat_gen_delete(fx.dst, id4, "admin", cat_id_vec_add_ino, &gone));
+	OK(cat_inodes_release(fx.dst, gone.v, gone.n));
+	cat_id_vec_free(&gone);
+	OK(uploader_start(&cfg, fx.dst, st, fx.b, NULL, NULL, NULL, &u));
+	uploader_kick(u);
+	uploader_stop(u, true);
+	FAILS(backing_stat(fx.b, mpath, &size), ENOENT);
+	chunk_path(20, path, sizeof(path));
+	FAILS(backing_stat(fx.b, path, &size), ENOENT);
+	chunk_path(400, path, sizeof(path));
+	FAILS(backing_stat(fx.b, path, &size), ENOENT);
+	store_close(st);
+}
+
+/* Invariant 7: an admin's commit of a save a rebuild held shows it under
+ * its new name, and the uploader writes its manifest again with that name
+ * (the same id and version, in place of the old one): the next rebuild
+ * brings it back committed, in conflict with nothing. */
+Test(rebuild, a_held_save_committed_comes_back_committed_under_its_new_name, .init = setup,
+     .fini = teardown)
+{
+	uint64_t ids[3];
+	uint64_t id4 = populate_rejected(ids, PR_CHUNKS, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations_held, 1);
+	OK(cat_gen_commit(fx.dst, id4, "admin"));
+	struct store *st;
+	char cache[160];
+	snprintf(cache, sizeof(cache), "%s/cache", fx.dir);
+	cr_assert_eq(mkdir(cache, 0700), 0);
+	OK(store_open(cache, &st));
+	struct uploader_config cfg = { .threads = 1, .deadline_s = 600, .chunk_max = 1 << 20 };
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", cache);
+	struct uploader *u;
+	OK(uploader_start(&cfg, fx.dst, st, fx.b, NULL, NULL, NULL, &u));
+	uploader_kick(u);
+	uploader_stop(u, true);
+	store_close(st);
+
+	struct cat *again;
+	char p2[160], name[64];
+	snprintf(p2, sizeof(p2), "%s/again.db", fx.dir);
+	OK(cat_open(p2, 0, 0, NULL, NULL, &again));
+	OK(rebuild_catalog(fx.b, again, REBUILD_CHECK_CHUNKS, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 0);
+	cr_assert_eq(rep.generations_held, 0);
+	cr_assert_eq(rep.generations, 4);
+	cr_assert_eq(rep.chunks_missing, 0);
+	struct cat_gen g;
+	OK(cat_gen_get(again, id4, &g));
+	snprintf(name, sizeof(name), "step-400.rebuild-%llu", (unsigned long long)id4);
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_str_eq(g.name, name);
+	cr_assert_eq(g.version, 1);
+	struct cat_gen g_dst;
+	OK(cat_gen_get(fx.dst, id4, &g_dst));
+	char *want = ts_dump_from(fx.dst, g_dst.root, "s", false);
+	char *got = ts_dump_from(again, g.root, "s", false);
+	cr_assert_str_eq(got, want);
+	free(want);
+	free(got);
+	OK(cat_check(again));
+	OK(cat_gen_check(again));
+	cat_close(again);
+}
+
+/* A manifest the rebuild rejects and cannot apply held either (its name and
+ * its held name are taken in the rebuilt tree: a save deleted while its
+ * manifest removal was still queued, its name reused; rebuild.c invariant
+ * 7's fallback) stays on BACKING, the only copy of that save; the rebuilt catalog never
  * hands out its id again, so no new generation's manifest
  * (manifests/gen/ID.V.ckm) overwrites it, nor a later rebuild takes one for
  * the other. The same for a generation none of whose manifests could be
@@ -265,12 +453,14 @@ static uint64_t populate_rejected(uint64_t ids[3], bool chunks)
 Test(rebuild, a_rejected_manifests_id_is_never_handed_out_again, .init = setup, .fini = teardown)
 {
 	uint64_t ids[3], root5;
-	uint64_t id4 = populate_rejected(ids, false);
+	uint64_t id4 = populate_rejected(ids, PR_NO_HOLD, NULL);
 	struct cat_inode run, series;
 
 	struct rebuild_report rep;
 	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
 	cr_assert_eq(rep.manifests_rejected, 1);
+	cr_assert_eq(rep.generations_held, 0);
+	cr_assert_eq(rep.generations_lost, 1);
 	cr_assert_eq(rep.generations, 3);
 	OK(cat_lookup(fx.dst, ROOT, "run", &run));
 	OK(cat_lookup(fx.dst, run.ino, "ckpt", &series));
@@ -305,10 +495,11 @@ Test(rebuild, gc_keeps_the_chunks_only_a_rejected_manifest_names, .init = setup,
      .fini = teardown)
 {
 	uint64_t ids[3];
-	populate_rejected(ids, true);
+	populate_rejected(ids, PR_CHUNKS | PR_NO_HOLD, NULL);
 	struct rebuild_report rep;
 	OK(rebuild_catalog(fx.b, fx.dst, 0, NULL, NULL, &rep));
 	cr_assert_eq(rep.manifests_rejected, 1);
+	cr_assert_eq(rep.generations_held, 0);
 
 	struct aq *q;
 	OK(aq_open(fx.dst, &q));

@@ -36,10 +36,10 @@
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
 /* With a shared catalog, chunk rows fewer than a batch's room linger this
  * long from when a worker first saw them, so that rows the writers queue
- * meanwhile join them (uploader.h B1): their claims and their batch's marking are a
- * PostgreSQL round trip each per pick and per batch, and an uploader that
- * keeps up with the writers would otherwise claim a chunk or two a pick.
- * A long queue fills batches without waiting. */
+ * meanwhile join them (uploader.h B1): their claims and their batch's
+ * marking are a PostgreSQL round trip each per pick and per batch, and an
+ * uploader that keeps up with the writers would otherwise claim a chunk or
+ * two a pick. A long queue fills batches without waiting. */
 #define UP_LINGER_S 0.05
 /* Only objects smaller than this wait for a batch's sync when they are
  * copied: for larger ones an fsync each costs little beside their bytes,

@@ -118,7 +118,10 @@
 #                       stats: pg_round_trips; the FUSE path's connection,
 #                       not the lease's), and save -> durable: ms from the
 #                       commit seen until both nodes' upload queues (chunks
-#                       and the manifest) are empty. Then 20
+#                       and the manifest) are empty. Each side's CPU-s per GiB
+#                       from the first write until committed: its daemon(s),
+#                       its PostgreSQL (postmaster and backends) and the
+#                       writers (with bench_mn.py). Then 20
 #                       small saves (2 x 1 MiB, shard 0 written on A, shard 1
 #                       on B, the signal on A): ms from the start of the rename
 #                       on A until node B reads state=committed (scripts/

@@ -35,12 +35,12 @@
 #define UP_TREE_NOTE_NS 2000000000LL
 #define UP_BATCH_MAX 32                 /* chunk rows put before one backing_sync */
 #define UP_BATCH_BYTES (64u << 20)      /* ... or this many bytes */
-/* With a shared catalog, a batch the queue has run dry for stays open this
- * long from its first row, so that rows the writers queue meanwhile join
- * it: its claims and its marking are a PostgreSQL round trip each per pick
- * and per batch, and an uploader that keeps up with the writers would
- * otherwise make batches of a chunk or two. Only while the queue is dry:
- * a long queue fills batches without waiting. */
+/* With a shared catalog, chunk rows fewer than a batch's room linger this
+ * long from when a worker first saw them, so that rows the writers queue
+ * meanwhile join them (uploader.h B1): their claims and their batch's
+ * marking are a PostgreSQL round trip each per pick and per batch, and an
+ * uploader that keeps up with the writers would otherwise claim a chunk or
+ * two a pick. A long queue fills batches without waiting. */
 #define UP_LINGER_S 0.05
 /* Only objects smaller than this wait for a batch's sync when they are
  * copied: for larger ones an fsync each costs little beside their bytes,
@@ -75,6 +75,7 @@ struct uploader {
 	struct up_busy busy[UP_WORKERS_MAX][UP_BATCH_MAX]; /* rows each worker has in hand */
 
 	double down_until;      /* monotonic s: back off until then */
+	int lingering;          /* shared: workers whose batch lingers (uploader.h B1: 0 or 1) */
 	unsigned backoff_ms;
 	bool down;
 	uint64_t deadline_warned; /* highest seq warned about */
@@ -653,10 +654,12 @@ static void up_deadline_check(struct uploader *u, const struct cat_upload *oldes
  * claim and its batch's one marking serve all of it, where the node's one
  * PostgreSQL connection is the FUSE path's too; a long one keeps every
  * worker busy, each with a batch. With max 1, a pick is one row, as
- * always. Returns how many; u->lock held. */
-static int up_pick(struct uploader *u, struct cat_upload *out, int max)
+ * always. Chunk rows fewer than min are not asked about (B1): they wait,
+ * and *waiting says that some did. Returns how many; u->lock held. */
+static int up_pick(struct uploader *u, struct cat_upload *out, int max, int min, bool *waiting)
 {
-	assert(max >= 1 && max <= UP_BATCH_MAX);
+	assert(max >= 1 && max <= UP_BATCH_MAX && min >= 1 && min <= max);
+	*waiting = false;
 	struct cat_upload rows[UP_LOOKAHEAD], cand[UP_BATCH_MAX];
 	uint64_t after = 0;
 	int n = UP_LOOKAHEAD;
@@ -680,6 +683,11 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max)
 				cand[nc++] = rows[i++];
 				if (nc < max)
 					continue;
+			}
+			if (nc > 0 && nc < min) { /* B1: a short set waits, row i goes on alone */
+				*waiting = true;
+				nc = 0;
+				continue;
 			}
 			if (nc > 0) { /* cand is full, or row i is of another kind, or the end */
 				int k = up_ready_chunks(u, cand, nc, out);
@@ -850,21 +858,12 @@ static void up_wait(struct uploader *u, double seconds)
 	pthread_cond_timedwait(&u->kick, &u->lock, &ts);
 }
 
-/* Waits until the monotonic time until (a stop ends it early), whatever
- * kicks come meanwhile: what they announce is picked together after it
- * (UP_LINGER_S). u->lock held. */
-static void up_linger(struct uploader *u, double until)
-{
-	for (double now = up_mono_s(); !u->stopping && now < until; now = up_mono_s())
-		up_wait(u, until - now);
-}
-
 /* Chunk rows a worker has put unsynced (backing invariant 1b): they stay in
  * the queue and busy until one backing_sync makes them all durable (U1). */
 struct up_batch {
 	int n;
 	uint64_t total;
-	double started; /* monotonic s its first row joined */
+	double until; /* shared: monotonic s its linger ends (B1); 0: it does not linger */
 	struct cat_upload row[UP_BATCH_MAX];
 	uint64_t bytes[UP_BATCH_MAX];
 };
@@ -949,8 +948,6 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 			continue;
 		}
 		int k = bt->n;
-		if (k == 0)
-			bt->started = up_mono_s();
 		if (k != s) {
 			u->busy[id][k] = u->busy[id][s];
 			u->busy[id][s].set = false;
@@ -1002,12 +999,36 @@ static void *up_worker_main(void *p)
 			continue;
 		}
 		struct cat_upload picked[UP_BATCH_MAX];
-		int got = up_pick(u, picked, multi && bt ? UP_BATCH_MAX - bt->n : 1);
-		if (got == 0) {
-			if (bt && bt->n && multi && !u->stopping && now < bt->started + UP_LINGER_S) {
-				up_linger(u, bt->started + UP_LINGER_S);
+		bool linger = multi && bt; /* B1 */
+		int room = linger ? UP_BATCH_MAX - bt->n : 1;
+		/* B1: this worker's linger is over (or the uploader stops): what is
+		 * queued now joins the batch, which then syncs */
+		bool ended = linger && bt->until > 0 && (u->stopping || now >= bt->until);
+		bool waiting = false;
+		int got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1, &waiting);
+		if (ended) {
+			bt->until = 0;
+			u->lingering--;
+			if (got > 0 && picked[0].kind == UP_CHUNK)
+				up_batch_add(u, id, bt, picked, got, &bufs);
+			if (bt->n) {
+				up_batch_flush(u, id, bt);
 				continue;
 			}
+			if (got == 0 || picked[0].kind == UP_CHUNK)
+				continue;
+		} else if (got == 0 && linger && !u->stopping) {
+			if (bt->until > 0) { /* lingering: a kick may bring a full set */
+				up_wait(u, bt->until - now);
+				continue;
+			}
+			if (waiting && u->lingering == 0) { /* a short set: it lingers */
+				bt->until = now + (u->cfg.linger_ms ? u->cfg.linger_ms / 1000.0 : UP_LINGER_S);
+				u->lingering++;
+				continue;
+			} /* else another worker's linger takes it: idle below */
+		}
+		if (got == 0) {
 			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
 				up_batch_flush(u, id, bt);
 				continue;
@@ -1047,6 +1068,8 @@ static void *up_worker_main(void *p)
 		assert(u->busy[id][0].set && u->busy[id][0].seq == row.seq);
 		u->busy[id][0].set = false;
 	}
+	if (bt && bt->until > 0)
+		u->lingering--;
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
 	free(bt);

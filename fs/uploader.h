@@ -14,7 +14,19 @@
  * generations) if that tree changed and its chunks are all on BACKING.
  *
  * A row whose age passes the upload deadline is logged once (the generation
- * is not durable in time); stats show the lag. */
+ * is not durable in time); stats show the lag.
+ *
+ * Invariant:
+ *  B1. With a shared catalog, each readiness check of chunk rows is a
+ *      PostgreSQL round trip (their upload claims, catalog_shared_data.c
+ *      S8), so chunk rows are asked about only in sets that fill a batch's
+ *      room, but at the end of a linger: fewer rows than that wait, one
+ *      worker at a time lingering (linger_ms, 50 ms by default, from when
+ *      it saw them) while the writers queue more; at its end that worker
+ *      asks about what is queued in one pick, puts it, and syncs its batch.
+ *      A stop ends a linger at once. The claim still comes before the
+ *      object's write (pgns.h N7); only when it is asked changes. Alone
+ *      (SQLite), a readiness check costs no round trip: a row a pick. */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 
@@ -39,6 +51,7 @@ struct uploader_config {
 	/* BACKING's claim: once this daemon is fenced (fs/lib/claim.h invariant
 	 * 9) nothing more is put or removed, rows stay queued; NULL: none */
 	struct claim *claim;
+	unsigned linger_ms;    /* shared catalog: B1's linger; 0: 50 ms */
 };
 
 /* A generation's manifest is on BACKING and it was not durable before: the

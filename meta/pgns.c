@@ -1697,8 +1697,10 @@ int pgns_upload_claims(struct pgns *ns, const uint8_t (*hashes)[CAT_HASH_LEN], c
 	char node[24];
 	const char *params[] = { w.s, PG_U64(node, ns->lease->node_id), o.s };
 	PGresult *res = NULL;
-	if (rc == 0)
+	if (rc == 0) {
+		__atomic_add_fetch(&ns->claims, 1, __ATOMIC_RELAXED);
 		rc = pgns_one(ns, NS_CLAIM_MANY, false, params, &res);
+	}
 	for (int r = 0; rc == 0 && r < pg_rows(res); r++) {
 		uint8_t h[CAT_HASH_LEN];
 		rc = pgns_unhex(PQgetvalue(res, r, 0), h);

@@ -173,6 +173,7 @@ struct pgns {
 	struct lease *lease; /* this node's; its first is 0 */
 	size_t first;        /* where pgns_stmts begin in pg's list: lease_nstmts */
 	size_t first_gen;    /* where pggen_stmts begin: lease_nstmts + pgns_nstmts */
+	uint64_t claims;     /* statements pgns_upload_claims sent (atomic; fs/uploader.h B1) */
 };
 
 /* The tables (and the root directory, owned by root_uid:root_gid);

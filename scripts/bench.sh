@@ -118,7 +118,10 @@
 #                       stats: pg_round_trips; the FUSE path's connection,
 #                       not the lease's), and save -> durable: ms from the
 #                       commit seen until both nodes' upload queues (chunks
-#                       and the manifest) are empty. Then 20
+#                       and the manifest) are empty. Each side's CPU-s per GiB
+#                       from the first write until committed: its daemon(s),
+#                       its PostgreSQL (postmaster and backends) and the
+#                       writers (with bench_mn.py). Then 20
 #                       small saves (2 x 1 MiB, shard 0 written on A, shard 1
 #                       on B, the signal on A): ms from the start of the rename
 #                       on A until node B reads state=committed (scripts/
@@ -1286,12 +1289,44 @@ mn_stat() { "$BIN/ckptfs-admin" stats "$1" | awk -v k="$2" '$1 == k { print $2 }
 # i-th directory: the same generation through one node or two), then the
 # signal in the first, watched through the last; sets $elapsed.
 mn_ckpt() {
-	local cmds=() i=0 d t0
+	local cmds=() i=0 d t0 c0
 	for d in "$@"; do cmds+=("$PY $IO write $shm/mn$i $d/shard$i.bin 0 -"); i=$((i + 1)); done
+	mn_cpu; c0=$mn_cpu_now
 	t0=$(now_ns)
 	run_group "${cmds[@]}"
 	"$PY" "$MN" commit "$1" "${!#}" >/dev/null || die "the completion signal did not commit"
 	elapsed=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+	mn_cpu
+	mn_cpu_used=$(mn_cpu_diff "$c0" "$mn_cpu_now")
+}
+# mn_cpu: sets mn_cpu_now to "DAEMONS PG CHILDREN", the CPU ticks (utime +
+# stime) so far of the side's daemons ($pid, or the nodes' $mn_pids), of its
+# PostgreSQL server (the postmaster with its reaped children, and its live
+# backends) and of this shell's reaped children (the writers and bench_mn.py,
+# via `times`: so not in a subshell).
+mn_cpu() {
+	local d=0 g=0 p pm='' hz
+	hz=$(getconf CLK_TCK)
+	if [ "${#mn_pids[@]}" -gt 0 ]; then
+		for p in "${mn_pids[@]}"; do d=$((d + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+		pm=$(head -1 "$pgdir/data/postmaster.pid")
+		# cat, not awk FILES: a process may exit between the glob and its read
+		g=$({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | sed -E 's/ \(.*\) / x /' |
+			awk -v pm="$pm" '$1 == pm { s += $14 + $15 + $16 + $17 } $4 == pm { s += $14 + $15 } END { print s + 0 }')
+	else
+		d=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	fi
+	# times' second line: the children's user and system time, "XmY.YYYs"
+	times >"$work/times" # not $(times): a subshell has reaped no children
+	mn_cpu_now=$(awk -v hz="$hz" -v d="$d" -v g="$g" 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+		printf "%d %d %.0f\n", d, g, ((u[1] + s[1]) * 60 + u[2] + s[2]) * hz }' "$work/times")
+}
+# mn_cpu_diff BEFORE AFTER: "daemons=X pg=Y writers=Z" in CPU-s per GiB of the
+# checkpoint.
+mn_cpu_diff() {
+	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" -v gib="$(awk -v b=$((MN_NSHARDS * MN_FILE)) 'BEGIN { print b / 1073741824 }')" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		printf "daemons=%.2f pg=%.2f writers=%.2f", (y[1] - x[1]) / hz / gib, (y[2] - x[2]) / hz / gib, (y[3] - x[3]) / hz / gib }'
 }
 mn_verify() { # DIR...: shard i read back through the i-th directory
 	local i=0 d
@@ -1314,7 +1349,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			mn_ckpt "${dirs[@]}"
 			check_daemon
 			R[mn,plain,$r]=$(mbps $((MN_NSHARDS * MN_FILE)) "$elapsed")
-			printf '   1 node (SQLite)   %7.2fs %6s MB/s\n' "$elapsed" "${R[mn,plain,$r]}"
+			printf '   1 node (SQLite)   %7.2fs %6s MB/s; CPU-s/GiB until committed: %s\n' "$elapsed" "${R[mn,plain,$r]}" "$mn_cpu_used"
 			mn_verify "${dirs[@]}"
 			stop_daemon
 		else
@@ -1355,6 +1390,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			R[mnrt,ckptfs,$r]=$(awk -v n=$((rt1 - rt0)) -v b=$((MN_NSHARDS * MN_FILE)) 'BEGIN { printf "%.0f", n / (b / 1073741824) }')
 			printf '   2 nodes (meta=)   %7.2fs %6s MB/s, %d PostgreSQL round trips until uploaded (%s per GiB; %d per stats call, %d calls taken off), durable %s ms after the commit\n' \
 				"$elapsed" "${R[mn,ckptfs,$r]}" $((rt1 - rt0)) "${R[mnrt,ckptfs,$r]}" "$per_poll" "$polls" "${R[mndur,ckptfs,$r]}"
+			echo "                     CPU-s/GiB until committed: $mn_cpu_used"
 			# every shard read back through the other node
 			rdirs=()
 			for d in "${dirs[@]}"; do if [ "$d" = "$a/run/step-1" ]; then rdirs+=("$b/run/step-1"); else rdirs+=("$a/run/step-1"); fi; done

@@ -20,14 +20,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "backing.h"
 #include "catalog.h"
 #include "catalog_internal.h"
 #include "pg.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "hash.h"
+#include "store.h"
 #include "support.h"
 #include "upload.h"
+#include "uploader.h"
 
 TestSuite(catshared_batch, .init = pt_start, .fini = pt_stop, .timeout = 90);
 
@@ -433,4 +438,78 @@ Test(catshared_marks, a_chunk_another_node_published_before_the_claim_is_marked_
 	OK(cat_pending_drop(b.cat, fb));
 	pt_cat_close(&a);
 	pt_cat_close(&b);
+}
+
+/* ---- the uploader's picks with a shared catalog (fs/uploader.h B1) ---- */
+
+TestSuite(catshared_linger, .init = pt_start, .fini = pt_stop, .timeout = 90);
+
+#define LG_LEN (64u << 10)
+#define LG_N 8
+
+static uint64_t lg_claims(struct pt_cat *n)
+{
+	return __atomic_load_n(&cat_shared_ns(n->cat)->claims, __ATOMIC_RELAXED);
+}
+
+/* A writer on ino writes chunk k (LG_LEN bytes of its own) as the daemon's
+ * does: its object in the cache's store, its upload queued, the uploader
+ * told. */
+static void lg_chunk(struct pt_cat *n, struct store *st, struct uploader *u, uint64_t ino, int k,
+		     uint8_t hash[CAT_HASH_LEN])
+{
+	static uint8_t buf[LG_LEN];
+	for (size_t i = 0; i < LG_LEN; i++)
+		buf[i] = (uint8_t)((i * 2654435761u) >> 13) ^ (uint8_t)(k * 37 + 1);
+	struct cat_extent e = { .off = (uint64_t)k * LG_LEN, .len = LG_LEN, .chunk_len = LG_LEN };
+	hash_sha256(buf, LG_LEN, e.hash);
+	memcpy(hash, e.hash, CAT_HASH_LEN);
+	bool must = false;
+	OK(cat_pending_add(n->cat, ino, &e, &must));
+	cr_assert(must, "chunk %d is new", k);
+	struct store_object_info info;
+	OK(store_put(st, e.hash, buf, LG_LEN, 0, &info));
+	OK(cat_chunk_stored(n->cat, e.hash, info.codec, info.stored_len));
+	uploader_kick(u);
+}
+
+/* Chunks a writer queues one at a time while the uploader keeps up were
+ * each claimed by a pick of their own (a PostgreSQL round trip a chunk or
+ * two); they now wait in one linger and are claimed together, before their
+ * objects are written (N7), and end on BACKING. */
+Test(catshared_linger, chunks_queued_one_at_a_time_are_claimed_together_after_a_linger)
+{
+	struct pt_cat a;
+	struct pt_backing bk;
+	struct store *st;
+	struct uploader *u;
+	pt_cat_open(&a, "linger-a", 30000, bt_cache_remove, &a);
+	pt_backing_open(&bk, "linger-backing");
+	OK(store_open(a.dir, &st));
+	uint64_t f = bt_file(&a, "f");
+	/* a linger that only the stop below ends: the count does not depend
+	 * on how fast this machine is */
+	struct uploader_config cfg = { .threads = 2, .deadline_s = 600, .chunk_max = 256u << 10,
+				       .linger_ms = 600000 };
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", a.dir);
+	OK(uploader_start(&cfg, a.cat, st, bk.b, NULL, NULL, NULL, &u));
+	uint8_t hashes[LG_N][CAT_HASH_LEN];
+	uint64_t before = lg_claims(&a);
+	for (int k = 0; k < LG_N; k++) {
+		lg_chunk(&a, st, u, f, k, hashes[k]);
+		usleep(20 * 1000); /* time for a worker to take it alone, as they did */
+	}
+	uploader_stop(u, true); /* ends the linger: the rows are put and synced */
+	uint64_t claims = lg_claims(&a) - before;
+	cr_assert_eq(claims, 1, "%d chunks queued one at a time took %llu claims", LG_N,
+		     (unsigned long long)claims);
+	for (int k = 0; k < LG_N; k++)
+		cr_assert(pt_on_backing(&bk, hashes[k]), "chunk %d on BACKING", k);
+	cr_assert_eq(bt_claims(&a), LG_N, "claimed before their writes, kept for the commit (N7)");
+	OK(cat_file_commit(a.cat, f, (uint64_t)LG_N * LG_LEN, ts_now_ns(), false));
+	cr_assert_eq(bt_claims(&a), 0, "the commit's markings consumed the claims (N7)");
+	OK(cat_pending_drop(a.cat, f));
+	store_close(st);
+	pt_backing_close(&bk);
+	pt_cat_close(&a);
 }

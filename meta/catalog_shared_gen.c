@@ -40,7 +40,8 @@
  *      queued on this node. One whose outcome is unknown (-ENOTCONN, pg.h
  *      P2: the policy does not run it again) has this node's next sweep
  *      queue every COMMITTED generation not durable, as S8's rename
- *      (cat_shared_requeue_later; tests/unit/test_pgfault.c).
+ *      (cat_shared_requeue_later; tests/unit/test_pgfault.c); so has a
+ *      commit whose manifest could not be queued here.
  *  S7. A rewrite rolled back by this node (an abort or a hold of the new
  *      version) queues its restored version's manifest here again if that
  *      version is COMMITTED (catshg_restored): one round trip more per
@@ -223,8 +224,8 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	if (rc == -EINVAL)
 		rc = catshg_state_error(ns, id, GEN_COMMITTED, rc);
 	/* its manifest, from the committing node's queue (manifest_shared.h D2) */
-	if (rc == 0)
-		catshd_enqueue(cat, id, version); /* pggen.h X9: the version committed */
+	if (rc == 0 && catshd_enqueue(cat, id, version) != 0) /* pggen.h X9: the version committed */
+		cat_shared_requeue_later(cat); /* S6: logged; the next sweep queues it */
 	/* S6: committed already, maybe by this very call (a COMMIT whose answer
 	 * was lost runs again and finds it committed, pg.h P2): its manifest,
 	 * unless it is durable or queued here */

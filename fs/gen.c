@@ -27,6 +27,7 @@
 #include "manifest.h"
 #include "node.h"
 #include "proof.h"
+#include "store.h"
 #include "upload.h"
 
 #define GEN_MAX_PIDS 16
@@ -77,6 +78,7 @@ struct gen_live {
 
 struct gen_policy {
 	struct cat *cat;
+	struct store *store; /* invariant 7; NULL: nothing to sync */
 	struct node_table *nodes;
 	proof_read_fn read; /* file bytes for proofs and tracker files */
 	void *read_arg;
@@ -135,6 +137,7 @@ int gen_policy_new(const struct gen_deps *d, const struct gen_options *o, struct
 	if (!g)
 		return -ENOMEM;
 	g->cat = d->cat;
+	g->store = d->store;
 	g->nodes = d->nodes;
 	g->read = d->read;
 	g->read_arg = d->read_arg;
@@ -804,7 +807,14 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	struct cat_gen gen;
 	struct gen_cred cred = { .known = false };
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
-	int rc = cat_gen_commit(g->cat, id, rule);
+	/* invariant 7: the save's objects are durable before the catalog says
+	 * COMMITTED (cat_gen_commit makes that durable in turn) */
+	int rc = g->store ? store_syncfs(g->store) : 0;
+	if (rc != 0)
+		log_error("generation %llu: syncing the cache before its commit (%s) failed: %s;"
+			  " not committed", (unsigned long long)id, rule, strerror(-rc));
+	else
+		rc = cat_gen_commit(g->cat, id, rule);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
 		return 0;
 	pthread_mutex_lock(&g->lock);

@@ -581,7 +581,7 @@ int cat_end(struct cat *cat, int rc)
 /* Invariant 10: every transaction committed so far reaches stable storage,
  * through SQLite's own descriptors (storesmall.h's storesmall_sync_own, T7:
  * never by path). Under the lock, so no checkpoint runs meanwhile. */
-static int cat_wal_sync(struct cat *cat)
+int cat_wal_sync(struct cat *cat)
 {
 	const char *what = NULL;
 	int src = storesmall_sync_own(cat->db, &what);

@@ -223,6 +223,10 @@ int cat_begin(struct cat *cat);
 int cat_begin_read(struct cat *cat);
 int cat_end(struct cat *cat, int rc);
 int cat_end_sweep(struct cat *cat, int rc);
+/* catalog.c invariant 10: every transaction committed so far is on stable
+ * storage (WAL and main file synced through SQLite's own descriptors).
+ * Under the lock, outside a transaction. */
+int cat_wal_sync(struct cat *cat);
 /* Reclaims chunks at count zero, a batch per transaction (outside one). */
 int cat_sweep(struct cat *cat);
 

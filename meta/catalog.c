@@ -75,6 +75,12 @@
  *     reference is durable: cat_sweep syncs the WAL (10) once before its
  *     first reclaim. Otherwise a power loss can keep the unlink and lose
  *     the commit, and the catalog names an object that is gone.
+ * 12. The same for an eviction: a chunk's cache object is removed only after
+ *     the commit that marked it uploaded is durable (cat_chunk_evict_locked
+ *     syncs the WAL first when an uploaded mark was committed since the last
+ *     sync: one sync per run of evictions after uploads). Otherwise a power
+ *     loss can keep the unlink and lose the mark, and the catalog then calls
+ *     the chunk dirty, in the cache only, when only BACKING has it.
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim
@@ -585,8 +591,11 @@ int cat_wal_sync(struct cat *cat)
 {
 	const char *what = NULL;
 	int src = storesmall_sync_own(cat->db, &what);
-	if (src == SQLITE_OK)
+	if (src == SQLITE_OK) {
+		cat->uploaded_unsynced = false; /* invariant 12 */
+		cat->wal_syncs++;
 		return 0;
+	}
 	log_error("catalog %s: cannot %s: %s (sqlite %d)", cat->path, what, sqlite3_errmsg(cat->db),
 		  src);
 	return (src & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
@@ -2744,7 +2753,10 @@ int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_recla
 int cat_chunk_evict_locked(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 			   cat_reclaim_fn remove, void *arg)
 {
-	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
+	/* invariant 12: the uploaded mark this eviction relies on is durable */
+	int rc = cat->uploaded_unsynced ? cat_wal_sync(cat) : 0;
+	if (rc == 0)
+		rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
 	if (rc == 0)
 		rc = cat_run(cat, U_SET_CACHED);
 	if (rc == 0 && cat_changes(cat) == 0)

@@ -119,6 +119,10 @@ struct cat {
 	void *reclaim_arg;
 	int schema_version;
 	bool in_txn; /* between cat_begin and cat_end */
+	/* catalog.c invariant 12: an uploaded mark committed since the last
+	 * cat_wal_sync (an eviction syncs first); wal_syncs counts the syncs */
+	bool uploaded_unsynced;
+	uint64_t wal_syncs;
 	bool in_read_of_deferred; /* a cat_begin_read inside the deferred transaction */
 	/* the deferred transaction (catalog_defer.c): changes in it, since when */
 	unsigned deferred;

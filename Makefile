@@ -143,7 +143,7 @@ test: deps
 test-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests --jobs 2
 
-test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool
+test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so
 	tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
@@ -160,7 +160,7 @@ test-asan: asan-build
 	$(MAKE) test-asan-integration
 
 asan-build:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool build-asan/synclog.so
 
 test-asan-unit: asan-build
 	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 1
@@ -226,6 +226,12 @@ $(BUILD)/faultfs: tests/faultfs/faultfs.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(shell pkg-config --cflags fuse3) $< -o $@ \
 		$(shell pkg-config --libs fuse3)
+
+# The LD_PRELOAD shim that logs the daemon's fsyncs and unlinks in order
+# (tests/integration/lib.sh ck_mount_synclog): what is durable when.
+$(BUILD)/synclog.so: tests/integration/helpers/synclog.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -shared -fPIC $< -o $@ -ldl
 
 test-faultfs: deps $(BUILD)/faultfs
 	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs

@@ -27,6 +27,7 @@
 #include "manifest.h"
 #include "node.h"
 #include "proof.h"
+#include "store.h"
 #include "upload.h"
 
 #define GEN_MAX_PIDS 16
@@ -77,6 +78,11 @@ struct gen_live {
 
 struct gen_policy {
 	struct cat *cat;
+	struct store *store; /* invariant 7; NULL: nothing to sync */
+	/* one commit at a time, its sync and its catalog transaction together:
+	 * of two rules that fire for one generation, the first to start its
+	 * sync commits (the other finds it committed), as before the sync */
+	pthread_mutex_t commit_lock;
 	struct node_table *nodes;
 	proof_read_fn read; /* file bytes for proofs and tracker files */
 	void *read_arg;
@@ -135,6 +141,7 @@ int gen_policy_new(const struct gen_deps *d, const struct gen_options *o, struct
 	if (!g)
 		return -ENOMEM;
 	g->cat = d->cat;
+	g->store = d->store;
 	g->nodes = d->nodes;
 	g->read = d->read;
 	g->read_arg = d->read_arg;
@@ -144,6 +151,7 @@ int gen_policy_new(const struct gen_deps *d, const struct gen_options *o, struct
 		return -EINVAL;
 	}
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->commit_lock, NULL);
 	pthread_cond_init(&g->wake, NULL);
 	*out = g;
 	return 0;
@@ -804,7 +812,16 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	struct cat_gen gen;
 	struct gen_cred cred = { .known = false };
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
-	int rc = cat_gen_commit(g->cat, id, rule);
+	/* invariant 7: the save's objects are durable before the catalog says
+	 * COMMITTED (cat_gen_commit makes that durable in turn) */
+	pthread_mutex_lock(&g->commit_lock);
+	int rc = g->store ? store_syncfs(g->store) : 0;
+	if (rc != 0)
+		log_error("generation %llu: syncing the cache before its commit (%s) failed: %s;"
+			  " not committed", (unsigned long long)id, rule, strerror(-rc));
+	else
+		rc = cat_gen_commit(g->cat, id, rule);
+	pthread_mutex_unlock(&g->commit_lock);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
 		return 0;
 	pthread_mutex_lock(&g->lock);
@@ -1551,6 +1568,7 @@ void gen_policy_free(struct gen_policy *g)
 		gen_live_drop(g, g->live->id);
 	regfree(&g->re);
 	pthread_mutex_destroy(&g->lock);
+	pthread_mutex_destroy(&g->commit_lock);
 	pthread_cond_destroy(&g->wake);
 	free(g);
 }

@@ -71,7 +71,14 @@
  *     (higher steps planted in a shared sticky series). With one owner this
  *     is the series-wide rule. A pass acts for the committing user's
  *     credentials (gen_may_delete: what they could `rm -rf` by hand); with
- *     none (at start, a save becoming durable), for each save's owner. */
+ *     none (at start, a save becoming durable), for each save's owner.
+ *  7. A commit is durable locally and whole: before the catalog records it
+ *     COMMITTED, the objects of the files written in it are on stable
+ *     storage (one store_syncfs of the cache, gen_commit_now: files closed
+ *     without fsync leave theirs in the page cache), and the commit itself
+ *     is on stable storage before cat_gen_commit returns (catalog.c
+ *     invariant 10). So a save listed COMMITTED after a power loss reads
+ *     back whole. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 
@@ -81,6 +88,8 @@
 #include <sys/types.h>
 
 #include "proof.h"
+
+struct store;
 
 #define GEN_DEFAULT_PATTERN                                                          \
 	"^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)" \
@@ -108,6 +117,9 @@ struct gen_deps {
 	struct node_table *nodes; /* open writers (gen_files_being_written); removed trees */
 	proof_read_fn read;
 	void *read_arg;
+	/* the cache's objects, synced before each commit (invariant 7); NULL
+	 * when there are none to sync (tests of the policy alone) */
+	struct store *store;
 };
 
 /* Compiles the pattern (-EINVAL with a line naming it if it does not). */

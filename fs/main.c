@@ -804,7 +804,8 @@ static int main_probe_read(void *arg, uint64_t ino, uint64_t off, size_t len, vo
  * daemonizing (they keep its handle). */
 static int main_start_gen(struct ckptfs *fs)
 {
-	struct gen_deps gd = { .cat = fs->cat, .read = main_probe_read, .read_arg = fs };
+	struct gen_deps gd = { .cat = fs->cat, .read = main_probe_read, .read_arg = fs,
+			       .store = fs->store };
 	int rc = node_table_new(fs->cat, &fs->nodes);
 	gd.nodes = fs->nodes;
 	if (rc == 0)

@@ -84,6 +84,10 @@ struct writer {
 	size_t n_unsynced, cap_unsynced;
 
 	int staging_fd;
+	/* invariant 3: started on committed extents, which an earlier handle may
+	 * have committed without syncing; inherited_many: more of them than
+	 * WRITER_SYNC_EACH_MAX (one syncfs covers them) */
+	bool inherited, inherited_many;
 };
 
 /* Collects the writer's awaits (all of them, waiting): before anything
@@ -128,12 +132,14 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 	if (rc == 0)
 		rc = cat_pending_from_committed(w->env->cat, ino);
 	if (rc == 0) {
-		struct cat_extent e;
-		int n = cat_pending_extents(w->env->cat, ino, 0, &e, 1);
+		struct cat_extent e[WRITER_SYNC_EACH_MAX + 1];
+		int n = cat_pending_extents(w->env->cat, ino, 0, e, WRITER_SYNC_EACH_MAX + 1);
 		if (n < 0)
 			rc = n;
 		/* an existing file is appended at its end; a file of holes from 0 */
 		w->stream_base = n > 0 ? size : 0;
+		w->inherited = n > 0;
+		w->inherited_many = n > WRITER_SYNC_EACH_MAX;
 		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
 		w->zc.active = w->stream_base == 0;
 	}
@@ -893,6 +899,30 @@ static int writer_sync_gone(struct writer *w, const uint8_t hash[HASH_LEN])
 	return -EIO;
 }
 
+/* Invariant 3: syncs the objects of every chunk the file names now (its
+ * pending extents), for the chunks this writer found committed when it
+ * started: the handle that wrote them may have closed without fsync, and
+ * their objects are then in the page cache only. A chunk this writer wrote
+ * is synced again: an fsync of a clean file costs little. */
+static int writer_sync_inherited(struct writer *w)
+{
+	struct cat_extent ext[16];
+	uint64_t pos = 0;
+	int n, rc = 0;
+	do {
+		n = cat_pending_extents(w->env->cat, w->ino, pos, ext, 16);
+		if (n < 0)
+			return n;
+		for (int i = 0; rc == 0 && i < n; i++) {
+			rc = store_sync(w->env->store, ext[i].hash);
+			if (rc == -ENOENT)
+				rc = writer_sync_gone(w, ext[i].hash);
+			pos = ext[i].off + ext[i].len;
+		}
+	} while (rc == 0 && n == 16);
+	return rc;
+}
+
 /* pgns.h N3: a commit naming a chunk that a reclaim is removing is refused
  * (-EBUSY) and changes nothing; once the reclaim has deleted the row, the
  * same commit inserts a new row held by this node, which uploads its own
@@ -939,23 +969,30 @@ int writer_commit(struct writer *w, bool durable)
 		if (rc != 0)
 			writer_fail(w, rc, "storing a chunk");
 	}
-	if (rc == 0 && durable && w->n_unsynced > WRITER_SYNC_EACH_MAX) {
+	bool syncfs = w->n_unsynced > WRITER_SYNC_EACH_MAX || (w->inherited && w->inherited_many);
+	if (rc == 0 && durable && syncfs) {
 		/* many objects: one syncfs is one journal commit instead of two
 		 * flushes per object (their write-back started when written) */
 		rc = store_syncfs(w->env->store);
 		if (rc != 0)
 			writer_fail(w, rc, "syncing the store");
 	}
-	for (size_t i = 0; rc == 0 && durable && w->n_unsynced <= WRITER_SYNC_EACH_MAX &&
-			   i < w->n_unsynced; i++) {
+	for (size_t i = 0; rc == 0 && durable && !syncfs && i < w->n_unsynced; i++) {
 		rc = store_sync(w->env->store, w->unsynced[i]);
 		if (rc == -ENOENT)
 			rc = writer_sync_gone(w, w->unsynced[i]);
 		if (rc != 0)
 			writer_fail(w, rc, "syncing a chunk");
 	}
-	if (rc == 0 && durable)
+	if (rc == 0 && durable && !syncfs && w->inherited) {
+		rc = writer_sync_inherited(w);
+		if (rc != 0)
+			writer_fail(w, rc, "syncing a chunk");
+	}
+	if (rc == 0 && durable) {
 		w->n_unsynced = 0;
+		w->inherited = false; /* every chunk is durable now, and stays so */
+	}
 	if (rc == 0)
 		rc = writer_publish(w, durable);
 	if (rc != 0)

@@ -24,7 +24,9 @@
  *     after a crash) changes only in writer_commit, in one catalog transaction:
  *     a crash leaves the file as of its last flush/fsync, never a mix.
  *  3. writer_commit(durable) returns only when the file's chunks and the
- *     catalog are fsync'd.
+ *     catalog are fsync'd: every chunk the committed file names, also those
+ *     an earlier handle committed without fsync (a writer started on
+ *     committed extents syncs them too; more than a few by one syncfs).
  *  4. The first error of the data path is kept and returned by every later
  *     call: a failed write is never reported as committed.
  *  5. A pending chunk whose object is still being written (by this writer

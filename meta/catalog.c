@@ -64,6 +64,23 @@
  *     between would otherwise lose its only copy.
  *  9. A catalog is opened in one role only: alone or as a node's
  *     (cat_role_check).
+ * 10. Durability is made, not assumed: a call that promises it (cat_sync for
+ *     fsync and fsyncdir, cat_gen_commit) ends by syncing the WAL and the
+ *     main file through SQLite's own descriptors (cat_wal_sync). A COMMIT
+ *     under synchronous=FULL is not enough: SQLite writes no frame and
+ *     syncs nothing for a transaction that changes no byte (the old
+ *     `UPDATE meta SET value = value` of cat_sync), and commits under
+ *     NORMAL (the default here) are durable only once a later sync is.
+ * 11. An object is reclaimed only after the commit that dropped its last
+ *     reference is durable: cat_sweep syncs the WAL (10) once before its
+ *     first reclaim. Otherwise a power loss can keep the unlink and lose
+ *     the commit, and the catalog names an object that is gone.
+ * 12. The same for an eviction: a chunk's cache object is removed only after
+ *     the commit that marked it uploaded is durable (cat_chunk_evict_locked
+ *     syncs the WAL first when an uploaded mark was committed since the last
+ *     sync: one sync per run of evictions after uploads). Otherwise a power
+ *     loss can keep the unlink and lose the mark, and the catalog then calls
+ *     the chunk dirty, in the cache only, when only BACKING has it.
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim
@@ -90,6 +107,7 @@
 #include "catalog_shared_data.h"
 #include "catalog_shared_gen.h"
 #include "log.h"
+#include "storesmall.h"
 
 #define CAT_APPLICATION_ID 0x636b7074 /* 'ckpt' */
 #define CAT_BUSY_TIMEOUT_MS 5000
@@ -566,6 +584,23 @@ int cat_end(struct cat *cat, int rc)
 	return rc;
 }
 
+/* Invariant 10: every transaction committed so far reaches stable storage,
+ * through SQLite's own descriptors (storesmall.h's storesmall_sync_own, T7:
+ * never by path). Under the lock, so no checkpoint runs meanwhile. */
+int cat_wal_sync(struct cat *cat)
+{
+	const char *what = NULL;
+	int src = storesmall_sync_own(cat->db, &what);
+	if (src == SQLITE_OK) {
+		cat->uploaded_unsynced = false; /* invariant 12 */
+		cat->wal_syncs++;
+		return 0;
+	}
+	log_error("catalog %s: cannot %s: %s (sqlite %d)", cat->path, what, sqlite3_errmsg(cat->db),
+		  src);
+	return (src & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
+}
+
 /* Calls reclaim for every chunk whose count is zero and deletes the rows it
  * accepts, a batch per transaction. A refused chunk stays for a later sweep.
  * Failures are logged; the call that triggered the sweep has already
@@ -573,6 +608,7 @@ int cat_end(struct cat *cat, int rc)
 int cat_sweep(struct cat *cat)
 {
 	if (cat->shared) return catsh_sweep(cat);
+	bool synced = false;
 	uint8_t batch[CAT_SWEEP_BATCH][CAT_HASH_LEN];
 	uint8_t after[CAT_HASH_LEN] = { 0 };
 	int after_len = 0; /* the empty blob sorts before every hash */
@@ -589,6 +625,12 @@ int cat_sweep(struct cat *cat)
 		cat_reset(cat, S_GARBAGE_LIST);
 		if (rc != 0 || n == 0)
 			break;
+		/* invariant 11: the commits that dropped these counts are durable
+		 * before the first object goes (one sync per sweep, none when
+		 * nothing is to go) */
+		if (!synced && (rc = cat_wal_sync(cat)) != 0)
+			break;
+		synced = true;
 		rc = cat_begin(cat);
 		for (int i = 0; i < n && rc == 0; i++) {
 			int rrc = cat->reclaim ? cat->reclaim(cat->reclaim_arg, batch[i]) : 0;
@@ -1266,18 +1308,10 @@ int cat_sync(struct cat *cat)
 {
 	if (cat->shared) return catsh_sync(cat);
 	cat_lock(cat);
-	/* a committed write with synchronous=FULL fsyncs the WAL, and with it
-	 * every transaction committed before */
-	int rc = cat_synchronous(cat, true);
-	if (rc == 0)
-		rc = cat_begin(cat);
-	if (rc == 0)
-		rc = cat_exec(cat, "make the catalog durable",
-			      "UPDATE meta SET value = value WHERE key = 'schema_version'");
-	rc = cat_end(cat, rc);
-	int src = cat_synchronous(cat, false);
+	cat_defer_flush(cat); /* D-path changes are committed, then made durable (10) */
+	int rc = cat_wal_sync(cat);
 	cat_unlock(cat);
-	return rc ? rc : src;
+	return rc;
 }
 
 void cat_close(struct cat *cat)
@@ -2719,7 +2753,10 @@ int cat_chunk_evict(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], cat_recla
 int cat_chunk_evict_locked(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 			   cat_reclaim_fn remove, void *arg)
 {
-	int rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
+	/* invariant 12: the uploaded mark this eviction relies on is durable */
+	int rc = cat->uploaded_unsynced ? cat_wal_sync(cat) : 0;
+	if (rc == 0)
+		rc = cat_bind(cat, U_SET_CACHED, A_HASH(hash), A_INT(0));
 	if (rc == 0)
 		rc = cat_run(cat, U_SET_CACHED);
 	if (rc == 0 && cat_changes(cat) == 0)

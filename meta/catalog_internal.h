@@ -119,6 +119,10 @@ struct cat {
 	void *reclaim_arg;
 	int schema_version;
 	bool in_txn; /* between cat_begin and cat_end */
+	/* catalog.c invariant 12: an uploaded mark committed since the last
+	 * cat_wal_sync (an eviction syncs first); wal_syncs counts the syncs */
+	bool uploaded_unsynced;
+	uint64_t wal_syncs;
 	bool in_read_of_deferred; /* a cat_begin_read inside the deferred transaction */
 	/* the deferred transaction (catalog_defer.c): changes in it, since when */
 	unsigned deferred;
@@ -223,6 +227,10 @@ int cat_begin(struct cat *cat);
 int cat_begin_read(struct cat *cat);
 int cat_end(struct cat *cat, int rc);
 int cat_end_sweep(struct cat *cat, int rc);
+/* catalog.c invariant 10: every transaction committed so far is on stable
+ * storage (WAL and main file synced through SQLite's own descriptors).
+ * Under the lock, outside a transaction. */
+int cat_wal_sync(struct cat *cat);
 /* Reclaims chunks at count zero, a batch per transaction (outside one). */
 int cat_sweep(struct cat *cat);
 

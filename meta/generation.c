@@ -1038,7 +1038,11 @@ int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule)
 	rc = cat_begin(cat);
 	if (rc == 0)
 		rc = gen_commit_txn(cat, id, rule);
-	rc = cat_end_sweep(cat, rc); /* the backup's chunks may be garbage now */
+	rc = cat_end(cat, rc);
+	if (rc == 0) /* catalog.c invariant 10: COMMITTED is durable once we return */
+		rc = cat_wal_sync(cat);
+	if (rc == 0)
+		cat_sweep(cat); /* the backup's chunks may be garbage now */
 	cat_unlock(cat);
 	return rc;
 }

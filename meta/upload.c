@@ -317,6 +317,7 @@ static int up_done_txn(struct cat *cat, const struct cat_upload *u)
 		rc = cat_bind(cat, U_CHUNK_UPLOADED, A_HASH(u->hash));
 		if (rc == 0)
 			rc = cat_run(cat, U_CHUNK_UPLOADED);
+		cat->uploaded_unsynced = true; /* catalog.c invariant 12 */
 	}
 	if (rc == 0 && u->kind == UP_GEN_MANIFEST) {
 		rc = cat_bind(cat, U_GEN_DURABLE_SET, A_INT(u->gen), A_INT(u->version));

@@ -289,16 +289,29 @@ int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN])
  * opening small.db afterwards (ckptfs-admin verify, the sqlite3 shell) would
  * then be alone at its close, checkpoint, and unlink the -wal and -shm the
  * daemon still writes: rows fsync'd into an unlinked WAL, lost at a crash. */
-static int storesmall_fsync_own(struct storesmall *s, int op)
+/* T2, T7: see storesmall.h. */
+int storesmall_sync_own(struct sqlite3 *db, const char **what)
 {
-	sqlite3_file *f = NULL;
-	int src = sqlite3_file_control(s->db, "main", op, &f);
-	if (src != SQLITE_OK)
-		return storesmall_fail(s, "find its file to sync", src);
-	if (f == NULL || f->pMethods == NULL)
-		return 0; /* no WAL open: everything is in the main file */
-	src = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
-	return src == SQLITE_OK ? 0 : storesmall_fail(s, "sync", src);
+	static const struct {
+		int op;
+		const char *what;
+	} files[2] = {
+		{ SQLITE_FCNTL_JOURNAL_POINTER, "sync its WAL" },
+		{ SQLITE_FCNTL_FILE_POINTER, "sync its main file" },
+	};
+	for (int i = 0; i < 2; i++) {
+		sqlite3_file *f = NULL;
+		*what = files[i].what;
+		int src = sqlite3_file_control(db, "main", files[i].op, &f);
+		if (src != SQLITE_OK)
+			return src;
+		if (f == NULL || f->pMethods == NULL)
+			continue; /* no WAL open: everything is in the main file */
+		src = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
+		if (src != SQLITE_OK)
+			return src;
+	}
+	return SQLITE_OK;
 }
 
 /* T2: the WAL holds every commit not yet checkpointed; a checkpoint fsyncs
@@ -306,10 +319,10 @@ static int storesmall_fsync_own(struct storesmall *s, int op)
  * of a checkpoint still running are only in the page cache: both files. */
 int storesmall_sync(struct storesmall *s)
 {
+	const char *what = NULL;
 	pthread_mutex_lock(&s->lock); /* no checkpoint runs meanwhile */
-	int rc = storesmall_fsync_own(s, SQLITE_FCNTL_JOURNAL_POINTER);
-	if (rc == 0)
-		rc = storesmall_fsync_own(s, SQLITE_FCNTL_FILE_POINTER);
+	int src = storesmall_sync_own(s->db, &what);
+	int rc = src == SQLITE_OK ? 0 : storesmall_fail(s, what, src);
 	pthread_mutex_unlock(&s->lock);
 	if (rc != 0)
 		log_error("store %s: sync: %s", s->path, strerror(-rc));

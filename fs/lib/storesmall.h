@@ -76,6 +76,17 @@ int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN]);
 /* T2: every row committed so far is on stable storage. */
 int storesmall_sync(struct storesmall *s);
 
+struct sqlite3;
+/* T2, T7 for any SQLite database in WAL mode (also the catalog's,
+ * meta/catalog.c cat_sync): syncs the WAL, then the main file, through the
+ * connection's own descriptors, so every transaction committed so far is on
+ * stable storage, whatever its synchronous setting. A COMMIT cannot promise
+ * that by itself: SQLite writes no WAL frame, and syncs nothing, for a
+ * transaction that changes no byte. The caller keeps checkpoints out
+ * meanwhile (holds the connection). SQLITE_OK, or the SQLite code of the
+ * first failure with *what naming the step ("sync its WAL", ...). */
+int storesmall_sync_own(struct sqlite3 *db, const char **what);
+
 /* T5: the bytes ROOT/small.db-wal holds on disk now (0 without one). */
 int storesmall_wal_bytes(const char *root, uint64_t *out);
 

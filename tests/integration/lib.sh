@@ -196,6 +196,26 @@ ck_mount() {
 	timeout 20 stat "$CK_MNT" >/dev/null || ck_fail "stat of the fresh mount $CK_MNT failed or hung"
 }
 
+# ck_mount_synclog [extra,-o,opts] — ck_mount with the daemon under
+# build/synclog.so (LD_PRELOAD, tests/integration/helpers/synclog.c): every
+# fsync/fdatasync ("sync PATH"), syncfs ("syncfs PATH") and unlink ("unlink
+# PATH") it makes is appended, in order, to CK_SYNCLOG. What reached stable
+# storage before what, without a power loss to pull.
+ck_mount_synclog() {
+	local shim
+	shim=$(cd "$(dirname "$CKPTFS_BIN")" && pwd)/synclog.so
+	[ -f "$shim" ] || ck_fail "$shim is missing (make $(dirname "$CKPTFS_BIN")/synclog.so)"
+	CK_SYNCLOG=$CK_TMP/synclog
+	: >"$CK_SYNCLOG"
+	SYNCLOG=$CK_SYNCLOG LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		ck_mount "$@"
+}
+
+# ck_synclog_lines — how many events CK_SYNCLOG holds now; ck_synclog_since N
+# prints those after the first N.
+ck_synclog_lines() { wc -l <"$CK_SYNCLOG"; }
+ck_synclog_since() { tail -n +$(($1 + 1)) "$CK_SYNCLOG"; }
+
 # Prints the first lines of a sanitizer report (ASan, LeakSanitizer, UBSan)
 # in FILE; false if it has none.
 _ck_sanitizer_report() {

@@ -920,4 +920,35 @@ test_chmod_in_a_committed_save_is_kept_in_place_and_reaches_backing() {
 	ck_umount
 }
 
+# gen.h invariant 7: a save the catalog lists COMMITTED after a power loss
+# is whole. Its files were closed without fsync (torch 1.13's DCP): the
+# commit syncs the cache (syncfs) first, then the catalog's WAL, and the
+# rename that commits at once returns only after both.
+test_a_committed_generation_synced_its_objects_then_the_catalog() {
+	local n0 ev cache_line cat_line
+	ck_mount_synclog
+	mkdir -p "$CK_MNT/ckpt"
+	n0=$(ck_synclog_lines)
+	ck_rand "$CK_REF/shard" $((3 * MiB))
+	"$PY" - "$CK_REF/shard" "$CK_MNT/ckpt/step-100" <<'PYEOF'
+import os, sys
+d = open(sys.argv[1], "rb").read()
+g = sys.argv[2]
+os.makedirs(g, exist_ok=True)
+with open(g + "/__0_0.distcp", "wb") as f:  # torch 1.13-style: no fsync
+    f.write(d)
+with open(g + "/.metadata.tmp", "wb") as f:
+    f.write(b"meta" * 100)
+os.rename(g + "/.metadata.tmp", g + "/.metadata")  # commits at once (dcp-metadata)
+PYEOF
+	assert_eq 1 "$(ck_sql "SELECT state FROM generations WHERE name = 'step-100'")" "step-100 COMMITTED once the rename returned"
+	ev=$(ck_synclog_since "$n0" | sed "s|$CK_TMP/||")
+	cache_line=$(echo "$ev" | grep -n "^syncfs cache\$" | tail -n 1 | cut -d: -f1)
+	[ -n "$cache_line" ] || ck_fail "step-100 is COMMITTED but the cache was never synced since its files were written (events: $(echo "$ev" | tr '\n' ' ' | cut -c1-600))"
+	cat_line=$(echo "$ev" | tail -n +"$cache_line" | grep -n '^sync cache/catalog\.db' | head -n 1 | cut -d: -f1)
+	[ -n "$cat_line" ] || ck_fail "step-100 is COMMITTED but the catalog was not fsync'd after its objects were (events: $(echo "$ev" | tr '\n' ' ' | cut -c1-600))"
+	assert_file_eq "$CK_REF/shard" "$CK_MNT/ckpt/step-100/__0_0.distcp"
+	ck_umount
+}
+
 ck_main "$@"

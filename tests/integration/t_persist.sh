@@ -510,4 +510,82 @@ test_lazy_unmount_with_files_open_exits_0_without_leaks_and_keeps_closed_files()
 	ck_objcheck
 }
 
+# fsync and fsyncdir promise durability (catalog.c invariant 10): an fsync
+# of the catalog's WAL after the change, before the call returns. The old
+# cat_sync committed `UPDATE meta SET value = value`, which SQLite skips (no
+# byte changes: no WAL frame, no fsync). Seen through ck_mount_synclog.
+test_fsync_of_a_directory_after_a_rename_syncs_the_catalog() {
+	ck_mount_synclog
+	ck_rand "$CK_REF/a" $((300 * 1024))
+	"$PY" - "$CK_REF/a" "$CK_MNT" "$CK_SYNCLOG" <<'PYEOF'
+import os, sys
+d = open(sys.argv[1], "rb").read()
+mnt, log = sys.argv[2], sys.argv[3]
+with open(mnt + "/model.tmp", "wb") as f:
+    f.write(d); f.flush(); os.fsync(f.fileno())
+os.rename(mnt + "/model.tmp", mnt + "/model.pt")
+n0 = sum(1 for _ in open(log))
+fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+os.fsync(fd)  # the classic atomic save: the rename is durable once this returns
+os.close(fd)
+new = open(log).read().splitlines()[n0:]
+if not any(l.startswith("sync ") and "catalog.db" in l for l in new):
+    sys.exit("fsync(dir) returned without any fsync of the catalog: events %r" % new)
+PYEOF
+	assert_file_eq "$CK_REF/a" "$CK_MNT/model.pt"
+	ck_umount
+}
+
+test_fsync_of_a_file_reopened_after_close_syncs_the_catalog() {
+	ck_mount_synclog
+	ck_rand "$CK_REF/a" $((300 * 1024))
+	cp "$CK_REF/a" "$CK_MNT/latest" # written and closed, no fsync
+	"$PY" - "$CK_MNT/latest" "$CK_SYNCLOG" <<'PYEOF'
+import os, sys
+path, log = sys.argv[1], sys.argv[2]
+n0 = sum(1 for _ in open(log))
+fd = os.open(path, os.O_RDONLY)
+os.fsync(fd)  # e.g. `sync FILE` (coreutils), or a saver that fsyncs after close
+os.close(fd)
+new = open(log).read().splitlines()[n0:]
+if not any(l.startswith("sync ") and "catalog.db" in l for l in new):
+    sys.exit("fsync returned without any fsync of the catalog: events %r" % new)
+PYEOF
+	assert_file_eq "$CK_REF/a" "$CK_MNT/latest"
+	ck_umount
+}
+
+# catalog.c invariant 11: a chunk object whose last reference a commit
+# dropped is unlinked only after that commit is durable (a WAL fsync in
+# between). A power loss keeps only what was fsync'd: an unlink made first
+# can survive while the commit is lost, and the catalog names a gone object.
+test_a_replaced_chunk_is_unlinked_only_after_the_commit_dropping_it_is_synced() {
+	local n0 hex line i=0
+	ck_mount_synclog
+	ck_rand "$CK_REF/a" $((300 * 1024)) # one chunk, an object file (> 64 KiB)
+	ck_rand "$CK_REF/b" $((300 * 1024))
+	"$PY" - "$CK_REF/a" "$CK_MNT/latest" <<'PYEOF'
+import os, sys
+d = open(sys.argv[1], "rb").read()
+with open(sys.argv[2], "wb") as f:
+    f.write(d); f.flush(); os.fsync(f.fileno())
+PYEOF
+	n0=$(ck_synclog_lines)
+	cp "$CK_REF/b" "$CK_MNT/latest" # rewritten in place (DeepSpeed's latest), no fsync
+	assert_file_eq "$CK_REF/b" "$CK_MNT/latest"
+	hex=$(sha256sum "$CK_REF/a" | cut -c1-64)
+	until ck_synclog_since "$n0" | grep -q "^unlink .*$hex\$"; do
+		i=$((i + 1))
+		[ $i -le 400 ] || ck_fail "a's object $hex was never removed (events: $(ck_synclog_since "$n0" | tr '\n' '|'))"
+		sleep 0.05
+	done
+	line=$(ck_synclog_since "$n0" | grep -n "^unlink .*$hex\$" | head -n 1 | cut -d: -f1)
+	ck_synclog_since "$n0" | head -n "$line" | grep -q '^sync .*catalog\.db' ||
+		ck_fail "a's object was unlinked before any fsync of the catalog after the rewrite: a power loss can keep the unlink and lose the commit (events: $(ck_synclog_since "$n0" | head -n "$line" | tr '\n' '|'))"
+	ck_umount
+	ck_mount
+	assert_file_eq "$CK_REF/b" "$CK_MNT/latest"
+	ck_umount
+}
+
 ck_main "$@"

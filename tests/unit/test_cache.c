@@ -766,6 +766,27 @@ static void tc_lock_seen_hook(void)
 	atomic_fetch_add(&tc_race.unlocked, 1);
 }
 
+/* catalog.c invariant 12: an eviction removes the object only once the
+ * commit that marked the chunk uploaded is durable (a WAL sync in between:
+ * the remove callback runs under the lock and sees the count). */
+static uint64_t tc_syncs_at_remove;
+static int tc_remove_counting_syncs(void *st, const uint8_t hash[CAT_HASH_LEN])
+{
+	tc_syncs_at_remove = fx.w.cat->wal_syncs;
+	return store_remove(st, hash);
+}
+
+Test(cache, an_eviction_removes_the_object_only_after_the_uploaded_mark_is_synced)
+{
+	uint64_t ino = tc_file("f", 10, 1);
+	tc_upload(ino);
+	uint64_t before = fx.w.cat->wal_syncs;
+	OK(cat_chunk_evict(fx.w.cat, fx.hash[0], tc_remove_counting_syncs, fx.w.st));
+	cr_assert(!store_has(fx.w.st, fx.hash[0]));
+	cr_assert_gt(tc_syncs_at_remove, before,
+		     "the object was removed before the catalog's WAL was synced after its uploaded mark");
+}
+
 Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
 {
 	uint64_t ino = tc_file("f", 310, 1);

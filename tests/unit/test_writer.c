@@ -993,3 +993,33 @@ Test(writer, the_crc_taken_while_scanning_is_the_crc_of_each_chunk_stored)
 	free(b);
 	free(want);
 }
+
+/* Invariant 3: a file written and closed (commit not durable), reopened and
+ * appended to, then fsync'd. The durable commit covers every chunk the
+ * committed file names, also those the first handle's writer left unsynced:
+ * here the first writer's objects are gone (standing in for objects a power
+ * loss tears: never fdatasync'd), the catalog still counts them, BACKING
+ * lacks them: the fsync fails with EIO (invariant 6), never reports 0. */
+Test(writer, an_fsync_after_reopen_covers_chunks_an_earlier_handle_left_unsynced)
+{
+	size_t len = 400 * KiB, more = 100 * KiB;
+	uint8_t *data = ts_random(len + more, 96);
+	uint64_t a = tw_file("a");
+	tw_write_all(a, data, len, len, 1); /* close without fsync: not durable */
+	static struct cat_extent ext[16];
+	int n = tw_extents(a, ext, 16);
+	cr_assert(n >= 1 && n <= 4, "%d chunks", n);
+	for (int i = 0; i < n; i++) {
+		char rel[128], obj[512];
+		store_object_relpath(ext[i].hash, rel, sizeof(rel));
+		snprintf(obj, sizeof(obj), "%s/store/%s", fx.dir, rel);
+		cr_assert_eq(unlink(obj), 0, "%s", obj);
+	}
+	struct writer *w;
+	OK(writer_new(fx.cp, a, len, &w)); /* reopened: appended at its end */
+	OK(writer_write(w, (const char *)data + len, more, len));
+	cr_assert_eq(writer_commit(w, true), -EIO,
+		     "fsync reported the file durable; chunks of its first handle were never synced");
+	writer_free(w);
+	free(data);
+}

@@ -4,7 +4,6 @@
  * kept until aq_close. Every call: cat_lock, a read transaction, step rows
  * into a malloc'd array, end, unlock. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -674,21 +673,7 @@ int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *),
 		return rfd;
 	int fd = safe_openat(rfd, reldir, O_RDONLY | O_DIRECTORY, 0);
 	close(rfd);
-	if (fd < 0)
-		return fd;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	struct dirent *de;
-	int rc = 0;
-	while (rc == 0 && (de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			rc = fn(arg, de->d_name);
-	closedir(d);
-	return rc;
+	return fd < 0 ? fd : safe_dir_each(fd, fn, arg);
 }
 
 /* rel's directory beneath root (safe_parent), *base its last name. */

@@ -108,7 +108,6 @@
 #include "backing.h"
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -889,29 +888,7 @@ static int bdir_list(struct backing *b, const char *reldir, backing_list_fn fn, 
 			   : openat(b->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!reldir[0] && fd < 0)
 		fd = -errno;
-	if (fd < 0)
-		return fd;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	int rc = 0;
-	for (;;) {
-		errno = 0;
-		struct dirent *de = readdir(d);
-		if (!de) {
-			rc = errno ? -errno : 0;
-			break;
-		}
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if ((rc = fn(arg, de->d_name)) != 0)
-			break;
-	}
-	closedir(d);
-	return rc;
+	return fd < 0 ? fd : safe_dir_each(fd, fn, arg);
 }
 
 /* ---- primitives: one switch per call ---- */

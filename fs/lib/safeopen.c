@@ -4,6 +4,7 @@
 #include "safeopen.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -320,4 +321,29 @@ int safe_open_seen(int dirfd, const char *name, const struct stat *seen, int fla
 		return rc;
 	}
 	return fd;
+}
+
+int safe_dir_each(int fd, safe_dir_fn fn, void *arg)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	int rc = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			rc = errno ? -errno : 0;
+			break;
+		}
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if ((rc = fn(arg, de->d_name)) != 0)
+			break;
+	}
+	closedir(d);
+	return rc;
 }

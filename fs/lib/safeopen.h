@@ -76,4 +76,12 @@ int safe_check_owned_dir(const char *path, uid_t uid, bool fix, mode_t *fixed_mo
  * the sticky bit does not tame: group/other-writable, no S_ISVTX. */
 bool safe_others_can_write(const struct stat *st);
 
+/* Calls fn for each entry name of the directory open as fd ("." and ".."
+ * excluded), in no particular order, until fn returns non-zero, which is
+ * returned; a failed read of the directory is its -errno. fd is the
+ * caller's no more (closed here, also on failure): a fd of its own, since a
+ * dup would share its position with the original. */
+typedef int (*safe_dir_fn)(void *arg, const char *name);
+int safe_dir_each(int fd, safe_dir_fn fn, void *arg);
+
 #endif

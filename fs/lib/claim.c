@@ -719,9 +719,8 @@ static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t
 
 /* One renewal (invariant 3); called with c->lock not held. Past the
  * deadline (invariant 9) it takes the claim anew instead (claim_retake). */
-static void claim_renew(struct claim *c, bool first)
+static void claim_renew(struct claim *c)
 {
-	(void)first;
 	assert(c->written_len > 0);
 	if (claim_lost(c))
 		return; /* fenced, logged */
@@ -779,7 +778,7 @@ static void *claim_thread(void *arg)
 		if (c->stop || __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE))
 			break; /* fenced: never written again (invariant 9) */
 		pthread_mutex_unlock(&c->lock);
-		claim_renew(c, false);
+		claim_renew(c);
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -796,7 +795,7 @@ int claim_start(struct claim *c)
 	pthread_cond_init(&c->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	c->self.pid = (long)getpid(); /* after daemonizing: the first renewal records it */
-	claim_renew(c, true);
+	claim_renew(c);
 	int rc = pthread_create(&c->thread, NULL, claim_thread, c);
 	if (rc != 0) {
 		log_error("BACKING %s: cannot start the claim's renewal thread: %s",

@@ -212,7 +212,8 @@ test_offline_commit_of_a_held_save_syncs_its_objects_before_the_catalog() {
 	mkdir -p "$CK_MNT/run1/step-300" "$CK_REF/run1/step-300"
 	ck_rand "$CK_REF/run1/step-300/a" $((2 * MiB))
 	cp "$CK_REF/run1/step-300/a" "$CK_MNT/run1/step-300/a"
-	ck_umount
+	sync "$CK_MNT/run1/step-300/a" # its rows committed (the shim watches the tool only)
+	ck_kill9 # open at the stop: the next open holds it
 	log=$CK_TMP/synclog
 	: >"$log"
 	SYNCLOG=$log LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \

@@ -1030,12 +1030,24 @@ int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn
 
 int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule)
 {
-	if (cat->shared) return catshg_commit(cat, id, rule);
+	return cat_gen_commit_if(cat, id, rule, NULL, NULL);
+}
+
+int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
+		      cat_gen_unchanged_fn unchanged, void *arg)
+{
+	if (cat->shared) {
+		if (unchanged && !unchanged(arg))
+			return -EAGAIN;
+		return catshg_commit(cat, id, rule);
+	}
 	int rc = gen_rule_check(rule);
 	if (rc != 0)
 		return rc;
 	cat_lock(cat);
 	rc = cat_begin(cat);
+	if (rc == 0 && unchanged && !unchanged(arg))
+		rc = -EAGAIN; /* rolled back by cat_end: nothing committed */
 	if (rc == 0)
 		rc = gen_commit_txn(cat, id, rule);
 	rc = cat_end(cat, rc);

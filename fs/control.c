@@ -305,7 +305,7 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		return;
 	}
 	const struct aq_objects sides[2] = { aq_objects_dir(c->d.cache_dir),
-					     aq_objects_backing(c->d.backing, named) };
+					     aq_objects_backing(c->d.backing, named, c->d.claim) };
 	struct aq_gc_result r[2];
 	memset(r, 0, sizeof(r));
 	control_flush_released(c); /* objects of released inodes go now, not as orphans */
@@ -314,7 +314,12 @@ static void control_gc(struct control *c, int fd, char **argv, int argc)
 		if (rc == 0 && i == 0)
 			rc = control_gc_small(c, dry, &fd, &r[0]);
 		if (rc != 0) {
-			control_proto_error(fd, -rc, i ? "gc of BACKING stopped" : "gc of the cache stopped");
+			control_proto_error(fd, -rc,
+					    rc == -EROFS && i ? "gc of BACKING stopped: this daemon is no longer "
+								"sure of BACKING's claim (see its log); what "
+								"it removed before stays removed"
+					    : i		       ? "gc of BACKING stopped"
+								: "gc of the cache stopped");
 			break;
 		}
 		log_info("gc%s of the %s: %" PRIu64 " objects, %" PRIu64 " orphans (%" PRIu64

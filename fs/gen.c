@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <regex.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -56,6 +57,9 @@ struct gen_cred {
 	gid_t groups[GEN_MAX_GROUPS];
 };
 
+#define GEN_CHANGE_SLOTS 256
+#define GEN_COMMIT_TRIES 4 /* syncfs rounds before a changing generation waits for the tick */
+
 struct gen_live {
 	uint64_t id, series;
 	bool is_open;   /* OPEN in the catalog; else committed with writers */
@@ -83,6 +87,11 @@ struct gen_policy {
 	 * of two rules that fire for one generation, the first to start its
 	 * sync commits (the other finds it committed), as before the sync */
 	pthread_mutex_t commit_lock;
+	/* write handles opened, per generation id modulo GEN_CHANGE_SLOTS
+	 * (gen_writer_opened): a commit asks, inside its catalog transaction,
+	 * that its generation's slot has not moved since before its syncfs
+	 * (invariant 7). Another generation sharing the slot costs a syncfs. */
+	_Atomic uint64_t opened[GEN_CHANGE_SLOTS];
 	struct node_table *nodes;
 	proof_read_fn read; /* file bytes for proofs and tracker files */
 	void *read_arg;
@@ -805,8 +814,68 @@ static bool gen_wait_remote(struct gen_policy *g, uint64_t id, const char *rule)
 	return l != NULL;
 }
 
-/* 0 once committed, or waiting for another node's writers; else the
- * catalog's error (logged): the admin's commit names it. */
+struct gen_unchanged {
+	struct gen_policy *g;
+	uint64_t id, opened;
+};
+
+static bool gen_unchanged(void *arg)
+{
+	struct gen_unchanged *u = arg;
+	return atomic_load(&u->g->opened[u->id % GEN_CHANGE_SLOTS]) == u->opened;
+}
+
+/* The commit of id found it changing (a file of it opened for writing since
+ * its syncfs began, or open now): it waits as for writers, committed by the
+ * last one's close or the tick (gen_tick_choose). false: nothing to wait
+ * with (no live state: a HELD generation). */
+static bool gen_commit_later(struct gen_policy *g, uint64_t id, const char *rule)
+{
+	struct cat_gen gen;
+	if (cat_gen_get_brief(g->cat, id, &gen) != 0 || gen.state != GEN_OPEN)
+		return false;
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_get(g, id, gen.series);
+	if (l) {
+		l->is_open = true;
+		snprintf(l->pending_rule, sizeof(l->pending_rule), "%s", rule);
+		l->pending_quiet = false;
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (l)
+		log_info("generation %s (series inode %llu, step %llu): %s seen, but files of it were"
+			 " opened for writing during its commit's sync: the commit waits for them",
+			 gen.name, (unsigned long long)gen.series, (unsigned long long)gen.step, rule);
+	return l != NULL;
+}
+
+/* Invariant 7: syncs the cache, then commits id in a catalog transaction
+ * that first checks that no write handle of id opened since before the
+ * syncfs (gen_unchanged; a handle opened before and still open is seen by
+ * gen_files_being_written after the count is read). A change caught so is
+ * synced by another round; -EAGAIN after GEN_COMMIT_TRIES, or when a
+ * writer is open. */
+static int gen_sync_and_commit(struct gen_policy *g, uint64_t id, const char *rule)
+{
+	int rc = -EAGAIN;
+	for (int i = 0; i < GEN_COMMIT_TRIES && rc == -EAGAIN; i++) {
+		struct gen_unchanged u = { g, id, atomic_load(&g->opened[id % GEN_CHANGE_SLOTS]) };
+		if (gen_files_being_written(g, id))
+			return -EAGAIN;
+		rc = g->store ? store_syncfs(g->store) : 0;
+		if (rc != 0) {
+			log_error("generation %llu: syncing the cache before its commit (%s) failed: %s;"
+				  " not committed", (unsigned long long)id, rule, strerror(-rc));
+			return rc;
+		}
+		rc = cat_gen_commit_if(g->cat, id, rule, gen_unchanged, &u);
+	}
+	return rc;
+}
+
+/* 0 once committed, or waiting for another node's writers or its own
+ * (invariant 7); else the catalog's error (logged): the admin's commit
+ * names it. */
 static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
@@ -815,14 +884,11 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	/* invariant 7: the save's objects are durable before the catalog says
 	 * COMMITTED (cat_gen_commit makes that durable in turn) */
 	pthread_mutex_lock(&g->commit_lock);
-	int rc = g->store ? store_syncfs(g->store) : 0;
-	if (rc != 0)
-		log_error("generation %llu: syncing the cache before its commit (%s) failed: %s;"
-			  " not committed", (unsigned long long)id, rule, strerror(-rc));
-	else
-		rc = cat_gen_commit(g->cat, id, rule);
+	int rc = gen_sync_and_commit(g, id, rule);
 	pthread_mutex_unlock(&g->commit_lock);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
+		return 0;
+	if (rc == -EAGAIN && gen_commit_later(g, id, rule))
 		return 0;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, id);
@@ -1114,6 +1180,8 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 {
 	if (gen_id == 0)
 		return;
+	/* invariant 7: before any change this handle makes reaches the catalog */
+	atomic_fetch_add(&g->opened[gen_id % GEN_CHANGE_SLOTS], 1);
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, gen_id);
 	pthread_mutex_unlock(&g->lock);

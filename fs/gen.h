@@ -78,7 +78,11 @@
  *     without fsync leave theirs in the page cache), and the commit itself
  *     is on stable storage before cat_gen_commit returns (catalog.c
  *     invariant 10). So a save listed COMMITTED after a power loss reads
- *     back whole. */
+ *     back whole. A file of it opened for writing during that syncfs (the
+ *     per-generation count gen_writer_opened bumps before the change
+ *     reaches the catalog, read before the syncfs and compared inside the
+ *     commit's transaction: cat_gen_commit_if) is synced by another round,
+ *     or, still open, waited for (gen_sync_and_commit). */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -15,6 +15,7 @@
 
 #include "admin_query.h"
 #include "backing.h"
+#include "claim.h"
 #include "storesmall.h"
 #include "catalog_internal.h"
 #include "log.h"
@@ -554,6 +555,8 @@ struct aq_gc_remove {
 static int aq_gc_remove_rel(void *arg, const uint8_t hash[CAT_HASH_LEN])
 {
 	struct aq_gc_remove *r = arg;
+	if (r->o->on_backing && !claim_may_write(r->o->claim))
+		return -EROFS; /* invariant 5: at each removal, under the catalog lock */
 	return r->o->remove(r->o->arg, r->rel);
 }
 
@@ -612,6 +615,11 @@ static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *pref
 			}
 		}
 		if (rrc != 0 && !orphan) { /* the catalog failed: stop */
+			rc = rrc;
+		} else if (rrc == -EROFS && w->o->on_backing) { /* invariant 5: stop */
+			log_error("gc: stopped on BACKING before removing %s: this process %s BACKING's"
+				  " claim (claim.h 9); nothing more is removed there", rel,
+				  claim_lost(w->o->claim) ? "lost" : "could not renew lately");
 			rc = rrc;
 		} else if (rrc != 0) {
 			log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
@@ -715,7 +723,7 @@ int aq_dir_remove(void *root, const char *rel)
 struct aq_objects aq_objects_dir(const char *root)
 {
 	return (struct aq_objects){ aq_dir_list, aq_dir_size, aq_dir_remove, (void *)root, "cache",
-				    false, NULL };
+				    false, NULL, NULL };
 }
 
 /* small.db's rows (their calls take a struct storesmall *) */
@@ -737,7 +745,7 @@ static int aq_small_remove(void *ss, const char *rel)
 struct aq_objects aq_objects_small(struct storesmall *ss)
 {
 	return (struct aq_objects){ aq_small_list, aq_small_size, aq_small_remove, ss,
-				    "cache (small.db)", false, NULL };
+				    "cache (small.db)", false, NULL, NULL };
 }
 
 /* BACKING (its calls take a struct backing *) */
@@ -756,10 +764,11 @@ static int aq_backing_remove(void *b, const char *rel)
 	return backing_remove(b, rel);
 }
 
-struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *named)
+struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *named,
+				     struct claim *claim)
 {
 	return (struct aq_objects){ aq_backing_list, aq_backing_size, aq_backing_remove, b,
-				    "BACKING", true, named };
+				    "BACKING", true, named, claim };
 }
 
 void aq_gc_result_add(struct aq_gc_result *into, const struct aq_gc_result *r)

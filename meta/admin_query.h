@@ -28,7 +28,14 @@
  *     of the manifest) as before.
  *  4. Objects of a local directory (the cache) are reached beneath it by
  *     safeopen.h, following no symlink on the way (DESIGN invariant 7), and
- *     removed by unlinkat on their directory opened that way. */
+ *     removed by unlinkat on their directory opened that way.
+ *  5. gc removes an object from BACKING only while the claim it was given
+ *     is sure (claim.h 9: claim_may_write), checked at each removal under
+ *     the catalog lock, not once before the walk: a process stopped or
+ *     suspended past the claim's timeout during a long walk may resume
+ *     after a taker uploaded objects its catalog and manifest set do not
+ *     know. The first removal refused so (-EROFS) stops the walk, logged
+ *     in one line; the objects it did not reach stay. */
 #ifndef CKPTFS_ADMIN_QUERY_H
 #define CKPTFS_ADMIN_QUERY_H
 
@@ -117,6 +124,7 @@ struct aq_objects {
 	const char *where; /* "cache" or "BACKING", for messages */
 	bool on_backing;
 	const struct aq_named *named; /* BACKING: what its manifests name, kept (invariant 3) */
+	struct claim *claim; /* BACKING: removals only while it is sure (invariant 5) */
 };
 int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg);
 int aq_dir_size(void *root, const char *rel, uint64_t *size);
@@ -141,17 +149,21 @@ void aq_named_free(struct aq_named *s); /* NULL is allowed */
 
 /* The three places gc walks, as aq_objects: the cache's directory, its
  * small.db's rows (storesmall.h T6: named as the files they stand for) and
- * BACKING, with the chunks its manifests name (never NULL: invariant 3). */
+ * BACKING, with the chunks its manifests name (never NULL: invariant 3) and
+ * the claim this process holds on it (invariant 5; NULL: none to lose). */
 struct storesmall;
+struct claim;
 struct aq_objects aq_objects_dir(const char *root);
 struct aq_objects aq_objects_small(struct storesmall *ss);
-struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *named);
+struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *named,
+				     struct claim *claim);
 
 /* Walks every chunk object of o and runs aq_gc_check on each; on BACKING an
  * orphan that o->named holds is kept (manifest_kept; -EINVAL without
  * o->named). A directory that cannot be listed stops the walk (logged,
- * naming it). progress(arg, done, total) is called per top-level shard if
- * given. */
+ * naming it), as does a BACKING removal while o->claim is not sure
+ * (-EROFS, invariant 5). progress(arg, done, total) is called per
+ * top-level shard if given. */
 struct aq_gc_result {
 	uint64_t objects;      /* chunk objects seen */
 	uint64_t orphans;      /* named by nothing */

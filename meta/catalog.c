@@ -1308,8 +1308,11 @@ int cat_sync(struct cat *cat)
 {
 	if (cat->shared) return catsh_sync(cat);
 	cat_lock(cat);
-	cat_defer_flush(cat); /* D-path changes are committed, then made durable (10) */
-	int rc = cat_wal_sync(cat);
+	/* D-path changes are committed, then made durable (10); a commit that
+	 * failed (rolled back) is the fsync's error, not a success */
+	int rc = cat_defer_flush(cat);
+	if (rc == 0)
+		rc = cat_wal_sync(cat);
 	cat_unlock(cat);
 	return rc;
 }

@@ -1030,18 +1030,36 @@ int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn
 
 int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule)
 {
-	if (cat->shared) return catshg_commit(cat, id, rule);
+	return cat_gen_commit_if(cat, id, rule, NULL, NULL);
+}
+
+int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
+		      cat_gen_unchanged_fn unchanged, void *arg)
+{
+	if (cat->shared) {
+		if (unchanged && !unchanged(arg))
+			return -EAGAIN;
+		return catshg_commit(cat, id, rule);
+	}
 	int rc = gen_rule_check(rule);
 	if (rc != 0)
 		return rc;
 	cat_lock(cat);
 	rc = cat_begin(cat);
+	if (rc == 0 && unchanged && !unchanged(arg))
+		rc = -EAGAIN; /* rolled back by cat_end: nothing committed */
 	if (rc == 0)
 		rc = gen_commit_txn(cat, id, rule);
 	rc = cat_end(cat, rc);
-	if (rc == 0) /* catalog.c invariant 10: COMMITTED is durable once we return */
-		rc = cat_wal_sync(cat);
-	if (rc == 0)
+	/* catalog.c invariant 10: COMMITTED is durable once we return. A sync
+	 * that fails after the commit does not undo it: the generation is
+	 * committed (its answer), logged as not yet durable; no sweep (its
+	 * reclaims need a durable commit, invariant 11) until a later sync. */
+	if (rc == 0 && cat_wal_sync(cat) != 0)
+		log_error("catalog %s: generation %llu (rule %s) is committed, but not yet durable:"
+			  " a power loss before the catalog's next sync may undo the commit",
+			  cat->path, (unsigned long long)id, rule);
+	else if (rc == 0)
 		cat_sweep(cat); /* the backup's chunks may be garbage now */
 	cat_unlock(cat);
 	return rc;

@@ -151,8 +151,19 @@ int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn
 typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
 
 /* OPEN or HELD → COMMITTED with the rule; drops the backup tree of a new
- * version and the held reason. */
+ * version and the held reason. Durable on return (catalog.c invariant 10);
+ * a WAL sync that fails after the commit is logged ("committed, but not yet
+ * durable") and answers 0: the generation is committed, and the catalog's
+ * next sync makes it durable. */
 int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule);
+/* cat_gen_commit, but first, inside its transaction (under the catalog
+ * lock, so no change of the catalog comes between), unchanged(arg) is
+ * asked: false answers -EAGAIN and commits nothing (fs/gen.h invariant 7:
+ * the generation changed since the caller synced its objects). The shared
+ * engine asks it just before its transaction. */
+typedef bool (*cat_gen_unchanged_fn)(void *arg);
+int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
+		      cat_gen_unchanged_fn unchanged, void *arg);
 
 /* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and
  * the reason (truncated to GEN_HELD_MAX - 1 bytes): its tree stays, byte for

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "store.h"
 
 struct admin_answer {
 	char state[32];
@@ -109,11 +110,16 @@ int admin_cmd_commit(struct admin *a)
 		if ((rc = admin_change_online(a, label, "commit", g.id, "", &ans)) != ADMIN_OK)
 			return rc;
 	} else { /* HELD (an offline open held every OPEN generation) */
-		int err = cat_gen_commit(a->cat, g.id, "admin");
-		if (err != 0) {
+		/* gen.h invariant 7, as the daemon's commit: the save's objects
+		 * are durable before the catalog says COMMITTED (review3 F5) */
+		int err = a->store ? store_syncfs(a->store) : -EIO;
+		if (err != 0)
+			admin_err("commit %s: cannot sync the cache %s before committing: %s;"
+				  " not committed", label, a->cache, strerror(-err));
+		else if ((err = cat_gen_commit(a->cat, g.id, "admin")) != 0)
 			admin_err("commit %s: %s", label, strerror(-err));
+		if (err != 0)
 			return admin_exit_for(err);
-		}
 	}
 	admin_change_report(a, label, &g, "commit", ans.state, g.pinned);
 	if (!a->json && strcmp(ans.state, "open") == 0)

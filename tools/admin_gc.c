@@ -102,13 +102,16 @@ int admin_cmd_gc(struct admin *a)
 			return admin_exit_for(rc);
 		}
 		const struct aq_objects sides[2] = { aq_objects_dir(a->cache),
-						     aq_objects_backing(a->bk, named) };
+						     aq_objects_backing(a->bk, named, a->claim) };
 		for (int i = 0; i < 2 && rc == ADMIN_OK; i++) {
 			rc = aq_gc_walk(a->aq, &sides[i], a->dry_run, admin_gc_progress,
 					i ? "gc BACKING" : "gc cache", &g.side[i]);
 			admin_progress_end();
 			if (rc != 0) {
-				admin_err("gc of the %s: stopped: %s", names[i], strerror(-rc));
+				admin_err("gc of the %s: stopped: %s", names[i],
+					  rc == -EROFS && i ? "BACKING's claim could not be renewed lately"
+							      " or was taken (admin_query.h 5)"
+							    : strerror(-rc));
 				rc = admin_exit_for(rc);
 			} else if (i == 0) {
 				rc = admin_gc_small(a, &g.side[0]);

@@ -201,6 +201,35 @@ test_offline_changes_take_the_cache_lock_and_online_ones_use_the_daemon() {
 	ck_umount
 }
 
+# gen.h invariant 7 offline (review3 F5): `commit --cache` of a save an
+# offline open held syncs the cache (its files were closed without fsync)
+# before the catalog's commit is synced, as the daemon's commit does.
+test_offline_commit_of_a_held_save_syncs_its_objects_before_the_catalog() {
+	local shim log ev cache_line cat_line
+	shim=$(cd "$(dirname "$CKPTFS_BIN")" && pwd)/synclog.so
+	[ -f "$shim" ] || ck_fail "$shim is missing (make $(dirname "$CKPTFS_BIN")/synclog.so)"
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-300" "$CK_REF/run1/step-300"
+	ck_rand "$CK_REF/run1/step-300/a" $((2 * MiB))
+	cp "$CK_REF/run1/step-300/a" "$CK_MNT/run1/step-300/a"
+	sync "$CK_MNT/run1/step-300/a" # its rows committed (the shim watches the tool only)
+	ck_kill9 # open at the stop: the next open holds it
+	log=$CK_TMP/synclog
+	: >"$log"
+	SYNCLOG=$log LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		"$CKPTFS_ADMIN" commit --cache "$CK_CACHE" run1/step-300 >"$CK_TMP/out" 2>"$CK_TMP/err" ||
+		ck_fail "offline commit of the held step-300: $(err | tr '\n' '|')"
+	assert_eq "1 0 admin" "$(gen_state step-300)" "committed offline"
+	ev=$(sed "s|$CK_TMP/||" "$log")
+	cache_line=$(echo "$ev" | grep -n "^syncfs cache" | head -n 1 | cut -d: -f1)
+	[ -n "$cache_line" ] || ck_fail "step-300 was committed offline without syncing the cache (events: $(echo "$ev" | tr '\n' ' ' | cut -c1-600))"
+	cat_line=$(echo "$ev" | tail -n +"$cache_line" | grep -n '^sync cache/catalog\.db' | head -n 1 | cut -d: -f1)
+	[ -n "$cat_line" ] || ck_fail "step-300 was committed offline but the catalog was not fsync'd after its objects were (events: $(echo "$ev" | tr '\n' ' ' | cut -c1-600))"
+	ck_mount
+	assert_file_eq "$CK_REF/run1/step-300/a" "$CK_MNT/run1/step-300/a"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- gc, verify
 
 # plant_orphans — sets h (the first chunk of run1/step-100/a.pt) and fake (a

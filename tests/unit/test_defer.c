@@ -654,6 +654,26 @@ Test(defer, a_lost_deferred_transaction_keeps_its_generation_from_committing, .i
 	OK(cat_check(fx.cat));
 }
 
+/* D4 and catalog.c invariant 10 (review3 F6): fsync commits the deferred
+ * transaction, then syncs the WAL. When that commit fails (SQLite dropped
+ * the transaction) the fsync answers the error: the changes it was to make
+ * durable are gone. */
+Test(defer, a_lost_deferred_transaction_fails_the_fsync, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root, ino = 0;
+	(void)ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	OK(small_file(fx.cat, root, "f000", 100, NULL, &ino));
+	pthread_mutex_lock(&fx.cat->lock); /* under the catalog: as SQLite would */
+	cr_assert_eq(sqlite3_exec(fx.cat->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_unlock(&fx.cat->lock);
+
+	int rc = cat_sync(fx.cat);
+	cr_assert_lt(rc, 0, "fsync answered %d after its changes were rolled back", rc);
+	OK(cat_sync(fx.cat)); /* nothing is deferred now: the next one syncs */
+	OK(cat_check(fx.cat));
+}
+
 /* ---- the intent journal read back is bounded (DESIGN invariant 7) ---- */
 
 /* Closes the catalog, writes text as its intent journal (then makes the

@@ -19,6 +19,7 @@
 #include "admin_query.h"
 #include "backing.h"
 #include "catalog.h"
+#include "claim.h"
 #include "generation.h"
 #include "hash.h"
 #include "log.h"
@@ -521,7 +522,7 @@ Test(rebuild, gc_keeps_the_chunks_only_a_rejected_manifest_names, .init = setup,
 	cr_assert(aq_named_has(named, tree_chunk));
 	cr_assert(!aq_named_has(named, none));
 
-	struct aq_objects o = aq_objects_backing(fx.b, named);
+	struct aq_objects o = aq_objects_backing(fx.b, named, NULL);
 	struct aq_gc_result r;
 	OK(aq_gc_walk(q, &o, false, NULL, NULL, &r));
 	cr_assert_eq(r.manifest_kept, 3);
@@ -539,7 +540,7 @@ Test(rebuild, gc_keeps_the_chunks_only_a_rejected_manifest_names, .init = setup,
 	}
 	aq_named_free(named);
 
-	struct aq_objects blind = aq_objects_backing(fx.b, NULL);
+	struct aq_objects blind = aq_objects_backing(fx.b, NULL, NULL);
 	FAILS(aq_gc_walk(q, &blind, false, NULL, NULL, &r), EINVAL);
 	OK(backing_put(fx.b, "manifests/gen/999.1.ckm", "not a manifest\n", 15));
 	FAILS(aq_named_load(fx.b, &named, err, sizeof(err)), EBADMSG);
@@ -655,4 +656,50 @@ Test(rebuild, a_sparse_huge_manifest_is_refused_by_its_size_unread, .init = setu
 	struct cat_gen g;
 	OK(cat_gen_get(fx.dst, ids[0], &g));
 	cr_assert_eq(g.version, 1);
+}
+
+/* admin_query.h invariant 5 (review3 F3): gc asks the claim at each BACKING
+ * removal, not once before its walk. A process that lost the claim during
+ * a long walk (stopped past the timeout; a taker uploaded meanwhile)
+ * removes nothing more there: the walk stops with EROFS, the objects stay. */
+Test(rebuild, gc_on_backing_removes_nothing_once_its_claim_is_lost, .init = setup,
+     .fini = teardown)
+{
+	char paths[2][128];
+	for (int i = 0; i < 2; i++) { /* objects no row and no manifest names */
+		uint8_t h[CAT_HASH_LEN];
+		char hex[HASH_HEX_LEN + 1];
+		ts_hash(h, HASH_FILL, 900 + i);
+		hash_to_hex(h, hex);
+		snprintf(paths[i], sizeof(paths[i]), "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
+		OK(backing_put(fx.b, paths[i], "taker's", 7));
+	}
+	struct aq *q;
+	OK(aq_open(fx.dst, &q));
+	struct aq_named *named;
+	char err[512] = "", msg[PATH_MAX + 512];
+	OK(aq_named_load(fx.b, &named, err, sizeof(err)));
+	struct claim *c = NULL;
+	cr_assert_eq(claim_acquire(fx.b, "abababababababababababababababab", false, true, fx.dir, 60,
+				   &c, msg, sizeof(msg)), 0, "%s", msg);
+	struct aq_objects o = aq_objects_backing(fx.b, named, c);
+	struct aq_gc_result r;
+	OK(aq_gc_walk(q, &o, true, NULL, NULL, &r)); /* the claim sure: both are orphans */
+	cr_assert_eq(r.orphans, 2);
+
+	OK(backing_remove(fx.b, CLAIM_FILE)); /* taken from it (here: removed by hand) */
+	OK(claim_start(c)); /* its first renewal finds it gone: lost */
+	cr_assert(!claim_may_write(c));
+	FAILS(aq_gc_walk(q, &o, false, NULL, NULL, &r), EROFS);
+	cr_assert_eq(r.removed, 0, "a process that lost the claim removed %llu objects",
+		     (unsigned long long)r.removed);
+	for (int i = 0; i < 2; i++) {
+		uint64_t size = 0;
+		OK(backing_stat(fx.b, paths[i], &size));
+		cr_assert_eq(size, 7, "%s", paths[i]);
+	}
+	OK(aq_gc_walk(q, &o, true, NULL, NULL, &r)); /* a dry run removes nothing: it goes on */
+	claim_end(c, false);
+	aq_named_free(named);
+	aq_close(q);
 }

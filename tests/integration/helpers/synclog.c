@@ -1,6 +1,7 @@
 /* review s30: LD_PRELOAD shim for the daemon. Logs, in order, every fsync,
  * fdatasync and syncfs (with the file's path) and every unlink/unlinkat
- * (with the full path) to $SYNCLOG, one line each: "sync PATH" / "unlink PATH". */
+ * (with the full path) to $SYNCLOG, one line each: "sync PATH" / "unlink PATH";
+ * optionally holds one syncfs at a gate (sl_gate). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static void sl_write(const char *what, const char *path)
@@ -53,9 +55,39 @@ int fdatasync(int fd)
 	return (int)syscall(SYS_fdatasync, fd);
 }
 
+/* The gate (review3 F4): with $SYNCLOG_GATE set and the file
+ * $SYNCLOG_GATE.arm present, the first syncfs of a directory named "cache"
+ * creates $SYNCLOG_GATE.entered and waits (up to 60 s) for
+ * $SYNCLOG_GATE.go before it runs, logging "gate" when it passes: a test
+ * changes the mount while a commit's sync is under way. Once only. */
+static void sl_gate(const char *path)
+{
+	const char *gate = getenv("SYNCLOG_GATE");
+	size_t n = strlen(path);
+	if (!gate || n < 6 || strcmp(path + n - 6, "/cache") != 0)
+		return;
+	char arm[PATH_MAX], entered[PATH_MAX], go[PATH_MAX];
+	snprintf(arm, sizeof(arm), "%s.arm", gate);
+	snprintf(entered, sizeof(entered), "%s.entered", gate);
+	snprintf(go, sizeof(go), "%s.go", gate);
+	if (access(arm, F_OK) != 0)
+		return;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, entered, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return; /* entered before: once only */
+	syscall(SYS_close, fd);
+	struct timespec nap = { 0, 10 * 1000 * 1000 };
+	for (int i = 0; i < 6000 && access(go, F_OK) != 0; i++)
+		nanosleep(&nap, NULL);
+	sl_write("gate", path);
+}
+
 int syncfs(int fd)
 {
-	sl_fd("syncfs", fd);
+	char path[PATH_MAX];
+	sl_fd_path(fd, path, sizeof(path));
+	sl_gate(path);
+	sl_write("syncfs", path);
 	return (int)syscall(SYS_syncfs, fd);
 }
 

@@ -65,6 +65,7 @@ struct claim {
 	char *replaced;		  /* the bytes claim_acquire replaced (claim_abandon) */
 	size_t replaced_len;
 	unsigned asides;	  /* asides made: each round's is a new name (invariant 10) */
+	char pending[64 + CLAIM_ID_LEN]; /* our renewal's aside not yet followed by a claim (10) */
 	pthread_t thread;
 	bool running;
 	bool stop;
@@ -661,6 +662,13 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 
 /* ---- renewal ---- */
 
+int (*claim_test_hook)(struct claim *c, const char *point);
+
+static int claim_hook(struct claim *c, const char *point)
+{
+	return claim_test_hook ? claim_test_hook(c, point) : 0;
+}
+
 /* Invariant 6: a claim another node of our shared catalog renewed last. */
 static bool claim_shared_ours(const struct claim *c, const char *text, size_t len)
 {
@@ -677,72 +685,134 @@ static bool claim_is_ours(const struct claim *c, const char *have, size_t len)
 	       (c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0);
 }
 
-/* Invariant 9: a renewal past the deadline, as a taker of a stale claim
- * takes it (invariant 2, 10): the claim, still our bytes, moved aside and
- * made anew by an exclusive create, so that of us and a taker who judged it
- * stale exactly one wins. A rewrite in place could overwrite the taker's
- * new claim. have: the claim's bytes, read at started and ours. */
-static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
+/* Invariant 10: a claim exists again (ours created, or a taker's: EEXIST):
+ * our renewal's asides go, this round's and a pending one. */
+static void claim_asides_done(struct claim *c, const char *aside)
 {
-	char aside[64 + CLAIM_ID_LEN];
-	int taken = claim_take_stale(c, have, len, aside, sizeof(aside));
-	if (taken < 0) { /* BACKING failed: still unsure, the next renewal looks again */
-		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
-			 strerror(-taken));
-		return;
-	}
-	if (taken == 0) {
-		claim_fence(c, "a taker moved it aside while this daemon could not renew it");
-		return;
-	}
+	if (aside && aside[0])
+		backing_remove(c->b, aside);
+	if (c->pending[0] && (!aside || strcmp(aside, c->pending) != 0))
+		backing_remove(c->b, c->pending);
+	c->pending[0] = '\0';
+}
+
+/* Our bytes are being put by an exclusive create (invariant 1): 0, the
+ * claim ours and we sure from started; -EEXIST, a taker's claim is there
+ * (fenced); another -errno, the aside stays pending (10). aside: this
+ * round's, or NULL (the pending one); moved, len: the aside's bytes. */
+static int claim_create_anew(struct claim *c, const char *aside, const char *moved, size_t len,
+			     uint64_t started)
+{
+	memcpy(c->prev, moved, len); /* the aside's bytes stay known as ours */
+	c->prev_len = len;
 	int rc = claim_render(c);
+	if (rc == 0)
+		rc = claim_hook(c, "retake-create");
 	if (rc == 0)
 		rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
 	if (rc == 0 || rc == -EEXIST)
-		backing_remove(c->b, aside); /* a claim exists (invariant 10) */
+		claim_asides_done(c, aside); /* a claim exists (invariant 10) */
 	if (rc == -EEXIST) {
-		claim_fence(c, "another catalog took BACKING over while this daemon could not renew "
-			       "the claim");
-		return;
+		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
+		return rc;
 	}
-	if (rc != 0) { /* the aside, our bytes, stands for the claim (10); looked at next time */
-		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
-			 strerror(-rc));
-		return;
+	if (rc != 0) { /* the aside, our bytes, stands for the claim (10); taken back next time */
+		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
+			 backing_spec(c->b), CLAIM_FILE, strerror(-rc));
+		return rc;
 	}
 	c->prev_len = 0;
 	claim_sure_from(c, started);
-	__atomic_store_n(&c->unsure_said, 0, __ATOMIC_RELEASE);
-	log_info("BACKING %s: the claim %s is renewed again, still ours: uploads and removals go on",
-		 backing_spec(c->b), CLAIM_FILE);
+	if (__atomic_exchange_n(&c->unsure_said, 0, __ATOMIC_ACQ_REL))
+		log_info("BACKING %s: the claim %s is renewed again, still ours: uploads and removals "
+			 "go on", backing_spec(c->b), CLAIM_FILE);
+	return 0;
 }
 
-/* One renewal (invariant 3); called with c->lock not held. Past the
- * deadline (invariant 9) it takes the claim anew instead (claim_retake). */
+/* Invariant 9: a lone claim is renewed as a taker of a stale claim takes it
+ * (invariants 2, 10): the claim, still our bytes, moved aside and made anew
+ * by an exclusive create, so that of us and a taker who judged it stale
+ * exactly one wins, however long a step of ours stalls. A rewrite in place
+ * (a put over) could land on the taker's new claim. have: the claim's
+ * bytes, read at started and ours. */
+static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
+{
+	char aside[64 + CLAIM_ID_LEN];
+	if (c->pending[0]) /* our claim exists: an older aside of ours goes (10) */
+		claim_asides_done(c, NULL);
+	int taken = claim_take_stale(c, have, len, aside, sizeof(aside));
+	if (taken < 0) { /* BACKING failed: the move may have been made */
+		snprintf(c->pending, sizeof(c->pending), "%s", aside);
+		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
+			 backing_spec(c->b), CLAIM_FILE, strerror(-taken));
+		return;
+	}
+	if (taken == 0) {
+		claim_fence(c, "a taker moved it aside while this daemon renewed it");
+		return;
+	}
+	if (claim_create_anew(c, aside, have, len, started) != 0 && !claim_lost(c))
+		snprintf(c->pending, sizeof(c->pending), "%s", aside);
+}
+
+/* Invariant 10: the claim is absent, and our last renewal moved it aside
+ * to c->pending but made no claim since. The aside still our bytes: nobody
+ * else holds the claim (a taker removes an aside only once its own claim
+ * exists), so we create it again; EEXIST: a taker's claim came first. The
+ * aside gone: a taker judged it and made its claim. Another's bytes (a
+ * taker's fresh claim our move took): put back, fenced. */
+static void claim_take_back(struct claim *c, uint64_t started)
+{
+	char *moved = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int rc = moved ? backing_get(c->b, c->pending, moved, CLAIM_MAX, &len) : -ENOMEM;
+	if (rc == -ENOENT) {
+		c->pending[0] = '\0';
+		claim_fence(c, "the claim was removed (its aside too: a taker judged it)");
+	} else if (rc != 0) {
+		log_warn("BACKING %s: cannot read %s to renew the claim %s: %s (a later renewal tries "
+			 "again)", backing_spec(c->b), c->pending, CLAIM_FILE, strerror(-rc));
+	} else if (claim_is_ours(c, moved, len)) {
+		claim_create_anew(c, NULL, moved, len, started);
+	} else {
+		rc = backing_put_new(c->b, CLAIM_FILE, moved, len);
+		if (rc == 0 || rc == -EEXIST)
+			claim_asides_done(c, NULL);
+		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
+	}
+	free(moved);
+}
+
+/* One renewal (invariant 3); called with c->lock not held. A lone claim is
+ * taken anew every time (claim_retake, invariant 9); a shared one, which no
+ * one takes over by age (7), is rewritten in place while it names our
+ * catalog (6). */
 static void claim_renew(struct claim *c)
 {
 	assert(c->written_len > 0);
 	if (claim_lost(c))
 		return; /* fenced, logged */
-	bool sure = claim_sure(c);
-	uint64_t started = claim_clock_ms();
+	uint64_t started = claim_clock_ms(); /* invariant 9: before the read */
 	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
+	claim_hook(c, "renew-read");
 	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);
-	if (rc != 0 && rc != -ENOENT && rc != -EFBIG)
+	if (rc == -ENOENT && c->pending[0] && !c->self.shared)
+		claim_take_back(c, started);
+	else if (rc != 0 && rc != -ENOENT && rc != -EFBIG)
 		log_warn("BACKING %s: cannot read the claim %s to renew it: %s (a later renewal "
 			 "tries again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
 	else if (!ours)
 		claim_fence(c, rc == 0 ? "another catalog took BACKING over: the claim names another "
 					 "holder now"
 				       : "the claim was removed");
-	else if (!sure)
+	else if (!c->self.shared)
 		claim_retake(c, have, len, started);
 	free(have);
-	if (rc != 0 || !ours || !sure)
+	if (rc != 0 || !ours || !c->self.shared)
 		return;
 	memcpy(c->prev, c->written, c->written_len);
 	c->prev_len = c->written_len;
@@ -756,6 +826,11 @@ static void claim_renew(struct claim *c)
 		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
 			 strerror(-rc));
 	}
+}
+
+void claim_test_renew(struct claim *c)
+{
+	claim_renew(c);
 }
 
 static void *claim_thread(void *arg)

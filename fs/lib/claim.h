@@ -183,4 +183,11 @@ bool claim_may_write(struct claim *c);
  * False for NULL. */
 bool claim_lost(struct claim *c);
 
+/* For tests only: called at named points of a renewal ("renew-read": after
+ * the claim was read; "retake-create": before the exclusive create); a
+ * nonzero return (-errno) is taken as that step's failure. NULL in a daemon. */
+extern int (*claim_test_hook)(struct claim *c, const char *point);
+/* For tests only: one renewal now, as the renewal thread makes it. */
+void claim_test_renew(struct claim *c);
+
 #endif

@@ -686,3 +686,94 @@ Test(claim_acquire, an_abandoned_claim_is_given_back)
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), -ENOENT);
 }
+
+/* ---- renewal against a taker (invariants 2, 9, 10) ---- */
+
+static struct {
+	const char *point; /* where the hook acts */
+	int fail;	   /* -errno to inject there, once */
+	bool taker;	   /* at "renew-read": another catalog's claim replaces ours */
+	int calls;
+} hk;
+
+static int hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (!hk.point || strcmp(point, hk.point) != 0)
+		return 0;
+	hk.calls++;
+	if (hk.taker && hk.calls == 1) {
+		/* a taker that judged our claim stale while our renewal stalled
+		 * after its read: its claim is on BACKING now */
+		struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+		put_claim(&other);
+	}
+	return hk.calls == 1 ? hk.fail : 0;
+}
+
+static void hook_fini(void)
+{
+	claim_test_hook = NULL;
+	memset(&hk, 0, sizeof(hk));
+	teardown();
+}
+
+TestSuite(claim_renew, .init = setup, .fini = hook_fini);
+
+/* F1: a renewal whose read found the claim ours, then stalled while a taker
+ * made its own claim, must not put over the taker's claim: it is lost, and
+ * the taker's bytes stand. */
+Test(claim_renew, a_renewal_stalled_after_its_read_never_overwrites_a_takers_claim)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	hk.point = "renew-read";
+	hk.taker = true;
+	claim_test_hook = hook;
+	cr_assert_eq(claim_start(a), 0); /* its first renewal: the taker acts after its read */
+	cr_assert_eq(hk.calls, 1);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the renewal put its claim over the taker's");
+	cr_assert_str_eq(r.host, "node-elsewhere");
+	cr_assert(claim_lost(a), "the holder whose renewal met a taker is not lost");
+	cr_assert(!claim_may_write(a));
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the lost holder released the taker's claim");
+}
+
+/* F2: a renewal that moved the claim aside and then failed to create it
+ * anew leaves the claim absent and the aside, our bytes: the next renewal
+ * takes it back (nobody else holds it), and removes the aside. */
+Test(claim_renew, a_claim_left_aside_by_a_failed_create_is_taken_back)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	/* timeout 1 s, slept past: a renewal then takes the claim anew (before
+	 * the fix, only such a renewal did) */
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 1, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct timespec nap = { 1, 100 * 1000 * 1000 };
+	nanosleep(&nap, NULL);
+	hk.point = "retake-create";
+	hk.fail = -EIO;
+	claim_test_hook = hook;
+	claim_test_renew(a); /* no thread: the renewals are the test's */
+	cr_assert_eq(hk.calls, 1);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the create did not fail");
+	cr_assert_eq(system_count_tmp_asides(), 1, "the aside, our bytes, stands for the claim");
+	cr_assert(!claim_lost(a), "a failed create is not a lost claim");
+	claim_test_renew(a);
+	cr_assert(!claim_lost(a), "the claim only we hold, left aside, fenced its holder");
+	cr_assert(claim_may_write(a), "the claim taken back, the holder is sure again");
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	cr_assert_eq(system_count_tmp_asides(), 0, "the aside was left once the claim existed");
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.released);
+}

@@ -21,10 +21,12 @@
  *                                        next round
  *
  * claim_start renews once, then the renewal thread wakes every timeout/4,
- * reads the claim and rewrites it with the time only if its bytes are the
- * ones we wrote last (invariant 3) and the last renewal is recent enough;
- * past that, still our bytes, it takes the claim anew as a taker would
- * (claim_retake, invariant 9). A claim another's or gone, or a take lost:
+ * reads the claim and, only if its bytes are the ones we wrote last
+ * (invariant 3), takes it anew as a taker would (claim_retake: moved aside,
+ * compared, created exclusively; invariant 9); a shared claim is rewritten
+ * in place (6). Absent while our last renewal's aside holds our bytes: the
+ * claim is created again from it (claim_take_back, 10). A claim another's
+ * or gone, or a take lost:
  * the holder is fenced (logged once) and never writes the claim, or
  * anything else on BACKING, again. */
 #define _GNU_SOURCE

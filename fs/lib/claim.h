@@ -36,7 +36,10 @@
  *     moved instead, it is put back. Only then is CLAIM_FILE created (1).
  *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
  *     its bytes (our instance nonce): a claim taken over from a holder that
- *     stopped renewing is never overwritten or removed by that holder.
+ *     stopped renewing is never overwritten or removed by that holder. A
+ *     lone claim is renewed only by the steps of 2 (moved aside, compared,
+ *     created exclusively), never by a put over it: a read that found it
+ *     ours says nothing of the moment a put lands (a stalled request).
  *  4. "Same host" means same host name and same boot id: a host rebooted,
  *     or a container of another kernel with the same name, waits the timeout.
  *  5. Values read from the file are bounded: at most CLAIM_MAX bytes, each
@@ -74,12 +77,16 @@
  *     after it started, so no one takes a lone claim over before its
  *     holder stopped writing, unless one put stalls for longer than the
  *     margin. An unsure holder puts, moves and removes nothing on BACKING
- *     (uploads and removals wait, queued); writes go on into the cache. Its
- *     next renewal takes the claim anew as a taker would (2, 10: moved
+ *     (uploads and removals wait, queued); writes go on into the cache.
+ *     Every renewal takes the claim anew as a taker would (3; 2, 10: moved
  *     aside if still our bytes, then an exclusive create), never by a
  *     rewrite in place, which could overwrite the claim of a taker that
  *     judged ours stale meanwhile: exactly one of us wins. Won, it is sure
- *     again and uploads go on. LOST (fenced for good): a renewal found the
+ *     again and uploads go on. A create that failed leaves our aside as the
+ *     claim's stand-in (10): remembered, and while the claim is absent and
+ *     the aside still our bytes, the next renewal creates the claim again
+ *     (no taker made one: a taker removes an aside only after its create);
+ *     the aside gone, or EEXIST: lost. LOST (fenced for good): a renewal found the
  *     claim another's or gone, or lost the take. A lost holder puts, moves
  *     and removes nothing on BACKING, renews and releases nothing; its
  *     daemon answers changes with EROFS and reads on (fs/ops.c,

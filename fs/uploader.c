@@ -278,7 +278,12 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 	if (rc == 0) /* the build may take a while: the fence looked at again */
 		rc = up_may_write(u) ? backing_put(u->backing, path, buf, len) : -EROFS;
 	free(buf);
-	if (rc == 0 && row->version > 1 && up_may_write(u)) { /* the version it replaces */
+	if (rc == 0 && row->version > 1) { /* the version it replaces */
+		/* fenced or unsure since the put (claim.h 9): -EROFS, so the row
+		 * stays queued and is redone whole, removal included; ended as
+		 * done, version v-1 would stay on BACKING for ever */
+		if (!up_may_write(u))
+			return -EROFS;
 		manifest_gen_path(row->gen, row->version - 1, path, sizeof(path));
 		backing_remove(u->backing, path);
 	}

@@ -336,11 +336,18 @@ bool claim_lost(struct claim *c)
 	return c && __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE);
 }
 
+int (*claim_test_hook)(struct claim *c, const char *point);
+
+static int claim_hook(struct claim *c, const char *point)
+{
+	return claim_test_hook ? claim_test_hook(c, point) : 0;
+}
+
 bool claim_may_write(struct claim *c)
 {
 	if (!c)
 		return true;
-	if (claim_lost(c))
+	if (claim_lost(c) || claim_hook(c, "may-write") != 0)
 		return false;
 	if (claim_sure(c))
 		return true;
@@ -664,12 +671,6 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 
 /* ---- renewal ---- */
 
-int (*claim_test_hook)(struct claim *c, const char *point);
-
-static int claim_hook(struct claim *c, const char *point)
-{
-	return claim_test_hook ? claim_test_hook(c, point) : 0;
-}
 
 /* Invariant 6: a claim another node of our shared catalog renewed last. */
 static bool claim_shared_ours(const struct claim *c, const char *text, size_t len)

@@ -190,9 +190,10 @@ bool claim_may_write(struct claim *c);
  * False for NULL. */
 bool claim_lost(struct claim *c);
 
-/* For tests only: called at named points of a renewal ("renew-read": after
- * the claim was read; "retake-create": before the exclusive create); a
- * nonzero return (-errno) is taken as that step's failure. NULL in a daemon. */
+/* For tests only: called at named points ("renew-read": a renewal read the
+ * claim; "retake-create": before its exclusive create; "may-write": in
+ * claim_may_write, not NULL and not lost); a nonzero return (-errno) is
+ * taken as that step's failure (may-write: false). NULL in a daemon. */
 extern int (*claim_test_hook)(struct claim *c, const char *point);
 /* For tests only: one renewal now, as the renewal thread makes it. */
 void claim_test_renew(struct claim *c);

@@ -336,6 +336,11 @@ bool claim_lost(struct claim *c)
 	return c && __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE);
 }
 
+unsigned claim_timeout_s(const struct claim *c)
+{
+	return c ? c->timeout_s : 0;
+}
+
 int (*claim_test_hook)(struct claim *c, const char *point);
 
 static int claim_hook(struct claim *c, const char *point)

@@ -189,6 +189,8 @@ bool claim_may_write(struct claim *c);
 /* Invariant 9: the claim is another's or gone, for good: changes get EROFS.
  * False for NULL. */
 bool claim_lost(struct claim *c);
+/* The lease in seconds (0 for NULL). */
+unsigned claim_timeout_s(const struct claim *c);
 
 /* For tests only: called at named points ("renew-read": a renewal read the
  * claim; "retake-create": before its exclusive create; "may-write": in

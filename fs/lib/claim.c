@@ -486,20 +486,35 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
 }
 
-/* The asides of takers in tmp/ (invariant 10): their names, at most
- * CLAIM_ASIDES_MAX. */
-#define CLAIM_ASIDES_MAX 64
+/* The asides of takers in tmp/ (invariant 10): every one's name, so the
+ * newest is never missed (a catalog behind it would take BACKING); more
+ * than CLAIM_ASIDES_MAX: -E2BIG, refused with one line (claim_acquire). */
+#define CLAIM_ASIDES_MAX 4096
+#define CLAIM_ASIDE_NAME (64 + CLAIM_ID_LEN)
 struct claim_asides {
-	char name[CLAIM_ASIDES_MAX][64 + CLAIM_ID_LEN];
-	int n;
+	char (*name)[CLAIM_ASIDE_NAME];
+	int n, cap, rc;
 };
 
 static int claim_aside_name(void *arg, const char *name)
 {
 	struct claim_asides *l = arg;
-	if (strncmp(name, "claim.", 6) != 0 || l->n == CLAIM_ASIDES_MAX ||
-	    strlen(name) + 5 > sizeof(l->name[0]))
+	if (strncmp(name, "claim.", 6) != 0 || strlen(name) + 5 > CLAIM_ASIDE_NAME || l->rc)
 		return 0;
+	if (l->n == CLAIM_ASIDES_MAX) {
+		l->rc = -E2BIG;
+		return 0;
+	}
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 16;
+		void *grown = realloc(l->name, (size_t)cap * sizeof(l->name[0]));
+		if (!grown) {
+			l->rc = -ENOMEM;
+			return 0;
+		}
+		l->name = grown;
+		l->cap = cap;
+	}
 	snprintf(l->name[l->n++], sizeof(l->name[0]), "tmp/%s", name);
 	return 0;
 }
@@ -511,7 +526,10 @@ static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *b
 			      struct claim_rec *holder)
 {
 	l->n = 0;
+	l->rc = 0;
 	int rc = backing_list(b, "tmp", claim_aside_name, l);
+	if (rc == 0)
+		rc = l->rc;
 	if (rc == -ENOENT || (rc == 0 && l->n == 0))
 		return 0;
 	if (rc != 0)
@@ -570,7 +588,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 	msg[0] = '\0';
 	struct claim *c = calloc(1, sizeof(*c));
 	char *seen = malloc(CLAIM_MAX);
-	struct claim_asides *asides = malloc(sizeof(*asides));
+	struct claim_asides *asides = calloc(1, sizeof(*asides));
 	if (!c || !seen || !asides) {
 		free(c);
 		free(seen);
@@ -659,7 +677,15 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			claim_sure_from(c, started);
 	}
 	free(seen);
+	free(asides->name);
 	free(asides);
+	if (rc == -E2BIG) {
+		snprintf(msg, msgsize, "BACKING %s: more than %d claim asides in %s/tmp (claim.*, left "
+			 "by take-overs that stopped midway): the newest cannot be told, so the claim "
+			 "is not taken; remove the ones no mount is taking over now (all of them if no "
+			 "ckptfs uses this BACKING)", spec, CLAIM_ASIDES_MAX, spec);
+		rc = -EBUSY;
+	}
 	if (rc == -EAGAIN)
 		snprintf(msg, msgsize, "BACKING %s: the claim %s keeps changing (other mounts are "
 			 "starting): try again", spec, CLAIM_FILE);

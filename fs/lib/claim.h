@@ -96,7 +96,8 @@
  *     (the aside, 2) until the new claim exists: its taker removes it only
  *     after its exclusive create answered (created, or EEXIST). So a claim
  *     absent while asides exist is judged by the newest parseable aside
- *     (by its heartbeat) as if it were the claim: a catalog BEHIND it, or a
+ *     (by its heartbeat; every aside read, never a first page of them:
+ *     more than CLAIM_ASIDES_MAX refuse the take) as if it were the claim: a catalog BEHIND it, or a
  *     holder alive, is refused as before; otherwise the create decides
  *     (1), and the winner removes the asides it judged. Aside names are new
  *     per round, so removing one never removes another round's.

@@ -777,3 +777,49 @@ Test(claim_renew, a_claim_left_aside_by_a_failed_create_is_taken_back)
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(r.released);
 }
+
+/* F10 (invariant 10): a taker reads every aside, however many, so the
+ * newest is never missed: here a live holder's, in the aside BACKING lists
+ * last of 80 (the reader of at most 64 asides judged the stale ones). */
+static struct {
+	char last[128];
+} lx;
+
+static int note_last_aside(void *arg, const char *name)
+{
+	(void)arg;
+	if (strncmp(name, "claim.", 6) == 0)
+		snprintf(lx.last, sizeof(lx.last), "%s", name);
+	return 0;
+}
+
+Test(claim_acquire, the_newest_of_more_asides_than_a_page_is_judged)
+{
+	struct claim *b = NULL;
+	char msg[PATH_MAX + 512];
+	struct claim_rec old = rec_of(ID_A, "node-gone", "boot-y", "/var/cache/y", time(NULL) - 600);
+	old.released = true;
+	char buf[CLAIM_MAX];
+	int n = claim_format(&old, buf, sizeof(buf));
+	for (int i = 0; i < 80; i++) {
+		char name[96];
+		snprintf(name, sizeof(name), "tmp/claim." ID_B ".%d", i);
+		cr_assert_eq(backing_put(fx.b, name, buf, (size_t)n), 0);
+	}
+	cr_assert_eq(backing_list(fx.b, "tmp", note_last_aside, NULL), 0);
+	cr_assert(lx.last[0]);
+	/* the live holder's bytes, written in place: the listing's order stays */
+	struct claim_rec live = rec_of(ID_A, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	n = claim_format(&live, buf, sizeof(buf));
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/backing/tmp/%s", fx.dir, lx.last);
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	close(fd);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY,
+		     "the live holder's aside was missed: taken");
+	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "the newest aside is judged: %s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the refusal created nothing");
+}

@@ -915,15 +915,6 @@ int claim_start(struct claim *c)
 	return 0;
 }
 
-/* Invariant 8: our claim, rewritten with "released yes" (the file stays:
- * it names the last catalog that wrote BACKING). */
-static int claim_mark_released(struct claim *c)
-{
-	c->self.released = true;
-	int rc = claim_render(c);
-	return rc ? rc : backing_put(c->b, CLAIM_FILE, c->written, c->written_len);
-}
-
 static void claim_stop(struct claim *c)
 {
 	if (c->running) {
@@ -959,15 +950,37 @@ static int claim_still_ours(struct claim *c)
 	return rc;
 }
 
+/* Invariants 3, 8, 9: our claim, still ours and we sure of it, marked
+ * released by the steps of a take (claim_retake), never by a put over it
+ * that could land on a taker's claim: 0, -ESTALE (another's, or fenced),
+ * -EIO (our aside stands for the claim: 10), or BACKING's error. */
+static int claim_release(struct claim *c)
+{
+	if (!claim_may_write(c))
+		return -ESTALE;
+	char *have = malloc(CLAIM_MAX);
+	size_t len = 0;
+	uint64_t started = claim_clock_ms();
+	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
+	claim_hook(c, "release-read");
+	if (rc == 0 && !claim_is_ours(c, have, len))
+		rc = -ESTALE;
+	if (rc == 0) {
+		c->self.released = true;
+		claim_retake(c, have, len, started);
+		rc = claim_lost(c) ? -ESTALE : c->pending[0] ? -EIO : 0;
+	}
+	free(have);
+	return rc;
+}
+
 void claim_end(struct claim *c, bool release)
 {
 	if (!c)
 		return;
 	claim_stop(c);
 	if (release && !c->self.shared && !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) {
-		int rc = claim_still_ours(c); /* invariants 3, 6, 9 */
-		if (rc == 0)
-			rc = claim_mark_released(c);
+		int rc = claim_release(c); /* invariants 3, 6, 8, 9 */
 		if (rc != 0 && rc != -ENOENT)
 			log_warn("BACKING %s: claim %s not released: %s", backing_spec(c->b),
 				 CLAIM_FILE, rc == -ESTALE ? "it is another holder's now, or this "

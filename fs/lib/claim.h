@@ -37,8 +37,8 @@
  *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
  *     its bytes (our instance nonce): a claim taken over from a holder that
  *     stopped renewing is never overwritten or removed by that holder. A
- *     lone claim is renewed only by the steps of 2 (moved aside, compared,
- *     created exclusively), never by a put over it: a read that found it
+ *     lone claim is renewed and released only by the steps of 2 (moved
+ *     aside, compared, created exclusively), never by a put over it: a read that found it
  *     ours says nothing of the moment a put lands (a stalled request).
  *  4. "Same host" means same host name and same boot id: a host rebooted,
  *     or a container of another kernel with the same name, waits the timeout.
@@ -193,8 +193,9 @@ bool claim_lost(struct claim *c);
 /* The lease in seconds (0 for NULL). */
 unsigned claim_timeout_s(const struct claim *c);
 
-/* For tests only: called at named points ("renew-read": a renewal read the
- * claim; "retake-create": before its exclusive create; "may-write": in
+/* For tests only: called at named points ("renew-read", "release-read": a
+ * renewal or a release read the claim; "retake-create": before their
+ * exclusive create; "may-write": in
  * claim_may_write, not NULL and not lost); a nonzero return (-errno) is
  * taken as that step's failure (may-write: false). NULL in a daemon. */
 extern int (*claim_test_hook)(struct claim *c, const char *point);

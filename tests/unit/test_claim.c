@@ -823,3 +823,23 @@ Test(claim_acquire, the_newest_of_more_asides_than_a_page_is_judged)
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), -ENOENT, "the refusal created nothing");
 }
+
+/* As F1, for the release at a clean stop: a release whose read found the
+ * claim ours, then stalled while a taker made its own claim, must not put
+ * its "released" claim over the taker's. */
+Test(claim_renew, a_release_stalled_after_its_read_never_overwrites_a_takers_claim)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	hk.point = "release-read";
+	hk.taker = true;
+	claim_test_hook = hook;
+	claim_end(a, true);
+	cr_assert_eq(hk.calls, 1);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the release put its claim over the taker's");
+	cr_assert(!r.released);
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+}

@@ -768,7 +768,13 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
  * by an exclusive create, so that of us and a taker who judged it stale
  * exactly one wins, however long a step of ours stalls. A rewrite in place
  * (a put over) could land on the taker's new claim. have: the claim's
- * bytes, read at started and ours. */
+ * bytes, read at started and ours.
+ * Open (s30-claim2 report): while the claim is aside, a taker whose
+ * judgment of an absent claim (by older asides, 10) was made before our
+ * claim existed and then stalled can create the claim: it wins, we are
+ * fenced at our create (EEXIST), but it judged a state older than ours.
+ * Seen once in four runs of t_claim's racing mounts (the loser's first
+ * renewal follows its acquisition at once). */
 static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
 {
 	char aside[64 + CLAIM_ID_LEN];

@@ -720,17 +720,24 @@ static void hook_fini(void)
 
 TestSuite(claim_renew, .init = setup, .fini = hook_fini);
 
+/* A's claim, with a taker armed to act at point. */
+static struct claim *held_with_taker_at(const char *point)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	hk.point = point;
+	hk.taker = true;
+	claim_test_hook = hook;
+	return a;
+}
+
 /* F1: a renewal whose read found the claim ours, then stalled while a taker
  * made its own claim, must not put over the taker's claim: it is lost, and
  * the taker's bytes stand. */
 Test(claim_renew, a_renewal_stalled_after_its_read_never_overwrites_a_takers_claim)
 {
-	struct claim *a = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
-	hk.point = "renew-read";
-	hk.taker = true;
-	claim_test_hook = hook;
+	struct claim *a = held_with_taker_at("renew-read");
 	cr_assert_eq(claim_start(a), 0); /* its first renewal: the taker acts after its read */
 	cr_assert_eq(hk.calls, 1);
 	struct claim_rec r;
@@ -829,12 +836,7 @@ Test(claim_acquire, the_newest_of_more_asides_than_a_page_is_judged)
  * its "released" claim over the taker's. */
 Test(claim_renew, a_release_stalled_after_its_read_never_overwrites_a_takers_claim)
 {
-	struct claim *a = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
-	hk.point = "release-read";
-	hk.taker = true;
-	claim_test_hook = hook;
+	struct claim *a = held_with_taker_at("release-read");
 	claim_end(a, true);
 	cr_assert_eq(hk.calls, 1);
 	struct claim_rec r;

@@ -4,31 +4,35 @@
  *
  * Acquisition is a loop of at most CLAIM_TRIES rounds, each:
  *
- *   read CLAIM_FILE ──┬─ absent ─▶ put_new ──┬─ 0 ─────────▶ held
- *                     │                      └─ EEXIST ────▶ next round
+ *   read CLAIM_FILE ──┬─ absent ─▶ asides in tmp/ (invariant 10): the newest
+ *                     │    judged as the claim; HELD, BEHIND ▶ -EBUSY; else
+ *                     │    put_new ──┬─ 0 ─▶ check (11 T) ─▶ held, the asides
+ *                     │              │       judged removed
+ *                     │              └─ EEXIST ────▶ next round
  *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
  *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     │  └─ asides in tmp/ (invariant 10): the newest judged
- *                     │     as the claim; HELD, BEHIND ▶ -EBUSY; else put_new,
- *                     │     then the asides judged are removed
- *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
- *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     └─ STALE ─▶ move aside to tmp/claim.<instance>.<round>
+ *                     └─ STALE ─▶ list tmp/, move aside to tmp/claim.<instance>.<n>
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
  *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
- *                                   │    absent), then remove the aside (10)
+ *                                   │    absent), check (11 T), remove the aside (10)
  *                                   └─ otherwise: put it back, remove the aside,
  *                                        next round
+ *
+ *   check (11 T): tmp/ listed again after put_new answered 0; an aside not
+ *   listed before the decision (a renewal's, or another take's): our claim
+ *   given back while it is our bytes (moved aside, compared, removed), the
+ *   asides left, next round.
  *
  * claim_start renews once, then the renewal thread wakes every timeout/4,
  * reads the claim and, only if its bytes are the ones we wrote last
  * (invariant 3), takes it anew as a taker would (claim_retake: moved aside,
- * compared, created exclusively; invariant 9); a shared claim is rewritten
- * in place (6). Absent while our last renewal's aside holds our bytes: the
- * claim is created again from it (claim_take_back, 10). A claim another's
- * or gone, or a take lost:
- * the holder is fenced (logged once) and never writes the claim, or
- * anything else on BACKING, again. */
+ * compared, created exclusively; invariant 9; a create that meets a claim
+ * tries again briefly while a gap-taker backs off, 11 H); a shared claim is
+ * rewritten in place (6). Absent while our last renewal's aside holds our
+ * bytes: the claim is created again from it (claim_take_back, 10). A claim
+ * another's or gone, or a take lost: the holder is fenced (logged once),
+ * its aside left (11), and never writes the claim, or anything else on
+ * BACKING, again. */
 #define _GNU_SOURCE
 #include "claim.h"
 
@@ -51,6 +55,7 @@
 #include "log.h"
 
 #define CLAIM_TRIES 8
+#define CLAIM_GAP_POLLS 8 /* invariant 11 (H): a holder's tries after EEXIST */
 #define CLAIM_FORMAT_LINE "ckptfs claim 1\n"
 
 struct claim {
@@ -519,20 +524,25 @@ static int claim_aside_name(void *arg, const char *name)
 	return 0;
 }
 
-/* Invariant 10: the claim is absent. The newest parseable aside, by its
- * heartbeat, into buf/len/holder: 1 if there is one, 0 if none, -errno.
- * l gets every aside's name (removed once our claim exists). */
-static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *buf, size_t *len,
-			      struct claim_rec *holder)
+/* Every aside's name in tmp/ into l: 0 (none: n 0), or -errno. */
+static int claim_list_asides(struct backing *b, struct claim_asides *l)
 {
 	l->n = 0;
 	l->rc = 0;
 	int rc = backing_list(b, "tmp", claim_aside_name, l);
 	if (rc == 0)
 		rc = l->rc;
-	if (rc == -ENOENT || (rc == 0 && l->n == 0))
-		return 0;
-	if (rc != 0)
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Invariant 10: the claim is absent. The newest parseable aside, by its
+ * heartbeat, into buf/len/holder: 1 if there is one, 0 if none, -errno.
+ * l gets every aside's name (removed once our claim exists). */
+static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *buf, size_t *len,
+			      struct claim_rec *holder)
+{
+	int rc = claim_list_asides(b, l);
+	if (rc != 0 || l->n == 0)
 		return rc;
 	char *one = malloc(CLAIM_MAX);
 	if (!one)
@@ -567,6 +577,40 @@ static void claim_drop_asides(struct backing *b, const struct claim_asides *l)
 {
 	for (int i = 0; i < l->n; i++)
 		backing_remove(b, l->name[i]);
+}
+
+/* Invariant 11 (T): after a taker's exclusive create answered 0, whether
+ * tmp/ holds an aside it did not judge: a name neither in judged (listed
+ * before it decided) nor own (its own aside of this round). 1: a renewal
+ * or another take was under way, its create may have landed in that gap;
+ * 0: nothing moved; -errno: unknown (backed off as if moved). */
+static int claim_new_aside(struct backing *b, const struct claim_asides *judged, const char *own)
+{
+	struct claim_asides now = { 0 };
+	int rc = claim_list_asides(b, &now);
+	int found = 0;
+	for (int i = 0; rc == 0 && i < now.n && !found; i++) {
+		bool known = own && strcmp(now.name[i], own) == 0;
+		for (int j = 0; j < judged->n && !known; j++)
+			known = strcmp(now.name[i], judged->name[j]) == 0;
+		found = !known;
+	}
+	free(now.name);
+	return rc < 0 ? rc : found;
+}
+
+/* Invariant 11 (T): the taker gives back the claim it just created, only
+ * while it is still its bytes (the steps of 2: moved aside, compared; ours:
+ * the aside removed; another's: put back). -EAGAIN (look again), or
+ * BACKING's error (our claim may stand: it holds nothing then, its cache
+ * lock or heartbeat tells). */
+static int claim_back_off(struct claim *c)
+{
+	char aside[CLAIM_ASIDE_NAME];
+	int taken = claim_take_stale(c, c->written, c->written_len, aside, sizeof(aside));
+	if (taken == 1)
+		backing_remove(c->b, aside);
+	return taken < 0 ? taken : -EAGAIN;
 }
 
 /* What claim_acquire replaced, for claim_abandon: judged bytes, or none. */
@@ -618,8 +662,9 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 		uint64_t started = claim_clock_ms(); /* invariant 9: before the read */
 		rc = claim_read(b, seen, &len, &holder, &parsed);
 		int aside = 0; /* the claim is absent, an aside judged in its place (10) */
+		bool absent = rc == -ENOENT; /* asides listed with the read (10, 11) */
 		asides->n = 0;
-		if (rc == -ENOENT) {
+		if (absent) {
 			aside = claim_newest_aside(b, asides, seen, &len, &holder);
 			rc = aside < 0 ? aside : aside ? 0 : -ENOENT;
 		}
@@ -648,26 +693,44 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			if (rc == 0)
 				claim_note_replaced(c, seen, len);
 		} else {
-			int taken = v == CLAIM_STALE
-					    ? claim_take_stale(c, seen, len, aname, sizeof(aname))
-					    : 1;
-			if (taken == 1 && (v == CLAIM_STALE || aside) && holder.released)
+			/* invariant 11: the asides there before we decide; absent,
+			 * they were listed with the read */
+			rc = absent ? 0 : claim_list_asides(b, asides);
+			int taken = rc < 0 ? rc
+				    : v == CLAIM_STALE ? claim_take_stale(c, seen, len, aname, sizeof(aname))
+						       : 1;
+			if (taken == 1 && claim_hook(c, "take-create") != 0)
+				taken = -EIO;
+			rc = taken < 0 ? taken
+			     : taken == 0 ? -EAGAIN
+					  : backing_put_new(b, CLAIM_FILE, c->written, c->written_len);
+			if (rc == 0) {
+				claim_hook(c, "take-check");
+				int moved = claim_new_aside(b, asides, aname[0] ? aname : NULL);
+				if (moved != 0) { /* 11: our create may be in a renewal's gap */
+					rc = claim_back_off(c);
+					if (moved < 0 && rc == -EAGAIN)
+						rc = moved;
+					log_info("BACKING %s: the claim %s changed while this mount judged "
+						 "it (%s): gave back the claim it had just made, looks "
+						 "again", spec, CLAIM_FILE, moved < 0 ? strerror(-moved)
+						 : "an aside appeared: a renewal or another take");
+				}
+			}
+			/* a claim exists, ours or another's (10); backed off, the
+			 * asides stay: they stand for the claim */
+			if (taken == 1 && (rc == 0 || rc == -EEXIST) && aname[0])
+				backing_remove(b, aname);
+			if (rc == 0 && absent)
+				claim_drop_asides(b, asides);
+			if (rc == 0 && (v == CLAIM_STALE || aside) && holder.released)
 				log_info("BACKING %s: took the claim catalog %s released (host %s, "
 					 "cache %s)", spec, holder.catalog, holder.host, holder.cache);
-			else if (taken == 1 && (v == CLAIM_STALE || aside))
+			else if (rc == 0 && (v == CLAIM_STALE || aside))
 				log_info("BACKING %s: took over the claim of a gone holder (catalog %s, "
 					 "host %s, cache %s, pid %ld, renewed %" PRId64 " s ago)",
 					 spec, holder.catalog, holder.host, holder.cache, holder.pid,
 					 now - holder.renewed);
-			rc = taken < 0 ? taken
-			     : taken == 0 ? -EAGAIN
-					  : backing_put_new(b, CLAIM_FILE, c->written, c->written_len);
-			if (taken == 1 && (rc == 0 || rc == -EEXIST)) { /* a claim exists: 10 */
-				if (aname[0])
-					backing_remove(b, aname);
-				if (rc == 0)
-					claim_drop_asides(b, asides);
-			}
 			if (rc == 0)
 				claim_note_replaced(c, seen, v == CLAIM_FREE && !aside ? 0 : len);
 			if (rc == -EEXIST)
@@ -730,6 +793,37 @@ static void claim_asides_done(struct claim *c, const char *aside)
 	c->pending[0] = '\0';
 }
 
+/* Invariant 11 (H): our renewal's exclusive create met a claim (EEXIST),
+ * maybe a taker's that landed while ours was aside and that it gives back
+ * once it sees our aside. While our aside still holds our bytes, the
+ * create is tried again a few times for at most min(2 s, timeout/8): 0,
+ * ours made; -EEXIST, still another's (or our aside gone: a taker judged
+ * it): lost; another -errno, BACKING failed (the aside stays pending). */
+static int claim_wait_gap(struct claim *c, const char *aside)
+{
+	uint64_t bound = (uint64_t)c->timeout_s * 1000 / 8;
+	if (bound > 2000)
+		bound = 2000;
+	struct timespec nap = { 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
+	char *have = malloc(CLAIM_MAX);
+	if (!have)
+		return -ENOMEM;
+	int rc = -EEXIST;
+	for (int i = 0; i < CLAIM_GAP_POLLS && rc == -EEXIST; i++) {
+		nanosleep(&nap, NULL);
+		size_t len = 0;
+		int grc = backing_get(c->b, aside, have, CLAIM_MAX, &len);
+		if (grc == -ENOENT || (grc == 0 && !claim_is_ours(c, have, len)))
+			break; /* a taker judged our aside: its claim stands */
+		if (grc != 0)
+			continue; /* unknown: looked at again */
+		if (claim_hook(c, "renew-wait") == 0)
+			rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
+	}
+	free(have);
+	return rc;
+}
+
 /* Our bytes are being put by an exclusive create (invariant 1): 0, the
  * claim ours and we sure from started; -EEXIST, a taker's claim is there
  * (fenced); another -errno, the aside stays pending (10). aside: this
@@ -744,9 +838,11 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
 		rc = claim_hook(c, "retake-create");
 	if (rc == 0)
 		rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
-	if (rc == 0 || rc == -EEXIST)
-		claim_asides_done(c, aside); /* a claim exists (invariant 10) */
-	if (rc == -EEXIST) {
+	if (rc == -EEXIST)
+		rc = claim_wait_gap(c, aside ? aside : c->pending);
+	if (rc == 0)
+		claim_asides_done(c, aside); /* our claim exists (invariant 10) */
+	if (rc == -EEXIST) { /* our aside stays: a taker's evidence (11) */
 		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
 		return rc;
 	}
@@ -768,13 +864,9 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
  * by an exclusive create, so that of us and a taker who judged it stale
  * exactly one wins, however long a step of ours stalls. A rewrite in place
  * (a put over) could land on the taker's new claim. have: the claim's
- * bytes, read at started and ours.
- * Open (s30-claim2 report): while the claim is aside, a taker whose
- * judgment of an absent claim (by older asides, 10) was made before our
- * claim existed and then stalled can create the claim: it wins, we are
- * fenced at our create (EEXIST), but it judged a state older than ours.
- * Seen once in four runs of t_claim's racing mounts (the loser's first
- * renewal follows its acquisition at once). */
+ * bytes, read at started and ours. A taker whose create lands while our
+ * claim is aside backs off when it sees our aside, and our create tries
+ * again meanwhile (invariant 11). */
 static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
 {
 	char aside[64 + CLAIM_ID_LEN];

@@ -709,12 +709,14 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 				int moved = claim_new_aside(b, asides, aname[0] ? aname : NULL);
 				if (moved != 0) { /* 11: our create may be in a renewal's gap */
 					rc = claim_back_off(c);
+					if (rc == -EAGAIN)
+						log_info("BACKING %s: the claim %s may have changed while this "
+							 "mount judged it (%s): gave back the claim it had just "
+							 "made, looks again", spec, CLAIM_FILE, moved < 0
+							 ? strerror(-moved) : "an aside appeared: a renewal or "
+							 "another take");
 					if (moved < 0 && rc == -EAGAIN)
 						rc = moved;
-					log_info("BACKING %s: the claim %s changed while this mount judged "
-						 "it (%s): gave back the claim it had just made, looks "
-						 "again", spec, CLAIM_FILE, moved < 0 ? strerror(-moved)
-						 : "an aside appeared: a renewal or another take");
 				}
 			}
 			/* a claim exists, ours or another's (10); backed off, the

@@ -922,7 +922,7 @@ int main(int argc, char **argv)
 	/* a turn every third of the lease, as its renewal: the duty moves on
 	 * within a lease of its holder's end */
 	if (cat_is_shared(fs.cat) &&
-	    reclaimer_start(fs.cat, fs.backing, fs.opt.lease_ms / 3, &fs.reclaimer) != 0)
+	    reclaimer_start(fs.cat, fs.backing, fs.claim, fs.opt.lease_ms / 3, &fs.reclaimer) != 0)
 		goto out;
 
 	if (main_start_gen(&fs) != 0) {

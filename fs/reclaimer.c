@@ -17,12 +17,14 @@
 
 #include "backing.h"
 #include "catalog.h"
+#include "claim.h"
 #include "log.h"
 #include "ticker.h"
 
 struct reclaimer {
 	struct cat *cat;
 	struct backing *backing;
+	struct claim *claim; /* invariant 3 */
 	unsigned period_ms;
 	uint64_t removed; /* read with atomics */
 	bool failing;     /* the last turn failed (logged at the change) */
@@ -34,10 +36,14 @@ uint64_t reclaimer_removed(const struct reclaimer *r)
 	return r ? __atomic_load_n(&r->removed, __ATOMIC_RELAXED) : 0;
 }
 
-/* A chunk's object or a manifest on BACKING; absent is success. */
+/* A chunk's object or a manifest on BACKING; absent is success. Lost the
+ * claim: -EROFS, nothing removed (invariant 3). */
 static int reclaimer_remove(void *arg, const char *path)
 {
-	int rc = backing_remove(arg, path);
+	struct reclaimer *r = arg;
+	if (!claim_may_write(r->claim))
+		return -EROFS;
+	int rc = backing_remove(r->backing, path);
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -45,8 +51,10 @@ static int reclaimer_remove(void *arg, const char *path)
 static bool reclaimer_turn(void *arg)
 {
 	struct reclaimer *r = arg;
+	if (claim_lost(r->claim))
+		return true; /* invariant 3: no turn (the fence is logged by claim.c) */
 	struct cat_reclaim_report rep;
-	int rc = cat_reclaim_turn(r->cat, 3 * r->period_ms, reclaimer_remove, r->backing, &rep);
+	int rc = cat_reclaim_turn(r->cat, 3 * r->period_ms, reclaimer_remove, r, &rep);
 	if (rep.removed) {
 		__atomic_add_fetch(&r->removed, rep.removed, __ATOMIC_RELAXED);
 		log_info("reclaim: %" PRIu64 " chunk(s) no file names reclaimed, %" PRIu64
@@ -68,8 +76,8 @@ static bool reclaimer_turn(void *arg)
 	return true;
 }
 
-int reclaimer_start(struct cat *cat, struct backing *backing, unsigned period_ms,
-		    struct reclaimer **out)
+int reclaimer_start(struct cat *cat, struct backing *backing, struct claim *claim,
+		    unsigned period_ms, struct reclaimer **out)
 {
 	*out = NULL;
 	struct reclaimer *r = calloc(1, sizeof(*r));
@@ -77,6 +85,7 @@ int reclaimer_start(struct cat *cat, struct backing *backing, unsigned period_ms
 		return -ENOMEM;
 	r->cat = cat;
 	r->backing = backing;
+	r->claim = claim;
 	r->period_ms = period_ms ? period_ms : 1;
 	int rc = ticker_start(r->period_ms, TICKER_FIRST_AFTER_PERIOD, reclaimer_turn, r,
 			      &r->ticker);

@@ -8,7 +8,10 @@
  * Invariants:
  *  1. Only the thread calls cat_reclaim_turn; turns never overlap.
  *  2. reclaimer_stop returns only after the thread has ended: BACKING and
- *     the catalog may be closed right after it. */
+ *     the catalog may be closed right after it.
+ *  3. A node that lost BACKING's claim (claim.h 9: a lost holder removes
+ *     nothing) takes no turn, and a turn under way removes nothing more
+ *     once it is lost (each removal answers -EROFS: the rows stay). */
 #ifndef CKPTFS_RECLAIMER_H
 #define CKPTFS_RECLAIMER_H
 
@@ -16,12 +19,14 @@
 
 struct backing;
 struct cat;
+struct claim;
 struct reclaimer;
 
 /* Starts the thread (after daemonizing); period_ms between turns, the duty
- * held for 3 periods. 0, or -errno when the thread cannot start (logged). */
-int reclaimer_start(struct cat *cat, struct backing *backing, unsigned period_ms,
-		    struct reclaimer **out);
+ * held for 3 periods; claim: BACKING's (invariant 3; NULL: none). 0, or
+ * -errno when the thread cannot start (logged). */
+int reclaimer_start(struct cat *cat, struct backing *backing, struct claim *claim,
+		    unsigned period_ms, struct reclaimer **out);
 /* Objects this node removed from BACKING so far. 0 for NULL. */
 uint64_t reclaimer_removed(const struct reclaimer *r);
 /* Stops and frees; NULL is allowed. */

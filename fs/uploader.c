@@ -278,7 +278,12 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 	if (rc == 0) /* the build may take a while: the fence looked at again */
 		rc = up_may_write(u) ? backing_put(u->backing, path, buf, len) : -EROFS;
 	free(buf);
-	if (rc == 0 && row->version > 1 && up_may_write(u)) { /* the version it replaces */
+	if (rc == 0 && row->version > 1) { /* the version it replaces */
+		/* fenced or unsure since the put (claim.h 9): -EROFS, so the row
+		 * stays queued and is redone whole, removal included; ended as
+		 * done, version v-1 would stay on BACKING for ever */
+		if (!up_may_write(u))
+			return -EROFS;
 		manifest_gen_path(row->gen, row->version - 1, path, sizeof(path));
 		backing_remove(u->backing, path);
 	}
@@ -984,8 +989,8 @@ static void *up_worker_main(void *p)
 		if (!up_may_write(u)) { /* fenced (claim.h 9): what is queued stays */
 			if (bt && bt->n) /* put before the fence: synced, as ever */
 				up_batch_flush(u, id, bt);
-			else if (u->stopping)
-				break;
+			else if (u->stopping && claim_lost(u->cfg.claim))
+				break; /* unsure: a drain waits for a renewal (uploader_stop) */
 			else
 				up_wait(u, 1.0);
 			continue;
@@ -1148,6 +1153,7 @@ void uploader_stop(struct uploader *u, bool drain)
 	if (!u)
 		return;
 	double started = up_mono_s(), said = started - 3; /* the first line at once */
+	double unsure_since = 0, waited = 0; /* the claim unsure, not lost (claim.h 9) */
 	if (drain) /* rows of changes still deferred are hidden from the queue until committed */
 		cat_defer_commit(u->cat);
 	pthread_mutex_lock(&u->lock);
@@ -1162,13 +1168,25 @@ void uploader_stop(struct uploader *u, bool drain)
 			struct cat_upload row;
 			if (!any && cat_upload_list(u->cat, 0, &row, 1) == 0)
 				break;
-			if (!any && !up_may_write(u)) {
+			/* unsure is not lost: a renewal may find the claim ours again
+			 * within the lease; the queue is left only once it is lost, or
+			 * after claim_timeout unsure */
+			bool unsure = !any && !up_may_write(u);
+			if (!unsure)
+				unsure_since = 0;
+			else if (unsure_since == 0)
+				unsure_since = up_mono_s();
+			if (unsure)
+				waited = up_mono_s(); /* no progress is counted from its end */
+			if (unsure && (claim_lost(u->cfg.claim) ||
+				       up_mono_s() - unsure_since >= claim_timeout_s(u->cfg.claim))) {
 				log_warn("unmount: this daemon %s BACKING's claim: the upload queue"
 					 " stays in the cache", claim_lost(u->cfg.claim) ? "lost"
 					 : "could not renew");
 				break;
 			}
-			if (!any && !u->down && up_mono_s() - u->last_progress > 5 &&
+			if (!unsure && !any && !u->down && up_mono_s() - u->last_progress > 5 &&
+			    up_mono_s() - waited > 5 &&
 			    up_mono_s() - started > 5) {
 				log_warn("unmount: the upload queue makes no progress (a generation"
 					 " waits for a chunk that cannot be uploaded); leaving it"

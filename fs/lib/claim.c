@@ -4,29 +4,35 @@
  *
  * Acquisition is a loop of at most CLAIM_TRIES rounds, each:
  *
- *   read CLAIM_FILE ──┬─ absent ─▶ put_new ──┬─ 0 ─────────▶ held
- *                     │                      └─ EEXIST ────▶ next round
+ *   read CLAIM_FILE ──┬─ absent ─▶ asides in tmp/ (invariant 10): the newest
+ *                     │    judged as the claim; HELD, BEHIND ▶ -EBUSY; else
+ *                     │    put_new ──┬─ 0 ─▶ check (11 T) ─▶ held, the asides
+ *                     │              │       judged removed
+ *                     │              └─ EEXIST ────▶ next round
  *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
  *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     │  └─ asides in tmp/ (invariant 10): the newest judged
- *                     │     as the claim; HELD, BEHIND ▶ -EBUSY; else put_new,
- *                     │     then the asides judged are removed
- *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
- *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     └─ STALE ─▶ move aside to tmp/claim.<instance>.<round>
+ *                     └─ STALE ─▶ list tmp/, move aside to tmp/claim.<instance>.<n>
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
  *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
- *                                   │    absent), then remove the aside (10)
+ *                                   │    absent), check (11 T), remove the aside (10)
  *                                   └─ otherwise: put it back, remove the aside,
  *                                        next round
  *
+ *   check (11 T): tmp/ listed again after put_new answered 0; an aside not
+ *   listed before the decision (a renewal's, or another take's): our claim
+ *   given back while it is our bytes (moved aside, compared, removed), the
+ *   asides left, next round.
+ *
  * claim_start renews once, then the renewal thread wakes every timeout/4,
- * reads the claim and rewrites it with the time only if its bytes are the
- * ones we wrote last (invariant 3) and the last renewal is recent enough;
- * past that, still our bytes, it takes the claim anew as a taker would
- * (claim_retake, invariant 9). A claim another's or gone, or a take lost:
- * the holder is fenced (logged once) and never writes the claim, or
- * anything else on BACKING, again. */
+ * reads the claim and, only if its bytes are the ones we wrote last
+ * (invariant 3), takes it anew as a taker would (claim_retake: moved aside,
+ * compared, created exclusively; invariant 9; a create that meets a claim
+ * tries again briefly while a gap-taker backs off, 11 H); a shared claim is
+ * rewritten in place (6). Absent while our last renewal's aside holds our
+ * bytes: the claim is created again from it (claim_take_back, 10). A claim
+ * another's or gone, or a take lost: the holder is fenced (logged once),
+ * its aside left (11), and never writes the claim, or anything else on
+ * BACKING, again. */
 #define _GNU_SOURCE
 #include "claim.h"
 
@@ -49,6 +55,7 @@
 #include "log.h"
 
 #define CLAIM_TRIES 8
+#define CLAIM_GAP_POLLS 8 /* invariant 11 (H): a holder's tries after EEXIST */
 #define CLAIM_FORMAT_LINE "ckptfs claim 1\n"
 
 struct claim {
@@ -65,6 +72,7 @@ struct claim {
 	char *replaced;		  /* the bytes claim_acquire replaced (claim_abandon) */
 	size_t replaced_len;
 	unsigned asides;	  /* asides made: each round's is a new name (invariant 10) */
+	char pending[64 + CLAIM_ID_LEN]; /* our renewal's aside not yet followed by a claim (10) */
 	pthread_t thread;
 	bool running;
 	bool stop;
@@ -333,11 +341,23 @@ bool claim_lost(struct claim *c)
 	return c && __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE);
 }
 
+unsigned claim_timeout_s(const struct claim *c)
+{
+	return c ? c->timeout_s : 0;
+}
+
+int (*claim_test_hook)(struct claim *c, const char *point);
+
+static int claim_hook(struct claim *c, const char *point)
+{
+	return claim_test_hook ? claim_test_hook(c, point) : 0;
+}
+
 bool claim_may_write(struct claim *c)
 {
 	if (!c)
 		return true;
-	if (claim_lost(c))
+	if (claim_lost(c) || claim_hook(c, "may-write") != 0)
 		return false;
 	if (claim_sure(c))
 		return true;
@@ -471,22 +491,48 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
 }
 
-/* The asides of takers in tmp/ (invariant 10): their names, at most
- * CLAIM_ASIDES_MAX. */
-#define CLAIM_ASIDES_MAX 64
+/* The asides of takers in tmp/ (invariant 10): every one's name, so the
+ * newest is never missed (a catalog behind it would take BACKING); more
+ * than CLAIM_ASIDES_MAX: -E2BIG, refused with one line (claim_acquire). */
+#define CLAIM_ASIDES_MAX 4096
+#define CLAIM_ASIDE_NAME (64 + CLAIM_ID_LEN)
 struct claim_asides {
-	char name[CLAIM_ASIDES_MAX][64 + CLAIM_ID_LEN];
-	int n;
+	char (*name)[CLAIM_ASIDE_NAME];
+	int n, cap, rc;
 };
 
 static int claim_aside_name(void *arg, const char *name)
 {
 	struct claim_asides *l = arg;
-	if (strncmp(name, "claim.", 6) != 0 || l->n == CLAIM_ASIDES_MAX ||
-	    strlen(name) + 5 > sizeof(l->name[0]))
+	if (strncmp(name, "claim.", 6) != 0 || strlen(name) + 5 > CLAIM_ASIDE_NAME || l->rc)
 		return 0;
+	if (l->n == CLAIM_ASIDES_MAX) {
+		l->rc = -E2BIG;
+		return 0;
+	}
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 16;
+		void *grown = realloc(l->name, (size_t)cap * sizeof(l->name[0]));
+		if (!grown) {
+			l->rc = -ENOMEM;
+			return 0;
+		}
+		l->name = grown;
+		l->cap = cap;
+	}
 	snprintf(l->name[l->n++], sizeof(l->name[0]), "tmp/%s", name);
 	return 0;
+}
+
+/* Every aside's name in tmp/ into l: 0 (none: n 0), or -errno. */
+static int claim_list_asides(struct backing *b, struct claim_asides *l)
+{
+	l->n = 0;
+	l->rc = 0;
+	int rc = backing_list(b, "tmp", claim_aside_name, l);
+	if (rc == 0)
+		rc = l->rc;
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* Invariant 10: the claim is absent. The newest parseable aside, by its
@@ -495,11 +541,8 @@ static int claim_aside_name(void *arg, const char *name)
 static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *buf, size_t *len,
 			      struct claim_rec *holder)
 {
-	l->n = 0;
-	int rc = backing_list(b, "tmp", claim_aside_name, l);
-	if (rc == -ENOENT || (rc == 0 && l->n == 0))
-		return 0;
-	if (rc != 0)
+	int rc = claim_list_asides(b, l);
+	if (rc != 0 || l->n == 0)
 		return rc;
 	char *one = malloc(CLAIM_MAX);
 	if (!one)
@@ -536,6 +579,40 @@ static void claim_drop_asides(struct backing *b, const struct claim_asides *l)
 		backing_remove(b, l->name[i]);
 }
 
+/* Invariant 11 (T): after a taker's exclusive create answered 0, whether
+ * tmp/ holds an aside it did not judge: a name neither in judged (listed
+ * before it decided) nor own (its own aside of this round). 1: a renewal
+ * or another take was under way, its create may have landed in that gap;
+ * 0: nothing moved; -errno: unknown (backed off as if moved). */
+static int claim_new_aside(struct backing *b, const struct claim_asides *judged, const char *own)
+{
+	struct claim_asides now = { 0 };
+	int rc = claim_list_asides(b, &now);
+	int found = 0;
+	for (int i = 0; rc == 0 && i < now.n && !found; i++) {
+		bool known = own && strcmp(now.name[i], own) == 0;
+		for (int j = 0; j < judged->n && !known; j++)
+			known = strcmp(now.name[i], judged->name[j]) == 0;
+		found = !known;
+	}
+	free(now.name);
+	return rc < 0 ? rc : found;
+}
+
+/* Invariant 11 (T): the taker gives back the claim it just created, only
+ * while it is still its bytes (the steps of 2: moved aside, compared; ours:
+ * the aside removed; another's: put back). -EAGAIN (look again), or
+ * BACKING's error (our claim may stand: it holds nothing then, its cache
+ * lock or heartbeat tells). */
+static int claim_back_off(struct claim *c)
+{
+	char aside[CLAIM_ASIDE_NAME];
+	int taken = claim_take_stale(c, c->written, c->written_len, aside, sizeof(aside));
+	if (taken == 1)
+		backing_remove(c->b, aside);
+	return taken < 0 ? taken : -EAGAIN;
+}
+
 /* What claim_acquire replaced, for claim_abandon: judged bytes, or none. */
 static void claim_note_replaced(struct claim *c, const char *judged, size_t len)
 {
@@ -555,7 +632,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 	msg[0] = '\0';
 	struct claim *c = calloc(1, sizeof(*c));
 	char *seen = malloc(CLAIM_MAX);
-	struct claim_asides *asides = malloc(sizeof(*asides));
+	struct claim_asides *asides = calloc(1, sizeof(*asides));
 	if (!c || !seen || !asides) {
 		free(c);
 		free(seen);
@@ -585,8 +662,9 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 		uint64_t started = claim_clock_ms(); /* invariant 9: before the read */
 		rc = claim_read(b, seen, &len, &holder, &parsed);
 		int aside = 0; /* the claim is absent, an aside judged in its place (10) */
+		bool absent = rc == -ENOENT; /* asides listed with the read (10, 11) */
 		asides->n = 0;
-		if (rc == -ENOENT) {
+		if (absent) {
 			aside = claim_newest_aside(b, asides, seen, &len, &holder);
 			rc = aside < 0 ? aside : aside ? 0 : -ENOENT;
 		}
@@ -615,26 +693,46 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			if (rc == 0)
 				claim_note_replaced(c, seen, len);
 		} else {
-			int taken = v == CLAIM_STALE
-					    ? claim_take_stale(c, seen, len, aname, sizeof(aname))
-					    : 1;
-			if (taken == 1 && (v == CLAIM_STALE || aside) && holder.released)
+			/* invariant 11: the asides there before we decide; absent,
+			 * they were listed with the read */
+			rc = absent ? 0 : claim_list_asides(b, asides);
+			int taken = rc < 0 ? rc
+				    : v == CLAIM_STALE ? claim_take_stale(c, seen, len, aname, sizeof(aname))
+						       : 1;
+			if (taken == 1 && claim_hook(c, "take-create") != 0)
+				taken = -EIO;
+			rc = taken < 0 ? taken
+			     : taken == 0 ? -EAGAIN
+					  : backing_put_new(b, CLAIM_FILE, c->written, c->written_len);
+			if (rc == 0) {
+				claim_hook(c, "take-check");
+				int moved = claim_new_aside(b, asides, aname[0] ? aname : NULL);
+				if (moved != 0) { /* 11: our create may be in a renewal's gap */
+					rc = claim_back_off(c);
+					if (rc == -EAGAIN)
+						log_info("BACKING %s: the claim %s may have changed while this "
+							 "mount judged it (%s): gave back the claim it had just "
+							 "made, looks again", spec, CLAIM_FILE, moved < 0
+							 ? strerror(-moved) : "an aside appeared: a renewal or "
+							 "another take");
+					if (moved < 0 && rc == -EAGAIN)
+						rc = moved;
+				}
+			}
+			/* a claim exists, ours or another's (10); backed off, the
+			 * asides stay: they stand for the claim */
+			if (taken == 1 && (rc == 0 || rc == -EEXIST) && aname[0])
+				backing_remove(b, aname);
+			if (rc == 0 && absent)
+				claim_drop_asides(b, asides);
+			if (rc == 0 && (v == CLAIM_STALE || aside) && holder.released)
 				log_info("BACKING %s: took the claim catalog %s released (host %s, "
 					 "cache %s)", spec, holder.catalog, holder.host, holder.cache);
-			else if (taken == 1 && (v == CLAIM_STALE || aside))
+			else if (rc == 0 && (v == CLAIM_STALE || aside))
 				log_info("BACKING %s: took over the claim of a gone holder (catalog %s, "
 					 "host %s, cache %s, pid %ld, renewed %" PRId64 " s ago)",
 					 spec, holder.catalog, holder.host, holder.cache, holder.pid,
 					 now - holder.renewed);
-			rc = taken < 0 ? taken
-			     : taken == 0 ? -EAGAIN
-					  : backing_put_new(b, CLAIM_FILE, c->written, c->written_len);
-			if (taken == 1 && (rc == 0 || rc == -EEXIST)) { /* a claim exists: 10 */
-				if (aname[0])
-					backing_remove(b, aname);
-				if (rc == 0)
-					claim_drop_asides(b, asides);
-			}
 			if (rc == 0)
 				claim_note_replaced(c, seen, v == CLAIM_FREE && !aside ? 0 : len);
 			if (rc == -EEXIST)
@@ -644,7 +742,15 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			claim_sure_from(c, started);
 	}
 	free(seen);
+	free(asides->name);
 	free(asides);
+	if (rc == -E2BIG) {
+		snprintf(msg, msgsize, "BACKING %s: more than %d claim asides in %s/tmp (claim.*, left "
+			 "by take-overs that stopped midway): the newest cannot be told, so the claim "
+			 "is not taken; remove the ones no mount is taking over now (all of them if no "
+			 "ckptfs uses this BACKING)", spec, CLAIM_ASIDES_MAX, spec);
+		rc = -EBUSY;
+	}
 	if (rc == -EAGAIN)
 		snprintf(msg, msgsize, "BACKING %s: the claim %s keeps changing (other mounts are "
 			 "starting): try again", spec, CLAIM_FILE);
@@ -660,6 +766,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 }
 
 /* ---- renewal ---- */
+
 
 /* Invariant 6: a claim another node of our shared catalog renewed last. */
 static bool claim_shared_ours(const struct claim *c, const char *text, size_t len)
@@ -677,72 +784,169 @@ static bool claim_is_ours(const struct claim *c, const char *have, size_t len)
 	       (c->prev_len && len == c->prev_len && memcmp(have, c->prev, len) == 0);
 }
 
-/* Invariant 9: a renewal past the deadline, as a taker of a stale claim
- * takes it (invariant 2, 10): the claim, still our bytes, moved aside and
- * made anew by an exclusive create, so that of us and a taker who judged it
- * stale exactly one wins. A rewrite in place could overwrite the taker's
- * new claim. have: the claim's bytes, read at started and ours. */
-static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
+/* Invariant 10: a claim exists again (ours created, or a taker's: EEXIST):
+ * our renewal's asides go, this round's and a pending one. */
+static void claim_asides_done(struct claim *c, const char *aside)
 {
-	char aside[64 + CLAIM_ID_LEN];
-	int taken = claim_take_stale(c, have, len, aside, sizeof(aside));
-	if (taken < 0) { /* BACKING failed: still unsure, the next renewal looks again */
-		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
-			 strerror(-taken));
-		return;
+	if (aside && aside[0])
+		backing_remove(c->b, aside);
+	if (c->pending[0] && (!aside || strcmp(aside, c->pending) != 0))
+		backing_remove(c->b, c->pending);
+	c->pending[0] = '\0';
+}
+
+/* Invariant 11 (H): our renewal's exclusive create met a claim (EEXIST),
+ * maybe a taker's that landed while ours was aside and that it gives back
+ * once it sees our aside. While our aside still holds our bytes, the
+ * create is tried again a few times for at most min(2 s, timeout/8): 0,
+ * ours made; -EEXIST, still another's (or our aside gone: a taker judged
+ * it): lost; another -errno, BACKING failed (the aside stays pending). */
+static int claim_wait_gap(struct claim *c, const char *aside)
+{
+	uint64_t bound = (uint64_t)c->timeout_s * 1000 / 8;
+	if (bound > 2000)
+		bound = 2000;
+	struct timespec nap = { 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
+	char *have = malloc(CLAIM_MAX);
+	if (!have)
+		return -ENOMEM;
+	int rc = -EEXIST;
+	for (int i = 0; i < CLAIM_GAP_POLLS && rc == -EEXIST; i++) {
+		nanosleep(&nap, NULL);
+		size_t len = 0;
+		int grc = backing_get(c->b, aside, have, CLAIM_MAX, &len);
+		if (grc == -ENOENT || (grc == 0 && !claim_is_ours(c, have, len)))
+			break; /* a taker judged our aside: its claim stands */
+		if (grc != 0)
+			continue; /* unknown: looked at again */
+		if (claim_hook(c, "renew-wait") == 0)
+			rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
 	}
-	if (taken == 0) {
-		claim_fence(c, "a taker moved it aside while this daemon could not renew it");
-		return;
-	}
+	free(have);
+	return rc;
+}
+
+/* Our bytes are being put by an exclusive create (invariant 1): 0, the
+ * claim ours and we sure from started; -EEXIST, a taker's claim is there
+ * (fenced); another -errno, the aside stays pending (10). aside: this
+ * round's, or NULL (the pending one); moved, len: the aside's bytes. */
+static int claim_create_anew(struct claim *c, const char *aside, const char *moved, size_t len,
+			     uint64_t started)
+{
+	memcpy(c->prev, moved, len); /* the aside's bytes stay known as ours */
+	c->prev_len = len;
 	int rc = claim_render(c);
 	if (rc == 0)
+		rc = claim_hook(c, "retake-create");
+	if (rc == 0)
 		rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
-	if (rc == 0 || rc == -EEXIST)
-		backing_remove(c->b, aside); /* a claim exists (invariant 10) */
-	if (rc == -EEXIST) {
-		claim_fence(c, "another catalog took BACKING over while this daemon could not renew "
-			       "the claim");
-		return;
+	if (rc == -EEXIST)
+		rc = claim_wait_gap(c, aside ? aside : c->pending);
+	if (rc == 0)
+		claim_asides_done(c, aside); /* our claim exists (invariant 10) */
+	if (rc == -EEXIST) { /* our aside stays: a taker's evidence (11) */
+		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
+		return rc;
 	}
-	if (rc != 0) { /* the aside, our bytes, stands for the claim (10); looked at next time */
-		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
-			 strerror(-rc));
-		return;
+	if (rc != 0) { /* the aside, our bytes, stands for the claim (10); taken back next time */
+		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
+			 backing_spec(c->b), CLAIM_FILE, strerror(-rc));
+		return rc;
 	}
 	c->prev_len = 0;
 	claim_sure_from(c, started);
-	__atomic_store_n(&c->unsure_said, 0, __ATOMIC_RELEASE);
-	log_info("BACKING %s: the claim %s is renewed again, still ours: uploads and removals go on",
-		 backing_spec(c->b), CLAIM_FILE);
+	if (__atomic_exchange_n(&c->unsure_said, 0, __ATOMIC_ACQ_REL))
+		log_info("BACKING %s: the claim %s is renewed again, still ours: uploads and removals "
+			 "go on", backing_spec(c->b), CLAIM_FILE);
+	return 0;
 }
 
-/* One renewal (invariant 3); called with c->lock not held. Past the
- * deadline (invariant 9) it takes the claim anew instead (claim_retake). */
+/* Invariant 9: a lone claim is renewed as a taker of a stale claim takes it
+ * (invariants 2, 10): the claim, still our bytes, moved aside and made anew
+ * by an exclusive create, so that of us and a taker who judged it stale
+ * exactly one wins, however long a step of ours stalls. A rewrite in place
+ * (a put over) could land on the taker's new claim. have: the claim's
+ * bytes, read at started and ours. A taker whose create lands while our
+ * claim is aside backs off when it sees our aside, and our create tries
+ * again meanwhile (invariant 11). */
+static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
+{
+	char aside[64 + CLAIM_ID_LEN];
+	if (c->pending[0]) /* our claim exists: an older aside of ours goes (10) */
+		claim_asides_done(c, NULL);
+	int taken = claim_take_stale(c, have, len, aside, sizeof(aside));
+	if (taken < 0) { /* BACKING failed: the move may have been made */
+		snprintf(c->pending, sizeof(c->pending), "%s", aside);
+		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
+			 backing_spec(c->b), CLAIM_FILE, strerror(-taken));
+		return;
+	}
+	if (taken == 0) {
+		claim_fence(c, "a taker moved it aside while this daemon renewed it");
+		return;
+	}
+	if (claim_create_anew(c, aside, have, len, started) != 0 && !claim_lost(c))
+		snprintf(c->pending, sizeof(c->pending), "%s", aside);
+}
+
+/* Invariant 10: the claim is absent, and our last renewal moved it aside
+ * to c->pending but made no claim since. The aside still our bytes: nobody
+ * else holds the claim (a taker removes an aside only once its own claim
+ * exists), so we create it again; EEXIST: a taker's claim came first. The
+ * aside gone: a taker judged it and made its claim. Another's bytes (a
+ * taker's fresh claim our move took): put back, fenced. */
+static void claim_take_back(struct claim *c, uint64_t started)
+{
+	char *moved = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int rc = moved ? backing_get(c->b, c->pending, moved, CLAIM_MAX, &len) : -ENOMEM;
+	if (rc == -ENOENT) {
+		c->pending[0] = '\0';
+		claim_fence(c, "the claim was removed (its aside too: a taker judged it)");
+	} else if (rc != 0) {
+		log_warn("BACKING %s: cannot read %s to renew the claim %s: %s (a later renewal tries "
+			 "again)", backing_spec(c->b), c->pending, CLAIM_FILE, strerror(-rc));
+	} else if (claim_is_ours(c, moved, len)) {
+		claim_create_anew(c, NULL, moved, len, started);
+	} else {
+		rc = backing_put_new(c->b, CLAIM_FILE, moved, len);
+		if (rc == 0 || rc == -EEXIST)
+			claim_asides_done(c, NULL);
+		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
+	}
+	free(moved);
+}
+
+/* One renewal (invariant 3); called with c->lock not held. A lone claim is
+ * taken anew every time (claim_retake, invariant 9); a shared one, which no
+ * one takes over by age (7), is rewritten in place while it names our
+ * catalog (6). */
 static void claim_renew(struct claim *c)
 {
 	assert(c->written_len > 0);
 	if (claim_lost(c))
 		return; /* fenced, logged */
-	bool sure = claim_sure(c);
-	uint64_t started = claim_clock_ms();
+	uint64_t started = claim_clock_ms(); /* invariant 9: before the read */
 	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
+	claim_hook(c, "renew-read");
 	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);
-	if (rc != 0 && rc != -ENOENT && rc != -EFBIG)
+	if (rc == -ENOENT && c->pending[0] && !c->self.shared)
+		claim_take_back(c, started);
+	else if (rc != 0 && rc != -ENOENT && rc != -EFBIG)
 		log_warn("BACKING %s: cannot read the claim %s to renew it: %s (a later renewal "
 			 "tries again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
 	else if (!ours)
 		claim_fence(c, rc == 0 ? "another catalog took BACKING over: the claim names another "
 					 "holder now"
 				       : "the claim was removed");
-	else if (!sure)
+	else if (!c->self.shared)
 		claim_retake(c, have, len, started);
 	free(have);
-	if (rc != 0 || !ours || !sure)
+	if (rc != 0 || !ours || !c->self.shared)
 		return;
 	memcpy(c->prev, c->written, c->written_len);
 	c->prev_len = c->written_len;
@@ -756,6 +960,11 @@ static void claim_renew(struct claim *c)
 		log_warn("BACKING %s: cannot renew the claim %s: %s", backing_spec(c->b), CLAIM_FILE,
 			 strerror(-rc));
 	}
+}
+
+void claim_test_renew(struct claim *c)
+{
+	claim_renew(c);
 }
 
 static void *claim_thread(void *arg)
@@ -806,15 +1015,6 @@ int claim_start(struct claim *c)
 	return 0;
 }
 
-/* Invariant 8: our claim, rewritten with "released yes" (the file stays:
- * it names the last catalog that wrote BACKING). */
-static int claim_mark_released(struct claim *c)
-{
-	c->self.released = true;
-	int rc = claim_render(c);
-	return rc ? rc : backing_put(c->b, CLAIM_FILE, c->written, c->written_len);
-}
-
 static void claim_stop(struct claim *c)
 {
 	if (c->running) {
@@ -850,15 +1050,37 @@ static int claim_still_ours(struct claim *c)
 	return rc;
 }
 
+/* Invariants 3, 8, 9: our claim, still ours and we sure of it, marked
+ * released by the steps of a take (claim_retake), never by a put over it
+ * that could land on a taker's claim: 0, -ESTALE (another's, or fenced),
+ * -EIO (our aside stands for the claim: 10), or BACKING's error. */
+static int claim_release(struct claim *c)
+{
+	if (!claim_may_write(c))
+		return -ESTALE;
+	char *have = malloc(CLAIM_MAX);
+	size_t len = 0;
+	uint64_t started = claim_clock_ms();
+	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
+	claim_hook(c, "release-read");
+	if (rc == 0 && !claim_is_ours(c, have, len))
+		rc = -ESTALE;
+	if (rc == 0) {
+		c->self.released = true;
+		claim_retake(c, have, len, started);
+		rc = claim_lost(c) ? -ESTALE : c->pending[0] ? -EIO : 0;
+	}
+	free(have);
+	return rc;
+}
+
 void claim_end(struct claim *c, bool release)
 {
 	if (!c)
 		return;
 	claim_stop(c);
 	if (release && !c->self.shared && !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) {
-		int rc = claim_still_ours(c); /* invariants 3, 6, 9 */
-		if (rc == 0)
-			rc = claim_mark_released(c);
+		int rc = claim_release(c); /* invariants 3, 6, 8, 9 */
 		if (rc != 0 && rc != -ENOENT)
 			log_warn("BACKING %s: claim %s not released: %s", backing_spec(c->b),
 				 CLAIM_FILE, rc == -ESTALE ? "it is another holder's now, or this "

@@ -36,7 +36,10 @@
  *     moved instead, it is put back. Only then is CLAIM_FILE created (1).
  *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
  *     its bytes (our instance nonce): a claim taken over from a holder that
- *     stopped renewing is never overwritten or removed by that holder.
+ *     stopped renewing is never overwritten or removed by that holder. A
+ *     lone claim is renewed and released only by the steps of 2 (moved
+ *     aside, compared, created exclusively), never by a put over it: a read that found it
+ *     ours says nothing of the moment a put lands (a stalled request).
  *  4. "Same host" means same host name and same boot id: a host rebooted,
  *     or a container of another kernel with the same name, waits the timeout.
  *  5. Values read from the file are bounded: at most CLAIM_MAX bytes, each
@@ -74,13 +77,17 @@
  *     after it started, so no one takes a lone claim over before its
  *     holder stopped writing, unless one put stalls for longer than the
  *     margin. An unsure holder puts, moves and removes nothing on BACKING
- *     (uploads and removals wait, queued); writes go on into the cache. Its
- *     next renewal takes the claim anew as a taker would (2, 10: moved
+ *     (uploads and removals wait, queued); writes go on into the cache.
+ *     Every renewal takes the claim anew as a taker would (3; 2, 10: moved
  *     aside if still our bytes, then an exclusive create), never by a
  *     rewrite in place, which could overwrite the claim of a taker that
  *     judged ours stale meanwhile: exactly one of us wins. Won, it is sure
- *     again and uploads go on. LOST (fenced for good): a renewal found the
- *     claim another's or gone, or lost the take. A lost holder puts, moves
+ *     again and uploads go on. A create that failed leaves our aside as the
+ *     claim's stand-in (10): remembered, and while the claim is absent and
+ *     the aside still our bytes, the next renewal creates the claim again
+ *     (no taker made one: a taker removes an aside only after its create);
+ *     the aside gone, or EEXIST after the wait of 11: lost. LOST (fenced for
+ *     good): a renewal found the claim another's or gone, or lost the take. A lost holder puts, moves
  *     and removes nothing on BACKING, renews and releases nothing; its
  *     daemon answers changes with EROFS and reads on (fs/ops.c,
  *     fs/uploader.c, fs/control.c); what it holds stays in its cache.
@@ -89,10 +96,41 @@
  *     (the aside, 2) until the new claim exists: its taker removes it only
  *     after its exclusive create answered (created, or EEXIST). So a claim
  *     absent while asides exist is judged by the newest parseable aside
- *     (by its heartbeat) as if it were the claim: a catalog BEHIND it, or a
+ *     (by its heartbeat; every aside read, never a first page of them:
+ *     more than CLAIM_ASIDES_MAX refuse the take) as if it were the claim: a catalog BEHIND it, or a
  *     holder alive, is refused as before; otherwise the create decides
- *     (1), and the winner removes the asides it judged. Aside names are new
- *     per round, so removing one never removes another round's.
+ *     (1), and the winner removes the asides it judged (once 11 let it keep
+ *     its claim). Aside names are new per round, so removing one never
+ *     removes another round's.
+ * 11. A renewal leaves CLAIM_FILE absent for a moment while its aside
+ *     exists (9). A taker that judged "absent" earlier (e.g. two mounts
+ *     racing at start, the loser's judgment made before the winner's
+ *     create) could create the claim in that gap, on a state it never
+ *     judged: the holder may have written BACKING since. So:
+ *     T. A taker's create is a win only if nothing moved while it judged:
+ *        after its exclusive create answers 0 it lists tmp/ again; an aside
+ *        it did not judge (not among the names it listed before deciding,
+ *        nor its own) means a renewal or another take was under way. It
+ *        backs off: removes its new claim only while the claim is still its
+ *        bytes (the steps of 2: moved aside, compared; its bytes: the aside
+ *        removed; another's: put back by an exclusive create), keeps the
+ *        asides it judged, and the round answers "changing, look again"
+ *        (-EAGAIN), where it judges the holder's claim or its aside (10).
+ *     H. A holder whose renewal's exclusive create answers EEXIST is not
+ *        fenced at once: while its aside still holds its bytes it tries the
+ *        create again, a few polls within min(2 s, timeout/8) (a taker
+ *        backing off by T makes the claim absent). Still another's, or the
+ *        aside gone: fenced, and its aside is left in place, never removed
+ *        once fenced: it is the evidence T needs.
+ *     The holder's aside exists from before the taker's create until after
+ *     the taker's check (the holder removes it only after its own create
+ *     answered 0, which the taker's claim excludes), so the check sees it.
+ *     Of a holder and a racing taker at most one holds the claim, and a
+ *     taker never holds it on a judgment older than a renewal. Both may
+ *     lose in a rare interleaving (the taker stalled past the holder's
+ *     wait: the holder fenced, the taker backed off, the claim absent with
+ *     the fenced holder's aside judged HELD until its lock or heartbeat
+ *     says gone): a liveness loss, accepted; never two holders.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -182,5 +220,19 @@ bool claim_may_write(struct claim *c);
 /* Invariant 9: the claim is another's or gone, for good: changes get EROFS.
  * False for NULL. */
 bool claim_lost(struct claim *c);
+/* The lease in seconds (0 for NULL). */
+unsigned claim_timeout_s(const struct claim *c);
+
+/* For tests only: called at named points ("renew-read", "release-read": a
+ * renewal or a release read the claim; "retake-create": before their
+ * exclusive create; "renew-wait": before each try again after EEXIST
+ * (invariant 11 H); "take-create": an acquisition's judgment made, before
+ * its exclusive create; "take-check": after that create answered 0, before
+ * it looks at tmp/ again (11 T); "may-write": in claim_may_write, not NULL
+ * and not lost); a nonzero return (-errno) is taken as that step's failure
+ * (may-write: false; take-check: ignored). NULL in a daemon. */
+extern int (*claim_test_hook)(struct claim *c, const char *point);
+/* For tests only: one renewal now, as the renewal thread makes it. */
+void claim_test_renew(struct claim *c);
 
 #endif

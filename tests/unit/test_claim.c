@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,4 +686,316 @@ Test(claim_acquire, an_abandoned_claim_is_given_back)
 	claim_abandon(b);
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), -ENOENT);
+}
+
+/* ---- renewal against a taker (invariants 2, 9, 10) ---- */
+
+static struct {
+	const char *point; /* where the hook acts */
+	int fail;	   /* -errno to inject there, once */
+	bool taker;	   /* at "renew-read": another catalog's claim replaces ours */
+	int calls;
+} hk;
+
+static int hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (!hk.point || strcmp(point, hk.point) != 0)
+		return 0;
+	hk.calls++;
+	if (hk.taker && hk.calls == 1) {
+		/* a taker that judged our claim stale while our renewal stalled
+		 * after its read: its claim is on BACKING now */
+		struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+		put_claim(&other);
+	}
+	return hk.calls == 1 ? hk.fail : 0;
+}
+
+static void hook_fini(void)
+{
+	claim_test_hook = NULL;
+	memset(&hk, 0, sizeof(hk));
+	teardown();
+}
+
+TestSuite(claim_renew, .init = setup, .fini = hook_fini);
+
+/* A's claim, with a taker armed to act at point. */
+static struct claim *held_with_taker_at(const char *point)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	hk.point = point;
+	hk.taker = true;
+	claim_test_hook = hook;
+	return a;
+}
+
+/* F1: a renewal whose read found the claim ours, then stalled while a taker
+ * made its own claim, must not put over the taker's claim: it is lost, and
+ * the taker's bytes stand. */
+Test(claim_renew, a_renewal_stalled_after_its_read_never_overwrites_a_takers_claim)
+{
+	struct claim *a = held_with_taker_at("renew-read");
+	cr_assert_eq(claim_start(a), 0); /* its first renewal: the taker acts after its read */
+	cr_assert_eq(hk.calls, 1);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the renewal put its claim over the taker's");
+	cr_assert_str_eq(r.host, "node-elsewhere");
+	cr_assert(claim_lost(a), "the holder whose renewal met a taker is not lost");
+	cr_assert(!claim_may_write(a));
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the lost holder released the taker's claim");
+}
+
+/* F2: a renewal that moved the claim aside and then failed to create it
+ * anew leaves the claim absent and the aside, our bytes: the next renewal
+ * takes it back (nobody else holds it), and removes the aside. */
+Test(claim_renew, a_claim_left_aside_by_a_failed_create_is_taken_back)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	/* timeout 1 s, slept past: a renewal then takes the claim anew (before
+	 * the fix, only such a renewal did) */
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 1, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct timespec nap = { 1, 100 * 1000 * 1000 };
+	nanosleep(&nap, NULL);
+	hk.point = "retake-create";
+	hk.fail = -EIO;
+	claim_test_hook = hook;
+	claim_test_renew(a); /* no thread: the renewals are the test's */
+	cr_assert_eq(hk.calls, 1);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the create did not fail");
+	cr_assert_eq(system_count_tmp_asides(), 1, "the aside, our bytes, stands for the claim");
+	cr_assert(!claim_lost(a), "a failed create is not a lost claim");
+	claim_test_renew(a);
+	cr_assert(!claim_lost(a), "the claim only we hold, left aside, fenced its holder");
+	cr_assert(claim_may_write(a), "the claim taken back, the holder is sure again");
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	cr_assert_eq(system_count_tmp_asides(), 0, "the aside was left once the claim existed");
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.released);
+}
+
+/* F10 (invariant 10): a taker reads every aside, however many, so the
+ * newest is never missed: here a live holder's, in the aside BACKING lists
+ * last of 80 (the reader of at most 64 asides judged the stale ones). */
+static struct {
+	char last[128];
+} lx;
+
+static int note_last_aside(void *arg, const char *name)
+{
+	(void)arg;
+	if (strncmp(name, "claim.", 6) == 0)
+		snprintf(lx.last, sizeof(lx.last), "%s", name);
+	return 0;
+}
+
+Test(claim_acquire, the_newest_of_more_asides_than_a_page_is_judged)
+{
+	struct claim *b = NULL;
+	char msg[PATH_MAX + 512];
+	struct claim_rec old = rec_of(ID_A, "node-gone", "boot-y", "/var/cache/y", time(NULL) - 600);
+	old.released = true;
+	char buf[CLAIM_MAX];
+	int n = claim_format(&old, buf, sizeof(buf));
+	for (int i = 0; i < 80; i++) {
+		char name[96];
+		snprintf(name, sizeof(name), "tmp/claim." ID_B ".%d", i);
+		cr_assert_eq(backing_put(fx.b, name, buf, (size_t)n), 0);
+	}
+	cr_assert_eq(backing_list(fx.b, "tmp", note_last_aside, NULL), 0);
+	cr_assert(lx.last[0]);
+	/* the live holder's bytes, written in place: the listing's order stays */
+	struct claim_rec live = rec_of(ID_A, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	n = claim_format(&live, buf, sizeof(buf));
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/backing/tmp/%s", fx.dir, lx.last);
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	close(fd);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY,
+		     "the live holder's aside was missed: taken");
+	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "the newest aside is judged: %s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the refusal created nothing");
+}
+
+/* As F1, for the release at a clean stop: a release whose read found the
+ * claim ours, then stalled while a taker made its own claim, must not put
+ * its "released" claim over the taker's. */
+Test(claim_renew, a_release_stalled_after_its_read_never_overwrites_a_takers_claim)
+{
+	struct claim *a = held_with_taker_at("release-read");
+	claim_end(a, true);
+	cr_assert_eq(hk.calls, 1);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the release put its claim over the taker's");
+	cr_assert(!r.released);
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+}
+
+/* ---- a taker's create in a renewal's gap (invariant 11) ---- */
+
+/* Steps of a two-thread interleaving: a taker B (its own thread) and a
+ * holder A's renewal (its own thread), each stopped at hook points until
+ * the test lets it on. Waits are bounded only so that code without those
+ * points fails instead of hanging. */
+enum { G_B_JUDGED, G_B_CREATE, G_B_CREATED, G_B_CHECK, G_A_MOVED, G_A_CREATE, G_A_WAITING,
+       G_A_POLL, G_STEPS };
+static struct {
+	sem_t step[G_STEPS];
+	struct claim *a, *b;
+	int b_rc;
+	char b_msg[PATH_MAX + 512];
+	int a_waits; /* "renew-wait" calls: the holder's tries after EEXIST */
+} gx;
+static __thread char g_role; /* 'A': the holder's renewal, 'B': the taker */
+
+static void g_post(int i)
+{
+	sem_post(&gx.step[i]);
+}
+
+static bool g_wait(int i)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	while (sem_timedwait(&gx.step[i], &until) != 0)
+		if (errno != EINTR)
+			return false;
+	return true;
+}
+
+static int gap_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (g_role == 'B' && strcmp(point, "take-create") == 0) {
+		g_post(G_B_JUDGED); /* judged: the claim absent, no aside */
+		g_wait(G_B_CREATE);
+	} else if (g_role == 'B' && strcmp(point, "take-check") == 0 && !gx.b) {
+		g_post(G_B_CREATED);
+		g_wait(G_B_CHECK);
+	} else if (g_role == 'A' && strcmp(point, "retake-create") == 0) {
+		g_post(G_A_MOVED); /* our claim aside, not yet made anew */
+		g_wait(G_A_CREATE);
+	} else if (g_role == 'A' && strcmp(point, "renew-wait") == 0 && gx.a_waits++ == 0) {
+		g_post(G_A_WAITING); /* our create met B's claim */
+		g_wait(G_A_POLL);
+	}
+	return 0;
+}
+
+static void *gap_taker(void *arg)
+{
+	(void)arg;
+	g_role = 'B';
+	gx.b_rc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &gx.b, gx.b_msg,
+				sizeof(gx.b_msg));
+	return NULL;
+}
+
+static void *gap_holder(void *arg)
+{
+	(void)arg;
+	g_role = 'A';
+	claim_test_renew(gx.a);
+	return NULL;
+}
+
+static void gap_fini(void)
+{
+	claim_test_hook = NULL;
+	for (int i = 0; i < G_STEPS; i++)
+		sem_destroy(&gx.step[i]);
+	teardown();
+}
+
+TestSuite(claim_gap, .init = setup, .fini = gap_fini);
+
+/* Up to the point both creates were made: B judged the claim absent (no
+ * aside), then A took it and A's first renewal moved it aside; B's create
+ * landed in that gap (0), then A's answered EEXIST. */
+static void gap_both_created(pthread_t *tb, pthread_t *ta)
+{
+	memset(&gx, 0, sizeof(gx));
+	for (int i = 0; i < G_STEPS; i++)
+		sem_init(&gx.step[i], 0, 0);
+	claim_test_hook = gap_hook;
+	cr_assert_eq(pthread_create(tb, NULL, gap_taker, NULL), 0);
+	cr_assert(g_wait(G_B_JUDGED), "the taker never reached its create");
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &gx.a, msg, sizeof(msg)), 0,
+		     "%s", msg);
+	cr_assert_eq(pthread_create(ta, NULL, gap_holder, NULL), 0);
+	cr_assert(g_wait(G_A_MOVED), "the renewal never moved its claim aside");
+	g_post(G_B_CREATE);
+	cr_assert(g_wait(G_B_CREATED), "the taker's create in the gap did not answer 0 (or no check)");
+	g_post(G_A_CREATE);
+	cr_assert(g_wait(G_A_WAITING), "the holder's create meeting the taker's claim did not wait");
+}
+
+/* H then T: the taker sees the holder's aside it never judged and gives its
+ * claim back; the holder's next try makes its claim. Before: the taker held
+ * BACKING on a judgment older than the holder's claim, the holder fenced. */
+Test(claim_gap, a_taker_whose_create_lands_in_a_renewals_gap_backs_off_and_the_holder_keeps)
+{
+	pthread_t tb, ta;
+	gap_both_created(&tb, &ta);
+	g_post(G_B_CHECK);
+	pthread_join(tb, NULL);
+	g_post(G_A_POLL);
+	pthread_join(ta, NULL);
+	cr_assert_eq(gx.b_rc, -EBUSY, "the taker's acquisition: %d (%s)", gx.b_rc, gx.b_msg);
+	cr_assert_null(gx.b);
+	cr_assert_not_null(strstr(gx.b_msg, fx.cache[0]), "the refusal names the holder: %s", gx.b_msg);
+	cr_assert(!claim_lost(gx.a), "the holder whose renewal met the gap-taker was fenced");
+	cr_assert(claim_may_write(gx.a));
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A, "the claim is not the holder's");
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	claim_end(gx.a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert(r.released);
+}
+
+/* The taker stalls before its check while the holder tries past its bound:
+ * the holder is fenced and leaves its aside; the taker, seeing it, backs
+ * off. Nobody holds the claim (a liveness loss), never both. */
+Test(claim_gap, a_taker_stalled_past_the_holders_wait_backs_off_and_nobody_holds_it)
+{
+	pthread_t tb, ta;
+	gap_both_created(&tb, &ta);
+	g_post(G_A_POLL); /* the holder's other tries meet the taker's claim */
+	pthread_join(ta, NULL);
+	cr_assert(claim_lost(gx.a), "the holder whose claim is another's after its wait is not fenced");
+	cr_assert_gt(gx.a_waits, 1, "the holder did not try again");
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the taker's claim is not there while it stalls");
+	cr_assert_eq(system_count_tmp_asides(), 1, "the fenced holder's aside is not left");
+	g_post(G_B_CHECK);
+	pthread_join(tb, NULL);
+	cr_assert_eq(gx.b_rc, -EBUSY, "the taker's acquisition: %d (%s)", gx.b_rc, gx.b_msg);
+	cr_assert_null(gx.b, "the taker holds BACKING on a judgment older than the holder's renewal");
+	cr_assert_eq(read_claim(&r), -ENOENT, "a claim stands: nobody should hold it");
+	cr_assert_eq(system_count_tmp_asides(), 1, "the holder's aside, its evidence, is gone");
+	claim_end(gx.a, true);
+	cr_assert_eq(read_claim(&r), -ENOENT, "the fenced holder released");
 }

@@ -24,6 +24,7 @@
 
 #include "backing.h"
 #include "catalog.h"
+#include "claim.h"
 #include "generation.h"
 #include "hash.h"
 #include "log.h"
@@ -506,4 +507,136 @@ Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_
 	cr_assert(w.uploaded);
 	pthread_cond_destroy(&b.cond);
 	pthread_mutex_destroy(&b.lock);
+}
+
+/* review3 F7 (claim.h 9): a manifest row whose put landed, then found the
+ * claim not sure before removing the version it replaces, stays queued and
+ * is redone whole; ended as done, version v-1 stayed on BACKING for ever. */
+static struct {
+	uint64_t gen;
+	int fenced; /* atomics: the workers ask */
+} ut_fence;
+
+static bool ut_version_on_backing(uint64_t gen, uint32_t version)
+{
+	char path[MANIFEST_PATH_MAX];
+	manifest_gen_path(gen, version, path, sizeof(path));
+	return ut_on_backing(path);
+}
+
+/* claim_may_write answers false from the moment version 2 is on BACKING */
+static int ut_fence_after_put(struct claim *c, const char *point)
+{
+	(void)c;
+	if (strcmp(point, "may-write") != 0)
+		return 0;
+	if (!__atomic_load_n(&ut_fence.fenced, __ATOMIC_ACQUIRE) &&
+	    ut_version_on_backing(ut_fence.gen, 2))
+		__atomic_store_n(&ut_fence.fenced, 1, __ATOMIC_RELEASE);
+	return __atomic_load_n(&ut_fence.fenced, __ATOMIC_ACQUIRE) ? -ESTALE : 0;
+}
+
+Test(uploader, a_manifest_row_fenced_after_its_put_stays_queued_and_removes_its_old_version_later)
+{
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g = ut_gen(series, "step-1", 1, 300, 2);
+	ut_start(false);
+	ut_wait_durable(1);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert(ut_version_on_backing(g, 1));
+	OK(cat_gen_reopen(fx.w.cat, g)); /* a rewrite: version 2 of its manifest queued */
+	OK(cat_gen_commit(fx.w.cat, g, "explicit"));
+	struct cat_upload rows[8];
+	cr_assert_eq(cat_upload_list(fx.w.cat, 0, rows, 8), 1);
+	cr_assert(rows[0].kind == UP_GEN_MANIFEST && rows[0].version == 2);
+
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
+			 msg, sizeof(msg)));
+	ut_fence.gen = g;
+	ut_fence.fenced = 0;
+	claim_test_hook = ut_fence_after_put;
+	struct uploader_config cfg = {
+		.threads = 1, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
+	};
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
+	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
+	double until = ut_mono() + 15;
+	while (!__atomic_load_n(&ut_fence.fenced, __ATOMIC_ACQUIRE) && ut_mono() < until)
+		usleep(10 * 1000);
+	uploader_stop(fx.u, false); /* the worker's row is finished (or not) by now */
+	fx.u = NULL;
+	claim_test_hook = NULL;
+	cr_assert(ut_fence.fenced, "version 2 was never put");
+	cr_assert(ut_version_on_backing(g, 1), "removed while the claim was not sure");
+	cr_assert_eq(ut_queued(), 1, "the row ended with version 1 left on BACKING");
+
+	/* sure again: the row is redone whole, version 1 removed */
+	ut_start(false);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 0);
+	cr_assert(ut_version_on_backing(g, 2));
+	cr_assert(!ut_version_on_backing(g, 1), "version 1 stayed on BACKING");
+	claim_end(c, false);
+}
+
+/* review3 F9 (claim.h 9): an unmount's drain that finds the claim unsure
+ * (not lost) waits for a renewal before it leaves the queue in the cache. */
+static struct {
+	int armed, asked, unsure, stopped; /* atomics */
+} ut_unsure;
+
+static int ut_unsure_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (strcmp(point, "may-write") != 0)
+		return 0;
+	if (__atomic_load_n(&ut_unsure.armed, __ATOMIC_ACQUIRE))
+		__atomic_add_fetch(&ut_unsure.asked, 1, __ATOMIC_ACQ_REL);
+	return __atomic_load_n(&ut_unsure.unsure, __ATOMIC_ACQUIRE) ? -ESTALE : 0;
+}
+
+/* "the renewal": once the drain asked a few times, the claim is sure again */
+static void *ut_renew_later(void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(&ut_unsure.asked, __ATOMIC_ACQUIRE) < 8 &&
+	       !__atomic_load_n(&ut_unsure.stopped, __ATOMIC_ACQUIRE))
+		usleep(10 * 1000);
+	__atomic_store_n(&ut_unsure.unsure, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
+{
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
+			 msg, sizeof(msg)));
+	memset(&ut_unsure, 0, sizeof(ut_unsure));
+	ut_unsure.unsure = 1;
+	claim_test_hook = ut_unsure_hook;
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	ut_gen(series, "step-1", 1, 400, 3);
+	struct uploader_config cfg = {
+		.threads = 2, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
+	};
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
+	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
+	cr_assert_gt(ut_queued(), 0);
+	__atomic_store_n(&ut_unsure.armed, 1, __ATOMIC_RELEASE);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, ut_renew_later, NULL), 0);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	__atomic_store_n(&ut_unsure.stopped, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	claim_test_hook = NULL;
+	cr_assert_eq(ut_queued(), 0, "the drain left the queue while the claim was only unsure");
+	for (int i = 0; i < fx.n_chunks; i++)
+		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
+	claim_end(c, false);
 }

@@ -624,29 +624,55 @@ static int du_list_one(void *arg, const struct cat_gen *g)
  * its manifest written again under that name, and a later rebuild brings it
  * back committed. Before, rebuild --meta left it out: lost, no rows, its
  * chunks free for the reclaim once the other save went. */
-Test(catshared_durable, a_save_in_conflict_comes_back_held_from_rebuild_meta)
+/* Two saves run/ckpt/step-1 on bk: *old (0x41's chunks) deleted on a node
+ * before the reclaim duty removed its manifest, *gen (0x42's) saved after
+ * it under the same name; both share (0x50, 0). *want (if not NULL) gets
+ * ts_dump_from of *gen's tree. Then the database is lost and c is opened
+ * on an empty one. */
+static void du_conflict(struct pt_backing *bk, struct pt_cat *c, uint64_t *old, uint64_t *gen,
+			char **want)
 {
-	struct pt_backing bk;
-	pt_backing_open(&bk, "duh");
 	struct pt_cat a;
 	pt_cat_open(&a, "dha", 30000, NULL, NULL);
 	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
-	uint64_t old = du_save_shared(&a, &bk, series, "step-1", 1, 0x41);
+	*old = du_save_shared(&a, bk, series, "step-1", 1, 0x41);
 	struct cat_id_vec gone = { 0 };
-	OK(cat_gen_delete(a.cat, old, "rm", cat_id_vec_add_ino, &gone));
+	OK(cat_gen_delete(a.cat, *old, "rm", cat_id_vec_add_ino, &gone));
 	OK(cat_inodes_release(a.cat, gone.v, gone.n));
 	cat_id_vec_free(&gone);
-	uint64_t gen = du_save_shared(&a, &bk, series, "step-1", 1, 0x42);
-	cr_assert_gt(gen, old);
+	*gen = du_save_shared(&a, bk, series, "step-1", 1, 0x42);
+	cr_assert_gt(*gen, *old);
 	struct cat_gen g;
-	OK(cat_gen_get(a.cat, gen, &g));
-	char *want = ts_dump_from(a.cat, g.root, "s", false);
+	OK(cat_gen_get(a.cat, *gen, &g));
+	if (want)
+		*want = ts_dump_from(a.cat, g.root, "s", false);
 	pt_cat_close(&a);
-
 	du_drop_all();
+	pt_cat_open(c, "dhc", 30000, NULL, NULL);
+}
+
+/* n's reclaim as the duty makes it: a turn that sees what is free, the
+ * tree horizon past it, a turn that reclaims. */
+static void du_reclaim(struct pt_cat *n, struct pt_backing *bk)
+{
+	struct cat_reclaim_report rr;
+	OK(cat_reclaim_turn(n->cat, 30000, pt_backing_remove, bk->b, &rr));
+	pt_cat_tree_described(n);
+	OK(cat_reclaim_turn(n->cat, 30000, pt_backing_remove, bk->b, &rr));
+	cr_assert(rr.held);
+}
+
+Test(catshared_durable, a_save_in_conflict_comes_back_held_from_rebuild_meta)
+{
+	struct pt_backing bk;
+	pt_backing_open(&bk, "duh");
 	struct pt_cat c;
-	pt_cat_open(&c, "dhc", 30000, NULL, NULL);
+	uint64_t old, gen;
+	char *want = NULL;
+	du_conflict(&bk, &c, &old, &gen, &want);
+	struct cat_id_vec gone = { 0 };
+	struct cat_gen g;
 	struct rebuild_report rep;
 	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
 	cr_assert_eq(rep.manifests_rejected, 1, "run/ckpt/step-1 is taken");
@@ -691,11 +717,7 @@ Test(catshared_durable, a_save_in_conflict_comes_back_held_from_rebuild_meta)
 	OK(cat_gen_delete(c.cat, old, "admin", cat_id_vec_add_ino, &gone));
 	OK(cat_inodes_release(c.cat, gone.v, gone.n));
 	cat_id_vec_free(&gone);
-	struct cat_reclaim_report rr;
-	OK(cat_reclaim_turn(c.cat, 30000, pt_backing_remove, bk.b, &rr));
-	pt_cat_tree_described(&c);
-	OK(cat_reclaim_turn(c.cat, 30000, pt_backing_remove, bk.b, &rr));
-	cr_assert(rr.held);
+	du_reclaim(&c, &bk);
 	cr_assert_not(du_on(&bk, 0x41, 0), "the deleted save's own chunk was not reclaimed");
 	cr_assert_not(du_on(&bk, 0x41, 1));
 	cr_assert(du_on(&bk, 0x50, 0), "the held save's shared chunk was reclaimed");
@@ -733,6 +755,46 @@ Test(catshared_durable, a_save_in_conflict_comes_back_held_from_rebuild_meta)
 	cr_assert_str_eq(got, want);
 	free(got);
 	free(want);
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+	pt_backing_close(&bk);
+}
+
+/* An admin's rm of the save rebuild --meta held ends it on the shared
+ * catalog: its tree and row go, the reclaim duty removes its own chunks'
+ * objects and its manifest; the chunk the committed save shares stays. */
+Test(catshared_durable, a_save_rebuild_meta_held_ends_by_an_rm)
+{
+	struct pt_backing bk;
+	pt_backing_open(&bk, "dum");
+	struct pt_cat c;
+	uint64_t old, gen;
+	du_conflict(&bk, &c, &old, &gen, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations_held, 1);
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(c.cat, gen, "admin", cat_id_vec_add_ino, &gone));
+	OK(cat_inodes_release(c.cat, gone.v, gone.n));
+	cat_id_vec_free(&gone);
+	struct cat_gen g;
+	OK(cat_gen_get(c.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_DELETED);
+	char name[64];
+	struct cat_inode in;
+	snprintf(name, sizeof(name), "step-1.rebuild-%" PRIu64, gen);
+	FAILS(cat_lookup(c.cat, du_lookup(&c, "run/ckpt").ino, name, &in), ENOENT);
+	du_reclaim(&c, &bk);
+	cr_assert_not(du_on(&bk, 0x42, 0), "the held save's own chunk was not reclaimed");
+	cr_assert_not(du_on(&bk, 0x42, 1));
+	cr_assert(du_on(&bk, 0x50, 0), "the committed save's chunk went");
+	cr_assert(du_on(&bk, 0x41, 0));
+	char mpath[MANIFEST_PATH_MAX];
+	uint64_t size;
+	manifest_gen_path(gen, 1, mpath, sizeof(mpath));
+	FAILS(backing_stat(bk.b, mpath, &size), ENOENT);
+	manifest_gen_path(old, 1, mpath, sizeof(mpath));
+	OK(backing_stat(bk.b, mpath, &size));
 	OK(cat_gen_check(c.cat));
 	pt_cat_close(&c);
 	pt_backing_close(&bk);

@@ -1414,14 +1414,19 @@ struct mf_apply {
 	size_t wheresz;
 };
 
+void manifest_path_add(char *path, size_t size, const char *name)
+{
+	if (path == NULL || size == 0)
+		return;
+	size_t at = strlen(path);
+	if (at + 1 < size)
+		snprintf(path + at, size - at, "%s%s", at ? "/" : "", name);
+}
+
 /* M4: appends "/" (unless first) and name to a->where. */
 static void mf_where_add(struct mf_apply *a, const char *name)
 {
-	if (a->where == NULL || a->wheresz == 0)
-		return;
-	size_t at = strlen(a->where);
-	if (at + 1 < a->wheresz)
-		snprintf(a->where + at, a->wheresz - at, "%s%s", at ? "/" : "", name);
+	manifest_path_add(a->where, a->wheresz, name);
 }
 
 void manifest_held_name(const char *base, uint64_t gen_id, char out[CAT_NAME_MAX + 1])

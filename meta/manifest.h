@@ -191,6 +191,9 @@ int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *r
 /* M4's name: base with MANIFEST_HELD_SUFFIX "<gen_id>" appended, base cut
  * short so that the whole fits CAT_NAME_MAX (both engines). */
 void manifest_held_name(const char *base, uint64_t gen_id, char out[CAT_NAME_MAX + 1]);
+/* M4's where: appends "/" (unless path is "") and name to path, cut at
+ * size; path NULL or size 0 does nothing (both engines). */
+void manifest_path_add(char *path, size_t size, const char *name);
 /* The path of inode id inside the manifest ("" for the root; via first entries). */
 void manifest_inode_path(const struct manifest *m, uint64_t id, char *buf, size_t size);
 

@@ -2111,16 +2111,6 @@ struct pggen_rb {
 	size_t wheresz;
 };
 
-/* M4: appends "/" (unless first) and name to b->where. */
-static void pggen_rb_where(struct pggen_rb *b, const char *name)
-{
-	if (b->where == NULL || b->wheresz == 0)
-		return;
-	size_t at = strlen(b->where);
-	if (at + 1 < b->wheresz)
-		snprintf(b->where + at, b->wheresz - at, "%s%s", at ? "/" : "", name);
-}
-
 static int pggen_rb_fail(struct pggen_rb *b, int rc, const char *fmt, const char *name)
 {
 	if (b->errsz)
@@ -2203,7 +2193,7 @@ static int pggen_rb_series(struct pggen_rb *b, uint64_t *dir)
 			memcpy(name, twin, sizeof(twin));
 			rc = pggen_rb_lookup(b, *dir, name, &ino, &mode, &gen);
 		}
-		pggen_rb_where(b, name);
+		manifest_path_add(b->where, b->wheresz, name);
 		if (rc == 0 && (!S_ISDIR(mode) || gen != 0)) {
 			if (b->errsz)
 				snprintf(b->err, b->errsz, "line 2: series \"%s\": \"%s\" exists as inode %"
@@ -2297,7 +2287,7 @@ static int pggen_rb_body(struct pg *pg, void *arg)
 	uint32_t mode;
 	const char *name = b->held ? b->held_name : m->gen.name;
 	rc = pggen_rb_series(b, &series);
-	pggen_rb_where(b, name);
+	manifest_path_add(b->where, b->wheresz, name);
 	if (rc == 0 && pggen_rb_lookup(b, series, name, &ino, &mode, &gen) == 0) {
 		if (b->errsz) /* manifest.c's words for it: rebuild.c quotes them in a held reason */
 			snprintf(b->err, b->errsz, "line 2: \"%s%s%s\" exists in the catalog as inode %"

@@ -39,8 +39,10 @@
  *     BACKING as that generation's. Its chunks are counted, so neither the
  *     reclaim (a shared chunk whose other save is deleted) nor gc removes
  *     them; only an admin decision (ckptfs-admin commit / rm, or
- *     keep-latest-k's rule for held saves) ends it. Where M4 cannot apply
- *     (the shared engine: rebuild --meta; the renamed path taken too) it is
+ *     keep-latest-k's rule for held saves) ends it. Both engines: the
+ *     shared one's rebuild --meta holds it alike (pggen_apply_manifest_held,
+ *     the chunks counted in ns_chunks, so the reclaim duty keeps them).
+ *     Where M4 cannot apply (its id or the renamed path taken too) it is
  *     left out as before: counted rejected and lost, its id kept
  *     (invariant 6), its chunks kept by gc only (admin_query.h 3). A lower
  *     version of it is not tried: the newest one is the save. */

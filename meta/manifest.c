@@ -1414,26 +1414,34 @@ struct mf_apply {
 	size_t wheresz;
 };
 
+void manifest_path_add(char *path, size_t size, const char *name)
+{
+	if (path == NULL || size == 0)
+		return;
+	size_t at = strlen(path);
+	if (at + 1 < size)
+		snprintf(path + at, size - at, "%s%s", at ? "/" : "", name);
+}
+
 /* M4: appends "/" (unless first) and name to a->where. */
 static void mf_where_add(struct mf_apply *a, const char *name)
 {
-	if (a->where == NULL || a->wheresz == 0)
-		return;
-	size_t at = strlen(a->where);
-	if (at + 1 < a->wheresz)
-		snprintf(a->where + at, a->wheresz - at, "%s%s", at ? "/" : "", name);
+	manifest_path_add(a->where, a->wheresz, name);
 }
 
-/* M4: base with ".rebuild-<id>" appended, base cut short so that the whole
- * fits CAT_NAME_MAX. */
-static void mf_held_name(const struct mf_apply *a, const char *base, char out[CAT_NAME_MAX + 1])
+void manifest_held_name(const char *base, uint64_t gen_id, char out[CAT_NAME_MAX + 1])
 {
 	char suffix[40];
-	int n = snprintf(suffix, sizeof(suffix), "%s%" PRIu64, MANIFEST_HELD_SUFFIX, a->m->gen.id);
+	int n = snprintf(suffix, sizeof(suffix), "%s%" PRIu64, MANIFEST_HELD_SUFFIX, gen_id);
 	size_t keep = strlen(base);
 	if (keep > CAT_NAME_MAX - (size_t)n)
 		keep = CAT_NAME_MAX - (size_t)n;
 	snprintf(out, CAT_NAME_MAX + 1, "%.*s%s", (int)keep, base, suffix);
+}
+
+static void mf_held_name(const struct mf_apply *a, const char *base, char out[CAT_NAME_MAX + 1])
+{
+	manifest_held_name(base, a->m->gen.id, out);
 }
 
 static int mf_step(struct mf_apply *a, enum mf_stmt id, bool row_wanted)
@@ -1855,10 +1863,10 @@ int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *r
 		       " %d bytes", GEN_HELD_MAX - 1);
 		return -EINVAL;
 	}
-	if (cat->shared || cat->schema_version < 5) {
-		/* pggen_apply_manifest inserts COMMITTED rows only; schema 5 has `held` */
-		mf_err(err, errsz, "%s cannot apply a manifest held", cat->shared ?
-		       "the shared catalog" : "a catalog of schema version < 5");
+	if (cat->shared)
+		return manifest_shared_apply_held(cat, m, reason, where, wheresz, err, errsz);
+	if (cat->schema_version < 5) { /* schema 5 has `held` */
+		mf_err(err, errsz, "a catalog of schema version < 5 cannot apply a manifest held");
 		return -EOPNOTSUPP;
 	}
 	return mf_apply_run(cat, m, reason, where, wheresz, err, errsz);

@@ -41,9 +41,9 @@
  *      — so that its files name their chunks and the chunks are counted
  *      (no reclaim removes an object it names). Ids are unique, so only a
  *      catalog already holding its id, or those very names, refuses it
- *      (-EEXIST). SQLite engine, schema 5 and later (the shared engine's
- *      apply, pggen_apply_manifest, writes COMMITTED rows only:
- *      -EOPNOTSUPP).
+ *      (-EEXIST). SQLite engine, schema 5 and later (older: -EOPNOTSUPP),
+ *      and the shared engine (rebuild --meta: pggen_apply_manifest_held,
+ *      the same names, row, reason and rule in ns_generations).
  *
  * Calls return 0 or a negative errno. */
 #ifndef CKPTFS_MANIFEST_H
@@ -181,13 +181,19 @@ int manifest_apply_parsed(struct cat *cat, const struct manifest *m, char *err, 
  * durable at its version (its manifest is on BACKING, under its old name
  * until a commit writes it again). where (if not NULL) gets the path it is
  * linked at from the mount's root (cut at wheresz; "" if not applied). -EINVAL for a tree manifest or a bad
- * reason, -EOPNOTSUPP on the shared engine or a schema older than 5,
+ * reason, -EOPNOTSUPP on a SQLite schema older than 5,
  * -EEXIST if the id or the renamed path is taken too; else as
  * manifest_apply_parsed. */
 #define MANIFEST_HELD_SUFFIX ".rebuild-"
 #define MANIFEST_HELD_RULE "rebuild"
 int manifest_apply_held(struct cat *cat, const struct manifest *m, const char *reason, char *where,
 			size_t wheresz, char *err, size_t errsz);
+/* M4's name: base with MANIFEST_HELD_SUFFIX "<gen_id>" appended, base cut
+ * short so that the whole fits CAT_NAME_MAX (both engines). */
+void manifest_held_name(const char *base, uint64_t gen_id, char out[CAT_NAME_MAX + 1]);
+/* M4's where: appends "/" (unless path is "") and name to path, cut at
+ * size; path NULL or size 0 does nothing (both engines). */
+void manifest_path_add(char *path, size_t size, const char *name);
 /* The path of inode id inside the manifest ("" for the root; via first entries). */
 void manifest_inode_path(const struct manifest *m, uint64_t id, char *buf, size_t size);
 

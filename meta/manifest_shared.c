@@ -255,6 +255,20 @@ int manifest_shared_apply(struct cat *cat, const struct manifest *m, char *err, 
 	return pggen_apply_manifest(cat_shared_ns(cat), m, err, errsz);
 }
 
+int manifest_shared_apply_held(struct cat *cat, const struct manifest *m, const char *reason,
+			       char *where, size_t wheresz, char *err, size_t errsz)
+{
+	int rc = pggen_apply_manifest_held(cat_shared_ns(cat), m, reason, where, wheresz, err,
+					   errsz);
+	if (rc == 0)
+		log_info("catalog %s: applied the manifest of generation %" PRIu64 " version %" PRIu32
+			 " (%s%s%s: %zu inodes, %" PRIu64 " files, %" PRIu64 " bytes, %zu chunks) HELD"
+			 " as %s (M4)", cat->path, m->gen.id, m->gen.version, m->gen.series,
+			 m->gen.series[0] ? "/" : "", m->gen.name, m->n_inodes, m->files, m->bytes,
+			 m->n_chunks, where ? where : "");
+	return rc;
+}
+
 int manifest_shared_empty(struct cat *cat, char *why, size_t size)
 {
 	uint64_t inodes = 0, gens = 0, chunks = 0;

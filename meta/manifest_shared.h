@@ -59,6 +59,10 @@ int manifest_shared_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version
  * contract, for `ckptfs-admin rebuild --meta`. */
 struct manifest;
 int manifest_shared_apply(struct cat *cat, const struct manifest *m, char *err, size_t errsz);
+/* manifest_apply_held over PostgreSQL (manifest.h M4, pggen_apply_manifest_held):
+ * same contract, for a save rebuild --meta finds in conflict by its name. */
+int manifest_shared_apply_held(struct cat *cat, const struct manifest *m, const char *reason,
+			       char *where, size_t wheresz, char *err, size_t errsz);
 /* 0 if the shared catalog holds nothing but its root (fit for a rebuild),
  * else -ENOTEMPTY with why (what it holds). */
 int manifest_shared_empty(struct cat *cat, char *why, size_t size);

@@ -84,6 +84,7 @@ enum {
 	G_RB_DIRENT,
 	G_RB_NLINK,
 	G_RB_GEN,
+	G_RB_GEN_HELD,
 	G_RB_CHUNK,
 	G_RB_EXTENT,
 	G_RB_GEN_SEQ,
@@ -470,8 +471,8 @@ const struct pg_stmt pggen_stmts[] = {
 			  " (SELECT count(*) FROM ns_generations), (SELECT count(*) FROM ns_chunks)",
 			  0 },
 	[G_RB_LOOKUP] = { "gen_rb_lookup",
-			  "SELECT d.ino, i.mode FROM ns_dirents d JOIN ns_inodes i ON i.ino = d.ino"
-			  " WHERE d.parent = $1 AND d.name = $2",
+			  "SELECT d.ino, i.mode, COALESCE(i.gen, 0) FROM ns_dirents d JOIN ns_inodes i"
+			  " ON i.ino = d.ino WHERE d.parent = $1 AND d.name = $2",
 			  2 },
 	[G_RB_INODE] = { "gen_rb_inode",
 			 "INSERT INTO ns_inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns,"
@@ -490,6 +491,13 @@ const struct pg_stmt pggen_stmts[] = {
 		       " pinned, created_ns, committed_ns, rule, durable_version) VALUES ($1, $2, $3,"
 		       " $4, $5, 1, $6, $7, $8, $9, $10, $6)",
 		       10 },
+	/* manifest.h M4 (pggen_apply_manifest_held): HELD, reason $11, durable
+	 * at its version as above (a rebuild read its manifest on BACKING) */
+	[G_RB_GEN_HELD] = { "gen_rb_gen_held",
+			    "INSERT INTO ns_generations(id, series, root, name, step, state, version,"
+			    " pinned, created_ns, committed_ns, rule, durable_version, held) VALUES ($1,"
+			    " $2, $3, $4, $5, 4, $6, $7, $8, $9, $10, $6, $11)",
+			    11 },
 	/* refcount: the extents this manifest adds naming it (N1) */
 	[G_RB_CHUNK] = { "gen_rb_chunk",
 			 "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount, uploaded)"
@@ -2097,6 +2105,10 @@ struct pggen_rb {
 	size_t errsz;
 	uint64_t *map;     /* local id → shared inode */
 	uint32_t *subdirs; /* local id → its subdirectories (a directory's nlink) */
+	const char *held;  /* pggen_apply_manifest_held: the reason (M4), else NULL */
+	char held_name[CAT_NAME_MAX + 1]; /* M4: the root's name */
+	char *where;       /* M4: the path it is linked at, if not NULL */
+	size_t wheresz;
 };
 
 static int pggen_rb_fail(struct pggen_rb *b, int rc, const char *fmt, const char *name)
@@ -2106,9 +2118,10 @@ static int pggen_rb_fail(struct pggen_rb *b, int rc, const char *fmt, const char
 	return rc;
 }
 
-/* parent/name: 0 and *ino, *mode if present, -ENOENT if not. */
+/* parent/name: 0 and *ino, *mode, *gen (0: outside generations) if
+ * present, -ENOENT if not. */
 static int pggen_rb_lookup(struct pggen_rb *b, uint64_t parent, const char *name, uint64_t *ino,
-			   uint32_t *mode)
+			   uint32_t *mode, uint64_t *gen)
 {
 	char p[24];
 	const char *params[] = { PG_U64(p, parent), name };
@@ -2119,6 +2132,7 @@ static int pggen_rb_lookup(struct pggen_rb *b, uint64_t parent, const char *name
 	if (rc == 0) {
 		*ino = (uint64_t)pg_int(res, 0, 0);
 		*mode = (uint32_t)pg_int(res, 0, 1);
+		*gen = (uint64_t)pg_int(res, 0, 2);
 	}
 	PQclear(res);
 	return rc;
@@ -2154,7 +2168,10 @@ static int pggen_rb_dirent(struct pggen_rb *b, uint64_t parent, const char *name
 	return rc;
 }
 
-/* mkdir -p of a generation's series path, from the root; *dir gets it. */
+/* mkdir -p of a generation's series path, from the root; *dir gets it. A
+ * component that exists as something other than a directory outside
+ * generations is a conflict (manifest.c's mf_series), or, held (M4), gives
+ * way to its renamed twin "<component>.rebuild-<id>". */
 static int pggen_rb_series(struct pggen_rb *b, uint64_t *dir)
 {
 	const struct manifest_inode *root = &b->m->inodes[0];
@@ -2167,11 +2184,23 @@ static int pggen_rb_series(struct pggen_rb *b, uint64_t *dir)
 		size_t n = strcspn(s, "/");
 		snprintf(name, sizeof(name), "%.*s", (int)n, s);
 		s += n + (s[n] == '/');
-		uint64_t ino;
+		uint64_t ino, gen;
 		uint32_t mode;
-		rc = pggen_rb_lookup(b, *dir, name, &ino, &mode);
-		if (rc == 0 && !S_ISDIR(mode))
-			return pggen_rb_fail(b, -EEXIST, "series: \"%s\" exists and is no directory", name);
+		rc = pggen_rb_lookup(b, *dir, name, &ino, &mode, &gen);
+		if (rc == 0 && (!S_ISDIR(mode) || gen != 0) && b->held) {
+			char twin[CAT_NAME_MAX + 1];
+			manifest_held_name(name, b->m->gen.id, twin);
+			memcpy(name, twin, sizeof(twin));
+			rc = pggen_rb_lookup(b, *dir, name, &ino, &mode, &gen);
+		}
+		manifest_path_add(b->where, b->wheresz, name);
+		if (rc == 0 && (!S_ISDIR(mode) || gen != 0)) {
+			if (b->errsz)
+				snprintf(b->err, b->errsz, "line 2: series \"%s\": \"%s\" exists as inode %"
+					 PRIu64 " (mode %o%s), not a directory outside generations",
+					 b->m->gen.series, name, ino, mode, gen ? ", in a generation" : "");
+			return -EEXIST;
+		}
 		if (rc == -ENOENT) {
 			rc = pggen_rb_inode(b, &mk, 2, 0, &ino);
 			if (rc == 0)
@@ -2182,15 +2211,17 @@ static int pggen_rb_series(struct pggen_rb *b, uint64_t *dir)
 	return rc;
 }
 
-static int pggen_rb_gen_row(struct pggen_rb *b, uint64_t series)
+/* Its row, as series/name: COMMITTED, or HELD (M4: rule "rebuild", the reason) */
+static int pggen_rb_gen_row(struct pggen_rb *b, uint64_t series, const char *name)
 {
 	const struct manifest_gen_row *g = &b->m->gen;
 	char v[9][24];
 	const char *params[] = { PG_U64(v[0], g->id), PG_U64(v[1], series), PG_U64(v[2], b->map[0]),
-				 g->name, PG_U64(v[3], g->step), PG_U64(v[4], g->version),
+				 name, PG_U64(v[3], g->step), PG_U64(v[4], g->version),
 				 g->pinned ? "true" : "false", PG_I64(v[5], g->created_ns),
-				 PG_I64(v[6], g->committed_ns), g->rule };
-	return pggen_exec(b->ns, G_RB_GEN, params, NULL);
+				 PG_I64(v[6], g->committed_ns),
+				 b->held ? MANIFEST_HELD_RULE : g->rule, b->held };
+	return pggen_exec(b->ns, b->held ? G_RB_GEN_HELD : G_RB_GEN, params, NULL);
 }
 
 /* The tree's inodes (the root of a tree manifest is the catalog's: merged),
@@ -2243,22 +2274,32 @@ static int pggen_rb_body(struct pg *pg, void *arg)
 	(void)pg;
 	struct pggen_rb *b = arg;
 	const struct manifest *m = b->m;
+	if (b->errsz) /* the body may run again (pg.h P2) */
+		b->err[0] = 0;
+	if (b->where && b->wheresz)
+		b->where[0] = 0;
 	int rc = lease_fence(b->ns->lease);
 	if (rc)
 		return rc;
 	if (m->kind == MANIFEST_TREE)
 		return pggen_rb_tree(b, 0);
-	uint64_t series, ino;
+	uint64_t series, ino, gen;
 	uint32_t mode;
+	const char *name = b->held ? b->held_name : m->gen.name;
 	rc = pggen_rb_series(b, &series);
-	if (rc == 0 && pggen_rb_lookup(b, series, m->gen.name, &ino, &mode) == 0)
-		return pggen_rb_fail(b, -EEXIST, "\"%s\" exists already in its series", m->gen.name);
+	manifest_path_add(b->where, b->wheresz, name);
+	if (rc == 0 && pggen_rb_lookup(b, series, name, &ino, &mode, &gen) == 0) {
+		if (b->errsz) /* manifest.c's words for it: rebuild.c quotes them in a held reason */
+			snprintf(b->err, b->errsz, "line 2: \"%s%s%s\" exists in the catalog as inode %"
+				 PRIu64, m->gen.series, m->gen.series[0] ? "/" : "", name, ino);
+		return -EEXIST;
+	}
 	if (rc == 0)
 		rc = pggen_rb_tree(b, m->gen.id);
 	if (rc == 0)
-		rc = pggen_rb_dirent(b, series, m->gen.name, b->map[0], S_ISDIR(m->inodes[0].mode));
+		rc = pggen_rb_dirent(b, series, name, b->map[0], S_ISDIR(m->inodes[0].mode));
 	if (rc == 0)
-		rc = pggen_rb_gen_row(b, series);
+		rc = pggen_rb_gen_row(b, series, name);
 	if (rc == -EEXIST && b->errsz && !b->err[0])
 		snprintf(b->err, b->errsz, "generation %" PRIu64 " exists already", m->gen.id);
 	if (rc == 0)
@@ -2266,24 +2307,50 @@ static int pggen_rb_body(struct pg *pg, void *arg)
 	return rc;
 }
 
+static int pggen_rb_apply(struct pggen_rb *b)
+{
+	const struct manifest *m = b->m;
+	if (b->errsz)
+		b->err[0] = 0;
+	b->map = calloc(m->n_inodes ? m->n_inodes : 1, sizeof(*b->map));
+	b->subdirs = calloc(m->n_inodes ? m->n_inodes : 1, sizeof(*b->subdirs));
+	int rc = b->map && b->subdirs ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < m->n_entries; i++)
+		if (S_ISDIR(m->inodes[m->entries[i].child].mode))
+			b->subdirs[m->entries[i].parent]++;
+	if (rc == 0)
+		rc = pg_txn(b->ns->pg, pggen_rb_body, b);
+	if (rc != 0 && b->errsz && !b->err[0])
+		snprintf(b->err, b->errsz, "%s", strerror(-rc));
+	if (rc != 0 && b->where && b->wheresz)
+		b->where[0] = 0; /* linked nowhere */
+	free(b->map);
+	free(b->subdirs);
+	return rc;
+}
+
 int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, size_t errsz)
 {
 	struct pggen_rb b = { .ns = ns, .m = m, .err = err, .errsz = errsz };
-	if (errsz)
-		err[0] = 0;
-	b.map = calloc(m->n_inodes ? m->n_inodes : 1, sizeof(*b.map));
-	b.subdirs = calloc(m->n_inodes ? m->n_inodes : 1, sizeof(*b.subdirs));
-	int rc = b.map && b.subdirs ? 0 : -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < m->n_entries; i++)
-		if (S_ISDIR(m->inodes[m->entries[i].child].mode))
-			b.subdirs[m->entries[i].parent]++;
-	if (rc == 0)
-		rc = pg_txn(ns->pg, pggen_rb_body, &b);
-	if (rc != 0 && errsz && !err[0])
-		snprintf(err, errsz, "%s", strerror(-rc));
-	free(b.map);
-	free(b.subdirs);
-	return rc;
+	return pggen_rb_apply(&b);
+}
+
+int pggen_apply_manifest_held(struct pgns *ns, const struct manifest *m, const char *reason,
+			      char *where, size_t wheresz, char *err, size_t errsz)
+{
+	struct pggen_rb b = { .ns = ns, .m = m, .err = err, .errsz = errsz, .held = reason,
+			      .where = where, .wheresz = wheresz };
+	if (where && wheresz)
+		where[0] = 0;
+	if (m->kind != MANIFEST_GEN || reason == NULL || reason[0] == '\0' ||
+	    strlen(reason) >= GEN_HELD_MAX) {
+		if (errsz)
+			snprintf(err, errsz, "only a generation manifest is applied held, with a reason"
+				 " of 1 to %d bytes", GEN_HELD_MAX - 1);
+		return -EINVAL;
+	}
+	manifest_held_name(m->gen.name, m->gen.id, b.held_name);
+	return pggen_rb_apply(&b);
 }
 
 /* ---- the tree outside generations (meta/manifest_shared.c) ---- */

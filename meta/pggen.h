@@ -298,12 +298,23 @@ int pggen_rebuild_reserve_ids(struct pgns *ns, uint64_t id);
  * transaction, as manifest_apply_parsed does for SQLite: a generation's
  * series directories made as needed (mkdir -p, 0755, its root's owner),
  * its tree linked as series/name, its row inserted with the same id,
- * COMMITTED and durable at its version; a tree manifest's root merged into
+ * COMMITTED and durable at its version; a series component that exists as
+ * something other than a directory outside generations is -EEXIST (as
+ * manifest.c's); a tree manifest's root merged into
  * inode 1. Chunks are inserted uploaded (or counted up if present), with the
  * references the manifest's extents add (N1). -EEXIST with err for a name
  * or id taken. */
 struct manifest;
 int pggen_apply_manifest(struct pgns *ns, const struct manifest *m, char *err, size_t errsz);
+/* manifest.h M4 over the shared tables: generation manifest m as above, but
+ * its root linked as "<name>.rebuild-<id>" (manifest_held_name; a series
+ * component that exists as something other than a directory outside
+ * generations likewise), its row HELD with reason and rule "rebuild",
+ * durable at its version; its chunks counted as above. where (if not NULL)
+ * gets the path it is linked at ("" if not applied). -EINVAL for a tree
+ * manifest or a bad reason, -EEXIST if its id or renamed path is taken too. */
+int pggen_apply_manifest_held(struct pgns *ns, const struct manifest *m, const char *reason,
+			      char *where, size_t wheresz, char *err, size_t errsz);
 
 /* ---- the tree outside generations (meta/manifest_shared.c's tree
  * manifest, docs/MULTINODE.md "Durability") ---- */

@@ -595,6 +595,28 @@ ck_admin_stat() {
 		ck_fail "ckptfs-admin stats has no line '$1 N'; output: $(echo "$out" | tr '\n' '|')"
 }
 
+# ck_admin_rc RC ARGS... — ckptfs-admin ARGS exits RC; stdout in
+# $CK_TMP/out, stderr in $CK_TMP/err.
+ck_admin_rc() {
+	local want=$1 rc=0
+	shift
+	"$CKPTFS_ADMIN" "$@" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	[ "$rc" = "$want" ] || ck_fail "ckptfs-admin $*: exit $rc, expected $want; stdout: $(head -n 8 "$CK_TMP/out" | tr '\n' '|') stderr: $(head -n 5 "$CK_TMP/err" | tr '\n' '|')"
+}
+
+# ck_list_gen MNT NAME — generation NAME as `ckptfs-admin --json list --all
+# MNT` shows it: "STATE RULE STEP" on one line, its held reason on the next.
+ck_list_gen() {
+	ck_admin_rc 0 --json list --all "$1"
+	"$PY" -c '
+import json, sys
+g = [g for g in json.load(open(sys.argv[1])) if g["name"] == sys.argv[2]]
+if g:
+    print(g[0]["state"], g[0]["rule"], g[0]["step"])
+    print(g[0]["held_reason"])
+' "$CK_TMP/out" "$2"
+}
+
 # Does ckptfs-admin know COMMAND? (looks at its usage text)
 ck_admin_has() {
 	[ -x "$CKPTFS_ADMIN" ] || return 1

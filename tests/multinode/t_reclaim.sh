@@ -153,12 +153,7 @@ test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_u
 	head -c 450000 /dev/urandom | base64 -w0 >"$CK_REF/latest.v2"
 	cp "$CK_REF/latest.v2" "$MN_MNT_B/run/latest"
 	_mn_wait_settled 60
-	local i=0
-	while [ -e "$CK_BACKING/manifests/gen/$g1.1.ckm" ]; do
-		i=$((i + 1))
-		[ $i -le 150 ] || ck_fail "the removed save's manifest is still on BACKING after 30 s"
-		sleep 0.2
-	done
+	_mn_wait_manifest_gone "manifests/gen/$g1.1.ckm"
 	grep -q "reclaim: the manifests of .* ended generation(s) removed from BACKING" \
 		"$MN_DLOG_A" "$MN_DLOG_B" || ck_fail "no node logged the manifests' removal"
 	mn_umount A
@@ -175,5 +170,117 @@ test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_u
 	mn_umount C
 }
 ck_timeout test_a_removed_save_and_an_overwrite_leave_backing_a_description_a_rebuild_can_use 300
+
+# _mn_gen_objects GEN: the object paths (relative to BACKING) of the chunks
+# the files of generation GEN name.
+_mn_gen_objects() {
+	mn_psql "SELECT DISTINCT encode(e.hash, 'hex') FROM ns_extents e JOIN ns_inodes i
+		ON i.ino = e.ino WHERE i.gen = $1" | while read -r h; do echo "chunks/${h:0:2}/${h:2:2}/$h"; done
+}
+
+# _mn_wait_manifest_gone PATH: polls up to 30 s until the reclaim duty
+# removed PATH (a removed save's manifest on BACKING, R8).
+_mn_wait_manifest_gone() {
+	local i=0
+	until [ ! -e "$CK_BACKING/$1" ]; do
+		i=$((i + 1))
+		[ $i -le 150 ] || ck_fail "the removed save's manifest $1 is still on BACKING after 30 s"
+		sleep 0.2
+	done
+}
+
+# (s31) rebuild --meta holds a save in conflict by its name, as a local
+# rebuild does (fs/rebuild.c invariant 7, meta/manifest.h M4): run1/step-200
+# (id A) is removed on B and saved again there (id B, step-100's bytes, its
+# chunks shared); A's manifest and objects are put back on BACKING, as a
+# rebuild finds them when A's removal had not reached BACKING. The database
+# is lost; rebuild --meta puts A at run1/step-200 and B held as
+# step-200.rebuild-B: hidden, read byte for byte by name, in list --all with
+# its reason; its chunks counted, so an rm of step-100 and the reclaim leave
+# its objects on BACKING; commit shows it, rm removes it with its objects.
+# Before, rebuild --meta left B out: the reclaim removed step-100's objects,
+# the only copy of B's bytes.
+test_rebuild_meta_holds_a_save_in_conflict_and_keeps_its_chunks() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	ck_rand "$CK_REF/a.pt" $((3 * MiB + 11))
+	ck_rand "$CK_REF/b.pt" $((MiB + 5))
+	mkdir -p "$MN_MNT_A/run1/step-100" "$MN_MNT_A/run1/step-200"
+	cp "$CK_REF/a.pt" "$MN_MNT_A/run1/step-100/a.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run1/step-100"
+	cp "$CK_REF/b.pt" "$MN_MNT_A/run1/step-200/b.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run1/step-200"
+	ck_admin_rc 0 wait "$MN_MNT_A" --timeout 60
+	local a b m o
+	a=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-200' AND state = 1")
+	m=$a.$(mn_psql "SELECT version FROM ns_generations WHERE id = $a").ckm
+	[ -s "$CK_BACKING/manifests/gen/$m" ] || ck_fail "no manifest of generation $a on BACKING"
+	mkdir -p "$CK_TMP/saved"
+	cp "$CK_BACKING/manifests/gen/$m" "$CK_TMP/saved/manifest"
+	_mn_gen_objects "$a" >"$CK_TMP/saved/objects"
+	[ -s "$CK_TMP/saved/objects" ] || ck_fail "no chunk of step-200"
+	while read -r o; do
+		mkdir -p "$CK_TMP/saved/$(dirname "$o")"
+		cp "$CK_BACKING/$o" "$CK_TMP/saved/$o"
+	done <"$CK_TMP/saved/objects"
+	mn_see B run1/step-200/b.pt
+	rm -rf "$MN_MNT_B/run1/step-200"
+	_mn_wait_settled 60
+	_mn_wait_manifest_gone "manifests/gen/$m"
+	mkdir -p "$MN_MNT_B/run1/step-200" # B: step-100's bytes, its chunks shared
+	cp "$CK_REF/a.pt" "$MN_MNT_B/run1/step-200/a.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run1/step-200"
+	ck_admin_rc 0 wait "$MN_MNT_B" --timeout 60
+	b=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-200' AND state = 1")
+	[ "$b" -gt "$a" ] || ck_fail "the new step-200 has id $b, not above $a"
+	mn_umount B
+	mn_umount A
+
+	cp "$CK_TMP/saved/manifest" "$CK_BACKING/manifests/gen/$m"
+	while read -r o; do
+		mkdir -p "$CK_BACKING/$(dirname "$o")"
+		cp "$CK_TMP/saved/$o" "$CK_BACKING/$o"
+	done <"$CK_TMP/saved/objects"
+	mn_pg_start # the database is lost
+	ck_admin_rc 1 rebuild --meta --force "$MN_URL" "$CK_BACKING"
+	ck_log "$(cat "$CK_TMP/out")"
+	assert_contains "$(cat "$CK_TMP/out")" "1 conflicting manifests" "rebuild --meta's report"
+	assert_contains "$(cat "$CK_TMP/err")" "applied HELD as run1/step-200.rebuild-$b" "rebuild --meta's log"
+	local held=step-200.rebuild-$b
+	assert_eq "4 rebuild" "$(mn_psql "SELECT state, rule FROM ns_generations WHERE id = $b" | tr '|' ' ')" \
+		"the held save's row"
+
+	mn_mount C
+	assert_eq "step-100 step-200" "$(mn_entries "$MN_MNT_C/run1")" "run1 lists no held save"
+	assert_file_eq "$CK_REF/b.pt" "$MN_MNT_C/run1/step-200/b.pt"
+	assert_file_eq "$CK_REF/a.pt" "$MN_MNT_C/run1/$held/a.pt"
+	local listed
+	listed=$(ck_list_gen "$MN_MNT_C" "$held")
+	assert_eq "held rebuild 200" "$(echo "$listed" | head -n 1)" "the held save in list --all"
+	assert_contains "$(echo "$listed" | tail -n 1)" \
+		"rebuild: manifests/gen/$b.1.ckm conflicts with the catalog at run1/step-200 (" "its reason"
+
+	# the save sharing its chunks goes: the reclaim leaves its objects
+	_mn_gen_objects "$b" >"$CK_TMP/shared"
+	[ -s "$CK_TMP/shared" ] || ck_fail "no chunk of $held in the rebuilt database"
+	ck_admin_rc 0 rm "$MN_MNT_C" run1/step-100
+	_mn_wait_settled 60
+	while read -r o; do assert_exists "$CK_BACKING/$o"; done <"$CK_TMP/shared"
+	mn_umount C
+
+	# a decision on a fresh node (its bytes from BACKING): commit shows it,
+	# rm removes it with its objects
+	mn_mount D
+	ck_admin_rc 0 commit "$MN_MNT_D" "run1/$held"
+	assert_eq "step-200 $held" "$(mn_entries "$MN_MNT_D/run1")" "run1 after commit"
+	assert_file_eq "$CK_REF/a.pt" "$MN_MNT_D/run1/$held/a.pt"
+	ck_admin_rc 0 rm "$MN_MNT_D" "run1/$held"
+	_mn_wait_settled 60
+	while read -r o; do assert_not_exists "$CK_BACKING/$o"; done <"$CK_TMP/shared"
+	assert_file_eq "$CK_REF/b.pt" "$MN_MNT_D/run1/step-200/b.pt"
+	mn_umount D
+}
+ck_timeout test_rebuild_meta_holds_a_save_in_conflict_and_keeps_its_chunks 300
 
 ck_main "$@"

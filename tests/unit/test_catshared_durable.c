@@ -568,3 +568,234 @@ Test(catshared_durable, a_renamed_series_is_rebuilt_under_its_new_name_beside_th
 	pt_cat_close(&c);
 	pt_backing_close(&bk);
 }
+
+/* ---- rebuild --meta: a save in conflict by its name comes back held ---- */
+
+/* A save series/name, step: rank0.pt of fill's chunks 0 and 1, shared.pt of
+ * chunk (0x50, 0), which every such save names; uploaded (objects on bk),
+ * committed, its manifest on bk. */
+static uint64_t du_save_shared(struct pt_cat *n, struct pt_backing *bk, uint64_t series,
+			       const char *name, uint64_t step, uint8_t fill)
+{
+	uint64_t root;
+	uint64_t gen = ts_mkgen(n->cat, series, name, step, true, &root);
+	ts_write_chunks(n->cat, ts_mk(n->cat, root, "rank0.pt", S_IFREG | 0644, NULL), fill, 0, 2,
+			DU_LEN, NULL, NULL);
+	ts_write_chunks(n->cat, ts_mk(n->cat, root, "shared.pt", S_IFREG | 0644, NULL), 0x50, 0, 1,
+			DU_LEN, NULL, NULL);
+	pt_cat_upload_put(n, bk);
+	OK(cat_gen_commit(n->cat, gen, "dcp-metadata"));
+	cr_assert_geq(pt_cat_put_manifests(n, bk), 1);
+	cr_assert(du_durable(n, gen));
+	return gen;
+}
+
+static bool du_on(struct pt_backing *bk, uint8_t fill, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, fill, seed);
+	return pt_on_backing(bk, h);
+}
+
+static uint64_t du_refcount(struct pt_cat *n, uint8_t fill, int seed)
+{
+	uint8_t h[CAT_HASH_LEN];
+	struct pgns_chunk_row row;
+	ts_hash(h, fill, seed);
+	OK(pgns_chunk_get(cat_shared_ns(n->cat), h, &row));
+	return row.refcount;
+}
+
+static int du_list_one(void *arg, const struct cat_gen *g)
+{
+	struct cat_gen *out = arg;
+	if (g->state == GEN_HELD)
+		*out = *g;
+	return 0;
+}
+
+/* rebuild.c invariant 7 on the shared engine (manifest.h M4): run/ckpt/step-1
+ * was deleted on A while its manifest's removal waited for the reclaim
+ * duty, and a new step-1 saved under the same name; the database is lost.
+ * rebuild --meta applies the lower id at run/ckpt/step-1 and the newer save,
+ * in conflict by its name, HELD as step-1.rebuild-ID (reason, rule
+ * "rebuild"), its tree whole, its chunks counted: an rm of the other save
+ * and the reclaim leave its objects on BACKING; an admin's commit shows it,
+ * its manifest written again under that name, and a later rebuild brings it
+ * back committed. Before, rebuild --meta left it out: lost, no rows, its
+ * chunks free for the reclaim once the other save went. */
+/* Two saves run/ckpt/step-1 on bk: *old (0x41's chunks) deleted on a node
+ * before the reclaim duty removed its manifest, *gen (0x42's) saved after
+ * it under the same name; both share (0x50, 0). *want (if not NULL) gets
+ * ts_dump_from of *gen's tree. Then the database is lost and c is opened
+ * on an empty one. */
+static void du_conflict(struct pt_backing *bk, struct pt_cat *c, uint64_t *old, uint64_t *gen,
+			char **want)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "dha", 30000, NULL, NULL);
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL);
+	*old = du_save_shared(&a, bk, series, "step-1", 1, 0x41);
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(a.cat, *old, "rm", cat_id_vec_add_ino, &gone));
+	OK(cat_inodes_release(a.cat, gone.v, gone.n));
+	cat_id_vec_free(&gone);
+	*gen = du_save_shared(&a, bk, series, "step-1", 1, 0x42);
+	cr_assert_gt(*gen, *old);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, *gen, &g));
+	if (want)
+		*want = ts_dump_from(a.cat, g.root, "s", false);
+	pt_cat_close(&a);
+	du_drop_all();
+	pt_cat_open(c, "dhc", 30000, NULL, NULL);
+}
+
+/* n's reclaim as the duty makes it: a turn that sees what is free, the
+ * tree horizon past it, a turn that reclaims. */
+static void du_reclaim(struct pt_cat *n, struct pt_backing *bk)
+{
+	struct cat_reclaim_report rr;
+	OK(cat_reclaim_turn(n->cat, 30000, pt_backing_remove, bk->b, &rr));
+	pt_cat_tree_described(n);
+	OK(cat_reclaim_turn(n->cat, 30000, pt_backing_remove, bk->b, &rr));
+	cr_assert(rr.held);
+}
+
+Test(catshared_durable, a_save_in_conflict_comes_back_held_from_rebuild_meta)
+{
+	struct pt_backing bk;
+	pt_backing_open(&bk, "duh");
+	struct pt_cat c;
+	uint64_t old, gen;
+	char *want = NULL;
+	du_conflict(&bk, &c, &old, &gen, &want);
+	struct cat_id_vec gone = { 0 };
+	struct cat_gen g;
+	struct rebuild_report rep;
+	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 1, "run/ckpt/step-1 is taken");
+	cr_assert_eq(rep.generations_held, 1, "the save in conflict was left out");
+	cr_assert_eq(rep.generations, 1);
+	cr_assert_eq(rep.generations_lost, 0);
+	OK(cat_gen_check(c.cat));
+	int violations = -1;
+	OK(pgns_check(cat_shared_ns(c.cat), &violations));
+	cr_assert_eq(violations, 0);
+
+	char name[64], why[256];
+	snprintf(name, sizeof(name), "step-1.rebuild-%" PRIu64, gen);
+	OK(cat_gen_get(c.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.name, name);
+	cr_assert_eq(g.step, 1);
+	cr_assert_eq(g.version, 1);
+	cr_assert_str_eq(g.rule, "rebuild");
+	snprintf(why, sizeof(why), "rebuild: manifests/gen/%" PRIu64 ".1.ckm conflicts with the"
+		 " catalog at run/ckpt/step-1 (line 2: \"run/ckpt/step-1\" exists in the catalog as"
+		 " inode ", gen);
+	cr_assert(strncmp(g.held, why, strlen(why)) == 0, "held: %s", g.held);
+	struct cat_gen listed = { 0 }; /* list --all */
+	OK(cat_gen_list(c.cat, 0, true, du_list_one, &listed));
+	cr_assert_eq(listed.id, gen, "list --all does not show the held save");
+	struct cat_gen winner; /* the lower id's save keeps the name */
+	OK(cat_gen_find(c.cat, du_lookup(&c, "run/ckpt").ino, "step-1", &winner));
+	cr_assert_eq(winner.id, old);
+	char path[128];
+	snprintf(path, sizeof(path), "run/ckpt/%s", name);
+	cr_assert_eq(du_lookup(&c, path).ino, g.root);
+	char *got = ts_dump_from(c.cat, g.root, "s", false);
+	cr_assert_str_eq(got, want);
+	free(got);
+	/* counted: the shared chunk by both saves, 0x42's by the held one */
+	cr_assert_eq(du_refcount(&c, 0x50, 0), 2);
+	cr_assert_eq(du_refcount(&c, 0x42, 0), 1);
+	cr_assert_eq(du_refcount(&c, 0x42, 1), 1);
+
+	/* the other save goes (rm), the reclaim duty takes what it alone named */
+	OK(cat_gen_delete(c.cat, old, "admin", cat_id_vec_add_ino, &gone));
+	OK(cat_inodes_release(c.cat, gone.v, gone.n));
+	cat_id_vec_free(&gone);
+	du_reclaim(&c, &bk);
+	cr_assert_not(du_on(&bk, 0x41, 0), "the deleted save's own chunk was not reclaimed");
+	cr_assert_not(du_on(&bk, 0x41, 1));
+	cr_assert(du_on(&bk, 0x50, 0), "the held save's shared chunk was reclaimed");
+	cr_assert(du_on(&bk, 0x42, 0));
+	cr_assert(du_on(&bk, 0x42, 1));
+	cr_assert_eq(du_refcount(&c, 0x50, 0), 1);
+
+	/* an admin's commit decides: shown under its new name, its manifest
+	 * written again with that name */
+	OK(cat_gen_commit(c.cat, gen, "admin"));
+	OK(cat_gen_get(c.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_str_eq(g.name, name);
+	cr_assert_eq(pt_cat_put_manifests(&c, &bk), 1);
+	snprintf(path, sizeof(path), "run/ckpt/%s/rank0.pt", name);
+	du_expect_chunks(&c, path, 0x42);
+	got = ts_dump_from(c.cat, g.root, "s", false);
+	cr_assert_str_eq(got, want);
+	free(got);
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+
+	/* lost again: it comes back committed under that name, in conflict
+	 * with nothing */
+	du_drop_all();
+	pt_cat_open(&c, "dhd", 30000, NULL, NULL);
+	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.manifests_rejected, 0);
+	cr_assert_eq(rep.generations_held, 0);
+	cr_assert_eq(rep.generations, 1);
+	OK(cat_gen_get(c.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_str_eq(g.name, name);
+	got = ts_dump_from(c.cat, g.root, "s", false);
+	cr_assert_str_eq(got, want);
+	free(got);
+	free(want);
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+	pt_backing_close(&bk);
+}
+
+/* An admin's rm of the save rebuild --meta held ends it on the shared
+ * catalog: its tree and row go, the reclaim duty removes its own chunks'
+ * objects and its manifest; the chunk the committed save shares stays. */
+Test(catshared_durable, a_save_rebuild_meta_held_ends_by_an_rm)
+{
+	struct pt_backing bk;
+	pt_backing_open(&bk, "dum");
+	struct pt_cat c;
+	uint64_t old, gen;
+	du_conflict(&bk, &c, &old, &gen, NULL);
+	struct rebuild_report rep;
+	OK(rebuild_catalog(bk.b, c.cat, 0, NULL, NULL, &rep));
+	cr_assert_eq(rep.generations_held, 1);
+	struct cat_id_vec gone = { 0 };
+	OK(cat_gen_delete(c.cat, gen, "admin", cat_id_vec_add_ino, &gone));
+	OK(cat_inodes_release(c.cat, gone.v, gone.n));
+	cat_id_vec_free(&gone);
+	struct cat_gen g;
+	OK(cat_gen_get(c.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_DELETED);
+	char name[64];
+	struct cat_inode in;
+	snprintf(name, sizeof(name), "step-1.rebuild-%" PRIu64, gen);
+	FAILS(cat_lookup(c.cat, du_lookup(&c, "run/ckpt").ino, name, &in), ENOENT);
+	du_reclaim(&c, &bk);
+	cr_assert_not(du_on(&bk, 0x42, 0), "the held save's own chunk was not reclaimed");
+	cr_assert_not(du_on(&bk, 0x42, 1));
+	cr_assert(du_on(&bk, 0x50, 0), "the committed save's chunk went");
+	cr_assert(du_on(&bk, 0x41, 0));
+	char mpath[MANIFEST_PATH_MAX];
+	uint64_t size;
+	manifest_gen_path(gen, 1, mpath, sizeof(mpath));
+	FAILS(backing_stat(bk.b, mpath, &size), ENOENT);
+	manifest_gen_path(old, 1, mpath, sizeof(mpath));
+	OK(backing_stat(bk.b, mpath, &size));
+	OK(cat_gen_check(c.cat));
+	pt_cat_close(&c);
+	pt_backing_close(&bk);
+}

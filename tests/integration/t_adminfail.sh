@@ -8,7 +8,14 @@
 # first copy it could not read with one line, "BACKING … unreachable: N chunks
 # not checked", and exit 12, while a BACKING that still answers (only its
 # reads fail) is verified to the end, every copy counted unreadable.
+# `rebuild` whose claim on BACKING went unsure while it read BACKING (the
+# tool held up past the claim's timeout, here by a hung faultfs) and was
+# taken by another catalog meanwhile does not put the catalog it built in
+# place: one line, exit 1, the old catalog and the taker's claim untouched.
 . "$(dirname "$0")/lib.sh"
+
+ck_timeout test_rebuild_whose_claim_went_unsure_while_it_read_backing_keeps_the_old_catalog 240
+ck_slow test_rebuild_whose_claim_went_unsure_while_it_read_backing_keeps_the_old_catalog
 
 E_PROBLEM=1 E_UNREACHABLE=12
 
@@ -119,4 +126,44 @@ test_verify_stops_at_once_when_backing_is_unreachable_and_says_how_many_were_not
 	rc=$(_adm verify --cache "$CK_CACHE")
 	assert_eq 0 "$rc" "exit status of verify once BACKING answers again ($(_both))"
 }
+# The claim's default timeout is 60 s (the tool has no option for it): the
+# tool must be held up for longer than 60 s less an eighth (claim.h 9).
+test_rebuild_whose_claim_went_unsure_while_it_read_backing_keeps_the_old_catalog() {
+	ck_faultfs_up
+	ck_mount
+	_save run/step-1 1
+	_save run/step-2 1
+	ck_wait_durable 60
+	ck_umount
+	local gens claim=$CK_TMP/store/ckptfs.claim pid i=0 rc=0
+	gens=$(ck_sql "SELECT id || ' ' || name || ' ' || state FROM generations ORDER BY id")
+	ck_fault latency_ms=300 # its reads take seconds: time to hang them
+	ck_bg "$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null
+	pid=$CK_BG_PID
+	until grep -qx "pid $pid" "$claim" 2>/dev/null; do # it holds the claim
+		i=$((i + 1))
+		[ $i -le 600 ] || ck_fail "rebuild did not claim BACKING in 30 s: $(_both)"
+		_ck_pid_alive "$pid" || ck_fail "rebuild ended before it was held up: $(_both)"
+		sleep 0.05
+	done
+	ck_fault hang=1
+	_ck_pid_alive "$pid" || ck_fail "rebuild ended before BACKING hung: $(_both)"
+	# another catalog takes BACKING over while the tool cannot renew
+	printf 'ckptfs claim 1\ncatalog %s\ninstance %s\nhost %s\nboot %s\ncache %s\npid %s\nrenewed %s\n' \
+		0123456789abcdef0123456789abcdef fedcba9876543210fedcba9876543210 node-elsewhere \
+		00000000-0000-0000-0000-000000000000 /var/cache/ckptfs/abc 1234 "$(date +%s)" >"$claim"
+	cp "$claim" "$CK_TMP/taker.claim"
+	sleep 56 # past the claim's timeout less an eighth since its last renewal
+	ck_fault
+	ck_bg_wait "$pid" 120 || rc=$?
+	assert_eq 1 "$rc" "exit status of the rebuild whose claim went unsure ($(_both))"
+	assert_contains "$(cat "$CK_TMP/err")" "rebuild: BACKING's claim could not be renewed lately or was taken (EROFS) while BACKING was read" \
+		"stderr of the rebuild"
+	assert_eq 1 "$(grep -c '^ckptfs-admin:' "$CK_TMP/err")" "lines of ckptfs-admin on stderr ($(_both))"
+	assert_eq "$gens" "$(ck_sql "SELECT id || ' ' || name || ' ' || state FROM generations ORDER BY id")" \
+		"the catalog's generations after the refused rebuild"
+	assert_eq "" "$(ls "$CK_CACHE" | grep -E 'before-rebuild|rebuilding')" "catalogs moved aside or left half-built"
+	cmp -s "$CK_TMP/taker.claim" "$claim" || ck_fail "the taker's claim was changed: $(cat "$claim" | tr '\n' '|')"
+}
+
 ck_main "$@"

@@ -26,19 +26,19 @@ _save() { # SERIES/NAME MiB
 	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/$1"
 }
 
-# _xor_byte FILE POS — flips bits of one byte in place.
-_xor_byte() {
-	"$PY" -c 'import sys
-f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
-assert len(b) == 1, "offset past the end"
-f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
-}
-# _damage OBJ — flips a payload byte (past the header its bytes 12..15 give).
+# _damage OBJ — flips a payload byte of a chunk object (a third of the way
+# past the header, whose length is its bytes 12..15: docs/FORMAT.md).
 _damage() {
-	local hdr size
-	hdr=$(od -A n -t u4 -j 12 -N 4 "$1" | tr -d ' ')
-	size=$(ck_size "$1")
-	_xor_byte "$1" $((hdr + (size - hdr) / 3))
+	"$PY" - "$1" <<'PYEOF'
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    data = f.read()
+    hdr = struct.unpack_from("<I", data, 12)[0]
+    pos = hdr + (len(data) - hdr) // 3
+    assert hdr < pos < len(data), "no payload"
+    f.seek(pos)
+    f.write(bytes([data[pos] ^ 0x5A]))
+PYEOF
 }
 
 # _adm ARGS... — stdout in $CK_TMP/out, stderr in $CK_TMP/err; prints the status.

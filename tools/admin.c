@@ -20,9 +20,19 @@
  *  - on a node of a shared catalog (-o meta=) the daemon answers or the
  *    mount is used (admin_shared.c); a node's cache with no daemon answering
  *    is refused by every command but umount (admin_node_offline).
- * Offline changes write BACKING (rm and gc remove objects and manifests), so
- * they claim BACKING for the cache's catalog first, as the daemon does
- * (fs/lib/claim.h): refused, naming the holder, while another catalog holds it.
+ * Offline changes claim BACKING for the cache's catalog first, as the daemon
+ * does (fs/lib/claim.h): refused, naming the holder, while another catalog
+ * holds it. Of them only gc --delete writes BACKING itself: it removes
+ * orphan objects, each removal asking claim_may_write under the catalog lock
+ * (admin_query.h invariant 5), and stops with one line (EROFS) once the
+ * claim is unsure or lost. commit, pin, unpin and rm change the catalog
+ * only: what BACKING must learn from them (manifests to put, manifests and
+ * chunk objects to remove) is queued as upload rows (meta/upload.h) for the
+ * daemon's uploader, which asks the claim at each write (fs/uploader.c);
+ * their reclaims and the open's sweep remove cache objects only
+ * (admin_reclaim). Nothing else the tool runs puts, moves or removes anything
+ * on BACKING but the claim file itself (claim.c): export and verify read it,
+ * import writes through the mount (the daemon's uploads).
  * rebuild only reads BACKING, but it claims BACKING for the new catalog
  * before it reads (as a fresh catalog: claim.h invariant 8), so no other
  * catalog writes BACKING between the rebuild and the new catalog's mount,
@@ -113,9 +123,12 @@ static const struct admin_command admin_commands[] = {
 	  "Reads every chunk object (of all chunks, or those GEN names), decodes it and\n"
 	  "checks its SHA-256. Each missing or corrupt chunk is printed with the files and\n"
 	  "generations that name it; a copy BACKING could not give (no answer, a read\n"
-	  "error) is printed as unreadable, not corrupt. Prints chunks_ok / chunks_bad /\n"
-	  "chunks_unreadable / chunks_skipped. Exit status 1 if any chunk is bad or\n"
-	  "unreadable.\n" },
+	  "error) is printed as unreadable, not corrupt; after such a copy one cheap call\n"
+	  "asks whether BACKING answers at all: if not, verify stops with one line\n"
+	  "(\"BACKING ... unreachable: N chunks not checked\") and exit 12 instead of\n"
+	  "waiting backing_timeout per chunk. Prints chunks_ok / chunks_bad /\n"
+	  "chunks_unreadable / chunks_skipped / chunks_not_checked. Exit status 1 if any\n"
+	  "chunk is bad or unreadable.\n" },
 	{ "check", admin_cmd_check, ADMIN_NEED_READ, "check",
 	  "check the catalog's invariants (reference counts, extents, generations)",
 	  "Checks the catalog's invariants (meta/SCHEMA.md): reference counts, extents,\n"
@@ -163,8 +176,10 @@ static const struct admin_command admin_commands[] = {
 	  "Writes the generation as plain files to DIR/NAME (DIR is created if needed;\n"
 	  "DIR/NAME must not exist), first under a temporary name, renamed when\n"
 	  "complete. Mounted it reads through the mount; with --cache it reads the\n"
-	  "catalog and the chunk objects. Every chunk is verified against its hash.\n"
-	  "An open generation needs --force.\n" },
+	  "catalog and the chunk objects. Every chunk is verified against its hash:\n"
+	  "with --cache a cache copy that fails its check is read from BACKING instead\n"
+	  "(one line per chunk); both copies bad fails the export naming the chunk and\n"
+	  "both reasons. An open generation needs --force.\n" },
 	{ "import", admin_cmd_import, ADMIN_NEED_MOUNT,
 	  "import [--name NAME] DIR SERIES",
 	  "take a plain checkpoint directory (or file) in as a committed generation",
@@ -197,7 +212,9 @@ static const char admin_exit_help[] =
 	"  empty or \".\" part, a slash in NAME, a path outside the mount); 8 busy: an open\n"
 	"  generation without --force, a target that exists, a cache in use; 9 wait timed\n"
 	"  out; 10 not available in this build, or not on a node of a shared catalog as\n"
-	"  asked (there, with no daemon answering, every command but umount)\n";
+	"  asked (there, with no daemon answering, every command but umount); 11 wait:\n"
+	"  open or held generations were not waited for; 12 verify: BACKING unreachable,\n"
+	"  the chunks after the first unreadable one not checked\n";
 
 static void admin_usage(FILE *f)
 {

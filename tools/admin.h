@@ -41,8 +41,9 @@ enum admin_exit {
 	ADMIN_BUSY = 8,        /* open generation without --force, target exists, cache in use */
 	ADMIN_TIMEOUT = 9,     /* wait --timeout ran out */
 	ADMIN_UNSUPPORTED = 10, /* not available in this build (rebuild before write-back) */
-	ADMIN_UNSAVED = 11     /* wait: all it waited for is durable, but open or held
+	ADMIN_UNSAVED = 11,    /* wait: all it waited for is durable, but open or held
 				  generations were not waited for (they are not saved) */
+	ADMIN_UNREACHABLE = 12 /* verify: BACKING stopped answering; the rest not checked */
 };
 
 /* What a command needs from the context. */

@@ -269,6 +269,62 @@ static int admin_entry_add(void *arg, const char *name, const struct cat_inode *
 	return 0;
 }
 
+/* Reads one copy of ext's chunk into chunk and checks it, its length too:
+ * 0, -ENOENT (no such copy), -EBADMSG with *why (damaged), or another
+ * -errno with *why NULL (not read: no verdict, bkobj.h B1). */
+static int admin_export_copy(struct admin *a, enum admin_where where, const struct cat_extent *x,
+			     char *chunk, size_t cap, const char **why)
+{
+	size_t got = 0;
+	int rc = admin_chunk_read(a, where, x->hash, chunk, cap, &got, why);
+	if (rc == 0 && (got != x->chunk_len || x->chunk_off + x->len > got)) {
+		*why = "wrong length";
+		rc = -EBADMSG;
+	}
+	if (rc != -EBADMSG)
+		*why = rc == 0 || rc == -ENOENT ? NULL : strerror(-rc);
+	return rc;
+}
+
+/* One extent of a file: the cache's copy of its chunk, else BACKING's (the
+ * cache's missing: silently; damaged or unreadable: one line saying so,
+ * then BACKING's). Only bytes that passed their check are written; both
+ * copies bad fails the export naming the chunk and both reasons. */
+static int admin_export_chunk(struct admin_copy *c, const struct cat_extent *x, char *chunk,
+			      size_t cap, int out, const char *dst)
+{
+	struct admin *a = c->a;
+	char hex[HASH_HEX_LEN + 1], where[PATH_MAX + 512];
+	const char *why_cache = NULL, *why_bk = NULL;
+	hash_to_hex(x->hash, hex);
+	int rc_cache = admin_export_copy(a, ADMIN_IN_CACHE, x, chunk, cap, &why_cache), rc = rc_cache;
+	if (rc_cache == -ENOMEM)
+		return admin_copy_fail(c, dst, rc_cache);
+	if (rc_cache != 0) {
+		if (rc_cache != -ENOENT) {
+			admin_progress_end();
+			admin_err("export: chunk %s: the cache's copy is %s (%s); reading BACKING's", hex,
+				  rc_cache == -EBADMSG ? "damaged" : "unreadable", why_cache);
+		}
+		rc = admin_export_copy(a, ADMIN_ON_BACKING, x, chunk, cap, &why_bk);
+	}
+	if (rc == 0) {
+		ssize_t w = pwrite(out, chunk + x->chunk_off, x->len, (off_t)x->off);
+		return w == (ssize_t)x->len ? 0 : admin_copy_fail(c, dst, w < 0 ? -errno : -EIO);
+	}
+	if (rc_cache == -ENOENT && rc == -EBADMSG) /* the cache had none */
+		snprintf(where, sizeof(where), "%s (chunk %s: BACKING's copy damaged: %s)", dst, hex,
+			 why_bk);
+	else if (rc_cache == -ENOENT)
+		snprintf(where, sizeof(where), "%s (chunk %s)", dst, hex);
+	else /* both bad: both reasons */
+		snprintf(where, sizeof(where), "%s (chunk %s: the cache's copy %s: %s; BACKING's copy %s%s)",
+			 dst, hex, rc_cache == -EBADMSG ? "damaged" : "unreadable", why_cache,
+			 rc == -EBADMSG ? "damaged: " : rc == -ENOENT ? "missing" : "unreadable: ",
+			 rc == -ENOENT ? "" : why_bk);
+	return admin_copy_fail(c, where, rc == -EBADMSG ? -EIO : rc);
+}
+
 static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *in, const char *dst)
 {
 	struct admin *a = c->a;
@@ -286,38 +342,12 @@ static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *i
 			rc = n;
 			break;
 		}
-		for (int i = 0; i < n && rc == 0; i++) {
-			size_t got;
-			const char *why = NULL;
-			/* the cache's copy, else BACKING's; each verified against its hash:
-			 * a damaged copy (-EBADMSG) and one that could not be read (another
-			 * errno, bkobj.h B1) both fail the export, naming which it was */
-			rc = admin_chunk_read(a, ADMIN_IN_CACHE, ext[i].hash, chunk, 16u << 20, &got, &why);
-			bool backing = rc == -ENOENT;
-			if (backing)
-				rc = admin_chunk_read(a, ADMIN_ON_BACKING, ext[i].hash, chunk, 16u << 20,
-						      &got, &why);
-			if (rc == 0 && (got != ext[i].chunk_len || ext[i].chunk_off + ext[i].len > got)) {
-				why = "wrong length";
-				rc = -EBADMSG;
+		for (int i = 0; i < n && rc == 0; i++)
+			if ((rc = admin_export_chunk(c, &ext[i], chunk, 16u << 20, out, dst)) == 0) {
+				off = ext[i].off + ext[i].len;
+				c->done += ext[i].len;
+				admin_progress_bytes(c->label, c->done, c->total);
 			}
-			if (rc == 0 && pwrite(out, chunk + ext[i].chunk_off, ext[i].len, (off_t)ext[i].off) !=
-					       (ssize_t)ext[i].len)
-				rc = -EIO;
-			if (rc != 0) {
-				char hex[HASH_HEX_LEN + 1], where[PATH_MAX + 192];
-				hash_to_hex(ext[i].hash, hex);
-				if (rc == -EBADMSG)
-					snprintf(where, sizeof(where), "%s (chunk %s: %s copy damaged: %s)",
-						 dst, hex, backing ? "BACKING's" : "the cache's", why);
-				else
-					snprintf(where, sizeof(where), "%s (chunk %s)", dst, hex);
-				admin_copy_fail(c, where, rc == -EBADMSG ? -EIO : rc);
-			}
-			off = ext[i].off + ext[i].len;
-			c->done += ext[i].len;
-			admin_progress_bytes(c->label, c->done, c->total);
-		}
 	}
 	if (rc == 0 && (ftruncate(out, (off_t)in->size) != 0 || fsync(out) != 0))
 		rc = admin_copy_fail(c, dst, -errno);

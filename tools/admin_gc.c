@@ -108,9 +108,10 @@ int admin_cmd_gc(struct admin *a)
 					i ? "gc BACKING" : "gc cache", &g.side[i]);
 			admin_progress_end();
 			if (rc != 0) {
-				admin_err("gc of the %s: stopped: %s", names[i],
+				admin_err("gc of %s%s: stopped: %s", i ? "" : "the ", names[i],
 					  rc == -EROFS && i ? "BACKING's claim could not be renewed lately"
-							      " or was taken (admin_query.h 5)"
+							      " or was taken (EROFS; admin_query.h 5):"
+							      " nothing more removed there"
 							    : strerror(-rc));
 				rc = admin_exit_for(rc);
 			} else if (i == 0) {

@@ -29,6 +29,11 @@
  * two catalogs of one id on one BACKING each reclaim the chunks the other's
  * saves name (fs/lib/claim.h invariant 7).
  *
+ * It writes nothing on BACKING but the claim (claim.c). The new catalog is
+ * put in place only if the claim is still sure then (claim.h 9,
+ * claim_may_write): else another catalog may have written BACKING while it
+ * was read, and the old catalog stays (one line, exit 1).
+ *
  * Limits: a generation deleted while its manifest removal was still queued
  * comes back (delete it again); data that was only in the cache (dirty,
  * never uploaded) is in no manifest and is not recovered. */
@@ -388,6 +393,20 @@ int admin_cmd_rebuild(struct admin *a)
 		admin_rebuild_abandon(a);
 		admin_err("rebuild: %s; the old catalog is untouched",
 			  err ? strerror(-err) : "the rebuilt catalog fails its checks (see above)");
+		return ADMIN_PROBLEM;
+	}
+	/* What was read is BACKING as this claim's holder saw it: only while
+	 * the claim is still sure (claim.h 9) did no other catalog write BACKING
+	 * meanwhile. Unsure or lost (the tool stopped past the timeout, BACKING
+	 * not answering its renewals, another catalog took it over), the
+	 * catalog built may miss that catalog's saves: it is not swapped in. */
+	if (!claim_may_write(a->claim)) {
+		admin_unlink_db(tmp);
+		admin_rebuild_abandon(a);
+		admin_err("rebuild: BACKING's claim could not be renewed lately or was taken (EROFS) "
+			  "while BACKING was read: the catalog built may miss what another catalog "
+			  "wrote meanwhile; not put in place, the old catalog is untouched; run rebuild "
+			  "again");
 		return ADMIN_PROBLEM;
 	}
 	if ((err = admin_move_aside(a->cache, aside, sizeof(aside))) != 0 || rename(tmp, path) != 0) {

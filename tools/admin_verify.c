@@ -15,7 +15,16 @@
  * are PostgreSQL's, so a count of 0 does not skip one), and verify GEN, which would read the
  * namespace, refuses (exit 10) rather than report on an empty one; check is
  * run by the daemon (control verb check), on PostgreSQL's tables and the
- * node's cache rows. */
+ * node's cache rows.
+ *
+ * BACKING gone (a dead nfs:// server, a directory BACKING failing every
+ * call) would cost backing_timeout per chunk. So the first BACKING copy
+ * that could not be read (bkobj.h B1: no verdict) is followed by one cheap
+ * call (its root listed, stopped at the first name): if that fails too,
+ * BACKING is unreachable and verify stops at once, the chunks after this one
+ * counted as not checked, one line and exit ADMIN_UNREACHABLE (12). If it
+ * answers, the copy was unreadable on its own and verify goes on (the next
+ * unreadable copy asks again: a server may die mid-run). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -67,6 +76,9 @@ struct admin_verify {
 	struct admin *a;
 	uint64_t ok, bad, skipped, done, total;
 	uint64_t unreadable; /* copies that could not be read: no verdict on them */
+	uint64_t not_checked; /* chunks after the one BACKING became unreachable at */
+	bool unreachable;     /* BACKING did not answer the reachability test */
+	char unreachable_why[160];
 	uint64_t cache_copies, backing_copies; /* verified good */
 	char *buf;
 	size_t cap;
@@ -121,6 +133,21 @@ static void admin_verify_report(struct admin_verify *v, const uint8_t hash[CAT_H
 	free(users);
 }
 
+static int admin_reach_stop(void *arg, const char *name)
+{
+	(void)arg;
+	(void)name;
+	return 1; /* one name is an answer */
+}
+
+/* One cheap BACKING call after a copy it could not give: its root listed
+ * up to its first name. 0 if BACKING answers, else -errno. */
+static int admin_backing_reachable(struct admin *a)
+{
+	int rc = a->bk ? backing_list(a->bk, "", admin_reach_stop, NULL) : -ENODEV;
+	return rc == 0 || rc == 1 ? 0 : rc;
+}
+
 /* Checks one copy; a failure is re-checked against the catalog (the daemon
  * may have evicted or removed it meanwhile) before it counts: a damaged copy
  * (admin_chunk_read's -EBADMSG, or a wrong length) as bad, a copy that could
@@ -146,6 +173,13 @@ static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH
 		snprintf(reason, sizeof(reason), "could not be read: %s", strerror(-rc));
 		v->unreadable++;
 		admin_verify_report(v, hash, wname, "unreadable", reason);
+		int reach = where == ADMIN_ON_BACKING ? admin_backing_reachable(v->a) : 0;
+		if (reach != 0) { /* BACKING gone: stop, not a timeout per chunk */
+			v->unreachable = true;
+			snprintf(v->unreachable_why, sizeof(v->unreachable_why), "%s; listing its root: %s",
+				 strerror(-rc), strerror(-reach));
+			return -EHOSTUNREACH;
+		}
 		return 1;
 	}
 	v->bad++;
@@ -176,8 +210,11 @@ static int admin_verify_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_
 	if (w.cached && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_IN_CACHE)) < 0)
 		return rc;
 	bad |= rc;
-	if (w.uploaded && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_ON_BACKING)) < 0)
+	if (w.uploaded && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_ON_BACKING)) < 0) {
+		if (v->unreachable) /* this chunk is counted unreadable; those after it: */
+			v->not_checked = v->total > v->done ? v->total - v->done : 0;
 		return rc;
+	}
 	bad |= rc;
 	if (!bad) {
 		v->ok++;
@@ -234,14 +271,22 @@ int admin_cmd_verify(struct admin *a)
 	if (a->json)
 		printf("%s], \"chunks_ok\": %" PRIu64 ", \"chunks_bad\": %" PRIu64
 		       ", \"chunks_unreadable\": %" PRIu64 ", \"chunks_skipped\": %" PRIu64
+		       ", \"chunks_not_checked\": %" PRIu64 ", \"backing_unreachable\": %s"
 		       ", \"cache_copies_ok\": %" PRIu64 ", \"backing_copies_ok\": %" PRIu64 "}\n",
-		       v.first_bad ? "" : "\n ", v.ok, v.bad, v.unreadable, v.skipped, v.cache_copies,
-		       v.backing_copies);
+		       v.first_bad ? "" : "\n ", v.ok, v.bad, v.unreadable, v.skipped, v.not_checked,
+		       v.unreachable ? "true" : "false", v.cache_copies, v.backing_copies);
 	else
 		printf("chunks_ok %" PRIu64 "\nchunks_bad %" PRIu64 "\nchunks_unreadable %" PRIu64
-		       "\nchunks_skipped %" PRIu64 "\ncache_copies_ok %" PRIu64
-		       "\nbacking_copies_ok %" PRIu64 "\n",
-		       v.ok, v.bad, v.unreadable, v.skipped, v.cache_copies, v.backing_copies);
+		       "\nchunks_skipped %" PRIu64 "\nchunks_not_checked %" PRIu64
+		       "\ncache_copies_ok %" PRIu64 "\nbacking_copies_ok %" PRIu64 "\n",
+		       v.ok, v.bad, v.unreadable, v.skipped, v.not_checked, v.cache_copies,
+		       v.backing_copies);
+	if (v.unreachable) {
+		admin_err("verify: BACKING %s unreachable: %" PRIu64 " chunk%s not checked (%s); run"
+			  " verify again once it answers", a->backing, v.not_checked,
+			  v.not_checked == 1 ? "" : "s", v.unreachable_why);
+		return ADMIN_UNREACHABLE;
+	}
 	if (rc != 0) {
 		admin_err("verify: stopped: %s", strerror(-rc));
 		return ADMIN_PROBLEM;

@@ -237,9 +237,13 @@ static void control_rm(struct control *c, int fd, char **argv, int argc)
 		control_proto_error(fd, ENOSYS, "rm is not available in this daemon");
 		return;
 	}
+	/* an open rewrite (a backup: G3) is aborted, so its last version is put
+	 * back COMMITTED or HELD under the name: that is the rm's outcome */
+	bool restores = gen.state == GEN_OPEN && gen.backup_root != 0;
 	int rc = c->d.gen_remove(c->d.gen, gen.id, force);
 	if (rc == 0 && cat_gen_get_brief(c->d.cat, gen.id, &gen) == 0 &&
-	    (gen.state == GEN_OPEN || gen.state == GEN_COMMITTED || gen.state == GEN_HELD))
+	    (gen.state == GEN_OPEN ||
+	     (!restores && (gen.state == GEN_COMMITTED || gen.state == GEN_HELD))))
 		rc = -EIO; /* gen_end logged why */
 	if (rc != 0) {
 		control_change_error(fd, rc, "rm");

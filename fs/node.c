@@ -315,16 +315,18 @@ void node_forget(struct node_table *t, uint64_t ino, uint64_t nlookup)
 		node_free(t, dead);
 }
 
-struct node *node_open(struct node_table *t, uint64_t ino)
+int node_open(struct node_table *t, uint64_t ino, struct node **out)
 {
 	pthread_mutex_lock(&t->lock);
 	struct node *n = node_find_locked(t, ino);
-	if (n) {
+	int rc = !n ? -ENOMEM : n->data_dropped ? -ENOENT : 0; /* invariant 5 */
+	if (rc == 0) {
 		assert(n->open_count < UINT32_MAX);
 		n->open_count++;
 	}
 	pthread_mutex_unlock(&t->lock);
-	return n;
+	*out = rc == 0 ? n : NULL;
+	return rc;
 }
 
 uint32_t node_close(struct node_table *t, struct node *n)
@@ -366,8 +368,8 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 		struct node *x = *node_slot(t, inos[i]);
 		if (x == NULL)
 			rc = cat_id_vec_push(&unheld, inos[i]);
-		else if (x->open_count == 0)
-			rc = cat_id_vec_push(&idle, inos[i]);
+		else if (x->open_count == 0 && (rc = cat_id_vec_push(&idle, inos[i])) == 0)
+			x->data_dropped = true; /* invariant 5: no handle opens it now */
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (rc != 0)

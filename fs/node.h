@@ -23,7 +23,14 @@
  *     again. Until then the inode only has nlink 0 (or
  *     is still linked, and the catalog skips it); a crash leaves it to the
  *     next cat_open. Before node_table_start, and after the reaper stops
- *     (node_table_free flushes the queue), release is immediate. */
+ *     (node_table_free flushes the queue), release is immediate.
+ *  5. node_unlinked_many drops the data of removed inodes no handle has open
+ *     (a generation removed: its files' chunks go at once, though the
+ *     kernel may keep their lookups for long) and marks each such node,
+ *     under the table lock, in the same step that found it idle: node_open
+ *     refuses a marked node (-ENOENT), so no handle opened after that check
+ *     reads a file whose extents are going (zeros) or writes into it (bytes
+ *     lost). ns.h invariant 7 refuses the opens by name before that. */
 #ifndef CKPTFS_NODE_H
 #define CKPTFS_NODE_H
 
@@ -42,6 +49,7 @@ struct node {
 	uint32_t open_count; /* open file handles */
 	uint32_t write_handles; /* of them, opened for writing */
 	uint32_t refs;       /* temporary references held by running operations */
+	bool data_dropped;   /* removed with no handle open: its data went (invariant 5) */
 	pthread_rwlock_t rw;
 	struct writer *writer; /* non-NULL while a handle has written or truncated */
 	/* the file had setuid or setgid at its last open or chmod: a write asks
@@ -76,11 +84,12 @@ void node_put(struct node_table *t, struct node *n);
 void node_lookup_add(struct node_table *t, uint64_t ino);
 void node_forget(struct node_table *t, uint64_t ino, uint64_t nlookup);
 
-/* Handle counting. node_open returns the node with open_count incremented.
+/* Handle counting. node_open gives the node with open_count incremented:
+ * 0, -ENOMEM, or -ENOENT (its data was dropped: invariant 5).
  * node_close decrements it and returns how many handles remain; the caller
  * keeps a temporary reference (to finish the writer when 0 remain, under
  * n->rw) and drops it with node_put. */
-struct node *node_open(struct node_table *t, uint64_t ino);
+int node_open(struct node_table *t, uint64_t ino, struct node **out);
 uint32_t node_close(struct node_table *t, struct node *n);
 
 /* The node if the kernel or a handle holds it, with a temporary reference;

@@ -578,6 +578,8 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 	uint64_t gen_id;
 	bool in_place = false; /* attributes only, into a committed or held save */
 	int rc = cat_getattr_gen(ns->cat, ino, &in, &gen_id);
+	if (rc == 0 && s->size_set && !f && in.nlink == 0)
+		rc = -ENOENT; /* invariant 7: a truncate by a name the kernel still caches */
 	if (rc == 0 && s->size_set)
 		rc = gen_before_change(ns->gen, gen_id);
 	else if (rc == 0)
@@ -645,10 +647,11 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, ui
 			int flags, mode_t mode, struct ns_file **out)
 {
 	struct ns_file *f = calloc(1, sizeof(*f));
-	struct node *n = f ? node_open(ns->nodes, ino) : NULL;
-	if (!n) {
+	struct node *n = NULL;
+	int orc = f ? node_open(ns->nodes, ino, &n) : -ENOMEM;
+	if (orc != 0) {
 		free(f);
-		return -ENOMEM;
+		return orc;
 	}
 	f->n = n;
 	f->writable = (flags & O_ACCMODE) != O_RDONLY;
@@ -684,6 +687,8 @@ int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, str
 						 : cat_getattr(ns->cat, ino, in);
 	if (rc == 0 && S_ISDIR(in->mode))
 		rc = -EISDIR;
+	else if (rc == 0 && in->nlink == 0)
+		rc = -ENOENT; /* invariant 7: removed, by a name the kernel still caches */
 	if (rc == 0)
 		rc = ns_open_node(ns, c, ino, gen_id, flags, in->mode, out);
 	return rc;

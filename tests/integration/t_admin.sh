@@ -181,6 +181,49 @@ test_commit_pin_unpin_rm_go_through_the_daemon() {
 }
 same_file() { assert_eq "$2" "$(cat "$1")" "content of $1"; }
 
+# An rm --force of an open rewrite puts its last version back (exit 0), and a
+# name of the removed version the kernel still caches (up to 1 s) opens
+# nothing: no read of dropped data, no write into an inode nothing names
+# (ns.h invariant 7, node.h invariant 5).
+test_rm_force_of_a_rewrite_restores_and_cached_names_open_nothing() {
+	ck_mount
+	mk_gen run1/step-400 a:5000
+	"$PY" - "$CK_MNT/run1/step-400" >"$CK_TMP/probe" 2>&1 <<'PYEOF' || ck_fail "probe: $(cat "$CK_TMP/probe")"
+import os, subprocess, sys
+g = sys.argv[1]
+old = open(g + '/a', 'rb').read()
+with open(g + '/a', 'r+b') as f: # a rewrite: version 2, open
+    f.write(b'B' * 100)
+dfd = os.open(g, os.O_RDONLY | os.O_DIRECTORY)
+os.stat('a', dir_fd=dfd) # the kernel caches the name
+rm = subprocess.run([os.environ['CKPTFS_ADMIN'], 'rm', '--force', os.path.dirname(os.path.dirname(g)),
+                     'run1/step-400'], capture_output=True, text=True)
+print('rm', rm.returncode, rm.stderr.strip().replace('\n', '|'))
+try:
+    fd = os.open('a', os.O_RDONLY, dir_fd=dfd)
+    got = os.read(fd, 1 << 20)
+    os.close(fd)
+    print('read', 'old' if got == old else 'WRONG %d bytes' % len(got))
+except FileNotFoundError:
+    print('read ENOENT')
+try:
+    fd = os.open('a', os.O_WRONLY | os.O_TRUNC, dir_fd=dfd)
+    os.write(fd, b'C' * 3000)
+    os.close(fd)
+    print('write accepted')
+except FileNotFoundError:
+    print('write ENOENT')
+PYEOF
+	local probe
+	probe=$(cat "$CK_TMP/probe")
+	assert_contains "$probe" "rm 0 " "rm --force of an open rewrite answers success"
+	assert_eq "1 0 admin-abort-restored" "$(gen_state step-400)" "the last version is back, committed"
+	case "$probe" in *"read old"* | *"read ENOENT"*) ;; *) ck_fail "a read by a cached name: $probe" ;; esac
+	assert_contains "$probe" "write ENOENT" "a write by a cached name is refused, not lost"
+	assert_file_eq "$CK_REF/run1/step-400/a" "$CK_MNT/run1/step-400/a"
+	ck_umount
+}
+
 test_offline_changes_take_the_cache_lock_and_online_ones_use_the_daemon() {
 	ck_mount
 	mk_gen run1/step-100 a:5000

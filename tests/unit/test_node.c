@@ -68,7 +68,10 @@ Test(node, test_open_and_write_handles_are_counted_and_listed)
 	uint64_t a = ts_mk(tn.cat, CAT_ROOT_INO, "a", S_IFREG | 0644, NULL);
 	uint64_t b = ts_mk(tn.cat, CAT_ROOT_INO, "b", S_IFREG | 0644, NULL);
 	uint64_t inos[8];
-	struct node *na1 = node_open(tn.t, a), *na2 = node_open(tn.t, a), *nb = node_open(tn.t, b);
+	struct node *na1, *na2, *nb;
+	OK(node_open(tn.t, a, &na1));
+	OK(node_open(tn.t, a, &na2));
+	OK(node_open(tn.t, b, &nb));
 	cr_assert(na1 == na2, "one node per inode");
 	node_writers_add(tn.t, na1, 1);
 	cr_assert_eq(node_writing(tn.t, inos, 8), 1);
@@ -92,7 +95,8 @@ Test(node, test_an_inode_unlinked_while_open_is_released_at_the_last_close)
 	uint64_t ino = ts_mk(tn.cat, CAT_ROOT_INO, "f", S_IFREG | 0644, NULL), gone = 0;
 	struct cat_inode in;
 	node_lookup_add(tn.t, ino);
-	struct node *n = node_open(tn.t, ino);
+	struct node *n;
+	OK(node_open(tn.t, ino, &n));
 	OK(cat_unlink(tn.cat, CAT_ROOT_INO, "f", &gone));
 	cr_assert_eq(gone, ino);
 	node_unlinked(tn.t, ino);
@@ -122,7 +126,8 @@ Test(node, test_a_trigger_name_is_remembered_only_for_a_held_node)
 	uint64_t ino = ts_mk(tn.cat, CAT_ROOT_INO, "latest", S_IFREG | 0644, NULL), parent;
 	char name[40];
 	node_note_name(tn.t, ino, CAT_ROOT_INO, "latest"); /* no node: nothing to note on */
-	struct node *n = node_open(tn.t, ino);
+	struct node *n;
+	OK(node_open(tn.t, ino, &n));
 	cr_assert_not(node_trigger(tn.t, n, &parent, name, sizeof(name)));
 	node_note_name(tn.t, ino, CAT_ROOT_INO, "latest");
 	cr_assert(node_trigger(tn.t, n, &parent, name, sizeof(name)));
@@ -130,5 +135,33 @@ Test(node, test_a_trigger_name_is_remembered_only_for_a_held_node)
 	cr_assert_str_eq(name, "latest");
 	node_close(tn.t, n);
 	node_put(tn.t, n);
+	cr_assert_eq(node_count(tn.t), 0);
+}
+
+/* node.h invariant 5: once node_unlinked_many found a removed inode idle and
+ * dropped its data, no handle opens it (its reads would be zeros, its
+ * writes lost); one already open keeps it, and a second handle then too. */
+Test(node, test_a_removed_idle_inode_whose_data_went_is_not_opened_again)
+{
+	uint64_t idle = ts_mk(tn.cat, CAT_ROOT_INO, "idle", S_IFREG | 0644, NULL), gone = 0;
+	uint64_t open = ts_mk(tn.cat, CAT_ROOT_INO, "open", S_IFREG | 0644, NULL);
+	node_lookup_add(tn.t, idle); /* the kernel still caches both names */
+	node_lookup_add(tn.t, open);
+	struct node *held, *n = NULL;
+	OK(node_open(tn.t, open, &held));
+	OK(cat_unlink(tn.cat, CAT_ROOT_INO, "idle", &gone));
+	OK(cat_unlink(tn.cat, CAT_ROOT_INO, "open", &gone));
+	const uint64_t inos[2] = { idle, open };
+	node_unlinked_many(tn.t, inos, 2);
+	FAILS(node_open(tn.t, idle, &n), ENOENT);
+	cr_assert_null(n);
+	OK(node_open(tn.t, open, &n)); /* a handle was open: its data stays */
+	cr_assert(n == held);
+	cr_assert_eq(node_close(tn.t, n), 1);
+	node_put(tn.t, n);
+	cr_assert_eq(node_close(tn.t, held), 0);
+	node_put(tn.t, held);
+	node_forget(tn.t, idle, 1);
+	node_forget(tn.t, open, 1);
 	cr_assert_eq(node_count(tn.t), 0);
 }

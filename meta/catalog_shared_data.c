@@ -139,9 +139,11 @@
  *      it (this node's pending rows, or PostgreSQL's count of a live row)
  *      and nothing has its bytes: not marked uploaded locally (this node's
  *      own upload, S5, S8), not live and uploaded in PostgreSQL, and not
- *      live with another node as holder (that node's cache has the only
- *      copy and its uploader puts it on BACKING: its durability is that
- *      node's, which this node cannot sync). A row being reclaimed counts
+ *      live with another live node as holder (that node's cache has the
+ *      only copy and its uploader puts it on BACKING: its durability is
+ *      that node's, which this node cannot sync; a holder no longer live,
+ *      this node's own before a restart too, never uploads it: lease.h
+ *      L1, pgns_chunk_get_holder). A row being reclaimed counts
  *      as named by nothing in PostgreSQL, and is on BACKING no more. No row
  *      anywhere, or one nothing names: not lost (reclaimed). One round trip
  *      unless the local row says uploaded.
@@ -1343,7 +1345,8 @@ int catsh_chunk_lost(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	if (local.uploaded)
 		return 0;
 	struct pgns_chunk_row row;
-	rc = pgns_chunk_get(cat_shared_ns(cat), hash, &row);
+	bool holder_live = false;
+	rc = pgns_chunk_get_holder(cat_shared_ns(cat), hash, &row, &holder_live);
 	if (rc == -ENOENT)
 		return refs > 0; /* named by a writer here alone */
 	if (rc != 0)
@@ -1351,8 +1354,8 @@ int catsh_chunk_lost(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	bool live = strcmp(row.state, "live") == 0;
 	if (live && row.uploaded)
 		return 0;
-	if (live && !row.uploaded && row.holder != 0 && row.holder != cat_node_id(cat))
-		return 0; /* another node's cache holds it, to upload */
+	if (live && holder_live && row.holder != cat_node_id(cat))
+		return 0; /* another live node's cache holds it, to upload */
 	return refs > 0 || (live && row.refcount > 0);
 }
 

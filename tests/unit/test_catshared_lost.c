@@ -7,7 +7,9 @@
  * lost to A (its holder) and not to B (A's cache holds it); uploaded, to
  * neither; a chunk only a writer of A names (no PostgreSQL row) is lost to
  * A; one nothing names any more (A's writer released, B's overwrite
- * dropped the last committed reference) is not; a hash nobody has is not.
+ * dropped the last committed reference) is not; a hash nobody has is not;
+ * one whose holder is no longer live (A before its restart) is lost to
+ * both.
  *
  * S15 (catalog.c invariant 12): an eviction after the shared engine marked
  * a chunk uploaded locally removes the object only after a WAL sync. */
@@ -15,6 +17,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -103,6 +106,33 @@ Test(catshared_lost, a_chunk_is_lost_only_where_something_names_it_and_nothing_h
 	cr_assert_eq(row.refcount, 0);
 	cr_assert_eq(cat_chunk_lost(a.cat, e1.hash), 0);
 	OK(cat_pending_drop(a.cat, g));
+	pt_cat_close(&a);
+	pt_cat_close(&b);
+}
+
+/* S14: a holder no longer live never uploads its chunk (lease.h L1), this
+ * node's own row before a restart too: the restarted node (a new node id)
+ * whose object is gone has lost the bytes, and so has every other node. */
+Test(catshared_lost, a_chunk_held_by_a_node_no_longer_live_is_lost)
+{
+	struct pt_cat a = { 0 }, b = { 0 };
+	pt_cat_open(&a, "lost-a", 30000, NULL, NULL);
+	pt_cat_open(&b, "lost-b", 30000, NULL, NULL);
+	uint64_t f = tl_file(&a, "f");
+	tl_write(&a, f, 0xe5, 0, 1, true);
+	struct cat_extent e = tl_extent(0, 0xe5, 0);
+	uint64_t old_id = cat_node_id(a.cat);
+	cr_assert_eq(cat_chunk_lost(b.cat, e.hash), 0, "A is live: its cache holds it");
+	pt_cat_reopen(&a, "lost-a", 30000, NULL, NULL);
+	cr_assert_neq(cat_node_id(a.cat), old_id);
+	struct pgns_chunk_row row;
+	OK(pgns_chunk_get(cat_shared_ns(a.cat), e.hash, &row));
+	cr_assert(!row.uploaded);
+	cr_assert_eq(cat_chunk_lost(a.cat, e.hash), 1, "held by node %" PRIu64 " (this node is %"
+		     PRIu64 "), which is not live", row.holder, cat_node_id(a.cat));
+	if (row.holder == old_id)
+		cr_assert_eq(cat_chunk_lost(b.cat, e.hash), 1);
+	OK(cat_pending_drop(a.cat, f));
 	pt_cat_close(&a);
 	pt_cat_close(&b);
 }

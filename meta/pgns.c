@@ -1625,17 +1625,26 @@ static void pgns_chunk_row_of(const PGresult *res, struct pgns_chunk_row *out)
 	pgns_chunk_row_at(res, 0, 0, out);
 }
 
-int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
+/* hash's row by stmt (NS_CHUNK_GET's columns first) into *out; *res, the
+ * answer, is the caller's to clear. */
+static int pgns_chunk_one(struct pgns *ns, int stmt, const uint8_t hash[CAT_HASH_LEN],
+			  struct pgns_chunk_row *out, PGresult **res)
 {
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	const char *params[] = { hex };
-	PGresult *res = NULL;
-	int rc = pgns_one(ns, NS_CHUNK_GET, false, params, &res);
-	if (rc == 0 && pg_rows(res) != 1)
+	int rc = pgns_one(ns, stmt, false, params, res);
+	if (rc == 0 && pg_rows(*res) != 1)
 		rc = -ENOENT;
 	if (rc == 0)
-		pgns_chunk_row_of(res, out);
+		pgns_chunk_row_of(*res, out);
+	return rc;
+}
+
+int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
+{
+	PGresult *res = NULL;
+	int rc = pgns_chunk_one(ns, NS_CHUNK_GET, hash, out, &res);
 	PQclear(res);
 	return rc;
 }
@@ -1643,17 +1652,10 @@ int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgn
 int pgns_chunk_get_holder(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
 			  struct pgns_chunk_row *out, bool *holder_live)
 {
-	char hex[HASH_HEX_LEN + 1];
-	hash_to_hex(hash, hex);
-	const char *params[] = { hex };
 	PGresult *res = NULL;
-	int rc = pgns_one(ns, NS_CHUNK_GET_HOLDER, false, params, &res);
-	if (rc == 0 && pg_rows(res) != 1)
-		rc = -ENOENT;
-	if (rc == 0) {
-		pgns_chunk_row_of(res, out);
+	int rc = pgns_chunk_one(ns, NS_CHUNK_GET_HOLDER, hash, out, &res);
+	if (rc == 0)
 		*holder_live = PQgetvalue(res, 0, 7)[0] == 't';
-	}
 	PQclear(res);
 	return rc;
 }

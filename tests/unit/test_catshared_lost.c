@@ -64,13 +64,22 @@ static void tl_write(struct pt_cat *n, uint64_t ino, uint8_t fill, int seed, int
 		OK(cat_file_commit(n->cat, ino, (uint64_t)count * TL_LEN, ts_now_ns(), false));
 }
 
+/* Nodes A and B; A's file f, count chunks of fill written and committed. */
+static uint64_t tl_two_nodes(struct pt_cat *a, struct pt_cat *b, uint8_t fill, int count)
+{
+	*a = (struct pt_cat){ 0 };
+	*b = (struct pt_cat){ 0 };
+	pt_cat_open(a, "lost-a", 30000, NULL, NULL);
+	pt_cat_open(b, "lost-b", 30000, NULL, NULL);
+	uint64_t f = tl_file(a, "f");
+	tl_write(a, f, fill, 0, count, true);
+	return f;
+}
+
 Test(catshared_lost, a_chunk_is_lost_only_where_something_names_it_and_nothing_has_its_bytes)
 {
-	struct pt_cat a = { 0 }, b = { 0 };
-	pt_cat_open(&a, "lost-a", 30000, NULL, NULL);
-	pt_cat_open(&b, "lost-b", 30000, NULL, NULL);
-	uint64_t f = tl_file(&a, "f");
-	tl_write(&a, f, 0xe1, 0, 2, true);
+	struct pt_cat a, b;
+	uint64_t f = tl_two_nodes(&a, &b, 0xe1, 2);
 	struct cat_extent e0 = tl_extent(0, 0xe1, 0), e1 = tl_extent(TL_LEN, 0xe1, 1);
 
 	/* committed, held by A, not uploaded: A's cache is its only place */
@@ -115,11 +124,8 @@ Test(catshared_lost, a_chunk_is_lost_only_where_something_names_it_and_nothing_h
  * whose object is gone has lost the bytes, and so has every other node. */
 Test(catshared_lost, a_chunk_held_by_a_node_no_longer_live_is_lost)
 {
-	struct pt_cat a = { 0 }, b = { 0 };
-	pt_cat_open(&a, "lost-a", 30000, NULL, NULL);
-	pt_cat_open(&b, "lost-b", 30000, NULL, NULL);
-	uint64_t f = tl_file(&a, "f");
-	tl_write(&a, f, 0xe5, 0, 1, true);
+	struct pt_cat a, b;
+	uint64_t f = tl_two_nodes(&a, &b, 0xe5, 1);
 	struct cat_extent e = tl_extent(0, 0xe5, 0);
 	uint64_t old_id = cat_node_id(a.cat);
 	cr_assert_eq(cat_chunk_lost(b.cat, e.hash), 0, "A is live: its cache holds it");

@@ -21,7 +21,7 @@
 #include "reader.h"
 #include "safeopen.h"
 #include "store.h"
-#include "upload.h" /* cat_chunk_where: invariant 6 */
+#include "upload.h" /* cat_chunk_where, cat_chunk_lost: invariant 6 */
 #include "zipcut.h"
 
 #define WRITER_BUF_MIN (64u << 10)
@@ -883,14 +883,13 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
  * was reclaimed (no row, or count 0: nothing names it any more) or evicted
  * after its upload (BACKING holds it); otherwise the file names bytes that
  * are nowhere, and the writer no longer holds them: EIO, never a 0 over lost
- * bytes (invariant 6). A shared catalog's chunk may be another node's. */
+ * bytes (invariant 6). With a shared catalog the same, from this node's row
+ * and PostgreSQL's; a chunk another node holds, not uploaded yet, is that
+ * node's to make durable (catalog_shared_data.c S14). */
 static int writer_sync_gone(struct writer *w, const uint8_t hash[HASH_LEN])
 {
-	struct cat_chunk_where where;
-	int rc = cat_is_shared(w->env->cat) ? -ENOENT : cat_chunk_where(w->env->cat, hash, &where);
-	if (rc == -ENOENT || (rc == 0 && (where.refcount == 0 || where.uploaded)))
-		return 0;
-	if (rc != 0)
+	int rc = cat_chunk_lost(w->env->cat, hash);
+	if (rc <= 0)
 		return rc;
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);

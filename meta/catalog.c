@@ -80,7 +80,10 @@
  *     syncs the WAL first when an uploaded mark was committed since the last
  *     sync: one sync per run of evictions after uploads). Otherwise a power
  *     loss can keep the unlink and lose the mark, and the catalog then calls
- *     the chunk dirty, in the cache only, when only BACKING has it.
+ *     the chunk dirty, in the cache only, when only BACKING has it. The
+ *     shared engine sets uploaded_unsynced at its local marks too, and its
+ *     evictions come here (catalog_shared_data.c S15): PostgreSQL's mark
+ *     does not restore the local one before a writer or reader relies on it.
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim

@@ -132,7 +132,34 @@
  *      logged, naming it, and not read again by this node while it
  *      remembers it: CSD_BACKING_BAD of them), its claim dropped. At most
  *      CSD_BACKING_MAX objects are read a sweep, round robin over the
- *      orphans by hash. */
+ *      orphans by hash.
+ *  S14. cat_chunk_lost (a chunk whose object this node's cache lacks, for
+ *      fs/writer.c writer_sync_gone) answers as the local engine's rule,
+ *      with the references of both sides: lost (1) only if something names
+ *      it (this node's pending rows, or PostgreSQL's count of a live row)
+ *      and nothing has its bytes: not marked uploaded locally (this node's
+ *      own upload, S5, S8), not live and uploaded in PostgreSQL, and not
+ *      live with another live node as holder (that node's cache has the
+ *      only copy and its uploader puts it on BACKING: its durability is
+ *      that node's, which this node cannot sync; a holder no longer live,
+ *      this node's own before a restart too, never uploads it: lease.h
+ *      L1, pgns_chunk_get_holder). A row being reclaimed counts
+ *      as named by nothing in PostgreSQL, and is on BACKING no more. No row
+ *      anywhere, or one nothing names: not lost (reclaimed). One round trip
+ *      unless the local row says uploaded.
+ *  S15. catalog.c invariant 12 holds here too: every local uploaded mark
+ *      (csd_done_txn, catsh_upload_moot_many, a dirty row that learns from
+ *      PostgreSQL it is on BACKING in csd_take_committed) sets
+ *      uploaded_unsynced, and an eviction (catsh_chunks_evict, through
+ *      cat_chunk_evict_locked) syncs the WAL first. PostgreSQL's mark does
+ *      not make this moot: a power loss that keeps the unlink and loses the
+ *      local mark leaves a row cached = 1, uploaded = 0 and its UP_CHUNK row
+ *      back, with no object; while a writer of this node names the chunk
+ *      (pending rows outlive a restart here) the uploader does not find the
+ *      upload moot (S4) and tries to read an object that is gone, and a
+ *      reader is sent to the cache for it. A copy fetched from BACKING
+ *      (csd_sql_fetched) sets cached with its mark: a lost mark loses both,
+ *      and the row says as before. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -628,8 +655,11 @@ static int csd_take_committed(struct cat *cat, sqlite3_stmt *take, uint64_t ino,
 		sqlite3_bind_int64(take, 4, (int64_t)info->chunk.stored_len);
 	else
 		sqlite3_bind_null(take, 4);
-	sqlite3_bind_int(take, 5, info && info->found && info->uploaded);
+	bool uploaded = info && info->found && info->uploaded;
+	sqlite3_bind_int(take, 5, uploaded);
 	int rc = csd_step(cat, take);
+	if (uploaded) /* a dirty row of this node may learn it is on BACKING: S15 */
+		cat->uploaded_unsynced = true;
 	if (rc == 0)
 		rc = cat_bind(cat, S_P_INSERT, A_INT(ino), A_INT(e->off), A_INT(e->len),
 			      A_HASH(e->hash), A_INT(e->chunk_off));
@@ -1064,6 +1094,7 @@ static int csd_done_txn(struct cat *cat, const struct cat_upload *u, bool mark)
 		rc = cat_bind(cat, U_CHUNK_UPLOADED, A_HASH(u->hash));
 		if (rc == 0)
 			rc = cat_run(cat, U_CHUNK_UPLOADED);
+		cat->uploaded_unsynced = true; /* catalog.c invariant 12, S15 */
 	}
 	if (rc == 0 && u->kind == UP_GEN_MANIFEST) {
 		rc = cat_bind(cat, U_GEN_DURABLE_SET, A_INT(u->gen), A_INT(u->version));
@@ -1233,6 +1264,8 @@ int catsh_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_
 			rc = cat_bind(cat, U_CHUNK_UPLOADED, A_HASH(rows[i].hash));
 		if (rc == 0 && mark[i])
 			rc = cat_run(cat, U_CHUNK_UPLOADED);
+		if (mark[i])
+			cat->uploaded_unsynced = true; /* catalog.c invariant 12, S15 */
 	}
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
@@ -1293,6 +1326,37 @@ int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 						 .codec = row.codec, .plain_len = row.plain_len,
 						 .stored_len = row.stored_len, .refcount = 0 };
 	return rc;
+}
+
+/* S14: the local row first (this node's own upload, or the references of
+ * this node's writers), then PostgreSQL's row. */
+int catsh_chunk_lost(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct cat_chunk_where local = { 0 }; /* no row: neither uploaded nor named */
+	int64_t refs = 0;
+	bool stored = false;
+	cat_lock(cat);
+	int rc = csd_where_local(cat, hash, &local); /* a row with its object: its fields */
+	if (rc == 0 || rc == -ENOENT) /* refs also of a row a writer is storing */
+		rc = csd_local_row(cat, hash, &refs, &stored);
+	cat_unlock(cat);
+	if (rc != 0)
+		return rc;
+	if (local.uploaded)
+		return 0;
+	struct pgns_chunk_row row;
+	bool holder_live = false;
+	rc = pgns_chunk_get_holder(cat_shared_ns(cat), hash, &row, &holder_live);
+	if (rc == -ENOENT)
+		return refs > 0; /* named by a writer here alone */
+	if (rc != 0)
+		return rc;
+	bool live = strcmp(row.state, "live") == 0;
+	if (live && row.uploaded)
+		return 0;
+	if (live && holder_live && row.holder != cat_node_id(cat))
+		return 0; /* another live node's cache holds it, to upload */
+	return refs > 0 || (live && row.refcount > 0);
 }
 
 /* A copy fetched from BACKING for a hash this node has no row of: the row,

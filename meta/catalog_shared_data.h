@@ -40,6 +40,8 @@ int catsh_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_
 int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		      struct cat_chunk_where *out);
 int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* upload.h's cat_chunk_lost (S14) */
+int catsh_chunk_lost(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 /* catalog.h's cat_chunks_evict (S11) */
 /* why[i] (why may be NULL): 0, or as cat_chunk_evict's -ENOENT and -EBUSY */
 int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,

@@ -44,6 +44,7 @@ enum {
 	NS_RECLAIM_GENS_DONE,
 	NS_TREE_HORIZON,
 	NS_CHUNK_GET,
+	NS_CHUNK_GET_HOLDER,
 	NS_CHECK_REFS,
 	NS_CHECK_LIVE,
 	NS_CHECK_STAMPS,
@@ -283,6 +284,13 @@ const struct pg_stmt pgns_stmts[] = {
 			   "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len, codec,"
 			   " stored_len FROM ns_chunks WHERE hash = decode($1, 'hex')",
 			   1 },
+	/* NS_CHUNK_GET's columns, then whether the holder is a live node */
+	[NS_CHUNK_GET_HOLDER] = { "ns_chunk_get_holder",
+				  "SELECT refcount, uploaded, COALESCE(holder, 0), state, plain_len,"
+				  " codec, stored_len, EXISTS (SELECT 1 FROM ckpt_nodes n"
+				  " WHERE n.id = c.holder AND n.state = 'live')"
+				  " FROM ns_chunks c WHERE hash = decode($1, 'hex')",
+				  1 },
 	[NS_CHECK_REFS] = { "ns_check_refs",
 			    "SELECT encode(c.hash, 'hex'), c.refcount, COALESCE(r.n, 0) FROM ns_chunks c"
 			    " LEFT JOIN (SELECT hash, count(*) AS n FROM ns_extents GROUP BY hash) r"
@@ -1617,17 +1625,37 @@ static void pgns_chunk_row_of(const PGresult *res, struct pgns_chunk_row *out)
 	pgns_chunk_row_at(res, 0, 0, out);
 }
 
-int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
+/* hash's row by stmt (NS_CHUNK_GET's columns first) into *out; *res, the
+ * answer, is the caller's to clear. */
+static int pgns_chunk_one(struct pgns *ns, int stmt, const uint8_t hash[CAT_HASH_LEN],
+			  struct pgns_chunk_row *out, PGresult **res)
 {
 	char hex[HASH_HEX_LEN + 1];
 	hash_to_hex(hash, hex);
 	const char *params[] = { hex };
-	PGresult *res = NULL;
-	int rc = pgns_one(ns, NS_CHUNK_GET, false, params, &res);
-	if (rc == 0 && pg_rows(res) != 1)
+	int rc = pgns_one(ns, stmt, false, params, res);
+	if (rc == 0 && pg_rows(*res) != 1)
 		rc = -ENOENT;
 	if (rc == 0)
-		pgns_chunk_row_of(res, out);
+		pgns_chunk_row_of(*res, out);
+	return rc;
+}
+
+int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out)
+{
+	PGresult *res = NULL;
+	int rc = pgns_chunk_one(ns, NS_CHUNK_GET, hash, out, &res);
+	PQclear(res);
+	return rc;
+}
+
+int pgns_chunk_get_holder(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
+			  struct pgns_chunk_row *out, bool *holder_live)
+{
+	PGresult *res = NULL;
+	int rc = pgns_chunk_one(ns, NS_CHUNK_GET_HOLDER, hash, out, &res);
+	if (rc == 0)
+		*holder_live = PQgetvalue(res, 0, 7)[0] == 't';
 	PQclear(res);
 	return rc;
 }

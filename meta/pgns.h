@@ -352,6 +352,12 @@ struct pgns_chunk_row {
 	uint8_t codec;
 };
 int pgns_chunk_get(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN], struct pgns_chunk_row *out);
+/* The same, and whether its holder is a live node (lease.h L1: a node row
+ * never goes back to live, so a holder not live now never uploads it: its
+ * copy is lost unless another node adopts the chunk, pggen.h X2). One
+ * round trip. */
+int pgns_chunk_get_holder(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
+			  struct pgns_chunk_row *out, bool *holder_live);
 /* N7: this node's claim of hash, taken before it writes the object (writer:
  * a writer of this node names it: claimed unless the store has it live and
  * uploaded; else claimed only if the store has it live and not uploaded),

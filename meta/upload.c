@@ -404,6 +404,16 @@ int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct ca
 	return rc;
 }
 
+int cat_chunk_lost(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	if (cat->shared) return catsh_chunk_lost(cat, hash);
+	struct cat_chunk_where w;
+	int rc = cat_chunk_where(cat, hash, &w);
+	if (rc == -ENOENT)
+		return 0;
+	return rc != 0 ? rc : w.refcount > 0 && !w.uploaded;
+}
+
 int cat_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
 	if (cat->shared) return catsh_chunk_fetched(cat, hash);

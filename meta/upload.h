@@ -150,6 +150,15 @@ struct cat_chunk_where {
 };
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out);
 
+/* Whether the bytes of a chunk whose object the local cache lacks are lost
+ * (fs/writer.c writer_sync_gone): 1 if something names it and neither
+ * BACKING nor (shared catalog) another node's cache holds it; 0 if it is
+ * on BACKING, or nothing names it (no row, or count 0: reclaimed); a
+ * negative errno if the catalog cannot say. The local engine answers from
+ * its row (cat_chunk_where); the shared one from this node's row and
+ * PostgreSQL's (catalog_shared_data.c S14). Logs nothing. */
+int cat_chunk_lost(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+
 /* A chunk fetched from BACKING is cached again (-ENOENT: no row, or no
  * object yet). An eviction is cat_chunk_evict (catalog.h), which removes
  * the object in the same hold of the catalog lock. */

@@ -900,6 +900,71 @@ Test(writer_shared, a_resave_of_bytes_whose_cached_object_is_gone_stores_it_agai
 	tw_resave_after(false, true);
 }
 
+/* fs/writer.c writer_sync_gone with a shared catalog (catalog_shared_data.c
+ * S14): a file's chunks lose their cache objects between a commit and the
+ * durable commit (fsync). PostgreSQL has them live, held by this node, and
+ * (unless upload) not uploaded: the bytes are nowhere, and the fsync fails
+ * with EIO (it answered 0 for every shared chunk before S14). Uploaded (the
+ * uploader's part done): on BACKING, the fsync answers 0. reopen: the chunks
+ * are a closed handle's, inherited by a new writer (invariant 3). */
+static void tws_fsync_after_objects_gone(bool upload, bool reopen)
+{
+	size_t len = 400 * KiB, more = 100 * KiB;
+	uint8_t *data = ts_random(len + more, 97);
+	uint64_t a = tw_file("a");
+	struct writer *w;
+	OK(writer_new(fx.cp, a, 0, &w));
+	OK(writer_write(w, (const char *)data, len, 0));
+	OK(writer_commit(w, false)); /* published: PostgreSQL holds its chunks as this node's */
+	if (reopen) {
+		writer_free(w);
+		OK(writer_new(fx.cp, a, len, &w));
+	}
+	static struct cat_extent ext[16];
+	int n = tw_extents(a, ext, 16);
+	cr_assert(n >= 1 && n <= 8, "%d chunks", n);
+	if (upload)
+		cr_assert_eq(pt_cat_upload_chunks(&tws_node, NULL, NULL), n);
+	for (int i = 0; i < n; i++) {
+		char rel[128], obj[512];
+		store_object_relpath(ext[i].hash, rel, sizeof(rel));
+		snprintf(obj, sizeof(obj), "%s/store/%s", fx.dir, rel);
+		cr_assert_eq(unlink(obj), 0, "%s", obj);
+	}
+	if (reopen)
+		OK(writer_write(w, (const char *)data + len, more, len));
+	else
+		writer_touch(w);
+	int rc = writer_commit(w, true);
+	if (upload)
+		cr_assert_eq(rc, 0, "fsync failed (%d) over chunks that are on BACKING", rc);
+	else
+		cr_assert_eq(rc, -EIO, "fsync answered %d over chunks in neither the cache nor"
+				       " BACKING", rc);
+	writer_free(w);
+	free(data);
+}
+
+Test(writer_shared, a_durable_commit_whose_chunk_objects_are_gone_fails_with_eio)
+{
+	tws_fsync_after_objects_gone(false, false);
+}
+
+Test(writer_shared, an_fsync_after_reopen_whose_inherited_objects_are_gone_fails_with_eio)
+{
+	tws_fsync_after_objects_gone(false, true);
+}
+
+Test(writer_shared, a_durable_commit_whose_uploaded_chunk_objects_are_gone_succeeds)
+{
+	tws_fsync_after_objects_gone(true, false);
+}
+
+Test(writer_shared, an_fsync_after_reopen_whose_inherited_uploaded_objects_are_gone_succeeds)
+{
+	tws_fsync_after_objects_gone(true, true);
+}
+
 /* A hit on an object this process wrote is vouched for without a read: its
  * bytes are not stored again (the replicated save's dedup stays free). */
 Test(writer, a_resave_of_bytes_written_by_this_process_stores_nothing)

@@ -108,7 +108,11 @@
  *      committed save is never changed in place by a node that did not
  *      commit it, its durable manifest keeps naming what it names, and
  *      keep-latest-k (which expires only a COMMITTED row, re-checked in its
- *      transaction) no longer sees it as a complete save.
+ *      transaction) no longer sees it as a complete save. Nor does an
+ *      expire end a save while a node has a file of it open for writing
+ *      and has not changed it yet (-EBUSY: kept; the next pass decides):
+ *      its counting of ns_writing is a statement after the row's lock, as
+ *      a commit's (X1).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H

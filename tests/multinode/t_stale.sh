@@ -112,4 +112,49 @@ test_in_place_overwrite_on_a_non_committing_node_and_reclaim() {
 }
 ck_timeout test_in_place_overwrite_on_a_non_committing_node_and_reclaim 120
 
+# keep-latest-k (keep=1) on either node never expires a committed save
+# while node A has a file of it open for writing and has not written yet
+# (pggen.h X12): A's write then reopens it, and reads back what A wrote.
+test_keep_latest_k_keeps_a_save_another_node_has_open_for_writing() {
+	mn_pg_start
+	mn_mount A keep=1
+	mn_mount B keep=1
+	ck_rand "$CK_REF/s1.bin" 2000000
+	ck_rand "$CK_REF/n1.bin" 2000000
+	mkdir -p "$MN_MNT_A/run/step-100"
+	cp "$CK_REF/s1.bin" "$MN_MNT_A/run/step-100/__0_0.distcp"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-100" || ck_fail "the commit on A failed"
+	mn_until "SELECT durable_version = 1 FROM ns_generations WHERE name = 'step-100'"
+	# A: the shard opened for writing (no O_TRUNC), written once told to
+	/usr/bin/python3 -c '
+import os, sys, time
+f = open(sys.argv[1], "r+b"); open(sys.argv[2], "w").write("x")
+while not os.path.exists(sys.argv[3]): time.sleep(0.05)
+f.write(open(sys.argv[4], "rb").read()); f.flush(); open(sys.argv[5], "w").write("x")
+while os.path.exists(sys.argv[3]): time.sleep(0.05)
+f.close()' "$MN_MNT_A/run/step-100/__0_0.distcp" "$CK_TMP/opened" "$CK_TMP/go" \
+		"$CK_REF/n1.bin" "$CK_TMP/written" &
+	local w=$!
+	while [ ! -e "$CK_TMP/opened" ] && kill -0 $w 2>/dev/null; do sleep 0.05; done
+	[ -e "$CK_TMP/opened" ] || ck_fail "the open for writing on A failed"
+	# B saves step-200 and step-300; once step-200 is expired, a pass that
+	# had step-100 (older, not the newest durable) to decide has run
+	mn_save B run/step-200 __0_0.distcp 2000000 b200
+	mn_until "SELECT durable_version = 1 FROM ns_generations WHERE name = 'step-200'"
+	mn_save B run/step-300 __0_0.distcp 2000000 b300
+	mn_poll "SELECT state FROM ns_generations WHERE name = 'step-200'" 3 30 "step-200 expired"
+	assert_eq "1:1:false" "$(st_gen step-100)" "step-100 while A has its shard open for writing"
+	touch "$CK_TMP/go"
+	while [ ! -e "$CK_TMP/written" ] && kill -0 $w 2>/dev/null; do sleep 0.05; done
+	[ -e "$CK_TMP/written" ] || ck_fail "the write on A failed"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 after A's write"
+	rm "$CK_TMP/go"
+	wait $w || ck_fail "the writer on A failed"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 after A's close"
+	assert_file_eq "$CK_REF/n1.bin" "$MN_MNT_B/run/step-100/__0_0.distcp"
+	mn_umount A
+	mn_umount B
+}
+ck_timeout test_keep_latest_k_keeps_a_save_another_node_has_open_for_writing 120
+
 ck_main "$@"

@@ -1572,7 +1572,7 @@ struct pggen_end_call {
 
 /* generation.h G6, in the expire's transaction: -EBUSY unless `keep` newer
  * complete saves of g's owner still exist (a lost g counts as HELD: X5),
- * and no node has a file of g open for writing (X12). */
+ * and, COMMITTED, no node has a file of g open for writing (X12). */
 static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool lost,
 				  uint32_t keep)
 {
@@ -1584,11 +1584,12 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 	int rc = keep == 0 ? 0 : pggen_one_int(ns, G_KEEP_NEWER, params, &newer);
 	if (rc == 0 && newer < keep)
 		return -EBUSY;
-	/* X12: nor while a node has a file of it open for writing (its first
-	 * change reopens it); a statement of its own after the row lock, which
-	 * an open's FOR SHARE waits for (X1) */
+	/* X12: nor a COMMITTED one while a node has a file of it open for
+	 * writing (its first change reopens it); a statement of its own after
+	 * the row lock, which an open's FOR SHARE waits for (X1). A HELD one
+	 * goes as before: its open files are what its hold names. */
 	uint64_t writers = 0;
-	if (rc == 0)
+	if (rc == 0 && g->state == GEN_COMMITTED && !lost)
 		rc = pggen_one_int(ns, G_WRITERS, params, &writers);
 	return rc == 0 && writers ? -EBUSY : rc;
 }

@@ -109,8 +109,9 @@
  *      commit it, its durable manifest keeps naming what it names, and
  *      keep-latest-k (which expires only a COMMITTED row, re-checked in its
  *      transaction) no longer sees it as a complete save. Nor does an
- *      expire end a save while a node has a file of it open for writing
- *      and has not changed it yet (-EBUSY: kept; the next pass decides):
+ *      expire end a COMMITTED save while a node has a file of it open for
+ *      writing and has not changed it yet (-EBUSY: kept; the next pass
+ *      decides; a HELD one goes as before, its open files named by its hold):
  *      its counting of ns_writing is a statement after the row's lock, as
  *      a commit's (X1).
  *

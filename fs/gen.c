@@ -1003,20 +1003,43 @@ static bool gen_rule_is_marker(const char *rule)
 /* ---- hooks ---- */
 
 /* Whether generation gen_id is settled (COMMITTED or HELD, not open here),
- * its row in *gen when it is: what a change inside it must first act on. */
+ * its row in *gen when it is: what a change inside it must first act on.
+ * Alone, this node's is_open answers (nothing else settles it). Shared, the
+ * catalog always does (invariant 8): another node may have committed or
+ * held it since is_open was last true, and nothing tells this node. A
+ * settled answer also corrects a stale is_open here, so the tick does not
+ * judge another node's committed save as this node's open one. */
 static int gen_settled(struct gen_policy *g, uint64_t gen_id, struct cat_gen *gen, bool *settled)
 {
 	*settled = false;
 	if (gen_id == 0)
 		return 0;
-	pthread_mutex_lock(&g->lock);
-	struct gen_live *known = gen_live_find(g, gen_id);
-	bool open = known && known->is_open;
-	pthread_mutex_unlock(&g->lock);
-	if (open)
-		return 0;
+	bool shared = cat_is_shared(g->cat);
+	if (!shared) {
+		pthread_mutex_lock(&g->lock);
+		struct gen_live *known = gen_live_find(g, gen_id);
+		bool open = known && known->is_open;
+		pthread_mutex_unlock(&g->lock);
+		if (open)
+			return 0;
+	}
 	int rc = cat_gen_get_brief(g->cat, gen_id, gen);
 	*settled = rc == 0 && (gen->state == GEN_COMMITTED || gen->state == GEN_HELD);
+	if (shared && *settled) {
+		pthread_mutex_lock(&g->lock);
+		struct gen_live *l = gen_live_find(g, gen_id);
+		if (l && l->is_open) {
+			log_info("generation %s: %s by another node since this node last wrote"
+				 " into it", gen->name,
+				 gen->state == GEN_HELD ? "held" : "committed");
+			l->is_open = false; /* settled there: no commit or abandon of ours */
+			l->pending_rule[0] = '\0';
+			l->remote_wait_ns = 0;
+			if (l->writers == 0)
+				gen_live_drop(g, gen_id);
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
 	return rc;
 }
 

@@ -82,7 +82,18 @@
  *     per-generation count gen_writer_opened bumps before the change
  *     reaches the catalog, read before the syncfs and compared inside the
  *     commit's transaction: cat_gen_commit_if) is synced by another round,
- *     or, still open, waited for (gen_sync_and_commit). */
+ *     or, still open, waited for (gen_sync_and_commit).
+ *  8. On a shared catalog, this node's memory of a generation (gen.c's
+ *     is_open) never answers whether a change inside it needs a reopen:
+ *     another node may have committed or held it since (its marker, an
+ *     explicit commit, its unmount or abandon), and nothing tells this
+ *     node. gen_before_change (and gen_before_attr_change) read the state
+ *     from the catalog each time (pggen.h X12): one round trip per change
+ *     that starts (a create, an O_TRUNC open, a writer's first write, a
+ *     size change, a name change), never per write. A COMMITTED or HELD
+ *     answer reopens it as version+1 with its backup (a late file from a
+ *     node that did not commit it included), and corrects the stale
+ *     is_open. Alone, is_open answers: only this node settles. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -1579,7 +1579,8 @@ struct pggen_end_call {
 };
 
 /* generation.h G6, in the expire's transaction: -EBUSY unless `keep` newer
- * complete saves of g's owner still exist (a lost g counts as HELD: X5). */
+ * complete saves of g's owner still exist (a lost g counts as HELD: X5),
+ * and, COMMITTED, no node has a file of g open for writing (X12). */
 static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool lost,
 				  uint32_t keep)
 {
@@ -1589,7 +1590,16 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 				 g->state == GEN_HELD || lost ? "true" : "false" };
 	uint64_t newer = 0;
 	int rc = keep == 0 ? 0 : pggen_one_int(ns, G_KEEP_NEWER, params, &newer);
-	return rc == 0 && newer < keep ? -EBUSY : rc;
+	if (rc == 0 && newer < keep)
+		return -EBUSY;
+	/* X12: nor a COMMITTED one while a node has a file of it open for
+	 * writing (its first change reopens it); a statement of its own after
+	 * the row lock, which an open's FOR SHARE waits for (X1). A HELD one
+	 * goes as before: its open files are what its hold names. */
+	uint64_t writers = 0;
+	if (rc == 0 && g->state == GEN_COMMITTED && !lost)
+		rc = pggen_one_int(ns, G_WRITERS, params, &writers);
+	return rc == 0 && writers ? -EBUSY : rc;
 }
 
 /* The state `how` needs (generation.h): abort an OPEN one (-EALREADY if

@@ -98,6 +98,22 @@
  *      one runs its steps one statement each, as before. The version
  *      committed is returned (pggen_commit_at), so the committing node
  *      queues its manifest without reading the row again.
+ *  X12. A generation's state is only what its row says: a node's daemon
+ *      never takes its own memory of a generation being OPEN as the
+ *      answer before a change inside it (fs/gen.h invariant 8), as
+ *      another node may have committed or held it meanwhile. It reads the
+ *      row before each change that starts, and a COMMITTED or HELD one is
+ *      reopened (pggen_reopen; -EALREADY when another writer reopened it
+ *      first). The change then goes into version+1 with a backup, so a
+ *      committed save is never changed in place by a node that did not
+ *      commit it, its durable manifest keeps naming what it names, and
+ *      keep-latest-k (which expires only a COMMITTED row, re-checked in its
+ *      transaction) no longer sees it as a complete save. Nor does an
+ *      expire end a COMMITTED save while a node has a file of it open for
+ *      writing and has not changed it yet (-EBUSY: kept; the next pass
+ *      decides; a HELD one goes as before, its open files named by its hold):
+ *      its counting of ns_writing is a statement after the row's lock, as
+ *      a commit's (X1).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H

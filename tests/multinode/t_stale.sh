@@ -1,0 +1,160 @@
+#!/bin/bash
+# t_stale — a save another node committed is never changed in place here
+# (fs/gen.h invariant 8, meta/pggen.h X12; docs/MULTINODE.md "Generations
+# span nodes"). Node A writes its shard of step-100 and closes it; node B
+# writes its own and commits step-100. A's daemon still remembers step-100
+# as OPEN (it wrote into it and nothing told it of B's commit). A change
+# from A into step-100 afterwards (a late file, an overwrite of its shard)
+# must reopen the save as version 2 with version 1 kept as its backup, as
+# it does on B or on one node: never join committed version 1 in place.
+. "$(dirname "$0")/mn.sh"
+
+# "state:version:has a backup" of generation $1 in the shared catalog
+st_gen() { mn_psql "SELECT state || ':' || version || ':' || (backup_root <> 0) FROM ns_generations WHERE name = '$1'"; }
+
+# st_two_shards: A writes run/step-100/__1_0.distcp ($CK_REF/s1.bin) and
+# closes it, B writes __0_0.distcp ($CK_REF/s0.bin) and commits step-100.
+st_two_shards() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run/step-100"
+	ck_rand "$CK_REF/s1.bin" 3000000
+	cp "$CK_REF/s1.bin" "$MN_MNT_A/run/step-100/__1_0.distcp"
+	mn_see B run/step-100/__1_0.distcp 2
+	ck_rand "$CK_REF/s0.bin" 3000000
+	cp "$CK_REF/s0.bin" "$MN_MNT_B/run/step-100/__0_0.distcp"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-100" || ck_fail "the commit on B failed"
+	mn_poll "SELECT state FROM ns_generations WHERE name = 'step-100'" 1 10 "step-100 committed"
+	assert_eq "1:1:false" "$(st_gen step-100)" "step-100 after B's commit"
+}
+
+# HF writes rng_state_{rank}.pth after trainer_state.json: a late file from
+# A (which did not commit) reopens the save as B's would; committed again,
+# version 2's durable manifest names it and both nodes read every file.
+test_late_file_on_a_non_committing_node_reopens_the_save() {
+	st_two_shards
+	# control: a late file from B, the node that committed
+	mkdir -p "$MN_MNT_B/run/step-200"
+	cp "$CK_REF/s0.bin" "$MN_MNT_B/run/step-200/__0_0.distcp"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-200" || ck_fail "the commit on B failed"
+	mn_poll "SELECT state FROM ns_generations WHERE name = 'step-200'" 1 10 "step-200 committed"
+	ck_rand "$CK_REF/rng.bin" 100000
+	cp "$CK_REF/rng.bin" "$MN_MNT_B/run/step-200/rng_state_0.pth"
+	assert_eq "0:2:true" "$(st_gen step-200)" "step-200 after B's late file (control)"
+	cp "$CK_REF/rng.bin" "$MN_MNT_A/run/step-100/rng_state_1.pth"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 after A's late file"
+	# version 1's durable manifest stays what version 1 was
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-100" || ck_fail "the commit on A failed"
+	mn_until "SELECT durable_version = 2 FROM ns_generations WHERE name = 'step-100'"
+	local id
+	id=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-100'")
+	assert_eq 1 "$(grep -c rng_state_1 "$CK_BACKING/manifests/gen/$id.2.ckm")" \
+		"rng_state_1.pth in version 2's durable manifest"
+	local x
+	for x in A B; do
+		local v=MN_MNT_$x
+		assert_file_eq "$CK_REF/s0.bin" "${!v}/run/step-100/__0_0.distcp"
+		assert_file_eq "$CK_REF/s1.bin" "${!v}/run/step-100/__1_0.distcp"
+		assert_file_eq "$CK_REF/rng.bin" "${!v}/run/step-100/rng_state_1.pth"
+	done
+	mn_umount A
+	mn_umount B
+}
+ck_timeout test_late_file_on_a_non_committing_node_reopens_the_save 120
+
+# A truncates its committed shard (O_TRUNC), writes 1 MB of new bytes and
+# its daemon dies with the file open: B's sweep rolls the rewrite back
+# (X2), and step-100 reads back as committed version 1, A's shard bit for bit.
+test_overwrite_on_a_non_committing_node_dying_mid_write_keeps_the_committed_bytes() {
+	st_two_shards
+	/usr/bin/python3 -c '
+import os, sys, time
+f = open(sys.argv[1], "wb"); f.write(os.urandom(1000000)); f.flush()
+open(sys.argv[2], "w").write("x")
+time.sleep(120)' "$MN_MNT_A/run/step-100/__1_0.distcp" "$CK_TMP/written" &
+	local w=$!
+	while [ ! -e "$CK_TMP/written" ] && kill -0 $w 2>/dev/null; do sleep 0.05; done
+	[ -e "$CK_TMP/written" ] || ck_fail "the overwrite on A failed"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 while A overwrites its shard"
+	mn_kill9 A
+	kill $w 2>/dev/null
+	wait $w 2>/dev/null || true
+	# B's sweep settles A (lease 3 s): the rewrite is rolled back to version 1
+	mn_poll "SELECT state FROM ckpt_nodes WHERE name = 'node-A' ORDER BY id DESC LIMIT 1" expired 30 "node A expired"
+	mn_poll "SELECT state || ':' || version FROM ns_generations WHERE name = 'step-100'" 1:1 30 \
+		"step-100 rolled back to version 1"
+	assert_file_eq "$CK_REF/s1.bin" "$MN_MNT_B/run/step-100/__1_0.distcp"
+	assert_file_eq "$CK_REF/s0.bin" "$MN_MNT_B/run/step-100/__0_0.distcp"
+	mn_umount B
+}
+ck_timeout test_overwrite_on_a_non_committing_node_dying_mid_write_keeps_the_committed_bytes 120
+
+# A overwrites its shard of step-100 (committed by B, durable as version 1)
+# in place and closes: version 1's objects stay on BACKING through the
+# reclaim (its backup still names them), as its durable manifest names them.
+test_in_place_overwrite_on_a_non_committing_node_and_reclaim() {
+	st_two_shards
+	mn_until "SELECT durable_version = 1 FROM ns_generations WHERE name = 'step-100'"
+	ls "$CK_BACKING/chunks" -R | grep -v : | sort >"$CK_TMP/objs1"
+	ck_rand "$CK_REF/n1.bin" 3000000
+	cp "$CK_REF/n1.bin" "$MN_MNT_A/run/step-100/__1_0.distcp"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 after A's overwrite"
+	# a reclaim turn has run after the overwrite: A's new bytes are uploaded
+	# (objects the turn must not touch) and the chunks no file names are gone
+	mn_poll "SELECT count(*) FROM ns_chunks WHERE refcount = 0" 0 40 "chunks no file names reclaimed"
+	ls "$CK_BACKING/chunks" -R | grep -v : | sort >"$CK_TMP/objs2"
+	assert_eq "" "$(comm -23 "$CK_TMP/objs1" "$CK_TMP/objs2")" \
+		"objects removed that step-100's durable manifest (version 1) names"
+	assert_file_eq "$CK_REF/n1.bin" "$MN_MNT_B/run/step-100/__1_0.distcp"
+	mn_umount A
+	mn_umount B
+}
+ck_timeout test_in_place_overwrite_on_a_non_committing_node_and_reclaim 120
+
+# keep-latest-k (keep=1) on either node never expires a committed save
+# while node A has a file of it open for writing and has not written yet
+# (pggen.h X12): A's write then reopens it, and reads back what A wrote.
+test_keep_latest_k_keeps_a_save_another_node_has_open_for_writing() {
+	mn_pg_start
+	mn_mount A keep=1
+	mn_mount B keep=1
+	ck_rand "$CK_REF/s1.bin" 2000000
+	ck_rand "$CK_REF/n1.bin" 2000000
+	mkdir -p "$MN_MNT_A/run/step-100"
+	cp "$CK_REF/s1.bin" "$MN_MNT_A/run/step-100/__0_0.distcp"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-100" || ck_fail "the commit on A failed"
+	mn_until "SELECT durable_version = 1 FROM ns_generations WHERE name = 'step-100'"
+	# A: the shard opened for writing (no O_TRUNC), written once told to
+	/usr/bin/python3 -c '
+import os, sys, time
+f = open(sys.argv[1], "r+b"); open(sys.argv[2], "w").write("x")
+while not os.path.exists(sys.argv[3]): time.sleep(0.05)
+f.write(open(sys.argv[4], "rb").read()); f.flush(); open(sys.argv[5], "w").write("x")
+while os.path.exists(sys.argv[3]): time.sleep(0.05)
+f.close()' "$MN_MNT_A/run/step-100/__0_0.distcp" "$CK_TMP/opened" "$CK_TMP/go" \
+		"$CK_REF/n1.bin" "$CK_TMP/written" &
+	local w=$!
+	while [ ! -e "$CK_TMP/opened" ] && kill -0 $w 2>/dev/null; do sleep 0.05; done
+	[ -e "$CK_TMP/opened" ] || ck_fail "the open for writing on A failed"
+	# B saves step-200 and step-300; once step-200 is expired, a pass that
+	# had step-100 (older, not the newest durable) to decide has run
+	mn_save B run/step-200 __0_0.distcp 2000000 b200
+	mn_until "SELECT durable_version = 1 FROM ns_generations WHERE name = 'step-200'"
+	mn_save B run/step-300 __0_0.distcp 2000000 b300
+	mn_poll "SELECT state FROM ns_generations WHERE name = 'step-200'" 3 30 "step-200 expired"
+	assert_eq "1:1:false" "$(st_gen step-100)" "step-100 while A has its shard open for writing"
+	touch "$CK_TMP/go"
+	while [ ! -e "$CK_TMP/written" ] && kill -0 $w 2>/dev/null; do sleep 0.05; done
+	[ -e "$CK_TMP/written" ] || ck_fail "the write on A failed"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 after A's write"
+	rm "$CK_TMP/go"
+	wait $w || ck_fail "the writer on A failed"
+	assert_eq "0:2:true" "$(st_gen step-100)" "step-100 after A's close"
+	assert_file_eq "$CK_REF/n1.bin" "$MN_MNT_B/run/step-100/__0_0.distcp"
+	mn_umount A
+	mn_umount B
+}
+ck_timeout test_keep_latest_k_keeps_a_save_another_node_has_open_for_writing 120
+
+ck_main "$@"

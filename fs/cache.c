@@ -422,7 +422,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	if (!start)
 		pthread_cond_signal(&c->job_work);
 	else
-		c->job_threads++;
+		c->job_threads++, c->st.job_threads_started++;
 	pthread_mutex_unlock(&c->lock);
 	if (start) {
 		pthread_t t;

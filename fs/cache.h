@@ -88,6 +88,7 @@ struct cache_stats {
 	uint64_t cached_bytes, dirty_bytes; /* as this module tracks them */
 	uint64_t dirty_waits;               /* writers that had to wait */
 	uint64_t stored_chunks;             /* objects writers stored (cache_dirty_add) */
+	uint64_t job_threads_started;       /* C12: fetch job threads started so far */
 };
 
 /* The option values the cache reads (main.c fills it from the options). */

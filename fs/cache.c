@@ -419,10 +419,12 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	/* C12: an idle thread takes it, or a new one: every queued job has a
 	 * thread of its own to come (none is left behind a hung fetch) */
 	bool start = c->job_queued > c->job_idle;
-	if (!start)
+	if (!start) {
 		pthread_cond_signal(&c->job_work);
-	else
-		c->job_threads++, c->st.job_threads_started++;
+	} else {
+		c->job_threads++;
+		c->st.job_threads_started++;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (start) {
 		pthread_t t;
@@ -435,22 +437,21 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 			pthread_mutex_lock(&c->lock);
 			assert(c->job_threads > 0);
 			c->job_threads--;
-			bool mine = !j->done && c->job_queued > c->job_idle;
-			if (mine) { /* nobody will take it: take it back, fetch here */
-				struct cache_job **pp = &c->job_head, *prev = NULL;
-				while (*pp && *pp != j) {
-					prev = *pp;
-					pp = &(*pp)->next;
-				}
-				mine = *pp == j; /* still queued, not taken meanwhile */
-				if (mine) {
-					*pp = j->next;
-					if (c->job_tail == j)
-						c->job_tail = prev;
-					c->job_queued--;
-					assert(c->jobs > 0);
-					c->jobs--;
-				}
+			/* still queued (no thread took it meanwhile): take it
+			 * back and fetch here, as when no thread can be had */
+			struct cache_job **pp = &c->job_head, *prev = NULL;
+			while (*pp && *pp != j) {
+				prev = *pp;
+				pp = &(*pp)->next;
+			}
+			bool mine = *pp == j;
+			if (mine) {
+				*pp = j->next;
+				if (c->job_tail == j)
+					c->job_tail = prev;
+				c->job_queued--;
+				assert(c->jobs > 0);
+				c->jobs--;
 			}
 			pthread_mutex_unlock(&c->lock);
 			if (mine) {

@@ -51,6 +51,8 @@
 #define CACHE_LOW_PCT 75  /* … down to this one */
 #define CACHE_MAX_JOBS 64 /* reads waiting for BACKING at once */
 #define CACHE_INFLIGHT (CACHE_MAX_JOBS + CACHE_FETCHERS) /* fetch flights at once */
+#define CACHE_JOB_IDLE 16  /* C12: job threads kept idle at most … */
+#define CACHE_JOB_IDLE_S 5 /* … and for this long */
 #define CACHE_RESERVE_MIN (16ull << 20) /* C6: disk kept free for the catalog, staging, tmp/ */
 #define CACHE_RESERVE_MAX (1ull << 30)
 #define CACHE_RESERVE_SHARE 16          /* … or 1/16 of the disk, between the two */
@@ -68,8 +70,11 @@ struct cache {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;       /* evictor and fetchers */
 	pthread_cond_t dirty_room; /* writers waiting for dirty bytes to fall */
-	pthread_cond_t job_done;   /* a bounded fetch finished */
-	int jobs;                  /* bounded fetches running */
+	pthread_cond_t job_done;   /* cache_stop: a bounded fetch or a job thread ended */
+	pthread_cond_t job_work;   /* C12: a job queued for an idle job thread */
+	int jobs;                  /* bounded fetches queued or running */
+	struct cache_job *job_head, *job_tail; /* C12: queued, no thread has taken them yet */
+	int job_queued, job_idle, job_threads; /* … their count; job threads idle, alive */
 	bool stopping;
 	uint64_t cached_bytes, dirty_bytes;
 	uint64_t want_room; /* bytes the largest waiting writer needs (0: none waits) */
@@ -313,39 +318,76 @@ static int cache_fetch(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap
 	}
 }
 
-/* A fetch run on its own thread, so that a reader can give up on a BACKING
- * whose syscalls hang (a hard NFS mount) after the timeout (C4); the thread
- * finishes whenever BACKING answers, and frees the job if nobody waits. */
+/* A fetch run on a thread of its own, so that a reader can give up on a
+ * BACKING whose syscalls hang (a hard NFS mount) after the timeout (C4); the
+ * thread finishes whenever BACKING answers, and frees the job if nobody
+ * waits. C12: the threads are kept, idle, for the next jobs (up to
+ * CACHE_JOB_IDLE of them, each for CACHE_JOB_IDLE_S), and a job's waiter is
+ * woken by the job's own condition variable: a restore's thousands of
+ * fetches cost neither a thread each nor a wake-up of every other waiter. */
 struct cache_job {
-	struct cache *c;
+	struct cache_job *next;   /* the queue of jobs no thread has taken yet */
 	uint8_t hash[HASH_LEN];
 	struct store_chunk chunk; /* the fetched chunk, handed to the waiter */
 	size_t cap;
 	int rc;
 	bool done, abandoned;
+	pthread_cond_t done_cond; /* its waiter's alone (C12) */
 };
 
 static void cache_job_free(struct cache_job *j)
 {
 	store_chunk_free(&j->chunk);
+	pthread_cond_destroy(&j->done_cond);
 	free(j);
 }
 
+/* C12: takes queued jobs one by one; idle for CACHE_JOB_IDLE_S (or one
+ * thread too many idle, or the cache stopping with nothing queued), ends. */
 static void *cache_job_main(void *p)
 {
-	struct cache_job *j = p;
-	struct cache *c = j->c;
-	int rc = cache_fetch(c, j->hash, j->cap, &j->chunk);
+	struct cache *c = p;
+	pthread_setname_np(pthread_self(), "ckptfs-fetch"); /* for top -H and perf */
 	pthread_mutex_lock(&c->lock);
-	assert(!j->done && c->jobs > 0);
-	j->rc = rc;
-	j->done = true;
-	bool abandoned = j->abandoned;
-	c->jobs--;
+	for (;;) {
+		if (!c->job_head) {
+			if (c->stopping || c->job_idle >= CACHE_JOB_IDLE)
+				break;
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += CACHE_JOB_IDLE_S;
+			c->job_idle++;
+			int w = pthread_cond_timedwait(&c->job_work, &c->lock, &ts);
+			c->job_idle--;
+			if (w == ETIMEDOUT && !c->job_head)
+				break;
+			continue;
+		}
+		struct cache_job *j = c->job_head;
+		c->job_head = j->next;
+		if (!c->job_head)
+			c->job_tail = NULL;
+		c->job_queued--;
+		pthread_mutex_unlock(&c->lock);
+		int rc = cache_fetch(c, j->hash, j->cap, &j->chunk);
+		pthread_mutex_lock(&c->lock);
+		assert(!j->done && c->jobs > 0);
+		j->rc = rc;
+		j->done = true;
+		c->jobs--;
+		pthread_cond_signal(&j->done_cond);
+		if (c->stopping)
+			pthread_cond_broadcast(&c->job_done); /* cache_stop waits for the jobs */
+		if (j->abandoned) { /* its waiter is gone: nobody else holds it */
+			pthread_mutex_unlock(&c->lock);
+			cache_job_free(j);
+			pthread_mutex_lock(&c->lock);
+		}
+	}
+	assert(c->job_threads > 0);
+	c->job_threads--;
 	pthread_cond_broadcast(&c->job_done);
 	pthread_mutex_unlock(&c->lock);
-	if (abandoned)
-		cache_job_free(j);
 	return NULL;
 }
 
@@ -356,9 +398,9 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 	struct cache_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	j->c = c;
 	j->cap = cap;
 	memcpy(j->hash, hash, HASH_LEN);
+	pthread_cond_init(&j->done_cond, NULL);
 	pthread_mutex_lock(&c->lock);
 	if (c->jobs >= CACHE_MAX_JOBS) { /* BACKING hangs and readers pile up */
 		pthread_mutex_unlock(&c->lock);
@@ -368,27 +410,62 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 		return -EIO;
 	}
 	c->jobs++;
+	if (c->job_tail)
+		c->job_tail->next = j;
+	else
+		c->job_head = j;
+	c->job_tail = j;
+	c->job_queued++;
+	/* C12: an idle thread takes it, or a new one: every queued job has a
+	 * thread of its own to come (none is left behind a hung fetch) */
+	bool start = c->job_queued > c->job_idle;
+	if (!start) {
+		pthread_cond_signal(&c->job_work);
+	} else {
+		c->job_threads++;
+		c->st.job_threads_started++;
+	}
 	pthread_mutex_unlock(&c->lock);
-	pthread_t t;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int prc = pthread_create(&t, &attr, cache_job_main, j);
-	pthread_attr_destroy(&attr);
-	if (prc != 0) {
-		pthread_mutex_lock(&c->lock);
-		assert(c->jobs > 0);
-		c->jobs--;
-		pthread_mutex_unlock(&c->lock);
-		cache_job_free(j);
-		return cache_fetch(c, hash, cap, out);
+	if (start) {
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int prc = pthread_create(&t, &attr, cache_job_main, c);
+		pthread_attr_destroy(&attr);
+		if (prc != 0) {
+			pthread_mutex_lock(&c->lock);
+			assert(c->job_threads > 0);
+			c->job_threads--;
+			/* still queued (no thread took it meanwhile): take it
+			 * back and fetch here, as when no thread can be had */
+			struct cache_job **pp = &c->job_head, *prev = NULL;
+			while (*pp && *pp != j) {
+				prev = *pp;
+				pp = &(*pp)->next;
+			}
+			bool mine = *pp == j;
+			if (mine) {
+				*pp = j->next;
+				if (c->job_tail == j)
+					c->job_tail = prev;
+				c->job_queued--;
+				assert(c->jobs > 0);
+				c->jobs--;
+			}
+			pthread_mutex_unlock(&c->lock);
+			if (mine) {
+				cache_job_free(j);
+				return cache_fetch(c, hash, cap, out);
+			}
+		}
 	}
 	/* the job's own retries stop at the timeout; this waits a little longer */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += c->cfg.backing_timeout_ms / 1000 + 2;
 	pthread_mutex_lock(&c->lock);
-	while (!j->done && pthread_cond_timedwait(&c->job_done, &c->lock, &ts) != ETIMEDOUT)
+	while (!j->done && pthread_cond_timedwait(&j->done_cond, &c->lock, &ts) != ETIMEDOUT)
 		;
 	int rc;
 	if (j->done) {
@@ -491,6 +568,7 @@ void cache_prefetch(struct cache *c, const uint8_t hash[HASH_LEN])
 static void *cache_fetcher_main(void *p)
 {
 	struct cache *c = p;
+	pthread_setname_np(pthread_self(), "ckptfs-cprefetch"); /* for top -H and perf */
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
 		if (c->q_len == 0) {
@@ -892,10 +970,12 @@ int cache_start(const struct cache_config *cfg, struct cat *cat, struct store *s
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->dirty_room, NULL);
 	pthread_cond_init(&c->job_done, NULL);
+	pthread_cond_init(&c->job_work, NULL);
 	pthread_mutex_init(&c->evict_lock, NULL);
 	int rc = flight_table_new_locked(CACHE_INFLIGHT, HASH_LEN, &c->lock, &c->fetches);
 	if (rc != 0) {
 		pthread_mutex_destroy(&c->evict_lock);
+		pthread_cond_destroy(&c->job_work);
 		pthread_cond_destroy(&c->job_done);
 		pthread_cond_destroy(&c->dirty_room);
 		pthread_cond_destroy(&c->wake);
@@ -950,12 +1030,15 @@ void cache_stop(struct cache *c)
 		pthread_join(c->evictor, NULL);
 	for (int i = 0; i < c->n_fetchers; i++)
 		pthread_join(c->fetcher[i], NULL);
-	/* bounded fetches still blocked on BACKING keep the cache alive: wait */
+	/* bounded fetches still blocked on BACKING keep the cache alive: wait,
+	 * and for the job threads to end (C12: idle ones end when told) */
 	pthread_mutex_lock(&c->lock);
-	while (c->jobs > 0)
+	pthread_cond_broadcast(&c->job_work);
+	while (c->jobs > 0 || c->job_threads > 0)
 		pthread_cond_wait(&c->job_done, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	flight_table_free(c->fetches); /* every fetch has ended: each landed its own (F4) */
+	pthread_cond_destroy(&c->job_work);
 	pthread_cond_destroy(&c->job_done);
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->dirty_room);

@@ -59,7 +59,14 @@
  * C11. A prefetch (cache_prefetch) fetches only while the cache is under its
  *      high watermark by a whole object, so that C5 keeps the copy: one
  *      fetched ahead and not kept would be fetched again by its reader. The
- *      bound (cache_size) is thus also the budget of what is read ahead. */
+ *      bound (cache_size) is thus also the budget of what is read ahead.
+ * C12. A read's fetch from BACKING runs on a job thread (C4: the reader can
+ *      give up on a BACKING that hangs); job threads are kept idle for the
+ *      next jobs, and a job queued finds an idle thread or starts one, so
+ *      that no job waits behind another's hung fetch. Its waiter alone is
+ *      woken when it ends. Why: a thread per fetch and every waiter woken
+ *      per finished fetch cost a cold restore a clone and a dozen wake-ups
+ *      per ~1 MiB chunk (docs/BENCH.md, s31-restore). */
 #ifndef CKPTFS_CACHE_H
 #define CKPTFS_CACHE_H
 
@@ -81,6 +88,7 @@ struct cache_stats {
 	uint64_t cached_bytes, dirty_bytes; /* as this module tracks them */
 	uint64_t dirty_waits;               /* writers that had to wait */
 	uint64_t stored_chunks;             /* objects writers stored (cache_dirty_add) */
+	uint64_t job_threads_started;       /* C12: fetch job threads started so far */
 };
 
 /* The option values the cache reads (main.c fills it from the options). */

@@ -1,5 +1,6 @@
 /* reader — see reader.h. The cache is a short array searched linearly: it
  * holds a handful of MiB-sized chunks, the ones sequential readers are in. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "reader.h"
 
 #include <assert.h>
@@ -411,6 +412,7 @@ static bool reader_ahead_wanted_locked(struct reader *r, const struct reader_ahe
 static void *reader_cache_prefetch_main(void *p)
 {
 	struct reader *r = p;
+	pthread_setname_np(pthread_self(), "ckptfs-ahead"); /* for top -H and perf */
 	pthread_mutex_lock(&r->lock);
 	while (!r->stopping) {
 		if (r->q_len == 0) {

@@ -10,6 +10,7 @@
 #                       (default /var/tmp; one filesystem for all three)
 #   BENCH_PERF=1        in round 1, perf-record the daemon during the ckptfs
 #                       phases and count the FUSE requests; print the profile
+#   BENCH_PERF_KEEP=DIR with BENCH_PERF=1: copy the restore's perf data there
 #   BENCH_ONLY=io|gen|meta|wb|codec|cost|restore  only the I/O phases (1-4),
 #                       the generation phases (5-8), phase 5 alone, the
 #                       write-back phases (9-12), the codec phase (13), the
@@ -445,6 +446,12 @@ perf_print() {
 	echo "   top symbols:"
 	perf report -i "$work/perf-$label.data" --no-children -g none --sort dso,sym --stdio 2>/dev/null |
 		grep -E '^ +[0-9]' | head -15 | sed 's/^ */     /' || true
+	if [ "$label" = nc ]; then # the restore: by thread (named by fs/reader.c, fs/cache.c)
+		echo "   by thread:"
+		perf report -i "$work/perf-$label.data" --no-children -g none --sort comm --stdio 2>/dev/null |
+			grep -E '^ +[0-9]' | head -8 | sed 's/^ */     /' || true
+	fi
+	[ -z "${BENCH_PERF_KEEP:-}" ] || cp "$work/perf-$label.data" "$BENCH_PERF_KEEP/perf-$label.data"
 	if [ -s "$work/fuse-$label.data" ]; then
 		echo "   FUSE requests on this mount (connection $(cat "$work/conn-$label")), by opcode: count, mean bytes"
 		perf script -i "$work/fuse-$label.data" 2>/dev/null |

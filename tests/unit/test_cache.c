@@ -220,6 +220,31 @@ Test(cache, a_chunk_missing_from_the_cache_is_fetched_from_backing_checked_and_k
 	cr_assert_eq(s.misses, 1);
 }
 
+/* C12: a read's fetch runs on a job thread, kept for the next fetches: one
+ * reader missing chunk after chunk starts one thread, not one per fetch, and
+ * every fetch hands over its own chunk. */
+Test(cache, fetches_one_after_another_share_one_job_thread)
+{
+	uint64_t ino = tc_file("f", 40, 12);
+	tc_upload(ino);
+	for (int i = 0; i < 12; i++)
+		tc_drop_from_cache(i);
+	tc_start(64u << 20, 0, 2000);
+	for (int i = 0; i < 12; i++) {
+		struct store_chunk ch = { 0 };
+		OK(cache_load(fx.c, fx.hash[i], TC_CHUNK_MAX, &ch));
+		uint8_t want[TC_LEN];
+		ts_fill(want, TC_LEN, 40 + i);
+		cr_assert_eq(ch.len, TC_LEN);
+		cr_assert(memcmp(ch.plain, want, TC_LEN) == 0, "chunk %d", i);
+		store_chunk_free(&ch);
+	}
+	struct cache_stats s;
+	cache_get_stats(fx.c, &s);
+	cr_assert_eq(s.misses, 12);
+	cr_assert_eq(s.job_threads_started, 1);
+}
+
 /* A compressed object from BACKING is decoded for the reader (a raw one is
  * handed out inside the fetched image): the plain bytes, checked, either way. */
 Test(cache, a_compressed_chunk_fetched_from_backing_reads_as_its_plain_bytes)

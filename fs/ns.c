@@ -213,6 +213,8 @@ static int ns_opened_shared(struct ns *ns, struct node *n)
 	if (!n->shared_open && n->write_handles == 0) {
 		rc = cat_opened(ns->cat, n->ino, true, NULL);
 		n->shared_open = rc == 0;
+		if (rc == -ESTALE) /* fenced, read-only for good: a node not live holds nothing */
+			rc = 0;
 	}
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
@@ -230,7 +232,7 @@ static void ns_closed_shared(struct ns *ns, struct node *n)
 	bool release = false;
 	if (n->shared_open && node_open_count(ns->nodes, n) == 0) {
 		int rc = cat_opened(ns->cat, n->ino, false, &release);
-		if (rc != 0)
+		if (rc != 0 && rc != -ESTALE) /* fenced: its rows go with its lease */
 			log_warn("inode %llu: cannot tell the shared catalog it is closed here: %s;"
 				 " its row goes with this node's lease", (unsigned long long)n->ino,
 				 strerror(-rc));

@@ -80,6 +80,7 @@ enum {
 	NS_REL_LOCK,
 	NS_REL_ROWS_DELETE,
 	NS_ORPHANS,
+	NS_ORPHANS_DONE,
 	NS_COUNT
 };
 
@@ -102,6 +103,15 @@ enum {
 	" WHERE o.ino = " i " AND o.node <> CAST(" me " AS BIGINT) AND hn.state = 'live')" \
 	" OR EXISTS (SELECT 1 FROM ns_writing hw JOIN ckpt_nodes hn ON hn.id = hw.node"    \
 	" WHERE hw.ino = " i " AND hw.node <> CAST(" me " AS BIGINT) AND hn.state = 'live'))"
+
+/* N14: a release's WITH query recording the unlinked inodes among those
+ * where selects ($2: this node) that it leaves because another live node
+ * has them open, and how it would have released them (del: deleted, else
+ * emptied), for the reclaim duty to finish once nobody has them open. */
+#define NS_REL_WAIT_WITH(where, del)                                                    \
+	"w AS (INSERT INTO ns_release_wait(ino, del) SELECT ino, " del " FROM ns_inodes"    \
+	" WHERE " where " AND nlink = 0 AND " NS_HELD_ELSEWHERE("ns_inodes.ino", "$2")       \
+	" ON CONFLICT (ino) DO UPDATE SET del = ns_release_wait.del OR excluded.del)"
 
 #define NS_ATTR_COLS "i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns"
 
@@ -221,7 +231,8 @@ const struct pg_stmt pgns_stmts[] = {
 			  2 },
 	/* N14: not while another live node has it open ($2: this node) */
 	[NS_INODE_DELETE] = { "ns_inode_delete",
-			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 AND NOT "
+			      "WITH " NS_REL_WAIT_WITH("ino = $1", "true")
+			      " DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 AND NOT "
 			      NS_HELD_ELSEWHERE("ns_inodes.ino", "$2") " RETURNING ino", 2 },
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
 	 * (READ COMMITTED), so a chunk that just got a reference is skipped
@@ -362,12 +373,15 @@ const struct pg_stmt pgns_stmts[] = {
 	/* the batched release: the rows of the inodes it takes are deleted (or
 	 * emptied) first and RETURNed, and only those inodes' extents move (N1) */
 	[NS_REL_INODES_DELETE] = { "ns_rel_inodes_delete",
-				   "DELETE FROM ns_inodes WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+				   "WITH " NS_REL_WAIT_WITH("ino = ANY($1::bigint[])", "true")
+				   " DELETE FROM ns_inodes WHERE ino = ANY($1::bigint[]) AND nlink = 0"
 				   " AND ino <> 1 AND NOT " NS_HELD_ELSEWHERE("ns_inodes.ino", "$2")
 				   " RETURNING ino",
 				   2 },
 	[NS_DROP_DATA_SET] = { "ns_drop_data_set",
-			       "UPDATE ns_inodes SET size = 0 WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+			       "WITH " NS_REL_WAIT_WITH("ino = ANY($1::bigint[]) AND mode & 61440 = 32768",
+							"false")
+			       " UPDATE ns_inodes SET size = 0 WHERE ino = ANY($1::bigint[]) AND nlink = 0"
 			       " AND mode & 61440 = 32768 AND NOT "
 			       NS_HELD_ELSEWHERE("ns_inodes.ino", "$2") " RETURNING ino",
 			       2 },
@@ -573,15 +587,20 @@ const struct pg_stmt pgns_stmts[] = {
 	 * left by a failed close) and ns_writing (a writer's row its close
 	 * could not delete once the inode was gone) */
 	[NS_REL_ROWS_DELETE] = { "ns_rel_rows_delete",
-				 "WITH o AS (DELETE FROM ns_open WHERE ino = ANY($1::bigint[]))"
+				 "WITH o AS (DELETE FROM ns_open WHERE ino = ANY($1::bigint[])),"
+				 " r AS (DELETE FROM ns_release_wait WHERE ino = ANY($1::bigint[]))"
 				 " DELETE FROM ns_writing WHERE ino = ANY($1::bigint[])",
 				 1 },
-	/* N14: unlinked inodes open on no live node (their last holder was
-	 * lost, or closed a write handle), for the reclaim duty to release */
+	/* N14: those now open on no live node (their last holder was lost, or
+	 * closed a write handle), for the reclaim duty to release */
 	[NS_ORPHANS] = { "ns_orphans",
-			 "SELECT ino FROM ns_inodes i WHERE nlink = 0 AND ino <> 1 AND NOT "
-			 NS_HELD_ELSEWHERE("i.ino", "0") " ORDER BY ino LIMIT $1",
+			 "SELECT w.ino, w.del FROM ns_release_wait w WHERE NOT "
+			 NS_HELD_ELSEWHERE("w.ino", "0") " ORDER BY w.ino LIMIT $1",
 			 1 },
+	[NS_ORPHANS_DONE] = { "ns_orphans_done",
+			      "DELETE FROM ns_release_wait w WHERE w.ino = ANY($1::bigint[]) AND NOT "
+			      NS_HELD_ELSEWHERE("w.ino", "0"),
+			      1 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -645,11 +664,12 @@ static const char pgns_schema_sql[] =
 	" PRIMARY KEY (node, ino));"
 	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);"
 	/* N14: the inodes each node has a handle of (not one open only for
-	 * writing: its ns_writing row says so), and the unlinked ones */
+	 * writing: its ns_writing row says so), and the unlinked ones a release
+	 * left to the last node that has them open */
 	"CREATE TABLE IF NOT EXISTS ns_open(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
 	" PRIMARY KEY (node, ino));"
 	"CREATE INDEX IF NOT EXISTS ns_open_by_ino ON ns_open(ino);"
-	"CREATE INDEX IF NOT EXISTS ns_inodes_unlinked ON ns_inodes(ino) WHERE nlink = 0;"
+	"CREATE TABLE IF NOT EXISTS ns_release_wait(ino BIGINT PRIMARY KEY, del BOOLEAN NOT NULL);"
 	/* catalog-wide facts: catalog_id (pgns_catalog_id) */
 	"CREATE TABLE IF NOT EXISTS ns_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 	/* N7: a node's claim of a hash whose object it is putting on BACKING */
@@ -1647,7 +1667,9 @@ int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT
 	return rc;
 }
 
-/* N14: releases up to PGNS_ORPHANS_MAX unlinked inodes open on no live node. */
+/* N14: releases (deletes, or empties, as the release that left them would
+ * have) up to PGNS_ORPHANS_MAX inodes a release left to their last holder
+ * that no live node has open any more. */
 #define PGNS_ORPHANS_MAX 4096
 static int pgns_release_orphans(struct pgns *ns)
 {
@@ -1657,15 +1679,33 @@ static int pgns_release_orphans(struct pgns *ns)
 	int rc = pgns_one(ns, NS_ORPHANS, false, params, &res);
 	int n = rc == 0 ? pg_rows(res) : 0;
 	uint64_t *inos = n > 0 ? calloc((size_t)n, sizeof(*inos)) : NULL;
+	size_t ndel = 0, nempty = n;
+	struct pgns_buf all = { 0 };
 	if (n > 0 && !inos)
 		rc = -ENOMEM;
-	for (int r = 0; inos && r < n; r++)
-		inos[r] = strtoull(PQgetvalue(res, r, 0), NULL, 10);
+	pgns_put(&all, "{");
+	for (int r = 0; inos && r < n; r++) { /* deleted first, emptied from the end */
+		uint64_t ino = strtoull(PQgetvalue(res, r, 0), NULL, 10);
+		if (PQgetvalue(res, r, 1)[0] == 't')
+			inos[ndel++] = ino;
+		else
+			inos[--nempty] = ino;
+		pgns_put(&all, "%s%" PRIu64, r ? "," : "", ino);
+	}
+	pgns_put(&all, "}");
 	PQclear(res);
+	if (rc == 0 && all.failed)
+		rc = -ENOMEM;
+	if (rc == 0 && ndel > 0)
+		rc = pgns_inodes_release(ns, inos, ndel);
+	if (rc == 0 && nempty < (size_t)n)
+		rc = pgns_inodes_drop_data(ns, inos + nempty, (size_t)n - nempty);
+	const char *dparams[] = { all.s };
 	if (rc == 0 && n > 0)
-		rc = pgns_inodes_release(ns, inos, (size_t)n);
+		rc = pgns_one(ns, NS_ORPHANS_DONE, false, dparams, NULL);
 	if (rc == 0 && n > 0)
-		log_debug("released %d unlinked inodes no live node has open", n);
+		log_debug("released %d unlinked inodes no live node has open any more", n);
+	pgns_buf_free(&all);
 	free(inos);
 	return rc;
 }
@@ -1777,7 +1817,7 @@ static int pgns_release_body(struct pg *pg, void *arg)
 	bool deleted = pg_rows(res) == 1;
 	PQclear(res);
 	if (!deleted)
-		return 0; /* still linked, open on another node (N14), or gone already */
+		return 0; /* still linked, gone already, or open on another node (N14: recorded) */
 	rc = pgns_exec(c->ns, NS_REFS_DROP, params, NULL); /* N1 */
 	if (rc == 0)
 		rc = pgns_exec(c->ns, NS_EXTENTS_DELETE, params, NULL);

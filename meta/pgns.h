@@ -157,11 +157,14 @@
  *      lands before the check (and is seen) or finds the inode gone
  *      (-ENOENT). The last node to close releases it: NS_OPEN_DROP answers
  *      whether the inode is unlinked and open nowhere else, and the caller
- *      drops its data then; one closed by a writer, or held only by a node
- *      lost since (whose ns_open rows the reclaim duty deletes,
- *      pgns_unpin_lost), the reclaim duty releases at its next turn. A
- *      release deletes the ns_open and ns_writing rows naming the inodes it
- *      deleted.
+ *      drops its data then. A release records the inodes it leaves so
+ *      (ns_release_wait, in its own statement: deleted, or emptied); the
+ *      reclaim duty (pgns_unpin_lost) releases those open on no live node
+ *      any more at its next turn: one whose last holder closed a write
+ *      handle, or was lost (whose ns_open rows it deletes first). Other
+ *      unlinked inodes are left as before (catalog_shared_gen.c S1). A
+ *      release deletes the ns_open, ns_writing and ns_release_wait rows
+ *      naming the inodes it deleted.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -300,8 +303,8 @@ int pgns_unpin(struct pgns *ns, uint64_t ino);
 int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT_HASH_LEN],
 		      size_t n);
 /* Drops the pins, upload claims and ns_open rows of every node that is no
- * longer live, then releases up to 4096 unlinked inodes open on no live
- * node (N14). */
+ * longer live, then releases up to 4096 of the inodes a release left to
+ * their last holder that no live node has open any more (N14). */
 int pgns_unpin_lost(struct pgns *ns);
 /* N14: this node's first handle of ino opened (open true; -ENOENT: the
  * inode is gone) or its last one closed; *release (may be NULL) says, on a

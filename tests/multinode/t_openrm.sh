@@ -17,19 +17,37 @@ _openrm_ino() {
 # flushes the release queue, node.h invariant 4).
 _openrm_flush() { "$CKPTFS_ADMIN" stats --cache "$CK_TMP/cache_$1" >/dev/null || ck_fail "stats on $1"; }
 
-# A reads 1 MB of d/f.bin, B removes it (and has released whatever it
-# would), A reads the rest: every byte as written. Then A closes: the data
-# goes (the last node to close releases it).
-test_a_file_open_on_a_stays_readable_after_b_removes_it() {
+# _openrm_setup SIZE: nodes A and B, d/f.bin of SIZE random bytes written
+# on A (its reference $CK_REF/f.bin) and seen on B; its inode in OPENRM_INO.
+_openrm_setup() {
 	mn_pg_start
 	mn_mount A
 	mn_mount B
 	mkdir -p "$MN_MNT_A/d"
-	ck_rand "$CK_REF/f.bin" 6000000
+	ck_rand "$CK_REF/f.bin" "$1"
 	cp "$CK_REF/f.bin" "$MN_MNT_A/d/f.bin"
 	mn_see B d/f.bin 2
-	local ino
-	ino=$(_openrm_ino d f.bin)
+	OPENRM_INO=$(_openrm_ino d f.bin)
+}
+
+# _openrm_rm_on_b WHAT: once A's process made $CK_TMP/go, B removes d/f.bin
+# and releases what it would (its kernel's FORGET of the inode comes before
+# a later request of B's; the stats call flushes the release queue); the
+# inode, which A has open (WHAT), must still be there.
+_openrm_rm_on_b() {
+	while [ ! -e "$CK_TMP/go" ]; do sleep 0.05; done
+	rm "$MN_MNT_B/d/f.bin"
+	ls "$MN_MNT_B/d" >/dev/null
+	_openrm_flush B
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_inodes WHERE ino = $OPENRM_INO")" "the removed inode while A $1 it"
+}
+
+# A reads 1 MB of d/f.bin, B removes it (and has released whatever it
+# would), A reads the rest: every byte as written. Then A closes: the data
+# goes (the last node to close releases it).
+test_a_file_open_on_a_stays_readable_after_b_removes_it() {
+	_openrm_setup 6000000
+	local ino=$OPENRM_INO
 	/usr/bin/python3 -c '
 import sys, time, os
 f = open(sys.argv[1], "rb"); a = f.read(1000000)
@@ -38,14 +56,7 @@ while os.path.exists(sys.argv[2]): time.sleep(0.05)
 rest = f.read(); open(sys.argv[3], "wb").write(a + rest)' \
 		"$MN_MNT_A/d/f.bin" "$CK_TMP/go" "$CK_TMP/got.bin" &
 	local r=$!
-	while [ ! -e "$CK_TMP/go" ]; do sleep 0.05; done
-	rm "$MN_MNT_B/d/f.bin"
-	# B's kernel forgets the removed inode (a later request of B comes
-	# after its FORGET), then B releases its queue now
-	ls "$MN_MNT_B/d" >/dev/null
-	_openrm_flush B
-	ls "$MN_MNT_B/d" >/dev/null
-	_openrm_flush B
+	_openrm_rm_on_b reads
 	ck_log "after B's rm and release: inode $ino rows $(mn_psql "SELECT count(*) || ' nlink ' || COALESCE(max(nlink), -1) FROM ns_inodes WHERE ino = $ino"), extents $(mn_psql "SELECT count(*) FROM ns_extents WHERE ino = $ino"), open rows $(mn_psql "SELECT count(*) FROM ns_open WHERE ino = $ino")"
 	rm "$CK_TMP/go"
 	wait $r || ck_fail "A's read of the removed file failed"
@@ -62,25 +73,14 @@ ck_timeout test_a_file_open_on_a_stays_readable_after_b_removes_it 120
 # nothing once its lease is gone, and the reclaim duty (on B) releases the
 # inode and its row.
 test_a_removed_file_open_on_a_lost_node_is_released() {
-	mn_pg_start
-	mn_mount A
-	mn_mount B
-	mkdir -p "$MN_MNT_A/d"
-	ck_rand "$CK_REF/f.bin" 3000000
-	cp "$CK_REF/f.bin" "$MN_MNT_A/d/f.bin"
-	mn_see B d/f.bin 2
-	local ino
-	ino=$(_openrm_ino d f.bin)
+	_openrm_setup 3000000
+	local ino=$OPENRM_INO
 	/usr/bin/python3 -c '
 import sys, time
 f = open(sys.argv[1], "rb"); f.read(1000)
 open(sys.argv[2], "w").write("x"); time.sleep(120)' "$MN_MNT_A/d/f.bin" "$CK_TMP/go" &
 	local r=$!
-	while [ ! -e "$CK_TMP/go" ]; do sleep 0.05; done
-	rm "$MN_MNT_B/d/f.bin"
-	ls "$MN_MNT_B/d" >/dev/null
-	_openrm_flush B
-	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_inodes WHERE ino = $ino")" "the removed inode while A has it open"
+	_openrm_rm_on_b "has open"
 	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_open WHERE ino = $ino")" "A's ns_open row while it reads"
 	mn_kill9 A
 	kill $r 2>/dev/null; wait $r 2>/dev/null || true
@@ -89,6 +89,31 @@ open(sys.argv[2], "w").write("x"); time.sleep(120)' "$MN_MNT_A/d/f.bin" "$CK_TMP
 	mn_umount B
 }
 ck_timeout test_a_removed_file_open_on_a_lost_node_is_released 150
+
+# A writes a file that B removes meanwhile: A's writes and close succeed
+# (its ns_writing row keeps the inode), no ns_writing or ns_open row stays
+# behind, and the reclaim duty releases the inode once A closed.
+test_a_file_written_on_a_removed_on_b_leaves_no_row() {
+	_openrm_setup 2000000
+	local ino=$OPENRM_INO
+	/usr/bin/python3 -c '
+import sys, time, os
+f = open(sys.argv[1], "r+b"); f.write(b"x" * 1000); f.flush()
+open(sys.argv[2], "w").write("x")
+while os.path.exists(sys.argv[2]): time.sleep(0.05)
+f.seek(0, 2); f.write(b"y" * 1000); f.close()' "$MN_MNT_A/d/f.bin" "$CK_TMP/go" &
+	local w=$!
+	while [ ! -e "$CK_TMP/go" ]; do sleep 0.05; done
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_writing WHERE ino = $ino")" "A's ns_writing row"
+	_openrm_rm_on_b writes
+	rm "$CK_TMP/go"
+	wait $w || ck_fail "A's writes or close of the removed file failed"
+	mn_poll "SELECT count(*) FROM ns_inodes WHERE ino = $ino" 0 60 "the inode released after A's close"
+	assert_eq "0 0 0" "$(mn_psql "SELECT (SELECT count(*) FROM ns_writing) || ' ' || (SELECT count(*) FROM ns_open) || ' ' || (SELECT count(*) FROM ns_extents WHERE ino = $ino)")" "ns_writing, ns_open rows and extents left"
+	mn_umount A
+	mn_umount B
+}
+ck_timeout test_a_file_written_on_a_removed_on_b_leaves_no_row 150
 
 # _openrm_gate_begin DIR_INO: a psql session holds directory DIR_INO's row
 # FOR UPDATE (a create there waits for it, pgns.h N9) until _openrm_gate_end.

@@ -773,7 +773,7 @@ static int ns_create_existing(struct ns *ns, const struct ns_cred *c, uint64_t p
 {
 	int rc = ns_lookup(ns, parent, name, in);
 	if (rc != 0)
-		return rc == -ENOENT ? -EAGAIN : rc; /* removed again meanwhile */
+		return rc; /* -ENOENT: removed again meanwhile, the caller creates anew */
 	if (S_ISDIR(in->mode))
 		rc = -EISDIR;
 	else if (!S_ISREG(in->mode))
@@ -793,10 +793,19 @@ int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 	uint64_t gen_id; /* the new file's, from its create (invariant 5) */
 	struct ns_hold hold = { NULL, 0 };
 	bool writable = (flags & O_ACCMODE) != O_RDONLY;
-	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in, &gen_id,
-			       writable ? &hold : NULL);
-	if (rc == -EEXIST && !(flags & O_EXCL))
-		return ns_create_existing(ns, c, parent, name, flags, out, in);
+	int rc = -EEXIST;
+	/* a name made and removed again on other nodes between our tries: a
+	 * few rounds, then the last answer */
+	for (int tries = 0; rc == -EEXIST && tries < 3; tries++) {
+		rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in,
+				   &gen_id, writable ? &hold : NULL);
+		if (rc != -EEXIST || (flags & O_EXCL))
+			break;
+		rc = ns_create_existing(ns, c, parent, name, flags, out, in);
+		if (rc != -ENOENT)
+			return rc;
+		rc = -EEXIST;
+	}
 	if (rc != 0)
 		return rc;
 	rc = ns_open_node(ns, c, in->ino, gen_id, flags & ~O_TRUNC /* it is new */, in->mode, out);

@@ -185,7 +185,7 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
 			int orc = cat_opened(ns->cat, n->ino, true, NULL);
 			if (orc == 0)
 				n->shared_open = true;
-			else
+			else if (orc != -ESTALE) /* fenced: it holds nothing */
 				log_warn("inode %llu: cannot tell the shared catalog it is still open"
 					 " here: %s; another node's removal may release it under its"
 					 " readers", (unsigned long long)n->ino, strerror(-orc));

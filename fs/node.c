@@ -340,6 +340,14 @@ uint32_t node_close(struct node_table *t, struct node *n)
 	return left;
 }
 
+uint32_t node_open_count(struct node_table *t, struct node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	uint32_t c = n->open_count;
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
 struct node *node_peek(struct node_table *t, uint64_t ino)
 {
 	pthread_mutex_lock(&t->lock);

@@ -9,7 +9,9 @@
  *  1. A node exists while nlookup > 0 or open_count > 0; when both reach 0 it
  *     is freed, and an inode with no links left is deleted from the catalog
  *     — so an unlinked file stays readable through open handles until the
- *     last one closes.
+ *     last one closes. With a shared catalog the catalog also keeps it
+ *     while another node has it open (pgns.h N14): this table only knows
+ *     this node's handles.
  *  2. node->writer is only touched with node->rw held for writing; reading file
  *     bytes holds it for reading, so a commit never reclaims a chunk that a
  *     read of the same file is using.
@@ -55,6 +57,9 @@ struct node {
 	/* the file had setuid or setgid at its last open or chmod: a write asks
 	 * whether to clear them (ns.c, ns_killpriv); __atomic loads/stores */
 	bool setid;
+	/* shared catalog: this node's ns_open row of the inode exists (ns.c,
+	 * pgns.h N14); under rw */
+	bool shared_open;
 	/* a file whose close may commit a generation (gen_is_trigger_name):
 	 * its name and directory as last looked up; under the table lock */
 	uint64_t trigger_parent;
@@ -91,6 +96,8 @@ void node_forget(struct node_table *t, uint64_t ino, uint64_t nlookup);
  * n->rw) and drops it with node_put. */
 int node_open(struct node_table *t, uint64_t ino, struct node **out);
 uint32_t node_close(struct node_table *t, struct node *n);
+/* The handles of n open now. */
+uint32_t node_open_count(struct node_table *t, struct node *n);
 
 /* The node if the kernel or a handle holds it, with a temporary reference;
  * NULL otherwise (nothing is created). */

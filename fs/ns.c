@@ -179,6 +179,17 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
 	if (rc == 0)
 		node_writers_add(ns->nodes, n, delta);
 	if (rc == 0 && delta < 0 && n->write_handles == 0) {
+		/* handles for reading stay open: their ns_open row takes over
+		 * before the ns_writing row goes (pgns.h N14) */
+		if (!n->shared_open && node_open_count(ns->nodes, n) > 0) {
+			int orc = cat_opened(ns->cat, n->ino, true, NULL);
+			if (orc == 0)
+				n->shared_open = true;
+			else if (orc != -ESTALE) /* fenced: it holds nothing */
+				log_warn("inode %llu: cannot tell the shared catalog it is still open"
+					 " here: %s; another node's removal may release it under its"
+					 " readers", (unsigned long long)n->ino, strerror(-orc));
+		}
 		int wrc = cat_writing(ns->cat, n->ino, false);
 		if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
 			log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
@@ -186,6 +197,53 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
 	}
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
+}
+
+/* Shared catalog (pgns.h N14): a node's first handle of n that is not for
+ * writing, while no write handle is open here (the ns_writing row does that
+ * work), tells the other nodes the file is open here: a removal elsewhere
+ * leaves it readable. Under n->rw, as the writer count; after node_open
+ * counted the handle. */
+static int ns_opened_shared(struct ns *ns, struct node *n)
+{
+	if (!cat_is_shared(ns->cat))
+		return 0;
+	pthread_rwlock_wrlock(&n->rw);
+	int rc = 0;
+	if (!n->shared_open && n->write_handles == 0) {
+		rc = cat_opened(ns->cat, n->ino, true, NULL);
+		n->shared_open = rc == 0;
+		if (rc == -ESTALE) /* fenced, read-only for good: a node not live holds nothing */
+			rc = 0;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+/* After node_close: the last handle of n here is gone, so its ns_open row
+ * goes; an inode another node unlinked meanwhile and nobody else has open
+ * loses its data now, its row when the kernel forgets it (pgns.h N14: the
+ * last node to close releases it). */
+static void ns_closed_shared(struct ns *ns, struct node *n)
+{
+	if (!cat_is_shared(ns->cat))
+		return;
+	pthread_rwlock_wrlock(&n->rw);
+	bool release = false;
+	if (n->shared_open && node_open_count(ns->nodes, n) == 0) {
+		int rc = cat_opened(ns->cat, n->ino, false, &release);
+		if (rc != 0 && rc != -ESTALE) /* fenced: its rows go with its lease */
+			log_warn("inode %llu: cannot tell the shared catalog it is closed here: %s;"
+				 " its row goes with this node's lease", (unsigned long long)n->ino,
+				 strerror(-rc));
+		n->shared_open = false;
+	}
+	pthread_rwlock_unlock(&n->rw);
+	int rc = release ? cat_inodes_drop_data(ns->cat, &n->ino, 1) : 0;
+	if (rc != 0)
+		log_warn("inode %llu: releasing the data of a file removed on another node failed:"
+			 " %s; the reclaim duty releases it", (unsigned long long)n->ino,
+			 strerror(-rc));
 }
 
 /* n's count among this node's writers (the list gen_files_being_written
@@ -659,15 +717,16 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, ui
 	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
 	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);
 	bool trunc = f->writable && (flags & O_TRUNC);
-	int rc = f->writable ? ns_writer_enter(ns, n, f->gen_id, trunc) : 0;
+	int rc = f->writable ? ns_writer_enter(ns, n, f->gen_id, trunc) : ns_opened_shared(ns, n);
 	bool entered = f->writable && rc == 0;
 	if (rc == 0 && trunc)
 		rc = ns_open_truncate(ns, c, f, setid);
 	if (rc != 0) {
+		node_close(ns->nodes, n);
 		if (entered)
 			ns_writer_leave(ns, n, f->gen_id);
-		node_close(ns->nodes, n);
-		node_put(ns->nodes, n);
+		ns_closed_shared(ns, n);
+		node_put(ns->nodes, n); /* node_close's reference */
 		free(f);
 		return rc;
 	}
@@ -694,14 +753,64 @@ int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, str
 	return rc;
 }
 
+/* Whether c may open in with flags' access mode (the kernel's
+ * generic_permission, which default_permissions does at an open of a name it
+ * knew, but not at a create it thinks makes the file). */
+static bool ns_may_open(const struct ns_cred *c, const struct cat_inode *in, int flags)
+{
+	if (c->uid == 0)
+		return true;
+	unsigned want = ((flags & O_ACCMODE) != O_WRONLY ? 4 : 0) |
+			((flags & O_ACCMODE) != O_RDONLY ? 2 : 0);
+	unsigned bits = c->uid == in->uid		 ? (in->mode >> 6) & 7
+			: ns_in_group(c, (gid_t)in->gid) ? (in->mode >> 3) & 7
+							 : in->mode & 7;
+	return (bits & want) == want;
+}
+
+/* A create without O_EXCL that found the name taken: another node made it
+ * after this kernel's lookup (pgns.h N9 answers -EEXIST), so the file is
+ * opened as an open(2) of an existing name would (O_TRUNC applied; POSIX
+ * open without O_EXCL). Its entry counts as the create's lookup. */
+static int ns_create_existing(struct ns *ns, const struct ns_cred *c, uint64_t parent,
+			      const char *name, int flags, struct ns_file **out,
+			      struct cat_inode *in)
+{
+	int rc = ns_lookup(ns, parent, name, in);
+	if (rc != 0)
+		return rc; /* -ENOENT: removed again meanwhile, the caller creates anew */
+	if (S_ISDIR(in->mode))
+		rc = -EISDIR;
+	else if (!S_ISREG(in->mode))
+		rc = -EEXIST; /* a symlink or a device: not followed here */
+	else if (!ns_may_open(c, in, flags))
+		rc = -EACCES;
+	if (rc == 0)
+		rc = ns_open(ns, c, in->ino, flags, out, in);
+	if (rc != 0)
+		node_forget(ns->nodes, in->ino, 1);
+	return rc;
+}
+
 int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
 	      mode_t mode, int flags, struct ns_file **out, struct cat_inode *in)
 {
 	uint64_t gen_id; /* the new file's, from its create (invariant 5) */
 	struct ns_hold hold = { NULL, 0 };
 	bool writable = (flags & O_ACCMODE) != O_RDONLY;
-	int rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in, &gen_id,
-			       writable ? &hold : NULL);
+	int rc = -EEXIST;
+	/* a name made and removed again on other nodes between our tries: a
+	 * few rounds, then the last answer */
+	for (int tries = 0; rc == -EEXIST && tries < 3; tries++) {
+		rc = ns_make_entry(ns, c, parent, name, S_IFREG | (mode & 07777), 0, NULL, in,
+				   &gen_id, writable ? &hold : NULL);
+		if (rc != -EEXIST || (flags & O_EXCL))
+			break;
+		rc = ns_create_existing(ns, c, parent, name, flags, out, in);
+		if (rc != -ENOENT)
+			return rc;
+		rc = -EEXIST;
+	}
 	if (rc != 0)
 		return rc;
 	rc = ns_open_node(ns, c, in->ino, gen_id, flags & ~O_TRUNC /* it is new */, in->mode, out);
@@ -858,6 +967,7 @@ void ns_release_done(struct ns *ns, struct ns_file *f, int rc)
 		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id);
 	if (f->writable)
 		ns_writer_leave(ns, n, f->gen_id);
+	ns_closed_shared(ns, n);
 	node_put(ns->nodes, n); /* the reference ns_release's node_close took */
 	ns_files_unlink(ns, f);
 	free(f);

@@ -185,7 +185,10 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 /* Opens ino (open flags as open(2)); *in gets its attributes. */
 int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, struct ns_file **out,
 	    struct cat_inode *in);
-/* Creates name in parent and opens it. */
+/* Creates name in parent and opens it. Without O_EXCL, a name that another
+ * node (shared catalog) made after the kernel's lookup is opened instead, as
+ * open(2) of an existing file (O_TRUNC applied, its permissions checked):
+ * *in is then that file's. */
 int ns_create(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
 	      mode_t mode, int flags, struct ns_file **out, struct cat_inode *in);
 

@@ -492,12 +492,13 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct cat_inode in;
 	struct ns_file *f;
 	struct ns_cred c = ops_cred(req);
+	/* without O_EXCL, a name another node made meanwhile is opened (ns.h) */
 	int rc = ns_create(ops_ns(req), &c, parent, name, mode, fi->flags, &f, &in);
 	if (rc != 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->flags &= ~O_TRUNC; /* it is new */
+	fi->flags &= ~O_TRUNC; /* it is new, or was emptied by ns_create */
 	ops_set_open_flags(req, fi, f, false);
 	struct fuse_entry_param e;
 	ops_entry(req, name, &in, &e);

@@ -175,6 +175,13 @@ bool cat_pg_stats(const struct cat *cat, struct pg_stats *out);
  * [engine]: shared, its ns_writing row, which holds its generation's commit
  * (pggen.h); alone, nothing (the daemon's node table knows). */
 int cat_writing(struct cat *cat, uint64_t ino, bool open);
+/* The first handle of ino on this node that is not for writing opened
+ * (open = true), or the last handle closed, while none for writing is open
+ * there [engine]: shared, its ns_open row, which keeps an unlinked inode
+ * from being released by another node (pgns.h N14); *release (may be NULL)
+ * then says that the inode is unlinked and open nowhere else. Alone,
+ * nothing. */
+int cat_opened(struct cat *cat, uint64_t ino, bool open, bool *release);
 /* The node lease (shared only; alone they return 0 and do nothing):
  * renew it (-ESTALE once another node swept it: the node must stop
  * changing shared state; a lease that ran out but was not swept is renewed,

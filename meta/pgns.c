@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "catalog_internal.h"
 #include "catalog_shared_admin.h"
 #include "hash.h"
 #include "log.h"
@@ -75,6 +76,12 @@ enum {
 	NS_CREATE,
 	NS_PIN_HELD,
 	NS_SERIES_MOVED,
+	NS_OPEN_ADD,
+	NS_OPEN_DROP,
+	NS_REL_LOCK,
+	NS_REL_ROWS_DELETE,
+	NS_ORPHANS,
+	NS_ORPHANS_DONE,
 	NS_COUNT
 };
 
@@ -87,6 +94,25 @@ enum {
 	" AND NOT g.manifests_gone) AND NOT EXISTS (SELECT 1 FROM ns_generations g"        \
 	" WHERE g.version > 1 AND g.state IN (0, 1, 4) AND NOT g.lost AND g.version -"    \
 	" CASE WHEN g.backup_root <> 0 THEN 2 ELSE 1 END >= GREATEST(g.durable_version, 1))"
+
+/* N14: inode i (a column reference) is open on a live node other than
+ * node me (a parameter): that node's ns_open row (a handle open) or its
+ * ns_writing row (a handle open for writing, pggen.h X1). A node no longer
+ * live holds nothing (lease.h L1). */
+#define NS_HELD_ELSEWHERE(i, me)                                                        \
+	"(EXISTS (SELECT 1 FROM ns_open o JOIN ckpt_nodes hn ON hn.id = o.node"            \
+	" WHERE o.ino = " i " AND o.node <> CAST(" me " AS BIGINT) AND hn.state = 'live')" \
+	" OR EXISTS (SELECT 1 FROM ns_writing hw JOIN ckpt_nodes hn ON hn.id = hw.node"    \
+	" WHERE hw.ino = " i " AND hw.node <> CAST(" me " AS BIGINT) AND hn.state = 'live'))"
+
+/* N14: a release's WITH query recording the unlinked inodes among those
+ * where selects ($2: this node) that it leaves because another live node
+ * has them open, and how it would have released them (del: deleted, else
+ * emptied), for the reclaim duty to finish once nobody has them open. */
+#define NS_REL_WAIT_WITH(where, del)                                                    \
+	"w AS (INSERT INTO ns_release_wait(ino, del) SELECT ino, " del " FROM ns_inodes"    \
+	" WHERE " where " AND nlink = 0 AND " NS_HELD_ELSEWHERE("ns_inodes.ino", "$2")       \
+	" ON CONFLICT (ino) DO UPDATE SET del = ns_release_wait.del OR excluded.del)"
 
 #define NS_ATTR_COLS "i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns"
 
@@ -204,8 +230,11 @@ const struct pg_stmt pgns_stmts[] = {
 			  " WHERE hash = decode($1, 'hex') AND state = 'live' AND " LEASE_LIVE
 			  " RETURNING 1) SELECT " LEASE_LIVE ", (SELECT count(*) FROM u)",
 			  2 },
+	/* N14: not while another live node has it open ($2: this node) */
 	[NS_INODE_DELETE] = { "ns_inode_delete",
-			      "DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 RETURNING ino", 1 },
+			      "WITH " NS_REL_WAIT_WITH("ino = $1", "true")
+			      " DELETE FROM ns_inodes WHERE ino = $1 AND nlink = 0 AND NOT "
+			      NS_HELD_ELSEWHERE("ns_inodes.ino", "$2") " RETURNING ino", 2 },
 	/* the outer WHERE is re-checked on a row a concurrent commit changed
 	 * (READ COMMITTED), so a chunk that just got a reference is skipped
 	 * (and its stamp is gone, N12). A live chunk is taken only if it was
@@ -352,13 +381,18 @@ const struct pg_stmt pgns_stmts[] = {
 	/* the batched release: the rows of the inodes it takes are deleted (or
 	 * emptied) first and RETURNed, and only those inodes' extents move (N1) */
 	[NS_REL_INODES_DELETE] = { "ns_rel_inodes_delete",
-				   "DELETE FROM ns_inodes WHERE ino = ANY($1::bigint[]) AND nlink = 0"
-				   " AND ino <> 1 RETURNING ino",
-				   1 },
+				   "WITH " NS_REL_WAIT_WITH("ino = ANY($1::bigint[])", "true")
+				   " DELETE FROM ns_inodes WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+				   " AND ino <> 1 AND NOT " NS_HELD_ELSEWHERE("ns_inodes.ino", "$2")
+				   " RETURNING ino",
+				   2 },
 	[NS_DROP_DATA_SET] = { "ns_drop_data_set",
-			       "UPDATE ns_inodes SET size = 0 WHERE ino = ANY($1::bigint[]) AND nlink = 0"
-			       " AND mode & 61440 = 32768 RETURNING ino",
-			       1 },
+			       "WITH " NS_REL_WAIT_WITH("ino = ANY($1::bigint[]) AND mode & 61440 = 32768",
+							"false")
+			       " UPDATE ns_inodes SET size = 0 WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+			       " AND mode & 61440 = 32768 AND NOT "
+			       NS_HELD_ELSEWHERE("ns_inodes.ino", "$2") " RETURNING ino",
+			       2 },
 	[NS_REFS_DROP_ANY] = { "ns_refs_drop_any",
 			       "UPDATE ns_chunks c SET refcount = c.refcount - g.n FROM (SELECT hash,"
 			       " count(*) AS n FROM ns_extents WHERE ino = ANY($1::bigint[]) GROUP BY hash) g"
@@ -419,7 +453,9 @@ const struct pg_stmt pgns_stmts[] = {
 		       " SET pins = c.pins - 1 FROM d WHERE c.hash = d.hash) SELECT " LEASE_LIVE,
 		       2 },
 	[NS_UNPIN_LOST] = { "ns_unpin_lost",
-			    "WITH " LEASE_FENCE_WITH("$1") ", k AS (DELETE FROM ns_upload_claims k"
+			    "WITH " LEASE_FENCE_WITH("$1") ", o AS (DELETE FROM ns_open o"
+			    " WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = o.node"
+			    " AND n.state = 'live') AND " LEASE_LIVE "), k AS (DELETE FROM ns_upload_claims k"
 			    " WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = k.node"
 			    " AND n.state = 'live') AND " LEASE_LIVE "),"
 			    " d AS (DELETE FROM ns_pins p WHERE NOT EXISTS (SELECT 1 FROM ckpt_nodes n"
@@ -529,6 +565,50 @@ const struct pg_stmt pgns_stmts[] = {
 			  " SELECT " LEASE_LIVE ", encode(r.hash, 'hex') FROM (SELECT 1) AS one"
 			  " LEFT JOIN r ON true",
 			  6 },
+	/* N14: node $1's first handle of inode $2 (fenced, L5): its row, the
+	 * inode's row held FOR SHARE so that a release (NS_REL_LOCK first)
+	 * either sees the row or has deleted the inode (no row then); then
+	 * whether the inode exists */
+	[NS_OPEN_ADD] = { "ns_open_add",
+			  "WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT ino FROM ns_inodes WHERE"
+			  " ino = $2 AND " LEASE_LIVE " FOR SHARE), a AS (INSERT INTO ns_open(node, ino)"
+			  " SELECT $1, ino FROM i ON CONFLICT DO NOTHING)"
+			  " SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i)",
+			  2 },
+	/* N14: node $1's last handle of inode $2 closed: its row goes; then
+	 * whether the inode is unlinked (nlink 0) and open on no other live
+	 * node, which the caller then releases */
+	[NS_OPEN_DROP] = { "ns_open_drop",
+			   "WITH " LEASE_FENCE_WITH("$1") ", d AS (DELETE FROM ns_open WHERE node = $1"
+			   " AND ino = $2 AND " LEASE_LIVE ") SELECT " LEASE_LIVE ", EXISTS (SELECT 1"
+			   " FROM ns_inodes i WHERE i.ino = $2 AND i.nlink = 0 AND NOT"
+			   " " NS_HELD_ELSEWHERE("i.ino", "$1") ")",
+			   2 },
+	/* N14: a release's first statement: the unlinked inodes of $1 locked,
+	 * so that its next statement (a new snapshot) sees every ns_open row
+	 * whose NS_OPEN_ADD locked the inode first */
+	[NS_REL_LOCK] = { "ns_rel_lock",
+			  "SELECT ino FROM ns_inodes WHERE ino = ANY($1::bigint[]) AND nlink = 0"
+			  " ORDER BY ino FOR UPDATE",
+			  1 },
+	/* the rows of released inodes that name them: ns_open (this node's,
+	 * left by a failed close) and ns_writing (a writer's row its close
+	 * could not delete once the inode was gone) */
+	[NS_REL_ROWS_DELETE] = { "ns_rel_rows_delete",
+				 "WITH o AS (DELETE FROM ns_open WHERE ino = ANY($1::bigint[])),"
+				 " r AS (DELETE FROM ns_release_wait WHERE ino = ANY($1::bigint[]))"
+				 " DELETE FROM ns_writing WHERE ino = ANY($1::bigint[])",
+				 1 },
+	/* N14: those now open on no live node (their last holder was lost, or
+	 * closed a write handle), for the reclaim duty to release */
+	[NS_ORPHANS] = { "ns_orphans",
+			 "SELECT w.ino, w.del FROM ns_release_wait w WHERE NOT "
+			 NS_HELD_ELSEWHERE("w.ino", "0") " ORDER BY w.ino LIMIT $1",
+			 1 },
+	[NS_ORPHANS_DONE] = { "ns_orphans_done",
+			      "DELETE FROM ns_release_wait w WHERE w.ino = ANY($1::bigint[]) AND NOT "
+			      NS_HELD_ELSEWHERE("w.ino", "0"),
+			      1 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -591,6 +671,13 @@ static const char pgns_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS ns_writing(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
 	" PRIMARY KEY (node, ino));"
 	"CREATE INDEX IF NOT EXISTS ns_writing_by_ino ON ns_writing(ino);"
+	/* N14: the inodes each node has a handle of (not one open only for
+	 * writing: its ns_writing row says so), and the unlinked ones a release
+	 * left to the last node that has them open */
+	"CREATE TABLE IF NOT EXISTS ns_open(node BIGINT NOT NULL, ino BIGINT NOT NULL,"
+	" PRIMARY KEY (node, ino));"
+	"CREATE INDEX IF NOT EXISTS ns_open_by_ino ON ns_open(ino);"
+	"CREATE TABLE IF NOT EXISTS ns_release_wait(ino BIGINT PRIMARY KEY, del BOOLEAN NOT NULL);"
 	/* catalog-wide facts: catalog_id (pgns_catalog_id) */
 	"CREATE TABLE IF NOT EXISTS ns_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 	/* N7: a node's claim of a hash whose object it is putting on BACKING */
@@ -1588,11 +1675,82 @@ int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT
 	return rc;
 }
 
+/* N14: releases (deletes, or empties, as the release that left them would
+ * have) up to PGNS_ORPHANS_MAX inodes a release left to their last holder
+ * that no live node has open any more. */
+#define PGNS_ORPHANS_MAX 4096
+static int pgns_release_orphans(struct pgns *ns)
+{
+	char max[24];
+	const char *params[] = { PG_U64(max, PGNS_ORPHANS_MAX) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_ORPHANS, false, params, &res);
+	int n = rc == 0 ? pg_rows(res) : 0;
+	uint64_t *inos = n > 0 ? calloc((size_t)n, sizeof(*inos)) : NULL;
+	size_t ndel = 0, nempty = n;
+	struct pgns_buf all = { 0 };
+	if (n > 0 && !inos)
+		rc = -ENOMEM;
+	pgns_put(&all, "{");
+	for (int r = 0; inos && r < n; r++) { /* deleted first, emptied from the end */
+		uint64_t ino = strtoull(PQgetvalue(res, r, 0), NULL, 10);
+		if (PQgetvalue(res, r, 1)[0] == 't')
+			inos[ndel++] = ino;
+		else
+			inos[--nempty] = ino;
+		pgns_put(&all, "%s%" PRIu64, r ? "," : "", ino);
+	}
+	pgns_put(&all, "}");
+	PQclear(res);
+	if (rc == 0 && all.failed)
+		rc = -ENOMEM;
+	if (rc == 0 && ndel > 0)
+		rc = pgns_inodes_release(ns, inos, ndel);
+	if (rc == 0 && nempty < (size_t)n)
+		rc = pgns_inodes_drop_data(ns, inos + nempty, (size_t)n - nempty);
+	const char *dparams[] = { all.s };
+	if (rc == 0 && n > 0)
+		rc = pgns_one(ns, NS_ORPHANS_DONE, false, dparams, NULL);
+	if (rc == 0 && n > 0)
+		log_debug("released %d unlinked inodes no live node has open any more", n);
+	pgns_buf_free(&all);
+	free(inos);
+	return rc;
+}
+
 int pgns_unpin_lost(struct pgns *ns)
 {
 	char node[24];
 	const char *params[] = { PG_U64(node, ns->lease->node_id) };
-	return pgns_one(ns, NS_UNPIN_LOST, true, params, NULL);
+	int rc = pgns_one(ns, NS_UNPIN_LOST, true, params, NULL);
+	if (rc == 0)
+		rc = pgns_release_orphans(ns);
+	return rc;
+}
+
+int pgns_opened(struct pgns *ns, uint64_t ino, bool open, bool *release)
+{
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, ino) };
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, open ? NS_OPEN_ADD : NS_OPEN_DROP, true, params, &res);
+	bool yes = rc == 0 && pg_rows(res) == 1 && PQgetvalue(res, 0, 1)[0] == 't';
+	PQclear(res);
+	if (rc == 0 && open && !yes)
+		rc = -ENOENT;
+	if (release)
+		*release = rc == 0 && !open && yes;
+	return rc;
+}
+
+/* catalog.h's cat_opened, here rather than beside cat_writing (N14). */
+int cat_opened(struct cat *cat, uint64_t ino, bool open, bool *release)
+{
+	if (release)
+		*release = false;
+	if (!cat_is_shared(cat))
+		return 0;
+	return pgns_opened(cat_shared_ns(cat), ino, open, release);
 }
 
 int pgns_file_uploaded(struct pgns *ns, uint64_t ino, bool *uploaded)
@@ -1672,19 +1830,27 @@ static int pgns_release_body(struct pg *pg, void *arg)
 	int rc = lease_fence(c->ns->lease);
 	if (rc)
 		return rc;
-	char ino[24];
+	char ino[24], me[24], list[32];
+	snprintf(list, sizeof(list), "{%" PRIu64 "}", c->ino);
+	const char *lparams[] = { list };
 	const char *params[] = { PG_U64(ino, c->ino), "0" };
+	const char *dparams[] = { ino, PG_U64(me, c->ns->lease->node_id) };
 	PGresult *res;
-	rc = pgns_exec(c->ns, NS_INODE_DELETE, params, &res);
+	rc = pgns_exec(c->ns, NS_REL_LOCK, lparams, NULL); /* N14 */
+	if (rc)
+		return rc;
+	rc = pgns_exec(c->ns, NS_INODE_DELETE, dparams, &res);
 	if (rc)
 		return rc;
 	bool deleted = pg_rows(res) == 1;
 	PQclear(res);
 	if (!deleted)
-		return 0; /* still linked, or gone already */
+		return 0; /* still linked, gone already, or open on another node (N14: recorded) */
 	rc = pgns_exec(c->ns, NS_REFS_DROP, params, NULL); /* N1 */
 	if (rc == 0)
 		rc = pgns_exec(c->ns, NS_EXTENTS_DELETE, params, NULL);
+	if (rc == 0)
+		rc = pgns_exec(c->ns, NS_REL_ROWS_DELETE, lparams, NULL);
 	return rc;
 }
 
@@ -2404,8 +2570,13 @@ static int pgns_many_body(struct pg *pg, void *arg)
 	int rc = lease_fence(c->ns->lease);
 	if (rc)
 		return rc;
-	const char *params[] = { c->list };
+	char me[24];
+	const char *lparams[] = { c->list };
+	const char *params[] = { c->list, PG_U64(me, c->ns->lease->node_id) };
 	PGresult *res;
+	rc = pgns_exec(c->ns, NS_REL_LOCK, lparams, NULL); /* N14 */
+	if (rc)
+		return rc;
 	rc = pgns_exec(c->ns, c->take, params, &res);
 	if (rc)
 		return rc;
@@ -2423,6 +2594,8 @@ static int pgns_many_body(struct pg *pg, void *arg)
 		rc = pgns_exec(c->ns, NS_REFS_DROP_ANY, tparams, NULL);
 	if (rc == 0 && n > 0)
 		rc = pgns_exec(c->ns, NS_EXTENTS_DELETE_ANY, tparams, NULL);
+	if (rc == 0 && n > 0 && c->take == NS_REL_INODES_DELETE)
+		rc = pgns_exec(c->ns, NS_REL_ROWS_DELETE, tparams, NULL);
 	pgns_buf_free(&taken);
 	return rc;
 }

@@ -144,6 +144,27 @@
  *      series of COMMITTED generations up to the root once, only if the
  *      directory is outside generations (a live generation's series always
  *      is).
+ * N14. An unlinked inode (nlink 0) is not released (deleted, or emptied of
+ *      its data) while a live node other than the releasing one has it
+ *      open (NS_HELD_ELSEWHERE): a node has a handle of it (its ns_open
+ *      row, taken at the node's first handle that is not for writing while
+ *      no write handle is open there, dropped at its last close: one
+ *      statement each, pgns_opened, none per read) or a handle for writing
+ *      (its ns_writing row, pggen.h X1). So a file open on one node stays
+ *      readable after another removes it, as on one node (POSIX). A
+ *      release locks the inodes' rows first and checks in its next
+ *      statement, and NS_OPEN_ADD holds the row FOR SHARE: an open either
+ *      lands before the check (and is seen) or finds the inode gone
+ *      (-ENOENT). The last node to close releases it: NS_OPEN_DROP answers
+ *      whether the inode is unlinked and open nowhere else, and the caller
+ *      drops its data then. A release records the inodes it leaves so
+ *      (ns_release_wait, in its own statement: deleted, or emptied); the
+ *      reclaim duty (pgns_unpin_lost) releases those open on no live node
+ *      any more at its next turn: one whose last holder closed a write
+ *      handle, or was lost (whose ns_open rows it deletes first). Other
+ *      unlinked inodes are left as before (catalog_shared_gen.c S1). A
+ *      release deletes the ns_open, ns_writing and ns_release_wait rows
+ *      naming the inodes it deleted.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -281,8 +302,15 @@ int pgns_unpin(struct pgns *ns, uint64_t ino);
  * to the node); n 0 is pgns_unpin. */
 int pgns_unpin_claims(struct pgns *ns, uint64_t ino, const uint8_t (*hashes)[CAT_HASH_LEN],
 		      size_t n);
-/* Drops the pins of every node that is no longer live. */
+/* Drops the pins, upload claims and ns_open rows of every node that is no
+ * longer live, then releases up to 4096 of the inodes a release left to
+ * their last holder that no live node has open any more (N14). */
 int pgns_unpin_lost(struct pgns *ns);
+/* N14: this node's first handle of ino opened (open true; -ENOENT: the
+ * inode is gone) or its last one closed; *release (may be NULL) says, on a
+ * close, that ino is unlinked and open on no other live node: the caller
+ * releases it. One statement, one round trip (lease.h L5). */
+int pgns_opened(struct pgns *ns, uint64_t ino, bool open, bool *release);
 
 /* Reclaim (the holder of duty "reclaim", lease.h L3): marks up to max
  * chunks with no reference and no pin (N6) reclaiming and returns them (also those a

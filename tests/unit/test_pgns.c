@@ -1168,8 +1168,16 @@ Test(pgns, the_namespaces_lookup_create_and_open_read_once)
 	tn_ns_close_file(&t, f);
 	t0 = tn_ns_round_trips(&t);
 	OK(ns_open(t.ns, &cred, in.ino, O_RDONLY, &f, &got));
-	cr_assert_eq(tn_ns_round_trips(&t) - t0, 1, "an open for reading: %llu round trips",
+	/* its attributes, and (the node's first handle) its ns_open row
+	 * (pgns.h N14); a second handle adds none, and the last close is one */
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 2, "an open for reading: %llu round trips",
 		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	struct ns_file *f2;
+	t0 = tn_ns_round_trips(&t);
+	OK(ns_open(t.ns, &cred, in.ino, O_RDONLY, &f2, &got));
+	cr_assert_eq(tn_ns_round_trips(&t) - t0, 1, "a second open for reading: %llu round trips",
+		     (unsigned long long)(tn_ns_round_trips(&t) - t0));
+	tn_ns_close_file(&t, f2);
 	tn_ns_close_file(&t, f);
 
 	/* a chmod: the attributes with the generation, then the change's
@@ -1213,4 +1221,59 @@ Test(pgns, a_created_files_writer_counts_in_its_generation)
 	tn_ns_close_file(&t, f);
 	OK(gen_commit_explicit(t.g, gen, "explicit"));
 	tn_ns_close(&t);
+}
+
+/* N14: an unlinked file that node b has open (ns_open) or open for writing
+ * (ns_writing) is neither deleted nor emptied by node a's release; b's last
+ * close says it is b's to release; what a release left waits in
+ * ns_release_wait for the reclaim duty once no live node has it open. */
+Test(pgns, an_unlinked_file_open_on_another_node_is_kept_until_its_last_close)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_extent ext[2];
+	struct pgns_chunk chunks[2];
+	tn_content(21, 0, 2, ext, chunks);
+	uint64_t f = tn_file(&a, CAT_ROOT_INO, "f"), g = tn_file(&a, CAT_ROOT_INO, "g");
+	OK(pgns_file_commit(&a.ns, f, 2000, 1, ext, 2, chunks, 2));
+	bool release = true;
+	OK(pgns_opened(&b.ns, f, true, NULL));
+	OK(pgns_opened(&b.ns, f, true, NULL)); /* again: one row */
+	FAILS(pgns_opened(&b.ns, 999999, true, NULL), ENOENT);
+	OK(pgns_unlink(&a.ns, CAT_ROOT_INO, "f", NULL));
+	OK(pgns_inode_release(&a.ns, f));
+	OK(pgns_inodes_release(&a.ns, &f, 1));
+	OK(pgns_inodes_drop_data(&a.ns, &f, 1));
+	struct cat_inode in;
+	OK(pgns_getattr(&a.ns, f, &in));
+	cr_assert_eq(in.size, 2000, "the data of a file open on b");
+	struct cat_extent got[4];
+	cr_assert_eq(pgns_extents(&a.ns, f, 0, got, 4), 2);
+	cr_assert_eq(tn_refs(&a, chunks[0].hash), 1);
+	/* b's own release does not wait for b's row (its handles are its own) */
+	OK(pgns_opened(&b.ns, f, false, &release));
+	cr_assert(release, "b's last close: unlinked and open nowhere else");
+	OK(pgns_inodes_drop_data(&b.ns, &f, 1));
+	cr_assert_eq(pgns_extents(&a.ns, f, 0, got, 4), 0);
+	cr_assert_eq(tn_refs(&a, chunks[0].hash), 0);
+	OK(pgns_inode_release(&a.ns, f));
+	FAILS(pgns_getattr(&a.ns, f, &in), ENOENT);
+
+	/* a writer's ns_writing row on b holds g the same way; once it is
+	 * gone the reclaim duty's pass (pgns_unpin_lost) releases g */
+	OK(pggen_writing(&b.ns, g, true, NULL));
+	OK(pgns_unlink(&a.ns, CAT_ROOT_INO, "g", NULL));
+	OK(pgns_inodes_release(&a.ns, &g, 1));
+	OK(pgns_getattr(&a.ns, g, &in));
+	OK(pgns_unpin_lost(&a.ns));
+	OK(pgns_getattr(&a.ns, g, &in));
+	OK(pggen_writing(&b.ns, g, false, NULL));
+	OK(pgns_opened(&b.ns, g, false, &release));
+	cr_assert(release, "nobody has g open");
+	OK(pgns_unpin_lost(&a.ns));
+	FAILS(pgns_getattr(&a.ns, g, &in), ENOENT);
+	pt_check(&a);
+	pt_leave(&a);
+	pt_leave(&b);
 }

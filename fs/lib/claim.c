@@ -613,6 +613,21 @@ static int claim_back_off(struct claim *c)
 	return taken < 0 ? taken : -EAGAIN;
 }
 
+/* Before the round after a back-off (invariant 11 T): a random nap of up to
+ * 8 << round ms (at most 200), so that takers who backed off together do
+ * not judge and create in step again, and each back-off's own aside is
+ * gone before the others look. */
+static void claim_back_off_nap(int round)
+{
+	unsigned r = 0;
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		r = (unsigned)getpid() * 2654435761u;
+	unsigned cap = 8u << (round < 5 ? round : 5);
+	unsigned ms = 1 + r % (cap < 200 ? cap : 200);
+	struct timespec nap = { 0, (long)ms * 1000000L };
+	nanosleep(&nap, NULL);
+}
+
 /* What claim_acquire replaced, for claim_abandon: judged bytes, or none. */
 static void claim_note_replaced(struct claim *c, const char *judged, size_t len)
 {
@@ -655,7 +670,11 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 
 	const char *spec = backing_spec(b);
 	int rc = -EAGAIN;
+	bool backed_off = false;
 	for (int round = 0; round < CLAIM_TRIES && rc == -EAGAIN; round++) {
+		if (backed_off)
+			claim_back_off_nap(round);
+		backed_off = false;
 		struct claim_rec holder;
 		size_t len = 0;
 		int parsed = 0;
@@ -709,6 +728,7 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 				int moved = claim_new_aside(b, asides, aname[0] ? aname : NULL);
 				if (moved != 0) { /* 11: our create may be in a renewal's gap */
 					rc = claim_back_off(c);
+					backed_off = true;
 					if (rc == -EAGAIN)
 						log_info("BACKING %s: the claim %s may have changed while this "
 							 "mount judged it (%s): gave back the claim it had just "

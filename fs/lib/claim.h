@@ -116,6 +116,8 @@
  *        removed; another's: put back by an exclusive create), keeps the
  *        asides it judged, and the round answers "changing, look again"
  *        (-EAGAIN), where it judges the holder's claim or its aside (10).
+ *        That round comes after a random nap (claim_back_off_nap), so that
+ *        takers who backed off together do not create in step again.
  *     H. A holder whose renewal's exclusive create answers EEXIST is not
  *        fenced at once: while its aside still holds its bytes it tries the
  *        create again, a few polls within min(2 s, timeout/8) (a taker

@@ -453,6 +453,7 @@ static int cache_fetch_bounded(struct cache *c, const uint8_t hash[HASH_LEN], si
 				assert(c->jobs > 0);
 				c->jobs--;
 			}
+			pthread_cond_broadcast(&c->job_done); /* cache_stop counts these too */
 			pthread_mutex_unlock(&c->lock);
 			if (mine) {
 				cache_job_free(j);

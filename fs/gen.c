@@ -63,6 +63,7 @@ struct gen_cred {
 struct gen_live {
 	uint64_t id, series;
 	bool is_open;   /* OPEN in the catalog; else committed with writers */
+	bool committing; /* gen_commit_now runs for it (invariant 9) */
 	uint32_t writers;
 	int64_t last_activity_ns;
 	char pending_rule[GEN_RULE_MAX]; /* a commit waiting for the writers */
@@ -883,19 +884,35 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
 	/* invariant 7: the save's objects are durable before the catalog says
 	 * COMMITTED (cat_gen_commit makes that durable in turn) */
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, id);
+	if (l) /* invariant 9: a change starting now waits for this commit */
+		l->committing = true;
+	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_lock(&g->commit_lock);
 	int rc = gen_sync_and_commit(g, id, rule);
+	bool done = rc != -EAGAIN && !(rc == -EBUSY && cat_is_shared(g->cat));
+	pthread_mutex_lock(&g->lock);
+	if ((l = gen_live_find(g, id)) != NULL) {
+		l->committing = false;
+		if (done) { /* invariant 2: no writer is open when a commit runs */
+			cred = l->cred;
+			gen_live_drop(g, id); /* before a change waiting for us looks (9) */
+		}
+	}
+	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->commit_lock);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
 		return 0;
 	if (rc == -EAGAIN && gen_commit_later(g, id, rule))
 		return 0;
-	pthread_mutex_lock(&g->lock);
-	struct gen_live *l = gen_live_find(g, id);
-	if (l)
-		cred = l->cred;
-	gen_live_drop(g, id); /* invariant 2: no writer is open when a commit runs */
-	pthread_mutex_unlock(&g->lock);
+	if (!done) { /* nothing to wait with: dropped as before */
+		pthread_mutex_lock(&g->lock);
+		if ((l = gen_live_find(g, id)) != NULL)
+			cred = l->cred;
+		gen_live_drop(g, id);
+		pthread_mutex_unlock(&g->lock);
+	}
 	if (rc == 0)
 		rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc != 0) {
@@ -1015,9 +1032,17 @@ static int gen_settled(struct gen_policy *g, uint64_t gen_id, struct cat_gen *ge
 	if (gen_id == 0)
 		return 0;
 	bool shared = cat_is_shared(g->cat);
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *known = gen_live_find(g, gen_id);
+	bool committing = known && known->committing;
+	pthread_mutex_unlock(&g->lock);
+	if (committing) { /* invariant 9: its answer decides; then look again */
+		pthread_mutex_lock(&g->commit_lock);
+		pthread_mutex_unlock(&g->commit_lock);
+	}
 	if (!shared) {
 		pthread_mutex_lock(&g->lock);
-		struct gen_live *known = gen_live_find(g, gen_id);
+		known = gen_live_find(g, gen_id);
 		bool open = known && known->is_open;
 		pthread_mutex_unlock(&g->lock);
 		if (open)

@@ -93,7 +93,15 @@
  *     size change, a name change), never per write. A COMMITTED or HELD
  *     answer reopens it as version+1 with its backup (a late file from a
  *     node that did not commit it included), and corrects the stale
- *     is_open. Alone, is_open answers: only this node settles. */
+ *     is_open. Alone, is_open answers: only this node settles.
+ *  9. A change that starts while this node commits its generation waits
+ *     for that commit's answer before it asks whether the generation is
+ *     settled (gen_settled; the commit's own check of invariant 7 cannot
+ *     see a writer that counts itself after it): the commit forgets the
+ *     generation's open state under the commit lock, so the change then
+ *     finds it COMMITTED and reopens it (version+1 with its backup) instead
+ *     of changing the committed version in place. Only changes of the
+ *     generation being committed wait (for one syncfs at most). */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -150,7 +150,7 @@ const struct pg_stmt pggen_stmts[] = {
 	 * Columns: the fence, whether the inode exists (nothing is written if
 	 * not), the generation's state on an open (NULL: none) */
 	[G_WRITING] = { "gen_writing",
-			"WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT gen FROM ns_inodes WHERE ino = $2),"
+			"WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT gen FROM ns_inodes WHERE ino = $2 FOR SHARE),"
 			" g AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
 			" AND $3::boolean AND " LEASE_LIVE " FOR SHARE),"
 			" a AS (INSERT INTO ns_writing(node, ino) SELECT $1, $2 WHERE $3::boolean"

@@ -285,7 +285,10 @@ int admin_cmd_verify(struct admin *a)
 		admin_err("verify: BACKING %s unreachable: %" PRIu64 " chunk%s not checked (%s); run"
 			  " verify again once it answers", a->backing, v.not_checked,
 			  v.not_checked == 1 ? "" : "s", v.unreachable_why);
-		return ADMIN_UNREACHABLE;
+		if (v.bad) /* corruption found before that outranks the outage */
+			admin_err("verify: %" PRIu64 " cop%s found bad before BACKING went away",
+				  v.bad, v.bad == 1 ? "y" : "ies");
+		return v.bad ? ADMIN_PROBLEM : ADMIN_UNREACHABLE;
 	}
 	if (rc != 0) {
 		admin_err("verify: stopped: %s", strerror(-rc));

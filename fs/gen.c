@@ -874,6 +874,8 @@ static int gen_sync_and_commit(struct gen_policy *g, uint64_t id, const char *ru
 	return rc;
 }
 
+void (*gen_test_hook)(const char *point, uint64_t id);
+
 /* 0 once committed, or waiting for another node's writers or its own
  * (invariant 7); else the catalog's error (logged): the admin's commit
  * names it. */
@@ -891,6 +893,8 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_lock(&g->commit_lock);
 	int rc = gen_sync_and_commit(g, id, rule);
+	if (gen_test_hook)
+		gen_test_hook("committed", id);
 	bool done = rc != -EAGAIN && !(rc == -EBUSY && cat_is_shared(g->cat));
 	pthread_mutex_lock(&g->lock);
 	if ((l = gen_live_find(g, id)) != NULL) {

@@ -223,4 +223,9 @@ int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force);
  * older durable one it was keeping (invariant 3). */
 void gen_durable(struct gen_policy *g, uint64_t id);
 
+/* For tests only: called at named points ("committed": gen_commit_now has
+ * its catalog's answer, before it forgets the generation's open state;
+ * invariant 9). NULL in a daemon. */
+extern void (*gen_test_hook)(const char *point, uint64_t id);
+
 #endif

@@ -10,8 +10,11 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -254,6 +257,68 @@ Test(gen, test_a_rewrite_of_a_committed_save_reopens_it_as_a_new_version)
 	OK(gen_commit_explicit(tg.g, id, "explicit"));
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
 	cr_assert_eq(gen.version, 2);
+}
+
+/* gen.h invariant 9 (review 31c F1): a change that starts once the commit
+ * has its catalog's answer, but before the policy forgot the save's open
+ * state, reopens the committed save as version 2 instead of changing
+ * version 1 in place. The hook holds the commit at that point. */
+static sem_t tg_committed_sem, tg_go_sem;
+
+static void tg_hold_commit(const char *point, uint64_t id)
+{
+	(void)id;
+	if (strcmp(point, "committed") != 0)
+		return;
+	sem_post(&tg_committed_sem);
+	sem_wait(&tg_go_sem);
+}
+
+struct tg_call {
+	uint64_t id;
+	int rc;
+};
+
+static void *tg_commit_thread(void *arg)
+{
+	struct tg_call *c = arg;
+	c->rc = gen_commit_explicit(tg.g, c->id, "explicit");
+	return NULL;
+}
+
+static void *tg_change_thread(void *arg)
+{
+	struct tg_call *c = arg;
+	c->rc = gen_before_change(tg.g, c->id);
+	return NULL;
+}
+
+Test(gen, test_a_change_starting_during_its_generations_commit_reopens_it)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t id = tg_gen("step-12");
+	tg_file(id, "model.dat");
+	sem_init(&tg_committed_sem, 0, 0);
+	sem_init(&tg_go_sem, 0, 0);
+	gen_test_hook = tg_hold_commit;
+	struct tg_call commit = { id, -1 }, change = { id, -1 };
+	pthread_t tc, tw;
+	cr_assert_eq(pthread_create(&tc, NULL, tg_commit_thread, &commit), 0);
+	sem_wait(&tg_committed_sem); /* committed in the catalog, not yet forgotten */
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
+	cr_assert_eq(pthread_create(&tw, NULL, tg_change_thread, &change), 0);
+	usleep(100 * 1000); /* the change waits for the commit (or comes after it) */
+	sem_post(&tg_go_sem);
+	pthread_join(tc, NULL);
+	pthread_join(tw, NULL);
+	gen_test_hook = NULL;
+	OK(commit.rc);
+	OK(change.rc);
+	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "the change reopened the committed save");
+	cr_assert_eq(gen.version, 2, "as a new version, version 1 kept as its backup");
+	sem_destroy(&tg_committed_sem);
+	sem_destroy(&tg_go_sem);
 }
 
 /* ---- keep-latest-k counts per owner (gen.h invariant 6) ---- */

@@ -63,7 +63,6 @@ struct gen_cred {
 struct gen_live {
 	uint64_t id, series;
 	bool is_open;   /* OPEN in the catalog; else committed with writers */
-	bool committing; /* gen_commit_now runs for it (invariant 9) */
 	uint32_t writers;
 	int64_t last_activity_ns;
 	char pending_rule[GEN_RULE_MAX]; /* a commit waiting for the writers */
@@ -93,6 +92,10 @@ struct gen_policy {
 	 * that its generation's slot has not moved since before its syncfs
 	 * (invariant 7). Another generation sharing the slot costs a syncfs. */
 	_Atomic uint64_t opened[GEN_CHANGE_SLOTS];
+	/* the generation whose commit passed its check (gen_unchanged) and has
+	 * not yet forgotten its open state: a change of it waits (invariant 9).
+	 * One at a time: commits hold commit_lock. */
+	_Atomic uint64_t committing;
 	struct node_table *nodes;
 	proof_read_fn read; /* file bytes for proofs and tracker files */
 	void *read_arg;
@@ -820,10 +823,17 @@ struct gen_unchanged {
 	uint64_t id, opened;
 };
 
+/* Invariants 7 and 9: committing is set before the count is read, and a
+ * change bumps the count before it reads committing (gen_before_change), so
+ * either this check sees the change or the change sees the commit. */
 static bool gen_unchanged(void *arg)
 {
 	struct gen_unchanged *u = arg;
-	return atomic_load(&u->g->opened[u->id % GEN_CHANGE_SLOTS]) == u->opened;
+	atomic_store(&u->g->committing, u->id);
+	bool same = atomic_load(&u->g->opened[u->id % GEN_CHANGE_SLOTS]) == u->opened;
+	if (!same)
+		atomic_store(&u->g->committing, 0);
+	return same;
 }
 
 /* The commit of id found it changing (a file of it opened for writing since
@@ -886,25 +896,19 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	assert(id != 0 && rule && rule[0] && strlen(rule) < GEN_RULE_MAX);
 	/* invariant 7: the save's objects are durable before the catalog says
 	 * COMMITTED (cat_gen_commit makes that durable in turn) */
-	pthread_mutex_lock(&g->lock);
-	struct gen_live *l = gen_live_find(g, id);
-	if (l) /* invariant 9: a change starting now waits for this commit */
-		l->committing = true;
-	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_lock(&g->commit_lock);
 	int rc = gen_sync_and_commit(g, id, rule);
 	if (gen_test_hook)
 		gen_test_hook("committed", id);
 	bool done = rc != -EAGAIN && !(rc == -EBUSY && cat_is_shared(g->cat));
+	struct gen_live *l;
 	pthread_mutex_lock(&g->lock);
-	if ((l = gen_live_find(g, id)) != NULL) {
-		l->committing = false;
-		if (done) { /* invariant 2: no writer is open when a commit runs */
-			cred = l->cred;
-			gen_live_drop(g, id); /* before a change waiting for us looks (9) */
-		}
+	if (done && (l = gen_live_find(g, id)) != NULL) {
+		cred = l->cred; /* invariant 2: no writer is open when a commit runs */
+		gen_live_drop(g, id); /* before a change waiting for us looks (9) */
 	}
 	pthread_mutex_unlock(&g->lock);
+	atomic_store(&g->committing, 0);
 	pthread_mutex_unlock(&g->commit_lock);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
 		return 0;
@@ -1036,17 +1040,16 @@ static int gen_settled(struct gen_policy *g, uint64_t gen_id, struct cat_gen *ge
 	if (gen_id == 0)
 		return 0;
 	bool shared = cat_is_shared(g->cat);
-	pthread_mutex_lock(&g->lock);
-	struct gen_live *known = gen_live_find(g, gen_id);
-	bool committing = known && known->committing;
-	pthread_mutex_unlock(&g->lock);
-	if (committing) { /* invariant 9: its answer decides; then look again */
+	/* invariant 9: the count first (before the commit's check reads it),
+	 * then whether a commit of it passed that check: its answer decides */
+	atomic_fetch_add(&g->opened[gen_id % GEN_CHANGE_SLOTS], 1);
+	if (atomic_load(&g->committing) == gen_id) {
 		pthread_mutex_lock(&g->commit_lock);
 		pthread_mutex_unlock(&g->commit_lock);
 	}
 	if (!shared) {
 		pthread_mutex_lock(&g->lock);
-		known = gen_live_find(g, gen_id);
+		struct gen_live *known = gen_live_find(g, gen_id);
 		bool open = known && known->is_open;
 		pthread_mutex_unlock(&g->lock);
 		if (open)

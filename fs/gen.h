@@ -94,14 +94,15 @@
  *     answer reopens it as version+1 with its backup (a late file from a
  *     node that did not commit it included), and corrects the stale
  *     is_open. Alone, is_open answers: only this node settles.
- *  9. A change that starts while this node commits its generation waits
- *     for that commit's answer before it asks whether the generation is
- *     settled (gen_settled; the commit's own check of invariant 7 cannot
- *     see a writer that counts itself after it): the commit forgets the
- *     generation's open state under the commit lock, so the change then
- *     finds it COMMITTED and reopens it (version+1 with its backup) instead
- *     of changing the committed version in place. Only changes of the
- *     generation being committed wait (for one syncfs at most). */
+ *  9. A change and a commit of one generation are ordered: a change bumps
+ *     the count of invariant 7 before it looks whether a commit of that
+ *     generation passed its check, and the commit marks itself (committing)
+ *     before its check reads the count. So either the check sees the change
+ *     (another round) or the change sees the commit and waits for its
+ *     answer (the catalog's transaction and the policy forgetting the open
+ *     state, under the commit lock; not its syncfs, which comes before the
+ *     check), then finds the generation COMMITTED and reopens it (version+1
+ *     with its backup) instead of changing the committed version in place. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -234,8 +234,8 @@ static void ns_closed_shared(struct ns *ns, struct node *n)
 		int rc = cat_opened(ns->cat, n->ino, false, &release);
 		if (rc != 0 && rc != -ESTALE) /* fenced: its rows go with its lease */
 			log_warn("inode %llu: cannot tell the shared catalog it is closed here: %s;"
-				 " its row goes with this node's lease", (unsigned long long)n->ino,
-				 strerror(-rc));
+				 " its row goes when this node releases the inode or its lease ends",
+				 (unsigned long long)n->ino, strerror(-rc));
 		n->shared_open = false;
 	}
 	pthread_rwlock_unlock(&n->rw);

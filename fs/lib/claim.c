@@ -707,16 +707,13 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 		} else if (v == CLAIM_HELD) {
 			claim_describe(&holder, shared, parsed, now, msg, msgsize, spec, c->timeout_s);
 			rc = -EBUSY;
-		} else if (v == CLAIM_OURS) {
-			rc = backing_put(b, CLAIM_FILE, c->written, c->written_len);
-			if (rc == 0)
-				claim_note_replaced(c, seen, len);
-		} else {
+		} else { /* OURS too: by the take steps, never a put over (3, 9) */
 			/* invariant 11: the asides there before we decide; absent,
 			 * they were listed with the read */
 			rc = absent ? 0 : claim_list_asides(b, asides);
 			int taken = rc < 0 ? rc
-				    : v == CLAIM_STALE ? claim_take_stale(c, seen, len, aname, sizeof(aname))
+				    : v == CLAIM_STALE || v == CLAIM_OURS
+					    ? claim_take_stale(c, seen, len, aname, sizeof(aname))
 						       : 1;
 			if (taken == 1 && claim_hook(c, "take-create") != 0)
 				taken = -EIO;
@@ -1055,19 +1052,32 @@ static void claim_free(struct claim *c)
 	free(c);
 }
 
-/* Our claim still on BACKING, and we sure of it (invariants 3, 9): 0, or
- * -ESTALE (another's, or fenced), or BACKING's error. */
-static int claim_still_ours(struct claim *c)
+/* claim_abandon's step (invariants 3, 9): our claim, still ours, moved
+ * aside by the take steps (never removed or put over after a read: a
+ * taker's claim could be there by then), and what acquire replaced put back
+ * by an exclusive create. 0, -ESTALE (another's), or -errno. */
+static int claim_give_back(struct claim *c)
 {
+	if (!c->replaced && c->replaced_len)
+		return -ENOMEM;
 	if (!claim_may_write(c))
 		return -ESTALE;
 	char *have = malloc(CLAIM_MAX);
+	char aside[CLAIM_ASIDE_NAME];
 	size_t len = 0;
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
 	if (rc == 0 && !claim_is_ours(c, have, len))
 		rc = -ESTALE;
+	int taken = rc == 0 ? claim_take_stale(c, have, len, aside, sizeof(aside)) : rc;
 	free(have);
-	return rc;
+	if (taken == 0)
+		return -ESTALE; /* moved by a taker first, or another's: put back */
+	if (taken < 0)
+		return taken;
+	rc = c->replaced ? backing_put_new(c->b, CLAIM_FILE, c->replaced, c->replaced_len) : 0;
+	if (rc == 0 || rc == -EEXIST) /* a claim exists, or none is to: the aside goes (10) */
+		backing_remove(c->b, aside);
+	return rc == -EEXIST ? -ESTALE : rc;
 }
 
 /* Invariants 3, 8, 9: our claim, still ours and we sure of it, marked
@@ -1114,10 +1124,7 @@ void claim_abandon(struct claim *c)
 	if (!c)
 		return;
 	claim_stop(c);
-	int rc = !c->replaced && c->replaced_len ? -ENOMEM : claim_still_ours(c);
-	if (rc == 0)
-		rc = c->replaced ? backing_put(c->b, CLAIM_FILE, c->replaced, c->replaced_len)
-				 : backing_remove(c->b, CLAIM_FILE);
+	int rc = claim_give_back(c);
 	if (rc != 0 && rc != -ENOENT)
 		log_warn("BACKING %s: claim %s not given back: %s", backing_spec(c->b), CLAIM_FILE,
 			 rc == -ESTALE ? "it is another holder's now" : strerror(-rc));

@@ -627,6 +627,19 @@ static void ns_attr_changed(struct ns *ns, uint64_t ino, unsigned what, const st
 	node_put(ns->nodes, n);
 }
 
+/* Invariant 7: in has no links left and no handle of this node has it
+ * open (one that has: a reopen through /proc/self/fd, as `cmp /dev/fd/N`). */
+static bool ns_unlinked_unheld(struct ns *ns, uint64_t ino, const struct cat_inode *in)
+{
+	if (in->nlink != 0)
+		return false;
+	struct node *n = node_peek(ns->nodes, ino);
+	bool held = n && node_open_count(ns->nodes, n) > 0;
+	if (n)
+		node_put(ns->nodes, n);
+	return !held;
+}
+
 int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struct ns_setattr *s,
 	       struct ns_file *f, struct cat_inode *out)
 {
@@ -636,7 +649,7 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 	uint64_t gen_id;
 	bool in_place = false; /* attributes only, into a committed or held save */
 	int rc = cat_getattr_gen(ns->cat, ino, &in, &gen_id);
-	if (rc == 0 && s->size_set && !f && in.nlink == 0)
+	if (rc == 0 && s->size_set && !f && ns_unlinked_unheld(ns, ino, &in))
 		rc = -ENOENT; /* invariant 7: a truncate by a name the kernel still caches */
 	if (rc == 0 && s->size_set)
 		rc = gen_before_change(ns->gen, gen_id);
@@ -746,7 +759,7 @@ int ns_open(struct ns *ns, const struct ns_cred *c, uint64_t ino, int flags, str
 						 : cat_getattr(ns->cat, ino, in);
 	if (rc == 0 && S_ISDIR(in->mode))
 		rc = -EISDIR;
-	else if (rc == 0 && in->nlink == 0)
+	else if (rc == 0 && ns_unlinked_unheld(ns, ino, in))
 		rc = -ENOENT; /* invariant 7: removed, by a name the kernel still caches */
 	if (rc == 0)
 		rc = ns_open_node(ns, c, ino, gen_id, flags, in->mode, out);

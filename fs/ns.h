@@ -63,15 +63,16 @@
  *     create for writing counts its directory (when in a generation) from
  *     before the generation is reopened and the entry made until the new
  *     file's handle counts. A call that fails after counting uncounts.
- *  7. A file with no links left is not opened, nor truncated, by name
- *     (-ENOENT, as a removed name on a local file system): the kernel may
- *     keep a removed entry up to its timeout (a generation removed behind
- *     its back: gen.c tells it nothing), and a handle opened through it
- *     would read nothing (its data dropped, node.h invariant 5) or write
- *     bytes into an inode nothing names. Handles already open keep
- *     reading and writing it until their last close (node.h invariant 1).
- *     So does an ftruncate on one. Reopening such a file through
- *     /proc/self/fd is refused too.
+ *  7. A file with no links left and no handle open here is not opened, nor
+ *     truncated, by name (-ENOENT, as a removed name on a local file
+ *     system): the kernel may keep a removed entry up to its timeout (a
+ *     generation removed behind its back: gen.c tells it nothing), and a
+ *     handle opened through it would read nothing (its data dropped,
+ *     node.h invariant 5) or write bytes into an inode nothing names.
+ *     Handles already open keep reading and writing it until their last
+ *     close (node.h invariant 1), an ftruncate on one too, and while one is
+ *     open the file can be opened again (through /proc/self/fd: `cmp
+ *     /dev/fd/N`); its data is kept while a handle is open.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

@@ -14,12 +14,16 @@
 . "$(dirname "$0")/lib.sh"
 
 _gen_field() { # PATH FIELD ("gone" if PATH no longer exists)
-	local v
-	if ! v=$(getfattr --only-values -n user.ckptfs.generation "$1" 2>/dev/null); then
-		[ "$(fsop lstat "$1")" = ENOENT ] || ck_fail "getfattr user.ckptfs.generation $1 failed"
-		echo gone
-		return 0
-	fi
+	local v i
+	# a path walk that resolved the old version's root just before a
+	# rollback or commit swapped the versions reads that root, which has no
+	# generation any more: looked at again, the name gives the new one
+	for i in 1 2 3; do
+		v=$(getfattr --only-values -n user.ckptfs.generation "$1" 2>/dev/null) && break
+		[ "$(fsop lstat "$1")" = ENOENT ] && { echo gone; return 0; }
+		[ "$i" -lt 3 ] || ck_fail "getfattr user.ckptfs.generation $1 failed"
+		sleep 0.05
+	done
 	echo "$v" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 _gen_row() { # NAME: "state|rule" of its newest catalog row

@@ -87,8 +87,8 @@ struct gen_policy {
 	 * of two rules that fire for one generation, the first to start its
 	 * sync commits (the other finds it committed), as before the sync */
 	pthread_mutex_t commit_lock;
-	/* write handles opened, per generation id modulo GEN_CHANGE_SLOTS
-	 * (gen_writer_opened): a commit asks, inside its catalog transaction,
+	/* write handles opened and changes started, per generation id modulo
+	 * GEN_CHANGE_SLOTS (gen_writer_opened, gen_settled): a commit asks, inside its catalog transaction,
 	 * that its generation's slot has not moved since before its syncfs
 	 * (invariant 7). Another generation sharing the slot costs a syncfs. */
 	_Atomic uint64_t opened[GEN_CHANGE_SLOTS];
@@ -886,6 +886,19 @@ static int gen_sync_and_commit(struct gen_policy *g, uint64_t id, const char *ru
 
 void (*gen_test_hook)(const char *point, uint64_t id);
 
+/* A commit of id ended (invariant 2: no writer is open when a commit
+ * runs): its live state goes, its writer's credentials kept in *cred for
+ * keep-latest-k. */
+static void gen_commit_forget(struct gen_policy *g, uint64_t id, struct gen_cred *cred)
+{
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, id);
+	if (l)
+		*cred = l->cred;
+	gen_live_drop(g, id);
+	pthread_mutex_unlock(&g->lock);
+}
+
 /* 0 once committed, or waiting for another node's writers or its own
  * (invariant 7); else the catalog's error (logged): the admin's commit
  * names it. */
@@ -901,26 +914,16 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	if (gen_test_hook)
 		gen_test_hook("committed", id);
 	bool done = rc != -EAGAIN && !(rc == -EBUSY && cat_is_shared(g->cat));
-	struct gen_live *l;
-	pthread_mutex_lock(&g->lock);
-	if (done && (l = gen_live_find(g, id)) != NULL) {
-		cred = l->cred; /* invariant 2: no writer is open when a commit runs */
-		gen_live_drop(g, id); /* before a change waiting for us looks (9) */
-	}
-	pthread_mutex_unlock(&g->lock);
+	if (done) /* before a change waiting for us looks (invariant 9) */
+		gen_commit_forget(g, id, &cred);
 	atomic_store(&g->committing, 0);
 	pthread_mutex_unlock(&g->commit_lock);
 	if (rc == -EBUSY && cat_is_shared(g->cat) && gen_wait_remote(g, id, rule))
 		return 0;
 	if (rc == -EAGAIN && gen_commit_later(g, id, rule))
 		return 0;
-	if (!done) { /* nothing to wait with: dropped as before */
-		pthread_mutex_lock(&g->lock);
-		if ((l = gen_live_find(g, id)) != NULL)
-			cred = l->cred;
-		gen_live_drop(g, id);
-		pthread_mutex_unlock(&g->lock);
-	}
+	if (!done) /* nothing to wait with: forgotten as a commit that ended */
+		gen_commit_forget(g, id, &cred);
 	if (rc == 0)
 		rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc != 0) {

@@ -65,12 +65,16 @@
  *  9. A catalog is opened in one role only: alone or as a node's
  *     (cat_role_check).
  * 10. Durability is made, not assumed: a call that promises it (cat_sync for
- *     fsync and fsyncdir, cat_gen_commit) ends by syncing the WAL and the
- *     main file through SQLite's own descriptors (cat_wal_sync). A COMMIT
- *     under synchronous=FULL is not enough: SQLite writes no frame and
- *     syncs nothing for a transaction that changes no byte (the old
- *     `UPDATE meta SET value = value` of cat_sync), and commits under
- *     NORMAL (the default here) are durable only once a later sync is.
+ *     fsync and fsyncdir, a durable cat_file_commit, cat_gen_commit, the
+ *     shared engine's local sync) ends by syncing the WAL and the main file
+ *     through SQLite's own descriptors (cat_wal_sync). A COMMIT under
+ *     synchronous=FULL is not enough: SQLite writes no frame and syncs
+ *     nothing for a transaction that changes no byte (the old `UPDATE meta
+ *     SET value = value` of cat_sync), commits under NORMAL (the default
+ *     here) are durable only once a later sync is, and a `PRAGMA
+ *     synchronous` takes effect when it is prepared, not when it runs (a
+ *     statement prepared at open switched nothing: the first fsync of each
+ *     mount returned before its commit was on disk).
  * 11. An object is reclaimed only after the commit that dropped its last
  *     reference is durable: cat_sweep syncs the WAL (10) once before its
  *     first reclaim. Otherwise a power loss can keep the unlink and lose
@@ -162,8 +166,6 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_BEGIN_READ] = { "begin a read transaction", "BEGIN" },
 	[S_COMMIT] = { "commit", "COMMIT" },
 	[S_ROLLBACK] = { "roll back", "ROLLBACK" },
-	[S_SYNC_FULL] = { "set synchronous=FULL for a durable commit", "PRAGMA synchronous=FULL" },
-	[S_SYNC_NORMAL] = { "set synchronous=NORMAL", "PRAGMA synchronous=NORMAL" },
 	[S_SAVEPOINT] = { "open a savepoint", "SAVEPOINT cat_op" },
 	[S_RELEASE] = { "release a savepoint", "RELEASE cat_op" },
 	[S_ROLLBACK_TO] = { "roll back to a savepoint", "ROLLBACK TO cat_op" },
@@ -1299,23 +1301,22 @@ int cat_open_readonly(const char *path, struct cat **out)
 	return 0;
 }
 
-/* Sets synchronous=FULL or back to NORMAL. SQLite refuses that inside a
- * transaction, so removals still deferred are committed first. */
-static int cat_synchronous(struct cat *cat, bool full)
+/* Invariant 10, under the lock: D-path changes are committed, then every
+ * commit so far is made durable; a deferred commit that failed (rolled
+ * back) is the caller's error, not a success. */
+int cat_sync_locked(struct cat *cat)
 {
-	cat_defer_flush(cat);
-	return cat_run(cat, full ? S_SYNC_FULL : S_SYNC_NORMAL);
+	int rc = cat_defer_flush(cat);
+	if (rc == 0)
+		rc = cat_wal_sync(cat);
+	return rc;
 }
 
 int cat_sync(struct cat *cat)
 {
 	if (cat->shared) return catsh_sync(cat);
 	cat_lock(cat);
-	/* D-path changes are committed, then made durable (10); a commit that
-	 * failed (rolled back) is the fsync's error, not a success */
-	int rc = cat_defer_flush(cat);
-	if (rc == 0)
-		rc = cat_wal_sync(cat);
+	int rc = cat_sync_locked(cat);
 	cat_unlock(cat);
 	return rc;
 }
@@ -2408,16 +2409,15 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 	cat_lock(cat);
 	bool deferred = false;
 	int rc = 0;
-	if (durable) /* commits the deferred transaction first, then this one with FULL */
-		rc = cat_synchronous(cat, true);
-	if (rc == 0)
-		rc = durable ? cat_begin(cat) : cat_change_begin(cat, ino, &deferred);
+	if (durable) /* the deferred transaction first: this one is not deferred */
+		cat_defer_flush(cat);
+	rc = durable ? cat_begin(cat) : cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_commit_txn(cat, ino, size, mtime_ns);
 	if (durable) {
 		rc = cat_end(cat, rc);
-		int src = cat_synchronous(cat, false);
-		rc = rc ? rc : src;
+		if (rc == 0) /* invariant 10: made durable, not a pragma's promise */
+			rc = cat_wal_sync(cat);
 		if (rc == 0)
 			cat_sweep(cat);
 	} else {

@@ -65,8 +65,8 @@
  * (docs/FORMAT.md) belongs to no engine. A second engine brings its own.
  *
  * The SQLite engine: one connection, one mutex; every call is BEGIN
- * IMMEDIATE … COMMIT under the mutex; journal WAL, synchronous=NORMAL (FULL
- * for a durable commit). SCHEMA.md lists which of its statements use syntax
+ * IMMEDIATE … COMMIT under the mutex; journal WAL, synchronous=NORMAL (a
+ * durable commit then fsyncs the WAL: catalog.c invariant 10). SCHEMA.md lists which of its statements use syntax
  * only SQLite accepts.
  *
  * Invariants (asserted by cat_check):
@@ -381,7 +381,7 @@ int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);
 /* Commits a writer's state: the committed extents become a copy of pending
  * (pending stays, for the writer to go on from), size and mtime/ctime are set.
  * -EIO if a pending chunk has no stored object. With durable, the commit is
- * fsync'd (synchronous=FULL for this transaction). */
+ * fsync'd (the catalog's WAL synced after it, catalog.c invariant 10). */
 int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		    bool durable);
 

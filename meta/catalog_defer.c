@@ -29,7 +29,7 @@
  *      a durable commit (fsync) nothing is deferred: those commit before
  *      FUSE is answered, as before.
  *  D2. Nothing is committed after it without it. cat_begin commits it
- *      before its BEGIN, and so does a switch to synchronous=FULL, so every
+ *      before its BEGIN, and so does a durable commit (fsync), so every
  *      write transaction (a generation's commit, abort or deletion, a file
  *      commit outside generations, a durable commit, the uploader's
  *      bookkeeping) starts from a catalog where the changes before it are

@@ -25,7 +25,7 @@
 #define CAT_MAX_ARGS 10
 
 enum cat_sid {
-	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK,
 	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
 
 	S_INODE_GET, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
@@ -231,6 +231,7 @@ int cat_end_sweep(struct cat *cat, int rc);
  * storage (WAL and main file synced through SQLite's own descriptors).
  * Under the lock, outside a transaction. */
 int cat_wal_sync(struct cat *cat);
+int cat_sync_locked(struct cat *cat);
 /* Reclaims chunks at count zero, a batch per transaction (outside one). */
 int cat_sweep(struct cat *cat);
 

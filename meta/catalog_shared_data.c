@@ -825,18 +825,11 @@ static int csd_publish_read(struct cat *cat, uint64_t ino, uint64_t size, struct
  * crash of the machine before PostgreSQL names the chunks. */
 static int csd_local_sync(struct cat *cat)
 {
-	int rc = cat_run(cat, S_SYNC_FULL);
-	if (rc == 0)
-		rc = cat_begin(cat);
-	if (rc == 0 && sqlite3_exec(cat->db, "UPDATE meta SET value = value WHERE key ="
-				    " 'schema_version'", NULL, NULL, NULL) != SQLITE_OK) {
+	int rc = cat_sync_locked(cat);
+	if (rc != 0)
 		log_error("catalog %s: cannot make the catalog durable: %s", cat->path,
-			  sqlite3_errmsg(cat->db));
-		rc = -EIO;
-	}
-	rc = cat_end(cat, rc);
-	int src = cat_run(cat, S_SYNC_NORMAL);
-	return rc ? rc : src;
+			  strerror(-rc));
+	return rc;
 }
 
 /* S5: chunks of the publication whose upload finished after the commit

@@ -555,6 +555,37 @@ PYEOF
 	ck_umount
 }
 
+# The first fsync of a written file after a mount makes its commit durable
+# too (invariant 10). The durable commit once switched SQLite to
+# synchronous=FULL through a statement prepared at open, but SQLite applies
+# that pragma when it is prepared, not when it runs: the open's later
+# NORMAL won, and the first fsync of each mount returned before its commit
+# reached the WAL's disk (review 32A F2). Each of three files is fsync'd
+# while open; every fsync must be followed by a sync of the catalog's WAL
+# before it returns.
+test_first_fsync_after_a_mount_syncs_the_catalog() {
+	ck_mount_synclog
+	ck_rand "$CK_REF/y" $((300 * 1024))
+	"$PY" - "$CK_REF/y" "$CK_MNT/y" "$CK_SYNCLOG" <<'PYEOF'
+import os, sys
+d = open(sys.argv[1], "rb").read()
+path, log = sys.argv[2], sys.argv[3]
+for i in range(3):
+    with open("%s.%d.json" % (path, i), "wb") as f:
+        f.write(d[i:] + d[:i]); f.flush()
+        n0 = sum(1 for _ in open(log))
+        os.fsync(f.fileno())
+        new = open(log).read().splitlines()[n0:]
+        if not any(l.startswith("sync ") and "catalog.db-wal" in l for l in new):
+            sys.exit("fsync %d of a written file returned without an fsync of the catalog's WAL: events %r" % (i, new))
+PYEOF
+	for i in 0 1 2; do
+		"$PY" -c 'import sys; d=open(sys.argv[1],"rb").read(); i=int(sys.argv[3]); sys.exit(open(sys.argv[2],"rb").read() != d[i:]+d[:i])' \
+			"$CK_REF/y" "$CK_MNT/y.$i.json" "$i" || ck_fail "y.$i.json does not read back as written"
+	done
+	ck_umount
+}
+
 # catalog.c invariant 11: a chunk object whose last reference a commit
 # dropped is unlinked only after that commit is durable (a WAL fsync in
 # between). A power loss keeps only what was fsync'd: an unlink made first

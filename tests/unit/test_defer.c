@@ -230,8 +230,8 @@ Test(defer, reads_run_inside_and_a_write_outside_a_transaction_commits_with_them
 	cr_assert_eq(committed(sql), 1);
 }
 
-/* fsync of a file (a durable commit) and of a directory switch SQLite to
- * synchronous=FULL, which it refuses inside a transaction. */
+/* fsync of a file (a durable commit) and of a directory commit the
+ * deferred transaction first, then sync the WAL. */
 Test(defer, durable_commits_and_syncs_work_while_removals_are_deferred, .init = setup,
      .fini = teardown)
 {

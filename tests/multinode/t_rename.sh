@@ -147,7 +147,7 @@ test_checkpoint_dirs_mtimes_are_shared_and_rotation_removes_the_oldest() {
 	mn_mount B
 	mkdir -p "$MN_MNT_A/out"
 	mn_see B out 2
-	local n first second v1 v2
+	local n first second v1 v2 m0 m1 i
 	for n in 1 2 3 4; do
 		if [ $((n % 2)) = 1 ]; then first=A second=B; else first=B second=A; fi
 		v1=MN_MNT_$first v2=MN_MNT_$second
@@ -155,11 +155,25 @@ test_checkpoint_dirs_mtimes_are_shared_and_rotation_removes_the_oldest() {
 		ck_rand "$CK_TMP/s$n-0.bin" 100000
 		cp "$CK_TMP/s$n-0.bin" "${!v1}/out/checkpoint-$n/rank0.bin"
 		mn_see "$second" "out/checkpoint-$n" 2
+		m0=$(stat -c %Y.%y "${!v1}/out/checkpoint-$n")
 		ck_rand "$CK_TMP/s$n-1.bin" 100000
 		cp "$CK_TMP/s$n-1.bin" "${!v2}/out/checkpoint-$n/rank1.bin"
+		# the second node's create advanced the mtime, as the first node sees it
+		m1=$(stat -c %Y.%y "${!v2}/out/checkpoint-$n")
+		[ "$m1" != "$m0" ] || ck_fail "checkpoint-$n: $second's create left its mtime at $m0"
+		i=0
+		until [ "$(stat -c %Y.%y "${!v1}/out/checkpoint-$n")" = "$m1" ]; do
+			i=$((i + 1))
+			[ $i -le 100 ] || ck_fail "checkpoint-$n: $first sees mtime $(stat -c %y "${!v1}/out/checkpoint-$n"), $second $m1"
+			sleep 0.05
+		done
 	done
+	# checkpoint-N+1 committed checkpoint-N (next-gen); the last is
+	# committed as the trainer's save ends (an OPEN one is not listed)
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/out/checkpoint-4" || ck_fail "commit of checkpoint-4"
 	# both nodes agree (attributes are cached up to 1 s, ops.c)
-	local i=0 ma mb
+	local ma mb
+	i=0
 	until ma=$(_ren_mtimes A) && mb=$(_ren_mtimes B) && [ "$ma" = "$mb" ]; do
 		i=$((i + 1))
 		[ $i -le 100 ] || ck_fail "directory mtimes differ: A: $(echo $ma) B: $(echo $mb)"

@@ -9,7 +9,8 @@
  *      "drop" cuts it before the statement is sent; with "down" the
  *      database then stays unreachable for the rest of that call, which
  *      returns -ENOTCONN (P2's outcome unknown) without waiting timeout_ms.
- *      Unarmed (every pg of the daemon and of ckptfs-admin), the cost is
+ *      pg_fault_then runs a test's function once the fault fired, before
+ *      the call goes on (another node's change in between). Unarmed (every pg of the daemon and of ckptfs-admin), the cost is
  *      one branch per statement sent and one per reconnection. */
 #define _GNU_SOURCE
 #include "pg.h"
@@ -35,6 +36,8 @@ struct pg_fault {
 	bool downed;    /* it fired so: pg_ready fails once, ending the call */
 	unsigned skip;  /* matching statements to let through first */
 	char match[64]; /* a prefix of the statement's label; "" any */
+	void (*then)(void *arg); /* run once the fault fired (pg_fault_then) */
+	void *then_arg;
 };
 
 struct pg {
@@ -308,6 +311,15 @@ static int pg_outcome(struct pg *pg, PGresult *r, const char *what, PGresult **k
 
 /* Declared in tests/unit/pgfault.h, for the unit tests alone. */
 int pg_fault_arm(struct pg *pg, const char *spec);
+void pg_fault_then(struct pg *pg, void (*fn)(void *arg), void *arg);
+
+void pg_fault_then(struct pg *pg, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&pg->mu);
+	pg->fault.then = fn;
+	pg->fault.then_arg = arg;
+	pthread_mutex_unlock(&pg->mu);
+}
 
 int pg_fault_arm(struct pg *pg, const char *spec)
 {
@@ -380,11 +392,18 @@ static PGresult *pg_send_faulty(struct pg *pg, const char *label, const char *sq
 				const struct pg_stmt *s, const char *const *params)
 {
 	int how = pg_fault_take(pg, label);
-	if (how == PG_FAULT_DROP)
-		return pg_fault_cut(pg, NULL);
-	PGresult *r = s ? PQexecPrepared(pg->conn, s->name, s->nparams, params, NULL, NULL, 0)
-			: PQexec(pg->conn, sql);
-	return how == PG_FAULT_LOSE ? pg_fault_cut(pg, r) : r;
+	PGresult *r = NULL;
+	if (how != PG_FAULT_DROP)
+		r = s ? PQexecPrepared(pg->conn, s->name, s->nparams, params, NULL, NULL, 0)
+		      : PQexec(pg->conn, sql);
+	if (how == PG_FAULT_OFF)
+		return r;
+	r = pg_fault_cut(pg, r);
+	void (*then)(void *arg) = pg->fault.then;
+	pg->fault.then = NULL;
+	if (then) /* another node's change between the cut and what follows it */
+		then(pg->fault.then_arg);
+	return r;
 }
 
 /* ---- statements ---- */

@@ -165,10 +165,16 @@ const struct pg_stmt pgns_stmts[] = {
 	 * stays true to the end). A row that appeared after the statement's
 	 * snapshot is added to by the insert's ON CONFLICT only while live;
 	 * one that is not makes the last column divide by zero, which undoes
-	 * the whole statement (pg.h P6: -EBUSY). Columns: the fence, whether
-	 * ino is a regular file, whether no named chunk is reclaiming. */
+	 * the whole statement (pg.h P6: -EBUSY). Run alone (pg_read) it
+	 * carries its call's token ($14, $15: pg_token; NULL inside pg_txn,
+	 * whose COMMIT carries one): run again after a lost answer with a
+	 * token that committed (mine), it changes nothing (N8). Columns: the
+	 * fence, whether ino is a regular file, whether no named chunk is
+	 * reclaiming, the P6 check, mine. */
 	[NS_PUBLISH] = { "ns_publish",
-			 "WITH " LEASE_FENCE_WITH("$2") ", f AS (SELECT ino FROM ns_inodes"
+			 "WITH " LEASE_FENCE_WITH("$2") ", mine AS (SELECT EXISTS (SELECT 1 FROM"
+			 " ckpt_txns WHERE client = CAST($14 AS BIGINT) AND seq = CAST($15 AS BIGINT)"
+			 " AND done) AS v), f AS (SELECT ino FROM ns_inodes"
 			 " WHERE ino = $1 AND mode & 61440 = 32768 FOR UPDATE),"
 			 " ne AS (SELECT o, l, decode(h, 'hex') AS hash, co FROM unnest($10::bigint[],"
 			 " $11::bigint[], $12::text[], $13::bigint[]) AS t(o, l, h, co)),"
@@ -182,7 +188,13 @@ const struct pg_stmt pgns_stmts[] = {
 			 " (SELECT hash FROM dl UNION SELECT hash FROM dc) ORDER BY c.hash FOR UPDATE),"
 			 " ok AS (SELECT " LEASE_LIVE " AS live, EXISTS (SELECT 1 FROM f) AS file,"
 			 " NOT EXISTS (SELECT 1 FROM nn JOIN lk ON lk.hash = nn.hash WHERE NOT lk.live)"
-			 " AS n3), go AS (SELECT live AND file AND n3 AS v FROM ok),"
+			 " AS n3), go AS (SELECT live AND file AND n3 AND NOT (SELECT v FROM mine)"
+			 " AS v FROM ok),"
+			 " tk AS (INSERT INTO ckpt_txns(client, seq, done, at) SELECT CAST($14 AS BIGINT),"
+			 " CAST($15 AS BIGINT), true, clock_timestamp() WHERE CAST($14 AS BIGINT) IS NOT"
+			 " NULL AND (SELECT v FROM go) ON CONFLICT (client) DO UPDATE SET seq ="
+			 " excluded.seq / CASE WHEN ckpt_txns.seq < excluded.seq THEN 1 ELSE 0 END,"
+			 " done = true, at = excluded.at),"
 			 " u AS (UPDATE ns_chunks c SET refcount = c.refcount + dl.d,"
 			 " free_seen_ns = NULL FROM dl"
 			 " WHERE c.hash = dl.hash AND dl.d <> 0 AND c.hash IN (SELECT hash FROM lk)"
@@ -203,8 +215,9 @@ const struct pg_stmt pgns_stmts[] = {
 			 " WHERE ino = $1 AND mode & 61440 = 32768 AND (SELECT v FROM go))"
 			 " SELECT ok.live, ok.file, ok.n3, 1 / CASE WHEN NOT (SELECT v FROM go) OR"
 			 " (SELECT count(*) FROM i JOIN nn ON nn.hash = i.hash) = (SELECT count(*)"
-			 " FROM nn WHERE hash NOT IN (SELECT hash FROM lk)) THEN 1 ELSE 0 END FROM ok",
-			 13 },
+			 " FROM nn WHERE hash NOT IN (SELECT hash FROM lk)) THEN 1 ELSE 0 END,"
+			 " (SELECT v FROM mine) FROM ok",
+			 15 },
 	/* N1: the one statement that drops references: those of ino's extents
 	 * at or after $2 (0: all of them), which NS_EXTENTS_DELETE then deletes */
 	[NS_REFS_DROP] = { "ns_refs_drop",
@@ -1267,6 +1280,7 @@ struct pgns_commit_call {
 	const uint8_t (*up_hashes)[CAT_HASH_LEN]; /* the same, nup of them */
 	size_t nup;
 	bool *refused; /* out: up_hashes[i] was not marked (N7) */
+	uint64_t client, token; /* N8: run alone, its pg_token (0: none yet) */
 };
 
 static int pgns_unhex(const char *hex, uint8_t out[CAT_HASH_LEN]);
@@ -1297,11 +1311,15 @@ static int pgns_marks(PGresult *res, const uint8_t (*hashes)[CAT_HASH_LEN], size
 	return rc;
 }
 
-/* NS_PUBLISH's answer: 0, or the first of -ESTALE (the node was swept),
- * -EBUSY (a named chunk is being reclaimed, N3), -EISDIR (ino is gone or
- * not a regular file) that held; then nothing was written. */
+/* NS_PUBLISH's answer: 0 (also for a run again that found its first run
+ * committed, N8), or the first of -ESTALE (the node was swept), -EBUSY (a
+ * named chunk is being reclaimed, N3), -EISDIR (ino is gone or not a
+ * regular file) that held; then nothing was written. */
 static int pgns_published(const PGresult *res)
 {
+	if (pg_rows(res) == 1 && PQnfields(res) >= 5 && !PQgetisnull(res, 0, 4) &&
+	    PQgetvalue(res, 0, 4)[0] == 't')
+		return 0; /* mine: published by this call's first run */
 	int rc = lease_fenced(res);
 	if (rc == 0 && (PQnfields(res) < 3 || PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2)))
 		rc = -EIO;
@@ -1319,14 +1337,19 @@ static int pgns_published(const PGresult *res)
  * fences the markings too (L2), and both happen or neither. */
 static int pgns_commit_body(struct pg *pg, void *arg)
 {
-	(void)pg;
 	struct pgns_commit_call *c = arg;
 	struct pgns *ns = c->ns;
-	char ino[24], node[24], size[24], mtime[24], now[24];
+	/* N8: alone, the call's token; a run again keeps it, and finds by it
+	 * a first run that committed (pg.h P5) */
+	if (!c->uploaded && c->token == 0)
+		c->token = pg_token(pg, &c->client);
+	char ino[24], node[24], size[24], mtime[24], now[24], client[24], token[24];
 	const char *params[] = { PG_U64(ino, c->ino), PG_U64(node, ns->lease->node_id),
 				 PG_U64(size, c->size), PG_I64(mtime, c->mtime_ns),
 				 PG_I64(now, pgns_now_ns()), c->ins_h.s, c->ins_p.s, c->ins_c.s,
-				 c->ins_s.s, c->e_off.s, c->e_len.s, c->e_hash.s, c->e_coff.s };
+				 c->ins_s.s, c->e_off.s, c->e_len.s, c->e_hash.s, c->e_coff.s,
+				 c->token ? PG_U64(client, c->client) : NULL,
+				 c->token ? PG_U64(token, c->token) : NULL };
 	PGresult *res = NULL;
 	int rc = pgns_exec(ns, NS_PUBLISH, params, &res);
 	if (rc == 0)

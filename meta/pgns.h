@@ -79,8 +79,12 @@
  *      must. With markings of chunks its node put on BACKING before the
  *      commit (N7) it is BEGIN, the statement, the markings, COMMIT: the
  *      statement's lock of the node's row holds to the COMMIT (L2). Run
- *      twice (a lost COMMIT answer, pg.h P2) it changes nothing the second
- *      time: the old extents are then the new ones, every difference 0.
+ *      alone it carries its call's token (pg_token, as N9's create): run
+ *      again after a lost answer (pg.h P5) it finds the token committed,
+ *      changes nothing and answers 0. Without it, the run again put the
+ *      call's extents back over another node's rewrite or truncate that
+ *      committed in between (a lost update; alone, its second run changes
+ *      nothing). With markings, pg_txn's COMMIT carries the token (P2).
  *      CockroachDB refuses two data-modifying WITH queries on one table in
  *      a statement unless sql.multiple_modifications_of_table.enabled is
  *      set (N8 changes ns_chunks and ns_extents twice each); PostgreSQL and

@@ -24,5 +24,11 @@
 #include "pg.h"
 
 int pg_fault_arm(struct pg *pg, const char *spec);
+/* After pg_fault_arm (which forgets it): fn(arg) runs once, right after the
+ * armed fault fired (the connection cut), before the call goes on, on the
+ * calling thread with pg's connection held: another node's change between
+ * a lost answer and what the call does next (a run again, or a question).
+ * fn must not use pg. */
+void pg_fault_then(struct pg *pg, void (*fn)(void *arg), void *arg);
 
 #endif

@@ -24,6 +24,9 @@
  *    upload stays queued and its next end marks it.
  *  - a create (pgns.h N9, a token in one statement, pg.h P5): its lost
  *    answer's re-run finds its token and answers the inode it made.
+ *  - a file's publication alone (pgns.h N8, its token): its lost answer's
+ *    re-run, after another node rewrote the file, finds its token and
+ *    leaves the other node's content.
  *  - a reclaim turn (catalog_shared_reclaim.c R3): its batch's answer or
  *    its end's lost, the next turn takes this node's 'reclaiming' rows
  *    again and ends them; the chunks a save names stay on BACKING.
@@ -525,6 +528,83 @@ Test(pgfault, a_create_whose_answer_is_lost_answers_the_inode_it_made)
 	cr_assert_eq(found.nlink, 1);
 	pf_check(&a);
 	pt_cat_close(&a);
+}
+
+/* ---- a publication run again (pgns.h N8: its token, pg.h P5) ---- */
+
+/* A file of n extents of 1000 bytes on chunks ts_hash(fill, 0..n). */
+static void pf_content(uint8_t fill, size_t n, struct cat_extent *ext, struct pgns_chunk *chunks)
+{
+	for (size_t i = 0; i < n; i++) {
+		ts_hash(chunks[i].hash, fill, (int)i);
+		chunks[i].plain_len = 1000;
+		chunks[i].stored_len = 600;
+		chunks[i].codec = 2;
+		ext[i] = (struct cat_extent){ .off = i * 1000, .len = 1000, .chunk_len = 1000 };
+		memcpy(ext[i].hash, chunks[i].hash, CAT_HASH_LEN);
+	}
+}
+
+struct pf_rewrite {
+	struct pt_node *b;
+	uint64_t ino;
+	int rc;
+};
+
+/* Node B rewrites the file: three extents of fill 0x93. */
+static void pf_rewrite_on_b(void *arg)
+{
+	struct pf_rewrite *r = arg;
+	struct cat_extent ext[3];
+	struct pgns_chunk chunks[3];
+	pf_content(0x93, 3, ext, chunks);
+	r->rc = pgns_file_commit(&r->b->ns, r->ino, 3000, 2, ext, 3, chunks, 3);
+}
+
+/* A's publication commits on the server, its answer is lost, and before
+ * A's connection is made anew node B rewrites the file. The run again
+ * finds its token (N8) and changes nothing: the file is B's, as the order
+ * of the two commits says; before, the run again put A's extents back
+ * over B's (a lost update) and answered 0. */
+Test(pgfault, a_publication_whose_answer_is_lost_is_not_applied_again_over_a_later_change)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 30000);
+	struct cat_inode in;
+	OK(pgns_create(&a.ns, ROOT, "f", S_IFREG | 0644, 0, 0, 0, NULL, &in));
+	struct cat_extent ea[2];
+	struct pgns_chunk ca[2];
+	pf_content(0x91, 2, ea, ca);
+	OK(pgns_file_commit(&a.ns, in.ino, 2000, 1, ea, 2, ca, 2)); /* prepared on A */
+	struct pf_rewrite r = { .b = &b, .ino = in.ino, .rc = 1 };
+	struct pg_stats st0, st1;
+	pg_get_stats(a.pg, &st0);
+	OK(pg_fault_arm(a.pg, "lose ns_publish"));
+	pg_fault_then(a.pg, pf_rewrite_on_b, &r);
+	pf_content(0x92, 2, ea, ca);
+	OK(pgns_file_commit(&a.ns, in.ino, 2000, 3, ea, 2, ca, 2));
+	pg_get_stats(a.pg, &st1);
+	cr_assert_eq(st1.reconnects, st0.reconnects + 1, "the fault did not fire");
+	OK(r.rc);
+	struct cat_extent got[4], want[3];
+	struct pgns_chunk wc[3];
+	pf_content(0x93, 3, want, wc);
+	cr_assert_eq(pgns_extents(&a.ns, in.ino, 0, got, 4), 3, "the file is not B's rewrite");
+	for (int i = 0; i < 3; i++)
+		cr_assert(got[i].off == want[i].off && !memcmp(got[i].hash, want[i].hash, CAT_HASH_LEN),
+			  "extent %d is not B's", i);
+	OK(pgns_getattr(&a.ns, in.ino, &in));
+	cr_assert_eq(in.size, 3000);
+	cr_assert_eq(in.mtime_ns, 2);
+	for (int i = 0; i < 2; i++) { /* A's publication's chunks: named by nothing now */
+		struct pgns_chunk_row row;
+		OK(pgns_chunk_get(&a.ns, ca[i].hash, &row));
+		cr_assert_eq(row.refcount, 0);
+	}
+	pt_check(&a);
+	pt_leave(&b);
+	pt_leave(&a);
 }
 
 /* ---- the reclaim duty (catalog_shared_reclaim.c R3) ---- */

@@ -1,0 +1,196 @@
+#!/bin/bash
+# t_admintrust — ckptfs-admin run as root trusts the control channel no
+# further than the user who answers on it could act herself (admin_ctl.c 1-2,
+# admin_umount.c 1-4): `umount --cache` unmounts only this cache's own ckptfs
+# mount, whatever a program answering on CACHE/control.sock names. Each fake
+# server case runs the tool in a private mount namespace (unshare -m) where a
+# tmpfs "victim" holds a marker file: nothing the case mounts outlives it.
+. "$(dirname "$0")/lib.sh"
+
+E_PERM=5
+
+# A cache with one committed generation, no daemon.
+_cache() {
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-100"
+	head -c 5000 /dev/urandom >"$CK_MNT/run1/step-100/a"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-100"
+	ck_umount
+}
+
+# _fake SOCK PID_SAYS MOUNTPOINT [LOCK] — a server that answers every request
+# with "data pid PID_SAYS" ("self": its own), "data mountpoint MOUNTPOINT", ok;
+# with LOCK it holds an exclusive flock on it, as a daemon does. Binds SOCK
+# first (the file "ready" appears next to the case's tmp once it listens).
+_fake() {
+	cat >"$CK_TMP/fake.py" <<'PY'
+import fcntl, os, socket, sys
+sock, says, mnt = sys.argv[1:4]
+if len(sys.argv) > 4:
+    lk = os.open(sys.argv[4], os.O_RDWR)
+    fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+pid = str(os.getpid()) if says == "self" else says
+s = socket.socket(socket.AF_UNIX)
+s.bind(sock)
+s.listen(8)
+open(sys.argv[5] if len(sys.argv) > 5 else sock + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    try:
+        if c.recv(4096):
+            c.sendall(("data pid %s\ndata mountpoint %s\ndata protocol 1\nok\n" % (pid, mnt)).encode())
+    except OSError:
+        pass
+    c.close()
+PY
+	rm -f "$1" "$1.ready"
+	ck_bg "$PY" "$CK_TMP/fake.py" "$@"
+	FAKE_PID=$CK_BG_PID
+	ck_at_exit "kill $FAKE_PID 2>/dev/null; rm -f '$1' '$1.ready'"
+	ck_wait_file "$1.ready" 10
+}
+
+# _umount_in_ns VICTIM — in a private mount namespace: a tmpfs on VICTIM with
+# a marker file, then `ckptfs-admin umount --cache CK_CACHE`; sets RC, ERR
+# (its stderr), AFTER (VICTIM's type and marker afterwards, in there).
+_umount_in_ns() {
+	local v=$1
+	mkdir -p "$v"
+	cat >"$CK_TMP/ns.sh" <<'SH'
+set -u
+v=$1 cache=$2 out=$3
+mount -t tmpfs -o size=1m tmpfs "$v" || exit 90
+echo marker >"$v/m"
+rc=0
+timeout -k 5 60 "$CKPTFS_ADMIN" umount --cache "$cache" --timeout 20 >"$out.stdout" 2>"$out.stderr" </dev/null || rc=$?
+echo "$rc" >"$out.rc"
+echo "$(findmnt -n -o FSTYPE --mountpoint "$v") $(cat "$v/m" 2>&1)" >"$out.after"
+SH
+	unshare -m --propagation private bash "$CK_TMP/ns.sh" "$v" "$CK_CACHE" "$CK_TMP/ns" ||
+		ck_fail "the private mount namespace did not run (exit $?)"
+	RC=$(cat "$CK_TMP/ns.rc") ERR=$(cat "$CK_TMP/ns.stderr") AFTER=$(cat "$CK_TMP/ns.after")
+	ck_log "exit $RC: $ERR"
+}
+
+# One line on stderr, naming the socket and containing NEEDLE; the victim
+# still mounted with its marker.
+_refused() {
+	assert_eq "$E_PERM" "$RC" "exit of umount --cache with a fake server"
+	assert_eq "tmpfs marker" "$AFTER" "the victim tmpfs and its marker after umount --cache"
+	assert_eq 1 "$(printf '%s\n' "$ERR" | grep -c '')" "lines on stderr ($ERR)"
+	assert_contains "$ERR" "control channel $CK_CACHE/control.sock" "the refusal"
+	assert_contains "$ERR" "$1" "the reason"
+}
+
+# The review's probe: a server naming another pid (one holding the lock)
+# and an unrelated tmpfs.
+test_umount_by_cache_refuses_a_server_that_names_another_pid() {
+	_cache
+	local v=$CK_TMP/victim
+	sleep 1000 &
+	local sp=$!
+	ck_at_exit "kill $sp 2>/dev/null"
+	flock -x "$CK_CACHE/lock" sleep 1000 &
+	local fp=$!
+	ck_at_exit "kill $fp 2>/dev/null"
+	_fake "$CK_CACHE/control.sock" "$sp" "$v"
+	_umount_in_ns "$v"
+	_refused "its hello names pid $sp, but pid $FAKE_PID answered"
+	_ck_pid_alive "$sp" || ck_fail "the pid the fake hello named was signalled"
+}
+
+# A server that holds the lock and names itself still names a tmpfs.
+test_umount_by_cache_refuses_a_mount_that_is_not_ckptfs() {
+	_cache
+	local v=$CK_TMP/victim
+	_fake "$CK_CACHE/control.sock" self "$v" "$CK_CACHE/lock"
+	_umount_in_ns "$v"
+	_refused "a tmpfs mount, not a ckptfs one"
+}
+
+# ... or a symlink to it: never followed.
+test_umount_by_cache_does_not_follow_a_symlink_to_a_mount() {
+	_cache
+	local v=$CK_TMP/victim
+	ln -s "$v" "$CK_TMP/link"
+	_fake "$CK_CACHE/control.sock" self "$CK_TMP/link" "$CK_CACHE/lock"
+	_umount_in_ns "$v"
+	_refused "not a mount point"
+}
+
+# A server of a uid that is neither root nor the cache's owner is asked
+# nothing.
+test_umount_by_cache_refuses_a_server_of_another_uid() {
+	_cache
+	local v=$CK_TMP/victim d=$CK_TMP/nobody
+	mkdir -m 755 "$d"
+	chown $NOBODY "$d"
+	flock -x "$CK_CACHE/lock" sleep 1000 &
+	local fp=$!
+	ck_at_exit "kill $fp 2>/dev/null"
+	# it binds where it may, root moves the socket into the cache
+	cat >"$d/fake.py" <<'PY'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8)
+open(sys.argv[1] + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    try:
+        if c.recv(4096):
+            c.sendall(("data pid %d\ndata mountpoint %s\nok\n" % (os.getpid(), sys.argv[2])).encode())
+    except OSError:
+        pass
+    c.close()
+PY
+	chmod 644 "$d/fake.py"
+	ck_bg as_nobody "$PY" "$d/fake.py" "$d/s" "$v"
+	ck_at_exit "kill $CK_BG_PID 2>/dev/null"
+	ck_wait_file "$d/s.ready" 10
+	mv "$d/s" "$CK_CACHE/control.sock"
+	_umount_in_ns "$v"
+	_refused "answered by uid $NOBODY"
+	assert_contains "$ERR" "neither root nor the cache's owner (uid 0)" "the reason"
+}
+
+# A server that names the ckptfs mount of another cache: refused, that mount
+# stays.
+test_umount_by_cache_refuses_the_mount_of_another_cache() {
+	_cache
+	local save_cache=$CK_CACHE save_mnt=$CK_MNT
+	CK_CACHE=$CK_TMP/cache2 CK_MNT=$CK_TMP/mnt2
+	mkdir -p "$CK_CACHE" "$CK_MNT"
+	ck_mount
+	local other=$CK_MNT
+	CK_CACHE=$save_cache CK_MNT=$save_mnt
+	_fake "$CK_CACHE/control.sock" self "$other" "$CK_CACHE/lock"
+	local rc=0
+	"$CKPTFS_ADMIN" umount --cache "$CK_CACHE" --timeout 20 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	ck_log "exit $rc: $(cat "$CK_TMP/err")"
+	ck_is_mounted "$other" || ck_fail "umount --cache $CK_CACHE unmounted $other, the mount of another cache"
+	assert_eq "$E_PERM" "$rc" "exit of umount --cache naming another cache's mount"
+	assert_eq 1 "$(grep -c '' "$CK_TMP/err")" "lines on stderr"
+	assert_contains "$(cat "$CK_TMP/err")" "control channel $CK_CACHE/control.sock" "the refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "the mount of another cache (its source is ckptfs:$CK_TMP/cache2)" "the reason"
+	CK_MNT=$other
+	ck_umount
+	CK_MNT=$save_mnt
+}
+
+# The daemon's own answer: its mount names its cache, and umount --cache of a
+# mounted daemon unmounts it and waits for it.
+test_umount_by_cache_unmounts_its_own_mount() {
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-100"
+	head -c 5000 /dev/urandom >"$CK_MNT/run1/step-100/a"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-100"
+	assert_eq "ckptfs:$CK_CACHE fuse.ckptfs" "$(findmnt -n -o SOURCE,FSTYPE --mountpoint "$CK_MNT" | tr -s ' ')" "the mount's source and type"
+	local rc=0
+	"$CKPTFS_ADMIN" umount --cache "$CK_CACHE" --timeout 60 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 0 "$rc" "exit of umount --cache of a mounted daemon ($(cat "$CK_TMP/err"))"
+	ck_is_mounted "$CK_MNT" && ck_fail "still mounted after umount --cache"
+	ck_daemon_exit "ckptfs-admin umount --cache"
+	assert_contains "$(cat "$CK_TMP/out")" "$CK_MNT: unmounted" "the tool's line"
+}
+
+ck_main "$@"

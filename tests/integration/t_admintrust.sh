@@ -75,8 +75,8 @@ SH
 # One line on stderr, naming the socket and containing NEEDLE; the victim
 # still mounted with its marker.
 _refused() {
-	assert_eq "$E_PERM" "$RC" "exit of umount --cache with a fake server"
 	assert_eq "tmpfs marker" "$AFTER" "the victim tmpfs and its marker after umount --cache"
+	assert_eq "$E_PERM" "$RC" "exit of umount --cache with a fake server"
 	assert_eq 1 "$(printf '%s\n' "$ERR" | grep -c '')" "lines on stderr ($ERR)"
 	assert_contains "$ERR" "control channel $CK_CACHE/control.sock" "the refusal"
 	assert_contains "$ERR" "$1" "the reason"
@@ -191,6 +191,25 @@ test_umount_by_cache_unmounts_its_own_mount() {
 	ck_is_mounted "$CK_MNT" && ck_fail "still mounted after umount --cache"
 	ck_daemon_exit "ckptfs-admin umount --cache"
 	assert_contains "$(cat "$CK_TMP/out")" "$CK_MNT: unmounted" "the tool's line"
+}
+
+# A mount the user named (fsname=): its source names no cache. By MOUNTPOINT
+# (which named the cache through the mount's user.ckptfs.cache) it is
+# unmounted; by --cache, which has only the daemon's word for the mount, not.
+test_umount_of_a_mount_with_the_users_fsname() {
+	ck_mount fsname=mine
+	assert_eq "mine" "$(findmnt -n -o SOURCE --mountpoint "$CK_MNT")" "the mount's source with fsname=mine"
+	local rc=0
+	"$CKPTFS_ADMIN" umount --cache "$CK_CACHE" --timeout 60 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	ck_is_mounted "$CK_MNT" || ck_fail "umount --cache unmounted a mount whose source names no cache"
+	assert_eq "$E_PERM" "$rc" "exit of umount --cache"
+	assert_contains "$(cat "$CK_TMP/err")" "its source (mine) does not name a cache" "the reason"
+	assert_contains "$(cat "$CK_TMP/err")" "give MOUNTPOINT, not --cache" "the way out"
+	rc=0
+	"$CKPTFS_ADMIN" umount "$CK_MNT" --timeout 60 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 0 "$rc" "exit of umount MOUNTPOINT ($(cat "$CK_TMP/err"))"
+	ck_is_mounted "$CK_MNT" && ck_fail "still mounted after umount MOUNTPOINT"
+	ck_daemon_exit "ckptfs-admin umount MOUNTPOINT"
 }
 
 ck_main "$@"

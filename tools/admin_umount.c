@@ -44,6 +44,7 @@
  *      before the drain (refused: nothing changed) and again just before the
  *      unmount. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -52,7 +53,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

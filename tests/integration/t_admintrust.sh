@@ -50,6 +50,18 @@ PY
 	ck_wait_file "$1.ready" 10
 }
 
+# Another process holds CK_CACHE/lock, as a daemon would (the pid ck_bg
+# kills is the one holding it: bash execs sleep with the locked fd).
+_hold_lock() {
+	ck_bg bash -c 'exec 9>>"$1" && flock -x 9 && exec sleep 1000' _ "$CK_CACHE/lock"
+	local i=0
+	until ! flock -n -x "$CK_CACHE/lock" true; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "the lock holder did not take $CK_CACHE/lock within 10 s"
+		sleep 0.05
+	done
+}
+
 # _umount_in_ns VICTIM — in a private mount namespace: a tmpfs on VICTIM with
 # a marker file, then `ckptfs-admin umount --cache CK_CACHE`; sets RC, ERR
 # (its stderr), AFTER (VICTIM's type and marker afterwards, in there).
@@ -87,12 +99,9 @@ _refused() {
 test_umount_by_cache_refuses_a_server_that_names_another_pid() {
 	_cache
 	local v=$CK_TMP/victim
-	sleep 1000 &
-	local sp=$!
-	ck_at_exit "kill $sp 2>/dev/null"
-	flock -x "$CK_CACHE/lock" sleep 1000 &
-	local fp=$!
-	ck_at_exit "kill $fp 2>/dev/null"
+	ck_bg sleep 1000
+	local sp=$CK_BG_PID
+	_hold_lock
 	_fake "$CK_CACHE/control.sock" "$sp" "$v"
 	_umount_in_ns "$v"
 	_refused "its hello names pid $sp, but pid $FAKE_PID answered"
@@ -120,14 +129,14 @@ test_umount_by_cache_does_not_follow_a_symlink_to_a_mount() {
 
 # A server of a uid that is neither root nor the cache's owner is asked
 # nothing.
-test_umount_by_cache_refuses_a_server_of_another_uid() {
-	_cache
-	local v=$CK_TMP/victim d=$CK_TMP/nobody
+# _fake_nobody MOUNTPOINT — a server of uid NOBODY (neither root nor the
+# cache's owner) on CK_CACHE/control.sock, naming its own pid and
+# MOUNTPOINT; the cache lock held as a daemon would.
+_fake_nobody() {
+	local d=$CK_TMP/nobody
 	mkdir -m 755 "$d"
 	chown $NOBODY "$d"
-	flock -x "$CK_CACHE/lock" sleep 1000 &
-	local fp=$!
-	ck_at_exit "kill $fp 2>/dev/null"
+	_hold_lock
 	# it binds where it may, root moves the socket into the cache
 	cat >"$d/fake.py" <<'PY'
 import os, socket, sys
@@ -138,19 +147,38 @@ while True:
     c, _ = s.accept()
     try:
         if c.recv(4096):
-            c.sendall(("data pid %d\ndata mountpoint %s\nok\n" % (os.getpid(), sys.argv[2])).encode())
+            c.sendall(("data pid %d\ndata mountpoint %s\ndata state committed\nok\n" % (os.getpid(), sys.argv[2])).encode())
     except OSError:
         pass
     c.close()
 PY
 	chmod 644 "$d/fake.py"
-	ck_bg as_nobody "$PY" "$d/fake.py" "$d/s" "$v"
-	ck_at_exit "kill $CK_BG_PID 2>/dev/null"
+	ck_bg setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$PY" "$d/fake.py" "$d/s" "$1"
 	ck_wait_file "$d/s.ready" 10
 	mv "$d/s" "$CK_CACHE/control.sock"
+}
+
+# A server of a uid that is neither root nor the cache's owner is asked
+# nothing.
+test_umount_by_cache_refuses_a_server_of_another_uid() {
+	_cache
+	local v=$CK_TMP/victim
+	_fake_nobody "$v"
 	_umount_in_ns "$v"
 	_refused "answered by uid $NOBODY"
 	assert_contains "$ERR" "neither root nor the cache's owner (uid 0)" "the reason"
+}
+
+# ... by any command: rm through it is refused, not reported done.
+test_rm_by_cache_refuses_a_server_of_another_uid() {
+	_cache
+	_fake_nobody "$CK_TMP/victim"
+	local rc=0
+	"$CKPTFS_ADMIN" rm --cache "$CK_CACHE" run1/step-100 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq "$E_PERM" "$rc" "exit of rm --cache with another uid's server ($(cat "$CK_TMP/out"))"
+	assert_eq 1 "$(grep -c '' "$CK_TMP/err")" "lines on stderr"
+	assert_contains "$(cat "$CK_TMP/err")" "control channel $CK_CACHE/control.sock: answered by uid $NOBODY" "the refusal"
+	assert_eq "" "$(cat "$CK_TMP/out")" "what rm printed"
 }
 
 # A server that names the ckptfs mount of another cache: refused, that mount

@@ -240,4 +240,50 @@ test_umount_of_a_mount_with_the_users_fsname() {
 	ck_daemon_exit "ckptfs-admin umount MOUNTPOINT"
 }
 
+# Through a mount whose control channel answers as a node of a shared
+# catalog (the daemon's socket name taken over by a program of the cache's
+# owner): a generation named "victimdir" in series "/.." would make export
+# read $CK_TMP/victimdir, outside the mount. Refused; DIR stays empty.
+test_export_refuses_a_generation_named_outside_the_mount() {
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-100"
+	echo data >"$CK_MNT/run1/step-100/a"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-100"
+	mkdir -m 700 "$CK_TMP/victimdir"
+	printf "root's secret\n" >"$CK_TMP/victimdir/secret"
+	cat >"$CK_TMP/shared.py" <<'PY'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8)
+open(sys.argv[1] + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    try:
+        req = c.recv(4096).decode()
+        if " hello" in req:
+            out = "data pid %d\ndata shared 1\nok\n" % os.getpid()
+        elif " gen " in req:
+            out = "data series 9 /..\ndata generation 7 committed 1 0 100 1 14 0 9 victimdir\nok\n"
+        else:
+            out = "ok\n"
+        c.sendall(out.encode())
+    except OSError:
+        pass
+    c.close()
+PY
+	rm -f "$CK_CACHE/control.sock"
+	ck_bg "$PY" "$CK_TMP/shared.py" "$CK_CACHE/control.sock"
+	ck_wait_file "$CK_CACHE/control.sock.ready" 10
+	mkdir "$CK_TMP/dir"
+	local rc=0
+	"$CKPTFS_ADMIN" export "$CK_MNT" run1/step-100 "$CK_TMP/dir" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq "" "$(ls -A "$CK_TMP/dir")" "what export put in DIR"
+	assert_eq "$E_PERM" "$rc" "exit of export ($(cat "$CK_TMP/out"))"
+	assert_eq 1 "$(grep -c '' "$CK_TMP/err")" "lines on stderr"
+	assert_contains "$(cat "$CK_TMP/err")" "control channel $CK_CACHE/control.sock: the answer names generation 'victimdir' of series '/..', a path outside the mount" "the refusal"
+	kill "$CK_BG_PID"
+	wait "$CK_BG_PID" 2>/dev/null || true
+	ck_umount
+}
+
 ck_main "$@"

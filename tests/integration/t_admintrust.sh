@@ -18,35 +18,51 @@ _cache() {
 	ck_umount
 }
 
-# _fake SOCK PID_SAYS MOUNTPOINT [LOCK] — a server that answers every request
-# with "data pid PID_SAYS" ("self": its own), "data mountpoint MOUNTPOINT", ok;
-# with LOCK it holds an exclusive flock on it, as a daemon does. Binds SOCK
-# first (the file "ready" appears next to the case's tmp once it listens).
-_fake() {
+# _fake_script — $CK_TMP/fake.py, a control channel server for these cases:
+#   fake.py SOCK [lock=PATH] VERB=LINES... [*=LINES]
+# answers a request of VERB (or any other, with "*") with LINES (";"
+# between them, %pid its own pid) and "ok"; with lock= it holds an
+# exclusive flock on PATH, as a daemon holds CACHE/lock. SOCK.ready appears
+# once it listens.
+_fake_script() {
 	cat >"$CK_TMP/fake.py" <<'PY'
 import fcntl, os, socket, sys
-sock, says, mnt = sys.argv[1:4]
-if len(sys.argv) > 4:
-    lk = os.open(sys.argv[4], os.O_RDWR)
-    fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
-pid = str(os.getpid()) if says == "self" else says
+sock, answers = sys.argv[1], {}
+for a in sys.argv[2:]:
+    k, v = a.split("=", 1)
+    if k == "lock":
+        lk = os.open(v, os.O_RDWR)
+        fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    else:
+        answers[k] = "".join(l + "\n" for l in v.replace("%pid", str(os.getpid())).split(";") if l)
 s = socket.socket(socket.AF_UNIX)
 s.bind(sock)
 s.listen(8)
-open(sys.argv[5] if len(sys.argv) > 5 else sock + ".ready", "w").close()
+open(sock + ".ready", "w").close()
 while True:
     c, _ = s.accept()
     try:
-        if c.recv(4096):
-            c.sendall(("data pid %s\ndata mountpoint %s\ndata protocol 1\nok\n" % (pid, mnt)).encode())
+        req = c.recv(4096).decode().split()
+        verb = req[2] if len(req) > 2 else ""
+        c.sendall((answers.get(verb, answers.get("*", "")) + "ok\n").encode())
     except OSError:
         pass
     c.close()
 PY
+	chmod 644 "$CK_TMP/fake.py"
+}
+
+# _fake SOCK PID_SAYS MOUNTPOINT [LOCK] — a server that answers every request
+# with "data pid PID_SAYS" ("self": its own), "data mountpoint MOUNTPOINT";
+# with LOCK it holds it as a daemon does. FAKE_PID is its pid.
+_fake() {
+	local says=$2
+	[ "$says" = self ] && says=%pid
+	_fake_script
 	rm -f "$1" "$1.ready"
-	ck_bg "$PY" "$CK_TMP/fake.py" "$@"
+	ck_bg "$PY" "$CK_TMP/fake.py" "$1" ${4:+lock=$4} "*=data pid $says;data mountpoint $3;data protocol 1"
 	FAKE_PID=$CK_BG_PID
-	ck_at_exit "kill $FAKE_PID 2>/dev/null; rm -f '$1' '$1.ready'"
+	ck_at_exit "rm -f '$1' '$1.ready'"
 	ck_wait_file "$1.ready" 10
 }
 
@@ -138,22 +154,9 @@ _fake_nobody() {
 	chown $NOBODY "$d"
 	_hold_lock
 	# it binds where it may, root moves the socket into the cache
-	cat >"$d/fake.py" <<'PY'
-import os, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1]); s.listen(8)
-open(sys.argv[1] + ".ready", "w").close()
-while True:
-    c, _ = s.accept()
-    try:
-        if c.recv(4096):
-            c.sendall(("data pid %d\ndata mountpoint %s\ndata state committed\nok\n" % (os.getpid(), sys.argv[2])).encode())
-    except OSError:
-        pass
-    c.close()
-PY
-	chmod 644 "$d/fake.py"
-	ck_bg setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$PY" "$d/fake.py" "$d/s" "$1"
+	_fake_script
+	ck_bg setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$PY" "$CK_TMP/fake.py" "$d/s" \
+		"*=data pid %pid;data mountpoint $1;data state committed"
 	ck_wait_file "$d/s.ready" 10
 	mv "$d/s" "$CK_CACHE/control.sock"
 }
@@ -251,28 +254,10 @@ test_export_refuses_a_generation_named_outside_the_mount() {
 	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-100"
 	mkdir -m 700 "$CK_TMP/victimdir"
 	printf "root's secret\n" >"$CK_TMP/victimdir/secret"
-	cat >"$CK_TMP/shared.py" <<'PY'
-import os, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1]); s.listen(8)
-open(sys.argv[1] + ".ready", "w").close()
-while True:
-    c, _ = s.accept()
-    try:
-        req = c.recv(4096).decode()
-        if " hello" in req:
-            out = "data pid %d\ndata shared 1\nok\n" % os.getpid()
-        elif " gen " in req:
-            out = "data series 9 /..\ndata generation 7 committed 1 0 100 1 14 0 9 victimdir\nok\n"
-        else:
-            out = "ok\n"
-        c.sendall(out.encode())
-    except OSError:
-        pass
-    c.close()
-PY
+	_fake_script
 	rm -f "$CK_CACHE/control.sock"
-	ck_bg "$PY" "$CK_TMP/shared.py" "$CK_CACHE/control.sock"
+	ck_bg "$PY" "$CK_TMP/fake.py" "$CK_CACHE/control.sock" "hello=data pid %pid;data shared 1" \
+		"gen=data series 9 /..;data generation 7 committed 1 0 100 1 14 0 9 victimdir"
 	ck_wait_file "$CK_CACHE/control.sock.ready" 10
 	mkdir "$CK_TMP/dir"
 	local rc=0

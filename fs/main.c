@@ -748,15 +748,20 @@ static int main_start_services(struct ckptfs *fs)
 			      fs->gen, &fs->uploader);
 }
 
-/* FUSE's own arguments: ours first, then what the user passed through. */
+/* FUSE's own arguments: ours first, then what the user passed through (a
+ * user's fsname= wins). The mount's source (fsname) is "ckptfs:CACHE": the
+ * mount table says which cache a mount serves, where root can read it
+ * without asking the daemon (a FUSE mount without allow_other answers root
+ * nothing): `ckptfs-admin umount --cache` unmounts only a mount that names
+ * its cache (tools/admin_umount.c 3). A cache path libfuse's option syntax
+ * would split or unescape (',' '\\') gives plain "ckptfs". */
 static int main_fuse_args(const struct options_result *r, struct fuse_args *args)
 {
 	char opts[sizeof(r->fuse_opts) + PATH_MAX + 128];
-	const char *backing = r->opt.backing;
-	if (strchr(backing, ','))
-		backing = "ckptfs";
-	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=ckptfs%s%s", backing,
-		 r->fuse_opts[0] ? "," : "", r->fuse_opts);
+	const char *cache = r->opt.cache;
+	bool plain = strpbrk(cache, ",\\") != NULL;
+	snprintf(opts, sizeof(opts), "default_permissions,fsname=ckptfs%s%s,subtype=ckptfs%s%s",
+		 plain ? "" : ":", plain ? "" : cache, r->fuse_opts[0] ? "," : "", r->fuse_opts);
 	if (fuse_opt_add_arg(args, "ckptfs") != 0 || fuse_opt_add_arg(args, "-o") != 0 ||
 	    fuse_opt_add_arg(args, opts) != 0)
 		return -1;

@@ -68,6 +68,7 @@ struct admin {
 	char backing[PATH_MAX];
 	char sock[PATH_MAX + 32];
 	bool daemon;  /* the daemon runs: changes go through its control channel */
+	long ctl_pid, ctl_uid; /* who answered the last control request (admin_ctl.c 2) */
 	bool meta;    /* rebuild --meta URL BACKING: the target is a shared catalog's URL */
 	bool shared_asked, shared; /* the daemon's hello says: a node of a shared catalog */
 	uint64_t sh_series;        /* the series of the GEN admin_shared_resolve found, */

@@ -1,11 +1,25 @@
 /* admin_ctl — the client side of the daemon's control channel (protocol in
  * fs/lib/control_proto.h): connect, send one request line, read progress and data
- * lines until the final "ok" or "error ERRNO MESSAGE". */
+ * lines until the final "ok" or "error ERRNO MESSAGE".
+ *
+ * Invariants:
+ *   1. Nothing is asked of, and nothing is taken from, a server that runs as
+ *      neither root nor the cache's owner (the daemon's user; admin.c lets only
+ *      those two use the tool): SO_PEERCRED is checked before the request is
+ *      sent, and such a server ends the run (one line naming the socket and
+ *      the uid, exit 5). Whoever can put a socket at CACHE/control.sock must
+ *      not be able to answer for the daemon.
+ *   2. A server that passes 1 may still be the cache owner's own program, not
+ *      ckptfs: what it says is trusted no further than what that user could
+ *      do herself. a->ctl_pid names the process that answered (its
+ *      SO_PEERCRED pid), for the commands that act on a process or a mount
+ *      (admin_umount.c 1-3). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -74,6 +88,33 @@ static int admin_ctl_line(struct admin_reader *r, char *line, size_t size)
 	}
 }
 
+/* Invariant 1: the server runs as root or as the cache's owner, else the
+ * run ends here. Sets a->ctl_pid, a->ctl_uid. */
+static void admin_ctl_trust(struct admin *a, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct stat sb;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof(cr)) {
+		admin_err("control channel %s: cannot tell who answers on it (SO_PEERCRED: %s): not "
+			  "trusted, nothing asked", a->sock, strerror(errno));
+		exit(ADMIN_PERM);
+	}
+	if (stat(a->cache, &sb) != 0) {
+		admin_err("control channel %s: cannot tell who owns cache %s (%s): not trusted, nothing "
+			  "asked", a->sock, a->cache, strerror(errno));
+		exit(ADMIN_PERM);
+	}
+	if (cr.uid != 0 && cr.uid != sb.st_uid) {
+		admin_err("control channel %s: answered by uid %ld (pid %ld), neither root nor the "
+			  "cache's owner (uid %ld): not a ckptfs daemon of this cache, not trusted, "
+			  "nothing asked", a->sock, (long)cr.uid, (long)cr.pid, (long)sb.st_uid);
+		exit(ADMIN_PERM);
+	}
+	a->ctl_pid = cr.pid;
+	a->ctl_uid = cr.uid;
+}
+
 int admin_ctl(struct admin *a, const char *request, admin_data_fn fn, void *arg, char *msg,
 	      size_t msgsize)
 {
@@ -83,6 +124,7 @@ int admin_ctl(struct admin *a, const char *request, admin_data_fn fn, void *arg,
 		snprintf(msg, msgsize, "cannot connect to %s: %s", a->sock, strerror(-fd));
 		return fd;
 	}
+	admin_ctl_trust(a, fd);
 	char req[CONTROL_LINE_MAX];
 	int n = snprintf(req, sizeof(req), "%s %s\n", CONTROL_MAGIC, request);
 	int rc = 0;

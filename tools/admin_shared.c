@@ -285,6 +285,29 @@ static int admin_sh_ask(struct admin *a, const char *what, const char *req,
 	return rc < 0 && rc != -ENOMEM ? ADMIN_NO_DAEMON : admin_exit_for(rc);
 }
 
+/* A series path from the daemon ("/run1", "/" the root) or a generation's
+ * name (one part) that stays under the mount: no empty, "." or ".." part.
+ * What the tool builds from them is a path (export's source in the mount
+ * and its target in DIR): a server on the control channel must not steer
+ * it outside (admin_ctl.c 2). */
+static bool admin_sh_inside(const char *p, bool one_part)
+{
+	if (!one_part && *p++ != '/')
+		return false;
+	if (!one_part && !*p)
+		return true;
+	for (;;) {
+		size_t len = strcspn(p, "/");
+		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (!p[len])
+			return true;
+		if (one_part)
+			return false;
+		p += len + 1;
+	}
+}
+
 int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, struct cat_gen *out)
 {
 	char req[PATH_MAX * 3 + 16], esc[PATH_MAX * 3];
@@ -297,6 +320,14 @@ int admin_shared_resolve(struct admin *a, const char *spec, const char *rel, str
 	if (rc == ADMIN_OK && ans.n != 1) {
 		admin_err("%s: the daemon's answer names no generation", what);
 		rc = ADMIN_PROBLEM;
+	}
+	const char *series = rc == ADMIN_OK ? admin_sh_path(&ans, ans.v[0].g.series) : "";
+	if (rc == ADMIN_OK && (!admin_sh_inside(series, false) ||
+			       !admin_sh_inside(ans.v[0].g.name, true))) {
+		admin_err("%s: control channel %s: the answer names generation '%s' of series '%s', "
+			  "a path outside the mount: not trusted", what, a->sock, ans.v[0].g.name,
+			  series);
+		rc = ADMIN_PERM;
 	}
 	if (rc == ADMIN_OK) {
 		*out = ans.v[0].g;

@@ -19,8 +19,32 @@
  * is waited for from step 4.
  *
  * Progress goes to stderr: one rewritten line on a terminal, a plain line
- * every few seconds otherwise (logs of systemd units, CI jobs). */
+ * every few seconds otherwise (logs of systemd units, CI jobs).
+ *
+ * Root may run this on a cache another user owns; whoever answers on
+ * CACHE/control.sock (root or that owner: admin_ctl.c 1) must not steer root
+ * to a process or a mount that user could not act on herself. Invariants:
+ *   1. The process that answered hello is the pid the hello names (its
+ *      SO_PEERCRED pid, admin_ctl.c 2) and, where /proc lets us look (as root
+ *      always), has CACHE/lock open: the pid waited for in step 4 is the
+ *      cache's daemon, not one the answer picked.
+ *   2. What is unmounted is the root of a mount of type fuse.ckptfs whose
+ *      owner (the kernel's user_id=) is the uid that answered: no mount that
+ *      user could not unmount herself (fusermount3 -u), no tmpfs, no bind.
+ *   3. Its source names this cache ("ckptfs:CACHE", fs/main.c: the same
+ *      directory, by device and inode). With MOUNTPOINT a source of another
+ *      form passes (the mount's user.ckptfs.cache named the cache, admin.c:
+ *      a mount from before that source, or with the user's fsname=); with
+ *      --cache, where only the answer names the mount, it does not.
+ *   4. What umount2 unmounts is what was checked: the name is looked up in
+ *      the parent directory opened O_PATH and checked there (statx: the
+ *      mount id and mount root, never a request to the FUSE daemon), then
+ *      unmounted as /proc/self/fd/DIR/NAME with UMOUNT_NOFOLLOW: a symlink
+ *      or a renamed directory on the way cannot redirect it. The check runs
+ *      before the drain (refused: nothing changed) and again just before the
+ *      unmount. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +191,205 @@ static void umount_hello_data(void *arg, const char *key, const char *value)
 		snprintf(st->mount, sizeof(st->mount), "%s", value);
 }
 
+/* ---- who answered, what is unmounted (invariants 1-4) ---- */
+
+/* Undoes /proc/self/mountinfo's escapes (\ooo: space, tab, newline,
+ * backslash), in place. */
+static void umount_unescape(char *s)
+{
+	char *o = s;
+	for (const char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 3;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+}
+
+/* Invariant 1: the pid the hello named is the one that answered, and it
+ * holds CACHE/lock open. 0, or why not in why. */
+static int umount_check_daemon(struct umount_state *st, char *why, size_t size)
+{
+	struct admin *a = st->a;
+	if (st->pid != a->ctl_pid) {
+		snprintf(why, size, "its hello names pid %ld, but pid %ld answered", st->pid,
+			 a->ctl_pid);
+		return -EPERM;
+	}
+	char lock[PATH_MAX + 16], dir[64], fdpath[PATH_MAX], link[PATH_MAX];
+	cachedir_path(a->cache, CACHEDIR_LOCK, lock, sizeof(lock));
+	snprintf(dir, sizeof(dir), "/proc/%ld/fd", st->pid);
+	DIR *d = opendir(dir);
+	if (!d && (errno == EACCES || errno == EPERM) && geteuid() != 0)
+		return 0; /* a user's tool, root's daemon: nothing to steer */
+	if (!d) {
+		snprintf(why, size, "pid %ld: cannot look at its open files (%s)", st->pid,
+			 strerror(errno));
+		return -EPERM;
+	}
+	bool held = false;
+	struct dirent *e;
+	while (!held && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", dir, e->d_name);
+		ssize_t n = readlink(fdpath, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = '\0';
+			held = strcmp(link, lock) == 0;
+		}
+	}
+	closedir(d);
+	if (!held) {
+		snprintf(why, size, "pid %ld, which answered, does not hold %s", st->pid, lock);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* The fields of mount id in /proc/self/mountinfo that invariants 2-3 look
+ * at; -ENOENT if it is not there. */
+struct umount_mountinfo {
+	char point[PATH_MAX], fstype[64], source[PATH_MAX + 16];
+	long owner; /* user_id=, -1 if none */
+};
+
+static int umount_mountinfo(uint64_t id, struct umount_mountinfo *mi)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	char line[3 * PATH_MAX + 1024];
+	int rc = -ENOENT;
+	while (rc == -ENOENT && fgets(line, sizeof(line), f)) {
+		unsigned long long mid;
+		char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%llu", &mid) != 1 || mid != id)
+			continue;
+		char opts[1024] = "";
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mi->point) != 1 ||
+		    sscanf(sep + 3, "%63s %4111s %1023s", mi->fstype, mi->source, opts) < 2) {
+			rc = -EINVAL;
+			break;
+		}
+		umount_unescape(mi->point);
+		umount_unescape(mi->source);
+		mi->owner = -1;
+		for (char *o = strtok(opts, ","); o; o = strtok(NULL, ","))
+			if (strncmp(o, "user_id=", 8) == 0)
+				mi->owner = strtol(o + 8, NULL, 10);
+		rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Invariants 2-4: st->mount is the root of this cache's ckptfs mount,
+ * owned by the uid that answered. On success *dirfd (O_PATH) and name are
+ * what to unmount (umount_unmount); 0, or why not in why. */
+static int umount_check_target(struct umount_state *st, int *dirfd, char *name, size_t namesize,
+			       char *why, size_t size)
+{
+	struct admin *a = st->a;
+	*dirfd = -1;
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", st->mount);
+	char *slash = strrchr(parent, '/');
+	if (parent[0] != '/' || !slash || !slash[1] || strcmp(slash + 1, ".") == 0 ||
+	    strcmp(slash + 1, "..") == 0) {
+		snprintf(why, size, "not an absolute path to a mount point");
+		return -EINVAL;
+	}
+	snprintf(name, namesize, "%s", slash + 1);
+	if (slash == parent)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	int fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, size, "%s: %s", parent, strerror(errno));
+		return -errno;
+	}
+	/* a mask of 0 never asks the FUSE daemon (its root may refuse us) */
+	struct statx sx;
+	if (statx(fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, 0, &sx) != 0) {
+		int err = errno;
+		snprintf(why, size, "%s", strerror(err));
+		close(fd);
+		return -err;
+	}
+	struct umount_mountinfo mi;
+	int rc = -EPERM;
+	if (!(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(sx.stx_mask & STATX_MNT_ID))
+		snprintf(why, size, "this kernel does not say whether it is a mount point");
+	else if (!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		snprintf(why, size, "not a mount point");
+	else if ((rc = umount_mountinfo(sx.stx_mnt_id, &mi)) != 0)
+		snprintf(why, size, "mount %llu not in /proc/self/mountinfo (%s)",
+			 (unsigned long long)sx.stx_mnt_id, strerror(-rc));
+	else if ((rc = -EPERM, strcmp(mi.fstype, "fuse.ckptfs") != 0))
+		snprintf(why, size, "a %s mount, not a ckptfs one (fuse.ckptfs)", mi.fstype);
+	else if (mi.owner != a->ctl_uid)
+		snprintf(why, size, "a ckptfs mount of uid %ld, but uid %ld answered", mi.owner,
+			 a->ctl_uid);
+	else
+		rc = 0;
+	if (rc == 0 && strncmp(mi.source, "ckptfs:", 7) == 0) {
+		struct stat mine, named;
+		if (stat(a->cache, &mine) != 0 || stat(mi.source + 7, &named) != 0 ||
+		    mine.st_dev != named.st_dev || mine.st_ino != named.st_ino) {
+			snprintf(why, size, "the mount of another cache (its source is %s)", mi.source);
+			rc = -EPERM;
+		}
+	} else if (rc == 0 && !a->mount[0]) {
+		snprintf(why, size, "its source (%s) does not name a cache (a mount from before "
+			 "ckptfs named it, or made with fsname=): give MOUNTPOINT, not --cache",
+			 mi.source);
+		rc = -EPERM;
+	}
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
+	*dirfd = fd;
+	return 0;
+}
+
+/* Invariants 1-4 as one refusal line; ADMIN_OK, or the exit code. With
+ * dirfd, the checked parent directory is kept for the unmount. */
+static int umount_trust(struct umount_state *st, int *dirfd, char *name, size_t namesize)
+{
+	char why[PATH_MAX + 256], local[NAME_MAX + 1];
+	int fd = -1;
+	if (!name) {
+		name = local;
+		namesize = sizeof(local);
+	}
+	int rc = umount_check_daemon(st, why, sizeof(why));
+	if (rc == 0)
+		rc = umount_check_target(st, &fd, name, namesize, why, sizeof(why));
+	if (rc != 0) {
+		umount_progress_end(st);
+		if (st->a->mount[0])
+			admin_err("%s: not unmounted, nothing changed: %s (control channel %s)",
+				  st->mount, why, st->a->sock);
+		else
+			admin_err("control channel %s: not trusted to name what to unmount, nothing "
+				  "changed: mount point %s: %s", st->a->sock,
+				  st->mount[0] ? st->mount : "(none named)", why);
+		return ADMIN_PERM;
+	}
+	if (dirfd)
+		*dirfd = fd;
+	else
+		close(fd);
+	return ADMIN_OK;
+}
+
 /* A daemon that already unmounted: CACHE/lock holds "PID draining". */
 static int umount_find_draining(struct umount_state *st)
 {
@@ -223,10 +447,19 @@ static int umount_drain_mounted(struct umount_state *st)
  * fusermount3, as a user would. */
 static int umount_unmount(struct umount_state *st)
 {
+	char name[NAME_MAX + 1];
+	int dirfd = -1;
+	int rc = umount_trust(st, &dirfd, name, sizeof(name));
+	if (rc != ADMIN_OK)
+		return rc;
 	int err = 0;
 	if (geteuid() == 0) {
-		err = umount2(st->mount, 0) == 0 ? 0 : errno;
+		char at[64 + NAME_MAX];
+		snprintf(at, sizeof(at), "/proc/self/fd/%d/%s", dirfd, name); /* invariant 4 */
+		err = umount2(at, UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
+		close(dirfd);
 	} else {
+		close(dirfd); /* fusermount3 checks the owner itself */
 		char *argv[] = { "fusermount3", "-u", "-q", st->mount, NULL };
 		pid_t child;
 		int status = 0;
@@ -299,7 +532,9 @@ int admin_cmd_umount(struct admin *a)
 		}
 		if (a->mount[0])
 			snprintf(st.mount, sizeof(st.mount), "%s", a->mount);
-		rc = umount_drain_mounted(&st);
+		rc = umount_trust(&st, NULL, NULL, 0); /* refused before the drain: nothing changed */
+		if (rc == ADMIN_OK)
+			rc = umount_drain_mounted(&st);
 		if (rc == ADMIN_OK)
 			rc = umount_unmount(&st);
 	} else if (a->by_cache) {

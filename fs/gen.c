@@ -776,8 +776,8 @@ void gen_durable(struct gen_policy *g, uint64_t id)
 }
 
 /* Has ino been changed through a handle still open (its node has a
- * writer, which writes on without asking the policy again: ns.c ns_writer),
- * or is a change of it under way? Invariant 10. n->rw after commit_lock:
+ * writer, which writes on without asking the policy again: ns.c ns_writer)?
+ * A change under way is waited for. Invariant 10. n->rw after commit_lock:
  * a change holding n->rw waits for commit_lock only while `committing`
  * names its generation (gen_settled), and no commit's check has passed
  * while one looks here (gen_unchanged sets it later, under the same lock). */
@@ -911,6 +911,9 @@ static int gen_sync_and_commit(struct gen_policy *g, uint64_t id, const char *ru
 	int rc = -EAGAIN;
 	for (int i = 0; i < GEN_COMMIT_TRIES && rc == -EAGAIN; i++) {
 		struct gen_unchanged u = { g, id, atomic_load(&g->opened[id % GEN_CHANGE_SLOTS]) };
+		/* a round the catalog answered -EAGAIN after the check committed
+		 * nothing: no change waits for it (invariant 9) */
+		atomic_store(&g->committing, 0);
 		rc = gen_commit_blocked(g, id);
 		if (rc != 0)
 			return rc;

@@ -775,20 +775,60 @@ void gen_durable(struct gen_policy *g, uint64_t id)
 		gen_keep_request(g, gen.series, NULL);
 }
 
-/* Is a file of generation id open for writing? The per-generation count
- * misses handles opened before their file joined the generation (a temp dir
- * renamed to a step name while a shard is still being written); the node
- * table knows every handle. */
-static bool gen_files_being_written(struct gen_policy *g, uint64_t id)
+/* Has ino been changed through a handle still open (its node has a
+ * writer, which writes on without asking the policy again: ns.c ns_writer)?
+ * A change under way is waited for. Invariant 10. n->rw after commit_lock:
+ * a change holding n->rw waits for commit_lock only while `committing`
+ * names its generation (gen_settled), and no commit's check has passed
+ * while one looks here (gen_unchanged sets it later, under the same lock). */
+static bool gen_file_written(struct gen_policy *g, uint64_t ino)
+{
+	assert(atomic_load(&g->committing) == 0);
+	struct node *n = node_peek(g->nodes, ino);
+	if (!n)
+		return false; /* closed meanwhile */
+	pthread_rwlock_rdlock(&n->rw);
+	bool written = n->writer != NULL;
+	pthread_rwlock_unlock(&n->rw);
+	node_put(g->nodes, n);
+	return written;
+}
+
+/* Is a file of generation id open for writing (written: only one changed
+ * through a handle still open, invariant 10)? The per-generation count
+ * misses handles opened before their file joined the generation (a temp
+ * dir renamed to a step name while a shard is still being written); the
+ * node table knows every handle. */
+static bool gen_files_open(struct gen_policy *g, uint64_t id, bool written)
 {
 	uint64_t inos[256];
 	size_t n = node_writing(g->nodes, inos, 256);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t gen = 0;
-		if (cat_gen_of(g->cat, inos[i], &gen) == 0 && gen == id)
+		if (cat_gen_of(g->cat, inos[i], &gen) == 0 && gen == id &&
+		    (!written || gen_file_written(g, inos[i])))
 			return true;
 	}
 	return n == 256; /* too many to tell: assume so, the tick retries */
+}
+
+static bool gen_files_being_written(struct gen_policy *g, uint64_t id)
+{
+	return gen_files_open(g, id, false);
+}
+
+/* Whether a commit of id must wait for (or, held, refuse on) files of it
+ * open for writing here: -EAGAIN while one is open in an OPEN generation
+ * (invariant 2); -EBUSY for a HELD one only while one was written through
+ * a handle still open (invariant 10); else 0. */
+static int gen_commit_blocked(struct gen_policy *g, uint64_t id)
+{
+	struct cat_gen gen;
+	if (!gen_files_being_written(g, id))
+		return 0;
+	if (cat_gen_get_brief(g->cat, id, &gen) != 0 || gen.state != GEN_HELD)
+		return -EAGAIN;
+	return gen_files_open(g, id, true) ? -EBUSY : 0;
 }
 
 /* The shared engine refused a commit (-EBUSY) because another node still
@@ -871,8 +911,12 @@ static int gen_sync_and_commit(struct gen_policy *g, uint64_t id, const char *ru
 	int rc = -EAGAIN;
 	for (int i = 0; i < GEN_COMMIT_TRIES && rc == -EAGAIN; i++) {
 		struct gen_unchanged u = { g, id, atomic_load(&g->opened[id % GEN_CHANGE_SLOTS]) };
-		if (gen_files_being_written(g, id))
-			return -EAGAIN;
+		/* a round the catalog answered -EAGAIN after the check committed
+		 * nothing: no change waits for it (invariant 9) */
+		atomic_store(&g->committing, 0);
+		rc = gen_commit_blocked(g, id);
+		if (rc != 0)
+			return rc;
 		rc = g->store ? store_syncfs(g->store) : 0;
 		if (rc != 0) {
 			log_error("generation %llu: syncing the cache before its commit (%s) failed: %s;"
@@ -913,7 +957,7 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	int rc = gen_sync_and_commit(g, id, rule);
 	if (gen_test_hook)
 		gen_test_hook("committed", id);
-	bool done = rc != -EAGAIN && !(rc == -EBUSY && cat_is_shared(g->cat));
+	bool done = rc != -EAGAIN && rc != -EBUSY; /* -EBUSY: other nodes' writers, or invariant 10 */
 	if (done) /* before a change waiting for us looks (invariant 9) */
 		gen_commit_forget(g, id, &cred);
 	atomic_store(&g->committing, 0);
@@ -922,8 +966,19 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 		return 0;
 	if (rc == -EAGAIN && gen_commit_later(g, id, rule))
 		return 0;
+	if (rc == -EBUSY && !cat_is_shared(g->cat)) { /* invariant 10; its live state stays */
+		log_warn("generation %llu: commit (%s) of the held save refused: a file of it was"
+			 " written through a handle still open on this node, whose later writes would"
+			 " change the committed save in place; close it, then commit again",
+			 (unsigned long long)id, rule);
+		return rc;
+	}
 	if (!done) /* nothing to wait with: forgotten as a commit that ended */
 		gen_commit_forget(g, id, &cred);
+	if (rc == -EALREADY) { /* another rule, or another node, committed it first */
+		log_info("generation %llu: %s seen, already committed", (unsigned long long)id, rule);
+		return 0;
+	}
 	if (rc == 0)
 		rc = cat_gen_get_brief(g->cat, id, &gen);
 	if (rc != 0) {
@@ -1030,6 +1085,47 @@ static bool gen_rule_is_marker(const char *rule)
 
 /* ---- hooks ---- */
 
+/* gen, no longer OPEN in the shared catalog, was settled by another node
+ * (committed, held or ended) while this node remembers it open: no commit,
+ * hold or abandon of ours follows (invariant 8). Its live state stays only
+ * for the write handles still open here. */
+static void gen_settled_elsewhere(struct gen_policy *g, const struct cat_gen *gen)
+{
+	assert(gen->state != GEN_OPEN);
+	pthread_mutex_lock(&g->lock);
+	struct gen_live *l = gen_live_find(g, gen->id);
+	bool was_open = l && l->is_open;
+	if (was_open) {
+		l->is_open = false;
+		l->pending_rule[0] = '\0';
+		l->remote_wait_ns = 0;
+		if (l->writers == 0)
+			gen_live_drop(g, gen->id);
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (was_open)
+		log_info("generation %s (series inode %llu, step %llu): %s by another node since this"
+			 " node last wrote into it; forgotten here", gen->name,
+			 (unsigned long long)gen->series, (unsigned long long)gen->step,
+			 cat_gen_state_name(gen->state));
+}
+
+/* Before the tick or the unmount decides generation id by what this node
+ * remembers (a content proof, abandon, a weak rule): is it still OPEN? On a
+ * shared catalog the row answers (invariant 8; one read per decision,
+ * never per write), and one another node settled is forgotten here. A
+ * catalog that cannot answer: true, decided as before. Alone, is_open
+ * answers. */
+static bool gen_still_open(struct gen_policy *g, uint64_t id)
+{
+	struct cat_gen gen;
+	if (!cat_is_shared(g->cat) || cat_gen_get_brief(g->cat, id, &gen) != 0 ||
+	    gen.state == GEN_OPEN)
+		return true;
+	gen_settled_elsewhere(g, &gen);
+	return false;
+}
+
 /* Whether generation gen_id is settled (COMMITTED or HELD, not open here),
  * its row in *gen when it is: what a change inside it must first act on.
  * Alone, this node's is_open answers (nothing else settles it). Shared, the
@@ -1060,21 +1156,8 @@ static int gen_settled(struct gen_policy *g, uint64_t gen_id, struct cat_gen *ge
 	}
 	int rc = cat_gen_get_brief(g->cat, gen_id, gen);
 	*settled = rc == 0 && (gen->state == GEN_COMMITTED || gen->state == GEN_HELD);
-	if (shared && *settled) {
-		pthread_mutex_lock(&g->lock);
-		struct gen_live *l = gen_live_find(g, gen_id);
-		if (l && l->is_open) {
-			log_info("generation %s: %s by another node since this node last wrote"
-				 " into it", gen->name,
-				 gen->state == GEN_HELD ? "held" : "committed");
-			l->is_open = false; /* settled there: no commit or abandon of ours */
-			l->pending_rule[0] = '\0';
-			l->remote_wait_ns = 0;
-			if (l->writers == 0)
-				gen_live_drop(g, gen_id);
-		}
-		pthread_mutex_unlock(&g->lock);
-	}
+	if (shared && *settled)
+		gen_settled_elsewhere(g, gen);
 	return rc;
 }
 
@@ -1136,6 +1219,8 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 	pthread_mutex_unlock(&g->lock);
 	for (int i = 0; i < n; i++) {
 		struct proof_result pr;
+		if (!gen_still_open(g, older[i]))
+			continue;
 		gen_prove(g, older[i], &pr);
 		if (!proof_weak_may_commit(pr.verdict)) /* abandon holds it (invariant 5) */
 			log_info("generation %llu: not committed by the next save: %s",
@@ -1496,6 +1581,11 @@ static void gen_tick(struct gen_policy *g)
 	for (int i = 0; i < n; i++) {
 		if (gen_files_being_written(g, todo[i].id))
 			continue; /* a handle opened before the file joined it */
+		/* a decision by what this node remembers (a rule's commit asks
+		 * the catalog itself, which answers one committed already) */
+		if ((todo[i].kind == GEN_TODO_PROVE || todo[i].kind == GEN_TODO_HOLD) &&
+		    !gen_still_open(g, todo[i].id))
+			continue;
 		switch (todo[i].kind) {
 		case GEN_TODO_COMMIT:
 			gen_commit_now(g, todo[i].id, todo[i].rule);
@@ -1663,6 +1753,11 @@ void gen_policy_shutdown(struct gen_policy *g)
 		pthread_mutex_unlock(&g->lock);
 		if (!id)
 			break;
+		/* a signal seen here commits (the catalog answers one committed
+		 * already); else only what is still OPEN is decided here, and one
+		 * another node settled is dropped at the top of the loop */
+		if (!signalled && !gen_still_open(g, id))
+			continue;
 		struct proof_result pr = { .verdict = PROOF_UNPROVEN };
 		bool others = !signalled && gen_others_take_part(g, id);
 		if (!others && !unfinished && !signalled)

@@ -44,7 +44,8 @@
  *  1. Only gen.c decides state changes; it calls the catalog, never the other
  *     way round. It never calls into the kernel (no entry invalidation: see
  *     gen_after_removal); removed names expire from the kernel's cache.
- *  2. A generation never commits while a write handle in it is open.
+ *  2. A generation never commits while a write handle in it is open; a
+ *     HELD one only while a handle of it has written (invariant 10).
  *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
  *     committed one, nor the newest durable one of its owner (invariant 6).
  *     It decides from a listing
@@ -93,7 +94,13 @@
  *     size change, a name change), never per write. A COMMITTED or HELD
  *     answer reopens it as version+1 with its backup (a late file from a
  *     node that did not commit it included), and corrects the stale
- *     is_open. Alone, is_open answers: only this node settles.
+ *     is_open. So does a decision by what this node remembers, before it
+ *     acts: the tick's content proof and abandon, next-gen, and the
+ *     unmount's (gen_still_open: one read per decision); a generation
+ *     another node settled is forgotten here with an info line, never
+ *     committed or held again (a rule's commit is answered "committed
+ *     already" by the catalog itself). Alone, is_open answers: only this
+ *     node settles.
  *  9. A change and a commit of one generation are ordered: a change bumps
  *     the count of invariant 7 before it looks whether a commit of that
  *     generation passed its check, and the commit marks itself (committing)
@@ -102,7 +109,19 @@
  *     answer (the catalog's transaction and the policy forgetting the open
  *     state, under the commit lock; not its syncfs, which comes before the
  *     check), then finds the generation COMMITTED and reopens it (version+1
- *     with its backup) instead of changing the committed version in place. */
+ *     with its backup) instead of changing the committed version in place.
+ * 10. A HELD generation (a crash at start, abandoned, unfinished at
+ *     unmount, a rebuild's conflict: nothing writes into it, as a write
+ *     reopens it first) is committed by a decision (an admin's commit, a
+ *     marker or tracker naming it, its content at start) while files of it
+ *     are open for writing here, as long as none was written through a
+ *     handle still open: such a handle changed nothing, and its first
+ *     change finds the save COMMITTED and reopens it (invariants 8, 9), so
+ *     the committed save never changes in place. A file that was (its node
+ *     has a writer, which writes on without asking again: ns.c ns_writer)
+ *     refuses the commit, -EBUSY with a warning, until it closes. On a
+ *     shared catalog every open writer makes the catalog refuse (pggen.h
+ *     X1), and the commit waits as for another node's. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

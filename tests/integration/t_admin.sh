@@ -273,6 +273,47 @@ test_offline_commit_of_a_held_save_syncs_its_objects_before_the_catalog() {
 	ck_umount
 }
 
+# gen.h invariant 10 (review 31c F4): `ckptfs-admin commit` of a held save
+# while a file of it is open for writing and not yet written commits it (it
+# failed with EAGAIN after s30-gcsync); the handle's write afterwards opens
+# version 2 and leaves version 1 as committed, byte for byte: `rm --force`
+# of the rewrite puts it back.
+test_commit_of_a_held_save_with_a_file_open_for_writing_not_written() {
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-500" "$CK_REF/run1/step-500"
+	ck_rand "$CK_REF/run1/step-500/a" $((2 * MiB))
+	cp "$CK_REF/run1/step-500/a" "$CK_MNT/run1/step-500/a"
+	sync "$CK_MNT/run1/step-500/a"
+	ck_kill9 # open at the stop: the next open holds it
+	ck_mount
+	assert_eq 4 "$(gen_state step-500 | cut -d' ' -f1)" "step-500 held after the crash"
+	# a writer opens a (no O_CREAT, no O_TRUNC) and writes only when told
+	"$PY" -c '
+import os, sys, time
+f = open(sys.argv[1], "r+b"); open(sys.argv[2], "w").write("x")
+end = time.time() + 60
+while not os.path.exists(sys.argv[3]) and time.time() < end: time.sleep(0.05)
+f.seek(0, 2); f.write(b"late bytes"); f.close()' "$CK_MNT/run1/step-500/a" "$CK_TMP/opened" "$CK_TMP/go" &
+	local w=$!
+	while [ ! -e "$CK_TMP/opened" ] && kill -0 $w 2>/dev/null; do sleep 0.05; done
+	[ -e "$CK_TMP/opened" ] || ck_fail "the open for writing of the held step-500 failed"
+	local rc
+	rc=$(adm commit "$CK_MNT" run1/step-500)
+	touch "$CK_TMP/go"
+	wait $w || ck_fail "the writer of step-500/a failed"
+	[ "$rc" = 0 ] || ck_fail "commit of the held step-500 with a file open for writing: exit $rc: $(err | tr '\n' '|')"
+	assert_eq "0 2" "$(ck_sql "SELECT state || ' ' || version FROM generations WHERE name = 'step-500'")" \
+		"step-500 after the write: version 2 open"
+	cp "$CK_REF/run1/step-500/a" "$CK_TMP/a2" && printf 'late bytes' >>"$CK_TMP/a2"
+	assert_file_eq "$CK_TMP/a2" "$CK_MNT/run1/step-500/a"
+	assert_adm 0 rm --force "$CK_MNT" run1/step-500
+	assert_eq "1 0 admin-abort-restored" "$(gen_state step-500)" "version 1 back, committed"
+	ck_umount
+	ck_mount # no name the kernel cached of version 2
+	assert_file_eq "$CK_REF/run1/step-500/a" "$CK_MNT/run1/step-500/a"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- gc, verify
 
 # plant_orphans — sets h (the first chunk of run1/step-100/a.pt) and fake (a

@@ -157,4 +157,51 @@ f.close()' "$MN_MNT_A/run/step-100/__0_0.distcp" "$CK_TMP/opened" "$CK_TMP/go" \
 }
 ck_timeout test_keep_latest_k_keeps_a_save_another_node_has_open_for_writing 120
 
+# A node that wrote a save another node then committed, and never writes
+# into it again, decides nothing about it: its tick (abandon, after which
+# its content would prove step-100.pt complete) and its unmount (the weak
+# rule would commit step-200) read the row first (fs/gen.h invariant 8)
+# and forget it with an info line. Before, each tried to commit it again
+# and the catalog's refusal was logged as an error. The committed saves
+# stay B's, byte for byte.
+test_a_save_another_node_committed_is_forgotten_quietly_at_the_tick_and_unmount() {
+	mn_pg_start
+	mn_mount A quiet=600,abandon=6 # no content proof before abandon
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run"
+	"$PY" -c 'import sys, torch; torch.save({"w": torch.arange(200000)}, sys.argv[1])' \
+		"$CK_REF/s100.pt" || ck_fail "torch.save of the reference failed"
+	cp "$CK_REF/s100.pt" "$MN_MNT_A/run/step-100.pt" # the writer exits: abandon may judge it
+	mn_see B run/step-100.pt 2
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-100.pt" || ck_fail "the commit on B failed"
+	assert_eq "1:1:false" "$(st_gen step-100.pt)" "step-100.pt after B's commit"
+	local id i=0
+	id=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-100.pt'")
+	# A's abandon tick: its answer (fixed) or its commit's refusal (before)
+	until grep -qE "step-100\.pt .*by another node|generation $id: commit" "$MN_DLOG_A"; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "node A's tick did not decide step-100.pt within 30 s"
+		sleep 0.1
+	done
+	# a save A leaves to its unmount: unproven, the weak rule would commit it
+	mkdir -p "$MN_MNT_A/run/step-200"
+	ck_rand "$CK_REF/m200.bin" 1000000
+	cp "$CK_REF/m200.bin" "$MN_MNT_A/run/step-200/model.bin"
+	mn_see B run/step-200/model.bin 2
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-200" || ck_fail "the commit on B failed"
+	mn_umount A
+	assert_eq 0 "$(grep -c ' error: ' "$MN_DLOG_A")" \
+		"error lines of node A: $(grep -m 2 ' error: ' "$MN_DLOG_A" | tr '\n' '|')"
+	assert_eq 2 "$(grep -cE 'step-(100\.pt|200) .*committed by another node' "$MN_DLOG_A")" \
+		"node A's info lines on the saves B committed"
+	assert_eq "1:1:false:explicit" "$(st_gen step-100.pt):$(mn_psql "SELECT rule FROM ns_generations WHERE name = 'step-100.pt'")" \
+		"step-100.pt after A's tick"
+	assert_eq "1:1:false:explicit" "$(st_gen step-200):$(mn_psql "SELECT rule FROM ns_generations WHERE name = 'step-200'")" \
+		"step-200 after A's unmount"
+	assert_file_eq "$CK_REF/s100.pt" "$MN_MNT_B/run/step-100.pt"
+	assert_file_eq "$CK_REF/m200.bin" "$MN_MNT_B/run/step-200/model.bin"
+	mn_umount B
+}
+ck_timeout test_a_save_another_node_committed_is_forgotten_quietly_at_the_tick_and_unmount 120
+
 ck_main "$@"

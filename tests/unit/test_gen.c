@@ -321,6 +321,91 @@ Test(gen, test_a_change_starting_during_its_generations_commit_reopens_it)
 	sem_destroy(&tg_go_sem);
 }
 
+/* ---- a held save's commit with files of it open for writing (gen.h
+ * invariant 10) ---- */
+
+/* step-<step> with a file in it, abandoned and held (its content proves
+ * nothing); *ino gets the file. The policy's thread keeps running. */
+static uint64_t tg_held(uint64_t step, uint64_t *ino)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "step-%llu", (unsigned long long)step);
+	uint64_t id = tg_gen(name);
+	*ino = tg_file(id, "model.dat");
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(id, GEN_HELD), "abandoned: held");
+	return id;
+}
+
+/* The file ino opened for writing as the namespace counts it (ns.c
+ * ns_writer_enter without O_TRUNC): nothing written yet. */
+static struct node *tg_open_for_writing(uint64_t id, uint64_t ino)
+{
+	struct node *n = NULL;
+	OK(node_open(tg.nodes, ino, &n));
+	node_writers_add(tg.nodes, n, 1);
+	gen_writer_opened(tg.g, id);
+	return n;
+}
+
+static void tg_close_for_writing(uint64_t id, struct node *n)
+{
+	node_writers_add(tg.nodes, n, -1);
+	gen_writer_closed(tg.g, id);
+	node_close(tg.nodes, n);
+	node_put(tg.nodes, n);
+}
+
+/* Review 31c F4: `ckptfs-admin commit` of a held save failed (EAGAIN) while
+ * a file of it was open for writing and not written, which changed
+ * nothing. It commits; the handle's first write then reopens the committed
+ * save as version 2 (version 1 kept as its backup), never changes it in
+ * place. */
+Test(gen, test_a_held_save_commits_with_a_file_open_for_writing_but_not_written)
+{
+	struct cat_gen gen;
+	uint64_t ino;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_held(20, &ino);
+	struct node *n = tg_open_for_writing(id, ino);
+	OK(gen_commit_explicit(tg.g, id, "admin"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "the held save is committed");
+	cr_assert_eq(gen.version, 1);
+	cr_assert_str_eq(gen.rule, "admin");
+	OK(gen_before_change(tg.g, id)); /* the handle's first write (ns.c ns_writer) */
+	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "the write reopened the committed save");
+	cr_assert_eq(gen.version, 2);
+	cr_assert_neq(gen.backup_root, 0, "version 1 kept as the backup");
+	tg_close_for_writing(id, n);
+}
+
+/* A file of the held save written through a handle still open (its node
+ * has a writer, which writes on without asking the policy again) refuses
+ * the commit: the committed save would change in place. Closed, the save
+ * commits. */
+Test(gen, test_a_held_save_refuses_a_commit_while_a_file_written_in_it_is_open)
+{
+	static char fake; /* stands for the writer: only its presence is looked at */
+	struct cat_gen gen;
+	uint64_t ino;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_held(21, &ino);
+	struct node *n = tg_open_for_writing(id, ino);
+	pthread_rwlock_wrlock(&n->rw);
+	n->writer = (struct writer *)&fake;
+	pthread_rwlock_unlock(&n->rw);
+	FAILS(gen_commit_explicit(tg.g, id, "admin"), EBUSY);
+	cr_assert_eq(tg_state(id, &gen), GEN_HELD, "not committed around the written file");
+	cr_assert_eq(gen.version, 1);
+	pthread_rwlock_wrlock(&n->rw);
+	n->writer = NULL;
+	pthread_rwlock_unlock(&n->rw);
+	tg_close_for_writing(id, n);
+	OK(gen_commit_explicit(tg.g, id, "admin"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "committed once the file closed");
+	cr_assert_eq(gen.version, 1);
+}
+
 /* ---- keep-latest-k counts per owner (gen.h invariant 6) ---- */
 
 #define TG_USER_A 1000

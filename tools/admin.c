@@ -487,6 +487,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 {
 	cachedir_path(a->cache, CACHEDIR_CONTROL_SOCK, a->sock, sizeof(a->sock));
 	bool running = !a->by_cache;
+	char holder[128] = "";
 	if (a->by_cache) {
 		char path[PATH_MAX + 16];
 		int fd = cachedir_lock_open(a->cache, O_RDWR | O_NOFOLLOW, path, sizeof(path));
@@ -496,6 +497,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 		}
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
 			running = true;
+			admin_lock_holder(fd, holder, sizeof(holder)); /* named if no daemon answers */
 			close(fd);
 		} else if (need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) {
 			if (fd < 0 &&
@@ -517,6 +519,16 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 	if (rc == 0) {
 		a->daemon = true;
 		return ADMIN_OK;
+	}
+	if ((need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) && holder[0] && rc != -EACCES &&
+	    rc != -EPERM) {
+		/* the lock is held and nobody answers: another offline ckptfs-admin,
+		 * or a daemon starting or stopping, not a daemon to ask */
+		admin_err("cache %s: in use: its lock %s/" CACHEDIR_LOCK " is held by %s and no daemon"
+			  " answers on %s (another ckptfs-admin working offline, or a daemon starting or"
+			  " stopping); nothing was changed: try again once it is done",
+			  a->cache, a->cache, holder, a->sock);
+		return ADMIN_BUSY;
 	}
 	if (!(need & ADMIN_NEED_CHANGE) || (need & ADMIN_NEED_REBUILD))
 		return ADMIN_OK; /* reading needs only the catalog; rebuild refuses a daemon itself */
@@ -598,17 +610,23 @@ int admin_claim_get(struct backing *bk, struct claim_rec *rec)
 	return err;
 }
 
-/* The local catalog of a node holds no generations and no namespace, and
- * records nothing that says so; BACKING's claim does ("mode shared": nodes
- * never remove it, claim.h invariant 6), whoever holds it now. A claim that
- * cannot be read says nothing: an offline change is then refused by its
- * own claim_acquire, a read goes on as before. */
-static bool admin_shared_offline(struct admin *a)
+/* The local catalog of a node holds no generations and no namespace;
+ * BACKING's claim says it is a node's ("mode shared": nodes never remove it,
+ * claim.h invariant 6), whoever holds it now. *claim_read: a claim was read
+ * (when none can be, admin_node_offline asks the catalog's role marker). */
+static bool admin_shared_offline(struct admin *a, bool *claim_read)
 {
 	struct claim_rec rec;
-	if (!a->bk && backing_open(a->backing, 0, &a->bk) != 0)
-		return false;
-	return admin_claim_get(a->bk, &rec) == 0 && rec.shared;
+	*claim_read = false;
+	if (!a->bk) {
+		log_setup(stderr, LOG_LVL_OFF); /* BACKING away: the caller says what follows */
+		int err = backing_open(a->backing, 0, &a->bk);
+		log_setup(stderr, LOG_LVL_WARN);
+		if (err != 0)
+			return false;
+	}
+	*claim_read = admin_claim_get(a->bk, &rec) == 0;
+	return *claim_read && rec.shared;
 }
 
 /* A node's cache of a shared catalog (-o meta=) with no daemon answering:
@@ -619,17 +637,37 @@ static bool admin_shared_offline(struct admin *a)
 static int admin_node_offline(struct admin *a, unsigned need)
 {
 	if (a->daemon || (need & ADMIN_NEED_CACHE_ONLY) ||
-	    !(need & (ADMIN_NEED_READ | ADMIN_NEED_REBUILD)) || !admin_shared_offline(a))
+	    !(need & (ADMIN_NEED_READ | ADMIN_NEED_REBUILD)))
 		return ADMIN_OK;
+	const char *says = "BACKING's claim says so";
+	bool claim_read;
+	if (!admin_shared_offline(a, &claim_read)) {
+		/* BACKING away or no claim to read: the catalog's own role marker
+		 * (catalog.c invariant 9) still tells; a catalog that cannot be
+		 * opened read-only (missing, an older schema) says nothing */
+		if (claim_read)
+			return ADMIN_OK;
+		char path[PATH_MAX + 16];
+		struct cat *cat = NULL;
+		bool node = false;
+		cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
+		if (access(path, F_OK) != 0 || cat_open_readonly(path, &cat) != 0 ||
+		    cat_role_node(cat, &node) != 0)
+			node = false;
+		cat_close(cat);
+		if (!node)
+			return ADMIN_OK;
+		says = "its catalog's role marker says so";
+	}
 	if (need & ADMIN_NEED_REBUILD)
-		admin_err("rebuild: %s is the cache of a node of a shared catalog (BACKING's claim says "
-			  "so): its catalog is PostgreSQL's; for a lost database use rebuild --meta URL "
-			  "BACKING", a->cache);
+		admin_err("rebuild: %s is the cache of a node of a shared catalog (%s): its catalog is"
+			  " PostgreSQL's; for a lost database use rebuild --meta URL BACKING",
+			  a->cache, says);
 	else
-		admin_err("%s: %s is the cache of a node of a shared catalog (BACKING's claim says so)"
-			  " and no daemon answers: the generations are in PostgreSQL, which only a "
-			  "mounted node reaches; run it on a node's mount (nothing was read or changed)",
-			  a->cmd, a->cache);
+		admin_err("%s: %s is the cache of a node of a shared catalog (%s) and no daemon"
+			  " answers: the generations are in PostgreSQL, which only a mounted node"
+			  " reaches; run it on a node's mount (nothing was read or changed)",
+			  a->cmd, a->cache, says);
 	return ADMIN_UNSUPPORTED;
 }
 
@@ -708,8 +746,11 @@ int main(int argc, char **argv)
 			  a.cmd);
 		rc = ADMIN_USAGE;
 	}
+	/* a dry-run gc only reads: no lock, the catalog read-only, no claim */
+	unsigned need = cmd->fn == admin_cmd_gc && a.dry_run ? cmd->need & ~ADMIN_NEED_CHANGE
+							      : cmd->need;
 	if (rc == ADMIN_OK && !(cmd->need & ADMIN_NEED_META) && !a.meta)
-		rc = admin_open(&a, cmd->need);
+		rc = admin_open(&a, need);
 	if (rc == ADMIN_OK && a.inner[0])
 		rc = admin_inner_path(&a, cmd);
 	if (rc == ADMIN_NO_DAEMON && a.prometheus && !a.by_cache)

@@ -661,10 +661,12 @@ static int admin_node_offline(struct admin *a, unsigned need)
 		struct cat *cat = NULL;
 		bool node = false;
 		cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
+		log_setup(stderr, LOG_LVL_OFF); /* what fails here is the command's to say */
 		if (access(path, F_OK) != 0 || cat_open_readonly(path, &cat) != 0 ||
 		    cat_role_node(cat, &node) != 0)
 			node = false;
 		cat_close(cat);
+		log_setup(stderr, LOG_LVL_WARN);
 		if (!node)
 			return ADMIN_OK;
 		says = "its catalog's role marker says so";

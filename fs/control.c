@@ -454,6 +454,30 @@ static int control_read_line(int fd, char *buf, size_t size)
 	return -E2BIG;
 }
 
+/* A request line longer than CONTROL_LINE_MAX is answered with one error
+ * line, and the rest of what the client sent is read (up to
+ * CONTROL_DRAIN_MAX, each read bounded by the receive timeout) before the
+ * close: a close with input unread resets the connection, and the client
+ * would get an error instead of the answer. */
+#define CONTROL_DRAIN_MAX (256 * 1024)
+
+static void control_refuse_long(int fd)
+{
+	control_proto_send(fd, "error %d request line longer than %d bytes with its newline", E2BIG,
+			   CONTROL_LINE_MAX - 1);
+	shutdown(fd, SHUT_WR); /* the answer is complete: the client sees its end */
+	char buf[4096];
+	size_t drained = 0;
+	while (drained < CONTROL_DRAIN_MAX) {
+		ssize_t r = recv(fd, buf, sizeof(buf), 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		drained += (size_t)r;
+	}
+}
+
 static bool control_peer_allowed(int fd, struct ucred *cred)
 {
 	socklen_t len = sizeof(*cred);
@@ -476,6 +500,10 @@ static void control_serve(struct control *c, int fd)
 	char line[CONTROL_LINE_MAX];
 	int rc = control_read_line(fd, line, sizeof(line));
 	size_t magic = strlen(CONTROL_MAGIC);
+	if (rc == -E2BIG) {
+		control_refuse_long(fd);
+		return;
+	}
 	if (rc != 0 || strncmp(line, CONTROL_MAGIC, magic) != 0 ||
 	    (line[magic] != ' ' && line[magic] != '\0')) {
 		control_proto_error(fd, EINVAL, rc != 0 ? "no request line" : "not a ckptfs-control 1 request");

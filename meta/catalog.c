@@ -1192,6 +1192,17 @@ static int cat_role_check(struct cat *cat, bool node)
 			     : "INSERT INTO meta(key, value) VALUES('role', 'alone')");
 }
 
+/* Invariant 9 for a catalog opened read-only, which no open checks: the
+ * caller asks (ckptfs-admin refuses to read a node's catalog offline). */
+int cat_role_node(struct cat *cat, bool *node)
+{
+	int64_t role = 0;
+	int rc = cat_query_int(cat, "the catalog's role",
+			       "SELECT value = 'node' FROM meta WHERE key = 'role'", &role);
+	*node = rc == 0 && role == 1;
+	return rc;
+}
+
 static int cat_open_as(const char *path, uint32_t root_uid, uint32_t root_gid,
 		       cat_reclaim_fn reclaim, void *reclaim_arg, bool node_only, struct cat **out)
 {

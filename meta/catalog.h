@@ -141,6 +141,9 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
  * older schema version is refused with -EPROTO (it cannot be migrated
  * read-only). */
 int cat_open_readonly(const char *path, struct cat **out);
+/* Whether the catalog is a node's local one (meta role 'node', invariant 9):
+ * a read-only open does not check its role. 0, or -errno. */
+int cat_role_node(struct cat *cat, bool *node);
 
 /* ---- the shared engine (issue 18, docs/MULTINODE.md) [open] ----
  * cat_open_shared opens this node's local SQLite catalog at local_path (its

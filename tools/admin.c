@@ -10,16 +10,19 @@
  * the cache directly (offline use, or a mount whose path is unknown).
  *
  * Where each command runs (docs/ADMIN.md):
- *  - reading commands open the catalog read-only (SQLite WAL readers do not
- *    block the daemon), mounted or not;
+ *  - reading commands (and gc without --delete) open the catalog read-only
+ *    (SQLite WAL readers do not block the daemon), mounted or not, take no
+ *    lock and claim nothing;
  *  - changing commands go through the daemon's control channel when it runs
  *    (fs/lib/control_proto.h) and never write the catalog behind it; with no daemon
  *    (--cache) they take the cache lock the daemon would hold, open the
- *    catalog read-write and change it directly;
+ *    catalog read-write and change it directly; a lock another process
+ *    holds with no daemon answering is refused naming it (exit 8);
  *  - import goes through the mount only;
  *  - on a node of a shared catalog (-o meta=) the daemon answers or the
  *    mount is used (admin_shared.c); a node's cache with no daemon answering
- *    is refused by every command but umount (admin_node_offline).
+ *    is refused by every command but umount (admin_node_offline: BACKING's
+ *    claim says it is a node's, or, none readable, the catalog's role).
  * Offline changes claim BACKING for the cache's catalog first, as the daemon
  * does (fs/lib/claim.h): refused, naming the holder, while another catalog
  * holds it. Of them only gc --delete writes BACKING itself: it removes
@@ -97,7 +100,8 @@ static const struct admin_command admin_commands[] = {
 	  "(rule \"admin\"), or promotes a HELD one (kept because it could not be proven\n"
 	  "complete: see list --all). If a file in it is still open for writing, it\n"
 	  "commits when the last one closes (the state printed is then \"open\"). A\n"
-	  "committed one is left as it is.\n" },
+	  "committed one is left as it is. GEN must name the generation itself (its\n"
+	  "root, or id:N): a path inside it is refused (exit 7).\n" },
 	{ "pin", admin_cmd_pin, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "pin GEN",
 	  "keep a generation: keep-latest-k never deletes a pinned one",
 	  "Pins a generation: keep-latest-k (-o keep=K) never deletes it.\n" },
@@ -106,9 +110,11 @@ static const struct admin_command admin_commands[] = {
 	{ "rm", admin_cmd_rm, ADMIN_NEED_READ | ADMIN_NEED_CHANGE, "rm [--force] GEN",
 	  "delete a generation (an open one needs --force)",
 	  "Deletes a committed generation (rule \"admin\"): its tree goes and chunks no\n"
-	  "other file names are reclaimed. An OPEN generation (still being written) is\n"
-	  "refused unless --force, which aborts it (rule \"admin-abort\"; a rewrite of a\n"
-	  "committed step gets its previous version back).\n" },
+	  "other file names are reclaimed. GEN must name the generation itself (its\n"
+	  "root, or id:N): a path inside it is refused (exit 7). An OPEN generation\n"
+	  "(still being written) is refused (exit 8) unless --force, which aborts it: a\n"
+	  "new save's files go (rule \"admin-abort\"); a rewrite of a committed or held\n"
+	  "step is undone and its previous version is back, nothing deleted.\n" },
 	{ "gc", admin_cmd_gc, ADMIN_NEED_READ | ADMIN_NEED_CHANGE | ADMIN_NEED_STORE, "gc [--delete]",
 	  "chunk objects nothing names, in the cache and on BACKING: what --delete would free",
 	  "Walks the chunk objects in the cache and on BACKING and finds those that no\n"
@@ -117,7 +123,9 @@ static const struct admin_command admin_commands[] = {
 	  "it is a dry run: it prints how many objects it saw, how many are orphans and\n"
 	  "the bytes it would free, and removes nothing (JuiceFS's convention).\n"
 	  "--delete removes them and prints the bytes freed. (--dry-run is accepted and\n"
-	  "is the default.)\n" },
+	  "is the default.) A dry run only reads: offline it takes no lock, opens the\n"
+	  "catalog read-only and claims nothing; BACKING is skipped, saying why, when\n"
+	  "its claim names another catalog or cannot be read.\n" },
 	{ "verify", admin_cmd_verify, ADMIN_NEED_READ | ADMIN_NEED_STORE, "verify [GEN]",
 	  "re-hash every chunk (of GEN); report missing or corrupt ones; exit 1 if any",
 	  "Reads every chunk object (of all chunks, or those GEN names), decodes it and\n"
@@ -209,12 +217,13 @@ static const char admin_exit_help[] =
 	"exit codes: 0 ok; 1 a problem was found or an operation failed; 2 bad usage;\n"
 	"  3 not a ckptfs mount or cache; 4 the daemon is not running (or does not answer);\n"
 	"  5 permission denied; 6 no such generation or series; 7 a bad name (\"..\", an\n"
-	"  empty or \".\" part, a slash in NAME, a path outside the mount); 8 busy: an open\n"
-	"  generation without --force, a target that exists, a cache in use; 9 wait timed\n"
-	"  out; 10 not available in this build, or not on a node of a shared catalog as\n"
-	"  asked (there, with no daemon answering, every command but umount); 11 wait:\n"
-	"  open or held generations were not waited for; 12 verify: BACKING unreachable,\n"
-	"  the chunks after the first unreadable one not checked\n";
+	"  empty or \".\" part, a slash in NAME, a path outside the mount, a path inside\n"
+	"  a generation for rm or commit); 8 busy: an open generation without --force, a\n"
+	"  target that exists, a cache in use (its lock held: the holder is named); 9 wait\n"
+	"  timed out; 10 not available in this build, or not on a node of a shared\n"
+	"  catalog as asked (there, with no daemon answering, every command but umount);\n"
+	"  11 wait: open or held generations were not waited for; 12 verify: BACKING\n"
+	"  unreachable, the chunks after the first unreadable one not checked\n";
 
 static void admin_usage(FILE *f)
 {
@@ -224,7 +233,8 @@ static void admin_usage(FILE *f)
 	for (size_t i = 0; i < ADMIN_NCOMMANDS; i++)
 		fprintf(f, "  %-32s %s\n", admin_commands[i].synopsis, admin_commands[i].summary);
 	fprintf(f, "\nGEN: SERIES/NAME relative to the mount (run1/step-200), a path inside the\n"
-		   "mount (/mnt/ckpt/run1/step-200/model.pt), or id:N (the id list --json shows).\n"
+		   "mount (/mnt/ckpt/run1/step-200/model.pt; for rm and commit only the\n"
+		   "generation's own path), or id:N (the id list --json shows).\n"
 		   "\noptions: --json (any command), --cache DIR (instead of MOUNTPOINT: the cache\n"
 		   "directory; without a running daemon, changes are made offline)\n\n%s"
 		   "\nSee ckptfs-admin(1) and docs/ADMIN.md.\n",
@@ -487,6 +497,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 {
 	cachedir_path(a->cache, CACHEDIR_CONTROL_SOCK, a->sock, sizeof(a->sock));
 	bool running = !a->by_cache;
+	char holder[128] = "";
 	if (a->by_cache) {
 		char path[PATH_MAX + 16];
 		int fd = cachedir_lock_open(a->cache, O_RDWR | O_NOFOLLOW, path, sizeof(path));
@@ -496,6 +507,7 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 		}
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
 			running = true;
+			admin_lock_holder(fd, holder, sizeof(holder)); /* named if no daemon answers */
 			close(fd);
 		} else if (need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) {
 			if (fd < 0 &&
@@ -517,6 +529,16 @@ static int admin_find_daemon(struct admin *a, unsigned need)
 	if (rc == 0) {
 		a->daemon = true;
 		return ADMIN_OK;
+	}
+	if ((need & (ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD)) && holder[0] && rc != -EACCES &&
+	    rc != -EPERM) {
+		/* the lock is held and nobody answers: another offline ckptfs-admin,
+		 * or a daemon starting or stopping, not a daemon to ask */
+		admin_err("cache %s: in use: its lock %s/" CACHEDIR_LOCK " is held by %s and no daemon"
+			  " answers on %s (another ckptfs-admin working offline, or a daemon starting or"
+			  " stopping); nothing was changed: try again once it is done",
+			  a->cache, a->cache, holder, a->sock);
+		return ADMIN_BUSY;
 	}
 	if (!(need & ADMIN_NEED_CHANGE) || (need & ADMIN_NEED_REBUILD))
 		return ADMIN_OK; /* reading needs only the catalog; rebuild refuses a daemon itself */
@@ -598,17 +620,23 @@ int admin_claim_get(struct backing *bk, struct claim_rec *rec)
 	return err;
 }
 
-/* The local catalog of a node holds no generations and no namespace, and
- * records nothing that says so; BACKING's claim does ("mode shared": nodes
- * never remove it, claim.h invariant 6), whoever holds it now. A claim that
- * cannot be read says nothing: an offline change is then refused by its
- * own claim_acquire, a read goes on as before. */
-static bool admin_shared_offline(struct admin *a)
+/* The local catalog of a node holds no generations and no namespace;
+ * BACKING's claim says it is a node's ("mode shared": nodes never remove it,
+ * claim.h invariant 6), whoever holds it now. *claim_read: a claim was read
+ * (when none can be, admin_node_offline asks the catalog's role marker). */
+static bool admin_shared_offline(struct admin *a, bool *claim_read)
 {
 	struct claim_rec rec;
-	if (!a->bk && backing_open(a->backing, 0, &a->bk) != 0)
-		return false;
-	return admin_claim_get(a->bk, &rec) == 0 && rec.shared;
+	*claim_read = false;
+	if (!a->bk) {
+		log_setup(stderr, LOG_LVL_OFF); /* BACKING away: the caller says what follows */
+		int err = backing_open(a->backing, 0, &a->bk);
+		log_setup(stderr, LOG_LVL_WARN);
+		if (err != 0)
+			return false;
+	}
+	*claim_read = admin_claim_get(a->bk, &rec) == 0;
+	return *claim_read && rec.shared;
 }
 
 /* A node's cache of a shared catalog (-o meta=) with no daemon answering:
@@ -619,17 +647,39 @@ static bool admin_shared_offline(struct admin *a)
 static int admin_node_offline(struct admin *a, unsigned need)
 {
 	if (a->daemon || (need & ADMIN_NEED_CACHE_ONLY) ||
-	    !(need & (ADMIN_NEED_READ | ADMIN_NEED_REBUILD)) || !admin_shared_offline(a))
+	    !(need & (ADMIN_NEED_READ | ADMIN_NEED_REBUILD)))
 		return ADMIN_OK;
+	const char *says = "BACKING's claim says so";
+	bool claim_read;
+	if (!admin_shared_offline(a, &claim_read)) {
+		/* BACKING away or no claim to read: the catalog's own role marker
+		 * (catalog.c invariant 9) still tells; a catalog that cannot be
+		 * opened read-only (missing, an older schema) says nothing */
+		if (claim_read)
+			return ADMIN_OK;
+		char path[PATH_MAX + 16];
+		struct cat *cat = NULL;
+		bool node = false;
+		cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
+		log_setup(stderr, LOG_LVL_OFF); /* what fails here is the command's to say */
+		if (access(path, F_OK) != 0 || cat_open_readonly(path, &cat) != 0 ||
+		    cat_role_node(cat, &node) != 0)
+			node = false;
+		cat_close(cat);
+		log_setup(stderr, LOG_LVL_WARN);
+		if (!node)
+			return ADMIN_OK;
+		says = "its catalog's role marker says so";
+	}
 	if (need & ADMIN_NEED_REBUILD)
-		admin_err("rebuild: %s is the cache of a node of a shared catalog (BACKING's claim says "
-			  "so): its catalog is PostgreSQL's; for a lost database use rebuild --meta URL "
-			  "BACKING", a->cache);
+		admin_err("rebuild: %s is the cache of a node of a shared catalog (%s): its catalog is"
+			  " PostgreSQL's; for a lost database use rebuild --meta URL BACKING",
+			  a->cache, says);
 	else
-		admin_err("%s: %s is the cache of a node of a shared catalog (BACKING's claim says so)"
-			  " and no daemon answers: the generations are in PostgreSQL, which only a "
-			  "mounted node reaches; run it on a node's mount (nothing was read or changed)",
-			  a->cmd, a->cache);
+		admin_err("%s: %s is the cache of a node of a shared catalog (%s) and no daemon"
+			  " answers: the generations are in PostgreSQL, which only a mounted node"
+			  " reaches; run it on a node's mount (nothing was read or changed)",
+			  a->cmd, a->cache, says);
 	return ADMIN_UNSUPPORTED;
 }
 
@@ -708,8 +758,11 @@ int main(int argc, char **argv)
 			  a.cmd);
 		rc = ADMIN_USAGE;
 	}
+	/* a dry-run gc only reads: no lock, the catalog read-only, no claim */
+	unsigned need = cmd->fn == admin_cmd_gc && a.dry_run ? cmd->need & ~ADMIN_NEED_CHANGE
+							      : cmd->need;
 	if (rc == ADMIN_OK && !(cmd->need & ADMIN_NEED_META) && !a.meta)
-		rc = admin_open(&a, cmd->need);
+		rc = admin_open(&a, need);
 	if (rc == ADMIN_OK && a.inner[0])
 		rc = admin_inner_path(&a, cmd);
 	if (rc == ADMIN_NO_DAEMON && a.prometheus && !a.by_cache)

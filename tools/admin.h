@@ -98,6 +98,9 @@ int admin_claim_for(struct admin *a, struct cat *cat, bool fresh);
 void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Exit code for an errno (EACCES/EPERM → ADMIN_PERM, ENOENT → ADMIN_NO_GEN, …). */
 int admin_exit_for(int err);
+/* Who holds the flock on fd's file, from /proc/locks: "pid N (COMM)", or
+ * "another process" when it cannot tell. */
+void admin_lock_holder(int fd, char *buf, size_t size);
 const char *admin_size(uint64_t bytes, char buf[32]);   /* "1.5 GiB" */
 const char *admin_time(int64_t ns, char buf[32]);       /* "2026-11-22 05:41:02" or "-" */
 void admin_json_str(FILE *f, const char *s);             /* a JSON string literal */
@@ -132,6 +135,10 @@ int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash
 /* Resolves GEN (SERIES/NAME, a path in the mount, or id:N) to a generation.
  * Prints the error and returns an exit code when it cannot. */
 int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out);
+/* The same for a command that removes or replaces a generation: GEN must
+ * name the generation itself (its root, or id:N), not a path inside it
+ * (admin_gen.c invariant G1; ADMIN_BAD_NAME, printed). */
+int admin_resolve_gen_root(struct admin *a, const char *spec, struct cat_gen *out);
 /* "series/name" of a generation. */
 void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t size);
 /* Checks a relative path of names; ADMIN_BAD_NAME (printed) if one is "..", ".", empty. */

@@ -7,7 +7,10 @@
  * any OPEN generation as a mount would) they are single catalog calls. On a
  * node of a shared catalog the daemon also names GEN (admin_shared.c) and
  * runs the same calls on PostgreSQL, fenced by its lease: a node another
- * node swept refuses with EROFS. */
+ * node swept refuses with EROFS.
+ * rm and commit take GEN only as the generation itself, never a path inside
+ * it (admin_gen.c invariant G1); pin and unpin, which remove nothing and
+ * are undone by each other, take a path inside too. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -28,12 +31,26 @@ static void admin_answer_data(void *arg, const char *key, const char *value)
 		snprintf(ans->state, sizeof(ans->state), "%s", value);
 }
 
+/* rm of an OPEN generation without --force: says what --force would do. A
+ * rewrite of a committed (or held) step is aborted and the previous version
+ * comes back, nothing deleted; a new save is aborted and its files go. */
+static void admin_rm_open_refused(const char *label, const struct cat_gen *g)
+{
+	if (g->backup_root != 0 || g->version > 1)
+		admin_err("rm %s: it is open: a rewrite of it is being written; rm --force aborts the"
+			  " rewrite and gives back the previous version (%s), deleting nothing"
+			  " (rm it again then to delete it)", label, g->held[0] ? "held" : "committed");
+	else
+		admin_err("rm %s: it is open (still being written); rm --force aborts it and deletes"
+			  " what was written (rule admin-abort)", label);
+}
+
 /* Sends "VERB ID ARGS" to the daemon; prints the error line if refused. */
-static int admin_change_online(struct admin *a, const char *label, const char *verb, uint64_t id,
-			       const char *args, struct admin_answer *ans)
+static int admin_change_online(struct admin *a, const char *label, const char *verb,
+			       const struct cat_gen *g, const char *args, struct admin_answer *ans)
 {
 	char req[256], msg[512];
-	snprintf(req, sizeof(req), "%s %" PRIu64 "%s%s", verb, id, args[0] ? " " : "", args);
+	snprintf(req, sizeof(req), "%s %" PRIu64 "%s%s", verb, g->id, args[0] ? " " : "", args);
 	int rc = admin_ctl(a, req, admin_answer_data, ans, msg, sizeof(msg));
 	if (rc == 0)
 		return ADMIN_OK;
@@ -41,9 +58,10 @@ static int admin_change_online(struct admin *a, const char *label, const char *v
 		admin_err("%s %s: the daemon did not answer: %s", verb, label, msg);
 		return ADMIN_NO_DAEMON;
 	}
-	if (rc == EBUSY)
-		admin_err("%s %s: it is open (still being written); add --force to remove it anyway",
-			  verb, label);
+	if (rc == EBUSY && strcmp(verb, "rm") == 0)
+		admin_rm_open_refused(label, g);
+	else if (rc == EBUSY)
+		admin_err("%s %s: it is open (still being written)", verb, label);
 	else if (rc == ENOENT)
 		admin_err("%s %s: no such generation (it ended meanwhile)", verb, label);
 	else if (rc == EPERM || rc == EACCES)
@@ -77,14 +95,15 @@ static void admin_change_report(struct admin *a, const char *label, const struct
 }
 
 /* The shared start of each command: one GEN, live, its label. */
-static int admin_change_gen(struct admin *a, const char *verb, struct cat_gen *g, char *label,
-			    size_t size)
+static int admin_change_gen(struct admin *a, const char *verb, bool root_only, struct cat_gen *g,
+			    char *label, size_t size)
 {
 	if (a->npos != 1) {
 		admin_err("%s: expected one GEN (see ckptfs-admin %s --help)", verb, verb);
 		return ADMIN_USAGE;
 	}
-	int rc = admin_resolve_gen(a, a->pos[0], g);
+	int rc = root_only ? admin_resolve_gen_root(a, a->pos[0], g)
+			   : admin_resolve_gen(a, a->pos[0], g);
 	if (rc != ADMIN_OK)
 		return rc;
 	admin_gen_label(a, g, label, size);
@@ -100,14 +119,14 @@ int admin_cmd_commit(struct admin *a)
 {
 	struct cat_gen g;
 	char label[PATH_MAX + CAT_NAME_MAX + 2];
-	int rc = admin_change_gen(a, "commit", &g, label, sizeof(label));
+	int rc = admin_change_gen(a, "commit", true, &g, label, sizeof(label));
 	if (rc != ADMIN_OK)
 		return rc;
 	struct admin_answer ans = { "committed" };
 	if (g.state == GEN_COMMITTED) {
 		snprintf(ans.state, sizeof(ans.state), "committed");
 	} else if (a->daemon) {
-		if ((rc = admin_change_online(a, label, "commit", g.id, "", &ans)) != ADMIN_OK)
+		if ((rc = admin_change_online(a, label, "commit", &g, "", &ans)) != ADMIN_OK)
 			return rc;
 	} else { /* HELD (an offline open held every OPEN generation) */
 		/* gen.h invariant 7, as the daemon's commit: the save's objects
@@ -132,12 +151,12 @@ static int admin_pin_set(struct admin *a, bool pinned)
 	const char *verb = pinned ? "pin" : "unpin";
 	struct cat_gen g;
 	char label[PATH_MAX + CAT_NAME_MAX + 2];
-	int rc = admin_change_gen(a, verb, &g, label, sizeof(label));
+	int rc = admin_change_gen(a, verb, false, &g, label, sizeof(label));
 	if (rc != ADMIN_OK)
 		return rc;
 	struct admin_answer ans = { "" };
 	if (a->daemon) {
-		rc = admin_change_online(a, label, "pin", g.id, pinned ? "1" : "0", &ans);
+		rc = admin_change_online(a, label, "pin", &g, pinned ? "1" : "0", &ans);
 		if (rc != ADMIN_OK)
 			return rc;
 	} else {
@@ -165,17 +184,16 @@ int admin_cmd_rm(struct admin *a)
 {
 	struct cat_gen g;
 	char label[PATH_MAX + CAT_NAME_MAX + 2];
-	int rc = admin_change_gen(a, "rm", &g, label, sizeof(label));
+	int rc = admin_change_gen(a, "rm", true, &g, label, sizeof(label));
 	if (rc != ADMIN_OK)
 		return rc;
 	if (g.state == GEN_OPEN && !a->force) {
-		admin_err("rm %s: it is open (still being written); add --force to remove it anyway",
-			  label);
+		admin_rm_open_refused(label, &g);
 		return ADMIN_BUSY;
 	}
 	struct admin_answer ans = { "deleted" };
 	if (a->daemon) {
-		rc = admin_change_online(a, label, "rm", g.id, a->force ? "force" : "", &ans);
+		rc = admin_change_online(a, label, "rm", &g, a->force ? "force" : "", &ans);
 		if (rc != ADMIN_OK)
 			return rc;
 	} else {
@@ -192,5 +210,9 @@ int admin_cmd_rm(struct admin *a)
 		}
 	}
 	admin_change_report(a, label, &g, "rm", ans.state, false);
+	if (!a->json && (strcmp(ans.state, "committed") == 0 || strcmp(ans.state, "held") == 0))
+		/* rm --force of an open rewrite: it was aborted, its previous version is back */
+		fprintf(stderr, "ckptfs-admin: %s: the rewrite was aborted and the previous version"
+			" is back (%s); rm it again to delete it\n", label, ans.state);
 	return ADMIN_OK;
 }

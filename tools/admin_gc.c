@@ -13,7 +13,13 @@
  * rebuild left out has no rows; its manifest is read first, and one that
  * cannot be read stops gc before anything is removed).
  * The cache's small objects are rows of CACHE/small.db (fs/lib/storesmall.h),
- * walked as if they were files (T6) and counted with the cache's files. */
+ * walked as if they were files (T6) and counted with the cache's files.
+ * A dry run only reads (admin.c opens it as a reading command): offline it
+ * takes no cache lock, opens the catalog read-only (a save a crash left open
+ * stays open and its chunks count as named) and claims nothing. Without the
+ * claim it cannot be sure BACKING's objects are this catalog's to judge: if
+ * BACKING's claim names another catalog, or cannot be read, it says so and
+ * skips BACKING ("skipped: REASON") rather than count them as orphans. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +28,7 @@
 
 #include "admin.h"
 #include "backing.h"
+#include "claim.h"
 #include "storesmall.h"
 
 struct admin_gc {
@@ -76,6 +83,33 @@ static int admin_gc_small(struct admin *a, struct aq_gc_result *cache)
 	return ADMIN_OK;
 }
 
+/* An offline dry run holds no claim: "" if BACKING's objects are this
+ * catalog's to count (the claim is its own, or there is none), else why not
+ * in why. */
+static void admin_gc_dry_claim(struct admin *a, char *why, size_t size)
+{
+	struct claim_rec rec;
+	char id[CLAIM_ID_LEN + 1];
+	why[0] = '\0';
+	int err = admin_claim_get(a->bk, &rec);
+	if (err == -ENOENT)
+		return;
+	if (err != 0) {
+		snprintf(why, size, "a dry run claims nothing, and BACKING's claim (" CLAIM_FILE ")"
+			 " cannot be read (%s): whether its objects are this catalog's is not known",
+			 strerror(-err));
+		return;
+	}
+	err = cat_catalog_id(a->cat, id, sizeof(id));
+	if (err != 0)
+		snprintf(why, size, "a dry run claims nothing, and the catalog's id cannot be read (%s)",
+			 strerror(-err));
+	else if (strcmp(rec.catalog, id) != 0)
+		snprintf(why, size, "BACKING's claim names another catalog (%s, cache %s): its objects"
+			 " are not this catalog's to count (gc --delete claims BACKING first, refused"
+			 " while that catalog holds it)", rec.catalog, rec.cache);
+}
+
 int admin_cmd_gc(struct admin *a)
 {
 	if (a->npos != 0) {
@@ -94,16 +128,20 @@ int admin_cmd_gc(struct admin *a)
 			return rc < 0 ? ADMIN_NO_DAEMON : admin_exit_for(rc);
 		}
 	} else {
-		struct aq_named *named;
+		struct aq_named *named = NULL;
 		char err[768];
-		int rc = aq_named_load(a->bk, &named, err, sizeof(err)); /* admin_query.h 3 */
+		int rc = 0;
+		if (a->dry_run)
+			admin_gc_dry_claim(a, g.backing_skipped, sizeof(g.backing_skipped));
+		if (!g.backing_skipped[0]) /* admin_query.h 3 */
+			rc = aq_named_load(a->bk, &named, err, sizeof(err));
 		if (rc != 0) {
 			admin_err("gc: %s; %s", err, AQ_NAMED_ADVICE);
 			return admin_exit_for(rc);
 		}
 		const struct aq_objects sides[2] = { aq_objects_dir(a->cache),
 						     aq_objects_backing(a->bk, named, a->claim) };
-		for (int i = 0; i < 2 && rc == ADMIN_OK; i++) {
+		for (int i = 0; i < (g.backing_skipped[0] ? 1 : 2) && rc == ADMIN_OK; i++) {
 			rc = aq_gc_walk(a->aq, &sides[i], a->dry_run, admin_gc_progress,
 					i ? "gc BACKING" : "gc cache", &g.side[i]);
 			admin_progress_end();

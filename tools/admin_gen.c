@@ -5,13 +5,23 @@
  *   SERIES/NAME       relative to the mount: the series directory (any depth)
  *                     and the generation's name, e.g. run1/step-200;
  *   /mnt/run1/step-200[/file]  an absolute path inside the mount: the
- *                     generation of what it names (a file inside counts);
+ *                     generation of what it names (a file inside counts for
+ *                     the reading commands only: see invariant G1);
  *   id:N              the generation with catalog id N (list --json shows
  *                     it), also for aborted and deleted ones.
  * A part that is empty, "." or ".." is refused (ADMIN_BAD_NAME): GEN never
  * leaves the mount. Names are looked up in the catalog, so OPEN generations,
  * hidden from listings, are found too. On a node of a shared catalog the
- * daemon looks them up, and answers list (admin_shared.c). */
+ * daemon looks them up, and answers list (admin_shared.c).
+ *
+ * Invariants:
+ *  G1. A command that removes or replaces a generation (rm; commit, which
+ *      makes an open rewrite replace its previous version) acts only on a
+ *      GEN that names the generation itself: its root (SERIES/NAME or the
+ *      root's absolute path) or id:N. A path of a file or directory inside
+ *      it is refused (ADMIN_BAD_NAME, one line naming the path and the
+ *      generation), so "rm /mnt/run1/step-100/a" never deletes b beside it
+ *      (admin_resolve_gen_root). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -91,7 +101,36 @@ static int admin_walk(struct admin *a, const char *rel, uint64_t *ino)
 	return 0;
 }
 
-int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
+/* rel (the root of g or a path inside it) names g itself: on a node of a
+ * shared catalog by the series path the daemon gave, else by the inode the
+ * walk reached. */
+static bool admin_names_root(struct admin *a, const char *rel, uint64_t ino,
+			     const struct cat_gen *g)
+{
+	if (!admin_shared(a))
+		return ino == g->root;
+	const char *series = a->sh_series_path[0] == '/' ? a->sh_series_path + 1 : a->sh_series_path;
+	size_t sl = strlen(series);
+	if (sl == 0)
+		return strcmp(rel, g->name) == 0;
+	return strncmp(rel, series, sl) == 0 && rel[sl] == '/' && strcmp(rel + sl + 1, g->name) == 0;
+}
+
+/* Invariant G1: ADMIN_OK if rel names g's root, else the refusal printed. */
+static int admin_check_root(struct admin *a, const char *spec, const char *rel, uint64_t ino,
+			    const struct cat_gen *g)
+{
+	if (admin_names_root(a, rel, ino, g))
+		return ADMIN_OK;
+	char label[PATH_MAX + CAT_NAME_MAX + 2];
+	admin_gen_label(a, g, label, sizeof(label));
+	admin_err("%s '%s': names a path inside the generation %s, not the generation: %s acts on"
+		  " a whole generation, so it takes only its root (%s, or id:%" PRIu64 ")",
+		  a->cmd, spec, label, a->cmd, label, g->id);
+	return ADMIN_BAD_NAME;
+}
+
+static int admin_resolve(struct admin *a, const char *spec, bool root_only, struct cat_gen *out)
 {
 	int rc;
 	if (strncmp(spec, "id:", 3) == 0) {
@@ -113,9 +152,11 @@ int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
 	char rel[PATH_MAX];
 	if ((rc = admin_relpath(a, "GEN", spec, rel, sizeof(rel))) != ADMIN_OK)
 		return rc;
-	if (admin_shared(a))
-		return admin_shared_resolve(a, spec, rel, out);
-	uint64_t ino, gen_id = 0;
+	uint64_t ino = 0, gen_id = 0;
+	if (admin_shared(a)) {
+		rc = admin_shared_resolve(a, spec, rel, out);
+		return rc == ADMIN_OK && root_only ? admin_check_root(a, spec, rel, ino, out) : rc;
+	}
 	rc = admin_walk(a, rel, &ino);
 	if (rc == 0)
 		rc = cat_gen_of(a->cat, ino, &gen_id);
@@ -132,7 +173,17 @@ int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
 		admin_err("GEN '%s': %s", spec, strerror(-rc));
 		return admin_exit_for(rc);
 	}
-	return ADMIN_OK;
+	return root_only ? admin_check_root(a, spec, rel, ino, out) : ADMIN_OK;
+}
+
+int admin_resolve_gen(struct admin *a, const char *spec, struct cat_gen *out)
+{
+	return admin_resolve(a, spec, false, out);
+}
+
+int admin_resolve_gen_root(struct admin *a, const char *spec, struct cat_gen *out)
+{
+	return admin_resolve(a, spec, true, out);
 }
 
 void admin_gen_label(struct admin *a, const struct cat_gen *g, char *buf, size_t size)

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +41,39 @@ int admin_exit_for(int err)
 	case EINVAL: return ADMIN_USAGE;
 	default: return ADMIN_PROBLEM;
 	}
+}
+
+void admin_lock_holder(int fd, char *buf, size_t size)
+{
+	snprintf(buf, size, "another process");
+	struct stat sb;
+	FILE *f = fstat(fd, &sb) == 0 ? fopen("/proc/locks", "re") : NULL;
+	if (!f)
+		return;
+	char line[256];
+	while (fgets(line, sizeof(line), f)) {
+		char type[16];
+		long pid;
+		unsigned maj, min;
+		unsigned long ino;
+		/* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter has "->") */
+		if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%lu", type, &pid, &maj, &min, &ino) != 5 ||
+		    strcmp(type, "FLOCK") != 0 || maj != major(sb.st_dev) || min != minor(sb.st_dev) ||
+		    ino != (unsigned long)sb.st_ino)
+			continue;
+		char path[64], comm[64] = "";
+		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		FILE *c = fopen(path, "re");
+		if (c) {
+			if (!fgets(comm, sizeof(comm), c))
+				comm[0] = '\0';
+			fclose(c);
+		}
+		comm[strcspn(comm, "\n")] = '\0';
+		snprintf(buf, size, "pid %ld%s%s%s", pid, comm[0] ? " (" : "", comm, comm[0] ? ")" : "");
+		break;
+	}
+	fclose(f);
 }
 
 const char *admin_size(uint64_t bytes, char buf[32])

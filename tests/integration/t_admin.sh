@@ -776,4 +776,147 @@ test_progress_bar_only_when_stderr_is_a_terminal() {
 	ck_umount
 }
 
+# ------------------------------------ what a command acts on, and says (s32)
+
+test_rm_and_commit_of_a_path_inside_a_generation_are_refused() {
+	# review B 5: rm FILE deleted the whole generation (admin_gen.c G1)
+	ck_mount
+	mk_gen run1/step-100 a:5000 b:7000
+	local before; before=$(gens_dump)
+	assert_bad $E_BAD_NAME "'$CK_MNT/run1/step-100/a': names a path inside the generation run1/step-100, not the generation" \
+		rm "$CK_MNT/run1/step-100/a"
+	assert_bad $E_BAD_NAME "names a path inside the generation run1/step-100" rm "$CK_MNT" run1/step-100/b
+	assert_bad $E_BAD_NAME "names a path inside the generation run1/step-100" rm --force "$CK_MNT" "$CK_MNT/run1/step-100/b"
+	assert_bad $E_BAD_NAME "commit acts on a whole generation" commit "$CK_MNT/run1/step-100/a"
+	assert_eq "$before" "$(gens_dump)" "generations after the refused rm and commit"
+	cmp "$CK_REF/run1/step-100/a" "$CK_MNT/run1/step-100/a" || ck_fail "a changed"
+	cmp "$CK_REF/run1/step-100/b" "$CK_MNT/run1/step-100/b" || ck_fail "b changed"
+	# reading commands and pin still take a file inside
+	assert_adm 0 show "$CK_MNT/run1/step-100/b"
+	assert_contains "$(out)" "run1/step-100" "show of a file inside"
+	assert_adm 0 pin "$CK_MNT/run1/step-100/a"
+	assert_adm 0 unpin "$CK_MNT" run1/step-100/a
+	ck_umount
+	assert_bad $E_BAD_NAME "names a path inside the generation run1/step-100" rm --cache "$CK_CACHE" run1/step-100/a
+	assert_eq "1 0 explicit" "$(gen_state step-100)" "step-100 after the refused offline rm"
+	ck_mount
+	cmp "$CK_REF/run1/step-100/b" "$CK_MNT/run1/step-100/b" || ck_fail "b changed"
+	# the root itself, by its absolute path, is removed
+	assert_adm 0 rm "$CK_MNT/run1/step-100"
+	assert_contains "$(out)" "run1/step-100: rm (deleted)" "rm of the root"
+	ck_umount
+}
+
+test_rm_of_an_open_generation_says_what_force_does() {
+	# review B 7: "add --force to remove it anyway", but --force gives a
+	# rewrite's previous version back
+	ck_mount
+	mk_gen run1/step-100 a:5000
+	exec 7>>"$CK_MNT/run1/step-100/a"
+	echo more >&7
+	assert_bad $E_BUSY "rm --force aborts the rewrite and gives back the previous version (committed), deleting nothing" \
+		rm "$CK_MNT" run1/step-100
+	assert_adm 0 rm --force "$CK_MNT" run1/step-100
+	exec 7>&-
+	assert_contains "$(out)" "run1/step-100: rm (committed)" "rm --force of a rewrite"
+	assert_contains "$(err)" "the rewrite was aborted and the previous version is back (committed)" "rm --force of a rewrite"
+	cmp "$CK_REF/run1/step-100/a" "$CK_MNT/run1/step-100/a" || ck_fail "step-100/a is not the committed version"
+	# a new save, open: --force deletes what was written
+	mkdir -p "$CK_MNT/run1/step-200"
+	ck_rand "$CK_MNT/run1/step-200/x" 3000
+	assert_bad $E_BUSY "rm --force aborts it and deletes what was written" rm "$CK_MNT" run1/step-200
+	assert_adm 0 rm --force "$CK_MNT" run1/step-200
+	assert_contains "$(out)" "run1/step-200: rm (aborted)" "rm --force of a new save"
+	assert_eq "" "$(err)" "stderr of rm --force of a new save"
+	ck_umount
+}
+
+# A helper holds CACHE/lock (flock) as another offline ckptfs-admin would;
+# its pid in $LOCKER; _release_cache_lock lets go and waits for it.
+_hold_cache_lock() {
+	rm -f "$CK_TMP/locked" "$CK_TMP/unlock"
+	ck_bg "$PY" "$CK_HELPERS/lock.py" hold flock "$CK_CACHE/lock" "$CK_TMP/locked" "$CK_TMP/unlock"
+	LOCKER=$CK_BG_PID
+	ck_wait_file "$CK_TMP/locked" 10
+}
+_release_cache_lock() {
+	touch "$CK_TMP/unlock"
+	ck_bg_wait "$LOCKER" 10 || ck_fail "the lock helper failed"
+}
+
+test_offline_change_while_another_holds_the_cache_lock_names_the_holder() {
+	# review B 8: "the daemon does not answer ... is it running?" exit 4
+	ck_mount
+	mk_gen run1/step-100 a:5000
+	ck_umount
+	local before; before=$(gens_dump)
+	_hold_cache_lock
+	local w="its lock $CK_CACHE/lock is held by pid $LOCKER (python3) and no daemon answers"
+	assert_bad $E_BUSY "$w" rm --cache "$CK_CACHE" run1/step-100
+	assert_bad $E_BUSY "$w" pin --cache "$CK_CACHE" run1/step-100
+	assert_bad $E_BUSY "$w" gc --delete --cache "$CK_CACHE"
+	assert_bad $E_BUSY "$w" rebuild --cache "$CK_CACHE"
+	assert_adm 0 list --cache "$CK_CACHE" # reading takes no lock
+	_release_cache_lock
+	assert_eq "$before" "$(gens_dump)" "generations after the refusals"
+	assert_adm 0 rm --cache "$CK_CACHE" run1/step-100
+	assert_contains "$(out)" "rm (deleted) [offline]" "rm once the lock is free"
+}
+
+test_offline_dry_run_gc_claims_nothing_and_writes_nothing() {
+	# review B 10: a dry run took the lock, opened the catalog read-write and
+	# claimed BACKING
+	ck_mount
+	mk_gen run1/step-100 a:$((2 * MiB))
+	ck_umount
+	local orphan; orphan=$CK_BACKING/$(obj_rel "00ff$(printf '%060d' 0)")
+	mkdir -p "$(dirname "$orphan")"
+	ck_rand "$orphan" 100 # an orphan on BACKING
+	local claim cat
+	claim=$(md5sum <"$CK_BACKING/ckptfs.claim")
+	cat=$(md5sum <"$CK_CACHE/catalog.db")
+	_hold_cache_lock # another offline admin: a dry run still reads
+	assert_adm 0 gc --cache "$CK_CACHE"
+	assert_contains "$(out)" "1 named by nothing (100 B); dry run: would free 100 B" "dry run"
+	assert_adm 0 --json gc --cache "$CK_CACHE" --dry-run
+	assert_eq "True 1 offline" "$(json 'j["dry_run"], j["backing"]["orphans"], j["mode"]')" "gc --json dry run"
+	_release_cache_lock
+	assert_eq "$claim" "$(md5sum <"$CK_BACKING/ckptfs.claim")" "BACKING's claim after a dry run"
+	assert_eq "$cat" "$(md5sum <"$CK_CACHE/catalog.db")" "the catalog after a dry run"
+	# a claim naming another catalog: BACKING is not counted against this one
+	sed -i 's/^catalog .*/catalog 0123456789abcdef0123456789abcdef/' "$CK_BACKING/ckptfs.claim"
+	assert_adm 0 gc --cache "$CK_CACHE"
+	assert_contains "$(out)" "gc BACKING: skipped: BACKING's claim names another catalog (0123456789abcdef0123456789abcdef" "dry run, another's claim"
+	[ -e "$orphan" ] || ck_fail "a dry run removed an object"
+}
+
+test_node_catalog_offline_is_refused_when_backing_is_away() {
+	# review B 6: with BACKING's claim unreadable the node's catalog was read
+	ck_mount
+	ck_umount
+	sqlite3 "$CK_CACHE/catalog.db" "UPDATE meta SET value = 'node' WHERE key = 'role'"
+	mv "$CK_BACKING" "$CK_TMP/backing.away"
+	ck_at_exit "[ -e '$CK_TMP/backing.away' ] && mv '$CK_TMP/backing.away' '$CK_BACKING'"
+	local w="is the cache of a node of a shared catalog (its catalog's role marker says so) and no daemon answers"
+	assert_bad 10 "list: $CK_CACHE $w" list --cache "$CK_CACHE"
+	assert_bad 10 "wait: $CK_CACHE $w" wait --cache "$CK_CACHE"
+	assert_bad 10 "$w" pin --cache "$CK_CACHE" run1/x
+	mv "$CK_TMP/backing.away" "$CK_BACKING"
+}
+
+test_control_request_longer_than_a_line_gets_one_error() {
+	# review B 11: the client got nothing (the daemon closed with input unread)
+	ck_mount
+	mk_gen run1/step-100 a:5000
+	local ans
+	ans=$("$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(b"ckptfs-control 1 list " + b"a" * 5000 + b"\n")
+print(s.makefile(errors="replace").read(), end="")' "$CK_CACHE/control.sock" 2>&1)
+	assert_eq "error 7 request line longer than 4095 bytes with its newline" "$ans" "answer to a long request"
+	assert_adm 0 rm "$CK_MNT" run1/step-100 # the daemon answers on
+	ck_umount
+}
+
 ck_main "$@"

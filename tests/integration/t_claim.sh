@@ -227,12 +227,15 @@ test_offline_admin_changes_respect_the_claim() {
 	_backing_quiet # the new holder's first tree manifest
 	local before rc out
 	before=$(_backing_snapshot "$CK_BACKING")
-	for cmd in "rm --cache $first run/step-1" "gc --cache $first"; do
+	for cmd in "rm --cache $first run/step-1" "gc --delete --cache $first"; do
 		rc=0
 		out=$("$CKPTFS_ADMIN" $cmd 2>&1) || rc=$?
 		assert_eq 8 "$rc" "exit status of offline '$cmd' on a claimed BACKING ($out)"
 		assert_contains "$out" "ckptfs-admin: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_TMP/cache2, pid $CK_PID"
 	done
+	# a dry-run gc claims nothing: it skips BACKING, saying whose it is
+	out=$("$CKPTFS_ADMIN" gc --cache "$first" 2>&1) || ck_fail "dry-run gc --cache of the other catalog failed: $out"
+	assert_contains "$out" "gc BACKING: skipped: BACKING's claim names another catalog"
 	[ "$before" == "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
 	# reading commands claim nothing
 	"$CKPTFS_ADMIN" list --cache "$first" >/dev/null || ck_fail "list --cache of the other catalog failed"

@@ -44,6 +44,11 @@ run step-20 20 committed -" "$(a2_list B)" "list on B: A's saves"
 	mn_until "SELECT state = 3 FROM ns_generations WHERE name = 'step-20'"
 	assert_eq "1" "$(a2_state step-10)" "pinned step-10 kept by keep-latest-k"
 	assert_file_eq "$CK_TMP/s10.bin" "$MN_MNT_B/run/step-10/model.bin"
+	# rm of a file inside it is refused (admin_gen.c G1): step-10 stays whole
+	rc=0 && out=$("$CKPTFS_ADMIN" rm "$MN_MNT_B" "$MN_MNT_B/run/step-10/model.bin" 2>&1) || rc=$?
+	assert_eq "7" "$rc" "rm of a file inside a generation ($out)"
+	assert_contains "$out" "names a path inside the generation run/step-10, not the generation"
+	assert_eq "1" "$(a2_state step-10)" "step-10 after the refused rm"
 	# rm on B of what A committed: gone on every node
 	out=$("$CKPTFS_ADMIN" rm "$MN_MNT_B" "$MN_MNT_B/run/step-10" 2>&1) || ck_fail "rm on B: $out"
 	assert_eq "3" "$(a2_state step-10)" "step-10 deleted"

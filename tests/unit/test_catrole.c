@@ -110,6 +110,32 @@ Test(catrole, a_catalog_alone_is_refused_as_a_node)
 	cat_close(cat);
 }
 
+/* A read-only open checks no role (the daemon's own metrics read a node's
+ * catalog so); cat_role_node tells the caller, which ckptfs-admin asks
+ * before it reads a cache offline. */
+Test(catrole, a_read_only_open_tells_a_node_catalog_from_one_alone)
+{
+	struct cat *cat = NULL, *ro = NULL;
+	bool node = true;
+	cr_assert_eq(cat_open(fx.path, 0, 0, count_reclaim, NULL, &cat), 0);
+	cat_close(cat);
+	cr_assert_eq(cat_open_readonly(fx.path, &ro), 0);
+	cr_assert_eq(cat_role_node(ro, &node), 0);
+	cr_assert(!node, "a catalog alone");
+	cat_close(ro);
+	drop_role();
+	cr_assert_eq(cat_open_readonly(fx.path, &ro), 0);
+	cr_assert_eq(cat_role_node(ro, &node), 0);
+	cr_assert(!node, "no role row: not a node's");
+	cat_close(ro);
+	cr_assert_eq(cat_open_node(fx.path, 0, 0, count_reclaim, NULL, &cat), 0);
+	cat_close(cat);
+	cr_assert_eq(cat_open_readonly(fx.path, &ro), 0);
+	cr_assert_eq(cat_role_node(ro, &node), 0);
+	cr_assert(node, "a node's");
+	cat_close(ro);
+}
+
 /* A catalog of an older version has no role row: it takes the role it is
  * opened with, except that one holding files never becomes a node's. */
 Test(catrole, a_catalog_without_the_row_takes_its_first_role_unless_it_holds_files)

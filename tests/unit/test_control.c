@@ -342,6 +342,55 @@ Test(control, a_bad_request_gets_one_error_line_naming_what_was_wrong)
 	cr_assert_eq(tc.pins + tc.commits + tc.removes, 0, "no bad request reached the policy");
 }
 
+/* Sends "hello" padded with spaces to len bytes and a newline, then (more)
+ * bytes after it; the answer, to EOF. */
+static char *tc_ask_long(size_t len, size_t more)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" CONTROL_SOCK_NAME, tc.dir);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	size_t n = len + 1 + more;
+	char *req = malloc(n), *ans = malloc(1 << 16);
+	cr_assert(req && ans);
+	memset(req, ' ', n);
+	memcpy(req, CONTROL_MAGIC " hello", strlen(CONTROL_MAGIC " hello"));
+	req[len] = '\n';
+	cr_assert_eq(write(fd, req, n), (ssize_t)n);
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = read(fd, ans + got, (1 << 16) - 1 - got);
+		cr_assert_geq(r, 0, "read: %s (the answer was lost)", strerror(errno));
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	ans[got] = '\0';
+	close(fd);
+	free(req);
+	return ans;
+}
+
+/* review B 11: an over-long line got "no request line", or nothing at all
+ * (the daemon closed with input unread: the connection was reset). */
+Test(control, a_request_line_over_the_limit_gets_one_error_naming_the_limit)
+{
+	tc_start(0, 0);
+	char *ans = tc_ask_long(CONTROL_LINE_MAX - 2, 0); /* 4095 bytes with its newline */
+	tc_expect_final(ans, "ok");
+	free(ans);
+	ans = tc_ask_long(CONTROL_LINE_MAX - 1, 0);
+	cr_assert_str_eq(ans, "error 7 request line longer than 4095 bytes with its newline\n");
+	free(ans);
+	ans = tc_ask_long(5000, 100000); /* more behind it, read before the close */
+	cr_assert_str_eq(ans, "error 7 request line longer than 4095 bytes with its newline\n");
+	free(ans);
+	ans = tc_ask(CONTROL_MAGIC " hello");
+	tc_expect_final(ans, "ok");
+	free(ans);
+}
+
 Test(control, a_verb_whose_service_is_not_there_is_enosys)
 {
 	const struct control_deps deps = { .cat = tc.cat, .cache_dir = tc.dir, .mountpoint = "/m",

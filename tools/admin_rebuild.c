@@ -374,7 +374,7 @@ int admin_cmd_rebuild(struct admin *a)
 	 * catalog writes it between this read and the new catalog's mount, and
 	 * the catalog replaced here is BEHIND from now on. Refused (exit 8,
 	 * the holder named) while another catalog's daemon holds it. */
-	rc = admin_claim_for(a, cat, true);
+	rc = admin_claim_for(a, cat, true, true); /* a stand-in: claim.h 13 */
 	if (rc != ADMIN_OK) {
 		cat_close(cat);
 		admin_unlink_db(tmp);

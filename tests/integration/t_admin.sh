@@ -644,10 +644,10 @@ test_rebuild_moves_aside_a_write_ahead_log_whose_catalog_is_gone() {
 	[ -s "$CK_CACHE/catalog.db-wal" ] || ck_fail "precondition: no write-ahead log left by kill -9"
 	mv "$CK_CACHE/catalog.db" "$CK_TMP/lost.db"
 	assert_adm 0 rebuild --cache "$CK_CACHE"
-	assert_contains "$(out)" "write-ahead log without its catalog" "rebuild's report"
 	local id
 	id=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
 	[ "$id" != "$old" ] || ck_fail "the catalog in place has the old catalog's id: the old log was replayed"
+	assert_contains "$(out)" "write-ahead log without its catalog" "rebuild's report"
 	assert_eq "" "$(ck_sql "SELECT name FROM generations WHERE name = 'step-300'")" "the old catalog's open step-300"
 	ls "$CK_CACHE" | grep -q '^catalog\.db\.before-rebuild-.*-wal$' || ck_fail "the old log was not kept: $(ls "$CK_CACHE" | tr '\n' ' ')"
 	ck_mount

@@ -107,12 +107,12 @@ static bool claim_take_ours(const char *catalog, const char *instance, uint64_t 
 	return strcmp(instance, l->last) == 0 || (l->next[0] && strcmp(instance, l->next) == 0);
 }
 
-/* Invariants 8, 12, 13: the claim is of our catalog's last take, or a
- * stand-in's that replaced it. */
+/* Invariants 8, 12, 13: the claim is of our catalog's last take, or of a
+ * stand-in that replaced it and never ended (killed: not released). */
 static bool claim_names_us(const struct claim_rec *holder, const struct claim_rec *self)
 {
 	return claim_take_ours(holder->catalog, holder->instance, holder->take, self) ||
-	       (holder->rep_catalog[0] &&
+	       (holder->rep_catalog[0] && !holder->released &&
 		claim_take_ours(holder->rep_catalog, holder->rep_instance, holder->rep_take, self));
 }
 
@@ -719,19 +719,18 @@ static void claim_stand_for(struct claim_rec *self, const struct claim_rec *hold
 	self->rep_take = chain ? holder->rep_take : holder->take;
 }
 
-/* Invariant 12: a take begun is recorded before the exclusive create (once
- * per acquisition), a take made after it. 0, or -errno with msg. */
-static int claim_note(struct claim *c, bool done, bool *begun, char *msg, size_t msgsize)
+/* Invariant 12: a take begun is recorded before the first look (so before
+ * the exclusive create), a take made after it. 0, or -errno with msg. */
+static int claim_note(struct claim *c, bool done, char *msg, size_t msgsize)
 {
 	const struct claim_ledger *l = c->self.ledger;
-	if (!l || !l->note || (!done && *begun))
+	if (!l || !l->note)
 		return 0;
 	int rc = l->note(l->arg, done, c->self.take, c->self.instance);
 	if (rc != 0)
 		snprintf(msg, msgsize, "catalog of cache %s: cannot record its take %" PRIu64
 			 " of BACKING %s's claim: %s", c->self.cache, c->self.take,
 			 backing_spec(c->b), strerror(-rc));
-	*begun = true;
 	return rc;
 }
 
@@ -775,11 +774,20 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		c->self.ledger = &c->led;
 		c->self.take = led->take + 1;
 	}
-	bool begun = false; /* invariant 12: the take begun recorded */
 	assert(claim_hex_id(c->self.catalog) && c->self.cache[0] == '/');
 
 	const char *spec = backing_spec(b);
-	int rc = -EAGAIN;
+	/* invariant 12: recorded before the first look, not between a judgment
+	 * and its create (a catalog's sync there would widen the races of 2
+	 * and 11); a take refused leaves a begun record no claim ever names */
+	int rc = claim_note(c, false, msg, msgsize);
+	if (rc != 0) {
+		free(seen);
+		free(asides);
+		claim_end(c, false);
+		return rc;
+	}
+	rc = -EAGAIN;
 	bool backed_off = false;
 	for (int round = 0; round < CLAIM_TRIES && rc == -EAGAIN; round++) {
 		if (backed_off)
@@ -810,9 +818,6 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		c->self.rep_catalog[0] = '\0';
 		if (c->self.ledger && c->self.ledger->stand_in && rc == 0 && parsed == 0)
 			claim_stand_for(&c->self, &holder); /* invariant 13 */
-		if (v != CLAIM_BEHIND && v != CLAIM_HELD &&
-		    (rc = claim_note(c, false, &begun, msg, msgsize)) != 0)
-			break; /* invariant 12: not recorded, not taken */
 		rc = claim_render(c);
 		if (rc != 0)
 			break;
@@ -878,7 +883,7 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 	free(asides->name);
 	free(asides);
 	if (rc == 0)
-		rc = claim_note(c, true, &begun, msg, msgsize); /* invariant 12 */
+		rc = claim_note(c, true, msg, msgsize); /* invariant 12 */
 	if (rc == -E2BIG) {
 		snprintf(msg, msgsize, "BACKING %s: more than %d claim asides in %s/tmp (claim.*, left "
 			 "by take-overs that stopped midway): the newest cannot be told, so the claim "

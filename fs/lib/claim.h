@@ -161,13 +161,14 @@
  *     the claim (ckptfs-admin rebuild: it reads BACKING for a new catalog)
  *     records in its claim the identity it replaced: "replaces CATALOG
  *     INSTANCE TAKE", the judged holder's (or, if that was a stand-in too,
- *     what that one replaced). A catalog not fresh then accepts the claim
- *     if either identity is its own (12): the rebuild's new catalog, or the
- *     catalog the rebuild replaced, since between the replaced take and
- *     this claim nobody wrote BACKING. A rebuild killed before its swap so
- *     leaves the old catalog mountable; the new catalog's first mount takes
- *     a claim of its own, without the line, and the old one is BEHIND from
- *     then on.
+ *     what that one replaced). A catalog not fresh accepts the claim if it
+ *     is its own (12), or, while the stand-in never released it (killed or
+ *     crashed: a rebuild that fails gives the claim back, one that ends
+ *     releases it), if the identity it replaced is (12): between the
+ *     replaced take and this claim nobody wrote BACKING. A rebuild killed
+ *     before its swap so leaves the old catalog mountable; one that ended
+ *     leaves BACKING to its new catalog alone (every other one BEHIND, as
+ *     invariant 8 says), whose first mount takes a claim of its own.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */

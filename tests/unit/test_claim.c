@@ -1080,6 +1080,12 @@ Test(claim_judge, a_stand_ins_claim_counts_as_its_own_catalogs_and_the_one_it_re
 	/* the replaced take was not A's last: A is behind as before */
 	la = ledger_of(INST_2, "", 2);
 	cr_assert_eq(claim_judge(&h, &a, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	/* a stand-in that ended (released) stands for nobody but itself */
+	h.released = true;
+	la = ledger_of(INST_1, "", 1);
+	cr_assert_eq(claim_judge(&h, &a, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	cr_assert_eq(claim_judge(&h, &b, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	h.released = false;
 	/* the rebuild alive: held */
 	alive = true;
 	snprintf(h.cache, sizeof(h.cache), "/c9");
@@ -1254,6 +1260,9 @@ Test(claim_acquire, a_rebuilds_claim_stands_in_for_the_claim_it_replaced)
 	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
 				       sizeof(msg)), 0, "%s", msg);
 	claim_end(rb, true);
+	a = NULL; /* released: BACKING is the new catalog's alone (invariant 8) */
+	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_null(a);
 	neu.led.stand_in = false;
 	led = neu.led;
 	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, false, &led, fx.cache[0], 60, &rb, msg,

@@ -708,10 +708,11 @@ static void claim_note_replaced(struct claim *c, const char *judged, size_t len)
 }
 
 /* Invariant 13: a stand-in records the identity the judged holder stands
- * for: its own, or, a stand-in too, what that one replaced. */
+ * for: its own, or, a stand-in too and not released (killed), what that
+ * one replaced. */
 static void claim_stand_for(struct claim_rec *self, const struct claim_rec *holder)
 {
-	bool chain = holder->rep_catalog[0] != '\0';
+	bool chain = holder->rep_catalog[0] != '\0' && !holder->released;
 	snprintf(self->rep_catalog, sizeof(self->rep_catalog), "%s",
 		 chain ? holder->rep_catalog : holder->catalog);
 	snprintf(self->rep_instance, sizeof(self->rep_instance), "%s",

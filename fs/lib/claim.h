@@ -161,7 +161,7 @@
  *     the claim (ckptfs-admin rebuild: it reads BACKING for a new catalog)
  *     records in its claim the identity it replaced: "replaces CATALOG
  *     INSTANCE TAKE", the judged holder's (or, if that was a stand-in too,
- *     what that one replaced). A catalog not fresh accepts the claim if it
+ *     never released, what that one replaced). A catalog not fresh accepts the claim if it
  *     is its own (12), or, while the stand-in never released it (killed or
  *     crashed: a rebuild that fails gives the claim back, one that ends
  *     releases it), if the identity it replaced is (12): between the

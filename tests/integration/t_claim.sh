@@ -9,7 +9,9 @@
 # A daemon whose claim was taken (also while it was stopped past
 # claim_timeout) is fenced: EROFS for changes, reads on, BACKING untouched
 # from then on; one stopped past claim_timeout whose claim nobody took takes
-# it anew and goes on. And a catalog.db with damaged bytes: the mount is refused
+# it anew and goes on. A stale copy of a cache (cp -a) is refused once the
+# original took BACKING again (claim.h 12); a rebuild killed after its claim
+# leaves the old catalog mountable (13). And a catalog.db with damaged bytes: the mount is refused
 # naming `ckptfs-admin rebuild`, `ckptfs-admin check` reports SQLite's
 # integrity_check and exits 1.
 . "$(dirname "$0")/lib.sh"

@@ -1252,6 +1252,15 @@ Test(claim_acquire, a_rebuilds_claim_stands_in_for_the_claim_it_replaced)
 	cr_assert_str_eq(r.rep_catalog, ID_A);
 	cr_assert_str_eq(r.rep_instance, old.led.last);
 	claim_end(rb, false); /* kill -9 before the swap */
+	struct book again; /* a second rebuild, killed too: it stands for the same */
+	book_init(&again);
+	again.led.stand_in = true;
+	led = again.led;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.rep_instance, old.led.last);
+	claim_end(rb, false);
 	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(a, true);
 	/* the rebuild again, to its end: the new catalog mounts, the old is behind */

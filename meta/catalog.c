@@ -2780,10 +2780,10 @@ static int cat_claim_note(void *arg, bool done, uint64_t take, const char *insta
 {
 	struct cat *cat = arg;
 	char sql[160];
-	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value) VALUES('%s', '%" PRIu64
-		 " %.32s')", done ? "claim_take" : "claim_take_next", take, instance);
-	if (strspn(instance, "0123456789abcdef") != strlen(instance))
+	if (strlen(instance) != CLAIM_ID_LEN || strspn(instance, "0123456789abcdef") != CLAIM_ID_LEN)
 		return -EINVAL;
+	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value) VALUES('%s', '%" PRIu64
+		 " %s')", done ? "claim_take" : "claim_take_next", take, instance);
 	cat_lock(cat);
 	cat_defer_flush(cat);
 	int rc = cat_begin(cat);

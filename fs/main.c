@@ -362,10 +362,14 @@ static int main_claim(struct ckptfs *fs)
 		return rc;
 	}
 	bool claimed = false;
+	struct claim_ledger led; /* claim.h invariant 12 */
 	rc = cat_claimed(fs->cat, &claimed);
 	if (rc == 0)
-		rc = claim_acquire(fs->backing, id, cat_is_shared(fs->cat), !claimed, fs->opt.cache,
-				   fs->opt.claim_timeout_s, &fs->claim, msg, sizeof(msg));
+		rc = cat_claim_ledger(fs->cat, &led);
+	if (rc == 0)
+		rc = claim_acquire_led(fs->backing, id, cat_is_shared(fs->cat), !claimed, &led,
+				       fs->opt.cache, fs->opt.claim_timeout_s, &fs->claim, msg,
+				       sizeof(msg));
 	else
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot read it: %s",
 			 fs->opt.cache, strerror(-rc));

@@ -113,6 +113,7 @@
 #include "catalog_shared.h"
 #include "catalog_shared_data.h"
 #include "catalog_shared_gen.h"
+#include "claim.h"
 #include "log.h"
 #include "storesmall.h"
 
@@ -2746,6 +2747,80 @@ int cat_claimed_set(struct cat *cat)
 			      "INSERT OR IGNORE INTO meta(key, value) VALUES('claimed', 1)");
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
+	return rc;
+}
+
+/* claim.h invariant 12: the meta rows 'claim_take' (the last take made)
+ * and 'claim_take_next' (a take begun), each "N INSTANCE". key's row into
+ * *take, inst (33 bytes); absent: 0, "". */
+static int cat_claim_take_get(struct cat *cat, const char *key, uint64_t *take, char *inst)
+{
+	sqlite3_stmt *st = NULL;
+	*take = 0;
+	inst[0] = '\0';
+	int src = sqlite3_prepare_v2(cat->db, "SELECT value FROM meta WHERE key = ?1", -1, &st, NULL);
+	if (src == SQLITE_OK)
+		src = sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *v = (const char *)sqlite3_column_text(st, 0);
+		unsigned long long n = 0;
+		char id[CLAIM_ID_LEN + 2] = "";
+		int got = v ? sscanf(v, "%llu %33s", &n, id) : 0;
+		size_t len = strlen(id);
+		if (got != 2 || len != CLAIM_ID_LEN || strspn(id, "0123456789abcdef") != len) {
+			log_error("catalog %s: meta %s is not \"N INSTANCE\": %s", cat->path, key,
+				  v ? v : "(null)");
+			sqlite3_finalize(st);
+			return -EINVAL;
+		}
+		*take = n;
+		memcpy(inst, id, len + 1);
+		src = SQLITE_OK;
+	} else if (src == SQLITE_DONE) {
+		src = SQLITE_OK;
+	}
+	if (src != SQLITE_OK)
+		log_error("catalog %s: cannot read meta %s: %s", cat->path, key, sqlite3_errmsg(cat->db));
+	sqlite3_finalize(st);
+	return src == SQLITE_OK ? 0 : -EIO;
+}
+
+/* claim.h invariant 12's ledger note: a take begun, then made, in the meta
+ * table, each in its own transaction (begun before the create, made after). */
+static int cat_claim_note(void *arg, bool done, uint64_t take, const char *instance)
+{
+	struct cat *cat = arg;
+	char sql[160];
+	if (strlen(instance) != CLAIM_ID_LEN || strspn(instance, "0123456789abcdef") != CLAIM_ID_LEN)
+		return -EINVAL;
+	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value) VALUES('%s', '%" PRIu64
+		 " %s')", done ? "claim_take" : "claim_take_next", take, instance);
+	cat_lock(cat);
+	cat_defer_flush(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_exec(cat, done ? "record a take of the claim" : "record a take begun", sql);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_claim_ledger(struct cat *cat, struct claim_ledger *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (cat->shared)
+		return 0; /* a shared claim is not taken by turns (claim.h 7) */
+	uint64_t next_take = 0;
+	cat_lock(cat);
+	int rc = cat_claim_take_get(cat, "claim_take", &out->take, out->last);
+	if (rc == 0)
+		rc = cat_claim_take_get(cat, "claim_take_next", &next_take, out->next);
+	cat_unlock(cat);
+	out->known = out->last[0] || out->next[0];
+	if (next_take > out->take) /* a take begun, maybe made: the next one counts on */
+		out->take = next_take;
+	out->note = cat_claim_note;
+	out->arg = cat;
 	return rc;
 }
 

@@ -250,6 +250,12 @@ int cat_catalog_id(struct cat *cat, char *buf, size_t size);
  * claim only if it is its own (fs/lib/claim.h invariant 8). */
 int cat_claimed(struct cat *cat, bool *out);
 int cat_claimed_set(struct cat *cat);
+/* [SQLite] The catalog's ledger of takes of BACKING's claim (fs/lib/claim.h
+ * invariant 12: meta rows claim_take and claim_take_next), its note
+ * recording new ones in this catalog; a shared catalog's is empty, with no
+ * note. 0 or -errno (a row that does not parse: -EINVAL, logged). */
+struct claim_ledger;
+int cat_claim_ledger(struct cat *cat, struct claim_ledger *out);
 
 /* ---- namespace [engine] ---- */
 

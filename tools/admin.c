@@ -584,10 +584,10 @@ static int admin_claim(struct admin *a)
 			  strerror(-err));
 		return ADMIN_PROBLEM;
 	}
-	return admin_claim_for(a, a->cat, !claimed);
+	return admin_claim_for(a, a->cat, !claimed, false);
 }
 
-int admin_claim_for(struct admin *a, struct cat *cat, bool fresh)
+int admin_claim_for(struct admin *a, struct cat *cat, bool fresh, bool stand_in)
 {
 	char id[CLAIM_ID_LEN + 1], msg[PATH_MAX + 512];
 	int err = cat_catalog_id(cat, id, sizeof(id));
@@ -596,7 +596,15 @@ int admin_claim_for(struct admin *a, struct cat *cat, bool fresh)
 			  strerror(-err));
 		return ADMIN_PROBLEM;
 	}
-	err = claim_acquire(a->bk, id, false, fresh, a->cache, 0, &a->claim, msg, sizeof(msg));
+	struct claim_ledger led; /* claim.h invariants 12, 13 */
+	err = cat_claim_ledger(cat, &led);
+	led.stand_in = stand_in;
+	if (err == 0)
+		err = claim_acquire_led(a->bk, id, false, fresh, &led, a->cache, 0, &a->claim, msg,
+					sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot read its takes of "
+			 "the claim: %s", a->cache, strerror(-err));
 	if (err == 0 && fresh && (err = cat_claimed_set(cat)) != 0)
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
 			 a->cache, strerror(-err));

@@ -90,9 +90,11 @@ struct claim_rec;
 int admin_claim_get(struct backing *bk, struct claim_rec *rec);
 /* Claims BACKING for catalog cat into a->claim, renewed until exit, and
  * records in cat that it holds a claim (claim.h invariant 8); fresh: cat
- * never held one (a catalog being rebuilt). ADMIN_OK, or the error printed
+ * never held one (a catalog being rebuilt); stand_in: this command writes
+ * nothing on BACKING but the claim (rebuild: claim.h invariant 13); the
+ * take recorded in cat (invariant 12). ADMIN_OK, or the error printed
  * (ADMIN_BUSY naming the holder). */
-int admin_claim_for(struct admin *a, struct cat *cat, bool fresh);
+int admin_claim_for(struct admin *a, struct cat *cat, bool fresh, bool stand_in);
 
 /* ---- admin_util.c ---- */
 void admin_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -5,10 +5,17 @@
  *
  * Offline only: a live daemon's catalog is never replaced (exit 8). Under the
  * cache lock it builds the new catalog as catalog.db.rebuilding, then moves
- * the old one (and its -wal/-shm) aside as catalog.db.before-rebuild-<time>
- * and renames the new one into place; of those moved aside, the newest 3 are
- * kept and older ones removed (a rebuild in a loop must not fill the disk). A rebuild that
- * fails leaves the old catalog where it was. Manifests that are corrupt or
+ * the old one (and its -wal/-shm, also a -wal/-shm whose catalog.db is
+ * missing: SQLite would replay it onto the new one) aside as
+ * catalog.db.before-rebuild-<time>, renames the new one into place and
+ * syncs the directory. Old catalogs are never deleted: the output says how
+ * many files they take and how to remove them. A rebuild that fails leaves
+ * the old catalog where it was.
+ *
+ * Its claim is a stand-in (claim.h invariant 13): it records the claim it
+ * replaced, so a rebuild killed before its swap leaves the old catalog
+ * mountable (review 32B F3), and the take is recorded in the new catalog
+ * (invariant 12), whose first mount takes the claim as its own. Manifests that are corrupt or
  * conflict are reported (exit 1) but do not stop the others; every chunk
  * object named is looked up on BACKING (REBUILD_CHECK_CHUNKS) and files
  * naming a missing one are counted. Chunks come in as on BACKING only
@@ -40,6 +47,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +66,26 @@
 
 static const char *const admin_db_tails[] = { "", "-wal", "-shm" };
 #define ADMIN_ASIDE_PREFIX CACHEDIR_CATALOG ".before-rebuild-"
-#define ADMIN_ASIDE_KEEP 3 /* old catalogs kept after a rebuild */
 
-static int admin_move_aside(const char *cache, char *aside, size_t size)
+/* The cache directory's entries as they are now, on disk (after renames). */
+static int admin_sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
+/* Moves catalog.db and its -wal and -shm aside as
+ * catalog.db.before-rebuild-TIME[-N]{,-wal,-shm}: every one that exists,
+ * also a -wal or -shm whose catalog.db is missing (a catalog removed by
+ * hand, or a rebuild stopped between these renames): SQLite would replay
+ * such a log onto the new catalog renamed in beside it (review 32B F2).
+ * aside: "" if nothing was there; *orphan: a log moved without its db.
+ * The directory is synced. Nothing is ever deleted (F9). */
+static int admin_move_aside(const char *cache, char *aside, size_t size, bool *orphan)
 {
 	char path[PATH_MAX + 32], from[PATH_MAX + 48], to[PATH_MAX + 96], stamp[32];
 	time_t t = time(NULL);
@@ -70,19 +95,35 @@ static int admin_move_aside(const char *cache, char *aside, size_t size)
 	cachedir_path(cache, CACHEDIR_CATALOG, path, sizeof(path));
 	snprintf(aside, size, "%s.before-rebuild-%s", path, stamp);
 	struct stat sb;
-	for (int n = 2; lstat(aside, &sb) == 0 && n < 100; n++) /* two rebuilds in one second */
-		snprintf(aside, size, "%s.before-rebuild-%s-%d", path, stamp, n);
-	if (lstat(path, &sb) != 0) {
+	bool there[3], any = false, taken = true;
+	for (int n = 2; taken && n < 1000; n++) { /* two rebuilds in one second */
+		taken = false;
+		for (int i = 0; i < 3 && !taken; i++) {
+			snprintf(to, sizeof(to), "%s%s", aside, admin_db_tails[i]);
+			taken = lstat(to, &sb) == 0;
+		}
+		if (taken)
+			snprintf(aside, size, "%s.before-rebuild-%s-%d", path, stamp, n);
+	}
+	if (taken)
+		return -EEXIST;
+	for (int i = 0; i < 3; i++) {
+		snprintf(from, sizeof(from), "%s%s", path, admin_db_tails[i]);
+		there[i] = lstat(from, &sb) == 0;
+		any |= there[i];
+	}
+	*orphan = !there[0] && any;
+	if (!any) {
 		aside[0] = '\0';
 		return 0;
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 3; i++) { /* the db first: a log without it is moved next time */
 		snprintf(from, sizeof(from), "%s%s", path, admin_db_tails[i]);
 		snprintf(to, sizeof(to), "%s%s", aside, admin_db_tails[i]);
-		if (rename(from, to) != 0 && errno != ENOENT)
+		if (there[i] && rename(from, to) != 0 && errno != ENOENT)
 			return -errno;
 	}
-	return 0;
+	return admin_sync_dir(cache);
 }
 
 static void admin_unlink_db(const char *path)
@@ -96,38 +137,26 @@ static void admin_unlink_db(const char *path)
 
 static int admin_aside_filter(const struct dirent *d)
 {
-	size_t n = strlen(d->d_name);
-	return strncmp(d->d_name, ADMIN_ASIDE_PREFIX, sizeof(ADMIN_ASIDE_PREFIX) - 1) == 0 &&
-	       !(n > 4 && (strcmp(d->d_name + n - 4, "-wal") == 0 ||
-			   strcmp(d->d_name + n - 4, "-shm") == 0));
+	return strncmp(d->d_name, ADMIN_ASIDE_PREFIX, sizeof(ADMIN_ASIDE_PREFIX) - 1) == 0;
 }
 
-/* Newest first: the names carry YYYYmmdd-HHMMSS, then -N for a second one
- * in the same second (which sorts after the plain stamp). */
-static int admin_aside_newest_first(const struct dirent **a, const struct dirent **b)
-{
-	return -strcmp((*a)->d_name, (*b)->d_name);
-}
-
-/* Keeps the newest ADMIN_ASIDE_KEEP old catalogs moved aside by rebuilds and
- * removes the rest: each is a whole catalog, and repeated rebuilds (a script
- * in a loop) would otherwise fill the cache's disk. Returns how many went. */
-static int admin_prune_asides(const char *cache)
+/* How many files old catalogs moved aside by rebuilds take in the cache
+ * (each kept until the user removes it: F9), and their bytes. */
+static int admin_count_asides(const char *cache, uint64_t *bytes)
 {
 	struct dirent **names = NULL;
-	int n = scandir(cache, &names, admin_aside_filter, admin_aside_newest_first);
-	int removed = 0;
+	int n = scandir(cache, &names, admin_aside_filter, alphasort);
+	*bytes = 0;
 	for (int i = 0; i < n; i++) {
-		if (i >= ADMIN_ASIDE_KEEP) {
-			char p[PATH_MAX + 300];
-			snprintf(p, sizeof(p), "%s/%s", cache, names[i]->d_name);
-			admin_unlink_db(p);
-			removed++;
-		}
+		char p[PATH_MAX + 300];
+		struct stat sb;
+		snprintf(p, sizeof(p), "%s/%s", cache, names[i]->d_name);
+		if (lstat(p, &sb) == 0)
+			*bytes += (uint64_t)sb.st_size;
 		free(names[i]);
 	}
 	free(names);
-	return removed;
+	return n < 0 ? 0 : n;
 }
 
 static void admin_rebuild_progress(void *arg, uint64_t done, uint64_t total)
@@ -319,6 +348,21 @@ static int admin_rebuild_meta(struct admin *a)
 	return damaged ? ADMIN_PROBLEM : ADMIN_OK;
 }
 
+/* Just before the new catalog is renamed to path: nothing of an old one is
+ * left there, a -wal or -shm above all (F2: SQLite would replay it onto
+ * the new catalog). 0, or -EEXIST. */
+static int admin_db_absent(const char *path)
+{
+	char p[PATH_MAX + 16];
+	struct stat sb;
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s%s", path, admin_db_tails[i]);
+		if (lstat(p, &sb) == 0)
+			return -EEXIST;
+	}
+	return 0;
+}
+
 /* The rebuild failed: its claim goes back to what it replaced (claim.h
  * claim_abandon), so the old catalog is not made BEHIND by none. */
 static void admin_rebuild_abandon(struct admin *a)
@@ -374,7 +418,7 @@ int admin_cmd_rebuild(struct admin *a)
 	 * catalog writes it between this read and the new catalog's mount, and
 	 * the catalog replaced here is BEHIND from now on. Refused (exit 8,
 	 * the holder named) while another catalog's daemon holds it. */
-	rc = admin_claim_for(a, cat, true);
+	rc = admin_claim_for(a, cat, true, true); /* a stand-in: claim.h 13 */
 	if (rc != ADMIN_OK) {
 		cat_close(cat);
 		admin_unlink_db(tmp);
@@ -409,13 +453,16 @@ int admin_cmd_rebuild(struct admin *a)
 			  "again");
 		return ADMIN_PROBLEM;
 	}
-	if ((err = admin_move_aside(a->cache, aside, sizeof(aside))) != 0 || rename(tmp, path) != 0) {
-		admin_err("rebuild: cannot put the new catalog in place: %s",
-			  strerror(err ? -err : errno));
+	bool orphan = false;
+	if ((err = admin_move_aside(a->cache, aside, sizeof(aside), &orphan)) != 0 ||
+	    (err = admin_db_absent(path)) != 0 || (rename(tmp, path) != 0 && (err = -errno)) ||
+	    (err = admin_sync_dir(a->cache)) != 0) {
+		admin_err("rebuild: cannot put the new catalog %s in place: %s", path, strerror(-err));
 		admin_rebuild_abandon(a); /* the old catalog stays in place (or aside) */
 		return ADMIN_PROBLEM;
 	}
-	int pruned = admin_prune_asides(a->cache);
+	uint64_t aside_bytes = 0;
+	int kept = admin_count_asides(a->cache, &aside_bytes);
 	bool damaged = rep.manifests_corrupt || rep.manifests_rejected || rep.generations_lost ||
 		       rep.chunks_missing;
 	if (a->json) {
@@ -424,11 +471,12 @@ int admin_cmd_rebuild(struct admin *a)
 		       ", \"manifests_corrupt\": %" PRIu64 ", \"manifests_rejected\": %" PRIu64
 		       ", \"generations_lost\": %" PRIu64 ", \"chunks_checked\": %" PRIu64
 		       ", \"chunks_missing\": %" PRIu64 ", \"files_damaged\": %" PRIu64
-		       ", \"old_catalogs_removed\": %d, \"old_catalog\": ",
+		       ", \"old_catalog_files\": %d, \"old_catalog_bytes\": %" PRIu64
+		       ", \"old_catalog\": ",
 		       rep.generations, rep.tree_applied ? "true" : "false", rep.files, rep.bytes,
 		       rep.manifests_seen, rep.manifests_corrupt, rep.manifests_rejected,
 		       rep.generations_lost, rep.chunks_checked, rep.chunks_missing, rep.files_damaged,
-		       pruned);
+		       kept, aside_bytes);
 		if (aside[0])
 			admin_json_str(stdout, aside);
 		else
@@ -449,11 +497,15 @@ int admin_cmd_rebuild(struct admin *a)
 			       rep.chunks_missing, rep.files_damaged);
 		if (recached)
 			printf("%" PRIu64 " chunks still in the cache are used again\n", recached);
-		if (aside[0])
+		if (aside[0] && orphan)
+			printf("a write-ahead log without its catalog (%s-wal/-shm) is kept as %s-wal/-shm "
+			       "(it was not replayed onto the new catalog)\n", path, aside);
+		else if (aside[0])
 			printf("the old catalog is kept as %s\n", aside);
-		if (pruned > 0)
-			printf("%d older catalogs moved aside by earlier rebuilds removed (the newest %d "
-			       "are kept)\n", pruned, ADMIN_ASIDE_KEEP);
+		if (kept > 0)
+			printf("old catalogs moved aside by rebuilds are never deleted: %d files, %s, in "
+			       "%s; remove them with rm %s/" ADMIN_ASIDE_PREFIX "* once you no longer "
+			       "need them\n", kept, admin_size(aside_bytes, s), a->cache, a->cache);
 	}
 	return damaged ? ADMIN_PROBLEM : ADMIN_OK;
 }

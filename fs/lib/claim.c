@@ -61,6 +61,7 @@
 struct claim {
 	struct backing *b;
 	struct claim_rec self;
+	struct claim_ledger led; /* the caller's, copied (self.ledger points here: 12) */
 	unsigned timeout_s;
 	char written[CLAIM_MAX]; /* our bytes on BACKING (invariant 3) */
 	size_t written_len;
@@ -91,6 +92,30 @@ static enum claim_verdict claim_judge_lone(const struct claim_rec *holder,
 					   const struct claim_rec *self, int64_t now,
 					   unsigned timeout_s, claim_alive_fn alive, void *arg);
 
+/* Invariant 12: a take (catalog, instance, take number) is one of ours. No
+ * ledger: by catalog id alone (as before 12); a ledger with no take
+ * recorded (an older ckptfs's catalog): by catalog id, for a claim without
+ * a take line only (one with it is a copy's take). */
+static bool claim_take_ours(const char *catalog, const char *instance, uint64_t take,
+			    const struct claim_rec *self)
+{
+	const struct claim_ledger *l = self->ledger;
+	if (strcmp(catalog, self->catalog) != 0)
+		return false;
+	if (!l || !l->known)
+		return !l || take == 0;
+	return strcmp(instance, l->last) == 0 || (l->next[0] && strcmp(instance, l->next) == 0);
+}
+
+/* Invariants 8, 12, 13: the claim is of our catalog's last take, or of a
+ * stand-in that replaced it and never ended (killed: not released). */
+static bool claim_names_us(const struct claim_rec *holder, const struct claim_rec *self)
+{
+	return claim_take_ours(holder->catalog, holder->instance, holder->take, self) ||
+	       (holder->rep_catalog[0] && !holder->released &&
+		claim_take_ours(holder->rep_catalog, holder->rep_instance, holder->rep_take, self));
+}
+
 enum claim_verdict claim_judge(const struct claim_rec *holder, const struct claim_rec *self,
 			       int64_t now, unsigned timeout_s, claim_alive_fn alive, void *arg)
 {
@@ -103,8 +128,8 @@ enum claim_verdict claim_judge(const struct claim_rec *holder, const struct clai
 		return CLAIM_HELD;
 	}
 	enum claim_verdict v = claim_judge_lone(holder, self, now, timeout_s, alive, arg);
-	if (v == CLAIM_STALE && !self->fresh && strcmp(holder->catalog, self->catalog) != 0)
-		return CLAIM_BEHIND; /* invariant 8 */
+	if ((v == CLAIM_STALE || v == CLAIM_OURS) && !self->fresh && !claim_names_us(holder, self))
+		return CLAIM_BEHIND; /* invariants 8, 12, 13 */
 	return v;
 }
 
@@ -151,6 +176,11 @@ int claim_format(const struct claim_rec *rec, char *buf, size_t size)
 					   "pid %ld\nrenewed %" PRId64 "\n",
 			 rec->catalog, rec->instance, rec->host, rec->boot, rec->cache, rec->pid,
 			 rec->renewed);
+	if (n >= 0 && (size_t)n < size && rec->take) /* invariant 12; older parsers skip it */
+		n += snprintf(buf + n, size - (size_t)n, "take %" PRIu64 "\n", rec->take);
+	if (n >= 0 && (size_t)n < size && rec->rep_catalog[0]) /* invariant 13; likewise */
+		n += snprintf(buf + n, size - (size_t)n, "replaces %s %s %" PRIu64 "\n",
+			      rec->rep_catalog, rec->rep_instance, rec->rep_take);
 	if (n >= 0 && (size_t)n < size && rec->shared) /* a later line: older parsers skip it */
 		n += snprintf(buf + n, size - (size_t)n, "mode shared\n");
 	if (n >= 0 && (size_t)n < size && rec->released) /* invariant 8; skipped likewise */
@@ -186,6 +216,22 @@ static bool claim_number(const char *value, size_t len, int64_t max, int64_t *ou
 	if (errno != 0 || *end != '\0' || x > max)
 		return false;
 	*out = x;
+	return true;
+}
+
+/* "replaces CATALOG INSTANCE TAKE" (invariant 13): two ids and a number. */
+static bool claim_replaces(const char *v, size_t vl, struct claim_rec *out)
+{
+	const char *sp1 = memchr(v, ' ', vl);
+	const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', vl - (size_t)(sp1 + 1 - v)) : NULL;
+	int64_t take = 0;
+	if (!sp2 || !claim_field(v, (size_t)(sp1 - v), out->rep_catalog, sizeof(out->rep_catalog)) ||
+	    !claim_field(sp1 + 1, (size_t)(sp2 - sp1 - 1), out->rep_instance,
+			 sizeof(out->rep_instance)) ||
+	    !claim_number(sp2 + 1, vl - (size_t)(sp2 + 1 - v), INT64_MAX, &take) ||
+	    !claim_hex_id(out->rep_catalog) || !claim_hex_id(out->rep_instance))
+		return false;
+	out->rep_take = (uint64_t)take;
 	return true;
 }
 
@@ -228,6 +274,13 @@ static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
 		out->released = vl == 3 && memcmp(v, "yes", 3) == 0;
 		return out->released;
 	}
+	if (kl == 4 && memcmp(key, "take", 4) == 0) { /* invariant 12 */
+		bool ok = claim_number(v, vl, INT64_MAX, &x) && x > 0;
+		out->take = (uint64_t)x;
+		return ok;
+	}
+	if (kl == 8 && memcmp(key, "replaces", 8) == 0) /* invariant 13 */
+		return claim_replaces(v, vl, out);
 	if (kl == 7 && memcmp(key, "renewed", 7) == 0) {
 		*seen |= 1u << (n + 1);
 		bool ok = claim_number(v, vl, INT64_MAX, &x);
@@ -441,10 +494,25 @@ static void claim_describe(const struct claim_rec *h, bool self_shared, int pars
 
 /* BEHIND (invariant 8): one line naming the catalog that wrote BACKING last
  * and the way out. */
-static void claim_describe_behind(const struct claim_rec *h, int64_t now, char *msg, size_t size,
-				  const char *spec, const char *cache)
+static void claim_describe_behind(const struct claim_rec *h, const struct claim_rec *self,
+				  int64_t now, char *msg, size_t size, const char *spec)
 {
 	int64_t ago = now - h->renewed;
+	const char *cache = self->cache;
+	if (strcmp(h->catalog, self->catalog) == 0) { /* invariant 12: a copy's take */
+		const struct claim_ledger *l = self->ledger;
+		snprintf(msg, size, "BACKING %s was taken by another copy of this catalog %s (take %"
+			 PRIu64 ", host %s, cache %s, %s %" PRId64 " s ago) since the catalog of cache "
+			 "%s last held it (its take %" PRIu64 "): a copy of a cache (cp -a, a backup "
+			 "restored) has the same catalog id, this one does not know what the other "
+			 "wrote since, and its deletions would destroy it; mount with an empty cache "
+			 "(its catalog is rebuilt from BACKING with every durable generation) and keep "
+			 "this cache aside until you decide",
+			 spec, h->catalog, h->take, h->host, h->cache,
+			 h->released ? "released" : "last renewed", ago < 0 ? 0 : ago, cache,
+			 l ? l->take : 0);
+		return;
+	}
 	snprintf(msg, size, "BACKING %s was written by another catalog (host %s, cache %s, %s %" PRId64
 		 " s ago) since the catalog of cache %s last held it: this catalog does not know what "
 		 "that one wrote, and its deletions would destroy it; mount with an empty cache (its "
@@ -639,9 +707,45 @@ static void claim_note_replaced(struct claim *c, const char *judged, size_t len)
 		memcpy(c->replaced, judged, len);
 }
 
+/* Invariant 13: a stand-in records the identity the judged holder stands
+ * for: its own, or, a stand-in too and not released (killed), what that
+ * one replaced. */
+static void claim_stand_for(struct claim_rec *self, const struct claim_rec *holder)
+{
+	bool chain = holder->rep_catalog[0] != '\0' && !holder->released;
+	snprintf(self->rep_catalog, sizeof(self->rep_catalog), "%s",
+		 chain ? holder->rep_catalog : holder->catalog);
+	snprintf(self->rep_instance, sizeof(self->rep_instance), "%s",
+		 chain ? holder->rep_instance : holder->instance);
+	self->rep_take = chain ? holder->rep_take : holder->take;
+}
+
+/* Invariant 12: a take begun is recorded before the first look (so before
+ * the exclusive create), a take made after it. 0, or -errno with msg. */
+static int claim_note(struct claim *c, bool done, char *msg, size_t msgsize)
+{
+	const struct claim_ledger *l = c->self.ledger;
+	if (!l || !l->note)
+		return 0;
+	int rc = l->note(l->arg, done, c->self.take, c->self.instance);
+	if (rc != 0)
+		snprintf(msg, msgsize, "catalog of cache %s: cannot record its take %" PRIu64
+			 " of BACKING %s's claim: %s", c->self.cache, c->self.take,
+			 backing_spec(c->b), strerror(-rc));
+	return rc;
+}
+
 int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool fresh,
 		  const char *cache, unsigned timeout_s, struct claim **out, char *msg,
 		  size_t msgsize)
+{
+	return claim_acquire_led(b, catalog_id, shared, fresh, NULL, cache, timeout_s, out, msg,
+				 msgsize);
+}
+
+int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bool fresh,
+		      const struct claim_ledger *led, const char *cache, unsigned timeout_s,
+		      struct claim **out, char *msg, size_t msgsize)
 {
 	*out = NULL;
 	msg[0] = '\0';
@@ -666,10 +770,25 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 	claim_this_host(&c->self);
 	claim_random_hex(c->self.instance);
 	c->self.pid = (long)getpid();
+	if (led && !shared) { /* invariant 12: shared claims are not taken by turns (7) */
+		c->led = *led;
+		c->self.ledger = &c->led;
+		c->self.take = led->take + 1;
+	}
 	assert(claim_hex_id(c->self.catalog) && c->self.cache[0] == '/');
 
 	const char *spec = backing_spec(b);
-	int rc = -EAGAIN;
+	/* invariant 12: recorded before the first look, not between a judgment
+	 * and its create (a catalog's sync there would widen the races of 2
+	 * and 11); a take refused leaves a begun record no claim ever names */
+	int rc = claim_note(c, false, msg, msgsize);
+	if (rc != 0) {
+		free(seen);
+		free(asides);
+		claim_end(c, false);
+		return rc;
+	}
+	rc = -EAGAIN;
 	bool backed_off = false;
 	for (int round = 0; round < CLAIM_TRIES && rc == -EAGAIN; round++) {
 		if (backed_off)
@@ -697,12 +816,15 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 			break;
 		if (aside && (v == CLAIM_OURS || v == CLAIM_STALE))
 			v = CLAIM_FREE; /* nothing to move: the create decides (10) */
+		c->self.rep_catalog[0] = '\0';
+		if (c->self.ledger && c->self.ledger->stand_in && rc == 0 && parsed == 0)
+			claim_stand_for(&c->self, &holder); /* invariant 13 */
 		rc = claim_render(c);
 		if (rc != 0)
 			break;
 		char aname[64 + CLAIM_ID_LEN] = "";
 		if (v == CLAIM_BEHIND) {
-			claim_describe_behind(&holder, now, msg, msgsize, spec, c->self.cache);
+			claim_describe_behind(&holder, &c->self, now, msg, msgsize, spec);
 			rc = -EBUSY;
 		} else if (v == CLAIM_HELD) {
 			claim_describe(&holder, shared, parsed, now, msg, msgsize, spec, c->timeout_s);
@@ -761,6 +883,8 @@ int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool f
 	free(seen);
 	free(asides->name);
 	free(asides);
+	if (rc == 0)
+		rc = claim_note(c, true, msg, msgsize); /* invariant 12 */
 	if (rc == -E2BIG) {
 		snprintf(msg, msgsize, "BACKING %s: more than %d claim asides in %s/tmp (claim.*, left "
 			 "by take-overs that stopped midway): the newest cannot be told, so the claim "

@@ -16,6 +16,10 @@
  *   released (its holder stopped cleanly) ──────────▶ STALE  take over
  *   STALE, but of another catalog, and ours held a
  *     claim before (not fresh) ─────────────────────▶ BEHIND refuse
+ *   STALE or OURS, of our catalog id but not of a
+ *     take ours recorded (a copy's), not fresh ─────▶ BEHIND refuse (12)
+ *   (a stand-in's claim counts as its own catalog's
+ *     and as the one it replaced: invariant 13)
  *
  * A shared catalog (issue 18, -o meta=) is one catalog for several nodes:
  * its claim carries the line "mode shared" and the shared catalog's id
@@ -133,6 +137,38 @@
  *     wait: the holder fenced, the taker backed off, the claim absent with
  *     the fenced holder's aside judged HELD until its lock or heartbeat
  *     says gone): a liveness loss, accepted; never two holders.
+ * 12. Takes (review 32B F1: a copy of a cache has its catalog's id). Every
+ *     take of a lone claim has a number and the instance (random, one per
+ *     take) as its identity; the claim says "take N" and the catalog
+ *     records its own takes (struct claim_ledger, meta keys claim_take and
+ *     claim_take_next): a take begun is recorded BEFORE the exclusive create
+ *     (claim_take_next), a take made after it (claim_take). A catalog that
+ *     held a claim before (not fresh) takes a released or stale claim, or
+ *     one judged OURS, of its own catalog id only if the claim's instance is
+ *     one of those two: else a copy of this catalog (cp -a of the cache, a
+ *     backup restored) took BACKING since this one last did, and its
+ *     deletions would destroy what that copy wrote: BEHIND (invariant 8's
+ *     refusal). A crash between the two records leaves the claim at the
+ *     begun take: still recognised. A catalog with no record of takes (an
+ *     older ckptfs's) judges a claim without a take line (an older
+ *     ckptfs's) by catalog id alone, as that ckptfs did, and records from
+ *     its first take on; a claim with a take line of its own catalog id it
+ *     has no record of is a copy's: BEHIND. A catalog with records judges
+ *     any claim by them. A copy made while its cache is mounted (not a
+ *     consistent copy anyway) is not told apart from the original until the
+ *     original's next take.
+ * 13. Stand-in (review 32B F3). A taker that writes nothing on BACKING but
+ *     the claim (ckptfs-admin rebuild: it reads BACKING for a new catalog)
+ *     records in its claim the identity it replaced: "replaces CATALOG
+ *     INSTANCE TAKE", the judged holder's (or, if that was a stand-in too,
+ *     never released, what that one replaced). A catalog not fresh accepts the claim if it
+ *     is its own (12), or, while the stand-in never released it (killed or
+ *     crashed: a rebuild that fails gives the claim back, one that ends
+ *     releases it), if the identity it replaced is (12): between the
+ *     replaced take and this claim nobody wrote BACKING. A rebuild killed
+ *     before its swap so leaves the old catalog mountable; one that ended
+ *     leaves BACKING to its new catalog alone (every other one BEHIND, as
+ *     invariant 8 says), whose first mount takes a claim of its own.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -145,6 +181,7 @@
 #include <stdint.h>
 
 struct backing;
+struct claim_ledger;
 
 #define CLAIM_FILE "ckptfs.claim"
 #define CLAIM_MAX 8192
@@ -162,6 +199,27 @@ struct claim_rec {
 	bool shared;     /* "mode shared": a shared catalog's claim (invariant 6) */
 	bool released;   /* "released yes": its holder let go at a clean stop (invariant 8) */
 	bool fresh;      /* (self only, not in the file) our catalog never held a claim */
+	uint64_t take;   /* "take N" (invariant 12); 0: no such line (an older ckptfs) */
+	/* "replaces CATALOG INSTANCE TAKE": a stand-in's (invariant 13); "" none */
+	char rep_catalog[CLAIM_ID_LEN + 1];
+	char rep_instance[CLAIM_ID_LEN + 1];
+	uint64_t rep_take;
+	const struct claim_ledger *ledger; /* (self only) invariant 12; NULL: by catalog id */
+};
+
+/* What a catalog recorded of its takes of BACKING's claim (invariant 12),
+ * and how a new one is recorded. */
+struct claim_ledger {
+	bool known;                    /* the catalog recorded a take (invariant 12) */
+	uint64_t take;                 /* the number of its last take recorded (0: none) */
+	char last[CLAIM_ID_LEN + 1];   /* instance of its last take made ("": none) */
+	char next[CLAIM_ID_LEN + 1];   /* instance of a take begun, maybe not made ("") */
+	bool stand_in;                 /* the taker writes nothing on BACKING (13) */
+	/* Records a take of number take and instance: begun (done false:
+	 * before the exclusive create) or made (done true). 0 or -errno; a
+	 * begun one that fails refuses the take. NULL: nothing recorded. */
+	int (*note)(void *arg, bool done, uint64_t take, const char *instance);
+	void *arg;
 };
 
 /* BEHIND: free to take, but by a catalog that is not the last one that
@@ -198,6 +256,12 @@ struct claim;
 int claim_acquire(struct backing *b, const char *catalog_id, bool shared, bool fresh,
 		  const char *cache, unsigned timeout_s, struct claim **out, char *msg,
 		  size_t msgsize);
+/* claim_acquire with the catalog's ledger of takes (invariants 12, 13; a
+ * lone catalog's mount and offline changes pass it; NULL: judged by catalog
+ * id alone, nothing recorded). */
+int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bool fresh,
+		      const struct claim_ledger *led, const char *cache, unsigned timeout_s,
+		      struct claim **out, char *msg, size_t msgsize);
 /* Starts renewing every timeout/4 in a thread (after a fork: the pid is
  * this process's from now on). The first renewal is made here, before the
  * thread starts, whatever the time since claim_acquire (a mount's rebuild

@@ -668,6 +668,34 @@ test_rebuild_recreates_the_catalog_from_backing() {
 	ck_umount
 }
 
+# Review 32B F2: a daemon killed leaves catalog.db-wal; catalog.db gone (by
+# hand, or a rebuild stopped between its renames), rebuild renamed the new
+# catalog in beside the old log and SQLite replayed it: the old catalog id
+# and its open step-300 were back, and the next mount was refused as behind.
+# Now the log is moved aside (kept, said so) and the new catalog mounts.
+test_rebuild_moves_aside_a_write_ahead_log_whose_catalog_is_gone() {
+	ck_mount
+	mk_gen run1/step-100 a.pt:50000
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	mkdir -p "$CK_MNT/run1/step-300"
+	ck_rand "$CK_MNT/run1/step-300/x" 3000
+	local old
+	old=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
+	ck_kill9
+	[ -s "$CK_CACHE/catalog.db-wal" ] || ck_fail "precondition: no write-ahead log left by kill -9"
+	mv "$CK_CACHE/catalog.db" "$CK_TMP/lost.db"
+	assert_adm 0 rebuild --cache "$CK_CACHE"
+	local id
+	id=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
+	[ "$id" != "$old" ] || ck_fail "the catalog in place has the old catalog's id: the old log was replayed"
+	assert_contains "$(out)" "write-ahead log without its catalog" "rebuild's report"
+	assert_eq "" "$(ck_sql "SELECT name FROM generations WHERE name = 'step-300'")" "the old catalog's open step-300"
+	ls "$CK_CACHE" | grep -q '^catalog\.db\.before-rebuild-.*-wal$' || ck_fail "the old log was not kept: $(ls "$CK_CACHE" | tr '\n' ' ')"
+	ck_mount
+	assert_file_eq "$CK_REF/run1/step-100/a.pt" "$CK_MNT/run1/step-100/a.pt"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- bad input
 
 test_bad_input_is_one_line_with_its_own_exit_code_and_changes_nothing() {

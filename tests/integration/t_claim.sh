@@ -9,7 +9,9 @@
 # A daemon whose claim was taken (also while it was stopped past
 # claim_timeout) is fenced: EROFS for changes, reads on, BACKING untouched
 # from then on; one stopped past claim_timeout whose claim nobody took takes
-# it anew and goes on. And a catalog.db with damaged bytes: the mount is refused
+# it anew and goes on. A stale copy of a cache (cp -a) is refused once the
+# original took BACKING again (claim.h 12); a rebuild killed after its claim
+# leaves the old catalog mountable (13). And a catalog.db with damaged bytes: the mount is refused
 # naming `ckptfs-admin rebuild`, `ckptfs-admin check` reports SQLite's
 # integrity_check and exits 1.
 . "$(dirname "$0")/lib.sh"
@@ -360,6 +362,117 @@ test_rebuild_claims_backing_for_the_new_catalog_and_the_other_is_behind() {
 	CK_CACHE=$c2 ck_mount
 	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
 	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs"
+	ck_umount
+}
+
+# Review 32B F1 (claim.h invariant 12): a copy of a cache (cp -a) has its
+# catalog's id. Once the original took BACKING again and saved a step that
+# shares a chunk with one the copy knows, the copy's offline rm (and mount)
+# is refused, exit 8, naming the copy; the original's save keeps its BACKING
+# copy. Before, the copy took the claim and its uploader removed the shared
+# chunk: verify found it missing.
+test_a_stale_copy_of_a_cache_is_refused_once_the_original_took_backing_again() {
+	ck_mount
+	_save step-1 1
+	ck_wait_durable
+	ck_umount
+	local copy=$CK_TMP/copy rc out
+	cp -a "$CK_CACHE" "$copy"
+	ck_mount
+	mkdir -p "$CK_MNT/run/step-2" "$CK_REF/run/step-2"
+	cp "$CK_REF/run/step-1/model.pt" "$CK_REF/run/step-2/model.pt"
+	cp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-2/model.pt" # the same chunks
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-2"
+	ck_wait_durable
+	ck_umount
+	local claim
+	claim=$(_claim)
+	rc=0
+	out=$("$CKPTFS_ADMIN" rm --cache "$copy" run/step-1 2>&1) || rc=$?
+	assert_eq 8 "$rc" "exit status of the stale copy's offline rm ($out)"
+	assert_eq 1 "$(printf '%s\n' "$out" | wc -l)" "lines of the refusal: $out"
+	assert_contains "$out" "was taken by another copy of this catalog"
+	assert_contains "$out" "cache $CK_CACHE"
+	assert_eq "$claim" "$(_claim)" "the refused rm changed the claim"
+	_start "$copy" "$CK_TMP/mnt_copy"
+	out=$(_settle "$_SPID" "$CK_TMP/mnt_copy")
+	[ "$out" != mounted ] || ck_fail "the stale copy mounted BACKING"
+	assert_contains "$(cat "$copy.stderr")" "another copy of this catalog"
+	rc=0
+	out=$("$CKPTFS_ADMIN" verify --cache "$CK_CACHE" 2>&1) || rc=$?
+	assert_eq 0 "$rc" "verify of the original ($out)"
+	ck_mount
+	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs"
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
+	ck_umount
+	assert_eq 3 "$(_claim_field take)" "the original's third take: $(_claim)"
+}
+
+# Review 32B F3 (claim.h invariant 13): a rebuild killed after it claimed
+# BACKING, before its swap, left the old catalog refused as behind ("mount
+# with an empty cache") though nobody wrote BACKING. Its claim stands in
+# for the one it replaced: the old catalog mounts with every step, and a
+# rebuild run again still works. The kill lands while the claim names the
+# new catalog and catalog.db is still the old one (looked at with the
+# rebuild stopped; a race lost to the swap is tried again from a copy).
+test_a_rebuild_killed_after_its_claim_leaves_the_old_catalog_mountable() {
+	ck_mount
+	local i j
+	for i in $(seq 1 30); do
+		mkdir -p "$CK_MNT/run/step-$i" "$CK_REF/run/step-$i"
+		for j in 1 2 3 4 5 6; do
+			ck_rand "$CK_REF/run/step-$i/f$j" 3000
+			cp "$CK_REF/run/step-$i/f$j" "$CK_MNT/run/step-$i/f$j"
+		done
+		setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$i"
+	done
+	ck_wait_durable
+	ck_umount
+	local old try rp stopped=
+	old=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
+	cp -a "$CK_CACHE" "$CK_TMP/cache.saved"
+	cp "$CK_BACKING/ckptfs.claim" "$CK_TMP/claim.saved"
+	for try in 1 2 3 4 5; do
+		"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >"$CK_TMP/rb.out" 2>&1 &
+		rp=$!
+		"$PY" -c '
+import os, signal, sys
+p, old, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for _ in range(2000000):
+    try: t = open(p).read()
+    except OSError: continue
+    if "\ncatalog " in t and ("catalog " + old) not in t:
+        os.kill(pid, signal.SIGSTOP); print("stopped"); break
+' "$CK_BACKING/ckptfs.claim" "$old" "$rp" >"$CK_TMP/stopper" 2>&1 || true
+		if grep -q stopped "$CK_TMP/stopper" && [ -e "$CK_CACHE/catalog.db.rebuilding" ] &&
+			[ "$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")" = "$old" ]; then
+			kill -9 "$rp"
+			wait "$rp" 2>/dev/null || true
+			stopped=1
+			break
+		fi
+		kill -9 "$rp" 2>/dev/null || true
+		kill -CONT "$rp" 2>/dev/null || true
+		wait "$rp" 2>/dev/null || true
+		rm -rf "$CK_CACHE" # ours: the case's cache, put back from the copy
+		cp -a "$CK_TMP/cache.saved" "$CK_CACHE"
+		cp "$CK_TMP/claim.saved" "$CK_BACKING/ckptfs.claim"
+	done
+	[ -n "$stopped" ] || ck_fail "the rebuild was never stopped between its claim and its swap in 5 tries"
+	# the claim, or its aside if the kill came inside a renewal (claim.h 10)
+	local left
+	left=$(cat "$CK_BACKING/ckptfs.claim" "$CK_BACKING"/tmp/claim.* 2>/dev/null || true)
+	ck_mount # the old catalog: nobody wrote BACKING since its last take
+	for i in 1 17 30; do
+		cmp -s "$CK_REF/run/step-$i/f3" "$CK_MNT/run/step-$i/f3" || ck_fail "step-$i/f3 differs"
+	done
+	ck_umount
+	assert_contains "$left" "replaces $old " "the killed rebuild's claim"
+	local rc=0 out
+	out=$("$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" 2>&1) || rc=$?
+	assert_eq 0 "$rc" "the rebuild run again ($out)"
+	ck_mount
+	cmp -s "$CK_REF/run/step-30/f6" "$CK_MNT/run/step-30/f6" || ck_fail "step-30/f6 differs after the rebuild"
 	ck_umount
 }
 

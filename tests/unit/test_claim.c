@@ -999,3 +999,285 @@ Test(claim_gap, a_taker_stalled_past_the_holders_wait_backs_off_and_nobody_holds
 	claim_end(gx.a, true);
 	cr_assert_eq(read_claim(&r), -ENOENT, "the fenced holder released");
 }
+
+/* ---- invariants 12 (takes) and 13 (stand-in): review 32B F1, F3 ---- */
+
+#define INST_1 "11111111111111111111111111111111"
+#define INST_2 "22222222222222222222222222222222"
+#define INST_R "33333333333333333333333333333333"
+
+static struct claim_ledger ledger_of(const char *last, const char *next, uint64_t take)
+{
+	struct claim_ledger l;
+	memset(&l, 0, sizeof(l));
+	snprintf(l.last, sizeof(l.last), "%s", last);
+	snprintf(l.next, sizeof(l.next), "%s", next);
+	l.known = last[0] || next[0];
+	l.take = take;
+	return l;
+}
+
+/* Invariant 12: a copy of a catalog has its id; only a claim of one of
+ * this catalog's own takes is its own. */
+Test(claim_judge, a_claim_of_another_copys_take_of_our_catalog_is_behind)
+{
+	bool alive = false;
+	struct claim_ledger l = ledger_of(INST_1, "", 1);
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	self.fresh = false;
+	self.ledger = &l;
+	struct claim_rec h = rec_of(ID_A, "n1", "b1", "/c2", NOW); /* the copy, at /c2 */
+	h.released = true;
+	h.take = 2;
+	snprintf(h.instance, sizeof(h.instance), "%s", INST_2);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	/* the same cache path (a backup restored in place), killed: not ours */
+	snprintf(h.cache, sizeof(h.cache), "/c1");
+	h.released = false;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	/* our own last take: ours, as before */
+	snprintf(h.instance, sizeof(h.instance), "%s", INST_1);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_OURS);
+	h.released = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	/* a take begun (recorded before the create), its record made never */
+	snprintf(h.instance, sizeof(h.instance), "%s", INST_2);
+	l = ledger_of(INST_1, INST_2, 2);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	/* a catalog with no record of takes (an older ckptfs's): a claim of an
+	 * older ckptfs (no take line) by catalog id, one with it is a copy's */
+	l = ledger_of("", "", 0);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	h.take = 0;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	/* a catalog with records judges by them, whatever wrote the claim */
+	l = ledger_of(INST_1, "", 1);
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	/* a fresh catalog (new, rebuilt) takes it */
+	self.fresh = true;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+}
+
+/* Invariant 13: a rebuild's claim counts as the claim it replaced. */
+Test(claim_judge, a_stand_ins_claim_counts_as_its_own_catalogs_and_the_one_it_replaced)
+{
+	bool alive = false;
+	struct claim_ledger la = ledger_of(INST_1, "", 1), lb = ledger_of(INST_R, "", 1);
+	struct claim_rec a = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	a.fresh = false;
+	a.ledger = &la;
+	struct claim_rec h = rec_of(ID_B, "n1", "b1", "/c1", NOW); /* rebuild of /c1, killed */
+	snprintf(h.instance, sizeof(h.instance), "%s", INST_R);
+	h.take = 1;
+	snprintf(h.rep_catalog, sizeof(h.rep_catalog), "%s", ID_A);
+	snprintf(h.rep_instance, sizeof(h.rep_instance), "%s", INST_1);
+	h.rep_take = 1;
+	cr_assert_eq(claim_judge(&h, &a, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	struct claim_rec b = rec_of(ID_B, "n1", "b1", "/c1", NOW);
+	b.fresh = false;
+	b.ledger = &lb;
+	cr_assert_eq(claim_judge(&h, &b, NOW, 60, fake_alive, &alive), CLAIM_OURS);
+	/* the replaced take was not A's last: A is behind as before */
+	la = ledger_of(INST_2, "", 2);
+	cr_assert_eq(claim_judge(&h, &a, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	/* a stand-in that ended (released) stands for nobody but itself */
+	h.released = true;
+	la = ledger_of(INST_1, "", 1);
+	cr_assert_eq(claim_judge(&h, &a, NOW, 60, fake_alive, &alive), CLAIM_BEHIND);
+	cr_assert_eq(claim_judge(&h, &b, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	h.released = false;
+	/* the rebuild alive: held */
+	alive = true;
+	snprintf(h.cache, sizeof(h.cache), "/c9");
+	cr_assert_eq(claim_judge(&h, &b, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+}
+
+Test(claim_format, take_and_replaces_round_trip_and_bad_ones_are_refused)
+{
+	struct claim_rec r = rec_of(ID_A, "n1", "b1", "/c1", NOW), back;
+	r.fresh = false;
+	r.take = 7;
+	snprintf(r.rep_catalog, sizeof(r.rep_catalog), "%s", ID_B);
+	snprintf(r.rep_instance, sizeof(r.rep_instance), "%s", INST_1);
+	r.rep_take = 3;
+	char buf[CLAIM_MAX];
+	int n = claim_format(&r, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_not_null(strstr(buf, "\ntake 7\nreplaces " ID_B " " INST_1 " 3\n"), "%s", buf);
+	cr_assert_eq(claim_parse(buf, (size_t)n, &back), 0);
+	cr_assert_eq(back.take, 7);
+	cr_assert_str_eq(back.rep_catalog, ID_B);
+	cr_assert_str_eq(back.rep_instance, INST_1);
+	cr_assert_eq(back.rep_take, 3);
+	const char *bad[] = { "take 0\n", "take x\n", "replaces " ID_B " 3\n",
+			      "replaces " ID_B " zz 3\n", "replaces " ID_B " " INST_1 " -1\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct claim_rec one = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+		int m = claim_format(&one, buf, sizeof(buf));
+		snprintf(buf + m, sizeof(buf) - (size_t)m, "%s", bad[i]);
+		cr_assert_eq(claim_parse(buf, strlen(buf), &back), -EINVAL, "accepted %s", bad[i]);
+	}
+}
+
+/* A fake catalog's ledger: note records as cat_claim_ledger's does. */
+struct book {
+	struct claim_ledger led;
+	int fail; /* 1: the begun note fails; 2: the made one */
+};
+
+static int book_note(void *arg, bool done, uint64_t take, const char *instance)
+{
+	struct book *k = arg;
+	if (k->fail == (done ? 2 : 1))
+		return -EIO;
+	snprintf(done ? k->led.last : k->led.next, CLAIM_ID_LEN + 1, "%s", instance);
+	k->led.known = true;
+	if (take > k->led.take)
+		k->led.take = take;
+	return 0;
+}
+
+static void book_init(struct book *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->led.note = book_note;
+	k->led.arg = k;
+}
+
+static int take_led(struct book *k, bool fresh, int cache, struct claim **out, char *msg,
+		    size_t size)
+{
+	struct claim_ledger led = k->led; /* as read from the catalog at each take */
+	return claim_acquire_led(fx.b, ID_A, false, fresh, &led, fx.cache[cache], 60, out, msg, size);
+}
+
+/* Review 32B F1: a copy of a cache (cp -a), used after the original took
+ * BACKING again, is refused: its deletions would remove chunks the
+ * original's later saves share. */
+Test(claim_acquire, a_stale_copy_of_a_catalog_is_refused_after_the_original_took_backing_again)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	struct book orig, copy;
+	book_init(&orig);
+	cr_assert_eq(take_led(&orig, true, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	cr_assert_eq(orig.led.take, 1);
+	cr_assert_str_neq(orig.led.last, "");
+	copy = orig; /* cp -a CACHE COPY */
+	copy.led.arg = &copy;
+	cr_assert_eq(take_led(&orig, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_eq(r.take, 2);
+	cr_assert_str_eq(r.instance, orig.led.last);
+	claim_end(a, true);
+	a = NULL;
+	cr_assert_eq(take_led(&copy, false, 1, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_null(a);
+	cr_assert_not_null(strstr(msg, "another copy of this catalog"), "%s", msg);
+	cr_assert_not_null(strstr(msg, "mount with an empty cache"), "%s", msg);
+	/* at the original's path too (a backup restored in place) */
+	cr_assert_eq(take_led(&copy, false, 0, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.instance, orig.led.last, "the refused acquire changed the claim");
+	cr_assert_eq(take_led(&orig, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+}
+
+static int fail_create(struct claim *c, const char *point)
+{
+	(void)c;
+	return strcmp(point, "take-create") == 0 ? -EIO : 0;
+}
+
+/* Invariant 12: a crash between the take's record and the claim's create,
+ * either side of it, leaves a catalog that still takes its claim. */
+Test(claim_acquire, a_take_interrupted_between_its_records_and_the_create_is_still_ours)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	struct book k;
+	book_init(&k);
+	cr_assert_eq(take_led(&k, true, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	char last[CLAIM_ID_LEN + 1];
+	snprintf(last, sizeof(last), "%s", k.led.last);
+	/* begun recorded, the create never made */
+	claim_test_hook = fail_create;
+	cr_assert_neq(take_led(&k, false, 0, &a, msg, sizeof(msg)), 0);
+	claim_test_hook = NULL;
+	cr_assert_str_neq(k.led.next, last, "the begun take was not recorded");
+	cr_assert_str_eq(k.led.last, last);
+	cr_assert_eq(take_led(&k, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	/* the create made, the made record not */
+	k.fail = 2;
+	a = NULL;
+	cr_assert_eq(take_led(&k, false, 0, &a, msg, sizeof(msg)), -EIO);
+	cr_assert_null(a);
+	cr_assert_not_null(strstr(msg, "cannot record its take"), "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.instance, k.led.next, "the claim is not the begun take's");
+	k.fail = 0;
+	cr_assert_eq(take_led(&k, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	/* a begun note that fails takes nothing */
+	k.fail = 1;
+	a = NULL;
+	cr_assert_eq(take_led(&k, false, 0, &a, msg, sizeof(msg)), -EIO);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.released, "a take not recorded changed the claim");
+}
+
+/* Review 32B F3: a rebuild killed after its claim (a stand-in) leaves the
+ * catalog it was to replace mountable; a rebuild that ended leaves its
+ * new catalog's. */
+Test(claim_acquire, a_rebuilds_claim_stands_in_for_the_claim_it_replaced)
+{
+	struct claim *a = NULL, *rb = NULL;
+	char msg[PATH_MAX + 512];
+	struct book old, neu;
+	book_init(&old);
+	book_init(&neu);
+	cr_assert_eq(take_led(&old, true, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	neu.led.stand_in = true;
+	struct claim_ledger led = neu.led;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.rep_catalog, ID_A);
+	cr_assert_str_eq(r.rep_instance, old.led.last);
+	claim_end(rb, false); /* kill -9 before the swap */
+	struct book again; /* a second rebuild, killed too: it stands for the same */
+	book_init(&again);
+	again.led.stand_in = true;
+	led = again.led;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.rep_instance, old.led.last);
+	claim_end(rb, false);
+	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	/* the rebuild again, to its end: the new catalog mounts, the old is behind */
+	neu.led.stand_in = true;
+	led = neu.led;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	claim_end(rb, true);
+	a = NULL; /* released: BACKING is the new catalog's alone (invariant 8) */
+	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_null(a);
+	neu.led.stand_in = false;
+	led = neu.led;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, false, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	claim_end(rb, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.rep_catalog, "", "a mount's claim is no stand-in");
+	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), -EBUSY);
+}

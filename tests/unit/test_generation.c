@@ -1634,6 +1634,54 @@ static int64_t read_int(const char *path, const char *sql)
 	return v;
 }
 
+/* generation.h G7 (review A F1): after a crash, a save with a file whose
+ * last close the catalog does not record — marked by its create or by a
+ * writer's start, cleared only by the release of its last handle — is held
+ * with a reason of its own (naming the file), which fs/gen.c's content rule
+ * never re-judges; a save whose files were all released keeps the crash
+ * reason, for the content rule. No mark outlives the recovery. */
+Test(gen, crash_holds_a_save_with_a_file_being_written_for_a_decision, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t r1, r2, r3, r4;
+	uint64_t created = mkgen(series, "step-1", 1, true, &r1);
+	put_file(r1, "a.pt", 10, 1, 100);
+	uint64_t cfg = mkfile(r1, "b.cfg"); /* created, its close never recorded */
+	write_chunks(cfg, 11, 1, 100);
+	uint64_t settled = mkgen(series, "step-2", 2, true, &r2);
+	put_file(r2, "a.pt", 20, 1, 100);
+	put_file(r2, "b.cfg", 21, 1, 100);
+	uint64_t rewritten = mkgen(series, "step-3", 3, true, &r3);
+	uint64_t again = put_file(r3, "c.json", 30, 1, 100);
+	OK(cat_pending_from_committed(fx.cat, again)); /* a writer starts again */
+	uint64_t single = mkgen(series, "step-4.pt", 4, false, &r4); /* a single file */
+
+	reopen_catalog();
+	struct cat_gen g = gen_get(created);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, "crash");
+	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	cr_assert(strstr(g.held, "\"b.cfg\"") != NULL, "the file is named: %s", g.held);
+	cr_assert(strncmp(g.held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) != 0);
+	g = gen_get(rewritten);
+	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	cr_assert(strstr(g.held, "\"c.json\"") != NULL, "%s", g.held);
+	g = gen_get(single);
+	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	g = gen_get(settled);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert(strncmp(g.held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) == 0, "%s", g.held);
+	cr_assert_eq(attr(cfg).size, 100, "its bytes kept as the catalog had them");
+	OK(cat_check(fx.cat));
+	cr_assert_eq(read_int(fx.path, "SELECT count(*) FROM inodes WHERE writing != 0"), 0,
+		     "no mark outlives the recovery");
+
+	/* an explicit decision still commits it */
+	OK(cat_gen_commit(fx.cat, created, "explicit"));
+	cr_assert_eq(gen_get(created).state, GEN_COMMITTED);
+}
+
 Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 {
 	struct cat *ro = NULL;

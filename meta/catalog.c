@@ -2520,6 +2520,16 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 			      A_INT(now));
 	if (rc == 0)
 		rc = cat_run(cat, S_INODE_SETSIZE);
+	/* G7: an O_TRUNC open (or ftruncate) in an OPEN generation is writing,
+	 * in the same transaction as the cut; the release clears it (a
+	 * truncate(2) by path has none: its mark stays to the next open) */
+	bool mark = false;
+	if (rc == 0)
+		rc = cat_writing_unmarked(cat, ino, &mark);
+	if (rc == 0 && mark)
+		rc = cat_bind(cat, S_WRITING_SET, A_INT(ino));
+	if (rc == 0 && mark)
+		rc = cat_run(cat, S_WRITING_SET);
 	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;

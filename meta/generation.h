@@ -57,7 +57,8 @@
  *      created in a generation is marked by its create (the inode's own
  *      INSERT); a writer that starts on a file of an OPEN generation marks
  *      it in its first change (cat_pending_from_committed), before any row
- *      of its data. The release of its last handle, after the last close's
+ *      of its data, and so does a cut without a writer (cat_file_truncate:
+ *      an O_TRUNC open). The release of its last handle, after the last close's
  *      commit succeeded, clears it (cat_file_unmark), later in the same
  *      ordered stream of transactions. A lost
  *      deferred transaction (catalog_defer.c D4) marks the root of each

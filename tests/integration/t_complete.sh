@@ -25,6 +25,7 @@
 # compared with cmp against what the test wrote.
 . "$(dirname "$0")/lib.sh"
 
+. "$(dirname "$0")/../trainers/common.sh" # tr_daemon_killed
 CF() { "$PY" "$CK_HELPERS/complete_files.py" "$@"; }
 # The default pattern (fs/gen.h), which names .npy and .npz saves too.
 NP_PATTERN='^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)(-v[0-9]+)?(\.(ckpt|pt|pth|bin|safetensors|npy|npz))?$'
@@ -575,12 +576,7 @@ os.write(fd, data[1000:])
 os.close(fd)     # answered 0; its commit is deferred
 os.kill(int(sys.argv[3]), 9)
 PYEOF
-	# what ck_kill9 does after its kill (the writer sent it)
-	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon $CK_PID survived kill -9 for 20s"
-	_ck_state "exited $CK_PID"
-	CK_PID=
-	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
-	ck_is_mounted "$CK_MNT" && ck_fail "could not clear the mount $CK_MNT after kill -9"
+	tr_daemon_killed # what ck_kill9 does after its kill (the writer sent it)
 	ck_mount "quiet=0.5,keep=1"
 	# G4 judged at the catalog's open, before the mount answered
 	assert_eq "4|crash" "$(_row step-200 "$CK_MNT/run")" "run/step-200 after the crash"

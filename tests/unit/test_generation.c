@@ -1656,6 +1656,10 @@ Test(gen, crash_holds_a_save_with_a_file_being_written_for_a_decision, .init = s
 	uint64_t again = put_file(r3, "c.json", 30, 1, 100);
 	OK(cat_pending_from_committed(fx.cat, again)); /* a writer starts again */
 	uint64_t single = mkgen(series, "step-4.pt", 4, false, &r4); /* a single file */
+	uint64_t r5;
+	uint64_t cut = mkgen(series, "step-5", 5, true, &r5);
+	uint64_t json = put_file(r5, "d.json", 50, 1, 100);
+	OK(cat_file_truncate(fx.cat, json, 0)); /* an O_TRUNC open, no writer yet */
 
 	reopen_catalog();
 	struct cat_gen g = gen_get(created);
@@ -1669,6 +1673,8 @@ Test(gen, crash_holds_a_save_with_a_file_being_written_for_a_decision, .init = s
 	cr_assert(strstr(g.held, "\"c.json\"") != NULL, "%s", g.held);
 	g = gen_get(single);
 	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	g = gen_get(cut);
+	cr_assert(strstr(g.held, "\"d.json\"") != NULL, "%s", g.held);
 	g = gen_get(settled);
 	cr_assert_eq(g.state, GEN_HELD);
 	cr_assert(strncmp(g.held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) == 0, "%s", g.held);

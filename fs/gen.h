@@ -29,9 +29,13 @@
  * A rule that fires while write handles are open in the generation commits
  * when the last one closes. A quiet commit waits `quiet` seconds after that.
  *
- * Abort: at start (crash), an OPEN generation is rolled back by the catalog;
- * while running, one with no open write handle, no activity for `abandon`
- * seconds and none of the processes that wrote to it alive is aborted.
+ * Hold: at start (crash), the catalog holds every OPEN generation (a new
+ * version gives way to its backup; generation.h G4); once the services are
+ * up, gen_policy_ready re-judges those held with GEN_CRASH_REASON by
+ * content (rule content), never one held for a file being written or lost
+ * changes (G7). While running, one with no open write handle, no activity
+ * for `abandon` seconds and none of the processes that wrote to it alive
+ * is held (abandoned).
  *
  * keep-latest-k: after each commit, and when a generation becomes durable on
  * BACKING, committed generations of the series past the newest `keep` of

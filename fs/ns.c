@@ -926,11 +926,15 @@ int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
 	return rc;
 }
 
-/* Commits the file's writer, if any; frees it when no handle is left. */
-static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last)
+/* Commits the file's writer, if any; frees it when no handle is left, and
+ * then, if it was written (a writer, or a writable handle: a create), clears
+ * its being-written mark (generation.h G7) under n->rw, before a new writer
+ * can mark it again. */
+static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, bool writable)
 {
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = 0;
+	bool written = writable || n->writer != NULL;
 	if (n->writer) {
 		rc = writer_commit(n->writer, durable);
 		if (last) {
@@ -942,18 +946,20 @@ static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last)
 		if (rc == 0)
 			rc = cat_sync(ns->cat);
 	}
+	if (rc == 0 && last && written)
+		rc = cat_file_unmark(ns->cat, n->ino);
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
 }
 
 int ns_flush(struct ns *ns, struct ns_file *f)
 {
-	return ns_commit(ns, f->n, false, false);
+	return ns_commit(ns, f->n, false, false, false);
 }
 
 int ns_fsync(struct ns *ns, struct ns_file *f)
 {
-	int rc = ns_commit(ns, f->n, true, false);
+	int rc = ns_commit(ns, f->n, true, false, false);
 	if (rc == 0 && ns->cfg.sync_backing) /* -o sync=backing: on BACKING before we return */
 		rc = ns->wait_backing(ns->wait_arg, f->n->ino, ns->cfg.backing_timeout_ms);
 	return rc;
@@ -961,7 +967,7 @@ int ns_fsync(struct ns *ns, struct ns_file *f)
 
 int ns_release(struct ns *ns, struct ns_file *f)
 {
-	int rc = ns_commit(ns, f->n, false, node_close(ns->nodes, f->n) == 0);
+	int rc = ns_commit(ns, f->n, false, node_close(ns->nodes, f->n) == 0, f->writable);
 	if (rc != 0)
 		log_error("inode %llu: commit at last close failed: %s", (unsigned long long)f->n->ino,
 			  strerror(-rc));

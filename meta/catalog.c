@@ -177,7 +177,8 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			     "SELECT mode, target FROM inodes WHERE ino = ?1" },
 	[S_INODE_INSERT] = { "insert an inode",
 			     "INSERT INTO inodes(mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns,"
-			     " ctime_ns, target, gen) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9)" },
+			     " ctime_ns, target, gen, writing)"
+			     " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9, ?10)" },
 	/* An inode without links leaves its generation (G1, G2). */
 	[S_INODE_NLINK] = { "change an inode's link count",
 			    "UPDATE inodes SET nlink = nlink + ?2, ctime_ns = ?3,"
@@ -233,6 +234,14 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_EXTENTS_ANY] = { "look for a file's extent rows",
 			    "SELECT EXISTS(SELECT 1 FROM extents WHERE ino = ?1)"
 			    " OR EXISTS(SELECT 1 FROM pending WHERE ino = ?1)" },
+	/* generation.h G7: a file being written in an OPEN generation */
+	[S_WRITING_GET] = { "read whether a file is marked being written",
+			    "SELECT i.writing, g.state FROM inodes i"
+			    " LEFT JOIN generations g ON g.id = i.gen WHERE i.ino = ?1" },
+	[S_WRITING_SET] = { "mark a file being written",
+			    "UPDATE inodes SET writing = 1 WHERE ino = ?1 AND writing = 0" },
+	[S_WRITING_CLEAR] = { "clear a file's being-written mark",
+			      "UPDATE inodes SET writing = 0 WHERE ino = ?1 AND writing = 1" },
 	[S_TO_X_DELETE] = { "delete replaced extents", CAT_SQL_SYNC_DELETE("extents", "pending") },
 	[S_TO_X_INSERT] = { "copy pending extents to extents",
 			    CAT_SQL_SYNC_INSERT("extents", "pending") },
@@ -395,12 +404,23 @@ static const char cat_schema_v4_sql[] =
 static const char cat_schema_v5_sql[] =
 	"ALTER TABLE generations ADD COLUMN held TEXT NOT NULL DEFAULT '';";
 
+/* Version 5 → 6: the being-written mark (generation.h G7). `writing` is 1
+ * while a writer of the file in an OPEN generation may have answered what
+ * the catalog does not record yet, 2 on the root of an OPEN generation
+ * whose changes a failed transaction lost (catalog_defer.c D4), 0 otherwise.
+ * The partial index keeps the few marked rows findable (recovery clears
+ * them). */
+static const char cat_schema_v6_sql[] =
+	"ALTER TABLE inodes ADD COLUMN writing INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX inodes_writing ON inodes(gen) WHERE writing != 0;";
+
 /* The migration steps: cat_schema_steps[v] brings version v to v+1. */
 static const char *const cat_schema_steps[CAT_SCHEMA_VERSION] = {
 	[1] = cat_schema_v2_sql,
 	[2] = cat_schema_v3_sql,
 	[3] = cat_schema_v4_sql,
 	[4] = cat_schema_v5_sql,
+	[5] = cat_schema_v6_sql,
 };
 
 static const struct cat_sql *cat_sql_of(enum cat_sid id)
@@ -916,7 +936,7 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 {
 	int64_t now = cat_now_ns();
 	char *sql = sqlite3_mprintf(
-		"BEGIN IMMEDIATE;%s%s%s%s%s"
+		"BEGIN IMMEDIATE;%s%s%s%s%s%s"
 		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
 		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
 		" ('created_ns', %lld), ('application', 'ckptfs');"
@@ -924,7 +944,7 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
 		"COMMIT;",
 		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, cat_schema_v4_sql, cat_schema_v5_sql,
-		CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
+		cat_schema_v6_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
 		CAT_SCHEMA_VERSION, (long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
 		(long long)root_gid, (long long)now, (long long)now, (long long)now);
 	if (sql == NULL) {
@@ -1526,9 +1546,12 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 				   .nlink = is_dir ? 2 : 1, .size = target ? strlen(target) : 0,
 				   .rdev = rdev, .atime_ns = now, .mtime_ns = now,
 				   .ctime_ns = now };
+	/* generation.h G7: a file created in a generation is being written
+	 * until its last handle is released (cat_file_unmark) */
+	bool writing = S_ISREG(mode) && (*gen != 0 || spec != NULL);
 	rc = cat_bind(cat, S_INODE_INSERT, A_INT(mode), A_INT(uid), A_INT(gid), A_INT(out->nlink),
 		      A_INT(out->size), A_INT(rdev), A_INT(now), target ? A_TEXT(target) : A_NULL,
-		      A_ID(*gen));
+		      A_ID(*gen), A_INT(writing));
 	if (rc == 0)
 		rc = cat_run(cat, S_INODE_INSERT);
 	if (rc == 0) {
@@ -2305,29 +2328,55 @@ static int cat_extents_any(struct cat *cat, uint64_t ino)
 	return rc;
 }
 
+/* generation.h G7: *mark is whether a writer starting on ino must mark it
+ * being written (it is in an OPEN generation and not marked yet). */
+static int cat_writing_unmarked(struct cat *cat, uint64_t ino, bool *mark)
+{
+	int rc = cat_bind(cat, S_WRITING_GET, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_WRITING_GET);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[S_WRITING_GET];
+		*mark = sqlite3_column_int64(st, 0) == 0 && sqlite3_column_type(st, 1) != SQLITE_NULL &&
+			sqlite3_column_int64(st, 1) == GEN_OPEN;
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_WRITING_GET);
+	return rc;
+}
+
 int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 {
 	if (cat->shared) return catsh_pending_from_committed(cat, ino);
 	static const enum cat_sid steps[4] = { R_P_NOT_X_DROP, S_TO_P_DELETE, R_X_NOT_P_TAKE,
 					       S_TO_P_INSERT };
 	struct cat_inode inode;
-	bool deferred;
+	bool deferred, mark = false;
 	cat_lock(cat);
 	/* A file without extent rows (a new one: every small file of a save)
-	 * has pending equal to extents already: two reads, no change. */
+	 * has pending equal to extents already: no change but the mark. */
 	int rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0)
-		rc = cat_extents_any(cat, ino);
-	if (rc <= 0) {
+		rc = cat_writing_unmarked(cat, ino, &mark);
+	int any = rc == 0 ? cat_extents_any(cat, ino) : rc;
+	if (any < 0 || (any == 0 && !mark)) {
 		cat_unlock(cat);
-		return rc;
+		return any;
 	}
 	rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
-	if (rc == 0)
+	if (rc == 0 && any)
 		rc = cat_sync_extents(cat, steps, ino);
-	rc = cat_change_end(cat, deferred, rc, true);
+	/* G7: in the same transaction as the writer's start, before any of its
+	 * rows: a catalog that shows one of them shows the mark */
+	if (rc == 0 && mark)
+		rc = cat_bind(cat, S_WRITING_SET, A_INT(ino));
+	if (rc == 0 && mark)
+		rc = cat_run(cat, S_WRITING_SET);
+	rc = cat_change_end(cat, deferred, rc, any);
 	cat_unlock(cat);
 	return rc;
 }
@@ -2345,6 +2394,31 @@ static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
 	if (rc == 0)
 		rc = cat_truncate_extents(cat, true, ino, size);
 	rc = cat_change_end(cat, deferred, rc, true);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_file_unmark(struct cat *cat, uint64_t ino)
+{
+	if (cat->shared)
+		return 0; /* the shared engine keeps its writers in ns_writing */
+	bool deferred, marked = false;
+	cat_lock(cat);
+	int rc = cat_bind(cat, S_WRITING_GET, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_WRITING_GET);
+	if (rc == 1)
+		marked = cat_col_int(cat, S_WRITING_GET, 0) == 1;
+	cat_reset(cat, S_WRITING_GET);
+	rc = rc < 0 ? rc : 0; /* gone (released, unlinked): nothing to clear */
+	if (rc == 0 && marked) {
+		rc = cat_change_begin(cat, ino, &deferred);
+		if (rc == 0)
+			rc = cat_bind(cat, S_WRITING_CLEAR, A_INT(ino));
+		if (rc == 0)
+			rc = cat_run(cat, S_WRITING_CLEAR);
+		rc = cat_change_end(cat, deferred, rc, false);
+	}
 	cat_unlock(cat);
 	return rc;
 }
@@ -2458,6 +2532,16 @@ int cat_file_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 			      A_INT(now));
 	if (rc == 0)
 		rc = cat_run(cat, S_INODE_SETSIZE);
+	/* G7: an O_TRUNC open (or ftruncate) in an OPEN generation is writing,
+	 * in the same transaction as the cut; the release clears it (a
+	 * truncate(2) by path has none: its mark stays to the next open) */
+	bool mark = false;
+	if (rc == 0)
+		rc = cat_writing_unmarked(cat, ino, &mark);
+	if (rc == 0 && mark)
+		rc = cat_bind(cat, S_WRITING_SET, A_INT(ino));
+	if (rc == 0 && mark)
+		rc = cat_run(cat, S_WRITING_SET);
 	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;

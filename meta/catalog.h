@@ -90,7 +90,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CAT_SCHEMA_VERSION 5
+#define CAT_SCHEMA_VERSION 6
 #define CAT_ROOT_INO 1
 #define CAT_HASH_LEN 32
 #define CAT_NAME_MAX 255
@@ -378,6 +378,11 @@ uint64_t cat_statements_run(struct cat *cat);
 /* Makes pending equal to the committed extents (a writer starting on an
  * existing file), taking references. */
 int cat_pending_from_committed(struct cat *cat, uint64_t ino);
+
+/* The last handle of ino is released after its writer's last commit (or
+ * with no writer): clears its being-written mark (generation.h G7), a
+ * change only if it is marked. Not after a failed commit: the mark stays. */
+int cat_file_unmark(struct cat *cat, uint64_t ino);
 
 /* Drops all pending extents of ino (writer gone, or switching to a staging
  * file), releasing their references. */

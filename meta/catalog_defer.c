@@ -1,10 +1,20 @@
 /* catalog_defer — group commit of changes inside OPEN generations.
  *
- * Why it is safe. A crash rolls back every OPEN generation at the next open
- * (G4 of generation.h): its live tree is removed and its backup, if any, is
- * put back. Whatever changed inside an OPEN generation is undone by a crash
- * whether it was committed or not. So a change whose target is in an OPEN
- * generation needs no commit of its own before FUSE is answered: the
+ * Why it is safe. A crash takes only a suffix of the catalog's commits
+ * (kill -9: the deferred transaction; power loss: every commit since the
+ * last WAL sync, synchronous=NORMAL), so the catalog that recovery sees is
+ * a prefix of what FUSE answered (D2). Recovery holds every OPEN generation
+ * (G4 of generation.h): its live tree is kept as that prefix left it, a new
+ * version's backup is put back, and nothing is shown as complete. Such a
+ * held save may be committed afterwards only when its content proves it
+ * complete (fs/gen.c, proof.h) — and a prefix can show a file created but
+ * not its last close (an empty or short json/cfg passes that proof), so a
+ * create or a writer's first change marks the file and the release of its
+ * last handle clears the mark (G7): every prefix that shows any of that
+ * work but not its end shows
+ * the mark, and G4 then holds the save for an explicit decision, never for
+ * the content rule. So a change whose target is in an OPEN generation needs
+ * no commit of its own before FUSE is answered: the
  * trainer's own `rm -rf step-N` (which first reopens the committed
  * generation as a new version), and the small files of a save — their
  * create, the writer's pending extents and chunk references, the chunk's
@@ -15,7 +25,8 @@
  * and now and then a checkpoint: an `rm -rf` or a save of many small files
  * costs one commit per batch instead of several per file.
  *
- * Invariants:
+ * Invariants (generation.h G7 is what makes D1–D4 safe for a save the
+ * content rule may judge after a crash):
  *  D1. The deferred transaction holds only (a) changes to inodes, or entries
  *      of directories, that were in an OPEN generation inside that
  *      transaction (cat_change_begin: the check and the change are one lock
@@ -40,8 +51,9 @@
  *      inside it and commit nothing: the connection sees its own changes,
  *      as FUSE was told. On disk the catalog is therefore always a prefix
  *      of what was answered, and the only part a crash can drop is changes
- *      inside generations that are still OPEN, which recovery rolls back
- *      anyway.
+ *      inside generations that are still OPEN, which recovery holds as that
+ *      prefix left them (G4), never provable by content while a writer's
+ *      end is missing from it (G7).
  *  D3. It is committed at the latest CAT_DEFER_MS (cat_defer_window) after
  *      its first change (the flusher thread, started with the first one),
  *      when it holds CAT_DEFER_MAX changes, or at cat_close. Other
@@ -52,10 +64,13 @@
  *      transaction (an I/O error, a full disk), the deferred changes are
  *      lost, which is logged: removed names come back, created files
  *      vanish, contents go back to their last commit. The generations they
- *      were made in are marked (in memory): cat_gen_commit refuses them
- *      (-EIO), so they stay OPEN and are rolled back, as after a crash — a
- *      checkpoint that lost files is never committed. The inode and dirent
- *      numbers it handed out are skipped (D7).
+ *      were marked in memory: cat_gen_commit refuses them (-EIO), so they
+ *      stay OPEN; and in the catalog, on their roots (G7: writing = 2, a
+ *      transaction of its own, before any later change), so the next open
+ *      holds them with GEN_LOST_REASON, never provable by content — a
+ *      checkpoint that lost files is never committed but by an explicit
+ *      decision. If that mark cannot be written either, it is logged. The
+ *      inode and dirent numbers it handed out are skipped (D7).
  *  D5. Changes in it may drop chunk counts (a file's commit replaces
  *      extents, a writer's drop releases its pending ones). The sweep of
  *      counts at zero runs after its commit (cat_defer_flush), never before:
@@ -342,8 +357,9 @@ int cat_defer_recover(struct cat *cat)
 	if (any) {
 		cat_defer_skip_numbers(cat);
 		log_info("catalog %s: changes inside open generations were lost with the last run"
-			 " (rolled back with them): %" PRIu64 " objects written for them, %" PRIu64
-			 " without a row removed", cat->path, named, reclaimed);
+			 " (their generations are held, those with a file still being written not"
+			 " provable by content: generation.h G4, G7): %" PRIu64 " objects written"
+			 " for them, %" PRIu64 " without a row removed", cat->path, named, reclaimed);
 	}
 	if (failed > 0)
 		cat->intent_sticky = true; /* appended to, never emptied, read again next open */
@@ -385,9 +401,20 @@ static void cat_defer_lost(struct cat *cat, unsigned n)
 				v[cat->n_lost_gens++] = cat->defer_gens[i];
 		}
 	}
+	/* G7 of generation.h: the loss is recorded where a restart finds it
+	 * (the memory above goes with the process), before any later change
+	 * commits on top of the catalog it left */
+	uint64_t gens[sizeof(cat->defer_gens) / sizeof(cat->defer_gens[0])];
+	unsigned n_gens = cat->n_defer_gens;
+	bool all = cat->defer_gens_all;
+	memcpy(gens, cat->defer_gens, n_gens * sizeof(gens[0]));
 	cat->intent_sticky = true;
 	cat_defer_forget(cat);
 	cat_defer_skip_numbers(cat);
+	if (cat_gen_mark_lost(cat, gens, n_gens, all) != 0)
+		log_error("catalog %s: cannot record the loss in the catalog: after a restart"
+			  " those generations may be proven complete by content although files"
+			  " of them are older than answered", cat->path);
 }
 
 bool cat_defer_gen_lost(struct cat *cat, uint64_t gen)

@@ -37,6 +37,7 @@ enum cat_sid {
 	S_X_LIST, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
 	S_P_LIST, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
 	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST, S_EXTENTS_ANY,
+	S_WRITING_GET, S_WRITING_SET, S_WRITING_CLEAR,
 	S_TO_X_DELETE, S_TO_X_INSERT, S_TO_P_DELETE, S_TO_P_INSERT,
 
 	S_CHUNK_STORED, S_CHUNK_LIST, S_GARBAGE_LIST, S_GARBAGE_DELETE,
@@ -65,7 +66,7 @@ enum cat_sid {
 	G_STATS_FILES, G_STATS_TREE_FILES, G_STATS_EXCL,
 
 	G_CHECK_ROWS, G_CHECK_TREES, G_SERIES_UNDER, G_ID_SEQ_INSERT, G_ID_SEQ_RAISE,
-	G_KEEP_NEWER,
+	G_KEEP_NEWER, G_UNSETTLED, G_LOST_MARK, G_LOST_MARK_ALL, G_WRITING_CLEAR_ALL,
 
 	/* upload.c's statements (SQL in its cat_up_sql) */
 	S_UP_FIRST,
@@ -310,8 +311,14 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 /* After ino lost an entry (unlink, rmdir, rename over it): if it was a
  * generation root, that generation is DELETED with rule. */
 int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule);
-/* G4 at open: rolls back every OPEN generation. */
+/* G4 at open: holds every OPEN generation (a new version gives way to its
+ * backup), with a reason that keeps it from the content rule when a file of
+ * it was being written (G7); then clears every mark. */
 int cat_gen_recover_txn(struct cat *cat);
+/* catalog_defer.c D4: marks the roots of OPEN generations whose deferred
+ * changes a failed transaction lost (ids[0..n), or every OPEN one with all),
+ * so that the next open holds them as such (G7). Runs on its own (autocommit). */
+int cat_gen_mark_lost(struct cat *cat, const uint64_t *ids, size_t n, bool all);
 /* G1–G3, counting violations (each logged). */
 int cat_gen_check_txn(struct cat *cat, int *violations);
 

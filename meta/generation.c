@@ -216,6 +216,19 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			    " AND n.id != ?1 AND ni.uid = oi.uid AND (n.step > ?4 OR (NOT ?6"
 			    " AND n.step = ?4 AND (n.committed_ns > ?5"
 			    " OR (n.committed_ns = ?5 AND n.id > ?1))))" },
+	/* G7 (index inodes_writing): a lost mark first, then the lowest inode */
+	G(G_UNSETTLED) = { "look for a file being written in a generation",
+			   "SELECT i.writing, i.ino, coalesce((SELECT d.name FROM dirents d"
+			   " WHERE d.ino = i.ino LIMIT 1), '') FROM inodes i"
+			   " WHERE i.gen = ?1 AND i.writing != 0 ORDER BY i.writing DESC, i.ino LIMIT 1" },
+	G(G_LOST_MARK) = { "mark a generation's changes lost",
+			   "UPDATE inodes SET writing = 2 WHERE ino IN"
+			   " (SELECT root FROM generations WHERE id = ?1 AND state = 0)" },
+	G(G_LOST_MARK_ALL) = { "mark every open generation's changes lost",
+			       "UPDATE inodes SET writing = 2 WHERE ino IN"
+			       " (SELECT root FROM generations WHERE state = 0)" },
+	G(G_WRITING_CLEAR_ALL) = { "clear the being-written marks",
+				   "UPDATE inodes SET writing = 0 WHERE writing != 0" },
 };
 #undef G
 
@@ -838,9 +851,35 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 	return rc;
 }
 
+/* G7: the reason a crash's OPEN generation is held when a file of it was
+ * being written (or its changes were lost), in reason; "" if none was. */
+static int gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
+{
+	int rc = cat_bind(cat, G_UNSETTLED, A_INT(id));
+	reason[0] = '\0';
+	if (rc == 0)
+		rc = cat_next(cat, G_UNSETTLED);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[G_UNSETTLED];
+		int64_t mark = sqlite3_column_int64(st, 0);
+		const char *name = (const char *)sqlite3_column_text(st, 2);
+		if (mark == 2)
+			snprintf(reason, size, GEN_LOST_REASON " (a failed catalog transaction)");
+		else
+			snprintf(reason, size, GEN_UNCLOSED_REASON ": \"%s\" (inode %lld)",
+				 name ? name : "", (long long)sqlite3_column_int64(st, 1));
+		rc = 0;
+	}
+	cat_reset(cat, G_UNSETTLED);
+	return rc;
+}
+
 /* G4: a crash proves nothing about an OPEN generation, so it is held (its
- * files as their last close or fsync left them: what was written after is
- * what the crash took); a new version gives way to its backup. */
+ * files as their last recorded close left them: what was written after is
+ * what the crash took); a new version gives way to its backup. G7: one with
+ * a file marked being written gets a reason of its own, which the content
+ * rule does not judge (fs/gen.c re-proves only GEN_CRASH_REASON). Then no
+ * writer is left, so no mark either. */
 int cat_gen_recover_txn(struct cat *cat)
 {
 	struct cat_id_vec open = { 0 };
@@ -848,8 +887,12 @@ int cat_gen_recover_txn(struct cat *cat)
 	for (size_t i = 0; i < open.n && rc == 0; i++) {
 		struct cat_gen g;
 		bool rolled_back;
-		rc = gen_hold_txn(cat, open.v[i], "crash", GEN_CRASH_REASON " (crash or kill)", NULL,
-				  &g, &rolled_back);
+		char unsettled[GEN_HELD_MAX];
+		rc = gen_unsettled(cat, open.v[i], unsettled, sizeof(unsettled));
+		if (rc == 0)
+			rc = gen_hold_txn(cat, open.v[i], "crash",
+					  unsettled[0] ? unsettled : GEN_CRASH_REASON " (crash or kill)",
+					  NULL, &g, &rolled_back);
 		if (rc == 0 && rolled_back)
 			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
 				 " the last stop as a new version: version %" PRIu32 " rolled back,"
@@ -859,10 +902,25 @@ int cat_gen_recover_txn(struct cat *cat)
 		else if (rc == 0)
 			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
 				 " the last stop: held, not shown, its files kept (ckptfs-admin"
-				 " list --all; commit or rm decide)", cat->path, g.id, g.series,
-				 g.name);
+				 " list --all; commit or rm decide)%s%s", cat->path, g.id, g.series,
+				 g.name, unsettled[0] ? "; not proven by content: " : "", unsettled);
 	}
 	cat_id_vec_free(&open);
+	if (rc == 0)
+		rc = cat_run(cat, G_WRITING_CLEAR_ALL);
+	return rc;
+}
+
+int cat_gen_mark_lost(struct cat *cat, const uint64_t *ids, size_t n, bool all)
+{
+	int rc = 0;
+	if (all)
+		rc = cat_run(cat, G_LOST_MARK_ALL);
+	for (size_t i = 0; i < n && !all && rc == 0; i++) {
+		rc = cat_bind(cat, G_LOST_MARK, A_INT(ids[i]));
+		if (rc == 0)
+			rc = cat_run(cat, G_LOST_MARK);
+	}
 	return rc;
 }
 

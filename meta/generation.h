@@ -38,8 +38,10 @@
  *      version > 1; its inodes have gen = the generation's id too but are not
  *      reachable from the namespace.
  *  G4. After cat_open, no generation is OPEN: each was held (a crash proves
- *      nothing about it: its files are kept as their last close left them),
- *      or, as a new version, had its backup restored (COMMITTED or HELD).
+ *      nothing about it: its files are kept as their last recorded close left
+ *      them), or, as a new version, had its backup restored (COMMITTED or
+ *      HELD). Held with GEN_CRASH_REASON, the daemon may still prove it
+ *      complete by content (fs/gen.c); held for G7, never by content.
  *  G5. A HELD generation has a non-empty reason; no other state has one,
  *      except an OPEN new version whose backup was HELD.
  *  G6. (kept by cat_gen_expire, not a state cat_gen_check sees) An expire
@@ -49,6 +51,24 @@
  *      then commit time, then id, as fs/gen.c ranks them; for a HELD one (or
  *      a lost one shown as HELD) by a larger step only. A listing gone stale
  *      (a newer save lost, removed or rolled back since) never deletes more.
+ *  G7. A file whose last close may not be recorded is marked in the catalog
+ *      (inodes.writing, schema 6), so that any prefix of the catalog's
+ *      commits — what a kill -9 or a power loss leaves — shows it. A file
+ *      created in a generation is marked by its create (the inode's own
+ *      INSERT); a writer that starts on a file of an OPEN generation marks
+ *      it in its first change (cat_pending_from_committed), before any row
+ *      of its data, and so does a cut without a writer (cat_file_truncate:
+ *      an O_TRUNC open). The release of its last handle, after the last close's
+ *      commit succeeded, clears it (cat_file_unmark), later in the same
+ *      ordered stream of transactions. A lost
+ *      deferred transaction (catalog_defer.c D4) marks the root of each
+ *      OPEN generation it held changes of (2: lost), in a transaction of its
+ *      own. G4 holds an OPEN generation with a marked inode in its tree with
+ *      GEN_UNCLOSED_REASON or GEN_LOST_REASON (the file named): kept for an
+ *      explicit decision, never proven by content. No fsync is added: the
+ *      mark rides the create's row and the writer's first change, the clear
+ *      is one more deferred change per written file (none per write).
+ *      After recovery no inode is marked (no writer survives an open).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -68,8 +88,12 @@ enum cat_gen_state {
 };
 
 #define GEN_HELD_MAX 256 /* the reason a generation is held, with its NUL */
-/* The reason G4 gives a generation open at a crash (a prefix of it). */
+/* The reason G4 gives a generation open at a crash (a prefix of it): only
+ * such a one may be proven complete by content afterwards (fs/gen.c). */
 #define GEN_CRASH_REASON "open when the daemon stopped"
+/* G7: the reasons G4 gives one that content must not prove (prefixes). */
+#define GEN_UNCLOSED_REASON "a file was being written when the daemon stopped"
+#define GEN_LOST_REASON "changes made in it were lost"
 
 #define GEN_RULE_MAX 32
 

@@ -25,6 +25,7 @@
 # compared with cmp against what the test wrote.
 . "$(dirname "$0")/lib.sh"
 
+. "$(dirname "$0")/../trainers/common.sh" # tr_daemon_killed
 CF() { "$PY" "$CK_HELPERS/complete_files.py" "$@"; }
 # The default pattern (fs/gen.h), which names .npy and .npz saves too.
 NP_PATTERN='^((step|checkpoint|ckpt|global_step|iter|iteration)[-_]?|.*[-_]step=)([0-9]+)(-v[0-9]+)?(\.(ckpt|pt|pth|bin|safetensors|npy|npz))?$'
@@ -538,6 +539,56 @@ test_daemon_kill9_holds_open_saves_and_remount_commits_a_complete_file() {
 	cmp "$CK_REF/f/step-9.pt" "$CK_MNT/f/step-9.pt" || ck_fail "f/step-9.pt differs"
 	assert_eq held "$(_gen_field "$CK_MNT/d/step-5" state)" "xattr state of d/step-5"
 	assert_contains "$(_gen_xattr "$CK_MNT/d/step-5")" "held=" "xattr of d/step-5"
+	ck_umount
+}
+
+# Review A F1 (session 32): a small file's commit at close is deferred (up to
+# 10 ms, catalog_defer.c); a kill -9 right after the close used to leave the
+# save's b.cfg as created (0 bytes), the remount proved the save complete by
+# content (an empty cfg passes: only torch/safetensors/npy delimit
+# themselves), and keep=1 then deleted step-100: no complete b.cfg left.
+# generation.h G7: the create marks b.cfg being written and only the release
+# of its last handle clears it, so any prefix of the catalog that lacks the
+# close shows the mark and the save is held for a decision, never by content.
+test_kill9_right_after_a_close_holds_the_save_and_keeps_the_previous() {
+	ck_mount "quiet=60"
+	mkdir -p "$CK_MNT/run/step-100" "$CK_REF/z"
+	CF make torch "$CK_MNT/run/step-100/a.pt" >/dev/null
+	ck_rand "$CK_REF/b.cfg" 300000
+	cp "$CK_REF/b.cfg" "$CK_MNT/run/step-100/b.cfg"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-100"
+	_wait_row step-100 "1|explicit" 10 "$CK_MNT/run"
+	# a complete single file in a series made later: the remount's content
+	# re-judgement reaches it after run/step-200 (by series), so once it is
+	# committed, step-200 has been judged
+	mkdir "$CK_MNT/z"
+	CF make torch "$CK_MNT/z/step-9.pt" >/dev/null
+	CF make torch "$CK_REF/z/step-9.pt" >/dev/null
+	mkdir "$CK_MNT/run/step-200"
+	CF make torch "$CK_MNT/run/step-200/a.pt" >/dev/null
+	"$PY" - "$CK_REF/b.cfg" "$CK_MNT/run/step-200/b.cfg" "$CK_PID" <<'PYEOF' || ck_fail "the writer failed"
+import os, sys, time
+data = open(sys.argv[1], 'rb').read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, data[:1000])
+time.sleep(0.3)  # the create's batch commits (catalog_defer.c D3)
+os.write(fd, data[1000:])
+os.close(fd)     # answered 0; its commit is deferred
+os.kill(int(sys.argv[3]), 9)
+PYEOF
+	tr_daemon_killed # what ck_kill9 does after its kill (the writer sent it)
+	ck_mount "quiet=0.5,keep=1"
+	# G4 judged at the catalog's open, before the mount answered
+	assert_eq "4|crash" "$(_row step-200 "$CK_MNT/run")" "run/step-200 after the crash"
+	assert_contains "$(_held step-200 "$CK_MNT/run")" "being written" "held reason of run/step-200"
+	assert_contains "$(_held step-200 "$CK_MNT/run")" "b.cfg" "held reason of run/step-200"
+	_wait_row step-9.pt "1|content" 10 "$CK_MNT/z"
+	cmp "$CK_REF/z/step-9.pt" "$CK_MNT/z/step-9.pt" || ck_fail "z/step-9.pt differs"
+	assert_eq "4|crash" "$(_row step-200 "$CK_MNT/run")" "run/step-200 after the content re-judgement"
+	assert_eq "1|explicit" "$(_row step-100 "$CK_MNT/run")" "run/step-100 (keep=1: no newer committed save)"
+	assert_eq "step-100" "$(_listing "$CK_MNT/run")" "run listing"
+	cmp "$CK_REF/b.cfg" "$CK_MNT/run/step-100/b.cfg" || ck_fail "run/step-100/b.cfg differs"
+	assert_contains "$(_gen_xattr "$CK_MNT/run/step-200")" "held=" "xattr of the held run/step-200"
 	ck_umount
 }
 

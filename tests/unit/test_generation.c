@@ -203,6 +203,7 @@ static uint64_t put_file(uint64_t parent, const char *name, int seed, int n, uin
 {
 	uint64_t ino = mkfile(parent, name);
 	write_chunks(ino, seed, n, len);
+	OK(cat_file_unmark(fx.cat, ino)); /* its last handle released (G7) */
 	return ino;
 }
 
@@ -1633,6 +1634,60 @@ static int64_t read_int(const char *path, const char *sql)
 	return v;
 }
 
+/* generation.h G7 (review A F1): after a crash, a save with a file whose
+ * last close the catalog does not record — marked by its create or by a
+ * writer's start, cleared only by the release of its last handle — is held
+ * with a reason of its own (naming the file), which fs/gen.c's content rule
+ * never re-judges; a save whose files were all released keeps the crash
+ * reason, for the content rule. No mark outlives the recovery. */
+Test(gen, crash_holds_a_save_with_a_file_being_written_for_a_decision, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t r1, r2, r3, r4;
+	uint64_t created = mkgen(series, "step-1", 1, true, &r1);
+	put_file(r1, "a.pt", 10, 1, 100);
+	uint64_t cfg = mkfile(r1, "b.cfg"); /* created, its close never recorded */
+	write_chunks(cfg, 11, 1, 100);
+	uint64_t settled = mkgen(series, "step-2", 2, true, &r2);
+	put_file(r2, "a.pt", 20, 1, 100);
+	put_file(r2, "b.cfg", 21, 1, 100);
+	uint64_t rewritten = mkgen(series, "step-3", 3, true, &r3);
+	uint64_t again = put_file(r3, "c.json", 30, 1, 100);
+	OK(cat_pending_from_committed(fx.cat, again)); /* a writer starts again */
+	uint64_t single = mkgen(series, "step-4.pt", 4, false, &r4); /* a single file */
+	uint64_t r5;
+	uint64_t cut = mkgen(series, "step-5", 5, true, &r5);
+	uint64_t json = put_file(r5, "d.json", 50, 1, 100);
+	OK(cat_file_truncate(fx.cat, json, 0)); /* an O_TRUNC open, no writer yet */
+
+	reopen_catalog();
+	struct cat_gen g = gen_get(created);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, "crash");
+	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	cr_assert(strstr(g.held, "\"b.cfg\"") != NULL, "the file is named: %s", g.held);
+	cr_assert(strncmp(g.held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) != 0);
+	g = gen_get(rewritten);
+	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	cr_assert(strstr(g.held, "\"c.json\"") != NULL, "%s", g.held);
+	g = gen_get(single);
+	cr_assert(strncmp(g.held, GEN_UNCLOSED_REASON, strlen(GEN_UNCLOSED_REASON)) == 0, "%s", g.held);
+	g = gen_get(cut);
+	cr_assert(strstr(g.held, "\"d.json\"") != NULL, "%s", g.held);
+	g = gen_get(settled);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert(strncmp(g.held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) == 0, "%s", g.held);
+	cr_assert_eq(attr(cfg).size, 100, "its bytes kept as the catalog had them");
+	OK(cat_check(fx.cat));
+	cr_assert_eq(read_int(fx.path, "SELECT count(*) FROM inodes WHERE writing != 0"), 0,
+		     "no mark outlives the recovery");
+
+	/* an explicit decision still commits it */
+	OK(cat_gen_commit(fx.cat, created, "explicit"));
+	cr_assert_eq(gen_get(created).state, GEN_COMMITTED);
+}
+
 Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 {
 	struct cat *ro = NULL;
@@ -1647,8 +1702,8 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	struct cat *cat = NULL;
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 5);
-	cr_assert_eq(CAT_SCHEMA_VERSION, 5);
+	cr_assert_eq(cat_schema_version(cat), 6);
+	cr_assert_eq(CAT_SCHEMA_VERSION, 6);
 	struct cat_inode in;
 	OK(cat_lookup(cat, 2, "model.pt", &in));
 	cr_assert_eq(in.ino, 3);
@@ -1672,8 +1727,8 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 	OK(cat_check(cat));
 	cat_close(cat);
 
-	cr_assert_eq(read_int(path, "PRAGMA user_version"), 5);
-	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 5);
+	cr_assert_eq(read_int(path, "PRAGMA user_version"), 6);
+	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
 	/* version 4: a migrated catalog gets its random id */
 	cr_assert_eq(read_int(path, "SELECT length(value) FROM meta WHERE key = 'catalog_id'"), 32);
 	/* v1/v2 objects were written straight to BACKING: uploaded, not cached;
@@ -1687,7 +1742,7 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	/* Opening again migrates nothing; read-only works now. */
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 5);
+	cr_assert_eq(cat_schema_version(cat), 6);
 	cat_close(cat);
 	OK(cat_open_readonly(path, &ro));
 	struct cat_gen g;

@@ -252,6 +252,40 @@ void node_table_stop(struct node_table *t)
 	node_release_flush(t);
 }
 
+void node_session_end(struct node_table *t)
+{
+	struct cat_id_vec freed = { 0 };
+	size_t lost = 0;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < NODE_BUCKETS; i++) {
+		struct node **pp = &t->bucket[i];
+		while (*pp) {
+			struct node *n = *pp;
+			n->nlookup = 0; /* invariant 6: no FORGET comes for them */
+			if (n->open_count || n->refs) {
+				pp = &n->next;
+				continue;
+			}
+			assert(!n->writer && !n->write_handles); /* invariant 1 */
+			if (cat_id_vec_push(&freed, n->ino) != 0)
+				lost++;
+			*pp = n->next;
+			t->count--;
+			pthread_rwlock_destroy(&n->rw);
+			free(n);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (lost)
+		log_warn("unmount: out of memory: %zu inodes the kernel had looked up are not released"
+			 " now; those with no link left are released at the next start", lost);
+	if (freed.n) {
+		node_release_now(t, freed.v, freed.n); /* the catalog skips the linked ones */
+		log_debug("unmount: released the %zu inodes only the kernel's lookups held", freed.n);
+	}
+	cat_id_vec_free(&freed);
+}
+
 /* Frees a node nothing holds any more; its inode is released (later, in a
  * batch) if it has no links left. */
 static void node_free(struct node_table *t, struct node *n)

@@ -267,7 +267,7 @@ void node_session_end(struct node_table *t)
 				continue;
 			}
 			assert(!n->writer && !n->write_handles); /* invariant 1 */
-			if (cat_id_vec_push(&freed, n->ino) != 0)
+			if (n->removed && cat_id_vec_push(&freed, n->ino) != 0)
 				lost++;
 			*pp = n->next;
 			t->count--;
@@ -277,11 +277,13 @@ void node_session_end(struct node_table *t)
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (lost)
-		log_warn("unmount: out of memory: %zu inodes the kernel had looked up are not released"
-			 " now; those with no link left are released at the next start", lost);
+		log_warn("unmount: out of memory: %zu removed inodes the kernel had looked up are not"
+			 " released now; those with no link left are released at the next start",
+			 lost);
 	if (freed.n) {
-		node_release_now(t, freed.v, freed.n); /* the catalog skips the linked ones */
-		log_debug("unmount: released the %zu inodes only the kernel's lookups held", freed.n);
+		node_release_now(t, freed.v, freed.n); /* the catalog skips any still linked */
+		log_debug("unmount: released %zu removed inodes only the kernel's lookups held",
+			  freed.n);
 	}
 	cat_id_vec_free(&freed);
 }
@@ -395,8 +397,12 @@ struct node *node_peek(struct node_table *t, uint64_t ino)
 void node_unlinked(struct node_table *t, uint64_t ino)
 {
 	struct node *n = node_peek(t, ino);
-	if (n)
+	if (n) {
+		pthread_mutex_lock(&t->lock);
+		n->removed = true; /* invariant 6 */
+		pthread_mutex_unlock(&t->lock);
 		node_put(t, n); /* the kernel unlinked it: its FORGET follows */
+	}
 	else
 		node_release_later(t, &ino, 1, false);
 }
@@ -408,9 +414,12 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct node *x = *node_slot(t, inos[i]);
-		if (x == NULL)
+		if (x == NULL) {
 			rc = cat_id_vec_push(&unheld, inos[i]);
-		else if (x->open_count == 0 && (rc = cat_id_vec_push(&idle, inos[i])) == 0)
+			continue;
+		}
+		x->removed = true; /* invariant 6 */
+		if (x->open_count == 0 && (rc = cat_id_vec_push(&idle, inos[i])) == 0)
 			x->data_dropped = true; /* invariant 5: no handle opens it now */
 	}
 	pthread_mutex_unlock(&t->lock);

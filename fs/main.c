@@ -642,8 +642,10 @@ static void main_close_state(struct ckptfs *fs)
 	/* generations first: ending one releases inodes through the node table */
 	if (fs->gen && fs->cat && fs->nodes)
 		gen_policy_shutdown(fs->gen);
-	if (fs->nodes) /* inodes waiting for release: their chunks' removal is queued now */
+	if (fs->nodes) { /* inodes waiting for release: their chunks' removal is queued now */
+		node_session_end(fs->nodes); /* node.h 6: no FORGET comes after the loop */
 		node_table_stop(fs->nodes);
+	}
 	/* the unmount commits above queued manifests: upload them (or leave them
 	 * queued); before the policy goes, since durable generations call keep */
 	if (fs->uploader)

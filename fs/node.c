@@ -252,6 +252,42 @@ void node_table_stop(struct node_table *t)
 	node_release_flush(t);
 }
 
+void node_session_end(struct node_table *t)
+{
+	struct cat_id_vec freed = { 0 };
+	size_t lost = 0;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < NODE_BUCKETS; i++) {
+		struct node **pp = &t->bucket[i];
+		while (*pp) {
+			struct node *n = *pp;
+			n->nlookup = 0; /* invariant 6: no FORGET comes for them */
+			if (n->open_count || n->refs) {
+				pp = &n->next;
+				continue;
+			}
+			assert(!n->writer && !n->write_handles); /* invariant 1 */
+			if (n->removed && cat_id_vec_push(&freed, n->ino) != 0)
+				lost++;
+			*pp = n->next;
+			t->count--;
+			pthread_rwlock_destroy(&n->rw);
+			free(n);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (lost)
+		log_warn("unmount: out of memory: %zu removed inodes the kernel had looked up are not"
+			 " released now; those with no link left are released at the next start",
+			 lost);
+	if (freed.n) {
+		node_release_now(t, freed.v, freed.n); /* the catalog skips any still linked */
+		log_debug("unmount: released %zu removed inodes only the kernel's lookups held",
+			  freed.n);
+	}
+	cat_id_vec_free(&freed);
+}
+
 /* Frees a node nothing holds any more; its inode is released (later, in a
  * batch) if it has no links left. */
 static void node_free(struct node_table *t, struct node *n)
@@ -361,8 +397,12 @@ struct node *node_peek(struct node_table *t, uint64_t ino)
 void node_unlinked(struct node_table *t, uint64_t ino)
 {
 	struct node *n = node_peek(t, ino);
-	if (n)
+	if (n) {
+		pthread_mutex_lock(&t->lock);
+		n->removed = true; /* invariant 6 */
+		pthread_mutex_unlock(&t->lock);
 		node_put(t, n); /* the kernel unlinked it: its FORGET follows */
+	}
 	else
 		node_release_later(t, &ino, 1, false);
 }
@@ -374,9 +414,12 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n)
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct node *x = *node_slot(t, inos[i]);
-		if (x == NULL)
+		if (x == NULL) {
 			rc = cat_id_vec_push(&unheld, inos[i]);
-		else if (x->open_count == 0 && (rc = cat_id_vec_push(&idle, inos[i])) == 0)
+			continue;
+		}
+		x->removed = true; /* invariant 6 */
+		if (x->open_count == 0 && (rc = cat_id_vec_push(&idle, inos[i])) == 0)
 			x->data_dropped = true; /* invariant 5: no handle opens it now */
 	}
 	pthread_mutex_unlock(&t->lock);

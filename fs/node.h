@@ -32,7 +32,18 @@
  *     under the table lock, in the same step that found it idle: node_open
  *     refuses a marked node (-ENOENT), so no handle opened after that check
  *     reads a file whose extents are going (zeros) or writes into it (bytes
- *     lost). ns.h invariant 7 refuses the opens by name before that. */
+ *     lost). ns.h invariant 7 refuses the opens by name before that.
+ *  6. The kernel's lookups end with its session, and it sends no FORGET for
+ *     them then (an unmount tears the connection down first): at teardown
+ *     node_session_end drops them all and frees the nodes only they held;
+ *     those removed while held (node->removed: node_unlinked,
+ *     node_unlinked_many) have their inodes released as in invariant 1,
+ *     before the uploader stops (no catalog call for the others).
+ *     A clean unmount so leaves no inode with nlink 0 the kernel merely had
+ *     looked up (a generation removed behind its back: keep-latest-k, an
+ *     abort, an admin rm); only a handle the kernel never released (a
+ *     SIGTERM or lazy unmount with a file open) keeps its unlinked inode,
+ *     with its data, for the next start's recovery. */
 #ifndef CKPTFS_NODE_H
 #define CKPTFS_NODE_H
 
@@ -52,6 +63,7 @@ struct node {
 	uint32_t write_handles; /* of them, opened for writing */
 	uint32_t refs;       /* temporary references held by running operations */
 	bool data_dropped;   /* removed with no handle open: its data went (invariant 5) */
+	bool removed;        /* a name or tree of it was removed while held (invariant 6) */
 	pthread_rwlock_t rw;
 	struct writer *writer; /* non-NULL while a handle has written or truncated */
 	/* the file had setuid or setgid at its last open or chmod: a write asks
@@ -75,6 +87,11 @@ int node_table_start(struct node_table *t);
  * stops: the chunks this frees queue their removal from BACKING). Later
  * releases are immediate. node_table_free calls it too. */
 void node_table_stop(struct node_table *t);
+/* The kernel's session is over (the FUSE loop returned, no request runs):
+ * its lookups go, the nodes only they held are freed, and the inodes of
+ * those removed while held are released now (invariant 6). Nodes with a
+ * handle open stay for node_table_free. */
+void node_session_end(struct node_table *t);
 /* Frees every node (the reaper stopped first). */
 void node_table_free(struct node_table *t);
 /* Releases the queued inodes now (before a check or statistics). */

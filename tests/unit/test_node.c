@@ -165,3 +165,49 @@ Test(node, test_a_removed_idle_inode_whose_data_went_is_not_opened_again)
 	node_forget(tn.t, open, 1);
 	cr_assert_eq(node_count(tn.t), 0);
 }
+
+/* node.h invariant 6: the kernel sends no FORGET once its session is over,
+ * so node_session_end drops its lookups: an unlinked inode only they held
+ * is released (a linked one stays), and one a handle still has open keeps
+ * its row until the handle goes. */
+Test(node, test_the_kernels_lookups_end_with_its_session)
+{
+	OK(node_table_start(tn.t)); /* as mounted: releases go through the reaper */
+	uint64_t held = ts_mk(tn.cat, CAT_ROOT_INO, "held", S_IFREG | 0644, NULL), gone = 0;
+	uint64_t linked = ts_mk(tn.cat, CAT_ROOT_INO, "linked", S_IFREG | 0644, NULL);
+	uint64_t open = ts_mk(tn.cat, CAT_ROOT_INO, "open", S_IFREG | 0644, NULL);
+	uint64_t dir = ts_mk(tn.cat, CAT_ROOT_INO, "d", S_IFDIR | 0755, NULL);
+	node_lookup_add(tn.t, held);
+	node_lookup_add(tn.t, linked);
+	node_lookup_add(tn.t, open);
+	node_lookup_add(tn.t, dir);
+	node_lookup_add(tn.t, dir);
+	struct node *n;
+	OK(node_open(tn.t, open, &n));
+	OK(cat_unlink(tn.cat, CAT_ROOT_INO, "held", &gone));
+	OK(cat_unlink(tn.cat, CAT_ROOT_INO, "open", &gone));
+	OK(cat_rmdir(tn.cat, CAT_ROOT_INO, "d", &gone));
+	const uint64_t removed[] = { held, open, dir };
+	node_unlinked_many(tn.t, removed, 3); /* as a generation's removal: rows at FORGET */
+	node_release_flush(tn.t);
+	struct cat_inode in;
+	OK(cat_getattr(tn.cat, held, &in));
+	cr_assert_eq(in.nlink, 0, "the kernel holds it: its row waits for FORGET");
+	OK(cat_getattr(tn.cat, dir, &in));
+	cr_assert_eq(node_count(tn.t), 4);
+
+	node_session_end(tn.t);
+	cr_assert_eq(node_count(tn.t), 1, "only the node with a handle open is left");
+	FAILS(cat_getattr(tn.cat, held, &in), ENOENT);
+	FAILS(cat_getattr(tn.cat, dir, &in), ENOENT);
+	OK(cat_getattr(tn.cat, linked, &in)); /* still linked: the catalog keeps it */
+	cr_assert_eq(in.nlink, 1);
+	OK(cat_getattr(tn.cat, open, &in)); /* readable through the open handle */
+	cr_assert_eq(in.nlink, 0);
+	cr_assert_null(node_peek(tn.t, held), "a freed node is not handed out");
+	cr_assert_eq(node_close(tn.t, n), 0);
+	node_put(tn.t, n); /* the last holder: released */
+	node_table_stop(tn.t);
+	cr_assert_eq(node_count(tn.t), 0);
+	FAILS(cat_getattr(tn.cat, open, &in), ENOENT);
+}

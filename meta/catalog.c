@@ -105,7 +105,10 @@
  *     CAT_SWEEP_SYNC_TRIES times; then the rows stay for a later sweep. One
  *     such sync at a time (objects_syncing): a sweep that finds one under
  *     way leaves its rows to it (it lists them after its sync), so a burst
- *     of rewrites during a long sync waits for none.
+ *     of rewrites during a long sync waits for none. A deferred
+ *     transaction open at the sweep keeps the lock held for it (it would be
+ *     seen half-done), and cat_begin flushes again one that another call
+ *     opened while a flush's sweep had the lock released.
  *     Durable commits sync their own objects first (fs/writer.c) and
  *     generations theirs at their commit (fs/gen.h 7): they do not count.
  *     Only a file commit names new objects (the other extent copies name
@@ -580,7 +583,11 @@ static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[C
 int cat_begin(struct cat *cat)
 {
 	assert(!cat->in_txn);
-	cat_defer_flush(cat);
+	/* a flush's sweep may release the lock for its objects sync
+	 * (invariant 13), and another call may open a deferred transaction
+	 * meanwhile: flushed too (each flush ends it, committed or lost) */
+	for (int i = 0; cat->deferred > 0 && i < CAT_SWEEP_SYNC_TRIES + 1; i++)
+		cat_defer_flush(cat);
 	int rc = cat_run(cat, S_BEGIN);
 	cat->in_txn = rc == 0;
 	return rc;

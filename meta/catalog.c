@@ -114,9 +114,11 @@
  *     Only a file commit names new objects (the other extent copies name
  *     committed ones). Not covered: a WAL sync without a reclaim (another
  *     file's fsync, an eviction's, 12, SQLite's checkpoint) can still make
- *     a commit durable before its objects; its file may then come back
- *     naming a missing object (EIO), which POSIX allows of a file closed
- *     without fsync, and its old chunks stay on disk until the sweep at open.
+ *     a commit durable before its objects. Its file then comes back after a
+ *     power loss naming a missing object (EIO): for a new file POSIX allows
+ *     the loss; for a rewrite it is not ext4's old-or-new, but only where
+ *     this sweep did not run first (rows kept, above, or old chunks another
+ *     file still names), since a drop to zero sweeps at once.
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim

@@ -88,6 +88,37 @@
  *     shared engine sets uploaded_unsynced at its local marks too, and its
  *     evictions come here (catalog_shared_data.c S15): PostgreSQL's mark
  *     does not restore the local one before a writer or reader relies on it.
+ * 13. An object is reclaimed only after every object named by the commits
+ *     its drop depends on is durable: the new content of the file that
+ *     replaced it (torch.save to a temporary, then os.replace, no fsync:
+ *     TRAINERS.md). 11's WAL sync makes every earlier commit durable, the
+ *     one naming the new objects too; with those still in the page cache, a
+ *     power loss kept a catalog naming an empty or missing object and the
+ *     old one unlinked: EIO where ext4 gives old-or-new (review 32A F3). So
+ *     when a file commit that was not durable came since the last objects
+ *     sync (objects_seq), cat_sweep has the cache synced (the objects sync:
+ *     the store's syncfs) before 11's WAL sync, with the lock released (a
+ *     syncfs while a trainer streams takes seconds, and FUSE calls wait on
+ *     the lock), and lists the garbage again under the lock (8). A file
+ *     commit that came meanwhile may name objects the sync missed, and a
+ *     drop after it may depend on them: the sync is repeated, at most
+ *     CAT_SWEEP_SYNC_TRIES times; then the rows stay for a later sweep. One
+ *     such sync at a time (objects_syncing): a sweep that finds one under
+ *     way leaves its rows to it (it lists them after its sync), so a burst
+ *     of rewrites during a long sync waits for none. A deferred
+ *     transaction open at the sweep keeps the lock held for it (it would be
+ *     seen half-done), and cat_begin flushes again one that another call
+ *     opened while a flush's sweep had the lock released.
+ *     Durable commits sync their own objects first (fs/writer.c) and
+ *     generations theirs at their commit (fs/gen.h 7): they do not count.
+ *     Only a file commit names new objects (the other extent copies name
+ *     committed ones). Not covered: a WAL sync without a reclaim (another
+ *     file's fsync, an eviction's, 12, SQLite's checkpoint) can still make
+ *     a commit durable before its objects. Its file then comes back after a
+ *     power loss naming a missing object (EIO): for a new file POSIX allows
+ *     the loss; for a rewrite it is not ext4's old-or-new, but only where
+ *     this sweep did not run first (rows kept, above, or old chunks another
+ *     file still names), since a drop to zero sweeps at once.
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim
@@ -121,6 +152,7 @@
 #define CAT_BUSY_TIMEOUT_MS 5000
 #define CAT_CACHE_KIB 16384
 #define CAT_SWEEP_BATCH 64
+#define CAT_SWEEP_SYNC_TRIES 3 /* invariant 13: objects syncs per sweep, at most */
 #define CAT_READDIR_BATCH 32
 #define CAT_CHUNKS_BATCH 128
 #define CAT_RELEASE_BATCH 64 /* inodes per transaction of cat_inodes_release: its sweep
@@ -574,7 +606,11 @@ static int cat_col_hash(struct cat *cat, enum cat_sid id, int col, uint8_t out[C
 int cat_begin(struct cat *cat)
 {
 	assert(!cat->in_txn);
-	cat_defer_flush(cat);
+	/* a flush's sweep may release the lock for its objects sync
+	 * (invariant 13), and another call may open a deferred transaction
+	 * meanwhile: flushed too (each flush ends it, committed or lost) */
+	for (int i = 0; cat->deferred > 0 && i < CAT_SWEEP_SYNC_TRIES + 1; i++)
+		cat_defer_flush(cat);
 	int rc = cat_run(cat, S_BEGIN);
 	cat->in_txn = rc == 0;
 	return rc;
@@ -627,6 +663,55 @@ int cat_wal_sync(struct cat *cat)
 	return (src & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
+void cat_set_objects_sync(struct cat *cat, cat_objects_sync_fn fn, void *arg)
+{
+	if (cat->shared)
+		return; /* a node's objects go by the cluster's reclaim (reclaimer.h) */
+	cat_lock(cat);
+	cat->objects_sync = fn;
+	cat->objects_sync_arg = arg;
+	cat_unlock(cat);
+}
+
+/* Invariant 13, under the lock, outside a transaction, before the sweep's
+ * first reclaim: 0 when every file commit so far names only durable
+ * objects; 1 when the lock was released for the objects sync (the garbage
+ * must be listed again); -EAGAIN when file commits kept coming during
+ * CAT_SWEEP_SYNC_TRIES syncs, or the error of a sync that failed (logged):
+ * nothing may be reclaimed now. */
+static int cat_sweep_objects_durable(struct cat *cat, int *tries)
+{
+	if (cat->objects_sync == NULL || cat->objects_synced_seq == cat->objects_seq)
+		return 0;
+	if (cat->objects_syncing)
+		return -EAGAIN; /* another sweep's sync: it lists the garbage again after it */
+	if (*tries >= CAT_SWEEP_SYNC_TRIES) {
+		log_info("catalog %s: files were committed during each of %d syncs of the cache;"
+			 " unreferenced chunks are kept for a later sweep", cat->path, *tries);
+		return -EAGAIN;
+	}
+	++*tries;
+	uint64_t seq = cat->objects_seq;
+	int rc;
+	if (cat->deferred == 0) { /* no deferred transaction another call would see half-done */
+		cat->objects_syncing = true;
+		pthread_mutex_unlock(&cat->lock); /* not cat_unlock: nothing to settle */
+		rc = cat->objects_sync(cat->objects_sync_arg);
+		pthread_mutex_lock(&cat->lock);
+		cat->objects_syncing = false;
+	} else {
+		rc = cat->objects_sync(cat->objects_sync_arg);
+	}
+	if (rc != 0) {
+		log_warn("catalog %s: cannot sync the cache before a reclaim: %s; unreferenced"
+			 " chunks are kept for a later sweep", cat->path, strerror(rc < 0 ? -rc : rc));
+		return rc;
+	}
+	if (seq > cat->objects_synced_seq)
+		cat->objects_synced_seq = seq;
+	return 1;
+}
+
 /* Calls reclaim for every chunk whose count is zero and deletes the rows it
  * accepts, a batch per transaction. A refused chunk stays for a later sweep.
  * Failures are logged; the call that triggered the sweep has already
@@ -635,6 +720,7 @@ int cat_sweep(struct cat *cat)
 {
 	if (cat->shared) return catsh_sweep(cat);
 	bool synced = false;
+	int tries = 0;
 	uint8_t batch[CAT_SWEEP_BATCH][CAT_HASH_LEN];
 	uint8_t after[CAT_HASH_LEN] = { 0 };
 	int after_len = 0; /* the empty blob sorts before every hash */
@@ -651,6 +737,16 @@ int cat_sweep(struct cat *cat)
 		cat_reset(cat, S_GARBAGE_LIST);
 		if (rc != 0 || n == 0)
 			break;
+		/* invariant 13: the objects those commits name are durable before
+		 * the WAL sync that makes them durable too; the lock was released
+		 * meanwhile: the batch is listed again */
+		if (!synced && (rc = cat_sweep_objects_durable(cat, &tries)) != 0) {
+			if (rc < 0)
+				return 0; /* logged; the rows stay */
+			rc = 0;
+			n = CAT_SWEEP_BATCH; /* again, from the same place */
+			continue;
+		}
 		/* invariant 11: the commits that dropped these counts are durable
 		 * before the first object goes (one sync per sweep, none when
 		 * nothing is to go) */
@@ -2507,6 +2603,10 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 		if (rc == 0)
 			cat_sweep(cat);
 	} else {
+		/* invariant 13: may name objects not yet durable; counted before
+		 * the sweep cat_change_end may run */
+		if (rc == 0)
+			cat->objects_seq++;
 		rc = cat_change_end(cat, deferred, rc, true);
 	}
 	cat_unlock(cat);

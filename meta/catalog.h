@@ -121,6 +121,10 @@ struct cat_extent {
  * before its row is deleted. Must remove the object (ENOENT is success). A
  * non-zero return keeps the row for a later sweep. */
 typedef int (*cat_reclaim_fn)(void *arg, const uint8_t hash[CAT_HASH_LEN]);
+/* Makes every cache object stored so far durable (the store's syncfs); 0 or
+ * -errno. The sweep calls it with the catalog mutex released, before the
+ * WAL sync that precedes its first reclaim (catalog.c invariant 13). */
+typedef int (*cat_objects_sync_fn)(void *arg);
 
 /* ---- open / close [open] ---- */
 
@@ -230,6 +234,9 @@ int cat_reclaim_turn(struct cat *cat, unsigned term_ms, cat_backing_remove_fn re
 int cat_duty_take(struct cat *cat, const char *name, unsigned term_ms, bool *taken);
 int cat_duty_drop(struct cat *cat, const char *name);
 void cat_close(struct cat *cat); /* NULL is allowed; commits deferred removals */
+/* Sets the sweep's objects sync (catalog.c invariant 13) of a catalog alone;
+ * without one (tools, tests) the sweep reclaims without syncing objects. */
+void cat_set_objects_sync(struct cat *cat, cat_objects_sync_fn fn, void *arg);
 /* The group-commit window of changes inside OPEN generations (cat_unlink,
  * cat_create, file contents: meta/catalog_defer.c); 0 commits each on its
  * own. For tests and tuning. */

@@ -124,6 +124,13 @@ struct cat {
 	 * cat_wal_sync (an eviction syncs first); wal_syncs counts the syncs */
 	bool uploaded_unsynced;
 	uint64_t wal_syncs;
+	/* catalog.c invariant 13: file commits that may name objects not known
+	 * durable (counted, under the lock), the count when the last objects
+	 * sync that succeeded began, and the sync (NULL: none) */
+	uint64_t objects_seq, objects_synced_seq;
+	bool objects_syncing; /* a sweep's objects sync runs, the lock released */
+	cat_objects_sync_fn objects_sync;
+	void *objects_sync_arg;
 	bool in_read_of_deferred; /* a cat_begin_read inside the deferred transaction */
 	/* the deferred transaction (catalog_defer.c): changes in it, since when */
 	unsigned deferred;

@@ -595,12 +595,7 @@ test_a_replaced_chunk_is_unlinked_only_after_the_commit_dropping_it_is_synced() 
 	ck_mount_synclog
 	ck_rand "$CK_REF/a" $((300 * 1024)) # one chunk, an object file (> 64 KiB)
 	ck_rand "$CK_REF/b" $((300 * 1024))
-	"$PY" - "$CK_REF/a" "$CK_MNT/latest" <<'PYEOF'
-import os, sys
-d = open(sys.argv[1], "rb").read()
-with open(sys.argv[2], "wb") as f:
-    f.write(d); f.flush(); os.fsync(f.fileno())
-PYEOF
+	_persist_fsynced "$CK_REF/a" "$CK_MNT/latest"
 	n0=$(ck_synclog_lines)
 	cp "$CK_REF/b" "$CK_MNT/latest" # rewritten in place (DeepSpeed's latest), no fsync
 	assert_file_eq "$CK_REF/b" "$CK_MNT/latest"
@@ -616,6 +611,96 @@ PYEOF
 	ck_umount
 	ck_mount
 	assert_file_eq "$CK_REF/b" "$CK_MNT/latest"
+	ck_umount
+}
+
+
+# catalog.c invariant 13 (review 32A F3): torch.save to a temporary, then
+# os.replace over a file fsync'd before, no fsync (TRAINERS.md). The
+# rename drops the old object's last reference; the sweep's WAL sync (11)
+# makes the commit naming the new object durable too, so the new object is
+# synced (or the cache syncfs'd) before that WAL sync and the old object's
+# unlink, else a power loss leaves model.pt naming an empty or missing
+# object with the old one gone. BACKING refuses writes (faultfs), so no
+# upload of the new object hides the order.
+_persist_fsynced() { # SRC DST — DST written with SRC's bytes and fsync'd before its close
+	"$PY" - "$1" "$2" <<'PYEOF'
+import os, sys
+d = open(sys.argv[1], "rb").read()
+with open(sys.argv[2], "wb") as f:
+    f.write(d); f.flush(); os.fsync(f.fileno())
+PYEOF
+}
+_persist_replace_events() { # N0 HEX_OLD — prints the events up to the old object's unlink
+	local i=0 line
+	until ck_synclog_since "$1" | grep -q "^unlink .*$2\$"; do
+		i=$((i + 1))
+		[ $i -le 400 ] || ck_fail "the old object $2 was never removed (events: $(ck_synclog_since "$1" | tr '\n' '|'))"
+		sleep 0.05
+	done
+	line=$(ck_synclog_since "$1" | grep -n "^unlink .*$2\$" | head -n 1 | cut -d: -f1)
+	ck_synclog_since "$1" | head -n "$line" | sed "s|$CK_TMP/||"
+}
+test_a_file_replaced_by_rename_without_fsync_has_its_new_object_synced_before_the_old_goes() {
+	local n0 ev hb ha new_line wal_line
+	ck_faultfs_up
+	ck_mount_synclog
+	ck_rand "$CK_REF/a" $((300 * 1024)) # one chunk, an object file
+	ck_rand "$CK_REF/b" $((300 * 1024))
+	_persist_fsynced "$CK_REF/a" "$CK_MNT/model.pt"
+	ck_fault eio=write,fsync,rename
+	n0=$(ck_synclog_lines)
+	cp "$CK_REF/b" "$CK_MNT/model.pt.tmp"
+	mv "$CK_MNT/model.pt.tmp" "$CK_MNT/model.pt"
+	hb=$(sha256sum "$CK_REF/b" | cut -c1-64)
+	ha=$(sha256sum "$CK_REF/a" | cut -c1-64)
+	ev=$(_persist_replace_events "$n0" "$ha")
+	new_line=$(echo "$ev" | grep -nE "^sync .*$hb\$|^syncfs cache\$" | head -n 1 | cut -d: -f1)
+	[ -n "$new_line" ] ||
+		ck_fail "the old object was unlinked, and the catalog synced, with the new object never synced: a power loss leaves model.pt naming an empty or missing object (events: $(echo "$ev" | tr '\n' '|'))"
+	wal_line=$(echo "$ev" | grep -n '^sync cache/catalog\.db-wal' | tail -n 1 | cut -d: -f1)
+	[ -n "$wal_line" ] && [ "$wal_line" -gt "$new_line" ] ||
+		ck_fail "the WAL sync before the old object's unlink came before the new object was synced (events: $(echo "$ev" | tr '\n' '|'))"
+	ck_fault
+	assert_file_eq "$CK_REF/b" "$CK_MNT/model.pt"
+	ck_umount
+	ck_mount
+	assert_file_eq "$CK_REF/b" "$CK_MNT/model.pt"
+	ck_umount
+}
+
+# Invariant 13's sync runs with the catalog's lock released: a syncfs while
+# a trainer streams takes seconds, and FUSE calls would wait on the lock.
+# The synclog shim holds the sweep's syncfs at a gate; a file is created,
+# written, listed and read meanwhile (outside the rename's directory); the
+# old object goes only after the gate.
+test_the_sweeps_cache_sync_does_not_hold_the_catalog() {
+	local gate=$CK_TMP/gate n0 ev gate_line unlink_line pid ha
+	SYNCLOG_GATE=$gate ck_mount_synclog
+	mkdir "$CK_MNT/d" # the rename holds its directory's lock in the kernel: the rest is beside it
+	ck_rand "$CK_REF/a" $((300 * 1024))
+	ck_rand "$CK_REF/b" $((300 * 1024))
+	ck_rand "$CK_REF/c" $((100 * 1024))
+	_persist_fsynced "$CK_REF/a" "$CK_MNT/d/model.pt"
+	cp "$CK_REF/b" "$CK_MNT/d/model.pt.tmp"
+	n0=$(ck_synclog_lines)
+	: >"$gate.arm"
+	ck_bg mv "$CK_MNT/d/model.pt.tmp" "$CK_MNT/d/model.pt"
+	pid=$CK_BG_PID
+	ck_wait_file "$gate.entered" 30
+	# the rename waits in its sweep's syncfs: the catalog answers meanwhile
+	timeout 30 cp "$CK_REF/c" "$CK_MNT/other" || { : >"$gate.go"; ck_fail "a create and write waited on the sweep's cache sync"; }
+	timeout 30 ls "$CK_MNT" >/dev/null || { : >"$gate.go"; ck_fail "a readdir waited on the sweep's cache sync"; }
+	assert_file_eq "$CK_REF/c" "$CK_MNT/other"
+	: >"$gate.go"
+	ck_bg_wait "$pid" 60 || ck_fail "the rename over model.pt failed"
+	ha=$(sha256sum "$CK_REF/a" | cut -c1-64)
+	ev=$(_persist_replace_events "$n0" "$ha")
+	gate_line=$(echo "$ev" | grep -n "^gate " | head -n 1 | cut -d: -f1)
+	unlink_line=$(echo "$ev" | wc -l)
+	[ -n "$gate_line" ] && [ "$gate_line" -lt "$unlink_line" ] ||
+		ck_fail "the old object went before the gated sync passed (events: $(echo "$ev" | tr '\n' '|'))"
+	assert_file_eq "$CK_REF/b" "$CK_MNT/d/model.pt"
 	ck_umount
 }
 

@@ -1387,3 +1387,64 @@ Test(catalog, missing_index_rows_pass_quick_check_fail_check_and_an_open_after_a
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &cat), EIO);
 	cr_assert_null(cat);
 }
+
+/* catalog.c invariant 13: a reclaim after a commit that was not durable
+ * waits for the objects sync, which runs with the lock released (it reads
+ * the catalog here); a durable commit syncs its own objects and costs none;
+ * a sync that fails keeps the rows for a later sweep. */
+struct objects_syncs {
+	int n, fail_next;
+	int reclaims_before; /* fx.rec.n at the last sync */
+};
+
+static int record_objects_sync(void *arg)
+{
+	struct objects_syncs *s = arg;
+	struct cat_inode in;
+	OK(cat_getattr(fx.cat, ROOT, &in)); /* would deadlock under the lock */
+	s->reclaims_before = fx.rec.n;
+	if (s->fail_next > 0) {
+		s->fail_next--;
+		return -EIO;
+	}
+	s->n++;
+	return 0;
+}
+
+Test(catalog, a_reclaim_after_a_commit_not_durable_waits_for_the_objects_sync, .init = setup,
+     .fini = teardown)
+{
+	struct objects_syncs s = { 0 };
+	cat_set_objects_sync(fx.cat, record_objects_sync, &s);
+	uint64_t f = mkfile(ROOT, "f");
+	add_chunk(f, 0, 100, 1);
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), true));
+	cr_assert_eq(s.n, 0, "nothing to reclaim: no sync");
+	/* rewritten without fsync: chunk 2 replaces chunk 1 */
+	OK(cat_pending_drop(fx.cat, f));
+	add_chunk(f, 0, 100, 2);
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), false));
+	cr_assert_eq(s.n, 1, "the objects are synced before the reclaim");
+	cr_assert_eq(s.reclaims_before, 0);
+	cr_assert_eq(times_reclaimed(1), 1);
+	/* rewritten with fsync: its own objects were synced, no second sync */
+	OK(cat_pending_drop(fx.cat, f));
+	add_chunk(f, 0, 100, 3);
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), true));
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(times_reclaimed(2), 1);
+	/* a sync that fails: the dropped chunk stays, the next sweep takes it */
+	OK(cat_pending_drop(fx.cat, f));
+	add_chunk(f, 0, 100, 4);
+	s.fail_next = 1;
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), false));
+	cr_assert_eq(times_reclaimed(3), 0, "kept: its replacement may not be durable");
+	cr_assert_eq(refcount(3), 0);
+	OK(cat_pending_drop(fx.cat, f));
+	add_chunk(f, 0, 100, 5);
+	OK(cat_file_commit(fx.cat, f, 100, ts_now_ns(), false));
+	cr_assert_geq(s.n, 2, "the next sweep syncs again");
+	cr_assert_eq(times_reclaimed(3), 1);
+	cr_assert_eq(times_reclaimed(4), 1);
+	check_invariants();
+}

@@ -140,8 +140,11 @@ test: deps
 	@echo "== make test stages:"; cat $(TEST_STAGES); \
 	echo "make test took $$(($$(date +%s) - $$(cat $(TEST_STAGES).start))) s (deps before the first stage included)"
 
+# Four tests at a time on two cores: most of them wait (a PostgreSQL server
+# of their own starting, a lease running out), not compute, and each has its
+# own temp dirs, server socket directory and network namespace key.
 test-unit: $(BUILD)/unit-tests
-	$(BUILD)/unit-tests --jobs 2
+	$(BUILD)/unit-tests --jobs 4
 
 test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so
 	tests/integration/run.sh $(BUILD)

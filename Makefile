@@ -140,8 +140,11 @@ test: deps
 	@echo "== make test stages:"; cat $(TEST_STAGES); \
 	echo "make test took $$(($$(date +%s) - $$(cat $(TEST_STAGES).start))) s (deps before the first stage included)"
 
+# Four tests at a time on two cores: most of them wait (a PostgreSQL server
+# of their own starting, a lease running out), not compute, and each has its
+# own temp dirs, server socket directory and network namespace key.
 test-unit: $(BUILD)/unit-tests
-	$(BUILD)/unit-tests --jobs 2
+	$(BUILD)/unit-tests --jobs 4
 
 test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so
 	tests/integration/run.sh $(BUILD)
@@ -150,10 +153,15 @@ test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so
 # LeakSanitizer is on for the daemons too: a leak at exit makes the daemon's
 # status non-zero and puts a report in its stderr, and the case fails
 # (ck_daemon_exit in tests/integration/lib.sh). The unit tests run one at a
-# time here: criterion 2.4's runner itself leaks 48 bytes now and then when
-# it runs tests in parallel and suites have timeouts, which LeakSanitizer
-# rightly reports but which is not ours. test-asan is the three steps below
+# time per criterion runner here: criterion 2.4's runner itself leaks 48
+# bytes now and then when it runs tests in parallel and suites have timeouts,
+# which LeakSanitizer rightly reports but which is not ours. Two runners run
+# side by side instead (tests/unit/lanes.sh): the suites of ASAN_UNIT_LANE1,
+# and every other suite, so every test runs once whatever suites are added.
+# The first lane's suites mostly wait (a PostgreSQL server each, leases to
+# run out), the second's mostly compute. test-asan is the three steps below
 # (make test runs them as stages of their own).
+ASAN_UNIT_LANE1 ?= catshared*|pggen|pgns
 .PHONY: asan-build test-asan-unit test-asan-integration
 test-asan: asan-build
 	$(MAKE) test-asan-unit
@@ -163,7 +171,7 @@ asan-build:
 	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool build-asan/synclog.so
 
 test-asan-unit: asan-build
-	ASAN_OPTIONS=detect_leaks=1 build-asan/unit-tests --jobs 1
+	ASAN_OPTIONS=detect_leaks=1 tests/unit/lanes.sh build-asan/unit-tests '$(ASAN_UNIT_LANE1)'
 
 test-asan-integration: asan-build
 	ASAN_OPTIONS=detect_leaks=1 CKPTFS_TEST_QUICK=1 tests/integration/run.sh build-asan

@@ -1,6 +1,6 @@
 /* Unit tests for meta/pg.c and meta/lease.c against a real PostgreSQL server
- * that each test starts for itself (tests/pg/pgserver.sh: initdb into a
- * private directory, a Unix socket only, stopped on every path — a watchdog
+ * that each test starts for itself (tests/pg/pgserver.sh: a copy of a
+ * cluster initdb made once, in a private directory, a Unix socket only, stopped on every path — a watchdog
  * stops it if the test process dies on a signal).
  *
  * pg: a URL that is not PostgreSQL and a server that is not there are one

@@ -767,8 +767,10 @@ int main(int argc, char **argv)
 		rc = ADMIN_USAGE;
 	}
 	/* a dry-run gc only reads: no lock, the catalog read-only, no claim */
-	unsigned need = cmd->fn == admin_cmd_gc && a.dry_run ? cmd->need & ~ADMIN_NEED_CHANGE
-							      : cmd->need;
+	unsigned need = 0;
+	if (rc == ADMIN_OK) /* cmd is NULL after a usage error */
+		need = cmd->fn == admin_cmd_gc && a.dry_run ? cmd->need & ~ADMIN_NEED_CHANGE
+							    : cmd->need;
 	if (rc == ADMIN_OK && !(cmd->need & ADMIN_NEED_META) && !a.meta)
 		rc = admin_open(&a, need);
 	if (rc == ADMIN_OK && a.inner[0])

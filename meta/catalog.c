@@ -2424,22 +2424,35 @@ static int cat_extents_any(struct cat *cat, uint64_t ino)
 	return rc;
 }
 
-/* generation.h G7: *mark is whether a writer starting on ino must mark it
- * being written (it is in an OPEN generation and not marked yet). */
-static int cat_writing_unmarked(struct cat *cat, uint64_t ino, bool *mark)
+/* generation.h G7: ino's being-written mark in *writing, and whether it is
+ * in an OPEN generation in *open; -ENOENT when it has no row. The one
+ * reader of S_WRITING_GET. */
+static int cat_writing_get(struct cat *cat, uint64_t ino, int64_t *writing, bool *open)
 {
 	int rc = cat_bind(cat, S_WRITING_GET, A_INT(ino));
 	if (rc == 0)
 		rc = cat_next(cat, S_WRITING_GET);
 	if (rc == 1) {
 		sqlite3_stmt *st = cat->stmt[S_WRITING_GET];
-		*mark = sqlite3_column_int64(st, 0) == 0 && sqlite3_column_type(st, 1) != SQLITE_NULL &&
+		*writing = sqlite3_column_int64(st, 0);
+		*open = sqlite3_column_type(st, 1) != SQLITE_NULL &&
 			sqlite3_column_int64(st, 1) == GEN_OPEN;
 		rc = 0;
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
 	cat_reset(cat, S_WRITING_GET);
+	return rc;
+}
+
+/* generation.h G7: *mark is whether a writer starting on ino must mark it
+ * being written (it is in an OPEN generation and not marked yet). */
+static int cat_writing_unmarked(struct cat *cat, uint64_t ino, bool *mark)
+{
+	int64_t writing = 0;
+	bool open = false;
+	int rc = cat_writing_get(cat, ino, &writing, &open);
+	*mark = rc == 0 && writing == 0 && open;
 	return rc;
 }
 
@@ -2498,16 +2511,13 @@ int cat_file_unmark(struct cat *cat, uint64_t ino)
 {
 	if (cat->shared)
 		return 0; /* the shared engine keeps its writers in ns_writing */
-	bool deferred, marked = false;
+	bool deferred, open;
+	int64_t writing = 0;
 	cat_lock(cat);
-	int rc = cat_bind(cat, S_WRITING_GET, A_INT(ino));
-	if (rc == 0)
-		rc = cat_next(cat, S_WRITING_GET);
-	if (rc == 1)
-		marked = cat_col_int(cat, S_WRITING_GET, 0) == 1;
-	cat_reset(cat, S_WRITING_GET);
-	rc = rc < 0 ? rc : 0; /* gone (released, unlinked): nothing to clear */
-	if (rc == 0 && marked) {
+	int rc = cat_writing_get(cat, ino, &writing, &open);
+	if (rc == -ENOENT) /* gone (released, unlinked): nothing to clear */
+		rc = 0;
+	if (rc == 0 && writing == 1) {
 		rc = cat_change_begin(cat, ino, &deferred);
 		if (rc == 0)
 			rc = cat_bind(cat, S_WRITING_CLEAR, A_INT(ino));
@@ -2590,10 +2600,8 @@ int cat_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_
 		return -EINVAL;
 	cat_lock(cat);
 	bool deferred = false;
-	int rc = 0;
-	if (durable) /* the deferred transaction first: this one is not deferred */
-		cat_defer_flush(cat);
-	rc = durable ? cat_begin(cat) : cat_change_begin(cat, ino, &deferred);
+	/* durable: cat_begin commits the deferred transaction first (D2) */
+	int rc = durable ? cat_begin(cat) : cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_commit_txn(cat, ino, size, mtime_ns);
 	if (durable) {

@@ -43,13 +43,14 @@
  *     while the catalog still counts it and BACKING lacks it fails with EIO.
  *     With a shared catalog alike: a hit there is on a copy this node's
  *     cache holds (meta/catalog_shared_data.c S11).
- *  7. The CRC-32C a writer hands on with a chunk's pin (recent.h R7) is of
- *     exactly that chunk's bytes: it is taken over the bytes as the chunker
- *     scans them, started by a scan from the chunk's start, and handed on
- *     only when it covers every byte of the chunk and the chunker scanned
- *     them all in that run; anything that makes the chunker scan again
- *     (a truncate into the buffer, a forced cut) starts it again or leaves
- *     it unused (writer.c writer_crc_scanned). */
+ *  7. The SHA-256 that names a chunk and the CRC-32C a writer hands on
+ *     with its pin (recent.h R7) are of exactly that chunk's bytes: both
+ *     are taken over the bytes as the chunker scans them, started by a scan
+ *     from the chunk's start, and used only when they cover every byte of
+ *     the chunk and the chunker scanned them all in that run; anything that
+ *     makes the chunker scan again (a truncate into the buffer, a forced
+ *     cut) starts them again or leaves them unused, and the chunk is then
+ *     hashed whole (writer.c writer_sums_scanned). */
 #ifndef CKPTFS_WRITER_H
 #define CKPTFS_WRITER_H
 

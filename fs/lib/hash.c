@@ -34,6 +34,42 @@ void hash_sha256(const void *data, size_t len, uint8_t out[HASH_LEN])
 	}
 }
 
+static void hash_fail(const char *what)
+{
+	fprintf(stderr, "ckptfs: hash: %s (SHA-256) failed\n", what);
+	abort();
+}
+
+void hash_stream_begin(struct hash_stream *s)
+{
+	if (!s->ctx && !(s->ctx = EVP_MD_CTX_new()))
+		hash_fail("EVP_MD_CTX_new");
+	if (EVP_DigestInit_ex(s->ctx, EVP_sha256(), NULL) != 1)
+		hash_fail("EVP_DigestInit_ex");
+}
+
+void hash_stream_add(struct hash_stream *s, const void *data, size_t len)
+{
+	assert(s->ctx != NULL);
+	if (len && EVP_DigestUpdate(s->ctx, data, len) != 1)
+		hash_fail("EVP_DigestUpdate");
+}
+
+void hash_stream_end(struct hash_stream *s, uint8_t out[HASH_LEN])
+{
+	unsigned int out_len = 0;
+
+	assert(s->ctx != NULL);
+	if (EVP_DigestFinal_ex(s->ctx, out, &out_len) != 1 || out_len != HASH_LEN)
+		hash_fail("EVP_DigestFinal_ex");
+}
+
+void hash_stream_free(struct hash_stream *s)
+{
+	EVP_MD_CTX_free(s->ctx);
+	s->ctx = NULL;
+}
+
 void hash_to_hex(const uint8_t hash[HASH_LEN], char out[HASH_HEX_LEN + 1])
 {
 	static const char hash_digits[] = "0123456789abcdef";

@@ -147,3 +147,36 @@ Test(hash, from_hex_rejects_non_hex_characters_and_leaves_output_alone)
 	cr_assert_eq(hash_from_hex("0xa7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
 				   out), -EINVAL);
 }
+
+/* hash_stream: the digest of bytes added in pieces of any size is the
+ * one-shot SHA-256 of all of them; begin starts afresh even after a digest
+ * left half done (the writer restarts it at each chunk, writer.h 7). */
+Test(hash, a_stream_in_pieces_equals_the_one_shot_digest_and_restarts_clean)
+{
+	size_t len = 300000;
+	uint8_t *data = malloc(len), want[HASH_LEN], got[HASH_LEN];
+	cr_assert_not_null(data);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 13);
+	hash_sha256(data, len, want);
+	struct hash_stream s = { 0 };
+	hash_stream_begin(&s);
+	hash_stream_add(&s, data, 12345); /* abandoned half way */
+	hash_stream_begin(&s);
+	static const size_t steps[] = { 1, 63, 64, 65, 4096, 65536, 7 };
+	size_t off = 0;
+	for (unsigned k = 0; off < len; k++) {
+		size_t n = steps[k % 7] < len - off ? steps[k % 7] : len - off;
+		hash_stream_add(&s, data + off, n);
+		off += n;
+	}
+	hash_stream_end(&s, got);
+	cr_assert_arr_eq(got, want, HASH_LEN, "pieces give another digest");
+	hash_stream_begin(&s); /* the empty input */
+	hash_stream_end(&s, got);
+	hash_sha256("", 0, want);
+	cr_assert_arr_eq(got, want, HASH_LEN);
+	hash_stream_free(&s);
+	cr_assert_null(s.ctx);
+	free(data);
+}

@@ -354,6 +354,37 @@ static bool store_needs_sha(enum store_check how, const struct store_object_info
 	return how == STORE_CHECK_SHA || (how == STORE_CHECK_CRC && !info->has_crc);
 }
 
+#define STORE_SUM_STEP (64u << 10) /* a piece of a raw payload, checked while in L1/L2 */
+
+/* S4 then S2 of a raw payload (its plain bytes), as how says: the CRC and
+ * the SHA-256 taken over each STORE_SUM_STEP piece in turn, one pass over
+ * the object (0.5-4 MiB, past L2) instead of one for each. The same
+ * verdicts, the CRC's first, as store_payload_why and a SHA-256 after it.
+ * NULL or a reason. */
+static const char *store_raw_why(enum store_check how, const struct store_object_info *info,
+				 const uint8_t *payload, const uint8_t hash[HASH_LEN])
+{
+	if (!store_needs_sha(how, info))
+		return store_payload_why(how, info, payload);
+	bool crc_too = how != STORE_CHECK_HEADER && info->has_crc;
+	struct hash_stream sha = { 0 };
+	uint32_t crc = 0;
+	hash_stream_begin(&sha);
+	for (size_t off = 0; off < info->stored_len; off += STORE_SUM_STEP) {
+		size_t n = info->stored_len - off < STORE_SUM_STEP ? info->stored_len - off
+								    : STORE_SUM_STEP;
+		if (crc_too)
+			crc = crc32c(crc, payload + off, n);
+		hash_stream_add(&sha, payload + off, n);
+	}
+	uint8_t got[HASH_LEN];
+	hash_stream_end(&sha, got);
+	hash_stream_free(&sha);
+	if (crc_too && crc != info->crc)
+		return "payload does not match its CRC-32C";
+	return memcmp(got, hash, HASH_LEN) == 0 ? NULL : "bytes do not match their hash";
+}
+
 void store_set_local_check(struct store *st, enum store_check how)
 {
 	atomic_store(&st->local_check, (int)how);
@@ -1462,11 +1493,14 @@ static int store_chunk_check(const uint8_t hash[HASH_LEN], size_t len, size_t ca
 	struct store_object_info info;
 	const uint8_t *img = c->image;
 	*why = store_image_why(hash, img, len, cap, &info);
-	if (!*why)
+	bool raw = !*why && info.codec == CODEC_RAW;
+	if (raw) /* S4, S2 in one pass */
+		*why = store_raw_why(how, &info, img + info.header_len, hash);
+	else if (!*why)
 		*why = store_payload_why(how, &info, img + info.header_len); /* S4 */
 	if (*why)
 		return -EIO;
-	if (info.codec == CODEC_RAW) {
+	if (raw) {
 		c->plain = img + info.header_len;
 	} else {
 		c->decoded = malloc(info.plain_len ? info.plain_len : 1);
@@ -1480,7 +1514,7 @@ static int store_chunk_check(const uint8_t hash[HASH_LEN], size_t len, size_t ca
 		c->plain = c->decoded;
 	}
 	uint8_t got[HASH_LEN];
-	if (store_needs_sha(how, &info)) {
+	if (!raw && store_needs_sha(how, &info)) {
 		hash_sha256(c->plain, info.plain_len, got);
 		if (memcmp(got, hash, HASH_LEN) != 0) {
 			*why = "bytes do not match their hash";
@@ -1577,9 +1611,9 @@ void store_chunk_free(struct store_chunk *c)
 /* ---- whole object images (the write-back cache's uploads and fetches) ---- */
 
 /* The checks of store_object_check and store_object_verify, as how says
- * (S2, S4). With keep_plain false a raw payload is hashed where it lies
- * instead of being copied into plain first, and a payload whose CRC settles
- * it is not decoded at all. */
+ * (S2, S4). With keep_plain false a raw payload is checked where it lies
+ * (CRC and SHA-256 in one pass, store_raw_why) instead of being copied into
+ * plain first, and a payload whose CRC settles it is not decoded at all. */
 static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
 				   void *plain, size_t cap, bool keep_plain, enum store_check how,
 				   size_t *plain_len, const char **why)
@@ -1588,14 +1622,15 @@ static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj
 	const uint8_t *o = obj;
 	const void *bytes = plain;
 	*why = store_image_why(hash, o, len, cap, &info);
-	if (!*why)
+	bool raw_here = !*why && info.codec == CODEC_RAW && !keep_plain;
+	if (raw_here) /* S4, S2 in one pass, where the payload lies */
+		*why = store_raw_why(how, &info, o + info.header_len, hash);
+	else if (!*why)
 		*why = store_payload_why(how, &info, o + info.header_len);
-	if (!*why && !keep_plain && !store_needs_sha(how, &info))
+	if (*why || raw_here || (!keep_plain && !store_needs_sha(how, &info)))
 		bytes = NULL;
-	else if (!*why && info.codec == CODEC_RAW && !keep_plain)
-		bytes = o + info.header_len;
-	else if (!*why && codec_decode(info.codec, o + info.header_len, info.stored_len, plain,
-				       info.plain_len) != 0)
+	else if (codec_decode(info.codec, o + info.header_len, info.stored_len, plain,
+			      info.plain_len) != 0)
 		*why = "payload does not decode";
 	if (!*why && bytes && store_needs_sha(how, &info)) {
 		uint8_t got[HASH_LEN];

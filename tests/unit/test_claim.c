@@ -662,16 +662,27 @@ Test(claim_acquire, a_holder_past_its_deadline_whose_claim_was_taken_meanwhile_i
 
 /* A rebuild that failed gives the claim back as it found it (claim_abandon),
  * so the catalog that held it is not made behind by none. */
-Test(claim_acquire, an_abandoned_claim_is_given_back)
+/* A took BACKING and released it (its claim's bytes into before, *lb,
+ * CLAIM_MAX); then B, a fresh catalog in cache 1, took it: B's claim. */
+static struct claim *a_released_then_b_took(char *before, size_t *lb)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(a, true);
+	*lb = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, CLAIM_MAX, lb), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	return b;
+}
+
+Test(claim_acquire, an_abandoned_claim_is_given_back)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
 	char before[CLAIM_MAX], after[CLAIM_MAX];
 	size_t lb = 0, la = 0;
-	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, sizeof(before), &lb), 0);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim *b = a_released_then_b_took(before, &lb);
 	cr_assert_eq(claim_start(b), 0);
 	claim_abandon(b);
 	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, after, sizeof(after), &la), 0);
@@ -1393,6 +1404,41 @@ static struct claim_rec gone_holder(void)
 	return rec_of(ID_B, "node-gone", "boot-g", "/var/cache/g", time(NULL) - 1000);
 }
 
+/* A stale claim (its bytes into judged, *lj, CLAIM_MAX) and two takers
+ * of it: taker 0 stopped once it judged it, before its move; taker 1,
+ * started then, stopped once it moved it aside, before its create. */
+static void two_takers_stopped(struct taker *t0, pthread_t *p0, struct taker *t1, pthread_t *p1,
+			       char *judged, size_t *lj)
+{
+	struct claim_rec old = gone_holder();
+	put_claim(&old);
+	claim_bytes(judged, lj);
+	tk.pause[0] = "take-move";
+	tk.pause[1] = "take-create";
+	cr_assert_eq(pthread_create(p0, NULL, taker_run, t0), 0);
+	cr_assert(tk_wait(&tk.reached[0]), "taker 0 never judged the claim stale");
+	cr_assert_eq(pthread_create(p1, NULL, taker_run, t1), 0);
+	cr_assert(tk_wait(&tk.reached[1]), "taker 1 never reached its create");
+}
+
+/* The stopped taker t lets on and joins, and loses: refused naming the
+ * winner (the other taker's cache), the winner's claim (won, lw) byte for
+ * byte, no aside left. */
+static void loser_let_on(struct taker *t, pthread_t p, const char *won, size_t lw)
+{
+	char after[CLAIM_MAX];
+	size_t la = 0;
+	sem_post(&tk.go[t->role]);
+	pthread_join(p, NULL);
+	cr_assert_eq(t->rc, -EBUSY, "taker %d: %d %s", t->role, t->rc, t->msg);
+	cr_assert_null(t->c);
+	cr_assert_not_null(strstr(t->msg, fx.cache[1 - t->role]), "the refusal names the winner: %s",
+			   t->msg);
+	claim_bytes(after, &la);
+	cr_assert(same_bytes(after, la, won, lw), "the winner's claim is not there byte for byte");
+	cr_assert_eq(system_count_tmp_asides(), 0, "the loser left an aside");
+}
+
 /* Invariant 2: two takers judged one stale claim; the first stalls before
  * its move while the second moves it aside (to a name of its own instance,
  * the judged bytes unchanged), creates its claim and wins. The first then
@@ -1401,19 +1447,11 @@ static struct claim_rec gone_holder(void)
  * winner's claim stands byte for byte. */
 Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second_puts_back)
 {
-	struct claim_rec old = gone_holder();
-	put_claim(&old);
-	char judged[CLAIM_MAX], won[CLAIM_MAX], after[CLAIM_MAX];
-	size_t lj = 0, lw = 0, la = 0;
-	claim_bytes(judged, &lj);
-	tk.pause[0] = "take-move";
-	tk.pause[1] = "take-create";
+	char judged[CLAIM_MAX], won[CLAIM_MAX];
+	size_t lj = 0, lw = 0;
 	struct taker t0 = { .role = 0 }, t1 = { .role = 1 };
 	pthread_t p0, p1;
-	cr_assert_eq(pthread_create(&p0, NULL, taker_run, &t0), 0);
-	cr_assert(tk_wait(&tk.reached[0]), "taker 0 never judged the claim stale");
-	cr_assert_eq(pthread_create(&p1, NULL, taker_run, &t1), 0);
-	cr_assert(tk_wait(&tk.reached[1]), "taker 1 never reached its create");
+	two_takers_stopped(&t0, &p0, &t1, &p1, judged, &lj);
 	/* taker 1 moved the stale claim aside: one aside, the judged bytes */
 	cr_assert_eq(backing_list(fx.b, "tmp", tk_note_aside, NULL), 0);
 	cr_assert_eq(tk.nseen, 1, "%d asides", tk.nseen);
@@ -1434,14 +1472,7 @@ Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second
 	snprintf(want, sizeof(want), "claim.%s.0", r.instance);
 	cr_assert_str_eq(tk.seen[0], want, "the aside's name is not unique to its taker");
 	cr_assert_eq(system_count_tmp_asides(), 0, "the winner left its aside");
-	sem_post(&tk.go[0]);
-	pthread_join(p0, NULL);
-	cr_assert_eq(t0.rc, -EBUSY, "taker 0 (moved a claim it never judged): %d %s", t0.rc, t0.msg);
-	cr_assert_null(t0.c);
-	cr_assert_not_null(strstr(t0.msg, fx.cache[1]), "the refusal names the winner: %s", t0.msg);
-	claim_bytes(after, &la);
-	cr_assert(same_bytes(after, la, won, lw), "the winner's claim is not back byte for byte");
-	cr_assert_eq(system_count_tmp_asides(), 0, "the loser left an aside");
+	loser_let_on(&t0, p0, won, lw); /* it moved a claim it never judged */
 	cr_assert(claim_may_write(t1.c));
 	claim_end(t1.c, true);
 }
@@ -1453,31 +1484,19 @@ Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second
  * create meets that claim (EEXIST, invariant 1) and is refused. */
 Test(claim_take, of_two_takers_of_one_stale_claim_the_first_create_wins_on_the_aside)
 {
-	struct claim_rec old = gone_holder();
-	put_claim(&old);
-	tk.pause[0] = "take-move";
-	tk.pause[1] = "take-create";
 	struct taker t0 = { .role = 0 }, t1 = { .role = 1 };
 	pthread_t p0, p1;
-	cr_assert_eq(pthread_create(&p0, NULL, taker_run, &t0), 0);
-	cr_assert(tk_wait(&tk.reached[0]), "taker 0 never judged the claim stale");
-	cr_assert_eq(pthread_create(&p1, NULL, taker_run, &t1), 0);
-	cr_assert(tk_wait(&tk.reached[1]), "taker 1 never reached its create");
+	char judged[CLAIM_MAX];
+	size_t lj = 0;
+	two_takers_stopped(&t0, &p0, &t1, &p1, judged, &lj);
 	sem_post(&tk.go[0]);
 	pthread_join(p0, NULL);
 	cr_assert_eq(t0.rc, 0, "taker 0, which judged the aside: %d %s", t0.rc, t0.msg);
-	char won[CLAIM_MAX], after[CLAIM_MAX];
-	size_t lw = 0, la = 0;
+	char won[CLAIM_MAX];
+	size_t lw = 0;
 	claim_bytes(won, &lw);
 	cr_assert_eq(system_count_tmp_asides(), 0, "the aside judged was not removed by the winner");
-	sem_post(&tk.go[1]);
-	pthread_join(p1, NULL);
-	cr_assert_eq(t1.rc, -EBUSY, "taker 1, whose create came second: %d %s", t1.rc, t1.msg);
-	cr_assert_null(t1.c);
-	cr_assert_not_null(strstr(t1.msg, fx.cache[0]), "the refusal names the winner: %s", t1.msg);
-	claim_bytes(after, &la);
-	cr_assert(same_bytes(after, la, won, lw), "the winner's claim changed");
-	cr_assert_eq(system_count_tmp_asides(), 0);
+	loser_let_on(&t1, p1, won, lw); /* its create came second */
 	claim_end(t0.c, true);
 }
 
@@ -1541,14 +1560,12 @@ Test(claim_take, a_claim_taken_as_ours_and_abandoned_is_the_killed_ones_again)
  * by it (HELD), not handed the old claim. */
 Test(claim_take, an_abandon_never_puts_back_over_a_takers_claim_landed_after_its_read)
 {
-	struct claim *a = NULL, *b = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
-	claim_end(a, true);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512], released[CLAIM_MAX], theirs[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lr = 0, la = 0;
+	struct claim *b = a_released_then_b_took(released, &lr);
 	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
-	char theirs[CLAIM_MAX], after[CLAIM_MAX];
-	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs)), la = 0;
+	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs));
 	tk.act_at = "take-move"; /* armed after B's take: its give-back's move */
 	tk.act_claim = &other;
 	claim_abandon(b);
@@ -1565,15 +1582,12 @@ Test(claim_take, an_abandon_never_puts_back_over_a_takers_claim_landed_after_its
  * give-back read it is not ours: left as it is. */
 Test(claim_take, an_abandon_leaves_a_claim_taken_before_it_read)
 {
-	struct claim *a = NULL, *b = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
-	claim_end(a, true);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	char released[CLAIM_MAX], theirs[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lr = 0, la = 0;
+	struct claim *b = a_released_then_b_took(released, &lr);
 	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
 	put_claim(&other);
-	char theirs[CLAIM_MAX], after[CLAIM_MAX];
-	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs)), la = 0;
+	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs));
 	claim_abandon(b);
 	claim_bytes(after, &la);
 	cr_assert(same_bytes(after, la, theirs, lt), "the abandon replaced a claim not its own");

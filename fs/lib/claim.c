@@ -532,6 +532,7 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 	if (!moved)
 		return -ENOMEM;
 	snprintf(aside, asize, "tmp/claim.%s.%u", c->self.instance, c->asides++);
+	claim_hook(c, "take-move"); /* tests: a judgment made, the move not yet (2) */
 	int rc = backing_move(c->b, CLAIM_FILE, aside);
 	if (rc == -ENOENT) { /* another taker moved it first */
 		free(moved);

@@ -294,9 +294,12 @@ unsigned claim_timeout_s(const struct claim *c);
  * exclusive create; "renew-wait": before each try again after EEXIST
  * (invariant 11 H); "take-create": an acquisition's judgment made, before
  * its exclusive create; "take-check": after that create answered 0, before
- * it looks at tmp/ again (11 T); "may-write": in claim_may_write, not NULL
- * and not lost); a nonzero return (-errno) is taken as that step's failure
- * (may-write: false; take-check: ignored). NULL in a daemon. */
+ * it looks at tmp/ again (11 T); "take-move": the claim judged, before
+ * it is moved aside by the steps of 2 — an acquisition's STALE or OURS, a
+ * renewal, a release, a give-back, a back-off; "may-write": in
+ * claim_may_write, not NULL and not lost); a nonzero return (-errno) is
+ * taken as that step's failure (may-write: false; take-check, take-move:
+ * ignored). NULL in a daemon. */
 extern int (*claim_test_hook)(struct claim *c, const char *point);
 /* For tests only: one renewal now, as the renewal thread makes it. */
 void claim_test_renew(struct claim *c);

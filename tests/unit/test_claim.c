@@ -662,16 +662,27 @@ Test(claim_acquire, a_holder_past_its_deadline_whose_claim_was_taken_meanwhile_i
 
 /* A rebuild that failed gives the claim back as it found it (claim_abandon),
  * so the catalog that held it is not made behind by none. */
-Test(claim_acquire, an_abandoned_claim_is_given_back)
+/* A took BACKING and released it (its claim's bytes into before, *lb,
+ * CLAIM_MAX); then B, a fresh catalog in cache 1, took it: B's claim. */
+static struct claim *a_released_then_b_took(char *before, size_t *lb)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
 	claim_end(a, true);
+	*lb = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, CLAIM_MAX, lb), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	return b;
+}
+
+Test(claim_acquire, an_abandoned_claim_is_given_back)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
 	char before[CLAIM_MAX], after[CLAIM_MAX];
 	size_t lb = 0, la = 0;
-	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, before, sizeof(before), &lb), 0);
-	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim *b = a_released_then_b_took(before, &lb);
 	cr_assert_eq(claim_start(b), 0);
 	claim_abandon(b);
 	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, after, sizeof(after), &la), 0);
@@ -1280,4 +1291,445 @@ Test(claim_acquire, a_rebuilds_claim_stands_in_for_the_claim_it_replaced)
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.rep_catalog, "", "a mount's claim is no stand-in");
 	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), -EBUSY);
+}
+
+/* ---- the steps of a take, driven step by step (invariants 2, 10, 12, 13;
+ * review 31c F5: a claim judged OURS, and claim_abandon, by those steps) ----
+ *
+ * A hook (claim.h "take-move": a claim judged, not yet moved aside) either
+ * stops a taker's thread there until the test lets it on, or acts once
+ * there: another catalog's claim lands, as a taker's whose create came
+ * while this one's judgment was on its way. No sleep decides anything: the
+ * stale claim's age is its heartbeat, written in the past. */
+
+static struct {
+	const char *pause[2]; /* the point where taker 0 or 1 stops, once */
+	bool paused[2];
+	sem_t reached[2], go[2];
+	const char *act_at; /* the point where act_claim lands, once */
+	const struct claim_rec *act_claim;
+	int acted;
+	char seen[4][128]; /* tmp/'s asides, listed at taker 1's stop */
+	int nseen;
+} tk;
+static __thread int t_role = -1; /* taker 0 or 1; -1: the test's own thread */
+
+static int tk_note_aside(void *arg, const char *name)
+{
+	(void)arg;
+	if (strncmp(name, "claim.", 6) == 0 && tk.nseen < 4)
+		snprintf(tk.seen[tk.nseen++], sizeof(tk.seen[0]), "%s", name);
+	return 0;
+}
+
+static bool tk_wait(sem_t *s)
+{
+	struct timespec until; /* bounded only so that a missing point fails, not hangs */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	while (sem_timedwait(s, &until) != 0)
+		if (errno != EINTR)
+			return false;
+	return true;
+}
+
+static int take_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (t_role >= 0 && tk.pause[t_role] && !tk.paused[t_role] &&
+	    strcmp(point, tk.pause[t_role]) == 0) {
+		tk.paused[t_role] = true;
+		sem_post(&tk.reached[t_role]);
+		tk_wait(&tk.go[t_role]);
+	}
+	if (tk.act_at && strcmp(point, tk.act_at) == 0 && tk.acted++ == 0)
+		put_claim(tk.act_claim);
+	return 0;
+}
+
+static void take_init(void)
+{
+	setup();
+	memset(&tk, 0, sizeof(tk));
+	for (int i = 0; i < 2; i++) {
+		sem_init(&tk.reached[i], 0, 0);
+		sem_init(&tk.go[i], 0, 0);
+	}
+	claim_test_hook = take_hook;
+}
+
+static void take_fini(void)
+{
+	claim_test_hook = NULL;
+	for (int i = 0; i < 2; i++) {
+		sem_destroy(&tk.reached[i]);
+		sem_destroy(&tk.go[i]);
+	}
+	teardown();
+}
+
+TestSuite(claim_take, .init = take_init, .fini = take_fini);
+
+struct taker {
+	int role; /* 0: catalog ID_A in cache 0; 1: ID_B in cache 1 */
+	struct claim *c;
+	int rc;
+	char msg[PATH_MAX + 512];
+};
+
+static void *taker_run(void *arg)
+{
+	struct taker *t = arg;
+	t_role = t->role;
+	t->rc = claim_acquire(fx.b, t->role ? ID_B : ID_A, false, true, fx.cache[t->role], 60, &t->c,
+			      t->msg, sizeof(t->msg));
+	return NULL;
+}
+
+/* The claim's bytes on BACKING into buf (CLAIM_MAX), *len. */
+static void claim_bytes(char *buf, size_t *len)
+{
+	*len = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, buf, CLAIM_MAX, len), 0, "no claim on BACKING");
+}
+
+static bool same_bytes(const char *a, size_t la, const char *b, size_t lb)
+{
+	return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* A claim of another host gone for 1000 s: stale for any taker. */
+static struct claim_rec gone_holder(void)
+{
+	return rec_of(ID_B, "node-gone", "boot-g", "/var/cache/g", time(NULL) - 1000);
+}
+
+/* A stale claim (its bytes into judged, *lj, CLAIM_MAX) and two takers
+ * of it: taker 0 stopped once it judged it, before its move; taker 1,
+ * started then, stopped once it moved it aside, before its create. */
+static void two_takers_stopped(struct taker *t0, pthread_t *p0, struct taker *t1, pthread_t *p1,
+			       char *judged, size_t *lj)
+{
+	struct claim_rec old = gone_holder();
+	put_claim(&old);
+	claim_bytes(judged, lj);
+	tk.pause[0] = "take-move";
+	tk.pause[1] = "take-create";
+	cr_assert_eq(pthread_create(p0, NULL, taker_run, t0), 0);
+	cr_assert(tk_wait(&tk.reached[0]), "taker 0 never judged the claim stale");
+	cr_assert_eq(pthread_create(p1, NULL, taker_run, t1), 0);
+	cr_assert(tk_wait(&tk.reached[1]), "taker 1 never reached its create");
+}
+
+/* The stopped taker t lets on and joins, and loses: refused naming the
+ * winner (the other taker's cache), the winner's claim (won, lw) byte for
+ * byte, no aside left. */
+static void loser_let_on(struct taker *t, pthread_t p, const char *won, size_t lw)
+{
+	char after[CLAIM_MAX];
+	size_t la = 0;
+	sem_post(&tk.go[t->role]);
+	pthread_join(p, NULL);
+	cr_assert_eq(t->rc, -EBUSY, "taker %d: %d %s", t->role, t->rc, t->msg);
+	cr_assert_null(t->c);
+	cr_assert_not_null(strstr(t->msg, fx.cache[1 - t->role]), "the refusal names the winner: %s",
+			   t->msg);
+	claim_bytes(after, &la);
+	cr_assert(same_bytes(after, la, won, lw), "the winner's claim is not there byte for byte");
+	cr_assert_eq(system_count_tmp_asides(), 0, "the loser left an aside");
+}
+
+/* Invariant 2: two takers judged one stale claim; the first stalls before
+ * its move while the second moves it aside (to a name of its own instance,
+ * the judged bytes unchanged), creates its claim and wins. The first then
+ * moves the second's fresh claim, finds bytes it never judged, puts them
+ * back, and is refused by what it reads next: exactly one wins, and the
+ * winner's claim stands byte for byte. */
+Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second_puts_back)
+{
+	char judged[CLAIM_MAX], won[CLAIM_MAX];
+	size_t lj = 0, lw = 0;
+	struct taker t0 = { .role = 0 }, t1 = { .role = 1 };
+	pthread_t p0, p1;
+	two_takers_stopped(&t0, &p0, &t1, &p1, judged, &lj);
+	/* taker 1 moved the stale claim aside: one aside, the judged bytes */
+	cr_assert_eq(backing_list(fx.b, "tmp", tk_note_aside, NULL), 0);
+	cr_assert_eq(tk.nseen, 1, "%d asides", tk.nseen);
+	char aside[160], moved[CLAIM_MAX];
+	size_t lm = 0;
+	snprintf(aside, sizeof(aside), "tmp/%s", tk.seen[0]);
+	cr_assert_eq(backing_get(fx.b, aside, moved, sizeof(moved), &lm), 0);
+	cr_assert(same_bytes(moved, lm, judged, lj), "the aside is not the judged claim, byte for byte");
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the claim is not aside");
+	sem_post(&tk.go[1]);
+	pthread_join(p1, NULL);
+	cr_assert_eq(t1.rc, 0, "taker 1: %s", t1.msg);
+	claim_bytes(won, &lw);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_B);
+	char want[160]; /* invariant 10: the aside's name is the taker's, of its round */
+	snprintf(want, sizeof(want), "claim.%s.0", r.instance);
+	cr_assert_str_eq(tk.seen[0], want, "the aside's name is not unique to its taker");
+	cr_assert_eq(system_count_tmp_asides(), 0, "the winner left its aside");
+	loser_let_on(&t0, p0, won, lw); /* it moved a claim it never judged */
+	cr_assert(claim_may_write(t1.c));
+	claim_end(t1.c, true);
+}
+
+/* Invariants 2, 10: the first taker stalls before its move while the
+ * second moved the claim aside and stalls before its create. The first's
+ * move finds nothing (ENOENT), it judges the aside as the claim (10) and
+ * creates first: it wins, and removes the aside it judged; the second's
+ * create meets that claim (EEXIST, invariant 1) and is refused. */
+Test(claim_take, of_two_takers_of_one_stale_claim_the_first_create_wins_on_the_aside)
+{
+	struct taker t0 = { .role = 0 }, t1 = { .role = 1 };
+	pthread_t p0, p1;
+	char judged[CLAIM_MAX];
+	size_t lj = 0;
+	two_takers_stopped(&t0, &p0, &t1, &p1, judged, &lj);
+	sem_post(&tk.go[0]);
+	pthread_join(p0, NULL);
+	cr_assert_eq(t0.rc, 0, "taker 0, which judged the aside: %d %s", t0.rc, t0.msg);
+	char won[CLAIM_MAX];
+	size_t lw = 0;
+	claim_bytes(won, &lw);
+	cr_assert_eq(system_count_tmp_asides(), 0, "the aside judged was not removed by the winner");
+	loser_let_on(&t1, p1, won, lw); /* its create came second */
+	claim_end(t0.c, true);
+}
+
+/* F5: a claim judged OURS (our catalog, host and cache: a daemon killed)
+ * is taken by the steps of 2, never put over after the read: a taker's
+ * claim that lands between the judgment and the move is moved, found not
+ * to be the judged bytes, put back, and stands; the mount is refused. */
+Test(claim_take, a_claim_judged_ours_is_never_put_over_a_takers_claim_landed_since)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, false); /* killed: the claim stays, ours */
+	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	tk.act_at = "take-move";
+	tk.act_claim = &other;
+	char theirs[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs)), la = 0;
+	a = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY,
+		     "the mount took the claim over a taker's: %s", msg);
+	cr_assert_eq(tk.acted, 1, "the OURS judgment was not taken by the steps of a take");
+	cr_assert_null(a);
+	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "%s", msg);
+	claim_bytes(after, &la);
+	cr_assert(same_bytes(after, la, theirs, lt), "the taker's claim is not there byte for byte");
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+}
+
+/* F5, the other way: taken as OURS, the claim is made anew (a new
+ * instance, no aside left); claim_abandon then puts back the bytes it
+ * replaced, byte for byte, and the same catalog takes them as its own. */
+Test(claim_take, a_claim_taken_as_ours_and_abandoned_is_the_killed_ones_again)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, false);
+	char killed[CLAIM_MAX], now[CLAIM_MAX];
+	size_t lk = 0, ln = 0;
+	claim_bytes(killed, &lk);
+	struct claim_rec k, r;
+	cr_assert_eq(claim_parse(killed, lk, &k), 0);
+	a = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_neq(r.instance, k.instance, "the claim judged OURS was not made anew");
+	cr_assert_eq(system_count_tmp_asides(), 0, "the OURS take left its aside");
+	claim_abandon(a);
+	claim_bytes(now, &ln);
+	cr_assert(same_bytes(now, ln, killed, lk), "abandoned, the claim is not the one it replaced");
+	cr_assert_eq(system_count_tmp_asides(), 0, "the abandon left its aside");
+	a = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+}
+
+/* claim_abandon by the steps of 2 (F5): a taker's claim that lands
+ * between the give-back's read and its move is moved, found not ours, put
+ * back: it stands, and the catalog that held the claim before is refused
+ * by it (HELD), not handed the old claim. */
+Test(claim_take, an_abandon_never_puts_back_over_a_takers_claim_landed_after_its_read)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512], released[CLAIM_MAX], theirs[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lr = 0, la = 0;
+	struct claim *b = a_released_then_b_took(released, &lr);
+	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs));
+	tk.act_at = "take-move"; /* armed after B's take: its give-back's move */
+	tk.act_claim = &other;
+	claim_abandon(b);
+	cr_assert_eq(tk.acted, 1, "the abandon did not move the claim by the steps of a take");
+	claim_bytes(after, &la);
+	cr_assert(same_bytes(after, la, theirs, lt), "the abandon replaced a taker's claim");
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	a = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "%s", msg);
+}
+
+/* claim_abandon (invariant 3): a claim another catalog took before the
+ * give-back read it is not ours: left as it is. */
+Test(claim_take, an_abandon_leaves_a_claim_taken_before_it_read)
+{
+	char released[CLAIM_MAX], theirs[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lr = 0, la = 0;
+	struct claim *b = a_released_then_b_took(released, &lr);
+	struct claim_rec other = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x", time(NULL));
+	put_claim(&other);
+	size_t lt = (size_t)claim_format(&other, theirs, sizeof(theirs));
+	claim_abandon(b);
+	claim_bytes(after, &la);
+	cr_assert(same_bytes(after, la, theirs, lt), "the abandon replaced a claim not its own");
+	cr_assert_eq(system_count_tmp_asides(), 0);
+}
+
+/* Invariant 12 through an acquisition: a copy of a cache restored at the
+ * original's path, after the original took BACKING again and was killed
+ * (a claim judged OURS by host, cache and catalog), is BEHIND, and the
+ * claim is left byte for byte; the original takes it. */
+Test(claim_take, a_copy_at_the_originals_path_is_behind_a_claim_judged_ours)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	struct book orig, copy;
+	book_init(&orig);
+	cr_assert_eq(take_led(&orig, true, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, false);
+	copy = orig; /* cp -a CACHE COPY */
+	copy.led.arg = &copy;
+	cr_assert_eq(take_led(&orig, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, false); /* killed again: the claim is its take 2, not released */
+	char before[CLAIM_MAX], after[CLAIM_MAX];
+	size_t lb = 0, la = 0;
+	claim_bytes(before, &lb);
+	a = NULL;
+	cr_assert_eq(take_led(&copy, false, 0, &a, msg, sizeof(msg)), -EBUSY, "the copy took it: %s", msg);
+	cr_assert_null(a);
+	cr_assert_not_null(strstr(msg, "another copy of this catalog"), "%s", msg);
+	claim_bytes(after, &la);
+	cr_assert(same_bytes(after, la, before, lb), "the refused copy changed the claim");
+	cr_assert_eq(take_led(&orig, false, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+}
+
+/* Invariant 13: a rebuild taking over a killed rebuild's claim (judged
+ * OURS: the same new catalog, cache and host) records what that one
+ * replaced ("replaces" names the original's take, not the killed
+ * stand-in's); abandoned, it puts the killed one's claim back byte for
+ * byte, through which the original catalog still takes BACKING. */
+Test(claim_take, a_rebuild_over_a_killed_rebuild_replaces_the_original_and_abandoned_gives_it_back)
+{
+	struct claim *a = NULL, *rb = NULL;
+	char msg[PATH_MAX + 512];
+	struct book old, r1, r2;
+	book_init(&old);
+	book_init(&r1);
+	book_init(&r2);
+	cr_assert_eq(take_led(&old, true, 0, &a, msg, sizeof(msg)), 0, "%s", msg);
+	claim_end(a, true);
+	char line[160];
+	snprintf(line, sizeof(line), "\nreplaces %s %s 1\n", ID_A, old.led.last);
+	r1.led.stand_in = true;
+	struct claim_ledger led = r1.led;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	claim_end(rb, false); /* killed */
+	char killed[CLAIM_MAX + 1], mine[CLAIM_MAX + 1], now[CLAIM_MAX];
+	size_t lk = 0, lm = 0, ln = 0;
+	claim_bytes(killed, &lk);
+	killed[lk] = '\0';
+	cr_assert_not_null(strstr(killed, line), "the rebuild's claim: %s", killed);
+	r2.led.stand_in = true;
+	led = r2.led;
+	rb = NULL;
+	cr_assert_eq(claim_acquire_led(fx.b, ID_B, false, true, &led, fx.cache[0], 60, &rb, msg,
+				       sizeof(msg)), 0, "%s", msg);
+	claim_bytes(mine, &lm);
+	mine[lm] = '\0';
+	cr_assert_not_null(strstr(mine, line), "the second rebuild stands for the killed one: %s", mine);
+	claim_abandon(rb);
+	claim_bytes(now, &ln);
+	cr_assert(same_bytes(now, ln, killed, lk), "abandoned, the killed rebuild's claim is not back");
+	cr_assert_eq(system_count_tmp_asides(), 0);
+	a = NULL;
+	cr_assert_eq(take_led(&old, false, 0, &a, msg, sizeof(msg)), 0, "the original is behind: %s", msg);
+	claim_end(a, true);
+}
+
+/* Invariant 5: a claim file larger than CLAIM_MAX is an unknown holder's:
+ * refused with the way out, never read in part and taken by guess. */
+Test(claim_take, a_claim_too_large_to_read_is_held)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	static char big[CLAIM_MAX + 100];
+	struct claim_rec old = gone_holder();
+	int n = claim_format(&old, big, sizeof(big));
+	memset(big + n, '#', sizeof(big) - (size_t)n); /* a valid beginning, too long */
+	cr_assert_eq(backing_put(fx.b, CLAIM_FILE, big, sizeof(big)), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY,
+		     "%s", msg);
+	cr_assert_not_null(strstr(msg, "does not parse"), "%s", msg);
+	uint64_t size = 0;
+	cr_assert_eq(backing_stat(fx.b, CLAIM_FILE, &size), 0);
+	cr_assert_eq(size, sizeof(big), "the refusal changed the claim");
+}
+
+/* Invariant 10: each round of a holder's renewal moves its claim to a new
+ * aside name (its instance, a number of its own), so removing one round's
+ * never removes another's. */
+static struct {
+	char names[2][128];
+	int n;
+} rn;
+
+static int rn_note(void *arg, const char *name)
+{
+	(void)arg;
+	if (strncmp(name, "claim.", 6) == 0 && rn.n < 2)
+		snprintf(rn.names[rn.n], sizeof(rn.names[0]), "%s", name);
+	return 0;
+}
+
+static int rn_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (strcmp(point, "retake-create") == 0 && rn.n < 2) {
+		backing_list(fx.b, "tmp", rn_note, NULL);
+		rn.n++;
+	}
+	return 0;
+}
+
+Test(claim_take, each_renewal_moves_the_claim_to_an_aside_of_its_own)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	memset(&rn, 0, sizeof(rn));
+	claim_test_hook = rn_hook;
+	claim_test_renew(a);
+	claim_test_renew(a);
+	cr_assert_eq(rn.n, 2);
+	char want[2][128];
+	snprintf(want[0], sizeof(want[0]), "claim.%s.0", r.instance);
+	snprintf(want[1], sizeof(want[1]), "claim.%s.1", r.instance);
+	cr_assert_str_eq(rn.names[0], want[0]);
+	cr_assert_str_eq(rn.names[1], want[1], "a second round's aside took the first's name");
+	cr_assert(!claim_lost(a));
+	cr_assert_eq(system_count_tmp_asides(), 0);
+	claim_end(a, true);
 }

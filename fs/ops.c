@@ -149,6 +149,18 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	/* write order matters to the streaming chunker: no kernel write-back cache */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = OPS_MAX_WRITE;
+	{ /* EXPERIMENT s33-splice: libfuse splices only into a pipe of max_write + 4 KiB */
+		FILE *pf = fopen("/proc/sys/fs/pipe-max-size", "r");
+		unsigned pmax = 0;
+		if (pf) {
+			if (fscanf(pf, "%u", &pmax) != 1)
+				pmax = 0;
+			fclose(pf);
+		}
+		const struct ops_context *c0 = userdata;
+		if (!c0->no_splice && pmax >= (256u << 10) && pmax - 4096 < conn->max_write)
+			conn->max_write = pmax - 4096;
+	}
 	conn->max_readahead = OPS_READAHEAD;
 	conn->time_gran = 1;
 	/* libfuse asks for splice reads since there is a write_buf (W1) */

@@ -91,11 +91,9 @@ struct ckptfs {
  *
  * Both call the system call as libfuse would and return what it returned,
  * errno included; only the reply to the kernel's INIT may be a patched copy.
- * A splice_receive hook (plain splice) lets libfuse splice requests into a
- * pipe once INIT is done (ops.c W1: writes read from it; INIT itself is read
- * through main_io_read, libfuse splices nothing before protocol 7.14 is
- * agreed); no splice_send: replies are writev'd from the chunk cache by
- * fuse_reply_iov. */
+ * No splice hooks: libfuse then neither offers nor uses splice, as before
+ * (ckptfs has no write_buf and asks for no splice capability; replies are
+ * writev'd from the chunk cache by fuse_reply_iov). */
 static struct fuseinit main_fuseinit;
 static int main_fuseinit_logged;
 
@@ -108,12 +106,6 @@ static ssize_t main_io_read(int fd, void *buf, size_t len, void *userdata)
 		errno = err;
 	}
 	return n;
-}
-
-static ssize_t main_io_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout,
-				      size_t len, unsigned int flags, void *userdata)
-{
-	return splice(fdin, offin, fdout, offout, len, flags);
 }
 
 /* Once, when the INIT reply went out: what the kernel allowed, and what
@@ -154,9 +146,7 @@ static ssize_t main_io_writev(int fd, struct iovec *iov, int count, void *userda
  * Without them (an error here) read-only opens keep the page cache. */
 static void main_fuse_io(struct fuse_session *se)
 {
-	static const struct fuse_custom_io io = { .read = main_io_read,
-						  .writev = main_io_writev,
-						  .splice_receive = main_io_splice_receive };
+	static const struct fuse_custom_io io = { .read = main_io_read, .writev = main_io_writev };
 	int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se));
 	if (rc != 0)
 		log_warn("FUSE: cannot install the INIT hook (%s): read-only opens keep the page cache",
@@ -917,7 +907,6 @@ int main(int argc, char **argv)
 	if (main_fuse_args(&r, &args) != 0)
 		goto out;
 	struct ops_context octx = { .fuse_init = fs.fuse_init, .read_cache = fs.opt.read_cache,
-				    .no_splice = fs.opt.no_splice,
 				    .cache = fs.opt.cache, .backing = fs.opt.backing };
 	se = fuse_session_new(&args, &ckptfs_ops, sizeof(ckptfs_ops), &octx);
 	if (!se) {

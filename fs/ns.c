@@ -895,19 +895,15 @@ void ns_read_done(struct ns *ns, struct ns_read_out *o)
 	o->buf = NULL;
 }
 
-/* buf, or with fd >= 0 the next size bytes of fd */
-static int ns_write_from(struct ns *ns, const struct ns_cred *c, struct ns_file *f,
-			 const void *buf, int fd, size_t size, uint64_t off, bool append,
-			 bool from_cache)
+int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const void *buf,
+	     size_t size, uint64_t off, bool append, bool from_cache)
 {
 	struct node *n = f->n;
 	pthread_rwlock_wrlock(&n->rw);
 	struct writer *w;
 	int rc = ns_writer(ns, n, &w);
-	if (rc == 0 && fd < 0)
+	if (rc == 0)
 		rc = writer_write(w, buf, size, append ? writer_size(w) : off);
-	else if (rc == 0)
-		rc = writer_write_fd(w, fd, size, append ? writer_size(w) : off);
 	/* invariant 3; a write from the page cache has no caller */
 	if (rc == 0 && __atomic_load_n(&n->setid, __ATOMIC_RELAXED) && !from_cache && c->uid != 0)
 		rc = ns_killpriv(ns, c, n->ino, &n->setid);
@@ -915,18 +911,6 @@ static int ns_write_from(struct ns *ns, const struct ns_cred *c, struct ns_file 
 	f->wrote = true;
 	gen_activity(ns->gen, f->gen_id, c->pid);
 	return rc;
-}
-
-int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const void *buf,
-	     size_t size, uint64_t off, bool append, bool from_cache)
-{
-	return ns_write_from(ns, c, f, buf, -1, size, off, append, from_cache);
-}
-
-int ns_write_fd(struct ns *ns, const struct ns_cred *c, struct ns_file *f, int fd, size_t size,
-		uint64_t off, bool append, bool from_cache)
-{
-	return ns_write_from(ns, c, f, NULL, fd, size, off, append, from_cache);
 }
 
 int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)

@@ -207,10 +207,6 @@ void ns_read_done(struct ns *ns, struct ns_read_out *o);
  * (no caller: setid bits are not cleared for it). */
 int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const void *buf,
 	     size_t size, uint64_t off, bool append, bool from_cache);
-/* The same with the next size bytes of fd, a pipe (writer.h invariant 8):
- * all of them read when it returns 0. */
-int ns_write_fd(struct ns *ns, const struct ns_cred *c, struct ns_file *f, int fd, size_t size,
-		uint64_t off, bool append, bool from_cache);
 /* Grows the file to off+len if shorter (fallocate without KEEP_SIZE). */
 int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len);
 int ns_flush(struct ns *ns, struct ns_file *f);

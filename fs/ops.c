@@ -149,28 +149,9 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	/* write order matters to the streaming chunker: no kernel write-back cache */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = OPS_MAX_WRITE;
-	{ /* EXPERIMENT s33-splice: libfuse splices only into a pipe of max_write + 4 KiB */
-		FILE *pf = fopen("/proc/sys/fs/pipe-max-size", "r");
-		unsigned pmax = 0;
-		if (pf) {
-			if (fscanf(pf, "%u", &pmax) != 1)
-				pmax = 0;
-			fclose(pf);
-		}
-		const struct ops_context *c0 = userdata;
-		if (!c0->no_splice && pmax >= (256u << 10) && pmax - 4096 < conn->max_write)
-			conn->max_write = pmax - 4096;
-	}
 	conn->max_readahead = OPS_READAHEAD;
 	conn->time_gran = 1;
-	/* libfuse asks for splice reads since there is a write_buf (W1) */
-	const struct ops_context *ctx = userdata;
-	if (ctx->no_splice)
-		conn->want &= ~FUSE_CAP_SPLICE_READ;
-	log_info("mounted: max_write %u, readahead %u, %s", conn->max_write, conn->max_readahead,
-		 conn->want & FUSE_CAP_SPLICE_READ ? "writes spliced"
-		 : ctx->no_splice		   ? "writes not spliced (-o splice=0)"
-					   : "writes not spliced (not offered)");
+	log_info("mounted: max_write %u, readahead %u", conn->max_write, conn->max_readahead);
 }
 
 /* mountinfo escapes blanks and backslashes in paths as \ooo (octal). */
@@ -539,54 +520,18 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ns_read_done(ns, &o); /* after the reply, written from the pinned chunks */
 }
 
-/* Writes, as write_buf: with -o splice (the default) and a kernel and
- * daemon that can splice (libfuse grows each thread's pipe past
- * /proc/sys/fs/pipe-max-size, which needs CAP_SYS_RESOURCE; else it reads as
- * without splice), a write of a page or more arrives as a pipe holding the
- * writer's pages by reference, not as a copy in libfuse's buffer.
- *
- * Invariant W1: the bytes of a write reach the file once each, in order,
- * whichever way they came: from a pipe through ns_write_fd (writer.h
- * invariant 8: read straight into the stream's buffer, or bounced), from
- * libfuse's buffer through ns_write. A pipe is consumed only when the write
- * succeeded (in_buf->idx = count); on an error, or a refused write, the rest
- * of it stays in the pipe and libfuse drops the pipe (do_write_buf), so no
- * byte of one request is ever read as another's. */
-static void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
-			  struct fuse_file_info *fi)
+static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		      struct fuse_file_info *fi)
 {
 	if (ops_fenced(req))
 		return;
 	struct ns_cred c = ops_cred(req);
-	struct ns *ns = ops_ns(req);
-	size_t size = fuse_buf_size(in_buf);
-	bool append = (fi->flags & O_APPEND) != 0;
-	struct fuse_buf *b = &in_buf->buf[in_buf->idx];
-	int rc;
-	if (in_buf->count - in_buf->idx == 1 && (b->flags & FUSE_BUF_IS_FD) &&
-	    !(b->flags & FUSE_BUF_FD_SEEK)) {
-		rc = ns_write_fd(ns, &c, ops_file(fi), b->fd, size, (uint64_t)off, append,
-				 fi->writepage);
-	} else if (in_buf->count - in_buf->idx == 1 && !(b->flags & FUSE_BUF_IS_FD)) {
-		rc = ns_write(ns, &c, ops_file(fi), (const char *)b->mem + in_buf->off, size,
-			      (uint64_t)off, append, fi->writepage);
-	} else { /* not what libfuse hands over: flattened */
-		char *flat = malloc(size ? size : 1);
-		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
-		dst.buf[0].mem = flat;
-		rc = !flat ? -ENOMEM : fuse_buf_copy(&dst, in_buf, 0) != (ssize_t)size ? -EIO : 0;
-		if (rc == 0)
-			rc = ns_write(ns, &c, ops_file(fi), flat, size, (uint64_t)off, append,
-				      fi->writepage);
-		free(flat);
-	}
-	if (rc != 0) {
+	int rc = ns_write(ops_ns(req), &c, ops_file(fi), buf, size, (uint64_t)off,
+			  (fi->flags & O_APPEND) != 0, fi->writepage);
+	if (rc != 0)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	in_buf->idx = in_buf->count; /* all of it was read (W1) */
-	in_buf->off = 0;
-	fuse_reply_write(req, size);
+	else
+		fuse_reply_write(req, size);
 }
 
 static void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -724,7 +669,7 @@ const struct fuse_lowlevel_ops ckptfs_ops = {
 	.link = ops_link,
 	.open = ops_open,
 	.read = ops_read,
-	.write_buf = ops_write_buf,
+	.write = ops_write,
 	.flush = ops_flush,
 	.release = ops_release,
 	.fsync = ops_fsync,

@@ -21,7 +21,6 @@ struct ops_context {
 	struct ns *ns;
 	struct fuseinit *fuse_init; /* may read-only opens use direct_io */
 	bool read_cache;            /* -o read_cache: read-only opens keep the page cache */
-	bool no_splice;             /* -o splice=0: writes are read, not spliced (ops.c W1) */
 	const char *cache;          /* CACHE: statfs, user.ckptfs.cache */
 	const char *backing;        /* BACKING: user.ckptfs.backing */
 	/* shared catalog: changes are refused with EROFS once its lease ran out

@@ -272,12 +272,6 @@ static int options_one(struct options_result *r, const char *opt)
 		o->copy_uploads = true;
 		return 0;
 	}
-	if (strncmp(opt, "splice=", 7) == 0) {
-		if (strcmp(opt + 7, "0") != 0 && strcmp(opt + 7, "1") != 0)
-			return options_fail("option '%s': %s", opt, "expects splice=0 or splice=1");
-		o->no_splice = opt[7] == '0';
-		return 0;
-	}
 	if (strcmp(opt, "read_cache") == 0) {
 		o->read_cache = true;
 		return 0;
@@ -365,8 +359,6 @@ void options_usage(FILE *f)
 		"                     filesystem (default: hard links, one copy on the disk)\n"
 		"  read_cache         read-only opens go through the kernel's page cache (default:\n"
 		"                     they bypass it where the kernel allows, Linux 6.6 and later)\n"
-		"  splice=0           writes' bytes are copied from the kernel as reads (default 1:\n"
-		"                     spliced where possible, one copy fewer)\n"
 		"  keep=K             keep the newest K committed generations per series (0: all)\n"
 		"  gen_pattern=RE     names that start a generation (POSIX ERE; the step is the\n"
 		"                     last all-digit group; write a comma as \\,)\n"

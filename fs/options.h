@@ -37,7 +37,6 @@ struct ckptfs_options {
 	bool leave_queued;            /* unmount does not wait for uploads */
 	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
 	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */
-	bool no_splice;               /* -o splice=0: writes' bytes are read, not spliced */
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO; writes */
 	                              /* short of cache room, then ENOSPC */
 	unsigned upload_threads;      /* 0: as BACKING suits (backing_upload_threads) */

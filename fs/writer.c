@@ -554,33 +554,11 @@ static int writer_grow(struct writer *w, size_t need)
 	return rc;
 }
 
-/* Makes room at the buffer's end for the next *n (at most a step, at most
- * len) of len arriving bytes, at w->buf + w->buf_len (buf_off is 0 then). The
- * buffer never holds more than one maximal chunk plus one block: the chunker
- * cuts at max_size at the latest. */
-static int writer_room(struct writer *w, size_t len, size_t *n)
-{
-	size_t limit = w->env->chunking.max_size + 2 * WRITER_IO_BLOCK;
-	*n = len < WRITER_FEED_STEP ? len : WRITER_FEED_STEP;
-	if (w->buf_off) {
-		/* the bytes after a chunk that stayed in place (a hit, a hole, a
-		 * short chunk): at most a step's worth, moved so that the next
-		 * chunk starts at the buffer's start (R6) */
-		memmove(w->buf, w->buf + w->buf_off, w->buf_len);
-		w->buf_off = 0;
-	}
-	size_t need = w->buf_len + *n;
-	int rc = writer_grow(w, need <= limit ? need : limit);
-	if (rc != 0)
-		return writer_fail(w, rc, "growing the write buffer");
-	if (*n > w->buf_cap - w->buf_len)
-		*n = w->buf_cap - w->buf_len;
-	return 0;
-}
-
-/* Appends at the stream end (writer_room: how much the buffer holds). */
+/* Appends at the stream end. The buffer never holds more than one maximal
+ * chunk plus one block: the chunker cuts at max_size at the latest. */
 static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 {
+	size_t limit = w->env->chunking.max_size + 2 * WRITER_IO_BLOCK;
 	while (len) {
 		if (w->following || (w->buf_len == 0 && writer_follow_start(w))) {
 			/* R4: compared where they arrived, not copied */
@@ -592,11 +570,21 @@ static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 			len -= used;
 			continue;
 		}
-		size_t n;
-		int rc = writer_room(w, len, &n);
+		size_t n = len < WRITER_FEED_STEP ? len : WRITER_FEED_STEP;
+		if (w->buf_off) {
+			/* the bytes after a chunk that stayed in place (a hit, a hole, a
+			 * short chunk): at most a step's worth, moved so that the next
+			 * chunk starts at the buffer's start (R6) */
+			memmove(w->buf, w->buf + w->buf_off, w->buf_len);
+			w->buf_off = 0;
+		}
+		size_t need = w->buf_off + w->buf_len + n;
+		int rc = writer_grow(w, need <= limit ? need : limit);
 		if (rc != 0)
-			return rc;
-		memcpy(w->buf + w->buf_len, data, n);
+			return writer_fail(w, rc, "growing the write buffer");
+		if (n > w->buf_cap - w->buf_off - w->buf_len)
+			n = w->buf_cap - w->buf_off - w->buf_len;
+		memcpy(w->buf + w->buf_off + w->buf_len, data, n);
 		w->buf_len += n;
 		data += n;
 		len -= n;
@@ -800,69 +788,6 @@ int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off)
 		w->size = off + len;
 	writer_touch(w);
 	return 0;
-}
-
-/* Reads exactly len bytes of fd (a pipe) into p: -EIO if it ends short. */
-static int writer_read_fd(int fd, uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Invariant 8. Takes the next step's worth of bytes from fd straight into the
- * buffer, only in the stream, at its end, when no other writer's chunk is
- * being compared (R4: those bytes are compared, not kept); *n: how many (0:
- * none, the caller bounces them through writer_write). */
-static int writer_fill_fd(struct writer *w, int fd, size_t len, uint64_t off, size_t *n)
-{
-	*n = 0;
-	if (w->staging || off != w->stream_base + w->matched + w->buf_len || w->following ||
-	    (w->buf_len == 0 && writer_follow_start(w)))
-		return 0;
-	int rc = writer_room(w, len, n);
-	if (rc == 0)
-		rc = writer_read_fd(fd, w->buf + w->buf_len, *n);
-	if (rc != 0)
-		return rc; /* the buffer is as it was */
-	w->buf_len += *n;
-	rc = writer_scan(w);
-	if (rc != 0)
-		return rc;
-	if (off + *n > w->size)
-		w->size = off + *n;
-	writer_touch(w);
-	return 0;
-}
-
-int writer_write_fd(struct writer *w, int fd, size_t len, uint64_t off)
-{
-	uint8_t *bounce = NULL;
-	int rc = 0;
-	while (rc == 0 && len) {
-		size_t n = 0;
-		rc = w->err ? w->err : writer_fill_fd(w, fd, len, off, &n);
-		if (rc == 0 && n == 0) { /* staging, a gap, a replica's bytes: as writer_write */
-			n = len < WRITER_FEED_STEP ? len : WRITER_FEED_STEP;
-			if (!bounce && !(bounce = malloc(WRITER_FEED_STEP)))
-				rc = -ENOMEM;
-			if (rc == 0)
-				rc = writer_read_fd(fd, bounce, n);
-			if (rc == 0)
-				rc = writer_write(w, (const char *)bounce, n, off);
-		}
-		off += n;
-		len -= n;
-	}
-	free(bounce);
-	return rc;
 }
 
 int writer_truncate(struct writer *w, uint64_t new_size)

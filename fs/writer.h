@@ -49,15 +49,7 @@
  *     only when it covers every byte of the chunk and the chunker scanned
  *     them all in that run; anything that makes the chunker scan again
  *     (a truncate into the buffer, a forced cut) starts it again or leaves
- *     it unused (writer.c writer_crc_scanned).
- *  8. writer_write_fd(w, fd, len, off) leaves the file exactly as
- *     writer_write(w, b, len, off) would, b being the next len bytes of fd,
- *     read in order, each once: in the stream, at its end and not following
- *     another writer (R4), a step at a time straight into the buffer, which
- *     the chunker then scans as writer_append's copy; otherwise a step at a
- *     time through a bounce buffer into writer_write. It returns 0 only when
- *     all len bytes were read and written; on an error some of them may be
- *     left in fd (the caller drops the rest: fs/ops.c ops_write_buf). */
+ *     it unused (writer.c writer_crc_scanned). */
 #ifndef CKPTFS_WRITER_H
 #define CKPTFS_WRITER_H
 
@@ -76,9 +68,6 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 void writer_free(struct writer *w);
 
 int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off);
-/* The same with the next len bytes of fd (a pipe from /dev/fuse), read into
- * the buffer without another copy where the stream takes them (invariant 8). */
-int writer_write_fd(struct writer *w, int fd, size_t len, uint64_t off);
 int writer_truncate(struct writer *w, uint64_t new_size);
 int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *got);
 

@@ -1059,6 +1059,28 @@ static void claim_take_back(struct claim *c, uint64_t started)
 	free(moved);
 }
 
+/* Invariant 11 (M): our claim read absent with no aside of ours pending.
+ * A taker that judged an older claim stale may have moved ours aside to
+ * compare it (2) and be about to put it back: it is read again a few times
+ * within min(2 s, timeout/8) before the holder is fenced. Only reads: the
+ * claim is never made here. The last read's answer (0 with the claim's
+ * bytes in have, -ENOENT, another -errno). */
+static int claim_wait_back(struct claim *c, char *have, size_t *len)
+{
+	uint64_t bound = (uint64_t)c->timeout_s * 1000 / 8;
+	if (bound > 2000)
+		bound = 2000;
+	struct timespec nap = { 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
+	int rc = -ENOENT;
+	for (int i = 0; i < CLAIM_GAP_POLLS && rc == -ENOENT; i++) {
+		nanosleep(&nap, NULL);
+		claim_hook(c, "renew-absent");
+		*len = 0;
+		rc = backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, len);
+	}
+	return rc;
+}
+
 /* One renewal (invariant 3); called with c->lock not held. A lone claim is
  * taken anew every time (claim_retake, invariant 9); a shared one, which no
  * one takes over by age (7), is rewritten in place while it names our
@@ -1073,6 +1095,8 @@ static void claim_renew(struct claim *c)
 	size_t len = 0;
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
 	claim_hook(c, "renew-read");
+	if (rc == -ENOENT && !c->pending[0] && have)
+		rc = claim_wait_back(c, have, &len); /* invariant 11 M */
 	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);

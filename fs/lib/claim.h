@@ -122,6 +122,13 @@
  *        (-EAGAIN), where it judges the holder's claim or its aside (10).
  *        That round comes after a random nap (claim_back_off_nap), so that
  *        takers who backed off together do not create in step again.
+ *     M. A holder whose renewal reads the claim absent, with no aside of
+ *        its own pending (10), is not fenced at once either: a taker that
+ *        judged an older claim stale may have moved ours aside to compare
+ *        it (2) and put it back a moment later. It reads the claim again a
+ *        few polls within min(2 s, timeout/8); ours again: renewed as
+ *        usual; another's, or still absent: fenced. It never makes the
+ *        claim on an absence (only 10's aside of its own lets it).
  *     H. A holder whose renewal's exclusive create answers EEXIST is not
  *        fenced at once: while its aside still holds its bytes it tries the
  *        create again, a few polls within min(2 s, timeout/8) (a taker
@@ -292,7 +299,8 @@ unsigned claim_timeout_s(const struct claim *c);
 /* For tests only: called at named points ("renew-read", "release-read": a
  * renewal or a release read the claim; "retake-create": before their
  * exclusive create; "renew-wait": before each try again after EEXIST
- * (invariant 11 H); "take-create": an acquisition's judgment made, before
+ * (invariant 11 H); "renew-absent": before each read again of a claim a
+ * renewal read absent (11 M); "take-create": an acquisition's judgment made, before
  * its exclusive create; "take-check": after that create answered 0, before
  * it looks at tmp/ again (11 T); "take-move": the claim judged, before
  * it is moved aside by the steps of 2 — an acquisition's STALE or OURS, a

@@ -1733,3 +1733,80 @@ Test(claim_take, each_renewal_moves_the_claim_to_an_aside_of_its_own)
 	cr_assert_eq(system_count_tmp_asides(), 0);
 	claim_end(a, true);
 }
+
+/* ---- a claim absent for a moment at a renewal's read (invariant 11 M) ---- */
+
+static struct {
+	int moved, back; /* the steps done */
+	bool put_back;   /* the taker gives the claim back (else it never does) */
+} mv;
+
+static void mv_paths(char *claim, char *aside, size_t size)
+{
+	snprintf(claim, size, "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(aside, size, "%s/backing/tmp/claim.taker.0", fx.dir);
+}
+
+/* A taker that judged an older claim stale moved ours aside before our
+ * renewal read it (claim.h 2: to compare it); it puts it back at our first
+ * read again. */
+static int mv_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	char claim[PATH_MAX], aside[PATH_MAX];
+	mv_paths(claim, aside, sizeof(claim));
+	if (strcmp(point, "renew-absent") == 0 && mv.put_back && mv.back == 0) {
+		cr_assert_eq(rename(aside, claim), 0, "%s", strerror(errno));
+		mv.back++;
+	}
+	return 0;
+}
+
+static struct claim *held_with_mover(bool put_back)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 8, &a, msg, sizeof(msg)), 0, "%s", msg);
+	memset(&mv, 0, sizeof(mv));
+	mv.put_back = put_back;
+	char claim[PATH_MAX], aside[PATH_MAX];
+	mv_paths(claim, aside, sizeof(claim));
+	cr_assert_eq(rename(claim, aside), 0, "%s", strerror(errno)); /* the taker's move */
+	mv.moved = 1;
+	claim_test_hook = mv_hook;
+	return a;
+}
+
+/* The taker put our bytes back a moment after our read found them gone:
+ * the holder renews on, its claim stands (was: fenced for good, "the claim
+ * was removed", though nobody else ever held it). */
+Test(claim_take, a_claim_moved_aside_and_put_back_during_a_renewal_keeps_its_holder)
+{
+	struct claim *a = held_with_mover(true);
+	claim_test_renew(a);
+	claim_test_hook = NULL;
+	cr_assert_eq(mv.moved, 1);
+	cr_assert_eq(mv.back, 1, "the renewal never read the claim again");
+	cr_assert(!claim_lost(a), "a claim absent for a moment, then ours again, fenced its holder");
+	cr_assert(claim_may_write(a));
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	claim_end(a, true);
+}
+
+/* Still absent after the reads again: fenced as before, and the claim is
+ * not made on that absence (nothing at CLAIM_FILE). */
+Test(claim_take, a_claim_that_stays_absent_through_a_renewal_fences_its_holder)
+{
+	struct claim *a = held_with_mover(false);
+	claim_test_renew(a);
+	claim_test_hook = NULL;
+	cr_assert_eq(mv.moved, 1);
+	cr_assert(claim_lost(a), "a holder whose claim vanished was not fenced");
+	cr_assert(!claim_may_write(a));
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "the fenced holder made the claim on an absence");
+	claim_end(a, true);
+}

@@ -892,9 +892,9 @@ static int main_reclaim_backing(struct ckptfs *fs)
 {
 	if (!backing_is_nfs(fs->backing))
 		return 0;
-	unsigned ms = fs->opt.lease_ms / 4;
+	unsigned ms = fs->opt.lease_ms / 4 / 1000 * 1000; /* libnfs counts whole seconds */
 	if (ms < 1000)
-		ms = 1000; /* libnfs counts whole seconds */
+		ms = 1000;
 	if (fs->opt.backing_timeout_ms && ms > fs->opt.backing_timeout_ms)
 		ms = fs->opt.backing_timeout_ms;
 	int rc = backing_open(fs->opt.backing, ms, &fs->reclaim_backing);

@@ -62,6 +62,7 @@ struct ckptfs {
 	struct claim *claim;         /* BACKING is this catalog's (fs/lib/claim.h) */
 	struct leasekeep *lease;     /* -o meta=: this node's lease (leasekeep.h); NULL alone */
 	struct reclaimer *reclaimer; /* -o meta=: the cluster's reclaim duty (reclaimer.h) */
+	struct backing *reclaim_backing; /* nfs://: the reclaimer's, short RPC timeout (below) */
 	bool catalog_fresh;          /* -o meta=: this mount made the local catalog file */
 	struct cache *cache;
 	struct uploader *uploader;
@@ -672,6 +673,8 @@ static void main_close_state(struct ckptfs *fs)
 	fs->gen = NULL;
 	reclaimer_stop(fs->reclaimer); /* removes from BACKING: before the claim ends */
 	fs->reclaimer = NULL;
+	backing_close(fs->reclaim_backing);
+	fs->reclaim_backing = NULL;
 	claim_end(fs->claim, true); /* nothing of ours writes BACKING any more */
 	fs->claim = NULL;
 	leasekeep_stop(fs->lease); /* live until the uploads above have been recorded */
@@ -874,6 +877,36 @@ static int main_start_ns(struct ckptfs *fs)
 	return ns_new(&d, &cfg, &fs->ns);
 }
 
+/* The reclaimer's removals on an nfs:// BACKING go through a handle of their
+ * own whose RPCs time out within a quarter of the lease (at least libnfs's
+ * 1 s), not backing_timeout (60 s by default): a removal is checked against
+ * the duty's local deadline before it is sent (catalog_shared_reclaim.c R10,
+ * lease.h L8), and one stalled in the network past the takeover margin (two
+ * lease terms after the holder's lease ran out, pgns.c) could delete the copy
+ * a writer put again after another node finished the reclaim (review 33 F2).
+ * Bounded like this, a removal sent before the deadline is answered or
+ * abandoned (its connection dropped: backing_nfs.c) within a few such
+ * timeouts, inside that margin. A directory BACKING removes by a local
+ * syscall: the daemon's own handle serves. */
+static int main_reclaim_backing(struct ckptfs *fs)
+{
+	if (!backing_is_nfs(fs->backing))
+		return 0;
+	unsigned ms = fs->opt.lease_ms / 4 / 1000 * 1000; /* libnfs counts whole seconds */
+	if (ms < 1000)
+		ms = 1000;
+	if (fs->opt.backing_timeout_ms && ms > fs->opt.backing_timeout_ms)
+		ms = fs->opt.backing_timeout_ms;
+	int rc = backing_open(fs->opt.backing, ms, &fs->reclaim_backing);
+	if (rc != 0)
+		log_error("BACKING %s: cannot open the reclaimer's connection: %s", fs->opt.backing,
+			  strerror(-rc));
+	else
+		log_info("reclaim: removals from BACKING on a connection of their own, %u ms per"
+			 " call at most (the lease is %u ms)", ms, fs->opt.lease_ms);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	umask(077); /* trust.h: nothing the daemon makes is for other users */
@@ -949,8 +982,11 @@ int main(int argc, char **argv)
 	octx.lease = fs.lease;
 	/* a turn every third of the lease, as its renewal: the duty moves on
 	 * within a lease of its holder's end */
+	if (cat_is_shared(fs.cat) && main_reclaim_backing(&fs) != 0)
+		goto out;
 	if (cat_is_shared(fs.cat) &&
-	    reclaimer_start(fs.cat, fs.backing, fs.claim, fs.opt.lease_ms / 3, &fs.reclaimer) != 0)
+	    reclaimer_start(fs.cat, fs.reclaim_backing ? fs.reclaim_backing : fs.backing, fs.claim,
+			    fs.opt.lease_ms / 3, &fs.reclaimer) != 0)
 		goto out;
 
 	if (main_start_gen(&fs) != 0) {

@@ -283,4 +283,56 @@ test_rebuild_meta_holds_a_save_in_conflict_and_keeps_its_chunks() {
 }
 ck_timeout test_rebuild_meta_holds_a_save_in_conflict_and_keeps_its_chunks 300
 
+
+# (e) over an nfs:// BACKING (the private ganesha): each node's reclaimer
+# removes through a connection of its own whose calls time out within a
+# quarter of the lease (fs/main.c main_reclaim_backing, review 33 F2: a
+# removal checked before the duty's deadline must not reach the server
+# after another node's takeover); the overwritten files' objects go from
+# the export, what is left reads back bit for bit on a fresh node.
+test_reclaim_over_nfs_removes_through_its_own_connection() {
+	mn_ganesha_start
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	local x f
+	for x in A B; do
+		local log
+		log=$([ $x = A ] && echo "$MN_DLOG_A" || echo "$MN_DLOG_B")
+		grep -q "reclaim: removals from BACKING on a connection of their own, 1000 ms per call at most" "$log" ||
+			ck_fail "node $x opened no connection of its own for the reclaim (lease $MN_LEASE_MS ms)"
+	done
+	mkdir "$MN_MNT_A/d"
+	mn_see B d
+	for f in a1 a2; do
+		ck_rand "$CK_REF/$f.v1" 3000000
+		cp "$CK_REF/$f.v1" "$MN_MNT_A/d/$f"
+	done
+	ck_rand "$CK_REF/b1.v1" 3000000
+	cp "$CK_REF/b1.v1" "$MN_MNT_B/d/b1"
+	mn_see A d/b1
+	_mn_wait_settled 60
+	local before
+	before=$(mn_objects)
+	ck_rand "$CK_REF/a1.v2" 2000000
+	cp "$CK_REF/a1.v2" "$MN_MNT_B/d/a1"
+	rm "$MN_MNT_A/d/b1"
+	_mn_wait_settled 90
+	local after
+	after=$(mn_objects)
+	ck_log "objects on the export: $before before, $after after"
+	[ "$after" -lt "$before" ] || ck_fail "nothing was reclaimed from the export ($before objects before, $after after)"
+	grep -q "reclaim: .* object(s) removed from BACKING" "$MN_DLOG_A" "$MN_DLOG_B" ||
+		ck_fail "no node logged a reclaim"
+	mn_umount A
+	mn_umount B
+	mn_mount C
+	assert_file_eq "$CK_REF/a1.v2" "$MN_MNT_C/d/a1"
+	assert_file_eq "$CK_REF/a2.v1" "$MN_MNT_C/d/a2"
+	[ ! -e "$MN_MNT_C/d/b1" ] || ck_fail "a removed file is back"
+	mn_umount C
+	mn_ganesha_stop
+}
+ck_timeout test_reclaim_over_nfs_removes_through_its_own_connection 300
+
 ck_main "$@"

@@ -14,7 +14,8 @@
 #     previous save the newest listed and the broken one held (list --all,
 #     commit, rm);
 #   - kill -9 of the daemon holds open saves (rule crash) and the remount
-#     commits a held complete single file by content;
+#     commits a held complete single file by content, but not one a data
+#     chunk's object of which is gone (fs/gen.h invariant 11);
 #   - keep-latest-k reclaims a held save only once K newer are committed;
 #   - `ckptfs-admin wait` exits 11 naming open and held saves.
 # Two cases are regressions of defects this group found (fixed in fs/gen.c

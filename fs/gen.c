@@ -1018,7 +1018,23 @@ static uint64_t gen_previous_root(struct gen_policy *g, const struct cat_gen *ge
 	return root;
 }
 
-/* Judges generation id by its content; an error is UNPROVEN with the reason. */
+/* Invariant 11: the cache's answer for one chunk (proof_objects). */
+static int gen_object_here(void *arg, const uint8_t *hash, uint64_t plain_len)
+{
+	return store_present(arg, hash, plain_len);
+}
+
+/* Was gen open at a crash: HELD by G4 at start, or a new version of one so
+ * held (it keeps the reason, generation.h G5)? Its files' objects may not
+ * all have reached the disk (invariant 11). */
+static bool gen_after_crash(const struct cat_gen *gen)
+{
+	return strncmp(gen->held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) == 0;
+}
+
+/* Judges generation id by its content; an error is UNPROVEN with the reason.
+ * One a crash held is COMPLETE only with every object it names (invariant
+ * 11). */
 static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *out)
 {
 	struct cat_gen gen;
@@ -1026,6 +1042,8 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 	if (rc == 0)
 		rc = proof_generation(g->cat, gen.root, gen.name, gen_previous_root(g, &gen),
 				      gen.backup_root, g->read, g->read_arg, out);
+	if (rc == 0 && out->verdict == PROOF_COMPLETE && g->store && gen_after_crash(&gen))
+		rc = proof_objects(g->cat, gen.root, gen.name, gen_object_here, g->store, out);
 	if (rc != 0) {
 		out->verdict = PROOF_UNPROVEN;
 		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",
@@ -1613,6 +1631,23 @@ static int gen_add_crash_held(void *arg, const struct cat_gen *gen)
 		       : 0;
 }
 
+/* Invariant 11: a crash-held save whose content is complete but an object
+ * of which is gone stays HELD, its reason naming the chunk and the file (an
+ * admin's commit or rm decides); nothing is committed, so keep-latest-k
+ * deletes nothing for it. The reason keeps GEN_CRASH_REASON first: the
+ * next start judges it again, and a new version of it is checked too. */
+static void gen_held_no_object(struct gen_policy *g, const struct cat_gen *gen,
+			       const char *reason)
+{
+	char held[GEN_HELD_MAX];
+	snprintf(held, sizeof(held), "%s; %s", GEN_CRASH_REASON, reason);
+	int rc = strcmp(held, gen->held) == 0 ? 0 : cat_gen_held_reason(g->cat, gen->id, held);
+	log_warn("generation %s (series inode %llu, step %llu) stays held: its files are complete,"
+		 " but %s%s%s. `ckptfs-admin commit` or `rm` decides", gen->name,
+		 (unsigned long long)gen->series, (unsigned long long)gen->step, reason,
+		 rc ? "; its reason could not be recorded: " : "", rc ? strerror(-rc) : "");
+}
+
 static void gen_recheck_crash_held(struct gen_policy *g)
 {
 	struct cat_gen_vec l = { 0 };
@@ -1622,6 +1657,8 @@ static void gen_recheck_crash_held(struct gen_policy *g)
 			gen_prove(g, l.v[i].id, &pr);
 			if (pr.verdict == PROOF_COMPLETE)
 				gen_commit_now(g, l.v[i].id, "content");
+			else if (pr.verdict == PROOF_NO_OBJECT)
+				gen_held_no_object(g, &l.v[i], pr.reason);
 		}
 	cat_gen_vec_free(&l);
 }

@@ -125,7 +125,23 @@
  *     has a writer, which writes on without asking again: ns.c ns_writer)
  *     refuses the commit, -EBUSY with a warning, until it closes. On a
  *     shared catalog every open writer makes the catalog refuse (pggen.h
- *     X1), and the commit waits as for another node's. */
+ *     X1), and the commit waits as for another node's.
+ * 11. A save open at a crash (HELD with GEN_CRASH_REASON, or a new version
+ *     of one, which keeps that reason) is committed by its content only if
+ *     every chunk its files' extents name has its object: whole in size in
+ *     the cache (store_present: a file's header and length, a small.db
+ *     row) or uploaded to BACKING by the catalog's word (proof.h invariant
+ *     6). The catalog's rows can reach the disk before the objects of a
+ *     file closed without fsync (another file's fsync, a WAL sync, SQLite's
+ *     checkpoint), so after a power loss the headers may read fine while a
+ *     data chunk's object is gone: such a save stays HELD, its reason
+ *     naming the chunk and the file, with a warning, and nothing is
+ *     committed or deleted for it (an admin's commit or rm decides).
+ *     gen_prove applies it wherever a proof of such a save may commit it
+ *     (the start's re-judgement, the tick, abandon, unmount). The shared
+ *     catalog never holds with GEN_CRASH_REASON (catalog_shared_gen.c S4:
+ *     a dead node's saves are held "node-lost", committed only by an
+ *     admin), so it never applies there. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -11,6 +11,7 @@
 
 #include "catalog.h"
 #include "complete.h"
+#include "upload.h"
 
 struct proof_file {
 	char *path; /* relative to the generation's root */
@@ -357,8 +358,77 @@ done:
 	return rc;
 }
 
+/* Invariant 6 for one file: 0 with out unchanged when every object is
+ * there; NO_OBJECT naming the first that is not. ext: PROOF_EXTENTS. */
+static int proof_file_objects(struct cat *cat, const struct proof_file *f,
+			      struct cat_extent *ext, proof_object_fn has, void *arg,
+			      struct proof_result *out)
+{
+	bool uploaded = false;
+	int rc = cat_file_uploaded(cat, f->ino, &uploaded);
+	if (rc != 0 || uploaded) /* BACKING holds every object: no stat */
+		return rc;
+	const uint8_t *last = NULL; /* a chunk named by extents in a row is looked at once */
+	uint8_t last_hash[CAT_HASH_LEN];
+	for (uint64_t off = 0;;) {
+		int n = cat_extents(cat, f->ino, off, ext, PROOF_EXTENTS);
+		if (n <= 0)
+			return n;
+		for (int j = 0; j < n; j++) {
+			if (last && memcmp(last, ext[j].hash, CAT_HASH_LEN) == 0)
+				continue;
+			memcpy(last_hash, ext[j].hash, CAT_HASH_LEN);
+			last = last_hash;
+			int here = has(arg, ext[j].hash, ext[j].chunk_len);
+			if (here == 0)
+				continue;
+			if (here != -ENOENT && here != -EIO)
+				return here;
+			struct cat_chunk_where w;
+			rc = cat_chunk_where(cat, ext[j].hash, &w);
+			if (rc == 0 && w.uploaded)
+				continue;
+			if (rc != 0 && rc != -ENOENT)
+				return rc;
+			char hex[17];
+			for (int b = 0; b < 8; b++)
+				snprintf(hex + 2 * b, 3, "%02x", ext[j].hash[b]);
+			out->verdict = PROOF_NO_OBJECT;
+			snprintf(out->reason, sizeof(out->reason), "chunk %s… of \"%s\" (its bytes"
+				 " %llu-%llu) is missing after the crash: %s in the cache, not on"
+				 " BACKING", hex, f->path, (unsigned long long)ext[j].off,
+				 (unsigned long long)(ext[j].off + ext[j].len),
+				 here == -ENOENT ? "not" : "damaged");
+			return 0;
+		}
+		off = ext[n - 1].off + ext[n - 1].len;
+	}
+}
+
+int proof_objects(struct cat *cat, uint64_t root, const char *name, proof_object_fn has,
+		  void *arg, struct proof_result *out)
+{
+	struct proof_files files = { 0 };
+	struct cat_extent *ext = NULL;
+	memset(out, 0, sizeof(*out));
+	out->verdict = PROOF_COMPLETE;
+	int rc = proof_list(cat, root, name ? name : "", &files);
+	if (rc == 0 && files.overflow) {
+		out->verdict = PROOF_UNPROVEN;
+		snprintf(out->reason, sizeof(out->reason), "more than %d files or %d levels: its"
+			 " objects not checked", PROOF_MAX_FILES, PROOF_MAX_DEPTH);
+	} else if (rc == 0 && !(ext = malloc(PROOF_EXTENTS * sizeof(*ext)))) {
+		rc = -ENOMEM;
+	}
+	for (size_t i = 0; rc == 0 && ext && i < files.n && out->verdict == PROOF_COMPLETE; i++)
+		rc = proof_file_objects(cat, &files.v[i], ext, has, arg, out);
+	free(ext);
+	proof_files_free(&files);
+	return rc;
+}
+
 bool proof_weak_may_commit(int verdict)
 {
 	return verdict != PROOF_BROKEN && verdict != PROOF_EMPTY && verdict != PROOF_MISSING &&
-	       verdict != PROOF_MIXED;
+	       verdict != PROOF_MIXED && verdict != PROOF_NO_OBJECT;
 }

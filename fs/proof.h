@@ -34,12 +34,21 @@
  *  2. It reads and decides; it changes nothing (no catalog write).
  *  3. Bounded: at most PROOF_MAX_FILES files and PROOF_MAX_DEPTH levels are
  *     looked at; past either, the generation is UNPROVEN.
- *  4. proof_weak_may_commit is false for BROKEN, EMPTY, MISSING and MIXED: a weak
- *     rule (next-gen, unmount) commits only what shows no sign of an
- *     unfinished save. Extra files are no such sign (they only keep the
- *     content rule from proving a directory).
+ *  4. proof_weak_may_commit is false for BROKEN, EMPTY, MISSING, MIXED and
+ *     NO_OBJECT: a weak rule (next-gen, unmount) commits only what shows no
+ *     sign of an unfinished save. Extra files are no such sign (they only
+ *     keep the content rule from proving a directory).
  *  5. A rewrite is COMPLETE only if every self-delimiting file in it was
- *     rewritten since the rewrite began (differs from its copy in old_root). */
+ *     rewritten since the rewrite began (differs from its copy in old_root).
+ *  6. proof_objects answers COMPLETE only if every chunk that a committed
+ *     extent of a file under the root names has its object: on BACKING
+ *     (the catalog says uploaded: cat_file_uploaded for a whole file, one
+ *     query, else cat_chunk_where for a chunk `has` does not find) or where
+ *     `has` finds it whole in size (the cache: store_present). Presence and
+ *     length only: no payload byte is read. Else NO_OBJECT, naming the
+ *     first such chunk and its file. A generation held by a crash is
+ *     committed by content only after it (gen.h invariant 11): its headers
+ *     may read fine while a data chunk's object never reached the disk. */
 #ifndef CKPTFS_PROOF_H
 #define CKPTFS_PROOF_H
 
@@ -61,6 +70,7 @@ enum proof_verdict {
 	PROOF_EMPTY,        /* it holds no file: nothing was saved in it */
 	PROOF_MISSING,      /* a self-delimiting file of the previous save has no counterpart */
 	PROOF_MIXED,        /* a rewrite: some self-delimiting files rewritten, others the old ones */
+	PROOF_NO_OBJECT,    /* a chunk it names has no object here nor on BACKING (proof_objects) */
 };
 
 struct proof_result {
@@ -84,5 +94,20 @@ bool proof_weak_may_commit(int verdict);
  * or a read failed. */
 int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t prev_root,
 		     uint64_t old_root, proof_read_fn rd, void *arg, struct proof_result *out);
+
+/* Is the object of one chunk (plain_len plain bytes) whole where this node
+ * reads it? 0 if so, -ENOENT if absent, -EIO if damaged; another negative
+ * errno stops the check. */
+typedef int (*proof_object_fn)(void *arg, const uint8_t *hash, uint64_t plain_len);
+
+/* Invariant 6: checks that every chunk the files of the tree at root (named
+ * `name`, as for proof_generation) name has its object. 0 with out COMPLETE,
+ * NO_OBJECT (reason: the chunk and the file), or UNPROVEN past
+ * PROOF_MAX_FILES; or a negative errno when the catalog or `has` failed.
+ * One catalog query per file whose chunks are all on BACKING; else one per
+ * PROOF_EXTENTS extents, and a call of `has` per distinct chunk in a row. */
+#define PROOF_EXTENTS 256
+int proof_objects(struct cat *cat, uint64_t root, const char *name, proof_object_fn has,
+		  void *arg, struct proof_result *out);
 
 #endif

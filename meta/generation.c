@@ -1154,6 +1154,28 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 	return rc;
 }
 
+int cat_gen_held_reason(struct cat *cat, uint64_t id, const char *reason)
+{
+	if (cat->shared)
+		return -EOPNOTSUPP; /* nothing there is held with GEN_CRASH_REASON */
+	if (reason == NULL || reason[0] == '\0')
+		return -EINVAL; /* G5 */
+	struct cat_gen g;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = gen_get(cat, id, &g);
+	if (rc == 0 && g.state != GEN_HELD)
+		rc = -EINVAL;
+	if (rc == 0) {
+		snprintf(g.held, sizeof(g.held), "%s", reason);
+		rc = gen_put(cat, &g);
+	}
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
 	if (cat->shared) return catshg_abort(cat, id, rule, fn, arg);

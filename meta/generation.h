@@ -198,6 +198,14 @@ int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
 int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
 		 cat_ino_fn fn, void *arg, bool *held_out);
 
+/* A HELD generation's reason replaced (truncated as cat_gen_hold's); its
+ * state, rule and tree stay. For fs/gen.c, when the content re-judgement of
+ * a save held by a crash finds an object it names missing (gen.h invariant
+ * 11): the reason then says which. -EINVAL if it is not HELD or reason is
+ * empty (G5). The shared engine holds nothing with GEN_CRASH_REASON
+ * (catalog_shared_gen.c S4): -EOPNOTSUPP there. */
+int cat_gen_held_reason(struct cat *cat, uint64_t id, const char *reason);
+
 /* Ends a generation: OPEN → ABORTED (its tree is removed; a new version's
  * backup is put back under the name and the generation is COMMITTED again at
  * its previous version), or OPEN/COMMITTED → DELETED (tree and backup removed,

@@ -1244,6 +1244,21 @@ int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_obje
 	return rc == -ENOENT ? store_small_stat(st, hash, info) : rc;
 }
 
+int store_present(struct store *st, const uint8_t hash[HASH_LEN], uint64_t plain_len)
+{
+	struct store_object_info info;
+	int rc = store_stat(st, hash, &info);
+	if (rc == 0 && info.plain_len != plain_len) {
+		char rel[128];
+		store_rel_path(hash, rel, sizeof(rel));
+		log_error("store %s: chunk %s holds %llu plain bytes, where %llu are named",
+			  st->root, rel, (unsigned long long)info.plain_len,
+			  (unsigned long long)plain_len);
+		return -EIO;
+	}
+	return rc;
+}
+
 static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj, size_t len,
 				   void *plain, size_t cap, bool keep_plain, enum store_check how,
 				   size_t *plain_len, const char **why);

@@ -268,6 +268,14 @@ bool store_has(struct store *st, const uint8_t hash[HASH_LEN]);
 /* Reads and checks only the header. -ENOENT if absent, -EIO if malformed. */
 int store_stat(struct store *st, const uint8_t hash[HASH_LEN], struct store_object_info *info);
 
+/* Whether the object of hash is here whole in size: its file (or small.db
+ * row, S7) has a valid header naming hash, a payload of the length the
+ * header gives, and plain_len plain bytes. Only the header is read, no
+ * payload byte is checked (a save's objects checked at mount:
+ * fs/gen.h invariant 11). 0; -ENOENT (not logged) if absent; -EIO (logged,
+ * naming the chunk) if damaged or of another length. */
+int store_present(struct store *st, const uint8_t hash[HASH_LEN], uint64_t plain_len);
+
 /* Removes an object; absent is success. */
 int store_remove(struct store *st, const uint8_t hash[HASH_LEN]);
 

@@ -14,7 +14,8 @@
 #     previous save the newest listed and the broken one held (list --all,
 #     commit, rm);
 #   - kill -9 of the daemon holds open saves (rule crash) and the remount
-#     commits a held complete single file by content;
+#     commits a held complete single file by content, but not one a data
+#     chunk's object of which is gone (fs/gen.h invariant 11);
 #   - keep-latest-k reclaims a held save only once K newer are committed;
 #   - `ckptfs-admin wait` exits 11 naming open and held saves.
 # Two cases are regressions of defects this group found (fixed in fs/gen.c
@@ -589,6 +590,81 @@ PYEOF
 	assert_eq "step-100" "$(_listing "$CK_MNT/run")" "run listing"
 	cmp "$CK_REF/b.cfg" "$CK_MNT/run/step-100/b.cfg" || ck_fail "run/step-100/b.cfg differs"
 	assert_contains "$(_gen_xattr "$CK_MNT/run/step-200")" "held=" "xattr of the held run/step-200"
+	ck_umount
+}
+
+# Review 32A F3: the catalog's rows can reach the disk before the objects of
+# a file closed without fsync, so after a power loss a save's headers may
+# read fine while a tensor-data chunk's object is gone. The content
+# re-judgement then committed a save that reads EIO, and keep=1 deleted the
+# last good one. fs/gen.h invariant 11: every chunk named must have its
+# object, in the cache or on BACKING. BACKING here is faultfs failing every
+# put, so no object of the case reaches it; the power loss is simulated by
+# removing one data chunk's object from the cache after the kill -9.
+_torch_big() { # PATH SEED: a torch.save of about 6 MiB (a 6 MiB tensor)
+	"$PY" - "$1" "$2" "$CK_HELPERS" <<'PYEOF' || ck_fail "torch.save of $1 failed"
+import sys
+sys.path.insert(0, sys.argv[3])
+import complete_files, torch
+torch.save(complete_files.state(int(sys.argv[2]), big=6 << 20), sys.argv[1])
+PYEOF
+}
+test_kill9_then_a_lost_data_object_keeps_the_save_held_and_the_previous_one() {
+	local s hash ext n obj why i=0
+	ck_faultfs_up
+	ck_mount "quiet=60,keep=1"
+	ck_fault "eio=create,write,link,rename,mkdir"
+	# run: its new save loses an object; ok: nothing lost (committed by content)
+	for s in run ok; do # other seeds: no chunk of one series is the other's
+		mkdir -p "$CK_MNT/$s" "$CK_REF/$s"
+		_torch_big "$CK_REF/$s/step-100.pt" $((${#s} * 100 + 1))
+		_torch_big "$CK_REF/$s/step-200.pt" $((${#s} * 100 + 2))
+		cp "$CK_REF/$s/step-100.pt" "$CK_MNT/$s/step-100.pt"
+		setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/$s/step-100.pt"
+		_wait_row step-100.pt "1|explicit" 10 "$CK_MNT/$s"
+		cp "$CK_REF/$s/step-200.pt" "$CK_MNT/$s/step-200.pt"
+		assert_eq "0|" "$(_row step-200.pt "$CK_MNT/$s")" "$s/step-200.pt before the crash (quiet=60)"
+	done
+	local run_ino
+	run_ino=$(stat -c %i "$CK_MNT/run")
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM chunks WHERE uploaded = 1")" "chunks on BACKING (faultfs fails every put)"
+	ck_kill9
+	# the extent at 4 MiB: inside the 6 MiB tensor's data (it starts near
+	# 400 KB), which the content proof never reads; not the first extent (the
+	# zip's records before it) nor the last (its central directory)
+	ext=$(ck_sql "SELECT lower(hex(e.hash)), e.off, e.off + e.len > 4194304, e.off + e.len = (SELECT max(off + len) FROM extents WHERE ino = e.ino) FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = 'step-200.pt' AND d.parent = $run_ino ORDER BY e.off")
+	ck_log "extents of run/step-200.pt: $(echo "$ext" | tr '\n' ' ')"
+	n=$(echo "$ext" | awk -F'|' '$3 == 1 { print NR; exit }')
+	[ -n "$n" ] && [ "$n" -gt 1 ] || ck_fail "run/step-200.pt: no extent past its first covers 4 MiB"
+	[ "$(echo "$ext" | sed -n "${n}p" | cut -d'|' -f4)" = 0 ] || ck_fail "run/step-200.pt: the extent at 4 MiB is its last"
+	hash=$(echo "$ext" | sed -n "${n}p" | cut -d'|' -f1)
+	obj=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
+	[ -f "$obj" ] || ck_fail "no cache object of chunk $hash at $obj"
+	rm -f "$obj"
+	ck_log "removed the object of chunk $hash (extent $n of run/step-200.pt)"
+	# BACKING takes puts again (the mount probes it): nothing but the cache
+	# ever had the removed object
+	ck_fault ""
+	ck_mount "quiet=0.5,keep=1"
+	_wait_row step-200.pt "1|content" 20 "$CK_MNT/ok"
+	until why=$(_held step-200.pt "$CK_MNT/run") && [[ $why == *"is missing"* ]]; do
+		i=$((i + 1))
+		[ $i -le 400 ] || ck_fail "run/step-200.pt: held reason still '$why' 20 s after the mount (row $(_row step-200.pt "$CK_MNT/run"))"
+		sleep 0.05
+	done
+	ck_log "run/step-200.pt held: $why"
+	assert_eq "4|crash" "$(_row step-200.pt "$CK_MNT/run")" "run/step-200.pt after the re-judgement"
+	assert_contains "$why" "chunk ${hash:0:16}" "held reason of run/step-200.pt"
+	assert_contains "$why" '"step-200.pt"' "held reason of run/step-200.pt"
+	assert_contains "$(grep -F "stays held" "$CK_DLOG")" "chunk ${hash:0:16}" "the daemon's warning"
+	# nothing committed for it, so keep=1 deleted nothing: the previous save reads back
+	assert_eq "1|explicit" "$(_row step-100.pt "$CK_MNT/run")" "run/step-100.pt (keep=1)"
+	assert_eq "step-100.pt" "$(_listing "$CK_MNT/run")" "run listing"
+	assert_file_eq "$CK_REF/run/step-100.pt" "$CK_MNT/run/step-100.pt"
+	# the positive case: committed by content as before, keep=1 ended step-100
+	_wait_row step-100.pt "3|keep" 20 "$CK_MNT/ok"
+	assert_eq "step-200.pt" "$(_listing "$CK_MNT/ok")" "ok listing"
+	assert_file_eq "$CK_REF/ok/step-200.pt" "$CK_MNT/ok/step-200.pt"
 	ck_umount
 }
 

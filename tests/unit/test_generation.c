@@ -1311,6 +1311,33 @@ Test(gen, a_held_generation_keeps_its_tree_until_a_decision, .init = setup, .fin
 	check_invariants();
 }
 
+/* fs/gen.h invariant 11: a crash-held save found with an object missing
+ * keeps its state, rule and tree, its reason naming the chunk. */
+Test(gen, held_reason_replaces_the_reason_of_a_held_generation_only, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run"), root;
+	uint64_t id = mkgen(series, "step-5", 5, true, &root);
+	put_file(root, "model.pt", 70, 2, 100);
+	FAILS(cat_gen_held_reason(fx.cat, id, "chunk 46… of \"model.pt\" is missing"), EINVAL);
+	cr_assert_eq(gen_get(id).state, GEN_OPEN, "an open one is not held by it");
+	OK(cat_gen_hold(fx.cat, id, "crash", GEN_CRASH_REASON " (crash or kill)", NULL, NULL, NULL));
+	FAILS(cat_gen_held_reason(fx.cat, id, ""), EINVAL);
+	OK(cat_gen_held_reason(fx.cat, id, GEN_CRASH_REASON "; chunk 46… of \"model.pt\" is missing"));
+	reopen_catalog(); /* it was made durable */
+	struct cat_gen g = gen_get(id);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, "crash");
+	cr_assert_str_eq(g.held, GEN_CRASH_REASON "; chunk 46… of \"model.pt\" is missing");
+	cr_assert_eq(g.root, root);
+	cr_assert_eq(g.files, 1);
+	cr_assert_eq(lookup(series, "step-5"), root);
+	check_invariants();
+	OK(cat_gen_commit(fx.cat, id, "admin"));
+	FAILS(cat_gen_held_reason(fx.cat, id, "again"), EINVAL);
+	cr_assert_str_eq(gen_get(id).held, "");
+}
+
 Test(gen, a_rewrite_of_a_held_generation_gives_it_back_held_when_it_ends_unproven,
      .init = setup, .fini = teardown)
 {

@@ -12,6 +12,7 @@
 #include "generation.h"
 #include "proof.h"
 #include "support.h"
+#include "upload.h"
 
 #define FIXTURES "tests/unit/fixtures/complete/"
 #define MAX_FILES 16
@@ -321,4 +322,86 @@ Test(proof, a_half_done_rewrite_is_a_mix_and_proves_nothing, .init = setup, .fin
 	resave(f[1]);
 	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
 	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+}
+
+/* ---- proof_objects (invariant 6; fs/gen.h invariant 11) ---- */
+
+static struct {
+	uint8_t missing[CAT_HASH_LEN];
+	int answer; /* what has() says of `missing` */
+	int calls;
+} ob;
+
+static int has_fn(void *arg, const uint8_t *hash, uint64_t plain_len)
+{
+	(void)arg;
+	ob.calls++;
+	cr_assert_eq(plain_len, 4096, "the extent's chunk length is asked for");
+	return memcmp(hash, ob.missing, CAT_HASH_LEN) == 0 ? ob.answer : 0;
+}
+
+/* Marks uploaded the chunk hash (every chunk when NULL). */
+static void upload(const uint8_t *hash)
+{
+	struct cat_upload rows[64];
+	int got = cat_upload_list(fx.cat, 0, rows, 64);
+	cr_assert_geq(got, 0);
+	for (int i = 0; i < got; i++)
+		if (rows[i].kind == UP_CHUNK &&
+		    (!hash || memcmp(rows[i].hash, hash, CAT_HASH_LEN) == 0))
+			cr_assert_eq(cat_upload_done(fx.cat, &rows[i]), 0);
+}
+
+Test(proof, objects_of_every_file_are_looked_at_once_and_a_missing_one_is_named,
+     .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), root;
+	uint64_t id = ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	uint64_t a = ts_mk(fx.cat, root, "a.pt", S_IFREG | 0644, NULL);
+	uint64_t sub = ts_mk(fx.cat, root, "sub", S_IFDIR | 0755, NULL);
+	uint64_t b = ts_mk(fx.cat, sub, "b.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(fx.cat, a, 0xA1, 1, 3, 4096, NULL, NULL);
+	ts_write_chunks(fx.cat, b, 0xB1, 1, 2, 4096, NULL, NULL);
+	struct proof_result r;
+	memset(&ob, 0, sizeof(ob));
+	cr_assert_eq(proof_objects(fx.cat, root, "step-1", has_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+	cr_assert_eq(ob.calls, 5, "each chunk once");
+	/* one chunk of sub/b.pt gone from the cache, not on BACKING */
+	ts_hash(ob.missing, 0xB1, 2);
+	ob.answer = -ENOENT;
+	cr_assert_eq(proof_objects(fx.cat, root, "step-1", has_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_NO_OBJECT);
+	cr_assert(strstr(r.reason, "\"sub/b.pt\"") && strstr(r.reason, "missing after the crash") &&
+		  strstr(r.reason, "not in the cache"), "%s", r.reason);
+	cr_assert(!proof_weak_may_commit(r.verdict));
+	/* damaged in the cache: named so */
+	ob.answer = -EIO;
+	cr_assert_eq(proof_objects(fx.cat, root, "step-1", has_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_NO_OBJECT);
+	cr_assert(strstr(r.reason, "damaged in the cache"), "%s", r.reason);
+	/* on BACKING: the catalog's word suffices (the uploader sees a
+	 * generation's chunks once it is committed) */
+	cr_assert_eq(cat_gen_commit(fx.cat, id, "admin"), 0);
+	upload(ob.missing);
+	cr_assert_eq(proof_objects(fx.cat, root, "step-1", has_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+	/* a file whose every chunk is on BACKING is not looked at chunk by chunk */
+	upload(NULL);
+	ob.calls = 0;
+	cr_assert_eq(proof_objects(fx.cat, root, "step-1", has_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
+	cr_assert_eq(ob.calls, 0);
+	/* a single-file generation is named by the generation's name */
+	uint64_t froot;
+	ts_mkgen(fx.cat, series, "step-2.pt", 2, false, &froot);
+	ts_write_chunks(fx.cat, froot, 0xC1, 1, 2, 4096, NULL, NULL);
+	ts_hash(ob.missing, 0xC1, 1);
+	ob.answer = -ENOENT;
+	cr_assert_eq(proof_objects(fx.cat, froot, "step-2.pt", has_fn, NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_NO_OBJECT);
+	cr_assert(strstr(r.reason, "of \"step-2.pt\" (its bytes 0-4096)"), "%s", r.reason);
+	/* an error of has() stops the check */
+	ob.answer = -ENOMEM;
+	cr_assert_eq(proof_objects(fx.cat, froot, "step-2.pt", has_fn, NULL, &r), -ENOMEM);
 }

@@ -526,3 +526,28 @@ Test(storesmall, the_wal_is_counted_on_disk_and_cut_back_after_checkpoints, .ini
 	cr_assert_eq(stat(path, &sb), 0);
 	cr_assert_eq(wal, (uint64_t)sb.st_blocks * 512);
 }
+
+/* store_present (fs/gen.h invariant 11): presence and length only, for a
+ * row and a file alike; a file a power loss left empty is damaged. */
+Test(storesmall, present_says_whether_an_object_is_here_whole_in_size, .init = setup,
+     .fini = teardown)
+{
+	uint8_t row[HASH_LEN], file[HASH_LEN], none[HASH_LEN];
+	char path[512];
+	tk_put(fx.st, 1000, 71, row);
+	tk_put(fx.st, 256 * KiB, 72, file);
+	tk_random(none, HASH_LEN, 73);
+	OK(store_present(fx.st, row, 1000));
+	OK(store_present(fx.st, file, 256 * KiB));
+	cr_assert_eq(store_present(fx.st, none, 1000), -ENOENT);
+	cr_assert_eq(store_present(fx.st, row, 999), -EIO, "a row of another length");
+	cr_assert_eq(store_present(fx.st, file, 256 * KiB + 1), -EIO, "a file of another length");
+	/* what a power loss leaves of an object renamed into place unsynced */
+	store_object_path(fx.st, file, path, sizeof(path));
+	cr_assert_eq(truncate(path, 0), 0);
+	cr_assert_eq(store_present(fx.st, file, 256 * KiB), -EIO, "an empty object file");
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(store_present(fx.st, file, 256 * KiB), -ENOENT, "an object file gone");
+	OK(store_remove(fx.st, row));
+	cr_assert_eq(store_present(fx.st, row, 1000), -ENOENT, "a row gone");
+}

@@ -392,10 +392,10 @@ static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen
 	int64_t t0 = gen_now_ns();
 	int rc = gen_end_call(g, id, rule, how, &v);
 	if (rc == -EBUSY && how == GEN_END_EXPIRE) {
-		log_info("generation %s (series inode %llu, step %llu): kept: reopened, pinned, or"
-			 " fewer than %u newer saves of its owner left (lost or removed) since"
-			 " keep-latest-k chose it", gen.name, (unsigned long long)gen.series,
-			 (unsigned long long)gen.step, g->opt.keep);
+		log_info("generation %s (series inode %llu, step %llu): kept: reopened, pinned,"
+			 " fewer than %u newer saves of its owner left (lost or removed), or none"
+			 " of them durable while it is, since keep-latest-k chose it", gen.name,
+			 (unsigned long long)gen.series, (unsigned long long)gen.step, g->opt.keep);
 		return 0;
 	}
 	if (rc != 0) {

@@ -55,8 +55,12 @@
  *     It decides from a listing
  *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
  *     in the deleting transaction (a rewrite or a pin in between wins), and
- *     that `keep` newer complete saves of the owner still exist there
- *     (invariant 6, generation.h G6): a stale listing never deletes more.
+ *     that `keep` newer complete saves of the owner still exist there, one
+ *     of them durable if the one deleted is (invariant 6, generation.h G6):
+ *     a stale listing never deletes more, and a rewrite that made the newer
+ *     save not durable since keeps the owner's newest durable one. What it
+ *     refuses goes in the pass that gen_durable runs once a newer save is
+ *     on BACKING.
  *  4. keep-latest-k never runs inside the request that commits (nor in the
  *     uploader's durability callback): they queue the series, and the
  *     generation thread deletes after the reply. Only before the thread
@@ -72,7 +76,8 @@
  *     `keep` newer committed ones of the same owner exist (a HELD one: with a
  *     larger step) in the deleting transaction, not only in the listing
  *     (invariant 3; a lost one is no committed save); the newest committed and the newest durable one stay per
- *     owner. So a user's saves are never deleted because of another user's
+ *     owner, the latter until a newer one of the owner is durable in the
+ *     deleting transaction too. So a user's saves are never deleted because of another user's
  *     (higher steps planted in a shared sticky series). With one owner this
  *     is the series-wide rule. A pass acts for the committing user's
  *     credentials (gen_may_delete: what they could `rm -rf` by hand); with

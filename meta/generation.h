@@ -51,6 +51,12 @@
  *      then commit time, then id, as fs/gen.c ranks them; for a HELD one (or
  *      a lost one shown as HELD) by a larger step only. A listing gone stale
  *      (a newer save lost, removed or rolled back since) never deletes more.
+ *      A save that is durable (COMMITTED, not lost, durable_version =
+ *      version: upload.h U3) goes only if one of those newer saves is
+ *      durable too, in that transaction: the owner's newest durable save
+ *      stays while the newer ones are only in the cache, whatever a rewrite
+ *      (v+1 not durable) or an upload did since the listing. A refused one
+ *      goes in the pass that a newer save's durability runs (fs/gen.h 3).
  *  G7. A file whose last close may not be recorded is marked in the catalog
  *      (inodes.writing, schema 6), so that any prefix of the catalog's
  *      commits — what a kill -9 or a power loss leaves — shows it. A file
@@ -217,9 +223,10 @@ int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn
 /* cat_gen_delete for keep-latest-k, which decides from a listing before it
  * deletes: in the same transaction the generation must still be COMMITTED or
  * HELD (as listed) and unpinned, and at least `keep` newer saves of its
- * series and owner must still exist (G6), else -EBUSY and nothing changes (a
- * rewrite reopened it, it was pinned, or a newer save was lost or removed,
- * since). keep 0: no newer save is asked for (an admin's expire). */
+ * series and owner must still exist (G6), one of them durable if it is,
+ * else -EBUSY and nothing changes (a rewrite reopened it, it was pinned, a
+ * newer save was lost or removed, or is not on BACKING, since). keep 0: no
+ * newer save is asked for (an admin's expire). */
 int cat_gen_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
 		   void *arg);
 

@@ -568,10 +568,16 @@ const struct pg_stmt pggen_stmts[] = {
 			    0 },
 	/* G6 for generation $1 (series $2, root $3, step $4, committed at $5;
 	 * $6: held, by step only): the newer complete saves of its root's owner,
-	 * locked FOR SHARE so that a save lost, removed or reopened meanwhile
-	 * is seen (it waits for this one, or this one counts it anew) */
+	 * locked FOR SHARE so that a save lost, removed, reopened or rewritten
+	 * meanwhile is seen (it waits for this one, or this one counts it
+	 * anew); how many of them are durable; whether $1 (its row locked by
+	 * the caller) is at its version on BACKING */
 	[G_KEEP_NEWER] = { "gen_keep_newer",
-			   "SELECT count(*) FROM (SELECT n.id FROM ns_generations n JOIN ns_inodes ni"
+			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
+			   " coalesce((SELECT (g.state = 1 AND g.durable_version = g.version)::int"
+			   " FROM ns_generations g WHERE g.id = $1), 0)"
+			   " FROM (SELECT n.id, n.durable_version = n.version AS durable"
+			   " FROM ns_generations n JOIN ns_inodes ni"
 			   " ON ni.ino = n.root JOIN ns_inodes oi ON oi.ino = $3 WHERE n.series = $2"
 			   " AND n.state = 1 AND n.id <> $1 AND ni.uid = oi.uid"
 			   " AND NOT " G_LOST_NOW("n") " AND (n.step > $4 OR (NOT $6::boolean"
@@ -1580,7 +1586,10 @@ struct pggen_end_call {
 
 /* generation.h G6, in the expire's transaction: -EBUSY unless `keep` newer
  * complete saves of g's owner still exist (a lost g counts as HELD: X5),
- * and, COMMITTED, no node has a file of g open for writing (X12). */
+ * one of them durable if g is (COMMITTED, not lost, durable_version =
+ * version: the owner's newest durable save stays while the newer ones are
+ * only in a node's cache), and, COMMITTED, no node has a file of g open
+ * for writing (X12). */
 static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool lost,
 				  uint32_t keep)
 {
@@ -1588,10 +1597,18 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 	const char *params[] = { PG_U64(id, g->id), PG_U64(s, g->series), PG_U64(r, g->root),
 				 PG_U64(st, g->step), PG_I64(t, g->committed_ns),
 				 g->state == GEN_HELD || lost ? "true" : "false" };
-	uint64_t newer = 0;
-	int rc = keep == 0 ? 0 : pggen_one_int(ns, G_KEEP_NEWER, params, &newer);
-	if (rc == 0 && newer < keep)
-		return -EBUSY;
+	PGresult *res = NULL;
+	int rc = keep == 0 ? 0 : pggen_exec(ns, G_KEEP_NEWER, params, &res);
+	if (rc == 0 && res) { /* an aggregate: one row */
+		uint64_t newer = (uint64_t)pg_int(res, 0, 0);
+		uint64_t newer_durable = (uint64_t)pg_int(res, 0, 1);
+		bool durable = !lost && pg_int(res, 0, 2) != 0;
+		if (newer < keep || (durable && newer_durable == 0))
+			rc = -EBUSY;
+	}
+	PQclear(res);
+	if (rc != 0)
+		return rc;
 	/* X12: nor a COMMITTED one while a node has a file of it open for
 	 * writing (its first change reopens it); a statement of its own after
 	 * the row lock, which an open's FOR SHARE waits for (X1). A HELD one

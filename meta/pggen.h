@@ -250,9 +250,10 @@ int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule
 	      struct cat_id_vec *ids);
 /* PGGEN_EXPIRE for keep-latest-k (generation.h G6): also -EBUSY unless, in
  * the same transaction, `keep` newer COMMITTED saves of the series whose
- * roots have its root's owner exist, not lost as X10 re-checks; they are
- * locked FOR SHARE, so a lost mark, removal or reopen racing it is seen.
- * pggen_end's PGGEN_EXPIRE is this with keep 0. */
+ * roots have its root's owner exist, not lost as X10 re-checks, one of
+ * them durable if it is (COMMITTED, not lost, durable_version = version);
+ * they are locked FOR SHARE, so a lost mark, removal, reopen or rewrite
+ * racing it is seen. pggen_end's PGGEN_EXPIRE is this with keep 0. */
 int pggen_expire(struct pgns *ns, uint64_t id, uint32_t keep, const char *rule,
 		 struct cat_id_vec *ids);
 

@@ -23,6 +23,7 @@
 #include "generation.h"
 #include "log.h"
 #include "support.h"
+#include "upload.h"
 
 #define ROOT ((uint64_t)CAT_ROOT_INO)
 #define HASH_FILL 0xa5 /* the fill of this file's chunk hashes (ts_hash) */
@@ -1940,5 +1941,72 @@ Test(gen, expire_from_a_stale_listing_keeps_a_save_whose_newer_ones_are_gone, .i
 	cr_assert_eq(gen_get(id2).state, GEN_COMMITTED);
 	OK(cat_gen_expire(fx.cat, id0, 2, "keep-held", NULL, NULL));
 	cr_assert_eq(gen_get(id0).state, GEN_DELETED);
+	check_invariants();
+}
+
+/* The uploader's word that generation id's manifest, at its current
+ * version, is on BACKING (upload.h U3): its queued manifest row done. */
+static void make_durable(uint64_t id)
+{
+	uint32_t version = gen_get(id).version;
+	struct cat_upload rows[64];
+	int n = cat_upload_list(fx.cat, 0, rows, 64);
+	cr_assert_geq(n, 0);
+	bool found = false;
+	for (int i = 0; i < n && !found; i++)
+		if (rows[i].kind == UP_GEN_MANIFEST && rows[i].gen == id &&
+		    rows[i].version == version) {
+			OK(cat_upload_done(fx.cat, &rows[i]));
+			found = true;
+		}
+	cr_assert(found, "generation %llu version %u has a manifest row",
+		  (unsigned long long)id, version);
+	bool durable = false;
+	OK(cat_gen_durable(fx.cat, id, &durable));
+	cr_assert(durable);
+}
+
+/* generation.h G6, its durable part: keep 1 listed step-20 as durable and
+ * chose step-10, the owner's only other durable save; step-20 is not (yet)
+ * on BACKING, or a rewrite made it v2, not durable, before the expire. The
+ * expire keeps step-10 in its transaction; once step-20 is durable it goes.
+ * A save that is not durable goes as before, and another owner's durable
+ * save never counts for it. */
+Test(gen, expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_durable,
+     .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t id5 = committed_save_of(series, "step-5", 5, 1000);
+	uint64_t id10 = committed_save_of(series, "step-10", 10, 1000);
+	make_durable(id10);
+	uint64_t id20 = committed_save_of(series, "step-20", 20, 1000);
+	FAILS(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id10).state, GEN_COMMITTED);
+	/* step-5 is not durable: two newer saves, it goes */
+	OK(cat_gen_expire(fx.cat, id5, 1, "keep", NULL, NULL));
+	cr_assert_eq(gen_get(id5).state, GEN_DELETED);
+	/* another owner's newer durable save is no durable save of uid 1000 */
+	uint64_t id30 = committed_save_of(series, "step-30", 30, 2000);
+	make_durable(id30);
+	FAILS(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL), EBUSY);
+	/* step-20 durable (v1), then rewritten: v2 is not durable */
+	make_durable(id20);
+	OK(cat_gen_reopen(fx.cat, id20));
+	FAILS(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL), EBUSY);
+	uint64_t ino = mkfile(gen_get(id20).root, "late.pt");
+	write_chunks(ino, 777, 1, 100);
+	OK(cat_file_unmark(fx.cat, ino));
+	OK(cat_gen_commit(fx.cat, id20, "test"));
+	cr_assert_eq(gen_get(id20).version, 2);
+	bool durable = true;
+	OK(cat_gen_durable(fx.cat, id20, &durable));
+	cr_assert_not(durable, "the rewrite's v2 is not on BACKING yet");
+	FAILS(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id10).state, GEN_COMMITTED);
+	cr_assert_eq(lookup(series, "step-10"), gen_get(id10).root);
+	/* v2 on BACKING: the next pass (gen.h: a save becoming durable) deletes it */
+	make_durable(id20);
+	OK(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL));
+	cr_assert_eq(gen_get(id10).state, GEN_DELETED);
 	check_invariants();
 }

@@ -1217,6 +1217,62 @@ Test(pggen, an_expire_from_a_stale_listing_keeps_a_save_whose_newer_one_was_lost
 	pt_leave(&b);
 }
 
+/* generation.h G6, its durable part, on the shared engine: keep 1 listed
+ * step-20 and chose step-10, the owner's newest durable save, while step-20
+ * is not on BACKING yet, or was rewritten (v2, its new chunks only in a
+ * node's cache) after its v1 was. The expire keeps step-10 in its
+ * transaction until a newer save is durable; a save not durable goes as
+ * before. */
+Test(pggen, an_expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_durable)
+{
+	struct pt_node a, b;
+	struct cat_inode run;
+	tg_two_nodes(&a, &b, &run);
+	uint64_t sa, sb, g[3];
+	const uint64_t steps[3] = { 5, 10, 20 };
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "step-%llu", (unsigned long long)steps[i]);
+		g[i] = tg_save(&a, &b, run.ino, name, steps[i], &sa, &sb);
+		tg_publish(&a, sa, (uint8_t)(0x70 + i), 1);
+		tg_publish(&b, sb, (uint8_t)(0x78 + i), 1);
+		tg_close_shards(&a, sa, &b, sb);
+		OK(pggen_commit(&a.ns, g[i], "dcp-metadata", false, NULL));
+	}
+	uint64_t undurable = 9;
+	OK(pggen_durable_set(&a.ns, g[1], 1));
+	OK(pggen_not_durable(&a.ns, g[1], &undurable));
+	cr_assert_eq(undurable, 0);
+	FAILS(pggen_expire(&a.ns, g[1], 1, "keep", NULL), EBUSY);
+	cr_assert_eq(tg_state(&a, g[1], NULL), GEN_COMMITTED);
+	OK(pggen_expire(&b.ns, g[0], 1, "keep", NULL)); /* step-5 was never durable */
+	cr_assert_eq(tg_state(&a, g[0], NULL), GEN_DELETED);
+
+	/* step-20 durable at v1, then rewritten on b: v2 is not durable */
+	OK(pggen_durable_set(&b.ns, g[2], 1));
+	OK(pggen_reopen(&b.ns, g[2]));
+	tg_publish(&b, sb, 0x7f, 1);
+	OK(pggen_commit(&b.ns, g[2], "dcp-metadata", false, NULL));
+	struct cat_gen gen;
+	OK(pggen_get(&a.ns, g[2], &gen, NULL));
+	cr_assert_eq(gen.version, 2);
+	OK(pggen_not_durable(&a.ns, g[2], &undurable));
+	cr_assert_eq(undurable, 1, "v2's manifest is not on BACKING");
+	FAILS(pggen_expire(&a.ns, g[1], 1, "keep", NULL), EBUSY);
+	cr_assert_eq(tg_state(&b, g[1], NULL), GEN_COMMITTED);
+	cr_assert(tg_named(&b, run.ino, "step-10"));
+
+	/* v2 on BACKING: the pass its durability asks for deletes step-10 */
+	OK(pggen_durable_set(&b.ns, g[2], 2));
+	OK(pggen_expire(&a.ns, g[1], 1, "keep", NULL));
+	cr_assert_eq(tg_state(&b, g[1], NULL), GEN_DELETED);
+	int violations = 0;
+	OK(pggen_check(&a.ns, &violations));
+	cr_assert_eq(violations, 0);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
 /* ---- a single statement's answer lost (pg.h P5) ----
  *
  * PQexecPrepared is interposed too: while tg_lose_stmt names a prepared

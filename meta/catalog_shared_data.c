@@ -167,8 +167,9 @@
  *      may have been refused for any of them (S8: a reclaim on another node
  *      ended since the claim, and the publication re-inserted the row live
  *      and not uploaded), and its refusals are never read: every chunk it
- *      tried to mark is then taken as refused, its row set uploaded = 0 and,
- *      cached, queued for upload again (csd_upload_again_after); the
+ *      tried to mark is then taken as refused, its row (with a cache copy:
+ *      one evicted under S11's pin was never refusable) set uploaded = 0 and
+ *      queued for upload again (csd_upload_again_after); the
  *      upload's readiness check finds it moot if PostgreSQL says it is on
  *      BACKING (S4), and drops it if nothing names it. If that local step
  *      fails (after a marking that answered or not), the hashes are kept in
@@ -241,8 +242,8 @@ static const char csd_sql_row[] =
  * either, and queued again if its object is in the cache and no upload of
  * it is queued yet (the row says whether it is to be queued). */
 static const char csd_sql_unupload[] =
-	"UPDATE chunks SET uploaded = 0 WHERE hash = ?1 RETURNING cached AND NOT EXISTS"
-	" (SELECT 1 FROM uploads u WHERE u.hash = ?1 AND u.kind = 1)";
+	"UPDATE chunks SET uploaded = 0 WHERE hash = ?1 AND (?2 OR cached = 1) RETURNING cached"
+	" AND NOT EXISTS (SELECT 1 FROM uploads u WHERE u.hash = ?1 AND u.kind = 1)";
 
 static int csd_prepare(struct cat *cat, const char *sql, sqlite3_stmt **st)
 {
@@ -356,9 +357,12 @@ static void csd_again_note(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN
 /* S8, S16: the chunks hashes[i] (again NULL: all of them, else those with
  * again[i] set) are not on BACKING after all, or may not be (PostgreSQL
  * refused their marking, pgns.h N7, or its outcome is unknown): marked so
- * locally, and queued for upload again. If that fails they join S16's set,
- * whose copies no eviction takes until a later try writes the mark; once it
- * is written they leave it. Takes the lock. */
+ * locally, and queued for upload again. With again NULL only rows with a
+ * cache copy change: a copy evicted under S11's pin had PostgreSQL's row
+ * live and uploaded, a marking no reclaim can refuse (and there is nothing
+ * to put again). If that fails they join S16's set, whose copies no
+ * eviction takes until a later try writes the mark; once it is written they
+ * leave it. Takes the lock. */
 static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN],
 			    const bool *again, size_t n)
 {
@@ -381,6 +385,7 @@ static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LE
 				     hashes[i]);
 		sqlite3_reset(st);
 		csd_bind_hash(st, 1, hashes[i]);
+		sqlite3_bind_int(st, 2, again != NULL);
 		int src = csd_step(cat, st);
 		bool enqueue = src == 1 && sqlite3_column_int(st, 0) != 0;
 		rc = src < 0 ? src : 0;

@@ -177,6 +177,9 @@ pthread_rwlock_t *cat_shared_pins(struct cat *cat);
 /* catalog_shared_data.c S12's hashes claimed with no PostgreSQL row;
  * shared only, read and changed under the catalog lock. */
 struct csd_absent_set *cat_shared_absent(struct cat *cat);
+/* catalog_shared_data.c S16's hashes whose local mark is still to write;
+ * shared only, read and changed under the catalog lock. */
+struct csd_again_set *cat_shared_again(struct cat *cat);
 
 /* A pending extent's fields make sense (lengths, offsets within the chunk). */
 bool cat_extent_valid(const struct cat_extent *ext);

@@ -78,6 +78,7 @@ struct cat_shared {
 	uint64_t lost_after;   /* S6: where the next re-check of lost generations starts */
 	struct csd_backing_look backing; /* S6, pggen.h X11: the look on BACKING between sweeps */
 	struct csd_absent_set absent; /* catalog_shared_data.c S12 */
+	struct csd_again_set again;   /* catalog_shared_data.c S16 */
 	bool requeue; /* S8: a rename's queueing failed or its outcome is unknown */
 };
 
@@ -152,6 +153,7 @@ static void catsh_free(struct cat_shared *sh, bool holds)
 	pg_close(sh->lease_pg);
 	pthread_rwlock_destroy(&sh->pins);
 	csd_absent_free(&sh->absent);
+	csd_again_free(&sh->again);
 	free(sh);
 }
 
@@ -693,4 +695,10 @@ struct csd_absent_set *cat_shared_absent(struct cat *cat)
 {
 	assert(cat->shared);
 	return &cat->shared->absent;
+}
+
+struct csd_again_set *cat_shared_again(struct cat *cat)
+{
+	assert(cat->shared);
+	return &cat->shared->again;
 }

@@ -159,7 +159,27 @@
  *      upload moot (S4) and tries to read an object that is gone, and a
  *      reader is sent to the cache for it. A copy fetched from BACKING
  *      (csd_sql_fetched) sets cached with its mark: a lost mark loses both,
- *      and the row says as before. */
+ *      and the row says as before.
+ *  S16. No local row says "on BACKING" on a guess, so no eviction takes a
+ *      copy on one. A marking in PostgreSQL of chunks this node's rows say
+ *      it put on BACKING (the publication's, S2; csd_publish_late's and
+ *      csd_done_late's, S5) whose outcome is unknown (-ENOTCONN, pg.h P2)
+ *      may have been refused for any of them (S8: a reclaim on another node
+ *      ended since the claim, and the publication re-inserted the row live
+ *      and not uploaded), and its refusals are never read: every chunk it
+ *      tried to mark is then taken as refused, its row (with a cache copy:
+ *      one evicted under S11's pin was never refusable) set uploaded = 0 and
+ *      queued for upload again (csd_upload_again_after); the
+ *      upload's readiness check finds it moot if PostgreSQL says it is on
+ *      BACKING (S4), and drops it if nothing names it. If that local step
+ *      fails (after a marking that answered or not), the hashes are kept in
+ *      memory (struct csd_again_set, in the engine's state): every eviction
+ *      first tries their marks again and takes none of their copies while
+ *      they are there (catsh_chunks_evict). Only out of memory for that set
+ *      leaves a row wrong, logged as such. Before, a refused marking lost
+ *      with the COMMIT's answer left the row uploaded = 1: the evictor
+ *      dropped the only copy of a chunk the committed file names
+ *      (tests/unit/test_pgfault.c). */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -222,8 +242,8 @@ static const char csd_sql_row[] =
  * either, and queued again if its object is in the cache and no upload of
  * it is queued yet (the row says whether it is to be queued). */
 static const char csd_sql_unupload[] =
-	"UPDATE chunks SET uploaded = 0 WHERE hash = ?1 RETURNING cached AND NOT EXISTS"
-	" (SELECT 1 FROM uploads u WHERE u.hash = ?1 AND u.kind = 1)";
+	"UPDATE chunks SET uploaded = 0 WHERE hash = ?1 AND (?2 OR cached = 1) RETURNING cached"
+	" AND NOT EXISTS (SELECT 1 FROM uploads u WHERE u.hash = ?1 AND u.kind = 1)";
 
 static int csd_prepare(struct cat *cat, const char *sql, sqlite3_stmt **st)
 {
@@ -284,15 +304,71 @@ static int csd_local_row(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], int6
 	return rc < 0 ? rc : 0;
 }
 
-/* S8: the chunks hashes[i] with again[i] set are not on BACKING after all
- * (PostgreSQL refused them, pgns.h N7): marked so locally, and queued for
- * upload again. Takes the lock. */
+/* ---- S16: markings that may have been refused ---- */
+
+void csd_again_free(struct csd_again_set *set)
+{
+	free(set->v);
+	set->v = NULL;
+	set->n = set->cap = 0;
+}
+
+static ssize_t csd_again_find(const struct csd_again_set *set, const uint8_t hash[CAT_HASH_LEN])
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (memcmp(set->v[i], hash, CAT_HASH_LEN) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* Under the lock: hashes[i] (again NULL: all, else those with again[i])
+ * leave S16's set once their local mark is written (written), or join it
+ * when it is not. */
+static void csd_again_note(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN],
+			   const bool *again, size_t n, bool written)
+{
+	struct csd_again_set *set = cat_shared_again(cat);
+	size_t lost = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (again && !again[i])
+			continue;
+		ssize_t at = csd_again_find(set, hashes[i]);
+		if (written && at >= 0)
+			memcpy(set->v[at], set->v[--set->n], CAT_HASH_LEN);
+		if (written || at >= 0)
+			continue;
+		if (set->n == set->cap) {
+			size_t cap = set->cap ? 2 * set->cap : 16;
+			uint8_t(*v)[CAT_HASH_LEN] = realloc(set->v, cap * CAT_HASH_LEN);
+			if (!v) {
+				lost++;
+				continue;
+			}
+			set->v = v;
+			set->cap = cap;
+		}
+		memcpy(set->v[set->n++], hashes[i], CAT_HASH_LEN);
+	}
+	if (lost) /* the last resort: nothing keeps these copies */
+		log_error("catalog %s: out of memory: %zu chunks whose rows wrongly say they are on"
+			  " BACKING may be evicted", cat->path, lost);
+}
+
+/* S8, S16: the chunks hashes[i] (again NULL: all of them, else those with
+ * again[i] set) are not on BACKING after all, or may not be (PostgreSQL
+ * refused their marking, pgns.h N7, or its outcome is unknown): marked so
+ * locally, and queued for upload again. With again NULL only rows with a
+ * cache copy change: a copy evicted under S11's pin had PostgreSQL's row
+ * live and uploaded, a marking no reclaim can refuse (and there is nothing
+ * to put again). If that fails they join S16's set, whose copies no
+ * eviction takes until a later try writes the mark; once it is written they
+ * leave it. Takes the lock. */
 static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN],
 			    const bool *again, size_t n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		k += again[i];
+		k += !again || again[i];
 	if (k == 0)
 		return 0;
 	sqlite3_stmt *st = NULL;
@@ -301,12 +377,15 @@ static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LE
 	if (rc == 0)
 		rc = csd_prepare(cat, csd_sql_unupload, &st);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if (!again[i])
+		if (again && !again[i])
 			continue;
-		csd_log_hash("may have been removed from BACKING by a reclaim on another node since"
-			     " this node put it there: queued for upload again", cat, hashes[i]);
+		if (again)
+			csd_log_hash("may have been removed from BACKING by a reclaim on another node"
+				     " since this node put it there: queued for upload again", cat,
+				     hashes[i]);
 		sqlite3_reset(st);
 		csd_bind_hash(st, 1, hashes[i]);
+		sqlite3_bind_int(st, 2, again != NULL);
 		int src = csd_step(cat, st);
 		bool enqueue = src == 1 && sqlite3_column_int(st, 0) != 0;
 		rc = src < 0 ? src : 0;
@@ -319,8 +398,45 @@ static int csd_upload_again(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LE
 	}
 	sqlite3_finalize(st);
 	rc = cat_end(cat, rc);
+	csd_again_note(cat, hashes, again, n, rc == 0);
+	if (rc != 0)
+		log_error("catalog %s: cannot mark %zu chunks as not on BACKING (%s): their cache"
+			  " copies stay until a later eviction writes the mark", cat->path, k,
+			  strerror(-rc));
 	cat_unlock(cat);
 	return rc;
+}
+
+/* S8, S16: after a marking in PostgreSQL that returned prc: the refused
+ * ones (prc 0), or all of them (-ENOTCONN: the outcome unknown, any may
+ * have been refused), are not on BACKING for this node. prc, or the local
+ * step's failure. */
+static int csd_upload_again_after(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN],
+				  const bool *refused, size_t n, int prc)
+{
+	if (prc != 0 && prc != -ENOTCONN)
+		return prc;
+	if (prc == -ENOTCONN && n > 0)
+		log_warn("catalog %s: whether PostgreSQL took the marking of %zu chunks as on BACKING"
+			 " is unknown: a reclaim on another node may have removed their objects;"
+			 " marked not on BACKING here and queued for upload again", cat->path, n);
+	int rc = csd_upload_again(cat, hashes, prc == 0 ? refused : NULL, n);
+	return prc ? prc : rc;
+}
+
+/* S16: the marks S16's set still lacks, tried again before an eviction. */
+static void csd_again_retry(struct cat *cat)
+{
+	cat_lock(cat);
+	struct csd_again_set *set = cat_shared_again(cat);
+	size_t n = set->n;
+	uint8_t(*hashes)[CAT_HASH_LEN] = n ? malloc(n * CAT_HASH_LEN) : NULL;
+	if (hashes)
+		memcpy(hashes, set->v, n * CAT_HASH_LEN);
+	cat_unlock(cat);
+	if (hashes)
+		(void)csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, NULL, n);
+	free(hashes);
 }
 
 /* ---- S12: writers' hashes claimed with no PostgreSQL row ---- */
@@ -864,11 +980,12 @@ static int csd_publish_late(struct cat *cat, struct csd_publish *p)
 	rc = hashes && marked && refused ? 0 : -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		memcpy(hashes[i], p->absent[i].chunk.hash, CAT_HASH_LEN);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = pgns_chunks_uploaded(cat_shared_ns(cat), (const uint8_t(*)[CAT_HASH_LEN])hashes, k,
 					  marked, refused);
-	if (rc == 0) /* S8 */
-		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, refused, k);
+		rc = csd_upload_again_after(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, refused, k,
+					    rc); /* S8, S16 */
+	}
 	free(hashes);
 	free(marked);
 	free(refused);
@@ -896,14 +1013,16 @@ int catsh_file_commit(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtim
 	bool *refused = rc == 0 ? calloc(p.nuploaded ? p.nuploaded : 1, sizeof(*refused)) : NULL;
 	if (rc == 0 && !refused)
 		rc = -ENOMEM;
-	if (rc == 0)
+	bool tried = rc == 0;
+	if (tried)
 		rc = pgns_file_publish(cat_shared_ns(cat), ino, size, mtime_ns, p.ext, p.n,
 				       p.chunks, p.nchunks, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
 				       p.nuploaded, refused);
-	bool published = rc == 0 || rc == -ENOTCONN; /* S12: unknown, it may have published */
-	if (rc == 0) /* S8 */
-		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded, refused,
-				      p.nuploaded);
+	/* S12: unknown, it may have published */
+	bool published = tried && (rc == 0 || rc == -ENOTCONN);
+	if (published) /* S8, S16 */
+		rc = csd_upload_again_after(cat, (const uint8_t(*)[CAT_HASH_LEN])p.uploaded,
+					    refused, p.nuploaded, rc);
 	free(refused);
 	if (published) { /* S5, S12: whatever the step before gave, once published */
 		int lrc = csd_publish_late(cat, &p);
@@ -1177,8 +1296,9 @@ static int csd_done_late(struct cat *cat, const struct cat_upload *rows, size_t 
 	bool *refused = k ? calloc(k, sizeof(*refused)) : NULL;
 	int rc = k == 0 ? 0 : marked && refused ? pgns_chunks_uploaded(cat_shared_ns(cat),
 			(const uint8_t(*)[CAT_HASH_LEN])hashes, k, marked, refused) : -ENOMEM;
-	if (rc == 0 && k > 0) /* S8 */
-		rc = csd_upload_again(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, refused, k);
+	if (k > 0) /* S8, S16 */
+		rc = csd_upload_again_after(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, refused, k,
+					    rc);
 	free(marked);
 	free(refused);
 	free(hashes);
@@ -1505,6 +1625,8 @@ static int csd_evict_one(struct cat *cat, sqlite3_stmt *writers, const struct cs
 	while ((src = csd_step(cat, writers)) == 1)
 		if (!csd_evict_pinned(e, i, (uint64_t)sqlite3_column_int64(writers, 0)))
 			return -EBUSY;
+	if (src == 0 && csd_again_find(cat_shared_again(cat), hash) >= 0)
+		return -EBUSY; /* S16: its row may wrongly say it is on BACKING */
 	return src < 0 ? src : cat_chunk_evict_locked(cat, hash, remove, arg);
 }
 
@@ -1514,6 +1636,7 @@ int catsh_chunks_evict(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], s
 	struct csd_evict e = { 0 };
 	for (size_t i = 0; i < n; i++)
 		evicted[i] = false;
+	csd_again_retry(cat); /* S16 */
 	pthread_rwlock_wrlock(cat_shared_pins(cat)); /* no writer's release meanwhile */
 	int rc = csd_evict_refs(cat, hashes, n, &e);
 	if (rc == 0 && e.n > 0) {

@@ -3,7 +3,7 @@
  * cat_open_shared. Internal to meta/: catalog.c and upload.c dispatch to
  * these from the first line of the public call of the same name
  * (`if (cat->shared) return catsh_<name>(...)`); the rules are at the top of
- * catalog_shared_data.c (S1–S12). */
+ * catalog_shared_data.c (S1–S16). */
 #ifndef CKPTFS_CATALOG_SHARED_DATA_H
 #define CKPTFS_CATALOG_SHARED_DATA_H
 
@@ -77,5 +77,15 @@ struct csd_absent_set {
 	uint64_t published; /* publications' last local reads so far */
 };
 void csd_absent_free(struct csd_absent_set *set);
+
+/* S16: hashes whose local "not on BACKING" mark (csd_upload_again) could
+ * not be written: their rows may still say uploaded, so the evictor keeps
+ * their copies and writes the mark first. In the engine's state (struct
+ * cat_shared), read and changed under the catalog lock. Zeroed is empty. */
+struct csd_again_set {
+	uint8_t (*v)[CAT_HASH_LEN];
+	size_t n, cap;
+};
+void csd_again_free(struct csd_again_set *set);
 
 #endif

@@ -424,10 +424,16 @@ const struct pg_stmt pggen_stmts[] = {
 			" FROM ckpt_nodes n WHERE n.id = c.holder AND n.state = 'live')) o"
 			" ORDER BY o.h LIMIT $2",
 			2 },
-	/* as upload.c's U_GEN_NOT_DURABLE; a lost generation never becomes durable */
+	/* as upload.c's U_GEN_NOT_DURABLE. One id: 0 only if it is COMMITTED,
+	 * not lost and durable at its version (a lost, HELD, ended or absent one
+	 * is not durable: review 33 F4); id 0: how many OPEN or COMMITTED ones
+	 * are not durable, lost ones left out (they never become durable while
+	 * lost, and `wait` would wait for them forever) */
 	[G_NOT_DURABLE] = { "gen_not_durable",
-			    "SELECT count(*) FROM ns_generations WHERE ($1 = 0 OR id = $1) AND NOT lost"
-			    " AND (state = 0 OR (state = 1 AND durable_version <> version))",
+			    "SELECT CASE WHEN $1::bigint = 0 THEN (SELECT count(*) FROM ns_generations"
+			    " WHERE NOT lost AND (state = 0 OR (state = 1 AND durable_version <> version)))"
+			    " WHEN EXISTS (SELECT 1 FROM ns_generations WHERE id = $1::bigint AND state = 1"
+			    " AND NOT lost AND durable_version = version) THEN 0 ELSE 1 END",
 			    1 },
 	[G_UNDURABLE_LIST] = { "gen_undurable_list",
 			       "SELECT id, version FROM ns_generations WHERE state = 1 AND NOT lost"

@@ -277,8 +277,10 @@ int pggen_durable_state(struct pgns *ns, uint64_t id, uint32_t version, bool *re
 int pggen_upload_bytes(struct pgns *ns, uint64_t id, uint64_t *total, uint64_t *left);
 /* The manifest of id at version is on BACKING (no-op if it changed since). */
 int pggen_durable_set(struct pgns *ns, uint64_t id, uint32_t version);
-/* How many generations (id 0: all; else just id) are OPEN, or COMMITTED
- * without a manifest of their version on BACKING (lost ones left out). */
+/* id 0: how many generations are OPEN, or COMMITTED without a manifest of
+ * their version on BACKING (lost ones left out). Else 0 if id is COMMITTED,
+ * not lost, with its version's manifest on BACKING (durable), and 1
+ * otherwise (OPEN, HELD, ended, lost or absent: not durable). */
 int pggen_not_durable(struct pgns *ns, uint64_t id, uint64_t *count);
 /* Up to max COMMITTED generations, not lost, whose manifest of their
  * version is not on BACKING yet, by id. */

@@ -98,9 +98,14 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_FILE_UNUPLOADED) = { "look for chunks of a file not on BACKING",
 				 "SELECT 1 FROM extents e JOIN chunks c ON c.hash = e.hash"
 				 " WHERE e.ino = ?1 AND c.uploaded = 0 LIMIT 1" },
+	/* upload.h U3: one generation is durable only COMMITTED at its durable
+	 * version (a HELD, ended or absent one is not: review 33 F4); with 0,
+	 * no OPEN or COMMITTED one is left not durable */
 	U(U_GEN_NOT_DURABLE) = { "look for generations not durable",
-				 "SELECT COUNT(*) FROM generations WHERE (?1 = 0 OR id = ?1)"
-				 " AND (state = 0 OR (state = 1 AND durable_version != version))" },
+				 "SELECT CASE WHEN ?1 = 0 THEN (SELECT COUNT(*) FROM generations"
+				 " WHERE state = 0 OR (state = 1 AND durable_version != version))"
+				 " ELSE NOT EXISTS (SELECT 1 FROM generations WHERE id = ?1 AND state = 1"
+				 " AND durable_version = version) END" },
 	/* the distinct chunks of a generation's files (not a backup's: it names
 	 * the same hashes), their stored bytes, and those not on BACKING yet */
 	U(U_GEN_BYTES) = { "sum a generation's chunk bytes to upload",

@@ -569,12 +569,19 @@ Test(catshared, a_save_lost_with_its_node_is_committed_again_once_another_node_u
 		     cat_gen_state_name(g.state));
 	OK(cat_gen_find_step(a.cat, run, 100, &g));
 	cr_assert_eq(g.id, g100);
-	uint64_t undurable = 9;
+	uint64_t undurable = 9, ids[4];
+	uint32_t versions[4];
+	size_t n = 9;
+	OK(pggen_undurable(cat_shared_ns(a.cat), ids, versions, 4, &n));
+	cr_assert_eq(n, 0, "marked lost: no node writes its manifest yet");
 	OK(pggen_not_durable(cat_shared_ns(a.cat), g100, &undurable));
-	cr_assert_eq(undurable, 0, "marked lost: no node writes its manifest yet");
+	cr_assert_eq(undurable, 1, "marked lost: not durable (review 33 F4)");
 	OK(cat_lease_sweep(a.cat, &swept));
 	OK(pggen_not_durable(cat_shared_ns(a.cat), g100, &undurable));
 	cr_assert_eq(undurable, 1, "the sweep cleared the mark: its manifest is to be written");
+	OK(pggen_undurable(cat_shared_ns(a.cat), ids, versions, 4, &n));
+	cr_assert(n == 1 && ids[0] == g100, "the sweep cleared the mark: its manifest is to be"
+		  " written");
 	pt_cat_close(&b);
 	tc_close(&a);
 	tc_close(&c);

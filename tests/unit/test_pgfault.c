@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,6 +471,159 @@ Test(pgfault, a_publication_whose_answer_is_lost_leaves_its_later_uploads_marked
 Test(pgfault, a_publication_lost_before_it_reached_the_server_publishes_nothing)
 {
 	pf_publication_lost("pfd", "drop");
+}
+
+/* ---- a publication's refused markings, its outcome unknown (S16) ---- */
+
+static int pf_count_removed(void *arg, const uint8_t hash[CAT_HASH_LEN])
+{
+	(void)hash;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* Nodes a and b on one BACKING; chunk h of fill 0xa1 on a's writer of fa. */
+struct pf_refusal {
+	struct pt_backing bk;
+	struct pt_cat a, b;
+	uint8_t h[CAT_HASH_LEN];
+	uint64_t fa;
+};
+
+/* Node b committed chunk h and put it on BACKING, then deleted its file;
+ * a writer on node a stores the same bytes and its uploader ends (local
+ * row uploaded = 1); then b's reclaim removes the object and the row (the
+ * review's dedup hit on a chunk the keep-latest-k expire freed). a's
+ * publication re-inserts the row live and not uploaded, and PostgreSQL
+ * refuses its marking (pgns.h N7, S8). */
+static void pf_refusal_make(struct pf_refusal *r, const char *tag)
+{
+	char name[32];
+	pt_backing_open(&r->bk, tag);
+	snprintf(name, sizeof(name), "%s-a", tag);
+	pt_cat_open(&r->a, name, 30000, NULL, NULL);
+	snprintf(name, sizeof(name), "%s-b", tag);
+	pt_cat_open(&r->b, name, 30000, NULL, NULL);
+	ts_hash(r->h, 0xa1, 0);
+
+	uint64_t fb = ts_mk(r->b.cat, ROOT, "old", S_IFREG | 0644, NULL), gone = 0;
+	ts_write_chunks(r->b.cat, fb, 0xa1, 0, 1, PF_LEN, NULL, NULL);
+	pt_cat_upload_put(&r->b, &r->bk);
+	cr_assert(pt_on_backing(&r->bk, r->h));
+	OK(cat_unlink(r->b.cat, ROOT, "old", &gone));
+	OK(cat_inode_release(r->b.cat, gone));
+
+	r->fa = ts_mk(r->a.cat, ROOT, "new", S_IFREG | 0644, NULL);
+	struct cat_extent e = { .off = 0, .len = PF_LEN, .chunk_len = PF_LEN };
+	memcpy(e.hash, r->h, CAT_HASH_LEN);
+	bool must = false;
+	OK(cat_pending_add(r->a.cat, r->fa, &e, &must));
+	cr_assert(must);
+	OK(cat_chunk_stored(r->a.cat, r->h, 1, PF_LEN / 2 + 1));
+	pt_cat_upload_put(&r->a, &r->bk);
+	cr_assert_eq(pt_cat_local_rows(&r->a, "chunks", "uploaded = 1 AND cached = 1"), 1);
+
+	struct cat_reclaim_report rep;
+	OK(cat_reclaim_turn(r->b.cat, 30000, pt_backing_remove, r->bk.b, &rep));
+	pt_cat_tree_described(&r->b);
+	OK(cat_reclaim_turn(r->b.cat, 30000, pt_backing_remove, r->bk.b, &rep));
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_not(pt_on_backing(&r->bk, r->h));
+}
+
+/* After a's commit (published or not as applied) and its writer's release:
+ * the evictor leaves h's copy, its row says not on BACKING and it is queued;
+ * the upload puts it on BACKING if the publication committed, and drops it
+ * as stale if it did not. */
+static void pf_refusal_end(struct pf_refusal *r, bool applied)
+{
+	struct pgns_chunk_row row;
+	cr_assert_eq(pgns_chunk_get(cat_shared_ns(r->a.cat), r->h, &row), applied ? 0 : -ENOENT);
+	cr_assert(!applied || (row.refcount == 1 && !row.uploaded),
+		  "the publication did not re-insert the chunk live and not uploaded");
+	OK(cat_pending_drop(r->a.cat, r->fa)); /* the writer's release */
+
+	bool went = true;
+	int removed = 0;
+	OK(cat_chunks_evict(r->a.cat, (const uint8_t(*)[CAT_HASH_LEN])r->h, 1, pf_count_removed,
+			    &removed, &went));
+	cr_assert_not(went, "the evictor took the only copy of a chunk the file may name: not on"
+		      " BACKING, its marking refused");
+	cr_assert_eq(removed, 0);
+	cr_assert_eq(pt_cat_local_rows(&r->a, "chunks", "uploaded = 0 AND cached = 1"), 1);
+	cr_assert_eq(pf_rows(&r->a, UP_CHUNK, NULL, 0), 1, "the chunk is not queued for upload");
+
+	pt_cat_upload_put(&r->a, &r->bk); /* put again, or dropped as stale */
+	cr_assert_eq(pf_rows(&r->a, UP_CHUNK, NULL, 0), 0);
+	cr_assert_eq(pt_on_backing(&r->bk, r->h), applied);
+	if (applied) {
+		OK(pgns_chunk_get(cat_shared_ns(r->a.cat), r->h, &row));
+		cr_assert(row.uploaded, "the chunk put again is not marked uploaded");
+	}
+	pf_check(&r->a);
+	pt_cat_close(&r->a);
+	pt_cat_close(&r->b);
+	pt_backing_close(&r->bk);
+}
+
+/* The COMMIT's answer lost past the timeout (how "lose": it committed;
+ * "drop": it did not): -ENOTCONN, and the refused marking is never read.
+ * Before S16 a's row stayed uploaded = 1, so once the writer released the
+ * chunk the evictor dropped the only copy of a chunk the committed file
+ * names. */
+static void pf_refused_lost(const char *tag, const char *how)
+{
+	struct pf_refusal r;
+	pf_refusal_make(&r, tag);
+	pf_arm_down(&r.a, how, "COMMIT");
+	cr_assert_eq(cat_file_commit(r.a.cat, r.fa, PF_LEN, ts_now_ns(), false), -ENOTCONN);
+	pf_refusal_end(&r, strcmp(how, "lose") == 0);
+}
+
+/* Holds the write lock of a node's local catalog file from a connection of
+ * the test's own, from the moment a fault fires (pg_fault_then). */
+struct pf_locker {
+	const char *path;
+	sqlite3 *db;
+};
+
+static void pf_lock_local(void *arg)
+{
+	struct pf_locker *l = arg;
+	cr_assert_eq(sqlite3_open(l->path, &l->db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+}
+
+Test(pgfault, a_publication_whose_answer_is_lost_keeps_the_chunks_whose_marking_it_may_have_refused)
+{
+	pf_refused_lost("pfx", "lose");
+}
+
+Test(pgfault, a_publication_lost_before_the_server_had_it_keeps_the_chunks_it_tried_to_mark)
+{
+	pf_refused_lost("pfy", "drop");
+}
+
+/* The double fault: the COMMIT's answer lost and asked (P2: committed, the
+ * refusal read), then the local mark of the refused chunk fails (another
+ * connection holds the local catalog's write lock for the catalog's busy
+ * timeout). The commit fails, and the chunk's copy stays until a later
+ * eviction writes the mark: before, its row kept uploaded = 1 and the next
+ * eviction took the only copy. */
+Test(pgfault, a_refused_marking_whose_local_mark_fails_keeps_the_copy_until_it_is_written)
+{
+	struct pf_refusal r;
+	pf_refusal_make(&r, "pfw");
+	struct pf_locker l = { .path = r.a.path };
+	OK(pg_fault_arm(pf_pg(&r.a), "lose COMMIT"));
+	pg_fault_then(pf_pg(&r.a), pf_lock_local, &l);
+	int rc = cat_file_commit(r.a.cat, r.fa, PF_LEN, ts_now_ns(), false);
+	cr_assert_not_null(l.db, "the fault did not fire");
+	OK(sqlite3_exec(l.db, "ROLLBACK", NULL, NULL, NULL));
+	sqlite3_close(l.db);
+	cr_assert_neq(rc, 0, "the local mark did not fail");
+	cr_assert_eq(pt_cat_local_rows(&r.a, "chunks", "uploaded = 1"), 1);
+	pf_refusal_end(&r, true);
 }
 
 /* ---- an upload's marking (catalog_shared_data.c S5) ---- */

@@ -956,8 +956,15 @@ Test(pggen, lost_is_a_verdict_rechecked_once_the_chunks_are_on_backing_again)
 	struct tg_list l = { .n = 0 };
 	OK(pggen_list(&a.ns, run.ino, tg_collect, &l));
 	cr_assert_eq(l.n, 2, "both listed for a resume again");
+	uint64_t ids[4];
+	uint32_t versions[4];
+	size_t nu = 9;
+	OK(pggen_undurable(&a.ns, ids, versions, 4, &nu));
+	for (size_t i = 0; i < nu; i++)
+		cr_assert_neq(ids[i], g1, "the mark stands until the re-check: step-1's manifest"
+			      " is not to be written yet");
 	OK(pggen_not_durable(&a.ns, g1, &undurable));
-	cr_assert_eq(undurable, 0, "the mark stands until the re-check");
+	cr_assert_eq(undurable, 1, "marked lost: not durable (review 33 F4)");
 	OK(pggen_commit(&a.ns, g2, "dcp-metadata", false, NULL)); /* its commit re-checks */
 	after = 0;
 	OK(pggen_lost_recheck(&a.ns, &after, 8, &checked, &cleared));
@@ -966,6 +973,11 @@ Test(pggen, lost_is_a_verdict_rechecked_once_the_chunks_are_on_backing_again)
 	cr_assert_eq(after, 0, "a short batch: the next starts over");
 	OK(pggen_not_durable(&a.ns, g1, &undurable));
 	cr_assert_eq(undurable, 1, "step-1's manifest is to be written now");
+	OK(pggen_undurable(&a.ns, ids, versions, 4, &nu));
+	bool listed = false;
+	for (size_t i = 0; i < nu; i++)
+		listed = listed || ids[i] == g1;
+	cr_assert(listed, "step-1's manifest is not to be written");
 	pt_leave(&a);
 	pt_leave(&b);
 }

@@ -937,6 +937,16 @@ static void claim_asides_done(struct claim *c, const char *aside)
 	c->pending[0] = '\0';
 }
 
+/* Invariant 11 (H, M): the pause between a holder's polls, CLAIM_GAP_POLLS
+ * of them within min(2 s, timeout/8). */
+static struct timespec claim_gap_nap(const struct claim *c)
+{
+	uint64_t bound = (uint64_t)c->timeout_s * 1000 / 8;
+	if (bound > 2000)
+		bound = 2000;
+	return (struct timespec){ 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
+}
+
 /* Invariant 11 (H): our renewal's exclusive create met a claim (EEXIST),
  * maybe a taker's that landed while ours was aside and that it gives back
  * once it sees our aside. While our aside still holds our bytes, the
@@ -945,10 +955,7 @@ static void claim_asides_done(struct claim *c, const char *aside)
  * it): lost; another -errno, BACKING failed (the aside stays pending). */
 static int claim_wait_gap(struct claim *c, const char *aside)
 {
-	uint64_t bound = (uint64_t)c->timeout_s * 1000 / 8;
-	if (bound > 2000)
-		bound = 2000;
-	struct timespec nap = { 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
+	struct timespec nap = claim_gap_nap(c);
 	char *have = malloc(CLAIM_MAX);
 	if (!have)
 		return -ENOMEM;
@@ -1067,10 +1074,7 @@ static void claim_take_back(struct claim *c, uint64_t started)
  * bytes in have, -ENOENT, another -errno). */
 static int claim_wait_back(struct claim *c, char *have, size_t *len)
 {
-	uint64_t bound = (uint64_t)c->timeout_s * 1000 / 8;
-	if (bound > 2000)
-		bound = 2000;
-	struct timespec nap = { 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
+	struct timespec nap = claim_gap_nap(c);
 	int rc = -ENOENT;
 	for (int i = 0; i < CLAIM_GAP_POLLS && rc == -ENOENT; i++) {
 		nanosleep(&nap, NULL);

@@ -1626,9 +1626,7 @@ static void gen_tick(struct gen_policy *g)
  * have, had the daemon lived through their quiet period. */
 static int gen_add_crash_held(void *arg, const struct cat_gen *gen)
 {
-	return gen->state == GEN_HELD && strncmp(gen->held, GEN_CRASH_REASON, strlen(GEN_CRASH_REASON)) == 0
-		       ? cat_gen_vec_add(arg, gen)
-		       : 0;
+	return gen->state == GEN_HELD && gen_after_crash(gen) ? cat_gen_vec_add(arg, gen) : 0;
 }
 
 /* Invariant 11: a crash-held save whose content is complete but an object

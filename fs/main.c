@@ -980,10 +980,10 @@ int main(int argc, char **argv)
 						    fs.chunking.max_size, &fs.lease) != 0)
 		goto out;
 	octx.lease = fs.lease;
-	/* a turn every third of the lease, as its renewal: the duty moves on
-	 * within a lease of its holder's end */
 	if (cat_is_shared(fs.cat) && main_reclaim_backing(&fs) != 0)
 		goto out;
+	/* a turn every third of the lease, as its renewal: the duty moves on
+	 * within a lease of its holder's end */
 	if (cat_is_shared(fs.cat) &&
 	    reclaimer_start(fs.cat, fs.reclaim_backing ? fs.reclaim_backing : fs.backing, fs.claim,
 			    fs.opt.lease_ms / 3, &fs.reclaimer) != 0)

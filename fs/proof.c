@@ -11,6 +11,7 @@
 
 #include "catalog.h"
 #include "complete.h"
+#include "hash.h"
 #include "upload.h"
 
 struct proof_file {
@@ -368,17 +369,17 @@ static int proof_file_objects(struct cat *cat, const struct proof_file *f,
 	int rc = cat_file_uploaded(cat, f->ino, &uploaded);
 	if (rc != 0 || uploaded) /* BACKING holds every object: no stat */
 		return rc;
-	const uint8_t *last = NULL; /* a chunk named by extents in a row is looked at once */
-	uint8_t last_hash[CAT_HASH_LEN];
+	bool seen = false; /* a chunk named by extents in a row is looked at once */
+	uint8_t last[CAT_HASH_LEN];
 	for (uint64_t off = 0;;) {
 		int n = cat_extents(cat, f->ino, off, ext, PROOF_EXTENTS);
 		if (n <= 0)
 			return n;
 		for (int j = 0; j < n; j++) {
-			if (last && memcmp(last, ext[j].hash, CAT_HASH_LEN) == 0)
+			if (seen && memcmp(last, ext[j].hash, CAT_HASH_LEN) == 0)
 				continue;
-			memcpy(last_hash, ext[j].hash, CAT_HASH_LEN);
-			last = last_hash;
+			memcpy(last, ext[j].hash, CAT_HASH_LEN);
+			seen = true;
 			int here = has(arg, ext[j].hash, ext[j].chunk_len);
 			if (here == 0)
 				continue;
@@ -390,11 +391,10 @@ static int proof_file_objects(struct cat *cat, const struct proof_file *f,
 				continue;
 			if (rc != 0 && rc != -ENOENT)
 				return rc;
-			char hex[17];
-			for (int b = 0; b < 8; b++)
-				snprintf(hex + 2 * b, 3, "%02x", ext[j].hash[b]);
+			char hex[HASH_HEX_LEN + 1];
+			hash_to_hex(ext[j].hash, hex);
 			out->verdict = PROOF_NO_OBJECT;
-			snprintf(out->reason, sizeof(out->reason), "chunk %s… of \"%s\" (its bytes"
+			snprintf(out->reason, sizeof(out->reason), "chunk %.16s… of \"%s\" (its bytes"
 				 " %llu-%llu) is missing after the crash: %s in the cache, not on"
 				 " BACKING", hex, f->path, (unsigned long long)ext[j].off,
 				 (unsigned long long)(ext[j].off + ext[j].len),

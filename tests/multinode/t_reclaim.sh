@@ -31,6 +31,17 @@ _mn_wait_settled() {
 	ck_log "settled: $what"
 }
 
+# _mn_assert_reclaimed BEFORE: fewer objects on BACKING than BEFORE, and a
+# node logged a reclaim.
+_mn_assert_reclaimed() {
+	local before=$1 after
+	after=$(mn_objects)
+	ck_log "objects on BACKING: $before before, $after after"
+	[ "$after" -lt "$before" ] || ck_fail "nothing was reclaimed ($before objects before, $after after)"
+	grep -q "reclaim: .* object(s) removed from BACKING" "$MN_DLOG_A" "$MN_DLOG_B" ||
+		ck_fail "no node logged a reclaim"
+}
+
 # (a) overwrites and removals on both nodes; B appends to a file A wrote
 # while A overwrites another; BACKING ends with exactly the live chunks.
 test_overwritten_and_removed_files_leave_only_live_chunks_on_backing() {
@@ -65,12 +76,7 @@ test_overwritten_and_removed_files_leave_only_live_chunks_on_backing() {
 	ck_rand "$CK_REF/a4.v2" 1000000
 	cp "$CK_REF/a4.v2" "$MN_MNT_A/d/a4"
 	_mn_wait_settled 60
-	local after
-	after=$(mn_objects)
-	ck_log "objects on BACKING: $before before, $after after"
-	[ "$after" -lt "$before" ] || ck_fail "nothing was reclaimed ($before objects before, $after after)"
-	grep -q "reclaim: .* object(s) removed from BACKING" "$MN_DLOG_A" "$MN_DLOG_B" ||
-		ck_fail "no node logged a reclaim"
+	_mn_assert_reclaimed "$before"
 	mn_umount A
 	mn_umount B
 	assert_eq "$(mn_psql "SELECT count(*) FROM ns_pins")" 0 "pins left after both nodes left"
@@ -318,12 +324,7 @@ test_reclaim_over_nfs_removes_through_its_own_connection() {
 	cp "$CK_REF/a1.v2" "$MN_MNT_B/d/a1"
 	rm "$MN_MNT_A/d/b1"
 	_mn_wait_settled 90
-	local after
-	after=$(mn_objects)
-	ck_log "objects on the export: $before before, $after after"
-	[ "$after" -lt "$before" ] || ck_fail "nothing was reclaimed from the export ($before objects before, $after after)"
-	grep -q "reclaim: .* object(s) removed from BACKING" "$MN_DLOG_A" "$MN_DLOG_B" ||
-		ck_fail "no node logged a reclaim"
+	_mn_assert_reclaimed "$before"
 	mn_umount A
 	mn_umount B
 	mn_mount C

@@ -61,10 +61,14 @@
  *          stamp) and takes only chunks stamped before the tree horizon,
  *          a clock read before the snapshot of a tree manifest on BACKING
  *          (manifest_shared.h D6);
- *      (b) the generation manifests of live generations: none (lost ones
- *          aside) may have as its newest manifest on BACKING one of a
- *          version whose tree is gone (a rewrite committed, its manifest
- *          not yet written): while one may, no live chunk is taken;
+ *      (b) the generation manifests of live generations: none may have
+ *          as its newest manifest on BACKING one of a version whose tree
+ *          is gone (a rewrite committed, its manifest not yet written):
+ *          while one may, no live chunk is taken. A lost one (pggen.h X2)
+ *          counts too: its previous version's manifest is then the save's
+ *          only recoverable form, so the reclaim waits until the save is
+ *          whole again (X10) or a decision ends it (R8 then removes its
+ *          manifests first);
  *      (c) ended generations: while one may still have a manifest on
  *          BACKING, no live chunk is taken (R8 removes them first).
  *      (b) and (c) are read in the statement that takes the batch; a

@@ -86,13 +86,15 @@ enum {
 };
 
 /* catalog_shared_reclaim.c R7 b, c: no ended generation keeps a manifest on
- * BACKING, and no live one (not lost) has, as the newest of its manifests
- * that may be there, one of a version whose tree is gone: versions below
- * its own, or below its backup's for a rewrite still open. */
+ * BACKING, and no live one has, as the newest of its manifests that may be
+ * there, one of a version whose tree is gone: versions below its own, or
+ * below its backup's for a rewrite still open. A lost one counts too: a
+ * rewrite lost before its manifest was put has its previous version's
+ * manifest as the save's only recoverable form (review 34 A1). */
 #define NS_GEN_MANIFESTS_CURRENT                                                            \
 	"NOT EXISTS (SELECT 1 FROM ns_generations g WHERE g.state IN (2, 3)"               \
 	" AND NOT g.manifests_gone) AND NOT EXISTS (SELECT 1 FROM ns_generations g"        \
-	" WHERE g.version > 1 AND g.state IN (0, 1, 4) AND NOT g.lost AND g.version -"    \
+	" WHERE g.version > 1 AND g.state IN (0, 1, 4) AND g.version -"                  \
 	" CASE WHEN g.backup_root <> 0 THEN 2 ELSE 1 END >= GREATEST(g.durable_version, 1))"
 
 /* N14: inode i (a column reference) is open on a live node other than

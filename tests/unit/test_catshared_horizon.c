@@ -13,6 +13,9 @@
  *    manifest written after the overwrite is there;
  *  - a committed generation rewritten: version 1's chunks stay until
  *    version 2's manifest is on BACKING;
+ *  - a rewrite whose version 2 is lost with its node (pggen.h X2):
+ *    version 1's chunks stay while the save lives, and go once a delete
+ *    ends it;
  *  - a generation deleted: its manifests leave BACKING (once a tree
  *    manifest after the delete is there), then its chunks;
  *  - a save renamed out of its series: its manifest stays until the tree
@@ -322,6 +325,63 @@ Test(catshared_horizon, a_rewritten_generations_old_chunks_stay_until_the_new_ma
 	cr_assert_not(hz_path_on_backing(&bk, v1));
 	rep = hz_turns(&a, &bk, 2);
 	cr_assert_eq(rep.removed, 2, "version 1's two chunks");
+	pt_backing_close(&bk);
+	pt_cat_close(&a);
+	pt_cat_close(&b);
+}
+
+/* pgns.c R7 b (review 34 A1): B rewrites a durable save and dies before
+ * uploading version 2, which the sweep marks lost (pggen.h X2). Version 1's
+ * manifest on BACKING is then the save's only recoverable form: its chunks
+ * stay while the lost row lives, and go once a delete ends it. */
+Test(catshared_horizon, a_lost_rewrites_old_chunks_stay_while_its_old_manifest_is_the_only_form)
+{
+	struct pt_cat a, b;
+	struct pt_backing bk;
+	pt_cat_open(&a, "hzla", 30000, NULL, NULL);
+	pt_cat_open(&b, "hzlb", 1000, NULL, NULL);
+	pt_backing_open(&bk, "horizon-backing");
+	uint64_t series, file;
+	uint64_t gen = hz_saved(&a, &bk, &series, &file);
+	char v1[MANIFEST_PATH_MAX];
+	manifest_gen_path(gen, 1, v1, sizeof(v1));
+	uint8_t old[CAT_HASH_LEN];
+	hz_hash(old, 0x71, 1);
+
+	/* version 2 committed on B, its chunk only in B's cache; B stops */
+	OK(cat_gen_reopen(b.cat, gen));
+	ts_write_chunks(b.cat, file, 0x72, 1, 1, HZ_LEN, NULL, NULL);
+	OK(cat_gen_commit(b.cat, gen, "test"));
+	usleep(2300 * 1000); /* B's lease runs out, and its grace (lease.h L4) */
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, gen, &g));
+	cr_assert_eq(g.state, GEN_HELD, "version 2 lost, shown held (pggen.h X5): %d", g.state);
+
+	/* turns with the horizon past them: version 1's chunks stay */
+	hz_tree(&a, &bk);
+	struct cat_reclaim_report rep = hz_turns(&a, &bk, 3);
+	hz_tree(&a, &bk);
+	rep = hz_turns(&a, &bk, 3);
+	cr_assert_eq(rep.removed, 0, "version 1's chunks went while the lost save lives");
+	cr_assert(hz_path_on_backing(&bk, v1));
+	cr_assert(pt_on_backing(&bk, old));
+
+	/* a decision ends it: its manifests leave BACKING, then every chunk */
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(a.cat, gen, "admin", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(a.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	rep = hz_turns(&a, &bk, 1); /* sees it ended (R8) */
+	cr_assert_eq(rep.removed, 0);
+	hz_tree(&a, &bk);
+	rep = hz_turns(&a, &bk, 3);
+	cr_assert_not(hz_path_on_backing(&bk, v1), "an ended save's manifest is left on BACKING");
+	cr_assert_eq(rep.manifests, 1);
+	cr_assert_not(pt_on_backing(&bk, old), "version 1's chunk is left on BACKING");
 	pt_backing_close(&bk);
 	pt_cat_close(&a);
 	pt_cat_close(&b);

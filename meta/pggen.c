@@ -215,7 +215,7 @@ const struct pg_stmt pggen_stmts[] = {
 		     "UPDATE ns_generations g SET lost = true WHERE NOT g.lost AND g.state IN (0, 1, 4)"
 		     " AND EXISTS (SELECT 1 FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino"
 		     " JOIN ns_chunks c ON c.hash = e.hash WHERE i.gen = g.id AND c.holder = $1"
-		     " AND NOT c.uploaded) RETURNING id",
+		     " AND NOT c.uploaded) RETURNING id, version > 1",
 		     1 },
 	[G_GET] = { "gen_get", "SELECT " G_COLS " FROM ns_generations WHERE id = $1", 1 },
 	[G_LIST] = { "gen_list",
@@ -1105,10 +1105,12 @@ int pggen_node_lost(struct pgns *ns, uint64_t dead, uint64_t *held, size_t max_h
 			log_warn("catalog %s: generation %s rolled back to its previous version: node"
 				 " %" PRIu64 " lost its lease while rewriting it", pg_name(ns->pg),
 				 PQgetvalue(c.res3, r, 0), dead);
-		for (size_t i = 0; i < *n_lost; i++)
-			log_error("catalog %s: generation %" PRIu64 " lost: chunks only node %" PRIu64
-				  " had, not on BACKING",
-				  pg_name(ns->pg), lost[i], dead);
+		for (int r = 0; r < pg_rows(c.res2); r++)
+			log_error("catalog %s: generation %s lost: chunks only node %" PRIu64
+				  " had, not on BACKING%s", pg_name(ns->pg), PQgetvalue(c.res2, r, 0),
+				  dead, PQgetvalue(c.res2, r, 1)[0] == 't' ?
+				  "; a rewrite: the reclaim of BACKING waits until it is whole again"
+				  " (its node back with its cache) or deleted (ckptfs-admin rm)" : "");
 	}
 	PQclear(c.res);
 	PQclear(c.res2);

@@ -1285,6 +1285,80 @@ Test(pggen, an_expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_
 	pt_leave(&b);
 }
 
+/* pggen.h X13, on the shared engine: keep 2. b commits step-10 on chunks
+ * only its cache has, and dies with step-5 open (its shard not closed); a
+ * commits step-20 and step-30, not on BACKING yet. b's settlement marks
+ * step-10 lost (shown HELD, X5) and holds step-5 (a first version, lost
+ * too). keep-held ends step-5 as before, but not step-10 while none of the
+ * newer saves is durable (its bytes may come back with b's cache, X10);
+ * once step-20 is durable it goes. */
+Test(pggen, keep_held_ends_a_lost_save_only_once_a_newer_save_of_its_owner_is_durable)
+{
+	struct pt_node a, b;
+	pt_join(&a, "a", 30000);
+	pt_join(&b, "b", 2000);
+	struct cat_inode run;
+	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t sa, sb;
+	uint64_t g10 = tg_save(&a, &b, run.ino, "step-10", 10, &sa, &sb);
+	tg_publish(&b, sb, 0x90, 2);
+	tg_close_shards(&a, sa, &b, sb);
+	OK(pggen_commit(&b.ns, g10, "dcp-metadata", false, NULL));
+	uint64_t g5 = tg_save(&a, &b, run.ino, "step-5", 5, &sa, &sb);
+	tg_publish(&b, sb, 0x95, 1);
+	OK(pggen_writing(&a.ns, sa, false, NULL)); /* b's shard stays open */
+	uint64_t newer[2];
+	for (int i = 0; i < 2; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "step-%d", 20 + 10 * i);
+		newer[i] = tg_save(&a, &b, run.ino, name, 20 + 10 * (uint64_t)i, &sa, &sb);
+		tg_publish(&a, sa, (uint8_t)(0xa0 + i), 1);
+		tg_close_shards(&a, sa, &b, sb);
+		OK(pggen_commit(&a.ns, newer[i], "dcp-metadata", false, NULL));
+	}
+
+	usleep(4300 * 1000); /* b stops renewing */
+	uint64_t dead[2], held[4], lost[4];
+	size_t n = 0, nh = 0, nl = 0;
+	OK(lease_sweep(&a.lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	cr_assert_eq(nh, 1);
+	cr_assert_eq(held[0], g5);
+	cr_assert_eq(nl, 2, "step-10 and step-5 name chunks only b had");
+	bool is_lost = false;
+	cr_assert_eq(tg_state(&a, g10, &is_lost), GEN_COMMITTED);
+	cr_assert(is_lost);
+	struct cat_gen shown;
+	OK(pggen_get_sized(&a.ns, g10, &shown));
+	cr_assert_eq(shown.state, GEN_HELD, "X5: shown as held");
+	cr_assert(shown.lost, "and marked as a lost save, for keep-held (X13)");
+	OK(pggen_get_sized(&a.ns, g5, &shown));
+	cr_assert_eq(shown.state, GEN_HELD);
+	cr_assert(!shown.lost, "a first version held node-lost is a held save, not a lost one");
+
+	FAILS(pggen_expire(&a.ns, g10, 2, "keep-held", NULL), EBUSY);
+	cr_assert_eq(tg_state(&a, g10, &is_lost), GEN_COMMITTED, "none of 20, 30 is durable");
+	cr_assert(is_lost);
+	cr_assert(tg_named(&a, run.ino, "step-10"), "kept under its name for b's cache");
+	OK(pggen_expire(&a.ns, g5, 2, "keep-held", NULL)); /* a held save: today's rule */
+	cr_assert_eq(tg_state(&a, g5, NULL), GEN_DELETED);
+
+	/* step-20 on BACKING: the pass its durability runs ends step-10 */
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, 0xa0, 0);
+	OK(pgns_chunk_uploaded(&a.ns, h));
+	OK(pggen_durable_set(&a.ns, newer[0], 1));
+	OK(pggen_expire(&a.ns, g10, 2, "keep-held", NULL));
+	cr_assert_eq(tg_state(&a, g10, NULL), GEN_DELETED);
+	cr_assert(!tg_named(&a, run.ino, "step-10"));
+	int violations = 0;
+	OK(pggen_check(&a.ns, &violations));
+	cr_assert_eq(violations, 0);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
 /* ---- a single statement's answer lost (pg.h P5) ----
  *
  * PQexecPrepared is interposed too: while tg_lose_stmt names a prepared

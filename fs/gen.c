@@ -394,7 +394,8 @@ static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen
 	if (rc == -EBUSY && how == GEN_END_EXPIRE) {
 		log_info("generation %s (series inode %llu, step %llu): kept: reopened, pinned,"
 			 " fewer than %u newer saves of its owner left (lost or removed), or none"
-			 " of them durable while it is, since keep-latest-k chose it", gen.name,
+			 " of them durable while it is durable or lost (pggen.h X13), since"
+			 " keep-latest-k chose it", gen.name,
 			 (unsigned long long)gen.series, (unsigned long long)gen.step, g->opt.keep);
 		return 0;
 	}
@@ -580,8 +581,24 @@ static void gen_keep_list_free(struct gen_keep_list *k)
 	k->owner = NULL;
 }
 
+/* Is one of the saves of k newer than held (by step) whose owner is uid
+ * durable (on BACKING at its version)? */
+static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_list *k,
+				   const struct cat_gen *held, uid_t uid)
+{
+	for (size_t j = 0; j < k->gens.n; j++) {
+		bool durable = false;
+		if (k->owner[j].known && k->owner[j].uid == uid && k->gens.v[j].step > held->step &&
+		    cat_gen_durable(g->cat, k->gens.v[j].id, &durable) == 0 && durable)
+			return true;
+	}
+	return false;
+}
+
 /* HELD ones of the series go once `keep` committed ones of the same owner
- * are newer (by step): another user's saves never count (invariant 6). */
+ * are newer (by step): another user's saves never count (invariant 6). A
+ * lost save (pggen.h X13: committed, shown held while its node is away)
+ * goes only once one of those is durable too: the transaction asks again. */
 static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct gen_keep_list *k,
 			  const struct gen_cred *c)
 {
@@ -595,10 +612,19 @@ static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct ge
 			for (size_t j = 0; o.known && j < k->gens.n; j++)
 				newer += k->owner[j].known && k->owner[j].uid == o.uid &&
 					 k->gens.v[j].step > h.v[i].step;
-			if (o.known && newer >= g->opt.keep) {
-				struct gen_cred actor = gen_keep_actor(c, &o);
-				gen_keep_end(g, &actor, &h.v[i], "keep-held");
+			if (!o.known || newer < g->opt.keep)
+				continue;
+			if (h.v[i].lost && !gen_keep_newer_durable(g, k, &h.v[i], o.uid)) {
+				log_info("generation %s (series inode %llu, step %llu): kept by"
+					 " keep-held: lost only while the node that has its chunks"
+					 " is away, and none of the %zu newer saves of its owner is"
+					 " on BACKING yet (pggen.h X13)", h.v[i].name,
+					 (unsigned long long)h.v[i].series,
+					 (unsigned long long)h.v[i].step, newer);
+				continue;
 			}
+			struct gen_cred actor = gen_keep_actor(c, &o);
+			gen_keep_end(g, &actor, &h.v[i], "keep-held");
 		}
 	cat_gen_vec_free(&h);
 }

@@ -51,12 +51,16 @@
  *  2. A generation never commits while a write handle in it is open; a
  *     HELD one only while a handle of it has written (invariant 10).
  *  3. keep-latest-k never deletes an OPEN or pinned generation, nor the newest
- *     committed one, nor the newest durable one of its owner (invariant 6).
+ *     committed one, nor the newest durable one of its owner (invariant 6),
+ *     nor a lost save (a shared catalog's committed save whose node is
+ *     away, shown held) before a newer save of its owner is durable
+ *     (pggen.h X13: gen_keep_held, and the expire's transaction again).
  *     It decides from a listing
  *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
  *     in the deleting transaction (a rewrite or a pin in between wins), and
  *     that `keep` newer complete saves of the owner still exist there, one
- *     of them durable if the one deleted is (invariant 6, generation.h G6):
+ *     of them durable if the one deleted is durable or lost (invariant 6,
+ *     generation.h G6, pggen.h X13):
  *     a stale listing never deletes more, and a rewrite that made the newer
  *     save not durable since keeps the owner's newest durable one. What it
  *     refuses goes in the pass that gen_durable runs once a newer save is

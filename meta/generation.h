@@ -55,8 +55,11 @@
  *      version: upload.h U3) goes only if one of those newer saves is
  *      durable too, in that transaction: the owner's newest durable save
  *      stays while the newer ones are only in the cache, whatever a rewrite
- *      (v+1 not durable) or an upload did since the listing. A refused one
- *      goes in the pass that a newer save's durability runs (fs/gen.h 3).
+ *      (v+1 not durable) or an upload did since the listing. So does a
+ *      COMMITTED save that is lost (pggen.h X13: only on the shared engine;
+ *      one node has no lost saves), although it is expired as a HELD one. A
+ *      refused one goes in the pass that a newer save's durability runs
+ *      (fs/gen.h 3).
  *  G7. A file whose last close may not be recorded is marked in the catalog
  *      (inodes.writing, schema 6), so that any prefix of the catalog's
  *      commits — what a kill -9 or a power loss leaves — shows it. A file
@@ -121,6 +124,11 @@ struct cat_gen {
 	/* HELD: why. OPEN with a backup: the backup was HELD (an abort puts back
 	 * HELD, not COMMITTED). "" otherwise. */
 	char held[GEN_HELD_MAX];
+	/* shared engine only (pggen.h X5, X13): a COMMITTED save lost only
+	 * because its node is away, shown HELD (state, rule and held as X5 sets
+	 * them); keep-held ends it only against a durable newer save. false on
+	 * one node (it has no lost saves) and for a truly HELD one. */
+	bool lost;
 	/* computed by cat_gen_get/cat_gen_list */
 	uint64_t files;
 	uint64_t logical_bytes;   /* sum of its regular files' sizes */

@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X10). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X13). */
 #define _GNU_SOURCE
 #include "pggen.h"
 
@@ -1479,6 +1479,7 @@ static void pggen_lost_view(struct cat_gen *g, bool lost)
 {
 	if (!lost || g->state != GEN_COMMITTED)
 		return;
+	g->lost = true; /* X13: keep-held ends it only against a durable newer save */
 	g->state = GEN_HELD;
 	snprintf(g->rule, sizeof(g->rule), "%s", "node-lost");
 	snprintf(g->held, sizeof(g->held), "%s", PGGEN_LOST_REASON);
@@ -1596,8 +1597,9 @@ struct pggen_end_call {
  * complete saves of g's owner still exist (a lost g counts as HELD: X5),
  * one of them durable if g is (COMMITTED, not lost, durable_version =
  * version: the owner's newest durable save stays while the newer ones are
- * only in a node's cache), and, COMMITTED, no node has a file of g open
- * for writing (X12). */
+ * only in a node's cache) or if g is a lost COMMITTED save (X13: lost as
+ * this transaction re-checks it, whatever the listing showed), and,
+ * COMMITTED, no node has a file of g open for writing (X12). */
 static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool lost,
 				  uint32_t keep)
 {
@@ -1611,7 +1613,12 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 		uint64_t newer = (uint64_t)pg_int(res, 0, 0);
 		uint64_t newer_durable = (uint64_t)pg_int(res, 0, 1);
 		bool durable = !lost && pg_int(res, 0, 2) != 0;
-		if (newer < keep || (durable && newer_durable == 0))
+		/* X13: a committed save lost only because its node is away (its
+		 * cache may bring it back whole, X10) goes only once a newer save
+		 * of its owner is safe off every node; a truly HELD one (state 4,
+		 * lost or not) as before */
+		bool lost_save = lost && g->state == GEN_COMMITTED;
+		if (newer < keep || ((durable || lost_save) && newer_durable == 0))
 			rc = -EBUSY;
 	}
 	PQclear(res);

@@ -44,7 +44,8 @@
  *      "node-lost", reason PGGEN_LOST_REASON), what a HELD one is on one
  *      node: kept under its name, reachable by name, hidden from directory
  *      listings by the daemon (fs/gen.c gen_hidden) on every node, never
- *      saved (keep-latest-k expires it as a held one). Its row keeps its
+ *      saved (keep-latest-k expires it as a held one, once a newer save of
+ *      its owner is durable too: X13). Its row keeps its
  *      state and `lost` (no migration, and rows
  *      lost before this rule are shown the same way); a lost one is never
  *      committed as it is, even by a decision (-ENODATA): a delete ends it,
@@ -114,6 +115,22 @@
  *      decides; a HELD one goes as before, its open files named by its hold):
  *      its counting of ns_writing is a statement after the row's lock, as
  *      a commit's (X1).
+ *  X13. A lost COMMITTED save (X5: shown HELD, struct cat_gen's lost) is
+ *      lost only because the node that holds its chunks is away: dead,
+ *      swept after a stall, or unmounted with uploads queued (lease.h L9);
+ *      its bytes may come back with that node's cache (X10), and it is
+ *      not proven incomplete. keep-latest-k ends it ("keep-held") only
+ *      once `keep` newer COMMITTED saves of its owner (by step) exist and
+ *      at least one of them is durable (COMMITTED, not lost,
+ *      durable_version = version), as G6 keeps the owner's newest durable
+ *      save: a save is never deleted for newer ones that are themselves
+ *      only in a node's cache. The policy asks it before it expires
+ *      (fs/gen.c gen_keep_held), and pggen_expire asks it again in its
+ *      transaction (G_KEEP_NEWER, the row's `lost` re-checked there as
+ *      X10 does, under its lock), so a listing gone stale never bypasses
+ *      it. A truly HELD save (state HELD: a first version its dead node
+ *      was writing, held "node-lost" by X2, lost or not) keeps G6's rule
+ *      for held ones: it was never proven complete.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -236,8 +253,9 @@ int pggen_get_sized(struct pgns *ns, uint64_t id, struct cat_gen *out);
 int pggen_find(struct pgns *ns, uint64_t series, const char *name, struct cat_gen *out);
 int pggen_find_step(struct pgns *ns, uint64_t series, uint64_t step, struct cat_gen *out);
 /* As cat_gen_list (series 0: all series), sized; without all, only OPEN,
- * HELD and COMMITTED ones (a lost COMMITTED one as HELD, X5: keep-latest-k
- * ends it as a held one, once K newer are committed). */
+ * HELD and COMMITTED ones (a lost COMMITTED one as HELD with lost set, X5:
+ * keep-latest-k ends it as a held one, once K newer are committed and one
+ * of them is durable, X13). */
 int pggen_list_all(struct pgns *ns, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 
 /* cat_gen_abort (OPEN → ABORTED), cat_gen_delete (OPEN, COMMITTED or HELD
@@ -251,7 +269,8 @@ int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule
 /* PGGEN_EXPIRE for keep-latest-k (generation.h G6): also -EBUSY unless, in
  * the same transaction, `keep` newer COMMITTED saves of the series whose
  * roots have its root's owner exist, not lost as X10 re-checks, one of
- * them durable if it is (COMMITTED, not lost, durable_version = version);
+ * them durable if it is (COMMITTED, not lost, durable_version = version)
+ * or if it is a lost COMMITTED one (X13);
  * they are locked FOR SHARE, so a lost mark, removal, reopen or rewrite
  * racing it is seen. pggen_end's PGGEN_EXPIRE is this with keep 0. */
 int pggen_expire(struct pgns *ns, uint64_t id, uint32_t keep, const char *rule,

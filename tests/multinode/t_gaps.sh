@@ -7,7 +7,8 @@
 # A committed save whose chunks died with their node (lost) is hidden from
 # its series directory on every node, as a held save is on one node (a
 # resume that lists run/ finds the save before it), still reachable by name
-# and shown as held; keep-latest-k ends it as a held one. A rewrite of a committed
+# and shown as held; keep-latest-k ends it as a held one once a newer save is
+# durable (pggen.h X13). A rewrite of a committed
 # save that its node began and then died between files (no file open) is
 # rolled back to the previous version by the sweep, on every node. A lost
 # save whose objects B put on BACKING but never marked uploaded is found
@@ -50,8 +51,9 @@ test_a_lost_save_is_hidden_from_its_series_on_every_node() {
 		"step-100's row (committed, lost: kept as it was)"
 	assert_file_eq "$CK_TMP/s90.bin" "$MN_MNT_C/run/step-90/model.bin"
 	# keep-latest-k (keep=2) ends it as a held one once two newer saves are
-	# committed (an explicit decision, ckptfs-admin rm or rm -rf of its root,
-	# would too: tests/multinode/t_admin2.sh)
+	# committed and one of them is durable (pggen.h X13: BACKING takes A's
+	# objects again; an explicit decision, ckptfs-admin rm or rm -rf of its
+	# root, would end it at once: tests/multinode/t_admin2.sh)
 	mn_save A run/step-110 model.bin 100000 s110
 	mn_save A run/step-120 model.bin 100000 s120
 	mn_until "SELECT state = 3 AND rule = 'keep-held' FROM ns_generations WHERE name = 'step-100'"

@@ -60,6 +60,55 @@ test_two_nodes_saving_alternately_keep_the_newest_two() {
 	mn_umount A
 	mn_umount B
 }
+# pggen.h X13 (review 34 B1): a save lost only because its node is away is
+# not ended by keep-held while the newer saves are only in a cache. keep=2,
+# BACKING refusing every object: B commits step-10 and unmounts with its
+# uploads queued (lease.h L9: expired, settled by A's sweep: step-10 lost,
+# shown held); A commits step-5, step-20 and step-30. The pass after
+# step-30's commit ends step-5 (rule keep, after keep-held looked at
+# step-10 in the same pass): step-10 is still there, held, its row
+# COMMITTED and lost, and A's log says why. A unmounts with its uploads queued too; BACKING
+# accepts again; B mounted again with its cache uploads step-10's chunks:
+# step-10 is whole again (X10), listed on B, durable, and a fresh node C
+# reads it from BACKING bit for bit.
+test_keep_held_keeps_a_save_lost_while_its_node_is_away() {
+	local out
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A keep=2,leave_queued
+	mn_mount B keep=2,leave_queued
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	ck_fault "eio=create" # no object reaches BACKING, from any node
+	mn_save B run/step-10 model.bin 1000000 s10
+	mn_umount B
+	mn_until "SELECT state = 1 AND lost FROM ns_generations WHERE name = 'step-10'"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-10)" "step-10 on A once B is settled"
+	mn_save A run/step-5 model.bin 100000 s5
+	mn_save A run/step-20 model.bin 100000 s20
+	mn_save A run/step-30 model.bin 100000 s30
+	mn_until "SELECT state = 3 AND rule = 'keep' FROM ns_generations WHERE name = 'step-5'"
+	assert_eq "1 true" "$(mn_psql "SELECT state || ' ' || lost FROM ns_generations WHERE name = 'step-10'")" \
+		"step-10's row after the keep pass that ended step-5 (none of 20, 30 durable)"
+	assert_exists "$MN_MNT_A/run/step-10/model.bin"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-10)" "step-10 on A after that pass"
+	assert_eq "step-20 step-30" "$(mn_entries "$MN_MNT_A/run")" "run/ on A"
+	mn_umount A
+	grep -q "generation step-10 .*kept by keep-held: lost only while" "$MN_DLOG_A" ||
+		ck_fail "A's policy did not say why it kept step-10 (fs/gen.c gen_keep_held)"
+	ck_fault ""
+	mn_mount B keep=2
+	mn_until "SELECT NOT lost AND state = 1 AND durable_version = version FROM ns_generations WHERE name = 'step-10'"
+	assert_eq "step-10" "$(mn_entries "$MN_MNT_B/run")" "run/ on B (A's saves are lost while A is away)"
+	mn_mount C
+	assert_eq "committed" "$(mn_gen_state "$MN_MNT_C" run/step-10)" "step-10 on fresh node C"
+	assert_file_eq "$CK_TMP/s10.bin" "$MN_MNT_C/run/step-10/model.bin"
+	out=$("$CKPTFS_ADMIN" check "$MN_MNT_C" 2>&1) || ck_fail "ckptfs-admin check: $(echo "$out" | head -n 8 | tr '\n' '|')"
+	mn_umount C
+	mn_umount B
+}
+ck_timeout test_keep_held_keeps_a_save_lost_while_its_node_is_away 180
+
 # The torture loop with two nodes (keep=3): node A saves a step while node B
 # saves another and is killed with -9 at a random point of it. After each
 # cycle, once the sweep has handled B (no generation left OPEN, B settled):

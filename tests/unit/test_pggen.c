@@ -91,12 +91,33 @@ static uint64_t tg_save(struct pt_node *a, struct pt_node *b, uint64_t run, cons
 	return gen;
 }
 
+/* Nodes a (a 30 s lease) and b (b_lease ms) joined, and directory "run"
+ * made by a. */
+static void tg_nodes(struct pt_node *a, struct pt_node *b, unsigned b_lease,
+		     struct cat_inode *run)
+{
+	pt_join(a, "a", 30000);
+	pt_join(b, "b", b_lease);
+	OK(pgns_create(&a->ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, run));
+}
+
 /* Nodes a and b joined with a 30 s lease, and directory "run" made by a. */
 static void tg_two_nodes(struct pt_node *a, struct pt_node *b, struct cat_inode *run)
 {
-	pt_join(a, "a", 30000);
-	pt_join(b, "b", 30000);
-	OK(pgns_create(&a->ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, run));
+	tg_nodes(a, b, 30000, run);
+}
+
+/* b (tg_nodes with a 2 s lease) stops renewing: once its lease and one
+ * more term ran out (lease.h L4), a's sweep expires it and settles it
+ * (X2); held and lost (4 each) get what that held and lost. */
+static void tg_b_dies(struct pt_node *a, uint64_t *held, size_t *nh, uint64_t *lost, size_t *nl)
+{
+	usleep(4300 * 1000);
+	uint64_t dead[2];
+	size_t n = 0;
+	OK(lease_sweep(&a->lease, dead, 2, &n));
+	cr_assert_eq(n, 1);
+	OK(pggen_node_lost(&a->ns, dead[0], held, 4, nh, lost, 4, nl));
 }
 
 /* The two shards of a tg_save closed: sa by x, sb by y (their last close). */
@@ -104,6 +125,19 @@ static void tg_close_shards(struct pt_node *x, uint64_t sa, struct pt_node *y, u
 {
 	OK(pggen_writing(&x->ns, sa, false, NULL));
 	OK(pggen_writing(&y->ns, sb, false, NULL));
+}
+
+/* A tg_save whose shard on b names 2 chunks (fill) only b holds, a's shard
+ * empty, both closed and committed by node by. */
+static uint64_t tg_save_on_b(struct pt_node *a, struct pt_node *b, uint64_t run, const char *name,
+			     uint64_t step, uint8_t fill, struct pt_node *by)
+{
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(a, b, run, name, step, &sa, &sb);
+	tg_publish(b, sb, fill, 2);
+	tg_close_shards(a, sa, b, sb);
+	OK(pggen_commit(&by->ns, gen, "dcp-metadata", false, NULL));
+	return gen;
 }
 
 Test(pggen, a_commit_on_one_node_waits_for_the_others_writers)
@@ -539,12 +573,9 @@ Test(pggen, a_save_its_dead_node_opened_with_no_file_open_is_held)
 	OK(pggen_create_root(&b.ns, CAT_ROOT_INO, &s2, S_IFDIR | 0755, 0, 0, &r2, &g2));
 	uint64_t f2 = tg_shard(&a, r2.ino, "__1_0.distcp");
 	OK(pggen_writing(&a.ns, f2, true, NULL)); /* a still writes step-8 */
-	usleep(4300 * 1000); /* b's lease and its grace (lease.h L4) run out */
-	uint64_t dead[2], held[4], lost[4];
-	size_t n = 0, nh = 0, nl = 0;
-	OK(lease_sweep(&a.lease, dead, 2, &n));
-	cr_assert_eq(n, 1);
-	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl);
 	cr_assert_eq(nh, 1);
 	cr_assert_eq(held[0], g1);
 	cr_assert_eq(tg_state(&a, g1, NULL), GEN_HELD, "no node would ever decide it otherwise");
@@ -726,10 +757,8 @@ Test(pggen, abort_delete_expire_pin_and_hold_from_either_node)
 Test(pggen, find_and_list_hide_what_a_resume_must_not_see)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 2000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_nodes(&a, &b, 2000, &run);
 	uint64_t sa, sb;
 	uint64_t g1 = tg_save(&a, &b, run.ino, "step-10", 10, &sa, &sb);
 	tg_publish(&a, sa, 7, 2);
@@ -757,12 +786,9 @@ Test(pggen, find_and_list_hide_what_a_resume_must_not_see)
 	cr_assert_eq(l.v[1].logical_bytes, 1000);
 	cat_gen_vec_free(&l);
 
-	usleep(4300 * 1000); /* b dies: step-10 names chunks only b had */
-	uint64_t dead[2], held[4], lost[4];
-	size_t n = 0, nh = 0, nl = 0;
-	OK(lease_sweep(&a.lease, dead, 2, &n));
-	cr_assert_eq(n, 1);
-	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl); /* step-10 names chunks only b had */
 	cr_assert_eq(nl, 1);
 	FAILS(pggen_find_step(&a.ns, run.ino, 10, &g), ENOENT);
 	OK(pggen_find(&a.ns, run.ino, "step-10", &g)); /* by name: still there to remove */
@@ -916,25 +942,17 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 Test(pggen, lost_is_a_verdict_rechecked_once_the_chunks_are_on_backing_again)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 2000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_nodes(&a, &b, 2000, &run);
 	uint64_t sa, sb;
-	uint64_t g1 = tg_save(&a, &b, run.ino, "step-1", 1, &sa, &sb);
-	tg_publish(&b, sb, 0x77, 2);
-	tg_close_shards(&a, sa, &b, sb);
-	OK(pggen_commit(&a.ns, g1, "dcp-metadata", false, NULL));
+	uint64_t g1 = tg_save_on_b(&a, &b, run.ino, "step-1", 1, 0x77, &a);
 	uint64_t g2 = tg_save(&a, &b, run.ino, "step-2", 2, &sa, &sb);
 	tg_publish(&b, sb, 0x77, 2);
 	tg_close_shards(&a, sa, &b, sb);
 
-	usleep(4300 * 1000);
-	uint64_t dead[2], held[4], lost[4];
-	size_t n = 0, nh = 0, nl = 0;
-	OK(lease_sweep(&a.lease, dead, 2, &n));
-	cr_assert_eq(n, 1);
-	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl);
 	cr_assert_eq(nl, 2, "step-1 and step-2 name b's chunks");
 	bool is_lost = false;
 	cr_assert_eq(tg_state(&a, g1, &is_lost), GEN_COMMITTED);
@@ -1180,10 +1198,8 @@ Test(pggen, a_sized_generation_read_is_one_round_trip)
 Test(pggen, an_expire_from_a_stale_listing_keeps_a_save_whose_newer_one_was_lost)
 {
 	struct pt_node a, b;
-	pt_join(&a, "a", 30000);
-	pt_join(&b, "b", 2000);
 	struct cat_inode run;
-	OK(pgns_create(&a.ns, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	tg_nodes(&a, &b, 2000, &run);
 	uint64_t sa, sb, g[3];
 	for (int i = 0; i < 3; i++) {
 		char name[16];
@@ -1197,12 +1213,9 @@ Test(pggen, an_expire_from_a_stale_listing_keeps_a_save_whose_newer_one_was_lost
 	OK(pggen_list(&a.ns, run.ino, tg_collect, &l));
 	cr_assert_eq(l.n, 3, "the listing keep-latest-k decides from");
 
-	usleep(4300 * 1000); /* b stops renewing */
-	uint64_t dead[2], held[4], lost[4];
-	size_t n = 0, nh = 0, nl = 0;
-	OK(lease_sweep(&a.lease, dead, 2, &n));
-	cr_assert_eq(n, 1);
-	OK(pggen_node_lost(&a.ns, dead[0], held, 4, &nh, lost, 4, &nl));
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl);
 	cr_assert_eq(nl, 1);
 	cr_assert_eq(lost[0], g[2]);
 	FAILS(pggen_expire(&a.ns, g[0], 2, "keep", NULL), EBUSY);
@@ -1278,6 +1291,72 @@ Test(pggen, an_expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_
 	OK(pggen_durable_set(&b.ns, g[2], 2));
 	OK(pggen_expire(&a.ns, g[1], 1, "keep", NULL));
 	cr_assert_eq(tg_state(&b, g[1], NULL), GEN_DELETED);
+	int violations = 0;
+	OK(pggen_check(&a.ns, &violations));
+	cr_assert_eq(violations, 0);
+	pt_leave(&a);
+	pt_leave(&b);
+}
+
+/* pggen.h X13, on the shared engine: keep 2. b commits step-10 on chunks
+ * only its cache has, and dies with step-5 open (its shard not closed); a
+ * commits step-20 and step-30, not on BACKING yet. b's settlement marks
+ * step-10 lost (shown HELD, X5) and holds step-5 (a first version, lost
+ * too). keep-held ends step-5 as before, but not step-10 while none of the
+ * newer saves is durable (its bytes may come back with b's cache, X10);
+ * once step-20 is durable it goes. */
+Test(pggen, keep_held_ends_a_lost_save_only_once_a_newer_save_of_its_owner_is_durable)
+{
+	struct pt_node a, b;
+	struct cat_inode run;
+	tg_nodes(&a, &b, 2000, &run);
+	uint64_t sa, sb;
+	uint64_t g10 = tg_save_on_b(&a, &b, run.ino, "step-10", 10, 0x90, &b);
+	uint64_t g5 = tg_save(&a, &b, run.ino, "step-5", 5, &sa, &sb);
+	tg_publish(&b, sb, 0x95, 1);
+	OK(pggen_writing(&a.ns, sa, false, NULL)); /* b's shard stays open */
+	uint64_t newer[2];
+	for (int i = 0; i < 2; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "step-%d", 20 + 10 * i);
+		newer[i] = tg_save(&a, &b, run.ino, name, 20 + 10 * (uint64_t)i, &sa, &sb);
+		tg_publish(&a, sa, (uint8_t)(0xa0 + i), 1);
+		tg_close_shards(&a, sa, &b, sb);
+		OK(pggen_commit(&a.ns, newer[i], "dcp-metadata", false, NULL));
+	}
+
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl);
+	cr_assert_eq(nh, 1);
+	cr_assert_eq(held[0], g5);
+	cr_assert_eq(nl, 2, "step-10 and step-5 name chunks only b had");
+	bool is_lost = false;
+	cr_assert_eq(tg_state(&a, g10, &is_lost), GEN_COMMITTED);
+	cr_assert(is_lost);
+	struct cat_gen shown;
+	OK(pggen_get_sized(&a.ns, g10, &shown));
+	cr_assert_eq(shown.state, GEN_HELD, "X5: shown as held");
+	cr_assert(shown.lost, "and marked as a lost save, for keep-held (X13)");
+	OK(pggen_get_sized(&a.ns, g5, &shown));
+	cr_assert_eq(shown.state, GEN_HELD);
+	cr_assert(!shown.lost, "a first version held node-lost is a held save, not a lost one");
+
+	FAILS(pggen_expire(&a.ns, g10, 2, "keep-held", NULL), EBUSY);
+	cr_assert_eq(tg_state(&a, g10, &is_lost), GEN_COMMITTED, "none of 20, 30 is durable");
+	cr_assert(is_lost);
+	cr_assert(tg_named(&a, run.ino, "step-10"), "kept under its name for b's cache");
+	OK(pggen_expire(&a.ns, g5, 2, "keep-held", NULL)); /* a held save: today's rule */
+	cr_assert_eq(tg_state(&a, g5, NULL), GEN_DELETED);
+
+	/* step-20 on BACKING: the pass its durability runs ends step-10 */
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, 0xa0, 0);
+	OK(pgns_chunk_uploaded(&a.ns, h));
+	OK(pggen_durable_set(&a.ns, newer[0], 1));
+	OK(pggen_expire(&a.ns, g10, 2, "keep-held", NULL));
+	cr_assert_eq(tg_state(&a, g10, NULL), GEN_DELETED);
+	cr_assert(!tg_named(&a, run.ino, "step-10"));
 	int violations = 0;
 	OK(pggen_check(&a.ns, &violations));
 	cr_assert_eq(violations, 0);

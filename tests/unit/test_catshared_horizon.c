@@ -24,13 +24,17 @@
  *    next open, and removes the manifest of the generation it had ended;
  *  - the horizon (fs/uploader.c T4) moves while the tree is unchanged, and
  *    when its writer stops without a word, once another node's uploader
- *    takes duty "tree". */
+ *    takes duty "tree";
+ *  - a generation manifest whose put lands after its save was deleted on
+ *    another node and the reclaim removed that save's manifests does not
+ *    stay on BACKING (fs/uploader.h B2). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,6 +578,117 @@ Test(catshared_horizon, the_horizon_moves_with_the_tree_unchanged_and_when_its_w
 	uploader_stop(ub, true);
 	store_close(sa);
 	store_close(sb);
+	pt_backing_close(&bk);
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+}
+
+/* ---- a manifest put that lands after its save ended (fs/uploader.h B2) ---- */
+
+/* The uploader's worker, held just before a generation manifest's put
+ * (uploader_set_before_put) until the test lets it go. */
+struct hz_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t gen;
+	bool reached, go;
+};
+
+static void hz_gate_hold(void *arg, const struct cat_upload *row)
+{
+	struct hz_gate *g = arg;
+	pthread_mutex_lock(&g->lock);
+	if (row->gen == g->gen && !g->reached) {
+		g->reached = true;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->go)
+			pthread_cond_wait(&g->cond, &g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Waits (60 s at most: a bound, not a measure) for the worker to reach the gate. */
+static bool hz_gate_reached(struct hz_gate *g)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&g->lock);
+	while (!g->reached && pthread_cond_timedwait(&g->cond, &g->lock, &until) == 0)
+		;
+	bool reached = g->reached;
+	pthread_mutex_unlock(&g->lock);
+	return reached;
+}
+
+static void hz_gate_open(struct hz_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->go = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static int hz_gen_versions(struct pt_backing *bk, uint64_t gen)
+{
+	struct hz_names l = hz_list(bk, true);
+	int n = 0;
+	for (int i = 0; i < l.n; i++)
+		n += l.id[i] == gen;
+	return n;
+}
+
+/* Review 34 A2: A built step-1's manifest while it was COMMITTED; before its
+ * put lands (a put may take backing_timeout), B deletes the save and the
+ * reclaim duty's R8 removes its manifests (none there yet) and marks them
+ * gone. The late put then left step-1.1.ckm on BACKING for ever: a rebuild
+ * --meta would bring the deleted save back, naming chunks the reclaim then
+ * removes. Now A reads the row again after its put and removes it. */
+Test(catshared_horizon, a_manifest_put_that_lands_after_its_save_was_deleted_and_reclaimed_is_removed)
+{
+	struct pt_cat a, b;
+	struct pt_backing bk;
+	struct store *sa;
+	struct uploader *ua;
+	pt_cat_open(&a, "hzla", 30000, NULL, NULL);
+	pt_cat_open(&b, "hzlb", 30000, NULL, NULL);
+	pt_backing_open(&bk, "horizon-backing");
+	OK(store_open(a.dir, &sa));
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL), root;
+	uint64_t gen = pt_cat_mkgen(&a, series, "step-1", 1, &root);
+	uint64_t file = ts_mk(a.cat, root, "rank0", S_IFREG | 0644, NULL);
+	ts_write_chunks(a.cat, file, 0x73, 1, 2, HZ_LEN, NULL, NULL);
+	pt_cat_upload_put(&a, &bk); /* its chunks on BACKING: its manifest row is ready */
+	OK(cat_gen_commit(a.cat, gen, "test"));
+	hz_tree(&a, &bk);
+
+	struct hz_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, gen, false,
+				false };
+	hz_uploader(&a, sa, bk.b, &ua);
+	uploader_set_before_put(ua, hz_gate_hold, &gate);
+	cr_assert(hz_gate_reached(&gate), "A's uploader never came to step-1's manifest");
+
+	/* while A's put is in flight: B deletes step-1, R8 runs after a tree
+	 * manifest past the end */
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(b.cat, gen, "trainer", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(b.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	(void)hz_turns(&b, &bk, 1); /* sees it ended */
+	hz_tree(&b, &bk);
+	struct cat_reclaim_report rep = hz_turns(&b, &bk, 2);
+	cr_assert_eq(rep.manifests, 1, "R8 did not mark step-1's manifests gone");
+	cr_assert_eq(hz_gen_versions(&bk, gen), 0);
+
+	hz_gate_open(&gate); /* the put lands */
+	uploader_stop(ua, true);
+	(void)hz_turns(&b, &bk, 2); /* no later turn looks at step-1 again */
+	cr_assert_eq(hz_gen_versions(&bk, gen), 0,
+		     "the manifest of a deleted save is left on BACKING after its late put");
+	cr_assert_eq(pt_cat_local_rows(&a, "uploads", NULL), 0, "A's manifest row is still queued");
+	store_close(sa);
 	pt_backing_close(&bk);
 	pt_cat_close(&b);
 	pt_cat_close(&a);

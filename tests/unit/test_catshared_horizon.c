@@ -34,7 +34,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -585,50 +584,6 @@ Test(catshared_horizon, the_horizon_moves_with_the_tree_unchanged_and_when_its_w
 
 /* ---- a manifest put that lands after its save ended (fs/uploader.h B2) ---- */
 
-/* The uploader's worker, held just before a generation manifest's put
- * (uploader_set_before_put) until the test lets it go. */
-struct hz_gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	uint64_t gen;
-	bool reached, go;
-};
-
-static void hz_gate_hold(void *arg, const struct cat_upload *row)
-{
-	struct hz_gate *g = arg;
-	pthread_mutex_lock(&g->lock);
-	if (row->gen == g->gen && !g->reached) {
-		g->reached = true;
-		pthread_cond_broadcast(&g->cond);
-		while (!g->go)
-			pthread_cond_wait(&g->cond, &g->lock);
-	}
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* Waits (60 s at most: a bound, not a measure) for the worker to reach the gate. */
-static bool hz_gate_reached(struct hz_gate *g)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 60;
-	pthread_mutex_lock(&g->lock);
-	while (!g->reached && pthread_cond_timedwait(&g->cond, &g->lock, &until) == 0)
-		;
-	bool reached = g->reached;
-	pthread_mutex_unlock(&g->lock);
-	return reached;
-}
-
-static void hz_gate_open(struct hz_gate *g)
-{
-	pthread_mutex_lock(&g->lock);
-	g->go = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-}
-
 static int hz_gen_versions(struct pt_backing *bk, uint64_t gen)
 {
 	struct hz_names l = hz_list(bk, true);
@@ -659,15 +614,14 @@ Test(catshared_horizon, a_manifest_put_that_lands_after_its_save_was_deleted_and
 	uint64_t gen = pt_cat_mkgen(&a, series, "step-1", 1, &root);
 	uint64_t file = ts_mk(a.cat, root, "rank0", S_IFREG | 0644, NULL);
 	ts_write_chunks(a.cat, file, 0x73, 1, 2, HZ_LEN, NULL, NULL);
-	pt_cat_upload_put(&a, &bk); /* its chunks on BACKING: its manifest row is ready */
-	OK(cat_gen_commit(a.cat, gen, "test"));
+	pt_cat_upload_put(&a, &bk); /* its chunks on BACKING, A's queue empty */
 	hz_tree(&a, &bk);
 
-	struct hz_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, gen, false,
-				false };
+	struct ts_gate gate = TS_GATE_INIT(gen);
 	hz_uploader(&a, sa, bk.b, &ua);
-	uploader_set_before_put(ua, hz_gate_hold, &gate);
-	cr_assert(hz_gate_reached(&gate), "A's uploader never came to step-1's manifest");
+	uploader_set_before_put(ua, ts_gate_hold, &gate);
+	OK(cat_gen_commit(a.cat, gen, "test")); /* its manifest row, ready at once */
+	cr_assert(ts_gate_reached(&gate), "A's uploader never came to step-1's manifest");
 
 	/* while A's put is in flight: B deletes step-1, R8 runs after a tree
 	 * manifest past the end */
@@ -682,7 +636,7 @@ Test(catshared_horizon, a_manifest_put_that_lands_after_its_save_was_deleted_and
 	cr_assert_eq(rep.manifests, 1, "R8 did not mark step-1's manifests gone");
 	cr_assert_eq(hz_gen_versions(&bk, gen), 0);
 
-	hz_gate_open(&gate); /* the put lands */
+	ts_gate_open(&gate); /* the put lands */
 	uploader_stop(ua, true);
 	(void)hz_turns(&b, &bk, 2); /* no later turn looks at step-1 again */
 	cr_assert_eq(hz_gen_versions(&bk, gen), 0,

@@ -27,7 +27,8 @@
  *    takes duty "tree";
  *  - a generation manifest whose put lands after its save was deleted on
  *    another node and the reclaim removed that save's manifests does not
- *    stay on BACKING (fs/uploader.h B2). */
+ *    stay on BACKING (fs/uploader.h B2), nor one whose row was left queued
+ *    after its put (a restart) and is found stale at its next pick. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -642,6 +643,59 @@ Test(catshared_horizon, a_manifest_put_that_lands_after_its_save_was_deleted_and
 	cr_assert_eq(hz_gen_versions(&bk, gen), 0,
 		     "the manifest of a deleted save is left on BACKING after its late put");
 	cr_assert_eq(pt_cat_local_rows(&a, "uploads", NULL), 0, "A's manifest row is still queued");
+	store_close(sa);
+	pt_backing_close(&bk);
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+}
+
+/* B2 (b): A's put of step-1's manifest landed, but A stopped before it read
+ * the row again (or the read or the removal failed), after B deleted the
+ * save and R8 ran. The row is still queued on A; at the next start its
+ * pick finds it stale. It used to end there, the late object left on
+ * BACKING; now a worker removes it first. */
+Test(catshared_horizon, a_stale_manifest_row_removes_what_an_earlier_put_of_it_left_after_r8)
+{
+	struct pt_cat a, b;
+	struct pt_backing bk;
+	struct store *sa;
+	struct uploader *ua;
+	pt_cat_open(&a, "hzsa", 30000, NULL, NULL);
+	pt_cat_open(&b, "hzsb", 30000, NULL, NULL);
+	pt_backing_open(&bk, "horizon-backing");
+	OK(store_open(a.dir, &sa));
+	uint64_t run = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a.cat, run, "ckpt", S_IFDIR | 0755, NULL), root;
+	uint64_t gen = pt_cat_mkgen(&a, series, "step-1", 1, &root);
+	uint64_t file = ts_mk(a.cat, root, "rank0", S_IFREG | 0644, NULL);
+	ts_write_chunks(a.cat, file, 0x74, 1, 2, HZ_LEN, NULL, NULL);
+	pt_cat_upload_put(&a, &bk);
+	OK(cat_gen_commit(a.cat, gen, "test"));
+	char *text = NULL, path[MANIFEST_PATH_MAX];
+	size_t len = 0;
+	OK(manifest_gen_build(a.cat, gen, 1, &text, &len)); /* A's attempt, built */
+	hz_tree(&a, &bk);
+
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(b.cat, gen, "trainer", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(b.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	(void)hz_turns(&b, &bk, 1);
+	hz_tree(&b, &bk);
+	struct cat_reclaim_report rep = hz_turns(&b, &bk, 2);
+	cr_assert_eq(rep.manifests, 1, "R8 did not mark step-1's manifests gone");
+	manifest_gen_path(gen, 1, path, sizeof(path));
+	OK(backing_put(bk.b, path, text, len)); /* its put lands; A stops before the re-read */
+	free(text);
+	cr_assert_eq(pt_cat_local_rows(&a, "uploads", NULL), 1, "A's manifest row is not queued");
+
+	hz_uploader(&a, sa, bk.b, &ua); /* A starts again */
+	uploader_stop(ua, true);
+	cr_assert_eq(pt_cat_local_rows(&a, "uploads", NULL), 0, "A's manifest row is still queued");
+	cr_assert_eq(hz_gen_versions(&bk, gen), 0,
+		     "a stale row ended with its earlier put of a deleted save left on BACKING");
+	(void)hz_turns(&b, &bk, 2);
 	store_close(sa);
 	pt_backing_close(&bk);
 	pt_cat_close(&b);

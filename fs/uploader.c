@@ -93,6 +93,8 @@ struct uploader {
 	size_t n_lost, cap_lost;
 	uploader_between_fn *between; /* tests only (uploader.h) */
 	void *between_arg;
+	uploader_between_fn *before_put; /* tests only (uploader.h) */
+	void *before_put_arg;
 };
 
 /* What a row's work returns when it found the work moot (the chunk gone or
@@ -266,18 +268,58 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 	return rc;
 }
 
+/* Shared (uploader.h B2): what became of the row's generation; a version
+ * of it whose put may have landed after the reclaim duty's R8 removed the
+ * generation's manifests (ended), or that a durable higher version made
+ * stale, is removed now (an absent object is success): 0 with *gone. */
+static int up_gen_settle(struct uploader *u, const struct cat_upload *row, const char *path,
+			 enum manifest_shared_fate *fate, bool *gone)
+{
+	*gone = false;
+	int rc = manifest_shared_gen_fate(u->cat, row->gen, row->version, fate);
+	if (rc != 0 || (*fate != MSH_FATE_ENDED && *fate != MSH_FATE_NEWER_DURABLE))
+		return rc;
+	if (!up_may_write(u)) /* claim.h 9: the row stays queued, looked at again */
+		return -EROFS;
+	rc = backing_remove(u->backing, path);
+	if (rc == -ENOENT)
+		rc = 0;
+	*gone = rc == 0;
+	return rc;
+}
+
 static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	int rc = manifest_gen_build(u->cat, row->gen, row->version, &buf, &len);
-	if (rc == -ESTALE || rc == -ENOENT)
-		return UP_MOOT; /* rewritten or deleted since: a newer row covers it */
 	char path[MANIFEST_PATH_MAX];
 	manifest_gen_path(row->gen, row->version, path, sizeof(path));
-	if (rc == 0) /* the build may take a while: the fence looked at again */
+	bool shared = cat_is_shared(u->cat), gone = false;
+	enum manifest_shared_fate fate = MSH_FATE_CURRENT;
+	/* B2 (b): an earlier attempt's put may be on BACKING */
+	int rc = shared ? up_gen_settle(u, row, path, &fate, &gone) : 0;
+	if (rc != 0 || fate != MSH_FATE_CURRENT)
+		return rc ? rc : UP_MOOT; /* moot: nothing of this row is left on BACKING */
+	char *buf = NULL;
+	size_t len = 0;
+	rc = manifest_gen_build(u->cat, row->gen, row->version, &buf, &len);
+	if (rc == -ESTALE || rc == -ENOENT)
+		return UP_MOOT; /* rewritten or deleted since: a newer row covers it */
+	if (rc == 0) { /* the build may take a while: the fence looked at again */
+		pthread_mutex_lock(&u->lock);
+		uploader_between_fn *before_put = u->before_put;
+		void *before_put_arg = u->before_put_arg;
+		pthread_mutex_unlock(&u->lock);
+		if (before_put)
+			before_put(before_put_arg, row);
 		rc = up_may_write(u) ? backing_put(u->backing, path, buf, len) : -EROFS;
+	}
 	free(buf);
+	/* B2 (a): put, then read the row again, then remove what the put may
+	 * have left behind an R8 that ran meanwhile (an error keeps the row
+	 * queued: B2 (b) finishes the work) */
+	if (rc == 0 && shared)
+		rc = up_gen_settle(u, row, path, &fate, &gone);
+	if (rc == 0 && gone)
+		return UP_MOOT;
 	if (rc == 0 && row->version > 1) { /* the version it replaces */
 		/* fenced or unsure since the put (claim.h 9): -EROFS, so the row
 		 * stays queued and is redone whole, removal included; ended as
@@ -705,6 +747,10 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max, int min,
 			bool ready = false, stale = false;
 			if (cat_upload_ready(u->cat, row, &ready, &stale) != 0)
 				continue;
+			if (stale && row->kind == UP_GEN_MANIFEST && cat_is_shared(u->cat)) {
+				out[0] = *row; /* B2 (b): a worker looks whether a put of it is left */
+				return 1;
+			}
 			if (stale) { /* moot: the generation changed since */
 				cat_upload_moot_many(u->cat, row, 1);
 				continue;
@@ -1263,6 +1309,14 @@ void uploader_set_between(struct uploader *u, uploader_between_fn *fn, void *arg
 	pthread_mutex_lock(&u->lock);
 	u->between = fn;
 	u->between_arg = arg;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void uploader_set_before_put(struct uploader *u, uploader_between_fn *fn, void *arg)
+{
+	pthread_mutex_lock(&u->lock);
+	u->before_put = fn;
+	u->before_put_arg = arg;
 	pthread_mutex_unlock(&u->lock);
 }
 

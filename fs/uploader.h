@@ -16,7 +16,7 @@
  * A row whose age passes the upload deadline is logged once (the generation
  * is not durable in time); stats show the lag.
  *
- * Invariant:
+ * Invariants:
  *  B1. With a shared catalog, each readiness check of chunk rows is a
  *      PostgreSQL round trip (their upload claims, catalog_shared_data.c
  *      S8), so chunk rows are asked about only in sets that fill a batch's
@@ -26,7 +26,47 @@
  *      asks about what is queued in one pick, puts it, and syncs its batch.
  *      A stop ends a linger at once. The claim still comes before the
  *      object's write (pgns.h N7); only when it is asked changes. Alone
- *      (SQLite), a readiness check costs no round trip: a row a pick. */
+ *      (SQLite), a readiness check costs no round trip: a row a pick.
+ *  B2. A generation manifest's put never leaves on BACKING the manifest of
+ *      a generation that ended (DESIGN invariant 5; review 34 A2). With a
+ *      shared catalog the reclaim duty's R8 (catalog_shared_reclaim.c)
+ *      removes an ended generation's manifests, versions 1 to its last,
+ *      once, and marks them gone; a put of version v in flight meanwhile
+ *      (built while the generation was COMMITTED at v; a put may take
+ *      backing_timeout) would land after R8 and stay for ever, naming
+ *      chunks the reclaim then removes. So:
+ *      (a) put, then read the generation's row again
+ *          (manifest_shared_gen_fate), then: ended (or gone) → version v is
+ *          removed (absent is success) and the row ends moot; COMMITTED,
+ *          not lost, durable at a higher version → v is stale and removed
+ *          too; live otherwise → v stays and v-1 is removed, as ever only
+ *          after v's put succeeded. Every interleaving with R8: R8 removes
+ *          only after a statement that saw the generation ended (the
+ *          turn's stamp, NS_RECLAIM_STAMP), and versions only grow, so it
+ *          removes v too. If the re-read sees the row live, the end commits
+ *          after the re-read, so after the put returned: R8's stamp and
+ *          removal come later and take the object. If it sees the row
+ *          ended, R8 ran before the put landed, or runs later, or is
+ *          running: the row removes v itself, and R8's removal finds it
+ *          or finds it absent (success). Only this row puts (gen, v) (a
+ *          node that queued the same row, catshd_enqueue_undurable, does
+ *          the same), and no build succeeds once the row is ended (D1).
+ *          An ended save's v-1 is left to R8; v goes even before R8 may
+ *          act (U6: a save renamed out of its series), which leaves
+ *          BACKING as it was before the put.
+ *      (b) The re-read or the removal failed (PostgreSQL or BACKING away,
+ *          the claim unsure), or the daemon stopped between put and
+ *          removal: the row stays queued, and its next pick finds it stale.
+ *          A shared catalog's stale manifest row is not ended at the pick
+ *          but given to a worker, which reads the row first, removes
+ *          version v if (a) says so, and ends it moot.
+ *      Alone (SQLite) the window does not exist: an ended generation's
+ *      manifests leave BACKING by a row of this queue
+ *      (UP_DELETE_GEN_MANIFEST, upload.h U6), queued when it ends, which
+ *      no worker takes while another has a row of the same generation in
+ *      hand (up_conflicts, U4), and which removes every version it lists
+ *      on BACKING; a manifest row found stale after a restart is ended at
+ *      the pick, and what it put before is removed by that removal row. */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 
@@ -83,6 +123,9 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms);
 struct cat_upload;
 typedef void uploader_between_fn(void *arg, const struct cat_upload *row);
 void uploader_set_between(struct uploader *u, uploader_between_fn *fn, void *arg);
+/* For tests only: called on the worker thread once a generation manifest's
+ * row has its manifest built, just before its put (B2's window). */
+void uploader_set_before_put(struct uploader *u, uploader_between_fn *fn, void *arg);
 
 struct uploader_stats {
 	uint64_t chunks, chunk_bytes, manifests, removals, failures;

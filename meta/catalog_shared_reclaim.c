@@ -77,7 +77,10 @@
  *      turn whose horizon is after the turn that first saw it ended: the
  *      tree manifest then describes the tree after its end (upload.h U6: a
  *      save renamed out of its series is in no other manifest); it is then
- *      marked (ns_generations.manifests_gone) and blocks nothing more.
+ *      marked (ns_generations.manifests_gone) and blocks nothing more. A
+ *      put of one of them still in flight on a node when they go lands
+ *      after them: that node's uploader reads the row again after its put
+ *      and removes it (fs/uploader.h B2).
  *  R9. The wait ends: the tree horizon moves whenever a tree manifest is
  *      written and, the tree unchanged, at least every few seconds
  *      (fs/uploader.c T4); duty "tree" passes on within its term when its

@@ -312,6 +312,26 @@ int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable)
 	return rc;
 }
 
+int manifest_shared_gen_fate(struct cat *cat, uint64_t gen, uint32_t version,
+			     enum manifest_shared_fate *fate)
+{
+	struct pgns *ns = cat_shared_ns(cat);
+	struct cat_gen g;
+	bool lost = false;
+	uint64_t left = 1;
+	int rc = pggen_get(ns, gen, &g, &lost);
+	*fate = MSH_FATE_OTHER;
+	if (rc == -ENOENT || (rc == 0 && (g.state == GEN_ABORTED || g.state == GEN_DELETED)))
+		*fate = MSH_FATE_ENDED;
+	else if (rc == 0 && g.state == GEN_COMMITTED && g.version == version && !lost)
+		*fate = MSH_FATE_CURRENT;
+	else if (rc == 0 && g.version > version) /* versions only grow: durable is above */
+		rc = pggen_not_durable(ns, gen, &left);
+	if (rc == 0 && left == 0)
+		*fate = MSH_FATE_NEWER_DURABLE;
+	return rc == -ENOENT ? 0 : rc;
+}
+
 int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left)
 {
 	return pggen_upload_bytes(cat_shared_ns(cat), gen, total, left);

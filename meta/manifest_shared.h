@@ -77,6 +77,17 @@ int catshd_upload_ready(struct cat *cat, const struct cat_upload *u, bool *ready
 int catshd_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t n);
 /* cat_gen_durable over PostgreSQL (gen 0: every generation). */
 int catshd_gen_durable(struct cat *cat, uint64_t gen, bool *durable);
+/* What became of generation gen since the manifest of its version was
+ * built (fs/uploader.h B2), read after that manifest's put: */
+enum manifest_shared_fate {
+	MSH_FATE_CURRENT,       /* COMMITTED at version, not lost */
+	MSH_FATE_ENDED,         /* aborted, deleted, or no row */
+	MSH_FATE_NEWER_DURABLE, /* COMMITTED, not lost, durable at a higher version */
+	MSH_FATE_OTHER,         /* live otherwise: reopened, held, lost, rewritten not durable */
+};
+/* One statement (pggen_get), and pggen_not_durable's for a higher version. */
+int manifest_shared_gen_fate(struct cat *cat, uint64_t gen, uint32_t version,
+			     enum manifest_shared_fate *fate);
 /* cat_gen_upload_bytes over PostgreSQL: every node's chunks of the
  * generation, uploaded by whichever node (pggen_upload_bytes). */
 int catshd_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_t *left);

@@ -15,6 +15,7 @@
 #include "backing.h"
 #include "hash.h"
 #include "store.h"
+#include "upload.h"
 
 /* ---- temporary directories ---- */
 
@@ -326,4 +327,40 @@ void ts_stack_close(struct ts_stack *s)
 	backing_close(s->b);
 	store_close(s->st);
 	ts_tmpdir_remove(s->dir);
+}
+
+/* ---- an uploader's worker held at a test hook ---- */
+
+void ts_gate_hold(void *arg, const struct cat_upload *row)
+{
+	struct ts_gate *g = arg;
+	pthread_mutex_lock(&g->lock);
+	if (row->gen == g->gen && !g->reached) {
+		g->reached = true;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->go)
+			pthread_cond_wait(&g->cond, &g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+bool ts_gate_reached(struct ts_gate *g)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&g->lock);
+	while (!g->reached && pthread_cond_timedwait(&g->cond, &g->lock, &until) == 0)
+		;
+	bool reached = g->reached;
+	pthread_mutex_unlock(&g->lock);
+	return reached;
+}
+
+void ts_gate_open(struct ts_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->go = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
 }

@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,5 +124,23 @@ char *ts_dump(struct cat *cat);
 
 /* Asserts that the two catalogs dump the same, showing both if not. */
 void ts_expect_same(struct cat *a, struct cat *b);
+
+/* ---- an uploader's worker held at a test hook ---- */
+
+/* ts_gate_hold, as an uploader test hook (uploader_set_before_put,
+ * uploader_set_between), holds the worker at the first row of generation
+ * gen until ts_gate_open; other rows pass. */
+struct cat_upload;
+struct ts_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t gen;
+	bool reached, go;
+};
+#define TS_GATE_INIT(gen_id) { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, (gen_id), false, false }
+void ts_gate_hold(void *arg, const struct cat_upload *row);
+/* Whether the worker came to the gate (waits 60 s at most: a bound, not a measure). */
+bool ts_gate_reached(struct ts_gate *g);
+void ts_gate_open(struct ts_gate *g);
 
 #endif

@@ -24,7 +24,11 @@
  *    next open, and removes the manifest of the generation it had ended;
  *  - the horizon (fs/uploader.c T4) moves while the tree is unchanged, and
  *    when its writer stops without a word, once another node's uploader
- *    takes duty "tree". */
+ *    takes duty "tree";
+ *  - a generation manifest whose put lands after its save was deleted on
+ *    another node and the reclaim removed that save's manifests does not
+ *    stay on BACKING (fs/uploader.h B2), nor one whose row was left queued
+ *    after its put (a restart) and is found stale at its next pick. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -577,4 +581,139 @@ Test(catshared_horizon, the_horizon_moves_with_the_tree_unchanged_and_when_its_w
 	pt_backing_close(&bk);
 	pt_cat_close(&b);
 	pt_cat_close(&a);
+}
+
+/* ---- a manifest put that lands after its save ended (fs/uploader.h B2) ---- */
+
+static int hz_gen_versions(struct pt_backing *bk, uint64_t gen)
+{
+	struct hz_names l = hz_list(bk, true);
+	int n = 0;
+	for (int i = 0; i < l.n; i++)
+		n += l.id[i] == gen;
+	return n;
+}
+
+/* run/ckpt/step-1 on a, not committed yet, with file rank0 of chunks (fill,
+ * 1..2) uploaded (the chunk rows done). */
+static uint64_t hz_unsaved(struct pt_cat *a, struct pt_backing *bk, uint8_t fill)
+{
+	uint64_t run = ts_mk(a->cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t series = ts_mk(a->cat, run, "ckpt", S_IFDIR | 0755, NULL), root;
+	uint64_t gen = pt_cat_mkgen(a, series, "step-1", 1, &root);
+	uint64_t file = ts_mk(a->cat, root, "rank0", S_IFREG | 0644, NULL);
+	ts_write_chunks(a->cat, file, fill, 1, 2, HZ_LEN, NULL, NULL);
+	pt_cat_upload_put(a, bk);
+	return gen;
+}
+
+/* gen deleted on b, then reclaim turns on b until R8 marked its manifests
+ * gone (a tree manifest past the turn that saw it ended). */
+static void hz_deleted_reclaimed(struct pt_cat *b, struct pt_backing *bk, uint64_t gen)
+{
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(b->cat, gen, "trainer", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(b->cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	(void)hz_turns(b, bk, 1); /* sees it ended */
+	hz_tree(b, bk);
+	struct cat_reclaim_report rep = hz_turns(b, bk, 2);
+	cr_assert_eq(rep.manifests, 1, "R8 did not mark generation %" PRIu64 "'s manifests gone", gen);
+}
+
+/* Nodes A and B, one BACKING, A's cache store (for its uploader). */
+struct hz_two {
+	struct pt_cat a, b;
+	struct pt_backing bk;
+	struct store *sa;
+};
+
+/* hz_two opened (node names tag+"a", tag+"b"), and A's hz_unsaved (fill). */
+static uint64_t hz_two_open(struct hz_two *t, const char *tag, uint8_t fill)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "%sa", tag);
+	pt_cat_open(&t->a, name, 30000, NULL, NULL);
+	snprintf(name, sizeof(name), "%sb", tag);
+	pt_cat_open(&t->b, name, 30000, NULL, NULL);
+	pt_backing_open(&t->bk, "horizon-backing");
+	OK(store_open(t->a.dir, &t->sa));
+	return hz_unsaved(&t->a, &t->bk, fill);
+}
+
+static void hz_two_close(struct hz_two *t)
+{
+	store_close(t->sa);
+	pt_backing_close(&t->bk);
+	pt_cat_close(&t->b);
+	pt_cat_close(&t->a);
+}
+
+/* Review 34 A2: A built step-1's manifest while it was COMMITTED; before its
+ * put lands (a put may take backing_timeout), B deletes the save and the
+ * reclaim duty's R8 removes its manifests (none there yet) and marks them
+ * gone. The late put then left step-1.1.ckm on BACKING for ever: a rebuild
+ * --meta would bring the deleted save back, naming chunks the reclaim then
+ * removes. Now A reads the row again after its put and removes it. */
+Test(catshared_horizon, a_manifest_put_that_lands_after_its_save_was_deleted_and_reclaimed_is_removed)
+{
+	struct hz_two t;
+	uint64_t gen = hz_two_open(&t, "hzl", 0x73); /* A's queue empty */
+	struct pt_cat *a = &t.a, *b = &t.b;
+	struct pt_backing *bk = &t.bk;
+	struct uploader *ua;
+	hz_tree(a, bk);
+
+	struct ts_gate gate = TS_GATE_INIT(gen);
+	hz_uploader(a, t.sa, bk->b, &ua);
+	uploader_set_before_put(ua, ts_gate_hold, &gate);
+	OK(cat_gen_commit(a->cat, gen, "test")); /* its manifest row, ready at once */
+	cr_assert(ts_gate_reached(&gate), "A's uploader never came to step-1's manifest");
+
+	/* while A's put is in flight: B deletes step-1, R8 runs after a tree
+	 * manifest past the end */
+	hz_deleted_reclaimed(b, bk, gen);
+	cr_assert_eq(hz_gen_versions(bk, gen), 0);
+
+	ts_gate_open(&gate); /* the put lands */
+	uploader_stop(ua, true);
+	(void)hz_turns(b, bk, 2); /* no later turn looks at step-1 again */
+	cr_assert_eq(hz_gen_versions(bk, gen), 0,
+		     "the manifest of a deleted save is left on BACKING after its late put");
+	cr_assert_eq(pt_cat_local_rows(a, "uploads", NULL), 0, "A's manifest row is still queued");
+	hz_two_close(&t);
+}
+
+/* B2 (b): A's put of step-1's manifest landed, but A stopped before it read
+ * the row again (or the read or the removal failed), after B deleted the
+ * save and R8 ran. The row is still queued on A; at the next start its
+ * pick finds it stale. It used to end there, the late object left on
+ * BACKING; now a worker removes it first. */
+Test(catshared_horizon, a_stale_manifest_row_removes_what_an_earlier_put_of_it_left_after_r8)
+{
+	struct hz_two t;
+	uint64_t gen = hz_two_open(&t, "hzs", 0x74);
+	struct pt_cat *a = &t.a, *b = &t.b;
+	struct pt_backing *bk = &t.bk;
+	struct uploader *ua;
+	OK(cat_gen_commit(a->cat, gen, "test"));
+	char *text = NULL, path[MANIFEST_PATH_MAX];
+	size_t len = 0;
+	OK(manifest_gen_build(a->cat, gen, 1, &text, &len)); /* A's attempt, built */
+	hz_tree(a, bk);
+
+	hz_deleted_reclaimed(b, bk, gen);
+	manifest_gen_path(gen, 1, path, sizeof(path));
+	OK(backing_put(bk->b, path, text, len)); /* its put lands; A stops before the re-read */
+	free(text);
+	cr_assert_eq(pt_cat_local_rows(a, "uploads", NULL), 1, "A's manifest row is not queued");
+
+	hz_uploader(a, t.sa, bk->b, &ua); /* A starts again */
+	uploader_stop(ua, true);
+	cr_assert_eq(pt_cat_local_rows(a, "uploads", NULL), 0, "A's manifest row is still queued");
+	cr_assert_eq(hz_gen_versions(bk, gen), 0,
+		     "a stale row ended with its earlier put of a deleted save left on BACKING");
+	(void)hz_turns(b, bk, 2);
+	hz_two_close(&t);
 }

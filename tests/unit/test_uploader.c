@@ -640,3 +640,37 @@ Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
 		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
 	claim_end(c, false);
 }
+
+/* Review 34 A2 on one node (uploader.h B2, last part): a save deleted while
+ * its manifest's put is in flight leaves no manifest on BACKING. The
+ * removal row its delete queues waits while the manifest row is in hand
+ * (U4: a second worker is free to try it), then removes every version it
+ * lists, the one put late included. Passes on the code before B2 too: this
+ * window was closed on one node already. */
+Test(uploader, alone_a_save_deleted_while_its_manifest_put_is_in_flight_leaves_no_manifest)
+{
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g = ut_gen(series, "step-1", 1, 400, 2);
+	ut_start(false);
+	ut_wait_durable(1);
+	cr_assert(ut_version_on_backing(g, 1));
+	struct ts_gate gate = TS_GATE_INIT(g);
+	uploader_set_before_put(fx.u, ts_gate_hold, &gate);
+	OK(cat_gen_reopen(fx.w.cat, g)); /* a rewrite: version 2's manifest row, ready at once */
+	OK(cat_gen_commit(fx.w.cat, g, "explicit"));
+	uploader_kick(fx.u);
+	cr_assert(ts_gate_reached(&gate), "the uploader never came to version 2's manifest");
+
+	struct cat_id_vec ids = { 0 };
+	OK(cat_gen_delete(fx.w.cat, g, "trainer", cat_id_vec_add_ino, &ids));
+	for (size_t i = 0; i < ids.n; i++)
+		OK(cat_inode_release(fx.w.cat, ids.v[i]));
+	cat_id_vec_free(&ids);
+	uploader_kick(fx.u);
+	ts_gate_open(&gate); /* version 2's put lands after the delete */
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 0);
+	cr_assert(!ut_version_on_backing(g, 2), "the late put of a deleted save stayed on BACKING");
+	cr_assert(!ut_version_on_backing(g, 1));
+}

@@ -27,6 +27,7 @@ enum codec_id {
 	CODEC_LZ4 = 1,        /* one LZ4 block */
 	CODEC_BLOSC_LZ4 = 2,  /* one c-blosc frame (format 2) of LZ4 blocks */
 	CODEC_BLOSC_ZSTD = 3, /* one c-blosc frame (format 2) of zstd blocks */
+	CODEC_ZSTD_PLANES = 4, /* a width byte, then one zstd frame of rotated byte planes */
 };
 
 /* What a store compresses with (-o codec=lz4|zstd). Both shuffle floats;

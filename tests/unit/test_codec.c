@@ -652,6 +652,45 @@ static struct tk_encoded tk_planes_sample(uint8_t **plain, size_t *plain_len, si
 	return enc;
 }
 
+/* enc cut short at every length (every 97th past 64 bytes), and whole
+ * against a plain length off by one or zero: -EIO each time; whole: 0. */
+static void tk_assert_truncations_eio(const struct tk_encoded *enc, size_t plain_len)
+{
+	for (size_t cut = 0; cut < enc->len; cut += cut < 64 ? 1 : 97)
+		cr_assert_eq(tk_decode_guarded(enc->codec, enc->data, cut, plain_len, NULL), -EIO,
+			     "truncated to %zu of %zu bytes", cut, enc->len);
+	cr_assert_eq(tk_decode_guarded(enc->codec, enc->data, enc->len, plain_len - 1, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(enc->codec, enc->data, enc->len, plain_len + 1, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(enc->codec, enc->data, enc->len, 0, NULL), -EIO);
+	cr_assert_eq(tk_decode_guarded(enc->codec, enc->data, enc->len, plain_len, NULL), 0);
+}
+
+/* 1500 copies of enc with 1-4 bytes changed (half of them in the first 256
+ * bytes: the headers) decode to 0 or -EIO, never past plain_len (the
+ * canary), and some of them are caught. */
+static void tk_assert_corruptions_caught(const struct tk_encoded *enc, size_t plain_len,
+					 uint64_t seed)
+{
+	uint8_t *bad = tk_alloc(enc->len);
+	size_t failures = 0;
+	uint64_t rng = seed;
+
+	for (int trial = 0; trial < 1500; trial++) {
+		size_t flips = 1 + tk_splitmix64(&rng) % 4;
+		size_t span = trial % 2 ? enc->len : (enc->len < 256 ? enc->len : 256);
+		int rc;
+
+		memcpy(bad, enc->data, enc->len);
+		for (size_t k = 0; k < flips; k++)
+			bad[tk_splitmix64(&rng) % span] ^= (uint8_t)(1 + tk_splitmix64(&rng) % 255);
+		rc = tk_decode_guarded(enc->codec, bad, enc->len, plain_len, NULL);
+		cr_assert(rc == 0 || rc == -EIO, "rc %d", rc);
+		failures += rc == -EIO;
+	}
+	cr_assert_gt(failures, 0, "no corruption was ever detected");
+	free(bad);
+}
+
 /* Codec 4 is a width byte and any standard zstd frame of the planes: one
  * made by plain ZSTD_compress (matches and all) decodes too. */
 Test(codec, planes_payload_is_a_width_byte_and_a_standard_zstd_frame)
@@ -696,12 +735,7 @@ Test(codec, truncated_or_mislabelled_planes_payloads_return_eio)
 		size_t plain_len;
 		struct tk_encoded enc = tk_planes_sample(&plain, &plain_len, width);
 
-		for (size_t cut = 0; cut < enc.len; cut += cut < 64 ? 1 : 97)
-			cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, cut, plain_len, NULL), -EIO,
-				     "truncated to %zu of %zu bytes", cut, enc.len);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len - 1, NULL), -EIO);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len + 1, NULL), -EIO);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, 0, NULL), -EIO);
+		tk_assert_truncations_eio(&enc, plain_len);
 		bad = tk_alloc(enc.len + 1);
 		static const uint8_t widths[] = { 0, 1, 3, 8, 255 };
 		for (size_t i = 0; i < sizeof(widths); i++) {
@@ -732,27 +766,11 @@ Test(codec, truncated_or_mislabelled_planes_payloads_return_eio)
 
 Test(codec, corrupted_planes_payloads_never_crash_nor_write_past_plain_len)
 {
-	uint8_t *plain, *bad;
-	size_t plain_len, failures = 0;
+	uint8_t *plain;
+	size_t plain_len;
 	struct tk_encoded enc = tk_planes_sample(&plain, &plain_len, 4);
-	uint64_t rng = 60;
 
-	bad = tk_alloc(enc.len);
-	for (int trial = 0; trial < 1500; trial++) {
-		size_t flips = 1 + tk_splitmix64(&rng) % 4;
-		/* half the trials aim at the width byte, the frame and block headers */
-		size_t span = trial % 2 ? enc.len : (enc.len < 256 ? enc.len : 256);
-		int rc;
-
-		memcpy(bad, enc.data, enc.len);
-		for (size_t k = 0; k < flips; k++)
-			bad[tk_splitmix64(&rng) % span] ^= (uint8_t)(1 + tk_splitmix64(&rng) % 255);
-		rc = tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL);
-		cr_assert(rc == 0 || rc == -EIO, "rc %d", rc);
-		failures += rc == -EIO;
-	}
-	cr_assert_gt(failures, 0, "no corruption was ever detected");
-	free(bad);
+	tk_assert_corruptions_caught(&enc, plain_len, 60);
 	free(enc.data);
 	free(plain);
 }
@@ -794,13 +812,7 @@ Test(codec, truncated_blosc_frames_return_eio_at_every_length)
 		size_t plain_len;
 		struct tk_encoded enc = tk_blosc_sample(f, &plain, &plain_len);
 
-		for (size_t cut = 0; cut < enc.len; cut += cut < 64 ? 1 : 97)
-			cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, cut, plain_len, NULL), -EIO,
-				     "truncated to %zu of %zu bytes", cut, enc.len);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len - 1, NULL), -EIO);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len + 1, NULL), -EIO);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, 0, NULL), -EIO);
-		cr_assert_eq(tk_decode_guarded(enc.codec, enc.data, enc.len, plain_len, NULL), 0);
+		tk_assert_truncations_eio(&enc, plain_len);
 		free(enc.data);
 		free(plain);
 	}
@@ -847,27 +859,11 @@ Test(codec, blosc_frame_header_fields_out_of_bounds_return_eio)
 Test(codec, corrupted_blosc_frames_never_crash_nor_write_past_plain_len)
 {
 	for (int f = 0; f < 2; f++) {
-		uint8_t *plain, *bad;
-		size_t plain_len, failures = 0;
+		uint8_t *plain;
+		size_t plain_len;
 		struct tk_encoded enc = tk_blosc_sample(f, &plain, &plain_len);
-		uint64_t rng = 50 + f;
 
-		bad = tk_alloc(enc.len);
-		for (int trial = 0; trial < 1500; trial++) {
-			size_t flips = 1 + tk_splitmix64(&rng) % 4;
-			/* half the trials aim at the header and the block offsets */
-			size_t span = trial % 2 ? enc.len : (enc.len < 256 ? enc.len : 256);
-			int rc;
-
-			memcpy(bad, enc.data, enc.len);
-			for (size_t k = 0; k < flips; k++)
-				bad[tk_splitmix64(&rng) % span] ^= (uint8_t)(1 + tk_splitmix64(&rng) % 255);
-			rc = tk_decode_guarded(enc.codec, bad, enc.len, plain_len, NULL);
-			cr_assert(rc == 0 || rc == -EIO, "rc %d", rc);
-			failures += rc == -EIO;
-		}
-		cr_assert_gt(failures, 0, "no corruption was ever detected");
-		free(bad);
+		tk_assert_corruptions_caught(&enc, plain_len, 50 + (uint64_t)f);
 		free(enc.data);
 		free(plain);
 	}

@@ -19,10 +19,10 @@
  * The zstd family keeps the sample's choice of width (measured with LZ4,
  * which is quick) and writes codec 4 (invariant 5): each element rotated
  * left one bit (the exponent a whole byte), the bytes split into planes, and
- * the planes stored as one zstd frame of literal-only blocks of
+ * each plane stored as a zstd frame of literal-only blocks of
  * CODEC_PLANES_BLOCK bytes, each Huffman-coded with its own table (or the
- * previous one). Chunks that are not floats (text) stay codec 3, blosc
- * unshuffled at zstd level 3.
+ * previous one), or as plain zstd -1 when that is smaller. Chunks that are
+ * not floats (text) stay codec 3, blosc unshuffled at zstd level 3.
  *
  * Invariants (see codec.h):
  *  1. decode(encode(x)) == x; a RAW encoding is a byte copy of the input.
@@ -30,20 +30,20 @@
  *  3. decode writes at most plain_len bytes and succeeds only when it
  *     produced exactly plain_len of them; a blosc frame is handed to blosc
  *     only after its header was checked against the object (codec_blosc_why),
- *     a codec 4 frame only after its width byte, its recorded content size
- *     and its compressed size were checked against the object (codec_planes_why).
+ *     codec 4 frames only after the width byte, their recorded content sizes
+ *     and compressed sizes were checked against the object (codec_planes_why).
  *  4. Codec 3 frames decode whatever zstd level wrote them (the level is not
  *     recorded): shuffled chunks were written at zstd level 3 (blosc clevel 2)
  *     until 2026-11-27 05:40, at level 1 until 2026-11-27 22:30 (invariant 5);
  *     unshuffled chunks (text) are still written at level 3.
  *  5. The zstd family writes shuffled chunks as codec 4 (since 2026-11-27
- *     22:30; store format 4, docs/FORMAT.md). Its frame is a standard zstd
- *     frame, decoded by the stable ZSTD_decompress; only the encoder uses
+ *     22:30; store format 4, docs/FORMAT.md). Its frames are standard zstd
+ *     frames, decoded by the stable ZSTD_decompress; only the encoder uses
  *     libzstd's advanced API (ZSTD_compressSequences with explicit block
  *     delimiters: every sequence is a block of literals and no match). On
  *     the exponent bytes of a trained tensor — near-random draws from a
- *     skewed distribution that drifts along the tensor — matches cost more
- *     bits than the literals they replace and a Huffman table per 8 KiB
+ *     skewed distribution that drifts along the tensor — matches mostly cost
+ *     more bits than the literals they replace and a Huffman table per 8 KiB
  *     follows the drift; the rotation frees the exponent from the sign bit
  *     (docs/BENCH.md, 2026-11-27 22:30, has the sweep). */
 #include "codec.h"
@@ -68,7 +68,13 @@
 /* Codec 4: literals per zstd block (each its own Huffman table or the
  * previous one's); 4-16 KiB measure alike, 32 KiB and up worse (invariant 5). */
 #define CODEC_PLANES_BLOCK (8 * 1024)
-#define CODEC_PLANES_LEVEL 1 /* any level: no match is searched; 1 keeps literals Huffman-coded */
+#define CODEC_PLANES_LEVEL 1 /* literal-only frames: Huffman-coded literals; others: zstd -1 */
+/* A plane is also compressed with matches (zstd -1) when they do better on
+ * its first this many bytes than literals alone: runs of zeros (rows of an
+ * embedding no batch touched), exponents of Adam's exp_avg_sq that repeat
+ * their neighbours'. */
+#define CODEC_PLANES_PROBE (64 * 1024)
+#define CODEC_PLANES_MATCH_PCT 97
 /* A blosc frame covers the chunk's first len - len % CODEC_BLOSC_ALIGN bytes;
  * the rest follows it raw: blosc 1.x gives up on a whole frame (stores it
  * uncompressed) when a bit-shuffled block is not a whole number of 8
@@ -176,41 +182,81 @@ static void codec_planes_join(const uint8_t *planes, size_t len, size_t width, u
 	memcpy(dst + n * width, planes + n * width, len - n * width);
 }
 
+/* A literal-only zstd frame of src (len bytes) into at most cap bytes of dst:
+ * blocks of CODEC_PLANES_BLOCK bytes, seqs holding one sequence per block.
+ * Its size, or 0 when it does not fit. */
+static size_t codec_literal_frame(ZSTD_CCtx *lit, ZSTD_Sequence *seqs, const uint8_t *src,
+				  size_t len, uint8_t *dst, size_t cap)
+{
+	size_t nseq = 0;
+
+	/* a sequence with no match (offset 0, matchLength 0) ends a block */
+	for (size_t off = 0; off < len; off += CODEC_PLANES_BLOCK)
+		seqs[nseq++] = (ZSTD_Sequence){ .litLength = (unsigned)(len - off < CODEC_PLANES_BLOCK ?
+									len - off : CODEC_PLANES_BLOCK) };
+	size_t r = ZSTD_compressSequences(lit, dst, cap, seqs, nseq, src, len);
+	return ZSTD_isError(r) ? 0 : r;
+}
+
+/* One plane (len bytes at src) as a zstd frame into at most cap bytes of
+ * dst: literal-only (codec_literal_frame), or plain zstd -1 (matches) when
+ * that takes its first CODEC_PLANES_PROBE bytes below CODEC_PLANES_MATCH_PCT
+ * percent of the literal-only frame's share for as many bytes, and then
+ * does better on the whole plane (tmp holds ZSTD_compressBound(len) bytes).
+ * The frame's size, or 0 when neither fits. */
+static size_t codec_plane_frame(ZSTD_CCtx *lit, ZSTD_CCtx *lz, ZSTD_Sequence *seqs,
+				const uint8_t *src, size_t len, uint8_t *dst, size_t cap,
+				uint8_t *tmp)
+{
+	size_t r = codec_literal_frame(lit, seqs, src, len, dst, cap);
+	size_t probe = len < CODEC_PLANES_PROBE ? len : CODEC_PLANES_PROBE;
+	size_t share = (r ? r : len) * probe / len; /* what literals take for probe bytes */
+	size_t pm = ZSTD_compressCCtx(lz, tmp, ZSTD_compressBound(len), src, probe, CODEC_PLANES_LEVEL);
+
+	if (ZSTD_isError(pm) || pm >= share / 100 * CODEC_PLANES_MATCH_PCT)
+		return r; /* matches do not pay here: mantissa bytes, most exponents */
+	size_t m = ZSTD_compressCCtx(lz, tmp, ZSTD_compressBound(len), src, len, CODEC_PLANES_LEVEL);
+	if (!ZSTD_isError(m) && m <= cap && (r == 0 || m < r)) {
+		memcpy(dst, tmp, m);
+		return m;
+	}
+	return r;
+}
+
 /* Codec 4's payload into at most limit bytes of dst: the width byte, then one
- * zstd frame of the planes in literal-only blocks that never straddle two
- * planes. 0 when it would not fit or libzstd fails (the chunk then goes raw). */
+ * zstd frame per plane (the last one followed by the len % width bytes left
+ * over). 0 when it would not fit or libzstd fails (the chunk then goes raw). */
 static size_t codec_planes_encode(const uint8_t *src, size_t len, size_t width, uint8_t *dst,
 				  size_t limit)
 {
-	size_t n = len / width, per_plane = (n + CODEC_PLANES_BLOCK - 1) / CODEC_PLANES_BLOCK;
-	size_t nseq = 0, out = 0;
-	uint8_t *planes = malloc(len);
-	ZSTD_Sequence *seqs = calloc(per_plane * width + 1, sizeof(*seqs));
-	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t n = len / width, last = len - n * (width - 1), pos = 1, out = 0;
+	uint8_t *planes = malloc(len), *tmp = malloc(ZSTD_compressBound(last));
+	ZSTD_Sequence *seqs = malloc((last / CODEC_PLANES_BLOCK + 1) * sizeof(*seqs));
+	ZSTD_CCtx *lit = ZSTD_createCCtx(), *lz = ZSTD_createCCtx();
 
-	if (planes == NULL || seqs == NULL || cctx == NULL || limit < 2)
+	if (planes == NULL || tmp == NULL || seqs == NULL || lit == NULL || lz == NULL ||
+	    limit < 2 || n == 0)
+		goto done;
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(lit, ZSTD_c_compressionLevel, CODEC_PLANES_LEVEL)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(lit, ZSTD_c_blockDelimiters,
+						ZSTD_sf_explicitBlockDelimiters)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(lit, ZSTD_c_literalCompressionMode, ZSTD_ps_enable)))
 		goto done;
 	codec_planes_split(src, len, width, planes);
-	/* a sequence with no match (offset 0, matchLength 0) ends a block */
-	for (size_t b = 0; b < width; b++)
-		for (size_t off = 0; off < n; off += CODEC_PLANES_BLOCK)
-			seqs[nseq++].litLength = (unsigned)(n - off < CODEC_PLANES_BLOCK ?
-							    n - off : CODEC_PLANES_BLOCK);
-	if (len > n * width)
-		seqs[nseq++].litLength = (unsigned)(len - n * width);
-	if (ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, CODEC_PLANES_LEVEL)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_blockDelimiters,
-						ZSTD_sf_explicitBlockDelimiters)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_literalCompressionMode, ZSTD_ps_enable)))
-		goto done;
-	size_t r = ZSTD_compressSequences(cctx, dst + 1, limit - 1, seqs, nseq, planes, len);
-	if (!ZSTD_isError(r) && r <= limit - 1) {
-		dst[0] = (uint8_t)width;
-		out = r + 1;
+	dst[0] = (uint8_t)width;
+	for (size_t b = 0; b < width; b++) {
+		size_t r = codec_plane_frame(lit, lz, seqs, planes + b * n, b + 1 < width ? n : last,
+					     dst + pos, limit - pos, tmp);
+		if (r == 0)
+			goto done;
+		pos += r;
 	}
+	out = pos;
 done:
-	ZSTD_freeCCtx(cctx);
+	ZSTD_freeCCtx(lz);
+	ZSTD_freeCCtx(lit);
 	free(seqs);
+	free(tmp);
 	free(planes);
 	return out;
 }
@@ -418,23 +464,30 @@ static const char *codec_blosc_why(uint8_t codec, const uint8_t *h, size_t src_l
 	return NULL;
 }
 
-/* Invariant 3: a codec 4 payload is a width byte (2 or 4) and exactly one zstd
- * frame that records a content size equal to the object's plain length. NULL
- * or a reason. */
+/* Invariant 3: a codec 4 payload is a width byte (2 or 4) and whole zstd
+ * frames, each recording its content size, which add up to the object's plain
+ * length. NULL or a reason. */
 static const char *codec_planes_why(const uint8_t *src, size_t src_len, size_t plain_len)
 {
 	if (src_len < 2 || plain_len == 0)
 		return "length out of range";
 	if (src[0] != 2 && src[0] != 4)
 		return "element width out of range";
-	unsigned long long content = ZSTD_getFrameContentSize(src + 1, src_len - 1);
-	if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN)
-		return "not a zstd frame with its content size";
+	unsigned long long content = 0;
+	for (size_t off = 1; off < src_len;) {
+		unsigned long long c = ZSTD_getFrameContentSize(src + off, src_len - off);
+		if (c == ZSTD_CONTENTSIZE_ERROR || c == ZSTD_CONTENTSIZE_UNKNOWN)
+			return "not a zstd frame with its content size";
+		size_t frame = ZSTD_findFrameCompressedSize(src + off, src_len - off);
+		if (ZSTD_isError(frame) || frame == 0 || frame > src_len - off)
+			return "zstd frame past the payload";
+		if (c > plain_len - content)
+			return "frame content sizes add up past the object's";
+		content += c;
+		off += frame;
+	}
 	if (content != plain_len)
-		return "frame content size differs from the object's";
-	size_t frame = ZSTD_findFrameCompressedSize(src + 1, src_len - 1);
-	if (ZSTD_isError(frame) || frame != src_len - 1)
-		return "frame length differs from the payload's";
+		return "frame content sizes add up short of the object's";
 	return NULL;
 }
 

@@ -691,16 +691,12 @@ static void tk_assert_corruptions_caught(const struct tk_encoded *enc, size_t pl
 	free(bad);
 }
 
-/* Codec 4 is a width byte and any standard zstd frame of the planes: one
- * made by plain ZSTD_compress (matches and all) decodes too. */
-Test(codec, planes_payload_is_a_width_byte_and_a_standard_zstd_frame)
+/* The planes of src as codec 4 defines them (docs/FORMAT.md): each element
+ * rotated left one bit, byte b of element i at b * n + i, the rest after. */
+static void tk_planes_of(const uint8_t *src, size_t len, uint8_t *planes)
 {
-	size_t len = 200 * KiB + 3, n = len / 4;
-	uint8_t *src = tk_alloc(len), *planes = tk_alloc(len), *plain;
-	size_t cap = 1 + ZSTD_compressBound(len);
-	uint8_t *obj = tk_alloc(cap);
+	size_t n = len / 4;
 
-	tk_fill_floats(src, len, 4, 23);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t v;
 		memcpy(&v, src + 4 * i, 4);
@@ -709,12 +705,39 @@ Test(codec, planes_payload_is_a_width_byte_and_a_standard_zstd_frame)
 			planes[b * n + i] = (uint8_t)(v >> (8 * b));
 	}
 	memcpy(planes + 4 * n, src + 4 * n, len - 4 * n);
-	obj[0] = 4;
-	size_t r = ZSTD_compress(obj + 1, cap - 1, planes, len, 19);
-	cr_assert(!ZSTD_isError(r));
-	cr_assert_eq(tk_decode_guarded(CODEC_ZSTD_PLANES, obj, r + 1, len, &plain), 0);
-	cr_assert_arr_eq(plain, src, len, "decoded bytes differ");
-	/* and what the encoder writes is the same planes */
+}
+
+/* Codec 4 is a width byte and any standard zstd frames of the planes, cut
+ * anywhere: one frame made by plain ZSTD_compress (matches and all), or
+ * three of arbitrary lengths, decode too; and the encoder's frames decode
+ * to the same planes. */
+Test(codec, planes_payload_is_a_width_byte_and_standard_zstd_frames)
+{
+	size_t len = 200 * KiB + 3;
+	uint8_t *src = tk_alloc(len), *planes = tk_alloc(len), *plain;
+	size_t cap = 1 + 3 * ZSTD_compressBound(len);
+	uint8_t *obj = tk_alloc(cap);
+	const size_t cuts[][2] = { { len, len }, { 1000, 150 * KiB } };
+
+	tk_fill_floats(src, len, 4, 23);
+	tk_planes_of(src, len, planes);
+	for (size_t c = 0; c < 2; c++) {
+		size_t pos = 1, from = 0;
+		obj[0] = 4;
+		for (size_t k = 0; k <= 2 && from < len; k++) {
+			size_t to = k < 2 ? cuts[c][k] : len;
+			size_t r = ZSTD_compress(obj + pos, cap - pos, planes + from, to - from, 19);
+			cr_assert(!ZSTD_isError(r));
+			pos += r;
+			from = to;
+		}
+		cr_assert_eq(tk_decode_guarded(CODEC_ZSTD_PLANES, obj, pos, len, &plain), 0, "cut %zu", c);
+		cr_assert_arr_eq(plain, src, len, "cut %zu: decoded bytes differ", c);
+		free(plain);
+		/* the frames add up short of, or past, the plain length */
+		cr_assert_eq(tk_decode_guarded(CODEC_ZSTD_PLANES, obj, pos, len + 1, NULL), -EIO);
+		cr_assert_eq(tk_decode_guarded(CODEC_ZSTD_PLANES, obj, pos, len - 1, NULL), -EIO);
+	}
 	struct tk_encoded enc = tk_encode_as(CODEC_FAMILY_ZSTD, src, len);
 	cr_assert_eq(enc.codec, CODEC_ZSTD_PLANES);
 	uint8_t *back = tk_alloc(len);
@@ -722,9 +745,34 @@ Test(codec, planes_payload_is_a_width_byte_and_a_standard_zstd_frame)
 	cr_assert_arr_eq(back, planes, len, "the encoder's planes differ");
 	free(back);
 	free(enc.data);
-	free(plain);
 	free(obj);
 	free(planes);
+	free(src);
+}
+
+/* Floats with runs (an embedding's Adam state whose rows no batch touched
+ * stay exactly zero): codec 4 tries matches on such planes, and stores them
+ * no larger than the blosc frame (codec 3, byte shuffle, zstd -1) that the
+ * zstd family wrote before; literals alone would take ~1/4 more. */
+Test(codec, planes_with_runs_of_zeros_are_no_larger_than_the_old_blosc_frames)
+{
+	size_t len = 2 * MiB, row = 1 * KiB;
+	uint8_t *src = tk_alloc(len), *plain;
+	uint64_t rng = 90;
+
+	tk_fill_floats(src, len, 4, 91);
+	for (size_t off = 0; off < len; off += row)
+		if (tk_splitmix64(&rng) & 1)
+			memset(src + off, 0, row);
+	struct tk_encoded z = tk_encode_as(CODEC_FAMILY_ZSTD, src, len);
+	struct tk_encoded old = tk_blosc_zstd_object(src, len, 4, 1);
+	cr_assert_eq(z.codec, CODEC_ZSTD_PLANES, "codec %u", z.codec);
+	cr_assert_leq(z.len, old.len, "%zu bytes, the old blosc frame %zu", z.len, old.len);
+	cr_assert_eq(tk_decode_guarded(z.codec, z.data, z.len, len, &plain), 0);
+	cr_assert_arr_eq(plain, src, len);
+	free(plain);
+	free(old.data);
+	free(z.data);
 	free(src);
 }
 

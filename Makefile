@@ -22,7 +22,7 @@ CC      ?= cc
 
 # c-blosc: by pkg-config when it has a blosc.pc (Debian's libblosc-dev), else -lblosc.
 BLOSC_PKG = $(shell pkg-config --exists blosc 2>/dev/null && echo blosc)
-PKGS      = fuse3 sqlite3 liblz4 $(BLOSC_PKG) libcrypto libnfs libmicrohttpd libpq
+PKGS      = fuse3 sqlite3 liblz4 libzstd $(BLOSC_PKG) libcrypto libnfs libmicrohttpd libpq
 CFLAGS_BASE := -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
 	       -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 -I. -Ifs/lib -Ifs -Imeta
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

@@ -241,6 +241,8 @@ static int main_check_bindings(struct ckptfs *fs)
 	const struct ckptfs_options *o = &fs->opt;
 	char path[PATH_MAX + 32], buf[PATH_MAX + 64];
 	size_t len = 0;
+	/* the zstd family writes codec 4, which needs format 4 (store.h) */
+	int needed = o->codec == CODEC_FAMILY_ZSTD ? STORE_MARKER_VERSION : STORE_MARKER_VERSION_LZ4;
 	int rc = backing_get(fs->backing, MAIN_STORE_MARKER, buf, sizeof(buf) - 1, &len);
 	if (rc == 0) {
 		unsigned long version = 0;
@@ -256,17 +258,16 @@ static int main_check_bindings(struct ckptfs *fs)
 				o->backing, version, STORE_MARKER_VERSION);
 			return -1;
 		}
-		if (version < STORE_MARKER_VERSION) { /* older objects stay readable as they are */
-			int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n",
-					 STORE_MARKER_VERSION);
+		if (version < (unsigned long)needed) { /* older objects stay readable as they are */
+			int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", needed);
 			rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
 			if (rc == 0)
 				log_info("BACKING %s: store format %lu upgraded to %d (new chunk objects "
-					 "may use the blosc codecs and carry a CRC-32C; older ones are read as before)",
-					 o->backing, version, STORE_MARKER_VERSION);
+					 "may use the %s codecs and carry a CRC-32C; older ones are read as before)",
+					 o->backing, version, needed, codec_family_name(o->codec));
 		}
 	} else if (rc == -ENOENT) {
-		int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", STORE_MARKER_VERSION);
+		int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", needed);
 		rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
 	}
 	if (rc != 0) {

@@ -141,7 +141,7 @@
 #                       MB/s and the daemon's CPU seconds per GiB; a remount
 #                       reads each file back byte for byte. Then codec-bench:
 #                       fs/lib/codec.c alone, encode and decode MB per CPU-second
-#                       on the same files.
+#                       on the same files (zstd_planes= counts codec 4 chunks).
 #
 # A benchmark, not a test: a missed target prints "no" and the exit status is
 # still 0. It is 1 when something breaks: data read back differs from what was
@@ -1265,7 +1265,7 @@ if [ "$run_codec" = 1 ]; then
 				"$c" "$f" "$(div "$size" 1000000)" "${C[ratio,$c,$f]}" "${C[mbps,$c,$f]}" "${C[cpu,$c,$f]}"
 		done
 		if [ -x "$BIN/codec-bench" ] && [ "$c" != default ]; then
-			for f in ckpt.pt random.bin; do
+			for f in ckpt.pt ckpt.safetensors random.bin; do
 				echo "   codec-bench $f: $("$BIN/codec-bench" "$shm/$f" "$c")"
 			done
 		fi

@@ -7,7 +7,7 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev sqlite3 liblz4-dev \
 	 libssl-dev libcriterion-dev stress-ng python3-torch python3-numpy attr \
-	 libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind libmicrohttpd-dev libblosc-dev curl \
+	 libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind libmicrohttpd-dev libblosc-dev libzstd-dev curl \
 	 libpq-dev postgresql iproute2; do
 	have_pkg "$p" || need+=("$p")
 done

@@ -17,43 +17,64 @@
  * result would be too large.
  *
  * The zstd family keeps the sample's choice of width (measured with LZ4,
- * which is quick) and compresses with zstd -1 over a byte shuffle in 1 MiB
- * blocks: zstd's entropy coder does better on bytes than on bit planes, and
- * on shuffled floats its level 1 beats levels 3-11 (invariant 4).
+ * which is quick) and writes codec 4 (invariant 5): each element rotated
+ * left one bit (the exponent a whole byte), the bytes split into planes, and
+ * each plane stored as a zstd frame of literal-only blocks of
+ * CODEC_PLANES_BLOCK bytes, each Huffman-coded with its own table (or the
+ * previous one), or as plain zstd -1 when that is smaller. Chunks that are
+ * not floats (text) stay codec 3, blosc unshuffled at zstd level 3.
  *
  * Invariants (see codec.h):
  *  1. decode(encode(x)) == x; a RAW encoding is a byte copy of the input.
  *  2. A compressed codec only if out_len <= len * (100 - CODEC_MIN_SAVING_PCT) / 100.
  *  3. decode writes at most plain_len bytes and succeeds only when it
  *     produced exactly plain_len of them; a blosc frame is handed to blosc
- *     only after its header was checked against the object (codec_blosc_why).
- *  4. The zstd family writes shuffled chunks at zstd level 1 (blosc clevel 1);
- *     until 2026-11-27 it wrote level 3 (clevel 2), which unshuffled chunks
- *     (text) keep. Both are codec 3 frames and decode alike (the
- *     level is not recorded and not needed to decode). Level 1 is both smaller
- *     and cheaper on float chunks: the exponent bytes of a trained tensor are
- *     near-random draws from a skewed distribution, where zstd's literal
- *     Huffman coding does the work and the short matches that levels 3-11
- *     search harder for cost more bits than the literals they replace (level
- *     1 searches least; only the optimal parser of levels >= 13 does better,
- *     at ~20 MB per CPU-second). docs/BENCH.md, 2026-11-27 06:00, has the sweep. */
+ *     only after its header was checked against the object (codec_blosc_why),
+ *     codec 4 frames only after the width byte, their recorded content sizes
+ *     and compressed sizes were checked against the object (codec_planes_why).
+ *  4. Codec 3 frames decode whatever zstd level wrote them (the level is not
+ *     recorded): shuffled chunks were written at zstd level 3 (blosc clevel 2)
+ *     until 2026-11-27 05:40, at level 1 until 2026-11-27 22:30 (invariant 5);
+ *     unshuffled chunks (text) are still written at level 3.
+ *  5. The zstd family writes shuffled chunks as codec 4 (since 2026-11-27
+ *     22:30; store format 4, docs/FORMAT.md). Its frames are standard zstd
+ *     frames, decoded by the stable ZSTD_decompress; only the encoder uses
+ *     libzstd's advanced API (ZSTD_compressSequences with explicit block
+ *     delimiters: every sequence is a block of literals and no match). On
+ *     the exponent bytes of a trained tensor — near-random draws from a
+ *     skewed distribution that drifts along the tensor — matches mostly cost
+ *     more bits than the literals they replace and a Huffman table per 8 KiB
+ *     follows the drift; the rotation frees the exponent from the sign bit
+ *     (docs/BENCH.md, 2026-11-27 22:30, has the sweep). */
 #include "codec.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <blosc.h>
 #include <lz4.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_compressSequences, for the encoder only (invariant 5) */
+#include <zstd.h>
 
 /* Large enough to judge (LZ4's window is 64 KiB), small next to a 1 MiB chunk. */
 #define CODEC_SAMPLE_LEN (64 * 1024)
 #define CODEC_BLOSC_LZ4_LEVEL 9   /* blosc's LZ4 acceleration 1: LZ4's default */
-#define CODEC_BLOSC_ZSTD_LEVEL 1  /* shuffled: blosc maps 1 to zstd level 1 (invariant 4) */
 #define CODEC_BLOSC_ZSTD_PLAIN_LEVEL 2 /* not shuffled (text): zstd level 3, where matches pay */
 #define CODEC_BLOSC_ZSTD_BLOCK (1024 * 1024)
+/* Codec 4: literals per zstd block (each its own Huffman table or the
+ * previous one's); 4-16 KiB measure alike, 32 KiB and up worse (invariant 5). */
+#define CODEC_PLANES_BLOCK (8 * 1024)
+#define CODEC_PLANES_LEVEL 1 /* literal-only frames: Huffman-coded literals; others: zstd -1 */
+/* A plane is also compressed with matches (zstd -1) when they do better on
+ * its first this many bytes than literals alone: runs of zeros (rows of an
+ * embedding no batch touched), exponents of Adam's exp_avg_sq that repeat
+ * their neighbours'. */
+#define CODEC_PLANES_PROBE (64 * 1024)
+#define CODEC_PLANES_MATCH_PCT 97
 /* A blosc frame covers the chunk's first len - len % CODEC_BLOSC_ALIGN bytes;
  * the rest follows it raw: blosc 1.x gives up on a whole frame (stores it
  * uncompressed) when a bit-shuffled block is not a whole number of 8
@@ -80,6 +101,166 @@ static size_t codec_limit(size_t len)
 	return len * (100 - CODEC_MIN_SAVING_PCT) / 100;
 }
 
+/* Codec 4 (invariant 5): element i of src, rotated left one bit, goes byte b
+ * to plane b, at index i. Separate restrict pointers, shifts instead of a
+ * rotate, and gcc's "cheap" cost model (-O2 has "very-cheap", which
+ * declines these loops) let gcc vectorize them: the planes' split and join
+ * then cost ~1/3 of what they cost byte by byte. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CODEC_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=cheap")))
+#else
+#define CODEC_VECTORIZE
+#endif
+CODEC_VECTORIZE static void codec_split4(const uint8_t *restrict src, size_t n, uint8_t *restrict p0,
+			 uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v;
+		memcpy(&v, src + 4 * i, 4);
+		/* the bytes of v rotated left one bit, without a rotate (which
+		 * gcc does not vectorize) */
+		p0[i] = (uint8_t)(v << 1 | v >> 31);
+		p1[i] = (uint8_t)(v >> 7);
+		p2[i] = (uint8_t)(v >> 15);
+		p3[i] = (uint8_t)(v >> 23);
+	}
+}
+
+CODEC_VECTORIZE static void codec_split2(const uint8_t *restrict src, size_t n, uint8_t *restrict p0,
+			 uint8_t *restrict p1)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint16_t v;
+		memcpy(&v, src + 2 * i, 2);
+		p0[i] = (uint8_t)(v << 1 | v >> 15);
+		p1[i] = (uint8_t)(v >> 7);
+	}
+}
+
+CODEC_VECTORIZE static void codec_join4(const uint8_t *restrict p0, const uint8_t *restrict p1,
+			const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
+			uint8_t *restrict dst)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v = (uint32_t)p0[i] >> 1 | (uint32_t)p0[i] << 31 | (uint32_t)p1[i] << 7 |
+			     (uint32_t)p2[i] << 15 | (uint32_t)p3[i] << 23;
+		memcpy(dst + 4 * i, &v, 4);
+	}
+}
+
+CODEC_VECTORIZE static void codec_join2(const uint8_t *restrict p0, const uint8_t *restrict p1, size_t n,
+			uint8_t *restrict dst)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint16_t v = (uint16_t)(p0[i] >> 1 | p0[i] << 15 | p1[i] << 7);
+		memcpy(dst + 2 * i, &v, 2);
+	}
+}
+
+/* planes: plane b of the n = len / width elements at planes + b * n; the
+ * len % width bytes left over follow the planes as they are. */
+static void codec_planes_split(const uint8_t *src, size_t len, size_t width, uint8_t *planes)
+{
+	size_t n = len / width;
+
+	if (width == 4)
+		codec_split4(src, n, planes, planes + n, planes + 2 * n, planes + 3 * n);
+	else
+		codec_split2(src, n, planes, planes + n);
+	memcpy(planes + n * width, src + n * width, len - n * width);
+}
+
+/* The inverse of codec_planes_split. */
+static void codec_planes_join(const uint8_t *planes, size_t len, size_t width, uint8_t *dst)
+{
+	size_t n = len / width;
+
+	if (width == 4)
+		codec_join4(planes, planes + n, planes + 2 * n, planes + 3 * n, n, dst);
+	else
+		codec_join2(planes, planes + n, n, dst);
+	memcpy(dst + n * width, planes + n * width, len - n * width);
+}
+
+/* A literal-only zstd frame of src (len bytes) into at most cap bytes of dst:
+ * blocks of CODEC_PLANES_BLOCK bytes, seqs holding one sequence per block.
+ * Its size, or 0 when it does not fit. */
+static size_t codec_literal_frame(ZSTD_CCtx *lit, ZSTD_Sequence *seqs, const uint8_t *src,
+				  size_t len, uint8_t *dst, size_t cap)
+{
+	size_t nseq = 0;
+
+	/* a sequence with no match (offset 0, matchLength 0) ends a block */
+	for (size_t off = 0; off < len; off += CODEC_PLANES_BLOCK)
+		seqs[nseq++] = (ZSTD_Sequence){ .litLength = (unsigned)(len - off < CODEC_PLANES_BLOCK ?
+									len - off : CODEC_PLANES_BLOCK) };
+	size_t r = ZSTD_compressSequences(lit, dst, cap, seqs, nseq, src, len);
+	return ZSTD_isError(r) ? 0 : r;
+}
+
+/* One plane (len bytes at src) as a zstd frame into at most cap bytes of
+ * dst: literal-only (codec_literal_frame), or plain zstd -1 (matches) when
+ * that takes its first CODEC_PLANES_PROBE bytes below CODEC_PLANES_MATCH_PCT
+ * percent of the literal-only frame's share for as many bytes, and then
+ * does better on the whole plane (tmp holds ZSTD_compressBound(len) bytes).
+ * The frame's size, or 0 when neither fits. */
+static size_t codec_plane_frame(ZSTD_CCtx *lit, ZSTD_CCtx *lz, ZSTD_Sequence *seqs,
+				const uint8_t *src, size_t len, uint8_t *dst, size_t cap,
+				uint8_t *tmp)
+{
+	size_t r = codec_literal_frame(lit, seqs, src, len, dst, cap);
+	size_t probe = len < CODEC_PLANES_PROBE ? len : CODEC_PLANES_PROBE;
+	size_t share = (r ? r : len) * probe / len; /* what literals take for probe bytes */
+	size_t pm = ZSTD_compressCCtx(lz, tmp, ZSTD_compressBound(len), src, probe, CODEC_PLANES_LEVEL);
+
+	if (ZSTD_isError(pm) || pm >= share / 100 * CODEC_PLANES_MATCH_PCT)
+		return r; /* matches do not pay here: mantissa bytes, most exponents */
+	size_t m = ZSTD_compressCCtx(lz, tmp, ZSTD_compressBound(len), src, len, CODEC_PLANES_LEVEL);
+	if (!ZSTD_isError(m) && m <= cap && (r == 0 || m < r)) {
+		memcpy(dst, tmp, m);
+		return m;
+	}
+	return r;
+}
+
+/* Codec 4's payload into at most limit bytes of dst: the width byte, then one
+ * zstd frame per plane (the last one followed by the len % width bytes left
+ * over). 0 when it would not fit or libzstd fails (the chunk then goes raw). */
+static size_t codec_planes_encode(const uint8_t *src, size_t len, size_t width, uint8_t *dst,
+				  size_t limit)
+{
+	size_t n = len / width, last = len - n * (width - 1), pos = 1, out = 0;
+	uint8_t *planes = malloc(len), *tmp = malloc(ZSTD_compressBound(last));
+	ZSTD_Sequence *seqs = malloc((last / CODEC_PLANES_BLOCK + 1) * sizeof(*seqs));
+	ZSTD_CCtx *lit = ZSTD_createCCtx(), *lz = ZSTD_createCCtx();
+
+	if (planes == NULL || tmp == NULL || seqs == NULL || lit == NULL || lz == NULL ||
+	    limit < 2 || n == 0)
+		goto done;
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(lit, ZSTD_c_compressionLevel, CODEC_PLANES_LEVEL)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(lit, ZSTD_c_blockDelimiters,
+						ZSTD_sf_explicitBlockDelimiters)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(lit, ZSTD_c_literalCompressionMode, ZSTD_ps_enable)))
+		goto done;
+	codec_planes_split(src, len, width, planes);
+	dst[0] = (uint8_t)width;
+	for (size_t b = 0; b < width; b++) {
+		size_t r = codec_plane_frame(lit, lz, seqs, planes + b * n, b + 1 < width ? n : last,
+					     dst + pos, limit - pos, tmp);
+		if (r == 0)
+			goto done;
+		pos += r;
+	}
+	out = pos;
+done:
+	ZSTD_freeCCtx(lz);
+	ZSTD_freeCCtx(lit);
+	free(seqs);
+	free(tmp);
+	free(planes);
+	return out;
+}
+
 /* Compresses src the given way into at most codec_limit(len) bytes of dst,
  * as the family says. Returns the size and sets *codec, or 0 when it would
  * not fit (not worth keeping). */
@@ -103,12 +284,13 @@ static size_t codec_try(enum codec_family family, enum codec_way way, const void
 		*codec = CODEC_BLOSC_LZ4;
 		out = blosc_compress_ctx(CODEC_BLOSC_LZ4_LEVEL, BLOSC_BITSHUFFLE, width, body, src, dst,
 					 limit - tail, BLOSC_LZ4_COMPNAME, 0, 1);
+	} else if (way != CODEC_WAY_PLAIN) { /* invariant 5 */
+		*codec = CODEC_ZSTD_PLANES;
+		return codec_planes_encode(src, len, width, dst, limit);
 	} else {
 		*codec = CODEC_BLOSC_ZSTD;
-		out = blosc_compress_ctx(way == CODEC_WAY_PLAIN ? CODEC_BLOSC_ZSTD_PLAIN_LEVEL :
-					 CODEC_BLOSC_ZSTD_LEVEL,
-					 way == CODEC_WAY_PLAIN ? BLOSC_NOSHUFFLE : BLOSC_SHUFFLE, width,
-					 body, src, dst, limit - tail, BLOSC_ZSTD_COMPNAME,
+		out = blosc_compress_ctx(CODEC_BLOSC_ZSTD_PLAIN_LEVEL, BLOSC_NOSHUFFLE, width, body,
+					 src, dst, limit - tail, BLOSC_ZSTD_COMPNAME,
 					 CODEC_BLOSC_ZSTD_BLOCK, 1);
 	}
 	assert(out <= (int)(limit - tail));
@@ -158,7 +340,7 @@ const char *codec_family_name(enum codec_family family)
 bool codec_known(uint8_t codec)
 {
 	return codec == CODEC_RAW || codec == CODEC_LZ4 || codec == CODEC_BLOSC_LZ4 ||
-	       codec == CODEC_BLOSC_ZSTD;
+	       codec == CODEC_BLOSC_ZSTD || codec == CODEC_ZSTD_PLANES;
 }
 
 size_t codec_bound(size_t plain_len)
@@ -282,6 +464,48 @@ static const char *codec_blosc_why(uint8_t codec, const uint8_t *h, size_t src_l
 	return NULL;
 }
 
+/* Invariant 3: a codec 4 payload is a width byte (2 or 4) and whole zstd
+ * frames, each recording its content size, which add up to the object's plain
+ * length. NULL or a reason. */
+static const char *codec_planes_why(const uint8_t *src, size_t src_len, size_t plain_len)
+{
+	if (src_len < 2 || plain_len == 0)
+		return "length out of range";
+	if (src[0] != 2 && src[0] != 4)
+		return "element width out of range";
+	unsigned long long content = 0;
+	for (size_t off = 1; off < src_len;) {
+		unsigned long long c = ZSTD_getFrameContentSize(src + off, src_len - off);
+		if (c == ZSTD_CONTENTSIZE_ERROR || c == ZSTD_CONTENTSIZE_UNKNOWN)
+			return "not a zstd frame with its content size";
+		size_t frame = ZSTD_findFrameCompressedSize(src + off, src_len - off);
+		if (ZSTD_isError(frame) || frame == 0 || frame > src_len - off)
+			return "zstd frame past the payload";
+		if (c > plain_len - content)
+			return "frame content sizes add up past the object's";
+		content += c;
+		off += frame;
+	}
+	if (content != plain_len)
+		return "frame content sizes add up short of the object's";
+	return NULL;
+}
+
+static int codec_planes_decode(const uint8_t *src, size_t src_len, uint8_t *dst, size_t plain_len)
+{
+	if (codec_planes_why(src, src_len, plain_len) != NULL)
+		return -EIO;
+	uint8_t *planes = malloc(plain_len);
+	if (planes == NULL)
+		return -ENOMEM;
+	size_t got = ZSTD_decompress(planes, plain_len, src + 1, src_len - 1);
+	int rc = !ZSTD_isError(got) && got == plain_len ? 0 : -EIO;
+	if (rc == 0)
+		codec_planes_join(planes, plain_len, src[0], dst);
+	free(planes);
+	return rc;
+}
+
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		 size_t plain_len)
 {
@@ -315,6 +539,8 @@ int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 			return -EIO;
 		memcpy((uint8_t *)dst + got, (const uint8_t *)src + src_len - tail, tail);
 		return 0;
+	case CODEC_ZSTD_PLANES:
+		return codec_planes_decode(src, src_len, dst, plain_len);
 	default:
 		return -EINVAL;
 	}
@@ -331,6 +557,8 @@ const char *codec_name(uint8_t codec)
 		return "blosc-lz4";
 	case CODEC_BLOSC_ZSTD:
 		return "blosc-zstd";
+	case CODEC_ZSTD_PLANES:
+		return "zstd-planes";
 	default:
 		return "unknown";
 	}

@@ -3,7 +3,8 @@
  *
  * Checkpoints are mostly floats (bf16, fp32), which LZ4 alone cannot shrink;
  * grouped by bit or byte position within each element (shuffled: the
- * exponents together) they compress. The shuffled codecs are c-blosc frames.
+ * exponents together) they compress. The shuffled codecs are c-blosc frames
+ * (LZ4; zstd before 2026-11-27 22:30) and zstd frames of byte planes (zstd).
  *
  * Invariants:
  *  1. decode(encode(x)) == x for every x, and the codec id is recorded with the
@@ -27,6 +28,7 @@ enum codec_id {
 	CODEC_LZ4 = 1,        /* one LZ4 block */
 	CODEC_BLOSC_LZ4 = 2,  /* one c-blosc frame (format 2) of LZ4 blocks */
 	CODEC_BLOSC_ZSTD = 3, /* one c-blosc frame (format 2) of zstd blocks */
+	CODEC_ZSTD_PLANES = 4, /* a width byte, then one zstd frame of rotated byte planes */
 };
 
 /* What a store compresses with (-o codec=lz4|zstd). Both shuffle floats;
@@ -71,7 +73,8 @@ size_t codec_probe_bound(void);
 bool codec_worth_trying(const void *src, size_t len, void *scratch);
 
 /* Decodes exactly plain_len bytes into dst. Returns 0, -EIO on malformed or
- * short input, -EINVAL on an unknown codec. */
+ * short input, -EINVAL on an unknown codec, -ENOMEM when codec 4's scratch
+ * copy of the planes (plain_len bytes) cannot be allocated. */
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		 size_t plain_len);
 

@@ -45,8 +45,13 @@
 #define STORE_FORMAT_VERSION 2 /* the object header's version */
 /* The store's format, in BACKING's ckptfs.store marker (docs/FORMAT.md): 3
  * since objects may hold the blosc codecs (codec.h), which a daemon of
- * format 2 cannot decode; it refuses the store instead. */
-#define STORE_MARKER_VERSION 3
+ * format 2 cannot decode; it refuses the store instead. 4 once a mount with
+ * -o codec=zstd may have written codec 4 (CODEC_ZSTD_PLANES), which a daemon
+ * of format 3 cannot decode; a store only ever written with LZ4 stays 3, so
+ * that older daemons still mount it. STORE_MARKER_VERSION is the newest this
+ * version reads. */
+#define STORE_MARKER_VERSION 4
+#define STORE_MARKER_VERSION_LZ4 3
 #define STORE_MAGIC "CKPTCHNK"
 
 struct store;

@@ -8,6 +8,7 @@
  * and compares; repeats until 1 CPU-second of encoding has run (thread CPU time, not
  * wall time: the machine is shared). Prints one line:
  *   family= bytes= stored= ratio= encode_mbps= decode_mbps= chunks= raw= lz4= blosc_lz4= blosc_zstd=
+ *   zstd_planes=
  * Built with -DCODEC_BENCH_BASE it uses codec_encode alone (the API of the
  * version before the shuffled codecs), to measure that version. */
 #include <errno.h>
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "codec-bench: out of memory\n");
 		return 1;
 	}
-	size_t counts[4] = { 0 }, stored = 0, rounds = 0;
+	size_t counts[5] = { 0 }, stored = 0, rounds = 0;
 	double enc_s = 0, dec_s = 0;
 #ifndef CODEC_BENCH_BASE
 	enum codec_family family;
@@ -100,15 +101,15 @@ int main(int argc, char **argv)
 					fprintf(stderr, "chunk %zu at %zu: %zu -> %zu codec %u\n", i, off,
 						cuts[i], out, codec);
 				stored += out;
-				counts[codec < 4 ? codec : 0]++;
+				counts[codec < 5 ? codec : 0]++;
 			}
 			off += cuts[i];
 		}
 		rounds++;
 	}
 	printf("family=%s bytes=%zu stored=%zu ratio=%.4f encode_mbps=%.0f decode_mbps=%.0f chunks=%zu"
-	       " raw=%zu lz4=%zu blosc_lz4=%zu blosc_zstd=%zu\n",
+	       " raw=%zu lz4=%zu blosc_lz4=%zu blosc_zstd=%zu zstd_planes=%zu\n",
 	       fam_name, n, stored, (double)stored / (double)n, (double)n * rounds / enc_s / 1e6,
-	       (double)n * rounds / dec_s / 1e6, ncuts, counts[0], counts[1], counts[2], counts[3]);
+	       (double)n * rounds / dec_s / 1e6, ncuts, counts[0], counts[1], counts[2], counts[3], counts[4]);
 	return 0;
 }

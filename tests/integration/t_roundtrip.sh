@@ -331,8 +331,9 @@ EOF
 
 # Real tensors (bf16 and fp32 weights, fp32 Adam states) saved with
 # torch.save through a mount with -o codec=zstd: byte-identical after a
-# remount, the chunks are stored as blosc-zstd frames (codec 3), and BACKING
-# holds fewer bytes than the file.
+# remount, the chunks are stored as zstd byte planes (codec 4), BACKING holds
+# fewer bytes than the file, and its marker says store format 4 (which a
+# format-3 daemon refuses), still 4 after a mount with the default LZ4.
 test_torch_tensors_with_codec_zstd_shrink_on_backing_and_read_back() {
 	ck_mount codec=zstd
 	"$PY" - "$CK_REF/ckpt.pt" <<'PYEOF'
@@ -354,11 +355,32 @@ PYEOF
 	local logical stored zstd
 	logical=$(ck_size "$CK_REF/ckpt.pt")
 	stored=$(find "$CK_BACKING/chunks" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }')
-	zstd=$(ck_sql 'SELECT count(*) FROM chunks WHERE codec = 3')
-	ck_log "BACKING holds $stored bytes of chunk objects for $logical logical bytes; $zstd blosc-zstd chunks"
+	zstd=$(ck_sql 'SELECT count(*) FROM chunks WHERE codec = 4')
+	ck_log "BACKING holds $stored bytes of chunk objects for $logical logical bytes; $zstd zstd-planes chunks"
 	[ "$stored" -lt $((logical * 90 / 100)) ] || ck_fail "BACKING holds $stored bytes for a $logical-byte checkpoint: not 10% smaller"
-	[ "$zstd" -gt 0 ] || ck_fail "no chunk was stored as blosc-zstd (codec 3)"
+	[ "$zstd" -gt 0 ] || ck_fail "no chunk was stored as zstd planes (codec 4)"
+	assert_eq "ckptfs store format 4" "$(cat "$CK_BACKING/ckptfs.store")" "the marker of a store written with codec=zstd"
+	ck_mount
+	_cmp_all ckpt.pt
+	ck_umount
+	assert_eq "ckptfs store format 4" "$(cat "$CK_BACKING/ckptfs.store")" "the marker after a mount with the default codec"
 	ck_objcheck
+}
+
+# A store of format 3 (written with LZ4) becomes format 4 at its first mount
+# with -o codec=zstd, and stays 3 when mounted with the default LZ4.
+test_store_format_3_becomes_4_with_codec_zstd_only() {
+	local marker=$CK_BACKING/ckptfs.store
+	ck_rand "$CK_REF/a" $((2 * MiB))
+	ck_mount
+	cp "$CK_REF/a" "$CK_MNT/a"
+	ck_umount
+	assert_eq "ckptfs store format 3" "$(cat "$marker")" "the marker of a store written with LZ4"
+	ck_mount codec=zstd
+	assert_contains "$(cat "$CK_DLOG")" "store format 3 upgraded to 4" "the daemon log of the first zstd mount"
+	_cmp_all a
+	ck_umount
+	assert_eq "ckptfs store format 4" "$(cat "$marker")" "the marker after a mount with codec=zstd"
 }
 
 test_codec_option_rejects_an_unknown_value() {

@@ -894,14 +894,15 @@ Test(manifest, absurd_values_with_a_valid_checksum_are_refused_whole, .init = se
 	free(gen.p);
 }
 
-/* The shuffled codecs (2 blosc-lz4, 3 blosc-zstd) are ones this version
- * knows: a manifest naming them applies (a fresh node restores such saves). */
+/* The shuffled codecs (2 blosc-lz4, 3 blosc-zstd, 4 zstd-planes) are ones
+ * this version knows: a manifest naming them applies (a fresh node restores
+ * such saves). */
 Test(manifest, chunks_of_every_known_codec_are_accepted, .init = setup, .fini = teardown)
 {
 	uint64_t id = rich_generation(NULL);
 	struct text gen = gen_manifest(id, 1);
-	static const char *const codecs[] = { "2", "3" };
-	for (size_t i = 0; i < 2; i++) {
+	static const char *const codecs[] = { "2", "3", "4" };
+	for (size_t i = 0; i < 3; i++) {
 		struct text t = copy(gen);
 		edit_field(&t, "chunk ", 3, codecs[i]);
 		char msg[MANIFEST_ERR_MAX] = "";
@@ -909,7 +910,7 @@ Test(manifest, chunks_of_every_known_codec_are_accepted, .init = setup, .fini = 
 		int rc = manifest_parse(t.p, t.len, &m, msg, sizeof(msg));
 		cr_assert_eq(rc, 0, "codec %s: parse %d (%s)", codecs[i], rc, msg);
 		manifest_free(m);
-		if (i == 1) { /* and it applies */
+		if (i == 2) { /* and it applies */
 			rc = manifest_apply(fx.dst, t.p, t.len, msg, sizeof(msg));
 			cr_assert_eq(rc, 0, "codec %s: apply %d (%s)", codecs[i], rc, msg);
 			OK(cat_check(fx.dst));

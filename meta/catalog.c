@@ -205,6 +205,10 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 
 	[S_INODE_GET] = { "read an inode",
 			  "SELECT " CAT_INODE_COLS " FROM inodes WHERE ino = ?1" },
+	/* an inode and its generation in one read (issue 20 part 3: the create's
+	 * parent and a writer's start asked twice) */
+	[S_INODE_GET_GEN] = { "read an inode and its generation",
+			      "SELECT " CAT_INODE_COLS ", gen FROM inodes WHERE ino = ?1" },
 	[S_INODE_TARGET] = { "read a symlink target",
 			     "SELECT mode, target FROM inodes WHERE ino = ?1" },
 	[S_INODE_INSERT] = { "insert an inode",
@@ -831,15 +835,37 @@ int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
 	return rc;
 }
 
-/* A live directory: -ENOENT if missing or removed, -ENOTDIR. */
-static int cat_dir_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+int cat_inode_get_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
 {
-	int rc = cat_inode_get(cat, ino, out);
+	*gen_id = 0;
+	int rc = cat_bind(cat, S_INODE_GET_GEN, A_INT(ino));
+	if (rc == 0)
+		rc = cat_next(cat, S_INODE_GET_GEN);
+	if (rc == 1) {
+		cat_col_inode(cat, S_INODE_GET_GEN, 0, out);
+		*gen_id = (uint64_t)cat_col_int(cat, S_INODE_GET_GEN, 10); /* NULL reads as 0 */
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_INODE_GET_GEN);
+	return rc;
+}
+
+/* rc of reading out, then whether out is a live directory. */
+static int cat_dir_live(int rc, const struct cat_inode *out)
+{
 	if (rc == 0 && !cat_is_dir(out))
 		rc = -ENOTDIR;
 	if (rc == 0 && out->nlink == 0)
 		rc = -ENOENT;
 	return rc;
+}
+
+/* A live directory: -ENOENT if missing or removed, -ENOTDIR. */
+static int cat_dir_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	return cat_dir_live(cat_inode_get(cat, ino, out), out);
 }
 
 /* The entry `name` in `parent` and its inode; -ENOENT if absent. */
@@ -1558,9 +1584,7 @@ int cat_getattr_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64
 	if (cat->shared) return catsh_getattr_gen(cat, ino, out, gen_id);
 	*gen_id = 0;
 	cat_lock(cat);
-	int rc = cat_inode_get(cat, ino, out);
-	if (rc == 0)
-		rc = cat_gen_of_txn(cat, ino, gen_id);
+	int rc = cat_inode_get_gen(cat, ino, out, gen_id);
 	cat_unlock(cat);
 	return rc;
 }
@@ -1623,7 +1647,7 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 	uint64_t id;
 	int64_t now = cat_now_ns();
 	bool is_dir = S_ISDIR(mode);
-	int rc = cat_dir_get(cat, parent, &dir);
+	int rc = cat_dir_live(cat_inode_get_gen(cat, parent, &dir, gen), &dir);
 	if (rc == 0) {
 		rc = cat_dirent_get(cat, parent, name, &id, &old);
 		if (rc == 0)
@@ -1631,8 +1655,6 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 		else if (rc == -ENOENT)
 			rc = 0;
 	}
-	if (rc == 0)
-		rc = cat_gen_of_txn(cat, parent, gen);
 	if (rc == 0 && spec != NULL && *gen != 0)
 		rc = -EINVAL; /* a series is outside every generation */
 	if (rc != 0)

@@ -154,14 +154,13 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 	return 0;
 }
 
-void writer_free(struct writer *w)
+static int writer_end(struct writer *w, bool unmark)
 {
-	if (!w)
-		return;
 	/* puts still in flight (behind, or another writer's) record chunks that pending
 	 * references: they land before the references go */
 	writer_awaits_reap(w);
-	int rc = cat_pending_drop(w->env->cat, w->ino);
+	int rc = unmark ? cat_pending_drop_unmark(w->env->cat, w->ino)
+			: cat_pending_drop(w->env->cat, w->ino);
 	if (rc != 0)
 		log_error("inode %llu: dropping the writer's pending extents failed: %s",
 			  (unsigned long long)w->ino, strerror(-rc));
@@ -175,6 +174,18 @@ void writer_free(struct writer *w)
 	hash_stream_free(&w->sha);
 	free(w->unsynced);
 	free(w);
+	return rc;
+}
+
+void writer_free(struct writer *w)
+{
+	if (w)
+		writer_end(w, false);
+}
+
+int writer_free_unmark(struct writer *w)
+{
+	return writer_end(w, true);
 }
 
 uint64_t writer_size(const struct writer *w) { return w->size; }

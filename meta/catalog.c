@@ -2557,6 +2557,28 @@ int cat_pending_drop(struct cat *cat, uint64_t ino)
 	return cat_pending_cut(cat, ino, 0);
 }
 
+int cat_pending_drop_unmark(struct cat *cat, uint64_t ino)
+{
+	if (cat->shared) return catsh_pending_drop(cat, ino); /* no mark: cat_file_unmark */
+	struct cat_inode inode;
+	bool deferred;
+	cat_lock(cat);
+	/* one change for both (issue 20 part 3): the clear is conditional
+	 * (writing = 1), so it needs no read of the mark first */
+	int rc = cat_change_begin(cat, ino, &deferred);
+	if (rc == 0)
+		rc = cat_file_get(cat, ino, &inode);
+	if (rc == 0)
+		rc = cat_truncate_extents(cat, true, ino, 0);
+	if (rc == 0)
+		rc = cat_bind(cat, S_WRITING_CLEAR, A_INT(ino));
+	if (rc == 0)
+		rc = cat_run(cat, S_WRITING_CLEAR);
+	rc = cat_change_end(cat, deferred, rc, true);
+	cat_unlock(cat);
+	return rc;
+}
+
 int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 {
 	if (cat->shared) return catsh_pending_cut(cat, ino, new_size);

@@ -395,6 +395,10 @@ int cat_file_unmark(struct cat *cat, uint64_t ino);
  * file), releasing their references. */
 int cat_pending_drop(struct cat *cat, uint64_t ino);
 
+/* cat_pending_drop, then cat_file_unmark, in one change: a writer's end at
+ * the last release after its last commit succeeded. Either both or neither. */
+int cat_pending_drop_unmark(struct cat *cat, uint64_t ino);
+
 /* Cuts the pending extents at new_size: drops those at or after it, shortens
  * one that straddles it. */
 int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size);

@@ -130,12 +130,15 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 	w->staging_fd = -1;
 	w->cur = RECENT_CURSOR_NONE;
 	w->pred.slot = -1;
+	bool rows = true;
 	int rc = chunker_init(&w->ck, &w->env->chunking);
 	if (rc == 0)
-		rc = cat_pending_from_committed(w->env->cat, ino);
+		rc = cat_pending_start(w->env->cat, ino, &rows);
 	if (rc == 0) {
 		struct cat_extent e[WRITER_SYNC_EACH_MAX + 1];
-		int n = cat_pending_extents(w->env->cat, ino, 0, e, WRITER_SYNC_EACH_MAX + 1);
+		/* a file without extent rows (a new one) has no pending rows to count */
+		int n = rows ? cat_pending_extents(w->env->cat, ino, 0, e, WRITER_SYNC_EACH_MAX + 1)
+			     : 0;
 		if (n < 0)
 			rc = n;
 		/* an existing file is appended at its end; a file of holes from 0 */

@@ -2480,6 +2480,13 @@ static int cat_writing_unmarked(struct cat *cat, uint64_t ino, bool *mark)
 
 int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 {
+	bool rows;
+	return cat_pending_start(cat, ino, &rows);
+}
+
+int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows)
+{
+	*rows = true; /* unless known to be none */
 	if (cat->shared) return catsh_pending_from_committed(cat, ino);
 	static const enum cat_sid steps[4] = { R_P_NOT_X_DROP, S_TO_P_DELETE, R_X_NOT_P_TAKE,
 					       S_TO_P_INSERT };
@@ -2492,6 +2499,7 @@ int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 	if (rc == 0)
 		rc = cat_writing_unmarked(cat, ino, &mark);
 	int any = rc == 0 ? cat_extents_any(cat, ino) : rc;
+	*rows = any != 0;
 	if (any < 0 || (any == 0 && !mark)) {
 		cat_unlock(cat);
 		return any;

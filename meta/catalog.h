@@ -385,6 +385,9 @@ uint64_t cat_statements_run(struct cat *cat);
 /* Makes pending equal to the committed extents (a writer starting on an
  * existing file), taking references. */
 int cat_pending_from_committed(struct cat *cat, uint64_t ino);
+/* The same; *rows false when ino had no extent rows (so pending is empty
+ * now: a new file), true when it had or the call cannot tell. */
+int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows);
 
 /* The last handle of ino is released after its writer's last commit (or
  * with no writer): clears its being-written mark (generation.h G7), a

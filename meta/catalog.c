@@ -267,9 +267,15 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			   " WHERE p.ino = ?1 AND c.stored_len IS NULL LIMIT 1" },
 	[S_P_LAST] = { "find the end of a file's pending extents",
 		       "SELECT off + len FROM pending WHERE ino = ?1 ORDER BY off DESC LIMIT 1" },
-	[S_EXTENTS_ANY] = { "look for a file's extent rows",
-			    "SELECT EXISTS(SELECT 1 FROM extents WHERE ino = ?1)"
-			    " OR EXISTS(SELECT 1 FROM pending WHERE ino = ?1)" },
+	/* a writer's start: the file's mode, its being-written mark
+	 * (generation.h G7), its generation's state and whether it has extent
+	 * rows, in one read (issue 20 part 3: three before) */
+	[S_WRITER_START] = { "read what a writer's start needs of a file",
+			     "SELECT i.mode, i.writing, g.state,"
+			     " EXISTS(SELECT 1 FROM extents WHERE ino = ?1)"
+			     " OR EXISTS(SELECT 1 FROM pending WHERE ino = ?1)"
+			     " FROM inodes i LEFT JOIN generations g ON g.id = i.gen"
+			     " WHERE i.ino = ?1" },
 	/* generation.h G7: a file being written in an OPEN generation */
 	[S_WRITING_GET] = { "read whether a file is marked being written",
 			    "SELECT i.writing, g.state FROM inodes i"
@@ -2433,16 +2439,28 @@ static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uin
 }
 
 /* Whether ino has a row in extents or pending; 1 yes, 0 no, or an error. */
-static int cat_extents_any(struct cat *cat, uint64_t ino)
+/* cat_file_get's checks on ino, then *mark: whether a writer starting on
+ * it must mark it being written (generation.h G7: in an OPEN generation and
+ * not marked yet); returns whether it has extent rows (1 or 0), or a
+ * negative errno. One statement. */
+static int cat_writer_start_read(struct cat *cat, uint64_t ino, bool *mark)
 {
-	int rc = cat_bind(cat, S_EXTENTS_ANY, A_INT(ino));
+	*mark = false;
+	int rc = cat_bind(cat, S_WRITER_START, A_INT(ino));
 	if (rc == 0)
-		rc = cat_next(cat, S_EXTENTS_ANY);
-	if (rc == 1)
-		rc = cat_col_int(cat, S_EXTENTS_ANY, 0) != 0;
-	else if (rc == 0)
-		rc = -EIO; /* EXISTS always gives a row */
-	cat_reset(cat, S_EXTENTS_ANY);
+		rc = cat_next(cat, S_WRITER_START);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[S_WRITER_START];
+		struct cat_inode in = { .mode = (uint32_t)sqlite3_column_int64(st, 0) };
+		bool open = sqlite3_column_type(st, 2) != SQLITE_NULL &&
+			    sqlite3_column_int64(st, 2) == GEN_OPEN;
+		*mark = sqlite3_column_int64(st, 1) == 0 && open;
+		rc = cat_is_dir(&in) ? -EISDIR : !S_ISREG(in.mode) ? -EINVAL
+			: sqlite3_column_int64(st, 3) != 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_WRITER_START);
 	return rc;
 }
 
@@ -2495,16 +2513,13 @@ int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows)
 	cat_lock(cat);
 	/* A file without extent rows (a new one: every small file of a save)
 	 * has pending equal to extents already: no change but the mark. */
-	int rc = cat_file_get(cat, ino, &inode);
-	if (rc == 0)
-		rc = cat_writing_unmarked(cat, ino, &mark);
-	int any = rc == 0 ? cat_extents_any(cat, ino) : rc;
+	int any = cat_writer_start_read(cat, ino, &mark);
 	*rows = any != 0;
 	if (any < 0 || (any == 0 && !mark)) {
 		cat_unlock(cat);
 		return any;
 	}
-	rc = cat_change_begin(cat, ino, &deferred);
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0 && any)

@@ -232,6 +232,13 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_DIRENT_GET] = { "look up a directory entry",
 			   "SELECT d.id, " CAT_INODE_COLS_I " FROM dirents d"
 			   " LEFT JOIN inodes i ON i.ino = d.ino WHERE d.parent = ?1 AND d.name = ?2" },
+	/* a lookup: the entry, and the parent's mode and links for a miss (no
+	 * such parent, not a directory, or no such name), in one read (issue 20
+	 * part 3: a create's lookup of its new name is a miss) */
+	[S_LOOKUP] = { "look up a name",
+		       "SELECT p.mode, p.nlink, d.id, " CAT_INODE_COLS_I " FROM inodes p"
+		       " LEFT JOIN dirents d ON d.parent = p.ino AND d.name = ?2"
+		       " LEFT JOIN inodes i ON i.ino = d.ino WHERE p.ino = ?1" },
 	[S_DIRENT_INSERT] = { "insert a directory entry",
 			      "INSERT INTO dirents(parent, name, ino) VALUES(?1, ?2, ?3)" },
 	[S_DIRENT_DELETE] = { "delete a directory entry", "DELETE FROM dirents WHERE id = ?1" },
@@ -874,6 +881,13 @@ static int cat_dir_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
 	return cat_dir_live(cat_inode_get(cat, ino, out), out);
 }
 
+static int cat_dirent_corrupt(struct cat *cat, uint64_t parent, const char *name)
+{
+	log_error("catalog %s: corrupt: entry %" PRIu64 "/\"%s\" names a missing inode",
+		  cat->path, parent, name);
+	return -EIO;
+}
+
 /* The entry `name` in `parent` and its inode; -ENOENT if absent. */
 int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
 		   struct cat_inode *out)
@@ -884,9 +898,7 @@ int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 	if (rc == 1) {
 		*id = (uint64_t)cat_col_int(cat, S_DIRENT_GET, 0);
 		if (sqlite3_column_type(cat->stmt[S_DIRENT_GET], 1) == SQLITE_NULL) {
-			log_error("catalog %s: corrupt: entry %" PRIu64 "/\"%s\" names a missing"
-				  " inode", cat->path, parent, name);
-			rc = -EIO;
+			rc = cat_dirent_corrupt(cat, parent, name);
 		} else {
 			cat_col_inode(cat, S_DIRENT_GET, 1, out);
 			rc = 0;
@@ -1599,7 +1611,7 @@ static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
 			     struct cat_inode *out)
 {
 	struct cat_inode dir;
-	uint64_t id, up;
+	uint64_t up;
 	int rc;
 	if (strcmp(name, ".") == 0)
 		return cat_dir_get(cat, parent, out);
@@ -1610,14 +1622,31 @@ static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
 		return rc == 0 ? cat_inode_get(cat, up, out) : rc;
 	}
 	rc = cat_name_check(name);
+	if (rc != 0)
+		return rc;
+	/* a miss tells "no such parent" (or not a directory) from "no such
+	 * name" from the same row */
+	rc = cat_bind(cat, S_LOOKUP, A_INT(parent), A_TEXT(name));
 	if (rc == 0)
-		rc = cat_dirent_get(cat, parent, name, &id, out);
-	if (rc == -ENOENT) {
-		/* Only a miss pays for telling "no such parent" from "no such name". */
-		int drc = cat_dir_get(cat, parent, &dir);
-		if (drc != 0)
-			rc = drc;
+		rc = cat_next(cat, S_LOOKUP);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[S_LOOKUP];
+		dir = (struct cat_inode){ .mode = (uint32_t)sqlite3_column_int64(st, 0),
+					  .nlink = (uint32_t)sqlite3_column_int64(st, 1) };
+		if (sqlite3_column_type(st, 2) == SQLITE_NULL) {
+			rc = cat_dir_live(0, &dir);
+			if (rc == 0)
+				rc = -ENOENT;
+		} else if (sqlite3_column_type(st, 3) == SQLITE_NULL) {
+			rc = cat_dirent_corrupt(cat, parent, name);
+		} else {
+			cat_col_inode(cat, S_LOOKUP, 3, out);
+			rc = 0;
+		}
+	} else if (rc == 0) {
+		rc = -ENOENT; /* no such parent */
 	}
+	cat_reset(cat, S_LOOKUP);
 	return rc;
 }
 

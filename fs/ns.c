@@ -430,7 +430,15 @@ void ns_forget(struct ns *ns, uint64_t ino, uint64_t nlookup)
 /* Generation roots are not cached at all, so a generation removed or
  * restored behind the kernel's back (keep-latest-k, abort, crash recovery)
  * is seen at the next path walk, without calling into the kernel (gen.c,
- * gen_after_removal). */
+ * gen_after_removal). The names below a root may be cached for OPS_TIMEOUT
+ * only because every walk revalidates the root first: a restore (an abort
+ * of a rewrite, generation.c G3) links the backup tree under the same name,
+ * a new root inode with new inode numbers below it, and a root dentry kept
+ * past that would lead a trainer into the removed tree (ENOENT for files
+ * the restored save has; a mkdir of the name after an abort answered EEXIST
+ * by the kernel). Not even an OPEN first version is safe: it can commit,
+ * be reopened and aborted within any timeout. So 0, whatever it costs (one
+ * LOOKUP per path walk; docs/BENCH.md, issue 20 part 3, s34). */
 double ns_entry_timeout(struct ns *ns, const char *name, double usual)
 {
 	uint64_t step;

@@ -833,36 +833,34 @@ int cat_name_check(const char *name)
 	return 0;
 }
 
-int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+/* S_INODE_GET, or S_INODE_GET_GEN with gen_id: one inode's row. */
+static int cat_inode_read(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
 {
-	int rc = cat_bind(cat, S_INODE_GET, A_INT(ino));
+	enum cat_sid id = gen_id ? S_INODE_GET_GEN : S_INODE_GET;
+	int rc = cat_bind(cat, id, A_INT(ino));
 	if (rc == 0)
-		rc = cat_next(cat, S_INODE_GET);
+		rc = cat_next(cat, id);
 	if (rc == 1) {
-		cat_col_inode(cat, S_INODE_GET, 0, out);
+		cat_col_inode(cat, id, 0, out);
+		if (gen_id)
+			*gen_id = (uint64_t)cat_col_int(cat, id, 10); /* NULL reads as 0 */
 		rc = 0;
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	cat_reset(cat, S_INODE_GET);
+	cat_reset(cat, id);
 	return rc;
+}
+
+int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	return cat_inode_read(cat, ino, out, NULL);
 }
 
 int cat_inode_get_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
 {
 	*gen_id = 0;
-	int rc = cat_bind(cat, S_INODE_GET_GEN, A_INT(ino));
-	if (rc == 0)
-		rc = cat_next(cat, S_INODE_GET_GEN);
-	if (rc == 1) {
-		cat_col_inode(cat, S_INODE_GET_GEN, 0, out);
-		*gen_id = (uint64_t)cat_col_int(cat, S_INODE_GET_GEN, 10); /* NULL reads as 0 */
-		rc = 0;
-	} else if (rc == 0) {
-		rc = -ENOENT;
-	}
-	cat_reset(cat, S_INODE_GET_GEN);
-	return rc;
+	return cat_inode_read(cat, ino, out, gen_id);
 }
 
 /* rc of reading out, then whether out is a live directory. */
@@ -2564,7 +2562,10 @@ int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows)
 	return rc;
 }
 
-static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
+/* Cuts ino's pending rows at size; unmark: clears its being-written mark
+ * (generation.h G7) in the same change, with no read of it first (the clear
+ * is conditional: writing = 1). */
+static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size, bool unmark)
 {
 	struct cat_inode inode;
 	if (size > INT64_MAX)
@@ -2576,6 +2577,10 @@ static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0)
 		rc = cat_truncate_extents(cat, true, ino, size);
+	if (rc == 0 && unmark)
+		rc = cat_bind(cat, S_WRITING_CLEAR, A_INT(ino));
+	if (rc == 0 && unmark)
+		rc = cat_run(cat, S_WRITING_CLEAR);
 	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;
@@ -2606,35 +2611,19 @@ int cat_file_unmark(struct cat *cat, uint64_t ino)
 int cat_pending_drop(struct cat *cat, uint64_t ino)
 {
 	if (cat->shared) return catsh_pending_drop(cat, ino);
-	return cat_pending_cut(cat, ino, 0);
+	return cat_pending_cut(cat, ino, 0, false);
 }
 
 int cat_pending_drop_unmark(struct cat *cat, uint64_t ino)
 {
 	if (cat->shared) return catsh_pending_drop(cat, ino); /* no mark: cat_file_unmark */
-	struct cat_inode inode;
-	bool deferred;
-	cat_lock(cat);
-	/* one change for both (issue 20 part 3): the clear is conditional
-	 * (writing = 1), so it needs no read of the mark first */
-	int rc = cat_change_begin(cat, ino, &deferred);
-	if (rc == 0)
-		rc = cat_file_get(cat, ino, &inode);
-	if (rc == 0)
-		rc = cat_truncate_extents(cat, true, ino, 0);
-	if (rc == 0)
-		rc = cat_bind(cat, S_WRITING_CLEAR, A_INT(ino));
-	if (rc == 0)
-		rc = cat_run(cat, S_WRITING_CLEAR);
-	rc = cat_change_end(cat, deferred, rc, true);
-	cat_unlock(cat);
-	return rc;
+	return cat_pending_cut(cat, ino, 0, true); /* one change for both (issue 20 part 3) */
 }
 
 int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 {
 	if (cat->shared) return catsh_pending_cut(cat, ino, new_size);
-	return cat_pending_cut(cat, ino, new_size);
+	return cat_pending_cut(cat, ino, new_size, false);
 }
 
 static int cat_file_commit_txn(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns)

@@ -430,7 +430,15 @@ void ns_forget(struct ns *ns, uint64_t ino, uint64_t nlookup)
 /* Generation roots are not cached at all, so a generation removed or
  * restored behind the kernel's back (keep-latest-k, abort, crash recovery)
  * is seen at the next path walk, without calling into the kernel (gen.c,
- * gen_after_removal). */
+ * gen_after_removal). The names below a root may be cached for OPS_TIMEOUT
+ * only because every walk revalidates the root first: a restore (an abort
+ * of a rewrite, generation.c G3) links the backup tree under the same name,
+ * a new root inode with new inode numbers below it, and a root dentry kept
+ * past that would lead a trainer into the removed tree (ENOENT for files
+ * the restored save has; a mkdir of the name after an abort answered EEXIST
+ * by the kernel). Not even an OPEN first version is safe: it can commit,
+ * be reopened and aborted within any timeout. So 0, whatever it costs (one
+ * LOOKUP per path walk; docs/BENCH.md, issue 20 part 3, s34). */
 double ns_entry_timeout(struct ns *ns, const char *name, double usual)
 {
 	uint64_t step;
@@ -929,24 +937,27 @@ int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
 /* Commits the file's writer, if any; frees it when no handle is left, and
  * then, if it was written (a writer, or a writable handle: a create), clears
  * its being-written mark (generation.h G7) under n->rw, before a new writer
- * can mark it again. */
+ * can mark it again: with the writer's drop in one catalog change when its
+ * last commit succeeded, else on its own. */
 static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, bool writable)
 {
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = 0;
-	bool written = writable || n->writer != NULL;
+	bool written = writable || n->writer != NULL, unmarked = false;
 	if (n->writer) {
 		rc = writer_commit(n->writer, durable);
-		if (last) {
+		if (last && rc == 0) /* the drop and the clear in one change */
+			unmarked = writer_free_unmark(n->writer) == 0;
+		else if (last)
 			writer_free(n->writer);
+		if (last)
 			n->writer = NULL;
-		}
 	} else if (durable) {
 		rc = store_syncfs(ns->store);
 		if (rc == 0)
 			rc = cat_sync(ns->cat);
 	}
-	if (rc == 0 && last && written)
+	if (rc == 0 && last && written && !unmarked)
 		rc = cat_file_unmark(ns->cat, n->ino);
 	pthread_rwlock_unlock(&n->rw);
 	return rc;

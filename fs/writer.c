@@ -130,12 +130,15 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 	w->staging_fd = -1;
 	w->cur = RECENT_CURSOR_NONE;
 	w->pred.slot = -1;
+	bool rows = true;
 	int rc = chunker_init(&w->ck, &w->env->chunking);
 	if (rc == 0)
-		rc = cat_pending_from_committed(w->env->cat, ino);
+		rc = cat_pending_start(w->env->cat, ino, &rows);
 	if (rc == 0) {
 		struct cat_extent e[WRITER_SYNC_EACH_MAX + 1];
-		int n = cat_pending_extents(w->env->cat, ino, 0, e, WRITER_SYNC_EACH_MAX + 1);
+		/* a file without extent rows (a new one) has no pending rows to count */
+		int n = rows ? cat_pending_extents(w->env->cat, ino, 0, e, WRITER_SYNC_EACH_MAX + 1)
+			     : 0;
 		if (n < 0)
 			rc = n;
 		/* an existing file is appended at its end; a file of holes from 0 */
@@ -154,14 +157,13 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 	return 0;
 }
 
-void writer_free(struct writer *w)
+static int writer_end(struct writer *w, bool unmark)
 {
-	if (!w)
-		return;
 	/* puts still in flight (behind, or another writer's) record chunks that pending
 	 * references: they land before the references go */
 	writer_awaits_reap(w);
-	int rc = cat_pending_drop(w->env->cat, w->ino);
+	int rc = unmark ? cat_pending_drop_unmark(w->env->cat, w->ino)
+			: cat_pending_drop(w->env->cat, w->ino);
 	if (rc != 0)
 		log_error("inode %llu: dropping the writer's pending extents failed: %s",
 			  (unsigned long long)w->ino, strerror(-rc));
@@ -175,6 +177,18 @@ void writer_free(struct writer *w)
 	hash_stream_free(&w->sha);
 	free(w->unsynced);
 	free(w);
+	return rc;
+}
+
+void writer_free(struct writer *w)
+{
+	if (w)
+		writer_end(w, false);
+}
+
+int writer_free_unmark(struct writer *w)
+{
+	return writer_end(w, true);
 }
 
 uint64_t writer_size(const struct writer *w) { return w->size; }

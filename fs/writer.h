@@ -68,6 +68,12 @@ int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer *
 /* Drops the writer's uncommitted state (pending extents, staging file). */
 void writer_free(struct writer *w);
 
+/* writer_free at the last release after a successful last commit, clearing
+ * the file's being-written mark (generation.h G7) in the same catalog change
+ * as the drop (cat_pending_drop_unmark). Frees w in any case; not 0: the
+ * mark may still be set (the caller clears it with cat_file_unmark). */
+int writer_free_unmark(struct writer *w);
+
 int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off);
 int writer_truncate(struct writer *w, uint64_t new_size);
 int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *got);

@@ -205,6 +205,10 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 
 	[S_INODE_GET] = { "read an inode",
 			  "SELECT " CAT_INODE_COLS " FROM inodes WHERE ino = ?1" },
+	/* an inode and its generation in one read (issue 20 part 3: the create's
+	 * parent and a writer's start asked twice) */
+	[S_INODE_GET_GEN] = { "read an inode and its generation",
+			      "SELECT " CAT_INODE_COLS ", gen FROM inodes WHERE ino = ?1" },
 	[S_INODE_TARGET] = { "read a symlink target",
 			     "SELECT mode, target FROM inodes WHERE ino = ?1" },
 	[S_INODE_INSERT] = { "insert an inode",
@@ -228,6 +232,13 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_DIRENT_GET] = { "look up a directory entry",
 			   "SELECT d.id, " CAT_INODE_COLS_I " FROM dirents d"
 			   " LEFT JOIN inodes i ON i.ino = d.ino WHERE d.parent = ?1 AND d.name = ?2" },
+	/* a lookup: the entry, and the parent's mode and links for a miss (no
+	 * such parent, not a directory, or no such name), in one read (issue 20
+	 * part 3: a create's lookup of its new name is a miss) */
+	[S_LOOKUP] = { "look up a name",
+		       "SELECT p.mode, p.nlink, d.id, " CAT_INODE_COLS_I " FROM inodes p"
+		       " LEFT JOIN dirents d ON d.parent = p.ino AND d.name = ?2"
+		       " LEFT JOIN inodes i ON i.ino = d.ino WHERE p.ino = ?1" },
 	[S_DIRENT_INSERT] = { "insert a directory entry",
 			      "INSERT INTO dirents(parent, name, ino) VALUES(?1, ?2, ?3)" },
 	[S_DIRENT_DELETE] = { "delete a directory entry", "DELETE FROM dirents WHERE id = ?1" },
@@ -263,9 +274,15 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 			   " WHERE p.ino = ?1 AND c.stored_len IS NULL LIMIT 1" },
 	[S_P_LAST] = { "find the end of a file's pending extents",
 		       "SELECT off + len FROM pending WHERE ino = ?1 ORDER BY off DESC LIMIT 1" },
-	[S_EXTENTS_ANY] = { "look for a file's extent rows",
-			    "SELECT EXISTS(SELECT 1 FROM extents WHERE ino = ?1)"
-			    " OR EXISTS(SELECT 1 FROM pending WHERE ino = ?1)" },
+	/* a writer's start: the file's mode, its being-written mark
+	 * (generation.h G7), its generation's state and whether it has extent
+	 * rows, in one read (issue 20 part 3: three before) */
+	[S_WRITER_START] = { "read what a writer's start needs of a file",
+			     "SELECT i.mode, i.writing, g.state,"
+			     " EXISTS(SELECT 1 FROM extents WHERE ino = ?1)"
+			     " OR EXISTS(SELECT 1 FROM pending WHERE ino = ?1)"
+			     " FROM inodes i LEFT JOIN generations g ON g.id = i.gen"
+			     " WHERE i.ino = ?1" },
 	/* generation.h G7: a file being written in an OPEN generation */
 	[S_WRITING_GET] = { "read whether a file is marked being written",
 			    "SELECT i.writing, g.state FROM inodes i"
@@ -816,30 +833,57 @@ int cat_name_check(const char *name)
 	return 0;
 }
 
-int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+/* S_INODE_GET, or S_INODE_GET_GEN with gen_id: one inode's row. */
+static int cat_inode_read(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
 {
-	int rc = cat_bind(cat, S_INODE_GET, A_INT(ino));
+	enum cat_sid id = gen_id ? S_INODE_GET_GEN : S_INODE_GET;
+	int rc = cat_bind(cat, id, A_INT(ino));
 	if (rc == 0)
-		rc = cat_next(cat, S_INODE_GET);
+		rc = cat_next(cat, id);
 	if (rc == 1) {
-		cat_col_inode(cat, S_INODE_GET, 0, out);
+		cat_col_inode(cat, id, 0, out);
+		if (gen_id)
+			*gen_id = (uint64_t)cat_col_int(cat, id, 10); /* NULL reads as 0 */
 		rc = 0;
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	cat_reset(cat, S_INODE_GET);
+	cat_reset(cat, id);
+	return rc;
+}
+
+int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
+{
+	return cat_inode_read(cat, ino, out, NULL);
+}
+
+int cat_inode_get_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id)
+{
+	*gen_id = 0;
+	return cat_inode_read(cat, ino, out, gen_id);
+}
+
+/* rc of reading out, then whether out is a live directory. */
+static int cat_dir_live(int rc, const struct cat_inode *out)
+{
+	if (rc == 0 && !cat_is_dir(out))
+		rc = -ENOTDIR;
+	if (rc == 0 && out->nlink == 0)
+		rc = -ENOENT;
 	return rc;
 }
 
 /* A live directory: -ENOENT if missing or removed, -ENOTDIR. */
 static int cat_dir_get(struct cat *cat, uint64_t ino, struct cat_inode *out)
 {
-	int rc = cat_inode_get(cat, ino, out);
-	if (rc == 0 && !cat_is_dir(out))
-		rc = -ENOTDIR;
-	if (rc == 0 && out->nlink == 0)
-		rc = -ENOENT;
-	return rc;
+	return cat_dir_live(cat_inode_get(cat, ino, out), out);
+}
+
+static int cat_dirent_corrupt(struct cat *cat, uint64_t parent, const char *name)
+{
+	log_error("catalog %s: corrupt: entry %" PRIu64 "/\"%s\" names a missing inode",
+		  cat->path, parent, name);
+	return -EIO;
 }
 
 /* The entry `name` in `parent` and its inode; -ENOENT if absent. */
@@ -852,9 +896,7 @@ int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 	if (rc == 1) {
 		*id = (uint64_t)cat_col_int(cat, S_DIRENT_GET, 0);
 		if (sqlite3_column_type(cat->stmt[S_DIRENT_GET], 1) == SQLITE_NULL) {
-			log_error("catalog %s: corrupt: entry %" PRIu64 "/\"%s\" names a missing"
-				  " inode", cat->path, parent, name);
-			rc = -EIO;
+			rc = cat_dirent_corrupt(cat, parent, name);
 		} else {
 			cat_col_inode(cat, S_DIRENT_GET, 1, out);
 			rc = 0;
@@ -1558,9 +1600,7 @@ int cat_getattr_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64
 	if (cat->shared) return catsh_getattr_gen(cat, ino, out, gen_id);
 	*gen_id = 0;
 	cat_lock(cat);
-	int rc = cat_inode_get(cat, ino, out);
-	if (rc == 0)
-		rc = cat_gen_of_txn(cat, ino, gen_id);
+	int rc = cat_inode_get_gen(cat, ino, out, gen_id);
 	cat_unlock(cat);
 	return rc;
 }
@@ -1569,7 +1609,7 @@ static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
 			     struct cat_inode *out)
 {
 	struct cat_inode dir;
-	uint64_t id, up;
+	uint64_t up;
 	int rc;
 	if (strcmp(name, ".") == 0)
 		return cat_dir_get(cat, parent, out);
@@ -1580,14 +1620,31 @@ static int cat_lookup_locked(struct cat *cat, uint64_t parent, const char *name,
 		return rc == 0 ? cat_inode_get(cat, up, out) : rc;
 	}
 	rc = cat_name_check(name);
+	if (rc != 0)
+		return rc;
+	/* a miss tells "no such parent" (or not a directory) from "no such
+	 * name" from the same row */
+	rc = cat_bind(cat, S_LOOKUP, A_INT(parent), A_TEXT(name));
 	if (rc == 0)
-		rc = cat_dirent_get(cat, parent, name, &id, out);
-	if (rc == -ENOENT) {
-		/* Only a miss pays for telling "no such parent" from "no such name". */
-		int drc = cat_dir_get(cat, parent, &dir);
-		if (drc != 0)
-			rc = drc;
+		rc = cat_next(cat, S_LOOKUP);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[S_LOOKUP];
+		dir = (struct cat_inode){ .mode = (uint32_t)sqlite3_column_int64(st, 0),
+					  .nlink = (uint32_t)sqlite3_column_int64(st, 1) };
+		if (sqlite3_column_type(st, 2) == SQLITE_NULL) {
+			rc = cat_dir_live(0, &dir);
+			if (rc == 0)
+				rc = -ENOENT;
+		} else if (sqlite3_column_type(st, 3) == SQLITE_NULL) {
+			rc = cat_dirent_corrupt(cat, parent, name);
+		} else {
+			cat_col_inode(cat, S_LOOKUP, 3, out);
+			rc = 0;
+		}
+	} else if (rc == 0) {
+		rc = -ENOENT; /* no such parent */
 	}
+	cat_reset(cat, S_LOOKUP);
 	return rc;
 }
 
@@ -1623,7 +1680,7 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 	uint64_t id;
 	int64_t now = cat_now_ns();
 	bool is_dir = S_ISDIR(mode);
-	int rc = cat_dir_get(cat, parent, &dir);
+	int rc = cat_dir_live(cat_inode_get_gen(cat, parent, &dir, gen), &dir);
 	if (rc == 0) {
 		rc = cat_dirent_get(cat, parent, name, &id, &old);
 		if (rc == 0)
@@ -1631,8 +1688,6 @@ static int cat_create_txn(struct cat *cat, uint64_t parent, const char *name, ui
 		else if (rc == -ENOENT)
 			rc = 0;
 	}
-	if (rc == 0)
-		rc = cat_gen_of_txn(cat, parent, gen);
 	if (rc == 0 && spec != NULL && *gen != 0)
 		rc = -EINVAL; /* a series is outside every generation */
 	if (rc != 0)
@@ -2411,16 +2466,28 @@ static int cat_truncate_extents(struct cat *cat, bool pending, uint64_t ino, uin
 }
 
 /* Whether ino has a row in extents or pending; 1 yes, 0 no, or an error. */
-static int cat_extents_any(struct cat *cat, uint64_t ino)
+/* cat_file_get's checks on ino, then *mark: whether a writer starting on
+ * it must mark it being written (generation.h G7: in an OPEN generation and
+ * not marked yet); returns whether it has extent rows (1 or 0), or a
+ * negative errno. One statement. */
+static int cat_writer_start_read(struct cat *cat, uint64_t ino, bool *mark)
 {
-	int rc = cat_bind(cat, S_EXTENTS_ANY, A_INT(ino));
+	*mark = false;
+	int rc = cat_bind(cat, S_WRITER_START, A_INT(ino));
 	if (rc == 0)
-		rc = cat_next(cat, S_EXTENTS_ANY);
-	if (rc == 1)
-		rc = cat_col_int(cat, S_EXTENTS_ANY, 0) != 0;
-	else if (rc == 0)
-		rc = -EIO; /* EXISTS always gives a row */
-	cat_reset(cat, S_EXTENTS_ANY);
+		rc = cat_next(cat, S_WRITER_START);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[S_WRITER_START];
+		struct cat_inode in = { .mode = (uint32_t)sqlite3_column_int64(st, 0) };
+		bool open = sqlite3_column_type(st, 2) != SQLITE_NULL &&
+			    sqlite3_column_int64(st, 2) == GEN_OPEN;
+		*mark = sqlite3_column_int64(st, 1) == 0 && open;
+		rc = cat_is_dir(&in) ? -EISDIR : !S_ISREG(in.mode) ? -EINVAL
+			: sqlite3_column_int64(st, 3) != 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	cat_reset(cat, S_WRITER_START);
 	return rc;
 }
 
@@ -2458,6 +2525,13 @@ static int cat_writing_unmarked(struct cat *cat, uint64_t ino, bool *mark)
 
 int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 {
+	bool rows;
+	return cat_pending_start(cat, ino, &rows);
+}
+
+int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows)
+{
+	*rows = true; /* unless known to be none */
 	if (cat->shared) return catsh_pending_from_committed(cat, ino);
 	static const enum cat_sid steps[4] = { R_P_NOT_X_DROP, S_TO_P_DELETE, R_X_NOT_P_TAKE,
 					       S_TO_P_INSERT };
@@ -2466,15 +2540,13 @@ int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 	cat_lock(cat);
 	/* A file without extent rows (a new one: every small file of a save)
 	 * has pending equal to extents already: no change but the mark. */
-	int rc = cat_file_get(cat, ino, &inode);
-	if (rc == 0)
-		rc = cat_writing_unmarked(cat, ino, &mark);
-	int any = rc == 0 ? cat_extents_any(cat, ino) : rc;
+	int any = cat_writer_start_read(cat, ino, &mark);
+	*rows = any != 0;
 	if (any < 0 || (any == 0 && !mark)) {
 		cat_unlock(cat);
 		return any;
 	}
-	rc = cat_change_begin(cat, ino, &deferred);
+	int rc = cat_change_begin(cat, ino, &deferred);
 	if (rc == 0)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0 && any)
@@ -2490,7 +2562,10 @@ int cat_pending_from_committed(struct cat *cat, uint64_t ino)
 	return rc;
 }
 
-static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
+/* Cuts ino's pending rows at size; unmark: clears its being-written mark
+ * (generation.h G7) in the same change, with no read of it first (the clear
+ * is conditional: writing = 1). */
+static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size, bool unmark)
 {
 	struct cat_inode inode;
 	if (size > INT64_MAX)
@@ -2502,6 +2577,10 @@ static int cat_pending_cut(struct cat *cat, uint64_t ino, uint64_t size)
 		rc = cat_file_get(cat, ino, &inode);
 	if (rc == 0)
 		rc = cat_truncate_extents(cat, true, ino, size);
+	if (rc == 0 && unmark)
+		rc = cat_bind(cat, S_WRITING_CLEAR, A_INT(ino));
+	if (rc == 0 && unmark)
+		rc = cat_run(cat, S_WRITING_CLEAR);
 	rc = cat_change_end(cat, deferred, rc, true);
 	cat_unlock(cat);
 	return rc;
@@ -2532,13 +2611,19 @@ int cat_file_unmark(struct cat *cat, uint64_t ino)
 int cat_pending_drop(struct cat *cat, uint64_t ino)
 {
 	if (cat->shared) return catsh_pending_drop(cat, ino);
-	return cat_pending_cut(cat, ino, 0);
+	return cat_pending_cut(cat, ino, 0, false);
+}
+
+int cat_pending_drop_unmark(struct cat *cat, uint64_t ino)
+{
+	if (cat->shared) return catsh_pending_drop(cat, ino); /* no mark: cat_file_unmark */
+	return cat_pending_cut(cat, ino, 0, true); /* one change for both (issue 20 part 3) */
 }
 
 int cat_pending_truncate(struct cat *cat, uint64_t ino, uint64_t new_size)
 {
 	if (cat->shared) return catsh_pending_cut(cat, ino, new_size);
-	return cat_pending_cut(cat, ino, new_size);
+	return cat_pending_cut(cat, ino, new_size, false);
 }
 
 static int cat_file_commit_txn(struct cat *cat, uint64_t ino, uint64_t size, int64_t mtime_ns)

@@ -385,6 +385,9 @@ uint64_t cat_statements_run(struct cat *cat);
 /* Makes pending equal to the committed extents (a writer starting on an
  * existing file), taking references. */
 int cat_pending_from_committed(struct cat *cat, uint64_t ino);
+/* The same; *rows false when ino had no extent rows (so pending is empty
+ * now: a new file), true when it had or the call cannot tell. */
+int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows);
 
 /* The last handle of ino is released after its writer's last commit (or
  * with no writer): clears its being-written mark (generation.h G7), a
@@ -394,6 +397,10 @@ int cat_file_unmark(struct cat *cat, uint64_t ino);
 /* Drops all pending extents of ino (writer gone, or switching to a staging
  * file), releasing their references. */
 int cat_pending_drop(struct cat *cat, uint64_t ino);
+
+/* cat_pending_drop, then cat_file_unmark, in one change: a writer's end at
+ * the last release after its last commit succeeded. Either both or neither. */
+int cat_pending_drop_unmark(struct cat *cat, uint64_t ino);
 
 /* Cuts the pending extents at new_size: drops those at or after it, shortens
  * one that straddles it. */

@@ -28,15 +28,15 @@ enum cat_sid {
 	S_BEGIN, S_BEGIN_READ, S_COMMIT, S_ROLLBACK,
 	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
 
-	S_INODE_GET, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
+	S_INODE_GET, S_INODE_GET_GEN, S_INODE_TARGET, S_INODE_INSERT, S_INODE_NLINK, S_DIR_TOUCH,
 	S_INODE_SETATTR, S_INODE_SETSIZE, S_INODE_DELETE,
 
-	S_DIRENT_GET, S_DIRENT_INSERT, S_DIRENT_DELETE, S_DIRENT_MOVE, S_DIRENT_SET_INO,
+	S_DIRENT_GET, S_LOOKUP, S_DIRENT_INSERT, S_DIRENT_DELETE, S_DIRENT_MOVE, S_DIRENT_SET_INO,
 	S_DIRENT_PARENT, S_DIR_HAS_ENTRY, S_READDIR,
 
 	S_X_LIST, S_X_TRUNC_DELETE, S_X_TRUNC_SHORTEN,
 	S_P_LIST, S_P_TRUNC_DELETE, S_P_TRUNC_SHORTEN,
-	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST, S_EXTENTS_ANY,
+	S_P_BEFORE, S_P_INSERT, S_P_UNSTORED, S_P_LAST, S_WRITER_START,
 	S_WRITING_GET, S_WRITING_SET, S_WRITING_CLEAR,
 	S_TO_X_DELETE, S_TO_X_INSERT, S_TO_P_DELETE, S_TO_P_INSERT,
 
@@ -251,6 +251,8 @@ int cat_name_check(const char *name);
  * is this node's cache); in a read, under cat_lock. */
 int cat_stats_chunks(struct cat *cat, struct cat_stats *out);
 int cat_inode_get(struct cat *cat, uint64_t ino, struct cat_inode *out);
+/* cat_inode_get and cat_gen_of_txn in one statement (0 outside generations). */
+int cat_inode_get_gen(struct cat *cat, uint64_t ino, struct cat_inode *out, uint64_t *gen_id);
 int cat_dirent_get(struct cat *cat, uint64_t parent, const char *name, uint64_t *id,
 		   struct cat_inode *out);
 int cat_dirent_insert(struct cat *cat, uint64_t parent, const char *name, uint64_t ino);

@@ -68,15 +68,18 @@
  *      it in its first change (cat_pending_from_committed), before any row
  *      of its data, and so does a cut without a writer (cat_file_truncate:
  *      an O_TRUNC open). The release of its last handle, after the last close's
- *      commit succeeded, clears it (cat_file_unmark), later in the same
- *      ordered stream of transactions. A lost
+ *      commit succeeded, clears it (cat_file_unmark, or with a writer
+ *      cat_pending_drop_unmark: in the same change as the drop of its
+ *      pending rows), later in the same ordered stream of transactions
+ *      than that commit. A lost
  *      deferred transaction (catalog_defer.c D4) marks the root of each
  *      OPEN generation it held changes of (2: lost), in a transaction of its
  *      own. G4 holds an OPEN generation with a marked inode in its tree with
  *      GEN_UNCLOSED_REASON or GEN_LOST_REASON (the file named): kept for an
  *      explicit decision, never proven by content. No fsync is added: the
  *      mark rides the create's row and the writer's first change, the clear
- *      is one more deferred change per written file (none per write).
+ *      rides the writer's drop at the last release (one statement), or is
+ *      one deferred change of its own for a file written without a writer.
  *      After recovery no inode is marked (no writer survives an open).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */

@@ -166,7 +166,8 @@ static const struct admin_command admin_commands[] = {
 	  "database server's clock, and its name (-o node_name=, default\n"
 	  "host:pid:cache). --json prints an array of objects: id, name, state,\n"
 	  "lease_left_ms.\n" },
-	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD, "rebuild [BACKING]",
+	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD,
+	  "rebuild [--force] [BACKING]",
 	  "recreate the catalog from BACKING's manifests (offline, --cache DIR)",
 	  "Recreates the cache's catalog from what BACKING holds: the newest tree\n"
 	  "manifest and the newest version of every generation manifest. Offline only\n"
@@ -174,6 +175,13 @@ static const struct admin_command admin_commands[] = {
 	  "catalog.db.before-rebuild-TIME, never deleted. BACKING defaults to the one\n"
 	  "the cache belongs to (CACHE/backing). A manifest that fails its checks is\n"
 	  "reported and skipped (exit 1).\n"
+	  "What is only in the cache is in no manifest and does not come back: if the\n"
+	  "old catalog can be read and has uploads queued or generations not durable\n"
+	  "(open, held, or committed and not yet on BACKING), rebuild refuses (exit 8),\n"
+	  "naming how many and which, and changes nothing: mount the cache and let it\n"
+	  "upload (wait, umount), decide on held ones, then rebuild. --force drops them.\n"
+	  "Also: a generation deleted while its manifest removal was still queued comes\n"
+	  "back (delete it again).\n"
 	  "rebuild --meta [--force] URL BACKING fills an EMPTY shared catalog\n"
 	  "(-o meta=URL) from BACKING's generation manifests instead (a lost database);\n"
 	  "a catalog that holds anything is refused (exit 1), and so is a BACKING whose\n"

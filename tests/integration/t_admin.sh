@@ -696,6 +696,54 @@ test_rebuild_moves_aside_a_write_ahead_log_whose_catalog_is_gone() {
 	ck_umount
 }
 
+# Review 35 F3: the daemon died while BACKING failed (step-2 committed and
+# queued, step-3 open); `rebuild` moved the catalog aside and rebuilt from
+# BACKING: both saves gone, exit 0, no word of them. Now it refuses (exit 8,
+# one line naming them), the catalog stays, and a mount has them whole;
+# --force rebuilds as before, saying what it drops (admin_rebuild.c R1).
+test_rebuild_refuses_a_catalog_with_saves_not_on_backing_unless_force() {
+	ck_faultfs_up
+	ck_mount
+	mk_gen run/step-1 model.pt:$((2 * MiB))
+	ck_wait_durable
+	ck_fault "eio=rename,link"
+	mk_gen run/step-2 model.pt:$((2 * MiB))
+	mkdir -p "$CK_MNT/run/step-3" "$CK_REF/run/step-3"
+	ck_rand "$CK_REF/run/step-3/model.pt" $((2 * MiB))
+	cp "$CK_REF/run/step-3/model.pt" "$CK_MNT/run/step-3/model.pt"
+	local id
+	id=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
+	ck_kill9
+	ck_fault ""
+	assert_bad $E_BUSY "not durable" rebuild --cache "$CK_CACHE"
+	assert_contains "$(err)" "run/step-2 (committed, not on BACKING yet)" "rebuild's refusal"
+	assert_contains "$(err)" "run/step-3 (open)" "rebuild's refusal"
+	assert_contains "$(err)" "--force" "rebuild's refusal"
+	assert_eq "$id" "$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")" "the catalog in place after the refusal"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' && ck_fail "rebuild moved the catalog aside: $(ls "$CK_CACHE" | tr '\n' ' ')"
+	ck_mount
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	assert_file_eq "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt"
+	assert_file_eq "$CK_REF/run/step-3/model.pt" "$CK_MNT/run/step-3/model.pt"
+	assert_adm 0 commit "$CK_MNT" run/step-3 # held since the crash: decided
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_fault "eio=rename,link"
+	mk_gen run/step-4 model.pt:$((2 * MiB))
+	ck_kill9
+	ck_fault ""
+	assert_adm 0 rebuild --force --cache "$CK_CACHE"
+	assert_contains "$(err)" "dropping" "rebuild --force's stderr"
+	assert_contains "$(err)" "run/step-4" "rebuild --force's stderr"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' || ck_fail "rebuild --force kept no old catalog"
+	ck_mount
+	local n
+	for n in 1 2 3; do
+		assert_file_eq "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
+	done
+	[ -e "$CK_MNT/run/step-4" ] && ck_fail "step-4 (never on BACKING) came back after rebuild --force"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- bad input
 
 test_bad_input_is_one_line_with_its_own_exit_code_and_changes_nothing() {

@@ -155,13 +155,14 @@ static const struct admin_command admin_commands[] = {
 	  "collector. write_back is 0 until the write-back cache exists; then dirty\n"
 	  "bytes and the upload queue and lag are listed too.\n" },
 	{ "wait", admin_cmd_wait, ADMIN_NEED_READ, "wait [GEN] [--timeout S]",
-	  "block until GEN (default: all committed ones) is durable on BACKING",
+	  "block until GEN (default: all committed ones and the files outside them) is on BACKING",
 	  "Blocks until the generation is durable on BACKING (for job scripts, before\n"
-	  "they exit). Without GEN: every generation committed when it starts (open ones\n"
-	  "are named on stderr and not waited for). An open GEN is waited for until it\n"
-	  "commits; if it is aborted or deleted meanwhile, exit 1. --timeout S gives up\n"
-	  "after S seconds with exit 9. Today BACKING is written through: committed is\n"
-	  "durable.\n" },
+	  "they exit). Without GEN: every generation committed when it starts (open and\n"
+	  "held ones are named on stderr and not waited for: exit 11 after), and the\n"
+	  "files outside generations (latest, last.ckpt, a final model): until no chunk\n"
+	  "they name is only in the cache. An open GEN is waited for until it commits;\n"
+	  "if it is aborted or deleted meanwhile, exit 1. --timeout S gives up after S\n"
+	  "seconds with exit 9, naming what is not on BACKING yet.\n" },
 	{ "nodes", admin_cmd_nodes, ADMIN_NEED_META, "nodes URL",
 	  "the nodes of a shared catalog (-o meta=URL): state and lease left",
 	  "Lists the nodes of the shared catalog at URL (the -o meta= URL the nodes\n"

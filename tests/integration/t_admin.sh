@@ -561,6 +561,50 @@ test_wait_blocks_until_durable_and_times_out() {
 	ck_umount
 }
 
+# Review 35 F1: `wait MOUNT` looked at generations only: with BACKING
+# refusing puts, a final model written outside any generation was only in
+# the cache, and wait said "1 generation durable on BACKING", exit 0, at
+# once. Now it waits for those files too: the timeout names the file, exit
+# 9; once BACKING takes puts again it returns 0 with every chunk of the file
+# on BACKING, and a new node (same BACKING, an empty cache) reads its bytes.
+test_wait_without_gen_waits_for_files_outside_generations() {
+	ck_faultfs_up
+	ck_mount
+	mk_gen run/step-1 model.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_fault "eio=rename,link,create"
+	ck_rand "$CK_REF/final_model.pt" $((3 * MiB))
+	cp "$CK_REF/final_model.pt" "$CK_MNT/run/final_model.pt"
+	local ino i=0
+	ino=$(stat -c %i "$CK_MNT/run/final_model.pt")
+	# precondition: its chunks stored in the cache, not on BACKING
+	until [ "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" -gt 0 ]; do
+		i=$((i + 1))
+		[ $i -le 600 ] || ck_fail "precondition: final_model.pt has no dirty chunk after 60 s"
+		sleep 0.1
+	done
+	assert_bad $E_TIMEOUT "run/final_model.pt" wait "$CK_MNT" --timeout 2
+	assert_contains "$(err)" "1 file outside generations" "wait's timeout"
+	assert_contains "$(err)" "not on BACKING yet" "wait's timeout"
+	# with GEN: that generation only, as before
+	assert_adm 0 wait "$CK_MNT" run/step-1 --timeout 60
+	ck_fault ""
+	assert_adm 0 wait "$CK_MNT" --timeout 120
+	assert_contains "$(out)" "the files outside generations are on BACKING" "wait's report"
+	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" "chunks of final_model.pt not on BACKING when wait returned 0"
+	local h
+	for h in $(ck_sql "SELECT DISTINCT lower(hex(hash)) FROM extents WHERE ino = $ino"); do
+		[ -s "$CK_TMP/store/$(obj_rel "$h")" ] || ck_fail "chunk $h of final_model.pt is not on BACKING after wait returned 0"
+	done
+	ck_umount
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -p "$CK_CACHE"
+	ck_mount
+	assert_file_eq "$CK_REF/final_model.pt" "$CK_MNT/run/final_model.pt"
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- export, import
 
 test_export_writes_plain_files_mounted_and_offline() {

@@ -830,6 +830,11 @@ int main(int argc, char **argv)
 		rc = ADMIN_USAGE;
 	}
 	a.dry_run = !a.gc_delete; /* gc removes only when told to */
+	if (rc == ADMIN_OK && a.as_owner && !a.by_cache) {
+		admin_err("%s: --as-owner goes with --cache DIR (through a mount the daemon acts as"
+			  " the owner already)", a.cmd);
+		rc = ADMIN_USAGE;
+	}
 	if (rc == ADMIN_OK && (cmd->need & ADMIN_NEED_MOUNT) && a.by_cache) {
 		admin_err("%s: works only through the mounted file system: give MOUNTPOINT, not --cache",
 			  a.cmd);

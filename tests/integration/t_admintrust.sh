@@ -339,6 +339,10 @@ test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
 	"$CKPTFS_ADMIN" list --as-owner --cache "$uc" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	assert_eq 0 "$rc" "list --as-owner on nobody's own cache ($(tr '\n' '|' <"$CK_TMP/err"))"
 	assert_contains "$(cat "$CK_TMP/out")" "step-7" "list --as-owner"
+	rc=0
+	"$CKPTFS_ADMIN" list --as-owner "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 2 "$rc" "list --as-owner MOUNTPOINT"
+	assert_contains "$(cat "$CK_TMP/err")" "--as-owner goes with --cache DIR" "list --as-owner MOUNTPOINT"
 }
 
 ck_main "$@"

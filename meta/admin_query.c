@@ -24,7 +24,7 @@
 
 enum aq_sid {
 	AQ_USAGE, AQ_SHARES, AQ_FILES, AQ_GEN_CHUNKS, AQ_CHUNK_USERS, AQ_DIRENT_OF, AQ_CHUNK_KNOWN,
-	AQ_COUNT
+	AQ_TREE_DIRTY, AQ_COUNT
 };
 
 #define AQ_IS_FILE "(i.mode & 61440) = 32768"
@@ -65,6 +65,12 @@ static const char *const aq_sql[AQ_COUNT] = {
 	[AQ_CHUNK_KNOWN] = "SELECT (SELECT COUNT(*) FROM chunks WHERE hash = ?1)"
 			   " + CASE WHEN ?2 THEN (SELECT COUNT(*) FROM uploads WHERE hash = ?1)"
 			   " + (SELECT COUNT(*) FROM uploads WHERE kind = 4) ELSE 0 END",
+	/* files outside generations (gen NULL, as upload.c's U_TREE_UNUPLOADED)
+	 * naming chunks not on BACKING: per file, those chunks and their bytes */
+	[AQ_TREE_DIRTY] = "SELECT ino, COUNT(*), COALESCE(SUM(sl), 0) FROM (SELECT DISTINCT i.ino AS ino,"
+			  " c.hash AS h, COALESCE(c.stored_len, 0) AS sl FROM inodes i"
+			  " JOIN extents e ON e.ino = i.ino JOIN chunks c ON c.hash = e.hash"
+			  " WHERE i.gen IS NULL AND c.uploaded = 0) GROUP BY ino ORDER BY ino",
 };
 
 struct aq {
@@ -264,6 +270,23 @@ int aq_chunk_users(struct aq *q, const uint8_t hash[CAT_HASH_LEN], struct aq_use
 		(*n)++;
 	}
 	return aq_finish(q, AQ_CHUNK_USERS, rc);
+}
+
+int aq_tree_dirty(struct aq *q, struct aq_tree_dirty *out)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	sqlite3_stmt *st = aq_start(q, AQ_TREE_DIRTY, &rc);
+	if (!st)
+		return rc;
+	while ((rc = aq_step(q, AQ_TREE_DIRTY)) == 1) {
+		if (out->files < AQ_TREE_DIRTY_NAMED)
+			out->ino[out->files] = aq_u64(st, 0);
+		out->files++;
+		out->chunks += aq_u64(st, 1);
+		out->bytes += aq_u64(st, 2);
+	}
+	return aq_finish(q, AQ_TREE_DIRTY, rc);
 }
 
 int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size)

@@ -99,6 +99,18 @@ struct aq_user {
 int aq_chunk_users(struct aq *q, const uint8_t hash[CAT_HASH_LEN], struct aq_user **out,
 		   size_t *n);
 
+/* The files outside generations whose chunks are not all on BACKING yet
+ * (dirty: only in the cache), as fs/uploader.c's tree manifest needs them
+ * uploaded: how many files, their distinct chunks not uploaded (counted per
+ * file) and those chunks' stored bytes, and the first few inodes (by
+ * inode number) to name. One read transaction (ckptfs-admin wait). */
+#define AQ_TREE_DIRTY_NAMED 3
+struct aq_tree_dirty {
+	uint64_t files, chunks, bytes;
+	uint64_t ino[AQ_TREE_DIRTY_NAMED]; /* the first min(files, AQ_TREE_DIRTY_NAMED) */
+};
+int aq_tree_dirty(struct aq *q, struct aq_tree_dirty *out);
+
 /* The path of an inode from the root ("/run1/step-200/model.pt"); an inode
  * with no entry (unlinked, or a backup root) ends the walk with "?". */
 int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size);

@@ -41,10 +41,14 @@
  * catalog writes BACKING between the rebuild and the new catalog's mount,
  * and the catalog it replaces is behind afterwards; reading commands claim
  * nothing.
- * Only root and the daemon's user (the owner of the cache) may use it. */
+ * Only root and the daemon's user (the owner of the cache) may use it; root
+ * not with --cache on a cache another user owns (invariant A1, below), but
+ * as that user with --as-owner. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -151,13 +155,14 @@ static const struct admin_command admin_commands[] = {
 	  "collector. write_back is 0 until the write-back cache exists; then dirty\n"
 	  "bytes and the upload queue and lag are listed too.\n" },
 	{ "wait", admin_cmd_wait, ADMIN_NEED_READ, "wait [GEN] [--timeout S]",
-	  "block until GEN (default: all committed ones) is durable on BACKING",
+	  "block until GEN (default: all committed ones and the files outside them) is on BACKING",
 	  "Blocks until the generation is durable on BACKING (for job scripts, before\n"
-	  "they exit). Without GEN: every generation committed when it starts (open ones\n"
-	  "are named on stderr and not waited for). An open GEN is waited for until it\n"
-	  "commits; if it is aborted or deleted meanwhile, exit 1. --timeout S gives up\n"
-	  "after S seconds with exit 9. Today BACKING is written through: committed is\n"
-	  "durable.\n" },
+	  "they exit). Without GEN: every generation committed when it starts (open and\n"
+	  "held ones are named on stderr and not waited for: exit 11 after), and the\n"
+	  "files outside generations (latest, last.ckpt, a final model): until no chunk\n"
+	  "they name is only in the cache. An open GEN is waited for until it commits;\n"
+	  "if it is aborted or deleted meanwhile, exit 1. --timeout S gives up after S\n"
+	  "seconds with exit 9, naming what is not on BACKING yet.\n" },
 	{ "nodes", admin_cmd_nodes, ADMIN_NEED_META, "nodes URL",
 	  "the nodes of a shared catalog (-o meta=URL): state and lease left",
 	  "Lists the nodes of the shared catalog at URL (the -o meta= URL the nodes\n"
@@ -166,7 +171,8 @@ static const struct admin_command admin_commands[] = {
 	  "database server's clock, and its name (-o node_name=, default\n"
 	  "host:pid:cache). --json prints an array of objects: id, name, state,\n"
 	  "lease_left_ms.\n" },
-	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD, "rebuild [BACKING]",
+	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD,
+	  "rebuild [--force] [BACKING]",
 	  "recreate the catalog from BACKING's manifests (offline, --cache DIR)",
 	  "Recreates the cache's catalog from what BACKING holds: the newest tree\n"
 	  "manifest and the newest version of every generation manifest. Offline only\n"
@@ -174,6 +180,13 @@ static const struct admin_command admin_commands[] = {
 	  "catalog.db.before-rebuild-TIME, never deleted. BACKING defaults to the one\n"
 	  "the cache belongs to (CACHE/backing). A manifest that fails its checks is\n"
 	  "reported and skipped (exit 1).\n"
+	  "What is only in the cache is in no manifest and does not come back: if the\n"
+	  "old catalog can be read and has uploads queued or generations not durable\n"
+	  "(open, held, or committed and not yet on BACKING), rebuild refuses (exit 8),\n"
+	  "naming how many and which, and changes nothing: mount the cache and let it\n"
+	  "upload (wait, umount), decide on held ones, then rebuild. --force drops them.\n"
+	  "Also: a generation deleted while its manifest removal was still queued comes\n"
+	  "back (delete it again).\n"
 	  "rebuild --meta [--force] URL BACKING fills an EMPTY shared catalog\n"
 	  "(-o meta=URL) from BACKING's generation manifests instead (a lost database);\n"
 	  "a catalog that holds anything is refused (exit 1), and so is a BACKING whose\n"
@@ -216,9 +229,10 @@ static const struct admin_command admin_commands[] = {
 static const char admin_exit_help[] =
 	"exit codes: 0 ok; 1 a problem was found or an operation failed; 2 bad usage;\n"
 	"  3 not a ckptfs mount or cache; 4 the daemon is not running (or does not answer);\n"
-	"  5 permission denied; 6 no such generation or series; 7 a bad name (\"..\", an\n"
-	"  empty or \".\" part, a slash in NAME, a path outside the mount, a path inside\n"
-	"  a generation for rm or commit); 8 busy: an open generation without --force, a\n"
+	"  5 permission denied (also root with --cache on another user's cache, without\n"
+	"  --as-owner); 6 no such generation or series; 7 a bad name (\"..\", an empty\n"
+	"  or \".\" part, a slash in NAME, a path outside the mount, a path inside a\n"
+	"  generation for rm or commit); 8 busy: an open generation without --force, a\n"
 	"  target that exists, a cache in use (its lock held: the holder is named); 9 wait\n"
 	"  timed out; 10 not available in this build, or not on a node of a shared\n"
 	"  catalog as asked (there, with no daemon answering, every command but umount);\n"
@@ -236,7 +250,9 @@ static void admin_usage(FILE *f)
 		   "mount (/mnt/ckpt/run1/step-200/model.pt; for rm and commit only the\n"
 		   "generation's own path), or id:N (the id list --json shows).\n"
 		   "\noptions: --json (any command), --cache DIR (instead of MOUNTPOINT: the cache\n"
-		   "directory; without a running daemon, changes are made offline)\n\n%s"
+		   "directory; without a running daemon, changes are made offline), --as-owner\n"
+		   "(root with --cache DIR another user owns: act as that user; without it root\n"
+		   "is refused there, exit 5)\n\n%s"
 		   "\nSee ckptfs-admin(1) and docs/ADMIN.md.\n",
 		admin_exit_help);
 }
@@ -349,6 +365,8 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 					return ADMIN_USAGE;
 				}
 				a->name = argv[++i];
+			} else if (strcmp(s, "--as-owner") == 0) {
+				a->as_owner = true; /* root on another user's cache: admin_root_on_other */
 			} else if (strcmp(s, "--cache") == 0) {
 				if (i + 1 >= argc || a->target) {
 					admin_err("--cache needs a DIR, instead of MOUNTPOINT");
@@ -471,6 +489,55 @@ static int admin_read_backing(struct admin *a)
 	}
 	fclose(f);
 	a->backing[strcspn(a->backing, "\n")] = '\0';
+	return ADMIN_OK;
+}
+
+/* Invariant A1 (review 35 F5): root does not act on a cache another user
+ * owns (as the daemon refuses one: fs/trust.h 1). Its files are that
+ * user's to write: CACHE/backing names any BACKING, CACHE/catalog.db says
+ * whether the catalog ever held a claim (a "fresh" one takes another
+ * catalog's released claim), so root would read, claim and (gc --delete)
+ * remove on a BACKING the user chose. With --cache DIR owned by a uid
+ * other than 0, root is refused (exit 5, before CACHE/backing is read),
+ * naming the cache, its owner and how to run it as the owner; with
+ * --as-owner it drops to the owner's uid, gid and groups first, so that
+ * everything opened after is opened with the owner's rights. umount
+ * (reading the cache's state only) is not refused: admin_umount.c bounds
+ * what it does. Through a mount the daemon, which runs as the owner,
+ * checked its cache itself (trust.h 1); changes go through it. */
+static int admin_root_on_other(struct admin *a, unsigned need)
+{
+	struct stat sb;
+	if (getuid() != 0 || !a->by_cache || (need & ADMIN_NEED_CACHE_ONLY))
+		return ADMIN_OK;
+	if (stat(a->cache, &sb) != 0 || sb.st_uid == 0)
+		return ADMIN_OK; /* admin_check_owner says what is wrong */
+	struct passwd *pw = getpwuid(sb.st_uid);
+	char owner[64];
+	if (pw)
+		snprintf(owner, sizeof(owner), "%s", pw->pw_name);
+	else
+		snprintf(owner, sizeof(owner), "%ld", (long)sb.st_uid);
+	if (!a->as_owner) {
+		admin_err("cache %s: owned by %s (uid %ld), not root: refused as root, since that user "
+			  "writes its backing file and catalog and root would act on whatever BACKING "
+			  "they name; run it as the owner (runuser -u %s -- ckptfs-admin %s --cache %s "
+			  "...) or give --as-owner", a->cache, pw ? pw->pw_name : "an unknown user",
+			  (long)sb.st_uid, owner, a->cmd, a->cache);
+		return ADMIN_PERM;
+	}
+	gid_t gid = pw ? pw->pw_gid : sb.st_gid;
+	int err = 0;
+	if ((pw ? initgroups(pw->pw_name, gid) : setgroups(0, NULL)) != 0 ||
+	    setresgid(gid, gid, gid) != 0 || setresuid(sb.st_uid, sb.st_uid, sb.st_uid) != 0)
+		err = errno;
+	if (err == 0 && (setuid(0) == 0 || geteuid() == 0)) /* the drop must not be undoable */
+		err = EPERM;
+	if (err != 0) {
+		admin_err("cache %s: --as-owner: cannot become its owner %s (uid %ld, gid %ld): %s",
+			  a->cache, owner, (long)sb.st_uid, (long)gid, strerror(err));
+		return ADMIN_PERM;
+	}
 	return ADMIN_OK;
 }
 
@@ -699,6 +766,8 @@ static int admin_open(struct admin *a, unsigned need)
 		return errno == EACCES ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
 	}
 	if (rc == ADMIN_OK)
+		rc = admin_root_on_other(a, need); /* A1: before anything in the cache is read */
+	if (rc == ADMIN_OK)
 		rc = admin_read_backing(a);
 	if (rc == ADMIN_OK)
 		rc = admin_check_owner(a);
@@ -761,6 +830,11 @@ int main(int argc, char **argv)
 		rc = ADMIN_USAGE;
 	}
 	a.dry_run = !a.gc_delete; /* gc removes only when told to */
+	if (rc == ADMIN_OK && a.as_owner && !a.by_cache) {
+		admin_err("%s: --as-owner goes with --cache DIR (through a mount the daemon acts as"
+			  " the owner already)", a.cmd);
+		rc = ADMIN_USAGE;
+	}
 	if (rc == ADMIN_OK && (cmd->need & ADMIN_NEED_MOUNT) && a.by_cache) {
 		admin_err("%s: works only through the mounted file system: give MOUNTPOINT, not --cache",
 			  a.cmd);

@@ -59,6 +59,7 @@ struct admin {
 	const char *cmd;
 	const char *target; /* MOUNTPOINT or the --cache DIR */
 	bool by_cache;
+	bool as_owner; /* --as-owner: root on another user's cache drops to its owner (admin.c A1) */
 	const char *pos[4]; /* positional arguments after MOUNTPOINT */
 	int npos;
 	/* found */

@@ -43,7 +43,19 @@
  *
  * Limits: a generation deleted while its manifest removal was still queued
  * comes back (delete it again); data that was only in the cache (dirty,
- * never uploaded) is in no manifest and is not recovered. */
+ * never uploaded) is in no manifest and is not recovered.
+ *
+ * Invariants:
+ *  R1. A rebuild never drops a save silently (review 35 F3): before it
+ *      claims BACKING or moves anything, it opens the old catalog read-only
+ *      and, if it can be read and holds upload rows still queued or
+ *      generations not durable (OPEN, HELD, or COMMITTED with
+ *      durable_version != version: none of them is whole in BACKING's
+ *      manifests), refuses with exit 8, naming how many and a few of them,
+ *      nothing changed, unless --force. Mounting the old catalog uploads
+ *      them (or lists HELD ones for a decision); --force is for a catalog
+ *      whose cache objects are lost anyway. A catalog that cannot be read
+ *      (missing, damaged: what rebuild is for) is not asked. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -59,6 +71,7 @@
 #include "backing.h"
 #include "cachedir.h"
 #include "claim.h"
+#include "log.h"
 #include "manifest_shared.h"
 #include "rebuild.h"
 #include "store.h"
@@ -363,6 +376,81 @@ static int admin_db_absent(const char *path)
 	return 0;
 }
 
+#define ADMIN_UNSAVED_NAMES 5 /* named in R1's refusal; the rest counted */
+
+struct admin_unsaved {
+	struct aq *aq;
+	struct cat *cat;
+	uint64_t n;
+	char names[1024];
+	int err;
+};
+
+/* A cat_gen_fn: counts (and names the first few of) the generations not
+ * durable (R1). */
+static int admin_unsaved_add(void *arg, const struct cat_gen *g)
+{
+	struct admin_unsaved *u = arg;
+	bool durable = false;
+	if (g->state == GEN_COMMITTED && (u->err = cat_gen_durable(u->cat, g->id, &durable)) != 0)
+		return u->err;
+	if (g->state == GEN_COMMITTED && durable)
+		return 0;
+	if (g->state != GEN_OPEN && g->state != GEN_HELD && g->state != GEN_COMMITTED)
+		return 0;
+	if (u->n++ < ADMIN_UNSAVED_NAMES) {
+		char series[PATH_MAX];
+		size_t len = strlen(u->names);
+		if (aq_path(u->aq, g->series, series, sizeof(series)) != 0)
+			snprintf(series, sizeof(series), "/?");
+		snprintf(u->names + len, sizeof(u->names) - len, "%s%s%s%s (%s)", len ? ", " : "",
+			 series + 1, series[1] ? "/" : "", g->name,
+			 g->state == GEN_COMMITTED ? "committed, not on BACKING yet"
+						   : cat_gen_state_name(g->state));
+	}
+	return 0;
+}
+
+/* R1: the old catalog's saves that are not (whole) on BACKING. ADMIN_OK if
+ * there are none, it cannot be read, or --force; else ADMIN_BUSY, printed. */
+static int admin_rebuild_unsaved(struct admin *a, const char *path)
+{
+	struct cat *old = NULL;
+	struct cat_cache_stats cs;
+	struct admin_unsaved u = { 0 };
+	memset(&cs, 0, sizeof(cs));
+	if (access(path, F_OK) != 0)
+		return ADMIN_OK;
+	log_setup(stderr, LOG_LVL_OFF); /* a damaged catalog is what rebuild is for */
+	int err = cat_open_readonly(path, &old);
+	if (err == 0)
+		err = aq_open(old, &u.aq);
+	if (err == 0)
+		err = cat_cache_stats(old, &cs);
+	u.cat = old;
+	if (err == 0 && (err = cat_gen_list_brief(old, 0, false, admin_unsaved_add, &u)) == 0)
+		err = u.err;
+	log_setup(stderr, LOG_LVL_WARN);
+	aq_close(u.aq);
+	cat_close(old);
+	if (err != 0 || (cs.queued == 0 && u.n == 0))
+		return ADMIN_OK; /* unreadable: nothing to ask it */
+	if (a->force) {
+		fprintf(stderr, "ckptfs-admin: rebuild --force: dropping %" PRIu64 " queued upload%s"
+			" and %" PRIu64 " generation%s not durable on BACKING%s%s\n", cs.queued,
+			cs.queued == 1 ? "" : "s", u.n, u.n == 1 ? "" : "s", u.n ? ": " : "", u.names);
+		return ADMIN_OK;
+	}
+	admin_err("rebuild: the catalog %s holds what BACKING does not: %" PRIu64 " queued upload%s"
+		  " and %" PRIu64 " generation%s not durable%s%s%s; a rebuild from BACKING would drop"
+		  " them. Mount the cache and let it upload (ckptfs-admin wait, or umount), decide on"
+		  " held ones (commit or rm), then rebuild; or give --force to drop them (the old"
+		  " catalog is kept aside). Nothing changed", path, cs.queued,
+		  cs.queued == 1 ? "" : "s", u.n, u.n == 1 ? "" : "s", u.n ? ": " : "", u.names,
+		  u.n > ADMIN_UNSAVED_NAMES ? ", ..." : "");
+	return ADMIN_BUSY;
+}
+
 /* The rebuild failed: its claim goes back to what it replaced (claim.h
  * claim_abandon), so the old catalog is not made BEHIND by none. */
 static void admin_rebuild_abandon(struct admin *a)
@@ -375,10 +463,6 @@ int admin_cmd_rebuild(struct admin *a)
 {
 	if (a->meta)
 		return admin_rebuild_meta(a);
-	if (a->force) {
-		admin_err("rebuild: --force goes with --meta only (a claim still renewed)");
-		return ADMIN_USAGE;
-	}
 	if (a->daemon || !a->by_cache || a->lock_fd < 0) {
 		admin_err("rebuild: the catalog is in use by a running daemon: unmount first, then "
 			  "ckptfs-admin rebuild --cache %s", a->cache);
@@ -393,8 +477,12 @@ int admin_cmd_rebuild(struct admin *a)
 			  a->pos[0]);
 		return ADMIN_USAGE;
 	}
-	int rc = admin_need_objects(a);
+	char path[PATH_MAX + 16], tmp[PATH_MAX + 32], aside[PATH_MAX + 64];
+	cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
+	int rc = admin_rebuild_unsaved(a, path); /* R1 */
 	if (rc != ADMIN_OK)
+		return rc;
+	if ((rc = admin_need_objects(a)) != ADMIN_OK)
 		return rc;
 	bool has = false;
 	int err = rebuild_backing_has_data(a->bk, &has);
@@ -403,8 +491,6 @@ int admin_cmd_rebuild(struct admin *a)
 			  err ? strerror(-err) : "holds no manifests: nothing to rebuild from");
 		return ADMIN_PROBLEM;
 	}
-	char path[PATH_MAX + 16], tmp[PATH_MAX + 32], aside[PATH_MAX + 64];
-	cachedir_path(a->cache, CACHEDIR_CATALOG, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.rebuilding", path);
 	admin_unlink_db(tmp); /* an earlier rebuild that died */
 	struct cat *cat = NULL;

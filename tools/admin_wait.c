@@ -13,7 +13,12 @@
  * OPEN and HELD ones are named on stderr (and listed under "not_waited" with
  * --json) and not waited for: they are not saved. When everything waited for
  * is durable but such ones exist, the exit code is ADMIN_UNSAVED (11), so a
- * job script does not take its last save for safe. Offline (no daemon) nothing
+ * job script does not take its last save for safe. Without GEN it also waits
+ * for the files outside generations (`latest`, `last.ckpt`, a final model:
+ * no generation names them, review 35 F1): until no chunk such a file names
+ * is dirty (meta/admin_query.h aq_tree_dirty, the catalog's own answer to
+ * the uploader's "all uploaded?"); the timeout message names how many, a
+ * few of them by path, and the bytes left (exit 9). Offline (no daemon) nothing
  * uploads: wait then only reports, and times out if something is not durable.
  * On a node of a shared catalog (-o meta=) the local catalog file holds no
  * generations: wait asks the daemon instead (control verb `durable`, which
@@ -75,6 +80,24 @@ static void admin_wait_json_unsaved(struct admin_wait_list *l)
 		printf("}");
 	}
 	printf("]");
+}
+
+/* "; N files outside generations (PATH, ...) name M chunks (SIZE) not on
+ * BACKING yet" for the timeout message. */
+static void admin_wait_tree_names(struct admin *a, const struct aq_tree_dirty *td, char *buf,
+				  size_t size)
+{
+	char names[768] = "", path[PATH_MAX], sz[32];
+	for (uint64_t i = 0; i < td->files && i < AQ_TREE_DIRTY_NAMED; i++) {
+		size_t len = strlen(names);
+		if (aq_path(a->aq, td->ino[i], path, sizeof(path)) != 0)
+			snprintf(path, sizeof(path), "inode %" PRIu64, td->ino[i]);
+		snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "", path + (path[0] == '/'));
+	}
+	snprintf(buf, size, "; %" PRIu64 " file%s outside generations (%s%s) name%s %" PRIu64
+		 " chunk%s (%s) not on BACKING yet", td->files, td->files == 1 ? "" : "s", names,
+		 td->files > AQ_TREE_DIRTY_NAMED ? ", ..." : "", td->files == 1 ? "s" : "",
+		 td->chunks, td->chunks == 1 ? "" : "s", admin_size(td->bytes, sz));
 }
 
 /* ---- on a node of a shared catalog: the daemon's `durable` ---- */
@@ -254,9 +277,21 @@ int admin_cmd_wait(struct admin *a)
 	double start = admin_now();
 	size_t durable = 0;
 	int ec = ADMIN_OK;
+	bool tree = a->npos == 0; /* without GEN: the files outside generations too */
+	struct aq_tree_dirty td = { 0 };
+	uint64_t tree_total = 0;
 	for (;;) {
 		uint64_t total = 0, left = 0;
 		durable = 0;
+		if (tree && (rc = aq_tree_dirty(a->aq, &td)) != 0) {
+			admin_err("wait: cannot read the catalog: %s", strerror(-rc));
+			ec = admin_exit_for(rc);
+			break;
+		}
+		if (td.bytes > tree_total) /* the bar's share of them: the most seen left */
+			tree_total = td.bytes;
+		total += tree_total;
+		left += td.bytes;
 		for (size_t i = 0; i < l.ids.n && ec == ADMIN_OK; i++) {
 			bool d = false;
 			struct cat_gen g;
@@ -283,11 +318,14 @@ int admin_cmd_wait(struct admin *a)
 			}
 		}
 		admin_progress_bytes("wait", total - left, total);
-		if (ec != ADMIN_OK || durable == l.ids.n)
+		if (ec != ADMIN_OK || (durable == l.ids.n && td.files == 0))
 			break;
 		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {
-			admin_err("wait: %zu of %zu generations durable after %.1f s (--timeout)",
-				  durable, l.ids.n, a->timeout_s);
+			char files[1024] = "";
+			if (td.files > 0)
+				admin_wait_tree_names(a, &td, files, sizeof(files));
+			admin_err("wait: %zu of %zu generations durable after %.1f s (--timeout)%s",
+				  durable, l.ids.n, a->timeout_s, files);
 			ec = ADMIN_TIMEOUT;
 			break;
 		}
@@ -303,7 +341,8 @@ int admin_cmd_wait(struct admin *a)
 			admin_wait_json_unsaved(&l);
 			printf("}\n");
 		} else {
-			printf("%zu generation%s durable on BACKING\n", durable, durable == 1 ? "" : "s");
+			printf("%zu generation%s durable on BACKING%s\n", durable, durable == 1 ? "" : "s",
+			       tree ? "; the files outside generations are on BACKING" : "");
 		}
 		if (l.unsaved.n > 0) {
 			admin_err("wait: %zu generation%s open or held, not saved (exit %d)",

@@ -561,6 +561,50 @@ test_wait_blocks_until_durable_and_times_out() {
 	ck_umount
 }
 
+# Review 35 F1: `wait MOUNT` looked at generations only: with BACKING
+# refusing puts, a final model written outside any generation was only in
+# the cache, and wait said "1 generation durable on BACKING", exit 0, at
+# once. Now it waits for those files too: the timeout names the file, exit
+# 9; once BACKING takes puts again it returns 0 with every chunk of the file
+# on BACKING, and a new node (same BACKING, an empty cache) reads its bytes.
+test_wait_without_gen_waits_for_files_outside_generations() {
+	ck_faultfs_up
+	ck_mount
+	mk_gen run/step-1 model.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_fault "eio=rename,link,create"
+	ck_rand "$CK_REF/final_model.pt" $((3 * MiB))
+	cp "$CK_REF/final_model.pt" "$CK_MNT/run/final_model.pt"
+	local ino i=0
+	ino=$(stat -c %i "$CK_MNT/run/final_model.pt")
+	# precondition: its chunks stored in the cache, not on BACKING
+	until [ "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" -gt 0 ]; do
+		i=$((i + 1))
+		[ $i -le 600 ] || ck_fail "precondition: final_model.pt has no dirty chunk after 60 s"
+		sleep 0.1
+	done
+	assert_bad $E_TIMEOUT "run/final_model.pt" wait "$CK_MNT" --timeout 2
+	assert_contains "$(err)" "1 file outside generations" "wait's timeout"
+	assert_contains "$(err)" "not on BACKING yet" "wait's timeout"
+	# with GEN: that generation only, as before
+	assert_adm 0 wait "$CK_MNT" run/step-1 --timeout 60
+	ck_fault ""
+	assert_adm 0 wait "$CK_MNT" --timeout 120
+	assert_contains "$(out)" "the files outside generations are on BACKING" "wait's report"
+	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" "chunks of final_model.pt not on BACKING when wait returned 0"
+	local h
+	for h in $(ck_sql "SELECT DISTINCT lower(hex(hash)) FROM extents WHERE ino = $ino"); do
+		[ -s "$CK_TMP/store/$(obj_rel "$h")" ] || ck_fail "chunk $h of final_model.pt is not on BACKING after wait returned 0"
+	done
+	ck_umount
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -p "$CK_CACHE"
+	ck_mount
+	assert_file_eq "$CK_REF/final_model.pt" "$CK_MNT/run/final_model.pt"
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- export, import
 
 test_export_writes_plain_files_mounted_and_offline() {
@@ -693,6 +737,54 @@ test_rebuild_moves_aside_a_write_ahead_log_whose_catalog_is_gone() {
 	ls "$CK_CACHE" | grep -q '^catalog\.db\.before-rebuild-.*-wal$' || ck_fail "the old log was not kept: $(ls "$CK_CACHE" | tr '\n' ' ')"
 	ck_mount
 	assert_file_eq "$CK_REF/run1/step-100/a.pt" "$CK_MNT/run1/step-100/a.pt"
+	ck_umount
+}
+
+# Review 35 F3: the daemon died while BACKING failed (step-2 committed and
+# queued, step-3 open); `rebuild` moved the catalog aside and rebuilt from
+# BACKING: both saves gone, exit 0, no word of them. Now it refuses (exit 8,
+# one line naming them), the catalog stays, and a mount has them whole;
+# --force rebuilds as before, saying what it drops (admin_rebuild.c R1).
+test_rebuild_refuses_a_catalog_with_saves_not_on_backing_unless_force() {
+	ck_faultfs_up
+	ck_mount
+	mk_gen run/step-1 model.pt:$((2 * MiB))
+	ck_wait_durable
+	ck_fault "eio=rename,link"
+	mk_gen run/step-2 model.pt:$((2 * MiB))
+	mkdir -p "$CK_MNT/run/step-3" "$CK_REF/run/step-3"
+	ck_rand "$CK_REF/run/step-3/model.pt" $((2 * MiB))
+	cp "$CK_REF/run/step-3/model.pt" "$CK_MNT/run/step-3/model.pt"
+	local id
+	id=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
+	ck_kill9
+	ck_fault ""
+	assert_bad $E_BUSY "not durable" rebuild --cache "$CK_CACHE"
+	assert_contains "$(err)" "run/step-2 (committed, not on BACKING yet)" "rebuild's refusal"
+	assert_contains "$(err)" "run/step-3 (open)" "rebuild's refusal"
+	assert_contains "$(err)" "--force" "rebuild's refusal"
+	assert_eq "$id" "$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")" "the catalog in place after the refusal"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' && ck_fail "rebuild moved the catalog aside: $(ls "$CK_CACHE" | tr '\n' ' ')"
+	ck_mount
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	assert_file_eq "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt"
+	assert_file_eq "$CK_REF/run/step-3/model.pt" "$CK_MNT/run/step-3/model.pt"
+	assert_adm 0 commit "$CK_MNT" run/step-3 # held since the crash: decided
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_fault "eio=rename,link"
+	mk_gen run/step-4 model.pt:$((2 * MiB))
+	ck_kill9
+	ck_fault ""
+	assert_adm 0 rebuild --force --cache "$CK_CACHE"
+	assert_contains "$(err)" "dropping" "rebuild --force's stderr"
+	assert_contains "$(err)" "run/step-4" "rebuild --force's stderr"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' || ck_fail "rebuild --force kept no old catalog"
+	ck_mount
+	local n
+	for n in 1 2 3; do
+		assert_file_eq "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
+	done
+	[ -e "$CK_MNT/run/step-4" ] && ck_fail "step-4 (never on BACKING) came back after rebuild --force"
 	ck_umount
 }
 

@@ -271,4 +271,78 @@ test_export_refuses_a_generation_named_outside_the_mount() {
 	ck_umount
 }
 
+# Review 35 F5 (admin.c A1): user nobody owns a cache whose backing file
+# names root's BACKING (the "victim") and whose catalog lost its claim rows
+# (a "fresh" catalog takes a released claim); root's `gc --delete --cache`
+# walked the victim's BACKING with deletion on and took its claim: the
+# victim's next mount was refused as behind. Now root is refused there (exit
+# 5, one line naming the cache, its owner and how to run it as the owner),
+# nothing read or changed; --as-owner runs as nobody, who cannot open the
+# victim's BACKING, and works on nobody's own.
+test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
+	local vb=$CK_TMP/victim-backing vc=$CK_TMP/victim-cache
+	mkdir -p "$vb" "$vc"
+	chmod 700 "$vb" "$vc"
+	CK_BACKING=$vb CK_CACHE=$vc
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-1" "$CK_REF"
+	head -c 300000 /dev/urandom >"$CK_REF/a"
+	cp "$CK_REF/a" "$CK_MNT/run1/step-1/a"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-1"
+	ck_wait_durable
+	ck_umount
+	local claim objs
+	claim=$(cat "$vb/ckptfs.claim")
+	objs=$(find "$vb/chunks" -type f | sort | md5sum)
+	# nobody's own cache (made by a mount of its own BACKING), then handed over
+	local ub=$CK_TMP/user-backing uc=$CK_TMP/user-cache
+	mkdir -p "$ub" "$uc"
+	chmod 700 "$ub" "$uc"
+	CK_BACKING=$ub CK_CACHE=$uc
+	ck_mount
+	mkdir -p "$CK_MNT/run1/step-7"
+	echo seven >"$CK_MNT/run1/step-7/a"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run1/step-7"
+	ck_wait_durable
+	ck_umount
+	chown -R $NOBODY:$NOBODY "$ub" "$uc"
+	as_nobody sh -c "printf '%s\n' '$vb' >'$uc/backing.new' && mv '$uc/backing.new' '$uc/backing'"
+	as_nobody sqlite3 "$uc/catalog.db" "DELETE FROM meta WHERE key LIKE 'claim%'"
+	local cmd rc
+	for cmd in "gc --delete" "gc" "list" "rebuild" "rm run1/step-7"; do
+		rc=0
+		# shellcheck disable=SC2086
+		"$CKPTFS_ADMIN" ${cmd%% *} --cache "$uc" $(echo "$cmd" | cut -s -d' ' -f2-) >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+		assert_eq $E_PERM "$rc" "exit of root's $cmd --cache on nobody's cache ($(tr '\n' '|' <"$CK_TMP/err"))"
+		assert_eq 1 "$(grep -c '' "$CK_TMP/err")" "stderr lines of root's $cmd"
+		assert_contains "$(cat "$CK_TMP/err")" "cache $uc: owned by nobody (uid $NOBODY), not root" "root's $cmd"
+		assert_contains "$(cat "$CK_TMP/err")" "runuser -u nobody -- ckptfs-admin" "root's $cmd"
+		assert_eq "" "$(cat "$CK_TMP/out")" "stdout of root's $cmd"
+	done
+	assert_eq "$claim" "$(cat "$vb/ckptfs.claim")" "the victim's claim"
+	assert_eq "$objs" "$(find "$vb/chunks" -type f | sort | md5sum)" "the victim's objects"
+	# --as-owner: nobody's rights, which do not reach the victim's BACKING
+	rc=0
+	"$CKPTFS_ADMIN" gc --delete --as-owner --cache "$uc" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	[ "$rc" != 0 ] || ck_fail "gc --delete --as-owner on a cache naming root's BACKING exited 0: $(cat "$CK_TMP/out")"
+	assert_contains "$(cat "$CK_TMP/err")" "$vb" "gc --as-owner's error"
+	assert_contains "$(cat "$CK_TMP/err")" "ermission denied" "gc --as-owner's error"
+	assert_eq "$claim" "$(cat "$vb/ckptfs.claim")" "the victim's claim after --as-owner"
+	assert_eq "$objs" "$(find "$vb/chunks" -type f | sort | md5sum)" "the victim's objects after --as-owner"
+	CK_BACKING=$vb CK_CACHE=$vc
+	ck_mount
+	assert_file_eq "$CK_REF/a" "$CK_MNT/run1/step-1/a"
+	ck_umount
+	# on nobody's own BACKING, --as-owner works (as nobody would herself)
+	as_nobody sh -c "printf '%s\n' '$ub' >'$uc/backing.new' && mv '$uc/backing.new' '$uc/backing'"
+	rc=0
+	"$CKPTFS_ADMIN" list --as-owner --cache "$uc" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 0 "$rc" "list --as-owner on nobody's own cache ($(tr '\n' '|' <"$CK_TMP/err"))"
+	assert_contains "$(cat "$CK_TMP/out")" "step-7" "list --as-owner"
+	rc=0
+	"$CKPTFS_ADMIN" list --as-owner "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 2 "$rc" "list --as-owner MOUNTPOINT"
+	assert_contains "$(cat "$CK_TMP/err")" "--as-owner goes with --cache DIR" "list --as-owner MOUNTPOINT"
+}
+
 ck_main "$@"

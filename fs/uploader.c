@@ -372,6 +372,10 @@ static int up_chunk_remove(struct uploader *u, const struct cat_upload *row)
 		return 0; /* referenced again since: keep it */
 	if (rc != -ENOENT)
 		return rc;
+	bool superseded = false; /* upload.h U4: the later removal row governs */
+	rc = cat_upload_removal_superseded(u->cat, row, &superseded);
+	if (rc != 0 || superseded)
+		return rc;
 	char rel[128];
 	store_object_relpath(row->hash, rel, sizeof(rel));
 	return backing_remove(u->backing, rel);

@@ -42,6 +42,10 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 				" WHERE i.gen = ?1 AND c.uploaded = 0 LIMIT 1" },
 	U(U_OLDER_MANIFEST_ROW) = { "look for an older manifest row",
 				    "SELECT 1 FROM uploads WHERE kind IN (2, 4) AND seq < ?1 LIMIT 1" },
+	/* U4: a later removal of the same chunk governs */
+	U(U_NEWER_REMOVAL_ROW) = { "look for a newer removal of the chunk",
+				   "SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 3 AND seq > ?2"
+				   " LIMIT 1" },
 	/* live, durable once, and BACKING's manifest of it not its current tree */
 	U(U_GEN_OUTDATED) = { "look for a generation whose manifest on BACKING is outdated",
 			      "SELECT 1 FROM generations WHERE state IN (0, 1, 4)"
@@ -248,6 +252,25 @@ static bool up_tree_covers(struct cat *cat, uint64_t seq)
 	return seq <= cat->up_tree_described;
 }
 
+/* U4: is a removal of the same chunk queued after row u (u superseded)? */
+static int up_newer_removal(struct cat *cat, const struct cat_upload *u, bool *found)
+{
+	int rc = cat_bind(cat, U_NEWER_REMOVAL_ROW, A_HASH(u->hash), A_INT((int64_t)u->seq));
+	if (rc == 0)
+		rc = cat_next(cat, U_NEWER_REMOVAL_ROW);
+	cat_reset(cat, U_NEWER_REMOVAL_ROW);
+	if (rc >= 0)
+		*found = rc == 1;
+	return rc < 0 ? rc : 0;
+}
+
+int cat_upload_removal_superseded(struct cat *cat, const struct cat_upload *u, bool *superseded)
+{
+	assert(u->kind == UP_DELETE_CHUNK);
+	*superseded = false;
+	return UP_READ(cat, up_newer_removal(cat, u, superseded));
+}
+
 /* U5: no manifest a rebuild would apply may still name the chunk. */
 static int up_chunk_removal_ready(struct cat *cat, const struct cat_upload *u, bool *ready)
 {
@@ -280,7 +303,11 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 			*ready = !found;
 		break;
 	case UP_DELETE_CHUNK:
-		rc = up_chunk_removal_ready(cat, u, ready);
+		rc = up_newer_removal(cat, u, stale); /* U4 */
+		if (rc == 0 && *stale)
+			*ready = false;
+		else if (rc == 0)
+			rc = up_chunk_removal_ready(cat, u, ready);
 		break;
 	case UP_DELETE_GEN_MANIFEST:
 		*ready = up_tree_covers(cat, u->seq); /* U6 */

@@ -26,7 +26,14 @@
  *  U3. durable_version = version only after the manifest of that version and
  *      every chunk it names are on BACKING.
  *  U4. Work on one hash is done in seq order (the uploader never runs two rows
- *      of one hash at once).
+ *      of one hash at once), and a chunk removal row with a later removal of
+ *      the same chunk queued is stale: between the two the chunk was stored
+ *      again and may be named by a manifest on BACKING (a tree manifest
+ *      written while a file outside generations named it), which only the
+ *      later row's U5 wait covers. The uploader asks again just before it
+ *      removes (cat_upload_removal_superseded), after the chunk's row was
+ *      found gone: the change that dropped it queued the later row in its
+ *      transaction (review 35 F6).
  *  U5. BACKING never holds a manifest a rebuild would apply naming a missing
  *      chunk: an UP_DELETE_CHUNK row (seq s) is ready only when
  *      (a) no manifest row (UP_GEN_MANIFEST, UP_DELETE_GEN_MANIFEST) older
@@ -149,6 +156,8 @@ struct cat_chunk_where {
 	uint64_t refcount;
 };
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out);
+/* U4: a later removal of row u's chunk (an UP_DELETE_CHUNK row) is queued. */
+int cat_upload_removal_superseded(struct cat *cat, const struct cat_upload *u, bool *superseded);
 
 /* Whether the bytes of a chunk whose object the local cache lacks are lost
  * (fs/writer.c writer_sync_gone): 1 if something names it and neither

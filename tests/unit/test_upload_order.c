@@ -9,7 +9,8 @@
  * tests/unit/test_review_repro.c on branch s27-review), which fail on the
  * code before U5/U6: each case is asserted on the queue (deterministic),
  * then watched on BACKING with the uploader at work, then drained to check
- * the removals still happen. */
+ * the removals still happen. A removal superseded by a later one of the same
+ * chunk (upload.h U4, review 35 F6) is stale and waits for that one. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -511,4 +512,54 @@ Test(upload_order, a_page_of_waiting_removals_does_not_hide_the_uploads_behind_i
 	for (int k = 0; k < BIG; k++)
 		left += uo_chunk_on_backing(big[k]);
 	cr_expect_eq(left, 0, "%d of the removed file's chunks are still on BACKING", left);
+}
+
+/* ---- review 35 F6: a removal superseded by a later one (upload.h U4) ---- */
+
+/* `latest` names chunk X; rewritten, X's removal is queued (r1). Before r1
+ * runs, `best` stores X again, a tree manifest naming `best` is written,
+ * and `best` is rewritten: X's removal is queued again (r2). r1 must not
+ * remove X: BACKING's tree manifest names it until one after r2 is there. */
+Test(upload_order, a_removal_superseded_by_a_later_one_of_the_same_chunk_waits_for_it)
+{
+	uint8_t x[HASH_LEN];
+	uint64_t latest = ts_mk(ox.w.cat, CAT_ROOT_INO, "latest", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, latest, 5151, 1, 4096, uo_note_one, x);
+	uo_start();
+	uo_drain();
+	cr_assert(uo_chunk_on_backing(x));
+	ts_store_file(ox.w.cat, ox.w.st, latest, 5252, 1, 4096, NULL, NULL); /* r1: X freed */
+	uint64_t best = ts_mk(ox.w.cat, CAT_ROOT_INO, "best", S_IFREG | 0644, NULL);
+	ts_store_file(ox.w.cat, ox.w.st, best, 5151, 1, 4096, NULL, NULL); /* X stored again */
+	uint64_t horizon = 0;
+	OK(cat_tree_horizon(ox.w.cat, &horizon));
+	cat_tree_described(ox.w.cat, horizon); /* a tree manifest naming `best` is on BACKING */
+	ts_store_file(ox.w.cat, ox.w.st, best, 5353, 1, 4096, NULL, NULL); /* r2: X freed again */
+
+	struct cat_upload rows[64];
+	int n = cat_upload_list(ox.w.cat, 0, rows, 64), removals = 0;
+	for (int i = 0; i < n; i++) {
+		if (rows[i].kind != UP_DELETE_CHUNK || memcmp(rows[i].hash, x, HASH_LEN) != 0)
+			continue;
+		bool ready = false, stale = false, superseded = false;
+		OK(cat_upload_ready(ox.w.cat, &rows[i], &ready, &stale));
+		OK(cat_upload_removal_superseded(ox.w.cat, &rows[i], &superseded));
+		if (removals++ == 0)
+			cr_expect(!ready && stale && superseded, "the first removal of X may run (ready"
+				  " %d, stale %d) while the tree manifest on BACKING names `best`",
+				  ready, stale);
+		else
+			cr_expect(!ready && !stale && !superseded, "the later removal waits for a tree"
+				  " manifest after it (ready %d, stale %d)", ready, stale);
+	}
+	cr_assert_eq(removals, 2, "two removals of X queued");
+
+	uo_start();
+	uo_drain();
+	cr_expect(!uo_chunk_on_backing(x), "X is removed in the end");
+	struct cat *fresh = NULL;
+	struct rebuild_report rep;
+	uo_rebuild_fresh(&fresh, &rep);
+	cr_expect_eq(rep.chunks_missing, 0);
+	ts_cat_close_checked(&fresh);
 }

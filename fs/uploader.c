@@ -85,6 +85,8 @@ struct uploader {
 	double tree_checked;
 	int64_t tree_clock_ns;  /* shared: the server's clock at the last fingerprint */
 	int64_t tree_noted_ns;  /* shared: the last horizon recorded (T4) */
+	uploader_tree_fn *before_tree; /* tests only (uploader.h) */
+	void *before_tree_arg;
 
 	struct uploader_stats st;
 	size_t object_cap;
@@ -359,31 +361,56 @@ static int up_run(struct uploader *u, const struct cat_upload *row, struct up_bu
 
 static void up_tree_shared(struct uploader *u);
 
-static void up_tree(struct uploader *u)
+/* ---- the tree manifest alone (SQLite) ----
+ *
+ *  T5. The tree manifest put names only chunks on BACKING (upload.h U5;
+ *      review 35 F4): the fingerprint that decides a build, the check that
+ *      every chunk of the tree is uploaded, and the manifest are read in one
+ *      transaction (manifest_tree_build_uploaded), which answers -EAGAIN
+ *      while one is not; the fingerprint recorded is that snapshot's. The
+ *      earlier fingerprint (its own transaction) only skips a build when the
+ *      tree is unchanged or not yet uploaded; a file committed after it is
+ *      seen by the build's snapshot, never named unseen. The previous
+ *      manifest is removed only after the new one's put succeeded. */
+
+/* 0: the tree manifest on BACKING describes the tree (written now, or found
+ * current); -EAGAIN: a chunk of the tree is not on BACKING yet; -EROFS: not
+ * ours to write (claim.h 9); else the put's error. Shared: the duty holder's
+ * turn (T1), 0. */
+static int up_tree(struct uploader *u)
 {
 	if (!up_may_write(u))
-		return;
+		return -EROFS;
 	if (cat_is_shared(u->cat)) {
 		up_tree_shared(u);
-		return;
+		return 0;
 	}
 	char fp[128];
 	bool all_uploaded = false;
 	uint64_t horizon; /* the queue rows this manifest describes the state after (upload.h U5) */
-	if (cat_tree_horizon(u->cat, &horizon) != 0 ||
-	    cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
-		return;
+	int rc = cat_tree_horizon(u->cat, &horizon);
+	if (rc == 0)
+		rc = cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded);
+	if (rc != 0)
+		return rc;
+	if (!all_uploaded)
+		return -EAGAIN;
 	pthread_mutex_lock(&u->lock);
 	bool same = strcmp(fp, u->tree_fp) == 0;
+	uploader_tree_fn *before_tree = u->before_tree;
+	void *before_tree_arg = u->before_tree_arg;
 	pthread_mutex_unlock(&u->lock);
 	if (same) {
 		cat_tree_described(u->cat, horizon); /* the one on BACKING is current */
-		return;
+		return 0;
 	}
+	if (before_tree)
+		before_tree(before_tree_arg);
 	char *buf = NULL;
 	size_t len = 0;
-	if (manifest_tree_build(u->cat, &buf, &len) != 0)
-		return;
+	rc = manifest_tree_build_uploaded(u->cat, &buf, &len, fp, sizeof(fp)); /* T5 */
+	if (rc != 0)
+		return rc; /* -EAGAIN: committed since the fingerprint, not uploaded yet */
 	pthread_mutex_lock(&u->lock);
 	uint64_t seq = (uint64_t)up_now_ns();
 	if (seq <= u->tree_seq) /* the clock went back: names must still grow */
@@ -391,10 +418,10 @@ static void up_tree(struct uploader *u)
 	pthread_mutex_unlock(&u->lock);
 	char path[MANIFEST_PATH_MAX];
 	manifest_tree_path(seq, path, sizeof(path));
-	int rc = backing_put(u->backing, path, buf, len);
+	rc = backing_put(u->backing, path, buf, len);
 	free(buf);
 	if (rc != 0)
-		return; /* retried on the next idle round */
+		return rc; /* retried on the next idle round, or by the drain (T6) */
 	cat_tree_described(u->cat, horizon);
 	pthread_mutex_lock(&u->lock);
 	uint64_t old = u->tree_seq;
@@ -406,6 +433,7 @@ static void up_tree(struct uploader *u)
 		manifest_tree_path(old, path, sizeof(path));
 		backing_remove(u->backing, path);
 	}
+	return 0;
 }
 
 static int up_tree_newest(void *arg, const char *name)
@@ -1046,7 +1074,7 @@ static void *up_worker_main(void *p)
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
 				u->tree_checked = now;
 				pthread_mutex_unlock(&u->lock);
-				up_tree(u);
+				(void)up_tree(u); /* a failure: the next idle round tries again */
 				pthread_mutex_lock(&u->lock);
 				continue;
 			}
@@ -1271,5 +1299,13 @@ void uploader_get_stats(struct uploader *u, struct uploader_stats *out)
 	pthread_mutex_lock(&u->lock);
 	*out = u->st;
 	out->backing_down = u->down;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void uploader_set_before_tree(struct uploader *u, uploader_tree_fn *fn, void *arg)
+{
+	pthread_mutex_lock(&u->lock);
+	u->before_tree = fn;
+	u->before_tree_arg = arg;
 	pthread_mutex_unlock(&u->lock);
 }

@@ -370,5 +370,9 @@ int cat_up_chunk_gone_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 int cat_up_gen_committed_txn(struct cat *cat, uint64_t gen, uint32_t version);
 /* A generation was deleted: queue removal of its manifests up to version. */
 int cat_up_gen_deleted_txn(struct cat *cat, uint64_t gen, uint32_t version);
+/* upload.h's cat_tree_fingerprint inside the caller's read transaction
+ * (manifest.c's tree build: the fingerprint, the check and the manifest of
+ * one snapshot, upload.h U5). */
+int cat_tree_fingerprint_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded);
 
 #endif

@@ -565,7 +565,7 @@ int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_
 	return rc;
 }
 
-static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
+int cat_tree_fingerprint_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
 {
 	int rc = cat_next(cat, U_TREE_FP);
 	if (rc == 1) {
@@ -583,7 +583,7 @@ static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_upload
 
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
 {
-	return UP_READ(cat, up_tree_txn(cat, buf, size, all_uploaded));
+	return UP_READ(cat, cat_tree_fingerprint_txn(cat, buf, size, all_uploaded));
 }
 
 static int up_horizon_txn(struct cat *cat, uint64_t *seq)

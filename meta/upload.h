@@ -41,6 +41,12 @@
  *      (c) a tree manifest describing the tree as of s is on BACKING
  *          (cat_tree_described with a horizon >= s): the change may have
  *          been to a file outside generations.
+ *      The manifests themselves name only uploaded chunks: a generation's
+ *      is ready once every chunk it names is (U3); the tree manifest is
+ *      built in the one read transaction that finds every chunk of the
+ *      tree uploaded, else not at all (manifest_tree_build_uploaded,
+ *      fs/uploader.c T5; review 35 F4: a fingerprint of its own
+ *      transaction let a file committed after it be named dirty).
  *  U6. An ended generation's manifests leave BACKING only once a tree
  *      manifest describing the tree as of the end is on BACKING (an
  *      UP_DELETE_GEN_MANIFEST row waits as U5 c): a save renamed out of its

@@ -640,3 +640,133 @@ Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
 		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
 	claim_end(c, false);
 }
+
+/* Review 35 F4 (uploader.c T5, upload.h U5): alone, the tree manifest names
+ * no chunk BACKING lacks. A file outside generations (`last.ckpt`) is
+ * committed after the fingerprint found every chunk of the tree on BACKING
+ * and before the manifest is built: its chunk is dirty, and BACKING refuses
+ * chunk puts. The manifest built then named it, and the one before it (the
+ * complete older tree) was removed; now the build finds the chunk in its own
+ * snapshot and writes nothing until it is on BACKING. */
+struct ut_tree_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool armed, arrived, resumed;
+};
+
+static void ut_tree_hold(void *arg)
+{
+	struct ut_tree_gate *g = arg;
+	pthread_mutex_lock(&g->lock);
+	if (g->armed) {
+		g->armed = false;
+		g->arrived = true;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->resumed)
+			pthread_cond_wait(&g->cond, &g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+static int ut_tree_newest(void *arg, const char *name)
+{
+	uint64_t *newest = arg, seq;
+	if (manifest_tree_name_parse(name, &seq) == 0 && seq > *newest)
+		*newest = seq;
+	return 0;
+}
+
+/* The newest tree manifest on BACKING, parsed (NULL: none). */
+static struct manifest *ut_tree_on_backing(void)
+{
+	uint64_t newest = 0, size = 0;
+	backing_list(fx.w.b, "manifests/tree", ut_tree_newest, &newest);
+	if (newest == 0)
+		return NULL;
+	char path[MANIFEST_PATH_MAX], err[MANIFEST_ERR_MAX];
+	manifest_tree_path(newest, path, sizeof(path));
+	OK(backing_stat(fx.w.b, path, &size));
+	char *buf = malloc(size + 1);
+	cr_assert_not_null(buf);
+	size_t len = 0;
+	OK(backing_get(fx.w.b, path, buf, size + 1, &len));
+	struct manifest *m = NULL;
+	cr_assert_eq(manifest_parse(buf, len, &m, err, sizeof(err)), 0, "%s: %s", path, err);
+	free(buf);
+	return m;
+}
+
+/* How many chunks m names that BACKING does not have. */
+static int ut_named_not_on_backing(const struct manifest *m)
+{
+	int missing = 0;
+	for (size_t i = 0; i < m->n_chunks; i++) {
+		char rel[128];
+		store_object_relpath(m->chunks[i].hash, rel, sizeof(rel));
+		missing += !ut_on_backing(rel);
+	}
+	return missing;
+}
+
+static bool ut_names_file(const struct manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_inodes; i++)
+		if (m->inodes[i].name && strcmp(m->inodes[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+Test(uploader, alone_the_tree_manifest_never_names_a_chunk_committed_after_its_fingerprint)
+{
+	char blocker[256];
+	ut_block_chunks(blocker, sizeof(blocker)); /* BACKING takes no chunk */
+	struct ut_tree_gate g = { .armed = true };
+	pthread_mutex_init(&g.lock, NULL);
+	pthread_cond_init(&g.cond, NULL);
+	ut_start_with(false, 1); /* one worker: it is the one held, no other uploads meanwhile */
+	uploader_set_before_tree(fx.u, ut_tree_hold, &g);
+	/* a change of the tree with no chunk: the next idle round writes it */
+	ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	pthread_mutex_lock(&g.lock);
+	double until = ut_mono() + 15;
+	while (!g.arrived && ut_mono() < until) {
+		pthread_mutex_unlock(&g.lock);
+		usleep(10 * 1000);
+		pthread_mutex_lock(&g.lock);
+	}
+	bool arrived = g.arrived;
+	pthread_mutex_unlock(&g.lock);
+	cr_assert(arrived, "the uploader never came to build the tree manifest");
+	/* fingerprint taken (all on BACKING), build not yet: last.ckpt commits */
+	ut_file(CAT_ROOT_INO, "last.ckpt", 950, 2, 32 << 10, 0);
+	pthread_mutex_lock(&g.lock);
+	g.resumed = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	uploader_stop(fx.u, false); /* the held round ends before the worker does */
+	fx.u = NULL;
+
+	struct manifest *m = ut_tree_on_backing();
+	if (m) {
+		int missing = ut_named_not_on_backing(m);
+		cr_assert_eq(missing, 0, "BACKING's tree manifest names %d chunks BACKING does not"
+			     " have (last.ckpt named: %d)", missing, ut_names_file(m, "last.ckpt"));
+		manifest_free(m);
+	}
+
+	/* BACKING takes chunks again: the drain puts them, then the tree */
+	cr_assert_eq(unlink(blocker), 0);
+	ut_start_with(false, 1);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 0);
+	m = ut_tree_on_backing();
+	cr_assert_not_null(m, "no tree manifest on BACKING after the drain");
+	cr_assert(ut_names_file(m, "last.ckpt"), "the drain's tree manifest lacks last.ckpt");
+	cr_assert(ut_names_file(m, "run"));
+	cr_assert_eq(m->n_chunks, 2);
+	cr_assert_eq(ut_named_not_on_backing(m), 0);
+	manifest_free(m);
+	pthread_cond_destroy(&g.cond);
+	pthread_mutex_destroy(&g.lock);
+}

@@ -90,6 +90,12 @@
  *      it was, does not lead to A): its manifest goes as U6 says. Nor the
  *      shared engine's R8 (catalog_shared_reclaim.c), which removes ended
  *      generations' manifests on the tree horizon alone.
+ *  U10. An unmount that ends with the files outside generations not
+ *      described on BACKING says so: when the drain's last tree manifest
+ *      put fails (fs/uploader.c T6), the catalog's meta row tree_unwritten
+ *      holds why, until a tree manifest is put or found current (the next
+ *      mount). `ckptfs-admin umount` reads it once the daemon exited and
+ *      does not call the unmount complete (tools/admin_umount.c).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -213,5 +219,13 @@ int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uplo
  * in memory: after an open, removals wait for the first tree manifest. */
 int cat_tree_horizon(struct cat *cat, uint64_t *seq);
 void cat_tree_described(struct cat *cat, uint64_t seq);
+
+/* U10: the mark of a tree manifest the unmount's drain could not put
+ * (fs/uploader.c T6): why (a line naming the error) sets the meta row
+ * tree_unwritten, NULL deletes it (the next tree manifest put, or found
+ * current). cat_tree_unwritten reads it: why "" if none (`ckptfs-admin
+ * umount` reads it once the daemon exited). */
+int cat_tree_unwritten_set(struct cat *cat, const char *why);
+int cat_tree_unwritten(struct cat *cat, char *why, size_t size);
 
 #endif

@@ -443,32 +443,80 @@ Test(uploader, a_chunk_lost_before_its_link_is_never_marked_uploaded_nor_its_gen
  * own upload queued. Ending the moot row as done marked the new row
  * uploaded, its own upload then found it "done", and X never reached
  * BACKING while the catalog called it there (evictable: the only copy). */
-struct ut_between {
+/* A worker held at a test hook until the test lets it go (once: armed). */
+struct ut_gate {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	uint8_t hash[HASH_LEN];
 	bool armed, arrived, resumed;
+};
+
+static void ut_gate_init(struct ut_gate *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->armed = true;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+}
+
+static void ut_gate_destroy(struct ut_gate *g)
+{
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* On the worker thread: the first call waits there for ut_gate_open. */
+static void ut_gate_hold(struct ut_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	if (g->armed) {
+		g->armed = false;
+		g->arrived = true;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->resumed)
+			pthread_cond_wait(&g->cond, &g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Whether a worker came to the gate within 15 s. */
+static bool ut_gate_reached(struct ut_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	double until = ut_mono() + 15;
+	while (!g->arrived && ut_mono() < until) {
+		pthread_mutex_unlock(&g->lock);
+		usleep(10 * 1000);
+		pthread_mutex_lock(&g->lock);
+	}
+	bool arrived = g->arrived;
+	pthread_mutex_unlock(&g->lock);
+	return arrived;
+}
+
+static void ut_gate_open(struct ut_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->resumed = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+struct ut_between {
+	struct ut_gate gate;
+	uint8_t hash[HASH_LEN];
 };
 
 static void ut_between_moot(void *arg, const struct cat_upload *row)
 {
 	struct ut_between *b = arg;
-	pthread_mutex_lock(&b->lock);
-	if (b->armed && row->kind == UP_CHUNK && memcmp(row->hash, b->hash, HASH_LEN) == 0) {
-		b->armed = false;
-		b->arrived = true;
-		pthread_cond_broadcast(&b->cond);
-		while (!b->resumed)
-			pthread_cond_wait(&b->cond, &b->lock);
-	}
-	pthread_mutex_unlock(&b->lock);
+	if (row->kind == UP_CHUNK && memcmp(row->hash, b->hash, HASH_LEN) == 0)
+		ut_gate_hold(&b->gate);
 }
 
 Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_it_ends)
 {
-	struct ut_between b = { .armed = true };
-	pthread_mutex_init(&b.lock, NULL);
-	pthread_cond_init(&b.cond, NULL);
+	struct ut_between b;
+	ut_gate_init(&b.gate);
 	uint64_t ino = ut_file(CAT_ROOT_INO, "a", 900, 1, 32 << 10, 0);
 	memcpy(b.hash, fx.hash[0], HASH_LEN);
 	uint64_t gone = 0;
@@ -480,23 +528,11 @@ Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_
 
 	ut_start(false);
 	uploader_set_between(fx.u, ut_between_moot, &b);
-	pthread_mutex_lock(&b.lock);
-	double until = ut_mono() + 15;
-	while (!b.arrived && ut_mono() < until) {
-		pthread_mutex_unlock(&b.lock);
-		usleep(10 * 1000);
-		pthread_mutex_lock(&b.lock);
-	}
-	bool arrived = b.arrived;
-	pthread_mutex_unlock(&b.lock);
-	cr_assert(arrived, "X's first row was never taken");
+	cr_assert(ut_gate_reached(&b.gate), "X's first row was never taken");
 	/* the moot row is between its check and its end: the writer stores X anew */
 	ut_file(CAT_ROOT_INO, "b", 900, 1, 32 << 10, 0);
 	cr_assert_eq(memcmp(fx.hash[1], b.hash, HASH_LEN), 0, "the same bytes, the same chunk");
-	pthread_mutex_lock(&b.lock);
-	b.resumed = true;
-	pthread_cond_broadcast(&b.cond);
-	pthread_mutex_unlock(&b.lock);
+	ut_gate_open(&b.gate);
 
 	uploader_stop(fx.u, true); /* drained: every row ended */
 	fx.u = NULL;
@@ -505,8 +541,7 @@ Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_
 		  "X is called uploaded, and BACKING does not have it");
 	cr_assert(ut_chunk_on_backing(1), "file b's only chunk never reached BACKING");
 	cr_assert(w.uploaded);
-	pthread_cond_destroy(&b.cond);
-	pthread_mutex_destroy(&b.lock);
+	ut_gate_destroy(&b.gate);
 }
 
 /* review3 F7 (claim.h 9): a manifest row whose put landed, then found the
@@ -648,24 +683,9 @@ Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
  * chunk puts. The manifest built then named it, and the one before it (the
  * complete older tree) was removed; now the build finds the chunk in its own
  * snapshot and writes nothing until it is on BACKING. */
-struct ut_tree_gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool armed, arrived, resumed;
-};
-
 static void ut_tree_hold(void *arg)
 {
-	struct ut_tree_gate *g = arg;
-	pthread_mutex_lock(&g->lock);
-	if (g->armed) {
-		g->armed = false;
-		g->arrived = true;
-		pthread_cond_broadcast(&g->cond);
-		while (!g->resumed)
-			pthread_cond_wait(&g->cond, &g->lock);
-	}
-	pthread_mutex_unlock(&g->lock);
+	ut_gate_hold(arg);
 }
 
 static int ut_tree_newest(void *arg, const char *name)
@@ -720,29 +740,16 @@ Test(uploader, alone_the_tree_manifest_never_names_a_chunk_committed_after_its_f
 {
 	char blocker[256];
 	ut_block_chunks(blocker, sizeof(blocker)); /* BACKING takes no chunk */
-	struct ut_tree_gate g = { .armed = true };
-	pthread_mutex_init(&g.lock, NULL);
-	pthread_cond_init(&g.cond, NULL);
+	struct ut_gate g;
+	ut_gate_init(&g);
 	ut_start_with(false, 1); /* one worker: it is the one held, no other uploads meanwhile */
 	uploader_set_before_tree(fx.u, ut_tree_hold, &g);
 	/* a change of the tree with no chunk: the next idle round writes it */
 	ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
-	pthread_mutex_lock(&g.lock);
-	double until = ut_mono() + 15;
-	while (!g.arrived && ut_mono() < until) {
-		pthread_mutex_unlock(&g.lock);
-		usleep(10 * 1000);
-		pthread_mutex_lock(&g.lock);
-	}
-	bool arrived = g.arrived;
-	pthread_mutex_unlock(&g.lock);
-	cr_assert(arrived, "the uploader never came to build the tree manifest");
+	cr_assert(ut_gate_reached(&g), "the uploader never came to build the tree manifest");
 	/* fingerprint taken (all on BACKING), build not yet: last.ckpt commits */
 	ut_file(CAT_ROOT_INO, "last.ckpt", 950, 2, 32 << 10, 0);
-	pthread_mutex_lock(&g.lock);
-	g.resumed = true;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
+	ut_gate_open(&g);
 	uploader_stop(fx.u, false); /* the held round ends before the worker does */
 	fx.u = NULL;
 
@@ -767,6 +774,5 @@ Test(uploader, alone_the_tree_manifest_never_names_a_chunk_committed_after_its_f
 	cr_assert_eq(m->n_chunks, 2);
 	cr_assert_eq(ut_named_not_on_backing(m), 0);
 	manifest_free(m);
-	pthread_cond_destroy(&g.cond);
-	pthread_mutex_destroy(&g.lock);
+	ut_gate_destroy(&g);
 }

@@ -618,64 +618,6 @@ Test(uploader, a_manifest_row_fenced_after_its_put_stays_queued_and_removes_its_
 	claim_end(c, false);
 }
 
-/* review3 F9 (claim.h 9): an unmount's drain that finds the claim unsure
- * (not lost) waits for a renewal before it leaves the queue in the cache. */
-static struct {
-	int armed, asked, unsure, stopped; /* atomics */
-} ut_unsure;
-
-static int ut_unsure_hook(struct claim *c, const char *point)
-{
-	(void)c;
-	if (strcmp(point, "may-write") != 0)
-		return 0;
-	if (__atomic_load_n(&ut_unsure.armed, __ATOMIC_ACQUIRE))
-		__atomic_add_fetch(&ut_unsure.asked, 1, __ATOMIC_ACQ_REL);
-	return __atomic_load_n(&ut_unsure.unsure, __ATOMIC_ACQUIRE) ? -ESTALE : 0;
-}
-
-/* "the renewal": once the drain asked a few times, the claim is sure again */
-static void *ut_renew_later(void *arg)
-{
-	(void)arg;
-	while (__atomic_load_n(&ut_unsure.asked, __ATOMIC_ACQUIRE) < 8 &&
-	       !__atomic_load_n(&ut_unsure.stopped, __ATOMIC_ACQUIRE))
-		usleep(10 * 1000);
-	__atomic_store_n(&ut_unsure.unsure, 0, __ATOMIC_RELEASE);
-	return NULL;
-}
-
-Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
-{
-	struct claim *c = NULL;
-	char msg[PATH_MAX + 512];
-	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
-			 msg, sizeof(msg)));
-	memset(&ut_unsure, 0, sizeof(ut_unsure));
-	ut_unsure.unsure = 1;
-	claim_test_hook = ut_unsure_hook;
-	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
-	ut_gen(series, "step-1", 1, 400, 3);
-	struct uploader_config cfg = {
-		.threads = 2, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
-	};
-	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
-	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
-	cr_assert_gt(ut_queued(), 0);
-	__atomic_store_n(&ut_unsure.armed, 1, __ATOMIC_RELEASE);
-	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, ut_renew_later, NULL), 0);
-	uploader_stop(fx.u, true);
-	fx.u = NULL;
-	__atomic_store_n(&ut_unsure.stopped, 1, __ATOMIC_RELEASE);
-	pthread_join(t, NULL);
-	claim_test_hook = NULL;
-	cr_assert_eq(ut_queued(), 0, "the drain left the queue while the claim was only unsure");
-	for (int i = 0; i < fx.n_chunks; i++)
-		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
-	claim_end(c, false);
-}
-
 /* Review 35 F4 (uploader.c T5, upload.h U5): alone, the tree manifest names
  * no chunk BACKING lacks. A file outside generations (`last.ckpt`) is
  * committed after the fingerprint found every chunk of the tree on BACKING
@@ -775,4 +717,62 @@ Test(uploader, alone_the_tree_manifest_never_names_a_chunk_committed_after_its_f
 	cr_assert_eq(ut_named_not_on_backing(m), 0);
 	manifest_free(m);
 	ut_gate_destroy(&g);
+}
+
+/* review3 F9 (claim.h 9): an unmount's drain that finds the claim unsure
+ * (not lost) waits for a renewal before it leaves the queue in the cache. */
+static struct {
+	int armed, asked, unsure, stopped; /* atomics */
+} ut_unsure;
+
+static int ut_unsure_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (strcmp(point, "may-write") != 0)
+		return 0;
+	if (__atomic_load_n(&ut_unsure.armed, __ATOMIC_ACQUIRE))
+		__atomic_add_fetch(&ut_unsure.asked, 1, __ATOMIC_ACQ_REL);
+	return __atomic_load_n(&ut_unsure.unsure, __ATOMIC_ACQUIRE) ? -ESTALE : 0;
+}
+
+/* "the renewal": once the drain asked a few times, the claim is sure again */
+static void *ut_renew_later(void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(&ut_unsure.asked, __ATOMIC_ACQUIRE) < 8 &&
+	       !__atomic_load_n(&ut_unsure.stopped, __ATOMIC_ACQUIRE))
+		usleep(10 * 1000);
+	__atomic_store_n(&ut_unsure.unsure, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
+{
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
+			 msg, sizeof(msg)));
+	memset(&ut_unsure, 0, sizeof(ut_unsure));
+	ut_unsure.unsure = 1;
+	claim_test_hook = ut_unsure_hook;
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	ut_gen(series, "step-1", 1, 400, 3);
+	struct uploader_config cfg = {
+		.threads = 2, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
+	};
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
+	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
+	cr_assert_gt(ut_queued(), 0);
+	__atomic_store_n(&ut_unsure.armed, 1, __ATOMIC_RELEASE);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, ut_renew_later, NULL), 0);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	__atomic_store_n(&ut_unsure.stopped, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	claim_test_hook = NULL;
+	cr_assert_eq(ut_queued(), 0, "the drain left the queue while the claim was only unsure");
+	for (int i = 0; i < fx.n_chunks; i++)
+		cr_assert(ut_chunk_on_backing(i), "chunk %d is not on BACKING", i);
+	claim_end(c, false);
 }

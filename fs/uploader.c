@@ -28,6 +28,8 @@
 #define UP_BACKOFF_MIN_MS 100
 #define UP_BACKOFF_MAX_MS 30000
 #define UP_TREE_EVERY_S 1.0
+/* The unmount's last tree manifest put is retried this long (T6). */
+#define UP_TREE_DRAIN_S 15.0
 /* Shared: the tree manifest's duty term (extended at each check, every
  * UP_TREE_EVERY_S); a holder that stops checking leaves it this soon. */
 #define UP_TREE_DUTY_MS 5000
@@ -85,6 +87,9 @@ struct uploader {
 	double tree_checked;
 	int64_t tree_clock_ns;  /* shared: the server's clock at the last fingerprint */
 	int64_t tree_noted_ns;  /* shared: the last horizon recorded (T4) */
+	bool tree_marked;       /* alone: the catalog's tree_unwritten row is set (T6) */
+	uploader_tree_fn *before_tree; /* tests only (uploader.h) */
+	void *before_tree_arg;
 
 	struct uploader_stats st;
 	size_t object_cap;
@@ -405,31 +410,78 @@ static int up_run(struct uploader *u, const struct cat_upload *row, struct up_bu
 
 static void up_tree_shared(struct uploader *u);
 
-static void up_tree(struct uploader *u)
+/* ---- the tree manifest alone (SQLite) ----
+ *
+ *  T5. The tree manifest put names only chunks on BACKING (upload.h U5;
+ *      review 35 F4): the fingerprint that decides a build, the check that
+ *      every chunk of the tree is uploaded, and the manifest are read in one
+ *      transaction (manifest_tree_build_uploaded), which answers -EAGAIN
+ *      while one is not; the fingerprint recorded is that snapshot's. The
+ *      earlier fingerprint (its own transaction) only skips a build when the
+ *      tree is unchanged or not yet uploaded; a file committed after it is
+ *      seen by the build's snapshot, never named unseen. The previous
+ *      manifest is removed only after the new one's put succeeded.
+ *  T6. An unmount's drain ends with the tree manifest on BACKING, or says
+ *      it is not (review 35 F2): after the rows, the tree manifest is put
+ *      (up_tree_drain); a put that fails is tried again with the rows'
+ *      backoff (UP_BACKOFF_MIN_MS doubling) for UP_TREE_DRAIN_S; if it
+ *      still fails, or the tree names chunks not on BACKING (rows left
+ *      queued), or the claim is not ours, the daemon logs an error naming
+ *      the tree manifest and records why in the catalog (upload.h U10),
+ *      which `ckptfs-admin umount` reports (exit 1, as for rows left
+ *      queued). The mark goes once a tree manifest is put or found current
+ *      (the next mount writes one at its first idle round). */
+
+/* T6: a tree manifest describes the tree on BACKING: the mark of an
+ * unmount that could not write one goes. */
+static void up_tree_unmark(struct uploader *u)
+{
+	if (u->tree_marked && cat_tree_unwritten_set(u->cat, NULL) == 0) {
+		u->tree_marked = false;
+		log_info("BACKING %s: the tree manifest (the files outside generations) is written"
+			 " again", backing_spec(u->backing));
+	}
+}
+
+/* 0: the tree manifest on BACKING describes the tree (written now, or found
+ * current); -EAGAIN: a chunk of the tree is not on BACKING yet; -EROFS: not
+ * ours to write (claim.h 9); else the put's error. Shared: the duty holder's
+ * turn (T1), 0. */
+static int up_tree(struct uploader *u)
 {
 	if (!up_may_write(u))
-		return;
+		return -EROFS;
 	if (cat_is_shared(u->cat)) {
 		up_tree_shared(u);
-		return;
+		return 0;
 	}
 	char fp[128];
 	bool all_uploaded = false;
 	uint64_t horizon; /* the queue rows this manifest describes the state after (upload.h U5) */
-	if (cat_tree_horizon(u->cat, &horizon) != 0 ||
-	    cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded) != 0 || !all_uploaded)
-		return;
+	int rc = cat_tree_horizon(u->cat, &horizon);
+	if (rc == 0)
+		rc = cat_tree_fingerprint(u->cat, fp, sizeof(fp), &all_uploaded);
+	if (rc != 0)
+		return rc;
+	if (!all_uploaded)
+		return -EAGAIN;
 	pthread_mutex_lock(&u->lock);
 	bool same = strcmp(fp, u->tree_fp) == 0;
+	uploader_tree_fn *before_tree = u->before_tree;
+	void *before_tree_arg = u->before_tree_arg;
 	pthread_mutex_unlock(&u->lock);
 	if (same) {
 		cat_tree_described(u->cat, horizon); /* the one on BACKING is current */
-		return;
+		up_tree_unmark(u);
+		return 0;
 	}
+	if (before_tree)
+		before_tree(before_tree_arg);
 	char *buf = NULL;
 	size_t len = 0;
-	if (manifest_tree_build(u->cat, &buf, &len) != 0)
-		return;
+	rc = manifest_tree_build_uploaded(u->cat, &buf, &len, fp, sizeof(fp)); /* T5 */
+	if (rc != 0)
+		return rc; /* -EAGAIN: committed since the fingerprint, not uploaded yet */
 	pthread_mutex_lock(&u->lock);
 	uint64_t seq = (uint64_t)up_now_ns();
 	if (seq <= u->tree_seq) /* the clock went back: names must still grow */
@@ -437,10 +489,10 @@ static void up_tree(struct uploader *u)
 	pthread_mutex_unlock(&u->lock);
 	char path[MANIFEST_PATH_MAX];
 	manifest_tree_path(seq, path, sizeof(path));
-	int rc = backing_put(u->backing, path, buf, len);
+	rc = backing_put(u->backing, path, buf, len);
 	free(buf);
 	if (rc != 0)
-		return; /* retried on the next idle round */
+		return rc; /* retried on the next idle round, or by the drain (T6) */
 	cat_tree_described(u->cat, horizon);
 	pthread_mutex_lock(&u->lock);
 	uint64_t old = u->tree_seq;
@@ -448,10 +500,52 @@ static void up_tree(struct uploader *u)
 	snprintf(u->tree_fp, sizeof(u->tree_fp), "%s", fp);
 	u->st.manifests++;
 	pthread_mutex_unlock(&u->lock);
+	up_tree_unmark(u);
 	if (old && up_may_write(u)) {
 		manifest_tree_path(old, path, sizeof(path));
 		backing_remove(u->backing, path);
 	}
+	return 0;
+}
+
+/* T6: the unmount's last tree manifest, tried again while its put fails;
+ * a give-up is logged and marked in the catalog (upload.h U10). Workers
+ * have left: only this thread writes the tree. */
+static void up_tree_drain(struct uploader *u)
+{
+	if (cat_is_shared(u->cat)) {
+		(void)up_tree(u); /* the duty holder's (T1) */
+		return;
+	}
+	double until = up_mono_s() + UP_TREE_DRAIN_S;
+	unsigned backoff_ms = UP_BACKOFF_MIN_MS;
+	int rc;
+	while ((rc = up_tree(u)) != 0 && rc != -EAGAIN && rc != -EROFS &&
+	       up_mono_s() + backoff_ms / 1000.0 < until) {
+		log_warn("unmount: the tree manifest (the files outside generations) could not be"
+			 " put on BACKING %s (%s); trying again in %u ms", backing_spec(u->backing),
+			 strerror(-rc), backoff_ms);
+		struct timespec ts = { backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+		backoff_ms = backoff_ms * 2 > UP_BACKOFF_MAX_MS ? UP_BACKOFF_MAX_MS : backoff_ms * 2;
+	}
+	if (rc == 0)
+		return;
+	char why[256];
+	if (rc == -EAGAIN)
+		snprintf(why, sizeof(why), "files outside generations name chunks not on BACKING"
+			 " yet (their uploads stay queued)");
+	else if (rc == -EROFS)
+		snprintf(why, sizeof(why), "this daemon no longer held BACKING's claim");
+	else
+		snprintf(why, sizeof(why), "its put failed for %.0f s: %s", UP_TREE_DRAIN_S,
+			 strerror(-rc));
+	log_error("unmount: the tree manifest (the files outside generations: `latest`,"
+		  " `last.ckpt`, a final model) is not on BACKING %s: %s; a new cache on this"
+		  " BACKING would see them as of an older tree manifest; the next mount of cache"
+		  " %s writes it", backing_spec(u->backing), why, u->cfg.cache_dir);
+	if (cat_tree_unwritten_set(u->cat, why) == 0)
+		u->tree_marked = true;
 }
 
 static int up_tree_newest(void *arg, const char *name)
@@ -1096,7 +1190,7 @@ static void *up_worker_main(void *p)
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
 				u->tree_checked = now;
 				pthread_mutex_unlock(&u->lock);
-				up_tree(u);
+				(void)up_tree(u); /* a failure: the next idle round tries again */
 				pthread_mutex_lock(&u->lock);
 				continue;
 			}
@@ -1157,6 +1251,12 @@ int uploader_start(const struct uploader_config *cfg, struct cat *cat, struct st
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);
 	up_tree_find(u);
+	char why[256];
+	if (!cat_is_shared(cat) && cat_tree_unwritten(cat, why, sizeof(why)) == 0 && why[0]) {
+		u->tree_marked = true; /* T6: cleared by the first tree manifest written */
+		log_warn("BACKING %s: the last unmount left the tree manifest (the files outside"
+			 " generations) unwritten (%s); it is written now", backing_spec(backing), why);
+	}
 	int want = (int)(cfg->threads ? cfg->threads : backing_upload_threads(backing));
 	if (want > UP_WORKERS_MAX)
 		want = UP_WORKERS_MAX;
@@ -1261,7 +1361,7 @@ void uploader_stop(struct uploader *u, bool drain)
 	 * unsynced batch marked busy (it stays queued for the next mount) */
 	assert(!drain || !up_any_busy(u));
 	if (drain)
-		up_tree(u); /* the last state of the files outside generations */
+		up_tree_drain(u); /* the last state of the files outside generations (T6) */
 	if (drain && cat_is_shared(u->cat)) /* the next node's turn need not wait for the term */
 		cat_duty_drop(u->cat, MANIFEST_SHARED_TREE_DUTY);
 	pthread_cond_destroy(&u->kick);
@@ -1329,5 +1429,13 @@ void uploader_get_stats(struct uploader *u, struct uploader_stats *out)
 	pthread_mutex_lock(&u->lock);
 	*out = u->st;
 	out->backing_down = u->down;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void uploader_set_before_tree(struct uploader *u, uploader_tree_fn *fn, void *arg)
+{
+	pthread_mutex_lock(&u->lock);
+	u->before_tree = fn;
+	u->before_tree_arg = arg;
 	pthread_mutex_unlock(&u->lock);
 }

@@ -134,4 +134,11 @@ struct uploader_stats {
 };
 void uploader_get_stats(struct uploader *u, struct uploader_stats *out);
 
+/* For tests only (the daemon never sets it): called on the worker thread
+ * that writes the tree manifest alone (SQLite), once its fingerprint said the
+ * tree changed and every chunk of it is on BACKING, before the manifest is
+ * built (uploader.c T5: a writer's change can fall between the two). */
+typedef void uploader_tree_fn(void *arg);
+void uploader_set_before_tree(struct uploader *u, uploader_tree_fn *fn, void *arg);
+
 #endif

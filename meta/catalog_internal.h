@@ -75,7 +75,7 @@ enum cat_sid {
 	U_GEN_DURABLE_SET, U_FAILED, U_WHERE, U_SET_CACHED, U_TOUCH, U_KEEP_CLEAR,
 	U_KEEP_PINNED, U_KEEP_INO, U_EVICT, U_STATS_CHUNKS, U_STATS_QUEUE, U_STATS_GENS,
 	U_FILE_UNUPLOADED, U_GEN_NOT_DURABLE, U_TREE_FP, U_TREE_UNUPLOADED, U_GEN_BYTES,
-	U_GEN_OUTDATED, U_GEN_ABSORBED,
+	U_GEN_OUTDATED, U_GEN_ABSORBED, U_TREE_MARK_GET, U_TREE_MARK_SET, U_TREE_MARK_CLEAR,
 
 	/* catalog_refs.c's statements (SQL in its cat_refs_sql), the only ones
 	 * that change chunks.refcount: R_<set>_DROP releases, R_<set>_TAKE takes
@@ -372,5 +372,9 @@ int cat_up_chunk_gone_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 int cat_up_gen_committed_txn(struct cat *cat, uint64_t gen, uint32_t version);
 /* A generation was deleted: queue removal of its manifests up to version. */
 int cat_up_gen_deleted_txn(struct cat *cat, uint64_t gen, uint32_t version);
+/* upload.h's cat_tree_fingerprint inside the caller's read transaction
+ * (manifest.c's tree build: the fingerprint, the check and the manifest of
+ * one snapshot, upload.h U5). */
+int cat_tree_fingerprint_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded);
 
 #endif

@@ -522,7 +522,10 @@ static int mf_write_gen(struct mf_build *mb, uint32_t version)
 	return rc;
 }
 
-static int mf_build(struct cat *cat, uint64_t gen, uint32_t version, char **out, size_t *len)
+/* fp: the tree's fingerprint is read in the build's transaction, and a
+ * chunk of it not on BACKING answers -EAGAIN (manifest_tree_build_uploaded). */
+static int mf_build(struct cat *cat, uint64_t gen, uint32_t version, char **out, size_t *len,
+		    char *fp, size_t fp_size)
 {
 	struct mf_build mb = { .cat = cat, .gen = gen, .root = CAT_ROOT_INO };
 	char err[MANIFEST_ERR_MAX];
@@ -535,6 +538,12 @@ static int mf_build(struct cat *cat, uint64_t gen, uint32_t version, char **out,
 	mf_printf(&mb.b, MF_MAGIC " %d %s\n", MANIFEST_FORMAT_VERSION, gen ? "gen" : "tree");
 	cat_lock(cat);
 	int rc = cat_begin_read(cat);
+	if (rc == 0 && fp != NULL) { /* M1: the check and the build see one state */
+		bool all_uploaded = false;
+		rc = cat_tree_fingerprint_txn(cat, fp, fp_size, &all_uploaded);
+		if (rc == 0 && !all_uploaded)
+			rc = -EAGAIN; /* upload.h U5: a chunk it would name is not on BACKING */
+	}
 	if (rc == 0 && gen != 0)
 		rc = mf_write_gen(&mb, version);
 	if (rc == 0)
@@ -569,7 +578,7 @@ static int mf_build(struct cat *cat, uint64_t gen, uint32_t version, char **out,
 		}
 		manifest_free(m);
 	}
-	if (rc != 0 && rc != -ESTALE && rc != -ENOENT)
+	if (rc != 0 && rc != -ESTALE && rc != -ENOENT && rc != -EAGAIN)
 		log_error("catalog %s: cannot build the manifest of %s: %s", cat->path, what,
 			  strerror(-rc));
 	if (rc != 0) {
@@ -587,12 +596,20 @@ int manifest_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version, char 
 	if (gen_id == 0 || gen_id > INT64_MAX || version == 0)
 		return -EINVAL;
 	if (cat->shared) return manifest_shared_gen_build(cat, gen_id, version, out, len);
-	return mf_build(cat, gen_id, version, out, len);
+	return mf_build(cat, gen_id, version, out, len, NULL, 0);
 }
 
 int manifest_tree_build(struct cat *cat, char **out, size_t *len)
 {
-	return mf_build(cat, 0, 0, out, len);
+	return mf_build(cat, 0, 0, out, len, NULL, 0);
+}
+
+int manifest_tree_build_uploaded(struct cat *cat, char **out, size_t *len, char *fp,
+				 size_t fp_size)
+{
+	if (cat->shared)
+		return -EOPNOTSUPP;
+	return mf_build(cat, 0, 0, out, len, fp, fp_size);
 }
 
 /* ---- the text of a manifest given as rows (meta/manifest_shared.c) ---- */

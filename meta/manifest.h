@@ -84,6 +84,14 @@ int manifest_gen_build(struct cat *cat, uint64_t gen_id, uint32_t version, char 
 
 /* The manifest of everything outside generations. */
 int manifest_tree_build(struct cat *cat, char **out, size_t *len);
+/* The same, for BACKING (fs/uploader.c T5): in the one read transaction
+ * that builds it, fp gets the tree's fingerprint (cat_tree_fingerprint) and
+ * the build answers -EAGAIN, unlogged, while a file outside generations
+ * names a chunk not on BACKING, so that the manifest put never names one
+ * (upload.h U5). SQLite engine only (a shared catalog's tree is
+ * manifest_shared_tree_build's). */
+int manifest_tree_build_uploaded(struct cat *cat, char **out, size_t *len, char *fp,
+				 size_t fp_size);
 
 /* ---- applying ---- */
 

@@ -120,6 +120,13 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_TREE_FP) = { "fingerprint the tree outside generations",
 			 "SELECT COUNT(*), COALESCE(MAX(ctime_ns), 0), COALESCE(SUM(ctime_ns % 1000003), 0),"
 			 " COALESCE(SUM(size), 0) FROM " UP_TREE_INODES },
+	/* upload.h U10: the meta row of a tree manifest the unmount could not write */
+	U(U_TREE_MARK_GET) = { "read the mark of an unwritten tree manifest",
+			       "SELECT value FROM meta WHERE key = 'tree_unwritten'" },
+	U(U_TREE_MARK_SET) = { "mark the tree manifest unwritten",
+			       "INSERT OR REPLACE INTO meta(key, value) VALUES('tree_unwritten', ?1)" },
+	U(U_TREE_MARK_CLEAR) = { "clear the mark of an unwritten tree manifest",
+				 "DELETE FROM meta WHERE key = 'tree_unwritten'" },
 	U(U_TREE_UNUPLOADED) = { "look for chunks outside generations not on BACKING",
 				 "SELECT 1 FROM " UP_TREE_INODES " AND EXISTS(SELECT 1 FROM extents e"
 				 " JOIN chunks c ON c.hash = e.hash WHERE e.ino = inodes.ino"
@@ -592,7 +599,7 @@ int cat_gen_upload_bytes(struct cat *cat, uint64_t gen, uint64_t *total, uint64_
 	return rc;
 }
 
-static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
+int cat_tree_fingerprint_txn(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
 {
 	int rc = cat_next(cat, U_TREE_FP);
 	if (rc == 1) {
@@ -610,7 +617,7 @@ static int up_tree_txn(struct cat *cat, char *buf, size_t size, bool *all_upload
 
 int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uploaded)
 {
-	return UP_READ(cat, up_tree_txn(cat, buf, size, all_uploaded));
+	return UP_READ(cat, cat_tree_fingerprint_txn(cat, buf, size, all_uploaded));
 }
 
 static int up_horizon_txn(struct cat *cat, uint64_t *seq)
@@ -638,4 +645,33 @@ void cat_tree_described(struct cat *cat, uint64_t seq)
 	if (seq > cat->up_tree_described) /* an older manifest's call may come late */
 		cat->up_tree_described = seq;
 	cat_unlock(cat);
+}
+
+int cat_tree_unwritten_set(struct cat *cat, const char *why)
+{
+	cat_lock(cat);
+	int rc = why ? cat_bind(cat, U_TREE_MARK_SET, A_TEXT(why)) : 0;
+	if (rc == 0)
+		rc = cat_run(cat, why ? U_TREE_MARK_SET : U_TREE_MARK_CLEAR);
+	cat_unlock(cat);
+	return rc;
+}
+
+static int up_tree_mark_txn(struct cat *cat, char *why, size_t size)
+{
+	int rc = cat_next(cat, U_TREE_MARK_GET);
+	if (rc == 1) {
+		const unsigned char *v = sqlite3_column_text(cat->stmt[U_TREE_MARK_GET], 0);
+		snprintf(why, size, "%s", v && v[0] ? (const char *)v : "(no reason recorded)");
+		rc = 0;
+	}
+	cat_reset(cat, U_TREE_MARK_GET);
+	return rc;
+}
+
+int cat_tree_unwritten(struct cat *cat, char *why, size_t size)
+{
+	assert(size > 0);
+	why[0] = '\0';
+	return UP_READ(cat, up_tree_mark_txn(cat, why, size));
 }

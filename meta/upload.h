@@ -48,6 +48,12 @@
  *      (c) a tree manifest describing the tree as of s is on BACKING
  *          (cat_tree_described with a horizon >= s): the change may have
  *          been to a file outside generations.
+ *      The manifests themselves name only uploaded chunks: a generation's
+ *      is ready once every chunk it names is (U3); the tree manifest is
+ *      built in the one read transaction that finds every chunk of the
+ *      tree uploaded, else not at all (manifest_tree_build_uploaded,
+ *      fs/uploader.c T5; review 35 F4: a fingerprint of its own
+ *      transaction let a file committed after it be named dirty).
  *  U6. An ended generation's manifests leave BACKING only once a tree
  *      manifest describing the tree as of the end is on BACKING (an
  *      UP_DELETE_GEN_MANIFEST row waits as U5 c): a save renamed out of its
@@ -91,6 +97,12 @@
  *      it was, does not lead to A): its manifest goes as U6 says. Nor the
  *      shared engine's R8 (catalog_shared_reclaim.c), which removes ended
  *      generations' manifests on the tree horizon alone.
+ *  U10. An unmount that ends with the files outside generations not
+ *      described on BACKING says so: when the drain's last tree manifest
+ *      put fails (fs/uploader.c T6), the catalog's meta row tree_unwritten
+ *      holds why, until a tree manifest is put or found current (the next
+ *      mount). `ckptfs-admin umount` reads it once the daemon exited and
+ *      does not call the unmount complete (tools/admin_umount.c).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -216,5 +228,13 @@ int cat_tree_fingerprint(struct cat *cat, char *buf, size_t size, bool *all_uplo
  * in memory: after an open, removals wait for the first tree manifest. */
 int cat_tree_horizon(struct cat *cat, uint64_t *seq);
 void cat_tree_described(struct cat *cat, uint64_t seq);
+
+/* U10: the mark of a tree manifest the unmount's drain could not put
+ * (fs/uploader.c T6): why (a line naming the error) sets the meta row
+ * tree_unwritten, NULL deletes it (the next tree manifest put, or found
+ * current). cat_tree_unwritten reads it: why "" if none (`ckptfs-admin
+ * umount` reads it once the daemon exited). */
+int cat_tree_unwritten_set(struct cat *cat, const char *why);
+int cat_tree_unwritten(struct cat *cat, char *why, size_t size);
 
 #endif

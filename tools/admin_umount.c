@@ -42,7 +42,12 @@
  *      unmounted as /proc/self/fd/DIR/NAME with UMOUNT_NOFOLLOW: a symlink
  *      or a renamed directory on the way cannot redirect it. The check runs
  *      before the drain (refused: nothing changed) and again just before the
- *      unmount. */
+ *      unmount.
+ *   5. "every upload is on BACKING" (exit 0) only when, once the daemon
+ *      exited, its catalog has no row queued and no mark of a tree manifest
+ *      its drain could not put (meta/upload.h U10, fs/uploader.c T6: the
+ *      files outside generations are described on BACKING only by it);
+ *      else exit 1 naming what is not there. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -502,13 +507,30 @@ static int umount_wait_exit(struct umount_state *st)
 		umount_sleep();
 	}
 	umount_progress_end(st);
+	int rc = ADMIN_OK;
+	const char *what = st->mount[0] ? st->mount : st->a->cache;
 	if (cat_cache_stats(st->a->cat, &cs) == 0 && cs.queued > 0) {
 		admin_err("%s: the daemon (pid %ld) exited with %" PRIu64 " uploads (%" PRIu64
 			  " bytes) still queued (see its log); they resume at the next mount",
-			  st->mount[0] ? st->mount : st->a->cache, st->pid, cs.queued, cs.dirty_bytes);
-		return ADMIN_PROBLEM;
+			  what, st->pid, cs.queued, cs.dirty_bytes);
+		rc = ADMIN_PROBLEM;
 	}
-	return ADMIN_OK;
+	/* invariant 5 */
+	char why[256] = "";
+	int err = cat_tree_unwritten(st->a->cat, why, sizeof(why));
+	if (err != 0) {
+		admin_err("%s: cannot read whether the daemon wrote the tree manifest: %s", what,
+			  strerror(-err));
+		rc = ADMIN_PROBLEM;
+	} else if (why[0]) {
+		admin_err("%s: the daemon (pid %ld) exited without the tree manifest on BACKING %s "
+			  "(%s; see its log): files outside generations (`latest`, `last.ckpt`, a "
+			  "final model) are not described there, and a new cache on it would not see "
+			  "them as they are; the next mount of this cache writes it", what, st->pid,
+			  st->a->backing, why);
+		rc = ADMIN_PROBLEM;
+	}
+	return rc;
 }
 
 int admin_cmd_umount(struct admin *a)

@@ -216,6 +216,51 @@ test_umount_timeout_before_the_drain_changes_nothing() {
 	assert_eq 1 "$(_durable_count)" "durable generations"
 }
 
+# Review 35 F2 (fs/uploader.c T6, meta/upload.h U10): a file outside
+# generations whose chunks are all on BACKING (dedup) is described there only
+# by the tree manifest, which the drain puts last. BACKING refuses renames,
+# so that put fails: umount said "every upload is on BACKING" (exit 0) and a
+# new node with an empty cache had no last.ckpt. Now it exits 1 naming the
+# tree manifest, the daemon logs it, and the next mount of the cache, with
+# BACKING well again, writes it: a fresh cache then reads last.ckpt back.
+test_umount_says_so_when_the_tree_manifest_could_not_be_put() {
+	ck_faultfs_up
+	ck_mount
+	_save_step 1 2
+	ck_wait_durable
+	local i=0 # the idle round writes the tree manifest of run/ (no chunk)
+	until [ -n "$(ls "$CK_TMP/store/manifests/tree" 2>/dev/null)" ]; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "no tree manifest on BACKING after 20 s"
+		sleep 0.1
+	done
+	ck_fault "eio=rename"
+	cp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/last.ckpt" # same bytes: its chunks are on BACKING
+	assert_eq 0 "$(_queued)" "uploads queued for last.ckpt (its chunks are on BACKING already)"
+	local rc
+	rc=$(adm umount "$CK_MNT")
+	assert_eq 1 "$rc" "exit of umount when the tree manifest cannot be put; stdout: $(cat "$CK_TMP/out")"
+	grep -q "every upload is on BACKING" "$CK_TMP/out" && ck_fail "umount said every upload is on BACKING: $(cat "$CK_TMP/out")"
+	grep -q "without the tree manifest on BACKING" "$CK_TMP/err" || ck_fail "umount's message does not name the tree manifest: $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_daemon_exit "ckptfs-admin umount"
+	ck_is_mounted "$CK_MNT" && ck_fail "still mounted after ckptfs-admin umount"
+	grep -q "the tree manifest .* is not on BACKING" "$CK_DERR" "$CK_DLOG" 2>/dev/null ||
+		ck_fail "the daemon's log does not name the tree manifest: $(tail -n 5 "$CK_DERR" | tr '\n' '|')"
+	ck_fault
+	# the same cache again: its first idle round writes the tree, umount is clean
+	ck_mount
+	rc=$(adm umount "$CK_MNT")
+	[ "$rc" = 0 ] || ck_fail "umount with BACKING well again: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
+	grep -q "unmounted; every upload is on BACKING" "$CK_TMP/out" || ck_fail "no final line: $(cat "$CK_TMP/out")"
+	ck_daemon_exit "ckptfs-admin umount"
+	# a new node: same BACKING, an empty cache
+	CK_CACHE=$CK_TMP/cache.fresh
+	ck_mount
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/last.ckpt" || ck_fail "last.ckpt differs or is missing on a fresh node"
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs on a fresh node"
+	ck_umount
+}
+
 test_umount_of_a_busy_mount_says_busy_and_stays_mounted() {
 	ck_mount
 	echo hi >"$CK_MNT/f"

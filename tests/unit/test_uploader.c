@@ -443,32 +443,80 @@ Test(uploader, a_chunk_lost_before_its_link_is_never_marked_uploaded_nor_its_gen
  * own upload queued. Ending the moot row as done marked the new row
  * uploaded, its own upload then found it "done", and X never reached
  * BACKING while the catalog called it there (evictable: the only copy). */
-struct ut_between {
+/* A worker held at a test hook until the test lets it go (once: armed). */
+struct ut_gate {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	uint8_t hash[HASH_LEN];
 	bool armed, arrived, resumed;
+};
+
+static void ut_gate_init(struct ut_gate *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->armed = true;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+}
+
+static void ut_gate_destroy(struct ut_gate *g)
+{
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* On the worker thread: the first call waits there for ut_gate_open. */
+static void ut_gate_hold(struct ut_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	if (g->armed) {
+		g->armed = false;
+		g->arrived = true;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->resumed)
+			pthread_cond_wait(&g->cond, &g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Whether a worker came to the gate within 15 s. */
+static bool ut_gate_reached(struct ut_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	double until = ut_mono() + 15;
+	while (!g->arrived && ut_mono() < until) {
+		pthread_mutex_unlock(&g->lock);
+		usleep(10 * 1000);
+		pthread_mutex_lock(&g->lock);
+	}
+	bool arrived = g->arrived;
+	pthread_mutex_unlock(&g->lock);
+	return arrived;
+}
+
+static void ut_gate_open(struct ut_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->resumed = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+struct ut_between {
+	struct ut_gate gate;
+	uint8_t hash[HASH_LEN];
 };
 
 static void ut_between_moot(void *arg, const struct cat_upload *row)
 {
 	struct ut_between *b = arg;
-	pthread_mutex_lock(&b->lock);
-	if (b->armed && row->kind == UP_CHUNK && memcmp(row->hash, b->hash, HASH_LEN) == 0) {
-		b->armed = false;
-		b->arrived = true;
-		pthread_cond_broadcast(&b->cond);
-		while (!b->resumed)
-			pthread_cond_wait(&b->cond, &b->lock);
-	}
-	pthread_mutex_unlock(&b->lock);
+	if (row->kind == UP_CHUNK && memcmp(row->hash, b->hash, HASH_LEN) == 0)
+		ut_gate_hold(&b->gate);
 }
 
 Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_it_ends)
 {
-	struct ut_between b = { .armed = true };
-	pthread_mutex_init(&b.lock, NULL);
-	pthread_cond_init(&b.cond, NULL);
+	struct ut_between b;
+	ut_gate_init(&b.gate);
 	uint64_t ino = ut_file(CAT_ROOT_INO, "a", 900, 1, 32 << 10, 0);
 	memcpy(b.hash, fx.hash[0], HASH_LEN);
 	uint64_t gone = 0;
@@ -480,23 +528,11 @@ Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_
 
 	ut_start(false);
 	uploader_set_between(fx.u, ut_between_moot, &b);
-	pthread_mutex_lock(&b.lock);
-	double until = ut_mono() + 15;
-	while (!b.arrived && ut_mono() < until) {
-		pthread_mutex_unlock(&b.lock);
-		usleep(10 * 1000);
-		pthread_mutex_lock(&b.lock);
-	}
-	bool arrived = b.arrived;
-	pthread_mutex_unlock(&b.lock);
-	cr_assert(arrived, "X's first row was never taken");
+	cr_assert(ut_gate_reached(&b.gate), "X's first row was never taken");
 	/* the moot row is between its check and its end: the writer stores X anew */
 	ut_file(CAT_ROOT_INO, "b", 900, 1, 32 << 10, 0);
 	cr_assert_eq(memcmp(fx.hash[1], b.hash, HASH_LEN), 0, "the same bytes, the same chunk");
-	pthread_mutex_lock(&b.lock);
-	b.resumed = true;
-	pthread_cond_broadcast(&b.cond);
-	pthread_mutex_unlock(&b.lock);
+	ut_gate_open(&b.gate);
 
 	uploader_stop(fx.u, true); /* drained: every row ended */
 	fx.u = NULL;
@@ -505,8 +541,7 @@ Test(uploader, a_row_found_moot_does_not_mark_the_same_bytes_stored_anew_before_
 		  "X is called uploaded, and BACKING does not have it");
 	cr_assert(ut_chunk_on_backing(1), "file b's only chunk never reached BACKING");
 	cr_assert(w.uploaded);
-	pthread_cond_destroy(&b.cond);
-	pthread_mutex_destroy(&b.lock);
+	ut_gate_destroy(&b.gate);
 }
 
 /* review3 F7 (claim.h 9): a manifest row whose put landed, then found the
@@ -581,6 +616,107 @@ Test(uploader, a_manifest_row_fenced_after_its_put_stays_queued_and_removes_its_
 	cr_assert(ut_version_on_backing(g, 2));
 	cr_assert(!ut_version_on_backing(g, 1), "version 1 stayed on BACKING");
 	claim_end(c, false);
+}
+
+/* Review 35 F4 (uploader.c T5, upload.h U5): alone, the tree manifest names
+ * no chunk BACKING lacks. A file outside generations (`last.ckpt`) is
+ * committed after the fingerprint found every chunk of the tree on BACKING
+ * and before the manifest is built: its chunk is dirty, and BACKING refuses
+ * chunk puts. The manifest built then named it, and the one before it (the
+ * complete older tree) was removed; now the build finds the chunk in its own
+ * snapshot and writes nothing until it is on BACKING. */
+static void ut_tree_hold(void *arg)
+{
+	ut_gate_hold(arg);
+}
+
+static int ut_tree_newest(void *arg, const char *name)
+{
+	uint64_t *newest = arg, seq;
+	if (manifest_tree_name_parse(name, &seq) == 0 && seq > *newest)
+		*newest = seq;
+	return 0;
+}
+
+/* The newest tree manifest on BACKING, parsed (NULL: none). */
+static struct manifest *ut_tree_on_backing(void)
+{
+	uint64_t newest = 0, size = 0;
+	backing_list(fx.w.b, "manifests/tree", ut_tree_newest, &newest);
+	if (newest == 0)
+		return NULL;
+	char path[MANIFEST_PATH_MAX], err[MANIFEST_ERR_MAX];
+	manifest_tree_path(newest, path, sizeof(path));
+	OK(backing_stat(fx.w.b, path, &size));
+	char *buf = malloc(size + 1);
+	cr_assert_not_null(buf);
+	size_t len = 0;
+	OK(backing_get(fx.w.b, path, buf, size + 1, &len));
+	struct manifest *m = NULL;
+	cr_assert_eq(manifest_parse(buf, len, &m, err, sizeof(err)), 0, "%s: %s", path, err);
+	free(buf);
+	return m;
+}
+
+/* How many chunks m names that BACKING does not have. */
+static int ut_named_not_on_backing(const struct manifest *m)
+{
+	int missing = 0;
+	for (size_t i = 0; i < m->n_chunks; i++) {
+		char rel[128];
+		store_object_relpath(m->chunks[i].hash, rel, sizeof(rel));
+		missing += !ut_on_backing(rel);
+	}
+	return missing;
+}
+
+static bool ut_names_file(const struct manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_inodes; i++)
+		if (m->inodes[i].name && strcmp(m->inodes[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+Test(uploader, alone_the_tree_manifest_never_names_a_chunk_committed_after_its_fingerprint)
+{
+	char blocker[256];
+	ut_block_chunks(blocker, sizeof(blocker)); /* BACKING takes no chunk */
+	struct ut_gate g;
+	ut_gate_init(&g);
+	ut_start_with(false, 1); /* one worker: it is the one held, no other uploads meanwhile */
+	uploader_set_before_tree(fx.u, ut_tree_hold, &g);
+	/* a change of the tree with no chunk: the next idle round writes it */
+	ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	cr_assert(ut_gate_reached(&g), "the uploader never came to build the tree manifest");
+	/* fingerprint taken (all on BACKING), build not yet: last.ckpt commits */
+	ut_file(CAT_ROOT_INO, "last.ckpt", 950, 2, 32 << 10, 0);
+	ut_gate_open(&g);
+	uploader_stop(fx.u, false); /* the held round ends before the worker does */
+	fx.u = NULL;
+
+	struct manifest *m = ut_tree_on_backing();
+	if (m) {
+		int missing = ut_named_not_on_backing(m);
+		cr_assert_eq(missing, 0, "BACKING's tree manifest names %d chunks BACKING does not"
+			     " have (last.ckpt named: %d)", missing, ut_names_file(m, "last.ckpt"));
+		manifest_free(m);
+	}
+
+	/* BACKING takes chunks again: the drain puts them, then the tree */
+	cr_assert_eq(unlink(blocker), 0);
+	ut_start_with(false, 1);
+	uploader_stop(fx.u, true);
+	fx.u = NULL;
+	cr_assert_eq(ut_queued(), 0);
+	m = ut_tree_on_backing();
+	cr_assert_not_null(m, "no tree manifest on BACKING after the drain");
+	cr_assert(ut_names_file(m, "last.ckpt"), "the drain's tree manifest lacks last.ckpt");
+	cr_assert(ut_names_file(m, "run"));
+	cr_assert_eq(m->n_chunks, 2);
+	cr_assert_eq(ut_named_not_on_backing(m), 0);
+	manifest_free(m);
+	ut_gate_destroy(&g);
 }
 
 /* review3 F9 (claim.h 9): an unmount's drain that finds the claim unsure

@@ -221,7 +221,9 @@ static const struct admin_command admin_commands[] = {
 	  "draining in the background. --timeout S gives up after S seconds with exit 9:\n"
 	  "before the unmount nothing is changed; after it the daemon drains on by\n"
 	  "itself. With --cache DIR, waits for a daemon that already unmounted and is\n"
-	  "still uploading. Exit 8 if the mount is busy (a file open in it).\n" },
+	  "still uploading. Exit 8 if the mount is busy (a file open in it); exit 1 if\n"
+	  "the daemon exited with uploads still queued or without the tree manifest\n"
+	  "(files outside generations) on BACKING, the line naming which.\n" },
 };
 
 #define ADMIN_NCOMMANDS (sizeof(admin_commands) / sizeof(admin_commands[0]))

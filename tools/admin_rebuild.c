@@ -54,8 +54,12 @@
  *      manifests), refuses with exit 8, naming how many and a few of them,
  *      nothing changed, unless --force. Mounting the old catalog uploads
  *      them (or lists HELD ones for a decision); --force is for a catalog
- *      whose cache objects are lost anyway. A catalog that cannot be read
- *      (missing, damaged: what rebuild is for) is not asked. */
+ *      whose cache objects are lost anyway. So do files outside generations
+ *      (latest, last.ckpt) naming chunks not uploaded, or whose last tree
+ *      manifest put failed (upload.h U10). A catalog of another schema
+ *      version (a mount upgrades it) is refused the same way, since it
+ *      cannot be asked read-only. A catalog that cannot be read (missing,
+ *      damaged: what rebuild is for) is not asked (review 36 F4b, F4c). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -418,6 +422,8 @@ static int admin_rebuild_unsaved(struct admin *a, const char *path)
 	struct cat *old = NULL;
 	struct cat_cache_stats cs;
 	struct admin_unsaved u = { 0 };
+	struct aq_tree_dirty td = { 0 };
+	char tree_why[256] = "";
 	memset(&cs, 0, sizeof(cs));
 	if (access(path, F_OK) != 0)
 		return ADMIN_OK;
@@ -430,24 +436,44 @@ static int admin_rebuild_unsaved(struct admin *a, const char *path)
 	u.cat = old;
 	if (err == 0 && (err = cat_gen_list_brief(old, 0, false, admin_unsaved_add, &u)) == 0)
 		err = u.err;
+	if (err == 0) /* the files outside generations: their chunks, their manifest */
+		err = aq_tree_dirty(u.aq, &td);
+	if (err == 0)
+		err = cat_tree_unwritten(old, tree_why, sizeof(tree_why));
 	log_setup(stderr, LOG_LVL_WARN);
 	aq_close(u.aq);
 	cat_close(old);
-	if (err != 0 || (cs.queued == 0 && u.n == 0))
-		return ADMIN_OK; /* unreadable: nothing to ask it */
+	if (err == -EPROTO && !a->force) { /* readable by a mount, which upgrades it: ask it */
+		admin_err("rebuild: the catalog %s is of another schema version than this ckptfs reads"
+			  " read-only, so what it holds that BACKING does not cannot be counted: mount"
+			  " it once (it is upgraded, and uploads what it holds), then rebuild; or give"
+			  " --force (the old catalog is kept aside). Nothing changed", path);
+		return ADMIN_BUSY;
+	}
+	bool tree = td.files > 0 || tree_why[0];
+	if (err != 0 || (cs.queued == 0 && u.n == 0 && !tree))
+		return ADMIN_OK; /* unreadable (damaged): nothing to ask it */
+	char tree_says[400] = "";
+	if (td.files > 0)
+		snprintf(tree_says, sizeof(tree_says), ", %" PRIu64 " file%s outside generations naming"
+			 " chunks not on BACKING", td.files, td.files == 1 ? "" : "s");
+	else if (tree_why[0])
+		snprintf(tree_says, sizeof(tree_says), ", the files outside generations not described"
+			 " on BACKING (the last tree manifest put failed: %.200s)", tree_why);
 	if (a->force) {
 		fprintf(stderr, "ckptfs-admin: rebuild --force: dropping %" PRIu64 " queued upload%s"
-			" and %" PRIu64 " generation%s not durable on BACKING%s%s\n", cs.queued,
-			cs.queued == 1 ? "" : "s", u.n, u.n == 1 ? "" : "s", u.n ? ": " : "", u.names);
+			" and %" PRIu64 " generation%s not durable on BACKING%s%s%s\n", cs.queued,
+			cs.queued == 1 ? "" : "s", u.n, u.n == 1 ? "" : "s", u.n ? ": " : "", u.names,
+			tree_says);
 		return ADMIN_OK;
 	}
 	admin_err("rebuild: the catalog %s holds what BACKING does not: %" PRIu64 " queued upload%s"
-		  " and %" PRIu64 " generation%s not durable%s%s%s; a rebuild from BACKING would drop"
+		  " and %" PRIu64 " generation%s not durable%s%s%s%s; a rebuild from BACKING would drop"
 		  " them. Mount the cache and let it upload (ckptfs-admin wait, or umount), decide on"
 		  " held ones (commit or rm), then rebuild; or give --force to drop them (the old"
 		  " catalog is kept aside). Nothing changed", path, cs.queued,
 		  cs.queued == 1 ? "" : "s", u.n, u.n == 1 ? "" : "s", u.n ? ": " : "", u.names,
-		  u.n > ADMIN_UNSAVED_NAMES ? ", ..." : "");
+		  u.n > ADMIN_UNSAVED_NAMES ? ", ..." : "", tree_says);
 	return ADMIN_BUSY;
 }
 

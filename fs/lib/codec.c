@@ -45,8 +45,14 @@
  *     skewed distribution that drifts along the tensor — matches mostly cost
  *     more bits than the literals they replace and a Huffman table per 8 KiB
  *     follows the drift; the rotation frees the exponent from the sign bit
- *     (docs/BENCH.md, 2026-11-27 22:30, has the sweep). */
+ *     (docs/BENCH.md, 2026-11-27 22:30, has the sweep).
+ *  6. A codec 4 frame is kept only once it decoded back to its input: the
+ *     encoder's advanced API is not promised stable across libzstd versions
+ *     of a shared library (zstd.h), and the stored CRC covers only what was
+ *     written. A frame that does not (logged once) makes the chunk go raw,
+ *     never wrong (review 36 F2a; ~0.7 CPU-s/GiB more, the zstd option only). */
 #include "codec.h"
+#include "log.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -226,6 +232,26 @@ static size_t codec_plane_frame(ZSTD_CCtx *lit, ZSTD_CCtx *lz, ZSTD_Sequence *se
 /* Codec 4's payload into at most limit bytes of dst: the width byte, then one
  * zstd frame per plane (the last one followed by the len % width bytes left
  * over). 0 when it would not fit or libzstd fails (the chunk then goes raw). */
+static int codec_planes_decode(const uint8_t *src, size_t src_len, uint8_t *dst, size_t plain_len);
+
+/* Invariant 6: the frame just written decodes to src (scratch: len bytes). */
+static bool codec_planes_verified(const uint8_t *src, size_t len, const uint8_t *frame,
+				  size_t frame_len)
+{
+	uint8_t *back = malloc(len);
+	bool same = back != NULL && codec_planes_decode(frame, frame_len, back, len) == 0 &&
+		    memcmp(back, src, len) == 0;
+	free(back);
+	if (!same && back != NULL) {
+		static bool said;
+		if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+			log_error("codec 4: a frame libzstd's encoder wrote does not decode to its"
+				  " input (libzstd %s): such chunks are kept in another codec",
+				  ZSTD_versionString());
+	}
+	return same;
+}
+
 static size_t codec_planes_encode(const uint8_t *src, size_t len, size_t width, uint8_t *dst,
 				  size_t limit)
 {
@@ -251,7 +277,7 @@ static size_t codec_planes_encode(const uint8_t *src, size_t len, size_t width, 
 			goto done;
 		pos += r;
 	}
-	out = pos;
+	out = codec_planes_verified(src, len, dst, pos) ? pos : 0; /* invariant 6 */
 done:
 	ZSTD_freeCCtx(lz);
 	ZSTD_freeCCtx(lit);

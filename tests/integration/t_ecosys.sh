@@ -247,6 +247,14 @@ test_umount_says_so_when_the_tree_manifest_could_not_be_put() {
 	grep -q "the tree manifest .* is not on BACKING" "$CK_DERR" "$CK_DLOG" 2>/dev/null ||
 		ck_fail "the daemon's log does not name the tree manifest: $(tail -n 5 "$CK_DERR" | tr '\n' '|')"
 	ck_fault
+	# a rebuild now would drop last.ckpt (admin_rebuild.c R1): refused, nothing changed
+	local before
+	before=$(ls -l "$CK_CACHE")
+	rc=$(adm rebuild --cache "$CK_CACHE")
+	assert_eq "$E_BUSY" "$rc" "exit of rebuild over a catalog whose tree manifest was not put"
+	grep -q "files outside generations not described on BACKING" "$CK_TMP/err" ||
+		ck_fail "rebuild's refusal does not name the files outside generations: $(tr '\n' '|' <"$CK_TMP/err")"
+	assert_eq "$before" "$(ls -l "$CK_CACHE")" "the cache after the refused rebuild"
 	# the same cache again: its first idle round writes the tree, umount is clean
 	ck_mount
 	rc=$(adm umount "$CK_MNT")

@@ -755,6 +755,9 @@ test_rebuild_refuses_a_catalog_with_saves_not_on_backing_unless_force() {
 	mkdir -p "$CK_MNT/run/step-3" "$CK_REF/run/step-3"
 	ck_rand "$CK_REF/run/step-3/model.pt" $((2 * MiB))
 	cp "$CK_REF/run/step-3/model.pt" "$CK_MNT/run/step-3/model.pt"
+	# fsync'd: a file only closed in an OPEN save is committed in the next
+	# 10 ms batch, which a kill -9 may beat (README "Persistence")
+	sync "$CK_MNT/run/step-3/model.pt"
 	local id
 	id=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
 	ck_kill9

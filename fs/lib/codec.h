@@ -75,6 +75,10 @@ bool codec_worth_trying(const void *src, size_t len, void *scratch);
 /* Decodes exactly plain_len bytes into dst. Returns 0, -EIO on malformed or
  * short input, -EINVAL on an unknown codec, -ENOMEM when codec 4's scratch
  * copy of the planes (plain_len bytes) cannot be allocated. */
+/* Tests only: true makes the zstd family write codec 3 as if codec 4's
+ * encoder had failed its self-test (codec.c invariant 6). */
+void codec_planes_disable_for_test(bool off);
+
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		 size_t plain_len);
 

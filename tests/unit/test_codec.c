@@ -930,3 +930,28 @@ Test(codec, family_names_parse_and_print)
 	cr_assert_str_eq(codec_family_name(CODEC_FAMILY_ZSTD), "zstd");
 	cr_assert_str_eq(codec_family_name(CODEC_FAMILY_LZ4), "lz4");
 }
+
+/* codec.c invariant 6: a process whose codec 4 encoder failed its self-test
+ * writes floats of the zstd family as codec 3 (shuffled), which decodes;
+ * with the encoder back, codec 4 again. */
+Test(codec, zstd_family_falls_back_to_codec_3_when_codec_4_is_not_usable)
+{
+	size_t len = MiB + 5;
+	uint8_t *src = tk_alloc(len), *back = tk_alloc(len);
+
+	tk_fill_floats(src, len, 4, 77);
+	codec_planes_disable_for_test(true);
+	struct tk_encoded z = tk_encode_as(CODEC_FAMILY_ZSTD, src, len);
+	codec_planes_disable_for_test(false);
+	cr_assert_eq(z.codec, CODEC_BLOSC_ZSTD, "codec %u", z.codec);
+	cr_assert_eq(codec_decode(z.codec, z.data, z.len, back, len), 0);
+	cr_assert_eq(memcmp(back, src, len), 0);
+	struct tk_encoded p = tk_encode_as(CODEC_FAMILY_ZSTD, src, len);
+	cr_assert_eq(p.codec, CODEC_ZSTD_PLANES, "codec %u: the self-test failed here", p.codec);
+	cr_assert_eq(codec_decode(p.codec, p.data, p.len, back, len), 0);
+	cr_assert_eq(memcmp(back, src, len), 0);
+	free(p.data);
+	free(z.data);
+	free(back);
+	free(src);
+}

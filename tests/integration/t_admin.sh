@@ -791,6 +791,27 @@ test_rebuild_refuses_a_catalog_with_saves_not_on_backing_unless_force() {
 	ck_umount
 }
 
+# admin_rebuild.c R1: a catalog this ckptfs cannot read read-only (another
+# schema version) cannot be asked what it holds: refused, unless --force.
+test_rebuild_refuses_a_catalog_of_another_schema_version_unless_force() {
+	ck_mount
+	mk_gen run/step-1 model.pt:$((1 * MiB))
+	ck_umount
+	ck_sql "PRAGMA user_version = 99; UPDATE meta SET value = '99' WHERE key = 'schema_version'"
+	local before
+	before=$(sha256sum "$CK_CACHE/catalog.db")
+	assert_bad $E_BUSY "another schema version" rebuild --cache "$CK_CACHE"
+	assert_contains "$(err)" "--force" "rebuild's refusal"
+	assert_eq "$before" "$(sha256sum "$CK_CACHE/catalog.db")" "the catalog after the refusal"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' && ck_fail "rebuild moved the catalog aside: $(ls "$CK_CACHE" | tr '\n' ' ')"
+	assert_eq 99 "$(ck_sql "PRAGMA user_version")" "the catalog after the refusal"
+	assert_adm 0 rebuild --force --cache "$CK_CACHE"
+	ls "$CK_CACHE" | grep -q 'catalog.db.before-rebuild-' || ck_fail "rebuild --force kept no old catalog"
+	ck_mount
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- bad input
 
 test_bad_input_is_one_line_with_its_own_exit_code_and_changes_nothing() {

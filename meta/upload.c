@@ -174,15 +174,20 @@ int cat_up_gen_deleted_txn(struct cat *cat, uint64_t gen, uint32_t version)
 /* ---- small helpers ---- */
 
 /* Runs a statement bound to one integer and tells whether it gave a row. */
-static int up_exists(struct cat *cat, enum cat_sid id, int64_t arg, bool *found)
+/* Steps statement id, bound with result rc, and tells whether it gave a row. */
+static int up_found(struct cat *cat, enum cat_sid id, int rc, bool *found)
 {
-	int rc = cat_bind(cat, id, A_INT(arg));
 	if (rc == 0)
 		rc = cat_next(cat, id);
 	cat_reset(cat, id);
 	if (rc >= 0)
 		*found = rc == 1;
 	return rc < 0 ? rc : 0;
+}
+
+static int up_exists(struct cat *cat, enum cat_sid id, int64_t arg, bool *found)
+{
+	return up_found(cat, id, cat_bind(cat, id, A_INT(arg)), found);
 }
 
 /* Runs a statement without arguments and tells whether it gave a row. */
@@ -262,13 +267,9 @@ static bool up_tree_covers(struct cat *cat, uint64_t seq)
 /* U4: is a removal of the same chunk queued after row u (u superseded)? */
 static int up_newer_removal(struct cat *cat, const struct cat_upload *u, bool *found)
 {
-	int rc = cat_bind(cat, U_NEWER_REMOVAL_ROW, A_HASH(u->hash), A_INT((int64_t)u->seq));
-	if (rc == 0)
-		rc = cat_next(cat, U_NEWER_REMOVAL_ROW);
-	cat_reset(cat, U_NEWER_REMOVAL_ROW);
-	if (rc >= 0)
-		*found = rc == 1;
-	return rc < 0 ? rc : 0;
+	return up_found(cat, U_NEWER_REMOVAL_ROW,
+			cat_bind(cat, U_NEWER_REMOVAL_ROW, A_HASH(u->hash), A_INT((int64_t)u->seq)),
+			found);
 }
 
 int cat_upload_removal_superseded(struct cat *cat, const struct cat_upload *u, bool *superseded)

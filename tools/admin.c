@@ -61,6 +61,7 @@
 #include "cachedir.h"
 #include "claim.h"
 #include "log.h"
+#include "safeopen.h"
 #include "store.h"
 #include "version.h"
 
@@ -506,21 +507,54 @@ static int admin_read_backing(struct admin *a)
  * everything opened after is opened with the owner's rights. umount
  * (reading the cache's state only) is not refused: admin_umount.c bounds
  * what it does. Through a mount the daemon, which runs as the owner,
- * checked its cache itself (trust.h 1); changes go through it. */
+ * checked its cache itself (trust.h 1); changes go through it.
+ * The owner is the one of the directory itself (review 36 F4d): DIR is
+ * opened once, O_DIRECTORY | O_NOFOLLOW (a symlink is refused: give the
+ * real path), and fstat'ed. Everything after opens by the cache's path
+ * (SQLite takes a path, and resolves a /proc/self/fd link back to one), so
+ * root goes on only once no other user can change where that path leads:
+ * the directory writable by its owner alone and every directory above it
+ * root's or the owner's, not writable by others without the sticky bit
+ * (safeopen.h 4: the daemon's own rule for its cache, trust.h 1), and the
+ * path still leading to the directory judged. A swap of a parent between
+ * the owner test and the opens (stat saw root's directory, the opens reach
+ * a user's) then needs a directory only root or the owner, as whom the
+ * tool acts, may change. */
 static int admin_root_on_other(struct admin *a, unsigned need)
 {
-	struct stat sb;
+	struct stat sb, now;
 	if (getuid() != 0 || !a->by_cache || (need & ADMIN_NEED_CACHE_ONLY))
 		return ADMIN_OK;
-	if (stat(a->cache, &sb) != 0 || sb.st_uid == 0)
-		return ADMIN_OK; /* admin_check_owner says what is wrong */
-	struct passwd *pw = getpwuid(sb.st_uid);
+	char given[PATH_MAX];
+	size_t len = strlen(a->target);
+	while (len > 1 && a->target[len - 1] == '/') /* "DIR/" would follow a symlink DIR */
+		len--;
+	snprintf(given, sizeof(given), "%.*s", (int)len, a->target);
+	int fd = open(given, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		if ((err == ENOTDIR || err == ELOOP) && lstat(given, &now) == 0 &&
+		    S_ISLNK(now.st_mode)) {
+			admin_err("--cache %s: a symlink (to %s): give the real path (as root the tool "
+				  "judges the cache directory itself)", a->target, a->cache);
+			return ADMIN_PERM;
+		}
+		admin_err("--cache %s: %s", a->target, strerror(err));
+		return err == EACCES ? ADMIN_PERM : ADMIN_NOT_CKPTFS;
+	}
+	int err = fstat(fd, &sb) == 0 ? 0 : errno;
+	close(fd);
+	if (err != 0) {
+		admin_err("--cache %s: %s", a->target, strerror(err));
+		return ADMIN_PROBLEM;
+	}
+	struct passwd *pw = sb.st_uid != 0 ? getpwuid(sb.st_uid) : NULL;
 	char owner[64];
 	if (pw)
 		snprintf(owner, sizeof(owner), "%s", pw->pw_name);
 	else
 		snprintf(owner, sizeof(owner), "%ld", (long)sb.st_uid);
-	if (!a->as_owner) {
+	if (sb.st_uid != 0 && !a->as_owner) {
 		admin_err("cache %s: owned by %s (uid %ld), not root: refused as root, since that user "
 			  "writes its backing file and catalog and root would act on whatever BACKING "
 			  "they name; run it as the owner (runuser -u %s -- ckptfs-admin %s --cache %s "
@@ -528,8 +562,22 @@ static int admin_root_on_other(struct admin *a, unsigned need)
 			  (long)sb.st_uid, owner, a->cmd, a->cache);
 		return ADMIN_PERM;
 	}
+	char why[PATH_MAX + 256];
+	int rc = safe_check_owned_dir(a->cache, sb.st_uid, false, NULL, why, sizeof(why));
+	if (rc == 0 && (lstat(a->cache, &now) != 0 || now.st_dev != sb.st_dev ||
+			now.st_ino != sb.st_ino)) {
+		snprintf(why, sizeof(why), "%s: no longer the directory %s opened", a->cache, a->target);
+		rc = -ESTALE;
+	}
+	if (rc != 0) {
+		admin_err("cache %s: refused as root: %s; another user could change where the path "
+			  "leads once root has checked its owner", a->cache, why);
+		return ADMIN_PERM;
+	}
+	if (sb.st_uid == 0)
+		return ADMIN_OK;
 	gid_t gid = pw ? pw->pw_gid : sb.st_gid;
-	int err = 0;
+	err = 0;
 	if ((pw ? initgroups(pw->pw_name, gid) : setgroups(0, NULL)) != 0 ||
 	    setresgid(gid, gid, gid) != 0 || setresuid(sb.st_uid, sb.st_uid, sb.st_uid) != 0)
 		err = errno;

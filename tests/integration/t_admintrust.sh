@@ -110,6 +110,19 @@ _refused() {
 	assert_contains "$ERR" "$1" "the reason"
 }
 
+# _root_refused CMD DIR NEEDLE [ARGS...] — root's `CMD --cache DIR ARGS` is
+# refused: exit 5, one line on stderr containing NEEDLE, nothing on stdout.
+_root_refused() {
+	local cmd=$1 dir=$2 needle=$3 rc=0
+	shift 3
+	"$CKPTFS_ADMIN" "$cmd" --cache "$dir" "$@" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	ck_log "$cmd --cache $dir: exit $rc: $(cat "$CK_TMP/err")"
+	assert_eq "$E_PERM" "$rc" "exit of root's $cmd --cache $dir ($(cat "$CK_TMP/out"))"
+	assert_eq 1 "$(grep -c '' "$CK_TMP/err")" "stderr lines of root's $cmd --cache $dir"
+	assert_contains "$(cat "$CK_TMP/err")" "$needle" "root's $cmd --cache $dir"
+	assert_eq "" "$(cat "$CK_TMP/out")" "stdout of root's $cmd --cache $dir"
+}
+
 # The review's probe: a server naming another pid (one holding the lock)
 # and an unrelated tmpfs.
 test_umount_by_cache_refuses_a_server_that_names_another_pid() {
@@ -176,12 +189,8 @@ test_umount_by_cache_refuses_a_server_of_another_uid() {
 test_rm_by_cache_refuses_a_server_of_another_uid() {
 	_cache
 	_fake_nobody "$CK_TMP/victim"
-	local rc=0
-	"$CKPTFS_ADMIN" rm --cache "$CK_CACHE" run1/step-100 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
-	assert_eq "$E_PERM" "$rc" "exit of rm --cache with another uid's server ($(cat "$CK_TMP/out"))"
-	assert_eq 1 "$(grep -c '' "$CK_TMP/err")" "lines on stderr"
-	assert_contains "$(cat "$CK_TMP/err")" "control channel $CK_CACHE/control.sock: answered by uid $NOBODY" "the refusal"
-	assert_eq "" "$(cat "$CK_TMP/out")" "what rm printed"
+	_root_refused rm "$CK_CACHE" "control channel $CK_CACHE/control.sock: answered by uid $NOBODY" \
+		run1/step-100
 }
 
 # A server that names the ckptfs mount of another cache: refused, that mount
@@ -343,6 +352,48 @@ test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
 	"$CKPTFS_ADMIN" list --as-owner "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	assert_eq 2 "$rc" "list --as-owner MOUNTPOINT"
 	assert_contains "$(cat "$CK_TMP/err")" "--as-owner goes with --cache DIR" "list --as-owner MOUNTPOINT"
+}
+
+# Review 36 F4d (admin.c A1): the owner test was a stat() of the path and
+# every open after went by the path again, so a user who can change a
+# directory on it could show root's directory to the test and her own cache
+# to the opens. Now DIR is opened once with O_NOFOLLOW and the owner judged
+# on that fd: a symlink given as DIR is refused, and so is a path another
+# user could change after the test (a directory above it hers, or the cache
+# writable by others): one line, exit 5, nothing read. Both ran on main.
+test_root_judges_the_cache_directory_itself() {
+	_cache
+	local claim
+	claim=$(cat "$CK_BACKING/ckptfs.claim")
+	ln -s "$CK_CACHE" "$CK_TMP/link"
+	local cmd
+	for cmd in list gc; do
+		_root_refused $cmd "$CK_TMP/link" \
+			"--cache $CK_TMP/link: a symlink (to $CK_CACHE): give the real path"
+	done
+	# the cache (root's) below a directory nobody owns: nobody could swap it
+	mkdir -m 755 "$CK_TMP/hers"
+	chown $NOBODY "$CK_TMP/hers"
+	mv "$CK_CACHE" "$CK_TMP/hers/cache"
+	for cmd in list gc; do
+		_root_refused $cmd "$CK_TMP/hers/cache" \
+			"cache $CK_TMP/hers/cache: refused as root: $CK_TMP/hers: a directory above it is owned by uid $NOBODY, not root or 0"
+	done
+	# root's own directory, writable by others
+	mv "$CK_TMP/hers/cache" "$CK_CACHE"
+	chmod 777 "$CK_CACHE"
+	_root_refused list "$CK_CACHE" "cache $CK_CACHE: refused as root: $CK_CACHE: writable by group or others (mode 0777)"
+	assert_eq "$claim" "$(cat "$CK_BACKING/ckptfs.claim")" "BACKING's claim after the refusals"
+	# the real path, root's alone: read as before
+	chmod 700 "$CK_CACHE"
+	local rc=0
+	"$CKPTFS_ADMIN" list --cache "$CK_CACHE" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 0 "$rc" "list --cache on root's own cache ($(cat "$CK_TMP/err"))"
+	assert_contains "$(cat "$CK_TMP/out")" "step-100" "list --cache on root's own cache"
+	rc=0
+	"$CKPTFS_ADMIN" umount --cache "$CK_TMP/link" --timeout 20 >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	assert_eq 4 "$rc" "umount --cache through the symlink, exempt"
+	assert_contains "$(cat "$CK_TMP/err")" "cache $CK_CACHE: no ckptfs daemon uses it" "umount --cache through the symlink, exempt"
 }
 
 ck_main "$@"

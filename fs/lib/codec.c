@@ -557,13 +557,20 @@ static const char *codec_planes_why(const uint8_t *src, size_t src_len, size_t p
 	return NULL;
 }
 
+static bool codec_alloc_fails; /* codec_fail_alloc_for_test */
+
+void codec_fail_alloc_for_test(bool fail)
+{
+	codec_alloc_fails = fail;
+}
+
 static int codec_planes_decode(const uint8_t *src, size_t src_len, uint8_t *dst, size_t plain_len)
 {
 	if (codec_planes_why(src, src_len, plain_len) != NULL)
 		return -EIO;
-	uint8_t *planes = malloc(plain_len);
+	uint8_t *planes = codec_alloc_fails ? NULL : malloc(plain_len);
 	if (planes == NULL)
-		return -ENOMEM;
+		return -ENOMEM; /* invariant 4: not a verdict on src */
 	size_t got = ZSTD_decompress(planes, plain_len, src + 1, src_len - 1);
 	int rc = !ZSTD_isError(got) && got == plain_len ? 0 : -EIO;
 	if (rc == 0)

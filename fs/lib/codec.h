@@ -14,10 +14,15 @@
  *     (random bytes) is detected from a sample and costs little CPU.
  *  3. Decoding never writes past plain_len and fails (-EIO) on malformed input,
  *     whatever its bytes; every field of a blosc frame header is bounded
- *     before the frame is decoded. */
+ *     before the frame is decoded.
+ *  4. -EIO and -EINVAL are the payload's verdict (codec_decode_bad); any
+ *     other error (-ENOMEM: codec 4's scratch buffer) is this machine's and
+ *     says nothing of the bytes: a caller must not call them corrupt for it
+ *     (review 36 F2b: store.c S12). */
 #ifndef CKPTFS_CODEC_H
 #define CKPTFS_CODEC_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,15 +77,26 @@ uint8_t codec_compress(enum codec_family family, const void *src, size_t len, vo
 size_t codec_probe_bound(void);
 bool codec_worth_trying(const void *src, size_t len, void *scratch);
 
-/* Decodes exactly plain_len bytes into dst. Returns 0, -EIO on malformed or
- * short input, -EINVAL on an unknown codec, -ENOMEM when codec 4's scratch
- * copy of the planes (plain_len bytes) cannot be allocated. */
 /* Tests only: true makes the zstd family write codec 3 as if codec 4's
  * encoder had failed its self-test (codec.c invariant 6). */
 void codec_planes_disable_for_test(bool off);
 
+/* Tests only: true makes codec 4's decode fail its scratch allocation
+ * (-ENOMEM), as malloc does when memory runs out. */
+void codec_fail_alloc_for_test(bool fail);
+
+/* Decodes exactly plain_len bytes into dst. Returns 0, -EIO on malformed or
+ * short input, -EINVAL on an unknown codec, -ENOMEM when codec 4's scratch
+ * copy of the planes (plain_len bytes) cannot be allocated (invariant 4). */
 int codec_decode(uint8_t codec, const void *src, size_t src_len, void *dst,
 		 size_t plain_len);
+
+/* Invariant 4: whether codec_decode's rc is a verdict on the payload (it
+ * does not decode), not an error of this machine's. */
+static inline bool codec_decode_bad(int rc)
+{
+	return rc == -EIO || rc == -EINVAL;
+}
 
 const char *codec_name(uint8_t codec);
 

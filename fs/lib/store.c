@@ -127,7 +127,14 @@
  * GiB of unique data in the 2026-11-27 profiles, docs/BENCH.md). A CRC that
  * did not match would make an object every read rejects (S4), never one
  * that returns other bytes. Objects that are compressed, small or written
- * through the page cache get their CRC here as before. */
+ * through the page cache get their CRC here as before.
+ *
+ * Invariant S12 (verdicts, review 36 F2b): an object is called corrupt
+ * (logged, forgotten by S10, -EIO, which makes the cache drop its copy and
+ * fetch BACKING's) only on what its bytes say. A decode that fails for this
+ * machine's reasons (codec.h invariant 4: -ENOMEM) returns that error as it
+ * is: the object is kept and not logged, and the read fails without a
+ * verdict (store_decode). */
 #define _GNU_SOURCE
 #include "store.h"
 
@@ -1276,7 +1283,22 @@ static int store_small_get(struct store *st, const uint8_t hash[HASH_LEN], void 
 	rc = store_object_check_into(hash, img, n, plain, cap, true, store_local_check(st), len,
 				     &why);
 	free(img);
-	return rc == 0 ? 0 : store_small_corrupt(st, hash, why ? why : strerror(-rc));
+	if (rc != 0 && !why)
+		return rc; /* S12: no verdict */
+	return rc == 0 ? 0 : store_small_corrupt(st, hash, why);
+}
+
+/* S12: codec_decode of a payload. 0; -EIO with *why set when the payload
+ * does not decode; else the machine's error (-ENOMEM), *why untouched. */
+static int store_decode(const struct store_object_info *info, const void *payload, void *plain,
+			const char **why)
+{
+	int rc = codec_decode(info->codec, payload, info->stored_len, plain, info->plain_len);
+	if (codec_decode_bad(rc)) {
+		*why = "payload does not decode";
+		return -EIO;
+	}
+	return rc;
 }
 
 int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
@@ -1308,9 +1330,8 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 			why = "truncated payload";
 		else if ((why = store_payload_why(how, &info, payload)) != NULL)
 			;
-		else if (!raw &&
-			 codec_decode(info.codec, payload, info.stored_len, plain, info.plain_len) != 0)
-			why = "payload does not decode";
+		else if (!raw && (rc = store_decode(&info, payload, plain, &why)) != 0)
+			; /* S12: why says if it is a verdict */
 		else if (store_needs_sha(how, &info)) {
 			uint8_t got[HASH_LEN];
 			hash_sha256(plain, info.plain_len, got);
@@ -1324,6 +1345,8 @@ int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_
 		store_forget(st, hash); /* S2, S10 */
 		return -EIO;
 	}
+	if (rc != 0)
+		return rc; /* S12: no verdict */
 	*len = info.plain_len;
 	return 0;
 }
@@ -1521,11 +1544,9 @@ static int store_chunk_check(const uint8_t hash[HASH_LEN], size_t len, size_t ca
 		c->decoded = malloc(info.plain_len ? info.plain_len : 1);
 		if (!c->decoded)
 			return -ENOMEM;
-		if (codec_decode(info.codec, img + info.header_len, info.stored_len, c->decoded,
-				 info.plain_len) != 0) {
-			*why = "payload does not decode";
-			return -EIO;
-		}
+		int rc = store_decode(&info, img + info.header_len, c->decoded, why);
+		if (rc != 0)
+			return rc; /* -EIO with *why, or S12's -ENOMEM without */
 		c->plain = c->decoded;
 	}
 	uint8_t got[HASH_LEN];
@@ -1642,11 +1663,11 @@ static int store_object_check_into(const uint8_t hash[HASH_LEN], const void *obj
 		*why = store_raw_why(how, &info, o + info.header_len, hash);
 	else if (!*why)
 		*why = store_payload_why(how, &info, o + info.header_len);
+	int rc = 0;
 	if (*why || raw_here || (!keep_plain && !store_needs_sha(how, &info)))
 		bytes = NULL;
-	else if (codec_decode(info.codec, o + info.header_len, info.stored_len, plain,
-			      info.plain_len) != 0)
-		*why = "payload does not decode";
+	else if ((rc = store_decode(&info, o + info.header_len, plain, why)) != 0 && !*why)
+		return rc; /* S12: no verdict */
 	if (!*why && bytes && store_needs_sha(how, &info)) {
 		uint8_t got[HASH_LEN];
 		hash_sha256(bytes, info.plain_len, got);

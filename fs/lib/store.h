@@ -132,7 +132,8 @@ int store_syncfs(struct store *st);
 
 /* Reads, decodes and verifies an object into plain (capacity cap). Sets *len.
  * -ENOENT (not logged) if the object is not in this store; -EIO (logged) if
- * it is corrupt. */
+ * it is corrupt; -ENOMEM (not logged, the object kept: S12) if memory to
+ * decode it ran out. */
 int store_get(struct store *st, const uint8_t hash[HASH_LEN], void *plain, size_t cap,
 	      size_t *len);
 
@@ -154,7 +155,8 @@ struct store_chunk {
  * from the page cache when all of it is there, else with O_DIRECT (the chunk
  * is about to be cached by its reader: its object pages are not kept twice);
  * verifies it (invariant 2) and hands out a buffer it allocated. Release with
- * store_chunk_free. -ENOENT (not logged) if absent, -EIO (logged) if corrupt. */
+ * store_chunk_free. -ENOENT (not logged) if absent, -EIO (logged) if corrupt,
+ * -ENOMEM (not logged, kept: S12) if memory ran out. */
 int store_load(struct store *st, const uint8_t hash[HASH_LEN], size_t cap,
 	       struct store_chunk *out);
 void store_chunk_free(struct store_chunk *c);
@@ -170,7 +172,8 @@ int store_read_object(struct store *st, const uint8_t hash[HASH_LEN], void *buf,
 
 /* Checks an object image named hash (from BACKING, or before uploading it):
  * header, lengths, decodes it into plain (capacity cap) and compares the
- * hash. 0 with *plain_len set, or -EIO with *why saying what is wrong. */
+ * hash. 0 with *plain_len set, or -EIO with *why saying what is wrong; any
+ * other error (-ENOMEM decoding it) is no verdict and leaves *why (S12). */
 int store_object_check(const uint8_t hash[HASH_LEN], const void *obj, size_t len, void *plain,
 		       size_t cap, size_t *plain_len, const char **why);
 

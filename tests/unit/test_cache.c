@@ -832,6 +832,65 @@ Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
 	cr_assert_eq(atomic_load(&tc_race.unlocked), 0, "removed under the catalog lock (C9)");
 }
 
+/* A committed file of one chunk of fp32-like bytes (into plain, TC_LEN),
+ * stored as the zstd family stores it (codec 4), dirty with its UP_CHUNK row
+ * as tc_file's are. Returns its inode. */
+static uint64_t tc_float_file(const char *name, uint8_t *plain)
+{
+	uint64_t ino = ts_mk(fx.w.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
+	uint32_t x = 0x9E3779B9u;
+	for (size_t off = 0; off < TC_LEN; off += 4) { /* magnitudes below 0.05 */
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		float v = (float)(x >> 8) / (float)(1u << 24) * 0.05f * ((x & 1) ? -1.0f : 1.0f);
+		memcpy(plain + off, &v, 4);
+	}
+	struct cat_extent e = { .off = 0, .len = TC_LEN, .chunk_len = TC_LEN };
+	hash_sha256(plain, TC_LEN, e.hash);
+	bool must = false;
+	OK(cat_pending_add(fx.w.cat, ino, &e, &must));
+	store_set_codec(fx.w.st, CODEC_FAMILY_ZSTD);
+	struct store_object_info info;
+	OK(store_put(fx.w.st, e.hash, plain, TC_LEN, STORE_SYNC, &info));
+	cr_assert_eq(info.codec, CODEC_ZSTD_PLANES, "the test wants a codec 4 object, not %d",
+		     info.codec);
+	OK(cat_chunk_stored(fx.w.cat, e.hash, info.codec, info.stored_len));
+	tc_note(&ino, 0, e.hash);
+	OK(cat_file_commit(fx.w.cat, ino, TC_LEN, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.w.cat, ino));
+	return ino;
+}
+
+/* Review 36 F2b (store.c S12): a good, uploaded cache copy whose decode runs
+ * out of memory is not dropped as damaged: the read fails with -ENOMEM, the
+ * copy stays cached, and the next read gets its bytes from it. (Main took
+ * it for damaged: cache_drop_damaged evicted it.) */
+Test(cache, a_decode_out_of_memory_keeps_the_cached_copy)
+{
+	static uint8_t plain[TC_LEN];
+	uint64_t ino = tc_float_file("f", plain);
+	tc_upload(ino);
+	tc_start(64u << 20, 0, 2000);
+
+	struct store_chunk ch = { 0 };
+	codec_fail_alloc_for_test(true);
+	int rc = cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch);
+	codec_fail_alloc_for_test(false);
+	cr_assert_eq(rc, -ENOMEM, "cache_load returned %d (%s), not -ENOMEM", rc, strerror(-rc));
+	struct cat_chunk_where w = tc_where(0);
+	cr_assert(w.cached && w.uploaded, "the good cache copy was dropped as damaged");
+	cr_assert(store_has(fx.w.st, fx.hash[0]), "the cache copy's object went");
+	OK(cache_load(fx.c, fx.hash[0], TC_CHUNK_MAX, &ch));
+	cr_assert_eq(ch.len, TC_LEN);
+	cr_assert(memcmp(ch.plain, plain, TC_LEN) == 0);
+	store_chunk_free(&ch);
+	struct cache_stats st;
+	cache_get_stats(fx.c, &st);
+	cr_assert_eq(st.hits, 1, "the second read was not a hit of the kept copy");
+	cr_assert_eq(st.fetch_errors, 0);
+}
+
 /* Another connection's write transaction on the catalog file: the cache's
  * catalog writes fail once its busy timeout (5 s) runs out. */
 static sqlite3 *tc_blocker;

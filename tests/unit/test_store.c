@@ -2221,6 +2221,47 @@ Test(store, float_chunks_are_stored_shuffled_as_the_store_codec_says, .init = se
 	}
 }
 
+/* Review 36 F2b (S12): a codec 4 object whose decode runs out of memory is
+ * no verdict on it: store_get, store_load and store_object_check return
+ * -ENOMEM, nothing is logged as corrupt, and the object is kept and reads
+ * back once memory is there again. (Main called it corrupt: -EIO.) */
+Test(store, a_decode_out_of_memory_is_enomem_not_a_corrupt_object, .init = setup,
+     .fini = teardown)
+{
+	store_set_codec(fx.st, CODEC_FAMILY_ZSTD);
+	struct tk_obj o = tk_put(tk_floats(MiB + 9, 70), MiB + 9, 0);
+	cr_assert_eq(o.info.codec, CODEC_ZSTD_PLANES);
+	size_t cap = o.len + 16, got = 0, len = 0, plain_len = 0;
+	uint8_t *buf = tk_alloc(cap);
+	uint8_t *img = tk_object_bytes(&o, &len);
+	const char *why = NULL;
+	struct store_chunk c;
+	int rcs[4];
+	for (int sha = 0; sha < 2; sha++) { /* the CRC check, then SHA-256 (decodes first) */
+		store_set_local_check(fx.st, sha ? STORE_CHECK_SHA : STORE_CHECK_CRC);
+		codec_fail_alloc_for_test(true);
+		rcs[0] = store_get(fx.st, o.hash, buf, cap, &got);
+		rcs[1] = store_load(fx.st, o.hash, o.len, &c);
+		rcs[2] = store_object_check(o.hash, img, len, buf, cap, &plain_len, &why);
+		rcs[3] = store_object_verify(o.hash, img, len, buf, cap, STORE_CHECK_SHA, &plain_len,
+					     &why);
+		codec_fail_alloc_for_test(false);
+		for (int i = 0; i < 4; i++)
+			cr_assert_eq(rcs[i], -ENOMEM, "call %d (sha %d) returned %d (%s), not -ENOMEM",
+				     i, sha, rcs[i], strerror(-rcs[i]));
+		cr_assert(!c.image && !c.decoded && !c.plain, "store_load left a buffer");
+		cr_assert_null(why, "a reason was given: %s", why);
+	}
+	char *text = tk_log_text();
+	cr_assert_null(strstr(text, o.hex), "the chunk was logged:\n%s", text);
+	tk_release(text);
+	cr_assert(store_has(fx.st, o.hash), "the object went");
+	tk_assert_get_ok(&o);
+	tk_release(img);
+	tk_release(buf);
+	tk_free(&o);
+}
+
 /* An object written before the shuffled codecs: codec 1, one LZ4 block of
  * the same float bytes (what the old encoder made of anything LZ4 could
  * shrink). It reads back as it always did. */

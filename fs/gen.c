@@ -38,6 +38,7 @@
 #define GEN_REMOTE_POLL_MS 80
 #define GEN_TRACKER_MAX 256
 #define GEN_KEEP_QUEUE 16 /* series waiting for keep-latest-k; more: all of them */
+#define GEN_KEPT_SAID 64 /* lost saves whose keep-held line went out at info (gen_kept_said) */
 /* keep-latest-k is a cluster duty on the shared engine (catalog.h
  * cat_duty_take): one node's passes at a time, each dropping the duty when
  * done. The term only matters if its holder dies in a pass: the others wait
@@ -113,6 +114,10 @@ struct gen_policy {
 	int nkeep;
 	bool keep_all;
 	bool keep_waits_duty; /* another node holds "keep": retry next tick */
+	/* ids of the lost saves keep-held kept and said so at info in this run
+	 * (a ring, under lock): later passes say it at debug (review 36 F5b) */
+	uint64_t kept_said[GEN_KEPT_SAID];
+	unsigned kept_said_next;
 };
 
 static int64_t gen_now_ns(void)
@@ -595,6 +600,23 @@ static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_l
 	return false;
 }
 
+/* Did keep-held say at info in this run that it kept lost save id? Records
+ * it if not. Every keep pass (after every commit) looks at each lost save
+ * again while its node stays away: once at info is news, the rest noise. A
+ * ring of GEN_KEPT_SAID ids bounds the memory; past that many lost saves
+ * one may be said at info again. */
+static bool gen_kept_said(struct gen_policy *g, uint64_t id)
+{
+	pthread_mutex_lock(&g->lock);
+	bool said = false;
+	for (size_t i = 0; i < GEN_KEPT_SAID && !said; i++)
+		said = g->kept_said[i] == id;
+	if (!said)
+		g->kept_said[g->kept_said_next++ % GEN_KEPT_SAID] = id;
+	pthread_mutex_unlock(&g->lock);
+	return said;
+}
+
 /* HELD ones of the series go once `keep` committed ones of the same owner
  * are newer (by step): another user's saves never count (invariant 6). A
  * lost save (pggen.h X13: committed, shown held while its node is away)
@@ -615,12 +637,13 @@ static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct ge
 			if (!o.known || newer < g->opt.keep)
 				continue;
 			if (h.v[i].lost && !gen_keep_newer_durable(g, k, &h.v[i], o.uid)) {
-				log_info("generation %s (series inode %llu, step %llu): kept by"
-					 " keep-held: lost only while the node that has its chunks"
-					 " is away, and none of the %zu newer saves of its owner is"
-					 " on BACKING yet (pggen.h X13)", h.v[i].name,
-					 (unsigned long long)h.v[i].series,
-					 (unsigned long long)h.v[i].step, newer);
+				log_msg(gen_kept_said(g, h.v[i].id) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+					"generation %s (series inode %llu, step %llu): kept by"
+					" keep-held: lost only while the node that has its chunks"
+					" is away, and none of the %zu newer saves of its owner is"
+					" on BACKING yet (pggen.h X13)", h.v[i].name,
+					(unsigned long long)h.v[i].series,
+					(unsigned long long)h.v[i].step, newer);
 				continue;
 			}
 			struct gen_cred actor = gen_keep_actor(c, &o);

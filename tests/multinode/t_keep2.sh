@@ -67,7 +67,8 @@ test_two_nodes_saving_alternately_keep_the_newest_two() {
 # shown held); A commits step-5, step-20 and step-30. The pass after
 # step-30's commit ends step-5 (rule keep, after keep-held looked at
 # step-10 in the same pass): step-10 is still there, held, its row
-# COMMITTED and lost, and A's log says why. A unmounts with its uploads queued too; BACKING
+# COMMITTED and lost, and A's log says why, at info once: step-40's pass
+# (it ends step-20) keeps step-10 too, and says so at debug. A unmounts with its uploads queued too; BACKING
 # accepts again; B mounted again with its cache uploads step-10's chunks:
 # step-10 is whole again (X10), listed on B, durable, and a fresh node C
 # reads it from BACKING bit for bit.
@@ -93,9 +94,17 @@ test_keep_held_keeps_a_save_lost_while_its_node_is_away() {
 	assert_exists "$MN_MNT_A/run/step-10/model.bin"
 	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-10)" "step-10 on A after that pass"
 	assert_eq "step-20 step-30" "$(mn_entries "$MN_MNT_A/run")" "run/ on A"
+	# one more pass while B stays away (step-40's commit ends step-20): it
+	# keeps step-10 again, and says so only at debug (review 36 F5b)
+	mn_save A run/step-40 model.bin 100000 s40
+	mn_until "SELECT state = 3 AND rule = 'keep' FROM ns_generations WHERE name = 'step-20'"
+	assert_eq "1 true" "$(mn_psql "SELECT state || ' ' || lost FROM ns_generations WHERE name = 'step-10'")" \
+		"step-10's row after the pass that ended step-20"
 	mn_umount A
 	grep -q "generation step-10 .*kept by keep-held: lost only while" "$MN_DLOG_A" ||
 		ck_fail "A's policy did not say why it kept step-10 (fs/gen.c gen_keep_held)"
+	assert_eq 1 "$(grep -c "info: generation step-10 .*kept by keep-held" "$MN_DLOG_A")" \
+		"info lines of A's keep-held keeping step-10 over two passes"
 	ck_fault ""
 	mn_mount B keep=2
 	mn_until "SELECT NOT lost AND state = 1 AND durable_version = version FROM ns_generations WHERE name = 'step-10'"

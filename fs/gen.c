@@ -1271,6 +1271,35 @@ void gen_activity(struct gen_policy *g, uint64_t gen_id, pid_t pid)
 	pthread_mutex_unlock(&g->lock);
 }
 
+/* The owner of generation gen's root (-errno: unreadable): whose save it
+ * is, the same notion as keep-latest-k's (gen_owner_of, invariant 6). */
+static int gen_root_uid(struct gen_policy *g, const struct cat_gen *gen, uid_t *uid)
+{
+	struct cat_inode root;
+	int rc = cat_getattr(g->cat, gen->root, &root);
+	if (rc == 0)
+		*uid = root.uid;
+	return rc;
+}
+
+/* Does next-gen's owner rule let generation id be committed because a save
+ * of uid starts (invariant 14)? Logs why not. */
+static bool gen_next_same_owner(struct gen_policy *g, uint64_t id, bool starter_known, uid_t starter)
+{
+	struct cat_gen gen;
+	uid_t owner = 0;
+	int rc = cat_gen_get_brief(g->cat, id, &gen);
+	if (rc == 0)
+		rc = gen_root_uid(g, &gen, &owner);
+	if (rc == 0 && starter_known && owner == starter)
+		return true;
+	if (rc == 0)
+		log_info("generation %s (step %llu, uid %u): not committed by the next save, %s"
+			 " (gen.h invariant 14)", gen.name, (unsigned long long)gen.step,
+			 (unsigned)owner, starter_known ? "another user's" : "whose owner is unreadable");
+	return false;
+}
+
 void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by_rename, pid_t pid)
 {
 	uint64_t older[64];
@@ -1284,9 +1313,14 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 		    !l->expects_marker && !l->pending_rule[0])
 			older[n++] = l->id;
 	pthread_mutex_unlock(&g->lock);
+	struct cat_gen started;
+	uid_t starter = 0;
+	bool starter_known = n > 0 && cat_gen_get_brief(g->cat, gen_id, &started) == 0 &&
+			     gen_root_uid(g, &started, &starter) == 0;
 	for (int i = 0; i < n; i++) {
 		struct proof_result pr;
-		if (!gen_still_open(g, older[i]))
+		if (!gen_still_open(g, older[i]) ||
+		    !gen_next_same_owner(g, older[i], starter_known, starter))
 			continue;
 		gen_prove(g, older[i], &pr);
 		if (!proof_weak_may_commit(pr.verdict)) /* abandon holds it (invariant 5) */
@@ -1432,6 +1466,14 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 		gen_commit_now(g, gen_id, rule); /* else the background tick does */
 }
 
+/* `__N.metadata`: a rank's DCP metadata (use_collectives=False). */
+static bool gen_is_rank_metadata(const char *name)
+{
+	unsigned rank;
+	char tail[16];
+	return sscanf(name, "__%u.metadat%15s", &rank, tail) == 2 && strcmp(tail, "a") == 0;
+}
+
 static bool gen_is_lightning_dir(struct gen_policy *g, uint64_t gen_id)
 {
 	struct cat_gen gen;
@@ -1444,12 +1486,10 @@ void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, cons
 {
 	if (gen_id == 0)
 		return;
-	unsigned rank;
-	char tail[16];
 	if (strcmp(newname, ".metadata") == 0) {
 		if (!gen_is_lightning_dir(g, gen_id)) /* Lightning FSDP: meta.pt follows */
 			gen_request_commit(g, gen_id, "dcp-metadata", false);
-	} else if (sscanf(newname, "__%u.metadat%15s", &rank, tail) == 2 && strcmp(tail, "a") == 0) {
+	} else if (gen_is_rank_metadata(newname)) {
 		gen_request_commit(g, gen_id, "dcp-rank-metadata", true);
 	}
 }
@@ -1475,7 +1515,44 @@ static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_
 	return 0;
 }
 
-static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t parent)
+/* What a DCP save's root holds: shards, and the metadata that completes it. */
+struct gen_dcp_scan {
+	bool shards, metadata;
+};
+
+static int gen_dcp_scan_add(void *arg, const char *name, const struct cat_inode *attr,
+			    uint64_t next_cookie)
+{
+	struct gen_dcp_scan *d = arg;
+	size_t len = strlen(name);
+	(void)attr;
+	(void)next_cookie;
+	if (gen_ends_with(name, len, ".distcp"))
+		d->shards = true;
+	else if (strcmp(name, ".metadata") == 0 || strcmp(name, "metadata.json") == 0 ||
+		 gen_is_rank_metadata(name))
+		d->metadata = true;
+	return d->shards && d->metadata;
+}
+
+/* Does gen hold DCP shards (`*.distcp`) without the metadata that completes
+ * a DCP save (`.metadata`, `__N.metadata`, Megatron's `metadata.json`)?
+ * Such a layout names itself complete; a tracker naming it first is early
+ * (invariant 13). A root that cannot be listed: false (as before). */
+static bool gen_dcp_unfinished(struct gen_policy *g, const struct cat_gen *gen)
+{
+	struct gen_dcp_scan d = { false, false };
+	/* from cookie 2: past "." and ".." */
+	return cat_readdir(g->cat, gen->root, 2, gen_dcp_scan_add, &d) == 0 && d.shards &&
+	       !d.metadata;
+}
+
+/* A tracker `name` (inode ino in directory parent), written through a handle
+ * of uid writer, was closed: it commits the OPEN or HELD save it names, if
+ * writer is root or that save's owner (invariant 12) and the save is no DCP
+ * save still without its metadata (invariant 13). */
+static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t parent,
+			       const char *name, uid_t writer)
 {
 	char tag[GEN_TRACKER_MAX];
 	if (gen_read_tracker(g, ino, tag, sizeof(tag)) != 0 || !tag[0])
@@ -1488,16 +1565,39 @@ static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t pare
 		if (*end == '\0' && end != tag) /* Megatron: the iteration */
 			rc = cat_gen_find_step(g->cat, parent, step, &gen);
 	}
-	if (rc == 0 && (gen.state == GEN_OPEN || gen.state == GEN_HELD))
-		gen_request_commit(g, gen.id, "tracker", false);
+	if (rc != 0 || (gen.state != GEN_OPEN && gen.state != GEN_HELD))
+		return;
+	uid_t owner = 0;
+	int orc = gen_root_uid(g, &gen, &owner);
+	if (writer != 0 && (orc != 0 || owner != writer)) {
+		char who[96];
+		if (orc == 0)
+			snprintf(who, sizeof(who), "uid %u", (unsigned)owner);
+		else
+			snprintf(who, sizeof(who), "an unreadable owner (%s)", strerror(-orc));
+		log_warn("tracker %s (inode %llu) written by uid %u names generation %s (step %llu,"
+			 " %s) of %s: not committed, only its owner or root commits a save by a"
+			 " tracker (gen.h invariant 12)", name, (unsigned long long)ino,
+			 (unsigned)writer, gen.name, (unsigned long long)gen.step,
+			 cat_gen_state_name(gen.state), who);
+		return;
+	}
+	if (gen_dcp_unfinished(g, &gen)) {
+		log_info("tracker %s (inode %llu) names generation %s (step %llu, %s): not committed,"
+			 " it has DCP shards and no .metadata yet, which commits it (gen.h"
+			 " invariant 13)", name, (unsigned long long)ino, gen.name,
+			 (unsigned long long)gen.step, cat_gen_state_name(gen.state));
+		return;
+	}
+	gen_request_commit(g, gen.id, "tracker", false);
 }
 
 void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const char *name,
-		     uint64_t gen_id)
+		     uint64_t gen_id, uid_t writer)
 {
 	if (gen_id == 0) {
 		if (strcmp(name, "latest") == 0 || strcmp(name, "latest_checkpointed_iteration.txt") == 0)
-			gen_tracker_closed(g, ino, parent);
+			gen_tracker_closed(g, ino, parent, name, writer);
 		return;
 	}
 	if (strcmp(name, "metadata.json") == 0)

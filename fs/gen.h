@@ -14,10 +14,12 @@
  *   lightning-meta     close of a written `meta.pt` in a `*.ckpt` generation dir
  *   hf-trainer-state   close of a written `trainer_state.json`: quiet commit
  *   tracker            close of a rewritten `latest` / `latest_checkpointed_iteration.txt`
- *                      naming a generation of the same directory
+ *                      naming a generation of the same directory, written by
+ *                      root or that save's owner (invariants 12, 13)
  *   rename             a temporary directory or file renamed to a generation name
- *   next-gen           a new generation starts in the series while this one has
- *                      no open writer and no sign of an unfinished save
+ *   next-gen           a new generation of the same owner starts in the series
+ *                      while this one has no open writer and no sign of an
+ *                      unfinished save (invariant 14)
  *   marker / explicit  close of `.ckptfs-commit`, or `setfattr -n user.ckptfs.commit`
  *   unmount            at a clean unmount, for generations with no open writer
  *                      and no sign of an unfinished save (others are held)
@@ -150,7 +152,28 @@
  *     (the start's re-judgement, the tick, abandon, unmount). The shared
  *     catalog never holds with GEN_CRASH_REASON (catalog_shared_gen.c S4:
  *     a dead node's saves are held "node-lost", committed only by an
- *     admin), so it never applies there. */
+ *     admin), so it never applies there.
+ * 12. A tracker commits a save only for root or the save's owner: the uid
+ *     that opened the tracker's written handle (ns.c records it at open; a
+ *     FUSE release names no caller) must be 0 or the uid of the save's
+ *     root, the owner keep-latest-k partitions by (invariant 6). Anyone
+ *     else's tracker naming it (a shared sticky series under allow_other)
+ *     gets one warning naming the tracker, its writer's uid and the save,
+ *     and changes nothing: otherwise another user could commit a user's
+ *     unfinished save and so have keep-latest-k delete that user's older
+ *     complete one.
+ * 13. A tracker never commits a save holding DCP shards (`*.distcp`) but
+ *     none of the metadata that completes a DCP save (`.metadata`,
+ *     `__N.metadata`, Megatron's `metadata.json`): that layout names itself
+ *     complete, and every trainer that writes a tracker for it (Megatron
+ *     torch_dist) writes it after the metadata (TRAINERS.md). The save
+ *     stays as it was (OPEN: its metadata commits it, abandon holds it;
+ *     HELD: an admin decides), with one info line.
+ * 14. next-gen commits another OPEN save of the series only if its owner
+ *     (its root's uid, invariant 6) is the starting save's owner, root
+ *     included: a new save shows that its own trainer finished the
+ *     previous one, never another user's trainer. A save whose owner
+ *     cannot be read is not committed by it (abandon, unmount decide). */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 
@@ -256,9 +279,12 @@ int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size);
 /* A renamed entry arrived as `newname` in generation gen_id (0: outside). */
 void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, const char *newname);
 
-/* A written file was closed (last write handle): name and parent as last seen. */
+/* A written file was closed (last write handle): name and parent as last seen;
+ * writer: the uid (fsuid) that opened the handle which wrote it (a FUSE
+ * release carries no caller's credentials). A tracker written by neither
+ * root nor the owner of the save it names commits nothing (invariant 12). */
 void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const char *name,
-		     uint64_t gen_id);
+		     uint64_t gen_id, uid_t writer);
 
 /* Trigger names the daemon must remember per node (see gen_file_closed). */
 bool gen_is_trigger_name(const char *name);

@@ -29,6 +29,7 @@ struct ns_file {
 	uint64_t gen_id; /* the generation the file was in when opened (0: none) */
 	bool writable;   /* counted among the generation's writers */
 	bool wrote;      /* created, wrote or truncated through this handle */
+	uid_t uid;       /* the opener's (fsuid): who wrote a tracker (gen.h invariant 12) */
 	struct ns_file *prev, *next; /* in the registry (invariant 1) */
 };
 
@@ -733,6 +734,7 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, ui
 		return orc;
 	}
 	f->n = n;
+	f->uid = c->uid; /* a FUSE release carries no caller */
 	f->writable = (flags & O_ACCMODE) != O_RDONLY;
 	f->gen_id = f->writable ? gen_id : 0;
 	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
@@ -994,7 +996,7 @@ void ns_release_done(struct ns *ns, struct ns_file *f, int rc)
 	uint64_t parent;
 	char name[40];
 	if (rc == 0 && f->wrote && node_trigger(ns->nodes, n, &parent, name, sizeof(name)))
-		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id);
+		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id, f->uid);
 	if (f->writable)
 		ns_writer_leave(ns, n, f->gen_id);
 	ns_closed_shared(ns, n);

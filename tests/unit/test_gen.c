@@ -34,11 +34,19 @@ static struct {
 	struct node_table *nodes;
 	struct gen_policy *g;
 	int reads; /* proof reads asked of the fake reader */
+	uint64_t tracker_ino; /* the one file the fake reader reads: tracker_text */
+	char tracker_text[64];
 } tg;
 
-/* The fake reader: no file bytes can be read (no proof by content). */
+/* The fake reader: no file bytes can be read (no proof by content), but a
+ * tracker's (tg_tracker). */
 static int tg_read(void *arg, uint64_t ino, uint64_t off, size_t len, void *buf)
 {
+	size_t have = strlen(tg.tracker_text);
+	if (ino != 0 && ino == tg.tracker_ino && off + len <= have) {
+		memcpy(buf, tg.tracker_text + off, len);
+		return 0;
+	}
 	tg.reads++;
 	return -EIO;
 }
@@ -158,7 +166,7 @@ Test(gen, test_closing_a_written_trigger_name_commits_the_generation)
 	tg_file(id, "shard-0.dat");
 	uint64_t meta = tg_file(id, "metadata.json");
 	cr_assert(gen_is_trigger_name("metadata.json"));
-	gen_file_closed(tg.g, meta, 0, "metadata.json", id);
+	gen_file_closed(tg.g, meta, 0, "metadata.json", id, 0);
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
 	cr_assert_str_eq(gen.rule, "metadata-json");
 }
@@ -170,7 +178,7 @@ Test(gen, test_a_commit_waits_for_the_generations_last_writer)
 	uint64_t id = tg_gen("step-11");
 	uint64_t meta = tg_file(id, ".ckptfs-commit");
 	gen_writer_opened(tg.g, id); /* a shard still being written */
-	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id);
+	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
 	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "a writer is open (gen.h invariant 2)");
 	gen_writer_closed(tg.g, id);
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
@@ -456,25 +464,36 @@ static uint64_t tg_sticky_series(const char *name)
 	return in.ino;
 }
 
+/* step-<step> in series, its root owned by uid, started by the process pid
+ * (0: none) and left OPEN with a file of `name` (1000 bytes) in it; returns
+ * its id. */
+static uint64_t tg_open_by(uint64_t series, uint64_t step, uid_t uid, pid_t pid, const char *name)
+{
+	char dir[32];
+	struct cat_gen_spec spec;
+	struct cat_inode in;
+	uint64_t id = 0, in_gen = 0;
+	snprintf(dir, sizeof(dir), "step-%llu", (unsigned long long)step);
+	const struct cat_gen_spec *sp = gen_spec_for(tg.g, series, dir, &spec);
+	cr_assert_not_null(sp, "%s is a generation name", dir);
+	OK(cat_create_in_gen(tg.cat, series, dir, S_IFDIR | 0755, uid, uid, 0, NULL, sp, &in, &id));
+	gen_started(tg.g, id, series, false, pid);
+	OK(cat_create_in_gen(tg.cat, in.ino, name, S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
+			     &in_gen));
+	OK(cat_file_truncate(tg.cat, in.ino, 1000));
+	gen_file_created(tg.g, id, name);
+	return id;
+}
+
 /* step-<step> in series, its root owned by uid, written by the process pid
  * (whose user keep-latest-k then acts for) and committed; returns its id. */
 static uint64_t tg_committed_by(uint64_t series, uint64_t step, uid_t uid, pid_t pid)
 {
-	char name[32];
-	struct cat_gen_spec spec;
-	struct cat_inode in;
 	struct cat_gen gen;
-	uint64_t id = 0, in_gen = 0;
-	snprintf(name, sizeof(name), "step-%llu", (unsigned long long)step);
-	const struct cat_gen_spec *sp = gen_spec_for(tg.g, series, name, &spec);
-	cr_assert_not_null(sp, "%s is a generation name", name);
-	OK(cat_create_in_gen(tg.cat, series, name, S_IFDIR | 0755, uid, uid, 0, NULL, sp, &in, &id));
-	gen_started(tg.g, id, series, false, pid);
-	OK(cat_create_in_gen(tg.cat, in.ino, "model.dat", S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
-			     &in_gen));
+	uint64_t id = tg_open_by(series, step, uid, pid, "model.dat");
 	gen_activity(tg.g, id, pid);
 	OK(gen_commit_explicit(tg.g, id, "explicit"));
-	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "%s committed", name);
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "step-%llu committed", (unsigned long long)step);
 	return id;
 }
 
@@ -558,4 +577,82 @@ Test(gen, test_a_held_save_goes_only_after_k_newer_commits_of_its_owner)
 	cr_assert_neq(tg_state(h, &gen), GEN_HELD, "2 newer commits of A: it goes");
 	tg_user_process_end(a);
 	tg_user_process_end(b);
+}
+
+/* ---- trackers and next-gen commit only a user's own saves (gen.h
+ * invariants 12-14) ---- */
+
+/* The tracker `name` in series, written by uid with `text`, closed. */
+static void tg_tracker(uint64_t series, const char *name, uid_t uid, const char *text)
+{
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	int rc = cat_lookup(tg.cat, series, name, &in);
+	if (rc == -ENOENT)
+		rc = cat_create_in_gen(tg.cat, series, name, S_IFREG | 0666, uid, uid, 0, NULL,
+				       NULL, &in, &in_gen);
+	OK(rc);
+	snprintf(tg.tracker_text, sizeof(tg.tracker_text), "%s", text);
+	OK(cat_file_truncate(tg.cat, in.ino, strlen(text)));
+	tg.tracker_ino = in.ino;
+	gen_file_closed(tg.g, in.ino, series, name, 0, uid);
+}
+
+Test(gen, test_a_tracker_commits_a_save_only_for_its_owner_or_root)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t a2 = tg_open_by(run, 200, TG_USER_A, 0, "mp_rank_00_model_states.pt");
+	/* B's DeepSpeed tracker naming A's unfinished save: nothing happens */
+	tg_tracker(run, "latest", TG_USER_B, "step-200\n");
+	cr_assert_eq(tg_state(a2, &gen), GEN_OPEN, "B's tracker does not commit A's save");
+	/* B's Megatron tracker by step: the same */
+	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_B, "200");
+	cr_assert_eq(tg_state(a2, &gen), GEN_OPEN, "B's iteration file does not commit A's save");
+	/* A's own tracker commits it */
+	tg_tracker(run, "latest", TG_USER_A, "step-200\n");
+	cr_assert_eq(tg_state(a2, &gen), GEN_COMMITTED, "A's own tracker commits A's save");
+	cr_assert_str_eq(gen.rule, "tracker");
+	/* root's tracker commits anyone's */
+	uint64_t a3 = tg_open_by(run, 300, TG_USER_A, 0, "mp_rank_00_model_states.pt");
+	tg_tracker(run, "latest_checkpointed_iteration.txt", 0, "300");
+	cr_assert_eq(tg_state(a3, &gen), GEN_COMMITTED, "root's tracker commits A's save");
+	cr_assert_str_eq(gen.rule, "tracker");
+}
+
+Test(gen, test_a_tracker_leaves_a_dcp_save_without_its_metadata_open)
+{
+	struct cat_gen gen;
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	tg_start(0, 60, 0);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t id = tg_open_by(run, 100, TG_USER_A, 0, "__0_0.distcp");
+	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
+	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "shards without .metadata: not complete yet");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	OK(cat_create_in_gen(tg.cat, gen.root, "metadata.json", S_IFREG | 0644, TG_USER_A,
+			     TG_USER_A, 0, NULL, NULL, &in, &in_gen));
+	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "with its metadata the tracker commits it");
+	cr_assert_str_eq(gen.rule, "tracker");
+}
+
+Test(gen, test_next_gen_commits_only_the_starting_users_own_older_saves)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t a1 = tg_open_by(run, 100, TG_USER_A, 0, "model.dat");
+	uint64_t b1 = tg_open_by(run, 200, TG_USER_B, 0, "model.dat");
+	cr_assert_eq(tg_state(a1, &gen), GEN_OPEN, "B's new save does not commit A's");
+	uint64_t r1 = tg_open_by(run, 250, 0, 0, "model.dat");
+	cr_assert_eq(tg_state(a1, &gen), GEN_OPEN, "root's new save does not commit A's");
+	cr_assert_eq(tg_state(b1, &gen), GEN_OPEN, "root's new save does not commit B's");
+	tg_open_by(run, 300, TG_USER_A, 0, "model.dat");
+	cr_assert_eq(tg_state(a1, &gen), GEN_COMMITTED, "A's next save commits A's older one");
+	cr_assert_str_eq(gen.rule, "next-gen");
+	cr_assert_eq(tg_state(b1, &gen), GEN_OPEN, "A's next save does not commit B's");
+	cr_assert_eq(tg_state(r1, &gen), GEN_OPEN, "A's next save does not commit root's");
 }

@@ -168,10 +168,14 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 /* cat_rename, plus generation bookkeeping in the same transaction:
  *  - the moved subtree takes the gen of its new parent (0 outside generations);
  *  - if gen is non-NULL (the new name makes it a generation root in a series),
- *    it becomes a new OPEN generation instead, *new_gen_id set;
+ *    it becomes a new OPEN generation instead, *new_gen_id set — unless it is
+ *    the root of a HELD one, which stays that generation under the new name
+ *    (G8; *new_gen_id 0);
  *  - a generation root moved to a name or place where it is no longer a root
  *    ends that generation (DELETED, rule "renamed") and its subtree takes the
  *    gen of its new place;
+ *  - -EBUSY (nothing changed) if the root of a rewrite (OPEN with a backup)
+ *    would move, itself or inside a moved series (G8);
  *  - a generation root renamed over by another one: the replaced generation is
  *    DELETED (rule "replaced").
  * *replaced_ino as in cat_rename. */

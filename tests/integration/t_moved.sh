@@ -7,22 +7,11 @@
 # user.ckptfs.generation xattr and the catalog; bytes are compared with a
 # reference copy on the local disk.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/gen.sh"
 
 GEN_OPTS=quiet=0.5
 
-GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }
-# gen_expect PATH KEY=VAL... [--wait S]: the generation line of PATH
-gen_expect() {
-	local out
-	out=$("$PY" "$CK_HELPERS/gen_trainers.py" expect "$@" 2>&1) || ck_fail "$out"
-}
 listed() { ls -a "$1" | grep -qxF -- "$2"; }
-# same REL: the mount's REL has exactly the reference's bytes and entries
-same() {
-	local out
-	out=$(diff -r --no-dereference "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
-		ck_fail "$CK_MNT/$1 differs from what was written: $(echo "$out" | head -n 5 | tr '\n' '|')"
-}
 # "STATE RULE VERSION HELD?" of the newest catalog row named $1
 cat_gen() {
 	ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') || ' ' || version || ' ' || (held != '') FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
@@ -112,12 +101,13 @@ test_a_held_save_renamed_to_another_step_stays_held() {
 
 test_a_temp_dir_or_open_save_renamed_to_a_step_commits() {
 	ck_mount "$GEN_OPTS"
-	mkdir -p "$CK_MNT/rn/step-300.tmp" "$CK_REF/rn/step-300.tmp"
-	GT put rn/step-300.tmp/model.pt
-	GT put rn/step-300.tmp/optim.pt
+	# a whole DCP save (its .metadata renamed in) written under a temp name
+	# outside generations, then renamed to its step
+	mkdir -p "$CK_MNT/rn"
+	GT dcp rn/step-300.tmp
 	mv "$CK_MNT/rn/step-300.tmp" "$CK_MNT/rn/step-300"
 	mv "$CK_REF/rn/step-300.tmp" "$CK_REF/rn/step-300"
-	gen_expect "$CK_MNT/rn/step-300" name=step-300 step=300 state=committed rule=rename version=1 files=2 --wait 3
+	gen_expect "$CK_MNT/rn/step-300" name=step-300 step=300 state=committed rule=rename version=1 --wait 3
 	same rn
 	# an open first version renamed: a new save committed by the rename
 	mkdir -p "$CK_MNT/rn/step-400" "$CK_REF/rn/step-400"

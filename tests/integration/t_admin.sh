@@ -605,6 +605,58 @@ test_wait_without_gen_waits_for_files_outside_generations() {
 	ck_umount
 }
 
+# Review 36 F4a (meta/upload.h U11, fs/uploader.c T7): `wait MOUNT` said
+# "the files outside generations are on BACKING" (exit 0) once their chunks
+# were uploaded, but only the tree manifest names them there, and it came
+# later (an idle round) or, as here, not at all: BACKING refuses it
+# (manifests/tree/ made immutable, chattr +i: the daemon holds its fd, so
+# only the inode's flag stops a put there) while it takes chunks. A job that then
+# exits and loses its node loses final.pt: a new cache applies the older tree
+# manifest. On main `wait --timeout 3` below exits 0 (the assert_bad fails).
+# Now it times out naming the tree manifest; once BACKING takes it, wait
+# returns 0, and with the daemon killed right then (no drain: the node is
+# lost) a fresh cache over the same BACKING reads final.pt byte for byte.
+test_wait_without_gen_waits_for_the_tree_manifest_naming_the_files() {
+	ck_mount
+	mk_gen run/step-1 model.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	local i=0
+	until [ -n "$(ls "$CK_BACKING/manifests/tree" 2>/dev/null)" ]; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "precondition: no tree manifest on BACKING after 30 s"
+		sleep 0.1
+	done
+	local tdir=$CK_BACKING/manifests/tree
+	ck_at_exit "chattr -i '$tdir' 2>/dev/null"
+	chattr +i "$tdir" 2>/dev/null || ck_skip "chattr +i is not supported on $CK_TMP's filesystem"
+	ck_rand "$CK_REF/final.pt" $((3 * MiB))
+	cp "$CK_REF/final.pt" "$CK_MNT/run/final.pt"
+	local ino
+	ino=$(stat -c %i "$CK_MNT/run/final.pt")
+	# precondition: every chunk of final.pt on BACKING
+	i=0
+	until [ "$(ck_sql "SELECT COUNT(*) FROM extents WHERE ino = $ino")" -gt 0 ] &&
+		[ "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" = 0 ]; do
+		i=$((i + 1))
+		[ $i -le 600 ] || ck_fail "precondition: final.pt's chunks not on BACKING after 60 s"
+		sleep 0.1
+	done
+	assert_bad $E_TIMEOUT "tree manifest" wait "$CK_MNT" --timeout 3
+	assert_contains "$(err)" "not described on BACKING yet" "wait's timeout"
+	grep -qs final.pt "$tdir"/*.ckm && ck_fail "precondition: final.pt in a tree manifest with puts refused"
+	chattr -i "$tdir" # BACKING takes the tree manifest again
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	assert_contains "$(out)" "the files outside generations are on BACKING" "wait's report"
+	grep -qs final.pt "$CK_BACKING"/manifests/tree/*.ckm || ck_fail "wait returned 0 with no tree manifest naming final.pt on BACKING"
+	ck_kill9 # the node is lost: no drain
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -p "$CK_CACHE"
+	ck_mount
+	assert_file_eq "$CK_REF/final.pt" "$CK_MNT/run/final.pt"
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	ck_umount
+}
+
 # ---------------------------------------------------------------- export, import
 
 test_export_writes_plain_files_mounted_and_offline() {

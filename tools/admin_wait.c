@@ -22,8 +22,9 @@
  * or a new cache applies the newest tree manifest, so chunks alone are not
  * saved; the daemon writes it within about a second, busy or idle,
  * fs/uploader.c T7); the timeout message names how many files, a few of
- * them by path, and the bytes left, or the tree manifest (exit 9). Offline (no daemon) nothing
- * uploads: wait then only reports, and times out if something is not durable.
+ * them by path, and the bytes left, or the tree manifest (exit 9). Offline
+ * (no daemon) nothing uploads: wait then only reports, and times out if
+ * something is not durable.
  * On a node of a shared catalog (-o meta=) the local catalog file holds no
  * generations: wait asks the daemon instead (control verb `durable`, which
  * answers from PostgreSQL), so any node waits for a generation whichever

@@ -1161,6 +1161,7 @@ static void *up_worker_main(void *p)
 	 * room for in one pick (one round trip asks them all, S8); alone, a
 	 * row a pick, as their readiness is local and costs nothing */
 	bool multi = batching && cat_is_shared(u->cat);
+	bool took = false; /* rows picked since the last tree round (T7) */
 	struct up_batch *bt = calloc(1, sizeof(*bt));
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
@@ -1184,10 +1185,12 @@ static void *up_worker_main(void *p)
 			continue;
 		}
 		/* T7: the tree manifest's round while the queue stays busy too,
-		 * between batches (alone; the idle round below is the same) */
-		if (id == 0 && !cat_is_shared(u->cat) && !(bt && bt->n) &&
+		 * after rows this worker took, between batches (alone; the idle
+		 * round below is the same) */
+		if (id == 0 && took && !cat_is_shared(u->cat) && !(bt && bt->n) &&
 		    now - u->tree_checked >= UP_TREE_EVERY_S) {
 			u->tree_checked = now;
+			took = false;
 			pthread_mutex_unlock(&u->lock);
 			(void)up_tree(u); /* a failure: the next round tries again */
 			pthread_mutex_lock(&u->lock);
@@ -1201,6 +1204,7 @@ static void *up_worker_main(void *p)
 		bool ended = linger && bt->until > 0 && (u->stopping || now >= bt->until);
 		bool waiting = false;
 		int got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1, &waiting);
+		took = took || got > 0;
 		if (ended) {
 			bt->until = 0;
 			u->lingering--;
@@ -1235,6 +1239,7 @@ static void *up_worker_main(void *p)
 			}
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
 				u->tree_checked = now;
+				took = false;
 				pthread_mutex_unlock(&u->lock);
 				(void)up_tree(u); /* a failure: the next idle round tries again */
 				pthread_mutex_lock(&u->lock);

@@ -439,7 +439,8 @@ static void up_tree_shared(struct uploader *u);
  *      is tried again on the next round that finds the tree unchanged. The
  *      round comes at most every UP_TREE_EVERY_S on worker 0, when it is
  *      idle and also while the queue stays busy (between its batches,
- *      never while BACKING is backed off from), so that a tree changed
+ *      once it took rows since the last round, never while BACKING is
+ *      backed off from), so that a tree changed
  *      while a trainer writes its next save is written within about a
  *      second of its last chunk's upload, not only once the queue is
  *      empty. `ckptfs-admin wait` waits for the row to match the tree. */

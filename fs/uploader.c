@@ -88,6 +88,7 @@ struct uploader {
 	int64_t tree_clock_ns;  /* shared: the server's clock at the last fingerprint */
 	int64_t tree_noted_ns;  /* shared: the last horizon recorded (T4) */
 	bool tree_marked;       /* alone: the catalog's tree_unwritten row is set (T6) */
+	bool tree_fp_noted;     /* alone: tree_described_fp holds tree_fp (T7) */
 	uploader_tree_fn *before_tree; /* tests only (uploader.h) */
 	void *before_tree_arg;
 
@@ -439,7 +440,19 @@ static void up_tree_shared(struct uploader *u);
  *      the tree manifest and records why in the catalog (upload.h U10),
  *      which `ckptfs-admin umount` reports (exit 1, as for rows left
  *      queued). The mark goes once a tree manifest is put or found current
- *      (the next mount writes one at its first idle round). */
+ *      (the next mount writes one at its first idle round).
+ *  T7. The catalog knows which tree is described on BACKING (upload.h U11;
+ *      review 36 F4a): once a tree manifest's put succeeded, the
+ *      fingerprint its build's snapshot had (T5) goes to the meta row
+ *      tree_described_fp, never before the put; a failed write of the row
+ *      is tried again on the next round that finds the tree unchanged. The
+ *      round comes at most every UP_TREE_EVERY_S on worker 0, when it is
+ *      idle and also while the queue stays busy (between its batches,
+ *      once it took rows since the last round, never while BACKING is
+ *      backed off from), so that a tree changed
+ *      while a trainer writes its next save is written within about a
+ *      second of its last chunk's upload, not only once the queue is
+ *      empty. `ckptfs-admin wait` waits for the row to match the tree. */
 
 /* T6: a tree manifest describes the tree on BACKING: the mark of an
  * unmount that could not write one goes. */
@@ -450,6 +463,27 @@ static void up_tree_unmark(struct uploader *u)
 		log_info("BACKING %s: the tree manifest (the files outside generations) is written"
 			 " again", backing_spec(u->backing));
 	}
+}
+
+/* T7: the tree of fingerprint fp is described on BACKING: the catalog's
+ * meta row says so, for `ckptfs-admin wait` and `umount` (upload.h U11). */
+static void up_tree_note(struct uploader *u, const char *fp)
+{
+	pthread_mutex_lock(&u->lock);
+	bool noted = u->tree_fp_noted;
+	pthread_mutex_unlock(&u->lock);
+	if (noted)
+		return;
+	int rc = cat_tree_described_fp_set(u->cat, fp);
+	if (rc != 0) {
+		log_warn("catalog: cannot record which tree the tree manifest on BACKING %s"
+			 " describes (%s); tried again in a second", backing_spec(u->backing),
+			 strerror(-rc));
+		return;
+	}
+	pthread_mutex_lock(&u->lock);
+	u->tree_fp_noted = strcmp(u->tree_fp, fp) == 0;
+	pthread_mutex_unlock(&u->lock);
 }
 
 /* 0: the tree manifest on BACKING describes the tree (written now, or found
@@ -482,6 +516,7 @@ static int up_tree(struct uploader *u)
 	if (same) {
 		cat_tree_described(u->cat, horizon); /* the one on BACKING is current */
 		up_tree_unmark(u);
+		up_tree_note(u, fp); /* T7: a failed write of the row, again */
 		return 0;
 	}
 	if (before_tree)
@@ -508,7 +543,9 @@ static int up_tree(struct uploader *u)
 	u->tree_seq = seq;
 	snprintf(u->tree_fp, sizeof(u->tree_fp), "%s", fp);
 	u->st.manifests++;
+	u->tree_fp_noted = false;
 	pthread_mutex_unlock(&u->lock);
+	up_tree_note(u, fp); /* T7: after the put */
 	up_tree_unmark(u);
 	if (old && up_may_write(u)) {
 		manifest_tree_path(old, path, sizeof(path));
@@ -1134,6 +1171,7 @@ static void *up_worker_main(void *p)
 	 * room for in one pick (one round trip asks them all, S8); alone, a
 	 * row a pick, as their readiness is local and costs nothing */
 	bool multi = batching && cat_is_shared(u->cat);
+	bool took = false; /* rows picked since the last tree round (T7) */
 	struct up_batch *bt = calloc(1, sizeof(*bt));
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
@@ -1156,6 +1194,18 @@ static void *up_worker_main(void *p)
 				up_wait(u, u->down_until - now);
 			continue;
 		}
+		/* T7: the tree manifest's round while the queue stays busy too,
+		 * after rows this worker took, between batches (alone; the idle
+		 * round below is the same) */
+		if (id == 0 && took && !cat_is_shared(u->cat) && !(bt && bt->n) &&
+		    now - u->tree_checked >= UP_TREE_EVERY_S) {
+			u->tree_checked = now;
+			took = false;
+			pthread_mutex_unlock(&u->lock);
+			(void)up_tree(u); /* a failure: the next round tries again */
+			pthread_mutex_lock(&u->lock);
+			continue;
+		}
 		struct cat_upload picked[UP_BATCH_MAX];
 		bool linger = multi && bt; /* B1 */
 		int room = linger ? UP_BATCH_MAX - bt->n : 1;
@@ -1164,6 +1214,7 @@ static void *up_worker_main(void *p)
 		bool ended = linger && bt->until > 0 && (u->stopping || now >= bt->until);
 		bool waiting = false;
 		int got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1, &waiting);
+		took = took || got > 0;
 		if (ended) {
 			bt->until = 0;
 			u->lingering--;
@@ -1198,6 +1249,7 @@ static void *up_worker_main(void *p)
 			}
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
 				u->tree_checked = now;
+				took = false;
 				pthread_mutex_unlock(&u->lock);
 				(void)up_tree(u); /* a failure: the next idle round tries again */
 				pthread_mutex_lock(&u->lock);

@@ -10,8 +10,10 @@
  * it is logged too. Nothing is dropped: a row leaves the queue only when its
  * work is done or has become moot (the chunk or generation is gone).
  *
- * When idle, a worker also rewrites the tree manifest (the files outside
- * generations) if that tree changed and its chunks are all on BACKING.
+ * Every second, idle or (alone) between batches (uploader.c T7), worker 0
+ * also rewrites the tree manifest (the files outside generations) if that
+ * tree changed and its chunks are all on BACKING, and alone records in the
+ * catalog which tree the manifest on BACKING describes (upload.h U11).
  *
  * A row whose age passes the upload deadline is logged once (the generation
  * is not durable in time); stats show the lag.

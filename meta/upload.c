@@ -1,6 +1,6 @@
 /* upload — the catalog side of the write-back cache: chunk locations, the
  * upload queue, durable generation versions. See upload.h for the states and
- * the invariants U1–U8; SCHEMA.md for the columns. */
+ * the invariants U1–U11; SCHEMA.md for the columns. */
 #include "upload.h"
 
 #include <assert.h>
@@ -120,13 +120,14 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_TREE_FP) = { "fingerprint the tree outside generations",
 			 "SELECT COUNT(*), COALESCE(MAX(ctime_ns), 0), COALESCE(SUM(ctime_ns % 1000003), 0),"
 			 " COALESCE(SUM(size), 0) FROM " UP_TREE_INODES },
-	/* upload.h U10: the meta row of a tree manifest the unmount could not write */
-	U(U_TREE_MARK_GET) = { "read the mark of an unwritten tree manifest",
-			       "SELECT value FROM meta WHERE key = 'tree_unwritten'" },
-	U(U_TREE_MARK_SET) = { "mark the tree manifest unwritten",
-			       "INSERT OR REPLACE INTO meta(key, value) VALUES('tree_unwritten', ?1)" },
-	U(U_TREE_MARK_CLEAR) = { "clear the mark of an unwritten tree manifest",
-				 "DELETE FROM meta WHERE key = 'tree_unwritten'" },
+	/* the tree manifest's meta rows, by key (?1): tree_unwritten (upload.h
+	 * U10), tree_described_fp (U11) */
+	U(U_TREE_MARK_GET) = { "read a mark of the tree manifest",
+			       "SELECT value FROM meta WHERE key = ?1" },
+	U(U_TREE_MARK_SET) = { "mark the tree manifest",
+			       "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)" },
+	U(U_TREE_MARK_CLEAR) = { "clear a mark of the tree manifest",
+				 "DELETE FROM meta WHERE key = ?1" },
 	U(U_TREE_UNUPLOADED) = { "look for chunks outside generations not on BACKING",
 				 "SELECT 1 FROM " UP_TREE_INODES " AND EXISTS(SELECT 1 FROM extents e"
 				 " JOIN chunks c ON c.hash = e.hash WHERE e.ino = inodes.ino"
@@ -648,25 +649,49 @@ void cat_tree_described(struct cat *cat, uint64_t seq)
 	cat_unlock(cat);
 }
 
-int cat_tree_unwritten_set(struct cat *cat, const char *why)
+#define UP_MARK_UNWRITTEN "tree_unwritten"   /* U10 */
+#define UP_MARK_DESCRIBED "tree_described_fp" /* U11 */
+
+static int up_mark_set(struct cat *cat, const char *key, const char *value)
 {
 	cat_lock(cat);
-	int rc = why ? cat_bind(cat, U_TREE_MARK_SET, A_TEXT(why)) : 0;
+	int rc = value ? cat_bind(cat, U_TREE_MARK_SET, A_TEXT(key), A_TEXT(value))
+		       : cat_bind(cat, U_TREE_MARK_CLEAR, A_TEXT(key));
 	if (rc == 0)
-		rc = cat_run(cat, why ? U_TREE_MARK_SET : U_TREE_MARK_CLEAR);
+		rc = cat_run(cat, value ? U_TREE_MARK_SET : U_TREE_MARK_CLEAR);
 	cat_unlock(cat);
 	return rc;
 }
 
-static int up_tree_mark_txn(struct cat *cat, char *why, size_t size)
+/* The meta row key: its value in buf (or empty as none), *found. */
+static int up_mark_txn(struct cat *cat, const char *key, char *buf, size_t size, bool *found)
 {
-	int rc = cat_next(cat, U_TREE_MARK_GET);
+	buf[0] = '\0';
+	*found = false;
+	int rc = cat_bind(cat, U_TREE_MARK_GET, A_TEXT(key));
+	if (rc == 0)
+		rc = cat_next(cat, U_TREE_MARK_GET);
 	if (rc == 1) {
 		const unsigned char *v = sqlite3_column_text(cat->stmt[U_TREE_MARK_GET], 0);
-		snprintf(why, size, "%s", v && v[0] ? (const char *)v : "(no reason recorded)");
+		snprintf(buf, size, "%s", v ? (const char *)v : "");
+		*found = true;
 		rc = 0;
 	}
 	cat_reset(cat, U_TREE_MARK_GET);
+	return rc;
+}
+
+int cat_tree_unwritten_set(struct cat *cat, const char *why)
+{
+	return up_mark_set(cat, UP_MARK_UNWRITTEN, why);
+}
+
+static int up_tree_unwritten_txn(struct cat *cat, char *why, size_t size)
+{
+	bool found = false;
+	int rc = up_mark_txn(cat, UP_MARK_UNWRITTEN, why, size, &found);
+	if (rc == 0 && found && !why[0])
+		snprintf(why, size, "(no reason recorded)");
 	return rc;
 }
 
@@ -674,5 +699,30 @@ int cat_tree_unwritten(struct cat *cat, char *why, size_t size)
 {
 	assert(size > 0);
 	why[0] = '\0';
-	return UP_READ(cat, up_tree_mark_txn(cat, why, size));
+	return UP_READ(cat, up_tree_unwritten_txn(cat, why, size));
+}
+
+int cat_tree_described_fp_set(struct cat *cat, const char *fp)
+{
+	assert(fp && fp[0]);
+	return up_mark_set(cat, UP_MARK_DESCRIBED, fp);
+}
+
+/* U11: the fingerprint now and the one described, in one snapshot. */
+static int up_tree_current_txn(struct cat *cat, bool *current)
+{
+	char fp[128], described[128];
+	bool all_uploaded = false, found = false;
+	int rc = cat_tree_fingerprint_txn(cat, fp, sizeof(fp), &all_uploaded);
+	if (rc == 0)
+		rc = up_mark_txn(cat, UP_MARK_DESCRIBED, described, sizeof(described), &found);
+	if (rc == 0)
+		*current = found && all_uploaded && strcmp(fp, described) == 0;
+	return rc;
+}
+
+int cat_tree_described_current(struct cat *cat, bool *current)
+{
+	*current = false;
+	return UP_READ(cat, up_tree_current_txn(cat, current));
 }

@@ -103,6 +103,20 @@
  *      holds why, until a tree manifest is put or found current (the next
  *      mount). `ckptfs-admin umount` reads it once the daemon exited and
  *      does not call the unmount complete (tools/admin_umount.c).
+ *  U11. "The files outside generations are on BACKING" is said only when a
+ *      tree manifest describing the tree as it is now is there (review 36
+ *      F4a, F3a): their chunks on BACKING are not enough, a rebuild or a new
+ *      cache applies the newest tree manifest, which may predate them. The
+ *      meta row tree_described_fp holds the fingerprint
+ *      (cat_tree_fingerprint) of the tree the last tree manifest whose put
+ *      succeeded describes; it is written after that put, never before
+ *      (fs/uploader.c T5, T7). cat_tree_described_current compares it with
+ *      the fingerprint now, in one read transaction, with every chunk of
+ *      the tree uploaded: `ckptfs-admin wait` (without GEN) returns 0 and
+ *      `ckptfs-admin umount` exits 0 only when it holds, read-only, with no
+ *      daemon request. No row (a catalog of an older ckptfs, before its
+ *      first tree manifest) is not current. Alone only: a node of a shared
+ *      catalog writes no tree manifest from its local catalog (T1).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -236,5 +250,13 @@ void cat_tree_described(struct cat *cat, uint64_t seq);
  * umount` reads it once the daemon exited). */
 int cat_tree_unwritten_set(struct cat *cat, const char *why);
 int cat_tree_unwritten(struct cat *cat, char *why, size_t size);
+
+/* U11: fp, the fingerprint (cat_tree_fingerprint) of the tree a tree
+ * manifest just put on BACKING describes, sets the meta row
+ * tree_described_fp. cat_tree_described_current: *current if the tree now
+ * has that fingerprint and every chunk of it is uploaded (one read
+ * transaction); false with no row. */
+int cat_tree_described_fp_set(struct cat *cat, const char *fp);
+int cat_tree_described_current(struct cat *cat, bool *current);
 
 #endif

@@ -44,10 +44,15 @@
  *      before the drain (refused: nothing changed) and again just before the
  *      unmount.
  *   5. "every upload is on BACKING" (exit 0) only when, once the daemon
- *      exited, its catalog has no row queued and no mark of a tree manifest
+ *      exited, its catalog has no row queued, no mark of a tree manifest
  *      its drain could not put (meta/upload.h U10, fs/uploader.c T6: the
- *      files outside generations are described on BACKING only by it);
- *      else exit 1 naming what is not there. */
+ *      files outside generations are described on BACKING only by it), and
+ *      the tree manifest last put describes the tree as it is (U11; review
+ *      36 F3a: an exit without the drain, -o leave_queued or a daemon
+ *      killed during it, leaves neither a row nor the U10 mark when the
+ *      tree changed without new chunks, a renamed `latest`); else exit 1
+ *      naming what is not there. A node of a shared catalog writes no tree
+ *      manifest from its local catalog: U11 is not asked there. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -528,6 +533,22 @@ static int umount_wait_exit(struct umount_state *st)
 			  "final model) are not described there, and a new cache on it would not see "
 			  "them as they are; the next mount of this cache writes it", what, st->pid,
 			  st->a->backing, why);
+		rc = ADMIN_PROBLEM;
+	}
+	bool node = false, current = true;
+	if (rc == ADMIN_OK && (err = cat_role_node(st->a->cat, &node)) == 0 && !node)
+		err = cat_tree_described_current(st->a->cat, &current); /* U11 */
+	if (rc == ADMIN_OK && err != 0) {
+		admin_err("%s: cannot read whether the tree manifest on BACKING is current: %s", what,
+			  strerror(-err));
+		rc = ADMIN_PROBLEM;
+	} else if (rc == ADMIN_OK && !current) {
+		admin_err("%s: the daemon (pid %ld) exited without a tree manifest on BACKING %s "
+			  "describing the files outside generations (`latest`, `last.ckpt`, a final "
+			  "model) as they are now (it did not drain: -o leave_queued, or it was "
+			  "stopped during the drain): a new cache on it would not see them as they "
+			  "are; the next mount of this cache writes it", what, st->pid,
+			  st->a->backing);
 		rc = ADMIN_PROBLEM;
 	}
 	return rc;

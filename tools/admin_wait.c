@@ -17,9 +17,14 @@
  * for the files outside generations (`latest`, `last.ckpt`, a final model:
  * no generation names them, review 35 F1): until no chunk such a file names
  * is dirty (meta/admin_query.h aq_tree_dirty, the catalog's own answer to
- * the uploader's "all uploaded?"); the timeout message names how many, a
- * few of them by path, and the bytes left (exit 9). Offline (no daemon) nothing
- * uploads: wait then only reports, and times out if something is not durable.
+ * the uploader's "all uploaded?") and a tree manifest describing the tree
+ * as it is now is on BACKING (meta/upload.h U11, review 36 F4a: a rebuild
+ * or a new cache applies the newest tree manifest, so chunks alone are not
+ * saved; the daemon writes it within about a second, busy or idle,
+ * fs/uploader.c T7); the timeout message names how many files, a few of
+ * them by path, and the bytes left, or the tree manifest (exit 9). Offline
+ * (no daemon) nothing uploads: wait then only reports, and times out if
+ * something is not durable.
  * On a node of a shared catalog (-o meta=) the local catalog file holds no
  * generations: wait asks the daemon instead (control verb `durable`, which
  * answers from PostgreSQL), so any node waits for a generation whichever
@@ -279,11 +284,13 @@ int admin_cmd_wait(struct admin *a)
 	int ec = ADMIN_OK;
 	bool tree = a->npos == 0; /* without GEN: the files outside generations too */
 	struct aq_tree_dirty td = { 0 };
+	bool tree_current = !tree; /* U11: the tree manifest on BACKING describes the tree now */
 	uint64_t tree_total = 0;
 	for (;;) {
 		uint64_t total = 0, left = 0;
 		durable = 0;
-		if (tree && (rc = aq_tree_dirty(a->aq, &td)) != 0) {
+		if (tree && ((rc = aq_tree_dirty(a->aq, &td)) != 0 ||
+			     (rc = cat_tree_described_current(a->cat, &tree_current)) != 0)) {
 			admin_err("wait: cannot read the catalog: %s", strerror(-rc));
 			ec = admin_exit_for(rc);
 			break;
@@ -318,12 +325,19 @@ int admin_cmd_wait(struct admin *a)
 			}
 		}
 		admin_progress_bytes("wait", total - left, total);
-		if (ec != ADMIN_OK || (durable == l.ids.n && td.files == 0))
+		if (ec != ADMIN_OK || (durable == l.ids.n && td.files == 0 && tree_current))
 			break;
 		if (a->timeout_s >= 0 && admin_now() - start >= a->timeout_s) {
 			char files[1024] = "";
 			if (td.files > 0)
 				admin_wait_tree_names(a, &td, files, sizeof(files));
+			else if (!tree_current) /* U11: their chunks are there, no manifest names them yet */
+				snprintf(files, sizeof(files), "; the files outside generations (`latest`,"
+					 " `last.ckpt`, a final model) are not described on BACKING yet:"
+					 " no tree manifest there names them as they are now (%s)",
+					 a->daemon ? "the daemon writes it within about a second once"
+						     " BACKING takes it; see its log"
+						   : "no daemon runs to write it: mount the cache");
 			admin_err("wait: %zu of %zu generations durable after %.1f s (--timeout)%s",
 				  durable, l.ids.n, a->timeout_s, files);
 			ec = ADMIN_TIMEOUT;

@@ -561,6 +561,30 @@ test_wait_blocks_until_durable_and_times_out() {
 	ck_umount
 }
 
+# _dirty_of INO — how many chunks inode INO names are not on BACKING yet.
+_dirty_of() { ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $1 AND c.uploaded = 0"; }
+_has_dirty() { [ "$(_dirty_of "$1")" -gt 0 ]; }
+# its extents committed, every chunk of them on BACKING
+_all_uploaded() { [ "$(ck_sql "SELECT COUNT(*) FROM extents WHERE ino = $1")" -gt 0 ] && [ "$(_dirty_of "$1")" = 0 ]; }
+# _write_outside NAME — 3 MiB of random bytes as run/NAME (its reference in
+# CK_REF), a file outside generations; prints its inode.
+_write_outside() {
+	ck_rand "$CK_REF/$1" $((3 * MiB))
+	cp "$CK_REF/$1" "$CK_MNT/run/$1"
+	stat -c %i "$CK_MNT/run/$1"
+}
+_tree_manifest_there() { [ -n "$(ls "$CK_BACKING/manifests/tree" 2>/dev/null)" ]; }
+# _poll SECONDS WHAT CMD... — until CMD succeeds, looking every 0.1 s; else fails with WHAT.
+_poll() {
+	local n=$(($1 * 10)) what=$2 i=0
+	shift 2
+	until "$@"; do
+		i=$((i + 1))
+		[ $i -le $n ] || ck_fail "$what after $((n / 10)) s"
+		sleep 0.1
+	done
+}
+
 # Review 35 F1: `wait MOUNT` looked at generations only: with BACKING
 # refusing puts, a final model written outside any generation was only in
 # the cache, and wait said "1 generation durable on BACKING", exit 0, at
@@ -573,16 +597,9 @@ test_wait_without_gen_waits_for_files_outside_generations() {
 	mk_gen run/step-1 model.pt:$((2 * MiB))
 	assert_adm 0 wait "$CK_MNT" --timeout 60
 	ck_fault "eio=rename,link,create"
-	ck_rand "$CK_REF/final_model.pt" $((3 * MiB))
-	cp "$CK_REF/final_model.pt" "$CK_MNT/run/final_model.pt"
-	local ino i=0
-	ino=$(stat -c %i "$CK_MNT/run/final_model.pt")
-	# precondition: its chunks stored in the cache, not on BACKING
-	until [ "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" -gt 0 ]; do
-		i=$((i + 1))
-		[ $i -le 600 ] || ck_fail "precondition: final_model.pt has no dirty chunk after 60 s"
-		sleep 0.1
-	done
+	local ino
+	ino=$(_write_outside final_model.pt)
+	_poll 60 "precondition: final_model.pt has no chunk only in the cache" _has_dirty "$ino"
 	assert_bad $E_TIMEOUT "run/final_model.pt" wait "$CK_MNT" --timeout 2
 	assert_contains "$(err)" "1 file outside generations" "wait's timeout"
 	assert_contains "$(err)" "not on BACKING yet" "wait's timeout"
@@ -591,7 +608,7 @@ test_wait_without_gen_waits_for_files_outside_generations() {
 	ck_fault ""
 	assert_adm 0 wait "$CK_MNT" --timeout 120
 	assert_contains "$(out)" "the files outside generations are on BACKING" "wait's report"
-	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM extents e JOIN chunks c ON c.hash = e.hash WHERE e.ino = $ino AND c.uploaded = 0")" "chunks of final_model.pt not on BACKING when wait returned 0"
+	assert_eq 0 "$(_dirty_of "$ino")" "chunks of final_model.pt not on BACKING when wait returned 0"
 	local h
 	for h in $(ck_sql "SELECT DISTINCT lower(hex(hash)) FROM extents WHERE ino = $ino"); do
 		[ -s "$CK_TMP/store/$(obj_rel "$h")" ] || ck_fail "chunk $h of final_model.pt is not on BACKING after wait returned 0"
@@ -601,6 +618,44 @@ test_wait_without_gen_waits_for_files_outside_generations() {
 	mkdir -p "$CK_CACHE"
 	ck_mount
 	assert_file_eq "$CK_REF/final_model.pt" "$CK_MNT/run/final_model.pt"
+	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
+	ck_umount
+}
+
+# Review 36 F4a (meta/upload.h U11, fs/uploader.c T7): `wait MOUNT` said
+# "the files outside generations are on BACKING" (exit 0) once their chunks
+# were uploaded, but only the tree manifest names them there, and it came
+# later (an idle round) or, as here, not at all: BACKING refuses it
+# (manifests/tree/ made immutable, chattr +i: the daemon holds its fd, so
+# only the inode's flag stops a put there) while it takes chunks. A job that then
+# exits and loses its node loses final.pt: a new cache applies the older tree
+# manifest. On main `wait --timeout 3` below exits 0 (the assert_bad fails).
+# Now it times out naming the tree manifest; once BACKING takes it, wait
+# returns 0, and with the daemon killed right then (no drain: the node is
+# lost) a fresh cache over the same BACKING reads final.pt byte for byte.
+test_wait_without_gen_waits_for_the_tree_manifest_naming_the_files() {
+	ck_mount
+	mk_gen run/step-1 model.pt:$((2 * MiB))
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	_poll 30 "precondition: no tree manifest on BACKING" _tree_manifest_there
+	local tdir=$CK_BACKING/manifests/tree
+	ck_at_exit "chattr -i '$tdir' 2>/dev/null"
+	chattr +i "$tdir" 2>/dev/null || ck_skip "chattr +i is not supported on $CK_TMP's filesystem"
+	local ino
+	ino=$(_write_outside final.pt)
+	_poll 60 "precondition: final.pt's chunks not on BACKING" _all_uploaded "$ino"
+	assert_bad $E_TIMEOUT "tree manifest" wait "$CK_MNT" --timeout 3
+	assert_contains "$(err)" "not described on BACKING yet" "wait's timeout"
+	grep -qs final.pt "$tdir"/*.ckm && ck_fail "precondition: final.pt in a tree manifest with puts refused"
+	chattr -i "$tdir" # BACKING takes the tree manifest again
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	assert_contains "$(out)" "the files outside generations are on BACKING" "wait's report"
+	grep -qs final.pt "$CK_BACKING"/manifests/tree/*.ckm || ck_fail "wait returned 0 with no tree manifest naming final.pt on BACKING"
+	ck_kill9 # the node is lost: no drain
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -p "$CK_CACHE"
+	ck_mount
+	assert_file_eq "$CK_REF/final.pt" "$CK_MNT/run/final.pt"
 	assert_file_eq "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt"
 	ck_umount
 }

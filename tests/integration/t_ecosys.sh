@@ -269,6 +269,48 @@ test_umount_says_so_when_the_tree_manifest_could_not_be_put() {
 	ck_umount
 }
 
+# Review 36 F3a (tools/admin_umount.c 5, meta/upload.h U11): umount said
+# "every upload is on BACKING" (exit 0) from an empty queue and no U10 mark.
+# A daemon that exits without its drain (-o leave_queued here; or one killed
+# during it) writes no mark, and a tree changed without new chunks (a copy of
+# bytes already on BACKING, a renamed `latest`) queues no row, so the tree
+# manifest on BACKING went stale unseen. BACKING refuses the tree manifest
+# (manifests/tree/ immutable) so that no idle round writes it before the
+# stop. On main umount exits 0 here. Now it exits 1 naming the tree
+# manifest; the next mount (drained) writes it and a fresh cache reads both.
+test_umount_without_the_drain_says_the_tree_manifest_is_stale() {
+	ck_mount "leave_queued"
+	_save_step 1 2
+	echo 1 >"$CK_MNT/run/latest"
+	local rc tdir=$CK_BACKING/manifests/tree
+	rc=$(adm wait "$CK_MNT" --timeout 60) # the tree manifest names latest
+	[ "$rc" = 0 ] || ck_fail "wait: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_at_exit "chattr -i '$tdir' 2>/dev/null"
+	chattr +i "$tdir" 2>/dev/null || ck_skip "chattr +i is not supported on $CK_TMP's filesystem"
+	cp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/last.ckpt" # same bytes: its chunks are on BACKING
+	mv "$CK_MNT/run/latest" "$CK_MNT/run/latest.1"
+	assert_eq 0 "$(_queued)" "uploads queued for last.ckpt and the rename"
+	rc=$(adm umount "$CK_MNT")
+	assert_eq 1 "$rc" "exit of umount after a stop without the drain, the tree manifest stale; stdout: $(cat "$CK_TMP/out")"
+	grep -q "every upload is on BACKING" "$CK_TMP/out" && ck_fail "umount said every upload is on BACKING: $(cat "$CK_TMP/out")"
+	grep -q "without a tree manifest on BACKING .* describing the files outside generations" "$CK_TMP/err" ||
+		ck_fail "umount's message does not name the tree manifest: $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_daemon_exit "ckptfs-admin umount"
+	ck_is_mounted "$CK_MNT" && ck_fail "still mounted after ckptfs-admin umount"
+	chattr -i "$tdir"
+	# the same cache, drained this time: its tree manifest is written, umount is clean
+	ck_mount
+	rc=$(adm umount "$CK_MNT")
+	[ "$rc" = 0 ] || ck_fail "umount with the drain: exit $rc; $(tr '\n' '|' <"$CK_TMP/err")"
+	ck_daemon_exit "ckptfs-admin umount"
+	CK_CACHE=$CK_TMP/cache.fresh # a new node: same BACKING, an empty cache
+	ck_mount
+	cmp "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/last.ckpt" || ck_fail "last.ckpt differs or is missing on a fresh node"
+	assert_eq 1 "$(cat "$CK_MNT/run/latest.1")" "latest.1 on a fresh node"
+	[ -e "$CK_MNT/run/latest" ] && ck_fail "run/latest (renamed before the stop) is back on a fresh node"
+	ck_umount
+}
+
 test_umount_of_a_busy_mount_says_busy_and_stays_mounted() {
 	ck_mount
 	echo hi >"$CK_MNT/f"

@@ -720,6 +720,157 @@ Test(uploader, alone_the_tree_manifest_never_names_a_chunk_committed_after_its_f
 	ut_gate_destroy(&g);
 }
 
+/* ---- which tree the tree manifest on BACKING describes (uploader.c T7,
+ * upload.h U11; review 36 F4a) ---- */
+
+/* The newest tree manifest on BACKING names name (no assertion: also on
+ * the worker thread). */
+static bool ut_tree_names_quiet(const char *name)
+{
+	uint64_t newest = 0, size = 0;
+	if (backing_list(fx.w.b, "manifests/tree", ut_tree_newest, &newest) != 0 || newest == 0)
+		return false;
+	char path[MANIFEST_PATH_MAX], err[MANIFEST_ERR_MAX];
+	manifest_tree_path(newest, path, sizeof(path));
+	if (backing_stat(fx.w.b, path, &size) != 0)
+		return false;
+	char *buf = malloc(size + 1);
+	size_t len = 0;
+	struct manifest *m = NULL;
+	bool named = buf && backing_get(fx.w.b, path, buf, size + 1, &len) == 0 &&
+		     manifest_parse(buf, len, &m, err, sizeof(err)) == 0 && ut_names_file(m, name);
+	if (m)
+		manifest_free(m);
+	free(buf);
+	return named;
+}
+
+static void ut_count_tree(void *arg)
+{
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_ACQ_REL);
+}
+
+static bool ut_tree_current(void)
+{
+	bool current = false;
+	OK(cat_tree_described_current(fx.w.cat, &current));
+	return current;
+}
+
+/* Waits up to 15 s for the catalog to say the tree is described on BACKING. */
+static bool ut_wait_tree_current(void)
+{
+	double until = ut_mono() + 15;
+	while (!ut_tree_current() && ut_mono() < until)
+		usleep(20 * 1000);
+	return ut_tree_current();
+}
+
+/* U11: with every chunk of last.ckpt on BACKING but the tree manifest's put
+ * failing (a file where manifests/tree/ goes), the catalog never says the
+ * tree is described; once the put succeeds it does, and a rename (no new
+ * chunk) makes it say no again until the next tree manifest. */
+Test(uploader, the_catalog_says_the_tree_is_described_only_once_a_tree_manifest_of_it_is_put)
+{
+	char dir[PATH_MAX], blocker[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/manifests", fx.w.backing);
+	snprintf(blocker, sizeof(blocker), "%s/tree", dir);
+	cr_assert(mkdir(dir, 0700) == 0 || errno == EEXIST, "%s: %s", dir, strerror(errno));
+	int fd = open(blocker, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", blocker, strerror(errno));
+	close(fd);
+	cr_assert_not(ut_tree_current(), "a catalog without a tree manifest says it is described");
+	ut_file(CAT_ROOT_INO, "last.ckpt", 960, 2, 32 << 10, 0);
+	int tries = 0;
+	ut_start_with(false, 1);
+	uploader_set_before_tree(fx.u, ut_count_tree, &tries);
+	/* every chunk uploaded, and two rounds tried to put the tree manifest */
+	double until = ut_mono() + 15;
+	while (__atomic_load_n(&tries, __ATOMIC_ACQUIRE) < 2 && ut_mono() < until)
+		usleep(20 * 1000);
+	cr_assert_geq(__atomic_load_n(&tries, __ATOMIC_ACQUIRE), 2, "the uploader never tried the tree manifest");
+	cr_assert(ut_chunk_on_backing(0) && ut_chunk_on_backing(1), "last.ckpt's chunks are not on BACKING");
+	cr_assert_not(ut_tree_current(), "the tree said described while its manifest's put fails");
+	cr_assert_eq(unlink(blocker), 0);
+	cr_assert(ut_wait_tree_current(), "the tree not described 15 s after BACKING took its manifest");
+	cr_assert(ut_tree_names_quiet("last.ckpt"), "the catalog says described, BACKING's tree manifest lacks last.ckpt");
+	/* a rename: no chunk, no row; the catalog sees the change at once */
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	uint64_t replaced = 0;
+	OK(cat_rename(fx.w.cat, CAT_ROOT_INO, "last.ckpt", CAT_ROOT_INO, "final.ckpt", 0, &replaced));
+	cr_assert_eq(ut_queued(), 0);
+	cr_assert_not(ut_tree_current(), "a renamed file said described by the older tree manifest");
+	ut_start_with(false, 1);
+	cr_assert(ut_wait_tree_current(), "the renamed tree not described 15 s after the mount");
+	cr_assert(ut_tree_names_quiet("final.ckpt"));
+}
+
+/* A queue that never goes idle: each generation manifest row's end (the
+ * rows that end one by one; chunk rows end by batches) commits another
+ * generation, as a trainer does (each changes run/'s times, so the tree
+ * changes too), until the tree manifest names last.ckpt or `until`. */
+static struct {
+	uint64_t series;
+	int added;
+	double until;
+	int done;         /* atomic */
+	bool named_busy;  /* the tree manifest named last.ckpt while saves were added */
+} ut_busy;
+
+static void ut_busy_save(void)
+{
+	char name[32];
+	uint64_t root;
+	int n = ++ut_busy.added;
+	snprintf(name, sizeof(name), "step-%d", n);
+	uint64_t id = ts_mkgen(fx.w.cat, ut_busy.series, name, (uint64_t)n, true, &root);
+	uint64_t ino = ts_mk(fx.w.cat, root, "weights", S_IFREG | 0644, NULL);
+	ts_store_file(fx.w.cat, fx.w.st, ino, 5000 + n, 1, 16 << 10, NULL, NULL);
+	OK(cat_gen_commit(fx.w.cat, id, "explicit"));
+}
+
+static void ut_busy_hook(void *arg, const struct cat_upload *row)
+{
+	(void)arg;
+	if (row->kind != UP_GEN_MANIFEST || __atomic_load_n(&ut_busy.done, __ATOMIC_ACQUIRE))
+		return;
+	bool named = ut_tree_names_quiet("last.ckpt");
+	if (named || ut_mono() >= ut_busy.until) {
+		ut_busy.named_busy = named;
+		__atomic_store_n(&ut_busy.done, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	ut_busy_save();
+}
+
+/* T7 (review 36 F4a): the tree manifest was written only on an idle round,
+ * so a trainer writing its next save kept a final model outside
+ * generations out of every tree manifest on BACKING for as long as the
+ * queue stayed busy. On main (idle rounds only) this fails: last.ckpt is
+ * not named after 10 s of a queue that never empties. */
+Test(uploader, the_tree_manifest_is_written_while_the_queue_stays_busy)
+{
+	memset(&ut_busy, 0, sizeof(ut_busy));
+	ut_busy.series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	ut_file(CAT_ROOT_INO, "last.ckpt", 970, 2, 32 << 10, 0);
+	for (int i = 0; i < 4; i++)
+		ut_busy_save();
+	ut_busy.until = ut_mono() + 10;
+	ut_start_with(false, 1);
+	uploader_set_between(fx.u, ut_busy_hook, NULL);
+	double until = ut_mono() + 20;
+	while (!__atomic_load_n(&ut_busy.done, __ATOMIC_ACQUIRE) && ut_mono() < until)
+		usleep(20 * 1000);
+	cr_assert(__atomic_load_n(&ut_busy.done, __ATOMIC_ACQUIRE), "the queue went idle: the"
+		  " test proves nothing (%d saves added, %d rows queued)", ut_busy.added, ut_queued());
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	cr_assert(ut_busy.named_busy, "no tree manifest named last.ckpt while the queue stayed busy"
+		  " (%d saves committed meanwhile)", ut_busy.added);
+	cr_assert(ut_chunk_on_backing(0) && ut_chunk_on_backing(1));
+}
+
 /* review3 F9 (claim.h 9): an unmount's drain that finds the claim unsure
  * (not lost) waits for a renewal before it leaves the queue in the cache. */
 static struct {

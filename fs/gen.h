@@ -180,9 +180,10 @@
  * 15. A rewrite that only added files to the COMMITTED version it replaces
  *     (proof.h invariant 7: every file of the backup at its path, not
  *     rewritten, and at least one new one, none of them incomplete) is
- *     that complete save plus closed files: with no write handle open in it, the tick
- *     commits it once `quiet` s passed (rule "added"), and abandon and the
- *     unmount commit it instead of holding it, a marker layout's too (a
+ *     that complete save plus closed files: with no write handle open in
+ *     it, the tick commits it once `quiet` s passed (rule "added"), and
+ *     abandon and the unmount commit it instead of holding it, a marker
+ *     layout's too (a
  *     late rank's rng_state_1.pth after HF's trainer_state.json, an eval
  *     script's eval_results.json: its marker never comes again). One that
  *     changed or removed a file of that version keeps the marker rule (a

@@ -75,7 +75,9 @@ struct gen_live {
 	 * open for writing (0: it does not); the abandon bound counts from it */
 	int64_t remote_wait_ns;
 	bool expects_marker; /* saw a file of a marker layout (gen_name_implies_marker) */
-	bool rewrite;        /* reopened here as version+1 (gen_before_change) */
+	/* an OPEN version+1: reopened here (gen_before_change), or found so by
+	 * gen_writer_opened (another node reopened it); invariant 15 */
+	bool rewrite;
 	pid_t tids[GEN_MAX_PIDS]; /* threads seen writing */
 	pid_t pids[GEN_MAX_PIDS]; /* their processes */
 	int npids;
@@ -1157,6 +1159,14 @@ static bool gen_rule_is_marker(const char *rule)
 	return false;
 }
 
+/* Is l's pending commit one of invariant 15, whose proof a file opened for
+ * writing since (here, or on another node: its commit was refused) may
+ * have made stale? It is proven again before each try (g->lock held). */
+static bool gen_pending_added(const struct gen_live *l)
+{
+	return strcmp(l->pending_rule, GEN_RULE_ADDED) == 0;
+}
+
 /* ---- hooks ---- */
 
 /* gen, no longer OPEN in the shared catalog, was settled by another node
@@ -1443,8 +1453,11 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 		   (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)))
 		return;
 	pthread_mutex_lock(&g->lock);
-	if (!l && (l = gen_live_get(g, gen_id, gen.series)) != NULL)
+	if (!l && (l = gen_live_get(g, gen_id, gen.series)) != NULL) {
 		l->is_open = gen.state == GEN_OPEN;
+		/* a rewrite another node reopened (invariants 8, 15) */
+		l->rewrite = gen.state == GEN_OPEN && gen.backup_root != 0;
+	}
 	if (l) {
 		assert(l->writers < UINT32_MAX);
 		l->writers++;
@@ -1465,7 +1478,8 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 		if (l->writers)
 			l->writers--;
 		l->last_activity_ns = gen_now_ns();
-		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet)
+		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet &&
+		    !gen_pending_added(l)) /* that one: the tick proves it again */
 			memcpy(rule, l->pending_rule, sizeof(rule));
 		if (l->writers == 0 && !l->is_open)
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
@@ -1695,14 +1709,6 @@ static void gen_waited_too_long(struct gen_policy *g, const struct gen_todo *t)
 	snprintf(why, sizeof(why), "its commit (%s) waited %.0f s for files of it that other nodes"
 		 " kept open for writing", t->rule, g->opt.abandon_s); /* the catalog names them */
 	gen_hold(g, t->id, "abandoned", why);
-}
-
-/* Is l's pending commit one of invariant 15, whose proof a file opened for
- * writing since (here, or on another node: its commit was refused) may
- * have made stale? It is proven again before each try (g->lock held). */
-static bool gen_pending_added(const struct gen_live *l)
-{
-	return strcmp(l->pending_rule, GEN_RULE_ADDED) == 0;
 }
 
 static void gen_prove_and_commit(struct gen_policy *g, const struct gen_todo *t)

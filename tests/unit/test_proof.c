@@ -324,7 +324,7 @@ Test(proof, a_half_done_rewrite_is_a_mix_and_proves_nothing, .init = setup, .fin
 	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
 }
 
-/* Invariant 7 (fs/gen.h invariant 12): a late rank's file added to a
+/* Invariant 7 (fs/gen.h invariant 15): a late rank's file added to a
  * committed save, nothing of it changed, is flagged `added` whatever the
  * verdict; an incomplete new file, or a file of the old version rewritten,
  * is not. */

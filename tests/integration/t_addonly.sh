@@ -45,6 +45,15 @@ hf_v1() {
 	gen_expect "$CK_MNT/out/checkpoint-100" state=committed rule=hf-trainer-state version=1 files=6 --wait 5
 }
 
+# added_after_remount: after a clean unmount and mount, checkpoint-100 is
+# version 2 (rule added) and every file reads back as written
+added_after_remount() {
+	ck_remount "$GEN_OPTS"
+	gen_expect "$CK_MNT/out/checkpoint-100" state=committed rule=added version=2 files=7
+	same out
+	ck_umount
+}
+
 test_late_rng_file_is_committed_after_quiet_and_kept() {
 	ck_mount "$GEN_OPTS"
 	local g=$CK_MNT/out/checkpoint-100
@@ -55,10 +64,7 @@ test_late_rng_file_is_committed_after_quiet_and_kept() {
 	listed "$CK_MNT/out" checkpoint-100 || ck_fail "checkpoint-100 is not listed once committed again"
 	assert_eq checkpoint-100 "$(GT hf-last out)" "HF get_last_checkpoint"
 	same out
-	ck_remount "$GEN_OPTS"
-	gen_expect "$g" state=committed rule=added version=2 files=7
-	same out
-	ck_umount
+	added_after_remount
 }
 
 test_late_rng_file_survives_an_unmount_before_quiet() {
@@ -69,10 +75,7 @@ test_late_rng_file_survives_an_unmount_before_quiet() {
 	late_rng out/checkpoint-100/rng_state_1.pth
 	gen_expect "$g" state=open version=2
 	# the unmount decides it: version 1 plus the closed file, committed
-	ck_remount "$GEN_OPTS"
-	gen_expect "$g" state=committed rule=added version=2 files=7
-	same out
-	ck_umount
+	added_after_remount
 }
 
 test_late_file_is_committed_by_abandon_not_rolled_back() {
@@ -84,10 +87,7 @@ test_late_file_is_committed_by_abandon_not_rolled_back() {
 	echo '{"eval_loss": 1.25}' >"$CK_REF/out/checkpoint-100/eval_results.json"
 	cp "$CK_REF/out/checkpoint-100/eval_results.json" "$g/eval_results.json"
 	gen_expect "$g" state=committed rule=added version=2 files=7 --wait 10
-	ck_remount "$GEN_OPTS"
-	gen_expect "$g" state=committed rule=added version=2 files=7
-	same out
-	ck_umount
+	added_after_remount
 }
 
 test_rewrite_that_changed_a_file_still_waits_for_its_marker() {

@@ -7,21 +7,11 @@
 # that changed a file of version 1 still waits for its marker and is rolled
 # back without it. Bytes are compared with the reference the writers wrote.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/gen.sh"
 
 GEN_OPTS=quiet=0.5
 
-GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }
-gen_expect() {
-	local out
-	out=$("$PY" "$CK_HELPERS/gen_trainers.py" expect "$@" 2>&1) || ck_fail "$out"
-}
 listed() { ls -a "$1" | grep -qxF -- "$2"; }
-# same REL: the mount's REL has exactly the reference's bytes and entries
-same() {
-	local out
-	out=$(diff -r --no-dereference "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
-		ck_fail "$CK_MNT/$1 differs from what was written: $(echo "$out" | head -n 5 | tr '\n' '|')"
-}
 # late_rng REL: a torch.save-like rng state (a complete zip: proof.h's checks
 # pass), written into the mount and the reference
 late_rng() {

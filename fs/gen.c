@@ -46,6 +46,9 @@
 #define GEN_KEEP_DUTY "keep"
 #define GEN_KEEP_DUTY_MS 30000
 #define GEN_MAX_GROUPS 32
+/* The rule of invariant 15: a rewrite that only added closed files to the
+ * committed version it replaces. */
+#define GEN_RULE_ADDED "added"
 
 /* Who a commit acts for: the file system credentials of the last process
  * seen changing the generation (keep-latest-k deletes only what they could
@@ -72,6 +75,9 @@ struct gen_live {
 	 * open for writing (0: it does not); the abandon bound counts from it */
 	int64_t remote_wait_ns;
 	bool expects_marker; /* saw a file of a marker layout (gen_name_implies_marker) */
+	/* an OPEN version+1: reopened here (gen_before_change), or found so by
+	 * gen_writer_opened (another node reopened it); invariant 15 */
+	bool rewrite;
 	pid_t tids[GEN_MAX_PIDS]; /* threads seen writing */
 	pid_t pids[GEN_MAX_PIDS]; /* their processes */
 	int npids;
@@ -1093,6 +1099,9 @@ static void gen_prove(struct gen_policy *g, uint64_t id, struct proof_result *ou
 				      gen.backup_root, g->read, g->read_arg, out);
 	if (rc == 0 && out->verdict == PROOF_COMPLETE && g->store && gen_after_crash(&gen))
 		rc = proof_objects(g->cat, gen.root, gen.name, gen_object_here, g->store, out);
+	/* invariant 15: a held version plus files is no more proven than it */
+	if (rc != 0 || gen.held[0] || gen.state != GEN_OPEN)
+		out->added = false;
 	if (rc != 0) {
 		out->verdict = PROOF_UNPROVEN;
 		snprintf(out->reason, sizeof(out->reason), "its content could not be read: %s",
@@ -1148,6 +1157,14 @@ static bool gen_rule_is_marker(const char *rule)
 		if (strcmp(rule, rules[i]) == 0)
 			return true;
 	return false;
+}
+
+/* Is l's pending commit one of invariant 15, whose proof a file opened for
+ * writing since (here, or on another node: its commit was refused) may
+ * have made stale? It is proven again before each try (g->lock held). */
+static bool gen_pending_added(const struct gen_live *l)
+{
+	return strcmp(l->pending_rule, GEN_RULE_ADDED) == 0;
 }
 
 /* ---- hooks ---- */
@@ -1247,8 +1264,10 @@ int gen_before_change(struct gen_policy *g, uint64_t gen_id)
 	struct gen_live *l = gen_live_get(g, gen_id, gen.series);
 	if (l) {
 		l->is_open = true;
-		/* a layout that committed by a marker commits its rewrite by one too */
+		/* a layout that committed by a marker commits its rewrite by one
+		 * too, or by adding files only (invariant 15) */
 		l->expects_marker = gen_rule_is_marker(gen.rule);
+		l->rewrite = true;
 		l->last_activity_ns = gen_now_ns();
 	}
 	pthread_mutex_unlock(&g->lock);
@@ -1434,8 +1453,11 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 		   (gen.state != GEN_OPEN && gen.state != GEN_COMMITTED)))
 		return;
 	pthread_mutex_lock(&g->lock);
-	if (!l && (l = gen_live_get(g, gen_id, gen.series)) != NULL)
+	if (!l && (l = gen_live_get(g, gen_id, gen.series)) != NULL) {
 		l->is_open = gen.state == GEN_OPEN;
+		/* a rewrite another node reopened (invariants 8, 15) */
+		l->rewrite = gen.state == GEN_OPEN && gen.backup_root != 0;
+	}
 	if (l) {
 		assert(l->writers < UINT32_MAX);
 		l->writers++;
@@ -1456,7 +1478,8 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 		if (l->writers)
 			l->writers--;
 		l->last_activity_ns = gen_now_ns();
-		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet)
+		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet &&
+		    !gen_pending_added(l)) /* that one: the tick proves it again */
 			memcpy(rule, l->pending_rule, sizeof(rule));
 		if (l->writers == 0 && !l->is_open)
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
@@ -1667,8 +1690,8 @@ static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 	struct proof_result pr;
 	char why[GEN_HELD_MAX];
 	gen_prove(g, t->id, &pr);
-	if (pr.verdict == PROOF_COMPLETE && !t->expects_marker) {
-		gen_commit_now(g, t->id, "content");
+	if (pr.added || (pr.verdict == PROOF_COMPLETE && !t->expects_marker)) {
+		gen_commit_now(g, t->id, pr.added ? GEN_RULE_ADDED : "content"); /* invariant 15 */
 		return;
 	}
 	snprintf(why, sizeof(why), "abandoned after %.0f s with no writer: %s%s", g->opt.abandon_s,
@@ -1692,17 +1715,23 @@ static void gen_prove_and_commit(struct gen_policy *g, const struct gen_todo *t)
 {
 	struct proof_result pr;
 	gen_prove(g, t->id, &pr);
+	bool commit = pr.added || (pr.verdict == PROOF_COMPLETE && !t->expects_marker);
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, t->id);
 	if (l) {
 		l->proved_ns = t->activity_ns;
 		snprintf(l->unproven, sizeof(l->unproven), "%s", pr.reason);
+		if (gen_pending_added(l)) { /* proven again just now */
+			l->pending_rule[0] = '\0';
+			if (!pr.added) /* no longer a commit waiting for other nodes */
+				l->remote_wait_ns = 0;
+		}
 	}
 	bool still = l && l->writers == 0 && l->last_activity_ns == t->activity_ns;
 	pthread_mutex_unlock(&g->lock);
-	if (pr.verdict == PROOF_COMPLETE && still)
-		gen_commit_now(g, t->id, "content");
-	else if (pr.verdict != PROOF_COMPLETE)
+	if (commit && still)
+		gen_commit_now(g, t->id, pr.added ? GEN_RULE_ADDED : "content"); /* invariant 15 */
+	else if (!commit)
 		log_debug("generation %llu: not proven complete by its content: %s",
 			  (unsigned long long)t->id, pr.reason);
 }
@@ -1722,13 +1751,17 @@ static bool gen_tick_choose(struct gen_policy *g, struct gen_live *l, int64_t no
 	    now - l->remote_wait_ns >= abandon) {
 		memcpy(t->rule, l->pending_rule, GEN_RULE_MAX);
 		t->kind = GEN_TODO_HOLD_REMOTE;
-	} else if (l->pending_rule[0] && (!l->pending_quiet || idle >= quiet)) {
+	} else if (l->pending_rule[0] && !gen_pending_added(l) &&
+		   (!l->pending_quiet || idle >= quiet)) {
 		memcpy(t->rule, l->pending_rule, GEN_RULE_MAX);
 		t->kind = GEN_TODO_COMMIT;
 	} else if (abandon > 0 && idle >= abandon && !gen_writers_alive(l)) {
 		t->kind = GEN_TODO_HOLD;
-	} else if (!l->pending_rule[0] && !l->expects_marker && idle >= quiet &&
+	} else if (gen_pending_added(l) && idle >= quiet) { /* proven again */
+		t->kind = GEN_TODO_PROVE;
+	} else if (!l->pending_rule[0] && (!l->expects_marker || l->rewrite) && idle >= quiet &&
 		   l->proved_ns != l->last_activity_ns) {
+		/* a marker layout's rewrite: only invariant 15 commits it here */
 		t->kind = GEN_TODO_PROVE;
 	} else {
 		return false;
@@ -1895,6 +1928,9 @@ static void gen_stop_thread(struct gen_policy *g)
 	assert(g->nkeep == 0 && !g->keep_all);
 }
 
+#define GEN_NO_MARKER "unfinished at unmount: its layout ends with a completion marker that" \
+		      " never came"
+
 /* pggen.h X7: on a node of a shared catalog, an OPEN
  * generation another live node writes in or tracks is that node's to
  * decide; this node's unmount proves nothing about its files. A catalog
@@ -1925,13 +1961,15 @@ void gen_policy_shutdown(struct gen_policy *g)
 			gen_live_drop(g, drop);
 		}
 		uint64_t id = l ? l->id : 0;
+		/* a pending commit of invariant 15 is proven again here */
+		bool signalled = l && l->pending_rule[0] && !gen_pending_added(l);
+		/* a rewrite may have only added files (invariant 15): proven first */
+		bool no_marker = l && l->expects_marker && !signalled;
+		bool rewrite = l && l->rewrite;
 		const char *unfinished = !l ? NULL
 				   : l->writers > 0 ? "a file in it was still open for writing at unmount"
-				   : l->expects_marker && !l->pending_rule[0]
-					   ? "unfinished at unmount: its layout ends with a completion"
-					     " marker that never came"
-					   : NULL;
-		bool signalled = l && l->pending_rule[0];
+				   : no_marker && !rewrite ? GEN_NO_MARKER
+				   : NULL;
 		char rule[GEN_RULE_MAX];
 		snprintf(rule, sizeof(rule), "%s", signalled ? l->pending_rule : "unmount");
 		pthread_mutex_unlock(&g->lock);
@@ -1951,6 +1989,10 @@ void gen_policy_shutdown(struct gen_policy *g)
 				 " in it and decides it", (unsigned long long)id);
 		else if (unfinished)
 			gen_hold(g, id, "unmount", unfinished);
+		else if (pr.added) /* invariant 15 */
+			gen_commit_now(g, id, GEN_RULE_ADDED);
+		else if (no_marker) /* a rewrite that changed or removed a file */
+			gen_hold(g, id, "unmount", GEN_NO_MARKER);
 		else if (!proof_weak_may_commit(pr.verdict)) /* invariant 5 */
 			gen_hold(g, id, "unmount", pr.reason);
 		else

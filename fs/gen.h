@@ -23,6 +23,9 @@
  *   marker / explicit  close of `.ckptfs-commit`, or `setfattr -n user.ckptfs.commit`
  *   unmount            at a clean unmount, for generations with no open writer
  *                      and no sign of an unfinished save (others are held)
+ *   added              a rewrite of a committed version that only added closed
+ *                      files to it (invariant 15): the quiet tick, abandon or
+ *                      the unmount
  * next-gen and unmount are the weak rules: a sign of an unfinished save is a
  * marker layout without its marker, or what proof.h judges BROKEN, EMPTY,
  * MISSING (a self-delimiting file of the previous committed save absent) or
@@ -173,7 +176,27 @@
  *     (its root's uid, invariant 6) is the starting save's owner, root
  *     included: a new save shows that its own trainer finished the
  *     previous one, never another user's trainer. A save whose owner
- *     cannot be read is not committed by it (abandon, unmount decide). */
+ *     cannot be read is not committed by it (abandon, unmount decide).
+ * 15. A rewrite that only added files to the COMMITTED version it replaces
+ *     (proof.h invariant 7: every file of the backup at its path, not
+ *     rewritten, and at least one new one, none of them incomplete) is
+ *     that complete save plus closed files: with no write handle open in
+ *     it, the tick commits it once `quiet` s passed (rule "added"), and
+ *     abandon and the unmount commit it instead of holding it, a marker
+ *     layout's too (a
+ *     late rank's rng_state_1.pth after HF's trainer_state.json, an eval
+ *     script's eval_results.json: its marker never comes again). One that
+ *     changed or removed a file of that version keeps the marker rule (a
+ *     resumed job saving the step again ends with the marker; without it,
+ *     abandon and the unmount roll it back), and so does one of a HELD
+ *     version (gen_prove: a held save plus files is no more proven). A
+ *     real re-save whose first files are ones the old version lacked and
+ *     that pauses `quiet` s is so committed as the old version plus those
+ *     files: still complete, and its next change opens version+1. A
+ *     commit of this rule that had to wait (a file opened for writing
+ *     during its sync; on a shared catalog, another node's writer) is
+ *     proven again before each try, never committed on a stale proof.
+ *     next-gen does not apply it to a marker layout (the tick does). */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

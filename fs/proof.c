@@ -148,6 +148,15 @@ static int proof_read_file(void *arg, uint64_t off, size_t len, void *buf)
 	return r->rd(r->arg, r->ino, off, len, buf);
 }
 
+/* complete_check of file f, its base name the format hint. */
+static int proof_complete(const struct proof_file *f, proof_read_fn rd, void *arg,
+			  struct complete_result *cr)
+{
+	struct proof_reader r = { rd, arg, f->ino };
+	const char *base = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
+	return complete_check(base, f->size, proof_read_file, &r, cr);
+}
+
 static int proof_path_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct proof_file *)a)->path, ((const struct proof_file *)b)->path);
@@ -172,6 +181,42 @@ static bool proof_has_path(const struct proof_files *sorted, const char *path)
 	return proof_find(sorted, path) != NULL;
 }
 
+/* Is f, at the path of o (its copy in the version a rewrite replaces), not
+ * rewritten: the same ctime, mtime and size? A write, a truncate, a chmod
+ * or a rename onto the path moves the ctime (invariants 5, 7). */
+static bool proof_unchanged(const struct proof_file *o, const struct proof_file *f)
+{
+	return o->ctime_ns == f->ctime_ns && o->mtime_ns == f->mtime_ns && o->size == f->size;
+}
+
+/* Invariant 7: did a rewrite only add files to the version it replaces?
+ * Every file of old is at its path in now, unchanged, old has one at
+ * least, now one more, and each new one of a self-delimiting format is
+ * complete (the old ones are that version's: its own rule judged them).
+ * 0 with *added set, or a negative errno. Both sorted. */
+static int proof_only_added(const struct proof_files *now, const struct proof_files *old,
+			    proof_read_fn rd, void *arg, bool *added)
+{
+	*added = false;
+	if (old->n == 0 || now->n <= old->n)
+		return 0;
+	for (size_t j = 0; j < old->n; j++) {
+		const struct proof_file *f = proof_find(now, old->v[j].path);
+		if (!f || !proof_unchanged(&old->v[j], f))
+			return 0;
+	}
+	for (size_t i = 0; i < now->n; i++) {
+		struct complete_result cr;
+		if (proof_has_path(old, now->v[i].path))
+			continue;
+		int rc = proof_complete(&now->v[i], rd, arg, &cr);
+		if (rc != 0 || (cr.format != COMPLETE_FMT_NONE && !cr.complete))
+			return rc;
+	}
+	*added = true;
+	return 0;
+}
+
 /* Invariant 5: in a rewrite, which self-delimiting files are still the old
  * version's (the same ctime, mtime and size as their copy in old)? Some
  * rewritten and some not: MIXED. None rewritten, or only some of the
@@ -184,8 +229,7 @@ static void proof_rewrite_check(const struct proof_files *now, const struct proo
 		const struct proof_file *f = &now->v[i], *o = proof_find(old, f->path);
 		if (!f->recognised)
 			continue;
-		bool rewritten = !o || o->ctime_ns != f->ctime_ns || o->mtime_ns != f->mtime_ns ||
-				 o->size != f->size;
+		bool rewritten = !o || !proof_unchanged(o, f);
 		if (rewritten && !fresh)
 			fresh = f->path;
 		else if (!rewritten && !kept)
@@ -212,10 +256,8 @@ static int proof_find_missing(const struct proof_files *now, const struct proof_
 		const char *path = prev->v[j].path;
 		if (proof_has_path(now, path))
 			continue;
-		struct proof_reader r = { rd, arg, prev->v[j].ino };
 		struct complete_result cr;
-		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-		int rc = complete_check(base, prev->v[j].size, proof_read_file, &r, &cr);
+		int rc = proof_complete(&prev->v[j], rd, arg, &cr);
 		if (rc == 0 && cr.format == COMPLETE_FMT_NONE)
 			continue; /* a config or a log: not evidence either way */
 		out->verdict = PROOF_MISSING;
@@ -257,11 +299,9 @@ static int proof_check_files(struct proof_files *files, proof_read_fn rd, void *
 {
 	*recognised = 0;
 	for (size_t i = 0; i < files->n; i++) {
-		struct proof_reader r = { rd, arg, files->v[i].ino };
 		struct complete_result cr;
 		const char *path = files->v[i].path;
-		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-		int rc = complete_check(base, files->v[i].size, proof_read_file, &r, &cr);
+		int rc = proof_complete(&files->v[i], rd, arg, &cr);
 		if (rc != 0)
 			return rc;
 		if (cr.format == COMPLETE_FMT_NONE)
@@ -293,6 +333,16 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 	if (rc == 0 && now.overflow)
 		snprintf(out->reason, sizeof(out->reason), "more than %d files or %d levels: not"
 			 " checked by content", PROOF_MAX_FILES, PROOF_MAX_DEPTH);
+	if (rc == 0 && !now.overflow) {
+		proof_sort(&now);
+		if (old_root != 0)
+			rc = proof_list(cat, old_root, name ? name : "", &old);
+		proof_sort(&old);
+		/* before the verdict: a broken file of the old version (its own
+		 * rule committed it) does not undo what was added (invariant 7) */
+		if (rc == 0 && old_root != 0 && !old.overflow)
+			rc = proof_only_added(&now, &old, rd, arg, &out->added);
+	}
 	if (rc == 0 && !now.overflow)
 		rc = proof_check_files(&now, rd, arg, &recognised, out);
 	if (rc != 0 || now.overflow || out->verdict == PROOF_BROKEN)
@@ -302,9 +352,7 @@ int proof_generation(struct cat *cat, uint64_t root, const char *name, uint64_t 
 		snprintf(out->reason, sizeof(out->reason), "empty: no file was written in it");
 		goto done;
 	}
-	proof_sort(&now);
-	if (old_root != 0 && (rc = proof_list(cat, old_root, name ? name : "", &old)) == 0) {
-		proof_sort(&old);
+	if (old_root != 0) {
 		if (old.overflow)
 			snprintf(stale, sizeof(stale), "the version it rewrites is too large to compare"
 				 " with");
@@ -356,6 +404,8 @@ done:
 	proof_files_free(&old);
 	if (out->verdict == PROOF_COMPLETE)
 		out->reason[0] = '\0';
+	if (rc != 0) /* invariant 7: only from a comparison that ran */
+		out->added = false;
 	return rc;
 }
 

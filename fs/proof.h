@@ -24,6 +24,14 @@
  * series has a file of such a format (a rank that never saved) is MISSING.
  * A rewrite in which some such files of the old version were rewritten and
  * others not is MIXED.
+ *
+ *   added        apart from the verdict, a rewrite that only added files to
+ *                the version it replaces (every file of old_root at its path,
+ *                not rewritten, and at least one new file: a late rank's
+ *                rng_state_1.pth, an eval script's eval_results.json) is
+ *                flagged `added`: that version plus closed files. Whether
+ *                this proves it complete is the caller's word: only if the
+ *                version replaced was committed (fs/gen.h invariant 15).
  * Anything else is UNPROVEN, with the reason. docs/GENERATIONS.md has the
  * rule and the cases.
  *
@@ -48,7 +56,17 @@
  *     length only: no payload byte is read. Else NO_OBJECT, naming the
  *     first such chunk and its file. A generation held by a crash is
  *     committed by content only after it (gen.h invariant 11): its headers
- *     may read fine while a data chunk's object never reached the disk. */
+ *     may read fine while a data chunk's object never reached the disk.
+ *  7. `added` is true only when old_root is given, old_root's tree has at
+ *     least one file, each of them is at its path in the tree at root with
+ *     the same ctime, mtime and size (invariant 5's test: not rewritten;
+ *     a write, truncate, chmod or rename onto it moves the ctime), the tree
+ *     has at least one more file, none of those new files of a
+ *     self-delimiting format is incomplete, neither tree is past the bounds
+ *     of invariant 3, and no read failed. The old version's files are not
+ *     judged for it: its own rule committed them (a file that reads as
+ *     incomplete there makes the verdict BROKEN, not `added` false). It
+ *     changes no verdict: proof_weak_may_commit answers as before. */
 #ifndef CKPTFS_PROOF_H
 #define CKPTFS_PROOF_H
 
@@ -76,6 +94,9 @@ enum proof_verdict {
 struct proof_result {
 	int verdict;                 /* enum proof_verdict */
 	char reason[GEN_HELD_MAX];   /* why not COMPLETE (names the file); "" when COMPLETE */
+	/* invariant 7: a rewrite that only added files to old_root's version
+	 * (the verdict is judged as ever: MIXED or UNPROVEN, say) */
+	bool added;
 };
 
 /* Reads exactly len bytes of inode ino at off into buf (the caller clamps to

@@ -324,6 +324,67 @@ Test(proof, a_half_done_rewrite_is_a_mix_and_proves_nothing, .init = setup, .fin
 	cr_assert_eq(r.verdict, PROOF_COMPLETE, "%s", r.reason);
 }
 
+/* Invariant 7 (fs/gen.h invariant 15): a late rank's file added to a
+ * committed save, nothing of it changed, is flagged `added` whatever the
+ * verdict; an incomplete new file, or a file of the old version rewritten,
+ * is not. */
+Test(proof, a_rewrite_that_only_added_a_complete_file_is_flagged_added, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), old, f[2];
+	uint64_t prev = two_ranks(series, "step-100", 100, -1);
+	uint64_t now = rewrite_of_two_ranks(series, &old, f);
+	struct proof_result r;
+	/* nothing added yet: the old version alone */
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert(!r.added, "%s", r.reason);
+	/* a late rank's file, complete: added (the verdict stays a mix: the
+	 * old files are not rewritten) */
+	uint64_t late = put(now, "rank2.pt", "torch_sd.pt", -1);
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert(r.added, "verdict %d: %s", r.verdict, r.reason);
+	cr_assert_eq(r.verdict, PROOF_MIXED, "%s", r.reason);
+	/* without the backup there is nothing it adds to */
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, 0, read_fn, NULL, &r), 0);
+	cr_assert(!r.added);
+	/* the new file cut short: not added (and broken) */
+	size_t full = fx.files[fx.n - 1].len;
+	cr_assert_eq(cat_file_truncate(fx.cat, late, 100), 0);
+	fx.files[fx.n - 1].len = 100;
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert(!r.added);
+	cr_assert_eq(r.verdict, PROOF_BROKEN, "%s", r.reason);
+	/* complete again, but a file of the old version rewritten: a real
+	 * rewrite, not added */
+	cr_assert_eq(cat_file_truncate(fx.cat, late, full), 0);
+	fx.files[fx.n - 1].len = full;
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert(r.added, "%s", r.reason);
+	resave(f[1]);
+	cr_assert_eq(proof_generation(fx.cat, now, "step-200", prev, old, read_fn, NULL, &r), 0);
+	cr_assert(!r.added, "rank1.pt was rewritten: %s", r.reason);
+}
+
+/* An old file that reads as incomplete is the committed version's (its
+ * own rule judged it): what was added is still added, the verdict BROKEN. */
+Test(proof, a_broken_looking_file_of_the_old_version_does_not_undo_added, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), root;
+	uint64_t id = ts_mkgen(fx.cat, series, "checkpoint-100", 100, true, &root);
+	put(root, "model.safetensors", "torch_sd.pt", 200); /* reads as a cut zip */
+	cr_assert_eq(cat_gen_commit(fx.cat, id, "hf-trainer-state"), 0);
+	cr_assert_eq(cat_gen_reopen(fx.cat, id), 0);
+	struct cat_gen gen;
+	cr_assert_eq(cat_gen_get_brief(fx.cat, id, &gen), 0);
+	put(root, "rng_state_1.pth", "torch_sd.pt", -1);
+	struct proof_result r;
+	cr_assert_eq(proof_generation(fx.cat, root, "checkpoint-100", 0, gen.backup_root, read_fn,
+				      NULL, &r), 0);
+	cr_assert_eq(r.verdict, PROOF_BROKEN, "%s", r.reason);
+	cr_assert(r.added, "%s", r.reason);
+}
+
 /* ---- proof_objects (invariant 6; fs/gen.h invariant 11) ---- */
 
 static struct {

@@ -1,6 +1,6 @@
-# Shell helpers of the generation groups (t_generations, t_keep, t_moved),
-# sourced after lib.sh: the scripted trainers of helpers/gen_trainers.py and
-# the checks on their saves.
+# Shell helpers of the generation groups (t_generations, t_keep, t_moved,
+# t_addonly), sourced after lib.sh: the scripted trainers of
+# helpers/gen_trainers.py and the checks on their saves.
 
 # GT ARGS: a scripted trainer save (helpers/gen_trainers.py), bytes kept in CK_REF too
 GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }

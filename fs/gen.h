@@ -173,7 +173,22 @@
  *     (its root's uid, invariant 6) is the starting save's owner, root
  *     included: a new save shows that its own trainer finished the
  *     previous one, never another user's trainer. A save whose owner
- *     cannot be read is not committed by it (abandon, unmount decide). */
+ *     cannot be read is not committed by it (abandon, unmount decide).
+ * 15. A save with a file whose last close failed (ENOSPC, EIO: its G7 mark
+ *     stays, the file is as of its last successful close or fsync), or
+ *     whose changes were lost (catalog_defer.c D4), is committed by no
+ *     rule but an explicit decision (generation.h G8: the catalog refuses
+ *     every other rule with -ENOTRECOVERABLE in the commit's transaction,
+ *     after gen_commit_blocked ruled out open write handles). The policy
+ *     then holds it (gen_hold_failed), with the reason naming the file —
+ *     whatever rule tried: a marker, tracker or metadata (a signal from
+ *     another rank says nothing of this file), next-gen, content, abandon,
+ *     unmount (gen_policy_shutdown asks before any proof or rewrite rule).
+ *     A HELD one stays held. So keep-latest-k never counts it as a
+ *     complete save. A later successful close of the file (a retry)
+ *     clears the mark before the hold; after it, a write reopens the held
+ *     save as a new version, which a rule commits once no file of it is
+ *     marked. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -104,6 +104,7 @@ static uint64_t tg_file(uint64_t id, const char *name)
 	OK(cat_create_in_gen(tg.cat, gen.root, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in,
 			     &in_gen));
 	cr_assert_eq(in_gen, id);
+	OK(cat_file_unmark(tg.cat, in.ino)); /* its last handle released (G7) */
 	gen_file_created(tg.g, id, name);
 	return in.ino;
 }
@@ -481,6 +482,7 @@ static uint64_t tg_open_by(uint64_t series, uint64_t step, uid_t uid, pid_t pid,
 	OK(cat_create_in_gen(tg.cat, in.ino, name, S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
 			     &in_gen));
 	OK(cat_file_truncate(tg.cat, in.ino, 1000));
+	OK(cat_file_unmark(tg.cat, in.ino)); /* its last handle released (G7) */
 	gen_file_created(tg.g, id, name);
 	return id;
 }
@@ -634,6 +636,7 @@ Test(gen, test_a_tracker_leaves_a_dcp_save_without_its_metadata_open)
 	OK(cat_gen_get_brief(tg.cat, id, &gen));
 	OK(cat_create_in_gen(tg.cat, gen.root, "metadata.json", S_IFREG | 0644, TG_USER_A,
 			     TG_USER_A, 0, NULL, NULL, &in, &in_gen));
+	OK(cat_file_unmark(tg.cat, in.ino)); /* released (generation.h G7, G8) */
 	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "with its metadata the tracker commits it");
 	cr_assert_str_eq(gen.rule, "tracker");

@@ -186,6 +186,36 @@ Test(gen, test_a_commit_waits_for_the_generations_last_writer)
 	cr_assert_str_eq(gen.rule, "marker");
 }
 
+/* gen.h invariant 15 (review 38 F1): a file whose last close failed keeps
+ * its mark (G7); the marker, once its writer closed, holds the save naming
+ * the file instead of committing it; an explicit commit still decides. */
+Test(gen, test_a_marker_holds_a_save_whose_file_failed_its_last_close)
+{
+	struct cat_gen gen;
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	tg_start(0, 60, 0);
+	uint64_t id = tg_gen("step-12");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	/* created, written, its last close failed: no release cleared the mark */
+	OK(cat_create_in_gen(tg.cat, gen.root, "rank1.dat", S_IFREG | 0644, 0, 0, 0, NULL, NULL,
+			     &in, &in_gen));
+	uint64_t meta = tg_file(id, ".ckptfs-commit");
+	gen_writer_opened(tg.g, id);
+	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
+	gen_writer_closed(tg.g, id); /* the failed file's handle goes (ns_release_done) */
+	cr_assert_eq(tg_state(id, &gen), GEN_HELD, "not committed by its marker");
+	cr_assert_str_eq(gen.rule, "marker");
+	cr_assert(strncmp(gen.held, GEN_FAILED_REASON, strlen(GEN_FAILED_REASON)) == 0, "%s",
+		  gen.held);
+	cr_assert(strstr(gen.held, "\"rank1.dat\"") != NULL, "%s", gen.held);
+	/* another marker leaves it held; an explicit commit decides */
+	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
+	cr_assert_eq(tg_state(id, &gen), GEN_HELD);
+	OK(gen_commit_explicit(tg.g, id, "explicit"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
+}
+
 Test(gen, test_an_abandoned_unproven_save_is_held_not_deleted)
 {
 	struct cat_gen gen;

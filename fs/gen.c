@@ -1693,6 +1693,11 @@ static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 {
 	struct proof_result pr;
 	char why[GEN_HELD_MAX];
+	/* invariant 15: a failed file's reason first, whatever the content */
+	if (cat_gen_unsettled(g->cat, t->id, why, sizeof(why)) == 0 && why[0]) {
+		gen_hold(g, t->id, "abandoned", why);
+		return;
+	}
 	gen_prove(g, t->id, &pr);
 	if (pr.verdict == PROOF_COMPLETE && !t->expects_marker) {
 		gen_commit_now(g, t->id, "content");

@@ -231,6 +231,25 @@ Test(gen, test_an_abandoned_unproven_save_is_held_not_deleted)
 	cr_assert(gen_hidden(tg.g, CAT_ROOT_INO, "step-12"));
 }
 
+/* gen.h invariant 15: abandon holds a save with a failed file for it,
+ * naming the file, whatever its content shows. */
+Test(gen, test_an_abandoned_save_with_a_failed_file_is_held_naming_it)
+{
+	struct cat_gen gen;
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_gen("step-13");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	OK(cat_create_in_gen(tg.cat, gen.root, "rank1.dat", S_IFREG | 0644, 0, 0, 0, NULL, NULL,
+			     &in, &in_gen)); /* its last close failed: still marked */
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(id, GEN_HELD), "abandoned after 0.3 s: held");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	cr_assert_str_eq(gen.rule, "abandoned");
+	cr_assert(strstr(gen.held, "\"rank1.dat\"") != NULL, "held reason: %s", gen.held);
+}
+
 /* Commits step-<step> with a file in it; returns its id. */
 static uint64_t tg_committed(uint64_t step)
 {

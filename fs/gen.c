@@ -992,7 +992,7 @@ static void gen_commit_forget(struct gen_policy *g, uint64_t id, struct gen_cred
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* Invariant 15 (generation.h G8): the catalog refused rule's commit of id,
+/* Invariant 15 (generation.h G9): the catalog refused rule's commit of id,
  * a save with a file whose last close failed or whose changes were lost:
  * it is held with the reason naming the file, for an explicit decision (a
  * HELD one stays held). The mark gone meanwhile (the file closed fine on a

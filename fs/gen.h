@@ -177,7 +177,7 @@
  * 15. A save with a file whose last close failed (ENOSPC, EIO: its G7 mark
  *     stays, the file is as of its last successful close or fsync), or
  *     whose changes were lost (catalog_defer.c D4), is committed by no
- *     rule but an explicit decision (generation.h G8: the catalog refuses
+ *     rule but an explicit decision (generation.h G9: the catalog refuses
  *     every other rule with -ENOTRECOVERABLE in the commit's transaction,
  *     after gen_commit_blocked ruled out open write handles). The policy
  *     then holds it (gen_hold_failed), with the reason naming the file —

@@ -613,7 +613,7 @@ static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
 	pthread_rwlock_wrlock(&n->rw);
 	bool by_path = n->writer == NULL;
 	int rc = n->writer ? writer_truncate(n->writer, size) : cat_file_truncate(ns->cat, ino, size);
-	/* generation.h G7, G8: a cut with no write handle open has no release
+	/* generation.h G7, G9: a cut with no write handle open has no release
 	 * to clear its mark, which would hold its save as a failed close; a
 	 * handle opening after this read marks the file again at its first
 	 * change (under n->rw, after us) */
@@ -989,7 +989,7 @@ int ns_release(struct ns *ns, struct ns_file *f)
 {
 	bool last = node_close(ns->nodes, f->n) == 0;
 	int rc = ns_commit(ns, f->n, false, last, f->writable);
-	/* generation.h G8: a failed last close keeps the file's mark, so its
+	/* generation.h G9: a failed last close keeps the file's mark, so its
 	 * save is committed by an explicit decision only (fs/gen.h 15) */
 	if (rc != 0)
 		log_error("inode %llu: commit at %sclose failed: %s%s", (unsigned long long)f->n->ino,

@@ -66,7 +66,7 @@
  *      vanish, contents go back to their last commit. The generations they
  *      were marked in memory: cat_gen_commit refuses them (a rule:
  *      -ENOTRECOVERABLE, and fs/gen.c holds them with GEN_LOST_REASON,
- *      generation.h G8; an explicit decision: -EIO, they stay OPEN); and
+ *      generation.h G9; an explicit decision: -EIO, they stay OPEN); and
  *      in the catalog, on their roots (G7: writing = 2, a
  *      transaction of its own, before any later change), so the next open
  *      holds them with GEN_LOST_REASON, never provable by content — a
@@ -82,7 +82,7 @@
  *      Reads go on; an autocommit statement outside a transaction is not
  *      held back. At cat_close a mark still pending is logged. The unmount
  *      holds such a generation with GEN_LOST_REASON (fs/gen.c: its commit
- *      is refused, G8), one more write, which lands once room is back.
+ *      is refused, G9), one more write, which lands once room is back.
  *  D5. Changes in it may drop chunk counts (a file's commit replaces
  *      extents, a writer's drop releases its pending ones). The sweep of
  *      counts at zero runs after its commit (cat_defer_flush), never before:

@@ -233,7 +233,7 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			       " (SELECT root FROM generations WHERE state = 0)" },
 	G(G_WRITING_CLEAR_ALL) = { "clear the being-written marks",
 				   "UPDATE inodes SET writing = 0 WHERE writing != 0" },
-	/* G8: an explicit commit takes the save as it is */
+	/* G9: an explicit commit takes the save as it is */
 	G(G_WRITING_CLEAR_GEN) = { "clear a generation's being-written marks",
 				   "UPDATE inodes SET writing = 0 WHERE gen = ?1 AND writing != 0" },
 };
@@ -651,7 +651,7 @@ static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool e
 
 static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, size_t size);
 
-/* G8: a rule that is an explicit decision (an admin's commit, the commit
+/* G9: a rule that is an explicit decision (an admin's commit, the commit
  * xattr); every other one is a signal or a weak rule. */
 static bool gen_rule_explicit(const char *rule)
 {
@@ -665,13 +665,13 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	int rc = gen_get(cat, id, &g);
 	if (rc == 0 && g.state != GEN_HELD) /* HELD: an explicit decision promotes it */
 		rc = gen_want(&g, GEN_OPEN, GEN_COMMITTED);
-	/* G8: a save a file of which failed its last close, or whose changes
+	/* G9: a save a file of which failed its last close, or whose changes
 	 * were lost, is committed by an explicit decision only */
 	if (rc == 0 && !gen_rule_explicit(rule) && !cat_defer_gen_lost(cat, id))
 		rc = gen_unsettled(cat, id, true, unsettled, sizeof(unsettled));
 	if (rc == 0 && !gen_rule_explicit(rule) && (unsettled[0] || cat_defer_gen_lost(cat, id))) {
 		log_warn("catalog %s: generation %s (step %" PRIu64 ") not committed by rule %s: %s"
-			 " (generation.h G8)", cat->path, g.name, g.step, rule,
+			 " (generation.h G9)", cat->path, g.name, g.step, rule,
 			 unsettled[0] ? unsettled : GEN_LOST_REASON " (a failed catalog transaction)");
 		rc = -ENOTRECOVERABLE;
 	}
@@ -682,7 +682,7 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 			  " rolled back", cat->path, g.name, g.step);
 		rc = -EIO;
 	}
-	if (rc == 0 && gen_rule_explicit(rule)) /* G8: the decision takes it as it is */
+	if (rc == 0 && gen_rule_explicit(rule)) /* G9: the decision takes it as it is */
 		rc = cat_bind(cat, G_WRITING_CLEAR_GEN, A_INT(id));
 	if (rc == 0 && gen_rule_explicit(rule))
 		rc = cat_run(cat, G_WRITING_CLEAR_GEN);
@@ -895,7 +895,7 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 
 /* G7: the reason a crash's OPEN generation is held when a file of it was
  * being written (or its changes were lost), in reason; "" if none was.
- * live (G8: asked by a commit while the daemon runs, when no handle of the
+ * live (G9: asked by a commit while the daemon runs, when no handle of the
  * save is open for writing): a marked file is one whose last close failed. */
 static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, size_t size)
 {

@@ -81,7 +81,7 @@
  *      rides the writer's drop at the last release (one statement), or is
  *      one deferred change of its own for a file written without a writer.
  *      After recovery no inode is marked (no writer survives an open).
- *  G8. A save with a file marked being written (G7) while no handle of it
+ *  G9. A save with a file marked being written (G7) while no handle of it
  *      is open for writing — its last close failed (ENOSPC, EIO: the
  *      release keeps the mark, fs/ns.c) and the file is as of its last
  *      successful close or fsync — or whose changes were lost (D4: the
@@ -120,7 +120,7 @@ enum cat_gen_state {
 /* G7: the reasons G4 gives one that content must not prove (prefixes). */
 #define GEN_UNCLOSED_REASON "a file was being written when the daemon stopped"
 #define GEN_LOST_REASON "changes made in it were lost"
-/* G8: the reason a save is held whose file failed its last close (a prefix) */
+/* G9: the reason a save is held whose file failed its last close (a prefix) */
 #define GEN_FAILED_REASON "the last close of a file of it failed"
 
 #define GEN_RULE_MAX 32
@@ -210,7 +210,7 @@ typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
 /* OPEN or HELD → COMMITTED with the rule; drops the backup tree of a new
  * version and the held reason. A rule other than "explicit" or "admin" is
  * refused with -ENOTRECOVERABLE, nothing changed, while a file of the save
- * is marked being written or its changes were lost (G8: cat_gen_unsettled
+ * is marked being written or its changes were lost (G9: cat_gen_unsettled
  * says which); an explicit one is refused with -EIO only for changes lost
  * in this run (catalog_defer.c D4). Durable on return (catalog.c invariant 10);
  * a WAL sync that fails after the commit is logged ("committed, but not yet
@@ -226,7 +226,7 @@ typedef bool (*cat_gen_unchanged_fn)(void *arg);
 int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
 		      cat_gen_unchanged_fn unchanged, void *arg);
 
-/* G8: why a commit by a rule other than an explicit decision is refused
+/* G9: why a commit by a rule other than an explicit decision is refused
  * (-ENOTRECOVERABLE) for generation id: GEN_FAILED_REASON naming the file
  * (its name and inode) whose last close failed, or GEN_LOST_REASON; "" if
  * neither (reason has size bytes). Asked while no handle of the save is

@@ -2,7 +2,7 @@
 # t_failsave — a save with a file whose write or last close failed (ENOSPC:
 # a 64 MiB tmpfs cache, BACKING failing behind tests/faultfs), or whose
 # changes were lost with a rolled-back catalog batch (the cache's disk full),
-# is never committed by a rule (generation.h G8, fs/gen.h 15, catalog_defer.c
+# is never committed by a rule (generation.h G9, fs/gen.h 15, catalog_defer.c
 # D4, D9): a marker or a clean unmount holds it, naming the file; the
 # previous complete save stays, reads back byte for byte, and keep-latest-k
 # does not delete it; an explicit commit still decides; a remount keeps a

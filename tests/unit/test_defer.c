@@ -933,7 +933,7 @@ Test(defer, a_lost_mark_that_fails_is_retried_before_any_later_write, .init = se
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&fx.cat->lock);
 	cr_assert_eq(mark, 2, "the mark landed first");
-	/* a rule's commit is refused for the loss (generation.h G8) */
+	/* a rule's commit is refused for the loss (generation.h G9) */
 	FAILS(cat_gen_commit(fx.cat, id, "marker"), ENOTRECOVERABLE);
 
 	cat_close(fx.cat);

@@ -685,7 +685,7 @@ Test(gen, test_a_tracker_leaves_a_dcp_save_without_its_metadata_open)
 	OK(cat_gen_get_brief(tg.cat, id, &gen));
 	OK(cat_create_in_gen(tg.cat, gen.root, "metadata.json", S_IFREG | 0644, TG_USER_A,
 			     TG_USER_A, 0, NULL, NULL, &in, &in_gen));
-	OK(cat_file_unmark(tg.cat, in.ino)); /* released (generation.h G7, G8) */
+	OK(cat_file_unmark(tg.cat, in.ino)); /* released (generation.h G7, G9) */
 	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "with its metadata the tracker commits it");
 	cr_assert_str_eq(gen.rule, "tracker");

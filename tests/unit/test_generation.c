@@ -144,7 +144,7 @@ static uint64_t mkdir_(uint64_t parent, const char *name)
 }
 
 /* A file created and not closed yet: its create marked it being written
- * in an OPEN generation (G7), which a commit by a rule refuses (G8). */
+ * in an OPEN generation (G7), which a commit by a rule refuses (G9). */
 static uint64_t mkfile_unclosed(uint64_t parent, const char *name)
 {
 	struct cat_inode in;
@@ -1156,7 +1156,7 @@ Test(gen, reopen_then_commit_drops_the_backup, .init = setup, .fini = teardown)
 	OK(cat_pending_add(fx.cat, a, &e, &must));
 	OK(cat_chunk_stored(fx.cat, e.hash, 1, 51));
 	OK(cat_file_commit(fx.cat, a, 200, ts_now_ns(), false));
-	OK(cat_pending_drop_unmark(fx.cat, a)); /* its last release (G7, G8) */
+	OK(cat_pending_drop_unmark(fx.cat, a)); /* its last release (G7, G9) */
 	cr_assert_eq(fx.rec.n, 0, "the backup holds chunks 2 and 3");
 	check_invariants();
 
@@ -2034,7 +2034,7 @@ Test(gen, expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_durab
 	check_invariants();
 }
 
-/* G8 (review 38 F1): a file whose last close failed keeps its mark; every
+/* G9 (review 38 F1): a file whose last close failed keeps its mark; every
  * rule but an explicit decision is refused, nothing changed, and
  * cat_gen_unsettled names the file; a retried close that succeeds clears
  * the mark, and so does an explicit commit of the save as it is. */

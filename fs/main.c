@@ -77,8 +77,12 @@ struct ckptfs {
 	char staging_dir[PATH_MAX]; /* CACHE/staging: files being rewritten out of order */
 	int lock_fd;                /* flock on CACHE/lock: one daemon per cache */
 	struct fuseinit *fuse_init; /* the session's INIT: may read-only opens use direct_io */
-	struct fuse_session *se;    /* set while serving: main_stopping() asks it */
-	bool stopped;               /* the session is gone */
+	/* set while serving: main_stopping() asks it, under se_lock, which
+	 * main holds to clear it before the session is destroyed (store queue
+	 * threads outlive the session and may ask meanwhile) */
+	struct fuse_session *se;
+	bool stopped;               /* the session is gone; under se_lock */
+	pthread_mutex_t se_lock;
 };
 
 #define MAIN_STORE_MARKER "ckptfs.store"
@@ -729,8 +733,11 @@ static void main_resolve_cache_bound(struct ckptfs *fs)
  * give up: libfuse joins its workers before anything else stops. */
 static bool main_stopping(void *arg)
 {
-	const struct ckptfs *fs = arg;
-	return fs->stopped || (fs->se && fuse_session_exited(fs->se));
+	struct ckptfs *fs = arg;
+	pthread_mutex_lock(&fs->se_lock);
+	bool stopping = fs->stopped || (fs->se && fuse_session_exited(fs->se));
+	pthread_mutex_unlock(&fs->se_lock);
+	return stopping;
 }
 
 /* The cache's opened hook: inodes with a handle open (node.h). */
@@ -918,6 +925,7 @@ int main(int argc, char **argv)
 
 	struct ckptfs fs;
 	memset(&fs, 0, sizeof(fs));
+	pthread_mutex_init(&fs.se_lock, NULL);
 	fuseinit_init(&main_fuseinit);
 	fs.fuse_init = &main_fuseinit;
 	fs.opt = r.opt;
@@ -947,7 +955,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckptfs: FUSE rejected the options '%s'\n", r.fuse_opts);
 		goto out;
 	}
+	pthread_mutex_lock(&fs.se_lock);
 	fs.se = se;
+	pthread_mutex_unlock(&fs.se_lock);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out;
 	if (fuse_session_mount(se, fs.opt.mountpoint) != 0) {
@@ -1053,8 +1063,10 @@ int main(int argc, char **argv)
 out:
 	metrics_stop(metrics);
 	control_stop(ctl);
+	pthread_mutex_lock(&fs.se_lock); /* no main_stopping() is inside se after this */
 	fs.stopped = true;
 	fs.se = NULL;
+	pthread_mutex_unlock(&fs.se_lock);
 	if (se) {
 		if (mounted)
 			fuse_session_unmount(se);

@@ -144,7 +144,9 @@ static uint8_t *up_aligned(size_t cap)
 }
 
 /* Reads the cache's object into b->obj and checks it: a damaged cache copy
- * must not become the durable one. 0 with *len, or -EUCLEAN (logged). */
+ * must not become the durable one. 0 with *len, -EUCLEAN (logged) when its
+ * bytes are bad, or the read's or the check's own error (-ENOENT, -EIO of
+ * the read; -ENOMEM of a decode, store.c S12: no verdict on the chunk). */
 static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struct up_buffers *b,
 			 size_t *len)
 {
@@ -157,11 +159,18 @@ static int up_chunk_read(struct uploader *u, const uint8_t hash[HASH_LEN], struc
 			 ? store_read_upload(u->store, hash, b->obj, u->object_cap, len, &hashed)
 			 : -ENOMEM;
 	enum store_check how = hashed ? STORE_CHECK_HEADER : store_local_check(u->store);
-	if (rc == 0 && store_object_verify(hash, b->obj, *len, b->plain, u->cfg.chunk_max, how,
-					   &plain_len, &why) != 0) {
+	if (rc == 0)
+		rc = store_object_verify(hash, b->obj, *len, b->plain, u->cfg.chunk_max, how,
+					 &plain_len, &why);
+	if (rc != 0 && why) {
 		log_error("cache %s: chunk %s is corrupt before its upload: %s", u->cfg.cache_dir, hex,
 			  why);
 		rc = -EUCLEAN;
+	} else if (rc != 0 && rc != -ENOENT && rc != -EIO) {
+		/* store.c S12: the check could not run here (-ENOMEM); no verdict
+		 * on the chunk, so it is not lost (U7): retried after a backoff */
+		log_warn("cache %s: chunk %s could not be checked before its upload: %s; retried",
+			 u->cfg.cache_dir, hex, strerror(-rc));
 	}
 	return rc;
 }

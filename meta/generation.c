@@ -90,6 +90,9 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 		     "UPDATE generations SET root = ?2, state = ?3, version = ?4, pinned = ?5,"
 		     " committed_ns = ?6, ended_ns = ?7, rule = ?8, backup_root = ?9, held = ?10"
 		     " WHERE id = ?1" },
+	/* G8: a HELD root renamed to another generation name keeps its row */
+	G(G_MOVE) = { "move a generation to another name",
+		      "UPDATE generations SET series = ?2, name = ?3, step = ?4 WHERE id = ?1" },
 	G(G_FIND_NAME) = { "find a generation by name",
 			   "SELECT " GEN_COLS " FROM generations WHERE series = ?1 AND " GEN_LIVE
 			   " AND name = ?2 ORDER BY id DESC LIMIT 1" },
@@ -824,6 +827,44 @@ static int gen_series_moved(struct cat *cat, uint64_t dir)
 	return rc;
 }
 
+/* G8: -EBUSY, with one log line, if g is a rewrite (OPEN with a backup):
+ * ending it where it stands would drop the backup, the only copy of the
+ * committed version, and leave the half-written one as a plain tree (or, under
+ * a generation name, commit it by rule "rename"). Refusing loses nothing:
+ * the rewrite goes on, and once it commits (or is aborted: ckptfs-admin rm
+ * --force) the rename works. Rolling it back first would drop the bytes the
+ * trainer is writing. */
+static int gen_move_refused(struct cat *cat, const struct cat_gen *g, const char *newname)
+{
+	if (g->backup_root == 0)
+		return 0;
+	assert(g->state == GEN_OPEN); /* G3 */
+	log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" not moved to \"%s\":"
+		 " version %" PRIu32 " is being written over version %" PRIu32 ", whose only"
+		 " copy it would drop; wait for its commit, or abort it with ckptfs-admin rm"
+		 " --force", cat->path, g->id, g->series, g->name, newname, g->version,
+		 g->version - 1);
+	return -EBUSY;
+}
+
+/* G8: g's root was renamed to newparent/newname, a generation name of step:
+ * the same generation, its state, version and reason kept, under it. */
+static int gen_move_row(struct cat *cat, struct cat_gen *g, uint64_t newparent,
+			const char *newname, uint64_t step)
+{
+	assert(step <= INT64_MAX && strlen(newname) <= CAT_NAME_MAX);
+	int rc = cat_bind(cat, G_MOVE, A_INT(g->id), A_INT(newparent), A_TEXT(newname),
+			  A_INT(step));
+	if (rc == 0)
+		rc = cat_run(cat, G_MOVE);
+	if (rc == 0) {
+		g->series = newparent;
+		snprintf(g->name, sizeof(g->name), "%s", newname);
+		g->step = step;
+	}
+	return rc;
+}
+
 int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t newparent,
 		      const char *newname, const struct cat_gen_spec *spec, uint64_t *new_gen_id)
 {
@@ -838,14 +879,21 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 		rc = -EINVAL; /* a series is outside every generation */
 	if (rc == 0 && old != 0)
 		rc = gen_root_of(cat, attr->ino, &rooted);
-	if (rc == 0 && rooted != 0) /* moved, so no longer the root it was */
+	if (rc == 0 && rooted != 0)
 		rc = gen_get(cat, rooted, &g);
 	if (rc == 0 && rooted != 0)
+		rc = gen_move_refused(cat, &g, newname);
+	bool keep = rc == 0 && rooted != 0 && spec != NULL && g.state == GEN_HELD;
+	if (keep) /* G8: held it was, held it stays, under its new name */
+		rc = gen_move_row(cat, &g, newparent, newname, spec->step);
+	else if (rc == 0 && rooted != 0) /* moved, so no longer the root it was */
 		rc = gen_end_in_place(cat, &g, "renamed", now);
-	if (rc == 0 && spec != NULL)
+	if (rc == 0 && spec != NULL && !keep)
 		rc = cat_gen_start_txn(cat, newparent, attr->ino, newname, spec->step, &target);
-	if (rc == 0 && new_gen_id != NULL)
-		*new_gen_id = spec != NULL ? target : 0;
+	else if (keep)
+		target = g.id; /* old == target: the tree keeps its gen */
+	if (rc == 0 && new_gen_id != NULL) /* a new one only: rule "rename" commits it */
+		*new_gen_id = spec != NULL && !keep ? target : 0;
 	if (rc == 0 && old == 0 && target == 0 && S_ISDIR(attr->mode))
 		rc = gen_series_moved(cat, attr->ino);
 	if (rc != 0 || old == target)
@@ -871,6 +919,8 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 		rc = cat_run(cat, G_TREE_SET_GEN);
 	for (size_t i = 0; i < nested.n && rc == 0; i++) {
 		rc = gen_get(cat, nested.v[i], &g);
+		if (rc == 0)
+			rc = gen_move_refused(cat, &g, newname);
 		if (rc == 0)
 			rc = gen_end_in_place(cat, &g, "renamed", now);
 	}

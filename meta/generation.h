@@ -81,6 +81,19 @@
  *      rides the writer's drop at the last release (one statement), or is
  *      one deferred change of its own for a file written without a writer.
  *      After recovery no inode is marked (no writer survives an open).
+ *  G8. (kept by cat_rename_gen, one node: cat_gen_moved_txn; -o meta=: pggen.c)
+ *      A rename never ends a rewrite: moving the root of an OPEN generation
+ *      that has a backup (G3) — renamed, exchanged, or carried with its
+ *      series into another generation — is refused with -EBUSY and one log
+ *      line, as ending it would drop the backup, the only copy of the
+ *      committed version (and, to a generation name, commit the half-written
+ *      one by rule "rename"). A HELD root renamed to a generation name is the
+ *      same generation under it: same id, state, version and reason. Only a
+ *      tree in no generation, or an OPEN first version (a temp dir that
+ *      matched a name pattern), starts a new generation by a rename, which
+ *      rule "rename" commits (fs/gen.c); a COMMITTED root starts one too
+ *      (committed again at once). To any other name, a root leaves
+ *      generations (rule "renamed"): its files stay, as plain ones.
  *  G9. A save with a file marked being written (G7) while no handle of it
  *      is open for writing — its last close failed (ENOSPC, EIO: the
  *      release keeps the mark, fs/ns.c) and the file is as of its last
@@ -171,10 +184,14 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 /* cat_rename, plus generation bookkeeping in the same transaction:
  *  - the moved subtree takes the gen of its new parent (0 outside generations);
  *  - if gen is non-NULL (the new name makes it a generation root in a series),
- *    it becomes a new OPEN generation instead, *new_gen_id set;
+ *    it becomes a new OPEN generation instead, *new_gen_id set — unless it is
+ *    the root of a HELD one, which stays that generation under the new name
+ *    (G8; *new_gen_id 0);
  *  - a generation root moved to a name or place where it is no longer a root
  *    ends that generation (DELETED, rule "renamed") and its subtree takes the
  *    gen of its new place;
+ *  - -EBUSY (nothing changed) if the root of a rewrite (OPEN with a backup)
+ *    would move, itself or inside a moved series (G8);
  *  - a generation root renamed over by another one: the replaced generation is
  *    DELETED (rule "replaced").
  * *replaced_ino as in cat_rename. */

@@ -40,6 +40,7 @@ enum {
 	G_LIST_ALL,
 	G_PIN,
 	G_END,
+	G_MOVE,
 	G_ROOT_OF,
 	G_INODE_ROW,
 	G_DIRENT_INO,
@@ -255,6 +256,10 @@ const struct pg_stmt pggen_stmts[] = {
 		    "UPDATE ns_generations SET state = $2, root = 0, held = '', ended_ns = $3,"
 		    " rule = $4, backup_root = 0 WHERE id = $1",
 		    4 },
+	/* generation.h G8: a HELD root renamed to a generation name keeps its row */
+	[G_MOVE] = { "gen_move",
+		     "UPDATE ns_generations SET series = $2, name = $3, step = $4 WHERE id = $1",
+		     4 },
 	[G_ROOT_OF] = { "gen_root_of",
 			"SELECT id FROM ns_generations WHERE root = $1 AND " G_LIVE
 			" ORDER BY id LIMIT 1 FOR UPDATE",
@@ -1272,6 +1277,24 @@ static int pggen_tree_xdev(struct pgns *ns, uint64_t ino, uint32_t mode, uint64_
 	return rc ? rc : leak ? -EXDEV : 0;
 }
 
+/* generation.h G8: -EBUSY, with one log line, if generation id (its row
+ * locked here) is a rewrite: ending it would drop its backup, the only copy
+ * of the committed version. *state is its state. */
+static int pggen_move_refused(struct pgns *ns, uint64_t id, const char *newname, int *state)
+{
+	bool lost = false;
+	uint64_t backup = 0;
+	int rc = pggen_lock(ns, id, state, &lost, &backup);
+	if (rc == 0 && backup != 0) {
+		log_warn("catalog: generation %" PRIu64 " not moved to \"%s\": a new version of it is"
+			 " being written over the committed one, whose only copy the move would"
+			 " drop; wait for its commit, or abort it with ckptfs-admin rm --force",
+			 id, newname);
+		rc = -EBUSY;
+	}
+	return rc;
+}
+
 /* Inode ino was just linked as newparent/newname by a rename: as
  * cat_gen_moved_txn of the SQLite engine (generation.h's cat_rename_gen). */
 static int pggen_moved(struct pgns *ns, uint64_t ino, uint64_t newparent, const char *newname,
@@ -1294,14 +1317,25 @@ static int pggen_moved(struct pgns *ns, uint64_t ino, uint64_t newparent, const 
 	rc = pggen_of(ns, newparent, &target);
 	if (rc == 0 && spec && target)
 		rc = -EINVAL; /* a series is outside every generation */
+	int was = -1;
 	if (rc == 0 && old)
 		rc = pggen_root_of(ns, ino, &rooted);
-	if (rc == 0 && rooted) /* moved, so no longer the root it was */
+	if (rc == 0 && rooted)
+		rc = pggen_move_refused(ns, rooted, newname, &was);
+	bool keep = rc == 0 && rooted && spec && was == GEN_HELD;
+	if (keep) { /* G8: held it was, held it stays, under its new name */
+		char g[24], s[24], st[24];
+		const char *mv[] = { PG_U64(g, rooted), PG_U64(s, newparent), newname,
+				     PG_U64(st, spec->step) };
+		rc = pggen_exec(ns, G_MOVE, mv, NULL);
+		target = rooted; /* old == target: the tree keeps its gen */
+	} else if (rc == 0 && rooted) { /* moved, so no longer the root it was */
 		rc = pggen_end_row(ns, rooted, GEN_DELETED, "renamed");
-	if (rc == 0 && spec)
+	}
+	if (rc == 0 && spec && !keep)
 		rc = pggen_insert(ns, newparent, ino, newname, spec->step, &target);
-	if (rc == 0 && new_gen)
-		*new_gen = spec ? target : 0;
+	if (rc == 0 && new_gen) /* a new one only: rule "rename" commits it */
+		*new_gen = spec && !keep ? target : 0;
 	if (rc || old == target)
 		return rc;
 	/* the subtree changes generation: it must hold all its links, and the
@@ -1311,8 +1345,11 @@ static int pggen_moved(struct pgns *ns, uint64_t ino, uint64_t newparent, const 
 	PGresult *nested = NULL;
 	if (rc == 0)
 		rc = pggen_exec(ns, G_TREE_NESTED, nested_params, &nested);
-	for (int r = 0; rc == 0 && r < pg_rows(nested); r++)
-		rc = pggen_end_row(ns, (uint64_t)pg_int(nested, r, 0), GEN_DELETED, "renamed");
+	for (int r = 0; rc == 0 && r < pg_rows(nested); r++) {
+		rc = pggen_move_refused(ns, (uint64_t)pg_int(nested, r, 0), newname, &was);
+		if (rc == 0)
+			rc = pggen_end_row(ns, (uint64_t)pg_int(nested, r, 0), GEN_DELETED, "renamed");
+	}
 	PQclear(nested);
 	const char *set[] = { params[0], target ? p : NULL };
 	return rc ? rc : pggen_exec(ns, G_TREE_SET_GEN, set, NULL);

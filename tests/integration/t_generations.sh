@@ -9,16 +9,11 @@
 # xattr and from the catalog's generations table; bytes are always compared
 # with a reference copy written by the same helper.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/gen.sh"
 
 # quiet commits after 0.5 s keep the cases fast
 GEN_OPTS=quiet=0.5
 
-GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }
-# gen_expect PATH KEY=VAL... [--wait S] [--stable S]: the generation line of PATH
-gen_expect() {
-	local out
-	out=$("$PY" "$CK_HELPERS/gen_trainers.py" expect "$@" 2>&1) || ck_fail "$out"
-}
 gen_line() { "$PY" "$CK_HELPERS/gen_trainers.py" gen "$1"; }
 # PATH exists and is in no generation
 gen_none() {
@@ -44,12 +39,6 @@ assert_cat_gen() {
 listed() { ls -a "$1" | grep -qxF -- "$2"; }
 assert_listed() { listed "$1" "$2" || ck_fail "$2 is not listed in $1: $(ls -a "$1" | tr '\n' ' ')"; }
 assert_not_listed() { ! listed "$1" "$2" || ck_fail "$2 (an OPEN generation) is listed in $1"; }
-# same REL: the mount's REL has exactly the reference's bytes and entries
-same() {
-	local out
-	out=$(diff -r --no-dereference "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
-		ck_fail "$CK_MNT/$1 differs from what the trainer wrote: $(echo "$out" | head -n 5 | tr '\n' '|')"
-}
 tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 tree_files() { find "$1" -type f | wc -l; }
 

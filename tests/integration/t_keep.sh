@@ -5,14 +5,10 @@
 # generations are never deleted; keep=0 keeps all; a trainer's own deletes may
 # race it. Saves are scripted DCP saves (helpers/gen_trainers.py).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/gen.sh"
 
 GEN_OPTS=quiet=0.5
 
-GT() { "$PY" "$CK_HELPERS/gen_trainers.py" --root "$CK_MNT" --ref "$CK_REF" "$@"; }
-gen_expect() {
-	local out
-	out=$("$PY" "$CK_HELPERS/gen_trainers.py" expect "$@" 2>&1) || ck_fail "$out"
-}
 cat_gen() {
 	ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') || ' ' || version FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
 }
@@ -36,11 +32,6 @@ wait_cat_gen() {
 		sleep 0.1
 	done
 	assert_cat_gen "$1" "$2" "$3"
-}
-same() {
-	local out
-	out=$(diff -r --no-dereference "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
-		ck_fail "$CK_MNT/$1 differs from what the trainer wrote: $(echo "$out" | head -n 5 | tr '\n' '|')"
 }
 tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 # The entries of a series directory, sorted, on one line.

@@ -205,4 +205,38 @@ test_checkpoint_dirs_mtimes_are_shared_and_rotation_removes_the_oldest() {
 }
 ck_timeout test_checkpoint_dirs_mtimes_are_shared_and_rotation_removes_the_oldest 120
 
+# generation.h G8 on the shared engine (pggen.c): a rename of a rewrite's root
+# is refused (EBUSY) and the committed version is back byte for byte once the
+# rewrite is aborted; a held save renamed to another step name stays held.
+test_rename_of_a_rewrites_root_is_refused_and_a_held_save_stays_held() {
+	mn_pg_start
+	mn_mount A
+	mkdir -p "$MN_MNT_A/ck"
+	mn_save A ck/step-100 a.bin 300000 v1
+	mn_poll "SELECT state FROM ns_generations WHERE name = 'step-100'" 1 10 "step-100 committed"
+	ck_rand "$CK_TMP/v2.bin" 1000
+	cp "$CK_TMP/v2.bin" "$MN_MNT_A/ck/step-100/a.bin"
+	assert_eq open "$(mn_gen_state "$MN_MNT_A" ck/step-100)" "step-100 during its rewrite"
+	local err
+	err=$(mv -T "$MN_MNT_A/ck/step-100" "$MN_MNT_A/ck/step-150" 2>&1) && ck_fail "a rewrite's root was renamed"
+	assert_contains "$err" "busy" "mv of a rewrite's root"
+	grep -q 'not moved to "step-150"' "$MN_DLOG_A" || ck_fail "no log line names the refused rename"
+	"$CKPTFS_ADMIN" rm --force "$MN_MNT_A" ck/step-100 >/dev/null || ck_fail "rm --force of the rewrite"
+	assert_eq committed "$(mn_gen_state "$MN_MNT_A" ck/step-100)" "step-100 after the abort"
+	assert_file_eq "$CK_TMP/v1.bin" "$MN_MNT_A/ck/step-100/a.bin"
+	# an unfinished DCP save (no .metadata), held at unmount
+	mkdir -p "$MN_MNT_A/ub/step-8"
+	ck_rand "$CK_TMP/d0.bin" 200000
+	cp "$CK_TMP/d0.bin" "$MN_MNT_A/ub/step-8/__0_0.distcp"
+	mn_umount A
+	mn_mount A
+	assert_eq held "$(mn_gen_state "$MN_MNT_A" ub/step-8)" "the unfinished step-8"
+	mv "$MN_MNT_A/ub/step-8" "$MN_MNT_A/ub/step-9"
+	assert_eq held "$(mn_gen_state "$MN_MNT_A" ub/step-9)" "the held save renamed to step-9"
+	assert_eq "4 1" "$(mn_psql "SELECT state || ' ' || (held <> '')::int FROM ns_generations WHERE name = 'step-9'")" "step-9's row"
+	assert_file_eq "$CK_TMP/d0.bin" "$MN_MNT_A/ub/step-9/__0_0.distcp"
+	mn_umount A
+}
+ck_timeout test_rename_of_a_rewrites_root_is_refused_and_a_held_save_stays_held 120
+
 ck_main "$@"

@@ -681,6 +681,56 @@ Test(gen, rename_root_away_deletes_the_generation_renamed, .init = setup, .fini 
 	check_invariants();
 }
 
+/* G8: a rewrite's root does not move (its backup is the only copy of the
+ * committed version); a held root renamed to a step name stays held. */
+Test(gen, rename_refuses_a_rewrites_root_and_keeps_a_held_one, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t other = mkdir_(ROOT, "other");
+	uint64_t root, held_root;
+	uint64_t id = mkgen(series, "step-100", 100, true, &root);
+	uint64_t f = put_file(root, "a.bin", 1, 1, 100);
+	OK(cat_gen_commit(fx.cat, id, "test"));
+	OK(cat_gen_reopen(fx.cat, id));
+	struct cat_gen before = gen_get(id);
+	cr_assert_eq(before.state, GEN_OPEN);
+	cr_assert_neq(before.backup_root, 0);
+	struct cat_gen_spec spec = { .name = "step-150", .step = 150 };
+	uint64_t nid = 7;
+	FAILS(cat_rename_gen(fx.cat, series, "step-100", series, "step-150", 0, &spec, NULL, &nid),
+	      EBUSY);
+	FAILS(cat_rename(fx.cat, series, "step-100", series, "step-100.old", 0, NULL), EBUSY);
+	/* nor with its series, moved into another save */
+	uint64_t outer_root;
+	mkgen(other, "step-1", 1, true, &outer_root);
+	FAILS(cat_rename(fx.cat, ROOT, "run", outer_root, "run", 0, NULL), EBUSY);
+	cr_assert_eq(lookup(ROOT, "run"), series, "rolled back");
+	struct cat_gen after = gen_get(id);
+	cr_assert_eq(after.state, GEN_OPEN);
+	cr_assert_eq(after.backup_root, before.backup_root, "the backup is kept");
+	cr_assert_eq(lookup(series, "step-100"), root);
+	cr_assert_eq(gen_of(f), id);
+
+	uint64_t held = mkgen(series, "step-8", 8, true, &held_root);
+	uint64_t h = put_file(held_root, "x.distcp", 2, 1, 100);
+	bool was_held = false;
+	OK(cat_gen_hold(fx.cat, held, "unmount", "no .metadata", NULL, NULL, &was_held));
+	cr_assert(was_held);
+	struct cat_gen_spec spec9 = { .name = "step-9", .step = 9 };
+	nid = 7;
+	OK(cat_rename_gen(fx.cat, series, "step-8", series, "step-9", 0, &spec9, NULL, &nid));
+	cr_assert_eq(nid, 0, "no new generation: nothing for rule rename to commit");
+	struct cat_gen g = gen_get(held);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.name, "step-9");
+	cr_assert_eq(g.step, 9);
+	cr_assert_eq(g.root, held_root);
+	cr_assert_str_eq(g.held, "no .metadata");
+	cr_assert_eq(gen_of(h), held);
+	check_invariants();
+}
+
 Test(gen, rename_over_a_root_deletes_it_replaced, .init = setup, .fini = teardown)
 {
 	uint64_t series = mkdir_(ROOT, "run");

@@ -25,6 +25,7 @@
 #include "backing.h"
 #include "catalog.h"
 #include "claim.h"
+#include "codec.h"
 #include "generation.h"
 #include "hash.h"
 #include "log.h"
@@ -809,4 +810,61 @@ Test(uploader, alone_a_save_deleted_while_its_manifest_put_is_in_flight_leaves_n
 	cr_assert_eq(ut_queued(), 0);
 	cr_assert(!ut_version_on_backing(g, 2), "the late put of a deleted save stayed on BACKING");
 	cr_assert(!ut_version_on_backing(g, 1));
+}
+
+/* store.c S12 (review 36 F2b, its uploader half): a check before an upload
+ * that runs out of memory decoding a good cache copy is no verdict on the
+ * chunk. It is retried, not remembered as lost (U7: tried once per mount):
+ * once memory is there, it is uploaded and its generation durable in the
+ * same mount. (Main called it corrupt, -EUCLEAN, and up_lost kept the row
+ * back until the next mount: step-1 never became durable here.) */
+Test(uploader, a_check_that_runs_out_of_memory_is_retried_not_taken_for_a_lost_chunk)
+{
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(fx.w.cat, series, "step-1", 1, true, &root);
+	uint64_t ino = ts_mk(fx.w.cat, root, "weights", S_IFREG | 0644, NULL);
+	size_t len = 64 << 10;
+	float *plain = malloc(len);
+	cr_assert_not_null(plain);
+	uint32_t x = 0x9E3779B9u;
+	for (size_t i = 0; i < len / sizeof(float); i++) { /* magnitudes below 0.05 */
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		plain[i] = (float)(x >> 8) / (float)(1u << 24) * 0.05f * ((x & 1) ? -1.0f : 1.0f);
+	}
+	struct cat_extent e = { .off = 0, .len = len, .chunk_len = len };
+	hash_sha256(plain, len, e.hash);
+	bool must = false;
+	OK(cat_pending_add(fx.w.cat, ino, &e, &must));
+	store_set_codec(fx.w.st, CODEC_FAMILY_ZSTD);
+	struct store_object_info info;
+	OK(store_put(fx.w.st, e.hash, plain, len, STORE_SYNC, &info));
+	cr_assert_eq(info.codec, CODEC_ZSTD_PLANES, "the test wants a codec 4 object, not %d",
+		     info.codec);
+	OK(cat_chunk_stored(fx.w.cat, e.hash, info.codec, info.stored_len));
+	OK(cat_file_commit(fx.w.cat, ino, len, ts_now_ns(), false));
+	OK(cat_pending_drop(fx.w.cat, ino));
+	OK(cat_gen_commit(fx.w.cat, gen, "explicit"));
+	memcpy(fx.hash[0], e.hash, HASH_LEN);
+	fx.n_chunks = 1;
+	/* a store of a later run: S2 vouches for nothing, the upload decodes */
+	store_close(fx.w.st);
+	OK(store_open(fx.w.cache, &fx.w.st));
+	store_set_local_check(fx.w.st, STORE_CHECK_SHA);
+
+	codec_fail_alloc_for_test(true);
+	ut_start(false);
+	usleep(400 * 1000); /* tried, failed and retried a few times (backoff from 100 ms) */
+	cr_assert(!ut_chunk_on_backing(0), "uploaded without its check");
+	cr_assert_eq(ut_durable_count(), 0);
+	codec_fail_alloc_for_test(false);
+	ut_wait_durable(1); /* 15 s at most: main's lost row waits for the next mount */
+	cr_assert_eq(fx.durable[0], gen);
+	cr_assert(ut_chunk_on_backing(0));
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.w.cat, e.hash, &w));
+	cr_assert(w.uploaded);
+	free(plain);
 }

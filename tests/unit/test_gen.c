@@ -94,8 +94,9 @@ static uint64_t tg_gen(const char *name)
 	return id;
 }
 
-/* A file `name` in generation id's root directory; returns its inode. */
-static uint64_t tg_file(uint64_t id, const char *name)
+/* A file `name` in generation id's root directory whose last close failed:
+ * its create's mark (generation.h G7) never cleared. Returns its inode. */
+static uint64_t tg_failed_file(uint64_t id, const char *name)
 {
 	struct cat_gen gen;
 	struct cat_inode in;
@@ -104,9 +105,16 @@ static uint64_t tg_file(uint64_t id, const char *name)
 	OK(cat_create_in_gen(tg.cat, gen.root, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in,
 			     &in_gen));
 	cr_assert_eq(in_gen, id);
-	OK(cat_file_unmark(tg.cat, in.ino)); /* its last handle released (G7) */
-	gen_file_created(tg.g, id, name);
 	return in.ino;
+}
+
+/* A file `name` in generation id's root directory; returns its inode. */
+static uint64_t tg_file(uint64_t id, const char *name)
+{
+	uint64_t ino = tg_failed_file(id, name);
+	OK(cat_file_unmark(tg.cat, ino)); /* its last handle released (G7) */
+	gen_file_created(tg.g, id, name);
+	return ino;
 }
 
 static int tg_state(uint64_t id, struct cat_gen *gen)
@@ -192,14 +200,9 @@ Test(gen, test_a_commit_waits_for_the_generations_last_writer)
 Test(gen, test_a_marker_holds_a_save_whose_file_failed_its_last_close)
 {
 	struct cat_gen gen;
-	struct cat_inode in;
-	uint64_t in_gen = 0;
 	tg_start(0, 60, 0);
 	uint64_t id = tg_gen("step-12");
-	OK(cat_gen_get_brief(tg.cat, id, &gen));
-	/* created, written, its last close failed: no release cleared the mark */
-	OK(cat_create_in_gen(tg.cat, gen.root, "rank1.dat", S_IFREG | 0644, 0, 0, 0, NULL, NULL,
-			     &in, &in_gen));
+	tg_failed_file(id, "rank1.dat");
 	uint64_t meta = tg_file(id, ".ckptfs-commit");
 	gen_writer_opened(tg.g, id);
 	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
@@ -236,13 +239,9 @@ Test(gen, test_an_abandoned_unproven_save_is_held_not_deleted)
 Test(gen, test_an_abandoned_save_with_a_failed_file_is_held_naming_it)
 {
 	struct cat_gen gen;
-	struct cat_inode in;
-	uint64_t in_gen = 0;
 	tg_start(0, 60, 0.3);
 	uint64_t id = tg_gen("step-13");
-	OK(cat_gen_get_brief(tg.cat, id, &gen));
-	OK(cat_create_in_gen(tg.cat, gen.root, "rank1.dat", S_IFREG | 0644, 0, 0, 0, NULL, NULL,
-			     &in, &in_gen)); /* its last close failed: still marked */
+	tg_failed_file(id, "rank1.dat");
 	OK(gen_policy_start(tg.g));
 	cr_assert(tg_wait_state(id, GEN_HELD), "abandoned after 0.3 s: held");
 	OK(cat_gen_get_brief(tg.cat, id, &gen));

@@ -998,9 +998,32 @@ static void gen_commit_forget(struct gen_policy *g, uint64_t id, struct gen_cred
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* 0 once committed, or waiting for another node's writers or its own
- * (invariant 7); else the catalog's error (logged): the admin's commit
- * names it. */
+/* Invariant 15 (generation.h G9): the catalog refused rule's commit of id,
+ * a save with a file whose last close failed or whose changes were lost:
+ * it is held with the reason naming the file, for an explicit decision (a
+ * HELD one stays held). The mark gone meanwhile (the file closed fine on a
+ * retry): nothing is held, the next rule decides. */
+static void gen_hold_failed(struct gen_policy *g, uint64_t id, const char *rule)
+{
+	char why[GEN_HELD_MAX];
+	struct cat_gen gen;
+	int rc = cat_gen_unsettled(g->cat, id, why, sizeof(why));
+	if (rc != 0)
+		snprintf(why, sizeof(why), GEN_FAILED_REASON " (which one is unknown: %s)",
+			 strerror(-rc));
+	if (!why[0] || cat_gen_get_brief(g->cat, id, &gen) != 0)
+		return;
+	if (gen.state == GEN_HELD)
+		log_warn("generation %s (series inode %llu, step %llu) stays held: %s seen, but %s."
+			 " `ckptfs-admin commit` or `rm` decides", gen.name,
+			 (unsigned long long)gen.series, (unsigned long long)gen.step, rule, why);
+	else
+		gen_hold(g, id, rule, why);
+}
+
+/* 0 once committed, held for invariant 16, or waiting for another node's
+ * writers or its own (invariant 7); else the catalog's error (logged): the
+ * admin's commit names it. */
 static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	struct cat_gen gen;
@@ -1030,6 +1053,10 @@ static int gen_commit_now(struct gen_policy *g, uint64_t id, const char *rule)
 	}
 	if (!done) /* nothing to wait with: forgotten as a commit that ended */
 		gen_commit_forget(g, id, &cred);
+	if (rc == -ENOTRECOVERABLE) { /* invariant 16: never committed by this rule */
+		gen_hold_failed(g, id, rule);
+		return 0;
+	}
 	if (rc == -EALREADY) { /* another rule, or another node, committed it first */
 		log_info("generation %llu: %s seen, already committed", (unsigned long long)id, rule);
 		return 0;
@@ -1689,6 +1716,11 @@ static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 {
 	struct proof_result pr;
 	char why[GEN_HELD_MAX];
+	/* invariant 16: a failed file's reason first, whatever the content */
+	if (cat_gen_unsettled(g->cat, t->id, why, sizeof(why)) == 0 && why[0]) {
+		gen_hold(g, t->id, "abandoned", why);
+		return;
+	}
 	gen_prove(g, t->id, &pr);
 	if (pr.added || (pr.verdict == PROOF_COMPLETE && !t->expects_marker)) {
 		gen_commit_now(g, t->id, pr.added ? GEN_RULE_ADDED : "content"); /* invariant 15 */
@@ -1982,13 +2014,20 @@ void gen_policy_shutdown(struct gen_policy *g)
 			continue;
 		struct proof_result pr = { .verdict = PROOF_UNPROVEN };
 		bool others = !signalled && gen_others_take_part(g, id);
-		if (!others && !unfinished && !signalled)
+		/* invariant 16: a file whose last close failed (or lost changes)
+		 * holds it, signalled or not, before any proof or rewrite rule */
+		char failed[GEN_HELD_MAX] = "";
+		if (!others && !unfinished && cat_gen_unsettled(g->cat, id, failed, sizeof(failed)))
+			snprintf(failed, sizeof(failed), GEN_FAILED_REASON " (unread)");
+		if (!others && !unfinished && !signalled && !failed[0])
 			gen_prove(g, id, &pr);
 		if (others)
 			log_info("generation %llu: left open at unmount: another live node takes part"
 				 " in it and decides it", (unsigned long long)id);
 		else if (unfinished)
 			gen_hold(g, id, "unmount", unfinished);
+		else if (failed[0])
+			gen_hold(g, id, "unmount", failed);
 		else if (pr.added) /* invariant 15 */
 			gen_commit_now(g, id, GEN_RULE_ADDED);
 		else if (no_marker) /* a rewrite that changed or removed a file */

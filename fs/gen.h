@@ -196,7 +196,22 @@
  *     commit of this rule that had to wait (a file opened for writing
  *     during its sync; on a shared catalog, another node's writer) is
  *     proven again before each try, never committed on a stale proof.
- *     next-gen does not apply it to a marker layout (the tick does). */
+ *     next-gen does not apply it to a marker layout (the tick does).
+ * 16. A save with a file whose last close failed (ENOSPC, EIO: its G7 mark
+ *     stays, the file is as of its last successful close or fsync), or
+ *     whose changes were lost (catalog_defer.c D4), is committed by no
+ *     rule but an explicit decision (generation.h G9: the catalog refuses
+ *     every other rule with -ENOTRECOVERABLE in the commit's transaction,
+ *     after gen_commit_blocked ruled out open write handles). The policy
+ *     then holds it (gen_hold_failed), with the reason naming the file —
+ *     whatever rule tried: a marker, tracker or metadata (a signal from
+ *     another rank says nothing of this file), next-gen, content, abandon,
+ *     unmount (gen_policy_shutdown asks before any proof or rewrite rule).
+ *     A HELD one stays held. So keep-latest-k never counts it as a
+ *     complete save. A later successful close of the file (a retry)
+ *     clears the mark before the hold; after it, a write reopens the held
+ *     save as a new version, which a rule commits once no file of it is
+ *     marked. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -448,6 +448,14 @@ void node_writers_add(struct node_table *t, struct node *n, int delta)
 	pthread_mutex_unlock(&t->lock);
 }
 
+unsigned node_write_handles(struct node_table *t, struct node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	unsigned h = n->write_handles;
+	pthread_mutex_unlock(&t->lock);
+	return h;
+}
+
 /* Inodes whose node has write handles (writing) or any open handle. */
 static size_t node_list_open(struct node_table *t, bool writing, uint64_t *inos, size_t max)
 {

@@ -133,6 +133,8 @@ void node_unlinked_many(struct node_table *t, const uint64_t *inos, size_t n);
 
 /* Counts a handle opened (+1) or closed (-1) for writing. */
 void node_writers_add(struct node_table *t, struct node *n, int delta);
+/* n's write handles open now (node_writers_add's count). */
+unsigned node_write_handles(struct node_table *t, struct node *n);
 /* Inodes with a write handle open: fills up to max, returns how many. */
 size_t node_writing(struct node_table *t, uint64_t *inos, size_t max);
 /* Inodes with any handle open (their chunks are not evicted from the cache). */

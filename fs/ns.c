@@ -613,7 +613,14 @@ static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
 	if (!n)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&n->rw);
+	bool by_path = n->writer == NULL;
 	int rc = n->writer ? writer_truncate(n->writer, size) : cat_file_truncate(ns->cat, ino, size);
+	/* generation.h G7, G9: a cut with no write handle open has no release
+	 * to clear its mark, which would hold its save as a failed close; a
+	 * handle opening after this read marks the file again at its first
+	 * change (under n->rw, after us) */
+	if (rc == 0 && by_path && node_write_handles(ns->nodes, n) == 0)
+		rc = cat_file_unmark(ns->cat, ino);
 	pthread_rwlock_unlock(&n->rw);
 	node_put(ns->nodes, n);
 	return rc;
@@ -982,10 +989,14 @@ int ns_fsync(struct ns *ns, struct ns_file *f)
 
 int ns_release(struct ns *ns, struct ns_file *f)
 {
-	int rc = ns_commit(ns, f->n, false, node_close(ns->nodes, f->n) == 0, f->writable);
+	bool last = node_close(ns->nodes, f->n) == 0;
+	int rc = ns_commit(ns, f->n, false, last, f->writable);
+	/* generation.h G9: a failed last close keeps the file's mark, so its
+	 * save is committed by an explicit decision only (fs/gen.h 16) */
 	if (rc != 0)
-		log_error("inode %llu: commit at last close failed: %s", (unsigned long long)f->n->ino,
-			  strerror(-rc));
+		log_error("inode %llu: commit at %sclose failed: %s%s", (unsigned long long)f->n->ino,
+			  last ? "last " : "", strerror(-rc),
+			  last && f->gen_id ? "; its save is held, not committed by a rule" : "");
 	return rc;
 }
 

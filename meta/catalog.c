@@ -628,7 +628,10 @@ int cat_begin(struct cat *cat)
 	 * meanwhile: flushed too (each flush ends it, committed or lost) */
 	for (int i = 0; cat->deferred > 0 && i < CAT_SWEEP_SYNC_TRIES + 1; i++)
 		cat_defer_flush(cat);
-	int rc = cat_run(cat, S_BEGIN);
+	/* catalog_defer.c D9: a lost mark not yet written first */
+	int rc = cat->deferred == 0 ? cat_defer_mark_retry(cat) : 0;
+	if (rc == 0)
+		rc = cat_run(cat, S_BEGIN);
 	cat->in_txn = rc == 0;
 	return rc;
 }

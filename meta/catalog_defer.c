@@ -64,13 +64,25 @@
  *      transaction (an I/O error, a full disk), the deferred changes are
  *      lost, which is logged: removed names come back, created files
  *      vanish, contents go back to their last commit. The generations they
- *      were marked in memory: cat_gen_commit refuses them (-EIO), so they
- *      stay OPEN; and in the catalog, on their roots (G7: writing = 2, a
+ *      were marked in memory: cat_gen_commit refuses them (a rule:
+ *      -ENOTRECOVERABLE, and fs/gen.c holds them with GEN_LOST_REASON,
+ *      generation.h G9; an explicit decision: -EIO, they stay OPEN); and
+ *      in the catalog, on their roots (G7: writing = 2, a
  *      transaction of its own, before any later change), so the next open
  *      holds them with GEN_LOST_REASON, never provable by content — a
  *      checkpoint that lost files is never committed but by an explicit
- *      decision. If that mark cannot be written either, it is logged. The
- *      inode and dirent numbers it handed out are skipped (D7).
+ *      decision. If that mark cannot be written either, it stays pending
+ *      (D9). The inode and dirent numbers it handed out are skipped (D7).
+ *  D9. A lost mark (D4) that cannot be written (the full disk that lost
+ *      the transaction) stays pending (lost_mark_pending) and is tried
+ *      again before every later write transaction: cat_begin and the
+ *      deferred transaction's BEGIN (cat_defer_mark_retry) refuse to begin,
+ *      with its error (-ENOSPC), until it lands. So nothing commits on top
+ *      of a catalog that forgot the loss (D2's "before any later change").
+ *      Reads go on; an autocommit statement outside a transaction is not
+ *      held back. At cat_close a mark still pending is logged. The unmount
+ *      holds such a generation with GEN_LOST_REASON (fs/gen.c: its commit
+ *      is refused, G9), one more write, which lands once room is back.
  *  D5. Changes in it may drop chunk counts (a file's commit replaces
  *      extents, a writer's drop releases its pending ones). The sweep of
  *      counts at zero runs after its commit (cat_defer_flush), never before:
@@ -411,10 +423,29 @@ static void cat_defer_lost(struct cat *cat, unsigned n)
 	cat->intent_sticky = true;
 	cat_defer_forget(cat);
 	cat_defer_skip_numbers(cat);
-	if (cat_gen_mark_lost(cat, gens, n_gens, all) != 0)
-		log_error("catalog %s: cannot record the loss in the catalog: after a restart"
-			  " those generations may be proven complete by content although files"
-			  " of them are older than answered", cat->path);
+	if (cat_gen_mark_lost(cat, gens, n_gens, all) != 0) {
+		cat->lost_mark_pending = true; /* D9 */
+		log_error("catalog %s: cannot record the loss in the catalog yet: tried again"
+			  " before every later write transaction, which fails until it is"
+			  " recorded (D9)", cat->path);
+	}
+}
+
+int cat_defer_mark_retry(struct cat *cat)
+{
+	if (!cat->lost_mark_pending)
+		return 0;
+	assert(!cat->in_txn && cat->deferred == 0); /* an autocommit statement of its own */
+	int rc = cat_gen_mark_lost(cat, cat->lost_gens, cat->n_lost_gens, cat->lost_gens_all);
+	if (rc != 0) {
+		log_debug("catalog %s: the loss of a failed transaction is still not recorded (%s):"
+			  " this write transaction is refused (D9)", cat->path, strerror(-rc));
+		return rc == -EIO || rc >= 0 ? -ENOSPC : rc;
+	}
+	cat->lost_mark_pending = false;
+	log_info("catalog %s: the loss of a failed transaction is recorded now: its generations"
+		 " are held for it at the next open, never proven by content", cat->path);
+	return 0;
 }
 
 bool cat_defer_gen_lost(struct cat *cat, uint64_t gen)
@@ -514,7 +545,9 @@ static bool cat_defer_flusher_up(struct cat *cat)
 static int cat_defer_open(struct cat *cat)
 {
 	assert(cat->deferred == 0 && !cat->in_txn);
-	int rc = cat_run(cat, S_BEGIN);
+	int rc = cat_defer_mark_retry(cat); /* D9: nothing commits on top of a forgotten loss */
+	if (rc == 0)
+		rc = cat_run(cat, S_BEGIN);
 	if (rc != 0)
 		return rc;
 	rc = cat_next(cat, S_UPLOAD_SEQ);
@@ -638,6 +671,10 @@ void cat_defer_stop(struct cat *cat)
 	pthread_mutex_lock(&cat->lock);
 	cat->flusher_running = false;
 	cat_defer_flush(cat);
+	if (cat_defer_mark_retry(cat) != 0) /* D9: the last chance in this run */
+		log_error("catalog %s: cannot record the loss of a failed transaction: after a"
+			  " restart its generations may be proven complete by content although"
+			  " files of them are older than answered", cat->path);
 	if (cat->intent_fd >= 0) {
 		close(cat->intent_fd);
 		cat->intent_fd = -1;

@@ -67,6 +67,7 @@ enum cat_sid {
 
 	G_CHECK_ROWS, G_CHECK_TREES, G_SERIES_UNDER, G_ID_SEQ_INSERT, G_ID_SEQ_RAISE,
 	G_KEEP_NEWER, G_UNSETTLED, G_LOST_MARK, G_LOST_MARK_ALL, G_WRITING_CLEAR_ALL,
+	G_WRITING_CLEAR_GEN,
 
 	/* upload.c's statements (SQL in its cat_up_sql) */
 	S_UP_FIRST,
@@ -151,6 +152,9 @@ struct cat {
 	uint64_t *lost_gens;
 	size_t n_lost_gens;
 	bool lost_gens_all;
+	/* D9: their G7 lost mark is not in the catalog yet (it failed):
+	 * retried before every later write transaction, which waits for it */
+	bool lost_mark_pending;
 	/* the intent journal of objects written for deferred chunk rows (D7) */
 	int intent_fd;             /* -1 until the first deferral */
 	uint64_t intent_len;       /* bytes in it; 0: empty */
@@ -300,6 +304,11 @@ int cat_defer_recover(struct cat *cat);
 int64_t cat_defer_upload_floor(struct cat *cat);
 /* D4: were changes of generation gen lost with a deferred transaction? */
 bool cat_defer_gen_lost(struct cat *cat, uint64_t gen);
+/* D9: the lost mark D4 could not write, tried again (outside any
+ * transaction): 0 once it is in the catalog (or none is pending), else its
+ * error (-ENOSPC for a full disk), which the write transaction about to
+ * begin answers instead. */
+int cat_defer_mark_retry(struct cat *cat);
 
 /* ---- generation bookkeeping of generation.c, called by catalog.c ---- */
 

@@ -236,6 +236,9 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			       " (SELECT root FROM generations WHERE state = 0)" },
 	G(G_WRITING_CLEAR_ALL) = { "clear the being-written marks",
 				   "UPDATE inodes SET writing = 0 WHERE writing != 0" },
+	/* G9: an explicit commit takes the save as it is */
+	G(G_WRITING_CLEAR_GEN) = { "clear a generation's being-written marks",
+				   "UPDATE inodes SET writing = 0 WHERE gen = ?1 AND writing != 0" },
 };
 #undef G
 
@@ -649,12 +652,32 @@ static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool e
 	return rc;
 }
 
+static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, size_t size);
+
+/* G9: a rule that is an explicit decision (an admin's commit, the commit
+ * xattr); every other one is a signal or a weak rule. */
+static bool gen_rule_explicit(const char *rule)
+{
+	return strcmp(rule, "explicit") == 0 || strcmp(rule, "admin") == 0;
+}
+
 static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 {
 	struct cat_gen g;
+	char unsettled[GEN_HELD_MAX] = "";
 	int rc = gen_get(cat, id, &g);
 	if (rc == 0 && g.state != GEN_HELD) /* HELD: an explicit decision promotes it */
 		rc = gen_want(&g, GEN_OPEN, GEN_COMMITTED);
+	/* G9: a save a file of which failed its last close, or whose changes
+	 * were lost, is committed by an explicit decision only */
+	if (rc == 0 && !gen_rule_explicit(rule) && !cat_defer_gen_lost(cat, id))
+		rc = gen_unsettled(cat, id, true, unsettled, sizeof(unsettled));
+	if (rc == 0 && !gen_rule_explicit(rule) && (unsettled[0] || cat_defer_gen_lost(cat, id))) {
+		log_warn("catalog %s: generation %s (step %" PRIu64 ") not committed by rule %s: %s"
+			 " (generation.h G9)", cat->path, g.name, g.step, rule,
+			 unsettled[0] ? unsettled : GEN_LOST_REASON " (a failed catalog transaction)");
+		rc = -ENOTRECOVERABLE;
+	}
 	if (rc == 0 && cat_defer_gen_lost(cat, id)) {
 		/* catalog_defer.c D4: what FUSE answered inside it is not all there */
 		log_error("catalog %s: generation %s (step %" PRIu64 ") cannot commit: changes made"
@@ -662,6 +685,10 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 			  " rolled back", cat->path, g.name, g.step);
 		rc = -EIO;
 	}
+	if (rc == 0 && gen_rule_explicit(rule)) /* G9: the decision takes it as it is */
+		rc = cat_bind(cat, G_WRITING_CLEAR_GEN, A_INT(id));
+	if (rc == 0 && gen_rule_explicit(rule))
+		rc = cat_run(cat, G_WRITING_CLEAR_GEN);
 	if (rc == 0)
 		rc = gen_backup_drop(cat, &g);
 	if (rc == 0) {
@@ -917,8 +944,10 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 }
 
 /* G7: the reason a crash's OPEN generation is held when a file of it was
- * being written (or its changes were lost), in reason; "" if none was. */
-static int gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
+ * being written (or its changes were lost), in reason; "" if none was.
+ * live (G9: asked by a commit while the daemon runs, when no handle of the
+ * save is open for writing): a marked file is one whose last close failed. */
+static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, size_t size)
 {
 	int rc = cat_bind(cat, G_UNSETTLED, A_INT(id));
 	reason[0] = '\0';
@@ -930,6 +959,10 @@ static int gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size
 		const char *name = (const char *)sqlite3_column_text(st, 2);
 		if (mark == 2)
 			snprintf(reason, size, GEN_LOST_REASON " (a failed catalog transaction)");
+		else if (live)
+			snprintf(reason, size, GEN_FAILED_REASON ": \"%s\" (inode %lld) is as of its"
+				 " last successful close or fsync", name ? name : "",
+				 (long long)sqlite3_column_int64(st, 1));
 		else
 			snprintf(reason, size, GEN_UNCLOSED_REASON ": \"%s\" (inode %lld)",
 				 name ? name : "", (long long)sqlite3_column_int64(st, 1));
@@ -953,7 +986,7 @@ int cat_gen_recover_txn(struct cat *cat)
 		struct cat_gen g;
 		bool rolled_back;
 		char unsettled[GEN_HELD_MAX];
-		rc = gen_unsettled(cat, open.v[i], unsettled, sizeof(unsettled));
+		rc = gen_unsettled(cat, open.v[i], false, unsettled, sizeof(unsettled));
 		if (rc == 0)
 			rc = gen_hold_txn(cat, open.v[i], "crash",
 					  unsettled[0] ? unsettled : GEN_CRASH_REASON " (crash or kill)",
@@ -1216,6 +1249,26 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 	if (rc == 0 && fn != NULL)
 		gen_ids_call(&ids, fn, arg);
 	cat_id_vec_free(&ids);
+	return rc;
+}
+
+int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
+{
+	assert(size > 0);
+	reason[0] = '\0';
+	if (cat->shared)
+		return 0; /* no marks there (docs/MULTINODE.md) */
+	cat_lock(cat);
+	int rc = 0;
+	if (cat_defer_gen_lost(cat, id)) {
+		snprintf(reason, size, GEN_LOST_REASON " (a failed catalog transaction)");
+	} else {
+		rc = cat_begin_read(cat);
+		if (rc == 0)
+			rc = gen_unsettled(cat, id, true, reason, size);
+		rc = cat_end(cat, rc);
+	}
+	cat_unlock(cat);
 	return rc;
 }
 

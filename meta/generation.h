@@ -94,6 +94,20 @@
  *      rule "rename" commits (fs/gen.c); a COMMITTED root starts one too
  *      (committed again at once). To any other name, a root leaves
  *      generations (rule "renamed"): its files stay, as plain ones.
+ *  G9. A save with a file marked being written (G7) while no handle of it
+ *      is open for writing — its last close failed (ENOSPC, EIO: the
+ *      release keeps the mark, fs/ns.c) and the file is as of its last
+ *      successful close or fsync — or whose changes were lost (D4: the
+ *      root's mark, or this run's memory of it) is committed only by an
+ *      explicit decision (rule "explicit" or "admin"). Every commit passes
+ *      gen_commit_txn, which refuses any other rule (a marker, tracker,
+ *      metadata, next-gen, content, unmount) with -ENOTRECOVERABLE, in the
+ *      commit's own transaction; fs/gen.c then holds the save with the
+ *      reason cat_gen_unsettled gives (GEN_FAILED_REASON naming the file,
+ *      or GEN_LOST_REASON). The caller rules out open write handles first
+ *      (fs/gen.c gen_commit_blocked), so a mark it sees is no live
+ *      writer's. A later successful close of that file (a retried write)
+ *      clears the mark; so does its removal (the inode leaves the save).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -119,6 +133,8 @@ enum cat_gen_state {
 /* G7: the reasons G4 gives one that content must not prove (prefixes). */
 #define GEN_UNCLOSED_REASON "a file was being written when the daemon stopped"
 #define GEN_LOST_REASON "changes made in it were lost"
+/* G9: the reason a save is held whose file failed its last close (a prefix) */
+#define GEN_FAILED_REASON "the last close of a file of it failed"
 
 #define GEN_RULE_MAX 32
 
@@ -209,7 +225,11 @@ int cat_gen_list_brief(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn
 typedef void (*cat_ino_fn)(void *arg, uint64_t ino);
 
 /* OPEN or HELD → COMMITTED with the rule; drops the backup tree of a new
- * version and the held reason. Durable on return (catalog.c invariant 10);
+ * version and the held reason. A rule other than "explicit" or "admin" is
+ * refused with -ENOTRECOVERABLE, nothing changed, while a file of the save
+ * is marked being written or its changes were lost (G9: cat_gen_unsettled
+ * says which); an explicit one is refused with -EIO only for changes lost
+ * in this run (catalog_defer.c D4). Durable on return (catalog.c invariant 10);
  * a WAL sync that fails after the commit is logged ("committed, but not yet
  * durable") and answers 0: the generation is committed, and the catalog's
  * next sync makes it durable. */
@@ -222,6 +242,14 @@ int cat_gen_commit(struct cat *cat, uint64_t id, const char *rule);
 typedef bool (*cat_gen_unchanged_fn)(void *arg);
 int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
 		      cat_gen_unchanged_fn unchanged, void *arg);
+
+/* G9: why a commit by a rule other than an explicit decision is refused
+ * (-ENOTRECOVERABLE) for generation id: GEN_FAILED_REASON naming the file
+ * (its name and inode) whose last close failed, or GEN_LOST_REASON; "" if
+ * neither (reason has size bytes). Asked while no handle of the save is
+ * open for writing (fs/gen.c), so a mark is a failed close, not a writer.
+ * The shared engine has no marks: "" (docs/MULTINODE.md). */
+int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
 
 /* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and
  * the reason (truncated to GEN_HELD_MAX - 1 bytes): its tree stays, byte for

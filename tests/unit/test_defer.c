@@ -890,3 +890,57 @@ Test(defer, a_writer_start_copies_committed_extents_and_refuses_non_files, .init
 	FAILS(cat_pending_from_committed(fx.cat, root), EISDIR);
 	FAILS(cat_pending_from_committed(fx.cat, 999999), ENOENT);
 }
+
+/* D9 (review 38 F2): the lost mark fails too (the full disk that lost the
+ * transaction; here the connection made read-only): it stays pending, every
+ * later write transaction is refused until it lands, and once room is back
+ * it is written before anything else commits, so the next open holds the
+ * generation for its loss, never as a plain crash (provable by content). */
+Test(defer, a_lost_mark_that_fails_is_retried_before_any_later_write, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root, ino = 0;
+	uint64_t id = ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	for (int i = 0; i < 2; i++) {
+		char name[16];
+		name_of(name, sizeof(name), i);
+		OK(small_file(fx.cat, root, name, 100 + i, NULL, &ino));
+	}
+	pthread_mutex_lock(&fx.cat->lock); /* under the catalog: as SQLite would */
+	cr_assert_eq(sqlite3_exec(fx.cat->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(fx.cat->db, "PRAGMA query_only = 1", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_unlock(&fx.cat->lock);
+
+	/* the loss is found, its mark cannot be written: nothing commits */
+	cr_assert_neq(cat_gen_commit(fx.cat, id, "explicit"), 0);
+	struct cat_inode in;
+	cr_assert_neq(cat_create(fx.cat, ROOT, "outside", S_IFREG | 0644, 0, 0, 0, NULL, &in), 0,
+		      "a write outside generations waits for the mark too");
+	cr_assert_eq(gen_get(id).state, GEN_OPEN);
+
+	pthread_mutex_lock(&fx.cat->lock); /* room is back */
+	cr_assert_eq(sqlite3_exec(fx.cat->db, "PRAGMA query_only = 0", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_unlock(&fx.cat->lock);
+	ts_mk(fx.cat, ROOT, "outside", S_IFREG | 0644, NULL);
+	sqlite3_stmt *st;
+	pthread_mutex_lock(&fx.cat->lock);
+	cr_assert_eq(sqlite3_prepare_v2(fx.cat->db, "SELECT writing FROM inodes WHERE ino ="
+				       " (SELECT root FROM generations WHERE name = 'step-1')", -1,
+				       &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	int mark = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&fx.cat->lock);
+	cr_assert_eq(mark, 2, "the mark landed first");
+	/* a rule's commit is refused for the loss (generation.h G9) */
+	FAILS(cat_gen_commit(fx.cat, id, "marker"), ENOTRECOVERABLE);
+
+	cat_close(fx.cat);
+	fx.cat = NULL;
+	open_catalog();
+	struct cat_gen g = gen_get(id);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert(strncmp(g.held, GEN_LOST_REASON, strlen(GEN_LOST_REASON)) == 0, "held: %s", g.held);
+	OK(cat_check(fx.cat));
+}

@@ -94,8 +94,9 @@ static uint64_t tg_gen(const char *name)
 	return id;
 }
 
-/* A file `name` in generation id's root directory; returns its inode. */
-static uint64_t tg_file(uint64_t id, const char *name)
+/* A file `name` in generation id's root directory whose last close failed:
+ * its create's mark (generation.h G7) never cleared. Returns its inode. */
+static uint64_t tg_failed_file(uint64_t id, const char *name)
 {
 	struct cat_gen gen;
 	struct cat_inode in;
@@ -104,8 +105,16 @@ static uint64_t tg_file(uint64_t id, const char *name)
 	OK(cat_create_in_gen(tg.cat, gen.root, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL, &in,
 			     &in_gen));
 	cr_assert_eq(in_gen, id);
-	gen_file_created(tg.g, id, name);
 	return in.ino;
+}
+
+/* A file `name` in generation id's root directory; returns its inode. */
+static uint64_t tg_file(uint64_t id, const char *name)
+{
+	uint64_t ino = tg_failed_file(id, name);
+	OK(cat_file_unmark(tg.cat, ino)); /* its last handle released (G7) */
+	gen_file_created(tg.g, id, name);
+	return ino;
 }
 
 static int tg_state(uint64_t id, struct cat_gen *gen)
@@ -185,6 +194,31 @@ Test(gen, test_a_commit_waits_for_the_generations_last_writer)
 	cr_assert_str_eq(gen.rule, "marker");
 }
 
+/* gen.h invariant 16 (review 38 F1): a file whose last close failed keeps
+ * its mark (G7); the marker, once its writer closed, holds the save naming
+ * the file instead of committing it; an explicit commit still decides. */
+Test(gen, test_a_marker_holds_a_save_whose_file_failed_its_last_close)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t id = tg_gen("step-12");
+	tg_failed_file(id, "rank1.dat");
+	uint64_t meta = tg_file(id, ".ckptfs-commit");
+	gen_writer_opened(tg.g, id);
+	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
+	gen_writer_closed(tg.g, id); /* the failed file's handle goes (ns_release_done) */
+	cr_assert_eq(tg_state(id, &gen), GEN_HELD, "not committed by its marker");
+	cr_assert_str_eq(gen.rule, "marker");
+	cr_assert(strncmp(gen.held, GEN_FAILED_REASON, strlen(GEN_FAILED_REASON)) == 0, "%s",
+		  gen.held);
+	cr_assert(strstr(gen.held, "\"rank1.dat\"") != NULL, "%s", gen.held);
+	/* another marker leaves it held; an explicit commit decides */
+	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
+	cr_assert_eq(tg_state(id, &gen), GEN_HELD);
+	OK(gen_commit_explicit(tg.g, id, "explicit"));
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
+}
+
 Test(gen, test_an_abandoned_unproven_save_is_held_not_deleted)
 {
 	struct cat_gen gen;
@@ -198,6 +232,21 @@ Test(gen, test_an_abandoned_unproven_save_is_held_not_deleted)
 	cr_assert(strstr(gen.held, "abandoned") != NULL, "held reason: %s", gen.held);
 	OK(cat_getattr(tg.cat, ino, &in)); /* kept byte for byte */
 	cr_assert(gen_hidden(tg.g, CAT_ROOT_INO, "step-12"));
+}
+
+/* gen.h invariant 16: abandon holds a save with a failed file for it,
+ * naming the file, whatever its content shows. */
+Test(gen, test_an_abandoned_save_with_a_failed_file_is_held_naming_it)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_gen("step-13");
+	tg_failed_file(id, "rank1.dat");
+	OK(gen_policy_start(tg.g));
+	cr_assert(tg_wait_state(id, GEN_HELD), "abandoned after 0.3 s: held");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	cr_assert_str_eq(gen.rule, "abandoned");
+	cr_assert(strstr(gen.held, "\"rank1.dat\"") != NULL, "held reason: %s", gen.held);
 }
 
 /* Commits step-<step> with a file in it; returns its id. */
@@ -481,6 +530,7 @@ static uint64_t tg_open_by(uint64_t series, uint64_t step, uid_t uid, pid_t pid,
 	OK(cat_create_in_gen(tg.cat, in.ino, name, S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
 			     &in_gen));
 	OK(cat_file_truncate(tg.cat, in.ino, 1000));
+	OK(cat_file_unmark(tg.cat, in.ino)); /* its last handle released (G7) */
 	gen_file_created(tg.g, id, name);
 	return id;
 }
@@ -634,6 +684,7 @@ Test(gen, test_a_tracker_leaves_a_dcp_save_without_its_metadata_open)
 	OK(cat_gen_get_brief(tg.cat, id, &gen));
 	OK(cat_create_in_gen(tg.cat, gen.root, "metadata.json", S_IFREG | 0644, TG_USER_A,
 			     TG_USER_A, 0, NULL, NULL, &in, &in_gen));
+	OK(cat_file_unmark(tg.cat, in.ino)); /* released (generation.h G7, G9) */
 	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "with its metadata the tracker commits it");
 	cr_assert_str_eq(gen.rule, "tracker");

@@ -60,6 +60,7 @@ static uint64_t gd_save(struct cat *cat, uint64_t series, const char *name, uint
 	uint64_t gen = ts_mkgen(cat, series, name, step, true, &root);
 	uint64_t f = ts_mk(cat, root, "rank0.pt", S_IFREG | 0644, NULL);
 	ts_write_chunks(cat, f, fill, 0, 2, GD_LEN, NULL, NULL);
+	OK(cat_file_unmark(cat, f)); /* released (generation.h G7, G9) */
 	if (commit)
 		OK(cat_gen_commit(cat, gen, "dcp-metadata"));
 	return gen;

@@ -143,11 +143,22 @@ static uint64_t mkdir_(uint64_t parent, const char *name)
 	return in.ino;
 }
 
-static uint64_t mkfile(uint64_t parent, const char *name)
+/* A file created and not closed yet: its create marked it being written
+ * in an OPEN generation (G7), which a commit by a rule refuses (G9). */
+static uint64_t mkfile_unclosed(uint64_t parent, const char *name)
 {
 	struct cat_inode in;
 	OK(cat_create(fx.cat, parent, name, S_IFREG | 0644, 1000, 1000, 0, NULL, &in));
 	return in.ino;
+}
+
+/* A file created and its handle released (G7: the mark cleared); the
+ * writes of a test to it come after, as a later writer's. */
+static uint64_t mkfile(uint64_t parent, const char *name)
+{
+	uint64_t ino = mkfile_unclosed(parent, name);
+	OK(cat_file_unmark(fx.cat, ino));
+	return ino;
 }
 
 static uint64_t lookup(uint64_t parent, const char *name)
@@ -180,7 +191,17 @@ static struct cat_gen gen_get(uint64_t id)
 
 /* Creates a generation root (a directory, or a file) named name with step
  * step under series; *ino gets its inode. Returns the generation. */
+static uint64_t mkgen_as(uint64_t series, const char *name, uint64_t step, bool dir,
+			 bool closed, uint64_t *ino);
+
 static uint64_t mkgen(uint64_t series, const char *name, uint64_t step, bool dir, uint64_t *ino)
+{
+	return mkgen_as(series, name, step, dir, true, ino);
+}
+
+/* closed false: a single file's create not released (G7: marked) */
+static uint64_t mkgen_as(uint64_t series, const char *name, uint64_t step, bool dir,
+			 bool closed, uint64_t *ino)
 {
 	struct cat_gen_spec spec = { .name = name, .step = step };
 	struct cat_inode in;
@@ -188,6 +209,8 @@ static uint64_t mkgen(uint64_t series, const char *name, uint64_t step, bool dir
 	OK(cat_create_in_gen(fx.cat, series, name, (dir ? S_IFDIR | 0755 : S_IFREG | 0644), 1000,
 			     1000, 0, NULL, &spec, &in, &id));
 	cr_assert_neq(id, 0);
+	if (!dir && closed) /* a single file's create marked it (G7); released */
+		OK(cat_file_unmark(fx.cat, in.ino));
 	if (ino)
 		*ino = in.ino;
 	return id;
@@ -1183,7 +1206,7 @@ Test(gen, reopen_then_commit_drops_the_backup, .init = setup, .fini = teardown)
 	OK(cat_pending_add(fx.cat, a, &e, &must));
 	OK(cat_chunk_stored(fx.cat, e.hash, 1, 51));
 	OK(cat_file_commit(fx.cat, a, 200, ts_now_ns(), false));
-	OK(cat_pending_drop(fx.cat, a));
+	OK(cat_pending_drop_unmark(fx.cat, a)); /* its last release (G7, G9) */
 	cr_assert_eq(fx.rec.n, 0, "the backup holds chunks 2 and 3");
 	check_invariants();
 
@@ -1725,7 +1748,7 @@ Test(gen, crash_holds_a_save_with_a_file_being_written_for_a_decision, .init = s
 	uint64_t r1, r2, r3, r4;
 	uint64_t created = mkgen(series, "step-1", 1, true, &r1);
 	put_file(r1, "a.pt", 10, 1, 100);
-	uint64_t cfg = mkfile(r1, "b.cfg"); /* created, its close never recorded */
+	uint64_t cfg = mkfile_unclosed(r1, "b.cfg"); /* created, its close never recorded */
 	write_chunks(cfg, 11, 1, 100);
 	uint64_t settled = mkgen(series, "step-2", 2, true, &r2);
 	put_file(r2, "a.pt", 20, 1, 100);
@@ -1733,7 +1756,7 @@ Test(gen, crash_holds_a_save_with_a_file_being_written_for_a_decision, .init = s
 	uint64_t rewritten = mkgen(series, "step-3", 3, true, &r3);
 	uint64_t again = put_file(r3, "c.json", 30, 1, 100);
 	OK(cat_pending_from_committed(fx.cat, again)); /* a writer starts again */
-	uint64_t single = mkgen(series, "step-4.pt", 4, false, &r4); /* a single file */
+	uint64_t single = mkgen_as(series, "step-4.pt", 4, false, false, &r4); /* a single file */
 	uint64_t r5;
 	uint64_t cut = mkgen(series, "step-5", 5, true, &r5);
 	uint64_t json = put_file(r5, "d.json", 50, 1, 100);
@@ -2058,5 +2081,50 @@ Test(gen, expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_durab
 	make_durable(id20);
 	OK(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL));
 	cr_assert_eq(gen_get(id10).state, GEN_DELETED);
+	check_invariants();
+}
+
+/* G9 (review 38 F1): a file whose last close failed keeps its mark; every
+ * rule but an explicit decision is refused, nothing changed, and
+ * cat_gen_unsettled names the file; a retried close that succeeds clears
+ * the mark, and so does an explicit commit of the save as it is. */
+Test(gen, a_save_with_a_failed_close_is_committed_by_an_explicit_decision_only, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root;
+	uint64_t id = mkgen(series, "step-100", 100, true, &root);
+	put_file(root, "rank0.pt", 1, 1, 100);
+	uint64_t bad = mkfile_unclosed(root, "rank1.pt"); /* its last close failed */
+	write_chunks(bad, 2, 1, 100);
+	static const char *const rules[] = { "marker", "dcp-metadata", "tracker", "next-gen",
+					     "content", "unmount", NULL };
+	for (int i = 0; rules[i]; i++)
+		FAILS(cat_gen_commit(fx.cat, id, rules[i]), ENOTRECOVERABLE);
+	struct cat_gen g = gen_get(id);
+	cr_assert_eq(g.state, GEN_OPEN, "nothing changed");
+	char why[GEN_HELD_MAX];
+	OK(cat_gen_unsettled(fx.cat, id, why, sizeof(why)));
+	cr_assert(strncmp(why, GEN_FAILED_REASON, strlen(GEN_FAILED_REASON)) == 0, "%s", why);
+	cr_assert(strstr(why, "\"rank1.pt\"") != NULL, "the file is named: %s", why);
+	/* held for it, a marker still does not commit it */
+	OK(cat_gen_hold(fx.cat, id, "marker", why, NULL, NULL, NULL));
+	FAILS(cat_gen_commit(fx.cat, id, "marker"), ENOTRECOVERABLE);
+	cr_assert_eq(gen_get(id).state, GEN_HELD);
+	OK(cat_gen_commit(fx.cat, id, "admin"));
+	cr_assert_eq(gen_get(id).state, GEN_COMMITTED);
+	cr_assert_eq(read_int(fx.path, "SELECT count(*) FROM inodes WHERE writing != 0"), 0,
+		     "the explicit commit takes the save as it is");
+
+	/* a retried close that succeeds clears the mark: a rule commits */
+	uint64_t r2;
+	uint64_t id2 = mkgen(series, "step-200", 200, true, &r2);
+	uint64_t again = mkfile_unclosed(r2, "rank1.pt");
+	write_chunks(again, 3, 1, 100);
+	FAILS(cat_gen_commit(fx.cat, id2, "marker"), ENOTRECOVERABLE);
+	OK(cat_file_unmark(fx.cat, again));
+	OK(cat_gen_unsettled(fx.cat, id2, why, sizeof(why)));
+	cr_assert_str_eq(why, "");
+	OK(cat_gen_commit(fx.cat, id2, "marker"));
 	check_invariants();
 }

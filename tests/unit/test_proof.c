@@ -94,6 +94,7 @@ static uint64_t put(uint64_t dir, const char *name, const char *fixture, long le
 {
 	uint64_t ino = ts_mk(fx.cat, dir, name, S_IFREG | 0644, NULL);
 	serve(ino, fixture, len);
+	cr_assert_eq(cat_file_unmark(fx.cat, ino), 0); /* released (generation.h G7, G9) */
 	return ino;
 }
 

@@ -38,7 +38,7 @@
 #define GEN_REMOTE_POLL_MS 80
 #define GEN_TRACKER_MAX 256
 #define GEN_KEEP_QUEUE 16 /* series waiting for keep-latest-k; more: all of them */
-#define GEN_KEPT_SAID 64 /* lost saves whose keep-held line went out at info (gen_kept_said) */
+#define GEN_SAID 64 /* saves whose once-a-run line went out at info (gen_said) */
 /* keep-latest-k is a cluster duty on the shared engine (catalog.h
  * cat_duty_take): one node's passes at a time, each dropping the duty when
  * done. The term only matters if its holder dies in a pass: the others wait
@@ -122,8 +122,8 @@ struct gen_policy {
 	bool keep_waits_duty; /* another node holds "keep": retry next tick */
 	/* ids of the lost saves keep-held kept and said so at info in this run
 	 * (a ring, under lock): later passes say it at debug (review 36 F5b) */
-	uint64_t kept_said[GEN_KEPT_SAID];
-	unsigned kept_said_next;
+	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 1 | line */
+	unsigned said_next;
 };
 
 static int64_t gen_now_ns(void)
@@ -606,19 +606,27 @@ static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_l
 	return false;
 }
 
-/* Did keep-held say at info in this run that it kept lost save id? Records
- * it if not. Every keep pass (after every commit) looks at each lost save
- * again while its node stays away: once at info is news, the rest noise. A
- * ring of GEN_KEPT_SAID ids bounds the memory; past that many lost saves
- * one may be said at info again. */
-static bool gen_kept_said(struct gen_policy *g, uint64_t id)
+/* Lines said at info once per save and run, at debug after (gen_said). */
+enum gen_said_line {
+	GEN_SAID_KEPT_LOST, /* keep-held kept a lost save */
+	GEN_SAID_NEXT_OWNER, /* next-gen left another user's save (invariant 14) */
+};
+
+/* Was line said at info in this run for save id? Records it if not. Every
+ * keep pass (after every commit) looks at each lost save again while its
+ * node stays away, and every save that starts in a shared series looks at
+ * the other users' open ones: once at info is news, the rest noise. A ring
+ * of GEN_SAID entries bounds the memory; past that many one may be said at
+ * info again. Takes g->lock. */
+static bool gen_said(struct gen_policy *g, uint64_t id, enum gen_said_line line)
 {
+	uint64_t key = id << 1 | (uint64_t)line;
 	pthread_mutex_lock(&g->lock);
 	bool said = false;
-	for (size_t i = 0; i < GEN_KEPT_SAID && !said; i++)
-		said = g->kept_said[i] == id;
+	for (size_t i = 0; i < GEN_SAID && !said; i++)
+		said = g->said[i] == key;
 	if (!said)
-		g->kept_said[g->kept_said_next++ % GEN_KEPT_SAID] = id;
+		g->said[g->said_next++ % GEN_SAID] = key;
 	pthread_mutex_unlock(&g->lock);
 	return said;
 }
@@ -643,7 +651,7 @@ static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct ge
 			if (!o.known || newer < g->opt.keep)
 				continue;
 			if (h.v[i].lost && !gen_keep_newer_durable(g, k, &h.v[i], o.uid)) {
-				log_msg(gen_kept_said(g, h.v[i].id) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+				log_msg(gen_said(g, h.v[i].id, GEN_SAID_KEPT_LOST) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
 					"generation %s (series inode %llu, step %llu): kept by"
 					" keep-held: lost only while the node that has its chunks"
 					" is away, and none of the %zu newer saves of its owner is"
@@ -1339,10 +1347,11 @@ static bool gen_next_same_owner(struct gen_policy *g, uint64_t id, bool starter_
 		rc = gen_root_uid(g, &gen, &owner);
 	if (rc == 0 && starter_known && owner == starter)
 		return true;
-	if (rc == 0)
-		log_info("generation %s (step %llu, uid %u): not committed by the next save, %s"
-			 " (gen.h invariant 14)", gen.name, (unsigned long long)gen.step,
-			 (unsigned)owner, starter_known ? "another user's" : "whose owner is unreadable");
+	if (rc == 0) /* each save that starts asks again: at info once (gen_said) */
+		log_msg(gen_said(g, id, GEN_SAID_NEXT_OWNER) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+			"generation %s (step %llu, uid %u): not committed by the next save, %s"
+			" (gen.h invariant 14)", gen.name, (unsigned long long)gen.step,
+			(unsigned)owner, starter_known ? "another user's" : "whose owner is unreadable");
 	return false;
 }
 

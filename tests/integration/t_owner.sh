@@ -110,6 +110,12 @@ test_next_gen_commits_only_the_starting_owners_saves() {
 	ck_wait_log "$CK_DLOG" "generation step-100 (step 100, uid 0): not committed by the next save, another user's" 10 ||
 		ck_fail "no line keeping root's step-100 at uid $NOBODY's next save (step-100: '$(_state step-100)')"
 	assert_eq "0 -" "$(_state step-100)" "root's step-100 after uid $NOBODY's step-200 started"
+	# each later save of another user asks again, and says so at info once
+	# (gen.c gen_said; review 39 F2): gen_started runs before mkdir returns
+	as_nobody mkdir "$CK_MNT/run/step-250"
+	assert_eq "0 -" "$(_state step-100)" "root's step-100 after uid $NOBODY's step-250 started"
+	assert_eq 1 "$(grep -c "generation step-100 (step 100, uid 0): not committed by the next save" "$CK_DLOG")" \
+		"info lines keeping root's step-100 from uid $NOBODY's two saves"
 	mkdir "$CK_MNT/run/step-300"
 	_wait_state step-100 "1 next-gen" "root's step-100 after root's step-300 started"
 	_same run/step-100

@@ -294,6 +294,19 @@ void ts_store_file(struct cat *cat, struct store *store, uint64_t ino, int seed,
 	OK(cat_pending_drop(cat, ino));
 }
 
+void ts_float_fill(void *buf, size_t len)
+{
+	uint8_t *out = buf;
+	uint32_t x = 0x9E3779B9u;
+	for (size_t off = 0; off + 4 <= len; off += 4) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		float v = (float)(x >> 8) / (float)(1u << 24) * 0.05f * ((x & 1) ? -1.0f : 1.0f);
+		memcpy(out + off, &v, 4);
+	}
+}
+
 uint8_t *ts_random(size_t len, uint64_t seed)
 {
 	uint8_t *b = malloc(len ? len : 1);

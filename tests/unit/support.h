@@ -102,6 +102,11 @@ void ts_fill(uint8_t *buf, size_t len, int seed);
  * malloc: the caller frees them. */
 uint8_t *ts_random(size_t len, uint64_t seed);
 
+/* Fills len bytes (a multiple of 4) with float32 weights of magnitudes below
+ * 0.05 from a fixed xorshift32 stream: bytes the zstd family stores as
+ * codec 4 (rotated byte planes). */
+void ts_float_fill(void *buf, size_t len);
+
 /* Called for each chunk ts_store_file put, k its index in the file. */
 typedef void ts_file_chunk_fn(void *arg, int k, const uint8_t hash[CAT_HASH_LEN]);
 

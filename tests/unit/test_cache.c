@@ -838,14 +838,7 @@ Test(cache, a_damaged_cached_copy_is_removed_under_the_catalog_lock)
 static uint64_t tc_float_file(const char *name, uint8_t *plain)
 {
 	uint64_t ino = ts_mk(fx.w.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
-	uint32_t x = 0x9E3779B9u;
-	for (size_t off = 0; off < TC_LEN; off += 4) { /* magnitudes below 0.05 */
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		float v = (float)(x >> 8) / (float)(1u << 24) * 0.05f * ((x & 1) ? -1.0f : 1.0f);
-		memcpy(plain + off, &v, 4);
-	}
+	ts_float_fill(plain, TC_LEN);
 	struct cat_extent e = { .off = 0, .len = TC_LEN, .chunk_len = TC_LEN };
 	hash_sha256(plain, TC_LEN, e.hash);
 	bool must = false;

@@ -976,15 +976,9 @@ Test(uploader, a_check_that_runs_out_of_memory_is_retried_not_taken_for_a_lost_c
 	uint64_t gen = ts_mkgen(fx.w.cat, series, "step-1", 1, true, &root);
 	uint64_t ino = ts_mk(fx.w.cat, root, "weights", S_IFREG | 0644, NULL);
 	size_t len = 64 << 10;
-	float *plain = malloc(len);
+	uint8_t *plain = malloc(len);
 	cr_assert_not_null(plain);
-	uint32_t x = 0x9E3779B9u;
-	for (size_t i = 0; i < len / sizeof(float); i++) { /* magnitudes below 0.05 */
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		plain[i] = (float)(x >> 8) / (float)(1u << 24) * 0.05f * ((x & 1) ? -1.0f : 1.0f);
-	}
+	ts_float_fill(plain, len);
 	struct cat_extent e = { .off = 0, .len = len, .chunk_len = len };
 	hash_sha256(plain, len, e.hash);
 	bool must = false;

@@ -77,6 +77,8 @@ uint64_t ts_mk(struct cat *cat, uint64_t parent, const char *name, uint32_t mode
 	struct cat_inode in;
 	OK(cat_create(cat, parent, name, mode, 1000, 1001, S_ISCHR(mode) ? makedev(1, 3) : 0,
 		      target, &in));
+	if (S_ISREG(mode)) /* created and closed: the create's mark cleared (generation.h G7, G9) */
+		OK(cat_file_unmark(cat, in.ino));
 	return in.ino;
 }
 
@@ -89,6 +91,8 @@ uint64_t ts_mkgen(struct cat *cat, uint64_t series, const char *name, uint64_t s
 	OK(cat_create_in_gen(cat, series, name, dir ? S_IFDIR | 0750 : S_IFREG | 0640, 1000, 1001,
 			     0, NULL, &spec, &in, &id));
 	cr_assert_neq(id, 0);
+	if (!dir) /* created and closed (generation.h G7, G9) */
+		OK(cat_file_unmark(cat, in.ino));
 	*ino = in.ino;
 	return id;
 }

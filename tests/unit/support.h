@@ -73,12 +73,15 @@ int64_t ts_now_ns(void);
 void ts_hash(uint8_t out[CAT_HASH_LEN], uint8_t fill, int seed);
 
 /* Creates name under parent owned by 1000:1001 (a character device is 1:3);
- * returns its inode. */
+ * returns its inode. A regular file is as after its last close: the
+ * create's "being written" mark (generation.h G7) cleared, else no rule but
+ * an explicit one commits its generation (G9). */
 uint64_t ts_mk(struct cat *cat, uint64_t parent, const char *name, uint32_t mode,
 	       const char *target);
 
-/* Creates the generation root name (a directory 0750, or a file 0640) with
- * step under series; *ino gets its inode. Returns the generation. */
+/* Creates the generation root name (a directory 0750, or a file 0640, as
+ * closed: see ts_mk) with step under series; *ino gets its inode. Returns
+ * the generation. */
 uint64_t ts_mkgen(struct cat *cat, uint64_t series, const char *name, uint64_t step, bool dir,
 		  uint64_t *ino);
 

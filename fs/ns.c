@@ -494,6 +494,12 @@ int ns_make(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char 
 		return -ENAMETOOLONG;
 	uint64_t gen_id;
 	int rc = ns_make_entry(ns, c, parent, name, mode, rdev, target, out, &gen_id, NULL);
+	/* a regular file made by mknod(2) has no handle whose release would
+	 * clear its create's mark (generation.h G7): it is closed already, and
+	 * a mark left would keep its save from every rule but an explicit one
+	 * (G9) */
+	if (rc == 0 && S_ISREG(mode))
+		rc = cat_file_unmark(ns->cat, out->ino);
 	if (rc == 0)
 		node_lookup_add(ns->nodes, out->ino);
 	return rc;

@@ -314,6 +314,15 @@ test_explicit_commit_xattr_and_marker_file() {
 	gen_expect "$CK_MNT/ex3/step-800" state=open
 	touch "$CK_MNT/ex3/step-800/.ckptfs-commit"
 	gen_expect "$CK_MNT/ex3/step-800" state=committed rule=marker version=1 --wait 3
+	# an empty file made by mknod(2) (no handle, so no release clears its
+	# create's being-written mark, generation.h G7): closed as made, its
+	# save commits by its marker (before the fix, G9 refused every rule)
+	mkdir -p "$CK_MNT/ex4/step-900"
+	GT put ex4/step-900/model.pt
+	/usr/bin/python3 -c 'import os, stat, sys; os.mknod(sys.argv[1], 0o644 | stat.S_IFREG)' \
+		"$CK_MNT/ex4/step-900/empty.txt" || ck_fail "mknod of a regular file failed"
+	printf 'done\n' >"$CK_MNT/ex4/step-900/.ckptfs-commit"
+	gen_expect "$CK_MNT/ex4/step-900" state=committed rule=marker version=1 --wait 3
 	ck_umount
 }
 

@@ -834,8 +834,17 @@ static int gen_series_moved(struct cat *cat, uint64_t dir)
  * the rewrite goes on, and once it commits (or is aborted: ckptfs-admin rm
  * --force) the rename works. Rolling it back first would drop the bytes the
  * trainer is writing. */
-static int gen_move_refused(struct cat *cat, const struct cat_gen *g, const char *newname)
+static int gen_move_refused(struct cat *cat, const struct cat_gen *g, const char *newname,
+			    bool stays)
 {
+	if (g->state == GEN_HELD && !stays) {
+		log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" not moved to \"%s\":"
+			 " it is held (not proven complete), and a move that is no plain rename to"
+			 " a step name (an exchange, another name, a move into a save) would show"
+			 " its files as complete ones; decide it first: ckptfs-admin commit or rm",
+			 cat->path, g->id, g->series, g->name, newname);
+		return -EBUSY;
+	}
 	if (g->backup_root == 0)
 		return 0;
 	assert(g->state == GEN_OPEN); /* G3 */
@@ -882,7 +891,7 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 	if (rc == 0 && rooted != 0)
 		rc = gen_get(cat, rooted, &g);
 	if (rc == 0 && rooted != 0)
-		rc = gen_move_refused(cat, &g, newname);
+		rc = gen_move_refused(cat, &g, newname, spec != NULL);
 	bool keep = rc == 0 && rooted != 0 && spec != NULL && g.state == GEN_HELD;
 	if (keep) /* G8: held it was, held it stays, under its new name */
 		rc = gen_move_row(cat, &g, newparent, newname, spec->step);
@@ -920,7 +929,7 @@ int cat_gen_moved_txn(struct cat *cat, const struct cat_inode *attr, uint64_t ne
 	for (size_t i = 0; i < nested.n && rc == 0; i++) {
 		rc = gen_get(cat, nested.v[i], &g);
 		if (rc == 0)
-			rc = gen_move_refused(cat, &g, newname);
+			rc = gen_move_refused(cat, &g, newname, false);
 		if (rc == 0)
 			rc = gen_end_in_place(cat, &g, "renamed", now);
 	}

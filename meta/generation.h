@@ -88,7 +88,12 @@
  *      line, as ending it would drop the backup, the only copy of the
  *      committed version (and, to a generation name, commit the half-written
  *      one by rule "rename"). A HELD root renamed to a generation name is the
- *      same generation under it: same id, state, version and reason. Only a
+ *      same generation under it: same id, state, version and reason; any
+ *      other move of a HELD root (an exchange, a name that is no generation
+ *      name, carried with its series into a generation) is refused with
+ *      -EBUSY and a line, since it would show files never proven complete
+ *      as plain ones (ckptfs-admin commit or rm decides first; on -o meta=
+ *      so is any move of a save lost with its node, pggen.h X2). Only a
  *      tree in no generation, or an OPEN first version (a temp dir that
  *      matched a name pattern), starts a new generation by a rename, which
  *      rule "rename" commits (fs/gen.c); a COMMITTED root starts one too
@@ -191,7 +196,8 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
  *    ends that generation (DELETED, rule "renamed") and its subtree takes the
  *    gen of its new place;
  *  - -EBUSY (nothing changed) if the root of a rewrite (OPEN with a backup)
- *    would move, itself or inside a moved series (G8);
+ *    would move, itself or inside a moved series, or a HELD root would move
+ *    other than by a rename to a generation name (G8);
  *  - a generation root renamed over by another one: the replaced generation is
  *    DELETED (rule "replaced").
  * *replaced_ino as in cat_rename. */

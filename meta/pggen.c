@@ -1280,12 +1280,21 @@ static int pggen_tree_xdev(struct pgns *ns, uint64_t ino, uint32_t mode, uint64_
 /* generation.h G8: -EBUSY, with one log line, if generation id (its row
  * locked here) is a rewrite: ending it would drop its backup, the only copy
  * of the committed version. *state is its state. */
-static int pggen_move_refused(struct pgns *ns, uint64_t id, const char *newname, int *state)
+static int pggen_move_refused(struct pgns *ns, uint64_t id, const char *newname, bool stays,
+			      int *state)
 {
 	bool lost = false;
 	uint64_t backup = 0;
 	int rc = pggen_lock(ns, id, state, &lost, &backup);
-	if (rc == 0 && backup != 0) {
+	if (rc == 0 && ((*state == GEN_HELD && !stays) || lost)) {
+		log_warn("catalog: generation %" PRIu64 " not moved to \"%s\": it is %s, and a"
+			 " move%s would show its files as complete ones; decide it first:"
+			 " ckptfs-admin commit or rm", id, newname,
+			 lost ? "lost while its node is away (X2)" : "held (not proven complete)",
+			 lost ? "" : " that is no plain rename to a step name (an exchange, another"
+				     " name, a move into a save)");
+		rc = -EBUSY;
+	} else if (rc == 0 && backup != 0) {
 		log_warn("catalog: generation %" PRIu64 " not moved to \"%s\": a new version of it is"
 			 " being written over the committed one, whose only copy the move would"
 			 " drop; wait for its commit, or abort it with ckptfs-admin rm --force",
@@ -1321,7 +1330,7 @@ static int pggen_moved(struct pgns *ns, uint64_t ino, uint64_t newparent, const 
 	if (rc == 0 && old)
 		rc = pggen_root_of(ns, ino, &rooted);
 	if (rc == 0 && rooted)
-		rc = pggen_move_refused(ns, rooted, newname, &was);
+		rc = pggen_move_refused(ns, rooted, newname, spec != NULL, &was);
 	bool keep = rc == 0 && rooted && spec && was == GEN_HELD;
 	if (keep) { /* G8: held it was, held it stays, under its new name */
 		char g[24], s[24], st[24];
@@ -1346,7 +1355,7 @@ static int pggen_moved(struct pgns *ns, uint64_t ino, uint64_t newparent, const 
 	if (rc == 0)
 		rc = pggen_exec(ns, G_TREE_NESTED, nested_params, &nested);
 	for (int r = 0; rc == 0 && r < pg_rows(nested); r++) {
-		rc = pggen_move_refused(ns, (uint64_t)pg_int(nested, r, 0), newname, &was);
+		rc = pggen_move_refused(ns, (uint64_t)pg_int(nested, r, 0), newname, false, &was);
 		if (rc == 0)
 			rc = pggen_end_row(ns, (uint64_t)pg_int(nested, r, 0), GEN_DELETED, "renamed");
 	}

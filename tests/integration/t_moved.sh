@@ -92,6 +92,29 @@ test_a_held_save_renamed_to_another_step_stays_held() {
 	mv "$CK_REF/ub/step-9" "$CK_REF/uc/step-10"
 	gen_expect "$CK_MNT/uc/step-10" name=step-10 step=10 state=held
 	same uc/step-10
+	# any other move of a held save is refused (G8, review 39 F1): to a name
+	# that is no step name, an exchange with another directory, its series
+	# into a save. Each would show its files as plain, complete ones. On the
+	# code before, each move went through: "renamed", the save gone from the
+	# catalog, its unproven files listed.
+	mv "$CK_MNT/uc/step-10" "$CK_MNT/uc/step-10.old" 2>/dev/null &&
+		ck_fail "a held save was renamed to a name that is no step name"
+	mkdir "$CK_MNT/uc/other" "$CK_REF/uc/other"
+	/usr/bin/python3 - "$CK_MNT/uc/step-10" "$CK_MNT/uc/other" <<'PY' && ck_fail "a held save's root was exchanged"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+rc = libc.renameat2(AT_FDCWD, sys.argv[1].encode(), AT_FDCWD, sys.argv[2].encode(), RENAME_EXCHANGE)
+sys.exit(0 if rc == 0 else 1)
+PY
+	mkdir -p "$CK_MNT/ud/step-1" "$CK_REF/ud/step-1"
+	GT put ud/step-1/model.pt
+	gen_expect "$CK_MNT/ud/step-1" state=open
+	mv "$CK_MNT/uc" "$CK_MNT/ud/step-1/uc" 2>/dev/null && ck_fail "a held save's series was moved into a save"
+	ck_wait_log "$CK_DLOG" "not moved to \"step-10.old\": it is held" 5 || ck_fail "no line naming the refused move"
+	gen_expect "$CK_MNT/uc/step-10" name=step-10 state=held
+	assert_eq "4 unmount 1 1" "$(cat_gen step-10)" "catalog row after the refused moves"
+	same uc/step-10
 	ck_remount "$GEN_OPTS"
 	gen_expect "$CK_MNT/uc/step-10" name=step-10 state=held
 	assert_eq "4 unmount 1 1" "$(cat_gen step-10)" "catalog row after a remount"

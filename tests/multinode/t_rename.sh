@@ -235,6 +235,11 @@ test_rename_of_a_rewrites_root_is_refused_and_a_held_save_stays_held() {
 	assert_eq held "$(mn_gen_state "$MN_MNT_A" ub/step-9)" "the held save renamed to step-9"
 	assert_eq "4 1" "$(mn_psql "SELECT state || ' ' || (held <> '')::int FROM ns_generations WHERE name = 'step-9'")" "step-9's row"
 	assert_file_eq "$CK_TMP/d0.bin" "$MN_MNT_A/ub/step-9/__0_0.distcp"
+	# to a name that is no step name: refused (G8, review 39 F1), still held
+	mv "$MN_MNT_A/ub/step-9" "$MN_MNT_A/ub/step-9.old" 2>/dev/null &&
+		ck_fail "a held save was renamed to a name that is no step name"
+	assert_eq "4 1" "$(mn_psql "SELECT state || ' ' || (held <> '')::int FROM ns_generations WHERE name = 'step-9'")" "step-9's row after the refused move"
+	assert_file_eq "$CK_TMP/d0.bin" "$MN_MNT_A/ub/step-9/__0_0.distcp"
 	mn_umount A
 }
 ck_timeout test_rename_of_a_rewrites_root_is_refused_and_a_held_save_stays_held 120

@@ -1006,7 +1006,18 @@ static void gen_commit_forget(struct gen_policy *g, uint64_t id, struct gen_cred
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* Invariant 15 (generation.h G9): the catalog refused rule's commit of id,
+/* Invariant 16 (generation.h G9): has id a file whose last close failed,
+ * or changes that were lost? true with why naming it; a catalog that cannot
+ * say counts as yes, its error in why. */
+static bool gen_failed_why(struct gen_policy *g, uint64_t id, char *why, size_t size)
+{
+	int rc = cat_gen_unsettled(g->cat, id, why, size);
+	if (rc != 0)
+		snprintf(why, size, GEN_FAILED_REASON " (which one is unknown: %s)", strerror(-rc));
+	return why[0] != '\0';
+}
+
+/* Invariant 16 (generation.h G9): the catalog refused rule's commit of id,
  * a save with a file whose last close failed or whose changes were lost:
  * it is held with the reason naming the file, for an explicit decision (a
  * HELD one stays held). The mark gone meanwhile (the file closed fine on a
@@ -1015,11 +1026,7 @@ static void gen_hold_failed(struct gen_policy *g, uint64_t id, const char *rule)
 {
 	char why[GEN_HELD_MAX];
 	struct cat_gen gen;
-	int rc = cat_gen_unsettled(g->cat, id, why, sizeof(why));
-	if (rc != 0)
-		snprintf(why, sizeof(why), GEN_FAILED_REASON " (which one is unknown: %s)",
-			 strerror(-rc));
-	if (!why[0] || cat_gen_get_brief(g->cat, id, &gen) != 0)
+	if (!gen_failed_why(g, id, why, sizeof(why)) || cat_gen_get_brief(g->cat, id, &gen) != 0)
 		return;
 	if (gen.state == GEN_HELD)
 		log_warn("generation %s (series inode %llu, step %llu) stays held: %s seen, but %s."
@@ -2026,8 +2033,8 @@ void gen_policy_shutdown(struct gen_policy *g)
 		/* invariant 16: a file whose last close failed (or lost changes)
 		 * holds it, signalled or not, before any proof or rewrite rule */
 		char failed[GEN_HELD_MAX] = "";
-		if (!others && !unfinished && cat_gen_unsettled(g->cat, id, failed, sizeof(failed)))
-			snprintf(failed, sizeof(failed), GEN_FAILED_REASON " (unread)");
+		if (!others && !unfinished)
+			gen_failed_why(g, id, failed, sizeof(failed));
 		if (!others && !unfinished && !signalled && !failed[0])
 			gen_prove(g, id, &pr);
 		if (others)

@@ -1732,8 +1732,10 @@ static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 {
 	struct proof_result pr;
 	char why[GEN_HELD_MAX];
-	/* invariant 16: a failed file's reason first, whatever the content */
-	if (cat_gen_unsettled(g->cat, t->id, why, sizeof(why)) == 0 && why[0]) {
+	/* invariant 16: a failed file's reason first, whatever the content; a
+	 * catalog that cannot say holds it too, its error in the reason (as
+	 * gen_hold_failed and the unmount ask) */
+	if (gen_failed_why(g, t->id, why, sizeof(why))) {
 		gen_hold(g, t->id, "abandoned", why);
 		return;
 	}

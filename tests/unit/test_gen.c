@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "catalog_internal.h" /* the catalog's connection: a read refused (tg_refuse_marks) */
 #include "gen.h"
 #include "generation.h"
 #include "node.h"
@@ -247,6 +249,51 @@ Test(gen, test_an_abandoned_save_with_a_failed_file_is_held_naming_it)
 	OK(cat_gen_get_brief(tg.cat, id, &gen));
 	cr_assert_str_eq(gen.rule, "abandoned");
 	cr_assert(strstr(gen.held, "\"rank1.dat\"") != NULL, "held reason: %s", gen.held);
+}
+
+/* The catalog's reads of a file's G7 mark (inodes.writing) fail while
+ * refused: an authorizer denies them, and a schema change makes every
+ * statement prepare again under it. */
+static int tg_refuse_writing(void *arg, int action, const char *table, const char *column,
+			     const char *db, const char *trigger)
+{
+	(void)arg;
+	(void)db;
+	(void)trigger;
+	return action == SQLITE_READ && table && column && strcmp(table, "inodes") == 0 &&
+			       strcmp(column, "writing") == 0
+		       ? SQLITE_DENY
+		       : SQLITE_OK;
+}
+
+static void tg_refuse_marks(bool refuse)
+{
+	cat_lock(tg.cat);
+	sqlite3_set_authorizer(tg.cat->db, refuse ? tg_refuse_writing : NULL, NULL);
+	cr_assert_eq(sqlite3_exec(tg.cat->db, "CREATE TABLE tg_bump(x); DROP TABLE tg_bump", NULL,
+				  NULL, NULL),
+		     SQLITE_OK);
+	cat_unlock(tg.cat);
+}
+
+/* gen.h invariant 16: abandon asks "has it a failed file?" as the unmount
+ * and gen_hold_failed do (gen_failed_why): a catalog that cannot say holds
+ * the save at once, the reason naming the error, before any proof. */
+Test(gen, test_an_abandoned_save_whose_marks_cannot_be_read_is_held_naming_the_error)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_gen("step-14");
+	tg_file(id, "rank0.dat");
+	tg_refuse_marks(true);
+	OK(gen_policy_start(tg.g));
+	bool held = tg_wait_state(id, GEN_HELD);
+	tg_refuse_marks(false);
+	cr_assert(held, "abandoned after 0.3 s: held");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	cr_assert_str_eq(gen.rule, "abandoned");
+	cr_assert(strstr(gen.held, GEN_FAILED_REASON " (which one is unknown: ") == gen.held,
+		  "held reason names the catalog's error: %s", gen.held);
 }
 
 /* Commits step-<step> with a file in it; returns its id. */

@@ -314,8 +314,13 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name);
 /* One line describing the generation of an inode (for the xattr). */
 int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size);
 
-/* A renamed entry arrived as `newname` in generation gen_id (0: outside). */
-void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, const char *newname);
+/* A renamed entry (inode ino; 0: not looked up) arrived as `newname` in
+ * generation gen_id (0: outside), moved by uid renamer (fsuid). Outside
+ * generations, a file renamed onto a tracker name is that tracker's close
+ * with renamer as its writer (invariants 12, 13); the caller noted the
+ * trigger name for the node (a handle still open closes it later). */
+void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t ino, uint64_t newparent,
+		 const char *newname, uid_t renamer);
 
 /* A written file was closed (last write handle): name and parent as last seen;
  * writer: the uid (fsuid) that opened the handle which wrote it (a FUSE

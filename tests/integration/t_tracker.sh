@@ -13,26 +13,23 @@ OPTS=allow_other,default_permissions,quiet=0.5
 # _gen NAME — "STATE RULE" of generation NAME's newest version (0 open, 1
 # committed; rule - while none)
 _gen() { ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"; }
-# _wait_gen NAME "STATE RULE" WHAT — up to 20 s
-_wait_gen() {
-	local i=0
-	while [ "$(_gen "$1")" != "$2" ]; do
-		i=$((i + 1))
-		[ $i -le 200 ] || ck_fail "$3: generation $1 is '$(_gen "$1")', expected '$2'"
-		sleep 0.1
-	done
+# _committed NAME RULE WHAT — the daemon's line committing NAME by RULE
+# (up to 20 s), and the catalog says so
+_committed() {
+	ck_wait_log "$CK_DLOG" "generation $1 (series inode [0-9]*, step [0-9]*) committed: $2," 20 ||
+		ck_fail "$3: generation $1 not committed by rule $2 (it is '$(_gen "$1")')"
+	assert_eq "1 $2" "$(_gen "$1")" "$3"
 }
-# _put PATH SIZE — random bytes into PATH on the mount, a copy in CK_REF
-_put() {
-	local ref="$CK_REF/${1#"$CK_MNT"/}"
-	mkdir -p "$(dirname "$ref")"
-	head -c "$2" /dev/urandom >"$ref"
-	cp "$ref" "$1"
+# _shard PATH SIZE — random bytes written to PATH on the mount; their sum is
+# kept for _intact, which reads every such file back through the mount
+_shard() {
+	head -c "$2" /dev/urandom >"$CK_TMP/shard"
+	cp "$CK_TMP/shard" "$1"
+	echo "$(sha256sum <"$CK_TMP/shard" | cut -d' ' -f1)  $1" >>"$CK_TMP/sums"
 }
-_same() { # REL: the mount's tree REL is what was written, byte for byte
-	local out
-	out=$(diff -r "$CK_REF/$1" "$CK_MNT/$1" 2>&1) ||
-		ck_fail "$CK_MNT/$1 differs from what was written: $(echo "$out" | head -n 3 | tr '\n' '|')"
+_intact() {
+	sha256sum --quiet -c "$CK_TMP/sums" >"$CK_TMP/sums.out" 2>&1 ||
+		ck_fail "files read back differ from what was written: $(head -n 3 "$CK_TMP/sums.out" | tr '\n' '|')"
 }
 # _replace PATH TEXT [open] — the atomic writer: TEXT into PATH.tmp, flushed
 # and fsynced, os.replace'd onto PATH (with `open`: before the close)
@@ -58,19 +55,18 @@ EOF
 test_an_atomically_replaced_tracker_commits_its_save() {
 	ck_mount "$OPTS"
 	mkdir -p "$CK_MNT/run/global_step100"
-	_put "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
+	_shard "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
 	_replace "$CK_MNT/run/latest" global_step100 || ck_fail "the atomic write of run/latest failed"
-	_wait_gen global_step100 "1 tracker" "the save named by a replaced latest"
+	_committed global_step100 tracker "the save named by a replaced latest"
 	mkdir "$CK_MNT/run/iter_0000200"
-	_put "$CK_MNT/run/iter_0000200/model_optim_rng.pt" 300000
+	_shard "$CK_MNT/run/iter_0000200/model_optim_rng.pt" 300000
 	_replace "$CK_MNT/run/latest_checkpointed_iteration.txt" 200 ||
 		ck_fail "the atomic write of the iteration file failed"
-	_wait_gen iter_0000200 "1 tracker" "the save named by a replaced iteration file"
+	_committed iter_0000200 tracker "the save named by a replaced iteration file"
 	assert_eq "global_step100" "$(cat "$CK_MNT/run/latest")" "run/latest"
 	assert_eq "200" "$(cat "$CK_MNT/run/latest_checkpointed_iteration.txt")" "the iteration file"
 	assert_not_exists "$CK_MNT/run/latest.tmp"
-	_same run/global_step100
-	_same run/iter_0000200
+	_intact
 	ck_umount
 }
 
@@ -78,10 +74,10 @@ test_an_atomically_replaced_tracker_commits_its_save() {
 test_a_tracker_renamed_before_its_close_commits_at_the_close() {
 	ck_mount "$OPTS"
 	mkdir -p "$CK_MNT/run/global_step100"
-	_put "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
+	_shard "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
 	_replace "$CK_MNT/run/latest" global_step100 open || ck_fail "the write of run/latest failed"
-	_wait_gen global_step100 "1 tracker" "the save named by latest, closed after its rename"
-	_same run/global_step100
+	_committed global_step100 tracker "the save named by latest, closed after its rename"
+	_intact
 	ck_umount
 }
 
@@ -92,7 +88,7 @@ test_another_users_replaced_tracker_does_not_commit_a_save() {
 	ck_mount "$OPTS"
 	mkdir -m 1777 "$CK_MNT/run"
 	mkdir "$CK_MNT/run/global_step100"
-	_put "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
+	_shard "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
 	as_nobody "$PY" -c '
 import os, sys
 with open(sys.argv[1] + ".tmp", "w") as f:
@@ -104,8 +100,8 @@ os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 	assert_eq "0 -" "$(_gen global_step100)" "root's save after uid $NOBODY's latest"
 	rm "$CK_MNT/run/latest"
 	_replace "$CK_MNT/run/latest" global_step100 || ck_fail "root's atomic write of run/latest failed"
-	_wait_gen global_step100 "1 tracker" "root's save named by root's replaced latest"
-	_same run/global_step100
+	_committed global_step100 tracker "root's save named by root's replaced latest"
+	_intact
 	ck_umount
 }
 
@@ -115,17 +111,17 @@ test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory() {
 	ck_mount "$OPTS"
 	local s=$CK_MNT/run/step-100
 	mkdir -p "$s/pytorch_model_fsdp_0"
-	_put "$s/pytorch_model_fsdp_0/__0_0.distcp" 200000
+	_shard "$s/pytorch_model_fsdp_0/__0_0.distcp" 200000
 	echo 100 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
 	ck_wait_log "$CK_DLOG" "tracker latest_checkpointed_iteration.txt (inode [0-9]*) names generation step-100 (step 100, open): not committed, it has DCP shards and no .metadata yet (in directory pytorch_model_fsdp_0 " 10 ||
 		ck_fail "no line keeping step-100 open at its tracker (step-100: '$(_gen step-100)')"
 	assert_eq "0 -" "$(_gen step-100)" "step-100 (a shard one level down, no .metadata) after its tracker"
-	_put "$s/pytorch_model_fsdp_0/__1_0.distcp" 200000
+	_shard "$s/pytorch_model_fsdp_0/__1_0.distcp" 200000
 	echo meta >"$s/pytorch_model_fsdp_0/.metadata.tmp"
 	mv "$s/pytorch_model_fsdp_0/.metadata.tmp" "$s/pytorch_model_fsdp_0/.metadata"
-	echo meta >"$CK_REF/run/step-100/pytorch_model_fsdp_0/.metadata"
-	_wait_gen step-100 "1 dcp-metadata" "step-100 with its .metadata"
-	_same run/step-100
+	_committed step-100 dcp-metadata "step-100 with its .metadata"
+	assert_eq "meta" "$(cat "$s/pytorch_model_fsdp_0/.metadata")" "step-100's .metadata"
+	_intact
 	ck_umount
 }
 

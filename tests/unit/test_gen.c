@@ -742,6 +742,25 @@ Test(gen, test_a_tracker_leaves_a_dcp_save_without_its_metadata_open)
 	cr_assert_str_eq(gen.rule, "tracker");
 }
 
+/* A closed file `name` of uid in directory dir (its create's mark cleared:
+ * generation.h G7). */
+static void tg_closed_file(uint64_t dir, const char *name, uid_t uid)
+{
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	OK(cat_create_in_gen(tg.cat, dir, name, S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
+			     &in_gen));
+	OK(cat_file_unmark(tg.cat, in.ino));
+}
+
+/* Generation id is committed, by rule tracker. */
+static void tg_committed_by_tracker(uint64_t id, const char *what)
+{
+	struct cat_gen gen;
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "%s", what);
+	cr_assert_str_eq(gen.rule, "tracker", "%s", what);
+}
+
 /* The tracker `name` in series, written by uid `writer` under a temporary
  * name with `text`, closed, then renamed onto `name` by uid renamer (an
  * atomic writer's os.replace): ns_rename's calls. */
@@ -770,8 +789,6 @@ static void tg_tracker_renamed(uint64_t series, const char *name, uid_t writer, 
 Test(gen, test_a_tracker_renamed_onto_its_name_commits_for_the_owner_only)
 {
 	struct cat_gen gen;
-	struct cat_inode in;
-	uint64_t in_gen = 0;
 	tg_start(0, 60, 0);
 	uint64_t run = tg_sticky_series("run");
 	uint64_t a2 = tg_open_by(run, 200, TG_USER_A, 0, "mp_rank_00_model_states.pt");
@@ -780,19 +797,14 @@ Test(gen, test_a_tracker_renamed_onto_its_name_commits_for_the_owner_only)
 	tg_tracker_renamed(run, "latest", TG_USER_A, TG_USER_B, "step-200\n");
 	cr_assert_eq(tg_state(a2, &gen), GEN_OPEN, "A's tracker renamed by B: B is its writer");
 	tg_tracker_renamed(run, "latest", TG_USER_A, TG_USER_A, "step-200\n");
-	cr_assert_eq(tg_state(a2, &gen), GEN_COMMITTED, "A's own renamed tracker commits A's save");
-	cr_assert_str_eq(gen.rule, "tracker");
+	tg_committed_by_tracker(a2, "A's own renamed tracker commits A's save");
 	/* Megatron's iteration file, renamed by root; a DCP save waits for its metadata */
 	uint64_t a3 = tg_open_by(run, 300, TG_USER_A, 0, "__0_0.distcp");
 	tg_tracker_renamed(run, "latest_checkpointed_iteration.txt", 0, 0, "300");
 	cr_assert_eq(tg_state(a3, &gen), GEN_OPEN, "shards without .metadata: not complete yet");
-	OK(cat_gen_get_brief(tg.cat, a3, &gen));
-	OK(cat_create_in_gen(tg.cat, gen.root, ".metadata", S_IFREG | 0644, TG_USER_A, TG_USER_A,
-			     0, NULL, NULL, &in, &in_gen));
-	OK(cat_file_unmark(tg.cat, in.ino));
+	tg_closed_file(gen.root, ".metadata", TG_USER_A);
 	tg_tracker_renamed(run, "latest_checkpointed_iteration.txt", 0, 0, "300");
-	cr_assert_eq(tg_state(a3, &gen), GEN_COMMITTED, "root's renamed tracker commits it");
-	cr_assert_str_eq(gen.rule, "tracker");
+	tg_committed_by_tracker(a3, "root's renamed tracker commits it with its .metadata");
 }
 
 /* Review 39 F4: invariant 13 looks below the save's root (a DCP save in a
@@ -801,7 +813,7 @@ Test(gen, test_a_tracker_renamed_onto_its_name_commits_for_the_owner_only)
 Test(gen, test_a_tracker_leaves_a_dcp_save_in_a_subdirectory_without_its_metadata_open)
 {
 	struct cat_gen gen;
-	struct cat_inode dir, in;
+	struct cat_inode dir;
 	uint64_t in_gen = 0;
 	tg_start(0, 60, 0);
 	uint64_t run = tg_sticky_series("run");
@@ -809,17 +821,12 @@ Test(gen, test_a_tracker_leaves_a_dcp_save_in_a_subdirectory_without_its_metadat
 	OK(cat_gen_get_brief(tg.cat, id, &gen));
 	OK(cat_create_in_gen(tg.cat, gen.root, "pytorch_model_fsdp_0", S_IFDIR | 0755, TG_USER_A,
 			     TG_USER_A, 0, NULL, NULL, &dir, &in_gen));
-	OK(cat_create_in_gen(tg.cat, dir.ino, "__0_0.distcp", S_IFREG | 0644, TG_USER_A, TG_USER_A,
-			     0, NULL, NULL, &in, &in_gen));
-	OK(cat_file_unmark(tg.cat, in.ino));
+	tg_closed_file(dir.ino, "__0_0.distcp", TG_USER_A);
 	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
 	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "a shard one level down without .metadata");
-	OK(cat_create_in_gen(tg.cat, dir.ino, ".metadata", S_IFREG | 0644, TG_USER_A, TG_USER_A, 0,
-			     NULL, NULL, &in, &in_gen));
-	OK(cat_file_unmark(tg.cat, in.ino));
+	tg_closed_file(dir.ino, ".metadata", TG_USER_A);
 	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
-	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "with its .metadata the tracker commits it");
-	cr_assert_str_eq(gen.rule, "tracker");
+	tg_committed_by_tracker(id, "with its .metadata the tracker commits it");
 }
 
 /* Review 39 F4: a save invariant 13 cannot list is not committed by a
@@ -832,8 +839,7 @@ Test(gen, test_a_tracker_commits_no_save_that_cannot_be_listed)
 	uint64_t run = tg_sticky_series("run");
 	uint64_t id = tg_open_by(run, 100, TG_USER_A, 0, "mp_rank_00_model_states.pt");
 	tg_tracker(run, "latest", TG_USER_A, "step-100"); /* made; then its close again: */
-	OK(cat_gen_get_brief(tg.cat, id, &gen));
-	cr_assert_eq(gen.state, GEN_COMMITTED, "listed, the tracker commits it");
+	tg_committed_by_tracker(id, "listed, the tracker commits it");
 	uint64_t id2 = tg_open_by(run, 101, TG_USER_A, 0, "mp_rank_00_model_states.pt");
 	snprintf(tg.tracker_text, sizeof(tg.tracker_text), "step-101");
 	OK(cat_file_truncate(tg.cat, tg.tracker_ino, strlen(tg.tracker_text)));
@@ -843,8 +849,7 @@ Test(gen, test_a_tracker_commits_no_save_that_cannot_be_listed)
 	tg_refuse(NULL, NULL);
 	cr_assert_eq(state, GEN_OPEN, "a save that could not be listed stays open");
 	tg_tracker(run, "latest", TG_USER_A, "step-101");
-	cr_assert_eq(tg_state(id2, &gen), GEN_COMMITTED, "listed again, the tracker commits it");
-	cr_assert_str_eq(gen.rule, "tracker");
+	tg_committed_by_tracker(id2, "listed again, the tracker commits it");
 }
 
 Test(gen, test_next_gen_commits_only_the_starting_users_own_older_saves)

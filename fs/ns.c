@@ -538,9 +538,9 @@ int ns_remove(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 
 /* A rename may start a generation (a temporary directory or file renamed to
  * a generation name: rule "rename"), or fire a rule by its new name inside
- * one (gen_renamed: DCP's .metadata) or outside (a tracker). A held root renamed keeps its
- * generation (no new one, so no commit), and a rewrite's root does not move
- * (-EBUSY): meta/generation.h G8. */
+ * one (gen_renamed: DCP's .metadata) or outside (a tracker). A held root
+ * renamed keeps its generation (no new one, so no commit), and a rewrite's
+ * root does not move (-EBUSY): meta/generation.h G8. */
 int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned flags)
 {

@@ -1548,18 +1548,6 @@ static bool gen_is_lightning_dir(struct gen_policy *g, uint64_t gen_id)
 	       strcmp(gen.name + n - 5, ".ckpt") == 0;
 }
 
-void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, const char *newname)
-{
-	if (gen_id == 0)
-		return;
-	if (strcmp(newname, ".metadata") == 0) {
-		if (!gen_is_lightning_dir(g, gen_id)) /* Lightning FSDP: meta.pt follows */
-			gen_request_commit(g, gen_id, "dcp-metadata", false);
-	} else if (gen_is_rank_metadata(newname)) {
-		gen_request_commit(g, gen_id, "dcp-rank-metadata", true);
-	}
-}
-
 /* Reads a small tracker file (DeepSpeed `latest`, Megatron's iteration file). */
 static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_t size)
 {
@@ -1567,6 +1555,8 @@ static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_
 	int rc = cat_getattr(g->cat, ino, &in);
 	if (rc != 0)
 		return rc;
+	if (!S_ISREG(in.mode)) /* a directory or symlink renamed onto the name */
+		return -EINVAL;
 	size_t len = in.size < size - 1 ? (size_t)in.size : size - 1;
 	rc = g->read(g->read_arg, ino, 0, len, buf);
 	if (rc != 0)
@@ -1581,9 +1571,22 @@ static int gen_read_tracker(struct gen_policy *g, uint64_t ino, char *buf, size_
 	return 0;
 }
 
-/* What a DCP save's root holds: shards, and the metadata that completes it. */
+/* Invariant 13's walk of a save: its root and the directories up to
+ * GEN_DCP_DEPTH levels below it, at most GEN_DCP_DIRS of them (a DCP save
+ * made by a wrapper, HF Accelerate's `pytorch_model_fsdp_0/`, NeMo's
+ * `weights/`, keeps its shards and metadata one level down). */
+#define GEN_DCP_DEPTH 2
+#define GEN_DCP_DIRS 64
+
+/* One directory of the walk: its shards, the metadata that completes them
+ * (in the same directory), and the subdirectories still to list. */
 struct gen_dcp_scan {
 	bool shards, metadata;
+	uint64_t *queue; /* GEN_DCP_DIRS directories: inode, at depth[i], named name[i] */
+	unsigned *depth;
+	char (*name)[64];
+	size_t *queued;
+	unsigned here; /* this directory's depth */
 };
 
 static int gen_dcp_scan_add(void *arg, const char *name, const struct cat_inode *attr,
@@ -1591,32 +1594,60 @@ static int gen_dcp_scan_add(void *arg, const char *name, const struct cat_inode 
 {
 	struct gen_dcp_scan *d = arg;
 	size_t len = strlen(name);
-	(void)attr;
 	(void)next_cookie;
 	if (gen_ends_with(name, len, ".distcp"))
 		d->shards = true;
 	else if (strcmp(name, ".metadata") == 0 || strcmp(name, "metadata.json") == 0 ||
 		 gen_is_rank_metadata(name))
 		d->metadata = true;
-	return d->shards && d->metadata;
+	else if (S_ISDIR(attr->mode) && d->here < GEN_DCP_DEPTH && *d->queued < GEN_DCP_DIRS) {
+		d->queue[*d->queued] = attr->ino;
+		snprintf(d->name[*d->queued], sizeof(d->name[0]), "%s", name);
+		d->depth[(*d->queued)++] = d->here + 1;
+	}
+	return 0;
 }
 
-/* Does gen hold DCP shards (`*.distcp`) without the metadata that completes
- * a DCP save (`.metadata`, `__N.metadata`, Megatron's `metadata.json`)?
- * Such a layout names itself complete; a tracker naming it first is early
- * (invariant 13). A root that cannot be listed: false (as before). */
-static bool gen_dcp_unfinished(struct gen_policy *g, const struct cat_gen *gen)
+/* Invariant 13: does gen hold DCP shards (`*.distcp`) in a directory
+ * without the metadata that completes them there (`.metadata`,
+ * `__N.metadata`, Megatron's `metadata.json`)? Such a layout names itself
+ * complete; a tracker naming it first is early. 1 with where naming the
+ * directory (its root, or a subdirectory by name and inode), 0 if not,
+ * or the catalog's -errno: a save that cannot be listed is no more known
+ * complete than one listed unfinished. */
+static int gen_dcp_unfinished(struct gen_policy *g, const struct cat_gen *gen, char *where,
+			      size_t size)
 {
-	struct gen_dcp_scan d = { false, false };
-	/* from cookie 2: past "." and ".." */
-	return cat_readdir(g->cat, gen->root, 2, gen_dcp_scan_add, &d) == 0 && d.shards &&
-	       !d.metadata;
+	uint64_t queue[GEN_DCP_DIRS];
+	unsigned depth[GEN_DCP_DIRS];
+	char name[GEN_DCP_DIRS][64];
+	size_t queued = 1;
+	queue[0] = gen->root;
+	depth[0] = 0;
+	snprintf(name[0], sizeof(name[0]), "its root");
+	for (size_t i = 0; i < queued; i++) {
+		struct gen_dcp_scan d = { false, false, queue, depth, name, &queued, depth[i] };
+		/* from cookie 2: past "." and ".." */
+		int rc = cat_readdir(g->cat, queue[i], 2, gen_dcp_scan_add, &d);
+		if (rc != 0)
+			return rc;
+		if (d.shards && !d.metadata) {
+			if (i == 0)
+				snprintf(where, size, "%s", name[0]);
+			else
+				snprintf(where, size, "directory %s (inode %llu)", name[i],
+					 (unsigned long long)queue[i]);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* A tracker `name` (inode ino in directory parent), written through a handle
- * of uid writer, was closed: it commits the OPEN or HELD save it names, if
- * writer is root or that save's owner (invariant 12) and the save is no DCP
- * save still without its metadata (invariant 13). */
+ * of uid writer (or renamed onto its name by uid writer), was closed: it
+ * commits the OPEN or HELD save it names, if writer is root or that save's
+ * owner (invariant 12) and the save is no DCP save still without its
+ * metadata (invariant 13). */
 static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t parent,
 			       const char *name, uid_t writer)
 {
@@ -1648,21 +1679,67 @@ static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t pare
 			 cat_gen_state_name(gen.state), who);
 		return;
 	}
-	if (gen_dcp_unfinished(g, &gen)) {
+	char where[128];
+	int dcp = gen_dcp_unfinished(g, &gen, where, sizeof(where));
+	if (dcp < 0) {
 		log_info("tracker %s (inode %llu) names generation %s (step %llu, %s): not committed,"
-			 " it has DCP shards and no .metadata yet, which commits it (gen.h"
+			 " its files could not be listed (%s) to rule out DCP shards without"
+			 " their .metadata; abandon or the unmount decides (gen.h invariant 13)",
+			 name, (unsigned long long)ino, gen.name, (unsigned long long)gen.step,
+			 cat_gen_state_name(gen.state), strerror(-dcp));
+		return;
+	}
+	if (dcp > 0) {
+		log_info("tracker %s (inode %llu) names generation %s (step %llu, %s): not committed,"
+			 " it has DCP shards and no .metadata yet (in %s), which commits it (gen.h"
 			 " invariant 13)", name, (unsigned long long)ino, gen.name,
-			 (unsigned long long)gen.step, cat_gen_state_name(gen.state));
+			 (unsigned long long)gen.step, cat_gen_state_name(gen.state), where);
 		return;
 	}
 	gen_request_commit(g, gen.id, "tracker", false);
+}
+
+static bool gen_is_tracker_name(const char *name)
+{
+	return strcmp(name, "latest") == 0 || strcmp(name, "latest_checkpointed_iteration.txt") == 0;
+}
+
+/* A file renamed onto a tracker name outside generations (an atomic writer:
+ * a temporary written, fsynced, then os.replace'd onto `latest`): that is
+ * the tracker's close, its renamer the writer of invariant 12. Still open
+ * for writing, its written close decides instead (ns.c noted the name). */
+static void gen_tracker_renamed(struct gen_policy *g, uint64_t ino, uint64_t parent,
+				const char *name, uid_t renamer)
+{
+	struct node *n = node_peek(g->nodes, ino);
+	unsigned writing = n ? node_write_handles(g->nodes, n) : 0;
+	if (n)
+		node_put(g->nodes, n);
+	if (writing == 0)
+		gen_tracker_closed(g, ino, parent, name, renamer);
+}
+
+void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t ino, uint64_t newparent,
+		 const char *newname, uid_t renamer)
+{
+	if (gen_id == 0) {
+		if (ino != 0 && gen_is_tracker_name(newname)) /* invariants 12, 13 */
+			gen_tracker_renamed(g, ino, newparent, newname, renamer);
+		return;
+	}
+	if (strcmp(newname, ".metadata") == 0) {
+		if (!gen_is_lightning_dir(g, gen_id)) /* Lightning FSDP: meta.pt follows */
+			gen_request_commit(g, gen_id, "dcp-metadata", false);
+	} else if (gen_is_rank_metadata(newname)) {
+		gen_request_commit(g, gen_id, "dcp-rank-metadata", true);
+	}
 }
 
 void gen_file_closed(struct gen_policy *g, uint64_t ino, uint64_t parent, const char *name,
 		     uint64_t gen_id, uid_t writer)
 {
 	if (gen_id == 0) {
-		if (strcmp(name, "latest") == 0 || strcmp(name, "latest_checkpointed_iteration.txt") == 0)
+		if (gen_is_tracker_name(name))
 			gen_tracker_closed(g, ino, parent, name, writer);
 		return;
 	}
@@ -1732,8 +1809,10 @@ static void gen_abandoned(struct gen_policy *g, const struct gen_todo *t)
 {
 	struct proof_result pr;
 	char why[GEN_HELD_MAX];
-	/* invariant 16: a failed file's reason first, whatever the content */
-	if (cat_gen_unsettled(g->cat, t->id, why, sizeof(why)) == 0 && why[0]) {
+	/* invariant 16: a failed file's reason first, whatever the content; a
+	 * catalog that cannot say holds it too, its error in the reason (as
+	 * gen_hold_failed and the unmount ask) */
+	if (gen_failed_why(g, t->id, why, sizeof(why))) {
 		gen_hold(g, t->id, "abandoned", why);
 		return;
 	}

@@ -15,7 +15,9 @@
  *   hf-trainer-state   close of a written `trainer_state.json`: quiet commit
  *   tracker            close of a rewritten `latest` / `latest_checkpointed_iteration.txt`
  *                      naming a generation of the same directory, written by
- *                      root or that save's owner (invariants 12, 13)
+ *                      root or that save's owner (invariants 12, 13); a file
+ *                      renamed onto that name outside generations is its
+ *                      close, the renamer its writer
  *   rename             a temporary directory or file renamed to a generation name
  *   next-gen           a new generation of the same owner starts in the series
  *                      while this one has no open writer and no sign of an
@@ -159,19 +161,30 @@
  * 12. A tracker commits a save only for root or the save's owner: the uid
  *     that opened the tracker's written handle (ns.c records it at open; a
  *     FUSE release names no caller) must be 0 or the uid of the save's
- *     root, the owner keep-latest-k partitions by (invariant 6). Anyone
+ *     root, the owner keep-latest-k partitions by (invariant 6). A file
+ *     renamed onto a tracker name (an atomic writer's os.replace) is the
+ *     tracker's close with the renamer's fsuid as that uid; one renamed
+ *     while a write handle of it is open closes with that handle (ns.c
+ *     notes the name at the rename). Anyone
  *     else's tracker naming it (a shared sticky series under allow_other)
  *     gets one warning naming the tracker, its writer's uid and the save,
  *     and changes nothing: otherwise another user could commit a user's
  *     unfinished save and so have keep-latest-k delete that user's older
  *     complete one.
- * 13. A tracker never commits a save holding DCP shards (`*.distcp`) but
- *     none of the metadata that completes a DCP save (`.metadata`,
- *     `__N.metadata`, Megatron's `metadata.json`): that layout names itself
- *     complete, and every trainer that writes a tracker for it (Megatron
- *     torch_dist) writes it after the metadata (TRAINERS.md). The save
- *     stays as it was (OPEN: its metadata commits it, abandon holds it;
- *     HELD: an admin decides), with one info line.
+ * 13. A tracker never commits a save holding DCP shards (`*.distcp`) in a
+ *     directory without the metadata that completes them there
+ *     (`.metadata`, `__N.metadata`, Megatron's `metadata.json`): that
+ *     layout names itself complete, and every trainer that writes a
+ *     tracker for it (Megatron torch_dist) writes it after the metadata
+ *     (TRAINERS.md). It looks at the save's root and the directories up to
+ *     2 levels below it (a DCP save in a subdirectory: HF Accelerate's
+ *     `pytorch_model_fsdp_0/`, NeMo's `weights/`), at most 64 directories
+ *     (gen_dcp_unfinished); what lies past that bound is not looked at. A
+ *     save it cannot list (a catalog error) is not committed either: no
+ *     more known complete than one listed unfinished. The save stays as it
+ *     was (OPEN: its metadata commits it, abandon or the unmount decides;
+ *     HELD: an admin decides), with one info line naming the directory or
+ *     the error.
  * 14. next-gen commits another OPEN save of the series only if its owner
  *     (its root's uid, invariant 6) is the starting save's owner, root
  *     included: a new save shows that its own trainer finished the
@@ -207,6 +220,9 @@
  *     whatever rule tried: a marker, tracker or metadata (a signal from
  *     another rank says nothing of this file), next-gen, content, abandon,
  *     unmount (gen_policy_shutdown asks before any proof or rewrite rule).
+ *     abandon and the unmount ask as gen_hold_failed does (gen_failed_why):
+ *     a catalog that cannot say counts as such a file, the save held at
+ *     once with the reason naming the error (the safe side).
  *     A HELD one stays held. So keep-latest-k never counts it as a
  *     complete save. A later successful close of the file (a retry)
  *     clears the mark before the hold; after it, a write reopens the held
@@ -314,8 +330,13 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name);
 /* One line describing the generation of an inode (for the xattr). */
 int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size);
 
-/* A renamed entry arrived as `newname` in generation gen_id (0: outside). */
-void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t newparent, const char *newname);
+/* A renamed entry (inode ino; 0: not looked up) arrived as `newname` in
+ * generation gen_id (0: outside), moved by uid renamer (fsuid). Outside
+ * generations, a file renamed onto a tracker name is that tracker's close
+ * with renamer as its writer (invariants 12, 13); the caller noted the
+ * trigger name for the node (a handle still open closes it later). */
+void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t ino, uint64_t newparent,
+		 const char *newname, uid_t renamer);
 
 /* A written file was closed (last write handle): name and parent as last seen;
  * writer: the uid (fsuid) that opened the handle which wrote it (a FUSE

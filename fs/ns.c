@@ -538,9 +538,9 @@ int ns_remove(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 
 /* A rename may start a generation (a temporary directory or file renamed to
  * a generation name: rule "rename"), or fire a rule by its new name inside
- * one (gen_renamed: DCP's .metadata). A held root renamed keeps its
- * generation (no new one, so no commit), and a rewrite's root does not move
- * (-EBUSY): meta/generation.h G8. */
+ * one (gen_renamed: DCP's .metadata) or outside (a tracker). A held root
+ * renamed keeps its generation (no new one, so no commit), and a rewrite's
+ * root does not move (-EBUSY): meta/generation.h G8. */
 int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned flags)
 {
@@ -562,10 +562,18 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 	gen_root_removed(ns->gen, parent, name);
 	if (replaced)
 		node_unlinked(ns->nodes, replaced);
-	if (new_gen)
+	if (new_gen) {
 		gen_started(ns->gen, new_gen, newparent, true, c->pid);
-	else
-		gen_renamed(ns->gen, to_gen, newparent, newname);
+		return 0;
+	}
+	/* a trigger name arrived by rename (an atomic tracker writer's
+	 * os.replace onto `latest`): noted like a lookup's, so a handle still
+	 * open fires it at its written close; else the rename is the close
+	 * (fs/gen.h invariant 12, c->uid the writer) */
+	struct cat_inode in = { .ino = 0 };
+	if (gen_is_trigger_name(newname) && cat_lookup(ns->cat, newparent, newname, &in) == 0)
+		node_note_name(ns->nodes, in.ino, newparent, newname);
+	gen_renamed(ns->gen, to_gen, in.ino, newparent, newname, c->uid);
 	return 0;
 }
 

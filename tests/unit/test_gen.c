@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "catalog_internal.h" /* the catalog's connection: a read refused (tg_refuse) */
 #include "gen.h"
 #include "generation.h"
 #include "node.h"
@@ -247,6 +249,56 @@ Test(gen, test_an_abandoned_save_with_a_failed_file_is_held_naming_it)
 	OK(cat_gen_get_brief(tg.cat, id, &gen));
 	cr_assert_str_eq(gen.rule, "abandoned");
 	cr_assert(strstr(gen.held, "\"rank1.dat\"") != NULL, "held reason: %s", gen.held);
+}
+
+/* The catalog's reads of one column (a file's G7 mark, inodes.writing; a
+ * directory's entries, dirents.id) fail while refused: an authorizer denies
+ * them, and a schema change makes every statement prepare again under it. */
+static const char *tg_refused_table, *tg_refused_column;
+
+static int tg_refuse_read(void *arg, int action, const char *table, const char *column,
+			  const char *db, const char *trigger)
+{
+	(void)arg;
+	(void)db;
+	(void)trigger;
+	return action == SQLITE_READ && table && column && strcmp(table, tg_refused_table) == 0 &&
+			       strcmp(column, tg_refused_column) == 0
+		       ? SQLITE_DENY
+		       : SQLITE_OK;
+}
+
+/* table NULL: nothing refused any more */
+static void tg_refuse(const char *table, const char *column)
+{
+	cat_lock(tg.cat);
+	tg_refused_table = table;
+	tg_refused_column = column;
+	sqlite3_set_authorizer(tg.cat->db, table ? tg_refuse_read : NULL, NULL);
+	cr_assert_eq(sqlite3_exec(tg.cat->db, "CREATE TABLE tg_bump(x); DROP TABLE tg_bump", NULL,
+				  NULL, NULL),
+		     SQLITE_OK);
+	cat_unlock(tg.cat);
+}
+
+/* gen.h invariant 16: abandon asks "has it a failed file?" as the unmount
+ * and gen_hold_failed do (gen_failed_why): a catalog that cannot say holds
+ * the save at once, the reason naming the error, before any proof. */
+Test(gen, test_an_abandoned_save_whose_marks_cannot_be_read_is_held_naming_the_error)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0.3);
+	uint64_t id = tg_gen("step-14");
+	tg_file(id, "rank0.dat");
+	tg_refuse("inodes", "writing");
+	OK(gen_policy_start(tg.g));
+	bool held = tg_wait_state(id, GEN_HELD);
+	tg_refuse(NULL, NULL);
+	cr_assert(held, "abandoned after 0.3 s: held");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	cr_assert_str_eq(gen.rule, "abandoned");
+	cr_assert(strstr(gen.held, GEN_FAILED_REASON " (which one is unknown: ") == gen.held,
+		  "held reason names the catalog's error: %s", gen.held);
 }
 
 /* Commits step-<step> with a file in it; returns its id. */
@@ -688,6 +740,116 @@ Test(gen, test_a_tracker_leaves_a_dcp_save_without_its_metadata_open)
 	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "with its metadata the tracker commits it");
 	cr_assert_str_eq(gen.rule, "tracker");
+}
+
+/* A closed file `name` of uid in directory dir (its create's mark cleared:
+ * generation.h G7). */
+static void tg_closed_file(uint64_t dir, const char *name, uid_t uid)
+{
+	struct cat_inode in;
+	uint64_t in_gen = 0;
+	OK(cat_create_in_gen(tg.cat, dir, name, S_IFREG | 0644, uid, uid, 0, NULL, NULL, &in,
+			     &in_gen));
+	OK(cat_file_unmark(tg.cat, in.ino));
+}
+
+/* Generation id is committed, by rule tracker. */
+static void tg_committed_by_tracker(uint64_t id, const char *what)
+{
+	struct cat_gen gen;
+	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED, "%s", what);
+	cr_assert_str_eq(gen.rule, "tracker", "%s", what);
+}
+
+/* The tracker `name` in series, written by uid `writer` under a temporary
+ * name with `text`, closed, then renamed onto `name` by uid renamer (an
+ * atomic writer's os.replace): ns_rename's calls. */
+static void tg_tracker_renamed(uint64_t series, const char *name, uid_t writer, uid_t renamer,
+			       const char *text)
+{
+	struct cat_inode in;
+	uint64_t in_gen = 0, replaced = 0, new_gen = 0;
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	OK(cat_create_in_gen(tg.cat, series, tmp, S_IFREG | 0644, writer, writer, 0, NULL, NULL,
+			     &in, &in_gen));
+	snprintf(tg.tracker_text, sizeof(tg.tracker_text), "%s", text);
+	OK(cat_file_truncate(tg.cat, in.ino, strlen(text)));
+	OK(cat_file_unmark(tg.cat, in.ino)); /* its last handle released (G7) */
+	tg.tracker_ino = in.ino;
+	gen_file_closed(tg.g, in.ino, series, tmp, 0, writer); /* no tracker name: nothing */
+	OK(cat_rename_gen(tg.cat, series, tmp, series, name, 0, NULL, &replaced, &new_gen));
+	cr_assert_eq(new_gen, 0);
+	gen_renamed(tg.g, 0, in.ino, series, name, renamer);
+}
+
+/* Review 39 F3: a tracker renamed onto its name is its close, the renamer
+ * its writer (gen.h invariant 12); invariant 13 holds as for one written in
+ * place. */
+Test(gen, test_a_tracker_renamed_onto_its_name_commits_for_the_owner_only)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t a2 = tg_open_by(run, 200, TG_USER_A, 0, "mp_rank_00_model_states.pt");
+	tg_tracker_renamed(run, "latest", TG_USER_B, TG_USER_B, "step-200\n");
+	cr_assert_eq(tg_state(a2, &gen), GEN_OPEN, "B's renamed tracker does not commit A's save");
+	tg_tracker_renamed(run, "latest", TG_USER_A, TG_USER_B, "step-200\n");
+	cr_assert_eq(tg_state(a2, &gen), GEN_OPEN, "A's tracker renamed by B: B is its writer");
+	tg_tracker_renamed(run, "latest", TG_USER_A, TG_USER_A, "step-200\n");
+	tg_committed_by_tracker(a2, "A's own renamed tracker commits A's save");
+	/* Megatron's iteration file, renamed by root; a DCP save waits for its metadata */
+	uint64_t a3 = tg_open_by(run, 300, TG_USER_A, 0, "__0_0.distcp");
+	tg_tracker_renamed(run, "latest_checkpointed_iteration.txt", 0, 0, "300");
+	cr_assert_eq(tg_state(a3, &gen), GEN_OPEN, "shards without .metadata: not complete yet");
+	tg_closed_file(gen.root, ".metadata", TG_USER_A);
+	tg_tracker_renamed(run, "latest_checkpointed_iteration.txt", 0, 0, "300");
+	tg_committed_by_tracker(a3, "root's renamed tracker commits it with its .metadata");
+}
+
+/* Review 39 F4: invariant 13 looks below the save's root (a DCP save in a
+ * subdirectory, as HF Accelerate's FSDP writes), each directory's shards
+ * wanting their metadata there. */
+Test(gen, test_a_tracker_leaves_a_dcp_save_in_a_subdirectory_without_its_metadata_open)
+{
+	struct cat_gen gen;
+	struct cat_inode dir;
+	uint64_t in_gen = 0;
+	tg_start(0, 60, 0);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t id = tg_open_by(run, 100, TG_USER_A, 0, "trainer.json");
+	OK(cat_gen_get_brief(tg.cat, id, &gen));
+	OK(cat_create_in_gen(tg.cat, gen.root, "pytorch_model_fsdp_0", S_IFDIR | 0755, TG_USER_A,
+			     TG_USER_A, 0, NULL, NULL, &dir, &in_gen));
+	tg_closed_file(dir.ino, "__0_0.distcp", TG_USER_A);
+	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
+	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "a shard one level down without .metadata");
+	tg_closed_file(dir.ino, ".metadata", TG_USER_A);
+	tg_tracker(run, "latest_checkpointed_iteration.txt", TG_USER_A, "100");
+	tg_committed_by_tracker(id, "with its .metadata the tracker commits it");
+}
+
+/* Review 39 F4: a save invariant 13 cannot list is not committed by a
+ * tracker (it used to be: the check failed open); abandon or the unmount
+ * decides. */
+Test(gen, test_a_tracker_commits_no_save_that_cannot_be_listed)
+{
+	struct cat_gen gen;
+	tg_start(0, 60, 0);
+	uint64_t run = tg_sticky_series("run");
+	uint64_t id = tg_open_by(run, 100, TG_USER_A, 0, "mp_rank_00_model_states.pt");
+	tg_tracker(run, "latest", TG_USER_A, "step-100"); /* made; then its close again: */
+	tg_committed_by_tracker(id, "listed, the tracker commits it");
+	uint64_t id2 = tg_open_by(run, 101, TG_USER_A, 0, "mp_rank_00_model_states.pt");
+	snprintf(tg.tracker_text, sizeof(tg.tracker_text), "step-101");
+	OK(cat_file_truncate(tg.cat, tg.tracker_ino, strlen(tg.tracker_text)));
+	tg_refuse("dirents", "id");
+	gen_file_closed(tg.g, tg.tracker_ino, run, "latest", 0, TG_USER_A);
+	int state = tg_state(id2, &gen);
+	tg_refuse(NULL, NULL);
+	cr_assert_eq(state, GEN_OPEN, "a save that could not be listed stays open");
+	tg_tracker(run, "latest", TG_USER_A, "step-101");
+	tg_committed_by_tracker(id2, "listed again, the tracker commits it");
 }
 
 Test(gen, test_next_gen_commits_only_the_starting_users_own_older_saves)

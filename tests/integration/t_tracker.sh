@@ -1,0 +1,128 @@
+#!/bin/bash
+# t_tracker — a tracker (DeepSpeed's `latest`, Megatron's
+# latest_checkpointed_iteration.txt) written the atomic way (a temporary
+# written and fsynced, then os.replace'd onto the name) commits the save it
+# names like one written in place, for root or the save's owner only
+# (fs/gen.h invariants 12, 13; review 39 F3); and a tracker never commits a
+# DCP save whose shards sit in a subdirectory without their .metadata
+# (invariant 13; review 39 F4).
+. "$(dirname "$0")/lib.sh"
+
+OPTS=allow_other,default_permissions,quiet=0.5
+
+# _gen NAME — "STATE RULE" of generation NAME's newest version (0 open, 1
+# committed; rule - while none)
+_gen() { ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"; }
+# _committed NAME RULE WHAT — the daemon's line committing NAME by RULE
+# (up to 20 s), and the catalog says so
+_committed() {
+	ck_wait_log "$CK_DLOG" "generation $1 (series inode [0-9]*, step [0-9]*) committed: $2," 20 ||
+		ck_fail "$3: generation $1 not committed by rule $2 (it is '$(_gen "$1")')"
+	assert_eq "1 $2" "$(_gen "$1")" "$3"
+}
+# _shard PATH SIZE — random bytes written to PATH on the mount; their sum is
+# kept for _intact, which reads every such file back through the mount
+_shard() {
+	head -c "$2" /dev/urandom >"$CK_TMP/shard"
+	cp "$CK_TMP/shard" "$1"
+	echo "$(sha256sum <"$CK_TMP/shard" | cut -d' ' -f1)  $1" >>"$CK_TMP/sums"
+}
+_intact() {
+	sha256sum --quiet -c "$CK_TMP/sums" >"$CK_TMP/sums.out" 2>&1 ||
+		ck_fail "files read back differ from what was written: $(head -n 3 "$CK_TMP/sums.out" | tr '\n' '|')"
+}
+# _replace PATH TEXT [open] — the atomic writer: TEXT into PATH.tmp, flushed
+# and fsynced, os.replace'd onto PATH (with `open`: before the close)
+_replace() {
+	"$PY" - "$1" "$2" "${3:-}" <<'EOF'
+import os, sys
+path, text, still_open = sys.argv[1], sys.argv[2], sys.argv[3] == "open"
+f = open(path + ".tmp", "w")
+f.write(text)
+f.flush()
+os.fsync(f.fileno())
+if still_open:
+    os.replace(path + ".tmp", path)
+    f.close()
+else:
+    f.close()
+    os.replace(path + ".tmp", path)
+EOF
+}
+
+# DeepSpeed's `latest` and Megatron's iteration file, each written to a
+# temporary and renamed onto its name, commit the save they name.
+test_an_atomically_replaced_tracker_commits_its_save() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/run/global_step100"
+	_shard "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
+	_replace "$CK_MNT/run/latest" global_step100 || ck_fail "the atomic write of run/latest failed"
+	_committed global_step100 tracker "the save named by a replaced latest"
+	mkdir "$CK_MNT/run/iter_0000200"
+	_shard "$CK_MNT/run/iter_0000200/model_optim_rng.pt" 300000
+	_replace "$CK_MNT/run/latest_checkpointed_iteration.txt" 200 ||
+		ck_fail "the atomic write of the iteration file failed"
+	_committed iter_0000200 tracker "the save named by a replaced iteration file"
+	assert_eq "global_step100" "$(cat "$CK_MNT/run/latest")" "run/latest"
+	assert_eq "200" "$(cat "$CK_MNT/run/latest_checkpointed_iteration.txt")" "the iteration file"
+	assert_not_exists "$CK_MNT/run/latest.tmp"
+	_intact
+	ck_umount
+}
+
+# Renamed onto `latest` while its handle is still open: its close commits.
+test_a_tracker_renamed_before_its_close_commits_at_the_close() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/run/global_step100"
+	_shard "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
+	_replace "$CK_MNT/run/latest" global_step100 open || ck_fail "the write of run/latest failed"
+	_committed global_step100 tracker "the save named by latest, closed after its rename"
+	_intact
+	ck_umount
+}
+
+# In a shared sticky series, another user's file renamed onto `latest`
+# names root's save: refused with a line naming the renamer (invariant 12);
+# root's own replace commits it.
+test_another_users_replaced_tracker_does_not_commit_a_save() {
+	ck_mount "$OPTS"
+	mkdir -m 1777 "$CK_MNT/run"
+	mkdir "$CK_MNT/run/global_step100"
+	_shard "$CK_MNT/run/global_step100/mp_rank_00_model_states.pt" 300000
+	as_nobody "$PY" -c '
+import os, sys
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("global_step100")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+' "$CK_MNT/run/latest" || ck_fail "uid $NOBODY could not replace run/latest"
+	ck_wait_log "$CK_DLOG" "tracker latest (inode [0-9]*) written by uid $NOBODY names generation global_step100 " 10 ||
+		ck_fail "no refusal of uid $NOBODY's latest (global_step100: '$(_gen global_step100)')"
+	assert_eq "0 -" "$(_gen global_step100)" "root's save after uid $NOBODY's latest"
+	rm "$CK_MNT/run/latest"
+	_replace "$CK_MNT/run/latest" global_step100 || ck_fail "root's atomic write of run/latest failed"
+	_committed global_step100 tracker "root's save named by root's replaced latest"
+	_intact
+	ck_umount
+}
+
+# A DCP save one level down (HF Accelerate's pytorch_model_fsdp_0/): the
+# tracker leaves it open until the .metadata there, which commits it.
+test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory() {
+	ck_mount "$OPTS"
+	local s=$CK_MNT/run/step-100
+	mkdir -p "$s/pytorch_model_fsdp_0"
+	_shard "$s/pytorch_model_fsdp_0/__0_0.distcp" 200000
+	echo 100 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	ck_wait_log "$CK_DLOG" "tracker latest_checkpointed_iteration.txt (inode [0-9]*) names generation step-100 (step 100, open): not committed, it has DCP shards and no .metadata yet (in directory pytorch_model_fsdp_0 " 10 ||
+		ck_fail "no line keeping step-100 open at its tracker (step-100: '$(_gen step-100)')"
+	assert_eq "0 -" "$(_gen step-100)" "step-100 (a shard one level down, no .metadata) after its tracker"
+	_shard "$s/pytorch_model_fsdp_0/__1_0.distcp" 200000
+	echo meta >"$s/pytorch_model_fsdp_0/.metadata.tmp"
+	mv "$s/pytorch_model_fsdp_0/.metadata.tmp" "$s/pytorch_model_fsdp_0/.metadata"
+	_committed step-100 dcp-metadata "step-100 with its .metadata"
+	assert_eq "meta" "$(cat "$s/pytorch_model_fsdp_0/.metadata")" "step-100's .metadata"
+	_intact
+	ck_umount
+}
+
+ck_main "$@"

@@ -254,7 +254,7 @@ int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
  * (its name and inode) whose last close failed, or GEN_LOST_REASON; "" if
  * neither (reason has size bytes). Asked while no handle of the save is
  * open for writing (fs/gen.c), so a mark is a failed close, not a writer.
- * The shared engine has no marks: "" (docs/MULTINODE.md). */
+ * The shared engine names a file whose failed flag is set (pggen.h X14). */
 int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
 
 /* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and

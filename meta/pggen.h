@@ -156,10 +156,18 @@ int pggen_create_root(struct pgns *ns, uint64_t parent, const struct cat_gen_spe
  * (false). *gen_state (if not NULL) gets the state of ino's generation
  * (-1 for none): a COMMITTED one is the caller's to reopen. */
 int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
+/* X14: a write or a last close of ino on this node failed: its failed flag
+ * set (fenced: -ESTALE if this node is not live). */
+int pggen_failed(struct pgns *ns, uint64_t ino);
+/* X14 (generation.h G9): GEN_FAILED_REASON naming a file of generation id
+ * whose write or last close failed, as one node says it; "" if none. */
+int pggen_unsettled(struct pgns *ns, uint64_t id, char *reason, size_t size);
 
 /* OPEN → COMMITTED with rule (X1); HELD too when it is a decision (an admin's
  * commit), never by a rule. -EBUSY with *writers set while files of it are
- * open for writing on any node not yet handled by X2; -ENODATA if it is
+ * open for writing on any node not yet handled by X2; -ENOTRECOVERABLE,
+ * nothing changed, if a file of it failed and rule is no explicit decision
+ * ("explicit", "admin": X14); -ENODATA if it is
  * lost (a rewrite of a lost one: if its new tree is, X6); -EINVAL in
  * another state. */
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers);

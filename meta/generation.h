@@ -113,6 +113,9 @@
  *      (fs/gen.c gen_commit_blocked), so a mark it sees is no live
  *      writer's. A later successful close of that file (a retried write)
  *      clears the mark; so does its removal (the inode leaves the save).
+ *      Both engines: on -o meta= the mark is ns_inodes.failed, set by the
+ *      failed close before its ns_writing row goes, checked by pggen's
+ *      commit in its transaction and outliving a lost node (pggen.h X14).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H

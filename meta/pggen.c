@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X13). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X14). */
 #define _GNU_SOURCE
 #include "pggen.h"
 

@@ -984,6 +984,16 @@ static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, boo
 	}
 	if (rc == 0 && last && written && !unmarked)
 		rc = cat_file_unmark(ns->cat, n->ino);
+	/* -o meta=: a failed close of a written file sets its failed flag
+	 * before its ns_writing row goes, so one or the other holds its save
+	 * (pggen.h X14; alone the mark above stays: generation.h G9) */
+	if (rc != 0 && written && (last || writable)) {
+		int frc = cat_file_failed(ns->cat, n->ino);
+		if (frc != 0 && frc != -ESTALE) /* fenced: its writing row stays for X2 */
+			log_error("inode %llu: cannot tell the shared catalog its close failed: %s;"
+				  " its save may be committed by a rule", (unsigned long long)n->ino,
+				  strerror(-frc));
+	}
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
 }

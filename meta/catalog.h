@@ -182,6 +182,11 @@ bool cat_pg_stats(const struct cat *cat, struct pg_stats *out);
  * [engine]: shared, its ns_writing row, which holds its generation's commit
  * (pggen.h); alone, nothing (the daemon's node table knows). */
 int cat_writing(struct cat *cat, uint64_t ino, bool open);
+/* A write or close of ino on this node failed [engine]: shared, its failed
+ * flag set, which holds its save from every rule but an explicit decision
+ * after its ns_writing row is gone (pggen.h X14); alone, nothing (the
+ * being-written mark stays: generation.h G9). */
+int cat_file_failed(struct cat *cat, uint64_t ino);
 /* The first handle of ino on this node that is not for writing opened
  * (open = true), or the last handle closed, while none for writing is open
  * there [engine]: shared, its ns_open row, which keeps an unlinked inode

@@ -313,6 +313,13 @@ int cat_writing(struct cat *cat, uint64_t ino, bool open)
 	return pggen_writing(&cat->shared->ns, ino, open, NULL);
 }
 
+int cat_file_failed(struct cat *cat, uint64_t ino)
+{
+	if (!cat->shared)
+		return 0;
+	return pggen_failed(&cat->shared->ns, ino);
+}
+
 /* On the FUSE connection (S3 keeps the lease one for the renewal): the
  * duty's holder works on that connection anyway, fenced per transaction. */
 int cat_duty_take(struct cat *cat, const char *name, unsigned term_ms, bool *taken)

@@ -236,6 +236,13 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 	return rc;
 }
 
+/* pggen.h X14: the file whose write or last close failed, named as one
+ * node names it (generation.h G9) */
+int catshg_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
+{
+	return pggen_unsettled(cat_shared_ns(cat), id, reason, size);
+}
+
 /* S7: a rewrite rolled back to its previous version (an abort or a hold of
  * the new version): that version's manifest is queued here again if it is
  * COMMITTED, as on one node (gen_backup_restore). BACKING's copy names its

@@ -1265,8 +1265,8 @@ int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
 {
 	assert(size > 0);
 	reason[0] = '\0';
-	if (cat->shared)
-		return 0; /* no marks there (docs/MULTINODE.md) */
+	if (cat->shared) /* pggen.h X14: the failed flags */
+		return catshg_unsettled(cat, id, reason, size);
 	cat_lock(cat);
 	int rc = 0;
 	if (cat_defer_gen_lost(cat, id)) {

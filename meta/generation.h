@@ -113,6 +113,9 @@
  *      (fs/gen.c gen_commit_blocked), so a mark it sees is no live
  *      writer's. A later successful close of that file (a retried write)
  *      clears the mark; so does its removal (the inode leaves the save).
+ *      Both engines: on -o meta= the mark is ns_inodes.failed, set by the
+ *      failed close before its ns_writing row goes, checked by pggen's
+ *      commit in its transaction and outliving a lost node (pggen.h X14).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -254,7 +257,7 @@ int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
  * (its name and inode) whose last close failed, or GEN_LOST_REASON; "" if
  * neither (reason has size bytes). Asked while no handle of the save is
  * open for writing (fs/gen.c), so a mark is a failed close, not a writer.
- * The shared engine has no marks: "" (docs/MULTINODE.md). */
+ * The shared engine names a file whose failed flag is set (pggen.h X14). */
 int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
 
 /* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and

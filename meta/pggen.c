@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X13). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X14). */
 #define _GNU_SOURCE
 #include "pggen.h"
 
@@ -101,6 +101,11 @@ enum {
 	G_OUT_EXTENTS,
 	/* keep-latest-k's expire: the newer saves it needs (generation.h G6) */
 	G_KEEP_NEWER,
+	/* X14: a file whose write or last close failed */
+	G_FAILED_SET,
+	G_WRITERS_FAILED,
+	G_FAILED_CLEAR,
+	G_UNSETTLED,
 	G_COUNT
 };
 
@@ -149,7 +154,9 @@ const struct pg_stmt pggen_stmts[] = {
 	 * writer, fenced in the statement (lease.h L5). X1: an open holds its
 	 * generation's row FOR SHARE against a commit's change, to its end.
 	 * Columns: the fence, whether the inode exists (nothing is written if
-	 * not), the generation's state on an open (NULL: none) */
+	 * not), the generation's state on an open (NULL: none). X14: an open
+	 * clears the inode's failed flag (its ns_writing row holds the commit
+	 * from here; a close that fails sets it again) */
 	[G_WRITING] = { "gen_writing",
 			"WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT gen FROM ns_inodes WHERE ino = $2 FOR SHARE),"
 			" g AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
@@ -157,7 +164,9 @@ const struct pg_stmt pggen_stmts[] = {
 			" a AS (INSERT INTO ns_writing(node, ino) SELECT $1, $2 WHERE $3::boolean"
 			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i) ON CONFLICT DO NOTHING),"
 			" d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2 AND NOT $3::boolean"
-			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i))"
+			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i)),"
+			" f AS (UPDATE ns_inodes SET failed = false WHERE ino = $2 AND failed"
+			" AND $3::boolean AND " LEASE_LIVE ")"
 			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i), (SELECT state FROM g)",
 			3 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
@@ -173,13 +182,20 @@ const struct pg_stmt pggen_stmts[] = {
 			    2 },
 	/* X9: G_WRITERS and G_COMMIT in one statement, after G_COMMIT_LOCK (its
 	 * own snapshot, taken after the row was locked: X1); commits only when
-	 * the count is 0 */
+	 * the count is 0. X14: and, unless $4 (an explicit decision), no file
+	 * of it failed; a decision clears the flags it commits. Columns: the
+	 * writers, the failed files a rule is refused for. */
 	[G_COMMIT_FREE] = { "gen_commit_free",
 			    "WITH w AS (SELECT count(*) AS n FROM ns_writing w JOIN ns_inodes i"
-			    " ON i.ino = w.ino WHERE i.gen = $1), c AS (UPDATE ns_generations SET"
+			    " ON i.ino = w.ino WHERE i.gen = $1), f AS (SELECT count(*) AS n"
+			    " FROM ns_inodes WHERE gen = $1 AND failed AND nlink > 0"
+			    " AND NOT $4::boolean), x AS (UPDATE ns_inodes SET failed = false"
+			    " WHERE gen = $1 AND failed AND $4::boolean AND (SELECT n FROM w) = 0),"
+			    " c AS (UPDATE ns_generations SET"
 			    " state = 1, committed_ns = $2, rule = $3, held = '', backup_root = 0"
-			    " WHERE id = $1 AND (SELECT n FROM w) = 0) SELECT n FROM w",
-			    3 },
+			    " WHERE id = $1 AND (SELECT n FROM w) = 0 AND (SELECT n FROM f) = 0)"
+			    " SELECT (SELECT n FROM w), (SELECT n FROM f)",
+			    4 },
 	/* X1: every writer counts, also one of a node whose lease ran out and
 	 * that no sweep has handled yet: its file is unfinished until X2 holds
 	 * the generation */
@@ -583,6 +599,26 @@ const struct pg_stmt pggen_stmts[] = {
 	 * meanwhile is seen (it waits for this one, or this one counts it
 	 * anew); how many of them are durable; whether $1 (its row locked by
 	 * the caller) is at its version on BACKING */
+	/* X14: a failed write or last close of inode $2 by node $1, fenced */
+	[G_FAILED_SET] = { "gen_failed_set",
+			   "WITH " LEASE_FENCE_WITH("$1") ", u AS (UPDATE ns_inodes SET failed = true"
+			   " WHERE ino = $2 AND NOT failed AND " LEASE_LIVE ") SELECT " LEASE_LIVE,
+			   2 },
+	/* X1, X14 for a rewrite or a lost one (G_COMMIT_FREE's two counts) */
+	[G_WRITERS_FAILED] = { "gen_writers_failed",
+			       "SELECT (SELECT count(*) FROM ns_writing w JOIN ns_inodes i"
+			       " ON i.ino = w.ino WHERE i.gen = $1), (SELECT count(*) FROM ns_inodes"
+			       " WHERE gen = $1 AND failed AND nlink > 0)",
+			       1 },
+	[G_FAILED_CLEAR] = { "gen_failed_clear",
+			     "UPDATE ns_inodes SET failed = false WHERE gen = $1 AND failed", 1 },
+	/* X14: the failed file of generation $1 a hold names (its lowest
+	 * inode, and one of its names) */
+	[G_UNSETTLED] = { "gen_unsettled",
+			  "SELECT i.ino, (SELECT min(d.name) FROM ns_dirents d WHERE d.ino = i.ino)"
+			  " FROM ns_inodes i WHERE i.gen = $1 AND i.failed AND i.nlink > 0"
+			  " ORDER BY i.ino LIMIT 1",
+			  1 },
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
 			   " coalesce((SELECT (g.state = 1 AND g.durable_version = g.version)::int"
@@ -632,6 +668,8 @@ struct pggen_call {
 	int state;
 	uint64_t count;
 	uint32_t version; /* pggen_commit_at: the version committed */
+	char *buf;        /* pggen_unsettled: the reason, of size bytes */
+	size_t size;
 	PGresult *res, *res2, *res3;
 	struct cat_id_vec *ids; /* inodes a rollback to a backup unlinked */
 	bool rolled_back;
@@ -730,6 +768,57 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
 	return rc;
 }
 
+/* X14: a failed write or last close, fenced in its statement (lease.h L5) */
+static int pggen_failed_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(i, c->ino) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_FAILED_SET, params, &res);
+	if (rc == 0)
+		rc = lease_fenced(res);
+	PQclear(res);
+	return rc;
+}
+
+int pggen_failed(struct pgns *ns, uint64_t ino)
+{
+	struct pggen_call c = { .ns = ns, .ino = ino };
+	return pg_txn(ns->pg, pggen_failed_body, &c);
+}
+
+static int pggen_unsettled_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char g[24];
+	const char *params[] = { PG_U64(g, c->id) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_UNSETTLED, params, &res);
+	if (rc)
+		return rc;
+	c->buf[0] = '\0';
+	if (pg_rows(res) == 1) /* as generation.c's gen_unsettled says it */
+		snprintf(c->buf, c->size, GEN_FAILED_REASON ": \"%s\" (inode %lld) is as of its"
+			 " last successful close or fsync", PQgetvalue(res, 0, 1),
+			 (long long)pg_int(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+int pggen_unsettled(struct pgns *ns, uint64_t id, char *reason, size_t size)
+{
+	assert(size > 0);
+	reason[0] = '\0';
+	struct pggen_call c = { .ns = ns, .id = id, .buf = reason, .size = size };
+	int rc = pg_read(ns->pg, pggen_unsettled_body, &c);
+	if (rc)
+		reason[0] = '\0';
+	return rc;
+}
+
 /* ---- commit and hold ---- */
 
 static int pggen_lock(struct pgns *ns, uint64_t id, int *state, bool *lost, uint64_t *backup)
@@ -783,9 +872,19 @@ static int pggen_commit_lock(struct pgns *ns, uint64_t id, int *state, bool *los
 	return rc;
 }
 
+/* X14 (generation.h G9): a rule that is an explicit decision (an admin's
+ * commit, the commit xattr), as generation.c's gen_rule_explicit. */
+static bool pggen_rule_explicit(const char *rule)
+{
+	return strcmp(rule, "explicit") == 0 || strcmp(rule, "admin") == 0;
+}
+
 /* X9: BEGIN, G_COMMIT_LOCK (the fence on it), G_COMMIT_FREE, COMMIT; a
  * rewrite (a backup to drop) or a lost one takes the statements of each
- * step (G_WRITERS, the backup's drop, G_STILL_LOST, G_COMMIT) instead. */
+ * step (G_WRITERS_FAILED, the backup's drop, G_STILL_LOST, G_COMMIT)
+ * instead. X14: a file of it that failed refuses a rule that is no
+ * explicit decision (-ENOTRECOVERABLE, nothing changed); a decision
+ * clears the flags, in the same transaction. */
 static int pggen_commit_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -808,19 +907,30 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		if (rc)
 			return rc;
 	}
-	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule };
+	bool explicit = pggen_rule_explicit(c->rule);
+	const char *set[] = { g, PG_I64(t, pgns_now_ns()), c->rule, explicit ? "true" : "false" };
 	PGresult *res;
-	rc = pggen_exec(ns, backup || lost ? G_WRITERS : G_COMMIT_FREE,
+	rc = pggen_exec(ns, backup || lost ? G_WRITERS_FAILED : G_COMMIT_FREE,
 			backup || lost ? params : set, &res);
 	if (rc)
 		return rc;
 	c->count = (uint64_t)pg_int(res, 0, 0);
+	uint64_t failed = explicit ? 0 : (uint64_t)pg_int(res, 0, 1);
 	PQclear(res);
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
+	if (failed > 0) {
+		log_warn("catalog %s: generation %" PRIu64 " not committed by rule %s: %" PRIu64
+			 " file(s) of it failed a write or last close (pggen.h X14, generation.h G9)",
+			 pg_name(ns->pg), c->id, c->rule, failed);
+		return -ENOTRECOVERABLE;
+	}
 	if (!backup && !lost)
 		return 0; /* G_COMMIT_FREE committed it */
-	rc = pggen_backup_drop(ns, backup); /* the new version is what is proven now */
+	if (explicit) /* X14: the decision takes it as it is */
+		rc = pggen_exec(ns, G_FAILED_CLEAR, params, NULL);
+	if (rc == 0)
+		rc = pggen_backup_drop(ns, backup); /* the new version is what is proven now */
 	if (rc == 0 && lost) { /* X6: a rewrite of a lost one, rolled back whole if still lost */
 		rc = pggen_still_lost(ns, params, &lost);
 		if (rc == 0 && lost)

@@ -131,6 +131,28 @@
  *      it. A truly HELD save (state HELD: a first version its dead node
  *      was writing, held "node-lost" by X2, lost or not) keeps G6's rule
  *      for held ones: it was never proven complete.
+ *  X14. (generation.h G9 on this engine; schema 3) A file whose write or
+ *      close failed (ENOSPC, EIO: the close's commit of its writer, at the
+ *      last handle or a handle for writing, fs/ns.c ns_commit) has its
+ *      ns_inodes.failed set (pggen_failed, fenced) before its ns_writing
+ *      row goes, so the row (X1) or the flag holds its save at every
+ *      moment; the flag outlives the node (a node lost with it leaves it,
+ *      X2 drops only its writing rows). While a file of a generation with
+ *      nlink > 0 is failed, every commit by a rule other than an explicit
+ *      decision ("explicit", "admin": a marker, tracker, metadata, next-gen,
+ *      content, unmount) is refused with -ENOTRECOVERABLE in the commit's
+ *      own transaction (G_COMMIT_FREE's statement, after its row lock; a
+ *      rewrite's or a lost one's G_WRITERS_FAILED), nothing changed; fs/gen.c
+ *      then holds it with pggen_unsettled's reason (GEN_FAILED_REASON naming
+ *      the file, as one node names it). Cleared by: a later open for
+ *      writing of the file on any node (G_WRITING: a retry, whose ns_writing
+ *      row holds the save until its close, which sets the flag again if it
+ *      fails); its removal (nlink 0: it is no file of the save; the row goes
+ *      with the inode); an explicit decision, which takes the save as it is
+ *      and clears the flags of its files in its transaction, as one node
+ *      does. A close that succeeds after a failed one of another handle of
+ *      the same node, without a new open for writing, does not clear it:
+ *      the save stays held for a decision (stricter than one node).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -156,10 +178,18 @@ int pggen_create_root(struct pgns *ns, uint64_t parent, const struct cat_gen_spe
  * (false). *gen_state (if not NULL) gets the state of ino's generation
  * (-1 for none): a COMMITTED one is the caller's to reopen. */
 int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
+/* X14: a write or a last close of ino on this node failed: its failed flag
+ * set (fenced: -ESTALE if this node is not live). */
+int pggen_failed(struct pgns *ns, uint64_t ino);
+/* X14 (generation.h G9): GEN_FAILED_REASON naming a file of generation id
+ * whose write or last close failed, as one node says it; "" if none. */
+int pggen_unsettled(struct pgns *ns, uint64_t id, char *reason, size_t size);
 
 /* OPEN → COMMITTED with rule (X1); HELD too when it is a decision (an admin's
  * commit), never by a rule. -EBUSY with *writers set while files of it are
- * open for writing on any node not yet handled by X2; -ENODATA if it is
+ * open for writing on any node not yet handled by X2; -ENOTRECOVERABLE,
+ * nothing changed, if a file of it failed and rule is no explicit decision
+ * ("explicit", "admin": X14); -ENODATA if it is
  * lost (a rewrite of a lost one: if its new tree is, X6); -EINVAL in
  * another state. */
 int pggen_commit(struct pgns *ns, uint64_t id, const char *rule, bool decision, uint64_t *writers);

@@ -712,6 +712,11 @@ static const char pgns_schema_sql[] =
 	"CREATE INDEX IF NOT EXISTS ns_generations_manifests_left ON ns_generations(id)"
 	" WHERE state IN (2, 3) AND NOT manifests_gone;"
 	"CREATE INDEX IF NOT EXISTS ns_generations_rewritten ON ns_generations(id) WHERE version > 1;"
+	/* schema 3, a file whose write or last close failed (pggen.h X14): added
+	 * to a database of schema 2 at its next open, as schema 2 was; a node
+	 * of schema 2 neither sets nor reads it */
+	"ALTER TABLE ns_inodes ADD COLUMN IF NOT EXISTS failed BOOLEAN NOT NULL DEFAULT false;"
+	"CREATE INDEX IF NOT EXISTS ns_inodes_failed ON ns_inodes(gen) WHERE failed;"
 	"INSERT INTO ns_meta(key, value) VALUES ('schema', '" PGNS_SCHEMA_TEXT "') ON CONFLICT (key)"
 	" DO UPDATE SET value = excluded.value WHERE CAST(ns_meta.value AS INT) <"
 	" CAST(excluded.value AS INT);";

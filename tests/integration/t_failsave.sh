@@ -53,24 +53,7 @@ _save_then_fail() {
 	ck_fault eio=write,fsync,rename,create,link
 	ck_rand "$CK_REF/big" $((120 * MiB))
 	local rc=0
-	"$PY" - "$CK_REF/big" "$CK_MNT/run/step-100/rank1.bin" <<'PYEOF' || rc=$?
-import errno, os, sys
-src = open(sys.argv[1], "rb").read()
-fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-os.write(fd, src[:8 << 20]); os.fsync(fd)       # a mid-save fsync
-err = None
-try:
-    off = 8 << 20
-    while off < len(src):
-        off += os.write(fd, src[off:off + (1 << 20)])
-except OSError as e:
-    err = e
-try:
-    os.close(fd)
-except OSError as e:
-    err = err or e
-sys.exit(3 if err and err.errno == errno.ENOSPC else (4 if err else 0))
-PYEOF
+	"$PY" "$CK_HELPERS/enospc_write.py" "$CK_REF/big" "$CK_MNT/run/step-100/rank1.bin" || rc=$?
 	[ "$rc" = 3 ] || ck_fail "rank1.bin: expected ENOSPC on write or close, exit $rc"
 	assert_eq 1 "$(ck_sql "SELECT writing FROM inodes i JOIN dirents d ON d.ino = i.ino WHERE d.name = 'rank1.bin' AND i.gen = (SELECT id FROM generations WHERE name = 'step-100')")" \
 		"rank1.bin keeps its being-written mark after its failed close"

@@ -453,7 +453,8 @@ Test(catshared_horizon, a_save_renamed_out_of_its_series_keeps_its_manifest_unti
 	pt_cat_close(&a);
 }
 
-/* The schema before the horizon (schema 1): its columns and its key gone. */
+/* The schema before the horizon (schema 1): its columns and its key gone,
+ * and schema 3's failed flag (pggen.h X14). */
 static void hz_schema_1(void)
 {
 	PGconn *c = PQconnectdb(pt_url);
@@ -462,6 +463,7 @@ static void hz_schema_1(void)
 			     " ALTER TABLE ns_generations DROP COLUMN gone_seen_ns,"
 			     " DROP COLUMN manifests_gone;"
 			     " DROP INDEX IF EXISTS ns_generations_rewritten;"
+			     " ALTER TABLE ns_inodes DROP COLUMN failed;"
 			     " DELETE FROM ns_meta WHERE key IN ('schema', 'tree_horizon')");
 	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 	PQclear(r);

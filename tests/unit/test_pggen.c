@@ -1431,3 +1431,86 @@ Test(pggen, a_create_whose_answer_was_lost_answers_as_its_first_run)
 	tg_checked(&a);
 	pt_leave(&a);
 }
+
+/* X14 (generation.h G9 on -o meta=): b's last close of its shard fails
+ * (pggen_failed, then its ns_writing row goes, as fs/ns.c does): every rule
+ * but a decision is refused in the commit's transaction, nothing changed,
+ * and pggen_unsettled names the file as one node does; the flag outlives
+ * b's lease (its row is in the shared catalog). A reopen for writing clears
+ * it (a retry, whose failed close would set it again), so does the file's
+ * removal; a decision ("admin") commits and clears it, a rewrite's commit
+ * (a backup to drop) is refused the same way. */
+Test(pggen, a_failed_close_holds_its_save_from_every_rule_but_a_decision)
+{
+	struct pt_node a, b;
+	struct cat_inode run;
+	tg_nodes(&a, &b, 2000, &run);
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
+	tg_publish(&a, sa, 31, 2);
+	tg_publish(&a, sb, 32, 1); /* held by a: b's death loses nothing (X2) */
+	OK(pggen_failed(&b.ns, sb)); /* b's write of its second chunk failed */
+	tg_close_shards(&a, sa, &b, sb);
+	char why[GEN_HELD_MAX];
+	static const char *const rules[] = { "dcp-metadata", "hf-trainer-state", "next-gen",
+					     "content", "unmount" };
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		FAILS(pggen_commit(&a.ns, gen, rules[i], false, NULL), ENOTRECOVERABLE);
+	cr_assert_eq(tg_state(&b, gen, NULL), GEN_OPEN, "a refused commit changes nothing");
+	OK(pggen_unsettled(&a.ns, gen, why, sizeof(why)));
+	cr_assert(strncmp(why, GEN_FAILED_REASON, strlen(GEN_FAILED_REASON)) == 0, "%s", why);
+	cr_assert(strstr(why, "\"__1_0.distcp\"") != NULL, "the reason names the file: %s", why);
+
+	/* the hold fs/gen.c makes, then b lost: the flag stays */
+	OK(pggen_hold(&a.ns, gen, "dcp-metadata", why));
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl);
+	OK(pggen_unsettled(&a.ns, gen, why, sizeof(why)));
+	cr_assert(strstr(why, "\"__1_0.distcp\"") != NULL, "after b was lost: %s", why);
+	FAILS(pggen_commit(&a.ns, gen, "dcp-metadata", true, NULL), ENOTRECOVERABLE);
+	cr_assert_eq(tg_state(&a, gen, NULL), GEN_HELD);
+	/* a decision takes it as it is, and clears the flag */
+	OK(pggen_commit(&a.ns, gen, "admin", true, NULL));
+	cr_assert_eq(tg_state(&a, gen, NULL), GEN_COMMITTED);
+	OK(pggen_unsettled(&a.ns, gen, why, sizeof(why)));
+	cr_assert_str_eq(why, "");
+
+	/* a rewrite (version 2) of it with a failed file: refused, then a
+	 * retried write of that file clears it and a rule commits */
+	OK(pggen_reopen(&a.ns, gen));
+	OK(pggen_writing(&a.ns, sa, true, NULL));
+	tg_publish(&a, sa, 33, 1);
+	OK(pggen_failed(&a.ns, sa));
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	FAILS(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL), ENOTRECOVERABLE);
+	struct cat_gen g;
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.state, GEN_OPEN);
+	cr_assert(g.backup_root != 0, "the refused commit kept the backup");
+	OK(pggen_writing(&a.ns, sa, true, NULL)); /* the retry */
+	OK(pggen_unsettled(&a.ns, gen, why, sizeof(why)));
+	cr_assert_str_eq(why, "", "a reopen for writing clears the flag");
+	tg_publish(&a, sa, 34, 1);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL));
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	cr_assert_eq(g.version, 2);
+
+	/* a removed failed file no longer holds its save */
+	uint64_t sc, sd;
+	uint64_t gen2 = tg_save(&a, &a, run.ino, "step-200", 200, &sc, &sd);
+	OK(pggen_failed(&a.ns, sd));
+	tg_close_shards(&a, sc, &a, sd);
+	FAILS(pggen_commit(&a.ns, gen2, "dcp-metadata", false, NULL), ENOTRECOVERABLE);
+	struct cat_inode root2;
+	OK(pgns_lookup(&a.ns, run.ino, "step-200", &root2));
+	OK(pgns_unlink(&a.ns, root2.ino, "__1_0.distcp", NULL));
+	OK(pggen_unsettled(&a.ns, gen2, why, sizeof(why)));
+	cr_assert_str_eq(why, "");
+	OK(pggen_commit(&a.ns, gen2, "dcp-metadata", false, NULL));
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+}

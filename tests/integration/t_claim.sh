@@ -209,6 +209,45 @@ test_a_container_with_its_own_namespaces_is_refused_and_the_holder_writes_on() {
 	ck_umount
 }
 
+# _wal_synced_before_claim LOG — of the events of LOG (synclog with
+# SYNCLOG_ORDER) up to the first link of ckptfs.claim (a take's exclusive
+# create): "synced" when the last WAL write before it was followed by a sync
+# of that WAL before it; "unsynced" when not; "no-link" when no claim was
+# made.
+_wal_synced_before_claim() {
+	awk '$1 == "walwrite" && $2 ~ /\/catalog\.db[^/]*-wal$/ { wal = $2; synced = 0 }
+		$1 == "sync" && wal != "" && $2 == wal { synced = 1 }
+		$1 == "link" && $2 ~ /\/ckptfs\.claim$/ { print (wal == "" ? "no-wal" : synced ? "synced" : "unsynced"); done = 1; exit }
+		END { if (!done) print "no-link" }' "$1"
+}
+
+# claim.h invariant 14 (review 40 F4): the take begun is recorded in the
+# catalog, and that record synced (an fdatasync of its WAL), before the
+# claim naming it is created on BACKING: after a power loss the catalog
+# still knows the take, and its own cache is not refused as a copy's.
+# Before, the WAL frames were written but first synced at the unmount (or
+# the first checkpoint). The same for `ckptfs-admin rebuild`'s stand-in.
+test_the_take_begun_is_synced_before_the_claim_is_created() {
+	ck_mount
+	_save step-1 1
+	ck_wait_durable
+	ck_umount
+	SYNCLOG_ORDER=1 ck_mount_synclog
+	ck_umount
+	assert_eq synced "$(_wal_synced_before_claim "$CK_SYNCLOG")" \
+		"a WAL sync between the take begun and the claim's create: $(grep -E '^(walwrite|link|sync .*-wal)' "$CK_SYNCLOG" | head -n 12 | tr '\n' '|')"
+	local shim log=$CK_TMP/synclog.rebuild
+	shim=$(cd "$(dirname "$CKPTFS_BIN")" && pwd)/synclog.so
+	: >"$log"
+	SYNCLOG=$log SYNCLOG_ORDER=1 LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >/dev/null || ck_fail "rebuild failed"
+	assert_eq synced "$(_wal_synced_before_claim "$log")" \
+		"rebuild: a WAL sync between the take begun and the claim's create: $(grep -E '^(walwrite|link|sync .*-wal)' "$log" | head -n 12 | tr '\n' '|')"
+	ck_mount # the rebuilt catalog mounts and reads step-1
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 after the rebuild"
+	ck_umount
+}
+
 test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
 	ck_mount
 	_save step-1 2

@@ -166,22 +166,23 @@ Test(claim_judge, same_name_and_boot_other_namespaces_is_another_host)
 
 Test(claim_format, the_ns_line_round_trips_and_is_checked)
 {
-	struct claim_rec r = rec_of(ID_A, "node1", "b-1", "/var/cache/ckptfs/x", NOW), back;
-	r.fresh = false; /* not in the file */
-	char buf[CLAIM_MAX];
-	int n = claim_format(&r, buf, sizeof(buf));
+	const char *head = "ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B
+			   "\nhost h\nboot b\ncache /c\npid 1\nrenewed 5\n";
+	char text[512], buf[CLAIM_MAX];
+	struct claim_rec r, back;
+	cr_assert_eq(claim_parse(head, strlen(head), &r), 0);
+	cr_assert_eq(r.ns_mnt + r.ns_pid, 0, "no ns line: 0 0 (an older ckptfs's)");
+	cr_assert_gt(claim_format(&r, buf, sizeof(buf)), 0);
 	cr_assert_null(strstr(buf, "\nns "), "no ns line when unknown");
-	r.ns_mnt = 4026531841u;
-	r.ns_pid = 4026531836u;
-	n = claim_format(&r, buf, sizeof(buf));
+	snprintf(text, sizeof(text), "%sns 4026531841 4026531836\n", head);
+	cr_assert_eq(claim_parse(text, strlen(text), &r), 0);
+	cr_assert(r.ns_mnt == 4026531841u && r.ns_pid == 4026531836u);
+	int n = claim_format(&r, buf, sizeof(buf));
 	cr_assert_not_null(strstr(buf, "\nns 4026531841 4026531836\n"), "%s", buf);
 	cr_assert_eq(claim_parse(buf, (size_t)n, &back), 0);
 	cr_assert_eq(memcmp(&r, &back, sizeof(r)), 0);
 	static const char *const bad[] = { "ns 1\n", "ns 0 5\n", "ns 5 0\n", "ns x 5\n", "ns 5 -1\n" };
-	const char *head = "ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B
-			   "\nhost h\nboot b\ncache /c\npid 1\nrenewed 5\n";
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char text[512];
 		snprintf(text, sizeof(text), "%s%s", head, bad[i]);
 		cr_assert_eq(claim_parse(text, strlen(text), &back), -EINVAL, "%s", bad[i]);
 	}

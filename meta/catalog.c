@@ -3066,7 +3066,9 @@ static int cat_claim_take_get(struct cat *cat, const char *key, uint64_t *take, 
 }
 
 /* claim.h invariant 12's ledger note: a take begun, then made, in the meta
- * table, each in its own transaction (begun before the create, made after). */
+ * table, each in its own transaction (begun before the create, made after).
+ * The begun one is synced before it returns (claim.h 14): one fdatasync per
+ * take; the made one need not be (the begun one names the instance). */
 static int cat_claim_note(void *arg, bool done, uint64_t take, const char *instance)
 {
 	struct cat *cat = arg;
@@ -3081,6 +3083,8 @@ static int cat_claim_note(void *arg, bool done, uint64_t take, const char *insta
 	if (rc == 0)
 		rc = cat_exec(cat, done ? "record a take of the claim" : "record a take begun", sql);
 	rc = cat_end(cat, rc);
+	if (rc == 0 && !done)
+		rc = cat_wal_sync(cat); /* claim.h 14: a power loss keeps the begun take */
 	cat_unlock(cat);
 	return rc;
 }

@@ -20,10 +20,14 @@
  *     (so readers see old or new bytes), and put returns 0 only after the
  *     rename and the fsync of the directory holding it.
  *  2. Temporary names are unique per host, process and call and cannot be
- *     guessed: "<host>.<pid>.<64 random bits>" (safeopen.h 3), created with
- *     O_EXCL, so a name planted by someone else fails the put instead of
- *     being written through; at open, those left by dead processes of this
- *     host are removed.
+ *     guessed: "<host>.<pid>-<pidns>.<64 random bits>" (safeopen.h 3; pidns:
+ *     the inode of /proc/self/ns/pid, "-<pidns>" absent when unknown),
+ *     created with O_EXCL, so a name planted by someone else fails the put
+ *     instead of being written through; at open, those left by dead
+ *     processes of this host are removed: a pid looked up only in the pid
+ *     namespace it names (a container on this kernel with its own pid
+ *     namespace sees other processes: claim.h invariant 4); a name without
+ *     "-<pidns>" (an older ckptfs's) as before, by the pid alone.
  *  3. Every relpath is checked before any I/O: relative, non-empty, no empty,
  *     "." or ".." component (so never "//", a leading or trailing '/', or an
  *     escape from the root): -EINVAL otherwise.
@@ -163,6 +167,7 @@ struct bdir_held {
 struct backing {
 	char *spec;
 	char host[64];
+	unsigned long long pidns; /* invariant 2: /proc/self/ns/pid's inode; 0 unknown */
 	unsigned timeout_ms;
 	struct backing_nfs *nfs; /* NULL: directory backend */
 	int root_fd;		 /* directory backend */
@@ -224,11 +229,15 @@ static void backing_parent(const char *rel, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-/* Invariant 2: "tmp/[probe.]<host>.<pid>.<16 random hex digits>". */
+/* Invariant 2: "tmp/[probe.]<host>.<pid>[-<pidns>].<16 random hex digits>". */
 static void backing_tmp_name(const struct backing *b, const char *prefix, char *buf, size_t size)
 {
 	char head[BACKING_TMP_NAME];
-	snprintf(head, sizeof(head), BACKING_TMP_DIR "/%s%s.%ld.", prefix, b->host, (long)getpid());
+	char ns[24] = "";
+	if (b->pidns)
+		snprintf(ns, sizeof(ns), "-%llu", b->pidns);
+	snprintf(head, sizeof(head), BACKING_TMP_DIR "/%s%s.%ld%s.", prefix, b->host, (long)getpid(),
+		 ns);
 	atomic_fetch_add(&backing_tmp_seq, 1);
 	if (safe_tmpname(buf, size, head) != 0) /* no entropy: still exclusive, only guessable */
 		snprintf(buf, size, "%s%lu", head,
@@ -1027,8 +1036,10 @@ static int backing_drop_stale_tmp(void *arg, const char *name)
 		return 0; /* another host's, or not ours at all */
 	char *end;
 	long pid = strtol(p + hl + 1, &end, 10);
-	if (pid <= 0 || *end != '.' || pid == (long)getpid())
+	if (pid <= 0 || (*end != '.' && *end != '-') || pid == (long)getpid())
 		return 0;
+	if (*end == '-' && (!b->pidns || strtoull(end + 1, &end, 10) != b->pidns || *end != '.'))
+		return 0; /* invariant 2: another pid namespace's (or ours unknown) */
 	if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
 		return 0; /* a live writer on this host */
 	char rel[PATH_MAX];
@@ -1120,6 +1131,9 @@ int backing_open(const char *spec, unsigned timeout_ms, struct backing **out)
 	for (char *p = b->host; *p; p++)
 		if (*p == '.' || *p == '/')
 			*p = '_';
+	struct stat ns_st; /* invariant 2 */
+	if (stat("/proc/self/ns/pid", &ns_st) == 0)
+		b->pidns = (unsigned long long)ns_st.st_ino;
 
 	int rc;
 	if (!strncmp(spec, "nfs://", 6)) {

@@ -39,9 +39,10 @@
  *
  * Backends: fs/lib/backing.c (dispatch, directory), fs/lib/backing_nfs.c (libnfs,
  * NFSv3, a pool of up to 4 connections). Layout kept by the module itself:
- * tmp/ holds temporaries "<host>.<pid>.<random>" and "probe.<host>.<pid>.<random>"
- * (unguessable, created exclusively; nothing is followed: backing.c 2, 8);
- * open removes those of dead processes of this host. Tested by
+ * tmp/ holds temporaries "<host>.<pid>-<pidns>.<random>" and
+ * "probe.<host>.<pid>-<pidns>.<random>" (unguessable, created exclusively;
+ * nothing is followed: backing.c 2, 8); open removes those of dead processes
+ * of this host and pid namespace. Tested by
  * tests/unit/test_backing.c (directory) and tests/nfs/ (nfs://, ganesha). */
 #ifndef CKPTFS_BACKING_H
 #define CKPTFS_BACKING_H

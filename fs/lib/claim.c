@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,9 +84,16 @@ struct claim {
 
 /* ---- the decision ---- */
 
+/* Invariant 4: holder a judged by self b. A holder without the ns line (an
+ * older ckptfs) by host name and boot id alone; else both namespaces equal
+ * (ours unknown: never the same host). */
 static bool claim_same_host(const struct claim_rec *a, const struct claim_rec *b)
 {
-	return strcmp(a->host, b->host) == 0 && strcmp(a->boot, b->boot) == 0;
+	if (strcmp(a->host, b->host) != 0 || strcmp(a->boot, b->boot) != 0)
+		return false;
+	if (!a->ns_mnt && !a->ns_pid)
+		return true;
+	return b->ns_mnt && b->ns_pid && a->ns_mnt == b->ns_mnt && a->ns_pid == b->ns_pid;
 }
 
 static enum claim_verdict claim_judge_lone(const struct claim_rec *holder,
@@ -176,6 +184,9 @@ int claim_format(const struct claim_rec *rec, char *buf, size_t size)
 					   "pid %ld\nrenewed %" PRId64 "\n",
 			 rec->catalog, rec->instance, rec->host, rec->boot, rec->cache, rec->pid,
 			 rec->renewed);
+	if (n >= 0 && (size_t)n < size && rec->ns_mnt && rec->ns_pid) /* invariant 4; skipped likewise */
+		n += snprintf(buf + n, size - (size_t)n, "ns %" PRIu64 " %" PRIu64 "\n", rec->ns_mnt,
+			      rec->ns_pid);
 	if (n >= 0 && (size_t)n < size && rec->take) /* invariant 12; older parsers skip it */
 		n += snprintf(buf + n, size - (size_t)n, "take %" PRIu64 "\n", rec->take);
 	if (n >= 0 && (size_t)n < size && rec->rep_catalog[0]) /* invariant 13; likewise */
@@ -235,6 +246,19 @@ static bool claim_replaces(const char *v, size_t vl, struct claim_rec *out)
 	return true;
 }
 
+/* "ns MNT PID" (invariant 4): two namespace inode numbers, neither 0. */
+static bool claim_ns(const char *v, size_t vl, struct claim_rec *out)
+{
+	const char *sp = memchr(v, ' ', vl);
+	int64_t m = 0, p = 0;
+	if (!sp || !claim_number(v, (size_t)(sp - v), INT64_MAX, &m) ||
+	    !claim_number(sp + 1, vl - (size_t)(sp + 1 - v), INT64_MAX, &p) || m == 0 || p == 0)
+		return false;
+	out->ns_mnt = (uint64_t)m;
+	out->ns_pid = (uint64_t)p;
+	return true;
+}
+
 /* Stores one line's value in out; *seen gets the field's bit. Unknown keys
  * (a later format's) are accepted and ignored. */
 static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
@@ -279,6 +303,8 @@ static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
 		out->take = (uint64_t)x;
 		return ok;
 	}
+	if (kl == 2 && memcmp(key, "ns", 2) == 0) /* invariant 4: two numbers > 0 */
+		return claim_ns(v, vl, out);
 	if (kl == 8 && memcmp(key, "replaces", 8) == 0) /* invariant 13 */
 		return claim_replaces(v, vl, out);
 	if (kl == 7 && memcmp(key, "renewed", 7) == 0) {
@@ -346,6 +372,12 @@ static void claim_this_host(struct claim_rec *rec)
 	rec->boot[strcspn(rec->boot, " \n")] = '\0';
 	if (!rec->boot[0])
 		snprintf(rec->boot, sizeof(rec->boot), "-");
+	struct stat m, p; /* invariant 4: unreadable, 0 0 (no line, no shortcut) */
+	if (stat("/proc/self/ns/mnt", &m) == 0 && stat("/proc/self/ns/pid", &p) == 0 &&
+	    m.st_ino && p.st_ino) {
+		rec->ns_mnt = (uint64_t)m.st_ino;
+		rec->ns_pid = (uint64_t)p.st_ino;
+	}
 }
 
 static int64_t claim_now(void)

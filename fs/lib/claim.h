@@ -7,8 +7,8 @@
  *
  * A would-be holder judges the claim it finds (claim_judge):
  *   absent ─────────────────────────────────────────▶ FREE   create it
- *   same catalog id, host and cache ────────────────▶ OURS   rewrite it
- *   same host: its cache lock is held (or, when the
+ *   same catalog id, host (4) and cache ────────────▶ OURS   rewrite it
+ *   same host (4): its cache lock is held (or, when the
  *     lock cannot be looked at, its pid lives) ──────▶ HELD   refuse
  *     otherwise (the holder is gone) ───────────────▶ STALE  take over
  *   other host: renewed within the timeout ─────────▶ HELD   refuse
@@ -44,8 +44,18 @@
  *     lone claim is renewed and released only by the steps of 2 (moved
  *     aside, compared, created exclusively), never by a put over it: a read that found it
  *     ours says nothing of the moment a put lands (a stalled request).
- *  4. "Same host" means same host name and same boot id: a host rebooted,
- *     or a container of another kernel with the same name, waits the timeout.
+ *  4. "Same host" means same host name, same boot id and the same mount
+ *     and pid namespaces (the claim's "ns" line: the inode numbers of
+ *     /proc/self/ns/mnt and /proc/self/ns/pid): a host rebooted, a container
+ *     of another kernel with the same name, or a container on this kernel
+ *     with its own mount or pid namespace (host network, Kubernetes
+ *     hostNetwork pods: where our cache path and kill(pid) would look at
+ *     other things than the holder's) is judged as another host, by the
+ *     heartbeat's age. A claim without the ns line (an older ckptfs's) is
+ *     judged by host name and boot id alone, as that ckptfs judged it (an
+ *     upgrade does not make a crashed older daemon's own remount wait);
+ *     one of ours whose namespaces cannot be read (no /proc) writes none
+ *     and, as a judge, never takes the same-host shortcuts.
  *  5. Values read from the file are bounded: at most CLAIM_MAX bytes, each
  *     field checked; a file that does not parse is HELD by "an unknown
  *     holder" (never taken over by guess) until it is older than the timeout
@@ -176,6 +186,12 @@
  *     before its swap so leaves the old catalog mountable; one that ended
  *     leaves BACKING to its new catalog alone (every other one BEHIND, as
  *     invariant 8 says), whose first mount takes a claim of its own.
+ * 14. The begun record of 12 is durable (the catalog's WAL synced) before
+ *     the exclusive create of the claim it names: after a power loss the
+ *     catalog still knows the take the claim on BACKING says (else its own
+ *     cache would be refused as a copy's, BEHIND). A note (done false) that
+ *     could not be synced fails, and the take with it. The made record
+ *     needs no sync: the begun one already names the instance.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -200,6 +216,9 @@ struct claim_rec {
 	char instance[CLAIM_ID_LEN + 1]; /* random per acquisition (invariant 3) */
 	char host[256];
 	char boot[40]; /* /proc/sys/kernel/random/boot_id */
+	/* "ns MNT PID": inode numbers of /proc/self/ns/mnt and /proc/self/ns/pid
+	 * (invariant 4); 0 0: no such line (an older ckptfs), or unknown */
+	uint64_t ns_mnt, ns_pid;
 	char cache[PATH_MAX];
 	long pid;
 	int64_t renewed; /* unix seconds */
@@ -223,8 +242,9 @@ struct claim_ledger {
 	char next[CLAIM_ID_LEN + 1];   /* instance of a take begun, maybe not made ("") */
 	bool stand_in;                 /* the taker writes nothing on BACKING (13) */
 	/* Records a take of number take and instance: begun (done false:
-	 * before the exclusive create) or made (done true). 0 or -errno; a
-	 * begun one that fails refuses the take. NULL: nothing recorded. */
+	 * before the exclusive create; durable on return, invariant 14) or
+	 * made (done true). 0 or -errno; a begun one that fails refuses the
+	 * take. NULL: nothing recorded. */
 	int (*note)(void *arg, bool done, uint64_t take, const char *instance);
 	void *arg;
 };

@@ -149,6 +149,105 @@ test_second_catalog_on_a_claimed_backing_is_refused_naming_the_holder() {
 	ck_umount
 }
 
+# claim.h invariant 4 (review 40 F2): a container on this kernel (the same
+# host name and boot id: host network, Kubernetes hostNetwork pods) with its
+# own mount and pid namespaces and a fresh cache at the same path mounts the
+# same BACKING. Before, it judged the live holder's claim stale (the same
+# cache path, in its namespace another directory) and took it: the holder
+# was fenced at its next renewal (EROFS). Now the claim's "ns" line differs:
+# judged as another host's, by its heartbeat, and refused naming the holder.
+test_a_container_with_its_own_namespaces_is_refused_and_the_holder_writes_on() {
+	command -v unshare >/dev/null || ck_skip "no unshare(1)"
+	unshare -m -p -f --mount-proc true 2>/dev/null || ck_skip "unshare -m -p not permitted here"
+	ck_mount claim_timeout=8
+	_save step-1 2
+	ck_wait_durable
+	mkdir -p "$CK_TMP/cacheB" "$CK_TMP/mntB"
+	chmod 700 "$CK_TMP/cacheB"
+	# B: its own mount and pid namespaces, a fresh cache bind-mounted at A's
+	# cache path; it unmounts what it mounted before it ends, on every path
+	unshare -m -p -f --mount-proc --propagation private bash -c '
+		mount --bind "$1" "$2" || { echo "exit bind"; exit 0; }
+		"$3" -f -o "cache=$2,log=$4.log" "$5" "$6" >"$4.stderr" 2>&1 </dev/null & q=$!
+		for i in $(seq 600); do
+			mountpoint -q "$6" && break
+			kill -0 $q 2>/dev/null || break
+			sleep 0.05
+		done
+		if mountpoint -q "$6"; then
+			echo mounted; fusermount3 -u "$6"; wait $q
+		else
+			kill $q 2>/dev/null; wait $q; echo "exit $?"
+		fi' bns "$CK_TMP/cacheB" "$CK_CACHE" "$CKPTFS_BIN" "$CK_TMP/b" "$CK_BACKING" \
+		"$CK_TMP/mntB" >"$CK_TMP/b.out" 2>&1
+	local out err
+	out=$(cat "$CK_TMP/b.out")
+	err=$(cat "$CK_TMP/b.stderr" 2>/dev/null)
+	[ "$out" != mounted ] || ck_fail "a mount in other namespaces took the claim of a live holder: $(_claim | tr '\n' ' ')"
+	assert_contains "$out" "exit " "B's end"
+	assert_ne "exit 0" "$out" "exit status of the refused mount"
+	assert_contains "$err" "ckptfs: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_CACHE, pid $CK_PID, renewed"
+	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid after B's attempt"
+	# A writes on, now and after its next renewal
+	mkdir "$CK_MNT/run/step-2" || ck_fail "A cannot mkdir after B's attempt"
+	printf 'two\n' >"$CK_MNT/run/step-2/f" || ck_fail "A cannot write after B's attempt"
+	local r0 i=0
+	r0=$(_claim_field renewed)
+	while [ "$(_claim_field renewed)" == "$r0" ]; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "A's claim was not renewed in 30 s (claim_timeout=8)"
+		sleep 0.1
+	done
+	mkdir "$CK_MNT/run/step-3" || ck_fail "A cannot mkdir after its next renewal: $(grep -i 'claim' "$CK_DLOG" | tail -n 2 | tr '\n' '|')"
+	printf 'three\n' >"$CK_MNT/run/step-3/f" || ck_fail "A cannot write after its next renewal"
+	assert_eq two "$(cat "$CK_MNT/run/step-2/f")" "step-2's bytes"
+	assert_eq three "$(cat "$CK_MNT/run/step-3/f")" "step-3's bytes"
+	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid after A's renewal"
+	! grep -q "no longer holds the claim" "$CK_DLOG" || ck_fail "A was fenced: $(grep 'no longer holds' "$CK_DLOG")"
+	assert_eq "$(stat -L -c %i /proc/self/ns/mnt) $(stat -L -c %i /proc/self/ns/pid)" \
+		"$(_claim_field ns)" "the claim's ns line: $(_claim | tr '\n' ' ')"
+	ck_umount
+}
+
+# _wal_synced_before_claim LOG — of the events of LOG (synclog with
+# SYNCLOG_ORDER) up to the first link of ckptfs.claim (a take's exclusive
+# create): "synced" when the last WAL write before it was followed by a sync
+# of that WAL before it; "unsynced" when not; "no-link" when no claim was
+# made.
+_wal_synced_before_claim() {
+	awk '$1 == "walwrite" && $2 ~ /\/catalog\.db[^/]*-wal$/ { wal = $2; synced = 0 }
+		$1 == "sync" && wal != "" && $2 == wal { synced = 1 }
+		$1 == "link" && $2 ~ /\/ckptfs\.claim$/ { print (wal == "" ? "no-wal" : synced ? "synced" : "unsynced"); done = 1; exit }
+		END { if (!done) print "no-link" }' "$1"
+}
+
+# claim.h invariant 14 (review 40 F4): the take begun is recorded in the
+# catalog, and that record synced (an fdatasync of its WAL), before the
+# claim naming it is created on BACKING: after a power loss the catalog
+# still knows the take, and its own cache is not refused as a copy's.
+# Before, the WAL frames were written but first synced at the unmount (or
+# the first checkpoint). The same for `ckptfs-admin rebuild`'s stand-in.
+test_the_take_begun_is_synced_before_the_claim_is_created() {
+	ck_mount
+	_save step-1 1
+	ck_wait_durable
+	ck_umount
+	SYNCLOG_ORDER=1 ck_mount_synclog
+	ck_umount
+	assert_eq synced "$(_wal_synced_before_claim "$CK_SYNCLOG")" \
+		"a WAL sync between the take begun and the claim's create: $(grep -E '^(walwrite|link|sync .*-wal)' "$CK_SYNCLOG" | head -n 12 | tr '\n' '|')"
+	local shim log=$CK_TMP/synclog.rebuild
+	shim=$(cd "$(dirname "$CKPTFS_BIN")" && pwd)/synclog.so
+	: >"$log"
+	SYNCLOG=$log SYNCLOG_ORDER=1 LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >/dev/null || ck_fail "rebuild failed"
+	assert_eq synced "$(_wal_synced_before_claim "$log")" \
+		"rebuild: a WAL sync between the take begun and the claim's create: $(grep -E '^(walwrite|link|sync .*-wal)' "$log" | head -n 12 | tr '\n' '|')"
+	ck_mount # the rebuilt catalog mounts and reads step-1
+	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 after the rebuild"
+	ck_umount
+}
+
 test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
 	ck_mount
 	_save step-1 2

@@ -896,13 +896,21 @@ Test(backing, test_open_removes_temporaries_of_dead_processes_of_this_host_only)
 		if (*p == '.' || *p == '/')
 			*p = '_';
 	pid_t dead = tb_dead_pid();
-	char dead_tmp[160], dead_probe[160], live_tmp[160], other_host[160];
+	/* backing.c invariant 2 (review 40 F2): "-<pidns>" after the pid; a pid
+	 * of another pid namespace is not looked up in ours: kept */
+	struct stat ns;
+	cr_assert_eq(stat("/proc/self/ns/pid", &ns), 0);
+	char dead_tmp[160], dead_probe[160], live_tmp[160], other_host[160], dead_ns[160], other_ns[160];
 	snprintf(dead_tmp, sizeof(dead_tmp), "tmp/%s.%d.0", host, (int)dead);
 	snprintf(dead_probe, sizeof(dead_probe), "tmp/probe.%s.%d.3.done", host, (int)dead);
 	snprintf(live_tmp, sizeof(live_tmp), "tmp/%s.%d.0", host, (int)getppid());
 	snprintf(other_host, sizeof(other_host), "tmp/otherhost-xyz.%d.0", (int)dead);
-	const char *all[] = { dead_tmp, dead_probe, live_tmp, other_host };
-	for (int i = 0; i < 4; i++) {
+	snprintf(dead_ns, sizeof(dead_ns), "tmp/%s.%d-%llu.0", host, (int)dead,
+		 (unsigned long long)ns.st_ino);
+	snprintf(other_ns, sizeof(other_ns), "tmp/%s.%d-%llu.0", host, (int)dead,
+		 (unsigned long long)ns.st_ino + 1);
+	const char *all[] = { dead_tmp, dead_probe, live_tmp, other_host, dead_ns, other_ns };
+	for (int i = 0; i < 6; i++) {
 		char path[256];
 		tb_path(path, sizeof(path), all[i]);
 		FILE *f = fopen(path, "w");
@@ -917,6 +925,8 @@ Test(backing, test_open_removes_temporaries_of_dead_processes_of_this_host_only)
 	FAILS(backing_stat(fx.b, dead_probe, &size), ENOENT);
 	OK(backing_stat(fx.b, live_tmp, &size));
 	OK(backing_stat(fx.b, other_host, &size));
+	FAILS(backing_stat(fx.b, dead_ns, &size), ENOENT);
+	OK(backing_stat(fx.b, other_ns, &size));
 }
 
 /* ---- probe ---- */

@@ -123,6 +123,71 @@ Test(claim_judge, same_name_other_boot_is_another_host)
 	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
 }
 
+/* claim.h invariant 4 (review 40 F2): a container on this kernel with its
+ * own mount or pid namespace (same host name and boot id) is another host:
+ * judged by the heartbeat, never by a cache path or pid it cannot see, and
+ * a claim of that same cache path is not ours nor stale. */
+Test(claim_judge, same_name_and_boot_other_namespaces_is_another_host)
+{
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	self.ns_mnt = 100;
+	self.ns_pid = 200;
+	bool alive = false; /* what our namespaces would say: gone */
+	struct claim_rec h = rec_of(ID_B, "n1", "b1", "/c1", NOW - 10);
+	for (int i = 0; i < 2; i++) {
+		h.ns_mnt = i == 0 ? 101 : 100;
+		h.ns_pid = i == 0 ? 200 : 201;
+		h.renewed = NOW - 10;
+		cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD, "case %d", i);
+		h.renewed = NOW - 61;
+		cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE, "case %d", i);
+	}
+	/* our own catalog in another container's cache of the same path: not ours */
+	h = rec_of(ID_A, "n1", "b1", "/c1", NOW - 10);
+	h.ns_mnt = 101;
+	h.ns_pid = 200;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	/* the same namespaces: the same-host rules, as before */
+	h.ns_mnt = 100;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_OURS);
+	h = rec_of(ID_B, "n1", "b1", "/c2", NOW - 10);
+	h.ns_mnt = 100;
+	h.ns_pid = 200;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	/* an older ckptfs's claim (no ns line): by host name and boot id */
+	h.ns_mnt = h.ns_pid = 0;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_STALE);
+	/* ours unknown (no /proc): never the same host for a claim with the line */
+	h.ns_mnt = 100;
+	h.ns_pid = 200;
+	self.ns_mnt = self.ns_pid = 0;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+}
+
+Test(claim_format, the_ns_line_round_trips_and_is_checked)
+{
+	const char *head = "ckptfs claim 1\ncatalog " ID_A "\ninstance " ID_B
+			   "\nhost h\nboot b\ncache /c\npid 1\nrenewed 5\n";
+	char text[512], buf[CLAIM_MAX];
+	struct claim_rec r, back;
+	cr_assert_eq(claim_parse(head, strlen(head), &r), 0);
+	cr_assert_eq(r.ns_mnt + r.ns_pid, 0, "no ns line: 0 0 (an older ckptfs's)");
+	cr_assert_gt(claim_format(&r, buf, sizeof(buf)), 0);
+	cr_assert_null(strstr(buf, "\nns "), "no ns line when unknown");
+	snprintf(text, sizeof(text), "%sns 4026531841 4026531836\n", head);
+	cr_assert_eq(claim_parse(text, strlen(text), &r), 0);
+	cr_assert(r.ns_mnt == 4026531841u && r.ns_pid == 4026531836u);
+	int n = claim_format(&r, buf, sizeof(buf));
+	cr_assert_not_null(strstr(buf, "\nns 4026531841 4026531836\n"), "%s", buf);
+	cr_assert_eq(claim_parse(buf, (size_t)n, &back), 0);
+	cr_assert_eq(memcmp(&r, &back, sizeof(r)), 0);
+	static const char *const bad[] = { "ns 1\n", "ns 0 5\n", "ns 5 0\n", "ns x 5\n", "ns 5 -1\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", head, bad[i]);
+		cr_assert_eq(claim_parse(text, strlen(text), &back), -EINVAL, "%s", bad[i]);
+	}
+}
+
 /* A shared catalog's claim (claim.h invariant 6): all its nodes hold it, on
  * any host or cache; anyone else, alone or shared, waits for its heartbeat. */
 Test(claim_judge, a_shared_claim_is_ours_for_every_node_of_that_catalog)

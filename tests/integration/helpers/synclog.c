@@ -1,7 +1,10 @@
 /* review s30: LD_PRELOAD shim for the daemon. Logs, in order, every fsync,
  * fdatasync and syncfs (with the file's path) and every unlink/unlinkat
  * (with the full path) to $SYNCLOG, one line each: "sync PATH" / "unlink PATH";
- * optionally holds one syncfs at a gate (sl_gate). */
+ * optionally holds one syncfs at a gate (sl_gate). With $SYNCLOG_ORDER set
+ * also (review 40 F4) "walwrite PATH" for each pwrite to a file whose name
+ * ends in "-wal" (a SQLite WAL frame), "link PATH" / "rename PATH" with the
+ * target's full path for each linkat / renameat. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -91,7 +94,8 @@ int syncfs(int fd)
 	return (int)syscall(SYS_syncfs, fd);
 }
 
-int unlinkat(int dirfd, const char *name, int flags)
+/* The full path of dirfd/name (name as is when absolute or at AT_FDCWD). */
+static void sl_at(const char *what, int dirfd, const char *name)
 {
 	char path[PATH_MAX * 2];
 	if (name[0] == '/' || dirfd == AT_FDCWD) {
@@ -101,7 +105,12 @@ int unlinkat(int dirfd, const char *name, int flags)
 		sl_fd_path(dirfd, dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
 	}
-	sl_write("unlink", path);
+	sl_write(what, path);
+}
+
+int unlinkat(int dirfd, const char *name, int flags)
+{
+	sl_at("unlink", dirfd, name);
 	return (int)syscall(SYS_unlinkat, dirfd, name, flags);
 }
 
@@ -109,4 +118,51 @@ int unlink(const char *name)
 {
 	sl_write("unlink", name);
 	return (int)syscall(SYS_unlinkat, AT_FDCWD, name, 0);
+}
+
+/* ---- $SYNCLOG_ORDER (review 40 F4): WAL writes, links and renames ---- */
+
+static int sl_order(void)
+{
+	return getenv("SYNCLOG_ORDER") != NULL;
+}
+
+static void sl_wal(int fd)
+{
+	if (!sl_order())
+		return;
+	char path[PATH_MAX];
+	sl_fd_path(fd, path, sizeof(path));
+	size_t n = strlen(path);
+	if (n > 4 && strcmp(path + n - 4, "-wal") == 0)
+		sl_write("walwrite", path);
+}
+
+/* Both symbols: with _FILE_OFFSET_BITS=64 "pwrite" names pwrite64 here, so
+ * the plain one is given its name by hand (64-bit: the same off_t). */
+ssize_t sl_pwrite_plain(int fd, const void *buf, size_t count, off_t off) __asm__("pwrite");
+ssize_t sl_pwrite_plain(int fd, const void *buf, size_t count, off_t off)
+{
+	sl_wal(fd);
+	return syscall(SYS_pwrite64, fd, buf, count, off);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t count, off_t off)
+{
+	sl_wal(fd);
+	return syscall(SYS_pwrite64, fd, buf, count, off);
+}
+
+int linkat(int olddirfd, const char *oldname, int newdirfd, const char *newname, int flags)
+{
+	if (sl_order())
+		sl_at("link", newdirfd, newname);
+	return (int)syscall(SYS_linkat, olddirfd, oldname, newdirfd, newname, flags);
+}
+
+int renameat(int olddirfd, const char *oldname, int newdirfd, const char *newname)
+{
+	if (sl_order())
+		sl_at("rename", newdirfd, newname);
+	return (int)syscall(SYS_renameat, olddirfd, oldname, newdirfd, newname);
 }

@@ -134,8 +134,13 @@ static int admin_dst_dir(struct admin_copy *c, int ddir, const char *dname, cons
 	if (mkdirat(ddir, dname, 0700) != 0)
 		return admin_copy_fail(c, dst, -errno);
 	int fd = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) /* swapped for a symlink (ELOOP/ENOTDIR) or removed */
-		return admin_copy_fail(c, dst, -errno);
+	if (fd < 0) { /* swapped for a symlink (ELOOP/ENOTDIR) or removed */
+		int e = errno;
+		char why[PATH_MAX + 96];
+		snprintf(why, sizeof(why), "%s (replaced by another user's entry right after it was made)",
+			 dst);
+		return admin_copy_fail(c, why, -e);
+	}
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
 	    (st.st_mode & 077)) {
@@ -191,14 +196,20 @@ static void admin_rm_top(struct admin_copy *c)
  * the top made. */
 static int admin_copy_finish(struct admin_copy *c, const char *name, const char *dst)
 {
+	struct stat now;
+	char why[PATH_MAX + 160];
+	if (fstatat(c->pfd, c->topname, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    now.st_dev != c->topst.st_dev || now.st_ino != c->topst.st_ino) {
+		snprintf(why, sizeof(why), "%s (the temporary copy was replaced by another user's entry "
+			 "while it was written; not renamed)", dst);
+		return admin_copy_fail(c, why, -EPERM);
+	}
 	if (renameat2(c->pfd, c->topname, c->pfd, name, RENAME_NOREPLACE) != 0)
 		return admin_copy_fail(c, dst, -errno);
-	struct stat now;
 	if (fstatat(c->pfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_dev != c->topst.st_dev ||
 	    now.st_ino != c->topst.st_ino) {
-		char why[PATH_MAX + 128];
 		snprintf(why, sizeof(why), "%s (the temporary copy was replaced by another user's entry "
-			 "before the rename; theirs is now at that name and was left alone)", dst);
+			 "just before the rename; theirs is now at that name and was left alone)", dst);
 		return admin_copy_fail(c, why, -EPERM);
 	}
 	return 0;

@@ -146,7 +146,7 @@ test: deps
 test-unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests --jobs 4
 
-test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so
+test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so $(BUILD)/swaptop
 	tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
@@ -168,7 +168,7 @@ test-asan: asan-build
 	$(MAKE) test-asan-integration
 
 asan-build:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool build-asan/synclog.so
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all build-asan/unit-tests build-asan/faultfs build-asan/backing-tool build-asan/synclog.so build-asan/swaptop
 
 test-asan-unit: asan-build
 	ASAN_OPTIONS=detect_leaks=1 tests/unit/lanes.sh build-asan/unit-tests '$(ASAN_UNIT_LANE1)'
@@ -240,6 +240,11 @@ $(BUILD)/faultfs: tests/faultfs/faultfs.c
 $(BUILD)/synclog.so: tests/integration/helpers/synclog.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -shared -fPIC $< -o $@ -ldl
+
+# The attacker of t_copyrace (review 40 F1): swaps a new entry for a symlink.
+$(BUILD)/swaptop: tests/integration/helpers/swaptop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $< -o $@
 
 test-faultfs: deps $(BUILD)/faultfs
 	tests/faultfs/t_faultfs.sh $(BUILD)/faultfs

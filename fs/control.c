@@ -600,7 +600,8 @@ int control_start(const struct control_deps *deps, struct control **out)
 		if (bind(c->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 			rc = -errno;
 			step = "bind";
-		} else if (chmod(c->path, 0600) != 0) {
+		} else if (fchmodat(AT_FDCWD, c->path, 0600, AT_SYMLINK_NOFOLLOW) != 0) {
+			/* the socket just bound, never a symlink put in its place */
 			rc = -errno;
 			step = "chmod";
 		} else if (listen(c->listen_fd, 16) != 0) {

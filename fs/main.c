@@ -821,9 +821,12 @@ static int main_log_start(const struct ckptfs *fs)
 		snprintf(main_log_path, sizeof(main_log_path), "%s", fs->opt.log_path);
 	else
 		cachedir_path(fs->opt.cache, CACHEDIR_LOG, main_log_path, sizeof(main_log_path));
-	FILE *f = log_open_file(main_log_path, !fs->opt.log_path[0]);
+	FILE *f = log_open_file(main_log_path);
 	if (!f) {
-		fprintf(stderr, "ckptfs: log %s: cannot open: %s\n", main_log_path, strerror(errno));
+		fprintf(stderr, "ckptfs: log %s: cannot open: %s\n", main_log_path,
+			errno == ELOOP ? "it is a symbolic link (ckptfs never writes its log through "
+					 "one: give the file itself)"
+				       : strerror(errno));
 		return -1;
 	}
 	log_setup(f, lvl);
@@ -1033,7 +1036,7 @@ int main(int argc, char **argv)
 	}
 	octx.ns = fs.ns;
 	gen_policy_ready(fs.gen);
-	sigs_hup_start(main_log_path, !fs.opt.log_path[0], fs.opt.use_syslog);
+	sigs_hup_start(main_log_path, fs.opt.use_syslog);
 	const struct control_deps ctl_deps = {
 		.cat = fs.cat, .backing = fs.backing, .reader = fs.reader, .recent = fs.recent,
 		.gen = fs.gen, .nodes = fs.nodes, .cache = fs.cache, .uploader = fs.uploader,

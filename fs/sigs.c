@@ -12,7 +12,6 @@
 #include "sigs.h"
 
 static char sigs_log_path[PATH_MAX + 16]; /* "" when the log is stderr or syslog */
-static bool sigs_log_nofollow; /* the default CACHE/ckptfs.log: never through a symlink */
 static bool sigs_syslog;
 static volatile sig_atomic_t sigs_drain_count;
 static int sigs_drain_fd = STDERR_FILENO;
@@ -40,19 +39,19 @@ static void *sigs_hup_thread(void *arg)
 				 sigs_syslog ? "syslog" : "stderr");
 			continue;
 		}
-		int rc = log_reopen(sigs_log_path, sigs_log_nofollow);
+		int rc = log_reopen(sigs_log_path);
 		if (rc != 0)
 			log_error("SIGHUP: log %s: cannot reopen: %s; logging on to the old file",
-				  sigs_log_path, strerror(-rc));
+				  sigs_log_path,
+				  rc == -ELOOP ? "it is a symbolic link now (never followed)" : strerror(-rc));
 		else
 			log_info("SIGHUP: log %s reopened", sigs_log_path);
 	}
 	return NULL;
 }
 
-int sigs_hup_start(const char *log_path, bool nofollow, bool syslog)
+int sigs_hup_start(const char *log_path, bool syslog)
 {
-	sigs_log_nofollow = nofollow;
 	snprintf(sigs_log_path, sizeof(sigs_log_path), "%s", log_path);
 	sigs_syslog = syslog;
 	pthread_t t;

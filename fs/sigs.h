@@ -22,7 +22,7 @@
 void sigs_block_hup(void);
 /* Starts the SIGHUP thread (after daemonizing: threads do not survive fork).
  * log_path "" means the log is stderr or syslog: nothing to reopen. */
-int sigs_hup_start(const char *log_path, bool nofollow, bool syslog);
+int sigs_hup_start(const char *log_path, bool syslog);
 /* After the unmount, before the drain: SIGTERM/SIGINT as said above. */
 void sigs_drain_begin(void);
 

@@ -19,7 +19,31 @@
  * generation name for this mount (the daemon's gen_pattern), SERIES must not
  * be inside a generation nor make one, SERIES/NAME must not exist. The
  * final rename is RENAME_NOREPLACE, so a generation another node made
- * meanwhile under NAME is never replaced. */
+ * meanwhile under NAME is never replaced.
+ *
+ * Invariants (review 40 F1):
+ *  C1. The destination is built by fd, never by a path string. The parent
+ *      (DIR for export, MOUNT/SERIES for import) is opened once, O_DIRECTORY |
+ *      O_NOFOLLOW (SERIES beneath the mount by safe_openat: no component
+ *      followed); the top is made beneath that fd (mkdirat, or openat O_EXCL
+ *      for a one-file generation), opened O_NOFOLLOW and checked with fstat:
+ *      a directory of ours (owner = our euid) that nobody else may write or
+ *      enter (no group/other bits), else the copy fails (-EPERM) before a byte
+ *      is written. Every entry below is made relative to its parent's fd
+ *      (openat O_CREAT|O_EXCL|O_NOFOLLOW, mkdirat + the same open and check,
+ *      symlinkat), its mode and times set on its fd (fchmod, futimens) or
+ *      with AT_SYMLINK_NOFOLLOW. Whoever can write the parent may rename the
+ *      top away and plant a symlink in its place: nothing is then made, and
+ *      no mode changed, through that link: it all goes on in the directory
+ *      we opened.
+ *  C2. The final rename is renameat2(parent fd, top, parent fd, NAME,
+ *      RENAME_NOREPLACE), and NAME is then checked to be the top we made
+ *      (device and inode); if someone swapped the top for their own entry, the
+ *      copy fails saying so (their entry is left where it is).
+ *  C3. A failed copy removes only what it made, by fd: the top's tree is
+ *      emptied by an unlinkat walk beneath the top's fd (never nftw by path),
+ *      and the top itself is unlinked from the parent's fd only while the
+ *      name still holds our inode. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -48,16 +72,25 @@ struct admin_copy {
 	char *buf;
 	int err;              /* first failure, -errno */
 	char where[PATH_MAX]; /* where it happened */
-	const char *top;      /* the temporary name the copy goes to */
+	int pfd;              /* the destination's parent, opened once (C1) */
+	const char *topname;  /* the temporary name the copy goes to, beneath pfd */
 	bool made_top;        /* it was made by this copy: only then is it removed */
+	int topfd;            /* the top, if a directory: for the cleanup walk (C3) */
+	struct stat topst;    /* the top made (device, inode) */
 };
 
-/* Notes that dst was created by this copy (exclusively: O_EXCL, mkdir,
- * symlink); returns 0. */
-static int admin_copy_made(struct admin_copy *c, const char *dst)
+/* Notes that ddir/dname was created by this copy (exclusively: O_EXCL,
+ * mkdirat, symlinkat) and, for the top, which inode it is (fd: the entry's
+ * fd, or -1 for a symlink); returns 0. */
+static int admin_copy_made(struct admin_copy *c, int ddir, const char *dname, int fd)
 {
-	if (dst == c->top)
-		c->made_top = true;
+	if (ddir != c->pfd)
+		return 0;
+	c->made_top = true;
+	if (fd >= 0 ? fstat(fd, &c->topst) : fstatat(ddir, dname, &c->topst, AT_SYMLINK_NOFOLLOW))
+		c->topst.st_ino = 0;
+	if (fd >= 0 && S_ISDIR(c->topst.st_mode))
+		c->topfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return 0;
 }
 
@@ -65,11 +98,10 @@ static int admin_copy_made(struct admin_copy *c, const char *dst)
  * nobody can have made it first in a shared (sticky) directory; and if
  * someone did, the exclusive create fails and nothing of theirs is removed
  * (admin_copy_made). */
-static int admin_copy_tmpname(char *buf, size_t size, const char *dir, const char *name,
-			      const char *what)
+static int admin_copy_tmpname(char *buf, size_t size, const char *name, const char *what)
 {
 	char head[PATH_MAX];
-	snprintf(head, sizeof(head), "%s/.%s.%s-", dir, name, what);
+	snprintf(head, sizeof(head), ".%s.%s-", name, what);
 	return safe_tmpname(buf, size, head);
 }
 
@@ -82,6 +114,107 @@ static int admin_copy_fail(struct admin_copy *c, const char *where, int err)
 	return err;
 }
 
+/* ---- the destination, by fd (C1) ---- */
+
+/* A new regular file dname beneath ddir (dst names it in messages): its fd
+ * or a negative errno (recorded). */
+static int admin_dst_file(struct admin_copy *c, int ddir, const char *dname, const char *dst)
+{
+	int out = openat(ddir, dname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0)
+		return admin_copy_fail(c, dst, -errno);
+	admin_copy_made(c, ddir, dname, out);
+	return out;
+}
+
+/* A new directory dname beneath ddir, opened and checked to be one of ours
+ * that only we may enter (C1): its fd or a negative errno (recorded). */
+static int admin_dst_dir(struct admin_copy *c, int ddir, const char *dname, const char *dst)
+{
+	if (mkdirat(ddir, dname, 0700) != 0)
+		return admin_copy_fail(c, dst, -errno);
+	int fd = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) { /* swapped for a symlink (ELOOP/ENOTDIR) or removed */
+		int e = errno;
+		char why[PATH_MAX + 96];
+		snprintf(why, sizeof(why), "%s (replaced by another user's entry right after it was made)",
+			 dst);
+		return admin_copy_fail(c, why, -e);
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077)) {
+		close(fd);
+		char why[PATH_MAX + 96];
+		snprintf(why, sizeof(why), "%s (replaced by another user's directory after it was made)",
+			 dst);
+		return admin_copy_fail(c, why, -EPERM);
+	}
+	admin_copy_made(c, ddir, dname, fd);
+	return fd;
+}
+
+static int admin_dst_symlink(struct admin_copy *c, const char *target, int ddir, const char *dname,
+			     const char *dst)
+{
+	if (symlinkat(target, ddir, dname) != 0)
+		return admin_copy_fail(c, dst, -errno);
+	return admin_copy_made(c, ddir, dname, -1);
+}
+
+/* C3: empties the directory open as fd, by fd; best effort. */
+static int admin_rm_entry(void *arg, const char *name)
+{
+	int dfd = *(int *)arg;
+	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+		return 0;
+	int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub >= 0) {
+		int arg2 = sub; /* valid until safe_dir_each closes it */
+		(void)safe_dir_each(sub, admin_rm_entry, &arg2);
+	}
+	(void)unlinkat(dfd, name, AT_REMOVEDIR);
+	return 0;
+}
+
+/* C3: removes the top this copy made, by fd, and only while its name still
+ * holds our inode. */
+static void admin_rm_top(struct admin_copy *c)
+{
+	if (c->topfd >= 0) {
+		int fd2 = c->topfd; /* safe_dir_each closes it */
+		c->topfd = -1;
+		(void)safe_dir_each(fd2, admin_rm_entry, &fd2);
+	}
+	struct stat now;
+	if (c->topst.st_ino && fstatat(c->pfd, c->topname, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    now.st_dev == c->topst.st_dev && now.st_ino == c->topst.st_ino)
+		(void)unlinkat(c->pfd, c->topname, S_ISDIR(now.st_mode) ? AT_REMOVEDIR : 0);
+}
+
+/* C2: top → name beneath the parent, never replacing; then name must be
+ * the top made. */
+static int admin_copy_finish(struct admin_copy *c, const char *name, const char *dst)
+{
+	struct stat now;
+	char why[PATH_MAX + 160];
+	if (fstatat(c->pfd, c->topname, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    now.st_dev != c->topst.st_dev || now.st_ino != c->topst.st_ino) {
+		snprintf(why, sizeof(why), "%s (the temporary copy was replaced by another user's entry "
+			 "while it was written; not renamed)", dst);
+		return admin_copy_fail(c, why, -EPERM);
+	}
+	if (renameat2(c->pfd, c->topname, c->pfd, name, RENAME_NOREPLACE) != 0)
+		return admin_copy_fail(c, dst, -errno);
+	if (fstatat(c->pfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_dev != c->topst.st_dev ||
+	    now.st_ino != c->topst.st_ino) {
+		snprintf(why, sizeof(why), "%s (the temporary copy was replaced by another user's entry "
+			 "just before the rename; theirs is now at that name and was left alone)", dst);
+		return admin_copy_fail(c, why, -EPERM);
+	}
+	return 0;
+}
+
 /* ---- plain tree → plain tree (export through the mount, import) ---- */
 
 /* The source side is walked fd by fd (safeopen.h invariant 5): import runs as
@@ -89,17 +222,16 @@ static int admin_copy_fail(struct admin_copy *c, const char *where, int err)
  * regular file but swapped for a symlink to a root-only file before the open
  * must fail the copy, not copy that file into the mount. */
 static int admin_copy_file(struct admin_copy *c, int sdir, const char *name, const char *src,
-			   const char *dst, const struct stat *sb)
+			   int ddir, const char *dname, const char *dst, const struct stat *sb)
 {
 	int in = safe_open_seen(sdir, name, sb, O_RDONLY);
 	if (in < 0)
 		return admin_copy_fail(c, src, in);
-	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int out = admin_dst_file(c, ddir, dname, dst);
 	if (out < 0) {
 		close(in);
-		return admin_copy_fail(c, dst, -errno);
+		return out;
 	}
-	admin_copy_made(c, dst);
 	int rc = 0;
 	for (;;) {
 		ssize_t n = read(in, c->buf, ADMIN_COPY_BUF);
@@ -141,21 +273,20 @@ static int admin_copy_file(struct admin_copy *c, int sdir, const char *name, con
 
 /* src names sdir/name in messages. */
 static int admin_copy_at(struct admin_copy *c, int sdir, const char *name, const char *src,
-			 const char *dst)
+			 int ddir, const char *dname, const char *dst)
 {
 	struct stat sb;
 	if (fstatat(sdir, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
 		return admin_copy_fail(c, src, -errno);
 	if (S_ISREG(sb.st_mode))
-		return admin_copy_file(c, sdir, name, src, dst, &sb);
+		return admin_copy_file(c, sdir, name, src, ddir, dname, dst, &sb);
 	if (S_ISLNK(sb.st_mode)) {
 		char target[PATH_MAX];
 		ssize_t n = readlinkat(sdir, name, target, sizeof(target) - 1);
 		if (n < 0)
 			return admin_copy_fail(c, src, -errno);
 		target[n] = '\0';
-		return symlink(target, dst) == 0 ? admin_copy_made(c, dst)
-						 : admin_copy_fail(c, dst, -errno);
+		return admin_dst_symlink(c, target, ddir, dname, dst);
 	}
 	if (!S_ISDIR(sb.st_mode)) {
 		fprintf(stderr, "ckptfs-admin: %s: skipped (not a file, directory or symlink)\n", src);
@@ -169,11 +300,11 @@ static int admin_copy_at(struct admin_copy *c, int sdir, const char *name, const
 		close(dfd);
 		return admin_copy_fail(c, src, -errno);
 	}
-	if (mkdir(dst, 0700) != 0) {
+	int out = admin_dst_dir(c, ddir, dname, dst);
+	if (out < 0) {
 		closedir(d);
-		return admin_copy_fail(c, dst, -errno);
+		return out;
 	}
-	admin_copy_made(c, dst);
 	struct dirent *de;
 	int rc = 0;
 	while (rc == 0 && (de = readdir(d)) != NULL) {
@@ -184,14 +315,15 @@ static int admin_copy_at(struct admin_copy *c, int sdir, const char *name, const
 		    snprintf(t, sizeof(t), "%s/%s", dst, de->d_name) >= (int)sizeof(t))
 			rc = admin_copy_fail(c, src, -ENAMETOOLONG);
 		else
-			rc = admin_copy_at(c, dirfd(d), de->d_name, s, t);
+			rc = admin_copy_at(c, dirfd(d), de->d_name, s, out, de->d_name, t);
 	}
 	closedir(d);
 	if (rc == 0) {
 		struct timespec ts[2] = { sb.st_atim, sb.st_mtim };
-		chmod(dst, sb.st_mode & 07777);
-		utimensat(AT_FDCWD, dst, ts, AT_SYMLINK_NOFOLLOW);
+		fchmod(out, sb.st_mode & 07777);
+		futimens(out, ts);
 	}
+	close(out);
 	return rc;
 }
 
@@ -209,25 +341,9 @@ static int admin_copy_tree(struct admin_copy *c, const char *src, const char *ds
 	int pfd = open(abs[0] ? abs : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0)
 		return admin_copy_fail(c, src, -errno);
-	int rc = admin_copy_at(c, pfd, slash + 1, src, dst);
+	int rc = admin_copy_at(c, pfd, slash + 1, src, c->pfd, c->topname, dst);
 	close(pfd);
 	return rc;
-}
-
-static int admin_rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : 0; /* best effort */
-}
-
-static void admin_rm_tree(const char *path)
-{
-	struct stat sb;
-	if (lstat(path, &sb) != 0)
-		return;
-	if (S_ISDIR(sb.st_mode))
-		nftw(path, admin_rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	else
-		unlink(path);
 }
 
 static uint64_t admin_sum_bytes; /* nftw has no argument for its callback */
@@ -325,13 +441,13 @@ static int admin_export_chunk(struct admin_copy *c, const struct cat_extent *x, 
 	return admin_copy_fail(c, where, rc == -EBADMSG ? -EIO : rc);
 }
 
-static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *in, const char *dst)
+static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *in, int ddir,
+				 const char *dname, const char *dst)
 {
 	struct admin *a = c->a;
-	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int out = admin_dst_file(c, ddir, dname, dst);
 	if (out < 0)
-		return admin_copy_fail(c, dst, -errno);
-	admin_copy_made(c, dst);
+		return out;
 	char *chunk = malloc(16u << 20); /* the chunker's maximum is 4 MiB; room to spare */
 	int rc = chunk ? 0 : -ENOMEM;
 	struct cat_extent ext[64];
@@ -362,7 +478,8 @@ static int admin_export_file_cat(struct admin_copy *c, const struct cat_inode *i
 	return rc ? admin_copy_fail(c, dst, rc) : 0;
 }
 
-static int admin_export_cat(struct admin_copy *c, uint64_t ino, const char *dst)
+static int admin_export_cat(struct admin_copy *c, uint64_t ino, int ddir, const char *dname,
+			    const char *dst)
 {
 	struct admin *a = c->a;
 	struct cat_inode in;
@@ -370,20 +487,19 @@ static int admin_export_cat(struct admin_copy *c, uint64_t ino, const char *dst)
 	if (rc != 0)
 		return admin_copy_fail(c, dst, rc);
 	if (S_ISREG(in.mode))
-		return admin_export_file_cat(c, &in, dst);
+		return admin_export_file_cat(c, &in, ddir, dname, dst);
 	if (S_ISLNK(in.mode)) {
 		char target[PATH_MAX];
 		rc = cat_readlink(a->cat, ino, target, sizeof(target));
 		if (rc < 0)
 			return admin_copy_fail(c, dst, rc);
-		return symlink(target, dst) == 0 ? admin_copy_made(c, dst)
-						 : admin_copy_fail(c, dst, -errno);
+		return admin_dst_symlink(c, target, ddir, dname, dst);
 	}
 	if (!S_ISDIR(in.mode))
 		return 0;
-	if (mkdir(dst, 0700) != 0)
-		return admin_copy_fail(c, dst, -errno);
-	admin_copy_made(c, dst);
+	int out = admin_dst_dir(c, ddir, dname, dst);
+	if (out < 0)
+		return out;
 	struct admin_entries l = { 0 };
 	rc = cat_readdir(a->cat, ino, 0, admin_entry_add, &l);
 	for (size_t i = 0; i < l.n && rc == 0; i++) {
@@ -391,15 +507,16 @@ static int admin_export_cat(struct admin_copy *c, uint64_t ino, const char *dst)
 		if (snprintf(t, sizeof(t), "%s/%s", dst, l.v[i].name) >= (int)sizeof(t))
 			rc = admin_copy_fail(c, dst, -ENAMETOOLONG);
 		else
-			rc = admin_export_cat(c, l.v[i].ino, t);
+			rc = admin_export_cat(c, l.v[i].ino, out, l.v[i].name, t);
 	}
 	free(l.v);
 	if (rc == 0) {
 		struct timespec ts[2] = { { in.atime_ns / 1000000000, in.atime_ns % 1000000000 },
 					  { in.mtime_ns / 1000000000, in.mtime_ns % 1000000000 } };
-		chmod(dst, in.mode & 07777);
-		utimensat(AT_FDCWD, dst, ts, 0);
+		fchmod(out, in.mode & 07777);
+		futimens(out, ts);
 	}
+	close(out);
 	return rc ? admin_copy_fail(c, dst, rc) : 0;
 }
 
@@ -437,37 +554,57 @@ int admin_cmd_export(struct admin *a)
 		admin_err("export: DIR %s: cannot create: %s", dir, strerror(errno));
 		return admin_exit_for(errno);
 	}
-	char dst[PATH_MAX], tmp[PATH_MAX];
+	char dst[PATH_MAX], tmpname[PATH_MAX], tmp[PATH_MAX * 2];
 	snprintf(dst, sizeof(dst), "%s/%s", dir, g.name);
-	if (admin_copy_tmpname(tmp, sizeof(tmp), dir, g.name, "export") != 0) {
+	if (admin_copy_tmpname(tmpname, sizeof(tmpname), g.name, "export") != 0) {
 		admin_err("export: DIR %s: no random bytes for a temporary name", dir);
 		return ADMIN_PROBLEM;
 	}
+	snprintf(tmp, sizeof(tmp), "%s/%s", dir, tmpname);
+	/* C1: DIR opened once; everything below is made beneath this fd */
+	int pfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0) {
+		int e = errno;
+		admin_err("export: DIR %s: cannot open: %s", dir,
+			  e == ELOOP || e == ENOTDIR ? "it is a symbolic link or not a directory (give "
+						       "the directory itself)"
+						     : strerror(e));
+		return admin_exit_for(e);
+	}
 	struct stat sb;
-	if (lstat(dst, &sb) == 0) {
+	if (fstatat(pfd, g.name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
 		admin_err("export: %s already exists: remove it or choose another DIR", dst);
+		close(pfd);
 		return ADMIN_BUSY;
 	}
-	if (!a->mount[0] && (rc = admin_need_objects(a)) != ADMIN_OK)
+	if (!a->mount[0] && (rc = admin_need_objects(a)) != ADMIN_OK) {
+		close(pfd);
 		return rc;
-	struct admin_copy c = { .a = a, .label = "export", .total = g.logical_bytes, .top = tmp };
+	}
+	struct admin_copy c = { .a = a, .label = "export", .total = g.logical_bytes,
+				.pfd = pfd, .topname = tmpname, .topfd = -1 };
 	c.buf = malloc(ADMIN_COPY_BUF);
-	if (!c.buf)
+	if (!c.buf) {
+		close(pfd);
 		return ADMIN_PROBLEM;
+	}
 	if (a->mount[0]) {
 		char src[PATH_MAX * 2];
 		snprintf(src, sizeof(src), "%s/%s", a->mount, label);
 		rc = admin_copy_tree(&c, src, tmp);
 	} else {
-		rc = admin_export_cat(&c, g.root, tmp);
+		rc = admin_export_cat(&c, g.root, pfd, tmpname, tmp);
 	}
-	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) != 0)
-		rc = admin_copy_fail(&c, dst, -errno);
+	if (rc == 0)
+		rc = admin_copy_finish(&c, g.name, dst);
 	admin_progress_end();
 	free(c.buf);
+	if (rc != 0 && c.made_top) /* never what another user made under that name */
+		admin_rm_top(&c);
+	if (c.topfd >= 0)
+		close(c.topfd);
+	close(pfd);
 	if (rc != 0) {
-		if (c.made_top) /* never what another user made under that name */
-			admin_rm_tree(tmp);
 		admin_err("export %s: %s: %s; nothing left in %s", label, c.where, strerror(-c.err), dir);
 		return c.err == -EEXIST ? ADMIN_BUSY : ADMIN_PROBLEM;
 	}
@@ -624,47 +761,71 @@ int admin_cmd_import(struct admin *a)
 		regfree(&re);
 	if (rc != ADMIN_OK)
 		return rc;
-	char sdir[PATH_MAX * 2], dst[PATH_MAX * 3], tmp[PATH_MAX * 3];
+	char sdir[PATH_MAX * 2], dst[PATH_MAX * 3], tmpname[PATH_MAX], tmp[PATH_MAX * 4];
 	snprintf(sdir, sizeof(sdir), "%s/%s", a->mount, series);
 	snprintf(dst, sizeof(dst), "%s/%s", sdir, name);
-	if (admin_copy_tmpname(tmp, sizeof(tmp), sdir, name, "import") != 0) {
+	if (admin_copy_tmpname(tmpname, sizeof(tmpname), name, "import") != 0) {
 		admin_err("import: no random bytes for a temporary name in %s", series);
 		return ADMIN_PROBLEM;
 	}
-	if (lstat(dst, &sb) == 0) {
-		admin_err("import: %s/%s already exists", series, name);
-		return ADMIN_BUSY;
+	snprintf(tmp, sizeof(tmp), "%s/%s", sdir, tmpname);
+	/* C1: mkdir -p SERIES beneath the mount's fd, then SERIES opened once,
+	 * no component followed */
+	int mfd = open(a->mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mfd < 0) {
+		admin_err("import: MOUNTPOINT %s: cannot open: %s", a->mount, strerror(errno));
+		return admin_exit_for(errno);
 	}
-	/* mkdir -p SERIES through the mount */
 	char walk[PATH_MAX * 2];
-	snprintf(walk, sizeof(walk), "%s", sdir);
-	for (char *p = walk + strlen(a->mount) + 1;; p++) {
+	snprintf(walk, sizeof(walk), "%s", series);
+	for (char *p = walk;; p++) {
 		if (*p == '/' || *p == '\0') {
 			char ch = *p;
 			*p = '\0';
-			if (mkdir(walk, 0755) != 0 && errno != EEXIST) {
-				admin_err("import: cannot create %s: %s", walk, strerror(errno));
-				return admin_exit_for(errno);
+			int e = p > walk ? safe_mkdirat(mfd, walk, 0755) : 0;
+			if (e != 0) {
+				admin_err("import: cannot create %s/%s: %s", a->mount, walk,
+					  e == -ELOOP ? "a part of it is a symbolic link" : strerror(-e));
+				close(mfd);
+				return admin_exit_for(-e);
 			}
 			*p = ch;
 			if (!ch)
 				break;
 		}
 	}
+	int pfd = safe_openat(mfd, series, O_RDONLY | O_DIRECTORY, 0);
+	close(mfd);
+	if (pfd < 0) {
+		admin_err("import: SERIES %s: cannot open: %s", series,
+			  pfd == -ELOOP ? "a part of it is a symbolic link" : strerror(-pfd));
+		return admin_exit_for(-pfd);
+	}
+	if (fstatat(pfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		admin_err("import: %s/%s already exists", series, name);
+		close(pfd);
+		return ADMIN_BUSY;
+	}
 	admin_sum_bytes = 0;
 	nftw(src, admin_sum_one, 16, FTW_PHYS);
-	struct admin_copy c = { .a = a, .label = "import", .total = admin_sum_bytes, .top = tmp };
+	struct admin_copy c = { .a = a, .label = "import", .total = admin_sum_bytes,
+				.pfd = pfd, .topname = tmpname, .topfd = -1 };
 	c.buf = malloc(ADMIN_COPY_BUF);
-	if (!c.buf)
+	if (!c.buf) {
+		close(pfd);
 		return ADMIN_PROBLEM;
+	}
 	rc = admin_copy_tree(&c, src, tmp);
-	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) != 0)
-		rc = admin_copy_fail(&c, dst, -errno);
+	if (rc == 0)
+		rc = admin_copy_finish(&c, name, dst);
 	admin_progress_end();
 	free(c.buf);
+	if (rc != 0 && c.made_top) /* never what another user made under that name */
+		admin_rm_top(&c);
+	if (c.topfd >= 0)
+		close(c.topfd);
+	close(pfd);
 	if (rc != 0) {
-		if (c.made_top) /* never what another user made under that name */
-			admin_rm_tree(tmp);
 		admin_err("import %s: %s: %s; nothing imported", src, c.where, strerror(-c.err));
 		return c.err == -EEXIST ? ADMIN_BUSY : admin_exit_for(c.err);
 	}

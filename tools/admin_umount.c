@@ -404,7 +404,8 @@ static int umount_trust(struct umount_state *st, int *dirfd, char *name, size_t 
 static int umount_find_draining(struct umount_state *st)
 {
 	char path[PATH_MAX + 16], buf[64] = "";
-	int fd = cachedir_lock_open(st->a->cache, O_RDONLY, path, sizeof(path));
+	/* never a symlink nor a FIFO planted there (review 40 F7): no hang */
+	int fd = cachedir_lock_open(st->a->cache, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, path, sizeof(path));
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (fd >= 0)
 		close(fd);

@@ -16,12 +16,13 @@ void log_setup(FILE *f, enum log_level max);
 /* Sends log lines to syslog(3) (facility daemon, ident `ident`, with the pid)
  * instead; levels map to LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG. */
 void log_setup_syslog(const char *ident, enum log_level max);
-/* Opens `path` for appending, line-buffered (close-on-exec): the log file. */
-FILE *log_open_file(const char *path, bool nofollow);
+/* Opens `path` for appending, line-buffered (close-on-exec), never through a
+ * symlink (O_NOFOLLOW: ELOOP): the log file. */
+FILE *log_open_file(const char *path);
 /* After logrotate moved the file: opens `path` anew and switches to it under
  * the log lock, so no line is lost or split; the old stream is closed. 0 or
  * -errno (the old file stays in use). */
-int log_reopen(const char *path, bool nofollow);
+int log_reopen(const char *path);
 /* The descriptor lines go to now (2 for stderr or syslog): for a signal
  * handler's fixed message. */
 int log_fileno(void);

@@ -51,6 +51,16 @@ test_missing_backing_directory_is_refused() {
 	_refused "$CK_TMP/nope" "$CK_MNT" -f -o cache="$CK_CACHE" "$CK_TMP/nope" "$CK_MNT"
 }
 
+# -o log=FILE is never opened through a symlink (fs/lib/log.c, review 40
+# F7): root's log in a shared directory cannot be sent to a file another
+# user points it at; the target is left as it was.
+test_log_that_is_a_symlink_is_refused() {
+	echo victim >"$CK_TMP/victim"
+	ln -s "$CK_TMP/victim" "$CK_TMP/d.log"
+	_refused "symbolic link" "$CK_MNT" -o cache="$CK_CACHE",log="$CK_TMP/d.log" "$CK_BACKING" "$CK_MNT"
+	assert_eq victim "$(cat "$CK_TMP/victim")" "the symlink's target"
+}
+
 test_backing_that_is_a_file_is_refused() {
 	echo x >"$CK_TMP/file"
 	_refused "$CK_TMP/file" "$CK_MNT" -o cache="$CK_CACHE" "$CK_TMP/file" "$CK_MNT"

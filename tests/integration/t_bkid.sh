@@ -1,0 +1,148 @@
+#!/bin/bash
+# t_bkid — a used cache belongs to the store it uploaded to (fs/main.c M1,
+# review 40 F3, F5): BACKING's ckptfs.store carries a random id, the cache
+# records it in CACHE/backing-id. A cache whose catalog calls saves durable is
+# refused, with one line and nothing written to BACKING or the cache, over an
+# empty BACKING (an NFS mount that did not come up), another store, or a store
+# that lost the newest durable save's manifest (restored from an older copy);
+# its saves read back whole once mounted on the real BACKING. A fresh cache
+# over an empty BACKING, and a store with the old id-less marker, still mount.
+# A mount the claim refuses leaves the marker as it was (claim.h 9).
+. "$(dirname "$0")/lib.sh"
+
+# _bk_refused NEEDLE — the mount of CK_BACKING with CK_CACHE is refused in the
+# foreground with one line holding NEEDLE; CK_CACHE and CK_BACKING unchanged.
+_bk_snap() { (cd "$1" && find . -type f ! -name lock -print0 | sort -z | xargs -0 -r sha256sum); }
+_bk_refused() {
+	local rc=0 before_c before_b
+	before_c=$(_bk_snap "$CK_CACHE")
+	before_b=$(_bk_snap "$CK_BACKING")
+	ck_register_mount "$CK_MNT"
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	if ck_is_mounted "$CK_MNT"; then
+		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
+		ck_fail "a used cache mounted over $1 (exit $rc) instead of being refused"
+	fi
+	[ $rc != 124 ] && [ $rc != 137 ] || ck_fail "ckptfs did not exit within 30 s"
+	[ $rc != 0 ] || ck_fail "ckptfs exited 0, expected a refusal"
+	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
+	assert_contains "$(cat "$CK_TMP/err")" "$2" "the refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "is it mounted? wiped? restored from an older copy?" "the refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "cache $CK_CACHE holds 1 generation durable" "the refusal"
+	assert_eq "$before_c" "$(_bk_snap "$CK_CACHE")" "the cache after the refusal"
+	assert_eq "$before_b" "$(_bk_snap "$CK_BACKING")" "BACKING after the refusal"
+}
+
+# One durable save, its reference copy in CK_REF.
+_bk_save() {
+	ck_mount
+	mkdir -p "$CK_MNT/run/checkpoint-100"
+	head -c 3M /dev/urandom >"$CK_REF/model.bin"
+	cp "$CK_REF/model.bin" "$CK_MNT/run/checkpoint-100/model.bin"
+	echo '{"global_step":100}' >"$CK_MNT/run/checkpoint-100/trainer_state.json"
+	ck_wait_durable
+	ck_umount
+}
+_bk_read_back() {
+	ck_mount
+	cmp "$CK_REF/model.bin" "$CK_MNT/run/checkpoint-100/model.bin" || ck_fail "the save's bytes differ after remounting on the real BACKING"
+	ck_umount
+}
+
+test_used_cache_over_an_empty_backing_is_refused() {
+	_bk_save
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	_bk_refused "an empty BACKING" "no store marker"
+	assert_eq "" "$(ls -A "$CK_BACKING")" "the empty BACKING after the refusal"
+	rmdir "$CK_BACKING"
+	mv "$CK_TMP/backing.real" "$CK_BACKING"
+	_bk_read_back
+}
+
+test_used_cache_over_another_store_is_refused() {
+	_bk_save
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	local cache=$CK_CACHE
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	echo other >"$CK_MNT/other"
+	ck_umount
+	CK_CACHE=$cache
+	_bk_refused "another store" "not $(cat "$CK_CACHE/backing-id") as recorded"
+	rm -rf "$CK_BACKING"
+	mv "$CK_TMP/backing.real" "$CK_BACKING"
+	_bk_read_back
+}
+
+test_used_cache_over_a_store_without_the_newest_manifest_is_refused() {
+	_bk_save
+	local m
+	m=$(cd "$CK_BACKING" && ls manifests/gen/*.ckm | tail -n 1)
+	[ -n "$m" ] || ck_fail "no generation manifest on BACKING"
+	mv "$CK_BACKING/$m" "$CK_TMP/manifest.aside"
+	_bk_refused "a rolled-back store" "manifest $m is missing"
+	mv "$CK_TMP/manifest.aside" "$CK_BACKING/$m"
+	_bk_read_back
+}
+
+test_fresh_cache_over_an_empty_backing_mounts_and_marks_it() {
+	ck_mount
+	echo x >"$CK_MNT/f"
+	ck_umount
+	local id
+	id=$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")
+	assert_eq 32 "${#id}" "the store id's length in $(cat "$CK_BACKING/ckptfs.store")"
+	assert_eq "$id" "$(cat "$CK_CACHE/backing-id")" "the id the cache recorded"
+	# a second store gets another id
+	local b2=$CK_TMP/b2
+	mkdir "$b2"
+	CK_BACKING=$b2 CK_CACHE=$CK_TMP/c2
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	ck_umount
+	[ "$(sed -n 's/^id //p' "$b2/ckptfs.store")" != "$id" ] || ck_fail "two stores got the same id"
+}
+
+# A store and a cache from before ids: the cache adopts the id its holder
+# writes at the next mount; a pre-id cache over an empty BACKING is refused.
+test_store_with_the_old_marker_still_mounts_and_gets_an_id() {
+	_bk_save
+	printf 'ckptfs store format 3\n' >"$CK_BACKING/ckptfs.store"
+	rm "$CK_CACHE/backing-id"
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	_bk_refused "an empty BACKING (a cache from before ids)" "no store marker"
+	rmdir "$CK_BACKING"
+	mv "$CK_TMP/backing.real" "$CK_BACKING"
+	_bk_read_back
+	local id
+	id=$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")
+	assert_eq 32 "${#id}" "the id given to an old store"
+	assert_eq "ckptfs store format 3" "$(head -n 1 "$CK_BACKING/ckptfs.store")" "the old store's format line"
+	assert_eq "$id" "$(cat "$CK_CACHE/backing-id")" "the id the old cache adopted"
+	_bk_read_back
+}
+
+# F5: a mount refused by the claim (another catalog holds BACKING) does not
+# write the marker first (no upgrade to format 4 for codec=zstd).
+test_mount_refused_by_the_claim_leaves_the_marker() {
+	ck_mount
+	local before rc=0
+	before=$(sha256sum <"$CK_BACKING/ckptfs.store")
+	mkdir -m 700 "$CK_TMP/c2" "$CK_TMP/m2"
+	ck_register_mount "$CK_TMP/m2"
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_TMP/c2",codec=zstd "$CK_BACKING" "$CK_TMP/m2" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	if ck_is_mounted "$CK_TMP/m2"; then
+		fusermount3 -u "$CK_TMP/m2"
+		ck_fail "a second catalog mounted a held BACKING"
+	fi
+	[ $rc != 0 ] && [ $rc != 124 ] || ck_fail "the second mount exited $rc, expected a refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "claimed by another catalog" "the refusal"
+	assert_eq "$before" "$(sha256sum <"$CK_BACKING/ckptfs.store")" "the marker after a refused mount: $(cat "$CK_BACKING/ckptfs.store")"
+	ck_umount
+}
+
+ck_main "$@"

@@ -4,7 +4,15 @@
  *
  * Errors that can be found before mounting are reported on the terminal as
  * one line and a non-zero exit (options.c). Once in the background, the log
- * goes to CACHE/ckptfs.log (or -o log=FILE). */
+ * goes to CACHE/ckptfs.log (or -o log=FILE).
+ *
+ * M1 (review 40 F3): a cache whose catalog holds a durable generation mounts
+ * only over the store it uploaded to: ckptfs.store's id equals the one in
+ * CACHE/backing-id (a cache without one adopts the store's), and the newest
+ * durable generation's manifest is on BACKING. Checked read-only, before
+ * anything is written to BACKING or the cache.
+ * M2 (review 40 F5, claim.h invariant 9): the store marker is made, upgraded
+ * or given its id only once the claim is held (main_mark_store). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>

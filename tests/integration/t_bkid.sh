@@ -128,6 +128,22 @@ test_store_with_the_old_marker_still_mounts_and_gets_an_id() {
 	_bk_read_back
 }
 
+# `ckptfs-admin wait` checks the newest durable save's manifest on BACKING
+# before saying "durable".
+test_wait_does_not_call_a_save_durable_without_its_manifest() {
+	_bk_save
+	ck_mount
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 10 >"$CK_TMP/wout" 2>&1 || ck_fail "wait over the whole store: $(cat "$CK_TMP/wout")"
+	local m rc=0
+	m=$(cd "$CK_BACKING" && ls manifests/gen/*.ckm | tail -n 1)
+	mv "$CK_BACKING/$m" "$CK_TMP/manifest.aside"
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 10 >"$CK_TMP/wout" 2>&1 || rc=$?
+	mv "$CK_TMP/manifest.aside" "$CK_BACKING/$m"
+	ck_umount
+	[ $rc != 0 ] || ck_fail "wait returned 0 with $m gone from BACKING: $(cat "$CK_TMP/wout")"
+	assert_contains "$(cat "$CK_TMP/wout")" "has no $m" "wait's error"
+}
+
 # F5: a mount refused by the claim (another catalog holds BACKING) does not
 # write the marker first (no upgrade to format 4 for codec=zstd).
 test_mount_refused_by_the_claim_leaves_the_marker() {

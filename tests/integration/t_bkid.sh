@@ -144,6 +144,44 @@ test_wait_does_not_call_a_save_durable_without_its_manifest() {
 	assert_contains "$(cat "$CK_TMP/wout")" "has no $m" "wait's error"
 }
 
+# upload.h U12 (review 40 F6): keep=1 expires checkpoint-100, every chunk of
+# which checkpoint-200 shares (no sweep garbage, so no sweep sync): its
+# manifest is unlinked from BACKING only after a catalog sync that follows
+# checkpoint-200's manifest put (the expire comes after it).
+test_an_expired_saves_manifest_leaves_backing_after_the_expire_is_synced() {
+	ck_mount_synclog quiet=0.5,keep=1
+	local d n0 m200 line i=0 first
+	head -c 300K /dev/urandom >"$CK_REF/model.bin"
+	for d in 100 200; do
+		mkdir -p "$CK_MNT/run/checkpoint-$d"
+		cp "$CK_REF/model.bin" "$CK_MNT/run/checkpoint-$d/model.bin"
+		echo '{"global_step":1}' >"$CK_MNT/run/checkpoint-$d/trainer_state.json"
+		if [ $d = 100 ]; then
+			until [ -n "$(ls "$CK_BACKING/manifests/gen/" 2>/dev/null)" ]; do
+				i=$((i + 1))
+				[ $i -le 400 ] || ck_fail "checkpoint-100 never reached BACKING"
+				sleep 0.05
+			done
+			ck_wait_durable
+			n0=$(ck_synclog_lines)
+			first=$(ls "$CK_BACKING/manifests/gen/")
+		fi
+	done
+	i=0
+	until ck_synclog_since "$n0" | grep -q "^unlink .*manifests/gen/$first\$"; do
+		i=$((i + 1))
+		[ $i -le 400 ] || ck_fail "checkpoint-100's manifest $first never left BACKING (events: $(ck_synclog_since "$n0" | tr '\n' '|'))"
+		sleep 0.05
+	done
+	line=$(ck_synclog_since "$n0" | grep -n "^unlink .*manifests/gen/$first\$" | head -n 1 | cut -d: -f1)
+	# checkpoint-200's manifest put: the last BACKING temporary synced before
+	m200=$(ck_synclog_since "$n0" | head -n "$line" | grep -n "^sync $CK_BACKING/tmp/" | tail -n 1 | cut -d: -f1)
+	[ -n "$m200" ] || ck_fail "no put on BACKING before the unlink (events: $(ck_synclog_since "$n0" | head -n "$line" | tr '\n' '|'))"
+	ck_synclog_since "$n0" | head -n "$line" | tail -n +"$((m200 + 1))" | grep -q '^sync .*catalog\.db' ||
+		ck_fail "checkpoint-100's manifest left BACKING with no catalog sync after checkpoint-200's manifest put (events: $(ck_synclog_since "$n0" | head -n "$line" | tr '\n' '|'))"
+	ck_umount
+}
+
 # F5: a mount refused by the claim (another catalog holds BACKING) does not
 # write the marker first (no upgrade to format 4 for codec=zstd).
 test_mount_refused_by_the_claim_leaves_the_marker() {

@@ -4,7 +4,15 @@
  *
  * Errors that can be found before mounting are reported on the terminal as
  * one line and a non-zero exit (options.c). Once in the background, the log
- * goes to CACHE/ckptfs.log (or -o log=FILE). */
+ * goes to CACHE/ckptfs.log (or -o log=FILE).
+ *
+ * M1 (review 40 F3): a cache whose catalog holds a durable generation mounts
+ * only over the store it uploaded to: ckptfs.store's id equals the one in
+ * CACHE/backing-id (a cache without one adopts the store's), and the newest
+ * durable generation's manifest is on BACKING. Checked read-only, before
+ * anything is written to BACKING or the cache.
+ * M2 (review 40 F5, claim.h invariant 9): the store marker is made, upgraded
+ * or given its id only once the claim is held (main_mark_store). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -34,6 +43,8 @@
 #include "gen.h"
 #include "leasekeep.h"
 #include "log.h"
+#include "manifest.h"
+#include "upload.h"
 #include "metrics.h"
 #include "node.h"
 #include "ns.h"
@@ -86,6 +97,8 @@ struct ckptfs {
 };
 
 #define MAIN_STORE_MARKER "ckptfs.store"
+#define MAIN_STORE_ID_LEN 32 /* hex digits of the store id in the marker */
+#define MAIN_CACHE_STORE_ID "backing-id" /* CACHE/backing-id: the id of the store the catalog uploads to */
 /* storeq: threads writing chunk objects behind the writers, and how many
  * objects may be queued or in writing at once (each pins about a MiB of
  * recent's copies, whose budget is 16 MiB) */
@@ -213,11 +226,12 @@ static int main_write_small(const char *path, const char *text)
 	return rc;
 }
 
-/* Parses the store marker: "ckptfs store format N" with N a decimal ≥ 1
- * that fits, and nothing after it but one newline. Anything else (a sign, a
- * zero, trailing words, an overflow) is not a marker: a store is never
- * "upgraded" from a version misread. */
-static bool main_parse_marker(const char *text, unsigned long *version)
+/* Parses the store marker: "ckptfs store format N" with N a decimal >= 1
+ * that fits, one newline, then optionally "id HEX" (the store's identity,
+ * 32 lowercase hex digits, docs/FORMAT.md) and one newline. Anything else (a
+ * sign, a zero, trailing words, an overflow) is not a marker: a store is
+ * never "upgraded" from a version misread. id gets "" when the line is absent. */
+static bool main_parse_marker(const char *text, unsigned long *version, char *id, size_t id_size)
 {
 	static const char prefix[] = "ckptfs store format ";
 	if (strncmp(text, prefix, sizeof(prefix) - 1) != 0)
@@ -232,26 +246,119 @@ static bool main_parse_marker(const char *text, unsigned long *version)
 		return false;
 	if (*end == '\n')
 		end++;
+	id[0] = '\0';
+	if (strncmp(end, "id ", 3) == 0) {
+		const char *h = end + 3;
+		size_t n = strspn(h, "0123456789abcdef");
+		if (n != MAIN_STORE_ID_LEN || n + 1 > id_size)
+			return false;
+		memcpy(id, h, n);
+		id[n] = '\0';
+		end = (char *)h + n;
+		if (*end == '\n')
+			end++;
+	}
 	if (*end != '\0')
 		return false;
 	*version = v;
 	return true;
 }
 
-/* The store on BACKING carries its format version; a cache belongs to one
- * BACKING (its catalog names chunks only that store holds). */
+/* What main_check_bindings found and main_mark_store writes once the claim
+ * is held (claim.h invariant 9: only a holder writes BACKING; review 40 F5). */
+static struct main_mark {
+	bool put_marker;                    /* ckptfs.store to (re)write */
+	char marker[128];                   /* its new text */
+	char id[MAIN_STORE_ID_LEN + 1];     /* the store's id (found or new) */
+	bool put_cache_id;                  /* CACHE/backing-id to write */
+	unsigned long was, to;              /* an upgrade of the format: from, to */
+} main_mark;
+
+/* M1 (review 40 F3): a cache whose catalog calls a generation durable belongs
+ * to the store that holds it. The store's random id is in ckptfs.store, and
+ * the cache records it in CACHE/backing-id (beside CACHE/backing, read before
+ * the catalog is opened, so a refusal writes nothing). A used cache is refused
+ * over a BACKING with no marker, with another id, or without the newest
+ * durable generation's manifest. */
+struct main_durable {
+	uint64_t count;
+	uint64_t newest; /* its id (0: none) */
+	uint32_t version;
+	struct cat *cat;
+};
+
+static int main_durable_fn(void *arg, const struct cat_gen *g)
+{
+	struct main_durable *d = arg;
+	bool durable = false;
+	if (g->state != GEN_COMMITTED || cat_gen_durable(d->cat, g->id, &durable) != 0 || !durable)
+		return 0;
+	d->count++;
+	if (g->id > d->newest) {
+		d->newest = g->id;
+		d->version = g->version;
+	}
+	return 0;
+}
+
+/* The durable generations of the lone catalog in CACHE (read-only). */
+static int main_count_durable(const struct ckptfs_options *o, struct main_durable *d)
+{
+	char path[PATH_MAX + 16];
+	struct stat sb;
+	memset(d, 0, sizeof(*d));
+	cachedir_path(o->cache, CACHEDIR_CATALOG, path, sizeof(path));
+	if (stat(path, &sb) != 0 || sb.st_size == 0)
+		return 0;
+	int rc = cat_open_readonly(path, &d->cat);
+	if (rc == 0)
+		rc = cat_gen_list_brief(d->cat, 0, false, main_durable_fn, d);
+	cat_close(d->cat);
+	d->cat = NULL;
+	return rc;
+}
+
+static int main_refuse_store(const struct ckptfs_options *o, const struct main_durable *d,
+			     const char *why)
+{
+	fprintf(stderr, "ckptfs: BACKING %s: %s, but cache %s holds %" PRIu64 " generation%s "
+			"durable on its BACKING: is it mounted? wiped? restored from an older copy? "
+			"(mount with the right BACKING; docs/ADMIN.md)\n",
+		o->backing, why, o->cache, d->count, d->count == 1 ? "" : "s");
+	return -1;
+}
+
+static void main_new_id(char *id)
+{
+	unsigned char r[MAIN_STORE_ID_LEN / 2];
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) { /* not expected: still distinct */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)getpid();
+		for (size_t i = 0; i < sizeof(r); i++)
+			r[i] = (unsigned char)(x >> (8 * (i % 8))) ^ (unsigned char)i;
+	}
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(id + 2 * i, 3, "%02x", r[i]);
+}
+
+/* The store on BACKING carries its format version and id; a cache belongs to
+ * one BACKING (its catalog names chunks only that store holds). Reads only:
+ * what is to be written waits in main_mark for the claim (main_mark_store). */
 static int main_check_bindings(struct ckptfs *fs)
 {
 	const struct ckptfs_options *o = &fs->opt;
 	char path[PATH_MAX + 32], buf[PATH_MAX + 64];
 	size_t len = 0;
+	unsigned long version = 0;
+	bool have_marker = false;
+	memset(&main_mark, 0, sizeof(main_mark));
 	/* the zstd family writes codec 4, which needs format 4 (store.h) */
 	int needed = o->codec == CODEC_FAMILY_ZSTD ? STORE_MARKER_VERSION : STORE_MARKER_VERSION_LZ4;
 	int rc = backing_get(fs->backing, MAIN_STORE_MARKER, buf, sizeof(buf) - 1, &len);
 	if (rc == 0) {
-		unsigned long version = 0;
 		buf[len] = '\0';
-		if (!main_parse_marker(buf, &version)) {
+		if (!main_parse_marker(buf, &version, main_mark.id, sizeof(main_mark.id))) {
 			fprintf(stderr, "ckptfs: BACKING %s: %s is not a ckptfs store marker\n", o->backing,
 				MAIN_STORE_MARKER);
 			return -1;
@@ -262,20 +369,9 @@ static int main_check_bindings(struct ckptfs *fs)
 				o->backing, version, STORE_MARKER_VERSION);
 			return -1;
 		}
-		if (version < (unsigned long)needed) { /* older objects stay readable as they are */
-			int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", needed);
-			rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
-			if (rc == 0)
-				log_info("BACKING %s: store format %lu upgraded to %d (new chunk objects "
-					 "may use the %s codecs and carry a CRC-32C; older ones are read as before)",
-					 o->backing, version, needed, codec_family_name(o->codec));
-		}
-	} else if (rc == -ENOENT) {
-		int n = snprintf(buf, sizeof(buf), "ckptfs store format %d\n", needed);
-		rc = backing_put(fs->backing, MAIN_STORE_MARKER, buf, (size_t)n);
-	}
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs: BACKING %s: cannot read or write %s: %s\n", o->backing,
+		have_marker = true;
+	} else if (rc != -ENOENT) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot read %s: %s\n", o->backing,
 			MAIN_STORE_MARKER, strerror(-rc));
 		return -1;
 	}
@@ -288,9 +384,98 @@ static int main_check_bindings(struct ckptfs *fs)
 			o->cache, buf, o->backing);
 		return -1;
 	}
-	if (n < 0) {
+	bool wrote_owner = n < 0;
+	/* M1: the used cache against the store found */
+	char recorded[MAIN_STORE_ID_LEN + 8] = "";
+	char idpath[PATH_MAX + 32];
+	snprintf(idpath, sizeof(idpath), "%s/%s", o->cache, MAIN_CACHE_STORE_ID);
+	int idn = main_read_small(idpath, recorded, sizeof(recorded));
+	if (idn > 0 && recorded[idn - 1] == '\n')
+		recorded[idn - 1] = '\0';
+	if (idn < 0)
+		recorded[0] = '\0';
+	struct main_durable d;
+	if (!o->meta_url[0] && (rc = main_count_durable(o, &d)) != 0) {
+		fprintf(stderr, "ckptfs: cache %s: cannot read its catalog: %s\n", o->cache,
+			strerror(-rc));
+		return -1;
+	}
+	if (!o->meta_url[0] && d.count > 0) {
+		if (!have_marker)
+			return main_refuse_store(o, &d, "no store marker (" MAIN_STORE_MARKER ")");
+		if (recorded[0] && strcmp(recorded, main_mark.id) != 0) {
+			char why[160];
+			snprintf(why, sizeof(why), "store id %s, not %s as recorded in %s",
+				 main_mark.id[0] ? main_mark.id : "(none)", recorded, MAIN_CACHE_STORE_ID);
+			return main_refuse_store(o, &d, why);
+		}
+		char man[128];
+		uint64_t size = 0;
+		manifest_gen_path(d.newest, d.version, man, sizeof(man));
+		rc = backing_stat(fs->backing, man, &size);
+		if (rc == -ENOENT) {
+			char why[200];
+			snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);
+			return main_refuse_store(o, &d, why);
+		}
+		if (rc != 0) {
+			fprintf(stderr, "ckptfs: BACKING %s: cannot stat %s: %s\n", o->backing, man,
+				strerror(-rc));
+			return -1;
+		}
+	}
+	/* what the holder writes, once the claim is held */
+	bool had_id = main_mark.id[0] != '\0';
+	if (!had_id)
+		main_new_id(main_mark.id); /* a new store, or one from before ids */
+	unsigned long put_version = have_marker && version >= (unsigned long)needed ? version
+									   : (unsigned long)needed;
+	main_mark.put_marker = !have_marker || version < (unsigned long)needed ||
+			       !had_id;
+	snprintf(main_mark.marker, sizeof(main_mark.marker), "ckptfs store format %lu\nid %s\n",
+		 put_version, main_mark.id);
+	main_mark.put_cache_id = strcmp(recorded, main_mark.id) != 0;
+	if (have_marker && version < (unsigned long)needed) {
+		main_mark.was = version;
+		main_mark.to = (unsigned long)needed;
+	}
+	if (wrote_owner) {
 		snprintf(buf, sizeof(buf), "%s\n", o->backing);
 		rc = main_write_small(path, buf);
+		if (rc != 0) {
+			fprintf(stderr, "ckptfs: cache %s: cannot write %s: %s\n", o->cache, path,
+				strerror(-rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* After the claim (claim.h invariant 9, review 40 F5): the store marker is
+ * made, upgraded or given its id, and the cache records the store's id (M1). */
+static int main_mark_store(struct ckptfs *fs)
+{
+	const struct ckptfs_options *o = &fs->opt;
+	if (main_mark.put_marker) {
+		int rc = backing_put(fs->backing, MAIN_STORE_MARKER, main_mark.marker,
+				     strlen(main_mark.marker));
+		if (rc != 0) {
+			fprintf(stderr, "ckptfs: BACKING %s: cannot write %s: %s\n", o->backing,
+				MAIN_STORE_MARKER, strerror(-rc));
+			return -1;
+		}
+		if (main_mark.was) /* older objects stay readable as they are */
+			log_info("BACKING %s: store format %lu upgraded to %lu (new chunk objects "
+				 "may use the %s codecs and carry a CRC-32C; older ones are read as before)",
+				 o->backing, main_mark.was, main_mark.to, codec_family_name(o->codec));
+		log_info("BACKING %s: store marker written (format and id %s)", o->backing,
+			 main_mark.id);
+	}
+	if (main_mark.put_cache_id) {
+		char path[PATH_MAX + 32], text[MAIN_STORE_ID_LEN + 2];
+		snprintf(path, sizeof(path), "%s/%s", o->cache, MAIN_CACHE_STORE_ID);
+		snprintf(text, sizeof(text), "%s\n", main_mark.id);
+		int rc = main_write_small(path, text);
 		if (rc != 0) {
 			fprintf(stderr, "ckptfs: cache %s: cannot write %s: %s\n", o->cache, path,
 				strerror(-rc));
@@ -625,6 +810,8 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 		return -1;
 	if ((shared ? main_claim_shared(fs, cache_was_used)
 		    : main_open_catalog(fs, cache_was_used)) != 0)
+		return -1;
+	if (main_mark_store(fs) != 0)
 		return -1;
 	if (gen_pattern_check(&fs->opt.gen) != 0) /* gen and nodes: main_start_ns */
 		return -1;

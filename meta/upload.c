@@ -323,6 +323,9 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 		if (*ready) /* U8 */
 			rc = up_exists(cat, U_GEN_ABSORBED, (int64_t)u->gen, &found);
 		*ready = *ready && rc == 0 && !found;
+		if (*ready) /* U12: the expire that queued it is durable first */
+			rc = cat_wal_sync(cat);
+		*ready = *ready && rc == 0;
 		break;
 	default:
 		break;

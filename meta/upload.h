@@ -117,6 +117,12 @@
  *      daemon request. No row (a catalog of an older ckptfs, before its
  *      first tree manifest) is not current. Alone only: a node of a shared
  *      catalog writes no tree manifest from its local catalog (T1).
+ *  U12. An UP_DELETE_GEN_MANIFEST row is handed out as ready only after the
+ *      WAL is synced (catalog.c invariant 10): the expire that queued it is
+ *      durable before the manifest leaves BACKING, so a power loss cannot
+ *      bring the save back COMMITTED and "durable" with no manifest on
+ *      BACKING (review 40 F6: an expire whose chunks are all shared with
+ *      newer saves has no sweep that syncs).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H

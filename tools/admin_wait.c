@@ -38,6 +38,8 @@
 #include <time.h>
 
 #include "admin.h"
+#include "backing.h"
+#include "manifest.h"
 #include "upload.h"
 
 static double admin_now(void)
@@ -243,6 +245,39 @@ static int admin_wait_shared(struct admin *a)
 	return ADMIN_OK;
 }
 
+/* Before "durable": the newest waited-for generation's manifest is on the
+ * BACKING found (fs/main.c M1; review 40 F3): the catalog's marks alone say
+ * nothing of a BACKING wiped or restored from an older copy since. */
+static int admin_wait_check_newest(struct admin *a, const struct cat_id_vec *ids)
+{
+	uint64_t newest = 0;
+	for (size_t i = 0; i < ids->n; i++)
+		if (ids->v[i] > newest)
+			newest = ids->v[i];
+	struct cat_gen g;
+	if (newest == 0 || cat_gen_get_brief(a->cat, newest, &g) != 0 || g.state != GEN_COMMITTED)
+		return ADMIN_OK;
+	int rc = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
+	char man[128];
+	uint64_t size = 0;
+	manifest_gen_path(g.id, g.version, man, sizeof(man));
+	if (rc == 0)
+		rc = backing_stat(a->bk, man, &size);
+	if (rc == -ENOENT) {
+		char label[PATH_MAX + CAT_NAME_MAX + 2];
+		admin_gen_label(a, &g, label, sizeof(label));
+		admin_err("wait: BACKING %s has no %s, the manifest of %s, which the catalog calls "
+			  "durable: is it mounted? wiped? restored from an older copy?",
+			  a->backing, man, label);
+		return ADMIN_PROBLEM;
+	}
+	if (rc != 0) {
+		admin_err("wait: BACKING %s: cannot stat %s: %s", a->backing, man, strerror(-rc));
+		return admin_exit_for(rc);
+	}
+	return ADMIN_OK;
+}
+
 int admin_cmd_wait(struct admin *a)
 {
 	if (a->npos > 1) {
@@ -347,6 +382,8 @@ int admin_cmd_wait(struct admin *a)
 		nanosleep(&ts, NULL);
 	}
 	admin_progress_end();
+	if (ec == ADMIN_OK)
+		ec = admin_wait_check_newest(a, &l.ids);
 	cat_id_vec_free(&l.ids);
 	if (ec == ADMIN_OK) {
 		if (a->json) {

@@ -345,11 +345,13 @@ test_store_format_1_is_upgraded_and_its_objects_still_read() {
 	mkdir "$CK_MNT/d"
 	for f in a b small text; do cp "$CK_REF/$f" "$CK_MNT/d/$f"; done
 	ck_umount
-	assert_eq "ckptfs store format 3" "$(cat "$marker")" "the marker of a new store"
+	assert_eq "ckptfs store format 3" "$(head -n 1 "$marker")" "the marker of a new store"
+	local idline
+	idline=$(sed -n '/^id /p' "$marker")
 	# Back to a format-1 store: its marker, and one chunk of a (not its
 	# first, so that a mixes format-2 and format-1 objects) as a format-1
 	# object.
-	printf 'ckptfs store format 1\n' >"$marker"
+	printf 'ckptfs store format 1\n%s\n' "$idline" >"$marker" # its id kept (fs/main.c M1)
 	h=$(ck_sql "SELECT lower(hex(e.hash)) FROM extents e JOIN dirents d ON d.ino = e.ino WHERE d.name = 'a' ORDER BY e.off")
 	n=$(echo "$h" | grep -c .) || true
 	[ "$n" -ge 2 ] || ck_fail "a (6 MiB) has $n extents, expected at least 2"
@@ -364,8 +366,8 @@ test_store_format_1_is_upgraded_and_its_objects_still_read() {
 
 	ck_mount
 	assert_contains "$(cat "$CK_DLOG")" "BACKING $CK_BACKING: store format 1 upgraded to 3" "the daemon log of the first mount of a format-1 store"
-	assert_eq "ckptfs store format 3" "$(cat "$marker")" "the marker after the upgrade"
-	assert_eq "$(printf 'ckptfs store format 3\nX')" "$(cat "$marker"; echo X)" "the marker's bytes after the upgrade"
+	assert_eq "ckptfs store format 3" "$(head -n 1 "$marker")" "the marker after the upgrade"
+	assert_eq "$(printf 'ckptfs store format 3\n%s\nX' "$idline")" "$(cat "$marker"; echo X)" "the marker's bytes after the upgrade"
 	for f in a b small text; do assert_file_eq "$CK_REF/$f" "$CK_MNT/d/$f"; done
 	local out
 	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || ck_fail "ckptfs-admin verify of a store with a format-1 object failed: $(echo "$out" | tr '\n' '|')"

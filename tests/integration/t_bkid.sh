@@ -1,0 +1,204 @@
+#!/bin/bash
+# t_bkid — a used cache belongs to the store it uploaded to (fs/main.c M1,
+# review 40 F3, F5): BACKING's ckptfs.store carries a random id, the cache
+# records it in CACHE/backing-id. A cache whose catalog calls saves durable is
+# refused, with one line and nothing written to BACKING or the cache, over an
+# empty BACKING (an NFS mount that did not come up), another store, or a store
+# that lost the newest durable save's manifest (restored from an older copy);
+# its saves read back whole once mounted on the real BACKING. A fresh cache
+# over an empty BACKING, and a store with the old id-less marker, still mount.
+# A mount the claim refuses leaves the marker as it was (claim.h 9).
+. "$(dirname "$0")/lib.sh"
+
+# _bk_refused NEEDLE — the mount of CK_BACKING with CK_CACHE is refused in the
+# foreground with one line holding NEEDLE; CK_CACHE and CK_BACKING unchanged.
+# (SQLite's side files of the catalog's read-only look, -wal empty, are left out)
+_bk_snap() { (cd "$1" && find . -type f ! -name lock ! -name 'catalog.db-shm' ! -name 'catalog.db-wal' -print0 | sort -z | xargs -0 -r sha256sum); }
+_bk_refused() {
+	local rc=0 before_c before_b
+	before_c=$(_bk_snap "$CK_CACHE")
+	before_b=$(_bk_snap "$CK_BACKING")
+	ck_register_mount "$CK_MNT"
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	if ck_is_mounted "$CK_MNT"; then
+		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
+		ck_fail "a used cache mounted over $1 (exit $rc) instead of being refused"
+	fi
+	[ $rc != 124 ] && [ $rc != 137 ] || ck_fail "ckptfs did not exit within 30 s"
+	[ $rc != 0 ] || ck_fail "ckptfs exited 0, expected a refusal"
+	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
+	assert_contains "$(cat "$CK_TMP/err")" "$2" "the refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "is it mounted? wiped? restored from an older copy?" "the refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "cache $CK_CACHE holds 1 generation durable" "the refusal"
+	assert_eq "$before_c" "$(_bk_snap "$CK_CACHE")" "the cache after the refusal"
+	assert_eq "$before_b" "$(_bk_snap "$CK_BACKING")" "BACKING after the refusal"
+}
+
+# One durable save, its reference copy in CK_REF.
+_bk_save() {
+	ck_mount
+	mkdir -p "$CK_MNT/run/checkpoint-100"
+	head -c 3M /dev/urandom >"$CK_REF/model.bin"
+	cp "$CK_REF/model.bin" "$CK_MNT/run/checkpoint-100/model.bin"
+	echo '{"global_step":100}' >"$CK_MNT/run/checkpoint-100/trainer_state.json"
+	ck_wait_durable
+	ck_umount
+}
+_bk_read_back() {
+	ck_mount
+	cmp "$CK_REF/model.bin" "$CK_MNT/run/checkpoint-100/model.bin" || ck_fail "the save's bytes differ after remounting on the real BACKING"
+	ck_umount
+}
+
+test_used_cache_over_an_empty_backing_is_refused() {
+	_bk_save
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	_bk_refused "an empty BACKING" "no store marker"
+	# (the health probe's tmp/ directory, empty, is all it may leave)
+	assert_eq "" "$(find "$CK_BACKING" -type f)" "files on the empty BACKING after the refusal"
+	rm -r "$CK_BACKING"
+	mv "$CK_TMP/backing.real" "$CK_BACKING"
+	_bk_read_back
+}
+
+test_used_cache_over_another_store_is_refused() {
+	_bk_save
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	local cache=$CK_CACHE
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	echo other >"$CK_MNT/other"
+	ck_umount
+	CK_CACHE=$cache
+	_bk_refused "another store" "not $(cat "$CK_CACHE/backing-id") as recorded"
+	rm -rf "$CK_BACKING"
+	mv "$CK_TMP/backing.real" "$CK_BACKING"
+	_bk_read_back
+}
+
+test_used_cache_over_a_store_without_the_newest_manifest_is_refused() {
+	_bk_save
+	local m
+	m=$(cd "$CK_BACKING" && ls manifests/gen/*.ckm | tail -n 1)
+	[ -n "$m" ] || ck_fail "no generation manifest on BACKING"
+	mv "$CK_BACKING/$m" "$CK_TMP/manifest.aside"
+	_bk_refused "a rolled-back store" "manifest $m is missing"
+	mv "$CK_TMP/manifest.aside" "$CK_BACKING/$m"
+	_bk_read_back
+}
+
+test_fresh_cache_over_an_empty_backing_mounts_and_marks_it() {
+	ck_mount
+	echo x >"$CK_MNT/f"
+	ck_umount
+	local id
+	id=$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")
+	assert_eq 32 "${#id}" "the store id's length in $(cat "$CK_BACKING/ckptfs.store")"
+	assert_eq "$id" "$(cat "$CK_CACHE/backing-id")" "the id the cache recorded"
+	# a second store gets another id
+	local b2=$CK_TMP/b2
+	mkdir "$b2"
+	CK_BACKING=$b2 CK_CACHE=$CK_TMP/c2
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	ck_umount
+	[ "$(sed -n 's/^id //p' "$b2/ckptfs.store")" != "$id" ] || ck_fail "two stores got the same id"
+}
+
+# A store and a cache from before ids: the cache adopts the id its holder
+# writes at the next mount; a pre-id cache over an empty BACKING is refused.
+test_store_with_the_old_marker_still_mounts_and_gets_an_id() {
+	_bk_save
+	printf 'ckptfs store format 3\n' >"$CK_BACKING/ckptfs.store"
+	rm "$CK_CACHE/backing-id"
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	_bk_refused "an empty BACKING (a cache from before ids)" "no store marker"
+	rm -r "$CK_BACKING"
+	mv "$CK_TMP/backing.real" "$CK_BACKING"
+	_bk_read_back
+	local id
+	id=$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")
+	assert_eq 32 "${#id}" "the id given to an old store"
+	assert_eq "ckptfs store format 3" "$(head -n 1 "$CK_BACKING/ckptfs.store")" "the old store's format line"
+	assert_eq "$id" "$(cat "$CK_CACHE/backing-id")" "the id the old cache adopted"
+	_bk_read_back
+}
+
+# `ckptfs-admin wait` checks the newest durable save's manifest on BACKING
+# before saying "durable".
+test_wait_does_not_call_a_save_durable_without_its_manifest() {
+	_bk_save
+	ck_mount
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 10 >"$CK_TMP/wout" 2>&1 || ck_fail "wait over the whole store: $(cat "$CK_TMP/wout")"
+	local m rc=0
+	m=$(cd "$CK_BACKING" && ls manifests/gen/*.ckm | tail -n 1)
+	mv "$CK_BACKING/$m" "$CK_TMP/manifest.aside"
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 10 >"$CK_TMP/wout" 2>&1 || rc=$?
+	mv "$CK_TMP/manifest.aside" "$CK_BACKING/$m"
+	ck_umount
+	[ $rc != 0 ] || ck_fail "wait returned 0 with $m gone from BACKING: $(cat "$CK_TMP/wout")"
+	assert_contains "$(cat "$CK_TMP/wout")" "has no $m" "wait's error"
+}
+
+# upload.h U12 (review 40 F6): keep=1 expires checkpoint-100, every chunk of
+# which checkpoint-200 shares (no sweep garbage, so no sweep sync): its
+# manifest is unlinked from BACKING only after a catalog sync that follows
+# checkpoint-200's manifest put (the expire comes after it).
+test_an_expired_saves_manifest_leaves_backing_after_the_expire_is_synced() {
+	ck_mount_synclog quiet=0.5,keep=1
+	local d n0 m200 line i=0 first
+	head -c 300K /dev/urandom >"$CK_REF/model.bin"
+	for d in 100 200; do
+		mkdir -p "$CK_MNT/run/checkpoint-$d"
+		cp "$CK_REF/model.bin" "$CK_MNT/run/checkpoint-$d/model.bin"
+		echo '{"global_step":1}' >"$CK_MNT/run/checkpoint-$d/trainer_state.json"
+		if [ $d = 100 ]; then
+			until [ -n "$(ls "$CK_BACKING/manifests/gen/" 2>/dev/null)" ]; do
+				i=$((i + 1))
+				[ $i -le 400 ] || ck_fail "checkpoint-100 never reached BACKING"
+				sleep 0.05
+			done
+			ck_wait_durable
+			n0=$(ck_synclog_lines)
+			first=$(ls "$CK_BACKING/manifests/gen/")
+		fi
+	done
+	i=0
+	until ck_synclog_since "$n0" | grep -q "^unlink .*manifests/gen/$first\$"; do
+		i=$((i + 1))
+		[ $i -le 400 ] || ck_fail "checkpoint-100's manifest $first never left BACKING (events: $(ck_synclog_since "$n0" | tr '\n' '|'))"
+		sleep 0.05
+	done
+	line=$(ck_synclog_since "$n0" | grep -n "^unlink .*manifests/gen/$first\$" | head -n 1 | cut -d: -f1)
+	# checkpoint-200's manifest put: the last BACKING temporary synced before
+	m200=$(ck_synclog_since "$n0" | head -n "$line" | grep -n "^sync $CK_BACKING/tmp/" | tail -n 1 | cut -d: -f1)
+	[ -n "$m200" ] || ck_fail "no put on BACKING before the unlink (events: $(ck_synclog_since "$n0" | head -n "$line" | tr '\n' '|'))"
+	ck_synclog_since "$n0" | head -n "$line" | tail -n +"$((m200 + 1))" | grep -q '^sync .*catalog\.db' ||
+		ck_fail "checkpoint-100's manifest left BACKING with no catalog sync after checkpoint-200's manifest put (events: $(ck_synclog_since "$n0" | head -n "$line" | tr '\n' '|'))"
+	ck_umount
+}
+
+# F5: a mount refused by the claim (another catalog holds BACKING) does not
+# write the marker first (no upgrade to format 4 for codec=zstd).
+test_mount_refused_by_the_claim_leaves_the_marker() {
+	ck_mount
+	local before rc=0
+	before=$(sha256sum <"$CK_BACKING/ckptfs.store")
+	mkdir -m 700 "$CK_TMP/c2" "$CK_TMP/m2"
+	ck_register_mount "$CK_TMP/m2"
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_TMP/c2",codec=zstd "$CK_BACKING" "$CK_TMP/m2" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	if ck_is_mounted "$CK_TMP/m2"; then
+		fusermount3 -u "$CK_TMP/m2"
+		ck_fail "a second catalog mounted a held BACKING"
+	fi
+	[ $rc != 0 ] && [ $rc != 124 ] || ck_fail "the second mount exited $rc, expected a refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "claimed by another catalog" "the refusal"
+	assert_eq "$before" "$(sha256sum <"$CK_BACKING/ckptfs.store")" "the marker after a refused mount: $(cat "$CK_BACKING/ckptfs.store")"
+	ck_umount
+}
+
+ck_main "$@"

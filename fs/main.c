@@ -98,7 +98,6 @@ struct ckptfs {
 
 #define MAIN_STORE_MARKER "ckptfs.store"
 #define MAIN_STORE_ID_LEN 32 /* hex digits of the store id in the marker */
-#define MAIN_CACHE_STORE_ID "backing-id" /* CACHE/backing-id: the id of the store the catalog uploads to */
 /* storeq: threads writing chunk objects behind the writers, and how many
  * objects may be queued or in writing at once (each pins about a MiB of
  * recent's copies, whose budget is 16 MiB) */
@@ -388,7 +387,7 @@ static int main_check_bindings(struct ckptfs *fs)
 	/* M1: the used cache against the store found */
 	char recorded[MAIN_STORE_ID_LEN + 8] = "";
 	char idpath[PATH_MAX + 32];
-	snprintf(idpath, sizeof(idpath), "%s/%s", o->cache, MAIN_CACHE_STORE_ID);
+	snprintf(idpath, sizeof(idpath), "%s/%s", o->cache, CACHEDIR_STORE_ID);
 	int idn = main_read_small(idpath, recorded, sizeof(recorded));
 	if (idn > 0 && recorded[idn - 1] == '\n')
 		recorded[idn - 1] = '\0';
@@ -406,7 +405,7 @@ static int main_check_bindings(struct ckptfs *fs)
 		if (recorded[0] && strcmp(recorded, main_mark.id) != 0) {
 			char why[160];
 			snprintf(why, sizeof(why), "store id %s, not %s as recorded in %s",
-				 main_mark.id[0] ? main_mark.id : "(none)", recorded, MAIN_CACHE_STORE_ID);
+				 main_mark.id[0] ? main_mark.id : "(none)", recorded, CACHEDIR_STORE_ID);
 			return main_refuse_store(o, &d, why);
 		}
 		char man[128];
@@ -473,7 +472,7 @@ static int main_mark_store(struct ckptfs *fs)
 	}
 	if (main_mark.put_cache_id) {
 		char path[PATH_MAX + 32], text[MAIN_STORE_ID_LEN + 2];
-		snprintf(path, sizeof(path), "%s/%s", o->cache, MAIN_CACHE_STORE_ID);
+		snprintf(path, sizeof(path), "%s/%s", o->cache, CACHEDIR_STORE_ID);
 		snprintf(text, sizeof(text), "%s\n", main_mark.id);
 		int rc = main_write_small(path, text);
 		if (rc != 0) {

@@ -8,8 +8,10 @@
  * the old one (and its -wal/-shm, also a -wal/-shm whose catalog.db is
  * missing: SQLite would replay it onto the new one) aside as
  * catalog.db.before-rebuild-<time>, renames the new one into place and
- * syncs the directory. Old catalogs are never deleted: the output says how
- * many files they take and how to remove them. A rebuild that fails leaves
+ * syncs the directory, then drops CACHE/backing-id (the new catalog describes
+ * the store just read; the next mount adopts its id, fs/main.c M1). Old
+ * catalogs are never deleted: the output says how many files they take and
+ * how to remove them. A rebuild that fails leaves
  * the old catalog where it was.
  *
  * Its claim is a stand-in (claim.h invariant 13): it records the claim it
@@ -573,6 +575,13 @@ int admin_cmd_rebuild(struct admin *a)
 		admin_rebuild_abandon(a); /* the old catalog stays in place (or aside) */
 		return ADMIN_PROBLEM;
 	}
+	/* the new catalog describes the store just read, whatever store the old
+	 * one uploaded to: the next mount adopts this store's id (fs/main.c M1) */
+	char idpath[PATH_MAX + 32];
+	cachedir_path(a->cache, CACHEDIR_STORE_ID, idpath, sizeof(idpath));
+	if (unlink(idpath) != 0 && errno != ENOENT)
+		admin_err("rebuild: cannot remove %s: %s (the next mount may refuse this BACKING as "
+			  "another store: remove it by hand)", idpath, strerror(errno));
 	uint64_t aside_bytes = 0;
 	int kept = admin_count_asides(a->cache, &aside_bytes);
 	bool damaged = rep.manifests_corrupt || rep.manifests_rejected || rep.generations_lost ||

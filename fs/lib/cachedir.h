@@ -30,6 +30,7 @@
 #define CACHEDIR_JOURNAL CACHEDIR_CATALOG CACHEDIR_JOURNAL_TAIL
 #define CACHEDIR_BACKING "backing"
 #define CACHEDIR_BACKING_TMP CACHEDIR_BACKING ".tmp"
+#define CACHEDIR_STORE_ID "backing-id" /* the id of the store the catalog uploads to (fs/main.c M1) */
 #define CACHEDIR_STAGING "staging"
 #define CACHEDIR_CONTROL_SOCK "control.sock"
 #define CACHEDIR_LOG "ckptfs.log"

@@ -201,4 +201,31 @@ test_mount_refused_by_the_claim_leaves_the_marker() {
 	ck_umount
 }
 
+# A catalog rebuilt from BACKING describes that store only: the rebuild drops
+# CACHE/backing-id (tools/admin_rebuild.c), and the next mount adopts the
+# store's id. Before, a cache rebuilt from another store (BACKING's path
+# reused by a new one) kept the old id and its mount was refused.
+test_cache_rebuilt_from_another_store_mounts_it() {
+	_bk_save
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	local cache=$CK_CACHE
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	head -c 1M /dev/urandom >"$CK_REF/other.bin"
+	mkdir -p "$CK_MNT/run/checkpoint-200"
+	cp "$CK_REF/other.bin" "$CK_MNT/run/checkpoint-200/model.bin"
+	echo '{"global_step":200}' >"$CK_MNT/run/checkpoint-200/trainer_state.json"
+	ck_wait_durable
+	ck_umount
+	CK_CACHE=$cache
+	"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >"$CK_TMP/out" 2>&1 || ck_fail "rebuild from the other store failed: $(cat "$CK_TMP/out")"
+	[ ! -e "$CK_CACHE/backing-id" ] || ck_fail "the rebuild kept the old store's id $(cat "$CK_CACHE/backing-id")"
+	ck_mount
+	cmp "$CK_REF/other.bin" "$CK_MNT/run/checkpoint-200/model.bin" || ck_fail "the rebuilt store's save differs"
+	ck_umount
+	assert_eq "$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")" "$(cat "$CK_CACHE/backing-id")" "the id the cache adopted"
+}
+
 ck_main "$@"

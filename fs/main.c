@@ -10,7 +10,10 @@
  * only over the store it uploaded to: ckptfs.store's id equals the one in
  * CACHE/backing-id (a cache without one adopts the store's), and the newest
  * durable generation's manifest is on BACKING. Checked read-only, before
- * anything is written to BACKING or the cache.
+ * anything is written to BACKING or the cache. A catalog of an older schema
+ * (readable only once its first read-write open migrated it) counts as one
+ * that may hold such a generation: the marker and the id are checked, the
+ * manifest at the mount after (review 41 F1).
  * M2 (review 40 F5, claim.h invariant 9): the store marker is made, upgraded
  * or given its id only once the claim is held (main_mark_store). */
 #define _GNU_SOURCE
@@ -283,6 +286,7 @@ struct main_durable {
 	uint64_t count;
 	uint64_t newest; /* its id (0: none) */
 	uint32_t version;
+	int old_schema; /* > 0: the catalog's older schema, not readable before its migration */
 	struct cat *cat;
 };
 
@@ -309,7 +313,20 @@ static int main_count_durable(const struct ckptfs_options *o, struct main_durabl
 	cachedir_path(o->cache, CACHEDIR_CATALOG, path, sizeof(path));
 	if (stat(path, &sb) != 0 || sb.st_size == 0)
 		return 0;
-	int rc = cat_open_readonly(path, &d->cat);
+	/* a catalog of an older ckptfs is migrated by its first read-write open,
+	 * after these checks: until then it cannot be read; main_check_bindings
+	 * judges it by the marker and CACHE/backing-id alone (review 41 F1) */
+	int schema = 0;
+	int rc = cat_file_schema_version(path, &schema);
+	if (rc != 0)
+		return rc;
+	if (schema > 0 && schema < CAT_SCHEMA_VERSION) {
+		d->old_schema = schema;
+		return 0;
+	}
+	if (schema > CAT_SCHEMA_VERSION) /* main_open_catalog refuses it: "upgrade ckptfs" */
+		return 0;
+	rc = cat_open_readonly(path, &d->cat);
 	if (rc == 0)
 		rc = cat_gen_list_brief(d->cat, 0, false, main_durable_fn, d);
 	cat_close(d->cat);
@@ -320,10 +337,17 @@ static int main_count_durable(const struct ckptfs_options *o, struct main_durabl
 static int main_refuse_store(const struct ckptfs_options *o, const struct main_durable *d,
 			     const char *why)
 {
-	fprintf(stderr, "ckptfs: BACKING %s: %s, but cache %s holds %" PRIu64 " generation%s "
+	char held[96];
+	if (d->old_schema)
+		snprintf(held, sizeof(held), "a catalog of an older ckptfs (schema %d) that may hold "
+			 "generations", d->old_schema);
+	else
+		snprintf(held, sizeof(held), "%" PRIu64 " generation%s", d->count,
+			 d->count == 1 ? "" : "s");
+	fprintf(stderr, "ckptfs: BACKING %s: %s, but cache %s holds %s "
 			"durable on its BACKING: is it mounted? wiped? restored from an older copy? "
 			"(mount with the right BACKING; docs/ADMIN.md)\n",
-		o->backing, why, o->cache, d->count, d->count == 1 ? "" : "s");
+		o->backing, why, o->cache, held);
 	return -1;
 }
 
@@ -399,7 +423,7 @@ static int main_check_bindings(struct ckptfs *fs)
 			strerror(-rc));
 		return -1;
 	}
-	if (!o->meta_url[0] && d.count > 0) {
+	if (!o->meta_url[0] && (d.count > 0 || d.old_schema)) {
 		if (!have_marker)
 			return main_refuse_store(o, &d, "no store marker (" MAIN_STORE_MARKER ")");
 		if (recorded[0] && strcmp(recorded, main_mark.id) != 0) {
@@ -411,7 +435,7 @@ static int main_check_bindings(struct ckptfs *fs)
 		char man[128];
 		uint64_t size = 0;
 		manifest_gen_path(d.newest, d.version, man, sizeof(man));
-		rc = backing_stat(fs->backing, man, &size);
+		rc = d.old_schema ? 0 : backing_stat(fs->backing, man, &size);
 		if (rc == -ENOENT) {
 			char why[200];
 			snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);

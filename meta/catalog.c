@@ -1431,6 +1431,24 @@ int cat_open_node(const char *path, uint32_t root_uid, uint32_t root_gid, cat_re
 	return cat_open_as(path, root_uid, root_gid, reclaim, reclaim_arg, true, out);
 }
 
+int cat_file_schema_version(const char *path, int *version)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_busy_timeout(db, CAT_BUSY_TIMEOUT_MS);
+		rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+	}
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*version = sqlite3_column_int(st, 0);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int cat_open_readonly(const char *path, struct cat **out)
 {
 	*out = NULL;

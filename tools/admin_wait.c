@@ -255,7 +255,12 @@ static int admin_wait_check_newest(struct admin *a, const struct cat_id_vec *ids
 		if (ids->v[i] > newest)
 			newest = ids->v[i];
 	struct cat_gen g;
-	if (newest == 0 || cat_gen_get_brief(a->cat, newest, &g) != 0 || g.state != GEN_COMMITTED)
+	bool durable = false;
+	/* its version as it is now: a late file may have made a new one since
+	 * the loop saw it durable, whose manifest is not put yet (review 41 F4):
+	 * only a version the catalog calls durable now is looked for */
+	if (newest == 0 || cat_gen_get_brief(a->cat, newest, &g) != 0 || g.state != GEN_COMMITTED ||
+	    cat_gen_durable(a->cat, g.id, &durable) != 0 || !durable)
 		return ADMIN_OK;
 	int rc = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
 	char man[128];

@@ -50,6 +50,24 @@ _bk_read_back() {
 	ck_umount
 }
 
+# Another store at BACKING's path (the real one kept in CK_TMP/backing.real),
+# made by cache2 with one durable save, checkpoint-200 (other.bin in CK_REF).
+_bk_other_store() {
+	mv "$CK_BACKING" "$CK_TMP/backing.real"
+	mkdir "$CK_BACKING"
+	local cache=$CK_CACHE
+	CK_CACHE=$CK_TMP/cache2
+	mkdir -m 700 "$CK_CACHE"
+	ck_mount
+	head -c 1M /dev/urandom >"$CK_REF/other.bin"
+	mkdir -p "$CK_MNT/run/checkpoint-200"
+	cp "$CK_REF/other.bin" "$CK_MNT/run/checkpoint-200/model.bin"
+	echo '{"global_step":200}' >"$CK_MNT/run/checkpoint-200/trainer_state.json"
+	ck_wait_durable
+	ck_umount
+	CK_CACHE=$cache
+}
+
 test_used_cache_over_an_empty_backing_is_refused() {
 	_bk_save
 	mv "$CK_BACKING" "$CK_TMP/backing.real"
@@ -64,15 +82,7 @@ test_used_cache_over_an_empty_backing_is_refused() {
 
 test_used_cache_over_another_store_is_refused() {
 	_bk_save
-	mv "$CK_BACKING" "$CK_TMP/backing.real"
-	mkdir "$CK_BACKING"
-	local cache=$CK_CACHE
-	CK_CACHE=$CK_TMP/cache2
-	mkdir -m 700 "$CK_CACHE"
-	ck_mount
-	echo other >"$CK_MNT/other"
-	ck_umount
-	CK_CACHE=$cache
+	_bk_other_store
 	_bk_refused "another store" "not $(cat "$CK_CACHE/backing-id") as recorded"
 	rm -rf "$CK_BACKING"
 	mv "$CK_TMP/backing.real" "$CK_BACKING"
@@ -207,19 +217,7 @@ test_mount_refused_by_the_claim_leaves_the_marker() {
 # reused by a new one) kept the old id and its mount was refused.
 test_cache_rebuilt_from_another_store_mounts_it() {
 	_bk_save
-	mv "$CK_BACKING" "$CK_TMP/backing.real"
-	mkdir "$CK_BACKING"
-	local cache=$CK_CACHE
-	CK_CACHE=$CK_TMP/cache2
-	mkdir -m 700 "$CK_CACHE"
-	ck_mount
-	head -c 1M /dev/urandom >"$CK_REF/other.bin"
-	mkdir -p "$CK_MNT/run/checkpoint-200"
-	cp "$CK_REF/other.bin" "$CK_MNT/run/checkpoint-200/model.bin"
-	echo '{"global_step":200}' >"$CK_MNT/run/checkpoint-200/trainer_state.json"
-	ck_wait_durable
-	ck_umount
-	CK_CACHE=$cache
+	_bk_other_store
 	"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >"$CK_TMP/out" 2>&1 || ck_fail "rebuild from the other store failed: $(cat "$CK_TMP/out")"
 	[ ! -e "$CK_CACHE/backing-id" ] || ck_fail "the rebuild kept the old store's id $(cat "$CK_CACHE/backing-id")"
 	ck_mount

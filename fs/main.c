@@ -365,6 +365,27 @@ static void main_new_id(char *id)
 		snprintf(id + 2 * i, 3, "%02x", r[i]);
 }
 
+/* M1: the newest durable generation's manifest is on BACKING (an older
+ * schema's catalog, unread, is checked at the mount after its migration). */
+static int main_check_newest_manifest(struct ckptfs *fs, const struct main_durable *d)
+{
+	char man[128];
+	uint64_t size = 0;
+	manifest_gen_path(d->newest, d->version, man, sizeof(man));
+	int rc = backing_stat(fs->backing, man, &size);
+	if (rc == -ENOENT) {
+		char why[200];
+		snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);
+		return main_refuse_store(&fs->opt, d, why);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot stat %s: %s\n", fs->opt.backing, man,
+			strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
 /* The store on BACKING carries its format version and id; a cache belongs to
  * one BACKING (its catalog names chunks only that store holds). Reads only:
  * what is to be written waits in main_mark for the claim (main_mark_store). */
@@ -411,7 +432,7 @@ static int main_check_bindings(struct ckptfs *fs)
 	/* M1: the used cache against the store found */
 	char recorded[MAIN_STORE_ID_LEN + 8] = "";
 	char idpath[PATH_MAX + 32];
-	snprintf(idpath, sizeof(idpath), "%s/%s", o->cache, CACHEDIR_STORE_ID);
+	cachedir_path(o->cache, CACHEDIR_STORE_ID, idpath, sizeof(idpath));
 	int idn = main_read_small(idpath, recorded, sizeof(recorded));
 	if (idn > 0 && recorded[idn - 1] == '\n')
 		recorded[idn - 1] = '\0';
@@ -432,20 +453,8 @@ static int main_check_bindings(struct ckptfs *fs)
 				 main_mark.id[0] ? main_mark.id : "(none)", recorded, CACHEDIR_STORE_ID);
 			return main_refuse_store(o, &d, why);
 		}
-		char man[128];
-		uint64_t size = 0;
-		manifest_gen_path(d.newest, d.version, man, sizeof(man));
-		rc = d.old_schema ? 0 : backing_stat(fs->backing, man, &size);
-		if (rc == -ENOENT) {
-			char why[200];
-			snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);
-			return main_refuse_store(o, &d, why);
-		}
-		if (rc != 0) {
-			fprintf(stderr, "ckptfs: BACKING %s: cannot stat %s: %s\n", o->backing, man,
-				strerror(-rc));
+		if (!d.old_schema && main_check_newest_manifest(fs, &d) != 0)
 			return -1;
-		}
 	}
 	/* what the holder writes, once the claim is held */
 	bool had_id = main_mark.id[0] != '\0';
@@ -496,7 +505,7 @@ static int main_mark_store(struct ckptfs *fs)
 	}
 	if (main_mark.put_cache_id) {
 		char path[PATH_MAX + 32], text[MAIN_STORE_ID_LEN + 2];
-		snprintf(path, sizeof(path), "%s/%s", o->cache, CACHEDIR_STORE_ID);
+		cachedir_path(o->cache, CACHEDIR_STORE_ID, path, sizeof(path));
 		snprintf(text, sizeof(text), "%s\n", main_mark.id);
 		int rc = main_write_small(path, text);
 		if (rc != 0) {

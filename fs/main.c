@@ -15,7 +15,19 @@
  * that may hold such a generation: the marker and the id are checked, the
  * manifest at the mount after (review 41 F1).
  * M2 (review 40 F5, claim.h invariant 9): the store marker is made, upgraded
- * or given its id only once the claim is held (main_mark_store). */
+ * or given its id only once the claim is held (main_mark_store).
+ * M3 (review 41 F3): on -o meta= the shared catalog is the authority for
+ * the store id (meta/pgns.h N15), and the marker carries only that id. A
+ * node mounts when BACKING's marker has the catalog's id, or has none (a
+ * store from before ids: given it), or is missing while the catalog calls
+ * nothing saved (no durable generation, no chunk uploaded: the marker is
+ * made); it is refused, with one line and nothing written, over a marker
+ * of another id, a missing marker while the catalog holds saves (an NFS
+ * mount that did not come up), or a BACKING without the newest durable
+ * generation's manifest. A catalog without an id is offered the marker's,
+ * or a new one, before the claim (the one write ahead of it), and every
+ * node takes the id the catalog holds after: nodes starting together end
+ * with one id. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -386,6 +398,92 @@ static int main_check_newest_manifest(struct ckptfs *fs, const struct main_durab
 	return 0;
 }
 
+/* M3: a refusal on -o meta=, one line naming BACKING and what the shared
+ * catalog holds. */
+static int main_refuse_shared(const struct ckptfs_options *o, const struct cat_store_facts *f,
+			      const char *why)
+{
+	char held[128];
+	if (f->durable)
+		snprintf(held, sizeof(held), "%" PRIu64 " generation%s durable", f->durable,
+			 f->durable == 1 ? "" : "s");
+	else
+		snprintf(held, sizeof(held), "chunks uploaded");
+	fprintf(stderr, "ckptfs: BACKING %s: %s, but the shared catalog (-o meta=) holds %s on its "
+			"BACKING: is it mounted? wiped? restored from an older copy? (mount with the "
+			"right BACKING; docs/MULTINODE.md)\n",
+		o->backing, why, held);
+	return -1;
+}
+
+/* M3: BACKING's marker against the shared catalog's store id and saves;
+ * marker_id is the marker's id ("" none), have_marker whether it exists.
+ * main_mark.id gets the id the catalog holds. Reads only, but for the id's
+ * insert into a catalog without one (pgns.h N15). */
+static int main_check_shared_store(struct ckptfs *fs, bool have_marker, const char *marker_id)
+{
+	const struct ckptfs_options *o = &fs->opt;
+	struct cat_store_facts f;
+	int rc = cat_store_facts(fs->cat, &f);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: meta=: cannot read the shared catalog's store id: %s\n",
+			strerror(-rc));
+		return -1;
+	}
+	bool saved = f.durable > 0 || f.uploaded;
+	if (f.id[0] && marker_id[0] && strcmp(f.id, marker_id) != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: store id %s, but the shared catalog (-o meta=) "
+				"belongs to store id %s: another store? (mount with the right BACKING; "
+				"docs/MULTINODE.md)\n",
+			o->backing, marker_id, f.id);
+		return -1;
+	}
+	if (!have_marker && saved)
+		return main_refuse_shared(o, &f, "no store marker (" MAIN_STORE_MARKER ")");
+	if (f.newest) {
+		char man[128];
+		uint64_t size = 0;
+		manifest_gen_path(f.newest, f.version, man, sizeof(man));
+		rc = backing_stat(fs->backing, man, &size);
+		if (rc == -ENOENT) {
+			char why[200];
+			snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);
+			return main_refuse_shared(o, &f, why);
+		}
+		if (rc != 0) {
+			fprintf(stderr, "ckptfs: BACKING %s: cannot stat %s: %s\n", o->backing, man,
+				strerror(-rc));
+			return -1;
+		}
+	}
+	if (f.id[0]) {
+		memcpy(main_mark.id, f.id, sizeof(main_mark.id));
+		return 0;
+	}
+	/* a catalog without an id: the marker's, else a new one; the first
+	 * offered wins, and a marker of another id is then another store's */
+	char offer[MAIN_STORE_ID_LEN + 1], held[MAIN_STORE_ID_LEN + 1];
+	if (marker_id[0])
+		memcpy(offer, marker_id, sizeof(offer));
+	else
+		main_new_id(offer);
+	rc = cat_store_id_offer(fs->cat, offer, held);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: meta=: cannot record the store id in the shared catalog: %s\n",
+			strerror(-rc));
+		return -1;
+	}
+	if (marker_id[0] && strcmp(held, marker_id) != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: store id %s, but the shared catalog (-o meta=) "
+				"belongs to store id %s (recorded by another node just now): another "
+				"store? (mount with the right BACKING; docs/MULTINODE.md)\n",
+			o->backing, marker_id, held);
+		return -1;
+	}
+	memcpy(main_mark.id, held, sizeof(main_mark.id));
+	return 0;
+}
+
 /* The store on BACKING carries its format version and id; a cache belongs to
  * one BACKING (its catalog names chunks only that store holds). Reads only:
  * what is to be written waits in main_mark for the claim (main_mark_store). */
@@ -438,6 +536,10 @@ static int main_check_bindings(struct ckptfs *fs)
 		recorded[idn - 1] = '\0';
 	if (idn < 0)
 		recorded[0] = '\0';
+	char marker_id[MAIN_STORE_ID_LEN + 1];
+	memcpy(marker_id, main_mark.id, sizeof(marker_id));
+	if (o->meta_url[0] && main_check_shared_store(fs, have_marker, marker_id) != 0)
+		return -1;
 	struct main_durable d;
 	if (!o->meta_url[0] && (rc = main_count_durable(o, &d)) != 0) {
 		fprintf(stderr, "ckptfs: cache %s: cannot read its catalog: %s\n", o->cache,
@@ -457,13 +559,14 @@ static int main_check_bindings(struct ckptfs *fs)
 			return -1;
 	}
 	/* what the holder writes, once the claim is held */
-	bool had_id = main_mark.id[0] != '\0';
-	if (!had_id)
+	if (!main_mark.id[0])
 		main_new_id(main_mark.id); /* a new store, or one from before ids */
 	unsigned long put_version = have_marker && version >= (unsigned long)needed ? version
 									   : (unsigned long)needed;
+	/* M3: on -o meta= the id may be the catalog's, which a marker without
+	 * one is given */
 	main_mark.put_marker = !have_marker || version < (unsigned long)needed ||
-			       !had_id;
+			       strcmp(marker_id, main_mark.id) != 0;
 	snprintf(main_mark.marker, sizeof(main_mark.marker), "ckptfs store format %lu\nid %s\n",
 		 put_version, main_mark.id);
 	main_mark.put_cache_id = strcmp(recorded, main_mark.id) != 0;
@@ -768,6 +871,18 @@ static int main_open_shared(struct ckptfs *fs)
 	return rc;
 }
 
+/* A refused shared mount: the node leaves the shared catalog (its lease
+ * released), and a local catalog file this mount made goes. */
+static void main_leave_shared(struct ckptfs *fs)
+{
+	char path[PATH_MAX + 16];
+	cat_close(fs->cat);
+	fs->cat = NULL;
+	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
+	if (fs->catalog_fresh)
+		main_unlink_fresh_catalog(path);
+}
+
 /* BACKING for the shared catalog (claim.h invariant 6): refused, with one
  * line, when a lone catalog holds it, and the node leaves the shared
  * catalog again. */
@@ -776,11 +891,7 @@ static int main_claim_shared(struct ckptfs *fs, bool cache_was_used)
 	char path[PATH_MAX + 16];
 	if (main_claim(fs) == 0)
 		return 0;
-	cat_close(fs->cat);
-	fs->cat = NULL;
-	cachedir_path(fs->opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
-	if (fs->catalog_fresh)
-		main_unlink_fresh_catalog(path);
+	main_leave_shared(fs);
 	if (!cache_was_used) {
 		cachedir_path(fs->opt.cache, CACHEDIR_BACKING, path, sizeof(path));
 		unlink(path);
@@ -836,8 +947,11 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
 	bool shared = fs->opt.meta_url[0] != '\0';
 	if (shared && (main_open_store(fs) != 0 || main_open_shared(fs) != 0))
 		return -1;
-	if (main_check_bindings(fs) != 0)
+	if (main_check_bindings(fs) != 0) {
+		if (shared) /* M3: the node leaves the shared catalog, a fresh cache stays fresh */
+			main_leave_shared(fs);
 		return -1;
+	}
 	if (!shared && main_open_store(fs) != 0)
 		return -1;
 	if ((shared ? main_claim_shared(fs, cache_was_used)

@@ -1544,6 +1544,18 @@ int cat_schema_version(struct cat *cat)
 	return cat->schema_version;
 }
 
+int cat_store_facts(struct cat *cat, struct cat_store_facts *out)
+{
+	if (cat->shared) return catsh_store_facts(cat, out);
+	return -EOPNOTSUPP;
+}
+
+int cat_store_id_offer(struct cat *cat, const char *id, char *held)
+{
+	if (cat->shared) return catsh_store_id_offer(cat, id, held);
+	return -EOPNOTSUPP;
+}
+
 int cat_catalog_id(struct cat *cat, char *buf, size_t size)
 {
 	if (cat->shared) return catsh_catalog_id(cat, buf, size);

@@ -261,6 +261,24 @@ int cat_schema_version(struct cat *cat); /* [SQLite] the version stored in the f
  * when the catalog is created or migrated to version 4): what claims BACKING
  * for this catalog (fs/lib/claim.h). buf needs 33 bytes. */
 int cat_catalog_id(struct cat *cat, char *buf, size_t size);
+/* [shared] The store id (the id in BACKING's marker ckptfs.store) as the
+ * shared catalog records it, and what it calls saved on BACKING (meta/pgns.h
+ * N15): id "" when none is recorded; durable generations and the newest
+ * (id and the version whose manifest is on BACKING; 0 when none); whether
+ * any chunk is marked uploaded. Alone: -EOPNOTSUPP (the cache's
+ * CACHE/backing-id keeps it, fs/main.c M1). */
+struct cat_store_facts {
+	char id[33];
+	uint64_t durable;
+	uint64_t newest;
+	uint32_t version;
+	bool uploaded;
+};
+int cat_store_facts(struct cat *cat, struct cat_store_facts *out);
+/* [shared] Records id as the store id unless one is recorded already;
+ * held (33 bytes) gets the one recorded after: id, or another node's that
+ * came first. Alone: -EOPNOTSUPP. */
+int cat_store_id_offer(struct cat *cat, const char *id, char *held);
 /* [SQLite] Whether this catalog ever held BACKING's claim (meta.claimed), and
  * recording that it did: a catalog that did may take a released or stale
  * claim only if it is its own (fs/lib/claim.h invariant 8). */

@@ -532,6 +532,27 @@ int cat_lease_sweep_backing(struct cat *cat, cat_backing_check_fn check, void *a
 	return rc;
 }
 
+/* pgns.h N15, on the FUSE connection (the mount asks before it serves). */
+int catsh_store_facts(struct cat *cat, struct cat_store_facts *out)
+{
+	struct pgns_store_facts f;
+	int rc = pgns_store_facts(&cat->shared->ns, &f);
+	memset(out, 0, sizeof(*out));
+	if (rc == 0) {
+		memcpy(out->id, f.id, sizeof(out->id));
+		out->durable = f.durable;
+		out->newest = f.newest;
+		out->version = f.version;
+		out->uploaded = f.uploaded;
+	}
+	return rc;
+}
+
+int catsh_store_id_offer(struct cat *cat, const char *id, char *held)
+{
+	return pgns_store_id_offer(&cat->shared->ns, id, held);
+}
+
 int catsh_catalog_id(struct cat *cat, char *buf, size_t size)
 {
 	size_t n = strlen(cat->shared->catalog_id);

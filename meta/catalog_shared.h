@@ -35,6 +35,8 @@ int catsh_sync(struct cat *cat);
 int catsh_stats(struct cat *cat, struct cat_stats *out);
 int catsh_check(struct cat *cat);
 int catsh_catalog_id(struct cat *cat, char *buf, size_t size);
+int catsh_store_facts(struct cat *cat, struct cat_store_facts *out);
+int catsh_store_id_offer(struct cat *cat, const char *id, char *held);
 /* Releases the lease, closes both connections, then the local catalog. */
 void catsh_close(struct cat *cat);
 

@@ -293,7 +293,11 @@ static int pg_outcome(struct pg *pg, PGresult *r, const char *what, PGresult **k
 	int rc;
 	if (pg_retryable(pg, state)) {
 		rc = -EAGAIN;
-	} else if (state && strcmp(state, "23505") == 0) {
+	} else if (state && (strcmp(state, "23505") == 0 || strcmp(state, "42710") == 0 ||
+			     strcmp(state, "42P07") == 0)) {
+		/* a unique row, or (duplicate_object, duplicate_table) a CREATE ...
+		 * IF NOT EXISTS another node's same CREATE overtook: its caller
+		 * runs it again (pg_tokens_setup, pgns_schema, lease.c) */
 		rc = -EEXIST;
 	} else if (state && strcmp(state, "22012") == 0) {
 		rc = -EBUSY; /* P6: a statement undid itself */

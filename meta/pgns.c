@@ -82,6 +82,8 @@ enum {
 	NS_REL_ROWS_DELETE,
 	NS_ORPHANS,
 	NS_ORPHANS_DONE,
+	NS_STORE_FACTS,
+	NS_STORE_ID_OFFER,
 	NS_COUNT
 };
 
@@ -624,12 +626,30 @@ const struct pg_stmt pgns_stmts[] = {
 			      "DELETE FROM ns_release_wait w WHERE w.ino = ANY($1::bigint[]) AND NOT "
 			      NS_HELD_ELSEWHERE("w.ino", "0"),
 			      1 },
+	/* N15: the store id, the durable generations (COMMITTED with a manifest
+	 * on BACKING) and the newest of them, and whether any chunk is uploaded
+	 * (an index-less EXISTS: it stops at the first such row) */
+	[NS_STORE_FACTS] = { "ns_store_facts",
+			     "SELECT (SELECT value FROM ns_meta WHERE key = 'store_id'),"
+			     " (SELECT count(*) FROM ns_generations WHERE state = 1"
+			     " AND durable_version > 0), g.id, g.durable_version,"
+			     " EXISTS (SELECT 1 FROM ns_chunks WHERE uploaded)"
+			     " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id, durable_version"
+			     " FROM ns_generations WHERE state = 1 AND durable_version > 0"
+			     " ORDER BY id DESC LIMIT 1) g ON true",
+			     0 },
+	/* N15: the first id offered is kept; read back by NS_META_GET (a new
+	 * snapshot: an insert that lost the race returns no row here) */
+	[NS_STORE_ID_OFFER] = { "ns_store_id_offer",
+				"INSERT INTO ns_meta(key, value) VALUES ('store_id', $1)"
+				" ON CONFLICT (key) DO NOTHING",
+				1 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
 const struct pg_stmt *pgns_stmts_all(size_t *n)
 {
-	static struct pg_stmt all[160];
+	static struct pg_stmt all[192];
 	static size_t count;
 	if (count == 0) {
 		assert(lease_nstmts + pgns_nstmts + pggen_nstmts + catsha_nstmts <=
@@ -2694,6 +2714,61 @@ int pgns_catalog_id(struct pgns *ns, char *buf, size_t size)
 		memcpy(buf, id, n + 1);
 	else
 		log_error("catalog %s: cannot read its catalog_id: %s", pg_name(ns->pg),
+			  strerror(-rc));
+	PQclear(res);
+	return rc;
+}
+
+/* A store id as the marker spells it (N15): 32 lowercase hex digits. */
+static bool pgns_store_id_ok(const char *id)
+{
+	return strlen(id) == 32 && strspn(id, "0123456789abcdef") == 32;
+}
+
+int pgns_store_facts(struct pgns *ns, struct pgns_store_facts *out)
+{
+	memset(out, 0, sizeof(*out));
+	PGresult *res = NULL;
+	int rc = pgns_one(ns, NS_STORE_FACTS, false, NULL, &res);
+	if (rc == 0 && pg_rows(res) != 1)
+		rc = -EIO;
+	if (rc == 0 && !PQgetisnull(res, 0, 0)) {
+		const char *id = PQgetvalue(res, 0, 0);
+		if (!pgns_store_id_ok(id))
+			rc = -EINVAL;
+		else
+			memcpy(out->id, id, 33);
+	}
+	if (rc == 0) {
+		out->durable = (uint64_t)pg_int(res, 0, 1);
+		out->newest = PQgetisnull(res, 0, 2) ? 0 : (uint64_t)pg_int(res, 0, 2);
+		out->version = PQgetisnull(res, 0, 3) ? 0 : (uint32_t)pg_int(res, 0, 3);
+		out->uploaded = PQgetvalue(res, 0, 4)[0] == 't';
+	}
+	if (rc)
+		log_error("catalog %s: cannot read its store id and saves: %s", pg_name(ns->pg),
+			  rc == -EINVAL ? "ns_meta store_id is not 32 lowercase hex digits"
+					: strerror(-rc));
+	PQclear(res);
+	return rc;
+}
+
+int pgns_store_id_offer(struct pgns *ns, const char *id, char held[33])
+{
+	if (!pgns_store_id_ok(id))
+		return -EINVAL;
+	const char *params[] = { id };
+	int rc = pgns_one(ns, NS_STORE_ID_OFFER, false, params, NULL);
+	const char *key[] = { "store_id" };
+	PGresult *res = NULL;
+	if (rc == 0)
+		rc = pgns_one(ns, NS_META_GET, false, key, &res);
+	if (rc == 0 && (pg_rows(res) != 1 || !pgns_store_id_ok(PQgetvalue(res, 0, 0))))
+		rc = -EINVAL;
+	if (rc == 0)
+		memcpy(held, PQgetvalue(res, 0, 0), 33);
+	else
+		log_error("catalog %s: cannot record the store id: %s", pg_name(ns->pg),
 			  strerror(-rc));
 	PQclear(res);
 	return rc;

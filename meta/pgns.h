@@ -169,6 +169,12 @@
  *      unlinked inodes are left as before (catalog_shared_gen.c S1). A
  *      release deletes the ns_open, ns_writing and ns_release_wait rows
  *      naming the inodes it deleted.
+ * N15. The store id (ns_meta key 'store_id', 32 lowercase hex digits: the id
+ *      in BACKING's marker ckptfs.store, fs/main.c M3) is set once and never
+ *      changed: pgns_store_id_offer inserts it only when no row exists (ON
+ *      CONFLICT DO NOTHING) and answers the id the catalog holds after, so
+ *      nodes offering different ids at the same moment all get the first
+ *      one committed. No version change: an older ckptfs ignores the key.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -421,6 +427,21 @@ int pgns_stats(struct pgns *ns, struct cat_stats *out);
 /* The shared catalog's random id (ns_meta, made with the schema: 32
  * lowercase hex digits, the same on every node). buf needs 33 bytes. */
 int pgns_catalog_id(struct pgns *ns, char *buf, size_t size);
+/* N15: the store id ("" when none is recorded) and what the catalog calls
+ * saved on BACKING: durable generations (COMMITTED, durable_version > 0),
+ * the newest of them (id, durable_version; 0 when none) and whether any
+ * chunk is marked uploaded. One statement, read only. */
+struct pgns_store_facts {
+	char id[33];
+	uint64_t durable;
+	uint64_t newest;
+	uint32_t version;
+	bool uploaded;
+};
+int pgns_store_facts(struct pgns *ns, struct pgns_store_facts *out);
+/* N15: records id (32 lowercase hex digits, else -EINVAL) as the store id if
+ * none is; held gets the one recorded after (id, or another node's). */
+int pgns_store_id_offer(struct pgns *ns, const char *id, char held[33]);
 /* Up to max chunks that node holds and has not uploaded, by hash, after
  * hash `after` (NULL: from the first): what a sweeper may adopt (pggen.h). */
 int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,

@@ -97,7 +97,8 @@ static void control_hello(struct control *c, int fd)
 /* One generation's state and durability, as the daemon's catalog sees
  * them (PostgreSQL's in shared mode): "data gen ID STATE DURABLE NAME";
  * with bytes, also "data bytes ID TOTAL LEFT" (cat_gen_upload_bytes: wait's
- * progress in bytes). */
+ * progress in bytes) and "data version ID VERSION" (wait's look for the
+ * durable manifest on BACKING, fs/main.c M3; an older admin ignores it). */
 static int control_gen_line(struct control *c, int fd, const struct cat_gen *g, bool bytes)
 {
 	bool durable = false;
@@ -108,6 +109,8 @@ static int control_gen_line(struct control *c, int fd, const struct cat_gen *g, 
 	if (rc == 0 && bytes)
 		control_proto_send(fd, "data bytes %" PRIu64 " %" PRIu64 " %" PRIu64, g->id, total,
 				   durable ? 0 : left);
+	if (rc == 0 && bytes)
+		control_proto_send(fd, "data version %" PRIu64 " %" PRIu32, g->id, g->version);
 	if (rc == 0)
 		control_proto_send(fd, "data gen %" PRIu64 " %s %d %s", g->id, cat_gen_state_name(g->state),
 				   durable ? 1 : 0, g->name);

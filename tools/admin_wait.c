@@ -28,7 +28,9 @@
  * On a node of a shared catalog (-o meta=) the local catalog file holds no
  * generations: wait asks the daemon instead (control verb `durable`, which
  * answers from PostgreSQL), so any node waits for a generation whichever
- * node committed it; GEN is then a generation id or name. */
+ * node committed it; GEN is then a generation id or name. There too the
+ * newest waited-for generation's manifest must be on BACKING before
+ * "durable" (the daemon names its version, fs/main.c M3). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -117,6 +119,8 @@ struct admin_wait_shared {
 	char held[256];
 	bool bytes;              /* "bytes ID TOTAL LEFT" came (a daemon that sends it) */
 	uint64_t total, left;
+	uint32_t version;        /* "version ID VERSION" (0: an older daemon sent none) */
+	bool quiet;              /* names no generation not waited for */
 };
 
 /* "gen ID STATE DURABLE NAME" */
@@ -128,6 +132,11 @@ static void admin_wait_gen_fn(void *arg, const char *key, const char *value)
 		return;
 	}
 	unsigned long long bid, total, left;
+	unsigned ver;
+	if (strcmp(key, "version") == 0 && sscanf(value, "%llu %u", &bid, &ver) == 2) {
+		w->version = ver;
+		return;
+	}
 	if (strcmp(key, "bytes") == 0 && sscanf(value, "%llu %llu %llu", &bid, &total, &left) == 3) {
 		w->bytes = true;
 		w->total = total;
@@ -154,7 +163,7 @@ static void admin_wait_gen_fn(void *arg, const char *key, const char *value)
 	}
 	if (committed && w->n_ids < sizeof(w->ids) / sizeof(w->ids[0]))
 		w->ids[w->n_ids++] = id;
-	else if (!committed)
+	else if (!committed && !w->quiet)
 		fprintf(stderr, "ckptfs-admin: wait: generation %llu (%s) is %s: not waited for\n",
 			id, name, state);
 	w->durable += committed && durable;
@@ -183,6 +192,40 @@ static int admin_wait_one(struct admin *a, uint64_t id, bool *durable, bool *byt
 	*bytes = *bytes && w.bytes;
 	*total += w.total;
 	*left += w.left;
+	return ADMIN_OK;
+}
+
+/* Before "durable" on a node of a shared catalog: the newest waited-for
+ * generation's manifest is on BACKING (fs/main.c M3), as alone
+ * (admin_wait_check_newest): its version as the daemon calls durable now. */
+static int admin_wait_check_newest_shared(struct admin *a, const uint64_t *ids, size_t n)
+{
+	uint64_t newest = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] > newest)
+			newest = ids[i];
+	struct admin_wait_shared w = { .quiet = true };
+	char req[64], msg[256] = "";
+	snprintf(req, sizeof(req), "durable %" PRIu64, newest);
+	if (newest == 0 || admin_ctl(a, req, admin_wait_gen_fn, &w, msg, sizeof(msg)) != 0 ||
+	    w.durable != 1 || w.version == 0)
+		return ADMIN_OK; /* ended or rewritten since, or an older daemon */
+	int rc = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
+	char man[128];
+	uint64_t size = 0;
+	manifest_gen_path(newest, w.version, man, sizeof(man));
+	if (rc == 0)
+		rc = backing_stat(a->bk, man, &size);
+	if (rc == -ENOENT) {
+		admin_err("wait: BACKING %s has no %s, the manifest of generation %" PRIu64 ", which "
+			  "the shared catalog calls durable: is it mounted? wiped? restored from an "
+			  "older copy?", a->backing, man, newest);
+		return ADMIN_PROBLEM;
+	}
+	if (rc != 0) {
+		admin_err("wait: BACKING %s: cannot stat %s: %s", a->backing, man, strerror(-rc));
+		return admin_exit_for(rc);
+	}
 	return ADMIN_OK;
 }
 
@@ -230,6 +273,8 @@ static int admin_wait_shared(struct admin *a)
 		nanosleep(&ts, NULL);
 	}
 	admin_progress_end();
+	if (ec == ADMIN_OK)
+		ec = admin_wait_check_newest_shared(a, w.ids, w.n_ids);
 	if (ec != ADMIN_OK)
 		return ec;
 	if (a->json)

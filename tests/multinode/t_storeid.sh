@@ -162,7 +162,7 @@ ck_timeout test_a_store_from_before_ids_is_given_one 120
 
 # Unchanged: a save written on A is read on B, and both agree on the id;
 # a BACKING whose newest durable manifest went missing (restored from an
-# older copy) is refused.
+# older copy) is refused, and `ckptfs-admin wait` on a node says so.
 test_a_save_on_a_reads_on_b_and_a_restored_backing_is_refused() {
 	st_saved_on_a
 	mn_mount B
@@ -174,7 +174,14 @@ test_a_save_on_a_reads_on_b_and_a_restored_backing_is_refused() {
 	mn_umount B
 	local gid
 	gid=$(mn_psql "SELECT id || '.' || durable_version FROM ns_generations WHERE name = 'step-1'")
+	local out rc=0
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 30 2>&1) || ck_fail "ckptfs-admin wait on A: $out"
+	assert_contains "$out" "1 generation durable on BACKING" "wait with the manifest there"
 	mv "$CK_BACKING/manifests/gen/$gid.ckm" "$CK_TMP/kept.ckm"
+	# wait on a node does not call it durable either (as alone: t_bkid)
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 30 2>&1) || rc=$?
+	[ "$rc" != 0 ] || ck_fail "ckptfs-admin wait called step-1 durable without its manifest: $out"
+	assert_contains "$out" "has no manifests/gen/$gid.ckm, the manifest of generation" "wait's refusal"
 	st_refused B "$CK_BACKING"
 	assert_eq 1 "$(echo "$ST_OUT" | wc -l)" "lines of the refusal: $ST_OUT"
 	assert_contains "$ST_OUT" "the newest durable save's manifest manifests/gen/$gid.ckm is missing" "the refusal"

@@ -799,3 +799,56 @@ Test(catshared_durable, a_save_rebuild_meta_held_ends_by_an_rm)
 	pt_cat_close(&c);
 	pt_backing_close(&bk);
 }
+
+/* pgns.h N15: the store id is recorded once, whoever offers first, and
+ * read the same on every node; cat_store_facts tells what the catalog
+ * calls saved: a chunk uploaded, then a durable generation, its version. */
+Test(catshared_durable, the_store_id_is_recorded_once_and_the_saves_are_told)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "sia", 30000, NULL, NULL);
+	pt_cat_open(&b, "sib", 30000, NULL, NULL);
+	struct cat_store_facts f;
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert_str_eq(f.id, "");
+	cr_assert(f.durable == 0 && f.newest == 0 && f.version == 0 && !f.uploaded);
+
+	const char *ida = "0123456789abcdef0123456789abcdef";
+	const char *idb = "fedcba9876543210fedcba9876543210";
+	char held[33] = "";
+	cr_assert_eq(cat_store_id_offer(a.cat, "0123456789ABCDEF0123456789abcdef", held), -EINVAL);
+	cr_assert_eq(cat_store_id_offer(a.cat, "0123", held), -EINVAL);
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert_str_eq(f.id, "", "an id refused was recorded");
+	OK(cat_store_id_offer(a.cat, ida, held));
+	cr_assert_str_eq(held, ida);
+	OK(cat_store_id_offer(b.cat, idb, held));
+	cr_assert_str_eq(held, ida, "a second offer replaced the id");
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert_str_eq(f.id, ida);
+
+	uint64_t series = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
+	uint64_t root;
+	uint64_t gen = ts_mkgen(a.cat, series, "step-1", 1, true, &root);
+	uint64_t fa = ts_mk(a.cat, root, "rank0.pt", S_IFREG | 0644, NULL);
+	ts_write_chunks(a.cat, fa, 0x41, 0, 2, DU_LEN, NULL, NULL);
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert_not(f.uploaded, "a chunk not uploaded was told saved");
+	cr_assert_eq(pt_cat_upload_chunks(&a, NULL, NULL), 2);
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert(f.uploaded && f.durable == 0 && f.newest == 0);
+	OK(cat_gen_commit(a.cat, gen, "test"));
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert_eq(f.durable, 0, "committed, its manifest not put: told durable");
+	struct pt_backing bk;
+	pt_backing_open(&bk, "si");
+	cr_assert_eq(pt_cat_put_manifests(&a, &bk), 1);
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert_eq(f.durable, 1);
+	cr_assert_eq(f.newest, gen);
+	cr_assert_eq(f.version, 1);
+	cr_assert_str_eq(f.id, ida);
+	pt_backing_close(&bk);
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+}

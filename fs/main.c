@@ -22,9 +22,12 @@
  * store from before ids: given it), or is missing while the catalog calls
  * nothing saved (no durable generation, no chunk uploaded: the marker is
  * made); it is refused, with one line and nothing written, over a marker
- * of another id, a missing marker while the catalog holds saves (an NFS
- * mount that did not come up), or a BACKING without the newest durable
- * generation's manifest. A catalog without an id is offered the marker's,
+ * of another id, a missing marker while the catalog holds saves or says a
+ * node found the marker (an NFS mount that did not come up), or a BACKING
+ * without the newest durable generation's manifest. The catalog is read
+ * before the marker, and marked only after a node found or wrote the
+ * marker with its id: a node starting beside the one that writes it first
+ * is never refused for looking too early. A catalog without an id is offered the marker's,
  * or a new one, before the claim (the one write ahead of it), and every
  * node takes the id the catalog holds after: nodes starting together end
  * with one id. */
@@ -285,6 +288,8 @@ static struct main_mark {
 	char marker[128];                   /* its new text */
 	char id[MAIN_STORE_ID_LEN + 1];     /* the store's id (found or new) */
 	bool put_cache_id;                  /* CACHE/backing-id to write */
+	bool shared_marked;                 /* M3: record in the shared catalog that the
+					     * marker carries its id (cat_store_marked) */
 	unsigned long was, to;              /* an upgrade of the format: from, to */
 } main_mark;
 
@@ -403,34 +408,36 @@ static int main_check_newest_manifest(struct ckptfs *fs, const struct main_durab
 static int main_refuse_shared(const struct ckptfs_options *o, const struct cat_store_facts *f,
 			      const char *why)
 {
-	char held[128];
+	char held[160];
 	if (f->durable)
-		snprintf(held, sizeof(held), "%" PRIu64 " generation%s durable", f->durable,
-			 f->durable == 1 ? "" : "s");
+		snprintf(held, sizeof(held), "holds %" PRIu64 " generation%s durable on its BACKING",
+			 f->durable, f->durable == 1 ? "" : "s");
+	else if (f->uploaded)
+		snprintf(held, sizeof(held), "holds chunks uploaded to its BACKING");
 	else
-		snprintf(held, sizeof(held), "chunks uploaded");
-	fprintf(stderr, "ckptfs: BACKING %s: %s, but the shared catalog (-o meta=) holds %s on its "
-			"BACKING: is it mounted? wiped? restored from an older copy? (mount with the "
-			"right BACKING; docs/MULTINODE.md)\n",
+		snprintf(held, sizeof(held), "belongs to store id %s, whose marker a node found on "
+			 "its BACKING", f->id);
+	fprintf(stderr, "ckptfs: BACKING %s: %s, but the shared catalog (-o meta=) %s: is it "
+			"mounted? wiped? restored from an older copy? (mount with the right BACKING; "
+			"docs/MULTINODE.md)\n",
 		o->backing, why, held);
 	return -1;
 }
 
-/* M3: BACKING's marker against the shared catalog's store id and saves;
- * marker_id is the marker's id ("" none), have_marker whether it exists.
- * main_mark.id gets the id the catalog holds. Reads only, but for the id's
- * insert into a catalog without one (pgns.h N15). */
-static int main_check_shared_store(struct ckptfs *fs, bool have_marker, const char *marker_id)
+/* M3: BACKING's marker against the shared catalog's store id and saves, f
+ * (read before the marker: a catalog marked says the marker was on BACKING
+ * before this node looked); marker_id is the marker's id ("" none),
+ * have_marker whether it exists. main_mark.id gets the id the catalog
+ * holds. Reads only, but for the id's insert into a catalog without one
+ * (pgns.h N15). */
+static int main_check_shared_store(struct ckptfs *fs, const struct cat_store_facts *fp,
+				   bool have_marker, const char *marker_id)
 {
 	const struct ckptfs_options *o = &fs->opt;
-	struct cat_store_facts f;
-	int rc = cat_store_facts(fs->cat, &f);
-	if (rc != 0) {
-		fprintf(stderr, "ckptfs: meta=: cannot read the shared catalog's store id: %s\n",
-			strerror(-rc));
-		return -1;
-	}
+	struct cat_store_facts f = *fp;
+	int rc;
 	bool saved = f.durable > 0 || f.uploaded;
+	main_mark.shared_marked = !f.marked; /* main_mark_store records it */
 	if (f.id[0] && marker_id[0] && strcmp(f.id, marker_id) != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: store id %s, but the shared catalog (-o meta=) "
 				"belongs to store id %s: another store? (mount with the right BACKING; "
@@ -438,7 +445,7 @@ static int main_check_shared_store(struct ckptfs *fs, bool have_marker, const ch
 			o->backing, marker_id, f.id);
 		return -1;
 	}
-	if (!have_marker && saved)
+	if (!have_marker && (saved || (f.marked && f.id[0])))
 		return main_refuse_shared(o, &f, "no store marker (" MAIN_STORE_MARKER ")");
 	if (f.newest) {
 		char man[128];
@@ -497,7 +504,15 @@ static int main_check_bindings(struct ckptfs *fs)
 	memset(&main_mark, 0, sizeof(main_mark));
 	/* the zstd family writes codec 4, which needs format 4 (store.h) */
 	int needed = o->codec == CODEC_FAMILY_ZSTD ? STORE_MARKER_VERSION : STORE_MARKER_VERSION_LZ4;
-	int rc = backing_get(fs->backing, MAIN_STORE_MARKER, buf, sizeof(buf) - 1, &len);
+	/* M3: the shared catalog's store id and saves, before the marker */
+	struct cat_store_facts facts;
+	int rc = o->meta_url[0] ? cat_store_facts(fs->cat, &facts) : 0;
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: meta=: cannot read the shared catalog's store id: %s\n",
+			strerror(-rc));
+		return -1;
+	}
+	rc = backing_get(fs->backing, MAIN_STORE_MARKER, buf, sizeof(buf) - 1, &len);
 	if (rc == 0) {
 		buf[len] = '\0';
 		if (!main_parse_marker(buf, &version, main_mark.id, sizeof(main_mark.id))) {
@@ -538,7 +553,7 @@ static int main_check_bindings(struct ckptfs *fs)
 		recorded[0] = '\0';
 	char marker_id[MAIN_STORE_ID_LEN + 1];
 	memcpy(marker_id, main_mark.id, sizeof(marker_id));
-	if (o->meta_url[0] && main_check_shared_store(fs, have_marker, marker_id) != 0)
+	if (o->meta_url[0] && main_check_shared_store(fs, &facts, have_marker, marker_id) != 0)
 		return -1;
 	struct main_durable d;
 	if (!o->meta_url[0] && (rc = main_count_durable(o, &d)) != 0) {
@@ -606,6 +621,11 @@ static int main_mark_store(struct ckptfs *fs)
 		log_info("BACKING %s: store marker written (format and id %s)", o->backing,
 			 main_mark.id);
 	}
+	/* M3: from now on a BACKING without the marker is not the store; a
+	 * failure leaves the judgement to the catalog's saves (logged) */
+	if (main_mark.shared_marked && cat_store_marked(fs->cat) != 0)
+		log_warn("meta=: the shared catalog could not record that BACKING's marker carries "
+			 "its store id");
 	if (main_mark.put_cache_id) {
 		char path[PATH_MAX + 32], text[MAIN_STORE_ID_LEN + 2];
 		cachedir_path(o->cache, CACHEDIR_STORE_ID, path, sizeof(path));

@@ -1556,6 +1556,12 @@ int cat_store_id_offer(struct cat *cat, const char *id, char *held)
 	return -EOPNOTSUPP;
 }
 
+int cat_store_marked(struct cat *cat)
+{
+	if (cat->shared) return catsh_store_marked(cat);
+	return -EOPNOTSUPP;
+}
+
 int cat_catalog_id(struct cat *cat, char *buf, size_t size)
 {
 	if (cat->shared) return catsh_catalog_id(cat, buf, size);

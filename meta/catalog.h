@@ -273,8 +273,13 @@ struct cat_store_facts {
 	uint64_t newest;
 	uint32_t version;
 	bool uploaded;
+	bool marked; /* a node found or wrote BACKING's marker with the id */
 };
 int cat_store_facts(struct cat *cat, struct cat_store_facts *out);
+/* [shared] Records that BACKING's marker carries the recorded store id
+ * (after the marker was found or written so): from then on a BACKING
+ * without a marker is refused, saves or none. Alone: -EOPNOTSUPP. */
+int cat_store_marked(struct cat *cat);
 /* [shared] Records id as the store id unless one is recorded already;
  * held (33 bytes) gets the one recorded after: id, or another node's that
  * came first. Alone: -EOPNOTSUPP. */

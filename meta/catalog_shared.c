@@ -544,8 +544,14 @@ int catsh_store_facts(struct cat *cat, struct cat_store_facts *out)
 		out->newest = f.newest;
 		out->version = f.version;
 		out->uploaded = f.uploaded;
+		out->marked = f.marked;
 	}
 	return rc;
+}
+
+int catsh_store_marked(struct cat *cat)
+{
+	return pgns_store_marked(&cat->shared->ns);
 }
 
 int catsh_store_id_offer(struct cat *cat, const char *id, char *held)

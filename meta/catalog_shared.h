@@ -37,6 +37,7 @@ int catsh_check(struct cat *cat);
 int catsh_catalog_id(struct cat *cat, char *buf, size_t size);
 int catsh_store_facts(struct cat *cat, struct cat_store_facts *out);
 int catsh_store_id_offer(struct cat *cat, const char *id, char *held);
+int catsh_store_marked(struct cat *cat);
 /* Releases the lease, closes both connections, then the local catalog. */
 void catsh_close(struct cat *cat);
 

@@ -84,6 +84,7 @@ enum {
 	NS_ORPHANS_DONE,
 	NS_STORE_FACTS,
 	NS_STORE_ID_OFFER,
+	NS_STORE_MARKED,
 	NS_COUNT
 };
 
@@ -633,7 +634,8 @@ const struct pg_stmt pgns_stmts[] = {
 			     "SELECT (SELECT value FROM ns_meta WHERE key = 'store_id'),"
 			     " (SELECT count(*) FROM ns_generations WHERE state = 1"
 			     " AND durable_version > 0), g.id, g.durable_version,"
-			     " EXISTS (SELECT 1 FROM ns_chunks WHERE uploaded)"
+			     " EXISTS (SELECT 1 FROM ns_chunks WHERE uploaded),"
+			     " EXISTS (SELECT 1 FROM ns_meta WHERE key = 'store_marked')"
 			     " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id, durable_version"
 			     " FROM ns_generations WHERE state = 1 AND durable_version > 0"
 			     " ORDER BY id DESC LIMIT 1) g ON true",
@@ -644,6 +646,11 @@ const struct pg_stmt pgns_stmts[] = {
 				"INSERT INTO ns_meta(key, value) VALUES ('store_id', $1)"
 				" ON CONFLICT (key) DO NOTHING",
 				1 },
+	/* N15: a node found or wrote the marker with the store id on BACKING */
+	[NS_STORE_MARKED] = { "ns_store_marked",
+			      "INSERT INTO ns_meta(key, value) VALUES ('store_marked', '1')"
+			      " ON CONFLICT (key) DO NOTHING",
+			      0 },
 };
 const size_t pgns_nstmts = NS_COUNT;
 
@@ -2744,6 +2751,7 @@ int pgns_store_facts(struct pgns *ns, struct pgns_store_facts *out)
 		out->newest = PQgetisnull(res, 0, 2) ? 0 : (uint64_t)pg_int(res, 0, 2);
 		out->version = PQgetisnull(res, 0, 3) ? 0 : (uint32_t)pg_int(res, 0, 3);
 		out->uploaded = PQgetvalue(res, 0, 4)[0] == 't';
+		out->marked = PQgetvalue(res, 0, 5)[0] == 't';
 	}
 	if (rc)
 		log_error("catalog %s: cannot read its store id and saves: %s", pg_name(ns->pg),
@@ -2771,6 +2779,15 @@ int pgns_store_id_offer(struct pgns *ns, const char *id, char held[33])
 		log_error("catalog %s: cannot record the store id: %s", pg_name(ns->pg),
 			  strerror(-rc));
 	PQclear(res);
+	return rc;
+}
+
+int pgns_store_marked(struct pgns *ns)
+{
+	int rc = pgns_one(ns, NS_STORE_MARKED, false, NULL, NULL);
+	if (rc)
+		log_error("catalog %s: cannot record that the store is marked: %s", pg_name(ns->pg),
+			  strerror(-rc));
 	return rc;
 }
 

@@ -174,7 +174,10 @@
  *      changed: pgns_store_id_offer inserts it only when no row exists (ON
  *      CONFLICT DO NOTHING) and answers the id the catalog holds after, so
  *      nodes offering different ids at the same moment all get the first
- *      one committed. No version change: an older ckptfs ignores the key.
+ *      one committed. ns_meta key 'store_marked' is inserted (pgns_store_marked)
+ *      only after a node found or wrote BACKING's marker with that id: from
+ *      then on a BACKING without a marker is not the store, saves or none.
+ *      No version change: an older ckptfs ignores the keys.
  *
  * Calls return 0 or a negative errno: catalog.h's, plus -ESTALE (N4), -EBUSY
  * (N3) and pg.h's (-ENOTCONN, -EIO). */
@@ -437,8 +440,11 @@ struct pgns_store_facts {
 	uint64_t newest;
 	uint32_t version;
 	bool uploaded;
+	bool marked; /* 'store_marked': the marker with the id is on BACKING */
 };
 int pgns_store_facts(struct pgns *ns, struct pgns_store_facts *out);
+/* N15: records that BACKING's marker carries the store id (idempotent). */
+int pgns_store_marked(struct pgns *ns);
 /* N15: records id (32 lowercase hex digits, else -EINVAL) as the store id if
  * none is; held gets the one recorded after (id, or another node's). */
 int pgns_store_id_offer(struct pgns *ns, const char *id, char held[33]);

@@ -67,6 +67,28 @@ test_empty_backing_while_the_catalog_holds_saves_is_refused() {
 }
 ck_timeout test_empty_backing_while_the_catalog_holds_saves_is_refused 120
 
+# Before any save: once a node found or wrote the marker with the
+# catalog's id, an empty directory at BACKING's path is refused too (else
+# every save this node makes would go there).
+test_empty_backing_before_any_save_is_refused_once_a_node_marked_the_store() {
+	mn_pg_start
+	mn_mount A
+	local id
+	id=$(st_pg_id)
+	assert_eq 1 "$(mn_psql "SELECT count(*) FROM ns_meta WHERE key = 'store_marked'")" "the catalog marked"
+	assert_eq 0 "$(mn_psql "SELECT count(*) FROM ns_chunks WHERE uploaded")" "chunks uploaded"
+	mkdir "$CK_TMP/unmounted"
+	st_refused B "$CK_TMP/unmounted"
+	assert_eq 1 "$(echo "$ST_OUT" | wc -l)" "lines of the refusal: $ST_OUT"
+	assert_contains "$ST_OUT" "BACKING $CK_TMP/unmounted: no store marker (ckptfs.store)" "the refusal"
+	assert_contains "$ST_OUT" "belongs to store id $id, whose marker a node found on its BACKING" "the refusal"
+	assert_eq "" "$(find "$CK_TMP/unmounted" -type f)" "files B wrote to the empty directory"
+	mn_mount B
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_empty_backing_before_any_save_is_refused_once_a_node_marked_the_store 120
+
 # Another store's marker (its id not the one the catalog records) is
 # refused even with nothing saved, naming both ids.
 test_a_marker_of_another_id_is_refused() {
@@ -145,7 +167,7 @@ test_a_store_from_before_ids_is_given_one() {
 	st_saved_on_a
 	mn_umount A
 	sed -i '/^id /d' "$CK_BACKING/ckptfs.store"
-	mn_psql "DELETE FROM ns_meta WHERE key = 'store_id'" >/dev/null
+	mn_psql "DELETE FROM ns_meta WHERE key IN ('store_id', 'store_marked')" >/dev/null
 	assert_eq "" "$(st_marker_id "$CK_BACKING")" "the marker made old"
 	mn_mount A
 	local id

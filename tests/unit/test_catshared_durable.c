@@ -826,6 +826,12 @@ Test(catshared_durable, the_store_id_is_recorded_once_and_the_saves_are_told)
 	cr_assert_str_eq(held, ida, "a second offer replaced the id");
 	OK(cat_store_facts(b.cat, &f));
 	cr_assert_str_eq(f.id, ida);
+	cr_assert_not(f.marked);
+	OK(cat_store_marked(a.cat));
+	OK(cat_store_marked(b.cat)); /* idempotent */
+	OK(cat_store_facts(b.cat, &f));
+	cr_assert(f.marked);
+	cr_assert_str_eq(f.id, ida);
 
 	uint64_t series = ts_mk(a.cat, ROOT, "run", S_IFDIR | 0755, NULL);
 	uint64_t root;

@@ -546,7 +546,7 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 {
 	if (strlen(newname) > CAT_NAME_MAX)
 		return -ENAMETOOLONG;
-	uint64_t replaced = 0, new_gen = 0, from_gen = 0, to_gen = 0;
+	uint64_t replaced = 0, new_gen = 0, from_gen = 0, to_gen = 0, moved = 0;
 	int rc = ns_gen_change(ns, c, parent, &from_gen);
 	if (rc == 0)
 		rc = ns_gen_change(ns, c, newparent, &to_gen);
@@ -556,7 +556,7 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 			? gen_spec_for(ns->gen, newparent, newname, &spec_buf) : NULL;
 	if (rc == 0)
 		rc = cat_rename_gen(ns->cat, parent, name, newparent, newname, flags, spec, &replaced,
-				    &new_gen);
+				    &new_gen, &moved);
 	if (rc != 0)
 		return rc;
 	gen_root_removed(ns->gen, parent, name);
@@ -569,11 +569,12 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 	/* a trigger name arrived by rename (an atomic tracker writer's
 	 * os.replace onto `latest`): noted like a lookup's, so a handle still
 	 * open fires it at its written close; else the rename is the close
-	 * (fs/gen.h invariant 12, c->uid the writer) */
-	struct cat_inode in = { .ino = 0 };
-	if (gen_is_trigger_name(newname) && cat_lookup(ns->cat, newparent, newname, &in) == 0)
-		node_note_name(ns->nodes, in.ino, newparent, newname);
-	gen_renamed(ns->gen, to_gen, in.ino, newparent, newname, c->uid);
+	 * (fs/gen.h invariant 12, c->uid the writer). The inode is the one the
+	 * catalog's rename moved, never newname looked up again: on -o meta=
+	 * another node may have renamed another file onto it since. */
+	if (gen_is_trigger_name(newname) && moved != 0)
+		node_note_name(ns->nodes, moved, newparent, newname);
+	gen_renamed(ns->gen, to_gen, moved, newparent, newname, c->uid);
 	return 0;
 }
 

@@ -1769,6 +1769,10 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 	if (rc == 0)
 		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, gen, out,
 				    &in_gen);
+	if (rc == 0) /* catalog_defer.c D10 */
+		cat_defer_reused(cat, out->ino);
+	if (rc == 0 && deferred)
+		cat_defer_note_created(cat, out->ino);
 	rc = cat_change_end(cat, deferred, rc, false);
 	cat_unlock(cat);
 	if (gen_id != NULL)

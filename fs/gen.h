@@ -165,7 +165,11 @@
  *     renamed onto a tracker name (an atomic writer's os.replace) is the
  *     tracker's close with the renamer's fsuid as that uid; one renamed
  *     while a write handle of it is open closes with that handle (ns.c
- *     notes the name at the rename). Anyone
+ *     notes the name at the rename). The file judged is the inode the
+ *     rename moved, as the catalog's rename transaction reports it
+ *     (cat_rename_gen's moved_ino), never the name looked up afterwards:
+ *     on -o meta= another node may rename its own file onto the name in
+ *     between, which would be judged with this renamer's uid. Anyone
  *     else's tracker naming it (a shared sticky series under allow_other)
  *     gets one warning naming the tracker, its writer's uid and the save,
  *     and changes nothing: otherwise another user could commit a user's
@@ -330,7 +334,7 @@ void gen_root_removed(struct gen_policy *g, uint64_t parent, const char *name);
 /* One line describing the generation of an inode (for the xattr). */
 int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size);
 
-/* A renamed entry (inode ino; 0: not looked up) arrived as `newname` in
+/* A renamed entry (inode ino, as cat_rename_gen moved it) arrived as `newname` in
  * generation gen_id (0: outside), moved by uid renamer (fsuid). Outside
  * generations, a file renamed onto a tracker name is that tracker's close
  * with renamer as its writer (invariants 12, 13); the caller noted the

@@ -546,7 +546,7 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 {
 	if (strlen(newname) > CAT_NAME_MAX)
 		return -ENAMETOOLONG;
-	uint64_t replaced = 0, new_gen = 0, from_gen = 0, to_gen = 0;
+	uint64_t replaced = 0, new_gen = 0, from_gen = 0, to_gen = 0, moved = 0;
 	int rc = ns_gen_change(ns, c, parent, &from_gen);
 	if (rc == 0)
 		rc = ns_gen_change(ns, c, newparent, &to_gen);
@@ -556,7 +556,7 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 			? gen_spec_for(ns->gen, newparent, newname, &spec_buf) : NULL;
 	if (rc == 0)
 		rc = cat_rename_gen(ns->cat, parent, name, newparent, newname, flags, spec, &replaced,
-				    &new_gen);
+				    &new_gen, &moved);
 	if (rc != 0)
 		return rc;
 	gen_root_removed(ns->gen, parent, name);
@@ -569,11 +569,12 @@ int ns_rename(struct ns *ns, const struct ns_cred *c, uint64_t parent, const cha
 	/* a trigger name arrived by rename (an atomic tracker writer's
 	 * os.replace onto `latest`): noted like a lookup's, so a handle still
 	 * open fires it at its written close; else the rename is the close
-	 * (fs/gen.h invariant 12, c->uid the writer) */
-	struct cat_inode in = { .ino = 0 };
-	if (gen_is_trigger_name(newname) && cat_lookup(ns->cat, newparent, newname, &in) == 0)
-		node_note_name(ns->nodes, in.ino, newparent, newname);
-	gen_renamed(ns->gen, to_gen, in.ino, newparent, newname, c->uid);
+	 * (fs/gen.h invariant 12, c->uid the writer). The inode is the one the
+	 * catalog's rename moved, never newname looked up again: on -o meta=
+	 * another node may have renamed another file onto it since. */
+	if (gen_is_trigger_name(newname) && moved != 0)
+		node_note_name(ns->nodes, moved, newparent, newname);
+	gen_renamed(ns->gen, to_gen, moved, newparent, newname, c->uid);
 	return 0;
 }
 
@@ -621,6 +622,16 @@ int ns_inode_count(struct ns *ns, uint64_t *inodes)
 
 /* Size changes go through the writer when the file is being written, else
  * straight to the catalog. */
+/* Invariant 8 (catalog_defer.c D10): a file whose create a rolled-back
+ * catalog batch took answers that batch's error (ENOSPC, EIO), not what its
+ * missing row makes of a call (ENOENT) nor a success: asked before the call
+ * (nothing done for a lost file) and after it (a loss the call found). */
+static int ns_lost(struct ns *ns, uint64_t ino, int rc)
+{
+	int lost = cat_file_lost(ns->cat, ino);
+	return lost ? lost : rc;
+}
+
 static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
 {
 	struct node *n = node_get(ns->nodes, ino);
@@ -628,7 +639,11 @@ static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&n->rw);
 	bool by_path = n->writer == NULL;
-	int rc = n->writer ? writer_truncate(n->writer, size) : cat_file_truncate(ns->cat, ino, size);
+	int rc = ns_lost(ns, ino, 0);
+	if (rc == 0)
+		rc = n->writer ? writer_truncate(n->writer, size)
+			       : cat_file_truncate(ns->cat, ino, size);
+	rc = ns_lost(ns, ino, rc);
 	/* generation.h G7, G9: a cut with no write handle open has no release
 	 * to clear its mark, which would hold its save as a failed close; a
 	 * handle opening after this read marks the file again at its first
@@ -934,9 +949,12 @@ int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const vo
 	struct node *n = f->n;
 	pthread_rwlock_wrlock(&n->rw);
 	struct writer *w;
-	int rc = ns_writer(ns, n, &w);
+	int rc = ns_lost(ns, n->ino, 0);
+	if (rc == 0)
+		rc = ns_writer(ns, n, &w);
 	if (rc == 0)
 		rc = writer_write(w, buf, size, append ? writer_size(w) : off);
+	rc = ns_lost(ns, n->ino, rc);
 	/* invariant 3; a write from the page cache has no caller */
 	if (rc == 0 && __atomic_load_n(&n->setid, __ATOMIC_RELAXED) && !from_cache && c->uid != 0)
 		rc = ns_killpriv(ns, c, n->ino, &n->setid);
@@ -951,9 +969,12 @@ int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
 	struct node *n = f->n;
 	pthread_rwlock_wrlock(&n->rw);
 	struct writer *w;
-	int rc = ns_writer(ns, n, &w);
+	int rc = ns_lost(ns, n->ino, 0);
+	if (rc == 0)
+		rc = ns_writer(ns, n, &w);
 	if (rc == 0 && off + len > writer_size(w))
 		rc = writer_truncate(w, off + len);
+	rc = ns_lost(ns, n->ino, rc);
 	pthread_rwlock_unlock(&n->rw);
 	f->wrote = true;
 	return rc;
@@ -963,27 +984,30 @@ int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
  * then, if it was written (a writer, or a writable handle: a create), clears
  * its being-written mark (generation.h G7) under n->rw, before a new writer
  * can mark it again: with the writer's drop in one catalog change when its
- * last commit succeeded, else on its own. */
+ * last commit succeeded, else on its own. A file whose create a rolled-back
+ * catalog batch took answers that batch's error (catalog_defer.c D10). */
 static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, bool writable)
 {
 	pthread_rwlock_wrlock(&n->rw);
-	int rc = 0;
+	int rc = ns_lost(ns, n->ino, 0);
 	bool written = writable || n->writer != NULL, unmarked = false;
 	if (n->writer) {
-		rc = writer_commit(n->writer, durable);
+		if (rc == 0)
+			rc = writer_commit(n->writer, durable);
 		if (last && rc == 0) /* the drop and the clear in one change */
 			unmarked = writer_free_unmark(n->writer) == 0;
 		else if (last)
 			writer_free(n->writer);
 		if (last)
 			n->writer = NULL;
-	} else if (durable) {
+	} else if (durable && rc == 0) {
 		rc = store_syncfs(ns->store);
 		if (rc == 0)
 			rc = cat_sync(ns->cat);
 	}
 	if (rc == 0 && last && written && !unmarked)
 		rc = cat_file_unmark(ns->cat, n->ino);
+	rc = ns_lost(ns, n->ino, rc);
 	/* -o meta=: a failed close of a written file sets its failed flag
 	 * before its ns_writing row goes, so one or the other holds its save
 	 * (pggen.h X14; alone the mark above stays: generation.h G9) */

@@ -73,6 +73,11 @@
  *     close (node.h invariant 1), an ftruncate on one too, and while one is
  *     open the file can be opened again (through /proc/self/fd: `cmp
  *     /dev/fd/N`); its data is kept while a handle is open.
+ *  8. A file whose create a rolled-back catalog batch took (catalog_defer.c
+ *     D10) answers that batch's error (-ENOSPC, -EIO) at every later write,
+ *     truncate, flush, fsync and release of a handle open on it, asked
+ *     before the call and after it (a loss the call found): never -ENOENT
+ *     nor success, as writer.h invariant 4 keeps a writer's first error.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

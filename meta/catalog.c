@@ -1787,6 +1787,10 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
 	if (rc == 0)
 		rc = cat_create_txn(cat, parent, name, mode, uid, gid, rdev, target, gen, out,
 				    &in_gen);
+	if (rc == 0) /* catalog_defer.c D10 */
+		cat_defer_reused(cat, out->ino);
+	if (rc == 0 && deferred)
+		cat_defer_note_created(cat, out->ino);
 	rc = cat_change_end(cat, deferred, rc, false);
 	cat_unlock(cat);
 	if (gen_id != NULL)
@@ -1933,7 +1937,7 @@ static int cat_rename_touch(struct cat *cat, uint64_t parent, int parent_delta,
 
 static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 			  const char *newname, unsigned flags, const struct cat_gen_spec *spec,
-			  uint64_t *replaced, uint64_t *new_gen)
+			  uint64_t *replaced, uint64_t *new_gen, uint64_t *moved_ino)
 {
 	struct cat_inode pdir, npdir, src, dst;
 	uint64_t src_id, dst_id = 0;
@@ -1956,6 +1960,7 @@ static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, ui
 		return -ENOENT;
 	if (have_dst && (flags & CAT_RENAME_NOREPLACE))
 		return -EEXIST;
+	*moved_ino = src.ino; /* what newname names once this transaction commits */
 	if (have_dst && dst.ino == src.ino)
 		return 0; /* the same file under both names: POSIX says do nothing */
 	rc = cat_gen_spec_check(spec, newname, src.mode);
@@ -2027,10 +2032,10 @@ static int cat_rename_txn(struct cat *cat, uint64_t parent, const char *name, ui
 
 int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		   const char *newname, unsigned flags, const struct cat_gen_spec *gen,
-		   uint64_t *replaced_ino, uint64_t *new_gen_id)
+		   uint64_t *replaced_ino, uint64_t *new_gen_id, uint64_t *moved_ino)
 {
-	if (cat->shared) return catshg_rename_gen(cat, parent, name, newparent, newname, flags, gen, replaced_ino, new_gen_id);
-	uint64_t replaced = 0, new_gen = 0;
+	if (cat->shared) return catshg_rename_gen(cat, parent, name, newparent, newname, flags, gen, replaced_ino, new_gen_id, moved_ino);
+	uint64_t replaced = 0, new_gen = 0, moved = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)
 		rc = cat_name_check(newname);
@@ -2043,13 +2048,15 @@ int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t 
 	rc = cat_begin(cat);
 	if (rc == 0)
 		rc = cat_rename_txn(cat, parent, name, newparent, newname, flags, gen, &replaced,
-				    &new_gen);
+				    &new_gen, &moved);
 	rc = cat_end_sweep(cat, rc); /* an ended generation drops its backup */
 	cat_unlock(cat);
 	if (replaced_ino)
 		*replaced_ino = rc == 0 ? replaced : 0;
 	if (new_gen_id)
 		*new_gen_id = rc == 0 ? new_gen : 0;
+	if (moved_ino)
+		*moved_ino = rc == 0 ? moved : 0;
 	return rc;
 }
 
@@ -2058,7 +2065,7 @@ int cat_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t newp
 {
 	if (cat->shared) return catsh_rename(cat, parent, name, newparent, newname, flags, replaced_ino);
 	return cat_rename_gen(cat, parent, name, newparent, newname, flags, NULL, replaced_ino,
-			      NULL);
+			      NULL, NULL);
 }
 
 static int cat_setattr_txn(struct cat *cat, uint64_t ino, unsigned what,

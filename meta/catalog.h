@@ -421,6 +421,12 @@ int cat_pending_from_committed(struct cat *cat, uint64_t ino);
  * now: a new file), true when it had or the call cannot tell. */
 int cat_pending_start(struct cat *cat, uint64_t ino, bool *rows);
 
+/* The error that lost ino's create with a rolled-back deferred transaction
+ * (catalog_defer.c D10: -ENOSPC, -EIO), 0 for any other file (and always
+ * on the shared engine, which defers nothing). Cheap while nothing was
+ * lost: no lock. */
+int cat_file_lost(struct cat *cat, uint64_t ino);
+
 /* The last handle of ino is released after its writer's last commit (or
  * with no writer): clears its being-written mark (generation.h G7), a
  * change only if it is marked. Not after a failed commit: the mark stays. */

@@ -83,6 +83,19 @@
  *      held back. At cat_close a mark still pending is logged. The unmount
  *      holds such a generation with GEN_LOST_REASON (fs/gen.c: its commit
  *      is refused, G9), one more write, which lands once room is back.
+ *  D10. A file created in a lost transaction (D4) is gone from the catalog
+ *      while the trainer still holds it open: its later write, truncate,
+ *      flush, fsync and close answer the error that lost it (-ENOSPC for a
+ *      full disk, -EIO), never -ENOENT ("No such file" for a file it just
+ *      created), and never 0 (a close of a file created and not written
+ *      found nothing to clear). cat_file_lost tells (fs/ns.c asks it
+ *      before those calls, fs/writer.h invariant 4). The creates of the
+ *      deferred transaction are noted (at most CAT_DEFER_MAX); at its loss
+ *      they join the lost files with its error, at its commit they are
+ *      forgotten. At most CAT_LOST_FILES_MAX are kept, the oldest dropped
+ *      first (a handle of one dropped answers -ENOENT again); a number a
+ *      new file takes (D7's skip failed) leaves the list. Their saves stay
+ *      as D4 leaves them: never committed by a rule.
  *  D5. Changes in it may drop chunk counts (a file's commit replaces
  *      extents, a writer's drop releases its pending ones). The sweep of
  *      counts at zero runs after its commit (cat_defer_flush), never before:
@@ -141,6 +154,7 @@
 
 #define CAT_DEFER_MS 10 /* the default window (cat_defer_window) */
 #define CAT_DEFER_MAX 1024
+#define CAT_LOST_FILES_MAX (16 * CAT_DEFER_MAX) /* D10 */
 #define CAT_INTENT_TAIL CACHEDIR_JOURNAL_TAIL
 #define CAT_INTENT_BEGIN "begin\n"
 #define CAT_INTENT_OBJECT "object "
@@ -390,16 +404,88 @@ static void cat_defer_forget(struct cat *cat)
 	cat->defer_sweep = false;
 	cat->n_defer_gens = 0;
 	cat->defer_gens_all = false;
+	cat->n_defer_created = 0;
+}
+
+void cat_defer_note_created(struct cat *cat, uint64_t ino)
+{
+	if (cat->n_defer_created == cat->cap_defer_created) {
+		unsigned cap = cat->cap_defer_created ? 2 * cat->cap_defer_created : 64;
+		uint64_t *v = realloc(cat->defer_created, cap * sizeof(*v));
+		if (v == NULL)
+			return; /* its loss, if any, answers -ENOENT as before D10 */
+		cat->defer_created = v;
+		cat->cap_defer_created = cap;
+	}
+	cat->defer_created[cat->n_defer_created++] = ino;
+}
+
+/* D10: the files the lost transaction created are lost with err. */
+static void cat_defer_lose_files(struct cat *cat, int err)
+{
+	size_t n = cat->n_lost_files, add = cat->n_defer_created;
+	if (add == 0)
+		return;
+	if (add > CAT_LOST_FILES_MAX)
+		add = CAT_LOST_FILES_MAX;
+	if (n + add > CAT_LOST_FILES_MAX) { /* the oldest go first */
+		size_t drop = n + add - CAT_LOST_FILES_MAX;
+		memmove(cat->lost_files, cat->lost_files + drop, (n - drop) * sizeof(*cat->lost_files));
+		n -= drop;
+	}
+	struct cat_lost_file *v = realloc(cat->lost_files, (n + add) * sizeof(*v));
+	if (v == NULL) {
+		__atomic_store_n(&cat->n_lost_files, n, __ATOMIC_RELAXED);
+		return;
+	}
+	const uint64_t *created = cat->defer_created + (cat->n_defer_created - add);
+	for (size_t i = 0; i < add; i++)
+		v[n + i] = (struct cat_lost_file){ created[i], err };
+	cat->lost_files = v;
+	__atomic_store_n(&cat->n_lost_files, n + add, __ATOMIC_RELAXED);
+}
+
+static ssize_t cat_lost_find(const struct cat *cat, uint64_t ino)
+{
+	for (size_t i = cat->n_lost_files; i-- > 0;)
+		if (cat->lost_files[i].ino == ino)
+			return (ssize_t)i;
+	return -1;
+}
+
+void cat_defer_reused(struct cat *cat, uint64_t ino)
+{
+	ssize_t i;
+	while ((i = cat_lost_find(cat, ino)) >= 0) {
+		size_t n = cat->n_lost_files - 1;
+		memmove(cat->lost_files + i, cat->lost_files + i + 1,
+			(n - (size_t)i) * sizeof(*cat->lost_files));
+		__atomic_store_n(&cat->n_lost_files, n, __ATOMIC_RELAXED);
+	}
+}
+
+int cat_file_lost(struct cat *cat, uint64_t ino)
+{
+	if (cat->shared || __atomic_load_n(&cat->n_lost_files, __ATOMIC_RELAXED) == 0)
+		return 0; /* nothing was ever lost: no lock taken on a write's path */
+	pthread_mutex_lock(&cat->lock);
+	ssize_t i = cat_lost_find(cat, ino);
+	int err = i >= 0 ? cat->lost_files[i].err : 0;
+	pthread_mutex_unlock(&cat->lock);
+	return err;
 }
 
 /* D4: the deferred transaction was rolled back. Its generations must not
  * commit, the journal stays for the next open, its numbers are skipped. */
-static void cat_defer_lost(struct cat *cat, unsigned n)
+static void cat_defer_lost(struct cat *cat, unsigned n, int err)
 {
 	assert(n > 0 && n == cat->deferred); /* only a transaction with changes is lost */
 	log_error("catalog %s: the transaction of %u changes inside open generations was rolled"
-		  " back: removed names are back, files created or written there since the last"
-		  " commit are gone or older; those generations cannot commit", cat->path, n);
+		  " back (%s): removed names are back, files created or written there since the"
+		  " last commit are gone or older (%u created: their handles answer that error);"
+		  " those generations cannot commit", cat->path, n, strerror(-err),
+		  cat->n_defer_created);
+	cat_defer_lose_files(cat, err); /* D10 */
 	if (cat->defer_gens_all) {
 		cat->lost_gens_all = true;
 	} else {
@@ -469,7 +555,7 @@ int cat_defer_flush(struct cat *cat)
 	if (rc != 0 && sqlite3_get_autocommit(cat->db) == 0)
 		cat_run(cat, S_ROLLBACK);
 	if (rc != 0) {
-		cat_defer_lost(cat, n);
+		cat_defer_lost(cat, n, rc);
 		return rc;
 	}
 	cat_defer_forget(cat);
@@ -484,7 +570,7 @@ void cat_defer_settle(struct cat *cat)
 	if (cat->deferred == 0)
 		return;
 	if (sqlite3_get_autocommit(cat->db) != 0) /* SQLite dropped it (an I/O error) */
-		cat_defer_lost(cat, cat->deferred);
+		cat_defer_lost(cat, cat->deferred, -EIO);
 	else if (sqlite3_total_changes64(cat->db) != cat->deferred_changes)
 		cat_defer_flush(cat);
 }
@@ -614,7 +700,7 @@ int cat_defer_end(struct cat *cat, int rc)
 		cat_defer_undo(cat);
 	if (sqlite3_get_autocommit(cat->db) != 0) { /* the transaction is gone */
 		if (cat->deferred)
-			cat_defer_lost(cat, cat->deferred);
+			cat_defer_lost(cat, cat->deferred, rc ? rc : -EIO);
 		cat_defer_forget(cat);
 		return rc ? rc : -EIO;
 	}
@@ -687,6 +773,12 @@ void cat_defer_stop(struct cat *cat)
 	free(cat->lost_gens);
 	cat->lost_gens = NULL;
 	cat->n_lost_gens = 0;
+	free(cat->defer_created);
+	cat->defer_created = NULL;
+	cat->n_defer_created = cat->cap_defer_created = 0;
+	free(cat->lost_files);
+	cat->lost_files = NULL;
+	__atomic_store_n(&cat->n_lost_files, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cat->lock);
 	if (running)
 		pthread_cond_destroy(&cat->defer_wake);

@@ -152,6 +152,12 @@ struct cat {
 	uint64_t *lost_gens;
 	size_t n_lost_gens;
 	bool lost_gens_all;
+	/* D10: files created in the deferred transaction (defer_created),
+	 * and those a lost one took, with the error that lost them */
+	uint64_t *defer_created;
+	unsigned n_defer_created, cap_defer_created;
+	struct cat_lost_file { uint64_t ino; int err; } *lost_files;
+	size_t n_lost_files; /* read unlocked (atomic) by cat_file_lost's fast path */
 	/* D9: their G7 lost mark is not in the catalog yet (it failed):
 	 * retried before every later write transaction, which waits for it */
 	bool lost_mark_pending;
@@ -302,6 +308,11 @@ int cat_defer_recover(struct cat *cat);
 /* D6: the highest uploads.seq the uploader may see (the deferred
  * transaction's rows stay hidden until it commits). */
 int64_t cat_defer_upload_floor(struct cat *cat);
+/* D10: a file created by this change (ino), in the deferred transaction:
+ * noted, so that its loss is told to its handles. */
+void cat_defer_note_created(struct cat *cat, uint64_t ino);
+/* D10: the number ino names a new file (a lost one's numbers reused). */
+void cat_defer_reused(struct cat *cat, uint64_t ino);
 /* D4: were changes of generation gen lost with a deferred transaction? */
 bool cat_defer_gen_lost(struct cat *cat, uint64_t gen);
 /* D9: the lost mark D4 could not write, tried again (outside any

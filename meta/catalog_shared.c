@@ -646,7 +646,7 @@ int catsh_rename(struct cat *cat, uint64_t parent, const char *name, uint64_t ne
 		return rc;
 	/* with the generation bookkeeping of cat_rename (catalog_shared_gen.c) */
 	rc = pggen_rename(&cat->shared->ns, parent, name, newparent, newname, flags, NULL,
-			  replaced_ino, NULL);
+			  replaced_ino, NULL, NULL);
 	catshg_series_moved(cat, rc); /* catalog_shared_gen.c S8 */
 	return rc;
 }

@@ -141,12 +141,14 @@ void catshg_series_moved(struct cat *cat, int rename_rc)
 
 int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		      const char *newname, unsigned flags, const struct cat_gen_spec *gen,
-		      uint64_t *replaced_ino, uint64_t *new_gen_id)
+		      uint64_t *replaced_ino, uint64_t *new_gen_id, uint64_t *moved_ino)
 {
 	if (replaced_ino)
 		*replaced_ino = 0;
 	if (new_gen_id)
 		*new_gen_id = 0;
+	if (moved_ino)
+		*moved_ino = 0;
 	int rc = cat_name_check(name);
 	if (rc == 0)
 		rc = cat_name_check(newname);
@@ -155,7 +157,7 @@ int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64
 	if (rc)
 		return rc;
 	rc = pggen_rename(cat_shared_ns(cat), parent, name, newparent, newname, flags, gen,
-			  replaced_ino, new_gen_id);
+			  replaced_ino, new_gen_id, moved_ino);
 	catshg_series_moved(cat, rc); /* S8 */
 	return rc;
 }

@@ -23,7 +23,7 @@ int catshg_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uin
 void catshg_series_moved(struct cat *cat, int rename_rc);
 int catshg_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		      const char *newname, unsigned flags, const struct cat_gen_spec *gen,
-		      uint64_t *replaced_ino, uint64_t *new_gen_id);
+		      uint64_t *replaced_ino, uint64_t *new_gen_id, uint64_t *moved_ino);
 int catshg_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id);
 int catshg_get(struct cat *cat, uint64_t id, struct cat_gen *out);
 int catshg_find(struct cat *cat, uint64_t series, const char *name, struct cat_gen *out);

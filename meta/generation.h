@@ -203,10 +203,15 @@ int cat_create_in_gen(struct cat *cat, uint64_t parent, const char *name, uint32
  *    other than by a rename to a generation name (G8);
  *  - a generation root renamed over by another one: the replaced generation is
  *    DELETED (rule "replaced").
- * *replaced_ino as in cat_rename. */
+ * *replaced_ino as in cat_rename. *moved_ino (may be NULL): the inode this
+ * rename moved, the one newname names when its transaction commits (for an
+ * exchange: the one that was at name; for a rename onto its own inode: that
+ * inode), read in that transaction — a caller that needs it never looks
+ * newname up again: on -o meta= another node may rename another file onto
+ * it in between (fs/gen.h invariant 12). 0 on failure. */
 int cat_rename_gen(struct cat *cat, uint64_t parent, const char *name, uint64_t newparent,
 		   const char *newname, unsigned flags, const struct cat_gen_spec *gen,
-		   uint64_t *replaced_ino, uint64_t *new_gen_id);
+		   uint64_t *replaced_ino, uint64_t *new_gen_id, uint64_t *moved_ino);
 
 /* The generation an inode belongs to (0 for none). */
 int cat_gen_of(struct cat *cat, uint64_t ino, uint64_t *gen_id);

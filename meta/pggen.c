@@ -1507,7 +1507,7 @@ struct pggen_rename_call {
 	const char *name, *newname;
 	unsigned flags;
 	const struct cat_gen_spec *spec;
-	uint64_t replaced, new_gen;
+	uint64_t replaced, new_gen, moved;
 };
 
 static int pggen_rename_body(struct pg *pg, void *arg)
@@ -1515,7 +1515,7 @@ static int pggen_rename_body(struct pg *pg, void *arg)
 	(void)pg;
 	struct pggen_rename_call *c = arg;
 	struct pgns *ns = c->ns;
-	c->replaced = c->new_gen = 0;
+	c->replaced = c->new_gen = c->moved = 0;
 	int rc = pgns_rename_txn(ns, c->parent, c->name, c->newparent, c->newname, c->flags,
 				 &c->replaced);
 	uint64_t src_id = 0, src = 0, dst_id = 0, dst = 0;
@@ -1523,6 +1523,7 @@ static int pggen_rename_body(struct pg *pg, void *arg)
 		rc = pggen_entry(ns, c->newparent, c->newname, &src_id, &src);
 	if (rc)
 		return rc;
+	c->moved = src; /* newname's inode in this transaction, its directory locked */
 	bool exchange = c->flags & CAT_RENAME_EXCHANGE;
 	/* the old name still there after a plain rename: a name renamed onto
 	 * its own inode, which POSIX makes a no-op */
@@ -1541,7 +1542,7 @@ static int pggen_rename_body(struct pg *pg, void *arg)
 
 int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
-		 uint64_t *replaced_ino, uint64_t *new_gen_id)
+		 uint64_t *replaced_ino, uint64_t *new_gen_id, uint64_t *moved_ino)
 {
 	struct pggen_rename_call c = { .ns = ns, .parent = parent, .newparent = newparent,
 				       .name = name, .newname = newname, .flags = flags,
@@ -1551,6 +1552,8 @@ int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t ne
 		*replaced_ino = rc == 0 ? c.replaced : 0;
 	if (new_gen_id)
 		*new_gen_id = rc == 0 ? c.new_gen : 0;
+	if (moved_ino)
+		*moved_ino = rc == 0 ? c.moved : 0;
 	return rc;
 }
 

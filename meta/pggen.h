@@ -262,10 +262,13 @@ int pggen_gen_of(struct pgns *ns, uint64_t ino, uint64_t *gen_id);
 /* cat_rename_gen: pgns_rename and the generation bookkeeping in one
  * transaction (the moved subtree takes its new parent's generation, a root
  * moved away or renamed over ends its generation, DELETED with rule
- * "renamed" or "replaced"; spec makes the moved inode a new OPEN root). */
+ * "renamed" or "replaced"; spec makes the moved inode a new OPEN root).
+ * *moved_ino: the inode newname names in that transaction, under the
+ * directories' row locks (pgns.h), so never another node's file renamed
+ * onto the name after it (generation.h cat_rename_gen). */
 int pggen_rename(struct pgns *ns, uint64_t parent, const char *name, uint64_t newparent,
 		 const char *newname, unsigned flags, const struct cat_gen_spec *spec,
-		 uint64_t *replaced_ino, uint64_t *new_gen_id);
+		 uint64_t *replaced_ino, uint64_t *new_gen_id, uint64_t *moved_ino);
 
 /* cat_unlink (dir false) and cat_rmdir (true): pgns_unlink or pgns_rmdir and
  * the generation bookkeeping in one transaction (X8): a generation rooted at

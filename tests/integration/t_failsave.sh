@@ -12,6 +12,7 @@
 ck_timeout test_failed_file_then_marker_holds_the_save 300
 ck_timeout test_failed_file_then_unmount_holds_the_save 300
 ck_timeout test_lost_batch_stays_held_for_its_loss_after_remount 300
+ck_timeout test_lost_create_answers_the_loss_not_enoent 300
 
 _small_cache() {
 	ck_register_mount "$CK_CACHE"
@@ -149,6 +150,41 @@ test_lost_batch_stays_held_for_its_loss_after_remount() {
 	assert_eq 4 "${st%% *}" "step-1's state after the remount (got: $st)"
 	assert_contains "$st" "changes made in it were lost" "step-1's held reason after the remount"
 	ck_umount
+}
+
+# review 38 F3 (catalog_defer.c D10): files created for writing in the OPEN
+# step-1 while the cache's disk is full; the deferred batch holding their
+# creates fails its commit and rolls back. Room comes back; each open file's
+# write or close answers the error that lost it (ENOSPC), never ENOENT ("No
+# such file" for a file the trainer just created) and never success; step-1
+# is held for its loss at the unmount, as before.
+test_lost_create_answers_the_loss_not_enoent() {
+	_small_cache
+	ck_mount "backing_timeout=5"
+	mkdir -p "$CK_MNT/run/step-1"
+	ck_rand "$CK_REF/model" $((1 * MiB))
+	cp "$CK_REF/model" "$CK_MNT/run/step-1/model.bin"
+	ck_wait_durable 60
+	local free i filled=0 out
+	for i in 1 2 3 4 5; do # as in the test above: the WAL may take room meanwhile
+		free=$(df --output=avail -B1 "$CK_CACHE" | tail -1)
+		if fallocate -l $((free - 4096)) "$CK_CACHE/filler$i" 2>/dev/null; then filled=1; break; fi
+	done
+	[ "$filled" = 1 ] || ck_skip "fallocate on tmpfs failed 5 times"
+	out=$("$PY" "$CK_HELPERS/lost_create.py" "$CK_MNT/run/step-1" "$CK_CACHE"/filler*)
+	echo "lost_create: $out" >&2
+	set -- $out
+	local opened=$2 ok=$4 enospc=$6 eio=$8 enoent=${10} other=${12}
+	assert_eq 0 "$enoent" "files whose write or close answered ENOENT ($out)"
+	grep -q "rolled back" "$CK_DLOG" || ck_skip "no deferred batch was lost ($out)"
+	[ "$opened" -gt 0 ] || ck_skip "no file could be created on the full disk"
+	[ $((enospc + eio)) -gt 0 ] || ck_fail "no file answered its loss ($out)"
+	assert_eq 0 "$other" "files that failed otherwise ($out)"
+	ck_umount
+	local st
+	st=$(_gen step-1)
+	assert_eq 4 "${st%% *}" "step-1's state after the unmount (4 = held; got: $st)"
+	assert_contains "$st" "changes made in it were lost" "step-1's held reason after the unmount"
 }
 
 ck_main "$@"

@@ -181,6 +181,40 @@ Test(catshared_gen, hold_abort_delete_expire_and_pin_from_either_node)
 	pt_cat_close(&b);
 }
 
+/* Review 41 F5: on the shared engine too, cat_rename_gen reports the inode
+ * its transaction moved (the moved one, not the one it replaced): B renames
+ * its temporary over A's `latest` and is told its own file. */
+Test(catshared_gen, a_rename_reports_the_inode_it_moved)
+{
+	struct pt_cat a, b;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
+	uint64_t run = tcg_mk(&a, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t old = tcg_mk(&a, run, "latest", S_IFREG | 0644, NULL);
+	uint64_t tmp = tcg_mk(&b, run, "latest.tmp", S_IFREG | 0644, NULL);
+	uint64_t replaced = 0, moved = 0;
+	OK(cat_rename_gen(b.cat, run, "latest.tmp", run, "latest", 0, NULL, &replaced, NULL,
+			  &moved));
+	cr_assert_eq(moved, tmp, "moved %llu, not b's %llu", (unsigned long long)moved,
+		     (unsigned long long)tmp);
+	cr_assert_eq(replaced, old);
+	/* an exchange: the inode that was at name */
+	uint64_t other = tcg_mk(&a, run, "other", S_IFREG | 0644, NULL);
+	OK(cat_rename_gen(a.cat, run, "other", run, "latest", CAT_RENAME_EXCHANGE, NULL, NULL,
+			  NULL, &moved));
+	cr_assert_eq(moved, other);
+	/* a name renamed onto its own inode: newname's inode */
+	OK(cat_rename_gen(a.cat, run, "latest", run, "latest", 0, NULL, NULL, NULL, &moved));
+	cr_assert_eq(moved, other);
+	moved = 7;
+	FAILS(cat_rename_gen(b.cat, run, "absent", run, "latest", 0, NULL, NULL, NULL, &moved),
+	      ENOENT);
+	cr_assert_eq(moved, 0, "a failed rename reports none");
+	OK(cat_gen_check(a.cat));
+	pt_cat_close(&a);
+	pt_cat_close(&b);
+}
+
 Test(catshared_gen, renames_start_and_end_generations_and_find_step_finds_them)
 {
 	struct pt_cat a, b;
@@ -191,7 +225,7 @@ Test(catshared_gen, renames_start_and_end_generations_and_find_step_finds_them)
 	uint64_t shard = tcg_mk(&a, tmp, "shard", S_IFREG | 0644, NULL);
 	struct cat_gen_spec spec = { "step-7", 7 };
 	uint64_t gen = 0, replaced = 1;
-	OK(cat_rename_gen(b.cat, run, "step-7.tmp", run, "step-7", 0, &spec, &replaced, &gen));
+	OK(cat_rename_gen(b.cat, run, "step-7.tmp", run, "step-7", 0, &spec, &replaced, &gen, NULL));
 	cr_assert(gen != 0);
 	cr_assert_eq(replaced, 0);
 	uint64_t of = 0;

@@ -659,6 +659,43 @@ Test(defer, a_lost_deferred_transaction_keeps_its_generation_from_committing, .i
 	OK(cat_check(fx.cat));
 }
 
+/* D10 (review 38 F3): the files a lost transaction created are told to
+ * their handles with its error; a file committed before, one outside the
+ * generation and one created after are not lost. */
+Test(defer, the_files_a_lost_transaction_created_answer_its_error, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, ROOT, "run", S_IFDIR | 0755, NULL), root;
+	(void)ts_mkgen(fx.cat, series, "step-1", 1, true, &root);
+	uint64_t before = ts_mk(fx.cat, root, "before", S_IFREG | 0644, NULL);
+	OK(cat_defer_commit(fx.cat));
+	cat_defer_window(fx.cat, LONG_WINDOW_MS);
+	uint64_t lost[3];
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		name_of(name, sizeof(name), i);
+		OK(small_file(fx.cat, root, name, 100 + i, NULL, &lost[i]));
+		cr_assert_eq(cat_file_lost(fx.cat, lost[i]), 0, "not lost while deferred");
+	}
+	uint64_t outside = ts_mk(fx.cat, ROOT, "latest", S_IFREG | 0644, NULL); /* D2: commits them */
+	uint64_t lost2 = ts_mk(fx.cat, root, "lost", S_IFREG | 0644, NULL);
+	cr_assert(cat_defer_active(fx.cat));
+	pthread_mutex_lock(&fx.cat->lock); /* under the catalog: as SQLite would */
+	cr_assert_eq(sqlite3_exec(fx.cat->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_unlock(&fx.cat->lock);
+	struct cat_inode in;
+	FAILS(cat_lookup(fx.cat, root, "lost", &in), ENOENT); /* the loss is found */
+	FAILS(cat_file_lost(fx.cat, lost2), EIO);
+	for (int i = 0; i < 3; i++) /* committed with `latest` before the loss */
+		cr_assert_eq(cat_file_lost(fx.cat, lost[i]), 0);
+	cr_assert_eq(cat_file_lost(fx.cat, before), 0);
+	cr_assert_eq(cat_file_lost(fx.cat, outside), 0);
+	uint64_t after = ts_mk(fx.cat, root, "after", S_IFREG | 0644, NULL);
+	cr_assert_eq(cat_file_lost(fx.cat, after), 0);
+	FAILS(cat_file_lost(fx.cat, lost2), EIO); /* still told: every later call */
+	OK(cat_check(fx.cat));
+}
+
 /* D4 and catalog.c invariant 10 (review3 F6): fsync commits the deferred
  * transaction, then syncs the WAL. When that commit fails (SQLite dropped
  * the transaction) the fsync answers the error: the changes it was to make

@@ -778,7 +778,7 @@ static void tg_tracker_renamed(uint64_t series, const char *name, uid_t writer, 
 	OK(cat_file_unmark(tg.cat, in.ino)); /* its last handle released (G7) */
 	tg.tracker_ino = in.ino;
 	gen_file_closed(tg.g, in.ino, series, tmp, 0, writer); /* no tracker name: nothing */
-	OK(cat_rename_gen(tg.cat, series, tmp, series, name, 0, NULL, &replaced, &new_gen));
+	OK(cat_rename_gen(tg.cat, series, tmp, series, name, 0, NULL, &replaced, &new_gen, NULL));
 	cr_assert_eq(new_gen, 0);
 	gen_renamed(tg.g, 0, in.ino, series, name, renamer);
 }

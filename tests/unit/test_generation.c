@@ -618,7 +618,7 @@ Test(gen, rename_tmp_dir_into_a_generation_name_starts_one, .init = setup, .fini
 	struct cat_gen_spec spec = { .name = "step-500", .step = 500 };
 	uint64_t replaced = 1, id = 0;
 	OK(cat_rename_gen(fx.cat, series, "tmp-save", series, "step-500", 0, &spec, &replaced,
-			  &id));
+			  &id, NULL));
 	cr_assert_eq(replaced, 0);
 	cr_assert_neq(id, 0);
 	struct cat_gen g = gen_get(id);
@@ -634,14 +634,14 @@ Test(gen, rename_tmp_dir_into_a_generation_name_starts_one, .init = setup, .fini
 	cr_assert_eq(gen_of(g_file), id);
 
 	/* A rename inside the generation changes nothing. */
-	OK(cat_rename_gen(fx.cat, sub, "w.pt", tmp, "w2.pt", 0, NULL, NULL, &id));
+	OK(cat_rename_gen(fx.cat, sub, "w.pt", tmp, "w2.pt", 0, NULL, NULL, &id, NULL));
 	cr_assert_eq(id, 0);
 	cr_assert_eq(gen_of(f), g.id);
 
 	/* A spec where the new parent is in a generation is refused. */
 	uint64_t loose = mkdir_(series, "loose");
 	struct cat_gen_spec inner = { .name = "step-9", .step = 9 };
-	FAILS(cat_rename_gen(fx.cat, series, "loose", tmp, "step-9", 0, &inner, NULL, NULL), EINVAL);
+	FAILS(cat_rename_gen(fx.cat, series, "loose", tmp, "step-9", 0, &inner, NULL, NULL, NULL), EINVAL);
 	cr_assert_eq(gen_of(loose), 0, "rolled back");
 	check_invariants();
 }
@@ -675,7 +675,7 @@ Test(gen, rename_root_away_deletes_the_generation_renamed, .init = setup, .fini 
 	/* And out again, as a new generation of its own. */
 	struct cat_gen_spec spec = { .name = "step-300", .step = 300 };
 	uint64_t third = 0;
-	OK(cat_rename_gen(fx.cat, other_root, "moved", series, "step-300", 0, &spec, NULL, &third));
+	OK(cat_rename_gen(fx.cat, other_root, "moved", series, "step-300", 0, &spec, NULL, &third, NULL));
 	cr_assert_eq(gen_of(f), third);
 	cr_assert_eq(gen_get(other).files, 0);
 	check_invariants();
@@ -698,7 +698,7 @@ Test(gen, rename_refuses_a_rewrites_root_and_keeps_a_held_one, .init = setup,
 	cr_assert_neq(before.backup_root, 0);
 	struct cat_gen_spec spec = { .name = "step-150", .step = 150 };
 	uint64_t nid = 7;
-	FAILS(cat_rename_gen(fx.cat, series, "step-100", series, "step-150", 0, &spec, NULL, &nid),
+	FAILS(cat_rename_gen(fx.cat, series, "step-100", series, "step-150", 0, &spec, NULL, &nid, NULL),
 	      EBUSY);
 	FAILS(cat_rename(fx.cat, series, "step-100", series, "step-100.old", 0, NULL), EBUSY);
 	/* nor with its series, moved into another save */
@@ -719,7 +719,7 @@ Test(gen, rename_refuses_a_rewrites_root_and_keeps_a_held_one, .init = setup,
 	cr_assert(was_held);
 	struct cat_gen_spec spec9 = { .name = "step-9", .step = 9 };
 	nid = 7;
-	OK(cat_rename_gen(fx.cat, series, "step-8", series, "step-9", 0, &spec9, NULL, &nid));
+	OK(cat_rename_gen(fx.cat, series, "step-8", series, "step-9", 0, &spec9, NULL, &nid, NULL));
 	cr_assert_eq(nid, 0, "no new generation: nothing for rule rename to commit");
 	struct cat_gen g = gen_get(held);
 	cr_assert_eq(g.state, GEN_HELD);
@@ -743,7 +743,7 @@ Test(gen, rename_over_a_root_deletes_it_replaced, .init = setup, .fini = teardow
 	struct cat_gen_spec spec = { .name = "epoch=1-step=30.ckpt", .step = 30 };
 	uint64_t replaced = 0, id = 0;
 	OK(cat_rename_gen(fx.cat, series, "tmp.ckpt", series, "epoch=1-step=30.ckpt", 0, &spec,
-			  &replaced, &id));
+			  &replaced, &id, NULL));
 	cr_assert_eq(replaced, old_root);
 	struct cat_gen g = gen_get(old);
 	cr_assert_eq(g.state, GEN_DELETED);
@@ -770,7 +770,7 @@ Test(gen, exchange_ends_roots_and_swaps_generations, .init = setup, .fini = tear
 	struct cat_gen_spec spec = { .name = "step-1", .step = 1 };
 	uint64_t id2 = 0;
 	OK(cat_rename_gen(fx.cat, series, "tmp", series, "step-1", CAT_RENAME_EXCHANGE, &spec, NULL,
-			  &id2));
+			  &id2, NULL));
 	cr_assert_eq(gen_get(id).state, GEN_DELETED);
 	cr_assert_str_eq(gen_get(id).rule, "renamed");
 	cr_assert_eq(gen_of(in_tmp), id2);
@@ -778,6 +778,39 @@ Test(gen, exchange_ends_roots_and_swaps_generations, .init = setup, .fini = tear
 	cr_assert_eq(gen_of(root), 0);
 	cr_assert_eq(gen_of(in_gen), 0);
 	cr_assert_eq(lookup(series, "step-1"), tmp);
+	check_invariants();
+}
+
+/* Review 41 F5: cat_rename_gen reports the inode it moved, read in its own
+ * transaction, so ns_rename never looks the new name up again (on -o meta=
+ * another node could have renamed its file onto it since: fs/gen.h 12). */
+Test(gen, a_rename_reports_the_inode_it_moved, .init = setup, .fini = teardown)
+{
+	uint64_t run = mkdir_(ROOT, "run");
+	uint64_t old = mkfile(run, "latest");
+	uint64_t tmp = mkfile(run, "latest.tmp");
+	uint64_t replaced = 0, moved = 0;
+	OK(cat_rename_gen(fx.cat, run, "latest.tmp", run, "latest", 0, NULL, &replaced, NULL,
+			  &moved));
+	cr_assert_eq(moved, tmp, "the moved inode %llu, not %llu", (unsigned long long)moved,
+		     (unsigned long long)tmp);
+	cr_assert_eq(replaced, old, "the replaced one is reported as replaced, not moved");
+	/* an exchange: the inode that was at name, now at newname */
+	uint64_t other = mkfile(run, "other");
+	OK(cat_rename_gen(fx.cat, run, "other", run, "latest", CAT_RENAME_EXCHANGE, NULL, NULL,
+			  NULL, &moved));
+	cr_assert_eq(moved, other);
+	cr_assert_eq(lookup(run, "latest"), other);
+	/* a name renamed onto its own inode: nothing moves, newname names it */
+	struct cat_inode link;
+	OK(cat_link(fx.cat, other, run, "again", &link));
+	OK(cat_rename_gen(fx.cat, run, "again", run, "latest", 0, NULL, NULL, NULL, &moved));
+	cr_assert_eq(moved, other);
+	/* a failed rename reports none */
+	moved = 7;
+	FAILS(cat_rename_gen(fx.cat, run, "absent", run, "latest", 0, NULL, NULL, NULL, &moved),
+	      ENOENT);
+	cr_assert_eq(moved, 0);
 	check_invariants();
 }
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -475,4 +476,61 @@ Test(ns, test_an_open_that_fails_after_registering_is_no_writer)
 	tns_write_file(root, ".ckptfs-commit", 0, 16);
 	cr_assert_eq(tns_gen_state("step-900", &gen), GEN_COMMITTED, "nothing holds it");
 	tns_expect_bytes(ino, 100000, 15);
+}
+
+/* Review 38 F3, catalog_defer.c D10: a file whose create was in a deferred
+ * batch that rolled back (SQLite dropped it: an I/O error, a full disk) is
+ * gone from the catalog while the trainer holds it open. Its write, flush,
+ * fsync and close answer the error that lost it (EIO here), never ENOENT
+ * ("No such file" for a file it just created) nor success; its save stays
+ * refused to every rule, as before (generation.h G9). */
+Test(ns, test_a_create_lost_with_its_batch_answers_the_loss_not_enoent)
+{
+	struct ns_file *fa, *fb, *fc;
+	struct cat_inode a, b, c;
+	struct cat_gen gen;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-7");
+	cr_assert_eq(tns_gen_state("step-7", &gen), GEN_OPEN);
+	cat_defer_window(tns.fs.cat, 60000); /* no flusher commit during the test */
+	OK(ns_create(tns.ns, &tns_cred, root, "a.bin", 0644, O_WRONLY | O_CREAT, &fa, &a));
+	OK(ns_create(tns.ns, &tns_cred, root, "b.bin", 0644, O_WRONLY | O_CREAT, &fb, &b));
+	uint8_t *buf = ts_random(200000, 9);
+	OK(ns_write(tns.ns, &tns_cred, fb, buf, 200000, 0, false, false));
+	cr_assert(cat_defer_active(tns.fs.cat), "the creates are in the deferred batch");
+	pthread_mutex_lock(&tns.fs.cat->lock); /* under the catalog: as SQLite would */
+	cr_assert_eq(sqlite3_exec(tns.fs.cat->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_unlock(&tns.fs.cat->lock);
+
+	/* a.bin: created, not written yet */
+	int rc = ns_write(tns.ns, &tns_cred, fa, "x", 1, 0, false, false);
+	cr_assert_eq(rc, -EIO, "the write of the lost a.bin answered %d (%s), not EIO", rc,
+		     strerror(-rc));
+	rc = ns_flush(tns.ns, fa);
+	cr_assert_eq(rc, -EIO, "its flush (close) answered %d (%s)", rc, strerror(-rc));
+	rc = ns_release(tns.ns, fa);
+	cr_assert_eq(rc, -EIO, "its release answered %d (%s)", rc, strerror(-rc));
+	ns_release_done(tns.ns, fa, rc);
+	/* b.bin: written before the loss, its writer holds the bytes */
+	rc = ns_fsync(tns.ns, fb);
+	cr_assert_eq(rc, -EIO, "the fsync of the lost b.bin answered %d (%s)", rc, strerror(-rc));
+	rc = ns_write(tns.ns, &tns_cred, fb, buf, 1000, 200000, false, false);
+	cr_assert_eq(rc, -EIO, "a later write answered %d (%s)", rc, strerror(-rc));
+	rc = ns_release(tns.ns, fb);
+	cr_assert_eq(rc, -EIO, "its close answered %d (%s)", rc, strerror(-rc));
+	ns_release_done(tns.ns, fb, rc);
+
+	/* a file created after the loss is no lost one */
+	OK(ns_create(tns.ns, &tns_cred, root, "c.bin", 0644, O_WRONLY | O_CREAT, &fc, &c));
+	cr_assert_neq(c.ino, a.ino);
+	cr_assert_neq(c.ino, b.ino);
+	OK(ns_write(tns.ns, &tns_cred, fc, buf, 1000, 0, false, false));
+	OK(ns_flush(tns.ns, fc));
+	rc = ns_release(tns.ns, fc);
+	OK(rc);
+	ns_release_done(tns.ns, fc, rc);
+	/* the save: refused to a rule for its loss, as before */
+	cr_assert_eq(tns_gen_state("step-7", &gen), GEN_OPEN);
+	FAILS(cat_gen_commit(tns.fs.cat, gen.id, "marker"), ENOTRECOVERABLE);
+	cr_assert_eq(tns_gen_state("step-7", &gen), GEN_OPEN);
+	free(buf);
 }

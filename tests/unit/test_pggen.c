@@ -616,7 +616,7 @@ Test(pggen, a_rename_carries_generations_across_nodes)
 	struct cat_gen_spec spec = { "step-200", 200 };
 	uint64_t gen = 0, replaced = 9;
 	OK(pggen_rename(&a.ns, run.ino, "step-200.tmp", run.ino, "step-200", 0, &spec, &replaced,
-			&gen));
+			&gen, NULL));
 	cr_assert(gen != 0);
 	cr_assert_eq(replaced, 0);
 	cr_assert_eq(tg_gen_of(&b, shard), gen, "b's shard is in the generation a's rename made");
@@ -630,20 +630,20 @@ Test(pggen, a_rename_carries_generations_across_nodes)
 	tg_checked(&a);
 
 	/* a name renamed onto itself changes nothing */
-	OK(pggen_rename(&a.ns, run.ino, "step-200", run.ino, "step-200", 0, NULL, NULL, NULL));
+	OK(pggen_rename(&a.ns, run.ino, "step-200", run.ino, "step-200", 0, NULL, NULL, NULL, NULL));
 	cr_assert_eq(tg_state(&a, gen, NULL), GEN_OPEN);
 	/* a hard link out of the tree would cross a generation boundary */
 	OK(pgns_link(&a.ns, shard, sub.ino, "again", &x));
-	FAILS(pggen_rename(&a.ns, sub.ino, "again", run.ino, "again", 0, NULL, NULL, NULL), EXDEV);
+	FAILS(pggen_rename(&a.ns, sub.ino, "again", run.ino, "again", 0, NULL, NULL, NULL, NULL), EXDEV);
 	/* a series inside a generation is refused */
 	struct cat_gen_spec inner = { "step-1", 1 };
 	OK(pgns_create(&a.ns, run.ino, "step-1.tmp", S_IFDIR | 0755, 0, 0, 0, NULL, &other));
-	FAILS(pggen_rename(&a.ns, run.ino, "step-1.tmp", sub.ino, "step-1", 0, &inner, NULL, NULL),
+	FAILS(pggen_rename(&a.ns, run.ino, "step-1.tmp", sub.ino, "step-1", 0, &inner, NULL, NULL, NULL),
 	      EINVAL);
 
 	/* a root renamed away: its generation ends, its tree leaves it */
 	OK(pggen_rename(&b.ns, run.ino, "step-200", CAT_ROOT_INO, "elsewhere", 0, NULL, NULL,
-			NULL));
+			NULL, NULL));
 	OK(pggen_get(&a.ns, gen, &g, NULL));
 	cr_assert_eq(g.state, GEN_DELETED);
 	cr_assert_str_eq(g.rule, "renamed");
@@ -658,7 +658,7 @@ Test(pggen, a_rename_carries_generations_across_nodes)
 	OK(pggen_create_root(&a.ns, run.ino, &file, S_IFREG | 0644, 0, 0, &old_root, &gold));
 	uint64_t fresh = tg_shard(&b, run.ino, "model-5.pt.tmp");
 	OK(pggen_rename(&b.ns, run.ino, "model-5.pt.tmp", run.ino, "model-5.pt", 0, &file,
-			&replaced, &gnew));
+			&replaced, &gnew, NULL));
 	cr_assert_eq(replaced, old_root.ino);
 	OK(pggen_get(&a.ns, gold, &g, NULL));
 	cr_assert_eq(g.state, GEN_DELETED);
@@ -678,7 +678,7 @@ Test(pggen, a_rename_carries_generations_across_nodes)
 	struct cat_inode outer_root;
 	OK(pggen_create_root(&b.ns, run.ino, &outer, S_IFDIR | 0755, 0, 0, &outer_root, &gout));
 	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "series", outer_root.ino, "series", 0, NULL, NULL,
-			NULL));
+			NULL, NULL));
 	cr_assert_eq(tg_state(&a, gin, NULL), GEN_DELETED);
 	cr_assert_eq(tg_gen_of(&a, inner_root.ino), gout);
 	cr_assert_eq(tg_gen_of(&a, series.ino), gout);
@@ -1078,7 +1078,7 @@ Test(pggen, an_exchange_whose_commit_answer_was_lost_is_done_once)
 	pg_get_stats(a.pg, &before);
 	tg_lose_next_commit(false);
 	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "x", CAT_ROOT_INO, "y", CAT_RENAME_EXCHANGE, NULL,
-			NULL, NULL));
+			NULL, NULL, NULL));
 	tg_lost_one(&a, &before);
 	tg_names(&a, y, x);
 	tg_checked(&a);
@@ -1097,12 +1097,12 @@ Test(pggen, an_exchange_whose_commit_never_arrived_runs_again)
 	pg_get_stats(a.pg, &before);
 	tg_lose_next_commit(true);
 	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "x", CAT_ROOT_INO, "y", CAT_RENAME_EXCHANGE, NULL,
-			NULL, NULL));
+			NULL, NULL, NULL));
 	tg_lost_one(&a, &before);
 	tg_names(&a, y, x);
 	/* and the next transaction goes on with the connection's next token */
 	OK(pggen_rename(&a.ns, CAT_ROOT_INO, "x", CAT_ROOT_INO, "y", CAT_RENAME_EXCHANGE, NULL,
-			NULL, NULL));
+			NULL, NULL, NULL));
 	tg_names(&a, x, y);
 	tg_checked(&a);
 	pt_leave(&a);

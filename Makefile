@@ -61,7 +61,7 @@ UNIT_DAEMON_SRC += fs/reader.c
 UNIT_DAEMON_SRC += fs/control.c fs/control_shared.c
 UNIT_DAEMON_SRC += fs/uploader.c
 UNIT_DAEMON_SRC += fs/cache.c
-UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c
+UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c fs/wbuf.c
 # ns: the node table, the generation policy and the namespace (writer.c comes
 # with tests/unit/test_writer.c, which compiles it in)
 UNIT_DAEMON_SRC += fs/node.c fs/gen.c fs/ns.c

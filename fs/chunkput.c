@@ -29,6 +29,7 @@
 #include "recent.h"
 #include "store.h"
 #include "storeq.h"
+#include "wbuf.h"
 
 #define CHUNKPUT_FLIGHTS 128    /* > FUSE's worker threads + their awaits */
 #define CHUNKPUT_ROOM_RETRIES 16 /* puts retried after an ENOSPC, each after room was made */
@@ -40,6 +41,7 @@ struct chunkput {
 	struct chunkput_cache cache;
 	struct chunkput_kick kick;
 	struct flight_table *flights;
+	struct wbuf wbuf;
 };
 
 int chunkput_new(const struct chunkput_config *cfg, struct cat *cat, struct store *store,
@@ -58,7 +60,8 @@ int chunkput_new(const struct chunkput_config *cfg, struct cat *cat, struct stor
 	snprintf(cp->staging_dir, sizeof(cp->staging_dir), "%s", cfg->staging_dir);
 	cp->env = (struct chunkput_env){ .chunking = cfg->chunking, .staging_dir = cp->staging_dir,
 					 .cat = cat, .store = store, .recent = recent,
-					 .reader = *reader };
+					 .reader = *reader, .wbuf = &cp->wbuf };
+	wbuf_init(&cp->wbuf, cfg->writebuf);
 	cp->storeq = storeq;
 	cp->cache = *cache;
 	cp->kick = *kick;
@@ -71,6 +74,7 @@ void chunkput_free(struct chunkput *cp)
 	if (!cp)
 		return;
 	flight_table_free(cp->flights);
+	wbuf_destroy(&cp->wbuf);
 	free(cp);
 }
 

@@ -55,6 +55,7 @@ struct reader;
 struct store;
 struct storeq;
 struct uploader;
+struct wbuf;
 
 #define CHUNKPUT_AWAITS 8 /* flights one writer waits for at most (P5) */
 
@@ -62,6 +63,7 @@ struct uploader;
 struct chunkput_config {
 	struct chunker_params chunking;
 	const char *staging_dir; /* CACHE/staging: copied */
+	uint64_t writebuf;       /* the writers' buffers' budget (wbuf.h); 0: no bound */
 };
 
 /* The cache's accounting (cache.h): main.c passes cache_dirty_wait, ... and
@@ -98,6 +100,7 @@ struct chunkput_env {
 	struct store *store;
 	struct recent *recent; /* NULL: every chunk is hashed */
 	struct chunkput_reader reader;
+	struct wbuf *wbuf;     /* the writers' buffers' budget, the chunk put's */
 };
 
 /* A writer's chunks stored elsewhere that it awaits (P5); starts zeroed. */

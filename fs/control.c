@@ -37,6 +37,7 @@
 #include "recent.h"
 #include "storesmall.h"
 #include "uploader.h"
+#include "wbuf.h"
 
 #define CONTROL_RECV_TIMEOUT_S 5
 #define CONTROL_MAX_ARGS 8
@@ -406,6 +407,14 @@ void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 		PUT("evicted_chunks", st.evicted_chunks);
 		PUT("evicted_bytes", st.evicted_bytes);
 		PUT("dirty_waits", st.dirty_waits);
+	}
+	if (d->wbuf) {
+		struct wbuf_stats ws;
+		wbuf_stats(d->wbuf, &ws);
+		PUT("writebuf_bytes", ws.used);
+		PUT("writebuf_bound", ws.limit);
+		PUT("writebuf_peak", ws.peak);
+		PUT("writebuf_staged", ws.staged);
 	}
 	if (d->uploader && d->uploader_stats) {
 		struct uploader_stats us;

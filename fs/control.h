@@ -38,6 +38,8 @@ struct uploader_stats;
  * node_release_flush, cache_get_stats, ...) so that control links without
  * them; a NULL getter leaves its counters out of stats, a NULL generation
  * verb answers ENOSYS. */
+struct wbuf;
+
 struct control_deps {
 	struct cat *cat;             /* the daemon's catalog (after fork) */
 	struct backing *backing;     /* gc of BACKING's side */
@@ -47,6 +49,7 @@ struct control_deps {
 	struct node_table *nodes;
 	struct cache *cache;         /* may be NULL */
 	struct uploader *uploader;   /* may be NULL */
+	struct wbuf *wbuf;           /* writers' buffers (wbuf.h); may be NULL */
 	struct claim *claim;         /* BACKING's: changes refused once fenced (claim.h 9) */
 
 	int (*gen_commit)(struct gen_policy *g, uint64_t gen_id, const char *rule);

@@ -993,7 +993,8 @@ static int main_open_state(struct ckptfs *fs, bool log_elsewhere)
  * the store queue run. */
 static int main_chunkput_new(struct ckptfs *fs)
 {
-	struct chunkput_config cfg = { .chunking = fs->chunking, .staging_dir = fs->staging_dir };
+	struct chunkput_config cfg = { .chunking = fs->chunking, .staging_dir = fs->staging_dir,
+				       .writebuf = fs->opt.writebuf };
 	struct chunkput_cache cache = { fs->cache, cache_dirty_wait, cache_dirty_add,
 					cache_disk_wait, cache_make_room };
 	struct chunkput_kick kick = { fs->uploader, uploader_kick };
@@ -1393,7 +1394,7 @@ int main(int argc, char **argv)
 	const struct control_deps ctl_deps = {
 		.cat = fs.cat, .backing = fs.backing, .reader = fs.reader, .recent = fs.recent,
 		.gen = fs.gen, .nodes = fs.nodes, .cache = fs.cache, .uploader = fs.uploader,
-		.claim = fs.claim,
+		.claim = fs.claim, .wbuf = chunkput_env(fs.chunkput)->wbuf,
 		.gen_commit = gen_commit_explicit, .gen_pin = gen_pin, .gen_remove = gen_remove,
 		.nodes_flush = node_release_flush, .cache_stats = cache_get_stats,
 		.uploader_stats = uploader_get_stats,

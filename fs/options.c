@@ -54,6 +54,19 @@ static bool options_match(const char *const *list, const char *opt)
 	return false;
 }
 
+/* 1 GiB holds the buffers of ~128 files streamed at once (up to 8 MiB each:
+ * a maximal chunk and two blocks, writer.c): more than the ranks of a node
+ * save at once. An eighth of the RAM on a small machine. */
+static uint64_t options_default_writebuf(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+	uint64_t b = OPTIONS_DEFAULT_WRITEBUF;
+	if (ram && ram / 8 < b)
+		b = ram / 8;
+	return b < OPTIONS_MIN_WRITEBUF ? OPTIONS_MIN_WRITEBUF : b;
+}
+
 static int options_fail(const char *fmt, const char *a, const char *b)
 {
 	fprintf(stderr, "ckptfs: ");
@@ -86,14 +99,18 @@ static int options_size(const char *s, uint64_t *out)
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (errno || end == s || *s == '-') /* strtoull takes "-1" as its negation */
 		return -1;
+	unsigned shift = 0;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	default: break;
 	}
+	if (v > (ULLONG_MAX >> shift)) /* would wrap */
+		return -1;
+	v <<= shift;
 	if (*end == 'i' || *end == 'B')
 		end++;
 	if (*end)
@@ -167,6 +184,12 @@ static int options_one(struct options_result *r, const char *opt)
 	if (strncmp(opt, "chunk_cache=", 12) == 0) {
 		if (options_size(opt + 12, &o->chunk_cache_bytes) != 0 || o->chunk_cache_bytes < (8u << 20))
 			return options_fail("option '%s': %s", opt, "expects a size of at least 8M, like 64M");
+		return 0;
+	}
+	if (strncmp(opt, "writebuf=", 9) == 0) {
+		if (options_size(opt + 9, &o->writebuf) != 0 || o->writebuf < OPTIONS_MIN_WRITEBUF)
+			return options_fail("option '%s': %s", opt,
+					    "expects a size of at least 8M, like 1G");
 		return 0;
 	}
 	if (strncmp(opt, "prefetch=", 9) == 0) {
@@ -330,6 +353,9 @@ void options_usage(FILE *f)
 		"                     SIGHUP reopens it (logrotate)\n"
 		"  syslog             log to syslog (facility daemon) instead of a file\n"
 		"  chunk_cache=SIZE   memory for decoded chunks (default 64M)\n"
+		"  writebuf=SIZE      memory for the buffers of files being written (default 1G,\n"
+		"                     or 1/8 of the RAM if less); past it a file is staged on\n"
+		"                     the cache's disk and chunked at its commit\n"
 		"  prefetch=N         chunks fetched ahead of a file read sequentially, in\n"
 		"                     parallel (default 8, 0 none, at most 64)\n"
 		"  nonempty           allow mounting over a non-empty directory\n"
@@ -622,6 +648,7 @@ int options_parse(int argc, char **argv, struct options_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->opt.chunk_cache_bytes = 64u << 20;
+	r->opt.writebuf = options_default_writebuf();
 	r->opt.prefetch = READER_PREFETCH_DEFAULT;
 	r->opt.gen.quiet_s = 2.0;
 	r->opt.gen.abandon_s = 600.0;

@@ -13,6 +13,9 @@
 
 #define OPTIONS_DEFAULT_LEASE_MS 5000
 #define OPTIONS_DEFAULT_META_TIMEOUT_MS 30000
+/* -o writebuf default: 1 GiB, or an eighth of the RAM if that is less */
+#define OPTIONS_DEFAULT_WRITEBUF ((uint64_t)1 << 30)
+#define OPTIONS_MIN_WRITEBUF ((uint64_t)8 << 20)
 
 /* Every option the daemon takes, as parsed and checked; main.c hands each
  * service the values it reads (its config struct), not this whole struct. */
@@ -26,6 +29,7 @@ struct ckptfs_options {
 	bool debug;
 	bool nonempty;
 	uint64_t chunk_cache_bytes; /* decoded chunks kept in memory */
+	uint64_t writebuf;          /* -o writebuf: bound of writers' buffers (fs/wbuf.h) */
 	int prefetch;               /* -o prefetch: chunks read ahead of a sequential reader; -1: none */
 	struct gen_options gen;
 	/* the write-back cache (issue 4) */

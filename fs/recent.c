@@ -479,11 +479,16 @@ uint8_t *recent_image_take(struct recent *r, size_t need, size_t *cap)
 	return buf;
 }
 
+size_t recent_image_grow_cap(size_t cap, size_t need)
+{
+	return cap >= need ? cap : recent_round_up(need > 2 * cap ? need : 2 * cap);
+}
+
 int recent_image_grow(uint8_t **image, size_t *cap, size_t need)
 {
 	if (*cap >= need)
 		return 0;
-	size_t ncap = recent_round_up(need > 2 * *cap ? need : 2 * *cap);
+	size_t ncap = recent_image_grow_cap(*cap, need);
 	void *p = mremap(*image, *cap, ncap, MREMAP_MAYMOVE); /* pages move, bytes are not copied */
 	if (p == MAP_FAILED)
 		return -ENOMEM;

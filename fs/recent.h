@@ -130,6 +130,9 @@ uint8_t *recent_image_take(struct recent *r, size_t need, size_t *cap);
 /* Grows an image buffer to at least need bytes, keeping its bytes (it may
  * move). -ENOMEM leaves it as it was. */
 int recent_image_grow(uint8_t **image, size_t *cap, size_t need);
+/* The capacity recent_image_grow gives a buffer of cap bytes grown to need:
+ * known before, so that the caller can count it first (wbuf.h W1). */
+size_t recent_image_grow_cap(size_t cap, size_t need);
 /* Gives a buffer back: kept as a spare, or unmapped. r may be NULL. */
 void recent_image_give(struct recent *r, uint8_t *image, size_t cap);
 /* R6: recent_publish of the len bytes at image + RECENT_HEADROOM without a

@@ -22,6 +22,7 @@
 #include "safeopen.h"
 #include "store.h"
 #include "upload.h" /* cat_chunk_where, cat_chunk_lost: invariant 6 */
+#include "wbuf.h"
 #include "zipcut.h"
 
 #define WRITER_BUF_MIN (64u << 10)
@@ -39,6 +40,9 @@
 #define WRITER_RECLAIM_WAIT_MS 10
 #define WRITER_RECLAIM_WAIT_MAX_MS 200
 #define WRITER_ROOM_RETRIES 16 /* local writes retried after an ENOSPC, each after room was made */
+/* invariant 8: the buffer would pass the writers' budget (wbuf.h W1); never
+ * returned to a caller of writer.h: the writer moves to STAGING instead */
+#define WRITER_NO_ROOM (-ENOBUFS)
 
 struct writer {
 	struct chunkput *cp;
@@ -117,6 +121,35 @@ static int writer_fail(struct writer *w, int rc, const char *what)
 	return rc;
 }
 
+/* Invariant 8: the writer's buffer goes from `from` to `to` bytes in the
+ * budget. Growing is refused past the bound (wbuf.h W1), except while
+ * STAGING, where the buffer only re-chunks the staging file at commit (W3). */
+static bool writer_budget(struct writer *w, size_t from, size_t to)
+{
+	if (to <= from) {
+		wbuf_give(w->env->wbuf, from - to);
+		return true;
+	}
+	if (w->staging) {
+		wbuf_force(w->env->wbuf, to - from);
+		return true;
+	}
+	return wbuf_take(w->env->wbuf, to - from);
+}
+
+/* Gives the (empty) buffer back to recent and its bytes to the budget. */
+static void writer_buf_release(struct writer *w)
+{
+	assert(w->buf_len == 0 && !w->following);
+	if (!w->image)
+		return;
+	recent_image_give(w->env->recent, w->image, w->image_cap);
+	writer_budget(w, w->image_cap, 0);
+	w->image = w->buf = NULL;
+	w->image_cap = w->buf_cap = 0;
+	w->buf_off = w->scanned = w->sums_len = 0;
+}
+
 int writer_new(struct chunkput *cp, uint64_t ino, uint64_t size, struct writer **out)
 {
 	struct writer *w = calloc(1, sizeof(*w));
@@ -172,8 +205,9 @@ static int writer_end(struct writer *w, bool unmark)
 	if (w->following)
 		recent_unpin(w->env->recent, &w->pred);
 	recent_chain_drop(w->env->recent, &w->cur);
-	if (w->image)
-		recent_image_give(w->env->recent, w->image, w->image_cap);
+	w->following = false;
+	w->buf_len = 0; /* uncommitted bytes go with the writer */
+	writer_buf_release(w);
 	hash_stream_free(&w->sha);
 	free(w->unsynced);
 	free(w);
@@ -302,12 +336,16 @@ static int writer_record(struct writer *w, struct cat_extent *ext, const uint8_t
 static bool writer_hand_over(struct writer *w, const struct recent_ticket *ticket, size_t len,
 			     const uint8_t hash[HASH_LEN], struct recent_pred *pin, bool *ended)
 {
-	size_t tail = w->buf_len - len, cap;
+	size_t tail = w->buf_len - len, cap, old = w->image_cap;
 	size_t need = RECENT_HEADROOM + (tail > WRITER_FEED_STEP ? tail : WRITER_FEED_STEP);
 	*ended = false;
 	uint8_t *next = recent_image_take(w->env->recent, need, &cap);
 	if (!next)
 		return false;
+	if (cap > old && !writer_budget(w, old, cap)) { /* invariant 8: the chunk is copied */
+		recent_image_give(w->env->recent, next, cap);
+		return false;
+	}
 	*ended = true; /* by recent_publish_image, kept or not */
 	memcpy(next + RECENT_HEADROOM, w->buf + len, tail);
 	/* most chunks are under twice the average: a spare of that size takes
@@ -316,8 +354,12 @@ static bool writer_hand_over(struct writer *w, const struct recent_ticket *ticke
 	if (!recent_publish_image(w->env->recent, ticket, w->image, w->image_cap, len, keep, hash,
 				  pin)) {
 		recent_image_give(w->env->recent, next, cap);
+		if (cap > old)
+			writer_budget(w, cap, old);
 		return false;
 	}
+	if (cap < old) /* the old buffer is recent's now */
+		writer_budget(w, old, cap);
 	w->image = next;
 	w->image_cap = cap;
 	w->buf = next + RECENT_HEADROOM;
@@ -424,6 +466,8 @@ static int writer_unfollow(struct writer *w)
 	assert(w->buf_len == 0 && w->scanned == 0);
 	w->buf_off = 0;
 	int rc = writer_grow(w, w->matched ? w->matched : 1);
+	if (rc == WRITER_NO_ROOM)
+		return rc; /* still following: the caller moves to STAGING (invariant 8) */
 	if (rc == 0) {
 		memcpy(w->buf, w->pred.copy, w->matched);
 		w->buf_len = w->matched;
@@ -566,10 +610,25 @@ static int writer_grow(struct writer *w, size_t need)
 		need = WRITER_BUF_MIN;
 	int rc = 0;
 	if (!w->image) {
-		w->image = recent_image_take(w->env->recent, RECENT_HEADROOM + need, &w->image_cap);
-		rc = w->image ? 0 : -ENOMEM;
+		size_t cap;
+		uint8_t *image = recent_image_take(w->env->recent, RECENT_HEADROOM + need, &cap);
+		if (!image)
+			return -ENOMEM;
+		if (!writer_budget(w, 0, cap)) { /* invariant 8 */
+			recent_image_give(w->env->recent, image, cap);
+			return WRITER_NO_ROOM;
+		}
+		w->image = image;
+		w->image_cap = cap;
 	} else {
+		size_t old = w->image_cap;
+		size_t cap = recent_image_grow_cap(old, RECENT_HEADROOM + need);
+		if (!writer_budget(w, old, cap)) /* invariant 8: counted before it grows */
+			return WRITER_NO_ROOM;
 		rc = recent_image_grow(&w->image, &w->image_cap, RECENT_HEADROOM + need);
+		if (rc != 0)
+			writer_budget(w, cap, old);
+		assert(rc != 0 || w->image_cap == cap);
 	}
 	if (rc == 0) {
 		w->buf = w->image + RECENT_HEADROOM;
@@ -578,11 +637,14 @@ static int writer_grow(struct writer *w, size_t need)
 	return rc;
 }
 
-/* Appends at the stream end. The buffer never holds more than one maximal
- * chunk plus one block: the chunker cuts at max_size at the latest. */
-static int writer_append(struct writer *w, const uint8_t *data, size_t len)
+/* Appends at the stream end; *done: how many of the len bytes were taken
+ * (all unless an error, or WRITER_NO_ROOM: the rest goes to STAGING). The
+ * buffer never holds more than one maximal chunk plus one block: the chunker
+ * cuts at max_size at the latest. */
+static int writer_append(struct writer *w, const uint8_t *data, size_t len, size_t *done)
 {
 	size_t limit = w->env->chunking.max_size + 2 * WRITER_IO_BLOCK;
+	*done = 0;
 	while (len) {
 		if (w->following || (w->buf_len == 0 && writer_follow_start(w))) {
 			/* R4: compared where they arrived, not copied */
@@ -592,6 +654,7 @@ static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 				return rc;
 			data += used;
 			len -= used;
+			*done += used;
 			continue;
 		}
 		size_t n = len < WRITER_FEED_STEP ? len : WRITER_FEED_STEP;
@@ -604,6 +667,8 @@ static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 		}
 		size_t need = w->buf_off + w->buf_len + n;
 		int rc = writer_grow(w, need <= limit ? need : limit);
+		if (rc == WRITER_NO_ROOM)
+			return rc;
 		if (rc != 0)
 			return writer_fail(w, rc, "growing the write buffer");
 		if (n > w->buf_cap - w->buf_off - w->buf_len)
@@ -612,6 +677,7 @@ static int writer_append(struct writer *w, const uint8_t *data, size_t len)
 		w->buf_len += n;
 		data += n;
 		len -= n;
+		*done += n;
 		rc = writer_scan(w);
 		if (rc != 0)
 			return rc;
@@ -711,9 +777,7 @@ static int writer_copy_pending(struct writer *w)
 static int writer_to_staging(struct writer *w)
 {
 	assert(!w->staging);
-	int rc = writer_unfollow(w);
-	if (rc == 0)
-		rc = writer_awaits_reap(w); /* pending chunks are read below */
+	int rc = writer_awaits_reap(w); /* pending chunks are read below */
 	if (rc != 0)
 		return writer_fail(w, rc, "storing a chunk");
 	recent_chain_drop(w->env->recent, &w->cur);
@@ -722,18 +786,34 @@ static int writer_to_staging(struct writer *w)
 		rc = -errno;
 	if (rc == 0)
 		rc = writer_copy_pending(w);
+	if (rc == 0 && w->matched) /* following: those bytes are in pred's copy (R4) */
+		rc = writer_pwrite_room(w, w->pred.copy, w->matched, w->stream_base);
 	if (rc == 0 && w->buf_len)
-		rc = writer_pwrite_room(w, w->buf + w->buf_off, w->buf_len, w->stream_base);
+		rc = writer_pwrite_room(w, w->buf + w->buf_off, w->buf_len,
+					w->stream_base + w->matched);
 	if (rc == 0)
 		rc = cat_pending_drop(w->env->cat, w->ino);
 	if (rc != 0)
-		return writer_fail(w, rc, "moving the file to a staging file for out-of-order writes");
+		return writer_fail(w, rc, "moving the file to a staging file");
+	if (w->following)
+		recent_unpin(w->env->recent, &w->pred);
+	w->following = false;
+	w->matched = 0;
 	w->staging = true;
 	w->buf_off = w->buf_len = w->scanned = w->sums_len = 0;
 	w->led = false;
 	chunker_reset(&w->ck);
-	log_debug("inode %llu: out-of-order write, now staged locally", (unsigned long long)w->ino);
+	writer_buf_release(w); /* invariant 8: a staging writer holds no buffer */
+	log_debug("inode %llu: now staged locally", (unsigned long long)w->ino);
 	return 0;
+}
+
+/* Invariant 8: the buffer would pass the writers' budget: the file moves to
+ * STAGING instead of waiting for memory. */
+static int writer_stage_for_room(struct writer *w)
+{
+	wbuf_note_staged(w->env->wbuf);
+	return writer_to_staging(w);
 }
 
 /* Re-chunks the staging file's data regions into fresh pending extents. */
@@ -769,7 +849,8 @@ static int writer_rechunk(struct writer *w)
 				rc = n < 0 ? -errno : -EIO;
 				break;
 			}
-			rc = writer_append(w, block, (size_t)n);
+			size_t done;
+			rc = writer_append(w, block, (size_t)n, &done);
 			at += (uint64_t)n;
 		}
 		if (rc == 0)
@@ -777,6 +858,8 @@ static int writer_rechunk(struct writer *w)
 		pos = (uint64_t)hole;
 	}
 	free(block);
+	w->buf_len = 0; /* the staging file keeps the bytes */
+	writer_buf_release(w); /* invariant 8, wbuf.h W3: given back before the commit returns */
 	return rc ? writer_fail(w, rc, "chunking the staging file") : 0;
 }
 
@@ -791,22 +874,30 @@ int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off)
 		uint64_t stream_end = w->stream_base + w->matched + w->buf_len;
 		if (off > stream_end) { /* a gap: it stays a hole */
 			rc = writer_cut(w);
-			w->stream_base = off;
-			w->zc.active = false;
+			if (rc == WRITER_NO_ROOM) {
+				rc = writer_stage_for_room(w);
+			} else if (rc == 0) {
+				w->stream_base = off;
+				w->zc.active = false;
+			}
 		} else if (off < stream_end) {
 			rc = writer_to_staging(w);
 		}
 		if (rc != 0)
 			return rc;
 	}
-	if (w->staging) {
-		rc = writer_pwrite_room(w, buf, len, off);
-		if (rc != 0)
-			return writer_fail(w, rc, "writing the staging file");
-	} else {
-		rc = writer_append(w, (const uint8_t *)buf, len);
+	size_t done = 0;
+	if (!w->staging) {
+		rc = writer_append(w, (const uint8_t *)buf, len, &done);
+		if (rc == WRITER_NO_ROOM)
+			rc = writer_stage_for_room(w); /* the rest of this write is staged */
 		if (rc != 0)
 			return rc;
+	}
+	if (w->staging && done < len) {
+		rc = writer_pwrite_room(w, buf + done, len - done, off + done);
+		if (rc != 0)
+			return writer_fail(w, rc, "writing the staging file");
 	}
 	if (off + len > w->size)
 		w->size = off + len;
@@ -819,6 +910,8 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 	if (w->err)
 		return w->err;
 	int rc = writer_unfollow(w); /* the stream's bytes back in the buffer */
+	if (rc == WRITER_NO_ROOM)
+		rc = writer_stage_for_room(w);
 	if (rc != 0)
 		return rc;
 	if (!w->staging && new_size < w->stream_base + w->buf_len) {
@@ -840,6 +933,7 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 		chunker_reset(&w->ck);
 		zipcut_init(&w->zc, ZIPCUT_MIN_RECORD);
 		w->zc.active = new_size == 0; /* a rewrite from the start */
+		writer_buf_release(w); /* invariant 8 */
 	} else if (new_size < w->stream_base + w->buf_len) {
 		w->buf_len = new_size - w->stream_base;
 		w->scanned = w->sums_len = 0; /* re-scan what is left from the chunk's start */
@@ -985,8 +1079,15 @@ int writer_commit(struct writer *w, bool durable)
 	if (!w->dirty && !durable)
 		return 0;
 	int rc = 0;
-	if (w->dirty)
-		rc = w->staging ? writer_rechunk(w) : writer_cut(w);
+	if (w->dirty && !w->staging) {
+		rc = writer_cut(w);
+		if (rc == WRITER_NO_ROOM)
+			rc = writer_stage_for_room(w);
+		else if (rc == 0)
+			writer_buf_release(w); /* invariant 8: an idle handle holds no buffer */
+	}
+	if (rc == 0 && w->dirty && w->staging)
+		rc = writer_rechunk(w);
 	if (rc == 0) {
 		rc = writer_awaits_reap(w); /* commit only stored chunks */
 		if (rc != 0)

@@ -3,7 +3,8 @@
  *
  * Two modes:
  *
- *   STREAM ──(write behind the stream end, i.e. out of order)──▶ STAGING
+ *   STREAM ──(write behind the stream end, i.e. out of order;
+ *             or its buffer would pass the writers' budget)──▶ STAGING
  *
  *   STREAM   the file is [pending extents 0..stream_base) [buffer] [holes to size].
  *            Writes at the stream end are appended to the buffer and cut into
@@ -50,7 +51,17 @@
  *     the chunk and the chunker scanned them all in that run; anything that
  *     makes the chunker scan again (a truncate into the buffer, a forced
  *     cut) starts them again or leaves them unused, and the chunk is then
- *     hashed whole (writer.c writer_sums_scanned). */
+ *     hashed whole (writer.c writer_sums_scanned).
+ *  8. Writer memory is bounded (-o writebuf=, wbuf.h): a STREAM writer's
+ *     buffer grows only within the budget, counted before it grows; one
+ *     that would pass it moves the file to STAGING (its bytes so far, also
+ *     those matched against another writer's chunk, go to the staging file)
+ *     and never waits for memory. A buffer is given back to the budget when
+ *     it empties at a commit, a truncate below the stream or the move to
+ *     STAGING, and with the writer (writer_free, also after an error); a
+ *     STAGING writer holds one only while re-chunking at commit (wbuf.h W3).
+ *     Every writer.h call behaves as without a bound: only where the bytes
+ *     wait for their commit differs. */
 #ifndef CKPTFS_WRITER_H
 #define CKPTFS_WRITER_H
 

@@ -8,7 +8,8 @@
  * others is not taken for them; reads, truncates, gaps and out-of-order
  * writes in the middle of a followed chunk see and keep the right bytes;
  * objects are written behind the writer (storeq) and a failure there fails
- * the file's commit. */
+ * the file's commit; with a small -o writebuf, many files written at once
+ * keep the writers' buffers within it (staged past it) and read back whole. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -28,6 +29,7 @@
 #include "store.h"
 #include "storeq.h"
 #include "support.h"
+#include "wbuf.h"
 #include "writer.h"
 
 /* ---- fakes of the cache and the reader (chunkput.h handles) ---- */
@@ -132,10 +134,13 @@ static struct {
 	struct chunkput *cp;
 } fx;
 
+static uint64_t tw_writebuf; /* the next chunk put's -o writebuf; 0: none */
+
 /* A chunk put over the fixture's handles; recent may be NULL. */
 static struct chunkput *tw_chunkput(struct recent *recent)
 {
-	struct chunkput_config cfg = { .chunking = fx.chunking, .staging_dir = fx.staging_dir };
+	struct chunkput_config cfg = { .chunking = fx.chunking, .staging_dir = fx.staging_dir,
+				       .writebuf = tw_writebuf };
 	struct chunkput_cache cache = { (struct cache *)&fx.cache, tw_cache_wait,
 					tw_cache_dirty_add, tw_cache_wait, tw_cache_make_room };
 	struct chunkput_kick kick = { NULL, NULL };
@@ -167,6 +172,7 @@ static void tw_setup_over_cat(void)
 static void tw_setup(void)
 {
 	memset(&fx, 0, sizeof(fx));
+	tw_writebuf = 0;
 	ts_tmpdir_make(fx.dir, sizeof(fx.dir), "writer");
 	ts_cat_open_in(fx.dir, "catalog.db", fx.cat_path, sizeof(fx.cat_path), &fx.cat);
 	tw_setup_over_cat();
@@ -1087,4 +1093,136 @@ Test(writer, an_fsync_after_reopen_covers_chunks_an_earlier_handle_left_unsynced
 		     "fsync reported the file durable; chunks of its first handle were never synced");
 	writer_free(w);
 	free(data);
+}
+
+/* ---- the writers' buffers' budget (-o writebuf, wbuf.h) ---- */
+
+static struct wbuf_stats tw_wbuf(void)
+{
+	struct wbuf_stats st;
+	wbuf_stats(chunkput_env(fx.cp)->wbuf, &st);
+	return st;
+}
+
+/* A chunk put whose writers' buffers are bounded by limit bytes. */
+static void tw_budget(uint64_t limit)
+{
+	chunkput_free(fx.cp); /* no writer yet; the queue is fx.storeq's, kept */
+	tw_writebuf = limit;
+	fx.cp = tw_chunkput(fx.recent);
+}
+
+Test(writer, many_files_written_at_once_keep_the_buffers_within_the_budget)
+{
+	enum { N = 24 };
+	const uint64_t limit = 4 * MiB; /* a handful of writers' buffers */
+	tw_budget(limit);
+	size_t len = 3 * MiB + 12345;
+	uint8_t *data[N];
+	uint64_t ino[N];
+	struct writer *w[N];
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "many%d", i);
+		data[i] = ts_random(len, 500 + (uint64_t)i);
+		ino[i] = tw_file(name);
+		OK(writer_new(fx.cp, ino[i], 0, &w[i]));
+	}
+	/* interleaved, in pieces of varied sizes: all N buffers would be live */
+	size_t at[N] = { 0 };
+	for (bool more = true; more;) {
+		more = false;
+		for (int i = 0; i < N; i++) {
+			size_t n = (size_t)(37 + i) * 4 * KiB;
+			if (n > len - at[i])
+				n = len - at[i];
+			if (n == 0)
+				continue;
+			OK(writer_write(w[i], (const char *)data[i] + at[i], n, at[i]));
+			at[i] += n;
+			more = true;
+			struct wbuf_stats st = tw_wbuf();
+			cr_assert_leq(st.used, limit, "writers' buffers hold %" PRIu64 " bytes, bound %"
+				      PRIu64, st.used, limit);
+		}
+	}
+	struct wbuf_stats st = tw_wbuf();
+	cr_assert_gt(st.staged, 0, "no writer was moved to staging: the bound was never reached");
+	cr_assert_lt(st.staged, N, "every writer was staged: none kept its buffer");
+	cr_assert_gt(st.used, 0);
+	for (int i = 0; i < N; i++) {
+		size_t got;
+		uint8_t probe[4096]; /* a read in the middle of a staged or streamed file */
+		OK(writer_read(w[i], (char *)probe, sizeof(probe), len / 2, &got));
+		cr_assert_eq(got, sizeof(probe));
+		cr_assert(memcmp(probe, data[i] + len / 2, sizeof(probe)) == 0, "file %d", i);
+		OK(writer_commit(w[i], i % 3 == 0));
+		cr_assert_leq(tw_wbuf().used, limit); /* a staged commit's buffer is given back (W3) */
+		writer_free(w[i]);
+	}
+	st = tw_wbuf();
+	cr_assert_eq(st.used, 0, "%" PRIu64 " bytes still counted after every writer went", st.used);
+	cr_assert_leq(st.peak, limit);
+	for (int i = 0; i < N; i++) {
+		tw_check_file(ino[i], data[i], len);
+		free(data[i]);
+	}
+	cr_log_info("writebuf %" PRIu64 " MiB: peak %" PRIu64 " KiB, %" PRIu64 " of %d writers staged",
+		    limit >> 20, st.peak >> 10, st.staged, N);
+}
+
+/* Replicas (followed chunks, recent.h R4) and unique files written at once
+ * by threads, with truncates and gaps, under a budget smaller than their
+ * buffers: every file reads back whole and nothing stays counted. */
+static void *tw_budget_job(void *arg)
+{
+	struct tw_job *j = arg;
+	struct writer *w;
+	OK(writer_new(fx.cp, j->ino, 0, &w));
+	size_t half = j->len / 2;
+	for (size_t off = 0; off < half;) {
+		size_t n = j->step < half - off ? j->step : half - off;
+		OK(writer_write(w, (const char *)j->data + off, n, off));
+		off += n;
+	}
+	OK(writer_truncate(w, half - 1000)); /* into the buffer, or below the stream */
+	OK(writer_write(w, (const char *)j->data + half - 1000, 1000, half - 1000));
+	for (size_t off = half; off < j->len;) {
+		size_t n = j->step < j->len - off ? j->step : j->len - off;
+		OK(writer_write(w, (const char *)j->data + off, n, off));
+		off += n;
+	}
+	OK(writer_commit(w, true));
+	writer_free(w);
+	return NULL;
+}
+
+Test(writer, replicas_and_files_at_once_under_a_small_budget_read_back_whole)
+{
+	enum { N = 8 };
+	tw_budget(3 * MiB);
+	size_t plen = 4 * MiB;
+	uint8_t *payload = ts_random(plen, 77);
+	uint8_t *rep[N];
+	struct tw_job jobs[N];
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "bud%d", i);
+		rep[i] = i < N / 2 ? tw_replica(payload, plen, 0, i) : ts_random(plen, 900 + (uint64_t)i);
+		jobs[i] = (struct tw_job){ .ino = tw_file(name), .data = rep[i], .len = plen,
+					   .step = (size_t)(100 + 13 * i) * KiB };
+	}
+	pthread_t t[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, tw_budget_job, &jobs[i]), 0);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	struct wbuf_stats st = tw_wbuf();
+	cr_assert_eq(st.used, 0, "%" PRIu64 " bytes still counted after every writer went", st.used);
+	cr_assert_gt(st.staged, 0);
+	for (int i = 0; i < N; i++) {
+		tw_check_file(jobs[i].ino, rep[i], plen);
+		free(rep[i]);
+	}
+	free(payload);
 }

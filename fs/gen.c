@@ -600,6 +600,7 @@ static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_l
 	for (size_t j = 0; j < k->gens.n; j++) {
 		bool durable = false;
 		if (k->owner[j].known && k->owner[j].uid == uid && k->gens.v[j].step > held->step &&
+		    !cat_gen_rule_weak(k->gens.v[j].rule) &&
 		    cat_gen_durable(g->cat, k->gens.v[j].id, &durable) == 0 && durable)
 			return true;
 	}

@@ -122,7 +122,7 @@ struct gen_policy {
 	bool keep_waits_duty; /* another node holds "keep": retry next tick */
 	/* ids of the lost saves keep-held kept and said so at info in this run
 	 * (a ring, under lock): later passes say it at debug (review 36 F5b) */
-	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 1 | line */
+	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 2 | line */
 	unsigned said_next;
 };
 
@@ -600,6 +600,7 @@ static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_l
 	for (size_t j = 0; j < k->gens.n; j++) {
 		bool durable = false;
 		if (k->owner[j].known && k->owner[j].uid == uid && k->gens.v[j].step > held->step &&
+		    !cat_gen_rule_weak(k->gens.v[j].rule) &&
 		    cat_gen_durable(g->cat, k->gens.v[j].id, &durable) == 0 && durable)
 			return true;
 	}
@@ -610,6 +611,8 @@ static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_l
 enum gen_said_line {
 	GEN_SAID_KEPT_LOST, /* keep-held kept a lost save */
 	GEN_SAID_NEXT_OWNER, /* next-gen left another user's save (invariant 14) */
+	GEN_SAID_KEPT_WEAK,  /* keep kept saves: the newer ones are weak (series id) */
+	GEN_SAID_KEPT_LATEST, /* keep kept the owner's last commit (invariant 3) */
 };
 
 /* Was line said at info in this run for save id? Records it if not. Every
@@ -620,7 +623,7 @@ enum gen_said_line {
  * info again. Takes g->lock. */
 static bool gen_said(struct gen_policy *g, uint64_t id, enum gen_said_line line)
 {
-	uint64_t key = id << 1 | (uint64_t)line;
+	uint64_t key = id << 2 | (uint64_t)line;
 	pthread_mutex_lock(&g->lock);
 	bool said = false;
 	for (size_t i = 0; i < GEN_SAID && !said; i++)
@@ -647,7 +650,8 @@ static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct ge
 			size_t newer = 0;
 			for (size_t j = 0; o.known && j < k->gens.n; j++)
 				newer += k->owner[j].known && k->owner[j].uid == o.uid &&
-					 k->gens.v[j].step > h.v[i].step;
+					 !cat_gen_rule_weak(k->gens.v[j].rule) &&
+					 k->gens.v[j].step > h.v[i].step; /* invariant 3 */
 			if (!o.known || newer < g->opt.keep)
 				continue;
 			if (h.v[i].lost && !gen_keep_newer_durable(g, k, &h.v[i], o.uid)) {
@@ -666,16 +670,56 @@ static void gen_keep_held(struct gen_policy *g, uint64_t series, const struct ge
 	cat_gen_vec_free(&h);
 }
 
+/* The index in k of the most recently committed save (commit time, then
+ * id) of the owner of k->gens.v[first] (invariant 3). */
+static size_t gen_keep_latest(const struct gen_keep_list *k, size_t first)
+{
+	size_t latest = first;
+	for (size_t i = first + 1; i < k->gens.n; i++) {
+		const struct cat_gen *x = &k->gens.v[i], *y = &k->gens.v[latest];
+		if (k->owner[i].known && k->owner[i].uid == k->owner[first].uid &&
+		    (x->committed_ns > y->committed_ns ||
+		     (x->committed_ns == y->committed_ns && x->id > y->id)))
+			latest = i;
+	}
+	return latest;
+}
+
+/* Says why keep kept gen (invariant 3): it is its owner's last commit, or
+ * the newer saves that would make it go are weak commits (once a series). */
+static void gen_keep_said_kept(struct gen_policy *g, const struct cat_gen *gen, bool latest,
+			       size_t strong, size_t weak)
+{
+	if (latest) {
+		log_msg(gen_said(g, gen->id, GEN_SAID_KEPT_LATEST) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+			"generation %s (series inode %llu, step %llu): kept by keep-latest-k: it is"
+			" its owner's most recently committed save, although %zu saves of a higher"
+			" step are kept (gen.h invariant 3)", gen->name,
+			(unsigned long long)gen->series, (unsigned long long)gen->step, strong);
+		return;
+	}
+	log_msg(gen_said(g, gen->series, GEN_SAID_KEPT_WEAK) ? LOG_LVL_DEBUG : LOG_LVL_WARN,
+		"generation %s (series inode %llu, step %llu): kept by keep-latest-k: %zu of"
+		" the newer saves were committed by a weak rule (unmount, next-gen) without"
+		" proof of being complete and never count toward keep; this series grows until"
+		" saves are committed by a signal (a .ckptfs-commit marker, a tracker file, a"
+		" format ckptfs can check; docs/GENERATIONS.md)", gen->name,
+		(unsigned long long)gen->series, (unsigned long long)gen->step, weak);
+}
+
 /* keep-latest-k over the saves of one owner, those of k whose owner is that
- * of k->gens.v[first] (its newest): past the newest `keep`, all but pinned
- * ones and the owner's newest durable one go (invariants 3, 6). */
+ * of k->gens.v[first] (its newest): once `keep` newer saves committed by a
+ * strong rule exist, all but pinned ones, the owner's newest durable one
+ * and the owner's most recently committed one go (invariants 3, 6). */
 static void gen_keep_owner(struct gen_policy *g, const struct gen_keep_list *k, size_t first,
 			   const struct gen_cred *c)
 {
 	const struct gen_owner *o = &k->owner[first];
 	struct gen_cred actor = gen_keep_actor(c, o);
-	size_t rank = 0;           /* of k->gens.v[i] among the owner's saves */
+	size_t rank = 0;           /* the owner's strong saves newer than k->gens.v[i] */
+	size_t weak = 0;           /* its weak ones (unmount, next-gen): they never count */
 	bool durable_seen = false; /* the owner's newest durable one is newer */
+	size_t latest = gen_keep_latest(k, first);
 	for (size_t i = first; i < k->gens.n; i++) {
 		const struct cat_gen *gen = &k->gens.v[i];
 		if (!k->owner[i].known || k->owner[i].uid != o->uid)
@@ -686,8 +730,15 @@ static void gen_keep_owner(struct gen_policy *g, const struct gen_keep_list *k, 
 			newest_durable = cat_gen_durable(g->cat, gen->id, &durable) == 0 && durable;
 			durable_seen = newest_durable;
 		}
-		if (rank++ >= g->opt.keep && !gen->pinned && !newest_durable)
+		bool may_go = !gen->pinned && !newest_durable;
+		if (may_go && rank >= g->opt.keep && i != latest)
 			gen_keep_end(g, &actor, gen, "keep");
+		else if (may_go && (rank >= g->opt.keep || rank + weak >= g->opt.keep))
+			gen_keep_said_kept(g, gen, rank >= g->opt.keep, rank, weak);
+		if (cat_gen_rule_weak(gen->rule))
+			weak++;
+		else
+			rank++;
 	}
 }
 
@@ -1389,7 +1440,8 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 			log_info("generation %llu: not committed by the next save: %s",
 				 (unsigned long long)older[i], pr.reason);
 		else
-			gen_commit_now(g, older[i], "next-gen");
+			gen_commit_now(g, older[i], /* as the unmount's: invariant 3 */
+				       pr.verdict == PROOF_COMPLETE ? "content" : "next-gen");
 	}
 	if (by_rename)
 		gen_request_commit(g, gen_id, "rename", false);

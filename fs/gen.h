@@ -30,7 +30,8 @@
  *                      the unmount
  * next-gen and unmount are the weak rules: a sign of an unfinished save is a
  * marker layout without its marker, or what proof.h judges BROKEN, EMPTY,
- * MISSING (a self-delimiting file of the previous committed save absent) or
+ * MISSING (a self-delimiting or large file of the previous committed save
+ * absent) or
  * MIXED (a rewrite part done). The content rule proves a rewrite only by
  * files rewritten in it (proof.h invariant 5).
  * A rule that fires while write handles are open in the generation commits
@@ -71,7 +72,15 @@
  *     a stale listing never deletes more, and a rewrite that made the newer
  *     save not durable since keeps the owner's newest durable one. What it
  *     refuses goes in the pass that gen_durable runs once a newer save is
- *     on BACKING.
+ *     on BACKING. Nor does it delete the owner's most recently committed
+ *     save (commit time, then id: gen_keep_latest, and G_KEEP_NEWER in the
+ *     deleting transaction, both engines), whatever its step: a resume from
+ *     an earlier step keeps its newest save (logged at info once). Only
+ *     saves a strong rule committed count among the `keep` newer ones: a
+ *     weak rule's commit without proof (rule `unmount` or `next-gen`; with
+ *     proof they record `content`) never makes an older save go, though it
+ *     goes itself once `keep` counted newer saves exist; a pass that keeps
+ *     saves for this says so once per series (gen_keep_said_kept).
  *  4. keep-latest-k never runs inside the request that commits (nor in the
  *     uploader's durability callback): they queue the series, and the
  *     generation thread deletes after the reply. Only before the thread

@@ -258,8 +258,8 @@ static int proof_find_missing(const struct proof_files *now, const struct proof_
 			continue;
 		struct complete_result cr;
 		int rc = proof_complete(&prev->v[j], rd, arg, &cr);
-		if (rc == 0 && cr.format == COMPLETE_FMT_NONE)
-			continue; /* a config or a log: not evidence either way */
+		if (rc == 0 && cr.format == COMPLETE_FMT_NONE && prev->v[j].size <= PROOF_SMALL_FILE)
+			continue; /* a config or a log: not evidence either way (invariant 4) */
 		out->verdict = PROOF_MISSING;
 		snprintf(out->reason, sizeof(out->reason), "%s is missing (the previous committed save"
 			 " has it%s%s)", path, rc ? "; its format could not be read: " : "",

@@ -21,7 +21,9 @@
  * A file of such a format that is not complete (truncated, a record missing)
  * makes the generation BROKEN, a tree with no file in it is EMPTY, and a
  * directory that lacks a path where the previous committed save of the
- * series has a file of such a format (a rank that never saved) is MISSING.
+ * series has a file of such a format (a rank that never saved), or a file
+ * of any format larger than PROOF_SMALL_FILE (raw tensor bytes a job killed
+ * mid-save never wrote: review 42 F1), is MISSING.
  * A rewrite in which some such files of the old version were rewritten and
  * others not is MIXED.
  *
@@ -45,7 +47,11 @@
  *  4. proof_weak_may_commit is false for BROKEN, EMPTY, MISSING, MIXED and
  *     NO_OBJECT: a weak rule (next-gen, unmount) commits only what shows no
  *     sign of an unfinished save. Extra files are no such sign (they only
- *     keep the content rule from proving a directory).
+ *     keep the content rule from proving a directory). A path of the
+ *     previous committed save absent now is such a sign when its format is
+ *     self-delimiting or its size there was over PROOF_SMALL_FILE,
+ *     whatever its format; a smaller file of no known format (a config, a
+ *     log) is not evidence either way.
  *  5. A rewrite is COMPLETE only if every self-delimiting file in it was
  *     rewritten since the rewrite began (differs from its copy in old_root).
  *  6. proof_objects answers COMPLETE only if every chunk that a committed
@@ -78,6 +84,7 @@
 
 #define PROOF_MAX_FILES 4096
 #define PROOF_MAX_DEPTH 32
+#define PROOF_SMALL_FILE (64 * 1024) /* invariant 4: a missing file larger is a sign */
 
 struct cat;
 
@@ -86,7 +93,8 @@ enum proof_verdict {
 	PROOF_COMPLETE,     /* the content proves it complete */
 	PROOF_BROKEN,       /* a self-delimiting file in it is incomplete */
 	PROOF_EMPTY,        /* it holds no file: nothing was saved in it */
-	PROOF_MISSING,      /* a self-delimiting file of the previous save has no counterpart */
+	PROOF_MISSING,      /* a self-delimiting or large file of the previous save has no
+			     * counterpart (invariant 4) */
 	PROOF_MIXED,        /* a rewrite: some self-delimiting files rewritten, others the old ones */
 	PROOF_NO_OBJECT,    /* a chunk it names has no object here nor on BACKING (proof_objects) */
 };

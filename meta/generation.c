@@ -212,14 +212,21 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			     " UNION ALL SELECT i.ino, NULL, i.gen, 0 FROM inodes i LEFT JOIN t"
 			     " ON t.ino = i.ino AND t.g = i.gen WHERE i.gen IS NOT NULL AND t.ino IS NULL" },
 	/* G6: the saves newer than generation ?1 (series ?2, root ?3, step ?4,
-	 * committed at ?5; ?6: held, by step only) of its root's owner; how many
-	 * of them are durable; and whether ?1 itself is (upload.h U3) */
+	 * committed at ?5; ?6: held, by step only) of its root's owner, those a
+	 * strong rule committed; how many of them are durable; whether ?1
+	 * itself is (upload.h U3); and whether ?1 (held: never asked) is the
+	 * owner's most recently committed save in the series (F3) */
 	G(G_KEEP_NEWER) = { "count the newer saves of a generation's owner",
 			    "SELECT count(*), coalesce(sum(n.durable_version = n.version), 0),"
 			    " EXISTS(SELECT 1 FROM generations g WHERE g.id = ?1 AND g.state = 1"
-			    " AND g.durable_version = g.version)"
+			    " AND g.durable_version = g.version),"
+			    " NOT ?6 AND NOT EXISTS(SELECT 1 FROM generations l JOIN inodes li"
+			    " ON li.ino = l.root JOIN inodes lo ON lo.ino = ?3 WHERE l.series = ?2"
+			    " AND l.state = 1 AND l.id != ?1 AND li.uid = lo.uid"
+			    " AND (l.committed_ns > ?5 OR (l.committed_ns = ?5 AND l.id > ?1)))"
 			    " FROM generations n JOIN inodes ni ON ni.ino = n.root"
 			    " JOIN inodes oi ON oi.ino = ?3 WHERE n.series = ?2 AND n.state = 1"
+			    " AND n.rule NOT IN " GEN_RULES_WEAK_SQL
 			    " AND n.id != ?1 AND ni.uid = oi.uid AND (n.step > ?4 OR (NOT ?6"
 			    " AND n.step = ?4 AND (n.committed_ns > ?5"
 			    " OR (n.committed_ns = ?5 AND n.id > ?1))))" },
@@ -607,9 +614,10 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 
 /* expire: keep-latest-k's delete, decided outside this transaction: the
  * generation must still be COMMITTED and unpinned (-EBUSY otherwise). */
-/* G6: -EBUSY unless `keep` newer saves of g's owner still exist, and,
- * g durable, one of them is durable too (the owner's newest durable save
- * stays while the newer ones are only in the cache). */
+/* G6: -EBUSY unless `keep` newer saves of g's owner, committed by a strong
+ * rule, still exist, and, g durable, one of them is durable too (the
+ * owner's newest durable save stays while the newer ones are only in the
+ * cache); and while g is its owner's most recently committed save. */
 static int gen_keep_still_newer(struct cat *cat, const struct cat_gen *g, uint32_t keep)
 {
 	if (keep == 0)
@@ -617,17 +625,18 @@ static int gen_keep_still_newer(struct cat *cat, const struct cat_gen *g, uint32
 	int rc = cat_bind(cat, G_KEEP_NEWER, A_INT(g->id), A_INT(g->series), A_INT(g->root),
 			  A_INT(g->step), A_INT(g->committed_ns), A_INT(g->state == GEN_HELD));
 	uint64_t newer = 0, newer_durable = 0;
-	bool durable = false;
+	bool durable = false, latest = false;
 	if (rc == 0)
 		rc = cat_next(cat, G_KEEP_NEWER);
 	if (rc == 1) {
 		newer = (uint64_t)cat_col_int(cat, G_KEEP_NEWER, 0);
 		newer_durable = (uint64_t)cat_col_int(cat, G_KEEP_NEWER, 1);
 		durable = cat_col_int(cat, G_KEEP_NEWER, 2) != 0;
+		latest = cat_col_int(cat, G_KEEP_NEWER, 3) != 0;
 		rc = 0;
 	}
 	cat_reset(cat, G_KEEP_NEWER);
-	if (rc == 0 && (newer < keep || (durable && newer_durable == 0)))
+	if (rc == 0 && (newer < keep || latest || (durable && newer_durable == 0)))
 		return -EBUSY;
 	return rc;
 }

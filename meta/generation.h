@@ -59,7 +59,15 @@
  *      COMMITTED save that is lost (pggen.h X13: only on the shared engine;
  *      one node has no lost saves), although it is expired as a HELD one. A
  *      refused one goes in the pass that a newer save's durability runs
- *      (fs/gen.h 3).
+ *      (fs/gen.h 3). A newer save counts only if a strong rule committed
+ *      it: one committed by a weak rule without proof (rule `unmount` or
+ *      `next-gen`, GEN_RULES_WEAK_SQL; with proof they record `content`)
+ *      never makes an older save go, though it goes itself once `keep`
+ *      counted newer saves exist (review 42 F1: a wrong weak guess costs
+ *      space, never a save). Nor does a COMMITTED save go while it is the
+ *      most recently committed save (commit time, then id) of its owner in
+ *      the series, whatever its step (review 42 F3: a resume from an
+ *      earlier step keeps the trainer's newest save).
  *  G7. A file whose last close may not be recorded is marked in the catalog
  *      (inodes.writing, schema 6), so that any prefix of the catalog's
  *      commits — what a kill -9 or a power loss leaves — shows it. A file
@@ -145,6 +153,13 @@ enum cat_gen_state {
 #define GEN_FAILED_REASON "the last close of a file of it failed"
 
 #define GEN_RULE_MAX 32
+/* G6: the rules that commit without proof (fs/gen.h 5): their saves never
+ * count among the `keep` newer ones */
+#define GEN_RULES_WEAK_SQL "('unmount', 'next-gen')"
+static inline bool cat_gen_rule_weak(const char *rule)
+{
+	return __builtin_strcmp(rule, "unmount") == 0 || __builtin_strcmp(rule, "next-gen") == 0;
+}
 
 /* "open", "committed", "aborted", "deleted", "held"; "?" for anything else. */
 const char *cat_gen_state_name(int state);

@@ -622,11 +622,16 @@ const struct pg_stmt pggen_stmts[] = {
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
 			   " coalesce((SELECT (g.state = 1 AND g.durable_version = g.version)::int"
-			   " FROM ns_generations g WHERE g.id = $1), 0)"
+			   " FROM ns_generations g WHERE g.id = $1), 0),"
+			   " (NOT $6::boolean AND NOT EXISTS(SELECT 1 FROM ns_generations l"
+			   " JOIN ns_inodes li ON li.ino = l.root JOIN ns_inodes lo ON lo.ino = $3"
+			   " WHERE l.series = $2 AND l.state = 1 AND l.id <> $1 AND li.uid = lo.uid"
+			   " AND (l.committed_ns, l.id) > ($5::bigint, $1::bigint)))::int"
 			   " FROM (SELECT n.id, n.durable_version = n.version AS durable"
 			   " FROM ns_generations n JOIN ns_inodes ni"
 			   " ON ni.ino = n.root JOIN ns_inodes oi ON oi.ino = $3 WHERE n.series = $2"
-			   " AND n.state = 1 AND n.id <> $1 AND ni.uid = oi.uid"
+			   " AND n.state = 1 AND n.rule NOT IN " GEN_RULES_WEAK_SQL
+			   " AND n.id <> $1 AND ni.uid = oi.uid"
 			   " AND NOT " G_LOST_NOW("n") " AND (n.step > $4 OR (NOT $6::boolean"
 			   " AND n.step = $4 AND (n.committed_ns, n.id) > ($5::bigint, $1::bigint)))"
 			   " FOR SHARE OF n) k",
@@ -1753,7 +1758,8 @@ struct pggen_end_call {
 };
 
 /* generation.h G6, in the expire's transaction: -EBUSY unless `keep` newer
- * complete saves of g's owner still exist (a lost g counts as HELD: X5),
+ * complete saves of g's owner, committed by a strong rule, still exist, g
+ * is not its owner's most recently committed save (a lost g counts as HELD: X5),
  * one of them durable if g is (COMMITTED, not lost, durable_version =
  * version: the owner's newest durable save stays while the newer ones are
  * only in a node's cache) or if g is a lost COMMITTED save (X13: lost as
@@ -1772,12 +1778,13 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 		uint64_t newer = (uint64_t)pg_int(res, 0, 0);
 		uint64_t newer_durable = (uint64_t)pg_int(res, 0, 1);
 		bool durable = !lost && pg_int(res, 0, 2) != 0;
+		bool latest = pg_int(res, 0, 3) != 0; /* G6: the owner's last commit */
 		/* X13: a committed save lost only because its node is away (its
 		 * cache may bring it back whole, X10) goes only once a newer save
 		 * of its owner is safe off every node; a truly HELD one (state 4,
 		 * lost or not) as before */
 		bool lost_save = lost && g->state == GEN_COMMITTED;
-		if (newer < keep || ((durable || lost_save) && newer_durable == 0))
+		if (newer < keep || latest || ((durable || lost_save) && newer_durable == 0))
 			rc = -EBUSY;
 	}
 	PQclear(res);

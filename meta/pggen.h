@@ -115,6 +115,10 @@
  *      decides; a HELD one goes as before, its open files named by its hold):
  *      its counting of ns_writing is a statement after the row's lock, as
  *      a commit's (X1).
+ *      G_KEEP_NEWER keeps generation.h G6 here too: newer saves count only
+ *      if a strong rule committed them (rule not in GEN_RULES_WEAK_SQL),
+ *      and the owner's most recently committed save (committed_ns, id) in
+ *      the series is never expired (review 42 F1, F3).
  *  X13. A lost COMMITTED save (X5: shown HELD, struct cat_gen's lost) is
  *      lost only because the node that holds its chunks is away: dead,
  *      swept after a stall, or unmounted with uploads queued (lease.h L9);

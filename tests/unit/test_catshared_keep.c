@@ -191,6 +191,54 @@ Test(catshared_keep, two_nodes_saving_alternately_keep_the_newest_two_cluster_wi
 	tck_close(&b);
 }
 
+/* step-<step> in series run committed by rule (a bare root, uid 0), on
+ * the shared engine's catalog directly */
+static uint64_t tck_commit_by(struct pt_cat *pc, uint64_t run, uint64_t step, const char *rule)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "step-%llu", (unsigned long long)step);
+	struct cat_gen_spec spec = { name, step };
+	struct cat_inode in;
+	uint64_t gen = 0;
+	OK(cat_create_in_gen(pc->cat, run, name, S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &gen));
+	OK(cat_gen_commit(pc->cat, gen, rule));
+	return gen;
+}
+
+/* generation.h G6 and pggen.h X12 on the shared engine (review 42 F1, F3):
+ * G_KEEP_NEWER counts only strongly committed newer saves, and never
+ * expires the owner's most recently committed save. */
+Test(catshared_keep, expire_counts_only_strong_commits_and_keeps_the_last_commit)
+{
+	struct pt_cat a;
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	struct cat_inode run;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	struct cat_gen g;
+	uint64_t s1 = tck_commit_by(&a, run.ino, 1, "marker");
+	uint64_t s2 = tck_commit_by(&a, run.ino, 2, "unmount");
+	uint64_t s3 = tck_commit_by(&a, run.ino, 3, "next-gen");
+	FAILS(cat_gen_expire(a.cat, s1, 1, "keep", NULL, NULL), EBUSY);
+	FAILS(cat_gen_expire(a.cat, s2, 1, "keep", NULL, NULL), EBUSY);
+	uint64_t s4 = tck_commit_by(&a, run.ino, 4, "content");
+	OK(cat_gen_expire(a.cat, s1, 1, "keep", NULL, NULL));
+	OK(cat_gen_expire(a.cat, s2, 1, "keep", NULL, NULL));
+	OK(cat_gen_expire(a.cat, s3, 1, "keep", NULL, NULL));
+	OK(cat_gen_get_brief(a.cat, s1, &g));
+	cr_assert_eq(g.state, GEN_DELETED);
+	/* a rollback: step-3' committed after step-4 stays until the next commit */
+	uint64_t s35 = tck_commit_by(&a, run.ino, 3, "marker");
+	FAILS(cat_gen_expire(a.cat, s35, 1, "keep", NULL, NULL), EBUSY);
+	OK(cat_gen_get_brief(a.cat, s35, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	tck_commit_by(&a, run.ino, 5, "marker");
+	OK(cat_gen_expire(a.cat, s35, 1, "keep", NULL, NULL));
+	OK(cat_gen_get_brief(a.cat, s4, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	OK(cat_check(a.cat));
+	pt_cat_close(&a);
+}
+
 Test(catshared_keep, alone_the_duty_is_always_taken)
 {
 	char dir[64], path[128];

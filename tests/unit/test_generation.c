@@ -2050,6 +2050,63 @@ Test(gen, expire_from_a_stale_listing_keeps_a_save_whose_newer_ones_are_gone, .i
 	check_invariants();
 }
 
+/* A committed save of series under a root owned by uid 1000, by rule. */
+static uint64_t committed_save_by(uint64_t series, const char *name, uint64_t step,
+				  const char *rule)
+{
+	uint64_t root;
+	uint64_t id = mkgen(series, name, step, true, &root);
+	put_file(root, "w.pt", (int)step * 3 + 200, 1, 100);
+	struct cat_inode owner = { .uid = 1000 };
+	OK(cat_setattr(fx.cat, root, CAT_SET_UID, &owner, NULL));
+	OK(cat_gen_commit(fx.cat, id, rule));
+	return id;
+}
+
+/* generation.h G6 (review 42 F1): a newer save committed by a weak rule
+ * without proof (unmount, next-gen) never makes an older one go; it goes
+ * itself once `keep` strongly committed newer ones exist. */
+Test(gen, expire_never_counts_a_weak_commit_among_the_newer_saves, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t id1 = committed_save_by(series, "step-1", 1, "marker");
+	uint64_t id2 = committed_save_by(series, "step-2", 2, "unmount");
+	uint64_t id3 = committed_save_by(series, "step-3", 3, "next-gen");
+	FAILS(cat_gen_expire(fx.cat, id1, 1, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id1).state, GEN_COMMITTED);
+	FAILS(cat_gen_expire(fx.cat, id2, 1, "keep", NULL, NULL), EBUSY);
+	/* a save proven by its content counts */
+	uint64_t id4 = committed_save_by(series, "step-4", 4, "content");
+	OK(cat_gen_expire(fx.cat, id1, 1, "keep", NULL, NULL));
+	OK(cat_gen_expire(fx.cat, id2, 1, "keep", NULL, NULL));
+	OK(cat_gen_expire(fx.cat, id3, 1, "keep", NULL, NULL));
+	cr_assert_eq(gen_get(id1).state, GEN_DELETED);
+	cr_assert_eq(gen_get(id2).state, GEN_DELETED);
+	cr_assert_eq(gen_get(id3).state, GEN_DELETED);
+	cr_assert_eq(gen_get(id4).state, GEN_COMMITTED);
+	check_invariants();
+}
+
+/* generation.h G6 (review 42 F3): the owner's most recently committed save
+ * is never expired, whatever its step; the next commit lets it go. */
+Test(gen, expire_keeps_the_owners_most_recent_commit, .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	committed_save_by(series, "step-100", 100, "marker");
+	committed_save_by(series, "step-200", 200, "marker");
+	uint64_t id150 = committed_save_by(series, "step-150", 150, "marker");
+	FAILS(cat_gen_expire(fx.cat, id150, 1, "keep", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id150).state, GEN_COMMITTED);
+	/* another owner's later commit does not make it go */
+	committed_save_of(series, "step-1", 1, 2000);
+	FAILS(cat_gen_expire(fx.cat, id150, 1, "keep", NULL, NULL), EBUSY);
+	committed_save_by(series, "step-160", 160, "marker");
+	OK(cat_gen_expire(fx.cat, id150, 1, "keep", NULL, NULL));
+	cr_assert_eq(gen_get(id150).state, GEN_DELETED);
+	check_invariants();
+}
+
 /* The uploader's word that generation id's manifest, at its current
  * version, is on BACKING (upload.h U3): its queued manifest row done. */
 static void make_durable(uint64_t id)

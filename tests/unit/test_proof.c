@@ -217,6 +217,47 @@ Test(proof, a_missing_file_of_no_self_delimiting_format_is_no_sign, .init = setu
 	cr_assert(strstr(r.reason, "rank0.pt is missing") != NULL, "%s", r.reason);
 }
 
+/* A file named name in dir of size bytes of no known format (raw tensor
+ * bytes: 0x5a each). */
+static uint64_t put_raw(uint64_t dir, const char *name, size_t size)
+{
+	uint64_t ino = ts_mk(fx.cat, dir, name, S_IFREG | 0644, NULL);
+	cr_assert_lt(fx.n, MAX_FILES);
+	char *bytes = malloc(size);
+	cr_assert_not_null(bytes);
+	memset(bytes, 0x5a, size);
+	fx.files[fx.n].ino = ino;
+	fx.files[fx.n].bytes = bytes;
+	fx.files[fx.n].len = size;
+	cr_assert_eq(cat_file_truncate(fx.cat, ino, size), 0);
+	fx.n++;
+	cr_assert_eq(cat_file_unmark(fx.cat, ino), 0);
+	return ino;
+}
+
+/* invariant 4 (review 42 F1): a file of no known format larger than
+ * PROOF_SMALL_FILE that the previous save has and this one lacks (the
+ * optim.bin a killed job never wrote) is MISSING; a small one is not. */
+Test(proof, a_missing_large_raw_file_is_missing, .init = setup, .fini = teardown)
+{
+	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL), prev, now;
+	ts_mkgen(fx.cat, series, "step-100", 100, true, &prev);
+	put_raw(prev, "model.bin", 4 * PROOF_SMALL_FILE);
+	put_raw(prev, "optim.bin", PROOF_SMALL_FILE + 1);
+	put_raw(prev, "config.bin", PROOF_SMALL_FILE);
+	ts_mkgen(fx.cat, series, "step-200", 200, true, &now);
+	put_raw(now, "model.bin", PROOF_SMALL_FILE);
+	struct proof_result r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_MISSING, "%s", r.reason);
+	cr_assert(strstr(r.reason, "optim.bin is missing") != NULL, "%s", r.reason);
+	cr_assert_not(proof_weak_may_commit(r.verdict));
+	/* optim.bin there: the small config.bin missing is no sign */
+	put_raw(now, "optim.bin", PROOF_SMALL_FILE + 1);
+	r = judge(now, prev);
+	cr_assert_eq(r.verdict, PROOF_UNPROVEN, "%s", r.reason);
+	cr_assert(proof_weak_may_commit(r.verdict));
+}
+
 Test(proof, a_directory_with_a_truncated_rank_file_is_broken, .init = setup, .fini = teardown)
 {
 	uint64_t series = ts_mk(fx.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);

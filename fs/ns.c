@@ -407,6 +407,17 @@ void ns_lookup_add(struct ns *ns, uint64_t ino)
 	node_lookup_add(ns->nodes, ino);
 }
 
+/* Review 43 F1: after a READDIRPLUS the kernel opens the entry through the
+ * cached dentry with no LOOKUP, so this is the only time the daemon sees the
+ * name of a node made here (also a new node after a FORGET). A trigger name
+ * is noted as ns_lookup does, so the written close still fires its rule. */
+void ns_readdirplus_add(struct ns *ns, uint64_t parent, const char *name, uint64_t ino)
+{
+	node_lookup_add(ns->nodes, ino);
+	if (gen_is_trigger_name(name))
+		node_note_name(ns->nodes, ino, parent, name);
+}
+
 int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode *out)
 {
 	int rc = cat_lookup(ns->cat, parent, name, out); /* the entry's attributes too */

@@ -149,6 +149,9 @@ void ns_free(struct ns *ns);
 int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode *out);
 /* Counts a kernel lookup of an entry handed out otherwise (readdirplus). */
 void ns_lookup_add(struct ns *ns, uint64_t ino);
+/* A READDIRPLUS entry of directory parent: counts the lookup and notes a
+ * trigger name (gen_is_trigger_name), as ns_lookup does. */
+void ns_readdirplus_add(struct ns *ns, uint64_t parent, const char *name, uint64_t ino);
 void ns_forget(struct ns *ns, uint64_t ino, uint64_t nlookup);
 /* How long the kernel may cache the entry name (0 for generation roots). */
 double ns_entry_timeout(struct ns *ns, const char *name, double usual);

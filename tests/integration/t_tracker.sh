@@ -125,4 +125,75 @@ test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory() {
 	ck_umount
 }
 
+
+# ---- review 43 F1: a trigger file opened through a dentry READDIRPLUS made
+# (fs/ns.c ns_readdirplus_add notes its name as a LOOKUP does)
+
+# _gen_is NAME "STATE RULE" WHAT — polls the catalog up to 10 s
+_gen_is() {
+	local i
+	for i in $(seq 100); do
+		[ "$(_gen "$1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	assert_eq "$2" "$(_gen "$1")" "$3"
+}
+# _listed_rewrite DIR LIST FILE=TEXT... (paths under DIR) — in one process
+# (well inside the 1 s entry timeout): os.listdir(LIST), then each FILE
+# rewritten in place (opened with O_TRUNC through the dentry the listing
+# made, no LOOKUP)
+_listed_rewrite() {
+	"$PY" - "$@" <<'EOF'
+import os, sys
+d, lst, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+os.listdir(os.path.join(d, lst))
+for f in files:
+    name, text = f.split("=", 1)
+    with open(os.path.join(d, name), "w") as fh:
+        fh.write(text)
+EOF
+}
+
+# After a remount, Megatron lists its run directory and rewrites
+# latest_checkpointed_iteration.txt in place: the save it names commits
+# (before the fix the name was never noted and the save stayed open).
+test_a_tracker_rewritten_right_after_a_listing_commits_its_save() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/run/iter_0000001/mp_rank_00" "$CK_MNT/ds/global_step1"
+	_shard "$CK_MNT/run/iter_0000001/mp_rank_00/model_optim_rng.pt" 200000
+	echo 1 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	_committed iter_0000001 tracker "the first Megatron save"
+	_shard "$CK_MNT/ds/global_step1/mp_rank_00_model_states.pt" 200000
+	echo -n global_step1 >"$CK_MNT/ds/latest"
+	_committed global_step1 tracker "the first DeepSpeed save"
+	ck_remount "$OPTS"
+	mkdir -p "$CK_MNT/run/iter_0000002/mp_rank_00" "$CK_MNT/ds/global_step2"
+	_shard "$CK_MNT/run/iter_0000002/mp_rank_00/model_optim_rng.pt" 200000
+	_shard "$CK_MNT/ds/global_step2/mp_rank_00_model_states.pt" 200000
+	_listed_rewrite "$CK_MNT" run run/latest_checkpointed_iteration.txt=2 ||
+		ck_fail "the Megatron tracker rewrite failed"
+	_listed_rewrite "$CK_MNT" ds ds/latest=global_step2 || ck_fail "the DeepSpeed tracker rewrite failed"
+	_gen_is iter_0000002 "1 tracker" "a Megatron save named by a tracker rewritten after a listing"
+	_gen_is global_step2 "1 tracker" "a DeepSpeed save named by a latest rewritten after a listing"
+	_intact
+	ck_umount
+}
+
+# A save rewritten after a remount whose completion marker is rewritten in
+# place right after a listing of the save commits its new version.
+test_a_marker_rewritten_right_after_a_listing_commits_the_rewrite() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/ex/step-700"
+	_shard "$CK_MNT/ex/step-700/model.pt" 200000
+	printf 'done\n' >"$CK_MNT/ex/step-700/.ckptfs-commit"
+	_gen_is step-700 "1 marker" "the first version"
+	ck_remount "$OPTS"
+	: >"$CK_TMP/sums"
+	_shard "$CK_MNT/ex/step-700/model.pt" 300000
+	_listed_rewrite "$CK_MNT/ex/step-700" . .ckptfs-commit=again || ck_fail "the marker rewrite failed"
+	_gen_is step-700 "1 marker" "the rewrite committed by its marker rewritten after a listing"
+	_intact
+	ck_umount
+}
+
 ck_main "$@"

@@ -1035,7 +1035,15 @@ static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, boo
 
 int ns_flush(struct ns *ns, struct ns_file *f)
 {
-	return ns_commit(ns, f->n, false, false, false);
+	int rc = ns_commit(ns, f->n, false, false, false);
+	uint64_t parent;
+	char name[40];
+	/* invariant 9: a completion signal's close implies every file before it
+	 * is committed; once per save (an engine that defers nothing: a no-op) */
+	if (rc == 0 && (f->writable || f->wrote) &&
+	    node_trigger(ns->nodes, f->n, &parent, name, sizeof(name)))
+		rc = cat_defer_commit(ns->cat);
+	return rc;
 }
 
 int ns_fsync(struct ns *ns, struct ns_file *f)

@@ -78,6 +78,14 @@
  *     truncate, flush, fsync and release of a handle open on it, asked
  *     before the call and after it (a loss the call found): never -ENOENT
  *     nor success, as writer.h invariant 4 keeps a writer's first error.
+ *  9. A trigger (gen_is_trigger_name: a completion marker, metadata.json,
+ *     trainer_state.json, meta.pt, a tracker) opened for writing commits the
+ *     catalog's deferred batch (catalog_defer.c D3) at its flush, before
+ *     close(2) returns: once a trainer's completion signal has returned,
+ *     every file it closed before it is in the catalog on disk, and a
+ *     kill -9 cannot take them out of the save (review 43 F3). Its name is
+ *     noted at every LOOKUP, create, rename and READDIRPLUS entry (review 43
+ *     F1), since the kernel may open it through any of these dentries.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

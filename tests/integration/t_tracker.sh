@@ -196,4 +196,41 @@ test_a_marker_rewritten_right_after_a_listing_commits_the_rewrite() {
 	ck_umount
 }
 
+# ---- review 43 F3: a completion signal's close implies the files before it
+# (fs/ns.h invariant 9: the deferred batch is committed at its flush)
+
+# Three times: a save of small files (deferred, catalog_defer.c) and its
+# .ckptfs-commit marker; the writer kill -9s the daemon as soon as the
+# marker's close returns. After the remount every file closed before the
+# marker is in the save, with its bytes (before the fix the last batch,
+# marker included, was lost).
+test_a_kill9_right_after_the_marker_close_keeps_every_file_before_it() {
+	local i f
+	for i in 1 2 3; do
+		ck_mount "$OPTS"
+		"$PY" - "$CK_MNT/ex/step-$i" "$CK_PID" "$CK_TMP/sums" <<'EOF' || ck_fail "run $i: the writer failed"
+import hashlib, os, sys
+d, pid, sums = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+os.makedirs(d)
+with open(sums, "a") as s:
+    for name in ("model.pt", "optim.pt", "rng_state.pth", "config.json"):
+        data = os.urandom(3000)
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+        s.write(f"{hashlib.sha256(data).hexdigest()}  {d}/{name}\n")
+open(os.path.join(d, ".ckptfs-commit"), "w").close()
+os.kill(pid, 9)
+EOF
+		ck_killed9
+		ck_mount "$OPTS"
+		for f in model.pt optim.pt rng_state.pth config.json .ckptfs-commit; do
+			[ -e "$CK_MNT/ex/step-$i/$f" ] ||
+				ck_fail "run $i: step-$i/$f, closed before the kill, is gone after the remount" \
+					"($(ls -A "$CK_MNT/ex/step-$i" 2>&1 | tr '\n' ' '))"
+		done
+		_intact
+		ck_umount
+	done
+}
+
 ck_main "$@"

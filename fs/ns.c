@@ -1041,8 +1041,12 @@ int ns_flush(struct ns *ns, struct ns_file *f)
 	/* invariant 9: a completion signal's close implies every file before it
 	 * is committed; once per save (an engine that defers nothing: a no-op) */
 	if (rc == 0 && (f->writable || f->wrote) &&
-	    node_trigger(ns->nodes, f->n, &parent, name, sizeof(name)))
+	    node_trigger(ns->nodes, f->n, &parent, name, sizeof(name))) {
 		rc = cat_defer_commit(ns->cat);
+		/* invariant 10: a tracker's rule before close(2) returns */
+		if (rc == 0 && f->wrote && f->gen_id == 0)
+			gen_file_closed(ns->gen, f->n->ino, parent, name, 0, f->uid);
+	}
 	return rc;
 }
 

@@ -86,6 +86,16 @@
  *     kill -9 cannot take them out of the save (review 43 F3). Its name is
  *     noted at every LOOKUP, create, rename and READDIRPLUS entry (review 43
  *     F1), since the kernel may open it through any of these dentries.
+ * 10. A written tracker outside generations (`latest`,
+ *     latest_checkpointed_iteration.txt) fires its rule (gen_file_closed)
+ *     at its flush, after its data is committed and before close(2)
+ *     returns, as the `.metadata` rename commits before its reply: a
+ *     kill -9 right after the trainer's tracker write cannot leave the save
+ *     it names open (review 43 F2). The release fires it again (nothing to
+ *     do once committed). The rule never waits for the save's writers
+ *     (gen_request_commit leaves it pending). A trigger inside a generation
+ *     is itself a writer of its save until its release, so its rule stays
+ *     at the release (ns_release_done).
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

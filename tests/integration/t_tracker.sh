@@ -233,4 +233,40 @@ EOF
 	done
 }
 
+# ---- review 43 F2: a tracker's rule runs before its close returns
+# (fs/ns.h invariant 10)
+
+# Three times: DeepSpeed's global_stepN and `latest` naming it; the writer
+# kill -9s the daemon as soon as the tracker's close returns. After the
+# remount the save is committed by its tracker, not held (before the fix the
+# rule ran after the RELEASE reply, which close(2) does not wait for).
+test_a_kill9_right_after_the_tracker_close_keeps_its_save_committed() {
+	local i
+	for i in 1 2 3; do
+		ck_mount "$OPTS"
+		"$PY" - "$CK_MNT/ds" "$i" "$CK_PID" "$CK_TMP/sums" <<'EOF' || ck_fail "run $i: the writer failed"
+import hashlib, os, sys
+run, i, pid, sums = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+d = f"{run}/global_step{i}"
+os.makedirs(d)
+with open(sums, "a") as s:
+    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        data = os.urandom(200000)
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+        s.write(f"{hashlib.sha256(data).hexdigest()}  {d}/{name}\n")
+with open(f"{run}/latest", "w") as f:
+    f.write(f"global_step{i}")
+os.kill(pid, 9)
+EOF
+		ck_killed9
+		ck_mount "$OPTS"
+		assert_eq "1 tracker" "$(_gen "global_step$i")" \
+			"run $i: global_step$i, named by latest before the kill -9"
+		assert_eq "global_step$i" "$(cat "$CK_MNT/ds/latest")" "run $i: latest"
+		_intact
+		ck_umount
+	done
+}
+
 ck_main "$@"

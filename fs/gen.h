@@ -351,7 +351,8 @@ int gen_describe(struct gen_policy *g, uint64_t gen_id, char *buf, size_t size);
 void gen_renamed(struct gen_policy *g, uint64_t gen_id, uint64_t ino, uint64_t newparent,
 		 const char *newname, uid_t renamer);
 
-/* A written file was closed (last write handle): name and parent as last seen;
+/* A written file was closed (last write handle; a tracker outside
+ * generations also at each flush, ns.h invariant 10): name and parent as last seen;
  * writer: the uid (fsuid) that opened the handle which wrote it (a FUSE
  * release carries no caller's credentials). A tracker written by neither
  * root nor the owner of the save it names commits nothing (invariant 12). */

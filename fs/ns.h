@@ -78,6 +78,24 @@
  *     truncate, flush, fsync and release of a handle open on it, asked
  *     before the call and after it (a loss the call found): never -ENOENT
  *     nor success, as writer.h invariant 4 keeps a writer's first error.
+ *  9. A trigger (gen_is_trigger_name: a completion marker, metadata.json,
+ *     trainer_state.json, meta.pt, a tracker) opened for writing commits the
+ *     catalog's deferred batch (catalog_defer.c D3) at its flush, before
+ *     close(2) returns: once a trainer's completion signal has returned,
+ *     every file it closed before it is in the catalog on disk, and a
+ *     kill -9 cannot take them out of the save (review 43 F3). Its name is
+ *     noted at every LOOKUP, create, rename and READDIRPLUS entry (review 43
+ *     F1), since the kernel may open it through any of these dentries.
+ * 10. A written tracker outside generations (`latest`,
+ *     latest_checkpointed_iteration.txt) fires its rule (gen_file_closed)
+ *     at its flush, after its data is committed and before close(2)
+ *     returns, as the `.metadata` rename commits before its reply: a
+ *     kill -9 right after the trainer's tracker write cannot leave the save
+ *     it names open (review 43 F2). The release fires it again (nothing to
+ *     do once committed). The rule never waits for the save's writers
+ *     (gen_request_commit leaves it pending). A trigger inside a generation
+ *     is itself a writer of its save until its release, so its rule stays
+ *     at the release (ns_release_done).
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */
@@ -149,6 +167,9 @@ void ns_free(struct ns *ns);
 int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct cat_inode *out);
 /* Counts a kernel lookup of an entry handed out otherwise (readdirplus). */
 void ns_lookup_add(struct ns *ns, uint64_t ino);
+/* A READDIRPLUS entry of directory parent: counts the lookup and notes a
+ * trigger name (gen_is_trigger_name), as ns_lookup does. */
+void ns_readdirplus_add(struct ns *ns, uint64_t parent, const char *name, uint64_t ino);
 void ns_forget(struct ns *ns, uint64_t ino, uint64_t nlookup);
 /* How long the kernel may cache the entry name (0 for generation roots). */
 double ns_entry_timeout(struct ns *ns, const char *name, double usual);

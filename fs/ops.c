@@ -379,6 +379,7 @@ static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 
 struct ops_dirbuf {
 	fuse_req_t req;
+	uint64_t dir; /* the directory listed */
 	char *buf;
 	size_t size, used;
 	int plus;
@@ -400,7 +401,7 @@ static int ops_dirent_add(void *arg, const char *name, const struct cat_inode *a
 		if (need > d->size - d->used)
 			return 1;
 		if (!dot)
-			ns_lookup_add(ops_ns(d->req), attr->ino);
+			ns_readdirplus_add(ops_ns(d->req), d->dir, name, attr->ino);
 	} else {
 		struct stat st;
 		ops_to_stat(attr, &st);
@@ -415,7 +416,7 @@ static int ops_dirent_add(void *arg, const char *name, const struct cat_inode *a
 
 static void ops_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
-	struct ops_dirbuf d = { .req = req, .size = size, .plus = plus };
+	struct ops_dirbuf d = { .req = req, .dir = ino, .size = size, .plus = plus };
 	d.buf = malloc(size);
 	if (!d.buf) {
 		fuse_reply_err(req, ENOMEM);

@@ -45,6 +45,7 @@
  * not with --cache on a cache another user owns (invariant A1, below), but
  * as that user with --as-owner. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -470,6 +471,20 @@ static int admin_from_mount(struct admin *a)
 	return ADMIN_OK;
 }
 
+/* Whether DIR is an existing directory with no entry but . and .. */
+static bool admin_dir_is_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)) != NULL)
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	closedir(d);
+	return empty;
+}
+
 static int admin_read_backing(struct admin *a)
 {
 	char path[PATH_MAX + 16];
@@ -487,7 +502,12 @@ static int admin_read_backing(struct admin *a)
 				  a->cache);
 			return ADMIN_PERM;
 		}
-		admin_err("%s: not a ckptfs cache (no %s)", a->cache, path);
+		if (admin_dir_is_empty(a->cache)) /* review 43 F4: a cache wiped on purpose */
+			admin_err("%s: not a ckptfs cache (no %s): the directory is empty; a mount of"
+				  " it (ckptfs -o cache=%s BACKING MOUNTPOINT) rebuilds the catalog"
+				  " from BACKING", a->cache, path, a->cache);
+		else
+			admin_err("%s: not a ckptfs cache (no %s)", a->cache, path);
 		return ADMIN_NOT_CKPTFS;
 	}
 	fclose(f);

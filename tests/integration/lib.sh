@@ -309,6 +309,18 @@ _ck_stop_tree() {
 	done
 }
 
+# ck_killed9 — the daemon was killed (kill -9) by a process of the case (a
+# writer that kills it the moment its close returns): waits for it and
+# unmounts, as ck_kill9 does after its own kill.
+ck_killed9() {
+	[ -n "$CK_PID" ] || ck_fail "ck_killed9: no daemon started"
+	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon $CK_PID still runs 20 s after its kill -9"
+	_ck_state "exited $CK_PID"
+	CK_PID=
+	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
+}
+
+
 # ck_kill9 [PID...] — SIGKILL the daemon we started, then the given helper
 # PIDs with all their descendants (writers that must not go on into whatever
 # is mounted next: a trainer's forked ranks would otherwise outlive their

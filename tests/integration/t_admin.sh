@@ -890,6 +890,9 @@ test_bad_input_is_one_line_with_its_own_exit_code_and_changes_nothing() {
 	assert_bad $E_NOT_CKPTFS "not a ckptfs mount" list "$CK_TMP"
 	assert_bad $E_NOT_CKPTFS "not a ckptfs mount" rm "$CK_TMP" run1/step-100
 	assert_bad $E_NOT_CKPTFS "not a ckptfs cache" list --cache "$CK_TMP"
+	# review 43 F4: an emptied cache says how it is rebuilt (a mount of it)
+	mkdir "$CK_TMP/emptied"
+	assert_bad $E_NOT_CKPTFS "the directory is empty; a mount of it" rebuild --cache "$CK_TMP/emptied"
 	# permission denied: another user, whether or not the mount lets them in
 	assert_bad $E_PERM "ermission denied" setpriv_admin rm "$CK_MNT" run1/step-100
 	assert_eq "$before" "$(gens_dump)" "generations after bad input"

@@ -125,4 +125,148 @@ test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory() {
 	ck_umount
 }
 
+
+# ---- review 43 F1: a trigger file opened through a dentry READDIRPLUS made
+# (fs/ns.c ns_readdirplus_add notes its name as a LOOKUP does)
+
+# _gen_is NAME "STATE RULE" WHAT — polls the catalog up to 10 s
+_gen_is() {
+	local i
+	for i in $(seq 100); do
+		[ "$(_gen "$1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	assert_eq "$2" "$(_gen "$1")" "$3"
+}
+# _listed_rewrite DIR LIST FILE=TEXT... (paths under DIR) — in one process
+# (well inside the 1 s entry timeout): os.listdir(LIST), then each FILE
+# rewritten in place (opened with O_TRUNC through the dentry the listing
+# made, no LOOKUP)
+_listed_rewrite() {
+	"$PY" - "$@" <<'EOF'
+import os, sys
+d, lst, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+os.listdir(os.path.join(d, lst))
+for f in files:
+    name, text = f.split("=", 1)
+    with open(os.path.join(d, name), "w") as fh:
+        fh.write(text)
+EOF
+}
+
+# After a remount, Megatron lists its run directory and rewrites
+# latest_checkpointed_iteration.txt in place: the save it names commits
+# (before the fix the name was never noted and the save stayed open).
+test_a_tracker_rewritten_right_after_a_listing_commits_its_save() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/run/iter_0000001/mp_rank_00" "$CK_MNT/ds/global_step1"
+	_shard "$CK_MNT/run/iter_0000001/mp_rank_00/model_optim_rng.pt" 200000
+	echo 1 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	_committed iter_0000001 tracker "the first Megatron save"
+	_shard "$CK_MNT/ds/global_step1/mp_rank_00_model_states.pt" 200000
+	echo -n global_step1 >"$CK_MNT/ds/latest"
+	_committed global_step1 tracker "the first DeepSpeed save"
+	ck_remount "$OPTS"
+	mkdir -p "$CK_MNT/run/iter_0000002/mp_rank_00" "$CK_MNT/ds/global_step2"
+	_shard "$CK_MNT/run/iter_0000002/mp_rank_00/model_optim_rng.pt" 200000
+	_shard "$CK_MNT/ds/global_step2/mp_rank_00_model_states.pt" 200000
+	_listed_rewrite "$CK_MNT" run run/latest_checkpointed_iteration.txt=2 ||
+		ck_fail "the Megatron tracker rewrite failed"
+	_listed_rewrite "$CK_MNT" ds ds/latest=global_step2 || ck_fail "the DeepSpeed tracker rewrite failed"
+	_gen_is iter_0000002 "1 tracker" "a Megatron save named by a tracker rewritten after a listing"
+	_gen_is global_step2 "1 tracker" "a DeepSpeed save named by a latest rewritten after a listing"
+	_intact
+	ck_umount
+}
+
+# A save rewritten after a remount whose completion marker is rewritten in
+# place right after a listing of the save commits its new version.
+test_a_marker_rewritten_right_after_a_listing_commits_the_rewrite() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/ex/step-700"
+	_shard "$CK_MNT/ex/step-700/model.pt" 200000
+	printf 'done\n' >"$CK_MNT/ex/step-700/.ckptfs-commit"
+	_gen_is step-700 "1 marker" "the first version"
+	ck_remount "$OPTS"
+	: >"$CK_TMP/sums"
+	_shard "$CK_MNT/ex/step-700/model.pt" 300000
+	_listed_rewrite "$CK_MNT/ex/step-700" . .ckptfs-commit=again || ck_fail "the marker rewrite failed"
+	_gen_is step-700 "1 marker" "the rewrite committed by its marker rewritten after a listing"
+	_intact
+	ck_umount
+}
+
+# ---- review 43 F3: a completion signal's close implies the files before it
+# (fs/ns.h invariant 9: the deferred batch is committed at its flush)
+
+# Three times: a save of small files (deferred, catalog_defer.c) and its
+# .ckptfs-commit marker; the writer kill -9s the daemon as soon as the
+# marker's close returns. After the remount every file closed before the
+# marker is in the save, with its bytes (before the fix the last batch,
+# marker included, was lost).
+test_a_kill9_right_after_the_marker_close_keeps_every_file_before_it() {
+	local i f
+	for i in 1 2 3; do
+		ck_mount "$OPTS"
+		"$PY" - "$CK_MNT/ex/step-$i" "$CK_PID" "$CK_TMP/sums" <<'EOF' || ck_fail "run $i: the writer failed"
+import hashlib, os, sys
+d, pid, sums = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+os.makedirs(d)
+with open(sums, "a") as s:
+    for name in ("model.pt", "optim.pt", "rng_state.pth", "config.json"):
+        data = os.urandom(3000)
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+        s.write(f"{hashlib.sha256(data).hexdigest()}  {d}/{name}\n")
+open(os.path.join(d, ".ckptfs-commit"), "w").close()
+os.kill(pid, 9)
+EOF
+		ck_killed9
+		ck_mount "$OPTS"
+		for f in model.pt optim.pt rng_state.pth config.json .ckptfs-commit; do
+			[ -e "$CK_MNT/ex/step-$i/$f" ] ||
+				ck_fail "run $i: step-$i/$f, closed before the kill, is gone after the remount" \
+					"($(ls -A "$CK_MNT/ex/step-$i" 2>&1 | tr '\n' ' '))"
+		done
+		_intact
+		ck_umount
+	done
+}
+
+# ---- review 43 F2: a tracker's rule runs before its close returns
+# (fs/ns.h invariant 10)
+
+# Three times: DeepSpeed's global_stepN and `latest` naming it; the writer
+# kill -9s the daemon as soon as the tracker's close returns. After the
+# remount the save is committed by its tracker, not held (before the fix the
+# rule ran after the RELEASE reply, which close(2) does not wait for).
+test_a_kill9_right_after_the_tracker_close_keeps_its_save_committed() {
+	local i
+	for i in 1 2 3; do
+		ck_mount "$OPTS"
+		"$PY" - "$CK_MNT/ds" "$i" "$CK_PID" "$CK_TMP/sums" <<'EOF' || ck_fail "run $i: the writer failed"
+import hashlib, os, sys
+run, i, pid, sums = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+d = f"{run}/global_step{i}"
+os.makedirs(d)
+with open(sums, "a") as s:
+    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        data = os.urandom(200000)
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+        s.write(f"{hashlib.sha256(data).hexdigest()}  {d}/{name}\n")
+with open(f"{run}/latest", "w") as f:
+    f.write(f"global_step{i}")
+os.kill(pid, 9)
+EOF
+		ck_killed9
+		ck_mount "$OPTS"
+		assert_eq "1 tracker" "$(_gen "global_step$i")" \
+			"run $i: global_step$i, named by latest before the kill -9"
+		assert_eq "global_step$i" "$(cat "$CK_MNT/ds/latest")" "run $i: latest"
+		_intact
+		ck_umount
+	done
+}
+
 ck_main "$@"

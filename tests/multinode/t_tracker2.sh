@@ -61,4 +61,40 @@ test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory() {
 }
 ck_timeout test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory 120
 
+# Review 43 F1 + F2 on a shared catalog: after a remount the trainer lists
+# run/ and rewrites `latest` in place (the dentry READDIRPLUS made, no
+# LOOKUP), then the daemon is killed (-9) as soon as that close returns:
+# the save it names is committed by rule tracker (fs/ns.h invariants 9, 10).
+test_a_tracker_rewritten_after_a_listing_commits_before_a_kill9() {
+	mn_pg_start
+	mn_mount A quiet=0.5
+	mkdir -p "$MN_MNT_A/run/global_step1"
+	ck_rand "$CK_REF/model.pt" 300000
+	cp "$CK_REF/model.pt" "$MN_MNT_A/run/global_step1/mp_rank_00_model_states.pt"
+	echo -n global_step1 >"$MN_MNT_A/run/latest"
+	mn_poll "SELECT state || ':' || rule FROM ns_generations WHERE name = 'global_step1'" \
+		1:tracker 20 "global_step1 after run/latest"
+	mn_umount A
+	mn_mount A quiet=0.5
+	mkdir -p "$MN_MNT_A/run/global_step2"
+	cp "$CK_REF/model.pt" "$MN_MNT_A/run/global_step2/mp_rank_00_model_states.pt"
+	"$PY" - "$MN_MNT_A/run" "$MN_PID_A" <<'PY' || ck_fail "the tracker's rewrite failed"
+import os, sys
+run, pid = sys.argv[1], int(sys.argv[2])
+os.listdir(run)
+with open(os.path.join(run, "latest"), "w") as f:
+    f.write("global_step2")
+os.kill(pid, 9)
+PY
+	_mn_select A
+	ck_killed9
+	mn_mount A quiet=0.5
+	mn_poll "SELECT state || ':' || rule FROM ns_generations WHERE name = 'global_step2'" \
+		1:tracker 20 "global_step2, named by latest rewritten after a listing, before the kill -9"
+	assert_file_eq "$CK_REF/model.pt" "$MN_MNT_A/run/global_step2/mp_rank_00_model_states.pt"
+	assert_eq "global_step2" "$(cat "$MN_MNT_A/run/latest")" "run/latest"
+	mn_umount A
+}
+ck_timeout test_a_tracker_rewritten_after_a_listing_commits_before_a_kill9 120
+
 ck_main "$@"

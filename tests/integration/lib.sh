@@ -310,14 +310,18 @@ _ck_stop_tree() {
 }
 
 # ck_killed9 — the daemon was killed (kill -9) by a process of the case (a
-# writer that kills it the moment its close returns): waits for it and
-# unmounts, as ck_kill9 does after its own kill.
+# writer that kills it the moment its close returns, a trainer test's
+# `kill -9 "$CK_PID"`): waits for it, records it, clears the dead mount and
+# checks the daemon's sanitizer output, as ck_kill9 does after its own kill.
 ck_killed9() {
 	[ -n "$CK_PID" ] || ck_fail "ck_killed9: no daemon started"
 	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon $CK_PID still runs 20 s after its kill -9"
 	_ck_state "exited $CK_PID"
 	CK_PID=
 	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
+	ck_is_mounted "$CK_MNT" && ck_fail "could not clear the mount $CK_MNT after kill -9"
+	_ck_check_sanitizer "$CK_DERR"
+	return 0
 }
 
 

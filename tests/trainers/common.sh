@@ -91,16 +91,7 @@ tr_objcheck() {
 }
 
 # tr_daemon_killed — for a daemon this case already SIGKILLed itself (kill -9
-# "$CK_PID", possibly together with other processes, leaving the dead mount in
-# place for a while): waits for it, records it, and clears the dead mount, as
-# ck_kill9 does after its own kill.
+# "$CK_PID", possibly together with other processes): lib.sh's ck_killed9.
 tr_daemon_killed() {
-	[ -n "$CK_PID" ] || ck_fail "tr_daemon_killed: no daemon started"
-	_ck_wait_daemon "$CK_PID" 20 || ck_fail "daemon $CK_PID survived kill -9 for 20s"
-	_ck_state "exited $CK_PID"
-	CK_PID=
-	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT" 2>/dev/null || true
-	ck_is_mounted "$CK_MNT" && ck_fail "could not clear the mount $CK_MNT after kill -9"
-	_ck_check_sanitizer "$CK_DERR"
-	return 0
+	ck_killed9
 }

@@ -628,7 +628,8 @@ const struct pg_stmt pgns_stmts[] = {
 			      NS_HELD_ELSEWHERE("w.ino", "0"),
 			      1 },
 	/* N15: the store id, the durable generations (COMMITTED with a manifest
-	 * on BACKING) and the newest of them, and whether any chunk is uploaded
+	 * on BACKING) and the newest of them whose version is durable (pgns.h:
+	 * not one inside its rewrite's manifest swap), and whether any chunk is uploaded
 	 * (an index-less EXISTS: it stops at the first such row) */
 	[NS_STORE_FACTS] = { "ns_store_facts",
 			     "SELECT (SELECT value FROM ns_meta WHERE key = 'store_id'),"
@@ -638,7 +639,7 @@ const struct pg_stmt pgns_stmts[] = {
 			     " EXISTS (SELECT 1 FROM ns_meta WHERE key = 'store_marked')"
 			     " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id, durable_version"
 			     " FROM ns_generations WHERE state = 1 AND durable_version > 0"
-			     " ORDER BY id DESC LIMIT 1) g ON true",
+			     " AND durable_version = version ORDER BY id DESC LIMIT 1) g ON true",
 			     0 },
 	/* N15: the first id offered is kept; read back by NS_META_GET (a new
 	 * snapshot: an insert that lost the race returns no row here) */

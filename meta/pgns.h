@@ -432,8 +432,12 @@ int pgns_stats(struct pgns *ns, struct cat_stats *out);
 int pgns_catalog_id(struct pgns *ns, char *buf, size_t size);
 /* N15: the store id ("" when none is recorded) and what the catalog calls
  * saved on BACKING: durable generations (COMMITTED, durable_version > 0),
- * the newest of them (id, durable_version; 0 when none) and whether any
- * chunk is marked uploaded. One statement, read only. */
+ * the newest whose current version is the durable one (id, version; 0 when
+ * none: as one node's cat_gen_durable, upload.h U3) and whether any chunk
+ * is marked uploaded. One statement, read only. A save whose rewrite v+1
+ * is committed but not yet durable is not that newest: its upload puts
+ * v+1's manifest and removes v's before it records v+1 durable, and a
+ * mount in that window must not find v's manifest missing (review 44 F1). */
 struct pgns_store_facts {
 	char id[33];
 	uint64_t durable;

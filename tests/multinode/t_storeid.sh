@@ -215,4 +215,24 @@ test_a_save_on_a_reads_on_b_and_a_restored_backing_is_refused() {
 }
 ck_timeout test_a_save_on_a_reads_on_b_and_a_restored_backing_is_refused 120
 
+# Review 44 F1: a rewrite's upload puts v+1's manifest and removes v's
+# before it records v+1 durable. A node starting in that window (here made
+# by hand: version 2 committed, durable_version 1, only 2's manifest on
+# BACKING) mounts: the newest durable save is one whose version is durable
+# (before: refused, "the newest durable save's manifest ... is missing").
+test_a_rewrites_manifest_swap_does_not_refuse_a_node() {
+	st_saved_on_a
+	mn_umount A
+	local id
+	id=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-1'")
+	[ -f "$CK_BACKING/manifests/gen/$id.1.ckm" ] || ck_fail "no manifest $id.1.ckm on BACKING"
+	mn_psql "UPDATE ns_generations SET version = 2 WHERE id = $id" >/dev/null
+	mv "$CK_BACKING/manifests/gen/$id.1.ckm" "$CK_BACKING/manifests/gen/$id.2.ckm"
+	mn_mount B
+	assert_eq 1 "$(mn_psql "SELECT durable_version FROM ns_generations WHERE id = $id")" \
+		"the catalog still calls version 1 durable"
+	mn_umount B
+}
+ck_timeout test_a_rewrites_manifest_swap_does_not_refuse_a_node 120
+
 ck_main "$@"

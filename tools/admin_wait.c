@@ -195,31 +195,31 @@ static int admin_wait_one(struct admin *a, uint64_t id, bool *durable, bool *byt
 	return ADMIN_OK;
 }
 
-/* Before "durable" on a node of a shared catalog: the newest waited-for
- * generation's manifest is on BACKING (fs/main.c M3), as alone
- * (admin_wait_check_newest): its version as the daemon calls durable now. */
-static int admin_wait_check_newest_shared(struct admin *a, const uint64_t *ids, size_t n)
+/* The largest of the n generation ids (0: none). */
+static uint64_t admin_wait_newest_id(const uint64_t *ids, size_t n)
 {
 	uint64_t newest = 0;
 	for (size_t i = 0; i < n; i++)
 		if (ids[i] > newest)
 			newest = ids[i];
-	struct admin_wait_shared w = { .quiet = true };
-	char req[64], msg[256] = "";
-	snprintf(req, sizeof(req), "durable %" PRIu64, newest);
-	if (newest == 0 || admin_ctl(a, req, admin_wait_gen_fn, &w, msg, sizeof(msg)) != 0 ||
-	    w.durable != 1 || w.version == 0)
-		return ADMIN_OK; /* ended or rewritten since, or an older daemon */
+	return newest;
+}
+
+/* Before "durable": version `version` of generation id, named `label`, has
+ * its manifest on BACKING, which `catalog` calls durable (fs/main.c M1, M3). */
+static int admin_wait_stat_manifest(struct admin *a, uint64_t id, uint32_t version,
+				    const char *label, const char *catalog)
+{
 	int rc = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
 	char man[128];
 	uint64_t size = 0;
-	manifest_gen_path(newest, w.version, man, sizeof(man));
+	manifest_gen_path(id, version, man, sizeof(man));
 	if (rc == 0)
 		rc = backing_stat(a->bk, man, &size);
 	if (rc == -ENOENT) {
-		admin_err("wait: BACKING %s has no %s, the manifest of generation %" PRIu64 ", which "
-			  "the shared catalog calls durable: is it mounted? wiped? restored from an "
-			  "older copy?", a->backing, man, newest);
+		admin_err("wait: BACKING %s has no %s, the manifest of %s, which %s calls durable: is "
+			  "it mounted? wiped? restored from an older copy?", a->backing, man, label,
+			  catalog);
 		return ADMIN_PROBLEM;
 	}
 	if (rc != 0) {
@@ -227,6 +227,22 @@ static int admin_wait_check_newest_shared(struct admin *a, const uint64_t *ids, 
 		return admin_exit_for(rc);
 	}
 	return ADMIN_OK;
+}
+
+/* Before "durable" on a node of a shared catalog: the newest waited-for
+ * generation's manifest is on BACKING (fs/main.c M3), as alone
+ * (admin_wait_check_newest): its version as the daemon calls durable now. */
+static int admin_wait_check_newest_shared(struct admin *a, const uint64_t *ids, size_t n)
+{
+	uint64_t newest = admin_wait_newest_id(ids, n);
+	struct admin_wait_shared w = { .quiet = true };
+	char req[64], msg[256] = "", label[48];
+	snprintf(req, sizeof(req), "durable %" PRIu64, newest);
+	if (newest == 0 || admin_ctl(a, req, admin_wait_gen_fn, &w, msg, sizeof(msg)) != 0 ||
+	    w.durable != 1 || w.version == 0)
+		return ADMIN_OK; /* ended or rewritten since, or an older daemon */
+	snprintf(label, sizeof(label), "generation %" PRIu64, newest);
+	return admin_wait_stat_manifest(a, newest, w.version, label, "the shared catalog");
 }
 
 static int admin_wait_shared(struct admin *a)
@@ -295,10 +311,7 @@ static int admin_wait_shared(struct admin *a)
  * nothing of a BACKING wiped or restored from an older copy since. */
 static int admin_wait_check_newest(struct admin *a, const struct cat_id_vec *ids)
 {
-	uint64_t newest = 0;
-	for (size_t i = 0; i < ids->n; i++)
-		if (ids->v[i] > newest)
-			newest = ids->v[i];
+	uint64_t newest = admin_wait_newest_id(ids->v, ids->n);
 	struct cat_gen g;
 	bool durable = false;
 	/* its version as it is now: a late file may have made a new one since
@@ -307,25 +320,9 @@ static int admin_wait_check_newest(struct admin *a, const struct cat_id_vec *ids
 	if (newest == 0 || cat_gen_get_brief(a->cat, newest, &g) != 0 || g.state != GEN_COMMITTED ||
 	    cat_gen_durable(a->cat, g.id, &durable) != 0 || !durable)
 		return ADMIN_OK;
-	int rc = a->bk ? 0 : backing_open(a->backing, 0, &a->bk);
-	char man[128];
-	uint64_t size = 0;
-	manifest_gen_path(g.id, g.version, man, sizeof(man));
-	if (rc == 0)
-		rc = backing_stat(a->bk, man, &size);
-	if (rc == -ENOENT) {
-		char label[PATH_MAX + CAT_NAME_MAX + 2];
-		admin_gen_label(a, &g, label, sizeof(label));
-		admin_err("wait: BACKING %s has no %s, the manifest of %s, which the catalog calls "
-			  "durable: is it mounted? wiped? restored from an older copy?",
-			  a->backing, man, label);
-		return ADMIN_PROBLEM;
-	}
-	if (rc != 0) {
-		admin_err("wait: BACKING %s: cannot stat %s: %s", a->backing, man, strerror(-rc));
-		return admin_exit_for(rc);
-	}
-	return ADMIN_OK;
+	char label[PATH_MAX + CAT_NAME_MAX + 2];
+	admin_gen_label(a, &g, label, sizeof(label));
+	return admin_wait_stat_manifest(a, g.id, g.version, label, "the catalog");
 }
 
 int admin_cmd_wait(struct admin *a)

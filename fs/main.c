@@ -382,18 +382,19 @@ static void main_new_id(char *id)
 		snprintf(id + 2 * i, 3, "%02x", r[i]);
 }
 
-/* M1: the newest durable generation's manifest is on BACKING (an older
- * schema's catalog, unread, is checked at the mount after its migration). */
-static int main_check_newest_manifest(struct ckptfs *fs, const struct main_durable *d)
+/* M1, M3: is the newest durable generation's manifest (id, version) on
+ * BACKING? 0 yes; 1 missing, why (one line's reason) filled; -1 it could
+ * not be looked for (said on stderr). */
+static int main_newest_manifest_missing(struct ckptfs *fs, uint64_t id, uint32_t version,
+					char *why, size_t why_size)
 {
 	char man[128];
 	uint64_t size = 0;
-	manifest_gen_path(d->newest, d->version, man, sizeof(man));
+	manifest_gen_path(id, version, man, sizeof(man));
 	int rc = backing_stat(fs->backing, man, &size);
 	if (rc == -ENOENT) {
-		char why[200];
-		snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);
-		return main_refuse_store(&fs->opt, d, why);
+		snprintf(why, why_size, "the newest durable save's manifest %s is missing", man);
+		return 1;
 	}
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot stat %s: %s\n", fs->opt.backing, man,
@@ -401,6 +402,15 @@ static int main_check_newest_manifest(struct ckptfs *fs, const struct main_durab
 		return -1;
 	}
 	return 0;
+}
+
+/* M1: the newest durable generation's manifest is on BACKING (an older
+ * schema's catalog, unread, is checked at the mount after its migration). */
+static int main_check_newest_manifest(struct ckptfs *fs, const struct main_durable *d)
+{
+	char why[200];
+	int rc = main_newest_manifest_missing(fs, d->newest, d->version, why, sizeof(why));
+	return rc == 1 ? main_refuse_store(&fs->opt, d, why) : rc;
 }
 
 /* M3: a refusal on -o meta=, one line naming BACKING and what the shared
@@ -448,20 +458,10 @@ static int main_check_shared_store(struct ckptfs *fs, const struct cat_store_fac
 	if (!have_marker && (saved || (f.marked && f.id[0])))
 		return main_refuse_shared(o, &f, "no store marker (" MAIN_STORE_MARKER ")");
 	if (f.newest) {
-		char man[128];
-		uint64_t size = 0;
-		manifest_gen_path(f.newest, f.version, man, sizeof(man));
-		rc = backing_stat(fs->backing, man, &size);
-		if (rc == -ENOENT) {
-			char why[200];
-			snprintf(why, sizeof(why), "the newest durable save's manifest %s is missing", man);
-			return main_refuse_shared(o, &f, why);
-		}
-		if (rc != 0) {
-			fprintf(stderr, "ckptfs: BACKING %s: cannot stat %s: %s\n", o->backing, man,
-				strerror(-rc));
-			return -1;
-		}
+		char why[200];
+		rc = main_newest_manifest_missing(fs, f.newest, f.version, why, sizeof(why));
+		if (rc != 0)
+			return rc == 1 ? main_refuse_shared(o, &f, why) : rc;
 	}
 	if (f.id[0]) {
 		memcpy(main_mark.id, f.id, sizeof(main_mark.id));

@@ -154,6 +154,19 @@ ck_wait_log() {
 	done
 }
 
+# ck_until_eq EXPECTED TRIES DESC CMD... — runs CMD every 0.1 s, at most
+# TRIES times, until it prints EXPECTED, then asserts it does (DESC names
+# what is compared): a state the daemon reaches in the background.
+ck_until_eq() {
+	local want=$1 tries=$2 desc=$3 i=0
+	shift 3
+	while [ "$("$@")" != "$want" ] && [ $i -lt "$tries" ]; do
+		i=$((i + 1))
+		sleep 0.1
+	done
+	assert_eq "$want" "$("$@")" "$desc"
+}
+
 # ---------------------------------------------------------------- the daemon
 
 # Per-case directories (set in _ck_case_setup): CK_TMP (0755), CK_BACKING,

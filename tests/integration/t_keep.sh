@@ -40,12 +40,7 @@ entries() { ls -A "$1" | sort -V | tr '\n' ' ' | sed 's/ $//'; }
 # when a generation becomes durable on BACKING (until then the newest durable
 # one is kept too): the series must reach EXPECTED within 20 s.
 assert_entries() {
-	local i=0
-	while [ "$(entries "$1")" != "$2" ] && [ $i -lt 200 ]; do
-		i=$((i + 1))
-		sleep 0.1
-	done
-	assert_eq "$2" "$(entries "$1")" "$3"
+	ck_until_eq "$2" 200 "$3" entries "$1"
 }
 # A full DCP save that must commit.
 save() {

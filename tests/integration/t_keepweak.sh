@@ -12,12 +12,7 @@ kw_row() { # NAME: "state rule" of its newest catalog row
 	ck_sql "SELECT state || ' ' || coalesce(nullif(rule, ''), '-') FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
 }
 kw_wait_row() { # NAME "STATE RULE": waits up to 10 s
-	local i=0
-	while [ "$(kw_row "$1")" != "$2" ] && [ $i -lt 100 ]; do
-		i=$((i + 1))
-		sleep 0.1
-	done
-	assert_eq "$2" "$(kw_row "$1")" "catalog state and rule of $1"
+	ck_until_eq "$2" 100 "catalog state and rule of $1" kw_row "$1"
 }
 # kw_marker_save DIR: model.bin 4 MiB + optim.bin 2 MiB, then its marker;
 # a copy of the files goes to $CK_TMP/ref/DIR.

@@ -229,10 +229,12 @@ const struct cat_gen_spec *gen_spec_for(struct gen_policy *g, uint64_t parent, c
 bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name)
 {
 	uint64_t step;
-	/* a save a rebuild held under NAME.rebuild-ID (manifest.h M4) matches
-	 * no pattern, and is hidden as any held one */
+	/* a save a rebuild held under NAME.rebuild-ID (manifest.h M4), or a
+	 * rolled-back version kept as NAME.rewrite-ID (generation.h G10),
+	 * matches no pattern, and is hidden as any held one */
 	if (g->opt.show_open ||
-	    (!gen_name_matches(g, name, &step) && strstr(name, MANIFEST_HELD_SUFFIX) == NULL))
+	    (!gen_name_matches(g, name, &step) && strstr(name, MANIFEST_HELD_SUFFIX) == NULL &&
+	     strstr(name, GEN_REWRITE_SUFFIX) == NULL))
 		return false;
 	struct cat_gen gen;
 	return cat_gen_find(g->cat, dir, name, &gen) == 0 &&
@@ -469,9 +471,10 @@ static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const 
 			 " or `rm` decides", gen.name, (unsigned long long)gen.series,
 			 (unsigned long long)gen.step, reason);
 	else
-		log_warn("generation %s (series inode %llu, step %llu): version %u rolled back (%s);"
-			 " version %u restored", gen.name, (unsigned long long)gen.series,
-			 (unsigned long long)gen.step, gen.version, reason, gen.version - 1);
+		log_warn("generation %s (series inode %llu, step %llu): version %u rolled back (%s),"
+			 " kept held beside it (generation.h G10); version %u restored", gen.name,
+			 (unsigned long long)gen.series, (unsigned long long)gen.step, gen.version,
+			 reason, gen.version - 1);
 }
 
 static int gen_keep_cmp(const void *a, const void *b)
@@ -1413,6 +1416,17 @@ static bool gen_next_same_owner(struct gen_policy *g, uint64_t id, bool starter_
 	return false;
 }
 
+/* invariant 5: a weak rule replaces a committed version only by a proven one */
+#define GEN_REWRITE_UNPROVEN "a rewrite of a committed save that nothing proves complete"
+
+/* Is id a new version of a committed save (OPEN with a backup)? */
+static bool gen_is_rewrite(struct gen_policy *g, uint64_t id)
+{
+	struct cat_gen gen;
+	return cat_gen_get_brief(g->cat, id, &gen) == 0 && gen.state == GEN_OPEN &&
+	       gen.backup_root != 0;
+}
+
 void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by_rename, pid_t pid)
 {
 	uint64_t older[64];
@@ -1439,6 +1453,9 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 		if (!proof_weak_may_commit(pr.verdict)) /* abandon holds it (invariant 5) */
 			log_info("generation %llu: not committed by the next save: %s",
 				 (unsigned long long)older[i], pr.reason);
+		else if (gen_is_rewrite(g, older[i]) && pr.verdict != PROOF_COMPLETE && !pr.added)
+			log_info("generation %llu: not committed by the next save: %s",
+				 (unsigned long long)older[i], GEN_REWRITE_UNPROVEN);
 		else
 			gen_commit_now(g, older[i], /* as the unmount's: invariant 3 */
 				       pr.verdict == PROOF_COMPLETE ? "content" : "next-gen");
@@ -2181,6 +2198,8 @@ void gen_policy_shutdown(struct gen_policy *g)
 			gen_hold(g, id, "unmount", GEN_NO_MARKER);
 		else if (!proof_weak_may_commit(pr.verdict)) /* invariant 5 */
 			gen_hold(g, id, "unmount", pr.reason);
+		else if (rewrite && pr.verdict != PROOF_COMPLETE) /* invariant 5 */
+			gen_hold(g, id, "unmount", GEN_REWRITE_UNPROVEN);
 		else
 			gen_commit_now(g, id, pr.verdict == PROOF_COMPLETE ? "content" : rule);
 		pthread_mutex_lock(&g->lock);

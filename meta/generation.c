@@ -714,9 +714,88 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	return rc;
 }
 
-/* OPEN → HELD; a new version is rolled back to its backup instead (G5). */
+void cat_gen_suffixed_name(const char *base, const char *suffix, uint64_t id,
+			   char out[CAT_NAME_MAX + 1])
+{
+	char tail[64];
+	int n = snprintf(tail, sizeof(tail), "%s%" PRIu64, suffix, id);
+	assert(n > 0 && (size_t)n < sizeof(tail));
+	size_t keep = strlen(base);
+	if (keep > CAT_NAME_MAX - (size_t)n)
+		keep = CAT_NAME_MAX - (size_t)n;
+	snprintf(out, CAT_NAME_MAX + 1, "%.*s%s", (int)keep, base, tail);
+}
+
+void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
+			    char out[GEN_HELD_MAX])
+{
+	snprintf(out, GEN_HELD_MAX, "version %" PRIu32 " of %s, rolled back (%s); version %" PRIu32
+		 " is back at its name: ckptfs-admin commit keeps this one, rm drops it",
+		 version, name, why, version - 1);
+}
+
+static int gen_move_row(struct cat *cat, struct cat_gen *g, uint64_t newparent,
+			const char *newname, uint64_t step);
+
+/* G10: g, an OPEN new version about to give way to its backup, keeps its
+ * tree as a HELD generation of its own (kept), linked beside it under
+ * "<name>.rewrite-<id>", its inodes carrying the new id; g's root is then
+ * 0, for gen_backup_restore. */
+static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule,
+			    const char *why, int64_t now, struct cat_gen *kept)
+{
+	struct cat_inode named;
+	uint64_t entry = 0, id = 0;
+	char name[CAT_NAME_MAX + 1];
+	assert(g->state == GEN_OPEN && g->backup_root != 0 && g->version > 1); /* G3 */
+	int rc = cat_dirent_get(cat, g->series, g->name, &entry, &named);
+	if (rc == 0 && named.ino != g->root)
+		rc = -ENOENT;
+	if (rc == -ENOENT) {
+		log_error("catalog %s: corrupt: generation %" PRIu64 " has root %" PRIu64 ", but"
+			  " entry %" PRIu64 "/\"%s\" does not name it", cat->path, g->id, g->root,
+			  g->series, g->name);
+		return -EIO;
+	}
+	if (rc == 0)
+		rc = cat_gen_start_txn(cat, g->series, g->root, g->name, g->step, &id);
+	if (rc == 0)
+		rc = gen_get(cat, id, kept);
+	cat_gen_suffixed_name(g->name, GEN_REWRITE_SUFFIX, id, name);
+	if (rc == 0)
+		rc = gen_move_row(cat, kept, g->series, name, g->step);
+	if (rc == 0)
+		rc = cat_dirent_delete(cat, entry);
+	if (rc == 0)
+		rc = cat_dirent_insert(cat, g->series, name, g->root);
+	if (rc == -EEXIST)
+		log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\": version %" PRIu32
+			  " not rolled back: the name it would be kept under, \"%s\", is taken"
+			  " (generation.h G10); it stays open", cat->path, g->id, g->series,
+			  g->name, g->version, name);
+	if (rc == 0)
+		rc = cat_dir_touch(cat, g->series, 0, now);
+	if (rc == 0)
+		rc = gen_tree_list(cat, g->root, false, 0);
+	if (rc == 0)
+		rc = cat_bind(cat, G_TREE_SET_GEN, A_INT(id));
+	if (rc == 0)
+		rc = cat_run(cat, G_TREE_SET_GEN);
+	if (rc == 0) {
+		kept->state = GEN_HELD;
+		cat_gen_rewrite_reason(g->name, g->version, why, kept->held);
+		gen_set_rule(kept, rule, "");
+		rc = gen_put(cat, kept);
+	}
+	if (rc == 0)
+		g->root = 0;
+	return rc;
+}
+
+/* OPEN → HELD; a new version is rolled back to its backup instead (G5),
+ * and kept HELD beside it (G10: kept gets its row). */
 static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const char *reason,
-			struct cat_id_vec *ids, struct cat_gen *g, bool *rolled_back)
+			struct cat_gen *g, struct cat_gen *kept, bool *rolled_back)
 {
 	int64_t now = cat_now_ns();
 	int rc = gen_get(cat, id, g);
@@ -724,7 +803,8 @@ static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const ch
 	if (rc == 0)
 		rc = gen_want(g, GEN_OPEN, GEN_HELD);
 	if (rc == 0 && g->backup_root != 0) {
-		rc = gen_tree_remove(cat, g, now, ids);
+		rc = gen_rewrite_keep(cat, g, rule, reason[0] ? reason : "not proven complete", now,
+				      kept);
 		if (rc == 0)
 			rc = gen_backup_restore(cat, g, now);
 		if (rc == 0)
@@ -1001,20 +1081,21 @@ int cat_gen_recover_txn(struct cat *cat)
 	struct cat_id_vec open = { 0 };
 	int rc = gen_ids_collect(cat, G_OPEN_IDS, &open);
 	for (size_t i = 0; i < open.n && rc == 0; i++) {
-		struct cat_gen g;
+		struct cat_gen g, kept;
 		bool rolled_back;
 		char unsettled[GEN_HELD_MAX];
 		rc = gen_unsettled(cat, open.v[i], false, unsettled, sizeof(unsettled));
 		if (rc == 0)
 			rc = gen_hold_txn(cat, open.v[i], "crash",
 					  unsettled[0] ? unsettled : GEN_CRASH_REASON " (crash or kill)",
-					  NULL, &g, &rolled_back);
+					  &g, &kept, &rolled_back);
 		if (rc == 0 && rolled_back)
 			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
-				 " the last stop as a new version: version %" PRIu32 " rolled back,"
-				 " version %" PRIu32 " restored (%s)", cat->path, g.id, g.series,
-				 g.name, g.version + 1, g.version,
-				 g.state == GEN_HELD ? "held" : "committed");
+				 " the last stop as a new version: version %" PRIu32 " restored (%s);"
+				 " version %" PRIu32 " kept held as \"%s\" (generation %" PRIu64 ","
+				 " not shown; ckptfs-admin commit or rm decide)", cat->path, g.id,
+				 g.series, g.name, g.version, g.state == GEN_HELD ? "held" : "committed",
+				 g.version + 1, kept.name, kept.id);
 		else if (rc == 0)
 			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
 				 " the last stop: held, not shown, its files kept (ckptfs-admin"
@@ -1249,8 +1330,9 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 		 cat_ino_fn fn, void *arg, bool *held_out)
 {
 	if (cat->shared) return catshg_hold(cat, id, rule, reason, fn, arg, held_out);
-	struct cat_id_vec ids = { 0 };
-	struct cat_gen g;
+	(void)fn; /* G10: a hold removes no inode */
+	(void)arg;
+	struct cat_gen g, kept;
 	bool rolled_back = false;
 	int rc = gen_rule_check(rule);
 	if (rc != 0)
@@ -1258,15 +1340,16 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = gen_hold_txn(cat, id, rule, reason ? reason : "", fn ? &ids : NULL, &g,
-				  &rolled_back);
-	rc = cat_end(cat, rc); /* as an abort: the removed inodes keep their counts until released */
+		rc = gen_hold_txn(cat, id, rule, reason ? reason : "", &g, &kept, &rolled_back);
+	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	if (rc == 0 && held_out != NULL)
 		*held_out = !rolled_back;
-	if (rc == 0 && fn != NULL)
-		gen_ids_call(&ids, fn, arg);
-	cat_id_vec_free(&ids);
+	if (rc == 0 && rolled_back)
+		log_warn("catalog %s: generation %s (step %" PRIu64 "): version %" PRIu32 " kept held"
+			 " as \"%s\" (generation %" PRIu64 ", not shown; ckptfs-admin commit or rm"
+			 " decide), version %" PRIu32 " back at its name", cat->path, g.name, g.step,
+			 g.version + 1, kept.name, kept.id, g.version);
 	return rc;
 }
 

@@ -26,7 +26,8 @@
  * a backup copy of its committed tree (sharing chunks, no bytes copied) is
  * kept aside; committing the new version drops the backup, aborting it (or a
  * crash) puts the backup back under the same name. So a crash never shows a
- * mix of two versions.
+ * mix of two versions; and the new version, unless an explicit decision
+ * dropped it, is kept HELD beside it (G10).
  *
  * Invariants (cat_gen_check verifies them):
  *  G1. Every OPEN, HELD or COMMITTED generation has exactly one root, linked under its
@@ -124,6 +125,23 @@
  *      Both engines: on -o meta= the mark is ns_inodes.failed, set by the
  *      failed close before its ns_writing row goes, checked by pggen's
  *      commit in its transaction and outliving a lost node (pggen.h X14).
+ *  G10. A new version rolled back without an explicit decision — a crash
+ *      (G4), a hold (the unmount's, abandon: cat_gen_hold), a node lost
+ *      mid-rewrite on -o meta= (pggen.h X2) — is never deleted: its tree,
+ *      as its last recorded closes left it, becomes a generation of its
+ *      own (a new id), HELD, in the same series with the same step, linked
+ *      as "<name>" GEN_REWRITE_SUFFIX "<its id>" (cat_gen_suffixed_name:
+ *      the name cut short to fit), with a reason naming the version it was
+ *      and why it was rolled back (cat_gen_rewrite_reason), while the
+ *      version it replaced is back at the name (G3). So fsync'd bytes of a
+ *      rewrite never go without a decision (review 42 F4): `ckptfs-admin
+ *      commit` makes it a committed save under its own name, `rm` drops it,
+ *      keep-latest-k expires it as any HELD one. Only an explicit abort
+ *      (ckptfs-admin rm --force, admin-abort) drops a new version's tree.
+ *      Both engines; the rollback and the kept row commit in one
+ *      transaction. The name taken already (a user's file of exactly that
+ *      name) fails the rollback with -EEXIST and one line: nothing is lost,
+ *      the new version stays OPEN (at a start: the mount is refused).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -151,6 +169,9 @@ enum cat_gen_state {
 #define GEN_LOST_REASON "changes made in it were lost"
 /* G9: the reason a save is held whose file failed its last close (a prefix) */
 #define GEN_FAILED_REASON "the last close of a file of it failed"
+
+/* G10: a rolled-back new version is kept as "<name>" GEN_REWRITE_SUFFIX "<id>" */
+#define GEN_REWRITE_SUFFIX ".rewrite-"
 
 #define GEN_RULE_MAX 32
 /* G6: the rules that commit without proof (fs/gen.h 5): their saves never
@@ -284,10 +305,22 @@ int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
  * the reason (truncated to GEN_HELD_MAX - 1 bytes): its tree stays, byte for
  * byte. A new version (with a backup) is rolled back instead (its backup
  * restored, COMMITTED or HELD as it was: the previous version is what was
- * proven; rule "<rule>-restored", fn gets the dropped inodes); *held_out
- * tells which happened (may be NULL). -EALREADY if already HELD. */
+ * proven; rule "<rule>-restored") and kept HELD beside it under a name of
+ * its own (G10; rule `rule`, logged at warn with its name); *held_out
+ * tells which happened (may be NULL). fn gets the inodes dropped (none
+ * since G10: kept for its signature). -EALREADY if already HELD. */
 int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
 		 cat_ino_fn fn, void *arg, bool *held_out);
+
+/* base with suffix and id appended ("step-100" ".rewrite-" 7 →
+ * "step-100.rewrite-7"), base cut short so that the whole fits
+ * CAT_NAME_MAX: the names G10 and manifest.h M4 keep a save under. */
+void cat_gen_suffixed_name(const char *base, const char *suffix, uint64_t id,
+			   char out[CAT_NAME_MAX + 1]);
+/* G10's reason for version `version` of `name`, rolled back for `why`
+ * (cut to GEN_HELD_MAX - 1 bytes). */
+void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
+			    char out[GEN_HELD_MAX]);
 
 /* A HELD generation's reason replaced (truncated as cat_gen_hold's); its
  * state, rule and tree stay. For fs/gen.c, when the content re-judgement of

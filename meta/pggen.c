@@ -59,6 +59,7 @@ enum {
 	G_BACKUP_DROP,
 	G_DIRENT_LINK,
 	G_RESTORE,
+	G_REWRITE_KEEP,
 	G_REOPEN,
 	G_NODE_ROLLBACK,
 	G_WRITING_INO,
@@ -383,6 +384,16 @@ const struct pg_stmt pggen_stmts[] = {
 			"UPDATE ns_generations SET root = $2, backup_root = 0, state = $3,"
 			" version = version - 1, rule = $4 WHERE id = $1",
 			4 },
+	/* G10: the rolled-back new version's tree (root $2, linked as $3/$4)
+	 * kept as generation $1 under $5, HELD with reason $6 and rule $7; the
+	 * number of entries renamed (1, or 0: the root is not at its name) */
+	[G_REWRITE_KEEP] = { "gen_rewrite_keep",
+			     G_TREE("$2::bigint") ", ent AS (UPDATE ns_dirents SET name = $5"
+			     " WHERE parent = $3 AND name = $4 AND ino = $2 RETURNING 1),"
+			     " inos AS (UPDATE ns_inodes SET gen = $1 WHERE ino IN (SELECT ino FROM t)"
+			     " RETURNING 1) UPDATE ns_generations SET name = $5, state = 4, held = $6,"
+			     " rule = $7 WHERE id = $1 RETURNING (SELECT count(*) FROM ent)",
+			     7 },
 	/* opened_by: the node whose policy tracks the new version (X2) */
 	[G_REOPEN] = { "gen_reopen",
 		       "UPDATE ns_generations SET state = 0, version = version + 1, backup_root = $2,"
@@ -661,6 +672,12 @@ static int pggen_of(struct pgns *ns, uint64_t ino, uint64_t *gen)
 
 /* ---- create a root ---- */
 
+/* G10: the generation a rolled-back new version is kept as */
+struct pggen_kept {
+	uint64_t id;
+	char name[CAT_NAME_MAX + 1];
+};
+
 struct pggen_call {
 	struct pgns *ns;
 	uint64_t id, ino, parent, dead;
@@ -678,12 +695,13 @@ struct pggen_call {
 	PGresult *res, *res2, *res3;
 	struct cat_id_vec *ids; /* inodes a rollback to a backup unlinked */
 	bool rolled_back;
+	struct pggen_kept kept; /* pggen_hold: G10, when rolled_back */
 };
 
 static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 static int pggen_one_int(struct pgns *ns, int stmt, const char *const *params, uint64_t *out);
 static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
-			 struct cat_id_vec *ids);
+			 const char *keep_why, struct pggen_kept *kept, struct cat_id_vec *ids);
 
 /* Deletes a rewrite's backup tree under backup (0: none), giving back its
  * counts: the new version committed or the generation ended. */
@@ -1011,7 +1029,7 @@ static int pggen_hold_body(struct pg *pg, void *arg)
 		struct cat_gen row;
 		rc = pggen_row_locked(c->ns, c->id, &row, NULL);
 		c->rolled_back = rc == 0;
-		return rc ? rc : pggen_restore(c->ns, &row, c->rule, c->ids);
+		return rc ? rc : pggen_restore(c->ns, &row, c->rule, c->reason, &c->kept, NULL);
 	}
 	char g[24], why[GEN_HELD_MAX];
 	rc = pggen_reason(c->ns, c->id, c->reason, why);
@@ -1028,6 +1046,10 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
 	int rc = pg_txn(ns->pg, pggen_hold_body, &c);
 	if (held)
 		*held = rc == 0 && !c.rolled_back;
+	if (rc == 0 && c.rolled_back)
+		log_warn("catalog %s: generation %" PRIu64 ": the rolled-back version kept held as"
+			 " \"%s\" (generation %" PRIu64 ", not shown; ckptfs-admin commit or rm"
+			 " decide)", pg_name(ns->pg), id, c.kept.name, c.kept.id);
 	return rc;
 }
 
@@ -1172,8 +1194,17 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 	for (int r = 0; rc == 0 && r < pg_rows(c->res3); r++) {
 		struct cat_gen g;
 		rc = pggen_row_locked(ns, (uint64_t)pg_int(c->res3, r, 0), &g, NULL);
+		struct pggen_kept kept;
 		if (rc == 0 && g.state == GEN_OPEN && g.backup_root)
-			rc = pggen_restore(ns, &g, "node-lost", c->ids);
+			rc = pggen_restore(ns, &g, "node-lost", "its node lost its lease", &kept,
+					   NULL);
+		if (rc == 0 && g.state == GEN_OPEN && g.backup_root)
+			log_warn("catalog %s: generation %s (step %" PRIu64 "): node %" PRIu64 " lost"
+				 " while writing version %" PRIu32 ": kept held as \"%s\""
+				 " (generation %" PRIu64 ", not shown; ckptfs-admin commit or rm"
+				 " decide), version %" PRIu32 " back at its name", pg_name(ns->pg),
+				 g.name, g.step, c->dead, g.version, kept.name, kept.id,
+				 g.version - 1);
 	}
 	if (rc)
 		return rc;
@@ -1903,7 +1934,7 @@ static int pggen_end_body(struct pg *pg, void *arg)
 	if (rc == 0 && c->how == PGGEN_EXPIRE)
 		rc = pggen_keep_still_newer(ns, &g, lost, c->keep);
 	if (rc == 0 && c->how == PGGEN_ABORT && g.backup_root) /* a new version: back to the last */
-		return pggen_restore(ns, &g, c->rule, c->ids);
+		return pggen_restore(ns, &g, c->rule, NULL, NULL, c->ids); /* explicit: dropped */
 	if (rc == 0)
 		rc = pggen_tree_remove(ns, &g, c->ids);
 	if (rc == 0)
@@ -1914,17 +1945,55 @@ static int pggen_end_body(struct pg *pg, void *arg)
 
 /* ---- versions: rewriting a committed generation ---- */
 
+/* G10: g's tree, the rolled-back new version, becomes a HELD generation of
+ * its own (kept->id, kept->name) beside it, for `why`; the caller then links
+ * the backup under g's name. */
+static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const char *rule,
+			      const char *why, struct pggen_kept *kept)
+{
+	char s[24], r[24], st[24], t[24], node[24], id[24], held[GEN_HELD_MAX];
+	const char *ins[] = { PG_U64(s, g->series), PG_U64(r, g->root), g->name,
+			      PG_U64(st, g->step), PG_I64(t, pgns_now_ns()),
+			      PG_U64(node, ns->lease->node_id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_GEN_INSERT, ins, &res);
+	if (rc)
+		return rc;
+	kept->id = (uint64_t)pg_int(res, 0, 0);
+	PQclear(res);
+	cat_gen_suffixed_name(g->name, GEN_REWRITE_SUFFIX, kept->id, kept->name);
+	cat_gen_rewrite_reason(g->name, g->version, why, held);
+	const char *set[] = { PG_U64(id, kept->id), r, s, g->name, kept->name, held, rule };
+	uint64_t renamed = 0;
+	rc = pggen_one_int(ns, G_REWRITE_KEEP, set, &renamed);
+	if (rc == 0 && renamed != 1) {
+		log_error("catalog %s: corrupt: generation %" PRIu64 " has root %" PRIu64 ", but"
+			  " entry %" PRIu64 "/\"%s\" does not name it", pg_name(ns->pg), g->id,
+			  g->root, g->series, g->name);
+		rc = -EIO;
+	}
+	if (rc == -EEXIST)
+		log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\": version %" PRIu32
+			  " not rolled back: the name it would be kept under, \"%s\", is taken"
+			  " (generation.h G10); it stays open", pg_name(ns->pg), g->id, g->series,
+			  g->name, g->version, kept->name);
+	const char *touch[] = { s, t, "0" };
+	return rc ? rc : pggen_exec(ns, G_DIR_TOUCH, touch, NULL);
+}
+
 /* g, an OPEN new version whose series and row the caller locked, gives way
- * to its backup: its tree is unlinked (ids gets its inodes), the backup is
- * linked under its name, and it is its previous version again, COMMITTED or
- * HELD as it was (G5), with rule "<rule>-restored". */
+ * to its backup: its tree is kept HELD beside it (G10: kept, for keep_why)
+ * or, kept NULL (an explicit abort), unlinked (ids gets its inodes); the
+ * backup is linked under its name, and it is its previous version again,
+ * COMMITTED or HELD as it was (G5), with rule "<rule>-restored". */
 static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
-			 struct cat_id_vec *ids)
+			 const char *keep_why, struct pggen_kept *kept, struct cat_id_vec *ids)
 {
 	uint64_t mode = 0;
 	char b[24], s[24], t[24], id[24], st[24], why[GEN_RULE_MAX];
 	const char *row[] = { PG_U64(b, g->backup_root) };
-	int rc = pggen_tree_remove(ns, g, ids);
+	int rc = kept ? pggen_rewrite_keep(ns, g, rule, keep_why, kept)
+		      : pggen_tree_remove(ns, g, ids);
 	if (rc == 0)
 		rc = pggen_one_int(ns, G_INODE_ROW, row, &mode);
 	const char *link[] = { PG_U64(s, g->series), g->name, b };

@@ -1,0 +1,162 @@
+#!/bin/bash
+# t_rewritekeep — a rewrite (version 2 of a committed save: a resumed job
+# saving the same step again) is never committed by a weak rule unless its
+# content proves it, and a rewrite rolled back without an explicit decision
+# (a crash, the unmount, abandon) is kept HELD beside the restored version
+# as "<name>.rewrite-<id>", byte for byte, until `ckptfs-admin commit` or
+# `rm` decides (generation.h G10, fs/gen.h 5; review 42 F2, F4). Raw
+# tensor bytes (model.bin, optim.bin) are a format ckptfs cannot judge.
+. "$(dirname "$0")/lib.sh"
+
+RK_OPTS=quiet=0.3
+
+rk_row() { # NAME: "state version rule" of its newest catalog row
+	ck_sql "SELECT state || ' ' || version || ' ' || coalesce(nullif(rule, ''), '-') FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
+}
+rk_kept() { # NAME: the names of the HELD rows kept beside it
+	ck_sql "SELECT name FROM generations WHERE state = 4 AND name LIKE '$1.rewrite-%' ORDER BY id"
+}
+# rk_marker_save DIR: model.bin 4 MiB + optim.bin 2 MiB, then its marker;
+# a copy goes to $CK_TMP/v1/DIR.
+rk_marker_save() {
+	mkdir -p "$CK_MNT/$1" "$CK_TMP/v1/$1"
+	head -c 4M /dev/urandom >"$CK_TMP/v1/$1/model.bin"
+	head -c 2M /dev/urandom >"$CK_TMP/v1/$1/optim.bin"
+	cp "$CK_TMP/v1/$1/model.bin" "$CK_TMP/v1/$1/optim.bin" "$CK_MNT/$1/"
+	touch "$CK_MNT/$1/.ckptfs-commit"
+	ck_until_eq "1 1 marker" 100 "step-100 committed by its marker" rk_row "$(basename "$1")"
+}
+rk_v1_at_name() { # DIR: version 1 byte for byte at its name
+	assert_file_eq "$CK_TMP/v1/$1/model.bin" "$CK_MNT/$1/model.bin"
+	assert_file_eq "$CK_TMP/v1/$1/optim.bin" "$CK_MNT/$1/optim.bin"
+}
+# rk_killed_rewrite FILE SRC: a writer opens FILE O_TRUNC, writes SRC's
+# bytes, and is SIGKILLed before its close
+rk_killed_rewrite() {
+	"$PY" -c "
+import os, signal
+fd = os.open('$1', os.O_WRONLY | os.O_TRUNC)
+os.write(fd, open('$2', 'rb').read())
+os.kill(os.getpid(), signal.SIGKILL)" || true
+}
+rk_exists() { [ -e "$1" ] && echo yes || echo no; }
+rk_one_kept() { # NAME: the one kept sibling's name (fails unless exactly one)
+	local kept
+	kept=$(rk_kept "$1")
+	[ -n "$kept" ] || ck_fail "no rolled-back version of $1 kept held (rows: $(ck_sql "SELECT id || ':' || name || ':' || state || ':' || version FROM generations" | tr '\n' ' '))"
+	[ "$(echo "$kept" | wc -l)" = 1 ] || ck_fail "more than one kept version of $1: $kept"
+	echo "$kept"
+}
+
+# F2: the job is killed 1 MiB into its rewrite of step-100/model.bin; a
+# clean unmount (the end of the batch job) must not commit that over the
+# complete version 1.
+test_unmount_does_not_commit_a_half_rewrite_of_raw_files() {
+	ck_mount "$RK_OPTS"
+	rk_marker_save run/step-100
+	ck_rand "$CK_TMP/part" $((1024 * 1024))
+	rk_killed_rewrite "$CK_MNT/run/step-100/model.bin" "$CK_TMP/part"
+	ck_until_eq "0 2 marker" 50 "step-100 reopened as version 2" rk_row step-100
+	sleep 0.5
+	ck_remount "$RK_OPTS"
+	assert_eq "1 1 unmount-restored" "$(rk_row step-100)" "step-100 after the unmount"
+	rk_v1_at_name run/step-100
+	local kept
+	kept=$(rk_one_kept step-100)
+	assert_file_eq "$CK_TMP/part" "$CK_MNT/run/$kept/model.bin"
+	assert_file_eq "$CK_TMP/v1/run/step-100/optim.bin" "$CK_MNT/run/$kept/optim.bin"
+	assert_not_contains "$(ls -a "$CK_MNT/run")" "$kept" "the kept version in the listing"
+	local shown
+	shown=$(ck_list_gen "$CK_MNT" "$kept")
+	assert_contains "$shown" "held unmount 100" "ckptfs-admin list --all"
+	assert_contains "$shown" "version 2 of step-100" "its held reason"
+	grep -q "step-100.*version 2.*kept held as \"$kept\"" "$CK_DLOG" "$CK_TMP"/daemon.*.log ||
+		ck_fail "no log line names the kept version $kept"
+	ck_admin_rc 0 check "$CK_MNT"
+	ck_umount
+}
+
+# F4: a rewrite closed and fsync'd, then a kill -9 before its commit: the
+# crash restores version 1 at the name and keeps version 2 held; commit
+# decides for it (a save of its own, under its name), rm against it.
+test_crash_keeps_the_rolled_back_version_for_a_decision() {
+	ck_mount "$RK_OPTS"
+	rk_marker_save run/step-100
+	ck_rand "$CK_TMP/v2" $((3 * 1024 * 1024))
+	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/model.bin" bs=1M conv=fsync status=none
+	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
+	ck_kill9
+	ck_mount "$RK_OPTS"
+	assert_eq "1 1 crash-restored" "$(rk_row step-100)" "step-100 after the crash"
+	rk_v1_at_name run/step-100
+	local kept
+	kept=$(rk_one_kept step-100)
+	assert_file_eq "$CK_TMP/v2" "$CK_MNT/run/$kept/model.bin"
+	assert_contains "$(ck_list_gen "$CK_MNT" "$kept")" "held crash 100" "the kept version's row"
+	ck_admin_rc 0 check "$CK_MNT"
+	# commit: a save of its own, listed under its name, step-100 unchanged
+	ck_admin_rc 0 commit "$CK_MNT" "run/$kept"
+	assert_eq "1 1 admin" "$(rk_row "$kept")" "the kept version after ckptfs-admin commit"
+	assert_contains "$(ls "$CK_MNT/run")" "$kept" "the committed version in the listing"
+	assert_file_eq "$CK_TMP/v2" "$CK_MNT/run/$kept/model.bin"
+	rk_v1_at_name run/step-100
+	# survives a restart as committed
+	ck_remount "$RK_OPTS"
+	assert_eq "1 1 admin" "$(rk_row "$kept")" "the committed kept version after a remount"
+	assert_file_eq "$CK_TMP/v2" "$CK_MNT/run/$kept/model.bin"
+	ck_umount
+}
+
+test_rm_drops_the_kept_version_only() {
+	ck_mount "$RK_OPTS"
+	rk_marker_save run/step-100
+	ck_rand "$CK_TMP/v2" $((2 * 1024 * 1024))
+	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/optim.bin" bs=1M conv=fsync status=none
+	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
+	ck_kill9
+	ck_mount "$RK_OPTS"
+	local kept
+	kept=$(rk_one_kept step-100)
+	assert_file_eq "$CK_TMP/v2" "$CK_MNT/run/$kept/optim.bin"
+	ck_admin_rc 0 rm "$CK_MNT" "run/$kept"
+	assert_eq "" "$(rk_kept step-100)" "kept versions after rm"
+	ck_until_eq no 30 "$kept after its rm" rk_exists "$CK_MNT/run/$kept"
+	rk_v1_at_name run/step-100
+	assert_eq "1 1 crash-restored" "$(rk_row step-100)" "step-100 after the rm of the kept version"
+	ck_admin_rc 0 check "$CK_MNT"
+	ck_umount
+}
+
+# A rewrite the content proves complete still commits at unmount (every
+# torch.save file rewritten and whole, the file set of the series' previous
+# save: proof.h invariant 5), and one that only added files too (`added`,
+# invariant 15): no version kept beside it then.
+rk_torch_save() { # PATH N
+	"$PY" -c "
+import torch
+torch.save({'w': torch.arange($2)}, '$1')"
+}
+test_a_proven_rewrite_still_commits_at_unmount() {
+	ck_mount "$RK_OPTS"
+	local s
+	for s in 50 100; do
+		mkdir -p "$CK_MNT/run/step-$s"
+		rk_torch_save "$CK_MNT/run/step-$s/model.pt" 1000
+		touch "$CK_MNT/run/step-$s/.ckptfs-commit"
+		ck_until_eq "1 1 marker" 100 "step-$s committed" rk_row step-$s
+	done
+	rk_torch_save "$CK_MNT/run/step-100/model.pt" 2000
+	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
+	cp "$CK_MNT/run/step-100/model.pt" "$CK_TMP/v2.pt"
+	ck_remount "$RK_OPTS"
+	assert_eq "1 2 content" "$(rk_row step-100)" "a proven rewrite at unmount"
+	assert_file_eq "$CK_TMP/v2.pt" "$CK_MNT/run/step-100/model.pt"
+	assert_eq "" "$(rk_kept step-100)" "kept versions of a committed rewrite"
+	echo extra >"$CK_MNT/run/step-100/notes.txt"
+	ck_remount "$RK_OPTS"
+	assert_eq "1 3 added" "$(rk_row step-100)" "a rewrite that only added a file"
+	assert_eq "" "$(rk_kept step-100)" "kept versions after an added commit"
+	ck_umount
+}
+
+ck_main "$@"

@@ -1448,12 +1448,7 @@ static void mf_where_add(struct mf_apply *a, const char *name)
 
 void manifest_held_name(const char *base, uint64_t gen_id, char out[CAT_NAME_MAX + 1])
 {
-	char suffix[40];
-	int n = snprintf(suffix, sizeof(suffix), "%s%" PRIu64, MANIFEST_HELD_SUFFIX, gen_id);
-	size_t keep = strlen(base);
-	if (keep > CAT_NAME_MAX - (size_t)n)
-		keep = CAT_NAME_MAX - (size_t)n;
-	snprintf(out, CAT_NAME_MAX + 1, "%.*s%s", (int)keep, base, suffix);
+	cat_gen_suffixed_name(base, MANIFEST_HELD_SUFFIX, gen_id, out);
 }
 
 static void mf_held_name(const struct mf_apply *a, const char *base, char out[CAT_NAME_MAX + 1])

@@ -355,6 +355,25 @@ static int listing_fn(void *arg, const struct cat_gen *g)
 	return 0;
 }
 
+/* G10: the HELD generation a rolled-back version of series/name was kept
+ * as ("<name>.rewrite-<its id>"), 0 if none; *out gets its row. */
+static uint64_t kept_of(uint64_t series, const char *name, struct cat_gen *out)
+{
+	static struct gen_listing l;
+	memset(&l, 0, sizeof(l));
+	OK(cat_gen_list(fx.cat, series, false, listing_fn, &l));
+	for (int i = 0; i < l.n; i++) {
+		char want[CAT_NAME_MAX + 1];
+		cat_gen_suffixed_name(name, GEN_REWRITE_SUFFIX, l.g[i].id, want);
+		if (l.g[i].state == GEN_HELD && strcmp(l.g[i].name, want) == 0) {
+			if (out)
+				*out = l.g[i];
+			return l.g[i].id;
+		}
+	}
+	return 0;
+}
+
 static const struct cat_gen *listed(const struct gen_listing *l, uint64_t id)
 {
 	for (int i = 0; i < l->n; i++)
@@ -1363,23 +1382,41 @@ Test(gen, crash_recovery_rolls_back_open_generations, .init = setup, .fini = tea
 	cr_assert_eq(g.backup_root, 0);
 	snap_take(&after, g.root);
 	snap_expect_same(&before, &after);
-	FAILS(cat_getattr(fx.cat, root, &in), ENOENT);
-	FAILS(cat_getattr(fx.cat, a, &in), ENOENT);
+	/* G10: version 2 is kept HELD beside it, its tree as the crash left it
+	 * (the file a writer had open is as of its last recorded change) */
+	struct cat_gen kept;
+	uint64_t kept_id = kept_of(series, "step-1", &kept);
+	cr_assert_neq(kept_id, 0, "the rolled-back version 2 is kept");
+	cr_assert_neq(kept_id, rewritten);
+	cr_assert_eq(kept.root, root, "its tree, not a copy");
+	cr_assert_eq(kept.step, 1);
+	cr_assert_eq(kept.version, 1);
+	cr_assert_str_eq(kept.rule, "crash");
+	cr_assert(strstr(kept.held, "version 2 of step-1, rolled back (" GEN_CRASH_REASON) == kept.held,
+		  "%s", kept.held);
+	cr_assert_eq(lookup(series, kept.name), root);
+	OK(cat_getattr(fx.cat, a, &in));
+	OK(cat_lookup(fx.cat, root, "extra", &in));
+	struct cat_inode gone;
+	FAILS(cat_lookup(fx.cat, lookup(root, "sub"), "empty", &gone), ENOENT);
+	uint64_t kept_gen = 0;
+	OK(cat_gen_of(fx.cat, a, &kept_gen));
+	cr_assert_eq(kept_gen, kept_id, "its inodes carry its id");
 
 	g = gen_get(done);
 	cr_assert_eq(g.state, GEN_COMMITTED);
 	cr_assert_str_eq(g.rule, "keep");
 	cr_assert_eq(lookup(series, "step-3"), done_root);
 
-	/* The rolled-back new version's space came back in the same open; the
-	 * held save's chunks stay. */
+	/* The held saves' chunks stay (the kept version's too); only the
+	 * pending row of the file being written goes. */
 	cr_assert_eq(times_reclaimed(40), 0);
 	cr_assert_eq(times_reclaimed(41), 0);
-	cr_assert_eq(times_reclaimed(60), 1);
-	cr_assert_eq(times_reclaimed(61), 1);
+	cr_assert_eq(times_reclaimed(60), 0);
+	cr_assert_eq(times_reclaimed(61), 0);
 	cr_assert_eq(times_reclaimed(62), 1);
 	cr_assert_eq(times_reclaimed(1), 0);
-	cr_assert_eq(fx.rec.n, 3);
+	cr_assert_eq(fx.rec.n, 1);
 	struct gen_listing l = { 0 };
 	OK(cat_gen_list(fx.cat, 0, true, listing_fn, &l));
 	for (int i = 0; i < l.n; i++)
@@ -1469,6 +1506,11 @@ Test(gen, a_rewrite_of_a_held_generation_gives_it_back_held_when_it_ends_unprove
 	cr_assert_eq(g.version, 1);
 	cr_assert_str_eq(g.rule, "abandoned-restored");
 	cr_assert_str_eq(g.held, "open when the daemon stopped");
+	struct cat_gen kept; /* G10: version 2 kept beside it, held too */
+	cr_assert_neq(kept_of(series, "step-5", &kept), 0);
+	cr_assert_str_eq(kept.rule, "abandoned");
+	cr_assert(strstr(kept.held, "version 2 of step-5, rolled back (no writer)") == kept.held,
+		  "%s", kept.held);
 	check_invariants();
 	/* reopened again and committed: the decision is made, the reason goes */
 	OK(cat_gen_reopen(fx.cat, id));
@@ -1640,6 +1682,13 @@ Test(gen, every_generation_path_keeps_refcounts_equal_to_rows, .init = setup, .f
 	STEP(cat_gen_hold(fx.cat, id2, "unmount", "test", record_ino, &removed, &held));
 	cr_assert(!held, "rolled back");
 	release(&removed);
+	/* G10: the new version is kept HELD beside it, until rm */
+	uint64_t kept2 = kept_of(series, "step-2", NULL);
+	cr_assert_neq(kept2, 0);
+	cr_assert_eq(refcount(8), 1, "the kept version names it");
+	cr_assert_eq(refcount(7), 2, "step-1 and step-2 (the kept b.pt is chunk 8 alone)");
+	STEP(cat_gen_delete(fx.cat, kept2, "admin", record_ino, &removed));
+	release(&removed);
 	cr_assert_eq(refcount(8), -1);
 	cr_assert_eq(refcount(7), 2);
 
@@ -1677,8 +1726,11 @@ Test(gen, every_generation_path_keeps_refcounts_equal_to_rows, .init = setup, .f
 	reopen_catalog();
 	counts_hold("the crash recovery at open");
 	cr_assert_eq(refcount(12), 1);
-	cr_assert_eq(refcount(14), -1);
+	cr_assert_eq(refcount(14), 1, "G10: the rolled-back version kept");
 	cr_assert_eq(refcount(15), 1, "held, kept");
+	STEP(cat_gen_delete(fx.cat, kept_of(series, "step-4", NULL), "admin", record_ino, &removed));
+	release(&removed);
+	cr_assert_eq(refcount(14), -1);
 	cr_assert_eq(refcount(16), -1);
 	check_invariants();
 }

@@ -836,6 +836,23 @@ static void tg_sees(struct pt_node *n, uint64_t gen, const char *name, uint8_t f
 		  name, fill);
 }
 
+/* G10: the newest HELD generation kept as "<name>.rewrite-<id>" (into arg) */
+static int tg_kept_fn(void *arg, const struct cat_gen *g)
+{
+	struct cat_gen *out = arg;
+	if (g->state == GEN_HELD && strstr(g->name, GEN_REWRITE_SUFFIX) && g->id > out->id)
+		*out = *g;
+	return 0;
+}
+
+static struct cat_gen tg_kept(struct pt_node *x, uint64_t series)
+{
+	struct cat_gen kept = { 0 };
+	OK(pggen_list_all(&x->ns, series, false, tg_kept_fn, &kept));
+	cr_assert_neq(kept.id, 0, "a rolled-back version is kept (G10)");
+	return kept;
+}
+
 Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restores_it)
 {
 	struct pt_node a, b, c;
@@ -890,12 +907,32 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	tg_sees(&b, gen, "__1_0.distcp", 13);
 	tg_checked(&b);
 
-	/* version 3 again, held: rolled back as well */
+	/* version 3 again, held: rolled back as well, and kept HELD beside it
+	 * as a generation of its own (G10) until rm */
 	OK(pggen_reopen(&a.ns, gen));
+	struct cat_inode shard;
+	OK(pggen_get(&a.ns, gen, &g, NULL));
+	OK(pgns_lookup(&a.ns, g.root, "__0_0.distcp", &shard));
+	tg_publish(&a, shard.ino, 16, 1);
 	bool held = true;
 	OK(pggen_hold_ids(&a.ns, gen, "unmount", "open at unmount", NULL, &held));
 	cr_assert(!held);
 	cr_assert_eq(tg_state(&a, gen, NULL), GEN_COMMITTED);
+	struct cat_gen kept = tg_kept(&a, CAT_ROOT_INO);
+	char want[CAT_NAME_MAX + 1];
+	cat_gen_suffixed_name("step-1", GEN_REWRITE_SUFFIX, kept.id, want);
+	cr_assert_str_eq(kept.name, want);
+	cr_assert_eq(kept.step, 1);
+	cr_assert_str_eq(kept.rule, "unmount");
+	cr_assert(strstr(kept.held, "version 3 of step-1, rolled back (open at unmount)") == kept.held,
+		  "%s", kept.held);
+	tg_sees(&b, kept.id, "__0_0.distcp", 16);
+	tg_sees(&b, gen, "__0_0.distcp", 11);
+	cr_assert_eq(tg_refs(&a, 16, 0), 1, "the kept version names its chunk");
+	tg_checked(&a);
+	OK(pggen_end(&b.ns, kept.id, PGGEN_DELETE, "admin", NULL));
+	cr_assert_eq(tg_state(&a, kept.id, NULL), GEN_DELETED, "rm decides against it");
+	tg_sees(&b, gen, "__0_0.distcp", 11);
 
 	/* version 3 by c, which dies with a file of it open: rolled back too */
 	OK(pggen_reopen(&c.ns, gen));
@@ -916,8 +953,12 @@ Test(pggen, a_rewrite_keeps_a_backup_until_its_commit_and_every_rollback_restore
 	cr_assert_eq(g.version, 2);
 	cr_assert_str_eq(g.rule, "node-lost-restored");
 	tg_sees(&a, gen, "__0_0.distcp", 11);
-	cr_assert_eq(pgns_getattr(&a.ns, f.ino, &f), -ENOENT, "the rolled-back file is released");
-	cr_assert_eq(tg_refs(&a, 15, 0), 0, "what only the rolled-back version named has no reference");
+	/* G10: the rolled-back version 3 is kept HELD, its file with it */
+	kept = tg_kept(&a, CAT_ROOT_INO);
+	cr_assert_str_eq(kept.rule, "node-lost");
+	OK(pgns_getattr(&a.ns, f.ino, &f));
+	cr_assert_eq(tg_refs(&a, 15, 0), 1, "the kept version names its chunk");
+	tg_sees(&a, kept.id, "__0_0.distcp", 15);
 	tg_checked(&a);
 
 	/* ended while rewritten: the backup goes with it */

@@ -88,9 +88,12 @@
  *  5. A weak rule (next-gen, unmount) never commits a generation that shows
  *     a sign of an unfinished save: one proof_weak_may_commit refuses
  *     (broken, empty, a rank's file missing, a rewrite part done), or a
- *     marker layout without its marker. unmount holds it (a rewrite: the
- *     previous version comes back); next-gen leaves it open (abandon holds
- *     it).
+ *     marker layout without its marker; nor a rewrite (a new version of a
+ *     committed save) that its content does not prove COMPLETE and that did
+ *     not only add files (invariant 15): the version it would replace is
+ *     known complete (review 42 F2). unmount holds it (a rewrite: the
+ *     previous version comes back, the rewrite kept held beside it,
+ *     generation.h G10); next-gen leaves it open (abandon holds it).
  *  6. keep-latest-k counts per owner: the saves of a series are split by the
  *     owner (uid) of their root, and a committed one is deleted only once
  *     `keep` newer committed ones of the same owner exist (a HELD one: with a

@@ -32,9 +32,11 @@
  *      A new version (a rewrite) it had files open in, or that it reopened
  *      and no other node writes (it died between files), is rolled back to
  *      its backup instead of held: a crash never shows a mix of two versions;
- *      the inodes of the version rolled back that no live node writes are
- *      released right after (their chunk counts drop), as a writer that
- *      died cannot release them itself.
+ *      the version rolled back is kept HELD beside it as a generation of
+ *      its own, "<name>.rewrite-<id>" (generation.h G10, rule "node-lost"),
+ *      its inodes with it, for an explicit decision. A hold (pggen_hold_ids)
+ *      keeps a rolled-back version the same way; only an explicit abort
+ *      (pggen_end PGGEN_ABORT) unlinks its tree.
  *  X3. Every change is fenced by its node's lease (L2).
  *  X4. The calls of generation.h below keep G1, G2 and G5 in
  *      ns_generations: a rename, abort, delete or expire changes the

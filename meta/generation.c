@@ -116,6 +116,12 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			      "SELECT copy FROM temp.gen_tree WHERE ino = ?1" },
 	G(G_TREE_SET_GEN) = { "set a tree's generation",
 			      "UPDATE inodes SET gen = ?1 WHERE ino IN (SELECT ino FROM temp.gen_tree)" },
+	/* G10: does the listed tree name a chunk the tree under ?1 (a backup)
+	 * does not: bytes written in it that exist nowhere else? */
+	G(G_TREE_NEW_BYTES) = { "look for bytes a tree alone has",
+				GEN_TREE("?1") ", b(hash) AS (SELECT e.hash FROM t CROSS JOIN extents e"
+				" ON e.ino = t.ino) SELECT EXISTS (SELECT 1 FROM temp.gen_tree n"
+				" CROSS JOIN extents e ON e.ino = n.ino WHERE e.hash NOT IN b)" },
 	G(G_TREE_XDEV) = { "look for hard links out of a tree",
 			   "SELECT t.ino FROM temp.gen_tree t CROSS JOIN dirents d ON d.ino = t.ino"
 			   " WHERE t.ino != ?1 AND d.parent NOT IN (SELECT ino FROM temp.gen_tree)"
@@ -739,11 +745,15 @@ static int gen_move_row(struct cat *cat, struct cat_gen *g, uint64_t newparent,
 
 /* G10: g, an OPEN new version about to give way to its backup, keeps its
  * tree as a HELD generation of its own (kept), linked beside it under
- * "<name>.rewrite-<id>", its inodes carrying the new id; g's root is then
- * 0, for gen_backup_restore. */
+ * "<name>.rewrite-<id>", its inodes carrying the new id, if it names a
+ * chunk the backup does not; else (removals, truncates, renames: nothing
+ * written is lost) its tree is removed (ids gets its inodes) and kept->id
+ * is 0. g's root is then 0, for gen_backup_restore. */
 static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule,
-			    const char *why, int64_t now, struct cat_gen *kept)
+			    const char *why, int64_t now, struct cat_id_vec *ids,
+			    struct cat_gen *kept)
 {
+	kept->id = 0;
 	struct cat_inode named;
 	uint64_t entry = 0, id = 0;
 	char name[CAT_NAME_MAX + 1];
@@ -757,6 +767,14 @@ static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule
 			  g->series, g->name);
 		return -EIO;
 	}
+	uint64_t new_bytes = 0;
+	if (rc == 0)
+		rc = gen_tree_list(cat, g->root, false, 0);
+	if (rc == 0)
+		rc = gen_query_int(cat, G_TREE_NEW_BYTES,
+				   cat_bind(cat, G_TREE_NEW_BYTES, A_INT(g->backup_root)), &new_bytes);
+	if (rc == 0 && new_bytes == 0) /* removals, truncates, renames: nothing to keep */
+		return gen_tree_remove(cat, g, now, ids);
 	if (rc == 0)
 		rc = cat_gen_start_txn(cat, g->series, g->root, g->name, g->step, &id);
 	if (rc == 0)
@@ -775,9 +793,7 @@ static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule
 			  g->name, g->version, name);
 	if (rc == 0)
 		rc = cat_dir_touch(cat, g->series, 0, now);
-	if (rc == 0)
-		rc = gen_tree_list(cat, g->root, false, 0);
-	if (rc == 0)
+	if (rc == 0) /* temp.gen_tree still lists the tree */
 		rc = cat_bind(cat, G_TREE_SET_GEN, A_INT(id));
 	if (rc == 0)
 		rc = cat_run(cat, G_TREE_SET_GEN);
@@ -793,9 +809,11 @@ static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule
 }
 
 /* OPEN → HELD; a new version is rolled back to its backup instead (G5),
- * and kept HELD beside it (G10: kept gets its row). */
+ * and kept HELD beside it (G10: kept gets its row, id 0 if it held no
+ * bytes of its own and was removed: ids gets its inodes). */
 static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const char *reason,
-			struct cat_gen *g, struct cat_gen *kept, bool *rolled_back)
+			struct cat_id_vec *ids, struct cat_gen *g, struct cat_gen *kept,
+			bool *rolled_back)
 {
 	int64_t now = cat_now_ns();
 	int rc = gen_get(cat, id, g);
@@ -804,7 +822,7 @@ static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const ch
 		rc = gen_want(g, GEN_OPEN, GEN_HELD);
 	if (rc == 0 && g->backup_root != 0) {
 		rc = gen_rewrite_keep(cat, g, rule, reason[0] ? reason : "not proven complete", now,
-				      kept);
+				      ids, kept);
 		if (rc == 0)
 			rc = gen_backup_restore(cat, g, now);
 		if (rc == 0)
@@ -1088,8 +1106,14 @@ int cat_gen_recover_txn(struct cat *cat)
 		if (rc == 0)
 			rc = gen_hold_txn(cat, open.v[i], "crash",
 					  unsettled[0] ? unsettled : GEN_CRASH_REASON " (crash or kill)",
-					  &g, &kept, &rolled_back);
-		if (rc == 0 && rolled_back)
+					  NULL, &g, &kept, &rolled_back);
+		if (rc == 0 && rolled_back && kept.id == 0)
+			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
+				 " the last stop as a new version that wrote nothing of its own"
+				 " (removals only): version %" PRIu32 " rolled back, version %" PRIu32
+				 " restored (%s)", cat->path, g.id, g.series, g.name, g.version + 1,
+				 g.version, g.state == GEN_HELD ? "held" : "committed");
+		else if (rc == 0 && rolled_back)
 			log_warn("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\" was open at"
 				 " the last stop as a new version: version %" PRIu32 " restored (%s);"
 				 " version %" PRIu32 " kept held as \"%s\" (generation %" PRIu64 ","
@@ -1330,8 +1354,7 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 		 cat_ino_fn fn, void *arg, bool *held_out)
 {
 	if (cat->shared) return catshg_hold(cat, id, rule, reason, fn, arg, held_out);
-	(void)fn; /* G10: a hold removes no inode */
-	(void)arg;
+	struct cat_id_vec ids = { 0 };
 	struct cat_gen g, kept;
 	bool rolled_back = false;
 	int rc = gen_rule_check(rule);
@@ -1340,12 +1363,16 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = gen_hold_txn(cat, id, rule, reason ? reason : "", &g, &kept, &rolled_back);
-	rc = cat_end(cat, rc);
+		rc = gen_hold_txn(cat, id, rule, reason ? reason : "", fn ? &ids : NULL, &g, &kept,
+				  &rolled_back);
+	rc = cat_end(cat, rc); /* as an abort: the removed inodes keep their counts until released */
 	cat_unlock(cat);
 	if (rc == 0 && held_out != NULL)
 		*held_out = !rolled_back;
-	if (rc == 0 && rolled_back)
+	if (rc == 0 && fn != NULL)
+		gen_ids_call(&ids, fn, arg);
+	cat_id_vec_free(&ids);
+	if (rc == 0 && rolled_back && kept.id != 0)
 		log_warn("catalog %s: generation %s (step %" PRIu64 "): version %" PRIu32 " kept held"
 			 " as \"%s\" (generation %" PRIu64 ", not shown; ckptfs-admin commit or rm"
 			 " decide), version %" PRIu32 " back at its name", cat->path, g.name, g.step,

@@ -127,7 +127,11 @@
  *      commit in its transaction and outliving a lost node (pggen.h X14).
  *  G10. A new version rolled back without an explicit decision — a crash
  *      (G4), a hold (the unmount's, abandon: cat_gen_hold), a node lost
- *      mid-rewrite on -o meta= (pggen.h X2) — is never deleted: its tree,
+ *      mid-rewrite on -o meta= (pggen.h X2) — is never deleted if it holds
+ *      bytes of its own (a chunk that no file of the version it replaced
+ *      names; one that only removed, truncated or renamed files — an rm -rf
+ *      of a committed save cut short — holds nothing a trainer wrote and is
+ *      removed as before): its tree,
  *      as its last recorded closes left it, becomes a generation of its
  *      own (a new id), HELD, in the same series with the same step, linked
  *      as "<name>" GEN_REWRITE_SUFFIX "<its id>" (cat_gen_suffixed_name:

@@ -60,6 +60,7 @@ enum {
 	G_DIRENT_LINK,
 	G_RESTORE,
 	G_REWRITE_KEEP,
+	G_REWRITE_NEW_BYTES,
 	G_REOPEN,
 	G_NODE_ROLLBACK,
 	G_WRITING_INO,
@@ -394,6 +395,15 @@ const struct pg_stmt pggen_stmts[] = {
 			     " RETURNING 1) UPDATE ns_generations SET name = $5, state = 4, held = $6,"
 			     " rule = $7 WHERE id = $1 RETURNING (SELECT count(*) FROM ent)",
 			     7 },
+	/* G10: does the tree under $1 name a chunk the tree under $2 (its
+	 * backup) does not: bytes written in it that exist nowhere else? */
+	[G_REWRITE_NEW_BYTES] = { "gen_rewrite_new_bytes",
+				  G_TREE("$1::bigint") ", b(ino) AS (SELECT $2::bigint UNION SELECT"
+				  " d.ino FROM ns_dirents d JOIN b ON d.parent = b.ino) SELECT"
+				  " EXISTS (SELECT 1 FROM t JOIN ns_extents e ON e.ino = t.ino WHERE"
+				  " e.hash NOT IN (SELECT e2.hash FROM b JOIN ns_extents e2"
+				  " ON e2.ino = b.ino))::int",
+				  2 },
 	/* opened_by: the node whose policy tracks the new version (X2) */
 	[G_REOPEN] = { "gen_reopen",
 		       "UPDATE ns_generations SET state = 0, version = version + 1, backup_root = $2,"
@@ -1029,7 +1039,7 @@ static int pggen_hold_body(struct pg *pg, void *arg)
 		struct cat_gen row;
 		rc = pggen_row_locked(c->ns, c->id, &row, NULL);
 		c->rolled_back = rc == 0;
-		return rc ? rc : pggen_restore(c->ns, &row, c->rule, c->reason, &c->kept, NULL);
+		return rc ? rc : pggen_restore(c->ns, &row, c->rule, c->reason, &c->kept, c->ids);
 	}
 	char g[24], why[GEN_HELD_MAX];
 	rc = pggen_reason(c->ns, c->id, c->reason, why);
@@ -1046,7 +1056,7 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
 	int rc = pg_txn(ns->pg, pggen_hold_body, &c);
 	if (held)
 		*held = rc == 0 && !c.rolled_back;
-	if (rc == 0 && c.rolled_back)
+	if (rc == 0 && c.rolled_back && c.kept.id)
 		log_warn("catalog %s: generation %" PRIu64 ": the rolled-back version kept held as"
 			 " \"%s\" (generation %" PRIu64 ", not shown; ckptfs-admin commit or rm"
 			 " decide)", pg_name(ns->pg), id, c.kept.name, c.kept.id);
@@ -1197,8 +1207,8 @@ static int pggen_lost_body(struct pg *pg, void *arg)
 		struct pggen_kept kept;
 		if (rc == 0 && g.state == GEN_OPEN && g.backup_root)
 			rc = pggen_restore(ns, &g, "node-lost", "its node lost its lease", &kept,
-					   NULL);
-		if (rc == 0 && g.state == GEN_OPEN && g.backup_root)
+					   c->ids);
+		if (rc == 0 && g.state == GEN_OPEN && g.backup_root && kept.id)
 			log_warn("catalog %s: generation %s (step %" PRIu64 "): node %" PRIu64 " lost"
 				 " while writing version %" PRIu32 ": kept held as \"%s\""
 				 " (generation %" PRIu64 ", not shown; ckptfs-admin commit or rm"
@@ -1946,17 +1956,28 @@ static int pggen_end_body(struct pg *pg, void *arg)
 /* ---- versions: rewriting a committed generation ---- */
 
 /* G10: g's tree, the rolled-back new version, becomes a HELD generation of
- * its own (kept->id, kept->name) beside it, for `why`; the caller then links
- * the backup under g's name. */
+ * its own (kept->id, kept->name) beside it, for `why`, if it names a chunk
+ * its backup does not; else (removals, truncates, renames) it is removed
+ * (ids gets its inodes) and kept->id is 0. The caller then links the
+ * backup under g's name. */
 static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const char *rule,
-			      const char *why, struct pggen_kept *kept)
+			      const char *why, struct pggen_kept *kept, struct cat_id_vec *ids)
 {
-	char s[24], r[24], st[24], t[24], node[24], id[24], held[GEN_HELD_MAX];
+	char s[24], r[24], st[24], t[24], node[24], id[24], bk[24], held[GEN_HELD_MAX];
+	const char *trees[] = { PG_U64(r, g->root), PG_U64(bk, g->backup_root) };
+	uint64_t new_bytes = 0;
+	kept->id = 0;
+	kept->name[0] = '\0';
+	int rc = pggen_one_int(ns, G_REWRITE_NEW_BYTES, trees, &new_bytes);
+	if (rc == 0 && new_bytes == 0)
+		return pggen_tree_remove(ns, g, ids);
+	if (rc)
+		return rc;
 	const char *ins[] = { PG_U64(s, g->series), PG_U64(r, g->root), g->name,
 			      PG_U64(st, g->step), PG_I64(t, pgns_now_ns()),
 			      PG_U64(node, ns->lease->node_id) };
 	PGresult *res;
-	int rc = pggen_exec(ns, G_GEN_INSERT, ins, &res);
+	rc = pggen_exec(ns, G_GEN_INSERT, ins, &res);
 	if (rc)
 		return rc;
 	kept->id = (uint64_t)pg_int(res, 0, 0);
@@ -1992,7 +2013,7 @@ static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
 	uint64_t mode = 0;
 	char b[24], s[24], t[24], id[24], st[24], why[GEN_RULE_MAX];
 	const char *row[] = { PG_U64(b, g->backup_root) };
-	int rc = kept ? pggen_rewrite_keep(ns, g, rule, keep_why, kept)
+	int rc = kept ? pggen_rewrite_keep(ns, g, rule, keep_why, kept, ids)
 		      : pggen_tree_remove(ns, g, ids);
 	if (rc == 0)
 		rc = pggen_one_int(ns, G_INODE_ROW, row, &mode);

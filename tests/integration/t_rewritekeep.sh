@@ -127,6 +127,35 @@ test_rm_drops_the_kept_version_only() {
 	ck_umount
 }
 
+# F2 for next-gen: the next save starting in the series does not commit an
+# unproven rewrite either; a crash then keeps it beside version 1.
+test_next_gen_does_not_commit_an_unproven_rewrite() {
+	ck_mount "$RK_OPTS"
+	mkdir -p "$CK_MNT/run/step-100" "$CK_TMP/v1/run/step-100"
+	head -c 4M /dev/urandom >"$CK_TMP/v1/run/step-100/model.bin"
+	head -c 2M /dev/urandom >"$CK_TMP/v1/run/step-100/optim.bin"
+	cp "$CK_TMP/v1/run/step-100/model.bin" "$CK_TMP/v1/run/step-100/optim.bin" "$CK_MNT/run/step-100/"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-100"
+	ck_until_eq "1 1 explicit" 100 "step-100 committed" rk_row step-100
+	ck_rand "$CK_TMP/part" $((1024 * 1024))
+	rk_killed_rewrite "$CK_MNT/run/step-100/model.bin" "$CK_TMP/part"
+	ck_until_eq "0 2 explicit" 50 "step-100 reopened as version 2" rk_row step-100
+	mkdir "$CK_MNT/run/step-200"
+	head -c 1M /dev/urandom >"$CK_MNT/run/step-200/model.bin"
+	sleep 1
+	assert_eq "0 2 explicit" "$(rk_row step-100)" "step-100's rewrite after the next save began"
+	grep -q "not committed by the next save: a rewrite of a committed save that nothing proves" \
+		"$CK_DLOG" || ck_fail "no line says why next-gen left the rewrite open"
+	ck_kill9
+	ck_mount "$RK_OPTS"
+	assert_eq "1 1 crash-restored" "$(rk_row step-100)" "step-100 after the crash"
+	rk_v1_at_name run/step-100
+	local kept
+	kept=$(rk_one_kept step-100)
+	assert_file_eq "$CK_TMP/part" "$CK_MNT/run/$kept/model.bin"
+	ck_umount
+}
+
 # A rewrite the content proves complete still commits at unmount (every
 # torch.save file rewritten and whole, the file set of the series' previous
 # save: proof.h invariant 5), and one that only added files too (`added`,

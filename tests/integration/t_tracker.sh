@@ -345,8 +345,9 @@ test_a_save_held_by_a_crash_commits_at_start_by_its_tracker() {
 # What the start does not commit: a crash-held save whose model shard is a
 # truncated torch.save zip (BROKEN), one whose tracker was written before
 # the save began (a stale `latest`), one a tracker of another (non-root)
-# user names, and a save held at an unmount for a sign (its marker never
-# came, not a crash) that `latest` names. Each stays held, with a line.
+# user names, one whose tracker others may write (mode 0664: its last
+# writer is unknown), and a save held at an unmount for a sign (its marker
+# never came, not a crash) that `latest` names. Each stays held, with a line.
 test_a_tracker_at_start_commits_no_unproven_or_foreign_save() {
 	ck_mount "$OPTS"
 	mkdir -p "$CK_MNT/old"
@@ -367,17 +368,24 @@ test_a_tracker_at_start_commits_no_unproven_or_foreign_save() {
 	ck_killed9
 	ck_mount "$OPTS"
 	mkdir -m 1777 "$CK_MNT/shared"
-	"$PY" - "$CK_MNT/shared" "$CK_PID" "$NOBODY" <<'PYEOF' || ck_fail "the shared-series writer failed"
+	mkdir "$CK_MNT/gw"
+	"$PY" - "$CK_MNT" "$CK_PID" "$NOBODY" <<'PYEOF' || ck_fail "the shared-series writer failed"
 import os, subprocess, sys, time
-run, pid, nobody = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-d = os.path.join(run, "global_step4")
-os.makedirs(d)
-with open(os.path.join(d, "mp_rank_00_model_states.pt"), "wb") as fh:
-    fh.write(os.urandom(200000))
+mnt, pid, nobody = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+idle = []
+for run, name in (("shared", "global_step4"), ("gw", "global_step5")):
+    d = os.path.join(mnt, run, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "mp_rank_00_model_states.pt"), "wb") as fh:
+        fh.write(os.urandom(200000))
 time.sleep(0.5)
-idle = os.open(os.path.join(d, "mp_rank_00_model_states.pt"), os.O_WRONLY)
+for run, name in (("shared", "global_step4"), ("gw", "global_step5")):
+    idle.append(os.open(os.path.join(mnt, run, name, "mp_rank_00_model_states.pt"), os.O_WRONLY))
 subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
-                "sh", "-c", f"printf global_step4 >{run}/latest"], check=True)
+                "sh", "-c", f"printf global_step4 >{mnt}/shared/latest"], check=True)
+with open(os.path.join(mnt, "gw", "latest"), "w") as fh:
+    fh.write("global_step5")
+os.chmod(os.path.join(mnt, "gw", "latest"), 0o664)
 os.kill(pid, 9)
 PYEOF
 	ck_killed9
@@ -388,9 +396,12 @@ PYEOF
 		ck_fail "no line keeping the broken global_step2 held ('$(_gen global_step2)')"
 	ck_wait_log "$CK_DLOG" "names generation global_step3 (step 3), held after a crash: not committed at start, the tracker was last written before the save began" 20 ||
 		ck_fail "no line keeping global_step3 (stale latest) held ('$(_gen global_step3)')"
+	ck_wait_log "$CK_DLOG" "names generation global_step5 (step 5), held after a crash: not committed at start, the tracker is writable by others than its owner (uid 0, mode 0664)" 20 ||
+		ck_fail "no line keeping global_step5 (a group-writable latest) held ('$(_gen global_step5)')"
 	assert_eq "4 crash" "$(_gen global_step2)" "the broken global_step2"
 	assert_eq "4 crash" "$(_gen global_step3)" "global_step3 named by a stale latest"
 	assert_eq "4 crash" "$(_gen global_step4)" "root's global_step4 named by uid $NOBODY's latest"
+	assert_eq "4 crash" "$(_gen global_step5)" "global_step5 named by a group-writable latest"
 	assert_eq "4 unmount" "$(_gen global_step1)" "old/global_step1, held at an unmount, named by old/latest"
 	_intact
 	ck_umount

@@ -1712,29 +1712,48 @@ static int gen_dcp_unfinished(struct gen_policy *g, const struct cat_gen *gen, c
 	return 0;
 }
 
-/* A tracker `name` (inode ino in directory parent), written through a handle
- * of uid writer (or renamed onto its name by uid writer), was closed: it
- * commits the OPEN or HELD save it names, if writer is root or that save's
- * owner (invariant 12) and the save is no DCP save still without its
- * metadata (invariant 13). */
-static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t parent,
-			       const char *name, uid_t writer)
+/* The trackers' names, outside generations (DeepSpeed's, Megatron's). */
+static const char *const gen_tracker_names[] = { "latest", "latest_checkpointed_iteration.txt",
+						 NULL };
+
+static bool gen_is_tracker_name(const char *name)
+{
+	for (int i = 0; gen_tracker_names[i]; i++)
+		if (strcmp(name, gen_tracker_names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* The save tracker inode ino of directory parent names: its text
+ * (gen_read_tracker) is a generation's name there (DeepSpeed's tag) or, all
+ * digits, its step (Megatron's iteration). 0 with *gen, or -errno (-ENOENT:
+ * empty, or it names none). */
+static int gen_tracker_target(struct gen_policy *g, uint64_t ino, uint64_t parent,
+			      struct cat_gen *gen)
 {
 	char tag[GEN_TRACKER_MAX];
-	if (gen_read_tracker(g, ino, tag, sizeof(tag)) != 0 || !tag[0])
-		return;
-	struct cat_gen gen;
-	int rc = cat_gen_find(g->cat, parent, tag, &gen); /* DeepSpeed: the tag is the name */
+	int rc = gen_read_tracker(g, ino, tag, sizeof(tag));
+	if (rc == 0 && !tag[0])
+		rc = -ENOENT;
+	if (rc != 0)
+		return rc;
+	rc = cat_gen_find(g->cat, parent, tag, gen); /* DeepSpeed: the tag is the name */
 	if (rc != 0) {
 		char *end;
 		unsigned long long step = strtoull(tag, &end, 10);
 		if (*end == '\0' && end != tag) /* Megatron: the iteration */
-			rc = cat_gen_find_step(g->cat, parent, step, &gen);
+			rc = cat_gen_find_step(g->cat, parent, step, gen);
 	}
-	if (rc != 0 || (gen.state != GEN_OPEN && gen.state != GEN_HELD))
-		return;
+	return rc;
+}
+
+/* Invariants 12 and 13: may tracker `name` (inode ino), written by uid
+ * writer, commit gen? If not, one line says why. */
+static bool gen_tracker_may_commit(struct gen_policy *g, const struct cat_gen *gen,
+				   const char *name, uint64_t ino, uid_t writer)
+{
 	uid_t owner = 0;
-	int orc = gen_root_uid(g, &gen, &owner);
+	int orc = gen_root_uid(g, gen, &owner);
 	if (writer != 0 && (orc != 0 || owner != writer)) {
 		char who[96];
 		if (orc == 0)
@@ -1744,33 +1763,40 @@ static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t pare
 		log_warn("tracker %s (inode %llu) written by uid %u names generation %s (step %llu,"
 			 " %s) of %s: not committed, only its owner or root commits a save by a"
 			 " tracker (gen.h invariant 12)", name, (unsigned long long)ino,
-			 (unsigned)writer, gen.name, (unsigned long long)gen.step,
-			 cat_gen_state_name(gen.state), who);
-		return;
+			 (unsigned)writer, gen->name, (unsigned long long)gen->step,
+			 cat_gen_state_name(gen->state), who);
+		return false;
 	}
 	char where[128];
-	int dcp = gen_dcp_unfinished(g, &gen, where, sizeof(where));
-	if (dcp < 0) {
+	int dcp = gen_dcp_unfinished(g, gen, where, sizeof(where));
+	if (dcp < 0)
 		log_info("tracker %s (inode %llu) names generation %s (step %llu, %s): not committed,"
 			 " its files could not be listed (%s) to rule out DCP shards without"
 			 " their .metadata; abandon or the unmount decides (gen.h invariant 13)",
-			 name, (unsigned long long)ino, gen.name, (unsigned long long)gen.step,
-			 cat_gen_state_name(gen.state), strerror(-dcp));
-		return;
-	}
-	if (dcp > 0) {
+			 name, (unsigned long long)ino, gen->name, (unsigned long long)gen->step,
+			 cat_gen_state_name(gen->state), strerror(-dcp));
+	else if (dcp > 0)
 		log_info("tracker %s (inode %llu) names generation %s (step %llu, %s): not committed,"
 			 " it has DCP shards and no .metadata yet (in %s), which commits it (gen.h"
-			 " invariant 13)", name, (unsigned long long)ino, gen.name,
-			 (unsigned long long)gen.step, cat_gen_state_name(gen.state), where);
-		return;
-	}
-	gen_request_commit(g, gen.id, "tracker", false);
+			 " invariant 13)", name, (unsigned long long)ino, gen->name,
+			 (unsigned long long)gen->step, cat_gen_state_name(gen->state), where);
+	return dcp == 0;
 }
 
-static bool gen_is_tracker_name(const char *name)
+/* A tracker `name` (inode ino in directory parent), written through a handle
+ * of uid writer (or renamed onto its name by uid writer), was closed: it
+ * commits the OPEN or HELD save it names, if writer is root or that save's
+ * owner (invariant 12) and the save is no DCP save still without its
+ * metadata (invariant 13). */
+static void gen_tracker_closed(struct gen_policy *g, uint64_t ino, uint64_t parent,
+			       const char *name, uid_t writer)
 {
-	return strcmp(name, "latest") == 0 || strcmp(name, "latest_checkpointed_iteration.txt") == 0;
+	struct cat_gen gen;
+	if (gen_tracker_target(g, ino, parent, &gen) != 0 ||
+	    (gen.state != GEN_OPEN && gen.state != GEN_HELD))
+		return;
+	if (gen_tracker_may_commit(g, &gen, name, ino, writer))
+		gen_request_commit(g, gen.id, "tracker", false);
 }
 
 /* A file renamed onto a tracker name outside generations (an atomic writer:
@@ -2024,6 +2050,67 @@ static void gen_held_no_object(struct gen_policy *g, const struct cat_gen *gen,
 		 rc ? "; its reason could not be recorded: " : "", rc ? strerror(-rc) : "");
 }
 
+/* Invariant 17, after the tracker's own checks: may tracker `name` (its
+ * inode t) commit the crash-held save held, whose content proof found pr?
+ * Its text is read at start, so its writer is its owner, if nobody else
+ * could have written it; it must be newer than the save, and the save must
+ * show no sign of being unfinished and have every object (invariant 11).
+ * If not, one line says why (or gen_held_no_object records it). */
+static bool gen_tracker_start_may(struct gen_policy *g, const struct cat_gen *held,
+				  const char *name, const struct cat_inode *t,
+				  const struct proof_result *pr)
+{
+	char why[GEN_HELD_MAX + 96] = "";
+	if (!proof_weak_may_commit(pr->verdict))
+		snprintf(why, sizeof(why), "its content shows a sign of an unfinished save: %s",
+			 pr->reason);
+	else if (t->mode & (S_IWGRP | S_IWOTH))
+		snprintf(why, sizeof(why), "the tracker is writable by others than its owner (uid %u,"
+			 " mode %04o): who wrote it last is unknown", (unsigned)t->uid,
+			 (unsigned)(t->mode & 07777));
+	else if (t->mtime_ns < held->created_ns)
+		snprintf(why, sizeof(why), "the tracker was last written before the save began (an"
+			 " earlier save of that name)");
+	if (why[0]) {
+		log_info("tracker %s (inode %llu) names generation %s (step %llu), held after a"
+			 " crash: not committed at start, %s (gen.h invariant 17)", name,
+			 (unsigned long long)t->ino, held->name, (unsigned long long)held->step, why);
+		return false;
+	}
+	if (!gen_tracker_may_commit(g, held, name, t->ino, t->uid)) /* invariants 12, 13 */
+		return false;
+	if (!g->store)
+		return true;
+	struct proof_result ob;
+	int rc = proof_objects(g->cat, held->root, held->name, gen_object_here, g->store, &ob);
+	if (rc == 0 && ob.verdict == PROOF_NO_OBJECT)
+		gen_held_no_object(g, held, ob.reason);
+	else if (rc != 0 || ob.verdict != PROOF_COMPLETE)
+		log_info("tracker %s (inode %llu) names generation %s (step %llu), held after a"
+			 " crash: not committed at start, its objects could not all be checked (%s;"
+			 " gen.h invariant 11)", name, (unsigned long long)t->ino, held->name,
+			 (unsigned long long)held->step, rc ? strerror(-rc) : ob.reason);
+	return rc == 0 && ob.verdict == PROOF_COMPLETE;
+}
+
+/* Invariant 17: a save held by a crash that a tracker of its series names
+ * (read as gen_tracker_closed reads it) is committed by rule tracker, if
+ * gen_tracker_start_may lets it. */
+static void gen_tracker_at_start(struct gen_policy *g, const struct cat_gen *held,
+				 const struct proof_result *pr)
+{
+	for (int i = 0; gen_tracker_names[i]; i++) {
+		struct cat_inode t;
+		struct cat_gen named;
+		if (cat_lookup(g->cat, held->series, gen_tracker_names[i], &t) != 0 ||
+		    gen_tracker_target(g, t.ino, held->series, &named) != 0 || named.id != held->id)
+			continue;
+		if (gen_tracker_start_may(g, held, gen_tracker_names[i], &t, pr))
+			gen_commit_now(g, held->id, "tracker");
+		return;
+	}
+}
+
 static void gen_recheck_crash_held(struct gen_policy *g)
 {
 	struct cat_gen_vec l = { 0 };
@@ -2035,6 +2122,8 @@ static void gen_recheck_crash_held(struct gen_policy *g)
 				gen_commit_now(g, l.v[i].id, "content");
 			else if (pr.verdict == PROOF_NO_OBJECT)
 				gen_held_no_object(g, &l.v[i], pr.reason);
+			else /* invariant 17 */
+				gen_tracker_at_start(g, &l.v[i], &pr);
 		}
 	cat_gen_vec_free(&l);
 }

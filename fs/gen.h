@@ -17,7 +17,8 @@
  *                      naming a generation of the same directory, written by
  *                      root or that save's owner (invariants 12, 13); a file
  *                      renamed onto that name outside generations is its
- *                      close, the renamer its writer
+ *                      close, the renamer its writer; at start, a save a
+ *                      crash held that such a file names (invariant 17)
  *   rename             a temporary directory or file renamed to a generation name
  *   next-gen           a new generation of the same owner starts in the series
  *                      while this one has no open writer and no sign of an
@@ -40,7 +41,8 @@
  * Hold: at start (crash), the catalog holds every OPEN generation (a new
  * version gives way to its backup; generation.h G4); once the services are
  * up, gen_policy_ready re-judges those held with GEN_CRASH_REASON by
- * content (rule content), never one held for a file being written or lost
+ * content (rule content) and then by the tracker naming them (rule
+ * tracker, invariant 17), never one held for a file being written or lost
  * changes (G7). While running, one with no open write handle, no activity
  * for `abandon` seconds and none of the processes that wrote to it alive
  * is held (abandoned).
@@ -165,6 +167,7 @@
  *     data chunk's object is gone: such a save stays HELD, its reason
  *     naming the chunk and the file, with a warning, and nothing is
  *     committed or deleted for it (an admin's commit or rm decides).
+ *     A tracker's commit at start checks it too (invariant 17).
  *     gen_prove applies it wherever a proof of such a save may commit it
  *     (the start's re-judgement, the tick, abandon, unmount). The shared
  *     catalog never holds with GEN_CRASH_REASON (catalog_shared_gen.c S4:
@@ -243,7 +246,32 @@
  *     complete save. A later successful close of the file (a retry)
  *     clears the mark before the hold; after it, a write reopens the held
  *     save as a new version, which a rule commits once no file of it is
- *     marked. */
+ *     marked.
+ * 17. At start (gen_policy_ready, one node), a save HELD with
+ *     GEN_CRASH_REASON that its content does not prove complete is
+ *     committed by rule tracker if a tracker of its series (`latest`,
+ *     latest_checkpointed_iteration.txt, read and resolved as at its close:
+ *     gen_tracker_target) names it: the commit the tracker's rule asked
+ *     for before the kill, which waited for a writer of the save (ns.h
+ *     invariant 10), or the kill came between the rule and the commit.
+ *     Only then, and only if: its content shows no sign of an unfinished
+ *     save (proof_weak_may_commit: not BROKEN, EMPTY, MISSING, MIXED);
+ *     invariant 12 holds with the tracker's owner as its writer, which the
+ *     start trusts only if nobody else could have written it (no group or
+ *     other write bit: else who wrote it last is unknown); the tracker was
+ *     last written (mtime) no earlier than the save began (an earlier save
+ *     of that name's tracker says nothing of this one); invariant 13; and
+ *     every object it names is here or on BACKING (invariant 11). Else it
+ *     stays held, with one line saying why. A save held for any other
+ *     reason is not looked at: one a file of which was being written
+ *     (GEN_UNCLOSED_REASON: its last close may not be recorded; so is a
+ *     trigger file whose release had not come, generation.h G7), lost
+ *     changes, a failed close, a sign at unmount or abandon, an admin's
+ *     hold, a rebuild's conflict. The shared catalog has no crash hold
+ *     (invariant 11): X2 of pggen.h holds a dead node's saves "node-lost"
+ *     whether it had a file of them open or only opened them, which only
+ *     an admin commits (catalog_shared_gen.c S3), so no tracker commits
+ *     them at start there. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -93,9 +93,21 @@
  *     kill -9 right after the trainer's tracker write cannot leave the save
  *     it names open (review 43 F2). The release fires it again (nothing to
  *     do once committed). The rule never waits for the save's writers
- *     (gen_request_commit leaves it pending). A trigger inside a generation
- *     is itself a writer of its save until its release, so its rule stays
- *     at the release (ns_release_done).
+ *     (gen_request_commit leaves it pending): a kill -9 while one is still
+ *     open (a rank's file whose release has not come) leaves the save held,
+ *     and the next start commits it by the tracker (gen.h invariant 17),
+ *     unless a file of it was marked being written (generation.h G7).
+ *     A trigger inside a generation is itself a writer of its save until
+ *     its release, so its rule stays at the release (ns_release_done).
+ *     Firing it at its flush would commit nothing sooner: until the
+ *     release its handle counts among the save's writers (the rule waits,
+ *     invariant 6), its file keeps its being-written mark (G7: a commit
+ *     then is refused, and a kill holds the save for that file), its
+ *     writer stays attached, so a write through another descriptor of the
+ *     same open file after the flush would change a committed save in
+ *     place (gen.h invariants 2, 10), and on -o meta= its ns_writing row
+ *     makes the catalog refuse the commit (pggen.h X1). Ending all four at
+ *     a flush is a release at every close of a dup'd descriptor; not done.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

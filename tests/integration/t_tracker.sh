@@ -269,4 +269,142 @@ EOF
 	done
 }
 
+# ---- review 43 F2, the rest: the start reads the trackers (fs/gen.h
+# invariant 17)
+
+# _held_save RUN NAME TRACKER TEXT MODE [truncated] — one process, as a
+# trainer whose save is still held open at the kill: NAME's two shards
+# written and closed (summed for _intact; with `truncated`, the model shard
+# is half of a torch.save zip), then, once their releases are in (0.5 s),
+# a handle of the model shard opened for writing through which nothing is
+# written (another rank's file not yet released: the tracker's rule waits
+# for it), then TRACKER written with TEXT (MODE inplace: rewritten in place,
+# the kill right after its close; replace: a temporary fsynced, closed and
+# os.replace'd onto it, the kill 1 s later, after its release; none: not
+# written), then the daemon kill -9'd. RUN is made if missing.
+_held_save() {
+	"$PY" - "$@" "$CK_PID" "$CK_TMP/sums" <<'PYEOF'
+import hashlib, io, os, sys, time
+run, name, tracker, text, mode = sys.argv[1:6]
+truncated = sys.argv[6] == "truncated" if len(sys.argv) > 8 else False
+pid, sums = int(sys.argv[-2]), sys.argv[-1]
+d = os.path.join(run, name)
+os.makedirs(d)
+with open(sums, "a") as s:
+    for f in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        data = os.urandom(200000)
+        if truncated and f.startswith("mp_"):
+            import torch
+            b = io.BytesIO()
+            torch.save({"w": torch.zeros(100000)}, b)
+            data = b.getvalue()[: len(b.getvalue()) // 2]
+        with open(os.path.join(d, f), "wb") as fh:
+            fh.write(data)
+        s.write(f"{hashlib.sha256(data).hexdigest()}  {d}/{f}\n")
+time.sleep(0.5)
+idle = os.open(os.path.join(d, "mp_rank_00_model_states.pt"), os.O_WRONLY)
+path = os.path.join(run, tracker)
+if mode == "inplace":
+    with open(path, "w") as fh:
+        fh.write(text)
+elif mode == "replace":
+    with open(path + ".tmp", "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(path + ".tmp", path)
+    time.sleep(1)
+os.kill(pid, 9)
+PYEOF
+}
+
+# DeepSpeed's `latest` rewritten in place, the kill right after its close,
+# and Megatron's iteration file replaced, the kill after its release: each
+# save is held by the crash (a handle of it was open), and the start reads
+# its tracker and commits it by rule tracker, its bytes whole. Before the
+# fix both stayed held ("open when the daemon stopped").
+test_a_save_held_by_a_crash_commits_at_start_by_its_tracker() {
+	ck_mount "$OPTS"
+	_held_save "$CK_MNT/ds" global_step1 latest global_step1 inplace ||
+		ck_fail "the DeepSpeed writer failed"
+	ck_killed9
+	ck_mount "$OPTS"
+	_committed global_step1 tracker "global_step1, held by a crash, named by ds/latest"
+	_held_save "$CK_MNT/mg" iter_0000002 latest_checkpointed_iteration.txt 2 replace ||
+		ck_fail "the Megatron writer failed"
+	ck_killed9
+	ck_mount "$OPTS"
+	_committed iter_0000002 tracker "iter_0000002, held by a crash, named by the iteration file"
+	assert_eq "global_step1" "$(cat "$CK_MNT/ds/latest")" "ds/latest"
+	assert_eq "2" "$(cat "$CK_MNT/mg/latest_checkpointed_iteration.txt")" "the iteration file"
+	assert_eq "global_step1" "$(ls "$CK_MNT/ds" | grep global_step)" "ds/ lists the save"
+	_intact
+	ck_umount
+}
+
+# What the start does not commit: a crash-held save whose model shard is a
+# truncated torch.save zip (BROKEN), one whose tracker was written before
+# the save began (a stale `latest`), one a tracker of another (non-root)
+# user names, one whose tracker others may write (mode 0664: its last
+# writer is unknown), and a save held at an unmount for a sign (its marker
+# never came, not a crash) that `latest` names. Each stays held, with a line.
+test_a_tracker_at_start_commits_no_unproven_or_foreign_save() {
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/old"
+	echo -n global_step1 >"$CK_MNT/old/latest"
+	mkdir "$CK_MNT/old/global_step1"
+	_shard "$CK_MNT/old/global_step1/mp_rank_00_model_states.pt" 200000
+	ck_remount "$OPTS"
+	assert_eq "4 unmount" "$(_gen global_step1)" "old/global_step1 after the unmount"
+	_held_save "$CK_MNT/broken" global_step2 latest global_step2 inplace truncated ||
+		ck_fail "the writer of the broken save failed"
+	ck_killed9
+	ck_mount "$OPTS"
+	mkdir -p "$CK_MNT/stale"
+	echo -n global_step3 >"$CK_MNT/stale/latest"
+	sleep 0.1
+	_held_save "$CK_MNT/stale" global_step3 latest global_step3 none ||
+		ck_fail "the writer of the stale-tracker save failed"
+	ck_killed9
+	ck_mount "$OPTS"
+	mkdir -m 1777 "$CK_MNT/shared"
+	mkdir "$CK_MNT/gw"
+	"$PY" - "$CK_MNT" "$CK_PID" "$NOBODY" <<'PYEOF' || ck_fail "the shared-series writer failed"
+import os, subprocess, sys, time
+mnt, pid, nobody = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+idle = []
+for run, name in (("shared", "global_step4"), ("gw", "global_step5")):
+    d = os.path.join(mnt, run, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "mp_rank_00_model_states.pt"), "wb") as fh:
+        fh.write(os.urandom(200000))
+time.sleep(0.5)
+for run, name in (("shared", "global_step4"), ("gw", "global_step5")):
+    idle.append(os.open(os.path.join(mnt, run, name, "mp_rank_00_model_states.pt"), os.O_WRONLY))
+subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+                "sh", "-c", f"printf global_step4 >{mnt}/shared/latest"], check=True)
+with open(os.path.join(mnt, "gw", "latest"), "w") as fh:
+    fh.write("global_step5")
+os.chmod(os.path.join(mnt, "gw", "latest"), 0o664)
+os.kill(pid, 9)
+PYEOF
+	ck_killed9
+	ck_mount "$OPTS"
+	ck_wait_log "$CK_DLOG" "tracker latest (inode [0-9]*) written by uid $NOBODY names generation global_step4 " 20 ||
+		ck_fail "no line refusing uid $NOBODY's latest at start (global_step4: '$(_gen global_step4)')"
+	ck_wait_log "$CK_DLOG" "names generation global_step2 (step 2), held after a crash: not committed at start, its content shows a sign" 20 ||
+		ck_fail "no line keeping the broken global_step2 held ('$(_gen global_step2)')"
+	ck_wait_log "$CK_DLOG" "names generation global_step3 (step 3), held after a crash: not committed at start, the tracker was last written before the save began" 20 ||
+		ck_fail "no line keeping global_step3 (stale latest) held ('$(_gen global_step3)')"
+	ck_wait_log "$CK_DLOG" "names generation global_step5 (step 5), held after a crash: not committed at start, the tracker is writable by others than its owner (uid 0, mode 0664)" 20 ||
+		ck_fail "no line keeping global_step5 (a group-writable latest) held ('$(_gen global_step5)')"
+	assert_eq "4 crash" "$(_gen global_step2)" "the broken global_step2"
+	assert_eq "4 crash" "$(_gen global_step3)" "global_step3 named by a stale latest"
+	assert_eq "4 crash" "$(_gen global_step4)" "root's global_step4 named by uid $NOBODY's latest"
+	assert_eq "4 crash" "$(_gen global_step5)" "global_step5 named by a group-writable latest"
+	assert_eq "4 unmount" "$(_gen global_step1)" "old/global_step1, held at an unmount, named by old/latest"
+	_intact
+	ck_umount
+}
+
 ck_main "$@"

@@ -1752,6 +1752,15 @@ static int gen_tracker_target(struct gen_policy *g, uint64_t ino, uint64_t paren
 static bool gen_tracker_may_commit(struct gen_policy *g, const struct cat_gen *gen,
 				   const char *name, uint64_t ino, uid_t writer)
 {
+	/* generation.h G10: a rolled-back version kept beside its step's save
+	 * was never proven; only an explicit decision commits it */
+	if (gen->state == GEN_HELD && strstr(gen->name, GEN_REWRITE_SUFFIX) != NULL) {
+		log_warn("tracker %s (inode %llu) names generation %s (step %llu), a rolled-back"
+			 " version kept held: not committed by a tracker; ckptfs-admin commit or rm"
+			 " decides (generation.h G10)", name, (unsigned long long)ino, gen->name,
+			 (unsigned long long)gen->step);
+		return false;
+	}
 	uid_t owner = 0;
 	int orc = gen_root_uid(g, gen, &owner);
 	if (writer != 0 && (orc != 0 || owner != writer)) {

@@ -96,9 +96,11 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	G(G_FIND_NAME) = { "find a generation by name",
 			   "SELECT " GEN_COLS " FROM generations WHERE series = ?1 AND " GEN_LIVE
 			   " AND name = ?2 ORDER BY id DESC LIMIT 1" },
+	/* G10: a version kept beside its step's save is found by its name only */
 	G(G_FIND_STEP) = { "find a generation by step",
 			   "SELECT " GEN_COLS " FROM generations WHERE series = ?1 AND " GEN_LIVE
-			   " AND step = ?2 ORDER BY id DESC LIMIT 1" },
+			   " AND step = ?2 ORDER BY instr(name, '" GEN_REWRITE_SUFFIX "') > 0,"
+			   " id DESC LIMIT 1" },
 	G(G_LIST) = { "list generations",
 		      "SELECT " GEN_COLS " FROM generations WHERE (?1 = 0 OR series = ?1)"
 		      " AND (?2 OR " GEN_LIVE ") ORDER BY series, step, id" },
@@ -720,16 +722,55 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	return rc;
 }
 
+/* base, cut short so that base + tail fits CAT_NAME_MAX, then tail */
+static void gen_name_with_tail(const char *base, const char *tail, char out[CAT_NAME_MAX + 1])
+{
+	size_t n = strlen(tail), keep = strlen(base);
+	assert(n < CAT_NAME_MAX);
+	if (keep > CAT_NAME_MAX - n)
+		keep = CAT_NAME_MAX - n;
+	snprintf(out, CAT_NAME_MAX + 1, "%.*s%s", (int)keep, base, tail);
+}
+
 void cat_gen_suffixed_name(const char *base, const char *suffix, uint64_t id,
 			   char out[CAT_NAME_MAX + 1])
 {
 	char tail[64];
 	int n = snprintf(tail, sizeof(tail), "%s%" PRIu64, suffix, id);
 	assert(n > 0 && (size_t)n < sizeof(tail));
-	size_t keep = strlen(base);
-	if (keep > CAT_NAME_MAX - (size_t)n)
-		keep = CAT_NAME_MAX - (size_t)n;
-	snprintf(out, CAT_NAME_MAX + 1, "%.*s%s", (int)keep, base, tail);
+	gen_name_with_tail(base, tail, out);
+}
+
+int cat_gen_kept_name(const char *base, uint64_t id, cat_name_taken_fn taken, void *arg,
+		      char out[CAT_NAME_MAX + 1])
+{
+	for (unsigned try = 1; try <= GEN_KEPT_NAME_TRIES; try++) {
+		char tail[64];
+		if (try == 1)
+			snprintf(tail, sizeof(tail), "%s%" PRIu64, GEN_REWRITE_SUFFIX, id);
+		else
+			snprintf(tail, sizeof(tail), "%s%" PRIu64 "-%u", GEN_REWRITE_SUFFIX, id, try);
+		gen_name_with_tail(base, tail, out);
+		int rc = taken(arg, out);
+		if (rc <= 0)
+			return rc;
+	}
+	return -EEXIST;
+}
+
+/* cat_name_taken_fn for the one-node catalog: arg is a gen_taken */
+struct gen_taken {
+	struct cat *cat;
+	uint64_t dir;
+};
+
+static int gen_name_taken(void *arg, const char *name)
+{
+	struct gen_taken *t = arg;
+	struct cat_inode in;
+	uint64_t entry;
+	int rc = cat_dirent_get(t->cat, t->dir, name, &entry, &in);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
 }
 
 void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
@@ -779,7 +820,9 @@ static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule
 		rc = cat_gen_start_txn(cat, g->series, g->root, g->name, g->step, &id);
 	if (rc == 0)
 		rc = gen_get(cat, id, kept);
-	cat_gen_suffixed_name(g->name, GEN_REWRITE_SUFFIX, id, name);
+	struct gen_taken taken = { .cat = cat, .dir = g->series };
+	if (rc == 0)
+		rc = cat_gen_kept_name(g->name, id, gen_name_taken, &taken, name);
 	if (rc == 0)
 		rc = gen_move_row(cat, kept, g->series, name, g->step);
 	if (rc == 0)
@@ -788,9 +831,9 @@ static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule
 		rc = cat_dirent_insert(cat, g->series, name, g->root);
 	if (rc == -EEXIST)
 		log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\": version %" PRIu32
-			  " not rolled back: the name it would be kept under, \"%s\", is taken"
-			  " (generation.h G10); it stays open", cat->path, g->id, g->series,
-			  g->name, g->version, name);
+			  " not rolled back: every name it could be kept under (\"%s\" and %d"
+			  " more) is taken (generation.h G10); it stays open", cat->path, g->id,
+			  g->series, g->name, g->version, name, GEN_KEPT_NAME_TRIES - 1);
 	if (rc == 0)
 		rc = cat_dir_touch(cat, g->series, 0, now);
 	if (rc == 0) /* temp.gen_tree still lists the tree */

@@ -143,9 +143,13 @@
  *      keep-latest-k expires it as any HELD one. Only an explicit abort
  *      (ckptfs-admin rm --force, admin-abort) drops a new version's tree.
  *      Both engines; the rollback and the kept row commit in one
- *      transaction. The name taken already (a user's file of exactly that
- *      name) fails the rollback with -EEXIST and one line: nothing is lost,
- *      the new version stays OPEN (at a start: the mount is refused).
+ *      transaction. A name taken already (a user's file of that name, a
+ *      save of an older catalog after a rebuild) gives way to the next of
+ *      cat_gen_kept_name's (review 46 F2: a planted name must not block
+ *      the rollback, nor the mount). A tracker naming its step never
+ *      commits it: the lookup by step prefers the step's own save
+ *      (G_FIND_STEP, both engines) and fs/gen.c refuses a kept one (review
+ *      46 F1).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -321,6 +325,16 @@ int cat_gen_hold(struct cat *cat, uint64_t id, const char *rule, const char *rea
  * CAT_NAME_MAX: the names G10 and manifest.h M4 keep a save under. */
 void cat_gen_suffixed_name(const char *base, const char *suffix, uint64_t id,
 			   char out[CAT_NAME_MAX + 1]);
+/* G10: the name a rolled-back version with generation id `id` is kept
+ * under: "<base>.rewrite-<id>", or, taken (a user's file of that name, a
+ * save of an older catalog), "<base>.rewrite-<id>-2", -3, … up to
+ * GEN_KEPT_NAME_TRIES; base cut short to fit. taken(arg, name) answers 1
+ * (taken), 0 (free) or a negative errno, which is returned. -EEXIST if
+ * every name is taken. */
+#define GEN_KEPT_NAME_TRIES 1000
+typedef int (*cat_name_taken_fn)(void *arg, const char *name);
+int cat_gen_kept_name(const char *base, uint64_t id, cat_name_taken_fn taken, void *arg,
+		      char out[CAT_NAME_MAX + 1]);
 /* G10's reason for version `version` of `name`, rolled back for `why`
  * (cut to GEN_HELD_MAX - 1 bytes). */
 void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,

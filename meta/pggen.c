@@ -263,7 +263,8 @@ const struct pg_stmt pggen_stmts[] = {
 	[G_FIND_STEP] = { "gen_find_step",
 			  "SELECT " G_COLS " FROM ns_generations WHERE series = $1 AND " G_LIVE
 			  " AND step = $2 AND NOT " G_LOST_NOW("ns_generations")
-			  " ORDER BY id DESC LIMIT 1",
+			  /* G10: a version kept beside its step's save: by its name only */
+			  " ORDER BY strpos(name, '" GEN_REWRITE_SUFFIX "') > 0, id DESC LIMIT 1",
 			  2 },
 	[G_LIST_ALL] = { "gen_list_all",
 			 "SELECT " G_COLS " FROM ns_generations WHERE ($1::bigint = 0 OR series = $1)"
@@ -1955,6 +1956,20 @@ static int pggen_end_body(struct pg *pg, void *arg)
 
 /* ---- versions: rewriting a committed generation ---- */
 
+/* cat_name_taken_fn for the shared catalog */
+struct pggen_taken {
+	struct pgns *ns;
+	uint64_t dir;
+};
+
+static int pggen_name_taken(void *arg, const char *name)
+{
+	struct pggen_taken *t = arg;
+	uint64_t entry = 0, ino = 0;
+	int rc = pggen_entry(t->ns, t->dir, name, &entry, &ino);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
 /* G10: g's tree, the rolled-back new version, becomes a HELD generation of
  * its own (kept->id, kept->name) beside it, for `why`, if it names a chunk
  * its backup does not; else (removals, truncates, renames) it is removed
@@ -1982,7 +1997,15 @@ static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const ch
 		return rc;
 	kept->id = (uint64_t)pg_int(res, 0, 0);
 	PQclear(res);
-	cat_gen_suffixed_name(g->name, GEN_REWRITE_SUFFIX, kept->id, kept->name);
+	struct pggen_taken taken = { .ns = ns, .dir = g->series };
+	rc = cat_gen_kept_name(g->name, kept->id, pggen_name_taken, &taken, kept->name);
+	if (rc == -EEXIST)
+		log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\": version %" PRIu32
+			  " not rolled back: every name it could be kept under (\"%s\" and %d"
+			  " more) is taken (generation.h G10); it stays open", pg_name(ns->pg), g->id,
+			  g->series, g->name, g->version, kept->name, GEN_KEPT_NAME_TRIES - 1);
+	if (rc)
+		return rc;
 	cat_gen_rewrite_reason(g->name, g->version, why, held);
 	const char *set[] = { PG_U64(id, kept->id), r, s, g->name, kept->name, held, rule };
 	uint64_t renamed = 0;
@@ -1993,11 +2016,6 @@ static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const ch
 			  g->root, g->series, g->name);
 		rc = -EIO;
 	}
-	if (rc == -EEXIST)
-		log_error("catalog %s: generation %" PRIu64 " %" PRIu64 "/\"%s\": version %" PRIu32
-			  " not rolled back: the name it would be kept under, \"%s\", is taken"
-			  " (generation.h G10); it stays open", pg_name(ns->pg), g->id, g->series,
-			  g->name, g->version, kept->name);
 	const char *touch[] = { s, t, "0" };
 	return rc ? rc : pggen_exec(ns, G_DIR_TOUCH, touch, NULL);
 }

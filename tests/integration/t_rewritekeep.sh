@@ -156,6 +156,64 @@ test_next_gen_does_not_commit_an_unproven_rewrite() {
 	ck_umount
 }
 
+# Review 46 F1: Megatron's tracker names a step; the kept half rewrite has
+# that step and a newer id, and must not be what the tracker commits (nor
+# may keep-latest-k then count it and delete a complete save).
+test_a_tracker_naming_the_step_never_commits_the_kept_version() {
+	ck_mount quiet=0.3,keep=2
+	rk_marker_save run/iter_0000050
+	rk_marker_save run/iter_0000100
+	ck_rand "$CK_TMP/part" $((1024 * 1024))
+	rk_killed_rewrite "$CK_MNT/run/iter_0000100/model.bin" "$CK_TMP/part"
+	ck_until_eq "0 2 marker" 50 "iter_0000100 reopened as version 2" rk_row iter_0000100
+	sleep 0.5
+	ck_remount quiet=0.3,keep=2
+	local kept
+	kept=$(rk_one_kept iter_0000100)
+	echo 100 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	ck_until_eq "1 1 unmount-restored" 30 "iter_0000100 after its tracker" rk_row iter_0000100
+	sleep 1
+	assert_eq "4 1 unmount" "$(rk_row "$kept")" "the kept half rewrite after a tracker naming step 100"
+	assert_eq "1 1 marker" "$(rk_row iter_0000050)" "the complete iter_0000050"
+	rk_v1_at_name run/iter_0000050
+	rk_v1_at_name run/iter_0000100
+	# the kept one alone at that step: still not committed by the tracker
+	ck_admin_rc 0 rm "$CK_MNT" run/iter_0000100
+	echo 100 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	sleep 1
+	assert_eq "4 1 unmount" "$(rk_row "$kept")" "the kept version, its step's save removed, after a tracker"
+	grep -q "names generation $kept (step 100), a rolled-back version kept held: not committed" \
+		"$CK_DLOG" || ck_fail "no line says why the tracker left $kept held"
+	ck_umount
+}
+
+# Review 46 F2: a file of the name the rolled-back version would be kept
+# under (created by another user in a shared run directory) neither blocks
+# the rollback nor the next mount: the next free name is taken.
+test_a_planted_name_does_not_block_the_rollback_or_the_mount() {
+	local opts=quiet=0.3,allow_other,default_permissions
+	ck_mount "$opts"
+	mkdir -p "$CK_MNT/run"
+	chmod 1777 "$CK_MNT/run"
+	rk_marker_save run/step-100
+	ck_rand "$CK_TMP/part" $((1024 * 1024))
+	rk_killed_rewrite "$CK_MNT/run/step-100/model.bin" "$CK_TMP/part"
+	ck_until_eq "0 2 marker" 50 "step-100 reopened as version 2" rk_row step-100
+	local next
+	next=$(($(ck_sql "SELECT seq FROM sqlite_sequence WHERE name = 'generations'") + 1))
+	as_nobody sh -c "echo planted >'$CK_MNT/run/step-100.rewrite-$next'" ||
+		ck_fail "uid nobody could not create a file in the 1777 run directory"
+	sleep 0.5
+	ck_remount "$opts"
+	assert_eq "1 1 unmount-restored" "$(rk_row step-100)" "step-100 after the unmount"
+	rk_v1_at_name run/step-100
+	assert_eq "4 1 unmount" "$(rk_row "step-100.rewrite-$next-2")" "the version kept under the next name"
+	assert_file_eq "$CK_TMP/part" "$CK_MNT/run/step-100.rewrite-$next-2/model.bin"
+	assert_eq planted "$(cat "$CK_MNT/run/step-100.rewrite-$next")" "the planted file, untouched"
+	ck_admin_rc 0 check "$CK_MNT"
+	ck_umount
+}
+
 # A rewrite the content proves complete still commits at unmount (every
 # torch.save file rewritten and whole, the file set of the series' previous
 # save: proof.h invariant 5), and one that only added files too (`added`,

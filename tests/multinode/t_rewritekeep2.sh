@@ -93,4 +93,31 @@ test_node_lost_mid_rewrite_keeps_the_new_version() {
 	mn_umount A
 }
 
+# review 46 F2 on the shared engine: a planted name gives way to the next
+# free one (pggen_name_taken), the unmount's hold goes through
+test_a_planted_name_gives_way_on_the_shared_engine() {
+	mn_pg_start
+	mn_mount A "$RK2_OPTS"
+	rk2_save A run/step-100
+	ck_rand "$CK_TMP/part" $((1024 * 1024))
+	"$PY" -c "
+import os, signal
+fd = os.open('$MN_MNT_A/run/step-100/model.bin', os.O_WRONLY | os.O_TRUNC)
+os.write(fd, open('$CK_TMP/part', 'rb').read())
+os.kill(os.getpid(), signal.SIGKILL)" || true
+	rk2_wait step-100 "0 2 marker"
+	local next
+	next=$(($(mn_psql "SELECT max(id) FROM ns_generations") + 1))
+	echo planted >"$MN_MNT_A/run/step-100.rewrite-$next"
+	sleep 0.5
+	mn_umount A
+	assert_eq "1 1 unmount-restored" "$(rk2_row step-100)" "step-100 after the unmount"
+	assert_eq "4 1 unmount" "$(rk2_row "step-100.rewrite-$next-2")" "the version kept under the next name"
+	mn_mount B "$RK2_OPTS"
+	rk2_v1 B run/step-100
+	assert_file_eq "$CK_TMP/part" "$MN_MNT_B/run/step-100.rewrite-$next-2/model.bin"
+	assert_eq planted "$(cat "$MN_MNT_B/run/step-100.rewrite-$next")" "the planted file"
+	mn_umount B
+}
+
 ck_main "$@"

@@ -1033,11 +1033,24 @@ static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, boo
 	return rc;
 }
 
+/* Invariant 11: was a file of NS_FLUSH_COMMIT_BYTES or more written
+ * through f? */
+static bool ns_flush_big(struct ns *ns, const struct ns_file *f)
+{
+	struct cat_inode in;
+	return f->wrote && cat_getattr(ns->cat, f->n->ino, &in) == 0 &&
+	       in.size >= NS_FLUSH_COMMIT_BYTES;
+}
+
 int ns_flush(struct ns *ns, struct ns_file *f)
 {
 	int rc = ns_commit(ns, f->n, false, false, false);
 	uint64_t parent;
 	char name[40];
+	/* invariant 11: a large file's close returns once it is on disk in the
+	 * catalog (an engine that defers nothing: a no-op) */
+	if (rc == 0 && f->gen_id != 0 && ns_flush_big(ns, f))
+		rc = cat_defer_commit(ns->cat);
 	/* invariant 9: a completion signal's close implies every file before it
 	 * is committed; once per save (an engine that defers nothing: a no-op) */
 	if (rc == 0 && (f->writable || f->wrote) &&

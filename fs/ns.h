@@ -108,6 +108,16 @@
  *     place (gen.h invariants 2, 10), and on -o meta= its ns_writing row
  *     makes the catalog refuse the commit (pggen.h X1). Ending all four at
  *     a flush is a release at every close of a dup'd descriptor; not done.
+ * 11. A file written through the handle being flushed that is at least
+ *     NS_FLUSH_COMMIT_BYTES long commits the deferred batch (catalog_defer.c
+ *     D3) at its flush, before close(2) returns, as a trigger does (9): a
+ *     tensor shard closed without fsync is in the catalog on disk once its
+ *     close returned, and a kill -9 right after keeps it byte for byte in
+ *     the held save instead of taking its last close (or its create) with
+ *     the batch. The cost is one commit (no fsync) per such close; smaller
+ *     files keep the group commit, and with it the window of up to
+ *     CAT_DEFER_MS in which a kill -9 takes a file closed last (a `latest`
+ *     or a marker among them are triggers: 9).
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */
@@ -121,6 +131,9 @@
 
 #include "catalog.h"
 #include "reader.h"
+
+/* invariant 11: a flush of a written file this large commits the batch */
+#define NS_FLUSH_COMMIT_BYTES (1024 * 1024)
 
 struct cat;
 struct node_table;

@@ -56,7 +56,9 @@
  *      end is missing from it (G7).
  *  D3. It is committed at the latest CAT_DEFER_MS (cat_defer_window) after
  *      its first change (the flusher thread, started with the first one),
- *      when it holds CAT_DEFER_MAX changes, or at cat_close. Other
+ *      when it holds CAT_DEFER_MAX changes, at cat_close, or when fs/ns.c
+ *      asks (cat_defer_commit: the flush of a trigger or of a file of
+ *      NS_FLUSH_COMMIT_BYTES or more, fs/ns.h invariants 9 and 11). Other
  *      processes reading the catalog file (ckptfs-admin, sqlite3) see
  *      changes that late.
  *  D4. A failed change is rolled back to its savepoint and leaves the

@@ -771,7 +771,8 @@ static int writer_copy_pending(struct writer *w, uint64_t end)
 							ext[i].chunk_off, len, (char *)tmp);
 			if (rc == 0)
 				rc = writer_pwrite_room(w, tmp, len, ext[i].off);
-			copied += len;
+			if (rc == 0)
+				copied += len;
 			pos = ext[i].off + ext[i].len;
 		}
 		if (n < 16)
@@ -784,9 +785,9 @@ static int writer_copy_pending(struct writer *w, uint64_t end)
 	return rc;
 }
 
-/* Invariant 8: a write (or nothing else) below stage_base: the stored
- * prefix is copied into the staging file, which then holds the whole file,
- * and its pending extents go (the commit re-chunks it all). */
+/* Invariant 8: a write lands below stage_base: the stored prefix is copied
+ * into the staging file, which then holds the whole file, and its pending
+ * extents go (the commit re-chunks it all). Only then is it copied. */
 static int writer_unstage_prefix(struct writer *w)
 {
 	if (w->stage_base == 0)

@@ -93,110 +93,40 @@ test_many_files_at_once_stay_within_the_bound() {
 	ck_umount
 }
 
-# _staging_files PID — "SIZE ALLOCATED" of each staging file PID holds open
-# (CACHE/staging/, unlinked: seen through /proc/PID/fd).
-_staging_files() {
-	local fd
-	for fd in /proc/$1/fd/*; do
-		case "$(readlink "$fd")" in
-		"$CK_CACHE"/staging/*) stat -L -c '%s %b %B' "$fd" | awk '{ print $1, $2 * $3 }' ;;
-		esac
-	done
-}
-
-# _late.py DIR — scripted by stdin lines, each "CMD ARG...": `a MIB`
-# appends MIB MiB of random bytes to big.bin (1 MiB writes), `P MIB` of a
-# repeated 64-byte pattern (no chunk boundary: its buffer grows); `h N` opens N
-# hog files, each written 1 MiB of a repeated 64-byte pattern (no chunk
-# boundary: each keeps a buffer) and held open; `r OFF LEN` compares a read
-# of big.bin with what was written; `w OFF LEN` rewrites there (random);
-# `t SIZE` truncates; `c` closes everything. Each answers "ok". The
-# expected content's SHA-256 in CK_REF/sums.
-_late_py() {
-	cat >"$CK_TMP/late.py" <<'EOF2'
-import hashlib, os, random, sys
-d, sums = sys.argv[1], sys.argv[2]
-rnd = random.Random(44)
-path = os.path.join(d, "big.bin")
-fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-want = bytearray()
-hogs = []
-for line in sys.stdin:
-    cmd, *a = line.split()
-    a = [int(x) for x in a]
-    if cmd in ("a", "P"):
-        pat = rnd.randbytes(64) * (1 << 14)
-        for _ in range(a[0]):
-            b = rnd.randbytes(1 << 20) if cmd == "a" else pat
-            assert os.pwrite(fd, b, len(want)) == len(b)
-            want += b
-    elif cmd == "h":
-        for i in range(a[0]):
-            h = os.open(os.path.join(d, "hog%02d.bin" % len(hogs)), os.O_CREAT | os.O_WRONLY, 0o644)
-            pat = rnd.randbytes(64) * (1 << 14)
-            assert os.write(h, pat) == len(pat)
-            hogs.append(h)
-    elif cmd == "r":
-        got = os.pread(fd, a[1], a[0])
-        assert got == bytes(want[a[0]:a[0] + a[1]]), "read at %d+%d differs" % (a[0], a[1])
-    elif cmd == "w":
-        b = rnd.randbytes(a[1])
-        assert os.pwrite(fd, b, a[0]) == len(b)
-        end = a[0] + len(b)
-        if end > len(want):
-            want += bytes(end - len(want))
-        want[a[0]:end] = b
-    elif cmd == "t":
-        os.ftruncate(fd, a[0])
-        want = want[:a[0]] + bytes(max(0, a[0] - len(want)))
-    elif cmd == "c":
-        os.close(fd)
-        for h in hogs:
-            os.close(h)
-    print("ok", flush=True)
-with open(sums, "w") as f:
-    f.write("%s  %s\n" % (hashlib.sha256(want).hexdigest(), path))
-EOF2
-}
-
 test_a_file_staged_late_stages_only_what_is_not_stored() {
-	local mib=1048576 line size alloc found=0
+	local mib=1048576 size alloc found=0
 	ck_mount "writebuf=8M"
 	mkdir -p "$CK_MNT/run"
-	_late_py
-	coproc LATE { "$PY" "$CK_TMP/late.py" "$CK_MNT/run" "$CK_REF/sums" 2>"$CK_TMP/late.err"; }
-	_late() { echo "$*" >&"${LATE[1]}"; read -r -t 120 line <&"${LATE[0]}" && [ "$line" = ok ] || ck_fail "'$*' failed: $(cat "$CK_TMP/late.err")"; }
+	ck_late_start "$CK_MNT/run"
 	# 24 MiB streamed and stored; then hogs take the whole budget, and
 	# bytes with no chunk boundary make big.bin's buffer grow: refused, so
 	# staged at ~24 MiB
-	_late a 24
-	_late h 12
-	_late P 8
-	_late r 0 $((32 * mib))
+	ck_late a 24
+	ck_late h 12
+	ck_late P 8
+	ck_late r 0 $((32 * mib))
 	[ "$(ck_admin_stat writebuf_staged)" -gt 0 ] || ck_fail "no writer was staged"
 	while read -r size alloc; do
 		[ "$size" = $((32 * mib)) ] || continue
 		found=1
 		ck_log "big.bin's staging file: size $size, allocated $alloc"
 		[ "$alloc" -le $((16 * mib)) ] || ck_fail "big.bin's staging file holds $alloc bytes of its 32 MiB: the stored prefix was copied into it"
-	done < <(_staging_files "$CK_PID")
-	[ $found = 1 ] || ck_fail "big.bin was not staged (staging files: $(_staging_files "$CK_PID" | tr '
-' ' '))"
+	done < <(ck_staging_files "$CK_PID")
+	[ $found = 1 ] || ck_fail "big.bin was not staged (staging files: $(ck_staging_files "$CK_PID" | tr '\n' ' '))"
 	assert_eq 0 "$(ck_admin_stat writebuf_copied)" "writebuf_copied before a write into the stored prefix"
 	# fsync commits the staged file: the prefix extents and the re-chunked rest
 	sync "$CK_MNT/run/big.bin"
-	_late a 4
-	_late r $((20 * mib)) $((8 * mib))
+	ck_late a 4
+	ck_late r $((20 * mib)) $((8 * mib))
 	# a rewrite inside the stored prefix, after the switch: copied only now
-	_late w $((5 * mib + 12345)) 300000
+	ck_late w $((5 * mib + 12345)) 300000
 	[ "$(ck_admin_stat writebuf_copied)" -gt 0 ] || ck_fail "writebuf_copied 0 after a write below the staged point"
-	_late r 0 $((36 * mib))
-	_late t $((30 * mib + 777))
-	_late w $((33 * mib)) 4096
-	_late r 0 $((34 * mib))
-	_late c
-	eval "exec ${LATE[1]}>&-"
-	wait "$LATE_PID" || ck_fail "the writer script failed: $(cat "$CK_TMP/late.err")"
+	ck_late r 0 $((36 * mib))
+	ck_late t $((30 * mib + 777))
+	ck_late w $((33 * mib)) 4096
+	ck_late r 0 $((34 * mib))
+	ck_late c
+	ck_late_end
 	sha256sum --quiet -c "$CK_REF/sums" || ck_fail "big.bin reads back different bytes after its close"
 	assert_eq 0 "$(ck_admin_stat writebuf_bytes)" "writebuf_bytes with every file closed"
 	ck_kill9

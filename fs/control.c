@@ -415,6 +415,7 @@ void control_stats_each(struct control *c, control_stat_fn fn, void *arg)
 		PUT("writebuf_bound", ws.limit);
 		PUT("writebuf_peak", ws.peak);
 		PUT("writebuf_staged", ws.staged);
+		PUT("writebuf_copied", ws.copied);
 	}
 	if (d->uploader && d->uploader_stats) {
 		struct uploader_stats us;

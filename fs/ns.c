@@ -29,9 +29,20 @@ struct ns_file {
 	uint64_t gen_id; /* the generation the file was in when opened (0: none) */
 	bool writable;   /* counted among the generation's writers */
 	bool wrote;      /* created, wrote or truncated through this handle */
+	/* invariant 10: the tracker's rule ran at a flush of this handle and
+	 * nothing was written through it since: its release does not run it
+	 * again (review 44 F4: its line logged once) */
+	bool tracker_ruled;
 	uid_t uid;       /* the opener's (fsuid): who wrote a tracker (gen.h invariant 12) */
 	struct ns_file *prev, *next; /* in the registry (invariant 1) */
 };
+
+/* Something was created, written or truncated through f. */
+static void ns_file_wrote(struct ns_file *f)
+{
+	f->wrote = true;
+	f->tracker_ruled = false; /* invariant 10: its rule runs again */
+}
 
 struct ns {
 	struct cat *cat;
@@ -716,7 +727,7 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 	if (rc == 0 && !in_place)
 		gen_activity(ns->gen, gen_id, c->pid);
 	if (rc == 0 && f && s->size_set)
-		f->wrote = true;
+		ns_file_wrote(f);
 	if (rc == 0 && s->size_set) {
 		if (S_ISDIR(in.mode))
 			rc = -EISDIR;
@@ -765,7 +776,7 @@ static int ns_open_truncate(struct ns *ns, const struct ns_cred *c, struct ns_fi
 	if (rc == 0 && setid) /* invariant 3 */
 		rc = ns_killpriv(ns, c, n->ino, &n->setid);
 	pthread_rwlock_unlock(&n->rw);
-	f->wrote = true;
+	ns_file_wrote(f);
 	return rc;
 }
 
@@ -970,7 +981,7 @@ int ns_write(struct ns *ns, const struct ns_cred *c, struct ns_file *f, const vo
 	if (rc == 0 && __atomic_load_n(&n->setid, __ATOMIC_RELAXED) && !from_cache && c->uid != 0)
 		rc = ns_killpriv(ns, c, n->ino, &n->setid);
 	pthread_rwlock_unlock(&n->rw);
-	f->wrote = true;
+	ns_file_wrote(f);
 	gen_activity(ns->gen, f->gen_id, c->pid);
 	return rc;
 }
@@ -987,7 +998,7 @@ int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
 		rc = writer_truncate(w, off + len);
 	rc = ns_lost(ns, n->ino, rc);
 	pthread_rwlock_unlock(&n->rw);
-	f->wrote = true;
+	ns_file_wrote(f);
 	return rc;
 }
 
@@ -1057,8 +1068,10 @@ int ns_flush(struct ns *ns, struct ns_file *f)
 	    node_trigger(ns->nodes, f->n, &parent, name, sizeof(name))) {
 		rc = cat_defer_commit(ns->cat);
 		/* invariant 10: a tracker's rule before close(2) returns */
-		if (rc == 0 && f->wrote && f->gen_id == 0)
+		if (rc == 0 && f->wrote && f->gen_id == 0) {
 			gen_file_closed(ns->gen, f->n->ino, parent, name, 0, f->uid);
+			f->tracker_ruled = true;
+		}
 	}
 	return rc;
 }
@@ -1092,7 +1105,8 @@ void ns_release_done(struct ns *ns, struct ns_file *f, int rc)
 	struct node *n = f->n;
 	uint64_t parent;
 	char name[40];
-	if (rc == 0 && f->wrote && node_trigger(ns->nodes, n, &parent, name, sizeof(name)))
+	if (rc == 0 && f->wrote && !f->tracker_ruled &&
+	    node_trigger(ns->nodes, n, &parent, name, sizeof(name)))
 		gen_file_closed(ns->gen, n->ino, parent, name, f->gen_id, f->uid);
 	if (f->writable)
 		ns_writer_leave(ns, n, f->gen_id);

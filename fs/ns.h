@@ -91,8 +91,9 @@
  *     at its flush, after its data is committed and before close(2)
  *     returns, as the `.metadata` rename commits before its reply: a
  *     kill -9 right after the trainer's tracker write cannot leave the save
- *     it names open (review 43 F2). The release fires it again (nothing to
- *     do once committed). The rule never waits for the save's writers
+ *     it names open (review 43 F2). The release fires it again only if
+ *     the handle was written after its last flush (review 44 F4: a rule
+ *     that does not commit logs its line once per close). The rule never waits for the save's writers
  *     (gen_request_commit leaves it pending): a kill -9 while one is still
  *     open (a rank's file whose release has not come) leaves the save held,
  *     and the next start commits it by the tracker (gen.h invariant 17),

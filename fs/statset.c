@@ -101,6 +101,9 @@ const struct statset_desc statset_desc[SS_COUNT] = {
 	[SS_WRITEBUF_STAGED] = { "writebuf_staged", "writebuf_staged_total",
 				 "Writers moved to a local staging file at the writebuf bound.", C,
 				 false, 1 },
+	[SS_WRITEBUF_COPIED] = { "writebuf_copied", "writebuf_copied_bytes_total",
+				 "Stored bytes copied back into staging files (a staged file rewritten"
+				 " below where it was staged).", C, true, 1 },
 	[SS_UP_CHUNKS] = { "uploaded_chunks", "uploaded_chunks_total", "Chunks uploaded since the mount.",
 			   C, false, 1 },
 	[SS_UP_BYTES] = { "uploaded_bytes", "uploaded_bytes_total", "Bytes uploaded since the mount.", C,

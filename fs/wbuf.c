@@ -7,7 +7,7 @@ void wbuf_init(struct wbuf *b, uint64_t limit)
 {
 	pthread_mutex_init(&b->lock, NULL);
 	b->limit = limit;
-	b->used = b->peak = b->staged = 0;
+	b->used = b->peak = b->staged = b->copied = 0;
 }
 
 void wbuf_destroy(struct wbuf *b)
@@ -54,9 +54,16 @@ void wbuf_note_staged(struct wbuf *b)
 	pthread_mutex_unlock(&b->lock);
 }
 
+void wbuf_note_copied(struct wbuf *b, uint64_t n)
+{
+	pthread_mutex_lock(&b->lock);
+	b->copied += n;
+	pthread_mutex_unlock(&b->lock);
+}
+
 void wbuf_stats(struct wbuf *b, struct wbuf_stats *out)
 {
 	pthread_mutex_lock(&b->lock);
-	*out = (struct wbuf_stats){ b->limit, b->used, b->peak, b->staged };
+	*out = (struct wbuf_stats){ b->limit, b->used, b->peak, b->staged, b->copied };
 	pthread_mutex_unlock(&b->lock);
 }

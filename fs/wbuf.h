@@ -34,10 +34,11 @@ struct wbuf {
 	uint64_t limit; /* 0: no bound */
 	uint64_t used, peak;
 	uint64_t staged; /* writers moved to STAGING by a refusal (W1) */
+	uint64_t copied; /* stored bytes copied back into staging files (writer.h 8) */
 };
 
 struct wbuf_stats {
-	uint64_t limit, used, peak, staged;
+	uint64_t limit, used, peak, staged, copied;
 };
 
 void wbuf_init(struct wbuf *b, uint64_t limit);
@@ -50,6 +51,9 @@ void wbuf_force(struct wbuf *b, uint64_t n);
 void wbuf_give(struct wbuf *b, uint64_t n);
 /* A writer was refused and moved to STAGING. */
 void wbuf_note_staged(struct wbuf *b);
+/* n bytes of chunks already stored were copied into a staging file: a
+ * STAGING writer rewriting below the point it was staged from (writer.h 8). */
+void wbuf_note_copied(struct wbuf *b, uint64_t n);
 void wbuf_stats(struct wbuf *b, struct wbuf_stats *out);
 
 #endif

@@ -85,11 +85,16 @@ struct writer {
 	 * bytes, that it awaits (chunkput.h) */
 	struct chunkput_awaits aw;
 
-	/* chunks written since the last durable commit */
+	/* chunks written since the last durable commit; the first
+	 * n_unsynced_kept are the stored prefix's (staging: [0, stage_base)),
+	 * which a re-chunk keeps */
 	uint8_t (*unsynced)[HASH_LEN];
-	size_t n_unsynced, cap_unsynced;
+	size_t n_unsynced, cap_unsynced, n_unsynced_kept;
 
+	/* staging (invariant 8): [0, stage_base) stays the pending extents the
+	 * stream stored; the staging file holds [stage_base, size) */
 	int staging_fd;
+	uint64_t stage_base;
 	/* invariant 3: started on committed extents, which an earlier handle may
 	 * have committed without syncing; inherited_many: more of them than
 	 * WRITER_SYNC_EACH_MAX (one syncfs covers them) */
@@ -747,21 +752,27 @@ static int writer_open_staging(struct writer *w)
 	return 0;
 }
 
-/* Copies the pending extents of the stream into the staging file. */
-static int writer_copy_pending(struct writer *w)
+/* Copies the pending extents below end (the stored prefix) into the
+ * staging file, counting the bytes (wbuf_note_copied). */
+static int writer_copy_pending(struct writer *w, uint64_t end)
 {
 	struct cat_extent ext[16];
-	uint64_t pos = 0;
+	uint64_t pos = 0, copied = 0;
 	uint8_t *tmp = malloc(w->env->chunking.max_size);
 	if (!tmp)
 		return -ENOMEM;
-	int rc = 0, n;
-	while (rc == 0 && (n = cat_pending_extents(w->env->cat, w->ino, pos, ext, 16)) > 0) {
-		for (int i = 0; i < n && rc == 0; i++) {
+	int rc = 0, n = 0;
+	while (rc == 0 && pos < end && (n = cat_pending_extents(w->env->cat, w->ino, pos, ext, 16)) > 0) {
+		for (int i = 0; i < n && rc == 0 && ext[i].off < end; i++) {
+			size_t len = ext[i].len;
+			if (ext[i].off + len > end)
+				len = (size_t)(end - ext[i].off);
 			rc = w->env->reader.copy_extent(w->env->reader.r, w->ino, &ext[i],
-							ext[i].chunk_off, ext[i].len, (char *)tmp);
+							ext[i].chunk_off, len, (char *)tmp);
 			if (rc == 0)
-				rc = writer_pwrite_room(w, tmp, ext[i].len, ext[i].off);
+				rc = writer_pwrite_room(w, tmp, len, ext[i].off);
+			if (rc == 0)
+				copied += len;
 			pos = ext[i].off + ext[i].len;
 		}
 		if (n < 16)
@@ -770,31 +781,53 @@ static int writer_copy_pending(struct writer *w)
 	if (rc == 0 && n < 0)
 		rc = n;
 	free(tmp);
+	wbuf_note_copied(w->env->wbuf, copied);
 	return rc;
 }
 
-/* STREAM → STAGING: the bytes so far move into a sparse local file. */
+/* Invariant 8: a write lands below stage_base: the stored prefix is copied
+ * into the staging file, which then holds the whole file, and its pending
+ * extents go (the commit re-chunks it all). Only then is it copied. */
+static int writer_unstage_prefix(struct writer *w)
+{
+	if (w->stage_base == 0)
+		return 0;
+	int rc = writer_awaits_reap(w); /* pending chunks are read below */
+	if (rc == 0)
+		rc = writer_copy_pending(w, w->stage_base);
+	if (rc == 0)
+		rc = cat_pending_drop(w->env->cat, w->ino);
+	if (rc != 0)
+		return writer_fail(w, rc, "copying the stored part of the file to its staging file");
+	log_debug("inode %llu: rewritten below byte %llu, where it was staged: its stored part"
+		  " is copied into the staging file", (unsigned long long)w->ino,
+		  (unsigned long long)w->stage_base);
+	w->stage_base = 0;
+	w->n_unsynced_kept = 0; /* the re-chunk notes every chunk again */
+	return 0;
+}
+
+/* STREAM → STAGING: the bytes not stored yet (from stream_base) move into a
+ * sparse local file; the stored ones stay pending extents (invariant 8). */
 static int writer_to_staging(struct writer *w)
 {
 	assert(!w->staging);
-	int rc = writer_awaits_reap(w); /* pending chunks are read below */
+	int rc = writer_awaits_reap(w); /* the prefix names only stored chunks (5) */
 	if (rc != 0)
 		return writer_fail(w, rc, "storing a chunk");
 	recent_chain_drop(w->env->recent, &w->cur);
 	rc = writer_open_staging(w);
 	if (rc == 0 && ftruncate(w->staging_fd, (off_t)w->size) != 0)
 		rc = -errno;
-	if (rc == 0)
-		rc = writer_copy_pending(w);
 	if (rc == 0 && w->matched) /* following: those bytes are in pred's copy (R4) */
 		rc = writer_pwrite_room(w, w->pred.copy, w->matched, w->stream_base);
 	if (rc == 0 && w->buf_len)
 		rc = writer_pwrite_room(w, w->buf + w->buf_off, w->buf_len,
 					w->stream_base + w->matched);
-	if (rc == 0)
-		rc = cat_pending_drop(w->env->cat, w->ino);
 	if (rc != 0)
 		return writer_fail(w, rc, "moving the file to a staging file");
+	w->stage_base = w->stream_base;
+	w->n_unsynced_kept = w->n_unsynced;
 	if (w->following)
 		recent_unpin(w->env->recent, &w->pred);
 	w->following = false;
@@ -804,7 +837,8 @@ static int writer_to_staging(struct writer *w)
 	w->led = false;
 	chunker_reset(&w->ck);
 	writer_buf_release(w); /* invariant 8: a staging writer holds no buffer */
-	log_debug("inode %llu: now staged locally", (unsigned long long)w->ino);
+	log_debug("inode %llu: now staged locally from byte %llu", (unsigned long long)w->ino,
+		  (unsigned long long)w->stage_base);
 	return 0;
 }
 
@@ -816,17 +850,20 @@ static int writer_stage_for_room(struct writer *w)
 	return writer_to_staging(w);
 }
 
-/* Re-chunks the staging file's data regions into fresh pending extents. */
+/* Re-chunks the staging file's data regions, from stage_base, into fresh
+ * pending extents after the stored prefix's (invariant 8). */
 static int writer_rechunk(struct writer *w)
 {
-	int rc = cat_pending_drop(w->env->cat, w->ino);
+	int rc = w->stage_base ? cat_pending_truncate(w->env->cat, w->ino, w->stage_base)
+			       : cat_pending_drop(w->env->cat, w->ino);
 	if (rc != 0)
 		return writer_fail(w, rc, "dropping old pending extents");
-	w->n_unsynced = 0; /* every chunk the file keeps is noted again below */
+	/* every chunk the file keeps past the prefix is noted again below */
+	w->n_unsynced = w->n_unsynced_kept;
 	uint8_t *block = malloc(WRITER_IO_BLOCK);
 	if (!block)
 		return -ENOMEM;
-	uint64_t pos = 0;
+	uint64_t pos = w->stage_base;
 	while (rc == 0 && pos < w->size) {
 		off_t data = lseek(w->staging_fd, (off_t)pos, SEEK_DATA);
 		if (data < 0 && errno == ENXIO)
@@ -895,6 +932,8 @@ int writer_write(struct writer *w, const char *buf, size_t len, uint64_t off)
 			return rc;
 	}
 	if (w->staging && done < len) {
+		if (off + done < w->stage_base && (rc = writer_unstage_prefix(w)) != 0)
+			return rc;
 		rc = writer_pwrite_room(w, buf + done, len - done, off + done);
 		if (rc != 0)
 			return writer_fail(w, rc, "writing the staging file");
@@ -919,6 +958,14 @@ int writer_truncate(struct writer *w, uint64_t new_size)
 		w->led = false;
 	}
 	if (w->staging) {
+		if (new_size < w->stage_base) { /* into the stored prefix: cut its extents */
+			rc = writer_awaits_reap(w);
+			if (rc == 0)
+				rc = cat_pending_truncate(w->env->cat, w->ino, new_size);
+			if (rc != 0)
+				return writer_fail(w, rc, "truncating pending extents");
+			w->stage_base = new_size;
+		}
 		if (ftruncate(w->staging_fd, (off_t)new_size) != 0)
 			return writer_fail(w, -errno, "truncating the staging file");
 	} else if (new_size < w->stream_base) {
@@ -955,6 +1002,14 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
 		len = w->size - off;
 	if (w->staging) {
 		size_t done = 0;
+		if (off < w->stage_base) { /* the stored prefix (invariant 8) */
+			done = (size_t)(off + len < w->stage_base ? len : w->stage_base - off);
+			chunkput_wait(w->cp, &w->aw);
+			int rc = w->env->reader.read(w->env->reader.r, w->ino, READER_PENDING, off,
+						     done, out);
+			if (rc != 0)
+				return rc;
+		}
 		while (done < len) {
 			ssize_t n = pread(w->staging_fd, out + done, len - done, (off_t)(off + done));
 			if (n < 0 && errno == EINTR)
@@ -1114,7 +1169,7 @@ int writer_commit(struct writer *w, bool durable)
 			writer_fail(w, rc, "syncing a chunk");
 	}
 	if (rc == 0 && durable) {
-		w->n_unsynced = 0;
+		w->n_unsynced = w->n_unsynced_kept = 0;
 		w->inherited = false; /* every chunk is durable now, and stays so */
 	}
 	if (rc == 0)

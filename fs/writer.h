@@ -14,9 +14,13 @@
  *            bounded by the largest chunk plus storeq's depth. A write past
  *            the end cuts the buffer and leaves a hole. All-zero chunks are
  *            stored as holes.
- *   STAGING  the file's bytes live in a sparse local file (CACHE/staging/);
- *            writes and truncates go there, and every commit re-chunks it
- *            (data regions only: holes stay holes).
+ *   STAGING  the file is [pending extents 0..stage_base) [staging file]:
+ *            the bytes the stream had not stored yet (from its stream_base)
+ *            and every later write live in a sparse local file
+ *            (CACHE/staging/); writes and truncates go there, and every
+ *            commit re-chunks it from stage_base (data regions only: holes
+ *            stay holes). A write below stage_base first copies the stored
+ *            prefix into the staging file (stage_base becomes 0).
  *
  * Invariants:
  *  1. Readers of the file see exactly the bytes written so far, through
@@ -54,9 +58,13 @@
  *     hashed whole (writer.c writer_sums_scanned).
  *  8. Writer memory is bounded (-o writebuf=, wbuf.h): a STREAM writer's
  *     buffer grows only within the budget, counted before it grows; one
- *     that would pass it moves the file to STAGING (its bytes so far, also
- *     those matched against another writer's chunk, go to the staging file)
- *     and never waits for memory. A buffer is given back to the budget when
+ *     that would pass it moves the file to STAGING (its bytes not stored
+ *     yet, also those matched against another writer's chunk, go to the
+ *     staging file; the chunks stored before, [0, stream_base), stay its
+ *     pending extents and are neither copied nor re-chunked, unless a later
+ *     write lands below that point: only then is that prefix copied into
+ *     the staging file, counted in wbuf's `copied`) and never waits for
+ *     memory. A buffer is given back to the budget when
  *     it empties at a commit, a truncate below the stream or the move to
  *     STAGING, and with the writer (writer_free, also after an error); a
  *     STAGING writer holds one only while re-chunking at commit (wbuf.h W3).

@@ -616,6 +616,35 @@ ck_objcheck() {
 	ck_log "$(echo "$out" | tail -n 1)"
 }
 
+# ck_staging_files PID — "SIZE ALLOCATED" of each staging file the daemon
+# PID holds open (CACHE/staging/, unlinked: seen through /proc/PID/fd).
+ck_staging_files() {
+	local fd
+	for fd in /proc/$1/fd/*; do
+		case "$(readlink "$fd")" in
+		"$CK_CACHE"/staging/*) stat -L -c '%s %b %B' "$fd" | awk '{ print $1, $2 * $3 }' ;;
+		esac
+	done
+}
+
+# ck_late_start DIR / ck_late CMD ARG... / ck_late_end — a file staged late
+# by -o writebuf written step by step (helpers/wbuf_late.py, its commands);
+# ck_late fails the case unless the step answered ok; ck_late_end closes its
+# input and waits for it (CK_REF/sums then holds big.bin's SHA-256).
+ck_late_start() {
+	coproc CK_LATE { "$PY" "$CK_HELPERS/wbuf_late.py" "$1" "$CK_REF/sums" 2>"$CK_TMP/late.err"; }
+}
+ck_late() {
+	local line
+	echo "$*" >&"${CK_LATE[1]}"
+	read -r -t 120 line <&"${CK_LATE[0]}" && [ "$line" = ok ] ||
+		ck_fail "wbuf_late.py '$*' failed: $(cat "$CK_TMP/late.err")"
+}
+ck_late_end() {
+	eval "exec ${CK_LATE[1]}>&-"
+	wait "$CK_LATE_PID" || ck_fail "wbuf_late.py failed: $(cat "$CK_TMP/late.err")"
+}
+
 # ck_admin_stat KEY — the value of line "KEY N" of `ckptfs-admin stats`.
 ck_admin_stat() {
 	local out

@@ -126,6 +126,24 @@ test_a_tracker_waits_for_a_dcp_save_in_a_subdirectory() {
 }
 
 
+# Review 44 F4 (fs/ns.h invariant 10): a tracker's rule runs at its flush; its
+# release does not run it again, so a rule that does not commit logs its line
+# once per tracker write, not twice.
+test_a_tracker_that_does_not_commit_logs_its_line_once_per_close() {
+	ck_mount "$OPTS"
+	local s=$CK_MNT/run/step-100 line n
+	mkdir -p "$s/pytorch_model_fsdp_0"
+	_shard "$s/pytorch_model_fsdp_0/__0_0.distcp" 200000
+	line="tracker latest_checkpointed_iteration.txt (inode [0-9]*) names generation step-100 (step 100, open): not committed, it has DCP shards"
+	echo 100 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	ck_wait_log "$CK_DLOG" "$line" 10 || ck_fail "no line keeping step-100 open at its tracker"
+	echo 100 >"$CK_MNT/run/latest_checkpointed_iteration.txt"
+	# every release has run once the daemon has exited
+	ck_umount
+	n=$(grep -c "$line" "$CK_DLOG") || true
+	assert_eq 2 "$n" "lines for two tracker writes (one per close): $(grep "$line" "$CK_DLOG" | cut -c1-60 | tr '\n' '|')"
+}
+
 # ---- review 43 F1: a trigger file opened through a dentry READDIRPLUS made
 # (fs/ns.c ns_readdirplus_add notes its name as a LOOKUP does)
 

@@ -1171,6 +1171,71 @@ Test(writer, many_files_written_at_once_keep_the_buffers_within_the_budget)
 		    limit >> 20, st.peak >> 10, st.staged, N);
 }
 
+/* Reads the writer's [0, len) and compares it with want. */
+static void tw_read_eq(struct writer *w, const uint8_t *want, size_t len)
+{
+	uint8_t *got = malloc(len);
+	size_t n;
+	OK(writer_read(w, (char *)got, len, 0, &n));
+	cr_assert_eq(n, len);
+	cr_assert(memcmp(got, want, len) == 0, "the writer reads back other bytes");
+	free(got);
+}
+
+/* Review 44 F2 (writer.h invariant 8): a file refused by the budget after
+ * MiBs were stored stages only what was not stored yet; its stored prefix is
+ * never copied (wbuf's `copied` stays 0) through reads, commits, a truncate
+ * into it and an append from there; only a write below the staged point
+ * copies it. The committed file is the bytes written at every step. */
+Test(writer, a_file_staged_late_keeps_its_stored_prefix_out_of_the_staging_file)
+{
+	tw_budget(4 * MiB);
+	struct wbuf *wb = chunkput_env(fx.cp)->wbuf;
+	size_t len = 4 * MiB;
+	uint8_t *want = ts_random(len, 4402);
+	for (size_t i = 2 * MiB; i < 3 * MiB; i++) /* no chunk boundary: the buffer grows */
+		want[i] = (uint8_t)(i % 61 + 1);
+	uint64_t ino = tw_file("late");
+	struct writer *w;
+	OK(writer_new(fx.cp, ino, 0, &w));
+	for (size_t off = 0; off < 2 * MiB; off += 100 * KiB)
+		OK(writer_write(w, (const char *)want + off, off + 100 * KiB < 2 * MiB ? 100 * KiB
+								: 2 * MiB - off, off));
+	cr_assert_eq(tw_wbuf().staged, 0);
+	struct wbuf_stats st = tw_wbuf(); /* other writers' buffers take the rest */
+	uint64_t hog = st.limit - st.used;
+	cr_assert(wbuf_take(wb, hog));
+	OK(writer_write(w, (const char *)want + 2 * MiB, 2 * MiB, 2 * MiB));
+	cr_assert_eq(tw_wbuf().staged, 1, "the writer was not refused at the bound");
+	tw_read_eq(w, want, len);
+	OK(writer_commit(w, false));
+	tw_check_file(ino, want, len);
+	cr_assert_eq(tw_wbuf().copied, 0, "the stored prefix was copied into the staging file");
+
+	size_t cut = MiB + 7; /* into the stored prefix */
+	OK(writer_truncate(w, cut));
+	uint8_t *more = ts_random(200 * KiB, 4403);
+	OK(writer_write(w, (const char *)more, 200 * KiB, cut));
+	memcpy(want + cut, more, 200 * KiB);
+	len = cut + 200 * KiB;
+	tw_read_eq(w, want, len);
+	OK(writer_commit(w, false));
+	tw_check_file(ino, want, len);
+	cr_assert_eq(tw_wbuf().copied, 0, "a truncate into the prefix copied it");
+
+	OK(writer_write(w, (const char *)more, 10 * KiB, 100 * KiB)); /* below the staged point */
+	memcpy(want + 100 * KiB, more, 10 * KiB);
+	cr_assert_gt(tw_wbuf().copied, 0, "a write below the staged point did not copy the prefix");
+	tw_read_eq(w, want, len);
+	OK(writer_commit(w, true));
+	tw_check_file(ino, want, len);
+	writer_free(w);
+	wbuf_give(wb, hog);
+	cr_assert_eq(tw_wbuf().used, 0);
+	free(more);
+	free(want);
+}
+
 /* Replicas (followed chunks, recent.h R4) and unique files written at once
  * by threads, with truncates and gaps, under a budget smaller than their
  * buffers: every file reads back whole and nothing stays counted. */

@@ -114,7 +114,9 @@
  *      transaction) no longer sees it as a complete save. Nor does an
  *      expire end a COMMITTED save while a node has a file of it open for
  *      writing and has not changed it yet (-EBUSY: kept; the next pass
- *      decides; a HELD one goes as before, its open files named by its hold):
+ *      decides, which the writer's node asks for when its last write handle
+ *      of the save closes, fs/gen.h invariant 17; a HELD one goes as
+ *      before, its open files named by its hold):
  *      its counting of ns_writing is a statement after the row's lock, as
  *      a commit's (X1).
  *      G_KEEP_NEWER keeps generation.h G6 here too: newer saves count only

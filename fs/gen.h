@@ -64,7 +64,9 @@
  *     committed one, nor the newest durable one of its owner (invariant 6),
  *     nor a lost save (a shared catalog's committed save whose node is
  *     away, shown held) before a newer save of its owner is durable
- *     (pggen.h X13: gen_keep_held, and the expire's transaction again).
+ *     (pggen.h X13: gen_keep_held, and the expire's transaction again),
+ *     nor a durable HELD one (a rebuild's conflict, its manifest on
+ *     BACKING) before then (generation.h G6: that transaction only).
  *     It decides from a listing
  *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
  *     in the deleting transaction (a rewrite or a pin in between wins), and

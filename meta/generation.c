@@ -222,11 +222,12 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	/* G6: the saves newer than generation ?1 (series ?2, root ?3, step ?4,
 	 * committed at ?5; ?6: held, by step only) of its root's owner, those a
 	 * strong rule committed; how many of them are durable; whether ?1
-	 * itself is (upload.h U3); and whether ?1 (held: never asked) is the
+	 * itself is (upload.h U3; a HELD one too: a rebuild's conflict, its
+	 * manifest on BACKING, manifest.c mf_gen_insert_held); and whether ?1 (held: never asked) is the
 	 * owner's most recently committed save in the series (F3) */
 	G(G_KEEP_NEWER) = { "count the newer saves of a generation's owner",
 			    "SELECT count(*), coalesce(sum(n.durable_version = n.version), 0),"
-			    " EXISTS(SELECT 1 FROM generations g WHERE g.id = ?1 AND g.state = 1"
+			    " EXISTS(SELECT 1 FROM generations g WHERE g.id = ?1 AND g.state IN (1, 4)"
 			    " AND g.durable_version = g.version),"
 			    " NOT ?6 AND NOT EXISTS(SELECT 1 FROM generations l JOIN inodes li"
 			    " ON li.ino = l.root JOIN inodes lo ON lo.ino = ?3 WHERE l.series = ?2"

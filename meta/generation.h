@@ -53,7 +53,9 @@
  *      a lost one shown as HELD) by a larger step only. A listing gone stale
  *      (a newer save lost, removed or rolled back since) never deletes more.
  *      A save that is durable (COMMITTED, not lost, durable_version =
- *      version: upload.h U3) goes only if one of those newer saves is
+ *      version: upload.h U3; or HELD with its manifest on BACKING, a
+ *      rebuild's conflict: manifest.h M4, durable_version = version) goes
+ *      only if one of those newer saves is
  *      durable too, in that transaction: the owner's newest durable save
  *      stays while the newer ones are only in the cache, whatever a rewrite
  *      (v+1 not durable) or an upload did since the listing. So does a

@@ -2304,6 +2304,42 @@ Test(gen, expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_durab
 	check_invariants();
 }
 
+/* generation.h G6 (review 42, a suspicion): a HELD save whose manifest is on
+ * BACKING (a rebuild's conflict: manifest.c mf_gen_insert_held sets
+ * durable_version = version) is durable: keep-held ends it only once one
+ * of the newer saves of its owner is durable too, as a committed one. A
+ * HELD one not on BACKING goes by step alone, as before. */
+Test(gen, expire_keeps_a_durable_held_save_until_a_newer_one_is_durable, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root0, root1;
+	uint64_t id0 = mkgen(series, "step-0", 0, true, &root0);
+	put_file(root0, "w.pt", 301, 1, 100);
+	OK(cat_gen_hold(fx.cat, id0, "unmount", "empty", NULL, NULL, NULL));
+	uint64_t id1 = mkgen(series, "step-1", 1, true, &root1);
+	put_file(root1, "w.pt", 302, 1, 100);
+	OK(cat_gen_hold(fx.cat, id1, "rebuild", "rebuild: conflicts", NULL, NULL, NULL));
+	char sql[128];
+	snprintf(sql, sizeof(sql), "UPDATE generations SET durable_version = version WHERE id = %llu",
+		 (unsigned long long)id1);
+	OK(cat_defer_commit(fx.cat)); /* the holds above may be deferred (catalog_defer.c) */
+	write_sql(fx.path, sql);
+	uint64_t id2 = committed_save_of(series, "step-2", 2, 1000);
+	uint64_t id3 = committed_save_of(series, "step-3", 3, 1000);
+	struct cat_inode owner = { .uid = 1000 };
+	OK(cat_setattr(fx.cat, root0, CAT_SET_UID, &owner, NULL));
+	OK(cat_setattr(fx.cat, root1, CAT_SET_UID, &owner, NULL));
+	FAILS(cat_gen_expire(fx.cat, id1, 1, "keep-held", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id1).state, GEN_HELD);
+	OK(cat_gen_expire(fx.cat, id0, 1, "keep-held", NULL, NULL)); /* not durable */
+	make_durable(id3);
+	OK(cat_gen_expire(fx.cat, id1, 1, "keep-held", NULL, NULL));
+	cr_assert_eq(gen_get(id1).state, GEN_DELETED);
+	cr_assert_eq(gen_get(id2).state, GEN_COMMITTED);
+	check_invariants();
+}
+
 /* G9 (review 38 F1): a file whose last close failed keeps its mark; every
  * rule but an explicit decision is refused, nothing changed, and
  * cat_gen_unsettled names the file; a retried close that succeeds clears

@@ -277,9 +277,15 @@ static int ns_writer_still_in(struct ns *ns, struct node *n, uint64_t gen_id)
  * (invariant 4) — after the count, so no commit comes between the reopen
  * and the change, and before the policy's count, so that one is of the
  * open version its close uncounts. */
+void (*ns_test_hook)(const char *point, uint64_t ino);
+
 static int ns_writer_enter(struct ns *ns, struct node *n, uint64_t gen_id, bool change)
 {
+	if (ns_test_hook)
+		ns_test_hook("counting", n->ino);
 	int rc = ns_writer_count(ns, n, 1);
+	if (rc == 0 && ns_test_hook)
+		ns_test_hook("counted", n->ino);
 	if (rc == 0 && (rc = ns_writer_still_in(ns, n, gen_id)) != 0)
 		ns_writer_count(ns, n, -1);
 	else if (rc == 0 && change && (rc = gen_before_change(ns->gen, gen_id)) != 0)

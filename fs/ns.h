@@ -289,4 +289,9 @@ bool ns_in_generation(struct ns *ns, uint64_t ino);
 int ns_gen_commit(struct ns *ns, const struct ns_cred *c, uint64_t ino);
 int ns_gen_pin(struct ns *ns, const struct ns_cred *c, uint64_t ino, bool pinned);
 
+/* For tests only: called in an open's or create's registration as a
+ * writer (ns_writer_enter) with the inode, "counting" before its handle is
+ * counted, "counted" after (invariant 11). NULL in a daemon. */
+extern void (*ns_test_hook)(const char *point, uint64_t ino);
+
 #endif

@@ -122,7 +122,7 @@ struct gen_policy {
 	bool keep_waits_duty; /* another node holds "keep": retry next tick */
 	/* ids of the lost saves keep-held kept and said so at info in this run
 	 * (a ring, under lock): later passes say it at debug (review 36 F5b) */
-	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 2 | line */
+	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 3 | line */
 	unsigned said_next;
 };
 
@@ -365,8 +365,9 @@ enum gen_said_line {
 	GEN_SAID_NEXT_OWNER, /* next-gen left another user's save (invariant 14) */
 	GEN_SAID_KEPT_WEAK,  /* keep kept saves: the newer ones are weak (series id) */
 	GEN_SAID_KEPT_LATEST, /* keep kept the owner's last commit (invariant 3) */
-	GEN_SAID_KEPT_WRITER, /* keep kept a save with a file open for writing (invariant 17) */
+	GEN_SAID_KEPT_WRITER, /* keep kept a save with a file open for writing (invariant 18) */
 };
+_Static_assert(GEN_SAID_KEPT_WRITER < 8, "gen_said's key keeps 3 bits for the line");
 
 /* Was line said at info in this run for save id? Records it if not. Every
  * keep pass (after every commit) looks at each lost save again while its
@@ -376,7 +377,7 @@ enum gen_said_line {
  * info again. Takes g->lock. */
 static bool gen_said(struct gen_policy *g, uint64_t id, enum gen_said_line line)
 {
-	uint64_t key = id << 2 | (uint64_t)line;
+	uint64_t key = id << 3 | (uint64_t)line; /* 3 bits: 5 lines */
 	pthread_mutex_lock(&g->lock);
 	bool said = false;
 	for (size_t i = 0; i < GEN_SAID && !said; i++)
@@ -406,7 +407,7 @@ enum gen_end_how {
 };
 
 /* The inodes with a write handle open here, for an expire's transaction
- * (generation.h G10): called under the catalog lock, it takes only the
+ * (generation.h G11): called under the catalog lock, it takes only the
  * node table's lock (a leaf). */
 static int gen_writing_inos(void *arg, struct cat_id_vec *inos)
 {
@@ -462,7 +463,7 @@ static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen
 			 (unsigned long long)gen.series, (unsigned long long)gen.step, g->opt.keep);
 		return 0;
 	}
-	if (rc == -ETXTBSY && how == GEN_END_EXPIRE) { /* invariant 17 */
+	if (rc == -ETXTBSY && how == GEN_END_EXPIRE) { /* invariant 18 */
 		log_msg(gen_said(g, id, GEN_SAID_KEPT_WRITER) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
 			"generation %s (series inode %llu, step %llu): kept by keep-latest-k: a"
 			" file of it is open for writing; keep-latest-k decides again when the"
@@ -1626,7 +1627,7 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 		    !gen_pending_added(l)) /* that one: the tick proves it again */
 			memcpy(rule, l->pending_rule, sizeof(rule));
 		if (l->writers == 0 && !l->is_open) {
-			series = l->series; /* invariant 17: keep may have kept it for them */
+			series = l->series; /* invariant 18: keep may have kept it for them */
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
 		}
 	}

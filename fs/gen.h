@@ -85,7 +85,7 @@
  *     proof they record `content`) never makes an older save go, though it
  *     goes itself once `keep` counted newer saves exist; a pass that keeps
  *     saves for this says so once per series (gen_keep_said_kept). Nor a
- *     COMMITTED save with a file open for writing (invariant 17).
+ *     COMMITTED save with a file open for writing (invariant 18).
  *  4. keep-latest-k never runs inside the request that commits (nor in the
  *     uploader's durability callback): they queue the series, and the
  *     generation thread deletes after the reply. Only before the thread
@@ -275,16 +275,16 @@
  *     whether it had a file of them open or only opened them, which only
  *     an admin commits (catalog_shared_gen.c S3), so no tracker commits
  *     them at start there.
- * 17. keep-latest-k never deletes a COMMITTED save while a file of it has a
+ * 18. keep-latest-k never deletes a COMMITTED save while a file of it has a
  *     write handle open (review 42 F5): the handle may still write, which
  *     reopens the save as version+1 (invariants 8, 9), and a tree removed
  *     under it would take the write into a file nothing names while
  *     pwrite, fsync and close all succeed. The expire's transaction decides
- *     (generation.h G10 on one node: gen_writing_inos hands it this
+ *     (generation.h G11 on one node: gen_writing_inos hands it this
  *     node's table of write handles; -o meta=: pggen.h X12 counts every
  *     node's registered writers), so a listing gone stale never deletes
  *     under a handle opened since; an open for writing counts its handle
- *     before it reads the catalog again (ns.h invariant 11), so it is
+ *     before it reads the catalog again (ns.h invariant 12), so it is
  *     either seen or refused (-ENOENT). gen_end says so once per save at
  *     info (-ETXTBSY; -o meta=: -EBUSY, the generic line).
  *     gen_writer_closed asks for keep over the series when the last write

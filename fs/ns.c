@@ -257,7 +257,7 @@ static int ns_writer_count(struct ns *ns, struct node *n, int delta)
 	return 0;
 }
 
-/* Invariant 11, one node: n, found in generation gen_id by the caller's
+/* Invariant 12, one node: n, found in generation gen_id by the caller's
  * earlier read, is counted among the writers now; read again, a file that
  * has since left its generation with no link left (the save removed:
  * keep-latest-k, an admin rm) is not opened (-ENOENT). */
@@ -272,7 +272,7 @@ static int ns_writer_still_in(struct ns *ns, struct node *n, uint64_t gen_id)
 }
 
 /* Counts n among the writers of generation gen_id: from here on a commit of
- * it waits (gen.h invariant 2), and keep-latest-k keeps it (invariant 11).
+ * it waits (gen.h invariant 2), and keep-latest-k keeps it (invariant 12).
  * change: the caller changes it next, so a settled generation is reopened
  * (invariant 4) — after the count, so no commit comes between the reopen
  * and the change, and before the policy's count, so that one is of the

@@ -650,7 +650,7 @@ static int gen_keep_still_newer(struct cat *cat, const struct cat_gen *g, uint32
 	return rc;
 }
 
-/* G10: -ETXTBSY if an inode of g (its current tree: inodes.gen read in
+/* G11: -ETXTBSY if an inode of g (its current tree: inodes.gen read in
  * this transaction) has a write handle open in this daemon, as writing
  * (the daemon's node table) lists them now, under the catalog lock. */
 static int gen_keep_unwritten(struct cat *cat, const struct cat_gen *g, cat_writing_fn writing,
@@ -676,7 +676,7 @@ static int gen_keep_unwritten(struct cat *cat, const struct cat_gen *g, cat_writ
 
 /* expire: keep-latest-k's decision, re-checked here (cat_gen_expire, G6);
  * writing non-NULL: nor while a file of a COMMITTED one is open for
- * writing (G10) */
+ * writing (G11) */
 static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool expire,
 			  uint32_t keep, cat_writing_fn writing, void *warg,
 			  struct cat_id_vec *ids)
@@ -1551,7 +1551,7 @@ int cat_gen_expire_if(struct cat *cat, uint64_t id, uint32_t keep, const char *r
 {
 	/* shared: pggen.h X12 counts every node's writers in the database */
 	if (cat->shared) return catshg_expire(cat, id, keep, rule, fn, arg);
-	/* G6 and G10 under the catalog lock */
+	/* G6 and G11 under the catalog lock */
 	return gen_delete(cat, id, rule, true, keep, writing, warg, fn, arg);
 }
 

@@ -152,7 +152,7 @@
  *      commits it: the lookup by step prefers the step's own save
  *      (G_FIND_STEP, both engines) and fs/gen.c refuses a kept one (review
  *      46 F1).
- *  G10. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12) An
+ *  G11. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12) An
  *      expire for keep-latest-k never deletes a COMMITTED save while a file
  *      of it (an inode whose gen is its id, read in the expire's
  *      transaction: a directory a create is registered on too) has a write
@@ -393,7 +393,7 @@ struct cat_id_vec;
 typedef int (*cat_writing_fn)(void *arg, struct cat_id_vec *inos);
 /* cat_gen_expire, and on one node, in the same transaction, -ETXTBSY
  * (nothing changed) for a COMMITTED generation an inode of which writing
- * lists (G10). The shared engine ignores writing: its transaction counts
+ * lists (G11). The shared engine ignores writing: its transaction counts
  * every node's registered writers (pggen.h X12, -EBUSY). writing NULL:
  * cat_gen_expire. */
 int cat_gen_expire_if(struct cat *cat, uint64_t id, uint32_t keep, const char *rule,

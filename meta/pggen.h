@@ -115,7 +115,7 @@
  *      expire end a COMMITTED save while a node has a file of it open for
  *      writing and has not changed it yet (-EBUSY: kept; the next pass
  *      decides, which the writer's node asks for when its last write handle
- *      of the save closes, fs/gen.h invariant 17; a HELD one goes as
+ *      of the save closes, fs/gen.h invariant 18; a HELD one goes as
  *      before, its open files named by its hold):
  *      its counting of ns_writing is a statement after the row's lock, as
  *      a commit's (X1).

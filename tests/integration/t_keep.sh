@@ -329,7 +329,7 @@ openhold_finish() {
 	assert_eq "$1" "$(cat "$CK_TMP/oh.done")" "$2"
 }
 # keep_kept_for_writer NAME: keep's pass after the newer commit kept NAME for
-# its open write handle (generation.h G10); on the old code it was deleted.
+# its open write handle (generation.h G11); on the old code it was deleted.
 keep_kept_for_writer() {
 	ck_wait_log "$CK_DLOG" "$1 .*kept by keep-latest-k: a file of it is open for writing" 10 ||
 		ck_fail "keep did not keep $1 for its open writer; catalog row: $(cat_gen "$1"); $(grep -h "$1" "$CK_DLOG" | tail -n 2 | cut -c1-160 | tr '\n' '|')"

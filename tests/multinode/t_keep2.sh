@@ -60,7 +60,7 @@ test_two_nodes_saving_alternately_keep_the_newest_two() {
 	mn_umount A
 	mn_umount B
 }
-# pggen.h X12, fs/gen.h invariant 17 (review 42 F5): keep=1; node B holds a
+# pggen.h X12, fs/gen.h invariant 18 (review 42 F5): keep=1; node B holds a
 # file of committed step-100 open O_RDWR (nothing written) when A commits
 # step-200: A's keep pass keeps step-100 (the shared catalog counts B's
 # writer). B's close asks for a keep pass itself, which deletes step-100

@@ -473,7 +473,7 @@ static void tg_close_for_writing(uint64_t id, struct node *n)
 	node_put(tg.nodes, n);
 }
 
-/* Review 42 F5, gen.h invariant 17 (generation.h G10): keep-latest-k keeps
+/* Review 42 F5, gen.h invariant 18 (generation.h G11): keep-latest-k keeps
  * a committed save while a file of it is open for writing here (the
  * handle may still write: a new version), and the close of its last such
  * handle runs keep again, which deletes it then. A handle's write

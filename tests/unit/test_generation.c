@@ -1090,7 +1090,7 @@ Test(gen, expire_refuses_a_generation_reopened_or_pinned_since, .init = setup, .
 	check_invariants();
 }
 
-/* G10: a fake node table for cat_gen_expire_if: the inodes "open for
+/* G11: a fake node table for cat_gen_expire_if: the inodes "open for
  * writing", or an error; counts the calls. */
 struct writing_fake {
 	uint64_t inos[4];
@@ -1108,7 +1108,7 @@ static int writing_fake(void *arg, struct cat_id_vec *inos)
 	return w->rc;
 }
 
-/* generation.h G10 (review 42 F5): keep-latest-k's expire leaves a
+/* generation.h G11 (review 42 F5): keep-latest-k's expire leaves a
  * COMMITTED save alone while a file of it (or a directory a create is
  * registered on) is open for writing, in its own transaction; a handle on
  * another save's file, or on one that left the save, keeps nothing; a HELD
@@ -1151,7 +1151,7 @@ Test(gen, expire_keeps_a_committed_save_with_a_file_open_for_writing, .init = se
 	cr_assert_eq(w.calls, 1);
 	cr_assert_eq(gen_get(id1).state, GEN_DELETED);
 	cr_assert(has_ino(&removed, root1) && has_ino(&removed, sub) && !has_ino(&removed, f1));
-	/* the shared engine's X12 spares a HELD one: so does G10 */
+	/* the shared engine's X12 spares a HELD one: so does G11 */
 	uint64_t root4;
 	uint64_t id4 = mkgen(series, "step-0", 0, true, &root4);
 	uint64_t f4 = put_file(root4, "w.pt", 9, 1, 100);

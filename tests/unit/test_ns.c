@@ -535,7 +535,7 @@ Test(ns, test_a_create_lost_with_its_batch_answers_the_loss_not_enoent)
 	free(buf);
 }
 
-/* invariant 11, generation.h G10 (review 42 F5): keep-latest-k's expire of
+/* invariant 12, generation.h G11 (review 42 F5): keep-latest-k's expire of
  * a committed save, run by the hook at a chosen point of an open for
  * writing of a file of it (the node table's write handles handed to the
  * expire, as fs/gen.c does). */

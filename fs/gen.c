@@ -122,7 +122,7 @@ struct gen_policy {
 	bool keep_waits_duty; /* another node holds "keep": retry next tick */
 	/* ids of the lost saves keep-held kept and said so at info in this run
 	 * (a ring, under lock): later passes say it at debug (review 36 F5b) */
-	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 2 | line */
+	uint64_t said[GEN_SAID]; /* gen_said's ring: id << 3 | line */
 	unsigned said_next;
 };
 
@@ -359,6 +359,35 @@ static bool gen_writers_alive(const struct gen_live *l)
 
 /* ---- acting on the catalog (no g->lock held) ---- */
 
+/* Lines said at info once per save and run, at debug after (gen_said). */
+enum gen_said_line {
+	GEN_SAID_KEPT_LOST, /* keep-held kept a lost save */
+	GEN_SAID_NEXT_OWNER, /* next-gen left another user's save (invariant 14) */
+	GEN_SAID_KEPT_WEAK,  /* keep kept saves: the newer ones are weak (series id) */
+	GEN_SAID_KEPT_LATEST, /* keep kept the owner's last commit (invariant 3) */
+	GEN_SAID_KEPT_WRITER, /* keep kept a save with a file open for writing (invariant 18) */
+};
+_Static_assert(GEN_SAID_KEPT_WRITER < 8, "gen_said's key keeps 3 bits for the line");
+
+/* Was line said at info in this run for save id? Records it if not. Every
+ * keep pass (after every commit) looks at each lost save again while its
+ * node stays away, and every save that starts in a shared series looks at
+ * the other users' open ones: once at info is news, the rest noise. A ring
+ * of GEN_SAID entries bounds the memory; past that many one may be said at
+ * info again. Takes g->lock. */
+static bool gen_said(struct gen_policy *g, uint64_t id, enum gen_said_line line)
+{
+	uint64_t key = id << 3 | (uint64_t)line; /* 3 bits: 5 lines */
+	pthread_mutex_lock(&g->lock);
+	bool said = false;
+	for (size_t i = 0; i < GEN_SAID && !said; i++)
+		said = g->said[i] == key;
+	if (!said)
+		g->said[g->said_next++ % GEN_SAID] = key;
+	pthread_mutex_unlock(&g->lock);
+	return said;
+}
+
 /* After a tree left the namespace: its inodes go to the node table
  * (node_unlinked_many), which releases them in a few large transactions on
  * its reaper thread, not on this one. The kernel is not told (no
@@ -377,6 +406,26 @@ enum gen_end_how {
 	GEN_END_EXPIRE, /* keep-latest-k: as chosen (gen.h 3, 6) → DELETED, else nothing */
 };
 
+/* The inodes with a write handle open here, for an expire's transaction
+ * (generation.h G11): called under the catalog lock, it takes only the
+ * node table's lock (a leaf). */
+static int gen_writing_inos(void *arg, struct cat_id_vec *inos)
+{
+	struct gen_policy *g = arg;
+	for (size_t cap = 256;; cap *= 2) {
+		uint64_t *v = malloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		size_t n = node_writing(g->nodes, v, cap);
+		if (n < cap) {
+			free(inos->v);
+			*inos = (struct cat_id_vec){ .v = v, .n = n, .cap = cap };
+			return 0;
+		}
+		free(v); /* maybe more than cap: ask again with room */
+	}
+}
+
 static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enum gen_end_how how,
 			struct cat_id_vec *v)
 {
@@ -387,7 +436,8 @@ static int gen_end_call(struct gen_policy *g, uint64_t id, const char *rule, enu
 	case GEN_END_DELETE:
 		return cat_gen_delete(g->cat, id, rule, cat_id_vec_add_ino, v);
 	case GEN_END_EXPIRE:
-		return cat_gen_expire(g->cat, id, g->opt.keep, rule, cat_id_vec_add_ino, v);
+		return cat_gen_expire_if(g->cat, id, g->opt.keep, rule, gen_writing_inos, g,
+					 cat_id_vec_add_ino, v);
 	}
 	return -EINVAL;
 }
@@ -406,10 +456,19 @@ static int gen_end(struct gen_policy *g, uint64_t id, const char *rule, enum gen
 	int rc = gen_end_call(g, id, rule, how, &v);
 	if (rc == -EBUSY && how == GEN_END_EXPIRE) {
 		log_info("generation %s (series inode %llu, step %llu): kept: reopened, pinned,"
-			 " fewer than %u newer saves of its owner left (lost or removed), or none"
-			 " of them durable while it is durable or lost (pggen.h X13), since"
-			 " keep-latest-k chose it", gen.name,
+			 " fewer than %u newer saves of its owner left (lost or removed), none"
+			 " of them durable while it is durable or lost (pggen.h X13), or a file"
+			 " of it open for writing on a node (pggen.h X12), since keep-latest-k"
+			 " chose it", gen.name,
 			 (unsigned long long)gen.series, (unsigned long long)gen.step, g->opt.keep);
+		return 0;
+	}
+	if (rc == -ETXTBSY && how == GEN_END_EXPIRE) { /* invariant 18 */
+		log_msg(gen_said(g, id, GEN_SAID_KEPT_WRITER) ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+			"generation %s (series inode %llu, step %llu): kept by keep-latest-k: a"
+			" file of it is open for writing; keep-latest-k decides again when the"
+			" last such handle closes (a write into it makes it a new version)",
+			gen.name, (unsigned long long)gen.series, (unsigned long long)gen.step);
 		return 0;
 	}
 	if (rc != 0) {
@@ -608,33 +667,6 @@ static bool gen_keep_newer_durable(struct gen_policy *g, const struct gen_keep_l
 			return true;
 	}
 	return false;
-}
-
-/* Lines said at info once per save and run, at debug after (gen_said). */
-enum gen_said_line {
-	GEN_SAID_KEPT_LOST, /* keep-held kept a lost save */
-	GEN_SAID_NEXT_OWNER, /* next-gen left another user's save (invariant 14) */
-	GEN_SAID_KEPT_WEAK,  /* keep kept saves: the newer ones are weak (series id) */
-	GEN_SAID_KEPT_LATEST, /* keep kept the owner's last commit (invariant 3) */
-};
-
-/* Was line said at info in this run for save id? Records it if not. Every
- * keep pass (after every commit) looks at each lost save again while its
- * node stays away, and every save that starts in a shared series looks at
- * the other users' open ones: once at info is news, the rest noise. A ring
- * of GEN_SAID entries bounds the memory; past that many one may be said at
- * info again. Takes g->lock. */
-static bool gen_said(struct gen_policy *g, uint64_t id, enum gen_said_line line)
-{
-	uint64_t key = id << 2 | (uint64_t)line;
-	pthread_mutex_lock(&g->lock);
-	bool said = false;
-	for (size_t i = 0; i < GEN_SAID && !said; i++)
-		said = g->said[i] == key;
-	if (!said)
-		g->said[g->said_next++ % GEN_SAID] = key;
-	pthread_mutex_unlock(&g->lock);
-	return said;
 }
 
 /* HELD ones of the series go once `keep` committed ones of the same owner
@@ -1583,6 +1615,7 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 	if (gen_id == 0)
 		return;
 	char rule[GEN_RULE_MAX] = "";
+	uint64_t series = 0;
 	pthread_mutex_lock(&g->lock);
 	struct gen_live *l = gen_live_find(g, gen_id);
 	if (l) {
@@ -1593,10 +1626,14 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet &&
 		    !gen_pending_added(l)) /* that one: the tick proves it again */
 			memcpy(rule, l->pending_rule, sizeof(rule));
-		if (l->writers == 0 && !l->is_open)
+		if (l->writers == 0 && !l->is_open) {
+			series = l->series; /* invariant 18: keep may have kept it for them */
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
+		}
 	}
 	pthread_mutex_unlock(&g->lock);
+	if (series != 0)
+		gen_keep_request(g, series, NULL);
 	if (rule[0] && !gen_files_being_written(g, gen_id))
 		gen_commit_now(g, gen_id, rule); /* else the background tick does */
 }

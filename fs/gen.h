@@ -64,7 +64,9 @@
  *     committed one, nor the newest durable one of its owner (invariant 6),
  *     nor a lost save (a shared catalog's committed save whose node is
  *     away, shown held) before a newer save of its owner is durable
- *     (pggen.h X13: gen_keep_held, and the expire's transaction again).
+ *     (pggen.h X13: gen_keep_held, and the expire's transaction again),
+ *     nor a durable HELD one (a rebuild's conflict, its manifest on
+ *     BACKING) before then (generation.h G6: that transaction only).
  *     It decides from a listing
  *     and deletes with cat_gen_expire, which re-checks COMMITTED and unpinned
  *     in the deleting transaction (a rewrite or a pin in between wins), and
@@ -82,7 +84,8 @@
  *     weak rule's commit without proof (rule `unmount` or `next-gen`; with
  *     proof they record `content`) never makes an older save go, though it
  *     goes itself once `keep` counted newer saves exist; a pass that keeps
- *     saves for this says so once per series (gen_keep_said_kept).
+ *     saves for this says so once per series (gen_keep_said_kept). Nor a
+ *     COMMITTED save with a file open for writing (invariant 18).
  *  4. keep-latest-k never runs inside the request that commits (nor in the
  *     uploader's durability callback): they queue the series, and the
  *     generation thread deletes after the reply. Only before the thread
@@ -271,7 +274,25 @@
  *     (invariant 11): X2 of pggen.h holds a dead node's saves "node-lost"
  *     whether it had a file of them open or only opened them, which only
  *     an admin commits (catalog_shared_gen.c S3), so no tracker commits
- *     them at start there. */
+ *     them at start there.
+ * 18. keep-latest-k never deletes a COMMITTED save while a file of it has a
+ *     write handle open (review 42 F5): the handle may still write, which
+ *     reopens the save as version+1 (invariants 8, 9), and a tree removed
+ *     under it would take the write into a file nothing names while
+ *     pwrite, fsync and close all succeed. The expire's transaction decides
+ *     (generation.h G11 on one node: gen_writing_inos hands it this
+ *     node's table of write handles; -o meta=: pggen.h X12 counts every
+ *     node's registered writers), so a listing gone stale never deletes
+ *     under a handle opened since; an open for writing counts its handle
+ *     before it reads the catalog again (ns.h invariant 12), so it is
+ *     either seen or refused (-ENOENT). gen_end says so once per save at
+ *     info (-ETXTBSY; -o meta=: -EBUSY, the generic line).
+ *     gen_writer_closed asks for keep over the series when the last write
+ *     handle of a committed save here closes, so the save goes then if
+ *     nothing wrote through it, not only at the next commit. A handle for
+ *     reading keeps nothing: it reads the removed file until its close
+ *     (node.h invariant 1). A HELD save goes as before (as X12): its open
+ *     files are what its hold named, and a write reopens it first. */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

@@ -119,6 +119,15 @@
  *     files keep the group commit, and with it the window of up to
  *     CAT_DEFER_MS in which a kill -9 takes a file closed last (a `latest`
  *     or a marker among them are triggers: 9).
+ * 12. A handle open for writing in a committed save keeps keep-latest-k
+ *     from deleting that save (generation.h G11; -o meta=: pggen.h X12):
+ *     on one node it is counted in the node table (node_writers_add)
+ *     before the catalog is read again (ns_writer_still_in), while the
+ *     expire asks the node table inside its transaction. So either the
+ *     expire sees the handle and keeps the save, or the open sees the file
+ *     gone from its save with no link left and fails -ENOENT before its
+ *     O_TRUNC or any write: no handle opened by name writes into a file a
+ *     keep pass removed. A handle for reading keeps nothing (invariant 7).
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */
@@ -280,5 +289,10 @@ bool ns_in_generation(struct ns *ns, uint64_t ino);
  * the daemon's owner only (-EPERM); -EINVAL when in none. */
 int ns_gen_commit(struct ns *ns, const struct ns_cred *c, uint64_t ino);
 int ns_gen_pin(struct ns *ns, const struct ns_cred *c, uint64_t ino, bool pinned);
+
+/* For tests only: called in an open's or create's registration as a
+ * writer (ns_writer_enter) with the inode, "counting" before its handle is
+ * counted, "counted" after (invariant 12). NULL in a daemon. */
+extern void (*ns_test_hook)(const char *point, uint64_t ino);
 
 #endif

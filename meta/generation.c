@@ -222,11 +222,12 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 	/* G6: the saves newer than generation ?1 (series ?2, root ?3, step ?4,
 	 * committed at ?5; ?6: held, by step only) of its root's owner, those a
 	 * strong rule committed; how many of them are durable; whether ?1
-	 * itself is (upload.h U3); and whether ?1 (held: never asked) is the
+	 * itself is (upload.h U3; a HELD one too: a rebuild's conflict, its
+	 * manifest on BACKING, manifest.c mf_gen_insert_held); and whether ?1 (held: never asked) is the
 	 * owner's most recently committed save in the series (F3) */
 	G(G_KEEP_NEWER) = { "count the newer saves of a generation's owner",
 			    "SELECT count(*), coalesce(sum(n.durable_version = n.version), 0),"
-			    " EXISTS(SELECT 1 FROM generations g WHERE g.id = ?1 AND g.state = 1"
+			    " EXISTS(SELECT 1 FROM generations g WHERE g.id = ?1 AND g.state IN (1, 4)"
 			    " AND g.durable_version = g.version),"
 			    " NOT ?6 AND NOT EXISTS(SELECT 1 FROM generations l JOIN inodes li"
 			    " ON li.ino = l.root JOIN inodes lo ON lo.ino = ?3 WHERE l.series = ?2"
@@ -649,9 +650,36 @@ static int gen_keep_still_newer(struct cat *cat, const struct cat_gen *g, uint32
 	return rc;
 }
 
-/* expire: keep-latest-k's decision, re-checked here (cat_gen_expire, G6) */
+/* G11: -ETXTBSY if an inode of g (its current tree: inodes.gen read in
+ * this transaction) has a write handle open in this daemon, as writing
+ * (the daemon's node table) lists them now, under the catalog lock. */
+static int gen_keep_unwritten(struct cat *cat, const struct cat_gen *g, cat_writing_fn writing,
+			      void *warg)
+{
+	struct cat_id_vec inos = { 0 };
+	int rc = writing(warg, &inos);
+	if (rc != 0)
+		log_error("catalog %s: generation %s (step %" PRIu64 ") not expired: cannot list"
+			  " the files open for writing: %s", cat->path, g->name, g->step,
+			  strerror(-rc));
+	for (size_t i = 0; rc == 0 && i < inos.n; i++) {
+		uint64_t gen = 0;
+		int grc = cat_gen_of_txn(cat, inos.v[i], &gen);
+		if (grc != 0 && grc != -ENOENT) /* -ENOENT: released meanwhile */
+			rc = grc;
+		else if (grc == 0 && gen == g->id)
+			rc = -ETXTBSY;
+	}
+	cat_id_vec_free(&inos);
+	return rc;
+}
+
+/* expire: keep-latest-k's decision, re-checked here (cat_gen_expire, G6);
+ * writing non-NULL: nor while a file of a COMMITTED one is open for
+ * writing (G11) */
 static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool expire,
-			  uint32_t keep, struct cat_id_vec *ids)
+			  uint32_t keep, cat_writing_fn writing, void *warg,
+			  struct cat_id_vec *ids)
 {
 	struct cat_gen g;
 	int64_t now = cat_now_ns();
@@ -662,6 +690,8 @@ static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool e
 		rc = -EBUSY;
 	if (rc == 0 && expire)
 		rc = gen_keep_still_newer(cat, &g, keep);
+	if (rc == 0 && expire && writing && g.state == GEN_COMMITTED)
+		rc = gen_keep_unwritten(cat, &g, writing, warg);
 	if (rc == 0)
 		rc = gen_tree_remove(cat, &g, now, ids);
 	if (rc == 0)
@@ -1486,7 +1516,7 @@ int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn,
 }
 
 static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expire, uint32_t keep,
-		      cat_ino_fn fn, void *arg)
+		      cat_writing_fn writing, void *warg, cat_ino_fn fn, void *arg)
 {
 	struct cat_id_vec ids = { 0 };
 	int rc = gen_rule_check(rule);
@@ -1495,7 +1525,7 @@ static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expir
 	cat_lock(cat);
 	rc = cat_begin(cat);
 	if (rc == 0)
-		rc = gen_delete_txn(cat, id, rule, expire, keep, fn ? &ids : NULL);
+		rc = gen_delete_txn(cat, id, rule, expire, keep, writing, warg, fn ? &ids : NULL);
 	rc = cat_end_sweep(cat, rc); /* the backup's chunks may be garbage now */
 	cat_unlock(cat);
 	if (rc == 0 && fn != NULL)
@@ -1507,14 +1537,22 @@ static int gen_delete(struct cat *cat, uint64_t id, const char *rule, bool expir
 int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
 {
 	if (cat->shared) return catshg_delete(cat, id, rule, fn, arg);
-	return gen_delete(cat, id, rule, false, 0, fn, arg);
+	return gen_delete(cat, id, rule, false, 0, NULL, NULL, fn, arg);
 }
 
 int cat_gen_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
 		   void *arg)
 {
+	return cat_gen_expire_if(cat, id, keep, rule, NULL, NULL, fn, arg);
+}
+
+int cat_gen_expire_if(struct cat *cat, uint64_t id, uint32_t keep, const char *rule,
+		      cat_writing_fn writing, void *warg, cat_ino_fn fn, void *arg)
+{
+	/* shared: pggen.h X12 counts every node's writers in the database */
 	if (cat->shared) return catshg_expire(cat, id, keep, rule, fn, arg);
-	return gen_delete(cat, id, rule, true, keep, fn, arg); /* G6 under the catalog lock */
+	/* G6 and G11 under the catalog lock */
+	return gen_delete(cat, id, rule, true, keep, writing, warg, fn, arg);
 }
 
 int cat_gen_reopen(struct cat *cat, uint64_t id)

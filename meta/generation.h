@@ -53,7 +53,9 @@
  *      a lost one shown as HELD) by a larger step only. A listing gone stale
  *      (a newer save lost, removed or rolled back since) never deletes more.
  *      A save that is durable (COMMITTED, not lost, durable_version =
- *      version: upload.h U3) goes only if one of those newer saves is
+ *      version: upload.h U3; or HELD with its manifest on BACKING, a
+ *      rebuild's conflict: manifest.h M4, durable_version = version) goes
+ *      only if one of those newer saves is
  *      durable too, in that transaction: the owner's newest durable save
  *      stays while the newer ones are only in the cache, whatever a rewrite
  *      (v+1 not durable) or an upload did since the listing. So does a
@@ -150,6 +152,24 @@
  *      commits it: the lookup by step prefers the step's own save
  *      (G_FIND_STEP, both engines) and fs/gen.c refuses a kept one (review
  *      46 F1).
+ *  G11. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12) An
+ *      expire for keep-latest-k never deletes a COMMITTED save while a file
+ *      of it (an inode whose gen is its id, read in the expire's
+ *      transaction: a directory a create is registered on too) has a write
+ *      handle open in the daemon: such a handle may still write, and its
+ *      first change reopens the save as version+1 (fs/gen.h invariant 8),
+ *      which an unlinked tree would take into a file nothing names
+ *      (review 42 F5). -ETXTBSY, nothing changed; the daemon runs keep
+ *      again when that save's last write handle closes (fs/gen.c
+ *      gen_writer_closed). The handles are the daemon's (fs/node.c
+ *      node_writing), asked inside the transaction under the catalog lock.
+ *      An open for writing counts its handle first and reads the catalog
+ *      after (fs/ns.c ns_writer_enter): either this check sees the handle,
+ *      or that read comes after the expire's commit, finds the file gone
+ *      from its save with no link left, and the open fails -ENOENT before
+ *      any change. A HELD save goes as before (as X12): its files are what
+ *      its hold names. An open for reading never keeps a save: it reads
+ *      the removed file's bytes until its close (fs/node.h invariant 1).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -365,6 +385,19 @@ int cat_gen_delete(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn
  * newer save is asked for (an admin's expire). */
 int cat_gen_expire(struct cat *cat, uint64_t id, uint32_t keep, const char *rule, cat_ino_fn fn,
 		   void *arg);
+
+/* Fills inos (started zeroed, freed by the caller) with every inode that
+ * has a write handle open in this daemon; 0 or -ENOMEM. Called under the
+ * catalog lock: it must not call into the catalog. */
+struct cat_id_vec;
+typedef int (*cat_writing_fn)(void *arg, struct cat_id_vec *inos);
+/* cat_gen_expire, and on one node, in the same transaction, -ETXTBSY
+ * (nothing changed) for a COMMITTED generation an inode of which writing
+ * lists (G11). The shared engine ignores writing: its transaction counts
+ * every node's registered writers (pggen.h X12, -EBUSY). writing NULL:
+ * cat_gen_expire. */
+int cat_gen_expire_if(struct cat *cat, uint64_t id, uint32_t keep, const char *rule,
+		      cat_writing_fn writing, void *warg, cat_ino_fn fn, void *arg);
 
 /* COMMITTED or HELD → OPEN as version+1, keeping a backup of its tree (a
  * HELD one keeps its reason, for an abort to put back). */

@@ -643,7 +643,7 @@ const struct pg_stmt pggen_stmts[] = {
 			  1 },
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
-			   " coalesce((SELECT (g.state = 1 AND g.durable_version = g.version)::int"
+			   " coalesce((SELECT (g.state IN (1, 4) AND g.durable_version = g.version)::int"
 			   " FROM ns_generations g WHERE g.id = $1), 0),"
 			   " (NOT $6::boolean AND NOT EXISTS(SELECT 1 FROM ns_generations l"
 			   " JOIN ns_inodes li ON li.ino = l.root JOIN ns_inodes lo ON lo.ino = $3"
@@ -1803,9 +1803,10 @@ struct pggen_end_call {
  * complete saves of g's owner, committed by a strong rule, still exist, g
  * is not its owner's most recently committed save (a lost g counts as HELD: X5),
  * one of them durable if g is (COMMITTED, not lost, durable_version =
- * version: the owner's newest durable save stays while the newer ones are
- * only in a node's cache) or if g is a lost COMMITTED save (X13: lost as
- * this transaction re-checks it, whatever the listing showed), and,
+ * version, or HELD with its manifest on BACKING: the owner's newest
+ * durable save stays while the newer ones are only in a node's cache) or
+ * if g is a lost COMMITTED save (X13: lost as this transaction re-checks
+ * it, whatever the listing showed), and,
  * COMMITTED, no node has a file of g open for writing (X12). */
 static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool lost,
 				  uint32_t keep)

@@ -114,7 +114,9 @@
  *      transaction) no longer sees it as a complete save. Nor does an
  *      expire end a COMMITTED save while a node has a file of it open for
  *      writing and has not changed it yet (-EBUSY: kept; the next pass
- *      decides; a HELD one goes as before, its open files named by its hold):
+ *      decides, which the writer's node asks for when its last write handle
+ *      of the save closes, fs/gen.h invariant 18; a HELD one goes as
+ *      before, its open files named by its hold):
  *      its counting of ns_writing is a statement after the row's lock, as
  *      a commit's (X1).
  *      G_KEEP_NEWER keeps generation.h G6 here too: newer saves count only
@@ -308,8 +310,9 @@ int pggen_end(struct pgns *ns, uint64_t id, enum pggen_end how, const char *rule
 /* PGGEN_EXPIRE for keep-latest-k (generation.h G6): also -EBUSY unless, in
  * the same transaction, `keep` newer COMMITTED saves of the series whose
  * roots have its root's owner exist, not lost as X10 re-checks, one of
- * them durable if it is (COMMITTED, not lost, durable_version = version)
- * or if it is a lost COMMITTED one (X13);
+ * them durable if it is (COMMITTED, not lost, durable_version = version;
+ * or HELD with its manifest on BACKING: a rebuild's conflict, generation.h
+ * G6) or if it is a lost COMMITTED one (X13);
  * they are locked FOR SHARE, so a lost mark, removal, reopen or rewrite
  * racing it is seen. pggen_end's PGGEN_EXPIRE is this with keep 0. */
 int pggen_expire(struct pgns *ns, uint64_t id, uint32_t keep, const char *rule,

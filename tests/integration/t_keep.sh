@@ -313,4 +313,96 @@ test_keep_runs_over_every_series_at_start() {
 	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the kept generations' bytes"
 }
 
+# openhold ARGS...: helpers/openhold.py in the background (FILE READY GO
+# DONE under CK_TMP/oh.*), once its file is open.
+openhold() {
+	rm -f "$CK_TMP"/oh.*
+	ck_bg "$PY" "$CK_HELPERS/openhold.py" "$1" "$CK_TMP/oh.ready" "$CK_TMP/oh.go" "$CK_TMP/oh.done" "${@:2}"
+	OH_PID=$CK_BG_PID
+	ck_wait_file "$CK_TMP/oh.ready"
+}
+# openhold_finish EXPECTED WHAT: lets it go on, waits for it and asserts
+# what it wrote to DONE
+openhold_finish() {
+	touch "$CK_TMP/oh.go"
+	ck_bg_wait "$OH_PID" 20 || ck_fail "openhold.py failed ($2)"
+	assert_eq "$1" "$(cat "$CK_TMP/oh.done")" "$2"
+}
+# keep_kept_for_writer NAME: keep's pass after the newer commit kept NAME for
+# its open write handle (generation.h G11); on the old code it was deleted.
+keep_kept_for_writer() {
+	ck_wait_log "$CK_DLOG" "$1 .*kept by keep-latest-k: a file of it is open for writing" 10 ||
+		ck_fail "keep did not keep $1 for its open writer; catalog row: $(cat_gen "$1"); $(grep -h "$1" "$CK_DLOG" | tail -n 2 | cut -c1-160 | tr '\n' '|')"
+}
+
+# review 42 F5: keep=1, a file of committed step-100 open O_RDWR (nothing
+# written yet) when step-200 commits. step-100 stays while the handle is
+# open (the write it may make must not land in a removed file), whole; the
+# close without a write runs keep again, which deletes it then, and step-200
+# is untouched (version 1).
+test_open_writer_keeps_its_save_until_it_closes() {
+	ck_mount "$GEN_OPTS,keep=1"
+	mkdir "$CK_MNT/w"
+	save w/step-100
+	openhold "$CK_MNT/w/step-100/__0_0.distcp"
+	save w/step-200
+	keep_kept_for_writer step-100
+	assert_entries "$CK_MNT/w" "step-100 step-200" "series with step-100 open for writing"
+	same w/step-100
+	gen_expect "$CK_MNT/w/step-100" state=committed version=1
+	openhold_finish "closed" "the writer's close"
+	wait_cat_gen step-100 3 keep
+	assert_entries "$CK_MNT/w" "step-200" "series once the writer closed"
+	assert_cat_gen step-200 1 dcp-metadata
+	gen_expect "$CK_MNT/w/step-200" state=committed version=1
+	forget_ref w/step-100
+	same w
+	ck_umount
+}
+
+# The same with a write through that handle after step-200's commit: the
+# write reopens step-100 as version 2 (as on -o meta=, pggen.h X12), its
+# bytes readable by name after the close and committed by an explicit
+# commit; step-100 is then its owner's latest commit, kept (gen.h 3).
+test_write_through_a_handle_open_before_keep_lands_in_a_new_version() {
+	ck_mount "$GEN_OPTS,keep=1"
+	mkdir "$CK_MNT/x"
+	save x/step-100
+	local f=x/step-100/__0_0.distcp
+	openhold "$CK_MNT/$f" --write 4096
+	save x/step-200
+	keep_kept_for_writer step-100
+	openhold_finish "wrote 4096 closed" "the writer's pwrite, fsync and close"
+	{ head -c 4096 /dev/zero | tr '\0' X; tail -c +4097 "$CK_REF/$f"; } >"$CK_TMP/expected"
+	cp "$CK_TMP/expected" "$CK_REF/$f"
+	gen_expect "$CK_MNT/x/step-100" state=open version=2
+	cmp "$CK_REF/$f" "$CK_MNT/$f" || ck_fail "the bytes written after step-200's commit are not in step-100"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/x/step-100"
+	gen_expect "$CK_MNT/x/step-100" state=committed version=2 --wait 3
+	assert_entries "$CK_MNT/x" "step-100 step-200" "series after step-100's version 2 committed"
+	same x
+	ck_remount "$GEN_OPTS,keep=1"
+	same x
+	ck_umount
+}
+
+# The read side is unchanged: a handle open for reading keeps nothing, and
+# reads the removed file's bytes until its close.
+test_open_reader_does_not_keep_its_save() {
+	ck_mount "$GEN_OPTS,keep=1"
+	mkdir "$CK_MNT/y"
+	save y/step-100
+	local f=y/step-100/__0_0.distcp sum
+	sum=$(sha256sum <"$CK_REF/$f" | cut -d' ' -f1)
+	openhold "$CK_MNT/$f" --rdonly
+	save y/step-200
+	assert_entries "$CK_MNT/y" "step-200" "series with step-100 open for reading"
+	wait_cat_gen step-100 3 keep
+	openhold_finish "read $sum closed" "the reader's bytes of the removed file"
+	forget_ref y/step-100
+	same y
+	ck_umount
+	assert_eq 0 "$(ck_sql 'SELECT count(*) FROM inodes WHERE nlink = 0')" "unlinked inodes left"
+}
+
 ck_main "$@"

@@ -60,6 +60,41 @@ test_two_nodes_saving_alternately_keep_the_newest_two() {
 	mn_umount A
 	mn_umount B
 }
+# pggen.h X12, fs/gen.h invariant 18 (review 42 F5): keep=1; node B holds a
+# file of committed step-100 open O_RDWR (nothing written) when A commits
+# step-200: A's keep pass keeps step-100 (the shared catalog counts B's
+# writer). B's close asks for a keep pass itself, which deletes step-100
+# then, not only at the next commit; step-200 stays version 1.
+test_a_writer_on_another_node_keeps_the_save_until_it_closes() {
+	mn_pg_start
+	mn_mount A quiet=0.5,keep=1
+	mn_mount B quiet=0.5,keep=1
+	mkdir "$MN_MNT_A/k"
+	mn_see B k
+	k2_save A 100
+	mn_see B k/step-100
+	rm -f "$CK_TMP"/oh.*
+	ck_bg "$PY" "$CK_HELPERS/openhold.py" "$MN_MNT_B/k/step-100/__0_0.distcp" "$CK_TMP/oh.ready" \
+		"$CK_TMP/oh.go" "$CK_TMP/oh.done"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/oh.ready"
+	k2_save A 200
+	ck_wait_log "$MN_DLOG_A" "step-100 .*kept: reopened, pinned" 10 ||
+		ck_fail "A's keep pass did not keep step-100 for B's writer: $(grep -h step-100 "$MN_DLOG_A" | tail -n 2 | cut -c1-160 | tr '\n' '|')"
+	k2_expect A "step-100 step-200"
+	touch "$CK_TMP/oh.go"
+	ck_bg_wait "$holder" 20 || ck_fail "openhold.py failed"
+	assert_eq "closed" "$(cat "$CK_TMP/oh.done")" "B's writer closed"
+	k2_expect A "step-200"
+	k2_expect B "step-200"
+	assert_eq "3 keep" "$(mn_psql "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-100'")" \
+		"step-100 in the shared catalog"
+	assert_eq "1 1" "$(mn_psql "SELECT state || ' ' || version FROM ns_generations WHERE name = 'step-200'")" \
+		"step-200 in the shared catalog"
+	mn_umount A
+	mn_umount B
+}
+
 # pggen.h X13 (review 34 B1): a save lost only because its node is away is
 # not ended by keep-held while the newer saves are only in a cache. keep=2,
 # BACKING refusing every object: B commits step-10 and unmounts with its

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -235,6 +236,52 @@ Test(catshared_keep, expire_counts_only_strong_commits_and_keeps_the_last_commit
 	OK(cat_gen_expire(a.cat, s35, 1, "keep", NULL, NULL));
 	OK(cat_gen_get_brief(a.cat, s4, &g));
 	cr_assert_eq(g.state, GEN_COMMITTED);
+	OK(cat_check(a.cat));
+	pt_cat_close(&a);
+}
+
+/* A statement on the shared catalog's database. */
+static void tck_sql(const char *sql)
+{
+	PGconn *c = PQconnectdb(pt_url);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* generation.h G6 on the shared engine (review 42, a suspicion): a HELD
+ * save whose manifest is on BACKING (a rebuild's conflict:
+ * pggen_apply_manifest_held, durable_version = version) is durable, so
+ * keep-held ends it only once a newer save of its owner is durable too. */
+Test(catshared_keep, expire_keeps_a_durable_held_save_until_a_newer_one_is_durable)
+{
+	struct pt_cat a;
+	char sql[160];
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	struct cat_inode run, in;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	struct cat_gen_spec spec = { "step-1", 1 };
+	uint64_t held = 0;
+	OK(cat_create_in_gen(a.cat, run.ino, "step-1", S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in,
+			     &held));
+	OK(cat_gen_hold(a.cat, held, "rebuild", "rebuild: conflicts", NULL, NULL, NULL));
+	snprintf(sql, sizeof(sql), "UPDATE ns_generations SET durable_version = version WHERE id = %llu",
+		 (unsigned long long)held);
+	tck_sql(sql);
+	tck_commit_by(&a, run.ino, 2, "marker");
+	uint64_t s3 = tck_commit_by(&a, run.ino, 3, "marker");
+	FAILS(cat_gen_expire(a.cat, held, 1, "keep-held", NULL, NULL), EBUSY);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(a.cat, held, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	snprintf(sql, sizeof(sql), "UPDATE ns_generations SET durable_version = version WHERE id = %llu",
+		 (unsigned long long)s3);
+	tck_sql(sql);
+	OK(cat_gen_expire(a.cat, held, 1, "keep-held", NULL, NULL));
+	OK(cat_gen_get_brief(a.cat, held, &g));
+	cr_assert_eq(g.state, GEN_DELETED);
 	OK(cat_check(a.cat));
 	pt_cat_close(&a);
 }

@@ -119,6 +119,14 @@ static uint64_t tg_file(uint64_t id, const char *name)
 	return ino;
 }
 
+/* The inode of name in directory dir. */
+static uint64_t tg_file_of(uint64_t dir, const char *name)
+{
+	struct cat_inode in;
+	OK(cat_lookup(tg.cat, dir, name, &in));
+	return in.ino;
+}
+
 static int tg_state(uint64_t id, struct cat_gen *gen)
 {
 	int rc = cat_gen_get_brief(tg.cat, id, gen);
@@ -463,6 +471,40 @@ static void tg_close_for_writing(uint64_t id, struct node *n)
 	gen_writer_closed(tg.g, id);
 	node_close(tg.nodes, n);
 	node_put(tg.nodes, n);
+}
+
+/* Review 42 F5, gen.h invariant 18 (generation.h G11): keep-latest-k keeps
+ * a committed save while a file of it is open for writing here (the
+ * handle may still write: a new version), and the close of its last such
+ * handle runs keep again, which deletes it then. A handle's write
+ * in between makes it a new version, which keep leaves alone (OPEN). */
+Test(gen, test_keep_latest_k_keeps_a_save_with_a_file_open_for_writing_until_it_closes)
+{
+	struct cat_gen gen;
+	tg_start(1, 60, 0); /* no thread: keep-latest-k runs in the caller */
+	uint64_t s1 = tg_committed(1);
+	uint64_t ino;
+	OK(cat_gen_get_brief(tg.cat, s1, &gen));
+	ino = tg_file_of(gen.root, "model.dat");
+	struct node *n = tg_open_for_writing(s1, ino);
+	uint64_t s2 = tg_committed(2);
+	cr_assert_eq(tg_state(s1, &gen), GEN_COMMITTED, "a file of it is open for writing: kept");
+	tg_close_for_writing(s1, n);
+	cr_assert_eq(tg_state(s1, &gen), GEN_DELETED, "its last writer closed: keep ran again");
+	cr_assert_str_eq(gen.rule, "keep");
+	cr_assert_eq(tg_state(s2, &gen), GEN_COMMITTED);
+	cr_assert_eq(gen.version, 1);
+	/* written through the handle: a new version, never expired while OPEN */
+	OK(cat_gen_get_brief(tg.cat, s2, &gen));
+	n = tg_open_for_writing(s2, tg_file_of(gen.root, "model.dat"));
+	uint64_t s3 = tg_committed(3);
+	cr_assert_eq(tg_state(s2, &gen), GEN_COMMITTED, "kept for its writer");
+	OK(gen_before_change(tg.g, s2)); /* the handle's first write (ns.c ns_writer) */
+	cr_assert_eq(tg_state(s2, &gen), GEN_OPEN);
+	cr_assert_eq(gen.version, 2);
+	tg_close_for_writing(s2, n);
+	cr_assert_eq(tg_state(s2, &gen), GEN_OPEN, "an open version is no expire's");
+	cr_assert_eq(tg_state(s3, &gen), GEN_COMMITTED);
 }
 
 /* Review 31c F4: `ckptfs-admin commit` of a held save failed (EAGAIN) while

@@ -1090,6 +1090,84 @@ Test(gen, expire_refuses_a_generation_reopened_or_pinned_since, .init = setup, .
 	check_invariants();
 }
 
+/* G11: a fake node table for cat_gen_expire_if: the inodes "open for
+ * writing", or an error; counts the calls. */
+struct writing_fake {
+	uint64_t inos[4];
+	size_t n;
+	int rc;
+	int calls;
+};
+
+static int writing_fake(void *arg, struct cat_id_vec *inos)
+{
+	struct writing_fake *w = arg;
+	w->calls++;
+	for (size_t i = 0; w->rc == 0 && i < w->n; i++)
+		OK(cat_id_vec_push(inos, w->inos[i]));
+	return w->rc;
+}
+
+/* generation.h G11 (review 42 F5): keep-latest-k's expire leaves a
+ * COMMITTED save alone while a file of it (or a directory a create is
+ * registered on) is open for writing, in its own transaction; a handle on
+ * another save's file, or on one that left the save, keeps nothing; a HELD
+ * one goes as before (pggen.h X12); an admin's delete never asks. */
+Test(gen, expire_keeps_a_committed_save_with_a_file_open_for_writing, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root1, root2, root3;
+	uint64_t id1 = mkgen(series, "step-1", 1, true, &root1);
+	uint64_t sub = mkdir_(root1, "shards");
+	uint64_t f1 = put_file(sub, "w.pt", 1, 2, 100);
+	OK(cat_gen_commit(fx.cat, id1, "marker"));
+	uint64_t id2 = mkgen(series, "step-2", 2, true, &root2);
+	uint64_t f2 = put_file(root2, "w.pt", 5, 1, 100);
+	OK(cat_gen_commit(fx.cat, id2, "marker"));
+	uint64_t id3 = mkgen(series, "step-3", 3, true, &root3);
+	put_file(root3, "w.pt", 7, 1, 100);
+	OK(cat_gen_commit(fx.cat, id3, "marker"));
+
+	struct writing_fake w = { .inos = { f2, f1 }, .n = 2 };
+	FAILS(cat_gen_expire_if(fx.cat, id1, 1, "keep", writing_fake, &w, NULL, NULL), ETXTBSY);
+	cr_assert_eq(w.calls, 1);
+	cr_assert_eq(gen_get(id1).state, GEN_COMMITTED);
+	cr_assert_eq(lookup(series, "step-1"), root1);
+	w.inos[1] = sub; /* a create registered on a directory of it */
+	FAILS(cat_gen_expire_if(fx.cat, id1, 1, "keep", writing_fake, &w, NULL, NULL), ETXTBSY);
+	w.rc = -ENOMEM; /* cannot tell: kept */
+	FAILS(cat_gen_expire_if(fx.cat, id1, 1, "keep", writing_fake, &w, NULL, NULL), ENOMEM);
+	cr_assert_eq(gen_get(id1).state, GEN_COMMITTED);
+	/* G6 first: step-3 is its owner's latest commit, never asked about */
+	w = (struct writing_fake){ .inos = { f2 }, .n = 1 };
+	FAILS(cat_gen_expire_if(fx.cat, id3, 1, "keep", writing_fake, &w, NULL, NULL), EBUSY);
+	cr_assert_eq(w.calls, 0);
+	/* the file moved out of the save: it holds the save no more */
+	OK(cat_rename(fx.cat, sub, "w.pt", series, "moved.pt", 0, NULL));
+	w = (struct writing_fake){ .inos = { f2, f1, 999999 }, .n = 3 };
+	struct inos removed = { 0 };
+	OK(cat_gen_expire_if(fx.cat, id1, 1, "keep", writing_fake, &w, record_ino, &removed));
+	cr_assert_eq(w.calls, 1);
+	cr_assert_eq(gen_get(id1).state, GEN_DELETED);
+	cr_assert(has_ino(&removed, root1) && has_ino(&removed, sub) && !has_ino(&removed, f1));
+	/* the shared engine's X12 spares a HELD one: so does G11 */
+	uint64_t root4;
+	uint64_t id4 = mkgen(series, "step-0", 0, true, &root4);
+	uint64_t f4 = put_file(root4, "w.pt", 9, 1, 100);
+	bool held = false;
+	OK(cat_gen_hold(fx.cat, id4, "abandoned", "no writer", NULL, NULL, &held));
+	cr_assert(held);
+	w = (struct writing_fake){ .inos = { f4 }, .n = 1 };
+	OK(cat_gen_expire_if(fx.cat, id4, 1, "keep-held", writing_fake, &w, NULL, NULL));
+	cr_assert_eq(gen_get(id4).state, GEN_DELETED);
+	/* an admin's delete is a decision: it never asks */
+	w = (struct writing_fake){ .inos = { f2 }, .n = 1 };
+	OK(cat_gen_delete(fx.cat, id2, "admin", NULL, NULL));
+	cr_assert_eq(w.calls, 0);
+	check_invariants();
+}
+
 #define BATCH_FILES 300 /* several of catalog.c's release batches */
 
 /* A file of two 64-byte chunks: seeds a, then b. */
@@ -2223,6 +2301,42 @@ Test(gen, expire_keeps_the_owners_newest_durable_save_until_a_newer_one_is_durab
 	make_durable(id20);
 	OK(cat_gen_expire(fx.cat, id10, 1, "keep", NULL, NULL));
 	cr_assert_eq(gen_get(id10).state, GEN_DELETED);
+	check_invariants();
+}
+
+/* generation.h G6 (review 42, a suspicion): a HELD save whose manifest is on
+ * BACKING (a rebuild's conflict: manifest.c mf_gen_insert_held sets
+ * durable_version = version) is durable: keep-held ends it only once one
+ * of the newer saves of its owner is durable too, as a committed one. A
+ * HELD one not on BACKING goes by step alone, as before. */
+Test(gen, expire_keeps_a_durable_held_save_until_a_newer_one_is_durable, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run");
+	uint64_t root0, root1;
+	uint64_t id0 = mkgen(series, "step-0", 0, true, &root0);
+	put_file(root0, "w.pt", 301, 1, 100);
+	OK(cat_gen_hold(fx.cat, id0, "unmount", "empty", NULL, NULL, NULL));
+	uint64_t id1 = mkgen(series, "step-1", 1, true, &root1);
+	put_file(root1, "w.pt", 302, 1, 100);
+	OK(cat_gen_hold(fx.cat, id1, "rebuild", "rebuild: conflicts", NULL, NULL, NULL));
+	char sql[128];
+	snprintf(sql, sizeof(sql), "UPDATE generations SET durable_version = version WHERE id = %llu",
+		 (unsigned long long)id1);
+	OK(cat_defer_commit(fx.cat)); /* the holds above may be deferred (catalog_defer.c) */
+	write_sql(fx.path, sql);
+	uint64_t id2 = committed_save_of(series, "step-2", 2, 1000);
+	uint64_t id3 = committed_save_of(series, "step-3", 3, 1000);
+	struct cat_inode owner = { .uid = 1000 };
+	OK(cat_setattr(fx.cat, root0, CAT_SET_UID, &owner, NULL));
+	OK(cat_setattr(fx.cat, root1, CAT_SET_UID, &owner, NULL));
+	FAILS(cat_gen_expire(fx.cat, id1, 1, "keep-held", NULL, NULL), EBUSY);
+	cr_assert_eq(gen_get(id1).state, GEN_HELD);
+	OK(cat_gen_expire(fx.cat, id0, 1, "keep-held", NULL, NULL)); /* not durable */
+	make_durable(id3);
+	OK(cat_gen_expire(fx.cat, id1, 1, "keep-held", NULL, NULL));
+	cr_assert_eq(gen_get(id1).state, GEN_DELETED);
+	cr_assert_eq(gen_get(id2).state, GEN_COMMITTED);
 	check_invariants();
 }
 

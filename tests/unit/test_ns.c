@@ -534,3 +534,80 @@ Test(ns, test_a_create_lost_with_its_batch_answers_the_loss_not_enoent)
 	cr_assert_eq(tns_gen_state("step-7", &gen), GEN_OPEN);
 	free(buf);
 }
+
+/* invariant 12, generation.h G11 (review 42 F5): keep-latest-k's expire of
+ * a committed save, run by the hook at a chosen point of an open for
+ * writing of a file of it (the node table's write handles handed to the
+ * expire, as fs/gen.c does). */
+static struct {
+	uint64_t ino, gen;
+	const char *point;
+	int rc; /* the expire's answer */
+	bool ran;
+} tns_race;
+
+static int tns_writing(void *arg, struct cat_id_vec *inos)
+{
+	uint64_t v[16];
+	size_t n = node_writing(tns.nodes, v, 16);
+	for (size_t i = 0; i < n; i++)
+		OK(cat_id_vec_push(inos, v[i]));
+	return 0;
+}
+
+static void tns_expire_at(const char *point, uint64_t ino)
+{
+	if (ino != tns_race.ino || strcmp(point, tns_race.point) != 0 || tns_race.ran)
+		return;
+	tns_race.ran = true;
+	struct cat_id_vec removed = { 0 };
+	tns_race.rc = cat_gen_expire_if(tns.fs.cat, tns_race.gen, 0, "keep", tns_writing, NULL,
+					cat_id_vec_add_ino, &removed);
+	if (tns_race.rc == 0)
+		node_unlinked_many(tns.nodes, removed.v, removed.n);
+	cat_id_vec_free(&removed);
+}
+
+/* The expire's transaction runs after the open read the file (in its save)
+ * and before its handle is counted: it sees no writer and deletes the save;
+ * the open then finds the file gone from it, unlinked, and fails ENOENT
+ * before it truncates or writes (the old code opened it: a write into a
+ * file nothing names). Run after the handle is counted, the expire sees
+ * it and keeps the save (-ETXTBSY); the handle's truncate then reopens it. */
+Test(ns, test_an_open_for_writing_racing_keeps_expire_is_refused_or_keeps_the_save)
+{
+	struct cat_gen gen;
+	struct ns_file *f = NULL;
+	struct cat_inode in;
+	uint64_t root = tns_mkdir(CAT_ROOT_INO, "step-1000");
+	uint64_t ino = tns_write_file(root, "model.dat", 100000, 21);
+	tns_write_file(root, ".ckptfs-commit", 0, 22);
+	cr_assert_eq(tns_gen_state("step-1000", &gen), GEN_COMMITTED);
+	OK(ns_lookup(tns.ns, root, "model.dat", &in));
+	tns_race = (typeof(tns_race)){ .ino = ino, .gen = gen.id, .point = "counting" };
+	ns_test_hook = tns_expire_at;
+	int rc = ns_open(tns.ns, &tns_cred, ino, O_RDWR | O_TRUNC, &f, &in);
+	ns_test_hook = NULL;
+	cr_assert(tns_race.ran);
+	OK(tns_race.rc);
+	cr_assert_eq(rc, -ENOENT, "an open into a removed save: %d", rc);
+	uint64_t inos[8];
+	cr_assert_eq(node_writing(tns.nodes, inos, 8), 0, "the refused open is no writer");
+	OK(cat_gen_get_brief(tns.fs.cat, gen.id, &gen));
+	cr_assert_eq(gen.state, GEN_DELETED);
+
+	root = tns_mkdir(CAT_ROOT_INO, "step-1100");
+	ino = tns_write_file(root, "model.dat", 100000, 23);
+	tns_write_file(root, ".ckptfs-commit", 0, 24);
+	cr_assert_eq(tns_gen_state("step-1100", &gen), GEN_COMMITTED);
+	OK(ns_lookup(tns.ns, root, "model.dat", &in));
+	tns_race = (typeof(tns_race)){ .ino = ino, .gen = gen.id, .point = "counted" };
+	ns_test_hook = tns_expire_at;
+	OK(ns_open(tns.ns, &tns_cred, ino, O_RDWR | O_TRUNC, &f, &in));
+	ns_test_hook = NULL;
+	cr_assert(tns_race.ran);
+	cr_assert_eq(tns_race.rc, -ETXTBSY, "the expire saw the writer: %d", tns_race.rc);
+	cr_assert_eq(tns_gen_state("step-1100", &gen), GEN_OPEN, "O_TRUNC reopened it");
+	cr_assert_eq(gen.version, 2);
+	tns_close(f);
+}

@@ -2107,9 +2107,22 @@ static bool gen_tracker_start_may(struct gen_policy *g, const struct cat_gen *he
 				  const struct proof_result *pr)
 {
 	char why[GEN_HELD_MAX + 96] = "";
+	struct cat_inode dir;
+	size_t rl = strlen(held->rule), sl = strlen("-restored");
+	bool dir_known = cat_getattr(g->cat, held->series, &dir) == 0;
 	if (!proof_weak_may_commit(pr->verdict))
 		snprintf(why, sizeof(why), "its content shows a sign of an unfinished save: %s",
 			 pr->reason);
+	else if (rl >= sl && strcmp(held->rule + rl - sl, "-restored") == 0)
+		/* review 46 F3: the tracker may name the rolled-back version */
+		snprintf(why, sizeof(why), "it is the version a rollback brought back (rule %s): the"
+			 " tracker may have been written for the version rolled back", held->rule);
+	else if (!dir_known || (dir.uid != t->uid && dir.uid != 0) ||
+		 ((dir.mode & (S_IWGRP | S_IWOTH)) && !(dir.mode & S_ISVTX)))
+		/* review 46 F5: who put the tracker at its name is unknown */
+		snprintf(why, sizeof(why), "its series directory lets others than the tracker's"
+			 " owner replace it (uid %u, mode %04o)", dir_known ? (unsigned)dir.uid : 0,
+			 dir_known ? (unsigned)(dir.mode & 07777) : 0);
 	else if (t->mode & (S_IWGRP | S_IWOTH))
 		snprintf(why, sizeof(why), "the tracker is writable by others than its owner (uid %u,"
 			 " mode %04o): who wrote it last is unknown", (unsigned)t->uid,

@@ -263,7 +263,13 @@
  *     start trusts only if nobody else could have written it (no group or
  *     other write bit: else who wrote it last is unknown); the tracker was
  *     last written (mtime) no earlier than the save began (an earlier save
- *     of that name's tracker says nothing of this one); invariant 13; and
+ *     of that name's tracker says nothing of this one); the save is no
+ *     version a rollback brought back (rule "*-restored": the tracker may
+ *     have been written for the version rolled back, now kept beside it,
+ *     generation.h G10; review 46 F3); its series directory is owned by
+ *     the tracker's owner or root and, if others may write in it, sticky
+ *     (else anyone could have renamed a file onto the tracker's name:
+ *     review 46 F5); invariant 13; and
  *     every object it names is here or on BACKING (invariant 11). Else it
  *     stays held, with one line saying why. A save held for any other
  *     reason is not looked at: one a file of which was being written

@@ -132,8 +132,11 @@
  *      mid-rewrite on -o meta= (pggen.h X2) — is never deleted if it holds
  *      bytes of its own (a chunk that no file of the version it replaced
  *      names; one that only removed, truncated or renamed files — an rm -rf
- *      of a committed save cut short — holds nothing a trainer wrote and is
- *      removed as before): its tree,
+ *      of a committed save cut short — holds no byte value the replaced
+ *      version lacks and is removed as before; so is one that only wrote
+ *      bytes some file of that version already holds, swapped or
+ *      duplicated chunks: its layout is lost, no byte value is (review 46
+ *      F4, by design)): its tree,
  *      as its last recorded closes left it, becomes a generation of its
  *      own (a new id), HELD, in the same series with the same step, linked
  *      as "<name>" GEN_REWRITE_SUFFIX "<its id>" (cat_gen_suffixed_name:

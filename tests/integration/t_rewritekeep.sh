@@ -214,6 +214,48 @@ test_a_planted_name_does_not_block_the_rollback_or_the_mount() {
 	ck_umount
 }
 
+# Review 46 F3: a first save cut by a crash (held, unproven raw files), its
+# rewrite by the resumed job with `latest` written while a rank's file is
+# still open, a second crash: the rewrite is rolled back and kept, and the
+# tracker written for it must not commit the restored, incomplete first
+# attempt at the next start (fs/gen.h 17).
+test_a_tracker_at_start_never_commits_the_version_a_rollback_restored() {
+	ck_mount "$RK_OPTS"
+	mkdir -p "$CK_MNT/run/step-100"
+	ck_rand "$CK_TMP/m1" $((4 * 1024 * 1024))
+	ck_rand "$CK_TMP/o1half" $((1024 * 1024))
+	dd if="$CK_TMP/m1" of="$CK_MNT/run/step-100/model.bin" bs=1M conv=fsync status=none
+	dd if="$CK_TMP/o1half" of="$CK_MNT/run/step-100/optim.bin" bs=1M conv=fsync status=none
+	sleep 0.2
+	ck_kill9
+	ck_mount "$RK_OPTS"
+	assert_eq "4 1 crash" "$(rk_row step-100)" "the first attempt after the first crash"
+	ck_rand "$CK_TMP/m2" $((4 * 1024 * 1024))
+	ck_rand "$CK_TMP/o2" $((2 * 1024 * 1024))
+	dd if="$CK_TMP/m2" of="$CK_MNT/run/step-100/model.bin" bs=1M conv=fsync status=none
+	ck_bg "$PY" -c "
+import os, time
+fd = os.open('$CK_MNT/run/step-100/optim.bin', os.O_WRONLY | os.O_TRUNC)
+os.write(fd, open('$CK_TMP/o2', 'rb').read()); os.fsync(fd)
+open('$CK_TMP/o.ready', 'w').close()
+time.sleep(60)"
+	local holder=$CK_BG_PID
+	ck_wait_file "$CK_TMP/o.ready"
+	echo step-100 >"$CK_MNT/run/latest"
+	sleep 0.5
+	ck_kill9 "$holder"
+	ck_mount "$RK_OPTS"
+	sleep 1
+	assert_eq "4 1 crash-restored" "$(rk_row step-100)" "the restored first attempt (optim.bin 1 MiB of 2) after the start"
+	grep -q "names generation step-100 (step 100), held after a crash: not committed at start, it is the version a rollback brought back" \
+		"$CK_DLOG" || ck_fail "no line says why the tracker left step-100 held"
+	local kept
+	kept=$(rk_one_kept step-100)
+	assert_file_eq "$CK_TMP/m2" "$CK_MNT/run/$kept/model.bin"
+	assert_file_eq "$CK_TMP/o2" "$CK_MNT/run/$kept/optim.bin"
+	ck_umount
+}
+
 # A rewrite the content proves complete still commits at unmount (every
 # torch.save file rewritten and whole, the file set of the series' previous
 # save: proof.h invariant 5), and one that only added files too (`added`,

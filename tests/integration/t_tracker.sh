@@ -387,23 +387,27 @@ test_a_tracker_at_start_commits_no_unproven_or_foreign_save() {
 	ck_mount "$OPTS"
 	mkdir -m 1777 "$CK_MNT/shared"
 	mkdir "$CK_MNT/gw"
+	mkdir -m 0777 "$CK_MNT/ww" # review 46 F5: anyone may rename a file onto ww/latest
+	chmod 0777 "$CK_MNT/ww"
 	"$PY" - "$CK_MNT" "$CK_PID" "$NOBODY" <<'PYEOF' || ck_fail "the shared-series writer failed"
 import os, subprocess, sys, time
 mnt, pid, nobody = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 idle = []
-for run, name in (("shared", "global_step4"), ("gw", "global_step5")):
+for run, name in (("shared", "global_step4"), ("gw", "global_step5"), ("ww", "global_step6")):
     d = os.path.join(mnt, run, name)
     os.makedirs(d)
     with open(os.path.join(d, "mp_rank_00_model_states.pt"), "wb") as fh:
         fh.write(os.urandom(200000))
 time.sleep(0.5)
-for run, name in (("shared", "global_step4"), ("gw", "global_step5")):
+for run, name in (("shared", "global_step4"), ("gw", "global_step5"), ("ww", "global_step6")):
     idle.append(os.open(os.path.join(mnt, run, name, "mp_rank_00_model_states.pt"), os.O_WRONLY))
 subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
                 "sh", "-c", f"printf global_step4 >{mnt}/shared/latest"], check=True)
 with open(os.path.join(mnt, "gw", "latest"), "w") as fh:
     fh.write("global_step5")
 os.chmod(os.path.join(mnt, "gw", "latest"), 0o664)
+with open(os.path.join(mnt, "ww", "latest"), "w") as fh:
+    fh.write("global_step6")
 os.kill(pid, 9)
 PYEOF
 	ck_killed9
@@ -420,6 +424,9 @@ PYEOF
 	assert_eq "4 crash" "$(_gen global_step3)" "global_step3 named by a stale latest"
 	assert_eq "4 crash" "$(_gen global_step4)" "root's global_step4 named by uid $NOBODY's latest"
 	assert_eq "4 crash" "$(_gen global_step5)" "global_step5 named by a group-writable latest"
+	ck_wait_log "$CK_DLOG" "names generation global_step6 (step 6), held after a crash: not committed at start, its series directory lets others than the tracker's owner replace it (uid 0, mode 0777)" 20 ||
+		ck_fail "no line keeping global_step6 (latest in a world-writable directory) held ('$(_gen global_step6)')"
+	assert_eq "4 crash" "$(_gen global_step6)" "global_step6 named by a latest others could have put there"
 	assert_eq "4 unmount" "$(_gen global_step1)" "old/global_step1, held at an unmount, named by old/latest"
 	_intact
 	ck_umount

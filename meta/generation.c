@@ -237,7 +237,8 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			    " JOIN inodes oi ON oi.ino = ?3 WHERE n.series = ?2 AND n.state = 1"
 			    " AND n.rule NOT IN " GEN_RULES_WEAK_SQL
 			    " AND n.id != ?1 AND ni.uid = oi.uid AND (n.step > ?4 OR (NOT ?6"
-			    " AND n.step = ?4 AND (n.committed_ns > ?5"
+			    " AND n.step = ?4 AND instr(n.name, '" GEN_REWRITE_SUFFIX "') = 0"
+			    " AND (n.committed_ns > ?5"
 			    " OR (n.committed_ns = ?5 AND n.id > ?1))))" },
 	/* G7 (index inodes_writing): a lost mark first, then the lowest inode */
 	G(G_UNSETTLED) = { "look for a file being written in a generation",

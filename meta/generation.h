@@ -70,7 +70,10 @@
  *      space, never a save). Nor does a COMMITTED save go while it is the
  *      most recently committed save (commit time, then id) of its owner in
  *      the series, whatever its step (review 42 F3: a resume from an
- *      earlier step keeps the trainer's newest save).
+ *      earlier step keeps the trainer's newest save). A version kept beside
+ *      its step's save (G10) and committed by the admin never counts as
+ *      newer than another save of its step (review 46 F6: committing it
+ *      decides about it, not against the restored one).
  *  G7. A file whose last close may not be recorded is marked in the catalog
  *      (inodes.writing, schema 6), so that any prefix of the catalog's
  *      commits — what a kill -9 or a power loss leaves — shows it. A file

@@ -659,7 +659,8 @@ const struct pg_stmt pggen_stmts[] = {
 			   " AND n.state = 1 AND n.rule NOT IN " GEN_RULES_WEAK_SQL
 			   " AND n.id <> $1 AND ni.uid = oi.uid"
 			   " AND NOT " G_LOST_NOW("n") " AND (n.step > $4 OR (NOT $6::boolean"
-			   " AND n.step = $4 AND (n.committed_ns, n.id) > ($5::bigint, $1::bigint)))"
+			   " AND n.step = $4 AND strpos(n.name, '" GEN_REWRITE_SUFFIX "') = 0"
+			   " AND (n.committed_ns, n.id) > ($5::bigint, $1::bigint)))"
 			   " FOR SHARE OF n) k",
 			   6 },
 };

@@ -107,6 +107,27 @@ test_crash_keeps_the_rolled_back_version_for_a_decision() {
 	ck_umount
 }
 
+# Review 46 F6: with keep=1, committing the kept version keeps the restored
+# save of the same step (the decision is about the kept one).
+test_commit_of_the_kept_version_keeps_the_restored_one_under_keep_1() {
+	ck_mount quiet=0.3,keep=1
+	rk_marker_save run/step-100
+	ck_rand "$CK_TMP/v2" $((2 * 1024 * 1024))
+	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/optim.bin" bs=1M conv=fsync status=none
+	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
+	ck_kill9
+	ck_mount quiet=0.3,keep=1
+	local kept
+	kept=$(rk_one_kept step-100)
+	ck_admin_rc 0 commit "$CK_MNT" "run/$kept"
+	sleep 2 # a keep pass ran after that commit
+	assert_eq "1 1 crash-restored" "$(rk_row step-100)" "step-100 after the commit of its kept version"
+	assert_eq "1 1 admin" "$(rk_row "$kept")" "the committed kept version"
+	rk_v1_at_name run/step-100
+	assert_file_eq "$CK_TMP/v2" "$CK_MNT/run/$kept/optim.bin"
+	ck_umount
+}
+
 test_rm_drops_the_kept_version_only() {
 	ck_mount "$RK_OPTS"
 	rk_marker_save run/step-100

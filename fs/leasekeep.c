@@ -46,7 +46,8 @@ struct leasekeep {
 	int fenced;         /* invariant 1; read with atomics, lock-free */
 	bool failing;       /* the last renewal failed (logged at the change) */
 	unsigned lease_ms;
-	struct timespec steady_since; /* first renewal after the last failure (L4) */
+	struct timespec steady_since; /* first renewal after the last failure or stall (L4) */
+	struct timespec last_ok;      /* when the last renewal was answered */
 	struct ticker *ticker;        /* renews at once, then every period_ms */
 	struct backing *backing;      /* X11's look on BACKING; NULL: none */
 	size_t chunk_max;             /* the largest chunk's plain bytes */
@@ -101,6 +102,8 @@ static int64_t leasekeep_ms_since(const struct timespec *t)
 static bool leasekeep_tick(void *arg)
 {
 	struct leasekeep *lk = arg;
+	struct timespec sent;
+	clock_gettime(CLOCK_MONOTONIC, &sent);
 	int rc = cat_lease_renew(lk->cat);
 	if (rc == -ESTALE) {
 		__atomic_store_n(&lk->fenced, 1, __ATOMIC_RELEASE);
@@ -120,6 +123,18 @@ static bool leasekeep_tick(void *arg)
 		log_info("shared catalog: this node's lease renewed again");
 		clock_gettime(CLOCK_MONOTONIC, &lk->steady_since);
 	}
+	/* L4: a renewal answered late, or long after the one before it, is a
+	 * stall (PostgreSQL paused, a lock wait, this host paused): the other
+	 * nodes' renewals may be queued behind it, so no sweep for a term
+	 * (review 45 F2: the first tick after a 12 s stall swept a healthy
+	 * node) */
+	long took = leasekeep_ms_since(&sent), gap = leasekeep_ms_since(&lk->last_ok);
+	if (!lk->failing && (took > (long)lk->period_ms || gap > (long)lk->lease_ms)) {
+		log_info("shared catalog: this node's lease renewal was answered after %ld ms (%ld ms"
+			 " since the one before): no node is swept for a term (lease.h L4)", took, gap);
+		clock_gettime(CLOCK_MONOTONIC, &lk->steady_since);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &lk->last_ok);
 	lk->failing = false;
 	if (leasekeep_ms_since(&lk->steady_since) < lk->lease_ms)
 		return true; /* L4: renewing steadily for a whole term before sweeping */
@@ -149,6 +164,7 @@ int leasekeep_start(struct cat *cat, unsigned lease_ms, struct backing *backing,
 	lk->backing = backing;
 	lk->chunk_max = chunk_max;
 	clock_gettime(CLOCK_MONOTONIC, &lk->steady_since); /* L4: a term before the first sweep */
+	lk->last_ok = lk->steady_since;
 	int rc = ticker_start(lk->period_ms, TICKER_FIRST_AT_ONCE, leasekeep_tick, lk, &lk->ticker);
 	if (rc != 0) {
 		log_error("shared catalog: cannot start the lease renewal thread: %s", strerror(-rc));

@@ -33,7 +33,11 @@
  *      node only once its lease ran out by one more of its own terms, and
  *      the daemon sweeps only after renewing without a gap for a whole term
  *      (fs/leasekeep.c), so after PostgreSQL was away for any length of
- *      time every node renews before any is swept.
+ *      time every node renews before any is swept. A renewal answered more
+ *      than a third of a term after it was sent, or more than a term after
+ *      the one before it, is such a gap too: a PostgreSQL that stalled
+ *      (paused, not gone) answers the queued renewals late, and the first
+ *      one answered must not sweep the others still queued (review 45 F2).
  *  L5. A fenced change of one statement carries its fence itself and runs
  *      as its own transaction (pg_read, pg.h P5): one round trip, not BEGIN,
  *      lease_fence, the statement and COMMIT. It names the fence as the WITH

@@ -500,16 +500,12 @@ static int gen_backup_make(struct cat *cat, struct cat_gen *g)
 	return rc;
 }
 
-/* Unlinks g's root from its series; every inode of its tree gets nlink 0 and
- * leaves the generation. ids (if not NULL) gets their numbers. */
-static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
-			   struct cat_id_vec *ids)
+/* G1: the entry of g's series that names g's root, in *entry; -EIO (logged:
+ * a corrupt catalog) if its name there names another inode or none. */
+static int gen_root_entry(struct cat *cat, const struct cat_gen *g, uint64_t *entry)
 {
-	struct cat_inode root, named;
-	uint64_t entry = 0;
-	int rc = cat_inode_get(cat, g->root, &root);
-	if (rc == 0)
-		rc = cat_dirent_get(cat, g->series, g->name, &entry, &named);
+	struct cat_inode named;
+	int rc = cat_dirent_get(cat, g->series, g->name, entry, &named);
 	if (rc == 0 && named.ino != g->root)
 		rc = -ENOENT;
 	if (rc == -ENOENT) {
@@ -518,6 +514,19 @@ static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
 			  g->series, g->name);
 		return -EIO;
 	}
+	return rc;
+}
+
+/* Unlinks g's root from its series; every inode of its tree gets nlink 0 and
+ * leaves the generation. ids (if not NULL) gets their numbers. */
+static int gen_tree_remove(struct cat *cat, struct cat_gen *g, int64_t now,
+			   struct cat_id_vec *ids)
+{
+	struct cat_inode root;
+	uint64_t entry = 0;
+	int rc = gen_root_entry(cat, g, &entry);
+	if (rc == 0)
+		rc = cat_inode_get(cat, g->root, &root);
 	if (rc == 0)
 		rc = gen_tree_list(cat, g->root, false, 0);
 	if (rc == 0 && ids != NULL)
@@ -826,19 +835,12 @@ static int gen_rewrite_keep(struct cat *cat, struct cat_gen *g, const char *rule
 			    struct cat_gen *kept)
 {
 	kept->id = 0;
-	struct cat_inode named;
 	uint64_t entry = 0, id = 0;
 	char name[CAT_NAME_MAX + 1];
 	assert(g->state == GEN_OPEN && g->backup_root != 0 && g->version > 1); /* G3 */
-	int rc = cat_dirent_get(cat, g->series, g->name, &entry, &named);
-	if (rc == 0 && named.ino != g->root)
-		rc = -ENOENT;
-	if (rc == -ENOENT) {
-		log_error("catalog %s: corrupt: generation %" PRIu64 " has root %" PRIu64 ", but"
-			  " entry %" PRIu64 "/\"%s\" does not name it", cat->path, g->id, g->root,
-			  g->series, g->name);
-		return -EIO;
-	}
+	int rc = gen_root_entry(cat, g, &entry);
+	if (rc != 0)
+		return rc;
 	uint64_t new_bytes = 0;
 	if (rc == 0)
 		rc = gen_tree_list(cat, g->root, false, 0);

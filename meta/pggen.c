@@ -730,6 +730,22 @@ static int pggen_backup_drop(struct pgns *ns, uint64_t backup)
 	return pggen_exec(ns, G_BACKUP_DROP, params, NULL);
 }
 
+/* A new OPEN generation's row (its tree's gen is the caller's), opened by
+ * this node (X2); *id gets its id. */
+static int pggen_insert_row(struct pgns *ns, uint64_t series, uint64_t root, const char *name,
+			    uint64_t step, uint64_t *id)
+{
+	char s[24], r[24], st[24], t[24], node[24];
+	const char *params[] = { PG_U64(s, series), PG_U64(r, root), name, PG_U64(st, step),
+				 PG_I64(t, pgns_now_ns()), PG_U64(node, ns->lease->node_id) };
+	PGresult *res;
+	int rc = pggen_exec(ns, G_GEN_INSERT, params, &res);
+	if (rc == 0)
+		*id = (uint64_t)pg_int(res, 0, 0);
+	PQclear(res);
+	return rc;
+}
+
 static int pggen_create_body(struct pg *pg, void *arg)
 {
 	(void)pg;
@@ -744,17 +760,11 @@ static int pggen_create_body(struct pg *pg, void *arg)
 	rc = pgns_create_txn(ns, c->parent, c->spec->name, c->mode, c->uid, c->gid, 0, NULL, c->out);
 	if (rc)
 		return rc;
-	char s[24], r[24], st[24], t[24], node[24], id[24];
-	const char *params[] = { PG_U64(s, c->parent), PG_U64(r, c->out->ino), c->spec->name,
-				 PG_U64(st, c->spec->step), PG_I64(t, pgns_now_ns()),
-				 PG_U64(node, ns->lease->node_id) };
-	PGresult *res;
-	rc = pggen_exec(ns, G_GEN_INSERT, params, &res);
+	rc = pggen_insert_row(ns, c->parent, c->out->ino, c->spec->name, c->spec->step, &c->id);
 	if (rc)
 		return rc;
-	c->id = (uint64_t)pg_int(res, 0, 0);
-	PQclear(res);
-	const char *set[] = { r, PG_U64(id, c->id) };
+	char r[24], id[24];
+	const char *set[] = { PG_U64(r, c->out->ino), PG_U64(id, c->id) };
 	return pggen_exec(ns, G_INODE_SET_GEN, set, NULL);
 }
 
@@ -1984,7 +1994,7 @@ static int pggen_name_taken(void *arg, const char *name)
 static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const char *rule,
 			      const char *why, struct pggen_kept *kept, struct cat_id_vec *ids)
 {
-	char s[24], r[24], st[24], t[24], node[24], id[24], bk[24], held[GEN_HELD_MAX];
+	char s[24], r[24], t[24], id[24], bk[24], held[GEN_HELD_MAX];
 	const char *trees[] = { PG_U64(r, g->root), PG_U64(bk, g->backup_root) };
 	uint64_t new_bytes = 0;
 	kept->id = 0;
@@ -1994,15 +2004,9 @@ static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const ch
 		return pggen_tree_remove(ns, g, ids);
 	if (rc)
 		return rc;
-	const char *ins[] = { PG_U64(s, g->series), PG_U64(r, g->root), g->name,
-			      PG_U64(st, g->step), PG_I64(t, pgns_now_ns()),
-			      PG_U64(node, ns->lease->node_id) };
-	PGresult *res;
-	rc = pggen_exec(ns, G_GEN_INSERT, ins, &res);
+	rc = pggen_insert_row(ns, g->series, g->root, g->name, g->step, &kept->id);
 	if (rc)
 		return rc;
-	kept->id = (uint64_t)pg_int(res, 0, 0);
-	PQclear(res);
 	struct pggen_taken taken = { .ns = ns, .dir = g->series };
 	rc = cat_gen_kept_name(g->name, kept->id, pggen_name_taken, &taken, kept->name);
 	if (rc == -EEXIST)
@@ -2013,7 +2017,8 @@ static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const ch
 	if (rc)
 		return rc;
 	cat_gen_rewrite_reason(g->name, g->version, why, held);
-	const char *set[] = { PG_U64(id, kept->id), r, s, g->name, kept->name, held, rule };
+	const char *set[] = { PG_U64(id, kept->id), r, PG_U64(s, g->series), g->name, kept->name,
+			      held, rule };
 	uint64_t renamed = 0;
 	rc = pggen_one_int(ns, G_REWRITE_KEEP, set, &renamed);
 	if (rc == 0 && renamed != 1) {
@@ -2022,7 +2027,7 @@ static int pggen_rewrite_keep(struct pgns *ns, const struct cat_gen *g, const ch
 			  g->root, g->series, g->name);
 		rc = -EIO;
 	}
-	const char *touch[] = { s, t, "0" };
+	const char *touch[] = { s, PG_I64(t, pgns_now_ns()), "0" };
 	return rc ? rc : pggen_exec(ns, G_DIR_TOUCH, touch, NULL);
 }
 

@@ -51,8 +51,13 @@
  *  S6. cat_chunk_where answers from the local row when it is cached or
  *      uploaded, and -ENOENT (as alone) while a writer stores its object;
  *      otherwise from PostgreSQL: uploaded → on BACKING, not cached; not
- *      uploaded → -EAGAIN (its holder's cache has the only copy: a reader
- *      waits up to backing_timeout); no row → -ENOENT.
+ *      uploaded → -EAGAIN while its holder is a live node (its cache has
+ *      the only copy and may still upload it: a reader waits up to
+ *      backing_timeout), -ENOENT at once, logged, when its holder is not
+ *      live (its lease ran out or it left: it never uploads it, lease.h L1;
+ *      a reader of a lost save or of a tracker rewritten on a dead node
+ *      gets EIO now, not after minutes in D state: review 45 F4, F5); no
+ *      row → -ENOENT.
  *  S7. A writer that starts from a file's committed extents pins their live
  *      chunks in PostgreSQL (pgns_pin, N6: no reclaim removes them) until
  *      its release (cat_pending_drop: pgns_unpin); a chunk it could not pin
@@ -1429,11 +1434,21 @@ int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 	if (rc != -ENOENT || writing)
 		return rc; /* the local answer; a writer storing it has no object yet, as alone */
 	struct pgns_chunk_row row;
-	rc = pgns_chunk_get(cat_shared_ns(cat), hash, &row);
+	bool holder_live = false;
+	rc = pgns_chunk_get_holder(cat_shared_ns(cat), hash, &row, &holder_live);
 	if (rc == 0 && strcmp(row.state, "live") != 0)
 		rc = -ENOENT; /* being reclaimed: no file names it */
+	if (rc == 0 && !row.uploaded && !holder_live) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		for (int i = 0; i < CAT_HASH_LEN; i++)
+			snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+		log_warn("chunk %s: its only copy is in the cache of node %" PRIu64 ", which is no"
+			 " longer live (its lease ran out): not waited for (a mount of that cache"
+			 " brings it back)", hex, row.holder);
+		rc = -ENOENT;
+	}
 	if (rc == 0 && !row.uploaded)
-		rc = -EAGAIN; /* its holder's cache has the only copy */
+		rc = -EAGAIN; /* its live holder's cache has the only copy */
 	if (rc == 0)
 		*out = (struct cat_chunk_where){ .cached = false, .uploaded = true,
 						 .codec = row.codec, .plain_len = row.plain_len,

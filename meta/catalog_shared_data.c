@@ -196,6 +196,7 @@
 #include <string.h>
 
 #include "catalog_internal.h"
+#include "hash.h"
 #include "log.h"
 #include "pggen.h"
 #include "pgns.h"
@@ -1439,9 +1440,8 @@ int catsh_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 	if (rc == 0 && strcmp(row.state, "live") != 0)
 		rc = -ENOENT; /* being reclaimed: no file names it */
 	if (rc == 0 && !row.uploaded && !holder_live) {
-		char hex[2 * CAT_HASH_LEN + 1];
-		for (int i = 0; i < CAT_HASH_LEN; i++)
-			snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+		char hex[HASH_HEX_LEN + 1];
+		hash_to_hex(hash, hex);
 		log_warn("chunk %s: its only copy is in the cache of node %" PRIu64 ", which is no"
 			 " longer live (its lease ran out): not waited for (a mount of that cache"
 			 " brings it back)", hex, row.holder);

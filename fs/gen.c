@@ -234,7 +234,7 @@ bool gen_hidden(struct gen_policy *g, uint64_t dir, const char *name)
 	 * matches no pattern, and is hidden as any held one */
 	if (g->opt.show_open ||
 	    (!gen_name_matches(g, name, &step) && strstr(name, MANIFEST_HELD_SUFFIX) == NULL &&
-	     strstr(name, GEN_REWRITE_SUFFIX) == NULL))
+	     !cat_gen_is_kept_name(name)))
 		return false;
 	struct cat_gen gen;
 	return cat_gen_find(g->cat, dir, name, &gen) == 0 &&
@@ -1791,7 +1791,7 @@ static bool gen_tracker_may_commit(struct gen_policy *g, const struct cat_gen *g
 {
 	/* generation.h G10: a rolled-back version kept beside its step's save
 	 * was never proven; only an explicit decision commits it */
-	if (gen->state == GEN_HELD && strstr(gen->name, GEN_REWRITE_SUFFIX) != NULL) {
+	if (gen->state == GEN_HELD && cat_gen_is_kept_name(gen->name)) {
 		log_warn("tracker %s (inode %llu) names generation %s (step %llu), a rolled-back"
 			 " version kept held: not committed by a tracker; ckptfs-admin commit or rm"
 			 " decides (generation.h G10)", name, (unsigned long long)ino, gen->name,
@@ -2108,12 +2108,11 @@ static bool gen_tracker_start_may(struct gen_policy *g, const struct cat_gen *he
 {
 	char why[GEN_HELD_MAX + 96] = "";
 	struct cat_inode dir;
-	size_t rl = strlen(held->rule), sl = strlen("-restored");
 	bool dir_known = cat_getattr(g->cat, held->series, &dir) == 0;
 	if (!proof_weak_may_commit(pr->verdict))
 		snprintf(why, sizeof(why), "its content shows a sign of an unfinished save: %s",
 			 pr->reason);
-	else if (rl >= sl && strcmp(held->rule + rl - sl, "-restored") == 0)
+	else if (cat_gen_rule_restored(held->rule))
 		/* review 46 F3: the tracker may name the rolled-back version */
 		snprintf(why, sizeof(why), "it is the version a rollback brought back (rule %s): the"
 			 " tracker may have been written for the version rolled back", held->rule);

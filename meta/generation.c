@@ -618,7 +618,7 @@ static int gen_abort_txn(struct cat *cat, uint64_t id, const char *rule, struct 
 		rc = gen_tree_remove(cat, g, now, ids);
 	if (rc == 0 && g->backup_root != 0) {
 		rc = gen_backup_restore(cat, g, now);
-		gen_set_rule(g, rule, "-restored");
+		gen_set_rule(g, rule, GEN_RESTORED_SUFFIX);
 	} else if (rc == 0) {
 		assert(g->state == GEN_OPEN && g->root == 0); /* gen_want, gen_tree_remove */
 		g->state = GEN_ABORTED;
@@ -902,7 +902,7 @@ static int gen_hold_txn(struct cat *cat, uint64_t id, const char *rule, const ch
 		if (rc == 0)
 			rc = gen_backup_restore(cat, g, now);
 		if (rc == 0)
-			gen_set_rule(g, rule, "-restored");
+			gen_set_rule(g, rule, GEN_RESTORED_SUFFIX);
 		*rolled_back = rc == 0;
 	} else if (rc == 0) {
 		assert(g->state == GEN_OPEN && g->backup_root == 0); /* a first version */

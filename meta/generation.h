@@ -216,6 +216,20 @@ static inline bool cat_gen_rule_weak(const char *rule)
 	return __builtin_strcmp(rule, "unmount") == 0 || __builtin_strcmp(rule, "next-gen") == 0;
 }
 
+/* G10: is name a rolled-back version kept beside its step's save? */
+static inline bool cat_gen_is_kept_name(const char *name)
+{
+	return __builtin_strstr(name, GEN_REWRITE_SUFFIX) != NULL;
+}
+
+/* The rule suffix of a version a rollback brought back ("crash-restored") */
+#define GEN_RESTORED_SUFFIX "-restored"
+static inline bool cat_gen_rule_restored(const char *rule)
+{
+	size_t n = __builtin_strlen(rule), s = sizeof(GEN_RESTORED_SUFFIX) - 1;
+	return n >= s && __builtin_strcmp(rule + n - s, GEN_RESTORED_SUFFIX) == 0;
+}
+
 /* "open", "committed", "aborted", "deleted", "held"; "?" for anything else. */
 const char *cat_gen_state_name(int state);
 

@@ -2052,7 +2052,7 @@ static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
 	const char *touch[] = { s, PG_I64(t, pgns_now_ns()), S_ISDIR((mode_t)mode) ? "1" : "0" };
 	if (rc == 0)
 		rc = pggen_exec(ns, G_DIR_TOUCH, touch, NULL);
-	snprintf(why, sizeof(why), "%s-restored", rule);
+	snprintf(why, sizeof(why), "%s" GEN_RESTORED_SUFFIX, rule);
 	const char *set[] = { PG_U64(id, g->id), b,
 			      PG_U64(st, (uint64_t)(g->held[0] ? GEN_HELD : GEN_COMMITTED)), why };
 	return rc ? rc : pggen_exec(ns, G_RESTORE, set, NULL);

@@ -39,6 +39,20 @@ fd = os.open('$1', os.O_WRONLY | os.O_TRUNC)
 os.write(fd, open('$2', 'rb').read())
 os.kill(os.getpid(), signal.SIGKILL)" || true
 }
+# rk_crash_mid_rewrite FILE SIZE [OPTS]: run/step-100 saved (rk_marker_save,
+# mounted with OPTS, RK_OPTS by default), FILE of it rewritten with SIZE
+# random bytes ($CK_TMP/v2), closed and fsync'd, then a kill -9 before the
+# rewrite commits, and a mount again
+rk_crash_mid_rewrite() {
+	local opts=${3:-$RK_OPTS}
+	ck_mount "$opts"
+	rk_marker_save run/step-100
+	ck_rand "$CK_TMP/v2" "$2"
+	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/$1" bs=1M conv=fsync status=none
+	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
+	ck_kill9
+	ck_mount "$opts"
+}
 rk_exists() { [ -e "$1" ] && echo yes || echo no; }
 rk_one_kept() { # NAME: the one kept sibling's name (fails unless exactly one)
 	local kept
@@ -80,13 +94,7 @@ test_unmount_does_not_commit_a_half_rewrite_of_raw_files() {
 # crash restores version 1 at the name and keeps version 2 held; commit
 # decides for it (a save of its own, under its name), rm against it.
 test_crash_keeps_the_rolled_back_version_for_a_decision() {
-	ck_mount "$RK_OPTS"
-	rk_marker_save run/step-100
-	ck_rand "$CK_TMP/v2" $((3 * 1024 * 1024))
-	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/model.bin" bs=1M conv=fsync status=none
-	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
-	ck_kill9
-	ck_mount "$RK_OPTS"
+	rk_crash_mid_rewrite model.bin $((3 * 1024 * 1024))
 	assert_eq "1 1 crash-restored" "$(rk_row step-100)" "step-100 after the crash"
 	rk_v1_at_name run/step-100
 	local kept
@@ -110,13 +118,7 @@ test_crash_keeps_the_rolled_back_version_for_a_decision() {
 # Review 46 F6: with keep=1, committing the kept version keeps the restored
 # save of the same step (the decision is about the kept one).
 test_commit_of_the_kept_version_keeps_the_restored_one_under_keep_1() {
-	ck_mount quiet=0.3,keep=1
-	rk_marker_save run/step-100
-	ck_rand "$CK_TMP/v2" $((2 * 1024 * 1024))
-	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/optim.bin" bs=1M conv=fsync status=none
-	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
-	ck_kill9
-	ck_mount quiet=0.3,keep=1
+	rk_crash_mid_rewrite optim.bin $((2 * 1024 * 1024)) quiet=0.3,keep=1
 	local kept
 	kept=$(rk_one_kept step-100)
 	ck_admin_rc 0 commit "$CK_MNT" "run/$kept"
@@ -129,13 +131,7 @@ test_commit_of_the_kept_version_keeps_the_restored_one_under_keep_1() {
 }
 
 test_rm_drops_the_kept_version_only() {
-	ck_mount "$RK_OPTS"
-	rk_marker_save run/step-100
-	ck_rand "$CK_TMP/v2" $((2 * 1024 * 1024))
-	dd if="$CK_TMP/v2" of="$CK_MNT/run/step-100/optim.bin" bs=1M conv=fsync status=none
-	ck_until_eq "0 2 marker" 50 "step-100 open as version 2" rk_row step-100
-	ck_kill9
-	ck_mount "$RK_OPTS"
+	rk_crash_mid_rewrite optim.bin $((2 * 1024 * 1024))
 	local kept
 	kept=$(rk_one_kept step-100)
 	assert_file_eq "$CK_TMP/v2" "$CK_MNT/run/$kept/optim.bin"

@@ -28,6 +28,15 @@ rk2_save() {
 	touch "${!v}/$2/.ckptfs-commit"
 	rk2_wait "$(basename "$2")" "1 1 marker"
 }
+# rk2_killed_rewrite FILE SRC: a writer opens FILE O_TRUNC, writes SRC's
+# bytes, and is SIGKILLed before its close
+rk2_killed_rewrite() {
+	"$PY" -c "
+import os, signal
+fd = os.open('$1', os.O_WRONLY | os.O_TRUNC)
+os.write(fd, open('$2', 'rb').read())
+os.kill(os.getpid(), signal.SIGKILL)" || true
+}
 rk2_v1() { # X DIR: version 1 byte for byte at its name on node X
 	local v=MN_MNT_$1
 	assert_file_eq "$CK_TMP/v1/$2/model.bin" "${!v}/$2/model.bin"
@@ -39,11 +48,7 @@ test_unmount_keeps_v1_and_holds_a_half_rewrite() {
 	mn_mount A "$RK2_OPTS"
 	rk2_save A run/step-100
 	ck_rand "$CK_TMP/part" $((1024 * 1024))
-	"$PY" -c "
-import os, signal
-fd = os.open('$MN_MNT_A/run/step-100/model.bin', os.O_WRONLY | os.O_TRUNC)
-os.write(fd, open('$CK_TMP/part', 'rb').read())
-os.kill(os.getpid(), signal.SIGKILL)" || true
+	rk2_killed_rewrite "$MN_MNT_A/run/step-100/model.bin" "$CK_TMP/part"
 	rk2_wait step-100 "0 2 marker"
 	sleep 0.5
 	mn_umount A
@@ -100,11 +105,7 @@ test_a_planted_name_gives_way_on_the_shared_engine() {
 	mn_mount A "$RK2_OPTS"
 	rk2_save A run/step-100
 	ck_rand "$CK_TMP/part" $((1024 * 1024))
-	"$PY" -c "
-import os, signal
-fd = os.open('$MN_MNT_A/run/step-100/model.bin', os.O_WRONLY | os.O_TRUNC)
-os.write(fd, open('$CK_TMP/part', 'rb').read())
-os.kill(os.getpid(), signal.SIGKILL)" || true
+	rk2_killed_rewrite "$MN_MNT_A/run/step-100/model.bin" "$CK_TMP/part"
 	rk2_wait step-100 "0 2 marker"
 	local next
 	next=$(($(mn_psql "SELECT max(id) FROM ns_generations") + 1))

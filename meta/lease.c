@@ -48,12 +48,19 @@ const struct pg_stmt lease_stmts[] = {
 			      "SELECT id FROM ckpt_nodes WHERE id = $1 AND state = 'live'"
 			      " AND lease_until > clock_timestamp() FOR SHARE",
 			      1 },
+	/* L4 at one instant, in the statement itself: the sweeper's own lease
+	 * has time left when the others' ran out by a term. The fence before it
+	 * is not enough: a PostgreSQL paused between the two answers the sweep
+	 * when every lease looks run out, the sweeper's own included. */
 	[LS_SWEEP] = { "lease_sweep",
-		       "UPDATE ckpt_nodes SET state = 'expired'"
-		       " WHERE state = 'live'"
-		       " AND lease_until + lease_ms * interval '1 millisecond' <= clock_timestamp()"
-		       " RETURNING id",
-		       0 },
+		       "UPDATE ckpt_nodes n SET state = 'expired'"
+		       " FROM (SELECT clock_timestamp() AS at) t"
+		       " WHERE n.state = 'live'"
+		       " AND n.lease_until + n.lease_ms * interval '1 millisecond' <= t.at"
+		       " AND EXISTS (SELECT 1 FROM ckpt_nodes me WHERE me.id = $1"
+		       " AND me.state = 'live' AND me.lease_until > t.at)"
+		       " RETURNING n.id",
+		       1 },
 	/* L7: what a sweep expired and no settlement has finished */
 	[LS_UNSETTLED] = { "lease_unsettled",
 			   "SELECT id FROM ckpt_nodes WHERE state = 'expired' AND NOT settled"
@@ -183,6 +190,7 @@ static int lease_body(struct pg *pg, void *arg)
 	case LS_DUTY_TAKE: params[0] = c->name; params[1] = id; params[2] = ms; break;
 	case LS_DUTY_DROP: params[0] = c->name; params[1] = id; break;
 	case LS_UNSETTLED: params[0] = ms; break;
+	case LS_SWEEP: params[0] = id; break;
 	default: break;
 	}
 	PQclear(c->res);

@@ -38,6 +38,11 @@
  *      the one before it, is such a gap too: a PostgreSQL that stalled
  *      (paused, not gone) answers the queued renewals late, and the first
  *      one answered must not sweep the others still queued (review 45 F2).
+ *      The sweep's statement checks the sweeper's own lease itself, at the
+ *      same instant as the others' (meta/lease.c LS_SWEEP): a PostgreSQL
+ *      paused between the fence and the sweep runs the sweep when every
+ *      lease looks run out, and then it expires nobody (a node never
+ *      expires itself).
  *  L5. A fenced change of one statement carries its fence itself and runs
  *      as its own transaction (pg_read, pg.h P5): one round trip, not BEGIN,
  *      lease_fence, the statement and COMMIT. It names the fence as the WITH

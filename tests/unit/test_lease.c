@@ -155,6 +155,51 @@ Test(lease, a_lease_that_ran_out_is_renewed_until_swept_then_fenced_for_good)
 	pg_close(pb);
 }
 
+/* L4 in the sweep's own statement: run (without the fence before it, as
+ * when PostgreSQL paused between the two) by a node whose lease ran out, it
+ * expires nobody, not even the nodes whose leases ran out by a term; run by
+ * a node with time left, it expires them, never itself. */
+struct tl_sweep_stmt {
+	struct lease *l;
+	int rows;
+};
+
+static int tl_sweep_stmt_body(struct pg *pg, void *arg)
+{
+	struct tl_sweep_stmt *w = arg;
+	size_t i = 0;
+	while (i < lease_nstmts && strcmp(lease_stmts[i].name, "lease_sweep") != 0)
+		i++;
+	cr_assert_lt(i, lease_nstmts, "no statement lease_sweep");
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRIu64, w->l->node_id);
+	const char *params[] = { id };
+	PGresult *res = NULL;
+	int rc = pg_exec(pg, i, params, &res);
+	w->rows = rc == 0 ? pg_rows(res) : -1;
+	PQclear(res);
+	return rc;
+}
+
+Test(lease, a_sweep_by_a_node_whose_own_lease_ran_out_expires_nobody)
+{
+	struct lease a, b, c;
+	struct pg *pa = tl_open(&a, 5000), *pb = tl_open(&b, 5000), *pc = tl_open(&c, 5000);
+	OK(lease_register(&a, "node-a", 300));
+	OK(lease_register(&b, "node-b", 300));
+	tl_sleep_ms(900); /* both ran out, and by one more term */
+	struct tl_sweep_stmt w = { &a, -1 };
+	OK(pg_txn(pa, tl_sweep_stmt_body, &w));
+	cr_assert_eq(w.rows, 0, "a sweep by a node whose own lease ran out expired %d node(s)", w.rows);
+	OK(lease_register(&c, "node-c", 10000));
+	w = (struct tl_sweep_stmt){ &c, -1 };
+	OK(pg_txn(pc, tl_sweep_stmt_body, &w));
+	cr_assert_eq(w.rows, 2, "a node with time left sweeps the two that ran out");
+	pg_close(pa);
+	pg_close(pb);
+	pg_close(pc);
+}
+
 /* L2: node a holds a fenced transaction open past its lease; b's sweep must
  * wait for it, so a's work lands before a is declared expired. */
 struct tl_slow {

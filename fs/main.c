@@ -1005,6 +1005,9 @@ static int main_chunkput_new(struct ckptfs *fs)
 
 static void main_close_state(struct ckptfs *fs)
 {
+	/* what follows asks the catalog many times: in an outage of the shared
+	 * catalog it waits out meta_timeout_ms once, not once per call (pg.h P8) */
+	cat_stopping(fs->cat);
 	/* the session loop has returned: the handles the kernel never released
 	 * go first; what they held is ended below, as at any unmount */
 	ns_free(fs->ns);

@@ -174,6 +174,10 @@ uint64_t cat_node_id(const struct cat *cat);
 /* This node's lease term in ms (lease_ms); 0 alone. The daemon's reclaim
  * duty runs with the same term (fs/main.c: a turn every third of it). */
 unsigned cat_lease_ms(const struct cat *cat);
+/* The daemon is stopping [engine]: shared, both connections wait out one
+ * outage each from now on, not one per call (pg.h P8); alone, nothing.
+ * NULL is allowed. */
+void cat_stopping(struct cat *cat);
 /* The FUSE path connection's counters (pg.h: round trips, transactions,
  * retries, reconnects) for the daemon's stats; false alone (nothing filled). */
 /* The path of directory ino from the mount root ("/run1") [engine], shared

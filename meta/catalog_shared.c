@@ -280,6 +280,14 @@ unsigned cat_lease_ms(const struct cat *cat)
 	return cat->shared ? cat->shared->renew.lease_ms : 0;
 }
 
+void cat_stopping(struct cat *cat)
+{
+	if (!cat || !cat->shared)
+		return;
+	pg_stopping(cat->shared->pg);
+	pg_stopping(cat->shared->lease_pg);
+}
+
 bool cat_pg_stats(const struct cat *cat, struct pg_stats *out)
 {
 	if (!cat->shared)

@@ -60,6 +60,9 @@ struct pg {
 	bool read_only;   /* the body made its transaction READ ONLY */
 	struct pg_stats stats;
 	struct pg_fault fault; /* P7 */
+	bool stopping;          /* P8: set once by pg_stopping (atomic) */
+	uint64_t outage_until;  /* P8: the shared deadline, 0 outside an outage (under mu) */
+	bool outage_said;       /* P8: its line was logged (under mu) */
 };
 
 /* ---- the token of a writing transaction (P2) ---- */
@@ -223,15 +226,41 @@ static int pg_connect_once(struct pg *pg, char *err, size_t err_size)
 	return 0;
 }
 
+/* The deadline of a call's first failure: timeout_ms from now, or the
+ * outage's shared one once the daemon is stopping (P8). Under mu. */
+static uint64_t pg_fail_deadline(struct pg *pg)
+{
+	uint64_t now = pg_now_ms();
+	if (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE))
+		return now + pg->timeout_ms;
+	if (pg->outage_until == 0)
+		pg->outage_until = now + pg->timeout_ms;
+	return pg->outage_until;
+}
+
+/* P8: a stopping daemon's outage that has lasted its timeout_ms. Under mu. */
+static bool pg_outage_over(struct pg *pg)
+{
+	if (pg->outage_until == 0 || pg_now_ms() < pg->outage_until)
+		return false;
+	if (!pg->outage_said)
+		log_warn("catalog %s: unreachable for %u ms while the daemon stops: its remaining"
+			 " calls fail at once (pg.h P8)", pg->shown, pg->timeout_ms);
+	pg->outage_said = true;
+	return true;
+}
+
 /* A usable connection, reconnecting with backoff until *deadline (set from
- * timeout_ms at the first failure when it is 0). */
+ * timeout_ms at the first failure when it is 0, P8 when stopping). */
 static int pg_ready(struct pg *pg, uint64_t *deadline)
 {
 	unsigned backoff = 50;
 	char err[512];
 	while (pg->broken || !pg->conn || PQstatus(pg->conn) != CONNECTION_OK) {
 		if (*deadline == 0)
-			*deadline = pg_now_ms() + pg->timeout_ms;
+			*deadline = pg_fail_deadline(pg);
+		if (pg_outage_over(pg))
+			return -ENOTCONN;
 		if (pg->fault.downed) { /* P7: as if past the deadline */
 			pg->fault.downed = false;
 			log_error("catalog %s: cannot connect: unreachable (a fault injected by a"
@@ -481,6 +510,12 @@ void pg_close(struct pg *pg)
 	free(pg);
 }
 
+void pg_stopping(struct pg *pg)
+{
+	if (pg)
+		__atomic_store_n(&pg->stopping, true, __ATOMIC_RELEASE);
+}
+
 const char *pg_name(const struct pg *pg)
 {
 	return pg->shown;
@@ -575,7 +610,7 @@ static int pg_run(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *ar
 		if (rc != -EAGAIN)
 			break;
 		if (deadline == 0)
-			deadline = pg_now_ms() + pg->timeout_ms;
+			deadline = pg_fail_deadline(pg);
 		if (pg_now_ms() >= deadline) {
 			log_error("catalog %s: a transaction kept failing for %u ms", pg->shown,
 				  pg->timeout_ms);
@@ -589,6 +624,8 @@ static int pg_run(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *ar
 	if (rc && unknown)
 		log_error("catalog %s: whether a transaction whose COMMIT answer was lost committed"
 			  " is unknown (pg.h P2)", pg->shown);
+	if (rc != -ENOTCONN) /* P8: the server answered */
+		pg->outage_until = 0;
 	pthread_mutex_unlock(&pg->mu);
 	return rc;
 }

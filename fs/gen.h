@@ -298,7 +298,16 @@
  *     nothing wrote through it, not only at the next commit. A handle for
  *     reading keeps nothing: it reads the removed file until its close
  *     (node.h invariant 1). A HELD save goes as before (as X12): its open
- *     files are what its hold named, and a write reopens it first. */
+ *     files are what its hold named, and a write reopens it first.
+ * 19. A rule's commit (a marker, the tracker, any rule pending while other
+ *     nodes' writers close) that the catalog refuses because the save is
+ *     HELD by then — on a shared catalog a sweep (pggen.h X2) held it while
+ *     the commit waited, or a hold only a decision ends (node-lost) was
+ *     there when the rule fired — is no failure of the policy: one warn line
+ *     "generation NAME (...) held meanwhile: REASON; its commit (RULE) does
+ *     not end the hold", naming the save, the hold's reason and the rule,
+ *     and it stays held for a decision (gen_held_meanwhile), never an
+ *     error line with the catalog's EINVAL (review 45 F6). */
 #ifndef CKPTFS_GEN_H
 #define CKPTFS_GEN_H
 

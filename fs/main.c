@@ -844,7 +844,10 @@ static int main_cat_open(struct ckptfs *fs, const char *path, char *err, size_t 
 	const struct cat_shared_cfg cfg = { .url = fs->opt.meta_url,
 					    .node_name = fs->opt.node_name,
 					    .lease_ms = fs->opt.lease_ms,
-					    .timeout_ms = fs->opt.meta_timeout_ms };
+					    .timeout_ms = fs->opt.meta_timeout_ms,
+					    /* main_lock_cache: this daemon holds CACHE/lock
+					     * (lease.h L10) */
+					    .cache_locked = fs->lock_fd >= 0 };
 	return cat_open_shared(path, &cfg, getuid(), getgid(), main_reclaim, fs->store, &fs->cat,
 			       err, err_size);
 }

@@ -164,6 +164,11 @@ struct cat_shared_cfg {
 	const char *node_name; /* shown by `ckptfs-admin nodes`: host:pid and cache dir */
 	unsigned lease_ms;     /* the node lease's term; renewed by cat_lease_renew */
 	unsigned timeout_ms;   /* how long a call rides out an unreachable database */
+	/* the caller holds the cache's lock (CACHE/lock) for its life: every
+	 * earlier node of this cache is gone, and is expired and settled at once,
+	 * before cat_open_shared returns (lease.h L10). false: the node's row
+	 * names no cache (a tool's node, with a catalog of its own) */
+	bool cache_locked;
 };
 int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,

@@ -43,7 +43,15 @@
  *      queues the manifests of what was settled or found whole again.
  *  S7. cat_close (after the daemon stopped its uploader) releases this
  *      node's lease as gone only when it holds no chunk not uploaded, else
- *      as expired, to be settled by the next sweep (lease.h L9). */
+ *      as expired, to be settled by the next sweep (lease.h L9).
+ *  S17. A node opened by the daemon that holds its cache's lock
+ *      (cfg->cache_locked) registers with its local catalog's random id as
+ *      its cache id, and, before cat_open_shared returns (so before the
+ *      daemon serves), expires the earlier nodes of the same cache and
+ *      settles each exactly as S6 settles a dead node (catsh_settle:
+ *      adoption, then pggen_node_lost's claim), then queues the manifests
+ *      of what was settled as a sweep does (lease.h L10). A failure is
+ *      logged and leaves them to the sweeps (S6): the mount goes on. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
 #include "catalog_shared_reclaim.h"
@@ -158,8 +166,8 @@ static void catsh_free(struct cat_shared *sh, bool holds)
 }
 
 /* Both connections, the schema, this node's lease and the catalog id. */
-static int catsh_connect(const struct cat_shared_cfg *cfg, uint32_t root_uid, uint32_t root_gid,
-			 struct cat_shared *sh, char *err, size_t err_size)
+static int catsh_connect(const struct cat_shared_cfg *cfg, const char *cache_id, uint32_t root_uid,
+			 uint32_t root_gid, struct cat_shared *sh, char *err, size_t err_size)
 {
 	size_t nstmts;
 	const struct pg_stmt *stmts = pgns_stmts_all(&nstmts);
@@ -179,7 +187,8 @@ static int catsh_connect(const struct cat_shared_cfg *cfg, uint32_t root_uid, ui
 		return catsh_open_errno(rc);
 	}
 	sh->renew = (struct lease){ .pg = sh->lease_pg, .first = 0 };
-	rc = lease_register(&sh->renew, cfg->node_name ? cfg->node_name : "", cfg->lease_ms);
+	rc = lease_register_cache(&sh->renew, cfg->node_name ? cfg->node_name : "", cache_id,
+				  cfg->lease_ms);
 	if (rc) {
 		snprintf(err, err_size, "catalog %s: cannot register this node: %s", pg_name(sh->pg),
 			 strerror(-rc));
@@ -195,6 +204,8 @@ static int catsh_connect(const struct cat_shared_cfg *cfg, uint32_t root_uid, ui
 			 pg_name(sh->pg), strerror(-rc));
 	return catsh_open_errno(rc);
 }
+
+static void catsh_take_over(struct cat *cat, const char *cache_id);
 
 int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
@@ -218,10 +229,14 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 				 local_path, strerror(-rc));
 		return rc;
 	}
+	/* S17: the cache's id is its local catalog's (cat->shared not set yet) */
+	char cache_id[64] = "";
+	if (cfg->cache_locked && cat_catalog_id(cat, cache_id, sizeof(cache_id)) != 0)
+		cache_id[0] = '\0'; /* logged: the node names no cache, the sweeps settle */
 	struct cat_shared *sh = calloc(1, sizeof(*sh));
 	if (sh)
 		pthread_rwlock_init(&sh->pins, NULL);
-	rc = sh ? catsh_connect(cfg, root_uid, root_gid, sh, err, err_size) : -ENOMEM;
+	rc = sh ? catsh_connect(cfg, cache_id, root_uid, root_gid, sh, err, err_size) : -ENOMEM;
 	if (rc) {
 		if (rc == -ENOMEM && !err[0])
 			snprintf(err, err_size, "catalog %s: out of memory", local_path);
@@ -230,6 +245,8 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		return rc;
 	}
 	cat->shared = sh; /* S1 */
+	if (cache_id[0])
+		catsh_take_over(cat, cache_id);
 	*out = cat;
 	return 0;
 }
@@ -497,6 +514,38 @@ static int catsh_recheck_lost(struct cat *cat, cat_backing_check_fn check, void 
 		log_error("catalog %s: cannot re-check the generations marked lost: %s (the next"
 			  " sweep tries again)", pg_name(sh->pg), strerror(-rc));
 	return rc;
+}
+
+/* S17, lease.h L10: the earlier nodes of this node's cache, gone since
+ * this daemon holds the cache's lock, expired and settled before it serves. */
+static void catsh_take_over(struct cat *cat, const char *cache_id)
+{
+	struct cat_shared *sh = cat->shared;
+	uint64_t expired[CATSH_SWEEP_MAX], dead[CATSH_SWEEP_MAX];
+	size_t n_expired = 0, n = 0, settled = 0;
+	int rc = lease_cache_take_over(&sh->renew, cache_id, expired, &n_expired, dead,
+				       CATSH_SWEEP_MAX, &n);
+	if (rc) {
+		log_warn("catalog %s: node %" PRIu64 " cannot settle the earlier nodes of its cache"
+			 " %s at mount: %s; the sweeps settle them once their leases run out",
+			 pg_name(sh->pg), sh->renew.node_id, cache_id, strerror(-rc));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool now = false;
+		for (size_t j = 0; j < n_expired; j++)
+			now = now || expired[j] == dead[i];
+		int drc = catsh_settle(cat, dead[i]);
+		settled += drc == 0;
+		if (drc == 0)
+			log_info("catalog %s: node %" PRIu64 " was the previous daemon of this cache"
+				 " (%s): %s and settled at mount, before serving (lease.h L10):"
+				 " its open saves held, its writing rows gone", pg_name(sh->pg),
+				 dead[i], cache_id, now ? "gone (its cache lock is this node's), expired"
+							: "expired already");
+	}
+	if (settled > 0 && catshd_enqueue_undurable(cat, NULL) != 0)
+		cat_shared_requeue_later(cat); /* the next sweep queues them */
 }
 
 int cat_lease_sweep(struct cat *cat, size_t *swept)

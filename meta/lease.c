@@ -1,4 +1,4 @@
-/* lease — node leases, fencing and cluster duties; see lease.h (L1-L9). */
+/* lease — node leases, fencing and cluster duties; see lease.h (L1-L10). */
 #define _GNU_SOURCE
 #include "lease.h"
 
@@ -26,14 +26,17 @@ enum {
 	LS_DUTY_TAKE,
 	LS_DUTY_DROP,
 	LS_LIST,
+	LS_CACHE_EXPIRE,
+	LS_CACHE_UNSETTLED,
 	LS_COUNT
 };
 
 const struct pg_stmt lease_stmts[] = {
 	[LS_REGISTER] = { "lease_register",
-			  "INSERT INTO ckpt_nodes(name, state, started, lease_until, lease_ms)"
-			  " VALUES ($1, 'live', clock_timestamp(), " LEASE_PLUS_MS("$2") ", $2) RETURNING id",
-			  2 },
+			  "INSERT INTO ckpt_nodes(name, state, started, lease_until, lease_ms, cache_id)"
+			  " VALUES ($1, 'live', clock_timestamp(), " LEASE_PLUS_MS("$2") ", $2,"
+			  " NULLIF($3, '')) RETURNING id",
+			  3 },
 	/* L1: a live lease is extended, even one that ran out, until a sweep
 	 * expired it */
 	[LS_RENEW] = { "lease_renew",
@@ -94,6 +97,17 @@ const struct pg_stmt lease_stmts[] = {
 		      " CAST(EXTRACT(EPOCH FROM (lease_until - clock_timestamp())) * 1000 AS bigint)"
 		      " FROM ckpt_nodes ORDER BY id",
 		      0 },
+	/* L10: the earlier daemons of this node's cache are gone (its lock is
+	 * this node's): expired now, whatever their lease says */
+	[LS_CACHE_EXPIRE] = { "lease_cache_expire",
+			      "UPDATE ckpt_nodes SET state = 'expired'"
+			      " WHERE state = 'live' AND cache_id = $2 AND id <> $1 RETURNING id",
+			      2 },
+	/* L10: those of them not settled yet, whoever expired them */
+	[LS_CACHE_UNSETTLED] = { "lease_cache_unsettled",
+				 "SELECT id FROM ckpt_nodes WHERE state = 'expired' AND NOT settled"
+				 " AND cache_id = $2 AND id <> $1 ORDER BY id LIMIT $3",
+				 3 },
 };
 const size_t lease_nstmts = LS_COUNT;
 
@@ -109,6 +123,9 @@ static const char lease_schema_sql[] =
 	/* L7: an expired node's settlement done (an old database's expired rows
 	 * get false: settled once more, which finds only what is left to do) */
 	"ALTER TABLE ckpt_nodes ADD COLUMN IF NOT EXISTS settled BOOLEAN NOT NULL DEFAULT false;"
+	/* L10: the id of the cache the node mounted (an old database's rows and
+	 * a node that gives none: NULL, which matches no cache) */
+	"ALTER TABLE ckpt_nodes ADD COLUMN IF NOT EXISTS cache_id TEXT;"
 	"CREATE TABLE IF NOT EXISTS ckpt_duties ("
 	" name TEXT PRIMARY KEY,"
 	" holder BIGINT NOT NULL REFERENCES ckpt_nodes(id),"
@@ -129,6 +146,7 @@ int lease_schema(struct pg *pg)
 struct lease_call {
 	struct lease *l;
 	const char *name;
+	const char *cache_id; /* LS_REGISTER, LS_CACHE_*: L10 */
 	unsigned ms;
 	bool fence;          /* run lease_fence first (L2, L3) */
 	bool holds;          /* LS_RELEASE: the node holds chunks not uploaded (L9) */
@@ -184,7 +202,13 @@ static int lease_body(struct pg *pg, void *arg)
 	}
 	const char *params[3];
 	switch (c->stmt) {
-	case LS_REGISTER: params[0] = c->name; params[1] = ms; break;
+	case LS_REGISTER:
+		params[0] = c->name;
+		params[1] = ms;
+		params[2] = c->cache_id ? c->cache_id : "";
+		break;
+	case LS_CACHE_EXPIRE: params[0] = id; params[1] = c->cache_id; break;
+	case LS_CACHE_UNSETTLED: params[0] = id; params[1] = c->cache_id; params[2] = ms; break;
 	case LS_RENEW: params[0] = id; params[1] = ms; break;
 	case LS_RELEASE: params[0] = id; params[1] = c->holds ? "true" : "false"; break;
 	case LS_DUTY_TAKE: params[0] = c->name; params[1] = id; params[2] = ms; break;
@@ -210,8 +234,15 @@ static int lease_run(struct lease_call *c)
 
 int lease_register(struct lease *l, const char *name, unsigned lease_ms)
 {
+	return lease_register_cache(l, name, NULL, lease_ms);
+}
+
+int lease_register_cache(struct lease *l, const char *name, const char *cache_id,
+			 unsigned lease_ms)
+{
 	assert(l->node_id == 0);
-	struct lease_call c = { .l = l, .name = name, .ms = lease_ms, .stmt = LS_REGISTER };
+	struct lease_call c = { .l = l, .name = name, .cache_id = cache_id, .ms = lease_ms,
+				.stmt = LS_REGISTER };
 	int rc = lease_run(&c);
 	if (rc == 0) {
 		l->node_id = (uint64_t)pg_int(c.res, 0, 0);
@@ -277,6 +308,31 @@ int lease_settle_claim(struct lease *l, uint64_t dead, bool *claimed)
 	*claimed = pg_rows(res) == 1;
 	PQclear(res);
 	return 0;
+}
+
+/* L10: one call of stmt with the cache id; its ids in ids[0..*n). */
+static int lease_cache_ids(struct lease *l, int stmt, bool fence, const char *cache_id,
+			   uint64_t *ids, size_t max, size_t *n)
+{
+	*n = 0;
+	struct lease_call c = { .l = l, .cache_id = cache_id, .ms = (unsigned)max, .fence = fence,
+				.stmt = stmt };
+	int rc = lease_run(&c);
+	for (int r = 0; rc == 0 && r < pg_rows(c.res) && *n < max; r++)
+		ids[(*n)++] = (uint64_t)pg_int(c.res, r, 0);
+	PQclear(c.res);
+	return rc;
+}
+
+int lease_cache_take_over(struct lease *l, const char *cache_id, uint64_t *expired,
+			  size_t *n_expired, uint64_t *ids, size_t max, size_t *n)
+{
+	assert(l->node_id != 0 && cache_id && cache_id[0]);
+	*n = 0;
+	int rc = lease_cache_ids(l, LS_CACHE_EXPIRE, true, cache_id, expired, max, n_expired);
+	if (rc == 0 && max > 0)
+		rc = lease_cache_ids(l, LS_CACHE_UNSETTLED, false, cache_id, ids, max, n);
+	return rc;
 }
 
 int lease_release(struct lease *l, bool holds)

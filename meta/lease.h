@@ -96,6 +96,25 @@
  *      whose uploads make those saves whole again (X10). Whether it holds
  *      any is the caller's to say (the chunk table is pgns's), asked after
  *      its uploader stopped, so nothing of this node is uploaded after.
+ *  L10. A node's row carries the id of the cache it mounted (cache_id: the
+ *      random id its local catalog was given once, when it was made, never
+ *      the cache's path, which another host may have too; NULL for a node
+ *      that gives none, which matches nothing). One daemon at a time holds
+ *      a cache (the flock on CACHE/lock, fs/lib/cachedir.h), so a daemon
+ *      that holds it and registers has proven that every earlier node of
+ *      the same cache_id is gone: its process ended, and with it every
+ *      change it will ever start; one it sent before is fenced (L2): it
+ *      committed while the row was live, or finds it expired and does
+ *      nothing. lease_cache_take_over expires those rows at once (the
+ *      lease's own time, L4, is no part of this proof: the lock is) and
+ *      lists every one of them not settled yet, whoever expired it; the
+ *      caller settles each as any sweep settles a dead node (L7, pggen.h
+ *      X2: claimed once, held, lost marks, writing rows dropped, chunks
+ *      adopted), before it serves, so the job that restarts on it never
+ *      meets the dead incarnation's writing rows (review 45 F6). Only the
+ *      daemon that holds the cache's lock may call it (fs/main.c says so
+ *      with cat_shared_cfg.cache_locked); a copy of a cache mounted beside
+ *      its original would be taken for the original's restart.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except
@@ -138,6 +157,15 @@ struct lease {
 /* A new live node row named name (host:pid and the cache directory, for
  * `ckptfs-admin nodes`), with lease_ms of lease. */
 int lease_register(struct lease *l, const char *name, unsigned lease_ms);
+/* As lease_register, the row carrying cache_id (L10; NULL or "": none). */
+int lease_register_cache(struct lease *l, const char *name, const char *cache_id,
+			 unsigned lease_ms);
+/* L10, for the daemon holding the lock of cache cache_id only: every other
+ * live node of cache_id expired (their ids in expired[0..*n_expired), at
+ * most max), then up to max nodes of cache_id expired and not settled
+ * (oldest first, in ids[0..*n)), for the caller to settle. */
+int lease_cache_take_over(struct lease *l, const char *cache_id, uint64_t *expired,
+			  size_t *n_expired, uint64_t *ids, size_t max, size_t *n);
 
 /* Extends the lease by lease_ms from now. -ESTALE: the node was swept (L1);
  * it must stop changing shared state and say so. */

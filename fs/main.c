@@ -836,8 +836,13 @@ static int main_open_store(struct ckptfs *fs)
 }
 
 /* Opens the catalog as -o meta= says: alone (cat_open) or as a node of the
- * shared catalog (cat_open_shared); err gets the shared engine's reason. */
-static int main_cat_open(struct ckptfs *fs, const char *path, char *err, size_t err_size)
+ * shared catalog (cat_open_shared); err gets the shared engine's reason.
+ * serves: this open is the one the daemon serves with (in the foreground
+ * the only one, else the one after fork): its node settles the earlier
+ * daemons of the cache (lease.h L10; the open before the fork, released at
+ * the fork, leaves that to it). */
+static int main_cat_open(struct ckptfs *fs, const char *path, bool serves, char *err,
+			 size_t err_size)
 {
 	if (!fs->opt.meta_url[0])
 		return main_cat_open_alone(fs, path);
@@ -847,7 +852,7 @@ static int main_cat_open(struct ckptfs *fs, const char *path, char *err, size_t 
 					    .timeout_ms = fs->opt.meta_timeout_ms,
 					    /* main_lock_cache: this daemon holds CACHE/lock
 					     * (lease.h L10) */
-					    .cache_locked = fs->lock_fd >= 0 };
+					    .cache_locked = serves && fs->lock_fd > 0 };
 	return cat_open_shared(path, &cfg, getuid(), getgid(), main_reclaim, fs->store, &fs->cat,
 			       err, err_size);
 }
@@ -881,7 +886,7 @@ static int main_open_shared(struct ckptfs *fs)
 	char path[PATH_MAX + 16], err[1024] = "";
 	bool existed = main_catalog_existed(fs, path, sizeof(path));
 	fs->catalog_fresh = !existed;
-	int rc = main_cat_open(fs, path, err, sizeof(err));
+	int rc = main_cat_open(fs, path, fs->opt.foreground, err, sizeof(err));
 	if (rc == 0)
 		return 0; /* the engine logs the node's id and lease */
 	if (err[0])
@@ -1340,7 +1345,7 @@ int main(int argc, char **argv)
 		main_lock_note_pid(fs.lock_fd, false);
 		char path[PATH_MAX + 16], err[1024] = "";
 		cachedir_path(fs.opt.cache, CACHEDIR_CATALOG, path, sizeof(path));
-		if (main_cat_open(&fs, path, err, sizeof(err)) != 0) {
+		if (main_cat_open(&fs, path, true, err, sizeof(err)) != 0) {
 			log_error("catalog %s: cannot reopen after daemonizing%s%s", path,
 				  err[0] ? ": " : "", err);
 			goto out;

@@ -33,7 +33,8 @@
  *  S6. The commit (PostgreSQL) and the queueing of its manifest (this
  *      node's SQLite) are two transactions. A node that dies between them
  *      is swept, and its sweeper queues the manifest (a daemon restarted at
- *      once registers anew: its old node row runs out and is swept the
+ *      once on the same cache registers anew and settles its old node at
+ *      mount (lease.h L10), which queues it the
  *      same way). A commit that finds the generation committed already
  *      (-EALREADY: also what a COMMIT whose answer was lost finds when pg_txn
  *      runs it again) queues the manifest if it is not durable and not

@@ -575,3 +575,42 @@ Test(lease, a_release_holding_chunks_not_uploaded_leaves_the_node_expired_to_be_
 	pg_close(pa);
 	pg_close(pb);
 }
+
+/* L10: the daemon holding a cache's lock takes over the earlier nodes of
+ * that cache id at once, with time left on their leases: they are expired
+ * (their renewal fails, -ESTALE) and listed to settle, with those of the
+ * cache expired earlier and not settled; a node of another cache, one with
+ * the same name (the same path on another host), and one with no cache id
+ * (a tool's node, an old database's row) are untouched. */
+Test(lease, a_cache_taken_over_expires_only_its_earlier_nodes)
+{
+	struct lease old1, old2, other, noid, now;
+	struct pg *p1 = tl_open(&old1, 5000), *p2 = tl_open(&old2, 5000), *po = tl_open(&other, 5000),
+		  *pn = tl_open(&noid, 5000), *pw = tl_open(&now, 5000);
+	OK(lease_register_cache(&old1, "host1:10:/cache", "c0ffee01", 60000));
+	OK(lease_register_cache(&old2, "host1:11:/cache", "c0ffee01", 60000));
+	OK(lease_release(&old2, true)); /* L9: expired, not settled */
+	OK(lease_register_cache(&other, "host1:10:/cache", "beef0002", 60000));
+	OK(lease_register_cache(&noid, "host1:12:/cache", NULL, 60000));
+	OK(lease_register_cache(&now, "host1:13:/cache", "c0ffee01", 60000));
+	uint64_t expired[4], ids[4];
+	size_t ne = 9, n = 9;
+	OK(lease_cache_take_over(&now, "c0ffee01", expired, &ne, ids, 4, &n));
+	cr_assert_eq(ne, 1, "the live earlier node of the cache, expired now");
+	cr_assert_eq(expired[0], old1.node_id);
+	cr_assert_eq(n, 2, "both earlier nodes of the cache are to settle");
+	cr_assert_eq(ids[0], old1.node_id);
+	cr_assert_eq(ids[1], old2.node_id);
+	FAILS(lease_renew(&old1), ESTALE);
+	OK(lease_renew(&other));
+	OK(lease_renew(&noid));
+	OK(lease_renew(&now));
+	OK(lease_cache_take_over(&now, "c0ffee01", expired, &ne, ids, 4, &n));
+	cr_assert_eq(ne, 0, "run again: nobody is expired twice");
+	cr_assert_eq(n, 2, "still to settle until a settlement claims them (L7)");
+	pg_close(p1);
+	pg_close(p2);
+	pg_close(po);
+	pg_close(pn);
+	pg_close(pw);
+}

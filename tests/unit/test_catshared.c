@@ -889,3 +889,63 @@ Test(catshared, an_open_save_marked_lost_is_committed_once_its_lost_shard_is_rew
 	pt_cat_close(&b);
 	tc_close(&a);
 }
+
+/* lease.h L10, catalog_shared.c S17: a catalog opened under its cache's lock
+ * (cache_locked: the daemon's) records its cache id; opened again on the
+ * same cache (a daemon killed -9 and restarted at once), it expires and
+ * settles the earlier node before cat_open_shared returns, as a sweep
+ * would, though that node's lease has 30 s left: its open save held, its
+ * writing row gone, its chunks not uploaded adopted by the new node (the
+ * same cache has them), so its committed save is not lost. A node of
+ * another cache is untouched. */
+static void tc_open_locked(struct pt_cat *n, const char *name, bool fresh)
+{
+	if (fresh) {
+		ts_tmpdir_make(n->dir, sizeof(n->dir), name);
+		snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
+	}
+	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
+				      .timeout_ms = 5000, .cache_locked = true };
+	char err[512] = "";
+	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
+	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
+Test(catshared, a_cache_opened_again_under_its_lock_settles_its_earlier_node_at_once)
+{
+	struct pt_cat a, b, b2;
+	tc_open_locked(&a, "l10a", true);
+	tc_open_locked(&b, "l10b", true);
+	uint64_t run = ts_mk(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r100, r200;
+	uint64_t g100 = ts_mkgen(b.cat, run, "step-100", 100, true, &r100);
+	tc_file(&b, r100, "__0_0.distcp", 0x71, 0, 2); /* not uploaded: only b's cache */
+	OK(cat_gen_commit(b.cat, g100, "dcp-metadata"));
+	uint64_t g200 = ts_mkgen(a.cat, run, "step-200", 200, true, &r200);
+	uint64_t f1 = ts_mk(b.cat, r200, "__1_0.distcp", S_IFREG | 0644, NULL);
+	OK(cat_writing(b.cat, f1, true));
+	uint64_t old = cat_node_id(b.cat), ida = cat_node_id(a.cat);
+	/* b's daemon dies (its catalog is left as it is) and the cache is
+	 * mounted again at once */
+	memcpy(&b2, &b, sizeof(b2));
+	tc_open_locked(&b2, "l10b", false);
+	char state[16];
+	tc_node_state(&a, old, state, sizeof(state));
+	cr_assert_str_eq(state, "expired", "the earlier node of b's cache, at once");
+	tc_node_state(&a, ida, state, sizeof(state));
+	cr_assert_str_eq(state, "live", "a node of another cache");
+	FAILS(cat_lease_renew(b.cat), ESTALE);
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, g200, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-200 with b's file open: %s", cat_gen_state_name(g.state));
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED, "step-100's chunks adopted by the same cache's new node");
+	size_t swept = 9;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 0, "settled at mount, once");
+	cat_close(b.cat); /* the dead incarnation's handle: its release changes nothing */
+	tc_node_state(&a, cat_node_id(b2.cat), state, sizeof(state));
+	cr_assert_str_eq(state, "live");
+	tc_close(&b2);
+	tc_close(&a);
+}

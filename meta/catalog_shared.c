@@ -539,8 +539,8 @@ static void catsh_take_over(struct cat *cat, const char *cache_id)
 		settled += drc == 0;
 		if (drc == 0)
 			log_info("catalog %s: node %" PRIu64 " was the previous daemon of this cache"
-				 " (%s): %s and settled at mount, before serving (lease.h L10):"
-				 " its open saves held, its writing rows gone", pg_name(sh->pg),
+				 " (%s): %s and settled at mount, before serving (lease.h L10)",
+				 pg_name(sh->pg),
 				 dead[i], cache_id, now ? "gone (its cache lock is this node's), expired"
 							: "expired already");
 	}

@@ -112,9 +112,11 @@
  *      X2: claimed once, held, lost marks, writing rows dropped, chunks
  *      adopted), before it serves, so the job that restarts on it never
  *      meets the dead incarnation's writing rows (review 45 F6). Only the
- *      daemon that holds the cache's lock may call it (fs/main.c says so
- *      with cat_shared_cfg.cache_locked); a copy of a cache mounted beside
- *      its original would be taken for the original's restart.
+ *      daemon that holds the cache's lock may call it, from the open it
+ *      serves with (fs/main.c says so with cat_shared_cfg.cache_locked; its
+ *      open before daemonizing names no cache and is gone at the fork); a
+ *      copy of a cache mounted beside its original would be taken for the
+ *      original's restart.
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except

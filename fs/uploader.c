@@ -78,6 +78,7 @@ struct uploader {
 
 	double down_until;      /* monotonic s: back off until then */
 	int lingering;          /* shared: workers whose batch lingers (uploader.h B1: 0 or 1) */
+	int urgent;             /* closes waiting in uploader_wait_pending (B3): no linger */
 	unsigned backoff_ms;
 	bool down;
 	uint64_t deadline_warned; /* highest seq warned about */
@@ -1211,7 +1212,8 @@ static void *up_worker_main(void *p)
 		int room = linger ? UP_BATCH_MAX - bt->n : 1;
 		/* B1: this worker's linger is over (or the uploader stops): what is
 		 * queued now joins the batch, which then syncs */
-		bool ended = linger && bt->until > 0 && (u->stopping || now >= bt->until);
+		bool ended = linger && bt->until > 0 &&
+			     (u->stopping || now >= bt->until || u->urgent > 0);
 		bool waiting = false;
 		int got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1, &waiting);
 		took = took || got > 0;
@@ -1232,7 +1234,9 @@ static void *up_worker_main(void *p)
 				continue;
 			}
 			if (waiting && u->lingering == 0) { /* a short set: it lingers */
-				bt->until = now + (u->cfg.linger_ms ? u->cfg.linger_ms / 1000.0 : UP_LINGER_S);
+				/* B3: a close waits for its chunks: the linger ends at once */
+				double linger_s = u->cfg.linger_ms ? u->cfg.linger_ms / 1000.0 : UP_LINGER_S;
+				bt->until = now + (u->urgent > 0 ? 0 : linger_s);
 				u->lingering++;
 				continue;
 			} /* else another worker's linger takes it: idle below */
@@ -1441,6 +1445,22 @@ void uploader_kick(struct uploader *u)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/* Kicks the workers and waits up to 100 ms for a row to finish. */
+static void up_wait_changed(struct uploader *u)
+{
+	pthread_mutex_lock(&u->lock);
+	pthread_cond_broadcast(&u->kick);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&u->changed, &u->lock, &ts);
+	pthread_mutex_unlock(&u->lock);
+}
+
 int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 {
 	double deadline = up_mono_s() + timeout_ms / 1000.0;
@@ -1455,18 +1475,46 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 				  timeout_ms / 1000);
 			return -EIO;
 		}
-		pthread_mutex_lock(&u->lock);
-		pthread_cond_broadcast(&u->kick);
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&u->changed, &u->lock, &ts);
-		pthread_mutex_unlock(&u->lock);
+		up_wait_changed(u);
 	}
+}
+
+/* Is BACKING known not to answer (the workers back off)? */
+static bool up_is_down(struct uploader *u)
+{
+	pthread_mutex_lock(&u->lock);
+	bool down = u->down;
+	pthread_mutex_unlock(&u->lock);
+	return down;
+}
+
+int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms)
+{
+	double deadline = up_mono_s() + timeout_ms / 1000.0;
+	pthread_mutex_lock(&u->lock);
+	u->urgent++; /* B3: no linger while a close waits */
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+	int rc;
+	for (;;) {
+		bool done = false;
+		rc = cat_pending_uploaded(u->cat, ino, &done);
+		if (rc != 0 || done)
+			break;
+		if (up_is_down(u)) {
+			rc = -ENETDOWN;
+			break;
+		}
+		if (up_mono_s() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		up_wait_changed(u);
+	}
+	pthread_mutex_lock(&u->lock);
+	u->urgent--;
+	pthread_mutex_unlock(&u->lock);
+	return rc;
 }
 
 void uploader_set_between(struct uploader *u, uploader_between_fn *fn, void *arg)

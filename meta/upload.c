@@ -99,6 +99,9 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_STATS_GENS) = { "count durable generations",
 			    "SELECT COALESCE(SUM(durable_version = version), 0), COUNT(*)"
 			    " FROM generations WHERE state = 1" },
+	U(U_PENDING_UNUPLOADED) = { "look for chunks of a file's writer not on BACKING",
+				    "SELECT 1 FROM pending p JOIN chunks c ON c.hash = p.hash"
+				    " WHERE p.ino = ?1 AND c.cached = 1 AND c.uploaded = 0 LIMIT 1" },
 	U(U_FILE_UNUPLOADED) = { "look for chunks of a file not on BACKING",
 				 "SELECT 1 FROM extents e JOIN chunks c ON c.hash = e.hash"
 				 " WHERE e.ino = ?1 AND c.uploaded = 0 LIMIT 1" },
@@ -565,6 +568,21 @@ int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
 	if (cat->shared) return catsh_file_uploaded(cat, ino, uploaded);
 	bool missing = true;
 	int rc = UP_READ(cat, up_exists(cat, U_FILE_UNUPLOADED, (int64_t)ino, &missing));
+	if (rc == 0)
+		*uploaded = !missing;
+	return rc;
+}
+
+/* Both engines: a writer's pending rows and their chunk rows are this
+ * node's (catalog_shared_data.c S1, S5: a local uploaded mark is this
+ * node's own upload, or PostgreSQL's word at the upload's readiness check).
+ * Only chunks whose object is in this node's cache count: one named with no
+ * copy here (a write on top of another node's content, S7) is that node's
+ * to upload, not this one's. */
+int cat_pending_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
+{
+	bool missing = true;
+	int rc = UP_READ(cat, up_exists(cat, U_PENDING_UNUPLOADED, (int64_t)ino, &missing));
 	if (rc == 0)
 		*uploaded = !missing;
 	return rc;

@@ -225,6 +225,10 @@ int cat_cache_stats(struct cat *cat, struct cat_cache_stats *out);
 
 /* All chunks of a file's committed extents uploaded? (for fsync with sync=backing) */
 int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
+/* All chunks of a writer's pending extents of ino (its content not
+ * published yet) whose object this node's cache holds uploaded? (fs/ns.h invariant 13: a small file outside
+ * generations is on BACKING before a shared catalog shows it) */
+int cat_pending_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
 
 /* Is a generation version durable (COMMITTED with durable_version = version)?
  * With gen 0: are all COMMITTED generations durable? */

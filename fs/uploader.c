@@ -44,6 +44,9 @@
  * uploader that keeps up with the writers would otherwise claim a chunk or
  * two a pick. A long queue fills batches without waiting. */
 #define UP_LINGER_S 0.05
+/* B3: files whose closes wait that the workers pick before the queue's
+ * order; a close past them waits in the queue's order */
+#define UP_URGENT_MAX 8
 /* Only objects smaller than this wait for a batch's sync when they are
  * copied: for larger ones an fsync each costs little beside their bytes,
  * while a syncfs of a BACKING that shares its filesystem with the cache would
@@ -79,6 +82,8 @@ struct uploader {
 	double down_until;      /* monotonic s: back off until then */
 	int lingering;          /* shared: workers whose batch lingers (uploader.h B1: 0 or 1) */
 	int urgent;             /* closes waiting in uploader_wait_pending (B3): no linger */
+	uint64_t urgent_ino[UP_URGENT_MAX]; /* their files (0: a free slot), picked first */
+	bool urgent_new;        /* B3: a close began waiting since the last urgent pick */
 	unsigned backoff_ms;
 	bool down;
 	uint64_t deadline_warned; /* highest seq warned about */
@@ -913,6 +918,27 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max, int min,
 	return 0;
 }
 
+/* B3: chunk rows of the files whose close waits (uploader_wait_pending),
+ * before the queue's order, up to max of distinct hashes that may start
+ * (into out, as up_pick's); 0 when none waits. u->lock held. */
+static int up_pick_urgent(struct uploader *u, struct cat_upload *out, int max)
+{
+	u->urgent_new = false;
+	if (u->urgent == 0)
+		return 0;
+	struct cat_upload rows[UP_BATCH_MAX], cand[UP_BATCH_MAX];
+	int nc = 0;
+	for (int w = 0; w < UP_URGENT_MAX && nc < max; w++) {
+		if (u->urgent_ino[w] == 0)
+			continue;
+		int n = cat_upload_list_pending(u->cat, u->urgent_ino[w], rows, max - nc);
+		for (int i = 0; i < n; i++) /* U4: one row a hash, none another worker has */
+			if (!up_conflicts(u, &rows[i]) && !up_hash_in(cand, nc, rows[i].hash))
+				cand[nc++] = rows[i];
+	}
+	return nc > 0 ? up_ready_chunks(u, cand, nc, out) : 0;
+}
+
 /* BACKING took a row: a recovery logged, backoff reset. u->lock held. */
 static void up_note_success(struct uploader *u)
 {
@@ -1125,7 +1151,10 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		up_busy_set(u, id, first + j, &picked[j]);
 	for (int j = 0; j < n; j++) {
 		int s = first + j; /* slots [bt->n, s) are free, [s, first + n) in hand */
-		if ((u->stopping && !u->draining) || up_mono_s() < u->down_until) {
+		/* B3: a close began waiting: the rows not put yet go back to the
+		 * queue, so that the next pick takes its rows first */
+		if ((u->stopping && !u->draining) || up_mono_s() < u->down_until ||
+		    (j > 0 && u->urgent_new)) {
 			for (; s < first + n; s++)
 				u->busy[id][s].set = false;
 			return;
@@ -1215,7 +1244,11 @@ static void *up_worker_main(void *p)
 		bool ended = linger && bt->until > 0 &&
 			     (u->stopping || now >= bt->until || u->urgent > 0);
 		bool waiting = false;
-		int got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1, &waiting);
+		int got = up_pick_urgent(u, picked, room); /* B3: a waiting close's rows first */
+		bool urgent = got > 0;
+		if (!urgent)
+			got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1,
+				      &waiting);
 		took = took || got > 0;
 		if (ended) {
 			bt->until = 0;
@@ -1264,6 +1297,8 @@ static void *up_worker_main(void *p)
 		}
 		if (batching && bt && picked[0].kind == UP_CHUNK) {
 			up_batch_add(u, id, bt, picked, got, &bufs);
+			if (urgent && bt->n) /* B3: a close waits for them: synced now */
+				up_batch_flush(u, id, bt);
 			continue;
 		}
 		assert(got == 1); /* several only of chunk rows, for a batch */
@@ -1492,7 +1527,14 @@ int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 {
 	double deadline = up_mono_s() + timeout_ms / 1000.0;
 	pthread_mutex_lock(&u->lock);
-	u->urgent++; /* B3: no linger while a close waits */
+	u->urgent++; /* B3: no linger while a close waits, its rows first */
+	int slot = -1;
+	for (int w = 0; w < UP_URGENT_MAX && slot < 0; w++)
+		if (u->urgent_ino[w] == 0)
+			slot = w;
+	if (slot >= 0)
+		u->urgent_ino[slot] = ino;
+	u->urgent_new = true;
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
 	int rc;
@@ -1513,6 +1555,8 @@ int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 	}
 	pthread_mutex_lock(&u->lock);
 	u->urgent--;
+	if (slot >= 0)
+		u->urgent_ino[slot] = 0;
 	pthread_mutex_unlock(&u->lock);
 	return rc;
 }

@@ -34,6 +34,14 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_LIST) = { "list the upload queue",
 		      "SELECT seq, kind, hash, gen, version, enqueued_ns, attempts FROM uploads"
 		      " WHERE seq > ?1 AND seq <= ?3 ORDER BY seq LIMIT ?2" },
+	/* fs/uploader.h B3: UP_CHUNK (1) rows of a writer's pending chunks that
+	 * no older row of their hash precedes (U4) */
+	U(U_LIST_PENDING) = { "list the upload rows of a writer's chunks",
+			      "SELECT u.seq, u.kind, u.hash, u.gen, u.version, u.enqueued_ns,"
+			      " u.attempts FROM uploads u WHERE u.kind = 1 AND u.seq <= ?3"
+			      " AND u.hash IN (SELECT hash FROM pending WHERE ino = ?1)"
+			      " AND NOT EXISTS (SELECT 1 FROM uploads o WHERE o.hash = u.hash"
+			      " AND o.seq < u.seq) ORDER BY u.seq LIMIT ?2" },
 	U(U_GEN_STATE) = { "read a generation's state",
 			   "SELECT state, version FROM generations WHERE id = ?1" },
 	U(U_GEN_UNUPLOADED) = { "look for chunks of a generation not on BACKING",
@@ -218,13 +226,15 @@ static int up_any(struct cat *cat, enum cat_sid id, bool *found)
 
 /* ---- the queue ---- */
 
-static int up_list_txn(struct cat *cat, uint64_t after, struct cat_upload *out, int max)
+/* U_LIST (arg: after) or U_LIST_PENDING (arg: the inode) */
+static int up_list_txn(struct cat *cat, enum cat_sid id, uint64_t arg, struct cat_upload *out,
+		       int max)
 {
 	int n = 0;
 	/* rows of the deferred transaction stay hidden until it commits (catalog_defer.c D6) */
-	int rc = cat_bind(cat, U_LIST, A_INT(after), A_INT(max), A_INT(cat_defer_upload_floor(cat)));
-	sqlite3_stmt *st = cat->stmt[U_LIST];
-	while (rc == 0 && n < max && (rc = cat_next(cat, U_LIST)) == 1) {
+	int rc = cat_bind(cat, id, A_INT(arg), A_INT(max), A_INT(cat_defer_upload_floor(cat)));
+	sqlite3_stmt *st = cat->stmt[id];
+	while (rc == 0 && n < max && (rc = cat_next(cat, id)) == 1) {
 		struct cat_upload *u = &out[n];
 		memset(u, 0, sizeof(*u));
 		u->seq = (uint64_t)sqlite3_column_int64(st, 0);
@@ -238,7 +248,7 @@ static int up_list_txn(struct cat *cat, uint64_t after, struct cat_upload *out, 
 		n++;
 		rc = 0;
 	}
-	cat_reset(cat, U_LIST);
+	cat_reset(cat, id);
 	return rc < 0 ? rc : n;
 }
 
@@ -246,7 +256,14 @@ int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int
 {
 	if (max <= 0)
 		return 0;
-	return UP_READ(cat, up_list_txn(cat, after, out, max));
+	return UP_READ(cat, up_list_txn(cat, U_LIST, after, out, max));
+}
+
+int cat_upload_list_pending(struct cat *cat, uint64_t ino, struct cat_upload *out, int max)
+{
+	if (max <= 0)
+		return 0;
+	return UP_READ(cat, up_list_txn(cat, U_LIST_PENDING, ino, out, max));
 }
 
 /* Is the generation COMMITTED at exactly this version? */

@@ -152,6 +152,10 @@ struct cat_upload {
 
 /* The oldest queued rows with seq > after, up to max, in seq order. */
 int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int max);
+/* Up to max UP_CHUNK rows of the chunks of ino's pending extents (a
+ * writer's), oldest first, but for a hash with an older row of any kind
+ * queued (U4: that one goes first); fs/uploader.h B3. */
+int cat_upload_list_pending(struct cat *cat, uint64_t ino, struct cat_upload *out, int max);
 
 /* Whether row u may start now: a manifest when every chunk its generation
  * version names is uploaded (and the generation is still COMMITTED at that

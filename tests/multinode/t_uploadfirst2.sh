@@ -61,6 +61,29 @@ test_trackers_of_two_nodes_each_killed_after_its_close() {
 	mn_umount C
 }
 
+# The tracker follows its save's shards, whose upload takes seconds: its
+# close waits for its own chunk, put before that backlog (uploader.h B3).
+test_a_tracker_after_a_save_waits_for_its_own_upload_only() {
+	_uf_setup
+	ck_fault "bw=8000000" # 48 MiB of shard: 6 s of uploads
+	mkdir "$MN_MNT_A/run/step-2"
+	head -c $((48 << 20)) /dev/urandom >"$MN_MNT_A/run/step-2/rank0.pt"
+	local t0 t1
+	t0=$(date +%s%N)
+	printf 2 >"$MN_MNT_A/run/latest"
+	t1=$(date +%s%N)
+	mn_kill9 A
+	local ms=$(((t1 - t0) / 1000000))
+	ck_log "the tracker's close took $ms ms behind 48 MiB of queued uploads at 8 MB/s"
+	[ "$ms" -lt 3000 ] || ck_fail "the tracker's close took $ms ms: it waited for the save's uploads"
+	mn_until "SELECT state <> 'live' FROM ckpt_nodes WHERE name = 'node-A'"
+	ck_fault ""
+	local out
+	out=$(timeout 100 cat "$MN_MNT_B/run/latest" 2>&1) || ck_fail "B's read of latest failed: $out"
+	[ "$out" = 2 ] || ck_fail "B read '$out' from latest, not 2"
+	mn_umount B
+}
+
 test_backing_down_publishes_at_once_with_a_line() {
 	_uf_setup
 	ck_fault "eio=create"

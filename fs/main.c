@@ -1241,13 +1241,19 @@ static int main_ns_wait_backing(void *arg, uint64_t ino, unsigned timeout_ms)
 	return uploader_wait_file(arg, ino, timeout_ms);
 }
 
+static int main_ns_wait_pending(void *arg, uint64_t ino, unsigned timeout_ms)
+{
+	return uploader_wait_pending(arg, ino, timeout_ms);
+}
+
 /* The namespace, once every service it calls is up. */
 static int main_start_ns(struct ckptfs *fs)
 {
 	struct ns_deps d = { .cat = fs->cat, .nodes = fs->nodes, .gen = fs->gen, .store = fs->store,
 			     .reader = { main_ns_map, main_ns_unmap, main_ns_read, fs->reader },
 			     .chunkput = fs->chunkput,
-			     .wait_backing = main_ns_wait_backing, .wait_arg = fs->uploader };
+			     .wait_backing = main_ns_wait_backing,
+			     .wait_pending = main_ns_wait_pending, .wait_arg = fs->uploader };
 	struct ns_config cfg = { .sync_backing = fs->opt.sync_backing,
 				 .backing_timeout_ms = fs->opt.backing_timeout_ms };
 	return ns_new(&d, &cfg, &fs->ns);

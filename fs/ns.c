@@ -52,6 +52,7 @@ struct ns {
 	struct ns_reader reader;
 	struct chunkput *chunkput;
 	int (*wait_backing)(void *arg, uint64_t ino, unsigned timeout_ms);
+	int (*wait_pending)(void *arg, uint64_t ino, unsigned timeout_ms);
 	void *wait_arg;
 	struct ns_config cfg;
 	/* the open files (invariant 1); the lock is a leaf */
@@ -75,6 +76,7 @@ int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **
 	ns->reader = deps->reader;
 	ns->chunkput = deps->chunkput;
 	ns->wait_backing = deps->wait_backing;
+	ns->wait_pending = deps->wait_pending;
 	ns->wait_arg = deps->wait_arg;
 	ns->cfg = *cfg;
 	pthread_mutex_init(&ns->lock, NULL);
@@ -1025,20 +1027,66 @@ int ns_extend(struct ns *ns, struct ns_file *f, uint64_t off, uint64_t len)
 	return rc;
 }
 
+/* Invariant 13: the commit's gate (writer_commit_gated) for a handle. */
+struct ns_gate {
+	struct ns *ns;
+	const struct ns_file *f;
+};
+
+/* Invariant 13: is the file f is open on outside generations? A handle
+ * for writing knows it from its open; another asks the catalog. */
+static bool ns_outside_gens(struct ns *ns, const struct ns_file *f)
+{
+	return f->writable ? f->gen_id == 0 : ns_gen_of(ns, f->n->ino) == 0;
+}
+
+/* Invariant 13: a small file outside generations on a shared catalog is
+ * uploaded before its new content is published. Waits with n->rw held
+ * (no reader of it here needs BACKING); a wait that fails publishes with
+ * one line saying where the content is. */
+static void ns_upload_first(void *arg, uint64_t ino, uint64_t size)
+{
+	struct ns_gate *g = arg;
+	struct ns *ns = g->ns;
+	if (size > NS_UPLOAD_FIRST_BYTES || !ns_outside_gens(ns, g->f))
+		return;
+	int rc = ns->wait_pending(ns->wait_arg, ino, ns->cfg.backing_timeout_ms);
+	if (rc == 0)
+		return;
+	char why[80];
+	if (rc == -ENETDOWN)
+		snprintf(why, sizeof(why), "BACKING is not answering");
+	else if (rc == -ETIMEDOUT)
+		snprintf(why, sizeof(why), "not uploaded within backing_timeout (%u s)",
+			 ns->cfg.backing_timeout_ms / 1000);
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-rc));
+	log_warn("file inode %llu (%llu bytes, outside generations): its new content is not on"
+		 " BACKING (%s); published from this node's cache alone: other nodes read it once"
+		 " it is uploaded, and with EIO if this node dies before (catalog_shared_data.c"
+		 " S6)", (unsigned long long)ino, (unsigned long long)size, why);
+}
+
 /* Commits the file's writer, if any; frees it when no handle is left, and
  * then, if it was written (a writer, or a writable handle: a create), clears
  * its being-written mark (generation.h G7) under n->rw, before a new writer
  * can mark it again: with the writer's drop in one catalog change when its
  * last commit succeeded, else on its own. A file whose create a rolled-back
  * catalog batch took answers that batch's error (catalog_defer.c D10). */
-static int ns_commit(struct ns *ns, struct node *n, bool durable, bool last, bool writable)
+static int ns_commit(struct ns *ns, const struct ns_file *f, bool durable, bool last,
+		     bool writable)
 {
+	struct node *n = f->n;
+	/* invariant 13: one node's cache dies with its catalog: no gate alone */
+	bool gated = ns->wait_pending && cat_is_shared(ns->cat);
+	struct ns_gate gate = { ns, f };
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = ns_lost(ns, n->ino, 0);
 	bool written = writable || n->writer != NULL, unmarked = false;
 	if (n->writer) {
 		if (rc == 0)
-			rc = writer_commit(n->writer, durable);
+			rc = writer_commit_gated(n->writer, durable, gated ? ns_upload_first : NULL,
+						 &gate);
 		if (last && rc == 0) /* the drop and the clear in one change */
 			unmarked = writer_free_unmark(n->writer) == 0;
 		else if (last)
@@ -1078,7 +1126,7 @@ static bool ns_flush_big(struct ns *ns, const struct ns_file *f)
 
 int ns_flush(struct ns *ns, struct ns_file *f)
 {
-	int rc = ns_commit(ns, f->n, false, false, false);
+	int rc = ns_commit(ns, f, false, false, false);
 	uint64_t parent;
 	char name[40];
 	/* invariant 11: a large file's close returns once it is on disk in the
@@ -1101,7 +1149,7 @@ int ns_flush(struct ns *ns, struct ns_file *f)
 
 int ns_fsync(struct ns *ns, struct ns_file *f)
 {
-	int rc = ns_commit(ns, f->n, true, false, false);
+	int rc = ns_commit(ns, f, true, false, false);
 	if (rc == 0 && ns->cfg.sync_backing) /* -o sync=backing: on BACKING before we return */
 		rc = ns->wait_backing(ns->wait_arg, f->n->ino, ns->cfg.backing_timeout_ms);
 	return rc;
@@ -1110,7 +1158,7 @@ int ns_fsync(struct ns *ns, struct ns_file *f)
 int ns_release(struct ns *ns, struct ns_file *f)
 {
 	bool last = node_close(ns->nodes, f->n) == 0;
-	int rc = ns_commit(ns, f->n, false, last, f->writable);
+	int rc = ns_commit(ns, f, false, last, f->writable);
 	/* generation.h G9: a failed last close keeps the file's mark, so its
 	 * save is committed by an explicit decision only (fs/gen.h 16) */
 	if (rc != 0)

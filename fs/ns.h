@@ -128,6 +128,32 @@
  *     gone from its save with no link left and fails -ENOENT before its
  *     O_TRUNC or any write: no handle opened by name writes into a file a
  *     keep pass removed. A handle for reading keeps nothing (invariant 7).
+ * 13. Upload before visible (-o meta=, review 45 F5): the new content of a
+ *     file outside generations at most NS_UPLOAD_FIRST_BYTES long (a
+ *     tracker: `latest`, latest_checkpointed_iteration.txt; a config) is on
+ *     BACKING before the catalog shows it to the other nodes: every commit
+ *     of its writer (the flush of every close, fsync, the last release)
+ *     waits, once its chunks are stored and before it publishes
+ *     (writer_commit_gated), until the chunks of it this node's cache holds
+ *     are uploaded (uploader_wait_pending; no linger meanwhile, uploader.h
+ *     B3). So when close(2) returns, a kill -9 of this node leaves the new
+ *     content readable on every other node; a kill during the close leaves
+ *     the content before it (an O_TRUNC made it empty at the open, as a
+ *     local file system's crash between the truncate and the write). The
+ *     wait is bounded: BACKING found not answering (the uploader backs
+ *     off) or backing_timeout passed, the content is published anyway with
+ *     one warning line naming the inode and saying it is in this node's
+ *     cache alone, which S6 of catalog_shared_data.c then covers (other
+ *     nodes read it once it is uploaded; if this node dies first, EIO at
+ *     once, not a wait). An EIO at close instead would leave the trainer's
+ *     new content nowhere and the file empty everywhere (its O_TRUNC was
+ *     published at the open). The wait holds the node's n->rw (readers of
+ *     this file on this node wait with the close). Larger files outside
+ *     generations are published at close, uploaded behind (fsync with
+ *     -o sync=backing waits for it); so are files inside generations,
+ *     whose save is held "lost" (pggen.h X5, X10) if their node dies
+ *     first. One node (no -o meta=) waits for nothing: its cache dies only
+ *     with its catalog.
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */
@@ -144,6 +170,9 @@
 
 /* invariant 11: a flush of a written file this large commits the batch */
 #define NS_FLUSH_COMMIT_BYTES (1024 * 1024)
+/* invariant 13: a file outside generations at most this large is on
+ * BACKING before a shared catalog shows its new content */
+#define NS_UPLOAD_FIRST_BYTES (1024 * 1024)
 
 struct cat;
 struct node_table;
@@ -184,6 +213,11 @@ struct ns_deps {
 	/* with sync_backing, fsync waits (at most timeout_ms) until ino is on
 	 * BACKING: uploader_wait_file */
 	int (*wait_backing)(void *arg, uint64_t ino, unsigned timeout_ms);
+	/* invariant 13: waits (at most timeout_ms) until the chunks of ino's
+	 * unpublished content that this node's cache holds are on BACKING:
+	 * uploader_wait_pending; -ENETDOWN, -ETIMEDOUT as it says. NULL: no
+	 * wait (tests) */
+	int (*wait_pending)(void *arg, uint64_t ino, unsigned timeout_ms);
 	void *wait_arg;
 };
 

@@ -44,6 +44,9 @@
  * uploader that keeps up with the writers would otherwise claim a chunk or
  * two a pick. A long queue fills batches without waiting. */
 #define UP_LINGER_S 0.05
+/* B3: files whose closes wait that the workers pick before the queue's
+ * order; a close past them waits in the queue's order */
+#define UP_URGENT_MAX 8
 /* Only objects smaller than this wait for a batch's sync when they are
  * copied: for larger ones an fsync each costs little beside their bytes,
  * while a syncfs of a BACKING that shares its filesystem with the cache would
@@ -78,6 +81,9 @@ struct uploader {
 
 	double down_until;      /* monotonic s: back off until then */
 	int lingering;          /* shared: workers whose batch lingers (uploader.h B1: 0 or 1) */
+	int urgent;             /* closes waiting in uploader_wait_pending (B3): no linger */
+	uint64_t urgent_ino[UP_URGENT_MAX]; /* their files (0: a free slot), picked first */
+	bool urgent_new;        /* B3: a close began waiting since the last urgent pick */
 	unsigned backoff_ms;
 	bool down;
 	uint64_t deadline_warned; /* highest seq warned about */
@@ -912,6 +918,27 @@ static int up_pick(struct uploader *u, struct cat_upload *out, int max, int min,
 	return 0;
 }
 
+/* B3: chunk rows of the files whose close waits (uploader_wait_pending),
+ * before the queue's order, up to max of distinct hashes that may start
+ * (into out, as up_pick's); 0 when none waits. u->lock held. */
+static int up_pick_urgent(struct uploader *u, struct cat_upload *out, int max)
+{
+	u->urgent_new = false;
+	if (u->urgent == 0)
+		return 0;
+	struct cat_upload rows[UP_BATCH_MAX], cand[UP_BATCH_MAX];
+	int nc = 0;
+	for (int w = 0; w < UP_URGENT_MAX && nc < max; w++) {
+		if (u->urgent_ino[w] == 0)
+			continue;
+		int n = cat_upload_list_pending(u->cat, u->urgent_ino[w], rows, max - nc);
+		for (int i = 0; i < n; i++) /* U4: one row a hash, none another worker has */
+			if (!up_conflicts(u, &rows[i]) && !up_hash_in(cand, nc, rows[i].hash))
+				cand[nc++] = rows[i];
+	}
+	return nc > 0 ? up_ready_chunks(u, cand, nc, out) : 0;
+}
+
 /* BACKING took a row: a recovery logged, backoff reset. u->lock held. */
 static void up_note_success(struct uploader *u)
 {
@@ -1124,7 +1151,10 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		up_busy_set(u, id, first + j, &picked[j]);
 	for (int j = 0; j < n; j++) {
 		int s = first + j; /* slots [bt->n, s) are free, [s, first + n) in hand */
-		if ((u->stopping && !u->draining) || up_mono_s() < u->down_until) {
+		/* B3: a close began waiting: the rows not put yet go back to the
+		 * queue, so that the next pick takes its rows first */
+		if ((u->stopping && !u->draining) || up_mono_s() < u->down_until ||
+		    (j > 0 && u->urgent_new)) {
 			for (; s < first + n; s++)
 				u->busy[id][s].set = false;
 			return;
@@ -1211,9 +1241,14 @@ static void *up_worker_main(void *p)
 		int room = linger ? UP_BATCH_MAX - bt->n : 1;
 		/* B1: this worker's linger is over (or the uploader stops): what is
 		 * queued now joins the batch, which then syncs */
-		bool ended = linger && bt->until > 0 && (u->stopping || now >= bt->until);
+		bool ended = linger && bt->until > 0 &&
+			     (u->stopping || now >= bt->until || u->urgent > 0);
 		bool waiting = false;
-		int got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1, &waiting);
+		int got = up_pick_urgent(u, picked, room); /* B3: a waiting close's rows first */
+		bool urgent = got > 0;
+		if (!urgent)
+			got = up_pick(u, picked, room, linger && !u->stopping && !ended ? room : 1,
+				      &waiting);
 		took = took || got > 0;
 		if (ended) {
 			bt->until = 0;
@@ -1232,7 +1267,9 @@ static void *up_worker_main(void *p)
 				continue;
 			}
 			if (waiting && u->lingering == 0) { /* a short set: it lingers */
-				bt->until = now + (u->cfg.linger_ms ? u->cfg.linger_ms / 1000.0 : UP_LINGER_S);
+				/* B3: a close waits for its chunks: the linger ends at once */
+				double linger_s = u->cfg.linger_ms ? u->cfg.linger_ms / 1000.0 : UP_LINGER_S;
+				bt->until = now + (u->urgent > 0 ? 0 : linger_s);
 				u->lingering++;
 				continue;
 			} /* else another worker's linger takes it: idle below */
@@ -1260,6 +1297,8 @@ static void *up_worker_main(void *p)
 		}
 		if (batching && bt && picked[0].kind == UP_CHUNK) {
 			up_batch_add(u, id, bt, picked, got, &bufs);
+			if (urgent && bt->n) /* B3: a close waits for them: synced now */
+				up_batch_flush(u, id, bt);
 			continue;
 		}
 		assert(got == 1); /* several only of chunk rows, for a batch */
@@ -1441,6 +1480,22 @@ void uploader_kick(struct uploader *u)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/* Kicks the workers and waits up to 100 ms for a row to finish. */
+static void up_wait_changed(struct uploader *u)
+{
+	pthread_mutex_lock(&u->lock);
+	pthread_cond_broadcast(&u->kick);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&u->changed, &u->lock, &ts);
+	pthread_mutex_unlock(&u->lock);
+}
+
 int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 {
 	double deadline = up_mono_s() + timeout_ms / 1000.0;
@@ -1455,18 +1510,55 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 				  timeout_ms / 1000);
 			return -EIO;
 		}
-		pthread_mutex_lock(&u->lock);
-		pthread_cond_broadcast(&u->kick);
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&u->changed, &u->lock, &ts);
-		pthread_mutex_unlock(&u->lock);
+		up_wait_changed(u);
 	}
+}
+
+/* Is BACKING known not to answer (the workers back off)? */
+static bool up_is_down(struct uploader *u)
+{
+	pthread_mutex_lock(&u->lock);
+	bool down = u->down;
+	pthread_mutex_unlock(&u->lock);
+	return down;
+}
+
+int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms)
+{
+	double deadline = up_mono_s() + timeout_ms / 1000.0;
+	pthread_mutex_lock(&u->lock);
+	u->urgent++; /* B3: no linger while a close waits, its rows first */
+	int slot = -1;
+	for (int w = 0; w < UP_URGENT_MAX && slot < 0; w++)
+		if (u->urgent_ino[w] == 0)
+			slot = w;
+	if (slot >= 0)
+		u->urgent_ino[slot] = ino;
+	u->urgent_new = true;
+	pthread_cond_broadcast(&u->kick);
+	pthread_mutex_unlock(&u->lock);
+	int rc;
+	for (;;) {
+		bool done = false;
+		rc = cat_pending_uploaded(u->cat, ino, &done);
+		if (rc != 0 || done)
+			break;
+		if (up_is_down(u)) {
+			rc = -ENETDOWN;
+			break;
+		}
+		if (up_mono_s() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		up_wait_changed(u);
+	}
+	pthread_mutex_lock(&u->lock);
+	u->urgent--;
+	if (slot >= 0)
+		u->urgent_ino[slot] = 0;
+	pthread_mutex_unlock(&u->lock);
+	return rc;
 }
 
 void uploader_set_between(struct uploader *u, uploader_between_fn *fn, void *arg)

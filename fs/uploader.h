@@ -68,7 +68,22 @@
  *      no worker takes while another has a row of the same generation in
  *      hand (up_conflicts, U4), and which removes every version it lists
  *      on BACKING; a manifest row found stale after a restart is ended at
- *      the pick, and what it put before is removed by that removal row. */
+ *      the pick, and what it put before is removed by that removal row.
+ *  B3. While a close waits for its chunks (uploader_wait_pending, fs/ns.h
+ *      invariant 13), B1's linger ends at once and none starts, and the
+ *      next pick takes that file's chunk rows before the queue's order
+ *      (cat_upload_list_pending; up to 8 files at once, a ninth waits in
+ *      order): claimed, put and synced as one batch at once, so the close
+ *      waits for its own chunks' round trips and puts, not for the linger
+ *      nor for the backlog of a save queued before it (a tracker follows
+ *      its save's shards). A worker putting a set it picked gives the rows
+ *      it has not begun back to the queue when a close begins to wait
+ *      (once a close: urgent_new), so it waits at most for the objects
+ *      in flight. Chunk rows of distinct hashes have no order
+ *      among them (U4 orders rows of one hash: a hash with an older row of
+ *      any kind is not taken out of order); manifests and removals wait for
+ *      their chunks as before (U3, U5), so taking chunks earlier keeps
+ *      them. */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 
@@ -118,6 +133,15 @@ void uploader_kick(struct uploader *u);
 /* Waits until every chunk of the committed file ino is on BACKING (fsync
  * with -o sync=backing). -EIO after timeout_ms. */
 int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms);
+
+/* Waits until every chunk of ino's pending extents (a writer's content
+ * not published yet) that this node's cache holds is on BACKING (fs/ns.h
+ * invariant 13: a small file outside generations, at its close on a shared
+ * catalog): 0. While it waits no worker lingers and its rows go first
+ * (B3). -ENETDOWN as soon as
+ * the workers find BACKING not answering (they back off), -ETIMEDOUT after
+ * timeout_ms; a catalog error as the catalog says. Logs nothing. */
+int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms);
 
 /* For tests only (the daemon never sets it): called on the worker thread
  * once a row's work is done or found moot, before the row ends — where a

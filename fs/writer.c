@@ -1129,6 +1129,11 @@ static int writer_publish(struct writer *w, bool durable)
 
 int writer_commit(struct writer *w, bool durable)
 {
+	return writer_commit_gated(w, durable, NULL, NULL);
+}
+
+int writer_commit_gated(struct writer *w, bool durable, writer_gate_fn *gate, void *arg)
+{
 	if (w->err)
 		return w->err;
 	if (!w->dirty && !durable)
@@ -1172,6 +1177,8 @@ int writer_commit(struct writer *w, bool durable)
 		w->n_unsynced = w->n_unsynced_kept = 0;
 		w->inherited = false; /* every chunk is durable now, and stays so */
 	}
+	if (rc == 0 && gate && w->dirty) /* every chunk stored: the caller's step before they are seen */
+		gate(arg, w->ino, w->size);
 	if (rc == 0)
 		rc = writer_publish(w, durable);
 	if (rc != 0)

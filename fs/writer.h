@@ -100,6 +100,14 @@ int writer_read(struct writer *w, char *out, size_t len, uint64_t off, size_t *g
 /* Commits what was written so far as the file's content (no-op when nothing
  * changed and !durable). */
 int writer_commit(struct writer *w, bool durable);
+/* writer_commit with a step between storing and publishing: when there is
+ * something to publish, gate is called once every chunk the new content
+ * names is stored (and, durable, synced) and its pending extents are
+ * complete, just before they become the file's content (fs/ns.h invariant
+ * 13: a small file outside generations is uploaded first on a shared
+ * catalog). gate cannot fail the commit: what it waits for is its own. */
+typedef void writer_gate_fn(void *arg, uint64_t ino, uint64_t size);
+int writer_commit_gated(struct writer *w, bool durable, writer_gate_fn *gate, void *arg);
 
 uint64_t writer_size(const struct writer *w);
 bool writer_dirty(const struct writer *w);

@@ -56,8 +56,9 @@
  *      backing_timeout), -ENOENT at once, logged, when its holder is not
  *      live (its lease ran out or it left: it never uploads it, lease.h L1;
  *      a reader of a lost save or of a tracker rewritten on a dead node
- *      gets EIO now, not after minutes in D state: review 45 F4, F5); no
- *      row → -ENOENT.
+ *      gets EIO now, not after minutes in D state: review 45 F4, F5; a
+ *      small file outside generations reaches this case only if BACKING
+ *      failed its upload at close, fs/ns.h invariant 13); no row → -ENOENT.
  *  S7. A writer that starts from a file's committed extents pins their live
  *      chunks in PostgreSQL (pgns_pin, N6: no reclaim removes them) until
  *      its release (cat_pending_drop: pgns_unpin); a chunk it could not pin

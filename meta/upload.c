@@ -34,6 +34,14 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_LIST) = { "list the upload queue",
 		      "SELECT seq, kind, hash, gen, version, enqueued_ns, attempts FROM uploads"
 		      " WHERE seq > ?1 AND seq <= ?3 ORDER BY seq LIMIT ?2" },
+	/* fs/uploader.h B3: UP_CHUNK (1) rows of a writer's pending chunks that
+	 * no older row of their hash precedes (U4) */
+	U(U_LIST_PENDING) = { "list the upload rows of a writer's chunks",
+			      "SELECT u.seq, u.kind, u.hash, u.gen, u.version, u.enqueued_ns,"
+			      " u.attempts FROM uploads u WHERE u.kind = 1 AND u.seq <= ?3"
+			      " AND u.hash IN (SELECT hash FROM pending WHERE ino = ?1)"
+			      " AND NOT EXISTS (SELECT 1 FROM uploads o WHERE o.hash = u.hash"
+			      " AND o.seq < u.seq) ORDER BY u.seq LIMIT ?2" },
 	U(U_GEN_STATE) = { "read a generation's state",
 			   "SELECT state, version FROM generations WHERE id = ?1" },
 	U(U_GEN_UNUPLOADED) = { "look for chunks of a generation not on BACKING",
@@ -99,6 +107,9 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_STATS_GENS) = { "count durable generations",
 			    "SELECT COALESCE(SUM(durable_version = version), 0), COUNT(*)"
 			    " FROM generations WHERE state = 1" },
+	U(U_PENDING_UNUPLOADED) = { "look for chunks of a file's writer not on BACKING",
+				    "SELECT 1 FROM pending p JOIN chunks c ON c.hash = p.hash"
+				    " WHERE p.ino = ?1 AND c.cached = 1 AND c.uploaded = 0 LIMIT 1" },
 	U(U_FILE_UNUPLOADED) = { "look for chunks of a file not on BACKING",
 				 "SELECT 1 FROM extents e JOIN chunks c ON c.hash = e.hash"
 				 " WHERE e.ino = ?1 AND c.uploaded = 0 LIMIT 1" },
@@ -215,13 +226,15 @@ static int up_any(struct cat *cat, enum cat_sid id, bool *found)
 
 /* ---- the queue ---- */
 
-static int up_list_txn(struct cat *cat, uint64_t after, struct cat_upload *out, int max)
+/* U_LIST (arg: after) or U_LIST_PENDING (arg: the inode) */
+static int up_list_txn(struct cat *cat, enum cat_sid id, uint64_t arg, struct cat_upload *out,
+		       int max)
 {
 	int n = 0;
 	/* rows of the deferred transaction stay hidden until it commits (catalog_defer.c D6) */
-	int rc = cat_bind(cat, U_LIST, A_INT(after), A_INT(max), A_INT(cat_defer_upload_floor(cat)));
-	sqlite3_stmt *st = cat->stmt[U_LIST];
-	while (rc == 0 && n < max && (rc = cat_next(cat, U_LIST)) == 1) {
+	int rc = cat_bind(cat, id, A_INT(arg), A_INT(max), A_INT(cat_defer_upload_floor(cat)));
+	sqlite3_stmt *st = cat->stmt[id];
+	while (rc == 0 && n < max && (rc = cat_next(cat, id)) == 1) {
 		struct cat_upload *u = &out[n];
 		memset(u, 0, sizeof(*u));
 		u->seq = (uint64_t)sqlite3_column_int64(st, 0);
@@ -235,7 +248,7 @@ static int up_list_txn(struct cat *cat, uint64_t after, struct cat_upload *out, 
 		n++;
 		rc = 0;
 	}
-	cat_reset(cat, U_LIST);
+	cat_reset(cat, id);
 	return rc < 0 ? rc : n;
 }
 
@@ -243,7 +256,14 @@ int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int
 {
 	if (max <= 0)
 		return 0;
-	return UP_READ(cat, up_list_txn(cat, after, out, max));
+	return UP_READ(cat, up_list_txn(cat, U_LIST, after, out, max));
+}
+
+int cat_upload_list_pending(struct cat *cat, uint64_t ino, struct cat_upload *out, int max)
+{
+	if (max <= 0)
+		return 0;
+	return UP_READ(cat, up_list_txn(cat, U_LIST_PENDING, ino, out, max));
 }
 
 /* Is the generation COMMITTED at exactly this version? */
@@ -565,6 +585,21 @@ int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
 	if (cat->shared) return catsh_file_uploaded(cat, ino, uploaded);
 	bool missing = true;
 	int rc = UP_READ(cat, up_exists(cat, U_FILE_UNUPLOADED, (int64_t)ino, &missing));
+	if (rc == 0)
+		*uploaded = !missing;
+	return rc;
+}
+
+/* Both engines: a writer's pending rows and their chunk rows are this
+ * node's (catalog_shared_data.c S1, S5: a local uploaded mark is this
+ * node's own upload, or PostgreSQL's word at the upload's readiness check).
+ * Only chunks whose object is in this node's cache count: one named with no
+ * copy here (a write on top of another node's content, S7) is that node's
+ * to upload, not this one's. */
+int cat_pending_uploaded(struct cat *cat, uint64_t ino, bool *uploaded)
+{
+	bool missing = true;
+	int rc = UP_READ(cat, up_exists(cat, U_PENDING_UNUPLOADED, (int64_t)ino, &missing));
 	if (rc == 0)
 		*uploaded = !missing;
 	return rc;

@@ -152,6 +152,10 @@ struct cat_upload {
 
 /* The oldest queued rows with seq > after, up to max, in seq order. */
 int cat_upload_list(struct cat *cat, uint64_t after, struct cat_upload *out, int max);
+/* Up to max UP_CHUNK rows of the chunks of ino's pending extents (a
+ * writer's), oldest first, but for a hash with an older row of any kind
+ * queued (U4: that one goes first); fs/uploader.h B3. */
+int cat_upload_list_pending(struct cat *cat, uint64_t ino, struct cat_upload *out, int max);
 
 /* Whether row u may start now: a manifest when every chunk its generation
  * version names is uploaded (and the generation is still COMMITTED at that
@@ -225,6 +229,10 @@ int cat_cache_stats(struct cat *cat, struct cat_cache_stats *out);
 
 /* All chunks of a file's committed extents uploaded? (for fsync with sync=backing) */
 int cat_file_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
+/* All chunks of a writer's pending extents of ino (its content not
+ * published yet) whose object this node's cache holds uploaded? (fs/ns.h invariant 13: a small file outside
+ * generations is on BACKING before a shared catalog shows it) */
+int cat_pending_uploaded(struct cat *cat, uint64_t ino, bool *uploaded);
 
 /* Is a generation version durable (COMMITTED with durable_version = version)?
  * With gen 0: are all COMMITTED generations durable? */

@@ -921,3 +921,48 @@ Test(catshared_data, a_writer_naming_the_copy_while_its_eviction_pins_keeps_it_i
 	pt_cat_close(&a.pc);
 	pt_cat_close(&b.pc);
 }
+
+/* fs/ns.h invariant 13: what a close of a small file outside generations
+ * waits for (cat_pending_uploaded): every chunk of its writer's pending
+ * extents whose object this node's cache holds is uploaded; a chunk named
+ * from another node's content (no copy here) is that node's to upload. */
+Test(catshared_data, a_writers_pending_chunks_are_uploaded_only_once_each_cached_one_is)
+{
+	struct td_node a, b;
+	td_open(&a, "data-a");
+	td_open(&b, "data-b");
+	uint64_t ino = td_file(&a, "latest");
+	bool up = true;
+	OK(cat_pending_uploaded(a.pc.cat, ino, &up)); /* nothing written: nothing to wait for */
+	cr_assert(up);
+	td_add(&a, ino, 0, 0xd6, 0, 2);
+	OK(cat_pending_uploaded(a.pc.cat, ino, &up));
+	cr_assert_not(up);
+	struct cat_extent e0 = td_extent(0, 0xd6, 0), e1 = td_extent(TD_LEN, 0xd6, 1);
+	int stale = 0;
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, e0.hash, &stale), 1);
+	OK(cat_pending_uploaded(a.pc.cat, ino, &up));
+	cr_assert_not(up); /* the second chunk is still in A's cache alone */
+	cr_assert_eq(pt_cat_upload_chunks(&a.pc, e1.hash, &stale), 1);
+	OK(cat_pending_uploaded(a.pc.cat, ino, &up));
+	cr_assert(up);
+	cr_assert_eq(stale, 0);
+
+	/* another file, committed by A and not uploaded; B writes on top of it */
+	uint64_t g = td_file(&a, "tracker");
+	td_write(&a, g, 0xd7, 0, 1, false);
+	OK(cat_pending_from_committed(b.pc.cat, g));
+	OK(cat_pending_uploaded(b.pc.cat, g, &up));
+	cr_assert(up); /* A's chunk: no copy in B's cache, not B's to upload */
+	td_add(&b, g, TD_LEN, 0xd8, 0, 1);
+	OK(cat_pending_uploaded(b.pc.cat, g, &up));
+	cr_assert_not(up); /* B's own new chunk */
+	struct cat_extent eb = td_extent(TD_LEN, 0xd8, 0);
+	cr_assert_eq(pt_cat_upload_chunks(&b.pc, eb.hash, &stale), 1);
+	OK(cat_pending_uploaded(b.pc.cat, g, &up));
+	cr_assert(up);
+	OK(cat_pending_drop(b.pc.cat, g));
+	OK(cat_pending_drop(a.pc.cat, ino));
+	pt_cat_close(&a.pc);
+	pt_cat_close(&b.pc);
+}

@@ -151,7 +151,9 @@
  *     (invariant 6); the last close finds it gone. A flush that failed, a
  *     writer written after the flush's commit, another write handle open
  *     here, or a file outside generations keeps the row to the release as
- *     before. One node (SQLite) has no such row: its commit waits for the
+ *     before. A parked handle no more keeps keep-latest-k from ending its
+ *     committed save than a closed one (invariant 12's shared form counts
+ *     ns_writing rows, pggen.h X12). One node (SQLite) has no such row: its commit waits for the
  *     release in the same daemon, and a death there ends every handle and
  *     pending commit at once (gen.h invariant 17 decides at the next start).
  *

@@ -3,8 +3,8 @@
 # returned, before the kernel's RELEASE came (fs/ns.h invariant 13; review
 # 45 F1): the flush that close(2) waits for drops the node's ns_writing row
 # of the file once its contents are published, so rank 0's completion signal
-# on another node commits the save at once and the sweep of the dead node
-# holds nothing. A write through a descriptor kept open (dup) after that
+# on another node (DCP's .metadata rename, Megatron's tracker) commits the
+# save at once and the sweep of the dead node holds nothing. A write through a descriptor kept open (dup) after that
 # close puts the row back: the node killed then leaves the save held, never
 # committed with the contents of the first close.
 . "$(dirname "$0")/mn.sh"
@@ -75,6 +75,41 @@ os.kill($MN_PID_B, signal.SIGSTOP)"
 	assert_file_eq "$CK_TMP/s0" "$MN_MNT_C/run/step-1/__0_0.distcp"
 	assert_file_eq "$CK_TMP/s1" "$MN_MNT_C/run/step-1/__1_0.distcp"
 	assert_file_eq "$CK_TMP/md" "$MN_MNT_C/run/step-1/.metadata"
+	mn_umount C
+	mn_umount B
+	mn_umount A
+}
+
+test_megatron_rank_killed_right_after_its_close_leaves_the_save_committed() {
+	mn_pg_start
+	mn_mount A
+	mn_mount B
+	mkdir -p "$MN_MNT_A/run/iter_0000001/mp_rank_00"
+	mn_see B run/iter_0000001 2
+	mkdir "$MN_MNT_B/run/iter_0000001/mp_rank_01"
+	ck_rand "$CK_TMP/r0" 300000
+	ck_rand "$CK_TMP/r1" 300000
+	cp "$CK_TMP/r0" "$MN_MNT_A/run/iter_0000001/mp_rank_00/model_optim_rng.pt"
+	# rank 1 on B: torch.save's write and close (no fsync), B stopped at once
+	"$PY" -c "
+import os, signal
+with open('$MN_MNT_B/run/iter_0000001/mp_rank_01/model_optim_rng.pt', 'wb') as f:
+    f.write(open('$CK_TMP/r1', 'rb').read())
+os.kill($MN_PID_B, signal.SIGSTOP)"
+	mn_kill9 B
+	printf 1 >"$MN_MNT_A/run/latest_checkpointed_iteration.txt"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'iter_0000001'" \
+		"1 tracker" 2 "iter_0000001 after rank 0's tracker"
+	ckk_settled B
+	assert_eq "1 1 tracker" "$(ckk_row iter_0000001)" "iter_0000001 once dead B was swept"
+	grep -q "lost its lease during the save" "$MN_DLOG_A" && ck_fail "A held iter_0000001 for dead B"
+	mn_mount B
+	mn_poll "SELECT state || ' ' || lost FROM ns_generations WHERE name = 'iter_0000001'" "1 false" 30 \
+		"iter_0000001 once B's cache is back (pggen.h X10)"
+	ck_admin_rc 0 wait "$MN_MNT_B" --timeout 60
+	mn_mount C
+	assert_file_eq "$CK_TMP/r0" "$MN_MNT_C/run/iter_0000001/mp_rank_00/model_optim_rng.pt"
+	assert_file_eq "$CK_TMP/r1" "$MN_MNT_C/run/iter_0000001/mp_rank_01/model_optim_rng.pt"
 	mn_umount C
 	mn_umount B
 	mn_umount A

@@ -231,7 +231,9 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
  * with nothing left to commit, is freed, so that a later change through the
  * same handle makes a new writer (ns_writer), which puts the row back and
  * reopens a save committed meanwhile. Not when a change came after the
- * flush's commit (the writer dirty), or another write handle is open here. */
+ * flush's commit (the writer dirty), another write handle is open here, or
+ * the ns_open row that keeps the inode for the open handle (N14) could not
+ * be added: the row then goes at the release, as before. */
 static void ns_writing_park(struct ns *ns, struct ns_file *f)
 {
 	struct node *n = f->n;
@@ -245,7 +247,10 @@ static void ns_writing_park(struct ns *ns, struct ns_file *f)
 		writer_free(n->writer);
 		n->writer = NULL;
 	}
-	if (park && ns_writing_drop(ns, n) == 0)
+	/* the handle stays open: its ns_open row first, or the row stays */
+	if (park && !n->shared_open)
+		n->shared_open = cat_opened(ns->cat, n->ino, true, NULL) == 0;
+	if (park && n->shared_open && ns_writing_drop(ns, n) == 0)
 		n->writing_parked = true;
 	pthread_rwlock_unlock(&n->rw);
 }

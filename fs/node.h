@@ -72,6 +72,10 @@ struct node {
 	/* shared catalog: this node's ns_open row of the inode exists (ns.c,
 	 * pgns.h N14); under rw */
 	bool shared_open;
+	/* shared catalog: write handles of the inode are open here, yet its
+	 * ns_writing row was dropped at a flush and its writer freed (ns.c,
+	 * ns.h invariant 14); under rw */
+	bool writing_parked;
 	/* a file whose close may commit a generation (gen_is_trigger_name):
 	 * its name and directory as last looked up; under the table lock */
 	uint64_t trigger_parent;

@@ -178,38 +178,95 @@ static int ns_gen_change_attr(struct ns *ns, const struct ns_cred *c, uint64_t i
 
 /* ---- writers, registered before what they change is seen (invariant 6) ---- */
 
+/* Shared catalog: n's ns_writing row goes (its last write handle closed, or
+ * parked at a flush: invariant 14); handles still open here (for reading,
+ * or the one being flushed) have its ns_open row take over first (pgns.h
+ * N14). Under n->rw; 0 once the row is gone. */
+static int ns_writing_drop(struct ns *ns, struct node *n)
+{
+	if (!n->shared_open && node_open_count(ns->nodes, n) > 0) {
+		int orc = cat_opened(ns->cat, n->ino, true, NULL);
+		if (orc == 0)
+			n->shared_open = true;
+		else if (orc != -ESTALE) /* fenced: it holds nothing */
+			log_warn("inode %llu: cannot tell the shared catalog it is still open"
+				 " here: %s; another node's removal may release it under its"
+				 " readers", (unsigned long long)n->ino, strerror(-orc));
+	}
+	int wrc = cat_writing(ns->cat, n->ino, false);
+	if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
+		log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
+			  (unsigned long long)n->ino, strerror(-wrc));
+	return wrc;
+}
+
 /* Shared catalog (issue 18): the first write handle of a node on this
  * node tells the other nodes the file is being written (its ns_writing row
  * holds its generation's commit), the last one's close, after the commit of
  * its contents, that it is not. The count changes under n->rw here, so that
  * an open and a close racing cannot leave the row deleted under a writer or
- * left behind after the last one. */
+ * left behind after the last one. A row parked at a flush (invariant 14)
+ * comes back with a new write handle, and is gone already at the last
+ * close. */
 static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
 {
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = 0;
-	if (delta > 0 && n->write_handles == 0)
+	if (delta > 0 && (n->write_handles == 0 || n->writing_parked))
 		rc = cat_writing(ns->cat, n->ino, true);
+	if (rc == 0 && delta > 0)
+		n->writing_parked = false;
 	if (rc == 0)
 		node_writers_add(ns->nodes, n, delta);
 	if (rc == 0 && delta < 0 && n->write_handles == 0) {
-		/* handles for reading stay open: their ns_open row takes over
-		 * before the ns_writing row goes (pgns.h N14) */
-		if (!n->shared_open && node_open_count(ns->nodes, n) > 0) {
-			int orc = cat_opened(ns->cat, n->ino, true, NULL);
-			if (orc == 0)
-				n->shared_open = true;
-			else if (orc != -ESTALE) /* fenced: it holds nothing */
-				log_warn("inode %llu: cannot tell the shared catalog it is still open"
-					 " here: %s; another node's removal may release it under its"
-					 " readers", (unsigned long long)n->ino, strerror(-orc));
-		}
-		int wrc = cat_writing(ns->cat, n->ino, false);
-		if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
-			log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
-				  (unsigned long long)n->ino, strerror(-wrc));
+		if (n->writing_parked)
+			n->writing_parked = false; /* its row went at the flush */
+		else
+			ns_writing_drop(ns, n);
 	}
 	pthread_rwlock_unlock(&n->rw);
+	return rc;
+}
+
+/* Invariant 13: the flush of f, its node's only write handle of a file of a
+ * generation, published the file (ns_commit): its row goes and its writer,
+ * with nothing left to commit, is freed, so that a later change through the
+ * same handle makes a new writer (ns_writer), which puts the row back and
+ * reopens a save committed meanwhile. Not when a change came after the
+ * flush's commit (the writer dirty), another write handle is open here, or
+ * the ns_open row that keeps the inode for the open handle (N14) could not
+ * be added: the row then goes at the release, as before. */
+static void ns_writing_park(struct ns *ns, struct ns_file *f)
+{
+	struct node *n = f->n;
+	if (!f->writable || f->gen_id == 0 || !cat_is_shared(ns->cat))
+		return;
+	pthread_rwlock_wrlock(&n->rw);
+	bool park = !n->writing_parked && node_write_handles(ns->nodes, n) == 1;
+	if (park && n->writer)
+		park = !writer_dirty(n->writer) && writer_commit(n->writer, false) == 0;
+	if (park && n->writer) {
+		writer_free(n->writer);
+		n->writer = NULL;
+	}
+	/* the handle stays open: its ns_open row first, or the row stays */
+	if (park && !n->shared_open)
+		n->shared_open = cat_opened(ns->cat, n->ino, true, NULL) == 0;
+	if (park && n->shared_open && ns_writing_drop(ns, n) == 0)
+		n->writing_parked = true;
+	pthread_rwlock_unlock(&n->rw);
+}
+
+/* Invariant 13: a change through a handle whose row a flush parked puts the
+ * row back first (under n->rw, before its generation is read for a
+ * reopen); the file's failed flag, if another node set it, stays. */
+static int ns_writing_resume(struct ns *ns, struct node *n)
+{
+	if (!n->writing_parked)
+		return 0;
+	int rc = cat_writing_resume(ns->cat, n->ino);
+	if (rc == 0)
+		n->writing_parked = false;
 	return rc;
 }
 
@@ -679,6 +736,8 @@ static int ns_lost(struct ns *ns, uint64_t ino, int rc)
 	return lost ? lost : rc;
 }
 
+static int ns_writer(struct ns *ns, struct node *n, struct writer **out);
+
 static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
 {
 	struct node *n = node_get(ns->nodes, ino);
@@ -686,10 +745,13 @@ static int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&n->rw);
 	bool by_path = n->writer == NULL;
+	struct writer *w = NULL;
 	int rc = ns_lost(ns, ino, 0);
+	/* invariant 14: a parked file is cut through a new writer, its row back */
+	if (rc == 0 && (n->writer || n->writing_parked))
+		rc = ns_writer(ns, n, &w);
 	if (rc == 0)
-		rc = n->writer ? writer_truncate(n->writer, size)
-			       : cat_file_truncate(ns->cat, ino, size);
+		rc = w ? writer_truncate(w, size) : cat_file_truncate(ns->cat, ino, size);
 	rc = ns_lost(ns, ino, rc);
 	/* generation.h G7, G9: a cut with no write handle open has no release
 	 * to clear its mark, which would hold its save as a failed close; a
@@ -939,7 +1001,9 @@ static int ns_writer(struct ns *ns, struct node *n, struct writer **out)
 	if (!n->writer) {
 		struct cat_inode in;
 		uint64_t gen_id;
-		int rc = cat_getattr_gen(ns->cat, n->ino, &in, &gen_id); /* invariant 5 */
+		int rc = ns_writing_resume(ns, n); /* invariant 14: counted before the read */
+		if (rc == 0)
+			rc = cat_getattr_gen(ns->cat, n->ino, &in, &gen_id); /* invariant 5 */
 		if (rc == 0)
 			rc = gen_before_change(ns->gen, gen_id);
 		if (rc == 0)
@@ -1144,6 +1208,8 @@ int ns_flush(struct ns *ns, struct ns_file *f)
 			f->tracker_ruled = true;
 		}
 	}
+	if (rc == 0) /* invariant 14: once close(2) returns, no row names the file */
+		ns_writing_park(ns, f);
 	return rc;
 }
 

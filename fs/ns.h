@@ -107,8 +107,10 @@
  *     writer stays attached, so a write through another descriptor of the
  *     same open file after the flush would change a committed save in
  *     place (gen.h invariants 2, 10), and on -o meta= its ns_writing row
- *     makes the catalog refuse the commit (pggen.h X1). Ending all four at
- *     a flush is a release at every close of a dup'd descriptor; not done.
+ *     makes the catalog refuse the commit (pggen.h X1) — that row alone
+ *     goes at its flush (invariant 14), the other three stay. Ending all
+ *     four at a flush is a release at every close of a dup'd descriptor;
+ *     not done.
  * 11. A file written through the handle being flushed that is at least
  *     NS_FLUSH_COMMIT_BYTES long commits the deferred batch (catalog_defer.c
  *     D3) at its flush, before close(2) returns, as a trigger does (9): a
@@ -154,6 +156,32 @@
  *     whose save is held "lost" (pggen.h X5, X10) if their node dies
  *     first. One node (no -o meta=) waits for nothing: its cache dies only
  *     with its catalog.
+ * 14. -o meta= (pggen.h X15): a node's ns_writing row of a file of a
+ *     generation names it whenever this node may still change it, and only
+ *     then. close(2) returns after FLUSH, the RELEASE comes later (or never,
+ *     if the node dies in between: review 45 F1), so the flush of the
+ *     node's only write handle of the file, once it published the file
+ *     (ns_commit succeeded, nothing written since), frees the writer and
+ *     drops the row ("parks" it: node->writing_parked), an ns_open row
+ *     taking over first (pgns.h N14: the handle is still open). Once
+ *     close(2) returned no row names the file: a completion signal on
+ *     another node commits the save at once, and a death before the
+ *     RELEASE holds nothing (X2). While parked, every change through a
+ *     handle still open (a dup'd descriptor, an mmap's write-back, an
+ *     ftruncate, a fallocate, a truncate by name) makes a new writer
+ *     (ns_writer), which puts the row back (cat_writing_resume, under
+ *     n->rw) before it reads the file's generation and reopens a save
+ *     committed meanwhile (invariant 4, pggen.h X12): the change goes into
+ *     version+1, never into the committed save, and a death after it holds
+ *     or rolls back that version. A new open for writing puts it back too
+ *     (invariant 6); the last close finds it gone. A flush that failed, a
+ *     writer written after the flush's commit, another write handle open
+ *     here, or a file outside generations keeps the row to the release as
+ *     before. A parked handle no more keeps keep-latest-k from ending its
+ *     committed save than a closed one (invariant 12's shared form counts
+ *     ns_writing rows, pggen.h X12). One node (SQLite) has no such row: its commit waits for the
+ *     release in the same daemon, and a death there ends every handle and
+ *     pending commit at once (gen.h invariant 17 decides at the next start).
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */

@@ -195,6 +195,11 @@ bool cat_pg_stats(const struct cat *cat, struct pg_stats *out);
  * [engine]: shared, its ns_writing row, which holds its generation's commit
  * (pggen.h); alone, nothing (the daemon's node table knows). */
 int cat_writing(struct cat *cat, uint64_t ino, bool open);
+/* cat_writing(open = true) for a handle still open on this node whose flush
+ * dropped the row (fs/ns.h invariant 14) and that writes again [engine]:
+ * shared, the row back, without the failed flag's clearing an open does
+ * (pggen.h X14, X15); alone, nothing. */
+int cat_writing_resume(struct cat *cat, uint64_t ino);
 /* A write or close of ino on this node failed [engine]: shared, its failed
  * flag set, which holds its save from every rule but an explicit decision
  * after its ns_writing row is gone (pggen.h X14); alone, nothing (the

@@ -338,6 +338,13 @@ int cat_writing(struct cat *cat, uint64_t ino, bool open)
 	return pggen_writing(&cat->shared->ns, ino, open, NULL);
 }
 
+int cat_writing_resume(struct cat *cat, uint64_t ino)
+{
+	if (!cat->shared)
+		return 0;
+	return pggen_writing_resume(&cat->shared->ns, ino);
+}
+
 int cat_file_failed(struct cat *cat, uint64_t ino)
 {
 	if (!cat->shared)

@@ -168,9 +168,9 @@ const struct pg_stmt pggen_stmts[] = {
 			" d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2 AND NOT $3::boolean"
 			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i)),"
 			" f AS (UPDATE ns_inodes SET failed = false WHERE ino = $2 AND failed"
-			" AND $3::boolean AND " LEASE_LIVE ")"
+			" AND $3::boolean AND $4::boolean AND " LEASE_LIVE ")"
 			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i), (SELECT state FROM g)",
-			3 },
+			4 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
 	/* X9: a commit's first statement, its fence riding on it (lease.h L6):
@@ -702,6 +702,7 @@ struct pggen_call {
 	struct cat_inode *out;
 	const char *rule, *reason, *list;
 	bool open;
+	bool resume; /* pggen_writing_resume: the failed flag stays (X14) */
 	bool claimed; /* pggen_node_lost: this transaction settles the node (L7) */
 	int state;
 	uint64_t count;
@@ -794,7 +795,7 @@ static int pggen_writing_body(struct pg *pg, void *arg)
 	struct pgns *ns = c->ns;
 	char node[24], i[24];
 	const char *params[] = { PG_U64(node, ns->lease->node_id), PG_U64(i, c->ino),
-				 c->open ? "true" : "false" };
+				 c->open ? "true" : "false", c->resume ? "false" : "true" };
 	PGresult *res;
 	int rc = pggen_exec(ns, G_WRITING, params, &res);
 	if (rc)
@@ -815,6 +816,12 @@ int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
 	if (gen_state)
 		*gen_state = rc == 0 ? c.state : -1;
 	return rc;
+}
+
+int pggen_writing_resume(struct pgns *ns, uint64_t ino)
+{
+	struct pggen_call c = { .ns = ns, .ino = ino, .open = true, .resume = true };
+	return pg_read(ns->pg, pggen_writing_body, &c);
 }
 
 /* X14: a failed write or last close, fenced in its statement (lease.h L5) */

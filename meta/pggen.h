@@ -21,8 +21,9 @@
  *  X2. A node past its lease (lease.h) is handled once, by one live node,
  *      in one transaction that claims it first (lease.h L7: recorded as
  *      settled there, retried by every later sweep until it is):
- *      its open generations that it had files open in are held (their files
- *      are as their last close left them: proven of nothing), and so are
+ *      its open generations that it had files open in are held (a file
+ *      with its writing row: one it may still have changed, X15; their
+ *      files are as their last close left them: proven of nothing), and so are
  *      those it opened that no other node writes (its policy was the only
  *      one to decide them: a death between files would leave them OPEN
  *      for ever); its writing
@@ -161,6 +162,17 @@
  *      does. A close that succeeds after a failed one of another handle of
  *      the same node, without a new open for writing, does not clear it:
  *      the save stays held for a decision (stricter than one node).
+ *  X15. A node's ns_writing row of a file of a generation names it while
+ *      that node may still change it (fs/ns.h invariant 13): from its first
+ *      open for writing to the flush (close(2)) of its only write handle
+ *      that published the file, which drops it (then the node's ns_open
+ *      row holds the inode, pgns.h N14), and again from the next change
+ *      through a handle still open (pggen_writing_resume: the row back
+ *      before the change reads the generation's state for a reopen, X12;
+ *      the failed flag of X14 left as it is, since that is no new open) or the next
+ *      open for writing, to the last close. So X1 and X2 wait for and hold
+ *      only files a node may still change: a node killed right after its
+ *      close returned, before its RELEASE, holds no save (review 45 F1).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -186,6 +198,10 @@ int pggen_create_root(struct pgns *ns, uint64_t parent, const struct cat_gen_spe
  * (false). *gen_state (if not NULL) gets the state of ino's generation
  * (-1 for none): a COMMITTED one is the caller's to reopen. */
 int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
+/* X15: this node writes ino again through a handle it kept open after the
+ * flush that dropped its row: the row back, ino's failed flag (X14) left as
+ * it is (no open for writing, no retry). */
+int pggen_writing_resume(struct pgns *ns, uint64_t ino);
 /* X14: a write or a last close of ino on this node failed: its failed flag
  * set (fenced: -ESTALE if this node is not live). */
 int pggen_failed(struct pgns *ns, uint64_t ino);

@@ -1555,3 +1555,39 @@ Test(pggen, a_failed_close_holds_its_save_from_every_rule_but_a_decision)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* X15 (fs/ns.h 14): b's row dropped at its shard's flush lets a commit, and
+ * comes back with a later write through the handle still open
+ * (pggen_writing_resume), which holds the commit again; it leaves the failed
+ * flag another close set (X14), which only an open for writing clears. */
+Test(pggen, a_resumed_writer_holds_the_commit_and_keeps_the_failed_flag)
+{
+	struct pt_node a, b;
+	struct cat_inode run;
+	tg_two_nodes(&a, &b, &run);
+	uint64_t sa, sb;
+	uint64_t gen = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
+	tg_publish(&b, sb, 41, 1);
+	tg_close_shards(&a, sa, &b, sb); /* b's flush parked its row */
+	OK(pggen_writing_resume(&b.ns, sb)); /* b writes again through a dup */
+	uint64_t writers = 0;
+	FAILS(pggen_commit(&a.ns, gen, "dcp-metadata", false, &writers), EBUSY);
+	cr_assert_eq(writers, 1, "the resumed row counts: %" PRIu64, writers);
+	OK(pggen_writing(&b.ns, sb, false, NULL)); /* its flush again */
+	OK(pggen_failed(&a.ns, sa)); /* a's write of its shard failed meanwhile */
+	OK(pggen_writing_resume(&a.ns, sa));
+	char why[GEN_HELD_MAX];
+	OK(pggen_unsettled(&a.ns, gen, why, sizeof(why)));
+	cr_assert(strstr(why, "\"__0_0.distcp\"") != NULL, "a resume keeps the flag: %s", why);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	FAILS(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL), ENOTRECOVERABLE);
+	OK(pggen_writing(&a.ns, sa, true, NULL)); /* a new open: the retry */
+	OK(pggen_unsettled(&a.ns, gen, why, sizeof(why)));
+	cr_assert_str_eq(why, "", "an open for writing clears it");
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_commit(&a.ns, gen, "dcp-metadata", false, NULL));
+	cr_assert_eq(tg_state(&a, gen, NULL), GEN_COMMITTED);
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+}

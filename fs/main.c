@@ -30,7 +30,16 @@
  * is never refused for looking too early. A catalog without an id is offered the marker's,
  * or a new one, before the claim (the one write ahead of it), and every
  * node takes the id the catalog holds after: nodes starting together end
- * with one id. */
+ * with one id.
+ * M4 (review 47 F1): a lone catalog that existed before this mount is not
+ * behind BACKING: no generation manifest on BACKING has an id above the
+ * highest this catalog ever handed out or reserved (cat_gen_id_last). A
+ * catalog that lost its WAL, or an older copy of it put back, would hand
+ * those ids out again, and its next save's manifest would replace a durable
+ * save's on BACKING. Refused with one line naming both and the rebuild,
+ * after the claim's own judgment (which names another catalog or a copy),
+ * the claim then put back as found (claim_abandon): nothing else is written
+ * to BACKING. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -747,6 +756,37 @@ static int main_claim(struct ckptfs *fs)
 	return rc;
 }
 
+/* M4: the catalog that existed before this mount has handed out every
+ * generation id BACKING has a manifest of. 0, or -1 refused (one line). */
+static int main_check_not_behind(struct ckptfs *fs, const char *path)
+{
+	uint64_t last = 0, newest = 0;
+	uint32_t version = 0;
+	int rc = cat_gen_id_last(fs->cat, &last);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: catalog %s: cannot read its generation ids: %s\n", path,
+			strerror(-rc));
+		return -1;
+	}
+	rc = rebuild_backing_newest_gen(fs->backing, &newest, &version);
+	if (rc != 0) {
+		fprintf(stderr, "ckptfs: BACKING %s: cannot list its generation manifests: %s\n",
+			fs->opt.backing, strerror(-rc));
+		return -1;
+	}
+	if (newest <= last)
+		return 0;
+	char man[128];
+	manifest_gen_path(newest, version, man, sizeof(man));
+	fprintf(stderr, "ckptfs: catalog %s is behind BACKING %s: BACKING holds %s, a save this"
+			" catalog never made (its generation ids end at %" PRIu64 "): its catalog.db-wal"
+			" lost, or an older copy put back? Its next saves would replace saves on BACKING."
+			" Nothing was written; rebuild it from BACKING with `ckptfs-admin rebuild --cache"
+			" %s %s` (the old catalog is kept aside; docs/ADMIN.md)\n",
+		path, fs->opt.backing, man, last, fs->opt.cache, fs->opt.backing);
+	return -1;
+}
+
 /* Opens the catalog. On a fresh node (a new cache) over a BACKING that holds
  * data, the catalog is rebuilt from BACKING's manifests; a cache that was
  * used before but has lost or damaged its catalog (cat_open's quick_check)
@@ -788,6 +828,16 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 			cachedir_path(fs->opt.cache, CACHEDIR_BACKING, path, sizeof(path));
 			unlink(path);
 		}
+	}
+	/* M4, once the claim judged BACKING (its refusals name the other
+	 * catalog or the copy more precisely); refused, the claim is put back
+	 * as it was found */
+	if (rc == 0 && existed && main_check_not_behind(fs, path) != 0) {
+		rc = -ESTALE;
+		claim_abandon(fs->claim);
+		fs->claim = NULL;
+		cat_close(fs->cat);
+		fs->cat = NULL;
 	}
 	if (rc != 0 || existed || !backing_has)
 		return rc;

@@ -524,6 +524,21 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 	return rc;
 }
 
+int rebuild_backing_newest_gen(struct backing *b, uint64_t *id, uint32_t *version)
+{
+	struct rb_list gens;
+	*id = 0;
+	*version = 0;
+	int rc = rb_list(b, RB_GEN_DIR, true, &gens);
+	for (size_t i = 0; rc == 0 && i < gens.n; i++)
+		if (gens.v[i].id > *id || (gens.v[i].id == *id && gens.v[i].version > *version)) {
+			*id = gens.v[i].id;
+			*version = (uint32_t)gens.v[i].version;
+		}
+	free(gens.v);
+	return rc;
+}
+
 /* ---- fresh node or empty BACKING ---- */
 
 static int rb_has_fn(void *arg, const char *name)

@@ -65,5 +65,8 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 /* Is there any manifest on BACKING? (a fresh node with a used BACKING: rebuild;
  * an empty BACKING: start empty). */
 int rebuild_backing_has_data(struct backing *b, bool *has);
+/* The newest generation manifest on BACKING: its id and version (0, 0: none);
+ * one listing of manifests/gen. fs/main.c M4. */
+int rebuild_backing_newest_gen(struct backing *b, uint64_t *id, uint32_t *version);
 
 #endif

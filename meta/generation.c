@@ -205,6 +205,9 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			       "INSERT INTO sqlite_sequence(name, seq) SELECT 'generations', ?1"
 			       " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence"
 			       " WHERE name = 'generations')" },
+	G(G_ID_SEQ_LAST) = { "read the last generation number",
+			     "SELECT COALESCE((SELECT seq FROM sqlite_sequence"
+			     " WHERE name = 'generations'), 0)" },
 	G(G_ID_SEQ_RAISE) = { "reserve generation numbers",
 			      "UPDATE sqlite_sequence SET seq = ?1"
 			      " WHERE name = 'generations' AND seq < ?1" },
@@ -1613,6 +1616,23 @@ int cat_gen_id_reserve(struct cat *cat, uint64_t id)
 	if (rc == 0)
 		rc = cat_run(cat, G_ID_SEQ_RAISE);
 	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_gen_id_last(struct cat *cat, uint64_t *id)
+{
+	*id = 0;
+	if (cat->shared)
+		return -ENOSYS; /* ids are PostgreSQL's (pggen.h) */
+	cat_lock(cat);
+	int rc = cat_next(cat, G_ID_SEQ_LAST);
+	if (rc == 1) {
+		int64_t v = cat_col_int(cat, G_ID_SEQ_LAST, 0);
+		*id = v > 0 ? (uint64_t)v : 0;
+		rc = 0;
+	}
+	cat_reset(cat, G_ID_SEQ_LAST);
 	cat_unlock(cat);
 	return rc;
 }

@@ -437,6 +437,11 @@ int cat_gen_pin(struct cat *cat, uint64_t id, bool pinned);
  * unreadable), and a new generation with such an id would write its
  * manifest over theirs (fs/rebuild.c invariant 6). */
 int cat_gen_id_reserve(struct cat *cat, uint64_t id);
+/* The highest generation id this catalog ever handed out or reserved (0:
+ * none), deleted generations included: AUTOINCREMENT never hands one out
+ * twice. Alone only (-ENOSYS shared). fs/main.c M4 compares it with the
+ * manifests on BACKING. */
+int cat_gen_id_last(struct cat *cat, uint64_t *id);
 
 /* Whether a live node other than this one takes part in generation id (a
  * file of it open for writing, or its policy tracks it: pggen.h X7), so

@@ -211,6 +211,57 @@ test_mount_refused_by_the_claim_leaves_the_marker() {
 	ck_umount
 }
 
+# M4 (review 47 F1): a catalog that lost its WAL after a kill -9 is an older
+# catalog: mounted, it handed out generation ids again, and the next save's
+# manifest replaced a durable save's on BACKING (the first lost for good). It is
+# refused now, in one line naming the manifest and the rebuild, with nothing
+# written to BACKING; the rebuild brings every save back, and the next save
+# leaves the earlier manifests as they were.
+test_catalog_behind_backing_is_refused_then_rebuilt() {
+	ck_mount
+	local s
+	for s in 1 2 3; do
+		mkdir -p "$CK_MNT/run/checkpoint-$s"
+		head -c 1M /dev/urandom >"$CK_REF/m$s.bin"
+		cp "$CK_REF/m$s.bin" "$CK_MNT/run/checkpoint-$s/model.bin"
+		echo "{\"step\": $s}" >"$CK_MNT/run/checkpoint-$s/trainer_state.json"
+		ck_until_eq 1 100 "checkpoint-$s committed" ck_sql "SELECT state FROM generations WHERE name = 'checkpoint-$s'"
+		ck_wait_durable
+	done
+	ck_kill9
+	[ -s "$CK_CACHE/catalog.db-wal" ] || ck_fail "no catalog WAL to lose"
+	rm -f "$CK_CACHE/catalog.db-wal" "$CK_CACHE/catalog.db-shm"
+	local before_b rc=0
+	before_b=$(_bk_snap "$CK_BACKING")
+	ck_register_mount "$CK_MNT"
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	if ck_is_mounted "$CK_MNT"; then
+		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
+		ck_fail "a catalog that lost its WAL mounted (exit $rc) instead of being refused"
+	fi
+	[ $rc != 0 ] && [ $rc != 124 ] || ck_fail "ckptfs exited $rc, expected a refusal"
+	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
+	assert_contains "$(cat "$CK_TMP/err")" "is behind BACKING" "the refusal"
+	assert_contains "$(cat "$CK_TMP/err")" "ckptfs-admin rebuild --cache $CK_CACHE" "the refusal"
+	assert_eq "$before_b" "$(_bk_snap "$CK_BACKING")" "BACKING after the refusal"
+	"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" "$CK_BACKING" >"$CK_TMP/out" 2>&1 ||
+		ck_fail "the rebuild failed: $(cat "$CK_TMP/out")"
+	ck_mount
+	for s in 1 2 3; do
+		cmp "$CK_REF/m$s.bin" "$CK_MNT/run/checkpoint-$s/model.bin" || ck_fail "checkpoint-$s differs after the rebuild"
+	done
+	mkdir -p "$CK_MNT/run/checkpoint-4"
+	cp "$CK_REF/m1.bin" "$CK_MNT/run/checkpoint-4/model.bin"
+	echo '{"step": 4}' >"$CK_MNT/run/checkpoint-4/trainer_state.json"
+	ck_wait_durable
+	ck_umount
+	local m
+	for m in $(cd "$CK_BACKING" && ls manifests/gen); do
+		grep -q "\./manifests/gen/$m" <<<"$before_b" || continue
+		assert_contains "$before_b" "$(cd "$CK_BACKING" && sha256sum "./manifests/gen/$m")" "manifest $m after the next save"
+	done
+}
+
 # A catalog rebuilt from BACKING describes that store only: the rebuild drops
 # CACHE/backing-id (tools/admin_rebuild.c), and the next mount adopts the
 # store's id. Before, a cache rebuilt from another store (BACKING's path

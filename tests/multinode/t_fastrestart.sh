@@ -15,9 +15,14 @@ fr_state() { mn_psql "SELECT state || ':' || version || ':' || rule FROM ns_gene
 
 # fr_open_on X PATH: a writer on node X with PATH open for writing (100000
 # bytes written), until killed; its pid in FR_W once its writing row exists.
+# One descriptor, never closed: a close of a dup of it would flush, and a
+# flush parks the row (fs/ns.h invariant 14).
 fr_open_on() {
 	local v=MN_MNT_$1
-	(exec 3>"${!v}/$2" && head -c 100000 /dev/urandom >&3 && exec sleep 120) &
+	"$PY" -c 'import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, os.urandom(100000))
+time.sleep(120)' "${!v}/$2" &
 	FR_W=$!
 	mn_until "SELECT count(*) > 0 FROM ns_writing w JOIN ckpt_nodes n ON n.id = w.node WHERE n.name = 'node-$1' AND n.state = 'live'"
 }

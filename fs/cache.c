@@ -709,6 +709,40 @@ void cache_dirty_add(struct cache *c, uint64_t stored_len)
 	pthread_mutex_unlock(&c->lock);
 }
 
+int cache_reput(struct cache *c, const uint8_t hash[HASH_LEN])
+{
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	struct cat_chunk_where w;
+	int rc = cat_chunk_where(c->cat, hash, &w);
+	if (rc != 0)
+		return rc;
+	if (!w.cached || !w.uploaded)
+		return -ENOENT;
+	struct store_chunk chunk = { 0 };
+	rc = store_load(c->store, hash, w.plain_len, &chunk);
+	if (rc != 0)
+		return rc == -ENOMEM ? rc : -EIO; /* no good copy here: nothing to put from */
+	uint8_t got[HASH_LEN];
+	hash_sha256(chunk.plain, chunk.len, got);
+	bool good = chunk.len == w.plain_len && memcmp(got, hash, HASH_LEN) == 0;
+	store_chunk_free(&chunk);
+	if (!good) {
+		log_error("cache: chunk %s: the cache's copy does not match its SHA-256: not put"
+			  " again from it", hex);
+		return -EIO;
+	}
+	rc = cat_chunk_reput(c->cat, hash);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	c->dirty_bytes += w.stored_len; /* U2: dirty until the uploader's put (cache_dirty_done) */
+	pthread_mutex_unlock(&c->lock);
+	log_warn("cache: chunk %s: BACKING's copy is damaged and the cache's is good: queued to be"
+		 " put again from the cache (kept in the cache until then)", hex);
+	return 0;
+}
+
 void cache_dirty_done(struct cache *c, uint64_t stored_len)
 {
 	if (!c)

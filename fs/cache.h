@@ -145,6 +145,12 @@ int cache_disk_wait(struct cache *c, uint64_t len);
  * backing_timeout for an upload to make one evictable (not at all once the
  * daemon stops). 0 if anything was freed (retry the write), else -ENOSPC. */
 int cache_make_room(struct cache *c, uint64_t len);
+/* upload.h U13: BACKING's copy of a chunk was found damaged (ckptfs-admin
+ * verify). If the cache's copy passes SHA-256, the chunk is made dirty again
+ * and queued to be put from it (one warn line); the caller kicks the
+ * uploader. -ENOENT if not both cached and uploaded, -EIO if the cache's copy
+ * is not good (nothing to put from), -EOPNOTSUPP on -o meta=. */
+int cache_reput(struct cache *c, const uint8_t hash[HASH_LEN]);
 /* The uploader: an object became clean. */
 void cache_dirty_done(struct cache *c, uint64_t stored_len);
 

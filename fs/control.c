@@ -144,6 +144,32 @@ static void control_durable(struct control *c, int fd, char **argv, int argc)
 	control_proto_done(fd, rc);
 }
 
+/* reput HASH: BACKING's copy of HASH was found damaged by verify; put it
+ * again from the cache's copy if that one is good (upload.h U13). */
+static void control_reput(struct control *c, int fd, char **argv, int argc)
+{
+	uint8_t hash[HASH_LEN];
+	if (argc != 2 || hash_from_hex(argv[1], hash) != 0) {
+		control_proto_error(fd, EINVAL, "usage: reput HASH (64 hex digits)");
+		return;
+	}
+	if (!c->d.cache || !c->d.uploader) {
+		control_proto_error(fd, EOPNOTSUPP, "this daemon has no write-back cache");
+		return;
+	}
+	int rc = cache_reput(c->d.cache, hash);
+	if (rc == 0)
+		uploader_kick(c->d.uploader);
+	if (rc == -EOPNOTSUPP)
+		control_proto_error(fd, EOPNOTSUPP, "not on a node of a shared catalog (-o meta=)");
+	else if (rc == -EIO)
+		control_proto_error(fd, EIO, "the cache's copy is not good either");
+	else if (rc == -ENOENT)
+		control_proto_error(fd, ENOENT, "not both in the cache and on BACKING");
+	else
+		control_proto_done(fd, rc);
+}
+
 /* A change the catalog refused, named for the admin (control_proto.h). */
 static void control_change_error(int fd, int rc, const char *verb)
 {
@@ -555,6 +581,8 @@ static void control_serve(struct control *c, int fd)
 		control_shared_show(c->d.cat, fd, argv, argc);
 	else if (strcmp(argv[0], "check") == 0)
 		control_shared_check(c->d.cat, fd);
+	else if (strcmp(argv[0], "reput") == 0)
+		control_reput(c, fd, argv, argc);
 	else if (strcmp(argv[0], "rebuild") == 0)
 		control_proto_error(fd, EBUSY, "the catalog is in use by this daemon: unmount, then rebuild "
 					 "offline with --cache");

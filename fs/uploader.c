@@ -17,6 +17,7 @@
 #include "catalog.h"
 #include "claim.h"
 #include "codec.h"
+#include "generation.h"
 #include "log.h"
 #include "manifest.h"
 #include "manifest_shared.h"
@@ -962,6 +963,12 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 	hash_to_hex(row->hash, hex);
 	cat_upload_failed(u->cat, row->seq, "lost: the cache copy is missing or damaged and"
 			  " BACKING does not have it; `ckptfs-admin verify` names its files");
+	/* generation.h G12: a save naming it can never become durable: held, so
+	 * keep does not count it and `wait` names it; nothing is deleted */
+	int held = cat_gen_hold_lost_chunk(u->cat, row->hash);
+	if (held < 0)
+		log_error("uploader: chunk %.16s… lost: holding the saves that name it failed: %s",
+			  hex, strerror(-held));
 	pthread_mutex_lock(&u->lock);
 	if (u->n_lost == u->cap_lost) {
 		size_t cap = u->cap_lost ? 2 * u->cap_lost : 16;

@@ -248,6 +248,14 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 			   "SELECT i.writing, i.ino, coalesce((SELECT d.name FROM dirents d"
 			   " WHERE d.ino = i.ino LIMIT 1), '') FROM inodes i"
 			   " WHERE i.gen = ?1 AND i.writing != 0 ORDER BY i.writing DESC, i.ino LIMIT 1" },
+	/* G12: the COMMITTED saves naming a chunk lost before its upload, with
+	 * one file of each (its name, its inode) */
+	G(G_LOST_CHUNK_GENS) = { "list the saves that name a lost chunk",
+				 "SELECT x.gen, x.ino, COALESCE((SELECT d.name FROM dirents d"
+				 " WHERE d.ino = x.ino LIMIT 1), '') FROM (SELECT i.gen AS gen,"
+				 " MIN(i.ino) AS ino FROM extents e JOIN inodes i ON i.ino = e.ino"
+				 " JOIN generations g ON g.id = i.gen WHERE e.hash = ?1 AND g.state = 1"
+				 " GROUP BY i.gen) x ORDER BY x.gen" },
 	G(G_LOST_MARK) = { "mark a generation's changes lost",
 			   "UPDATE inodes SET writing = 2 WHERE ino IN"
 			   " (SELECT root FROM generations WHERE id = ?1 AND state = 0)" },
@@ -1499,6 +1507,79 @@ int cat_gen_held_reason(struct cat *cat, uint64_t id, const char *reason)
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
+}
+
+/* G12: one save named by a lost chunk, COMMITTED → HELD with the reason. */
+static int gen_hold_lost_one(struct cat *cat, uint64_t id, const char *reason)
+{
+	struct cat_gen g;
+	int rc = gen_get(cat, id, &g);
+	if (rc != 0 || g.state != GEN_COMMITTED)
+		return rc;
+	assert(g.backup_root == 0); /* G3: only an OPEN one has a backup */
+	g.state = GEN_HELD;
+	snprintf(g.held, sizeof(g.held), "%s", reason);
+	gen_set_rule(&g, GEN_LOST_CHUNK_RULE, "");
+	return gen_put(cat, &g);
+}
+
+struct gen_lost_hit {
+	uint64_t id, ino;
+	char name[CAT_NAME_MAX + 1];
+};
+
+static int gen_hold_lost_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], const char *hex,
+			     struct gen_lost_hit *hits, size_t cap, size_t *n)
+{
+	int rc = cat_bind(cat, G_LOST_CHUNK_GENS, A_HASH(hash));
+	*n = 0;
+	while (rc == 0 && (rc = cat_next(cat, G_LOST_CHUNK_GENS)) == 1) {
+		if (*n == cap)
+			continue; /* more than cap saves name it: the next call holds the rest */
+		struct gen_lost_hit *h = &hits[(*n)++];
+		h->id = (uint64_t)cat_col_int(cat, G_LOST_CHUNK_GENS, 0);
+		h->ino = (uint64_t)cat_col_int(cat, G_LOST_CHUNK_GENS, 1);
+		const char *name = (const char *)sqlite3_column_text(cat->stmt[G_LOST_CHUNK_GENS], 2);
+		snprintf(h->name, sizeof(h->name), "%s", name ? name : "");
+		rc = 0;
+	}
+	cat_reset(cat, G_LOST_CHUNK_GENS);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < *n && rc == 0; i++) {
+		char reason[GEN_HELD_MAX];
+		snprintf(reason, sizeof(reason), GEN_LOST_CHUNK_REASON " %s of \"%s\" (inode %" PRIu64
+			 ") is damaged or missing in the cache before its upload and BACKING does"
+			 " not have it", hex, hits[i].name, hits[i].ino);
+		rc = gen_hold_lost_one(cat, hits[i].id, reason);
+	}
+	return rc;
+}
+
+int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	if (cat->shared)
+		return 0; /* pggen.h X5/X13: the shared engine keeps lost saves its own way */
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_hex(hash, hex);
+	struct gen_lost_hit hits[16];
+	size_t n = 0, total = 0;
+	int rc;
+	do {
+		cat_lock(cat);
+		rc = cat_begin(cat);
+		if (rc == 0)
+			rc = gen_hold_lost_txn(cat, hash, hex, hits, 16, &n);
+		rc = cat_end(cat, rc);
+		cat_unlock(cat);
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\""
+				 " (inode %" PRIu64 ") was lost before its upload (kept for an"
+				 " explicit decision: ckptfs-admin commit or rm)", cat->path,
+				 hits[i].id, hex, hits[i].name, hits[i].ino);
+		total += rc == 0 ? n : 0;
+	} while (rc == 0 && n == 16);
+	return rc < 0 ? rc : (int)total;
 }
 
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)

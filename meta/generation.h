@@ -176,6 +176,16 @@
  *      any change. A HELD save goes as before (as X12): its files are what
  *      its hold names. An open for reading never keeps a save: it reads
  *      the removed file's bytes until its close (fs/node.h invariant 1).
+ *  G12. (kept by cat_gen_hold_lost_chunk, one node) A COMMITTED save that
+ *      names a chunk lost before its upload (upload.h U7: its cache copy
+ *      damaged or missing, BACKING without it) can never become durable:
+ *      it is HELD (rule "lost-chunk", the reason naming the chunk and one
+ *      file) in the transaction after the uploader finds it, so keep-latest-k
+ *      never counts it among the K newer saves (G6 counts COMMITTED ones)
+ *      and `ckptfs-admin wait` names it as held. It stays HELD even if the
+ *      chunk later turns whole again (a later save writes the same bytes,
+ *      or BACKING turns out to have it): only an explicit decision
+ *      (ckptfs-admin commit or rm) or keep (G6, as any HELD save) ends it.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -379,6 +389,17 @@ int cat_gen_kept_name(const char *base, uint64_t id, cat_name_taken_fn taken, vo
  * (cut to GEN_HELD_MAX - 1 bytes). */
 void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
 			    char out[GEN_HELD_MAX]);
+
+/* G12: every COMMITTED save whose files name the chunk `hash` — lost
+ * before its upload (fs/uploader.c up_lost, upload.h U7): its cache copy is
+ * damaged or missing and BACKING does not have it — is HELD with rule
+ * GEN_LOST_CHUNK_RULE and a reason naming the chunk and one file of it
+ * (GEN_LOST_CHUNK_REASON …), one warn line each. Nothing is deleted. Returns
+ * how many were held, or a negative errno. 0 on the shared engine (pggen.h
+ * X5: its lost saves are kept by its own rows). */
+#define GEN_LOST_CHUNK_RULE "lost-chunk"
+#define GEN_LOST_CHUNK_REASON "lost: chunk"
+int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 
 /* A HELD generation's reason replaced (truncated as cat_gen_hold's); its
  * state, rule and tree stay. For fs/gen.c, when the content re-judgement of

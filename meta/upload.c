@@ -80,6 +80,10 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 	U(U_SET_CACHED) = { "record a chunk's presence in the cache",
 			    "UPDATE chunks SET cached = ?2 WHERE hash = ?1"
 			    " AND stored_len IS NOT NULL AND (?2 = 1 OR uploaded = 1)" },
+	/* U13: BACKING's copy damaged, the cache's good: dirty again */
+	U(U_CHUNK_REPUT) = { "mark a chunk to be put again",
+			     "UPDATE chunks SET uploaded = 0 WHERE hash = ?1 AND cached = 1"
+			     " AND uploaded = 1 AND stored_len IS NOT NULL" },
 	U(U_TOUCH) = { "record a chunk's use", "UPDATE chunks SET used_ns = ?2 WHERE hash = ?1" },
 	U(U_KEEP_CLEAR) = { "clear the eviction keep list", "DELETE FROM temp.evict_keep" },
 	U(U_KEEP_PINNED) = { "list the chunks of pinned generations",
@@ -444,6 +448,27 @@ int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error)
 }
 
 /* ---- chunk locations and eviction ---- */
+
+int cat_chunk_reput(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	if (cat->shared)
+		return -EOPNOTSUPP; /* PostgreSQL's row says uploaded: U7's moot check would end it */
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_bind(cat, U_CHUNK_REPUT, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_run(cat, U_CHUNK_REPUT);
+	if (rc == 0 && cat_changes(cat) != 1)
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = cat_bind(cat, U_ENQ_CHUNK, A_HASH(hash), A_INT(cat_now_ns()));
+	if (rc == 0)
+		rc = cat_run(cat, U_ENQ_CHUNK);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
 
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out)
 {

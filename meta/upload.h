@@ -123,6 +123,11 @@
  *      bring the save back COMMITTED and "durable" with no manifest on
  *      BACKING (review 40 F6: an expire whose chunks are all shared with
  *      newer saves has no sweep that syncs).
+ *  U13. (cat_chunk_reput, one node) A chunk whose copy on BACKING is found
+ *      damaged while its cache copy passes SHA-256 (ckptfs-admin verify,
+ *      through the daemon's verb reput: fs/cache.c cache_reput) is dirty
+ *      again (uploaded = 0, an UP_CHUNK row: U2) until the uploader has put
+ *      it again; eviction never takes its only good copy meanwhile.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -180,6 +185,16 @@ int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t 
  * them and records nothing (U7), but for a shared catalog's chunk rows the
  * local mark of what PostgreSQL has on BACKING. */
 int cat_upload_moot_many(struct cat *cat, const struct cat_upload *rows, size_t n);
+
+/* U13: a chunk cached and uploaded whose copy on BACKING was found damaged
+ * while the cache's copy is good (the caller checked it: SHA-256) is dirty
+ * again: uploaded = 0 and an UP_CHUNK row queued, in one transaction, so the
+ * uploader puts it again (a put replaces the object whole, FORMAT.md) and
+ * eviction, which takes only uploaded rows, keeps the good copy meanwhile.
+ * -ENOENT if the row is not cached and uploaded (nothing to put from);
+ * -EOPNOTSUPP on a shared catalog (-o meta=: PostgreSQL's row says the
+ * object is on BACKING, and U7 would end the row as moot). */
+int cat_chunk_reput(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 
 /* Records a failed attempt (attempts + 1, the error text). */
 int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error);

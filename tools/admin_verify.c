@@ -4,7 +4,12 @@
  * corrupt copy is reported with where it is and the files and generations
  * that name the chunk. check: the catalog's invariants.
  *
- * Read-only: works mounted (the catalog is opened read-only; WAL readers do
+ * One change, mounted only: a chunk whose copy on BACKING is bad while the
+ * cache's copy is good is handed to the daemon (verb reput, upload.h U13),
+ * which puts it again from the cache; said on stderr and counted in
+ * backing_copies_put_again. Offline, it is only said.
+ *
+ * Otherwise read-only: works mounted (the catalog is opened read-only; WAL readers do
  * not block the daemon) and offline alike. A copy the daemon removes while
  * verify runs (eviction, a deleted generation) is re-checked against the
  * catalog before it is reported. Exit 1 if anything is bad.
@@ -80,6 +85,8 @@ struct admin_verify {
 	bool unreachable;     /* BACKING did not answer the reachability test */
 	char unreachable_why[160];
 	uint64_t cache_copies, backing_copies; /* verified good */
+	uint64_t reput;       /* damaged on BACKING, good in the cache: queued again (U13) */
+	uint64_t reput_not;   /* the same, but the daemon did not queue it */
 	char *buf;
 	size_t cap;
 	bool first_bad;
@@ -185,7 +192,34 @@ static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH
 	v->bad++;
 	admin_verify_report(v, hash, wname, rc == -ENOENT ? "missing" : "corrupt",
 			    rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : "damaged");
-	return 1;
+	return 2; /* a verdict: the copy is bad */
+}
+
+/* upload.h U13: BACKING's copy bad, the cache's verified good (SHA-256):
+ * the daemon re-checks the cache's copy, makes the chunk dirty again and
+ * queues its put. Offline (no daemon answers) it is only said. */
+static void admin_verify_reput(struct admin_verify *v, const uint8_t hash[CAT_HASH_LEN])
+{
+	char hex[2 * CAT_HASH_LEN + 1], req[96], msg[256] = "";
+	for (int i = 0; i < CAT_HASH_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	snprintf(req, sizeof(req), "reput %s", hex);
+	int rc = v->shared ? EOPNOTSUPP : admin_ctl(v->a, req, NULL, NULL, msg, sizeof(msg));
+	if (rc == 0) {
+		v->reput++;
+		admin_err("verify: chunk %s: BACKING's copy is bad and the cache's is good: queued to"
+			  " be put again from the cache (kept in the cache until then)", hex);
+		return;
+	}
+	v->reput_not++;
+	if (v->shared)
+		admin_err("verify: chunk %s: BACKING's copy is bad and the cache's is good: not put"
+			  " again (not done on a node of a shared catalog, -o meta=)", hex);
+	else if (rc < 0)
+		admin_err("verify: chunk %s: BACKING's copy is bad and the cache's is good: not put"
+			  " again (no daemon answers: mount and run verify again)", hex);
+	else
+		admin_err("verify: chunk %s: BACKING's copy is bad: not put again: %s", hex, msg);
 }
 
 static int admin_verify_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
@@ -210,11 +244,14 @@ static int admin_verify_one(void *arg, const uint8_t hash[CAT_HASH_LEN], uint64_
 	if (w.cached && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_IN_CACHE)) < 0)
 		return rc;
 	bad |= rc;
+	bool cache_good = w.cached && rc == 0;
 	if (w.uploaded && (rc = admin_verify_copy(v, hash, plain_len, ADMIN_ON_BACKING)) < 0) {
 		if (v->unreachable) /* this chunk is counted unreadable; those after it: */
 			v->not_checked = v->total > v->done ? v->total - v->done : 0;
 		return rc;
 	}
+	if (rc == 2 && cache_good)
+		admin_verify_reput(v, hash);
 	bad |= rc;
 	if (!bad) {
 		v->ok++;
@@ -272,15 +309,17 @@ int admin_cmd_verify(struct admin *a)
 		printf("%s], \"chunks_ok\": %" PRIu64 ", \"chunks_bad\": %" PRIu64
 		       ", \"chunks_unreadable\": %" PRIu64 ", \"chunks_skipped\": %" PRIu64
 		       ", \"chunks_not_checked\": %" PRIu64 ", \"backing_unreachable\": %s"
-		       ", \"cache_copies_ok\": %" PRIu64 ", \"backing_copies_ok\": %" PRIu64 "}\n",
+		       ", \"cache_copies_ok\": %" PRIu64 ", \"backing_copies_ok\": %" PRIu64
+		       ", \"backing_copies_put_again\": %" PRIu64 "}\n",
 		       v.first_bad ? "" : "\n ", v.ok, v.bad, v.unreadable, v.skipped, v.not_checked,
-		       v.unreachable ? "true" : "false", v.cache_copies, v.backing_copies);
+		       v.unreachable ? "true" : "false", v.cache_copies, v.backing_copies, v.reput);
 	else
 		printf("chunks_ok %" PRIu64 "\nchunks_bad %" PRIu64 "\nchunks_unreadable %" PRIu64
 		       "\nchunks_skipped %" PRIu64 "\nchunks_not_checked %" PRIu64
-		       "\ncache_copies_ok %" PRIu64 "\nbacking_copies_ok %" PRIu64 "\n",
+		       "\ncache_copies_ok %" PRIu64 "\nbacking_copies_ok %" PRIu64
+		       "\nbacking_copies_put_again %" PRIu64 "\n",
 		       v.ok, v.bad, v.unreadable, v.skipped, v.not_checked, v.cache_copies,
-		       v.backing_copies);
+		       v.backing_copies, v.reput);
 	if (v.unreachable) {
 		admin_err("verify: BACKING %s unreachable: %" PRIu64 " chunk%s not checked (%s); run"
 			  " verify again once it answers", a->backing, v.not_checked,

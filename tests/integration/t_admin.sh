@@ -502,6 +502,16 @@ EOF
 	assert_contains "$(out)" "in /run1/step-100/a.pt (generation run1/step-100)" "verify names the file and generation"
 	assert_contains "$(out)" "missing chunk $hb in cache" "verify names the missing copy"
 	assert_contains "$(out)" "chunks_bad 2" "verify's count"
+	# BACKING's copy bad, the cache's good: put again from the cache (upload.h U13)
+	assert_contains "$(out)" "backing_copies_put_again 1" "verify's count of copies put again"
+	ck_wait_durable
+	"$PY" - "$CK_BACKING/$(obj_rel "$ha")" <<'EOF'
+import os, sys
+p = sys.argv[1]
+os.chmod(p, 0o644)
+with open(p, "r+b") as f:
+    f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0xff]))
+EOF
 	assert_adm $E_PROBLEM --json verify "$CK_MNT" run1/step-100
 	assert_eq "$ha BACKING corrupt run1/step-100" "$(json 'j["bad"][0]["chunk"] + " " + j["bad"][0]["where"] + " " + j["bad"][0]["problem"] + " " + j["bad"][0]["files"][0]["generation"]')" "verify GEN --json"
 	assert_eq 1 "$(json 'len(j["bad"])')" "verify GEN checks only that generation's chunks"

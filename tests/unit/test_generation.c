@@ -2384,3 +2384,37 @@ Test(gen, a_save_with_a_failed_close_is_committed_by_an_explicit_decision_only, 
 	OK(cat_gen_commit(fx.cat, id2, "marker"));
 	check_invariants();
 }
+
+/* G12 (review 47 F3): a chunk lost before its upload holds every COMMITTED
+ * save naming it, with a reason naming the chunk and a file; an OPEN one and
+ * one not naming it stay as they are; a second call holds nothing more. */
+Test(gen, a_chunk_lost_before_its_upload_holds_the_committed_saves_naming_it, .init = setup,
+     .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run"), r1, r2, r3;
+	uint64_t a = mkgen(series, "step-1", 1, true, &r1);
+	put_file(r1, "model.pt", 10, 2, 100);
+	OK(cat_gen_commit(fx.cat, a, "explicit"));
+	uint64_t b = mkgen(series, "step-2", 2, true, &r2);
+	put_file(r2, "model.pt", 20, 2, 100);
+	OK(cat_gen_commit(fx.cat, b, "explicit"));
+	uint64_t c = mkgen(series, "step-3", 3, true, &r3);
+	put_file(r3, "optim.pt", 20, 1, 100); /* names the same chunk, still open */
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, HASH_FILL, 20);
+	cr_assert_eq(cat_gen_hold_lost_chunk(fx.cat, h), 1);
+	struct cat_gen g = gen_get(b);
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, GEN_LOST_CHUNK_RULE);
+	cr_assert(strncmp(g.held, GEN_LOST_CHUNK_REASON " 0014a5a5", 20) == 0, "%s", g.held);
+	cr_assert(strstr(g.held, "\"model.pt\"") != NULL, "%s", g.held);
+	cr_assert_eq(g.root, r2, "kept in place");
+	cr_assert_eq(g.files, 1);
+	cr_assert_eq(gen_get(a).state, GEN_COMMITTED, "a save not naming it stays");
+	cr_assert_eq(gen_get(c).state, GEN_OPEN, "an open one is not held by it");
+	cr_assert_eq(cat_gen_hold_lost_chunk(fx.cat, h), 0, "nothing more to hold");
+	check_invariants();
+	reopen_catalog();
+	cr_assert_eq(gen_get(b).state, GEN_HELD);
+	check_invariants();
+}

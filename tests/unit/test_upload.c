@@ -113,3 +113,33 @@ Test(upload, a_moot_row_ending_after_the_chunk_is_stored_anew_marks_nothing)
 	cr_assert(queued, "the dirty chunk has its upload queued (U2)");
 	OK(cat_pending_drop(fx.cat, ino2));
 }
+
+/* U13 (review 47 F2): a chunk cached and uploaded whose BACKING copy is bad
+ * is dirty again with one UP_CHUNK row, so it is not evictable until the
+ * put; one not both cached and uploaded is refused. */
+Test(upload, reput_makes_an_uploaded_cached_chunk_dirty_with_one_row)
+{
+	struct cat_upload rows[4];
+	tu_file_of_chunks("f", 300, 1);
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, HASH_FILL, 300);
+	FAILS(cat_chunk_reput(fx.cat, h), ENOENT); /* dirty: not uploaded yet */
+	cr_assert_eq(cat_upload_list(fx.cat, 0, rows, 4), 1);
+	OK(cat_upload_done_many(fx.cat, rows, 1));
+	cr_assert(tu_uploaded(300));
+	OK(cat_chunk_reput(fx.cat, h));
+	cr_assert(!tu_uploaded(300));
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.cat, h, &w));
+	cr_assert(w.cached, "the good copy stays in the cache");
+	uint8_t ev[4][CAT_HASH_LEN];
+	uint64_t lens[4];
+	cr_assert_eq(cat_evict_candidates(fx.cat, NULL, 0, ev, lens, 4), 0, "not evictable");
+	cr_assert_eq(cat_upload_list(fx.cat, 0, rows, 4), 1);
+	cr_assert_eq(rows[0].kind, UP_CHUNK);
+	cr_assert_eq(memcmp(rows[0].hash, h, CAT_HASH_LEN), 0);
+	FAILS(cat_chunk_reput(fx.cat, h), ENOENT); /* already dirty: no second row */
+	OK(cat_upload_done_many(fx.cat, rows, 1));
+	cr_assert(tu_uploaded(300));
+	cr_assert_eq(cat_evict_candidates(fx.cat, NULL, 0, ev, lens, 4), 1, "clean again");
+}

@@ -389,11 +389,20 @@ static void ut_lost_chunk(bool copy)
 	usleep(500 * 1000); /* time for the lost row to be tried again and again, were it */
 	struct cat_upload rows[8];
 	int n = cat_upload_list(fx.w.cat, 0, rows, 8);
-	cr_assert_eq(n, 2, "the lost chunk's row and step-1's manifest stay queued, not %d", n);
+	/* generation.h G12: step-1 is held, so its manifest row ended (moot) */
+	cr_assert_eq(n, 1, "the lost chunk's row stays queued, alone, not %d rows", n);
 	cr_assert_eq(rows[0].kind, UP_CHUNK);
 	cr_assert_eq(memcmp(rows[0].hash, fx.hash[1], HASH_LEN), 0);
 	cr_assert_eq(rows[0].attempts, 1, "tried once this mount, not %u times", rows[0].attempts);
-	cr_assert_eq(rows[1].kind, UP_GEN_MANIFEST);
+	struct cat_gen g;
+	OK(cat_gen_get(fx.w.cat, lost, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-1 names a lost chunk: held");
+	cr_assert_str_eq(g.rule, GEN_LOST_CHUNK_RULE);
+	char want[GEN_HELD_MAX];
+	hash_to_hex(fx.hash[1], want + snprintf(want, sizeof(want), GEN_LOST_CHUNK_REASON " "));
+	cr_assert(strncmp(g.held, want, strlen(want)) == 0, "reason: %s", g.held);
+	OK(cat_gen_get(fx.w.cat, fine, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED, "step-2 is not touched");
 	struct uploader_stats st;
 	uploader_get_stats(fx.u, &st);
 	char hex[HASH_HEX_LEN + 1];
@@ -421,8 +430,10 @@ static void ut_lost_chunk(bool copy)
 	uploader_stop(fx.u, false);
 	fx.u = NULL;
 	n = cat_upload_list(fx.w.cat, 0, rows, 8);
-	cr_assert_eq(n, 2);
+	cr_assert_eq(n, 1);
 	cr_assert_eq(rows[0].attempts, 2);
+	OK(cat_gen_get(fx.w.cat, lost, &g));
+	cr_assert_eq(g.state, GEN_HELD, "still held: only an explicit decision ends it");
 	OK(cat_chunk_where(fx.w.cat, fx.hash[1], &w));
 	cr_assert(!w.uploaded);
 	cr_assert_eq(ut_durable_count(), 1);

@@ -580,6 +580,27 @@ ck_size() { stat -c %s "$1"; }
 # Disk usage in bytes (blocks actually allocated) of a tree.
 ck_du() { du -s --block-size=1 "$1" | cut -f1; }
 
+# ck_save_step N SIZE_MIB — a committed generation run/step-N of SIZE_MIB MiB
+# of random bytes (its reference copy in CK_REF/run/step-N/model.pt).
+ck_save_step() {
+	local n=$1 mib=$2
+	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
+	head -c $((mib * MiB)) /dev/urandom >"$CK_REF/run/step-$n/model.pt"
+	cp "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$n"
+}
+
+# ck_xor_byte FILE POS — flips bits of one byte in place (twice restores it).
+ck_xor_byte() {
+	"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
+assert len(b) == 1, "offset past the end"
+f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
+}
+
+# ck_obj_rel HASH — a chunk object's path under a cache or BACKING (FORMAT.md).
+ck_obj_rel() { echo "chunks/${1:0:2}/${1:2:2}/$1"; }
+
 # ---------------------------------------------------------------- catalog
 
 ck_catalog() { echo "$CK_CACHE/catalog.db"; }

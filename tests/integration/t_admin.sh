@@ -66,7 +66,6 @@ chunk_of() { # PATH-IN-MOUNT → hex hash of its first extent's chunk
 	ino=$(stat -c %i "$1")
 	ck_sql "SELECT hex(hash) FROM extents WHERE ino = $ino ORDER BY off LIMIT 1" | tr 'A-F' 'a-f'
 }
-obj_rel() { echo "chunks/${1:0:2}/${1:2:2}/$1"; }
 
 # ---------------------------------------------------------------- list, show
 
@@ -323,8 +322,8 @@ plant_orphans() {
 	h=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
 	fake=abababababababababababababababababababababababababababababababab
 	mkdir -p "$CK_CACHE/chunks/ab/ab" "$CK_BACKING/chunks/ab/ab"
-	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
-	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+	cp "$CK_CACHE/$(ck_obj_rel "$h")" "$CK_CACHE/$(ck_obj_rel $fake)"
+	cp "$CK_BACKING/$(ck_obj_rel "$h")" "$CK_BACKING/$(ck_obj_rel $fake)"
 }
 
 test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
@@ -334,21 +333,21 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	local h fake
 	plant_orphans
 	local size
-	size=$(stat -c %s "$CK_CACHE/$(obj_rel $fake)")
+	size=$(stat -c %s "$CK_CACHE/$(ck_obj_rel $fake)")
 	assert_adm 0 --json gc --dry-run "$CK_MNT"
 	assert_eq "1 1 0 0" "$(json '" ".join(str(x) for x in (j["cache"]["orphans"], j["backing"]["orphans"], j["cache"]["removed"], j["backing"]["removed"]))')" "gc --dry-run"
-	assert_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_exists "$CK_CACHE/$(ck_obj_rel $fake)"
 	# without --delete gc is a dry run (JuiceFS's convention): it says what it would free
 	assert_adm 0 gc "$CK_MNT"
 	assert_contains "$(out)" "would free" "gc without --delete"
 	assert_contains "$(out)" "--delete" "gc without --delete names the flag"
-	assert_exists "$CK_CACHE/$(obj_rel $fake)"
-	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	assert_exists "$CK_CACHE/$(ck_obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(ck_obj_rel $fake)"
 	assert_adm 0 --json gc --delete "$CK_MNT"
 	assert_eq "1 1 $((2 * size))" "$(json '" ".join(str(x) for x in (j["cache"]["removed"], j["backing"]["removed"], j["freed_bytes"]))')" "gc"
-	[ ! -e "$CK_CACHE/$(obj_rel $fake)" ] || ck_fail "gc left the orphan in the cache"
-	[ ! -e "$CK_BACKING/$(obj_rel $fake)" ] || ck_fail "gc left the orphan on BACKING"
-	assert_exists "$CK_BACKING/$(obj_rel "$h")"
+	[ ! -e "$CK_CACHE/$(ck_obj_rel $fake)" ] || ck_fail "gc left the orphan in the cache"
+	[ ! -e "$CK_BACKING/$(ck_obj_rel $fake)" ] || ck_fail "gc left the orphan on BACKING"
+	assert_exists "$CK_BACKING/$(ck_obj_rel "$h")"
 	assert_adm 0 gc --delete "$CK_MNT"
 	assert_contains "$(out)" "0 named by nothing" "a second gc finds nothing"
 	assert_adm 0 verify "$CK_MNT"
@@ -358,7 +357,7 @@ test_gc_removes_only_objects_nothing_names_in_cache_and_backing() {
 	ck_umount
 	# offline: the same walk under the cache lock
 	mkdir -p "$CK_BACKING/chunks/ab/ab"
-	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_BACKING/$(obj_rel $fake)"
+	cp "$CK_BACKING/$(ck_obj_rel "$h")" "$CK_BACKING/$(ck_obj_rel $fake)"
 	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
 	assert_eq "offline 1" "$(json 'j["mode"] + " " + str(j["backing"]["removed"])')" "offline gc"
 }
@@ -372,7 +371,7 @@ same_objects() {
 	local d=$1 h
 	shift
 	for h in "$@"; do
-		cmp -s "$d/$h" "$CK_BACKING/$(obj_rel "$h")" || ck_fail "gc removed or changed $(obj_rel "$h") on BACKING, named by a manifest there"
+		cmp -s "$d/$h" "$CK_BACKING/$(ck_obj_rel "$h")" || ck_fail "gc removed or changed $(ck_obj_rel "$h") on BACKING, named by a manifest there"
 	done
 }
 
@@ -395,15 +394,15 @@ test_gc_keeps_every_chunk_a_manifest_on_backing_names() {
 	n=$(echo "$hashes" | wc -l)
 	mkdir "$CK_TMP/saved"
 	cp "$CK_BACKING/manifests/gen/$m" "$CK_TMP/saved/manifest"
-	for h in $hashes; do cp "$CK_BACKING/$(obj_rel "$h")" "$CK_TMP/saved/$h"; done
+	for h in $hashes; do cp "$CK_BACKING/$(ck_obj_rel "$h")" "$CK_TMP/saved/$h"; done
 	assert_adm 0 rm "$CK_MNT" run1/step-100
 	ck_wait_durable
 	assert_not_exists "$CK_BACKING/manifests/gen/$m"
 	# what a rebuild that rejected the manifest leaves: it and its objects, no rows
 	cp "$CK_TMP/saved/manifest" "$CK_BACKING/manifests/gen/$m"
 	for h in $hashes; do
-		mkdir -p "$CK_BACKING/$(dirname "$(obj_rel "$h")")"
-		cp "$CK_TMP/saved/$h" "$CK_BACKING/$(obj_rel "$h")"
+		mkdir -p "$CK_BACKING/$(dirname "$(ck_obj_rel "$h")")"
+		cp "$CK_TMP/saved/$h" "$CK_BACKING/$(ck_obj_rel "$h")"
 	done
 	assert_eq 0 "$(ck_sql "SELECT COUNT(*) FROM chunks WHERE lower(hex(hash)) IN ($(printf "'%s'," $hashes | sed 's/,$//'))")" "catalog rows of the planted save's chunks"
 	assert_adm 0 --json gc --delete "$CK_MNT"
@@ -436,17 +435,17 @@ test_gc_removes_nothing_while_a_manifest_on_backing_cannot_be_parsed() {
 	printf 'not a manifest\n' >"$CK_BACKING/manifests/gen/999.1.ckm"
 	assert_bad $E_PROBLEM "manifests/gen/999.1.ckm cannot be parsed" gc --delete "$CK_MNT"
 	assert_contains "$(err)" "removed nothing" "gc's error"
-	assert_exists "$CK_CACHE/$(obj_rel $fake)"
-	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	assert_exists "$CK_CACHE/$(ck_obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(ck_obj_rel $fake)"
 	ck_umount
 	assert_bad $E_PROBLEM "manifests/gen/999.1.ckm cannot be parsed" gc --delete --cache "$CK_CACHE"
-	assert_exists "$CK_CACHE/$(obj_rel $fake)"
-	assert_exists "$CK_BACKING/$(obj_rel $fake)"
+	assert_exists "$CK_CACHE/$(ck_obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(ck_obj_rel $fake)"
 	mv "$CK_BACKING/manifests/gen/999.1.ckm" "$CK_TMP/"
 	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
 	assert_eq "1 1" "$(json '" ".join(str(x) for x in (j["cache"]["removed"], j["backing"]["removed"]))')" "gc once the manifest is moved away"
-	assert_not_exists "$CK_BACKING/$(obj_rel $fake)"
-	assert_exists "$CK_BACKING/$(obj_rel "$h")"
+	assert_not_exists "$CK_BACKING/$(ck_obj_rel $fake)"
+	assert_exists "$CK_BACKING/$(ck_obj_rel "$h")"
 }
 
 # admin_query.h 4 (DESIGN invariant 7): a symlink planted at a cache shard
@@ -465,13 +464,13 @@ test_cache_gc_follows_no_symlink_planted_in_the_cache() {
 	ln -s "$v" "$CK_CACHE/chunks/$p"
 	fake=efefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefef
 	mkdir -p "$CK_CACHE/chunks/ef/ef"
-	cp "$CK_CACHE/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
+	cp "$CK_CACHE/$(ck_obj_rel "$h")" "$CK_CACHE/$(ck_obj_rel $fake)"
 	assert_adm 0 --json gc --delete "$CK_MNT"
 	assert_eq "1" "$(json 'j["cache"]["removed"]')" "online gc of the cache"
 	assert_eq "root's file" "$(cat "$v/cd/$name")" "the file behind the planted symlink"
-	assert_not_exists "$CK_CACHE/$(obj_rel $fake)"
+	assert_not_exists "$CK_CACHE/$(ck_obj_rel $fake)"
 	ck_umount
-	cp "$CK_BACKING/$(obj_rel "$h")" "$CK_CACHE/$(obj_rel $fake)"
+	cp "$CK_BACKING/$(ck_obj_rel "$h")" "$CK_CACHE/$(ck_obj_rel $fake)"
 	assert_adm 0 --json gc --delete --cache "$CK_CACHE"
 	assert_eq "1" "$(json 'j["cache"]["removed"]')" "offline gc of the cache"
 	assert_eq "root's file" "$(cat "$v/cd/$name")" "the file behind the planted symlink"
@@ -489,14 +488,9 @@ test_verify_names_corrupt_and_missing_copies_by_file_and_generation() {
 	ha=$(chunk_of "$CK_MNT/run1/step-100/a.pt")
 	hb=$(chunk_of "$CK_MNT/run1/step-200/b.pt")
 	# corrupt the BACKING copy of a's chunk (a byte of its payload), remove b's cache copy
-	"$PY" - "$CK_BACKING/$(obj_rel "$ha")" <<'EOF'
-import os, sys
-p = sys.argv[1]
-os.chmod(p, 0o644)
-with open(p, "r+b") as f:
-    f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0xff]))
-EOF
-	rm -f "$CK_CACHE/$(obj_rel "$hb")"
+	chmod 644 "$CK_BACKING/$(ck_obj_rel "$ha")"
+	ck_xor_byte "$CK_BACKING/$(ck_obj_rel "$ha")" 100
+	rm -f "$CK_CACHE/$(ck_obj_rel "$hb")"
 	assert_adm $E_PROBLEM verify "$CK_MNT"
 	assert_contains "$(out)" "corrupt chunk $ha in BACKING" "verify names the corrupt copy"
 	assert_contains "$(out)" "in /run1/step-100/a.pt (generation run1/step-100)" "verify names the file and generation"
@@ -505,13 +499,8 @@ EOF
 	# BACKING's copy bad, the cache's good: put again from the cache (upload.h U13)
 	assert_contains "$(out)" "backing_copies_put_again 1" "verify's count of copies put again"
 	ck_wait_durable
-	"$PY" - "$CK_BACKING/$(obj_rel "$ha")" <<'EOF'
-import os, sys
-p = sys.argv[1]
-os.chmod(p, 0o644)
-with open(p, "r+b") as f:
-    f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0xff]))
-EOF
+	chmod 644 "$CK_BACKING/$(ck_obj_rel "$ha")"
+	ck_xor_byte "$CK_BACKING/$(ck_obj_rel "$ha")" 100
 	assert_adm $E_PROBLEM --json verify "$CK_MNT" run1/step-100
 	assert_eq "$ha BACKING corrupt run1/step-100" "$(json 'j["bad"][0]["chunk"] + " " + j["bad"][0]["where"] + " " + j["bad"][0]["problem"] + " " + j["bad"][0]["files"][0]["generation"]')" "verify GEN --json"
 	assert_eq 1 "$(json 'len(j["bad"])')" "verify GEN checks only that generation's chunks"
@@ -621,7 +610,7 @@ test_wait_without_gen_waits_for_files_outside_generations() {
 	assert_eq 0 "$(_dirty_of "$ino")" "chunks of final_model.pt not on BACKING when wait returned 0"
 	local h
 	for h in $(ck_sql "SELECT DISTINCT lower(hex(hash)) FROM extents WHERE ino = $ino"); do
-		[ -s "$CK_TMP/store/$(obj_rel "$h")" ] || ck_fail "chunk $h of final_model.pt is not on BACKING after wait returned 0"
+		[ -s "$CK_TMP/store/$(ck_obj_rel "$h")" ] || ck_fail "chunk $h of final_model.pt is not on BACKING after wait returned 0"
 	done
 	ck_umount
 	CK_CACHE=$CK_TMP/cache2
@@ -1081,7 +1070,7 @@ test_offline_dry_run_gc_claims_nothing_and_writes_nothing() {
 	ck_mount
 	mk_gen run1/step-100 a:$((2 * MiB))
 	ck_umount
-	local orphan; orphan=$CK_BACKING/$(obj_rel "00ff$(printf '%060d' 0)")
+	local orphan; orphan=$CK_BACKING/$(ck_obj_rel "00ff$(printf '%060d' 0)")
 	mkdir -p "$(dirname "$orphan")"
 	ck_rand "$orphan" 100 # an orphan on BACKING
 	local claim cat

@@ -36,14 +36,6 @@ ck_kill9_keep_mount() {
 _queued() { ck_sql "SELECT count(*) FROM uploads"; }
 _durable_count() { ck_sql "SELECT count(*) FROM generations WHERE state = 1 AND durable_version = version"; }
 
-_save_step() { # N SIZE_MIB — a committed generation run/step-N of random bytes
-	local n=$1 mib=$2
-	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
-	head -c $((mib * MiB)) /dev/urandom >"$CK_REF/run/step-$n/model.pt"
-	cp "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
-	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$n"
-}
-
 # adm ARGS... — ckptfs-admin; stdout/stderr in $CK_TMP/out, err; prints the status
 adm() {
 	local rc=0
@@ -65,8 +57,8 @@ test_umount_waits_for_a_slow_backing_then_for_the_daemon() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "bw=3000000" # 3 MB/s: 12 MiB take about 4 s
-	_save_step 1 6
-	_save_step 2 6
+	ck_save_step 1 6
+	ck_save_step 2 6
 	local queued_before
 	queued_before=$(_queued)
 	[ "$queued_before" -gt 0 ] || ck_skip "the uploads finished before the stop: BACKING not slow enough here"
@@ -97,7 +89,7 @@ test_umount_draws_a_progress_line_on_a_terminal() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "bw=2000000"
-	_save_step 1 6
+	ck_save_step 1 6
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
 	script -q -e -c "'$CKPTFS_ADMIN' umount '$CK_MNT'" "$CK_TMP/ts" >/dev/null 2>&1 </dev/null ||
 		ck_fail "umount under script(1) failed: $(tail -c 400 "$CK_TMP/ts" | tr '\r' '|')"
@@ -114,7 +106,7 @@ test_wait_progress_counts_bytes_on_a_terminal() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "bw=2000000"
-	_save_step 1 6
+	ck_save_step 1 6
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the wait"
 	script -q -e -c "'$CKPTFS_ADMIN' wait '$CK_MNT' --timeout 60" "$CK_TMP/ts" >/dev/null 2>&1 </dev/null ||
 		ck_fail "wait under script(1) failed: $(tail -c 400 "$CK_TMP/ts" | tr '\r' '|')"
@@ -128,7 +120,7 @@ test_remount_while_draining_says_so_with_bytes_left() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "bw=1000000"
-	_save_step 1 8
+	ck_save_step 1 8
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
 	fusermount3 -u "$CK_MNT" # returns at once; the daemon drains in the background
 	_ck_pid_alive "$CK_PID" || ck_skip "the daemon drained before the remount"
@@ -158,7 +150,7 @@ test_sigterm_while_draining_lets_the_drain_finish() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "bw=1000000"
-	_save_step 1 6
+	ck_save_step 1 6
 	[ "$(_queued)" -gt 0 ] || ck_skip "the uploads finished before the stop"
 	fusermount3 -u "$CK_MNT"
 	_ck_pid_alive "$CK_PID" || ck_skip "the daemon drained before the signal"
@@ -178,7 +170,7 @@ test_second_sigterm_while_draining_exits_and_keeps_the_queue() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "hang=1"
-	_save_step 1 2
+	ck_save_step 1 2
 	fusermount3 -u "$CK_MNT"
 	_wait_draining
 	kill -TERM "$CK_PID"
@@ -202,7 +194,7 @@ test_umount_timeout_before_the_drain_changes_nothing() {
 	ck_faultfs_up
 	ck_mount "upload_threads=1"
 	ck_fault "hang=1"
-	_save_step 1 2
+	ck_save_step 1 2
 	local rc
 	rc=$(adm umount "$CK_MNT" --timeout 1)
 	assert_eq "$E_TIMEOUT" "$rc" "exit of umount --timeout 1 with BACKING hung"
@@ -226,7 +218,7 @@ test_umount_timeout_before_the_drain_changes_nothing() {
 test_umount_says_so_when_the_tree_manifest_could_not_be_put() {
 	ck_faultfs_up
 	ck_mount
-	_save_step 1 2
+	ck_save_step 1 2
 	ck_wait_durable
 	local i=0 # the idle round writes the tree manifest of run/ (no chunk)
 	until [ -n "$(ls "$CK_TMP/store/manifests/tree" 2>/dev/null)" ]; do
@@ -280,7 +272,7 @@ test_umount_says_so_when_the_tree_manifest_could_not_be_put() {
 # manifest; the next mount (drained) writes it and a fresh cache reads both.
 test_umount_without_the_drain_says_the_tree_manifest_is_stale() {
 	ck_mount "leave_queued"
-	_save_step 1 2
+	ck_save_step 1 2
 	echo 1 >"$CK_MNT/run/latest"
 	local rc tdir=$CK_BACKING/manifests/tree
 	rc=$(adm wait "$CK_MNT" --timeout 60) # the tree manifest names latest
@@ -342,7 +334,7 @@ test_umount_without_a_daemon_is_exit_4() {
 # to remove them.
 test_rebuild_keeps_every_old_catalog_and_says_how_to_remove_them() {
 	ck_mount
-	_save_step 1 1
+	ck_save_step 1 1
 	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null
 	ck_umount
 	local i rc
@@ -449,7 +441,7 @@ test_syslog_option_logs_to_syslog_not_a_file() {
 test_export_and_import_progress_shows_sizes_rate_and_eta_on_a_terminal() {
 	command -v script >/dev/null || ck_skip "script(1) not installed"
 	ck_mount
-	_save_step 1 24
+	ck_save_step 1 24
 	script -q -e -c "'$CKPTFS_ADMIN' export '$CK_MNT' run/step-1 '$CK_TMP/out-dir' >/dev/null" "$CK_TMP/ts.export" >/dev/null 2>&1 </dev/null ||
 		ck_fail "export under script(1) failed: $(tail -c 300 "$CK_TMP/ts.export")"
 	grep -qE 'MiB / 24\.0 MiB, [0-9.]+ [KMG]?i?B/s, ETA' "$CK_TMP/ts.export" ||
@@ -494,7 +486,7 @@ _free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1"
 
 test_stats_prometheus_passes_promtool_and_shows_the_bounds_in_force() {
 	ck_mount
-	_save_step 1 2
+	ck_save_step 1 2
 	cat "$CK_MNT/run/step-1/model.pt" >/dev/null
 	local rc
 	rc=$(adm stats --prometheus "$CK_MNT")
@@ -539,7 +531,7 @@ test_metrics_endpoint_serves_prometheus_over_http() {
 	local port
 	port=$(_free_port)
 	ck_mount "metrics=127.0.0.1:$port"
-	_save_step 1 2
+	ck_save_step 1 2
 	cat "$CK_MNT/run/step-1/model.pt" >/dev/null
 	curl -sS -f -D "$CK_TMP/headers" -o "$CK_TMP/scrape.prom" "http://127.0.0.1:$port/metrics" ||
 		ck_fail "curl http://127.0.0.1:$port/metrics failed; log: $(grep metrics "$CK_DLOG" | tr '\n' '|')"

@@ -17,14 +17,6 @@ ck_slow test_nfs_url_backing_round_trip_and_fresh_node
 
 _durable_count() { ck_sql "SELECT COUNT(*) FROM generations WHERE state = 1 AND durable_version = version"; }
 
-_save_step() { # N SIZE_MIB
-	local n=$1 mib=$2
-	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
-	head -c $((mib * MiB)) /dev/urandom >"$CK_REF/run/step-$n/model.pt"
-	cp "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
-	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$n"
-}
-
 _assert_steps_eq() { # N... — these steps read back byte-identical
 	local n
 	for n in "$@"; do
@@ -45,13 +37,13 @@ _fresh_node_reads() { # N... — a new cache over the same BACKING sees them
 test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 	ck_faultfs_up
 	ck_mount "upload_threads=2"
-	_save_step 1 4
+	ck_save_step 1 4
 	ck_wait_durable
 	ck_fault hang=1
 	local t0 t1
 	t0=$(date +%s)
-	_save_step 2 16
-	_save_step 3 16
+	ck_save_step 2 16
+	ck_save_step 3 16
 	t1=$(date +%s)
 	assert_lt $((t1 - t0)) 30 "seconds for two saves while BACKING hangs (they go to the cache)"
 	_assert_steps_eq 1 2 3
@@ -72,7 +64,7 @@ test_backing_hung_for_a_while_saves_go_on_and_uploads_resume() {
 test_sigterm_while_a_writer_waits_for_a_failing_backing_exits_at_once() {
 	ck_faultfs_up
 	ck_mount "upload_threads=2,dirty_max=16M,leave_queued"
-	_save_step 1 4
+	ck_save_step 1 4
 	ck_fault eio=write,fsync,rename
 	head -c $((48 << 20)) /dev/urandom >"$CK_TMP/big"
 	dd if="$CK_TMP/big" of="$CK_MNT/big" bs=1M 2>/dev/null &
@@ -94,12 +86,12 @@ test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
 	ck_faultfs_up
 	ck_mount
 	ck_fault eio=write,fsync,rename
-	_save_step 1 6
+	ck_save_step 1 6
 	sleep 2
 	assert_eq 0 "$(_durable_count)" "durable generations while every write to BACKING fails"
 	grep -q "retrying with backoff" "$CK_DLOG" || ck_fail "no log line about retrying the failed upload"
 	ck_fault enospc=write,create,mkdir
-	_save_step 2 6
+	ck_save_step 2 6
 	sleep 2
 	assert_eq 0 "$(_durable_count)" "durable generations while BACKING is full"
 	[ "$(ck_sql 'SELECT MAX(attempts) FROM uploads')" -gt 0 ] || ck_fail "no failed attempt recorded"
@@ -115,11 +107,11 @@ test_backing_eio_and_enospc_uploads_retry_and_nothing_is_lost() {
 test_keep_never_deletes_the_newest_durable_generation() {
 	ck_faultfs_up
 	ck_mount "keep=1"
-	_save_step 1 2
+	ck_save_step 1 2
 	ck_wait_durable
 	ck_fault eio=all
-	_save_step 2 2
-	_save_step 3 2
+	ck_save_step 2 2
+	ck_save_step 3 2
 	sleep 1
 	# step-1 is the only durable one: kept, though keep=1 and two are newer
 	assert_eq "step-1 step-3" "$(ck_sql "SELECT group_concat(name, ' ') FROM (SELECT name FROM generations WHERE state = 1 ORDER BY step)")" "generations kept while BACKING fails"
@@ -138,7 +130,7 @@ test_keep_never_deletes_the_newest_durable_generation() {
 test_reads_that_need_a_hung_backing_fail_with_eio_after_the_timeout() {
 	ck_faultfs_up
 	ck_mount
-	_save_step 1 6
+	ck_save_step 1 6
 	ck_umount
 	# an empty cache: every read needs BACKING
 	CK_CACHE=$CK_TMP/cache2
@@ -163,8 +155,8 @@ test_kill9_mid_upload_to_a_slow_backing_loses_nothing() {
 	ck_faultfs_up
 	ck_fault bw=4000000
 	ck_mount "upload_threads=1"
-	_save_step 1 12
-	_save_step 2 12
+	ck_save_step 1 12
+	ck_save_step 2 12
 	sleep 1
 	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "the uploads finished before the kill; the test proves nothing"
 	ck_kill9
@@ -182,7 +174,7 @@ test_unmount_waits_for_uploads_to_a_slow_backing_with_progress() {
 	ck_faultfs_up
 	ck_fault bw=8000000
 	ck_mount
-	_save_step 1 24
+	ck_save_step 1 24
 	ck_umount
 	assert_eq 0 "$(ck_sql 'SELECT COUNT(*) FROM uploads')" "uploads left after unmount"
 	grep -q "waiting for .* uploads" "$CK_DERR" || ck_fail "no progress line on stderr during the unmount wait: $(tail -n 3 "$CK_DERR" | tr '\n' '|')"
@@ -192,7 +184,7 @@ test_leave_queued_unmounts_at_once_and_the_next_mount_resumes() {
 	ck_faultfs_up
 	ck_fault bw=2000000
 	ck_mount "leave_queued"
-	_save_step 1 12
+	ck_save_step 1 12
 	ck_umount
 	[ "$(ck_sql 'SELECT COUNT(*) FROM uploads')" -gt 0 ] || ck_fail "leave_queued: nothing was left queued"
 	ck_fault
@@ -327,8 +319,8 @@ test_nfs_url_backing_round_trip_and_fresh_node() {
 	ck_at_exit '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1'
 	CK_BACKING=$url
 	ck_mount
-	_save_step 1 20
-	_save_step 2 3
+	ck_save_step 1 20
+	ck_save_step 2 3
 	ck_wait_durable 120
 	_assert_steps_eq 1 2
 	ck_umount

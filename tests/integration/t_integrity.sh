@@ -54,14 +54,6 @@ _assert_chunk_not_used_by() {
 	assert_not_contains "$(_extents "$1" | cut -d'|' -f1)" "$V_HASH" "chunks of $1"
 }
 
-# _xor_byte FILE POS — flips bits of one byte in place (twice restores it).
-_xor_byte() {
-	"$PY" -c 'import sys
-f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
-assert len(b) == 1, "offset past the end"
-f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
-}
-
 # _hdr_len OBJ — the header length an object's header gives (72 for format
 # 2, 64 for format 1); its payload starts there.
 _hdr_len() { od -A n -t u4 -j 12 -N 4 "$1" | tr -d ' '; }
@@ -146,7 +138,7 @@ test_damaged_cache_copy_is_replaced_from_backing() {
 	hash=${ext%%|*}
 	cached=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
 	[ -f "$cached" ] || ck_fail "no cache copy of chunk $hash at $cached"
-	_xor_byte "$cached" $(($(_hdr_len "$cached") + 1000))
+	ck_xor_byte "$cached" $(($(_hdr_len "$cached") + 1000))
 	ck_mount
 	_read_ok victim
 	assert_contains "$(cat "$CK_DLOG")" "$hash" "a log line naming the damaged cache copy"
@@ -184,14 +176,14 @@ test_linked_copies_share_their_damage_and_read_as_eio() {
 	[ -n "$hash" ] || ck_fail "victim has no extent past its first with a cache file"
 	cached=$CK_CACHE/chunks/${hash:0:2}/${hash:2:2}/$hash
 	[ "$cached" -ef "$(_obj "$hash")" ] || ck_fail "the cache copy of $hash is not BACKING's file"
-	_xor_byte "$cached" $(($(_hdr_len "$cached") + 1000))
+	ck_xor_byte "$cached" $(($(_hdr_len "$cached") + 1000))
 	ck_mount
 	_read_fails victim "payload byte flipped in the one linked copy"
 	assert_contains "$(grep -F "$hash" "$CK_DLOG")" "payload does not match its CRC-32C" "log line of the damaged copy"
 	timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" >"$CK_TMP/verify.out" 2>&1 && ck_fail "verify passed with a damaged linked copy"
 	assert_contains "$(cat "$CK_TMP/verify.out")" "corrupt chunk $hash in BACKING" "verify names BACKING's copy"
 	ck_umount
-	_xor_byte "$(_obj "$hash")" $(($(_hdr_len "$(_obj "$hash")") + 1000)) # the one file, whatever names it has left
+	ck_xor_byte "$(_obj "$hash")" $(($(_hdr_len "$(_obj "$hash")") + 1000)) # the one file, whatever names it has left
 	ck_mount
 	_read_ok victim
 	ck_umount
@@ -200,7 +192,7 @@ test_linked_copies_share_their_damage_and_read_as_eio() {
 test_flipped_payload_byte_reads_as_eio_until_restored() {
 	_setup_files
 	local pos=$(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 2))
-	_xor_byte "$V_OBJ" $pos
+	ck_xor_byte "$V_OBJ" $pos
 	ck_mount
 	_read_fails victim "payload byte $pos flipped"
 	_assert_logged_read_error "payload byte flipped"
@@ -209,7 +201,7 @@ test_flipped_payload_byte_reads_as_eio_until_restored() {
 	# Still failing on a second try (nothing served from a cache).
 	_read_fails victim "payload byte flipped, second read"
 	# The original byte back, while mounted: reads work again.
-	_xor_byte "$V_OBJ" $pos
+	ck_xor_byte "$V_OBJ" $pos
 	cmp -s "$V_SAVED" "$V_OBJ" || ck_fail "flipping the byte back did not restore $V_OBJ"
 	_read_ok victim
 	_read_ok other
@@ -227,8 +219,8 @@ test_damaged_cache_copy_read_from_disk_is_caught() {
 	local pos=$(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 3))
 	cp -p "$V_SAVED" "$cached"
 	ck_sql "UPDATE chunks SET cached = 1 WHERE lower(hex(hash)) = '$V_HASH'" >/dev/null
-	_xor_byte "$cached" $pos
-	_xor_byte "$V_OBJ" $pos
+	ck_xor_byte "$cached" $pos
+	ck_xor_byte "$V_OBJ" $pos
 	"$PY" -c 'import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$cached"
@@ -238,7 +230,7 @@ os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$cached"
 	assert_contains "$(grep -F "$CK_CACHE" "$CK_DLOG" | grep -F "$V_HASH")" "payload does not match its CRC-32C" \
 		"log line of the damaged cache copy"
 	_read_ok other
-	_xor_byte "$V_OBJ" $pos # BACKING whole again: the read fetches it
+	ck_xor_byte "$V_OBJ" $pos # BACKING whole again: the read fetches it
 	_read_ok victim
 	ck_umount
 }
@@ -249,14 +241,14 @@ os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$cached"
 test_flipped_crc_field_reads_as_eio() {
 	_setup_files
 	assert_eq 72 "$(_hdr_len "$V_OBJ")" "header length of a new object (format 2)"
-	_xor_byte "$V_OBJ" 65
+	ck_xor_byte "$V_OBJ" 65
 	ck_mount
 	_read_fails victim "CRC-32C field byte flipped"
 	_assert_logged_read_error "CRC-32C field byte flipped"
 	assert_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "payload does not match its CRC-32C" "log line of the damaged header"
 	_read_ok other
 	_verify_reports "CRC-32C field byte flipped"
-	_xor_byte "$V_OBJ" 65
+	ck_xor_byte "$V_OBJ" 65
 	_read_ok victim
 	ck_umount
 }
@@ -337,7 +329,7 @@ open(sys.argv[1], "wb").write(out[:3 << 20])' "$CK_REF/victim"
 	assert_eq 1 "$codec" "codec byte of a chunk of repetitive text (LZ4)"
 	assert_lt "$(_payload_len "$V_OBJ")" "$V_LEN" "LZ4 payload vs plain length"
 	local pos=$(($(_hdr_len "$V_OBJ") + $(_payload_len "$V_OBJ") / 2))
-	_xor_byte "$V_OBJ" $pos
+	ck_xor_byte "$V_OBJ" $pos
 	ck_mount
 	_read_fails victim "LZ4 payload byte flipped"
 	_assert_logged_read_error "LZ4 payload byte flipped"
@@ -388,13 +380,13 @@ test_bad_header_reads_as_eio() {
 	# Magic, format version, header length, the hash field: each alone.
 	local pos
 	for pos in 0 8 12 40; do
-		_xor_byte "$V_OBJ" $pos
+		ck_xor_byte "$V_OBJ" $pos
 		_evict_victim # the read after the last repair cached a good copy
 		ck_mount
 		_read_fails victim "header byte $pos flipped"
 		_assert_logged_read_error "header byte $pos flipped"
 		_read_ok other
-		_xor_byte "$V_OBJ" $pos
+		ck_xor_byte "$V_OBJ" $pos
 		_read_ok victim
 		ck_umount
 	done
@@ -451,7 +443,7 @@ _resave_damage() {
 	obj=$CK_CACHE/chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
 	[ -f "$obj" ] || ck_fail "no cache object for chunk $V_HASH (is it a row of small.db?)"
 	if [ "$1" = xor ]; then
-		_xor_byte "$obj" $(($(_hdr_len "$obj") + 1000))
+		ck_xor_byte "$obj" $(($(_hdr_len "$obj") + 1000))
 	else
 		rm -f "$obj" "$(_obj "$V_HASH")"
 	fi

@@ -12,44 +12,29 @@
 ck_timeout test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one 240
 ck_timeout test_backing_copy_damaged_is_put_again_from_the_cache 240
 
-_save_step() { # N SIZE_MIB
-	local n=$1 mib=$2
-	mkdir -p "$CK_MNT/run/step-$n" "$CK_REF/run/step-$n"
-	head -c $((mib * MiB)) /dev/urandom >"$CK_REF/run/step-$n/model.pt"
-	cp "$CK_REF/run/step-$n/model.pt" "$CK_MNT/run/step-$n/model.pt"
-	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-$n"
-}
-
 # _big_chunk NAME — the hash (hex) of the biggest chunk of $CK_MNT/NAME.
 _big_chunk() {
 	ck_sql "SELECT lower(hex(e.hash)) FROM extents e JOIN chunks c ON c.hash = e.hash
 		WHERE e.ino = $(stat -c %i "$CK_MNT/$1") ORDER BY c.plain_len DESC LIMIT 1"
 }
-_obj() { echo "chunks/${1:0:2}/${1:2:2}/$1"; }
 
-# _xor_byte FILE POS — flips bits of one byte in place.
-_xor_byte() {
-	chmod u+w "$1"
-	"$PY" -c 'import sys
-f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
-assert len(b) == 1, "offset past the end"
-f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$1" "$2"
-}
+# _xor_byte FILE POS — flips bits of one byte of a read-only object in place.
+_xor_byte() { chmod u+w "$1" && ck_xor_byte "$1" "$2"; }
 
 _gen_state() { ck_sql "SELECT state FROM generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"; }
 
 test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one() {
 	ck_faultfs_up
 	ck_mount "keep=2,backing_timeout=10"
-	_save_step 1 2
+	ck_save_step 1 2
 	ck_wait_durable
 	ck_fault eio=all
-	_save_step 2 2
+	ck_save_step 2 2
 	local h obj
 	h=$(_big_chunk run/step-2/model.pt)
-	obj=$CK_CACHE/$(_obj "$h")
+	obj=$CK_CACHE/$(ck_obj_rel "$h")
 	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
-	[ -e "$CK_TMP/store/$(_obj "$h")" ] && ck_fail "chunk $h is on BACKING already"
+	[ -e "$CK_TMP/store/$(ck_obj_rel "$h")" ] && ck_fail "chunk $h is on BACKING already"
 	_xor_byte "$obj" 5000
 	ck_fault ""
 	# the uploader finds it corrupt before its upload: step-2 is held (G12)
@@ -67,7 +52,7 @@ test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one() {
 	assert_contains "$out" "step-2" "ckptfs-admin wait's output"
 	assert_lt $((t1 - t0)) 15 "seconds ckptfs-admin wait took"
 	# keep=2 does not count the held save: step-1, the older intact one, stays
-	_save_step 3 2
+	ck_save_step 3 2
 	ck_until_eq 1 600 "step-3 durable" ck_sql \
 		"SELECT COUNT(*) FROM generations WHERE name = 'step-3' AND state = 1 AND durable_version = version"
 	sleep 1
@@ -85,14 +70,14 @@ test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one() {
 test_backing_copy_damaged_is_put_again_from_the_cache() {
 	ck_faultfs_up
 	ck_mount "cache_size=64M"
-	_save_step 1 4
+	ck_save_step 1 4
 	ck_wait_durable
 	local h bobj out rc=0
 	# the chunk of step-1 with the lowest hash: chunks never read have the
 	# same last use, and the evictor takes those in hash order
 	h=$(ck_sql "SELECT lower(hex(hash)) FROM extents WHERE ino = $(stat -c %i "$CK_MNT/run/step-1/model.pt")
 		ORDER BY hash LIMIT 1")
-	bobj=$CK_TMP/store/$(_obj "$h")
+	bobj=$CK_TMP/store/$(ck_obj_rel "$h")
 	[ -f "$bobj" ] || ck_fail "no object $bobj on BACKING for chunk $h"
 	_xor_byte "$bobj" 3000
 	out=$("$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || rc=$?
@@ -111,7 +96,7 @@ test_backing_copy_damaged_is_put_again_from_the_cache() {
 	while [ "$(ck_sql "SELECT cached FROM chunks WHERE hash = x'$h'")" != 0 ]; do
 		n=$((n + 1))
 		[ $n -le 60 ] || ck_fail "chunk $h still in the cache after $((n - 2)) saves of 8 MiB"
-		_save_step "$n" 8
+		ck_save_step "$n" 8
 		ck_wait_durable 120
 	done
 	ck_log "chunk $h evicted after $((n - 1)) saves of 8 MiB"

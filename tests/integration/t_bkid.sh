@@ -10,23 +10,30 @@
 # A mount the claim refuses leaves the marker as it was (claim.h 9).
 . "$(dirname "$0")/lib.sh"
 
-# _bk_refused NEEDLE — the mount of CK_BACKING with CK_CACHE is refused in the
-# foreground with one line holding NEEDLE; CK_CACHE and CK_BACKING unchanged.
 # (SQLite's side files of the catalog's read-only look, -wal empty, are left out)
 _bk_snap() { (cd "$1" && find . -type f ! -name lock ! -name 'catalog.db-shm' ! -name 'catalog.db-wal' -print0 | sort -z | xargs -0 -r sha256sum); }
-_bk_refused() {
-	local rc=0 before_c before_b
-	before_c=$(_bk_snap "$CK_CACHE")
-	before_b=$(_bk_snap "$CK_BACKING")
+# _bk_mount_refused WHAT — the mount of CK_BACKING with CK_CACHE is refused in
+# the foreground within 30 s, with one line on stderr ($CK_TMP/err); WHAT
+# names the case if it mounts instead.
+_bk_mount_refused() {
+	local rc=0
 	ck_register_mount "$CK_MNT"
 	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	if ck_is_mounted "$CK_MNT"; then
 		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
-		ck_fail "a used cache mounted over $1 (exit $rc) instead of being refused"
+		ck_fail "$1 mounted (exit $rc) instead of being refused"
 	fi
 	[ $rc != 124 ] && [ $rc != 137 ] || ck_fail "ckptfs did not exit within 30 s"
 	[ $rc != 0 ] || ck_fail "ckptfs exited 0, expected a refusal"
 	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
+}
+# _bk_refused WHAT NEEDLE — M1: the used cache's mount over WHAT is refused
+# with one line holding NEEDLE; CK_CACHE and CK_BACKING unchanged.
+_bk_refused() {
+	local before_c before_b
+	before_c=$(_bk_snap "$CK_CACHE")
+	before_b=$(_bk_snap "$CK_BACKING")
+	_bk_mount_refused "a used cache over $1"
 	assert_contains "$(cat "$CK_TMP/err")" "$2" "the refusal"
 	assert_contains "$(cat "$CK_TMP/err")" "is it mounted? wiped? restored from an older copy?" "the refusal"
 	assert_contains "$(cat "$CK_TMP/err")" "cache $CK_CACHE holds 1 generation durable" "the refusal"
@@ -231,16 +238,9 @@ test_catalog_behind_backing_is_refused_then_rebuilt() {
 	ck_kill9
 	[ -s "$CK_CACHE/catalog.db-wal" ] || ck_fail "no catalog WAL to lose"
 	rm -f "$CK_CACHE/catalog.db-wal" "$CK_CACHE/catalog.db-shm"
-	local before_b rc=0
+	local before_b
 	before_b=$(_bk_snap "$CK_BACKING")
-	ck_register_mount "$CK_MNT"
-	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
-	if ck_is_mounted "$CK_MNT"; then
-		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
-		ck_fail "a catalog that lost its WAL mounted (exit $rc) instead of being refused"
-	fi
-	[ $rc != 0 ] && [ $rc != 124 ] || ck_fail "ckptfs exited $rc, expected a refusal"
-	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
+	_bk_mount_refused "a catalog that lost its WAL"
 	assert_contains "$(cat "$CK_TMP/err")" "is behind BACKING" "the refusal"
 	assert_contains "$(cat "$CK_TMP/err")" "ckptfs-admin rebuild --cache $CK_CACHE" "the refusal"
 	assert_eq "$before_b" "$(_bk_snap "$CK_BACKING")" "BACKING after the refusal"

@@ -115,8 +115,11 @@ with open(path, "r+b") as f:
 EOF
 }
 
-# Reads FILE in 1 MiB blocks, on past errors; fails the case if a block that
-# reads differs from REF; prints the number of blocks that failed with EIO.
+# Reads FILE in 1 MiB blocks, on past errors; fails the case if any byte read
+# differs from REF; prints the number of blocks that failed with EIO. A short
+# read is POSIX (a direct read the kernel split at its user buffer's page
+# boundary returns what its first request got when the second fails): the
+# rest of the block is read again, and must then fail or follow.
 _read_blocks() { # FILE REF
 	"$PY" - "$1" "$2" <<'EOF'
 import errno, os, sys
@@ -124,16 +127,21 @@ path, ref = sys.argv[1], sys.argv[2]
 want = open(ref, "rb").read()
 fd = os.open(path, os.O_RDONLY)
 bad = 0
-for off in range(0, len(want), 1 << 20):
-    try:
-        got = os.pread(fd, 1 << 20, off)
-    except OSError as e:
-        if e.errno != errno.EIO:
-            sys.exit(f"block at {off}: {e}")
-        bad += 1
-        continue
-    if got != want[off:off + len(got)] or len(got) != min(1 << 20, len(want) - off):
-        sys.exit(f"block at {off}: {len(got)} bytes, not the saved ones")
+for block in range(0, len(want), 1 << 20):
+    off, end = block, min(block + (1 << 20), len(want))
+    while off < end:
+        try:
+            got = os.pread(fd, end - off, off)
+        except OSError as e:
+            if e.errno != errno.EIO:
+                sys.exit(f"block at {block}: at {off}: {e}")
+            bad += 1
+            break
+        if not got:
+            sys.exit(f"block at {block}: end of file at {off}, expected {end}")
+        if got != want[off:off + len(got)]:
+            sys.exit(f"block at {block}: {len(got)} bytes at {off}, not the saved ones")
+        off += len(got)
 os.close(fd)
 print(bad)
 EOF

@@ -1629,7 +1629,7 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 	pthread_mutex_unlock(&g->lock);
 }
 
-void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
+void gen_writer_closed(struct gen_policy *g, uint64_t gen_id, bool committed)
 {
 	if (gen_id == 0)
 		return;
@@ -1643,9 +1643,11 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 			l->writers--;
 		l->last_activity_ns = gen_now_ns();
 		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet &&
-		    !gen_pending_added(l)) /* that one: the tick proves it again */
+		    !gen_pending_added(l) && !committed) /* that one: the tick proves it again */
 			memcpy(rule, l->pending_rule, sizeof(rule));
-		if (l->writers == 0 && !l->is_open) {
+		/* committed: another node's commit, as the catalog's row says
+		 * (invariant 8), which this node's memory of it as open missed */
+		if (l->writers == 0 && (!l->is_open || committed)) {
 			series = l->series; /* invariant 18: keep may have kept it for them */
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
 		}

@@ -158,7 +158,8 @@
  *      commits it: the lookup by step prefers the step's own save
  *      (G_FIND_STEP, both engines) and fs/gen.c refuses a kept one (review
  *      46 F1).
- *  G11. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12) An
+ *  G11. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12, with
+ *      the handles parked at a flush, X15) An
  *      expire for keep-latest-k never deletes a COMMITTED save while a file
  *      of it (an inode whose gen is its id, read in the expire's
  *      transaction: a directory a create is registered on too) has a write

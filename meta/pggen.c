@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X14). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X15). */
 #define _GNU_SOURCE
 #include "pggen.h"
 
@@ -20,10 +20,12 @@ enum {
 	G_INODE_SET_GEN,
 	G_GEN_OF,
 	G_WRITING,
+	G_WRITING_PARK,
 	G_GEN_LOCK,
 	G_COMMIT_LOCK,
 	G_COMMIT_FREE,
 	G_WRITERS,
+	G_KEEP_WRITERS,
 	G_COMMIT,
 	G_HOLD,
 	G_ADOPT,
@@ -156,9 +158,13 @@ const struct pg_stmt pggen_stmts[] = {
 	 * writer, fenced in the statement (lease.h L5). X1: an open holds its
 	 * generation's row FOR SHARE against a commit's change, to its end.
 	 * Columns: the fence, whether the inode exists (nothing is written if
-	 * not), the generation's state on an open (NULL: none). X14: an open
+	 * not), the generation's state (NULL: none; on a close read without a
+	 * lock: fs/gen.h 18), the inode's generation. X14: an open
 	 * clears the inode's failed flag (its ns_writing row holds the commit
-	 * from here; a close that fails sets it again) */
+	 * from here; a close that fails sets it again). X15: both end a parking
+	 * of the node's handle (its ns_open row's parked flag), in the same
+	 * statement as the row's return or the last close, so keep's count (X12)
+	 * sees one or the other */
 	[G_WRITING] = { "gen_writing",
 			"WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT gen FROM ns_inodes WHERE ino = $2 FOR SHARE),"
 			" g AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
@@ -168,9 +174,28 @@ const struct pg_stmt pggen_stmts[] = {
 			" d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2 AND NOT $3::boolean"
 			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i)),"
 			" f AS (UPDATE ns_inodes SET failed = false WHERE ino = $2 AND failed"
-			" AND $3::boolean AND $4::boolean AND " LEASE_LIVE ")"
-			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i), (SELECT state FROM g)",
+			" AND $3::boolean AND $4::boolean AND " LEASE_LIVE "),"
+			" p AS (UPDATE ns_open SET parked = false WHERE node = $1 AND ino = $2"
+			" AND parked AND " LEASE_LIVE "),"
+			" c AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
+			" AND NOT $3::boolean)"
+			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i),"
+			" coalesce((SELECT state FROM g), (SELECT state FROM c)), (SELECT gen FROM i)",
 			4 },
+	/* X15: node $1's flush parks its row of inode $2 (fenced, L5): its
+	 * ns_open row added or kept (pgns.h N14: the inode's row FOR SHARE, as
+	 * NS_OPEN_ADD), marked parked, and its ns_writing row dropped, in one
+	 * statement: keep's count (X12) sees the handle in one or the other.
+	 * Columns: the fence, whether the inode exists (nothing changed if not) */
+	[G_WRITING_PARK] = { "gen_writing_park",
+			     "WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT ino FROM ns_inodes"
+			     " WHERE ino = $2 AND " LEASE_LIVE " FOR SHARE),"
+			     " a AS (INSERT INTO ns_open(node, ino, parked) SELECT $1, ino, true FROM i"
+			     " ON CONFLICT (node, ino) DO UPDATE SET parked = true),"
+			     " d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2"
+			     " AND EXISTS (SELECT 1 FROM i))"
+			     " SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i)",
+			     2 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
 	/* X9: a commit's first statement, its fence riding on it (lease.h L6):
@@ -205,6 +230,15 @@ const struct pg_stmt pggen_stmts[] = {
 			"SELECT count(*) FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
 			" WHERE i.gen = $1",
 			1 },
+	/* X12: keep's count, a COMMITTED save's handles for writing: every
+	 * ns_writing row (X1), and every write handle a live node parked at its
+	 * flush (X15: its ns_open row's parked flag; a node lost holds nothing) */
+	[G_KEEP_WRITERS] = { "gen_keep_writers",
+			     "SELECT (SELECT count(*) FROM ns_writing w JOIN ns_inodes i"
+			     " ON i.ino = w.ino WHERE i.gen = $1) + (SELECT count(*) FROM ns_open o"
+			     " JOIN ns_inodes i ON i.ino = o.ino JOIN ckpt_nodes n ON n.id = o.node"
+			     " WHERE i.gen = $1 AND o.parked AND n.state = 'live')",
+			     1 },
 	[G_COMMIT] = { "gen_commit",
 		       "UPDATE ns_generations SET state = 1, committed_ns = $2, rule = $3, held = '',"
 		       " backup_root = 0 WHERE id = $1",
@@ -705,6 +739,7 @@ struct pggen_call {
 	bool resume; /* pggen_writing_resume: the failed flag stays (X14) */
 	bool claimed; /* pggen_node_lost: this transaction settles the node (L7) */
 	int state;
+	uint64_t gen;     /* pggen_writing_gen: the inode's generation */
 	uint64_t count;
 	uint32_t version; /* pggen_commit_at: the version committed */
 	char *buf;        /* pggen_unsettled: the reason, of size bytes */
@@ -804,24 +839,56 @@ static int pggen_writing_body(struct pg *pg, void *arg)
 	if (rc == 0 && PQgetvalue(res, 0, 1)[0] != 't')
 		rc = -ENOENT;
 	c->state = rc == 0 && !PQgetisnull(res, 0, 2) ? (int)pg_int(res, 0, 2) : -1;
+	c->gen = rc == 0 && !PQgetisnull(res, 0, 3) ? (uint64_t)pg_int(res, 0, 3) : 0;
 	PQclear(res);
 	return rc;
 }
 
 /* One statement, its fence in it (lease.h L5): one round trip. */
-int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
+int pggen_writing_gen(struct pgns *ns, uint64_t ino, bool open, uint64_t *gen_id, int *gen_state)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino, .open = open };
 	int rc = pg_read(ns->pg, pggen_writing_body, &c);
 	if (gen_state)
 		*gen_state = rc == 0 ? c.state : -1;
+	if (gen_id)
+		*gen_id = rc == 0 ? c.gen : 0;
 	return rc;
+}
+
+int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
+{
+	return pggen_writing_gen(ns, ino, open, NULL, gen_state);
 }
 
 int pggen_writing_resume(struct pgns *ns, uint64_t ino)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino, .open = true, .resume = true };
 	return pg_read(ns->pg, pggen_writing_body, &c);
+}
+
+static int pggen_writing_park_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(i, c->ino) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_WRITING_PARK, params, &res);
+	if (rc)
+		return rc;
+	rc = lease_fenced(res);
+	if (rc == 0 && PQgetvalue(res, 0, 1)[0] != 't')
+		rc = -ENOENT;
+	PQclear(res);
+	return rc;
+}
+
+/* One statement, its fence in it (lease.h L5): one round trip. */
+int pggen_writing_park(struct pgns *ns, uint64_t ino)
+{
+	struct pggen_call c = { .ns = ns, .ino = ino };
+	return pg_read(ns->pg, pggen_writing_park_body, &c);
 }
 
 /* X14: a failed write or last close, fenced in its statement (lease.h L5) */
@@ -1861,7 +1928,7 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 	 * goes as before: its open files are what its hold names. */
 	uint64_t writers = 0;
 	if (rc == 0 && g->state == GEN_COMMITTED && !lost)
-		rc = pggen_one_int(ns, G_WRITERS, params, &writers);
+		rc = pggen_one_int(ns, G_KEEP_WRITERS, params, &writers);
 	return rc == 0 && writers ? -EBUSY : rc;
 }
 

@@ -118,8 +118,11 @@
  *      decides, which the writer's node asks for when its last write handle
  *      of the save closes, fs/gen.h invariant 18; a HELD one goes as
  *      before, its open files named by its hold):
- *      its counting of ns_writing is a statement after the row's lock, as
- *      a commit's (X1).
+ *      its count is a statement after the row's lock, as a commit's (X1),
+ *      of the ns_writing rows and of the handles a live node parked at
+ *      their flush (X15: its ns_open row marked parked), which X1 and X2
+ *      ignore; the parking and its end are each one statement that moves
+ *      the handle between the two, so the count never misses it.
  *      G_KEEP_NEWER keeps generation.h G6 here too: newer saves count only
  *      if a strong rule committed them (rule not in GEN_RULES_WEAK_SQL),
  *      and the owner's most recently committed save (committed_ns, id) in
@@ -173,6 +176,17 @@
  *      open for writing, to the last close. So X1 and X2 wait for and hold
  *      only files a node may still change: a node killed right after its
  *      close returned, before its RELEASE, holds no save (review 45 F1).
+ *      The handle is still open, though, and may write again: so the flush
+ *      drops the row and marks the node's ns_open row of the file parked
+ *      in one statement (pggen_writing_park, schema 4), and the row's
+ *      return or the last close (G_WRITING) clears the mark in theirs;
+ *      keep-latest-k's expire counts the marks of live nodes (X12) and
+ *      nothing else reads them. A node's death leaves its mark to no one
+ *      (not live: not counted; its ns_open rows go with pgns_unpin_lost).
+ *      The last close's statement returns the save's state, unlocked: one
+ *      another node committed has that node's policy ask for keep again
+ *      (fs/gen.h invariant 18); a close racing the commit leaves it to the
+ *      next pass.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -196,12 +210,22 @@ int pggen_create_root(struct pgns *ns, uint64_t parent, const struct cat_gen_spe
 
 /* This node opens ino for writing (open = true) or closed its last writer
  * (false). *gen_state (if not NULL) gets the state of ino's generation
- * (-1 for none): a COMMITTED one is the caller's to reopen. */
+ * (-1 for none): on an open, a COMMITTED one is the caller's to reopen; on a
+ * close (read without a lock), a COMMITTED one the caller's keep-latest-k
+ * may end now (fs/gen.h invariant 18). */
 int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
+/* pggen_writing, and *gen_id (if not NULL) gets ino's generation (0: none),
+ * the one *gen_state is of. */
+int pggen_writing_gen(struct pgns *ns, uint64_t ino, bool open, uint64_t *gen_id, int *gen_state);
 /* X15: this node writes ino again through a handle it kept open after the
  * flush that dropped its row: the row back, ino's failed flag (X14) left as
  * it is (no open for writing, no retry). */
 int pggen_writing_resume(struct pgns *ns, uint64_t ino);
+/* X15: this node's flush of its only write handle of ino published it: its
+ * ns_writing row goes and its ns_open row (added if none) is marked parked,
+ * in one statement (-ENOENT: no such inode, nothing changed). The next
+ * pggen_writing or pggen_writing_resume of ino by this node ends the mark. */
+int pggen_writing_park(struct pgns *ns, uint64_t ino);
 /* X14: a write or a last close of ino on this node failed: its failed flag
  * set (fenced: -ESTALE if this node is not live). */
 int pggen_failed(struct pgns *ns, uint64_t ino);

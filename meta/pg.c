@@ -226,22 +226,21 @@ static int pg_connect_once(struct pg *pg, char *err, size_t err_size)
 	return 0;
 }
 
-/* The deadline of a call's first failure: timeout_ms from now, or the
- * outage's shared one once the daemon is stopping (P8). Under mu. */
+/* The deadline of a call's first failure: the connection's outage's, set
+ * timeout_ms from now by the first call that fails (P8). Under mu. */
 static uint64_t pg_fail_deadline(struct pg *pg)
 {
-	uint64_t now = pg_now_ms();
-	if (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE))
-		return now + pg->timeout_ms;
 	if (pg->outage_until == 0)
-		pg->outage_until = now + pg->timeout_ms;
+		pg->outage_until = pg_now_ms() + pg->timeout_ms;
 	return pg->outage_until;
 }
 
-/* P8: a stopping daemon's outage that has lasted its timeout_ms. Under mu. */
+/* P8: a stopping daemon's outage that has lasted its timeout_ms: no more
+ * tries. Under mu. */
 static bool pg_outage_over(struct pg *pg)
 {
-	if (pg->outage_until == 0 || pg_now_ms() < pg->outage_until)
+	if (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE) || pg->outage_until == 0 ||
+	    pg_now_ms() < pg->outage_until)
 		return false;
 	if (!pg->outage_said)
 		log_warn("catalog %s: unreachable for %u ms while the daemon stops: its remaining"
@@ -251,7 +250,7 @@ static bool pg_outage_over(struct pg *pg)
 }
 
 /* A usable connection, reconnecting with backoff until *deadline (set from
- * timeout_ms at the first failure when it is 0, P8 when stopping). */
+ * the outage's, at the first failure when it is 0: P8). */
 static int pg_ready(struct pg *pg, uint64_t *deadline)
 {
 	unsigned backoff = 50;
@@ -275,7 +274,8 @@ static int pg_ready(struct pg *pg, uint64_t *deadline)
 			return 0;
 		}
 		if (rc != -ENOTCONN || pg_now_ms() >= *deadline) {
-			log_error("%s (gave up after %u ms)", err, pg->timeout_ms);
+			log_error("%s (gave up: unreachable since %u ms or more, pg.h P8)", err,
+				  pg->timeout_ms);
 			return rc;
 		}
 		pg_sleep_ms(backoff);

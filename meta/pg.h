@@ -60,10 +60,13 @@
  *      that makes several calls (a rename: lookups, the move, the commit),
  *      fail together about timeout_ms into an outage, not one timeout_ms
  *      each (review 45 F7: 82 s for one rename with 20 s). Past it, a call
- *      whose connection is broken tries to connect once (connect_timeout,
- *      2-5 s) and fails with -ENOTCONN if that fails, so the node comes back
- *      by itself when the database does. Once pg_stopping was called it
- *      does not even try: it fails at once (one line says so, once). What
+ *      whose connection is broken fails at once with -ENOTCONN, but for one
+ *      try to connect a second (the first call a second or more after the
+ *      last try ended makes it: connect_timeout, 2-5 s at most), so the node comes
+ *      back by itself when the database does, a stopping daemon too (its
+ *      upload drain and lease release get through once the database is
+ *      back: review 49 F2), and a burst of calls costs one try, not one
+ *      each. One line says so, once an outage. What
  *      a call's -ENOTCONN means is its caller's (a FUSE request replies the
  *      error; a stopping daemon leaves as if the database said no: the
  *      lease runs out, uploads are recorded by the next mount;
@@ -111,8 +114,7 @@ struct pg_stmt {
 int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, size_t n,
 	    struct pg **out, char *err, size_t err_size);
 void pg_close(struct pg *pg); /* NULL is allowed */
-/* The daemon is stopping: past an outage's deadline calls no longer try to
- * connect (P8; NULL is allowed). Any thread. */
+/* The daemon is stopping: P8's line says so (NULL is allowed). Any thread. */
 void pg_stopping(struct pg *pg);
 
 /* The URL without its password, for messages. */

@@ -467,6 +467,7 @@ Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
 	cr_assert_eq(ids[0], a.node_id);
 
 	pt_netns("heal");
+	tl_sleep_ms(1100); /* pg.h P8: past the outage's deadline, one try a second */
 	FAILS(lease_renew(&a), ESTALE); /* L1: back on the network, still out */
 	struct tl_fenced f = { &a, 1 };
 	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);

@@ -28,6 +28,7 @@ struct ns_file {
 	struct node *n;
 	uint64_t gen_id; /* the generation the file was in when opened (0: none) */
 	bool writable;   /* counted among the generation's writers */
+	bool readwrite;  /* O_RDWR: a shared writable mapping may hold it (invariant 14) */
 	bool wrote;      /* created, wrote or truncated through this handle */
 	/* invariant 10: the tracker's rule ran at a flush of this handle and
 	 * nothing was written through it since: its release does not run it
@@ -244,7 +245,9 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta, uint64_t 
 static void ns_writing_park(struct ns *ns, struct ns_file *f)
 {
 	struct node *n = f->n;
-	if (!f->writable || f->gen_id == 0 || !cat_is_shared(ns->cat))
+	/* an O_RDWR handle may be mapped MAP_SHARED: the stores into the mapping
+	 * reach us only at write-back, after this flush (review 49 F3) */
+	if (!f->writable || f->readwrite || f->gen_id == 0 || !cat_is_shared(ns->cat))
 		return;
 	pthread_rwlock_wrlock(&n->rw);
 	bool park = !n->writing_parked && node_write_handles(ns->nodes, n) == 1;
@@ -896,6 +899,7 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, ui
 	f->n = n;
 	f->uid = c->uid; /* a FUSE release carries no caller */
 	f->writable = (flags & O_ACCMODE) != O_RDONLY;
+	f->readwrite = (flags & O_ACCMODE) == O_RDWR;
 	f->gen_id = f->writable ? gen_id : 0;
 	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
 	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);

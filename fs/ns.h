@@ -168,8 +168,8 @@
  *     close(2) returned no row names the file: a completion signal on
  *     another node commits the save at once, and a death before the
  *     RELEASE holds nothing (X2). While parked, every change through a
- *     handle still open (a dup'd descriptor, an mmap's write-back, an
- *     ftruncate, a fallocate, a truncate by name) makes a new writer
+ *     handle still open (a dup'd descriptor, an ftruncate, a fallocate, a
+ *     truncate by name) makes a new writer
  *     (ns_writer), which puts the row back (cat_writing_resume, under
  *     n->rw) before it reads the file's generation and reopens a save
  *     committed meanwhile (invariant 4, pggen.h X12): the change goes into
@@ -177,8 +177,14 @@
  *     or rolls back that version. A new open for writing puts it back too
  *     (invariant 6); the last close finds it gone. A flush that failed, a
  *     writer written after the flush's commit, another write handle open
- *     here, or a file outside generations keeps the row to the release as
- *     before. A parked handle still keeps keep-latest-k from ending its
+ *     here, a handle opened O_RDWR, or a file outside generations keeps the
+ *     row to the release as before. O_RDWR because a MAP_SHARED writable
+ *     mapping needs a handle open for reading too: its stores reach the
+ *     daemon only at write-back (msync, munmap, the kernel's flusher),
+ *     after close(2)'s flush, so a parked row would let the save commit
+ *     without them, and a death before the write-back would hold nothing
+ *     (review 49 F3: numpy.memmap's w+ committed as zeros). The trainers
+ *     of TRAINERS.md write with "wb", O_WRONLY, which parks. A parked handle still keeps keep-latest-k from ending its
  *     committed save, as invariant 12 wants of every write handle: the
  *     flush's one statement (cat_writing_park) drops the ns_writing row and
  *     marks the ns_open row parked, the row's return (a resume, a new open)

@@ -286,6 +286,26 @@ int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reas
 	return rc;
 }
 
+/* generation.h G12 (pggen.h X16): 16 saves a transaction, one warn line each. */
+int catshg_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_hex(hash, hex);
+	struct pggen_lost_hit hits[16];
+	size_t n = 0, total = 0;
+	int rc;
+	do {
+		rc = pggen_hold_lost_chunk(cat_shared_ns(cat), hash, hits, 16, &n);
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\""
+				 " (inode %" PRIu64 ") was lost before its upload (kept for an"
+				 " explicit decision: ckptfs-admin commit or rm)", cat->path,
+				 hits[i].id, hex, hits[i].name, hits[i].ino);
+		total += rc == 0 ? n : 0;
+	} while (rc == 0 && n == 16);
+	return rc < 0 ? rc : (int)total;
+}
+
 static int catshg_end(struct cat *cat, uint64_t id, enum pggen_end how, const char *rule,
 		      cat_ino_fn fn, void *arg)
 {

@@ -1558,8 +1558,7 @@ static int gen_hold_lost_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], 
 
 int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
-	if (cat->shared)
-		return 0; /* pggen.h X5/X13: the shared engine keeps lost saves its own way */
+	if (cat->shared) return catshg_hold_lost_chunk(cat, hash);
 	char hex[2 * CAT_HASH_LEN + 1];
 	cat_hex(hash, hex);
 	struct gen_lost_hit hits[16];

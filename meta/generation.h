@@ -176,7 +176,7 @@
  *      any change. A HELD save goes as before (as X12): its files are what
  *      its hold names. An open for reading never keeps a save: it reads
  *      the removed file's bytes until its close (fs/node.h invariant 1).
- *  G12. (kept by cat_gen_hold_lost_chunk, one node) A COMMITTED save that
+ *  G12. (kept by cat_gen_hold_lost_chunk; -o meta=: pggen.h X16) A COMMITTED save that
  *      names a chunk lost before its upload (upload.h U7: its cache copy
  *      damaged or missing, BACKING without it) can never become durable:
  *      it is HELD (rule "lost-chunk", the reason naming the chunk and one
@@ -395,8 +395,9 @@ void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
  * damaged or missing and BACKING does not have it — is HELD with rule
  * GEN_LOST_CHUNK_RULE and a reason naming the chunk and one file of it
  * (GEN_LOST_CHUNK_REASON …), one warn line each. Nothing is deleted. Returns
- * how many were held, or a negative errno. 0 on the shared engine (pggen.h
- * X5: its lost saves are kept by its own rows). */
+ * how many were held, or a negative errno. On the shared engine the same in
+ * PostgreSQL, whichever node committed them (pggen.h X16: none while BACKING
+ * has the chunk or another live node holds it). */
 #define GEN_LOST_CHUNK_RULE "lost-chunk"
 #define GEN_LOST_CHUNK_REASON "lost: chunk"
 int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);

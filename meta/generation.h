@@ -186,6 +186,15 @@
  *      chunk later turns whole again (a later save writes the same bytes,
  *      or BACKING turns out to have it): only an explicit decision
  *      (ckptfs-admin commit or rm) or keep (G6, as any HELD save) ends it.
+ *  G13. (kept by the commit's transaction; -o meta=: catalog_shared_gen.c
+ *      S9) A save still OPEN when a chunk its files name is found lost is
+ *      never committed naming it: while the chunk's upload row says lost
+ *      (upload.h U14), every commit but the admin's decision (rule
+ *      "admin"), the trainer's commit xattr ("explicit") included, is
+ *      refused with -ENOTRECOVERABLE in its transaction, as G9's, and
+ *      cat_gen_unsettled gives the G12 reason naming the chunk and the
+ *      file; fs/gen.c then holds it with rule "lost-chunk" (fs/gen.h
+ *      invariant 16). A crash recovery (G4) holds it with that reason too.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -401,6 +410,11 @@ void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
 #define GEN_LOST_CHUNK_RULE "lost-chunk"
 #define GEN_LOST_CHUNK_REASON "lost: chunk"
 int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* G12, G13: the reason of a save held for the lost chunk hex (lowercase)
+ * named by file name (inode ino), with the node that found it (NULL: one
+ * node's catalog), into out of size bytes. */
+void gen_lost_chunk_reason(const char *hex, const char *name, uint64_t ino, const char *node,
+			   char *out, size_t size);
 
 /* A HELD generation's reason replaced (truncated as cat_gen_hold's); its
  * state, rule and tree stay. For fs/gen.c, when the content re-judgement of

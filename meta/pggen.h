@@ -188,6 +188,12 @@
  *      save held so is a HELD one for X13 and G6 (keep-held ends it once K
  *      newer are committed, one of them durable), a decision (admin commit,
  *      rm) otherwise; it stays held if the chunk turns whole again later.
+ *  X17. (generation.h G13; pggen_lost_chunk_of) Whether a file of a save
+ *      names one of the chunks this node's upload queue records lost
+ *      (upload.h U14), judged lost as X16 does (not on BACKING, no other
+ *      live node holding it): one statement, before a commit by any rule
+ *      but the admin's (catalog_shared_gen.c S9), and for the reason of
+ *      the hold that follows (catshg_unsettled, after X14's failed files).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -265,6 +271,13 @@ struct pggen_lost_hit {
 };
 int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
 			  struct pggen_lost_hit *hits, size_t cap, size_t *n);
+
+/* X17: the G12 reason (gen_lost_chunk_reason, naming this node) for a
+ * file of generation id naming one of hashes[0..n), chunks this node found
+ * lost before their upload (upload.h U14), as X16 judges them lost; ""
+ * if none. One statement. */
+int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
+			size_t n, char *reason, size_t size);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
  * holding those of them that node dead held and had not uploaded (X2);

@@ -81,4 +81,49 @@ test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one() {
 }
 ck_timeout test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one 240
 
+# generation.h G13 on the shared engine (catalog_shared_gen.c S9, pggen.h
+# X17): a save still OPEN when A's uploader finds a chunk of it lost is never
+# committed naming it: its commit xattr is refused and it is held in the
+# shared catalog (rule lost-chunk); B hides it; `wait` on B names it.
+test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A backing_timeout=10
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	ck_fault eio=all
+	mkdir "$MN_MNT_A/run/step-2"
+	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" "step-2 open"
+	local h obj
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
+	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
+	chmod u+w "$obj"
+	ck_xor_byte "$obj" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
+		"step-2 still open once its chunk is lost"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-2" || ck_fail "commit xattr of step-2 on A"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 10 \
+		"step-2 held (4) by rule lost-chunk at its commit"
+	local held
+	held=$(mn_psql "SELECT held FROM ns_generations WHERE name = 'step-2'")
+	assert_contains "$held" "lost: chunk $h" "step-2's held reason"
+	assert_contains "$held" "model.pt" "step-2's held reason"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_B" run/step-2)" "step-2 on B"
+	local out rc=0
+	out=$(timeout 60 "$CKPTFS_ADMIN" wait "$MN_MNT_B" --timeout 30 2>&1) || rc=$?
+	assert_eq 11 "$rc" "exit of ckptfs-admin wait on B with step-2 held ($out)"
+	assert_contains "$out" "step-2" "ckptfs-admin wait's output"
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit 240
+
 ck_main "$@"

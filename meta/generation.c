@@ -1159,10 +1159,6 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 	return rc;
 }
 
-/* G7: the reason a crash's OPEN generation is held when a file of it was
- * being written (or its changes were lost), in reason; "" if none was.
- * live (G9: asked by a commit while the daemon runs, when no handle of the
- * save is open for writing): a marked file is one whose last close failed. */
 /* G13: the reason naming a chunk of generation id's files found lost before
  * its upload (upload.h U14), "" if none. */
 static int gen_lost_chunk_of(struct cat *cat, uint64_t id, char *reason, size_t size)
@@ -1182,6 +1178,10 @@ static int gen_lost_chunk_of(struct cat *cat, uint64_t id, char *reason, size_t 
 	return rc;
 }
 
+/* G7: the reason a crash's OPEN generation is held when a file of it was
+ * being written (or its changes were lost), in reason; "" if none was.
+ * live (G9: asked by a commit while the daemon runs, when no handle of the
+ * save is open for writing): a marked file is one whose last close failed. */
 static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, size_t size)
 {
 	int rc = cat_bind(cat, G_UNSETTLED, A_INT(id));

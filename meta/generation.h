@@ -365,7 +365,10 @@ int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
  * (its name and inode) whose last close failed, or GEN_LOST_REASON; "" if
  * neither (reason has size bytes). Asked while no handle of the save is
  * open for writing (fs/gen.c), so a mark is a failed close, not a writer.
- * The shared engine names a file whose failed flag is set (pggen.h X14). */
+ * The shared engine names a file whose failed flag is set (pggen.h X14).
+ * Else G13's: the G12 reason naming a chunk found lost before its upload
+ * and a file of it naming it (on -o meta=, one this node's queue records
+ * lost: catalog_shared_gen.c S9). */
 int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
 
 /* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and

@@ -510,6 +510,9 @@ static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const 
 		log_debug("generation %s: no hold (%s), it is no longer open", gen.name, reason);
 		return;
 	}
+	/* generation.h G13: held for a lost chunk, whichever rule found it so */
+	if (strncmp(reason, GEN_LOST_CHUNK_REASON " ", strlen(GEN_LOST_CHUNK_REASON) + 1) == 0)
+		rule = GEN_LOST_CHUNK_RULE;
 	int rc = cat_gen_hold(g->cat, id, rule, reason, cat_id_vec_add_ino, &v, &held);
 	if (rc != 0 && rc != -EALREADY) {
 		log_error("generation %s (series inode %llu, step %llu): hold (%s) failed: %s; it"

@@ -249,7 +249,10 @@
  *     complete save. A later successful close of the file (a retry)
  *     clears the mark before the hold; after it, a write reopens the held
  *     save as a new version, which a rule commits once no file of it is
- *     marked.
+ *     marked. The same for a save naming a chunk found lost before its
+ *     upload (generation.h G13), refused for every rule but the admin's,
+ *     the commit xattr included: held with rule "lost-chunk" and the
+ *     reason naming the chunk and the file.
  * 17. At start (gen_policy_ready, one node), a save HELD with
  *     GEN_CRASH_REASON that its content does not prove complete is
  *     committed by rule tracker if a tracker of its series (`latest`,

@@ -1042,7 +1042,7 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 	char hex[HASH_HEX_LEN + 1];
 	assert(row->kind == UP_CHUNK);
 	hash_to_hex(row->hash, hex);
-	cat_upload_failed(u->cat, row->seq, "lost: the cache copy is missing or damaged and"
+	cat_upload_failed(u->cat, row->seq, UP_LOST_ERROR " the cache copy is missing or damaged and"
 			  " BACKING does not have it; `ckptfs-admin verify` names its files");
 	/* generation.h G12: a save naming it can never become durable: held, so
 	 * keep does not count it and `wait` names it; nothing is deleted */

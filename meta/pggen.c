@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X15). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X17). */
 #define _GNU_SOURCE
 #include "pggen.h"
 
@@ -110,6 +110,10 @@ enum {
 	G_WRITERS_FAILED,
 	G_FAILED_CLEAR,
 	G_UNSETTLED,
+	/* X16: the COMMITTED saves naming a chunk lost before its upload */
+	G_LOST_CHUNK_GENS,
+	/* X17: a file of a save naming one of a node's lost chunks */
+	G_LOST_CHUNK_OF_GEN,
 	G_COUNT
 };
 
@@ -679,6 +683,35 @@ const struct pg_stmt pggen_stmts[] = {
 			  " FROM ns_inodes i WHERE i.gen = $1 AND i.failed AND i.nlink > 0"
 			  " ORDER BY i.ino LIMIT 1",
 			  1 },
+	/* X16: up to $3 COMMITTED saves whose files name chunk $1 (hex), which
+	 * node $2 found lost before its upload, each with its lowest inode
+	 * naming it and one of its names, rows locked FOR UPDATE; none if
+	 * BACKING has the chunk (ns_chunks.uploaded: another node put the same
+	 * bytes) or another live node holds it (its cache has a copy it may
+	 * still upload: S6) */
+	[G_LOST_CHUNK_GENS] = { "gen_lost_chunk_gens",
+				"SELECT g.id, f.ino, COALESCE((SELECT min(d.name) FROM ns_dirents d"
+				" WHERE d.ino = f.ino), '') FROM ns_generations g CROSS JOIN LATERAL"
+				" (SELECT min(i.ino) AS ino FROM ns_inodes i JOIN ns_extents e"
+				" ON e.ino = i.ino WHERE i.gen = g.id AND e.hash = decode($1, 'hex')) f"
+				" WHERE g.state = 1 AND f.ino IS NOT NULL AND NOT EXISTS (SELECT 1"
+				" FROM ns_chunks c WHERE c.hash = decode($1, 'hex') AND (c.uploaded"
+				" OR (c.holder <> $2 AND EXISTS (SELECT 1 FROM ckpt_nodes n"
+				" WHERE n.id = c.holder AND n.state = 'live'))))"
+				" ORDER BY g.id LIMIT $3 FOR UPDATE OF g",
+				3 },
+	/* X17: a file of generation $1 naming one of chunks $2 (hex) that node
+	 * $3 found lost before their upload, the chunk and one of its names;
+	 * none lost while BACKING has it or another live node holds it (X16) */
+	[G_LOST_CHUNK_OF_GEN] = { "gen_lost_chunk_of_gen",
+				  "SELECT encode(e.hash, 'hex'), i.ino, COALESCE((SELECT min(d.name)"
+				  " FROM ns_dirents d WHERE d.ino = i.ino), '') FROM ns_inodes i JOIN"
+				  " ns_extents e ON e.ino = i.ino WHERE i.gen = $1 AND e.hash IN (SELECT"
+				  " decode(h, 'hex') FROM unnest($2::text[]) AS t(h)) AND NOT EXISTS"
+				  " (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash AND (c.uploaded OR"
+				  " (c.holder <> $3 AND EXISTS (SELECT 1 FROM ckpt_nodes n WHERE"
+				  " n.id = c.holder AND n.state = 'live')))) ORDER BY i.ino LIMIT 1",
+				  3 },
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
 			   " coalesce((SELECT (g.state IN (1, 4) AND g.durable_version = g.version)::int"
@@ -1156,6 +1189,94 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason)
 {
 	return pggen_hold_ids(ns, id, rule, reason, NULL, NULL);
+}
+
+/* ---- X16: a chunk lost before its upload ---- */
+
+struct pggen_lost_chunk {
+	struct pgns *ns;
+	const char *hex;
+	struct pggen_lost_hit *hits;
+	size_t cap, n;
+};
+
+static int pggen_hold_lost_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_lost_chunk *c = arg;
+	c->n = 0; /* the body may run again (pg.h P2) */
+	int rc = lease_fence(c->ns->lease);
+	if (rc)
+		return rc;
+	char node[24], max[24];
+	const char *params[] = { c->hex, PG_U64(node, c->ns->lease->node_id), PG_U64(max, c->cap) };
+	PGresult *res;
+	rc = pggen_exec(c->ns, G_LOST_CHUNK_GENS, params, &res);
+	if (rc)
+		return rc;
+	for (int r = 0; r < pg_rows(res) && c->n < c->cap; r++) {
+		struct pggen_lost_hit *h = &c->hits[c->n++];
+		h->id = (uint64_t)pg_int(res, r, 0);
+		h->ino = (uint64_t)pg_int(res, r, 1);
+		snprintf(h->name, sizeof(h->name), "%s", PQgetvalue(res, r, 2));
+	}
+	PQclear(res);
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		char g[24], why[GEN_HELD_MAX];
+		gen_lost_chunk_reason(c->hex, c->hits[i].name, c->hits[i].ino, node, why, sizeof(why));
+		const char *hp[] = { PG_U64(g, c->hits[i].id), GEN_LOST_CHUNK_RULE, why };
+		rc = pggen_exec(c->ns, G_HOLD, hp, NULL);
+	}
+	return rc;
+}
+
+int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
+			  struct pggen_lost_hit *hits, size_t cap, size_t *n)
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	hash_to_hex(hash, hex);
+	struct pggen_lost_chunk c = { .ns = ns, .hex = hex, .hits = hits, .cap = cap };
+	int rc = pg_txn(ns->pg, pggen_hold_lost_body, &c);
+	*n = rc == 0 ? c.n : 0;
+	return rc;
+}
+
+static int pggen_lost_of_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char g[24], node[24];
+	const char *params[] = { PG_U64(g, c->id), c->list, PG_U64(node, c->ns->lease->node_id) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_LOST_CHUNK_OF_GEN, params, &res);
+	if (rc)
+		return rc;
+	c->buf[0] = '\0';
+	snprintf(node, sizeof(node), "%" PRIu64, c->ns->lease->node_id);
+	if (pg_rows(res) == 1)
+		gen_lost_chunk_reason(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 2),
+				      (uint64_t)pg_int(res, 0, 1), node, c->buf, c->size);
+	PQclear(res);
+	return 0;
+}
+
+int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
+			size_t n, char *reason, size_t size)
+{
+	assert(size > 0);
+	reason[0] = '\0';
+	if (n == 0)
+		return 0;
+	char *list = NULL;
+	int rc = pgns_hex_list(hashes[0], CAT_HASH_LEN, n, &list);
+	if (rc)
+		return rc;
+	struct pggen_call c = { .ns = ns, .id = id, .list = list, .buf = reason, .size = size };
+	rc = pg_read(ns->pg, pggen_lost_of_body, &c);
+	free(list);
+	if (rc)
+		reason[0] = '\0';
+	return rc;
 }
 
 /* ---- a node lost ---- */

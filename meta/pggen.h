@@ -187,6 +187,27 @@
  *      another node committed has that node's policy ask for keep again
  *      (fs/gen.h invariant 18); a close racing the commit leaves it to the
  *      next pass.
+ *  X16. (generation.h G12 on this engine; pggen_hold_lost_chunk) A chunk
+ *      its writer's node finds lost before its upload (upload.h U7: the
+ *      cache copy damaged or missing, BACKING without it) makes every
+ *      COMMITTED save naming it, whichever node committed it, HELD (state
+ *      4, rule GEN_LOST_CHUNK_RULE, a reason naming the chunk, one file and
+ *      the node) in one fenced transaction that locks their rows FOR
+ *      UPDATE, 16 a transaction. So G_KEEP_NEWER (which counts state 1 only)
+ *      never counts it among the K newer saves and the older intact save
+ *      stays, `wait` on any node names it held, and every node hides it.
+ *      Not while ns_chunks says BACKING has the chunk (another node put the
+ *      same bytes) or another live node holds it (its cache has a copy it
+ *      may still upload, catalog_shared_data.c S6): then nothing is lost. A
+ *      save held so is a HELD one for X13 and G6 (keep-held ends it once K
+ *      newer are committed, one of them durable), a decision (admin commit,
+ *      rm) otherwise; it stays held if the chunk turns whole again later.
+ *  X17. (generation.h G13; pggen_lost_chunk_of) Whether a file of a save
+ *      names one of the chunks this node's upload queue records lost
+ *      (upload.h U14), judged lost as X16 does (not on BACKING, no other
+ *      live node holding it): one statement, before a commit by any rule
+ *      but the admin's (catalog_shared_gen.c S9), and for the reason of
+ *      the hold that follows (catshg_unsettled, after X14's failed files).
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -261,6 +282,26 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
  * Committing the new version drops the backup; aborting it, holding it, or
  * its writer's node lost (X2) puts the backup back under the name. */
 int pggen_reopen(struct pgns *ns, uint64_t id);
+
+/* X16 (generation.h G12 on this engine): the COMMITTED saves naming chunk
+ * hash, which this node found lost before its upload, HELD with rule
+ * GEN_LOST_CHUNK_RULE and a reason naming the chunk, one file of each and
+ * this node, up to cap of them in one fenced transaction (their rows
+ * locked); hits[0..*n) get them. None if BACKING has the chunk or another
+ * live node holds it. Call again while *n == cap. */
+struct pggen_lost_hit {
+	uint64_t id, ino;
+	char name[CAT_NAME_MAX + 1];
+};
+int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
+			  struct pggen_lost_hit *hits, size_t cap, size_t *n);
+
+/* X17: the G12 reason (gen_lost_chunk_reason, naming this node) for a
+ * file of generation id naming one of hashes[0..n), chunks this node found
+ * lost before their upload (upload.h U14), as X16 judges them lost; ""
+ * if none. One statement. */
+int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
+			size_t n, char *reason, size_t size);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
  * holding those of them that node dead held and had not uploaded (X2);

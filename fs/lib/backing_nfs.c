@@ -901,10 +901,18 @@ static int bnfs_lookup_file(struct nfs_context *ctx, struct bnfs_op *op, const c
 		rc = bnfs_lookup(op->n, ctx, &dfh, name, rel, c);
 	if (rc == 0)
 		rc = bnfs_need_attr(op->n, ctx, c, rel);
+	if (rc == -EINVAL)
+		return -EPROTO; /* the server's NFS3ERR_INVAL: not a special file (backing.h) */
 	if (rc == 0 && c->type == NF3DIR)
 		rc = -EISDIR;
 	else if (rc == 0 && c->type != NF3REG)
 		rc = c->type == NF3LNK ? -ELOOP : -EINVAL; /* never read through a symlink */
+	if (rc == -EISDIR || rc == -EINVAL)
+		snprintf(bnfs_detail, sizeof(bnfs_detail), "%s is not a regular file (a %s)", rel,
+			 c->type == NF3DIR ? "directory" : c->type == NF3FIFO ? "FIFO"
+			 : c->type == NF3SOCK ? "socket" : "device");
+	else if (rc == -ELOOP && c->type == NF3LNK)
+		snprintf(bnfs_detail, sizeof(bnfs_detail), "%s is a symlink (not followed)", rel);
 	return rc;
 }
 
@@ -912,9 +920,7 @@ static int bnfs_once_read(struct nfs_context *ctx, struct bnfs_op *op, bool fres
 {
 	struct bnfs_call c = { 0 };
 	int rc = bnfs_lookup_file(ctx, op, op->rel, fresh, cached, &c);
-	if (rc == -EINVAL)
-		rc = -ELOOP; /* a special file: not read either */
-	if (rc != 0)
+	if (rc != 0) /* a special file (-EINVAL) or a symlink (-ELOOP) is not read either */
 		return rc;
 	if (c.size > op->cap)
 		return -EFBIG;

@@ -147,8 +147,11 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
 int cat_open_readonly(const char *path, struct cat **out);
 /* The schema version stored in the catalog file at path (PRAGMA
  * user_version), read-only, logging nothing: whether cat_open_readonly can
- * read it before it says it cannot. -errno when the file cannot be read. */
-int cat_file_schema_version(const char *path, int *version);
+ * read it before it says it cannot. When the file cannot be read: -EIO
+ * (damaged: SQLite's CORRUPT, IOERR, ...), -EINVAL (not an SQLite
+ * database), -EACCES, -EBUSY or -ENOMEM, and why (if not NULL) gets
+ * SQLite's reason ("database disk image is malformed"). */
+int cat_file_schema_version(const char *path, int *version, char *why, size_t why_size);
 /* Whether the catalog is a node's local one (meta role 'node', invariant 9):
  * a read-only open does not check its role. 0, or -errno. */
 int cat_role_node(struct cat *cat, bool *node);

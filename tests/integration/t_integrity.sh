@@ -115,7 +115,7 @@ _verify_ok() {
 # _setup_files — victim (3 MiB random) and other (2 MiB random), written
 # through a mount that is then unmounted; picks the victim chunk.
 _setup_files() {
-	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/victim" $((5 * MiB))
 	ck_rand "$CK_REF/other" $((2 * MiB))
 	ck_mount
 	cp "$CK_REF/victim" "$CK_MNT/victim"
@@ -128,7 +128,7 @@ _setup_files() {
 # ---------------------------------------------------------------- cases
 
 test_damaged_cache_copy_is_replaced_from_backing() {
-	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/victim" $((5 * MiB))
 	ck_mount copy_uploads # two copies: BACKING shares the cache's filesystem here
 	cp "$CK_REF/victim" "$CK_MNT/victim"
 	ck_umount
@@ -151,7 +151,7 @@ test_damaged_cache_copy_is_replaced_from_backing() {
 # too. Reads fail with EIO, never wrong bytes; verify names both copies;
 # the byte restored, all is well again.
 test_linked_copies_share_their_damage_and_read_as_eio() {
-	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/victim" $((5 * MiB))
 	ck_mount
 	cp "$CK_REF/victim" "$CK_MNT/victim"
 	timeout 120 "$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null || ck_fail "the uploads did not finish"

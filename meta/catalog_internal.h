@@ -225,6 +225,10 @@ struct cat_arg {
 /* ---- helpers of catalog.c ---- */
 
 int64_t cat_now_ns(void);
+/* generation.h G12: the one warn line for a save held because its chunk (hex)
+ * of file name (ino) was lost before its upload; both engines. */
+void cat_log_lost_chunk_hold(const struct cat *cat, uint64_t gen_id, const char *hex,
+			     const char *name, uint64_t ino);
 void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1]);
 void cat_lock(struct cat *cat);
 /* Releases the lock; a write made outside a transaction while removals are

@@ -331,10 +331,7 @@ int catshg_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	do {
 		rc = pggen_hold_lost_chunk(cat_shared_ns(cat), hash, hits, 16, &n);
 		for (size_t i = 0; rc == 0 && i < n; i++)
-			log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\""
-				 " (inode %" PRIu64 ") was lost before its upload (kept for an"
-				 " explicit decision: ckptfs-admin commit or rm)", cat->path,
-				 hits[i].id, hex, hits[i].name, hits[i].ino);
+			cat_log_lost_chunk_hold(cat, hits[i].id, hex, hits[i].name, hits[i].ino);
 		total += rc == 0 ? n : 0;
 	} while (rc == 0 && n == 16);
 	return rc < 0 ? rc : (int)total;

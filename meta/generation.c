@@ -1602,13 +1602,18 @@ int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 		rc = cat_end(cat, rc);
 		cat_unlock(cat);
 		for (size_t i = 0; rc == 0 && i < n; i++)
-			log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\""
-				 " (inode %" PRIu64 ") was lost before its upload (kept for an"
-				 " explicit decision: ckptfs-admin commit or rm)", cat->path,
-				 hits[i].id, hex, hits[i].name, hits[i].ino);
+			cat_log_lost_chunk_hold(cat, hits[i].id, hex, hits[i].name, hits[i].ino);
 		total += rc == 0 ? n : 0;
 	} while (rc == 0 && n == 16);
 	return rc < 0 ? rc : (int)total;
+}
+
+void cat_log_lost_chunk_hold(const struct cat *cat, uint64_t gen_id, const char *hex,
+			     const char *name, uint64_t ino)
+{
+	log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\" (inode %" PRIu64
+		 ") was lost before its upload (kept for an explicit decision: ckptfs-admin commit or rm)",
+		 cat->path, gen_id, hex, name, ino);
 }
 
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)

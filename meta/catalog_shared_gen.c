@@ -214,15 +214,20 @@ static int catshg_state_error(struct pgns *ns, uint64_t id, int already, int rc)
 }
 
 /* S9 (generation.h G13): the G12 reason for a file of id naming a chunk this
- * node's queue records lost (upload.h U14), as pggen.h X17 judges it; "" if
- * none. No round trip while the queue records none. */
-static int catshg_lost_chunk_of(struct cat *cat, uint64_t id, char *reason, size_t size)
+ * node's queue records lost (upload.h U14) or any node found lost (its
+ * chunk row's mark), as pggen.h X17 judges it; "" if none. mine_only: no
+ * round trip while this node's queue records none (the commit's own
+ * transaction checks the marks, X17). */
+static int catshg_lost_chunk_of(struct cat *cat, uint64_t id, bool mine_only, char *reason,
+				size_t size)
 {
 	uint8_t hashes[64][CAT_HASH_LEN];
 	size_t n = 0;
 	reason[0] = '\0';
 	int rc = cat_upload_lost_hashes(cat, hashes, 64, &n);
-	return rc ? rc : pggen_lost_chunk_of(cat_shared_ns(cat), id, hashes, n, reason, size);
+	if (rc || (mine_only && n == 0))
+		return rc;
+	return pggen_lost_chunk_of(cat_shared_ns(cat), id, hashes, n, reason, size);
 }
 
 int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
@@ -242,7 +247,7 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 		return -ENODATA; /* S5: shown as held, and no decision brings its bytes back */
 	char why[GEN_HELD_MAX] = "";
 	if (strcmp(rule, "admin") != 0 && g.state != GEN_COMMITTED) /* S9 */
-		rc = catshg_lost_chunk_of(cat, id, why, sizeof(why));
+		rc = catshg_lost_chunk_of(cat, id, true, why, sizeof(why));
 	if (rc)
 		return rc;
 	if (why[0]) {
@@ -277,7 +282,7 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 int catshg_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
 {
 	int rc = pggen_unsettled(cat_shared_ns(cat), id, reason, size);
-	return rc == 0 && reason[0] == '\0' ? catshg_lost_chunk_of(cat, id, reason, size) : rc;
+	return rc == 0 && reason[0] == '\0' ? catshg_lost_chunk_of(cat, id, false, reason, size) : rc;
 }
 
 /* S7: a rewrite rolled back to its previous version (an abort or a hold of

@@ -110,8 +110,11 @@ enum {
 	G_WRITERS_FAILED,
 	G_FAILED_CLEAR,
 	G_UNSETTLED,
-	/* X16: the COMMITTED saves naming a chunk lost before its upload */
+	/* X16: the COMMITTED saves naming a chunk lost before its upload; the
+	 * OPEN ones locked; the finding recorded on the chunk's row */
 	G_LOST_CHUNK_GENS,
+	G_LOST_CHUNK_OPEN_LOCK,
+	G_LOST_CHUNK_MARK,
 	/* X17: a file of a save naming one of a node's lost chunks */
 	G_LOST_CHUNK_OF_GEN,
 	G_COUNT
@@ -119,6 +122,12 @@ enum {
 
 #define G_LIVE "state IN (0, 1, 4)" /* OPEN, COMMITTED or HELD: they have a tree */
 #define G_IS_FILE "(mode & 61440) = 32768"
+/* X16/X17: chunk row c found lost before its upload by some node (lost_by),
+ * still not on BACKING, and no live node but the finder holds it */
+#define G_LOST_MARKED(c)                                                               \
+	"(" c ".lost_by IS NOT NULL AND NOT " c ".uploaded AND NOT (" c ".holder <> " c \
+	".lost_by AND EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = " c ".holder"     \
+	" AND n.state = 'live')))"
 /* t(ino): the tree under `start` (UNION: an inode with several links once) */
 #define G_TREE(start)                                                                  \
 	"WITH RECURSIVE t(ino) AS (SELECT " start " UNION SELECT d.ino FROM ns_dirents d" \
@@ -220,12 +229,17 @@ const struct pg_stmt pggen_stmts[] = {
 			    "WITH w AS (SELECT count(*) AS n FROM ns_writing w JOIN ns_inodes i"
 			    " ON i.ino = w.ino WHERE i.gen = $1), f AS (SELECT count(*) AS n"
 			    " FROM ns_inodes WHERE gen = $1 AND failed AND nlink > 0"
-			    " AND NOT $4::boolean), x AS (UPDATE ns_inodes SET failed = false"
+			    " AND NOT $4::boolean), l AS (SELECT count(*) AS n FROM (SELECT 1"
+			    " FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino JOIN ns_chunks k"
+			    " ON k.hash = e.hash WHERE i.gen = $1 AND $3::text <> 'admin'"
+			    " AND " G_LOST_MARKED("k") " LIMIT 1) m),"
+			    " x AS (UPDATE ns_inodes SET failed = false"
 			    " WHERE gen = $1 AND failed AND $4::boolean AND (SELECT n FROM w) = 0),"
 			    " c AS (UPDATE ns_generations SET"
 			    " state = 1, committed_ns = $2, rule = $3, held = '', backup_root = 0"
-			    " WHERE id = $1 AND (SELECT n FROM w) = 0 AND (SELECT n FROM f) = 0)"
-			    " SELECT (SELECT n FROM w), (SELECT n FROM f)",
+			    " WHERE id = $1 AND (SELECT n FROM w) = 0 AND (SELECT n FROM f) = 0"
+			    " AND (SELECT n FROM l) = 0)"
+			    " SELECT (SELECT n FROM w), (SELECT n FROM f), (SELECT n FROM l)",
 			    4 },
 	/* X1: every writer counts, also one of a node whose lease ran out and
 	 * that no sweep has handled yet: its file is unfinished until X2 holds
@@ -700,17 +714,39 @@ const struct pg_stmt pggen_stmts[] = {
 				" WHERE n.id = c.holder AND n.state = 'live'))))"
 				" ORDER BY g.id LIMIT $3 FOR UPDATE OF g",
 				3 },
-	/* X17: a file of generation $1 naming one of chunks $2 (hex) that node
-	 * $3 found lost before their upload, the chunk and one of its names;
-	 * none lost while BACKING has it or another live node holds it (X16) */
+	/* X16: the OPEN saves whose files name chunk $1 (hex), rows locked FOR
+	 * UPDATE: a commit of one of them under way (its G_COMMIT_LOCK holds
+	 * the row) ends first, and G_LOST_CHUNK_GENS then sees it COMMITTED;
+	 * one not yet under way commits after G_LOST_CHUNK_MARK, whose mark
+	 * its X17 check then sees */
+	[G_LOST_CHUNK_OPEN_LOCK] = { "gen_lost_chunk_open_lock",
+				     "SELECT g.id FROM ns_generations g WHERE g.state = 0 AND EXISTS"
+				     " (SELECT 1 FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino"
+				     " WHERE i.gen = g.id AND e.hash = decode($1, 'hex'))"
+				     " ORDER BY g.id FOR UPDATE OF g",
+				     1 },
+	/* X16: node $2 found chunk $1 (hex) lost before its upload: its row
+	 * says so to every node's X17 check, until BACKING has it */
+	[G_LOST_CHUNK_MARK] = { "gen_lost_chunk_mark",
+				"UPDATE ns_chunks SET lost_by = $2 WHERE hash = decode($1, 'hex')"
+				" AND NOT uploaded",
+				2 },
+	/* X17: a file of generation $1 naming a chunk that node $3 found lost
+	 * before its upload (one of $2, hex) or that any node did (its row's
+	 * lost_by, X16), the chunk, one of its names and the node that found
+	 * it; none lost while BACKING has it or a live node other than the
+	 * finder holds it (X16) */
 	[G_LOST_CHUNK_OF_GEN] = { "gen_lost_chunk_of_gen",
 				  "SELECT encode(e.hash, 'hex'), i.ino, COALESCE((SELECT min(d.name)"
-				  " FROM ns_dirents d WHERE d.ino = i.ino), '') FROM ns_inodes i JOIN"
-				  " ns_extents e ON e.ino = i.ino WHERE i.gen = $1 AND e.hash IN (SELECT"
-				  " decode(h, 'hex') FROM unnest($2::text[]) AS t(h)) AND NOT EXISTS"
-				  " (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash AND (c.uploaded OR"
-				  " (c.holder <> $3 AND EXISTS (SELECT 1 FROM ckpt_nodes n WHERE"
-				  " n.id = c.holder AND n.state = 'live')))) ORDER BY i.ino LIMIT 1",
+				  " FROM ns_dirents d WHERE d.ino = i.ino), ''), COALESCE((SELECT"
+				  " c.lost_by FROM ns_chunks c WHERE c.hash = e.hash), $3)"
+				  " FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino WHERE i.gen = $1"
+				  " AND ((e.hash IN (SELECT decode(h, 'hex') FROM unnest($2::text[]) AS"
+				  " t(h)) AND NOT EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash"
+				  " AND (c.uploaded OR (c.holder <> $3 AND EXISTS (SELECT 1 FROM"
+				  " ckpt_nodes n WHERE n.id = c.holder AND n.state = 'live')))))"
+				  " OR EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash AND "
+				  G_LOST_MARKED("c") ")) ORDER BY i.ino LIMIT 1",
 				  3 },
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
@@ -785,6 +821,7 @@ struct pggen_call {
 
 static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 static int pggen_one_int(struct pgns *ns, int stmt, const char *const *params, uint64_t *out);
+static int pggen_lost_of_body(struct pg *pg, void *arg);
 static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
 			 const char *keep_why, struct pggen_kept *kept, struct cat_id_vec *ids);
 
@@ -1072,9 +1109,22 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		return rc;
 	c->count = (uint64_t)pg_int(res, 0, 0);
 	uint64_t failed = explicit ? 0 : (uint64_t)pg_int(res, 0, 1);
+	/* X17: G_COMMIT_FREE counted the chunks of it found lost before their
+	 * upload, by any node; a rewrite's or lost one's path asks here */
+	bool skipped = !(backup || lost) && pg_int(res, 0, 2) > 0; /* its UPDATE did not run */
+	bool check = strcmp(c->rule, "admin") != 0 && (backup || lost || skipped);
 	PQclear(res);
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
+	if (check) { /* the chunk and a file naming it, for the hold's reason */
+		rc = pggen_lost_of_body(pg, c);
+		if (rc == 0 && c->buf[0])
+			rc = -ENOTRECOVERABLE;
+		else if (rc == 0 && skipped)
+			rc = -EAGAIN; /* it reached BACKING between the two: commit again */
+		if (rc)
+			return rc;
+	}
 	if (failed > 0) {
 		log_warn("catalog %s: generation %" PRIu64 " not committed by rule %s: %" PRIu64
 			 " file(s) of it failed a write or last close (pggen.h X14, generation.h G9)",
@@ -1098,8 +1148,13 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 int pggen_commit_at(struct pgns *ns, uint64_t id, const char *rule, bool decision,
 		    uint64_t *writers, uint32_t *version)
 {
-	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .open = decision };
+	char why[GEN_HELD_MAX] = "";
+	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .open = decision, .list = "{}",
+				.buf = why, .size = sizeof(why) };
 	int rc = pg_txn(ns->pg, pggen_commit_body, &c);
+	if (rc == -ENOTRECOVERABLE && why[0])
+		log_warn("catalog %s: generation %" PRIu64 " not committed by rule %s: %s"
+			 " (generation.h G13, pggen.h X17)", pg_name(ns->pg), id, rule, why);
 	if (writers)
 		*writers = c.count;
 	if (version)
@@ -1211,7 +1266,9 @@ static int pggen_hold_lost_body(struct pg *pg, void *arg)
 	char node[24], max[24];
 	const char *params[] = { c->hex, PG_U64(node, c->ns->lease->node_id), PG_U64(max, c->cap) };
 	PGresult *res;
-	rc = pggen_exec(c->ns, G_LOST_CHUNK_GENS, params, &res);
+	rc = pggen_exec(c->ns, G_LOST_CHUNK_OPEN_LOCK, params, NULL); /* first: X16's order */
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_LOST_CHUNK_GENS, params, &res);
 	if (rc)
 		return rc;
 	for (int r = 0; r < pg_rows(res) && c->n < c->cap; r++) {
@@ -1227,7 +1284,7 @@ static int pggen_hold_lost_body(struct pg *pg, void *arg)
 		const char *hp[] = { PG_U64(g, c->hits[i].id), GEN_LOST_CHUNK_RULE, why };
 		rc = pggen_exec(c->ns, G_HOLD, hp, NULL);
 	}
-	return rc;
+	return rc ? rc : pggen_exec(c->ns, G_LOST_CHUNK_MARK, params, NULL);
 }
 
 int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
@@ -1252,10 +1309,10 @@ static int pggen_lost_of_body(struct pg *pg, void *arg)
 	if (rc)
 		return rc;
 	c->buf[0] = '\0';
-	snprintf(node, sizeof(node), "%" PRIu64, c->ns->lease->node_id);
 	if (pg_rows(res) == 1)
 		gen_lost_chunk_reason(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 2),
-				      (uint64_t)pg_int(res, 0, 1), node, c->buf, c->size);
+				      (uint64_t)pg_int(res, 0, 1), PQgetvalue(res, 0, 3), c->buf,
+				      c->size);
 	PQclear(res);
 	return 0;
 }
@@ -1265,10 +1322,8 @@ int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CA
 {
 	assert(size > 0);
 	reason[0] = '\0';
-	if (n == 0)
-		return 0;
 	char *list = NULL;
-	int rc = pgns_hex_list(hashes[0], CAT_HASH_LEN, n, &list);
+	int rc = pgns_hex_list(n ? hashes[0] : NULL, CAT_HASH_LEN, n, &list);
 	if (rc)
 		return rc;
 	struct pggen_call c = { .ns = ns, .id = id, .list = list, .buf = reason, .size = size };

@@ -202,12 +202,22 @@
  *      save held so is a HELD one for X13 and G6 (keep-held ends it once K
  *      newer are committed, one of them durable), a decision (admin commit,
  *      rm) otherwise; it stays held if the chunk turns whole again later.
+ *      The same transaction first locks the OPEN saves naming the chunk
+ *      (FOR UPDATE) and last records the finding on the chunk's row
+ *      (ns_chunks.lost_by, schema 5) for every node's X17: a commit under
+ *      way on another node ends before the lock is granted and is then
+ *      held here as COMMITTED; one that starts later sees the mark.
  *  X17. (generation.h G13; pggen_lost_chunk_of) Whether a file of a save
- *      names one of the chunks this node's upload queue records lost
- *      (upload.h U14), judged lost as X16 does (not on BACKING, no other
- *      live node holding it): one statement, before a commit by any rule
- *      but the admin's (catalog_shared_gen.c S9), and for the reason of
- *      the hold that follows (catshg_unsettled, after X14's failed files).
+ *      names a chunk found lost before its upload, by this node (its upload
+ *      queue, upload.h U14) or by any node (the chunk row's lost_by, X16),
+ *      judged lost as X16 does (not on BACKING, no live node but the finder
+ *      holding it). A commit by any rule but the admin's checks the marks
+ *      inside its own transaction, under its row lock (G_COMMIT_FREE counts
+ *      them: no extra round trip), and this node's queue in one statement
+ *      before it (catalog_shared_gen.c S9); refused, it is held with the
+ *      reason naming the chunk, a file and the node that found it
+ *      (catshg_unsettled, after X14's failed files). A node of schema 4
+ *      sees only its own findings.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H

@@ -215,8 +215,8 @@ struct pgns {
 /* The tables (and the root directory, owned by root_uid:root_gid);
  * idempotent, safe from several nodes at once. A database of an older
  * schema is brought to this one (ns_meta 'schema'; 1 had no such key). */
-#define PGNS_SCHEMA 4
-#define PGNS_SCHEMA_TEXT "4"
+#define PGNS_SCHEMA 5
+#define PGNS_SCHEMA_TEXT "5"
 int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid);
 
 int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out);

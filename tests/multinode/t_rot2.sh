@@ -126,4 +126,53 @@ test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit() {
 }
 ck_timeout test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit 240
 
+# The same with the commit made by ANOTHER node (session 40's leftover): A
+# found the chunk lost, B writes the commit xattr. A's finding is in the
+# shared catalog (ns_chunks.lost_by, pggen.h X16), so B's commit, which
+# checks it in its own transaction (X17), holds step-2 instead of committing
+# it, and keep=2 on B spares the older intact save.
+test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A keep=2,backing_timeout=10
+	mn_mount B keep=2
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	mn_save A run/step-1 model.pt $((2 * R2_MIB)) s1
+	r2_durable step-1
+	ck_fault eio=all
+	mkdir "$MN_MNT_A/run/step-2"
+	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
+	local h obj
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
+	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
+	chmod u+w "$obj"
+	ck_xor_byte "$obj" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
+		"step-2 still open once its chunk is lost"
+	mn_see B run/step-2
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-2" || ck_fail "commit xattr of step-2 on B"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 10 \
+		"step-2 held (4) by rule lost-chunk at B's commit"
+	local held
+	held=$(mn_psql "SELECT held FROM ns_generations WHERE name = 'step-2'")
+	assert_contains "$held" "lost: chunk $h" "step-2's held reason"
+	assert_contains "$held" "model.pt" "step-2's held reason"
+	mn_save B run/step-3 model.pt $((2 * R2_MIB)) s3
+	r2_durable step-3
+	sleep 1
+	assert_eq "1 explicit" "$(r2_state step-1)" "step-1 in the shared catalog after step-3 with keep=2"
+	assert_file_eq "$CK_TMP/s1.bin" "$MN_MNT_B/run/step-1/model.pt"
+	assert_eq "step-1 step-3" "$(mn_entries "$MN_MNT_B/run")" "run/ on B"
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node 240
+
 ck_main "$@"

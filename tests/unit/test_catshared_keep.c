@@ -350,6 +350,56 @@ Test(catshared_keep, a_save_naming_a_lost_chunk_is_held_and_not_counted_by_keep)
 	pt_cat_close(&a);
 }
 
+/* pggen.h X16/X17: node a finds a chunk of an OPEN save lost before its
+ * upload; node b's commit of that save (by any rule but the admin's) is
+ * refused in its own transaction, and the hold's reason names the chunk,
+ * the file and node a. Once BACKING has the chunk the rule commits it. */
+Test(catshared_keep, a_chunk_one_node_found_lost_refuses_another_nodes_commit)
+{
+	struct pt_cat a, b;
+	char sql[512];
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
+	struct cat_inode run, in, f;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	struct cat_gen_spec spec = { "step-2", 2 };
+	uint64_t s2 = 0, fg = 0;
+	OK(cat_create_in_gen(a.cat, run.ino, "step-2", S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &s2));
+	OK(cat_create_in_gen(a.cat, in.ino, "model.pt", S_IFREG | 0644, 0, 0, 0, NULL, NULL, &f, &fg));
+	uint8_t hash[CAT_HASH_LEN];
+	memset(hash, 0xcd, sizeof(hash));
+	char hex[2 * CAT_HASH_LEN + 1];
+	for (size_t i = 0; i < CAT_HASH_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	snprintf(sql, sizeof(sql), "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount,"
+		 " uploaded, holder) VALUES (decode('%s', 'hex'), 10, 0, 10, 1, false,"
+		 " (SELECT id FROM ckpt_nodes WHERE name = 'a' AND state = 'live'));"
+		 " INSERT INTO ns_extents(ino, off, len, hash, chunk_off) VALUES (%llu, 0, 10,"
+		 " decode('%s', 'hex'), 0)", hex, (unsigned long long)f.ino, hex);
+	tck_sql(sql);
+	/* a's finding: nothing COMMITTED to hold yet, the chunk's row marked */
+	cr_assert_eq(cat_gen_hold_lost_chunk(a.cat, hash), 0);
+	FAILS(cat_gen_commit(b.cat, s2, "marker"), ENOTRECOVERABLE);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(b.cat, s2, &g));
+	cr_assert_eq(g.state, GEN_OPEN, "refused, not committed");
+	char why[GEN_HELD_MAX];
+	OK(cat_gen_unsettled(b.cat, s2, why, sizeof(why)));
+	cr_assert(strstr(why, hex) && strstr(why, "\"model.pt\""), "reason: %s", why);
+	/* BACKING got the chunk after all (another node's upload of the bytes) */
+	snprintf(sql, sizeof(sql), "UPDATE ns_chunks SET uploaded = true WHERE hash ="
+		 " decode('%s', 'hex')", hex);
+	tck_sql(sql);
+	OK(cat_gen_unsettled(b.cat, s2, why, sizeof(why)));
+	cr_assert_str_eq(why, "");
+	OK(cat_gen_commit(b.cat, s2, "marker"));
+	OK(cat_gen_get_brief(a.cat, s2, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	OK(cat_check(a.cat));
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+}
+
 Test(catshared_keep, alone_the_duty_is_always_taken)
 {
 	char dir[64], path[128];

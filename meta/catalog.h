@@ -172,6 +172,10 @@ struct cat_shared_cfg {
 	 * before cat_open_shared returns (lease.h L10). false: the node's row
 	 * names no cache (a tool's node, with a catalog of its own) */
 	bool cache_locked;
+	/* with cache_locked: the descriptor of CACHE/lock the caller holds; its
+	 * (st_dev, st_ino) is part of the cache's identity, which a copy of the
+	 * cache directory does not have (lease.h L10) */
+	int cache_lock_fd;
 };
 int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,

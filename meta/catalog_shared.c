@@ -51,7 +51,19 @@
  *      settles each exactly as S6 settles a dead node (catsh_settle:
  *      adoption, then pggen_node_lost's claim), then queues the manifests
  *      of what was settled as a sweep does (lease.h L10). A failure is
- *      logged and leaves them to the sweeps (S6): the mount goes on. */
+ *      logged and leaves them to the sweeps (S6): the mount goes on.
+ *  S19. The cache id S17 registers is made in one place, catsh_cache_id:
+ *      "CATALOG_ID@HOST:DEV:INO", the local catalog's random id, this
+ *      host's name and the (st_dev, st_ino) of the CACHE/lock the daemon
+ *      holds. Only the same cache directory on the same machine has all
+ *      three: a copy (cp -a, rsync, a baked image, a restored snapshot) has
+ *      the catalog id but another lock inode or host, so it never settles
+ *      the live original (review 49 F1). What changes the lock's inode or
+ *      the host's name for the same cache (the lock file removed, a
+ *      container whose device number moves) only loses the fast
+ *      settlement: the sweeps settle the earlier node once its lease runs
+ *      out (S6). Rows registered by daemons before S19 (the bare catalog
+ *      id) match no identity, so they are settled by the sweeps. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
 #include "catalog_shared_reclaim.h"
@@ -59,10 +71,13 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -165,6 +180,31 @@ static void catsh_free(struct cat_shared *sh, bool holds)
 	free(sh);
 }
 
+/* S19: "CATALOG_ID@HOST:DEV:INO" of the cache whose lock_fd (CACHE/lock)
+ * this daemon holds; 0, or a negative errno (logged: then the node names
+ * no cache). */
+static int catsh_cache_id(struct cat *cat, int lock_fd, char *out, size_t size)
+{
+	char id[64], host[HOST_NAME_MAX + 1];
+	struct stat sb;
+	int rc = cat_catalog_id(cat, id, sizeof(id));
+	if (rc == 0 && fstat(lock_fd, &sb) != 0)
+		rc = -errno;
+	if (rc == 0 && gethostname(host, sizeof(host)) != 0)
+		rc = -errno;
+	host[sizeof(host) - 1] = '\0';
+	if (rc == 0 && snprintf(out, size, "%s@%s:%ju:%ju", id, host, (uintmax_t)sb.st_dev,
+				(uintmax_t)sb.st_ino) >= (int)size)
+		rc = -ENAMETOOLONG;
+	if (rc)
+		log_warn("catalog %s: this cache's identity could not be made (%s): its earlier"
+			 " daemons are settled by the sweeps, not at mount (lease.h L10)",
+			 cat->path, strerror(-rc));
+	return rc;
+}
+
+#define CATSH_CACHE_ID_MAX (64 + HOST_NAME_MAX + 48)
+
 /* Both connections, the schema, this node's lease and the catalog id. */
 static int catsh_connect(const struct cat_shared_cfg *cfg, const char *cache_id, uint32_t root_uid,
 			 uint32_t root_gid, struct cat_shared *sh, char *err, size_t err_size)
@@ -229,9 +269,9 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 				 local_path, strerror(-rc));
 		return rc;
 	}
-	/* S17: the cache's id is its local catalog's (cat->shared not set yet) */
-	char cache_id[64] = "";
-	if (cfg->cache_locked && cat_catalog_id(cat, cache_id, sizeof(cache_id)) != 0)
+	/* S17, S19: the cache's identity (cat->shared not set yet) */
+	char cache_id[CATSH_CACHE_ID_MAX] = "";
+	if (cfg->cache_locked && catsh_cache_id(cat, cfg->cache_lock_fd, cache_id, sizeof(cache_id)) != 0)
 		cache_id[0] = '\0'; /* logged: the node names no cache, the sweeps settle */
 	struct cat_shared *sh = calloc(1, sizeof(*sh));
 	if (sh)

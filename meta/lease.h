@@ -96,10 +96,12 @@
  *      whose uploads make those saves whole again (X10). Whether it holds
  *      any is the caller's to say (the chunk table is pgns's), asked after
  *      its uploader stopped, so nothing of this node is uploaded after.
- *  L10. A node's row carries the id of the cache it mounted (cache_id: the
- *      random id its local catalog was given once, when it was made, never
- *      the cache's path, which another host may have too; NULL for a node
- *      that gives none, which matches nothing). One daemon at a time holds
+ *  L10. A node's row carries the identity of the cache it mounted (cache_id:
+ *      the random id its local catalog was given once, when it was made,
+ *      this host's name and the (st_dev, st_ino) of the cache's lock file,
+ *      catalog_shared.c S19 — never the cache's path, which another host
+ *      may have too; NULL for a node that gives none, which matches
+ *      nothing). One daemon at a time holds
  *      a cache (the flock on CACHE/lock, fs/lib/cachedir.h), so a daemon
  *      that holds it and registers has proven that every earlier node of
  *      the same cache_id is gone: its process ended, and with it every
@@ -114,9 +116,10 @@
  *      meets the dead incarnation's writing rows (review 45 F6). Only the
  *      daemon that holds the cache's lock may call it, from the open it
  *      serves with (fs/main.c says so with cat_shared_cfg.cache_locked; its
- *      open before daemonizing names no cache and is gone at the fork); a
- *      copy of a cache mounted beside its original would be taken for the
- *      original's restart.
+ *      open before daemonizing names no cache and is gone at the fork). A
+ *      copy of a cache directory (cp -a, a baked image, a restored
+ *      snapshot) has the catalog id but not the lock's inode or the host,
+ *      so it is never taken for the original's restart (review 49 F1).
  *
  * SQL: only what PostgreSQL-compatible distributed databases accept too
  * (pg.h). All calls run their own transaction through pg_txn, except

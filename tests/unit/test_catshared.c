@@ -17,6 +17,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -904,10 +905,15 @@ static void tc_open_locked(struct pt_cat *n, const char *name, bool fresh)
 		ts_tmpdir_make(n->dir, sizeof(n->dir), name);
 		snprintf(n->path, sizeof(n->path), "%s/catalog.db", n->dir);
 	}
+	char lock[sizeof(n->dir) + 8];
+	snprintf(lock, sizeof(lock), "%s/lock", n->dir); /* S19: its inode is the cache's */
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", lock, strerror(errno));
 	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
-				      .timeout_ms = 5000, .cache_locked = true };
+				      .timeout_ms = 5000, .cache_locked = true, .cache_lock_fd = fd };
 	char err[512] = "";
 	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
+	close(fd);
 	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
 }
 

@@ -10,7 +10,7 @@
  *
  *   header   32 bytes   0 magic "CKPTPACK"   8 u16 version (1)   10 u16 0
  *                       12 u32 header length (32)   16 u32 member count n
- *                       20 u32 0   24 u32 0   28 u32 CRC-32C of bytes 0..28
+ *                       20 u32 0   24 u32 0   28 u32 CRC-32C of bytes 0-27
  *   members  the n member images back to back, in index order, from byte 32:
  *            each byte for byte a loose chunk object (store.h: header and
  *            payload, chunks/ab/cd/<hex> on BACKING would hold the same)
@@ -20,7 +20,7 @@
  *   trailer  40 bytes, the last of the pack:
  *                       0 u64 index offset   8 u64 pack length   16 u32 n
  *                       20 u32 CRC-32C of the index   24 u16 version (1)   26 u16 0
- *                       28 u32 CRC-32C of bytes 0..28   32 magic "CKPTPEND"
+ *                       28 u32 CRC-32C of bytes 0-27   32 magic "CKPTPEND"
  *
  * Name: the SHA-256 of every byte of the pack, as 64 lower-case hex digits;
  * path on BACKING "packs/ab/<hex>.ckp" (ab: its first two digits).

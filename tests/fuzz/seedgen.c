@@ -5,6 +5,8 @@
  *   corpus/fuzz_chunk/,      chunk objects written by store_put (raw, LZ4,
  *   corpus/fuzz_chunk_file/  empty, one byte)
  *   corpus/fuzz_journal/     intent journals as cat_defer_intent writes them
+ *   corpus/fuzz_pack/        packs made by pack_builder of those chunk objects
+ *                            (all four, and one alone)
  * Usage: seedgen OUTDIR (make fuzz-seeds). Exits non-zero on any failure. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
+#include "pack.h"
 #include "store.h"
 
 #define SG_OK(x)                                                                         \
@@ -129,6 +132,30 @@ static void sg_object(struct store *st, const char *name, const void *plain, siz
 	sg_write("fuzz_chunk_file", name, img, got);
 }
 
+/* The pack of the n objects of plain[i] (already in st), as the uploader
+ * would build it. */
+static void sg_pack(struct store *st, const char *name, const void *const *plain,
+		    const size_t *len, int n)
+{
+	struct pack_builder b;
+	pack_builder_init(&b);
+	const char *why = NULL;
+	for (int i = 0; i < n; i++) {
+		uint8_t hash[HASH_LEN];
+		hash_sha256(plain[i], len[i], hash);
+		static uint8_t img[1 << 20];
+		size_t got;
+		SG_OK(store_read_object(st, hash, img, sizeof(img), &got));
+		SG_OK(pack_builder_add(&b, hash, img, got, &why));
+	}
+	uint8_t *p, pack_name[HASH_LEN];
+	size_t plen;
+	SG_OK(pack_builder_finish(&b, &p, &plen, pack_name, &why));
+	sg_write("fuzz_pack", name, p, plen);
+	free(p);
+	pack_builder_free(&b);
+}
+
 static void sg_objects(const char *dir)
 {
 	char root[512];
@@ -149,6 +176,10 @@ static void sg_objects(const char *dir)
 	sg_object(st, "raw", rnd, sizeof(rnd));
 	sg_object(st, "empty", "", 0);
 	sg_object(st, "one-byte", "x", 1);
+	const void *plain[] = { text, rnd, "", "x" };
+	const size_t len[] = { sizeof(text), sizeof(rnd), 0, 1 };
+	sg_pack(st, "four", plain, len, 4);
+	sg_pack(st, "one", plain + 1, len + 1, 1);
 	store_close(st);
 }
 

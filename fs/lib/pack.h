@@ -1,6 +1,6 @@
 /* pack — the pack object: many small chunk objects stored as ONE file on
  * BACKING, with an index (issue 20; the plan, and what no daemon does yet:
- * /work/wt/p41/packs-design.md; the format: docs/FORMAT.md "Pack object").
+ * docs/PACKS-PLAN.md; the format: docs/FORMAT.md "Pack object").
  * This module is the format alone: a builder that makes a pack's bytes and
  * its name from member images, and a reader that validates a pack (all of
  * it, or only its tail: trailer and index) and hands out where a member is

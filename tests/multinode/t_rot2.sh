@@ -27,6 +27,30 @@ r2_big_chunk() {
 		WHERE g.name = '$1' ORDER BY c.plain_len DESC, e.hash LIMIT 1"
 }
 
+# r2_open_save_loses_a_chunk: A writes run/step-2/model.pt (2 MiB, bytes in
+# $CK_TMP/s2.bin) while BACKING fails, so step-2 stays OPEN; its biggest
+# chunk's cache copy is damaged and A's uploader finds it lost. R2_H: the
+# chunk (hex).
+r2_open_save_loses_a_chunk() {
+	ck_fault eio=all
+	mkdir "$MN_MNT_A/run/step-2"
+	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" "step-2 open"
+	local obj
+	R2_H=$(r2_big_chunk step-2)
+	[ -n "$R2_H" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	obj=$CK_TMP/cache_A/$(ck_obj_rel "$R2_H")
+	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $R2_H"
+	chmod u+w "$obj"
+	ck_xor_byte "$obj" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $R2_H ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$R2_H' AND error LIKE 'lost:%'"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
+		"step-2 still open once its chunk is lost"
+}
+
 test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one() {
 	ck_faultfs_up
 	mn_pg_start
@@ -92,23 +116,8 @@ test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit() {
 	mn_mount B
 	mkdir "$MN_MNT_A/run"
 	mn_see B run
-	ck_fault eio=all
-	mkdir "$MN_MNT_A/run/step-2"
-	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
-	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
-	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" "step-2 open"
-	local h obj
-	h=$(r2_big_chunk step-2)
-	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
-	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
-	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
-	chmod u+w "$obj"
-	ck_xor_byte "$obj" 5000
-	ck_fault ""
-	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
-		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
-	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
-		"step-2 still open once its chunk is lost"
+	r2_open_save_loses_a_chunk
+	local h=$R2_H
 	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-2" || ck_fail "commit xattr of step-2 on A"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 10 \
 		"step-2 held (4) by rule lost-chunk at its commit"
@@ -140,22 +149,8 @@ test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node(
 	mn_see B run
 	mn_save A run/step-1 model.pt $((2 * R2_MIB)) s1
 	r2_durable step-1
-	ck_fault eio=all
-	mkdir "$MN_MNT_A/run/step-2"
-	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
-	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
-	local h obj
-	h=$(r2_big_chunk step-2)
-	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
-	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
-	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
-	chmod u+w "$obj"
-	ck_xor_byte "$obj" 5000
-	ck_fault ""
-	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
-		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
-	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
-		"step-2 still open once its chunk is lost"
+	r2_open_save_loses_a_chunk
+	local h=$R2_H
 	mn_see B run/step-2
 	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-2" || ck_fail "commit xattr of step-2 on B"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 10 \

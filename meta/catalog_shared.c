@@ -573,10 +573,16 @@ static int catsh_recheck_lost(struct cat *cat, cat_backing_check_fn check, void 
 		rc = pggen_lost_recheck(&sh->ns, &sh->lost_after, CATSH_RECHECK_MAX, &checked, &more);
 		*cleared += more;
 	}
+	size_t whole = 0; /* pggen.h X18 */
+	int wrc = pggen_lost_chunk_whole(&sh->ns, CATSH_RECHECK_MAX, &whole);
+	*cleared += whole;
 	if (rc)
 		log_error("catalog %s: cannot re-check the generations marked lost: %s (the next"
 			  " sweep tries again)", pg_name(sh->pg), strerror(-rc));
-	return rc;
+	if (wrc)
+		log_error("catalog %s: cannot re-check the saves held for a chunk lost before its"
+			  " upload: %s (the next sweep tries again)", pg_name(sh->pg), strerror(-wrc));
+	return rc ? rc : wrc;
 }
 
 /* S17, lease.h L10: the earlier nodes of this node's cache, gone since

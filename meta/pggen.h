@@ -201,7 +201,7 @@
  *      may still upload, catalog_shared_data.c S6): then nothing is lost. A
  *      save held so is a HELD one for X13 and G6 (keep-held ends it once K
  *      newer are committed, one of them durable), a decision (admin commit,
- *      rm) otherwise; it stays held if the chunk turns whole again later.
+ *      rm) otherwise, until the save is whole on BACKING again (X18).
  *      The same transaction first locks the OPEN saves naming the chunk
  *      (FOR UPDATE) and last records the finding on the chunk's row
  *      (ns_chunks.lost_by, schema 5) for every node's X17: a commit under
@@ -218,6 +218,15 @@
  *      reason naming the chunk, a file and the node that found it
  *      (catshg_unsettled, after X14's failed files). A node of schema 4
  *      sees only its own findings.
+ *  X18. (pggen_lost_chunk_whole, every sweep: catalog_shared.c S6) A save
+ *      HELD by rule lost-chunk is committed again, by rule
+ *      GEN_WHOLE_AGAIN_RULE, once every chunk it names is on BACKING
+ *      (ns_chunks.uploaded: put by a node whose copy passed SHA-256 —
+ *      another node that wrote the same bytes, review 50 F2), with no
+ *      failed file, no writer, no lost mark and no backup; the sweep then
+ *      queues its manifest. It was complete all along and is now proven
+ *      so; hiding it further would hide a complete save. A save with a
+ *      chunk no node ever uploads stays held for a decision.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -312,6 +321,11 @@ int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
  * if none. One statement. */
 int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
 			size_t n, char *reason, size_t size);
+
+/* X18: up to max saves held by rule lost-chunk whose every chunk is on
+ * BACKING now committed again (rule GEN_WHOLE_AGAIN_RULE), one info line
+ * each; *n of them. One fenced transaction. */
+int pggen_lost_chunk_whole(struct pgns *ns, size_t max, size_t *n);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
  * holding those of them that node dead held and had not uploaded (X2);

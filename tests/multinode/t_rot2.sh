@@ -170,4 +170,57 @@ test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node(
 }
 ck_timeout test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node 240
 
+# pggen.h X18 (review 50 F2): A finds its copy of a chunk lost while B,
+# which wrote the same bytes in its own save, has a good copy not uploaded
+# yet. Both saves are held (ns_chunks.holder names only the first writer);
+# once B's copy is on BACKING every chunk of both is there, and the sweep
+# commits both again (rule whole-again): listed, read byte for byte on a
+# fresh node. B's lease is long so that it stays live while paused.
+test_saves_held_for_a_lost_chunk_are_committed_again_once_another_copy_reaches_backing() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A backing_timeout=10
+	mn_mount B lease_ms=60000
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	ck_fault eio=all
+	mn_save A run/step-2 model.pt $((2 * R2_MIB)) s2
+	local h
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	mn_see B run/step-2
+	mkdir "$MN_MNT_B/run/step-3"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_B/run/step-3/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-3" || ck_fail "commit of step-3 on B"
+	local obj_a=$CK_TMP/cache_A/$(ck_obj_rel "$h") obj_b=$CK_TMP/cache_B/$(ck_obj_rel "$h")
+	[ -f "$obj_a" ] || ck_fail "A has no cache copy $obj_a"
+	[ -f "$obj_b" ] || ck_fail "B has no cache copy $obj_b"
+	kill -STOP "$MN_PID_B"
+	ck_at_exit "kill -CONT $MN_PID_B 2>/dev/null"
+	chmod u+w "$obj_a"
+	ck_xor_byte "$obj_a" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq "4 lost-chunk" "$(r2_state step-3)" "B's step-3 while B's good copy is not on BACKING"
+	kill -CONT "$MN_PID_B"
+	mn_poll "SELECT uploaded FROM ns_chunks WHERE hash = decode('$h', 'hex')" t 90 "chunk $h uploaded by B"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-3'" "1 whole-again" 30 \
+		"step-3 committed again once every chunk of it is on BACKING"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "1 whole-again" 30 \
+		"step-2 committed again once every chunk of it is on BACKING"
+	grep -q "is committed again: every chunk of it is on BACKING now" "$MN_DLOG_A" "$MN_DLOG_B" ||
+		ck_fail "no log line saying a held save was committed again"
+	local out
+	out=$(timeout 120 "$CKPTFS_ADMIN" wait "$MN_MNT_B" --timeout 90 2>&1) || ck_fail "wait on B: $out"
+	mn_mount D
+	assert_eq "step-2 step-3" "$(mn_entries "$MN_MNT_D/run")" "run/ on a fresh node"
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_D/run/step-2/model.pt"
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_D/run/step-3/model.pt"
+	mn_umount D
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_saves_held_for_a_lost_chunk_are_committed_again_once_another_copy_reaches_backing 300
+
 ck_main "$@"

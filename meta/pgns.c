@@ -701,6 +701,9 @@ static const char pgns_schema_sql[] =
 	" state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'reclaiming')),"
 	" reclaimer BIGINT);"
 	"CREATE INDEX IF NOT EXISTS ns_chunks_unreferenced ON ns_chunks(hash) WHERE refcount = 0;"
+	/* the chunks a node holds and BACKING lacks (its upload backlog): what
+	 * a settlement adopts and a mount takes back (NS_UNUPLOADED_OF*) */
+	"CREATE INDEX IF NOT EXISTS ns_chunks_not_uploaded ON ns_chunks(holder) WHERE NOT uploaded;"
 	"CREATE TABLE IF NOT EXISTS ns_extents(ino BIGINT NOT NULL, off BIGINT NOT NULL,"
 	" len BIGINT NOT NULL, hash BYTEA NOT NULL, chunk_off BIGINT NOT NULL,"
 	" PRIMARY KEY (ino, off));"

@@ -206,11 +206,12 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], size_
 	struct bkobj_read r = { .fetch = chunk, .obj_cap = c->object_cap, .plain_cap = cap };
 	const char *why = NULL;
 	rc = bkobj_get(c->backing, hash, &r, &why); /* checked before any use (B2) */
-	if (rc == -EBADMSG) {
-		char hex[HASH_HEX_LEN + 1];
+	if (rc == -EBADMSG) { /* bkobj.h B1, B4: named with its path */
+		char hex[HASH_HEX_LEN + 1], rel[128];
 		hash_to_hex(hash, hex);
-		log_error("BACKING %s: chunk %s is corrupt: %s", backing_spec(c->backing), hex,
-			  why);
+		store_object_relpath(hash, rel, sizeof(rel));
+		log_error("BACKING %s: chunk %s is corrupt: %s (%s)", backing_spec(c->backing), hex,
+			  why, rel);
 	}
 	if (rc != 0) {
 		store_chunk_free(chunk);
@@ -231,7 +232,8 @@ static bool cache_not_uploaded_yet(struct cache *c, const uint8_t hash[HASH_LEN]
 
 /* Fetches with retries while BACKING cannot be read, up to the timeout (C4),
  * and while the chunk's node has not uploaded it. A verdict (bkobj.h B1:
- * damaged), an absent chunk and -ENOMEM end it at once; any other error is
+ * damaged; B4: a symlink, FIFO, ... at its name), an absent chunk and
+ * -ENOMEM end it at once; any other error is
  * BACKING's (a server that does not answer, a lost connection, a read error:
  * -EIO too) and is tried again. */
 static int cache_fetch_retrying(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,

@@ -510,6 +510,9 @@ static void gen_hold(struct gen_policy *g, uint64_t id, const char *rule, const 
 		log_debug("generation %s: no hold (%s), it is no longer open", gen.name, reason);
 		return;
 	}
+	/* generation.h G13: held for a lost chunk, whichever rule found it so */
+	if (strncmp(reason, GEN_LOST_CHUNK_REASON " ", strlen(GEN_LOST_CHUNK_REASON) + 1) == 0)
+		rule = GEN_LOST_CHUNK_RULE;
 	int rc = cat_gen_hold(g->cat, id, rule, reason, cat_id_vec_add_ino, &v, &held);
 	if (rc != 0 && rc != -EALREADY) {
 		log_error("generation %s (series inode %llu, step %llu): hold (%s) failed: %s; it"
@@ -1629,7 +1632,7 @@ void gen_writer_opened(struct gen_policy *g, uint64_t gen_id)
 	pthread_mutex_unlock(&g->lock);
 }
 
-void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
+void gen_writer_closed(struct gen_policy *g, uint64_t gen_id, bool committed)
 {
 	if (gen_id == 0)
 		return;
@@ -1643,9 +1646,11 @@ void gen_writer_closed(struct gen_policy *g, uint64_t gen_id)
 			l->writers--;
 		l->last_activity_ns = gen_now_ns();
 		if (l->writers == 0 && l->pending_rule[0] && !l->pending_quiet &&
-		    !gen_pending_added(l)) /* that one: the tick proves it again */
+		    !gen_pending_added(l) && !committed) /* that one: the tick proves it again */
 			memcpy(rule, l->pending_rule, sizeof(rule));
-		if (l->writers == 0 && !l->is_open) {
+		/* committed: another node's commit, as the catalog's row says
+		 * (invariant 8), which this node's memory of it as open missed */
+		if (l->writers == 0 && (!l->is_open || committed)) {
 			series = l->series; /* invariant 18: keep may have kept it for them */
 			gen_live_drop(g, gen_id); /* committed, nobody writing */
 		}

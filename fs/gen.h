@@ -249,7 +249,10 @@
  *     complete save. A later successful close of the file (a retry)
  *     clears the mark before the hold; after it, a write reopens the held
  *     save as a new version, which a rule commits once no file of it is
- *     marked.
+ *     marked. The same for a save naming a chunk found lost before its
+ *     upload (generation.h G13), refused for every rule but the admin's,
+ *     the commit xattr included: held with rule "lost-chunk" and the
+ *     reason naming the chunk and the file.
  * 17. At start (gen_policy_ready, one node), a save HELD with
  *     GEN_CRASH_REASON that its content does not prove complete is
  *     committed by rule tracker if a tracker of its series (`latest`,
@@ -288,14 +291,18 @@
  *     pwrite, fsync and close all succeed. The expire's transaction decides
  *     (generation.h G11 on one node: gen_writing_inos hands it this
  *     node's table of write handles; -o meta=: pggen.h X12 counts every
- *     node's registered writers), so a listing gone stale never deletes
+ *     node's registered writers and the handles a live node parked at
+ *     their flush, ns.h invariant 14), so a listing gone stale never deletes
  *     under a handle opened since; an open for writing counts its handle
  *     before it reads the catalog again (ns.h invariant 12), so it is
  *     either seen or refused (-ENOENT). gen_end says so once per save at
  *     info (-ETXTBSY; -o meta=: -EBUSY, the generic line).
  *     gen_writer_closed asks for keep over the series when the last write
  *     handle of a committed save here closes, so the save goes then if
- *     nothing wrote through it, not only at the next commit. A handle for
+ *     nothing wrote through it, not only at the next commit; -o meta=, a
+ *     save this node remembers as open counts as committed when the
+ *     statement of that close (ns_writing's) read it COMMITTED: another
+ *     node committed it after this one parked its row (invariant 8). A handle for
  *     reading keeps nothing: it reads the removed file until its close
  *     (node.h invariant 1). A HELD save goes as before (as X12): its open
  *     files are what its hold named, and a write reopens it first.
@@ -399,9 +406,11 @@ void gen_started(struct gen_policy *g, uint64_t gen_id, uint64_t series, bool by
 /* A file named `name` was created in gen_id (marks like *.distcp). */
 void gen_file_created(struct gen_policy *g, uint64_t gen_id, const char *name);
 
-/* Write handles in a generation. */
+/* Write handles in a generation. committed: the catalog's statement of this
+ * close read gen_id COMMITTED (-o meta=: another node's commit, which this
+ * node's memory of it as open missed; invariants 8, 18). */
 void gen_writer_opened(struct gen_policy *g, uint64_t gen_id);
-void gen_writer_closed(struct gen_policy *g, uint64_t gen_id);
+void gen_writer_closed(struct gen_policy *g, uint64_t gen_id, bool committed);
 
 /* A name was removed from (or renamed out of) parent: live state of a
  * generation whose root it was is dropped (the catalog ended it). */

@@ -314,6 +314,7 @@ struct main_durable {
 	uint32_t version;
 	int old_schema; /* > 0: the catalog's older schema, not readable before its migration */
 	struct cat *cat;
+	char why[160]; /* a catalog that cannot be read: SQLite's reason, or "" */
 };
 
 static int main_durable_fn(void *arg, const struct cat_gen *g)
@@ -343,7 +344,7 @@ static int main_count_durable(const struct ckptfs_options *o, struct main_durabl
 	 * after these checks: until then it cannot be read; main_check_bindings
 	 * judges it by the marker and CACHE/backing-id alone (review 41 F1) */
 	int schema = 0;
-	int rc = cat_file_schema_version(path, &schema);
+	int rc = cat_file_schema_version(path, &schema, d->why, sizeof(d->why));
 	if (rc != 0)
 		return rc;
 	if (schema > 0 && schema < CAT_SCHEMA_VERSION) {
@@ -358,6 +359,25 @@ static int main_count_durable(const struct ckptfs_options *o, struct main_durabl
 	cat_close(d->cat);
 	d->cat = NULL;
 	return rc;
+}
+
+/* A catalog.db that cannot be read as a catalog (-EIO: damaged, -EINVAL:
+ * not an SQLite database): one line naming it, the reason (why, SQLite's,
+ * else the errno's and the log) and the remedy. Nothing is changed. */
+static void main_say_catalog_damaged(const struct ckptfs_options *o, const char *path, int rc,
+				     const char *why)
+{
+	char reason[200];
+	if (why && why[0])
+		snprintf(reason, sizeof(reason), "%s", why);
+	else
+		snprintf(reason, sizeof(reason), "%s; see the log",
+			 rc == -EINVAL ? "not an SQLite database" : strerror(-rc));
+	fprintf(stderr, "ckptfs: catalog %s is damaged (%s): nothing was moved or deleted; rebuild it"
+			" from BACKING with `ckptfs-admin rebuild --cache %s %s`, which keeps it aside as"
+			" catalog.db.before-rebuild-TIME (what only it held, not on BACKING yet, is"
+			" not recovered; docs/ADMIN.md)\n",
+		path, reason, o->cache, o->backing);
 }
 
 static int main_refuse_store(const struct ckptfs_options *o, const struct main_durable *d,
@@ -566,8 +586,13 @@ static int main_check_bindings(struct ckptfs *fs)
 		return -1;
 	struct main_durable d;
 	if (!o->meta_url[0] && (rc = main_count_durable(o, &d)) != 0) {
-		fprintf(stderr, "ckptfs: cache %s: cannot read its catalog: %s\n", o->cache,
-			strerror(-rc));
+		char catpath[PATH_MAX + 16];
+		cachedir_path(o->cache, CACHEDIR_CATALOG, catpath, sizeof(catpath));
+		if (rc == -EIO || rc == -EINVAL) /* review 47 F6: damaged, the documented line */
+			main_say_catalog_damaged(o, catpath, rc, d.why);
+		else
+			fprintf(stderr, "ckptfs: catalog %s: cannot read it: %s%s%s\n", catpath,
+				strerror(-rc), d.why[0] ? ": " : "", d.why);
 		return -1;
 	}
 	if (!o->meta_url[0] && (d.count > 0 || d.old_schema)) {
@@ -813,9 +838,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	if (rc == -EPROTO)
 		fprintf(stderr, "ckptfs: catalog %s: written by a newer ckptfs; upgrade ckptfs\n", path);
 	else if (rc == -EINVAL || rc == -EIO)
-		fprintf(stderr, "ckptfs: catalog %s is damaged (see the log): move it aside and rebuild"
-				" it from BACKING with `ckptfs-admin rebuild --cache %s %s`\n",
-			path, fs->opt.cache, fs->opt.backing);
+		main_say_catalog_damaged(&fs->opt, path, rc, NULL);
 	else if (rc != 0 && rc != -EMEDIUMTYPE) /* the catalog's role: it logged the line */
 		fprintf(stderr, "ckptfs: catalog %s: cannot open: %s\n", path, strerror(-rc));
 	if (rc == 0 && main_claim(fs) != 0) {
@@ -856,6 +879,58 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 	return 0;
 }
 
+/* How many chunks of the cache are not on BACKING yet (cached, not
+ * uploaded), by a read-only look at catalog.db; -errno if it cannot say. */
+static int main_dirty_chunks(const struct ckptfs_options *o, uint64_t *n)
+{
+	char path[PATH_MAX + 16];
+	struct stat sb;
+	*n = 0;
+	cachedir_path(o->cache, CACHEDIR_CATALOG, path, sizeof(path));
+	if (stat(path, &sb) != 0 || sb.st_size == 0)
+		return 0; /* no catalog: nothing it knows of waits for upload */
+	struct cat *cat = NULL;
+	struct cat_cache_stats st;
+	int rc = cat_open_readonly(path, &cat);
+	if (rc == 0)
+		rc = cat_cache_stats(cat, &st);
+	cat_close(cat);
+	if (rc == 0)
+		*n = st.dirty_chunks;
+	return rc;
+}
+
+/* Review 47 F6: small.db (store.c S7: the cache's copies of chunks whose
+ * object is at most STORE_SMALL_MAX bytes, as rows) cannot be read: one line
+ * naming it, the reason and what moving it aside costs, which the catalog
+ * knows: a chunk not on BACKING yet may have its only copy there. Nothing is
+ * moved or deleted here; `rebuild` does not touch small.db. */
+static void main_say_small_damaged(const struct ckptfs_options *o, int rc)
+{
+	uint64_t dirty = 0;
+	int drc = main_dirty_chunks(o, &dirty);
+	char cost[320];
+	if (drc != 0)
+		snprintf(cost, sizeof(cost), "whether a chunk not on BACKING yet has its only copy in"
+			 " it is unknown (its catalog cannot be read: %s): keep the moved file",
+			 strerror(-drc));
+	else if (dirty == 0)
+		snprintf(cost, sizeof(cost), "no chunk of this cache waits for upload, so every row"
+			 " is on BACKING too and is fetched from there");
+	else
+		snprintf(cost, sizeof(cost), "%" PRIu64 " chunk%s of this cache %s not on BACKING"
+			 " yet: those of at most %d KiB have their only copy in it, and the saves"
+			 " naming them are then held as lost (`ckptfs-admin list --all`): keep the"
+			 " moved file", dirty, dirty == 1 ? "" : "s", dirty == 1 ? "is" : "are",
+			 STORE_SMALL_MAX / 1024);
+	fprintf(stderr, "ckptfs: cache %s: small.db is damaged (%s; see the log): nothing was moved or"
+			" deleted; to mount, move it aside (`mv %s/small.db %s/small.db.damaged`, and"
+			" small.db-wal, small.db-shm with it); %s (`ckptfs-admin rebuild` does not"
+			" help: it rebuilds catalog.db only; docs/ADMIN.md)\n",
+		o->cache, rc == -EINVAL ? "not an SQLite database" : strerror(-rc), o->cache, o->cache,
+		cost);
+}
+
 /* The local chunk store (CACHE/chunks) and CACHE/staging. */
 static int main_open_store(struct ckptfs *fs)
 {
@@ -877,12 +952,12 @@ static int main_open_store(struct ckptfs *fs)
 	store_set_codec(fs->store, fs->opt.codec);
 	/* S7: a small chunk is a row of the cache's small.db, not an inode */
 	rc = store_set_small(fs->store, STORE_SMALL_MAX);
-	if (rc != 0) {
+	if (rc == -EIO || rc == -EINVAL)
+		main_say_small_damaged(&fs->opt, rc);
+	else if (rc != 0)
 		fprintf(stderr, "ckptfs: cache %s: cannot open small.db: %s\n", fs->opt.cache,
 			strerror(-rc));
-		return -1;
-	}
-	return 0;
+	return rc == 0 ? 0 : -1;
 }
 
 /* Opens the catalog as -o meta= says: alone (cat_open) or as a node of the

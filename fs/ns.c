@@ -28,6 +28,7 @@ struct ns_file {
 	struct node *n;
 	uint64_t gen_id; /* the generation the file was in when opened (0: none) */
 	bool writable;   /* counted among the generation's writers */
+	bool readwrite;  /* O_RDWR: a shared writable mapping may hold it (invariant 14) */
 	bool wrote;      /* created, wrote or truncated through this handle */
 	/* invariant 10: the tracker's rule ran at a flush of this handle and
 	 * nothing was written through it since: its release does not run it
@@ -178,11 +179,12 @@ static int ns_gen_change_attr(struct ns *ns, const struct ns_cred *c, uint64_t i
 
 /* ---- writers, registered before what they change is seen (invariant 6) ---- */
 
-/* Shared catalog: n's ns_writing row goes (its last write handle closed, or
- * parked at a flush: invariant 14); handles still open here (for reading,
- * or the one being flushed) have its ns_open row take over first (pgns.h
- * N14). Under n->rw; 0 once the row is gone. */
-static int ns_writing_drop(struct ns *ns, struct node *n)
+/* Shared catalog: n's last write handle closed: its ns_writing row goes (or
+ * its parked mark, invariant 14); handles still open here (for reading)
+ * have its ns_open row take over first (pgns.h N14). *committed gets n's
+ * generation if the same statement read it COMMITTED (else 0). Under n->rw;
+ * 0 once the row is gone. */
+static int ns_writing_drop(struct ns *ns, struct node *n, uint64_t *committed)
 {
 	if (!n->shared_open && node_open_count(ns->nodes, n) > 0) {
 		int orc = cat_opened(ns->cat, n->ino, true, NULL);
@@ -193,7 +195,10 @@ static int ns_writing_drop(struct ns *ns, struct node *n)
 				 " here: %s; another node's removal may release it under its"
 				 " readers", (unsigned long long)n->ino, strerror(-orc));
 	}
-	int wrc = cat_writing(ns->cat, n->ino, false);
+	uint64_t gen_id = 0;
+	int state = -1;
+	int wrc = cat_writing_state(ns->cat, n->ino, false, &gen_id, &state);
+	*committed = wrc == 0 && state == GEN_COMMITTED ? gen_id : 0;
 	if (wrc != 0) /* the row stays: the commit waits for it up to its bound */
 		log_error("inode %llu: cannot tell the shared catalog the file is closed: %s",
 			  (unsigned long long)n->ino, strerror(-wrc));
@@ -206,9 +211,10 @@ static int ns_writing_drop(struct ns *ns, struct node *n)
  * its contents, that it is not. The count changes under n->rw here, so that
  * an open and a close racing cannot leave the row deleted under a writer or
  * left behind after the last one. A row parked at a flush (invariant 14)
- * comes back with a new write handle, and is gone already at the last
- * close. */
-static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
+ * comes back with a new write handle; at the last close it is gone already,
+ * and the same statement ends the parked mark of the ns_open row (before
+ * gen_writer_closed asks keep-latest-k again: invariant 12). */
+static int ns_writing_shared(struct ns *ns, struct node *n, int delta, uint64_t *committed)
 {
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = 0;
@@ -219,27 +225,29 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta)
 	if (rc == 0)
 		node_writers_add(ns->nodes, n, delta);
 	if (rc == 0 && delta < 0 && n->write_handles == 0) {
-		if (n->writing_parked)
-			n->writing_parked = false; /* its row went at the flush */
-		else
-			ns_writing_drop(ns, n);
+		n->writing_parked = false;
+		ns_writing_drop(ns, n, committed);
 	}
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
 }
 
-/* Invariant 13: the flush of f, its node's only write handle of a file of a
+/* Invariant 14: the flush of f, its node's only write handle of a file of a
  * generation, published the file (ns_commit): its row goes and its writer,
  * with nothing left to commit, is freed, so that a later change through the
  * same handle makes a new writer (ns_writer), which puts the row back and
- * reopens a save committed meanwhile. Not when a change came after the
- * flush's commit (the writer dirty), another write handle is open here, or
- * the ns_open row that keeps the inode for the open handle (N14) could not
- * be added: the row then goes at the release, as before. */
+ * reopens a save committed meanwhile. The ns_open row that keeps the inode
+ * for the open handle (pgns.h N14) takes the row's place in the same
+ * statement, marked parked, which keep-latest-k counts (invariant 12). Not
+ * when a change came after the flush's commit (the writer dirty), another
+ * write handle is open here, or that statement failed: the row then goes at
+ * the release, as before. */
 static void ns_writing_park(struct ns *ns, struct ns_file *f)
 {
 	struct node *n = f->n;
-	if (!f->writable || f->gen_id == 0 || !cat_is_shared(ns->cat))
+	/* an O_RDWR handle may be mapped MAP_SHARED: the stores into the mapping
+	 * reach us only at write-back, after this flush (review 49 F3) */
+	if (!f->writable || f->readwrite || f->gen_id == 0 || !cat_is_shared(ns->cat))
 		return;
 	pthread_rwlock_wrlock(&n->rw);
 	bool park = !n->writing_parked && node_write_handles(ns->nodes, n) == 1;
@@ -249,15 +257,17 @@ static void ns_writing_park(struct ns *ns, struct ns_file *f)
 		writer_free(n->writer);
 		n->writer = NULL;
 	}
-	/* the handle stays open: its ns_open row first, or the row stays */
-	if (park && !n->shared_open)
-		n->shared_open = cat_opened(ns->cat, n->ino, true, NULL) == 0;
-	if (park && n->shared_open && ns_writing_drop(ns, n) == 0)
-		n->writing_parked = true;
+	int rc = park ? cat_writing_park(ns->cat, n->ino) : 0;
+	if (park && rc == 0)
+		n->shared_open = n->writing_parked = true;
+	else if (park && rc != -ESTALE) /* fenced: X2 drops the row with the lease */
+		log_warn("inode %llu: its writing row stays until the release: %s; until then a"
+			 " commit of its save waits for it", (unsigned long long)n->ino,
+			 strerror(-rc));
 	pthread_rwlock_unlock(&n->rw);
 }
 
-/* Invariant 13: a change through a handle whose row a flush parked puts the
+/* Invariant 14: a change through a handle whose row a flush parked puts the
  * row back first (under n->rw, before its generation is read for a
  * reopen); the file's failed flag, if another node set it, stays. */
 static int ns_writing_resume(struct ns *ns, struct node *n)
@@ -318,11 +328,14 @@ static void ns_closed_shared(struct ns *ns, struct node *n)
 }
 
 /* n's count among this node's writers (the list gen_files_being_written
- * reads; shared, also its ns_writing row, pggen.h X1). */
-static int ns_writer_count(struct ns *ns, struct node *n, int delta)
+ * reads; shared, also its ns_writing row, pggen.h X1). *committed (if not
+ * NULL): the generation the last close's statement read COMMITTED (shared;
+ * else 0). */
+static int ns_writer_count(struct ns *ns, struct node *n, int delta, uint64_t *committed)
 {
+	uint64_t ignored = 0;
 	if (cat_is_shared(ns->cat))
-		return ns_writing_shared(ns, n, delta);
+		return ns_writing_shared(ns, n, delta, committed ? committed : &ignored);
 	node_writers_add(ns->nodes, n, delta);
 	return 0;
 }
@@ -353,23 +366,26 @@ static int ns_writer_enter(struct ns *ns, struct node *n, uint64_t gen_id, bool 
 {
 	if (ns_test_hook)
 		ns_test_hook("counting", n->ino);
-	int rc = ns_writer_count(ns, n, 1);
+	int rc = ns_writer_count(ns, n, 1, NULL);
 	if (rc == 0 && ns_test_hook)
 		ns_test_hook("counted", n->ino);
 	if (rc == 0 && (rc = ns_writer_still_in(ns, n, gen_id)) != 0)
-		ns_writer_count(ns, n, -1);
+		ns_writer_count(ns, n, -1, NULL);
 	else if (rc == 0 && change && (rc = gen_before_change(ns->gen, gen_id)) != 0)
-		ns_writer_count(ns, n, -1);
+		ns_writer_count(ns, n, -1, NULL);
 	if (rc == 0)
 		gen_writer_opened(ns->gen, gen_id);
 	return rc;
 }
 
-/* The reverse of ns_writer_enter: a commit waiting for n may run. */
+/* The reverse of ns_writer_enter: a commit waiting for n may run, and
+ * keep-latest-k a pass over a save another node committed meanwhile, as the
+ * last close's statement read it (invariant 12, gen.h invariant 18). */
 static void ns_writer_leave(struct ns *ns, struct node *n, uint64_t gen_id)
 {
-	ns_writer_count(ns, n, -1);
-	gen_writer_closed(ns->gen, gen_id);
+	uint64_t committed = 0;
+	ns_writer_count(ns, n, -1, &committed);
+	gen_writer_closed(ns->gen, gen_id, gen_id != 0 && committed == gen_id);
 }
 
 /* A directory of a generation registered as a writer of it while a file is
@@ -883,6 +899,7 @@ static int ns_open_node(struct ns *ns, const struct ns_cred *c, uint64_t ino, ui
 	f->n = n;
 	f->uid = c->uid; /* a FUSE release carries no caller */
 	f->writable = (flags & O_ACCMODE) != O_RDONLY;
+	f->readwrite = (flags & O_ACCMODE) == O_RDWR;
 	f->gen_id = f->writable ? gen_id : 0;
 	bool setid = (mode & (S_ISUID | S_ISGID)) != 0;
 	__atomic_store_n(&n->setid, setid, __ATOMIC_RELAXED);

@@ -122,7 +122,8 @@
  *     CAT_DEFER_MS in which a kill -9 takes a file closed last (a `latest`
  *     or a marker among them are triggers: 9).
  * 12. A handle open for writing in a committed save keeps keep-latest-k
- *     from deleting that save (generation.h G11; -o meta=: pggen.h X12):
+ *     from deleting that save (generation.h G11; -o meta=: pggen.h X12, a
+ *     handle whose row its flush parked included, invariant 14):
  *     on one node it is counted in the node table (node_writers_add)
  *     before the catalog is read again (ns_writer_still_in), while the
  *     expire asks the node table inside its transaction. So either the
@@ -167,8 +168,8 @@
  *     close(2) returned no row names the file: a completion signal on
  *     another node commits the save at once, and a death before the
  *     RELEASE holds nothing (X2). While parked, every change through a
- *     handle still open (a dup'd descriptor, an mmap's write-back, an
- *     ftruncate, a fallocate, a truncate by name) makes a new writer
+ *     handle still open (a dup'd descriptor, an ftruncate, a fallocate, a
+ *     truncate by name) makes a new writer
  *     (ns_writer), which puts the row back (cat_writing_resume, under
  *     n->rw) before it reads the file's generation and reopens a save
  *     committed meanwhile (invariant 4, pggen.h X12): the change goes into
@@ -176,10 +177,24 @@
  *     or rolls back that version. A new open for writing puts it back too
  *     (invariant 6); the last close finds it gone. A flush that failed, a
  *     writer written after the flush's commit, another write handle open
- *     here, or a file outside generations keeps the row to the release as
- *     before. A parked handle no more keeps keep-latest-k from ending its
- *     committed save than a closed one (invariant 12's shared form counts
- *     ns_writing rows, pggen.h X12). One node (SQLite) has no such row: its commit waits for the
+ *     here, a handle opened O_RDWR, or a file outside generations keeps the
+ *     row to the release as before. O_RDWR because a MAP_SHARED writable
+ *     mapping needs a handle open for reading too: its stores reach the
+ *     daemon only at write-back (msync, munmap, the kernel's flusher),
+ *     after close(2)'s flush, so a parked row would let the save commit
+ *     without them, and a death before the write-back would hold nothing
+ *     (review 49 F3: numpy.memmap's w+ committed as zeros). The trainers
+ *     of TRAINERS.md write with "wb", O_WRONLY, which parks. A parked handle still keeps keep-latest-k from ending its
+ *     committed save, as invariant 12 wants of every write handle: the
+ *     flush's one statement (cat_writing_park) drops the ns_writing row and
+ *     marks the ns_open row parked, the row's return (a resume, a new open)
+ *     and the last close end the mark in their statement, and the expire
+ *     counts both (pggen.h X12), so it sees the handle at every moment
+ *     while no commit (X1) or death (X2) does; a node lost holds nothing by
+ *     it. The last close's statement also reads the save's state, and one
+ *     another node committed meanwhile has keep asked again then
+ *     (gen_writer_closed, gen.h invariant 18). One node (SQLite) has no such
+ *     row: its commit waits for the
  *     release in the same daemon, and a death there ends every handle and
  *     pending commit at once (gen.h invariant 17 decides at the next start).
  *

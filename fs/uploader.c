@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,8 @@ struct uploader {
 	pthread_mutex_t lock;
 	pthread_cond_t kick;    /* new work, or a row finished */
 	pthread_cond_t changed; /* a row finished (waiters of uploader_wait_file) */
+	uint64_t b4_said_gen;   /* B4: the manifest refusal last logged (gen, version) */
+	uint32_t b4_said_version;
 	bool stopping, draining;
 	int n_workers;
 	pthread_t worker[UP_WORKERS_MAX];
@@ -310,6 +313,82 @@ static int up_gen_settle(struct uploader *u, const struct cat_upload *row, const
 	return rc;
 }
 
+/* The identity in a generation manifest's `gen` line (its second line,
+ * docs/FORMAT.md): id, version, created_ns. false if buf has no such line. */
+static bool up_gen_identity(const char *buf, size_t len, uint64_t *id, uint32_t *version,
+			    int64_t *created_ns)
+{
+	char line[256];
+	const char *nl = memchr(buf, '\n', len);
+	if (!nl)
+		return false;
+	size_t at = (size_t)(nl - buf) + 1, n = 0;
+	while (at + n < len && buf[at + n] != '\n' && n < sizeof(line) - 1)
+		n++;
+	memcpy(line, buf + at, n);
+	line[n] = '\0';
+	unsigned long long i, step;
+	unsigned v, pinned;
+	long long created;
+	if (sscanf(line, "gen %llu %u %llu %u %lld ", &i, &v, &step, &pinned, &created) != 5)
+		return false;
+	*id = i;
+	*version = v;
+	*created_ns = created;
+	return true;
+}
+
+/* B4: 0 when path on BACKING is absent or holds a manifest of the same
+ * save (id, version and created_ns as ours: a put repeated, or a damaged
+ * copy of ours); -EEXIST, logged once, when it holds anything else, which
+ * the put would overwrite. */
+static int up_gen_guard(struct uploader *u, const char *path, const char *ours, size_t ours_len)
+{
+	uint64_t size;
+	int rc = backing_stat(u->backing, path, &size);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0)
+		return rc;
+	char *have = size < SIZE_MAX ? malloc(size + 1) : NULL;
+	if (!have)
+		return -ENOMEM;
+	size_t n = 0;
+	rc = backing_get(u->backing, path, have, size + 1, &n);
+	uint64_t id = 0, our_id = 0;
+	uint32_t version = 0, our_version = 0;
+	int64_t created = 0, our_created = 0;
+	bool theirs_read = rc == 0 && up_gen_identity(have, n, &id, &version, &created);
+	free(have);
+	if (rc == -ENOENT || rc == -EFBIG) /* gone, or rewritten meanwhile: ask again */
+		return rc == -ENOENT ? 0 : -EAGAIN;
+	if (rc != 0)
+		return rc;
+	if (!up_gen_identity(ours, ours_len, &our_id, &our_version, &our_created))
+		return -EIO; /* not a manifest we built: never happens */
+	if (theirs_read && id == our_id && version == our_version && created == our_created)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	bool said = u->b4_said_gen == our_id && u->b4_said_version == our_version;
+	u->b4_said_gen = our_id;
+	u->b4_said_version = our_version;
+	pthread_mutex_unlock(&u->lock);
+	if (said) /* once per manifest: the row's reason and the stats say it meanwhile */
+		return -EEXIST;
+	char why[160];
+	if (theirs_read)
+		snprintf(why, sizeof(why), "generation %" PRIu64 " version %u created at %" PRId64, id,
+			 version, created);
+	else
+		snprintf(why, sizeof(why), "no readable gen line");
+	log_error("BACKING %s: %s holds another save's manifest (%s), not this catalog's generation"
+		  " %" PRIu64 " version %u created at %" PRId64 ": not overwritten, the save stays not"
+		  " durable; this catalog is behind BACKING (uploader.h B4: rebuild it, ckptfs-admin"
+		  " rebuild --cache CACHE BACKING)",
+		  backing_spec(u->backing), path, why, our_id, our_version, our_created);
+	return -EEXIST;
+}
+
 static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 {
 	char path[MANIFEST_PATH_MAX];
@@ -332,7 +411,9 @@ static int up_gen_manifest(struct uploader *u, const struct cat_upload *row)
 		pthread_mutex_unlock(&u->lock);
 		if (before_put)
 			before_put(before_put_arg, row);
-		rc = up_may_write(u) ? backing_put(u->backing, path, buf, len) : -EROFS;
+		rc = up_may_write(u) ? up_gen_guard(u, path, buf, len) : -EROFS;
+		if (rc == 0)
+			rc = backing_put(u->backing, path, buf, len);
 	}
 	free(buf);
 	/* B2 (a): put, then read the row again, then remove what the put may
@@ -961,7 +1042,7 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 	char hex[HASH_HEX_LEN + 1];
 	assert(row->kind == UP_CHUNK);
 	hash_to_hex(row->hash, hex);
-	cat_upload_failed(u->cat, row->seq, "lost: the cache copy is missing or damaged and"
+	cat_upload_failed(u->cat, row->seq, UP_LOST_ERROR " the cache copy is missing or damaged and"
 			  " BACKING does not have it; `ckptfs-admin verify` names its files");
 	/* generation.h G12: a save naming it can never become durable: held, so
 	 * keep does not count it and `wait` names it; nothing is deleted */
@@ -1005,6 +1086,15 @@ static void up_finish_moot(struct uploader *u, const struct cat_upload *row)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/* What a failed row's rc means, for the queue's row and the stats. */
+static const char *up_failure_reason(const struct cat_upload *row, int rc)
+{
+	if (rc == -EEXIST && row->kind == UP_GEN_MANIFEST) /* B4 */
+		return "another save's manifest is at its path on BACKING: not overwritten"
+		       " (uploader.h B4)";
+	return strerror(-rc);
+}
+
 static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, uint64_t bytes)
 {
 	pthread_mutex_lock(&u->lock);
@@ -1039,7 +1129,7 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 		}
 	} else {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "%s", strerror(-rc));
+		snprintf(msg, sizeof(msg), "%s", up_failure_reason(row, rc));
 		cat_upload_failed(u->cat, row->seq, msg);
 	}
 	pthread_mutex_lock(&u->lock);
@@ -1056,7 +1146,7 @@ static void up_finish(struct uploader *u, const struct cat_upload *row, int rc, 
 		}
 	} else {
 		u->st.failures++;
-		snprintf(u->st.last_error, sizeof(u->st.last_error), "%s", strerror(-rc));
+		snprintf(u->st.last_error, sizeof(u->st.last_error), "%s", up_failure_reason(row, rc));
 		u->backoff_ms = u->backoff_ms ? u->backoff_ms * 2 : UP_BACKOFF_MIN_MS;
 		if (u->backoff_ms > UP_BACKOFF_MAX_MS)
 			u->backoff_ms = UP_BACKOFF_MAX_MS;

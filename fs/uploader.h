@@ -83,7 +83,20 @@
  *      among them (U4 orders rows of one hash: a hash with an older row of
  *      any kind is not taken out of order); manifests and removals wait for
  *      their chunks as before (U3, U5), so taking chunks earlier keeps
- *      them. */
+ *      them.
+ *  B4. A generation manifest's put never replaces another save's manifest
+ *      (review 47: a catalog that lost its WAL reused generation ids, and
+ *      its next save's manifest overwrote a durable save's for good).
+ *      Before each put of manifests/gen/ID.V.ckm the object at that path
+ *      is looked for (one stat; absent is the rule, since versions only
+ *      grow): one whose `gen` line names the same id, version and
+ *      created_ns is this save's (a put repeated after a lost answer, or
+ *      a damaged copy of it) and is replaced; anything else (another
+ *      save's, or no readable gen line) is left as it is, the row stays
+ *      queued with its reason, the save stays not durable, and one error
+ *      line names the path, both saves and the rebuild. fs/main.c M4
+ *      refuses such a catalog at mount; this is the same rule kept at
+ *      the put, for any path to an id reused. */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 

@@ -1431,7 +1431,7 @@ int cat_open_node(const char *path, uint32_t root_uid, uint32_t root_gid, cat_re
 	return cat_open_as(path, root_uid, root_gid, reclaim, reclaim_arg, true, out);
 }
 
-int cat_file_schema_version(const char *path, int *version)
+int cat_file_schema_version(const char *path, int *version, char *why, size_t why_size)
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
@@ -1444,9 +1444,21 @@ int cat_file_schema_version(const char *path, int *version)
 		*version = sqlite3_column_int(st, 0);
 		rc = SQLITE_OK;
 	}
+	if (rc != SQLITE_OK && why)
+		snprintf(why, why_size, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 	sqlite3_finalize(st);
 	sqlite3_close(db);
-	return rc == SQLITE_OK ? 0 : -EIO;
+	switch (rc & 0xff) { /* the primary code of an extended one */
+	case SQLITE_OK: return 0;
+	case SQLITE_NOTADB: return -EINVAL;
+	case SQLITE_CANTOPEN:
+	case SQLITE_PERM:
+	case SQLITE_AUTH: return -EACCES;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED: return -EBUSY;
+	case SQLITE_NOMEM: return -ENOMEM;
+	default: return -EIO; /* SQLITE_CORRUPT, SQLITE_IOERR: damaged or unreadable */
+	}
 }
 
 int cat_open_readonly(const char *path, struct cat **out)

@@ -147,8 +147,11 @@ int cat_open(const char *path, uint32_t root_uid, uint32_t root_gid,
 int cat_open_readonly(const char *path, struct cat **out);
 /* The schema version stored in the catalog file at path (PRAGMA
  * user_version), read-only, logging nothing: whether cat_open_readonly can
- * read it before it says it cannot. -errno when the file cannot be read. */
-int cat_file_schema_version(const char *path, int *version);
+ * read it before it says it cannot. When the file cannot be read: -EIO
+ * (damaged: SQLite's CORRUPT, IOERR, ...), -EINVAL (not an SQLite
+ * database), -EACCES, -EBUSY or -ENOMEM, and why (if not NULL) gets
+ * SQLite's reason ("database disk image is malformed"). */
+int cat_file_schema_version(const char *path, int *version, char *why, size_t why_size);
 /* Whether the catalog is a node's local one (meta role 'node', invariant 9):
  * a read-only open does not check its role. 0, or -errno. */
 int cat_role_node(struct cat *cat, bool *node);
@@ -204,11 +207,21 @@ bool cat_pg_stats(const struct cat *cat, struct pg_stats *out);
  * [engine]: shared, its ns_writing row, which holds its generation's commit
  * (pggen.h); alone, nothing (the daemon's node table knows). */
 int cat_writing(struct cat *cat, uint64_t ino, bool open);
+/* cat_writing, and the generation of ino (*gen_id, 0: none) and its state
+ * (*gen_state, -1: none) as the same statement read them [engine]; alone,
+ * 0 and -1 (the daemon's policy knows its own commits). Either may be NULL. */
+int cat_writing_state(struct cat *cat, uint64_t ino, bool open, uint64_t *gen_id, int *gen_state);
 /* cat_writing(open = true) for a handle still open on this node whose flush
  * dropped the row (fs/ns.h invariant 14) and that writes again [engine]:
  * shared, the row back, without the failed flag's clearing an open does
  * (pggen.h X14, X15); alone, nothing. */
 int cat_writing_resume(struct cat *cat, uint64_t ino);
+/* The flush of this node's only write handle of ino, which published it,
+ * parks the handle (fs/ns.h invariant 14) [engine]: shared, its ns_writing
+ * row dropped and its ns_open row, marked parked, kept in its place in one
+ * statement (pggen.h X12, X15; the next cat_writing or cat_writing_resume
+ * ends the mark); alone, nothing. */
+int cat_writing_park(struct cat *cat, uint64_t ino);
 /* A write or close of ino on this node failed [engine]: shared, its failed
  * flag set, which holds its save from every rule but an explicit decision
  * after its ns_writing row is gone (pggen.h X14); alone, nothing (the

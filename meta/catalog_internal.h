@@ -67,13 +67,13 @@ enum cat_sid {
 
 	G_CHECK_ROWS, G_CHECK_TREES, G_SERIES_UNDER, G_ID_SEQ_INSERT, G_ID_SEQ_RAISE, G_ID_SEQ_LAST,
 	G_KEEP_NEWER, G_UNSETTLED, G_LOST_MARK, G_LOST_MARK_ALL, G_WRITING_CLEAR_ALL,
-	G_WRITING_CLEAR_GEN, G_LOST_CHUNK_GENS,
+	G_WRITING_CLEAR_GEN, G_LOST_CHUNK_GENS, G_LOST_CHUNK_OF_GEN,
 
 	/* upload.c's statements (SQL in its cat_up_sql) */
 	S_UP_FIRST,
 	U_ENQ_CHUNK = S_UP_FIRST, U_ENQ_GEN, U_ENQ_CHUNK_DELETE, U_LIST, U_LIST_PENDING, U_GEN_STATE,
 	U_GEN_UNUPLOADED, U_OLDER_MANIFEST_ROW, U_NEWER_REMOVAL_ROW, U_ROW_DELETE, U_CHUNK_UPLOADED,
-	U_GEN_DURABLE_SET, U_FAILED, U_WHERE, U_SET_CACHED, U_CHUNK_REPUT, U_TOUCH, U_KEEP_CLEAR,
+	U_GEN_DURABLE_SET, U_FAILED, U_LOST_HASHES, U_WHERE, U_SET_CACHED, U_CHUNK_REPUT, U_TOUCH, U_KEEP_CLEAR,
 	U_KEEP_PINNED, U_KEEP_INO, U_EVICT, U_STATS_CHUNKS, U_STATS_QUEUE, U_STATS_GENS,
 	U_FILE_UNUPLOADED, U_PENDING_UNUPLOADED, U_GEN_NOT_DURABLE, U_TREE_FP, U_TREE_UNUPLOADED,
 	U_GEN_BYTES, U_GEN_OUTDATED, U_GEN_ABSORBED, U_TREE_MARK_GET, U_TREE_MARK_SET, U_TREE_MARK_CLEAR,
@@ -225,6 +225,10 @@ struct cat_arg {
 /* ---- helpers of catalog.c ---- */
 
 int64_t cat_now_ns(void);
+/* generation.h G12: the one warn line for a save held because its chunk (hex)
+ * of file name (ino) was lost before its upload; both engines. */
+void cat_log_lost_chunk_hold(const struct cat *cat, uint64_t gen_id, const char *hex,
+			     const char *name, uint64_t ino);
 void cat_hex(const uint8_t *hash, char out[2 * CAT_HASH_LEN + 1]);
 void cat_lock(struct cat *cat);
 /* Releases the lock; a write made outside a transaction while removals are

@@ -352,9 +352,18 @@ void cat_shared_requeue_later(struct cat *cat)
 
 int cat_writing(struct cat *cat, uint64_t ino, bool open)
 {
+	return cat_writing_state(cat, ino, open, NULL, NULL);
+}
+
+int cat_writing_state(struct cat *cat, uint64_t ino, bool open, uint64_t *gen_id, int *gen_state)
+{
+	if (gen_id)
+		*gen_id = 0;
+	if (gen_state)
+		*gen_state = -1;
 	if (!cat->shared)
 		return 0;
-	return pggen_writing(&cat->shared->ns, ino, open, NULL);
+	return pggen_writing_gen(&cat->shared->ns, ino, open, gen_id, gen_state);
 }
 
 int cat_writing_resume(struct cat *cat, uint64_t ino)
@@ -362,6 +371,13 @@ int cat_writing_resume(struct cat *cat, uint64_t ino)
 	if (!cat->shared)
 		return 0;
 	return pggen_writing_resume(&cat->shared->ns, ino);
+}
+
+int cat_writing_park(struct cat *cat, uint64_t ino)
+{
+	if (!cat->shared)
+		return 0;
+	return pggen_writing_park(&cat->shared->ns, ino);
 }
 
 int cat_file_failed(struct cat *cat, uint64_t ino)

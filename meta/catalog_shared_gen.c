@@ -61,7 +61,18 @@
  *      waits for them, as BACKING's copies name the old path. Left: a
  *      manifest of the old path whose upload was under way at the rename
  *      marks the generation durable again when it ends; the row queued
- *      here then writes the new path, unless the node is lost first. */
+ *      here then writes the new path, unless the node is lost first.
+ *  S9. (generation.h G13) A commit of an OPEN save by any rule but the
+ *      admin's is refused with -ENOTRECOVERABLE while a file of it names a
+ *      chunk this node's queue records lost (upload.h U14) and pggen.h X17
+ *      finds it lost, and catshg_unsettled gives the reason, so fs/gen.c
+ *      holds it (rule "lost-chunk"). The check runs on the committing node,
+ *      before the commit's transaction: a save committed by another node
+ *      than the one that found the chunk lost, or committed while the
+ *      uploader was finding it, is held by pggen.h X16 instead: at once in
+ *      the second case, in the first only when the finding node's uploader
+ *      tries the chunk again (its next mount; until then it stays
+ *      committed, not durable). */
 #define _GNU_SOURCE
 #include "catalog_shared_gen.h"
 
@@ -202,6 +213,23 @@ static int catshg_state_error(struct pgns *ns, uint64_t id, int already, int rc)
 	return g.state == GEN_ABORTED || g.state == GEN_DELETED ? -ENOENT : rc;
 }
 
+/* S9 (generation.h G13): the G12 reason for a file of id naming a chunk this
+ * node's queue records lost (upload.h U14) or any node found lost (its
+ * chunk row's mark), as pggen.h X17 judges it; "" if none. mine_only: no
+ * round trip while this node's queue records none (the commit's own
+ * transaction checks the marks, X17). */
+static int catshg_lost_chunk_of(struct cat *cat, uint64_t id, bool mine_only, char *reason,
+				size_t size)
+{
+	uint8_t hashes[64][CAT_HASH_LEN];
+	size_t n = 0;
+	reason[0] = '\0';
+	int rc = cat_upload_lost_hashes(cat, hashes, 64, &n);
+	if (rc || (mine_only && n == 0))
+		return rc;
+	return pggen_lost_chunk_of(cat_shared_ns(cat), id, hashes, n, reason, size);
+}
+
 int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 {
 	struct pgns *ns = cat_shared_ns(cat);
@@ -217,6 +245,16 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
 			(g.state == GEN_HELD && strcmp(g.rule, "node-lost") != 0);
 	if (lost && decision && g.state == GEN_COMMITTED)
 		return -ENODATA; /* S5: shown as held, and no decision brings its bytes back */
+	char why[GEN_HELD_MAX] = "";
+	if (strcmp(rule, "admin") != 0 && g.state != GEN_COMMITTED) /* S9 */
+		rc = catshg_lost_chunk_of(cat, id, true, why, sizeof(why));
+	if (rc)
+		return rc;
+	if (why[0]) {
+		log_warn("catalog %s: generation %s (step %" PRIu64 ") not committed by rule %s: %s"
+			 " (generation.h G13)", pg_name(ns->pg), g.name, g.step, rule, why);
+		return -ENOTRECOVERABLE;
+	}
 	uint64_t writers = 0;
 	uint32_t version = 0;
 	rc = pggen_commit_at(ns, id, rule, decision, &writers, &version);
@@ -243,7 +281,8 @@ int catshg_commit(struct cat *cat, uint64_t id, const char *rule)
  * node names it (generation.h G9) */
 int catshg_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size)
 {
-	return pggen_unsettled(cat_shared_ns(cat), id, reason, size);
+	int rc = pggen_unsettled(cat_shared_ns(cat), id, reason, size);
+	return rc == 0 && reason[0] == '\0' ? catshg_lost_chunk_of(cat, id, false, reason, size) : rc;
 }
 
 /* S7: a rewrite rolled back to its previous version (an abort or a hold of
@@ -284,6 +323,23 @@ int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reas
 		fn(arg, ids.v[i]);
 	cat_id_vec_free(&ids);
 	return rc;
+}
+
+/* generation.h G12 (pggen.h X16): 16 saves a transaction, one warn line each. */
+int catshg_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_hex(hash, hex);
+	struct pggen_lost_hit hits[16];
+	size_t n = 0, total = 0;
+	int rc;
+	do {
+		rc = pggen_hold_lost_chunk(cat_shared_ns(cat), hash, hits, 16, &n);
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			cat_log_lost_chunk_hold(cat, hits[i].id, hex, hits[i].name, hits[i].ino);
+		total += rc == 0 ? n : 0;
+	} while (rc == 0 && n == 16);
+	return rc < 0 ? rc : (int)total;
 }
 
 static int catshg_end(struct cat *cat, uint64_t id, enum pggen_end how, const char *rule,

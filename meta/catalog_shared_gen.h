@@ -31,6 +31,7 @@ int catshg_find_step(struct cat *cat, uint64_t series, uint64_t step, struct cat
 int catshg_list(struct cat *cat, uint64_t series, bool all, cat_gen_fn fn, void *arg);
 int catshg_commit(struct cat *cat, uint64_t id, const char *rule);
 int catshg_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
+int catshg_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 int catshg_hold(struct cat *cat, uint64_t id, const char *rule, const char *reason,
 		cat_ino_fn fn, void *arg, bool *held_out);
 int catshg_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg);

@@ -256,6 +256,14 @@ const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST] = {
 				 " MIN(i.ino) AS ino FROM extents e JOIN inodes i ON i.ino = e.ino"
 				 " JOIN generations g ON g.id = i.gen WHERE e.hash = ?1 AND g.state = 1"
 				 " GROUP BY i.gen) x ORDER BY x.gen" },
+	/* G13: a file of the save naming a chunk found lost before its upload
+	 * (upload.h U14), the chunk and one name of the file */
+	G(G_LOST_CHUNK_OF_GEN) = { "find a lost chunk a save names",
+				   "SELECT lower(hex(e.hash)), i.ino, COALESCE((SELECT d.name FROM"
+				   " dirents d WHERE d.ino = i.ino LIMIT 1), '') FROM inodes i JOIN"
+				   " extents e ON e.ino = i.ino JOIN uploads u ON u.hash = e.hash"
+				   " WHERE i.gen = ?1 AND u.kind = 1 AND u.error LIKE '" UP_LOST_ERROR "%'"
+				   " ORDER BY i.ino LIMIT 1" },
 	G(G_LOST_MARK) = { "mark a generation's changes lost",
 			   "UPDATE inodes SET writing = 2 WHERE ino IN"
 			   " (SELECT root FROM generations WHERE id = ?1 AND state = 0)" },
@@ -721,6 +729,7 @@ static int gen_delete_txn(struct cat *cat, uint64_t id, const char *rule, bool e
 }
 
 static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, size_t size);
+static int gen_lost_chunk_of(struct cat *cat, uint64_t id, char *reason, size_t size);
 
 /* G9: a rule that is an explicit decision (an admin's commit, the commit
  * xattr); every other one is a signal or a weak rule. */
@@ -740,9 +749,13 @@ static int gen_commit_txn(struct cat *cat, uint64_t id, const char *rule)
 	 * were lost, is committed by an explicit decision only */
 	if (rc == 0 && !gen_rule_explicit(rule) && !cat_defer_gen_lost(cat, id))
 		rc = gen_unsettled(cat, id, true, unsettled, sizeof(unsettled));
-	if (rc == 0 && !gen_rule_explicit(rule) && (unsettled[0] || cat_defer_gen_lost(cat, id))) {
+	/* G13: nor, but by the admin's decision, one naming a lost chunk */
+	if (rc == 0 && gen_rule_explicit(rule) && strcmp(rule, "admin") != 0)
+		rc = gen_lost_chunk_of(cat, id, unsettled, sizeof(unsettled));
+	if (rc == 0 && strcmp(rule, "admin") != 0 &&
+	    (unsettled[0] || (!gen_rule_explicit(rule) && cat_defer_gen_lost(cat, id)))) {
 		log_warn("catalog %s: generation %s (step %" PRIu64 ") not committed by rule %s: %s"
-			 " (generation.h G9)", cat->path, g.name, g.step, rule,
+			 " (generation.h G9, G13)", cat->path, g.name, g.step, rule,
 			 unsettled[0] ? unsettled : GEN_LOST_REASON " (a failed catalog transaction)");
 		rc = -ENOTRECOVERABLE;
 	}
@@ -1146,6 +1159,25 @@ int cat_gen_unlinked_txn(struct cat *cat, uint64_t ino, const char *rule)
 	return rc;
 }
 
+/* G13: the reason naming a chunk of generation id's files found lost before
+ * its upload (upload.h U14), "" if none. */
+static int gen_lost_chunk_of(struct cat *cat, uint64_t id, char *reason, size_t size)
+{
+	int rc = cat_bind(cat, G_LOST_CHUNK_OF_GEN, A_INT(id));
+	if (rc == 0)
+		rc = cat_next(cat, G_LOST_CHUNK_OF_GEN);
+	if (rc == 1) {
+		sqlite3_stmt *st = cat->stmt[G_LOST_CHUNK_OF_GEN];
+		const char *hex = (const char *)sqlite3_column_text(st, 0);
+		const char *name = (const char *)sqlite3_column_text(st, 2);
+		gen_lost_chunk_reason(hex ? hex : "", name ? name : "",
+				      (uint64_t)sqlite3_column_int64(st, 1), NULL, reason, size);
+		rc = 0;
+	}
+	cat_reset(cat, G_LOST_CHUNK_OF_GEN);
+	return rc;
+}
+
 /* G7: the reason a crash's OPEN generation is held when a file of it was
  * being written (or its changes were lost), in reason; "" if none was.
  * live (G9: asked by a commit while the daemon runs, when no handle of the
@@ -1172,7 +1204,7 @@ static int gen_unsettled(struct cat *cat, uint64_t id, bool live, char *reason, 
 		rc = 0;
 	}
 	cat_reset(cat, G_UNSETTLED);
-	return rc;
+	return rc == 0 && reason[0] == '\0' ? gen_lost_chunk_of(cat, id, reason, size) : rc;
 }
 
 /* G4: a crash proves nothing about an OPEN generation, so it is held (its
@@ -1548,9 +1580,7 @@ static int gen_hold_lost_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], 
 		return rc;
 	for (size_t i = 0; i < *n && rc == 0; i++) {
 		char reason[GEN_HELD_MAX];
-		snprintf(reason, sizeof(reason), GEN_LOST_CHUNK_REASON " %s of \"%s\" (inode %" PRIu64
-			 ") is damaged or missing in the cache before its upload and BACKING does"
-			 " not have it", hex, hits[i].name, hits[i].ino);
+		gen_lost_chunk_reason(hex, hits[i].name, hits[i].ino, NULL, reason, sizeof(reason));
 		rc = gen_hold_lost_one(cat, hits[i].id, reason);
 	}
 	return rc;
@@ -1558,8 +1588,7 @@ static int gen_hold_lost_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], 
 
 int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 {
-	if (cat->shared)
-		return 0; /* pggen.h X5/X13: the shared engine keeps lost saves its own way */
+	if (cat->shared) return catshg_hold_lost_chunk(cat, hash);
 	char hex[2 * CAT_HASH_LEN + 1];
 	cat_hex(hash, hex);
 	struct gen_lost_hit hits[16];
@@ -1573,13 +1602,18 @@ int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 		rc = cat_end(cat, rc);
 		cat_unlock(cat);
 		for (size_t i = 0; rc == 0 && i < n; i++)
-			log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\""
-				 " (inode %" PRIu64 ") was lost before its upload (kept for an"
-				 " explicit decision: ckptfs-admin commit or rm)", cat->path,
-				 hits[i].id, hex, hits[i].name, hits[i].ino);
+			cat_log_lost_chunk_hold(cat, hits[i].id, hex, hits[i].name, hits[i].ino);
 		total += rc == 0 ? n : 0;
 	} while (rc == 0 && n == 16);
 	return rc < 0 ? rc : (int)total;
+}
+
+void cat_log_lost_chunk_hold(const struct cat *cat, uint64_t gen_id, const char *hex,
+			     const char *name, uint64_t ino)
+{
+	log_warn("catalog %s: generation %" PRIu64 " held: chunk %.16s… of \"%s\" (inode %" PRIu64
+		 ") was lost before its upload (kept for an explicit decision: ckptfs-admin commit or rm)",
+		 cat->path, gen_id, hex, name, ino);
 }
 
 int cat_gen_abort(struct cat *cat, uint64_t id, const char *rule, cat_ino_fn fn, void *arg)
@@ -1805,4 +1839,12 @@ int cat_gen_manifest_again(struct cat *cat, uint64_t id)
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
+}
+
+void gen_lost_chunk_reason(const char *hex, const char *name, uint64_t ino, const char *node,
+			   char *out, size_t size)
+{
+	snprintf(out, size, GEN_LOST_CHUNK_REASON " %s of \"%s\" (inode %" PRIu64 ") is damaged or"
+		 " missing in the cache%s%s before its upload and BACKING does not have it", hex,
+		 name, ino, node ? " of node " : "", node ? node : "");
 }

@@ -158,7 +158,8 @@
  *      commits it: the lookup by step prefers the step's own save
  *      (G_FIND_STEP, both engines) and fs/gen.c refuses a kept one (review
  *      46 F1).
- *  G11. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12) An
+ *  G11. (kept by cat_gen_expire_if, one node; -o meta=: pggen.h X12, with
+ *      the handles parked at a flush, X15) An
  *      expire for keep-latest-k never deletes a COMMITTED save while a file
  *      of it (an inode whose gen is its id, read in the expire's
  *      transaction: a directory a create is registered on too) has a write
@@ -176,7 +177,7 @@
  *      any change. A HELD save goes as before (as X12): its files are what
  *      its hold names. An open for reading never keeps a save: it reads
  *      the removed file's bytes until its close (fs/node.h invariant 1).
- *  G12. (kept by cat_gen_hold_lost_chunk, one node) A COMMITTED save that
+ *  G12. (kept by cat_gen_hold_lost_chunk; -o meta=: pggen.h X16) A COMMITTED save that
  *      names a chunk lost before its upload (upload.h U7: its cache copy
  *      damaged or missing, BACKING without it) can never become durable:
  *      it is HELD (rule "lost-chunk", the reason naming the chunk and one
@@ -186,6 +187,15 @@
  *      chunk later turns whole again (a later save writes the same bytes,
  *      or BACKING turns out to have it): only an explicit decision
  *      (ckptfs-admin commit or rm) or keep (G6, as any HELD save) ends it.
+ *  G13. (kept by the commit's transaction; -o meta=: catalog_shared_gen.c
+ *      S9) A save still OPEN when a chunk its files name is found lost is
+ *      never committed naming it: while the chunk's upload row says lost
+ *      (upload.h U14), every commit but the admin's decision (rule
+ *      "admin"), the trainer's commit xattr ("explicit") included, is
+ *      refused with -ENOTRECOVERABLE in its transaction, as G9's, and
+ *      cat_gen_unsettled gives the G12 reason naming the chunk and the
+ *      file; fs/gen.c then holds it with rule "lost-chunk" (fs/gen.h
+ *      invariant 16). A crash recovery (G4) holds it with that reason too.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_GENERATION_H
@@ -356,7 +366,10 @@ int cat_gen_commit_if(struct cat *cat, uint64_t id, const char *rule,
  * (its name and inode) whose last close failed, or GEN_LOST_REASON; "" if
  * neither (reason has size bytes). Asked while no handle of the save is
  * open for writing (fs/gen.c), so a mark is a failed close, not a writer.
- * The shared engine names a file whose failed flag is set (pggen.h X14). */
+ * The shared engine names a file whose failed flag is set (pggen.h X14).
+ * Else G13's: the G12 reason naming a chunk found lost before its upload
+ * and a file of it naming it (on -o meta=, one this node's queue records
+ * lost: catalog_shared_gen.c S9). */
 int cat_gen_unsettled(struct cat *cat, uint64_t id, char *reason, size_t size);
 
 /* OPEN → HELD with the rule (what held it: "abandoned", "unmount", …) and
@@ -395,11 +408,17 @@ void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
  * damaged or missing and BACKING does not have it — is HELD with rule
  * GEN_LOST_CHUNK_RULE and a reason naming the chunk and one file of it
  * (GEN_LOST_CHUNK_REASON …), one warn line each. Nothing is deleted. Returns
- * how many were held, or a negative errno. 0 on the shared engine (pggen.h
- * X5: its lost saves are kept by its own rows). */
+ * how many were held, or a negative errno. On the shared engine the same in
+ * PostgreSQL, whichever node committed them (pggen.h X16: none while BACKING
+ * has the chunk or another live node holds it). */
 #define GEN_LOST_CHUNK_RULE "lost-chunk"
 #define GEN_LOST_CHUNK_REASON "lost: chunk"
 int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
+/* G12, G13: the reason of a save held for the lost chunk hex (lowercase)
+ * named by file name (inode ino), with the node that found it (NULL: one
+ * node's catalog), into out of size bytes. */
+void gen_lost_chunk_reason(const char *hex, const char *name, uint64_t ino, const char *node,
+			   char *out, size_t size);
 
 /* A HELD generation's reason replaced (truncated as cat_gen_hold's); its
  * state, rule and tree stay. For fs/gen.c, when the content re-judgement of

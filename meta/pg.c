@@ -63,6 +63,7 @@ struct pg {
 	bool stopping;          /* P8: set once by pg_stopping (atomic) */
 	uint64_t outage_until;  /* P8: the shared deadline, 0 outside an outage (under mu) */
 	bool outage_said;       /* P8: its line was logged (under mu) */
+	uint64_t last_try_ms;   /* P8: the last attempt to connect (under mu) */
 };
 
 /* ---- the token of a writing transaction (P2) ---- */
@@ -76,6 +77,7 @@ struct pg {
  * (PG_TXN_ASK_MS), so it never finds its own row trimmed. */
 #define PG_TXN_TRIM "DELETE FROM ckpt_txns WHERE at < clock_timestamp() - INTERVAL '1 day'"
 #define PG_TXN_ASK_MS (3600u * 1000u)
+#define PG_RETRY_GAP_MS 1000u /* P8: past an outage's deadline, one try to connect a second */
 
 static int pg_tokens_setup(struct pg *pg, char *err, size_t err_size);
 
@@ -226,32 +228,33 @@ static int pg_connect_once(struct pg *pg, char *err, size_t err_size)
 	return 0;
 }
 
-/* The deadline of a call's first failure: timeout_ms from now, or the
- * outage's shared one once the daemon is stopping (P8). Under mu. */
+/* The deadline of a call's first failure: the connection's outage's, set
+ * timeout_ms from now by the first call that fails (P8). Under mu. */
 static uint64_t pg_fail_deadline(struct pg *pg)
 {
-	uint64_t now = pg_now_ms();
-	if (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE))
-		return now + pg->timeout_ms;
 	if (pg->outage_until == 0)
-		pg->outage_until = now + pg->timeout_ms;
+		pg->outage_until = pg_now_ms() + pg->timeout_ms;
 	return pg->outage_until;
 }
 
-/* P8: a stopping daemon's outage that has lasted its timeout_ms. Under mu. */
+/* P8: past an outage's deadline, a call tries to connect only if the last
+ * try ended PG_RETRY_GAP_MS ago or more; true: fail at once. Under mu. */
 static bool pg_outage_over(struct pg *pg)
 {
-	if (pg->outage_until == 0 || pg_now_ms() < pg->outage_until)
+	uint64_t now = pg_now_ms();
+	if (pg->outage_until == 0 || now < pg->outage_until)
 		return false;
 	if (!pg->outage_said)
-		log_warn("catalog %s: unreachable for %u ms while the daemon stops: its remaining"
-			 " calls fail at once (pg.h P8)", pg->shown, pg->timeout_ms);
+		log_warn("catalog %s: unreachable for %u ms%s: calls fail at once, but for one try to"
+			 " connect a second, until it answers (pg.h P8)", pg->shown, pg->timeout_ms,
+			 __atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE) ? " while the daemon stops"
+									   : "");
 	pg->outage_said = true;
-	return true;
+	return now - pg->last_try_ms < PG_RETRY_GAP_MS;
 }
 
 /* A usable connection, reconnecting with backoff until *deadline (set from
- * timeout_ms at the first failure when it is 0, P8 when stopping). */
+ * the outage's, at the first failure when it is 0: P8). */
 static int pg_ready(struct pg *pg, uint64_t *deadline)
 {
 	unsigned backoff = 50;
@@ -268,6 +271,7 @@ static int pg_ready(struct pg *pg, uint64_t *deadline)
 			return -ENOTCONN;
 		}
 		int rc = pg_connect_once(pg, err, sizeof(err));
+		pg->last_try_ms = pg_now_ms(); /* its end: a try into a cut link takes seconds */
 		if (rc == 0) {
 			pg->broken = false;
 			pg->stats.reconnects++;
@@ -275,7 +279,8 @@ static int pg_ready(struct pg *pg, uint64_t *deadline)
 			return 0;
 		}
 		if (rc != -ENOTCONN || pg_now_ms() >= *deadline) {
-			log_error("%s (gave up after %u ms)", err, pg->timeout_ms);
+			log_error("%s (gave up: unreachable since %u ms or more, pg.h P8)", err,
+				  pg->timeout_ms);
 			return rc;
 		}
 		pg_sleep_ms(backoff);
@@ -624,8 +629,10 @@ static int pg_run(struct pg *pg, int (*body)(struct pg *pg, void *arg), void *ar
 	if (rc && unknown)
 		log_error("catalog %s: whether a transaction whose COMMIT answer was lost committed"
 			  " is unknown (pg.h P2)", pg->shown);
-	if (rc != -ENOTCONN) /* P8: the server answered */
+	if (rc != -ENOTCONN) { /* P8: the server answered */
 		pg->outage_until = 0;
+		pg->outage_said = false;
+	}
 	pthread_mutex_unlock(&pg->mu);
 	return rc;
 }

@@ -51,18 +51,26 @@
  *      below) and is plain SQL on every PostgreSQL-compatible database.
  *  P7 (pg.c): a lost answer can be injected by the unit tests alone
  *      (tests/unit/pgfault.h), to prove what callers do with it.
- *  P8. A stopping daemon waits out one outage per connection, not one per
- *      call. Once pg_stopping was called, the calls of the connection share
- *      one deadline: the first that finds the database unreachable (or
+ *  P8. A connection waits out one outage, not one per call. Its calls
+ *      share one deadline: the first that finds the database unreachable (or
  *      retries a transaction, P2) sets it to timeout_ms later, and every
  *      call rides out failures until then, not timeout_ms from its own
- *      first failure; a call that reaches the server ends that outage.
- *      Past it, a call whose connection is broken fails at once with
- *      -ENOTCONN, without trying to connect (one line says so, once). Before
- *      pg_stopping nothing changes: every call rides out timeout_ms. What a
- *      stopping daemon's calls do on -ENOTCONN is their callers' (they leave
- *      as if the database said no: the lease runs out, uploads are recorded
- *      by the next mount; docs/MULTINODE.md "Stopping during an outage").
+ *      first failure; a call that reaches the server ends that outage. So
+ *      FUSE requests queued behind one connection's mutex, or one request
+ *      that makes several calls (a rename: lookups, the move, the commit),
+ *      fail together about timeout_ms into an outage, not one timeout_ms
+ *      each (review 45 F7: 82 s for one rename with 20 s). Past it, a call
+ *      whose connection is broken fails at once with -ENOTCONN, but for one
+ *      try to connect a second (the first call a second or more after the
+ *      last try ended makes it: connect_timeout, 2-5 s at most), so the node comes
+ *      back by itself when the database does, a stopping daemon too (its
+ *      upload drain and lease release get through once the database is
+ *      back: review 49 F2), and a burst of calls costs one try, not one
+ *      each. One line says so, once an outage. What
+ *      a call's -ENOTCONN means is its caller's (a FUSE request replies the
+ *      error; a stopping daemon leaves as if the database said no: the
+ *      lease runs out, uploads are recorded by the next mount;
+ *      docs/MULTINODE.md "Stopping during an outage").
  *
  * SQL stays within what PostgreSQL-compatible distributed databases also
  * accept (no advisory locks, no LISTEN/NOTIFY, no server-side functions):
@@ -106,7 +114,7 @@ struct pg_stmt {
 int pg_open(const char *url, unsigned timeout_ms, const struct pg_stmt *stmts, size_t n,
 	    struct pg **out, char *err, size_t err_size);
 void pg_close(struct pg *pg); /* NULL is allowed */
-/* The daemon is stopping: P8 from now on (NULL is allowed). Any thread. */
+/* The daemon is stopping: P8's line says so (NULL is allowed). Any thread. */
 void pg_stopping(struct pg *pg);
 
 /* The URL without its password, for messages. */

@@ -1,4 +1,4 @@
-/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X14). */
+/* pggen — generations across nodes in the shared catalog; see pggen.h (X1-X17). */
 #define _GNU_SOURCE
 #include "pggen.h"
 
@@ -20,10 +20,12 @@ enum {
 	G_INODE_SET_GEN,
 	G_GEN_OF,
 	G_WRITING,
+	G_WRITING_PARK,
 	G_GEN_LOCK,
 	G_COMMIT_LOCK,
 	G_COMMIT_FREE,
 	G_WRITERS,
+	G_KEEP_WRITERS,
 	G_COMMIT,
 	G_HOLD,
 	G_ADOPT,
@@ -108,11 +110,24 @@ enum {
 	G_WRITERS_FAILED,
 	G_FAILED_CLEAR,
 	G_UNSETTLED,
+	/* X16: the COMMITTED saves naming a chunk lost before its upload; the
+	 * OPEN ones locked; the finding recorded on the chunk's row */
+	G_LOST_CHUNK_GENS,
+	G_LOST_CHUNK_OPEN_LOCK,
+	G_LOST_CHUNK_MARK,
+	/* X17: a file of a save naming one of a node's lost chunks */
+	G_LOST_CHUNK_OF_GEN,
 	G_COUNT
 };
 
 #define G_LIVE "state IN (0, 1, 4)" /* OPEN, COMMITTED or HELD: they have a tree */
 #define G_IS_FILE "(mode & 61440) = 32768"
+/* X16/X17: chunk row c found lost before its upload by some node (lost_by),
+ * still not on BACKING, and no live node but the finder holds it */
+#define G_LOST_MARKED(c)                                                               \
+	"(" c ".lost_by IS NOT NULL AND NOT " c ".uploaded AND NOT (" c ".holder <> " c \
+	".lost_by AND EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = " c ".holder"     \
+	" AND n.state = 'live')))"
 /* t(ino): the tree under `start` (UNION: an inode with several links once) */
 #define G_TREE(start)                                                                  \
 	"WITH RECURSIVE t(ino) AS (SELECT " start " UNION SELECT d.ino FROM ns_dirents d" \
@@ -156,9 +171,13 @@ const struct pg_stmt pggen_stmts[] = {
 	 * writer, fenced in the statement (lease.h L5). X1: an open holds its
 	 * generation's row FOR SHARE against a commit's change, to its end.
 	 * Columns: the fence, whether the inode exists (nothing is written if
-	 * not), the generation's state on an open (NULL: none). X14: an open
+	 * not), the generation's state (NULL: none; on a close read without a
+	 * lock: fs/gen.h 18), the inode's generation. X14: an open
 	 * clears the inode's failed flag (its ns_writing row holds the commit
-	 * from here; a close that fails sets it again) */
+	 * from here; a close that fails sets it again). X15: both end a parking
+	 * of the node's handle (its ns_open row's parked flag), in the same
+	 * statement as the row's return or the last close, so keep's count (X12)
+	 * sees one or the other */
 	[G_WRITING] = { "gen_writing",
 			"WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT gen FROM ns_inodes WHERE ino = $2 FOR SHARE),"
 			" g AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
@@ -168,9 +187,28 @@ const struct pg_stmt pggen_stmts[] = {
 			" d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2 AND NOT $3::boolean"
 			" AND " LEASE_LIVE " AND EXISTS (SELECT 1 FROM i)),"
 			" f AS (UPDATE ns_inodes SET failed = false WHERE ino = $2 AND failed"
-			" AND $3::boolean AND $4::boolean AND " LEASE_LIVE ")"
-			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i), (SELECT state FROM g)",
+			" AND $3::boolean AND $4::boolean AND " LEASE_LIVE "),"
+			" p AS (UPDATE ns_open SET parked = false WHERE node = $1 AND ino = $2"
+			" AND parked AND " LEASE_LIVE "),"
+			" c AS (SELECT s.state FROM ns_generations s WHERE s.id = (SELECT gen FROM i)"
+			" AND NOT $3::boolean)"
+			" SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i),"
+			" coalesce((SELECT state FROM g), (SELECT state FROM c)), (SELECT gen FROM i)",
 			4 },
+	/* X15: node $1's flush parks its row of inode $2 (fenced, L5): its
+	 * ns_open row added or kept (pgns.h N14: the inode's row FOR SHARE, as
+	 * NS_OPEN_ADD), marked parked, and its ns_writing row dropped, in one
+	 * statement: keep's count (X12) sees the handle in one or the other.
+	 * Columns: the fence, whether the inode exists (nothing changed if not) */
+	[G_WRITING_PARK] = { "gen_writing_park",
+			     "WITH " LEASE_FENCE_WITH("$1") ", i AS (SELECT ino FROM ns_inodes"
+			     " WHERE ino = $2 AND " LEASE_LIVE " FOR SHARE),"
+			     " a AS (INSERT INTO ns_open(node, ino, parked) SELECT $1, ino, true FROM i"
+			     " ON CONFLICT (node, ino) DO UPDATE SET parked = true),"
+			     " d AS (DELETE FROM ns_writing WHERE node = $1 AND ino = $2"
+			     " AND EXISTS (SELECT 1 FROM i))"
+			     " SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i)",
+			     2 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
 	/* X9: a commit's first statement, its fence riding on it (lease.h L6):
@@ -191,12 +229,17 @@ const struct pg_stmt pggen_stmts[] = {
 			    "WITH w AS (SELECT count(*) AS n FROM ns_writing w JOIN ns_inodes i"
 			    " ON i.ino = w.ino WHERE i.gen = $1), f AS (SELECT count(*) AS n"
 			    " FROM ns_inodes WHERE gen = $1 AND failed AND nlink > 0"
-			    " AND NOT $4::boolean), x AS (UPDATE ns_inodes SET failed = false"
+			    " AND NOT $4::boolean), l AS (SELECT count(*) AS n FROM (SELECT 1"
+			    " FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino JOIN ns_chunks k"
+			    " ON k.hash = e.hash WHERE i.gen = $1 AND $3::text <> 'admin'"
+			    " AND " G_LOST_MARKED("k") " LIMIT 1) m),"
+			    " x AS (UPDATE ns_inodes SET failed = false"
 			    " WHERE gen = $1 AND failed AND $4::boolean AND (SELECT n FROM w) = 0),"
 			    " c AS (UPDATE ns_generations SET"
 			    " state = 1, committed_ns = $2, rule = $3, held = '', backup_root = 0"
-			    " WHERE id = $1 AND (SELECT n FROM w) = 0 AND (SELECT n FROM f) = 0)"
-			    " SELECT (SELECT n FROM w), (SELECT n FROM f)",
+			    " WHERE id = $1 AND (SELECT n FROM w) = 0 AND (SELECT n FROM f) = 0"
+			    " AND (SELECT n FROM l) = 0)"
+			    " SELECT (SELECT n FROM w), (SELECT n FROM f), (SELECT n FROM l)",
 			    4 },
 	/* X1: every writer counts, also one of a node whose lease ran out and
 	 * that no sweep has handled yet: its file is unfinished until X2 holds
@@ -205,6 +248,15 @@ const struct pg_stmt pggen_stmts[] = {
 			"SELECT count(*) FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
 			" WHERE i.gen = $1",
 			1 },
+	/* X12: keep's count, a COMMITTED save's handles for writing: every
+	 * ns_writing row (X1), and every write handle a live node parked at its
+	 * flush (X15: its ns_open row's parked flag; a node lost holds nothing) */
+	[G_KEEP_WRITERS] = { "gen_keep_writers",
+			     "SELECT (SELECT count(*) FROM ns_writing w JOIN ns_inodes i"
+			     " ON i.ino = w.ino WHERE i.gen = $1) + (SELECT count(*) FROM ns_open o"
+			     " JOIN ns_inodes i ON i.ino = o.ino JOIN ckpt_nodes n ON n.id = o.node"
+			     " WHERE i.gen = $1 AND o.parked AND n.state = 'live')",
+			     1 },
 	[G_COMMIT] = { "gen_commit",
 		       "UPDATE ns_generations SET state = 1, committed_ns = $2, rule = $3, held = '',"
 		       " backup_root = 0 WHERE id = $1",
@@ -645,6 +697,57 @@ const struct pg_stmt pggen_stmts[] = {
 			  " FROM ns_inodes i WHERE i.gen = $1 AND i.failed AND i.nlink > 0"
 			  " ORDER BY i.ino LIMIT 1",
 			  1 },
+	/* X16: up to $3 COMMITTED saves whose files name chunk $1 (hex), which
+	 * node $2 found lost before its upload, each with its lowest inode
+	 * naming it and one of its names, rows locked FOR UPDATE; none if
+	 * BACKING has the chunk (ns_chunks.uploaded: another node put the same
+	 * bytes) or another live node holds it (its cache has a copy it may
+	 * still upload: S6) */
+	[G_LOST_CHUNK_GENS] = { "gen_lost_chunk_gens",
+				"SELECT g.id, f.ino, COALESCE((SELECT min(d.name) FROM ns_dirents d"
+				" WHERE d.ino = f.ino), '') FROM ns_generations g CROSS JOIN LATERAL"
+				" (SELECT min(i.ino) AS ino FROM ns_inodes i JOIN ns_extents e"
+				" ON e.ino = i.ino WHERE i.gen = g.id AND e.hash = decode($1, 'hex')) f"
+				" WHERE g.state = 1 AND f.ino IS NOT NULL AND NOT EXISTS (SELECT 1"
+				" FROM ns_chunks c WHERE c.hash = decode($1, 'hex') AND (c.uploaded"
+				" OR (c.holder <> $2 AND EXISTS (SELECT 1 FROM ckpt_nodes n"
+				" WHERE n.id = c.holder AND n.state = 'live'))))"
+				" ORDER BY g.id LIMIT $3 FOR UPDATE OF g",
+				3 },
+	/* X16: the OPEN saves whose files name chunk $1 (hex), rows locked FOR
+	 * UPDATE: a commit of one of them under way (its G_COMMIT_LOCK holds
+	 * the row) ends first, and G_LOST_CHUNK_GENS then sees it COMMITTED;
+	 * one not yet under way commits after G_LOST_CHUNK_MARK, whose mark
+	 * its X17 check then sees */
+	[G_LOST_CHUNK_OPEN_LOCK] = { "gen_lost_chunk_open_lock",
+				     "SELECT g.id FROM ns_generations g WHERE g.state = 0 AND EXISTS"
+				     " (SELECT 1 FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino"
+				     " WHERE i.gen = g.id AND e.hash = decode($1, 'hex'))"
+				     " ORDER BY g.id FOR UPDATE OF g",
+				     1 },
+	/* X16: node $2 found chunk $1 (hex) lost before its upload: its row
+	 * says so to every node's X17 check, until BACKING has it */
+	[G_LOST_CHUNK_MARK] = { "gen_lost_chunk_mark",
+				"UPDATE ns_chunks SET lost_by = $2 WHERE hash = decode($1, 'hex')"
+				" AND NOT uploaded",
+				2 },
+	/* X17: a file of generation $1 naming a chunk that node $3 found lost
+	 * before its upload (one of $2, hex) or that any node did (its row's
+	 * lost_by, X16), the chunk, one of its names and the node that found
+	 * it; none lost while BACKING has it or a live node other than the
+	 * finder holds it (X16) */
+	[G_LOST_CHUNK_OF_GEN] = { "gen_lost_chunk_of_gen",
+				  "SELECT encode(e.hash, 'hex'), i.ino, COALESCE((SELECT min(d.name)"
+				  " FROM ns_dirents d WHERE d.ino = i.ino), ''), COALESCE((SELECT"
+				  " c.lost_by FROM ns_chunks c WHERE c.hash = e.hash), $3)"
+				  " FROM ns_inodes i JOIN ns_extents e ON e.ino = i.ino WHERE i.gen = $1"
+				  " AND ((e.hash IN (SELECT decode(h, 'hex') FROM unnest($2::text[]) AS"
+				  " t(h)) AND NOT EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash"
+				  " AND (c.uploaded OR (c.holder <> $3 AND EXISTS (SELECT 1 FROM"
+				  " ckpt_nodes n WHERE n.id = c.holder AND n.state = 'live')))))"
+				  " OR EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash AND "
+				  G_LOST_MARKED("c") ")) ORDER BY i.ino LIMIT 1",
+				  3 },
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
 			   " coalesce((SELECT (g.state IN (1, 4) AND g.durable_version = g.version)::int"
@@ -705,6 +808,7 @@ struct pggen_call {
 	bool resume; /* pggen_writing_resume: the failed flag stays (X14) */
 	bool claimed; /* pggen_node_lost: this transaction settles the node (L7) */
 	int state;
+	uint64_t gen;     /* pggen_writing_gen: the inode's generation */
 	uint64_t count;
 	uint32_t version; /* pggen_commit_at: the version committed */
 	char *buf;        /* pggen_unsettled: the reason, of size bytes */
@@ -717,6 +821,7 @@ struct pggen_call {
 
 static int pggen_row_locked(struct pgns *ns, uint64_t id, struct cat_gen *out, bool *lost);
 static int pggen_one_int(struct pgns *ns, int stmt, const char *const *params, uint64_t *out);
+static int pggen_lost_of_body(struct pg *pg, void *arg);
 static int pggen_restore(struct pgns *ns, struct cat_gen *g, const char *rule,
 			 const char *keep_why, struct pggen_kept *kept, struct cat_id_vec *ids);
 
@@ -804,24 +909,56 @@ static int pggen_writing_body(struct pg *pg, void *arg)
 	if (rc == 0 && PQgetvalue(res, 0, 1)[0] != 't')
 		rc = -ENOENT;
 	c->state = rc == 0 && !PQgetisnull(res, 0, 2) ? (int)pg_int(res, 0, 2) : -1;
+	c->gen = rc == 0 && !PQgetisnull(res, 0, 3) ? (uint64_t)pg_int(res, 0, 3) : 0;
 	PQclear(res);
 	return rc;
 }
 
 /* One statement, its fence in it (lease.h L5): one round trip. */
-int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
+int pggen_writing_gen(struct pgns *ns, uint64_t ino, bool open, uint64_t *gen_id, int *gen_state)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino, .open = open };
 	int rc = pg_read(ns->pg, pggen_writing_body, &c);
 	if (gen_state)
 		*gen_state = rc == 0 ? c.state : -1;
+	if (gen_id)
+		*gen_id = rc == 0 ? c.gen : 0;
 	return rc;
+}
+
+int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state)
+{
+	return pggen_writing_gen(ns, ino, open, NULL, gen_state);
 }
 
 int pggen_writing_resume(struct pgns *ns, uint64_t ino)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino, .open = true, .resume = true };
 	return pg_read(ns->pg, pggen_writing_body, &c);
+}
+
+static int pggen_writing_park_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(i, c->ino) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_WRITING_PARK, params, &res);
+	if (rc)
+		return rc;
+	rc = lease_fenced(res);
+	if (rc == 0 && PQgetvalue(res, 0, 1)[0] != 't')
+		rc = -ENOENT;
+	PQclear(res);
+	return rc;
+}
+
+/* One statement, its fence in it (lease.h L5): one round trip. */
+int pggen_writing_park(struct pgns *ns, uint64_t ino)
+{
+	struct pggen_call c = { .ns = ns, .ino = ino };
+	return pg_read(ns->pg, pggen_writing_park_body, &c);
 }
 
 /* X14: a failed write or last close, fenced in its statement (lease.h L5) */
@@ -972,9 +1109,22 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 		return rc;
 	c->count = (uint64_t)pg_int(res, 0, 0);
 	uint64_t failed = explicit ? 0 : (uint64_t)pg_int(res, 0, 1);
+	/* X17: G_COMMIT_FREE counted the chunks of it found lost before their
+	 * upload, by any node; a rewrite's or lost one's path asks here */
+	bool skipped = !(backup || lost) && pg_int(res, 0, 2) > 0; /* its UPDATE did not run */
+	bool check = strcmp(c->rule, "admin") != 0 && (backup || lost || skipped);
 	PQclear(res);
 	if (c->count > 0)
 		return -EBUSY; /* X1: a live node is still writing a file of it */
+	if (check) { /* the chunk and a file naming it, for the hold's reason */
+		rc = pggen_lost_of_body(pg, c);
+		if (rc == 0 && c->buf[0])
+			rc = -ENOTRECOVERABLE;
+		else if (rc == 0 && skipped)
+			rc = -EAGAIN; /* it reached BACKING between the two: commit again */
+		if (rc)
+			return rc;
+	}
 	if (failed > 0) {
 		log_warn("catalog %s: generation %" PRIu64 " not committed by rule %s: %" PRIu64
 			 " file(s) of it failed a write or last close (pggen.h X14, generation.h G9)",
@@ -998,8 +1148,13 @@ static int pggen_commit_body(struct pg *pg, void *arg)
 int pggen_commit_at(struct pgns *ns, uint64_t id, const char *rule, bool decision,
 		    uint64_t *writers, uint32_t *version)
 {
-	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .open = decision };
+	char why[GEN_HELD_MAX] = "";
+	struct pggen_call c = { .ns = ns, .id = id, .rule = rule, .open = decision, .list = "{}",
+				.buf = why, .size = sizeof(why) };
 	int rc = pg_txn(ns->pg, pggen_commit_body, &c);
+	if (rc == -ENOTRECOVERABLE && why[0])
+		log_warn("catalog %s: generation %" PRIu64 " not committed by rule %s: %s"
+			 " (generation.h G13, pggen.h X17)", pg_name(ns->pg), id, rule, why);
 	if (writers)
 		*writers = c.count;
 	if (version)
@@ -1089,6 +1244,94 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
 int pggen_hold(struct pgns *ns, uint64_t id, const char *rule, const char *reason)
 {
 	return pggen_hold_ids(ns, id, rule, reason, NULL, NULL);
+}
+
+/* ---- X16: a chunk lost before its upload ---- */
+
+struct pggen_lost_chunk {
+	struct pgns *ns;
+	const char *hex;
+	struct pggen_lost_hit *hits;
+	size_t cap, n;
+};
+
+static int pggen_hold_lost_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_lost_chunk *c = arg;
+	c->n = 0; /* the body may run again (pg.h P2) */
+	int rc = lease_fence(c->ns->lease);
+	if (rc)
+		return rc;
+	char node[24], max[24];
+	const char *params[] = { c->hex, PG_U64(node, c->ns->lease->node_id), PG_U64(max, c->cap) };
+	PGresult *res;
+	rc = pggen_exec(c->ns, G_LOST_CHUNK_OPEN_LOCK, params, NULL); /* first: X16's order */
+	if (rc == 0)
+		rc = pggen_exec(c->ns, G_LOST_CHUNK_GENS, params, &res);
+	if (rc)
+		return rc;
+	for (int r = 0; r < pg_rows(res) && c->n < c->cap; r++) {
+		struct pggen_lost_hit *h = &c->hits[c->n++];
+		h->id = (uint64_t)pg_int(res, r, 0);
+		h->ino = (uint64_t)pg_int(res, r, 1);
+		snprintf(h->name, sizeof(h->name), "%s", PQgetvalue(res, r, 2));
+	}
+	PQclear(res);
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		char g[24], why[GEN_HELD_MAX];
+		gen_lost_chunk_reason(c->hex, c->hits[i].name, c->hits[i].ino, node, why, sizeof(why));
+		const char *hp[] = { PG_U64(g, c->hits[i].id), GEN_LOST_CHUNK_RULE, why };
+		rc = pggen_exec(c->ns, G_HOLD, hp, NULL);
+	}
+	return rc ? rc : pggen_exec(c->ns, G_LOST_CHUNK_MARK, params, NULL);
+}
+
+int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
+			  struct pggen_lost_hit *hits, size_t cap, size_t *n)
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	hash_to_hex(hash, hex);
+	struct pggen_lost_chunk c = { .ns = ns, .hex = hex, .hits = hits, .cap = cap };
+	int rc = pg_txn(ns->pg, pggen_hold_lost_body, &c);
+	*n = rc == 0 ? c.n : 0;
+	return rc;
+}
+
+static int pggen_lost_of_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char g[24], node[24];
+	const char *params[] = { PG_U64(g, c->id), c->list, PG_U64(node, c->ns->lease->node_id) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_LOST_CHUNK_OF_GEN, params, &res);
+	if (rc)
+		return rc;
+	c->buf[0] = '\0';
+	if (pg_rows(res) == 1)
+		gen_lost_chunk_reason(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 2),
+				      (uint64_t)pg_int(res, 0, 1), PQgetvalue(res, 0, 3), c->buf,
+				      c->size);
+	PQclear(res);
+	return 0;
+}
+
+int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
+			size_t n, char *reason, size_t size)
+{
+	assert(size > 0);
+	reason[0] = '\0';
+	char *list = NULL;
+	int rc = pgns_hex_list(n ? hashes[0] : NULL, CAT_HASH_LEN, n, &list);
+	if (rc)
+		return rc;
+	struct pggen_call c = { .ns = ns, .id = id, .list = list, .buf = reason, .size = size };
+	rc = pg_read(ns->pg, pggen_lost_of_body, &c);
+	free(list);
+	if (rc)
+		reason[0] = '\0';
+	return rc;
 }
 
 /* ---- a node lost ---- */
@@ -1861,7 +2104,7 @@ static int pggen_keep_still_newer(struct pgns *ns, const struct cat_gen *g, bool
 	 * goes as before: its open files are what its hold names. */
 	uint64_t writers = 0;
 	if (rc == 0 && g->state == GEN_COMMITTED && !lost)
-		rc = pggen_one_int(ns, G_WRITERS, params, &writers);
+		rc = pggen_one_int(ns, G_KEEP_WRITERS, params, &writers);
 	return rc == 0 && writers ? -EBUSY : rc;
 }
 

@@ -121,8 +121,11 @@
  *      decides, which the writer's node asks for when its last write handle
  *      of the save closes, fs/gen.h invariant 18; a HELD one goes as
  *      before, its open files named by its hold):
- *      its counting of ns_writing is a statement after the row's lock, as
- *      a commit's (X1).
+ *      its count is a statement after the row's lock, as a commit's (X1),
+ *      of the ns_writing rows and of the handles a live node parked at
+ *      their flush (X15: its ns_open row marked parked), which X1 and X2
+ *      ignore; the parking and its end are each one statement that moves
+ *      the handle between the two, so the count never misses it.
  *      G_KEEP_NEWER keeps generation.h G6 here too: newer saves count only
  *      if a strong rule committed them (rule not in GEN_RULES_WEAK_SQL),
  *      and the owner's most recently committed save (committed_ns, id) in
@@ -176,6 +179,48 @@
  *      open for writing, to the last close. So X1 and X2 wait for and hold
  *      only files a node may still change: a node killed right after its
  *      close returned, before its RELEASE, holds no save (review 45 F1).
+ *      The handle is still open, though, and may write again: so the flush
+ *      drops the row and marks the node's ns_open row of the file parked
+ *      in one statement (pggen_writing_park, schema 4), and the row's
+ *      return or the last close (G_WRITING) clears the mark in theirs;
+ *      keep-latest-k's expire counts the marks of live nodes (X12) and
+ *      nothing else reads them. A node's death leaves its mark to no one
+ *      (not live: not counted; its ns_open rows go with pgns_unpin_lost).
+ *      The last close's statement returns the save's state, unlocked: one
+ *      another node committed has that node's policy ask for keep again
+ *      (fs/gen.h invariant 18); a close racing the commit leaves it to the
+ *      next pass.
+ *  X16. (generation.h G12 on this engine; pggen_hold_lost_chunk) A chunk
+ *      its writer's node finds lost before its upload (upload.h U7: the
+ *      cache copy damaged or missing, BACKING without it) makes every
+ *      COMMITTED save naming it, whichever node committed it, HELD (state
+ *      4, rule GEN_LOST_CHUNK_RULE, a reason naming the chunk, one file and
+ *      the node) in one fenced transaction that locks their rows FOR
+ *      UPDATE, 16 a transaction. So G_KEEP_NEWER (which counts state 1 only)
+ *      never counts it among the K newer saves and the older intact save
+ *      stays, `wait` on any node names it held, and every node hides it.
+ *      Not while ns_chunks says BACKING has the chunk (another node put the
+ *      same bytes) or another live node holds it (its cache has a copy it
+ *      may still upload, catalog_shared_data.c S6): then nothing is lost. A
+ *      save held so is a HELD one for X13 and G6 (keep-held ends it once K
+ *      newer are committed, one of them durable), a decision (admin commit,
+ *      rm) otherwise; it stays held if the chunk turns whole again later.
+ *      The same transaction first locks the OPEN saves naming the chunk
+ *      (FOR UPDATE) and last records the finding on the chunk's row
+ *      (ns_chunks.lost_by, schema 5) for every node's X17: a commit under
+ *      way on another node ends before the lock is granted and is then
+ *      held here as COMMITTED; one that starts later sees the mark.
+ *  X17. (generation.h G13; pggen_lost_chunk_of) Whether a file of a save
+ *      names a chunk found lost before its upload, by this node (its upload
+ *      queue, upload.h U14) or by any node (the chunk row's lost_by, X16),
+ *      judged lost as X16 does (not on BACKING, no live node but the finder
+ *      holding it). A commit by any rule but the admin's checks the marks
+ *      inside its own transaction, under its row lock (G_COMMIT_FREE counts
+ *      them: no extra round trip), and this node's queue in one statement
+ *      before it (catalog_shared_gen.c S9); refused, it is held with the
+ *      reason naming the chunk, a file and the node that found it
+ *      (catshg_unsettled, after X14's failed files). A node of schema 4
+ *      sees only its own findings.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -199,12 +244,22 @@ int pggen_create_root(struct pgns *ns, uint64_t parent, const struct cat_gen_spe
 
 /* This node opens ino for writing (open = true) or closed its last writer
  * (false). *gen_state (if not NULL) gets the state of ino's generation
- * (-1 for none): a COMMITTED one is the caller's to reopen. */
+ * (-1 for none): on an open, a COMMITTED one is the caller's to reopen; on a
+ * close (read without a lock), a COMMITTED one the caller's keep-latest-k
+ * may end now (fs/gen.h invariant 18). */
 int pggen_writing(struct pgns *ns, uint64_t ino, bool open, int *gen_state);
+/* pggen_writing, and *gen_id (if not NULL) gets ino's generation (0: none),
+ * the one *gen_state is of. */
+int pggen_writing_gen(struct pgns *ns, uint64_t ino, bool open, uint64_t *gen_id, int *gen_state);
 /* X15: this node writes ino again through a handle it kept open after the
  * flush that dropped its row: the row back, ino's failed flag (X14) left as
  * it is (no open for writing, no retry). */
 int pggen_writing_resume(struct pgns *ns, uint64_t ino);
+/* X15: this node's flush of its only write handle of ino published it: its
+ * ns_writing row goes and its ns_open row (added if none) is marked parked,
+ * in one statement (-ENOENT: no such inode, nothing changed). The next
+ * pggen_writing or pggen_writing_resume of ino by this node ends the mark. */
+int pggen_writing_park(struct pgns *ns, uint64_t ino);
 /* X14: a write or a last close of ino on this node failed: its failed flag
  * set (fenced: -ESTALE if this node is not live). */
 int pggen_failed(struct pgns *ns, uint64_t ino);
@@ -240,6 +295,26 @@ int pggen_hold_ids(struct pgns *ns, uint64_t id, const char *rule, const char *r
  * Committing the new version drops the backup; aborting it, holding it, or
  * its writer's node lost (X2) puts the backup back under the name. */
 int pggen_reopen(struct pgns *ns, uint64_t id);
+
+/* X16 (generation.h G12 on this engine): the COMMITTED saves naming chunk
+ * hash, which this node found lost before its upload, HELD with rule
+ * GEN_LOST_CHUNK_RULE and a reason naming the chunk, one file of each and
+ * this node, up to cap of them in one fenced transaction (their rows
+ * locked); hits[0..*n) get them. None if BACKING has the chunk or another
+ * live node holds it. Call again while *n == cap. */
+struct pggen_lost_hit {
+	uint64_t id, ino;
+	char name[CAT_NAME_MAX + 1];
+};
+int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
+			  struct pggen_lost_hit *hits, size_t cap, size_t *n);
+
+/* X17: the G12 reason (gen_lost_chunk_reason, naming this node) for a
+ * file of generation id naming one of hashes[0..n), chunks this node found
+ * lost before their upload (upload.h U14), as X16 judges them lost; ""
+ * if none. One statement. */
+int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
+			size_t n, char *reason, size_t size);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
  * holding those of them that node dead held and had not uploaded (X2);

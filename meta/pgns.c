@@ -757,6 +757,18 @@ static const char pgns_schema_sql[] =
 	 * of schema 2 neither sets nor reads it */
 	"ALTER TABLE ns_inodes ADD COLUMN IF NOT EXISTS failed BOOLEAN NOT NULL DEFAULT false;"
 	"CREATE INDEX IF NOT EXISTS ns_inodes_failed ON ns_inodes(gen) WHERE failed;"
+	/* schema 4, a write handle whose ns_writing row its flush parked
+	 * (pggen.h X15): its node's ns_open row says so, and keep-latest-k's
+	 * expire counts it (X12). Added to a database of schema 3 at its next
+	 * open, as schema 3 was; a node of schema 3 neither sets nor reads it */
+	"ALTER TABLE ns_open ADD COLUMN IF NOT EXISTS parked BOOLEAN NOT NULL DEFAULT false;"
+	/* schema 5, the node that found a chunk lost before its upload (pggen.h
+	 * X16), read by every node's commit (X17). Added to a database of
+	 * schema 4 at its next open; a node of schema 4 neither sets nor reads
+	 * it, so its commits see only its own findings, as before */
+	"ALTER TABLE ns_chunks ADD COLUMN IF NOT EXISTS lost_by BIGINT;"
+	"CREATE INDEX IF NOT EXISTS ns_chunks_lost ON ns_chunks(hash)"
+	" WHERE lost_by IS NOT NULL AND NOT uploaded;"
 	"INSERT INTO ns_meta(key, value) VALUES ('schema', '" PGNS_SCHEMA_TEXT "') ON CONFLICT (key)"
 	" DO UPDATE SET value = excluded.value WHERE CAST(ns_meta.value AS INT) <"
 	" CAST(excluded.value AS INT);";

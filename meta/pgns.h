@@ -168,7 +168,9 @@
  *      handle, or was lost (whose ns_open rows it deletes first). Other
  *      unlinked inodes are left as before (catalog_shared_gen.c S1). A
  *      release deletes the ns_open, ns_writing and ns_release_wait rows
- *      naming the inodes it deleted.
+ *      naming the inodes it deleted. An ns_open row with `parked` set
+ *      (schema 4) is also a write handle whose ns_writing row its flush
+ *      parked (pggen.h X15): only keep-latest-k's expire reads the flag (X12).
  * N15. The store id (ns_meta key 'store_id', 32 lowercase hex digits: the id
  *      in BACKING's marker ckptfs.store, fs/main.c M3) is set once and never
  *      changed: pgns_store_id_offer inserts it only when no row exists (ON
@@ -213,8 +215,8 @@ struct pgns {
 /* The tables (and the root directory, owned by root_uid:root_gid);
  * idempotent, safe from several nodes at once. A database of an older
  * schema is brought to this one (ns_meta 'schema'; 1 had no such key). */
-#define PGNS_SCHEMA 3
-#define PGNS_SCHEMA_TEXT "3"
+#define PGNS_SCHEMA 5
+#define PGNS_SCHEMA_TEXT "5"
 int pgns_schema(struct pg *pg, uint32_t root_uid, uint32_t root_gid);
 
 int pgns_getattr(struct pgns *ns, uint64_t ino, struct cat_inode *out);

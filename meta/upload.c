@@ -74,6 +74,10 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 				 " WHERE id = ?1 AND state = 1 AND version = ?2" },
 	U(U_FAILED) = { "record a failed upload",
 			"UPDATE uploads SET attempts = attempts + 1, error = ?2 WHERE seq = ?1" },
+	/* U14: this node's chunk rows found lost before their upload */
+	U(U_LOST_HASHES) = { "list the chunks found lost before their upload",
+			     "SELECT DISTINCT hash FROM uploads WHERE kind = 1 AND hash IS NOT NULL"
+			     " AND error LIKE '" UP_LOST_ERROR "%' ORDER BY hash LIMIT ?1" },
 	U(U_WHERE) = { "locate a chunk",
 		       "SELECT cached, uploaded, codec, plain_len, stored_len, refcount FROM chunks"
 		       " WHERE hash = ?1 AND stored_len IS NOT NULL" },
@@ -445,6 +449,23 @@ int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error)
 		rc = cat_run(cat, U_FAILED);
 	cat_unlock(cat);
 	return rc;
+}
+
+int cat_upload_lost_hashes(struct cat *cat, uint8_t (*hashes)[CAT_HASH_LEN], size_t max,
+			   size_t *n)
+{
+	*n = 0;
+	cat_lock(cat);
+	int rc = cat_bind(cat, U_LOST_HASHES, A_INT((int64_t)max));
+	while (rc == 0 && (rc = cat_next(cat, U_LOST_HASHES)) == 1) {
+		sqlite3_stmt *st = cat->stmt[U_LOST_HASHES];
+		rc = 0;
+		if (*n < max && sqlite3_column_bytes(st, 0) == CAT_HASH_LEN)
+			memcpy(hashes[(*n)++], sqlite3_column_blob(st, 0), CAT_HASH_LEN);
+	}
+	cat_reset(cat, U_LOST_HASHES);
+	cat_unlock(cat);
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- chunk locations and eviction ---- */

@@ -128,6 +128,11 @@
  *      through the daemon's verb reput: fs/cache.c cache_reput) is dirty
  *      again (uploaded = 0, an UP_CHUNK row: U2) until the uploader has put
  *      it again; eviction never takes its only good copy meanwhile.
+ *  U14. An UP_CHUNK row found lost (U7, fs/uploader.c up_lost) keeps an
+ *      error starting with UP_LOST_ERROR until the row ends (an upload or a
+ *      moot end at a later try). While it does, no save naming the chunk is
+ *      committed but by an admin's decision (generation.h G13): its commit
+ *      is refused and the save held (rule "lost-chunk").
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H
@@ -198,6 +203,15 @@ int cat_chunk_reput(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 
 /* Records a failed attempt (attempts + 1, the error text). */
 int cat_upload_failed(struct cat *cat, uint64_t seq, const char *error);
+
+/* U14: the error text of an UP_CHUNK row whose chunk was found lost before
+ * its upload (fs/uploader.c up_lost: its cache copy damaged or missing,
+ * BACKING without it) starts with this. */
+#define UP_LOST_ERROR "lost:"
+/* U14: up to max hashes of this node's UP_CHUNK rows recorded lost
+ * (UP_LOST_ERROR), by hash: this node's local queue, on either engine. */
+int cat_upload_lost_hashes(struct cat *cat, uint8_t (*hashes)[CAT_HASH_LEN], size_t max,
+			   size_t *n);
 
 /* Where a chunk is. -ENOENT if there is no row (or it has no object yet). */
 struct cat_chunk_where {

@@ -190,8 +190,15 @@ static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH
 		return 1;
 	}
 	v->bad++;
-	admin_verify_report(v, hash, wname, rc == -ENOENT ? "missing" : "corrupt",
-			    rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : "damaged");
+	char reason[256];
+	snprintf(reason, sizeof(reason), "%s",
+		 rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : "damaged");
+	if (rc == -EBADMSG && where == ADMIN_ON_BACKING) { /* bkobj.h B4: name the path */
+		char rel[128];
+		store_object_relpath(hash, rel, sizeof(rel));
+		snprintf(reason, sizeof(reason), "%s: %s", rel, why ? why : "damaged");
+	}
+	admin_verify_report(v, hash, wname, rc == -ENOENT ? "missing" : "corrupt", reason);
 	return 2; /* a verdict: the copy is bad */
 }
 

@@ -1486,10 +1486,20 @@ void backing_get_counts(const struct backing *b, struct backing_counts *out)
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)
 {
 	int rc = backing_check_path(relpath, false);
-	if (rc == 0)
-		rc = backing_read_file(b, relpath, buf, cap, len);
-	if (rc != 0 && rc != -ENOENT)
-		backing_log_failure(b, "get", relpath ? relpath : "(null)", "read", rc);
+	if (rc != 0) {
+		backing_log_failure(b, "get", relpath ? relpath : "(null)", "invalid path", rc);
+		return rc;
+	}
+	rc = backing_read_file(b, relpath, buf, cap, len);
+	const char *planted = rc == -ELOOP	 ? "a symlink at its path or on its way (not followed)"
+			      : rc == -ENOTDIR ? "a non-directory on its path"
+			      : rc == -EISDIR  ? "it is a directory, not a regular file"
+			      : rc == -EINVAL  ? "it is not a regular file (a FIFO, socket or device)"
+					       : NULL;
+	if (planted) /* backing.h: what is there is not read */
+		log_error("BACKING %s: get %s: %s; not read", b->spec, relpath, planted);
+	else if (rc != 0 && rc != -ENOENT)
+		backing_log_failure(b, "get", relpath, "read", rc);
 	return rc;
 }
 

@@ -131,7 +131,13 @@ int backing_put_new(struct backing *b, const char *relpath, const void *data, si
 int backing_move(struct backing *b, const char *from, const char *to);
 
 /* Reads the whole of relpath into buf (capacity cap); *len gets its size.
- * -ENOENT if absent, -EFBIG if larger than cap. */
+ * -ENOENT if absent, -EFBIG if larger than cap, -EINVAL for an invalid
+ * relpath. Something other than a regular file at a valid relpath is never
+ * followed nor read, and answers by what it is, alike on both backends:
+ * -ELOOP a symlink at relpath or on its way, -ENOTDIR a non-directory on its
+ * way, -EISDIR a directory, -EINVAL a FIFO, socket or device (an NFS
+ * server's own NFS3ERR_INVAL is -EPROTO, not this). bkobj.h B4 counts these
+ * as a verdict on a chunk's object. */
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len);
 
 /* Size of relpath; -ENOENT if absent. */

@@ -50,8 +50,10 @@
  *     a temporary is created GUARDED (any entry at its unguessable name, a
  *     symlink included, is EEXIST; a regular file there is taken as our own
  *     CREATE whose reply a lost connection ate, invariant 3), a get or stat
- *     accepts only a regular file, and a directory found by mkdir must be
- *     one. Files are created 0600, directories 0700. Only list goes by
+ *     accepts only a regular file (anything else answers by its kind, as
+ *     backing.h says for get: the type LOOKUP gave, never read; the
+ *     server's own NFS3ERR_INVAL is -EPROTO so that -EINVAL means a special
+ *     file), and a directory found by mkdir must be one. Files are created 0600, directories 0700. Only list goes by
  *     libnfs's path API, which resolves symlinks in the directory part
  *     itself, on the server's export, never on this host's filesystems.
  *     docs/DESIGN.md "Trust model".
@@ -901,10 +903,18 @@ static int bnfs_lookup_file(struct nfs_context *ctx, struct bnfs_op *op, const c
 		rc = bnfs_lookup(op->n, ctx, &dfh, name, rel, c);
 	if (rc == 0)
 		rc = bnfs_need_attr(op->n, ctx, c, rel);
+	if (rc == -EINVAL)
+		return -EPROTO; /* the server's NFS3ERR_INVAL: not a special file (backing.h) */
 	if (rc == 0 && c->type == NF3DIR)
 		rc = -EISDIR;
 	else if (rc == 0 && c->type != NF3REG)
 		rc = c->type == NF3LNK ? -ELOOP : -EINVAL; /* never read through a symlink */
+	if (rc == -EISDIR || rc == -EINVAL)
+		snprintf(bnfs_detail, sizeof(bnfs_detail), "%s is not a regular file (a %s)", rel,
+			 c->type == NF3DIR ? "directory" : c->type == NF3FIFO ? "FIFO"
+			 : c->type == NF3SOCK ? "socket" : "device");
+	else if (rc == -ELOOP && c->type == NF3LNK)
+		snprintf(bnfs_detail, sizeof(bnfs_detail), "%s is a symlink (not followed)", rel);
 	return rc;
 }
 
@@ -912,9 +922,7 @@ static int bnfs_once_read(struct nfs_context *ctx, struct bnfs_op *op, bool fres
 {
 	struct bnfs_call c = { 0 };
 	int rc = bnfs_lookup_file(ctx, op, op->rel, fresh, cached, &c);
-	if (rc == -EINVAL)
-		rc = -ELOOP; /* a special file: not read either */
-	if (rc != 0)
+	if (rc != 0) /* a special file (-EINVAL) or a symlink (-ELOOP) is not read either */
 		return rc;
 	if (c.size > op->cap)
 		return -EFBIG;
@@ -925,8 +933,8 @@ static int bnfs_once_read(struct nfs_context *ctx, struct bnfs_op *op, bool fres
 		READ3args ra = { .file = bnfs_fh3(&c.fh), .offset = done, .count = (count3)want };
 		struct bnfs_call r = { .rbuf = (char *)op->rbuf + done, .rwant = want };
 		rc = bnfs_rpc(op->n, ctx, BP_READ, &ra, op->rel, &r);
-		if (rc != 0)
-			return rc;
+		if (rc != 0) /* the server's NFS3ERR_INVAL: no special file (backing.h) */
+			return rc == -EINVAL ? -EPROTO : rc;
 		if (r.count == 0) { /* shorter than its attributes said */
 			snprintf(bnfs_detail, sizeof(bnfs_detail), "end of file at %zu of %llu bytes",
 				 done, (unsigned long long)c.size);

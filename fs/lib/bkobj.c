@@ -5,6 +5,19 @@
 #include <assert.h>
 #include <errno.h>
 
+/* B4: backing_get's answer for a name that holds no regular file, as the
+ * verdict's reason; NULL for every other answer. */
+static const char *bkobj_planted(int rc)
+{
+	switch (rc) {
+	case -ELOOP: return BKOBJ_WHY_SYMLINK;
+	case -ENOTDIR: return BKOBJ_WHY_NOTDIR;
+	case -EISDIR: /* a directory */
+	case -EINVAL: return BKOBJ_WHY_NOTREG; /* a FIFO, socket or device (the path is valid) */
+	default: return NULL;
+	}
+}
+
 int bkobj_get(struct backing *b, const uint8_t hash[HASH_LEN], struct bkobj_read *r,
 	      const char **why)
 {
@@ -25,6 +38,8 @@ int bkobj_get(struct backing *b, const uint8_t hash[HASH_LEN], struct bkobj_read
 		*why = "larger than a chunk's object can be";
 		return -EBADMSG;
 	}
+	if ((*why = bkobj_planted(rc))) /* B4: something else at its name */
+		return -EBADMSG;
 	if (rc != 0) /* B1: BACKING could not be read, or has no such object */
 		return rc == -EBADMSG ? -EIO : rc;
 	size_t plain_len = 0;

@@ -11,7 +11,8 @@
  *        -ENOENT  BACKING has no object of that name (not logged);
  *        -EBADMSG a verdict on the bytes BACKING gave: damaged (header,
  *                 length, CRC-32C, decoding, SHA-256, or larger than a
- *                 chunk's object can be), with *why saying how. Reading it
+ *                 chunk's object can be), or on what is at its name (B4),
+ *                 with *why saying how. Reading it
  *                 again gives the same bytes: nobody retries a verdict;
  *        other    BACKING could not be read (backing.h: -ETIMEDOUT for an NFS
  *                 server that does not answer, -EIO for a lost connection or
@@ -26,9 +27,23 @@
  *      into store_fetch_image's buffer and keeps a raw chunk's plain bytes
  *      where they lie (store.h S9); the others read into a buffer of theirs
  *      and decode into another.
+ *  B4. A name on BACKING that holds no regular file where the object should
+ *      be is a verdict too (-EBADMSG), not "BACKING could not be read": a
+ *      symlink at the object's path or on its way (BKOBJ_WHY_SYMLINK), a
+ *      non-directory on its way (BKOBJ_WHY_NOTDIR), a directory, FIFO,
+ *      socket or device at it (BKOBJ_WHY_NOTREG). backing_get answers each
+ *      by its own code without following or reading it (backing.h), so
+ *      asking again gives the same answer, as for damaged bytes: a read
+ *      fails EIO at once, verify counts it damaged; nothing reads through
+ *      it or removes it. Like any damaged object on BACKING it is only ever
+ *      replaced by a rename over its name (a put: the uploader's, or
+ *      verify's put-again of a good cache copy, upload.h U13), which
+ *      replaces the name and never writes through it. ckptfs makes no such thing on BACKING:
+ *      it was planted (or made by a tool), like a damaged object.
  *
  * Tested by tests/unit/test_bkobj.c (a directory BACKING: absent, whole,
- * damaged, too large, unreadable). */
+ * damaged, too large, a symlink, FIFO or directory at its name, unreadable)
+ * and tests/integration/t_integrity.sh (a read and verify of such a chunk). */
 #ifndef CKPTFS_BKOBJ_H
 #define CKPTFS_BKOBJ_H
 
@@ -55,6 +70,11 @@ struct bkobj_read {
 	size_t obj_len;   /* the object's size (its image is obj[0..obj_len)) */
 	size_t plain_len; /* its plain bytes */
 };
+
+/* B4's reasons (*why) */
+#define BKOBJ_WHY_SYMLINK "a symlink at its path or on its way, not followed"
+#define BKOBJ_WHY_NOTDIR "a non-directory on its path"
+#define BKOBJ_WHY_NOTREG "not a regular file but a directory, FIFO, socket or device"
 
 /* B1: reads chunk hash's object from BACKING b as r says and checks it.
  * why: set for -EBADMSG (a static string), NULL otherwise. */

@@ -766,6 +766,92 @@ test_rebuild_recreates_the_catalog_from_backing() {
 	ck_umount
 }
 
+# _mount_refused WHAT — a mount of CK_CACHE is refused with one line on
+# stderr (the daemon's log in a file), nothing mounted; the line in $CK_TMP/refused.
+_mount_refused() {
+	local rc=0
+	"$CKPTFS_BIN" -f -o "cache=$CK_CACHE,log=$CK_TMP/refused.log" "$CK_BACKING" "$CK_MNT" \
+		>"$CK_TMP/refused" 2>&1 </dev/null || rc=$?
+	ck_is_mounted "$CK_MNT" && ck_fail "$1: mounted"
+	assert_ne 0 "$rc" "$1: the daemon's exit status"
+	assert_eq 1 "$(wc -l <"$CK_TMP/refused")" "$1: lines on stderr ($(tr '\n' '|' <"$CK_TMP/refused"))"
+}
+# _cache_files — the cache's file names and sizes (catalog.db's -wal, -shm aside)
+_cache_files() { (cd "$CK_CACHE" && find . -name 'catalog.db-*' -prune -o -type f -printf '%p %s\n' | sort); }
+
+# Review 47 F6: a catalog.db cut to half, or with a page zeroed, was refused
+# with "cannot read its catalog: Input/output error" (M1's count of durable
+# saves reads it before main_open_catalog's documented line). Now one line
+# names the file, SQLite's reason and `ckptfs-admin rebuild`; nothing in the
+# cache is moved or deleted; following the line, the mount works.
+test_a_damaged_catalog_is_refused_naming_the_reason_and_rebuild() {
+	ck_mount
+	mk_gen run/step-1 a.pt:$((MiB + 1)) b.json:3000
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_umount
+	cp "$CK_CACHE/catalog.db" "$CK_TMP/whole.db"
+	local how before
+	for how in truncated zeroed; do
+		cp "$CK_TMP/whole.db" "$CK_CACHE/catalog.db"
+		rm -f "$CK_CACHE/catalog.db-wal" "$CK_CACHE/catalog.db-shm"
+		if [ $how = truncated ]; then
+			truncate -s $(($(ck_size "$CK_TMP/whole.db") / 2)) "$CK_CACHE/catalog.db"
+		else
+			dd if=/dev/zero of="$CK_CACHE/catalog.db" bs=4096 seek=2 count=1 conv=notrunc 2>/dev/null
+		fi
+		before=$(_cache_files)
+		_mount_refused "catalog.db $how"
+		assert_contains "$(cat "$CK_TMP/refused")" "catalog $CK_CACHE/catalog.db is damaged (" "catalog.db $how: the refusal"
+		assert_contains "$(cat "$CK_TMP/refused")" "rebuild it from BACKING with \`ckptfs-admin rebuild --cache $CK_CACHE $CK_BACKING\`" "catalog.db $how: the refusal"
+		[ $how = zeroed ] || assert_contains "$(cat "$CK_TMP/refused")" "(database disk image is malformed)" "catalog.db $how: SQLite's reason"
+		assert_eq "$before" "$(_cache_files)" "catalog.db $how: the cache's files after the refusal"
+	done
+	assert_adm 0 rebuild --cache "$CK_CACHE" "$CK_BACKING"
+	ck_mount
+	assert_file_eq "$CK_REF/run/step-1/a.pt" "$CK_MNT/run/step-1/a.pt"
+	assert_file_eq "$CK_REF/run/step-1/b.json" "$CK_MNT/run/step-1/b.json"
+	ck_umount
+}
+
+# Review 47 F6: a small.db cut to half was refused with "cannot open
+# small.db: Input/output error", no word of what to do. Now one line names
+# it, the reason, how to move it aside and what that costs, from the catalog:
+# nothing when no chunk waits for upload (then, moved aside, its rows are
+# fetched from BACKING: every file reads right), else how many chunks are
+# not on BACKING yet; and that rebuild does not help. Nothing is moved.
+test_a_damaged_small_db_is_refused_naming_what_moving_it_aside_costs() {
+	ck_mount
+	mk_gen run/step-1 a.pt:$((MiB + 1)) b.json:3000 c.json:5000 d.txt:700
+	assert_adm 0 wait "$CK_MNT" --timeout 60
+	ck_umount
+	[ -s "$CK_CACHE/small.db" ] || ck_fail "precondition: no small.db in the cache"
+	cp "$CK_CACHE/small.db" "$CK_TMP/small.whole"
+	truncate -s $(($(ck_size "$CK_CACHE/small.db") / 2)) "$CK_CACHE/small.db"
+	local before line
+	before=$(_cache_files)
+	_mount_refused "small.db truncated"
+	line=$(cat "$CK_TMP/refused")
+	assert_contains "$line" "cache $CK_CACHE: small.db is damaged (" "the refusal"
+	assert_contains "$line" "mv $CK_CACHE/small.db $CK_CACHE/small.db.damaged" "the refusal"
+	assert_contains "$line" "no chunk of this cache waits for upload, so every row is on BACKING too" "the refusal"
+	assert_contains "$line" "\`ckptfs-admin rebuild\` does not help" "the refusal"
+	assert_eq "$before" "$(_cache_files)" "the cache's files after the refusal"
+	# chunks the catalog says are not on BACKING yet: counted
+	ck_sql "UPDATE chunks SET uploaded = 0 WHERE hash IN (SELECT hash FROM chunks LIMIT 2)" >/dev/null
+	_mount_refused "small.db truncated, 2 chunks not uploaded"
+	assert_contains "$(cat "$CK_TMP/refused")" "2 chunks of this cache are not on BACKING yet: those of at most 64 KiB have their only copy in it" "the refusal with chunks not uploaded"
+	ck_sql "UPDATE chunks SET uploaded = 1 WHERE cached = 1" >/dev/null
+	# the remedy, with no chunk waiting: every file reads right, from BACKING
+	mv "$CK_CACHE/small.db" "$CK_CACHE/small.db.damaged"
+	rm -f "$CK_CACHE/small.db-wal" "$CK_CACHE/small.db-shm"
+	ck_mount
+	local f
+	for f in a.pt b.json c.json d.txt; do
+		assert_file_eq "$CK_REF/run/step-1/$f" "$CK_MNT/run/step-1/$f"
+	done
+	ck_umount
+}
+
 # Review 32B F2: a daemon killed leaves catalog.db-wal; catalog.db gone (by
 # hand, or a rebuild stopped between its renames), rebuild renamed the new
 # catalog in beside the old log and SQLite replayed it: the old catalog id

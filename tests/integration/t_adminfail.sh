@@ -52,7 +52,7 @@ _both() { cat "$CK_TMP/out" "$CK_TMP/err" | tr '\n' '|'; }
 
 test_export_cache_reads_a_damaged_cache_copy_from_backing_and_fails_only_when_both_are() {
 	ck_mount copy_uploads # two copies: BACKING shares the cache's filesystem here
-	_save run/step-1 3
+	_save run/step-1 5
 	ck_wait_durable 60
 	ck_umount
 	local hash ext n
@@ -88,8 +88,8 @@ test_export_cache_reads_a_damaged_cache_copy_from_backing_and_fails_only_when_bo
 test_verify_stops_at_once_when_backing_is_unreachable_and_says_how_many_were_not_checked() {
 	ck_faultfs_up
 	ck_mount
-	_save run/step-1 3
-	_save run/step-2 3
+	_save run/step-1 5
+	_save run/step-2 5
 	ck_wait_durable 60
 	ck_umount
 	local rc total

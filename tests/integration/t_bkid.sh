@@ -262,6 +262,51 @@ test_catalog_behind_backing_is_refused_then_rebuilt() {
 	done
 }
 
+_bk_said() { grep -qF "$1" "$CK_DLOG" && echo 1 || echo 0; } # NEEDLE: 1 once the daemon logged it
+# uploader.h B4: a manifest put never replaces another save's manifest. One
+# is planted at the path the next save's manifest will take (as a catalog
+# that reused a generation id would find it); the put leaves it, the save
+# stays not durable with one line naming both, and once the admin moves the
+# planted one away the save becomes durable.
+test_a_manifest_put_never_replaces_another_saves_manifest() {
+	ck_mount
+	mkdir -p "$CK_MNT/run/checkpoint-1"
+	head -c 1M /dev/urandom >"$CK_REF/m1.bin"
+	cp "$CK_REF/m1.bin" "$CK_MNT/run/checkpoint-1/model.bin"
+	echo '{"step": 1}' >"$CK_MNT/run/checkpoint-1/trainer_state.json"
+	ck_until_eq 1 100 "checkpoint-1 committed" ck_sql "SELECT state FROM generations WHERE name = 'checkpoint-1'"
+	ck_wait_durable
+	local id next planted
+	id=$(ck_sql "SELECT id FROM generations WHERE name = 'checkpoint-1'")
+	next=$((id + 1))
+	planted=$CK_BACKING/manifests/gen/$next.1.ckm
+	cp "$CK_BACKING/manifests/gen/$id.1.ckm" "$planted"
+	local before
+	before=$(sha256sum <"$planted")
+	mkdir -p "$CK_MNT/run/checkpoint-2"
+	head -c 1M /dev/urandom >"$CK_REF/m2.bin"
+	cp "$CK_REF/m2.bin" "$CK_MNT/run/checkpoint-2/model.bin"
+	echo '{"step": 2}' >"$CK_MNT/run/checkpoint-2/trainer_state.json"
+	ck_until_eq "$next" 100 "checkpoint-2 committed as generation $next" \
+		ck_sql "SELECT id FROM generations WHERE name = 'checkpoint-2' AND state = 1"
+	ck_until_eq 1 300 "the refusal logged" _bk_said "manifests/gen/$next.1.ckm holds another save's manifest"
+	sleep 1 # tried again meanwhile (the backoff starts at 100 ms), said once
+	assert_eq 1 "$(grep -c "holds another save's manifest" "$CK_DLOG")" "lines of the refusal"
+	assert_contains "$("$CKPTFS_ADMIN" stats "$CK_MNT")" "upload_last_error another save's manifest is at its path on BACKING" "stats"
+	assert_contains "$(grep "holds another save" "$CK_DLOG")" "generation $id version 1" "the refusal"
+	assert_contains "$(grep "holds another save" "$CK_DLOG")" "ckptfs-admin rebuild" "the refusal"
+	assert_eq "$before" "$(sha256sum <"$planted")" "the planted manifest after the put"
+	assert_eq 0 "$(ck_sql "SELECT durable_version FROM generations WHERE id = $next")" "checkpoint-2's durable version"
+	local rc=0
+	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 2 >"$CK_TMP/out" 2>&1 || rc=$?
+	assert_ne 0 "$rc" "wait's exit status with checkpoint-2's manifest refused"
+	mv "$planted" "$CK_TMP/planted.ckm"
+	ck_wait_durable 90
+	cmp -s "$CK_TMP/planted.ckm" "$CK_BACKING/manifests/gen/$id.1.ckm" || ck_fail "checkpoint-1's manifest changed"
+	cmp "$CK_REF/m2.bin" "$CK_MNT/run/checkpoint-2/model.bin" || ck_fail "checkpoint-2 differs"
+	ck_umount
+}
+
 # A catalog rebuilt from BACKING describes that store only: the rebuild drops
 # CACHE/backing-id (tools/admin_rebuild.c), and the next mount adopts the
 # store's id. Before, a cache rebuilt from another store (BACKING's path

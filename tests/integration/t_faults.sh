@@ -237,7 +237,7 @@ test_passing_backing_read_errors_are_retried_damage_is_not() {
 	local d=run/step-1 ext n line end pre out rc=0
 	mkdir -p "$CK_REF/$d"
 	ck_rand "$CK_REF/$d/a" $((3 * MiB))
-	ck_rand "$CK_REF/$d/b" $((3 * MiB))
+	ck_rand "$CK_REF/$d/b" $((5 * MiB))
 	ck_mount
 	mkdir -p "$CK_MNT/$d"
 	cp "$CK_REF/$d/a" "$CK_REF/$d/b" "$CK_MNT/$d/"

@@ -115,7 +115,7 @@ _verify_ok() {
 # _setup_files — victim (3 MiB random) and other (2 MiB random), written
 # through a mount that is then unmounted; picks the victim chunk.
 _setup_files() {
-	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/victim" $((5 * MiB))
 	ck_rand "$CK_REF/other" $((2 * MiB))
 	ck_mount
 	cp "$CK_REF/victim" "$CK_MNT/victim"
@@ -128,7 +128,7 @@ _setup_files() {
 # ---------------------------------------------------------------- cases
 
 test_damaged_cache_copy_is_replaced_from_backing() {
-	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/victim" $((5 * MiB))
 	ck_mount copy_uploads # two copies: BACKING shares the cache's filesystem here
 	cp "$CK_REF/victim" "$CK_MNT/victim"
 	ck_umount
@@ -151,7 +151,7 @@ test_damaged_cache_copy_is_replaced_from_backing() {
 # too. Reads fail with EIO, never wrong bytes; verify names both copies;
 # the byte restored, all is well again.
 test_linked_copies_share_their_damage_and_read_as_eio() {
-	ck_rand "$CK_REF/victim" $((3 * MiB))
+	ck_rand "$CK_REF/victim" $((5 * MiB))
 	ck_mount
 	cp "$CK_REF/victim" "$CK_MNT/victim"
 	timeout 120 "$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 60 >/dev/null || ck_fail "the uploads did not finish"
@@ -415,6 +415,62 @@ f = open(sys.argv[1], "r+b"); f.seek(24); f.write(struct.pack("<Q", 1 << 40)); f
 	_verify_reports "payload length 2^40 in the header"
 	_restore
 	_read_ok victim
+	ck_umount
+}
+
+# ---- something other than a file planted at an object on BACKING
+
+# _read_fails_fast WHAT — _read_fails victim, in under 5 s although BACKING's
+# timeout is 10 s: a verdict is not retried (bkobj.h B1, B4).
+_read_fails_fast() {
+	local t0 ms
+	t0=$(date +%s%N)
+	_read_fails victim "$1"
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	[ "$ms" -lt 5000 ] || ck_fail "$1: reading victim took $ms ms to fail: retried as if BACKING did not answer (backing_timeout=10)"
+}
+
+# _verify_names_planted WHAT WHY — verify counts the chunk corrupt (not
+# unreadable), naming its path on BACKING and WHY.
+_verify_names_planted() {
+	local out rel=chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH
+	_verify_reports "$1"
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || true
+	assert_contains "$out" "corrupt chunk $V_HASH in BACKING ($rel: $2" "$1: verify's line"
+	assert_not_contains "$out" "unreadable chunk" "$1: verify's output"
+	assert_eq 0 "$(echo "$out" | awk '$1 == "chunks_unreadable" { print $2 }')" "$1: chunks_unreadable of verify"
+}
+
+# bkobj.h B4 (review 47 F5): a symlink (to a good copy of the very object,
+# outside BACKING) or a FIFO planted at a chunk object's path on BACKING is
+# damage, not a BACKING that does not answer: the read fails EIO at once
+# (before, each read request was retried for backing_timeout: 31 s for this
+# file at 10 s), the log and verify name the path and what is there, the
+# symlink is never followed and nothing planted is removed. Once the object
+# is back, the file reads again.
+test_a_symlink_or_fifo_planted_at_an_object_on_backing_is_damage_at_once() {
+	_setup_files
+	cp -p "$V_SAVED" "$CK_TMP/good.obj"
+	rm -f "$V_OBJ"
+	ln -s "$CK_TMP/good.obj" "$V_OBJ"
+	ck_mount "backing_timeout=10"
+	_read_fails_fast "a symlink at the object's path"
+	_assert_logged_read_error "a symlink at the object's path"
+	assert_contains "$(grep -F "$V_HASH" "$CK_DLOG")" "chunk $V_HASH is corrupt: a symlink at its path or on its way, not followed (chunks/${V_HASH:0:2}/${V_HASH:2:2}/$V_HASH)" "the log line of the symlink"
+	_read_ok other
+	_verify_names_planted "a symlink at the object's path" "a symlink at its path or on its way, not followed"
+	[ -L "$V_OBJ" ] || ck_fail "the planted symlink was removed or replaced"
+	cmp -s "$V_SAVED" "$CK_TMP/good.obj" || ck_fail "the symlink's target changed"
+	# A FIFO in its place (nothing of the chunk was ever served to cache).
+	rm -f "$V_OBJ"
+	mkfifo -m 600 "$V_OBJ"
+	_read_fails_fast "a FIFO at the object's path"
+	_verify_names_planted "a FIFO at the object's path" "not a regular file but a directory, FIFO, socket or device"
+	[ -p "$V_OBJ" ] || ck_fail "the planted FIFO was removed or replaced"
+	rm -f "$V_OBJ"
+	_restore
+	_read_ok victim
+	_verify_ok
 	ck_umount
 }
 

@@ -16,6 +16,7 @@
 ck_timeout test_nfs_restore_with_prefetch_reads_what_was_written 300
 ck_timeout test_nfs_damaged_object_is_never_served_read_ahead_or_not 240
 ck_timeout test_dir_restore_with_prefetch_and_a_damaged_object 240
+ck_timeout test_nfs_planted_symlink_or_fifo_at_an_object_is_damage_at_once 240
 ck_slow test_nfs_restore_with_prefetch_reads_what_was_written
 
 NFILES=4
@@ -178,6 +179,66 @@ test_nfs_damaged_object_is_never_served_read_ahead_or_not() {
 	_ganesha_backing
 	_save 1 16
 	_damaged_object_checks
+}
+
+# _plant_and_read KIND — part0.bin's third chunk's object on the nfs://
+# BACKING replaced, through the export directory, by KIND (a symlink to a
+# good copy of it, or a FIFO); ganesha restarted so that it serves what is
+# on its disk, not the file it cached under that name; a fresh node
+# (backing_timeout=10) reads part0.bin: EIO in under 5 s, the log names the
+# object's path and what is there, and the planted thing is still there.
+_plant_and_read() {
+	local kind=$1 hex obj t0 ms rc=0 want
+	hex=$(ck_sql "SELECT lower(hex(hash)) FROM extents WHERE ino = (SELECT ino FROM dirents
+		WHERE name = 'part0.bin') ORDER BY off LIMIT 1 OFFSET 2")
+	[ -n "$hex" ] || ck_fail "part0.bin has fewer than 3 chunks"
+	obj=$BACKING_DIR/chunks/${hex:0:2}/${hex:2:2}/$hex
+	[ -e "$obj" ] || [ -L "$obj" ] || ck_fail "no object of chunk $hex at $obj"
+	[ -f "$CK_TMP/good.$hex" ] || cp "$obj" "$CK_TMP/good.$hex"
+	rm -f "$obj"
+	if [ "$kind" = symlink ]; then
+		ln -s "$CK_TMP/good.$hex" "$obj"
+		want="a symlink at its path or on its way, not followed"
+	else
+		mkfifo -m 600 "$obj"
+		want="not a regular file but a directory, FIFO, socket or device"
+	fi
+	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1
+	"$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" >/dev/null 2>"$CK_TMP/ganesha.err" ||
+		ck_fail "ganesha did not start again: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
+	_fresh_node backing_timeout=10
+	t0=$(date +%s%N)
+	timeout 60 cat "$CK_MNT/run/step-1/part0.bin" >/dev/null 2>"$CK_TMP/read.err" || rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	assert_ne 0 "$rc" "$kind: reading part0.bin"
+	assert_contains "$(cat "$CK_TMP/read.err")" "Input/output error" "$kind: the read's error"
+	[ "$ms" -lt 5000 ] || ck_fail "$kind: reading part0.bin took $ms ms to fail (retried for backing_timeout)"
+	assert_contains "$(cat "$CK_DLOG")" "chunk $hex is corrupt: $want (chunks/${hex:0:2}/${hex:2:2}/$hex)" "$kind: the log line"
+	ck_umount
+	if [ "$kind" = symlink ]; then
+		[ -L "$obj" ] || ck_fail "the planted symlink was removed or replaced"
+	else
+		[ -p "$obj" ] || ck_fail "the planted FIFO was removed or replaced"
+	fi
+	rm -f "$obj"
+	cp "$CK_TMP/good.$hex" "$obj"
+}
+
+# bkobj.h B4 over nfs:// (review 47 F5): a symlink or a FIFO where a chunk's
+# object should be is damage, found at once, as on a directory BACKING
+# (t_integrity); nfs:// answers backing_get by kind like the directory
+# backend (tests/nfs/t_nfs.sh).
+test_nfs_planted_symlink_or_fifo_at_an_object_is_damage_at_once() {
+	_ganesha_backing
+	_save 1 8
+	_plant_and_read symlink
+	_plant_and_read fifo
+	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1
+	"$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" >/dev/null 2>"$CK_TMP/ganesha.err" ||
+		ck_fail "ganesha did not start again"
+	_fresh_node
+	assert_file_eq "$CK_REF/run/step-1/part0.bin" "$CK_MNT/run/step-1/part0.bin"
+	ck_umount
 }
 
 test_dir_restore_with_prefetch_and_a_damaged_object() {

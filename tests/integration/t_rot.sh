@@ -11,6 +11,7 @@
 
 ck_timeout test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one 240
 ck_timeout test_backing_copy_damaged_is_put_again_from_the_cache 240
+ck_timeout test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit 240
 
 # _big_chunk NAME — the hash (hex) of the biggest chunk of $CK_MNT/NAME.
 _big_chunk() {
@@ -102,6 +103,48 @@ test_backing_copy_damaged_is_put_again_from_the_cache() {
 	ck_log "chunk $h evicted after $((n - 1)) saves of 8 MiB"
 	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" ||
 		ck_fail "run/step-1/model.pt differs from what was saved after its chunk was evicted"
+	ck_umount
+}
+
+# generation.h G13: a save still OPEN when the uploader finds a chunk of it
+# lost is never committed naming it: its commit (the commit xattr, rule
+# explicit) is refused and the save held (rule lost-chunk, the chunk and the
+# file named); `wait` names it (exit 11); only the admin's commit decides.
+test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit() {
+	ck_faultfs_up
+	ck_mount "backing_timeout=10"
+	ck_save_step 1 1
+	ck_wait_durable
+	ck_fault eio=all
+	mkdir -p "$CK_MNT/run/step-2" "$CK_REF/run/step-2"
+	head -c $((2 * MiB)) /dev/urandom >"$CK_REF/run/step-2/model.pt"
+	cp "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt"
+	assert_eq 0 "$(_gen_state step-2)" "state of step-2 (0 = open) before its commit"
+	local h obj
+	h=$(_big_chunk run/step-2/model.pt)
+	obj=$CK_CACHE/$(ck_obj_rel "$h")
+	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
+	chmod u+w "$obj"
+	ck_xor_byte "$obj" 5000
+	ck_fault ""
+	ck_until_eq 1 600 "upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq 0 "$(_gen_state step-2)" "state of step-2 (0 = open) once its chunk is lost"
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-2" || ck_fail "commit xattr of step-2"
+	ck_until_eq 4 100 "state of step-2 (4 = held) after its commit xattr" _gen_state step-2
+	assert_eq "lost-chunk" "$(ck_sql "SELECT rule FROM generations WHERE name = 'step-2'")" \
+		"step-2's rule"
+	local held
+	held=$(ck_sql "SELECT held FROM generations WHERE name = 'step-2'")
+	assert_contains "$held" "lost: chunk $h" "step-2's held reason"
+	assert_contains "$held" "model.pt" "step-2's held reason"
+	local out rc=0
+	out=$(timeout 60 "$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 30 2>&1) || rc=$?
+	assert_eq 11 "$rc" "exit of ckptfs-admin wait with step-2 held ($out)"
+	assert_contains "$out" "step-2" "ckptfs-admin wait's output"
+	# the admin's decision takes it as it is
+	out=$("$CKPTFS_ADMIN" commit "$CK_MNT" run/step-2 2>&1) || ck_fail "ckptfs-admin commit: $out"
+	assert_eq 1 "$(_gen_state step-2)" "state of step-2 (1 = committed) after the admin's commit"
 	ck_umount
 }
 

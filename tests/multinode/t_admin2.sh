@@ -394,6 +394,42 @@ run step-2 2 committed -" "$(a2_list C)" "list on C"
 }
 ck_timeout test_a_nodes_cache_offline_is_refused_and_loses_nothing 120
 
+# Review 47 F6 on a node (-o meta=): small.db is opened before the shared
+# catalog; cut to half, the node is refused with the one line that names
+# it, how to move it aside and what that costs (the node's local catalog: no
+# chunk waits for upload), before PostgreSQL is asked anything; moved aside,
+# the node mounts and every file reads right (its small chunks from BACKING).
+test_a_nodes_damaged_small_db_is_refused_naming_what_moving_it_aside_costs() {
+	local out rc=0 f
+	mn_pg_start
+	mn_mount A
+	mkdir -p "$MN_MNT_A/run/step-1"
+	for f in a b c; do
+		head -c 3000 /dev/urandom >"$CK_TMP/$f.json"
+		cp "$CK_TMP/$f.json" "$MN_MNT_A/run/step-1/$f.json"
+	done
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-1"
+	"$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 >/dev/null || ck_fail "step-1 did not become durable"
+	mn_umount A
+	[ -s "$CK_TMP/cache_A/small.db" ] || ck_fail "precondition: no small.db in node A's cache"
+	truncate -s $(($(ck_size "$CK_TMP/cache_A/small.db") / 2)) "$CK_TMP/cache_A/small.db"
+	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_A,log=$CK_TMP/refused.log,meta=$MN_URL,node_name=node-A,lease_ms=$MN_LEASE_MS,meta_timeout_ms=$MN_META_TIMEOUT_MS" \
+		"$CK_BACKING" "$CK_TMP/mnt_A" 2>&1 </dev/null) || rc=$?
+	ck_is_mounted "$CK_TMP/mnt_A" && ck_fail "node A mounted with a damaged small.db"
+	assert_ne 0 "$rc" "the refused node's exit status"
+	assert_eq 1 "$(echo "$out" | wc -l)" "lines on stderr ($out)"
+	assert_contains "$out" "cache $CK_TMP/cache_A: small.db is damaged (" "the refusal"
+	assert_contains "$out" "no chunk of this cache waits for upload" "the refusal"
+	mv "$CK_TMP/cache_A/small.db" "$CK_TMP/cache_A/small.db.damaged"
+	rm -f "$CK_TMP/cache_A/small.db-wal" "$CK_TMP/cache_A/small.db-shm"
+	mn_mount A
+	for f in a b c; do
+		assert_file_eq "$CK_TMP/$f.json" "$MN_MNT_A/run/step-1/$f.json"
+	done
+	mn_umount A
+}
+ck_timeout test_a_nodes_damaged_small_db_is_refused_naming_what_moving_it_aside_costs 120
+
 # (s28 review F12) rebuild --meta never joins a new database to a BACKING a
 # running cluster still claims: with node A up on the old database, a fresh
 # empty one is refused in one line (exit 8) naming BACKING, the claim's

@@ -5,7 +5,8 @@
 # BUILD/backing-tool: probe; round trips of 0 B, 1 B, 5 MiB and 64 MiB, byte
 # for byte, also as seen in the exported directory itself; overwrite; list;
 # remove; -ENOENT cases; a symlink on the export neither read, stat'ed nor
-# written through, and puts private (0600/0700); 8 threads sharing the
+# written through, a symlink, FIFO and directory answering get by their kind,
+# and puts private (0600/0700); 8 threads sharing the
 # 4-connection pool; no temporaries left. Then, with ONE backing kept open
 # (backing-tool serve, 2 s timeout): the server is stopped and calls fail
 # within the timeout instead of hanging; it is restarted and the same open
@@ -117,7 +118,26 @@ check "the symlink's target is untouched" [ "$(cat "$export_dir/victim")" = "roo
 T put "$data/v1" private/d/f
 check "put makes files 0600 and directories 0700" \
 	[ "$(stat -c %a "$export_dir/private" "$export_dir/private/d" "$export_dir/private/d/f" | tr '\n' ' ')" = "700 700 600 " ]
-rm -f "$export_dir/victim" "$export_dir/planted"
+# backing.h get: what is no regular file answers by its kind, as the
+# directory backend does (bkobj.h B4 makes each a verdict on a chunk): a
+# symlink ELOOP, a FIFO EINVAL (not opened: no hang), a directory EISDIR;
+# a put over the FIFO replaces it by a rename
+# (backing-tool read: one backing_get, no stat first, as bkobj_get; names
+# never used before: ganesha may answer for a name replaced on its export
+# with what it cached of the old file)
+ln -s victim "$export_dir/planted.lnk"
+T read planted.lnk 2>"$data/planted.err"
+check "get of a symlink: ELOOP" grep -q "read .*: Too many levels of symbolic links" "$data/planted.err"
+mkfifo -m 600 "$export_dir/planted.fifo"
+T read planted.fifo 2>"$data/planted.err"
+check "get of a FIFO: EINVAL" grep -q "read .*: Invalid argument" "$data/planted.err"
+T put "$data/v1" planted.fifo 2>/dev/null && cmp -s "$data/v1" "$export_dir/planted.fifo" && [ ! -p "$export_dir/planted.fifo" ]
+check "put over a FIFO replaces it by a regular file" [ $? -eq 0 ]
+mkdir "$export_dir/planted.d"
+T read planted.d 2>"$data/planted.err"
+check "get of a directory: EISDIR" grep -q "read .*: Is a directory" "$data/planted.err"
+rmdir "$export_dir/planted.d"
+rm -f "$export_dir/victim" "$export_dir/planted" "$export_dir/planted.lnk" "$export_dir/planted.fifo"
 check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
 # exclusive create (NFSv3 LINK of a temporary) and rename: the claim's primitives
 T putnew "$data/v1" excl/f

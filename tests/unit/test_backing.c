@@ -1301,3 +1301,65 @@ Test(backing, test_symlinks_planted_in_backing_are_never_followed)
 	cr_assert_eq(entries, 0, "a put made entries in a directory outside BACKING");
 	rmdir(victim_dir);
 }
+
+/* backing.h get: what is at a valid relpath that is no regular file answers
+ * by its kind, unread (bkobj.h B4 counts each a verdict); a put there, the
+ * uploader's, in each of its three ways (synced, unsynced then synced,
+ * linked), replaces the name by a rename and never writes through it: the
+ * symlink's target and the FIFO are left as they were. A directory at the
+ * name is not replaced (rename answers EISDIR) and is left too. */
+Test(backing, test_planted_non_files_answer_by_kind_and_a_put_replaces_the_name)
+{
+	char path[PATH_MAX], victim[PATH_MAX], src_dir[PATH_MAX];
+	uint8_t buf[64], *src;
+	size_t len;
+	snprintf(victim, sizeof(victim), "%s.victim", fx.dir);
+	int vfd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(vfd, 0);
+	cr_assert_eq(write(vfd, "root's secret", 13), 13);
+	close(vfd);
+	snprintf(src_dir, sizeof(src_dir), "%s/src", fx.dir);
+	int dfd = tb_source(src_dir, "obj", 777, 3, &src);
+	const char *rel[3] = { "chunks/aa/bb/sync", "chunks/aa/bb/unsync", "chunks/aa/bb/link" };
+	OK(backing_put(fx.b, "chunks/aa/bb/other", "x", 1));
+	for (int kind = 0; kind < 2; kind++) {
+		for (int way = 0; way < 3; way++) {
+			tb_path(path, sizeof(path), rel[way]);
+			if (kind == 0)
+				cr_assert_eq(symlink(victim, path), 0);
+			else
+				cr_assert_eq(mkfifo(path, 0600), 0);
+			FAILS(backing_get(fx.b, rel[way], buf, sizeof(buf), &len),
+			      kind == 0 ? ELOOP : EINVAL);
+			if (way == 0)
+				OK(backing_put(fx.b, rel[way], "new", 3));
+			else if (way == 1)
+				OK(backing_put_unsynced(fx.b, rel[way], "new", 3));
+			else
+				OK(backing_put_link(fx.b, rel[way], dfd, "obj", true));
+			OK(backing_sync(fx.b));
+			if (way < 2)
+				tb_assert_bytes(rel[way], (const uint8_t *)"new", 3);
+			else
+				tb_assert_bytes(rel[way], src, 777);
+			cr_assert_eq(unlink(path), 0);
+		}
+	}
+	tb_assert_victim(victim); /* and removes it */
+	tb_path(path, sizeof(path), "chunks/aa/bb/dir");
+	cr_assert_eq(mkdir(path, 0700), 0);
+	FAILS(backing_get(fx.b, "chunks/aa/bb/dir", buf, sizeof(buf), &len), EISDIR);
+	FAILS(backing_put(fx.b, "chunks/aa/bb/dir", "new", 3), EISDIR);
+	struct stat st;
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode), "the directory was replaced");
+	cr_assert_eq(tb_tmp_entries(), 0, "a refused put left its temporary");
+	/* chunks/aa/bb a regular file: -ENOTDIR on the way */
+	tb_path(path, sizeof(path), "chunks/cc");
+	vfd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(vfd, 0);
+	close(vfd);
+	FAILS(backing_get(fx.b, "chunks/cc/dd/obj", buf, sizeof(buf), &len), ENOTDIR);
+	close(dfd);
+	free(src);
+}

@@ -5,8 +5,9 @@
  * magic, a cut payload, another chunk's object under its name, a plain
  * length past the caller's) and one larger than the largest object accepted
  * (backing_get's -EFBIG) are -EBADMSG with a reason, and the fetch's chunk
- * then holds no plain bytes; a name BACKING cannot read as a file is neither
- * a verdict nor absent. The objects are written by a store opened on the
+ * then holds no plain bytes; a symlink, FIFO or directory at its name (or a
+ * symlink or file on its way) is a verdict too, never followed (B4); a name
+ * BACKING cannot read (no fd left) is neither a verdict nor absent. The objects are written by a store opened on the
  * BACKING directory itself (the same chunks/ab/cd/<hex> layout). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -243,28 +245,86 @@ Test(bkobj, an_object_larger_than_accepted_is_a_verdict_not_efbig)
 	free(o.plain);
 }
 
-/* Something BACKING cannot read as a file at the object's name: an error of
- * BACKING's (here -EISDIR), neither a verdict nor absent, so a fetch tries
+/* B4: something other than a regular file at the object's name, or on its
+ * way, is a verdict named by what it is, never followed: a symlink to a good
+ * copy of the very object, a FIFO (not opened for long: no hang), a
+ * directory, a symlink in place of chunks/ab/cd, a regular file there. Each
+ * planted thing is left as it was (the symlink's target too). */
+Test(bkobj, a_planted_non_file_at_the_name_is_a_verdict_never_followed)
+{
+	struct bk_obj o = bk_put(ts_random(4 * KiB, 15), 4 * KiB);
+	char good[300], dir[300], real[320];
+	snprintf(good, sizeof(good), "%s.good", o.path);
+	cr_assert_eq(rename(o.path, good), 0);
+	cr_assert_eq(symlink(good, o.path), 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, BKOBJ_WHY_SYMLINK, "a symlink to a good copy");
+	struct stat sb;
+	cr_assert_eq(lstat(o.path, &sb), 0);
+	cr_assert(S_ISLNK(sb.st_mode), "the symlink was removed or replaced");
+	cr_assert_eq(unlink(o.path), 0);
+	cr_assert_eq(mkfifo(o.path, 0600), 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, BKOBJ_WHY_NOTREG, "a FIFO");
+	cr_assert_eq(lstat(o.path, &sb), 0);
+	cr_assert(S_ISFIFO(sb.st_mode), "the FIFO was removed or replaced");
+	cr_assert_eq(unlink(o.path), 0);
+	cr_assert_eq(mkdir(o.path, 0700), 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, BKOBJ_WHY_NOTREG, "a directory");
+	cr_assert_eq(rmdir(o.path), 0);
+	cr_assert_eq(rename(good, o.path), 0);
+	bk_assert_whole(&o);
+	/* chunks/ab/cd/ a symlink to a directory holding the good object */
+	snprintf(dir, sizeof(dir), "%s", o.path);
+	*strrchr(dir, '/') = '\0';
+	snprintf(real, sizeof(real), "%s.real", dir);
+	cr_assert_eq(rename(dir, real), 0);
+	cr_assert_eq(symlink(real, dir), 0);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, BKOBJ_WHY_SYMLINK, "a symlink on the way");
+	cr_assert_eq(unlink(dir), 0);
+	int fd = open(dir, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	bk_assert_damaged(&o, BK_OBJ_CAP, BK_CHUNK_MAX, BKOBJ_WHY_NOTDIR, "a file on the way");
+	cr_assert_eq(unlink(dir), 0);
+	cr_assert_eq(rename(real, dir), 0);
+	bk_assert_whole(&o);
+	free(o.plain);
+}
+
+/* A name BACKING cannot read for a reason of its own (here: no file
+ * descriptor left, EMFILE) is neither a verdict nor absent, so a fetch tries
  * again instead of calling the chunk damaged (B1). */
 Test(bkobj, an_unreadable_name_is_neither_a_verdict_nor_absent)
 {
 	struct bk_obj o = bk_put(ts_random(4 * KiB, 15), 4 * KiB);
-	cr_assert_eq(unlink(o.path), 0);
-	cr_assert_eq(mkdir(o.path, 0700), 0);
 	struct bkobj_read r;
 	struct store_chunk c;
 	const char *why = "unset";
-	uint8_t *plain;
+	uint8_t *plain = NULL;
+	struct rlimit was, none;
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+	int lowest = dup(0); /* every fd below it is taken: the limit leaves none */
+	cr_assert_geq(lowest, 0);
+	close(lowest);
+	none = was;
+	none.rlim_cur = (rlim_t)lowest;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &none), 0);
 	int rc = bk_get_plain(&o, BK_OBJ_CAP, BK_CHUNK_MAX, &plain, &r, &why);
-	free(plain);
-	cr_assert(rc < 0 && rc != -EBADMSG && rc != -ENOENT, "plain way: %d (%s)", rc, strerror(-rc));
-	cr_assert_null(why);
+	int why_null = why == NULL;
 	why = "unset";
-	rc = bk_get_fetch(&o, BK_OBJ_CAP, BK_CHUNK_MAX, &c, &r, &why);
-	cr_assert(rc < 0 && rc != -EBADMSG && rc != -ENOENT, "fetch way: %d (%s)", rc, strerror(-rc));
+	OK(store_fetch_image(&c, BK_OBJ_CAP, BK_OBJ_CAP));
+	memset(&r, 0, sizeof(r));
+	r.fetch = &c;
+	r.obj_cap = BK_OBJ_CAP;
+	r.plain_cap = BK_CHUNK_MAX;
+	int rc2 = bkobj_get(fx.b, o.hash, &r, &why);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+	free(plain);
+	cr_assert_eq(rc, -EMFILE, "plain way: %d (%s)", rc, strerror(-rc));
+	cr_assert(why_null);
+	cr_assert_eq(rc2, -EMFILE, "fetch way: %d (%s)", rc2, strerror(-rc2));
 	cr_assert_null(why);
 	cr_assert_null(c.plain);
 	store_chunk_free(&c);
-	rmdir(o.path);
+	bk_assert_whole(&o);
 	free(o.plain);
 }

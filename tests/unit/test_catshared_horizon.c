@@ -454,7 +454,8 @@ Test(catshared_horizon, a_save_renamed_out_of_its_series_keeps_its_manifest_unti
 }
 
 /* The schema before the horizon (schema 1): its columns and its key gone,
- * and schema 3's failed flag (pggen.h X14). */
+ * schema 3's failed flag (pggen.h X14), schema 4's parked mark (X15) and
+ * schema 5's lost_by (X16). */
 static void hz_schema_1(void)
 {
 	PGconn *c = PQconnectdb(pt_url);
@@ -464,6 +465,8 @@ static void hz_schema_1(void)
 			     " DROP COLUMN manifests_gone;"
 			     " DROP INDEX IF EXISTS ns_generations_rewritten;"
 			     " ALTER TABLE ns_inodes DROP COLUMN failed;"
+			     " ALTER TABLE ns_open DROP COLUMN parked;"
+			     " ALTER TABLE ns_chunks DROP COLUMN lost_by;"
 			     " DELETE FROM ns_meta WHERE key IN ('schema', 'tree_horizon')");
 	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 	PQclear(r);

@@ -286,6 +286,120 @@ Test(catshared_keep, expire_keeps_a_durable_held_save_until_a_newer_one_is_durab
 	pt_cat_close(&a);
 }
 
+/* generation.h G12 on the shared engine (pggen.h X16, review 47 F3): a
+ * COMMITTED save naming a chunk its node found lost before its upload is
+ * HELD (rule lost-chunk, the chunk and a file named), so keep-latest-k no
+ * longer counts it and the older save stays. Not while BACKING has the
+ * chunk, nor while another live node holds it (its copy may still go up). */
+Test(catshared_keep, a_save_naming_a_lost_chunk_is_held_and_not_counted_by_keep)
+{
+	struct pt_cat a, b;
+	char sql[512];
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
+	struct cat_inode run, in, f;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	uint64_t s1 = tck_commit_by(&a, run.ino, 1, "marker");
+	struct cat_gen_spec spec = { "step-2", 2 };
+	uint64_t s2 = 0, fg = 0;
+	OK(cat_create_in_gen(a.cat, run.ino, "step-2", S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &s2));
+	OK(cat_create_in_gen(a.cat, in.ino, "model.pt", S_IFREG | 0644, 0, 0, 0, NULL, NULL, &f, &fg));
+	uint8_t hash[CAT_HASH_LEN];
+	memset(hash, 0xab, sizeof(hash));
+	char hex[2 * CAT_HASH_LEN + 1];
+	for (size_t i = 0; i < CAT_HASH_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	snprintf(sql, sizeof(sql), "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount,"
+		 " uploaded, holder) VALUES (decode('%s', 'hex'), 10, 0, 10, 1, true,"
+		 " (SELECT id FROM ckpt_nodes WHERE name = 'a' AND state = 'live'));"
+		 " INSERT INTO ns_extents(ino, off, len, hash, chunk_off) VALUES (%llu, 0, 10,"
+		 " decode('%s', 'hex'), 0)", hex, (unsigned long long)f.ino, hex);
+	tck_sql(sql);
+	OK(cat_gen_commit(a.cat, s2, "marker"));
+	uint64_t s3 = tck_commit_by(&a, run.ino, 3, "marker");
+	snprintf(sql, sizeof(sql), "UPDATE ns_generations SET durable_version = version WHERE id IN"
+		 " (%llu, %llu)", (unsigned long long)s1, (unsigned long long)s3);
+	tck_sql(sql);
+	struct cat_gen g;
+	/* on BACKING already (another node's upload of the same bytes): not lost */
+	cr_assert_eq(cat_gen_hold_lost_chunk(a.cat, hash), 0);
+	/* held by another live node, whose copy may still be uploaded */
+	snprintf(sql, sizeof(sql), "UPDATE ns_chunks SET uploaded = false, holder = (SELECT id FROM"
+		 " ckpt_nodes WHERE name = 'b' AND state = 'live') WHERE hash = decode('%s', 'hex')", hex);
+	tck_sql(sql);
+	cr_assert_eq(cat_gen_hold_lost_chunk(a.cat, hash), 0);
+	OK(cat_gen_get_brief(a.cat, s2, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	/* this node's only copy, lost: step-2 held, step-1 no longer expirable */
+	snprintf(sql, sizeof(sql), "UPDATE ns_chunks SET holder = (SELECT id FROM ckpt_nodes WHERE"
+		 " name = 'a' AND state = 'live') WHERE hash = decode('%s', 'hex')", hex);
+	tck_sql(sql);
+	cr_assert_eq(cat_gen_hold_lost_chunk(a.cat, hash), 1);
+	OK(cat_gen_get(a.cat, s2, &g));
+	cr_assert_eq(g.state, GEN_HELD);
+	cr_assert_str_eq(g.rule, GEN_LOST_CHUNK_RULE);
+	cr_assert(strstr(g.held, hex) && strstr(g.held, GEN_LOST_CHUNK_REASON) &&
+		  strstr(g.held, "\"model.pt\""), "held reason: %s", g.held);
+	FAILS(cat_gen_expire(a.cat, s1, 2, "keep", NULL, NULL), EBUSY);
+	OK(cat_gen_get_brief(b.cat, s1, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	/* again: nothing COMMITTED names it any more */
+	cr_assert_eq(cat_gen_hold_lost_chunk(b.cat, hash), 0);
+	OK(cat_check(a.cat));
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+}
+
+/* pggen.h X16/X17: node a finds a chunk of an OPEN save lost before its
+ * upload; node b's commit of that save (by any rule but the admin's) is
+ * refused in its own transaction, and the hold's reason names the chunk,
+ * the file and node a. Once BACKING has the chunk the rule commits it. */
+Test(catshared_keep, a_chunk_one_node_found_lost_refuses_another_nodes_commit)
+{
+	struct pt_cat a, b;
+	char sql[512];
+	pt_cat_open(&a, "a", 30000, NULL, NULL);
+	pt_cat_open(&b, "b", 30000, NULL, NULL);
+	struct cat_inode run, in, f;
+	OK(cat_create(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, 0, 0, NULL, &run));
+	struct cat_gen_spec spec = { "step-2", 2 };
+	uint64_t s2 = 0, fg = 0;
+	OK(cat_create_in_gen(a.cat, run.ino, "step-2", S_IFDIR | 0755, 0, 0, 0, NULL, &spec, &in, &s2));
+	OK(cat_create_in_gen(a.cat, in.ino, "model.pt", S_IFREG | 0644, 0, 0, 0, NULL, NULL, &f, &fg));
+	uint8_t hash[CAT_HASH_LEN];
+	memset(hash, 0xcd, sizeof(hash));
+	char hex[2 * CAT_HASH_LEN + 1];
+	for (size_t i = 0; i < CAT_HASH_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+	snprintf(sql, sizeof(sql), "INSERT INTO ns_chunks(hash, plain_len, codec, stored_len, refcount,"
+		 " uploaded, holder) VALUES (decode('%s', 'hex'), 10, 0, 10, 1, false,"
+		 " (SELECT id FROM ckpt_nodes WHERE name = 'a' AND state = 'live'));"
+		 " INSERT INTO ns_extents(ino, off, len, hash, chunk_off) VALUES (%llu, 0, 10,"
+		 " decode('%s', 'hex'), 0)", hex, (unsigned long long)f.ino, hex);
+	tck_sql(sql);
+	/* a's finding: nothing COMMITTED to hold yet, the chunk's row marked */
+	cr_assert_eq(cat_gen_hold_lost_chunk(a.cat, hash), 0);
+	FAILS(cat_gen_commit(b.cat, s2, "marker"), ENOTRECOVERABLE);
+	struct cat_gen g;
+	OK(cat_gen_get_brief(b.cat, s2, &g));
+	cr_assert_eq(g.state, GEN_OPEN, "refused, not committed");
+	char why[GEN_HELD_MAX];
+	OK(cat_gen_unsettled(b.cat, s2, why, sizeof(why)));
+	cr_assert(strstr(why, hex) && strstr(why, "\"model.pt\""), "reason: %s", why);
+	/* BACKING got the chunk after all (another node's upload of the bytes) */
+	snprintf(sql, sizeof(sql), "UPDATE ns_chunks SET uploaded = true WHERE hash ="
+		 " decode('%s', 'hex')", hex);
+	tck_sql(sql);
+	OK(cat_gen_unsettled(b.cat, s2, why, sizeof(why)));
+	cr_assert_str_eq(why, "");
+	OK(cat_gen_commit(b.cat, s2, "marker"));
+	OK(cat_gen_get_brief(a.cat, s2, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED);
+	OK(cat_check(a.cat));
+	pt_cat_close(&b);
+	pt_cat_close(&a);
+}
+
 Test(catshared_keep, alone_the_duty_is_always_taken)
 {
 	char dir[64], path[128];

@@ -199,7 +199,7 @@ Test(gen, test_a_commit_waits_for_the_generations_last_writer)
 	gen_writer_opened(tg.g, id); /* a shard still being written */
 	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
 	cr_assert_eq(tg_state(id, &gen), GEN_OPEN, "a writer is open (gen.h invariant 2)");
-	gen_writer_closed(tg.g, id);
+	gen_writer_closed(tg.g, id, false);
 	cr_assert_eq(tg_state(id, &gen), GEN_COMMITTED);
 	cr_assert_str_eq(gen.rule, "marker");
 }
@@ -216,7 +216,7 @@ Test(gen, test_a_marker_holds_a_save_whose_file_failed_its_last_close)
 	uint64_t meta = tg_file(id, ".ckptfs-commit");
 	gen_writer_opened(tg.g, id);
 	gen_file_closed(tg.g, meta, 0, ".ckptfs-commit", id, 0);
-	gen_writer_closed(tg.g, id); /* the failed file's handle goes (ns_release_done) */
+	gen_writer_closed(tg.g, id, false); /* the failed file's handle goes (ns_release_done) */
 	cr_assert_eq(tg_state(id, &gen), GEN_HELD, "not committed by its marker");
 	cr_assert_str_eq(gen.rule, "marker");
 	cr_assert(strncmp(gen.held, GEN_FAILED_REASON, strlen(GEN_FAILED_REASON)) == 0, "%s",
@@ -468,7 +468,7 @@ static struct node *tg_open_for_writing(uint64_t id, uint64_t ino)
 static void tg_close_for_writing(uint64_t id, struct node *n)
 {
 	node_writers_add(tg.nodes, n, -1);
-	gen_writer_closed(tg.g, id);
+	gen_writer_closed(tg.g, id, false);
 	node_close(tg.nodes, n);
 	node_put(tg.nodes, n);
 }

@@ -2418,3 +2418,50 @@ Test(gen, a_chunk_lost_before_its_upload_holds_the_committed_saves_naming_it, .i
 	cr_assert_eq(gen_get(b).state, GEN_HELD);
 	check_invariants();
 }
+
+/* G13: a save still OPEN when a chunk of it is found lost before its upload
+ * (its UP_CHUNK row's error UP_LOST_ERROR, upload.h U14) is never committed
+ * naming it: every rule but the admin's is refused (-ENOTRECOVERABLE, the
+ * commit xattr's "explicit" too), cat_gen_unsettled names the chunk and the
+ * file for the hold; the admin's commit decides. */
+Test(gen, a_save_open_when_its_chunk_is_lost_is_never_committed_but_by_the_admin,
+     .init = setup, .fini = teardown)
+{
+	uint64_t series = mkdir_(ROOT, "run"), r1, r2;
+	uint64_t a = mkgen(series, "step-1", 1, true, &r1);
+	put_file(r1, "model.pt", 30, 1, 100);
+	uint64_t b = mkgen(series, "step-2", 2, true, &r2);
+	put_file(r2, "model.pt", 40, 2, 100);
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, HASH_FILL, 41);
+	OK(cat_defer_commit(fx.cat)); /* the writes above are deferred (catalog_defer.c) */
+	struct cat_upload rows[16];
+	int n = cat_upload_list(fx.cat, 0, rows, 16);
+	uint64_t seq = 0;
+	for (int i = 0; i < n; i++)
+		if (rows[i].kind == UP_CHUNK && memcmp(rows[i].hash, h, CAT_HASH_LEN) == 0)
+			seq = rows[i].seq;
+	cr_assert_neq(seq, 0, "the chunk's upload row (of %d)", n);
+	char why[GEN_HELD_MAX];
+	OK(cat_gen_unsettled(fx.cat, b, why, sizeof(why)));
+	cr_assert_str_eq(why, "", "nothing lost yet");
+	OK(cat_upload_failed(fx.cat, seq, "BACKING: Input/output error")); /* not a loss */
+	OK(cat_gen_unsettled(fx.cat, b, why, sizeof(why)));
+	cr_assert_str_eq(why, "");
+	OK(cat_upload_failed(fx.cat, seq, UP_LOST_ERROR " the cache copy is damaged"));
+	FAILS(cat_gen_commit(fx.cat, b, "explicit"), ENOTRECOVERABLE);
+	FAILS(cat_gen_commit(fx.cat, b, "dcp-metadata"), ENOTRECOVERABLE);
+	cr_assert_eq(gen_get(b).state, GEN_OPEN);
+	OK(cat_gen_unsettled(fx.cat, b, why, sizeof(why)));
+	cr_assert(strncmp(why, GEN_LOST_CHUNK_REASON " ", strlen(GEN_LOST_CHUNK_REASON) + 1) == 0 &&
+		  strstr(why, "\"model.pt\"") != NULL, "%s", why);
+	uint8_t lost[4][CAT_HASH_LEN];
+	size_t nl = 0;
+	OK(cat_upload_lost_hashes(fx.cat, lost, 4, &nl));
+	cr_assert_eq(nl, 1);
+	cr_assert(memcmp(lost[0], h, CAT_HASH_LEN) == 0);
+	OK(cat_gen_commit(fx.cat, a, "explicit")); /* a save not naming it commits */
+	OK(cat_gen_commit(fx.cat, b, "admin"));    /* the decision takes it as it is */
+	cr_assert_eq(gen_get(b).state, GEN_COMMITTED);
+	check_invariants();
+}

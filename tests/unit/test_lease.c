@@ -402,7 +402,27 @@ Test(lease, a_server_away_past_the_timeout_fails_the_call)
 	double ms = (double)(ts_now_ns() - t0) / 1e6;
 	cr_assert(ms >= 700 && ms < 10000, "gave up after %.0f ms (timeout 800 ms)", ms);
 	pt_server("resume");
+	tl_sleep_ms(1100); /* pg.h P8: past the deadline, one try a second */
 	OK(pg_txn(pg, tl_noop_body, NULL)); /* and comes back once it is there */
+	pg_close(pg);
+}
+
+/* pg.h P8 (review 49 F2): past an outage's deadline a stopping daemon's
+ * calls fail at once, but the connection is tried again once a second, so
+ * a database back during the unmount is reached (before, never again). */
+Test(lease, a_stopping_connection_past_its_deadline_gets_through_once_the_server_is_back)
+{
+	struct pg *pg = tl_counter(800);
+	pg_stopping(pg);
+	pt_server("kill");
+	FAILS(pg_txn(pg, tl_noop_body, NULL), ENOTCONN); /* rides out 800 ms */
+	int64_t t0 = ts_now_ns();
+	FAILS(pg_txn(pg, tl_noop_body, NULL), ENOTCONN); /* past it: at once */
+	double ms = (double)(ts_now_ns() - t0) / 1e6;
+	cr_assert(ms < 500, "a call past the deadline took %.0f ms", ms);
+	pt_server("resume");
+	tl_sleep_ms(1100);
+	OK(pg_txn(pg, tl_noop_body, NULL));
 	pg_close(pg);
 }
 
@@ -447,6 +467,7 @@ Test(lease_net, a_partitioned_node_fails_fast_is_swept_and_cannot_come_back)
 	cr_assert_eq(ids[0], a.node_id);
 
 	pt_netns("heal");
+	tl_sleep_ms(1100); /* pg.h P8: past the outage's deadline, one try a second */
 	FAILS(lease_renew(&a), ESTALE); /* L1: back on the network, still out */
 	struct tl_fenced f = { &a, 1 };
 	FAILS(pg_txn(pa, tl_fence_body, &f), ESTALE);

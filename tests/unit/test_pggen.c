@@ -1591,3 +1591,60 @@ Test(pggen, a_resumed_writer_holds_the_commit_and_keeps_the_failed_flag)
 	pt_leave(&a);
 	pt_leave(&b);
 }
+
+/* X12, X15 (review of s39's parking, fs/ns.h 14): b's flush parks its row
+ * of its shard (pggen_writing_park): the commit no longer waits for it
+ * (X1), but keep-latest-k's expire still counts the handle (the ns_open
+ * row's parked mark), through a resume and a second parking, until b's last
+ * close, whose statement reads the save COMMITTED (fs/gen.h 18: b asks for
+ * keep then). A node lost with a parked handle holds nothing (X2), and its
+ * mark keeps nothing either. */
+Test(pggen, a_parked_write_handle_keeps_its_committed_save_from_keep_only)
+{
+	struct pt_node a, b;
+	struct cat_inode run;
+	tg_nodes(&a, &b, 2000, &run);
+	uint64_t sa, sb, sa2, sb2;
+	uint64_t gen1 = tg_save(&a, &b, run.ino, "step-100", 100, &sa, &sb);
+	OK(pggen_writing(&a.ns, sa, false, NULL));
+	OK(pggen_writing_park(&b.ns, sb)); /* b's flush: its dup stays open */
+	OK(pggen_commit(&a.ns, gen1, "dcp-metadata", false, NULL));
+	uint64_t gen2 = tg_save(&a, &b, run.ino, "step-200", 200, &sa2, &sb2);
+	tg_close_shards(&a, sa2, &b, sb2);
+	OK(pggen_commit(&a.ns, gen2, "dcp-metadata", false, NULL));
+	FAILS(pggen_expire(&a.ns, gen1, 1, "keep", NULL), EBUSY);
+	cr_assert_eq(tg_state(&a, gen1, NULL), GEN_COMMITTED, "kept for b's parked handle");
+	OK(pggen_writing_resume(&b.ns, sb)); /* a write through the dup */
+	FAILS(pggen_expire(&a.ns, gen1, 1, "keep", NULL), EBUSY);
+	OK(pggen_writing_park(&b.ns, sb)); /* its flush again */
+	FAILS(pggen_expire(&a.ns, gen1, 1, "keep", NULL), EBUSY);
+	uint64_t of = 0;
+	int state = -1;
+	OK(pggen_writing_gen(&b.ns, sb, false, &of, &state)); /* b's last close */
+	cr_assert_eq(of, gen1);
+	cr_assert_eq(state, GEN_COMMITTED, "the close reads the save another node committed");
+	OK(pggen_expire(&a.ns, gen1, 1, "keep", NULL));
+	cr_assert_eq(tg_state(&a, gen1, NULL), GEN_DELETED);
+
+	/* b lost with a handle parked: nothing held, and keep goes on */
+	uint64_t sa3, sb3, sa4, sb4;
+	uint64_t gen3 = tg_save(&a, &b, run.ino, "step-300", 300, &sa3, &sb3);
+	OK(pggen_writing(&a.ns, sa3, false, NULL));
+	OK(pggen_writing_park(&b.ns, sb3));
+	OK(pggen_commit(&a.ns, gen3, "dcp-metadata", false, NULL));
+	uint64_t gen4 = tg_save(&a, &b, run.ino, "step-400", 400, &sa4, &sb4);
+	tg_close_shards(&a, sa4, &b, sb4);
+	OK(pggen_commit(&a.ns, gen4, "dcp-metadata", false, NULL));
+	FAILS(pggen_expire(&a.ns, gen3, 1, "keep", NULL), EBUSY);
+	uint64_t held[4], lost[4];
+	size_t nh = 0, nl = 0;
+	tg_b_dies(&a, held, &nh, lost, &nl);
+	cr_assert_eq(nh, 0, "a parked handle holds nothing");
+	cr_assert_eq(nl, 0);
+	OK(pggen_expire(&a.ns, gen3, 1, "keep", NULL));
+	cr_assert_eq(tg_state(&a, gen3, NULL), GEN_DELETED);
+	cr_assert_eq(tg_state(&a, gen4, NULL), GEN_COMMITTED);
+	tg_checked(&a);
+	pt_leave(&a);
+	pt_leave(&b);
+}

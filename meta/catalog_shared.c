@@ -68,7 +68,18 @@
  *      An object that is absent, or fails its check, is never taken back
  *      and never removed: a damaged one is logged, naming it, and the
  *      saves naming it stay lost. A failure is logged; the mount goes on
- *      (the sweeps adopt what the local catalog calls cached, X10). */
+ *      (the sweeps adopt what the local catalog calls cached, X10).
+ *  S19. The adoption of S18 makes a lost generation whole at mount, before
+ *      this node's first sweep (a term later, lease.h L4). So, before it,
+ *      every other node already expired and not settled (lease.h L7: any
+ *      node's work, whoever expired it; none is expired here) is settled
+ *      as S6 settles it, so the saves only such a node held are lost
+ *      first; else a keep pass (fs/gen.c) would count them as newer, not
+ *      lost, and end the save S18 made whole in their favour, then lose
+ *      them too at the next sweep (t_keep2: a node away with its uploads
+ *      queued, lease.h L9). After the adoption, a batch of lost
+ *      generations is re-checked (X10, as S6 does), so one made whole is
+ *      lost no more, and its manifest queued, at mount. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
 #include "catalog_shared_reclaim.h"
@@ -691,9 +702,36 @@ static void catsh_take_back(struct cat *cat, struct store *store, const char *ca
 			  cache_id, strerror(-rc));
 }
 
+/* S19: the nodes already expired and not settled, other than those of
+ * this cache (mine[0..n_mine), settled after S18), settled; how many. */
+static size_t catsh_settle_expired(struct cat *cat, const uint64_t *mine, size_t n_mine)
+{
+	struct cat_shared *sh = cat->shared;
+	uint64_t ids[CATSH_SWEEP_MAX];
+	size_t n = 0, settled = 0;
+	int rc = lease_unsettled(&sh->renew, ids, CATSH_SWEEP_MAX, &n);
+	if (rc)
+		log_warn("catalog %s: node %" PRIu64 " cannot list the nodes expired and not"
+			 " settled at mount: %s; the sweeps settle them", pg_name(sh->pg),
+			 sh->renew.node_id, strerror(-rc));
+	for (size_t i = 0; i < n; i++) {
+		bool of_cache = false;
+		for (size_t j = 0; j < n_mine; j++)
+			of_cache = of_cache || mine[j] == ids[i];
+		if (!of_cache && catsh_settle(cat, ids[i]) == 0)
+			settled++;
+	}
+	if (settled > 0)
+		log_info("catalog %s: node %" PRIu64 " settled %zu nodes expired already at mount,"
+			 " before taking back its cache's chunks (S19)", pg_name(sh->pg),
+			 sh->renew.node_id, settled);
+	return settled;
+}
+
 /* S17, lease.h L10: the earlier nodes of this node's cache, gone since
  * this daemon holds the cache's lock, expired, their chunks taken back
- * (S18) and settled before it serves. */
+ * (S18; the other dead nodes settled first, S19) and settled before it
+ * serves. */
 static void catsh_take_over(struct cat *cat, struct store *store, const char *cache_id)
 {
 	struct cat_shared *sh = cat->shared;
@@ -707,6 +745,7 @@ static void catsh_take_over(struct cat *cat, struct store *store, const char *ca
 			 pg_name(sh->pg), sh->renew.node_id, cache_id, strerror(-rc));
 		return;
 	}
+	settled = catsh_settle_expired(cat, dead, n);
 	catsh_take_back(cat, store, cache_id, &adopted);
 	for (size_t i = 0; i < n; i++) {
 		bool now = false;
@@ -721,6 +760,9 @@ static void catsh_take_over(struct cat *cat, struct store *store, const char *ca
 				 dead[i], cache_id, now ? "gone (its cache lock is this node's), expired"
 							: "expired already");
 	}
+	size_t cleared = 0;
+	if (adopted > 0) /* S19: what S18 made whole is lost no more (X10) */
+		(void)catsh_recheck_lost(cat, NULL, NULL, &cleared); /* logged; the sweeps retry */
 	/* the manifests the lost incarnation had queued went with it (and with
 	 * its local catalog's WAL, S18) */
 	if ((settled > 0 || adopted > 0) && catshd_enqueue_undurable(cat, NULL) != 0)

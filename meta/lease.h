@@ -114,7 +114,9 @@
  *      meets the dead incarnation's writing rows (review 45 F6). Before
  *      that, the chunks every earlier node of the cache held and BACKING
  *      lacks, settled or not, are the new node's where its cache has them
- *      whole, though its local catalog forgot them (catalog_shared.c S18).
+ *      whole, though its local catalog forgot them (catalog_shared.c S18),
+ *      the other nodes already expired being settled first (S19: L7's work,
+ *      no node is expired by it, L4).
  *      Only the
  *      daemon that holds the cache's lock may call it, from the open it
  *      serves with (fs/main.c says so with cat_shared_cfg.cache_locked; its

@@ -84,7 +84,8 @@
  *      lost generation whose holder is gone adopts it (pggen_orphans, then
  *      pggen_adopt with dead 0; a cache mounted again adopts, at mount, every
  *      chunk its earlier nodes held whose object it has whole, even one its
- *      local catalog forgot: catalog_shared.c S18), and a chunk of it
+ *      local catalog forgot, once every node already expired is settled,
+ *      then re-checks: catalog_shared.c S18, S19), and a chunk of it
  *      whose object BACKING has whole is marked uploaded (X11). A lost
  *      generation is never counted
  *      as a complete save, and a complete one is never hidden as lost.

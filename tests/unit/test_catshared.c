@@ -960,6 +960,62 @@ Test(catshared, a_cache_opened_again_under_its_lock_settles_its_earlier_node_at_
 	tc_close(&a);
 }
 
+/* catalog_shared.c S19 (multinode t_keep2): b left with step-10 only in its
+ * cache (uploads queued, lease.h L9), settled by a's sweep: lost. c then
+ * left the same way with the newer step-20, expired and not settled. b's
+ * cache opened again takes back and adopts step-10's chunks at mount; it
+ * settles c first, so step-20 is lost before step-10 is whole (else a keep
+ * pass would count step-20 as newer and end step-10 for it), and step-10's
+ * mark is cleared at mount, its manifest to be written. */
+Test(catshared, a_cache_opened_again_settles_the_expired_nodes_before_its_take_back)
+{
+	struct pt_cat a, b, c;
+	tc_open_locked(&a, "s19a", true);
+	tc_open_locked(&b, "s19b", true);
+	uint64_t run = ts_mk(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r10, r20;
+	uint64_t g10 = ts_mkgen(b.cat, run, "step-10", 10, true, &r10);
+	tc_file(&b, r10, "__0_0.distcp", 0x73, 0, 2); /* not uploaded: only b's cache */
+	OK(cat_gen_commit(b.cat, g10, "dcp-metadata"));
+	cat_close(b.cat); /* its catalog kept, its uploads left queued */
+	b.cat = NULL;
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1, "a settles the node b was");
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, g10, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-10, b away: %s", cat_gen_state_name(g.state));
+	tc_open_locked(&c, "s19c", true);
+	uint64_t g20 = ts_mkgen(c.cat, run, "step-20", 20, true, &r20);
+	tc_file(&c, r20, "__0_0.distcp", 0x74, 0, 2);
+	OK(cat_gen_commit(c.cat, g20, "dcp-metadata"));
+	uint64_t cid = cat_node_id(c.cat);
+	pt_cat_close(&c);
+	char state[16];
+	tc_node_state(&a, cid, state, sizeof(state));
+	cr_assert_str_eq(state, "expired", "c left holding chunks not on BACKING");
+	OK(cat_gen_get(a.cat, g20, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED, "step-20 before any sweep: %s",
+		     cat_gen_state_name(g.state));
+
+	tc_open_locked(&b, "s19b", false);
+	OK(cat_gen_get(a.cat, g20, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-20, c settled at b's mount before the take-back: %s",
+		     cat_gen_state_name(g.state));
+	OK(cat_gen_find_step(a.cat, run, 10, &g));
+	cr_assert(g.id == g10 && g.state == GEN_COMMITTED, "step-10, taken back: %s",
+		  cat_gen_state_name(g.state));
+	uint64_t ids[4];
+	uint32_t versions[4];
+	size_t n = 9;
+	OK(pggen_undurable(cat_shared_ns(a.cat), ids, versions, 4, &n));
+	cr_assert(n == 1 && ids[0] == g10, "step-10's mark cleared at mount (%zu undurable)", n);
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 0, "c settled once, at b's mount");
+	tc_close(&b);
+	tc_close(&a);
+}
+
 /* catalog_shared.c S18 (review 47 F4): the earlier daemon of b's cache wrote
  * step-100 and step-110 into its cache's store and committed them, not
  * uploaded; its local catalog then forgot every chunk row and upload (its

@@ -82,8 +82,12 @@
  *      cleared by pggen_lost_recheck (every sweep, a bounded batch; its
  *      manifest then queued), and a live node that caches a chunk of a
  *      lost generation whose holder is gone adopts it (pggen_orphans, then
- *      pggen_adopt with dead 0), and a chunk of it whose object BACKING has
- *      whole is marked uploaded (X11). A lost generation is never counted
+ *      pggen_adopt with dead 0; a cache mounted again adopts, at mount, every
+ *      chunk its earlier nodes held whose object it has whole, even one its
+ *      local catalog forgot, once every node already expired is settled,
+ *      then re-checks: catalog_shared.c S18, S20), and a chunk of it
+ *      whose object BACKING has whole is marked uploaded (X11). A lost
+ *      generation is never counted
  *      as a complete save, and a complete one is never hidden as lost.
  *  X11. A node can die after its object reached BACKING and before it
  *      marked the chunk uploaded (catalog_shared_data.c S13): a sweep with

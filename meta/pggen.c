@@ -265,9 +265,11 @@ const struct pg_stmt pggen_stmts[] = {
 		       3 },
 	[G_HOLD] = { "gen_hold", "UPDATE ns_generations SET state = 4, rule = $2, held = $3 WHERE id = $1",
 		     3 },
-	/* X2, X10: dead $2 = 0 takes any holder that is no live node */
+	/* X2, X10: dead $2 = 0 takes any holder that is no live node; never a
+	 * chunk node $1 itself found lost (X16: its copy is the damaged one) */
 	[G_ADOPT] = { "gen_adopt",
-		      "UPDATE ns_chunks c SET holder = $1 WHERE NOT c.uploaded AND (c.holder = $2"
+		      "UPDATE ns_chunks c SET holder = $1 WHERE NOT c.uploaded"
+		      " AND (c.lost_by IS NULL OR c.lost_by <> $1) AND (c.holder = $2"
 		      " OR ($2 = 0 AND NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.holder"
 		      " AND n.state = 'live'))) AND c.hash IN"
 		      " (SELECT decode(h, 'hex') FROM unnest($3::text[]) AS t(h))",

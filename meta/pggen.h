@@ -28,7 +28,9 @@
  *      one to decide them: a death between files would leave them OPEN
  *      for ever); its writing
  *      rows are dropped, the chunks it alone held that another live node also
- *      has are adopted by that node (pggen_adopt, before), and the
+ *      has are adopted by that node (pggen_adopt, before; never one that
+ *      node found lost itself, X16's ns_chunks.lost_by: its copy is the
+ *      damaged one, review 50 F1), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
  *      A new version (a rewrite) it had files open in, or that it reopened
  *      and no other node writes (it died between files), is rolled back to

@@ -223,4 +223,49 @@ test_saves_held_for_a_lost_chunk_are_committed_again_once_another_copy_reaches_b
 }
 ck_timeout test_saves_held_for_a_lost_chunk_are_committed_again_once_another_copy_reaches_backing 300
 
+# pggen.h X2 (review 50 F1): B writes the chunk first (its holder), A writes
+# the same bytes; A's copy is found lost while B is live (X16 holds nothing:
+# B's copy may still go up); B then dies without uploading. A must not adopt
+# the chunk whose copy it found damaged: the saves naming it are lost (shown
+# held on every node), not COMMITTED and listed with a chunk nobody has.
+test_a_node_never_adopts_a_chunk_whose_copy_it_found_lost() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A backing_timeout=10
+	mn_mount B lease_ms=15000
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	ck_fault eio=all
+	mn_save B run/step-2 model.pt $((2 * R2_MIB)) s2
+	local h
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	mn_see A run/step-2
+	mkdir "$MN_MNT_A/run/step-3"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-3/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-3" || ck_fail "commit of step-3 on A"
+	local obj_a=$CK_TMP/cache_A/$(ck_obj_rel "$h")
+	[ -f "$obj_a" ] || ck_fail "A has no cache copy $obj_a"
+	kill -STOP "$MN_PID_B"
+	ck_at_exit "kill -CONT $MN_PID_B 2>/dev/null"
+	chmod u+w "$obj_a"
+	ck_xor_byte "$obj_a" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq "1 explicit" "$(r2_state step-3)" "step-3 while B, the holder, is live"
+	mn_kill9 B
+	kill -CONT "$MN_PID_B" 2>/dev/null || true
+	mn_poll "SELECT settled FROM ckpt_nodes WHERE name = 'node-B' ORDER BY id DESC LIMIT 1" t 60 \
+		"node B settled"
+	grep -q "adopted 1 chunks of node" "$MN_DLOG_A" && ck_fail "A adopted the chunk it found lost"
+	assert_eq "t" "$(mn_psql "SELECT lost FROM ns_generations WHERE name = 'step-3'")" \
+		"step-3 names a chunk no node has a good copy of: lost"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-3)" "step-3 on A"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-2)" "step-2 on A"
+	assert_eq "" "$(mn_entries "$MN_MNT_A/run")" "run/ on A"
+	mn_umount A
+}
+ck_timeout test_a_node_never_adopts_a_chunk_whose_copy_it_found_lost 300
+
 ck_main "$@"

@@ -870,7 +870,6 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 /* ---- files ---- */
 
 static bool ns_outside_gens(struct ns *ns, const struct ns_file *f);
-static int ns_writer(struct ns *ns, struct node *n, struct writer **out);
 
 /* O_TRUNC on an open for writing, f already counted among the writers of
  * its generation, reopened if it was settled (invariant 6). On a shared

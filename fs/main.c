@@ -978,7 +978,10 @@ static int main_cat_open(struct ckptfs *fs, const char *path, bool serves, char 
 					    /* main_lock_cache: this daemon holds CACHE/lock
 					     * (lease.h L10) */
 					    .cache_locked = serves && fs->lock_fd > 0,
-					    .cache_lock_fd = fs->lock_fd };
+					    .cache_lock_fd = fs->lock_fd,
+					    /* S18 of meta/catalog_shared.c: the objects
+					     * the local catalog may have forgotten */
+					    .cache_store = fs->store };
 	return cat_open_shared(path, &cfg, getuid(), getgid(), main_reclaim, fs->store, &fs->cat,
 			       err, err_size);
 }

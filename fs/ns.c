@@ -869,13 +869,23 @@ int ns_setattr(struct ns *ns, const struct ns_cred *c, uint64_t ino, const struc
 
 /* ---- files ---- */
 
+static bool ns_outside_gens(struct ns *ns, const struct ns_file *f);
+
 /* O_TRUNC on an open for writing, f already counted among the writers of
- * its generation, reopened if it was settled (invariant 6). */
+ * its generation, reopened if it was settled (invariant 6). On a shared
+ * catalog a file outside generations is cut by its writer, not in the
+ * catalog (invariant 13): the other nodes read its old content until the
+ * close publishes the new one. */
 static int ns_open_truncate(struct ns *ns, const struct ns_cred *c, struct ns_file *f, bool setid)
 {
 	struct node *n = f->n;
 	pthread_rwlock_wrlock(&n->rw);
-	int rc = n->writer ? writer_truncate(n->writer, 0) : cat_file_truncate(ns->cat, n->ino, 0);
+	struct writer *w = n->writer;
+	int rc = 0;
+	if (!w && cat_is_shared(ns->cat) && ns_outside_gens(ns, f))
+		rc = ns_writer(ns, n, &w);
+	if (rc == 0)
+		rc = w ? writer_truncate(w, 0) : cat_file_truncate(ns->cat, n->ino, 0);
 	if (rc == 0 && setid) /* invariant 3 */
 		rc = ns_killpriv(ns, c, n->ino, &n->setid);
 	pthread_rwlock_unlock(&n->rw);
@@ -1164,7 +1174,13 @@ static int ns_commit(struct ns *ns, const struct ns_file *f, bool durable, bool 
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = ns_lost(ns, n->ino, 0);
 	bool written = writable || n->writer != NULL, unmarked = false;
-	if (n->writer) {
+	/* invariant 13: a close that is not the last (FLUSH of a dup: a shell's
+	 * `> latest` closes one before it writes) publishes no cut to empty of a
+	 * file the gate applies to; the close with content, an fsync or the
+	 * last release does */
+	bool cut_only = gated && !durable && !last && n->writer && writer_size(n->writer) == 0 &&
+			ns_outside_gens(ns, f);
+	if (n->writer && !cut_only) {
 		if (rc == 0)
 			rc = writer_commit_gated(n->writer, durable, gated ? ns_upload_first : NULL,
 						 &gate);

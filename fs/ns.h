@@ -140,17 +140,21 @@
  *     (writer_commit_gated), until the chunks of it this node's cache holds
  *     are uploaded (uploader_wait_pending; no linger meanwhile, uploader.h
  *     B3). So when close(2) returns, a kill -9 of this node leaves the new
- *     content readable on every other node; a kill during the close leaves
- *     the content before it (an O_TRUNC made it empty at the open, as a
- *     local file system's crash between the truncate and the write). The
+ *     content readable on every other node; a kill during the close, or
+ *     between an O_TRUNC open and the close, leaves the content before it:
+ *     an O_TRUNC of such a file (outside generations, shared catalog) cuts
+ *     the node's writer, not the catalog (ns_open_truncate), so the other
+ *     nodes read the old content until a commit publishes the new one
+ *     (review 49 F6), and a close that is not the last publishes no cut to
+ *     empty (a dup closed before the write: the close with content, an
+ *     fsync or the last release does). This node sees its cut at once. The
  *     wait is bounded: BACKING found not answering (the uploader backs
  *     off) or backing_timeout passed, the content is published anyway with
  *     one warning line naming the inode and saying it is in this node's
  *     cache alone, which S6 of catalog_shared_data.c then covers (other
  *     nodes read it once it is uploaded; if this node dies first, EIO at
  *     once, not a wait). An EIO at close instead would leave the trainer's
- *     new content nowhere and the file empty everywhere (its O_TRUNC was
- *     published at the open). The wait holds the node's n->rw (readers of
+ *     new content nowhere. The wait holds the node's n->rw (readers of
  *     this file on this node wait with the close). Larger files outside
  *     generations are published at close, uploaded behind (fsync with
  *     -o sync=backing waits for it); so are files inside generations,

@@ -156,6 +156,8 @@ int cat_file_schema_version(const char *path, int *version, char *why, size_t wh
  * a read-only open does not check its role. 0, or -errno. */
 int cat_role_node(struct cat *cat, bool *node);
 
+struct store;
+
 /* ---- the shared engine (issue 18, docs/MULTINODE.md) [open] ----
  * cat_open_shared opens this node's local SQLite catalog at local_path (its
  * [node] state: cache objects, upload queue, pending extents of its writers)
@@ -176,6 +178,13 @@ struct cat_shared_cfg {
 	 * (st_dev, st_ino) is part of the cache's identity, which a copy of the
 	 * cache directory does not have (lease.h L10) */
 	int cache_lock_fd;
+	/* with cache_locked: the cache's chunk store (CACHE/chunks, small.db).
+	 * At the take-over, the chunks PostgreSQL says only the earlier nodes of
+	 * this cache held and BACKING lacks are taken back from it: each object
+	 * whose plain bytes pass SHA-256 becomes this node's, cached and dirty,
+	 * its upload queued, though the local catalog forgot it (its WAL lost:
+	 * catalog_shared.c S18). NULL: the local catalog's rows alone count */
+	struct store *cache_store;
 };
 int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,

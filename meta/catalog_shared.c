@@ -52,6 +52,23 @@
  *      adoption, then pggen_node_lost's claim), then queues the manifests
  *      of what was settled as a sweep does (lease.h L10). A failure is
  *      logged and leaves them to the sweeps (S6): the mount goes on.
+ *  S18. Before S17 settles them, and whether they are settled already or
+ *      not (another node's sweep may have, lost marks and all), the chunks
+ *      PostgreSQL says an earlier node of this cache held and BACKING lacks
+ *      (pgns_unuploaded_of_cache) are taken back from this cache: one the
+ *      local catalog calls cached is kept as S6 keeps it; one it forgot
+ *      (its WAL lost with a crash: review 47 F4) is looked for in the
+ *      cache's store (cfg->cache_store), and taken back only if its object
+ *      reads back whole, its plain bytes' SHA-256 equal to the hash, as a
+ *      cached, dirty row with its upload queued (catalog_shared_data.c
+ *      S17). Then this node adopts them all (pggen_adopt, holder no live
+ *      node), so the settlement finds no chunk of the dead node to lose,
+ *      and a generation lost before is lost no more at the next re-check
+ *      (pggen.h X10), as with a plain remount whose catalog kept its rows.
+ *      An object that is absent, or fails its check, is never taken back
+ *      and never removed: a damaged one is logged, naming it, and the
+ *      saves naming it stay lost. A failure is logged; the mount goes on
+ *      (the sweeps adopt what the local catalog calls cached, X10).
  *  S19. The cache id S17 registers is made in one place, catsh_cache_id:
  *      "CATALOG_ID@HOST:DEV:INO", the local catalog's random id, this
  *      host's name and the (st_dev, st_ino) of the CACHE/lock the daemon
@@ -63,7 +80,18 @@
  *      container whose device number moves) only loses the fast
  *      settlement: the sweeps settle the earlier node once its lease runs
  *      out (S6). Rows registered by daemons before S19 (the bare catalog
- *      id) match no identity, so they are settled by the sweeps. */
+ *      id) match no identity, so they are settled by the sweeps.
+ *  S20. The adoption of S18 makes a lost generation whole at mount, before
+ *      this node's first sweep (a term later, lease.h L4). So, before it,
+ *      every other node already expired and not settled (lease.h L7: any
+ *      node's work, whoever expired it; none is expired here) is settled
+ *      as S6 settles it, so the saves only such a node held are lost
+ *      first; else a keep pass (fs/gen.c) would count them as newer, not
+ *      lost, and end the save S18 made whole in their favour, then lose
+ *      them too at the next sweep (t_keep2: a node away with its uploads
+ *      queued, lease.h L9). After the adoption, a batch of lost
+ *      generations is re-checked (X10, as S6 does), so one made whole is
+ *      lost no more, and its manifest queued, at mount. */
 #define _GNU_SOURCE
 #include "catalog_shared.h"
 #include "catalog_shared_reclaim.h"
@@ -84,11 +112,13 @@
 #include "catalog_internal.h"
 #include "catalog_shared_data.h"
 #include "catalog_shared_gen.h"
+#include "hash.h"
 #include "lease.h"
 #include "log.h"
 #include "manifest_shared.h"
 #include "pggen.h"
 #include "pgns.h"
+#include "store.h"
 
 struct cat_shared {
 	struct pg *pg;       /* the FUSE path's connection */
@@ -245,7 +275,7 @@ static int catsh_connect(const struct cat_shared_cfg *cfg, const char *cache_id,
 	return catsh_open_errno(rc);
 }
 
-static void catsh_take_over(struct cat *cat, const char *cache_id);
+static void catsh_take_over(struct cat *cat, struct store *store, const char *cache_id);
 
 int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 		    uint32_t root_uid, uint32_t root_gid, cat_reclaim_fn reclaim,
@@ -286,7 +316,7 @@ int cat_open_shared(const char *local_path, const struct cat_shared_cfg *cfg,
 	}
 	cat->shared = sh; /* S1 */
 	if (cache_id[0])
-		catsh_take_over(cat, cache_id);
+		catsh_take_over(cat, cfg->cache_store, cache_id);
 	*out = cat;
 	return 0;
 }
@@ -448,29 +478,102 @@ static int catsh_cached(struct cat *cat, sqlite3_stmt *st, const uint8_t hash[CA
 	return -EIO;
 }
 
-/* Of hashes[0..n), keeps in place those this node's cache holds; *kept
- * says how many. */
-static int catsh_keep_cached(struct cat *cat, uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
-			     size_t *kept)
+/* Of hashes[0..n), which this node's cache holds as the local catalog says
+ * (have[i]). */
+static int catsh_which_cached(struct cat *cat, const uint8_t (*hashes)[CAT_HASH_LEN], size_t n,
+			      bool *have)
 {
 	static const char sql[] =
 		"SELECT 1 FROM chunks WHERE hash = ?1 AND cached = 1 AND stored_len IS NOT NULL";
 	sqlite3_stmt *st = NULL;
-	*kept = 0;
 	cat_lock(cat);
 	int rc = sqlite3_prepare_v2(cat->db, sql, -1, &st, NULL) == SQLITE_OK ? 0 : -EIO;
 	if (rc)
 		log_error("catalog %s: cannot look for cached chunks: %s", cat->path,
 			  sqlite3_errmsg(cat->db));
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		int have = catsh_cached(cat, st, hashes[i]);
-		if (have < 0)
-			rc = have;
-		else if (have)
-			memmove(hashes[(*kept)++], hashes[i], CAT_HASH_LEN);
+		int got = catsh_cached(cat, st, hashes[i]);
+		rc = got < 0 ? got : 0;
+		have[i] = got > 0;
 	}
 	sqlite3_finalize(st);
 	cat_unlock(cat);
+	return rc;
+}
+
+/* S18: whether store holds a whole object of chunk hash: 0 once its plain
+ * bytes read back and their SHA-256 is hash (*info: its header), -ENOENT
+ * if it has none, -EIO if it is damaged (the store logs what it finds
+ * wrong, this the verdict), another errno if there is no verdict. */
+static int catsh_object_whole(struct cat *cat, struct store *store,
+			      const uint8_t hash[CAT_HASH_LEN], struct store_object_info *info)
+{
+	if (!store_has(store, hash))
+		return -ENOENT;
+	struct store_chunk chunk = { 0 };
+	int rc = store_stat(store, hash, info);
+	if (rc == 0)
+		rc = store_load(store, hash, info->plain_len, &chunk);
+	if (rc == 0) {
+		uint8_t got[HASH_LEN];
+		hash_sha256(chunk.plain, chunk.len, got);
+		if (chunk.len != info->plain_len || memcmp(got, hash, HASH_LEN) != 0)
+			rc = -EIO;
+		store_chunk_free(&chunk);
+	}
+	if (rc && rc != -ENOENT) {
+		char hex[2 * CAT_HASH_LEN + 1];
+		cat_hex(hash, hex);
+		log_error("catalog %s: chunk %s: its object in this cache %s: not taken back (the"
+			  " saves naming it stay lost until BACKING or a live node has its bytes;"
+			  " the object is left where it is)", pg_name(cat->shared->pg), hex,
+			  rc == -EIO ? "does not pass SHA-256" : strerror(-rc));
+	}
+	return rc;
+}
+
+/* S18: of hashes[0..n) not cached as the local catalog says (have[i]
+ * false), those whose object store has whole are taken back (have[i] set;
+ * *taken counts them, *absent those it has none of). Only the local
+ * catalog's failure stops it. */
+static int catsh_take_back_missing(struct cat *cat, struct store *store,
+				   const uint8_t (*hashes)[CAT_HASH_LEN], size_t n, bool *have,
+				   size_t *taken, size_t *absent)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct store_object_info info;
+		if (have[i])
+			continue;
+		int orc = catsh_object_whole(cat, store, hashes[i], &info);
+		*absent += orc == -ENOENT;
+		if (orc == 0)
+			rc = catshd_take_back(cat, hashes[i], info.plain_len, info.codec,
+					      info.stored_len);
+		have[i] = orc == 0 && rc == 0;
+		*taken += have[i];
+	}
+	return rc;
+}
+
+/* Of hashes[0..n), keeps in place those this node's cache holds; *kept
+ * says how many. With store (S18), those the local catalog forgot are taken
+ * back from it first, if whole (*taken, *absent: as catsh_take_back_missing). */
+static int catsh_keep_cached(struct cat *cat, struct store *store, uint8_t (*hashes)[CAT_HASH_LEN],
+			     size_t n, size_t *kept, size_t *taken, size_t *absent)
+{
+	*kept = 0;
+	bool *have = calloc(n ? n : 1, sizeof(*have));
+	if (!have)
+		return -ENOMEM;
+	int rc = catsh_which_cached(cat, (const uint8_t(*)[CAT_HASH_LEN])hashes, n, have);
+	if (rc == 0 && store)
+		rc = catsh_take_back_missing(cat, store, (const uint8_t(*)[CAT_HASH_LEN])hashes, n,
+					     have, taken, absent);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (have[i])
+			memmove(hashes[(*kept)++], hashes[i], CAT_HASH_LEN);
+	free(have);
 	return rc;
 }
 
@@ -507,7 +610,7 @@ static int catsh_adopt(struct cat *cat, uint64_t dead, size_t *adopted_out)
 		if (rc == 0 && n > 0) {
 			memcpy(after, batch[n - 1], CAT_HASH_LEN); /* before the filter moves rows */
 			from_start = false;
-			rc = catsh_keep_cached(cat, batch, n, &kept);
+			rc = catsh_keep_cached(cat, NULL, batch, n, &kept, NULL, NULL);
 		}
 		if (rc == 0 && kept > 0)
 			rc = pggen_adopt(ns, dead, (const uint8_t(*)[CAT_HASH_LEN])batch, kept, &adopted);
@@ -573,19 +676,113 @@ static int catsh_recheck_lost(struct cat *cat, cat_backing_check_fn check, void 
 		rc = pggen_lost_recheck(&sh->ns, &sh->lost_after, CATSH_RECHECK_MAX, &checked, &more);
 		*cleared += more;
 	}
+	size_t whole = 0; /* pggen.h X18 */
+	int wrc = pggen_lost_chunk_whole(&sh->ns, CATSH_RECHECK_MAX, &whole);
+	*cleared += whole;
 	if (rc)
 		log_error("catalog %s: cannot re-check the generations marked lost: %s (the next"
 			  " sweep tries again)", pg_name(sh->pg), strerror(-rc));
+	if (wrc)
+		log_error("catalog %s: cannot re-check the saves held for a chunk lost before its"
+			  " upload: %s (the next sweep tries again)", pg_name(sh->pg), strerror(-wrc));
+	return rc ? rc : wrc;
+}
+
+/* S18: one batch of the chunks the earlier nodes of cache_id held and
+ * BACKING lacks, from `after`: kept or taken back from store, then adopted
+ * (*n: the batch's size). */
+static int catsh_take_back_batch(struct cat *cat, struct store *store, const char *cache_id,
+				 uint8_t (*batch)[CAT_HASH_LEN], uint8_t *after, bool *from_start,
+				 size_t *n, size_t *taken, size_t *absent, size_t *adopted)
+{
+	struct pgns *ns = &cat->shared->ns;
+	size_t kept = 0, got = 0;
+	int rc = pgns_unuploaded_of_cache(ns, cache_id, *from_start ? NULL : after, batch,
+					  CATSH_ADOPT_BATCH, n);
+	if (rc == 0 && *n > 0) {
+		memcpy(after, batch[*n - 1], CAT_HASH_LEN); /* before the filter moves rows */
+		*from_start = false;
+		rc = catsh_keep_cached(cat, store, batch, *n, &kept, taken, absent);
+	}
+	if (rc == 0 && kept > 0) /* dead 0: their holders are no live node (L10) */
+		rc = pggen_adopt(ns, 0, (const uint8_t(*)[CAT_HASH_LEN])batch, kept, &got);
+	*adopted += got;
 	return rc;
 }
 
+/* S18: the chunks the earlier nodes of cache_id held and BACKING lacks,
+ * this node's again where its cache has them whole; *adopted: how many. */
+static void catsh_take_back(struct cat *cat, struct store *store, const char *cache_id,
+			    size_t *adopted)
+{
+	struct cat_shared *sh = cat->shared;
+	uint8_t(*batch)[CAT_HASH_LEN] = calloc(CATSH_ADOPT_BATCH, CAT_HASH_LEN);
+	uint8_t after[CAT_HASH_LEN];
+	bool from_start = true;
+	size_t n = 0, taken = 0, absent = 0;
+	int rc = batch ? 0 : -ENOMEM;
+	*adopted = 0;
+	do {
+		if (rc == 0)
+			rc = catsh_take_back_batch(cat, store, cache_id, batch, after, &from_start,
+						   &n, &taken, &absent, adopted);
+	} while (rc == 0 && n == CATSH_ADOPT_BATCH);
+	free(batch);
+	if (taken > 0)
+		log_warn("catalog %s: node %" PRIu64 " took back %zu chunks from its cache that only"
+			 " an earlier node of this cache (%s) held and BACKING lacks, each passing"
+			 " SHA-256: its local catalog had forgotten them; queued for upload",
+			 pg_name(sh->pg), sh->renew.node_id, taken, cache_id);
+	if (*adopted > 0)
+		log_info("catalog %s: node %" PRIu64 " adopted %zu chunks of the earlier nodes of its"
+			 " cache (%s) at mount", pg_name(sh->pg), sh->renew.node_id, *adopted,
+			 cache_id);
+	if (absent > 0)
+		log_warn("catalog %s: %zu chunks that only an earlier node of this cache (%s) held"
+			 " are neither in its cache nor on BACKING: the saves naming them stay lost",
+			 pg_name(sh->pg), absent, cache_id);
+	if (rc)
+		log_error("catalog %s: node %" PRIu64 " cannot take back the chunks of the earlier"
+			  " nodes of its cache (%s) at mount: %s; the sweeps adopt those its local"
+			  " catalog calls cached (pggen.h X10)", pg_name(sh->pg), sh->renew.node_id,
+			  cache_id, strerror(-rc));
+}
+
+/* S20: the nodes already expired and not settled, other than those of
+ * this cache (mine[0..n_mine), settled after S18), settled; how many. */
+static size_t catsh_settle_expired(struct cat *cat, const uint64_t *mine, size_t n_mine)
+{
+	struct cat_shared *sh = cat->shared;
+	uint64_t ids[CATSH_SWEEP_MAX];
+	size_t n = 0, settled = 0;
+	int rc = lease_unsettled(&sh->renew, ids, CATSH_SWEEP_MAX, &n);
+	if (rc)
+		log_warn("catalog %s: node %" PRIu64 " cannot list the nodes expired and not"
+			 " settled at mount: %s; the sweeps settle them", pg_name(sh->pg),
+			 sh->renew.node_id, strerror(-rc));
+	for (size_t i = 0; i < n; i++) {
+		bool of_cache = false;
+		for (size_t j = 0; j < n_mine; j++)
+			of_cache = of_cache || mine[j] == ids[i];
+		if (!of_cache && catsh_settle(cat, ids[i]) == 0)
+			settled++;
+	}
+	if (settled > 0)
+		log_info("catalog %s: node %" PRIu64 " settled %zu nodes expired already at mount,"
+			 " before taking back its cache's chunks (S20)", pg_name(sh->pg),
+			 sh->renew.node_id, settled);
+	return settled;
+}
+
 /* S17, lease.h L10: the earlier nodes of this node's cache, gone since
- * this daemon holds the cache's lock, expired and settled before it serves. */
-static void catsh_take_over(struct cat *cat, const char *cache_id)
+ * this daemon holds the cache's lock, expired, their chunks taken back
+ * (S18; the other dead nodes settled first, S20) and settled before it
+ * serves. */
+static void catsh_take_over(struct cat *cat, struct store *store, const char *cache_id)
 {
 	struct cat_shared *sh = cat->shared;
 	uint64_t expired[CATSH_SWEEP_MAX], dead[CATSH_SWEEP_MAX];
-	size_t n_expired = 0, n = 0, settled = 0;
+	size_t n_expired = 0, n = 0, settled = 0, adopted = 0;
 	int rc = lease_cache_take_over(&sh->renew, cache_id, expired, &n_expired, dead,
 				       CATSH_SWEEP_MAX, &n);
 	if (rc) {
@@ -594,6 +791,8 @@ static void catsh_take_over(struct cat *cat, const char *cache_id)
 			 pg_name(sh->pg), sh->renew.node_id, cache_id, strerror(-rc));
 		return;
 	}
+	settled = catsh_settle_expired(cat, dead, n);
+	catsh_take_back(cat, store, cache_id, &adopted);
 	for (size_t i = 0; i < n; i++) {
 		bool now = false;
 		for (size_t j = 0; j < n_expired; j++)
@@ -607,7 +806,12 @@ static void catsh_take_over(struct cat *cat, const char *cache_id)
 				 dead[i], cache_id, now ? "gone (its cache lock is this node's), expired"
 							: "expired already");
 	}
-	if (settled > 0 && catshd_enqueue_undurable(cat, NULL) != 0)
+	size_t cleared = 0;
+	if (adopted > 0) /* S20: what S18 made whole is lost no more (X10) */
+		(void)catsh_recheck_lost(cat, NULL, NULL, &cleared); /* logged; the sweeps retry */
+	/* the manifests the lost incarnation had queued went with it (and with
+	 * its local catalog's WAL, S18) */
+	if ((settled > 0 || adopted > 0) && catshd_enqueue_undurable(cat, NULL) != 0)
 		cat_shared_requeue_later(cat); /* the next sweep queues them */
 }
 

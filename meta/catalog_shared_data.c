@@ -185,7 +185,17 @@
  *      leaves a row wrong, logged as such. Before, a refused marking lost
  *      with the COMMIT's answer left the row uploaded = 1: the evictor
  *      dropped the only copy of a chunk the committed file names
- *      (tests/unit/test_pgfault.c). */
+ *      (tests/unit/test_pgfault.c).
+ *  S17. A chunk taken back at mount (catshd_take_back, for catalog_shared.c
+ *      S18: an object of this cache whose plain bytes passed SHA-256, of a
+ *      chunk PostgreSQL says only an earlier node of this cache held and
+ *      BACKING lacks) gets the row a writer's stored chunk has: cached, not
+ *      uploaded, the codec and stored length of the object's header, and
+ *      an UP_CHUNK row unless one is queued (upload.h U2), in one local
+ *      transaction; its count stays this node's pending references (S1). A
+ *      row already cached with its object is left as it is; any other row
+ *      of the hash (its object forgotten, or marked uploaded here while
+ *      PostgreSQL says not) becomes that row. Nothing is removed. */
 #define _GNU_SOURCE
 #include "catalog_shared_data.h"
 
@@ -234,6 +244,15 @@ static const char csd_sql_take_committed[] =
 static const char csd_sql_fetched[] =
 	"UPDATE chunks SET cached = 1, uploaded = 1 WHERE hash = ?1 AND stored_len IS NOT NULL"
 	" AND NOT (cached = 1 AND uploaded = 0)"; /* S10 */
+/* S17 */
+static const char csd_sql_take_back[] =
+	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
+	" VALUES(?1, ?2, ?3, ?4, 0, 1, 0) ON CONFLICT(hash) DO UPDATE SET codec = ?3,"
+	" stored_len = ?4, cached = 1, uploaded = 0"
+	" WHERE NOT (cached = 1 AND stored_len IS NOT NULL)";
+static const char csd_sql_take_back_queue[] =
+	"INSERT INTO uploads(kind, hash, enqueued_ns) SELECT 1, ?1, ?2"
+	" WHERE NOT EXISTS (SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 1)";
 static const char csd_sql_fetched_new[] =
 	"INSERT INTO chunks(hash, plain_len, codec, stored_len, refcount, cached, uploaded)"
 	" VALUES(?1, ?2, ?3, ?4, 0, 1, 1) ON CONFLICT(hash) DO NOTHING";
@@ -1539,6 +1558,45 @@ int catsh_chunk_fetched(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	cat_unlock(cat);
 	if (rc == 0 && changed == 0)
 		rc = !exists ? csd_fetched_new(cat, hash) : -ENOENT;
+	return rc;
+}
+
+/* S17: the row of a chunk taken back, and its upload queued. */
+static int csd_take_back_txn(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+			     uint8_t codec, uint64_t stored_len)
+{
+	sqlite3_stmt *row = NULL, *queue = NULL;
+	int rc = csd_prepare(cat, csd_sql_take_back, &row);
+	if (rc == 0)
+		rc = csd_prepare(cat, csd_sql_take_back_queue, &queue);
+	if (rc == 0) {
+		csd_bind_hash(row, 1, hash);
+		sqlite3_bind_int64(row, 2, (sqlite3_int64)plain_len);
+		sqlite3_bind_int(row, 3, codec);
+		sqlite3_bind_int64(row, 4, (sqlite3_int64)stored_len);
+		rc = csd_step(cat, row) < 0 ? -EIO : 0;
+	}
+	if (rc == 0) {
+		csd_bind_hash(queue, 1, hash);
+		sqlite3_bind_int64(queue, 2, cat_now_ns());
+		rc = csd_step(cat, queue) < 0 ? -EIO : 0;
+	}
+	sqlite3_finalize(row);
+	sqlite3_finalize(queue);
+	return rc;
+}
+
+int catshd_take_back(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+		     uint8_t codec, uint64_t stored_len)
+{
+	if (plain_len > INT64_MAX || stored_len > INT64_MAX)
+		return -EINVAL;
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = csd_take_back_txn(cat, hash, plain_len, codec, stored_len);
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
 	return rc;
 }
 

@@ -63,6 +63,12 @@ struct csd_backing_look {
 int catshd_adopt_backing(struct cat *cat, cat_backing_check_fn check, void *arg,
 			 struct csd_backing_look *look, size_t *marked);
 
+/* S17 (catalog_shared.c S18): chunk hash, whose object in this cache
+ * passed SHA-256 (plain_len plain bytes, codec and stored_len as its
+ * header says), is this node's again: cached, dirty, its upload queued. */
+int catshd_take_back(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint64_t plain_len,
+		     uint8_t codec, uint64_t stored_len);
+
 /* S12: the writers' hashes whose upload claim found no PostgreSQL row, each
  * with the count of publications' last local reads (csd_publish_late) when
  * it was claimed; kept in the engine's state (struct cat_shared), all of it

@@ -183,10 +183,13 @@
  *      it is HELD (rule "lost-chunk", the reason naming the chunk and one
  *      file) in the transaction after the uploader finds it, so keep-latest-k
  *      never counts it among the K newer saves (G6 counts COMMITTED ones)
- *      and `ckptfs-admin wait` names it as held. It stays HELD even if the
- *      chunk later turns whole again (a later save writes the same bytes,
- *      or BACKING turns out to have it): only an explicit decision
- *      (ckptfs-admin commit or rm) or keep (G6, as any HELD save) ends it.
+ *      and `ckptfs-admin wait` names it as held. On one node it stays HELD
+ *      even if the chunk later turns whole again (a later save writes the
+ *      same bytes, or BACKING turns out to have it): only an explicit
+ *      decision (ckptfs-admin commit or rm) or keep (G6, as any HELD save)
+ *      ends it. On -o meta= another node may hold a good copy of the same
+ *      bytes: once every chunk of the save is on BACKING the sweep commits
+ *      it again (pggen.h X18, rule GEN_WHOLE_AGAIN_RULE).
  *  G13. (kept by the commit's transaction; -o meta=: catalog_shared_gen.c
  *      S9) A save still OPEN when a chunk its files name is found lost is
  *      never committed naming it: while the chunk's upload row says lost
@@ -412,6 +415,9 @@ void cat_gen_rewrite_reason(const char *name, uint32_t version, const char *why,
  * PostgreSQL, whichever node committed them (pggen.h X16: none while BACKING
  * has the chunk or another live node holds it). */
 #define GEN_LOST_CHUNK_RULE "lost-chunk"
+/* pggen.h X18: the rule of a lost-chunk hold ended because every chunk of
+ * the save reached BACKING after all (shared engine) */
+#define GEN_WHOLE_AGAIN_RULE "whole-again"
 #define GEN_LOST_CHUNK_REASON "lost: chunk"
 int cat_gen_hold_lost_chunk(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 /* G12, G13: the reason of a save held for the lost chunk hex (lowercase)

@@ -113,7 +113,13 @@
  *      caller settles each as any sweep settles a dead node (L7, pggen.h
  *      X2: claimed once, held, lost marks, writing rows dropped, chunks
  *      adopted), before it serves, so the job that restarts on it never
- *      meets the dead incarnation's writing rows (review 45 F6). Only the
+ *      meets the dead incarnation's writing rows (review 45 F6). Before
+ *      that, the chunks every earlier node of the cache held and BACKING
+ *      lacks, settled or not, are the new node's where its cache has them
+ *      whole, though its local catalog forgot them (catalog_shared.c S18),
+ *      the other nodes already expired being settled first (S20: L7's work,
+ *      no node is expired by it, L4).
+ *      Only the
  *      daemon that holds the cache's lock may call it, from the open it
  *      serves with (fs/main.c says so with cat_shared_cfg.cache_locked; its
  *      open before daemonizing names no cache and is gone at the fork). A

@@ -117,6 +117,8 @@ enum {
 	G_LOST_CHUNK_MARK,
 	/* X17: a file of a save naming one of a node's lost chunks */
 	G_LOST_CHUNK_OF_GEN,
+	/* X18: saves held lost-chunk whose every chunk is on BACKING now */
+	G_LOST_CHUNK_WHOLE,
 	G_COUNT
 };
 
@@ -263,9 +265,11 @@ const struct pg_stmt pggen_stmts[] = {
 		       3 },
 	[G_HOLD] = { "gen_hold", "UPDATE ns_generations SET state = 4, rule = $2, held = $3 WHERE id = $1",
 		     3 },
-	/* X2, X10: dead $2 = 0 takes any holder that is no live node */
+	/* X2, X10: dead $2 = 0 takes any holder that is no live node; never a
+	 * chunk node $1 itself found lost (X16: its copy is the damaged one) */
 	[G_ADOPT] = { "gen_adopt",
-		      "UPDATE ns_chunks c SET holder = $1 WHERE NOT c.uploaded AND (c.holder = $2"
+		      "UPDATE ns_chunks c SET holder = $1 WHERE NOT c.uploaded"
+		      " AND (c.lost_by IS NULL OR c.lost_by <> $1) AND (c.holder = $2"
 		      " OR ($2 = 0 AND NOT EXISTS (SELECT 1 FROM ckpt_nodes n WHERE n.id = c.holder"
 		      " AND n.state = 'live'))) AND c.hash IN"
 		      " (SELECT decode(h, 'hex') FROM unnest($3::text[]) AS t(h))",
@@ -748,6 +752,25 @@ const struct pg_stmt pggen_stmts[] = {
 				  " OR EXISTS (SELECT 1 FROM ns_chunks c WHERE c.hash = e.hash AND "
 				  G_LOST_MARKED("c") ")) ORDER BY i.ino LIMIT 1",
 				  3 },
+	/* X18: up to $1 saves HELD by rule lost-chunk (X16, X17) whose every
+	 * chunk is on BACKING now (uploaded: put from a copy that passed
+	 * SHA-256, by whichever node had one), with no failed file (X14), no
+	 * writer and no lost mark (X10), not a rewrite: committed again by rule
+	 * GEN_WHOLE_AGAIN_RULE ($2: now, for one never committed before) */
+	[G_LOST_CHUNK_WHOLE] = { "gen_lost_chunk_whole",
+				 "WITH w AS (SELECT g.id FROM ns_generations g WHERE g.state = 4"
+				 " AND g.rule = '" GEN_LOST_CHUNK_RULE "' AND g.backup_root = 0"
+				 " AND NOT g.lost AND NOT EXISTS (SELECT 1 FROM ns_inodes i JOIN ns_extents e"
+				 " ON e.ino = i.ino JOIN ns_chunks c ON c.hash = e.hash WHERE i.gen = g.id"
+				 " AND NOT c.uploaded) AND NOT EXISTS (SELECT 1 FROM ns_inodes i"
+				 " WHERE i.gen = g.id AND i.failed AND i.nlink > 0) AND NOT EXISTS"
+				 " (SELECT 1 FROM ns_writing w JOIN ns_inodes i ON i.ino = w.ino"
+				 " WHERE i.gen = g.id) ORDER BY g.id LIMIT $1 FOR UPDATE OF g)"
+				 " UPDATE ns_generations g SET state = 1, rule = '" GEN_WHOLE_AGAIN_RULE "',"
+				 " held = '', committed_ns = CASE WHEN g.committed_ns <> 0 THEN"
+				 " g.committed_ns ELSE $2::bigint END FROM w WHERE g.id = w.id"
+				 " RETURNING g.id, g.name",
+				 2 },
 	[G_KEEP_NEWER] = { "gen_keep_newer",
 			   "SELECT count(*), count(*) FILTER (WHERE k.durable),"
 			   " coalesce((SELECT (g.state IN (1, 4) AND g.durable_version = g.version)::int"
@@ -1331,6 +1354,38 @@ int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CA
 	free(list);
 	if (rc)
 		reason[0] = '\0';
+	return rc;
+}
+
+/* ---- X18: a lost-chunk hold ends once its save is whole on BACKING ---- */
+
+static int pggen_whole_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	int rc = lease_fence(c->ns->lease);
+	if (rc)
+		return rc;
+	char max[24], now[24];
+	const char *params[] = { PG_U64(max, c->count), PG_I64(now, pgns_now_ns()) };
+	PQclear(c->res);
+	c->res = NULL;
+	return pggen_exec(c->ns, G_LOST_CHUNK_WHOLE, params, &c->res);
+}
+
+int pggen_lost_chunk_whole(struct pgns *ns, size_t max, size_t *n)
+{
+	struct pggen_call c = { .ns = ns, .count = max };
+	*n = 0;
+	int rc = pg_txn(ns->pg, pggen_whole_body, &c);
+	for (int r = 0; rc == 0 && r < pg_rows(c.res); r++)
+		log_info("catalog %s: generation %s (%" PRIu64 "), held because a chunk of it was lost"
+			 " before its upload, is committed again: every chunk of it is on BACKING now"
+			 " (pggen.h X18)", pg_name(ns->pg), PQgetvalue(c.res, r, 1),
+			 (uint64_t)pg_int(c.res, r, 0));
+	if (rc == 0)
+		*n = (size_t)pg_rows(c.res);
+	PQclear(c.res);
 	return rc;
 }
 

@@ -28,7 +28,9 @@
  *      one to decide them: a death between files would leave them OPEN
  *      for ever); its writing
  *      rows are dropped, the chunks it alone held that another live node also
- *      has are adopted by that node (pggen_adopt, before), and the
+ *      has are adopted by that node (pggen_adopt, before; never one that
+ *      node found lost itself, X16's ns_chunks.lost_by: its copy is the
+ *      damaged one, review 50 F1), and the
  *      generations naming a chunk still held by it and not uploaded are lost.
  *      A new version (a rewrite) it had files open in, or that it reopened
  *      and no other node writes (it died between files), is rolled back to
@@ -82,8 +84,12 @@
  *      cleared by pggen_lost_recheck (every sweep, a bounded batch; its
  *      manifest then queued), and a live node that caches a chunk of a
  *      lost generation whose holder is gone adopts it (pggen_orphans, then
- *      pggen_adopt with dead 0), and a chunk of it whose object BACKING has
- *      whole is marked uploaded (X11). A lost generation is never counted
+ *      pggen_adopt with dead 0; a cache mounted again adopts, at mount, every
+ *      chunk its earlier nodes held whose object it has whole, even one its
+ *      local catalog forgot, once every node already expired is settled,
+ *      then re-checks: catalog_shared.c S18, S20), and a chunk of it
+ *      whose object BACKING has whole is marked uploaded (X11). A lost
+ *      generation is never counted
  *      as a complete save, and a complete one is never hidden as lost.
  *  X11. A node can die after its object reached BACKING and before it
  *      marked the chunk uploaded (catalog_shared_data.c S13): a sweep with
@@ -201,7 +207,7 @@
  *      may still upload, catalog_shared_data.c S6): then nothing is lost. A
  *      save held so is a HELD one for X13 and G6 (keep-held ends it once K
  *      newer are committed, one of them durable), a decision (admin commit,
- *      rm) otherwise; it stays held if the chunk turns whole again later.
+ *      rm) otherwise, until the save is whole on BACKING again (X18).
  *      The same transaction first locks the OPEN saves naming the chunk
  *      (FOR UPDATE) and last records the finding on the chunk's row
  *      (ns_chunks.lost_by, schema 5) for every node's X17: a commit under
@@ -218,6 +224,15 @@
  *      reason naming the chunk, a file and the node that found it
  *      (catshg_unsettled, after X14's failed files). A node of schema 4
  *      sees only its own findings.
+ *  X18. (pggen_lost_chunk_whole, every sweep: catalog_shared.c S6) A save
+ *      HELD by rule lost-chunk is committed again, by rule
+ *      GEN_WHOLE_AGAIN_RULE, once every chunk it names is on BACKING
+ *      (ns_chunks.uploaded: put by a node whose copy passed SHA-256 —
+ *      another node that wrote the same bytes, review 50 F2), with no
+ *      failed file, no writer, no lost mark and no backup; the sweep then
+ *      queues its manifest. It was complete all along and is now proven
+ *      so; hiding it further would hide a complete save. A save with a
+ *      chunk no node ever uploads stays held for a decision.
  *
  * Calls return 0 or a negative errno (pgns.h's). */
 #ifndef CKPTFS_PGGEN_H
@@ -312,6 +327,11 @@ int pggen_hold_lost_chunk(struct pgns *ns, const uint8_t hash[CAT_HASH_LEN],
  * if none. One statement. */
 int pggen_lost_chunk_of(struct pgns *ns, uint64_t id, const uint8_t (*hashes)[CAT_HASH_LEN],
 			size_t n, char *reason, size_t size);
+
+/* X18: up to max saves held by rule lost-chunk whose every chunk is on
+ * BACKING now committed again (rule GEN_WHOLE_AGAIN_RULE), one info line
+ * each; *n of them. One fenced transaction. */
+int pggen_lost_chunk_whole(struct pgns *ns, size_t max, size_t *n);
 
 /* This node holds the bytes of hashes[0..n) in its cache: it takes over
  * holding those of them that node dead held and had not uploaded (X2);

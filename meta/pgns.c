@@ -65,6 +65,7 @@ enum {
 	NS_EXTENTS_DELETE_ANY,
 	NS_STATS,
 	NS_UNUPLOADED_OF,
+	NS_UNUPLOADED_OF_CACHE,
 	NS_UPLOADED_MANY,
 	NS_CHUNKS_INFO,
 	NS_FILE_UNUPLOADED,
@@ -428,6 +429,14 @@ const struct pg_stmt pgns_stmts[] = {
 			       "SELECT encode(hash, 'hex') FROM ns_chunks WHERE holder = $1"
 			       " AND NOT uploaded AND hash > decode($2, 'hex') ORDER BY hash LIMIT $3",
 			       3 },
+	/* lease.h L10: the earlier nodes of cache $1 (none live once the
+	 * cache's new daemon took over) */
+	[NS_UNUPLOADED_OF_CACHE] = { "ns_unuploaded_of_cache",
+				     "SELECT encode(c.hash, 'hex') FROM ns_chunks c WHERE NOT c.uploaded"
+				     " AND c.holder IN (SELECT n.id FROM ckpt_nodes n WHERE"
+				     " n.cache_id = $1 AND n.state <> 'live')"
+				     " AND c.hash > decode($2, 'hex') ORDER BY c.hash LIMIT $3",
+				     3 },
 	/* N7: every live row among $1, and whether it is (now) marked: one on
 	 * BACKING already, or one node $2 holds a claim of (consumed here); a
 	 * live row without either is left not uploaded (ok false). Fenced by
@@ -692,6 +701,9 @@ static const char pgns_schema_sql[] =
 	" state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'reclaiming')),"
 	" reclaimer BIGINT);"
 	"CREATE INDEX IF NOT EXISTS ns_chunks_unreferenced ON ns_chunks(hash) WHERE refcount = 0;"
+	/* the chunks a node holds and BACKING lacks (its upload backlog): what
+	 * a settlement adopts and a mount takes back (NS_UNUPLOADED_OF*) */
+	"CREATE INDEX IF NOT EXISTS ns_chunks_not_uploaded ON ns_chunks(holder) WHERE NOT uploaded;"
 	"CREATE TABLE IF NOT EXISTS ns_extents(ino BIGINT NOT NULL, off BIGINT NOT NULL,"
 	" len BIGINT NOT NULL, hash BYTEA NOT NULL, chunk_off BIGINT NOT NULL,"
 	" PRIMARY KEY (ino, off));"
@@ -2804,21 +2816,40 @@ int pgns_store_marked(struct pgns *ns)
 	return rc;
 }
 
-int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
-		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n)
+/* The hashes of statement stmt (one column, hex), whose parameters are
+ * first, the hash after `after` and max. */
+static int pgns_hashes_after(struct pgns *ns, int stmt, const char *first, const uint8_t *after,
+			     uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n)
 {
 	*n = 0;
-	char id[24], lim[24], from[HASH_HEX_LEN + 1] = "";
+	char lim[24], from[HASH_HEX_LEN + 1] = "";
 	if (after)
 		hash_to_hex(after, from);
-	const char *params[] = { PG_U64(id, node), from, PG_U64(lim, max) };
+	const char *params[] = { first, from, PG_U64(lim, max) };
 	PGresult *res = NULL;
-	int rc = pgns_one(ns, NS_UNUPLOADED_OF, false, params, &res);
+	int rc = pgns_one(ns, stmt, false, params, &res);
 	for (int r = 0; rc == 0 && r < pg_rows(res) && *n < max; r++)
 		if ((rc = pgns_unhex(PQgetvalue(res, r, 0), out[*n])) == 0)
 			(*n)++;
 	PQclear(res);
 	return rc;
+}
+
+int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
+		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n)
+{
+	char id[24];
+	return pgns_hashes_after(ns, NS_UNUPLOADED_OF, PG_U64(id, node), after, out, max, n);
+}
+
+int pgns_unuploaded_of_cache(struct pgns *ns, const char *cache_id, const uint8_t *after,
+			     uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n)
+{
+	if (!cache_id || !cache_id[0]) {
+		*n = 0;
+		return -EINVAL; /* lease.h L10: NULL matches nothing */
+	}
+	return pgns_hashes_after(ns, NS_UNUPLOADED_OF_CACHE, cache_id, after, out, max, n);
 }
 
 /* ---- a writer's chunks whose cache copies go (N10) ---- */

@@ -458,6 +458,10 @@ int pgns_store_id_offer(struct pgns *ns, const char *id, char held[33]);
  * hash `after` (NULL: from the first): what a sweeper may adopt (pggen.h). */
 int pgns_unuploaded_of(struct pgns *ns, uint64_t node, const uint8_t *after,
 		       uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n);
+/* As pgns_unuploaded_of, for every node not live whose row names cache
+ * cache_id (lease.h L10: the earlier daemons of this node's cache). */
+int pgns_unuploaded_of_cache(struct pgns *ns, const char *cache_id, const uint8_t *after,
+			     uint8_t (*out)[CAT_HASH_LEN], size_t max, size_t *n);
 
 /* Counts violations of N1, N2 and N12 (logged, one line each). */
 int pgns_check(struct pgns *ns, int *violations);

@@ -97,10 +97,14 @@ static void sg_manifests(const char *dir)
 	sg_chunks(cat, w, 1, 3, 4096);
 	uint64_t opt = sg_mk(cat, root.ino, "optim.pt", S_IFREG | 0600, NULL);
 	sg_chunks(cat, opt, 1, 1, 4096); /* a shared chunk */
-	sg_mk(cat, root.ino, "empty", S_IFREG | 0644, NULL);
+	uint64_t empty = sg_mk(cat, root.ino, "empty", S_IFREG | 0644, NULL);
 	struct cat_inode l;
 	SG_OK(cat_link(cat, w, root.ino, "hardlink", &l));
 	sg_mk(cat, root.ino, "link", S_IFLNK | 0777, "model/we ird%name");
+	/* their last handles released (generation.h G7): else G9 holds the save */
+	SG_OK(cat_file_unmark(cat, w));
+	SG_OK(cat_file_unmark(cat, opt));
+	SG_OK(cat_file_unmark(cat, empty));
 	SG_OK(cat_gen_commit(cat, id, "dcp-metadata"));
 	sg_mk(cat, series, "latest", S_IFLNK | 0777, "step-100");
 	uint64_t notes = sg_mk(cat, CAT_ROOT_INO, "notes.txt", S_IFREG | 0600, NULL);

@@ -27,6 +27,30 @@ r2_big_chunk() {
 		WHERE g.name = '$1' ORDER BY c.plain_len DESC, e.hash LIMIT 1"
 }
 
+# r2_open_save_loses_a_chunk: A writes run/step-2/model.pt (2 MiB, bytes in
+# $CK_TMP/s2.bin) while BACKING fails, so step-2 stays OPEN; its biggest
+# chunk's cache copy is damaged and A's uploader finds it lost. R2_H: the
+# chunk (hex).
+r2_open_save_loses_a_chunk() {
+	ck_fault eio=all
+	mkdir "$MN_MNT_A/run/step-2"
+	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" "step-2 open"
+	local obj
+	R2_H=$(r2_big_chunk step-2)
+	[ -n "$R2_H" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	obj=$CK_TMP/cache_A/$(ck_obj_rel "$R2_H")
+	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $R2_H"
+	chmod u+w "$obj"
+	ck_xor_byte "$obj" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $R2_H ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$R2_H' AND error LIKE 'lost:%'"
+	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
+		"step-2 still open once its chunk is lost"
+}
+
 test_chunk_lost_before_upload_holds_its_save_and_keep_spares_the_older_one() {
 	ck_faultfs_up
 	mn_pg_start
@@ -92,23 +116,8 @@ test_a_save_open_when_its_chunk_is_lost_is_held_at_its_commit() {
 	mn_mount B
 	mkdir "$MN_MNT_A/run"
 	mn_see B run
-	ck_fault eio=all
-	mkdir "$MN_MNT_A/run/step-2"
-	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
-	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
-	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" "step-2 open"
-	local h obj
-	h=$(r2_big_chunk step-2)
-	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
-	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
-	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
-	chmod u+w "$obj"
-	ck_xor_byte "$obj" 5000
-	ck_fault ""
-	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
-		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
-	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
-		"step-2 still open once its chunk is lost"
+	r2_open_save_loses_a_chunk
+	local h=$R2_H
 	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-2" || ck_fail "commit xattr of step-2 on A"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 10 \
 		"step-2 held (4) by rule lost-chunk at its commit"
@@ -140,22 +149,8 @@ test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node(
 	mn_see B run
 	mn_save A run/step-1 model.pt $((2 * R2_MIB)) s1
 	r2_durable step-1
-	ck_fault eio=all
-	mkdir "$MN_MNT_A/run/step-2"
-	head -c $((2 * R2_MIB)) /dev/urandom >"$CK_TMP/s2.bin"
-	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-2/model.pt"
-	local h obj
-	h=$(r2_big_chunk step-2)
-	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
-	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
-	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
-	chmod u+w "$obj"
-	ck_xor_byte "$obj" 5000
-	ck_fault ""
-	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
-		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
-	assert_eq "0" "$(mn_psql "SELECT state FROM ns_generations WHERE name = 'step-2'")" \
-		"step-2 still open once its chunk is lost"
+	r2_open_save_loses_a_chunk
+	local h=$R2_H
 	mn_see B run/step-2
 	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-2" || ck_fail "commit xattr of step-2 on B"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 10 \
@@ -174,5 +169,103 @@ test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node(
 	mn_umount A
 }
 ck_timeout test_a_save_whose_chunk_another_node_found_lost_is_held_at_a_commit_by_any_node 240
+
+# pggen.h X18 (review 50 F2): A finds its copy of a chunk lost while B,
+# which wrote the same bytes in its own save, has a good copy not uploaded
+# yet. Both saves are held (ns_chunks.holder names only the first writer);
+# once B's copy is on BACKING every chunk of both is there, and the sweep
+# commits both again (rule whole-again): listed, read byte for byte on a
+# fresh node. B's lease is long so that it stays live while paused.
+test_saves_held_for_a_lost_chunk_are_committed_again_once_another_copy_reaches_backing() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A backing_timeout=10
+	mn_mount B lease_ms=60000
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	ck_fault eio=all
+	mn_save A run/step-2 model.pt $((2 * R2_MIB)) s2
+	local h
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	mn_see B run/step-2
+	mkdir "$MN_MNT_B/run/step-3"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_B/run/step-3/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_B/run/step-3" || ck_fail "commit of step-3 on B"
+	local obj_a=$CK_TMP/cache_A/$(ck_obj_rel "$h") obj_b=$CK_TMP/cache_B/$(ck_obj_rel "$h")
+	[ -f "$obj_a" ] || ck_fail "A has no cache copy $obj_a"
+	[ -f "$obj_b" ] || ck_fail "B has no cache copy $obj_b"
+	kill -STOP "$MN_PID_B"
+	ck_at_exit "kill -CONT $MN_PID_B 2>/dev/null"
+	chmod u+w "$obj_a"
+	ck_xor_byte "$obj_a" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq "4 lost-chunk" "$(r2_state step-3)" "B's step-3 while B's good copy is not on BACKING"
+	kill -CONT "$MN_PID_B"
+	mn_poll "SELECT uploaded FROM ns_chunks WHERE hash = decode('$h', 'hex')" t 90 "chunk $h uploaded by B"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-3'" "1 whole-again" 30 \
+		"step-3 committed again once every chunk of it is on BACKING"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "1 whole-again" 30 \
+		"step-2 committed again once every chunk of it is on BACKING"
+	grep -q "is committed again: every chunk of it is on BACKING now" "$MN_DLOG_A" "$MN_DLOG_B" ||
+		ck_fail "no log line saying a held save was committed again"
+	local out
+	out=$(timeout 120 "$CKPTFS_ADMIN" wait "$MN_MNT_B" --timeout 90 2>&1) || ck_fail "wait on B: $out"
+	mn_mount D
+	assert_eq "step-2 step-3" "$(mn_entries "$MN_MNT_D/run")" "run/ on a fresh node"
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_D/run/step-2/model.pt"
+	assert_file_eq "$CK_TMP/s2.bin" "$MN_MNT_D/run/step-3/model.pt"
+	mn_umount D
+	mn_umount B
+	mn_umount A
+}
+ck_timeout test_saves_held_for_a_lost_chunk_are_committed_again_once_another_copy_reaches_backing 300
+
+# pggen.h X2 (review 50 F1): B writes the chunk first (its holder), A writes
+# the same bytes; A's copy is found lost while B is live (X16 holds nothing:
+# B's copy may still go up); B then dies without uploading. A must not adopt
+# the chunk whose copy it found damaged: the saves naming it are lost (shown
+# held on every node), not COMMITTED and listed with a chunk nobody has.
+test_a_node_never_adopts_a_chunk_whose_copy_it_found_lost() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A backing_timeout=10
+	mn_mount B lease_ms=15000
+	mkdir "$MN_MNT_A/run"
+	mn_see B run
+	ck_fault eio=all
+	mn_save B run/step-2 model.pt $((2 * R2_MIB)) s2
+	local h
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	mn_see A run/step-2
+	mkdir "$MN_MNT_A/run/step-3"
+	cp "$CK_TMP/s2.bin" "$MN_MNT_A/run/step-3/model.pt"
+	setfattr -n user.ckptfs.commit -v 1 "$MN_MNT_A/run/step-3" || ck_fail "commit of step-3 on A"
+	local obj_a=$CK_TMP/cache_A/$(ck_obj_rel "$h")
+	[ -f "$obj_a" ] || ck_fail "A has no cache copy $obj_a"
+	kill -STOP "$MN_PID_B"
+	ck_at_exit "kill -CONT $MN_PID_B 2>/dev/null"
+	chmod u+w "$obj_a"
+	ck_xor_byte "$obj_a" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	assert_eq "1 explicit" "$(r2_state step-3)" "step-3 while B, the holder, is live"
+	mn_kill9 B
+	kill -CONT "$MN_PID_B" 2>/dev/null || true
+	mn_poll "SELECT settled FROM ckpt_nodes WHERE name = 'node-B' ORDER BY id DESC LIMIT 1" t 60 \
+		"node B settled"
+	grep -q "adopted 1 chunks of node" "$MN_DLOG_A" && ck_fail "A adopted the chunk it found lost"
+	assert_eq "t" "$(mn_psql "SELECT lost FROM ns_generations WHERE name = 'step-3'")" \
+		"step-3 names a chunk no node has a good copy of: lost"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-3)" "step-3 on A"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-2)" "step-2 on A"
+	assert_eq "" "$(mn_entries "$MN_MNT_A/run")" "run/ on A"
+	mn_umount A
+}
+ck_timeout test_a_node_never_adopts_a_chunk_whose_copy_it_found_lost 300
 
 ck_main "$@"

@@ -19,8 +19,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@
 #include "pggen.h"
 #include "pgns.h"
 #include "pgtest.h"
+#include "store.h"
 #include "support.h"
 
 TestSuite(catshared, .init = pt_start, .fini = pt_stop, .timeout = 90);
@@ -899,7 +902,8 @@ Test(catshared, an_open_save_marked_lost_is_committed_once_its_lost_shard_is_rew
  * writing row gone, its chunks not uploaded adopted by the new node (the
  * same cache has them), so its committed save is not lost. A node of
  * another cache is untouched. */
-static void tc_open_locked(struct pt_cat *n, const char *name, bool fresh)
+static void tc_open_locked_store(struct pt_cat *n, const char *name, bool fresh,
+				 struct store *store)
 {
 	if (fresh) {
 		ts_tmpdir_make(n->dir, sizeof(n->dir), name);
@@ -910,11 +914,17 @@ static void tc_open_locked(struct pt_cat *n, const char *name, bool fresh)
 	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	cr_assert_geq(fd, 0, "%s: %s", lock, strerror(errno));
 	struct cat_shared_cfg cfg = { .url = pt_url, .node_name = name, .lease_ms = 30000,
-				      .timeout_ms = 5000, .cache_locked = true, .cache_lock_fd = fd };
+				      .timeout_ms = 5000, .cache_locked = true, .cache_lock_fd = fd,
+				      .cache_store = store };
 	char err[512] = "";
 	int rc = cat_open_shared(n->path, &cfg, 0, 0, NULL, NULL, &n->cat, err, sizeof(err));
 	close(fd);
 	cr_assert_eq(rc, 0, "cat_open_shared: %d %s", rc, err);
+}
+
+static void tc_open_locked(struct pt_cat *n, const char *name, bool fresh)
+{
+	tc_open_locked_store(n, name, fresh, NULL);
 }
 
 Test(catshared, a_cache_opened_again_under_its_lock_settles_its_earlier_node_at_once)
@@ -952,6 +962,158 @@ Test(catshared, a_cache_opened_again_under_its_lock_settles_its_earlier_node_at_
 	cat_close(b.cat); /* the dead incarnation's handle: its release changes nothing */
 	tc_node_state(&a, cat_node_id(b2.cat), state, sizeof(state));
 	cr_assert_str_eq(state, "live");
+	tc_close(&b2);
+	tc_close(&a);
+}
+
+/* catalog_shared.c S20 (multinode t_keep2): b left with step-10 only in its
+ * cache (uploads queued, lease.h L9), settled by a's sweep: lost. c then
+ * left the same way with the newer step-20, expired and not settled. b's
+ * cache opened again takes back and adopts step-10's chunks at mount; it
+ * settles c first, so step-20 is lost before step-10 is whole (else a keep
+ * pass would count step-20 as newer and end step-10 for it), and step-10's
+ * mark is cleared at mount, its manifest to be written. */
+Test(catshared, a_cache_opened_again_settles_the_expired_nodes_before_its_take_back)
+{
+	struct pt_cat a, b, c;
+	tc_open_locked(&a, "s19a", true);
+	tc_open_locked(&b, "s19b", true);
+	uint64_t run = ts_mk(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t r10, r20;
+	uint64_t g10 = ts_mkgen(b.cat, run, "step-10", 10, true, &r10);
+	tc_file(&b, r10, "__0_0.distcp", 0x73, 0, 2); /* not uploaded: only b's cache */
+	OK(cat_gen_commit(b.cat, g10, "dcp-metadata"));
+	cat_close(b.cat); /* its catalog kept, its uploads left queued */
+	b.cat = NULL;
+	size_t swept = 0;
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 1, "a settles the node b was");
+	struct cat_gen g;
+	OK(cat_gen_get(a.cat, g10, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-10, b away: %s", cat_gen_state_name(g.state));
+	tc_open_locked(&c, "s19c", true);
+	uint64_t g20 = ts_mkgen(c.cat, run, "step-20", 20, true, &r20);
+	tc_file(&c, r20, "__0_0.distcp", 0x74, 0, 2);
+	OK(cat_gen_commit(c.cat, g20, "dcp-metadata"));
+	uint64_t cid = cat_node_id(c.cat);
+	pt_cat_close(&c);
+	char state[16];
+	tc_node_state(&a, cid, state, sizeof(state));
+	cr_assert_str_eq(state, "expired", "c left holding chunks not on BACKING");
+	OK(cat_gen_get(a.cat, g20, &g));
+	cr_assert_eq(g.state, GEN_COMMITTED, "step-20 before any sweep: %s",
+		     cat_gen_state_name(g.state));
+
+	tc_open_locked(&b, "s19b", false);
+	OK(cat_gen_get(a.cat, g20, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-20, c settled at b's mount before the take-back: %s",
+		     cat_gen_state_name(g.state));
+	OK(cat_gen_find_step(a.cat, run, 10, &g));
+	cr_assert(g.id == g10 && g.state == GEN_COMMITTED, "step-10, taken back: %s",
+		  cat_gen_state_name(g.state));
+	uint64_t ids[4];
+	uint32_t versions[4];
+	size_t n = 9;
+	OK(pggen_undurable(cat_shared_ns(a.cat), ids, versions, 4, &n));
+	cr_assert(n == 1 && ids[0] == g10, "step-10's mark cleared at mount (%zu undurable)", n);
+	OK(cat_lease_sweep(a.cat, &swept));
+	cr_assert_eq(swept, 0, "c settled once, at b's mount");
+	tc_close(&b);
+	tc_close(&a);
+}
+
+/* catalog_shared.c S18 (review 47 F4): the earlier daemon of b's cache wrote
+ * step-100 and step-110 into its cache's store and committed them, not
+ * uploaded; its local catalog then forgot every chunk row and upload (its
+ * WAL lost with a crash). Opened again under the cache's lock with the
+ * store, the new node takes back the objects that pass SHA-256 (cached,
+ * dirty, their uploads queued) and adopts them before it settles the dead
+ * one: step-100 is never lost, and its chunks upload. Of step-110 one object
+ * is damaged and one absent: neither is taken back, the save is lost
+ * (HELD), and the damaged object stays where it is. */
+struct tc_hashes {
+	uint8_t h[4][CAT_HASH_LEN];
+};
+
+static void tc_keep_hash(void *arg, int k, const uint8_t hash[CAT_HASH_LEN])
+{
+	struct tc_hashes *t = arg;
+	if (k < 4)
+		memcpy(t->h[k], hash, CAT_HASH_LEN);
+}
+
+/* A committed save step of n's, two chunks of seed in store; their hashes in t. */
+static uint64_t tc_stored_save(struct pt_cat *n, struct store *store, uint64_t run,
+			       const char *name, uint64_t step, int seed, struct tc_hashes *t)
+{
+	uint64_t root;
+	uint64_t g = ts_mkgen(n->cat, run, name, step, true, &root);
+	uint64_t f = ts_mk(n->cat, root, "__0_0.distcp", S_IFREG | 0644, NULL);
+	OK(cat_writing(n->cat, f, true));
+	ts_store_file(n->cat, store, f, seed, 2, 5000, tc_keep_hash, t);
+	OK(cat_writing(n->cat, f, false));
+	OK(cat_gen_commit(n->cat, g, "dcp-metadata"));
+	return g;
+}
+
+/* n's local catalog forgets its chunk rows and its queue, as a rollback
+ * to before them would (another connection: n's handle is left open). */
+static void tc_forget_chunks(const struct pt_cat *n)
+{
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(n->path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "DELETE FROM chunks; DELETE FROM uploads;", NULL, NULL, NULL),
+		     SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+Test(catshared, a_cache_whose_catalog_forgot_its_dirty_chunks_takes_them_back_at_its_next_open)
+{
+	struct pt_cat a, b, b2;
+	struct store *store;
+	struct tc_hashes h100, h110;
+	tc_open_locked(&a, "s18a", true);
+	tc_open_locked(&b, "s18b", true);
+	OK(store_open(b.dir, &store));
+	uint64_t run = ts_mk(a.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g100 = tc_stored_save(&b, store, run, "step-100", 100, 1800, &h100);
+	uint64_t g110 = tc_stored_save(&b, store, run, "step-110", 110, 1900, &h110);
+	char obj[PATH_MAX];
+	store_object_path(store, h110.h[0], obj, sizeof(obj));
+	FILE *f = fopen(obj, "r+b");
+	cr_assert_not_null(f, "%s", obj);
+	cr_assert_eq(fseek(f, STORE_HEADER_LEN + 100, SEEK_SET), 0);
+	int c = fgetc(f);
+	cr_assert_eq(fseek(f, STORE_HEADER_LEN + 100, SEEK_SET), 0);
+	fputc(c ^ 0x5a, f);
+	cr_assert_eq(fclose(f), 0);
+	OK(store_remove(store, h110.h[1]));
+	tc_forget_chunks(&b);
+	uint64_t old = cat_node_id(b.cat);
+	memcpy(&b2, &b, sizeof(b2));
+	tc_open_locked_store(&b2, "s18b", false, store);
+	struct cat_gen g;
+	OK(cat_gen_find_step(a.cat, run, 100, &g));
+	cr_assert(g.id == g100 && g.state == GEN_COMMITTED, "step-100, whole in b's cache: %s",
+		  cat_gen_state_name(g.state));
+	OK(cat_gen_get(a.cat, g110, &g));
+	cr_assert_eq(g.state, GEN_HELD, "step-110, one object damaged, one absent: %s",
+		     cat_gen_state_name(g.state));
+	cr_assert_eq(pt_cat_local_rows(&b2, "chunks", "cached = 1 AND uploaded = 0"), 2,
+		     "step-100's chunks taken back, dirty; none of step-110's");
+	cr_assert_eq(pt_cat_local_rows(&b2, "uploads", "kind = 1"), 2, "their uploads queued");
+	struct stat sb;
+	cr_assert_eq(stat(obj, &sb), 0, "the damaged object is left where it is");
+	uint8_t (*held)[CAT_HASH_LEN] = calloc(8, CAT_HASH_LEN);
+	size_t n = 9;
+	OK(pgns_unuploaded_of(cat_shared_ns(a.cat), cat_node_id(b2.cat), NULL, held, 8, &n));
+	cr_assert_eq(n, 2, "the new node holds step-100's chunks");
+	OK(pgns_unuploaded_of(cat_shared_ns(a.cat), old, NULL, held, 8, &n));
+	cr_assert_eq(n, 2, "step-110's stay the dead node's");
+	free(held);
+	cr_assert_eq(pt_cat_upload_chunks(&b2, NULL, NULL), 2, "b2 uploads step-100's chunks");
+	cat_close(b.cat); /* the dead incarnation's handle */
+	store_close(store);
 	tc_close(&b2);
 	tc_close(&a);
 }

@@ -299,8 +299,10 @@ static const struct cat_sql cat_sql[S_GEN_FIRST] = {
 	[S_TO_P_INSERT] = { "copy extents to pending", CAT_SQL_SYNC_INSERT("pending", "extents") },
 
 	[S_CHUNK_STORED] = { "record a stored chunk",
-			     "UPDATE chunks SET codec = ?2, stored_len = ?3, cached = 1, uploaded = 0"
-			     " WHERE hash = ?1" },
+			     "UPDATE chunks SET codec = ?2, stored_len = ?3, cached = 1, uploaded = 0,"
+			     /* catalog_pack.h K3: a loose object on BACKING stays loose */
+			     " pack_off = CASE WHEN uploaded = 1 AND pack IS NULL THEN -1"
+			     " ELSE pack_off END WHERE hash = ?1" },
 	[S_CHUNK_LIST] = { "list chunks",
 			   "SELECT hash, plain_len, codec, stored_len, refcount FROM chunks"
 			   " WHERE hash > ?1 ORDER BY hash LIMIT ?2" },
@@ -463,6 +465,38 @@ static const char cat_schema_v6_sql[] =
 	"ALTER TABLE inodes ADD COLUMN writing INTEGER NOT NULL DEFAULT 0;"
 	"CREATE INDEX inodes_writing ON inodes(gen) WHERE writing != 0;";
 
+/* Version 6 → 7: pack objects on BACKING (catalog_pack.h, FORMAT.md "Pack
+ * object"). A chunk row's object is the loose chunks/ab/cd/HEX (pack NULL)
+ * or the member image [pack_off, pack_off + pack_len) of pack `pack`;
+ * pack_off -1 with pack NULL says the object is loose on BACKING and must
+ * be put loose again (catalog_pack.h K3). The triggers keep each pack's
+ * live count and bytes (K1) whatever path deletes a row or moves its
+ * object, and queue a pack's removal (uploads.kind 5) once its last member
+ * is gone (K4). Rows of older versions are loose. */
+static const char cat_schema_v7_sql[] =
+	"CREATE TABLE packs(name BLOB PRIMARY KEY, size INTEGER NOT NULL,"
+	" members INTEGER NOT NULL, live INTEGER NOT NULL DEFAULT 0,"
+	" live_bytes INTEGER NOT NULL DEFAULT 0, state INTEGER NOT NULL,"
+	" created_ns INTEGER NOT NULL) WITHOUT ROWID;"
+	"ALTER TABLE chunks ADD COLUMN pack BLOB;"
+	"ALTER TABLE chunks ADD COLUMN pack_off INTEGER;"
+	"ALTER TABLE chunks ADD COLUMN pack_len INTEGER;"
+	"CREATE INDEX chunks_by_pack ON chunks(pack) WHERE pack IS NOT NULL;"
+	"CREATE TRIGGER chunks_pack_gone AFTER DELETE ON chunks WHEN old.pack IS NOT NULL BEGIN"
+	" UPDATE packs SET live = live - 1, live_bytes = live_bytes - old.pack_len"
+	" WHERE name = old.pack; END;"
+	"CREATE TRIGGER chunks_pack_moved AFTER UPDATE OF pack ON chunks"
+	" WHEN old.pack IS NOT new.pack BEGIN"
+	" UPDATE packs SET live = live - 1, live_bytes = live_bytes - old.pack_len"
+	" WHERE name = old.pack;"
+	" UPDATE packs SET live = live + 1, live_bytes = live_bytes + new.pack_len"
+	" WHERE name = new.pack; END;"
+	"CREATE TRIGGER packs_dead AFTER UPDATE OF live, state ON packs"
+	" WHEN new.live <= 0 AND new.state = 1 BEGIN"
+	" UPDATE packs SET state = 2 WHERE name = new.name;"
+	" INSERT INTO uploads(kind, hash, enqueued_ns) VALUES(5, new.name,"
+	" CAST((julianday('now') - 2440587.5) * 86400000000000.0 AS INTEGER)); END;";
+
 /* The migration steps: cat_schema_steps[v] brings version v to v+1. */
 static const char *const cat_schema_steps[CAT_SCHEMA_VERSION] = {
 	[1] = cat_schema_v2_sql,
@@ -470,6 +504,7 @@ static const char *const cat_schema_steps[CAT_SCHEMA_VERSION] = {
 	[3] = cat_schema_v4_sql,
 	[4] = cat_schema_v5_sql,
 	[5] = cat_schema_v6_sql,
+	[6] = cat_schema_v7_sql,
 };
 
 static const struct cat_sql *cat_sql_of(enum cat_sid id)
@@ -479,7 +514,9 @@ static const struct cat_sql *cat_sql_of(enum cat_sid id)
 		return &cat_sql[id];
 	if (id < S_UP_FIRST)
 		return &cat_gen_sql[id - S_GEN_FIRST];
-	return id < S_REFS_FIRST ? &cat_up_sql[id - S_UP_FIRST] : &cat_refs_sql[id - S_REFS_FIRST];
+	if (id < S_REFS_FIRST)
+		return &cat_up_sql[id - S_UP_FIRST];
+	return id < S_PACK_FIRST ? &cat_refs_sql[id - S_REFS_FIRST] : &cat_pack_sql[id - S_PACK_FIRST];
 }
 
 int64_t cat_now_ns(void)
@@ -1077,7 +1114,7 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 {
 	int64_t now = cat_now_ns();
 	char *sql = sqlite3_mprintf(
-		"BEGIN IMMEDIATE;%s%s%s%s%s%s"
+		"BEGIN IMMEDIATE;%s%s%s%s%s%s%s"
 		"PRAGMA application_id=%d;PRAGMA user_version=%d;"
 		"INSERT INTO meta(key, value) VALUES('schema_version', %d),"
 		" ('created_ns', %lld), ('application', 'ckptfs');"
@@ -1085,7 +1122,7 @@ static int cat_schema_create(struct cat *cat, uint32_t root_uid, uint32_t root_g
 		" ctime_ns) VALUES(%d, %d, %lld, %lld, 2, 0, 0, %lld, %lld, %lld);"
 		"COMMIT;",
 		cat_schema_sql, cat_schema_v2_sql, cat_schema_v3_sql, cat_schema_v4_sql, cat_schema_v5_sql,
-		cat_schema_v6_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
+		cat_schema_v6_sql, cat_schema_v7_sql, CAT_APPLICATION_ID, CAT_SCHEMA_VERSION,
 		CAT_SCHEMA_VERSION, (long long)now, CAT_ROOT_INO, S_IFDIR | 0755, (long long)root_uid,
 		(long long)root_gid, (long long)now, (long long)now, (long long)now);
 	if (sql == NULL) {
@@ -2997,6 +3034,28 @@ static void cat_report_nlink(struct cat *cat, sqlite3_stmt *st, int *violations)
 	}
 }
 
+static void cat_report_pack_live(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	char hex[2 * CAT_HASH_LEN + 1];
+	cat_col_hex(st, 0, hex);
+	log_error("catalog %s: check: pack %s (state %lld) counts %lld live members of %lld bytes"
+		  " but %lld chunk rows of %lld bytes name it (catalog_pack.h K1)", cat->path, hex,
+		  sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 1),
+		  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 2),
+		  sqlite3_column_int64(st, 4));
+	(*violations)++;
+}
+
+static void cat_report_pack_named(struct cat *cat, sqlite3_stmt *st, int *violations)
+{
+	char hex[2 * CAT_HASH_LEN + 1], pack[2 * CAT_HASH_LEN + 1];
+	cat_col_hex(st, 0, hex);
+	cat_col_hex(st, 1, pack);
+	log_error("catalog %s: check: chunk %s names pack %s, which has no row, or its place in"
+		  " it is not recorded (catalog_pack.h K2)", cat->path, hex, pack);
+	(*violations)++;
+}
+
 /* The checks of cat_check; node: it checks only [node] state (chunk rows
  * and pending extents), so it applies beside a shared namespace too. */
 static const struct {
@@ -3012,6 +3071,8 @@ static const struct {
 	{ S_CHECK_EXTENT_OWNER, cat_report_extent_owner, false },
 	{ S_CHECK_DIRENT, cat_report_dirent, false },
 	{ S_CHECK_NLINK, cat_report_nlink, false },
+	{ P_CHECK_LIVE, cat_report_pack_live, true },
+	{ P_CHECK_NAMED, cat_report_pack_named, true },
 };
 
 /* SQLite's integrity_check, then the checks (only the node ones with

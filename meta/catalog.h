@@ -90,7 +90,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CAT_SCHEMA_VERSION 6
+#define CAT_SCHEMA_VERSION 7
 #define CAT_ROOT_INO 1
 #define CAT_HASH_LEN 32
 #define CAT_NAME_MAX 255

@@ -6,7 +6,7 @@
  * catalog.c's statements is in its cat_sql table; generation.c's (the G_ ids)
  * is in cat_gen_sql, indexed from S_GEN_FIRST; upload.c's (U_) in cat_up_sql;
  * catalog_refs.c's (R_), the only ones that change reference counts, in
- * cat_refs_sql. All are prepared at open.
+ * cat_refs_sql; catalog_pack.c's (P_) in cat_pack_sql. All are prepared at open.
  *
  * The *_txn functions run inside a transaction the caller opened with
  * cat_begin (or cat_begin_read) under cat_lock, and leave ending it to the
@@ -21,6 +21,7 @@
 
 #include "catalog.h"
 #include "generation.h"
+#include "upload.h"
 
 #define CAT_MAX_ARGS 10
 
@@ -93,6 +94,11 @@ enum cat_sid {
 	R_TAKE_ONE, /* cat_refs_take_one_txn */
 	R_CHECK,    /* rows whose count disagrees: hash, refcount, references */
 
+	/* catalog_pack.c's statements (SQL in its cat_pack_sql) */
+	S_PACK_FIRST,
+	P_BEGIN = S_PACK_FIRST, P_MEMBER, P_LIVE, P_FORGET, P_ORPHANS, P_REMOVABLE, P_REMOVED,
+	P_STATS, P_CHECK_LIVE, P_CHECK_NAMED,
+
 	S_COUNT
 };
 
@@ -103,7 +109,8 @@ struct cat_sql {
 
 extern const struct cat_sql cat_gen_sql[S_UP_FIRST - S_GEN_FIRST];
 extern const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST];
-extern const struct cat_sql cat_refs_sql[S_COUNT - S_REFS_FIRST];
+extern const struct cat_sql cat_refs_sql[S_PACK_FIRST - S_REFS_FIRST];
+extern const struct cat_sql cat_pack_sql[S_COUNT - S_PACK_FIRST];
 
 /* Temporary tables generation.c's statements use (created at open). */
 extern const char cat_gen_temp_sql[];
@@ -190,6 +197,11 @@ struct csd_absent_set *cat_shared_absent(struct cat *cat);
 /* catalog_shared_data.c S16's hashes whose local mark is still to write;
  * shared only, read and changed under the catalog lock. */
 struct csd_again_set *cat_shared_again(struct cat *cat);
+
+/* upload.c: ends upload row u inside a transaction (cat_upload_done's work). */
+int cat_up_done_txn(struct cat *cat, const struct cat_upload *u);
+/* upload.c: the row U_WHERE just stepped to, decoded (both engines' local rows). */
+void cat_where_row(struct cat *cat, struct cat_chunk_where *out);
 
 /* A pending extent's fields make sense (lengths, offsets within the chunk). */
 bool cat_extent_valid(const struct cat_extent *ext);

@@ -68,7 +68,7 @@
 #define SET_TREE(T, a) "temp.gen_tree t CROSS JOIN " T " " a " ON " a ".ino = t.ino"
 
 #define R(id) [(id) - S_REFS_FIRST]
-const struct cat_sql cat_refs_sql[S_COUNT - S_REFS_FIRST] = {
+const struct cat_sql cat_refs_sql[S_PACK_FIRST - S_REFS_FIRST] = {
 	/* truncation and cat_inode_release (?2 = 0) */
 	R(R_X_FROM_DROP) = { "release the chunks of truncated extents",
 			     REFS_DROP("hash", SET_FROM("extents")) },

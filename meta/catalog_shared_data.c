@@ -1424,12 +1424,7 @@ static int csd_where_local(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 	if (rc == 0)
 		rc = cat_next(cat, U_WHERE);
 	if (rc == 1) {
-		out->cached = cat_col_int(cat, U_WHERE, 0) != 0;
-		out->uploaded = cat_col_int(cat, U_WHERE, 1) != 0;
-		out->codec = (uint8_t)cat_col_int(cat, U_WHERE, 2);
-		out->plain_len = (uint64_t)cat_col_int(cat, U_WHERE, 3);
-		out->stored_len = (uint64_t)cat_col_int(cat, U_WHERE, 4);
-		out->refcount = (uint64_t)cat_col_int(cat, U_WHERE, 5);
+		cat_where_row(cat, out);
 		rc = out->cached || out->uploaded ? 0 : -ENOENT;
 	} else if (rc == 0) {
 		rc = -ENOENT;

@@ -29,8 +29,11 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 			 "INSERT INTO uploads(kind, gen, version, enqueued_ns) VALUES(?1, ?2, ?3, ?4)" },
 	U(U_ENQ_CHUNK_DELETE) = { "queue a chunk removal",
 				  "INSERT INTO uploads(kind, hash, enqueued_ns)"
-				  " SELECT 3, ?1, ?2 FROM chunks WHERE hash = ?1 AND (uploaded = 1"
-				  " OR EXISTS(SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 1))" },
+				  /* a member of a pack has no loose object: its pack
+				   * goes as a whole (catalog_pack.h K4) */
+				  " SELECT 3, ?1, ?2 FROM chunks WHERE hash = ?1 AND ((uploaded = 1"
+				  " AND pack IS NULL) OR EXISTS(SELECT 1 FROM uploads WHERE hash = ?1"
+				  " AND kind = 1))" },
 	U(U_LIST) = { "list the upload queue",
 		      "SELECT seq, kind, hash, gen, version, enqueued_ns, attempts FROM uploads"
 		      " WHERE seq > ?1 AND seq <= ?3 ORDER BY seq LIMIT ?2" },
@@ -67,8 +70,9 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 			      " AND NOT (a.state = 1 AND a.durable_version = a.version)" },
 	U(U_ROW_DELETE) = { "end an upload", "DELETE FROM uploads WHERE seq = ?1" },
 	U(U_CHUNK_UPLOADED) = { "record an uploaded chunk",
-				"UPDATE chunks SET uploaded = 1 WHERE hash = ?1"
-				" AND stored_len IS NOT NULL" },
+				/* a loose object: not a pack member (catalog_pack.h K2) */
+				"UPDATE chunks SET uploaded = 1, pack = NULL, pack_off = NULL,"
+				" pack_len = NULL WHERE hash = ?1 AND stored_len IS NOT NULL" },
 	U(U_GEN_DURABLE_SET) = { "record a durable generation",
 				 "UPDATE generations SET durable_version = ?2"
 				 " WHERE id = ?1 AND state = 1 AND version = ?2" },
@@ -79,14 +83,16 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 			     "SELECT DISTINCT hash FROM uploads WHERE kind = 1 AND hash IS NOT NULL"
 			     " AND error LIKE '" UP_LOST_ERROR "%' ORDER BY hash LIMIT ?1" },
 	U(U_WHERE) = { "locate a chunk",
-		       "SELECT cached, uploaded, codec, plain_len, stored_len, refcount FROM chunks"
-		       " WHERE hash = ?1 AND stored_len IS NOT NULL" },
+		       "SELECT cached, uploaded, codec, plain_len, stored_len, refcount, pack,"
+		       " pack_off, pack_len FROM chunks WHERE hash = ?1 AND stored_len IS NOT NULL" },
 	U(U_SET_CACHED) = { "record a chunk's presence in the cache",
 			    "UPDATE chunks SET cached = ?2 WHERE hash = ?1"
 			    " AND stored_len IS NOT NULL AND (?2 = 1 OR uploaded = 1)" },
 	/* U13: BACKING's copy damaged, the cache's good: dirty again */
 	U(U_CHUNK_REPUT) = { "mark a chunk to be put again",
-			     "UPDATE chunks SET uploaded = 0 WHERE hash = ?1 AND cached = 1"
+			     /* catalog_pack.h K3: a loose object is put loose again */
+			     "UPDATE chunks SET uploaded = 0, pack_off = CASE WHEN pack IS NULL"
+			     " THEN -1 ELSE pack_off END WHERE hash = ?1 AND cached = 1"
 			     " AND uploaded = 1 AND stored_len IS NOT NULL" },
 	U(U_TOUCH) = { "record a chunk's use", "UPDATE chunks SET used_ns = ?2 WHERE hash = ?1" },
 	U(U_KEEP_CLEAR) = { "clear the eviction keep list", "DELETE FROM temp.evict_keep" },
@@ -311,7 +317,7 @@ int cat_upload_removal_superseded(struct cat *cat, const struct cat_upload *u, b
 /* U5: no manifest a rebuild would apply may still name the chunk. */
 static int up_chunk_removal_ready(struct cat *cat, const struct cat_upload *u, bool *ready)
 {
-	assert(u->kind == UP_DELETE_CHUNK);
+	assert(u->kind == UP_DELETE_CHUNK || u->kind == UP_DELETE_PACK);
 	*ready = false;
 	if (!up_tree_covers(cat, u->seq)) /* U5 c, first: it costs no query */
 		return 0;
@@ -346,6 +352,12 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 		else if (rc == 0)
 			rc = up_chunk_removal_ready(cat, u, ready);
 		break;
+	case UP_DELETE_PACK: /* catalog_pack.h K4: as a chunk's removal, WAL synced */
+		rc = up_chunk_removal_ready(cat, u, ready);
+		if (rc == 0 && *ready)
+			rc = cat_wal_sync(cat);
+		*ready = *ready && rc == 0;
+		break;
 	case UP_DELETE_GEN_MANIFEST:
 		*ready = up_tree_covers(cat, u->seq); /* U6 */
 		if (*ready) /* U8 */
@@ -378,7 +390,7 @@ int cat_upload_ready_many(struct cat *cat, const struct cat_upload *rows, size_t
 	return rc;
 }
 
-static int up_done_txn(struct cat *cat, const struct cat_upload *u)
+int cat_up_done_txn(struct cat *cat, const struct cat_upload *u)
 {
 	assert(cat->in_txn);
 	assert(u->seq != 0); /* a row cat_upload_list gave (AUTOINCREMENT starts at 1) */
@@ -406,7 +418,7 @@ int cat_upload_done(struct cat *cat, const struct cat_upload *u)
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)
-		rc = up_done_txn(cat, u);
+		rc = cat_up_done_txn(cat, u);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
@@ -418,7 +430,7 @@ int cat_upload_done_many(struct cat *cat, const struct cat_upload *rows, size_t 
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = up_done_txn(cat, &rows[i]);
+		rc = cat_up_done_txn(cat, &rows[i]);
 	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
@@ -491,6 +503,26 @@ int cat_chunk_reput(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
 	return rc;
 }
 
+void cat_where_row(struct cat *cat, struct cat_chunk_where *out)
+{
+	sqlite3_stmt *st = cat->stmt[U_WHERE];
+	memset(out, 0, sizeof(*out));
+	out->cached = cat_col_int(cat, U_WHERE, 0) != 0;
+	out->uploaded = cat_col_int(cat, U_WHERE, 1) != 0;
+	out->codec = (uint8_t)cat_col_int(cat, U_WHERE, 2);
+	out->plain_len = (uint64_t)cat_col_int(cat, U_WHERE, 3);
+	out->stored_len = (uint64_t)cat_col_int(cat, U_WHERE, 4);
+	out->refcount = (uint64_t)cat_col_int(cat, U_WHERE, 5);
+	out->packed = sqlite3_column_bytes(st, 6) == CAT_HASH_LEN;
+	if (out->packed) {
+		memcpy(out->pack, sqlite3_column_blob(st, 6), CAT_HASH_LEN);
+		out->pack_off = (uint64_t)cat_col_int(cat, U_WHERE, 7);
+		out->pack_len = (uint64_t)cat_col_int(cat, U_WHERE, 8);
+	}
+	out->loose_only = !out->packed && sqlite3_column_type(st, 7) != SQLITE_NULL &&
+			  cat_col_int(cat, U_WHERE, 7) == -1;
+}
+
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out)
 {
 	if (cat->shared) return catsh_chunk_where(cat, hash, out);
@@ -499,12 +531,7 @@ int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct ca
 	if (rc == 0)
 		rc = cat_next(cat, U_WHERE);
 	if (rc == 1) {
-		out->cached = cat_col_int(cat, U_WHERE, 0) != 0;
-		out->uploaded = cat_col_int(cat, U_WHERE, 1) != 0;
-		out->codec = (uint8_t)cat_col_int(cat, U_WHERE, 2);
-		out->plain_len = (uint64_t)cat_col_int(cat, U_WHERE, 3);
-		out->stored_len = (uint64_t)cat_col_int(cat, U_WHERE, 4);
-		out->refcount = (uint64_t)cat_col_int(cat, U_WHERE, 5);
+		cat_where_row(cat, out);
 		rc = 0;
 	} else if (rc == 0) {
 		rc = -ENOENT;

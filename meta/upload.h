@@ -12,6 +12,8 @@
  *                         once all its chunks are uploaded; then durable_version
  *   UP_DELETE_GEN_MANIFEST  remove an ended generation's manifests from BACKING
  *   UP_DELETE_CHUNK       remove an object no file references any more
+ *   UP_DELETE_PACK        remove a pack none of whose members is named any
+ *                         more (catalog_pack.h K4)
  *
  * A rebuild (fs/rebuild.c) applies what BACKING's manifests say: each
  * generation's newest version and the newest tree manifest. So a removal
@@ -148,6 +150,7 @@ enum cat_upload_kind {
 	UP_GEN_MANIFEST = 2,
 	UP_DELETE_CHUNK = 3,
 	UP_DELETE_GEN_MANIFEST = 4,
+	UP_DELETE_PACK = 5, /* hash: the pack's name (catalog_pack.h K4) */
 };
 
 struct cat_upload {
@@ -219,6 +222,13 @@ struct cat_chunk_where {
 	uint8_t codec;
 	uint64_t plain_len, stored_len;
 	uint64_t refcount;
+	/* where on BACKING (catalog_pack.h K2): packed, the member image
+	 * [pack_off, pack_off + pack_len) of pack `pack`; else the loose object.
+	 * loose_only: a loose object of it is on BACKING, so it is put loose
+	 * again, never into a pack (K3) */
+	bool packed, loose_only;
+	uint8_t pack[CAT_HASH_LEN];
+	uint64_t pack_off, pack_len;
 };
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out);
 /* U4: a later removal of row u's chunk (an UP_DELETE_CHUNK row) is queued. */

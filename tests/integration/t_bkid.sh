@@ -329,7 +329,10 @@ test_cache_rebuilt_from_another_store_mounts_it() {
 # still refused. Before, every such cache was refused ("cannot read its
 # catalog: Protocol error").
 _bk_to_schema5() {
-	ck_sql "DROP INDEX inodes_writing; ALTER TABLE inodes DROP COLUMN writing;
+	ck_sql "DROP TRIGGER packs_dead; DROP TRIGGER chunks_pack_moved; DROP TRIGGER chunks_pack_gone;
+		DROP INDEX chunks_by_pack; ALTER TABLE chunks DROP COLUMN pack_len;
+		ALTER TABLE chunks DROP COLUMN pack_off; ALTER TABLE chunks DROP COLUMN pack; DROP TABLE packs;
+		DROP INDEX inodes_writing; ALTER TABLE inodes DROP COLUMN writing;
 		PRAGMA user_version = 5; UPDATE meta SET value = '5' WHERE key = 'schema_version'"
 	rm -f "$CK_CACHE/backing-id"
 }
@@ -353,7 +356,7 @@ test_cache_of_an_older_schema_mounts_over_its_backing_and_not_over_an_empty_one(
 	mv "$CK_TMP/backing.real" "$CK_BACKING"
 	_bk_read_back
 	assert_eq "$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")" "$(cat "$CK_CACHE/backing-id")" "the id the upgraded cache adopted"
-	assert_eq 6 "$(ck_sql "PRAGMA user_version")" "the catalog's schema after the mount"
+	assert_eq 7 "$(ck_sql "PRAGMA user_version")" "the catalog's schema after the mount"
 }
 
 ck_main "$@"

@@ -1182,13 +1182,13 @@ Test(catalog, newer_schema_is_eproto, .init = setup, .fini = teardown)
 	struct cat *other = NULL;
 	cat_close(fx.cat);
 	fx.cat = NULL;
-	write_sql(fx.path, "UPDATE meta SET value = 7 WHERE key = 'schema_version';"
-			   "PRAGMA user_version = 7;");
+	write_sql(fx.path, "UPDATE meta SET value = 8 WHERE key = 'schema_version';"
+			   "PRAGMA user_version = 8;");
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &other), EPROTO);
 	cr_assert_null(other);
-	write_sql(fx.path, "PRAGMA user_version = 6;"); /* only meta says 7 */
+	write_sql(fx.path, "PRAGMA user_version = 7;"); /* only meta says 8 */
 	FAILS(cat_open(fx.path, 0, 0, NULL, NULL, &other), EPROTO);
-	write_sql(fx.path, "UPDATE meta SET value = 6 WHERE key = 'schema_version';");
+	write_sql(fx.path, "UPDATE meta SET value = 7 WHERE key = 'schema_version';");
 	open_catalog();
 	cr_assert_eq(cat_schema_version(fx.cat), CAT_SCHEMA_VERSION);
 	check_invariants();

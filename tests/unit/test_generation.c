@@ -1966,8 +1966,8 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	struct cat *cat = NULL;
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 6);
-	cr_assert_eq(CAT_SCHEMA_VERSION, 6);
+	cr_assert_eq(cat_schema_version(cat), 7);
+	cr_assert_eq(CAT_SCHEMA_VERSION, 7);
 	struct cat_inode in;
 	OK(cat_lookup(cat, 2, "model.pt", &in));
 	cr_assert_eq(in.ino, 3);
@@ -1991,8 +1991,11 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 	OK(cat_check(cat));
 	cat_close(cat);
 
-	cr_assert_eq(read_int(path, "PRAGMA user_version"), 6);
-	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
+	cr_assert_eq(read_int(path, "PRAGMA user_version"), 7);
+	cr_assert_eq(read_int(path, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+	/* version 7: the chunks of a migrated catalog are loose objects */
+	cr_assert_eq(read_int(path, "SELECT COUNT(*) FROM chunks WHERE pack IS NOT NULL"), 0);
+	cr_assert_eq(read_int(path, "SELECT COUNT(*) FROM packs"), 0);
 	/* version 4: a migrated catalog gets its random id */
 	cr_assert_eq(read_int(path, "SELECT length(value) FROM meta WHERE key = 'catalog_id'"), 32);
 	/* v1/v2 objects were written straight to BACKING: uploaded, not cached;
@@ -2006,7 +2009,7 @@ Test(gen, migrates_a_version_1_catalog, .init = setup, .fini = teardown)
 
 	/* Opening again migrates nothing; read-only works now. */
 	OK(cat_open(path, 0, 0, NULL, NULL, &cat));
-	cr_assert_eq(cat_schema_version(cat), 6);
+	cr_assert_eq(cat_schema_version(cat), 7);
 	cat_close(cat);
 	OK(cat_open_readonly(path, &ro));
 	struct cat_gen g;

@@ -1,0 +1,106 @@
+/* catalog_pack — the catalog's record of pack objects on BACKING (schema 7;
+ * the format: fs/lib/pack.h, docs/FORMAT.md "Pack object"; the uploader
+ * that writes them: fs/uploader.c, invariant P of uploader.h). One node
+ * (the SQLite engine) only: a shared catalog's nodes put loose objects.
+ *
+ * Table packs: name (the pack's SHA-256), size, members, live and
+ * live_bytes (the chunk rows that name it and their images' bytes), state:
+ *
+ *   putting (0) ──cat_pack_done──▶ live (1) ──last member gone──▶ removing (2)
+ *      ▲  │                                                         │
+ *      │  └─cat_pack_forget (mount: K5)             UP_DELETE_PACK ─┴─▶ row gone
+ *      └──────────── cat_pack_begin of the same name (P2) ◀──────────┘
+ *
+ * Invariants:
+ *  K1. packs.live and live_bytes are the number of chunk rows naming the
+ *      pack and the sum of their pack_len, whatever path deletes a row or
+ *      moves its object: triggers of schema 7 keep them (catalog.c), and
+ *      cat_check verifies them.
+ *  K2. A chunk row names a pack (pack, pack_off, pack_len) only once that
+ *      pack is durable on BACKING: cat_pack_done sets the members and the
+ *      state live in one transaction, after the put and its sync, and only
+ *      on rows still dirty with an object (a row reclaimed or re-stored
+ *      meanwhile is left as it is). A loose upload (cat_upload_done of an
+ *      UP_CHUNK row) clears the three columns: the object is loose.
+ *  K3. A chunk whose loose object is on BACKING is put loose again when it
+ *      becomes dirty again (re-stored after its count fell to 0 before the
+ *      sweep, or upload.h U13's reput of a damaged copy): pack_off -1 with
+ *      pack NULL says so (cat_chunk_where's loose_only). A put replaces a
+ *      loose object by its name; a pack member beside a damaged loose copy
+ *      would leave that copy, which a rebuild finds first.
+ *  K4. Nothing removes a pack a chunk row names, nor one being put. A pack
+ *      leaves BACKING only through its UP_DELETE_PACK row (uploads.kind 5,
+ *      hash = its name), which a trigger queues, with state removing, when
+ *      its live count reaches 0 in state live. The row is ready as an
+ *      UP_DELETE_CHUNK row is (upload.h U5 a-c: no manifest a rebuild would
+ *      apply names its members) and after a WAL sync (U12's reason); just
+ *      before the removal the uploader asks cat_pack_removable (removing,
+ *      and no chunk row names it) and ends the row moot otherwise. A put of
+ *      the same name (the builder is deterministic, pack.h P2) sets it back
+ *      to putting (cat_pack_begin), and the uploader never runs a put and a
+ *      removal of one name at once (its busy set, upload.h U4).
+ *  K5. A pack in state putting names no member: a put in flight, or one a
+ *      crash or failure interrupted (its file may or may not be on
+ *      BACKING). The uploader that failed its put removes the file and
+ *      forgets the row; at mount, before the uploader starts and with the
+ *      claim held, every putting row is removed the same way
+ *      (cat_pack_orphans, then cat_pack_forget after backing_remove).
+ *
+ * Calls follow catalog.h's rules: one transaction each, 0 or a negative
+ * errno. Tested by tests/unit/test_catalog_pack.c. */
+#ifndef CKPTFS_CATALOG_PACK_H
+#define CKPTFS_CATALOG_PACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog.h"
+#include "upload.h"
+
+enum cat_pack_state {
+	CAT_PACK_PUTTING = 0,
+	CAT_PACK_LIVE = 1,
+	CAT_PACK_REMOVING = 2,
+};
+
+/* A member of a pack: its chunk and where its image is in the pack. */
+struct cat_pack_member {
+	uint8_t hash[CAT_HASH_LEN];
+	uint64_t off, len;
+};
+
+/* Before a pack's put: its row, putting (K5). *present: a row of that name
+ * is live already (the same bytes are durable on BACKING, pack.h P1): no
+ * put is needed. A removing row becomes putting again (K4). */
+int cat_pack_begin(struct cat *cat, const uint8_t name[CAT_HASH_LEN], uint64_t size,
+		   uint32_t members, bool *present);
+
+/* After the put and the batch's sync, one transaction (K2): members m[i]
+ * (whose UP_CHUNK rows are member_rows[i]) name the pack where their row is
+ * still dirty with an object, the pack becomes live (a live pack no member
+ * took is removing at once, K4), member_rows end (removed, nothing else
+ * marked), and loose_rows end as cat_upload_done_many ends them. *taken:
+ * the members that took it. */
+int cat_pack_done(struct cat *cat, const uint8_t name[CAT_HASH_LEN],
+		  const struct cat_pack_member *m, const struct cat_upload *member_rows, size_t n,
+		  const struct cat_upload *loose_rows, size_t n_loose, size_t *taken);
+
+/* K5: up to max putting packs, and forgetting one (its file removed from
+ * BACKING first; a row a member names is kept: -EBUSY). */
+int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], size_t max, size_t *n);
+int cat_pack_forget(struct cat *cat, const uint8_t name[CAT_HASH_LEN]);
+
+/* K4: whether the pack may leave BACKING now (removing, no row names it). */
+int cat_pack_removable(struct cat *cat, const uint8_t name[CAT_HASH_LEN], bool *removable);
+/* K4: the pack left BACKING: its row and its UP_DELETE_PACK row go. */
+int cat_pack_removed(struct cat *cat, const struct cat_upload *row);
+
+struct cat_pack_stats {
+	uint64_t packs, bytes;           /* live packs and their sizes */
+	uint64_t members, live_bytes;    /* their live members and those images' bytes */
+	uint64_t putting, removing;      /* packs in those states */
+};
+int cat_pack_stats(struct cat *cat, struct cat_pack_stats *out);
+
+#endif

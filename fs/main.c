@@ -532,7 +532,10 @@ static int main_check_bindings(struct ckptfs *fs)
 	bool have_marker = false;
 	memset(&main_mark, 0, sizeof(main_mark));
 	/* the zstd family writes codec 4, which needs format 4 (store.h) */
-	int needed = o->codec == CODEC_FAMILY_ZSTD ? STORE_MARKER_VERSION : STORE_MARKER_VERSION_LZ4;
+	/* packs (fs/uppack.h) need format 5 */
+	int needed = o->packs ? STORE_MARKER_VERSION_PACKS
+		     : o->codec == CODEC_FAMILY_ZSTD ? STORE_MARKER_VERSION_ZSTD
+						     : STORE_MARKER_VERSION_LZ4;
 	/* M3: the shared catalog's store id and saves, before the marker */
 	struct cat_store_facts facts;
 	int rc = o->meta_url[0] ? cat_store_facts(fs->cat, &facts) : 0;
@@ -1268,6 +1271,7 @@ static int main_start_services(struct ckptfs *fs)
 		.threads = fs->opt.upload_threads,
 		.deadline_s = fs->opt.upload_deadline_s,
 		.copy_uploads = fs->opt.copy_uploads,
+		.packs = fs->opt.packs,
 		.chunk_max = fs->chunking.max_size,
 		.claim = fs->claim, /* fenced: nothing more on BACKING (claim.h 9) */
 	};

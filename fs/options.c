@@ -295,6 +295,16 @@ static int options_one(struct options_result *r, const char *opt)
 		o->copy_uploads = true;
 		return 0;
 	}
+	if (strcmp(opt, "packs") == 0 || strcmp(opt, "packs=on") == 0) {
+		o->packs = true;
+		return 0;
+	}
+	if (strcmp(opt, "packs=off") == 0) {
+		o->packs = false;
+		return 0;
+	}
+	if (strncmp(opt, "packs=", 6) == 0)
+		return options_fail("option '%s': %s", opt, "expects packs=on or packs=off");
 	if (strcmp(opt, "read_cache") == 0) {
 		o->read_cache = true;
 		return 0;
@@ -383,6 +393,9 @@ void options_usage(FILE *f)
 		"                     mount)\n"
 		"  copy_uploads       copy chunk objects to a BACKING directory on the cache's\n"
 		"                     filesystem (default: hard links, one copy on the disk)\n"
+		"  packs=on|off       put small chunk objects (< 256 KiB) of each upload batch\n"
+		"                     into one pack file on BACKING (default off; makes the\n"
+		"                     store format 5; not with meta=)\n"
 		"  read_cache         read-only opens go through the kernel's page cache (default:\n"
 		"                     they bypass it where the kernel allows, Linux 6.6 and later)\n"
 		"  keep=K             keep the newest K committed generations per series (0: all)\n"
@@ -639,6 +652,9 @@ static int options_check(struct options_result *r)
 		return options_fail("log %s: %s", o->log_path, "must be an absolute path");
 	if (!o->meta_url[0] && o->node_name[0])
 		return options_fail("node_name=%s: %s", o->node_name, "only with -o meta=URL");
+	if (o->meta_url[0] && o->packs)
+		return options_fail("packs=on: %s%s", "not with -o meta=URL",
+				    " (a shared catalog's nodes put loose objects)");
 	if (o->meta_url[0] && !o->node_name[0])
 		options_default_node_name(o);
 	return 0;

@@ -40,6 +40,7 @@ struct ckptfs_options {
 	enum codec_family codec;      /* -o codec=: new chunks' compression (codec.h) */
 	bool leave_queued;            /* unmount does not wait for uploads */
 	bool copy_uploads;            /* copy objects to BACKING even where a hard link would do */
+	bool packs;                   /* small objects into packs (fs/uppack.h; alone only) */
 	bool read_cache;              /* read-only opens keep the page cache (no direct_io) */
 	unsigned backing_timeout_ms;  /* reads wait this long for BACKING, then EIO; writes */
 	                              /* short of cache room, then ENOSPC */

@@ -24,6 +24,7 @@
 #include "manifest_shared.h"
 #include "store.h"
 #include "upload.h"
+#include "uppack.h"
 
 #define UP_WORKERS_MAX 16
 #define UP_LOOKAHEAD 64 /* queued rows considered per pick */
@@ -82,6 +83,11 @@ struct uploader {
 	int n_workers;
 	pthread_t worker[UP_WORKERS_MAX];
 	struct up_busy busy[UP_WORKERS_MAX][UP_BATCH_MAX]; /* rows each worker has in hand */
+	/* B5: the pack each worker is putting (U4 for its name: no removal of
+	 * it runs meanwhile, uppack.h Q3) */
+	uint8_t pack_busy[UP_WORKERS_MAX][HASH_LEN];
+	bool pack_busy_set[UP_WORKERS_MAX];
+	bool packs; /* B5: small objects go into packs (-o packs, alone only) */
 
 	double down_until;      /* monotonic s: back off until then */
 	int lingering;          /* shared: workers whose batch lingers (uploader.h B1: 0 or 1) */
@@ -240,14 +246,46 @@ static int up_chunk_vanished(struct uploader *u, const uint8_t hash[HASH_LEN], b
 	return rc == -ENOENT ? up_chunk_lost(u, hash, rc) : rc;
 }
 
+/* B5: a small object goes into its batch's pack, unless a loose copy of
+ * it is on BACKING (catalog_pack.h K3). */
+static bool up_packable(struct uploader *u, const struct cat_chunk_where *w)
+{
+	return u->packs && !w->loose_only && STORE_HEADER_LEN + w->stored_len < UPPACK_MEMBER_MAX;
+}
+
+/* B5: the object read and verified for its pack (uppack.h Q4): 0 with its
+ * image in b->obj (*pack_len bytes) for the caller to add, UP_MOOT, or an
+ * error as up_chunk's. */
+static int up_chunk_for_pack(struct uploader *u, const struct cat_upload *row,
+			     struct up_buffers *b, const struct cat_chunk_where *w, bool *deferred,
+			     uint64_t *bytes, size_t *pack_len)
+{
+	size_t len = 0;
+	bool moot = false;
+	int rc = up_chunk_read(u, row->hash, b, &len);
+	if (rc == -ENOENT)
+		rc = up_chunk_gone(u, row->hash, &moot);
+	if (moot)
+		return UP_MOOT;
+	if (rc == -ENOENT || rc == -EIO)
+		return up_chunk_lost(u, row->hash, rc);
+	if (rc == 0) {
+		*deferred = true;
+		*pack_len = len;
+		*bytes = w->stored_len;
+	}
+	return rc;
+}
+
 /* A chunk object, cache → BACKING: a hard link when BACKING is a directory on
  * the cache's filesystem (backing.h 1c; -o copy_uploads says copy anyway),
  * else a copy of its bytes. may_defer: a linked object, or one under
  * UP_DEFER_MAX, is put unsynced and *deferred says so (the caller syncs it with its batch). */
 static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_buffers *b,
-		    bool may_defer, bool *deferred, uint64_t *bytes)
+		    bool may_defer, bool *deferred, uint64_t *bytes, size_t *pack_len)
 {
 	*deferred = false;
+	*pack_len = 0;
 	if (!up_may_write(u))
 		return -EROFS;
 	struct cat_chunk_where w;
@@ -256,6 +294,8 @@ static int up_chunk(struct uploader *u, const struct cat_upload *row, struct up_
 		return UP_MOOT; /* gone (reclaimed) or done */
 	if (rc != 0)
 		return rc;
+	if (may_defer && up_packable(u, &w))
+		return up_chunk_for_pack(u, row, b, &w, deferred, bytes, pack_len);
 	char rel[128];
 	store_object_relpath(row->hash, rel, sizeof(rel));
 	bool link = !u->cfg.copy_uploads && backing_can_link(u->backing), read = false;
@@ -492,11 +532,13 @@ static int up_run(struct uploader *u, const struct cat_upload *row, struct up_bu
 	switch (row->kind) {
 	case UP_CHUNK: {
 		bool deferred;
-		return up_chunk(u, row, b, false, &deferred, bytes);
+		size_t pack_len;
+		return up_chunk(u, row, b, false, &deferred, bytes, &pack_len);
 	}
 	case UP_GEN_MANIFEST: return up_gen_manifest(u, row);
 	case UP_DELETE_GEN_MANIFEST: return up_gen_remove(u, row);
 	case UP_DELETE_CHUNK: return up_chunk_remove(u, row);
+	case UP_DELETE_PACK: return uppack_remove(u->cat, u->backing, row); /* uppack.h Q3 */
 	default:
 		log_error("upload queue: row %" PRIu64 " has unknown kind %d; dropping it", row->seq,
 			  row->kind);
@@ -862,19 +904,35 @@ static void up_busy_set(struct uploader *u, int id, int k, const struct cat_uplo
 	memcpy(u->busy[id][k].hash, row->hash, HASH_LEN);
 }
 
+/* U4's rows of one hash: a chunk's, or a pack's removal (its name). */
+static bool up_keyed_by_hash(int kind)
+{
+	return kind == UP_CHUNK || kind == UP_DELETE_CHUNK || kind == UP_DELETE_PACK;
+}
+
+/* uppack.h Q3: a worker is putting the pack of that name. */
+static bool up_pack_in_hand(struct uploader *u, const uint8_t name[HASH_LEN])
+{
+	for (int i = 0; i < u->n_workers; i++)
+		if (u->pack_busy_set[i] && memcmp(u->pack_busy[i], name, HASH_LEN) == 0)
+			return true;
+	return false;
+}
+
 static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 {
 	for (size_t i = 0; i < u->n_lost; i++)
 		if (u->lost_seq[i] == row->seq)
 			return true; /* lost: not tried again before the next mount */
+	if (row->kind == UP_DELETE_PACK && up_pack_in_hand(u, row->hash))
+		return true;
 	for (int i = 0; i < u->n_workers * UP_BATCH_MAX; i++) {
 		const struct up_busy *b = &u->busy[i / UP_BATCH_MAX][i % UP_BATCH_MAX];
 		if (!b->set)
 			continue;
 		if (b->seq == row->seq)
 			return true;
-		bool b_chunk = b->kind == UP_CHUNK || b->kind == UP_DELETE_CHUNK;
-		bool r_chunk = row->kind == UP_CHUNK || row->kind == UP_DELETE_CHUNK;
+		bool b_chunk = up_keyed_by_hash(b->kind), r_chunk = up_keyed_by_hash(row->kind);
 		if (b_chunk && r_chunk && memcmp(b->hash, row->hash, HASH_LEN) == 0)
 			return true;
 		if (!b_chunk && !r_chunk && b->gen == row->gen)
@@ -1185,17 +1243,13 @@ struct up_batch {
 	double until; /* shared: monotonic s its linger ends (B1); 0: it does not linger */
 	struct cat_upload row[UP_BATCH_MAX];
 	uint64_t bytes[UP_BATCH_MAX];
+	bool packed[UP_BATCH_MAX]; /* B5: row[k] is a member of pack */
+	struct uppack pack;
 };
 
-/* The batch is durable on BACKING: its rows end in one transaction, then
- * the bookkeeping of up_finish for uploaded chunks. */
-static void up_batch_done(struct uploader *u, const struct up_batch *bt)
+/* The batch's bookkeeping once its rows ended (up_finish's for uploaded chunks). */
+static void up_batch_count(struct uploader *u, const struct up_batch *bt)
 {
-	if (cat_upload_done_many(u->cat, bt->row, (size_t)bt->n) != 0) {
-		for (int k = 0; k < bt->n; k++) /* one at a time, as up_finish would */
-			up_finish(u, &bt->row[k], 0, bt->bytes[k]);
-		return;
-	}
 	uint64_t total = 0;
 	for (int k = 0; k < bt->n; k++) {
 		cache_dirty_done(u->cache, bt->bytes[k]);
@@ -1210,12 +1264,109 @@ static void up_batch_done(struct uploader *u, const struct up_batch *bt)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/* B5: the pack and the batch's loose objects are durable: T2 (uppack.h Q1).
+ * If it fails, no member row may end as a loose upload (that would call
+ * uploaded a loose object nobody put): they stay queued, the pack is put
+ * again under the same name (pack.h P2); the loose rows end one by one. */
+static void up_batch_done_packed(struct uploader *u, struct up_batch *bt)
+{
+	struct cat_upload loose[UP_BATCH_MAX];
+	size_t n_loose = 0, taken = 0;
+	for (int k = 0; k < bt->n; k++)
+		if (!bt->packed[k])
+			loose[n_loose++] = bt->row[k];
+	int rc = uppack_done(&bt->pack, u->cat, loose, n_loose, &taken);
+	if (rc != 0) {
+		bool first = true;
+		for (int k = 0; k < bt->n; k++) {
+			if (!bt->packed[k])
+				up_finish(u, &bt->row[k], 0, bt->bytes[k]);
+			else if (first) /* one failure, one backoff */
+				up_finish(u, &bt->row[k], rc, bt->bytes[k]);
+			else
+				cat_upload_failed(u->cat, bt->row[k].seq, strerror(-rc));
+			first = first && !bt->packed[k];
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < bt->pack.n; i++)
+		store_uploaded(u->store, bt->pack.rows[i].hash);
+	pthread_mutex_lock(&u->lock);
+	u->st.packs += !bt->pack.present;
+	u->st.packed_chunks += taken;
+	pthread_mutex_unlock(&u->lock);
+	up_batch_count(u, bt);
+}
+
+/* The batch is durable on BACKING: its rows end in one transaction, then
+ * the bookkeeping of up_finish for uploaded chunks. */
+static void up_batch_done(struct uploader *u, struct up_batch *bt)
+{
+	if (bt->pack.n > 0) {
+		up_batch_done_packed(u, bt);
+		return;
+	}
+	if (cat_upload_done_many(u->cat, bt->row, (size_t)bt->n) != 0) {
+		for (int k = 0; k < bt->n; k++) /* one at a time, as up_finish would */
+			up_finish(u, &bt->row[k], 0, bt->bytes[k]);
+		return;
+	}
+	up_batch_count(u, bt);
+}
+
+/* B5: the members go loose after all (a pack of one saves nothing, or a
+ * removal of the same name is in hand), each from the builder's copy of
+ * its verified image; not synced yet (the batch's sync follows). */
+static int up_pack_loose(struct uploader *u, struct up_batch *bt)
+{
+	int rc = 0;
+	for (uint32_t i = 0; i < bt->pack.b.n && rc == 0; i++) {
+		const struct pack_entry *e = &bt->pack.b.m[i];
+		char rel[128];
+		store_object_relpath(e->hash, rel, sizeof(rel));
+		rc = backing_put_unsynced(u->backing, rel, bt->pack.b.arena + e->off, e->len);
+		if (rc == 0)
+			store_uploaded(u->store, e->hash);
+	}
+	for (int k = 0; k < bt->n; k++)
+		bt->packed[k] = false;
+	uppack_reset(&bt->pack);
+	return rc;
+}
+
+/* B5: the batch's pack, built and put (uppack.h Q1-Q3) before the batch's
+ * sync; members of a pack that cannot be had go loose. u->lock not held. */
+static int up_pack_put(struct uploader *u, int id, struct up_batch *bt)
+{
+	if (bt->pack.n == 0)
+		return 0;
+	if (bt->pack.n < 2 || uppack_build(&bt->pack) != 0)
+		return up_pack_loose(u, bt);
+	pthread_mutex_lock(&u->lock);
+	bool busy = false; /* Q3: its removal in hand (U4 for the name) */
+	for (int i = 0; i < u->n_workers * UP_BATCH_MAX && !busy; i++) {
+		const struct up_busy *b = &u->busy[i / UP_BATCH_MAX][i % UP_BATCH_MAX];
+		busy = b->set && b->kind == UP_DELETE_PACK &&
+		       memcmp(b->hash, bt->pack.name, HASH_LEN) == 0;
+	}
+	if (!busy) {
+		memcpy(u->pack_busy[id], bt->pack.name, HASH_LEN);
+		u->pack_busy_set[id] = true;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (busy)
+		return up_pack_loose(u, bt);
+	return uppack_put(&bt->pack, u->cat, u->backing);
+}
+
 /* Syncs BACKING and finishes the batch's rows; u->lock held, dropped inside. */
 static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 {
 	assert(bt->n > 0 && bt->n <= UP_BATCH_MAX);
 	pthread_mutex_unlock(&u->lock);
-	int rc = backing_sync(u->backing);
+	int rc = up_pack_put(u, id, bt);
+	if (rc == 0)
+		rc = backing_sync(u->backing);
 	if (rc == 0) {
 		up_batch_done(u, bt);
 	} else {
@@ -1223,14 +1374,29 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 		for (int k = 1; k < bt->n; k++)
 			cat_upload_failed(u->cat, bt->row[k].seq, strerror(-rc));
 	}
+	uppack_reset(&bt->pack);
 	pthread_mutex_lock(&u->lock);
+	u->pack_busy_set[id] = false;
 	for (int k = 0; k < bt->n; k++) {
 		assert(u->busy[id][k].set && u->busy[id][k].seq == bt->row[k].seq);
 		u->busy[id][k].set = false;
+		bt->packed[k] = false;
 	}
 	bt->n = 0;
 	bt->total = 0;
 	pthread_cond_broadcast(&u->kick);
+}
+
+/* B5: an object read for a pack that could not join it, put loose. */
+static int up_chunk_put_loose(struct uploader *u, const struct cat_upload *row,
+			      struct up_buffers *b, size_t len)
+{
+	char rel[128];
+	store_object_relpath(row->hash, rel, sizeof(rel));
+	int rc = backing_put_unsynced(u->backing, rel, b->obj, len);
+	if (rc == 0)
+		store_uploaded(u->store, row->hash);
+	return rc;
 }
 
 /* Puts the chunk rows picked[0..n) in turn: a small object joins the
@@ -1259,7 +1425,12 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		pthread_mutex_unlock(&u->lock);
 		uint64_t bytes = 0;
 		bool deferred = false;
-		int rc = up_chunk(u, &picked[j], bufs, true, &deferred, &bytes);
+		size_t pack_len = 0;
+		int rc = up_chunk(u, &picked[j], bufs, true, &deferred, &bytes, &pack_len);
+		bool packed = rc == 0 && pack_len > 0 &&
+			      uppack_add(&bt->pack, &picked[j], bufs->obj, pack_len) == 0;
+		if (rc == 0 && pack_len > 0 && !packed) /* B5: loose after all */
+			rc = up_chunk_put_loose(u, &picked[j], bufs, pack_len);
 		bool fenced = rc == -EROFS && !up_may_write(u); /* the row stays queued */
 		if ((rc != 0 || !deferred) && !fenced) /* failed, or durable already (a large object) */
 			up_finish(u, &picked[j], rc, bytes);
@@ -1276,9 +1447,10 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		}
 		bt->row[k] = picked[j];
 		bt->bytes[k] = bytes;
+		bt->packed[k] = packed;
 		bt->n++;
 		bt->total += bytes;
-		if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES)
+		if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES || uppack_full(&bt->pack))
 			up_batch_flush(u, id, bt);
 	}
 }
@@ -1293,13 +1465,15 @@ static void *up_worker_main(void *p)
 	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
 	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->cfg.chunk_max) };
 	/* over nfs:// every put commits by itself: nothing to batch */
-	bool batching = !backing_is_nfs(u->backing);
+	bool batching = !backing_is_nfs(u->backing) || u->packs; /* B5: packs batch */
 	/* with a shared catalog, a batch takes as many chunk rows as it has
 	 * room for in one pick (one round trip asks them all, S8); alone, a
 	 * row a pick, as their readiness is local and costs nothing */
 	bool multi = batching && cat_is_shared(u->cat);
 	bool took = false; /* rows picked since the last tree round (T7) */
 	struct up_batch *bt = calloc(1, sizeof(*bt));
+	if (bt)
+		uppack_init(&bt->pack);
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
 		if (u->stopping && !u->draining)
@@ -1418,6 +1592,8 @@ static void *up_worker_main(void *p)
 		u->lingering--;
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
+	if (bt)
+		uppack_reset(&bt->pack);
 	free(bt);
 	free(bufs.obj);
 	free(bufs.plain);
@@ -1447,6 +1623,9 @@ int uploader_start(const struct uploader_config *cfg, struct cat *cat, struct st
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);
+	u->packs = cfg->packs && !cat_is_shared(cat); /* B5 */
+	if (!cat_is_shared(cat) && up_may_write(u))
+		(void)uppack_orphans(cat, backing); /* K5: logged; the next mount tries again */
 	up_tree_find(u);
 	char why[256];
 	if (!cat_is_shared(cat) && cat_tree_unwritten(cat, why, sizeof(why)) == 0 && why[0]) {

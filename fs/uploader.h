@@ -122,6 +122,7 @@ struct uploader_config {
 	 * 9) nothing more is put or removed, rows stay queued; NULL: none */
 	struct claim *claim;
 	unsigned linger_ms;    /* shared catalog: B1's linger; 0: 50 ms */
+	bool packs;            /* B5: small objects into packs (-o packs; alone only) */
 };
 
 /* A generation's manifest is on BACKING and it was not durable before: the
@@ -168,6 +169,7 @@ void uploader_set_before_put(struct uploader *u, uploader_between_fn *fn, void *
 
 struct uploader_stats {
 	uint64_t chunks, chunk_bytes, manifests, removals, failures;
+	uint64_t packs, packed_chunks; /* B5: packs put, chunk objects in them */
 	bool backing_down;
 	char last_error[160];
 };

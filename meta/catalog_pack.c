@@ -156,24 +156,6 @@ int cat_pack_removable(struct cat *cat, const uint8_t name[CAT_HASH_LEN], bool *
 	return rc < 0 ? rc : 0;
 }
 
-int cat_pack_removed(struct cat *cat, const struct cat_upload *row)
-{
-	assert(row->kind == UP_DELETE_PACK);
-	cat_lock(cat);
-	int rc = cat_begin(cat);
-	if (rc == 0)
-		rc = cat_bind(cat, P_REMOVED, A_HASH(row->hash));
-	if (rc == 0)
-		rc = cat_run(cat, P_REMOVED);
-	if (rc == 0)
-		rc = cat_bind(cat, U_ROW_DELETE, A_INT((int64_t)row->seq));
-	if (rc == 0)
-		rc = cat_run(cat, U_ROW_DELETE);
-	rc = cat_end(cat, rc);
-	cat_unlock(cat);
-	return rc;
-}
-
 int cat_pack_stats(struct cat *cat, struct cat_pack_stats *out)
 {
 	memset(out, 0, sizeof(*out));

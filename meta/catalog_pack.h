@@ -91,10 +91,9 @@ int cat_pack_done(struct cat *cat, const uint8_t name[CAT_HASH_LEN],
 int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], size_t max, size_t *n);
 int cat_pack_forget(struct cat *cat, const uint8_t name[CAT_HASH_LEN]);
 
-/* K4: whether the pack may leave BACKING now (removing, no row names it). */
+/* K4: whether the pack may leave BACKING now (removing, no row names it).
+ * Once it left, cat_upload_done of its UP_DELETE_PACK row forgets it. */
 int cat_pack_removable(struct cat *cat, const uint8_t name[CAT_HASH_LEN], bool *removable);
-/* K4: the pack left BACKING: its row and its UP_DELETE_PACK row go. */
-int cat_pack_removed(struct cat *cat, const struct cat_upload *row);
 
 struct cat_pack_stats {
 	uint64_t packs, bytes;           /* live packs and their sizes */

@@ -408,6 +408,11 @@ int cat_up_done_txn(struct cat *cat, const struct cat_upload *u)
 		if (rc == 0)
 			rc = cat_run(cat, U_GEN_DURABLE_SET);
 	}
+	if (rc == 0 && u->kind == UP_DELETE_PACK) { /* catalog_pack.h K4: it left BACKING */
+		rc = cat_bind(cat, P_REMOVED, A_HASH(u->hash));
+		if (rc == 0)
+			rc = cat_run(cat, P_REMOVED);
+	}
 	return rc;
 }
 

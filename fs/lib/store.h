@@ -48,9 +48,12 @@
  * format 2 cannot decode; it refuses the store instead. 4 once a mount with
  * -o codec=zstd may have written codec 4 (CODEC_ZSTD_PLANES), which a daemon
  * of format 3 cannot decode; a store only ever written with LZ4 stays 3, so
- * that older daemons still mount it. STORE_MARKER_VERSION is the newest this
- * version reads. */
-#define STORE_MARKER_VERSION 4
+ * that older daemons still mount it. 5 once a mount with -o packs=on may
+ * have put pack objects (packs/, fs/lib/pack.h), which a daemon of format 4
+ * cannot read. STORE_MARKER_VERSION is the newest this version reads. */
+#define STORE_MARKER_VERSION 5
+#define STORE_MARKER_VERSION_PACKS 5
+#define STORE_MARKER_VERSION_ZSTD 4
 #define STORE_MARKER_VERSION_LZ4 3
 #define STORE_MAGIC "CKPTCHNK"
 

@@ -169,12 +169,12 @@ test_verify_crc32c_and_sha256_mount() {
 # understands is refused with one line naming BACKING and saying so, and the
 # marker is left as it was (an older daemon must not downgrade a store).
 test_store_marker_of_a_newer_format_is_refused() {
-	printf 'ckptfs store format 5\n' >"$CK_BACKING/ckptfs.store"
+	printf 'ckptfs store format 6\n' >"$CK_BACKING/ckptfs.store"
 	cp -p "$CK_BACKING/ckptfs.store" "$CK_TMP/marker"
 	_refused "BACKING $CK_BACKING" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
-	assert_contains "$(head -n 1 "$CK_TMP/err")" "store format 5 is newer than this ckptfs" "the reason given for a format-5 store"
+	assert_contains "$(head -n 1 "$CK_TMP/err")" "store format 6 is newer than this ckptfs" "the reason given for a format-6 store"
 	_refused "BACKING $CK_BACKING" "$CK_MNT" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
-	assert_contains "$(head -n 1 "$CK_TMP/err")" "newer" "the reason given for a format-5 store (foreground)"
+	assert_contains "$(head -n 1 "$CK_TMP/err")" "newer" "the reason given for a format-6 store (foreground)"
 	cmp -s "$CK_TMP/marker" "$CK_BACKING/ckptfs.store" ||
 		ck_fail "the marker of a refused newer store changed: '$(cat "$CK_BACKING/ckptfs.store")'"
 	[ ! -e "$CK_BACKING/chunks" ] || ck_fail "a refused newer store got a chunks/ directory"

@@ -178,7 +178,7 @@ Test(catpack, a_pack_lives_while_one_member_lives_and_is_removable_only_when_non
 	struct cat_upload rows[8];
 	n = cat_upload_list(fx.cat, 0, rows, 8);
 	cr_assert_eq(n, 1);
-	OK(cat_pack_removed(fx.cat, &rows[0]));
+	OK(cat_upload_done(fx.cat, &rows[0])); /* it left BACKING */
 	cr_assert_eq(tp_int("SELECT COUNT(*) FROM packs"), 0);
 	cr_assert_eq(cat_upload_list(fx.cat, 0, rows, 8), 0);
 }

@@ -205,7 +205,7 @@ static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], size_
 		return rc;
 	struct bkobj_read r = { .fetch = chunk, .obj_cap = c->object_cap, .plain_cap = cap };
 	const char *why = NULL;
-	rc = bkobj_get(c->backing, hash, &r, &why); /* checked before any use (B2) */
+	rc = bkobj_get(c->backing, hash, NULL, &r, &why); /* checked before any use (B2) */
 	if (rc == -EBADMSG) { /* bkobj.h B1, B4: named with its path */
 		char hex[HASH_HEX_LEN + 1], rel[128];
 		hash_to_hex(hash, hex);

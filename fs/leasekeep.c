@@ -72,7 +72,7 @@ static int leasekeep_backing_check(void *arg, const uint8_t hash[CAT_HASH_LEN],
 				.plain_cap = (size_t)plain_len };
 	r.obj = malloc(r.obj_cap);
 	r.plain = malloc(r.plain_cap);
-	int rc = r.obj && r.plain ? bkobj_get(lk->backing, hash, &r, why) : -ENOMEM;
+	int rc = r.obj && r.plain ? bkobj_get(lk->backing, hash, NULL, &r, why) : -ENOMEM;
 	if (rc == 0 && r.plain_len != plain_len) {
 		*why = "its plain length differs from its row's";
 		rc = -EBADMSG;

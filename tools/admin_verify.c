@@ -60,7 +60,7 @@ int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash
 	if (where == ADMIN_ON_BACKING) { /* bkobj.h B1: a verdict, or BACKING unreadable */
 		struct bkobj_read r = { .obj = admin_obj_buf, .obj_cap = admin_obj_cap,
 					.plain = plain, .plain_cap = cap };
-		int rc = a->bk ? bkobj_get(a->bk, hash, &r, why) : -ENOENT;
+		int rc = a->bk ? bkobj_get(a->bk, hash, NULL, &r, why) : -ENOENT;
 		*len = r.plain_len;
 		return rc;
 	}

@@ -10,6 +10,8 @@
  *              fsync'd), rename again
  *          any failure: unlink the temporary, log, return the error
  *   probe: write_file, read_file + compare, rename, unlink, each step named.
+ *   get_range: read_range (backing.h 4): the same kind checks as get, then
+ *          exactly the bytes asked (a pack's member, bkobj.h B5).
  *   put_new: write_file tmp/…, link tmp/… → relpath (EEXIST: someone's
  *          already; over NFS, one holding our very bytes is ours: a LINK
  *          retransmitted after a lost reply), unlink the temporary.
@@ -759,6 +761,40 @@ static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t 
 	return rc;
 }
 
+/* Invariant 8, backing.h 4: the same open and kind check as bdir_read_file,
+ * then exactly len bytes at off (a file that ends before: -ERANGE). */
+static int bdir_read_range(struct backing *b, const char *rel, uint64_t off, size_t len,
+			   void *buf)
+{
+	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0); /* a FIFO: no hang */
+	if (fd < 0)
+		return fd;
+	int rc = 0;
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		rc = -errno;
+	else if (S_ISDIR(st.st_mode))
+		rc = -EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		rc = -EINVAL;
+	else if (len > (uint64_t)st.st_size || off > (uint64_t)st.st_size - len)
+		rc = -ERANGE;
+	size_t done = 0;
+	while (rc == 0 && done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = -errno;
+		else if (n == 0)
+			rc = -ERANGE; /* cut since fstat */
+		else
+			done += (size_t)n;
+	}
+	close(fd);
+	return rc;
+}
+
 static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
 {
 	const char *base;
@@ -916,6 +952,13 @@ static int backing_read_file(struct backing *b, const char *rel, void *buf, size
 {
 	return b->nfs ? backing_nfs_read_file(b->nfs, rel, buf, cap, len)
 		      : bdir_read_file(b, rel, buf, cap, len);
+}
+
+static int backing_read_range(struct backing *b, const char *rel, uint64_t off, size_t len,
+			      void *buf)
+{
+	return b->nfs ? backing_nfs_read_range(b->nfs, rel, off, len, buf)
+		      : bdir_read_range(b, rel, off, len, buf);
 }
 
 /* seen: bdir_rename's (the held_epoch when the caller looked `to` up). */
@@ -1483,6 +1526,17 @@ void backing_get_counts(const struct backing *b, struct backing_counts *out)
 	out->nfs_rpcs = b->nfs ? backing_nfs_rpcs(b->nfs) : 0;
 }
 
+/* backing.h get: what is at a valid relpath and is no regular file, by its
+ * answer; NULL for every other answer. */
+static const char *backing_planted(int rc)
+{
+	return rc == -ELOOP	 ? "a symlink at its path or on its way (not followed)"
+	       : rc == -ENOTDIR ? "a non-directory on its path"
+	       : rc == -EISDIR	 ? "it is a directory, not a regular file"
+	       : rc == -EINVAL	 ? "it is not a regular file (a FIFO, socket or device)"
+				 : NULL;
+}
+
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len)
 {
 	int rc = backing_check_path(relpath, false);
@@ -1491,15 +1545,32 @@ int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, s
 		return rc;
 	}
 	rc = backing_read_file(b, relpath, buf, cap, len);
-	const char *planted = rc == -ELOOP	 ? "a symlink at its path or on its way (not followed)"
-			      : rc == -ENOTDIR ? "a non-directory on its path"
-			      : rc == -EISDIR  ? "it is a directory, not a regular file"
-			      : rc == -EINVAL  ? "it is not a regular file (a FIFO, socket or device)"
-					       : NULL;
+	const char *planted = backing_planted(rc);
 	if (planted) /* backing.h: what is there is not read */
 		log_error("BACKING %s: get %s: %s; not read", b->spec, relpath, planted);
 	else if (rc != 0 && rc != -ENOENT)
 		backing_log_failure(b, "get", relpath, "read", rc);
+	return rc;
+}
+
+/* backing.h 4 */
+int backing_get_range(struct backing *b, const char *relpath, uint64_t off, size_t len,
+		      void *buf)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc != 0) {
+		backing_log_failure(b, "get range", relpath ? relpath : "(null)", "invalid path", rc);
+		return rc;
+	}
+	rc = backing_read_range(b, relpath, off, len, buf);
+	const char *planted = backing_planted(rc);
+	if (planted)
+		log_error("BACKING %s: get range %s: %s; not read", b->spec, relpath, planted);
+	else if (rc == -ERANGE)
+		log_error("BACKING %s: get range %s: %zu bytes at %llu: the file ends before them; "
+			  "not read", b->spec, relpath, len, (unsigned long long)off);
+	else if (rc != 0 && rc != -ENOENT)
+		backing_log_failure(b, "get range", relpath, "read", rc);
 	return rc;
 }
 

@@ -31,6 +31,15 @@
  *     (-ETIMEDOUT, or the server's error) when BACKING does not answer, and a
  *     later call reconnects by itself.
  *  3. Every call is safe from many threads at once.
+ *  4. backing_get_range reads exactly the len bytes at off of one regular
+ *     file, or hands out nothing: a file that ends before off+len is
+ *     -ERANGE (no partial read is ever returned), and what is at relpath
+ *     or on its way answers exactly as backing_get answers it (-ENOENT,
+ *     -ELOOP, -ENOTDIR, -EISDIR, -EINVAL), never followed nor read. It reads
+ *     only the range: over nfs:// one LOOKUP of the last name under the
+ *     kept directory handle and the READs at off (backing_nfs.c 6), on a
+ *     directory BACKING an open beneath the root and a pread loop. A member
+ *     of a pack file (fs/lib/pack.h) is read this way (bkobj.h B5).
  *
  * Errors are 0 or a negative errno; -ENOENT means "not there" and is not
  * logged, other failures are logged with the path and the reason. An NFS
@@ -43,7 +52,8 @@
  * "probe.<host>.<pid>-<pidns>.<random>" (unguessable, created exclusively;
  * nothing is followed: backing.c 2, 8); open removes those of dead processes
  * of this host and pid namespace. Tested by
- * tests/unit/test_backing.c (directory) and tests/nfs/ (nfs://, ganesha). */
+ * tests/unit/test_backing.c (directory) and tests/nfs/ (nfs://, ganesha),
+ * backing_get_range by both (test_backing.c "range", t_nfs.sh "range"). */
 #ifndef CKPTFS_BACKING_H
 #define CKPTFS_BACKING_H
 
@@ -139,6 +149,17 @@ int backing_move(struct backing *b, const char *from, const char *to);
  * server's own NFS3ERR_INVAL is -EPROTO, not this). bkobj.h B4 counts these
  * as a verdict on a chunk's object. */
 int backing_get(struct backing *b, const char *relpath, void *buf, size_t cap, size_t *len);
+
+/* Invariant 4: reads the len bytes at offset off of the regular file
+ * relpath into buf (len bytes): 0 with all of them, or an error with buf's
+ * contents unspecified. -ERANGE when the file is shorter than off+len (off
+ * and len of any size: no overflow); -ENOENT, -ELOOP, -ENOTDIR, -EISDIR,
+ * -EINVAL as backing_get answers them (an invalid relpath is -EINVAL too,
+ * logged "invalid path"); other errors as for backing_get (-ETIMEDOUT,
+ * -EIO: try again later). -ENOENT is not logged; -ERANGE is logged with the
+ * offset and length. len 0 reads nothing but still checks what is there. */
+int backing_get_range(struct backing *b, const char *relpath, uint64_t off, size_t len,
+		      void *buf);
 
 /* Size of relpath; -ENOENT if absent. */
 int backing_stat(struct backing *b, const char *relpath, uint64_t *size);

@@ -6,6 +6,8 @@
  * rdbSave pattern out of them once, for both backends:
  *   write_file  create or truncate rel, write all of data, fsync, close
  *   read_file   the whole of rel into buf (-EFBIG past cap)
+ *   read_range  exactly len bytes at off of rel into buf (-ERANGE: the file
+ *               ends before off+len; backing.h 4)
  *   rename      atomically replace `to` by `from`, durably
  *   link        a second name `to` for the file `from`; -EEXIST if `to` exists
  *   mkdir       one level; an existing directory is success
@@ -33,6 +35,8 @@ void backing_nfs_close(struct backing_nfs *n);
 int backing_nfs_write_file(struct backing_nfs *n, const char *rel, const void *data, size_t len);
 int backing_nfs_read_file(struct backing_nfs *n, const char *rel, void *buf, size_t cap,
 			  size_t *len);
+int backing_nfs_read_range(struct backing_nfs *n, const char *rel, uint64_t off, size_t len,
+			   void *buf);
 int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size);
 int backing_nfs_rename(struct backing_nfs *n, const char *from, const char *to);
 int backing_nfs_link(struct backing_nfs *n, const char *from, const char *to);

@@ -7,6 +7,8 @@
  *   get     LOOKUP name in its directory's kept handle (the reply carries
  *           the type and size), READs                 (libnfs's nfs_open: a
  *           LOOKUP per path component, ACCESS, then our GETATTR, READs)
+ *   range   the same LOOKUP, then READs at the offset of only the bytes asked
+ *           (backing.h 4: a pack's member; one READ up to readmax)
  *   put     CREATE tmp/x GUARDED, one WRITE FILE_SYNC (or UNSTABLE WRITEs
  *           and a COMMIT past writemax), RENAME into the kept handle of the
  *           object's directory
@@ -754,6 +756,7 @@ struct bnfs_op {
 	const void *wbuf;
 	void *rbuf;
 	size_t len, cap;
+	uint64_t off; /* read_range: where the bytes asked start */
 	uint64_t size;
 	backing_list_fn list_fn;
 	void *list_arg;
@@ -943,6 +946,41 @@ static int bnfs_once_read(struct nfs_context *ctx, struct bnfs_op *op, bool fres
 		done += r.count;
 	}
 	op->len = done;
+	return 0;
+}
+
+/* backing.h 4: exactly op->len bytes at op->off, by READs at the offset; a
+ * file that ends before them (by its attributes, or a READ at its end) is
+ * -ERANGE. */
+static int bnfs_once_read_range(struct nfs_context *ctx, struct bnfs_op *op, bool fresh,
+				bool *cached)
+{
+	struct bnfs_call c = { 0 };
+	int rc = bnfs_lookup_file(ctx, op, op->rel, fresh, cached, &c);
+	if (rc != 0) /* a special file (-EINVAL) or a symlink (-ELOOP) is not read either */
+		return rc;
+	if (op->len > c.size || op->off > c.size - op->len) {
+		snprintf(bnfs_detail, sizeof(bnfs_detail), "%s is %llu bytes long", op->rel,
+			 (unsigned long long)c.size);
+		return -ERANGE;
+	}
+	uint64_t step = bnfs_step(nfs_get_readmax(ctx));
+	size_t done = 0;
+	while (done < op->len) {
+		uint64_t want = op->len - done < step ? op->len - done : step;
+		READ3args ra = { .file = bnfs_fh3(&c.fh), .offset = op->off + done,
+				 .count = (count3)want };
+		struct bnfs_call r = { .rbuf = (char *)op->rbuf + done, .rwant = want };
+		rc = bnfs_rpc(op->n, ctx, BP_READ, &ra, op->rel, &r);
+		if (rc != 0) /* the server's NFS3ERR_INVAL: no special file (backing.h) */
+			return rc == -EINVAL ? -EPROTO : rc;
+		if (r.count == 0) { /* cut since its attributes were sent */
+			snprintf(bnfs_detail, sizeof(bnfs_detail), "%s ends at %llu",
+				 op->rel, (unsigned long long)(op->off + done));
+			return -ERANGE;
+		}
+		done += r.count;
+	}
 	return 0;
 }
 
@@ -1197,6 +1235,14 @@ int backing_nfs_read_file(struct backing_nfs *n, const char *rel, void *buf, siz
 	if (rc == 0)
 		*len = op.len;
 	return rc;
+}
+
+int backing_nfs_read_range(struct backing_nfs *n, const char *rel, uint64_t off, size_t len,
+			   void *buf)
+{
+	struct bnfs_op op = { .fn = bnfs_op_by_handles, .once = bnfs_once_read_range, .n = n,
+			      .rel = rel, .rbuf = buf, .len = len, .off = off };
+	return bnfs_run(n, &op);
 }
 
 int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size)

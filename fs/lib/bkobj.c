@@ -1,9 +1,12 @@
-/* bkobj — a chunk object read from BACKING and checked; the contract (B1-B3)
+/* bkobj — a chunk object read from BACKING and checked; the contract (B1-B5)
  * is in bkobj.h. */
 #include "bkobj.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
+
+#include "pack.h"
 
 /* B4: backing_get's answer for a name that holds no regular file, as the
  * verdict's reason; NULL for every other answer. */
@@ -18,8 +21,53 @@ static const char *bkobj_planted(int rc)
 	}
 }
 
-int bkobj_get(struct backing *b, const uint8_t hash[HASH_LEN], struct bkobj_read *r,
-	      const char **why)
+void bkobj_where_name(const uint8_t hash[HASH_LEN], const struct bkobj_where *where, char *buf,
+		      size_t size)
+{
+	if (!where) {
+		store_object_relpath(hash, buf, size);
+		return;
+	}
+	char rel[PACK_RELPATH_LEN];
+	pack_relpath(where->pack, rel, sizeof(rel));
+	snprintf(buf, size, "%s at %llu, %u bytes", rel, (unsigned long long)where->off,
+		 (unsigned)where->len);
+}
+
+/* The image's bytes into obj (capacity cap), *len its length: the loose
+ * object whole, or exactly the member's bytes of its pack (B5). A read's
+ * answer that is a verdict (B4, B5, too large) is -EBADMSG with *why. */
+static int bkobj_read_image(struct backing *b, const uint8_t hash[HASH_LEN],
+			    const struct bkobj_where *where, void *obj, size_t cap, size_t *len,
+			    const char **why)
+{
+	int rc;
+	char rel[128];
+	if (!where) {
+		store_object_relpath(hash, rel, sizeof(rel));
+		rc = backing_get(b, rel, obj, cap, len);
+	} else if (where->len > cap) {
+		rc = -EFBIG; /* not read: no chunk's object is that large */
+	} else {
+		pack_relpath(where->pack, rel, sizeof(rel));
+		rc = backing_get_range(b, rel, where->off, where->len, obj);
+		*len = where->len;
+	}
+	if (rc == -EFBIG) { /* a verdict: no chunk's object is that large */
+		*why = BKOBJ_WHY_TOO_LARGE;
+		return -EBADMSG;
+	}
+	if (where && rc == -ERANGE) { /* B5: the pack does not hold that place */
+		*why = BKOBJ_WHY_RANGE;
+		return -EBADMSG;
+	}
+	if ((*why = bkobj_planted(rc))) /* B4: something else at its name */
+		return -EBADMSG;
+	return rc == -EBADMSG ? -EIO : rc; /* B1: BACKING could not be read, or has no such object */
+}
+
+int bkobj_get(struct backing *b, const uint8_t hash[HASH_LEN], const struct bkobj_where *where,
+	      struct bkobj_read *r, const char **why)
 {
 	*why = NULL;
 	r->obj_len = r->plain_len = 0;
@@ -28,20 +76,12 @@ int bkobj_get(struct backing *b, const uint8_t hash[HASH_LEN], struct bkobj_read
 		assert(r->fetch->image && r->obj_cap <= r->fetch->image_map);
 		obj = r->fetch->image;
 	}
-	char rel[128];
-	store_object_relpath(hash, rel, sizeof(rel));
 	size_t len = 0;
-	int rc = backing_get(b, rel, obj, r->obj_cap, &len);
+	int rc = bkobj_read_image(b, hash, where, obj, r->obj_cap, &len, why);
 	if (r->fetch) /* a failed read may have written anywhere (S9) */
 		store_fetch_filled(r->fetch, rc == 0 ? len : r->obj_cap);
-	if (rc == -EFBIG) { /* a verdict: no chunk's object is that large */
-		*why = "larger than a chunk's object can be";
-		return -EBADMSG;
-	}
-	if ((*why = bkobj_planted(rc))) /* B4: something else at its name */
-		return -EBADMSG;
-	if (rc != 0) /* B1: BACKING could not be read, or has no such object */
-		return rc == -EBADMSG ? -EIO : rc;
+	if (rc != 0)
+		return rc;
 	size_t plain_len = 0;
 	if (r->fetch) {
 		rc = store_fetch_check(hash, r->fetch, len, r->plain_cap, why); /* B2 */

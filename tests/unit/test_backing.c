@@ -6,8 +6,11 @@
  * temporaries; get/stat/remove/list keep their -ENOENT/-EFBIG contracts;
  * bad paths are -EINVAL before any I/O; the probe passes on a healthy root
  * and, on a broken one, names the step and the path; open removes the
- * temporaries of dead processes of this host only. Every test works in its
- * own temporary directory. */
+ * temporaries of dead processes of this host only; a range read
+ * (backing_get_range, backing.h 4) gives exactly the bytes asked, -ERANGE
+ * past the end (no overflow, logged), -ENOENT unlogged, and answers a
+ * planted symlink, FIFO, directory or file on the way as get does. Every
+ * test works in its own temporary directory. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
@@ -1362,4 +1365,113 @@ Test(backing, test_planted_non_files_answer_by_kind_and_a_put_replaces_the_name)
 	FAILS(backing_get(fx.b, "chunks/cc/dd/obj", buf, sizeof(buf), &len), ENOTDIR);
 	close(dfd);
 	free(src);
+}
+
+/* ---- range reads (backing.h 4) ---- */
+
+/* backing_get_range of rel gives exactly want[off..off+len) and nothing
+ * past len in buf. */
+static void tb_assert_range(const char *rel, const uint8_t *want, uint64_t off, size_t len)
+{
+	uint8_t *got = malloc(len + 16);
+	cr_assert_not_null(got);
+	memset(got, 0xee, len + 16);
+	OK(backing_get_range(fx.b, rel, off, len, got));
+	cr_assert(memcmp(got, want + off, len) == 0, "%s: %zu bytes at %llu differ", rel, len,
+		  (unsigned long long)off);
+	for (size_t i = len; i < len + 16; i++)
+		cr_assert_eq(got[i], 0xee, "%s: a byte past len was written", rel);
+	free(got);
+}
+
+/* Whole, a middle, the end, one byte, an empty range at the end: exactly
+ * those bytes (a 3 MiB file: more than one pread, read at an offset). */
+Test(backing, test_range_reads_give_exactly_the_bytes_asked)
+{
+	size_t size = 3 * MiB + 77;
+	uint8_t *data = malloc(size);
+	cr_assert_not_null(data);
+	tb_fill(data, size, 41);
+	OK(backing_put(fx.b, "packs/ab/p.ckp", data, size));
+	tb_assert_range("packs/ab/p.ckp", data, 0, size);		  /* whole */
+	tb_assert_range("packs/ab/p.ckp", data, 1000, 70000);	  /* a middle */
+	tb_assert_range("packs/ab/p.ckp", data, MiB - 3, 2 * MiB + 5); /* across MiBs */
+	tb_assert_range("packs/ab/p.ckp", data, size - 4096, 4096);	  /* the end */
+	tb_assert_range("packs/ab/p.ckp", data, size - 1, 1);
+	tb_assert_range("packs/ab/p.ckp", data, size, 0); /* empty, at the end */
+	free(data);
+}
+
+/* Past the end is -ERANGE, however far, with no overflow of off+len, and
+ * is logged with the offset; a file that holds the range minus one byte is
+ * -ERANGE too (never a short read). */
+Test(backing, test_a_range_past_the_end_is_erange_and_logged)
+{
+	uint8_t data[1000], buf[1001];
+	tb_fill(data, sizeof(data), 42);
+	OK(backing_put(fx.b, "packs/cd/q.ckp", data, sizeof(data)));
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", 0, 1001, buf), ERANGE);
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", 1, 1000, buf), ERANGE);
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", 999, 2, buf), ERANGE);
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", 1001, 0, buf), ERANGE);
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", UINT64_MAX, 2, buf), ERANGE);
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", UINT64_MAX - 1, 2, buf), ERANGE);
+	FAILS(backing_get_range(fx.b, "packs/cd/q.ckp", 2, SIZE_MAX, buf), ERANGE);
+	cr_assert(tb_log_contains("get range packs/cd/q.ckp: 2 bytes at 999"),
+		  "the -ERANGE line names the path, the length and the offset");
+	OK(backing_get_range(fx.b, "packs/cd/q.ckp", 999, 1, buf));
+	cr_assert_eq(buf[0], data[999]);
+}
+
+Test(backing, test_a_range_of_an_absent_file_is_enoent_and_not_logged)
+{
+	uint8_t buf[8];
+	FAILS(backing_get_range(fx.b, "packs/no/such.ckp", 0, 8, buf), ENOENT);
+	FAILS(backing_get_range(fx.b, "nofile", 0, 0, buf), ENOENT);
+	cr_assert(!tb_log_contains("packs/no/such.ckp"), "-ENOENT must not be logged");
+	FAILS(backing_get_range(fx.b, "../x", 0, 1, buf), EINVAL);
+	FAILS(backing_get_range(fx.b, NULL, 0, 1, buf), EINVAL);
+}
+
+/* backing.h 4: what is no regular file answers exactly as backing_get
+ * answers it, unread and untouched: a symlink to a good copy at the name
+ * (ELOOP), a symlink on the way (ELOOP), a FIFO (EINVAL, no hang), a
+ * directory (EISDIR), a regular file on the way (ENOTDIR). */
+Test(backing, test_a_range_of_a_planted_non_file_answers_as_get_does)
+{
+	char path[PATH_MAX], good[PATH_MAX], real[PATH_MAX];
+	uint8_t data[4096], buf[4096];
+	size_t len;
+	tb_fill(data, sizeof(data), 43);
+	OK(backing_put(fx.b, "packs/ee/good.ckp", data, sizeof(data)));
+	tb_path(good, sizeof(good), "packs/ee/good.ckp");
+	tb_path(path, sizeof(path), "packs/ee/p.ckp");
+	cr_assert_eq(symlink(good, path), 0);
+	FAILS(backing_get(fx.b, "packs/ee/p.ckp", buf, sizeof(buf), &len), ELOOP);
+	FAILS(backing_get_range(fx.b, "packs/ee/p.ckp", 0, 16, buf), ELOOP);
+	cr_assert(tb_log_contains("get range packs/ee/p.ckp: a symlink"), "the symlink is logged");
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	FAILS(backing_get_range(fx.b, "packs/ee/p.ckp", 0, 16, buf), EINVAL);
+	struct stat st;
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode), "the FIFO was removed or replaced");
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	FAILS(backing_get_range(fx.b, "packs/ee/p.ckp", 0, 0, buf), EISDIR);
+	cr_assert_eq(rmdir(path), 0);
+	/* packs/ee a symlink to a directory holding the file, then a file */
+	tb_path(path, sizeof(path), "packs/ee");
+	snprintf(real, sizeof(real), "%s.real", path);
+	cr_assert_eq(rename(path, real), 0);
+	cr_assert_eq(symlink(real, path), 0);
+	FAILS(backing_get_range(fx.b, "packs/ee/good.ckp", 0, 16, buf), ELOOP);
+	cr_assert_eq(unlink(path), 0);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	FAILS(backing_get_range(fx.b, "packs/ee/good.ckp", 0, 16, buf), ENOTDIR);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(rename(real, path), 0);
+	tb_assert_range("packs/ee/good.ckp", data, 100, 200);
 }

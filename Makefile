@@ -60,6 +60,7 @@ UNIT_DAEMON_SRC :=
 UNIT_DAEMON_SRC += fs/reader.c
 UNIT_DAEMON_SRC += fs/control.c fs/control_shared.c
 UNIT_DAEMON_SRC += fs/uploader.c
+UNIT_DAEMON_SRC += fs/uppack.c
 UNIT_DAEMON_SRC += fs/cache.c
 UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c fs/wbuf.c
 # ns: the node table, the generation policy and the namespace (writer.c comes

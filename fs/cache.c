@@ -200,16 +200,26 @@ static size_t cache_image_need(const struct cache *c, size_t cap)
 static int cache_fetch_once(struct cache *c, const uint8_t hash[HASH_LEN], size_t cap,
 			    struct store_chunk *chunk)
 {
+	/* where on BACKING: a pack member (catalog_pack.h K2), else loose */
+	struct cat_chunk_where w;
+	struct bkobj_where at;
+	const struct bkobj_where *where = NULL;
+	if (cat_chunk_where(c->cat, hash, &w) == 0 && w.packed) {
+		memcpy(at.pack, w.pack, HASH_LEN);
+		at.off = w.pack_off;
+		at.len = (uint32_t)w.pack_len;
+		where = &at;
+	}
 	int rc = store_fetch_image(chunk, cache_image_need(c, cap), c->object_cap);
 	if (rc != 0)
 		return rc;
 	struct bkobj_read r = { .fetch = chunk, .obj_cap = c->object_cap, .plain_cap = cap };
 	const char *why = NULL;
-	rc = bkobj_get(c->backing, hash, NULL, &r, &why); /* checked before any use (B2) */
+	rc = bkobj_get(c->backing, hash, where, &r, &why); /* checked before any use (B2) */
 	if (rc == -EBADMSG) { /* bkobj.h B1, B4: named with its path */
-		char hex[HASH_HEX_LEN + 1], rel[128];
+		char hex[HASH_HEX_LEN + 1], rel[160];
 		hash_to_hex(hash, hex);
-		store_object_relpath(hash, rel, sizeof(rel));
+		bkobj_where_name(hash, where, rel, sizeof(rel));
 		log_error("BACKING %s: chunk %s is corrupt: %s (%s)", backing_spec(c->backing), hex,
 			  why, rel);
 	}

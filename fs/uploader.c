@@ -83,11 +83,11 @@ struct uploader {
 	int n_workers;
 	pthread_t worker[UP_WORKERS_MAX];
 	struct up_busy busy[UP_WORKERS_MAX][UP_BATCH_MAX]; /* rows each worker has in hand */
-	/* B5: the pack each worker is putting (U4 for its name: no removal of
+	/* B6: the pack each worker is putting (U4 for its name: no removal of
 	 * it runs meanwhile, uppack.h Q3) */
 	uint8_t pack_busy[UP_WORKERS_MAX][HASH_LEN];
 	bool pack_busy_set[UP_WORKERS_MAX];
-	bool packs; /* B5: small objects go into packs (-o packs, alone only) */
+	bool packs; /* B6: small objects go into packs (-o packs, alone only) */
 
 	double down_until;      /* monotonic s: back off until then */
 	int lingering;          /* shared: workers whose batch lingers (uploader.h B1: 0 or 1) */
@@ -246,14 +246,14 @@ static int up_chunk_vanished(struct uploader *u, const uint8_t hash[HASH_LEN], b
 	return rc == -ENOENT ? up_chunk_lost(u, hash, rc) : rc;
 }
 
-/* B5: a small object goes into its batch's pack, unless a loose copy of
+/* B6: a small object goes into its batch's pack, unless a loose copy of
  * it is on BACKING (catalog_pack.h K3). */
 static bool up_packable(struct uploader *u, const struct cat_chunk_where *w)
 {
 	return u->packs && !w->loose_only && STORE_HEADER_LEN + w->stored_len < UPPACK_MEMBER_MAX;
 }
 
-/* B5: the object read and verified for its pack (uppack.h Q4): 0 with its
+/* B6: the object read and verified for its pack (uppack.h Q4): 0 with its
  * image in b->obj (*pack_len bytes) for the caller to add, UP_MOOT, or an
  * error as up_chunk's. */
 static int up_chunk_for_pack(struct uploader *u, const struct cat_upload *row,
@@ -1243,7 +1243,7 @@ struct up_batch {
 	double until; /* shared: monotonic s its linger ends (B1); 0: it does not linger */
 	struct cat_upload row[UP_BATCH_MAX];
 	uint64_t bytes[UP_BATCH_MAX];
-	bool packed[UP_BATCH_MAX]; /* B5: row[k] is a member of pack */
+	bool packed[UP_BATCH_MAX]; /* B6: row[k] is a member of pack */
 	struct uppack pack;
 };
 
@@ -1264,7 +1264,7 @@ static void up_batch_count(struct uploader *u, const struct up_batch *bt)
 	pthread_mutex_unlock(&u->lock);
 }
 
-/* B5: the pack and the batch's loose objects are durable: T2 (uppack.h Q1).
+/* B6: the pack and the batch's loose objects are durable: T2 (uppack.h Q1).
  * If it fails, no member row may end as a loose upload (that would call
  * uploaded a loose object nobody put): they stay queued, the pack is put
  * again under the same name (pack.h P2); the loose rows end one by one. */
@@ -1314,7 +1314,7 @@ static void up_batch_done(struct uploader *u, struct up_batch *bt)
 	up_batch_count(u, bt);
 }
 
-/* B5: the members go loose after all (a pack of one saves nothing, or a
+/* B6: the members go loose after all (a pack of one saves nothing, or a
  * removal of the same name is in hand), each from the builder's copy of
  * its verified image; not synced yet (the batch's sync follows). */
 static int up_pack_loose(struct uploader *u, struct up_batch *bt)
@@ -1334,7 +1334,7 @@ static int up_pack_loose(struct uploader *u, struct up_batch *bt)
 	return rc;
 }
 
-/* B5: the batch's pack, built and put (uppack.h Q1-Q3) before the batch's
+/* B6: the batch's pack, built and put (uppack.h Q1-Q3) before the batch's
  * sync; members of a pack that cannot be had go loose. u->lock not held. */
 static int up_pack_put(struct uploader *u, int id, struct up_batch *bt)
 {
@@ -1387,7 +1387,7 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 	pthread_cond_broadcast(&u->kick);
 }
 
-/* B5: an object read for a pack that could not join it, put loose. */
+/* B6: an object read for a pack that could not join it, put loose. */
 static int up_chunk_put_loose(struct uploader *u, const struct cat_upload *row,
 			      struct up_buffers *b, size_t len)
 {
@@ -1429,7 +1429,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		int rc = up_chunk(u, &picked[j], bufs, true, &deferred, &bytes, &pack_len);
 		bool packed = rc == 0 && pack_len > 0 &&
 			      uppack_add(&bt->pack, &picked[j], bufs->obj, pack_len) == 0;
-		if (rc == 0 && pack_len > 0 && !packed) /* B5: loose after all */
+		if (rc == 0 && pack_len > 0 && !packed) /* B6: loose after all */
 			rc = up_chunk_put_loose(u, &picked[j], bufs, pack_len);
 		bool fenced = rc == -EROFS && !up_may_write(u); /* the row stays queued */
 		if ((rc != 0 || !deferred) && !fenced) /* failed, or durable already (a large object) */
@@ -1465,7 +1465,7 @@ static void *up_worker_main(void *p)
 	/* up_chunk answers -ENOMEM (retried later) if these could not be had */
 	struct up_buffers bufs = { up_aligned(u->object_cap), malloc(u->cfg.chunk_max) };
 	/* over nfs:// every put commits by itself: nothing to batch */
-	bool batching = !backing_is_nfs(u->backing) || u->packs; /* B5: packs batch */
+	bool batching = !backing_is_nfs(u->backing) || u->packs; /* B6: packs batch */
 	/* with a shared catalog, a batch takes as many chunk rows as it has
 	 * room for in one pick (one round trip asks them all, S8); alone, a
 	 * row a pick, as their readiness is local and costs nothing */
@@ -1623,7 +1623,7 @@ int uploader_start(const struct uploader_config *cfg, struct cat *cat, struct st
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->kick, NULL);
 	pthread_cond_init(&u->changed, NULL);
-	u->packs = cfg->packs && !cat_is_shared(cat); /* B5 */
+	u->packs = cfg->packs && !cat_is_shared(cat); /* B6 */
 	if (!cat_is_shared(cat) && up_may_write(u))
 		(void)uppack_orphans(cat, backing); /* K5: logged; the next mount tries again */
 	up_tree_find(u);

@@ -96,7 +96,22 @@
  *      queued with its reason, the save stays not durable, and one error
  *      line names the path, both saves and the rebuild. fs/main.c M4
  *      refuses such a catalog at mount; this is the same rule kept at
- *      the put, for any path to an id reused. */
+ *      the put, for any path to an id reused.
+ *  B6. With -o packs=on (alone only: a shared catalog's nodes put loose
+ *      objects), a chunk row of a batch whose image is shorter than
+ *      UPPACK_MEMBER_MAX (256 KiB) and that has no loose copy on BACKING
+ *      (catalog_pack.h K3) is read and verified as for a copy, and its
+ *      image joins the batch's pack instead of being put as a file of its
+ *      own. At the batch's flush the pack is built and put (fs/uppack.h:
+ *      T1, one put = one fsync, one rename, one directory fsync), then
+ *      the batch's sync, then T2, one transaction naming the members and
+ *      ending every row of the batch (uppack.h Q1). A pack of one member,
+ *      or one whose removal another worker has in hand (Q3), goes loose
+ *      instead, from the builder's copy of the verified bytes. If T2
+ *      fails, no member row ends (ending one as a loose upload would call
+ *      uploaded an object nobody put): they stay queued and the same pack
+ *      is put again under the same name. Batching is on over nfs:// too
+ *      when packs are (every put there commits by itself). */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 
@@ -122,7 +137,7 @@ struct uploader_config {
 	 * 9) nothing more is put or removed, rows stay queued; NULL: none */
 	struct claim *claim;
 	unsigned linger_ms;    /* shared catalog: B1's linger; 0: 50 ms */
-	bool packs;            /* B5: small objects into packs (-o packs; alone only) */
+	bool packs;            /* B6: small objects into packs (-o packs; alone only) */
 };
 
 /* A generation's manifest is on BACKING and it was not durable before: the
@@ -169,7 +184,7 @@ void uploader_set_before_put(struct uploader *u, uploader_between_fn *fn, void *
 
 struct uploader_stats {
 	uint64_t chunks, chunk_bytes, manifests, removals, failures;
-	uint64_t packs, packed_chunks; /* B5: packs put, chunk objects in them */
+	uint64_t packs, packed_chunks; /* B6: packs put, chunk objects in them */
 	bool backing_down;
 	char last_error[160];
 };

@@ -1,7 +1,7 @@
 /* uppack — the uploader's packs (issue 20): the small chunk objects of one
  * upload batch put on BACKING as ONE pack file (fs/lib/pack.h), instead of
  * a file each; and a dead pack's removal. fs/uploader.c decides which rows
- * join (uploader.h B5) and keeps the busy set; this module builds, puts,
+ * join (uploader.h B6) and keeps the busy set; this module builds, puts,
  * records and removes, in the order the first rule needs:
  *
  *   uppack_add ... uppack_put:  build (P2: deterministic), T1 (the row
@@ -45,7 +45,7 @@
 struct backing;
 struct cat;
 
-/* Objects whose image is shorter than this go into packs (uploader.h B5):
+/* Objects whose image is shorter than this go into packs (uploader.h B6):
  * below it the per-file cost on BACKING (an inode, a rename, a directory
  * entry, ~25 operations) outweighs copying the bytes; above it objects are
  * linked or written whole as before. */

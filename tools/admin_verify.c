@@ -45,6 +45,21 @@
 static char *admin_obj_buf;
 static size_t admin_obj_cap;
 
+/* Where the chunk's object is on BACKING, as the catalog says: a pack
+ * member (catalog_pack.h K2: *at, returned), or the loose object (NULL). */
+static const struct bkobj_where *admin_chunk_place(struct admin *a,
+						   const uint8_t hash[CAT_HASH_LEN],
+						   struct bkobj_where *at)
+{
+	struct cat_chunk_where w;
+	if (!a->cat || cat_chunk_where(a->cat, hash, &w) != 0 || !w.packed)
+		return NULL;
+	memcpy(at->pack, w.pack, CAT_HASH_LEN);
+	at->off = w.pack_off;
+	at->len = (uint32_t)w.pack_len;
+	return at;
+}
+
 int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash[CAT_HASH_LEN],
 		     void *plain, size_t cap, size_t *len, const char **why)
 {
@@ -60,7 +75,9 @@ int admin_chunk_read(struct admin *a, enum admin_where where, const uint8_t hash
 	if (where == ADMIN_ON_BACKING) { /* bkobj.h B1: a verdict, or BACKING unreadable */
 		struct bkobj_read r = { .obj = admin_obj_buf, .obj_cap = admin_obj_cap,
 					.plain = plain, .plain_cap = cap };
-		int rc = a->bk ? bkobj_get(a->bk, hash, NULL, &r, why) : -ENOENT;
+		struct bkobj_where at;
+		const struct bkobj_where *at_p = admin_chunk_place(a, hash, &at);
+		int rc = a->bk ? bkobj_get(a->bk, hash, at_p, &r, why) : -ENOENT;
 		*len = r.plain_len;
 		return rc;
 	}
@@ -194,8 +211,9 @@ static int admin_verify_copy(struct admin_verify *v, const uint8_t hash[CAT_HASH
 	snprintf(reason, sizeof(reason), "%s",
 		 rc == 0 ? "wrong length" : rc == -ENOENT ? "no object" : why ? why : "damaged");
 	if (rc == -EBADMSG && where == ADMIN_ON_BACKING) { /* bkobj.h B4: name the path */
-		char rel[128];
-		store_object_relpath(hash, rel, sizeof(rel));
+		char rel[160];
+		struct bkobj_where at;
+		bkobj_where_name(hash, admin_chunk_place(v->a, hash, &at), rel, sizeof(rel));
 		snprintf(reason, sizeof(reason), "%s: %s", rel, why ? why : "damaged");
 	}
 	admin_verify_report(v, hash, wname, rc == -ENOENT ? "missing" : "corrupt", reason);

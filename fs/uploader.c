@@ -47,6 +47,9 @@
  * uploader that keeps up with the writers would otherwise claim a chunk or
  * two a pick. A long queue fills batches without waiting. */
 #define UP_LINGER_S 0.05
+/* B6: how long a batch with pack members waits for more when the queue is
+ * empty (a writer's next small file is usually queued within it) */
+#define UP_PACK_LINGER_S 0.05
 /* B3: files whose closes wait that the workers pick before the queue's
  * order; a close past them waits in the queue's order */
 #define UP_URGENT_MAX 8
@@ -1245,6 +1248,7 @@ struct up_batch {
 	uint64_t bytes[UP_BATCH_MAX];
 	bool packed[UP_BATCH_MAX]; /* B6: row[k] is a member of pack */
 	struct uppack pack;
+	double pack_until; /* B6: monotonic s its wait for more members ends; 0: none */
 };
 
 /* The batch's bookkeeping once its rows ended (up_finish's for uploaded chunks). */
@@ -1383,6 +1387,7 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 		bt->packed[k] = false;
 	}
 	bt->n = 0;
+	bt->pack_until = 0;
 	bt->total = 0;
 	pthread_cond_broadcast(&u->kick);
 }
@@ -1453,6 +1458,27 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		if (bt->n == UP_BATCH_MAX || bt->total >= UP_BATCH_BYTES || uppack_full(&bt->pack))
 			up_batch_flush(u, id, bt);
 	}
+}
+
+/* B6: a batch with pack members and room waits up to UP_PACK_LINGER_S
+ * from its first idle pick for more rows (the writers' next files) before
+ * it is put: else an uploader that keeps up with the writers puts packs of
+ * one. A stop or a close waiting for its chunks (B3) ends the wait.
+ * u->lock held; true while it waits. */
+static bool up_pack_waits(struct uploader *u, struct up_batch *bt, double now)
+{
+	if (bt->pack.n == 0 || uppack_full(&bt->pack) || u->stopping || u->urgent > 0) {
+		bt->pack_until = 0;
+		return false;
+	}
+	if (bt->pack_until == 0)
+		bt->pack_until = now + UP_PACK_LINGER_S;
+	if (now >= bt->pack_until) {
+		bt->pack_until = 0;
+		return false;
+	}
+	up_wait(u, bt->pack_until - now);
+	return true;
 }
 
 static void *up_worker_main(void *p)
@@ -1546,6 +1572,8 @@ static void *up_worker_main(void *p)
 			} /* else another worker's linger takes it: idle below */
 		}
 		if (got == 0) {
+			if (bt && bt->n && up_pack_waits(u, bt, now)) /* B6 */
+				continue;
 			if (bt && bt->n) { /* nothing more to put now: make the batch durable */
 				up_batch_flush(u, id, bt);
 				continue;

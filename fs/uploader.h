@@ -110,7 +110,10 @@
  *      instead, from the builder's copy of the verified bytes. If T2
  *      fails, no member row ends (ending one as a loose upload would call
  *      uploaded an object nobody put): they stay queued and the same pack
- *      is put again under the same name. Batching is on over nfs:// too
+ *      is put again under the same name. A batch holding pack members
+ *      waits up to 50 ms from its first idle pick for more rows before it
+ *      is put (none while a close waits for its chunks, B3, or at a stop),
+ *      else an uploader that keeps up puts packs of one. Batching is on over nfs:// too
  *      when packs are (every put there commits by itself). */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H

@@ -14,6 +14,12 @@ stopped). CACHE may also be given as the catalog's path.
     codec, the plain and payload lengths, the SHA-256 equal to the name and
     (version 2, payloads up to 256 KiB) the CRC-32C of the payload; a raw (codec 0) payload hashes to
     the name;
+  - a row naming a pack (catalog schema 7, fs/uppack.h) has its object as the
+    member image [pack_off, pack_off + pack_len) of BACKING/packs/ab/<hex>.ckp,
+    checked as a loose object; every pack file on BACKING has a packs row
+    (putting ones are only left by a crash: none after a clean stop), every
+    live pack's file exists, is named by the SHA-256 of its bytes and has
+    the live count its rows give;
   - no object file is unknown to the catalog — in the cache, none that the
     catalog does not call cached; on BACKING, none without a row unless its
     removal is queued — (unless --allow-orphans), and neither tmp/ holds
@@ -32,8 +38,15 @@ catalog = os.path.join(cache, "catalog.db")
 allow_orphans = "--allow-orphans" in sys.argv
 problems = []
 db = sqlite3.connect("file:%s?mode=ro" % catalog, uri=True)
-rows = db.execute("SELECT lower(hex(hash)), plain_len, codec, stored_len, refcount, cached, uploaded"
-                  " FROM chunks").fetchall()
+cols = {r[1] for r in db.execute("PRAGMA table_info(chunks)")}
+packed = "pack" in cols
+rows = db.execute("SELECT lower(hex(hash)), plain_len, codec, stored_len, refcount, cached, uploaded,"
+                  + (" lower(hex(pack)), pack_off, pack_len" if packed else " NULL, NULL, NULL")
+                  + " FROM chunks").fetchall()
+packs = {}
+if packed:
+    packs = {r[0]: r[1:] for r in db.execute(
+        "SELECT lower(hex(name)), state, live, members, size FROM packs")}
 removing = {r[0] for r in db.execute("SELECT lower(hex(hash)) FROM uploads WHERE kind = 3")}
 
 
@@ -80,10 +93,26 @@ CRC_CHECK_MAX = 256 * 1024
 assert crc32c(b"123456789") == 0xE3069283
 
 
-def check_object(where, root, files, hx, plain_len, codec, stored_len):
+def pack_path(name):
+    return os.path.join(backing, "packs", name[:2], name + ".ckp")
+
+
+def check_object(where, root, files, hx, plain_len, codec, stored_len, place=None):
     global raw_checked
     path = os.path.join(root, "chunks", hx[:2], hx[2:4], hx)
-    if root == cache and not os.path.exists(path) and hx in small_rows:
+    if place:
+        name, off, ln = place
+        try:
+            with open(pack_path(name), "rb") as f:
+                f.seek(off)
+                data = f.read(ln)
+        except OSError as e:
+            problems.append("chunk %s: its pack %s cannot be read: %s" % (hx, name, e))
+            return
+        if len(data) != ln:
+            problems.append("chunk %s: pack %s ends before its member at %d, %d bytes" % (hx, name, off, ln))
+            return
+    elif root == cache and not os.path.exists(path) and hx in small_rows:
         data = small_rows[hx]
     elif not os.path.exists(path):
         problems.append("chunk %s: object missing from %s at %s%s" % (hx, where, path, " (found at %s)" % files[hx] if hx in files else ""))
@@ -114,7 +143,7 @@ def check_object(where, root, files, hx, plain_len, codec, stored_len):
             problems.append("chunk %s in %s: raw payload (%d bytes) does not hash to its name" % (hx, where, len(payload)))
 
 
-for hx, plain_len, codec, stored_len, refcount, cached, uploaded in rows:
+for hx, plain_len, codec, stored_len, refcount, cached, uploaded, pname, poff, plen in rows:
     if refcount <= 0:
         problems.append("chunk %s: refcount %d left in the catalog" % (hx, refcount))
     if stored_len is None:
@@ -125,7 +154,36 @@ for hx, plain_len, codec, stored_len, refcount, cached, uploaded in rows:
     if cached:
         check_object("the cache", cache, in_cache, hx, plain_len, codec, stored_len)
     if uploaded:
-        check_object("BACKING", backing, on_backing, hx, plain_len, codec, stored_len)
+        place = (pname, poff, plen) if pname else None
+        check_object("BACKING" + (" (pack %s)" % pname if pname else ""), backing, on_backing, hx,
+                     plain_len, codec, stored_len, place)
+# packs: files against rows (fs/uppack.h, meta/catalog_pack.h K1, K5)
+pack_files = {}
+for dirpath, _, names in os.walk(os.path.join(backing, "packs")):
+    for n in names:
+        if n.endswith(".ckp"):
+            pack_files[n[:-4]] = os.path.join(dirpath, n)
+live_of = {}
+for r in rows:
+    if r[7]:
+        live_of[r[7]] = live_of.get(r[7], 0) + 1
+for name, (state, live, members, size) in packs.items():
+    if state == 0:
+        problems.append("pack %s is still being put (state putting) after a clean stop" % name)
+    if live != live_of.get(name, 0):
+        problems.append("pack %s counts %d live members, %d rows name it" % (name, live, live_of.get(name, 0)))
+    if state == 1:
+        if name not in pack_files:
+            problems.append("pack %s is live but missing from BACKING" % name)
+            continue
+        with open(pack_files[name], "rb") as f:
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() != name or len(data) != size:
+            problems.append("pack %s: its file (%d bytes) is not named by its SHA-256 or not %d bytes" % (name, len(data), size))
+        if data[:8] != b"CKPTPACK" or data[-8:] != b"CKPTPEND":
+            problems.append("pack %s: no pack magic at its start and end" % name)
+removing_packs = {r[0] for r in db.execute("SELECT lower(hex(hash)) FROM uploads WHERE kind = 5")} if packed else set()
+pack_orphans = sorted(set(pack_files) - set(packs) - removing_packs)
 cached_rows = {r[0] for r in rows if r[5]}
 known = {r[0] for r in rows}
 cache_orphans = sorted((set(in_cache) | set(small_rows)) - cached_rows)
@@ -135,12 +193,14 @@ if not allow_orphans:
         problems.append("%d objects in CACHE/chunks or small.db the catalog does not call cached, e.g. %s" % (len(cache_orphans), in_cache.get(cache_orphans[0], "small.db row " + cache_orphans[0])))
     if backing_orphans:
         problems.append("%d object files in BACKING/chunks unknown to the catalog, e.g. %s" % (len(backing_orphans), on_backing[backing_orphans[0]]))
+    if pack_orphans:
+        problems.append("%d pack files in BACKING/packs unknown to the catalog, e.g. %s" % (len(pack_orphans), pack_files[pack_orphans[0]]))
     for root, what in ((backing, "BACKING"), (cache, "CACHE")):
         tmp = os.path.join(root, "tmp")
         if os.path.isdir(tmp) and os.listdir(tmp):
             problems.append("%s/tmp is not empty after a clean stop: %s" % (what, sorted(os.listdir(tmp))[:3]))
 for p in problems[:20]:
     print(p)
-print("objcheck: %d chunks, %d cached objects (%d in small.db), %d on BACKING, %d raw payloads re-hashed, %d orphans, %d problems"
-      % (len(rows), len(in_cache) + len(small_rows), len(small_rows), len(on_backing), raw_checked, len(cache_orphans) + len(backing_orphans), len(problems)))
+print("objcheck: %d chunks, %d cached objects (%d in small.db), %d on BACKING, %d packs (%d members), %d raw payloads re-hashed, %d orphans, %d problems"
+      % (len(rows), len(in_cache) + len(small_rows), len(small_rows), len(on_backing), len(pack_files), sum(live_of.values()), raw_checked, len(cache_orphans) + len(backing_orphans) + len(pack_orphans), len(problems)))
 sys.exit(1 if problems else 0)

@@ -1,0 +1,164 @@
+#!/bin/bash
+# t_packs — -o packs=on (fs/uppack.h, uploader.h B6): the small chunk objects
+# of an upload batch go to BACKING as one pack file (packs/ab/<hex>.ckp), not a
+# file each; every byte reads back from the packs with the cache's copies gone;
+# files deleted take their packs with them (catalog_pack.h K4); a damaged
+# member fails only its own file, named by pack and place, and verify names
+# it; a pack whose put a crash interrupted is removed at the next mount (K5);
+# the store's marker says format 5; packs=on is refused with meta=.
+. "$(dirname "$0")/lib.sh"
+
+# _write_small DIR N SEED — N files f000.. of 1 B to 60 KiB of random bytes
+# in DIR (created), each closed before the next; a copy in CK_REF/<DIR's name>.
+_write_small() {
+	"$PY" - "$1" "$2" "$3" "$CK_REF/$(basename "$1")" <<'EOF'
+import os, random, sys
+d, n, seed, ref = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rnd = random.Random(seed)
+os.makedirs(d, exist_ok=True)
+os.makedirs(ref, exist_ok=True)
+for i in range(n):
+    size = rnd.choice([1, 100, 4096, rnd.randint(1, 60 * 1024)])
+    data = rnd.randbytes(size)
+    with open(os.path.join(ref, "f%03d" % i), "wb") as f:
+        f.write(data)
+    with open(os.path.join(d, "f%03d" % i), "wb") as f:
+        f.write(data)
+EOF
+}
+
+# _same NAME — CK_MNT/NAME holds exactly the files of CK_REF/NAME.
+_same() {
+	local out
+	out=$(diff -r "$CK_REF/$1" "$CK_MNT/$1" 2>&1) || ck_fail "$1 differs from what was written: $(echo "$out" | head -n 4 | tr '\n' '|')"
+}
+
+_pack_files() { find "$CK_BACKING/packs" -name '*.ckp' -type f 2>/dev/null | wc -l; }
+_loose_files() { find "$CK_BACKING/chunks" -type f 2>/dev/null | wc -l; }
+
+# _evict_all — offline (daemon stopped): the cache's copies of every
+# uploaded chunk are gone, as an eviction leaves them (cached = 0, no object
+# file, no small.db row), so every read goes to BACKING.
+_evict_all() {
+	ck_sql "UPDATE chunks SET cached = 0 WHERE uploaded = 1"
+	[ -f "$CK_CACHE/small.db" ] && sqlite3 -batch "$CK_CACHE/small.db" "DELETE FROM objects"
+	find "$CK_CACHE/chunks" -type f -delete
+}
+
+test_small_files_go_to_packs_and_read_back_from_them_cold() {
+	ck_mount packs=on
+	_write_small "$CK_MNT/run" 300 1
+	ck_wait_durable 120
+	ck_umount
+	local packed packs loose
+	packed=$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")
+	packs=$(_pack_files)
+	loose=$(_loose_files)
+	ck_log "300 small files: $packed chunks in $packs packs, $loose loose objects"
+	[ "$packed" -ge 250 ] || ck_fail "only $packed of ~300 small chunks are in packs"
+	[ "$packs" -ge 1 ] && [ "$packs" -le 60 ] || ck_fail "$packs pack files for 300 small files"
+	[ "$loose" -le 40 ] || ck_fail "$loose loose objects on BACKING beside $packs packs"
+	assert_eq "ckptfs store format 5" "$(head -n 1 "$CK_BACKING/ckptfs.store")" "the marker of a store with packs"
+	ck_objcheck
+	_evict_all
+	ck_mount packs=on
+	_same run
+	ck_umount
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM chunks WHERE cached = 0")" "chunks not cached again after the cold read"
+	ck_objcheck
+}
+
+test_deleted_files_take_their_packs_with_them() {
+	ck_mount packs=on
+	_write_small "$CK_MNT/a" 100 2
+	ck_wait_durable 120
+	[ "$(_pack_files)" -ge 1 ] || ck_fail "no pack on BACKING after 100 small files"
+	rm -r "$CK_MNT/a"
+	local i
+	for i in $(seq 300); do
+		[ "$(_pack_files)" = 0 ] && [ "$(ck_sql "SELECT count(*) FROM packs")" = 0 ] && break
+		sleep 0.1
+	done
+	assert_eq 0 "$(_pack_files)" "pack files left on BACKING after every file in them was deleted"
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM packs")" "packs rows left"
+	ck_umount
+	ck_objcheck
+}
+
+test_a_damaged_member_fails_only_its_file_and_verify_names_its_pack() {
+	ck_mount packs=on
+	_write_small "$CK_MNT/d" 60 3
+	ck_wait_durable 120
+	ck_umount
+	# a packed file of more than 200 bytes whose chunk no other file names
+	# (one chunk each: files are under the chunker's minimum)
+	local row victim name off len
+	row=$(ck_sql "SELECT d.name, lower(hex(c.pack)), c.pack_off, c.pack_len FROM dirents d JOIN extents e ON e.ino = d.ino JOIN chunks c ON c.hash = e.hash WHERE c.pack IS NOT NULL AND c.refcount = 1 AND c.plain_len > 200 ORDER BY d.name LIMIT 1")
+	[ -n "$row" ] || ck_fail "no file of d/ has its chunk in a pack"
+	IFS='|' read -r victim name off len <<<"$row"
+	local path=$CK_BACKING/packs/${name:0:2}/$name.ckp
+	# one byte of its payload flipped, in place
+	"$PY" - "$path" $((off + len - 1)) <<'EOF'
+import sys
+p, at = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(at)
+    b = f.read(1)
+    f.seek(at)
+    f.write(bytes([b[0] ^ 0xFF]))
+EOF
+	_evict_all
+	ck_mount packs=on
+	local rc=0
+	cat "$CK_MNT/d/$victim" >/dev/null 2>"$CK_TMP/cat.err" || rc=$?
+	[ $rc != 0 ] || ck_fail "a read of $victim, whose member is damaged, succeeded"
+	assert_contains "$(cat "$CK_TMP/cat.err")" "Input/output error" "the read's error"
+	assert_contains "$(cat "$CK_DERR" "$CK_DLOG" 2>/dev/null)" "packs/${name:0:2}/$name.ckp at $off" "the daemon's line naming the pack and place"
+	local f
+	for f in $(ls "$CK_REF/d"); do
+		[ "$f" = "$victim" ] && continue
+		cmp -s "$CK_REF/d/$f" "$CK_MNT/d/$f" || ck_fail "$f, beside the damaged member, does not read back"
+	done
+	local out
+	rc=0
+	out=$(timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" 2>&1) || rc=$?
+	assert_eq 1 "$rc" "exit status of ckptfs-admin verify (output: $(echo "$out" | tr '\n' '|'))"
+	assert_contains "$out" "packs/${name:0:2}/$name.ckp at $off" "verify naming the pack and place"
+	ck_umount
+}
+
+# K5: a packs row still putting (a crash between the put and the
+# transaction that names its members) and its file are removed at mount;
+# nothing else is touched.
+test_a_pack_whose_put_was_interrupted_is_removed_at_the_next_mount() {
+	ck_mount packs=on
+	_write_small "$CK_MNT/k" 40 4
+	ck_wait_durable 120
+	ck_umount
+	local before
+	before=$(_pack_files)
+	local name
+	name=$(head -c 64 /dev/urandom | sha256sum | cut -c1-64)
+	mkdir -p "$CK_BACKING/packs/${name:0:2}"
+	head -c 5000 /dev/urandom >"$CK_BACKING/packs/${name:0:2}/$name.ckp"
+	ck_sql "INSERT INTO packs(name, size, members, state, created_ns) VALUES(x'$name', 5000, 3, 0, 1)"
+	ck_mount packs=on
+	[ ! -e "$CK_BACKING/packs/${name:0:2}/$name.ckp" ] || ck_fail "the interrupted pack's file is still on BACKING"
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM packs WHERE state = 0")" "putting rows after the mount"
+	assert_eq "$before" "$(_pack_files)" "pack files beside it"
+	_same k
+	ck_umount
+	ck_objcheck
+}
+
+test_packs_on_a_shared_catalog_is_refused() {
+	local rc=0
+	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	[ $rc != 0 ] || ck_fail "packs=on with meta= was accepted"
+	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
+	assert_contains "$(cat "$CK_TMP/err")" "packs=on: not with -o meta=URL" "the refusal"
+	ck_is_mounted "$CK_MNT" && ck_fail "mounted"
+	return 0
+}
+
+ck_main "$@"

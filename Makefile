@@ -41,7 +41,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(if $(BLOSC_PKG),,-
 #   tools/   ckptfs-admin. Includes fs/lib/, meta/ and SHARED_SRC's headers only.
 LIB_SRC    := $(wildcard fs/lib/*.c)
 META_SRC   := $(wildcard meta/*.c)
-SHARED_SRC := $(wildcard fs/fuseinit.c fs/rebuild.c fs/recent.c fs/storeq.c fs/proof.c fs/statset.c)
+SHARED_SRC := $(wildcard fs/fuseinit.c fs/rebuild.c fs/rbpack.c fs/recent.c fs/storeq.c fs/proof.c fs/statset.c)
 CORE_SRC   := $(LIB_SRC) $(META_SRC) $(SHARED_SRC)
 DAEMON_SRC := $(filter-out $(CORE_SRC),$(wildcard fs/*.c))
 ADMIN_SRC  := $(wildcard tools/*.c)

@@ -558,6 +558,13 @@ static int main_check_bindings(struct ckptfs *fs)
 				o->backing, version, STORE_MARKER_VERSION);
 			return -1;
 		}
+		if (o->meta_url[0] && version >= STORE_MARKER_VERSION_PACKS) {
+			fprintf(stderr, "ckptfs: BACKING %s: store format %lu may hold packs (written"
+					" with -o packs=on), which a node of a shared catalog (-o meta=)"
+					" cannot read yet: mount it without meta=\n",
+				o->backing, version);
+			return -1;
+		}
 		have_marker = true;
 	} else if (rc != -ENOENT) {
 		fprintf(stderr, "ckptfs: BACKING %s: cannot read %s: %s\n", o->backing,

@@ -59,6 +59,7 @@
 #include "hash.h"
 #include "log.h"
 #include "manifest.h"
+#include "rbpack.h"
 #include "store.h"
 
 #define RB_TREE_DIR "manifests/tree"
@@ -237,8 +238,22 @@ static int rb_seen_grow(struct rb_seen *s)
 	return 0;
 }
 
-/* Whether the chunk object is on BACKING with the size the manifest says. */
-static int rb_chunk_present(struct backing *b, const struct manifest_chunk *c, bool *present)
+/* A member of a pack of the size the manifest says (rbpack.h). */
+static bool rb_chunk_packed(const struct rbpack_map *packs, const struct manifest_chunk *c)
+{
+	size_t n = 0;
+	const struct rbpack_member *m = rbpack_find(packs, c->hash, &n);
+	for (size_t i = 0; i < n; i++)
+		if (m[i].len == STORE_HEADER_LEN + c->stored_len ||
+		    m[i].len == STORE_HEADER_LEN_V1 + c->stored_len)
+			return true;
+	return false;
+}
+
+/* Whether the chunk object is on BACKING with the size the manifest says:
+ * loose, or a member of a pack. */
+static int rb_chunk_present(struct backing *b, const struct rbpack_map *packs,
+			    const struct manifest_chunk *c, bool *present)
 {
 	char hex[HASH_HEX_LEN + 1], path[128];
 	uint64_t size;
@@ -246,7 +261,7 @@ static int rb_chunk_present(struct backing *b, const struct manifest_chunk *c, b
 	snprintf(path, sizeof(path), "chunks/%.2s/%.2s/%s", hex, hex + 2, hex);
 	int rc = backing_stat(b, path, &size);
 	if (rc == -ENOENT) {
-		*present = false;
+		*present = rb_chunk_packed(packs, c);
 		return 0;
 	}
 	/* either header: objects of format 1 and 2 live side by side */
@@ -271,8 +286,8 @@ static void rb_manifest_name(const struct manifest *m, char *buf, size_t size)
 		snprintf(buf, size, "the tree outside generations");
 }
 
-static int rb_check_chunks(struct backing *b, const struct manifest *m, struct rb_seen *seen,
-			   struct rebuild_report *rep)
+static int rb_check_chunks(struct backing *b, const struct rbpack_map *packs,
+			   const struct manifest *m, struct rb_seen *seen, struct rebuild_report *rep)
 {
 	bool *missing = calloc(m->n_chunks ? m->n_chunks : 1, sizeof(*missing));
 	bool any = false;
@@ -284,7 +299,7 @@ static int rb_check_chunks(struct backing *b, const struct manifest *m, struct r
 		size_t slot = rb_seen_slot(seen, m->chunks[i].hash);
 		if (seen->state[slot] == 0) {
 			bool present = false;
-			rc = rb_chunk_present(b, &m->chunks[i], &present);
+			rc = rb_chunk_present(b, packs, &m->chunks[i], &present);
 			if (rc != 0)
 				break;
 			memcpy(seen->hash[slot], m->chunks[i].hash, HASH_LEN);
@@ -327,6 +342,7 @@ struct rb_state {
 	unsigned flags;
 	struct rebuild_report *rep;
 	struct rb_seen seen;
+	struct rbpack_map packs; /* the pack members on BACKING (rbpack.h) */
 };
 
 /* Invariant 7: m, which conflicts with the catalog (conflict: why), applied
@@ -372,7 +388,7 @@ static int rb_apply(struct rb_state *s, const char *path)
 	if (rc == -EBADMSG)
 		s->rep->manifests_corrupt++;
 	if (rc == 0 && (s->flags & REBUILD_CHECK_CHUNKS))
-		rc = rb_check_chunks(s->b, m, &s->seen, s->rep);
+		rc = rb_check_chunks(s->b, &s->packs, m, &s->seen, s->rep);
 	if (rc == 0) {
 		rc = manifest_apply_parsed(s->cat, m, err, sizeof(err));
 		if (rc == -EEXIST) {
@@ -473,6 +489,14 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 		rc = rb_list(b, RB_GEN_DIR, true, &gens);
 	else
 		memset(&gens, 0, sizeof(gens));
+	if (rc == 0)
+		rc = rbpack_load(b, &s.packs);
+	if (rc == 0 && s.packs.n > 0 && cat_is_shared(cat)) {
+		log_error("rebuild: BACKING %s holds packs (written with -o packs=on), which a shared"
+			  " catalog cannot read yet: rebuild it into a local catalog (without"
+			  " --meta)", backing_spec(b));
+		rc = -EPROTONOSUPPORT;
+	}
 
 	uint64_t ids = 0, done = 0;
 	for (size_t i = 0; i < gens.n; i++)
@@ -500,6 +524,9 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 			progress(arg, ++done, total);
 		i = end;
 	}
+	uint64_t placed = 0;
+	if (rc == 0) /* the chunks whose only copy on BACKING is a pack member */
+		rc = rbpack_place(b, cat, &s.packs, &placed);
 	if (rc == 0 && gens.n > 0)
 		rc = rb_reserve_ids(&s, &gens);
 	if (rc == 0)
@@ -521,6 +548,7 @@ int rebuild_catalog(struct backing *b, struct cat *cat, unsigned flags,
 	free(gens.v);
 	free(s.seen.hash);
 	free(s.seen.state);
+	rbpack_free(&s.packs);
 	return rc;
 }
 

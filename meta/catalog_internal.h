@@ -97,7 +97,7 @@ enum cat_sid {
 	/* catalog_pack.c's statements (SQL in its cat_pack_sql) */
 	S_PACK_FIRST,
 	P_BEGIN = S_PACK_FIRST, P_MEMBER, P_LIVE, P_FORGET, P_ORPHANS, P_REMOVABLE, P_REMOVED,
-	P_STATS, P_CHECK_LIVE, P_CHECK_NAMED,
+	P_STATS, P_CHECK_LIVE, P_CHECK_NAMED, P_PLACE_PACK, P_PLACE_CHUNK,
 
 	S_COUNT
 };

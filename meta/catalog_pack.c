@@ -36,6 +36,13 @@ const struct cat_sql cat_pack_sql[S_COUNT - S_PACK_FIRST] = {
 		       " COALESCE(SUM(CASE WHEN state = 1 THEN live END), 0),"
 		       " COALESCE(SUM(CASE WHEN state = 1 THEN live_bytes END), 0),"
 		       " COALESCE(SUM(state = 0), 0), COALESCE(SUM(state = 2), 0) FROM packs" },
+	/* rebuild (fs/rbpack.h): a pack found on BACKING, and a member's place */
+	P(P_PLACE_PACK) = { "record a pack found on BACKING",
+			    "INSERT INTO packs(name, size, members, state, created_ns)"
+			    " VALUES(?1, ?2, ?3, 1, ?4) ON CONFLICT(name) DO NOTHING" },
+	P(P_PLACE_CHUNK) = { "record a chunk's place in a pack found on BACKING",
+			     "UPDATE chunks SET pack = ?2, pack_off = ?3, pack_len = ?4"
+			     " WHERE hash = ?1 AND uploaded = 1 AND pack IS NULL" },
 	/* K1 */
 	P(P_CHECK_LIVE) = { "check the packs' live counts",
 			    "SELECT p.name, p.live, COALESCE(c.n, 0), p.live_bytes, COALESCE(c.b, 0),"
@@ -154,6 +161,29 @@ int cat_pack_removable(struct cat *cat, const uint8_t name[CAT_HASH_LEN], bool *
 	cat_reset(cat, P_REMOVABLE);
 	cat_unlock(cat);
 	return rc < 0 ? rc : 0;
+}
+
+int cat_pack_place(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+		   const uint8_t name[CAT_HASH_LEN], uint64_t size, uint32_t members,
+		   uint64_t off, uint64_t len)
+{
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_bind(cat, P_PLACE_PACK, A_HASH(name), A_INT((int64_t)size), A_INT(members),
+			      A_INT(cat_now_ns()));
+	if (rc == 0)
+		rc = cat_run(cat, P_PLACE_PACK);
+	if (rc == 0)
+		rc = cat_bind(cat, P_PLACE_CHUNK, A_HASH(hash), A_HASH(name), A_INT((int64_t)off),
+			      A_INT((int64_t)len));
+	if (rc == 0)
+		rc = cat_run(cat, P_PLACE_CHUNK);
+	if (rc == 0 && cat_changes(cat) != 1)
+		rc = -ENOENT;
+	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
 }
 
 int cat_pack_stats(struct cat *cat, struct cat_pack_stats *out)

@@ -95,6 +95,14 @@ int cat_pack_forget(struct cat *cat, const uint8_t name[CAT_HASH_LEN]);
  * Once it left, cat_upload_done of its UP_DELETE_PACK row forgets it. */
 int cat_pack_removable(struct cat *cat, const uint8_t name[CAT_HASH_LEN], bool *removable);
 
+/* A rebuild (fs/rbpack.h): chunk hash, which a manifest applied as a loose
+ * object (uploaded, pack NULL) and whose bytes BACKING holds only as the
+ * member [off, off + len) of pack name, names it; the pack gets a live row
+ * if it had none (counts by trigger, K1). -ENOENT if no such row. */
+int cat_pack_place(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
+		   const uint8_t name[CAT_HASH_LEN], uint64_t size, uint32_t members,
+		   uint64_t off, uint64_t len);
+
 struct cat_pack_stats {
 	uint64_t packs, bytes;           /* live packs and their sizes */
 	uint64_t members, live_bytes;    /* their live members and those images' bytes */

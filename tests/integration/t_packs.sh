@@ -151,12 +151,46 @@ test_a_pack_whose_put_was_interrupted_is_removed_at_the_next_mount() {
 	ck_objcheck
 }
 
+# rbpack.h: a fresh cache over the same BACKING (the catalog rebuilt from
+# its manifests) finds the chunks the manifests name inside the packs, by
+# the packs' own indexes, and reads every byte back; and `ckptfs-admin
+# rebuild` (which checks every chunk) counts none of them missing.
+test_a_new_cache_rebuilds_from_packs_and_reads_every_byte() {
+	ck_mount packs=on
+	mkdir -p "$CK_MNT/run/step-1"
+	_write_small "$CK_MNT/run/step-1" 120 5
+	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-1"
+	mkdir -p "$CK_REF/run"
+	mv "$CK_REF/step-1" "$CK_REF/run/step-1"
+	ck_wait_durable 120
+	ck_umount
+	local packed
+	packed=$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")
+	[ "$packed" -ge 60 ] || ck_fail "only $packed chunks in packs"
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount packs=on
+	_same run
+	ck_umount
+	assert_eq "$packed" "$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")" "chunks the rebuilt catalog places in packs"
+	ck_objcheck
+	# the admin tool's rebuild, with its chunk check
+	rm -f "$CK_CACHE"/catalog.db*
+	local out rc=0
+	out=$(timeout 120 "$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" "$CK_BACKING" 2>&1) || rc=$?
+	assert_eq 0 "$rc" "exit status of ckptfs-admin rebuild (output: $(echo "$out" | tail -n 5 | tr '\n' '|'))"
+	assert_eq "$packed" "$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")" "chunks placed in packs by ckptfs-admin rebuild"
+	ck_mount packs=on
+	_same run
+	ck_umount
+}
+
 test_packs_on_a_shared_catalog_is_refused() {
 	local rc=0
 	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	[ $rc != 0 ] || ck_fail "packs=on with meta= was accepted"
 	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
 	assert_contains "$(cat "$CK_TMP/err")" "packs=on: not with -o meta=URL" "the refusal"
+	ck_is_mounted "$CK_MNT" && ck_fail "mounted"
 	ck_is_mounted "$CK_MNT" && ck_fail "mounted"
 	return 0
 }

@@ -16,6 +16,8 @@
 #                       write-back phases (9-12), the codec phase (13), the
 #                       cost phase (14) or the nfs:// restore phase (15 = 12 at
 #                       4 x 1 GiB); default all (everything but 15)
+#   BENCH_MOUNT_OPTS=o1,o2  more -o options for every ckptfs mount of the bench
+#                       (e.g. packs=on, to measure fs/uppack.h against the default)
 #   BENCH_ONLY=multinode  phase 16 alone (in the default list too, about 2 min;
 #                       skipped there without a PostgreSQL server)
 #   BENCH_WB_BW=B/S     the faultfs throttle of phases 9-11 (default 100000000)
@@ -366,7 +368,9 @@ start_daemon() {
 	backing=${3:-$d/backing} cache=${4:-$d/cache} mnt=$d/mnt
 	case $backing in nfs://*) ;; *) mkdir -p "$backing" ;; esac
 	mkdir -p "$cache" "$mnt"
-	"$BIN/ckptfs" -f -o cache="$cache${2:+,$2}" "$backing" "$mnt" 2>>"$d/daemon.log" &
+	local o=${2:-}
+	[ -n "${BENCH_MOUNT_OPTS:-}" ] && o=${o:+$o,}$BENCH_MOUNT_OPTS
+	"$BIN/ckptfs" -f -o cache="$cache${o:+,$o}" "$backing" "$mnt" 2>>"$d/daemon.log" &
 	pid=$!
 	if wait_mounted "$mnt" "$pid" "$d/daemon.log"; then
 		conn=$(mountpoint -d "$mnt" | cut -d: -f2)

@@ -96,7 +96,20 @@
  *      queued with its reason, the save stays not durable, and one error
  *      line names the path, both saves and the rebuild. fs/main.c M4
  *      refuses such a catalog at mount; this is the same rule kept at
- *      the put, for any path to an id reused. */
+ *      the put, for any path to an id reused.
+ *  B5. The holds of a lost chunk (generation.h G12, pggen.h X16) are made
+ *      in the end. up_lost asks for them at the finding; if that call
+ *      fails (PostgreSQL unreachable: past an outage's deadline calls fail
+ *      at once, pg.h P8; SQLite busy or failing), the row, which is not
+ *      picked again this run, is marked and a worker asks again after a
+ *      backoff (1 s, doubling to 30 s; one worker at a time, between its
+ *      rows, so at most one BACKING backoff late), until one call
+ *      succeeds: then every COMMITTED save naming the chunk is held and,
+ *      on the shared engine, its lost_by mark refuses other nodes'
+ *      commits (X17). The call is idempotent
+ *      (held saves are no longer COMMITTED; the mark is one UPDATE). A
+ *      daemon that stops first leaves the row queued with its error, and
+ *      the next mount finds the chunk lost again and asks again. */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 

@@ -354,6 +354,47 @@ static bool up_gen_identity(const char *buf, size_t len, uint64_t *id, uint32_t 
 	return true;
 }
 
+/* B4's one line: what holds path, and what keeps the refused save (our_id):
+ * an object with no readable gen line is moved aside; another save's
+ * manifest means the catalog may be behind BACKING, whose rebuild drops the
+ * refused save (in no manifest), so it is copied out first. */
+static void up_gen_refused(struct uploader *u, const char *path, bool theirs_read, uint64_t id,
+			   uint32_t version, int64_t created, uint64_t our_id, uint32_t our_version,
+			   int64_t our_created)
+{
+	const char *bk = backing_spec(u->backing);
+	if (!theirs_read) {
+		log_error("BACKING %s: %s holds an object with no readable gen line (debris, or a"
+			  " damaged manifest), not this catalog's generation %" PRIu64 " version %u"
+			  " created at %" PRId64 ": not overwritten, the save stays committed and not"
+			  " durable; look at it, move it out of manifests/gen (kept, not deleted), and"
+			  " the next try writes this save's manifest (uploader.h B4, docs/ADMIN.md)",
+			  bk, path, our_id, our_version, our_created);
+		return;
+	}
+	char behind[PATH_MAX + 400];
+	if (cat_is_shared(u->cat))
+		snprintf(behind, sizeof(behind), "the shared catalog (-o meta=) is behind BACKING:"
+			 " stop every node, refill an empty database with ckptfs-admin rebuild --meta"
+			 " URL %s, then ckptfs-admin import MOUNTPOINT DIR/NAME SERIES takes the copy"
+			 " back as a new save", bk);
+	else
+		snprintf(behind, sizeof(behind), "this catalog is behind BACKING: unmount, run"
+			 " ckptfs-admin rebuild --force --cache %s %s (it drops every save not on"
+			 " BACKING, naming each: copy those out too), mount, and ckptfs-admin import"
+			 " MOUNTPOINT DIR/NAME SERIES takes the copy back as a new save",
+			 u->cfg.cache_dir, bk);
+	log_error("BACKING %s: %s holds another save's manifest (generation %" PRIu64 " version %u"
+		  " created at %" PRId64 "), not this catalog's generation %" PRIu64 " version %u"
+		  " created at %" PRId64 ": not overwritten, the save stays committed and not"
+		  " durable. Keep it first: ckptfs-admin export MOUNTPOINT id:%" PRIu64 " DIR copies"
+		  " it out (a rebuild would drop it: no manifest on BACKING names it). Then, if that"
+		  " object is debris, move it out of manifests/gen and the next try writes this"
+		  " save's manifest; if BACKING should keep that save, %s (uploader.h B4,"
+		  " docs/ADMIN.md)",
+		  bk, path, id, version, created, our_id, our_version, our_created, our_id, behind);
+}
+
 /* B4: 0 when path on BACKING is absent or holds a manifest of the same
  * save (id, version and created_ns as ours: a put repeated, or a damaged
  * copy of ours); -EEXIST, logged once, when it holds anything else, which
@@ -391,17 +432,7 @@ static int up_gen_guard(struct uploader *u, const char *path, const char *ours, 
 	pthread_mutex_unlock(&u->lock);
 	if (said) /* once per manifest: the row's reason and the stats say it meanwhile */
 		return -EEXIST;
-	char why[160];
-	if (theirs_read)
-		snprintf(why, sizeof(why), "generation %" PRIu64 " version %u created at %" PRId64, id,
-			 version, created);
-	else
-		snprintf(why, sizeof(why), "no readable gen line");
-	log_error("BACKING %s: %s holds another save's manifest (%s), not this catalog's generation"
-		  " %" PRIu64 " version %u created at %" PRId64 ": not overwritten, the save stays not"
-		  " durable; this catalog is behind BACKING (uploader.h B4: rebuild it, ckptfs-admin"
-		  " rebuild --cache CACHE BACKING)",
-		  backing_spec(u->backing), path, why, our_id, our_version, our_created);
+	up_gen_refused(u, path, theirs_read, id, version, created, our_id, our_version, our_created);
 	return -EEXIST;
 }
 

@@ -94,9 +94,14 @@
  *      a damaged copy of it) and is replaced; anything else (another
  *      save's, or no readable gen line) is left as it is, the row stays
  *      queued with its reason, the save stays not durable, and one error
- *      line names the path, both saves and the rebuild. fs/main.c M4
- *      refuses such a catalog at mount; this is the same rule kept at
- *      the put, for any path to an id reused.
+ *      line names the path and both saves, and what keeps the refused
+ *      save (review 50 F5): an object with no readable gen line is moved
+ *      out of manifests/gen (kept); another save's manifest means this
+ *      catalog may be behind BACKING, and a rebuild drops the refused save
+ *      (it is in no manifest), so the line says to copy it out first
+ *      (ckptfs-admin export id:N), and how to take the copy back after the
+ *      rebuild (import). fs/main.c M4 refuses such a catalog at mount;
+ *      this is the same rule kept at the put, for any path to an id reused.
  *  B5. The holds of a lost chunk (generation.h G12, pggen.h X16) are made
  *      in the end. up_lost asks for them at the finding; if that call
  *      fails (PostgreSQL unreachable: past an outage's deadline calls fail

@@ -61,6 +61,18 @@
  * (store.c S3), so a syncfs has little to flush, and an fsync each was a
  * synchronous inode write each (ext4 without a journal). */
 #define UP_DEFER_MAX (256u << 10)
+/* B5: a lost chunk's holds that failed are tried again after this, doubling */
+#define UP_HOLD_RETRY_MIN_MS 1000
+#define UP_HOLD_RETRY_MAX_MS 30000
+
+/* A row up_lost kept queued (upload.h U7): not picked again this run.
+ * hold: the holds of the saves naming its chunk (generation.h G12) failed
+ * and are still to be made (B5). */
+struct up_lost_row {
+	uint64_t seq;
+	uint8_t hash[HASH_LEN];
+	bool hold;
+};
 
 struct up_busy {
 	bool set;
@@ -114,8 +126,12 @@ struct uploader {
 	struct uploader_stats st;
 	size_t object_cap;
 	double last_progress; /* monotonic s of the last finished row */
-	uint64_t *lost_seq; /* rows up_lost kept queued (upload.h U7): not picked again */
+	struct up_lost_row *lost_seq; /* rows up_lost kept queued, in the order found */
 	size_t n_lost, cap_lost;
+	size_t n_hold;          /* B5: rows of lost_seq whose holds are still to be made */
+	bool holding;           /* B5: a worker is making one row's holds */
+	double hold_at;         /* B5: monotonic s of the next try */
+	unsigned hold_backoff_ms;
 	uploader_between_fn *between; /* tests only (uploader.h) */
 	void *between_arg;
 	uploader_between_fn *before_put; /* tests only (uploader.h) */
@@ -381,6 +397,47 @@ static bool up_gen_identity(const char *buf, size_t len, uint64_t *id, uint32_t 
 	return true;
 }
 
+/* B4's one line: what holds path, and what keeps the refused save (our_id):
+ * an object with no readable gen line is moved aside; another save's
+ * manifest means the catalog may be behind BACKING, whose rebuild drops the
+ * refused save (in no manifest), so it is copied out first. */
+static void up_gen_refused(struct uploader *u, const char *path, bool theirs_read, uint64_t id,
+			   uint32_t version, int64_t created, uint64_t our_id, uint32_t our_version,
+			   int64_t our_created)
+{
+	const char *bk = backing_spec(u->backing);
+	if (!theirs_read) {
+		log_error("BACKING %s: %s holds an object with no readable gen line (debris, or a"
+			  " damaged manifest), not this catalog's generation %" PRIu64 " version %u"
+			  " created at %" PRId64 ": not overwritten, the save stays committed and not"
+			  " durable; look at it, move it out of manifests/gen (kept, not deleted), and"
+			  " the next try writes this save's manifest (uploader.h B4, docs/ADMIN.md)",
+			  bk, path, our_id, our_version, our_created);
+		return;
+	}
+	char behind[PATH_MAX + 400];
+	if (cat_is_shared(u->cat))
+		snprintf(behind, sizeof(behind), "the shared catalog (-o meta=) is behind BACKING:"
+			 " stop every node, refill an empty database with ckptfs-admin rebuild --meta"
+			 " URL %s, then ckptfs-admin import MOUNTPOINT DIR/NAME SERIES takes the copy"
+			 " back as a new save", bk);
+	else
+		snprintf(behind, sizeof(behind), "this catalog is behind BACKING: unmount, run"
+			 " ckptfs-admin rebuild --force --cache %s %s (it drops every save not on"
+			 " BACKING, naming each: copy those out too), mount, and ckptfs-admin import"
+			 " MOUNTPOINT DIR/NAME SERIES takes the copy back as a new save",
+			 u->cfg.cache_dir, bk);
+	log_error("BACKING %s: %s holds another save's manifest (generation %" PRIu64 " version %u"
+		  " created at %" PRId64 "), not this catalog's generation %" PRIu64 " version %u"
+		  " created at %" PRId64 ": not overwritten, the save stays committed and not"
+		  " durable. Keep it first: ckptfs-admin export MOUNTPOINT id:%" PRIu64 " DIR copies"
+		  " it out (a rebuild would drop it: no manifest on BACKING names it). Then, if that"
+		  " object is debris, move it out of manifests/gen and the next try writes this"
+		  " save's manifest; if BACKING should keep that save, %s (uploader.h B4,"
+		  " docs/ADMIN.md)",
+		  bk, path, id, version, created, our_id, our_version, our_created, our_id, behind);
+}
+
 /* B4: 0 when path on BACKING is absent or holds a manifest of the same
  * save (id, version and created_ns as ours: a put repeated, or a damaged
  * copy of ours); -EEXIST, logged once, when it holds anything else, which
@@ -418,17 +475,7 @@ static int up_gen_guard(struct uploader *u, const char *path, const char *ours, 
 	pthread_mutex_unlock(&u->lock);
 	if (said) /* once per manifest: the row's reason and the stats say it meanwhile */
 		return -EEXIST;
-	char why[160];
-	if (theirs_read)
-		snprintf(why, sizeof(why), "generation %" PRIu64 " version %u created at %" PRId64, id,
-			 version, created);
-	else
-		snprintf(why, sizeof(why), "no readable gen line");
-	log_error("BACKING %s: %s holds another save's manifest (%s), not this catalog's generation"
-		  " %" PRIu64 " version %u created at %" PRId64 ": not overwritten, the save stays not"
-		  " durable; this catalog is behind BACKING (uploader.h B4: rebuild it, ckptfs-admin"
-		  " rebuild --cache CACHE BACKING)",
-		  backing_spec(u->backing), path, why, our_id, our_version, our_created);
+	up_gen_refused(u, path, theirs_read, id, version, created, our_id, our_version, our_created);
 	return -EEXIST;
 }
 
@@ -925,7 +972,7 @@ static bool up_pack_in_hand(struct uploader *u, const uint8_t name[HASH_LEN])
 static bool up_conflicts(struct uploader *u, const struct cat_upload *row)
 {
 	for (size_t i = 0; i < u->n_lost; i++)
-		if (u->lost_seq[i] == row->seq)
+		if (u->lost_seq[i].seq == row->seq)
 			return true; /* lost: not tried again before the next mount */
 	if (row->kind == UP_DELETE_PACK && up_pack_in_hand(u, row->hash))
 		return true;
@@ -1091,13 +1138,25 @@ static void up_note_success(struct uploader *u)
 	u->backoff_ms = 0;
 }
 
+/* B5: the holds of a lost row failed (u->lock held): tried again after the
+ * backoff, which doubles while they keep failing. */
+static void up_hold_later(struct uploader *u)
+{
+	u->hold_backoff_ms = u->hold_backoff_ms ? 2 * u->hold_backoff_ms : UP_HOLD_RETRY_MIN_MS;
+	if (u->hold_backoff_ms > UP_HOLD_RETRY_MAX_MS)
+		u->hold_backoff_ms = UP_HOLD_RETRY_MAX_MS;
+	u->hold_at = up_mono_s() + u->hold_backoff_ms / 1000.0;
+}
+
 /* A chunk whose cache copy is missing or damaged before its upload
  * (-EUCLEAN, logged with its hash by up_chunk_lost or up_chunk_read) is not
  * on BACKING: its row is not ended, which would mark it uploaded (upload.h
  * U7), so the generations naming it never become durable, and it stays
  * dirty, never evicted. The row stays queued with the reason, and this run
- * does not pick it again (each mount tries it once more). false: no memory
- * to remember it, the caller backs off as after a failure. */
+ * does not pick it again (each mount tries it once more). The saves naming
+ * it are held (generation.h G12); if that fails, it is tried again (B5).
+ * false: no memory to remember it, the caller backs off as after a failure
+ * (the row is picked again, and found lost again). */
 static bool up_lost(struct uploader *u, const struct cat_upload *row)
 {
 	char hex[HASH_HEX_LEN + 1];
@@ -1109,20 +1168,26 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 	 * keep does not count it and `wait` names it; nothing is deleted */
 	int held = cat_gen_hold_lost_chunk(u->cat, row->hash);
 	if (held < 0)
-		log_error("uploader: chunk %.16s… lost: holding the saves that name it failed: %s",
-			  hex, strerror(-held));
+		log_error("uploader: chunk %.16s… lost: holding the saves that name it failed: %s;"
+			  " tried again until it succeeds (uploader.h B5)", hex, strerror(-held));
 	pthread_mutex_lock(&u->lock);
 	if (u->n_lost == u->cap_lost) {
 		size_t cap = u->cap_lost ? 2 * u->cap_lost : 16;
-		uint64_t *v = realloc(u->lost_seq, cap * sizeof(*v));
+		struct up_lost_row *v = realloc(u->lost_seq, cap * sizeof(*v));
 		if (v) {
 			u->lost_seq = v;
 			u->cap_lost = cap;
 		}
 	}
 	bool kept = u->n_lost < u->cap_lost;
-	if (kept)
-		u->lost_seq[u->n_lost++] = row->seq;
+	if (kept) {
+		struct up_lost_row *l = &u->lost_seq[u->n_lost++];
+		l->seq = row->seq;
+		memcpy(l->hash, row->hash, HASH_LEN);
+		l->hold = held < 0;
+		if (l->hold && u->n_hold++ == 0)
+			up_hold_later(u);
+	}
 	u->last_progress = up_mono_s();
 	u->st.failures++;
 	/* `ckptfs-admin stats` shows it: which chunk */
@@ -1132,6 +1197,38 @@ static bool up_lost(struct uploader *u, const struct cat_upload *row)
 	pthread_cond_broadcast(&u->kick);
 	pthread_mutex_unlock(&u->lock);
 	return kept;
+}
+
+/* B5: the holds of the oldest lost row whose holds failed, tried again once
+ * its time came, by one worker at a time. true if it tried; u->lock held,
+ * dropped inside. */
+static bool up_lost_retry(struct uploader *u)
+{
+	if (u->n_hold == 0 || u->holding || up_mono_s() < u->hold_at)
+		return false;
+	size_t i = 0;
+	while (!u->lost_seq[i].hold) /* n_hold of them are */
+		i++;
+	assert(i < u->n_lost);
+	uint8_t hash[HASH_LEN];
+	memcpy(hash, u->lost_seq[i].hash, HASH_LEN);
+	u->holding = true;
+	pthread_mutex_unlock(&u->lock);
+	int held = cat_gen_hold_lost_chunk(u->cat, hash);
+	pthread_mutex_lock(&u->lock);
+	u->holding = false;
+	if (held < 0) {
+		up_hold_later(u);
+		return true;
+	}
+	u->lost_seq[i].hold = false; /* rows are only ever added: i is still this one */
+	u->n_hold--;
+	u->hold_backoff_ms = 0; /* the next one, if any, at once */
+	char hex[HASH_HEX_LEN + 1];
+	hash_to_hex(hash, hex);
+	log_info("uploader: chunk %.16s… lost: the saves that name it are held now (%d), and its"
+		 " finding is recorded (uploader.h B5)", hex, held);
+	return true;
 }
 
 /* A row found moot ends marking nothing (upload.h U7); BACKING answered. */
@@ -1504,6 +1601,8 @@ static void *up_worker_main(void *p)
 	for (;;) {
 		if (u->stopping && !u->draining)
 			break; /* a batch not synced stays queued for the next mount */
+		if (up_lost_retry(u)) /* B5: a lost chunk's holds that failed */
+			continue;
 		if (!up_may_write(u)) { /* fenced (claim.h 9): what is queued stays */
 			if (bt && bt->n) /* put before the fence: synced, as ever */
 				up_batch_flush(u, id, bt);

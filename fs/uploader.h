@@ -94,9 +94,27 @@
  *      a damaged copy of it) and is replaced; anything else (another
  *      save's, or no readable gen line) is left as it is, the row stays
  *      queued with its reason, the save stays not durable, and one error
- *      line names the path, both saves and the rebuild. fs/main.c M4
- *      refuses such a catalog at mount; this is the same rule kept at
- *      the put, for any path to an id reused.
+ *      line names the path and both saves, and what keeps the refused
+ *      save (review 50 F5): an object with no readable gen line is moved
+ *      out of manifests/gen (kept); another save's manifest means this
+ *      catalog may be behind BACKING, and a rebuild drops the refused save
+ *      (it is in no manifest), so the line says to copy it out first
+ *      (ckptfs-admin export id:N), and how to take the copy back after the
+ *      rebuild (import). fs/main.c M4 refuses such a catalog at mount;
+ *      this is the same rule kept at the put, for any path to an id reused.
+ *  B5. The holds of a lost chunk (generation.h G12, pggen.h X16) are made
+ *      in the end. up_lost asks for them at the finding; if that call
+ *      fails (PostgreSQL unreachable: past an outage's deadline calls fail
+ *      at once, pg.h P8; SQLite busy or failing), the row, which is not
+ *      picked again this run, is marked and a worker asks again after a
+ *      backoff (1 s, doubling to 30 s; one worker at a time, between its
+ *      rows, so at most one BACKING backoff late), until one call
+ *      succeeds: then every COMMITTED save naming the chunk is held and,
+ *      on the shared engine, its lost_by mark refuses other nodes'
+ *      commits (X17). The call is idempotent
+ *      (held saves are no longer COMMITTED; the mark is one UPDATE). A
+ *      daemon that stops first leaves the row queued with its error, and
+ *      the next mount finds the chunk lost again and asks again.
  *  B6. With -o packs=on (alone only: a shared catalog's nodes put loose
  *      objects), a chunk row of a batch whose image is shorter than
  *      UPPACK_MEMBER_MAX (256 KiB) and that has no loose copy on BACKING

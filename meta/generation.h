@@ -181,7 +181,8 @@
  *      names a chunk lost before its upload (upload.h U7: its cache copy
  *      damaged or missing, BACKING without it) can never become durable:
  *      it is HELD (rule "lost-chunk", the reason naming the chunk and one
- *      file) in the transaction after the uploader finds it, so keep-latest-k
+ *      file) in the transaction after the uploader finds it (one that
+ *      fails is run again until it succeeds: fs/uploader.h B5), so keep-latest-k
  *      never counts it among the K newer saves (G6 counts COMMITTED ones)
  *      and `ckptfs-admin wait` names it as held. On one node it stays HELD
  *      even if the chunk later turns whole again (a later save writes the

@@ -212,7 +212,10 @@
  *      (FOR UPDATE) and last records the finding on the chunk's row
  *      (ns_chunks.lost_by, schema 5) for every node's X17: a commit under
  *      way on another node ends before the lock is granted and is then
- *      held here as COMMITTED; one that starts later sees the mark.
+ *      held here as COMMITTED; one that starts later sees the mark. A
+ *      transaction that fails (PostgreSQL away) is run again by the finder
+ *      until one succeeds (fs/uploader.h B5): holds and mark come late, not
+ *      never.
  *  X17. (generation.h G13; pggen_lost_chunk_of) Whether a file of a save
  *      names a chunk found lost before its upload, by this node (its upload
  *      queue, upload.h U14) or by any node (the chunk row's lost_by, X16),

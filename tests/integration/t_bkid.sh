@@ -293,17 +293,47 @@ test_a_manifest_put_never_replaces_another_saves_manifest() {
 	sleep 1 # tried again meanwhile (the backoff starts at 100 ms), said once
 	assert_eq 1 "$(grep -c "holds another save's manifest" "$CK_DLOG")" "lines of the refusal"
 	assert_contains "$("$CKPTFS_ADMIN" stats "$CK_MNT")" "upload_last_error another save's manifest is at its path on BACKING" "stats"
-	assert_contains "$(grep "holds another save" "$CK_DLOG")" "generation $id version 1" "the refusal"
-	assert_contains "$(grep "holds another save" "$CK_DLOG")" "ckptfs-admin rebuild" "the refusal"
+	local line
+	line=$(grep "holds another save" "$CK_DLOG")
+	assert_contains "$line" "generation $id version 1" "the refusal"
+	# review 50 F5: the line names what keeps the refused save, in order:
+	# copy it out first (a rebuild drops a save no manifest names), then
+	# the object moved away, or the rebuild and the copy taken back
+	assert_contains "$line" "Keep it first: ckptfs-admin export MOUNTPOINT id:$next DIR copies it out" "the refusal"
+	assert_contains "$line" "move it out of manifests/gen" "the refusal"
+	assert_contains "$line" "ckptfs-admin rebuild --force --cache $CK_CACHE" "the refusal"
+	assert_contains "$line" "ckptfs-admin import MOUNTPOINT DIR/NAME SERIES takes the copy back" "the refusal"
 	assert_eq "$before" "$(sha256sum <"$planted")" "the planted manifest after the put"
 	assert_eq 0 "$(ck_sql "SELECT durable_version FROM generations WHERE id = $next")" "checkpoint-2's durable version"
 	local rc=0
 	"$CKPTFS_ADMIN" wait "$CK_MNT" --timeout 2 >"$CK_TMP/out" 2>&1 || rc=$?
 	assert_ne 0 "$rc" "wait's exit status with checkpoint-2's manifest refused"
+	# the line's first step works while the put is refused
+	"$CKPTFS_ADMIN" export "$CK_MNT" "id:$next" "$CK_TMP/kept" >"$CK_TMP/out" 2>&1 ||
+		ck_fail "export id:$next, as the refusal says: $(cat "$CK_TMP/out")"
+	cmp "$CK_REF/m2.bin" "$CK_TMP/kept/checkpoint-2/model.bin" || ck_fail "the exported checkpoint-2 differs"
 	mv "$planted" "$CK_TMP/planted.ckm"
 	ck_wait_durable 90
 	cmp -s "$CK_TMP/planted.ckm" "$CK_BACKING/manifests/gen/$id.1.ckm" || ck_fail "checkpoint-1's manifest changed"
 	cmp "$CK_REF/m2.bin" "$CK_MNT/run/checkpoint-2/model.bin" || ck_fail "checkpoint-2 differs"
+	# an object with no readable gen line (cut short): the line says to move
+	# it aside, and names no rebuild
+	local third=$((next + 1))
+	planted=$CK_BACKING/manifests/gen/$third.1.ckm
+	head -c 9 "$CK_BACKING/manifests/gen/$id.1.ckm" >"$planted"
+	mkdir -p "$CK_MNT/run/checkpoint-3"
+	cp "$CK_REF/m1.bin" "$CK_MNT/run/checkpoint-3/model.bin"
+	echo '{"step": 3}' >"$CK_MNT/run/checkpoint-3/trainer_state.json"
+	ck_until_eq "$third" 100 "checkpoint-3 committed as generation $third" \
+		ck_sql "SELECT id FROM generations WHERE name = 'checkpoint-3' AND state = 1"
+	ck_until_eq 1 300 "the refusal of an unreadable object logged" \
+		_bk_said "manifests/gen/$third.1.ckm holds an object with no readable gen line"
+	line=$(grep "no readable gen line" "$CK_DLOG")
+	assert_contains "$line" "move it out of manifests/gen (kept, not deleted), and the next try writes this save's manifest" "the refusal"
+	[[ "$line" != *rebuild* ]] || ck_fail "the refusal of an unreadable object names a rebuild: $line"
+	mv "$planted" "$CK_TMP/cut.ckm"
+	ck_wait_durable 90
+	cmp "$CK_REF/m1.bin" "$CK_MNT/run/checkpoint-3/model.bin" || ck_fail "checkpoint-3 differs"
 	ck_umount
 }
 

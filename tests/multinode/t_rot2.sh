@@ -14,6 +14,8 @@ R2_MIB=$((1024 * 1024))
 # r2_state NAME: state and rule of the newest row named NAME.
 r2_state() { mn_psql "SELECT state || ' ' || rule FROM ns_generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"; }
 
+_r2_said() { grep -qF "$1" "$MN_DLOG_A" && echo 1 || echo 0; } # NEEDLE: 1 once A logged it
+
 # r2_durable NAME: polls up to 60 s until NAME is COMMITTED and durable.
 r2_durable() {
 	mn_poll "SELECT state = 1 AND durable_version = version FROM ns_generations WHERE name = '$1'" t 60 \
@@ -267,5 +269,55 @@ test_a_node_never_adopts_a_chunk_whose_copy_it_found_lost() {
 	mn_umount A
 }
 ck_timeout test_a_node_never_adopts_a_chunk_whose_copy_it_found_lost 300
+
+# fs/uploader.h B5 (review 50 F3): X16's transaction fails at the finding
+# (PostgreSQL goes down while it waits for a row lock another session
+# holds on step-2; past the node's outage deadline the call fails). The
+# lost row is not picked again this run, but its holds are asked for again
+# until PostgreSQL answers: the COMMITTED save naming the chunk ends held
+# (rule lost-chunk) and the chunk's row records the finding (lost_by).
+test_a_lost_chunks_holds_that_failed_in_an_outage_are_made_once_postgresql_answers() {
+	local MN_META_TIMEOUT_MS=4000
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A backing_timeout=10
+	mkdir "$MN_MNT_A/run"
+	ck_fault eio=all
+	mn_save A run/step-2 model.pt $((2 * R2_MIB)) s2
+	local h obj
+	h=$(r2_big_chunk step-2)
+	[ -n "$h" ] || ck_fail "no chunk named by step-2 in the shared catalog"
+	obj=$CK_TMP/cache_A/$(ck_obj_rel "$h")
+	[ -f "$obj" ] || ck_fail "no cache object $obj for chunk $h"
+	# another session holds step-2's row: X16's FOR UPDATE waits for it
+	mn_psql "BEGIN; SELECT id FROM ns_generations WHERE name = 'step-2' FOR UPDATE;
+		SELECT pg_sleep(600); COMMIT" >/dev/null 2>&1 &
+	ck_at_exit "kill $! 2>/dev/null"
+	mn_poll "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%'
+		AND state = 'active' AND pid <> pg_backend_pid()" 1 10 "step-2's row locked by another session"
+	chmod u+w "$obj"
+	ck_xor_byte "$obj" 5000
+	ck_fault ""
+	CK_CACHE=$CK_TMP/cache_A ck_until_eq 1 600 "A's upload row of chunk $h ended lost" ck_sql \
+		"SELECT count(*) FROM uploads WHERE hash = x'$h' AND error LIKE 'lost:%'"
+	mn_poll "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'" 1 30 \
+		"A's hold of step-2 waiting for the row lock"
+	mn_pg kill
+	ck_until_eq 1 300 "A's log: holding the saves failed" \
+		_r2_said "lost: holding the saves that name it failed"
+	mn_pg resume
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-2'" "4 lost-chunk" 60 \
+		"step-2 held (4) by rule lost-chunk once PostgreSQL answers again"
+	assert_contains "$(mn_psql "SELECT held FROM ns_generations WHERE name = 'step-2'")" \
+		"lost: chunk $h" "step-2's held reason"
+	assert_eq "$(mn_psql "SELECT id FROM ckpt_nodes WHERE name = 'node-A' ORDER BY id DESC LIMIT 1")" \
+		"$(mn_psql "SELECT lost_by FROM ns_chunks WHERE hash = decode('$h', 'hex')")" \
+		"the node that found chunk $h lost, on its row (lost_by)"
+	assert_eq "held" "$(mn_gen_state "$MN_MNT_A" run/step-2)" "step-2 on A"
+	grep -q "the saves that name it are held now" "$MN_DLOG_A" ||
+		ck_fail "no log line on A saying the holds were made after all"
+	mn_umount A
+}
+ck_timeout test_a_lost_chunks_holds_that_failed_in_an_outage_are_made_once_postgresql_answers 240
 
 ck_main "$@"

@@ -13,6 +13,8 @@ st_pg_id() { mn_psql "SELECT value FROM ns_meta WHERE key = 'store_id'"; }
 # st_marker_id DIR: the id line of DIR/ckptfs.store ("" none)
 st_marker_id() { sed -n 's/^id //p' "$1/ckptfs.store"; }
 
+_st_said() { grep -qF "$1" "$MN_DLOG_A" && echo 1 || echo 0; } # NEEDLE: 1 once A logged it
+
 # st_refused X BACKING: node X's daemon (as mn_mount would start it) over
 # BACKING must exit non-zero without mounting; its output in ST_OUT.
 st_refused() {
@@ -234,5 +236,48 @@ test_a_rewrites_manifest_swap_does_not_refuse_a_node() {
 	mn_umount B
 }
 ck_timeout test_a_rewrites_manifest_swap_does_not_refuse_a_node 120
+
+# fs/uploader.h B4 on a node of the shared catalog (review 50 F5): another
+# save's manifest at the path the next save's manifest takes (planted at the
+# next few ids of the catalog's sequence) is never replaced, and the one
+# line names what keeps the refused save: copy it out first (which works
+# while it is refused), then move debris away, or refill the database
+# (rebuild --meta) and take the copy back.
+test_a_planted_manifest_is_not_replaced_and_the_line_says_how_to_keep_the_save() {
+	st_saved_on_a
+	local id last n id2 line
+	id=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-1'")
+	mn_poll "SELECT durable_version FROM ns_generations WHERE id = $id" 1 60 "step-1 durable"
+	last=$(mn_psql "SELECT last_value FROM ns_generations_id_seq")
+	for n in 1 2 3; do
+		cp "$CK_BACKING/manifests/gen/$id.1.ckm" "$CK_BACKING/manifests/gen/$((last + n)).1.ckm"
+	done
+	mn_save A run/step-2 model.pt 300000 s2
+	id2=$(mn_psql "SELECT id FROM ns_generations WHERE name = 'step-2'")
+	[ "$id2" -gt "$last" ] && [ "$id2" -le $((last + 3)) ] ||
+		ck_fail "step-2 has id $id2, not one of the planted paths' $((last + 1))..$((last + 3))"
+	ck_until_eq 1 300 "the refusal logged on A" \
+		_st_said "manifests/gen/$id2.1.ckm holds another save's manifest"
+	line=$(grep "manifests/gen/$id2.1.ckm holds another save's manifest" "$MN_DLOG_A")
+	assert_contains "$line" "(generation $id version 1" "the refusal"
+	assert_contains "$line" "Keep it first: ckptfs-admin export MOUNTPOINT id:$id2 DIR copies it out" "the refusal"
+	assert_contains "$line" "move it out of manifests/gen" "the refusal"
+	assert_contains "$line" "the shared catalog (-o meta=) is behind BACKING" "the refusal"
+	assert_contains "$line" "ckptfs-admin rebuild --meta URL" "the refusal"
+	[[ "$line" != *"--cache"* ]] || ck_fail "the refusal on a node names a rebuild --cache: $line"
+	assert_eq 0 "$(mn_psql "SELECT durable_version FROM ns_generations WHERE id = $id2")" \
+		"step-2's durable version while refused"
+	"$CKPTFS_ADMIN" export "$MN_MNT_A" "id:$id2" "$CK_TMP/kept" >"$CK_TMP/out" 2>&1 ||
+		ck_fail "export id:$id2, as the refusal says: $(cat "$CK_TMP/out")"
+	assert_file_eq "$CK_TMP/s2.bin" "$CK_TMP/kept/step-2/model.pt"
+	for n in 1 2 3; do
+		mv "$CK_BACKING/manifests/gen/$((last + n)).1.ckm" "$CK_TMP/planted.$n.ckm"
+	done
+	mn_poll "SELECT durable_version FROM ns_generations WHERE id = $id2" 1 90 \
+		"step-2 durable once the planted manifests are moved away"
+	cmp -s "$CK_TMP/planted.1.ckm" "$CK_BACKING/manifests/gen/$id.1.ckm" || ck_fail "step-1's manifest changed"
+	mn_umount A
+}
+ck_timeout test_a_planted_manifest_is_not_replaced_and_the_line_says_how_to_keep_the_save 180
 
 ck_main "$@"

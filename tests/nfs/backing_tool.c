@@ -5,6 +5,8 @@
  *   backing-tool ... SPEC get REL FILE                      REL → FILE ("-": stdout)
  *   backing-tool ... SPEC read REL                          one get, no stat first (as
  *                                                           bkobj_get): bytes discarded
+ *   backing-tool ... SPEC range REL OFF LEN FILE            backing_get_range: the LEN
+ *                                                           bytes at OFF → FILE
  *   backing-tool ... SPEC stat REL                          prints the size
  *   backing-tool ... SPEC ls [REL]                          one name a line, sorted
  *   backing-tool ... SPEC rm REL
@@ -118,12 +120,38 @@ static int bt_cmp(const void *a, const void *b)
 
 #define BT_USAGE 1 /* not an errno: the command line is wrong */
 #define BT_READ_CAP ((size_t)80 << 20) /* read: the largest file read (t_nfs puts 64 MiB) */
+#define BT_ARGS 6 /* serve: a command and its arguments, at most (range has 4) */
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: backing-tool [-t TIMEOUT_MS] [-v] SPEC put FILE REL | get REL FILE | "
-			"read REL | stat REL | ls [REL] | rm REL | probe | rpcs | serve | stress THREADS COUNT | putnew FILE REL | mv FROM TO | race-new THREADS ROUNDS | raw rmdir REL | raw symlink TARGET REL\n");
+			"read REL | range REL OFF LEN FILE | stat REL | ls [REL] | rm REL | probe | rpcs | serve | stress THREADS COUNT | putnew FILE REL | mv FROM TO | race-new THREADS ROUNDS | raw rmdir REL | raw symlink TARGET REL\n");
 	exit(2);
+}
+
+/* range REL OFF LEN FILE: one backing_get_range, its bytes into FILE. */
+static int bt_range(struct backing *b, char **args, size_t *bytes)
+{
+	char *end1, *end2;
+	errno = 0;
+	unsigned long long off = strtoull(args[1], &end1, 10);
+	unsigned long long len = strtoull(args[2], &end2, 10);
+	if (errno || *end1 || *end2 || !*args[1] || !*args[2] || len > BT_READ_CAP)
+		return BT_USAGE;
+	char *buf = malloc(len ? (size_t)len : 1);
+	if (!buf)
+		return -ENOMEM;
+	int rc = backing_get_range(b, args[0], off, (size_t)len, buf);
+	if (rc == 0) {
+		FILE *f = strcmp(args[3], "-") ? fopen(args[3], "wb") : stdout;
+		if (!f || fwrite(buf, 1, (size_t)len, f) != (size_t)len || fflush(f) != 0)
+			rc = errno ? -errno : -EIO;
+		if (f && f != stdout && fclose(f) != 0 && rc == 0)
+			rc = -errno;
+		*bytes = (size_t)len;
+	}
+	free(buf);
+	return rc;
 }
 
 /* Runs one command; `out` gets what it prints (stat's size, ls's names, one
@@ -177,6 +205,9 @@ static int bt_command(struct backing *b, const char *cmd, int nargs, char **args
 		rc = buf ? backing_get(b, args[0], buf, BT_READ_CAP, bytes) : -ENOMEM;
 		*secs = bt_now() - t1;
 		free(buf);
+	} else if (!strcmp(cmd, "range") && nargs == 4) {
+		rc = bt_range(b, args, bytes);
+		*secs = bt_now() - t1;
 	} else if (!strcmp(cmd, "stat") && nargs == 1) {
 		uint64_t size;
 		rc = backing_stat(b, args[0], &size);
@@ -220,9 +251,9 @@ static int bt_serve(struct backing *b)
 {
 	char line[4096];
 	while (fgets(line, sizeof(line), stdin)) {
-		char *args[4], *save = NULL;
+		char *args[BT_ARGS], *save = NULL;
 		int n = 0;
-		for (char *tok = strtok_r(line, " \t\n", &save); tok && n < 4;
+		for (char *tok = strtok_r(line, " \t\n", &save); tok && n < BT_ARGS;
 		     tok = strtok_r(NULL, " \t\n", &save))
 			args[n++] = tok;
 		if (n == 0)

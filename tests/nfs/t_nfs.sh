@@ -6,7 +6,10 @@
 # for byte, also as seen in the exported directory itself; overwrite; list;
 # remove; -ENOENT cases; a symlink on the export neither read, stat'ed nor
 # written through, a symlink, FIFO and directory answering get by their kind,
-# and puts private (0600/0700); 8 threads sharing the
+# and puts private (0600/0700); range reads (backing_get_range) of exactly
+# the bytes asked, ERANGE past the end, ENOENT, a symlink, FIFO and directory
+# answering by their kind, 2 RPCs for a small range of a large file; 8
+# threads sharing the
 # 4-connection pool; no temporaries left. Then, with ONE backing kept open
 # (backing-tool serve, 2 s timeout): the server is stopped and calls fail
 # within the timeout instead of hanging; it is restarted and the same open
@@ -137,7 +140,51 @@ mkdir "$export_dir/planted.d"
 T read planted.d 2>"$data/planted.err"
 check "get of a directory: EISDIR" grep -q "read .*: Is a directory" "$data/planted.err"
 rmdir "$export_dir/planted.d"
-rm -f "$export_dir/victim" "$export_dir/planted" "$export_dir/planted.lnk" "$export_dir/planted.fifo"
+# range reads (backing.h 4, a pack's member): exactly the bytes asked, READs
+# at the offset only; past the end ERANGE (never a short read); absent
+# ENOENT; what is no regular file answers as get does, unread
+psize=$((3 * 1024 * 1024 + 77))
+head -c $psize /dev/urandom >"$data/pack"
+T put "$data/pack" packs/ab/p.ckp
+slice() { tail -c +$(($2 + 1)) "$1" | head -c "$3"; } # slice FILE OFF LEN
+range_ok() { # range_ok OFF LEN: that range of packs/ab/p.ckp, byte for byte
+	rm -f "$data/range.out"
+	T range packs/ab/p.ckp "$1" "$2" "$data/range.out" && cmp -s "$data/range.out" <(slice "$data/pack" "$1" "$2")
+}
+range_err() { # range_err REL OFF LEN MESSAGE: fails with MESSAGE, writes nothing
+	rm -f "$data/range.out"
+	T range "$1" "$2" "$3" "$data/range.out" 2>"$data/range.err"
+	grep -q "range .*: $4" "$data/range.err" && [ ! -e "$data/range.out" ]
+}
+check "range: the whole file" range_ok 0 $psize
+check "range: a middle" range_ok 1000 70000
+check "range: across 1 MiB READs" range_ok $((1024 * 1024 - 3)) $((2 * 1024 * 1024 + 5))
+check "range: the last 4 KiB" range_ok $((psize - 4096)) 4096
+check "range: empty, at the end" range_ok $psize 0
+check "range: one byte past the end is ERANGE" \
+	range_err packs/ab/p.ckp $((psize - 1)) 2 "Numerical result out of range"
+check "range: an offset near 2^64 is ERANGE (no overflow)" \
+	range_err packs/ab/p.ckp 18446744073709551615 2 "Numerical result out of range"
+T range packs/no/p.ckp 0 1 "$data/range.out" 2>/dev/null
+check "range: an absent file is ENOENT (exit 3)" [ $? -eq 3 ]
+ln -s victim "$export_dir/range.lnk"
+check "range: a symlink is ELOOP, nothing of its target read" \
+	range_err range.lnk 0 4 "Too many levels of symbolic links"
+mkfifo -m 600 "$export_dir/range.fifo"
+check "range: a FIFO is EINVAL" range_err range.fifo 0 4 "Invalid argument"
+mkdir "$export_dir/range.d"
+check "range: a directory is EISDIR" range_err range.d 0 0 "Is a directory"
+check "range: the symlink and FIFO are left as they were" [ -L "$export_dir/range.lnk" -a -p "$export_dir/range.fifo" ]
+rmdir "$export_dir/range.d"
+# a member's range costs one LOOKUP under the kept handle and its READs, not
+# the file's: 70 000 bytes of the 3 MiB file are LOOKUP + READ (backing_counts)
+printf '%s\n' "stat packs/ab/p.ckp" rpcs "range packs/ab/p.ckp 1000 70000 $data/range.out" rpcs quit |
+	"$tool" -t 5000 "$url" serve >"$data/range.replies"
+range_rpcs=$(awk '$1 == "ok" { n++; if (n == 2) a = $3; if (n == 4) b = $3 } END { print (n == 4 ? b - a : "?") }' "$data/range.replies")
+check "range: 70 000 bytes of a 3 MiB file cost 2 RPCs, LOOKUP + READ [$range_rpcs]" [ "$range_rpcs" = 2 ]
+check "range: and are its bytes" cmp -s "$data/range.out" <(slice "$data/pack" 1000 70000)
+rm -f "$export_dir/victim" "$export_dir/planted" "$export_dir/planted.lnk" "$export_dir/planted.fifo" \
+	"$export_dir/range.lnk" "$export_dir/range.fifo"
 check "8 threads x 25 put/get/compare through 4 connections" T stress 8 25
 # exclusive create (NFSv3 LINK of a temporary) and rename: the claim's primitives
 T putnew "$data/v1" excl/f

@@ -8,6 +8,7 @@
 
 #include "catalog.h"
 #include "generation.h"
+#include "catalog_pack.h"
 #include "statset.h"
 #include "upload.h"
 
@@ -69,6 +70,14 @@ const struct statset_desc statset_desc[SS_COUNT] = {
 				false, 1 },
 	[SS_BACKING_BYTES] = { "backing_bytes", "backing_bytes",
 			       "Stored bytes of chunk objects on BACKING.", G, true, 1 },
+	[SS_BACKING_PACKS] = { "backing_packs", "backing_packs",
+			       "Pack files on BACKING (-o packs=on), with a member in use.", G, false,
+			       1 },
+	[SS_BACKING_PACK_BYTES] = { "backing_pack_bytes", "backing_pack_bytes",
+				    "Bytes of those pack files.", G, true, 1 },
+	[SS_BACKING_PACK_LIVE] = { "backing_pack_live_bytes", "backing_pack_live_bytes",
+				   "Of backing_pack_bytes, the members still in use (the rest is freed"
+				   " when a pack's last member goes).", G, true, 1 },
 	[SS_QUEUE] = { "upload_queue", "upload_queue", "Rows in the upload queue.", G, false, 1 },
 	[SS_LAG] = { "upload_lag_seconds", "upload_lag_seconds", "Age of the oldest queued upload.", G,
 		     false, 1 },
@@ -210,6 +219,12 @@ int statset_from_catalog(struct statset *s, struct cat *cat)
 	statset_set(s, SS_DIRTY_BYTES, cs.dirty_bytes);
 	statset_set(s, SS_BACKING_CHUNKS, cs.uploaded_chunks);
 	statset_set(s, SS_BACKING_BYTES, cs.uploaded_bytes);
+	struct cat_pack_stats ps;
+	if (cat_pack_stats(cat, &ps) == 0) {
+		statset_set(s, SS_BACKING_PACKS, ps.packs);
+		statset_set(s, SS_BACKING_PACK_BYTES, ps.bytes);
+		statset_set(s, SS_BACKING_PACK_LIVE, ps.live_bytes);
+	}
 	statset_set(s, SS_QUEUE, cs.queued);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);

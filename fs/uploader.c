@@ -1441,6 +1441,8 @@ static int up_pack_put(struct uploader *u, int id, struct up_batch *bt)
 {
 	if (bt->pack.n == 0)
 		return 0;
+	if (!up_may_write(u))
+		return -EROFS; /* claim.h 9: nothing new on BACKING; the rows stay queued */
 	if (bt->pack.n < 2 || uppack_build(&bt->pack) != 0)
 		return up_pack_loose(u, bt);
 	pthread_mutex_lock(&u->lock);
@@ -1634,7 +1636,9 @@ static void *up_worker_main(void *p)
 		}
 		struct cat_upload picked[UP_BATCH_MAX];
 		bool linger = multi && bt; /* B1 */
-		int room = linger ? UP_BATCH_MAX - bt->n : 1;
+		/* B6: alone with packs, a pick takes what fills the batch too
+		 * (one listing of the queue for many small rows, not one each) */
+		int room = linger || (u->packs && bt) ? UP_BATCH_MAX - bt->n : 1;
 		/* B1: this worker's linger is over (or the uploader stops): what is
 		 * queued now joins the batch, which then syncs */
 		bool ended = linger && bt->until > 0 &&

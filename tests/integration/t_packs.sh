@@ -184,6 +184,30 @@ test_a_new_cache_rebuilds_from_packs_and_reads_every_byte() {
 	ck_umount
 }
 
+# uppack.h Q2: puts (of packs and loose objects alike) failing on BACKING
+# now and then, then BACKING healthy: every file reaches BACKING, no pack is
+# left putting or unknown, and a fresh cache reads every byte back.
+test_failing_puts_are_put_again_and_leave_no_pack_behind() {
+	ck_faultfs_up
+	ck_mount packs=on
+	ck_fault eio=rename fail_every=3
+	_write_small "$CK_MNT/f" 150 6
+	sleep 2
+	ck_fault
+	ck_wait_durable 120
+	ck_umount
+	local faults
+	faults=$(sed -n 's/^fault.rename=//p' "$CK_TMP/ctl.stats")
+	ck_log "renames failed on BACKING: ${faults:-?}; $(_pack_files) packs"
+	[ "${faults:-0}" -gt 0 ] || ck_fail "no put failed: the case tested nothing"
+	[ "$(_pack_files)" -ge 1 ] || ck_fail "no pack on BACKING"
+	ck_objcheck
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount packs=on
+	_same f
+	ck_umount
+}
+
 test_packs_on_a_shared_catalog_is_refused() {
 	local rc=0
 	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?

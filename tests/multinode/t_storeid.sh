@@ -280,4 +280,18 @@ test_a_planted_manifest_is_not_replaced_and_the_line_says_how_to_keep_the_save()
 }
 ck_timeout test_a_planted_manifest_is_not_replaced_and_the_line_says_how_to_keep_the_save 180
 
+# A store that may hold packs (format 5: a node alone mounted it with -o
+# packs=on): a node of a shared catalog cannot read them yet and is refused
+# with one line, the marker as it was.
+test_a_store_of_format_5_is_refused_on_a_shared_catalog() {
+	mn_pg_start
+	mkdir -p "$CK_TMP/packed"
+	printf 'ckptfs store format 5\nid 0123456789abcdef0123456789abcdef\n' >"$CK_TMP/packed/ckptfs.store"
+	cp "$CK_TMP/packed/ckptfs.store" "$CK_TMP/marker.before"
+	st_refused A "$CK_TMP/packed"
+	assert_eq 1 "$(echo "$ST_OUT" | wc -l)" "lines of the refusal: $ST_OUT"
+	assert_contains "$ST_OUT" "store format 5 may hold packs" "the refusal"
+	cmp -s "$CK_TMP/marker.before" "$CK_TMP/packed/ckptfs.store" || ck_fail "the marker changed"
+}
+
 ck_main "$@"

@@ -1378,6 +1378,7 @@ static void up_batch_done_packed(struct uploader *u, struct up_batch *bt)
 			loose[n_loose++] = bt->row[k];
 	int rc = uppack_done(&bt->pack, u->cat, loose, n_loose, &taken);
 	if (rc != 0) {
+		uppack_unnamed(&bt->pack, u->cat, u->backing, rc); /* Q2 */
 		bool first = true;
 		for (int k = 0; k < bt->n; k++) {
 			if (!bt->packed[k])
@@ -1869,6 +1870,8 @@ void uploader_stop(struct uploader *u, bool drain)
 	assert(!drain || !up_any_busy(u));
 	if (drain)
 		up_tree_drain(u); /* the last state of the files outside generations (T6) */
+	if (drain && !cat_is_shared(u->cat) && up_may_write(u))
+		(void)uppack_orphans(u->cat, u->backing); /* K5: nothing left putting */
 	if (drain && cat_is_shared(u->cat)) /* the next node's turn need not wait for the term */
 		cat_duty_drop(u->cat, MANIFEST_SHARED_TREE_DUTY);
 	pthread_cond_destroy(&u->kick);

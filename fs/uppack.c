@@ -110,6 +110,24 @@ int uppack_done(struct uppack *p, struct cat *cat, const struct cat_upload *loos
 	return rc;
 }
 
+void uppack_unnamed(struct uppack *p, struct cat *cat, struct backing *bk, int why)
+{
+	char hex[HASH_HEX_LEN + 1], rel[PACK_RELPATH_LEN];
+	hash_to_hex(p->name, hex);
+	pack_relpath(p->name, rel, sizeof(rel));
+	/* the row first, and only while no chunk row names the pack (K5): a
+	 * file left by a crash between is a pack no row knows, never one a row
+	 * names gone */
+	int rc = p->present ? -EBUSY : cat_pack_forget(cat, p->name);
+	if (rc == 0)
+		rc = backing_remove(bk, rel);
+	if (!p->present)
+		log_warn("BACKING %s: pack %s of %" PRIu32 " chunks was put but could not be"
+			 " recorded (%s); its chunks stay queued%s", backing_spec(bk), hex, p->n,
+			 strerror(-why), rc == 0 ? " and the pack was removed"
+					   : ", the pack is removed at the next stop or mount");
+}
+
 int uppack_remove(struct cat *cat, struct backing *bk, const struct cat_upload *row)
 {
 	assert(row->kind == UP_DELETE_PACK);

@@ -16,10 +16,12 @@
  *  Q1. The catalog never names a pack that is not durable on BACKING: T2
  *      runs only after uppack_put returned 0 (backing_put is durable on
  *      return, backing.h 1) and the caller's sync of the batch succeeded.
- *  Q2. A failed put leaves nothing named: the pack's file is removed
- *      (absent is success) and its putting row forgotten, or, if that
- *      fails too, left putting for the mount's uppack_orphans (K5). The
- *      batch's rows stay queued and are put again.
+ *  Q2. A failed put, or a put whose T2 failed, leaves nothing named: the
+ *      pack's file is removed (absent is success) and its putting row
+ *      forgotten (after a failed T2 the row first, and only while no chunk
+ *      row names it), or, if that fails too, it is left putting for the
+ *      orphans pass at the next draining stop or mount (K5). The batch's
+ *      rows stay queued and are put again.
  *  Q3. A pack leaves BACKING only by uppack_remove of its UP_DELETE_PACK
  *      row, which asks cat_pack_removable just before the removal (K4);
  *      the uploader never runs it while a put of the same name is in hand
@@ -91,13 +93,19 @@ int uppack_put(struct uppack *p, struct cat *cat, struct backing *bk);
 int uppack_done(struct uppack *p, struct cat *cat, const struct cat_upload *loose,
 		size_t n_loose, size_t *taken);
 
+/* Q2 for a pack put whose T2 failed (why): its row is forgotten while no
+ * chunk row names it, then its file removed (logged); a pack that was
+ * present already is left alone. */
+void uppack_unnamed(struct uppack *p, struct cat *cat, struct backing *bk, int why);
+
 /* Q3: the work of an UP_DELETE_PACK row: 0 once the pack is gone from
  * BACKING (the caller then ends the row by cat_upload_done), 1 (UP_MOOT's
  * value) if it may not go now (the row ends moot), else the error. */
 int uppack_remove(struct cat *cat, struct backing *bk, const struct cat_upload *row);
 
-/* K5 at mount, before any worker runs, with the claim held: every putting
- * pack's file is removed from BACKING, then its row. Returns how many were
+/* K5 at mount, before any worker runs, and at the end of a draining stop,
+ * with the claim held: every putting pack's file is removed from BACKING,
+ * then its row. Returns how many were
  * removed, or the first error (the rest wait for the next mount). */
 int uppack_orphans(struct cat *cat, struct backing *bk);
 

@@ -41,10 +41,11 @@
  *      removal of one name at once (its busy set, upload.h U4).
  *  K5. A pack in state putting names no member: a put in flight, or one a
  *      crash or failure interrupted (its file may or may not be on
- *      BACKING). The uploader that failed its put removes the file and
- *      forgets the row; at mount, before the uploader starts and with the
- *      claim held, every putting row is removed the same way
- *      (cat_pack_orphans, then cat_pack_forget after backing_remove).
+ *      BACKING). The uploader whose put or T2 failed forgets the row and
+ *      removes the file (fs/uppack.h Q2); at mount, before the uploader
+ *      starts, and at the end of a draining stop, with the claim held,
+ *      every putting row is removed the same way (cat_pack_orphans, then
+ *      cat_pack_forget after backing_remove).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative
  * errno. Tested by tests/unit/test_catalog_pack.c. */

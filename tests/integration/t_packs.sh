@@ -208,6 +208,39 @@ test_failing_puts_are_put_again_and_leave_no_pack_behind() {
 	ck_umount
 }
 
+# uploader.h B6: the transaction that names a put pack's members (T2)
+# failing — here a trigger planted in the catalog refuses it — ends no
+# member row as a loose upload (which would call uploaded an object nobody
+# put): they stay queued and dirty, and once T2 can commit the same pack is
+# put again and named. Before: a failed batch ended its rows one by one.
+test_a_failing_t2_marks_no_member_uploaded_and_the_pack_is_named_later() {
+	ck_mount packs=on
+	ck_sql "CREATE TRIGGER t2_refused BEFORE UPDATE OF state ON packs WHEN new.state = 1 BEGIN SELECT RAISE(ABORT, 'planted by t_packs'); END"
+	_write_small "$CK_MNT/t" 40 7
+	local i
+	for i in $(seq 100); do
+		[ "$(ck_sql "SELECT count(*) FROM uploads WHERE kind = 1 AND attempts > 0")" -gt 0 ] && break
+		sleep 0.1
+	done
+	[ "$(ck_sql "SELECT count(*) FROM uploads WHERE kind = 1 AND attempts > 0")" -gt 0 ] ||
+		ck_fail "no member row recorded a failed attempt in 10 s"
+	local h missing=0
+	for h in $(ck_sql "SELECT lower(hex(hash)) FROM chunks WHERE uploaded = 1 AND pack IS NULL"); do
+		[ -f "$CK_BACKING/chunks/${h:0:2}/${h:2:2}/$h" ] || missing=$((missing + 1))
+	done
+	assert_eq 0 "$missing" "chunks called uploaded loose with no loose object on BACKING"
+	assert_eq 0 "$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")" "chunks naming a pack whose T2 failed"
+	ck_sql "DROP TRIGGER t2_refused"
+	ck_wait_durable 120
+	ck_umount
+	[ "$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")" -ge 20 ] || ck_fail "the members were not named once T2 could commit"
+	ck_objcheck
+	_evict_all
+	ck_mount packs=on
+	_same t
+	ck_umount
+}
+
 test_packs_on_a_shared_catalog_is_refused() {
 	local rc=0
 	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?

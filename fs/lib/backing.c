@@ -717,21 +717,35 @@ static int bdir_link_file(struct backing *b, const char *rel, int src_dirfd, con
 	return rc == 0 && sync ? bdir_fsync_file(b, rel) : rc;
 }
 
-static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t cap, size_t *len)
+/* Invariant 8: rel opened without following a symlink on its way or at it,
+ * and only if it is a regular file (-EISDIR, -EINVAL otherwise, unread):
+ * *fd (to close) and its size; the error otherwise (*fd -1). */
+static int bdir_open_regular(struct backing *b, const char *rel, int *fd, uint64_t *size)
 {
 	/* O_NONBLOCK: a FIFO planted here must not hang the open */
-	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
-	if (fd < 0)
-		return fd;
+	*fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
+	if (*fd < 0)
+		return *fd;
 	int rc = 0;
 	struct stat st;
-	if (fstat(fd, &st) != 0)
+	if (fstat(*fd, &st) != 0)
 		rc = -errno;
 	else if (S_ISDIR(st.st_mode))
 		rc = -EISDIR;
 	else if (!S_ISREG(st.st_mode))
 		rc = -EINVAL;
-	else if ((uint64_t)st.st_size > cap)
+	*size = rc == 0 ? (uint64_t)st.st_size : 0;
+	return rc;
+}
+
+static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t cap, size_t *len)
+{
+	int fd;
+	uint64_t size;
+	int rc = bdir_open_regular(b, rel, &fd, &size);
+	if (fd < 0)
+		return rc;
+	if (rc == 0 && size > cap)
 		rc = -EFBIG;
 	size_t done = 0;
 	while (rc == 0) {
@@ -766,18 +780,12 @@ static int bdir_read_file(struct backing *b, const char *rel, void *buf, size_t 
 static int bdir_read_range(struct backing *b, const char *rel, uint64_t off, size_t len,
 			   void *buf)
 {
-	int fd = safe_openat(b->root_fd, rel, O_RDONLY | O_NONBLOCK, 0); /* a FIFO: no hang */
+	int fd;
+	uint64_t size;
+	int rc = bdir_open_regular(b, rel, &fd, &size);
 	if (fd < 0)
-		return fd;
-	int rc = 0;
-	struct stat st;
-	if (fstat(fd, &st) != 0)
-		rc = -errno;
-	else if (S_ISDIR(st.st_mode))
-		rc = -EISDIR;
-	else if (!S_ISREG(st.st_mode))
-		rc = -EINVAL;
-	else if (len > (uint64_t)st.st_size || off > (uint64_t)st.st_size - len)
+		return rc;
+	if (rc == 0 && (len > size || off > size - len))
 		rc = -ERANGE;
 	size_t done = 0;
 	while (rc == 0 && done < len) {

@@ -440,6 +440,27 @@ ck_register_mount() {
 	_ck_state "mnt $1"
 }
 
+# ck_write_small DIR N SEED — N files f000.. of 1 B to 60 KiB of random bytes
+# in DIR (created), each closed before the next; a copy of each in
+# CK_REF/<DIR's basename>, to compare with (t_smallfiles, t_packs).
+ck_write_small() {
+	"$PY" - "$1" "$2" "$3" "$CK_REF/$(basename "$1")" <<'EOF'
+import os, random, sys
+d, n, seed, ref = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rnd = random.Random(seed)
+os.makedirs(d, exist_ok=True)
+os.makedirs(ref, exist_ok=True)
+for i in range(n):
+    size = rnd.choice([1, 100, 4096, rnd.randint(1, 60 * 1024)])
+    data = rnd.randbytes(size)
+    with open(os.path.join(ref, "f%03d" % i), "wb") as f:
+        f.write(data)
+    fd = os.open(os.path.join(d, "f%03d" % i), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+EOF
+}
+
 # ---- shared by groups: BACKING behind tests/faultfs, and another user
 
 # ck_faultfs_up — mounts faultfs (store in CK_TMP/store, control file

@@ -8,25 +8,6 @@
 # the store's marker says format 5; packs=on is refused with meta=.
 . "$(dirname "$0")/lib.sh"
 
-# _write_small DIR N SEED — N files f000.. of 1 B to 60 KiB of random bytes
-# in DIR (created), each closed before the next; a copy in CK_REF/<DIR's name>.
-_write_small() {
-	"$PY" - "$1" "$2" "$3" "$CK_REF/$(basename "$1")" <<'EOF'
-import os, random, sys
-d, n, seed, ref = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-rnd = random.Random(seed)
-os.makedirs(d, exist_ok=True)
-os.makedirs(ref, exist_ok=True)
-for i in range(n):
-    size = rnd.choice([1, 100, 4096, rnd.randint(1, 60 * 1024)])
-    data = rnd.randbytes(size)
-    with open(os.path.join(ref, "f%03d" % i), "wb") as f:
-        f.write(data)
-    with open(os.path.join(d, "f%03d" % i), "wb") as f:
-        f.write(data)
-EOF
-}
-
 # _same NAME — CK_MNT/NAME holds exactly the files of CK_REF/NAME.
 _same() {
 	local out
@@ -47,7 +28,7 @@ _evict_all() {
 
 test_small_files_go_to_packs_and_read_back_from_them_cold() {
 	ck_mount packs=on
-	_write_small "$CK_MNT/run" 300 1
+	ck_write_small "$CK_MNT/run" 300 1
 	ck_wait_durable 120
 	ck_umount
 	local packed packs loose
@@ -70,7 +51,7 @@ test_small_files_go_to_packs_and_read_back_from_them_cold() {
 
 test_deleted_files_take_their_packs_with_them() {
 	ck_mount packs=on
-	_write_small "$CK_MNT/a" 100 2
+	ck_write_small "$CK_MNT/a" 100 2
 	ck_wait_durable 120
 	[ "$(_pack_files)" -ge 1 ] || ck_fail "no pack on BACKING after 100 small files"
 	rm -r "$CK_MNT/a"
@@ -87,7 +68,7 @@ test_deleted_files_take_their_packs_with_them() {
 
 test_a_damaged_member_fails_only_its_file_and_verify_names_its_pack() {
 	ck_mount packs=on
-	_write_small "$CK_MNT/d" 60 3
+	ck_write_small "$CK_MNT/d" 60 3
 	ck_wait_durable 120
 	ck_umount
 	# a packed file of more than 200 bytes whose chunk no other file names
@@ -132,7 +113,7 @@ EOF
 # nothing else is touched.
 test_a_pack_whose_put_was_interrupted_is_removed_at_the_next_mount() {
 	ck_mount packs=on
-	_write_small "$CK_MNT/k" 40 4
+	ck_write_small "$CK_MNT/k" 40 4
 	ck_wait_durable 120
 	ck_umount
 	local before
@@ -158,7 +139,7 @@ test_a_pack_whose_put_was_interrupted_is_removed_at_the_next_mount() {
 test_a_new_cache_rebuilds_from_packs_and_reads_every_byte() {
 	ck_mount packs=on
 	mkdir -p "$CK_MNT/run/step-1"
-	_write_small "$CK_MNT/run/step-1" 120 5
+	ck_write_small "$CK_MNT/run/step-1" 120 5
 	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-1"
 	mkdir -p "$CK_REF/run"
 	mv "$CK_REF/step-1" "$CK_REF/run/step-1"
@@ -191,7 +172,7 @@ test_failing_puts_are_put_again_and_leave_no_pack_behind() {
 	ck_faultfs_up
 	ck_mount packs=on
 	ck_fault eio=rename fail_every=3
-	_write_small "$CK_MNT/f" 150 6
+	ck_write_small "$CK_MNT/f" 150 6
 	sleep 2
 	ck_fault
 	ck_wait_durable 120
@@ -216,7 +197,7 @@ test_failing_puts_are_put_again_and_leave_no_pack_behind() {
 test_a_failing_t2_marks_no_member_uploaded_and_the_pack_is_named_later() {
 	ck_mount packs=on
 	ck_sql "CREATE TRIGGER t2_refused BEFORE UPDATE OF state ON packs WHEN new.state = 1 BEGIN SELECT RAISE(ABORT, 'planted by t_packs'); END"
-	_write_small "$CK_MNT/t" 40 7
+	ck_write_small "$CK_MNT/t" 40 7
 	local i
 	for i in $(seq 100); do
 		[ "$(ck_sql "SELECT count(*) FROM uploads WHERE kind = 1 AND attempts > 0")" -gt 0 ] && break

@@ -13,27 +13,6 @@
 
 ck_timeout test_eviction_removes_rows_and_evicted_small_files_read_back 240
 
-# _write_small DIR N SEED — N files f000.. of 1 B to 60 KiB of random bytes
-# in DIR (created), each closed before the next; a copy of each in CK_REF/DIR's
-# basename, to compare with.
-_write_small() {
-	"$PY" - "$1" "$2" "$3" "$CK_REF/$(basename "$1")" <<'EOF'
-import os, random, sys
-d, n, seed, ref = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-rnd = random.Random(seed)
-os.makedirs(d, exist_ok=True)
-os.makedirs(ref, exist_ok=True)
-for i in range(n):
-    size = rnd.choice([1, 100, 4096, rnd.randint(1, 60 * 1024)])
-    data = rnd.randbytes(size)
-    with open(os.path.join(ref, "f%03d" % i), "wb") as f:
-        f.write(data)
-    fd = os.open(os.path.join(d, "f%03d" % i), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    os.write(fd, data)
-    os.close(fd)
-EOF
-}
-
 # _same NAME — CK_MNT/NAME holds exactly the files of CK_REF/NAME, byte for byte.
 _same() {
 	local out
@@ -45,7 +24,7 @@ _rows() { sqlite3 -batch "$CK_CACHE/small.db" 'SELECT count(*) FROM objects'; }
 
 test_kill9_right_after_closing_200_small_files_keeps_every_byte() {
 	ck_mount
-	_write_small "$CK_MNT/flat" 200 1
+	ck_write_small "$CK_MNT/flat" 200 1
 	ck_kill9
 	assert_eq 0 "$(_cache_object_files)" "object files in the cache for small files"
 	local rows
@@ -61,7 +40,7 @@ test_kill9_right_after_closing_200_small_files_keeps_every_byte() {
 test_kill9_right_after_committing_a_generation_of_200_small_files_keeps_every_byte() {
 	ck_mount
 	mkdir -p "$CK_MNT/run"
-	_write_small "$CK_MNT/run/step-1" 200 2
+	ck_write_small "$CK_MNT/run/step-1" 200 2
 	setfattr -n user.ckptfs.commit -v 1 "$CK_MNT/run/step-1"
 	ck_kill9
 	ck_mount
@@ -78,7 +57,7 @@ test_kill9_right_after_committing_a_generation_of_200_small_files_keeps_every_by
 # every byte read must come from those files.
 test_a_cache_whose_small_objects_are_files_still_mounts_and_reads() {
 	ck_mount
-	_write_small "$CK_MNT/old" 100 3
+	ck_write_small "$CK_MNT/old" 100 3
 	ck_wait_durable
 	ck_umount
 	"$PY" - "$CK_CACHE" <<'EOF'
@@ -101,7 +80,7 @@ EOF
 	rm -rf "$CK_BACKING/chunks"
 	ck_mount
 	_same old
-	_write_small "$CK_MNT/new" 20 4 # new small files go to rows beside the old files
+	ck_write_small "$CK_MNT/new" 20 4 # new small files go to rows beside the old files
 	_same new
 	ck_umount
 	ck_mount
@@ -112,7 +91,7 @@ EOF
 
 test_a_damaged_row_is_never_returned_and_is_read_again_from_backing() {
 	ck_mount
-	_write_small "$CK_MNT/victims" 20 5
+	ck_write_small "$CK_MNT/victims" 20 5
 	ck_wait_durable
 	ck_umount
 	local hx
@@ -210,7 +189,7 @@ print(c["objects"], c["orphans"], c["orphan_bytes"], c["removed"], c["freed_byte
 # offline (--cache, no daemon).
 test_gc_collects_an_orphan_row_of_small_db_and_keeps_the_named_ones() {
 	ck_mount
-	_write_small "$CK_MNT/kept" 30 7
+	ck_write_small "$CK_MNT/kept" 30 7
 	ck_wait_durable
 	local rows orphan
 	rows=$(_rows)

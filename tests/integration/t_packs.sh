@@ -8,6 +8,9 @@
 # the store's marker says format 5; packs=on is refused with meta=.
 . "$(dirname "$0")/lib.sh"
 
+ck_timeout test_packs_over_nfs_read_back_cold_and_after_a_rebuild 240
+ck_slow test_packs_over_nfs_read_back_cold_and_after_a_rebuild
+
 # _same NAME — CK_MNT/NAME holds exactly the files of CK_REF/NAME.
 _same() {
 	local out
@@ -220,6 +223,35 @@ test_a_failing_t2_marks_no_member_uploaded_and_the_pack_is_named_later() {
 	ck_mount packs=on
 	_same t
 	ck_umount
+}
+
+# Over nfs:// (the private ganesha): puts commit by themselves, batching is
+# on for packs (uploader.h B6); members are read back by range (one LOOKUP
+# and READs at the offset), cold, and by a fresh cache's rebuild.
+test_packs_over_nfs_read_back_cold_and_after_a_rebuild() {
+	command -v ganesha.nfsd >/dev/null || ck_skip "nfs-ganesha is not installed"
+	local url
+	url=$("$CK_REPO/tests/nfs/ganesha.sh" start "$CK_TMP/nfs" 2>"$CK_TMP/ganesha.err") ||
+		ck_fail "ganesha did not start: $(tail -n 3 "$CK_TMP/ganesha.err" | tr '\n' '|')"
+	ck_at_exit '"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null 2>&1'
+	CK_BACKING=$url
+	ck_mount packs=on
+	ck_write_small "$CK_MNT/n" 80 8
+	ck_wait_durable 120
+	ck_umount
+	local packs
+	packs=$(find "$CK_TMP/nfs/export/packs" -name '*.ckp' -type f | wc -l)
+	[ "$packs" -ge 1 ] || ck_fail "no pack in the NFS export"
+	[ "$(ck_sql "SELECT count(*) FROM chunks WHERE pack IS NOT NULL")" -ge 40 ] || ck_fail "few chunks in packs over nfs://"
+	_evict_all
+	ck_mount packs=on
+	_same n
+	ck_umount
+	CK_CACHE=$CK_TMP/cache2
+	ck_mount packs=on
+	_same n
+	ck_umount
+	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null
 }
 
 test_packs_on_a_shared_catalog_is_refused() {

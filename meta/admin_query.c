@@ -20,10 +20,12 @@
 #include "catalog_internal.h"
 #include "log.h"
 #include "manifest.h"
+#include "pack.h"
 #include "safeopen.h"
 
 enum aq_sid {
 	AQ_USAGE, AQ_SHARES, AQ_FILES, AQ_GEN_CHUNKS, AQ_CHUNK_USERS, AQ_DIRENT_OF, AQ_CHUNK_KNOWN,
+	AQ_PACK_KNOWN,
 	AQ_TREE_DIRTY, AQ_COUNT
 };
 
@@ -65,6 +67,10 @@ static const char *const aq_sql[AQ_COUNT] = {
 	[AQ_CHUNK_KNOWN] = "SELECT (SELECT COUNT(*) FROM chunks WHERE hash = ?1)"
 			   " + CASE WHEN ?2 THEN (SELECT COUNT(*) FROM uploads WHERE hash = ?1)"
 			   " + (SELECT COUNT(*) FROM uploads WHERE kind = 4) ELSE 0 END",
+	/* invariant 6: a pack's row, an upload row about it, a manifest removal */
+	[AQ_PACK_KNOWN] = "SELECT (SELECT COUNT(*) FROM packs WHERE name = ?1)"
+			  " + (SELECT COUNT(*) FROM uploads WHERE hash = ?1)"
+			  " + (SELECT COUNT(*) FROM uploads WHERE kind = 4)",
 	/* files outside generations (gen NULL, as upload.c's U_TREE_UNUPLOADED)
 	 * naming chunks not on BACKING: per file, those chunks and their bytes */
 	[AQ_TREE_DIRTY] = "SELECT ino, COUNT(*), COALESCE(SUM(sl), 0) FROM (SELECT DISTINCT i.ino AS ino,"
@@ -327,17 +333,21 @@ int aq_path(struct aq *q, uint64_t ino, char *buf, size_t size)
 	return 0;
 }
 
-int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing, bool dry_run,
-		aq_remove_fn remove, void *arg, bool *orphan)
+/* Invariants 2 and 6: statement id (?1 the hash or pack name, ?2 on_backing)
+ * says nothing knows it: *orphan, and remove runs under the same lock. */
+static int aq_known_check(struct aq *q, enum aq_sid id, const uint8_t hash[CAT_HASH_LEN],
+			  bool on_backing, bool dry_run, aq_remove_fn remove, void *arg,
+			  bool *orphan)
 {
 	int rc;
 	*orphan = false;
-	sqlite3_stmt *st = aq_start(q, AQ_CHUNK_KNOWN, &rc);
+	sqlite3_stmt *st = aq_start(q, id, &rc);
 	if (!st)
 		return rc;
 	sqlite3_bind_blob(st, 1, hash, CAT_HASH_LEN, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, on_backing);
-	rc = aq_step(q, AQ_CHUNK_KNOWN);
+	if (id == AQ_CHUNK_KNOWN)
+		sqlite3_bind_int(st, 2, on_backing);
+	rc = aq_step(q, id);
 	if (rc == 1) {
 		rc = 0;
 		if (sqlite3_column_int64(st, 0) == 0) {
@@ -348,7 +358,13 @@ int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing,
 	} else if (rc == 0) {
 		rc = -EIO;
 	}
-	return aq_finish(q, AQ_CHUNK_KNOWN, rc);
+	return aq_finish(q, id, rc);
+}
+
+int aq_gc_check(struct aq *q, const uint8_t hash[CAT_HASH_LEN], bool on_backing, bool dry_run,
+		aq_remove_fn remove, void *arg, bool *orphan)
+{
+	return aq_known_check(q, AQ_CHUNK_KNOWN, hash, on_backing, dry_run, remove, arg, orphan);
 }
 
 
@@ -542,15 +558,18 @@ static bool aq_parse_name(const char *name, uint8_t hash[CAT_HASH_LEN])
 }
 
 /* Names of a listing, collected (the lister's callback must not block). */
+/* Names of a listing: a chunk object's (64 hex digits) or a pack's
+ * ("<64 hex>.ckp", invariant 6); longer ones are no object's. */
+#define AQ_NAME_MAX (2 * CAT_HASH_LEN + sizeof(PACK_SUFFIX) - 1)
 struct aq_names {
-	char (*v)[2 * CAT_HASH_LEN + 1];
+	char (*v)[AQ_NAME_MAX + 1];
 	size_t n, cap;
 };
 
 static int aq_names_add(void *arg, const char *name)
 {
 	struct aq_names *l = arg;
-	if (strlen(name) > 2 * CAT_HASH_LEN)
+	if (strlen(name) > AQ_NAME_MAX)
 		return 0;
 	if (aq_grow((void **)&l->v, l->n, &l->cap, sizeof(*l->v)) != 0)
 		return -ENOMEM;
@@ -653,6 +672,116 @@ static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *pref
 	return rc;
 }
 
+/* Invariant 6: whether a manifest on BACKING names a member of the pack at
+ * rel (*named), from its tail; -EBADMSG (logged) if it is not a whole
+ * pack's tail: left alone. */
+static int aq_pack_named(const struct aq_objects *o, const char *rel, bool *named)
+{
+	*named = false;
+	uint64_t size = 0, need = 0;
+	int rc = o->size(o->arg, rel, &size);
+	if (rc != 0)
+		return rc;
+	uint64_t want = size < (64u << 10) ? size : (64u << 10);
+	uint8_t *tail = NULL;
+	struct pack_view v;
+	const char *why = "no pack fits in its size";
+	for (int round = 0; round < 2; round++) {
+		free(tail);
+		tail = want > 0 && want <= PACK_SIZE_MAX ? malloc(want) : NULL;
+		rc = tail ? o->range(o->arg, rel, size - want, (size_t)want, tail) : -EBADMSG;
+		if (rc == 0)
+			rc = pack_open_tail(tail, (size_t)want, size, &v, &need, &why);
+		if (rc != -ENODATA)
+			break;
+		want = need;
+	}
+	for (uint32_t i = 0; rc == 0 && i < v.n && !*named; i++) {
+		struct pack_entry e;
+		pack_entry_at(&v, i, &e);
+		*named = aq_named_has(o->named, e.hash);
+	}
+	free(tail);
+	if (rc != 0 && rc != -ENOMEM && rc != -EIO && rc != -ETIMEDOUT) {
+		log_warn("gc: %s on BACKING is not a whole pack (%s): left alone", rel,
+			 rc == -EBADMSG || rc == -ENODATA ? why : strerror(-rc));
+		rc = -EBADMSG;
+	}
+	return rc;
+}
+
+/* Invariant 6 for one pack file of a shard. */
+static int aq_gc_pack(struct aq_gc_walk *w, const char *dir, const char *file)
+{
+	uint8_t name[CAT_HASH_LEN];
+	char rel[PATH_MAX], expect[PACK_RELPATH_LEN];
+	snprintf(rel, sizeof(rel), "packs/%s/%s", dir, file);
+	if (pack_name_parse(file, name) != 0)
+		return 0; /* not a pack's name: left alone */
+	pack_relpath(name, expect, sizeof(expect));
+	if (strcmp(rel, expect) != 0)
+		return 0; /* outside its shard: no reader finds it there */
+	w->out->objects++;
+	bool orphan = false, named = false;
+	int rc = aq_known_check(w->q, AQ_PACK_KNOWN, name, true, true, NULL, NULL, &orphan);
+	if (rc != 0 || !orphan)
+		return rc;
+	rc = aq_pack_named(w->o, rel, &named);
+	if (rc == -EBADMSG)
+		return 0;
+	if (rc != 0)
+		return rc;
+	if (named) {
+		w->out->manifest_kept++; /* invariant 3 */
+		return 0;
+	}
+	uint64_t size = 0;
+	w->o->size(w->o->arg, rel, &size);
+	struct aq_gc_remove r = { w->o, rel };
+	int rrc = aq_known_check(w->q, AQ_PACK_KNOWN, name, true, w->dry_run, aq_gc_remove_rel, &r,
+				 &orphan);
+	if (orphan) {
+		w->out->orphans++;
+		w->out->orphan_bytes += size;
+		if (!w->dry_run && rrc == 0) {
+			w->out->removed++;
+			w->out->freed_bytes += size;
+		}
+	}
+	if (rrc == -EROFS) {
+		log_error("gc: stopped on BACKING before removing %s: this process %s BACKING's"
+			  " claim (claim.h 9); nothing more is removed there", rel,
+			  claim_lost(w->o->claim) ? "lost" : "could not renew lately");
+		return rrc;
+	}
+	if (rrc != 0 && orphan) {
+		log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
+		w->out->failed++;
+		return 0;
+	}
+	return rrc;
+}
+
+/* Invariant 6: packs/ on BACKING. */
+static int aq_gc_packs(struct aq_gc_walk *w)
+{
+	struct aq_names outer = { 0 };
+	int rc = aq_gc_list(w->o, "packs", &outer);
+	for (size_t a = 0; a < outer.n && rc == 0; a++) {
+		if (!aq_is_hex2(outer.v[a]))
+			continue;
+		char rel[64];
+		snprintf(rel, sizeof(rel), "packs/%s", outer.v[a]);
+		struct aq_names inner = { 0 };
+		rc = aq_gc_list(w->o, rel, &inner);
+		for (size_t b = 0; b < inner.n && rc == 0; b++)
+			rc = aq_gc_pack(w, outer.v[a], inner.v[b]);
+		free(inner.v);
+	}
+	free(outer.v);
+	return rc;
+}
+
 int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progress_fn progress,
 	       void *progress_arg, struct aq_gc_result *out)
 {
@@ -684,6 +813,8 @@ int aq_gc_walk(struct aq *q, const struct aq_objects *o, bool dry_run, aq_progre
 			progress(progress_arg, (uint64_t)a + 1, outer.n);
 	}
 	free(outer.v);
+	if (rc == 0 && o->on_backing && o->range)
+		rc = aq_gc_packs(&w);
 	return rc;
 }
 
@@ -746,7 +877,7 @@ int aq_dir_remove(void *root, const char *rel)
 struct aq_objects aq_objects_dir(const char *root)
 {
 	return (struct aq_objects){ aq_dir_list, aq_dir_size, aq_dir_remove, (void *)root, "cache",
-				    false, NULL, NULL };
+				    false, NULL, NULL, NULL };
 }
 
 /* small.db's rows (their calls take a struct storesmall *) */
@@ -768,7 +899,7 @@ static int aq_small_remove(void *ss, const char *rel)
 struct aq_objects aq_objects_small(struct storesmall *ss)
 {
 	return (struct aq_objects){ aq_small_list, aq_small_size, aq_small_remove, ss,
-				    "cache (small.db)", false, NULL, NULL };
+				    "cache (small.db)", false, NULL, NULL, NULL };
 }
 
 /* BACKING (its calls take a struct backing *) */
@@ -782,6 +913,11 @@ static int aq_backing_size(void *b, const char *rel, uint64_t *size)
 	return backing_stat(b, rel, size);
 }
 
+static int aq_backing_range(void *b, const char *rel, uint64_t off, size_t len, void *buf)
+{
+	return backing_get_range(b, rel, off, len, buf);
+}
+
 static int aq_backing_remove(void *b, const char *rel)
 {
 	return backing_remove(b, rel);
@@ -791,7 +927,7 @@ struct aq_objects aq_objects_backing(struct backing *b, const struct aq_named *n
 				     struct claim *claim)
 {
 	return (struct aq_objects){ aq_backing_list, aq_backing_size, aq_backing_remove, b,
-				    "BACKING", true, named, claim };
+				    "BACKING", true, named, claim, aq_backing_range };
 }
 
 void aq_gc_result_add(struct aq_gc_result *into, const struct aq_gc_result *r)

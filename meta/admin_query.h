@@ -35,7 +35,18 @@
  *     suspended past the claim's timeout during a long walk may resume
  *     after a taker uploaded objects its catalog and manifest set do not
  *     know. The first removal refused so (-EROFS) stops the walk, logged
- *     in one line; the objects it did not reach stay. */
+ *     in one line; the objects it did not reach stay.
+ *  6. Pack files on BACKING (packs/ab/<hex>.ckp, fs/uppack.h): one is an
+ *     orphan only if no packs row has its name, no upload row is about it
+ *     (its removal queued) and no generation manifest removal is queued —
+ *     decided and removed in one hold of the lock, as invariant 2 — and if
+ *     no member of it (read from its tail: trailer and index, never the
+ *     whole pack) is named by a manifest on BACKING (invariant 3). A name
+ *     that is no pack's, a pack outside its shard, or a tail that does not
+ *     validate is left alone, never judged. The catalog names a pack only
+ *     with its row (meta/catalog_pack.h K2), so an orphan is a pack a lost
+ *     transaction, a crash between forgetting a row and removing its file,
+ *     or a rebuild that needed none of its members left. */
 #ifndef CKPTFS_ADMIN_QUERY_H
 #define CKPTFS_ADMIN_QUERY_H
 
@@ -137,6 +148,9 @@ struct aq_objects {
 	bool on_backing;
 	const struct aq_named *named; /* BACKING: what its manifests name, kept (invariant 3) */
 	struct claim *claim; /* BACKING: removals only while it is sure (invariant 5) */
+	/* BACKING: len bytes at off of relpath (backing_get_range); NULL for
+	 * the cache, whose walk has no packs (invariant 6) */
+	int (*range)(void *arg, const char *relpath, uint64_t off, size_t len, void *buf);
 };
 int aq_dir_list(void *root, const char *reldir, int (*fn)(void *, const char *), void *arg);
 int aq_dir_size(void *root, const char *rel, uint64_t *size);

@@ -254,6 +254,67 @@ test_packs_over_nfs_read_back_cold_and_after_a_rebuild() {
 	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null
 }
 
+# _gc_backing ARGS... — ckptfs-admin --json gc ARGS; prints BACKING's
+# "objects orphans removed manifest_kept".
+_gc_backing() {
+	local out
+	out=$("$CKPTFS_ADMIN" --json gc "$@" 2>&1) || ck_fail "ckptfs-admin gc $*: $out"
+	echo "$out" >>"$CK_TMP/gc.json"
+	echo "$out" | "$PY" -c 'import json, sys
+b = json.load(sys.stdin)["backing"]
+print(b["objects"], b["orphans"], b["removed"], b["manifest_kept"])'
+}
+
+# admin_query.h invariant 6: gc removes a pack no catalog row knows and none
+# of whose members a manifest names (here: packs the uploader removed once
+# their files were deleted, put back), and keeps one a manifest needs even
+# when the catalog forgot it.
+test_gc_removes_a_pack_no_one_knows_and_keeps_one_a_manifest_needs() {
+	ck_mount packs=on
+	ck_write_small "$CK_MNT/gone" 30 9
+	ck_wait_durable 120
+	mkdir -p "$CK_TMP/saved"
+	cp -a "$CK_BACKING/packs" "$CK_TMP/saved/packs"
+	local before
+	before=$(_pack_files)
+	[ "$before" -ge 1 ] || ck_fail "no pack for gone/"
+	rm -r "$CK_MNT/gone"
+	local i
+	for i in $(seq 300); do
+		[ "$(_pack_files)" = 0 ] && break
+		sleep 0.1
+	done
+	assert_eq 0 "$(_pack_files)" "packs left after their files were deleted"
+	ck_write_small "$CK_MNT/kept" 30 10
+	ck_wait_durable 120
+	"$CKPTFS_ADMIN" wait "$CK_MNT" >/dev/null 2>&1 || ck_fail "ckptfs-admin wait failed"
+	local kept
+	kept=$(_pack_files)
+	cp -a "$CK_TMP/saved/packs/." "$CK_BACKING/packs/"
+	local o
+	o=$(_gc_backing "$CK_MNT")
+	ck_log "gc dry run, BACKING objects orphans removed manifest_kept: $o"
+	assert_eq "$before" "$(echo "$o" | cut -d' ' -f2)" "packs gc's dry run calls orphans ($(tr '\n' ' ' <"$CK_TMP/gc.json"))"
+	assert_eq 0 "$(echo "$o" | cut -d' ' -f3)" "packs a dry run removed"
+	o=$(_gc_backing --delete "$CK_MNT")
+	assert_eq "$before" "$(echo "$o" | cut -d' ' -f3)" "packs gc --delete removed"
+	assert_eq "$kept" "$(_pack_files)" "pack files left by gc --delete"
+	ck_umount
+	# the catalog forgets kept/'s packs (offline): the manifests still name
+	# their members, so gc keeps them (a dry run: it takes no claim, so the
+	# real catalog goes back afterwards)
+	cp "$CK_CACHE/catalog.db" "$CK_TMP/catalog.db.real"
+	ck_sql "DELETE FROM packs"
+	o=$(_gc_backing --cache "$CK_CACHE")
+	assert_eq 0 "$(echo "$o" | cut -d' ' -f2)" "packs a manifest needs that gc would remove: $o"
+	[ "$(echo "$o" | cut -d' ' -f4)" -ge "$kept" ] || ck_fail "gc did not say it kept packs for the manifests: $o"
+	cp "$CK_TMP/catalog.db.real" "$CK_CACHE/catalog.db"
+	_evict_all
+	ck_mount packs=on
+	_same kept
+	ck_umount
+}
+
 test_packs_on_a_shared_catalog_is_refused() {
 	local rc=0
 	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?

@@ -16,6 +16,7 @@
 #include "backing.h"
 #include "cache.h"
 #include "catalog.h"
+#include "catalog_pack.h"
 #include "claim.h"
 #include "codec.h"
 #include "generation.h"
@@ -1426,7 +1427,10 @@ static int up_pack_loose(struct uploader *u, struct up_batch *bt)
 		const struct pack_entry *e = &bt->pack.b.m[i];
 		char rel[128];
 		store_object_relpath(e->hash, rel, sizeof(rel));
-		rc = backing_put_unsynced(u->backing, rel, bt->pack.b.arena + e->off, e->len);
+		rc = cat_pack_loose(u->cat, e->hash); /* K3, before the put */
+		if (rc == 0)
+			rc = backing_put_unsynced(u->backing, rel, bt->pack.b.arena + e->off,
+						  e->len);
 		if (rc == 0)
 			store_uploaded(u->store, e->hash);
 	}
@@ -1498,7 +1502,9 @@ static int up_chunk_put_loose(struct uploader *u, const struct cat_upload *row,
 {
 	char rel[128];
 	store_object_relpath(row->hash, rel, sizeof(rel));
-	int rc = backing_put_unsynced(u->backing, rel, b->obj, len);
+	int rc = cat_pack_loose(u->cat, row->hash); /* K3, before the put */
+	if (rc == 0)
+		rc = backing_put_unsynced(u->backing, rel, b->obj, len);
 	if (rc == 0)
 		store_uploaded(u->store, row->hash);
 	return rc;

@@ -43,6 +43,10 @@ const struct cat_sql cat_pack_sql[S_COUNT - S_PACK_FIRST] = {
 	P(P_PLACE_CHUNK) = { "record a chunk's place in a pack found on BACKING",
 			     "UPDATE chunks SET pack = ?2, pack_off = ?3, pack_len = ?4"
 			     " WHERE hash = ?1 AND uploaded = 1 AND pack IS NULL" },
+	/* K3: about to be put loose */
+	P(P_LOOSE) = { "mark a chunk to be put loose",
+		       "UPDATE chunks SET pack_off = -1 WHERE hash = ?1 AND pack IS NULL"
+		       " AND uploaded = 0 AND (pack_off IS NULL OR pack_off != -1)" },
 	/* K1 */
 	P(P_CHECK_LIVE) = { "check the packs' live counts",
 			    "SELECT p.name, p.live, COALESCE(c.n, 0), p.live_bytes, COALESCE(c.b, 0),"
@@ -182,6 +186,16 @@ int cat_pack_place(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 	if (rc == 0 && cat_changes(cat) != 1)
 		rc = -ENOENT;
 	rc = cat_end(cat, rc);
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_pack_loose(struct cat *cat, const uint8_t hash[CAT_HASH_LEN])
+{
+	cat_lock(cat);
+	int rc = cat_bind(cat, P_LOOSE, A_HASH(hash));
+	if (rc == 0)
+		rc = cat_run(cat, P_LOOSE);
 	cat_unlock(cat);
 	return rc;
 }

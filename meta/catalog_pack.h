@@ -27,7 +27,11 @@
  *      sweep, or upload.h U13's reput of a damaged copy): pack_off -1 with
  *      pack NULL says so (cat_chunk_where's loose_only). A put replaces a
  *      loose object by its name; a pack member beside a damaged loose copy
- *      would leave that copy, which a rebuild finds first.
+ *      would leave that copy, which a rebuild finds first. The uploader
+ *      marks a small object it puts loose after all (a pack of one)
+ *      before the put (cat_pack_loose): a crash before its row ends would
+ *      otherwise let the retry pack it and leave the loose copy for ever
+ *      (no removal is queued for a packed row).
  *  K4. Nothing removes a pack a chunk row names, nor one being put. A pack
  *      leaves BACKING only through its UP_DELETE_PACK row (uploads.kind 5,
  *      hash = its name), which a trigger queues, with state removing, when
@@ -103,6 +107,9 @@ int cat_pack_removable(struct cat *cat, const uint8_t name[CAT_HASH_LEN], bool *
 int cat_pack_place(struct cat *cat, const uint8_t hash[CAT_HASH_LEN],
 		   const uint8_t name[CAT_HASH_LEN], uint64_t size, uint32_t members,
 		   uint64_t off, uint64_t len);
+
+/* K3: chunk hash, dirty and not in a pack, is about to be put loose. */
+int cat_pack_loose(struct cat *cat, const uint8_t hash[CAT_HASH_LEN]);
 
 struct cat_pack_stats {
 	uint64_t packs, bytes;           /* live packs and their sizes */

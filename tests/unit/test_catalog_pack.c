@@ -329,3 +329,28 @@ Test(catpack, check_finds_a_wrong_live_count)
 	sqlite3_close(db);
 	OK(cat_open(fx.path, 0, 0, NULL, NULL, &fx.cat));
 }
+
+/* K3: a small object the uploader puts loose after all (a pack of one) is
+ * marked before its put, so that a retry after a crash puts it loose again
+ * (the same name) instead of packing it beside an orphan loose copy; the
+ * mark goes with the loose upload's end. */
+Test(catpack, a_chunk_about_to_be_put_loose_stays_loose_on_a_retry)
+{
+	tp_file("a", 10, 1);
+	uint8_t h[CAT_HASH_LEN];
+	ts_hash(h, HASH_FILL, 10);
+	struct cat_chunk_where w;
+	OK(cat_chunk_where(fx.cat, h, &w));
+	cr_assert(!w.loose_only);
+	OK(cat_pack_loose(fx.cat, h));
+	OK(cat_chunk_where(fx.cat, h, &w));
+	cr_assert(w.loose_only && !w.uploaded, "marked before the put: a retry puts it loose");
+	struct cat_upload rows[4];
+	cr_assert_eq(cat_upload_list(fx.cat, 0, rows, 4), 1);
+	OK(cat_upload_done_many(fx.cat, rows, 1));
+	OK(cat_chunk_where(fx.cat, h, &w));
+	cr_assert(w.uploaded && !w.loose_only && !w.packed);
+	OK(cat_pack_loose(fx.cat, h)); /* uploaded: no mark */
+	OK(cat_chunk_where(fx.cat, h, &w));
+	cr_assert(!w.loose_only);
+}

@@ -134,7 +134,9 @@
  *      error starting with UP_LOST_ERROR until the row ends (an upload or a
  *      moot end at a later try). While it does, no save naming the chunk is
  *      committed but by an admin's decision (generation.h G13): its commit
- *      is refused and the save held (rule "lost-chunk").
+ *      is refused and the save held (rule "lost-chunk"). The holds of the
+ *      COMMITTED saves naming it are asked for at the finding and, if that
+ *      call fails, again until one succeeds (fs/uploader.h B5).
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative errno. */
 #ifndef CKPTFS_UPLOAD_H

@@ -1395,7 +1395,7 @@ static void up_batch_done_packed(struct uploader *u, struct up_batch *bt)
 	for (uint32_t i = 0; i < bt->pack.n; i++)
 		store_uploaded(u->store, bt->pack.rows[i].hash);
 	pthread_mutex_lock(&u->lock);
-	u->st.packs += !bt->pack.present;
+	u->st.packs++;
 	u->st.packed_chunks += taken;
 	pthread_mutex_unlock(&u->lock);
 	up_batch_count(u, bt);

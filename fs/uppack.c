@@ -59,31 +59,48 @@ int uppack_build(struct uppack *p)
 	return rc;
 }
 
-/* Q2: the put failed; nothing may stay named. */
-static void uppack_abandon(struct uppack *p, struct cat *cat, struct backing *bk,
-			   const char *rel, int why)
+/* Q2 for a pack whose put or T2 did not end (why), by the state T1 left:
+ * putting — the row forgotten while no chunk row names it, then the file
+ * removed (a crash between leaves a file no row knows: gc's); putting
+ * again — the old file may be what a manifest needs (catalog_pack.h K5):
+ * back to removing, file kept; live — members name it: left as it is. */
+static void uppack_leave(struct uppack *p, struct cat *cat, struct backing *bk, const char *what,
+			 int why)
 {
-	char hex[HASH_HEX_LEN + 1];
+	char hex[HASH_HEX_LEN + 1], rel[PACK_RELPATH_LEN];
 	hash_to_hex(p->name, hex);
-	int rc = backing_remove(bk, rel);
-	if (rc == 0 || rc == -ENOENT)
+	pack_relpath(p->name, rel, sizeof(rel));
+	int rc = 0;
+	const char *then = "";
+	if (p->state == CAT_PACK_PUTTING) {
 		rc = cat_pack_forget(cat, p->name);
-	log_warn("BACKING %s: pack %s of %" PRIu32 " chunks could not be put (%s); its chunks"
-		 " stay queued%s", backing_spec(bk), hex, p->n, strerror(-why),
-		 rc == 0 ? "" : ", and the pack is removed at the next mount");
+		if (rc == 0)
+			rc = backing_remove(bk, rel);
+		then = rc == 0 ? " and the pack was removed"
+			       : ", and the pack is removed at the next stop or mount, or by gc";
+	} else if (p->state == CAT_PACK_PUTTING_AGAIN) {
+		rc = cat_pack_unrevive(cat, p->name);
+		then = rc == 0 ? " and the pack goes back to its removal"
+			       : ", and the pack goes back to its removal at the next stop or mount";
+	}
+	log_warn("BACKING %s: pack %s of %" PRIu32 " chunks %s (%s); its chunks stay queued%s",
+		 backing_spec(bk), hex, p->n, what, strerror(-why), then);
 }
 
 int uppack_put(struct uppack *p, struct cat *cat, struct backing *bk)
 {
 	assert(p->bytes != NULL);
-	int rc = cat_pack_begin(cat, p->name, p->len, p->n, &p->present);
-	if (rc != 0 || p->present)
+	int rc = cat_pack_begin(cat, p->name, p->len, p->n, &p->state);
+	if (rc != 0)
 		return rc; /* T1 failed: nothing put, nothing named */
+	/* put even when a live pack has the name: the same bytes (pack.h P1),
+	 * but the copy there may be the damaged one its members are put again
+	 * for (upload.h U13); a put replaces it whole (review 51 F1) */
 	char rel[PACK_RELPATH_LEN];
 	pack_relpath(p->name, rel, sizeof(rel));
 	rc = backing_put(bk, rel, p->bytes, p->len);
 	if (rc != 0)
-		uppack_abandon(p, cat, bk, rel, rc);
+		uppack_leave(p, cat, bk, "could not be put", rc);
 	return rc;
 }
 
@@ -112,20 +129,7 @@ int uppack_done(struct uppack *p, struct cat *cat, const struct cat_upload *loos
 
 void uppack_unnamed(struct uppack *p, struct cat *cat, struct backing *bk, int why)
 {
-	char hex[HASH_HEX_LEN + 1], rel[PACK_RELPATH_LEN];
-	hash_to_hex(p->name, hex);
-	pack_relpath(p->name, rel, sizeof(rel));
-	/* the row first, and only while no chunk row names the pack (K5): a
-	 * file left by a crash between is a pack no row knows, never one a row
-	 * names gone */
-	int rc = p->present ? -EBUSY : cat_pack_forget(cat, p->name);
-	if (rc == 0)
-		rc = backing_remove(bk, rel);
-	if (!p->present)
-		log_warn("BACKING %s: pack %s of %" PRIu32 " chunks was put but could not be"
-			 " recorded (%s); its chunks stay queued%s", backing_spec(bk), hex, p->n,
-			 strerror(-why), rc == 0 ? " and the pack was removed"
-					   : ", the pack is removed at the next stop or mount");
+	uppack_leave(p, cat, bk, "was put but could not be recorded", why);
 }
 
 int uppack_remove(struct cat *cat, struct backing *bk, const struct cat_upload *row)
@@ -137,6 +141,10 @@ int uppack_remove(struct cat *cat, struct backing *bk, const struct cat_upload *
 		return rc;
 	if (!removable)
 		return 1; /* put again, or named again (K4): moot */
+	bool superseded = false; /* K4, U4: a later removal of it governs */
+	rc = cat_upload_removal_superseded(cat, row, &superseded);
+	if (rc != 0 || superseded)
+		return rc ? rc : 1;
 	char rel[PACK_RELPATH_LEN];
 	pack_relpath(row->hash, rel, sizeof(rel));
 	rc = backing_remove(bk, rel);
@@ -146,17 +154,19 @@ int uppack_remove(struct cat *cat, struct backing *bk, const struct cat_upload *
 int uppack_orphans(struct cat *cat, struct backing *bk)
 {
 	uint8_t names[64][HASH_LEN];
+	int states[64];
 	size_t n = 0;
 	int removed = 0;
 	do {
-		int rc = cat_pack_orphans(cat, names, 64, &n);
+		int rc = cat_pack_orphans(cat, names, states, 64, &n);
 		if (rc != 0)
 			return rc;
 		for (size_t i = 0; i < n; i++) {
 			char rel[PACK_RELPATH_LEN];
 			pack_relpath(names[i], rel, sizeof(rel));
-			rc = backing_remove(bk, rel);
-			if (rc == 0 || rc == -ENOENT)
+			if (states[i] == CAT_PACK_PUTTING_AGAIN) /* K5: its file kept, removing again */
+				rc = cat_pack_unrevive(cat, names[i]);
+			else if ((rc = backing_remove(bk, rel)) == 0 || rc == -ENOENT)
 				rc = cat_pack_forget(cat, names[i]);
 			if (rc != 0) {
 				char hex[HASH_HEX_LEN + 1];
@@ -170,7 +180,7 @@ int uppack_orphans(struct cat *cat, struct backing *bk)
 		}
 	} while (n == 64);
 	if (removed > 0)
-		log_info("BACKING %s: removed %d packs whose put a crash or failure interrupted"
-			 " (nothing named them)", backing_spec(bk), removed);
+		log_info("BACKING %s: %d packs whose put a crash or failure interrupted: removed"
+			 " (nothing named them), or back to their removal", backing_spec(bk), removed);
 	return removed;
 }

@@ -16,14 +16,17 @@
  *  Q1. The catalog never names a pack that is not durable on BACKING: T2
  *      runs only after uppack_put returned 0 (backing_put is durable on
  *      return, backing.h 1) and the caller's sync of the batch succeeded.
- *  Q2. A failed put, or a put whose T2 failed, leaves nothing named: the
- *      pack's file is removed (absent is success) and its putting row
- *      forgotten (after a failed T2 the row first, and only while no chunk
- *      row names it), or, if that fails too, it is left putting for the
- *      orphans pass at the next draining stop or mount (K5). The batch's
- *      rows stay queued and are put again.
+ *  Q2. A failed put, or a put whose T2 failed, leaves nothing named: a
+ *      new pack's putting row is forgotten (only while no chunk row names
+ *      it) and its file removed, or, if that fails, it is left putting for
+ *      the orphans pass at the next draining stop or mount (K5); a pack
+ *      that was removing (putting again) goes back to removing with its
+ *      file, for its removal row's U5 wait (review 51 F3); a live one of
+ *      the same name is left as it is. The batch's rows stay queued and
+ *      are put again.
  *  Q3. A pack leaves BACKING only by uppack_remove of its UP_DELETE_PACK
- *      row, which asks cat_pack_removable just before the removal (K4);
+ *      row, which asks cat_pack_removable, and whether a later removal row
+ *      of it governs (U4), just before the removal (K4);
  *      the uploader never runs it while a put of the same name is in hand
  *      (uploader.c's pack_busy, U4).
  *  Q4. Members are the bytes of the cache's objects as read and verified
@@ -66,7 +69,7 @@ struct uppack {
 	uint8_t *bytes;
 	size_t len;
 	uint8_t name[HASH_LEN];
-	bool present; /* a live pack of that name was on BACKING already: nothing put */
+	int state; /* the row's state T1 left (catalog_pack.h: putting, live, putting again) */
 };
 
 void uppack_init(struct uppack *p);
@@ -83,8 +86,9 @@ bool uppack_full(const struct uppack *p);
 /* Builds the pack (its name in p->name): 0, or -ENOMEM. */
 int uppack_build(struct uppack *p);
 
-/* T1 and the put (Q1, Q2): 0 once the pack is durable on BACKING (or
- * present already), else the error, with Q2's cleanup done. */
+/* T1 and the put (Q1, Q2): 0 once the pack is durable on BACKING (put
+ * again over a live one of the same name: it may be damaged), else the
+ * error, with Q2's cleanup done. */
 int uppack_put(struct uppack *p, struct cat *cat, struct backing *bk);
 
 /* T2 (Q1): after uppack_put and the sync of the batch's loose rows
@@ -93,9 +97,10 @@ int uppack_put(struct uppack *p, struct cat *cat, struct backing *bk);
 int uppack_done(struct uppack *p, struct cat *cat, const struct cat_upload *loose,
 		size_t n_loose, size_t *taken);
 
-/* Q2 for a pack put whose T2 failed (why): its row is forgotten while no
- * chunk row names it, then its file removed (logged); a pack that was
- * present already is left alone. */
+/* Q2 for a pack put whose T2 failed (why): a putting row is forgotten
+ * while no chunk row names it, then its file removed; a putting-again row
+ * goes back to removing, its file kept (catalog_pack.h K5); a live one is
+ * left alone. Logged. */
 void uppack_unnamed(struct uppack *p, struct cat *cat, struct backing *bk, int why);
 
 /* Q3: the work of an UP_DELETE_PACK row: 0 once the pack is gone from

@@ -13,16 +13,24 @@ const struct cat_sql cat_pack_sql[S_COUNT - S_PACK_FIRST] = {
 	P(P_BEGIN) = { "record a pack being put",
 		       "INSERT INTO packs(name, size, members, state, created_ns)"
 		       " VALUES(?1, ?2, ?3, 0, ?4) ON CONFLICT(name) DO UPDATE SET"
-		       " state = CASE WHEN state = 2 THEN 0 ELSE state END RETURNING state" },
+		       " state = CASE WHEN state = 2 THEN 3 ELSE state END RETURNING state" },
 	/* K2: only a row still dirty with an object takes its place in the pack */
 	P(P_MEMBER) = { "record a chunk's place in a pack",
 			"UPDATE chunks SET uploaded = 1, pack = ?2, pack_off = ?3, pack_len = ?4"
 			" WHERE hash = ?1 AND uploaded = 0 AND stored_len IS NOT NULL" },
-	P(P_LIVE) = { "record a pack put", "UPDATE packs SET state = 1 WHERE name = ?1 AND state = 0" },
+	P(P_LIVE) = { "record a pack put",
+		      "UPDATE packs SET state = 1 WHERE name = ?1 AND state IN (0, 3)" },
+	/* K5: a put over a removing pack that did not end: removing again, with
+	 * a removal row of its own (the old one may have ended moot meanwhile) */
+	P(P_UNREVIVE) = { "return a pack to removing",
+			  "UPDATE packs SET state = 2 WHERE name = ?1 AND state = 3"
+			  " AND NOT EXISTS (SELECT 1 FROM chunks WHERE pack = ?1)" },
+	P(P_REMOVAL_ROW) = { "queue a pack's removal",
+			     "INSERT INTO uploads(kind, hash, enqueued_ns) VALUES(5, ?1, ?2)" },
 	P(P_FORGET) = { "forget a pack not put",
 			"DELETE FROM packs WHERE name = ?1 AND state = 0"
 			" AND NOT EXISTS (SELECT 1 FROM chunks WHERE pack = ?1)" },
-	P(P_ORPHANS) = { "list packs being put", "SELECT name FROM packs WHERE state = 0"
+	P(P_ORPHANS) = { "list packs being put", "SELECT name, state FROM packs WHERE state IN (0, 3)"
 			 " ORDER BY name LIMIT ?1" },
 	P(P_REMOVABLE) = { "look whether a pack may go",
 			   "SELECT 1 FROM packs WHERE name = ?1 AND state = 2"
@@ -61,9 +69,9 @@ const struct cat_sql cat_pack_sql[S_COUNT - S_PACK_FIRST] = {
 };
 
 int cat_pack_begin(struct cat *cat, const uint8_t name[CAT_HASH_LEN], uint64_t size,
-		   uint32_t members, bool *present)
+		   uint32_t members, int *state)
 {
-	*present = false;
+	*state = CAT_PACK_PUTTING;
 	cat_lock(cat);
 	int rc = cat_begin(cat);
 	if (rc == 0)
@@ -72,7 +80,7 @@ int cat_pack_begin(struct cat *cat, const uint8_t name[CAT_HASH_LEN], uint64_t s
 	if (rc == 0)
 		rc = cat_next(cat, P_BEGIN);
 	if (rc == 1) {
-		*present = cat_col_int(cat, P_BEGIN, 0) == CAT_PACK_LIVE;
+		*state = (int)cat_col_int(cat, P_BEGIN, 0);
 		rc = 0;
 	} else if (rc == 0) {
 		rc = cat_sql_fail(cat, P_BEGIN, SQLITE_DONE); /* RETURNING gave no row */
@@ -127,7 +135,8 @@ int cat_pack_done(struct cat *cat, const uint8_t name[CAT_HASH_LEN],
 	return rc;
 }
 
-int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], size_t max, size_t *n)
+int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], int *states, size_t max,
+		     size_t *n)
 {
 	*n = 0;
 	cat_lock(cat);
@@ -135,8 +144,10 @@ int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], size_t max
 	while (rc == 0 && (rc = cat_next(cat, P_ORPHANS)) == 1) {
 		sqlite3_stmt *st = cat->stmt[P_ORPHANS];
 		rc = 0;
-		if (*n < max && sqlite3_column_bytes(st, 0) == CAT_HASH_LEN)
+		if (*n < max && sqlite3_column_bytes(st, 0) == CAT_HASH_LEN) {
+			states[*n] = (int)cat_col_int(cat, P_ORPHANS, 1);
 			memcpy(names[(*n)++], sqlite3_column_blob(st, 0), CAT_HASH_LEN);
+		}
 	}
 	cat_reset(cat, P_ORPHANS);
 	cat_unlock(cat);
@@ -151,6 +162,25 @@ int cat_pack_forget(struct cat *cat, const uint8_t name[CAT_HASH_LEN])
 		rc = cat_run(cat, P_FORGET);
 	if (rc == 0 && cat_changes(cat) != 1)
 		rc = -EBUSY;
+	cat_unlock(cat);
+	return rc;
+}
+
+int cat_pack_unrevive(struct cat *cat, const uint8_t name[CAT_HASH_LEN])
+{
+	cat_lock(cat);
+	int rc = cat_begin(cat);
+	if (rc == 0)
+		rc = cat_bind(cat, P_UNREVIVE, A_HASH(name));
+	if (rc == 0)
+		rc = cat_run(cat, P_UNREVIVE);
+	if (rc == 0 && cat_changes(cat) != 1)
+		rc = -EBUSY;
+	if (rc == 0)
+		rc = cat_bind(cat, P_REMOVAL_ROW, A_HASH(name), A_INT(cat_now_ns()));
+	if (rc == 0)
+		rc = cat_run(cat, P_REMOVAL_ROW);
+	rc = cat_end(cat, rc);
 	cat_unlock(cat);
 	return rc;
 }

@@ -7,9 +7,11 @@
  * live_bytes (the chunk rows that name it and their images' bytes), state:
  *
  *   putting (0) ──cat_pack_done──▶ live (1) ──last member gone──▶ removing (2)
- *      ▲  │                                                         │
- *      │  └─cat_pack_forget (mount: K5)             UP_DELETE_PACK ─┴─▶ row gone
- *      └──────────── cat_pack_begin of the same name (P2) ◀──────────┘
+ *      └─ failed: cat_pack_forget (K5)   ▲   (begin of a live one:     │   │
+ *                                        │    put again, U13)          │   └─ UP_DELETE_PACK:
+ *             cat_pack_done ─────────────┘                             │      row gone
+ *   putting again (3) ◀──── cat_pack_begin of the same name (P2) ──────┘
+ *      └─ failed: cat_pack_unrevive ──▶ removing (2), a removal row of its own
  *
  * Invariants:
  *  K1. packs.live and live_bytes are the number of chunk rows naming the
@@ -40,16 +42,24 @@
  *      apply names its members) and after a WAL sync (U12's reason); just
  *      before the removal the uploader asks cat_pack_removable (removing,
  *      and no chunk row names it) and ends the row moot otherwise. A put of
- *      the same name (the builder is deterministic, pack.h P2) sets it back
- *      to putting (cat_pack_begin), and the uploader never runs a put and a
- *      removal of one name at once (its busy set, upload.h U4).
+ *      the same name (the builder is deterministic, pack.h P2) sets it to
+ *      putting again (3, cat_pack_begin), and the uploader never runs a put
+ *      and a removal of one name at once (its busy set, upload.h U4). A
+ *      removal row with a later removal row of the same pack queued is
+ *      stale (U4 by the pack's name): between the two the pack lived again
+ *      and manifests may name its members, which only the later row's U5
+ *      wait covers; the uploader asks again just before it removes.
  *  K5. A pack in state putting names no member: a put in flight, or one a
  *      crash or failure interrupted (its file may or may not be on
  *      BACKING). The uploader whose put or T2 failed forgets the row and
  *      removes the file (fs/uppack.h Q2); at mount, before the uploader
  *      starts, and at the end of a draining stop, with the claim held,
  *      every putting row is removed the same way (cat_pack_orphans, then
- *      cat_pack_forget after backing_remove).
+ *      cat_pack_forget after backing_remove). A pack putting again (3) was
+ *      removing when its put began: its old file may still be what a
+ *      manifest a rebuild would apply needs, so a put of it that does not
+ *      end never removes the file: it goes back to removing with a removal
+ *      row of its own (cat_pack_unrevive), which waits for U5 like any.
  *
  * Calls follow catalog.h's rules: one transaction each, 0 or a negative
  * errno. Tested by tests/unit/test_catalog_pack.c. */
@@ -67,6 +77,7 @@ enum cat_pack_state {
 	CAT_PACK_PUTTING = 0,
 	CAT_PACK_LIVE = 1,
 	CAT_PACK_REMOVING = 2,
+	CAT_PACK_PUTTING_AGAIN = 3, /* put again while it was removing (K4, K5) */
 };
 
 /* A member of a pack: its chunk and where its image is in the pack. */
@@ -75,11 +86,12 @@ struct cat_pack_member {
 	uint64_t off, len;
 };
 
-/* Before a pack's put: its row, putting (K5). *present: a row of that name
- * is live already (the same bytes are durable on BACKING, pack.h P1): no
- * put is needed. A removing row becomes putting again (K4). */
+/* Before a pack's put: its row, putting (K5). *state: the row's state now:
+ * putting (new, or left putting), live (a live pack of that name: it is
+ * put again all the same, replacing a copy that may be damaged, U13), or
+ * putting again (it was removing, K4/K5). */
 int cat_pack_begin(struct cat *cat, const uint8_t name[CAT_HASH_LEN], uint64_t size,
-		   uint32_t members, bool *present);
+		   uint32_t members, int *state);
 
 /* After the put and the batch's sync, one transaction (K2): members m[i]
  * (whose UP_CHUNK rows are member_rows[i]) name the pack where their row is
@@ -91,10 +103,14 @@ int cat_pack_done(struct cat *cat, const uint8_t name[CAT_HASH_LEN],
 		  const struct cat_pack_member *m, const struct cat_upload *member_rows, size_t n,
 		  const struct cat_upload *loose_rows, size_t n_loose, size_t *taken);
 
-/* K5: up to max putting packs, and forgetting one (its file removed from
- * BACKING first; a row a member names is kept: -EBUSY). */
-int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], size_t max, size_t *n);
+/* K5: up to max putting and putting-again packs (states[i] says which),
+ * forgetting a putting one (its file removed from BACKING first; a row a
+ * member names is kept: -EBUSY), and returning a putting-again one to
+ * removing with a removal row (-EBUSY if it is not putting again). */
+int cat_pack_orphans(struct cat *cat, uint8_t (*names)[CAT_HASH_LEN], int *states, size_t max,
+		     size_t *n);
 int cat_pack_forget(struct cat *cat, const uint8_t name[CAT_HASH_LEN]);
+int cat_pack_unrevive(struct cat *cat, const uint8_t name[CAT_HASH_LEN]);
 
 /* K4: whether the pack may leave BACKING now (removing, no row names it).
  * Once it left, cat_upload_done of its UP_DELETE_PACK row forgets it. */

@@ -55,7 +55,7 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 				    "SELECT 1 FROM uploads WHERE kind IN (2, 4) AND seq < ?1 LIMIT 1" },
 	/* U4: a later removal of the same chunk governs */
 	U(U_NEWER_REMOVAL_ROW) = { "look for a newer removal of the chunk",
-				   "SELECT 1 FROM uploads WHERE hash = ?1 AND kind = 3 AND seq > ?2"
+				   "SELECT 1 FROM uploads WHERE hash = ?1 AND kind = ?3 AND seq > ?2"
 				   " LIMIT 1" },
 	/* live, durable once, and BACKING's manifest of it not its current tree */
 	U(U_GEN_OUTDATED) = { "look for a generation whose manifest on BACKING is outdated",
@@ -84,7 +84,8 @@ const struct cat_sql cat_up_sql[S_REFS_FIRST - S_UP_FIRST] = {
 			     " AND error LIKE '" UP_LOST_ERROR "%' ORDER BY hash LIMIT ?1" },
 	U(U_WHERE) = { "locate a chunk",
 		       "SELECT cached, uploaded, codec, plain_len, stored_len, refcount, pack,"
-		       " pack_off, pack_len FROM chunks WHERE hash = ?1 AND stored_len IS NOT NULL" },
+		       " pack_off, pack_len, EXISTS (SELECT 1 FROM uploads WHERE hash = ?1 AND"
+		       " kind = 3) FROM chunks WHERE hash = ?1 AND stored_len IS NOT NULL" },
 	U(U_SET_CACHED) = { "record a chunk's presence in the cache",
 			    "UPDATE chunks SET cached = ?2 WHERE hash = ?1"
 			    " AND stored_len IS NOT NULL AND (?2 = 1 OR uploaded = 1)" },
@@ -303,13 +304,14 @@ static bool up_tree_covers(struct cat *cat, uint64_t seq)
 static int up_newer_removal(struct cat *cat, const struct cat_upload *u, bool *found)
 {
 	return up_found(cat, U_NEWER_REMOVAL_ROW,
-			cat_bind(cat, U_NEWER_REMOVAL_ROW, A_HASH(u->hash), A_INT((int64_t)u->seq)),
+			cat_bind(cat, U_NEWER_REMOVAL_ROW, A_HASH(u->hash), A_INT((int64_t)u->seq),
+				 A_INT(u->kind)),
 			found);
 }
 
 int cat_upload_removal_superseded(struct cat *cat, const struct cat_upload *u, bool *superseded)
 {
-	assert(u->kind == UP_DELETE_CHUNK);
+	assert(u->kind == UP_DELETE_CHUNK || u->kind == UP_DELETE_PACK);
 	*superseded = false;
 	return UP_READ(cat, up_newer_removal(cat, u, superseded));
 }
@@ -353,7 +355,11 @@ static int up_ready_txn(struct cat *cat, const struct cat_upload *u, bool *ready
 			rc = up_chunk_removal_ready(cat, u, ready);
 		break;
 	case UP_DELETE_PACK: /* catalog_pack.h K4: as a chunk's removal, WAL synced */
-		rc = up_chunk_removal_ready(cat, u, ready);
+		rc = up_newer_removal(cat, u, stale); /* U4, by the pack's name */
+		if (rc == 0 && *stale)
+			*ready = false;
+		else if (rc == 0)
+			rc = up_chunk_removal_ready(cat, u, ready);
 		if (rc == 0 && *ready)
 			rc = cat_wal_sync(cat);
 		*ready = *ready && rc == 0;
@@ -524,8 +530,12 @@ void cat_where_row(struct cat *cat, struct cat_chunk_where *out)
 		out->pack_off = (uint64_t)cat_col_int(cat, U_WHERE, 7);
 		out->pack_len = (uint64_t)cat_col_int(cat, U_WHERE, 8);
 	}
-	out->loose_only = !out->packed && sqlite3_column_type(st, 7) != SQLITE_NULL &&
-			  cat_col_int(cat, U_WHERE, 7) == -1;
+	/* K3: put loose again — marked so, or a removal of its loose object is
+	 * queued (the object an older row put; a put of the same name is what
+	 * that removal finds referenced and keeps) */
+	out->loose_only = !out->packed && ((sqlite3_column_type(st, 7) != SQLITE_NULL &&
+					    cat_col_int(cat, U_WHERE, 7) == -1) ||
+					   cat_col_int(cat, U_WHERE, 9) != 0);
 }
 
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out)

@@ -233,7 +233,8 @@ struct cat_chunk_where {
 	uint64_t pack_off, pack_len;
 };
 int cat_chunk_where(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], struct cat_chunk_where *out);
-/* U4: a later removal of row u's chunk (an UP_DELETE_CHUNK row) is queued. */
+/* U4: a later removal of row u's chunk or pack (a row of u's kind,
+ * UP_DELETE_CHUNK or UP_DELETE_PACK, of the same hash) is queued. */
 int cat_upload_removal_superseded(struct cat *cat, const struct cat_upload *u, bool *superseded);
 
 /* Whether the bytes of a chunk whose object the local cache lacks are lost

@@ -315,6 +315,46 @@ test_gc_removes_a_pack_no_one_knows_and_keeps_one_a_manifest_needs() {
 	ck_umount
 }
 
+# Review 51 F1: every member of a pack damaged on BACKING, the cache's
+# copies good: verify puts them again (upload.h U13), the uploader builds
+# the same pack (the same name) and puts it over the damaged copy, which a
+# live row of that name used to skip; after an eviction every file reads
+# back. (One upload thread: the members land in one batch again.)
+test_a_pack_whose_members_are_all_put_again_is_replaced() {
+	ck_mount packs=on,upload_threads=1
+	mkdir -p "$CK_MNT/r" "$CK_REF/r"
+	"$PY" - "$CK_REF/r" <<'EOF'
+import os, random, sys
+rnd = random.Random(77)
+for i in range(12):
+    with open(os.path.join(sys.argv[1], "f%d" % i), "wb") as f:
+        f.write(rnd.randbytes(5000 + i))
+EOF
+	cp "$CK_REF"/r/f* "$CK_MNT/r/"
+	ck_wait_durable 120
+	local name
+	name=$(ck_sql "SELECT lower(hex(pack)) FROM chunks WHERE pack IS NOT NULL GROUP BY pack HAVING count(*) >= 2 ORDER BY count(*) LIMIT 1")
+	[ -n "$name" ] || ck_fail "no pack of two members or more"
+	local path=$CK_BACKING/packs/${name:0:2}/$name.ckp off len
+	while IFS='|' read -r off len; do
+		ck_xor_byte "$path" $((off + len - 1))
+	done < <(ck_sql "SELECT pack_off, pack_len FROM chunks WHERE pack = x'$name'")
+	local rc=0
+	timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" >"$CK_TMP/verify1" 2>&1 || rc=$?
+	assert_eq 1 "$rc" "the first verify (damage found): $(tail -n 3 "$CK_TMP/verify1" | tr '\n' '|')"
+	sleep 1
+	ck_wait_durable 120
+	rc=0
+	timeout 120 "$CKPTFS_ADMIN" verify "$CK_MNT" >"$CK_TMP/verify2" 2>&1 || rc=$?
+	assert_eq 0 "$rc" "verify after the put again: $(tail -n 3 "$CK_TMP/verify2" | tr '\n' '|')"
+	ck_umount
+	_evict_all
+	ck_mount packs=on
+	_same r
+	ck_umount
+	ck_objcheck
+}
+
 test_packs_on_a_shared_catalog_is_refused() {
 	local rc=0
 	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?

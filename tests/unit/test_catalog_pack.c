@@ -81,7 +81,7 @@ static int64_t tp_int(const char *sql)
 
 /* Puts the queued UP_CHUNK rows of the chunks seed..seed+n-1 into pack
  * `name` as the uploader does (begin, then done): member i at 32 + 100 i. */
-static size_t tp_pack(const uint8_t name[CAT_HASH_LEN], int seed, int n, bool *present)
+static size_t tp_pack(const uint8_t name[CAT_HASH_LEN], int seed, int n, int *state)
 {
 	struct cat_upload all[64], rows[64];
 	struct cat_pack_member m[64];
@@ -101,7 +101,7 @@ static size_t tp_pack(const uint8_t name[CAT_HASH_LEN], int seed, int n, bool *p
 	}
 	cr_assert_eq(k, n, "queued rows of the members");
 	OK(cat_pack_begin(fx.cat, name, 32 + 100 * (uint64_t)n + 40 + 48 * (uint64_t)n,
-			  (uint32_t)n, present));
+			  (uint32_t)n, state));
 	size_t taken = 0;
 	OK(cat_pack_done(fx.cat, name, m, rows, (size_t)n, NULL, 0, &taken));
 	return taken;
@@ -113,9 +113,9 @@ Test(catpack, members_name_the_pack_and_count_as_live_until_their_rows_go)
 	ts_hash(name, 0xA1, 1);
 	tp_file("a", 10, 3);
 	tp_file("b", 20, 2);
-	bool present = true;
-	cr_assert_eq(tp_pack(name, 10, 3, &present), 3);
-	cr_assert(!present);
+	int state = -1;
+	cr_assert_eq(tp_pack(name, 10, 3, &state), 3);
+	cr_assert_eq(state, CAT_PACK_PUTTING);
 	struct cat_chunk_where w;
 	uint8_t h[CAT_HASH_LEN];
 	ts_hash(h, HASH_FILL, 11);
@@ -149,7 +149,7 @@ Test(catpack, a_pack_lives_while_one_member_lives_and_is_removable_only_when_non
 	ts_hash(name, 0xA1, 2);
 	tp_file("a", 10, 2);
 	tp_file("b", 20, 1);
-	bool present;
+	int state;
 	/* one pack of a's two chunks and b's one */
 	struct cat_upload all[8];
 	int n = cat_upload_list(fx.cat, 0, all, 8);
@@ -160,7 +160,7 @@ Test(catpack, a_pack_lives_while_one_member_lives_and_is_removable_only_when_non
 		m[i].off = 32 + 100 * (uint64_t)i;
 		m[i].len = 100;
 	}
-	OK(cat_pack_begin(fx.cat, name, 1000, 3, &present));
+	OK(cat_pack_begin(fx.cat, name, 1000, 3, &state));
 	bool removable = true;
 	OK(cat_pack_removable(fx.cat, name, &removable));
 	cr_assert(!removable, "K4: a pack being put is never removable");
@@ -191,13 +191,13 @@ Test(catpack, a_pack_put_again_while_removing_is_not_removable)
 	uint8_t name[CAT_HASH_LEN];
 	ts_hash(name, 0xA1, 3);
 	tp_file("a", 10, 2);
-	bool present;
-	cr_assert_eq(tp_pack(name, 10, 2, &present), 2);
+	int state;
+	cr_assert_eq(tp_pack(name, 10, 2, &state), 2);
 	tp_unlink("a");
 	cr_assert_eq(tp_rows(UP_DELETE_PACK, name), 1);
 	tp_file("a2", 10, 2); /* the same bytes again: dirty rows */
-	cr_assert_eq(tp_pack(name, 10, 2, &present), 2);
-	cr_assert(!present, "a removing pack is put again (it may be gone already)");
+	cr_assert_eq(tp_pack(name, 10, 2, &state), 2);
+	cr_assert_eq(state, CAT_PACK_PUTTING_AGAIN, "a removing pack is put again (it may be gone already)");
 	bool removable = true;
 	OK(cat_pack_removable(fx.cat, name, &removable));
 	cr_assert(!removable, "the members name it again");
@@ -207,8 +207,8 @@ Test(catpack, a_pack_put_again_while_removing_is_not_removable)
 	cr_assert_eq(ps.members, 2);
 	/* a live pack of the same name is present: no put needed */
 	tp_file("c", 40, 1);
-	OK(cat_pack_begin(fx.cat, name, 1000, 2, &present));
-	cr_assert(present);
+	OK(cat_pack_begin(fx.cat, name, 1000, 2, &state));
+	cr_assert_eq(state, CAT_PACK_LIVE, "a live pack is put again all the same (review 51 F1)");
 }
 
 /* K2: a member whose row went (reclaimed) or was uploaded meanwhile does
@@ -226,8 +226,8 @@ Test(catpack, rows_gone_before_the_done_do_not_take_the_pack)
 		m[i].off = 32 + 100 * (uint64_t)i;
 		m[i].len = 100;
 	}
-	bool present;
-	OK(cat_pack_begin(fx.cat, name, 1000, 2, &present));
+	int state;
+	OK(cat_pack_begin(fx.cat, name, 1000, 2, &state));
 	tp_unlink("a"); /* both rows gone before the put ended */
 	size_t taken = 9;
 	OK(cat_pack_done(fx.cat, name, m, rows, 2, NULL, 0, &taken));
@@ -244,19 +244,20 @@ Test(catpack, rows_gone_before_the_done_do_not_take_the_pack)
 Test(catpack, orphans_are_the_putting_packs_and_forget_keeps_a_named_one)
 {
 	uint8_t a[CAT_HASH_LEN], b[CAT_HASH_LEN], got[4][CAT_HASH_LEN];
+	int states[4];
 	ts_hash(a, 0xA1, 5);
 	ts_hash(b, 0xA1, 6);
-	bool present;
-	OK(cat_pack_begin(fx.cat, a, 1000, 2, &present));
+	int state;
+	OK(cat_pack_begin(fx.cat, a, 1000, 2, &state));
 	tp_file("f", 10, 2);
-	cr_assert_eq(tp_pack(b, 10, 2, &present), 2);
+	cr_assert_eq(tp_pack(b, 10, 2, &state), 2);
 	size_t n = 9;
-	OK(cat_pack_orphans(fx.cat, got, 4, &n));
+	OK(cat_pack_orphans(fx.cat, got, states, 4, &n));
 	cr_assert_eq(n, 1);
 	cr_assert_eq(memcmp(got[0], a, CAT_HASH_LEN), 0);
 	OK(cat_pack_forget(fx.cat, a));
 	FAILS(cat_pack_forget(fx.cat, b), EBUSY);
-	OK(cat_pack_orphans(fx.cat, got, 4, &n));
+	OK(cat_pack_orphans(fx.cat, got, states, 4, &n));
 	cr_assert_eq(n, 0);
 }
 
@@ -287,8 +288,8 @@ Test(catpack, a_loose_object_is_put_loose_again)
 	uint8_t name[CAT_HASH_LEN];
 	ts_hash(name, 0xA1, 7);
 	tp_file("b", 20, 2);
-	bool present;
-	cr_assert_eq(tp_pack(name, 20, 2, &present), 2);
+	int state;
+	cr_assert_eq(tp_pack(name, 20, 2, &state), 2);
 	uint8_t p[CAT_HASH_LEN];
 	ts_hash(p, HASH_FILL, 20);
 	OK(cat_chunk_reput(fx.cat, p));
@@ -312,8 +313,8 @@ Test(catpack, check_finds_a_wrong_live_count)
 	uint8_t name[CAT_HASH_LEN];
 	ts_hash(name, 0xA1, 8);
 	tp_file("a", 10, 2);
-	bool present;
-	cr_assert_eq(tp_pack(name, 10, 2, &present), 2);
+	int state;
+	cr_assert_eq(tp_pack(name, 10, 2, &state), 2);
 	OK(cat_check(fx.cat));
 	cat_close(fx.cat);
 	fx.cat = NULL;
@@ -353,4 +354,61 @@ Test(catpack, a_chunk_about_to_be_put_loose_stays_loose_on_a_retry)
 	OK(cat_pack_loose(fx.cat, h)); /* uploaded: no mark */
 	OK(cat_chunk_where(fx.cat, h, &w));
 	cr_assert(!w.loose_only);
+}
+
+/* K4, U4 by the pack's name (review 51 F2): a pack that died, was put
+ * again and died again has two removal rows; the first is stale. */
+Test(catpack, a_removal_row_with_a_later_one_of_the_same_pack_is_stale)
+{
+	uint8_t name[CAT_HASH_LEN];
+	ts_hash(name, 0xA1, 9);
+	tp_file("a", 10, 2);
+	int state;
+	cr_assert_eq(tp_pack(name, 10, 2, &state), 2);
+	tp_unlink("a");
+	tp_file("a2", 10, 2);
+	cr_assert_eq(tp_pack(name, 10, 2, &state), 2);
+	tp_unlink("a2");
+	struct cat_upload rows[8];
+	int n = cat_upload_list(fx.cat, 0, rows, 8);
+	cr_assert_eq(n, 2);
+	cr_assert(rows[0].kind == UP_DELETE_PACK && rows[1].kind == UP_DELETE_PACK);
+	bool ready = true, stale = false, superseded = false;
+	OK(cat_upload_ready(fx.cat, &rows[0], &ready, &stale));
+	cr_assert(stale && !ready, "the first removal row is stale");
+	OK(cat_upload_removal_superseded(fx.cat, &rows[0], &superseded));
+	cr_assert(superseded);
+	OK(cat_upload_removal_superseded(fx.cat, &rows[1], &superseded));
+	cr_assert(!superseded, "the last one governs");
+}
+
+/* K5 (review 51 F3): a put over a removing pack that does not end sends
+ * it back to removing, its file kept, with a removal row of its own; a
+ * putting-again row is an orphan of that kind at mount. */
+Test(catpack, a_put_again_that_does_not_end_goes_back_to_removing)
+{
+	uint8_t name[CAT_HASH_LEN], got[4][CAT_HASH_LEN];
+	int states[4];
+	ts_hash(name, 0xA1, 10);
+	tp_file("a", 10, 2);
+	int state;
+	cr_assert_eq(tp_pack(name, 10, 2, &state), 2);
+	tp_unlink("a");
+	cr_assert_eq(tp_rows(UP_DELETE_PACK, name), 1);
+	OK(cat_pack_begin(fx.cat, name, 1000, 2, &state));
+	cr_assert_eq(state, CAT_PACK_PUTTING_AGAIN);
+	size_t n = 0;
+	OK(cat_pack_orphans(fx.cat, got, states, 4, &n));
+	cr_assert_eq(n, 1);
+	cr_assert_eq(states[0], CAT_PACK_PUTTING_AGAIN);
+	FAILS(cat_pack_forget(fx.cat, name), EBUSY); /* never forgotten: its file may be needed */
+	OK(cat_pack_unrevive(fx.cat, name));
+	struct cat_pack_stats ps;
+	OK(cat_pack_stats(fx.cat, &ps));
+	cr_assert_eq(ps.removing, 1);
+	cr_assert_eq(tp_rows(UP_DELETE_PACK, name), 2, "a removal row of its own beside the old one");
+	bool removable = false;
+	OK(cat_pack_removable(fx.cat, name, &removable));
+	cr_assert(removable);
+	FAILS(cat_pack_unrevive(fx.cat, name), EBUSY);
 }

@@ -167,7 +167,8 @@ int rbpack_load(struct backing *b, struct rbpack_map *map)
 		rbpack_free(map);
 		return rc;
 	}
-	qsort(map->m, map->n, sizeof(*map->m), rbpack_cmp);
+	if (map->n > 1) /* (m is NULL with no member: qsort's first argument must not be) */
+		qsort(map->m, map->n, sizeof(*map->m), rbpack_cmp);
 	if (map->packs + map->skipped > 0)
 		log_info("rebuild: BACKING %s: %" PRIu64 " packs of %zu members read, %" PRIu64
 			 " not used", backing_spec(b), map->packs, map->n, map->skipped);

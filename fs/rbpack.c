@@ -16,7 +16,6 @@
 #include "pack.h"
 #include "store.h"
 
-#define RBPACK_TAIL_FIRST (64u << 10) /* read first from a pack's end */
 
 /* ---- listing ---- */
 
@@ -57,6 +56,17 @@ static int rbpack_add(struct rbpack_map *map, const struct rbpack_member *m)
 	return 0;
 }
 
+struct rbpack_at {
+	struct backing *b;
+	const char *rel;
+};
+
+static int rbpack_read(void *arg, uint64_t off, size_t len, void *buf)
+{
+	struct rbpack_at *at = arg;
+	return backing_get_range(at->b, at->rel, off, len, buf);
+}
+
 /* R1: a pack's tail, validated; its entries into the map. 1 if it is not
  * used (logged), 0, or BACKING's error. */
 static int rbpack_read_tail(struct backing *b, struct rbpack_map *map, const char *rel,
@@ -66,26 +76,14 @@ static int rbpack_read_tail(struct backing *b, struct rbpack_map *map, const cha
 	int rc = backing_stat(b, rel, &size);
 	if (rc != 0)
 		return rc == -ENOENT ? 1 : rc;
-	uint64_t want = size < RBPACK_TAIL_FIRST ? size : RBPACK_TAIL_FIRST, need = 0;
 	uint8_t *tail = NULL;
 	struct pack_view v;
-	const char *why = "no pack fits in its size";
-	for (int round = 0; round < 2; round++) {
-		free(tail);
-		tail = want > 0 && want <= size && want <= PACK_SIZE_MAX ? malloc(want) : NULL;
-		if (!tail) {
-			rc = want > 0 && want <= size ? -ENOMEM : -EBADMSG;
-			break;
-		}
-		rc = backing_get_range(b, rel, size - want, (size_t)want, tail);
-		if (rc == -ERANGE || rc == -ELOOP || rc == -EISDIR || rc == -EINVAL || rc == -ENOTDIR)
-			rc = -EBADMSG; /* changed meanwhile, or not a regular file: not used */
-		if (rc != 0)
-			break;
-		rc = pack_open_tail(tail, (size_t)want, size, &v, &need, &why);
-		if (rc != -ENODATA)
-			break;
-		want = need;
+	const char *why = NULL;
+	struct rbpack_at at = { b, rel };
+	rc = pack_read_tail(rbpack_read, &at, size, &tail, &v, &why);
+	if (rc == -ERANGE || rc == -ELOOP || rc == -EISDIR || rc == -EINVAL || rc == -ENOTDIR) {
+		rc = -EBADMSG; /* changed meanwhile, or not a regular file: not used */
+		why = "not a regular file, or cut since it was listed";
 	}
 	if (rc == 0) {
 		for (uint32_t i = 0; i < v.n && rc == 0; i++) {
@@ -100,9 +98,9 @@ static int rbpack_read_tail(struct backing *b, struct rbpack_map *map, const cha
 		map->packs += rc == 0;
 	}
 	free(tail);
-	if (rc == -EBADMSG || rc == -EPROTONOSUPPORT || rc == -ENODATA) {
+	if (rc == -EBADMSG || rc == -EPROTONOSUPPORT) {
 		log_warn("rebuild: BACKING %s: %s is not used: %s", backing_spec(b), rel,
-			 rc == -EBADMSG || rc == -ENODATA ? why : "a pack format newer than this ckptfs");
+			 rc == -EBADMSG ? why : "a pack format newer than this ckptfs");
 		map->skipped++;
 		return 1;
 	}

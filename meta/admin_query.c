@@ -621,6 +621,36 @@ static int aq_gc_list(const struct aq_objects *o, const char *reldir, struct aq_
 	return rc;
 }
 
+/* The counts of one object (a chunk's or a pack's) that aq_gc_check or its
+ * pack twin judged (orphan, rrc: the check's, or the removal's), and what
+ * the walk does next: 0 go on (a removal that failed is counted, logged);
+ * the error to stop at (the catalog failed; invariant 5's -EROFS). */
+static int aq_gc_counted(struct aq_gc_walk *w, const char *rel, uint64_t size, bool orphan,
+			 int rrc)
+{
+	if (orphan) {
+		w->out->orphans++;
+		w->out->orphan_bytes += size;
+		if (!w->dry_run && rrc == 0) {
+			w->out->removed++;
+			w->out->freed_bytes += size;
+		}
+	}
+	if (rrc != 0 && !orphan) /* the catalog failed: stop */
+		return rrc;
+	if (rrc == -EROFS && w->o->on_backing) { /* invariant 5: stop */
+		log_error("gc: stopped on BACKING before removing %s: this process %s BACKING's"
+			  " claim (claim.h 9); nothing more is removed there", rel,
+			  claim_lost(w->o->claim) ? "lost" : "could not renew lately");
+		return rrc;
+	}
+	if (rrc != 0) {
+		log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
+		w->out->failed++;
+	}
+	return 0;
+}
+
 /* One leaf directory chunks/ab/cd: a name that does not start with "abcd" is
  * no object the store could read (it is left alone). */
 static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *prefix)
@@ -648,28 +678,21 @@ static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *pref
 			rrc = aq_gc_check(w->q, hash, w->o->on_backing, w->dry_run, aq_gc_remove_rel, &r,
 					  &orphan);
 		}
-		if (orphan) {
-			w->out->orphans++;
-			w->out->orphan_bytes += size;
-			if (!w->dry_run && rrc == 0) {
-				w->out->removed++;
-				w->out->freed_bytes += size;
-			}
-		}
-		if (rrc != 0 && !orphan) { /* the catalog failed: stop */
-			rc = rrc;
-		} else if (rrc == -EROFS && w->o->on_backing) { /* invariant 5: stop */
-			log_error("gc: stopped on BACKING before removing %s: this process %s BACKING's"
-				  " claim (claim.h 9); nothing more is removed there", rel,
-				  claim_lost(w->o->claim) ? "lost" : "could not renew lately");
-			rc = rrc;
-		} else if (rrc != 0) {
-			log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
-			w->out->failed++;
-		}
+		rc = aq_gc_counted(w, rel, size, orphan, rrc);
 	}
 	free(l.v);
 	return rc;
+}
+
+struct aq_at {
+	const struct aq_objects *o;
+	const char *rel;
+};
+
+static int aq_pack_read(void *arg, uint64_t off, size_t len, void *buf)
+{
+	const struct aq_at *at = arg;
+	return at->o->range(at->o->arg, at->rel, off, len, buf);
 }
 
 /* Invariant 6: whether a manifest on BACKING names a member of the pack at
@@ -678,24 +701,15 @@ static int aq_gc_leaf(struct aq_gc_walk *w, const char *reldir, const char *pref
 static int aq_pack_named(const struct aq_objects *o, const char *rel, bool *named)
 {
 	*named = false;
-	uint64_t size = 0, need = 0;
+	uint64_t size = 0;
 	int rc = o->size(o->arg, rel, &size);
 	if (rc != 0)
 		return rc;
-	uint64_t want = size < (64u << 10) ? size : (64u << 10);
 	uint8_t *tail = NULL;
 	struct pack_view v;
-	const char *why = "no pack fits in its size";
-	for (int round = 0; round < 2; round++) {
-		free(tail);
-		tail = want > 0 && want <= PACK_SIZE_MAX ? malloc(want) : NULL;
-		rc = tail ? o->range(o->arg, rel, size - want, (size_t)want, tail) : -EBADMSG;
-		if (rc == 0)
-			rc = pack_open_tail(tail, (size_t)want, size, &v, &need, &why);
-		if (rc != -ENODATA)
-			break;
-		want = need;
-	}
+	const char *why = NULL;
+	struct aq_at at = { o, rel };
+	rc = pack_read_tail(aq_pack_read, &at, size, &tail, &v, &why);
 	for (uint32_t i = 0; rc == 0 && i < v.n && !*named; i++) {
 		struct pack_entry e;
 		pack_entry_at(&v, i, &e);
@@ -704,7 +718,7 @@ static int aq_pack_named(const struct aq_objects *o, const char *rel, bool *name
 	free(tail);
 	if (rc != 0 && rc != -ENOMEM && rc != -EIO && rc != -ETIMEDOUT) {
 		log_warn("gc: %s on BACKING is not a whole pack (%s): left alone", rel,
-			 rc == -EBADMSG || rc == -ENODATA ? why : strerror(-rc));
+			 rc == -EBADMSG ? why : strerror(-rc));
 		rc = -EBADMSG;
 	}
 	return rc;
@@ -740,26 +754,7 @@ static int aq_gc_pack(struct aq_gc_walk *w, const char *dir, const char *file)
 	struct aq_gc_remove r = { w->o, rel };
 	int rrc = aq_known_check(w->q, AQ_PACK_KNOWN, name, true, w->dry_run, aq_gc_remove_rel, &r,
 				 &orphan);
-	if (orphan) {
-		w->out->orphans++;
-		w->out->orphan_bytes += size;
-		if (!w->dry_run && rrc == 0) {
-			w->out->removed++;
-			w->out->freed_bytes += size;
-		}
-	}
-	if (rrc == -EROFS) {
-		log_error("gc: stopped on BACKING before removing %s: this process %s BACKING's"
-			  " claim (claim.h 9); nothing more is removed there", rel,
-			  claim_lost(w->o->claim) ? "lost" : "could not renew lately");
-		return rrc;
-	}
-	if (rrc != 0 && orphan) {
-		log_error("gc: cannot remove %s on %s: %s", rel, w->o->where, strerror(-rrc));
-		w->out->failed++;
-		return 0;
-	}
-	return rrc;
+	return aq_gc_counted(w, rel, size, orphan, rrc);
 }
 
 /* Invariant 6: packs/ on BACKING. */

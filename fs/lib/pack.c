@@ -485,3 +485,26 @@ int pack_name_parse(const char *file, uint8_t name[HASH_LEN])
 	hex[HASH_HEX_LEN] = '\0';
 	return hash_from_hex(hex, name);
 }
+
+int pack_read_tail(pack_read_fn *read, void *arg, uint64_t size, uint8_t **tail,
+		   struct pack_view *v, const char **why)
+{
+	uint64_t want = size < PACK_TAIL_FIRST ? size : PACK_TAIL_FIRST, need = 0;
+	int rc = -ENODATA;
+	*tail = NULL;
+	*why = "no pack fits in its size";
+	for (int round = 0; round < 2 && rc == -ENODATA; round++) {
+		free(*tail);
+		*tail = NULL;
+		if (want == 0 || want > size || want > PACK_SIZE_MAX)
+			return -EBADMSG;
+		*tail = malloc(want);
+		if (!*tail)
+			return -ENOMEM;
+		rc = read(arg, size - want, (size_t)want, *tail);
+		if (rc == 0)
+			rc = pack_open_tail(*tail, (size_t)want, size, v, &need, why);
+		want = need;
+	}
+	return rc == -ENODATA ? -EBADMSG : rc;
+}

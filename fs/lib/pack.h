@@ -4,7 +4,8 @@
  * This module is the format alone: a builder that makes a pack's bytes and
  * its name from member images, and a reader that validates a pack (all of
  * it, or only its tail: trailer and index) and hands out where a member is
- * and whether its image is whole. It does no I/O.
+ * and whether its image is whole. It does no I/O of its own (pack_read_tail
+ * reads through a function of the caller's).
  *
  * Layout (all integers little-endian):
  *
@@ -137,6 +138,19 @@ int pack_builder_finish(const struct pack_builder *b, uint8_t **out, size_t *out
  * the member images' CRCs, P4, P6). 0 and *v; -EBADMSG with *why;
  * -EPROTONOSUPPORT with *why. */
 int pack_open(const void *buf, size_t len, struct pack_view *v, const char **why);
+
+/* P5 with the reads: the tail of a pack of size bytes, read through
+ * read(arg, off, len, buf) — 64 KiB (or the whole pack) first, then exactly
+ * what the trailer says it needs — and validated (pack_open_tail). 0 with
+ * *v over *tail (malloc'd: the caller frees it, also on an error, when it
+ * may be NULL); -EBADMSG with *why (no pack fits in its size, or the tail
+ * is none: pack_open_tail's verdicts); -EPROTONOSUPPORT; -ENOMEM; or
+ * read's own error, as it gave it. Used by a rebuild (fs/rbpack.c) and gc
+ * (meta/admin_query.c). */
+#define PACK_TAIL_FIRST (64u << 10)
+typedef int pack_read_fn(void *arg, uint64_t off, size_t len, void *buf);
+int pack_read_tail(pack_read_fn *read, void *arg, uint64_t size, uint8_t **tail,
+		   struct pack_view *v, const char **why);
 
 /* P5: validates trailer and index from only the pack's last tail_len bytes
  * (tail) of a pack pack_len long. -ENODATA with *need the tail length

@@ -15,7 +15,9 @@
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
  *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
  *                                   │    absent), check (11 T), remove the aside (10)
- *                                   └─ otherwise: put it back, remove the aside,
+ *                                   └─ otherwise: put it back (exclusive) and
+ *                                        remove the aside; EEXIST (a create in
+ *                                        the gap): the aside stays (2, 11 T);
  *                                        next round
  *
  *   check (11 T): tmp/ listed again after put_new answered 0; an aside not
@@ -29,7 +31,9 @@
  * compared, created exclusively; invariant 9; a create that meets a claim
  * tries again briefly while a gap-taker backs off, 11 H); a shared claim is
  * rewritten in place (6). Absent while our last renewal's aside holds our
- * bytes: the claim is created again from it (claim_take_back, 10). A claim
+ * bytes: the claim is created again from it (claim_take_back, 10); absent
+ * after the reads again of 11 M with the newest aside our bytes (a mover's,
+ * 2): that aside adopted as our own (claim_adopt_aside). A claim
  * another's or gone, or a take lost: the holder is fenced (logged once),
  * its aside left (11), and never writes the claim, or anything else on
  * BACKING, again. */
@@ -577,16 +581,15 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 		free(moved);
 		return 0;
 	}
+	bool keep = false; /* the aside stays: it stands for the moved claim (10) */
 	if (rc == 0 && (len != judged_len || memcmp(moved, judged, len) != 0)) {
-		/* another taker's fresh claim: put it back (if a third one made
-		 * a claim meanwhile, that one stands and the moved one lost) */
+		/* another's claim, maybe a holder's whose check passed: put back */
+		claim_hook(c, "take-putback");
 		int prc = backing_put_new(c->b, CLAIM_FILE, moved, len);
-		if (prc != 0 && prc != -EEXIST)
-			rc = prc; /* the aside stays: it is judged as the claim (10) */
-		else
-			rc = -EAGAIN;
+		keep = prc != 0; /* EEXIST: a create landed in the gap (11 T sees the aside) */
+		rc = prc == 0 || prc == -EEXIST ? -EAGAIN : prc;
 	}
-	if (rc == -EAGAIN)
+	if (rc == -EAGAIN && !keep)
 		backing_remove(c->b, aside);
 	free(moved);
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
@@ -640,7 +643,7 @@ static int claim_list_asides(struct backing *b, struct claim_asides *l)
  * heartbeat, into buf/len/holder: 1 if there is one, 0 if none, -errno.
  * l gets every aside's name (removed once our claim exists). */
 static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *buf, size_t *len,
-			      struct claim_rec *holder)
+			      struct claim_rec *holder, int *which)
 {
 	int rc = claim_list_asides(b, l);
 	if (rc != 0 || l->n == 0)
@@ -667,6 +670,7 @@ static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *b
 		*holder = rec;
 		memcpy(buf, one, n);
 		*len = n;
+		*which = i;
 		found = 1;
 	}
 	free(one);
@@ -836,7 +840,8 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		bool absent = rc == -ENOENT; /* asides listed with the read (10, 11) */
 		asides->n = 0;
 		if (absent) {
-			aside = claim_newest_aside(b, asides, seen, &len, &holder);
+			int newest = 0;
+			aside = claim_newest_aside(b, asides, seen, &len, &holder, &newest);
 			rc = aside < 0 ? aside : aside ? 0 : -ENOENT;
 		}
 		int64_t now = claim_now();
@@ -1070,6 +1075,31 @@ static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t
 		snprintf(c->pending, sizeof(c->pending), "%s", aside);
 }
 
+/* Invariant 11 M: the claim still absent after the reads again, no aside
+ * of ours pending. A mover whose put-back met a create in its gap (2) left
+ * our bytes in its aside; if that aside is the newest (10: every taker
+ * judges it as the claim, held by us), it becomes our pending aside, taken
+ * back by an exclusive create (claim_take_back). true if one was. */
+static bool claim_adopt_aside(struct claim *c)
+{
+	struct claim_asides l = { 0 };
+	struct claim_rec holder;
+	char *buf = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int which = 0;
+	int found = buf ? claim_newest_aside(c->b, &l, buf, &len, &holder, &which) : -ENOMEM;
+	bool ours = found == 1 && claim_is_ours(c, buf, len);
+	if (ours) {
+		snprintf(c->pending, sizeof(c->pending), "%s", l.name[which]);
+		log_info("BACKING %s: the claim %s is absent and the newest aside, %s, holds this "
+			 "mount's claim (a taker moved it to compare and met another's create): "
+			 "made again from it", backing_spec(c->b), CLAIM_FILE, c->pending);
+	}
+	free(l.name);
+	free(buf);
+	return ours;
+}
+
 /* Invariant 10: the claim is absent, and our last renewal moved it aside
  * to c->pending but made no claim since. The aside still our bytes: nobody
  * else holds the claim (a taker removes an aside only once its own claim
@@ -1133,6 +1163,8 @@ static void claim_renew(struct claim *c)
 	claim_hook(c, "renew-read");
 	if (rc == -ENOENT && !c->pending[0] && have)
 		rc = claim_wait_back(c, have, &len); /* invariant 11 M */
+	if (rc == -ENOENT && !c->pending[0] && !c->self.shared)
+		claim_adopt_aside(c); /* 11 M: a mover's aside holds our bytes */
 	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);
@@ -1267,7 +1299,8 @@ static int claim_give_back(struct claim *c)
 
 /* Invariants 3, 8, 9: our claim, still ours and we sure of it, marked
  * released by the steps of a take (claim_retake), never by a put over it
- * that could land on a taker's claim: 0, -ESTALE (another's, or fenced),
+ * that could land on a taker's claim; read absent, as a renewal would (11
+ * M: read again, then our pending or adopted aside taken back, released): 0, -ESTALE (another's, or fenced),
  * -EIO (our aside stands for the claim: 10), or BACKING's error. */
 static int claim_release(struct claim *c)
 {
@@ -1278,9 +1311,15 @@ static int claim_release(struct claim *c)
 	uint64_t started = claim_clock_ms();
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
 	claim_hook(c, "release-read");
-	if (rc == 0 && !claim_is_ours(c, have, len))
+	if (rc == -ENOENT && !c->pending[0])
+		rc = claim_wait_back(c, have, &len); /* invariant 11 M, as a renewal */
+	if (rc == -ENOENT && (c->pending[0] || claim_adopt_aside(c))) {
+		c->self.released = true; /* our aside stands for the claim (10) */
+		claim_take_back(c, started);
+		rc = claim_lost(c) ? -ESTALE : c->pending[0] ? -EIO : 0;
+	} else if (rc == 0 && !claim_is_ours(c, have, len)) {
 		rc = -ESTALE;
-	if (rc == 0) {
+	} else if (rc == 0) {
 		c->self.released = true;
 		claim_retake(c, have, len, started);
 		rc = claim_lost(c) ? -ESTALE : c->pending[0] ? -EIO : 0;

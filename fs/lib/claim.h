@@ -37,7 +37,13 @@
  *  2. A stale claim is taken over by moving it aside to a name unique to the
  *     taker (one move of a name succeeds), then checking that what moved is,
  *     byte for byte, what was judged stale; if another taker's fresh claim
- *     moved instead, it is put back. Only then is CLAIM_FILE created (1).
+ *     moved instead, it is put back by an exclusive create. Only then is
+ *     CLAIM_FILE created (1). A put-back that answers EEXIST (a third
+ *     taker's create landed while the claim was aside) leaves the aside in
+ *     place: the moved claim may be a winner's whose check (11 T) passed
+ *     before the move, and that aside is what the third taker's check must
+ *     see to back off (never two holders); the winner takes its claim back
+ *     from it (11 M).
  *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
  *     its bytes (our instance nonce): a claim taken over from a holder that
  *     stopped renewing is never overwritten or removed by that holder. A
@@ -137,8 +143,14 @@
  *        judged an older claim stale may have moved ours aside to compare
  *        it (2) and put it back a moment later. It reads the claim again a
  *        few polls within min(2 s, timeout/8); ours again: renewed as
- *        usual; another's, or still absent: fenced. It never makes the
- *        claim on an absence (only 10's aside of its own lets it).
+ *        usual; another's: fenced. Still absent: if the newest aside (10:
+ *        the one every taker judges as the claim) holds its bytes — a
+ *        mover's, left by a put-back that met a create (2), or a mover
+ *        that stopped between its move and its put-back — it becomes the
+ *        holder's own pending aside and the claim is created again from it
+ *        as from its own (10); else fenced. It never makes the claim on a
+ *        bare absence (removed by hand: the decision). A release does the
+ *        same before it marks the claim released.
  *     H. A holder whose renewal's exclusive create answers EEXIST is not
  *        fenced at once: while its aside still holds its bytes it tries the
  *        create again, a few polls within min(2 s, timeout/8) (a taker
@@ -153,7 +165,13 @@
  *     lose in a rare interleaving (the taker stalled past the holder's
  *     wait: the holder fenced, the taker backed off, the claim absent with
  *     the fenced holder's aside judged HELD until its lock or heartbeat
- *     says gone): a liveness loss, accepted; never two holders.
+ *     says gone): a liveness loss, accepted; never two holders. Of three
+ *     takers of one stale claim (a winner, a mover that judged the stale
+ *     claim before the winner's create, a taker that judged "absent" during
+ *     the winner's take and creates in the mover's gap), the mover's aside
+ *     stays (2), the third backs off by T, and the winner takes its claim
+ *     back from the aside (M) (review: the unit race of three takers saw
+ *     two winners ~1 in 40 runs under ASan when the mover removed it).
  * 12. Takes (review 32B F1: a copy of a cache has its catalog's id). Every
  *     take of a lone claim has a number and the instance (random, one per
  *     take) as its identity; the claim says "take N" and the catalog
@@ -322,7 +340,8 @@ unsigned claim_timeout_s(const struct claim *c);
  * (invariant 11 H); "renew-absent": before each read again of a claim a
  * renewal read absent (11 M); "take-create": an acquisition's judgment made, before
  * its exclusive create; "take-check": after that create answered 0, before
- * it looks at tmp/ again (11 T); "take-move": the claim judged, before
+ * it looks at tmp/ again (11 T); "take-putback": another's bytes moved
+ * aside by the steps of 2, before they are put back; "take-move": the claim judged, before
  * it is moved aside by the steps of 2 — an acquisition's STALE or OURS, a
  * renewal, a release, a give-back, a back-off; "may-write": in
  * claim_may_write, not NULL and not lost); a nonzero return (-errno) is

@@ -1861,17 +1861,175 @@ Test(claim_take, a_claim_moved_aside_and_put_back_during_a_renewal_keeps_its_hol
 	claim_end(a, true);
 }
 
-/* Still absent after the reads again: fenced as before, and the claim is
- * not made on that absence (nothing at CLAIM_FILE). */
-Test(claim_take, a_claim_that_stays_absent_through_a_renewal_fences_its_holder)
+/* Still absent after the reads again, the mover's aside (our bytes) the
+ * newest: taken back from it (10: every taker judges it as our claim; a
+ * mover that stalled or died between its move and its put-back fenced its
+ * holder before). */
+Test(claim_take, a_claim_left_aside_by_a_mover_through_a_renewal_is_taken_back_from_the_aside)
 {
 	struct claim *a = held_with_mover(false);
 	claim_test_renew(a);
 	claim_test_hook = NULL;
 	cr_assert_eq(mv.moved, 1);
+	cr_assert(!claim_lost(a), "a holder whose claim only a mover's aside held was fenced");
+	cr_assert(claim_may_write(a));
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0, "the claim was not made again from the aside");
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_eq(system_count_tmp_asides(), 0, "the mover's aside was left in tmp/");
+	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.released);
+}
+
+/* Gone with no aside of our bytes (removed by hand: the decision): fenced
+ * as before, and the claim is not made on that absence. */
+Test(claim_take, a_claim_that_stays_absent_through_a_renewal_fences_its_holder)
+{
+	struct claim *a = held_with_mover(false);
+	char claim[PATH_MAX], aside[PATH_MAX];
+	mv_paths(claim, aside, sizeof(claim));
+	cr_assert_eq(unlink(aside), 0, "%s", strerror(errno));
+	claim_test_renew(a);
+	claim_test_hook = NULL;
 	cr_assert(claim_lost(a), "a holder whose claim vanished was not fenced");
 	cr_assert(!claim_may_write(a));
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), -ENOENT, "the fenced holder made the claim on an absence");
 	claim_end(a, true);
+	cr_assert_eq(read_claim(&r), -ENOENT, "the fenced holder's release made the claim");
+}
+
+/* ---- a mover's put-back meets a create in its gap (invariants 2, 10, 11) ----
+ *
+ * Three takers of one stale claim X, each its own thread, stopped at hook
+ * points until the test lets it on: A takes X and wins (its check passed);
+ * B, which judged X before A's create, moves A's claim aside to compare it
+ * (2: another's bytes, to be put back); C, which judged "absent, X aside"
+ * while A's take was under way, creates its claim in B's gap, before B's
+ * put-back. Before: B's put-back answered EEXIST and B removed its aside,
+ * so C's check saw nothing new and C won too — two holders of one BACKING
+ * (the unit race of three takers failed ~1 in 40 under ASan that way). */
+enum { M_B_JUDGED, M_B_MOVE, M_A_MOVED, M_A_CREATE, M_C_JUDGED, M_C_CREATE, M_B_AT_PUTBACK,
+       M_B_PUTBACK, M_C_CREATED, M_C_CHECK, M_STEPS };
+static struct {
+	sem_t step[M_STEPS];
+	bool done[M_STEPS]; /* each stop once */
+	struct racer r[3];  /* A, B, C: caches 0, 1, 2 */
+} mx;
+static __thread char m_role;
+
+static void m_stop(int reached, int go)
+{
+	if (mx.done[reached])
+		return;
+	mx.done[reached] = true;
+	sem_post(&mx.step[reached]);
+	tk_wait(&mx.step[go]);
+}
+
+static int mover_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (m_role == 'B' && strcmp(point, "take-move") == 0)
+		m_stop(M_B_JUDGED, M_B_MOVE); /* X judged stale, not yet moved */
+	else if (m_role == 'A' && strcmp(point, "take-create") == 0)
+		m_stop(M_A_MOVED, M_A_CREATE); /* X aside, A's claim not yet made */
+	else if (m_role == 'C' && strcmp(point, "take-create") == 0)
+		m_stop(M_C_JUDGED, M_C_CREATE); /* judged: absent, X aside (10) */
+	else if (m_role == 'B' && strcmp(point, "take-putback") == 0)
+		m_stop(M_B_AT_PUTBACK, M_B_PUTBACK); /* A's claim moved, not X */
+	else if (m_role == 'C' && strcmp(point, "take-check") == 0)
+		m_stop(M_C_CREATED, M_C_CHECK); /* C's create answered 0 */
+	return 0;
+}
+
+static void *mover_racer(void *arg)
+{
+	struct racer *r = arg;
+	m_role = (char)('A' + r->idx);
+	char msg[PATH_MAX + 512];
+	const char *id[] = { ID_A, ID_B, "cccccccccccccccccccccccccccccccc" };
+	r->rc = claim_acquire(fx.b, id[r->idx], false, true, fx.cache[r->idx], 60, &r->c, msg,
+			      sizeof(msg));
+	return NULL;
+}
+
+static void mover_fini(void)
+{
+	claim_test_hook = NULL;
+	for (int i = 0; i < M_STEPS; i++)
+		sem_destroy(&mx.step[i]);
+	teardown();
+}
+
+TestSuite(claim_mover, .init = setup, .fini = mover_fini);
+
+/* Every step above, in its order; the three acquisitions answered. */
+static void mover_race(void)
+{
+	memset(&mx, 0, sizeof(mx));
+	for (int i = 0; i < M_STEPS; i++)
+		sem_init(&mx.step[i], 0, 0);
+	struct claim_rec x = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x",
+				    time(NULL) - 1000);
+	put_claim(&x);
+	claim_test_hook = mover_hook;
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		mx.r[i].idx = i;
+	cr_assert_eq(pthread_create(&t[1], NULL, mover_racer, &mx.r[1]), 0);
+	cr_assert(tk_wait(&mx.step[M_B_JUDGED]), "B never judged X");
+	cr_assert_eq(pthread_create(&t[0], NULL, mover_racer, &mx.r[0]), 0);
+	cr_assert(tk_wait(&mx.step[M_A_MOVED]), "A never moved X aside");
+	cr_assert_eq(pthread_create(&t[2], NULL, mover_racer, &mx.r[2]), 0);
+	cr_assert(tk_wait(&mx.step[M_C_JUDGED]), "C never judged the claim absent");
+	sem_post(&mx.step[M_A_CREATE]);
+	pthread_join(t[0], NULL);
+	cr_assert_eq(mx.r[0].rc, 0, "A did not win");
+	sem_post(&mx.step[M_B_MOVE]);
+	cr_assert(tk_wait(&mx.step[M_B_AT_PUTBACK]), "B never moved A's claim aside");
+	sem_post(&mx.step[M_C_CREATE]);
+	cr_assert(tk_wait(&mx.step[M_C_CREATED]), "C's create in B's gap did not answer 0");
+	sem_post(&mx.step[M_B_PUTBACK]);
+	pthread_join(t[1], NULL);
+	sem_post(&mx.step[M_C_CHECK]);
+	pthread_join(t[2], NULL);
+	claim_test_hook = NULL;
+	cr_assert_eq(mx.r[1].rc, -EBUSY, "B: %d", mx.r[1].rc);
+	cr_assert_eq(mx.r[2].rc, -EBUSY, "C won beside A: two holders (%d)", mx.r[2].rc);
+}
+
+Test(claim_mover, a_create_in_a_movers_gap_backs_off_and_the_winner_keeps_its_claim)
+{
+	mover_race();
+	/* the claim is absent and B's aside, A's bytes, stands for it (10):
+	 * A's renewal reads it absent, waits (11 M), then takes it back */
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT);
+	cr_assert_eq(system_count_tmp_asides(), 1, "B's aside of A's claim is not there");
+	claim_test_renew(mx.r[0].c);
+	cr_assert(!claim_lost(mx.r[0].c), "A, the one holder, was fenced");
+	cr_assert(claim_may_write(mx.r[0].c));
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert_str_eq(r.cache, fx.cache[0]);
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	claim_end(mx.r[0].c, true);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert(r.released);
+}
+
+/* The same, but A stops before any renewal: its release finds the claim
+ * absent and takes it back, released, from B's aside. */
+Test(claim_mover, a_winner_whose_claim_a_mover_left_aside_releases_it_at_its_stop)
+{
+	mover_race();
+	claim_end(mx.r[0].c, true);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0, "A's release left the claim absent");
+	cr_assert_str_eq(r.catalog, ID_A);
+	cr_assert(r.released);
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
 }

@@ -15,10 +15,9 @@
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
  *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
  *                                   │    absent), check (11 T), remove the aside (10)
- *                                   └─ otherwise: put it back (exclusive) and
- *                                        remove the aside; EEXIST (a create in
- *                                        the gap): the aside stays (2, 11 T);
- *                                        next round
+ *                                   └─ otherwise (another's): never put back,
+ *                                        the aside stays and stands for it (2,
+ *                                        10); next round
  *
  *   check (11 T): tmp/ listed again after put_new answered 0; an aside not
  *   listed before the decision (a renewal's, or another take's): our claim
@@ -31,9 +30,11 @@
  * compared, created exclusively; invariant 9; a create that meets a claim
  * tries again briefly while a gap-taker backs off, 11 H); a shared claim is
  * rewritten in place (6). Absent while our last renewal's aside holds our
- * bytes: the claim is created again from it (claim_take_back, 10); absent
- * after the reads again of 11 M with the newest aside our bytes (a mover's,
- * 2): that aside adopted as our own (claim_adopt_aside). A claim
+ * bytes and the newest: the claim is created again from it
+ * (claim_take_back, 10); absent after the reads again of 11 M with the
+ * newest aside our bytes (a mover's, 2): that aside adopted as our own
+ * (claim_adopt_aside). Every create of ours is checked (11 C: a foreign
+ * aside after it: given back, fenced). A claim
  * another's or gone, or a take lost: the holder is fenced (logged once),
  * its aside left (11), and never writes the claim, or anything else on
  * BACKING, again. */
@@ -559,7 +560,12 @@ static void claim_describe_behind(const struct claim_rec *h, const struct claim_
 }
 
 /* STALE: invariant 2. 1 if the claim was moved aside to aside (create it
- * now, then remove the aside: invariant 10), 0 to read again, or -errno. */
+ * now, then remove the aside: invariant 10), 0 to read again, or -errno.
+ * Moved bytes that are not the judged ones (another's claim, maybe a
+ * winner's whose check passed) are never put back: a create of them would
+ * be a create no check follows (11), and could restore an older claim over
+ * a winner's (review 52 F1). The aside stays and stands for that claim
+ * (10); its holder takes it back from there (11 M). */
 static int claim_take_stale(struct claim *c, const char *judged, size_t judged_len,
 			    char *aside, size_t asize)
 {
@@ -581,16 +587,13 @@ static int claim_take_stale(struct claim *c, const char *judged, size_t judged_l
 		free(moved);
 		return 0;
 	}
-	bool keep = false; /* the aside stays: it stands for the moved claim (10) */
 	if (rc == 0 && (len != judged_len || memcmp(moved, judged, len) != 0)) {
-		/* another's claim, maybe a holder's whose check passed: put back */
-		claim_hook(c, "take-putback");
-		int prc = backing_put_new(c->b, CLAIM_FILE, moved, len);
-		keep = prc != 0; /* EEXIST: a create landed in the gap (11 T sees the aside) */
-		rc = prc == 0 || prc == -EEXIST ? -EAGAIN : prc;
+		claim_hook(c, "take-kept"); /* tests: another's bytes moved, left aside */
+		log_info("BACKING %s: the claim %s changed since this mount judged it; it stays "
+			 "aside as %s for its holder to take back", backing_spec(c->b), CLAIM_FILE,
+			 aside);
+		rc = -EAGAIN;
 	}
-	if (rc == -EAGAIN && !keep)
-		backing_remove(c->b, aside);
 	free(moved);
 	return rc == -EAGAIN ? 0 : rc == 0 ? 1 : rc;
 }
@@ -984,13 +987,48 @@ static struct timespec claim_gap_nap(const struct claim *c)
 	return (struct timespec){ 0, (long)(bound / CLAIM_GAP_POLLS) * 1000000L };
 }
 
+/* Invariant 11 (C): tmp/ holds an aside that was not there at look (before
+ * our move, or at a take-back's look), is not own (this round's or our
+ * pending one) and holds another's bytes: a claim was moved aside while we
+ * made ours — maybe a winner's, so ours may have landed in that mover's
+ * gap. 1: such an aside; 0: none (new asides gone again, or of our bytes:
+ * our claim moved, taken back next renewal); -errno: unknown. */
+static int claim_foreign_aside(struct claim *c, const struct claim_asides *look, const char *own)
+{
+	struct claim_asides now = { 0 };
+	char *buf = malloc(CLAIM_MAX);
+	int rc = buf ? claim_list_asides(c->b, &now) : -ENOMEM;
+	int found = 0;
+	for (int i = 0; rc == 0 && i < now.n && !found; i++) {
+		bool known = (own && strcmp(now.name[i], own) == 0) ||
+			     (c->pending[0] && strcmp(now.name[i], c->pending) == 0);
+		for (int j = 0; j < look->n && !known; j++)
+			known = strcmp(now.name[i], look->name[j]) == 0;
+		if (known)
+			continue;
+		size_t len = 0;
+		int grc = backing_get(c->b, now.name[i], buf, CLAIM_MAX, &len);
+		if (grc == -ENOENT || (grc == 0 && claim_is_ours(c, buf, len)))
+			continue;
+		if (grc != 0 && grc != -EFBIG)
+			rc = grc;
+		else
+			found = 1;
+	}
+	free(now.name);
+	free(buf);
+	return rc < 0 ? rc : found;
+}
+
 /* Invariant 11 (H): our renewal's exclusive create met a claim (EEXIST),
  * maybe a taker's that landed while ours was aside and that it gives back
  * once it sees our aside. While our aside still holds our bytes, the
- * create is tried again a few times for at most min(2 s, timeout/8): 0,
- * ours made; -EEXIST, still another's (or our aside gone: a taker judged
- * it): lost; another -errno, BACKING failed (the aside stays pending). */
-static int claim_wait_gap(struct claim *c, const char *aside)
+ * create is tried again a few times for at most min(2 s, timeout/8), each
+ * time only while no foreign aside (11 C) is there (a back-off's goes
+ * again at once; a mover's stays): 0, ours made; -EEXIST, still another's
+ * (or our aside gone: a taker judged it): lost; another -errno, BACKING
+ * failed (the aside stays pending). */
+static int claim_wait_gap(struct claim *c, const char *aside, const struct claim_asides *look)
 {
 	struct timespec nap = claim_gap_nap(c);
 	char *have = malloc(CLAIM_MAX);
@@ -1003,8 +1041,8 @@ static int claim_wait_gap(struct claim *c, const char *aside)
 		int grc = backing_get(c->b, aside, have, CLAIM_MAX, &len);
 		if (grc == -ENOENT || (grc == 0 && !claim_is_ours(c, have, len)))
 			break; /* a taker judged our aside: its claim stands */
-		if (grc != 0)
-			continue; /* unknown: looked at again */
+		if (grc != 0 || claim_foreign_aside(c, look, aside) != 0)
+			continue; /* unknown, or a moved claim: looked at again */
 		if (claim_hook(c, "renew-wait") == 0)
 			rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
 	}
@@ -1013,12 +1051,15 @@ static int claim_wait_gap(struct claim *c, const char *aside)
 }
 
 /* Our bytes are being put by an exclusive create (invariant 1): 0, the
- * claim ours and we sure from started; -EEXIST, a taker's claim is there
- * (fenced); another -errno, the aside stays pending (10). aside: this
- * round's, or NULL (the pending one); moved, len: the aside's bytes. */
+ * claim ours and we sure from started; -EEXIST, a taker's claim is there,
+ * or a foreign aside appeared after our create (11 C: given back): fenced;
+ * another -errno, the aside stays pending (10). aside: this round's, or
+ * NULL (the pending one); moved, len: the aside's bytes; look: tmp/'s
+ * asides before the move, or at the take-back's look. */
 static int claim_create_anew(struct claim *c, const char *aside, const char *moved, size_t len,
-			     uint64_t started)
+			     uint64_t started, const struct claim_asides *look)
 {
+	const char *own = aside ? aside : c->pending;
 	memcpy(c->prev, moved, len); /* the aside's bytes stay known as ours */
 	c->prev_len = len;
 	int rc = claim_render(c);
@@ -1027,9 +1068,17 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
 	if (rc == 0)
 		rc = backing_put_new(c->b, CLAIM_FILE, c->written, c->written_len);
 	if (rc == -EEXIST)
-		rc = claim_wait_gap(c, aside ? aside : c->pending);
-	if (rc == 0)
+		rc = claim_wait_gap(c, own, look);
+	if (rc == 0) {
+		claim_hook(c, "retake-check");
+		if (claim_foreign_aside(c, look, own) != 0) { /* 11 C */
+			claim_back_off(c);
+			claim_fence(c, "a claim was moved aside while this daemon made the claim anew: "
+				    "another may hold BACKING; gave back the one it made");
+			return -EEXIST;
+		}
 		claim_asides_done(c, aside); /* our claim exists (invariant 10) */
+	}
 	if (rc == -EEXIST) { /* our aside stays: a taker's evidence (11) */
 		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
 		return rc;
@@ -1060,26 +1109,30 @@ static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t
 	char aside[64 + CLAIM_ID_LEN];
 	if (c->pending[0]) /* our claim exists: an older aside of ours goes (10) */
 		claim_asides_done(c, NULL);
-	int taken = claim_take_stale(c, have, len, aside, sizeof(aside));
+	struct claim_asides look = { 0 }; /* 11 C: before the move */
+	int taken = claim_list_asides(c->b, &look);
+	if (taken == 0)
+		taken = claim_take_stale(c, have, len, aside, sizeof(aside));
+	else
+		aside[0] = '\0';
 	if (taken < 0) { /* BACKING failed: the move may have been made */
 		snprintf(c->pending, sizeof(c->pending), "%s", aside);
 		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
 			 backing_spec(c->b), CLAIM_FILE, strerror(-taken));
-		return;
-	}
-	if (taken == 0) {
+	} else if (taken == 0) {
 		claim_fence(c, "a taker moved it aside while this daemon renewed it");
-		return;
-	}
-	if (claim_create_anew(c, aside, have, len, started) != 0 && !claim_lost(c))
+	} else if (claim_create_anew(c, aside, have, len, started, &look) != 0 && !claim_lost(c)) {
 		snprintf(c->pending, sizeof(c->pending), "%s", aside);
+	}
+	free(look.name);
 }
 
 /* Invariant 11 M: the claim still absent after the reads again, no aside
- * of ours pending. A mover whose put-back met a create in its gap (2) left
- * our bytes in its aside; if that aside is the newest (10: every taker
- * judges it as the claim, held by us), it becomes our pending aside, taken
- * back by an exclusive create (claim_take_back). true if one was. */
+ * of ours pending. A taker that judged an older claim moved ours aside and
+ * left it there (2); if that aside is the newest (10: while the claim is
+ * absent every taker judges it as the claim, held by us), it becomes our
+ * pending aside, taken back by an exclusive create (claim_take_back). true
+ * if one was. */
 static bool claim_adopt_aside(struct claim *c)
 {
 	struct claim_asides l = { 0 };
@@ -1092,8 +1145,7 @@ static bool claim_adopt_aside(struct claim *c)
 	if (ours) {
 		snprintf(c->pending, sizeof(c->pending), "%s", l.name[which]);
 		log_info("BACKING %s: the claim %s is absent and the newest aside, %s, holds this "
-			 "mount's claim (a taker moved it to compare and met another's create): "
-			 "made again from it", backing_spec(c->b), CLAIM_FILE, c->pending);
+			 "mount's claim (a taker moved it aside to compare it): made again from it", backing_spec(c->b), CLAIM_FILE, c->pending);
 	}
 	free(l.name);
 	free(buf);
@@ -1101,31 +1153,37 @@ static bool claim_adopt_aside(struct claim *c)
 }
 
 /* Invariant 10: the claim is absent, and our last renewal moved it aside
- * to c->pending but made no claim since. The aside still our bytes: nobody
- * else holds the claim (a taker removes an aside only once its own claim
- * exists), so we create it again; EEXIST: a taker's claim came first. The
- * aside gone: a taker judged it and made its claim. Another's bytes (a
- * taker's fresh claim our move took): put back, fenced. */
+ * to c->pending (or a taker did, claim_adopt_aside) but no claim was made
+ * since. Taken back only while the newest aside holds our bytes (a taker
+ * removes an aside only once its own claim exists; a newer aside of
+ * another's bytes is a take-over whose claim a mover left aside), by an
+ * exclusive create checked as a taker's is (11 C). The aside gone: a taker
+ * judged it and made its claim: fenced. Never a create of another's bytes. */
 static void claim_take_back(struct claim *c, uint64_t started)
 {
-	char *moved = malloc(CLAIM_MAX);
+	struct claim_asides look = { 0 };
+	struct claim_rec newest;
+	char *bytes = malloc(CLAIM_MAX);
 	size_t len = 0;
-	int rc = moved ? backing_get(c->b, c->pending, moved, CLAIM_MAX, &len) : -ENOMEM;
-	if (rc == -ENOENT) {
-		c->pending[0] = '\0';
-		claim_fence(c, "the claim was removed (its aside too: a taker judged it)");
-	} else if (rc != 0) {
+	int which = 0;
+	int rc = bytes ? claim_newest_aside(c->b, &look, bytes, &len, &newest, &which) : -ENOMEM;
+	bool listed = false;
+	for (int i = 0; rc >= 0 && i < look.n && !listed; i++)
+		listed = strcmp(look.name[i], c->pending) == 0;
+	if (rc < 0) {
 		log_warn("BACKING %s: cannot read %s to renew the claim %s: %s (a later renewal tries "
 			 "again)", backing_spec(c->b), c->pending, CLAIM_FILE, strerror(-rc));
-	} else if (claim_is_ours(c, moved, len)) {
-		claim_create_anew(c, NULL, moved, len, started);
+	} else if (!listed) {
+		c->pending[0] = '\0';
+		claim_fence(c, "the claim was removed (its aside too: a taker judged it)");
+	} else if (rc == 0 || !claim_is_ours(c, bytes, len)) {
+		claim_fence(c, "an aside newer than this daemon's holds another's claim: another "
+			    "catalog took BACKING over while this daemon renewed the claim");
 	} else {
-		rc = backing_put_new(c->b, CLAIM_FILE, moved, len);
-		if (rc == 0 || rc == -EEXIST)
-			claim_asides_done(c, NULL);
-		claim_fence(c, "another catalog took BACKING over while this daemon renewed the claim");
+		claim_create_anew(c, NULL, bytes, len, started, &look);
 	}
-	free(moved);
+	free(look.name);
+	free(bytes);
 }
 
 /* Invariant 11 (M): our claim read absent with no aside of ours pending.

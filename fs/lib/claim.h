@@ -36,14 +36,14 @@
  *     several takers exactly one holds it.
  *  2. A stale claim is taken over by moving it aside to a name unique to the
  *     taker (one move of a name succeeds), then checking that what moved is,
- *     byte for byte, what was judged stale; if another taker's fresh claim
- *     moved instead, it is put back by an exclusive create. Only then is
- *     CLAIM_FILE created (1). A put-back that answers EEXIST (a third
- *     taker's create landed while the claim was aside) leaves the aside in
- *     place: the moved claim may be a winner's whose check (11 T) passed
- *     before the move, and that aside is what the third taker's check must
- *     see to back off (never two holders); the winner takes its claim back
- *     from it (11 M).
+ *     byte for byte, what was judged stale. Only then is CLAIM_FILE
+ *     created (1). If another's claim moved instead (a winner's fresh one,
+ *     a released one), it is NEVER put back: it stays aside, where it
+ *     stands for the claim (10), and its holder takes it back (11 M). A
+ *     put-back would be a create no check follows (11 C): it could restore
+ *     an older claim in another mover's gap over a winner's, which the
+ *     next taker judges on its own (review 52 F1: two holders), or land a
+ *     winner's claim beside a third taker's create.
  *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
  *     its bytes (our instance nonce): a claim taken over from a holder that
  *     stopped renewing is never overwritten or removed by that holder. A
@@ -104,9 +104,10 @@
  *     judged ours stale meanwhile: exactly one of us wins. Won, it is sure
  *     again and uploads go on. A create that failed leaves our aside as the
  *     claim's stand-in (10): remembered, and while the claim is absent and
- *     the aside still our bytes, the next renewal creates the claim again
- *     (no taker made one: a taker removes an aside only after its create);
- *     the aside gone, or EEXIST after the wait of 11: lost. LOST (fenced for
+ *     the aside still our bytes and the newest, the next renewal creates
+ *     the claim again, checked (11 C); the aside gone (a taker judged it
+ *     and made its claim), a newer aside of another's bytes, EEXIST after
+ *     the wait of 11, or a foreign aside after the create (11 C): lost. LOST (fenced for
  *     good): a renewal found the claim another's or gone, or lost the take. A lost holder puts, moves
  *     and removes nothing on BACKING, renews and releases nothing; its
  *     daemon answers changes with EROFS and reads on (fs/ops.c,
@@ -133,7 +134,7 @@
  *        nor its own) means a renewal or another take was under way. It
  *        backs off: removes its new claim only while the claim is still its
  *        bytes (the steps of 2: moved aside, compared; its bytes: the aside
- *        removed; another's: put back by an exclusive create), keeps the
+ *        removed; another's: left aside, 2), keeps the
  *        asides it judged, and the round answers "changing, look again"
  *        (-EAGAIN), where it judges the holder's claim or its aside (10).
  *        That round comes after a random nap (claim_back_off_nap), so that
@@ -141,22 +142,37 @@
  *     M. A holder whose renewal reads the claim absent, with no aside of
  *        its own pending (10), is not fenced at once either: a taker that
  *        judged an older claim stale may have moved ours aside to compare
- *        it (2) and put it back a moment later. It reads the claim again a
- *        few polls within min(2 s, timeout/8); ours again: renewed as
- *        usual; another's: fenced. Still absent: if the newest aside (10:
- *        the one every taker judges as the claim) holds its bytes — a
- *        mover's, left by a put-back that met a create (2), or a mover
- *        that stopped between its move and its put-back — it becomes the
- *        holder's own pending aside and the claim is created again from it
- *        as from its own (10); else fenced. It never makes the claim on a
- *        bare absence (removed by hand: the decision). A release does the
- *        same before it marks the claim released.
+ *        it (2), and a claim made since may be there a moment later. It
+ *        reads the claim again a few polls within min(2 s, timeout/8);
+ *        ours: renewed as usual; another's: fenced. Still absent: if the
+ *        newest aside (10: while the claim is absent, the one every taker
+ *        judges as the claim) holds its bytes — the mover's, left there by
+ *        2 — it becomes the holder's own pending aside and the claim is
+ *        created again from it as from its own (9, 11 C); else fenced. It
+ *        never makes the claim on a bare absence (removed by hand: the
+ *        decision). A release that reads the claim absent does the same,
+ *        its claim created again already marked released.
  *     H. A holder whose renewal's exclusive create answers EEXIST is not
  *        fenced at once: while its aside still holds its bytes it tries the
  *        create again, a few polls within min(2 s, timeout/8) (a taker
  *        backing off by T makes the claim absent). Still another's, or the
  *        aside gone: fenced, and its aside is left in place, never removed
- *        once fenced: it is the evidence T needs.
+ *        once fenced: it is the evidence T needs. A try is made only while
+ *        no foreign aside (C) is there: a back-off's goes again at once, a
+ *        mover's stays (the claim it moved may be a winner's).
+ *     C. Every create of a holder (a renewal's, a take-back's, 9, 10, M) is
+ *        checked as a taker's is (T): tmp/ is listed before the move (or at
+ *        the take-back's look) and again after the create answered 0; an
+ *        aside not there before, not its own, still there and of another's
+ *        bytes means a claim was moved aside meanwhile — maybe a winner's
+ *        whose mover left it (2) — so this create may have landed in that
+ *        mover's gap. It gives the claim back (moved aside, compared) and
+ *        is fenced (review 52 F2: a holder past its deadline, judged stale
+ *        by a taker that won, made its claim again in a mover's gap over
+ *        the taker's). New asides of its own bytes (its claim moved by a
+ *        mover) are not foreign: the next renewal takes them back (M).
+ *        So every create of CLAIM_FILE is followed by a check (T or C):
+ *        there is no put-back (2) and no unchecked create.
  *     The holder's aside exists from before the taker's create until after
  *     the taker's check (the holder removes it only after its own create
  *     answered 0, which the taker's claim excludes), so the check sees it.
@@ -170,8 +186,11 @@
  *     claim before the winner's create, a taker that judged "absent" during
  *     the winner's take and creates in the mover's gap), the mover's aside
  *     stays (2), the third backs off by T, and the winner takes its claim
- *     back from the aside (M) (review: the unit race of three takers saw
- *     two winners ~1 in 40 runs under ASan when the mover removed it).
+ *     back from the aside (M) (the unit race of three takers saw two
+ *     winners ~1 in 40 runs under ASan when the mover put it back and
+ *     removed its aside). A holder whose claim sits in a mover's aside
+ *     holds with CLAIM_FILE absent until its next renewal (timeout/4):
+ *     every taker meanwhile judges that aside (10) and is refused.
  * 12. Takes (review 32B F1: a copy of a cache has its catalog's id). Every
  *     take of a lone claim has a number and the instance (random, one per
  *     take) as its identity; the claim says "take N" and the catalog
@@ -314,8 +333,10 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
  * fences (invariant 9). */
 int claim_start(struct claim *c);
 /* Stops renewing; release: marks the claim released if it is still ours
- * (invariants 3, 8), never a shared one (invariant 6), and not once fenced
- * (invariant 9). NULL is allowed. */
+ * (invariants 3, 8) — read absent, after the reads again of 11 M, it is
+ * created again from our pending aside or the newest aside of our bytes,
+ * already released (11 C checks it) — never a shared one (invariant 6),
+ * and not once fenced (invariant 9). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
 /* For a taker that wrote nothing to BACKING and gives up (a rebuild that
  * failed): stops renewing and, if the claim is still ours and we are not
@@ -340,8 +361,9 @@ unsigned claim_timeout_s(const struct claim *c);
  * (invariant 11 H); "renew-absent": before each read again of a claim a
  * renewal read absent (11 M); "take-create": an acquisition's judgment made, before
  * its exclusive create; "take-check": after that create answered 0, before
- * it looks at tmp/ again (11 T); "take-putback": another's bytes moved
- * aside by the steps of 2, before they are put back; "take-move": the claim judged, before
+ * it looks at tmp/ again (11 T); "take-kept": another's bytes moved
+ * aside by the steps of 2, left there; "retake-check": a holder's create
+ * answered 0, before its look of 11 C; "take-move": the claim judged, before
  * it is moved aside by the steps of 2 — an acquisition's STALE or OURS, a
  * renewal, a release, a give-back, a back-off; "may-write": in
  * claim_may_write, not NULL and not lost); a nonzero return (-errno) is

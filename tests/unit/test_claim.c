@@ -795,6 +795,31 @@ static void hook_fini(void)
 	teardown();
 }
 
+static int note_one_aside(void *arg, const char *name)
+{
+	if (strncmp(name, "claim.", 6) == 0)
+		snprintf(arg, 160, "tmp/%s", name);
+	return 0;
+}
+
+/* The hook's taker's claim (node-elsewhere) moved by a renewal or release
+ * that never judged it: absent at CLAIM_FILE, standing in the one aside
+ * (invariants 2, 10), never put back nor put over. */
+static void taker_stands_aside(void)
+{
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "a claim was made over or in place of the taker's");
+	cr_assert_eq(system_count_tmp_asides(), 1, "not one aside in tmp/");
+	char name[160] = "", buf[CLAIM_MAX];
+	size_t len = 0;
+	cr_assert_eq(backing_list(fx.b, "tmp", note_one_aside, name), 0);
+	cr_assert_eq(backing_get(fx.b, name, buf, sizeof(buf), &len), 0, "%s", name);
+	cr_assert_eq(claim_parse(buf, len, &r), 0);
+	cr_assert_str_eq(r.catalog, ID_B, "the aside is not the taker's claim");
+	cr_assert_str_eq(r.host, "node-elsewhere");
+	cr_assert(!r.released, "the taker's claim was marked released");
+}
+
 TestSuite(claim_renew, .init = setup, .fini = hook_fini);
 
 /* A's claim, with a taker armed to act at point. */
@@ -818,15 +843,12 @@ Test(claim_renew, a_renewal_stalled_after_its_read_never_overwrites_a_takers_cla
 	cr_assert_eq(claim_start(a), 0); /* its first renewal: the taker acts after its read */
 	cr_assert_eq(hk.calls, 1);
 	struct claim_rec r;
-	cr_assert_eq(read_claim(&r), 0);
-	cr_assert_str_eq(r.catalog, ID_B, "the renewal put its claim over the taker's");
-	cr_assert_str_eq(r.host, "node-elsewhere");
 	cr_assert(claim_lost(a), "the holder whose renewal met a taker is not lost");
 	cr_assert(!claim_may_write(a));
-	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	taker_stands_aside(); /* its move took the taker's claim: left aside (2, 10) */
 	claim_end(a, true);
-	cr_assert_eq(read_claim(&r), 0);
-	cr_assert_str_eq(r.catalog, ID_B, "the lost holder released the taker's claim");
+	taker_stands_aside();
+	(void)r;
 }
 
 /* F2: a renewal that moved the claim aside and then failed to create it
@@ -916,11 +938,7 @@ Test(claim_renew, a_release_stalled_after_its_read_never_overwrites_a_takers_cla
 	struct claim *a = held_with_taker_at("release-read");
 	claim_end(a, true);
 	cr_assert_eq(hk.calls, 1);
-	struct claim_rec r;
-	cr_assert_eq(read_claim(&r), 0);
-	cr_assert_str_eq(r.catalog, ID_B, "the release put its claim over the taker's");
-	cr_assert(!r.released);
-	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	taker_stands_aside(); /* the release put nothing over it: left aside (2, 10) */
 }
 
 /* ---- a taker's create in a renewal's gap (invariant 11) ---- */
@@ -1463,6 +1481,22 @@ static bool same_bytes(const char *a, size_t la, const char *b, size_t lb)
 	return la == lb && memcmp(a, b, la) == 0;
 }
 
+/* Invariants 2, 10: another's claim that a move took stays aside, never put
+ * back: the claim is absent and the one aside in tmp/ is its bytes. */
+static void claim_stands_aside(const char *want, size_t lw)
+{
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT, "another's moved claim was put back (or a claim made)");
+	tk.nseen = 0;
+	cr_assert_eq(backing_list(fx.b, "tmp", tk_note_aside, NULL), 0);
+	cr_assert_eq(tk.nseen, 1, "%d asides in tmp/", tk.nseen);
+	char aside[160], got[CLAIM_MAX];
+	size_t lg = 0;
+	snprintf(aside, sizeof(aside), "tmp/%s", tk.seen[0]);
+	cr_assert_eq(backing_get(fx.b, aside, got, sizeof(got), &lg), 0);
+	cr_assert(same_bytes(got, lg, want, lw), "the aside is not the moved claim byte for byte");
+}
+
 /* A claim of another host gone for 1000 s: stale for any taker. */
 static struct claim_rec gone_holder(void)
 {
@@ -1488,8 +1522,9 @@ static void two_takers_stopped(struct taker *t0, pthread_t *p0, struct taker *t1
 
 /* The stopped taker t lets on and joins, and loses: refused naming the
  * winner (the other taker's cache), the winner's claim (won, lw) byte for
- * byte, no aside left. */
-static void loser_let_on(struct taker *t, pthread_t p, const char *won, size_t lw)
+ * byte — at CLAIM_FILE, no aside left; or, moved (the loser's move took
+ * it), in the loser's aside, the claim absent (2, 10). */
+static void loser_let_on(struct taker *t, pthread_t p, const char *won, size_t lw, bool moved)
 {
 	char after[CLAIM_MAX];
 	size_t la = 0;
@@ -1499,6 +1534,10 @@ static void loser_let_on(struct taker *t, pthread_t p, const char *won, size_t l
 	cr_assert_null(t->c);
 	cr_assert_not_null(strstr(t->msg, fx.cache[1 - t->role]), "the refusal names the winner: %s",
 			   t->msg);
+	if (moved) {
+		claim_stands_aside(won, lw);
+		return;
+	}
 	claim_bytes(after, &la);
 	cr_assert(same_bytes(after, la, won, lw), "the winner's claim is not there byte for byte");
 	cr_assert_eq(system_count_tmp_asides(), 0, "the loser left an aside");
@@ -1507,10 +1546,11 @@ static void loser_let_on(struct taker *t, pthread_t p, const char *won, size_t l
 /* Invariant 2: two takers judged one stale claim; the first stalls before
  * its move while the second moves it aside (to a name of its own instance,
  * the judged bytes unchanged), creates its claim and wins. The first then
- * moves the second's fresh claim, finds bytes it never judged, puts them
- * back, and is refused by what it reads next: exactly one wins, and the
- * winner's claim stands byte for byte. */
-Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second_puts_back)
+ * moves the second's fresh claim, finds bytes it never judged, leaves them
+ * aside (never put back: review 52 F1), and is refused by what it reads
+ * next (the aside, 10): exactly one wins. The winner's next renewal takes
+ * its claim back from that aside (11 M), byte for byte its own. */
+Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second_leaves_it_aside)
 {
 	char judged[CLAIM_MAX], won[CLAIM_MAX];
 	size_t lj = 0, lw = 0;
@@ -1537,8 +1577,14 @@ Test(claim_take, of_two_takers_of_one_stale_claim_the_one_whose_move_came_second
 	snprintf(want, sizeof(want), "claim.%s.0", r.instance);
 	cr_assert_str_eq(tk.seen[0], want, "the aside's name is not unique to its taker");
 	cr_assert_eq(system_count_tmp_asides(), 0, "the winner left its aside");
-	loser_let_on(&t0, p0, won, lw); /* it moved a claim it never judged */
+	loser_let_on(&t0, p0, won, lw, true); /* it moved a claim it never judged */
 	cr_assert(claim_may_write(t1.c));
+	claim_test_hook = NULL;
+	claim_test_renew(t1.c);
+	cr_assert(!claim_lost(t1.c), "the winner was fenced");
+	cr_assert_eq(read_claim(&r), 0, "the winner did not take its claim back from the aside");
+	cr_assert_str_eq(r.catalog, ID_B);
+	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
 	claim_end(t1.c, true);
 }
 
@@ -1561,14 +1607,15 @@ Test(claim_take, of_two_takers_of_one_stale_claim_the_first_create_wins_on_the_a
 	size_t lw = 0;
 	claim_bytes(won, &lw);
 	cr_assert_eq(system_count_tmp_asides(), 0, "the aside judged was not removed by the winner");
-	loser_let_on(&t1, p1, won, lw); /* its create came second */
+	loser_let_on(&t1, p1, won, lw, false); /* its create came second */
 	claim_end(t0.c, true);
 }
 
 /* F5: a claim judged OURS (our catalog, host and cache: a daemon killed)
  * is taken by the steps of 2, never put over after the read: a taker's
  * claim that lands between the judgment and the move is moved, found not
- * to be the judged bytes, put back, and stands; the mount is refused. */
+ * to be the judged bytes, left aside, and stands there (10); the mount is
+ * refused. */
 Test(claim_take, a_claim_judged_ours_is_never_put_over_a_takers_claim_landed_since)
 {
 	struct claim *a = NULL;
@@ -1586,9 +1633,9 @@ Test(claim_take, a_claim_judged_ours_is_never_put_over_a_takers_claim_landed_sin
 	cr_assert_eq(tk.acted, 1, "the OURS judgment was not taken by the steps of a take");
 	cr_assert_null(a);
 	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "%s", msg);
-	claim_bytes(after, &la);
-	cr_assert(same_bytes(after, la, theirs, lt), "the taker's claim is not there byte for byte");
-	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	(void)after;
+	(void)la;
+	claim_stands_aside(theirs, lt); /* 10: it stands for the taker's claim */
 }
 
 /* F5, the other way: taken as OURS, the claim is made anew (a new
@@ -1635,9 +1682,9 @@ Test(claim_take, an_abandon_never_puts_back_over_a_takers_claim_landed_after_its
 	tk.act_claim = &other;
 	claim_abandon(b);
 	cr_assert_eq(tk.acted, 1, "the abandon did not move the claim by the steps of a take");
-	claim_bytes(after, &la);
-	cr_assert(same_bytes(after, la, theirs, lt), "the abandon replaced a taker's claim");
-	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+	(void)after;
+	(void)la;
+	claim_stands_aside(theirs, lt); /* the abandon replaced nothing: it stands aside (10) */
 	a = NULL;
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "%s", msg);
@@ -1937,7 +1984,7 @@ static int mover_hook(struct claim *c, const char *point)
 		m_stop(M_A_MOVED, M_A_CREATE); /* X aside, A's claim not yet made */
 	else if (m_role == 'C' && strcmp(point, "take-create") == 0)
 		m_stop(M_C_JUDGED, M_C_CREATE); /* judged: absent, X aside (10) */
-	else if (m_role == 'B' && strcmp(point, "take-putback") == 0)
+	else if (m_role == 'B' && strcmp(point, "take-kept") == 0)
 		m_stop(M_B_AT_PUTBACK, M_B_PUTBACK); /* A's claim moved, not X */
 	else if (m_role == 'C' && strcmp(point, "take-check") == 0)
 		m_stop(M_C_CREATED, M_C_CHECK); /* C's create answered 0 */
@@ -2032,4 +2079,223 @@ Test(claim_mover, a_winner_whose_claim_a_mover_left_aside_releases_it_at_its_sto
 	cr_assert_str_eq(r.catalog, ID_A);
 	cr_assert(r.released);
 	cr_assert_eq(system_count_tmp_asides(), 0, "an aside was left in tmp/");
+}
+
+/* ---- review 52: four parties (invariants 2, 10, 11 C; the reviewer's
+ * reproducers, each two holders on 0b2c321) ---- */
+
+enum { R_M_JUDGED, R_M_MOVE, R_M_AT_KEPT, R_M_ON, R_B_JUDGED, R_B_MOVE,
+       R_B_AT_KEPT, R_B_ON, R_STEPS };
+static struct {
+	sem_t step[R_STEPS];
+	bool done[R_STEPS];
+	struct racer r[3]; /* 0: A, 1: M, 2: B */
+} rv;
+static __thread char r_role;
+
+static void r_stop(int reached, int go)
+{
+	if (rv.done[reached])
+		return;
+	rv.done[reached] = true;
+	sem_post(&rv.step[reached]);
+	tk_wait(&rv.step[go]);
+}
+
+static int r52_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	if (r_role == 'M' && strcmp(point, "take-move") == 0)
+		r_stop(R_M_JUDGED, R_M_MOVE);
+	else if (r_role == 'M' && strcmp(point, "take-kept") == 0)
+		r_stop(R_M_AT_KEPT, R_M_ON);
+	else if (r_role == 'B' && strcmp(point, "take-move") == 0)
+		r_stop(R_B_JUDGED, R_B_MOVE);
+	else if (r_role == 'B' && strcmp(point, "take-kept") == 0)
+		r_stop(R_B_AT_KEPT, R_B_ON);
+	return 0;
+}
+
+static void *r52_racer(void *arg)
+{
+	struct racer *r = arg;
+	r_role = "AMB"[r->idx];
+	char msg[PATH_MAX + 512];
+	const char *id[] = { ID_A, "dddddddddddddddddddddddddddddddd",
+			     "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee" };
+	r->rc = claim_acquire(fx.b, id[r->idx], false, true, fx.cache[r->idx], 60, &r->c, msg,
+			      sizeof(msg));
+	if (r->rc != 0)
+		fprintf(stderr, "review52: %c: %d %s\n", r_role, r->rc, msg);
+	return NULL;
+}
+
+static void r52_fini(void)
+{
+	claim_test_hook = NULL;
+	for (int i = 0; i < R_STEPS; i++)
+		sem_destroy(&rv.step[i]);
+	teardown();
+}
+
+TestSuite(claim_review52, .init = setup, .fini = r52_fini);
+
+/* Review 52 F1. M and B judged a stale X and stopped before their moves.
+ * P (a fresh catalog, another cache) takes X and releases it at once: the
+ * claim is P's released claim, Prel. M moves Prel aside (not X). A reads
+ * "absent, Prel aside" (released: STALE), creates, its check passes (M's
+ * aside judged), drops M's aside: A holds. B moves A's claim aside (not
+ * X). Before: M's put-back created Prel in B's gap, M's next round took
+ * Prel, and B's put-back met EEXIST — A and M both held. Now nothing is
+ * put back: M and B, looking again, find the claim absent and B's aside,
+ * A's claim, the newest (10): refused; A takes its claim back (11 M). */
+Test(claim_review52, a_moved_claim_is_never_put_back_so_no_older_claim_comes_back_in_a_movers_gap)
+{
+	memset(&rv, 0, sizeof(rv));
+	for (int i = 0; i < R_STEPS; i++)
+		sem_init(&rv.step[i], 0, 0);
+	struct claim_rec x = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x",
+				    time(NULL) - 1000);
+	put_claim(&x);
+	claim_test_hook = r52_hook;
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		rv.r[i].idx = i;
+	cr_assert_eq(pthread_create(&t[1], NULL, r52_racer, &rv.r[1]), 0);
+	cr_assert(tk_wait(&rv.step[R_M_JUDGED]), "M never judged X");
+	cr_assert_eq(pthread_create(&t[2], NULL, r52_racer, &rv.r[2]), 0);
+	cr_assert(tk_wait(&rv.step[R_B_JUDGED]), "B never judged X");
+	/* P: takes X and releases (a short-lived mount or an offline command) */
+	struct claim *p = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, "ffffffffffffffffffffffffffffffff", false, true,
+				   "/tmp/review52-cache-p", 60, &p, msg, sizeof(msg)), 0, "P: %s", msg);
+	claim_end(p, true);
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert(r.released, "P did not release");
+	sem_post(&rv.step[R_M_MOVE]);
+	cr_assert(tk_wait(&rv.step[R_M_AT_KEPT]), "M never moved Prel aside");
+	cr_assert_eq(pthread_create(&t[0], NULL, r52_racer, &rv.r[0]), 0);
+	pthread_join(t[0], NULL);
+	cr_assert_eq(rv.r[0].rc, 0, "A did not win on 'absent, Prel aside'");
+	sem_post(&rv.step[R_B_MOVE]);
+	cr_assert(tk_wait(&rv.step[R_B_AT_KEPT]), "B never moved A's claim aside");
+	sem_post(&rv.step[R_M_ON]);
+	pthread_join(t[1], NULL);
+	bool a_holds = rv.r[0].rc == 0 && !claim_lost(rv.r[0].c) && claim_may_write(rv.r[0].c);
+	bool m_holds = rv.r[1].rc == 0 && !claim_lost(rv.r[1].c) && claim_may_write(rv.r[1].c);
+	fprintf(stderr, "review52: A holds %d, M holds %d (M rc %d), asides %d\n", a_holds, m_holds,
+		rv.r[1].rc, system_count_tmp_asides());
+	sem_post(&rv.step[R_B_ON]);
+	pthread_join(t[2], NULL);
+	claim_test_hook = NULL;
+	bool both = a_holds && m_holds;
+	if (rv.r[0].c)
+		claim_test_renew(rv.r[0].c);
+	fprintf(stderr, "review52: after A's renewal: A lost %d\n", claim_lost(rv.r[0].c));
+	cr_assert(!both, "A and M both hold the claim: two holders");
+	cr_assert_eq(rv.r[1].rc, -EBUSY, "M: %d", rv.r[1].rc);
+	cr_assert_eq(rv.r[2].rc, -EBUSY, "B: %d", rv.r[2].rc);
+	cr_assert(!claim_lost(rv.r[0].c), "A, the one holder, was fenced");
+	cr_assert_eq(read_claim(&r), 0, "A did not take its claim back");
+	cr_assert_str_eq(r.catalog, ID_A);
+	for (int i = 0; i < 3; i++)
+		claim_end(rv.r[i].c, false);
+}
+
+/* Review 52 F2 (11 C): before, an adoption's create was not checked: A adopted the
+ * mover's aside (its bytes) and stalls before its create; meanwhile A is
+ * judged gone (here: its cache lock let go, standing for a heartbeat older
+ * than the timeout on another host), T takes the claim on "absent, that
+ * aside" and wins; a mover G (judged an older claim) moves T's claim aside
+ * to compare it; A's create lands in G's gap. Now A's check after its
+ * create sees G's aside (T's bytes, not there at its look): A gives its
+ * claim back and is fenced; T alone holds (its claim in G's aside). */
+static struct {
+	struct claim *t;
+	int rc, steps;
+} f2;
+
+static int r52_adopt_stall(struct claim *c, const char *point)
+{
+	(void)c;
+	if (strcmp(point, "retake-create") != 0 || f2.steps++)
+		return 0;
+	char msg[PATH_MAX + 512];
+	close(fx.lock_fd[0]); /* A judged gone (lock free: same host; heartbeat: another) */
+	fx.lock_fd[0] = -1;
+	f2.rc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &f2.t, msg, sizeof(msg));
+	if (f2.rc != 0)
+		fprintf(stderr, "review52 F2: T: %d %s\n", f2.rc, msg);
+	char claim[PATH_MAX], gaside[PATH_MAX];
+	snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(gaside, sizeof(gaside), "%s/backing/tmp/claim.mover-g.0", fx.dir);
+	if (f2.rc == 0)
+		cr_assert_eq(rename(claim, gaside), 0, "%s", strerror(errno)); /* G's move */
+	return 0;
+}
+
+Test(claim_review52, an_adoptions_create_in_a_movers_gap_is_given_back_and_the_taker_alone_holds)
+{
+	memset(&f2, 0, sizeof(f2));
+	struct claim *a = held_with_mover(false); /* timeout 8 s: sure for 7 s */
+	claim_test_hook = NULL;
+	/* A stopped past its deadline (as a holder a taker judges stale by its
+	 * heartbeat is): unsure, it writes nothing */
+	struct timespec nap = { 7, 300000000L };
+	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(a), "A still sure past its deadline");
+	claim_test_hook = r52_adopt_stall;
+	claim_test_renew(a);
+	claim_test_hook = NULL;
+	bool a_holds = !claim_lost(a) && claim_may_write(a);
+	bool t_holds = f2.rc == 0 && !claim_lost(f2.t) && claim_may_write(f2.t);
+	struct claim_rec r;
+	int rr = read_claim(&r);
+	fprintf(stderr, "review52 F2: A holds %d, T holds %d, claim %d %s, asides %d\n", a_holds,
+		t_holds, rr, rr == 0 ? r.catalog : "-", system_count_tmp_asides());
+	claim_end(f2.t, false);
+	claim_end(a, false);
+	cr_assert(!(a_holds && t_holds), "A and T both hold the claim: two holders");
+}
+
+/* Review 52 F2, the older path of the same shape: a renewal's create fails
+ * (its aside pending, 10); the next renewal takes the claim back from it
+ * and stalls before its create while T takes over and G moves T's claim. */
+static int r52_pending_stall(struct claim *c, const char *point)
+{
+	if (strcmp(point, "retake-create") != 0)
+		return 0;
+	if (f2.steps == 0) {
+		f2.steps++;
+		return -EIO; /* the first renewal's create fails: aside pending */
+	}
+	return r52_adopt_stall(c, point);
+}
+
+Test(claim_review52, a_take_back_of_a_pending_aside_in_a_movers_gap_is_given_back_and_the_taker_alone_holds)
+{
+	memset(&f2, 0, sizeof(f2));
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 8, &a, msg, sizeof(msg)), 0);
+	claim_test_hook = r52_pending_stall;
+	claim_test_renew(a); /* create fails: pending */
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), -ENOENT);
+	f2.steps = 0; /* r52_adopt_stall acts at the next retake-create */
+	claim_test_hook = NULL;
+	struct timespec nap = { 7, 300000000L }; /* past its deadline: unsure */
+	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(a), "A still sure past its deadline");
+	claim_test_hook = r52_adopt_stall;
+	claim_test_renew(a);
+	claim_test_hook = NULL;
+	bool a_holds = !claim_lost(a) && claim_may_write(a);
+	bool t_holds = f2.rc == 0 && !claim_lost(f2.t) && claim_may_write(f2.t);
+	fprintf(stderr, "review52 F2 pending: A holds %d, T holds %d\n", a_holds, t_holds);
+	claim_end(f2.t, false);
+	claim_end(a, false);
+	cr_assert(!(a_holds && t_holds), "A and T both hold the claim: two holders");
 }

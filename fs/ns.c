@@ -23,9 +23,12 @@
 
 
 #define NS_MAX_GROUPS 64
-/* invariant 15: how often the parked marks left by failed last closes are
- * tried again (a call past an outage's deadline fails at once, pg.h P8) */
+/* invariant 15: the tick that ends the parked marks failed last closes
+ * left; a tick whose try failed waits twice as many ticks as the last one
+ * did, up to NS_UNPARK_BACKOFF_MAX (each try past an outage's deadline
+ * costs one try to connect, logged: pg.h P8) */
 #define NS_UNPARK_RETRY_MS 1000
+#define NS_UNPARK_BACKOFF_MAX 30
 
 /* An open file: its node, and what it means for the file's generation. */
 struct ns_file {
@@ -69,6 +72,7 @@ struct ns {
 	pthread_mutex_t park_lock;
 	struct ns_park *parks;
 	struct ticker *park_ticker; /* shared catalog only */
+	unsigned park_backoff, park_skip; /* ticks; the tick's own (ticker.h T1) */
 };
 
 /* invariant 15: one node whose mark is to be ended */
@@ -294,18 +298,25 @@ static bool ns_unpark(struct ns *ns, struct node *n)
 }
 
 /* Invariant 15, every NS_UNPARK_RETRY_MS: the marks to end, tried once
- * each; those not ended go back on the list. */
+ * each until one try fails; those not ended go back on the list, and
+ * after a failure the next try waits (1, 2, 4 ... 30 ticks). */
 static bool ns_unpark_tick(void *arg)
 {
 	struct ns *ns = arg;
+	if (ns->park_skip > 0) {
+		ns->park_skip--;
+		return true;
+	}
 	pthread_mutex_lock(&ns->park_lock);
 	struct ns_park *list = ns->parks;
 	ns->parks = NULL;
 	pthread_mutex_unlock(&ns->park_lock);
+	bool failed = false;
 	while (list) {
 		struct ns_park *p = list;
 		list = p->next;
-		if (ns_unpark(ns, p->n)) {
+		if (failed || ns_unpark(ns, p->n)) { /* one failure: the rest wait too */
+			failed = true;
 			pthread_mutex_lock(&ns->park_lock);
 			p->next = ns->parks;
 			ns->parks = p;
@@ -314,6 +325,13 @@ static bool ns_unpark_tick(void *arg)
 			node_put(ns->nodes, p->n);
 			free(p);
 		}
+	}
+	if (failed) {
+		unsigned b = ns->park_backoff ? ns->park_backoff * 2 : 1;
+		ns->park_backoff = b < NS_UNPARK_BACKOFF_MAX ? b : NS_UNPARK_BACKOFF_MAX;
+		ns->park_skip = ns->park_backoff;
+	} else {
+		ns->park_backoff = 0;
 	}
 	return true;
 }

@@ -206,7 +206,8 @@
  *     (cat_writing_state, G_WRITING) fails for another reason than a fence
  *     or the inode gone, and the ns_open row's drop did not take the mark
  *     with it, the node is listed (node->park_pending, a reference held)
- *     and a tick every NS_UNPARK_RETRY_MS ends the mark
+ *     and a tick every NS_UNPARK_RETRY_MS (after a failed try the next
+ *     waits 1, 2, 4 ... up to 30 ticks) ends the mark
  *     (cat_writing_unpark: that one flag, nothing else: the row a reader
  *     here still needs, any ns_writing row and the failed flag of pggen.h
  *     X14 stay as the close left them) once the catalog answers, then asks

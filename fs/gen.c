@@ -920,11 +920,16 @@ static bool gen_run_keeps(struct gen_policy *g)
 	return true;
 }
 
-void gen_durable(struct gen_policy *g, uint64_t id)
+void gen_keep_again(struct gen_policy *g, uint64_t id)
 {
 	struct cat_gen gen;
-	if (cat_gen_get_brief(g->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
+	if (id != 0 && cat_gen_get_brief(g->cat, id, &gen) == 0 && gen.state == GEN_COMMITTED)
 		gen_keep_request(g, gen.series, NULL);
+}
+
+void gen_durable(struct gen_policy *g, uint64_t id)
+{
+	gen_keep_again(g, id);
 }
 
 /* Has ino been changed through a handle still open (its node has a

@@ -446,6 +446,11 @@ int gen_remove(struct gen_policy *g, uint64_t gen_id, bool force);
 /* A generation became durable on BACKING: keep-latest-k may now end the
  * older durable one it was keeping (invariant 3). */
 void gen_durable(struct gen_policy *g, uint64_t id);
+/* Something that kept a COMMITTED save id from keep-latest-k went late
+ * (-o meta=: a parked mark a failed last close left, ended once PostgreSQL
+ * answered again, ns.h invariant 15): keep is asked again over its series,
+ * as invariant 18 asks it at a last close. Nothing if id is not COMMITTED. */
+void gen_keep_again(struct gen_policy *g, uint64_t id);
 
 /* For tests only: called at named points ("committed": gen_commit_now has
  * its catalog's answer, before it forgets the generation's open state;

@@ -1541,8 +1541,9 @@ int main(int argc, char **argv)
 		log_error("cannot start the store threads");
 		goto out;
 	}
-	if (main_start_ns(&fs) != 0) {
-		log_error("cannot create the namespace: out of memory");
+	int nsrc = main_start_ns(&fs);
+	if (nsrc != 0) {
+		log_error("cannot create the namespace: %s", strerror(-nsrc));
 		goto out;
 	}
 	octx.ns = fs.ns;

@@ -76,6 +76,10 @@ struct node {
 	 * ns_writing row was dropped at a flush and its writer freed (ns.c,
 	 * ns.h invariant 14); under rw */
 	bool writing_parked;
+	/* shared catalog: the last close could not end the parked mark of the
+	 * inode's ns_open row; ns.c ends it once the catalog answers (ns.h
+	 * invariant 15); under rw */
+	bool park_pending;
 	/* a file whose close may commit a generation (gen_is_trigger_name):
 	 * its name and directory as last looked up; under the table lock */
 	uint64_t trigger_parent;

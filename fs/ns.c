@@ -18,10 +18,17 @@
 #include "log.h"
 #include "node.h"
 #include "store.h"
+#include "ticker.h"
 #include "writer.h"
 
 
 #define NS_MAX_GROUPS 64
+/* invariant 15: the tick that ends the parked marks failed last closes
+ * left; a tick whose try failed waits twice as many ticks as the last one
+ * did, up to NS_UNPARK_BACKOFF_MAX (each try past an outage's deadline
+ * costs one try to connect, logged: pg.h P8) */
+#define NS_UNPARK_RETRY_MS 1000
+#define NS_UNPARK_BACKOFF_MAX 30
 
 /* An open file: its node, and what it means for the file's generation. */
 struct ns_file {
@@ -60,7 +67,21 @@ struct ns {
 	pthread_mutex_t lock;
 	struct ns_file *head;
 	size_t nfiles;
+	/* invariant 15: the nodes whose parked mark a failed last close left,
+	 * each with a reference (node_get); the lock is a leaf */
+	pthread_mutex_t park_lock;
+	struct ns_park *parks;
+	struct ticker *park_ticker; /* shared catalog only */
+	unsigned park_backoff, park_skip; /* ticks; the tick's own (ticker.h T1) */
 };
+
+/* invariant 15: one node whose mark is to be ended */
+struct ns_park {
+	struct node *n;
+	struct ns_park *next;
+};
+
+static bool ns_unpark_tick(void *arg);
 
 int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **out)
 {
@@ -81,6 +102,17 @@ int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **
 	ns->wait_arg = deps->wait_arg;
 	ns->cfg = *cfg;
 	pthread_mutex_init(&ns->lock, NULL);
+	pthread_mutex_init(&ns->park_lock, NULL);
+	int rc = cat_is_shared(ns->cat) ? ticker_start(NS_UNPARK_RETRY_MS, TICKER_FIRST_AFTER_PERIOD,
+						       ns_unpark_tick, ns, &ns->park_ticker)
+					: 0;
+	if (rc != 0) {
+		log_error("cannot start the thread that ends parked marks late: %s", strerror(-rc));
+		pthread_mutex_destroy(&ns->park_lock);
+		pthread_mutex_destroy(&ns->lock);
+		free(ns);
+		return rc;
+	}
 	*out = ns;
 	return 0;
 }
@@ -105,6 +137,19 @@ void ns_free(struct ns *ns)
 		log_info("%zu file handles (%zu for writing, first inode %llu) still open at unmount,"
 			 " never released by the kernel: freed (their files are ended as at any"
 			 " unmount with a file open)", n, writable, (unsigned long long)first);
+	ticker_stop(ns->park_ticker); /* ticker.h T2: no tick runs from here */
+	size_t parks = 0;
+	while (ns->parks) { /* invariant 15: this node's lease ends its marks */
+		struct ns_park *p = ns->parks;
+		ns->parks = p->next;
+		node_put(ns->nodes, p->n);
+		free(p);
+		parks++;
+	}
+	if (parks)
+		log_info("%zu parked marks that failed last closes left are not ended here: they"
+			 " count no more once this unmount ends the node's lease", parks);
+	pthread_mutex_destroy(&ns->park_lock);
 	pthread_mutex_destroy(&ns->lock);
 	free(ns);
 }
@@ -205,6 +250,92 @@ static int ns_writing_drop(struct ns *ns, struct node *n, uint64_t *committed)
 	return wrc;
 }
 
+/* Invariant 15: n's last close could not end the parked mark its ns_open
+ * row may have; the tick ends it once the catalog answers. Under n->rw;
+ * the caller holds a reference of n, so node_get finds it. */
+static void ns_park_pending(struct ns *ns, struct node *n)
+{
+	if (n->park_pending)
+		return; /* listed already */
+	struct ns_park *p = malloc(sizeof(*p));
+	if (p)
+		p->n = node_get(ns->nodes, n->ino);
+	if (!p || !p->n) {
+		free(p);
+		log_warn("inode %llu: out of memory: a parked mark its last close could not end"
+			 " stays until this node leaves; keep-latest-k keeps its save until then",
+			 (unsigned long long)n->ino);
+		return;
+	}
+	assert(p->n == n);
+	n->park_pending = true;
+	pthread_mutex_lock(&ns->park_lock);
+	p->next = ns->parks;
+	ns->parks = p;
+	pthread_mutex_unlock(&ns->park_lock);
+}
+
+/* Invariant 15: one try to end n's mark; true while it is still to end. A
+ * write handle open here again means its open's statement ended it. */
+static bool ns_unpark(struct ns *ns, struct node *n)
+{
+	uint64_t gen_id = 0;
+	int state = -1, rc = 0;
+	pthread_rwlock_wrlock(&n->rw);
+	bool tried = n->park_pending && node_write_handles(ns->nodes, n) == 0;
+	if (tried)
+		rc = cat_writing_unpark(ns->cat, n->ino, &gen_id, &state);
+	bool ended = tried && rc == 0;
+	/* fenced (-ESTALE): not live, its marks count no more (pggen.h X12) */
+	bool pending = n->park_pending = tried && rc != 0 && rc != -ESTALE;
+	pthread_rwlock_unlock(&n->rw);
+	if (ended)
+		log_info("inode %llu: its parked mark, which its last close could not end, is ended",
+			 (unsigned long long)n->ino);
+	if (ended && state == GEN_COMMITTED) /* gen.h invariant 18, late */
+		gen_keep_again(ns->gen, gen_id);
+	return pending;
+}
+
+/* Invariant 15, every NS_UNPARK_RETRY_MS: the marks to end, tried once
+ * each until one try fails; those not ended go back on the list, and
+ * after a failure the next try waits (1, 2, 4 ... 30 ticks). */
+static bool ns_unpark_tick(void *arg)
+{
+	struct ns *ns = arg;
+	if (ns->park_skip > 0) {
+		ns->park_skip--;
+		return true;
+	}
+	pthread_mutex_lock(&ns->park_lock);
+	struct ns_park *list = ns->parks;
+	ns->parks = NULL;
+	pthread_mutex_unlock(&ns->park_lock);
+	bool failed = false;
+	while (list) {
+		struct ns_park *p = list;
+		list = p->next;
+		if (failed || ns_unpark(ns, p->n)) { /* one failure: the rest wait too */
+			failed = true;
+			pthread_mutex_lock(&ns->park_lock);
+			p->next = ns->parks;
+			ns->parks = p;
+			pthread_mutex_unlock(&ns->park_lock);
+		} else {
+			node_put(ns->nodes, p->n);
+			free(p);
+		}
+	}
+	if (failed) {
+		unsigned b = ns->park_backoff ? ns->park_backoff * 2 : 1;
+		ns->park_backoff = b < NS_UNPARK_BACKOFF_MAX ? b : NS_UNPARK_BACKOFF_MAX;
+		ns->park_skip = ns->park_backoff;
+	} else {
+		ns->park_backoff = 0;
+	}
+	return true;
+}
+
 /* Shared catalog (issue 18): the first write handle of a node on this
  * node tells the other nodes the file is being written (its ns_writing row
  * holds its generation's commit), the last one's close, after the commit of
@@ -218,15 +349,18 @@ static int ns_writing_shared(struct ns *ns, struct node *n, int delta, uint64_t 
 {
 	pthread_rwlock_wrlock(&n->rw);
 	int rc = 0;
-	if (delta > 0 && (n->write_handles == 0 || n->writing_parked))
+	if (delta > 0 && (n->write_handles == 0 || n->writing_parked)) {
 		rc = cat_writing(ns->cat, n->ino, true);
-	if (rc == 0 && delta > 0)
-		n->writing_parked = false;
+		if (rc == 0) /* its statement ended any mark (invariant 15) */
+			n->writing_parked = n->park_pending = false;
+	}
 	if (rc == 0)
 		node_writers_add(ns->nodes, n, delta);
 	if (rc == 0 && delta < 0 && n->write_handles == 0) {
 		n->writing_parked = false;
-		ns_writing_drop(ns, n, committed);
+		int wrc = ns_writing_drop(ns, n, committed);
+		if (wrc != 0 && wrc != -ESTALE && wrc != -ENOENT) /* fenced, gone: no mark */
+			ns_park_pending(ns, n);
 	}
 	pthread_rwlock_unlock(&n->rw);
 	return rc;
@@ -313,6 +447,8 @@ static void ns_closed_shared(struct ns *ns, struct node *n)
 	bool release = false;
 	if (n->shared_open && node_open_count(ns->nodes, n) == 0) {
 		int rc = cat_opened(ns->cat, n->ino, false, &release);
+		if (rc == 0) /* the row, and its mark, gone (invariant 15) */
+			n->park_pending = false;
 		if (rc != 0 && rc != -ESTALE) /* fenced: its rows go with its lease */
 			log_warn("inode %llu: cannot tell the shared catalog it is closed here: %s;"
 				 " its row goes when this node releases the inode or its lease ends",

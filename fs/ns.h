@@ -201,6 +201,26 @@
  *     row: its commit waits for the
  *     release in the same daemon, and a death there ends every handle and
  *     pending commit at once (gen.h invariant 17 decides at the next start).
+ * 15. -o meta=: a parked mark outlives no last close while this node runs
+ *     (review 50 F4). When the last close's statement that ends it
+ *     (cat_writing_state, G_WRITING) fails for another reason than a fence
+ *     or the inode gone, and the ns_open row's drop did not take the mark
+ *     with it, the node is listed (node->park_pending, a reference held)
+ *     and a tick every NS_UNPARK_RETRY_MS (after a failed try the next
+ *     waits 1, 2, 4 ... up to 30 ticks) ends the mark
+ *     (cat_writing_unpark: that one flag, nothing else: the row a reader
+ *     here still needs, any ns_writing row and the failed flag of pggen.h
+ *     X14 stay as the close left them) once the catalog answers, then asks
+ *     keep-latest-k again for a COMMITTED save (gen_keep_again, gen.h
+ *     invariant 18). It never ends a mark a handle still needs: the try
+ *     runs under n->rw, as every open, park and close of the inode here,
+ *     and only while park_pending is set and no write handle of it is open
+ *     here; a successful open for writing clears park_pending (its
+ *     statement ended the old mark), so the mark a later flush parks is
+ *     that handle's and is ended by its own close. A fenced node's marks
+ *     count no more (not live); at unmount the list is dropped with the
+ *     lease. Until the try succeeds keep keeps the save (space, never
+ *     data).
  *
  * Commit points of file data: flush (every close), fsync (durable), and the
  * release of the last handle. */
@@ -275,7 +295,9 @@ struct ns_config {
 
 int ns_new(const struct ns_deps *deps, const struct ns_config *cfg, struct ns **out);
 /* At teardown, once no call runs: frees the files never released
- * (invariant 2), and ns. Not the handles in deps. */
+ * (invariant 2), stops invariant 15's tick and drops its list, and frees
+ * ns. Not the handles in deps. With a shared catalog ns_new starts that
+ * tick (a thread: after daemonizing). */
 void ns_free(struct ns *ns);
 
 /* ---- names (each one that returns an entry counts a kernel lookup) ---- */

@@ -226,6 +226,12 @@ int cat_writing_resume(struct cat *cat, uint64_t ino);
  * statement (pggen.h X12, X15; the next cat_writing or cat_writing_resume
  * ends the mark); alone, nothing. */
 int cat_writing_park(struct cat *cat, uint64_t ino);
+/* The parked mark of this node's ns_open row of ino, which the last
+ * close's statements could not end, ended late (fs/ns.h invariant 15)
+ * [engine]: shared, the mark alone (pggen.h X15), and ino's generation
+ * (*gen_id, 0: none) and its state (*gen_state, -1: none) as that
+ * statement read them; alone, nothing (0 and -1). */
+int cat_writing_unpark(struct cat *cat, uint64_t ino, uint64_t *gen_id, int *gen_state);
 /* A write or close of ino on this node failed [engine]: shared, its failed
  * flag set, which holds its save from every rule but an explicit decision
  * after its ns_writing row is gone (pggen.h X14); alone, nothing (the

@@ -431,6 +431,15 @@ int cat_writing_park(struct cat *cat, uint64_t ino)
 	return pggen_writing_park(&cat->shared->ns, ino);
 }
 
+int cat_writing_unpark(struct cat *cat, uint64_t ino, uint64_t *gen_id, int *gen_state)
+{
+	*gen_id = 0;
+	*gen_state = -1;
+	if (!cat->shared)
+		return 0;
+	return pggen_writing_unpark(&cat->shared->ns, ino, gen_id, gen_state);
+}
+
 int cat_file_failed(struct cat *cat, uint64_t ino)
 {
 	if (!cat->shared)

@@ -21,6 +21,7 @@ enum {
 	G_GEN_OF,
 	G_WRITING,
 	G_WRITING_PARK,
+	G_WRITING_UNPARK,
 	G_GEN_LOCK,
 	G_COMMIT_LOCK,
 	G_COMMIT_FREE,
@@ -211,6 +212,19 @@ const struct pg_stmt pggen_stmts[] = {
 			     " AND EXISTS (SELECT 1 FROM i))"
 			     " SELECT " LEASE_LIVE ", EXISTS (SELECT 1 FROM i)",
 			     2 },
+	/* X15: node $1's last close of inode $2 could not end the parked mark
+	 * of its ns_open row (PostgreSQL away: fs/ns.h invariant 15): the mark
+	 * ends now, fenced (L5), and nothing else changes (the ns_open row
+	 * stays, no ns_writing row is touched, nor the failed flag of X14).
+	 * Columns: the fence, the inode's generation (NULL: none or no inode)
+	 * and that generation's state */
+	[G_WRITING_UNPARK] = { "gen_writing_unpark",
+			       "WITH " LEASE_FENCE_WITH("$1") ", p AS (UPDATE ns_open SET parked = false"
+			       " WHERE node = $1 AND ino = $2 AND parked AND " LEASE_LIVE ")"
+			       " SELECT " LEASE_LIVE ", g.id, g.state FROM (SELECT 1) AS one"
+			       " LEFT JOIN ns_inodes i ON i.ino = $2 LEFT JOIN ns_generations g"
+			       " ON g.id = i.gen",
+			       2 },
 	[G_GEN_LOCK] = { "gen_lock", "SELECT state, lost, backup_root FROM ns_generations WHERE id = $1 FOR UPDATE",
 			 1 },
 	/* X9: a commit's first statement, its fence riding on it (lease.h L6):
@@ -982,6 +996,33 @@ int pggen_writing_park(struct pgns *ns, uint64_t ino)
 {
 	struct pggen_call c = { .ns = ns, .ino = ino };
 	return pg_read(ns->pg, pggen_writing_park_body, &c);
+}
+
+static int pggen_writing_unpark_body(struct pg *pg, void *arg)
+{
+	(void)pg;
+	struct pggen_call *c = arg;
+	char node[24], i[24];
+	const char *params[] = { PG_U64(node, c->ns->lease->node_id), PG_U64(i, c->ino) };
+	PGresult *res;
+	int rc = pggen_exec(c->ns, G_WRITING_UNPARK, params, &res);
+	if (rc)
+		return rc;
+	rc = lease_fenced(res);
+	c->gen = rc == 0 && !PQgetisnull(res, 0, 1) ? (uint64_t)pg_int(res, 0, 1) : 0;
+	c->state = rc == 0 && !PQgetisnull(res, 0, 2) ? (int)pg_int(res, 0, 2) : -1;
+	PQclear(res);
+	return rc;
+}
+
+/* One statement, its fence in it (lease.h L5): one round trip. */
+int pggen_writing_unpark(struct pgns *ns, uint64_t ino, uint64_t *gen_id, int *gen_state)
+{
+	struct pggen_call c = { .ns = ns, .ino = ino };
+	int rc = pg_read(ns->pg, pggen_writing_unpark_body, &c);
+	*gen_id = rc == 0 ? c.gen : 0;
+	*gen_state = rc == 0 ? c.state : -1;
+	return rc;
 }
 
 /* X14: a failed write or last close, fenced in its statement (lease.h L5) */

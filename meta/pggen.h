@@ -189,6 +189,9 @@
  *      keep-latest-k's expire counts the marks of live nodes (X12) and
  *      nothing else reads them. A node's death leaves its mark to no one
  *      (not live: not counted; its ns_open rows go with pgns_unpin_lost).
+ *      A last close whose statement fails (PostgreSQL away) leaves the
+ *      mark; its node ends it late with pggen_writing_unpark, which
+ *      changes that flag alone (fs/ns.h invariant 15, review 50 F4).
  *      The last close's statement returns the save's state, unlocked: one
  *      another node committed has that node's policy ask for keep again
  *      (fs/gen.h invariant 18); a close racing the commit leaves it to the
@@ -275,6 +278,12 @@ int pggen_writing_resume(struct pgns *ns, uint64_t ino);
  * in one statement (-ENOENT: no such inode, nothing changed). The next
  * pggen_writing or pggen_writing_resume of ino by this node ends the mark. */
 int pggen_writing_park(struct pgns *ns, uint64_t ino);
+/* X15: this node's last close of ino could not end the parked mark of its
+ * ns_open row (fs/ns.h invariant 15): the mark ends now, nothing else
+ * changes (the row, any ns_writing row and the failed flag stay as they
+ * are). *gen_id gets ino's generation (0: none), *gen_state its state (-1:
+ * none): a COMMITTED one keep-latest-k may end now. -ESTALE when fenced. */
+int pggen_writing_unpark(struct pgns *ns, uint64_t ino, uint64_t *gen_id, int *gen_state);
 /* X14: a write or a last close of ino on this node failed: its failed flag
  * set (fenced: -ESTALE if this node is not live). */
 int pggen_failed(struct pgns *ns, uint64_t ino);

@@ -12,13 +12,19 @@
 # again (gen_writer_closed) and step-100 goes; written, the write reopens
 # step-100 as version 2 (as on one node: t_keep's
 # test_write_through_a_handle_open_before_keep_lands_in_a_new_version),
-# whose bytes every node reads and an explicit commit keeps.
+# whose bytes every node reads and an explicit commit keeps. Closed while
+# PostgreSQL is down (both statements of B's last close fail), the parked
+# mark is ended by B once PostgreSQL answers again (fs/ns.h invariant 15,
+# review 50 F4: it stayed while B ran, and keep never expired step-100).
 . "$(dirname "$0")/mn.sh"
 
 PK2_OPTS=quiet=0.5,keep=1
 
 pk2_row() { # NAME: "state version rule" of its newest row
 	mn_psql "SELECT state || ' ' || version || ' ' || coalesce(nullif(rule, ''), '-') FROM ns_generations WHERE name = '$1' ORDER BY id DESC LIMIT 1"
+}
+pk2_parked() { # how many ns_open rows of a file called model.bin are marked parked
+	mn_psql "SELECT count(*) FROM ns_open o JOIN ns_dirents d ON d.ino = o.ino WHERE d.name = 'model.bin' AND o.parked"
 }
 pk2_writing() { # NAME: how many ns_writing rows name a file called NAME
 	mn_psql "SELECT count(*) FROM ns_writing w JOIN ns_dirents d ON d.ino = w.ino WHERE d.name = '$1'"
@@ -100,6 +106,43 @@ test_a_parked_handle_keeps_its_save_until_it_closes() {
 	ck_bg_wait "$PK2_WRITER" 20 || ck_fail "B's rank failed"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-100'" "3 keep" 20 \
 		"step-100 once B's last handle of it closed"
+	assert_eq "1 1 marker" "$(pk2_row step-200)" "step-200"
+	pk2_expect A "step-200"
+	pk2_expect B "step-200"
+	assert_file_eq "$CK_TMP/s200" "$MN_MNT_B/k/step-200/model.bin"
+	mn_umount B
+	mn_umount A
+}
+
+# Closed with PostgreSQL down: the release's statement that ends the mark
+# (G_WRITING) and its ns_open row's deletion both fail, the close(2) itself
+# succeeds (its flush needs no statement: the row was parked). Once
+# PostgreSQL is back B ends the mark (invariant 15) and asks for keep again
+# (gen.h 18): step-100 goes, though no new save came. A lease of 60 s, so
+# that B stays live through the outage (a node swept holds nothing anyway).
+test_a_mark_left_by_a_last_close_with_postgresql_down_ends_once_it_answers() {
+	local MN_LEASE_MS=60000 MN_META_TIMEOUT_MS=2000
+	pk2_setup
+	assert_eq 1 "$(pk2_parked)" "B's parked marks before its last close"
+	mn_pg kill
+	echo close >"$CK_TMP/go"
+	assert_eq "close closed" "$(cat "$CK_TMP/ack")" "B's rank's last close, PostgreSQL down"
+	ck_bg_wait "$PK2_WRITER" 20 || ck_fail "B's rank failed"
+	local i=0
+	until grep -q "cannot tell the shared catalog it is closed here" "$MN_DLOG_B"; do
+		i=$((i + 1))
+		[ $i -le 200 ] || ck_fail "B's release did not fail its statements with PostgreSQL down: $(tail -n 3 "$MN_DLOG_B" | cut -c1-200 | tr '\n' '|')"
+		sleep 0.1
+	done
+	grep -q "cannot tell the shared catalog the file is closed" "$MN_DLOG_B" ||
+		ck_fail "B's release: its G_WRITING statement did not fail"
+	mn_pg resume
+	mn_poll "SELECT count(*) FROM ns_open o JOIN ns_dirents d ON d.ino = o.ino WHERE d.name = 'model.bin' AND o.parked" \
+		0 20 "B's parked marks once PostgreSQL answers again"
+	grep -q "its parked mark, which its last close could not end, is ended" "$MN_DLOG_B" ||
+		ck_fail "B's log does not say it ended the mark"
+	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-100'" "3 keep" 30 \
+		"step-100 once B's mark is ended"
 	assert_eq "1 1 marker" "$(pk2_row step-200)" "step-200"
 	pk2_expect A "step-200"
 	pk2_expect B "step-200"

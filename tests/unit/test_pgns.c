@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 #include "ns.h"
 #include "pggen.h"
 #include "pgns.h"
+#include "pgfault.h"
 #include "pgtest.h"
 #include "support.h"
 
@@ -1220,6 +1222,93 @@ Test(pgns, a_created_files_writer_counts_in_its_generation)
 	FAILS(cat_gen_commit(t.c.cat, gen, "test"), EBUSY);
 	tn_ns_close_file(&t, f);
 	OK(gen_commit_explicit(t.g, gen, "explicit"));
+	tn_ns_close(&t);
+}
+
+/* The rows of ns_open naming ino: how many, and how many marked parked. */
+static void tn_open_rows(uint64_t ino, int *rows, int *parked)
+{
+	PGconn *c = tn_raw();
+	char sql[160];
+	snprintf(sql, sizeof(sql), "SELECT count(*), count(*) FILTER (WHERE parked) FROM ns_open"
+		 " WHERE ino = %" PRIu64, ino);
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQresultErrorMessage(r));
+	*rows = atoi(PQgetvalue(r, 0, 0));
+	*parked = atoi(PQgetvalue(r, 0, 1));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* Waits up to ms for ino's parked marks to be want; their count then. */
+static int tn_parked_within(uint64_t ino, int want, unsigned ms)
+{
+	int rows = 0, parked = -1;
+	for (unsigned waited = 0;; waited += 100) {
+		tn_open_rows(ino, &rows, &parked);
+		if (parked == want || waited >= ms)
+			return parked;
+		usleep(100 * 1000);
+	}
+}
+
+/* fs/ns.h invariant 15 (review 50 F4): a last close whose statement ending
+ * the parked mark fails (PostgreSQL away) leaves the mark, which keep counts
+ * (pggen.h X12); the node ends it once the catalog answers (its tick, every
+ * second), without dropping the ns_open row a handle still open for reading
+ * needs (pgns.h N14). A new open for writing in between ends the old mark
+ * in its own statement, and the mark its flush then parks is the handle's:
+ * no late end clears it while that handle is open. */
+Test(pgns, a_parked_mark_a_failed_last_close_left_is_ended_once_the_catalog_answers)
+{
+	struct tn_ns t;
+	tn_ns_open(&t, "a");
+	const struct ns_cred cred = { .uid = 0, .gid = 0, .pid = 0 };
+	struct cat_inode run, root, in, got;
+	struct ns_file *f, *r;
+	OK(ns_make(t.ns, &cred, CAT_ROOT_INO, "run", S_IFDIR | 0755, 0, NULL, &run));
+	OK(ns_make(t.ns, &cred, run.ino, "step-100", S_IFDIR | 0755, 0, NULL, &root));
+	uint64_t gen = 0;
+	OK(cat_gen_of(t.c.cat, root.ino, &gen));
+	OK(ns_create(t.ns, &cred, root.ino, "shard0", 0644, O_WRONLY | O_CREAT, &f, &in));
+	OK(ns_open(t.ns, &cred, in.ino, O_RDONLY, &r, &got)); /* a reader stays open */
+	OK(ns_flush(t.ns, f)); /* its close(2): the row parked (invariant 14) */
+	int rows = 0, parked = 0;
+	tn_open_rows(in.ino, &rows, &parked);
+	cr_assert_eq(parked, 1, "the flush parked the write handle");
+	OK(gen_commit_explicit(t.g, gen, "explicit"));
+
+	/* the release's G_WRITING (close) fails, PostgreSQL away for the call */
+	OK(pg_fault_arm(cat_shared_ns(t.c.cat)->pg, "drop gen_writing down"));
+	int rc = ns_release(t.ns, f);
+	OK(rc);
+	ns_release_done(t.ns, f, rc);
+	tn_open_rows(in.ino, &rows, &parked);
+	cr_assert_eq(parked, 1, "the failed close left the mark (what review 50 F4 found)");
+	cr_assert_eq(tn_parked_within(in.ino, 0, 5000), 0, "the mark ended once the catalog answers");
+	tn_open_rows(in.ino, &rows, &parked);
+	cr_assert_eq(rows, 1, "the reader's ns_open row stays (N14)");
+
+	/* again, and a new write handle opened and flushed before the tick */
+	OK(ns_open(t.ns, &cred, in.ino, O_WRONLY, &f, &got));
+	OK(ns_flush(t.ns, f));
+	OK(pg_fault_arm(cat_shared_ns(t.c.cat)->pg, "drop gen_writing down"));
+	rc = ns_release(t.ns, f);
+	OK(rc);
+	ns_release_done(t.ns, f, rc);
+	OK(ns_open(t.ns, &cred, in.ino, O_WRONLY, &f, &got)); /* its statement ends the mark */
+	OK(ns_flush(t.ns, f));                                 /* and parks this handle */
+	usleep(2500 * 1000);                                   /* two ticks at least */
+	tn_open_rows(in.ino, &rows, &parked);
+	cr_assert_eq(parked, 1, "the open handle's own mark stays: keep must see it");
+	rc = ns_release(t.ns, f);
+	OK(rc);
+	ns_release_done(t.ns, f, rc);
+	tn_open_rows(in.ino, &rows, &parked);
+	cr_assert_eq(parked, 0, "its last close ended it");
+	tn_ns_close_file(&t, r);
+	tn_open_rows(in.ino, &rows, &parked);
+	cr_assert_eq(rows, 0, "no handle open: no row");
 	tn_ns_close(&t);
 }
 

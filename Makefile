@@ -7,6 +7,7 @@
 #   make bench      ratios against a plain directory, measured in the same run
 #   make torture    the crash torture loop, 500 kill -9 cycles
 #   make test-trainers  real trainers end to end (tests/trainers/README.md)
+#   make test-packs the integration tests with -o packs=on on every mount (not in make test)
 #   make fuzz       libFuzzer harnesses, FUZZ_SECONDS (600) each (tests/fuzz/README.md)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, man pages, docs; mount.ckptfs in SBINDIR=/sbin)
 #   make deb        the Debian package, build/deb/ckptfs_VERSION_ARCH.deb (scripts/debian/)
@@ -68,7 +69,7 @@ UNIT_DAEMON_SRC += fs/writer.c fs/chunkput.c fs/wbuf.c
 UNIT_DAEMON_SRC += fs/node.c fs/gen.c fs/ns.c
 UNIT_DAEMON_OBJ = $(UNIT_DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps demo test check-layers test-unit test-integration test-asan test-nfs test-multinode bench install uninstall clean lint torture
+.PHONY: all deps demo test check-layers test-unit test-integration test-packs test-asan test-nfs test-multinode bench install uninstall clean lint torture
 
 all: $(BUILD)/ckptfs $(BUILD)/ckptfs-admin
 
@@ -149,6 +150,11 @@ test-unit: $(BUILD)/unit-tests
 
 test-integration: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so $(BUILD)/swaptop
 	tests/integration/run.sh $(BUILD)
+
+# The integration suite again with -o packs=on on every mount the tests make
+# (CKPTFS_TEST_MOUNT_OPTS, tests/integration/lib.sh ck_opts). Not in `make test`.
+test-packs: all $(BUILD)/faultfs $(BUILD)/backing-tool $(BUILD)/synclog.so $(BUILD)/swaptop
+	CKPTFS_TEST_MOUNT_OPTS=packs=on tests/integration/run.sh $(BUILD)
 
 # The same unit and integration tests, built with AddressSanitizer + UBSan.
 # LeakSanitizer is on for the daemons too: a leak at exit makes the daemon's

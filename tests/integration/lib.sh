@@ -46,6 +46,27 @@ CKPTFS_ADMIN=${CKPTFS_ADMIN:-$(dirname "$CKPTFS_BIN")/ckptfs-admin}
 export CKPTFS_BIN CKPTFS_ADMIN
 
 CK_QUICK=${CKPTFS_TEST_QUICK:-0}
+# Extra -o options for every daemon a case starts, e.g. packs=on (`make
+# test-packs`): ck_mount adds them, and a case that starts the daemon itself
+# builds its -o with ck_opts. They come before the case's own options, so an
+# option the case names wins (the last of the same name wins).
+CK_TEST_OPTS=${CKPTFS_TEST_MOUNT_OPTS:-}
+export CKPTFS_TEST_MOUNT_OPTS=$CK_TEST_OPTS
+# ck_opts "cache=DIR,..." — prints cache=DIR, then CK_TEST_OPTS, then the rest.
+ck_opts() {
+	local first=${1%%,*} rest=
+	[ "$first" = "$1" ] || rest=${1#*,}
+	printf '%s%s%s\n' "$first" "${CK_TEST_OPTS:+,$CK_TEST_OPTS}" "${rest:+,$rest}"
+}
+# True when the store is written with packs (-o packs=on in CK_TEST_OPTS).
+ck_packs_on() {
+	local o on=1 a
+	IFS=, read -ra a <<<"$CK_TEST_OPTS"
+	for o in "${a[@]}"; do
+		case $o in packs | packs=on) on=0 ;; packs=off) on=1 ;; esac
+	done
+	return $on
+}
 # Seconds to wait for a mount to appear / a daemon to exit after unmount.
 CK_MOUNT_TIMEOUT=${CK_MOUNT_TIMEOUT:-30}
 CK_EXIT_TIMEOUT=${CK_EXIT_TIMEOUT:-90}
@@ -185,7 +206,7 @@ ck_mount() {
 	_CK_NMOUNT=$((_CK_NMOUNT + 1))
 	CK_DERR=$CK_TMP/daemon.$_CK_NMOUNT.stderr
 	CK_DLOG=$CK_TMP/daemon.$_CK_NMOUNT.log
-	opts="cache=$CK_CACHE"
+	opts="cache=$CK_CACHE${CK_TEST_OPTS:+,$CK_TEST_OPTS}"
 	[ "$CK_LOG_OPT" = 1 ] && opts+=",log=$CK_DLOG"
 	[ -n "$extra" ] && opts+=",$extra"
 	[ -x "$CKPTFS_BIN" ] || ck_fail "daemon binary $CKPTFS_BIN is missing (build it first)"
@@ -646,6 +667,82 @@ ck_wait_durable() {
 		[ $i -le $((t * 10)) ] || ck_fail "after ${t}s, $left uploads or generations are still not durable on BACKING"
 		sleep 0.1
 	done
+}
+
+# ---------------------------------------------------------------- chunk objects, loose or packed
+#
+# With -o packs=on (CK_TEST_OPTS, `make test-packs`) the small chunk objects
+# live in pack files on BACKING (docs/FORMAT.md "Pack object"), not at
+# chunks/ab/cd/<hex>. These helpers see both, so that a case counts, measures
+# or damages "the object of chunk H" the same way in either layout.
+
+# ck_store_format N — the format line's number a store of format N (3, or 4
+# with codec=zstd) has after a mount with the run's options: N, or 5 when
+# they turn packs on (FORMAT.md: the first mount with packs writes format 5).
+ck_store_format() {
+	if ck_packs_on && [ "$1" -lt 5 ]; then echo 5; else echo "$1"; fi
+}
+
+# ck_backing_objects [DIR] — how many chunk objects DIR (default CK_BACKING)
+# holds: the loose files under chunks/, plus the members of every pack file
+# under packs/ (the member count in its header, bytes 16-19).
+ck_backing_objects() {
+	local d=${1:-$CK_BACKING} loose packed
+	loose=$(find "$d/chunks" -type f 2>/dev/null | wc -l)
+	packed=$(find "$d/packs" -type f -name '*.ckp' -exec od -A n -t u4 -j 16 -N 4 {} \; 2>/dev/null |
+		awk '{ s += $1 } END { print s + 0 }')
+	echo $((loose + packed))
+}
+
+# ck_backing_object_bytes [DIR] — bytes of the chunk objects DIR (default
+# CK_BACKING) holds: the loose files under chunks/ and the pack files.
+ck_backing_object_bytes() {
+	local d=${1:-$CK_BACKING}
+	{ find "$d/chunks" -type f -printf '%s\n' 2>/dev/null; find "$d/packs" -type f -name '*.ckp' -printf '%s\n' 2>/dev/null; } |
+		awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+# ck_obj_place H — where chunk H's object is on CK_BACKING, as "PATH OFF LEN":
+# a member of a pack (the catalog's chunks.pack, pack_off, pack_len) or its
+# loose file (offset 0, its size). Fails the case if neither is there.
+ck_obj_place() {
+	local h=$1 row pack off len loose
+	loose=$CK_BACKING/chunks/${h:0:2}/${h:2:2}/$h
+	row=$(sqlite3 -batch "$CK_CACHE/catalog.db" "SELECT lower(hex(pack)), pack_off, pack_len FROM chunks WHERE lower(hex(hash)) = '$h' AND pack IS NOT NULL" 2>/dev/null) || row=
+	if [ -n "$row" ]; then
+		IFS='|' read -r pack off len <<<"$row"
+		[ -f "$CK_BACKING/packs/${pack:0:2}/$pack.ckp" ] || ck_fail "chunk $h: its pack $pack is not on BACKING"
+		echo "$CK_BACKING/packs/${pack:0:2}/$pack.ckp $off $len"
+	elif [ -f "$loose" ]; then
+		echo "$loose 0 $(ck_size "$loose")"
+	else
+		ck_fail "chunk $h: no object on BACKING (no pack row, nothing at $loose)"
+	fi
+}
+
+# ck_obj_is_packed H — true if chunk H's object on CK_BACKING is a pack member.
+ck_obj_is_packed() {
+	local place
+	place=$(ck_obj_place "$1")
+	[ "${place#"$CK_BACKING"/packs/}" != "$place" ]
+}
+
+# ck_obj_get H FILE — copies chunk H's object image on CK_BACKING (loose or
+# packed) to FILE; ck_obj_put H FILE writes FILE back over that place (it
+# must be the same length: a member's neighbours are never touched).
+ck_obj_get() {
+	local path off len
+	read -r path off len <<<"$(ck_obj_place "$1")"
+	dd if="$path" of="$2" bs=1M skip="$off" count="$len" status=none iflag=skip_bytes,count_bytes 2>/dev/null ||
+		ck_fail "cannot read chunk $1's object from $path at $off"
+	[ "$(ck_size "$2")" = "$len" ] || ck_fail "chunk $1's object at $path+$off: read $(ck_size "$2") of $len bytes"
+}
+ck_obj_put() {
+	local path off len
+	read -r path off len <<<"$(ck_obj_place "$1")"
+	[ "$(ck_size "$2")" = "$len" ] || ck_fail "ck_obj_put: $2 is $(ck_size "$2") bytes, chunk $1's object is $len"
+	dd if="$2" of="$path" bs=1M seek="$off" conv=notrunc status=none oflag=seek_bytes ||
+		ck_fail "cannot write chunk $1's object into $path at $off"
 }
 
 # ck_objcheck [--allow-orphans] — the chunk objects in the cache and on

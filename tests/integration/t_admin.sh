@@ -770,7 +770,7 @@ test_rebuild_recreates_the_catalog_from_backing() {
 # stderr (the daemon's log in a file), nothing mounted; the line in $CK_TMP/refused.
 _mount_refused() {
 	local rc=0
-	"$CKPTFS_BIN" -f -o "cache=$CK_CACHE,log=$CK_TMP/refused.log" "$CK_BACKING" "$CK_MNT" \
+	"$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,log=$CK_TMP/refused.log")" "$CK_BACKING" "$CK_MNT" \
 		>"$CK_TMP/refused" 2>&1 </dev/null || rc=$?
 	ck_is_mounted "$CK_MNT" && ck_fail "$1: mounted"
 	assert_ne 0 "$rc" "$1: the daemon's exit status"

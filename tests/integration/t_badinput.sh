@@ -46,9 +46,9 @@ _refused() {
 }
 
 test_missing_backing_directory_is_refused() {
-	_refused "$CK_TMP/nope" "$CK_MNT" -o cache="$CK_CACHE" "$CK_TMP/nope" "$CK_MNT"
+	_refused "$CK_TMP/nope" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_TMP/nope" "$CK_MNT"
 	# In the foreground as well.
-	_refused "$CK_TMP/nope" "$CK_MNT" -f -o cache="$CK_CACHE" "$CK_TMP/nope" "$CK_MNT"
+	_refused "$CK_TMP/nope" "$CK_MNT" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_TMP/nope" "$CK_MNT"
 }
 
 # -o log=FILE is never opened through a symlink (fs/lib/log.c, review 40
@@ -57,13 +57,13 @@ test_missing_backing_directory_is_refused() {
 test_log_that_is_a_symlink_is_refused() {
 	echo victim >"$CK_TMP/victim"
 	ln -s "$CK_TMP/victim" "$CK_TMP/d.log"
-	_refused "symbolic link" "$CK_MNT" -o cache="$CK_CACHE",log="$CK_TMP/d.log" "$CK_BACKING" "$CK_MNT"
+	_refused "symbolic link" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE,log=$CK_TMP/d.log")" "$CK_BACKING" "$CK_MNT"
 	assert_eq victim "$(cat "$CK_TMP/victim")" "the symlink's target"
 }
 
 test_backing_that_is_a_file_is_refused() {
 	echo x >"$CK_TMP/file"
-	_refused "$CK_TMP/file" "$CK_MNT" -o cache="$CK_CACHE" "$CK_TMP/file" "$CK_MNT"
+	_refused "$CK_TMP/file" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_TMP/file" "$CK_MNT"
 }
 
 test_read_only_backing_is_refused() {
@@ -71,7 +71,7 @@ test_read_only_backing_is_refused() {
 	mount --bind "$CK_TMP/ro" "$CK_TMP/ro"
 	ck_register_mount "$CK_TMP/ro"
 	mount -o remount,bind,ro "$CK_TMP/ro"
-	_refused "$CK_TMP/ro" "$CK_MNT" -o cache="$CK_CACHE" "$CK_TMP/ro" "$CK_MNT"
+	_refused "$CK_TMP/ro" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_TMP/ro" "$CK_MNT"
 	umount "$CK_TMP/ro"
 }
 
@@ -83,7 +83,7 @@ test_backing_not_writable_by_a_non_root_user_is_refused() {
 	ck_register_mount "$m"
 	local rc=0
 	setpriv --reuid=65534 --regid=65534 --clear-groups \
-		timeout -k 5 20 "$CKPTFS_BIN" -o cache="$c" "$b" "$m" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+		timeout -k 5 20 "$CKPTFS_BIN" -o "$(ck_opts "cache=$c")" "$b" "$m" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	if ck_is_mounted "$m"; then
 		fusermount3 -u "$m" 2>/dev/null || umount -l "$m"
 		ck_fail "ckptfs run by uid 65534 mounted over a BACKING it cannot write"
@@ -94,7 +94,7 @@ test_backing_not_writable_by_a_non_root_user_is_refused() {
 }
 
 test_backing_under_proc_is_refused() {
-	_refused "/proc/sys/kernel" "$CK_MNT" -o cache="$CK_CACHE" /proc/sys/kernel "$CK_MNT"
+	_refused "/proc/sys/kernel" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" /proc/sys/kernel "$CK_MNT"
 }
 
 test_read_only_cache_is_refused() {
@@ -102,22 +102,22 @@ test_read_only_cache_is_refused() {
 	mount --bind "$CK_TMP/rocache" "$CK_TMP/rocache"
 	ck_register_mount "$CK_TMP/rocache"
 	mount -o remount,bind,ro "$CK_TMP/rocache"
-	_refused "$CK_TMP/rocache" "$CK_MNT" -o cache="$CK_TMP/rocache" "$CK_BACKING" "$CK_MNT"
+	_refused "$CK_TMP/rocache" "$CK_MNT" -o "$(ck_opts "cache=$CK_TMP/rocache")" "$CK_BACKING" "$CK_MNT"
 	umount "$CK_TMP/rocache"
 }
 
 test_cache_that_is_a_file_is_refused() {
 	echo x >"$CK_TMP/cachefile"
-	_refused "$CK_TMP/cachefile" "$CK_MNT" -o cache="$CK_TMP/cachefile" "$CK_BACKING" "$CK_MNT"
+	_refused "$CK_TMP/cachefile" "$CK_MNT" -o "$(ck_opts "cache=$CK_TMP/cachefile")" "$CK_BACKING" "$CK_MNT"
 }
 
 test_missing_mountpoint_is_refused() {
-	_refused "$CK_TMP/nomnt" "$CK_TMP/nomnt" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_TMP/nomnt"
+	_refused "$CK_TMP/nomnt" "$CK_TMP/nomnt" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_TMP/nomnt"
 }
 
 test_non_empty_mountpoint_is_refused_unless_nonempty() {
 	echo underneath >"$CK_MNT/file"
-	_refused "$CK_MNT" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	_refused "$CK_MNT" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT"
 	ck_mount nonempty
 	assert_not_exists "$CK_MNT/file"
 	echo on-top >"$CK_MNT/other"
@@ -128,7 +128,7 @@ test_non_empty_mountpoint_is_refused_unless_nonempty() {
 
 test_unknown_option_is_refused() {
 	_refused "bogus" "$CK_MNT" -o bogus "$CK_BACKING" "$CK_MNT"
-	_refused "bogus" "$CK_MNT" -o cache="$CK_CACHE",bogus=1 "$CK_BACKING" "$CK_MNT"
+	_refused "bogus" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE,bogus=1")" "$CK_BACKING" "$CK_MNT"
 	_refused "--bogus" "$CK_MNT" --bogus "$CK_BACKING" "$CK_MNT"
 	_refused "cache" "$CK_MNT" -o cache "$CK_BACKING" "$CK_MNT"
 }
@@ -139,11 +139,11 @@ test_unknown_option_is_refused() {
 test_bad_verify_value_is_refused() {
 	local v
 	for v in md5 "" CRC32C sha256x; do
-		_refused "verify=$v" "$CK_MNT" -o cache="$CK_CACHE",verify="$v" "$CK_BACKING" "$CK_MNT"
+		_refused "verify=$v" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE,verify=$v")" "$CK_BACKING" "$CK_MNT"
 		assert_contains "$(head -n 1 "$CK_TMP/err")" "expects verify=crc32c or verify=sha256" "the reason given for verify=$v"
 	done
 	# In the foreground as well.
-	_refused "verify=md5" "$CK_MNT" -f -o cache="$CK_CACHE",verify=md5 "$CK_BACKING" "$CK_MNT"
+	_refused "verify=md5" "$CK_MNT" -f -o "$(ck_opts "cache=$CK_CACHE,verify=md5")" "$CK_BACKING" "$CK_MNT"
 	assert_eq "" "$(ls -A "$CK_BACKING")" "BACKING after refused verify= values (nothing may be written)"
 	assert_eq "" "$(ls -A "$CK_CACHE")" "the cache after refused verify= values (nothing may be written)"
 }
@@ -171,9 +171,9 @@ test_verify_crc32c_and_sha256_mount() {
 test_store_marker_of_a_newer_format_is_refused() {
 	printf 'ckptfs store format 6\n' >"$CK_BACKING/ckptfs.store"
 	cp -p "$CK_BACKING/ckptfs.store" "$CK_TMP/marker"
-	_refused "BACKING $CK_BACKING" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	_refused "BACKING $CK_BACKING" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT"
 	assert_contains "$(head -n 1 "$CK_TMP/err")" "store format 6 is newer than this ckptfs" "the reason given for a format-6 store"
-	_refused "BACKING $CK_BACKING" "$CK_MNT" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	_refused "BACKING $CK_BACKING" "$CK_MNT" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT"
 	assert_contains "$(head -n 1 "$CK_TMP/err")" "newer" "the reason given for a format-6 store (foreground)"
 	cmp -s "$CK_TMP/marker" "$CK_BACKING/ckptfs.store" ||
 		ck_fail "the marker of a refused newer store changed: '$(cat "$CK_BACKING/ckptfs.store")'"
@@ -181,7 +181,7 @@ test_store_marker_of_a_newer_format_is_refused() {
 	# a version past 32 bits is newer too, never read as a wrapped-around 1
 	printf 'ckptfs store format 4294967297\n' >"$CK_BACKING/ckptfs.store"
 	cp -p "$CK_BACKING/ckptfs.store" "$CK_TMP/marker"
-	_refused "BACKING $CK_BACKING" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+	_refused "BACKING $CK_BACKING" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT"
 	assert_contains "$(head -n 1 "$CK_TMP/err")" "store format 4294967297 is newer than this ckptfs" "the reason given for a format-4294967297 store"
 	cmp -s "$CK_TMP/marker" "$CK_BACKING/ckptfs.store" ||
 		ck_fail "the marker of a refused 4294967297 store changed: '$(cat "$CK_BACKING/ckptfs.store")'"
@@ -203,7 +203,7 @@ test_store_marker_with_garbage_is_refused() {
 		overflow) printf 'ckptfs store format 99999999999999999999999\n' >"$m" ;;
 		esac
 		cp -p "$m" "$CK_TMP/marker"
-		_refused "ckptfs.store" "$CK_MNT" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT"
+		_refused "ckptfs.store" "$CK_MNT" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT"
 		assert_contains "$(head -n 1 "$CK_TMP/err")" "BACKING $CK_BACKING: ckptfs.store is not a ckptfs store marker" "the line for a $what marker"
 		cmp -s "$CK_TMP/marker" "$m" || ck_fail "the $what marker of a refused store changed"
 	done
@@ -238,7 +238,7 @@ test_second_daemon_on_the_same_cache_is_refused() {
 	ck_mount
 	echo first >"$CK_MNT/f"
 	mkdir "$CK_TMP/mnt2"
-	_refused "$CK_CACHE" "$CK_TMP/mnt2" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_TMP/mnt2"
+	_refused "$CK_CACHE" "$CK_TMP/mnt2" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_TMP/mnt2"
 	assert_eq first "$(cat "$CK_MNT/f")" "the first mount after the refused second one"
 	ck_umount
 }
@@ -246,7 +246,7 @@ test_second_daemon_on_the_same_cache_is_refused() {
 test_daemon_mode_returns_once_the_mount_is_up() {
 	local rc=0 pids
 	ck_register_mount "$CK_MNT"
-	timeout -k 5 30 "$CKPTFS_BIN" -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	timeout -k 5 30 "$CKPTFS_BIN" -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	pids=$(_our_daemons)
 	for p in $pids; do _ck_state "pid $p $CKPTFS_BIN"; done
 	[ $rc = 0 ] || ck_fail "ckptfs in daemon mode exited $rc: $(head -n 3 "$CK_TMP/err" | tr '\n' '|')"

@@ -18,7 +18,7 @@ _bk_snap() { (cd "$1" && find . -type f ! -name lock ! -name 'catalog.db-shm' ! 
 _bk_mount_refused() {
 	local rc=0
 	ck_register_mount "$CK_MNT"
-	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	if ck_is_mounted "$CK_MNT"; then
 		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
 		ck_fail "$1 mounted (exit $rc) instead of being refused"
@@ -140,7 +140,7 @@ test_store_with_the_old_marker_still_mounts_and_gets_an_id() {
 	local id
 	id=$(sed -n 's/^id //p' "$CK_BACKING/ckptfs.store")
 	assert_eq 32 "${#id}" "the id given to an old store"
-	assert_eq "ckptfs store format 3" "$(head -n 1 "$CK_BACKING/ckptfs.store")" "the old store's format line"
+	assert_eq "ckptfs store format $(ck_store_format 3)" "$(head -n 1 "$CK_BACKING/ckptfs.store")" "the old store's format line"
 	assert_eq "$id" "$(cat "$CK_CACHE/backing-id")" "the id the old cache adopted"
 	_bk_read_back
 }
@@ -207,7 +207,7 @@ test_mount_refused_by_the_claim_leaves_the_marker() {
 	before=$(sha256sum <"$CK_BACKING/ckptfs.store")
 	mkdir -m 700 "$CK_TMP/c2" "$CK_TMP/m2"
 	ck_register_mount "$CK_TMP/m2"
-	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_TMP/c2",codec=zstd "$CK_BACKING" "$CK_TMP/m2" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_TMP/c2,codec=zstd")" "$CK_BACKING" "$CK_TMP/m2" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	if ck_is_mounted "$CK_TMP/m2"; then
 		fusermount3 -u "$CK_TMP/m2"
 		ck_fail "a second catalog mounted a held BACKING"
@@ -373,7 +373,7 @@ test_cache_of_an_older_schema_mounts_over_its_backing_and_not_over_an_empty_one(
 	mkdir "$CK_BACKING"
 	local rc=0
 	ck_register_mount "$CK_MNT"
-	timeout -k 5 30 "$CKPTFS_BIN" -f -o cache="$CK_CACHE" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	timeout -k 5 30 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	if ck_is_mounted "$CK_MNT"; then
 		fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
 		ck_fail "an older cache mounted over an empty BACKING (exit $rc)"

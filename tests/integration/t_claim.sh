@@ -80,7 +80,8 @@ _save() { # NAME MiB
 # _start CACHE MNT [opts] — a daemon (foreground, in the background) that
 # the case's cleanup knows of; its pid in _SPID, stderr in $CACHE.stderr.
 _start() {
-	local cache=$1 mnt=$2 opts="cache=$1,log=$1.log"
+	local cache=$1 mnt=$2 opts
+	opts=$(ck_opts "cache=$1,log=$1.log")
 	[ -n "${3:-}" ] && opts+=",$3"
 	mkdir -p "$cache" "$mnt"
 	"$CKPTFS_BIN" -f -o "$opts" "$CK_BACKING" "$mnt" >"$cache.stderr" 2>&1 </dev/null &
@@ -168,7 +169,7 @@ test_a_container_with_its_own_namespaces_is_refused_and_the_holder_writes_on() {
 	# cache path; it unmounts what it mounted before it ends, on every path
 	unshare -m -p -f --mount-proc --propagation private bash -c '
 		mount --bind "$1" "$2" || { echo "exit bind"; exit 0; }
-		"$3" -f -o "cache=$2,log=$4.log" "$5" "$6" >"$4.stderr" 2>&1 </dev/null & q=$!
+		"$3" -f -o "cache=$2${CKPTFS_TEST_MOUNT_OPTS:+,$CKPTFS_TEST_MOUNT_OPTS},log=$4.log" "$5" "$6" >"$4.stderr" 2>&1 </dev/null & q=$!
 		for i in $(seq 600); do
 			mountpoint -q "$6" && break
 			kill -0 $q 2>/dev/null || break
@@ -706,7 +707,7 @@ test_malformed_catalog_refuses_the_mount_naming_rebuild_and_check_reports_it() {
 	assert_not_contains "$out" "catalog ok"
 	# mount: refused, naming the rebuild command
 	rc=0
-	out=$(timeout 30 "$CKPTFS_BIN" -f -o "cache=$CK_CACHE,log=$CK_TMP/bad.log" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	out=$(timeout 30 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,log=$CK_TMP/bad.log")" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 	ck_is_mounted "$CK_MNT" && ck_fail "a damaged catalog was mounted"
 	assert_ne 0 "$rc" "exit status of the refused mount"
 	assert_contains "$out" "ckptfs-admin rebuild --cache $CK_CACHE $CK_BACKING"
@@ -743,7 +744,7 @@ test_index_rows_missing_are_reported_by_check_and_refused_after_an_unclean_stop(
 	[ -s "$db-wal" ] || { sqlite3 "$db" 'PRAGMA journal_mode' >/dev/null; }
 	if [ -s "$db-wal" ]; then
 		rc=0
-		out=$(timeout 30 "$CKPTFS_BIN" -f -o "cache=$CK_CACHE,log=$CK_TMP/bad.log" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+		out=$(timeout 30 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,log=$CK_TMP/bad.log")" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 		ck_is_mounted "$CK_MNT" && ck_fail "a damaged catalog was mounted after an unclean stop"
 		assert_ne 0 "$rc" "exit status of the refused mount"
 		assert_contains "$out" "ckptfs-admin rebuild --cache $CK_CACHE $CK_BACKING"

@@ -46,7 +46,7 @@ adm() {
 # A second daemon on the same cache must be refused; its stderr in $CK_TMP/second.err.
 _second_mount_refused() {
 	local rc=0
-	timeout 30 "$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" \
+	timeout 30 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" \
 		>"$CK_TMP/second.err" 2>&1 </dev/null || rc=$?
 	[ "$rc" != 0 ] || ck_fail "a second ckptfs on the cache of a draining one started"
 	ck_is_mounted "$CK_MNT" && { fusermount3 -u "$CK_MNT"; ck_fail "a second ckptfs mounted $CK_MNT"; }
@@ -357,13 +357,13 @@ test_rebuild_keeps_every_old_catalog_and_says_how_to_remove_them() {
 test_mount_over_a_mounted_ckptfs_says_already_mounted() {
 	ck_mount
 	local rc=0
-	timeout 20 "$CKPTFS_BIN" -f -o "cache=$CK_TMP/other-cache" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
+	timeout 20 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_TMP/other-cache")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
 	[ "$rc" != 0 ] || ck_fail "a second ckptfs mounted over the first"
 	grep -q "already mounted" "$CK_TMP/o" || ck_fail "message: $(cat "$CK_TMP/o")"
 	grep -q "nonempty" "$CK_TMP/o" && ck_fail "message suggests -o nonempty: $(cat "$CK_TMP/o")"
 	ck_kill9_keep_mount
 	rc=0
-	timeout 20 "$CKPTFS_BIN" -f -o "cache=$CK_TMP/other-cache" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
+	timeout 20 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_TMP/other-cache")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
 	[ "$rc" != 0 ] || ck_fail "a ckptfs mounted over a stale one"
 	grep -q "stale mount" "$CK_TMP/o" || ck_fail "message for a stale mount: $(cat "$CK_TMP/o")"
 	fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
@@ -425,7 +425,7 @@ test_syslog_option_logs_to_syslog_not_a_file() {
 		' "$T/syslog.txt" &
 		listener=$!
 		for _ in $(seq 50); do [ -S /dev/log ] && break; sleep 0.1; done
-		"$BIN" -o "cache=$C,syslog" "$B" "$M"
+		"$BIN" -o "cache=$C${CKPTFS_TEST_MOUNT_OPTS:+,$CKPTFS_TEST_MOUNT_OPTS},syslog" "$B" "$M"
 		echo hi >"$M/f"
 		fusermount3 -u "$M"
 		for _ in $(seq 100); do [ -e "$C/control.sock" ] || break; sleep 0.1; done
@@ -553,7 +553,7 @@ test_metrics_endpoint_serves_prometheus_over_http() {
 
 test_metrics_option_refuses_a_bad_address() {
 	local rc=0
-	"$CKPTFS_BIN" -f -o "cache=$CK_CACHE,metrics=localhost" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
+	"$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,metrics=localhost")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/o" 2>&1 </dev/null || rc=$?
 	[ "$rc" != 0 ] || ck_fail "metrics=localhost (no port) was accepted"
 	grep -q "metrics=localhost.*ADDR:PORT" "$CK_TMP/o" || ck_fail "message: $(cat "$CK_TMP/o")"
 	ck_is_mounted "$CK_MNT" && ck_fail "mounted despite a bad option"

@@ -199,7 +199,7 @@ test_health_check_refuses_a_backing_that_cannot_rename() {
 	ck_faultfs_up
 	ck_fault eio=rename
 	local out rc=0
-	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	out=$("$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 	assert_ne 0 "$rc" "exit status"
 	assert_eq 1 "$(echo "$out" | wc -l)" "lines of error output: $out"
 	assert_contains "$out" "rename"
@@ -207,7 +207,7 @@ test_health_check_refuses_a_backing_that_cannot_rename() {
 	ck_is_mounted "$CK_MNT" && ck_fail "mounted over a BACKING that cannot rename"
 	ck_fault eio=fsync
 	rc=0
-	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	out=$("$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 	assert_ne 0 "$rc" "exit status"
 	assert_contains "$out" "fsync"
 	return 0

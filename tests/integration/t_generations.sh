@@ -533,12 +533,15 @@ test_trainer_rm_rf_deletes_and_reclaims_even_after_a_crash() {
 	ck_mount "$GEN_OPTS"
 	mkdir "$CK_MNT/td"
 	GT dcp td/step-1
+	# step-1's objects on BACKING before step-2 writes: with packs=on, no pack
+	# then holds members of both, and deleting step-1 removes whole packs
+	ck_wait_durable
 	GT dcp td/step-2
 	gen_expect "$CK_MNT/td/step-2" state=committed --wait 3
 	ck_umount
 	local chunks_before objs_before
 	chunks_before=$(ck_chunk_count)
-	objs_before=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	objs_before=$(ck_backing_objects)
 	ck_mount "$GEN_OPTS"
 	gen_expect "$CK_MNT/td/step-1" state=committed
 	rm -rf "$CK_MNT/td/step-1"
@@ -556,7 +559,7 @@ test_trainer_rm_rf_deletes_and_reclaims_even_after_a_crash() {
 	ck_umount
 	local chunks_after objs_after
 	chunks_after=$(ck_chunk_count)
-	objs_after=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	objs_after=$(ck_backing_objects)
 	ck_log "chunks $chunks_before -> $chunks_after, objects $objs_before -> $objs_after"
 	assert_lt "$chunks_after" "$chunks_before" "catalog chunks after deleting step-1"
 	assert_lt "$objs_after" "$objs_before" "chunk objects in BACKING after deleting step-1"
@@ -599,7 +602,7 @@ test_kill9_during_rm_rf_of_a_committed_generation_brings_it_back_whole() {
 	ck_wait_durable
 	ck_remount "$GEN_OPTS"
 	local objs0 left i=0
-	objs0=$(find "$CK_BACKING/chunks" -type f | wc -l)
+	objs0=$(ck_backing_objects)
 	rm -rf "$CK_MNT/rr/step-1" &
 	local rmpid=$!
 	while left=$(gen_files_committed step-1) && [ "$left" -gt 3800 ] && [ $i -lt 1000 ]; do
@@ -631,7 +634,7 @@ test_kill9_during_rm_rf_of_a_committed_generation_brings_it_back_whole() {
 	assert_eq 0 "$(ck_sql 'SELECT count(*) FROM inodes WHERE nlink = 0')" "unlinked inodes left"
 	assert_eq "$(tree_bytes "$CK_REF")" "$(ck_unique_bytes)" "unique chunk bytes vs the bytes of the files left"
 	ck_objcheck
-	ck_log "objects on BACKING: $objs0 before, $(find "$CK_BACKING/chunks" -type f | wc -l) after"
+	ck_log "objects on BACKING: $objs0 before, $(ck_backing_objects) after"
 }
 
 # A removal inside an OPEN generation, then its commit, then kill -9: the

@@ -357,7 +357,7 @@ EOF
 
 test_packs_on_a_shared_catalog_is_refused() {
 	local rc=0
-	"$CKPTFS_BIN" -f -o cache="$CK_CACHE",packs=on,meta=postgresql://nobody@127.0.0.1:1/none "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+	"$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,packs=on,meta=postgresql://nobody@127.0.0.1:1/none")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 	[ $rc != 0 ] || ck_fail "packs=on with meta= was accepted"
 	assert_eq 1 "$(wc -l <"$CK_TMP/err")" "lines of the refusal: $(cat "$CK_TMP/err")"
 	assert_contains "$(cat "$CK_TMP/err")" "packs=on: not with -o meta=URL" "the refusal"

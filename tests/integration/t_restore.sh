@@ -71,8 +71,8 @@ _ahead_loaded() { # chunks the readahead loaded, from _reader_line
 	_reader_line | sed -n 's/.* loaded \([0-9]*\), reads found.*/\1/p'
 }
 
-_object_bytes() { # bytes of every chunk object on BACKING
-	find "$BACKING_DIR/chunks" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'
+_object_bytes() { # bytes of every chunk object on BACKING, loose or in pack files
+	ck_backing_object_bytes "$BACKING_DIR"
 }
 
 _restore_checks() { # the restore of $NFILES files read at once, then with prefetch=0
@@ -252,7 +252,7 @@ test_bad_prefetch_option_is_refused_naming_it() {
 	local v out rc
 	for v in -1 65 x 4k ''; do
 		rc=0
-		out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE,prefetch=$v" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+		out=$("$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,prefetch=$v")" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 		assert_ne 0 "$rc" "exit status of prefetch=$v"
 		assert_eq 1 "$(echo "$out" | wc -l)" "lines of error output for prefetch=$v: $out"
 		assert_contains "$out" "prefetch=$v"

@@ -32,7 +32,7 @@ assert_victims_untouched() {
 refused() {
 	local needle=$1 cache=$2 rc=0 lines first
 	ck_register_mount "$CK_MNT"
-	timeout -k 5 20 "$CKPTFS_BIN" -f -o "cache=$cache" "$CK_BACKING" "$CK_MNT" \
+	timeout -k 5 20 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$cache")" "$CK_BACKING" "$CK_MNT" \
 		>"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null &
 	local pid=$!
 	_ck_state "pid $pid $CKPTFS_BIN"

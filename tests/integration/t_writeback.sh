@@ -102,7 +102,7 @@ test_lost_catalog_is_refused_with_the_rebuild_command() {
 	ck_umount
 	rm -f "$CK_CACHE"/catalog.db*
 	local out rc=0
-	out=$("$CKPTFS_BIN" -f -o "cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
+	out=$("$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE")" "$CK_BACKING" "$CK_MNT" 2>&1) || rc=$?
 	assert_ne 0 "$rc" "exit status of a mount over a lost catalog"
 	assert_eq 1 "$(echo "$out" | wc -l)" "lines of error output"
 	assert_contains "$out" "catalog.db is missing"

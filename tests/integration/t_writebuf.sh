@@ -140,7 +140,7 @@ test_an_invalid_writebuf_is_refused_with_one_line() {
 	for v in 1M -1 lots 99999999999999G ""; do
 		ck_register_mount "$CK_MNT"
 		rc=0
-		timeout -k 5 20 "$CKPTFS_BIN" -f -o cache="$CK_CACHE",writebuf=$v "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
+		timeout -k 5 20 "$CKPTFS_BIN" -f -o "$(ck_opts "cache=$CK_CACHE,writebuf=$v")" "$CK_BACKING" "$CK_MNT" >"$CK_TMP/out" 2>"$CK_TMP/err" </dev/null || rc=$?
 		if ck_is_mounted "$CK_MNT"; then
 			fusermount3 -u "$CK_MNT" 2>/dev/null || umount -l "$CK_MNT"
 			ck_fail "writebuf=$v mounted (exit $rc) instead of being refused"

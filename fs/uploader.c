@@ -1417,22 +1417,42 @@ static void up_batch_done(struct uploader *u, struct up_batch *bt)
 	up_batch_count(u, bt);
 }
 
+/* B6: an object read for a pack put loose after all, unsynced (the
+ * batch's sync follows), after K3's mark: a hard link as up_chunk makes
+ * it when BACKING can link and S2 vouches for the cache's file unread
+ * (one copy on disk), else — a row of small.db, a file not vouched for,
+ * gone since — a copy of its verified image (img, len). */
+static int up_put_loose(struct uploader *u, const uint8_t hash[HASH_LEN], const void *img,
+			size_t len)
+{
+	char rel[128], src[128];
+	store_object_relpath(hash, rel, sizeof(rel));
+	int rc = cat_pack_loose(u->cat, hash); /* K3, before the put */
+	if (rc != 0)
+		return rc;
+	size_t have = 0;
+	rc = -EXDEV;
+	if (!u->cfg.copy_uploads && backing_can_link(u->backing) &&
+	    store_check_unread(u->store, hash, &have) == 0 && have == len) {
+		int dirfd = store_object_at(u->store, hash, src, sizeof(src));
+		rc = dirfd < 0 ? dirfd : backing_put_link(u->backing, rel, dirfd, src, false);
+	}
+	if (rc == -EXDEV || rc == -ENOENT)
+		rc = backing_put_unsynced(u->backing, rel, img, len);
+	if (rc == 0)
+		store_uploaded(u->store, hash);
+	return rc;
+}
+
 /* B6: the members go loose after all (a pack of one saves nothing, or a
  * removal of the same name is in hand), each from the builder's copy of
- * its verified image; not synced yet (the batch's sync follows). */
+ * its verified image (up_put_loose). */
 static int up_pack_loose(struct uploader *u, struct up_batch *bt)
 {
 	int rc = 0;
 	for (uint32_t i = 0; i < bt->pack.b.n && rc == 0; i++) {
 		const struct pack_entry *e = &bt->pack.b.m[i];
-		char rel[128];
-		store_object_relpath(e->hash, rel, sizeof(rel));
-		rc = cat_pack_loose(u->cat, e->hash); /* K3, before the put */
-		if (rc == 0)
-			rc = backing_put_unsynced(u->backing, rel, bt->pack.b.arena + e->off,
-						  e->len);
-		if (rc == 0)
-			store_uploaded(u->store, e->hash);
+		rc = up_put_loose(u, e->hash, bt->pack.b.arena + e->off, e->len);
 	}
 	for (int k = 0; k < bt->n; k++)
 		bt->packed[k] = false;
@@ -1496,20 +1516,6 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 	pthread_cond_broadcast(&u->kick);
 }
 
-/* B6: an object read for a pack that could not join it, put loose. */
-static int up_chunk_put_loose(struct uploader *u, const struct cat_upload *row,
-			      struct up_buffers *b, size_t len)
-{
-	char rel[128];
-	store_object_relpath(row->hash, rel, sizeof(rel));
-	int rc = cat_pack_loose(u->cat, row->hash); /* K3, before the put */
-	if (rc == 0)
-		rc = backing_put_unsynced(u->backing, rel, b->obj, len);
-	if (rc == 0)
-		store_uploaded(u->store, row->hash);
-	return rc;
-}
-
 /* Puts the chunk rows picked[0..n) in turn: a small object joins the
  * batch, a large one (or a failure) is finished at once. All are in hand
  * (busy) from the start, in the slots after the batch's; a row that joins
@@ -1541,7 +1547,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		bool packed = rc == 0 && pack_len > 0 &&
 			      uppack_add(&bt->pack, &picked[j], bufs->obj, pack_len) == 0;
 		if (rc == 0 && pack_len > 0 && !packed) /* B6: loose after all */
-			rc = up_chunk_put_loose(u, &picked[j], bufs, pack_len);
+			rc = up_put_loose(u, picked[j].hash, bufs->obj, pack_len);
 		bool fenced = rc == -EROFS && !up_may_write(u); /* the row stays queued */
 		if ((rc != 0 || !deferred) && !fenced) /* failed, or durable already (a large object) */
 			up_finish(u, &picked[j], rc, bytes);

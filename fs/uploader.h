@@ -125,7 +125,9 @@
  *      the batch's sync, then T2, one transaction naming the members and
  *      ending every row of the batch (uppack.h Q1). A pack of one member,
  *      or one whose removal another worker has in hand (Q3), goes loose
- *      instead, from the builder's copy of the verified bytes. If T2
+ *      instead: a hard link to the cache's file where a loose upload would
+ *      link (S2 vouching for it unread), else from the builder's copy of
+ *      the verified bytes (up_put_loose). If T2
  *      fails, no member row ends (ending one as a loose upload would call
  *      uploaded an object nobody put): they stay queued and the same pack
  *      is put again under the same name. A batch holding pack members

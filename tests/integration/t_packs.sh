@@ -52,6 +52,24 @@ test_small_files_go_to_packs_and_read_back_from_them_cold() {
 	ck_objcheck
 }
 
+# A member that goes loose after all (a pack of one) is a hard link to the
+# cache's object when BACKING can link, as a loose object with packs off is
+# (uploader.c up_put_loose; before: a copy, twice the disk).
+test_a_pack_of_one_goes_loose_as_a_hard_link() {
+	ck_mount packs=on
+	mkdir "$CK_MNT/one"
+	head -c 131072 /dev/urandom > "$CK_MNT/one/f.bin"
+	ck_wait_durable 120
+	ck_umount
+	local obj links
+	obj=$(find "$CK_BACKING/chunks" -type f | head -n 1)
+	[ -n "$obj" ] || ck_fail "no loose object on BACKING for a pack of one"
+	assert_eq 0 "$(_pack_files)" "pack files for one small object"
+	links=$(stat -c %h "$obj")
+	assert_eq 2 "$links" "links of BACKING's object $obj (1: a copy beside the cache's)"
+	ck_objcheck
+}
+
 test_deleted_files_take_their_packs_with_them() {
 	ck_mount packs=on
 	ck_write_small "$CK_MNT/a" 100 2

@@ -709,7 +709,7 @@ static int claim_new_aside(struct backing *b, const struct claim_asides *judged,
 
 /* Invariant 11 (T): the taker gives back the claim it just created, only
  * while it is still its bytes (the steps of 2: moved aside, compared; ours:
- * the aside removed; another's: put back). -EAGAIN (look again), or
+ * the aside removed; another's: left aside, 2). -EAGAIN (look again), or
  * BACKING's error (our claim may stand: it holds nothing then, its cache
  * lock or heartbeat tells). */
 static int claim_back_off(struct claim *c)
@@ -870,6 +870,13 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		} else if (v == CLAIM_HELD) {
 			claim_describe(&holder, shared, parsed, now, msg, msgsize, spec, c->timeout_s);
 			rc = -EBUSY;
+			/* absent, judged by an aside (10): the state is changing (a
+			 * back-off's aside goes at once; review 53 F5: three takers
+			 * all refused), so looked at again, refused at the last round */
+			if (aside && round + 1 < CLAIM_TRIES) {
+				rc = -EAGAIN;
+				backed_off = true;
+			}
 		} else { /* OURS too: by the take steps, never a put over (3, 9) */
 			/* invariant 11: the asides there before we decide; absent,
 			 * they were listed with the read */
@@ -924,8 +931,10 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 	free(seen);
 	free(asides->name);
 	free(asides);
-	if (rc == 0)
+	if (rc == 0) {
+		msg[0] = '\0'; /* an earlier round's refusal, looked at again (10) */
 		rc = claim_note(c, true, msg, msgsize); /* invariant 12 */
+	}
 	if (rc == -E2BIG) {
 		snprintf(msg, msgsize, "BACKING %s: more than %d claim asides in %s/tmp (claim.*, left "
 			 "by take-overs that stopped midway): the newest cannot be told, so the claim "
@@ -1071,7 +1080,20 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
 		rc = claim_wait_gap(c, own, look);
 	if (rc == 0) {
 		claim_hook(c, "retake-check");
-		if (claim_foreign_aside(c, look, own) != 0) { /* 11 C */
+		int f = claim_foreign_aside(c, look, own);
+		struct timespec nap = claim_gap_nap(c);
+		for (int i = 0; f == 1 && i < CLAIM_GAP_POLLS; i++) { /* 11 C: looked at again */
+			nanosleep(&nap, NULL); /* a back-off's aside goes at once; a mover's stays */
+			f = claim_foreign_aside(c, look, own);
+		}
+		if (f < 0) { /* 11 C: unknown: given back, not fenced; the aside stays pending */
+			claim_back_off(c);
+			log_warn("BACKING %s: cannot look at tmp/ after renewing the claim %s: %s (given "
+				 "back; a later renewal tries again)", backing_spec(c->b), CLAIM_FILE,
+				 strerror(-f));
+			return f;
+		}
+		if (f != 0) { /* 11 C */
 			claim_back_off(c);
 			claim_fence(c, "a claim was moved aside while this daemon made the claim anew: "
 				    "another may hold BACKING; gave back the one it made");
@@ -1096,6 +1118,19 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
 	return 0;
 }
 
+/* Our move found nothing: no aside of this round's name exists. */
+static bool claim_aside_absent(struct claim *c, const char *aside)
+{
+	char *buf = malloc(CLAIM_MAX);
+	size_t l = 0;
+	bool gone = buf && backing_get(c->b, aside, buf, CLAIM_MAX, &l) == -ENOENT;
+	free(buf);
+	return gone;
+}
+
+static bool claim_adopt_aside(struct claim *c);
+static void claim_take_back(struct claim *c, uint64_t started);
+
 /* Invariant 9: a lone claim is renewed as a taker of a stale claim takes it
  * (invariants 2, 10): the claim, still our bytes, moved aside and made anew
  * by an exclusive create, so that of us and a taker who judged it stale
@@ -1103,7 +1138,8 @@ static int claim_create_anew(struct claim *c, const char *aside, const char *mov
  * (a put over) could land on the taker's new claim. have: the claim's
  * bytes, read at started and ours. A taker whose create lands while our
  * claim is aside backs off when it sees our aside, and our create tries
- * again meanwhile (invariant 11). */
+ * again meanwhile (invariant 11). A mover that moved ours between our read
+ * and our move left it aside (2): taken back from there (11 M). */
 static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t started)
 {
 	char aside[64 + CLAIM_ID_LEN];
@@ -1119,6 +1155,10 @@ static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t
 		snprintf(c->pending, sizeof(c->pending), "%s", aside);
 		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
 			 backing_spec(c->b), CLAIM_FILE, strerror(-taken));
+	} else if (taken == 0 && claim_aside_absent(c, aside) && claim_adopt_aside(c)) {
+		/* moved by a mover between our read and our move, and left
+		 * aside (2): 11 M's adoption, as if the claim were read absent */
+		claim_take_back(c, started);
 	} else if (taken == 0) {
 		claim_fence(c, "a taker moved it aside while this daemon renewed it");
 	} else if (claim_create_anew(c, aside, have, len, started, &look) != 0 && !claim_lost(c)) {
@@ -1188,9 +1228,9 @@ static void claim_take_back(struct claim *c, uint64_t started)
 
 /* Invariant 11 (M): our claim read absent with no aside of ours pending.
  * A taker that judged an older claim stale may have moved ours aside to
- * compare it (2) and be about to put it back: it is read again a few times
- * within min(2 s, timeout/8) before the holder is fenced. Only reads: the
- * claim is never made here. The last read's answer (0 with the claim's
+ * compare it (2), or a claim made since be about to land: it is read again
+ * a few times within min(2 s, timeout/8) before the newest aside is looked
+ * at (claim_adopt_aside). Only reads: the claim is never made here. The last read's answer (0 with the claim's
  * bytes in have, -ENOENT, another -errno). */
 static int claim_wait_back(struct claim *c, char *have, size_t *len)
 {
@@ -1330,7 +1370,10 @@ static void claim_free(struct claim *c)
 /* claim_abandon's step (invariants 3, 9): our claim, still ours, moved
  * aside by the take steps (never removed or put over after a read: a
  * taker's claim could be there by then), and what acquire replaced put back
- * by an exclusive create. 0, -ESTALE (another's), or -errno. */
+ * by an exclusive create, checked (11 C: an aside new since the look means
+ * it may have landed in a mover's gap over a winner's, so it goes aside
+ * again and stands for itself there, 10; review 53 F1). 0, -ESTALE
+ * (another's), or -errno. */
 static int claim_give_back(struct claim *c)
 {
 	if (!c->replaced && c->replaced_len)
@@ -1343,13 +1386,27 @@ static int claim_give_back(struct claim *c)
 	int rc = have ? backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len) : -ENOMEM;
 	if (rc == 0 && !claim_is_ours(c, have, len))
 		rc = -ESTALE;
+	struct claim_asides look = { 0 }; /* 11 C, for the give-back's create */
+	if (rc == 0)
+		rc = claim_list_asides(c->b, &look);
 	int taken = rc == 0 ? claim_take_stale(c, have, len, aside, sizeof(aside)) : rc;
 	free(have);
-	if (taken == 0)
-		return -ESTALE; /* moved by a taker first, or another's: put back */
-	if (taken < 0)
-		return taken;
+	if (taken <= 0) {
+		free(look.name);
+		return taken == 0 ? -ESTALE : taken; /* moved by a taker first, or another's */
+	}
+	claim_hook(c, "giveback-create"); /* tests: moved, compared, before the create */
 	rc = c->replaced ? backing_put_new(c->b, CLAIM_FILE, c->replaced, c->replaced_len) : 0;
+	if (rc == 0 && c->replaced && claim_new_aside(c->b, &look, aside) != 0) {
+		/* a claim was moved aside while ours was: ours may have landed in
+		 * that mover's gap over a winner's. What was given back goes aside
+		 * again and stays there, standing for itself (10). */
+		char again[CLAIM_ASIDE_NAME];
+		claim_take_stale(c, c->replaced, c->replaced_len, again, sizeof(again));
+		log_info("BACKING %s: a claim was moved aside while this one gave back %s: what it "
+			 "gave back stays aside", backing_spec(c->b), CLAIM_FILE);
+	}
+	free(look.name);
 	if (rc == 0 || rc == -EEXIST) /* a claim exists, or none is to: the aside goes (10) */
 		backing_remove(c->b, aside);
 	return rc == -EEXIST ? -ESTALE : rc;

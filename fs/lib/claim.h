@@ -38,12 +38,13 @@
  *     taker (one move of a name succeeds), then checking that what moved is,
  *     byte for byte, what was judged stale. Only then is CLAIM_FILE
  *     created (1). If another's claim moved instead (a winner's fresh one,
- *     a released one), it is NEVER put back: it stays aside, where it
- *     stands for the claim (10), and its holder takes it back (11 M). A
- *     put-back would be a create no check follows (11 C): it could restore
- *     an older claim in another mover's gap over a winner's, which the
- *     next taker judges on its own (review 52 F1: two holders), or land a
- *     winner's claim beside a third taker's create.
+ *     a released one), a taker NEVER puts it back: it stays aside, where
+ *     it stands for the claim (10), and its holder takes it back (11 M). A
+ *     put-back of another's bytes could restore an older claim in another
+ *     mover's gap over a winner's, which the next taker judges on its own
+ *     (review 52 F1: two holders). The one create of bytes not the
+ *     creator's own is claim_abandon's give-back of the claim it replaced,
+ *     and it is checked (11 C).
  *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
  *     its bytes (our instance nonce): a claim taken over from a holder that
  *     stopped renewing is never overwritten or removed by that holder. A
@@ -144,7 +145,9 @@
  *        judged an older claim stale may have moved ours aside to compare
  *        it (2), and a claim made since may be there a moment later. It
  *        reads the claim again a few polls within min(2 s, timeout/8);
- *        ours: renewed as usual; another's: fenced. Still absent: if the
+ *        ours: renewed as usual; another's: fenced. (A renewal whose move
+ *        of its own claim finds nothing — a mover moved it between the
+ *        read and the move — goes the same way.) Still absent: if the
  *        newest aside (10: while the claim is absent, the one every taker
  *        judges as the claim) holds its bytes — the mover's, left there by
  *        2 — it becomes the holder's own pending aside and the claim is
@@ -171,8 +174,15 @@
  *        by a taker that won, made its claim again in a mover's gap over
  *        the taker's). New asides of its own bytes (its claim moved by a
  *        mover) are not foreign: the next renewal takes them back (M).
- *        So every create of CLAIM_FILE is followed by a check (T or C):
- *        there is no put-back (2) and no unchecked create.
+ *        A new aside is looked at again a few polls within min(2 s,
+ *        timeout/8) before the claim is given back: a taker's back-off
+ *        aside goes at once, a mover's stays (review 53 F2). A look that
+ *        fails (BACKING's error) gives the claim back without a fence; the
+ *        aside stays pending and the next renewal tries again (review 53
+ *        F4). A give-back (claim_abandon) of the claim acquire replaced is
+ *        checked likewise: a new aside after its create moves what it put
+ *        aside again, where it stands for itself (10; review 53 F1). So
+ *        every create of CLAIM_FILE is followed by a check (T or C).
  *     The holder's aside exists from before the taker's create until after
  *     the taker's check (the holder removes it only after its own create
  *     answered 0, which the taker's claim excludes), so the check sees it.

@@ -2299,3 +2299,257 @@ Test(claim_review52, a_take_back_of_a_pending_aside_in_a_movers_gap_is_given_bac
 	claim_end(a, false);
 	cr_assert(!(a_holds && t_holds), "A and T both hold the claim: two holders");
 }
+
+/* ---- review 53 (adversarial review of 28f42f8): reproducers ---- */
+
+/* Review 53 F1: claim_abandon's give-back is a create no check follows
+ * (claim.h 11 C says "there is no put-back (2) and no unchecked create").
+ * S (ID_A, cache 0) takes a stale X (replaced = X) and gives it back: its
+ * claim moved aside to S.g and compared, then stalled before put_new(X).
+ * Meanwhile S is judged gone (its cache lock let go: same host; on another
+ * host, a heartbeat older than the timeout, i.e. a stall of more than
+ * timeout/8 after claim_may_write), W (cache 1) takes the claim on
+ * "absent, S.g aside" and wins (S.g judged, so W's check passes); a mover G
+ * (judged an older claim) moves W's claim aside to compare it. S's
+ * put_new(X) lands in G's gap. T (cache 2, fresh) reads X, judges it alone
+ * (stale), moves and compares it (equal), creates, and its check passes:
+ * G's aside was listed before it decided. W and T both hold. */
+static struct {
+	struct claim *w;
+	int wrc, steps;
+} r53;
+
+static int r53_giveback_stall(struct claim *c, const char *point)
+{
+	(void)c;
+	if (strcmp(point, "giveback-create") != 0 || r53.steps++)
+		return 0;
+	char msg[PATH_MAX + 512];
+	close(fx.lock_fd[0]); /* S judged gone */
+	fx.lock_fd[0] = -1;
+	claim_test_hook = NULL;
+	r53.wrc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &r53.w, msg, sizeof(msg));
+	if (r53.wrc != 0)
+		fprintf(stderr, "review53 F1: W: %d %s\n", r53.wrc, msg);
+	char claim[PATH_MAX], gaside[PATH_MAX];
+	snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(gaside, sizeof(gaside), "%s/backing/tmp/claim.mover-g.0", fx.dir);
+	if (r53.wrc == 0)
+		cr_assert_eq(rename(claim, gaside), 0, "%s", strerror(errno)); /* G's move */
+	claim_test_hook = r53_giveback_stall;
+	return 0;
+}
+
+TestSuite(claim_review53, .init = setup, .fini = teardown);
+
+Test(claim_review53, a_give_back_in_a_movers_gap_restores_an_older_claim_and_makes_two_holders)
+{
+	memset(&r53, 0, sizeof(r53));
+	struct claim_rec x = rec_of("cccccccccccccccccccccccccccccccc", "node-elsewhere", "boot-x",
+				    "/var/cache/x", time(NULL) - 1000);
+	put_claim(&x);
+	struct claim *s = NULL, *t = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &s, msg, sizeof(msg)), 0,
+		     "S: %s", msg);
+	claim_test_hook = r53_giveback_stall;
+	claim_abandon(s); /* S's give-back, stalled before its put_new(X) */
+	claim_test_hook = NULL;
+	struct claim_rec r;
+	int rr = read_claim(&r);
+	fprintf(stderr, "review53 F1: after S's give-back: claim %d %s, asides %d, W rc %d\n", rr,
+		rr == 0 ? r.catalog : "-", system_count_tmp_asides(), r53.wrc);
+	int trc = claim_acquire(fx.b, "dddddddddddddddddddddddddddddddd", false, true, fx.cache[2], 60,
+				&t, msg, sizeof(msg));
+	if (trc != 0)
+		fprintf(stderr, "review53 F1: T: %d %s\n", trc, msg);
+	bool w_holds = r53.wrc == 0 && !claim_lost(r53.w) && claim_may_write(r53.w);
+	bool t_holds = trc == 0 && !claim_lost(t) && claim_may_write(t);
+	fprintf(stderr, "review53 F1: W holds %d, T holds %d\n", w_holds, t_holds);
+	if (r53.w)
+		claim_test_renew(r53.w);
+	fprintf(stderr, "review53 F1: after W's renewal: W lost %d\n", r53.w ? claim_lost(r53.w) : -1);
+	claim_end(t, false);
+	claim_end(r53.w, false);
+	cr_assert(!(w_holds && t_holds), "W and T both hold the claim: two holders");
+}
+
+/* Review 53 F2 (liveness): 11 C fences a holder for a taker's transient
+ * back-off aside. H renews: lists tmp/ (look), moves its claim aside (H.n).
+ * T, which judged "absent" before H's claim existed (two mounts starting),
+ * creates in H's gap, so H's create answers EEXIST (11 H). T's check sees
+ * H.n and backs off: moves its claim to T.k, compares, removes T.k. H's try
+ * of 11 H looks for a foreign aside before T's move (none), and its create
+ * lands after T's move (0); its check of 11 C runs before T's remove: T.k,
+ * T's bytes, not in look: H gives its claim back and is fenced. T, looking
+ * again, judges H.n (H alive): refused. Nobody holds. On 0b2c321 (no 11 C)
+ * H kept its claim. T's steps are made by hand, in T's real order. */
+static struct {
+	char tbytes[CLAIM_MAX];
+	size_t tlen;
+	int created, waited;
+	pthread_t rm;
+} bo;
+
+static void *r53_remover(void *arg)
+{
+	(void)arg;
+	struct timespec nap = { 0, 50000000L };
+	nanosleep(&nap, NULL);
+	char tk_aside[PATH_MAX];
+	snprintf(tk_aside, sizeof(tk_aside), "%s/backing/tmp/claim.%s.1", fx.dir, ID_B);
+	unlink(tk_aside);
+	return NULL;
+}
+
+static int r53_backoff_hook(struct claim *c, const char *point)
+{
+	(void)c;
+	char claim[PATH_MAX], tk_aside[PATH_MAX];
+	snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(tk_aside, sizeof(tk_aside), "%s/backing/tmp/claim.%s.1", fx.dir, ID_B);
+	if (strcmp(point, "retake-create") == 0 && bo.created++ == 0) /* T's create in H's gap */
+		cr_assert_eq(backing_put_new(fx.b, CLAIM_FILE, bo.tbytes, bo.tlen), 0);
+	if (strcmp(point, "renew-wait") == 0 && bo.waited++ == 0) { /* T's back-off: its move */
+		cr_assert_eq(rename(claim, tk_aside), 0, "%s", strerror(errno));
+		/* T's compare and remove, 50 ms later (on its own thread) */
+		cr_assert_eq(pthread_create(&bo.rm, NULL, r53_remover, NULL), 0);
+	}
+	return 0;
+}
+
+Test(claim_review53, a_holder_is_fenced_by_a_takers_transient_back_off_aside_and_nobody_holds)
+{
+	memset(&bo, 0, sizeof(bo));
+	struct claim *h = NULL, *t = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &h, msg, sizeof(msg)), 0,
+		     "H: %s", msg);
+	struct claim_rec tr = rec_of(ID_B, "", "", fx.cache[1], time(NULL));
+	tr.fresh = false;
+	/* T's claim on this host (same host and namespaces as claim_acquire writes) */
+	char hb[CLAIM_MAX];
+	size_t hl = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, hb, sizeof(hb), &hl), 0);
+	struct claim_rec hr;
+	cr_assert_eq(claim_parse(hb, hl, &hr), 0);
+	snprintf(tr.host, sizeof(tr.host), "%s", hr.host);
+	snprintf(tr.boot, sizeof(tr.boot), "%s", hr.boot);
+	tr.ns_mnt = hr.ns_mnt;
+	tr.ns_pid = hr.ns_pid;
+	tr.pid = hr.pid;
+	int n = claim_format(&tr, bo.tbytes, sizeof(bo.tbytes));
+	cr_assert_gt(n, 0);
+	bo.tlen = (size_t)n;
+	claim_test_hook = r53_backoff_hook;
+	claim_test_renew(h);
+	claim_test_hook = NULL;
+	char tk_aside[PATH_MAX];
+	snprintf(tk_aside, sizeof(tk_aside), "tmp/claim.%s.1", ID_B);
+	char got[CLAIM_MAX];
+	size_t gl = 0;
+	cr_assert_eq(bo.waited, 1, "H never tried again (11 H)");
+	pthread_join(bo.rm, NULL);
+	(void)got;
+	(void)gl;
+	cr_assert_eq(backing_get(fx.b, tk_aside, got, sizeof(got), &gl), -ENOENT, "T's aside stays");
+	bool h_lost = claim_lost(h);
+	int trc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &t, msg, sizeof(msg));
+	struct claim_rec r;
+	int rr = read_claim(&r);
+	fprintf(stderr, "review53 F2: H lost %d (tries %d), T's next round %d (%s), claim %d, asides %d\n",
+		h_lost, bo.waited, trc, trc ? msg : "held", rr, system_count_tmp_asides());
+	claim_end(t, false);
+	claim_end(h, false);
+	cr_assert(!h_lost, "H, the holder, was fenced by T's transient back-off aside");
+}
+
+/* Review 53 F3 (liveness, not new): a mover's move between a renewal's read
+ * and its move fences the holder at once (claim_retake: the move answers
+ * ENOENT), although its claim stands in the mover's aside, which the mover
+ * now never puts back; the mover, looking again, judges that aside (the
+ * holder alive): refused. Nobody holds until the holder's daemon stops.
+ * G is a mount that judged an older claim stale (two mounts starting). */
+static int r53_move_after_read(struct claim *c, const char *point)
+{
+	(void)c;
+	char claim[PATH_MAX], gaside[PATH_MAX];
+	snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(gaside, sizeof(gaside), "%s/backing/tmp/claim.%s.0", fx.dir, ID_B);
+	if (strcmp(point, "renew-read") == 0) /* G's move: not the bytes it judged, kept */
+		cr_assert_eq(rename(claim, gaside), 0, "%s", strerror(errno));
+	return 0;
+}
+
+Test(claim_review53, a_movers_move_after_a_renewals_read_fences_the_holder_and_nobody_holds)
+{
+	struct claim *h = NULL, *g = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &h, msg, sizeof(msg)), 0,
+		     "H: %s", msg);
+	claim_test_hook = r53_move_after_read;
+	claim_test_renew(h);
+	claim_test_hook = NULL;
+	bool h_lost = claim_lost(h);
+	int grc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &g, msg, sizeof(msg));
+	fprintf(stderr, "review53 F3: H lost %d, G's next round %d (%s), asides %d\n", h_lost, grc,
+		grc ? msg : "held", system_count_tmp_asides());
+	claim_end(g, false);
+	claim_end(h, false);
+	cr_assert(!h_lost, "H was fenced while its claim stands in the mover's aside");
+}
+
+/* Review 53 F4 (liveness): a failed listing in 11 C's check fences the
+ * holder for good. claim_foreign_aside answers -errno when tmp/ cannot be
+ * listed (or a new name cannot be read), and claim_create_anew takes any
+ * nonzero answer as "a claim was moved meanwhile": the renewal's own
+ * claim, just made, is given back and the daemon fenced (EROFS until its
+ * remount). Before 28f42f8 a renewal that met a BACKING error logged it
+ * and tried again at the next one. Here one listing of tmp/ fails
+ * (ENOTDIR: tmp/ swapped for a file for that one moment, standing for an
+ * NFS request that times out or answers EIO) right after the create. */
+static int r53_list_fails(struct claim *c, const char *point)
+{
+	(void)c;
+	char tmpd[PATH_MAX], hidden[PATH_MAX];
+	snprintf(tmpd, sizeof(tmpd), "%s/backing/tmp", fx.dir);
+	snprintf(hidden, sizeof(hidden), "%s/backing/tmp.hidden", fx.dir);
+	if (strcmp(point, "retake-check") == 0) {
+		cr_assert_eq(rename(tmpd, hidden), 0, "%s", strerror(errno));
+		FILE *f = fopen(tmpd, "w");
+		cr_assert_not_null(f);
+		fclose(f);
+		claim_test_hook = NULL;
+		/* the listing fails now; tmp/ comes back at the next hook call */
+	}
+	return 0;
+}
+
+Test(claim_review53, one_failed_listing_after_a_renewals_create_fences_the_holder_for_good)
+{
+	struct claim *h = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &h, msg, sizeof(msg)), 0,
+		     "H: %s", msg);
+	claim_test_renew(h); /* tmp/ exists (the renewal's aside) */
+	claim_test_hook = r53_list_fails;
+	claim_test_renew(h);
+	char tmpd[PATH_MAX], hidden[PATH_MAX];
+	snprintf(tmpd, sizeof(tmpd), "%s/backing/tmp", fx.dir);
+	snprintf(hidden, sizeof(hidden), "%s/backing/tmp.hidden", fx.dir);
+	bool swapped = access(hidden, F_OK) == 0;
+	if (swapped) { /* the one failure is over */
+		cr_assert_eq(unlink(tmpd), 0);
+		cr_assert_eq(rename(hidden, tmpd), 0);
+	}
+	bool lost = claim_lost(h);
+	struct claim_rec r;
+	int rr = read_claim(&r);
+	fprintf(stderr, "review53 F4: listing failed once: %d; H lost %d, claim %d, asides %d\n",
+		swapped, lost, rr, system_count_tmp_asides());
+	claim_test_renew(h); /* the next renewal: BACKING answers again */
+	fprintf(stderr, "review53 F4: after the next renewal: H lost %d, may write %d\n",
+		claim_lost(h), claim_may_write(h));
+	claim_end(h, false);
+	cr_assert(!lost, "H fenced for good by one failed listing of tmp/ after its create");
+}

@@ -1024,3 +1024,74 @@ Test(uploader, a_check_that_runs_out_of_memory_is_retried_not_taken_for_a_lost_c
 	cr_assert(w.uploaded);
 	free(plain);
 }
+
+/* A small file outside generations whose writer stored one chunk not
+ * published yet (a tracker's close, fs/ns.h invariant 13): its upload row
+ * is queued. */
+static uint64_t ut_pending_file(const char *name, int seed)
+{
+	uint64_t ino = ts_mk(fx.w.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
+	size_t len = 4096;
+	uint8_t *plain = malloc(len);
+	cr_assert_not_null(plain);
+	ts_fill(plain, len, seed);
+	struct cat_extent e = { .off = 0, .len = len, .chunk_len = len };
+	hash_sha256(plain, len, e.hash);
+	bool must = false;
+	OK(cat_pending_add(fx.w.cat, ino, &e, &must));
+	struct store_object_info info;
+	OK(store_put(fx.w.st, e.hash, plain, len, STORE_SYNC, &info));
+	OK(cat_chunk_stored(fx.w.cat, e.hash, info.codec, info.stored_len));
+	free(plain);
+	return ino;
+}
+
+static bool ut_backing_down(void)
+{
+	struct uploader_stats st;
+	uploader_get_stats(fx.u, &st);
+	return st.backing_down;
+}
+
+/* uploader.h B7 (review 49 F5): with BACKING hung (a put that does not
+ * return, failing nothing) the first gated wait times out, the next answer
+ * -ENETDOWN at once, not one timeout each; once the hung put returns, a
+ * wait waits for its upload again and succeeds. One worker, held in a
+ * manifest's put (before_put): the file's chunk cannot go meanwhile. Main
+ * waited the whole timeout at every wait. */
+Test(uploader, a_hung_put_costs_one_gated_wait_its_timeout_not_every_wait)
+{
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g = ut_gen(series, "step-1", 1, 500, 3);
+	struct ts_gate gate = TS_GATE_INIT(g);
+	ut_start_with(false, 1);
+	uploader_set_before_put(fx.u, ts_gate_hold, &gate);
+	cr_assert(ts_gate_reached(&gate), "the worker never came to the manifest's put");
+	uint64_t ino = ut_pending_file("latest", 900);
+	uploader_kick(fx.u);
+
+	double t0 = ut_mono();
+	cr_assert_eq(uploader_wait_pending(fx.u, ino, 500), -ETIMEDOUT);
+	cr_assert_geq(ut_mono() - t0, 0.45);
+	cr_assert(ut_backing_down(), "stats do not show BACKING not answering after the hung wait");
+	for (int i = 0; i < 2; i++) {
+		t0 = ut_mono();
+		int rc = uploader_wait_pending(fx.u, ino, 10000);
+		double took = ut_mono() - t0;
+		cr_assert_eq(rc, -ENETDOWN, "wait %d behind the hung put: %d after %.1f s", i + 2, rc,
+			     took);
+		cr_assert_lt(took, 2.0, "wait %d behind the hung put took %.1f s", i + 2, took);
+	}
+
+	ts_gate_open(&gate); /* BACKING answers: the hung put returns */
+	bool done = false;
+	for (int i = 0; i < 300 && ut_backing_down(); i++)
+		usleep(20 * 1000);
+	cr_assert(!ut_backing_down(), "BACKING still counted as not answering after a put returned");
+	uint64_t ino2 = ut_pending_file("latest2", 901);
+	uploader_kick(fx.u);
+	cr_assert_eq(uploader_wait_pending(fx.u, ino2, 20000), 0, "a wait once BACKING answers");
+	OK(cat_pending_uploaded(fx.w.cat, ino2, &done));
+	cr_assert(done, "the wait returned before the file's chunk was on BACKING");
+	cr_assert_eq(uploader_wait_pending(fx.u, ino, 20000), 0);
+}

@@ -1070,20 +1070,28 @@ Test(uploader, a_hung_put_costs_one_gated_wait_its_timeout_not_every_wait)
 	uint64_t ino = ut_pending_file("latest", 900);
 	uploader_kick(fx.u);
 
+	/* measured first, asserted once the gate is open: a failed assertion
+	 * with the worker held would hang the teardown's stop */
 	double t0 = ut_mono();
-	cr_assert_eq(uploader_wait_pending(fx.u, ino, 500), -ETIMEDOUT);
-	cr_assert_geq(ut_mono() - t0, 0.45);
-	cr_assert(ut_backing_down(), "stats do not show BACKING not answering after the hung wait");
+	int rc1 = uploader_wait_pending(fx.u, ino, 500);
+	double took1 = ut_mono() - t0;
+	bool down1 = ut_backing_down();
+	int rc[2];
+	double took[2];
 	for (int i = 0; i < 2; i++) {
 		t0 = ut_mono();
-		int rc = uploader_wait_pending(fx.u, ino, 10000);
-		double took = ut_mono() - t0;
-		cr_assert_eq(rc, -ENETDOWN, "wait %d behind the hung put: %d after %.1f s", i + 2, rc,
-			     took);
-		cr_assert_lt(took, 2.0, "wait %d behind the hung put took %.1f s", i + 2, took);
+		rc[i] = uploader_wait_pending(fx.u, ino, 10000);
+		took[i] = ut_mono() - t0;
 	}
-
 	ts_gate_open(&gate); /* BACKING answers: the hung put returns */
+	cr_assert_eq(rc1, -ETIMEDOUT, "the first wait behind the hung put: %d", rc1);
+	cr_assert_geq(took1, 0.45);
+	cr_assert(down1, "stats do not show BACKING not answering after the hung wait");
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rc[i], -ENETDOWN, "wait %d behind the hung put: %d after %.1f s", i + 2,
+			     rc[i], took[i]);
+		cr_assert_lt(took[i], 2.0, "wait %d behind the hung put took %.1f s", i + 2, took[i]);
+	}
 	bool done = false;
 	for (int i = 0; i < 300 && ut_backing_down(); i++)
 		usleep(20 * 1000);

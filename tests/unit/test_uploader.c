@@ -1103,3 +1103,45 @@ Test(uploader, a_hung_put_costs_one_gated_wait_its_timeout_not_every_wait)
 	cr_assert(done, "the wait returned before the file's chunk was on BACKING");
 	cr_assert_eq(uploader_wait_pending(fx.u, ino, 20000), 0);
 }
+
+/* uploader.h B7, its other side: a wait that times out with no call in
+ * flight that long (here no put starts: the claim is unsure, claim.h 9;
+ * likewise a BACKING slow but answering) sets nothing: every wait waits
+ * its timeout, as ns.h 13 promises while BACKING may still take the file. */
+Test(uploader, a_timed_out_wait_with_no_hung_call_leaves_the_next_wait_waiting)
+{
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
+			 msg, sizeof(msg)));
+	memset(&ut_unsure, 0, sizeof(ut_unsure));
+	ut_unsure.unsure = 1;
+	claim_test_hook = ut_unsure_hook;
+	struct uploader_config cfg = {
+		.threads = 1, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
+	};
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
+	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
+	uint64_t ino = ut_pending_file("latest", 902);
+	uploader_kick(fx.u);
+	int rc[2];
+	double took[2];
+	for (int i = 0; i < 2; i++) {
+		double t0 = ut_mono();
+		rc[i] = uploader_wait_pending(fx.u, ino, 400);
+		took[i] = ut_mono() - t0;
+	}
+	bool down = ut_backing_down();
+	__atomic_store_n(&ut_unsure.unsure, 0, __ATOMIC_RELEASE); /* renewed */
+	int rc3 = uploader_wait_pending(fx.u, ino, 20000);
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	claim_test_hook = NULL;
+	claim_end(c, false);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rc[i], -ETIMEDOUT, "wait %d: %d", i + 1, rc[i]);
+		cr_assert_geq(took[i], 0.35, "wait %d took %.2f s, not its timeout", i + 1, took[i]);
+	}
+	cr_assert(!down, "BACKING counted as not answering with no call in flight");
+	cr_assert_eq(rc3, 0, "the wait once the claim is sure again");
+}

@@ -149,7 +149,10 @@
  *     empty (a dup closed before the write: the close with content, an
  *     fsync or the last release does). This node sees its cut at once. The
  *     wait is bounded: BACKING found not answering (the uploader backs
- *     off) or backing_timeout passed, the content is published anyway with
+ *     off, or an earlier wait timed out behind a BACKING call that hangs:
+ *     uploader.h B7, so a hung BACKING costs one backing_timeout, not one
+ *     per close, until BACKING takes an upload again) or backing_timeout
+ *     passed, the content is published anyway with
  *     one warning line naming the inode and saying it is in this node's
  *     cache alone, which S6 of catalog_shared_data.c then covers (other
  *     nodes read it once it is uploaded; if this node dies first, EIO at

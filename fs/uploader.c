@@ -112,6 +112,10 @@ struct uploader {
 	bool urgent_new;        /* B3: a close began waiting since the last urgent pick */
 	unsigned backoff_ms;
 	bool down;
+	/* B7: monotonic s each worker began the row work (or batch sync) it
+	 * has in hand, its BACKING calls in it; 0: none in hand */
+	double work_since[UP_WORKERS_MAX];
+	bool unanswered;        /* B7: a gated wait timed out behind a hung call */
 	uint64_t deadline_warned; /* highest seq warned about */
 
 	char tree_fp[128];      /* fingerprint of the tree last written */
@@ -955,6 +959,14 @@ static void up_busy_set(struct uploader *u, int id, int k, const struct cat_uplo
 	memcpy(u->busy[id][k].hash, row->hash, HASH_LEN);
 }
 
+/* B7: worker id begins (on) or ends the work of the rows it has in hand.
+ * u->lock held. */
+static void up_work_mark(struct uploader *u, int id, bool on)
+{
+	assert(id >= 0 && id < u->n_workers);
+	u->work_since[id] = on ? up_mono_s() : 0;
+}
+
 /* U4's rows of one hash: a chunk's, or a pack's removal (its name). */
 static bool up_keyed_by_hash(int kind)
 {
@@ -1130,12 +1142,16 @@ static int up_pick_urgent(struct uploader *u, struct cat_upload *out, int max)
 	return nc > 0 ? up_ready_chunks(u, cand, nc, out) : 0;
 }
 
-/* BACKING took a row: a recovery logged, backoff reset. u->lock held. */
+/* BACKING took a row: a recovery logged, backoff reset; closes wait for
+ * their uploads again (B7). u->lock held. */
 static void up_note_success(struct uploader *u)
 {
-	if (u->down)
-		log_info("BACKING %s answers again; uploads go on", backing_spec(u->backing));
+	if (u->down || u->unanswered)
+		log_info("BACKING %s answers again; uploads go on%s", backing_spec(u->backing),
+			 u->unanswered ? ", and closes of small files outside generations wait for"
+					 " theirs again (uploader.h B7)" : "");
 	u->down = false;
+	u->unanswered = false;
 	u->backoff_ms = 0;
 }
 
@@ -1491,6 +1507,7 @@ static int up_pack_put(struct uploader *u, int id, struct up_batch *bt)
 static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 {
 	assert(bt->n > 0 && bt->n <= UP_BATCH_MAX);
+	up_work_mark(u, id, true); /* B7 */
 	pthread_mutex_unlock(&u->lock);
 	int rc = up_pack_put(u, id, bt);
 	if (rc == 0)
@@ -1504,6 +1521,7 @@ static void up_batch_flush(struct uploader *u, int id, struct up_batch *bt)
 	}
 	uppack_reset(&bt->pack);
 	pthread_mutex_lock(&u->lock);
+	up_work_mark(u, id, false);
 	u->pack_busy_set[id] = false;
 	for (int k = 0; k < bt->n; k++) {
 		assert(u->busy[id][k].set && u->busy[id][k].seq == bt->row[k].seq);
@@ -1539,6 +1557,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 				u->busy[id][s].set = false;
 			return;
 		}
+		up_work_mark(u, id, true); /* B7 */
 		pthread_mutex_unlock(&u->lock);
 		uint64_t bytes = 0;
 		bool deferred = false;
@@ -1552,6 +1571,7 @@ static void up_batch_add(struct uploader *u, int id, struct up_batch *bt,
 		if ((rc != 0 || !deferred) && !fenced) /* failed, or durable already (a large object) */
 			up_finish(u, &picked[j], rc, bytes);
 		pthread_mutex_lock(&u->lock);
+		up_work_mark(u, id, false);
 		assert(u->busy[id][s].set && u->busy[id][s].seq == picked[j].seq);
 		if (rc != 0 || !deferred) {
 			u->busy[id][s].set = false;
@@ -1642,9 +1662,11 @@ static void *up_worker_main(void *p)
 		    now - u->tree_checked >= UP_TREE_EVERY_S) {
 			u->tree_checked = now;
 			took = false;
+			up_work_mark(u, id, true); /* B7 */
 			pthread_mutex_unlock(&u->lock);
 			(void)up_tree(u); /* a failure: the next round tries again */
 			pthread_mutex_lock(&u->lock);
+			up_work_mark(u, id, false);
 			continue;
 		}
 		struct cat_upload picked[UP_BATCH_MAX];
@@ -1702,9 +1724,11 @@ static void *up_worker_main(void *p)
 			if (id == 0 && now - u->tree_checked >= UP_TREE_EVERY_S) {
 				u->tree_checked = now;
 				took = false;
+				up_work_mark(u, id, true); /* B7 */
 				pthread_mutex_unlock(&u->lock);
 				(void)up_tree(u); /* a failure: the next idle round tries again */
 				pthread_mutex_lock(&u->lock);
+				up_work_mark(u, id, false);
 				continue;
 			}
 			up_wait(u, 0.2);
@@ -1723,12 +1747,14 @@ static void *up_worker_main(void *p)
 			continue;
 		}
 		up_busy_set(u, id, 0, &row);
+		up_work_mark(u, id, true); /* B7 */
 		pthread_mutex_unlock(&u->lock);
 		uint64_t bytes = 0;
 		int rc = up_run(u, &row, &bufs, &bytes);
 		if (rc != -EROFS || up_may_write(u)) /* fenced: the row stays queued */
 			up_finish(u, &row, rc, bytes);
 		pthread_mutex_lock(&u->lock);
+		up_work_mark(u, id, false);
 		assert(u->busy[id][0].set && u->busy[id][0].seq == row.seq);
 		u->busy[id][0].set = false;
 	}
@@ -1936,13 +1962,33 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 	}
 }
 
-/* Is BACKING known not to answer (the workers back off)? */
+/* Is BACKING known not to answer (the workers back off, or B7: a call
+ * hangs)? */
 static bool up_is_down(struct uploader *u)
 {
 	pthread_mutex_lock(&u->lock);
-	bool down = u->down;
+	bool down = u->down || u->unanswered;
 	pthread_mutex_unlock(&u->lock);
 	return down;
+}
+
+/* B7: a gated wait of timeout_ms timed out: if a worker's work has been in
+ * hand for longer than that (so since before the wait began, and through
+ * it), BACKING is counted as not answering until a row succeeds. */
+static void up_wait_timed_out(struct uploader *u, unsigned timeout_ms)
+{
+	double now = up_mono_s(), oldest = 0;
+	pthread_mutex_lock(&u->lock);
+	for (int w = 0; w < u->n_workers; w++)
+		if (u->work_since[w] > 0 && now - u->work_since[w] > oldest)
+			oldest = now - u->work_since[w];
+	if (!u->unanswered && oldest * 1000 >= timeout_ms) {
+		u->unanswered = true;
+		log_warn("BACKING %s: a call has not returned for %.0f s; closes of small files"
+			 " outside generations publish without waiting for their uploads until"
+			 " BACKING takes one (uploader.h B7)", backing_spec(u->backing), oldest);
+	}
+	pthread_mutex_unlock(&u->lock);
 }
 
 int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms)
@@ -1971,6 +2017,7 @@ int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms)
 		}
 		if (up_mono_s() >= deadline) {
 			rc = -ETIMEDOUT;
+			up_wait_timed_out(u, timeout_ms);
 			break;
 		}
 		up_wait_changed(u);
@@ -2003,7 +2050,7 @@ void uploader_get_stats(struct uploader *u, struct uploader_stats *out)
 {
 	pthread_mutex_lock(&u->lock);
 	*out = u->st;
-	out->backing_down = u->down;
+	out->backing_down = u->down || u->unanswered; /* B7 too */
 	pthread_mutex_unlock(&u->lock);
 }
 

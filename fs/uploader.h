@@ -134,7 +134,26 @@
  *      waits up to 50 ms from its first idle pick for more rows before it
  *      is put (none while a close waits for its chunks, B3, or at a stop),
  *      else an uploader that keeps up puts packs of one. Batching is on over nfs:// too
- *      when packs are (every put there commits by itself). */
+ *      when packs are (every put there commits by itself).
+ *  B7. A BACKING that hangs (fails nothing: an NFS hard mount whose server
+ *      is gone, a stalled gateway) costs a gated close (fs/ns.h invariant
+ *      13) one backing_timeout, not one per close (review 49 F5). Each
+ *      worker records when it began the work in hand (a row's put, a
+ *      batch's sync, a tree round: work_since). A wait of
+ *      uploader_wait_pending that times out while some worker's work has
+ *      been in hand for at least that timeout (so since before the wait
+ *      began, and through all of it) sets `unanswered`, logged once: from
+ *      then every wait answers -ENETDOWN at once, as when the workers back
+ *      off (`down`), unless the file's chunks are uploaded already; the
+ *      close publishes with ns.h 13's warning line, nothing is dropped,
+ *      the rows stay queued. The first row BACKING takes (a put and its
+ *      sync, up_note_success) clears it, logged: closes wait for their
+ *      uploads again. The hung call itself is such a row once BACKING
+ *      answers (or it fails, and the backoff's retry is), so the wait is
+ *      restored without another close paying for it. A wait that timed out
+ *      with no work in hand that long (BACKING slow, not hung: rows keep
+ *      finishing) sets nothing: the next close waits its backing_timeout
+ *      again. `ckptfs-admin stats` shows backing_down 1 meanwhile. */
 #ifndef CKPTFS_UPLOADER_H
 #define CKPTFS_UPLOADER_H
 
@@ -190,9 +209,10 @@ int uploader_wait_file(struct uploader *u, uint64_t ino, unsigned timeout_ms);
  * not published yet) that this node's cache holds is on BACKING (fs/ns.h
  * invariant 13: a small file outside generations, at its close on a shared
  * catalog): 0. While it waits no worker lingers and its rows go first
- * (B3). -ENETDOWN as soon as
- * the workers find BACKING not answering (they back off), -ETIMEDOUT after
- * timeout_ms; a catalog error as the catalog says. Logs nothing. */
+ * (B3). -ENETDOWN as soon as the workers find BACKING not answering (they
+ * back off, or B7: an earlier wait timed out behind a call that hangs),
+ * -ETIMEDOUT after timeout_ms; a catalog error as the catalog says. Logs
+ * nothing but B7's line. */
 int uploader_wait_pending(struct uploader *u, uint64_t ino, unsigned timeout_ms);
 
 /* For tests only (the daemon never sets it): called on the worker thread

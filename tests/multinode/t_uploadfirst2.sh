@@ -101,6 +101,55 @@ test_backing_down_publishes_at_once_with_a_line() {
 	mn_umount B
 }
 
+# BACKING hung (fails nothing: an NFS hard mount whose server is gone):
+# the first tracker close waits out backing_timeout, the next ones return
+# at once with the same line (uploader.h B7, review 49 F5), until BACKING
+# takes an upload again: then a close waits for its upload again (a kill
+# right after it leaves the content readable on B).
+test_a_hung_backing_costs_one_backing_timeout_not_one_per_close() {
+	ck_faultfs_up
+	mn_pg_start
+	mn_mount A "backing_timeout=8"
+	mn_mount B
+	mkdir "$MN_MNT_A/run"
+	printf 1 >"$MN_MNT_A/run/latest"
+	local out
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "latest not on BACKING: $out"
+	ck_fault "hang=1"
+	local i t0 t1 ms=()
+	for i in 2 3 4; do
+		t0=$(date +%s%N)
+		printf $i >"$MN_MNT_A/run/latest" || ck_fail "the close of latest=$i failed with BACKING hung"
+		t1=$(date +%s%N)
+		ms+=($(((t1 - t0) / 1000000)))
+	done
+	ck_log "closes of latest with BACKING hung (backing_timeout=8): ${ms[*]} ms"
+	[ "${ms[0]}" -ge 7000 ] || ck_fail "the first close took ${ms[0]} ms: it did not wait for its upload"
+	[ "${ms[1]}" -lt 4000 ] && [ "${ms[2]}" -lt 4000 ] ||
+		ck_fail "closes after the first took ${ms[1]} and ${ms[2]} ms with BACKING hung: each waits backing_timeout"
+	t0=$(date +%s%N)
+	[ "$(timeout 30 cat "$MN_MNT_A/run/latest")" = 4 ] || ck_fail "A does not read latest=4"
+	t1=$(date +%s%N)
+	[ $(((t1 - t0) / 1000000)) -lt 4000 ] || ck_fail "a read of latest on A took $(((t1 - t0) / 1000000)) ms"
+	local n
+	n=$(grep -c "its new content is not on BACKING" "$MN_DLOG_A")
+	[ "$n" = 3 ] || ck_fail "$n warning lines for 3 closes not uploaded, not 3"
+	grep -q "its new content is not on BACKING (BACKING is not answering)" "$MN_DLOG_A" ||
+		ck_fail "the closes after the first did not say BACKING is not answering"
+	ck_fault "latency_ms=50" # BACKING answers, slowly: an upload takes longer than a kill
+	ck_wait_log "$MN_DLOG_A" "answers again" 60 || ck_fail "A never saw BACKING answer again"
+	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "latest not uploaded once BACKING answers: $out"
+	printf 5 >"$MN_MNT_A/run/latest"
+	mn_kill9 A # at once: the close waited for its upload again
+	n=$(grep -c "its new content is not on BACKING" "$MN_DLOG_A")
+	[ "$n" = 3 ] || ck_fail "the close after BACKING answered again published without its upload: $(tail -n 3 "$MN_DLOG_A")"
+	mn_until "SELECT state <> 'live' FROM ckpt_nodes WHERE name = 'node-A'"
+	ck_fault ""
+	out=$(timeout 100 cat "$MN_MNT_B/run/latest" 2>&1) || ck_fail "B's read of latest failed: $out"
+	[ "$out" = 5 ] || ck_fail "B read '$out' from latest, not 5"
+	mn_umount B
+}
+
 test_one_node_waits_for_no_upload() {
 	ck_faultfs_up
 	ck_mount

@@ -1024,3 +1024,124 @@ Test(uploader, a_check_that_runs_out_of_memory_is_retried_not_taken_for_a_lost_c
 	cr_assert(w.uploaded);
 	free(plain);
 }
+
+/* A small file outside generations whose writer stored one chunk not
+ * published yet (a tracker's close, fs/ns.h invariant 13): its upload row
+ * is queued. */
+static uint64_t ut_pending_file(const char *name, int seed)
+{
+	uint64_t ino = ts_mk(fx.w.cat, CAT_ROOT_INO, name, S_IFREG | 0644, NULL);
+	size_t len = 4096;
+	uint8_t *plain = malloc(len);
+	cr_assert_not_null(plain);
+	ts_fill(plain, len, seed);
+	struct cat_extent e = { .off = 0, .len = len, .chunk_len = len };
+	hash_sha256(plain, len, e.hash);
+	bool must = false;
+	OK(cat_pending_add(fx.w.cat, ino, &e, &must));
+	struct store_object_info info;
+	OK(store_put(fx.w.st, e.hash, plain, len, STORE_SYNC, &info));
+	OK(cat_chunk_stored(fx.w.cat, e.hash, info.codec, info.stored_len));
+	free(plain);
+	return ino;
+}
+
+static bool ut_backing_down(void)
+{
+	struct uploader_stats st;
+	uploader_get_stats(fx.u, &st);
+	return st.backing_down;
+}
+
+/* uploader.h B7 (review 49 F5): with BACKING hung (a put that does not
+ * return, failing nothing) the first gated wait times out, the next answer
+ * -ENETDOWN at once, not one timeout each; once the hung put returns, a
+ * wait waits for its upload again and succeeds. One worker, held in a
+ * manifest's put (before_put): the file's chunk cannot go meanwhile. Main
+ * waited the whole timeout at every wait. */
+Test(uploader, a_hung_put_costs_one_gated_wait_its_timeout_not_every_wait)
+{
+	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
+	uint64_t g = ut_gen(series, "step-1", 1, 500, 3);
+	struct ts_gate gate = TS_GATE_INIT(g);
+	ut_start_with(false, 1);
+	uploader_set_before_put(fx.u, ts_gate_hold, &gate);
+	cr_assert(ts_gate_reached(&gate), "the worker never came to the manifest's put");
+	uint64_t ino = ut_pending_file("latest", 900);
+	uploader_kick(fx.u);
+
+	/* measured first, asserted once the gate is open: a failed assertion
+	 * with the worker held would hang the teardown's stop */
+	double t0 = ut_mono();
+	int rc1 = uploader_wait_pending(fx.u, ino, 500);
+	double took1 = ut_mono() - t0;
+	bool down1 = ut_backing_down();
+	int rc[2];
+	double took[2];
+	for (int i = 0; i < 2; i++) {
+		t0 = ut_mono();
+		rc[i] = uploader_wait_pending(fx.u, ino, 10000);
+		took[i] = ut_mono() - t0;
+	}
+	ts_gate_open(&gate); /* BACKING answers: the hung put returns */
+	cr_assert_eq(rc1, -ETIMEDOUT, "the first wait behind the hung put: %d", rc1);
+	cr_assert_geq(took1, 0.45);
+	cr_assert(down1, "stats do not show BACKING not answering after the hung wait");
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rc[i], -ENETDOWN, "wait %d behind the hung put: %d after %.1f s", i + 2,
+			     rc[i], took[i]);
+		cr_assert_lt(took[i], 2.0, "wait %d behind the hung put took %.1f s", i + 2, took[i]);
+	}
+	bool done = false;
+	for (int i = 0; i < 300 && ut_backing_down(); i++)
+		usleep(20 * 1000);
+	cr_assert(!ut_backing_down(), "BACKING still counted as not answering after a put returned");
+	uint64_t ino2 = ut_pending_file("latest2", 901);
+	uploader_kick(fx.u);
+	cr_assert_eq(uploader_wait_pending(fx.u, ino2, 20000), 0, "a wait once BACKING answers");
+	OK(cat_pending_uploaded(fx.w.cat, ino2, &done));
+	cr_assert(done, "the wait returned before the file's chunk was on BACKING");
+	cr_assert_eq(uploader_wait_pending(fx.u, ino, 20000), 0);
+}
+
+/* uploader.h B7, its other side: a wait that times out with no call in
+ * flight that long (here no put starts: the claim is unsure, claim.h 9;
+ * likewise a BACKING slow but answering) sets nothing: every wait waits
+ * its timeout, as ns.h 13 promises while BACKING may still take the file. */
+Test(uploader, a_timed_out_wait_with_no_hung_call_leaves_the_next_wait_waiting)
+{
+	struct claim *c = NULL;
+	char msg[PATH_MAX + 512];
+	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
+			 msg, sizeof(msg)));
+	memset(&ut_unsure, 0, sizeof(ut_unsure));
+	ut_unsure.unsure = 1;
+	claim_test_hook = ut_unsure_hook;
+	struct uploader_config cfg = {
+		.threads = 1, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
+	};
+	snprintf(cfg.cache_dir, sizeof(cfg.cache_dir), "%s", fx.w.cache);
+	OK(uploader_start(&cfg, fx.w.cat, fx.w.st, fx.w.b, NULL, ut_on_durable, &fx, &fx.u));
+	uint64_t ino = ut_pending_file("latest", 902);
+	uploader_kick(fx.u);
+	int rc[2];
+	double took[2];
+	for (int i = 0; i < 2; i++) {
+		double t0 = ut_mono();
+		rc[i] = uploader_wait_pending(fx.u, ino, 400);
+		took[i] = ut_mono() - t0;
+	}
+	bool down = ut_backing_down();
+	__atomic_store_n(&ut_unsure.unsure, 0, __ATOMIC_RELEASE); /* renewed */
+	int rc3 = uploader_wait_pending(fx.u, ino, 20000);
+	uploader_stop(fx.u, false);
+	fx.u = NULL;
+	claim_test_hook = NULL;
+	claim_end(c, false);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rc[i], -ETIMEDOUT, "wait %d: %d", i + 1, rc[i]);
+		cr_assert_geq(took[i], 0.35, "wait %d took %.2f s, not its timeout", i + 1, took[i]);
+	}
+	cr_assert(!down, "BACKING counted as not answering with no call in flight");
+	cr_assert_eq(rc3, 0, "the wait once the claim is sure again");
+}

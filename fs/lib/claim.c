@@ -5,13 +5,17 @@
  * Acquisition is a loop of at most CLAIM_TRIES rounds, each:
  *
  *   read CLAIM_FILE ──┬─ absent ─▶ asides in tmp/ (invariant 10): the newest
- *                     │    judged as the claim; HELD, BEHIND ▶ -EBUSY; else
+ *                     │    judged as the claim, and any aside a live holder's
+ *                     │    is HELD; HELD ▶ look again, -EBUSY at the last
+ *                     │    round; BEHIND ▶ -EBUSY; else
  *                     │    put_new ──┬─ 0 ─▶ check (11 T) ─▶ held, the asides
  *                     │              │       judged removed
  *                     │              └─ EEXIST ────▶ next round
  *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
  *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     └─ STALE ─▶ list tmp/, move aside to tmp/claim.<instance>.<n>
+ *                     └─ STALE ─▶ list tmp/: an aside as new or newer a live
+ *                                   holder's ▶ HELD (10); else move aside to
+ *                                   tmp/claim.<instance>.<n>
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
  *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
  *                                   │    absent), check (11 T), remove the aside (10)
@@ -680,6 +684,35 @@ static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *b
 	return found;
 }
 
+/* Invariant 10: whether an aside renewed at newer_than or later is judged
+ * HELD: a live holder's claim stands aside while it renews (9, 11) or
+ * where a mover left it (2), whatever the heartbeat of a newer aside (a
+ * taker's transient claim kept by a mover is newer, and of its own cache:
+ * OURS; review 54 F2). 1 with *held its record, 0 none, -errno. */
+static int claim_aside_held(struct backing *b, const struct claim_asides *l,
+			    const struct claim_rec *self, int64_t now, unsigned timeout_s,
+			    int64_t newer_than, struct claim_rec *held)
+{
+	char *one = malloc(CLAIM_MAX);
+	if (!one)
+		return -ENOMEM;
+	int found = 0;
+	for (int i = 0; i < l->n && !found; i++) {
+		size_t n = 0;
+		int rc = backing_get(b, l->name[i], one, CLAIM_MAX, &n);
+		if (rc == -ENOENT || rc == -EFBIG || (rc == 0 && claim_parse(one, n, held) != 0))
+			continue;
+		if (rc != 0) {
+			free(one);
+			return rc;
+		}
+		found = held->renewed >= newer_than &&
+			claim_judge(held, self, now, timeout_s, claim_holder_alive, NULL) == CLAIM_HELD;
+	}
+	free(one);
+	return found;
+}
+
 /* The asides judged (invariant 10), once our claim exists. */
 static void claim_drop_asides(struct backing *b, const struct claim_asides *l)
 {
@@ -855,8 +888,43 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 			v = claim_judge(&holder, &c->self, now, c->timeout_s, claim_holder_alive, NULL);
 		else if (rc != -ENOENT)
 			break;
-		if (aside && (v == CLAIM_OURS || v == CLAIM_STALE))
-			v = CLAIM_FREE; /* nothing to move: the create decides (10) */
+		if (aside && (v == CLAIM_OURS || v == CLAIM_STALE)) {
+			struct claim_rec held;
+			int h = claim_aside_held(b, asides, &c->self, now, c->timeout_s, INT64_MIN,
+						  &held);
+			if (h < 0) {
+				rc = h;
+				break;
+			}
+			if (h) { /* 10: a live holder's aside, whichever is newest */
+				holder = held;
+				v = CLAIM_HELD;
+			} else {
+				v = CLAIM_FREE; /* nothing to move: the create decides (10) */
+			}
+		}
+		bool listed = absent;
+		if (!absent && rc == 0 && (v == CLAIM_OURS || v == CLAIM_STALE)) {
+			/* 10: a present claim judged to take is not judged alone: an
+			 * aside as new as it or newer, HELD, is a live holder's claim
+			 * a mover left aside (2), and the present one came back in
+			 * that mover's gap (a give-back; review 54 F1) */
+			struct claim_rec held;
+			int h = claim_list_asides(b, asides);
+			if (h == 0)
+				h = claim_aside_held(b, asides, &c->self, now, c->timeout_s,
+						     holder.renewed, &held);
+			if (h < 0) {
+				rc = h;
+				break;
+			}
+			listed = true;
+			if (h) {
+				holder = held;
+				v = CLAIM_HELD;
+				aside = 1; /* refused at the last round only (10) */
+			}
+		}
 		c->self.rep_catalog[0] = '\0';
 		if (c->self.ledger && c->self.ledger->stand_in && rc == 0 && parsed == 0)
 			claim_stand_for(&c->self, &holder); /* invariant 13 */
@@ -880,7 +948,7 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		} else { /* OURS too: by the take steps, never a put over (3, 9) */
 			/* invariant 11: the asides there before we decide; absent,
 			 * they were listed with the read */
-			rc = absent ? 0 : claim_list_asides(b, asides);
+			rc = listed ? 0 : claim_list_asides(b, asides);
 			int taken = rc < 0 ? rc
 				    : v == CLAIM_STALE || v == CLAIM_OURS
 					    ? claim_take_stale(c, seen, len, aname, sizeof(aname))

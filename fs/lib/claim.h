@@ -120,7 +120,17 @@
  *     absent while asides exist is judged by the newest parseable aside
  *     (by its heartbeat; every aside read, never a first page of them:
  *     more than CLAIM_ASIDES_MAX refuse the take) as if it were the claim: a catalog BEHIND it, or a
- *     holder alive, is refused as before; otherwise the create decides
+ *     holder alive, is refused as before — and so is any aside judged
+ *     HELD, newest or not (a live holder's claim a mover left aside, while
+ *     a newer aside is a taker's own backed-off claim: review 54 F2). A
+ *     claim present and judged STALE or OURS is not judged alone either:
+ *     an aside as new or newer judged HELD is a live holder's claim a
+ *     mover left aside, the present one back in that mover's gap (a
+ *     give-back, 11 C; review 54 F1): HELD. A HELD judgment from an aside
+ *     is looked at again (the nap of 11 T) and refused only at the last
+ *     round: the state is changing (review 53 F5). A fenced holder's aside
+ *     left in tmp/ refuses takers likewise until its lock or heartbeat
+ *     says gone (11's accepted loss). Otherwise the create decides
  *     (1), and the winner removes the asides it judged (once 11 let it keep
  *     its claim). Aside names are new per round, so removing one never
  *     removes another round's.
@@ -191,7 +201,7 @@
  *     lose in a rare interleaving (the taker stalled past the holder's
  *     wait: the holder fenced, the taker backed off, the claim absent with
  *     the fenced holder's aside judged HELD until its lock or heartbeat
- *     says gone): a liveness loss, accepted; never two holders. Of three
+ *     says gone): a liveness loss, accepted. Of three
  *     takers of one stale claim (a winner, a mover that judged the stale
  *     claim before the winner's create, a taker that judged "absent" during
  *     the winner's take and creates in the mover's gap), the mover's aside
@@ -372,7 +382,9 @@ unsigned claim_timeout_s(const struct claim *c);
  * renewal read absent (11 M); "take-create": an acquisition's judgment made, before
  * its exclusive create; "take-check": after that create answered 0, before
  * it looks at tmp/ again (11 T); "take-kept": another's bytes moved
- * aside by the steps of 2, left there; "retake-check": a holder's create
+ * aside by the steps of 2, left there; "giveback-create": claim_abandon's
+ * claim moved and compared, before the create of what it replaced;
+ * "retake-check": a holder's create
  * answered 0, before its look of 11 C; "take-move": the claim judged, before
  * it is moved aside by the steps of 2 — an acquisition's STALE or OURS, a
  * renewal, a release, a give-back, a back-off; "may-write": in

@@ -2553,3 +2553,167 @@ Test(claim_review53, one_failed_listing_after_a_renewals_create_fences_the_holde
 	claim_end(h, false);
 	cr_assert(!lost, "H fenced for good by one failed listing of tmp/ after its create");
 }
+
+/* ---- review 54 (adversarial review of f7cafec): reproducers ---- */
+
+/* Review 54 F1: the give-back's check (11 C, review 53 F1's fix) comes
+ * after its put_new(X), and X, a stale claim, is on BACKING as CLAIM_FILE
+ * from that create until the give-back's second move. A taker T that
+ * reads X in that window judges it alone (present: no aside looked at, 10),
+ * STALE, moves it (equal), creates, and its check passes (the mover's
+ * aside, W's claim, was listed before T decided). The give-back's second
+ * move then moves T's claim aside (not X: kept). W (its claim in the
+ * mover's aside) and T both hold. Same setup as review 53 F1; T runs at
+ * the give-back's second "take-move" (after put_new(X) and the look). */
+static struct {
+	struct claim *s, *w, *t;
+	int wrc, trc, step;
+	char tmsg[PATH_MAX + 512];
+} r54;
+
+static int r54_giveback_window(struct claim *c, const char *point)
+{
+	char msg[PATH_MAX + 512];
+	if (strcmp(point, "giveback-create") == 0 && r54.step == 0) {
+		r54.step = 1;
+		close(fx.lock_fd[0]); /* S judged gone */
+		fx.lock_fd[0] = -1;
+		claim_test_hook = NULL;
+		r54.wrc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &r54.w, msg,
+					sizeof(msg));
+		if (r54.wrc != 0)
+			fprintf(stderr, "review54 F1: W: %d %s\n", r54.wrc, msg);
+		char claim[PATH_MAX], gaside[PATH_MAX];
+		snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+		snprintf(gaside, sizeof(gaside), "%s/backing/tmp/claim.mover-g.0", fx.dir);
+		if (r54.wrc == 0) /* G's move of W's claim: not what G judged, kept */
+			cr_assert_eq(rename(claim, gaside), 0, "%s", strerror(errno));
+		claim_test_hook = r54_giveback_window;
+	} else if (strcmp(point, "take-move") == 0 && r54.step == 1 && c == r54.s) {
+		r54.step = 2; /* X is CLAIM_FILE again; the give-back's second move not yet made */
+		claim_test_hook = NULL;
+		r54.trc = claim_acquire(fx.b, "dddddddddddddddddddddddddddddddd", false, true,
+					fx.cache[2], 60, &r54.t, r54.tmsg, sizeof(r54.tmsg));
+		claim_test_hook = r54_giveback_window;
+	}
+	return 0;
+}
+
+TestSuite(claim_review54, .init = setup, .fini = teardown);
+
+Test(claim_review54, a_taker_in_the_give_backs_window_judges_x_alone_and_makes_two_holders)
+{
+	memset(&r54, 0, sizeof(r54));
+	r54.trc = -1;
+	struct claim_rec x = rec_of("cccccccccccccccccccccccccccccccc", "node-elsewhere", "boot-x",
+				    "/var/cache/x", time(NULL) - 1000);
+	put_claim(&x);
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &r54.s, msg,
+				   sizeof(msg)), 0, "S: %s", msg);
+	claim_test_hook = r54_giveback_window;
+	claim_abandon(r54.s);
+	claim_test_hook = NULL;
+	struct claim_rec r;
+	int rr = read_claim(&r);
+	bool w_holds = r54.wrc == 0 && !claim_lost(r54.w) && claim_may_write(r54.w);
+	bool t_holds = r54.trc == 0 && !claim_lost(r54.t) && claim_may_write(r54.t);
+	fprintf(stderr, "review54 F1: steps %d; W rc %d, T rc %d (%s); claim %d %s, asides %d; "
+		"W holds %d, T holds %d\n", r54.step, r54.wrc, r54.trc, r54.trc ? r54.tmsg : "held",
+		rr, rr == 0 ? r.catalog : "-", system_count_tmp_asides(), w_holds, t_holds);
+	if (r54.w)
+		claim_test_renew(r54.w);
+	if (r54.t)
+		claim_test_renew(r54.t);
+	fprintf(stderr, "review54 F1: after W's and T's renewals: W lost %d, T lost %d\n",
+		r54.w ? claim_lost(r54.w) : -1, r54.t ? claim_lost(r54.t) : -1);
+	claim_end(r54.t, false);
+	claim_end(r54.w, false);
+	cr_assert(!(w_holds && t_holds), "W and T both hold the claim: two holders");
+}
+
+/* Review 54 F2: a taker's own transient claim, kept aside by a mover, is
+ * judged by that taker as the claim (10: the newest aside) and as OURS
+ * (its own catalog, cache and host): FREE, though it never held it and a
+ * live holder's aside is there. H renews (its claim H0 moved to H.n);
+ * T, which judged "absent" before H0 existed (its bytes Tw rendered then:
+ * the same second as H0, or the next), creates Tw in H's gap; H's create
+ * answers EEXIST (11 H). G, a mover that judged an older claim, moves Tw
+ * aside (not what it judged: kept). T's back-off finds nothing to move
+ * and looks again: absent, asides H.n (H0) and G.0 (Tw, renewed one second
+ * later) — the newest is Tw, T's own: FREE; T creates, its check passes,
+ * it drops H.n and G.0: T holds. H, sure from its acquisition, holds too
+ * until its next poll finds its aside gone and fences it. */
+static struct {
+	struct claim *h, *t;
+	int trc, steps;
+	bool h_writes_while_t_holds;
+	char tbytes[CLAIM_MAX];
+	size_t tlen;
+	char tmsg[PATH_MAX + 512];
+} f2b;
+
+static int r54_own_aside_hook(struct claim *c, const char *point)
+{
+	char claim[PATH_MAX], gaside[PATH_MAX];
+	snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(gaside, sizeof(gaside), "%s/backing/tmp/claim.mover-g.0", fx.dir);
+	if (c != f2b.h)
+		return 0;
+	if (strcmp(point, "retake-create") == 0 && f2b.steps == 0) {
+		f2b.steps = 1; /* T's create (judged "absent" earlier) lands in H's gap */
+		cr_assert_eq(backing_put_new(fx.b, CLAIM_FILE, f2b.tbytes, f2b.tlen), 0);
+	} else if (strcmp(point, "renew-wait") == 0 && f2b.steps == 1) {
+		f2b.steps = 2;
+		/* T's check saw H.n; before T's back-off move, G moves Tw (kept) */
+		cr_assert_eq(rename(claim, gaside), 0, "%s", strerror(errno));
+		/* T's back-off: its move finds nothing (-EAGAIN); its next round: */
+		claim_test_hook = NULL;
+		f2b.trc = claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &f2b.t, f2b.tmsg,
+					sizeof(f2b.tmsg));
+		f2b.h_writes_while_t_holds = f2b.trc == 0 && claim_may_write(f2b.t) &&
+					     claim_may_write(f2b.h);
+		claim_test_hook = r54_own_aside_hook;
+	}
+	return 0;
+}
+
+Test(claim_review54, a_takers_own_backed_off_claim_in_a_movers_aside_is_judged_ours_over_a_live_holder)
+{
+	memset(&f2b, 0, sizeof(f2b));
+	f2b.trc = -1;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &f2b.h, msg,
+				   sizeof(msg)), 0, "H: %s", msg);
+	char hb[CLAIM_MAX];
+	size_t hl = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, hb, sizeof(hb), &hl), 0);
+	struct claim_rec hr;
+	cr_assert_eq(claim_parse(hb, hl, &hr), 0);
+	/* T's bytes as its claim_acquire rendered them: this host, cache 1,
+	 * fresh, a second after H0's (judged "absent" just before H0 landed) */
+	struct claim_rec tr = rec_of(ID_B, hr.host, hr.boot, fx.cache[1], hr.renewed + 1);
+	tr.ns_mnt = hr.ns_mnt;
+	tr.ns_pid = hr.ns_pid;
+	tr.pid = hr.pid;
+	snprintf(tr.instance, sizeof(tr.instance), "%s", "0123456789abcdef0123456789abcdef");
+	int n = claim_format(&tr, f2b.tbytes, sizeof(f2b.tbytes));
+	cr_assert_gt(n, 0);
+	f2b.tlen = (size_t)n;
+	claim_test_hook = r54_own_aside_hook;
+	claim_test_renew(f2b.h);
+	claim_test_hook = NULL;
+	bool h_lost = claim_lost(f2b.h);
+	bool t_holds = f2b.trc == 0 && !claim_lost(f2b.t) && claim_may_write(f2b.t);
+	struct claim_rec r;
+	int rr = read_claim(&r);
+	fprintf(stderr, "review54 F2: steps %d; T rc %d (%s); both may write while T held: %d; "
+		"after H's renewal: H lost %d, T holds %d, claim %d %s, asides %d\n", f2b.steps,
+		f2b.trc, f2b.trc ? f2b.tmsg : "held", f2b.h_writes_while_t_holds, h_lost, t_holds,
+		rr, rr == 0 ? r.catalog : "-", system_count_tmp_asides());
+	claim_end(f2b.t, false);
+	claim_end(f2b.h, false);
+	cr_assert(!f2b.h_writes_while_t_holds, "H and T both hold the claim: two holders");
+	cr_assert(!(t_holds && h_lost), "T took BACKING from the live holder H on its own "
+		  "transient claim");
+}

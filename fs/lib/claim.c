@@ -1253,7 +1253,8 @@ static bool claim_adopt_aside(struct claim *c)
 	if (ours) {
 		snprintf(c->pending, sizeof(c->pending), "%s", l.name[which]);
 		log_info("BACKING %s: the claim %s is absent and the newest aside, %s, holds this "
-			 "mount's claim (a taker moved it aside to compare it): made again from it", backing_spec(c->b), CLAIM_FILE, c->pending);
+			 "mount's claim (a taker moved it aside to compare it): made again from it",
+			 backing_spec(c->b), CLAIM_FILE, c->pending);
 	}
 	free(l.name);
 	free(buf);

@@ -1947,6 +1947,45 @@ Test(claim_take, a_claim_that_stays_absent_through_a_renewal_fences_its_holder)
 	cr_assert_eq(read_claim(&r), -ENOENT, "the fenced holder's release made the claim");
 }
 
+/* ---- threads stopped at hook points (claim_mover, claim_review52) ----
+ * Each stop once: a thread that reaches step `reached` posts it and waits
+ * for `go`, which the test posts when it lets that thread on. */
+#define ST_MAX 12
+static struct {
+	sem_t step[ST_MAX];
+	bool done[ST_MAX];
+} st;
+
+static void st_init(void)
+{
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < ST_MAX; i++)
+		sem_init(&st.step[i], 0, 0);
+}
+
+static void st_setup(void)
+{
+	setup();
+	st_init();
+}
+
+static void st_fini(void)
+{
+	claim_test_hook = NULL;
+	for (int i = 0; i < ST_MAX; i++)
+		sem_destroy(&st.step[i]);
+	teardown();
+}
+
+static void st_stop(int reached, int go)
+{
+	if (st.done[reached])
+		return;
+	st.done[reached] = true;
+	sem_post(&st.step[reached]);
+	tk_wait(&st.step[go]);
+}
+
 /* ---- a mover's put-back meets a create in its gap (invariants 2, 10, 11) ----
  *
  * Three takers of one stale claim X, each its own thread, stopped at hook
@@ -1957,37 +1996,26 @@ Test(claim_take, a_claim_that_stays_absent_through_a_renewal_fences_its_holder)
  * put-back. Before: B's put-back answered EEXIST and B removed its aside,
  * so C's check saw nothing new and C won too — two holders of one BACKING
  * (the unit race of three takers failed ~1 in 40 under ASan that way). */
-enum { M_B_JUDGED, M_B_MOVE, M_A_MOVED, M_A_CREATE, M_C_JUDGED, M_C_CREATE, M_B_AT_PUTBACK,
-       M_B_PUTBACK, M_C_CREATED, M_C_CHECK, M_STEPS };
+enum { M_B_JUDGED, M_B_MOVE, M_A_MOVED, M_A_CREATE, M_C_JUDGED, M_C_CREATE, M_B_AT_KEPT,
+       M_B_ON, M_C_CREATED, M_C_CHECK };
 static struct {
-	sem_t step[M_STEPS];
-	bool done[M_STEPS]; /* each stop once */
-	struct racer r[3];  /* A, B, C: caches 0, 1, 2 */
+	struct racer r[3]; /* A, B, C: caches 0, 1, 2 */
 } mx;
 static __thread char m_role;
-
-static void m_stop(int reached, int go)
-{
-	if (mx.done[reached])
-		return;
-	mx.done[reached] = true;
-	sem_post(&mx.step[reached]);
-	tk_wait(&mx.step[go]);
-}
 
 static int mover_hook(struct claim *c, const char *point)
 {
 	(void)c;
 	if (m_role == 'B' && strcmp(point, "take-move") == 0)
-		m_stop(M_B_JUDGED, M_B_MOVE); /* X judged stale, not yet moved */
+		st_stop(M_B_JUDGED, M_B_MOVE); /* X judged stale, not yet moved */
 	else if (m_role == 'A' && strcmp(point, "take-create") == 0)
-		m_stop(M_A_MOVED, M_A_CREATE); /* X aside, A's claim not yet made */
+		st_stop(M_A_MOVED, M_A_CREATE); /* X aside, A's claim not yet made */
 	else if (m_role == 'C' && strcmp(point, "take-create") == 0)
-		m_stop(M_C_JUDGED, M_C_CREATE); /* judged: absent, X aside (10) */
+		st_stop(M_C_JUDGED, M_C_CREATE); /* judged: absent, X aside (10) */
 	else if (m_role == 'B' && strcmp(point, "take-kept") == 0)
-		m_stop(M_B_AT_PUTBACK, M_B_PUTBACK); /* A's claim moved, not X */
+		st_stop(M_B_AT_KEPT, M_B_ON); /* A's claim moved, not X */
 	else if (m_role == 'C' && strcmp(point, "take-check") == 0)
-		m_stop(M_C_CREATED, M_C_CHECK); /* C's create answered 0 */
+		st_stop(M_C_CREATED, M_C_CHECK); /* C's create answered 0 */
 	return 0;
 }
 
@@ -2002,22 +2030,12 @@ static void *mover_racer(void *arg)
 	return NULL;
 }
 
-static void mover_fini(void)
-{
-	claim_test_hook = NULL;
-	for (int i = 0; i < M_STEPS; i++)
-		sem_destroy(&mx.step[i]);
-	teardown();
-}
-
-TestSuite(claim_mover, .init = setup, .fini = mover_fini);
+TestSuite(claim_mover, .init = st_setup, .fini = st_fini);
 
 /* Every step above, in its order; the three acquisitions answered. */
 static void mover_race(void)
 {
 	memset(&mx, 0, sizeof(mx));
-	for (int i = 0; i < M_STEPS; i++)
-		sem_init(&mx.step[i], 0, 0);
 	struct claim_rec x = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x",
 				    time(NULL) - 1000);
 	put_claim(&x);
@@ -2026,21 +2044,21 @@ static void mover_race(void)
 	for (int i = 0; i < 3; i++)
 		mx.r[i].idx = i;
 	cr_assert_eq(pthread_create(&t[1], NULL, mover_racer, &mx.r[1]), 0);
-	cr_assert(tk_wait(&mx.step[M_B_JUDGED]), "B never judged X");
+	cr_assert(tk_wait(&st.step[M_B_JUDGED]), "B never judged X");
 	cr_assert_eq(pthread_create(&t[0], NULL, mover_racer, &mx.r[0]), 0);
-	cr_assert(tk_wait(&mx.step[M_A_MOVED]), "A never moved X aside");
+	cr_assert(tk_wait(&st.step[M_A_MOVED]), "A never moved X aside");
 	cr_assert_eq(pthread_create(&t[2], NULL, mover_racer, &mx.r[2]), 0);
-	cr_assert(tk_wait(&mx.step[M_C_JUDGED]), "C never judged the claim absent");
-	sem_post(&mx.step[M_A_CREATE]);
+	cr_assert(tk_wait(&st.step[M_C_JUDGED]), "C never judged the claim absent");
+	sem_post(&st.step[M_A_CREATE]);
 	pthread_join(t[0], NULL);
 	cr_assert_eq(mx.r[0].rc, 0, "A did not win");
-	sem_post(&mx.step[M_B_MOVE]);
-	cr_assert(tk_wait(&mx.step[M_B_AT_PUTBACK]), "B never moved A's claim aside");
-	sem_post(&mx.step[M_C_CREATE]);
-	cr_assert(tk_wait(&mx.step[M_C_CREATED]), "C's create in B's gap did not answer 0");
-	sem_post(&mx.step[M_B_PUTBACK]);
+	sem_post(&st.step[M_B_MOVE]);
+	cr_assert(tk_wait(&st.step[M_B_AT_KEPT]), "B never moved A's claim aside");
+	sem_post(&st.step[M_C_CREATE]);
+	cr_assert(tk_wait(&st.step[M_C_CREATED]), "C's create in B's gap did not answer 0");
+	sem_post(&st.step[M_B_ON]);
 	pthread_join(t[1], NULL);
-	sem_post(&mx.step[M_C_CHECK]);
+	sem_post(&st.step[M_C_CHECK]);
 	pthread_join(t[2], NULL);
 	claim_test_hook = NULL;
 	cr_assert_eq(mx.r[1].rc, -EBUSY, "B: %d", mx.r[1].rc);
@@ -2084,35 +2102,23 @@ Test(claim_mover, a_winner_whose_claim_a_mover_left_aside_releases_it_at_its_sto
 /* ---- review 52: four parties (invariants 2, 10, 11 C; the reviewer's
  * reproducers, each two holders on 0b2c321) ---- */
 
-enum { R_M_JUDGED, R_M_MOVE, R_M_AT_KEPT, R_M_ON, R_B_JUDGED, R_B_MOVE,
-       R_B_AT_KEPT, R_B_ON, R_STEPS };
+enum { R_M_JUDGED, R_M_MOVE, R_M_AT_KEPT, R_M_ON, R_B_JUDGED, R_B_MOVE, R_B_AT_KEPT, R_B_ON };
 static struct {
-	sem_t step[R_STEPS];
-	bool done[R_STEPS];
 	struct racer r[3]; /* 0: A, 1: M, 2: B */
 } rv;
 static __thread char r_role;
-
-static void r_stop(int reached, int go)
-{
-	if (rv.done[reached])
-		return;
-	rv.done[reached] = true;
-	sem_post(&rv.step[reached]);
-	tk_wait(&rv.step[go]);
-}
 
 static int r52_hook(struct claim *c, const char *point)
 {
 	(void)c;
 	if (r_role == 'M' && strcmp(point, "take-move") == 0)
-		r_stop(R_M_JUDGED, R_M_MOVE);
+		st_stop(R_M_JUDGED, R_M_MOVE);
 	else if (r_role == 'M' && strcmp(point, "take-kept") == 0)
-		r_stop(R_M_AT_KEPT, R_M_ON);
+		st_stop(R_M_AT_KEPT, R_M_ON);
 	else if (r_role == 'B' && strcmp(point, "take-move") == 0)
-		r_stop(R_B_JUDGED, R_B_MOVE);
+		st_stop(R_B_JUDGED, R_B_MOVE);
 	else if (r_role == 'B' && strcmp(point, "take-kept") == 0)
-		r_stop(R_B_AT_KEPT, R_B_ON);
+		st_stop(R_B_AT_KEPT, R_B_ON);
 	return 0;
 }
 
@@ -2130,15 +2136,7 @@ static void *r52_racer(void *arg)
 	return NULL;
 }
 
-static void r52_fini(void)
-{
-	claim_test_hook = NULL;
-	for (int i = 0; i < R_STEPS; i++)
-		sem_destroy(&rv.step[i]);
-	teardown();
-}
-
-TestSuite(claim_review52, .init = setup, .fini = r52_fini);
+TestSuite(claim_review52, .init = st_setup, .fini = st_fini);
 
 /* Review 52 F1. M and B judged a stale X and stopped before their moves.
  * P (a fresh catalog, another cache) takes X and releases it at once: the
@@ -2152,8 +2150,6 @@ TestSuite(claim_review52, .init = setup, .fini = r52_fini);
 Test(claim_review52, a_moved_claim_is_never_put_back_so_no_older_claim_comes_back_in_a_movers_gap)
 {
 	memset(&rv, 0, sizeof(rv));
-	for (int i = 0; i < R_STEPS; i++)
-		sem_init(&rv.step[i], 0, 0);
 	struct claim_rec x = rec_of(ID_B, "node-elsewhere", "boot-x", "/var/cache/x",
 				    time(NULL) - 1000);
 	put_claim(&x);
@@ -2162,9 +2158,9 @@ Test(claim_review52, a_moved_claim_is_never_put_back_so_no_older_claim_comes_bac
 	for (int i = 0; i < 3; i++)
 		rv.r[i].idx = i;
 	cr_assert_eq(pthread_create(&t[1], NULL, r52_racer, &rv.r[1]), 0);
-	cr_assert(tk_wait(&rv.step[R_M_JUDGED]), "M never judged X");
+	cr_assert(tk_wait(&st.step[R_M_JUDGED]), "M never judged X");
 	cr_assert_eq(pthread_create(&t[2], NULL, r52_racer, &rv.r[2]), 0);
-	cr_assert(tk_wait(&rv.step[R_B_JUDGED]), "B never judged X");
+	cr_assert(tk_wait(&st.step[R_B_JUDGED]), "B never judged X");
 	/* P: takes X and releases (a short-lived mount or an offline command) */
 	struct claim *p = NULL;
 	char msg[PATH_MAX + 512];
@@ -2174,20 +2170,20 @@ Test(claim_review52, a_moved_claim_is_never_put_back_so_no_older_claim_comes_bac
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert(r.released, "P did not release");
-	sem_post(&rv.step[R_M_MOVE]);
-	cr_assert(tk_wait(&rv.step[R_M_AT_KEPT]), "M never moved Prel aside");
+	sem_post(&st.step[R_M_MOVE]);
+	cr_assert(tk_wait(&st.step[R_M_AT_KEPT]), "M never moved Prel aside");
 	cr_assert_eq(pthread_create(&t[0], NULL, r52_racer, &rv.r[0]), 0);
 	pthread_join(t[0], NULL);
 	cr_assert_eq(rv.r[0].rc, 0, "A did not win on 'absent, Prel aside'");
-	sem_post(&rv.step[R_B_MOVE]);
-	cr_assert(tk_wait(&rv.step[R_B_AT_KEPT]), "B never moved A's claim aside");
-	sem_post(&rv.step[R_M_ON]);
+	sem_post(&st.step[R_B_MOVE]);
+	cr_assert(tk_wait(&st.step[R_B_AT_KEPT]), "B never moved A's claim aside");
+	sem_post(&st.step[R_M_ON]);
 	pthread_join(t[1], NULL);
 	bool a_holds = rv.r[0].rc == 0 && !claim_lost(rv.r[0].c) && claim_may_write(rv.r[0].c);
 	bool m_holds = rv.r[1].rc == 0 && !claim_lost(rv.r[1].c) && claim_may_write(rv.r[1].c);
 	fprintf(stderr, "review52: A holds %d, M holds %d (M rc %d), asides %d\n", a_holds, m_holds,
 		rv.r[1].rc, system_count_tmp_asides());
-	sem_post(&rv.step[R_B_ON]);
+	sem_post(&st.step[R_B_ON]);
 	pthread_join(t[2], NULL);
 	claim_test_hook = NULL;
 	bool both = a_holds && m_holds;

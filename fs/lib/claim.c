@@ -13,8 +13,8 @@
  *                     │              └─ EEXIST ────▶ next round
  *                     ├─ OURS ──▶ put (our pid, instance, now) ▶ held
  *                     ├─ HELD ──▶ -EBUSY, the holder named
- *                     └─ STALE ─▶ list tmp/: an aside as new or newer a live
- *                                   holder's ▶ HELD (10); else move aside to
+ *                     └─ STALE ─▶ list tmp/: any aside a live holder's ▶
+ *                                   HELD (10); else move aside to
  *                                   tmp/claim.<instance>.<n>
  *                                   ├─ ENOENT (another taker moved it) ▶ next round
  *                                   ├─ moved bytes == judged bytes ▶ put_new (as if
@@ -516,16 +516,18 @@ static void claim_describe(const struct claim_rec *h, bool self_shared, int pars
 		snprintf(msg, size, "BACKING %s belongs to the shared catalog %s (last renewed by host "
 			 "%s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that catalog; "
 			 "a mount without meta= never takes it over by age (that catalog still names "
-			 "its objects) — if it is retired for good, remove %s/%s by hand",
-			 spec, h->catalog, h->host, h->cache, ago, spec, CLAIM_FILE);
+			 "its objects) — if it is retired for good, remove %s/%s (and any "
+			 "%s/tmp/claim.*) by hand",
+			 spec, h->catalog, h->host, h->cache, ago, spec, CLAIM_FILE, spec);
 		return;
 	}
 	if (self_shared) {
 		snprintf(msg, size, "BACKING %s belongs to a catalog of one node, not shared (host %s, "
 			 "cache %s, pid %ld, renewed %" PRId64 " s ago): a shared catalog (-o meta=) "
 			 "never takes it over by age (that catalog still names its objects); mount it "
-			 "without meta=, or, if that catalog is retired for good, remove %s/%s by hand",
-			 spec, h->host, h->cache, h->pid, ago, spec, CLAIM_FILE);
+			 "without meta=, or, if that catalog is retired for good, remove %s/%s (and "
+			 "any %s/tmp/claim.*) by hand",
+			 spec, h->host, h->cache, h->pid, ago, spec, CLAIM_FILE, spec);
 		return;
 	}
 	snprintf(msg, size, "BACKING %s is claimed by another catalog (host %s, cache %s, pid %ld, "
@@ -906,14 +908,16 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		bool listed = absent;
 		if (!absent && rc == 0 && (v == CLAIM_OURS || v == CLAIM_STALE)) {
 			/* 10: a present claim judged to take is not judged alone: an
-			 * aside as new as it or newer, HELD, is a live holder's claim
-			 * a mover left aside (2), and the present one came back in
-			 * that mover's gap (a give-back; review 54 F1) */
+			 * aside judged HELD is a live holder's claim a mover left
+			 * aside (2), and the present one came back or landed in that
+			 * mover's gap (a give-back, review 54 F1; a create whose
+			 * creator died before its check, which may be newer than the
+			 * holder's aside, review 55 F1) */
 			struct claim_rec held;
 			int h = claim_list_asides(b, asides);
 			if (h == 0)
 				h = claim_aside_held(b, asides, &c->self, now, c->timeout_s,
-						     holder.renewed, &held);
+						     INT64_MIN, &held); /* any (review 55 F1) */
 			if (h < 0) {
 				rc = h;
 				break;

@@ -78,7 +78,8 @@
  *     its keep-latest-k and sweeps would delete chunks the cluster's
  *     generations name), and a cluster reclaiming a chunk it wrote would
  *     delete the same object a lone catalog's manifests name. Taking such a
- *     BACKING over is an explicit decision: removing CLAIM_FILE by hand.
+ *     BACKING over is an explicit decision: removing CLAIM_FILE (and the
+ *     asides in tmp/, 10) by hand.
  *  8. A clean stop does not remove a lone claim but marks it "released":
  *     the claim names, until the next holder, the last catalog that wrote
  *     BACKING. A catalog that held a claim before (the caller knows: not
@@ -89,7 +90,8 @@
  *     would destroy them: BEHIND, refused, naming the other catalog and
  *     the way out (an empty cache: the catalog rebuilt from BACKING knows
  *     both). A fresh catalog (new, rebuilt) knows BACKING as it is now.
- *     A claim removed by hand is absent: FREE to anyone (the decision).
+ *     A claim removed by hand (with its asides, 10) is absent: FREE to
+ *     anyone (the decision).
  *  9. Only a holder sure of its claim writes BACKING (claim_may_write).
  *     UNSURE: the last renewal that found the claim ours STARTED longer ago
  *     than the timeout less an eighth (CLOCK_BOOTTIME: a suspended
@@ -124,9 +126,11 @@
  *     HELD, newest or not (a live holder's claim a mover left aside, while
  *     a newer aside is a taker's own backed-off claim: review 54 F2). A
  *     claim present and judged STALE or OURS is not judged alone either:
- *     an aside as new or newer judged HELD is a live holder's claim a
- *     mover left aside, the present one back in that mover's gap (a
- *     give-back, 11 C; review 54 F1): HELD. A HELD judgment from an aside
+ *     any aside judged HELD is a live holder's claim a mover left aside,
+ *     the present one back in that mover's gap (a give-back, 11 C; review
+ *     54 F1) or a create there whose creator died before its check (11 C
+ *     holds only while the creator lives; its claim, rendered later, may
+ *     be newer than the holder's aside: review 55 F1): HELD. A HELD judgment from an aside
  *     is looked at again (the nap of 11 T) and refused only at the last
  *     round: the state is changing (review 53 F5). A fenced holder's aside
  *     left in tmp/ refuses takers likewise until its lock or heartbeat

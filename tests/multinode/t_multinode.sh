@@ -277,7 +277,7 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_lone,claim_timeout=4" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a lone mount took a shared catalog's claim over by age"
 	assert_eq 1 "$(echo "$out" | grep -vc " info: ")" "error lines of the refusal: $out"
 	assert_contains "$out" "never takes it over by age" "the lone mount's refusal of an old claim"
-	assert_contains "$out" "remove $CK_BACKING/ckptfs.claim by hand" "the refusal says how to decide"
+	assert_contains "$out" "remove $CK_BACKING/ckptfs.claim (and any $CK_BACKING/tmp/claim.*) by hand" "the refusal says how to decide"
 	# A's cache is a node's: without meta= it is refused, whatever the claim
 	rm "$CK_BACKING/ckptfs.claim"
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_A" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a node's cache was mounted without meta="

@@ -2713,3 +2713,79 @@ Test(claim_review54, a_takers_own_backed_off_claim_in_a_movers_aside_is_judged_o
 	cr_assert(!(t_holds && h_lost), "T took BACKING from the live holder H on its own "
 		  "transient claim");
 }
+
+/* Review 55 F1: 9d40667 judges a present claim with the asides "as new or
+ * newer" only. A claim created in a mover's gap by a party that died
+ * before its check (a taker killed between its put_new and its 11 T look;
+ * a holder between its create and its 11 C look) is newer than the live
+ * winner's claim the mover left aside, and its creator is dead (same host:
+ * its cache lock is free): STALE. A taker U judges it with the newer
+ * asides only (none), takes it, and its check passes (the mover's aside
+ * was listed before it decided). W, whose claim stands in the mover's
+ * aside, is sure until its next renewal: two holders. Variant ours: U is
+ * the killed taker's own cache restarted (OURS). */
+static struct claim *r55_setup(char *wb, size_t *wl, struct claim_rec *wr)
+{
+	char msg[PATH_MAX + 512];
+	struct claim *w = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &w, msg, sizeof(msg)),
+		     0, "W: %s", msg);
+	claim_bytes(wb, wl);
+	cr_assert_eq(claim_parse(wb, *wl, wr), 0);
+	/* G, a mover that judged an older claim, moves W's claim (kept, 2) */
+	char claim[PATH_MAX], gaside[PATH_MAX];
+	snprintf(claim, sizeof(claim), "%s/backing/%s", fx.dir, CLAIM_FILE);
+	snprintf(gaside, sizeof(gaside), "%s/backing/tmp/claim.mover-g.0", fx.dir);
+	char tmpd[PATH_MAX];
+	snprintf(tmpd, sizeof(tmpd), "%s/backing/tmp", fx.dir);
+	cr_assert(mkdir(tmpd, 0700) == 0 || errno == EEXIST);
+	cr_assert_eq(rename(claim, gaside), 0, "%s", strerror(errno));
+	/* K's create lands in G's gap: this host, cache 1, rendered a second
+	 * after W's (it judged "absent" during W's take); then K is killed
+	 * before its check: cache 1's lock is free */
+	struct claim_rec kr = rec_of("eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", wr->host, wr->boot,
+				     fx.cache[1], wr->renewed + 1);
+	kr.ns_mnt = wr->ns_mnt;
+	kr.ns_pid = wr->ns_pid;
+	kr.pid = 999999;
+	snprintf(kr.instance, sizeof(kr.instance), "%s", "0123456789abcdef0123456789abcdef");
+	char kb[CLAIM_MAX];
+	int n = claim_format(&kr, kb, sizeof(kb));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(backing_put_new(fx.b, CLAIM_FILE, kb, (size_t)n), 0);
+	close(fx.lock_fd[1]);
+	fx.lock_fd[1] = -1;
+	return w;
+}
+
+static void r55_two_holders(const char *catalog, int cache, const char *tag)
+{
+	char wb[CLAIM_MAX], msg[PATH_MAX + 512];
+	size_t wl = 0;
+	struct claim_rec wr;
+	struct claim *w = r55_setup(wb, &wl, &wr), *u = NULL;
+	int urc = claim_acquire(fx.b, catalog, false, true, fx.cache[cache], 60, &u, msg,
+				sizeof(msg));
+	bool w_holds = !claim_lost(w) && claim_may_write(w);
+	bool u_holds = urc == 0 && !claim_lost(u) && claim_may_write(u);
+	fprintf(stderr, "review55 F1 (%s): U rc %d (%s); W holds %d, U holds %d, asides %d\n", tag,
+		urc, urc ? msg : "held", w_holds, u_holds, system_count_tmp_asides());
+	claim_test_renew(w);
+	fprintf(stderr, "review55 F1 (%s): after W's renewal: W lost %d, U lost %d\n", tag,
+		claim_lost(w), u ? claim_lost(u) : -1);
+	claim_end(u, false);
+	claim_end(w, false);
+	cr_assert(!(w_holds && u_holds), "W and U both hold the claim: two holders");
+}
+
+TestSuite(claim_review55, .init = setup, .fini = teardown);
+
+Test(claim_review55, a_dead_creators_claim_in_a_movers_gap_is_newer_than_the_winners_aside)
+{
+	r55_two_holders("dddddddddddddddddddddddddddddddd", 2, "stale");
+}
+
+Test(claim_review55, a_killed_takers_restart_judges_its_claim_in_a_movers_gap_ours)
+{
+	r55_two_holders("eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", 1, "ours");
+}

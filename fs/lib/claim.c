@@ -37,7 +37,7 @@
  * bytes and the newest: the claim is created again from it
  * (claim_take_back, 10); absent after the reads again of 11 M with the
  * newest aside our bytes (a mover's, 2): that aside adopted as our own
- * (claim_adopt_aside). Every create of ours is checked (11 C: a foreign
+ * (claim_take_back). Every create of ours is checked (11 C: a foreign
  * aside after it: given back, fenced). A claim
  * another's or gone, or a take lost: the holder is fenced (logged once),
  * its aside left (11), and never writes the claim, or anything else on
@@ -686,14 +686,15 @@ static int claim_newest_aside(struct backing *b, struct claim_asides *l, char *b
 	return found;
 }
 
-/* Invariant 10: whether an aside renewed at newer_than or later is judged
- * HELD: a live holder's claim stands aside while it renews (9, 11) or
- * where a mover left it (2), whatever the heartbeat of a newer aside (a
+/* Invariant 10: whether any aside is judged HELD: a live holder's claim
+ * stands aside while it renews (9, 11) or where a mover left it (2),
+ * whatever the heartbeat of a newer aside or of the claim present (a
  * taker's transient claim kept by a mover is newer, and of its own cache:
- * OURS; review 54 F2). 1 with *held its record, 0 none, -errno. */
+ * OURS, review 54 F2; a create whose creator died before its check, review
+ * 55 F1). 1 with *held its record, 0 none, -errno. */
 static int claim_aside_held(struct backing *b, const struct claim_asides *l,
 			    const struct claim_rec *self, int64_t now, unsigned timeout_s,
-			    int64_t newer_than, struct claim_rec *held)
+			    struct claim_rec *held)
 {
 	char *one = malloc(CLAIM_MAX);
 	if (!one)
@@ -708,8 +709,7 @@ static int claim_aside_held(struct backing *b, const struct claim_asides *l,
 			free(one);
 			return rc;
 		}
-		found = held->renewed >= newer_than &&
-			claim_judge(held, self, now, timeout_s, claim_holder_alive, NULL) == CLAIM_HELD;
+		found = claim_judge(held, self, now, timeout_s, claim_holder_alive, NULL) == CLAIM_HELD;
 	}
 	free(one);
 	return found;
@@ -890,34 +890,18 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 			v = claim_judge(&holder, &c->self, now, c->timeout_s, claim_holder_alive, NULL);
 		else if (rc != -ENOENT)
 			break;
-		if (aside && (v == CLAIM_OURS || v == CLAIM_STALE)) {
-			struct claim_rec held;
-			int h = claim_aside_held(b, asides, &c->self, now, c->timeout_s, INT64_MIN,
-						  &held);
-			if (h < 0) {
-				rc = h;
-				break;
-			}
-			if (h) { /* 10: a live holder's aside, whichever is newest */
-				holder = held;
-				v = CLAIM_HELD;
-			} else {
-				v = CLAIM_FREE; /* nothing to move: the create decides (10) */
-			}
-		}
 		bool listed = absent;
-		if (!absent && rc == 0 && (v == CLAIM_OURS || v == CLAIM_STALE)) {
-			/* 10: a present claim judged to take is not judged alone: an
-			 * aside judged HELD is a live holder's claim a mover left
-			 * aside (2), and the present one came back or landed in that
-			 * mover's gap (a give-back, review 54 F1; a create whose
-			 * creator died before its check, which may be newer than the
-			 * holder's aside, review 55 F1) */
+		if (rc == 0 && (v == CLAIM_OURS || v == CLAIM_STALE)) {
+			/* 10: a claim (present, or an aside judged in its place) to
+			 * take is not judged alone: any aside judged HELD is a live
+			 * holder's claim a mover left aside (2), and the one judged
+			 * came back or landed in that mover's gap (a give-back,
+			 * review 54 F1; a create whose creator died before its check,
+			 * review 55 F1); absent, the asides were listed with the read */
 			struct claim_rec held;
-			int h = claim_list_asides(b, asides);
+			int h = absent ? 0 : claim_list_asides(b, asides);
 			if (h == 0)
-				h = claim_aside_held(b, asides, &c->self, now, c->timeout_s,
-						     INT64_MIN, &held); /* any (review 55 F1) */
+				h = claim_aside_held(b, asides, &c->self, now, c->timeout_s, &held);
 			if (h < 0) {
 				rc = h;
 				break;
@@ -927,6 +911,8 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 				holder = held;
 				v = CLAIM_HELD;
 				aside = 1; /* refused at the last round only (10) */
+			} else if (aside) {
+				v = CLAIM_FREE; /* nothing to move: the create decides (10) */
 			}
 		}
 		c->self.rep_catalog[0] = '\0';
@@ -1200,8 +1186,7 @@ static bool claim_aside_absent(struct claim *c, const char *aside)
 	return gone;
 }
 
-static bool claim_adopt_aside(struct claim *c);
-static void claim_take_back(struct claim *c, uint64_t started);
+static bool claim_take_back(struct claim *c, uint64_t started);
 
 /* Invariant 9: a lone claim is renewed as a taker of a stale claim takes it
  * (invariants 2, 10): the claim, still our bytes, moved aside and made anew
@@ -1227,10 +1212,9 @@ static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t
 		snprintf(c->pending, sizeof(c->pending), "%s", aside);
 		log_warn("BACKING %s: cannot renew the claim %s: %s (a later renewal tries again)",
 			 backing_spec(c->b), CLAIM_FILE, strerror(-taken));
-	} else if (taken == 0 && claim_aside_absent(c, aside) && claim_adopt_aside(c)) {
-		/* moved by a mover between our read and our move, and left
-		 * aside (2): 11 M's adoption, as if the claim were read absent */
-		claim_take_back(c, started);
+	} else if (taken == 0 && claim_aside_absent(c, aside) && claim_take_back(c, started)) {
+		; /* moved by a mover between our read and our move, and left
+		   * aside (2): taken back from there, as if read absent (11 M) */
 	} else if (taken == 0) {
 		claim_fence(c, "a taker moved it aside while this daemon renewed it");
 	} else if (claim_create_anew(c, aside, have, len, started, &look) != 0 && !claim_lost(c)) {
@@ -1239,40 +1223,19 @@ static void claim_retake(struct claim *c, const char *have, size_t len, uint64_t
 	free(look.name);
 }
 
-/* Invariant 11 M: the claim still absent after the reads again, no aside
- * of ours pending. A taker that judged an older claim moved ours aside and
- * left it there (2); if that aside is the newest (10: while the claim is
- * absent every taker judges it as the claim, held by us), it becomes our
- * pending aside, taken back by an exclusive create (claim_take_back). true
- * if one was. */
-static bool claim_adopt_aside(struct claim *c)
-{
-	struct claim_asides l = { 0 };
-	struct claim_rec holder;
-	char *buf = malloc(CLAIM_MAX);
-	size_t len = 0;
-	int which = 0;
-	int found = buf ? claim_newest_aside(c->b, &l, buf, &len, &holder, &which) : -ENOMEM;
-	bool ours = found == 1 && claim_is_ours(c, buf, len);
-	if (ours) {
-		snprintf(c->pending, sizeof(c->pending), "%s", l.name[which]);
-		log_info("BACKING %s: the claim %s is absent and the newest aside, %s, holds this "
-			 "mount's claim (a taker moved it aside to compare it): made again from it",
-			 backing_spec(c->b), CLAIM_FILE, c->pending);
-	}
-	free(l.name);
-	free(buf);
-	return ours;
-}
-
 /* Invariant 10: the claim is absent, and our last renewal moved it aside
- * to c->pending (or a taker did, claim_adopt_aside) but no claim was made
- * since. Taken back only while the newest aside holds our bytes (a taker
- * removes an aside only once its own claim exists; a newer aside of
- * another's bytes is a take-over whose claim a mover left aside), by an
- * exclusive create checked as a taker's is (11 C). The aside gone: a taker
- * judged it and made its claim: fenced. Never a create of another's bytes. */
-static void claim_take_back(struct claim *c, uint64_t started)
+ * to c->pending but no claim was made since; or, none pending (11 M: the
+ * claim still absent after the reads again), the newest aside holds our
+ * bytes — a taker that judged an older claim moved ours aside and left it
+ * there (2) — and becomes our pending aside (while the claim is absent
+ * every taker judges it as the claim, held by us). Taken back only while
+ * the newest aside holds our bytes (a taker removes an aside only once its
+ * own claim exists; a newer aside of another's bytes is a take-over whose
+ * claim a mover left aside), by an exclusive create checked as a taker's
+ * is (11 C). The pending aside gone: a taker judged it and made its claim:
+ * fenced. Never a create of another's bytes. false: none pending and the
+ * newest aside not ours (nothing done, nothing adopted). */
+static bool claim_take_back(struct claim *c, uint64_t started)
 {
 	struct claim_asides look = { 0 };
 	struct claim_rec newest;
@@ -1280,16 +1243,25 @@ static void claim_take_back(struct claim *c, uint64_t started)
 	size_t len = 0;
 	int which = 0;
 	int rc = bytes ? claim_newest_aside(c->b, &look, bytes, &len, &newest, &which) : -ENOMEM;
+	bool adopt = !c->pending[0], ours = rc == 1 && claim_is_ours(c, bytes, len);
+	if (adopt && ours) {
+		snprintf(c->pending, sizeof(c->pending), "%s", look.name[which]);
+		log_info("BACKING %s: the claim %s is absent and the newest aside, %s, holds this "
+			 "mount's claim (a taker moved it aside to compare it): made again from it",
+			 backing_spec(c->b), CLAIM_FILE, c->pending);
+	}
 	bool listed = false;
 	for (int i = 0; rc >= 0 && i < look.n && !listed; i++)
 		listed = strcmp(look.name[i], c->pending) == 0;
-	if (rc < 0) {
+	if (adopt && !ours) {
+		/* nothing of ours to take back */
+	} else if (rc < 0) {
 		log_warn("BACKING %s: cannot read %s to renew the claim %s: %s (a later renewal tries "
 			 "again)", backing_spec(c->b), c->pending, CLAIM_FILE, strerror(-rc));
 	} else if (!listed) {
 		c->pending[0] = '\0';
 		claim_fence(c, "the claim was removed (its aside too: a taker judged it)");
-	} else if (rc == 0 || !claim_is_ours(c, bytes, len)) {
+	} else if (!ours) {
 		claim_fence(c, "an aside newer than this daemon's holds another's claim: another "
 			    "catalog took BACKING over while this daemon renewed the claim");
 	} else {
@@ -1297,13 +1269,14 @@ static void claim_take_back(struct claim *c, uint64_t started)
 	}
 	free(look.name);
 	free(bytes);
+	return !adopt || ours;
 }
 
 /* Invariant 11 (M): our claim read absent with no aside of ours pending.
  * A taker that judged an older claim stale may have moved ours aside to
  * compare it (2), or a claim made since be about to land: it is read again
  * a few times within min(2 s, timeout/8) before the newest aside is looked
- * at (claim_adopt_aside). Only reads: the claim is never made here. The last read's answer (0 with the claim's
+ * at (claim_take_back). Only reads: the claim is never made here. The last read's answer (0 with the claim's
  * bytes in have, -ENOENT, another -errno). */
 static int claim_wait_back(struct claim *c, char *have, size_t *len)
 {
@@ -1334,13 +1307,11 @@ static void claim_renew(struct claim *c)
 	claim_hook(c, "renew-read");
 	if (rc == -ENOENT && !c->pending[0] && have)
 		rc = claim_wait_back(c, have, &len); /* invariant 11 M */
-	if (rc == -ENOENT && !c->pending[0] && !c->self.shared)
-		claim_adopt_aside(c); /* 11 M: a mover's aside holds our bytes */
 	bool ours = rc == 0 && claim_is_ours(c, have, len);
 	if (rc == 0 && !ours && c->self.shared)
 		ours = claim_shared_ours(c, have, len);
-	if (rc == -ENOENT && c->pending[0] && !c->self.shared)
-		claim_take_back(c, started);
+	if (rc == -ENOENT && !c->self.shared && claim_take_back(c, started))
+		; /* from our pending aside, or a mover's of our bytes (10, 11 M) */
 	else if (rc != 0 && rc != -ENOENT && rc != -EFBIG)
 		log_warn("BACKING %s: cannot read the claim %s to renew it: %s (a later renewal "
 			 "tries again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
@@ -1501,10 +1472,12 @@ static int claim_release(struct claim *c)
 	claim_hook(c, "release-read");
 	if (rc == -ENOENT && !c->pending[0])
 		rc = claim_wait_back(c, have, &len); /* invariant 11 M, as a renewal */
-	if (rc == -ENOENT && (c->pending[0] || claim_adopt_aside(c))) {
-		c->self.released = true; /* our aside stands for the claim (10) */
-		claim_take_back(c, started);
-		rc = claim_lost(c) ? -ESTALE : c->pending[0] ? -EIO : 0;
+	if (rc == -ENOENT) {
+		c->self.released = true; /* our aside, if any, stands for the claim (10) */
+		if (claim_take_back(c, started))
+			rc = claim_lost(c) ? -ESTALE : c->pending[0] ? -EIO : 0;
+		else
+			c->self.released = false; /* nothing of ours: not released */
 	} else if (rc == 0 && !claim_is_ours(c, have, len)) {
 		rc = -ESTALE;
 	} else if (rc == 0) {

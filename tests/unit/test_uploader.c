@@ -909,7 +909,9 @@ static void *ut_renew_later(void *arg)
 	return NULL;
 }
 
-Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
+/* A claim of BACKING taken, and held unsure by ut_unsure_hook (claim.h 9)
+ * until ut_unsure.unsure is cleared. */
+static struct claim *ut_claim_unsure(void)
 {
 	struct claim *c = NULL;
 	char msg[PATH_MAX + 512];
@@ -918,6 +920,12 @@ Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
 	memset(&ut_unsure, 0, sizeof(ut_unsure));
 	ut_unsure.unsure = 1;
 	claim_test_hook = ut_unsure_hook;
+	return c;
+}
+
+Test(uploader, an_unmount_drain_waits_for_a_renewal_while_the_claim_is_unsure)
+{
+	struct claim *c = ut_claim_unsure();
 	uint64_t series = ts_mk(fx.w.cat, CAT_ROOT_INO, "run", S_IFDIR | 0755, NULL);
 	ut_gen(series, "step-1", 1, 400, 3);
 	struct uploader_config cfg = {
@@ -1110,13 +1118,7 @@ Test(uploader, a_hung_put_costs_one_gated_wait_its_timeout_not_every_wait)
  * its timeout, as ns.h 13 promises while BACKING may still take the file. */
 Test(uploader, a_timed_out_wait_with_no_hung_call_leaves_the_next_wait_waiting)
 {
-	struct claim *c = NULL;
-	char msg[PATH_MAX + 512];
-	OK(claim_acquire(fx.w.b, "0123456789abcdef0123456789abcdef", false, true, fx.w.cache, 60, &c,
-			 msg, sizeof(msg)));
-	memset(&ut_unsure, 0, sizeof(ut_unsure));
-	ut_unsure.unsure = 1;
-	claim_test_hook = ut_unsure_hook;
+	struct claim *c = ut_claim_unsure();
 	struct uploader_config cfg = {
 		.threads = 1, .deadline_s = 600, .chunk_max = UT_CHUNK_MAX, .claim = c,
 	};

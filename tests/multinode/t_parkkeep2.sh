@@ -46,6 +46,17 @@ pk2_expect() {
 	assert_eq "$2" "$(mn_entries "${!v}/k")" "series k on node $1"
 }
 
+# pk2_only_step200_then_umount: step-200 committed by its marker, both nodes list it
+# alone, its bytes read on B; then B and A unmount.
+pk2_only_step200_then_umount() {
+	assert_eq "1 1 marker" "$(pk2_row step-200)" "step-200"
+	pk2_expect A "step-200"
+	pk2_expect B "step-200"
+	assert_file_eq "$CK_TMP/s200" "$MN_MNT_B/k/step-200/model.bin"
+	mn_umount B
+	mn_umount A
+}
+
 # pk2_setup: A and B (keep=1); B's rank writes k/step-100/model.bin ($CK_TMP/v1),
 # keeps a dup and closes the first descriptor (no row left: parked), then
 # waits for a word on fifo go: "write" pwrites $CK_TMP/v2 over it through
@@ -106,12 +117,7 @@ test_a_parked_handle_keeps_its_save_until_it_closes() {
 	ck_bg_wait "$PK2_WRITER" 20 || ck_fail "B's rank failed"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-100'" "3 keep" 20 \
 		"step-100 once B's last handle of it closed"
-	assert_eq "1 1 marker" "$(pk2_row step-200)" "step-200"
-	pk2_expect A "step-200"
-	pk2_expect B "step-200"
-	assert_file_eq "$CK_TMP/s200" "$MN_MNT_B/k/step-200/model.bin"
-	mn_umount B
-	mn_umount A
+	pk2_only_step200_then_umount
 }
 
 # Closed with PostgreSQL down: the release's statement that ends the mark
@@ -143,12 +149,7 @@ test_a_mark_left_by_a_last_close_with_postgresql_down_ends_once_it_answers() {
 		ck_fail "B's log does not say it ended the mark"
 	mn_poll "SELECT state || ' ' || rule FROM ns_generations WHERE name = 'step-100'" "3 keep" 30 \
 		"step-100 once B's mark is ended"
-	assert_eq "1 1 marker" "$(pk2_row step-200)" "step-200"
-	pk2_expect A "step-200"
-	pk2_expect B "step-200"
-	assert_file_eq "$CK_TMP/s200" "$MN_MNT_B/k/step-200/model.bin"
-	mn_umount B
-	mn_umount A
+	pk2_only_step200_then_umount
 }
 
 # Written through the dup after keep kept step-100: the write lands in

@@ -83,6 +83,15 @@ const struct chunkput_env *chunkput_env(const struct chunkput *cp)
 	return &cp->env;
 }
 
+/* P7: the hook first, then the batches, never the other way round. */
+int chunkput_small_batch(struct cat *cat, struct store *store)
+{
+	int rc = cat_commit_first(cat, store_small_commit, store);
+	if (rc == 0)
+		store_small_batch(store);
+	return rc;
+}
+
 uint64_t chunkput_lands(struct chunkput *cp)
 {
 	return flight_lands(cp->flights);

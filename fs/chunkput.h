@@ -32,6 +32,13 @@
  *      (store.c S11): the writer has just hashed those bytes, so they are
  *      still in its CPU's cache; a store-queue thread would read them from
  *      memory. Followers of a flight compute nothing.
+ *  P7. P2 with small.db's puts batched (fs/lib/storesmall.h T8): the batch
+ *      is turned on only together with the catalog's commit hook that
+ *      commits it before every commit of the catalog (catalog.c invariant
+ *      14), in chunkput_small_batch, so "written" in P2 means "committed no
+ *      later than any catalog commit that names it". A failed batch stops
+ *      the catalog's commits for good (T9). On the shared engine (-o meta=)
+ *      it is left off: puts commit one by one there.
  *
  * Thread-safe; an awaits set belongs to one writer (under its node's lock). */
 #ifndef CKPTFS_CHUNKPUT_H
@@ -119,6 +126,10 @@ int chunkput_new(const struct chunkput_config *cfg, struct cat *cat, struct stor
 void chunkput_free(struct chunkput *cp);
 
 const struct chunkput_env *chunkput_env(const struct chunkput *cp);
+
+/* P7: small.db's puts into store batched behind cat's commit hook; 0, or
+ * -ENOTSUP (nothing changed) on the shared engine. Before any put. */
+int chunkput_small_batch(struct cat *cat, struct store *store);
 
 /* Landings so far: read right after the catalog said "store it" (P1). */
 uint64_t chunkput_lands(struct chunkput *cp);

@@ -216,6 +216,10 @@ static int main_cat_open_alone(struct ckptfs *fs, const char *path)
 	int rc = cat_open(path, getuid(), getgid(), main_reclaim, fs->store, &fs->cat);
 	if (rc == 0)
 		cat_set_objects_sync(fs->cat, main_objects_sync, fs->store);
+	/* chunkput.h P7: small.db's puts batched behind the catalog's commit
+	 * hook; on -o meta= (main_cat_open) they stay committed one by one */
+	if (rc == 0)
+		rc = chunkput_small_batch(fs->cat, fs->store);
 	return rc;
 }
 

@@ -119,6 +119,15 @@
  *     the loss; for a rewrite it is not ext4's old-or-new, but only where
  *     this sweep did not run first (rows kept, above, or old chunks another
  *     file still names), since a drop to zero sweeps at once.
+ * 14. What a commit names is committed before it: cat_commit_first's
+ *     callback runs in SQLite's commit hook, before every commit of the
+ *     connection, under the lock, and a failure refuses the commit (it
+ *     becomes a rollback; the failed call returns the callback's error, not
+ *     "constraint failed"'s -EIO). The daemon commits small.db's batch there
+ *     (fs/lib/storesmall.h T8, T9). Lock order: cat->lock, then small.db's;
+ *     the callback never calls back into the catalog, and uses no
+ *     connection but its own (SQLite: a commit hook must not use the
+ *     connection it is called on).
  *
  * Callbacks of cat_readdir and cat_chunks run with the lock released (rows are
  * fetched in batches), so they may call back into the catalog; the reclaim
@@ -558,7 +567,32 @@ int cat_sql_fail(struct cat *cat, enum cat_sid id, int src)
 	log_error("catalog %s: cannot %s: %s (sqlite %d) [%s]", cat->path, cat_sql_of(id)->purpose,
 		  sqlite3_errmsg(cat->db), src, sql ? sql : cat_sql_of(id)->sql);
 	sqlite3_free(sql);
+	int refused = cat->commit_first_rc; /* invariant 14: a refusal's own error, once */
+	cat->commit_first_rc = 0;
+	if ((src & 0xff) == SQLITE_CONSTRAINT && refused < 0)
+		return refused;
 	return (src & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO; /* a full disk is no I/O error */
+}
+
+/* Invariant 14: SQLite's commit hook; non-zero turns the commit into a rollback. */
+static int cat_commit_hook(void *arg)
+{
+	struct cat *cat = arg;
+	cat->commit_first_rc = cat->commit_first(cat->commit_first_arg);
+	return cat->commit_first_rc != 0;
+}
+
+int cat_commit_first(struct cat *cat, int (*fn)(void *arg), void *arg)
+{
+	if (cat_is_shared(cat))
+		return -ENOTSUP;
+	pthread_mutex_lock(&cat->lock);
+	cat->commit_first = fn;
+	cat->commit_first_arg = arg;
+	cat->commit_first_rc = 0;
+	sqlite3_commit_hook(cat->db, fn ? cat_commit_hook : NULL, cat);
+	pthread_mutex_unlock(&cat->lock);
+	return 0;
 }
 
 void cat_reset(struct cat *cat, enum cat_sid id)

@@ -451,6 +451,16 @@ int cat_pending_extents(struct cat *cat, uint64_t ino, uint64_t off, struct cat_
 int cat_pending_add(struct cat *cat, uint64_t ino, const struct cat_extent *ext,
 		    bool *must_store);
 
+/* Invariant 14 of catalog.c: fn(arg) runs before every commit of the
+ * catalog's connection (the deferred group commit, cat_begin's
+ * transactions, autocommit statements), under the catalog's lock, and
+ * commits what the rows committed may name (fs/lib/storesmall.h T8:
+ * small.db's open batch). A non-zero return (-errno) refuses the commit: it
+ * becomes a rollback and the call fails with that error. fn must not call
+ * into the catalog. NULL removes it. The SQLite engine only: -ENOTSUP on a
+ * node of the shared catalog (-o meta=), whose commits are PostgreSQL's. */
+int cat_commit_first(struct cat *cat, int (*fn)(void *arg), void *arg);
+
 /* Records that a chunk's object is written. */
 int cat_chunk_stored(struct cat *cat, const uint8_t hash[CAT_HASH_LEN], uint8_t codec,
 		     uint64_t stored_len);

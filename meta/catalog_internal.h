@@ -123,6 +123,9 @@ struct cat {
 	sqlite3 *db;
 	char *path;
 	pthread_mutex_t lock;
+	int (*commit_first)(void *arg); /* invariant 14: before every commit */
+	void *commit_first_arg;
+	int commit_first_rc; /* its last result: the error of a commit it refused */
 	sqlite3_stmt *stmt[S_COUNT];
 	cat_reclaim_fn reclaim;
 	void *reclaim_arg;

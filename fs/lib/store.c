@@ -810,6 +810,18 @@ int store_set_small(struct store *st, size_t max)
 	return 0;
 }
 
+void store_small_batch(struct store *st)
+{
+	if (st->small)
+		storesmall_batch(st->small);
+}
+
+int store_small_commit(void *arg)
+{
+	struct store *st = arg;
+	return st->small ? storesmall_commit(st->small) : 0;
+}
+
 /* S7: whether an image of these pieces goes to small.db. */
 static bool store_small_fits(struct store *st, const struct iovec *iov, int cnt)
 {

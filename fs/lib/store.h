@@ -123,6 +123,14 @@ void store_set_direct_writes(struct store *st, bool on);
  * small.db the first time. Call before the store is shared between threads. */
 #define STORE_SMALL_MAX (64 * 1024)
 int store_set_small(struct store *st, size_t max);
+/* storesmall.h T8: small.db's puts join a batch from now on, which
+ * store_small_commit commits. Only where every commit of a catalog that may
+ * name them runs store_small_commit first (fs/main.c: cat_commit_first on the
+ * SQLite catalog). After store_set_small. */
+void store_small_batch(struct store *st);
+/* storesmall.h T8, T9: commits small.db's open batch; 0 without small.db.
+ * arg is the store (a cat_commit_first callback). */
+int store_small_commit(void *st);
 
 /* What new objects are compressed with (-o codec=); CODEC_FAMILY_LZ4 at open. */
 void store_set_codec(struct store *st, enum codec_family family);

@@ -13,7 +13,11 @@
  *      checks it: store.c checks every image it reads back (store.h 2).
  *  T2. A put returns after the row is committed to the WAL (written, not
  *      fsync'd): it survives a kill -9 of the process like a written file
- *      does; storesmall_sync makes every committed row durable.
+ *      does; storesmall_sync makes every committed row durable. With
+ *      batching on (T8) a put returns with its row in the open batch, and
+ *      T2 holds at the batch's commit, which comes before any commit of
+ *      the catalog after the put (T8), at storesmall_sync, _remove and
+ *      _close, and at STORESMALL_BATCH_MAX puts.
  *  T3. Only local stores hold one (the daemon's cache turns it on); a store
  *      on BACKING never does: BACKING's format is objects in files.
  *  T4. Space freed by removals goes back to the filesystem (incremental
@@ -34,6 +38,35 @@
  *      connection's SHARED lock another process's close (ckptfs-admin, the
  *      sqlite3 shell) checkpoints and unlinks the WAL the daemon still
  *      writes. storesmall_sync syncs through SQLite's own descriptors.
+ *  T8. Batching (storesmall_batch; the daemon turns it on for the SQLite
+ *      catalog only, fs/main.c): puts join one open write transaction of
+ *      small.db (the batch), committed by storesmall_commit. The daemon
+ *      calls storesmall_commit from the catalog's commit hook
+ *      (catalog.h cat_commit_first), before EVERY commit of the catalog's
+ *      connection: a catalog row naming an object (cat_chunk_stored, a
+ *      file's extents) is added after the put returned, so the commit that
+ *      makes it durable commits the object first (chunkput.h P2,
+ *      catalog_defer.c D7). A kill -9 loses the batch with the catalog's
+ *      uncommitted changes, never an object a committed row names. Lock
+ *      order: the catalog's lock, then small.db's (nothing here calls out
+ *      while holding it). Committing a batch early (_sync, _remove, _close,
+ *      STORESMALL_BATCH_MAX, a checkpoint) is always safe. On -o meta=
+ *      there is no such hook: puts commit one by one there (T2).
+ *  T9. Fail-stop: a batch whose COMMIT fails (a full disk: SQLite rolls the
+ *      whole transaction back), or that SQLite drops at a failed put, took
+ *      rows a writer may already hold as stored, between its put and its
+ *      cat_chunk_stored, and that the store's checked set vouches for
+ *      (store.c S10). So from then on every put and every removal fails,
+ *      and storesmall_commit fails with the batch's error, which makes the
+ *      catalog refuse every later commit until the daemon restarts: no row
+ *      naming a rolled-back object is ever committed, and nothing committed
+ *      before is touched. One error line says so; reads go on. A restart
+ *      is a kill -9 at that moment (T8; D7's journal reclaims what small.db
+ *      kept and no row names).
+ *  T10. With batching on, the checkpoint (T5) never runs in the catalog's
+ *      commit hook (under the catalog's lock): a commit only notes that it
+ *      is due (the WAL hook), and the next put or removal commits the batch
+ *      and checkpoints, on its own thread.
  *
  * Thread safety: one connection, serialized by a mutex. */
 #ifndef CKPTFS_STORESMALL_H
@@ -57,8 +90,15 @@ struct storesmall;
 int storesmall_open(const char *root, bool create, struct storesmall **out);
 void storesmall_close(struct storesmall *s);
 
-/* Stores the image given as cnt pieces (T2); an existing row of the hash is
- * replaced (the same bytes: store.h 3). -ENOSPC on a full disk. */
+/* T8: puts join an open batch from now on (before any put). */
+void storesmall_batch(struct storesmall *s);
+/* T8: commits the open batch (0 without one). T9: a failure, now or
+ * earlier, is returned (-ENOSPC, -EIO) each time after it, logged once. */
+int storesmall_commit(struct storesmall *s);
+
+/* Stores the image given as cnt pieces (T2, T8); an existing row of the hash
+ * is replaced (the same bytes: store.h 3). -ENOSPC on a full disk; T9: the
+ * batch's error once it failed. */
 int storesmall_put(struct storesmall *s, const uint8_t hash[HASH_LEN], const struct iovec *iov,
 		   int cnt);
 
@@ -70,7 +110,8 @@ int storesmall_get(struct storesmall *s, const uint8_t hash[HASH_LEN], void *buf
 /* The image's length: 0, or -ENOENT if absent. */
 int storesmall_len(struct storesmall *s, const uint8_t hash[HASH_LEN], size_t *len);
 
-/* Removes the row; absent is success. */
+/* Removes the row, committed (with the open batch, T8) when it returns;
+ * absent is success. */
 int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN]);
 
 /* T2: every row committed so far is on stable storage. */

@@ -111,16 +111,20 @@ static int storesmall_exec(struct storesmall *s, const char *what, const char *s
 }
 
 /* The connection's settings, and the table on a new file (auto_vacuum must
- * precede the first table: T4). */
-static int storesmall_setup(struct storesmall *s)
+ * precede the first table: T4). Only the opener that may create sets
+ * auto_vacuum: on an existing file that pragma takes the write lock, which
+ * the daemon's open batch holds most of the time (T8), and another
+ * process's open (ckptfs-admin) would wait for it. */
+static int storesmall_setup(struct storesmall *s, bool create)
 {
 	char sql[384];
 	snprintf(sql, sizeof(sql),
-		 "PRAGMA auto_vacuum=INCREMENTAL;PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;"
+		 "%sPRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;"
 		 "PRAGMA wal_autocheckpoint=%d;PRAGMA journal_size_limit=%d;"
 		 "CREATE TABLE IF NOT EXISTS objects(hash BLOB PRIMARY KEY NOT NULL,"
 		 " image BLOB NOT NULL);",
-		 STORESMALL_CHECKPOINT_PAGES, STORESMALL_CHECKPOINT_PAGES * 4096);
+		 create ? "PRAGMA auto_vacuum=INCREMENTAL;" : "", STORESMALL_CHECKPOINT_PAGES,
+		 STORESMALL_CHECKPOINT_PAGES * 4096);
 	int rc = storesmall_exec(s, "set up", sql);
 	for (int i = 0; rc == 0 && i < SS_NSTMT; i++) {
 		int src = sqlite3_prepare_v3(s->db, storesmall_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
@@ -163,7 +167,7 @@ int storesmall_open(const char *root, bool create, struct storesmall **out)
 	int rc = src == SQLITE_OK ? 0 : storesmall_fail(s, "open", src);
 	if (rc == 0) {
 		sqlite3_busy_timeout(s->db, STORESMALL_BUSY_MS);
-		rc = storesmall_setup(s);
+		rc = storesmall_setup(s, create);
 	}
 	if (rc != 0) {
 		storesmall_close(s);

@@ -551,3 +551,47 @@ Test(storesmall, present_says_whether_an_object_is_here_whole_in_size, .init = s
 	OK(store_remove(fx.st, row));
 	cr_assert_eq(store_present(fx.st, row, 1000), -ENOENT, "a row gone");
 }
+
+/* T10: with batches (T8) the checkpoint is not the commit's (it would run in
+ * the catalog's commit hook): a commit notes it due, the next put commits and
+ * checkpoints. The WAL is cut back as without batches (T5), and every row
+ * committed reads back through another connection. */
+Test(storesmall, batched_puts_checkpoint_on_a_put_and_cut_the_wal_back, .init = setup,
+     .fini = teardown)
+{
+	store_small_batch(fx.st);
+	uint8_t h[HASH_LEN], first[HASH_LEN];
+	uint64_t wal = 0;
+	for (int i = 0; i < 1280; i++) {
+		tk_put(fx.st, 32 * KiB, 1000 + (uint64_t)i, i == 0 ? first : h);
+		if (i % 8 == 7)
+			OK(store_small_commit(fx.st)); /* as the catalog's commit hook does */
+	}
+	OK(store_small_commit(fx.st));
+	OK(storesmall_wal_bytes(fx.dir, &wal));
+	cr_assert_gt(wal, 0);
+	cr_assert_leq(wal, STORESMALL_WAL_TARGET + (1u << 20), "WAL of %llu bytes",
+		      (unsigned long long)wal);
+	struct storesmall *other;
+	size_t len = 0;
+	OK(storesmall_open(fx.dir, false, &other));
+	OK(storesmall_len(other, first, &len));
+	OK(storesmall_len(other, h, &len));
+	storesmall_close(other);
+}
+
+/* T8: a batched put is not seen by another connection before its commit,
+ * and is after it (what the catalog's commit hook relies on). */
+Test(storesmall, a_batched_put_is_committed_by_store_small_commit, .init = setup, .fini = teardown)
+{
+	store_small_batch(fx.st);
+	uint8_t h[HASH_LEN];
+	tk_put(fx.st, 4 * KiB, 7, h);
+	struct storesmall *other;
+	size_t len = 0;
+	OK(storesmall_open(fx.dir, false, &other));
+	cr_assert_eq(storesmall_len(other, h, &len), -ENOENT, "seen before the batch's commit");
+	OK(store_small_commit(fx.st));
+	OK(storesmall_len(other, h, &len));
+	storesmall_close(other);
+}

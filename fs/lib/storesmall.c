@@ -314,6 +314,16 @@ static void storesmall_checkpoint_due(struct storesmall *s)
 		storesmall_fail(s, "checkpoint", src);
 }
 
+/* A put's or a removal's failed step: T9 if SQLite dropped the open batch
+ * with it, else that statement alone is undone (the caller may make room and
+ * retry). */
+static int storesmall_step_failed(struct storesmall *s, const char *what, int src)
+{
+	if (s->in_batch && sqlite3_get_autocommit(s->db))
+		return storesmall_stop(s, what, src);
+	return storesmall_fail(s, what, src);
+}
+
 /* T8: the batch a put joins, opened if none is (under s->lock). */
 static int storesmall_batch_join(struct storesmall *s)
 {
@@ -349,10 +359,8 @@ int storesmall_put(struct storesmall *s, const uint8_t hash[HASH_LEN], const str
 		storesmall_reset(s, SS_PUT);
 		if (src == SQLITE_DONE)
 			s->batch_puts += s->in_batch;
-		else if (s->in_batch && sqlite3_get_autocommit(s->db)) /* T9: SQLite dropped it */
-			rc = storesmall_stop(s, "put an object", src);
-		else /* the statement alone is undone: the caller may make room and retry */
-			rc = storesmall_fail(s, "put an object", src);
+		else
+			rc = storesmall_step_failed(s, "put an object", src);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -404,9 +412,7 @@ int storesmall_remove(struct storesmall *s, const uint8_t hash[HASH_LEN])
 		return rc;
 	}
 	int src = storesmall_step(s, SS_DEL, hash, NULL, 0);
-	int rc = src == SQLITE_DONE					? 0
-		 : s->in_batch && sqlite3_get_autocommit(s->db) ? storesmall_stop(s, "remove an object", src) /* T9 */
-								: storesmall_fail(s, "remove an object", src);
+	int rc = src == SQLITE_DONE ? 0 : storesmall_step_failed(s, "remove an object", src);
 	bool gone = rc == 0 && sqlite3_changes(s->db) > 0;
 	storesmall_reset(s, SS_DEL);
 	if (rc == 0 && s->batch) { /* T8: committed when it returns, with the batch */

@@ -16,9 +16,9 @@
  * committed before the catalog records the chunk stored, in that order, as
  * a file object was written before.
  *
- * Why batches (T8-T10): a commit per put was 26 of a small file's ~90 µs
- * of FLUSH (5.45 WAL frames per 4 KiB object; 1.46 in a batch of 64:
- * docs/BENCH.md, issue 20 part 3). The catalog commits every ~10 ms anyway
+ * Why batches (T8-T10): a commit per put was most of a small file's put
+ * (its WAL frames and locks; docs/BENCH.md, issue 20 part 3), and the
+ * catalog commits every few milliseconds anyway
  * (catalog_defer.c D3), and its commit hook commits the batch first. Why
  * fail-stop and not a batch epoch that cat_chunk_stored checks: a failed
  * batch took rows that writers between their put and their record, the
@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include "storesmall.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -280,6 +281,7 @@ static int storesmall_stop(struct storesmall *s, const char *what, int src)
 /* T8: commits the open batch (under s->lock). */
 static int storesmall_commit_locked(struct storesmall *s)
 {
+	assert(s->batch || !s->in_batch);
 	if (s->failed)
 		return s->failed;
 	if (!s->in_batch)

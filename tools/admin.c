@@ -756,13 +756,7 @@ int admin_claim_for(struct admin *a, struct cat *cat, bool fresh, bool stand_in)
 
 int admin_claim_get(struct backing *bk, struct claim_rec *rec)
 {
-	char *buf = malloc(CLAIM_MAX);
-	size_t len = 0;
-	int err = buf ? backing_get(bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
-	if (err == 0)
-		err = claim_parse(buf, len, rec);
-	free(buf);
-	return err;
+	return claim_current_rec(bk, rec);
 }
 
 /* The local catalog of a node holds no generations and no namespace;

@@ -1035,7 +1035,7 @@ void claim_abandon(struct claim *c)
 int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 {
 	char *rec = malloc(CLAIM_MAX), marker[CLAIM_MAX];
-	int n = rec ? claim_vacant("broken-by-hand", rec, CLAIM_MAX) : -ENOMEM;
+	int n = rec ? claim_vacant(CLAIM_BROKEN, rec, CLAIM_MAX) : -ENOMEM;
 	int m = claim_marker(marker, sizeof(marker));
 	int rc = n < 0 ? n : m < 0 ? m : 0;
 	msg[0] = '\0';
@@ -1067,7 +1067,7 @@ int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 			 backing_spec(b), CLAIM_DIR, rc == -EAGAIN ? "it keeps changing" : strerror(-rc));
 	else
 		log_info("BACKING %s: the claim was broken by hand (epoch %" PRIu64 "): free to any "
-			 "catalog; a holder still running is fenced at its next renewal",
-			 backing_spec(b), *epoch);
+			 "catalog after the claim's timeout; a holder still running is fenced at its "
+			 "next renewal", backing_spec(b), *epoch);
 	return rc;
 }

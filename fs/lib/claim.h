@@ -90,7 +90,7 @@
  *     its keep-latest-k and sweeps would delete chunks the cluster's
  *     generations name), and a cluster reclaiming a chunk it wrote would
  *     delete the same object a lone catalog's manifests name. Taking such a
- *     BACKING over is an explicit decision: `ckptfs-admin claim-break` (8).
+ *     BACKING over is an explicit decision: `ckptfs-admin claim --break` (8).
  *  8. A clean stop does not leave the claim but marks it "released" (an
  *     epoch whose record says so): the claim names, until the next holder,
  *     the last catalog that wrote BACKING. A catalog that held a claim
@@ -101,9 +101,13 @@
  *     and its manifest names would destroy them: BEHIND, refused, naming
  *     the other catalog and the way out (an empty cache: the catalog
  *     rebuilt from BACKING knows both). A fresh catalog (new, rebuilt)
- *     knows BACKING as it is now. A vacant record (claim_break: "vacant
- *     broken-by-hand", the decision; claim_abandon's "vacant given-back",
- *     a claim that was FREE put back) is FREE to anyone, BEHIND to none.
+ *     knows BACKING as it is now. A vacant record is FREE to anyone,
+ *     BEHIND to none: claim_abandon's "vacant given-back" (a claim that
+ *     was FREE put back) at once; claim_break's "vacant broken-by-hand"
+ *     (the decision) once its own heartbeat is older than the timeout —
+ *     HELD until then, so that a holder still running, sure for up to the
+ *     timeout from its last renewal (9), has renewed, found the larger
+ *     epoch and stopped writing before anyone takes BACKING.
  *  9. Only a holder sure of its claim writes BACKING (claim_may_write).
  *     UNSURE: the last renewal that found the claim ours STARTED longer ago
  *     than the timeout less an eighth (CLOCK_BOOTTIME: a suspended
@@ -218,6 +222,7 @@ struct claim_ledger;
 #define CLAIM_EPOCHS_MAX 4096     /* invariant 5 */
 #define CLAIM_MARKER_ID "00000000000000000000000000000000" /* invariant 15 */
 #define CLAIM_MARKER_HOST "ckptfs-claim-format-2-upgrade-ckptfs-to-mount"
+#define CLAIM_BROKEN "broken-by-hand" /* claim_break's vacant record (invariant 8) */
 #define CLAIM_MAX 8192
 #define CLAIM_DEFAULT_TIMEOUT_S 60
 #define CLAIM_ID_LEN 32 /* hex digits of a catalog id */

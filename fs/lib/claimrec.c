@@ -66,8 +66,13 @@ enum claim_verdict claim_judge(const struct claim_rec *holder, const struct clai
 			       int64_t now, unsigned timeout_s, claim_alive_fn alive, void *arg)
 {
 	assert(self && timeout_s > 0);
-	if (!holder || holder->vacant[0])
-		return CLAIM_FREE; /* invariant 8: nobody holds it, the decision made */
+	if (!holder)
+		return CLAIM_FREE;
+	if (holder->vacant[0]) /* invariant 8: nobody holds it; a break waits for the fence */
+		return strcmp(holder->vacant, CLAIM_BROKEN) == 0 &&
+				       now - holder->renewed <= (int64_t)timeout_s
+			       ? CLAIM_HELD
+			       : CLAIM_FREE;
 	if (holder->shared || self->shared) { /* invariant 7: never by age */
 		if (holder->shared && self->shared && strcmp(holder->catalog, self->catalog) == 0)
 			return CLAIM_OURS;
@@ -335,6 +340,13 @@ void claim_describe(const struct claim_rec *h, bool self_shared, int parsed, int
 	int64_t ago = now - h->renewed;
 	if (ago < 0)
 		ago = 0;
+	if (h->vacant[0]) {
+		snprintf(msg, size, "BACKING %s: its claim was broken by hand %" PRId64 " s ago (on "
+			 "host %s): it is free to any catalog %" PRId64 " s after that, once a holder "
+			 "still running has seen it at a renewal and stopped writing (invariant 8)",
+			 spec, ago, h->host, (int64_t)timeout_s + 1);
+		return;
+	}
 	if (h->shared && self_shared) {
 		snprintf(msg, size, "BACKING %s belongs to another shared catalog, %s (last renewed by "
 			 "host %s, cache %s, %" PRId64 " s ago): mount it with -o meta=URL of that "

@@ -470,10 +470,11 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 		rc = claim_create(c->b, c, 1, have, len, "migrate-copy");
 		if (rc == -EEXIST)
 			rc = 0;
-		if (rc == 0)
+		if (rc == 0) {
 			backing_remove(c->b, aside);
-		log_info("BACKING %s: its claim moved to format 2 (%s/, %s now a marker that older "
-			 "ckptfs refuse)", backing_spec(c->b), CLAIM_DIR, CLAIM_FILE);
+			log_info("BACKING %s: its claim moved to format 2 (%s/, %s now a marker "
+				 "that older ckptfs refuse)", backing_spec(c->b), CLAIM_DIR, CLAIM_FILE);
+		}
 	}
 	free(moved);
 	return rc;

@@ -651,6 +651,8 @@ static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const 
 			c->epoch = s->top;
 			return 0;
 		}
+		if (g != 0) /* unread (trimmed after two more: 10): look again later */
+			return g == -ENOENT ? -EAGAIN : g;
 	}
 	return 1;
 }
@@ -803,12 +805,14 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 
 /* Invariant 3: whether the largest epoch top, not the one we made last, is
  * still ours: the create we tried that failed but landed (its exact bytes),
- * or, for a shared node, a sibling's record of our catalog (6). */
-static bool claim_adopt(struct claim *c, uint64_t top)
+ * or, for a shared node, a sibling's record of our catalog (6). 1 (adopted),
+ * 0 (another's), or -errno (unread: look again at the next renewal; gone
+ * meanwhile, -EAGAIN: trimmed by a sibling after two more epochs, 10). */
+static int claim_adopt(struct claim *c, uint64_t top)
 {
 	bool tried = c->tried_epoch != 0 && top == c->tried_epoch;
 	if (!tried && !c->self.shared)
-		return false;
+		return 0;
 	char *buf = malloc(CLAIM_MAX);
 	size_t len = 0;
 	struct claim_rec r;
@@ -822,7 +826,7 @@ static bool claim_adopt(struct claim *c, uint64_t top)
 		c->written_len = len;
 	}
 	free(buf);
-	return ours;
+	return ours ? 1 : g == -ENOENT ? -EAGAIN : g < 0 ? g : 0;
 }
 
 /* The step of renewal, release and give-back (invariants 3, 9, 10, 11):
@@ -837,7 +841,10 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 	int rc = claim_scan(c->b, &s);
 	claim_hook(c, "renew-read");
 	*why = "";
-	if (rc == 0 && s.top != c->epoch && !claim_adopt(c, s.top)) {
+	int adopted = rc == 0 && s.top != c->epoch ? claim_adopt(c, s.top) : 1;
+	if (adopted < 0)
+		rc = adopted;
+	else if (adopted == 0) {
 		*why = s.top > c->epoch ? "another holder made a larger epoch"
 					: "the claim's epochs were removed";
 		rc = -ESTALE;
@@ -849,8 +856,9 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 		c->tried_len = len;
 		rc = claim_create(c->b, c, next, bytes, len, "renew-create");
 	}
-	if (rc == -EEXIST && c->self.shared && claim_adopt(c, next))
-		rc = 0; /* a sibling's renewal: ours too (6) */
+	adopted = rc == -EEXIST && c->self.shared ? claim_adopt(c, next) : 0;
+	if (adopted != 0)
+		rc = adopted < 0 ? adopted : 0; /* a sibling's renewal: ours too (6) */
 	else if (rc == -EEXIST) {
 		*why = "another holder made the next epoch first";
 		rc = -ESTALE;

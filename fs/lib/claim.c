@@ -151,6 +151,8 @@ bool claim_may_write(struct claim *c)
 
 /* ---- the epochs on BACKING ---- */
 
+static int claim_file_kind(struct backing *b, char *buf, size_t *len);
+
 
 void claim_epoch_name(uint64_t epoch, char *out, size_t size)
 {
@@ -249,9 +251,9 @@ int claim_current_rec(struct backing *b, struct claim_rec *rec)
 	int parsed = 0;
 	int rc = buf ? claim_current(b, &e, buf, &len, &parsed) : -ENOMEM;
 	if (rc == -ENOENT) { /* a format-1 BACKING not yet taken by format 2 (15) */
-		rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, &len);
-		parsed = rc == -EFBIG ? -EINVAL : 0;
-		rc = rc == -EFBIG ? 0 : rc == -EISDIR ? -ENOENT : rc; /* the marker: no claim */
+		int kind = claim_file_kind(b, buf, &len);
+		parsed = kind == 2 && len == 0 ? -EINVAL : 0; /* too large: not a record */
+		rc = kind == 2 ? 0 : kind < 0 ? kind : -ENOENT; /* the marker, or none: no claim */
 	}
 	if (rc == 0 && parsed == 0)
 		rc = claim_parse(buf, len, rec);
@@ -335,6 +337,10 @@ int claim_mark(struct backing *b)
  * -errno. */
 static int claim_file_kind(struct backing *b, char *buf, size_t *len)
 {
+	uint64_t size = 0;
+	int kind = backing_kind(b, CLAIM_FILE, &size); /* unlogged: the marker is the common case */
+	if (kind != 1)
+		return kind == 2 ? 1 : kind; /* 0 absent; -errno */
 	int rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, len);
 	if (rc == -EFBIG)
 		*len = 0;

@@ -2274,8 +2274,9 @@ Test(claim_review53, a_give_back_after_a_taker_never_restores_the_judged_record)
 
 /* Review 53 F2 (liveness): a stray create of a smaller number (a party
  * that read long ago; its number trimmed) lands between H's listing and
- * its create: H renews on. A holder that took any epoch but the largest as
- * another's would be fenced here for nothing. */
+ * its create: H renews on, and the stray's catalog is refused. A listing
+ * (11) that took an epoch below the largest as another's claim would fence
+ * H here for nothing (nobody would hold). */
 static void land_stray_one(void)
 {
 	struct claim_rec t = here(ID_B, 1);
@@ -2384,10 +2385,10 @@ TestSuite(claim_review54, .init = parties_init, .fini = teardown);
 
 /* Review 54 F1: S took a stale X and gives it back: X is the next epoch,
  * and S stops before its listing. T (fresh) reads X, takes it (the epoch
- * after); S's listing finds T's larger: S is done, T alone holds. A
- * give-back that then moved, rewrote or trimmed anything would take the
- * claim from T; a take that judged any but the largest would be refused
- * or take X twice. */
+ * after); S's listing finds T's larger: its create void, S touches
+ * nothing more: T alone holds, and X, the one before the largest, stays
+ * (10). A void maker that trimmed or removed epochs after its listing
+ * (format 1's second move of the give-back) fails here. */
 Test(claim_review54, a_taker_in_a_give_backs_window_takes_the_given_back_record_and_alone_holds)
 {
 	struct claim_rec x = elsewhere("cccccccccccccccccccccccccccccccc", 1000);
@@ -2405,6 +2406,8 @@ Test(claim_review54, a_taker_in_a_give_backs_window_takes_the_given_back_record_
 	cr_assert_eq(t.rc, 0, "T: %s", t.msg);
 	cr_assert_eq(claim_epoch(t.c), 4);
 	party_on(&s);
+	cr_assert(epoch_exists(3), "X given back, the one before T's epoch, was removed");
+	cr_assert_eq(top_epoch(), 4, "the void give-back made an epoch");
 	struct claim *cs[1] = { t.c };
 	one_holder_at_most(cs, 1, "after S's give-back");
 	cr_assert(holds(t.c), "S's give-back took the claim from T");
@@ -2415,8 +2418,9 @@ Test(claim_review54, a_taker_in_a_give_backs_window_takes_the_given_back_record_
 
 /* Review 54 F2: a taker's own record, a stray below the largest (its
  * create voided, 11), is never judged: T reads the largest, H's, H alive:
- * refused. A taker that judged its own record wherever it stands would
- * take it as OURS over the live holder H. */
+ * refused. A reader that took any epoch but the largest for the claim (the
+ * smallest, the first listed) would judge T's own record OURS and take
+ * BACKING from the live holder H. */
 Test(claim_review54, a_takers_own_stray_record_is_never_judged_over_a_live_holder)
 {
 	struct claim *h = take_a(60);
@@ -2464,8 +2468,10 @@ Test(claim_review55, a_dead_creators_epoch_is_the_claim_and_the_next_taker_alone
 /* Review 55 F2: K created 2 and was killed before its listing; its restart
  * (same catalog, cache and host) judges 2 OURS and takes 3; W, which read X
  * and stopped before its create, meets K's 2, reads again (3, K alive):
- * refused. A create that was not exclusive would let W's judgment of X
- * overwrite K's epoch and hold beside K. */
+ * refused. W holds beside K only if the create is not exclusive AND no
+ * listing follows it (1 and 11 both broken: either alone is caught); a
+ * restart that did not judge its own killed epoch OURS is refused here
+ * (nobody holds). */
 Test(claim_review55, a_killed_takers_restart_judges_its_own_epoch_ours_and_the_stalled_taker_is_refused)
 {
 	struct claim_rec x = elsewhere(ID_B, 1000);

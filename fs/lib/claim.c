@@ -954,6 +954,9 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 	if (rc == 0) {
 		claim_sure_from(c, fresh ? started : claim_started_adopted(c, started));
 		claim_trim(c->b, &s, c->epoch); /* invariant 10: sure, just renewed */
+		if (__atomic_exchange_n(&c->unsure_said, 0, __ATOMIC_ACQ_REL))
+			log_info("BACKING %s: the claim is renewed again, still ours (epoch %" PRIu64
+				 "): uploads and removals go on", backing_spec(c->b), c->epoch);
 	}
 	free(s.num);
 	return rc;

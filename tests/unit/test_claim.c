@@ -833,7 +833,7 @@ Test(claim_acquire, a_holder_past_its_deadline_writes_nothing_until_it_renews)
 	cr_assert(!claim_lost(a), "unsure is not lost: nothing says another took the claim");
 	top_is(before, lb, "the unsure holder's last record");
 	cr_assert_eq(top_epoch(), e, "an unsure holder made an epoch");
-	cr_assert_eq(claim_start(a), 0); /* its first renewal: still ours */
+	claim_test_renew(a); /* a renewal (no thread: the test's): still ours */
 	cr_assert(claim_may_write(a), "renewed, the holder is not sure again");
 	cr_assert(!claim_lost(a));
 	cr_assert_eq(claim_epoch(a), e + 1);
@@ -841,12 +841,20 @@ Test(claim_acquire, a_holder_past_its_deadline_writes_nothing_until_it_renews)
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_str_eq(r.catalog, ID_A);
 	cr_assert_str_eq(r.cache, fx.cache[0]);
-	claim_end(a, true);
 	fflush(fx.log);
 	char cmd[PATH_MAX];
-	snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'was not renewed for 1 s' /proc/%d/fd/%d)\" = 1",
+	snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'was not renewed for 1 s' /proc/%d/fd/%d)\" = 1"
+		 " && grep -q 'renewed again, still ours' /proc/%d/fd/%d", (int)getpid(),
+		 fileno(fx.log), (int)getpid(), fileno(fx.log));
+	cr_assert_eq(system(cmd), 0, "the wait is not logged once, or its end not at all");
+	/* a second wait is logged again */
+	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(a));
+	fflush(fx.log);
+	snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'was not renewed for 1 s' /proc/%d/fd/%d)\" = 2",
 		 (int)getpid(), fileno(fx.log));
-	cr_assert_eq(system(cmd), 0, "the wait is not logged once");
+	cr_assert_eq(system(cmd), 0, "a second wait past the deadline is not logged");
+	claim_end(a, true);
 }
 
 /* Invariant 9: past its deadline, a holder whose claim another catalog took

@@ -287,7 +287,7 @@ Test(claim_format, refuses_anything_malformed)
 Test(claim_judge, a_vacant_record_is_free_to_anyone_a_break_after_the_timeout)
 {
 	bool alive = true;
-	struct claim_rec v = rec_of(CLAIM_MARKER_ID, "n2", "b2", "/", NOW);
+	struct claim_rec v = rec_of(CLAIM_NOBODY_ID, "n2", "b2", "/", NOW);
 	snprintf(v.vacant, sizeof(v.vacant), "given-back");
 	struct claim_rec lone = rec_of(ID_A, "n1", "b1", "/c1", NOW);
 	lone.fresh = false;
@@ -309,7 +309,7 @@ Test(claim_judge, a_vacant_record_is_free_to_anyone_a_break_after_the_timeout)
 
 Test(claim_format, vacant_round_trips_and_a_bad_word_is_refused)
 {
-	struct claim_rec v = rec_of(CLAIM_MARKER_ID, "n2", "b2", "/", NOW), back;
+	struct claim_rec v = rec_of(CLAIM_NOBODY_ID, "n2", "b2", "/", NOW), back;
 	snprintf(v.vacant, sizeof(v.vacant), "%s", CLAIM_BROKEN);
 	char buf[CLAIM_MAX];
 	int n = claim_format(&v, buf, sizeof(buf));
@@ -328,30 +328,6 @@ Test(claim_format, vacant_round_trips_and_a_bad_word_is_refused)
 		int m = claim_format(&plain, buf, sizeof(buf));
 		snprintf(buf + m, sizeof(buf) - (size_t)m, "%s", bad[i]);
 		cr_assert_eq(claim_parse(buf, strlen(buf), &back), -EINVAL, "accepted %s", bad[i]);
-	}
-}
-
-/* Invariant 15: an older daemon reads the marker as a claim of a shared
- * catalog (the reserved id) and, lone or shared, judges it HELD. */
-Test(claim_judge, the_marker_is_held_by_a_shared_catalog_for_an_older_daemon)
-{
-	char buf[CLAIM_MAX];
-	int n = claim_marker(buf, sizeof(buf));
-	cr_assert_gt(n, 0);
-	struct claim_rec m;
-	cr_assert_eq(claim_parse(buf, (size_t)n, &m), 0, "the marker does not parse: %s", buf);
-	cr_assert(m.shared);
-	cr_assert_str_eq(m.catalog, CLAIM_MARKER_ID);
-	cr_assert_str_eq(m.host, CLAIM_MARKER_HOST);
-	cr_assert_str_eq(m.vacant, "");
-	bool alive = false;
-	struct claim_rec lone = rec_of(ID_A, "n1", "b1", "/c1", NOW);
-	struct claim_rec shared = lone;
-	shared.shared = true;
-	for (int fresh = 0; fresh < 2; fresh++) {
-		lone.fresh = shared.fresh = fresh;
-		cr_assert_eq(claim_judge(&m, &lone, NOW + 100000000, 60, fake_alive, &alive), CLAIM_HELD);
-		cr_assert_eq(claim_judge(&m, &shared, NOW + 100000000, 60, fake_alive, &alive), CLAIM_HELD);
 	}
 }
 
@@ -480,6 +456,30 @@ static void put_format1(const struct claim_rec *r, char *bytes, size_t *len)
 	}
 }
 
+/* Invariant 15: CLAIM_FILE is the marker, a directory with its README: an
+ * older daemon's read fails, its exclusive create meets EEXIST, a remove
+ * of it fails. */
+static void file_is_marker(void)
+{
+	char buf[CLAIM_MAX];
+	size_t len = 0;
+	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, buf, sizeof(buf), &len), -EISDIR,
+		     "%s is not the marker directory", CLAIM_FILE);
+	cr_assert_eq(backing_get(fx.b, CLAIM_MARKER_README, buf, sizeof(buf), &len), 0);
+	cr_assert_gt(len, 0);
+	cr_assert_eq(backing_put_new(fx.b, CLAIM_FILE, "x", 1), -EEXIST,
+		     "an older daemon's create of %s would not fail", CLAIM_FILE);
+	cr_assert_neq(backing_remove(fx.b, CLAIM_FILE), 0, "the marker can be removed as a file");
+}
+
+/* The marker removed by hand (rm -r): an older daemon may take BACKING. */
+static void marker_removed_by_hand(void)
+{
+	char cmd[PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/backing/" CLAIM_FILE, fx.dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 static bool same_bytes(const char *a, size_t la, const char *b, size_t lb)
 {
 	return la == lb && memcmp(a, b, la) == 0;
@@ -534,11 +534,7 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 	cr_assert_str_eq(r.catalog, ID_A);
 	cr_assert_str_eq(r.cache, fx.cache[0]);
 	cr_assert_eq(r.pid, (long)getpid());
-	char mk[CLAIM_MAX], got[CLAIM_MAX];
-	size_t lg = 0;
-	int mn = claim_marker(mk, sizeof(mk));
-	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, got, sizeof(got), &lg), 0);
-	cr_assert(same_bytes(got, lg, mk, (size_t)mn), "%s is not the marker (15)", CLAIM_FILE);
+	file_is_marker();
 	/* the age is whole seconds of the wall clock at the refusal: 0, or 1
 	 * if a second began since the claim was written (more under load) */
 	int64_t before = (int64_t)time(NULL);
@@ -659,7 +655,7 @@ Test(claim_acquire, nodes_of_one_shared_catalog_hold_it_together_and_nobody_else
 	cr_assert(r.shared, "the shared claim is still there");
 	/* broken by hand (the decision) a timeout ago, a lone catalog takes
 	 * BACKING, and then no shared node does, even once the lone claim is old */
-	struct claim_rec brk = elsewhere(CLAIM_MARKER_ID, 61);
+	struct claim_rec brk = elsewhere(CLAIM_NOBODY_ID, 61);
 	snprintf(brk.vacant, sizeof(brk.vacant), "%s", CLAIM_BROKEN);
 	put_claim(&brk);
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[2], 60, &lone, msg, sizeof(msg)), 0, "%s", msg);
@@ -1887,12 +1883,6 @@ static void file_is(const char *want, size_t lw, const char *what)
 	cr_assert(same_bytes(got, lg, want, lw), "%s is not %s", CLAIM_FILE, what);
 }
 
-static void file_is_marker(void)
-{
-	char mk[CLAIM_MAX];
-	int n = claim_marker(mk, sizeof(mk));
-	file_is(mk, (size_t)n, "the marker");
-}
 
 /* A format-1 BACKING left unchanged by a refusal. */
 static void format1_unchanged(const char *old, size_t lo)
@@ -2020,17 +2010,18 @@ Test(claim_migrate, a_format1_claim_beside_epochs_refuses_and_an_absent_marker_i
 {
 	struct claim *a = take_a(60);
 	claim_end(a, true);
-	cr_assert_eq(backing_remove(fx.b, CLAIM_FILE), 0);
+	marker_removed_by_hand();
 	a = take_a(60);
 	file_is_marker();
 	claim_end(a, true);
 	uint64_t top = top_epoch();
+	marker_removed_by_hand();
 	struct claim_rec older = elsewhere(ID_B, 0);
 	put_format1(&older, NULL, NULL);
 	char msg[PATH_MAX + 512];
 	a = NULL;
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
-	cr_assert_not_null(strstr(msg, "beside format-2 claims"), "%s", msg);
+	cr_assert_not_null(strstr(msg, "a format-1 claim file " CLAIM_FILE), "%s", msg);
 	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "%s", msg);
 	cr_assert_eq(top_epoch(), top);
 }

@@ -1817,6 +1817,34 @@ Test(claim_renew, a_holders_create_of_a_trimmed_number_is_void_and_fences_it)
 	claim_end(a, true);
 }
 
+/* Invariants 6, 10: a shared node's renewal listed a sibling's epoch as
+ * the largest and stops before reading it; the sibling renews twice,
+ * trimming that epoch. The node's read finds it gone: it looks again at
+ * its next renewal (a sibling's epoch is ours), never fenced for it. A
+ * node that took an unread sibling's epoch as another's would be fenced
+ * here for nothing. */
+Test(claim_renew, a_shared_node_whose_siblings_epoch_was_trimmed_before_its_read_renews_on)
+{
+	struct claim *a = NULL, *b = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
+	claim_test_renew(b); /* 2: the sibling's, the largest */
+	struct party ra = party_of(ID_A, 0);
+	ra.c = a;
+	party_start(&ra, P_RENEW, "renew-read"); /* listed 2, not yet read */
+	claim_test_renew(b);
+	claim_test_renew(b); /* 4: 2 trimmed */
+	cr_assert(!epoch_exists(2));
+	party_on(&ra);
+	cr_assert(!claim_lost(a), "a shared node was fenced by its sibling's trimmed epoch");
+	claim_test_renew(a);
+	cr_assert(holds(a) && holds(b), "a node of the shared catalog does not hold");
+	cr_assert_eq(claim_epoch(a), 5);
+	claim_end(b, true);
+	claim_end(a, true);
+}
+
 /* Invariant 9: the claim's epochs removed by hand: the holder is fenced
  * and makes no claim on that absence. */
 Test(claim_renew, epochs_removed_by_hand_fence_the_holder)

@@ -2031,6 +2031,71 @@ Test(claim_migrate, a_migration_stopped_after_the_marker_is_finished_from_the_as
 	top_is(ob, lo, "the format-1 claim");
 }
 
+/* Invariant 15 with format 1's invariant 10: a migration stopped after the
+ * marker, with more asides than a page, the last listed a live holder's
+ * (another host, renewed now): refused naming it, never copied into epoch
+ * 1 on the stale ones' judgment. */
+static struct {
+	char last[128];
+} lastx;
+
+static int note_last_aside(void *arg, const char *name)
+{
+	(void)arg;
+	if (strncmp(name, "claim.", 6) == 0)
+		snprintf(lastx.last, sizeof(lastx.last), "%s", name);
+	return 0;
+}
+
+Test(claim_migrate, the_newest_of_more_asides_than_a_page_is_judged)
+{
+	cr_assert_eq(claim_mark(fx.b), 0);
+	struct claim_rec old = elsewhere(ID_A, 600);
+	old.released = true;
+	char buf[CLAIM_MAX], msg[PATH_MAX + 512];
+	int n = claim_format(&old, buf, sizeof(buf));
+	for (int i = 0; i < 80; i++) {
+		char name[96];
+		snprintf(name, sizeof(name), "tmp/claim." ID_B ".%d", i);
+		cr_assert_eq(backing_put(fx.b, name, buf, (size_t)n), 0);
+	}
+	cr_assert_eq(backing_list(fx.b, "tmp", note_last_aside, NULL), 0);
+	cr_assert(lastx.last[0]);
+	/* the live holder's bytes, written in place: the listing's order stays */
+	struct claim_rec live = elsewhere(ID_A, 0);
+	n = claim_format(&live, buf, sizeof(buf));
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/backing/tmp/%s", fx.dir, lastx.last);
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	close(fd);
+	struct claim *b = NULL;
+	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), -EBUSY,
+		     "the live holder's aside was missed: taken");
+	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "the newest aside is judged: %s", msg);
+	cr_assert_eq(top_epoch(), 0, "the refusal made an epoch");
+	struct claim_rec r;
+	cr_assert_eq(claim_current_rec(fx.b, &r), -ENOENT, "the marker alone is a claim");
+}
+
+/* Invariant 5: more than CLAIM_EPOCHS_MAX names in CLAIM_DIR: the largest
+ * could be missed: refused, nothing made. */
+Test(claim_migrate, more_names_than_the_epochs_bound_refuse)
+{
+	char cmd[PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/backing/%s && cd %s/backing/%s && seq 1 %d | "
+		 "sed 's/$/.x/' | xargs touch", fx.dir, CLAIM_DIR, fx.dir, CLAIM_DIR,
+		 CLAIM_EPOCHS_MAX + 1);
+	cr_assert_eq(system(cmd), 0);
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
+	cr_assert_not_null(strstr(msg, "the newest claim cannot be told"), "%s", msg);
+	cr_assert_eq(claim_current(fx.b, &(uint64_t){ 0 }, (char[CLAIM_MAX]){ 0 }, &(size_t){ 0 },
+				   &(int){ 0 }), -E2BIG);
+}
+
 /* A format-1 claim beside epochs (an older daemon took a marker removed by
  * hand): every acquisition refused, naming it; CLAIM_FILE absent beside
  * epochs is made the marker again. */

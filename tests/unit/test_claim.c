@@ -515,6 +515,25 @@ static void one_holder_at_most(struct claim *const *cs, int n, const char *when)
 	cr_assert_leq(held, 1, "%s: %d holders", when, held);
 }
 
+/* A's claim (ID_A, cache 0), with lease timeout_s. */
+static struct claim *take_a(unsigned timeout_s)
+{
+	struct claim *a = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], timeout_s, &a, msg,
+				   sizeof(msg)), 0, "A: %s", msg);
+	return a;
+}
+
+/* c past its deadline (lease 1 s): unsure, as a holder another host judges
+ * stale by its heartbeat is. */
+static void past_deadline(struct claim *c)
+{
+	struct timespec nap = { 1, 100 * 1000 * 1000 };
+	nanosleep(&nap, NULL);
+	cr_assert(!claim_may_write(c), "still sure past its deadline");
+}
+
 /* A claim of another host, renewed ago seconds before now. */
 static struct claim_rec elsewhere(const char *catalog, int64_t ago)
 {
@@ -527,7 +546,7 @@ Test(claim_acquire, free_then_refused_naming_the_holder_then_released)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	a = take_a(60);
 	cr_assert_eq(claim_epoch(a), 1, "a new BACKING's first claim is not epoch 1");
 	struct claim_rec r;
 	cr_assert_eq(read_claim(&r), 0);
@@ -572,7 +591,7 @@ Test(claim_acquire, same_catalog_again_is_ours)
 {
 	struct claim *a = NULL, *again = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	a = take_a(60);
 	claim_end(a, false); /* as after kill -9: the claim stays */
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &again, msg, sizeof(msg)), 0, "%s", msg);
 	cr_assert_eq(claim_epoch(again), 2, "taken as OURS by the next epoch");
@@ -583,7 +602,7 @@ Test(claim_acquire, a_gone_holder_on_this_host_is_taken_over)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0);
+	a = take_a(60);
 	claim_end(a, false);
 	cache_gone(0);
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
@@ -767,7 +786,7 @@ Test(claim_acquire, a_catalog_behind_is_refused_naming_the_last_writer)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	a = take_a(60);
 	claim_end(a, true);
 	/* B, fresh, takes it and writes; A comes back */
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
@@ -793,9 +812,7 @@ Test(claim_acquire, a_catalog_behind_is_refused_naming_the_last_writer)
  * next renewal, and releases nothing. */
 Test(claim_acquire, a_holder_whose_claim_was_taken_is_fenced)
 {
-	struct claim *a = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim *a = take_a(60);
 	cr_assert(claim_may_write(a));
 	struct claim_rec other = elsewhere(ID_B, 0);
 	uint64_t theirs = put_claim(&other);
@@ -816,9 +833,7 @@ Test(claim_acquire, a_holder_whose_claim_was_taken_is_fenced)
  * finds the claim still ours; it is not lost for that. */
 Test(claim_acquire, a_holder_past_its_deadline_writes_nothing_until_it_renews)
 {
-	struct claim *a = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 1, &a, msg, sizeof(msg)), 0, "%s", msg);
+	struct claim *a = take_a(1);
 	char before[CLAIM_MAX];
 	size_t lb = 0;
 	uint64_t e = top_bytes(before, &lb);
@@ -860,7 +875,7 @@ Test(claim_acquire, a_holder_past_its_deadline_whose_claim_was_taken_meanwhile_i
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 1, &a, msg, sizeof(msg)), 0, "%s", msg);
+	a = take_a(1);
 	struct timespec nap = { 1, 100 * 1000 * 1000 }; /* past A's deadline */
 	nanosleep(&nap, NULL);
 	cr_assert(!claim_may_write(a));
@@ -890,7 +905,7 @@ static struct claim *a_released_then_b_took(char *before, size_t *lb)
 {
 	struct claim *a = NULL, *b = NULL;
 	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	a = take_a(60);
 	claim_end(a, true);
 	top_bytes(before, lb);
 	cr_assert_eq(claim_acquire(fx.b, ID_B, false, true, fx.cache[1], 60, &b, msg, sizeof(msg)), 0, "%s", msg);
@@ -1375,25 +1390,6 @@ static struct claim_rec here(const char *catalog, int i)
 	claim_this_host(&r);
 	r.pid = 999999;
 	return r;
-}
-
-/* A's claim (ID_A, cache 0), with lease timeout_s. */
-static struct claim *take_a(unsigned timeout_s)
-{
-	struct claim *a = NULL;
-	char msg[PATH_MAX + 512];
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], timeout_s, &a, msg,
-				   sizeof(msg)), 0, "A: %s", msg);
-	return a;
-}
-
-/* c past its deadline (lease 1 s): unsure, as a holder another host judges
- * stale by its heartbeat is. */
-static void past_deadline(struct claim *c)
-{
-	struct timespec nap = { 1, 100 * 1000 * 1000 };
-	nanosleep(&nap, NULL);
-	cr_assert(!claim_may_write(c), "still sure past its deadline");
 }
 
 /* ---- takes and give-backs by epochs (invariants 1-3, 12, 13) ---- */
@@ -1940,7 +1936,7 @@ Test(claim_migrate, a_released_format1_claim_of_another_catalog_is_behind_then_e
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "was written by another catalog"), "%s", msg);
 	format1_unchanged(ob, lo);
-	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0, "%s", msg);
+	a = take_a(60);
 	cr_assert_eq(claim_epoch(a), 2);
 	char e1[CLAIM_MAX], name[CLAIM_NAME_MAX];
 	size_t l1 = 0;

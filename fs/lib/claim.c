@@ -867,8 +867,8 @@ static bool claim_tried(const struct claim *c, uint64_t e, const char *buf, size
  * gone meanwhile, -EAGAIN: trimmed after two more epochs, 10). */
 static int claim_adopt(struct claim *c, uint64_t e)
 {
-	if (e != c->tried_epoch && !c->self.shared)
-		return 0;
+	if (e == 0 || (e != c->tried_epoch && !c->self.shared))
+		return 0; /* no epoch at all: removed by hand (9), nothing to adopt */
 	char *buf = malloc(CLAIM_MAX);
 	size_t len = 0;
 	struct claim_rec r;

@@ -331,6 +331,30 @@ Test(claim_format, vacant_round_trips_and_a_bad_word_is_refused)
 	}
 }
 
+/* Invariant 9 (review 56 T1): another host's record is judged by the
+ * larger of the taker's timeout and the record's lease line: a taker with
+ * a shorter timeout never takes a healthy holder's claim between its
+ * renewals. The lease round-trips. */
+Test(claim_judge, another_hosts_record_is_judged_by_the_larger_of_its_lease_and_our_timeout)
+{
+	bool alive = false;
+	struct claim_rec self = rec_of(ID_A, "n1", "b1", "/c1", NOW);
+	struct claim_rec h = rec_of(ID_B, "n2", "b2", "/c2", NOW - 30);
+	h.lease_s = 60;
+	cr_assert_eq(claim_judge(&h, &self, NOW, 1, fake_alive, &alive), CLAIM_HELD,
+		     "a taker of a 1 s timeout took a holder of a 60 s lease renewed 30 s ago");
+	cr_assert_eq(claim_judge(&h, &self, NOW + 31, 1, fake_alive, &alive), CLAIM_STALE);
+	h.lease_s = 1; /* our timeout the larger */
+	cr_assert_eq(claim_judge(&h, &self, NOW, 60, fake_alive, &alive), CLAIM_HELD);
+	char buf[CLAIM_MAX];
+	struct claim_rec back;
+	h.lease_s = 45;
+	int n = claim_format(&h, buf, sizeof(buf));
+	cr_assert_not_null(strstr(buf, "\nlease 45\n"), "%s", buf);
+	cr_assert_eq(claim_parse(buf, (size_t)n, &back), 0);
+	cr_assert_eq(back.lease_s, 45);
+}
+
 /* ---- acquisition on a directory BACKING ---- */
 
 static struct {
@@ -1839,6 +1863,54 @@ Test(claim_renew, a_shared_node_whose_siblings_epoch_was_trimmed_before_its_read
 	cr_assert_eq(claim_epoch(a), 5);
 	claim_end(b, true);
 	claim_end(a, true);
+}
+
+/* Invariant 3 (review 56 N1): a create answered EEXIST whose file holds
+ * exactly the bytes this renewal tried (a retransmitted LINK after a lost
+ * reply) is ours at once: not fenced. */
+Test(claim_renew, an_eexist_on_our_own_bytes_is_our_create)
+{
+	struct claim *a = take_a(60);
+	for (int tries = 0;; tries++) {
+		memset(&inj, 0, sizeof(inj));
+		inj.at = "renew-create";
+		inj.act = land_our_tried_create; /* then the create itself: EEXIST */
+		ld.began = (int64_t)time(NULL);
+		uint64_t e = claim_epoch(a);
+		claim_test_renew(a);
+		cr_assert_eq(inj.hits, 1);
+		if (!ld.straddled) {
+			cr_assert(holds(a), "a renewal whose own create landed first was fenced");
+			cr_assert_eq(claim_epoch(a), e + 1);
+			break;
+		}
+		cr_assert_lt(tries, 5, "every renewal straddled a second");
+		if (claim_lost(a)) { /* bytes of the second before: another's, rightly */
+			claim_end(a, false);
+			a = take_a(60);
+		}
+	}
+	claim_end(a, true);
+}
+
+/* Invariant 15 (review 56 M3): a format-1 claim file in the marker's place
+ * (an older daemon took BACKING after `rm -r` of the marker) fences the
+ * holder at its next renewal; the marker merely removed is made again. */
+Test(claim_renew, a_format1_claim_in_the_markers_place_fences_the_holder)
+{
+	struct claim *a = take_a(60);
+	marker_removed_by_hand();
+	claim_test_renew(a);
+	cr_assert(holds(a), "a holder was fenced by a marker removed by hand");
+	file_is_marker();
+	marker_removed_by_hand();
+	struct claim_rec older = elsewhere(ID_B, 0);
+	put_format1(&older, NULL, NULL);
+	claim_test_renew(a); /* (its epoch is made before the marker is looked at) */
+	cr_assert(claim_lost(a), "a holder beside an older daemon's claim was not fenced");
+	uint64_t top = top_epoch();
+	claim_end(a, true);
+	cr_assert_eq(top_epoch(), top, "the fenced holder released");
 }
 
 /* Invariant 9: the claim's epochs removed by hand: the holder is fenced

@@ -867,8 +867,8 @@ static bool claim_tried(const struct claim *c, uint64_t e, const char *buf, size
  * gone meanwhile, -EAGAIN: trimmed after two more epochs, 10). */
 static int claim_adopt(struct claim *c, uint64_t e)
 {
-	if (e != c->tried_epoch && !c->self.shared)
-		return 0;
+	if (e == 0 || (e != c->tried_epoch && !c->self.shared))
+		return 0; /* no epoch at all: removed by hand (9), nothing to adopt */
 	char *buf = malloc(CLAIM_MAX);
 	size_t len = 0;
 	struct claim_rec r;
@@ -954,6 +954,9 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 	if (rc == 0) {
 		claim_sure_from(c, fresh ? started : claim_started_adopted(c, started));
 		claim_trim(c->b, &s, c->epoch); /* invariant 10: sure, just renewed */
+		if (__atomic_exchange_n(&c->unsure_said, 0, __ATOMIC_ACQ_REL))
+			log_info("BACKING %s: the claim is renewed again, still ours (epoch %" PRIu64
+				 "): uploads and removals go on", backing_spec(c->b), c->epoch);
 	}
 	free(s.num);
 	return rc;

@@ -990,8 +990,16 @@ static void claim_renew(struct claim *c)
 	if (claim_lost(c))
 		return; /* fenced, logged */
 	uint64_t started = claim_clock_ms(); /* invariant 9: before the listing */
-	int rc = claim_render(c);
 	const char *why = "";
+	/* review 56 M3: first, so that an older daemon's claim makes no epoch */
+	int rc = claim_marker_check(c, &why);
+	if (rc < 0) {
+		log_warn("BACKING %s: cannot look at %s (the marker of the claim's layout): %s (a "
+			 "later renewal looks again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
+		rc = 0;
+	}
+	if (rc == 0)
+		rc = claim_render(c);
 	if (rc == 0) {
 		char *bytes = malloc(c->written_len);
 		size_t len = c->written_len;
@@ -999,11 +1007,6 @@ static void claim_renew(struct claim *c)
 			memcpy(bytes, c->written, len);
 		rc = bytes ? claim_advance(c, bytes, len, started, &why) : -ENOMEM;
 		free(bytes);
-	}
-	if (rc == 0 && (rc = claim_marker_check(c, &why)) < 0) { /* review 56 M3 */
-		log_warn("BACKING %s: cannot look at %s (the marker of the claim's layout): %s (a "
-			 "later renewal looks again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
-		rc = 0;
 	}
 	if (rc == CLAIM_LOST)
 		claim_fence(c, why);

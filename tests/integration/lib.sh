@@ -833,11 +833,12 @@ _ck_btool() { "$(dirname "$CKPTFS_BIN")/backing-tool" "$@"; }
 
 # ck_claim_epochs [BACKING] — the epochs' names in claims/, one a line, sorted.
 ck_claim_epochs() {
-	local b=${1:-$CK_BACKING}
+	local b=${1:-$CK_BACKING} names
 	case $b in
-	nfs://*) _ck_btool "$b" ls claims 2>/dev/null ;;
-	*) ls "$b/claims" 2>/dev/null ;;
-	esac | grep -E '^[0-9]{20}$' | sort
+	nfs://*) names=$(_ck_btool "$b" ls claims 2>/dev/null) || names= ;;
+	*) names=$(ls "$b/claims" 2>/dev/null) || names= ;;
+	esac
+	printf '%s\n' "$names" | grep -E '^[0-9]{20}$' | sort || true
 }
 
 # ck_claim [BACKING] — the claim's text: the largest epoch's. A holder

@@ -40,7 +40,6 @@
 #include "log.h"
 
 #define CLAIM_TRIES 8
-#define CLAIM_MARKER_RENEWED 4102444800 /* 2100-01-01: the newest of any format-1 aside */
 
 struct claim {
 	struct backing *b;
@@ -149,7 +148,6 @@ bool claim_may_write(struct claim *c)
 
 /* ---- the epochs on BACKING ---- */
 
-static bool claim_is_marker(const char *buf, size_t len);
 
 void claim_epoch_name(uint64_t epoch, char *out, size_t size)
 {
@@ -249,9 +247,7 @@ int claim_current_rec(struct backing *b, struct claim_rec *rec)
 	if (rc == -ENOENT) { /* a format-1 BACKING not yet taken by format 2 (15) */
 		rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, &len);
 		parsed = rc == -EFBIG ? -EINVAL : 0;
-		rc = rc == -EFBIG ? 0 : rc;
-		if (rc == 0 && parsed == 0 && claim_is_marker(buf, len))
-			rc = -ENOENT;
+		rc = rc == -EFBIG ? 0 : rc == -EISDIR ? -ENOENT : rc; /* the marker: no claim */
 	}
 	if (rc == 0 && parsed == 0)
 		rc = claim_parse(buf, len, rec);
@@ -304,7 +300,7 @@ static int claim_render(struct claim *c)
 static int claim_vacant(const char *why, char *buf, size_t size)
 {
 	struct claim_rec v = { 0 };
-	snprintf(v.catalog, sizeof(v.catalog), "%s", CLAIM_MARKER_ID);
+	snprintf(v.catalog, sizeof(v.catalog), "%s", CLAIM_NOBODY_ID);
 	claim_random_hex(v.instance);
 	claim_this_host(&v);
 	snprintf(v.cache, sizeof(v.cache), "/");
@@ -314,25 +310,29 @@ static int claim_vacant(const char *why, char *buf, size_t size)
 	return claim_format(&v, buf, size);
 }
 
-int claim_marker(char *buf, size_t size)
+/* Invariant 15: the marker, a directory CLAIM_FILE holding a README, made
+ * by one exclusive create (its directory with it). 0 (made, or there), or
+ * -errno: a format-1 claim file there answers -ENOTDIR or -EEXIST. */
+int claim_mark(struct backing *b)
 {
-	struct claim_rec m = { 0 };
-	snprintf(m.catalog, sizeof(m.catalog), "%s", CLAIM_MARKER_ID);
-	snprintf(m.instance, sizeof(m.instance), "%s", CLAIM_MARKER_ID);
-	snprintf(m.host, sizeof(m.host), "%s", CLAIM_MARKER_HOST);
-	snprintf(m.boot, sizeof(m.boot), "-");
-	snprintf(m.cache, sizeof(m.cache), "/DO-NOT-REMOVE-the-claim-is-in-%s", CLAIM_DIR);
-	m.renewed = CLAIM_MARKER_RENEWED;
-	m.shared = true;
-	return claim_format(&m, buf, size);
+	static const char text[] =
+		"This BACKING's claim (which catalog writes it) is in " CLAIM_DIR "/, one file per\n"
+		"epoch (ckptfs claim layout 2, docs/FORMAT.md \"The claim\"). This directory\n"
+		"stands where older ckptfs look for their claim file, so that they refuse\n"
+		"this BACKING instead of taking it: upgrade them. Do not remove it.\n";
+	int rc = backing_put_new(b, CLAIM_MARKER_README, text, sizeof(text) - 1);
+	return rc == -EEXIST ? 0 : rc;
 }
 
-/* Invariant 15: bytes that parse as the marker (by its reserved id). */
-static bool claim_is_marker(const char *buf, size_t len)
+/* Invariant 15: what CLAIM_FILE is: 1 the marker (a directory), 0 absent,
+ * 2 a file (a format-1 claim: its bytes in buf, *len; EFBIG: *len 0), or
+ * -errno. */
+static int claim_file_kind(struct backing *b, char *buf, size_t *len)
 {
-	struct claim_rec r;
-	return claim_parse(buf, len, &r) == 0 && r.shared &&
-	       strcmp(r.catalog, CLAIM_MARKER_ID) == 0;
+	int rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, len);
+	if (rc == -EFBIG)
+		*len = 0;
+	return rc == -EISDIR ? 1 : rc == -ENOENT ? 0 : rc == 0 || rc == -EFBIG ? 2 : rc;
 }
 
 /* Invariant 6: a record of our shared catalog. */
@@ -373,7 +373,7 @@ static int claim_aside_name(void *arg, const char *name)
 
 /* The format-1 asides judged (invariant 15, as format 1's invariant 10
  * judged them): 1 if one is a live holder's (HELD) — its record in held —,
- * else 0 with the newest parseable one that is not the marker in buf/len
+ * else 0 with the newest parseable one in buf/len
  * (len 0: none); or -errno. */
 static int claim_asides_judge(struct claim *c, int64_t now, char *buf, size_t *len,
 			      struct claim_rec *held)
@@ -391,14 +391,14 @@ static int claim_asides_judge(struct claim *c, int64_t now, char *buf, size_t *l
 		size_t n = 0;
 		struct claim_rec r;
 		int g = backing_get(c->b, l.name[i], one, CLAIM_MAX, &n);
-		if (g == -ENOENT || g == -EFBIG || (g == 0 && claim_parse(one, n, &r) != 0))
+		/* gone, too large, not a file (a marker an older mover moved), not a record */
+		if (g == -ENOENT || g == -EFBIG || g == -EISDIR || g == -ELOOP || g == -EINVAL ||
+		    (g == 0 && claim_parse(one, n, &r) != 0))
 			continue;
 		if (g != 0) {
 			rc = g;
 			break;
 		}
-		if (claim_is_marker(one, n))
-			continue;
 		if (claim_judge(&r, &c->self, now, c->timeout_s, claim_holder_alive, NULL) ==
 		    CLAIM_HELD) {
 			*held = r;
@@ -444,13 +444,10 @@ static int claim_legacy_import(struct claim *c, int64_t now, char *msg, size_t m
  * epoch 1. 0, -EAGAIN (changed meanwhile: look again), or -errno. */
 static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 {
-	char aside[96], *moved = malloc(CLAIM_MAX), marker[CLAIM_MAX];
+	char aside[96], *moved = malloc(CLAIM_MAX);
 	size_t mlen = 0;
-	int n = claim_marker(marker, sizeof(marker));
-	if (!moved || n < 0) {
-		free(moved);
-		return !moved ? -ENOMEM : n;
-	}
+	if (!moved)
+		return -ENOMEM;
 	snprintf(aside, sizeof(aside), "tmp/claim.%s.m", c->self.instance);
 	claim_hook(c, "migrate-move");
 	int rc = backing_move(c->b, CLAIM_FILE, aside);
@@ -462,8 +459,8 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 		rc = -EAGAIN; /* another's bytes: they stay aside (format 1's invariant 2) */
 	if (rc == 0) {
 		claim_hook(c, "migrate-marker");
-		rc = backing_put_new(c->b, CLAIM_FILE, marker, (size_t)n);
-		if (rc == -EEXIST) /* a format-1 take in our gap: its checks see our aside */
+		rc = claim_mark(c->b);
+		if (rc == -EEXIST || rc == -ENOTDIR) /* a format-1 take in our gap: its checks see our aside */
 			rc = -EAGAIN;
 	}
 	if (rc == 0) {
@@ -530,40 +527,32 @@ static int claim_legacy_take(struct claim *c, const char *have, size_t len, int6
  * round: msg), -EBUSY (msg), or -errno. */
 static int claim_legacy(struct claim *c, int64_t now, char *msg, size_t msgsize)
 {
-	char *have = malloc(CLAIM_MAX), marker[CLAIM_MAX];
+	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
-	int n = claim_marker(marker, sizeof(marker));
 	struct claim_scan s = { 0 };
-	int rc = !have ? -ENOMEM : n < 0 ? n : backing_get(c->b, CLAIM_FILE, have, CLAIM_MAX, &len);
-	if (rc == -EFBIG) { /* not a record: judged as one that does not parse */
-		len = 0;
-		rc = 0;
-	}
-	bool marked = rc == 0 && claim_is_marker(have, len);
-	int sr = rc == 0 || rc == -ENOENT ? claim_scan(c->b, &s) : rc;
-	if (sr != 0)
-		rc = sr;
-	else if (marked && s.top == 0)
+	int kind = have ? claim_file_kind(c->b, have, &len) : -ENOMEM;
+	int rc = kind < 0 ? kind : claim_scan(c->b, &s);
+	if (rc != 0)
+		;
+	else if (kind == 1 && s.top == 0) /* a move stopped after the marker, or a new BACKING */
 		rc = claim_legacy_import(c, now, msg, msgsize);
-	else if (marked)
+	else if (kind == 1)
 		rc = 0;
-	else if (rc == -ENOENT && s.top > 0) { /* removed by hand: made again */
-		rc = backing_put_new(c->b, CLAIM_FILE, marker, (size_t)n);
-		rc = rc == -EEXIST ? -EAGAIN : rc;
-	} else if (rc == -ENOENT) { /* format 1 absent, or a new BACKING */
-		rc = backing_put_new(c->b, CLAIM_FILE, marker, (size_t)n);
-		rc = rc == -EEXIST ? -EAGAIN : rc == 0 ? claim_legacy_import(c, now, msg, msgsize)
-						       : rc;
-	} else if (rc == 0 && s.top > 0) {
+	else if (kind == 0) { /* format 1 absent (or its file removed by hand beside epochs) */
+		rc = claim_mark(c->b);
+		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN
+		     : rc == 0 && s.top == 0	    ? claim_legacy_import(c, now, msg, msgsize)
+						    : rc;
+	} else if (s.top > 0) {
 		struct claim_rec l;
 		bool p = claim_parse(have, len, &l) == 0;
-		snprintf(msg, msgsize, "BACKING %s has a format-1 claim %s (an older ckptfs: host %s, "
-			 "cache %s) beside format-2 claims in %s/: an older daemon took a marker "
-			 "removed by hand; stop it, then break the claim: ckptfs-admin claim --break "
-			 "%s", backing_spec(c->b), CLAIM_FILE, p ? l.host : "?", p ? l.cache : "?",
-			 CLAIM_DIR, backing_spec(c->b));
+		snprintf(msg, msgsize, "BACKING %s has a format-1 claim file %s (an older ckptfs: "
+			 "host %s, cache %s) beside the claims in %s/: an older daemon took BACKING "
+			 "after the marker there was removed by hand; stop it, then break the claim: "
+			 "ckptfs-admin claim --break %s", backing_spec(c->b), CLAIM_FILE,
+			 p ? l.host : "?", p ? l.cache : "?", CLAIM_DIR, backing_spec(c->b));
 		rc = -EBUSY;
-	} else if (rc == 0) {
+	} else {
 		rc = claim_legacy_take(c, have, len, now, msg, msgsize);
 	}
 	free(s.num);
@@ -662,6 +651,8 @@ static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const 
 			c->epoch = s->top;
 			return 0;
 		}
+		if (g != 0) /* unread (trimmed after two more: 10): look again later */
+			return g == -ENOENT ? -EAGAIN : g;
 	}
 	return 1;
 }
@@ -814,12 +805,14 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 
 /* Invariant 3: whether the largest epoch top, not the one we made last, is
  * still ours: the create we tried that failed but landed (its exact bytes),
- * or, for a shared node, a sibling's record of our catalog (6). */
-static bool claim_adopt(struct claim *c, uint64_t top)
+ * or, for a shared node, a sibling's record of our catalog (6). 1 (adopted),
+ * 0 (another's), or -errno (unread: look again at the next renewal; gone
+ * meanwhile, -EAGAIN: trimmed by a sibling after two more epochs, 10). */
+static int claim_adopt(struct claim *c, uint64_t top)
 {
 	bool tried = c->tried_epoch != 0 && top == c->tried_epoch;
 	if (!tried && !c->self.shared)
-		return false;
+		return 0;
 	char *buf = malloc(CLAIM_MAX);
 	size_t len = 0;
 	struct claim_rec r;
@@ -833,7 +826,7 @@ static bool claim_adopt(struct claim *c, uint64_t top)
 		c->written_len = len;
 	}
 	free(buf);
-	return ours;
+	return ours ? 1 : g == -ENOENT ? -EAGAIN : g < 0 ? g : 0;
 }
 
 /* The step of renewal, release and give-back (invariants 3, 9, 10, 11):
@@ -848,7 +841,10 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 	int rc = claim_scan(c->b, &s);
 	claim_hook(c, "renew-read");
 	*why = "";
-	if (rc == 0 && s.top != c->epoch && !claim_adopt(c, s.top)) {
+	int adopted = rc == 0 && s.top != c->epoch ? claim_adopt(c, s.top) : 1;
+	if (adopted < 0)
+		rc = adopted;
+	else if (adopted == 0) {
 		*why = s.top > c->epoch ? "another holder made a larger epoch"
 					: "the claim's epochs were removed";
 		rc = -ESTALE;
@@ -860,8 +856,9 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 		c->tried_len = len;
 		rc = claim_create(c->b, c, next, bytes, len, "renew-create");
 	}
-	if (rc == -EEXIST && c->self.shared && claim_adopt(c, next))
-		rc = 0; /* a sibling's renewal: ours too (6) */
+	adopted = rc == -EEXIST && c->self.shared ? claim_adopt(c, next) : 0;
+	if (adopted != 0)
+		rc = adopted < 0 ? adopted : 0; /* a sibling's renewal: ours too (6) */
 	else if (rc == -EEXIST) {
 		*why = "another holder made the next epoch first";
 		rc = -ESTALE;
@@ -1035,15 +1032,23 @@ void claim_abandon(struct claim *c)
 
 int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 {
-	char *rec = malloc(CLAIM_MAX), marker[CLAIM_MAX];
+	char *rec = malloc(CLAIM_MAX);
 	int n = rec ? claim_vacant(CLAIM_BROKEN, rec, CLAIM_MAX) : -ENOMEM;
-	int m = claim_marker(marker, sizeof(marker));
-	int rc = n < 0 ? n : m < 0 ? m : 0;
+	int rc = n < 0 ? n : 0;
 	msg[0] = '\0';
 	*epoch = 0;
-	/* invariant 15: a format-1 claim is broken too; older daemons refused */
+	/* invariant 15: a format-1 claim is broken too (its file removed: the
+	 * decision), and the marker made: older daemons refused from now on */
+	size_t len = 0;
+	char *old = rc == 0 ? malloc(CLAIM_MAX) : NULL;
+	int kind = rc != 0 ? rc : old ? claim_file_kind(b, old, &len) : -ENOMEM;
+	free(old);
+	if (kind == 2)
+		rc = backing_remove(b, CLAIM_FILE);
+	else if (kind < 0)
+		rc = kind;
 	if (rc == 0)
-		rc = backing_put(b, CLAIM_FILE, marker, (size_t)m);
+		rc = claim_mark(b);
 	struct claim_scan s = { 0 };
 	if (rc == 0)
 		rc = -EAGAIN;

@@ -182,26 +182,29 @@
  *     cache would be refused as a copy's, BEHIND). A note (done false) that
  *     could not be synced fails, and the take with it. The made record
  *     needs no sync: the begun one already names the instance.
- * 15. Format 1's CLAIM_FILE, read by older ckptfs only, holds for good a
- *     marker (claim_marker: a shared claim of the reserved catalog id
- *     CLAIM_MARKER_ID, renewed in 2100): an older daemon judges it HELD by
- *     a shared catalog and is refused, naming CLAIM_MARKER_HOST. A BACKING
+ * 15. Format 1's claim was one file, CLAIM_FILE, the only name older
+ *     ckptfs read. It is now for good a DIRECTORY (the marker, with a
+ *     README): an older daemon's read of it fails (EISDIR) and its
+ *     exclusive create of that name meets EEXIST, so it refuses the
+ *     BACKING whatever it judged, and an `rm` of it (older daemons' refusals
+ *     of some claims advise removing the file by hand) fails. A BACKING
  *     with no epoch is brought to format 2 by the first acquisition: the
  *     format-1 claim there (judged by format 1's rules, invariants 4-8, 12,
- *     13; refused while any tmp/claim.* aside of an older take stands
- *     beside it, or while a shared one of our catalog was renewed within
- *     the timeout: an older node of it is up) is moved aside by one move,
- *     compared with what was judged, the marker put in its place by an
- *     exclusive create, and the judged record copied into epoch 1 — so the
- *     last writer of BACKING is still named (8). An older taker's create in
- *     that gap gets the marker EEXIST, or takes the name first (our create
- *     gets EEXIST, and format 1's checks back it off, or it holds and we
- *     are refused). A migration stopped after the marker leaves the
- *     newest parseable tmp/claim.* aside as the claim to copy into epoch 1
- *     (CLAIM_FILE absent with no epoch: judged likewise). CLAIM_FILE
- *     absent beside epochs (removed by hand) is made the marker again. A
- *     format-1 claim beside epochs (an older daemon took a marker removed
- *     by hand) refuses every acquisition, naming it.
+ *     13; refused while any parseable tmp/claim.* aside of an older take
+ *     stands beside it, or while a shared one of our catalog was renewed
+ *     within the timeout: an older node of it is up) is moved aside by one
+ *     move, compared with what was judged, the marker made in its place by
+ *     an exclusive create, and the judged record copied into epoch 1 — so
+ *     the last writer of BACKING is still named (8). An older taker's create
+ *     in that gap gets EEXIST from the marker, or takes the name first (our
+ *     mark fails, and format 1's checks back it off, or it holds and we are
+ *     refused). A migration stopped after the marker leaves the newest
+ *     parseable tmp/claim.* aside (judged: one a live holder's refuses) as
+ *     the claim to copy into epoch 1; CLAIM_FILE absent with no epoch is
+ *     judged likewise. CLAIM_FILE absent beside epochs is made the marker
+ *     again. A format-1 claim file beside epochs (an older daemon took
+ *     BACKING after the marker was removed by hand) refuses every
+ *     acquisition, naming it, until a by-hand break.
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -216,12 +219,12 @@
 struct backing;
 struct claim_ledger;
 
-#define CLAIM_FILE "ckptfs.claim" /* format 1; the marker since (invariant 15) */
+#define CLAIM_FILE "ckptfs.claim" /* format 1's claim; the marker directory since (15) */
 #define CLAIM_DIR "claims"        /* the epochs (invariant 1) */
 #define CLAIM_EPOCH_DIGITS 20
 #define CLAIM_EPOCHS_MAX 4096     /* invariant 5 */
-#define CLAIM_MARKER_ID "00000000000000000000000000000000" /* invariant 15 */
-#define CLAIM_MARKER_HOST "ckptfs-claim-format-2-upgrade-ckptfs-to-mount"
+#define CLAIM_MARKER_README CLAIM_FILE "/README" /* the marker (invariant 15) */
+#define CLAIM_NOBODY_ID "00000000000000000000000000000000" /* a vacant record's catalog (8) */
 #define CLAIM_BROKEN "broken-by-hand" /* claim_break's vacant record (invariant 8) */
 #define CLAIM_MAX 8192
 #define CLAIM_DEFAULT_TIMEOUT_S 60
@@ -300,8 +303,10 @@ int claim_current_rec(struct backing *b, struct claim_rec *rec);
 /* CLAIM_DIR/E into out (at least CLAIM_NAME_MAX bytes). */
 #define CLAIM_NAME_MAX (sizeof(CLAIM_DIR) + CLAIM_EPOCH_DIGITS + 1)
 void claim_epoch_name(uint64_t epoch, char *out, size_t size);
-/* The marker of invariant 15 as bytes (buf of CLAIM_MAX): its length, or -errno. */
-int claim_marker(char *buf, size_t size);
+/* Makes the marker of invariant 15 (the directory CLAIM_FILE with its
+ * README): 0 (made, or already there), or -errno (-ENOTDIR or -EEXIST: a
+ * format-1 claim file is there). */
+int claim_mark(struct backing *b);
 
 /* A claim held by this process. */
 struct claim;

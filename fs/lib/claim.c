@@ -326,9 +326,14 @@ int claim_mark(struct backing *b)
 
 /* Invariant 15: what CLAIM_FILE is: 1 the marker (a directory), 0 absent,
  * 2 a file (a format-1 claim: its bytes in buf, *len; EFBIG: *len 0), or
- * -errno. */
+ * -errno. The marker's README is looked at first: a get of the directory
+ * itself fails EISDIR, which backing_get logs as an error (a planted
+ * directory), on every acquisition and on the stderr of refusals. */
 static int claim_file_kind(struct backing *b, char *buf, size_t *len)
 {
+	uint64_t size = 0;
+	if (backing_stat(b, CLAIM_MARKER_README, &size) == 0)
+		return 1;
 	int rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, len);
 	if (rc == -EFBIG)
 		*len = 0;

@@ -825,9 +825,10 @@ ck_admin_has() {
 #
 # The claim (fs/lib/claim.h, docs/FORMAT.md "The claim") is the directory
 # claims/ of epochs, files named by 20 digits, each made once by an
-# exclusive create; the claim is the largest epoch's record. ckptfs.claim is
-# a marker for older ckptfs (format 1's file). A BACKING may be a directory
-# or nfs:// (then through build/backing-tool, beside CKPTFS_BIN).
+# exclusive create; the claim is the largest epoch's record. ckptfs.claim,
+# format 1's claim file, is a marker directory (with a README) older ckptfs
+# stop at. A BACKING may be a directory or nfs:// (then through
+# build/backing-tool, beside CKPTFS_BIN).
 
 _ck_btool() { "$(dirname "$CKPTFS_BIN")/backing-tool" "$@"; }
 
@@ -901,13 +902,15 @@ ck_claim_record() {
 
 # ck_claim_state [BACKING] — what the claim is on BACKING, to compare before
 # and after something that must not touch it: the epochs' names, the
-# largest's text and ckptfs.claim's checksum (a directory BACKING).
+# largest's text and what ckptfs.claim is, with its files' checksums (a
+# directory BACKING).
 ck_claim_state() {
 	local b=${1:-$CK_BACKING}
 	ck_claim_epochs "$b" | tr '\n' ' '
 	echo
 	ck_claim "$b"
-	sha256sum <"$b/ckptfs.claim" 2>/dev/null || echo "no ckptfs.claim"
+	stat -c '%F' "$b/ckptfs.claim" 2>/dev/null || echo "no ckptfs.claim"
+	(cd "$b" && find ckptfs.claim -type f -exec sha256sum {} + 2>/dev/null) || true
 }
 
 # ck_claim_epochs_only_of INSTANCE — every epoch in claims/ of CK_BACKING is
@@ -922,13 +925,13 @@ ck_claim_epochs_only_of() {
 }
 
 # ck_backing_snapshot DIR — every file of BACKING DIR but temporaries and the
-# claim (claims/, a new epoch at each renewal; ckptfs.claim, its marker:
+# claim (claims/, a new epoch at each renewal; ckptfs.claim, the marker:
 # ck_claim_state compares those), with its SHA-256. A file that goes between
 # find and sha256sum (the holder replacing its tree manifest) is left out of
 # this snapshot, not an error: the snapshots then differ, which is what
 # ck_backing_quiet waits out and the cases that compare them fail on.
 ck_backing_snapshot() {
-	(cd "$1" && find . \( -path ./tmp -o -path ./claims \) -prune -o -type f ! -name ckptfs.claim -print0 | sort -z |
+	(cd "$1" && find . \( -path ./tmp -o -path ./claims -o -path ./ckptfs.claim \) -prune -o -type f -print0 | sort -z |
 		{ xargs -0 -r sha256sum 2>/dev/null || true; })
 }
 

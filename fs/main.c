@@ -785,7 +785,7 @@ static int main_claim(struct ckptfs *fs)
 			 fs->opt.cache, strerror(-rc));
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: %s\n", msg);
-		claim_end(fs->claim, false);
+		claim_abandon(fs->claim); /* taken, not recorded: given back (review 56 L11) */
 		fs->claim = NULL;
 	}
 	return rc;

@@ -767,9 +767,14 @@ int admin_claim_for(struct admin *a, struct cat *cat, bool fresh, bool stand_in)
 	if (err == 0 && fresh && (err = cat_claimed_set(cat)) != 0)
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
 			 a->cache, strerror(-err));
-	if (err == 0)
-		err = claim_start(a->claim);
+	if (err == 0 && (err = claim_start(a->claim)) != 0)
+		snprintf(msg, sizeof(msg), "BACKING %s: cannot renew the claim: %s", a->backing,
+			 strerror(-err));
 	if (err != 0) {
+		/* taken but not recorded: given back, so the catalog that held it
+		 * is not left behind one that wrote nothing (review 56 L11) */
+		claim_abandon(a->claim);
+		a->claim = NULL;
 		admin_err("%s", msg);
 		return err == -EBUSY ? ADMIN_BUSY : ADMIN_PROBLEM;
 	}

@@ -60,8 +60,8 @@ int admin_cmd_claim(struct admin *a)
 			admin_err("claim --break: %s", msg);
 		else if (!a->json)
 			printf("BACKING %s: claim broken by hand (epoch %" PRIu64 "): free to any "
-			       "catalog after the claim's timeout (60 s by default); a daemon still "
-			       "holding it is fenced at its next renewal\n", a->target, epoch);
+			       "catalog once its holder's lease has passed (its claim_timeout, 60 s by "
+			       "default); a daemon still holding it is fenced at its next renewal\n", a->target, epoch);
 	}
 	char *buf = rc == 0 ? malloc(CLAIM_MAX) : NULL;
 	size_t len = 0;

@@ -52,6 +52,8 @@ struct claim {
 	uint64_t tried_epoch; /* a create that failed, maybe landed (invariant 3); 0 none */
 	char tried[CLAIM_MAX];
 	size_t tried_len;
+	char tried_before[CLAIM_MAX]; /* the failed try before it, for the same number */
+	size_t tried_before_len;
 	int fenced;		/* invariant 9: 0 → 1 once (atomics), logged then */
 	uint64_t sure_until_ms; /* invariant 9, on claim_clock_ms (atomics) */
 	int unsure_said;	/* invariant 9: the wait past the deadline logged (atomics) */
@@ -104,8 +106,9 @@ static void claim_fence(struct claim *c, const char *why)
 /* Invariant 9: the last renewal that found the claim ours is recent enough. */
 static bool claim_sure(struct claim *c)
 {
-	return c->self.shared || /* invariant 7: never taken over by age */
-	       claim_clock_ms() < __atomic_load_n(&c->sure_until_ms, __ATOMIC_ACQUIRE);
+	/* shared too (review 56 S1): never taken by age (7), but by age once
+	 * broken by hand (8) */
+	return claim_clock_ms() < __atomic_load_n(&c->sure_until_ms, __ATOMIC_ACQUIRE);
 }
 
 bool claim_lost(struct claim *c)
@@ -171,9 +174,10 @@ static int claim_scan_name(void *arg, const char *name)
 		return -E2BIG; /* invariant 5: the largest could be missed */
 	if (strlen(name) != CLAIM_EPOCH_DIGITS || strspn(name, "0123456789") != CLAIM_EPOCH_DIGITS)
 		return 0;
+	errno = 0;
 	uint64_t e = strtoull(name, NULL, 10);
-	if (e == 0)
-		return 0;
+	if (e == 0 || e == UINT64_MAX || errno == ERANGE)
+		return 0; /* not an epoch: no next number (review 56 L9) */
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 8;
 		uint64_t *num = realloc(s->num, (size_t)cap * sizeof(*num));
@@ -287,6 +291,7 @@ static void claim_trim(struct backing *b, const struct claim_scan *s, uint64_t k
 /* Our record as bytes, in c->written. */
 static int claim_render(struct claim *c)
 {
+	c->self.lease_s = c->timeout_s; /* invariant 9: judged by it too */
 	c->self.renewed = claim_now();
 	int n = claim_format(&c->self, c->written, sizeof(c->written));
 	if (n < 0)
@@ -297,9 +302,10 @@ static int claim_render(struct claim *c)
 
 /* A vacant record (invariant 8) of this host as its maker: why is
  * "broken-by-hand" or "given-back". */
-static int claim_vacant(const char *why, char *buf, size_t size)
+static int claim_vacant(const char *why, unsigned lease_s, char *buf, size_t size)
 {
 	struct claim_rec v = { 0 };
+	v.lease_s = lease_s;
 	snprintf(v.catalog, sizeof(v.catalog), "%s", CLAIM_NOBODY_ID);
 	claim_random_hex(v.instance);
 	claim_this_host(&v);
@@ -421,11 +427,15 @@ static int claim_asides_judge(struct claim *c, int64_t now, char *buf, size_t *l
 	return rc;
 }
 
-/* Invariant 15, marker in place and no epoch: a migration stopped after its
- * marker; the newest format-1 aside is copied into epoch 1 (none: nothing,
- * the claim is free). 0, -EINPROGRESS (a live holder's aside: look again,
- * msg), or -errno. */
-static int claim_legacy_import(struct claim *c, int64_t now, char *msg, size_t msgsize)
+/* Invariant 15, no epoch: the newest format-1 aside copied into epoch 1
+ * (none: nothing, the claim is free). While CLAIM_FILE is absent (!now) an
+ * aside is an older take under way, whose maker removes it if its create
+ * meets our marker (review 56 M1): looked at again, and copied only at the
+ * last round (an aside left by a crash); with the marker there (now), at
+ * once. 0, -EINPROGRESS (look again; refused at the last round: msg), or
+ * -errno. */
+static int claim_legacy_import(struct claim *c, int64_t now, bool at_once, char *msg,
+			       size_t msgsize)
 {
 	char *buf = malloc(CLAIM_MAX);
 	size_t len = 0;
@@ -434,6 +444,11 @@ static int claim_legacy_import(struct claim *c, int64_t now, char *msg, size_t m
 	if (rc == 1) {
 		claim_describe(&held, c->self.shared, 0, now, msg, msgsize, backing_spec(c->b),
 			       c->timeout_s);
+		rc = -EINPROGRESS;
+	} else if (rc == 0 && len > 0 && !at_once) {
+		snprintf(msg, msgsize, "BACKING %s: an older ckptfs is taking the claim %s (a "
+			 "tmp/claim.* aside, and no claim): looked again", backing_spec(c->b),
+			 CLAIM_FILE);
 		rc = -EINPROGRESS;
 	} else if (rc == 0 && len > 0) {
 		rc = claim_create(c->b, c, 1, buf, len, "migrate-copy");
@@ -462,6 +477,11 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 		rc = -EAGAIN;
 	else if (rc == 0 && (mlen != len || memcmp(moved, have, len) != 0))
 		rc = -EAGAIN; /* another's bytes: they stay aside (format 1's invariant 2) */
+	if (rc == 0) { /* epoch 1 first: the last writer is named before any marker (M1) */
+		rc = claim_create(c->b, c, 1, have, len, "migrate-copy");
+		if (rc == -EEXIST)
+			rc = 0;
+	}
 	if (rc == 0) {
 		claim_hook(c, "migrate-marker");
 		rc = claim_mark(c->b);
@@ -469,14 +489,9 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 			rc = -EAGAIN;
 	}
 	if (rc == 0) {
-		rc = claim_create(c->b, c, 1, have, len, "migrate-copy");
-		if (rc == -EEXIST)
-			rc = 0;
-		if (rc == 0) {
-			backing_remove(c->b, aside);
-			log_info("BACKING %s: its claim moved to format 2 (%s/, %s now a marker "
-				 "that older ckptfs refuse)", backing_spec(c->b), CLAIM_DIR, CLAIM_FILE);
-		}
+		backing_remove(c->b, aside);
+		log_info("BACKING %s: its claim moved to format 2 (%s/, %s now a marker that older "
+			 "ckptfs refuse)", backing_spec(c->b), CLAIM_DIR, CLAIM_FILE);
 	}
 	free(moved);
 	return rc;
@@ -530,24 +545,29 @@ static int claim_legacy_take(struct claim *c, const char *have, size_t len, int6
 /* Invariant 15: CLAIM_FILE is the marker before any epoch is judged. 0,
  * -EAGAIN (look again), -EINPROGRESS (look again, refused at the last
  * round: msg), -EBUSY (msg), or -errno. */
-static int claim_legacy(struct claim *c, int64_t now, char *msg, size_t msgsize)
+static int claim_legacy(struct claim *c, int64_t now, bool last, char *msg, size_t msgsize)
 {
 	char *have = malloc(CLAIM_MAX);
 	size_t len = 0;
 	struct claim_scan s = { 0 };
 	int kind = have ? claim_file_kind(c->b, have, &len) : -ENOMEM;
+	if (kind < 0 && kind != -ENOMEM)
+		snprintf(msg, msgsize, "BACKING %s: cannot read %s (the marker of the claim's "
+			 "layout): %s", backing_spec(c->b), CLAIM_FILE, strerror(-kind));
 	int rc = kind < 0 ? kind : claim_scan(c->b, &s);
 	if (rc != 0)
 		;
-	else if (kind == 1 && s.top == 0) /* a move stopped after the marker, or a new BACKING */
-		rc = claim_legacy_import(c, now, msg, msgsize);
+	else if (kind == 1 && s.top == 0) /* a new BACKING's first mount stopped after its mark */
+		rc = claim_legacy_import(c, now, true, msg, msgsize);
 	else if (kind == 1)
 		rc = 0;
-	else if (kind == 0) { /* format 1 absent (or its file removed by hand beside epochs) */
+	else if (kind == 0 && s.top == 0) { /* format 1 absent, or a new BACKING (M1: copy first) */
+		rc = claim_legacy_import(c, now, last, msg, msgsize);
+		rc = rc == 0 ? claim_mark(c->b) : rc;
+		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
+	} else if (kind == 0) { /* the marker removed by hand beside epochs: made again */
 		rc = claim_mark(c->b);
-		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN
-		     : rc == 0 && s.top == 0	    ? claim_legacy_import(c, now, msg, msgsize)
-						    : rc;
+		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
 	} else if (s.top > 0) {
 		struct claim_rec l;
 		bool p = claim_parse(have, len, &l) == 0;
@@ -665,12 +685,12 @@ static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const 
 /* One round of acquisition: 0 (held), -EAGAIN (look again after a nap),
  * -EINPROGRESS (look again; refused at the last round: msg), -EBUSY (msg),
  * or -errno. */
-static int claim_take_round(struct claim *c, char *seen, char *msg, size_t msgsize)
+static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, size_t msgsize)
 {
 	const char *spec = backing_spec(c->b);
 	uint64_t started = claim_clock_ms(); /* invariant 9: before the listing */
 	int64_t now = claim_now();
-	int rc = claim_legacy(c, now, msg, msgsize);
+	int rc = claim_legacy(c, now, last, msg, msgsize);
 	if (rc != 0)
 		return rc;
 	struct claim_scan s = { 0 };
@@ -775,7 +795,7 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		if (round > 0)
 			claim_back_off_nap(round);
 		msg[0] = '\0';
-		rc = claim_take_round(c, seen, msg, msgsize);
+		rc = claim_take_round(c, seen, round + 1 == CLAIM_TRIES, msg, msgsize);
 	}
 	if (rc == -EINPROGRESS)
 		rc = -EBUSY; /* still changing at the last round, or left midway: msg says */
@@ -808,25 +828,33 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 
 /* ---- renewal, release, give-back ---- */
 
-/* Invariant 3: whether the largest epoch top, not the one we made last, is
- * still ours: the create we tried that failed but landed (its exact bytes),
- * or, for a shared node, a sibling's record of our catalog (6). 1 (adopted),
- * 0 (another's), or -errno (unread: look again at the next renewal; gone
- * meanwhile, -EAGAIN: trimmed by a sibling after two more epochs, 10). */
-static int claim_adopt(struct claim *c, uint64_t top)
+/* Invariant 3: bytes we tried for the number tried_epoch (this try's or
+ * the failed one's before it). */
+static bool claim_tried(const struct claim *c, uint64_t e, const char *buf, size_t len)
 {
-	bool tried = c->tried_epoch != 0 && top == c->tried_epoch;
-	if (!tried && !c->self.shared)
+	return e == c->tried_epoch &&
+	       ((len == c->tried_len && memcmp(buf, c->tried, len) == 0) ||
+		(c->tried_before_len && len == c->tried_before_len &&
+		 memcmp(buf, c->tried_before, len) == 0));
+}
+
+/* Invariant 3: whether epoch e, not the one we made last, is ours: a create
+ * we tried that answered an error but landed (exact bytes), or, for a
+ * shared node, a sibling's record of our catalog (6). 1 (adopted: our epoch
+ * now), 0 (another's), or -errno (unread: look again at the next renewal;
+ * gone meanwhile, -EAGAIN: trimmed after two more epochs, 10). */
+static int claim_adopt(struct claim *c, uint64_t e)
+{
+	if (e != c->tried_epoch && !c->self.shared)
 		return 0;
 	char *buf = malloc(CLAIM_MAX);
 	size_t len = 0;
 	struct claim_rec r;
 	int parsed = -EINVAL;
-	int g = buf ? claim_get(c->b, top, buf, &len, &r, &parsed) : -ENOMEM;
-	bool ours = g == 0 && ((tried && len == c->tried_len && memcmp(buf, c->tried, len) == 0) ||
-			       claim_shared_ours(c, buf, len));
+	int g = buf ? claim_get(c->b, e, buf, &len, &r, &parsed) : -ENOMEM;
+	bool ours = g == 0 && (claim_tried(c, e, buf, len) || claim_shared_ours(c, buf, len));
 	if (ours) {
-		c->epoch = top;
+		c->epoch = e;
 		memcpy(c->written, buf, len);
 		c->written_len = len;
 	}
@@ -834,11 +862,25 @@ static int claim_adopt(struct claim *c, uint64_t top)
 	return ours ? 1 : g == -ENOENT ? -EAGAIN : g < 0 ? g : 0;
 }
 
+/* Invariant 3: bytes about to be tried for epoch next, the failed try's
+ * before them kept for the same number. */
+static void claim_try(struct claim *c, uint64_t next, const char *bytes, size_t len)
+{
+	c->tried_before_len = 0;
+	if (c->tried_epoch == next && c->tried_len) {
+		memcpy(c->tried_before, c->tried, c->tried_len);
+		c->tried_before_len = c->tried_len;
+	}
+	c->tried_epoch = next;
+	memcpy(c->tried, bytes, len);
+	c->tried_len = len;
+}
+
 /* The step of renewal, release and give-back (invariants 3, 9, 10, 11):
- * while our epoch is the largest, epoch + 1 made holding bytes. 0 (made:
- * sure from started, older epochs trimmed), -ESTALE (lost: the caller
- * fences), or BACKING's error (try again later; a create that failed may
- * have landed: remembered). */
+ * while our epoch is the largest, epoch + 1 made holding bytes. 0 (made, or
+ * found ours: sure from started, older epochs trimmed), -ESTALE (lost: the
+ * caller fences, *why says), or BACKING's error (try again later; a create
+ * that failed may have landed: remembered). */
 static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_t started,
 			 const char **why)
 {
@@ -856,34 +898,56 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 	}
 	uint64_t next = c->epoch + 1;
 	if (rc == 0) {
-		c->tried_epoch = next; /* invariant 3: it may land though the create fails */
-		memcpy(c->tried, bytes, len);
-		c->tried_len = len;
+		claim_try(c, next, bytes, len);
 		rc = claim_create(c->b, c, next, bytes, len, "renew-create");
 	}
-	adopted = rc == -EEXIST && c->self.shared ? claim_adopt(c, next) : 0;
-	if (adopted != 0)
-		rc = adopted < 0 ? adopted : 0; /* a sibling's renewal: ours too (6) */
-	else if (rc == -EEXIST) {
-		*why = "another holder made the next epoch first";
-		rc = -ESTALE;
+	if (rc == -EEXIST) { /* ours landed after a lost reply, or a sibling's (6) */
+		adopted = claim_adopt(c, next);
+		rc = adopted < 0 ? adopted : adopted ? 0 : -ESTALE;
+		if (adopted == 0)
+			*why = "another holder made the next epoch first";
 	} else if (rc == 0) {
-		c->tried_epoch = 0;
 		c->epoch = next;
 		memcpy(c->written, bytes, len);
 		c->written_len = len;
-		rc = claim_check(c, next, &s, "renew-check");
+	}
+	if (rc == 0) {
+		c->tried_epoch = 0;
+		c->tried_before_len = 0;
+		rc = claim_check(c, c->epoch, &s, "renew-check");
 		if (rc == 1) {
 			*why = "a larger epoch appeared beside the one this holder made";
 			rc = -ESTALE;
 		}
-		if (rc == 0) {
-			claim_sure_from(c, started);
-			claim_trim(c->b, &s, c->epoch); /* invariant 10: sure, just renewed */
-		}
+	}
+	if (rc == 0) {
+		claim_sure_from(c, started);
+		claim_trim(c->b, &s, c->epoch); /* invariant 10: sure, just renewed */
 	}
 	free(s.num);
 	return rc;
+}
+
+/* Invariant 15 at a renewal: the marker still there (absent: made again);
+ * a format-1 claim file in its place means an older daemon took BACKING
+ * (the marker removed by hand): -ESTALE, *why naming it; else 0, or
+ * BACKING's error (looked at again next time). */
+static int claim_marker_check(struct claim *c, const char **why)
+{
+	char *buf = malloc(CLAIM_MAX);
+	size_t len = 0;
+	int kind = buf ? claim_file_kind(c->b, buf, &len) : -ENOMEM;
+	free(buf);
+	if (kind == 0) { /* removed by hand: made again */
+		int m = claim_mark(c->b);
+		kind = m == 0 ? 1 : m == -ENOTDIR || m == -EEXIST ? 2 : m;
+	}
+	if (kind == 2) {
+		*why = "an older ckptfs took BACKING: a format-1 claim file " CLAIM_FILE
+		       " stands where the marker was";
+		return -ESTALE;
+	}
+	return kind < 0 ? kind : 0;
 }
 
 /* One renewal (invariant 3, 9); called with c->lock not held. */
@@ -902,6 +966,8 @@ static void claim_renew(struct claim *c)
 		rc = bytes ? claim_advance(c, bytes, len, started, &why) : -ENOMEM;
 		free(bytes);
 	}
+	if (rc == 0)
+		rc = claim_marker_check(c, &why); /* review 56 M3 */
 	if (rc == -ESTALE)
 		claim_fence(c, why);
 	else if (rc != 0)
@@ -983,11 +1049,12 @@ static void claim_free(struct claim *c)
 }
 
 /* A last step of a lone holder not fenced (release, give-back): the next
- * epoch holds bytes; logged when it could not be made. */
+ * epoch holds bytes (NULL: out of memory); logged when it could not be
+ * made. */
 static void claim_last_step(struct claim *c, const char *bytes, size_t len, const char *what)
 {
 	const char *why = "";
-	int rc = claim_advance(c, bytes, len, claim_clock_ms(), &why);
+	int rc = bytes ? claim_advance(c, bytes, len, claim_clock_ms(), &why) : -ENOMEM;
 	if (rc == -ESTALE)
 		claim_fence(c, why);
 	if (rc != 0)
@@ -1002,14 +1069,12 @@ void claim_end(struct claim *c, bool release)
 	claim_stop(c);
 	if (release && c->epoch && !c->self.shared && !claim_lost(c)) {
 		c->self.released = true; /* invariants 3, 6, 8 */
-		if (claim_render(c) == 0) {
-			char *bytes = malloc(c->written_len);
-			if (bytes) {
-				memcpy(bytes, c->written, c->written_len);
-				claim_last_step(c, bytes, c->written_len, "released");
-			}
-			free(bytes);
-		}
+		int rc = claim_render(c);
+		char *bytes = rc == 0 ? malloc(c->written_len) : NULL;
+		if (bytes)
+			memcpy(bytes, c->written, c->written_len);
+		claim_last_step(c, bytes, c->written_len, "released");
+		free(bytes);
 	}
 	claim_free(c);
 }
@@ -1019,15 +1084,14 @@ void claim_abandon(struct claim *c)
 	if (!c)
 		return;
 	claim_stop(c);
-	if (c->epoch && !c->self.shared && !claim_lost(c) && (c->replaced || !c->replaced_len)) {
+	if (c->epoch && !c->self.shared && !claim_lost(c)) {
 		char *bytes = malloc(CLAIM_MAX);
-		int n = !bytes		? -ENOMEM
-			: c->replaced	? (int)c->replaced_len
-					: claim_vacant("given-back", bytes, CLAIM_MAX);
+		int n = !bytes || (!c->replaced && c->replaced_len) ? -ENOMEM
+			: c->replaced ? (int)c->replaced_len
+				      : claim_vacant("given-back", 0, bytes, CLAIM_MAX);
 		if (n > 0 && c->replaced)
 			memcpy(bytes, c->replaced, (size_t)n);
-		if (n > 0)
-			claim_last_step(c, bytes, (size_t)n, "given back");
+		claim_last_step(c, n > 0 ? bytes : NULL, n > 0 ? (size_t)n : 0, "given back");
 		free(bytes);
 	}
 	claim_free(c);
@@ -1037,17 +1101,14 @@ void claim_abandon(struct claim *c)
 
 int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 {
-	char *rec = malloc(CLAIM_MAX);
-	int n = rec ? claim_vacant(CLAIM_BROKEN, rec, CLAIM_MAX) : -ENOMEM;
-	int rc = n < 0 ? n : 0;
+	char *rec = malloc(CLAIM_MAX), *top = malloc(CLAIM_MAX);
+	int rc = rec && top ? 0 : -ENOMEM;
 	msg[0] = '\0';
 	*epoch = 0;
 	/* invariant 15: a format-1 claim is broken too (its file removed: the
 	 * decision), and the marker made: older daemons refused from now on */
 	size_t len = 0;
-	char *old = rc == 0 ? malloc(CLAIM_MAX) : NULL;
-	int kind = rc != 0 ? rc : old ? claim_file_kind(b, old, &len) : -ENOMEM;
-	free(old);
+	int kind = rc == 0 ? claim_file_kind(b, top, &len) : rc;
 	if (kind == 2)
 		rc = backing_remove(b, CLAIM_FILE);
 	else if (kind < 0)
@@ -1060,25 +1121,35 @@ int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 	for (int i = 0; i < CLAIM_TRIES && rc == -EAGAIN; i++) {
 		rc = claim_scan(b, &s);
 		uint64_t e = s.top + 1;
-		if (rc == 0)
-			rc = claim_create(b, NULL, e, rec, (size_t)n, NULL);
+		struct claim_rec r;
+		int parsed = -EINVAL;
+		if (rc == 0 && s.top > 0)
+			rc = claim_get(b, s.top, top, &len, &r, &parsed);
+		/* invariant 8: rendered after the listing (review 56 B1), waiting
+		 * out the superseded holder's lease */
+		unsigned lease = CLAIM_DEFAULT_TIMEOUT_S;
+		if (parsed == 0 && r.lease_s > lease)
+			lease = r.lease_s;
+		int n = rc == 0 ? claim_vacant(CLAIM_BROKEN, lease, rec, CLAIM_MAX) : rc;
+		rc = n < 0 ? n : claim_create(b, NULL, e, rec, (size_t)n, NULL);
 		if (rc == 0) /* invariant 11: void beside a larger one made meanwhile */
 			rc = claim_scan(b, &s);
 		if (rc == 0 && s.top > e)
 			rc = -EAGAIN;
-		if (rc == -EEXIST)
+		if (rc == -EEXIST || rc == -ENOENT)
 			rc = -EAGAIN;
 		if (rc == 0)
 			*epoch = e;
 	}
 	free(s.num);
 	free(rec);
+	free(top);
 	if (rc != 0)
 		snprintf(msg, msgsize, "BACKING %s: cannot break the claim (%s/): %s",
 			 backing_spec(b), CLAIM_DIR, rc == -EAGAIN ? "it keeps changing" : strerror(-rc));
 	else
 		log_info("BACKING %s: the claim was broken by hand (epoch %" PRIu64 "): free to any "
-			 "catalog after the claim's timeout; a holder still running is fenced at its "
+			 "catalog after the claim's lease; a holder still running is fenced at its "
 			 "next renewal", backing_spec(b), *epoch);
 	return rc;
 }

@@ -56,11 +56,12 @@
  *     whose epoch is not the largest any more (another party made a larger
  *     one: it judged ours stale, or a by-hand break) is fenced (9), never
  *     writes the claim again, and never overwrites or removes another's.
- *     An EEXIST on E+1 is another's create (ours, repeated after a lost NFS
- *     reply, holds exactly our bytes: backing_put_new counts it a success).
- *     A create that failed with another error may have landed: the next
- *     renewal finds E+1 holding exactly the bytes it tried and adopts it
- *     (nobody else writes those bytes), then makes E+2 at once.
+ *     A create may land though it answered an error (a lost NFS reply: a
+ *     retransmitted LINK answers EEXIST; a timeout): the file holding
+ *     exactly bytes we tried for that number (this try's or the last
+ *     failed one's; instances make them ours alone) is ours — at once on
+ *     EEXIST, or at the next renewal, which then makes the next epoch.
+ *     Another's bytes on EEXIST: fenced.
  *  4. "Same host" means same host name, same boot id and the same mount
  *     and pid namespaces (the claim's "ns" line: the inode numbers of
  *     /proc/self/ns/mnt and /proc/self/ns/pid): a host rebooted, a container
@@ -104,19 +105,25 @@
  *     knows BACKING as it is now. A vacant record is FREE to anyone,
  *     BEHIND to none: claim_abandon's "vacant given-back" (a claim that
  *     was FREE put back) at once; claim_break's "vacant broken-by-hand"
- *     (the decision) once its own heartbeat is older than the timeout —
- *     HELD until then, so that a holder still running, sure for up to the
- *     timeout from its last renewal (9), has renewed, found the larger
- *     epoch and stopped writing before anyone takes BACKING.
+ *     (the decision) once its own heartbeat, rendered after the listing
+ *     that found the epoch it supersedes, is older than the timeout (its
+ *     lease line: the superseded record's lease, at least the default) —
+ *     HELD until then, so that a holder still running, lone or shared,
+ *     sure for up to its lease from its last renewal (9), has renewed,
+ *     found the larger epoch and stopped writing before anyone takes
+ *     BACKING.
  *  9. Only a holder sure of its claim writes BACKING (claim_may_write).
  *     UNSURE: the last renewal that found the claim ours STARTED longer ago
  *     than the timeout less an eighth (CLOCK_BOOTTIME: a suspended
  *     machine's time counts; a BACKING that does not answer, a stopped
  *     process). "Started": before it listed CLAIM_DIR; its record's
  *     heartbeat is rendered after, and a taker of another host judges the
- *     record STALE only once that heartbeat is older than the timeout (a
- *     taker of this host only once the holder's cache lock is free: it is
- *     gone). So no one makes a larger epoch before its holder stopped
+ *     record STALE only once that heartbeat is older than the timeout —
+ *     the larger of the taker's own and the record's "lease" line, the
+ *     holder's (review 56 T1: a taker with a shorter timeout took a
+ *     healthy holder's claim between its renewals) — (a taker of this host
+ *     only once the holder's cache lock is free: it is gone). A shared
+ *     node is bounded alike (a claim broken by hand is taken by age: 8). So no one makes a larger epoch before its holder stopped
  *     writing, unless one put stalls for longer than the margin, and the
  *     holder's own create of that number then gets EEXIST: fenced. An
  *     unsure holder puts, moves and removes nothing on BACKING (uploads and
@@ -202,9 +209,17 @@
  *     parseable tmp/claim.* aside (judged: one a live holder's refuses) as
  *     the claim to copy into epoch 1; CLAIM_FILE absent with no epoch is
  *     judged likewise. CLAIM_FILE absent beside epochs is made the marker
- *     again. A format-1 claim file beside epochs (an older daemon took
- *     BACKING after the marker was removed by hand) refuses every
- *     acquisition, naming it, until a by-hand break.
+ *     again, at an acquisition or a renewal. A format-1 claim file beside
+ *     epochs (an older daemon took BACKING after the marker was removed by
+ *     hand: `rm -r`) refuses every acquisition, naming it, until a by-hand
+ *     break, and fences a holder at its next renewal (the older daemon
+ *     writes BACKING: of the two only it may go on). With CLAIM_FILE absent
+ *     and no epoch, any format-1 aside is an older take under way (whose
+ *     maker removes it on an EEXIST from our marker, review 56 M1): looked
+ *     at again, and at the last round copied into epoch 1 BEFORE the marker
+ *     is made, so the last writer is never lost with it; a migration moves
+ *     aside, copies into epoch 1, then marks, likewise. "Newest" among
+ *     asides is by heartbeat: hosts' clocks must agree (as for judging).
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -241,6 +256,7 @@ struct claim_rec {
 	char cache[PATH_MAX];
 	long pid;
 	int64_t renewed; /* unix seconds */
+	unsigned lease_s; /* "lease S": its holder's claim_timeout (invariant 9); 0: no line */
 	bool shared;     /* "mode shared": a shared catalog's claim (invariant 6) */
 	bool released;   /* "released yes": its holder let go at a clean stop (invariant 8) */
 	char vacant[24]; /* "vacant WHY": nobody holds it (invariant 8); "" otherwise */
@@ -334,13 +350,15 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
  * fences (invariant 9). */
 int claim_start(struct claim *c);
 /* Stops renewing; release: makes the next epoch our record marked released
- * if our epoch is still the largest and we are sure of it (invariants 3, 8,
- * 9) — never for a shared claim (invariant 6). NULL is allowed. */
+ * if our epoch is still the largest and we are not fenced (invariants 3, 8,
+ * 9; the exclusive create decides against a taker) — never for a shared
+ * claim (invariant 6). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
 /* For a taker that wrote nothing to BACKING and gives up (a rebuild that
- * failed): stops renewing and, if our epoch is still the largest and we
- * are sure of it, makes the next epoch the bytes claim_acquire judged (a
- * vacant "given-back" record if it found none, or a vacant one), so the
+ * failed, a mount that could not record its take): stops renewing and, if
+ * our epoch is still the largest and we are not fenced, makes the next
+ * epoch the bytes claim_acquire judged (a vacant "given-back" record if it
+ * found none), so the
  * catalog that held it before is not made BEHIND (invariant 8) by a catalog
  * that never came to be. NULL is allowed. */
 void claim_abandon(struct claim *c);

@@ -62,6 +62,11 @@ static bool claim_names_us(const struct claim_rec *holder, const struct claim_re
 		claim_take_ours(holder->rep_catalog, holder->rep_instance, holder->rep_take, self));
 }
 
+unsigned claim_lease(const struct claim_rec *holder, unsigned timeout_s)
+{
+	return holder->lease_s > timeout_s ? holder->lease_s : timeout_s;
+}
+
 enum claim_verdict claim_judge(const struct claim_rec *holder, const struct claim_rec *self,
 			       int64_t now, unsigned timeout_s, claim_alive_fn alive, void *arg)
 {
@@ -70,7 +75,7 @@ enum claim_verdict claim_judge(const struct claim_rec *holder, const struct clai
 		return CLAIM_FREE;
 	if (holder->vacant[0]) /* invariant 8: nobody holds it; a break waits for the fence */
 		return strcmp(holder->vacant, CLAIM_BROKEN) == 0 &&
-				       now - holder->renewed <= (int64_t)timeout_s
+				       now - holder->renewed <= (int64_t)claim_lease(holder, timeout_s)
 			       ? CLAIM_HELD
 			       : CLAIM_FREE;
 	if (holder->shared || self->shared) { /* invariant 7: never by age */
@@ -100,7 +105,7 @@ static enum claim_verdict claim_judge_lone(const struct claim_rec *holder,
 	if (same_host)
 		return alive(arg, holder) ? CLAIM_HELD : CLAIM_STALE;
 	int64_t age = now - holder->renewed; /* a clock ahead of ours counts as fresh */
-	return age > (int64_t)timeout_s ? CLAIM_STALE : CLAIM_HELD;
+	return age > (int64_t)claim_lease(holder, timeout_s) ? CLAIM_STALE : CLAIM_HELD;
 }
 
 bool claim_holder_alive(void *arg, const struct claim_rec *rec)
@@ -139,6 +144,8 @@ int claim_format(const struct claim_rec *rec, char *buf, size_t size)
 		n += snprintf(buf + n, size - (size_t)n, "mode shared\n");
 	if (n >= 0 && (size_t)n < size && rec->released) /* invariant 8; skipped likewise */
 		n += snprintf(buf + n, size - (size_t)n, "released yes\n");
+	if (n >= 0 && (size_t)n < size && rec->lease_s) /* invariant 9 */
+		n += snprintf(buf + n, size - (size_t)n, "lease %u\n", rec->lease_s);
 	if (n >= 0 && (size_t)n < size && rec->vacant[0]) /* invariant 8 */
 		n += snprintf(buf + n, size - (size_t)n, "vacant %s\n", rec->vacant);
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
@@ -243,6 +250,11 @@ static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
 		out->released = vl == 3 && memcmp(v, "yes", 3) == 0;
 		return out->released;
 	}
+	if (kl == 5 && memcmp(key, "lease", 5) == 0) { /* invariant 9: seconds, > 0 */
+		bool ok = claim_number(v, vl, UINT32_MAX, &x) && x > 0;
+		out->lease_s = (unsigned)x;
+		return ok;
+	}
 	if (kl == 6 && memcmp(key, "vacant", 6) == 0) /* invariant 8: a word, a-z and - */
 		return vl > 0 && claim_field(v, vl, out->vacant, sizeof(out->vacant)) &&
 		       strspn(out->vacant, "abcdefghijklmnopqrstuvwxyz-") == vl;
@@ -343,8 +355,8 @@ void claim_describe(const struct claim_rec *h, bool self_shared, int parsed, int
 	if (h->vacant[0]) {
 		snprintf(msg, size, "BACKING %s: its claim was broken by hand %" PRId64 " s ago (on "
 			 "host %s): it is free to any catalog %" PRId64 " s after that, once a holder "
-			 "still running has seen it at a renewal and stopped writing (invariant 8)",
-			 spec, ago, h->host, (int64_t)timeout_s + 1);
+			 "still running has seen it at a renewal and stopped writing",
+			 spec, ago, h->host, (int64_t)claim_lease(h, timeout_s) + 1);
 		return;
 	}
 	if (h->shared && self_shared) {

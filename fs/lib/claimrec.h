@@ -24,6 +24,9 @@ void claim_describe(const struct claim_rec *h, bool self_shared, int parsed, int
  * and the way out. */
 void claim_describe_behind(const struct claim_rec *h, const struct claim_rec *self,
 			   int64_t now, char *msg, size_t size, const char *spec);
+/* Invariant 9: the age past which holder's heartbeat is stale to a judge
+ * whose own timeout is timeout_s: the larger of it and the record's lease. */
+unsigned claim_lease(const struct claim_rec *holder, unsigned timeout_s);
 /* Invariant 13: self, a stand-in, records the identity holder stands for. */
 void claim_stand_for(struct claim_rec *self, const struct claim_rec *holder);
 

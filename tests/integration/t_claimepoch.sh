@@ -3,13 +3,13 @@
 # claim"), seen from outside: `ckptfs-admin claim` names a running daemon's
 # claim and then its release (and --json parses); `claim --break` fences a
 # live holder at its next renewal (EROFS, reads on), keeps every other
-# catalog out until the claim's timeout from the break has passed, then lets
-# one in with every durable generation, and deletes nothing; a BACKING an
-# older ckptfs left (format 1: one ckptfs.claim, no claims/) is judged as
-# before and, taken, moved into claims/…1 byte for byte with ckptfs.claim
-# made the marker older daemons refuse (a directory: their reads fail); a live format-1 holder is refused,
-# BACKING untouched; and a holder's renewals keep claims/ at most 3 epochs
-# (claim.h 10).
+# catalog out until the break's lease has passed, then lets one in with every
+# durable generation, and deletes nothing; a BACKING an older ckptfs left
+# (format 1: one ckptfs.claim, no claims/) is judged as before and, taken,
+# moved into claims/…1 byte for byte with ckptfs.claim made the marker older
+# daemons refuse (a directory: their reads fail); a live format-1 holder is
+# refused, BACKING untouched; and a holder's renewals keep claims/ at most 3
+# epochs (claim.h 10).
 . "$(dirname "$0")/lib.sh"
 
 # _refused CACHE MNT [opts] — a mount of CK_BACKING that must be refused:
@@ -77,9 +77,11 @@ pid $pid" "ckptfs-admin claim after the unmount"
 
 # The by-hand decision (claim.h 7-9): the holder, alive, is fenced at its
 # next renewal (claim_timeout=8: every 2 s); another catalog is refused until
-# 8 s from the break passed (by then the holder stopped writing), then
-# mounts, rebuilt from BACKING with every durable generation; the break
-# deleted nothing, and the holder's last epoch is still beside it.
+# the break's lease (the holder's, at least the default 60 s) has passed from
+# the break (by then the holder stopped writing), then mounts, rebuilt from
+# BACKING with every durable generation; the break deleted nothing, and the
+# holder's last epoch is still beside it.
+ck_timeout test_claim_break_fences_the_holder_and_frees_backing_after_the_timeout 200
 test_claim_break_fences_the_holder_and_frees_backing_after_the_timeout() {
 	ck_admin_has claim || ck_fail "ckptfs-admin has no claim command"
 	ck_mount claim_timeout=8
@@ -87,7 +89,7 @@ test_claim_break_fences_the_holder_and_frees_backing_after_the_timeout() {
 	ck_save_step 2 1
 	ck_wait_durable
 	ck_backing_quiet
-	local before holder t0 broken out
+	local before holder t0 broken out lease
 	before=$(ck_backing_snapshot "$CK_BACKING")
 	holder=$(ck_claim_field instance)
 	t0=$(date +%s)
@@ -96,6 +98,8 @@ test_claim_break_fences_the_holder_and_frees_backing_after_the_timeout() {
 	broken=$(sed -n 's/.*(epoch \([0-9]*\)).*/\1/p' "$CK_TMP/out")
 	assert_eq "$broken" "$((10#$(ck_claim_epochs | tail -n 1)))" "the broken epoch is the largest"
 	assert_eq broken-by-hand "$(ck_claim_field vacant)" "the claim after the break: $(ck_claim | tr '\n' '|')"
+	lease=$(ck_claim_field lease)
+	assert_le 8 "${lease:-0}" "the break's lease: the holder's claim_timeout at least ($(ck_claim | tr '\n' '|'))"
 	ck_admin_rc 0 claim "$CK_BACKING"
 	assert_contains "$(cat "$CK_TMP/out")" "epoch $broken: broken-by-hand" "ckptfs-admin claim after the break"
 	# another catalog is refused while the timeout runs from the break
@@ -115,8 +119,8 @@ test_claim_break_fences_the_holder_and_frees_backing_after_the_timeout() {
 	assert_eq "$before" "$(ck_backing_snapshot "$CK_BACKING")" "BACKING's files after the break"
 	grep -qx "instance $holder" "$CK_BACKING/claims/$(printf '%020d' $((broken - 1)))" ||
 		ck_fail "the holder's epoch $((broken - 1)) is not beside the break: $(ck_claim_epochs | tr '\n' ' ')"
-	# the timeout from the break passed: another cache mounts, rebuilt from BACKING
-	while [ "$(date +%s)" -le $((t0 + 9)) ]; do sleep 0.2; done
+	# the break's lease passed: another cache mounts, rebuilt from BACKING
+	while [ "$(date +%s)" -le $((t0 + lease + 1)) ]; do sleep 0.2; done
 	local a_pid=$CK_PID a_mnt=$CK_MNT a_log=$CK_DLOG
 	mkdir -p "$CK_TMP/mnt3"
 	CK_CACHE=$CK_TMP/cache3 CK_MNT=$CK_TMP/mnt3 ck_mount claim_timeout=8

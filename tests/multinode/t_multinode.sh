@@ -262,6 +262,7 @@ test_unreachable_meta_at_mount_is_one_clear_error() {
 }
 
 # A lone (SQLite) mount and a shared one never share a BACKING, either way.
+ck_timeout test_lone_and_shared_catalogs_refuse_each_others_backing 240
 test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	mn_pg_start
 	mn_mount A
@@ -286,8 +287,12 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_A" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a node's cache was mounted without meta="
 	assert_contains "$out" "is the local catalog of a node of a shared catalog" "the node cache's refusal"
 	assert_eq broken-by-hand "$(ck_claim_field vacant)" "the claim after the node cache's refusal: $(ck_claim | tr '\n' '|')"
-	# free to the lone catalog once the claim's timeout from the break passed
-	while [ "$(date +%s)" -le $((broke + 5)) ]; do sleep 0.2; done
+	# free to the lone catalog once the break's lease (the shared claim's,
+	# at least the default 60 s) has passed from the break
+	local lease
+	lease=$(ck_claim_field lease)
+	[ -n "$lease" ] || ck_fail "no lease line in the broken claim: $(ck_claim | tr '\n' '|')"
+	while [ "$(date +%s)" -le $((broke + lease + 1)) ]; do sleep 0.2; done
 	CK_MNT=$CK_TMP/mnt_lone CK_CACHE=$CK_TMP/cache_lone
 	ck_mount claim_timeout=4
 	out=$("$CKPTFS_BIN" -f -o "meta=$MN_URL,cache=$CK_TMP/cache_B" "$CK_BACKING" "$CK_TMP/mnt_B2" 2>&1) && ck_fail "a shared mount shared a BACKING with a lone catalog"

@@ -40,6 +40,7 @@
 #include "log.h"
 
 #define CLAIM_TRIES 8
+#define CLAIM_LOST 1 /* claim_advance's "lost" (an errno such as ESTALE is BACKING's: NEW-4) */
 
 struct claim {
 	struct backing *b;
@@ -54,6 +55,7 @@ struct claim {
 	size_t tried_len;
 	char tried_before[CLAIM_MAX]; /* the failed try before it, for the same number */
 	size_t tried_before_len;
+	int64_t adopted_renewed; /* heartbeat of a record adopted not as this try's (9) */
 	int fenced;		/* invariant 9: 0 → 1 once (atomics), logged then */
 	uint64_t sure_until_ms; /* invariant 9, on claim_clock_ms (atomics) */
 	int unsure_said;	/* invariant 9: the wait past the deadline logged (atomics) */
@@ -150,6 +152,8 @@ bool claim_may_write(struct claim *c)
 }
 
 /* ---- the epochs on BACKING ---- */
+
+static int claim_file_kind(struct backing *b, char *buf, size_t *len);
 
 
 void claim_epoch_name(uint64_t epoch, char *out, size_t size)
@@ -249,9 +253,9 @@ int claim_current_rec(struct backing *b, struct claim_rec *rec)
 	int parsed = 0;
 	int rc = buf ? claim_current(b, &e, buf, &len, &parsed) : -ENOMEM;
 	if (rc == -ENOENT) { /* a format-1 BACKING not yet taken by format 2 (15) */
-		rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, &len);
-		parsed = rc == -EFBIG ? -EINVAL : 0;
-		rc = rc == -EFBIG ? 0 : rc == -EISDIR ? -ENOENT : rc; /* the marker: no claim */
+		int kind = claim_file_kind(b, buf, &len);
+		parsed = kind == 2 && len == 0 ? -EINVAL : 0; /* too large: not a record */
+		rc = kind == 2 ? 0 : kind < 0 ? kind : -ENOENT; /* the marker, or none: no claim */
 	}
 	if (rc == 0 && parsed == 0)
 		rc = claim_parse(buf, len, rec);
@@ -332,14 +336,13 @@ int claim_mark(struct backing *b)
 
 /* Invariant 15: what CLAIM_FILE is: 1 the marker (a directory), 0 absent,
  * 2 a file (a format-1 claim: its bytes in buf, *len; EFBIG: *len 0), or
- * -errno. The marker's README is looked at first: a get of the directory
- * itself fails EISDIR, which backing_get logs as an error (a planted
- * directory), on every acquisition and on the stderr of refusals. */
+ * -errno. */
 static int claim_file_kind(struct backing *b, char *buf, size_t *len)
 {
 	uint64_t size = 0;
-	if (backing_stat(b, CLAIM_MARKER_README, &size) == 0)
-		return 1;
+	int kind = backing_kind(b, CLAIM_FILE, &size); /* unlogged: the marker is the common case */
+	if (kind != 1)
+		return kind == 2 ? 1 : kind; /* 0 absent; -errno */
 	int rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, len);
 	if (rc == -EFBIG)
 		*len = 0;
@@ -462,7 +465,7 @@ static int claim_legacy_import(struct claim *c, int64_t now, bool at_once, char 
 /* Invariant 15, a format-1 claim judged takeable (its bytes in have): moved
  * aside, compared, the marker put in its place, the judged bytes copied into
  * epoch 1. 0, -EAGAIN (changed meanwhile: look again), or -errno. */
-static int claim_legacy_move(struct claim *c, const char *have, size_t len)
+static int claim_legacy_move(struct claim *c, const char *have, size_t len, uint64_t target)
 {
 	char aside[96], *moved = malloc(CLAIM_MAX);
 	size_t mlen = 0;
@@ -477,8 +480,8 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 		rc = -EAGAIN;
 	else if (rc == 0 && (mlen != len || memcmp(moved, have, len) != 0))
 		rc = -EAGAIN; /* another's bytes: they stay aside (format 1's invariant 2) */
-	if (rc == 0) { /* epoch 1 first: the last writer is named before any marker (M1) */
-		rc = claim_create(c->b, c, 1, have, len, "migrate-copy");
+	if (rc == 0) { /* the epoch first: the last writer is named before any marker (M1) */
+		rc = claim_create(c->b, c, target, have, len, "migrate-copy");
 		if (rc == -EEXIST)
 			rc = 0;
 	}
@@ -499,8 +502,8 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len)
 
 /* Invariant 15 for a format-1 claim have (len bytes) with no epoch: judged
  * as format 1 judged it, and taken into epoch 1 when takeable. */
-static int claim_legacy_take(struct claim *c, const char *have, size_t len, int64_t now,
-			     char *msg, size_t msgsize)
+static int claim_legacy_take(struct claim *c, const char *have, size_t len, uint64_t target,
+			     int64_t now, char *msg, size_t msgsize)
 {
 	const char *spec = backing_spec(c->b);
 	struct claim_rec l;
@@ -539,7 +542,7 @@ static int claim_legacy_take(struct claim *c, const char *have, size_t len, int6
 		claim_describe(&l, c->self.shared, 0, now, msg, msgsize, spec, c->timeout_s);
 		return -EBUSY;
 	}
-	return claim_legacy_move(c, have, len);
+	return claim_legacy_move(c, have, len, target);
 }
 
 /* Invariant 15: CLAIM_FILE is the marker before any epoch is judged. 0,
@@ -568,17 +571,9 @@ static int claim_legacy(struct claim *c, int64_t now, bool last, char *msg, size
 	} else if (kind == 0) { /* the marker removed by hand beside epochs: made again */
 		rc = claim_mark(c->b);
 		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
-	} else if (s.top > 0) {
-		struct claim_rec l;
-		bool p = claim_parse(have, len, &l) == 0;
-		snprintf(msg, msgsize, "BACKING %s has a format-1 claim file %s (an older ckptfs: "
-			 "host %s, cache %s) beside the claims in %s/: an older daemon took BACKING "
-			 "after the marker there was removed by hand; stop it, then break the claim: "
-			 "ckptfs-admin claim --break %s", backing_spec(c->b), CLAIM_FILE,
-			 p ? l.host : "?", p ? l.cache : "?", CLAIM_DIR, backing_spec(c->b));
-		rc = -EBUSY;
-	} else {
-		rc = claim_legacy_take(c, have, len, now, msg, msgsize);
+	} else { /* a format-1 claim: judged; takeable, copied into the next epoch (beside
+		  * epochs: an older daemon wrote BACKING after them, review 57 NEW-5) */
+		rc = claim_legacy_take(c, have, len, s.top + 1, now, msg, msgsize);
 	}
 	free(s.num);
 	free(have);
@@ -653,9 +648,21 @@ static struct claim *claim_new(struct backing *b, const char *catalog_id, bool s
 	return c;
 }
 
+/* Invariant 9 for a record adopted that is not this renewal's render (an
+ * older failed try's, a sibling's: review 57 NEW-1): its holder is sure from
+ * that record's heartbeat, not from this renewal's start (a second less,
+ * for the whole seconds of the heartbeat). */
+static uint64_t claim_started_adopted(const struct claim *c, uint64_t started)
+{
+	int64_t ago = claim_now() - c->adopted_renewed + 1;
+	uint64_t ms = claim_clock_ms();
+	uint64_t from = ago <= 0 ? ms : (uint64_t)ago * 1000 >= ms ? 0 : ms - (uint64_t)ago * 1000;
+	return from < started ? from : started;
+}
+
 /* Invariant 11 after our create of epoch e answered 0: 0 (e is the
- * largest: ours), 1 (void: a larger one; a shared node adopts a sibling's,
- * 6, and answers 0), or -errno. s keeps the listing. */
+ * largest: ours), 1 (void: a larger one), 2 (a shared node adopted a
+ * sibling's larger one, 6), or -errno. s keeps the listing. */
 static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const char *point)
 {
 	claim_hook(c, point);
@@ -674,7 +681,8 @@ static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const 
 		free(buf);
 		if (ours) {
 			c->epoch = s->top;
-			return 0;
+			c->adopted_renewed = r.renewed;
+			return 2; /* a sibling's: sure from its heartbeat (9) */
 		}
 		if (g != 0) /* unread (trimmed after two more: 10): look again later */
 			return g == -ENOENT ? -EAGAIN : g;
@@ -726,6 +734,14 @@ static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, s
 			       c->timeout_s);
 		return -EBUSY;
 	}
+	if (v == CLAIM_OURS && c->self.shared && holder.lease_s && holder.lease_s != c->timeout_s &&
+	    now - holder.renewed <= (int64_t)holder.lease_s) { /* review 57 NEW-2 */
+		snprintf(msg, msgsize, "BACKING %s: the nodes of shared catalog %s renew its claim "
+			 "with claim_timeout=%u (host %s renewed it %" PRId64 " s ago): mount this node "
+			 "with the same (to change it, stop every node for that long first)", spec,
+			 holder.catalog, holder.lease_s, holder.host, now - holder.renewed);
+		return -EBUSY;
+	}
 	if (v == CLAIM_OURS && c->self.shared) { /* a sibling node's: ours as it is (6) */
 		c->epoch = e;
 		memcpy(c->written, seen, len);
@@ -733,6 +749,7 @@ static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, s
 		claim_sure_from(c, started);
 		return 0;
 	}
+	claim_note_replaced(c, seen, e > 0 ? len : 0); /* for a give-back, even of a failed take */
 	rc = claim_render(c);
 	if (rc == 0)
 		rc = claim_create(c->b, c, e + 1, c->written, c->written_len, "take-create");
@@ -743,6 +760,10 @@ static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, s
 	c->epoch = e + 1;
 	rc = claim_check(c, e + 1, &s, "take-check");
 	free(s.num);
+	if (rc == 2) { /* a sibling's (6): sure from its heartbeat */
+		claim_sure_from(c, claim_started_adopted(c, started));
+		return 0;
+	}
 	if (rc == 1) {
 		log_info("BACKING %s: the claim's epoch %" PRIu64 " this mount made is void (a larger "
 			 "one exists): looks again", spec, e + 1);
@@ -758,7 +779,6 @@ static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, s
 		log_info("BACKING %s: took over the claim of a gone holder (catalog %s, host %s, "
 			 "cache %s, pid %ld, renewed %" PRId64 " s ago)", spec, holder.catalog,
 			 holder.host, holder.cache, holder.pid, now - holder.renewed);
-	claim_note_replaced(c, seen, e > 0 ? len : 0);
 	claim_sure_from(c, started);
 	return 0;
 }
@@ -819,7 +839,9 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		snprintf(msg, msgsize, "BACKING %s: cannot read or write the claim (%s/): %s", spec,
 			 CLAIM_DIR, strerror(-rc));
 	if (rc != 0) {
-		claim_end(c, false);
+		/* a take that landed but failed after (its check, its record: 12):
+		 * what it judged is given back (review 57 L-d); else nothing */
+		claim_abandon(c);
 		return rc;
 	}
 	*out = c;
@@ -853,13 +875,17 @@ static int claim_adopt(struct claim *c, uint64_t e)
 	int parsed = -EINVAL;
 	int g = buf ? claim_get(c->b, e, buf, &len, &r, &parsed) : -ENOMEM;
 	bool ours = g == 0 && (claim_tried(c, e, buf, len) || claim_shared_ours(c, buf, len));
+	bool this_try = ours && e == c->tried_epoch && len == c->tried_len &&
+			memcmp(buf, c->tried, len) == 0;
 	if (ours) {
 		c->epoch = e;
 		memcpy(c->written, buf, len);
 		c->written_len = len;
+		/* its heartbeat, for invariant 9 (unparsed: at once unsure) */
+		c->adopted_renewed = parsed == 0 ? r.renewed : 0;
 	}
 	free(buf);
-	return ours ? 1 : g == -ENOENT ? -EAGAIN : g < 0 ? g : 0;
+	return this_try ? 2 : ours ? 1 : g == -ENOENT ? -EAGAIN : g < 0 ? g : 0;
 }
 
 /* Invariant 3: bytes about to be tried for epoch next, the failed try's
@@ -878,7 +904,7 @@ static void claim_try(struct claim *c, uint64_t next, const char *bytes, size_t 
 
 /* The step of renewal, release and give-back (invariants 3, 9, 10, 11):
  * while our epoch is the largest, epoch + 1 made holding bytes. 0 (made, or
- * found ours: sure from started, older epochs trimmed), -ESTALE (lost: the
+ * found ours: sure from started, older epochs trimmed), CLAIM_LOST (the
  * caller fences, *why says), or BACKING's error (try again later; a create
  * that failed may have landed: remembered). */
 static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_t started,
@@ -888,22 +914,24 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 	int rc = claim_scan(c->b, &s);
 	claim_hook(c, "renew-read");
 	*why = "";
-	int adopted = rc == 0 && s.top != c->epoch ? claim_adopt(c, s.top) : 1;
+	int adopted = rc == 0 && s.top != c->epoch ? claim_adopt(c, s.top) : 2;
 	if (adopted < 0)
 		rc = adopted;
 	else if (adopted == 0) {
 		*why = s.top > c->epoch ? "another holder made a larger epoch"
 					: "the claim's epochs were removed";
-		rc = -ESTALE;
+		rc = CLAIM_LOST;
 	}
 	uint64_t next = c->epoch + 1;
 	if (rc == 0) {
 		claim_try(c, next, bytes, len);
 		rc = claim_create(c->b, c, next, bytes, len, "renew-create");
 	}
+	bool fresh = true; /* the epoch holds this renewal's render (9) */
 	if (rc == -EEXIST) { /* ours landed after a lost reply, or a sibling's (6) */
 		adopted = claim_adopt(c, next);
-		rc = adopted < 0 ? adopted : adopted ? 0 : -ESTALE;
+		rc = adopted < 0 ? adopted : adopted ? 0 : CLAIM_LOST;
+		fresh = adopted == 2;
 		if (adopted == 0)
 			*why = "another holder made the next epoch first";
 	} else if (rc == 0) {
@@ -915,13 +943,16 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 		c->tried_epoch = 0;
 		c->tried_before_len = 0;
 		rc = claim_check(c, c->epoch, &s, "renew-check");
-		if (rc == 1) {
+		if (rc == 2) {
+			fresh = false;
+			rc = 0;
+		} else if (rc == 1) {
 			*why = "a larger epoch appeared beside the one this holder made";
-			rc = -ESTALE;
+			rc = CLAIM_LOST;
 		}
 	}
 	if (rc == 0) {
-		claim_sure_from(c, started);
+		claim_sure_from(c, fresh ? started : claim_started_adopted(c, started));
 		claim_trim(c->b, &s, c->epoch); /* invariant 10: sure, just renewed */
 	}
 	free(s.num);
@@ -930,7 +961,7 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 
 /* Invariant 15 at a renewal: the marker still there (absent: made again);
  * a format-1 claim file in its place means an older daemon took BACKING
- * (the marker removed by hand): -ESTALE, *why naming it; else 0, or
+ * (the marker removed by hand): CLAIM_LOST, *why naming it; else 0, or
  * BACKING's error (looked at again next time). */
 static int claim_marker_check(struct claim *c, const char **why)
 {
@@ -945,7 +976,7 @@ static int claim_marker_check(struct claim *c, const char **why)
 	if (kind == 2) {
 		*why = "an older ckptfs took BACKING: a format-1 claim file " CLAIM_FILE
 		       " stands where the marker was";
-		return -ESTALE;
+		return CLAIM_LOST;
 	}
 	return kind < 0 ? kind : 0;
 }
@@ -966,9 +997,12 @@ static void claim_renew(struct claim *c)
 		rc = bytes ? claim_advance(c, bytes, len, started, &why) : -ENOMEM;
 		free(bytes);
 	}
-	if (rc == 0)
-		rc = claim_marker_check(c, &why); /* review 56 M3 */
-	if (rc == -ESTALE)
+	if (rc == 0 && (rc = claim_marker_check(c, &why)) < 0) { /* review 56 M3 */
+		log_warn("BACKING %s: cannot look at %s (the marker of the claim's layout): %s (a "
+			 "later renewal looks again)", backing_spec(c->b), CLAIM_FILE, strerror(-rc));
+		rc = 0;
+	}
+	if (rc == CLAIM_LOST)
 		claim_fence(c, why);
 	else if (rc != 0)
 		log_warn("BACKING %s: cannot renew the claim (%s/): %s (a later renewal tries again)",
@@ -1055,11 +1089,11 @@ static void claim_last_step(struct claim *c, const char *bytes, size_t len, cons
 {
 	const char *why = "";
 	int rc = bytes ? claim_advance(c, bytes, len, claim_clock_ms(), &why) : -ENOMEM;
-	if (rc == -ESTALE)
+	if (rc == CLAIM_LOST)
 		claim_fence(c, why);
 	if (rc != 0)
 		log_warn("BACKING %s: claim not %s: %s", backing_spec(c->b), what,
-			 rc == -ESTALE ? why : strerror(-rc));
+			 rc == CLAIM_LOST ? why : strerror(-rc));
 }
 
 void claim_end(struct claim *c, bool release)

@@ -81,8 +81,12 @@
  *     by-hand break (8).
  *  6. Nodes of one shared catalog renew the claim while the largest epoch
  *     names it and is shared (any instance: a sibling's renewal is ours
- *     too, and an EEXIST or a larger epoch of ours is a sibling's), and
- *     never release it: the last one to stop leaves it in place.
+ *     too, and an EEXIST or a larger epoch of ours is a sibling's, whose
+ *     holder is sure from that record's heartbeat, 9), and never release
+ *     it: the last one to stop leaves it in place. They all use one
+ *     claim_timeout (the record's lease): a node with another is refused
+ *     while the claim was renewed within its lease (a break waits the top
+ *     record's lease alone, 8).
  *  7. A shared catalog's claim is never taken over by age by a lone catalog
  *     or another shared one, nor a lone catalog's by a shared one. Each
  *     catalog removes objects its own rows call garbage: a shared catalog's
@@ -211,9 +215,16 @@
  *     judged likewise. CLAIM_FILE absent beside epochs is made the marker
  *     again, at an acquisition or a renewal. A format-1 claim file beside
  *     epochs (an older daemon took BACKING after the marker was removed by
- *     hand: `rm -r`) refuses every acquisition, naming it, until a by-hand
- *     break, and fences a holder at its next renewal (the older daemon
- *     writes BACKING: of the two only it may go on). With CLAIM_FILE absent
+ *     hand, `rm -r`, or its take landed between a migration's copy and its
+ *     mark) fences a holder at its next renewal (the older daemon writes
+ *     BACKING: of the two only it may go on), and is judged by every
+ *     acquisition like any format-1 claim: a live older holder refuses; a
+ *     gone one's record is copied into the NEXT epoch (it wrote BACKING
+ *     after the epochs: the last writer, 8) and the marker put back. An
+ *     older node of a shared catalog that was suspended through a migration
+ *     is not fenced by the marker (its read fails, and older shared nodes
+ *     counted themselves always sure): upgrade every node of a shared
+ *     catalog together, none suspended. With CLAIM_FILE absent
  *     and no epoch, any format-1 aside is an older take under way (whose
  *     maker removes it on an EEXIST from our marker, review 56 M1): looked
  *     at again, and at the last round copied into epoch 1 BEFORE the marker

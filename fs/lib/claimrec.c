@@ -251,7 +251,7 @@ static bool claim_line(const char *key, size_t kl, const char *v, size_t vl,
 		return out->released;
 	}
 	if (kl == 5 && memcmp(key, "lease", 5) == 0) { /* invariant 9: seconds, > 0 */
-		bool ok = claim_number(v, vl, UINT32_MAX, &x) && x > 0;
+		bool ok = claim_number(v, vl, 86400, &x) && x > 0; /* claim_timeout's range */
 		out->lease_s = (unsigned)x;
 		return ok;
 	}
@@ -387,7 +387,7 @@ void claim_describe(const struct claim_rec *h, bool self_shared, int parsed, int
 	}
 	snprintf(msg, size, "BACKING %s is claimed by another catalog (host %s, cache %s, pid %ld, "
 		 "renewed %" PRId64 " s ago); unmount it there, or wait %u s if that node is gone",
-		 spec, h->host, h->cache, h->pid, ago, timeout_s);
+		 spec, h->host, h->cache, h->pid, ago, claim_lease(h, timeout_s));
 }
 
 /* BEHIND (invariant 8): one line naming the catalog that wrote BACKING last

@@ -72,10 +72,10 @@ int admin_cmd_claim(struct admin *a)
 	if (rc == 0 && parsed == 0)
 		parsed = claim_parse(buf, len, &r);
 	if (rc == -ENOENT && claim_current_rec(b, &r) == 0) { /* format 1, not yet moved */
-		printf(a->json ? "{\"epoch\":0,\"format\":1}\n"
-			       : "format 1 (%s): moved to epochs by the next mount\n", CLAIM_FILE);
-		rc = 0;
-		parsed = 1;
+		if (!a->json)
+			printf("format 1 (%s, an older ckptfs's): moved to epochs by the next mount\n",
+			       CLAIM_FILE);
+		rc = 0; /* printed below as epoch 0 */
 	} else if (rc == -ENOENT) {
 		printf(a->json ? "null\n" : "no claim\n");
 		rc = 0;

@@ -1166,10 +1166,9 @@ int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 		if (rc == 0 && s.top > 0)
 			rc = claim_get(b, s.top, top, &len, &r, &parsed);
 		/* invariant 8: rendered after the listing (review 56 B1), waiting
-		 * out the superseded holder's lease */
-		unsigned lease = CLAIM_DEFAULT_TIMEOUT_S;
-		if (parsed == 0 && r.lease_s > lease)
-			lease = r.lease_s;
+		 * out the superseded holder's lease (the default for a record
+		 * without one: an older ckptfs's, or none that parses) */
+		unsigned lease = parsed == 0 && r.lease_s ? r.lease_s : CLAIM_DEFAULT_TIMEOUT_S;
 		int n = rc == 0 ? claim_vacant(CLAIM_BROKEN, lease, rec, CLAIM_MAX) : rc;
 		rc = n < 0 ? n : claim_create(b, NULL, e, rec, (size_t)n, NULL);
 		if (rc == 0) /* invariant 11: void beside a larger one made meanwhile */

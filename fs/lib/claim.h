@@ -111,7 +111,8 @@
  *     was FREE put back) at once; claim_break's "vacant broken-by-hand"
  *     (the decision) once its own heartbeat, rendered after the listing
  *     that found the epoch it supersedes, is older than the timeout (its
- *     lease line: the superseded record's lease, at least the default) —
+ *     lease line: the superseded record's lease; the default for a record
+ *     without one) —
  *     HELD until then, so that a holder still running, lone or shared,
  *     sure for up to its lease from its last renewal (9), has renewed,
  *     found the larger epoch and stopped writing before anyone takes

@@ -77,7 +77,7 @@ pid $pid" "ckptfs-admin claim after the unmount"
 
 # The by-hand decision (claim.h 7-9): the holder, alive, is fenced at its
 # next renewal (claim_timeout=8: every 2 s); another catalog is refused until
-# the break's lease (the holder's, at least the default 60 s) has passed from
+# the break's lease (the holder's claim_timeout) has passed from
 # the break (by then the holder stopped writing), then mounts, rebuilt from
 # BACKING with every durable generation; the break deleted nothing, and the
 # holder's last epoch is still beside it.

@@ -288,7 +288,7 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	assert_contains "$out" "is the local catalog of a node of a shared catalog" "the node cache's refusal"
 	assert_eq broken-by-hand "$(ck_claim_field vacant)" "the claim after the node cache's refusal: $(ck_claim | tr '\n' '|')"
 	# free to the lone catalog once the break's lease (the shared claim's,
-	# at least the default 60 s) has passed from the break
+	# the holder's claim_timeout) has passed from the break
 	local lease
 	lease=$(ck_claim_field lease)
 	[ -n "$lease" ] || ck_fail "no lease line in the broken claim: $(ck_claim | tr '\n' '|')"

@@ -167,7 +167,8 @@ test_a_format1_released_claim_is_judged_as_before_and_moved_into_epoch_1() {
 	_format1_claim 30 "released yes" >"$CK_TMP/f1.claim"
 	_as_format1 <"$CK_TMP/f1.claim"
 	ck_admin_rc 0 claim "$CK_BACKING"
-	assert_eq "format 1 (ckptfs.claim): moved to epochs by the next mount" "$(cat "$CK_TMP/out")" "ckptfs-admin claim of a format-1 BACKING"
+	assert_eq "format 1 (ckptfs.claim, an older ckptfs's): moved to epochs by the next mount" "$(head -n 1 "$CK_TMP/out")" "ckptfs-admin claim of a format-1 BACKING"
+	grep -qx "host node-elsewhere" "$CK_TMP/out" || ck_fail "ckptfs-admin claim of a format-1 BACKING does not name its holder: $(tr '\n' '|' <"$CK_TMP/out")"
 	local tree out
 	tree=$(_tree)
 	out=$(_refused "$CK_CACHE" "$CK_MNT")

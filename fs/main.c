@@ -38,7 +38,7 @@
  * those ids out again, and its next save's manifest would replace a durable
  * save's on BACKING. Refused with one line naming both and the rebuild,
  * after the claim's own judgment (which names another catalog or a copy),
- * the claim then put back as found (claim_abandon): nothing else is written
+ * the claim then given back as found (claim_abandon: the next epoch holds it): nothing else is written
  * to BACKING. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -789,7 +789,7 @@ static int main_claim(struct ckptfs *fs)
 			 fs->opt.cache, strerror(-rc));
 	if (rc != 0) {
 		fprintf(stderr, "ckptfs: %s\n", msg);
-		claim_end(fs->claim, false);
+		claim_abandon(fs->claim); /* taken, not recorded: given back (review 56 L11) */
 		fs->claim = NULL;
 	}
 	return rc;
@@ -867,7 +867,7 @@ static int main_open_catalog(struct ckptfs *fs, bool cache_was_used)
 		}
 	}
 	/* M4, once the claim judged BACKING (its refusals name the other
-	 * catalog or the copy more precisely); refused, the claim is put back
+	 * catalog or the copy more precisely); refused, the claim is given back
 	 * as it was found */
 	if (rc == 0 && existed && main_check_not_behind(fs, path) != 0) {
 		rc = -ESTALE;

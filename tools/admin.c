@@ -173,6 +173,22 @@ static const struct admin_command admin_commands[] = {
 	  "database server's clock, and its name (-o node_name=, default\n"
 	  "host:pid:cache). --json prints an array of objects: id, name, state,\n"
 	  "lease_left_ms.\n" },
+	{ "claim", admin_cmd_claim, ADMIN_NEED_META, "claim [--break] BACKING",
+	  "who holds BACKING's claim; --break: the by-hand decision to free it",
+	  "Prints BACKING's claim (no mount or cache needed): its epoch, state (held,\n"
+	  "released, shared, or vacant: broken-by-hand, given-back), the catalog id, the\n"
+	  "host, cache and pid of its holder and how long ago it renewed. One catalog\n"
+	  "writes a BACKING at a time; a mount refused because another catalog holds\n"
+	  "the claim names it. --break frees the claim for good, whoever holds it: for\n"
+	  "a holder that will never come back (a node lost, a shared catalog retired,\n"
+	  "a claim that does not parse). The break is a new epoch (nothing is deleted);\n"
+	  "other catalogs may take BACKING once the claim's timeout (60 s by default)\n"
+	  "has passed, and a daemon still holding it stops writing BACKING at its next\n"
+	  "renewal (fenced: its changes fail with EROFS, what it did not upload stays\n"
+	  "in its cache). The catalog that takes BACKING next and the one that held it\n"
+	  "must not both be used on it afterwards: the old one is refused (behind).\n"
+	  "--json prints an object: epoch, state, catalog, host, cache, pid, take,\n"
+	  "renewed (unix seconds).\n" },
 	{ "rebuild", admin_cmd_rebuild, ADMIN_NEED_CHANGE | ADMIN_NEED_REBUILD,
 	  "rebuild [--force] [BACKING]",
 	  "recreate the catalog from BACKING's manifests (offline, --cache DIR)",
@@ -265,8 +281,12 @@ static void admin_command_help(const struct admin_command *c)
 {
 	char syn[128];
 	const char *sp = strchr(c->synopsis, ' ');
-	snprintf(syn, sizeof(syn), "%.*s (MOUNTPOINT | --cache DIR)%s",
-		 sp ? (int)(sp - c->synopsis) : (int)strlen(c->synopsis), c->synopsis, sp ? sp : "");
+	if (c->need & ADMIN_NEED_META) /* its own target: no mount, no cache */
+		snprintf(syn, sizeof(syn), "%s", c->synopsis);
+	else
+		snprintf(syn, sizeof(syn), "%.*s (MOUNTPOINT | --cache DIR)%s",
+			 sp ? (int)(sp - c->synopsis) : (int)strlen(c->synopsis), c->synopsis,
+			 sp ? sp : "");
 	printf("usage: ckptfs-admin [--json] %s\n\n%s\n%s", syn, c->summary, c->help);
 	if (c->need & ADMIN_NEED_CHANGE)
 		printf("\nMounted, the change is made by the daemon (control channel); with --cache\n"
@@ -350,6 +370,8 @@ static int admin_parse(int argc, char **argv, struct admin *a, const struct admi
 				a->dry_run = true;
 			else if (strcmp(s, "--delete") == 0 && *cmd == admin_find("gc"))
 				a->gc_delete = true;
+			else if (strcmp(s, "--break") == 0 && *cmd == admin_find("claim"))
+				a->claim_break = true;
 			else if (strcmp(s, "--prometheus") == 0 && *cmd == admin_find("stats"))
 				a->prometheus = true;
 			else if ((strcmp(s, "--timeout") == 0 || strncmp(s, "--timeout=", 10) == 0) &&
@@ -745,9 +767,14 @@ int admin_claim_for(struct admin *a, struct cat *cat, bool fresh, bool stand_in)
 	if (err == 0 && fresh && (err = cat_claimed_set(cat)) != 0)
 		snprintf(msg, sizeof(msg), "catalog %s/" CACHEDIR_CATALOG ": cannot record the claim: %s",
 			 a->cache, strerror(-err));
-	if (err == 0)
-		err = claim_start(a->claim);
+	if (err == 0 && (err = claim_start(a->claim)) != 0)
+		snprintf(msg, sizeof(msg), "BACKING %s: cannot renew the claim: %s", a->backing,
+			 strerror(-err));
 	if (err != 0) {
+		/* taken but not recorded: given back, so the catalog that held it
+		 * is not left behind one that wrote nothing (review 56 L11) */
+		claim_abandon(a->claim);
+		a->claim = NULL;
 		admin_err("%s", msg);
 		return err == -EBUSY ? ADMIN_BUSY : ADMIN_PROBLEM;
 	}
@@ -756,13 +783,7 @@ int admin_claim_for(struct admin *a, struct cat *cat, bool fresh, bool stand_in)
 
 int admin_claim_get(struct backing *bk, struct claim_rec *rec)
 {
-	char *buf = malloc(CLAIM_MAX);
-	size_t len = 0;
-	int err = buf ? backing_get(bk, CLAIM_FILE, buf, CLAIM_MAX, &len) : -ENOMEM;
-	if (err == 0)
-		err = claim_parse(buf, len, rec);
-	free(buf);
-	return err;
+	return claim_current_rec(bk, rec);
 }
 
 /* The local catalog of a node holds no generations and no namespace;

@@ -54,6 +54,7 @@ struct admin {
 	/* from the command line */
 	bool json, all, force, dry_run, prometheus;
 	bool gc_delete; /* gc --delete: without it gc is a dry run */
+	bool claim_break; /* claim --break */
 	double timeout_s; /* wait; < 0 none */
 	const char *name; /* import --name */
 	const char *cmd;
@@ -211,5 +212,6 @@ int admin_shared_show(struct admin *a, const struct cat_gen *g);
 
 /* ---- admin_nodes.c ---- */
 int admin_cmd_nodes(struct admin *a); /* target is a -o meta= URL */
+int admin_cmd_claim(struct admin *a); /* target is a BACKING */
 
 #endif

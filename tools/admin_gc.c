@@ -95,7 +95,7 @@ static void admin_gc_dry_claim(struct admin *a, char *why, size_t size)
 	if (err == -ENOENT)
 		return;
 	if (err != 0) {
-		snprintf(why, size, "a dry run claims nothing, and BACKING's claim (" CLAIM_FILE ")"
+		snprintf(why, size, "a dry run claims nothing, and BACKING's claim (" CLAIM_DIR "/)"
 			 " cannot be read (%s): whether its objects are this catalog's is not known",
 			 strerror(-err));
 		return;

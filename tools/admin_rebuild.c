@@ -246,8 +246,8 @@ static int admin_meta_claim(struct admin *a, char id[CLAIM_ID_LEN + 1])
 	if (err == -ENOENT)
 		return ADMIN_OK;
 	if (err != 0) {
-		admin_err("rebuild --meta: BACKING %s: cannot read its claim %s: %s", a->pos[0],
-			  CLAIM_FILE, strerror(-err));
+		admin_err("rebuild --meta: BACKING %s: cannot read its claim %s/: %s", a->pos[0],
+			  CLAIM_DIR, strerror(-err));
 		return ADMIN_PROBLEM;
 	}
 	if (!rec.shared) {

@@ -803,7 +803,9 @@ static int bdir_read_range(struct backing *b, const char *rel, uint64_t off, siz
 	return rc;
 }
 
-static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
+/* A regular file's size; -EISDIR a directory, -ELOOP a symlink, -EINVAL
+ * any other kind (bdir_stat answers -EINVAL for a directory too). */
+static int bdir_stat_kind(struct backing *b, const char *rel, uint64_t *size)
 {
 	const char *base;
 	int pfd = safe_parent(b->root_fd, rel, &base);
@@ -813,10 +815,16 @@ static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
 	int rc = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
 	close(pfd);
 	if (rc == 0 && !S_ISREG(st.st_mode))
-		rc = S_ISLNK(st.st_mode) ? -ELOOP : -EINVAL;
+		rc = S_ISDIR(st.st_mode) ? -EISDIR : S_ISLNK(st.st_mode) ? -ELOOP : -EINVAL;
 	if (rc == 0)
 		*size = (uint64_t)st.st_size;
 	return rc;
+}
+
+static int bdir_stat(struct backing *b, const char *rel, uint64_t *size)
+{
+	int rc = bdir_stat_kind(b, rel, size);
+	return rc == -EISDIR ? -EINVAL : rc;
 }
 
 /* op on the last names of from and to under their directories (held,
@@ -1590,6 +1598,15 @@ int backing_stat(struct backing *b, const char *relpath, uint64_t *size)
 	if (rc != 0 && rc != -ENOENT)
 		backing_log_failure(b, "stat", relpath ? relpath : "(null)", "stat", rc);
 	return rc;
+}
+
+int backing_kind(struct backing *b, const char *relpath, uint64_t *size)
+{
+	int rc = backing_check_path(relpath, false);
+	if (rc == 0)
+		rc = b->nfs ? backing_nfs_stat_kind(b->nfs, relpath, size)
+			    : bdir_stat_kind(b, relpath, size);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc == -EISDIR ? 2 : rc;
 }
 
 int backing_remove(struct backing *b, const char *relpath)

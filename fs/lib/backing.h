@@ -164,6 +164,12 @@ int backing_get_range(struct backing *b, const char *relpath, uint64_t off, size
 /* Size of relpath; -ENOENT if absent. */
 int backing_stat(struct backing *b, const char *relpath, uint64_t *size);
 
+/* What is at relpath, unlogged (for a name whose kind is the answer: the
+ * claim's marker, fs/lib/claim.h 15): 0 nothing, 1 a regular file (its
+ * size in *size), 2 a directory, or -errno (-ELOOP a symlink, -EINVAL
+ * another kind, -ENOTDIR a non-directory on its way, BACKING's error). */
+int backing_kind(struct backing *b, const char *relpath, uint64_t *size);
+
 /* Removes relpath; absent is success. */
 int backing_remove(struct backing *b, const char *relpath);
 

@@ -38,6 +38,8 @@ int backing_nfs_read_file(struct backing_nfs *n, const char *rel, void *buf, siz
 int backing_nfs_read_range(struct backing_nfs *n, const char *rel, uint64_t off, size_t len,
 			   void *buf);
 int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size);
+/* backing_nfs_stat, a directory answered -EISDIR (backing_kind). */
+int backing_nfs_stat_kind(struct backing_nfs *n, const char *rel, uint64_t *size);
 int backing_nfs_rename(struct backing_nfs *n, const char *from, const char *to);
 int backing_nfs_link(struct backing_nfs *n, const char *from, const char *to);
 int backing_nfs_unlink(struct backing_nfs *n, const char *rel);

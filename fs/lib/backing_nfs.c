@@ -984,15 +984,20 @@ static int bnfs_once_read_range(struct nfs_context *ctx, struct bnfs_op *op, boo
 	return 0;
 }
 
-static int bnfs_once_stat(struct nfs_context *ctx, struct bnfs_op *op, bool fresh, bool *cached)
+static int bnfs_once_stat_kind(struct nfs_context *ctx, struct bnfs_op *op, bool fresh,
+			       bool *cached)
 {
 	struct bnfs_call c = { 0 };
 	int rc = bnfs_lookup_file(ctx, op, op->rel, fresh, cached, &c);
-	if (rc == -EISDIR)
-		rc = -EINVAL;
 	if (rc == 0)
 		op->size = c.size;
 	return rc;
+}
+
+static int bnfs_once_stat(struct nfs_context *ctx, struct bnfs_op *op, bool fresh, bool *cached)
+{
+	int rc = bnfs_once_stat_kind(ctx, op, fresh, cached);
+	return rc == -EISDIR ? -EINVAL : rc;
 }
 
 static int bnfs_once_rename(struct nfs_context *ctx, struct bnfs_op *op, bool fresh, bool *cached)
@@ -1248,6 +1253,16 @@ int backing_nfs_read_range(struct backing_nfs *n, const char *rel, uint64_t off,
 int backing_nfs_stat(struct backing_nfs *n, const char *rel, uint64_t *size)
 {
 	struct bnfs_op op = { .fn = bnfs_op_by_handles, .once = bnfs_once_stat, .n = n, .rel = rel };
+	int rc = bnfs_run(n, &op);
+	if (rc == 0)
+		*size = op.size;
+	return rc;
+}
+
+int backing_nfs_stat_kind(struct backing_nfs *n, const char *rel, uint64_t *size)
+{
+	struct bnfs_op op = { .fn = bnfs_op_by_handles, .once = bnfs_once_stat_kind, .n = n,
+			      .rel = rel };
 	int rc = bnfs_run(n, &op);
 	if (rc == 0)
 		*size = op.size;

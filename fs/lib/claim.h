@@ -1,19 +1,27 @@
 /* claim — one catalog per BACKING. A SQLite catalog names chunk objects and
  * manifests on BACKING as if it were their only writer: a second catalog on
  * the same BACKING would overwrite its manifests and delete its chunks. The
- * claim is a small file on BACKING, CLAIM_FILE, naming the catalog that owns
- * it (docs/FORMAT.md): its random id, the host, the cache, the pid and a
- * heartbeat time the holder renews every timeout/4.
+ * claim says which catalog owns BACKING (docs/FORMAT.md "The claim"): its
+ * random id, the host, the cache, the pid and a heartbeat time the holder
+ * renews every timeout/4.
  *
- * A would-be holder judges the claim it finds (claim_judge):
- *   absent ─────────────────────────────────────────▶ FREE   create it
- *   same catalog id, host (4) and cache ────────────▶ OURS   rewrite it
+ * The claim is a directory of epochs on BACKING, CLAIM_DIR/E (E a
+ * CLAIM_EPOCH_DIGITS-digit decimal, from 1): each file is one record, made
+ * once by an exclusive create and never written again; the claim is the
+ * record of the largest epoch. (Format 1, before session 44, was one file,
+ * CLAIM_FILE, emptied and filled again by moves: every review round found a
+ * new interleaving of its gaps that made two holders.)
+ *
+ * A would-be holder judges the largest epoch's record (claim_judge):
+ *   no epoch, or a vacant record (given back, broken
+ *     by hand: invariant 8) ────────────────────────▶ FREE   create E+1
+ *   same catalog id, host (4) and cache ────────────▶ OURS   create E+1
  *   same host (4): its cache lock is held (or, when the
  *     lock cannot be looked at, its pid lives) ──────▶ HELD   refuse
- *     otherwise (the holder is gone) ───────────────▶ STALE  take over
+ *     otherwise (the holder is gone) ───────────────▶ STALE  create E+1
  *   other host: renewed within the timeout ─────────▶ HELD   refuse
- *     renewed longer ago ───────────────────────────▶ STALE  take over
- *   released (its holder stopped cleanly) ──────────▶ STALE  take over
+ *     renewed longer ago ───────────────────────────▶ STALE  create E+1
+ *   released (its holder stopped cleanly) ──────────▶ STALE  create E+1
  *   STALE, but of another catalog, and ours held a
  *     claim before (not fresh) ─────────────────────▶ BEHIND refuse
  *   STALE or OURS, of our catalog id but not of a
@@ -24,33 +32,36 @@
  * A shared catalog (issue 18, -o meta=) is one catalog for several nodes:
  * its claim carries the line "mode shared" and the shared catalog's id
  * (cat_catalog_id, from PostgreSQL), and all its nodes hold it at once.
- * Judged before the rules above:
- *   both shared, same catalog id ───────────────────▶ OURS   rewrite it
+ * Judged before the rules above (after vacant):
+ *   both shared, same catalog id ───────────────────▶ OURS   hold it
  *   either shared (not both of one catalog) ────────▶ HELD   refuse, however old
  * No host, cache or age rule then (invariant 7). So a SQLite mount never
  * shares BACKING with a shared catalog, either way round, and the refusal
  * says which kind holds and how to decide.
  *
  * Invariants:
- *  1. Only backing_put_new creates CLAIM_FILE where there is none, so of
- *     several takers exactly one holds it.
- *  2. A stale claim is taken over by moving it aside to a name unique to the
- *     taker (one move of a name succeeds), then checking that what moved is,
- *     byte for byte, what was judged stale. Only then is CLAIM_FILE
- *     created (1). If another's claim moved instead (a winner's fresh one,
- *     a released one), a taker NEVER puts it back: it stays aside, where
- *     it stands for the claim (10), and its holder takes it back (11 M). A
- *     put-back of another's bytes could restore an older claim in another
- *     mover's gap over a winner's, which the next taker judges on its own
- *     (review 52 F1: two holders). The one create of bytes not the
- *     creator's own is claim_abandon's give-back of the claim it replaced,
- *     and it is checked (11 C).
- *  3. Renewal and release touch CLAIM_FILE only while it is still ours, by
- *     its bytes (our instance nonce): a claim taken over from a holder that
- *     stopped renewing is never overwritten or removed by that holder. A
- *     lone claim is renewed and released only by the steps of 2 (moved
- *     aside, compared, created exclusively), never by a put over it: a read that found it
- *     ours says nothing of the moment a put lands (a stalled request).
+ *  1. An epoch file is made only by backing_put_new (an exclusive create:
+ *     of several parties creating one name, exactly one gets 0), only by a
+ *     party that listed CLAIM_DIR and read epoch E as the largest, and only
+ *     as E+1. It is never written again, never moved, and never removed
+ *     while it is the largest or the one before (10). So of all parties that
+ *     judged one record, exactly one makes the next, and the largest epoch
+ *     only grows: there is no moment at which the claim is absent.
+ *  2. A take-over (FREE, STALE, OURS) is that create of E+1 holding our
+ *     record. EEXIST: another party changed the claim first; read again and
+ *     judge (a round of acquisition). 0: the create is a win only by the
+ *     check of 11.
+ *  3. Renewal, release and give-back are the same create, made only while
+ *     the largest epoch is still the one we hold (by its number): a holder
+ *     whose epoch is not the largest any more (another party made a larger
+ *     one: it judged ours stale, or a by-hand break) is fenced (9), never
+ *     writes the claim again, and never overwrites or removes another's.
+ *     A create may land though it answered an error (a lost NFS reply: a
+ *     retransmitted LINK answers EEXIST; a timeout): the file holding
+ *     exactly bytes we tried for that number (this try's or the last
+ *     failed one's; instances make them ours alone) is ours — at once on
+ *     EEXIST, or at the next renewal, which then makes the next epoch.
+ *     Another's bytes on EEXIST: fenced.
  *  4. "Same host" means same host name, same boot id and the same mount
  *     and pid namespaces (the claim's "ns" line: the inode numbers of
  *     /proc/self/ns/mnt and /proc/self/ns/pid): a host rebooted, a container
@@ -63,13 +74,19 @@
  *     upgrade does not make a crashed older daemon's own remount wait);
  *     one of ours whose namespaces cannot be read (no /proc) writes none
  *     and, as a judge, never takes the same-host shortcuts.
- *  5. Values read from the file are bounded: at most CLAIM_MAX bytes, each
- *     field checked; a file that does not parse is HELD by "an unknown
- *     holder" (never taken over by guess) until it is older than the timeout
- *     by its own heartbeat — or, unreadable, removed by hand.
- *  6. Nodes of one shared catalog renew the claim while it still names it
- *     and is shared (any instance: they overwrite each other's heartbeat),
- *     and never remove it: the last one to stop leaves it in place.
+ *  5. Values read from an epoch are bounded: at most CLAIM_MAX bytes, each
+ *     field checked; more than CLAIM_EPOCHS_MAX names in CLAIM_DIR refuse
+ *     (the largest could be missed). A largest epoch that does not parse
+ *     is HELD by "an unknown holder", never taken over by guess, until a
+ *     by-hand break (8).
+ *  6. Nodes of one shared catalog renew the claim while the largest epoch
+ *     names it and is shared (any instance: a sibling's renewal is ours
+ *     too, and an EEXIST or a larger epoch of ours is a sibling's, whose
+ *     holder is sure from that record's heartbeat, 9), and never release
+ *     it: the last one to stop leaves it in place. They all use one
+ *     claim_timeout (the record's lease): a node with another is refused
+ *     while the claim was renewed within its lease (a break waits the top
+ *     record's lease alone, 8).
  *  7. A shared catalog's claim is never taken over by age by a lone catalog
  *     or another shared one, nor a lone catalog's by a shared one. Each
  *     catalog removes objects its own rows call garbage: a shared catalog's
@@ -78,143 +95,67 @@
  *     its keep-latest-k and sweeps would delete chunks the cluster's
  *     generations name), and a cluster reclaiming a chunk it wrote would
  *     delete the same object a lone catalog's manifests name. Taking such a
- *     BACKING over is an explicit decision: removing CLAIM_FILE (and the
- *     asides in tmp/, 10) by hand.
- *  8. A clean stop does not remove a lone claim but marks it "released":
- *     the claim names, until the next holder, the last catalog that wrote
- *     BACKING. A catalog that held a claim before (the caller knows: not
- *     fresh) takes a released or stale claim only if it is its own. Else
- *     another catalog wrote BACKING since this one last did — generations,
- *     manifests, chunks this one's rows do not know — and this one's
- *     deletions (keep-latest-k, rm, gc, the sweep) and its manifest names
- *     would destroy them: BEHIND, refused, naming the other catalog and
- *     the way out (an empty cache: the catalog rebuilt from BACKING knows
- *     both). A fresh catalog (new, rebuilt) knows BACKING as it is now.
- *     A claim removed by hand (with its asides, 10) is absent: FREE to
- *     anyone (the decision).
+ *     BACKING over is an explicit decision: `ckptfs-admin claim --break` (8).
+ *  8. A clean stop does not leave the claim but marks it "released" (an
+ *     epoch whose record says so): the claim names, until the next holder,
+ *     the last catalog that wrote BACKING. A catalog that held a claim
+ *     before (the caller knows: not fresh) takes a released or stale claim
+ *     only if it is its own. Else another catalog wrote BACKING since this
+ *     one last did — generations, manifests, chunks this one's rows do not
+ *     know — and this one's deletions (keep-latest-k, rm, gc, the sweep)
+ *     and its manifest names would destroy them: BEHIND, refused, naming
+ *     the other catalog and the way out (an empty cache: the catalog
+ *     rebuilt from BACKING knows both). A fresh catalog (new, rebuilt)
+ *     knows BACKING as it is now. A vacant record is FREE to anyone,
+ *     BEHIND to none: claim_abandon's "vacant given-back" (a claim that
+ *     was FREE put back) at once; claim_break's "vacant broken-by-hand"
+ *     (the decision) once its own heartbeat, rendered after the listing
+ *     that found the epoch it supersedes, is older than the timeout (its
+ *     lease line: the superseded record's lease; the default for a record
+ *     without one) —
+ *     HELD until then, so that a holder still running, lone or shared,
+ *     sure for up to its lease from its last renewal (9), has renewed,
+ *     found the larger epoch and stopped writing before anyone takes
+ *     BACKING.
  *  9. Only a holder sure of its claim writes BACKING (claim_may_write).
  *     UNSURE: the last renewal that found the claim ours STARTED longer ago
  *     than the timeout less an eighth (CLOCK_BOOTTIME: a suspended
  *     machine's time counts; a BACKING that does not answer, a stopped
- *     process). A taker judges by the heartbeat, which that renewal wrote
- *     after it started, so no one takes a lone claim over before its
- *     holder stopped writing, unless one put stalls for longer than the
- *     margin. An unsure holder puts, moves and removes nothing on BACKING
- *     (uploads and removals wait, queued); writes go on into the cache.
- *     Every renewal takes the claim anew as a taker would (3; 2, 10: moved
- *     aside if still our bytes, then an exclusive create), never by a
- *     rewrite in place, which could overwrite the claim of a taker that
- *     judged ours stale meanwhile: exactly one of us wins. Won, it is sure
- *     again and uploads go on. A create that failed leaves our aside as the
- *     claim's stand-in (10): remembered, and while the claim is absent and
- *     the aside still our bytes and the newest, the next renewal creates
- *     the claim again, checked (11 C); the aside gone (a taker judged it
- *     and made its claim), a newer aside of another's bytes, EEXIST after
- *     the wait of 11, or a foreign aside after the create (11 C): lost. LOST (fenced for
- *     good): a renewal found the claim another's or gone, or lost the take. A lost holder puts, moves
- *     and removes nothing on BACKING, renews and releases nothing; its
- *     daemon answers changes with EROFS and reads on (fs/ops.c,
- *     fs/uploader.c, fs/control.c); what it holds stays in its cache.
- *     A shared claim is never taken over by age (7): only a lost one fences.
- * 10. During a take-over the stale claim lives on as tmp/claim.<instance>.<n>
- *     (the aside, 2) until the new claim exists: its taker removes it only
- *     after its exclusive create answered (created, or EEXIST). So a claim
- *     absent while asides exist is judged by the newest parseable aside
- *     (by its heartbeat; every aside read, never a first page of them:
- *     more than CLAIM_ASIDES_MAX refuse the take) as if it were the claim: a catalog BEHIND it, or a
- *     holder alive, is refused as before — and so is any aside judged
- *     HELD, newest or not (a live holder's claim a mover left aside, while
- *     a newer aside is a taker's own backed-off claim: review 54 F2). A
- *     claim present and judged STALE or OURS is not judged alone either:
- *     any aside judged HELD is a live holder's claim a mover left aside,
- *     the present one back in that mover's gap (a give-back, 11 C; review
- *     54 F1) or a create there whose creator died before its check (11 C
- *     holds only while the creator lives; its claim, rendered later, may
- *     be newer than the holder's aside: review 55 F1): HELD. A HELD judgment from an aside
- *     is looked at again (the nap of 11 T) and refused only at the last
- *     round: the state is changing (review 53 F5). A fenced holder's aside
- *     left in tmp/ refuses takers likewise until its lock or heartbeat
- *     says gone (11's accepted loss). Otherwise the create decides
- *     (1), and the winner removes the asides it judged (once 11 let it keep
- *     its claim). Aside names are new per round, so removing one never
- *     removes another round's.
- * 11. A renewal leaves CLAIM_FILE absent for a moment while its aside
- *     exists (9). A taker that judged "absent" earlier (e.g. two mounts
- *     racing at start, the loser's judgment made before the winner's
- *     create) could create the claim in that gap, on a state it never
- *     judged: the holder may have written BACKING since. So:
- *     T. A taker's create is a win only if nothing moved while it judged:
- *        after its exclusive create answers 0 it lists tmp/ again; an aside
- *        it did not judge (not among the names it listed before deciding,
- *        nor its own) means a renewal or another take was under way. It
- *        backs off: removes its new claim only while the claim is still its
- *        bytes (the steps of 2: moved aside, compared; its bytes: the aside
- *        removed; another's: left aside, 2), keeps the
- *        asides it judged, and the round answers "changing, look again"
- *        (-EAGAIN), where it judges the holder's claim or its aside (10).
- *        That round comes after a random nap (claim_back_off_nap), so that
- *        takers who backed off together do not create in step again.
- *     M. A holder whose renewal reads the claim absent, with no aside of
- *        its own pending (10), is not fenced at once either: a taker that
- *        judged an older claim stale may have moved ours aside to compare
- *        it (2), and a claim made since may be there a moment later. It
- *        reads the claim again a few polls within min(2 s, timeout/8);
- *        ours: renewed as usual; another's: fenced. (A renewal whose move
- *        of its own claim finds nothing — a mover moved it between the
- *        read and the move — goes the same way.) Still absent: if the
- *        newest aside (10: while the claim is absent, the one every taker
- *        judges as the claim) holds its bytes — the mover's, left there by
- *        2 — it becomes the holder's own pending aside and the claim is
- *        created again from it as from its own (9, 11 C); else fenced. It
- *        never makes the claim on a bare absence (removed by hand: the
- *        decision). A release that reads the claim absent does the same,
- *        its claim created again already marked released.
- *     H. A holder whose renewal's exclusive create answers EEXIST is not
- *        fenced at once: while its aside still holds its bytes it tries the
- *        create again, a few polls within min(2 s, timeout/8) (a taker
- *        backing off by T makes the claim absent). Still another's, or the
- *        aside gone: fenced, and its aside is left in place, never removed
- *        once fenced: it is the evidence T needs. A try is made only while
- *        no foreign aside (C) is there: a back-off's goes again at once, a
- *        mover's stays (the claim it moved may be a winner's).
- *     C. Every create of a holder (a renewal's, a take-back's, 9, 10, M) is
- *        checked as a taker's is (T): tmp/ is listed before the move (or at
- *        the take-back's look) and again after the create answered 0; an
- *        aside not there before, not its own, still there and of another's
- *        bytes means a claim was moved aside meanwhile — maybe a winner's
- *        whose mover left it (2) — so this create may have landed in that
- *        mover's gap. It gives the claim back (moved aside, compared) and
- *        is fenced (review 52 F2: a holder past its deadline, judged stale
- *        by a taker that won, made its claim again in a mover's gap over
- *        the taker's). New asides of its own bytes (its claim moved by a
- *        mover) are not foreign: the next renewal takes them back (M).
- *        A new aside is looked at again a few polls within min(2 s,
- *        timeout/8) before the claim is given back: a taker's back-off
- *        aside goes at once, a mover's stays (review 53 F2). A look that
- *        fails (BACKING's error) gives the claim back without a fence; the
- *        aside stays pending and the next renewal tries again (review 53
- *        F4). A give-back (claim_abandon) of the claim acquire replaced is
- *        checked likewise: a new aside after its create moves what it put
- *        aside again, where it stands for itself (10; review 53 F1). So
- *        every create of CLAIM_FILE is followed by a check (T or C).
- *     The holder's aside exists from before the taker's create until after
- *     the taker's check (the holder removes it only after its own create
- *     answered 0, which the taker's claim excludes), so the check sees it.
- *     Of a holder and a racing taker at most one holds the claim, and a
- *     taker never holds it on a judgment older than a renewal. Both may
- *     lose in a rare interleaving (the taker stalled past the holder's
- *     wait: the holder fenced, the taker backed off, the claim absent with
- *     the fenced holder's aside judged HELD until its lock or heartbeat
- *     says gone): a liveness loss, accepted. Of three
- *     takers of one stale claim (a winner, a mover that judged the stale
- *     claim before the winner's create, a taker that judged "absent" during
- *     the winner's take and creates in the mover's gap), the mover's aside
- *     stays (2), the third backs off by T, and the winner takes its claim
- *     back from the aside (M) (the unit race of three takers saw two
- *     winners ~1 in 40 runs under ASan when the mover put it back and
- *     removed its aside). A holder whose claim sits in a mover's aside
- *     holds with CLAIM_FILE absent until its next renewal (timeout/4):
- *     every taker meanwhile judges that aside (10) and is refused.
+ *     process). "Started": before it listed CLAIM_DIR; its record's
+ *     heartbeat is rendered after, and a taker of another host judges the
+ *     record STALE only once that heartbeat is older than the timeout —
+ *     the larger of the taker's own and the record's "lease" line, the
+ *     holder's (review 56 T1: a taker with a shorter timeout took a
+ *     healthy holder's claim between its renewals) — (a taker of this host
+ *     only once the holder's cache lock is free: it is gone). A shared
+ *     node is bounded alike (a claim broken by hand is taken by age: 8). So no one makes a larger epoch before its holder stopped
+ *     writing, unless one put stalls for longer than the margin, and the
+ *     holder's own create of that number then gets EEXIST: fenced. An
+ *     unsure holder puts, moves and removes nothing on BACKING (uploads and
+ *     removals wait, queued); writes go on into the cache. Won again, it is
+ *     sure again and uploads go on. LOST (fenced for good): a renewal found
+ *     a larger epoch, our epoch gone (by hand), or EEXIST. A lost holder
+ *     puts, moves and removes nothing on BACKING, renews and releases
+ *     nothing; its daemon answers changes with EROFS and reads on
+ *     (fs/ops.c, fs/uploader.c, fs/control.c); what it holds stays in its
+ *     cache. A shared claim is never taken over by age (7): only a lost
+ *     one fences.
+ * 10. Epochs are removed only by a holder sure of its claim, right after a
+ *     renewal made epoch E, and only those below E−1: never the largest (1)
+ *     nor the one a party that listed just before E was made may be
+ *     reading (it reads again on ENOENT). A number removed can be made
+ *     again only by a create that stalled, or a party that read it long
+ *     ago; that create is void by 11 (a larger epoch exists), and its file
+ *     is removed by a later renewal like any below E−1.
+ * 11. Every create of E+1 answered 0 is followed by a listing of CLAIM_DIR:
+ *     a number larger than E+1 there means the create is void (it is not
+ *     the largest, so nobody judges it; never removed by its maker): a
+ *     taker looks again, a lone holder is fenced. Of parties that each made
+ *     an epoch, only the maker of the largest holds; a larger epoch is made
+ *     only by a party that judged E+1 itself (HELD while its holder is
+ *     sure, 9), so a maker that found none larger holds until 9 says
+ *     otherwise. A crash after a create costs nothing: the file IS the
+ *     claim, judged by its lock or heartbeat like any other.
  * 12. Takes (review 32B F1: a copy of a cache has its catalog's id). Every
  *     take of a lone claim has a number and the instance (random, one per
  *     take) as its identity; the claim says "take N" and the catalog
@@ -253,6 +194,44 @@
  *     cache would be refused as a copy's, BEHIND). A note (done false) that
  *     could not be synced fails, and the take with it. The made record
  *     needs no sync: the begun one already names the instance.
+ * 15. Format 1's claim was one file, CLAIM_FILE, the only name older
+ *     ckptfs read. It is now for good a DIRECTORY (the marker, with a
+ *     README): an older daemon's read of it fails (EISDIR) and its
+ *     exclusive create of that name meets EEXIST, so it refuses the
+ *     BACKING whatever it judged, and an `rm` of it (older daemons' refusals
+ *     of some claims advise removing the file by hand) fails. A BACKING
+ *     with no epoch is brought to format 2 by the first acquisition: the
+ *     format-1 claim there (judged by format 1's rules, invariants 4-8, 12,
+ *     13; refused while any parseable tmp/claim.* aside of an older take
+ *     stands beside it, or while a shared one of our catalog was renewed
+ *     within the timeout: an older node of it is up) is moved aside by one
+ *     move, compared with what was judged, the marker made in its place by
+ *     an exclusive create, and the judged record copied into epoch 1 — so
+ *     the last writer of BACKING is still named (8). An older taker's create
+ *     in that gap gets EEXIST from the marker, or takes the name first (our
+ *     mark fails, and format 1's checks back it off, or it holds and we are
+ *     refused). A migration stopped after the marker leaves the newest
+ *     parseable tmp/claim.* aside (judged: one a live holder's refuses) as
+ *     the claim to copy into epoch 1; CLAIM_FILE absent with no epoch is
+ *     judged likewise. CLAIM_FILE absent beside epochs is made the marker
+ *     again, at an acquisition or a renewal. A format-1 claim file beside
+ *     epochs (an older daemon took BACKING after the marker was removed by
+ *     hand, `rm -r`, or its take landed between a migration's copy and its
+ *     mark) fences a holder at its next renewal (the older daemon writes
+ *     BACKING: of the two only it may go on), and is judged by every
+ *     acquisition like any format-1 claim: a live older holder refuses; a
+ *     gone one's record is copied into the NEXT epoch (it wrote BACKING
+ *     after the epochs: the last writer, 8) and the marker put back. An
+ *     older node of a shared catalog that was suspended through a migration
+ *     is not fenced by the marker (its read fails, and older shared nodes
+ *     counted themselves always sure): upgrade every node of a shared
+ *     catalog together, none suspended. With CLAIM_FILE absent
+ *     and no epoch, any format-1 aside is an older take under way (whose
+ *     maker removes it on an EEXIST from our marker, review 56 M1): looked
+ *     at again, and at the last round copied into epoch 1 BEFORE the marker
+ *     is made, so the last writer is never lost with it; a migration moves
+ *     aside, copies into epoch 1, then marks, likewise. "Newest" among
+ *     asides is by heartbeat: hosts' clocks must agree (as for judging).
  *
  * Clocks: the heartbeat is the holder's wall clock, compared with ours; the
  * nodes' clocks must agree to well within the timeout (NTP). */
@@ -267,7 +246,13 @@
 struct backing;
 struct claim_ledger;
 
-#define CLAIM_FILE "ckptfs.claim"
+#define CLAIM_FILE "ckptfs.claim" /* format 1's claim; the marker directory since (15) */
+#define CLAIM_DIR "claims"        /* the epochs (invariant 1) */
+#define CLAIM_EPOCH_DIGITS 20
+#define CLAIM_EPOCHS_MAX 4096     /* invariant 5 */
+#define CLAIM_MARKER_README CLAIM_FILE "/README" /* the marker (invariant 15) */
+#define CLAIM_NOBODY_ID "00000000000000000000000000000000" /* a vacant record's catalog (8) */
+#define CLAIM_BROKEN "broken-by-hand" /* claim_break's vacant record (invariant 8) */
 #define CLAIM_MAX 8192
 #define CLAIM_DEFAULT_TIMEOUT_S 60
 #define CLAIM_ID_LEN 32 /* hex digits of a catalog id */
@@ -283,8 +268,10 @@ struct claim_rec {
 	char cache[PATH_MAX];
 	long pid;
 	int64_t renewed; /* unix seconds */
+	unsigned lease_s; /* "lease S": its holder's claim_timeout (invariant 9); 0: no line */
 	bool shared;     /* "mode shared": a shared catalog's claim (invariant 6) */
 	bool released;   /* "released yes": its holder let go at a clean stop (invariant 8) */
+	char vacant[24]; /* "vacant WHY": nobody holds it (invariant 8); "" otherwise */
 	bool fresh;      /* (self only, not in the file) our catalog never held a claim */
 	uint64_t take;   /* "take N" (invariant 12); 0: no such line (an older ckptfs) */
 	/* "replaces CATALOG INSTANCE TAKE": a stand-in's (invariant 13); "" none */
@@ -331,6 +318,24 @@ bool claim_holder_alive(void *arg, const struct claim_rec *rec);
 int claim_format(const struct claim_rec *rec, char *buf, size_t size);
 int claim_parse(const char *text, size_t len, struct claim_rec *out);
 
+/* The record of the largest epoch on BACKING b (invariant 1): 0 with its
+ * number, bytes (buf of CLAIM_MAX) and *parsed (0, or -EINVAL: invariant
+ * 5); -ENOENT when there is no epoch; -E2BIG past CLAIM_EPOCHS_MAX names;
+ * or BACKING's error. For readers (ckptfs-admin): it judges nothing. */
+int claim_current(struct backing *b, uint64_t *epoch, char *buf, size_t *len, int *parsed);
+/* The claim's record for readers: the largest epoch's, or on a format-1
+ * BACKING (no epoch) its CLAIM_FILE unless that is the marker (15). 0,
+ * -ENOENT (no claim, or a vacant one: nobody's, 8), -EINVAL (does not
+ * parse), or -errno. */
+int claim_current_rec(struct backing *b, struct claim_rec *rec);
+/* CLAIM_DIR/E into out (at least CLAIM_NAME_MAX bytes). */
+#define CLAIM_NAME_MAX (sizeof(CLAIM_DIR) + CLAIM_EPOCH_DIGITS + 1)
+void claim_epoch_name(uint64_t epoch, char *out, size_t size);
+/* Makes the marker of invariant 15 (the directory CLAIM_FILE with its
+ * README): 0 (made, or already there), or -errno (-ENOTDIR or -EEXIST: a
+ * format-1 claim file is there). */
+int claim_mark(struct backing *b);
+
 /* A claim held by this process. */
 struct claim;
 
@@ -356,19 +361,25 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
  * may take longer than the timeout): it proves the claim still ours, or
  * fences (invariant 9). */
 int claim_start(struct claim *c);
-/* Stops renewing; release: marks the claim released if it is still ours
- * (invariants 3, 8) — read absent, after the reads again of 11 M, it is
- * created again from our pending aside or the newest aside of our bytes,
- * already released (11 C checks it) — never a shared one (invariant 6),
- * and not once fenced (invariant 9). NULL is allowed. */
+/* Stops renewing; release: makes the next epoch our record marked released
+ * if our epoch is still the largest and we are not fenced (invariants 3, 8,
+ * 9; the exclusive create decides against a taker) — never for a shared
+ * claim (invariant 6). NULL is allowed. */
 void claim_end(struct claim *c, bool release);
 /* For a taker that wrote nothing to BACKING and gives up (a rebuild that
- * failed): stops renewing and, if the claim is still ours and we are not
- * fenced, puts back what claim_acquire replaced (the bytes it judged), or
- * removes it if there was none, so the catalog that held it before is not
- * made BEHIND (invariant 8) by a catalog that never came to be. NULL is
- * allowed. */
+ * failed, a mount that could not record its take): stops renewing and, if
+ * our epoch is still the largest and we are not fenced, makes the next
+ * epoch the bytes claim_acquire judged (a vacant "given-back" record if it
+ * found none), so the
+ * catalog that held it before is not made BEHIND (invariant 8) by a catalog
+ * that never came to be. NULL is allowed. */
 void claim_abandon(struct claim *c);
+/* The by-hand decision of invariants 7 and 8: makes the next epoch a vacant
+ * "broken-by-hand" record (free to anyone), whoever holds the claim; its
+ * holder, if alive, is fenced at its next renewal. The record names this
+ * host and pid as the breaker's. 0 with the broken record's epoch in
+ * *epoch, or -errno with msg. */
+int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize);
 /* Invariant 9: whether this holder may put, move or remove anything on
  * BACKING now. Lock-free, for every thread; true for NULL (no claim). False
  * while unsure (past the deadline: logged once per wait) and once lost. */
@@ -378,23 +389,22 @@ bool claim_may_write(struct claim *c);
 bool claim_lost(struct claim *c);
 /* The lease in seconds (0 for NULL). */
 unsigned claim_timeout_s(const struct claim *c);
+/* The epoch this holder made last (0 for NULL): for tests and logs. */
+uint64_t claim_epoch(const struct claim *c);
 
-/* For tests only: called at named points ("renew-read", "release-read": a
- * renewal or a release read the claim; "retake-create": before their
- * exclusive create; "renew-wait": before each try again after EEXIST
- * (invariant 11 H); "renew-absent": before each read again of a claim a
- * renewal read absent (11 M); "take-create": an acquisition's judgment made, before
- * its exclusive create; "take-check": after that create answered 0, before
- * it looks at tmp/ again (11 T); "take-kept": another's bytes moved
- * aside by the steps of 2, left there; "giveback-create": claim_abandon's
- * claim moved and compared, before the create of what it replaced;
- * "retake-check": a holder's create
- * answered 0, before its look of 11 C; "take-move": the claim judged, before
- * it is moved aside by the steps of 2 — an acquisition's STALE or OURS, a
- * renewal, a release, a give-back, a back-off; "may-write": in
- * claim_may_write, not NULL and not lost); a nonzero return (-errno) is
- * taken as that step's failure (may-write: false; take-check, take-move:
- * ignored). NULL in a daemon. */
+/* For tests only: called at named points ("take-read": an acquisition
+ * listed CLAIM_DIR and read the largest epoch, before it judges;
+ * "take-create": its judgment made, before its exclusive create;
+ * "take-check": that create answered 0, before the listing of 11;
+ * "renew-read": a renewal, a release or a give-back listed CLAIM_DIR;
+ * "renew-create": before its exclusive create; "renew-check": that create
+ * answered 0, before the listing of 11; "migrate-move": a format-1 claim
+ * judged, before it is moved aside (15); "migrate-marker": moved and
+ * compared, before the marker's create; "migrate-copy": the marker made,
+ * before epoch 1's create; "may-write": in claim_may_write, not NULL and
+ * not lost); a nonzero return (-errno) is taken as that step's failure
+ * (may-write: false; the -create points: the create fails with it, as a
+ * BACKING error; others: ignored). NULL in a daemon. */
 extern int (*claim_test_hook)(struct claim *c, const char *point);
 /* For tests only: one renewal now, as the renewal thread makes it. */
 void claim_test_renew(struct claim *c);

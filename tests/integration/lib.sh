@@ -821,6 +821,138 @@ ck_admin_has() {
 	"$CKPTFS_ADMIN" 2>&1 | grep -q -w -- "$1"
 }
 
+# ---------------------------------------------------------------- BACKING's claim
+#
+# The claim (fs/lib/claim.h, docs/FORMAT.md "The claim") is the directory
+# claims/ of epochs, files named by 20 digits, each made once by an
+# exclusive create; the claim is the largest epoch's record. ckptfs.claim,
+# format 1's claim file, is a marker directory (with a README) older ckptfs
+# stop at. A BACKING may be a directory or nfs:// (then through
+# build/backing-tool, beside CKPTFS_BIN).
+
+_ck_btool() { "$(dirname "$CKPTFS_BIN")/backing-tool" "$@"; }
+
+# ck_claim_epochs [BACKING] — the epochs' names in claims/, one a line, sorted.
+ck_claim_epochs() {
+	local b=${1:-$CK_BACKING} names
+	case $b in
+	nfs://*) names=$(_ck_btool "$b" ls claims 2>/dev/null) || names= ;;
+	*) names=$(ls "$b/claims" 2>/dev/null) || names= ;;
+	esac
+	printf '%s\n' "$names" | grep -E '^[0-9]{20}$' | sort || true
+}
+
+# ck_claim [BACKING] — the claim's text: the largest epoch's. A holder
+# removes epochs below its own less one after each renewal (claim.h 10): a
+# largest epoch gone between the listing and the read is looked up again.
+# Fails the case when there is no epoch.
+ck_claim() {
+	local b=${1:-$CK_BACKING} i top text
+	for i in $(seq 50); do
+		top=$(ck_claim_epochs "$b" | tail -n 1)
+		[ -n "$top" ] || ck_fail "no claim on $b (claims/ has no epoch)"
+		case $b in
+		nfs://*) text=$(_ck_btool "$b" get "claims/$top" - 2>/dev/null) ;;
+		*) text=$(cat "$b/claims/$top" 2>/dev/null) ;;
+		esac && { printf '%s\n' "$text"; return 0; }
+		sleep 0.1
+	done
+	ck_fail "the claim's largest epoch of $b keeps going away: $(ck_claim_epochs "$b" | tr '\n' ' ')"
+}
+
+# ck_claim_field FIELD [FILE] — a field of the claim (or of the record in FILE).
+ck_claim_field() {
+	if [ -n "${2:-}" ]; then sed -n "s/^$1 //p" "$2"; else ck_claim | sed -n "s/^$1 //p"; fi
+}
+
+# ck_claim_plant [BACKING] <TEXT — TEXT as the next epoch, made as any party
+# makes one (claim.h 1): an exclusive create of the largest + 1 (a complete
+# file linked in, for a directory), again with the next number if another
+# made that one first. Prints its name. A holder that sees it is fenced;
+# a mount judges it as the claim.
+ck_claim_plant() {
+	local b=${1:-$CK_BACKING} text tmp top next i
+	text=$(cat)
+	tmp=$(mktemp "$CK_TMP/plant.XXXXXX")
+	printf '%s\n' "$text" >"$tmp"
+	case $b in nfs://*) ;; *) mkdir -p "$b/claims" ;; esac
+	for i in $(seq 20); do
+		top=$(ck_claim_epochs "$b" | tail -n 1)
+		next=$(printf '%020d' $((10#${top:-0} + 1)))
+		case $b in
+		nfs://*) _ck_btool "$b" putnew "$tmp" "claims/$next" >/dev/null 2>&1 ;;
+		*) cp "$tmp" "$b/claims/.plant.$$" && ln "$b/claims/.plant.$$" "$b/claims/$next" 2>/dev/null ;;
+		esac
+		local rc=$?
+		case $b in nfs://*) ;; *) rm -f "$b/claims/.plant.$$" ;; esac
+		[ $rc != 0 ] || { rm -f "$tmp"; echo "$next"; return 0; }
+	done
+	ck_fail "could not plant a claim on $b in 20 tries: $(ck_claim_epochs "$b" | tail -n 3 | tr '\n' ' ')"
+}
+
+# ck_claim_record CATALOG HOST CACHE PID RENEWED [LINE...] — a claim's record
+# (the first lines of docs/FORMAT.md "The claim"; LINEs after, e.g. "mode
+# shared", "released yes"), of a made-up instance and boot id.
+ck_claim_record() {
+	printf 'ckptfs claim 1\ncatalog %s\ninstance %s\nhost %s\nboot %s\ncache %s\npid %s\nrenewed %s\n' \
+		"$1" fedcba9876543210fedcba9876543210 "$2" 00000000-0000-0000-0000-000000000000 "$3" "$4" "$5"
+	shift 5
+	[ $# = 0 ] || printf '%s\n' "$@"
+}
+
+# ck_claim_state [BACKING] — what the claim is on BACKING, to compare before
+# and after something that must not touch it: the epochs' names, the
+# largest's text and what ckptfs.claim is, with its files' checksums (a
+# directory BACKING).
+ck_claim_state() {
+	local b=${1:-$CK_BACKING}
+	ck_claim_epochs "$b" | tr '\n' ' '
+	echo
+	ck_claim "$b"
+	stat -c '%F' "$b/ckptfs.claim" 2>/dev/null || echo "no ckptfs.claim"
+	(cd "$b" && find ckptfs.claim -type f -exec sha256sum {} + 2>/dev/null) || true
+}
+
+# ck_claim_epochs_only_of INSTANCE — every epoch in claims/ of CK_BACKING is
+# a record of the take INSTANCE (a holder's renewals): nobody else made one.
+ck_claim_epochs_only_of() {
+	local e others=
+	for e in $(ck_claim_epochs); do
+		grep -qx "instance $1" "$CK_BACKING/claims/$e" 2>/dev/null ||
+			[ ! -e "$CK_BACKING/claims/$e" ] || others+=" $e"
+	done
+	[ -z "$others" ] || ck_fail "epochs not of the holder's take $1:$others: $(tr '\n' '|' <"$CK_BACKING/claims/${others##* }")"
+}
+
+# ck_backing_snapshot DIR — every file of BACKING DIR but temporaries and the
+# claim (claims/, a new epoch at each renewal; ckptfs.claim, the marker:
+# ck_claim_state compares those), with its SHA-256. A file that goes between
+# find and sha256sum (the holder replacing its tree manifest) is left out of
+# this snapshot, not an error: the snapshots then differ, which is what
+# ck_backing_quiet waits out and the cases that compare them fail on.
+ck_backing_snapshot() {
+	(cd "$1" && find . \( -path ./tmp -o -path ./claims -o -path ./ckptfs.claim \) -prune -o -type f -print0 | sort -z |
+		{ xargs -0 -r sha256sum 2>/dev/null || true; })
+}
+
+# ck_backing_quiet — waits until the holder is done writing CK_BACKING after
+# a save: on an idle round up to 1 s after the uploads end (UP_TREE_EVERY_S)
+# it writes the tree manifest (manifests/tree/), which ck_wait_durable does
+# not wait for; on a busy machine (two lanes of run.sh) that write came
+# between the snapshots of a case and was taken for one of another party.
+ck_backing_quiet() {
+	local a b i=0
+	b=$(ck_backing_snapshot "$CK_BACKING")
+	while :; do
+		sleep 2
+		a=$b
+		b=$(ck_backing_snapshot "$CK_BACKING")
+		[ "$a" != "$b" ] || return 0
+		i=$((i + 1))
+		[ $i -le 15 ] || ck_fail "BACKING still changes 30 s after the uploads ended"
+	done
+}
+
 # ---------------------------------------------------------------- running
 
 _ck_case_setup() {

@@ -1160,7 +1160,7 @@ test_offline_dry_run_gc_claims_nothing_and_writes_nothing() {
 	mkdir -p "$(dirname "$orphan")"
 	ck_rand "$orphan" 100 # an orphan on BACKING
 	local claim cat
-	claim=$(md5sum <"$CK_BACKING/ckptfs.claim")
+	claim=$(ck_claim_state)
 	cat=$(md5sum <"$CK_CACHE/catalog.db")
 	_hold_cache_lock # another offline admin: a dry run still reads
 	assert_adm 0 gc --cache "$CK_CACHE"
@@ -1168,10 +1168,10 @@ test_offline_dry_run_gc_claims_nothing_and_writes_nothing() {
 	assert_adm 0 --json gc --cache "$CK_CACHE" --dry-run
 	assert_eq "True 1 offline" "$(json 'j["dry_run"], j["backing"]["orphans"], j["mode"]')" "gc --json dry run"
 	_release_cache_lock
-	assert_eq "$claim" "$(md5sum <"$CK_BACKING/ckptfs.claim")" "BACKING's claim after a dry run"
+	assert_eq "$claim" "$(ck_claim_state)" "BACKING's claim after a dry run"
 	assert_eq "$cat" "$(md5sum <"$CK_CACHE/catalog.db")" "the catalog after a dry run"
 	# a claim naming another catalog: BACKING is not counted against this one
-	sed -i 's/^catalog .*/catalog 0123456789abcdef0123456789abcdef/' "$CK_BACKING/ckptfs.claim"
+	ck_claim | sed 's/^catalog .*/catalog 0123456789abcdef0123456789abcdef/' | ck_claim_plant >/dev/null
 	assert_adm 0 gc --cache "$CK_CACHE"
 	assert_contains "$(out)" "gc BACKING: skipped: BACKING's claim names another catalog (0123456789abcdef0123456789abcdef" "dry run, another's claim"
 	[ -e "$orphan" ] || ck_fail "a dry run removed an object"

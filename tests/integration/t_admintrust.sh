@@ -301,7 +301,7 @@ test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
 	ck_wait_durable
 	ck_umount
 	local claim objs
-	claim=$(cat "$vb/ckptfs.claim")
+	claim=$(ck_claim_state "$vb")
 	objs=$(find "$vb/chunks" -type f | sort | md5sum)
 	# nobody's own cache (made by a mount of its own BACKING), then handed over
 	local ub=$CK_TMP/user-backing uc=$CK_TMP/user-cache
@@ -328,7 +328,7 @@ test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
 		assert_contains "$(cat "$CK_TMP/err")" "runuser -u nobody -- ckptfs-admin" "root's $cmd"
 		assert_eq "" "$(cat "$CK_TMP/out")" "stdout of root's $cmd"
 	done
-	assert_eq "$claim" "$(cat "$vb/ckptfs.claim")" "the victim's claim"
+	assert_eq "$claim" "$(ck_claim_state "$vb")" "the victim's claim"
 	assert_eq "$objs" "$(find "$vb/chunks" -type f | sort | md5sum)" "the victim's objects"
 	# --as-owner: nobody's rights, which do not reach the victim's BACKING
 	rc=0
@@ -336,7 +336,7 @@ test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
 	[ "$rc" != 0 ] || ck_fail "gc --delete --as-owner on a cache naming root's BACKING exited 0: $(cat "$CK_TMP/out")"
 	assert_contains "$(cat "$CK_TMP/err")" "$vb" "gc --as-owner's error"
 	assert_contains "$(cat "$CK_TMP/err")" "ermission denied" "gc --as-owner's error"
-	assert_eq "$claim" "$(cat "$vb/ckptfs.claim")" "the victim's claim after --as-owner"
+	assert_eq "$claim" "$(ck_claim_state "$vb")" "the victim's claim after --as-owner"
 	assert_eq "$objs" "$(find "$vb/chunks" -type f | sort | md5sum)" "the victim's objects after --as-owner"
 	CK_BACKING=$vb CK_CACHE=$vc
 	ck_mount
@@ -364,7 +364,7 @@ test_root_on_a_cache_another_user_owns_is_refused_unless_as_owner() {
 test_root_judges_the_cache_directory_itself() {
 	_cache
 	local claim
-	claim=$(cat "$CK_BACKING/ckptfs.claim")
+	claim=$(ck_claim_state)
 	ln -s "$CK_CACHE" "$CK_TMP/link"
 	local cmd
 	for cmd in list gc; do
@@ -383,7 +383,7 @@ test_root_judges_the_cache_directory_itself() {
 	mv "$CK_TMP/hers/cache" "$CK_CACHE"
 	chmod 777 "$CK_CACHE"
 	_root_refused list "$CK_CACHE" "cache $CK_CACHE: refused as root: $CK_CACHE: writable by group or others (mode 0777)"
-	assert_eq "$claim" "$(cat "$CK_BACKING/ckptfs.claim")" "BACKING's claim after the refusals"
+	assert_eq "$claim" "$(ck_claim_state)" "BACKING's claim after the refusals"
 	# the real path, root's alone: read as before
 	chmod 700 "$CK_CACHE"
 	local rc=0

@@ -11,7 +11,13 @@
 . "$(dirname "$0")/lib.sh"
 
 # (SQLite's side files of the catalog's read-only look, -wal empty, are left out)
-_bk_snap() { (cd "$1" && find . -type f ! -name lock ! -name 'catalog.db-shm' ! -name 'catalog.db-wal' -print0 | sort -z | xargs -0 -r sha256sum); }
+# _bk_snap DIR — DIR's files with their SHA-256; of BACKING's claim (claims/)
+# the record only: a mount refused after its take gives the claim back as it
+# found it, as the next epoch with the judged bytes (fs/lib/claim.h 8, 10).
+_bk_snap() {
+	(cd "$1" && find . -path ./claims -prune -o -type f ! -name lock ! -name 'catalog.db-shm' ! -name 'catalog.db-wal' -print0 | sort -z | xargs -0 -r sha256sum)
+	[ -z "$(ck_claim_epochs "$1")" ] || ck_claim "$1"
+}
 # _bk_mount_refused WHAT — the mount of CK_BACKING with CK_CACHE is refused in
 # the foreground within 30 s, with one line on stderr ($CK_TMP/err); WHAT
 # names the case if it mounts instead.

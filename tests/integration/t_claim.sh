@@ -19,57 +19,6 @@
 ck_timeout test_nfs_url_second_catalog_refused_then_stale_claim_taken_over 240
 ck_slow test_nfs_url_second_catalog_refused_then_stale_claim_taken_over
 
-# A mounted daemon renews its claim by moving it aside and creating it anew
-# (claim.h 3, 9): for a moment the file is absent, so a read retries.
-_claim() {
-	local i text
-	for i in $(seq 50); do
-		text=$(cat "$CK_BACKING/ckptfs.claim" 2>/dev/null) && { printf '%s\n' "$text"; return 0; }
-		sleep 0.1
-	done
-	cat "$CK_BACKING/ckptfs.claim"
-}
-_claim_field() {
-	if [ -n "${2:-}" ]; then sed -n "s/^$1 //p" "$2"; else _claim | sed -n "s/^$1 //p"; fi
-}
-# No claim aside is left in tmp/ for good (a renewal's own is there for a
-# moment: some look finds none).
-_no_aside_left() {
-	local i
-	for i in $(seq 20); do
-		ls "$CK_BACKING/tmp" 2>/dev/null | grep -q '^claim\.' || return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-# Every file of BACKING but temporaries and the claim (whose heartbeat moves).
-# A file that goes between find and sha256sum (the holder replacing its tree
-# manifest) is left out of this snapshot, not an error: the snapshots then
-# differ, which is what _backing_quiet waits out and the other cases fail on.
-_backing_snapshot() {
-	(cd "$1" && find . -path ./tmp -prune -o -type f ! -name ckptfs.claim -print0 | sort -z |
-		{ xargs -0 -r sha256sum 2>/dev/null || true; })
-}
-
-# Waits until the holder is done writing BACKING after a save: on an idle
-# round up to 1 s after the uploads end (UP_TREE_EVERY_S) it writes the tree
-# manifest (manifests/tree/), which ck_wait_durable does not wait for; on a
-# busy machine (two lanes of run.sh) that write came between the snapshots of
-# a case and was taken for one of the refused mount.
-_backing_quiet() {
-	local a b i=0
-	b=$(_backing_snapshot "$CK_BACKING")
-	while :; do
-		sleep 2
-		a=$b
-		b=$(_backing_snapshot "$CK_BACKING")
-		[ "$a" != "$b" ] || return 0
-		i=$((i + 1))
-		[ $i -le 15 ] || ck_fail "BACKING still changes 30 s after the uploads ended"
-	done
-}
-
 _save() { # NAME MiB
 	mkdir -p "$CK_MNT/run/$1" "$CK_REF/run/$1"
 	ck_rand "$CK_REF/run/$1/model.pt" $(($2 * 1024 * 1024))
@@ -111,21 +60,21 @@ _settle() {
 	done
 }
 
-# A claim of "another host" (FORMAT.md), renewed AGE seconds ago.
-_foreign_claim() { # AGE [FILE]
-	printf 'ckptfs claim 1\ncatalog %s\ninstance %s\nhost %s\nboot %s\ncache %s\npid %s\nrenewed %s\n' \
-		0123456789abcdef0123456789abcdef fedcba9876543210fedcba9876543210 node-elsewhere \
-		00000000-0000-0000-0000-000000000000 /var/cache/ckptfs/abc 1234 $(($(date +%s) - $1)) \
-		>"${2:-$CK_BACKING/ckptfs.claim}"
+# A claim of "another host" (FORMAT.md), renewed AGE seconds ago, planted as
+# the next epoch of BACKING (default CK_BACKING): as another host's mount
+# would make it (lib.sh ck_claim_plant).
+_foreign_claim() { # AGE [BACKING]
+	ck_claim_record 0123456789abcdef0123456789abcdef node-elsewhere /var/cache/ckptfs/abc 1234 \
+		$(($(date +%s) - $1)) | ck_claim_plant "${2:-$CK_BACKING}" >/dev/null
 }
 
 test_second_catalog_on_a_claimed_backing_is_refused_naming_the_holder() {
 	ck_mount
 	_save step-1 3
 	ck_wait_durable
-	_backing_quiet
+	ck_backing_quiet
 	local before after out
-	before=$(_backing_snapshot "$CK_BACKING")
+	before=$(ck_backing_snapshot "$CK_BACKING")
 	_start "$CK_TMP/cache2" "$CK_TMP/mnt2"
 	out=$(_settle "$_SPID" "$CK_TMP/mnt2")
 	[ "$out" != mounted ] || ck_fail "a second catalog mounted the claimed BACKING"
@@ -135,18 +84,19 @@ test_second_catalog_on_a_claimed_backing_is_refused_naming_the_holder() {
 	assert_eq 1 "$(wc -l <"$CK_TMP/cache2.stderr")" "lines on stderr: $err"
 	assert_contains "$err" "ckptfs: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_CACHE, pid $CK_PID, renewed"
 	assert_contains "$err" "unmount it there, or wait 60 s if that node is gone"
-	after=$(_backing_snapshot "$CK_BACKING")
+	after=$(ck_backing_snapshot "$CK_BACKING")
 	[ "$before" == "$after" ] || ck_fail "the refused mount changed BACKING"
-	assert_eq "$CK_CACHE" "$(_claim_field cache)" "the claim's cache"
-	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid"
+	ck_claim_epochs_only_of "$(ck_claim_field instance)"
+	assert_eq "$CK_CACHE" "$(ck_claim_field cache)" "the claim's cache"
+	assert_eq "$CK_PID" "$(ck_claim_field pid)" "the claim's pid"
 	# released by a clean unmount: the second cache mounts and sees step-1
 	ck_umount
-	assert_eq yes "$(_claim_field released)" "a clean unmount marks the claim released: $(_claim)"
-	assert_eq "$CK_CACHE" "$(_claim_field cache)" "the released claim names the last writer"
+	assert_eq yes "$(ck_claim_field released)" "a clean unmount marks the claim released: $(ck_claim)"
+	assert_eq "$CK_CACHE" "$(ck_claim_field cache)" "the released claim names the last writer"
 	CK_CACHE=$CK_TMP/cache2 ck_mount
 	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" ||
 		ck_fail "the next catalog does not read step-1"
-	assert_eq "$CK_TMP/cache2" "$(_claim_field cache)" "the claim's cache after the take-over"
+	assert_eq "$CK_TMP/cache2" "$(ck_claim_field cache)" "the claim's cache after the take-over"
 	ck_umount
 }
 
@@ -184,17 +134,18 @@ test_a_container_with_its_own_namespaces_is_refused_and_the_holder_writes_on() {
 	local out err
 	out=$(cat "$CK_TMP/b.out")
 	err=$(cat "$CK_TMP/b.stderr" 2>/dev/null)
-	[ "$out" != mounted ] || ck_fail "a mount in other namespaces took the claim of a live holder: $(_claim | tr '\n' ' ')"
+	[ "$out" != mounted ] || ck_fail "a mount in other namespaces took the claim of a live holder: $(ck_claim | tr '\n' ' ')"
 	assert_contains "$out" "exit " "B's end"
 	assert_ne "exit 0" "$out" "exit status of the refused mount"
 	assert_contains "$err" "ckptfs: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $CK_CACHE, pid $CK_PID, renewed"
-	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid after B's attempt"
+	assert_eq "$CK_PID" "$(ck_claim_field pid)" "the claim's pid after B's attempt"
+	ck_claim_epochs_only_of "$(ck_claim_field instance)"
 	# A writes on, now and after its next renewal
 	mkdir "$CK_MNT/run/step-2" || ck_fail "A cannot mkdir after B's attempt"
 	printf 'two\n' >"$CK_MNT/run/step-2/f" || ck_fail "A cannot write after B's attempt"
 	local r0 i=0
-	r0=$(_claim_field renewed)
-	while [ "$(_claim_field renewed)" == "$r0" ]; do
+	r0=$(ck_claim_field renewed)
+	while [ "$(ck_claim_field renewed)" == "$r0" ]; do
 		i=$((i + 1))
 		[ $i -le 300 ] || ck_fail "A's claim was not renewed in 30 s (claim_timeout=8)"
 		sleep 0.1
@@ -203,22 +154,22 @@ test_a_container_with_its_own_namespaces_is_refused_and_the_holder_writes_on() {
 	printf 'three\n' >"$CK_MNT/run/step-3/f" || ck_fail "A cannot write after its next renewal"
 	assert_eq two "$(cat "$CK_MNT/run/step-2/f")" "step-2's bytes"
 	assert_eq three "$(cat "$CK_MNT/run/step-3/f")" "step-3's bytes"
-	assert_eq "$CK_PID" "$(_claim_field pid)" "the claim's pid after A's renewal"
+	assert_eq "$CK_PID" "$(ck_claim_field pid)" "the claim's pid after A's renewal"
 	! grep -q "no longer holds the claim" "$CK_DLOG" || ck_fail "A was fenced: $(grep 'no longer holds' "$CK_DLOG")"
 	assert_eq "$(stat -L -c %i /proc/self/ns/mnt) $(stat -L -c %i /proc/self/ns/pid)" \
-		"$(_claim_field ns)" "the claim's ns line: $(_claim | tr '\n' ' ')"
+		"$(ck_claim_field ns)" "the claim's ns line: $(ck_claim | tr '\n' ' ')"
 	ck_umount
 }
 
 # _wal_synced_before_claim LOG — of the events of LOG (synclog with
-# SYNCLOG_ORDER) up to the first link of ckptfs.claim (a take's exclusive
-# create): "synced" when the last WAL write before it was followed by a sync
+# SYNCLOG_ORDER) up to the first link of an epoch claims/E (a take's
+# exclusive create): "synced" when the last WAL write before it was followed by a sync
 # of that WAL before it; "unsynced" when not; "no-link" when no claim was
 # made.
 _wal_synced_before_claim() {
 	awk '$1 == "walwrite" && $2 ~ /\/catalog\.db[^/]*-wal$/ { wal = $2; synced = 0 }
 		$1 == "sync" && wal != "" && $2 == wal { synced = 1 }
-		$1 == "link" && $2 ~ /\/ckptfs\.claim$/ { print (wal == "" ? "no-wal" : synced ? "synced" : "unsynced"); done = 1; exit }
+		$1 == "link" && $2 ~ /\/claims\/[0-9]+$/ { print (wal == "" ? "no-wal" : synced ? "synced" : "unsynced"); done = 1; exit }
 		END { if (!done) print "no-link" }' "$1"
 }
 
@@ -253,8 +204,10 @@ test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
 	ck_mount
 	_save step-1 2
 	ck_wait_durable
+	local killed=$CK_PID
 	ck_kill9
-	[ -e "$CK_BACKING/ckptfs.claim" ] || ck_fail "no claim left by the killed daemon"
+	assert_eq "$killed" "$(ck_claim_field pid)" "the claim left by the killed daemon: $(ck_claim)"
+	assert_eq "" "$(ck_claim_field released)" "the killed daemon's claim is not released"
 	# the same catalog again: ours
 	ck_mount
 	ck_kill9
@@ -276,7 +229,7 @@ test_kill9_holder_then_a_fresh_cache_takes_over_and_the_same_cache_remounts() {
 	[ "$out" != mounted ] || ck_fail "a catalog behind BACKING mounted it"
 	assert_contains "$(cat "$first.stderr")" "was written by another catalog (host $(hostname), cache $CK_TMP/cache2, released"
 	assert_contains "$(cat "$first.stderr")" "mount with an empty cache"
-	assert_eq "$CK_TMP/cache2" "$(_claim_field cache)" "the refused mount left the claim as it was"
+	assert_eq "$CK_TMP/cache2" "$(ck_claim_field cache)" "the refused mount left the claim as it was"
 }
 
 # claim.h invariant 8, the data-loss case it prevents: cache 1 saves step-1
@@ -329,9 +282,9 @@ test_offline_admin_changes_respect_the_claim() {
 	# another catalog (a fresh cache) holds BACKING now
 	local first=$CK_CACHE first_pid
 	CK_CACHE=$CK_TMP/cache2 ck_mount
-	_backing_quiet # the new holder's first tree manifest
+	ck_backing_quiet # the new holder's first tree manifest
 	local before rc out
-	before=$(_backing_snapshot "$CK_BACKING")
+	before=$(ck_backing_snapshot "$CK_BACKING")
 	for cmd in "rm --cache $first run/step-1" "gc --delete --cache $first"; do
 		rc=0
 		out=$("$CKPTFS_ADMIN" $cmd 2>&1) || rc=$?
@@ -341,31 +294,31 @@ test_offline_admin_changes_respect_the_claim() {
 	# a dry-run gc claims nothing: it skips BACKING, saying whose it is
 	out=$("$CKPTFS_ADMIN" gc --cache "$first" 2>&1) || ck_fail "dry-run gc --cache of the other catalog failed: $out"
 	assert_contains "$out" "gc BACKING: skipped: BACKING's claim names another catalog"
-	[ "$before" == "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
+	[ "$before" == "$(ck_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
 	# reading commands claim nothing
 	"$CKPTFS_ADMIN" list --cache "$first" >/dev/null || ck_fail "list --cache of the other catalog failed"
 	ck_umount
 	# released by cache2's catalog, which may have written BACKING since the
 	# first held it: the first's offline change is still refused (claim.h
 	# invariant 8); cache2's own offline change runs, and releases in turn
-	before=$(_backing_snapshot "$CK_BACKING")
+	before=$(ck_backing_snapshot "$CK_BACKING")
 	rc=0
 	out=$("$CKPTFS_ADMIN" rm --cache "$first" run/step-1 2>&1) || rc=$?
 	assert_eq 8 "$rc" "exit status of offline rm by a catalog behind BACKING ($out)"
 	assert_contains "$out" "was written by another catalog (host $(hostname), cache $CK_TMP/cache2, released"
-	[ "$before" == "$(_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
+	[ "$before" == "$(ck_backing_snapshot "$CK_BACKING")" ] || ck_fail "a refused offline change touched BACKING"
 	"$CKPTFS_ADMIN" rm --cache "$CK_TMP/cache2" run/step-1 >/dev/null || ck_fail "offline rm failed once BACKING was free"
-	assert_eq yes "$(_claim_field released)" "offline rm released its claim: $(_claim)"
-	assert_eq "$CK_TMP/cache2" "$(_claim_field cache)" "the claim names the last writer"
+	assert_eq yes "$(ck_claim_field released)" "offline rm released its claim: $(ck_claim)"
+	assert_eq "$CK_TMP/cache2" "$(ck_claim_field cache)" "the claim names the last writer"
 }
 
 test_renewal_moves_the_heartbeat_and_records_the_daemon_pid() {
 	ck_mount claim_timeout=4
 	local r1 r2
-	r1=$(_claim_field renewed)
-	assert_eq "$CK_PID" "$(_claim_field pid)" "pid in the claim"
+	r1=$(ck_claim_field renewed)
+	assert_eq "$CK_PID" "$(ck_claim_field pid)" "pid in the claim"
 	sleep 2.5
-	r2=$(_claim_field renewed)
+	r2=$(ck_claim_field renewed)
 	assert_lt "$r1" "$r2" "heartbeat renewed within timeout/4"
 	ck_umount
 }
@@ -378,13 +331,12 @@ test_claim_of_another_host_fresh_is_refused_stale_is_taken_over() {
 	[ "$out" != mounted ] || ck_fail "mounted over another host's fresh claim"
 	assert_contains "$(cat "$CK_CACHE.stderr")" "is claimed by another catalog (host node-elsewhere, cache /var/cache/ckptfs/abc, pid 1234, renewed "
 	grep -qE "renewed [5-7] s ago\)" "$CK_CACHE.stderr" || ck_fail "the age of the heartbeat: $(cat "$CK_CACHE.stderr")"
-	assert_eq node-elsewhere "$(_claim_field host)" "the foreign claim is untouched"
+	assert_eq node-elsewhere "$(ck_claim_field host)" "the foreign claim is untouched"
 	# a retry of the same (refused, so still fresh) cache once the claim is stale
 	_foreign_claim 61
 	ck_mount
-	assert_eq "$(hostname)" "$(_claim_field host)" "host of the taken claim"
-	assert_eq "$CK_PID" "$(_claim_field pid)" "pid of the taken claim"
-	_no_aside_left || ck_fail "the stale claim was left aside in tmp/"
+	assert_eq "$(hostname)" "$(ck_claim_field host)" "host of the taken claim"
+	assert_eq "$CK_PID" "$(ck_claim_field pid)" "pid of the taken claim"
 	ck_umount
 	# with a shorter lease: 10 s old is stale at claim_timeout=8 (for a
 	# fresh cache: this one held a claim, so another catalog's is BEHIND it)
@@ -421,7 +373,7 @@ test_two_mounts_racing_for_a_stale_claim_exactly_one_wins() {
 		fi
 		_ck_wait_daemon "$a" 30 || true
 		_ck_wait_daemon "$b" 30 || true
-		assert_eq yes "$(_claim_field released)" "round $round: the winner released the claim"
+		assert_eq yes "$(ck_claim_field released)" "round $round: the winner released the claim"
 	done
 }
 
@@ -449,13 +401,13 @@ test_rebuild_claims_backing_for_the_new_catalog_and_the_other_is_behind() {
 	assert_eq 1 "$(printf '%s\n' "$out" | wc -l)" "lines of the refusal: $out"
 	assert_contains "$out" "ckptfs-admin: BACKING $CK_BACKING is claimed by another catalog (host $(hostname), cache $first, pid $CK_PID"
 	ls "$c2" | grep -q before-rebuild && ck_fail "the refused rebuild replaced cache 2's catalog"
-	assert_eq "$first" "$(_claim_field cache)" "the refused rebuild left the claim"
+	assert_eq "$first" "$(ck_claim_field cache)" "the refused rebuild left the claim"
 	ck_umount
 	# BACKING released: the rebuild claims it for the new catalog, and
 	# releases it at exit, naming cache 2
 	"$CKPTFS_ADMIN" rebuild --cache "$c2" >/dev/null || ck_fail "rebuild of cache 2 failed once BACKING was free"
-	assert_eq "$c2" "$(_claim_field cache)" "the claim names the rebuilt catalog's cache: $(_claim)"
-	assert_eq yes "$(_claim_field released)" "the rebuild released its claim: $(_claim)"
+	assert_eq "$c2" "$(ck_claim_field cache)" "the claim names the rebuilt catalog's cache: $(ck_claim)"
+	assert_eq yes "$(ck_claim_field released)" "the rebuild released its claim: $(ck_claim)"
 	# cache 1 wrote BACKING before; the rebuilt catalog now did: behind
 	_start "$first" "$CK_TMP/mnt_first"
 	out=$(_settle "$_SPID" "$CK_TMP/mnt_first")
@@ -489,14 +441,14 @@ test_a_stale_copy_of_a_cache_is_refused_once_the_original_took_backing_again() {
 	ck_wait_durable
 	ck_umount
 	local claim
-	claim=$(_claim)
+	claim=$(ck_claim)
 	rc=0
 	out=$("$CKPTFS_ADMIN" rm --cache "$copy" run/step-1 2>&1) || rc=$?
 	assert_eq 8 "$rc" "exit status of the stale copy's offline rm ($out)"
 	assert_eq 1 "$(printf '%s\n' "$out" | wc -l)" "lines of the refusal: $out"
 	assert_contains "$out" "was taken by another copy of this catalog"
 	assert_contains "$out" "cache $CK_CACHE"
-	assert_eq "$claim" "$(_claim)" "the refused rm changed the claim"
+	assert_eq "$claim" "$(ck_claim)" "the refused rm changed the claim"
 	_start "$copy" "$CK_TMP/mnt_copy"
 	out=$(_settle "$_SPID" "$CK_TMP/mnt_copy")
 	[ "$out" != mounted ] || ck_fail "the stale copy mounted BACKING"
@@ -508,7 +460,7 @@ test_a_stale_copy_of_a_cache_is_refused_once_the_original_took_backing_again() {
 	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs"
 	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 differs"
 	ck_umount
-	assert_eq 3 "$(_claim_field take)" "the original's third take: $(_claim)"
+	assert_eq 3 "$(ck_claim_field take)" "the original's third take: $(ck_claim)"
 }
 
 # Review 32B F3 (claim.h invariant 13): a rebuild killed after it claimed
@@ -534,19 +486,19 @@ test_a_rebuild_killed_after_its_claim_leaves_the_old_catalog_mountable() {
 	local old try rp stopped=
 	old=$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")
 	cp -a "$CK_CACHE" "$CK_TMP/cache.saved"
-	cp "$CK_BACKING/ckptfs.claim" "$CK_TMP/claim.saved"
+	cp -a "$CK_BACKING/claims" "$CK_TMP/claims.saved"
 	for try in 1 2 3 4 5; do
 		"$CKPTFS_ADMIN" rebuild --cache "$CK_CACHE" >"$CK_TMP/rb.out" 2>&1 &
 		rp=$!
 		"$PY" -c '
 import os, signal, sys
-p, old, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d, old, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for _ in range(2000000):
-    try: t = open(p).read()
-    except OSError: continue
+    try: t = open(os.path.join(d, max(n for n in os.listdir(d) if n.isdigit()))).read()
+    except (OSError, ValueError): continue
     if "\ncatalog " in t and ("catalog " + old) not in t:
         os.kill(pid, signal.SIGSTOP); print("stopped"); break
-' "$CK_BACKING/ckptfs.claim" "$old" "$rp" >"$CK_TMP/stopper" 2>&1 || true
+' "$CK_BACKING/claims" "$old" "$rp" >"$CK_TMP/stopper" 2>&1 || true
 		if grep -q stopped "$CK_TMP/stopper" && [ -e "$CK_CACHE/catalog.db.rebuilding" ] &&
 			[ "$(ck_sql "SELECT value FROM meta WHERE key = 'catalog_id'")" = "$old" ]; then
 			kill -9 "$rp"
@@ -559,12 +511,12 @@ for _ in range(2000000):
 		wait "$rp" 2>/dev/null || true
 		rm -rf "$CK_CACHE" # ours: the case's cache, put back from the copy
 		cp -a "$CK_TMP/cache.saved" "$CK_CACHE"
-		cp "$CK_TMP/claim.saved" "$CK_BACKING/ckptfs.claim"
+		rm -rf "$CK_BACKING/claims" # the claim as it was before the rebuild
+		cp -a "$CK_TMP/claims.saved" "$CK_BACKING/claims"
 	done
 	[ -n "$stopped" ] || ck_fail "the rebuild was never stopped between its claim and its swap in 5 tries"
-	# the claim, or its aside if the kill came inside a renewal (claim.h 10)
 	local left
-	left=$(cat "$CK_BACKING/ckptfs.claim" "$CK_BACKING"/tmp/claim.* 2>/dev/null || true)
+	left=$(ck_claim)
 	ck_mount # the old catalog: nobody wrote BACKING since its last take
 	for i in 1 17 30; do
 		cmp -s "$CK_REF/run/step-$i/f3" "$CK_MNT/run/step-$i/f3" || ck_fail "step-$i/f3 differs"
@@ -597,11 +549,12 @@ _fenced_checks() {
 	cmp -s "$CK_REF/run/step-1/model.pt" "$CK_MNT/run/step-1/model.pt" || ck_fail "step-1 unreadable after the fence"
 	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 unreadable after the fence"
 	local claim
-	claim=$(_claim)
+	claim=$(ck_claim_state)
 	ck_umount
-	[ "$_BEFORE" == "$(_backing_snapshot "$CK_BACKING")" ] ||
-		ck_fail "the fenced daemon changed BACKING: $(diff <(echo "$_BEFORE") <(_backing_snapshot "$CK_BACKING") | head -n 5 | tr '\n' '|')"
-	assert_eq "$claim" "$(_claim)" "the fenced daemon wrote the claim"
+	[ "$_BEFORE" == "$(ck_backing_snapshot "$CK_BACKING")" ] ||
+		ck_fail "the fenced daemon changed BACKING: $(diff <(echo "$_BEFORE") <(ck_backing_snapshot "$CK_BACKING") | head -n 5 | tr '\n' '|')"
+	assert_eq "$claim" "$(ck_claim_state)" "the fenced daemon made or removed an epoch, or wrote ckptfs.claim"
+	assert_eq node-elsewhere "$(ck_claim_field host)" "the taker's claim after the fenced daemon's unmount"
 	grep -q "lost BACKING's claim: the upload queue stays in the cache" "$CK_DLOG" ||
 		ck_fail "the unmount did not say the queue stays: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
 	"$CKPTFS_ADMIN" list --cache "$CK_CACHE" | grep -q step-2 ||
@@ -614,8 +567,8 @@ _open_step2() {
 	mkdir -p "$CK_MNT/run/step-2" "$CK_REF/run/step-2"
 	ck_rand "$CK_REF/run/step-2/model.pt" $((1024 * 1024))
 	cp "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt"
-	_backing_quiet
-	_BEFORE=$(_backing_snapshot "$CK_BACKING")
+	ck_backing_quiet
+	_BEFORE=$(ck_backing_snapshot "$CK_BACKING")
 }
 
 # F4 (claim.h invariant 9): another catalog took the claim (here written by
@@ -628,8 +581,9 @@ test_a_daemon_whose_claim_was_taken_writes_nothing_more_to_backing() {
 	ck_wait_durable
 	_open_step2
 	_foreign_claim 0
-	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (another catalog took BACKING over" 30 ||
+	ck_wait_log "$CK_DLOG" "this daemon no longer holds the claim (epoch " 30 ||
 		ck_fail "no fence logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+	assert_contains "$(grep 'no longer holds the claim' "$CK_DLOG")" " of claims/: another holder made " "the fence line"
 	assert_eq 1 "$(grep -c 'no longer holds the claim' "$CK_DLOG")" "fence lines in the log"
 	_fenced_checks "a taken claim"
 }
@@ -646,39 +600,44 @@ test_a_daemon_stopped_past_claim_timeout_while_its_claim_was_taken_writes_nothin
 	_open_step2
 	kill -STOP "$CK_PID"
 	sleep 5
+	local mine
+	mine=$(ck_claim_epochs | tail -n 1)
 	_foreign_claim 0
 	kill -CONT "$CK_PID"
-	ck_wait_log "$CK_DLOG" "no longer holds the claim ckptfs.claim (another catalog took BACKING over" 30 ||
+	ck_wait_log "$CK_DLOG" "this daemon no longer holds the claim (epoch $((10#$mine)) of claims/: another holder made a larger epoch)" 30 ||
 		ck_fail "no fence logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
 	_fenced_checks "a stop past claim_timeout"
 }
 
 # Invariant 9: stopped past claim_timeout and nobody took BACKING: the
-# daemon waits (nothing put), then its renewal takes its own claim anew
-# (moved aside, created exclusively) and it goes on — writes never failed,
+# daemon waits (nothing put), then its renewal finds its own epoch still the
+# largest, makes the next (claim.h 3) and it goes on — writes never failed,
 # and what it wrote since reaches BACKING.
 test_a_daemon_stopped_past_claim_timeout_takes_its_own_claim_anew_and_goes_on() {
 	ck_mount claim_timeout=4
 	_save step-1 1
 	ck_wait_durable
-	local instance
-	instance=$(_claim_field instance)
+	local instance e0 i=0
+	instance=$(ck_claim_field instance)
 	kill -STOP "$CK_PID"
+	e0=$(ck_claim_epochs | tail -n 1)
 	sleep 5
 	kill -CONT "$CK_PID"
-	ck_wait_log "$CK_DLOG" "is renewed again, still ours" 30 ||
-		ck_fail "the daemon did not take its claim anew: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
-	grep -q "was not renewed for 4 s less a margin" "$CK_DLOG" ||
+	while [ "$(ck_claim_epochs | tail -n 1)" == "$e0" ]; do
+		i=$((i + 1))
+		[ $i -le 300 ] || ck_fail "the daemon did not renew its claim in 30 s after SIGCONT: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
+		sleep 0.1
+	done
+	ck_wait_log "$CK_DLOG" "was not renewed for 4 s less a margin" 30 ||
 		ck_fail "the wait past the deadline was not logged: $(tail -n 3 "$CK_DLOG" | tr '\n' '|')"
 	grep -q "no longer holds the claim" "$CK_DLOG" && ck_fail "fenced although nobody took the claim"
-	assert_eq "$instance" "$(_claim_field instance)" "the claim's instance after the take"
-	assert_eq "$CK_CACHE" "$(_claim_field cache)" "the claim's cache after the take"
-	_no_aside_left || ck_fail "an aside of the take was left: $(ls "$CK_BACKING/tmp")"
+	assert_eq "$instance" "$(ck_claim_field instance)" "the claim's instance after the take"
+	assert_eq "$CK_CACHE" "$(ck_claim_field cache)" "the claim's cache after the take"
 	_save step-2 1
 	ck_wait_durable
 	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs"
 	ck_umount
-	assert_eq yes "$(_claim_field released)" "the claim released at the unmount"
+	assert_eq yes "$(ck_claim_field released)" "the claim released at the unmount"
 	ck_mount
 	cmp -s "$CK_REF/run/step-2/model.pt" "$CK_MNT/run/step-2/model.pt" || ck_fail "step-2 differs after a remount"
 	ck_umount
@@ -772,8 +731,7 @@ test_nfs_url_second_catalog_refused_then_stale_claim_taken_over() {
 	assert_contains "$(cat "$CK_TMP/cache2.stderr")" "is claimed by another catalog (host $(hostname), cache $CK_CACHE, pid $CK_PID"
 	ck_kill9
 	# another host's stale claim over nfs://: two racing fresh caches, one wins
-	_foreign_claim 100 "$CK_TMP/claim"
-	"$tool" "$url" put "$CK_TMP/claim" ckptfs.claim
+	_foreign_claim 100 "$url"
 	rm -rf "$CK_TMP/cache2"
 	_start "$CK_TMP/cache2" "$CK_TMP/mnt2"
 	local a=$_SPID
@@ -789,9 +747,9 @@ test_nfs_url_second_catalog_refused_then_stale_claim_taken_over() {
 	fusermount3 -u "$m"
 	_ck_wait_daemon "$a" 60 || true
 	_ck_wait_daemon "$b" 60 || true
-	"$tool" "$url" get ckptfs.claim "$CK_TMP/claim.after" >/dev/null ||
-		ck_fail "no claim left over nfs:// after the clean unmount"
-	assert_eq yes "$(_claim_field released "$CK_TMP/claim.after")" "the claim is released over nfs://"
+	ck_claim "$url" >"$CK_TMP/claim.after"
+	assert_eq yes "$(ck_claim_field released "$CK_TMP/claim.after")" "the claim is released over nfs://"
+	assert_eq "$CK_TMP/cache${m#"$CK_TMP/mnt"}" "$(ck_claim_field cache "$CK_TMP/claim.after")" "the released claim names the winner"
 	"$CK_REPO/tests/nfs/ganesha.sh" stop "$CK_TMP/nfs" >/dev/null
 }
 

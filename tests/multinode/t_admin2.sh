@@ -370,8 +370,8 @@ test_a_nodes_cache_offline_is_refused_and_loses_nothing() {
 	mn_save B run/step-2 model.bin 300000 s2
 	mn_umount B
 	mn_umount A
-	grep -qx "mode shared" "$CK_BACKING/ckptfs.claim" || ck_fail "no shared claim on BACKING"
-	sed -i 's/^renewed .*/renewed 1000/' "$CK_BACKING/ckptfs.claim" # stale: nobody renews it
+	ck_claim | grep -qx "mode shared" || ck_fail "no shared claim on BACKING"
+	ck_claim | sed 's/^renewed .*/renewed 1000/' | ck_claim_plant >/dev/null # stale: nobody renews it
 	before=$(mn_objects)
 	assert_ne "0" "$before" "objects on BACKING"
 	for verb in "gc --delete" "rm run/step-1" "pin run/step-1" "commit run/step-2" "list" \
@@ -383,7 +383,7 @@ test_a_nodes_cache_offline_is_refused_and_loses_nothing() {
 		assert_contains "$out" "shared catalog" "$verb says why"
 	done
 	assert_eq "$before" "$(mn_objects)" "objects on BACKING after the refusals"
-	grep -qx "mode shared" "$CK_BACKING/ckptfs.claim" || ck_fail "BACKING's claim is no longer the shared catalog's"
+	ck_claim | grep -qx "mode shared" || ck_fail "BACKING's claim is no longer the shared catalog's"
 	assert_not_exists "$CK_TMP/out"
 	mn_mount C
 	assert_file_eq "$CK_TMP/s1.bin" "$MN_MNT_C/run/step-1/model.bin"
@@ -443,7 +443,7 @@ test_rebuild_meta_refuses_a_backing_a_running_cluster_claims() {
 	mn_mount A
 	mn_save A run/step-100 w.bin 300000 f12-save
 	out=$("$CKPTFS_ADMIN" wait "$MN_MNT_A" --timeout 60 2>&1) || ck_fail "ckptfs-admin wait on node A failed: $out"
-	id=$(sed -n 's/^catalog //p' "$CK_BACKING/ckptfs.claim")
+	id=$(ck_claim_field catalog)
 	[ -n "$id" ] || ck_fail "no catalog id in BACKING's claim"
 	mn_pg_start # a new, empty database while A still runs on the old one
 	local tables="SELECT count(*) FROM information_schema.tables WHERE table_name = 'ns_generations'"
@@ -470,7 +470,7 @@ test_rebuild_meta_refuses_a_backing_a_running_cluster_claims() {
 	# a claim the last node left 2 minutes ago: no --force needed
 	mn_pg_start
 	now=$(date +%s)
-	sed -i "s/^renewed .*/renewed $((now - 120))/" "$CK_BACKING/ckptfs.claim"
+	ck_claim | sed "s/^renewed .*/renewed $((now - 120))/" | ck_claim_plant >/dev/null
 	out=$("$CKPTFS_ADMIN" rebuild --meta "$MN_URL" "$CK_BACKING" 2>&1) ||
 		ck_fail "rebuild --meta over a claim renewed 120 s ago failed: $out"
 	assert_contains "$out" "1 generations" "rebuild --meta over an old claim"

@@ -256,11 +256,13 @@ test_unreachable_meta_at_mount_is_one_clear_error() {
 	assert_not_exists "$CK_CACHE/catalog.db"
 	assert_not_exists "$CK_BACKING/ckptfs.store"
 	assert_not_exists "$CK_BACKING/ckptfs.claim"
+	assert_not_exists "$CK_BACKING/claims"
 	out=$("$CKPTFS_BIN" -o "meta=mysql://x/y,cache=$CK_CACHE" "$CK_BACKING" "$CK_MNT" 2>&1) && ck_fail "a non-PostgreSQL meta= was taken"
 	assert_contains "$out" "not a PostgreSQL URL" "the error for mysql://"
 }
 
 # A lone (SQLite) mount and a shared one never share a BACKING, either way.
+ck_timeout test_lone_and_shared_catalogs_refuse_each_others_backing 240
 test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	mn_pg_start
 	mn_mount A
@@ -270,19 +272,27 @@ test_lone_and_shared_catalogs_refuse_each_others_backing() {
 	assert_contains "$out" "belongs to the shared catalog" "the lone mount's refusal"
 	mn_umount A
 	# the last node leaves the shared claim in place; older than claim_timeout,
-	# a lone mount is still refused (claim.h invariant 7): removing the claim
+	# a lone mount is still refused (claim.h invariant 7): breaking the claim
 	# by hand is the decision that gives BACKING to a lone catalog
-	assert_contains "$(cat "$CK_BACKING/ckptfs.claim")" "mode shared" "the claim after the last node left"
+	assert_contains "$(ck_claim)" "mode shared" "the claim after the last node left"
 	sleep 5
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_lone,claim_timeout=4" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a lone mount took a shared catalog's claim over by age"
 	assert_eq 1 "$(echo "$out" | grep -vc " info: ")" "error lines of the refusal: $out"
 	assert_contains "$out" "never takes it over by age" "the lone mount's refusal of an old claim"
-	assert_contains "$out" "remove $CK_BACKING/ckptfs.claim (and any $CK_BACKING/tmp/claim.*) by hand" "the refusal says how to decide"
+	assert_contains "$out" "break the claim: ckptfs-admin claim --break $CK_BACKING" "the refusal says how to decide"
+	local broke
+	broke=$(date +%s)
+	"$CKPTFS_ADMIN" claim --break "$CK_BACKING" >/dev/null || ck_fail "ckptfs-admin claim --break failed"
 	# A's cache is a node's: without meta= it is refused, whatever the claim
-	rm "$CK_BACKING/ckptfs.claim"
 	out=$("$CKPTFS_BIN" -f -o "cache=$CK_TMP/cache_A" "$CK_BACKING" "$CK_TMP/mnt_lone" 2>&1) && ck_fail "a node's cache was mounted without meta="
 	assert_contains "$out" "is the local catalog of a node of a shared catalog" "the node cache's refusal"
-	assert_not_exists "$CK_BACKING/ckptfs.claim"
+	assert_eq broken-by-hand "$(ck_claim_field vacant)" "the claim after the node cache's refusal: $(ck_claim | tr '\n' '|')"
+	# free to the lone catalog once the break's lease (the shared claim's,
+	# the holder's claim_timeout) has passed from the break
+	local lease
+	lease=$(ck_claim_field lease)
+	[ -n "$lease" ] || ck_fail "no lease line in the broken claim: $(ck_claim | tr '\n' '|')"
+	while [ "$(date +%s)" -le $((broke + lease + 1)) ]; do sleep 0.2; done
 	CK_MNT=$CK_TMP/mnt_lone CK_CACHE=$CK_TMP/cache_lone
 	ck_mount claim_timeout=4
 	out=$("$CKPTFS_BIN" -f -o "meta=$MN_URL,cache=$CK_TMP/cache_B" "$CK_BACKING" "$CK_TMP/mnt_B2" 2>&1) && ck_fail "a shared mount shared a BACKING with a lone catalog"

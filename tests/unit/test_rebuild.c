@@ -687,7 +687,8 @@ Test(rebuild, gc_on_backing_removes_nothing_once_its_claim_is_lost, .init = setu
 	OK(aq_gc_walk(q, &o, true, NULL, NULL, &r)); /* the claim sure: both are orphans */
 	cr_assert_eq(r.orphans, 2);
 
-	OK(backing_remove(fx.b, CLAIM_FILE)); /* taken from it (here: removed by hand) */
+	uint64_t broke = 0; /* taken from it (here: broken by hand, a larger epoch) */
+	cr_assert_eq(claim_break(fx.b, &broke, msg, sizeof(msg)), 0, "%s", msg);
 	OK(claim_start(c)); /* its first renewal finds it gone: lost */
 	cr_assert(!claim_may_write(c));
 	FAILS(aq_gc_walk(q, &o, false, NULL, NULL, &r), EROFS);

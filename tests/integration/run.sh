@@ -101,13 +101,16 @@ else
 fi
 
 # Lanes (CK_JOBS). Groups that must not share the machine with another
-# group: none so far (a group goes here with the reason it must run alone).
-CK_ALONE=" "
+# group: none so far here (a group goes here with the reason it must run
+# alone). A suite that runs its groups with this runner passes its own in
+# the environment (tests/multinode/run.sh).
+CK_ALONE=" ${CK_ALONE:-} "
 # The groups that take longest start first, so that the lanes end together;
 # the rest start in list order. In lanes, the output is printed in this start
 # order (fixed: it does not depend on which lane ends first); results and
-# exit status do not depend on it.
-CK_FIRST="t_torture t_complete t_faults t_stress t_generations t_smallcache t_dcp t_roundtrip"
+# exit status do not depend on it. A suite of other groups passes its own
+# list (tests/multinode/run.sh).
+CK_FIRST=${CK_FIRST:-"t_torture t_complete t_faults t_stress t_generations t_smallcache t_dcp t_roundtrip"}
 jobs=${CK_JOBS:-1}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
 	echo "run.sh: CK_JOBS=$jobs: want a number of lanes >= 1" >&2

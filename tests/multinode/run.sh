@@ -23,7 +23,14 @@ if [ ! -x "$CKPTFS_BIN" ] || [ "$(id -u)" != 0 ] || ! /usr/bin/python3 -c 'impor
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-# One lane (CK_JOBS=1, whatever make test's CK_JOBS): these groups have not
-# been run in lanes yet, and each case already runs a PostgreSQL server and
-# two or three daemons, some on lease terms of 3 s.
-CK_JOBS=1 CK_GROUPS_DIR=$here CK_SUITE=multinode exec "$here/../integration/run.sh" "$build" "$@"
+# Lanes: CK_JOBS groups at a time (make test's CK_JOBS, 2; default 1 when
+# run by hand), as tests/integration/run.sh runs them. The groups can share
+# the machine: each case has its own PostgreSQL server (a socket in its own
+# directory; TCP only on its own namespace's veth address), its own network
+# namespace (key: the case's PID), its own ganesha on ports from the kernel
+# (the runner keeps one rpcbind for the whole run), its own temp dirs and
+# mounts. The slowest groups
+# start first so that the lanes end together (per-group seconds of a
+# one-lane run); CK_ALONE names groups that must run with no other (none).
+CK_FIRST=${CK_FIRST:-"t_remote t_rot2 t_keep2 t_multinode t_pgstall t_uploadfirst2 t_gaps t_reclaim"}
+CK_JOBS=${CK_JOBS:-1} CK_FIRST=$CK_FIRST CK_GROUPS_DIR=$here CK_SUITE=multinode exec "$here/../integration/run.sh" "$build" "$@"

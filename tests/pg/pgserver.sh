@@ -37,6 +37,17 @@
 # copied; its own server is never started again.
 #   PG_TEMPLATE=DIR    where it is (default /tmp/ckptfs-pg-template.VERSION.RECIPE.UID)
 #   PG_TEMPLATE=none   initdb every time, as before
+#
+# The server's data directory (DIR/data) is a symbolic link to a directory
+# of its own on a tmpfs (/dev/shm/ckptfs-pgdata.XXXXXX/data) when there is
+# one, and stop and the watchdog remove both. On the root file system (ext4
+# mounted with discard here) writing the copy's 1 271 files and removing
+# them took 2-4 s of every start and stop under load (0.8-0.9 s of system
+# time each); on tmpfs 0.1-0.2 s. The data of a test's server is never
+# wanted after its test, and a server runs with fsync=off already.
+#   PG_DATA_ROOT=DIR   where those directories go (default /dev/shm if it is
+#                      a writable tmpfs)
+#   PG_DATA_ROOT=none  the data directory in DIR itself, as before
 set -euo pipefail
 
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -106,6 +117,28 @@ template() {
 
 socket_url() { echo "postgresql://ckptfs@/ckptfs?host=$1&port=$PORT"; }
 
+# Prints where start puts the data directory's own directory (PG_DATA_ROOT
+# above); nothing (status 1) when in DIR itself.
+data_root() {
+	local root=${PG_DATA_ROOT:-/dev/shm}
+	[ "$root" != none ] || return 1
+	if [ -z "${PG_DATA_ROOT:-}" ]; then
+		[ -d "$root" ] && [ -w "$root" ] && [ "$(stat -f -c %T "$root" 2>/dev/null)" = tmpfs ] || return 1
+	fi
+	echo "$root"
+}
+
+# remove_dir DIR: DIR and the directory its data link points into (made by
+# start: named ckptfs-pgdata.*, nothing else is removed through the link).
+remove_dir() {
+	local t
+	t=$(readlink "$1/data" 2>/dev/null) || t=""
+	case "$t" in
+	*/ckptfs-pgdata.*/data) rm -rf "${t%/data}" ;;
+	esac
+	rm -rf "$1"
+}
+
 url() {
 	net_env "$1"
 	if [ -n "$ADDR" ]; then
@@ -123,13 +156,23 @@ start)
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
 	chmod 0700 "$dir"
 	fresh=1
+	home=$dir
+	if root=$(data_root); then
+		home=$(mktemp -d "$root/ckptfs-pgdata.XXXXXX")
+		[ "$(id -u)" -eq 0 ] && chown postgres: "$home"
+		chmod 0700 "$home"
+		# a start that fails leaves DIR (its logs) but not the data
+		trap '[ -d "$dir/data" ] || rm -rf "$home"' EXIT
+	fi
 	if [ "${PG_TEMPLATE:-}" != none ]; then
 		tpl=$(template) || exit 1
-		as_owner cp -a "$tpl/data" "$dir/data"
+		as_owner cp -a "$tpl/data" "$home/data"
 		fresh=0
 	else
-		initdb_into "$dir"
+		initdb_into "$home"
 	fi
+	[ "$home" = "$dir" ] || ln -s "$home/data" "$dir/data"
+	trap - EXIT
 	if [ -n "${PG_NETNS_KEY:-}" ] || [ -n "${PG_ADDR:-}" ]; then
 		echo "${PG_NETNS_KEY:--} ${PG_ADDR:?PG_ADDR with PG_NETNS_KEY}" >"$dir/net.env"
 		echo "host all all 0.0.0.0/0 trust" >>"$dir/data/pg_hba.conf"
@@ -142,7 +185,7 @@ start)
 		  while kill -0 "$owner" 2>/dev/null && [ -d "$dir/data" ]; do sleep 0.5; done
 		  if [ -d "$dir/data" ]; then
 			as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
-			rm -rf "$dir"
+			remove_dir "$dir"
 		  fi ) </dev/null >/dev/null 2>&1 &
 		disown
 	fi
@@ -151,7 +194,7 @@ start)
 stop)
 	[ -d "$dir/data" ] || exit 0
 	as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
+	remove_dir "$dir"
 	;;
 restart)
 	as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null

@@ -1,31 +1,42 @@
 #!/bin/bash
-# lanes.sh UNIT_TESTS SUITES [CRITERION_ARG...] — runs the unit tests as two
-# criterion runners side by side, each one test at a time (--jobs 1): the
-# first runs the suites named in SUITES ("a|b|c", extglob: "pg*" matches
-# pggen and pgns), the second every other suite (--filter '!(@(SUITES))/*'),
-# so between them every test runs once, whatever suites are added later.
+# lanes.sh UNIT_TESTS 'SUITES [SUITES...]' [CRITERION_ARG...] — runs the unit
+# tests as criterion runners side by side, each one test at a time (--jobs
+# 1): one runner per SUITES ("a|b|c", extglob: "pg*" matches pggen and pgns;
+# lists separated by spaces) running the suites it names, and one more
+# running every other suite (--filter '!(@(a|b|c|...))/*', every list's
+# suites together), so between them every test runs once, whatever suites
+# are added later.
 #
-# Why not one runner with --jobs 2: the ASan lane (make test-asan-unit) runs
+# Why not one runner with --jobs N: the ASan lane (make test-asan-unit) runs
 # the tests one at a time per runner, because criterion 2.4's runner itself
 # leaks 48 bytes now and then when it runs tests in parallel beside suites
 # with timeouts, which LeakSanitizer rightly reports but which is not ours.
-# Two runners of one test each never do that, and the stage takes half the
-# time: most of the shared catalog's tests wait (for a PostgreSQL server to
-# start, for a lease to run out), not compute.
+# Runners of one test each never do that, and the stage takes a fraction of
+# the time: most of the shared catalog's tests wait (for a PostgreSQL server
+# to start, for a lease to run out), not compute.
 #
-# Each runner's output is kept in a file and printed whole, the first's then
-# the second's, with its exit status; the exit status is non-zero if either
-# runner's is. SUITES is the list of suites that take about half the time
-# (make test-asan-unit names it, with the times it was balanced by).
+# Each runner's output is kept in a file and printed whole, in lane order,
+# with its exit status and seconds; the exit status is non-zero if any
+# runner's is. The lists are chosen so that the lanes take about the same
+# time (make test-asan-unit names them, with the times they were balanced by).
 set -u
 if [ $# -lt 2 ]; then
-	echo "usage: $0 UNIT_TESTS SUITES [CRITERION_ARG...]" >&2
+	echo "usage: $0 UNIT_TESTS 'SUITES [SUITES...]' [CRITERION_ARG...]" >&2
 	exit 2
 fi
-bin=$1 suites=$2
+bin=$1 lists=$2
 shift 2
 [ -x "$bin" ] || { echo "lanes.sh: $bin: not found or not executable (build it first)" >&2; exit 2; }
-[[ "$suites" =~ ^[A-Za-z0-9_*|]+$ ]] || { echo "lanes.sh: SUITES '$suites': want suite names (and *) joined by |" >&2; exit 2; }
+[[ "$lists" =~ ^[A-Za-z0-9_*|\ ]+$ ]] && [[ "$lists" =~ [^\ ] ]] ||
+	{ echo "lanes.sh: SUITES '$lists': want suite names (and *) joined by |, lanes separated by spaces" >&2; exit 2; }
+read -r -a lane_suites <<<"$lists"
+all=$(IFS='|' && echo "${lane_suites[*]}")
+filters=() names=()
+for s in "${lane_suites[@]}"; do
+	filters+=("@($s)/*") names+=("suites $s")
+done
+filters+=("!(@($all))/*") names+=("every other suite")
+n=${#filters[@]}
 out=$(mktemp -d /tmp/ckptfs-unit-lanes.XXXXXX)
 pids=()
 on_interrupt() {
@@ -37,10 +48,10 @@ on_interrupt() {
 }
 trap on_interrupt INT TERM
 t0=$SECONDS
-"$bin" --jobs 1 --filter "@($suites)/*" "$@" >"$out/1" 2>&1 </dev/null &
-pids+=($!)
-"$bin" --jobs 1 --filter "!(@($suites))/*" "$@" >"$out/2" 2>&1 </dev/null &
-pids+=($!)
+for i in $(seq "$n"); do
+	"$bin" --jobs 1 --filter "${filters[$((i - 1))]}" "$@" >"$out/$i" 2>&1 </dev/null &
+	pids+=($!)
+done
 declare -A status=() took=()
 running=("${pids[@]}")
 while [ ${#running[@]} -gt 0 ]; do
@@ -55,7 +66,7 @@ done
 rc=0 i=0
 for p in "${pids[@]}"; do
 	i=$((i + 1))
-	echo "== unit lane $i of 2 ($([ $i = 1 ] && echo "suites $suites" || echo "every other suite")): exit status ${status[$p]}, ${took[$p]} s"
+	echo "== unit lane $i of $n (${names[$((i - 1))]}): exit status ${status[$p]}, ${took[$p]} s"
 	cat "$out/$i"
 	[ "${status[$p]}" = 0 ] || rc=${status[$p]}
 done

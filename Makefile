@@ -100,8 +100,12 @@ test-nfs: deps $(BUILD)/backing-tool
 
 # Several nodes (daemons on this machine) over one BACKING and one shared
 # catalog on a private PostgreSQL 15 (tests/multinode/, docs/MULTINODE.md).
+# One lane in make test for now: in one of three two-lane runs under load
+# (session 44) t_remote's netns case saw ENOTCONN where EROFS was expected and
+# t_rot2 saw two lock waiters; until that is understood the groups run one
+# at a time here (CK_JOBS=2 by hand runs them in lanes).
 test-multinode: deps all $(BUILD)/faultfs
-	tests/multinode/run.sh $(BUILD)
+	CK_JOBS=1 tests/multinode/run.sh $(BUILD)
 
 # Installs what building and testing need (Debian). Quiet when all is there.
 deps:

@@ -56,6 +56,8 @@ struct claim {
 	char tried_before[CLAIM_MAX]; /* the failed try before it, for the same number */
 	size_t tried_before_len;
 	int64_t adopted_renewed; /* heartbeat of a record adopted not as this try's (9) */
+	unsigned adopted_lease;  /* its lease line (0: none) */
+	unsigned lease_seen;     /* shared: the longest lease of a sibling's record seen (6) */
 	int fenced;		/* invariant 9: 0 → 1 once (atomics), logged then */
 	uint64_t sure_until_ms; /* invariant 9, on claim_clock_ms (atomics) */
 	int unsure_said;	/* invariant 9: the wait past the deadline logged (atomics) */
@@ -87,10 +89,15 @@ static uint64_t claim_clock_ms(void)
 /* A renewal (or acquisition) that started at started_ms and found the claim
  * ours: no taker judges it stale before the timeout from then; the holder
  * stops an eighth earlier (invariant 9). */
+static void claim_sure_for(struct claim *c, uint64_t started_ms, unsigned term_s)
+{
+	uint64_t term = (uint64_t)term_s * 1000;
+	__atomic_store_n(&c->sure_until_ms, started_ms + term - term / 8, __ATOMIC_RELEASE);
+}
+
 static void claim_sure_from(struct claim *c, uint64_t started_ms)
 {
-	uint64_t term = (uint64_t)c->timeout_s * 1000;
-	__atomic_store_n(&c->sure_until_ms, started_ms + term - term / 8, __ATOMIC_RELEASE);
+	claim_sure_for(c, started_ms, c->timeout_s);
 }
 
 /* Invariant 9: from now on this holder writes nothing to BACKING. */
@@ -295,7 +302,10 @@ static void claim_trim(struct backing *b, const struct claim_scan *s, uint64_t k
 /* Our record as bytes, in c->written. */
 static int claim_render(struct claim *c)
 {
-	c->self.lease_s = c->timeout_s; /* invariant 9: judged by it too */
+	/* invariant 9: judged by it too; a shared node's, the longest of its
+	 * catalog's nodes it has seen (6: a break waits the top's alone) */
+	c->self.lease_s = c->self.shared && c->lease_seen > c->timeout_s ? c->lease_seen
+									 : c->timeout_s;
 	c->self.renewed = claim_now();
 	int n = claim_format(&c->self, c->written, sizeof(c->written));
 	if (n < 0)
@@ -472,19 +482,22 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len, uint
 	if (!moved)
 		return -ENOMEM;
 	snprintf(aside, sizeof(aside), "tmp/claim.%s.m", c->self.instance);
-	claim_hook(c, "migrate-move");
-	int rc = backing_move(c->b, CLAIM_FILE, aside);
+	/* the epoch first, while the file still stands: the last writer is
+	 * named before any gap or marker (review 56 M1, review 58 R58-2); an
+	 * EEXIST is another's epoch made meanwhile: look again */
+	int rc = claim_create(c->b, c, target, have, len, "migrate-copy");
+	if (rc == -EEXIST)
+		rc = -EAGAIN;
+	if (rc == 0) {
+		claim_hook(c, "migrate-move");
+		rc = backing_move(c->b, CLAIM_FILE, aside);
+	}
 	if (rc == 0)
 		rc = backing_get(c->b, aside, moved, CLAIM_MAX, &mlen);
 	if (rc == -ENOENT) /* another moved it first: format 1's rules then */
 		rc = -EAGAIN;
 	else if (rc == 0 && (mlen != len || memcmp(moved, have, len) != 0))
 		rc = -EAGAIN; /* another's bytes: they stay aside (format 1's invariant 2) */
-	if (rc == 0) { /* the epoch first: the last writer is named before any marker (M1) */
-		rc = claim_create(c->b, c, target, have, len, "migrate-copy");
-		if (rc == -EEXIST)
-			rc = 0;
-	}
 	if (rc == 0) {
 		claim_hook(c, "migrate-marker");
 		rc = claim_mark(c->b);
@@ -650,14 +663,31 @@ static struct claim *claim_new(struct backing *b, const char *catalog_id, bool s
 
 /* Invariant 9 for a record adopted that is not this renewal's render (an
  * older failed try's, a sibling's: review 57 NEW-1): its holder is sure from
- * that record's heartbeat, not from this renewal's start (a second less,
- * for the whole seconds of the heartbeat). */
+ * that record's heartbeat (a second less, for its whole seconds), not from
+ * this renewal's start, and for no longer than that record's lease (a
+ * sibling's may be shorter: review 58 R58-1). */
 static uint64_t claim_started_adopted(const struct claim *c, uint64_t started)
 {
 	int64_t ago = claim_now() - c->adopted_renewed + 1;
 	uint64_t ms = claim_clock_ms();
 	uint64_t from = ago <= 0 ? ms : (uint64_t)ago * 1000 >= ms ? 0 : ms - (uint64_t)ago * 1000;
 	return from < started ? from : started;
+}
+
+static void claim_sure_adopted(struct claim *c, uint64_t started)
+{
+	unsigned term = c->adopted_lease && c->adopted_lease < c->timeout_s ? c->adopted_lease
+									    : c->timeout_s;
+	claim_sure_for(c, claim_started_adopted(c, started), term);
+}
+
+/* A record adopted (r, parsed 0; else unknown: sure from long ago). */
+static void claim_note_adopted(struct claim *c, const struct claim_rec *r, bool parsed)
+{
+	c->adopted_renewed = parsed ? r->renewed : 0;
+	c->adopted_lease = parsed ? r->lease_s : 0;
+	if (parsed && r->shared && r->lease_s > c->lease_seen)
+		c->lease_seen = r->lease_s;
 }
 
 /* Invariant 11 after our create of epoch e answered 0: 0 (e is the
@@ -681,7 +711,7 @@ static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const 
 		free(buf);
 		if (ours) {
 			c->epoch = s->top;
-			c->adopted_renewed = r.renewed;
+			claim_note_adopted(c, &r, true);
 			return 2; /* a sibling's: sure from its heartbeat (9) */
 		}
 		if (g != 0) /* unread (trimmed after two more: 10): look again later */
@@ -746,7 +776,8 @@ static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, s
 		c->epoch = e;
 		memcpy(c->written, seen, len);
 		c->written_len = len;
-		claim_sure_from(c, started);
+		claim_note_adopted(c, &holder, true);
+		claim_sure_adopted(c, started);
 		return 0;
 	}
 	claim_note_replaced(c, seen, e > 0 ? len : 0); /* for a give-back, even of a failed take */
@@ -761,7 +792,7 @@ static int claim_take_round(struct claim *c, char *seen, bool last, char *msg, s
 	rc = claim_check(c, e + 1, &s, "take-check");
 	free(s.num);
 	if (rc == 2) { /* a sibling's (6): sure from its heartbeat */
-		claim_sure_from(c, claim_started_adopted(c, started));
+		claim_sure_adopted(c, started);
 		return 0;
 	}
 	if (rc == 1) {
@@ -881,8 +912,8 @@ static int claim_adopt(struct claim *c, uint64_t e)
 		c->epoch = e;
 		memcpy(c->written, buf, len);
 		c->written_len = len;
-		/* its heartbeat, for invariant 9 (unparsed: at once unsure) */
-		c->adopted_renewed = parsed == 0 ? r.renewed : 0;
+		/* its heartbeat and lease, for invariant 9 (unparsed: at once unsure) */
+		claim_note_adopted(c, &r, parsed == 0);
 	}
 	free(buf);
 	return this_try ? 2 : ours ? 1 : g == -ENOENT ? -EAGAIN : g < 0 ? g : 0;
@@ -952,7 +983,10 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 		}
 	}
 	if (rc == 0) {
-		claim_sure_from(c, fresh ? started : claim_started_adopted(c, started));
+		if (fresh)
+			claim_sure_from(c, started);
+		else
+			claim_sure_adopted(c, started);
 		claim_trim(c->b, &s, c->epoch); /* invariant 10: sure, just renewed */
 		if (__atomic_exchange_n(&c->unsure_said, 0, __ATOMIC_ACQ_REL))
 			log_info("BACKING %s: the claim is renewed again, still ours (epoch %" PRIu64

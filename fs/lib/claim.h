@@ -86,7 +86,10 @@
  *     it: the last one to stop leaves it in place. They all use one
  *     claim_timeout (the record's lease): a node with another is refused
  *     while the claim was renewed within its lease (a break waits the top
- *     record's lease alone, 8).
+ *     record's lease alone, 8). Should they differ anyway (a node joined
+ *     after the claim aged), each writes the longest lease of its catalog's
+ *     records it has seen, and a node on a sibling's record is sure for no
+ *     longer than that record's lease (review 58 R58-1).
  *  7. A shared catalog's claim is never taken over by age by a lone catalog
  *     or another shared one, nor a lone catalog's by a shared one. Each
  *     catalog removes objects its own rows call garbage: a shared catalog's

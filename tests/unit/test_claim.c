@@ -2080,11 +2080,12 @@ Test(claim_migrate, a_format1_aside_beside_the_claim_refuses)
 	cr_assert_eq(count_asides(), 1);
 }
 
-/* A migration stopped after its move (epoch 1's create failed): CLAIM_FILE
- * absent, no epoch, the moved claim aside: the next mount copies the aside
- * into epoch 1 before it marks (review 56 M1), so the last writer is still
- * named. */
-Test(claim_migrate, a_migration_stopped_after_its_move_is_finished_from_the_aside)
+/* A migration whose copy into epoch 1 failed: the copy comes first, while
+ * the format-1 file still stands (review 56 M1, review 58 R58-2), so
+ * nothing moved and nothing was marked; the next mount migrates, and the
+ * last writer is still named. A move before the copy would leave the claim
+ * only in an aside, that an older take's EEXIST removes. */
+Test(claim_migrate, a_migration_whose_copy_failed_moved_nothing_and_the_next_finishes_it)
 {
 	struct claim_rec old = elsewhere(ID_B, 10);
 	old.released = true;
@@ -2097,18 +2098,24 @@ Test(claim_migrate, a_migration_stopped_after_its_move_is_finished_from_the_asid
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EIO,
 		     "%s", msg);
 	cr_assert_eq(inj.hits, 1);
-	char got[CLAIM_MAX];
-	size_t lg = 0;
-	cr_assert_eq(backing_get(fx.b, CLAIM_FILE, got, sizeof(got), &lg), -ENOENT,
-		     "marked before epoch 1 was made");
+	file_is(ob, lo, "the format-1 claim after a failed copy");
 	cr_assert_eq(top_epoch(), 0);
-	cr_assert_eq(count_asides(), 1, "the moved format-1 claim is not aside");
+	cr_assert_eq(count_asides(), 0, "the format-1 claim was moved before its copy");
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, false, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY,
 		     "not behind the format-1 claim's catalog: %s", msg);
 	cr_assert_not_null(strstr(msg, "was written by another catalog"), "%s", msg);
-	cr_assert_eq(top_epoch(), 1);
-	top_is(ob, lo, "the format-1 claim");
+	file_is(ob, lo, "the format-1 claim after a refusal"); /* judged before it moves */
+	cr_assert_eq(top_epoch(), 0);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), 0,
+		     "%s", msg);
+	char name[CLAIM_NAME_MAX], got[CLAIM_MAX];
+	size_t lg = 0;
+	claim_epoch_name(1, name, sizeof(name)); /* epoch 2 ours; 1 kept (the one before) */
+	cr_assert_eq(backing_get(fx.b, name, got, sizeof(got), &lg), 0);
+	cr_assert(lg == lo && memcmp(got, ob, lo) == 0, "epoch 1 is not the format-1 claim");
+	cr_assert_eq(claim_epoch(a), 2);
 	file_is_marker();
+	claim_end(a, true);
 }
 
 /* Invariant 15 with format 1's invariant 10: a migration stopped after the
@@ -2677,4 +2684,43 @@ Test(claim_review55, a_killed_takers_restart_judges_its_own_epoch_ours_and_the_s
 	one_holder_at_most(cs, 2, "after W");
 	cr_assert(holds(kr.c));
 	claim_end(kr.c, true);
+}
+
+/* Review 58 R58-1: a shared node that holds a sibling's record is sure from
+ * that record's heartbeat and for no longer than its lease (a break waits
+ * the top record's lease alone), and writes the longest lease of its
+ * catalog's nodes it has seen. On the code before, a node joining a record
+ * renewed 10 s ago with lease 4 was sure for its own 40 s at once: a break
+ * over that record is free after 4 s, so a lone taker and this node would
+ * both write. */
+Test(claim_acquire, a_shared_node_on_a_siblings_record_is_sure_no_longer_than_its_lease)
+{
+	struct claim_rec sib = elsewhere(ID_A, 10);
+	sib.shared = true;
+	sib.lease_s = 4;
+	put_claim(&sib);
+	struct claim *n = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 40, &n, msg, sizeof(msg)), 0,
+		     "%s", msg);
+	cr_assert(!claim_may_write(n), "sure on a sibling's record past its lease");
+	claim_test_renew(n); /* its own epoch now: sure for its own lease */
+	cr_assert(claim_may_write(n));
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_eq(r.lease_s, 40);
+	claim_end(n, false);
+
+	/* the longest lease seen is carried on: a node of 40 after one of 400 */
+	struct claim_rec big = elsewhere(ID_A, 500);
+	big.shared = true;
+	big.lease_s = 400;
+	put_claim(&big);
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 40, &n, msg, sizeof(msg)), 0,
+		     "%s", msg);
+	claim_test_renew(n);
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_eq(r.lease_s, 400, "a break over this record would wait %u s, not the 400 s "
+		     "a node of that lease is sure for", r.lease_s);
+	claim_end(n, false);
 }

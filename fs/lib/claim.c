@@ -558,6 +558,22 @@ static int claim_legacy_take(struct claim *c, const char *have, size_t len, uint
 	return claim_legacy_move(c, have, len, target);
 }
 
+/* Invariant 15: a format-1 claim beside epochs whose heartbeat is older
+ * than the largest epoch's (a file restored by hand): it names no writer
+ * later than the epochs. An unparsable one is judged as format 1 judges it. */
+static bool claim_legacy_older(struct claim *c, uint64_t top, const char *have, size_t len)
+{
+	struct claim_rec l, t;
+	char *buf = malloc(CLAIM_MAX);
+	size_t tlen = 0;
+	int parsed = -EINVAL;
+	bool older = buf && claim_parse(have, len, &l) == 0 &&
+		     claim_get(c->b, top, buf, &tlen, &t, &parsed) == 0 && parsed == 0 &&
+		     l.renewed < t.renewed;
+	free(buf);
+	return older;
+}
+
 /* Invariant 15: CLAIM_FILE is the marker before any epoch is judged. 0,
  * -EAGAIN (look again), -EINPROGRESS (look again, refused at the last
  * round: msg), -EBUSY (msg), or -errno. */
@@ -584,6 +600,12 @@ static int claim_legacy(struct claim *c, int64_t now, bool last, char *msg, size
 	} else if (kind == 0) { /* the marker removed by hand beside epochs: made again */
 		rc = claim_mark(c->b);
 		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
+	} else if (s.top > 0 && claim_legacy_older(c, s.top, have, len)) {
+		snprintf(msg, msgsize, "BACKING %s: a format-1 claim file %s beside the claims in %s/ "
+			 "is older than the newest of them (restored by hand from an old copy?): it "
+			 "names no later writer; remove it (rm %s/%s) to mount", backing_spec(c->b),
+			 CLAIM_FILE, CLAIM_DIR, backing_spec(c->b), CLAIM_FILE);
+		rc = -EBUSY; /* review 58 L-h: never copied over a newer holder */
 	} else { /* a format-1 claim: judged; takeable, copied into the next epoch (beside
 		  * epochs: an older daemon wrote BACKING after them, review 57 NEW-5) */
 		rc = claim_legacy_take(c, have, len, s.top + 1, now, msg, msgsize);

@@ -975,6 +975,16 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 					: "the claim's epochs were removed";
 		rc = CLAIM_LOST;
 	}
+	char *mine = NULL;
+	if (rc == 0 && adopted == 1 && c->self.shared && claim_render(c) == 0 &&
+	    (mine = malloc(c->written_len)) != NULL) {
+		/* a sibling's record read: rendered again, with the longest lease
+		 * seen (6), so that ours never supersedes a longer one's with a
+		 * shorter lease (review 58 R58-1) */
+		memcpy(mine, c->written, c->written_len);
+		bytes = mine;
+		len = c->written_len;
+	}
 	uint64_t next = c->epoch + 1;
 	if (rc == 0) {
 		claim_try(c, next, bytes, len);
@@ -1014,6 +1024,7 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 			log_info("BACKING %s: the claim is renewed again, still ours (epoch %" PRIu64
 				 "): uploads and removals go on", backing_spec(c->b), c->epoch);
 	}
+	free(mine);
 	free(s.num);
 	return rc;
 }

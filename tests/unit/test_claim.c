@@ -2748,3 +2748,26 @@ Test(claim_migrate, a_format1_claim_older_than_the_epochs_is_never_copied_over_t
 	cr_assert_eq(top_epoch(), top, "the restored record was copied over the newer holder's");
 	file_is(ob, lo, "the restored file");
 }
+
+/* Review 58 R58-1 (q2b): a shared node of lease 4 whose renewal finds a
+ * sibling's record of lease 40 on top supersedes it with lease 40, not 4:
+ * a break over its record would otherwise wait 4 s while the sibling is
+ * sure for 35. On the code before, its epoch carried its own 4. */
+Test(claim_acquire, a_shared_node_never_supersedes_a_longer_lease_with_a_shorter_one)
+{
+	struct claim *n = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 4, &n, msg, sizeof(msg)), 0,
+		     "%s", msg);
+	struct claim_rec sib = elsewhere(ID_A, 0);
+	sib.shared = true;
+	sib.lease_s = 40;
+	put_claim(&sib);
+	claim_test_renew(n);
+	cr_assert(!claim_lost(n), "a sibling's record fenced a node of its catalog");
+	cr_assert_eq(claim_epoch(n), top_epoch(), "the node did not make the next epoch");
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_eq(r.lease_s, 40, "the node superseded a lease of 40 with %u", r.lease_s);
+	claim_end(n, false);
+}

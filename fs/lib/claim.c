@@ -558,6 +558,22 @@ static int claim_legacy_take(struct claim *c, const char *have, size_t len, uint
 	return claim_legacy_move(c, have, len, target);
 }
 
+/* Invariant 15: a format-1 claim beside epochs whose heartbeat is older
+ * than the largest epoch's (a file restored by hand): it names no writer
+ * later than the epochs. An unparsable one is judged as format 1 judges it. */
+static bool claim_legacy_older(struct claim *c, uint64_t top, const char *have, size_t len)
+{
+	struct claim_rec l, t;
+	char *buf = malloc(CLAIM_MAX);
+	size_t tlen = 0;
+	int parsed = -EINVAL;
+	bool older = buf && claim_parse(have, len, &l) == 0 &&
+		     claim_get(c->b, top, buf, &tlen, &t, &parsed) == 0 && parsed == 0 &&
+		     l.renewed < t.renewed;
+	free(buf);
+	return older;
+}
+
 /* Invariant 15: CLAIM_FILE is the marker before any epoch is judged. 0,
  * -EAGAIN (look again), -EINPROGRESS (look again, refused at the last
  * round: msg), -EBUSY (msg), or -errno. */
@@ -584,6 +600,12 @@ static int claim_legacy(struct claim *c, int64_t now, bool last, char *msg, size
 	} else if (kind == 0) { /* the marker removed by hand beside epochs: made again */
 		rc = claim_mark(c->b);
 		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
+	} else if (s.top > 0 && claim_legacy_older(c, s.top, have, len)) {
+		snprintf(msg, msgsize, "BACKING %s: a format-1 claim file %s beside the claims in %s/ "
+			 "is older than the newest of them (restored by hand from an old copy?): it "
+			 "names no later writer; remove it (rm %s/%s) to mount", backing_spec(c->b),
+			 CLAIM_FILE, CLAIM_DIR, backing_spec(c->b), CLAIM_FILE);
+		rc = -EBUSY; /* review 58 L-h: never copied over a newer holder */
 	} else { /* a format-1 claim: judged; takeable, copied into the next epoch (beside
 		  * epochs: an older daemon wrote BACKING after them, review 57 NEW-5) */
 		rc = claim_legacy_take(c, have, len, s.top + 1, now, msg, msgsize);
@@ -953,6 +975,16 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 					: "the claim's epochs were removed";
 		rc = CLAIM_LOST;
 	}
+	char *mine = NULL;
+	if (rc == 0 && adopted == 1 && c->self.shared && claim_render(c) == 0 &&
+	    (mine = malloc(c->written_len)) != NULL) {
+		/* a sibling's record read: rendered again, with the longest lease
+		 * seen (6), so that ours never supersedes a longer one's with a
+		 * shorter lease (review 58 R58-1) */
+		memcpy(mine, c->written, c->written_len);
+		bytes = mine;
+		len = c->written_len;
+	}
 	uint64_t next = c->epoch + 1;
 	if (rc == 0) {
 		claim_try(c, next, bytes, len);
@@ -992,6 +1024,7 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 			log_info("BACKING %s: the claim is renewed again, still ours (epoch %" PRIu64
 				 "): uploads and removals go on", backing_spec(c->b), c->epoch);
 	}
+	free(mine);
 	free(s.num);
 	return rc;
 }

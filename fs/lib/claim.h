@@ -224,7 +224,9 @@
  *     BACKING: of the two only it may go on), and is judged by every
  *     acquisition like any format-1 claim: a live older holder refuses; a
  *     gone one's record is copied into the NEXT epoch (it wrote BACKING
- *     after the epochs: the last writer, 8) and the marker put back. An
+ *     after the epochs: the last writer, 8) and the marker put back, unless
+ *     its heartbeat is older than the largest epoch's (restored by hand
+ *     from an old copy: it names no later writer): refused. An
  *     older node of a shared catalog that was suspended through a migration
  *     is not fenced by the marker (its read fails, and older shared nodes
  *     counted themselves always sure): upgrade every node of a shared

@@ -2207,7 +2207,8 @@ Test(claim_migrate, a_format1_claim_beside_epochs_is_judged_and_an_absent_marker
 	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)), -EBUSY);
 	cr_assert_not_null(strstr(msg, "host node-elsewhere"), "%s", msg);
 	cr_assert_eq(top_epoch(), top, "a refusal made an epoch");
-	older.renewed = time(NULL) - 1000;
+	older.renewed = time(NULL); /* released since the epochs: takeable, and later */
+	older.released = true;
 	put_format1(&older, ob, &lo);
 	a = take_a(60);
 	cr_assert_eq(claim_epoch(a), top + 2, "the format-1 claim is not the epoch before ours");
@@ -2722,5 +2723,51 @@ Test(claim_acquire, a_shared_node_on_a_siblings_record_is_sure_no_longer_than_it
 	cr_assert_eq(read_claim(&r), 0);
 	cr_assert_eq(r.lease_s, 400, "a break over this record would wait %u s, not the 400 s "
 		     "a node of that lease is sure for", r.lease_s);
+	claim_end(n, false);
+}
+
+/* Review 58 L-h: a format-1 claim file beside epochs whose heartbeat is
+ * older than the newest epoch's (a copy restored by hand) names no later
+ * writer: refused, never copied over the newer holder's record. */
+Test(claim_migrate, a_format1_claim_older_than_the_epochs_is_never_copied_over_them)
+{
+	struct claim *a = take_a(60);
+	claim_end(a, true);
+	uint64_t top = top_epoch();
+	marker_removed_by_hand();
+	struct claim_rec old = elsewhere(ID_B, 5000);
+	old.released = true;
+	char ob[CLAIM_MAX], msg[PATH_MAX + 512];
+	size_t lo = 0;
+	put_format1(&old, ob, &lo);
+	a = NULL;
+	/* fresh: it would take a released claim of another catalog */
+	cr_assert_eq(claim_acquire(fx.b, ID_A, false, true, fx.cache[0], 60, &a, msg, sizeof(msg)),
+		     -EBUSY, "%s", msg);
+	cr_assert_not_null(strstr(msg, "older than the newest"), "%s", msg);
+	cr_assert_eq(top_epoch(), top, "the restored record was copied over the newer holder's");
+	file_is(ob, lo, "the restored file");
+}
+
+/* Review 58 R58-1 (q2b): a shared node of lease 4 whose renewal finds a
+ * sibling's record of lease 40 on top supersedes it with lease 40, not 4:
+ * a break over its record would otherwise wait 4 s while the sibling is
+ * sure for 35. On the code before, its epoch carried its own 4. */
+Test(claim_acquire, a_shared_node_never_supersedes_a_longer_lease_with_a_shorter_one)
+{
+	struct claim *n = NULL;
+	char msg[PATH_MAX + 512];
+	cr_assert_eq(claim_acquire(fx.b, ID_A, true, true, fx.cache[0], 4, &n, msg, sizeof(msg)), 0,
+		     "%s", msg);
+	struct claim_rec sib = elsewhere(ID_A, 0);
+	sib.shared = true;
+	sib.lease_s = 40;
+	put_claim(&sib);
+	claim_test_renew(n);
+	cr_assert(!claim_lost(n), "a sibling's record fenced a node of its catalog");
+	cr_assert_eq(claim_epoch(n), top_epoch(), "the node did not make the next epoch");
+	struct claim_rec r;
+	cr_assert_eq(read_claim(&r), 0);
+	cr_assert_eq(r.lease_s, 40, "the node superseded a lease of 40 with %u", r.lease_s);
 	claim_end(n, false);
 }

@@ -160,6 +160,9 @@ bool claim_may_write(struct claim *c)
 
 /* ---- the epochs on BACKING ---- */
 
+/* What format 1's CLAIM_FILE is (invariant 15); claim_file_kind's answers,
+ * besides -errno. */
+enum { CLAIM_F1_NONE = 0, CLAIM_F1_MARKER = 1, CLAIM_F1_CLAIM = 2 };
 static int claim_file_kind(struct backing *b, char *buf, size_t *len);
 
 
@@ -261,8 +264,8 @@ int claim_current_rec(struct backing *b, struct claim_rec *rec)
 	int rc = buf ? claim_current(b, &e, buf, &len, &parsed) : -ENOMEM;
 	if (rc == -ENOENT) { /* a format-1 BACKING not yet taken by format 2 (15) */
 		int kind = claim_file_kind(b, buf, &len);
-		parsed = kind == 2 && len == 0 ? -EINVAL : 0; /* too large: not a record */
-		rc = kind == 2 ? 0 : kind < 0 ? kind : -ENOENT; /* the marker, or none: no claim */
+		parsed = kind == CLAIM_F1_CLAIM && len == 0 ? -EINVAL : 0; /* too large: not a record */
+		rc = kind == CLAIM_F1_CLAIM ? 0 : kind < 0 ? kind : -ENOENT; /* the marker, or none */
 	}
 	if (rc == 0 && parsed == 0)
 		rc = claim_parse(buf, len, rec);
@@ -331,8 +334,8 @@ static int claim_vacant(const char *why, unsigned lease_s, char *buf, size_t siz
 }
 
 /* Invariant 15: the marker, a directory CLAIM_FILE holding a README, made
- * by one exclusive create (its directory with it). 0 (made, or there), or
- * -errno: a format-1 claim file there answers -ENOTDIR or -EEXIST. */
+ * by one exclusive create (its directory with it). 0 (made, or there),
+ * -EEXIST (a format-1 claim file stands there), or -errno. */
 int claim_mark(struct backing *b)
 {
 	static const char text[] =
@@ -341,22 +344,25 @@ int claim_mark(struct backing *b)
 		"stands where older ckptfs look for their claim file, so that they refuse\n"
 		"this BACKING instead of taking it: upgrade them. Do not remove it.\n";
 	int rc = backing_put_new(b, CLAIM_MARKER_README, text, sizeof(text) - 1);
-	return rc == -EEXIST ? 0 : rc;
+	return rc == -EEXIST ? 0 : rc == -ENOTDIR ? -EEXIST : rc;
 }
 
-/* Invariant 15: what CLAIM_FILE is: 1 the marker (a directory), 0 absent,
- * 2 a file (a format-1 claim: its bytes in buf, *len; EFBIG: *len 0), or
- * -errno. */
+/* Invariant 15: what CLAIM_FILE is: CLAIM_F1_MARKER (a directory),
+ * CLAIM_F1_NONE, CLAIM_F1_CLAIM (a file: a format-1 claim, its bytes in
+ * buf, *len; too large: *len 0), or -errno. */
 static int claim_file_kind(struct backing *b, char *buf, size_t *len)
 {
 	uint64_t size = 0;
 	int kind = backing_kind(b, CLAIM_FILE, &size); /* unlogged: the marker is the common case */
-	if (kind != 1)
-		return kind == 2 ? 1 : kind; /* 0 absent; -errno */
+	if (kind != 1) /* backing_kind's: 0 nothing, 2 a directory, or -errno */
+		return kind == 2 ? CLAIM_F1_MARKER : kind == 0 ? CLAIM_F1_NONE : kind;
 	int rc = backing_get(b, CLAIM_FILE, buf, CLAIM_MAX, len);
 	if (rc == -EFBIG)
 		*len = 0;
-	return rc == -EISDIR ? 1 : rc == -ENOENT ? 0 : rc == 0 || rc == -EFBIG ? 2 : rc;
+	return rc == -EISDIR		    ? CLAIM_F1_MARKER
+	       : rc == -ENOENT		    ? CLAIM_F1_NONE
+	       : rc == 0 || rc == -EFBIG ? CLAIM_F1_CLAIM
+					    : rc;
 }
 
 /* Invariant 6: a record of our shared catalog. */
@@ -501,7 +507,7 @@ static int claim_legacy_move(struct claim *c, const char *have, size_t len, uint
 	if (rc == 0) {
 		claim_hook(c, "migrate-marker");
 		rc = claim_mark(c->b);
-		if (rc == -EEXIST || rc == -ENOTDIR) /* a format-1 take in our gap: its checks see our aside */
+		if (rc == -EEXIST) /* a format-1 take in our gap: its checks see our aside */
 			rc = -EAGAIN;
 	}
 	if (rc == 0) {
@@ -589,17 +595,17 @@ static int claim_legacy(struct claim *c, int64_t now, bool last, char *msg, size
 	int rc = kind < 0 ? kind : claim_scan(c->b, &s);
 	if (rc != 0)
 		;
-	else if (kind == 1 && s.top == 0) /* a new BACKING's first mount stopped after its mark */
+	else if (kind == CLAIM_F1_MARKER && s.top == 0) /* a first mount stopped after its mark */
 		rc = claim_legacy_import(c, now, true, msg, msgsize);
-	else if (kind == 1)
+	else if (kind == CLAIM_F1_MARKER)
 		rc = 0;
-	else if (kind == 0 && s.top == 0) { /* format 1 absent, or a new BACKING (M1: copy first) */
+	else if (kind == CLAIM_F1_NONE && s.top == 0) { /* format 1 absent, or a new BACKING (M1: copy first) */
 		rc = claim_legacy_import(c, now, last, msg, msgsize);
 		rc = rc == 0 ? claim_mark(c->b) : rc;
-		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
-	} else if (kind == 0) { /* the marker removed by hand beside epochs: made again */
+		rc = rc == -EEXIST ? -EAGAIN : rc;
+	} else if (kind == CLAIM_F1_NONE) { /* the marker removed by hand beside epochs: made again */
 		rc = claim_mark(c->b);
-		rc = rc == -EEXIST || rc == -ENOTDIR ? -EAGAIN : rc;
+		rc = rc == -EEXIST ? -EAGAIN : rc;
 	} else if (s.top > 0 && claim_legacy_older(c, s.top, have, len)) {
 		snprintf(msg, msgsize, "BACKING %s: a format-1 claim file %s beside the claims in %s/ "
 			 "is older than the newest of them (restored by hand from an old copy?): it "
@@ -712,6 +718,8 @@ static void claim_note_adopted(struct claim *c, const struct claim_rec *r, bool 
 		c->lease_seen = r->lease_s;
 }
 
+static int claim_adopt(struct claim *c, uint64_t e);
+
 /* Invariant 11 after our create of epoch e answered 0: 0 (e is the
  * largest: ours), 1 (void: a larger one), 2 (a shared node adopted a
  * sibling's larger one, 6), or -errno. s keeps the listing. */
@@ -723,23 +731,10 @@ static int claim_check(struct claim *c, uint64_t e, struct claim_scan *s, const 
 		return rc;
 	if (s->top <= e)
 		return 0;
-	if (c->self.shared) { /* a sibling's renewal after ours (6) */
-		char *buf = malloc(CLAIM_MAX);
-		size_t len = 0;
-		struct claim_rec r;
-		int parsed = -EINVAL;
-		int g = buf ? claim_get(c->b, s->top, buf, &len, &r, &parsed) : -ENOMEM;
-		bool ours = g == 0 && parsed == 0 && claim_shared_ours(c, buf, len);
-		free(buf);
-		if (ours) {
-			c->epoch = s->top;
-			claim_note_adopted(c, &r, true);
-			return 2; /* a sibling's: sure from its heartbeat (9) */
-		}
-		if (g != 0) /* unread (trimmed after two more: 10): look again later */
-			return g == -ENOENT ? -EAGAIN : g;
-	}
-	return 1;
+	/* a shared node: a sibling's renewal after ours (6), sure from its
+	 * heartbeat (9); unread, look again later */
+	int adopted = c->self.shared ? claim_adopt(c, s->top) : 0;
+	return adopted < 0 ? adopted : adopted ? 2 : 1;
 }
 
 /* One round of acquisition: 0 (held), -EAGAIN (look again after a nap),
@@ -878,13 +873,13 @@ int claim_acquire_led(struct backing *b, const char *catalog_id, bool shared, bo
 		rc = claim_note(c, true, msg, msgsize); /* invariant 12 */
 	}
 	const char *spec = backing_spec(b);
-	if (rc == -E2BIG)
+	if (rc == -E2BIG) {
 		snprintf(msg, msgsize, "BACKING %s: more than %d names in %s/%s or in %s/tmp: the "
 			 "newest claim cannot be told, so the claim is not taken; remove the names "
 			 "that are not epochs (or format-1 tmp/claim.* asides) by hand",
 			 spec, CLAIM_EPOCHS_MAX, spec, CLAIM_DIR, spec);
-	if (rc == -E2BIG)
 		rc = -EBUSY;
+	}
 	if (rc == -EAGAIN)
 		snprintf(msg, msgsize, "BACKING %s: the claim keeps changing (other mounts are "
 			 "starting): try again", spec);
@@ -956,7 +951,9 @@ static void claim_try(struct claim *c, uint64_t next, const char *bytes, size_t 
 }
 
 /* The step of renewal, release and give-back (invariants 3, 9, 10, 11):
- * while our epoch is the largest, epoch + 1 made holding bytes. 0 (made, or
+ * while our epoch is the largest, epoch + 1 made holding bytes (NULL: our
+ * record, rendered after the listing and any adoption, so that a shared
+ * node's carries the longest lease it has seen: review 58 R58-1). 0 (made, or
  * found ours: sure from started, older epochs trimmed), CLAIM_LOST (the
  * caller fences, *why says), or BACKING's error (try again later; a create
  * that failed may have landed: remembered). */
@@ -975,14 +972,8 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 					: "the claim's epochs were removed";
 		rc = CLAIM_LOST;
 	}
-	char *mine = NULL;
-	if (rc == 0 && adopted == 1 && c->self.shared && claim_render(c) == 0 &&
-	    (mine = malloc(c->written_len)) != NULL) {
-		/* a sibling's record read: rendered again, with the longest lease
-		 * seen (6), so that ours never supersedes a longer one's with a
-		 * shorter lease (review 58 R58-1) */
-		memcpy(mine, c->written, c->written_len);
-		bytes = mine;
+	if (rc == 0 && !bytes && (rc = claim_render(c)) == 0) {
+		bytes = c->written;
 		len = c->written_len;
 	}
 	uint64_t next = c->epoch + 1;
@@ -999,8 +990,10 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 			*why = "another holder made the next epoch first";
 	} else if (rc == 0) {
 		c->epoch = next;
-		memcpy(c->written, bytes, len);
-		c->written_len = len;
+		if (bytes != c->written) {
+			memcpy(c->written, bytes, len);
+			c->written_len = len;
+		}
 	}
 	if (rc == 0) {
 		c->tried_epoch = 0;
@@ -1024,7 +1017,6 @@ static int claim_advance(struct claim *c, const char *bytes, size_t len, uint64_
 			log_info("BACKING %s: the claim is renewed again, still ours (epoch %" PRIu64
 				 "): uploads and removals go on", backing_spec(c->b), c->epoch);
 	}
-	free(mine);
 	free(s.num);
 	return rc;
 }
@@ -1039,11 +1031,11 @@ static int claim_marker_check(struct claim *c, const char **why)
 	size_t len = 0;
 	int kind = buf ? claim_file_kind(c->b, buf, &len) : -ENOMEM;
 	free(buf);
-	if (kind == 0) { /* removed by hand: made again */
+	if (kind == CLAIM_F1_NONE) { /* removed by hand: made again */
 		int m = claim_mark(c->b);
-		kind = m == 0 ? 1 : m == -ENOTDIR || m == -EEXIST ? 2 : m;
+		kind = m == 0 ? CLAIM_F1_MARKER : m == -EEXIST ? CLAIM_F1_CLAIM : m;
 	}
-	if (kind == 2) {
+	if (kind == CLAIM_F1_CLAIM) {
 		*why = "an older ckptfs took BACKING: a format-1 claim file " CLAIM_FILE
 		       " stands where the marker was";
 		return CLAIM_LOST;
@@ -1066,15 +1058,7 @@ static void claim_renew(struct claim *c)
 		rc = 0;
 	}
 	if (rc == 0)
-		rc = claim_render(c);
-	if (rc == 0) {
-		char *bytes = malloc(c->written_len);
-		size_t len = c->written_len;
-		if (bytes)
-			memcpy(bytes, c->written, len);
-		rc = bytes ? claim_advance(c, bytes, len, started, &why) : -ENOMEM;
-		free(bytes);
-	}
+		rc = claim_advance(c, NULL, 0, started, &why);
 	if (rc == CLAIM_LOST)
 		claim_fence(c, why);
 	else if (rc != 0)
@@ -1156,12 +1140,11 @@ static void claim_free(struct claim *c)
 }
 
 /* A last step of a lone holder not fenced (release, give-back): the next
- * epoch holds bytes (NULL: out of memory); logged when it could not be
- * made. */
+ * epoch holds bytes (NULL: our record); logged when it could not be made. */
 static void claim_last_step(struct claim *c, const char *bytes, size_t len, const char *what)
 {
 	const char *why = "";
-	int rc = bytes ? claim_advance(c, bytes, len, claim_clock_ms(), &why) : -ENOMEM;
+	int rc = claim_advance(c, bytes, len, claim_clock_ms(), &why);
 	if (rc == CLAIM_LOST)
 		claim_fence(c, why);
 	if (rc != 0)
@@ -1176,12 +1159,7 @@ void claim_end(struct claim *c, bool release)
 	claim_stop(c);
 	if (release && c->epoch && !c->self.shared && !claim_lost(c)) {
 		c->self.released = true; /* invariants 3, 6, 8 */
-		int rc = claim_render(c);
-		char *bytes = rc == 0 ? malloc(c->written_len) : NULL;
-		if (bytes)
-			memcpy(bytes, c->written, c->written_len);
-		claim_last_step(c, bytes, c->written_len, "released");
-		free(bytes);
+		claim_last_step(c, NULL, 0, "released");
 	}
 	claim_free(c);
 }
@@ -1198,7 +1176,11 @@ void claim_abandon(struct claim *c)
 				      : claim_vacant("given-back", 0, bytes, CLAIM_MAX);
 		if (n > 0 && c->replaced)
 			memcpy(bytes, c->replaced, (size_t)n);
-		claim_last_step(c, n > 0 ? bytes : NULL, n > 0 ? (size_t)n : 0, "given back");
+		if (n > 0)
+			claim_last_step(c, bytes, (size_t)n, "given back");
+		else
+			log_warn("BACKING %s: claim not given back: %s", backing_spec(c->b),
+				 strerror(-n));
 		free(bytes);
 	}
 	claim_free(c);
@@ -1216,7 +1198,7 @@ int claim_break(struct backing *b, uint64_t *epoch, char *msg, size_t msgsize)
 	 * decision), and the marker made: older daemons refused from now on */
 	size_t len = 0;
 	int kind = rc == 0 ? claim_file_kind(b, top, &len) : rc;
-	if (kind == 2)
+	if (kind == CLAIM_F1_CLAIM)
 		rc = backing_remove(b, CLAIM_FILE);
 	else if (kind < 0)
 		rc = kind;

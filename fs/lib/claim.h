@@ -337,8 +337,8 @@ int claim_current_rec(struct backing *b, struct claim_rec *rec);
 #define CLAIM_NAME_MAX (sizeof(CLAIM_DIR) + CLAIM_EPOCH_DIGITS + 1)
 void claim_epoch_name(uint64_t epoch, char *out, size_t size);
 /* Makes the marker of invariant 15 (the directory CLAIM_FILE with its
- * README): 0 (made, or already there), or -errno (-ENOTDIR or -EEXIST: a
- * format-1 claim file is there). */
+ * README): 0 (made, or already there), -EEXIST (a format-1 claim file is
+ * there), or -errno. */
 int claim_mark(struct backing *b);
 
 /* A claim held by this process. */
